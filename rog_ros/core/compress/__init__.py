@@ -1,1 +1,24 @@
 # Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""Row codecs: DEFSGDM scaled sign (the default) and Identity (fp32), plus zstd framing."""
+
+from rog_ros.core.compress.base import RowCodec
+from rog_ros.core.compress.defsgdm import MomentumPreconditioner
+from rog_ros.core.compress.framing import frame, unframe
+from rog_ros.core.compress.identity import Identity
+from rog_ros.core.compress.scaled_sign import ScaledSign
+
+CODECS = {c.codec_id: c for c in (Identity, ScaledSign)}
+NAMES = {'identity': Identity, 'scaled_sign': ScaledSign, 'defsgdm': ScaledSign}
+
+
+def make_codec(name: str, dtype=None) -> RowCodec:
+    """Codec by name ('defsgdm' = 'scaled_sign', 'identity')."""
+    try:
+        cls = NAMES[name]
+        return cls(dtype) if (cls is Identity and dtype is not None) else cls()
+    except KeyError:
+        raise ValueError(f'unknown codec {name!r}; choose one of {sorted(NAMES)}') from None
+
+
+__all__ = ['RowCodec', 'ScaledSign', 'Identity', 'MomentumPreconditioner', 'frame', 'unframe',
+           'make_codec', 'CODECS']

@@ -1,0 +1,37 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""Identity codec: rows travel as raw little-endian floats (no error feedback needed).
+
+Used for equivalence tests (BSP + Identity = synchronous SGD) and for debugging; the element
+type follows the engine's dtype so that float64 test runs stay exact.
+"""
+
+import torch
+
+from rog_ros.core.compress.base import RowCodec
+
+
+class Identity(RowCodec):
+    codec_id = 0
+    name = 'identity'
+    lossy = False
+
+    def __init__(self, dtype: torch.dtype = torch.float32):
+        self.dtype = dtype
+        self.itemsize = torch.empty(0, dtype=dtype).element_size()
+
+    def row_nbytes(self, layout):
+        return layout.row_len * self.itemsize
+
+    def scales(self, layout, p, row_sums=None):
+        return torch.zeros(layout.n_tensors, dtype=torch.float32)
+
+    def encode(self, layout, p, scales):
+        return p.detach().to(self.dtype).contiguous().view(torch.uint8)
+
+    def quantize(self, layout, p, scales, out=None):
+        if out is None:
+            return p.clone()
+        return out.copy_(p)
+
+    def decode(self, layout, rowbytes, scales, out):
+        return out.copy_(rowbytes.view(self.dtype))

@@ -1,0 +1,54 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""VersionTable: per-row, per-worker versions and the RSP / SSP / BSP staleness predicate.
+
+``v[i, s]`` is the newest iteration (clock) of worker s whose row-i gradient is included.
+Worker r at clock c may start iteration c+1 iff ``c - v[i, s] <= S`` for every row i and
+worker s (specs/rog.md 5.1; 'gt' convention). s != r is the same-row-across-workers level,
+s == r the rows-within-one-worker level. One row per model reduces this to SSP
+(c - min_s c_s <= S) and S = 0 to BSP. The check is one comparison over the M x N table.
+"""
+
+import torch
+
+
+class VersionTable:
+    """An ``[M, N]`` int32 table of row versions with vectorised staleness checks."""
+
+    def __init__(self, n_rows: int, n_workers: int):
+        if n_rows <= 0 or n_workers <= 0:
+            raise ValueError('VersionTable needs at least one row and one worker')
+        self.v = torch.zeros(n_rows, n_workers, dtype=torch.int32)
+
+    @property
+    def n_rows(self) -> int:
+        return self.v.shape[0]
+
+    @property
+    def n_workers(self) -> int:
+        return self.v.shape[1]
+
+    def stamp(self, worker: int, rows_mask: torch.Tensor, clock: int) -> None:
+        """Rows in ``rows_mask`` now include worker's gradients up to ``clock`` (monotone)."""
+        col = self.v[:, worker]
+        col.copy_(torch.where(rows_mask, torch.clamp(col, min=int(clock)), col))
+
+    def violations(self, clock: int, staleness: int) -> torch.Tensor:
+        """Boolean ``[M, N]``: pairs (i, s) with ``clock - v[i, s] > staleness``."""
+        return self.v < (int(clock) - int(staleness))
+
+    def satisfied(self, clock: int, staleness: int) -> bool:
+        """True iff a worker at ``clock`` may start its next iteration (RSP predicate)."""
+        return bool(self.v.min() >= int(clock) - int(staleness))
+
+    def violating_pairs(self, clock: int, staleness: int) -> torch.Tensor:
+        """``[K, 2]`` (row, worker) pairs that block a worker at ``clock``."""
+        return torch.nonzero(self.violations(clock, staleness))
+
+    def min_version(self) -> torch.Tensor:
+        """Per row, the oldest worker version ``min_s v[i, s]`` (shape [M])."""
+        return self.v.min(dim=1).values
+
+    def copy(self) -> 'VersionTable':
+        out = VersionTable.__new__(VersionTable)
+        out.v = self.v.clone()
+        return out

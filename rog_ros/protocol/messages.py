@@ -1,0 +1,240 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""Protocol messages: Python dataclasses mirroring ``msg/*.msg`` field for field.
+
+The engines speak only these types. Transports (``rog_ros.transport``) convert them to and
+from ROS 2 / DDS samples; the simulator passes them as they are and charges ``wire_size()``
+bytes on the link. Array fields are NumPy arrays of a fixed dtype (they map to ``uint32[]``,
+``float32[]`` ... in the .msg files) and payloads are ``bytes`` (``uint8[]`` on the wire), never
+lists of floats.
+
+Every message carries ``schema_version``: DDS does not detect layout drift between builds, so a
+receiver rejects a message whose version it does not speak (see ``validate``).
+"""
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+SERVER = -1
+"""Address of the parameter server in ``sender``/``receiver`` fields; workers are 0..N-1."""
+
+KIND_GRAD = 0
+"""RowChunk kind: worker -> server, accumulated gradient rows (uplink)."""
+KIND_UPDATE = 1
+"""RowChunk kind: server -> worker, aggregated update rows (downlink)."""
+
+FLAG_END = 1
+"""RowChunk flag: end of transfer; ``seq`` holds the number of data chunks that were sent."""
+FLAG_FRAGMENT = 2
+"""RowChunk flag: the payload is bytes [frag_offset, frag_offset+len) of one row larger than a
+chunk; the row counts as delivered only when all of its bytes arrived."""
+
+_HEADER_BYTES = 64
+"""Approximate fixed cost of a message on the wire (RTPS submessage + CDR scalars); used by
+``wire_size`` so that simulated byte counts include per-message overhead."""
+
+
+def _u32(values=()) -> np.ndarray:
+    return np.asarray(values, dtype=np.uint32)
+
+
+def _f32(values=()) -> np.ndarray:
+    return np.asarray(values, dtype=np.float32)
+
+
+def _i32(values=()) -> np.ndarray:
+    return np.asarray(values, dtype=np.int32)
+
+
+class MessageError(ValueError):
+    """A message failed validation; the receiver drops it and counts a reject."""
+
+
+@dataclass
+class RowChunk:
+    """One chunk of a row transfer (gradients up, aggregated updates down).
+
+    A transfer is a sequence of data chunks ``seq = 0, 1, ...`` followed by one chunk with
+    ``FLAG_END``. Row ids within a data chunk are ascending and given as half-open ranges
+    ``row_ranges = [start0, end0, start1, end1, ...]``; the payload holds each row's encoded
+    bytes in that order. ``tensor_ids``/``scales`` give the codec scale of every tensor the
+    chunk touches (DEFSGDM: one fp32 scale per tensor).
+    """
+
+    TYPE: ClassVar[str] = 'RowChunk'
+    transfer_id: int            # unique per (sender, receiver) pair, increasing
+    seq: int                    # data chunk number; on FLAG_END: number of data chunks sent
+    sender: int                 # worker rank, or SERVER
+    receiver: int               # worker rank, or SERVER
+    kind: int                   # KIND_GRAD or KIND_UPDATE
+    clock: int                  # sender's iteration clock (uplink: the stamp v[i][s] gets)
+    flags: int = 0              # FLAG_END | FLAG_FRAGMENT
+    codec: int = 0              # codec id (see rog_ros.core.compress)
+    row_ranges: np.ndarray = field(default_factory=_u32)   # uint32 pairs, ascending
+    frag_offset: int = 0        # FLAG_FRAGMENT: byte offset inside the row
+    tensor_ids: np.ndarray = field(default_factory=_u32)   # uint32, tensors touched
+    scales: np.ndarray = field(default_factory=_f32)       # float32, one per tensor_ids entry
+    payload: bytes = b''        # encoded row bytes
+    auth_tag: bytes = b''       # optional message authentication code (empty = none)
+    schema_version: int = SCHEMA_VERSION
+
+    def wire_size(self) -> int:
+        return (_HEADER_BYTES + len(self.payload) + 4 * len(self.row_ranges)
+                + 8 * len(self.tensor_ids) + len(self.auth_tag))
+
+
+@dataclass
+class RowVersions:
+    """Versions ``V_i`` of the rows of one downlink transfer (Alg. 1 sends ``w_i, V_i``).
+
+    Run-length encoded over ascending row ids: run k covers rows
+    ``[run_starts[k], run_starts[k] + run_lengths[k])`` which all have the version vector
+    ``versions[k*N:(k+1)*N]`` (newest iteration of each of the N workers included). Workers use
+    it for their own RSP safety check and for diagnostics.
+    """
+
+    TYPE: ClassVar[str] = 'RowVersions'
+    transfer_id: int
+    receiver: int
+    n_workers: int
+    run_starts: np.ndarray = field(default_factory=_u32)
+    run_lengths: np.ndarray = field(default_factory=_u32)
+    versions: np.ndarray = field(default_factory=_i32)
+    schema_version: int = SCHEMA_VERSION
+
+    def wire_size(self) -> int:
+        return (_HEADER_BYTES + 4 * len(self.run_starts) + 4 * len(self.run_lengths)
+                + 4 * len(self.versions))
+
+
+@dataclass
+class TransferAck:
+    """Receiver -> sender. Per data chunk (``final=False``): drives flow control and
+    throughput. Final (``final=True``, answer to FLAG_END): the authoritative list of chunks the
+    receiver applied, as ascending half-open ``chunk_ranges``; only this moves rows from
+    *in flight* to *delivered* (exactly-once accounting)."""
+
+    TYPE: ClassVar[str] = 'TransferAck'
+    transfer_id: int
+    sender: int                 # the acknowledging node
+    receiver: int               # the node that sent the transfer
+    seq: int                    # acked chunk (per-chunk acks); number of chunks on final
+    final: bool = False
+    bytes_received: int = 0     # payload bytes of the acked chunk / of the whole transfer
+    chunk_ranges: np.ndarray = field(default_factory=_u32)
+    receive_time: float = 0.0   # receiver's clock (seconds) when the chunk / END arrived
+    schema_version: int = SCHEMA_VERSION
+
+    def wire_size(self) -> int:
+        return _HEADER_BYTES + 4 * len(self.chunk_ranges)
+
+
+@dataclass
+class Schedule:
+    """Server -> worker, sent at the start of each pull: how to behave in the next iteration."""
+
+    TYPE: ClassVar[str] = 'Schedule'
+    worker: int
+    clock: int                  # the worker clock this schedule answers
+    push_deadline_s: float      # MTA time: keep pushing rows until this long after push start;
+    #                             negative = no deadline (send everything)
+    compute_sleep_s: float = 0.0  # compute equalisation: idle this long before computing
+    urgent_rows: np.ndarray = field(default_factory=_u32)  # row ranges the server waits for
+    stop: bool = False          # training is over; the worker shuts down
+    schema_version: int = SCHEMA_VERSION
+
+    def wire_size(self) -> int:
+        return _HEADER_BYTES + 4 * len(self.urgent_rows)
+
+
+@dataclass
+class LinkStats:
+    """netmon -> all: what one robot's network interface is doing (10 Hz)."""
+
+    TYPE: ClassVar[str] = 'LinkStats'
+    node: int
+    interface: str
+    stamp: float
+    tx_bytes: int = 0
+    rx_bytes: int = 0
+    tx_mbps: float = 0.0        # measured from counters over the last period
+    rx_mbps: float = 0.0
+    bitrate_mbps: float = -1.0  # Wi-Fi link bitrate (iw), -1 when unknown
+    signal_dbm: float = 0.0     # Wi-Fi RSSI, 0 when unknown
+    emulated_mbps: float = -1.0  # rate the emulator enforces now, -1 when not emulated
+    schema_version: int = SCHEMA_VERSION
+
+    def wire_size(self) -> int:
+        return _HEADER_BYTES + len(self.interface)
+
+
+@dataclass
+class TrainStatus:
+    """Every node: training progress for dashboards, bags and `rog fleet`'s progress bar."""
+
+    TYPE: ClassVar[str] = 'TrainStatus'
+    node: int
+    stamp: float
+    iteration: int = 0
+    loss: float = float('nan')
+    accuracy: float = float('nan')
+    stall_s: float = 0.0
+    compute_s: float = 0.0
+    comm_s: float = 0.0
+    bytes_up: int = 0
+    bytes_down: int = 0
+    triggers: int = 0
+    state: str = ''
+    schema_version: int = SCHEMA_VERSION
+
+    def wire_size(self) -> int:
+        return _HEADER_BYTES + len(self.state)
+
+
+Message = RowChunk | RowVersions | TransferAck | Schedule | LinkStats | TrainStatus
+
+
+def ranges_from_sorted(ids: np.ndarray) -> np.ndarray:
+    """Compress ascending integer ids into half-open ranges ``[s0, e0, s1, e1, ...]``."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size == 0:
+        return _u32()
+    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+    starts = ids[np.concatenate(([0], breaks))]
+    ends = ids[np.concatenate((breaks - 1, [ids.size - 1]))] + 1
+    return np.stack([starts, ends], axis=1).reshape(-1).astype(np.uint32)
+
+
+def ids_from_ranges(ranges: np.ndarray) -> np.ndarray:
+    """Expand half-open ranges back into ascending int64 ids (vectorised)."""
+    r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+    if r.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    lengths = r[:, 1] - r[:, 0]
+    offsets = np.repeat(r[:, 0] - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return np.arange(int(lengths.sum()), dtype=np.int64) + offsets
+
+
+def validate_ranges(ranges: np.ndarray, limit: int, what: str) -> None:
+    """Raise MessageError unless ``ranges`` are ascending, non-empty and inside [0, limit)."""
+    r = np.asarray(ranges, dtype=np.int64)
+    if r.size % 2:
+        raise MessageError(f'{what}: odd number of range bounds ({r.size})')
+    r = r.reshape(-1, 2)
+    if r.size == 0:
+        return
+    if np.any(r[:, 1] <= r[:, 0]):
+        raise MessageError(f'{what}: empty or reversed range')
+    if r[0, 0] < 0 or r[-1, 1] > limit:
+        raise MessageError(f'{what}: range outside [0, {limit})')
+    if r.shape[0] > 1 and np.any(r[1:, 0] < r[:-1, 1]):
+        raise MessageError(f'{what}: ranges not ascending / overlapping')
+
+
+def check_schema(msg) -> None:
+    if msg.schema_version != SCHEMA_VERSION:
+        raise MessageError(
+            f'{msg.TYPE}: schema_version {msg.schema_version}, this build speaks '
+            f'{SCHEMA_VERSION}; rebuild all nodes from the same release')

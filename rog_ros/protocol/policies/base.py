@@ -1,0 +1,47 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""SyncPolicy: the knobs that distinguish BSP, SSP and Rog on the shared engines.
+
+specs/rog.md 4.9: SSP is the Rog algorithm with one row per model, MTA = 1 and no deadline;
+BSP is SSP with S = 0. Keeping one engine pair makes the comparison strict: same codec, same
+plumbing, same accounting; only the synchronisation unit and the scheduling differ.
+"""
+
+from dataclasses import dataclass
+
+from rog_ros.core import mta as mta_rules
+from rog_ros.core.atp import CONVENTIONS
+
+BALANCE_MODES = ('deadline', 'budget', 'none')
+
+
+@dataclass(frozen=True)
+class SyncPolicy:
+    name: str                       # label used in reports ('rog:4', 'ssp:4', 'bsp')
+    staleness: int                  # threshold S: a worker at clock c needs c - v[i][s] <= S
+    whole_model: bool               # True: one row per model (SSP/BSP granularity)
+    mta_rule: str = 'paper_table'   # see rog_ros.core.mta.RULES
+    mta_override: float | None = None  # force the MTA fraction (1.0 = send every row)
+    convention: str = 'gt'          # 'gt': trigger at staleness S+1 (SSP-consistent)
+    balance: str = 'deadline'       # 'deadline': MTA-time; 'budget': q x MTA rows; 'none'
+    ordering: bool = True           # importance ordering (False: ablation, row-id order)
+    use_magnitude: bool = True      # gradient magnitude in priorities (False: ablation)
+    small_tensor_threshold: int = 0  # tensors below this many elements form one row
+
+    def __post_init__(self):
+        if self.staleness < 0:
+            raise ValueError(f'staleness must be >= 0, got {self.staleness}')
+        if self.convention not in CONVENTIONS:
+            raise ValueError(f'convention must be one of {CONVENTIONS}')
+        if self.balance not in BALANCE_MODES:
+            raise ValueError(f'balance must be one of {BALANCE_MODES}, got {self.balance!r}')
+        if self.mta_override is not None and not 0.0 < self.mta_override <= 1.0:
+            raise ValueError(f'mta_override must be in (0, 1], got {self.mta_override}')
+        if self.mta_rule not in mta_rules.RULES:
+            raise ValueError(f'unknown MTA rule {self.mta_rule!r}')
+
+    @property
+    def mta(self) -> float:
+        """Fraction of rows every transfer must carry."""
+        if self.mta_override is not None:
+            return float(self.mta_override)
+        return mta_rules.mta(self.staleness, self.mta_rule)

@@ -1,0 +1,378 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""ServerEngine: the sans-I/O parameter server shared by BSP, SSP and Rog (variant A).
+
+State (specs/rog.md 2.3, 4.3-4.4): per worker r the aggregated update not yet delivered to r
+(``G[r]``) and the downlink error-feedback buffer (``E[r]``); the row version table ``v``; per
+worker the versions already delivered (``sent[r]``); the reference model
+``w_srv = w0 - sum of all applied updates``.
+
+Flow per worker: its push transfer closes (END) -> rows are decoded, scaled by lr/N and added
+to every ``G[s]`` -> the worker's pull waits until the RSP predicate holds (a *stall*, counted
+as a threshold trigger) -> a downlink transfer of ``G[r] + E[r]`` in ATP order -> on the
+worker's final ack, delivered rows leave ``G[r]`` (only the snapshot that was sent, so updates
+that arrived meanwhile stay) and their compression error goes to ``E[r]``.
+
+Because every update sent to r comes out of ``G[r] + E[r]``, worker r's model is exactly
+``w_srv + G[r] + E[r]`` once its acks are in: ``worker_model(r)`` evaluates what the workers
+really hold, never rows they have not received (artifact mistake 7.3.2).
+"""
+
+import math
+
+import numpy as np
+import torch
+
+from rog_ros.core.atp import Ewma, infinite_mask, mta_time, priority_order
+from rog_ros.core.compress.base import RowCodec
+from rog_ros.core.mta import mandatory_rows, row_budget
+from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
+from rog_ros.core.rows import RowLayout
+from rog_ros.core.versions import VersionTable
+from rog_ros.protocol.actions import Log, Send
+from rog_ros.protocol.messages import (
+    FLAG_END, KIND_GRAD, KIND_UPDATE, SERVER, MessageError, RowChunk, RowVersions, Schedule, TransferAck,
+    check_schema, ranges_from_sorted)
+from rog_ros.protocol.policies.base import SyncPolicy
+from rog_ros.protocol.transfer import OutgoingTransfer, Receiver
+
+
+class _Downlink:
+    """An open downlink transfer to one worker and the snapshots it must commit."""
+
+    def __init__(self, transfer: OutgoingTransfer, p: torch.Tensor, g_snap: torch.Tensor,
+                 scales: torch.Tensor, v_snap: torch.Tensor):
+        self.transfer, self.p, self.g_snap, self.scales, self.v_snap = \
+            transfer, p, g_snap, scales, v_snap
+        self.versions_sent = False
+
+
+class ServerEngine:
+    """Parameter-server engine.
+
+    Parameters
+    ----------
+    layout : RowLayout
+        Row layout of the shared model (``whole_model`` must match the policy).
+    codec : RowCodec
+        The codec the workers use (same instance type on both sides).
+    policy : SyncPolicy
+        bsp / ssp:S / rog:S and their knobs.
+    n_workers : int
+        N; every worker's update is scaled by lr/N.
+    w0 : Tensor
+        Flat initial parameters (layout order): the pre-trained model all workers start from.
+    lr : float
+        Learning rate, applied once, here (specs/rog.md E11).
+    chunk_bytes, window : int
+        Chunk payload cap and unacknowledged-chunk window of downlink transfers.
+    max_iterations : int or None
+        Stop the workers once all of them have pushed this many iterations.
+    stall_warn_s : float
+        A stall longer than this is reported with the rows and workers it waits for.
+    """
+
+    def __init__(self, layout: RowLayout, codec: RowCodec, policy: SyncPolicy, n_workers: int,
+                 w0: torch.Tensor, lr: float, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 window: int = 4, max_iterations: int | None = None,
+                 stall_warn_s: float = 30.0, end_timeout_s: float = 2.0):
+        if layout.whole_model != policy.whole_model:
+            raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
+        if n_workers < 1:
+            raise ValueError('need at least one worker')
+        if not math.isfinite(lr) or lr <= 0:
+            raise ValueError(f'learning rate must be positive and finite, got {lr}')
+        self.layout, self.codec, self.policy = layout, codec, policy
+        self.n = n_workers
+        self.lr = float(lr)
+        self.chunk_bytes, self.window = int(chunk_bytes), int(window)
+        self.max_iterations = max_iterations
+        self.stall_warn_s = float(stall_warn_s)
+        self.end_timeout_s = float(end_timeout_s)
+        dtype = w0.dtype
+        self.w_srv = w0.detach().clone()
+        self.G = torch.zeros(n_workers, layout.n_params, dtype=dtype)
+        self.E = torch.zeros(n_workers, layout.n_params, dtype=dtype) if codec.lossy else None
+        self.versions = VersionTable(layout.n_rows, n_workers)
+        self.sent = torch.zeros(n_workers, layout.n_rows, n_workers, dtype=torch.int32)
+        self.clock = [0] * n_workers
+        self.receiver = Receiver(SERVER, layout, codec)
+        self.downlinks: list[_Downlink | None] = [None] * n_workers
+        self.pending: dict[int, int] = {}          # worker -> clock waiting for its pull
+        self.stall_since: dict[int, float] = {}
+        self.stall_warned: dict[int, float] = {}
+        self.next_tid = [0] * n_workers
+        self.thr_up = [Ewma() for _ in range(n_workers)]
+        self.thr_down = [Ewma() for _ in range(n_workers)]
+        self.row_nbytes = codec.row_nbytes(layout)
+        self.total_row_bytes = int(self.row_nbytes.sum())
+        self.stopped = [False] * n_workers
+        self._scratch = torch.empty(layout.n_params, dtype=dtype)
+        # metrics
+        self.triggers = [0] * n_workers
+        self.stall_time = [0.0] * n_workers
+        self.bytes_up = 0
+        self.bytes_down = 0
+        self.rejects = 0
+
+    # ================================================================== public API
+    def on_message(self, msg, now: float) -> list:
+        try:
+            check_schema(msg)
+            if isinstance(msg, RowChunk):
+                return self._on_chunk(msg, now)
+            if isinstance(msg, TransferAck):
+                return self._on_ack(msg, now)
+            raise MessageError(f'server does not accept {type(msg).__name__}')
+        except MessageError as err:
+            self.rejects += 1
+            return [Log('reject', 1.0, getattr(msg, 'sender', -1), {'error': str(err)})]
+
+    def on_tick(self, now: float) -> list:
+        out = []
+        for r, dl in enumerate(self.downlinks):
+            if dl is not None:
+                out += self._sends(r, dl, dl.transfer.on_tick(now))
+        for r, t0 in self.stall_since.items():
+            last = self.stall_warned.get(r, t0)
+            if now - last >= self.stall_warn_s:
+                self.stall_warned[r] = now
+                out.append(self._stall_diagnostic(r, now))
+        return out
+
+    def next_wakeup(self) -> float | None:
+        times = [dl.transfer.next_wakeup() for dl in self.downlinks if dl is not None]
+        times += [self.stall_warned.get(r, t0) + self.stall_warn_s
+                  for r, t0 in self.stall_since.items()]
+        times = [t for t in times if t is not None]
+        return min(times) if times else None
+
+    def worker_model(self, r: int) -> torch.Tensor:
+        """Exactly what worker r holds once its acks are in: w_srv + G[r] + E[r]."""
+        out = self.w_srv + self.G[r]
+        if self.E is not None:
+            out += self.E[r]
+        return out
+
+    def consensus_model(self) -> torch.Tensor:
+        """Mean of the workers' models (the model to evaluate and checkpoint)."""
+        out = self.w_srv + self.G.mean(0)
+        if self.E is not None:
+            out += self.E.mean(0)
+        return out
+
+    @property
+    def finished(self) -> bool:
+        return all(self.stopped)
+
+    # ================================================================== uplink
+    def _on_chunk(self, chunk: RowChunk, now: float) -> list:
+        s = chunk.sender
+        if chunk.kind != KIND_GRAD or chunk.receiver != SERVER or not 0 <= s < self.n:
+            raise MessageError(f'unexpected chunk kind={chunk.kind} from {s}')
+        acks, closed = self.receiver.on_chunk(chunk, now)
+        out = [Send(s, a) for a in acks]
+        if closed is not None:
+            out += self._apply_push(closed, now)
+        elif chunk.flags & FLAG_END and self.stopped[s]:
+            out.append(Send(s, Schedule(worker=s, clock=self.clock[s], push_deadline_s=-1.0,
+                                        stop=True)))     # the stop order may have been lost
+        return out
+
+    def _apply_push(self, inc, now: float) -> list:
+        s = inc.sender
+        mask, rowbytes, scales, chunk_ranges = inc.close()
+        n_rows = int(mask.sum())
+        if n_rows:
+            delta = self.codec.decode(self.layout, rowbytes, scales, self._scratch)
+            if n_rows < self.layout.n_rows:
+                self.layout.mask_rows_(delta, mask)
+            delta.mul_(self.lr / self.n)
+            self.G += delta            # every worker, the sender included (variant A)
+            self.w_srv -= delta
+            self.versions.stamp(s, mask, inc.clock)
+        self.bytes_up += inc.bytes
+        if inc.bytes:
+            self.thr_up[s].update(inc.bytes, max(inc.last_time - inc.first_time, 1e-6))
+        self.clock[s] = max(self.clock[s], inc.clock)
+        out = [Send(s, self.receiver.final_ack(inc, chunk_ranges, now)),
+               Log('push_applied', float(n_rows), s, {'clock': inc.clock, 'bytes': inc.bytes})]
+        self.pending[s] = max(self.pending.get(s, 0), inc.clock)
+        for r in sorted(self.pending):
+            out += self._try_serve(r, now)
+        return out
+
+    # ================================================================== pull / downlink
+    def _try_serve(self, r: int, now: float) -> list:
+        if r not in self.pending or self.downlinks[r] is not None:
+            return []
+        c = self.pending[r]
+        if self.max_iterations is not None and c >= self.max_iterations:
+            del self.pending[r]
+            self.stopped[r] = True
+            self._end_stall(r, now)
+            return [Send(r, Schedule(worker=r, clock=c, push_deadline_s=-1.0, stop=True)),
+                    Log('worker_done', float(c), r)]
+        if not self.versions.satisfied(c, self.policy.staleness):
+            if r not in self.stall_since:
+                self.stall_since[r] = now
+                self.triggers[r] += 1
+                return [Log('trigger', 1.0, r, {'clock': c})]
+            return []
+        out = self._end_stall(r, now)
+        del self.pending[r]
+        return out + self._start_downlink(r, c, now)
+
+    def _end_stall(self, r: int, now: float) -> list:
+        t0 = self.stall_since.pop(r, None)
+        self.stall_warned.pop(r, None)
+        if t0 is None:
+            return []
+        self.stall_time[r] += now - t0
+        return [Log('stall_s', now - t0, r)]
+
+    def _start_downlink(self, r: int, c: int, now: float) -> list:
+        pol, layout = self.policy, self.layout
+        v = self.versions.v
+        new_data = (v > self.sent[r]).any(dim=1)
+        candidates = torch.nonzero(new_data).reshape(-1)
+        p = self.G[r].clone() if self.E is None else self.G[r] + self.E[r]
+        g_snap = self.G[r].clone() if self.E is not None else p
+        row_sums = layout.row_abs_sum(p)
+        scales = self.codec.scales(layout, p, row_sums)
+        if pol.whole_model or not pol.ordering:
+            order = candidates
+            n_inf = 0
+        else:
+            urgency = c - self.sent[r].min(dim=1).values
+            inf = infinite_mask(urgency, pol.staleness, pol.convention)
+            order = priority_order(urgency, row_sums, inf, use_magnitude=pol.use_magnitude,
+                                   multiply=False, candidates=candidates)
+            n_inf = int((inf & new_data).sum())
+        k_min = min(mandatory_rows(layout.n_rows, pol.mta, n_inf), int(order.numel()))
+        deadline = self._downlink_deadline(r, k_min, order, now)
+        if pol.balance == 'budget' and not pol.whole_model:
+            k_min = max(k_min, min(int(order.numel()), self._budget_rows(self.thr_down, r)))
+        rowbytes = self.codec.encode(layout, p, scales)
+        self.next_tid[r] += 1
+        tr = OutgoingTransfer(transfer_id=self.next_tid[r], sender=SERVER, receiver=r,
+                              kind=KIND_UPDATE, clock=c, layout=layout, codec=self.codec,
+                              rowbytes=rowbytes, scales=scales, order=order,
+                              n_mandatory=k_min, deadline=deadline, now=now,
+                              window=self.window, chunk_bytes=self.chunk_bytes,
+                              end_timeout_s=self.end_timeout_s)
+        self.downlinks[r] = _Downlink(tr, p, g_snap, scales, v.clone())
+        sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r))
+        out = [Send(r, sched)]
+        return out + self._sends(r, self.downlinks[r], tr.pump(now))
+
+    def _sends(self, r: int, dl: _Downlink, chunks: list) -> list:
+        """Sends for downlink chunks; the transfer's RowVersions goes right before its END."""
+        out = []
+        for ch in chunks:
+            if ch.flags & FLAG_END and not dl.versions_sent:
+                dl.versions_sent = True
+                out.append(Send(r, encode_versions(dl.transfer.transfer_id, r, dl.v_snap,
+                                                   dl.transfer.sent_rows())))
+            out.append(Send(r, ch))
+        return out
+
+    def _downlink_deadline(self, r, k_min, order, now) -> float:
+        if self.policy.balance != 'deadline' or self.policy.whole_model:
+            return now
+        mand = torch.tensor([self._mandatory_bytes(k_min)] * self.n, dtype=torch.float64)
+        thr = torch.tensor([e.value_bps for e in self.thr_down], dtype=torch.float64)
+        return now + mta_time(mand, thr)
+
+    def _push_deadline(self, r: int) -> float:
+        """MTA time for worker r's next push (negative = no deadline: send everything)."""
+        pol = self.policy
+        if pol.whole_model or pol.balance == 'none':
+            return 0.0 if not pol.whole_model else -1.0
+        if pol.balance == 'budget':
+            return 0.0
+        k_min = mandatory_rows(self.layout.n_rows, pol.mta, 0)
+        mand = torch.tensor([self._mandatory_bytes(k_min)] * self.n, dtype=torch.float64)
+        thr = torch.tensor([e.value_bps for e in self.thr_up], dtype=torch.float64)
+        return mta_time(mand, thr)
+
+    def _mandatory_bytes(self, k_min: int) -> float:
+        return self.total_row_bytes * k_min / max(self.layout.n_rows, 1)
+
+    def _budget_rows(self, estimators, r: int) -> int:
+        vals = [e.value_bps for e in estimators if e.value_bps > 0]
+        if not vals or estimators[r].value_bps <= 0:
+            return 0
+        q = estimators[r].value_bps / min(vals)
+        return row_budget(q, self.policy.mta, self.layout.n_rows)
+
+    def _on_ack(self, ack: TransferAck, now: float) -> list:
+        r = ack.sender
+        if not 0 <= r < self.n or ack.receiver != SERVER:
+            raise MessageError(f'ack from unknown worker {r}')
+        dl = self.downlinks[r]
+        if dl is None or ack.transfer_id != dl.transfer.transfer_id:
+            return []                                  # late or duplicate: nothing to do
+        if not ack.final:
+            return self._sends(r, dl, dl.transfer.on_ack(ack, now))
+        delivered = dl.transfer.on_final(ack, now)
+        if delivered is None:
+            return []
+        self._commit_downlink(r, dl, delivered)
+        nbytes, secs = dl.transfer.throughput_sample()
+        self.bytes_down += dl.transfer.bytes_sent
+        if nbytes:
+            self.thr_down[r].update(nbytes, secs)
+        self.downlinks[r] = None
+        out = [Log('pull_done', float(delivered.size), r,
+                   {'bytes': nbytes, 'seconds': secs, 'rows_total': self.layout.n_rows})]
+        return out + self._try_serve(r, now)
+
+    def _commit_downlink(self, r: int, dl: _Downlink, delivered: np.ndarray) -> None:
+        """Delivered rows: E[r] = p - C(p); G[r] -= snapshot; sent[r] = versions sent."""
+        if delivered.size == 0:
+            return
+        layout = self.layout
+        mask = torch.zeros(layout.n_rows, dtype=torch.bool)
+        mask[torch.from_numpy(delivered)] = True
+        full = bool(mask.all())
+        if self.E is not None:
+            q = self.codec.quantize(layout, dl.p, dl.scales, out=self._scratch)
+            err = dl.p.sub_(q)                          # p is ours: reuse it as p - C(p)
+            if full:
+                self.E[r].copy_(err)
+            else:
+                layout.where_rows(mask, err, self.E[r], out=self.E[r])
+        if full:
+            self.G[r].sub_(dl.g_snap)
+        else:
+            layout.mask_rows_(dl.g_snap, mask)
+            self.G[r].sub_(dl.g_snap)
+        self.sent[r] = torch.where(mask.unsqueeze(1), dl.v_snap, self.sent[r])
+
+    def _stall_diagnostic(self, r: int, now: float) -> Log:
+        c = self.pending.get(r, self.clock[r])
+        pairs = self.versions.violating_pairs(c, self.policy.staleness)
+        waiting_for = sorted(set(pairs[:, 1].tolist()))
+        return Log('stall_diagnostic', now - self.stall_since[r], r, {
+            'clock': c, 'violating_rows': int(pairs[:, 0].unique().numel()),
+            'waiting_for_workers': waiting_for,
+            'worker_clocks': list(self.clock),
+            'hint': 'a worker is far behind or its link is down; check its LinkStats, or '
+                    'raise the staleness threshold'})
+
+
+def encode_versions(transfer_id: int, receiver: int, v: torch.Tensor, rows: np.ndarray
+                    ) -> RowVersions:
+    """Run-length encode the version vectors of ascending ``rows`` (vectorised)."""
+    n = v.shape[1]
+    if rows.size == 0:
+        return RowVersions(transfer_id=transfer_id, receiver=receiver, n_workers=n)
+    vv = v[torch.from_numpy(rows)].numpy()
+    new_run = np.ones(rows.size, dtype=bool)
+    new_run[1:] = (np.diff(rows) != 1) | np.any(vv[1:] != vv[:-1], axis=1)
+    starts = np.flatnonzero(new_run)
+    lengths = np.diff(np.append(starts, rows.size))
+    return RowVersions(transfer_id=transfer_id, receiver=receiver, n_workers=n,
+                       run_starts=rows[starts].astype(np.uint32),
+                       run_lengths=lengths.astype(np.uint32),
+                       versions=vv[starts].reshape(-1).astype(np.int32))

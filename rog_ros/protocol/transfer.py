@@ -1,0 +1,361 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""Row transfers: the sender half (chunking, window, deadline) and the receiver half.
+
+One transfer moves an ordered set of encoded rows from one node to another:
+
+* The sender plans chunks over the rows in priority order, keeps at most ``window`` chunks
+  unacknowledged, and stops after the mandatory chunks once the MTA-time deadline has passed;
+  then it sends an END chunk carrying the number of data chunks sent. Checking the deadline
+  between chunks, with a small window, keeps a stopped transfer from draining a queue of stale
+  bytes after its deadline (an artifact mistake, specs/rog_artifact.md 7.2).
+* The receiver reassembles chunks (deduplicated by sequence number; late chunks after END are
+  dropped) and closes the transfer at END. Its final TransferAck lists exactly the chunks it
+  applied. Only that list moves rows from *in flight* to *delivered* on the sender, so a row is
+  counted once even when acks are lost (the sender repeats END; the receiver repeats its
+  answer), duplicated or late.
+"""
+
+import numpy as np
+import torch
+
+from rog_ros.core.compress.base import RowCodec
+from rog_ros.core.packing import ChunkPlan, DEFAULT_CHUNK_BYTES, plan_chunks
+from rog_ros.core.rows import RowLayout
+from rog_ros.protocol.messages import (
+    FLAG_END, FLAG_FRAGMENT, MessageError, RowChunk, TransferAck, ids_from_ranges,
+    ranges_from_sorted, validate_ranges)
+
+
+def gather_segments(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenate ``buf[starts[k]:starts[k]+lengths[k]]`` for all k (vectorised)."""
+    total = int(lengths.sum())
+    if total == 0:
+        return buf[:0]
+    shift = starts - (np.cumsum(lengths) - lengths)
+    return buf[np.repeat(shift, lengths) + np.arange(total)]
+
+
+def byte_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices of the bytes of segments ``[starts[k], starts[k]+lengths[k])``, in order."""
+    total = int(lengths.sum())
+    shift = starts - (np.cumsum(lengths) - lengths)
+    return np.repeat(shift, lengths) + np.arange(total)
+
+
+class OutgoingTransfer:
+    """Sender side of one transfer. Drive it with ``pump``, ``on_ack`` and ``on_final``."""
+
+    def __init__(self, *, transfer_id: int, sender: int, receiver: int, kind: int, clock: int,
+                 layout: RowLayout, codec: RowCodec, rowbytes: torch.Tensor,
+                 scales: torch.Tensor, order: torch.Tensor, n_mandatory: int,
+                 deadline: float, now: float, window: int = 4,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, end_timeout_s: float = 2.0):
+        self.transfer_id, self.sender, self.receiver = transfer_id, sender, receiver
+        self.kind, self.clock, self.codec_id = kind, clock, codec.codec_id
+        self.layout = layout
+        self.rowbytes = rowbytes.numpy()
+        self.scales = scales.numpy().astype(np.float32)
+        self.order = order.numpy().astype(np.int64)
+        nb_all = codec.row_nbytes(layout).numpy()
+        self.row_nbytes = nb_all
+        self.row_offset = np.cumsum(nb_all) - nb_all
+        self.plan: ChunkPlan = plan_chunks(nb_all[self.order], chunk_bytes)
+        self.n_mandatory_rows = int(min(n_mandatory, self.order.size))
+        self.n_mandatory_chunks = self.plan.chunks_covering(self.n_mandatory_rows)
+        self.deadline = float(deadline)
+        self.window = max(1, int(window))
+        self.end_timeout_s = float(end_timeout_s)
+        self.start_time = float(now)
+        self.next_seq = 0
+        self.acked = np.zeros(len(self.plan), dtype=bool)
+        self.bytes_sent = 0
+        self.bytes_acked = 0
+        self.last_ack_time = float(now)
+        self.end_sent_at: float | None = None
+        self.released = 0             # window slots given up on (acks lost or very late)
+        self.last_progress = float(now)
+        self.finished = False
+        self.delivered_rows: np.ndarray | None = None
+        self.whole_model = layout.whole_model
+
+    # ------------------------------------------------------------------ sending
+    def in_flight(self) -> int:
+        return max(0, self.next_seq - int(self.acked[:self.next_seq].sum()) - self.released)
+
+    def may_send_more(self, now: float) -> bool:
+        if self.next_seq >= len(self.plan):
+            return False
+        return self.next_seq < self.n_mandatory_chunks or now < self.deadline
+
+    def pump(self, now: float) -> list[RowChunk]:
+        """Chunks to send now (window permitting), then END once nothing more may go."""
+        out = []
+        if self.end_sent_at is not None or self.finished:
+            return out
+        while self.in_flight() < self.window and self.may_send_more(now):
+            out.append(self._chunk(self.next_seq))
+            self.next_seq += 1
+            self.last_progress = now
+        if not self.may_send_more(now):
+            out.append(self._end(now))
+        return out
+
+    def next_wakeup(self) -> float | None:
+        """When the driver must tick us: the deadline while waiting, or END retransmission."""
+        if self.finished:
+            return None
+        if self.end_sent_at is not None:
+            return self.end_sent_at + self.end_timeout_s
+        times = []
+        if self.in_flight() >= self.window:
+            times.append(self.last_progress + self.end_timeout_s)   # acks may be lost
+        if self.next_seq >= self.n_mandatory_chunks and self.next_seq < len(self.plan):
+            times.append(self.deadline)
+        return min(times) if times else None
+
+    def on_tick(self, now: float) -> list[RowChunk]:
+        if self.finished:
+            return []
+        if self.end_sent_at is not None:
+            if now >= self.end_sent_at + self.end_timeout_s:
+                return [self._end(now)]        # lost END or lost final ack: ask again
+            return []
+        if self.in_flight() >= self.window and now >= self.last_progress + self.end_timeout_s:
+            # No ack for a whole timeout: stop waiting for those slots. The final ack, not
+            # the per-chunk acks, decides what was delivered, so nothing is lost by this.
+            self.released += self.in_flight()
+            self.last_progress = now
+        return self.pump(now)
+
+    def _end(self, now: float) -> RowChunk:
+        self.end_sent_at = now
+        return RowChunk(transfer_id=self.transfer_id, seq=self.next_seq, sender=self.sender,
+                        receiver=self.receiver, kind=self.kind, clock=self.clock,
+                        flags=FLAG_END, codec=self.codec_id)
+
+    def _chunk(self, k: int) -> RowChunk:
+        lo, hi = int(self.plan.rank_lo[k]), int(self.plan.rank_hi[k])
+        rows = np.sort(self.order[lo:hi])
+        flen = int(self.plan.frag_len[k])
+        if flen >= 0:   # fragment of one large row
+            off = int(self.plan.frag_offset[k])
+            start = int(self.row_offset[rows[0]]) + off
+            payload = self.rowbytes[start:start + flen].tobytes()
+            flags, frag_offset = FLAG_FRAGMENT, off
+            with_scales = off == 0
+        else:
+            payload = gather_segments(self.rowbytes, self.row_offset[rows],
+                                      self.row_nbytes[rows]).tobytes()
+            flags, frag_offset, with_scales = 0, 0, True
+        if not with_scales:
+            tids = np.zeros(0, dtype=np.uint32)
+        elif self.whole_model:
+            tids = np.arange(self.layout.n_tensors, dtype=np.uint32)
+        else:
+            tids = np.unique(self.layout.row_tensor.numpy()[rows]).astype(np.uint32)
+        self.bytes_sent += len(payload)
+        return RowChunk(transfer_id=self.transfer_id, seq=k, sender=self.sender,
+                        receiver=self.receiver, kind=self.kind, clock=self.clock, flags=flags,
+                        codec=self.codec_id, row_ranges=ranges_from_sorted(rows),
+                        frag_offset=frag_offset, tensor_ids=tids,
+                        scales=self.scales[tids] if tids.size else np.zeros(0, np.float32),
+                        payload=payload)
+
+    # ------------------------------------------------------------------ acknowledgements
+    def on_ack(self, ack: TransferAck, now: float) -> list[RowChunk]:
+        """A per-chunk ack: account throughput, open the window."""
+        k = int(ack.seq)
+        if self.finished or not 0 <= k < self.next_seq or self.acked[k]:
+            return []           # late, duplicate or bogus: ignore
+        self.acked[k] = True
+        self.bytes_acked += int(self.plan.nbytes[k])
+        self.last_ack_time = now
+        self.last_progress = now
+        return self.pump(now)
+
+    def on_final(self, ack: TransferAck, now: float) -> np.ndarray | None:
+        """The receiver's authoritative answer; returns delivered row ids (ascending), or
+        None if this ack is not a valid final answer for this transfer."""
+        if self.finished or self.end_sent_at is None:
+            return None
+        try:
+            validate_ranges(ack.chunk_ranges, max(self.next_seq, 1), 'final ack chunks')
+        except MessageError:
+            return None
+        got = np.zeros(len(self.plan), dtype=bool)
+        got[ids_from_ranges(ack.chunk_ranges)] = True
+        got[self.next_seq:] = False
+        # A rank is delivered iff every chunk that carries (a part of) it arrived.
+        n_ranks = int(self.plan.rank_hi[self.next_seq - 1]) if self.next_seq else 0
+        bad = np.zeros(n_ranks + 1, dtype=np.int64)
+        miss = ~got[:self.next_seq]
+        np.add.at(bad, self.plan.rank_lo[:self.next_seq][miss], 1)
+        np.add.at(bad, self.plan.rank_hi[:self.next_seq][miss], -1)
+        ok = np.cumsum(bad[:n_ranks]) == 0
+        self.delivered_rows = np.sort(self.order[:n_ranks][ok])
+        self.finished = True
+        self.bytes_acked = int(self.plan.nbytes[:self.next_seq][got[:self.next_seq]].sum())
+        self.last_ack_time = max(self.last_ack_time, now)
+        return self.delivered_rows
+
+    def sent_rows(self) -> np.ndarray:
+        """Row ids of all data chunks sent so far (ascending)."""
+        n_ranks = int(self.plan.rank_hi[self.next_seq - 1]) if self.next_seq else 0
+        return np.sort(self.order[:n_ranks])
+
+    def throughput_sample(self) -> tuple[int, float]:
+        """(bytes acknowledged, seconds from start to the last ack)."""
+        return self.bytes_acked, max(self.last_ack_time - self.start_time, 1e-9)
+
+
+class IncomingTransfer:
+    """Receiver side of one transfer: validate, deduplicate and reassemble chunks."""
+
+    def __init__(self, *, transfer_id: int, sender: int, kind: int, clock: int,
+                 layout: RowLayout, codec: RowCodec, now: float):
+        self.transfer_id, self.sender, self.kind, self.clock = transfer_id, sender, kind, clock
+        self.layout, self.codec = layout, codec
+        nb = codec.row_nbytes(layout).numpy()
+        self.row_nbytes = nb
+        self.row_offset = np.cumsum(nb) - nb
+        self.buf = np.zeros(int(nb.sum()), dtype=np.uint8)
+        self.have = np.zeros(layout.n_rows, dtype=np.int64)
+        self.scales = np.full(layout.n_tensors, np.nan, dtype=np.float32)
+        self.seqs: set[int] = set()
+        self.bytes = 0
+        self.first_time = now
+        self.last_time = now
+
+    def on_chunk(self, chunk: RowChunk, now: float) -> bool:
+        """Absorb a data chunk; False for a duplicate. Raises MessageError if malformed."""
+        if chunk.codec != self.codec.codec_id:
+            raise MessageError(f'chunk codec {chunk.codec}, expected {self.codec.codec_id}')
+        if chunk.clock != self.clock or chunk.kind != self.kind:
+            raise MessageError('chunk clock/kind differs from its transfer')
+        if chunk.seq < 0 or chunk.seq > 1 << 24:
+            raise MessageError(f'chunk seq {chunk.seq} out of range')
+        if chunk.seq in self.seqs:
+            return False
+        validate_ranges(chunk.row_ranges, self.layout.n_rows, 'row_ranges')
+        rows = ids_from_ranges(chunk.row_ranges)
+        if rows.size == 0:
+            raise MessageError('data chunk without rows')
+        tids = np.asarray(chunk.tensor_ids, dtype=np.int64)
+        scales = np.asarray(chunk.scales, dtype=np.float32)
+        if tids.size != scales.size or (tids.size and (tids.min() < 0 or
+                                                       tids.max() >= self.layout.n_tensors)):
+            raise MessageError('tensor_ids/scales malformed')
+        if not np.all(np.isfinite(scales)):
+            raise MessageError('non-finite scale')
+        payload = np.frombuffer(chunk.payload, dtype=np.uint8)
+        if chunk.flags & FLAG_FRAGMENT:
+            if rows.size != 1:
+                raise MessageError('fragment chunk must carry exactly one row')
+            r, off = int(rows[0]), int(chunk.frag_offset)
+            if off < 0 or off + payload.size > self.row_nbytes[r] or payload.size == 0:
+                raise MessageError('fragment outside its row')
+            start = int(self.row_offset[r]) + off
+            self.buf[start:start + payload.size] = payload
+            self.have[r] += payload.size
+        else:
+            need = self.row_nbytes[rows]
+            if payload.size != int(need.sum()):
+                raise MessageError(f'payload {payload.size} bytes, rows need {int(need.sum())}')
+            self.buf[byte_index(self.row_offset[rows], need)] = payload
+            self.have[rows] += need
+        if tids.size:
+            self.scales[tids] = scales
+        if not self.codec.lossy and np.isnan(self.scales).any():
+            self.scales[:] = 0.0
+        if not np.all(np.isfinite(self._payload_values(chunk, rows))):
+            raise MessageError('non-finite values in payload')
+        self.seqs.add(int(chunk.seq))
+        self.bytes += payload.size
+        self.last_time = now
+        return True
+
+    def _payload_values(self, chunk, rows) -> np.ndarray:
+        """Floats carried by a lossless payload (for the finite check); empty for sign codecs."""
+        if self.codec.lossy or chunk.flags & FLAG_FRAGMENT:
+            return np.zeros(0)
+        return np.frombuffer(chunk.payload, dtype=np.dtype(str(self.codec.dtype).replace(
+            'torch.', '')))
+
+    def close(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
+        """(delivered row mask [M] bool, row bytes of all rows, scales [T], chunk ranges)."""
+        complete = self.have == self.row_nbytes
+        if self.codec.lossy:
+            if self.layout.whole_model:
+                complete &= bool(np.isfinite(self.scales).all())
+            else:
+                ok_t = np.isfinite(self.scales)
+                complete &= ok_t[self.layout.row_tensor.numpy()]
+        scales = np.nan_to_num(self.scales, nan=0.0)
+        seqs = np.fromiter(sorted(self.seqs), dtype=np.int64, count=len(self.seqs))
+        return (torch.from_numpy(complete), torch.from_numpy(self.buf),
+                torch.from_numpy(scales), ranges_from_sorted(seqs))
+
+
+class Receiver:
+    """All incoming transfers of one node: per-chunk acks, END handling, duplicate answers.
+
+    ``on_chunk`` returns the acks to send and, when an END closes a transfer, the closed
+    transfer for the engine to apply *before* its final ack goes out (the ack is the promise
+    that the rows were applied).
+    """
+
+    def __init__(self, me: int, layout: RowLayout, codec: RowCodec, keep_closed: int = 16):
+        self.me, self.layout, self.codec = me, layout, codec
+        self.open: dict[tuple[int, int], IncomingTransfer] = {}
+        self.closed: dict[tuple[int, int], TransferAck] = {}
+        self.newest_closed: dict[int, int] = {}
+        self.keep_closed = keep_closed
+        self.late_chunks = 0
+        self.duplicate_chunks = 0
+
+    def on_chunk(self, chunk: RowChunk, now: float):
+        """-> (list of TransferAck to send, closed info or None). Raises MessageError."""
+        key = (chunk.sender, chunk.transfer_id)
+        if key in self.closed:
+            if chunk.flags & FLAG_END:
+                return [self.closed[key]], None        # our final ack was lost: repeat it
+            self.late_chunks += 1
+            return [], None
+        if chunk.transfer_id <= self.newest_closed.get(chunk.sender, -1):
+            self.late_chunks += 1                      # older than anything we closed
+            return [], None
+        inc = self.open.get(key)
+        if inc is None:
+            if chunk.clock < 0:
+                raise MessageError(f'negative clock {chunk.clock}')
+            inc = IncomingTransfer(transfer_id=chunk.transfer_id, sender=chunk.sender,
+                                   kind=chunk.kind, clock=chunk.clock, layout=self.layout,
+                                   codec=self.codec, now=now)
+        if chunk.flags & FLAG_END:
+            self.open.pop(key, None)
+            return [], inc
+        fresh = inc.on_chunk(chunk, now)
+        self.open[key] = inc
+        if not fresh:
+            self.duplicate_chunks += 1
+        return [TransferAck(transfer_id=chunk.transfer_id, sender=self.me,
+                            receiver=chunk.sender, seq=chunk.seq, final=False,
+                            bytes_received=len(chunk.payload), receive_time=now)], None
+
+    def final_ack(self, inc: IncomingTransfer, chunk_ranges: np.ndarray, now: float
+                  ) -> TransferAck:
+        """Record and return the authoritative answer for a transfer just applied."""
+        ack = TransferAck(transfer_id=inc.transfer_id, sender=self.me, receiver=inc.sender,
+                          seq=len(inc.seqs), final=True, bytes_received=inc.bytes,
+                          chunk_ranges=chunk_ranges, receive_time=now)
+        key = (inc.sender, inc.transfer_id)
+        self.closed[key] = ack
+        self.newest_closed[inc.sender] = max(self.newest_closed.get(inc.sender, -1),
+                                             inc.transfer_id)
+        if len(self.closed) > self.keep_closed * 8:
+            for old in sorted(self.closed, key=lambda k: k[1])[:len(self.closed) // 2]:
+                del self.closed[old]
+        # Transfers of this sender still open but older than this one will never finish.
+        for k in [k for k in self.open if k[0] == inc.sender and k[1] < inc.transfer_id]:
+            del self.open[k]
+        return ack

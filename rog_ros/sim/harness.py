@@ -1,0 +1,200 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""A deterministic in-memory harness: 1 server + N worker engines, an event queue, no threads.
+
+Messages travel over per-direction FIFO links (``latency + bytes / bandwidth``, serialised, so a
+big transfer occupies its link); compute takes a fixed per-worker time. Everything happens in
+virtual time, so a run is exactly reproducible and fast. Faults are injected per message with
+a ``fault(msg, src, dst, now) -> list of extra delays`` hook: ``[]`` drops the message,
+``[0.0]`` delivers it normally, ``[0.0, 0.5]`` delivers it and a duplicate 0.5 s later.
+
+The trace-driven simulator (``rog sim``) builds on the same loop with real link models; this
+harness is what the protocol tests and ``rog sim --toy`` use.
+"""
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
+from rog_ros.protocol.messages import SERVER
+
+FaultHook = Callable[[object, int, int, float], list]
+
+
+@dataclass
+class LinkSpec:
+    """One direction of a link: fixed latency and bandwidth (bits/s)."""
+
+    latency_s: float = 0.001
+    bandwidth_bps: float = 100e6
+
+
+@dataclass
+class RunStats:
+    """What happened, per worker: compute, stall, iterations; plus the event log."""
+
+    compute_s: list = field(default_factory=list)
+    iterations: list = field(default_factory=list)
+    logs: list = field(default_factory=list)
+    end_time: float = 0.0
+    events: int = 0
+
+
+class Harness:
+    """Drive a ServerEngine and WorkerEngines in virtual time.
+
+    Parameters
+    ----------
+    server, workers
+        Engines (``rog_ros.protocol.ps.ServerEngine``, ``worker.WorkerEngine``).
+    grad_fn : callable
+        ``grad_fn(rank, w, clock) -> flat gradient`` (layout order) at worker parameters w.
+    compute_s : float or list of float
+        Virtual seconds one iteration's computation takes on each worker.
+    up, down : LinkSpec or list of LinkSpec
+        Worker->server and server->worker link of each worker.
+    fault : FaultHook, optional
+        Message fault injection (see module docstring).
+    """
+
+    def __init__(self, server, workers, grad_fn, compute_s=0.1, up=None, down=None,
+                 fault: FaultHook | None = None, log_events: bool = False):
+        self.server, self.workers = server, list(workers)
+        n = len(self.workers)
+        self.grad_fn = grad_fn
+        self.compute_s = compute_s if isinstance(compute_s, list) else [compute_s] * n
+        self.up = up if isinstance(up, list) else [up or LinkSpec()] * n
+        self.down = down if isinstance(down, list) else [down or LinkSpec()] * n
+        self.fault = fault
+        self.log_events = log_events
+        self.now = 0.0
+        self._q: list = []
+        self._seq = itertools.count()
+        self._busy: dict[tuple[int, int], float] = {}
+        self._tick_at: dict[int, float] = {}
+        self.stats = RunStats(compute_s=[0.0] * n, iterations=[0] * n)
+        self.stopped = [False] * n
+
+    # ------------------------------------------------------------------ plumbing
+    def _push(self, t: float, kind: str, *payload) -> None:
+        heapq.heappush(self._q, (t, next(self._seq), kind, payload))
+
+    def _engine(self, node: int):
+        return self.server if node == SERVER else self.workers[node]
+
+    def _link(self, src: int, dst: int) -> LinkSpec:
+        return self.up[src] if dst == SERVER else self.down[dst]
+
+    def _send(self, src: int, dst: int, msg) -> None:
+        link = self._link(src, dst)
+        start = max(self.now, self._busy.get((src, dst), 0.0))
+        done = start + 8.0 * msg.wire_size() / link.bandwidth_bps
+        self._busy[(src, dst)] = done
+        delays = [0.0] if self.fault is None else self.fault(msg, src, dst, self.now)
+        for extra in delays:
+            self._push(done + link.latency_s + extra, 'deliver', src, dst, msg)
+
+    def _handle(self, node: int, actions: list) -> None:
+        for a in actions:
+            if isinstance(a, Send):
+                self._send(node, a.dest, a.msg)
+            elif isinstance(a, StartCompute):
+                t = self.now + a.sleep_s + self.compute_s[node]
+                self._push(t, 'compute', node, a.clock)
+            elif isinstance(a, Log):
+                if self.log_events:
+                    self.stats.logs.append((self.now, node, a))
+                elif a.name in ('trigger', 'stall_s', 'stall_diagnostic', 'reject',
+                                'followup_push'):
+                    self.stats.logs.append((self.now, node, a))
+            elif isinstance(a, Stopped):
+                if node != SERVER:
+                    self.stopped[node] = True
+        wake = self._engine(node).next_wakeup()
+        if wake is not None and wake < self._tick_at.get(node, float('inf')):
+            self._tick_at[node] = max(wake, self.now)
+            self._push(max(wake, self.now), 'tick', node)
+
+    # ------------------------------------------------------------------ running
+    def start(self) -> None:
+        for r, w in enumerate(self.workers):
+            self._handle(r, w.start(self.now))
+
+    def run(self, until: float = float('inf'), max_events: int = 10_000_000) -> RunStats:
+        """Process events until every worker stopped, time ``until`` or ``max_events``."""
+        if not self._q:
+            self.start()
+        while self._q and self.stats.events < max_events:
+            if all(self.stopped):
+                break
+            t, _, kind, payload = self._q[0]
+            if t > until:
+                break
+            heapq.heappop(self._q)
+            self.now = t
+            self.stats.events += 1
+            if kind == 'deliver':
+                src, dst, msg = payload
+                if dst != SERVER and self.stopped[dst]:
+                    continue
+                self._handle(dst, self._engine(dst).on_message(msg, t))
+            elif kind == 'compute':
+                node, clock = payload
+                w = self.workers[node]
+                grad = self.grad_fn(node, w.w, clock)
+                self.stats.compute_s[node] += self.compute_s[node]
+                self.stats.iterations[node] += 1
+                self._handle(node, w.on_compute_done(grad, t))
+            elif kind == 'tick':
+                (node,) = payload
+                if self._tick_at.get(node) == t:
+                    del self._tick_at[node]
+                self._handle(node, self._engine(node).on_tick(t))
+        self.stats.end_time = self.now
+        return self.stats
+
+    def quiesce(self, max_events: int = 1_000_000) -> None:
+        """Deliver everything in flight (no new computation): for invariant checks."""
+        while self._q and max_events > 0:
+            t, _, kind, payload = heapq.heappop(self._q)
+            max_events -= 1
+            self.now = t
+            if kind == 'deliver':
+                src, dst, msg = payload
+                self._handle(dst, self._engine(dst).on_message(msg, t))
+            elif kind == 'tick':
+                (node,) = payload
+                self._tick_at.pop(node, None)
+                self._handle(node, self._engine(node).on_tick(t))
+            # compute events are dropped: the workers simply stop computing
+
+
+def quadratic_problem(n_workers: int, layout, seed: int = 0, noise: float = 0.1,
+                      dtype=torch.float32):
+    """A small convex problem: worker r minimises 0.5*|w - t_r|^2 (+ gradient noise).
+
+    Returns ``(grad_fn, optimum, loss_fn)`` in ``layout``'s flat order; targets and noise are
+    drawn per tensor in model order, so two layouts of the same shapes see the same problem.
+    The optimum of the average loss is the mean target.
+    """
+    g = torch.Generator().manual_seed(seed)
+    targets = [layout.flatten([torch.randn(s, generator=g, dtype=dtype)
+                               for s in layout.shapes]) for _ in range(n_workers)]
+    optimum = torch.stack(targets).mean(0)
+    noise_gen = [torch.Generator().manual_seed(seed * 1000 + r + 1) for r in range(n_workers)]
+
+    def grad_fn(rank, w, clock):
+        grad = w - targets[rank]
+        if noise:
+            eps = layout.flatten([torch.randn(s, generator=noise_gen[rank], dtype=dtype)
+                                  for s in layout.shapes])
+            grad += noise * eps
+        return grad
+
+    def loss_fn(w):
+        return float(0.5 * ((w - optimum) ** 2).sum())
+
+    return grad_fn, optimum, loss_fn
