@@ -11,6 +11,7 @@ few sorts over M rows; nothing loops over rows in Python.
 
 import math
 
+import numpy as np
 import torch
 
 CONVENTIONS = ('gt', 'ge')
@@ -50,15 +51,12 @@ def priority_order(urgency: torch.Tensor, magnitude: torch.Tensor, infinite: tor
     if candidates is not None:
         urgency, magnitude, infinite = urgency[candidates], magnitude[candidates], \
             infinite[candidates]
-    u = urgency.to(torch.float64)
-    mag = magnitude.to(torch.float64) if use_magnitude else torch.zeros_like(u)
+    u = urgency.to(torch.float64).numpy()
+    mag = magnitude.to(torch.float64).numpy() if use_magnitude else np.zeros_like(u)
     prio = u * mag if (multiply and use_magnitude) else u
-    inf_key = torch.where(infinite, u + 1.0, torch.zeros_like(u))
-    order = torch.arange(u.numel())
-    # Successive stable sorts, least significant key first.
-    for key in (mag, prio, inf_key):
-        idx = torch.sort(key[order], descending=True, stable=True).indices
-        order = order[idx]
+    inf_key = np.where(infinite.numpy(), u + 1.0, 0.0)
+    # lexsort: last key is primary, ties fall through to earlier keys, then to row id.
+    order = torch.from_numpy(np.lexsort((-mag, -prio, -inf_key)))
     return order if candidates is None else candidates[order]
 
 

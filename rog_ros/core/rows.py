@@ -3,14 +3,19 @@
 
 Rule (DESIGN section 4, specs/rog.md 2.2): every slice along dim 0 of a tensor with >= 2
 dims is a row; a 1-D tensor is one row; optionally any tensor with fewer than
-``small_tensor_threshold`` elements is one row (the artifact uses 1000).
+``small_tensor_threshold`` elements is one row (the artifact uses 1000, which gives ConvMLP-M
+its published 33,307 rows; the pure rule gives 33,338).
 
 Why a custom flat order: all per-row work (magnitudes, masks, gathers, scatters) must be a
-handful of tensor operations, never a Python loop over rows. The layout therefore orders the
-flat vector by *row length group*: all rows of the same length are contiguous, so each group is
-a dense ``[rows, length]`` matrix and a per-row operation over the whole model is one kernel per
-group (ConvMLP-M: 33,307 rows but only a few dozen groups). Tensors stay contiguous inside
-their group, so each parameter is a plain view into the flat vector (``views``).
+handful of tensor operations, never a Python loop over rows. The flat vector is therefore
+ordered by *row length*: all rows of one length are contiguous, so each such group is a dense
+``[rows, length]`` matrix and a per-row operation over the whole model is one kernel per group
+(ConvMLP-M: 33,307 rows, 15 groups). Tensors stay contiguous, so every parameter is a plain
+view into the flat vector (``views``, ``bind``).
+
+SSP/BSP synchronise the whole model as one row (``whole_model=True``). They use the same flat
+order and the same *tensor rows* for the codec's reductions, so both granularities compute
+bit-identical scales and updates; only the scheduling unit differs.
 """
 
 from dataclasses import dataclass
@@ -19,10 +24,15 @@ from typing import Sequence
 import numpy as np
 import torch
 
+LONG_ROW = 16384
+"""Rows at least this long are reduced one by one: torch splits long reductions across
+threads differently depending on the surrounding matrix, which would make sums depend on the
+layout."""
+
 
 @dataclass(frozen=True)
 class RowGroup:
-    """Rows that share one length: flat[start:start + n_rows*length] viewed as [n_rows, length]."""
+    """Rows of one length: ``flat[start:start + n_rows*length]`` viewed as [n_rows, length]."""
 
     length: int          # elements per row
     row_start: int       # first row id of the group
@@ -40,8 +50,7 @@ class RowLayout:
     small_tensor_threshold : int, default 0
         Tensors with fewer elements than this form one row (0 disables; artifact: 1000).
     whole_model : bool, default False
-        One row for the whole model (SSP/BSP granularity). Tensors keep their identity (the
-        codec's scale blocks are always the model's tensors), only the scheduling unit changes.
+        One scheduling row for the whole model (SSP/BSP granularity).
     """
 
     def __init__(self, shapes: Sequence[Sequence[int]], small_tensor_threshold: int = 0,
@@ -51,68 +60,51 @@ class RowLayout:
         self.shapes = [tuple(int(d) for d in s) for s in shapes]
         self.small_tensor_threshold = int(small_tensor_threshold)
         self.whole_model = bool(whole_model)
-        numel = [int(np.prod(s)) if len(s) else 1 for s in self.shapes]
-        if min(numel) <= 0:
+        numel = np.asarray([int(np.prod(s)) if len(s) else 1 for s in self.shapes], np.int64)
+        if numel.min() <= 0:
             raise ValueError('RowLayout: empty tensor shape in %r' % (self.shapes,))
-        rows, lengths = [], []
-        for s, n in zip(self.shapes, numel):
-            if len(s) >= 2 and n >= self.small_tensor_threshold:
-                rows.append(s[0])
-                lengths.append(n // s[0])
-            else:
-                rows.append(1)
-                lengths.append(n)
+        split = np.asarray([len(s) >= 2 and n >= self.small_tensor_threshold
+                            for s, n in zip(self.shapes, numel)])
+        rows = np.where(split, [s[0] if len(s) >= 2 else 1 for s in self.shapes], 1)
         self.n_tensors = len(self.shapes)
-        self.tensor_numel = np.asarray(numel, dtype=np.int64)
+        self.tensor_numel = numel
+        self.tensor_rows = rows.astype(np.int64)
+        self.tensor_row_len = numel // self.tensor_rows
+        # Flat order: by row length, then model order (stable).
+        self.tensor_order = np.argsort(self.tensor_row_len, kind='stable')
+        counts_sorted = self.tensor_rows[self.tensor_order]
+        numel_sorted = numel[self.tensor_order]
+        self.tensor_start = np.zeros(self.n_tensors, np.int64)
+        self.tensor_start[self.tensor_order] = np.cumsum(numel_sorted) - numel_sorted
+        self.n_params = int(numel.sum())
+        # Tensor rows ("canonical rows"), grouped by length: what the codec reduces over.
+        lengths_sorted = self.tensor_row_len[self.tensor_order]
+        self.tensor_groups: list[RowGroup] = []
+        rpos = pos = 0
+        for length, count in zip(lengths_sorted.tolist(), counts_sorted.tolist()):
+            g = self.tensor_groups[-1] if self.tensor_groups else None
+            if g is not None and g.length == length:
+                self.tensor_groups[-1] = RowGroup(length, g.row_start, g.n_rows + count,
+                                                  g.start)
+            else:
+                self.tensor_groups.append(RowGroup(length, rpos, count, pos))
+            rpos += count
+            pos += count * length
+        self.n_tensor_rows = rpos
+        self.tensor_row_owner = torch.from_numpy(np.repeat(self.tensor_order, counts_sorted))
+        # Scheduling rows.
         if self.whole_model:
-            rows, lengths = [1] * self.n_tensors, list(numel)
-        self.tensor_rows = np.asarray(rows, dtype=np.int64)
-        self.tensor_row_len = np.asarray(lengths, dtype=np.int64)
-        # Flat order: by row length, then by model order (stable); whole model: model order.
-        if self.whole_model:
-            self.tensor_order = np.arange(self.n_tensors)
+            self.groups = [RowGroup(self.n_params, 0, 1, 0)]
+            self.row_tensor = torch.full((1,), -1, dtype=torch.int64)
         else:
-            self.tensor_order = np.argsort(self.tensor_row_len, kind='stable')
-        t_start = np.zeros(self.n_tensors, dtype=np.int64)
-        t_row_start = np.zeros(self.n_tensors, dtype=np.int64)
-        pos = rpos = 0
-        groups = []
-        for t in self.tensor_order:
-            length = int(self.tensor_row_len[t])
-            if not groups or groups[-1].length != length:
-                groups.append(RowGroup(length, rpos, 0, pos))
-            g = groups[-1]
-            groups[-1] = RowGroup(g.length, g.row_start, g.n_rows + int(rows[t]), g.start)
-            t_start[t], t_row_start[t] = pos, rpos
-            pos += int(numel[t])
-            rpos += int(rows[t])
-        self.n_params = pos
-        if self.whole_model:
-            groups = [RowGroup(pos, 0, 1, 0)]
-            rpos = 1
-            t_row_start[:] = 0
-        self.groups = groups
-        self.tensor_start = t_start
-        self.tensor_row_start = t_row_start
-        self.n_rows = rpos
-        # Per-row tables (M entries, cheap): length, owning tensor (-1: spans tensors), start.
-        self.row_len = torch.tensor([g.length for g in groups for _ in range(g.n_rows)]
-                                    if self.whole_model else np.repeat(
-            self.tensor_row_len[self.tensor_order], self.tensor_rows[self.tensor_order]),
-            dtype=torch.int64)
-        self.row_tensor = (torch.full((1,), -1, dtype=torch.int64) if self.whole_model else
-                           torch.from_numpy(np.repeat(self.tensor_order,
-                                                      self.tensor_rows[self.tensor_order])))
+            self.groups = self.tensor_groups
+            self.row_tensor = self.tensor_row_owner
+        self.n_rows = sum(g.n_rows for g in self.groups)
+        self.row_len = torch.from_numpy(np.repeat([g.length for g in self.groups],
+                                                  [g.n_rows for g in self.groups]))
         self.row_start = torch.cumsum(self.row_len, 0) - self.row_len
         self.group_row_bounds = np.asarray(
-            [g.row_start for g in groups] + [self.n_rows], dtype=np.int64)
-        # Tensor rows (dim-0 slices) in tensor_order, for layout-independent reductions.
-        tr = np.asarray([r for r in (s[0] if len(s) >= 2 and n >= self.small_tensor_threshold
-                                     else 1 for s, n in zip(self.shapes, numel))])
-        self._tensor_slices = [(int(t_start[t]), int(numel[t]), int(tr[t]))
-                               for t in self.tensor_order]
-        self._tensor_row_owner = torch.from_numpy(np.repeat(self.tensor_order,
-                                                            tr[self.tensor_order]))
+            [g.row_start for g in self.groups] + [self.n_rows], dtype=np.int64)
 
     # ----------------------------------------------------------------- flat <-> tensors
     def flatten(self, tensors: Sequence[torch.Tensor], out: torch.Tensor | None = None
@@ -131,11 +123,11 @@ class RowLayout:
         return [flat[s:s + n].view(shape) for s, n, shape in
                 zip(self.tensor_start.tolist(), self.tensor_numel.tolist(), self.shapes)]
 
-    def group_views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+    def group_views(self, flat: torch.Tensor, groups=None) -> list[torch.Tensor]:
         """``[n_rows, length]`` matrix views of ``flat``, one per row-length group."""
         self._check_flat(flat)
         return [flat[g.start:g.start + g.n_rows * g.length].view(g.n_rows, g.length)
-                for g in self.groups]
+                for g in (groups if groups is not None else self.groups)]
 
     def bind(self, module: torch.nn.Module, flat: torch.Tensor) -> None:
         """Make ``module``'s parameters views of ``flat``: updates to ``flat`` are the model."""
@@ -148,32 +140,35 @@ class RowLayout:
             p.data = v
 
     # ----------------------------------------------------------------- per-row reductions
-    def row_abs_sum(self, flat: torch.Tensor) -> torch.Tensor:
-        """Sum of |x| over each *tensor row* (dim-0 slice), in tensor_order, shape [R].
+    def tensor_row_abs_sum(self, flat: torch.Tensor) -> torch.Tensor:
+        """Sum of |x| over every tensor row (dim-0 slice), shape [n_tensor_rows].
 
-        For the per-row layout these are exactly the layout's rows in id order. The sums are
-        taken over each tensor's own ``[rows, length]`` view, so a row's sum does not depend on
-        where the tensor sits in memory or which layout holds it (torch splits long reductions
-        across threads differently inside larger matrices).
+        Identical bits whichever granularity holds the data (see LONG_ROW).
         """
-        self._check_flat(flat)
-        views = [flat[s:s + n].view(r, n // r) for s, n, r in self._tensor_slices]
-        return torch.cat([torch.linalg.vector_norm(v, 1, dim=1) for v in views])
+        out = []
+        for g in self.group_views(flat, self.tensor_groups):
+            if g.shape[1] < LONG_ROW:
+                out.append(torch.linalg.vector_norm(g, 1, dim=1))
+            else:
+                out.append(torch.stack([torch.linalg.vector_norm(r, 1) for r in g]))
+        return torch.cat(out)
 
-    def tensor_abs_mean(self, row_sums: torch.Tensor) -> torch.Tensor:
-        """Per-tensor mean |x| (model order, float32) from ``row_abs_sum`` output."""
+    def row_abs_sum(self, flat: torch.Tensor, tensor_row_sums: torch.Tensor | None = None
+                    ) -> torch.Tensor:
+        """Sum of |x| over each scheduling row, shape [M]."""
+        sums = self.tensor_row_abs_sum(flat) if tensor_row_sums is None else tensor_row_sums
+        return sums.sum().reshape(1) if self.whole_model else sums
+
+    def tensor_abs_mean(self, tensor_row_sums: torch.Tensor) -> torch.Tensor:
+        """Per-tensor mean |x| (model order, float32) from ``tensor_row_abs_sum``."""
         sums = torch.zeros(self.n_tensors, dtype=torch.float64)
-        sums.index_add_(0, self._tensor_row_owner, row_sums.to(torch.float64))
+        sums.index_add_(0, self.tensor_row_owner, tensor_row_sums.to(torch.float64))
         return (sums / torch.from_numpy(self.tensor_numel)).to(torch.float32)
 
-    def tensor_sums(self, per_row: torch.Tensor) -> torch.Tensor:
-        """Per-tensor sums of a per-row quantity of the per-row layout, shape [T]."""
-        out = torch.zeros(self.n_tensors, dtype=per_row.dtype)
-        return out.index_add_(0, self.row_tensor, per_row)
-
-    def expand_rows(self, per_row: torch.Tensor) -> list[torch.Tensor]:
+    def expand_rows(self, per_row: torch.Tensor, groups=None) -> list[torch.Tensor]:
         """Per-group ``[n_rows, 1]`` views of a per-row tensor, for broadcasting over rows."""
-        return [per_row[g.row_start:g.row_start + g.n_rows].unsqueeze(1) for g in self.groups]
+        return [per_row[g.row_start:g.row_start + g.n_rows].unsqueeze(1)
+                for g in (groups if groups is not None else self.groups)]
 
     # ----------------------------------------------------------------- row-set operations
     def where_rows(self, row_mask: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
@@ -194,9 +189,8 @@ class RowLayout:
         """Elements of the given rows (ascending ids), concatenated; one op per group touched."""
         parts = []
         for g, lo, hi in self._split_sorted(rows):
-            local = rows[lo:hi] - g.row_start
             view = flat[g.start:g.start + g.n_rows * g.length].view(g.n_rows, g.length)
-            parts.append(view.index_select(0, local).reshape(-1))
+            parts.append(view.index_select(0, rows[lo:hi] - g.row_start).reshape(-1))
         return torch.cat(parts) if parts else flat.new_zeros(0)
 
     def scatter_rows_(self, flat: torch.Tensor, rows: torch.Tensor, values: torch.Tensor,
@@ -232,4 +226,5 @@ class RowLayout:
 
     def __repr__(self) -> str:
         return (f'RowLayout({self.n_tensors} tensors, {self.n_rows} rows, {self.n_params} '
-                f'params, {len(self.groups)} row-length groups)')
+                f'params, {len(self.groups)} row-length groups'
+                f'{", whole model" if self.whole_model else ""})')

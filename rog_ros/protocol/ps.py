@@ -237,8 +237,9 @@ class ServerEngine:
         candidates = torch.nonzero(new_data).reshape(-1)
         p = self.G[r].clone() if self.E is None else self.G[r] + self.E[r]
         g_snap = self.G[r].clone() if self.E is not None else p
-        row_sums = layout.row_abs_sum(p)
-        scales = self.codec.scales(layout, p, row_sums)
+        trs = layout.tensor_row_abs_sum(p)
+        row_sums = layout.row_abs_sum(p, trs)
+        scales = self.codec.scales(layout, p, trs)
         if pol.whole_model or not pol.ordering:
             order = candidates
             n_inf = 0

@@ -68,6 +68,7 @@ class OutgoingTransfer:
         self.start_time = float(now)
         self.next_seq = 0
         self.acked = np.zeros(len(self.plan), dtype=bool)
+        self.n_acked = 0
         self.bytes_sent = 0
         self.bytes_acked = 0
         self.last_ack_time = float(now)
@@ -80,7 +81,7 @@ class OutgoingTransfer:
 
     # ------------------------------------------------------------------ sending
     def in_flight(self) -> int:
-        return max(0, self.next_seq - int(self.acked[:self.next_seq].sum()) - self.released)
+        return max(0, self.next_seq - self.n_acked - self.released)
 
     def may_send_more(self, now: float) -> bool:
         if self.next_seq >= len(self.plan):
@@ -168,6 +169,7 @@ class OutgoingTransfer:
         if self.finished or not 0 <= k < self.next_seq or self.acked[k]:
             return []           # late, duplicate or bogus: ignore
         self.acked[k] = True
+        self.n_acked += 1
         self.bytes_acked += int(self.plan.nbytes[k])
         self.last_ack_time = now
         self.last_progress = now

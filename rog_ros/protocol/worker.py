@@ -113,7 +113,7 @@ class WorkerEngine:
         if grad.shape != self.w.shape:
             raise ValueError(f'gradient has shape {tuple(grad.shape)}, expected '
                              f'{tuple(self.w.shape)}')
-        if not bool(torch.isfinite(grad).all()):
+        if not math.isfinite(float(grad.sum())):
             # A diverged step must not poison the fleet: drop it, keep the clock.
             self.state = 'computing'
             return [Log('nonfinite_gradient', 1.0, self.rank),
@@ -165,8 +165,9 @@ class WorkerEngine:
     def _start_push(self, now: float) -> list:
         pol, layout = self.policy, self.layout
         p = self.A.clone() if self.e is None else self.A + self.e
-        row_sums = layout.row_abs_sum(p)
-        scales = self.codec.scales(layout, p, row_sums)
+        trs = layout.tensor_row_abs_sum(p)
+        row_sums = layout.row_abs_sum(p, trs)
+        scales = self.codec.scales(layout, p, trs)
         if pol.whole_model:
             order = torch.arange(layout.n_rows)
             k_min = layout.n_rows

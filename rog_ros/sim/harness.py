@@ -178,7 +178,8 @@ def quadratic_problem(n_workers: int, layout, seed: int = 0, noise: float = 0.1,
 
     Returns ``(grad_fn, optimum, loss_fn)`` in ``layout``'s flat order; targets and noise are
     drawn per tensor in model order, so two layouts of the same shapes see the same problem.
-    The optimum of the average loss is the mean target.
+    ``loss_fn`` is the training objective, the workers' mean loss; its minimum, at the mean
+    target, is the spread of the targets (non-IID data), not zero.
     """
     g = torch.Generator().manual_seed(seed)
     targets = [layout.flatten([torch.randn(s, generator=g, dtype=dtype)
@@ -194,7 +195,9 @@ def quadratic_problem(n_workers: int, layout, seed: int = 0, noise: float = 0.1,
             grad += noise * eps
         return grad
 
+    floor = float(sum(0.5 * ((t - optimum) ** 2).sum() for t in targets) / n_workers)
+
     def loss_fn(w):
-        return float(0.5 * ((w - optimum) ** 2).sum())
+        return float(0.5 * ((w - optimum) ** 2).sum()) + floor
 
     return grad_fn, optimum, loss_fn

@@ -48,10 +48,10 @@ class ScaledSign(RowCodec):
     def row_nbytes(self, layout: RowLayout) -> torch.Tensor:
         return (layout.row_len + 7) // 8
 
-    def scales(self, layout, p, row_sums=None):
-        if row_sums is None:
-            row_sums = layout.row_abs_sum(p)
-        return layout.tensor_abs_mean(row_sums)
+    def scales(self, layout, p, tensor_row_sums=None):
+        if tensor_row_sums is None:
+            tensor_row_sums = layout.tensor_row_abs_sum(p)
+        return layout.tensor_abs_mean(tensor_row_sums)
 
     def encode(self, layout, p, scales):
         return torch.cat([pack_signbits(g).reshape(-1) for g in layout.group_views(p)])
@@ -59,27 +59,26 @@ class ScaledSign(RowCodec):
     def quantize(self, layout, p, scales, out=None):
         if out is None:
             out = torch.empty_like(p)
-        if layout.whole_model:
-            for v, pv, s in zip(layout.views(out), layout.views(p), scales.tolist()):
-                torch.copysign(torch.tensor(s, dtype=p.dtype), pv, out=v)
-            return out
-        row_scale = scales.to(p.dtype)[layout.row_tensor]
-        for gp, go, s in zip(layout.group_views(p), layout.group_views(out),
-                             layout.expand_rows(row_scale)):
+        groups = layout.tensor_groups
+        row_scale = scales.to(p.dtype)[layout.tensor_row_owner]
+        for gp, go, s in zip(layout.group_views(p, groups), layout.group_views(out, groups),
+                             layout.expand_rows(row_scale, groups)):
             torch.copysign(s, gp, out=go)
         return out
 
     def decode(self, layout, rowbytes, scales, out):
-        pos = 0
+        groups = layout.tensor_groups
+        row_scale = scales.to(out.dtype)[layout.tensor_row_owner]
         if layout.whole_model:
             nb = (layout.n_params + 7) // 8
             out.copy_(unpack_signs(rowbytes[:nb].view(1, nb), layout.n_params).view(-1))
-            for v, s in zip(layout.views(out), scales.tolist()):
-                v.mul_(s)
+            for go, s in zip(layout.group_views(out, groups),
+                             layout.expand_rows(row_scale, groups)):
+                go.mul_(s)
             return out
-        row_scale = scales.to(out.dtype)[layout.row_tensor]
-        for g, go, s in zip(layout.groups, layout.group_views(out),
-                            layout.expand_rows(row_scale)):
+        pos = 0
+        for g, go, s in zip(groups, layout.group_views(out, groups),
+                            layout.expand_rows(row_scale, groups)):
             nb = (g.length + 7) // 8
             packed = rowbytes[pos:pos + g.n_rows * nb].view(g.n_rows, nb)
             torch.mul(unpack_signs(packed, g.length), s, out=go)

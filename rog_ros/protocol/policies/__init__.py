@@ -1,7 +1,7 @@
 # Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
 """Synchronisation systems as policies of one engine pair: ``make_policy('rog:4')``."""
 
-from rog_ros.protocol.policies.base import SyncPolicy
+from rog_ros.protocol.policies.base import SyncPolicy, layout_for
 from rog_ros.protocol.policies.bsp import bsp
 from rog_ros.protocol.policies.rog import rog
 from rog_ros.protocol.policies.ssp import ssp
@@ -25,4 +25,4 @@ def make_policy(spec: str, **overrides) -> SyncPolicy:
     return FACTORIES[name](**kwargs)
 
 
-__all__ = ['SyncPolicy', 'make_policy', 'bsp', 'ssp', 'rog']
+__all__ = ['SyncPolicy', 'layout_for', 'make_policy', 'bsp', 'ssp', 'rog']

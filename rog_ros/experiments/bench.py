@@ -1,0 +1,150 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""Benchmarks behind ``rog bench``: what row granularity and the codec cost, as JSON.
+
+Timing goals are checked here, not in unit tests (DESIGN section 8). Every benchmark prints
+one JSON object with its inputs, the machine's thread count and the figures.
+"""
+
+import time
+
+import torch
+
+from rog_ros.core.compress import make_codec
+from rog_ros.core.rows import RowLayout
+from rog_ros.protocol.policies import layout_for, make_policy
+from rog_ros.protocol.ps import ServerEngine
+from rog_ros.protocol.worker import WorkerEngine
+from rog_ros.sim.harness import Harness, LinkSpec
+
+
+def model_shapes(name: str) -> tuple[list, torch.nn.Module | None]:
+    """Parameter shapes (and the module) of a benchmark model by name."""
+    from rog_ros.workloads import convmlp as cm
+    sizes = {'convmlp-s': 's', 'convmlp-m': 'm', 'convmlp-l': 'l'}
+    if name not in sizes:
+        raise ValueError(f'unknown model {name!r}; choose one of {sorted(sizes)}')
+    model = cm.convmlp(sizes[name], num_classes=100)
+    return [tuple(p.shape) for p in model.parameters()], model
+
+
+def synthetic_shapes(n_params: int) -> list:
+    """ConvMLP-M's shapes when ``n_params`` matches it, else a mix of conv/linear shapes."""
+    shapes, _ = model_shapes('convmlp-m')
+    if sum(int(torch.tensor(s).prod()) for s in shapes) == n_params:
+        return shapes
+    out, left = [], n_params
+    pattern = [(256, 256, 3, 3), (256,), (768, 256), (768,), (256, 768), (256,)]
+    while left > 0:
+        for s in pattern:
+            n = int(torch.tensor(s).prod())
+            if n > left:
+                out.append((left,))
+                left = 0
+                break
+            out.append(s)
+            left -= n
+    return out
+
+
+def bench_codec(n_params: int = 16_948_804, repeats: int = 5) -> dict:
+    """Encode (scales + sign packing) and decode of a whole model with DEFSGDM scaled sign."""
+    layout = RowLayout(synthetic_shapes(n_params), small_tensor_threshold=1000)
+    codec = make_codec('defsgdm')
+    p = torch.randn(layout.n_params)
+    out = torch.empty_like(p)
+    enc_t, dec_t = [], []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        scales = codec.scales(layout, p)
+        enc = codec.encode(layout, p, scales)
+        t1 = time.perf_counter()
+        codec.decode(layout, enc, scales, out)
+        t2 = time.perf_counter()
+        enc_t.append(t1 - t0)
+        dec_t.append(t2 - t1)
+    enc_s, dec_s = sorted(enc_t[1:])[repeats // 2], sorted(dec_t[1:])[repeats // 2]
+    nbytes = int(enc.numel()) + 4 * layout.n_tensors
+    return {'benchmark': 'codec', 'codec': 'defsgdm', 'params': layout.n_params,
+            'rows': layout.n_rows, 'encode_s': enc_s, 'decode_s': dec_s,
+            'total_s': enc_s + dec_s, 'bytes': nbytes, 'ratio': nbytes / (4 * layout.n_params),
+            'target_total_s': 0.1, 'threads': torch.get_num_threads()}
+
+
+class _TimedEngine:
+    """Wraps an engine and accumulates the CPU seconds spent in its handlers."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.seconds = 0.0
+
+    def __getattr__(self, name):
+        attr = getattr(self.engine, name)
+        if name not in ('on_message', 'on_tick', 'on_compute_done', 'start'):
+            return attr
+
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t0
+        return timed
+
+
+def protocol_seconds(spec: str, shapes, n_workers: int, iterations: int,
+                     bandwidths_mbps: list) -> dict:
+    """Per-iteration protocol CPU time of one worker plus the server's share for it."""
+    policy = make_policy(spec)
+    layout = layout_for(policy, shapes)
+    codec = make_codec('defsgdm')
+    w0 = torch.zeros(layout.n_params)
+    server = ServerEngine(layout, codec, policy, n_workers, w0, lr=0.01,
+                          max_iterations=iterations)
+    workers = [WorkerEngine(r, n_workers, layout, codec, policy, w0) for r in range(n_workers)]
+    gen = torch.Generator().manual_seed(0)
+    grads = [torch.randn(layout.n_params, generator=gen) * 1e-2 for _ in range(3)]
+    timed_server = _TimedEngine(server)
+    timed_workers = [_TimedEngine(w) for w in workers]
+    links = [LinkSpec(0.002, b * 1e6) for b in bandwidths_mbps[:n_workers]]
+    harness = Harness(timed_server, timed_workers,
+                      lambda r, w, c: grads[(r + c) % len(grads)], compute_s=0.28,
+                      up=links, down=links)
+    stats = harness.run()
+    iters = sum(stats.iterations)
+    per_worker = (sum(t.seconds for t in timed_workers) + timed_server.seconds) / iters
+    return {'seconds_per_iteration': per_worker,
+            'worker_s': sum(t.seconds for t in timed_workers) / iters,
+            'server_share_s': timed_server.seconds / iters,
+            'sim_time_s': stats.end_time, 'iterations': iters,
+            'triggers': sum(server.triggers)}
+
+
+def compute_seconds(model: torch.nn.Module, batch: int = 24, repeats: int = 3) -> float:
+    """Forward + backward of ``model`` on ``batch`` 32x32 colour images (median)."""
+    x = torch.randn(batch, 3, 32, 32)
+    y = torch.randint(0, 100, (batch,))
+    loss_fn = torch.nn.CrossEntropyLoss()
+    times = []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        model.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        times.append(time.perf_counter() - t0)
+    return sorted(times[1:])[repeats // 2]
+
+
+def bench_overhead(model: str = 'convmlp-m', n_workers: int = 4, staleness: int = 4,
+                   iterations: int = 8, bandwidths_mbps=(40.0, 15.0, 80.0, 5.0)) -> dict:
+    """What row granularity costs: (rog_s - ssp_s) / compute_s (target < 0.05)."""
+    shapes, module = model_shapes(model)
+    bw = list(bandwidths_mbps) * (n_workers // len(bandwidths_mbps) + 1)
+    rog = protocol_seconds(f'rog:{staleness}', shapes, n_workers, iterations, bw)
+    ssp = protocol_seconds(f'ssp:{staleness}', shapes, n_workers, iterations, bw)
+    compute = compute_seconds(module)
+    return {'benchmark': 'overhead', 'model': model, 'workers': n_workers,
+            'staleness': staleness, 'params': sum(int(torch.tensor(s).prod()) for s in shapes),
+            'rog_s': rog['seconds_per_iteration'], 'ssp_s': ssp['seconds_per_iteration'],
+            'compute_s': compute,
+            'ratio': (rog['seconds_per_iteration'] - ssp['seconds_per_iteration']) / compute,
+            'target_ratio': 0.05, 'rog_detail': rog, 'ssp_detail': ssp,
+            'threads': torch.get_num_threads()}

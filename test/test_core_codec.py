@@ -1,0 +1,120 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""DEFSGDM scaled sign, Identity, error feedback, framing and momentum preconditioning."""
+
+import math
+
+import pytest
+import torch
+
+from rog_ros.core.compress import Identity, MomentumPreconditioner, ScaledSign, frame, unframe
+from rog_ros.core.compress.scaled_sign import pack_signbits, unpack_signs
+from rog_ros.core.rows import RowLayout
+
+SHAPES = [(8, 3, 3, 3), (8,), (16, 8, 3, 3), (16,), (10, 144), (10,), (7,)]
+
+
+@pytest.mark.parametrize('n', [1, 7, 8, 9, 1000, 4097])
+def test_block_size_is_ceil_n_over_8_plus_scale(n):
+    x = torch.randn(n)
+    data = ScaledSign.pack_tensor(x)
+    assert len(data) == math.ceil(n / 8) + 4
+    y = ScaledSign.unpack_tensor(data, n)
+    scale = x.abs().mean()
+    assert torch.allclose(y, torch.where(x >= 0, scale, -scale), rtol=1e-5)
+
+
+def test_row_aligned_encoding_size_and_roundtrip():
+    layout = RowLayout(SHAPES)
+    codec = ScaledSign()
+    p = torch.randn(layout.n_params)
+    p[3] = -0.0                                   # the sign bit decides, -0.0 is negative
+    scales = codec.scales(layout, p)
+    enc = codec.encode(layout, p, scales)
+    assert enc.numel() == int(((layout.row_len + 7) // 8).sum())
+    out = torch.empty_like(p)
+    codec.decode(layout, enc, scales, out)
+    assert torch.equal(out, codec.quantize(layout, p, scales))
+    # value check: per tensor mean |p| with p's sign
+    for v, q in zip(layout.views(p), layout.views(out)):
+        s = v.abs().mean()
+        assert torch.allclose(q, torch.copysign(s.expand_as(v), v), rtol=1e-6)
+
+
+def test_whole_model_layout_gives_identical_bits():
+    rows = RowLayout(SHAPES)
+    whole = RowLayout(SHAPES, whole_model=True)
+    codec = ScaledSign()
+    tensors = [torch.randn(s) for s in SHAPES]
+    p1, p2 = rows.flatten(tensors), whole.flatten(tensors)
+    s1, s2 = codec.scales(rows, p1), codec.scales(whole, p2)
+    assert torch.equal(s1, s2)
+    q1, q2 = codec.quantize(rows, p1, s1), codec.quantize(whole, p2, s2)
+    for a, b in zip(rows.views(q1), whole.views(q2)):
+        assert torch.equal(a, b)
+
+
+def test_pack_unpack_bits():
+    x = torch.randn(5, 13)
+    packed = pack_signbits(x)
+    assert packed.shape == (5, 2)
+    signs = unpack_signs(packed, 13)
+    assert torch.equal(signs, torch.where(torch.signbit(x), -1.0, 1.0))
+
+
+def test_error_feedback_tracks_the_input_sum():
+    # Running sum of decoded updates follows the running sum of inputs; the residual is the
+    # error buffer, which stays bounded by one step's magnitude (it does not accumulate).
+    torch.manual_seed(1)
+    layout = RowLayout(SHAPES)
+    codec = ScaledSign()
+    e = torch.zeros(layout.n_params, dtype=torch.float64)
+    sum_in = torch.zeros_like(e)
+    sum_out = torch.zeros_like(e)
+    worst = 0.0
+    for _ in range(200):
+        g = torch.randn(layout.n_params, dtype=torch.float64)
+        p = g + e
+        q = codec.quantize(layout, p, codec.scales(layout, p))
+        e = p - q
+        sum_in += g
+        sum_out += q
+        resid = (sum_in - sum_out)
+        assert torch.allclose(resid, e, atol=1e-9)          # exactly the error buffer
+        worst = max(worst, float(resid.abs().max()))
+    # bounded: a few step sizes, not growing with the 200 steps
+    assert worst < 12.0
+
+
+def test_identity_is_exact():
+    layout = RowLayout(SHAPES)
+    codec = Identity(torch.float64)
+    p = torch.randn(layout.n_params, dtype=torch.float64)
+    out = torch.empty_like(p)
+    codec.decode(layout, codec.encode(layout, p, codec.scales(layout, p)), None, out)
+    assert torch.equal(out, p)
+    assert int(codec.row_nbytes(layout).sum()) == 8 * layout.n_params
+
+
+def test_zstd_framing():
+    data = bytes(1000)
+    framed = frame(data)
+    assert len(framed) < 100 and unframe(framed) == data
+    noise = torch.randint(0, 256, (1000,), dtype=torch.uint8).numpy().tobytes()
+    assert unframe(frame(noise)) == noise and len(frame(noise)) == 1001
+    assert unframe(frame(data, level=None)) == data
+    with pytest.raises(ValueError):
+        unframe(b'\x07abc')
+
+
+def test_nesterov_momentum_and_weight_decay():
+    pre = MomentumPreconditioner(3, momentum=0.9, nesterov=True, weight_decay=0.1)
+    w = torch.tensor([1.0, 0.0, -1.0])
+    g = torch.tensor([1.0, 2.0, 3.0])
+    out = pre(g, w, torch.empty(3))
+    # m = g; d = g + 0.9 m + 0.1/(1-0.9) w = 1.9 g + w
+    assert torch.allclose(out, 1.9 * g + w)
+    out = pre(g, w, torch.empty(3))
+    # m = 0.9 g + g = 1.9 g; d = g + 0.9 * 1.9 g + w
+    assert torch.allclose(out, g + 1.71 * g + w)
+    with pytest.raises(ValueError):
+        MomentumPreconditioner(3, momentum=1.0)

@@ -1,0 +1,81 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""Malformed or foreign messages are rejected, counted, and change nothing."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from protocol_fixtures import build
+from rog_ros.protocol.actions import Log
+from rog_ros.protocol.messages import (
+    FLAG_FRAGMENT, KIND_GRAD, SERVER, RowChunk, Schedule, TransferAck)
+
+
+def state(server):
+    return (server.G.clone(), server.w_srv.clone(), server.versions.v.clone())
+
+
+def good_chunk(layout):
+    # one real row of the codec's size (sign codec: ceil(len/8) bytes)
+    n = int((layout.row_len[0] + 7) // 8)
+    return RowChunk(transfer_id=1, seq=0, sender=0, receiver=SERVER, kind=KIND_GRAD, clock=1,
+                    codec=1, row_ranges=np.array([0, 1], np.uint32),
+                    tensor_ids=np.array([int(layout.row_tensor[0])], np.uint32),
+                    scales=np.array([0.5], np.float32), payload=bytes(n))
+
+
+BAD = {
+    'schema': dict(schema_version=99),
+    'codec': dict(codec=0),
+    'row out of range': dict(row_ranges=np.array([0, 10**6], np.uint32)),
+    'reversed range': dict(row_ranges=np.array([5, 2], np.uint32)),
+    'short payload': dict(payload=b'\x00'),
+    'nan scale': dict(scales=np.array([np.nan], np.float32)),
+    'bad tensor id': dict(tensor_ids=np.array([9999], np.uint32)),
+    'fragment of two rows': dict(flags=FLAG_FRAGMENT, row_ranges=np.array([0, 2], np.uint32)),
+    'unknown sender': dict(sender=17),
+    'wrong kind': dict(kind=1),
+}
+
+
+@pytest.mark.parametrize('case', sorted(BAD))
+def test_bad_chunk_is_rejected_and_changes_nothing(case):
+    _, server, _, _, layout = build('rog:4', n=2)
+    before = state(server)
+    msg = dataclasses.replace(good_chunk(layout), **BAD[case])
+    actions = server.on_message(msg, 0.0)
+    assert server.rejects == 1
+    assert [a.name for a in actions if isinstance(a, Log)] == ['reject']
+    for a, b in zip(before, state(server)):
+        assert torch.equal(a, b)
+
+
+def test_good_chunk_is_accepted():
+    _, server, _, _, layout = build('rog:4', n=2)
+    actions = server.on_message(good_chunk(layout), 0.0)
+    assert server.rejects == 0
+    assert any(getattr(a, 'msg', None) is not None and isinstance(a.msg, TransferAck)
+               for a in actions)
+
+
+def test_worker_rejects_foreign_and_nonfinite_messages():
+    _, _, workers, _, _ = build('rog:4', n=2)
+    w = workers[0]
+    w.on_message(Schedule(worker=1, clock=0, push_deadline_s=1.0), 0.0)
+    w.on_message(Schedule(worker=0, clock=0, push_deadline_s=float('nan')), 0.0)
+    w.on_message(TransferAck(transfer_id=1, sender=5, receiver=0, seq=0), 0.0)
+    assert w.rejects == 3
+    assert w.push_deadline_s == 0.0
+
+
+def test_nonfinite_gradient_is_dropped():
+    _, _, workers, _, _ = build('rog:4', n=2)
+    w = workers[0]
+    w.start(0.0)
+    grad = torch.zeros_like(w.w)
+    grad[3] = float('inf')
+    actions = w.on_compute_done(grad, 0.1)
+    assert w.clock == 0 and float(w.A.abs().sum()) == 0.0
+    assert any(isinstance(a, Log) and a.name == 'nonfinite_gradient' for a in actions)
