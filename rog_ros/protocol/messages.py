@@ -77,6 +77,7 @@ class RowChunk:
     tensor_ids: np.ndarray = field(default_factory=_u32)   # uint32, tensors touched
     scales: np.ndarray = field(default_factory=_f32)       # float32, one per tensor_ids entry
     payload: bytes = b''        # encoded row bytes
+    rate_bps: float = 0.0       # FLAG_END: sender's smoothed throughput estimate, 0 = unknown
     auth_tag: bytes = b''       # optional message authentication code (empty = none)
     schema_version: int = SCHEMA_VERSION
 

@@ -172,6 +172,9 @@ class ServerEngine:
         acks, closed = self.receiver.on_chunk(chunk, now)
         out = [Send(s, a) for a in acks]
         if closed is not None:
+            if math.isfinite(chunk.rate_bps) and chunk.rate_bps > 0:
+                self.thr_up[s].value_bps = float(chunk.rate_bps)   # the worker's own estimate
+                self.thr_up[s].samples += 1
             out += self._apply_push(closed, now)
         elif chunk.flags & FLAG_END and self.stopped[s]:
             out.append(Send(s, Schedule(worker=s, clock=self.clock[s], push_deadline_s=-1.0,
@@ -191,8 +194,6 @@ class ServerEngine:
             self.w_srv -= delta
             self.versions.stamp(s, mask, inc.clock)
         self.bytes_up += inc.bytes
-        if inc.bytes:
-            self.thr_up[s].update(inc.bytes, max(inc.last_time - inc.first_time, 1e-6))
         self.clock[s] = max(self.clock[s], inc.clock)
         out = [Send(s, self.receiver.final_ack(inc, chunk_ranges, now)),
                Log('push_applied', float(n_rows), s, {'clock': inc.clock, 'bytes': inc.bytes})]

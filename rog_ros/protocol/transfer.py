@@ -78,6 +78,7 @@ class OutgoingTransfer:
         self.finished = False
         self.delivered_rows: np.ndarray | None = None
         self.whole_model = layout.whole_model
+        self.rate_hint_bps = 0.0      # reported in END (the sender's link estimate)
 
     # ------------------------------------------------------------------ sending
     def in_flight(self) -> int:
@@ -132,7 +133,7 @@ class OutgoingTransfer:
         self.end_sent_at = now
         return RowChunk(transfer_id=self.transfer_id, seq=self.next_seq, sender=self.sender,
                         receiver=self.receiver, kind=self.kind, clock=self.clock,
-                        flags=FLAG_END, codec=self.codec_id)
+                        flags=FLAG_END, codec=self.codec_id, rate_bps=self.rate_hint_bps)
 
     def _chunk(self, k: int) -> RowChunk:
         lo, hi = int(self.plan.rank_lo[k]), int(self.plan.rank_hi[k])

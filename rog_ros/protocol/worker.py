@@ -21,7 +21,7 @@ import math
 import numpy as np
 import torch
 
-from rog_ros.core.atp import infinite_mask, priority_order
+from rog_ros.core.atp import Ewma, infinite_mask, priority_order
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.defsgdm import MomentumPreconditioner
 from rog_ros.core.mta import mandatory_rows
@@ -86,6 +86,7 @@ class WorkerEngine:
         self._last_end: RowChunk | None = None   # END of the last finished push
         self._pull_poke_at: float | None = None  # when to remind the server we wait
         self.next_tid = 0
+        self.thr_up = Ewma()
         self._d = torch.empty(layout.n_params, dtype=dtype)
         self._scratch = torch.empty(layout.n_params, dtype=dtype)
         self.track = track_conservation
@@ -195,6 +196,7 @@ class WorkerEngine:
                                      deadline=deadline, now=now, window=self.window,
                                      chunk_bytes=self.chunk_bytes,
                                      end_timeout_s=self.end_timeout_s)
+        self.push.rate_hint_bps = self.thr_up.value_bps
         self._push_p, self._push_scales = p, scales
         self.state = 'pushing'
         return [Send(SERVER, c) for c in self.push.pump(now)]
@@ -213,6 +215,8 @@ class WorkerEngine:
         self._commit_push(delivered)
         self._last_end = tr._end(tr.end_sent_at)
         nbytes, secs = tr.throughput_sample()
+        if nbytes:
+            self.thr_up.update(nbytes, secs)
         self.bytes_up += tr.bytes_sent
         self.push = None
         out = [Log('push_done', float(delivered.size), self.rank,

@@ -1,1 +1,15 @@
 # Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+Transport: protocol messages over ROS 2 topics, with or without a ROS 2 install.
+
+Modules (import what you need; this package imports nothing itself, so that the simulator
+never loads DDS):
+
+* ``bus``: the :class:`~rog_ros.transport.bus.Bus` interface, its threading contract and
+  ``make_bus(kind='auto')``;
+* ``dds_bus``: ``DdsBus`` on Cyclone DDS (embedded default); ``rclpy_bus``: ``RclpyBus``;
+* ``topics``: topic names, message type per topic, QoS profiles;
+* ``msgdef`` / ``typehash`` / ``idl`` / ``convert``: ``msg/*.msg`` -> parsed definitions ->
+  RIHS01 hashes -> Cyclone IDL types named as ROS 2 names them -> dataclass converters;
+* ``cyclone_config``: the ``config/cyclonedds_*.xml`` files and ``CYCLONEDDS_URI``.
+"""

@@ -1,0 +1,187 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+The ``rog trace`` command: generate, summarise and plot bandwidth traces.
+
+    rog trace gen PRESET --duration S --seed N --out FILE.csv
+    rog trace stats FILE_OR_PRESET [--json] [--compare PRESET]
+    rog trace plot FILE_OR_PRESET --out FILE.png
+
+``rog_ros/cli.py`` calls ``add_parser(subparsers)`` and then ``run(args)`` (also stored as
+``args.func``). Bad input (missing file, malformed line, unknown preset) prints one line that
+names the problem and returns 2.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+from rog_ros.net import traces
+
+_ROWS = [
+    ('mean', 'mean', 'Mbit/s'), ('median', 'median', 'Mbit/s'), ('p10', 'p10', 'Mbit/s'),
+    ('p90', 'p90', 'Mbit/s'), ('share_below_5mbps', 'time below 5 Mbit/s', ''),
+    ('outage_share', 'time at 0 Mbit/s', ''), ('hold_time_share_10s', 'time in holds >= 10 s', ''),
+    ('mean_time_to_20pct_change_s', 'mean time to >=20% change', 's'),
+    ('mean_time_to_40pct_change_s', 'mean time to >=40% change', 's'),
+    ('transfer_slowdown_p99', 'p99 slowdown of a 1.43 s transfer', 'x'),
+    ('duration_s', 'duration', 's'), ('resolution_s', 'resolution', 's'),
+    ('segments', 'segments', ''),
+]
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add ``trace`` (with ``gen``, ``stats``, ``plot``) to an argparse subparsers object."""
+    parser = subparsers.add_parser('trace', help='generate, summarise and plot bandwidth traces')
+    sub = parser.add_subparsers(dest='trace_command', metavar='{gen,stats,plot}')
+    sub.required = True
+    presets = ', '.join(traces.PRESETS)
+
+    gen = sub.add_parser('gen', help='write a synthetic trace CSV from a preset')
+    gen.add_argument('preset', help=f'one of: {presets}')
+    gen.add_argument('--out', required=True, help='output CSV file')
+    _add_source_options(gen)
+    gen.add_argument('--scale', type=float, default=1.0,
+                     help='rate multiplier (outdoors x 1/0.7 = the unscaled record; default 1)')
+    gen.add_argument('--dt', type=float, default=0.1, help='resolution in s (default 0.1)')
+
+    st = sub.add_parser('stats', help='statistics of a trace file or a preset')
+    st.add_argument('source', metavar='FILE_OR_PRESET')
+    st.add_argument('--json', action='store_true', help='print JSON instead of a table')
+    st.add_argument('--compare', metavar='PRESET',
+                    help="check against a preset's calibration targets (default: the preset "
+                         'itself when SOURCE is a preset)')
+    _add_source_options(st)
+
+    plot = sub.add_parser('plot', help='plot rate vs time and the rate histogram (PNG)')
+    plot.add_argument('source', metavar='FILE_OR_PRESET')
+    plot.add_argument('--out', required=True, help='output PNG file')
+    _add_source_options(plot)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _add_source_options(parser):
+    parser.add_argument('--duration', type=float, default=300.0,
+                        help='seconds to generate for a preset (default 300)')
+    parser.add_argument('--seed', type=int, default=0, help='generator seed (default 0)')
+
+
+def _unknown(name):
+    return f'unknown preset {name!r}; known presets: {", ".join(traces.PRESETS)}'
+
+
+def _source(args):
+    """Trace from a file path or a preset name; returns (trace, preset name or None)."""
+    src = args.source
+    if os.path.isfile(src):
+        return traces.load_trace(src), None
+    if src in traces.PRESETS:
+        return traces.generate(src, args.duration, args.seed), src
+    if os.sep in src or os.path.splitext(src)[1]:
+        raise FileNotFoundError(f'no such file: {src}')
+    raise KeyError(f'{src!r} is neither a file nor a preset; known presets: '
+                   f'{", ".join(traces.PRESETS)}')
+
+
+def _fmt(value):
+    if isinstance(value, (int, np.integer)):
+        return str(value)
+    if not math.isfinite(value):
+        return str(value)
+    return f'{value:.5g}'
+
+
+def _json_num(value):
+    """Numbers for strict JSON: nan/inf (never changed, no change found) become null."""
+    return value if isinstance(value, int) or math.isfinite(value) else None
+
+
+def _cmd_gen(args, out):
+    if args.preset not in traces.PRESETS:
+        raise KeyError(_unknown(args.preset))
+    trace = traces.generate(args.preset, args.duration, args.seed, dt_s=args.dt, scale=args.scale)
+    traces.save_trace(trace, args.out)
+    print(f'wrote {args.out}: {args.preset}, {trace.duration_s:g} s, seed {args.seed}, '
+          f'mean {trace.mean_mbps:.1f} Mbit/s', file=out)
+    return 0
+
+
+def _cmd_stats(args, out):
+    trace, preset = _source(args)
+    compare = args.compare or preset
+    if compare is not None and compare not in traces.TARGETS:
+        raise KeyError(_unknown(compare))
+    st = traces.stats(trace)
+    verdict = traces.check(st, compare) if compare else {}
+    if args.json:
+        doc = {'source': args.source, 'stats': {k: _json_num(v) for k, v in st.items()}}
+        if compare:
+            doc['targets'] = {'preset': compare, 'rel_tol': 0.15, 'checks': {
+                k: {'target': t, 'achieved': _json_num(a), 'ok': ok}
+                for k, (t, a, ok) in verdict.items()}}
+        print(json.dumps(doc, indent=2), file=out)
+        return 0
+    print(f'trace {args.source}' + (f' (targets: {compare}, within 15%)' if compare else ''),
+          file=out)
+    for key, label, unit in _ROWS:
+        line = f'  {label:36s} {_fmt(st[key]):>10s} {unit:6s}'
+        if key in verdict:
+            target, _, ok = verdict[key]
+            line += f' target {_fmt(target):>8s}  {"ok" if ok else "OFF"}'
+        print(line.rstrip(), file=out)
+    return 0
+
+
+def _cmd_plot(args, out):
+    import matplotlib
+    matplotlib.use('Agg')
+    from matplotlib import pyplot as plt
+
+    trace, _ = _source(args)
+    fig, (ax_t, ax_h) = plt.subplots(1, 2, figsize=(12, 4),
+                                     gridspec_kw={'width_ratios': [3, 1]})
+    t = np.append(trace.t_s, trace.end_s)
+    r = np.append(trace.mbps, trace.mbps[-1])
+    ax_t.step(t, r, where='post', linewidth=0.7)
+    ax_t.set_xlabel('time (s)')
+    ax_t.set_ylabel('capacity (Mbit/s)')
+    ax_t.set_title(f'{args.source}: mean {trace.mean_mbps:.1f} Mbit/s')
+    ax_t.set_xlim(0, trace.end_s)
+    ax_t.set_ylim(bottom=0)
+    weights = np.diff(t) / trace.end_s
+    ax_h.hist(trace.mbps, bins=50, weights=weights, orientation='horizontal')
+    ax_h.set_xlabel('share of time')
+    ax_h.set_ylim(ax_t.get_ylim())
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=100)
+    plt.close(fig)
+    print(f'wrote {args.out}', file=out)
+    return 0
+
+
+def run(args, out=None) -> int:
+    """Execute a parsed ``rog trace ...`` command; returns the exit status."""
+    out = sys.stdout if out is None else out
+    command = {'gen': _cmd_gen, 'stats': _cmd_stats, 'plot': _cmd_plot}[args.trace_command]
+    try:
+        return command(args, out)
+    except KeyError as exc:
+        print(f'rog trace: {exc.args[0]}', file=sys.stderr)
+    except (OSError, ValueError) as exc:  # TraceFormatError is a ValueError
+        print(f'rog trace: {exc}', file=sys.stderr)
+    return 2
+
+
+def main(argv=None) -> int:
+    """Stand-alone entry point: ``python -m rog_ros.net.cli_trace gen ...``."""
+    parser = argparse.ArgumentParser(prog='rog')
+    add_parser(parser.add_subparsers(dest='command', required=True))
+    return run(parser.parse_args(['trace'] + list(sys.argv[1:] if argv is None else argv)))
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,135 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+The Bus interface: publish/subscribe of protocol messages, and ``make_bus`` to pick one.
+
+Nodes talk to each other only through a :class:`Bus`; ``DdsBus`` (Cyclone DDS through its
+Python binding, the embedded default) and ``RclpyBus`` (rclpy, on ROS 2 installs) implement
+it with the same topic names, types and QoS, so either side interoperates with the other.
+
+Threading contract
+------------------
+A bus belongs to the thread that created it (the node's engine thread); no method may be
+called concurrently from another thread. Nothing is ever delivered on another thread:
+messages are queued by the middleware and handed over only inside :meth:`Bus.poll`, either
+returned from it or passed to a subscription's callback, which ``poll`` calls in the calling
+thread before returning. Per topic and sender, messages arrive in publication order;
+RELIABLE topics deliver each message exactly once while the peers stay matched.
+
+Own publications: ``DdsBus`` never delivers a message to the bus that published it; rclpy
+cannot promise that, so receivers must check the addressing fields (``receiver``,
+``worker``), which the engines validate anyway. Topics with one direction each
+(``'/rog/up/chunks'``, ``'/rog/w3/down/chunks'``: the last segment picks the type) avoid
+the question and keep robots from receiving traffic meant for others.
+"""
+
+import abc
+import os
+
+from rog_ros.transport.topics import DEFAULT_NAMESPACE
+
+
+class BusError(RuntimeError):
+    """The middleware refused an operation (e.g. a reliable publish timed out)."""
+
+
+class Bus(abc.ABC):
+    """
+    Publish/subscribe of ``rog_ros.protocol.messages`` dataclasses under one namespace.
+
+    Parameters
+    ----------
+    namespace : str, default '/rog'
+        Prefix of relative topic names: ``'chunks'`` is ``'/rog/chunks'``.
+
+    """
+
+    def __init__(self, namespace: str = DEFAULT_NAMESPACE):
+        if not namespace.startswith('/'):
+            raise ValueError(f'namespace must be absolute, got {namespace!r}')
+        self.namespace = namespace
+        self.rejects = 0  # received samples that could not be decoded (dropped, counted)
+
+    @abc.abstractmethod
+    def publish(self, topic: str, msg) -> None:
+        """
+        Send ``msg`` (a protocol dataclass) on ``topic``; may block on a full reliable queue.
+
+        Raises :class:`BusError` when a reliable publish cannot complete in time, and
+        ``ValueError`` when the topic does not carry ``msg``'s type.
+        """
+
+    def advertise(self, topic: str) -> None:
+        """
+        Create the writer of ``topic`` now, so that peers discover it before the first publish.
+
+        Optional: :meth:`publish` creates it on first use otherwise.
+        """
+
+    @abc.abstractmethod
+    def subscribe(self, topic: str, callback=None, qos=None) -> None:
+        """
+        Start receiving ``topic``.
+
+        ``callback(msg)``, if given, is called by :meth:`poll` for each message of the topic,
+        which ``poll`` then does not return. ``qos`` is ``'reliable'``, ``'best_effort'`` or
+        None for the topic's default profile (see :mod:`rog_ros.transport.topics`).
+        """
+
+    @abc.abstractmethod
+    def poll(self, timeout_s: float = 0.0) -> list:
+        """
+        Deliver what has arrived, waiting up to ``timeout_s`` for the first message.
+
+        Returns ``[(topic, msg), ...]`` (``topic`` absolute, e.g. ``'/rog/chunks'``) for the
+        subscriptions without a callback, in arrival order per topic; messages of
+        subscriptions with a callback are passed to it instead. Returns an empty list when
+        nothing arrived before the timeout.
+        """
+
+    @abc.abstractmethod
+    def matched(self, topic: str) -> int:
+        """Return how many remote endpoints match this bus's writer/reader on ``topic``."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release all middleware resources; the bus is unusable afterwards. Idempotent."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def rclpy_available() -> bool:
+    """Whether rclpy and the generated ``rog_ros.msg`` interfaces import."""
+    try:
+        from rog_ros.transport import rclpy_bus  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def make_bus(kind: str = 'auto', namespace: str = DEFAULT_NAMESPACE, **kwargs) -> Bus:
+    """
+    Create a bus: ``kind`` is ``'auto'``, ``'dds'`` or ``'rclpy'``.
+
+    ``'auto'`` (or ``$ROG_BUS``) picks ``RclpyBus`` when rclpy and the generated interfaces
+    import, else ``DdsBus``. ``kwargs`` go to the chosen class.
+    """
+    if kind == 'auto':
+        kind = os.environ.get('ROG_BUS', 'auto')
+    if kind == 'auto':
+        kind = 'rclpy' if rclpy_available() else 'dds'
+    if kind == 'rclpy':
+        try:
+            from rog_ros.transport.rclpy_bus import RclpyBus
+        except ImportError as exc:
+            raise BusError(f'RclpyBus unavailable ({exc}); source a ROS 2 install with the '
+                           f'rog_ros package built, or use kind="dds"') from exc
+        return RclpyBus(namespace=namespace, **kwargs)
+    if kind == 'dds':
+        from rog_ros.transport.dds_bus import DdsBus
+        return DdsBus(namespace=namespace, **kwargs)
+    raise ValueError(f'unknown bus kind {kind!r}; use auto, dds or rclpy')

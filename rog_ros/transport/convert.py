@@ -1,0 +1,109 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+Converters between protocol dataclasses (``rog_ros.protocol.messages``) and DDS samples.
+
+``to_sample(msg)`` gives the IDL sample of :mod:`rog_ros.transport.idl` for a dataclass and
+``from_sample(sample)`` the dataclass for a received sample. NumPy arrays keep their dtype
+(``uint32[]`` <-> ``np.uint32`` ...), payloads stay ``bytes``. The mapping is checked at import
+time: a field of a dataclass without a ``.msg`` counterpart (or the reverse) is layout drift
+between ``messages.py`` and ``msg/`` and raises ``ImportError`` here rather than corrupting
+data on the wire.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from rog_ros.protocol import messages
+from rog_ros.transport import idl
+
+MESSAGE_CLASSES = {
+    cls.TYPE: cls for cls in (messages.RowChunk, messages.RowVersions, messages.TransferAck,
+                              messages.Schedule, messages.LinkStats, messages.TrainStatus)
+}
+"""Protocol dataclass per message type name."""
+
+FIELD_RENAMES = {
+    'LinkStats': {'interface': 'interface_name'},
+}
+"""Dataclass field -> ``.msg`` field where the names differ (``interface`` is an IDL keyword)."""
+
+
+def _plan(type_name: str) -> tuple:
+    """Return ``((dataclass_field, msg_field, kind, dtype), ...)`` for one message type."""
+    cls = MESSAGE_CLASSES[type_name]
+    msgdef = idl.msg_def(type_name)
+    renames = FIELD_RENAMES.get(type_name, {})
+    by_msg = {f.name: f for f in msgdef.fields}
+    plan = []
+    for dfield in dataclasses.fields(cls):
+        mname = renames.get(dfield.name, dfield.name)
+        fdef = by_msg.pop(mname, None)
+        if fdef is None:
+            raise ImportError(f'{type_name}.{dfield.name} has no field {mname!r} in '
+                              f'{type_name}.msg: messages.py and msg/ disagree')
+        if fdef.nested or fdef.array == 'array':
+            raise ImportError(f'{type_name}.{mname}: nested/fixed-array fields need a converter')
+        if fdef.array == 'sequence' and fdef.base in idl.BYTE_TYPES:
+            kind, dtype = 'bytes', None
+        elif fdef.array == 'sequence':
+            kind, dtype = 'array', idl.NUMPY_DTYPES[fdef.base]
+        elif fdef.base == 'string':
+            kind, dtype = 'str', None
+        elif fdef.base == 'bool':
+            kind, dtype = 'bool', None
+        elif fdef.base.startswith('float'):
+            kind, dtype = 'float', None
+        else:
+            kind, dtype = 'int', None
+        plan.append((dfield.name, mname, kind, dtype))
+    if by_msg:
+        raise ImportError(f'{type_name}.msg fields {sorted(by_msg)} are missing in the '
+                          f'dataclass: messages.py and msg/ disagree')
+    return tuple(plan)
+
+
+FIELD_PLANS = {name: _plan(name) for name in MESSAGE_CLASSES}
+"""Per message type: ``((dataclass_field, msg_field, kind, dtype), ...)`` in wire order of the
+dataclass; kind is 'bytes', 'array' (NumPy ``dtype``), 'str', 'bool', 'float' or 'int'."""
+_TYPE_OF_SAMPLE = {idl.dds_type(name): name for name in MESSAGE_CLASSES}
+_SCALAR = {'str': str, 'bool': bool, 'float': float, 'int': int}
+
+
+def to_sample(msg):
+    """Return the DDS sample of a protocol dataclass instance."""
+    type_name = msg.TYPE
+    values = {}
+    for dname, mname, kind, dtype in FIELD_PLANS[type_name]:
+        value = getattr(msg, dname)
+        if kind == 'bytes':
+            values[mname] = bytes(value)
+        elif kind == 'array':
+            arr = np.ascontiguousarray(value, dtype=dtype).reshape(-1)
+            values[mname] = arr if idl.FAST_SEQUENCES else arr.tolist()
+        else:
+            values[mname] = _SCALAR[kind](value)
+    return idl.dds_type(type_name)(**values)
+
+
+def from_sample(sample):
+    """Return the protocol dataclass instance of a DDS sample."""
+    type_name = sample_type(sample)
+    values = {}
+    for dname, mname, kind, dtype in FIELD_PLANS[type_name]:
+        value = getattr(sample, mname)
+        if kind == 'bytes':
+            values[dname] = value if isinstance(value, bytes) else bytes(value)
+        elif kind == 'array':
+            values[dname] = np.asarray(value, dtype=dtype)
+        else:
+            values[dname] = _SCALAR[kind](value)
+    return MESSAGE_CLASSES[type_name](**values)
+
+
+def sample_type(sample) -> str:
+    """Return the message type name (``'RowChunk'`` ...) of a DDS sample."""
+    try:
+        return _TYPE_OF_SAMPLE[type(sample)]
+    except KeyError:
+        raise TypeError(f'not a rog_ros message sample: {type(sample).__name__}') from None

@@ -1,0 +1,70 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+Cyclone DDS configurations shipped in ``config/`` and the ``CYCLONEDDS_URI`` they set.
+
+``loopback``: a fleet on one machine (``rog fleet``, CI, tests). ``wifi``: robots on Wi-Fi
+(datagrams below the MTU, large receive buffers, unicast data, optional unicast peers). The
+variable must be set before the process creates its first DDS participant; both
+``rmw_cyclonedds`` (ROS 2 nodes) and ``DdsBus`` read it.
+
+Symptom -> knob: a node sees no peers on Wi-Fi -> pass ``peers`` (the access point drops
+multicast); transfers stall for ~30 s after losses -> you are not using ``wifi`` (IP
+fragmentation); Cyclone warns about the receive buffer -> raise ``net.core.rmem_max``.
+"""
+
+import os
+from pathlib import Path
+import socket
+import sys
+from xml.sax.saxutils import quoteattr
+
+CONFIGS = ('loopback', 'wifi')
+
+
+def config_path(kind: str) -> Path:
+    """Return the path of ``config/cyclonedds_<kind>.xml`` (source tree or installed)."""
+    if kind not in CONFIGS:
+        raise ValueError(f'unknown Cyclone configuration {kind!r}; use one of {CONFIGS}')
+    name = f'cyclonedds_{kind}.xml'
+    here = Path(__file__).resolve().parent.parent  # .../rog_ros
+    prefixes = [p for p in os.environ.get('AMENT_PREFIX_PATH', '').split(os.pathsep) if p]
+    candidates = [here / 'config' / name, here.parent / 'config' / name]
+    candidates += [Path(p) / 'share' / 'rog_ros' / 'config' / name
+                   for p in prefixes + [sys.prefix]]
+    for cand in candidates:
+        if cand.is_file():
+            return cand
+    raise FileNotFoundError(f'{name} not found; looked in: '
+                            + ', '.join(str(c) for c in candidates))
+
+
+def cyclone_uri(kind: str, peers=()) -> str:
+    """
+    Return a ``CYCLONEDDS_URI`` value: the file of ``kind`` plus a unicast peer fragment.
+
+    ``peers`` (addresses or host names of the other robots) are appended to the file's peer
+    list: Cyclone merges comma-separated configuration sources in order. To pin the network
+    interface of a multi-homed robot, edit ``<Interfaces>`` in a copy of the file instead.
+    """
+    parts = [config_path(kind).as_uri()]
+    for peer in peers:  # Cyclone aborts the process on a peer it cannot resolve
+        try:
+            socket.getaddrinfo(peer, None)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise ValueError(f'DDS peer {peer!r} does not resolve: {exc}') from exc
+    if peers:
+        parts.append('<Discovery><Peers>%s</Peers></Discovery>'
+                     % ''.join('<Peer address=%s/>' % quoteattr(p) for p in peers))
+    return ','.join(parts)
+
+
+def use_cyclone_config(kind: str, peers=(), force: bool = False) -> str:
+    """
+    Set ``CYCLONEDDS_URI`` for this process (and its children); return the value.
+
+    A value the user already set wins unless ``force``. Call before the first participant.
+    """
+    if os.environ.get('CYCLONEDDS_URI') and not force:
+        return os.environ['CYCLONEDDS_URI']
+    os.environ['CYCLONEDDS_URI'] = cyclone_uri(kind, peers)
+    return os.environ['CYCLONEDDS_URI']

@@ -1,0 +1,201 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+RclpyBus: the Bus on rclpy, for robots with ROS 2 and the built ``rog_ros`` interfaces.
+
+Importing this module raises ``ImportError`` unless ``rclpy`` and the generated
+``rog_ros.msg`` classes import (``colcon build`` of this package, workspace sourced);
+:func:`rog_ros.transport.bus.make_bus` uses that to fall back to ``DdsBus``. Topic names, QoS
+profiles and the threading contract are those of :mod:`rog_ros.transport.bus`: callbacks of
+the rclpy executor only queue messages, and :meth:`RclpyBus.poll` spins the executor in the
+calling thread and hands the queue over.
+"""
+
+import array
+from collections import deque
+import time
+
+import numpy as np
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from rog_ros import msg as ros_msg
+from rog_ros.transport.bus import Bus, BusError
+from rog_ros.transport.convert import FIELD_PLANS, MESSAGE_CLASSES
+from rog_ros.transport.topics import DEFAULT_NAMESPACE, resolve, topic_qos, topic_type
+
+try:
+    ROS_CLASSES = {name: getattr(ros_msg, name) for name in MESSAGE_CLASSES}
+    """Generated rclpy message class per message type."""
+except AttributeError as exc:  # rog_ros/msg exists but holds no generated interfaces
+    raise ImportError(f'rog_ros.msg has no generated interfaces: {exc}') from exc
+
+_TYPECODES = {
+    np.dtype(np.int8): 'b', np.dtype(np.int16): 'h', np.dtype(np.uint16): 'H',
+    np.dtype(np.int32): 'i', np.dtype(np.uint32): 'I', np.dtype(np.int64): 'q',
+    np.dtype(np.uint64): 'Q', np.dtype(np.float32): 'f', np.dtype(np.float64): 'd',
+}
+"""``array.array`` typecode that rclpy uses for each numeric sequence element type."""
+
+
+def _ros_qos(profile) -> QoSProfile:
+    return QoSProfile(
+        reliability=(ReliabilityPolicy.RELIABLE if profile.reliable
+                     else ReliabilityPolicy.BEST_EFFORT),
+        history=HistoryPolicy.KEEP_ALL if profile.depth == 0 else HistoryPolicy.KEEP_LAST,
+        depth=max(profile.depth, 1),
+        durability=DurabilityPolicy.VOLATILE)
+
+
+def to_ros(msg):
+    """Return the generated rclpy message of a protocol dataclass."""
+    ros = ROS_CLASSES[msg.TYPE]()
+    for dname, mname, kind, dtype in FIELD_PLANS[msg.TYPE]:
+        value = getattr(msg, dname)
+        if kind == 'bytes':
+            value = array.array('B', bytes(value))
+        elif kind == 'array':
+            dtype = np.dtype(dtype)
+            value = array.array(_TYPECODES[dtype], np.ascontiguousarray(value, dtype).tobytes())
+        else:
+            value = {'str': str, 'bool': bool, 'float': float, 'int': int}[kind](value)
+        setattr(ros, mname, value)
+    return ros
+
+
+def from_ros(type_name: str, ros):
+    """Return the protocol dataclass of a generated rclpy message of type ``type_name``."""
+    values = {}
+    for dname, mname, kind, dtype in FIELD_PLANS[type_name]:
+        value = getattr(ros, mname)
+        if kind == 'bytes':
+            value = value.tobytes() if isinstance(value, array.array) else bytes(value)
+        elif kind == 'array':
+            if isinstance(value, array.array):
+                value = np.frombuffer(value, dtype=dtype).copy()
+            else:
+                value = np.asarray(value, dtype=dtype)
+        values[dname] = value
+    return MESSAGE_CLASSES[type_name](**values)
+
+
+class RclpyBus(Bus):
+    """
+    The Bus on rclpy (one node of its own, or a node the caller owns).
+
+    Parameters
+    ----------
+    namespace : str, default '/rog'
+        Prefix of relative topic names.
+    node : rclpy.node.Node or None, default None
+        Node to create publishers/subscriptions on; None creates ``node_name`` (initialising
+        rclpy if needed) and destroys it on :meth:`close`.
+    node_name : str, default 'rog_bus'
+        Name of the node created when ``node`` is None.
+
+    """
+
+    def __init__(self, namespace: str = DEFAULT_NAMESPACE, node=None,
+                 node_name: str = 'rog_bus'):
+        super().__init__(namespace)
+        self._own_node = node is None
+        if node is None:
+            if not rclpy.ok():
+                rclpy.init()
+            node = rclpy.create_node(node_name)
+        self._node = node
+        self._executor = SingleThreadedExecutor(context=node.context)
+        self._executor.add_node(node)
+        self._publishers = {}
+        self._subscriptions = {}
+        self._queue = deque()   # (topic, msg, callback) queued by executor callbacks
+        self._closed = False
+
+    def _publisher(self, ros_topic: str):
+        pub = self._publishers.get(ros_topic)
+        if pub is None:
+            msg_type = topic_type(ros_topic)
+            pub = self._node.create_publisher(ROS_CLASSES[msg_type], ros_topic,
+                                              _ros_qos(topic_qos(ros_topic)))
+            self._publishers[ros_topic] = pub
+        return pub
+
+    def advertise(self, topic: str) -> None:
+        self._check_open()
+        self._publisher(resolve(topic, self.namespace))
+
+    def publish(self, topic: str, msg) -> None:
+        self._check_open()
+        ros_topic = resolve(topic, self.namespace)
+        if msg.TYPE != topic_type(ros_topic):
+            raise ValueError(f'{ros_topic} carries {topic_type(ros_topic)}, not {msg.TYPE}')
+        try:
+            self._publisher(ros_topic).publish(to_ros(msg))
+        except Exception as exc:  # noqa: B902 - rclpy raises several unrelated types
+            raise BusError(f'publish on {ros_topic} failed: {exc}') from exc
+
+    def subscribe(self, topic: str, callback=None, qos=None) -> None:
+        self._check_open()
+        ros_topic = resolve(topic, self.namespace)
+        if ros_topic in self._subscriptions:
+            raise ValueError(f'already subscribed to {ros_topic}')
+        msg_type = topic_type(ros_topic)
+
+        def enqueue(ros, _topic=ros_topic, _type=msg_type, _cb=callback):
+            try:
+                self._queue.append((_topic, from_ros(_type, ros), _cb))
+            except (TypeError, ValueError):
+                self.rejects += 1
+
+        self._subscriptions[ros_topic] = self._node.create_subscription(
+            ROS_CLASSES[msg_type], ros_topic, enqueue, _ros_qos(topic_qos(ros_topic, qos)))
+
+    def poll(self, timeout_s: float = 0.0) -> list:
+        self._check_open()
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        self._executor.spin_once(timeout_sec=0.0)
+        while not self._queue and self._subscriptions:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self._executor.spin_once(timeout_sec=left)
+        while True:  # everything else that is ready, without waiting
+            before = len(self._queue)
+            self._executor.spin_once(timeout_sec=0.0)
+            if len(self._queue) == before:
+                break
+        out = []
+        while self._queue:
+            topic, msg, callback = self._queue.popleft()
+            if callback is None:
+                out.append((topic, msg))
+            else:
+                callback(msg)
+        return out
+
+    def matched(self, topic: str) -> int:
+        self._check_open()
+        ros_topic = resolve(topic, self.namespace)
+        count = 0
+        if ros_topic in self._publishers:
+            count += self._publishers[ros_topic].get_subscription_count()
+        if ros_topic in self._subscriptions:
+            count += self._node.count_publishers(ros_topic) - (ros_topic in self._publishers)
+        return count
+
+    def _check_open(self):
+        if self._closed:
+            raise BusError('bus is closed')
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for pub in self._publishers.values():
+            self._node.destroy_publisher(pub)
+        for sub in self._subscriptions.values():
+            self._node.destroy_subscription(sub)
+        self._executor.remove_node(self._node)
+        self._executor.shutdown()
+        if self._own_node:
+            self._node.destroy_node()

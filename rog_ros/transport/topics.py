@@ -1,0 +1,90 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+Topic names, their message types and QoS profiles, shared by every Bus implementation.
+
+A bus lives under a namespace (default ``/rog``). Its users name topics either relative
+(``'chunks'``) or absolute (``'/rog/chunks'``, ``'/rog/worker3/chunks'``); the *last* path
+segment selects the message type and default QoS from :data:`TOPICS`. On DDS a ROS 2 topic
+``/rog/chunks`` is the DDS topic ``rt/rog/chunks``.
+
+QoS (equal to the ROS 2 profiles a ROS 2 node must use to match):
+
+* ``reliable``: RELIABLE, KEEP_ALL, VOLATILE -- row chunks, acks, versions, schedules: a lost
+  sample would stall exactly-once accounting until a timeout, so DDS retransmits;
+* ``best_effort``: BEST_EFFORT, KEEP_LAST(10), VOLATILE -- link statistics and training status:
+  periodic, only the newest matters, never worth a retransmission on a congested link.
+"""
+
+from dataclasses import dataclass
+import re
+
+DEFAULT_NAMESPACE = '/rog'
+
+
+@dataclass(frozen=True)
+class QosProfile:
+    """A transport-neutral QoS profile (the subset of ROS 2 QoS this project uses)."""
+
+    name: str
+    reliable: bool   # RELIABLE (retransmit) or BEST_EFFORT
+    depth: int       # KEEP_LAST depth; 0 = KEEP_ALL
+
+
+RELIABLE = QosProfile('reliable', reliable=True, depth=0)
+BEST_EFFORT = QosProfile('best_effort', reliable=False, depth=10)
+PROFILES = {p.name: p for p in (RELIABLE, BEST_EFFORT)}
+
+TOPICS = {
+    'chunks': ('RowChunk', RELIABLE),
+    'versions': ('RowVersions', RELIABLE),
+    'acks': ('TransferAck', RELIABLE),
+    'schedule': ('Schedule', RELIABLE),
+    'link_stats': ('LinkStats', BEST_EFFORT),
+    'train_status': ('TrainStatus', BEST_EFFORT),
+}
+"""Last topic segment -> (message type, default QoS profile)."""
+
+DEFAULT_TOPIC = {msg_type: name for name, (msg_type, _) in TOPICS.items()}
+"""Message type -> relative topic name it is published on by default."""
+
+_SEGMENT = re.compile(r'^[A-Za-z][A-Za-z0-9_]*$')
+
+
+def resolve(topic: str, namespace: str = DEFAULT_NAMESPACE) -> str:
+    """Return the absolute ROS 2 topic name: ``'chunks'`` -> ``'/rog/chunks'``."""
+    if not topic:
+        raise ValueError('empty topic name')
+    full = topic if topic.startswith('/') else namespace.rstrip('/') + '/' + topic
+    segments = full.strip('/').split('/')
+    if full.endswith('/') or not all(_SEGMENT.match(s) and '__' not in s for s in segments):
+        raise ValueError(f'invalid ROS 2 topic name {full!r}')
+    return full
+
+
+def dds_topic_name(ros_topic: str) -> str:
+    """Return the DDS topic of an absolute ROS 2 topic: ``/rog/chunks`` -> ``rt/rog/chunks``."""
+    if not ros_topic.startswith('/'):
+        raise ValueError(f'not an absolute topic name: {ros_topic!r}')
+    return 'rt' + ros_topic
+
+
+def topic_type(topic: str) -> str:
+    """Return the message type carried on ``topic`` (chosen by its last segment)."""
+    last = topic.rstrip('/').rsplit('/', 1)[-1]
+    try:
+        return TOPICS[last][0]
+    except KeyError:
+        raise ValueError(f'unknown topic {topic!r}: its last segment must be one of '
+                         f'{sorted(TOPICS)}') from None
+
+
+def topic_qos(topic: str, qos=None) -> QosProfile:
+    """Return the QoS profile of ``topic``: ``qos`` (a name or profile) or its default."""
+    if qos is None:
+        return TOPICS[topic.rstrip('/').rsplit('/', 1)[-1]][1]
+    if isinstance(qos, QosProfile):
+        return qos
+    try:
+        return PROFILES[qos]
+    except KeyError:
+        raise ValueError(f'unknown QoS {qos!r}; use one of {sorted(PROFILES)}') from None

@@ -1,0 +1,68 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""Tests of the ``rog trace`` command (rog_ros.net.cli_trace), called through run()."""
+
+import argparse
+import io
+import json
+
+import numpy as np
+import pytest
+
+from rog_ros.net import cli_trace, traces
+
+
+def _run(argv):
+    parser = argparse.ArgumentParser(prog='rog')
+    cli_trace.add_parser(parser.add_subparsers(dest='command', required=True))
+    args = parser.parse_args(['trace'] + argv)
+    out = io.StringIO()
+    assert args.func is cli_trace.run
+    return cli_trace.run(args, out=out), out.getvalue()
+
+
+def test_gen_writes_the_seeded_preset(tmp_path):
+    path = tmp_path / 'in.csv'
+    code, text = _run(['gen', 'indoors', '--duration', '30', '--seed', '4', '--out', str(path)])
+    assert code == 0 and 'wrote' in text
+    back = traces.load_trace(path)
+    assert np.array_equal(back.mbps, traces.generate('indoors', 30.0, 4).mbps)
+
+
+def test_stats_table_and_json(tmp_path):
+    path = tmp_path / 'out.csv'
+    _run(['gen', 'outdoors', '--duration', '20000', '--seed', '1', '--out', str(path)])
+    code, table = _run(['stats', str(path), '--compare', 'outdoors'])
+    assert code == 0
+    assert 'mean time to >=20% change' in table and 'target' in table
+    code, text = _run(['stats', str(path), '--json'])
+    doc = json.loads(text)
+    assert code == 0 and doc['stats'] == pytest.approx(traces.stats(traces.load_trace(path)))
+    code, text = _run(['stats', 'clean', '--duration', '60', '--json'])
+    doc = json.loads(text)  # strict JSON: a change that never happens is null, not NaN
+    assert doc['stats']['mean_time_to_40pct_change_s'] is None
+    assert doc['targets']['checks']['mean']['ok'] is True
+
+
+def test_plot_writes_a_png(tmp_path):
+    path = tmp_path / 'p.png'
+    code, _ = _run(['plot', 'dynamic_obstacles', '--duration', '60', '--out', str(path)])
+    assert code == 0 and path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['stats', 'missing.csv'], 'no such file: missing.csv'),
+    (['stats', 'moon'], "'moon' is neither a file nor a preset; known presets: clean"),
+    (['gen', 'moon', '--out', 'x.csv'], "unknown preset 'moon'"),
+    (['stats', 'clean', '--compare', 'moon'], "unknown preset 'moon'"),
+])
+def test_errors_are_one_clear_line(argv, message, capsys):
+    code, _ = _run(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count('\n') == 1
+
+
+def test_malformed_file_reports_the_line(tmp_path, capsys):
+    path = tmp_path / 'bad.txt'
+    path.write_text('0 10\n0.5 11\n1.0 eleven\n')
+    code, _ = _run(['stats', str(path)])
+    assert code == 2 and 'bad.txt:3: expected two numbers' in capsys.readouterr().err

@@ -1,0 +1,228 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+DdsBus over the loopback configuration: every message type, reliable bursts, two processes.
+
+Every test uses its own namespace and a domain id derived from the process id, so that test
+runs of other users on the same machine cannot cross-talk. Deadlines only bound how long a
+test may wait for traffic; nothing asserts on timing.
+"""
+
+import os
+from pathlib import Path
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from rog_ros.protocol import messages as m
+
+pytest.importorskip('cyclonedds')
+dds_bus = pytest.importorskip('rog_ros.transport.dds_bus')
+cyclone_config = pytest.importorskip('rog_ros.transport.cyclone_config')
+
+ROOT = Path(__file__).resolve().parent.parent
+CHUNK_BYTES = 16 * 1024
+BURST = 200
+WAIT_S = 20.0
+
+
+def _domain(offset: int) -> int:
+    return 10 + (os.getpid() * 7 + offset) % 200
+
+
+def _namespace(tag: str) -> str:
+    return f'/rog_test_{os.getpid()}_{tag}'
+
+
+def _chunk(seq: int) -> m.RowChunk:
+    return m.RowChunk(transfer_id=5, seq=seq, sender=1, receiver=m.SERVER, kind=m.KIND_GRAD,
+                      clock=3, row_ranges=np.array([2 * seq, 2 * seq + 1], dtype=np.uint32),
+                      tensor_ids=np.array([seq % 7], dtype=np.uint32),
+                      scales=np.array([seq / 8], dtype=np.float32),
+                      payload=bytes([seq % 256]) * CHUNK_BYTES)
+
+
+def _one_of_each():
+    return {
+        'chunks': _chunk(0),
+        'versions': m.RowVersions(transfer_id=5, receiver=1, n_workers=2,
+                                  run_starts=np.array([0], dtype=np.uint32),
+                                  run_lengths=np.array([4], dtype=np.uint32),
+                                  versions=np.array([3, -1], dtype=np.int32)),
+        'acks': m.TransferAck(transfer_id=5, sender=m.SERVER, receiver=1, seq=1, final=True,
+                              bytes_received=CHUNK_BYTES,
+                              chunk_ranges=np.array([0, 1], dtype=np.uint32),
+                              receive_time=2.5),
+        'schedule': m.Schedule(worker=1, clock=3, push_deadline_s=0.4, compute_sleep_s=0.1,
+                               urgent_rows=np.array([0, 2], dtype=np.uint32), stop=False),
+        'link_stats': m.LinkStats(node=1, interface='wlan0', stamp=3.0, tx_bytes=10,
+                                  rx_bytes=20, tx_mbps=1.5, rx_mbps=2.5, bitrate_mbps=300.0,
+                                  signal_dbm=-55.0, emulated_mbps=12.0),
+        'train_status': m.TrainStatus(node=1, stamp=3.0, iteration=4, loss=0.5, accuracy=0.25,
+                                      state='computing'),
+    }
+
+
+def _wait_matched(bus, topics_, deadline):
+    while any(bus.matched(t) == 0 for t in topics_):
+        assert time.monotonic() < deadline, f'no match on {topics_}'
+        time.sleep(0.01)
+
+
+def _collect(bus, count, deadline, pred=lambda t, msg: True):
+    got = []
+    while len(got) < count and time.monotonic() < deadline:
+        got += [(t, msg) for t, msg in bus.poll(0.2) if pred(t, msg)]
+    return got
+
+
+def _assert_equal(got, want):
+    assert type(got) is type(want)
+    for name, value in vars(want).items():
+        other = getattr(got, name)
+        if isinstance(value, np.ndarray):
+            assert other.dtype == value.dtype
+            np.testing.assert_array_equal(other, value)
+        else:
+            assert other == value, name
+
+
+@pytest.fixture(scope='module')
+def buses():
+    """Two buses in this process on one loopback-configured domain."""
+    config = str(cyclone_config.config_path('loopback'))
+    domain = _domain(0)
+    a = dds_bus.DdsBus(namespace=_namespace('a'), domain_id=domain, config=config)
+    b = dds_bus.DdsBus(namespace=_namespace('a'), domain_id=domain, config=config)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_every_message_type_crosses_the_bus(buses):
+    # Prepare
+    a, b = buses
+    msgs = _one_of_each()
+    for topic in msgs:
+        b.subscribe(topic)
+        a.advertise(topic)
+    deadline = time.monotonic() + WAIT_S
+    _wait_matched(a, list(msgs), deadline)
+    # Execute
+    for topic, msg in msgs.items():
+        a.publish(topic, msg)
+    got = dict(_collect(b, len(msgs), deadline))
+    # Assert
+    assert sorted(got) == sorted(b.namespace + '/' + t for t in msgs)
+    for topic, msg in msgs.items():
+        _assert_equal(got[b.namespace + '/' + topic], msg)
+    assert b.rejects == 0
+
+
+def test_reliable_burst_arrives_once_and_in_order_with_callback(buses):
+    # Prepare
+    a, b = buses
+    received = []
+    b.subscribe('up/chunks', callback=received.append)
+    a.advertise('up/chunks')
+    deadline = time.monotonic() + WAIT_S
+    _wait_matched(a, ['up/chunks'], deadline)
+    # Execute
+    for seq in range(BURST):
+        a.publish('up/chunks', _chunk(seq))
+    while len(received) < BURST and time.monotonic() < deadline:
+        assert b.poll(0.2) == []  # callback subscriptions are not returned
+    time.sleep(0.2)
+    b.poll(0.0)
+    # Assert
+    assert [c.seq for c in received] == list(range(BURST))
+    assert all(c.payload == bytes([c.seq % 256]) * CHUNK_BYTES for c in received)
+
+
+def test_bus_does_not_receive_its_own_publications(buses):
+    # Prepare
+    a, b = buses
+    a.subscribe('own/train_status')
+    b.subscribe('own/train_status')
+    deadline = time.monotonic() + WAIT_S
+    a.advertise('own/train_status')
+    _wait_matched(a, ['own/train_status'], deadline)
+    # Execute
+    a.publish('own/train_status', m.TrainStatus(node=7, stamp=1.0))
+    got_b = _collect(b, 1, deadline)
+    got_a = a.poll(0.3)
+    # Assert
+    assert [msg.node for _, msg in got_b] == [7]
+    assert got_a == []
+
+
+def test_wrong_type_and_closed_bus_are_refused():
+    bus = dds_bus.DdsBus(namespace=_namespace('c'), domain_id=_domain(0))
+    with pytest.raises(ValueError):
+        bus.publish('chunks', m.TrainStatus(node=0, stamp=0.0))
+    bus.close()
+    bus.close()  # idempotent
+    with pytest.raises(dds_bus.BusError):
+        bus.publish('train_status', m.TrainStatus(node=0, stamp=0.0))
+
+
+_PUBLISHER = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from rog_ros.protocol import messages as m
+    from rog_ros.transport.dds_bus import DdsBus
+    domain, namespace, config, burst, size = sys.argv[1:6]
+    bus = DdsBus(namespace=namespace, domain_id=int(domain), config=config)
+    bus.subscribe('acks')
+    bus.advertise('chunks')
+    deadline = time.monotonic() + 20
+    while bus.matched('chunks') == 0 or bus.matched('acks') == 0:
+        if time.monotonic() > deadline:
+            sys.exit(3)
+        time.sleep(0.01)
+    for seq in range(int(burst)):
+        bus.publish('chunks', m.RowChunk(
+            transfer_id=9, seq=seq, sender=0, receiver=m.SERVER, kind=m.KIND_GRAD, clock=1,
+            row_ranges=np.array([seq, seq + 1], dtype=np.uint32),
+            payload=bytes([seq % 251]) * int(size)))
+    while time.monotonic() < deadline:  # stay until the receiver acknowledges everything
+        for _, ack in bus.poll(0.2):
+            if ack.final and ack.seq == int(burst):
+                bus.close()
+                sys.exit(0)
+    sys.exit(4)
+""")
+
+
+def test_reliable_burst_between_two_processes():
+    # Prepare
+    config = str(cyclone_config.config_path('loopback'))
+    domain, namespace = _domain(1), _namespace('p')
+    bus = dds_bus.DdsBus(namespace=namespace, domain_id=domain, config=config)
+    bus.subscribe('chunks')
+    bus.advertise('acks')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]))
+    child = subprocess.Popen(
+        [sys.executable, '-c', _PUBLISHER, str(domain), namespace, config, str(BURST),
+         str(CHUNK_BYTES)], env=env)
+    try:
+        # Execute
+        deadline = time.monotonic() + WAIT_S
+        got = [msg for _, msg in _collect(bus, BURST, deadline)]
+        time.sleep(0.2)
+        got += [msg for _, msg in bus.poll(0.0)]
+        bus.publish('acks', m.TransferAck(transfer_id=9, sender=m.SERVER, receiver=0,
+                                          seq=len(got), final=True))
+        rc = child.wait(timeout=WAIT_S)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        bus.close()
+    # Assert
+    assert [c.seq for c in got] == list(range(BURST))
+    assert all(c.payload == bytes([c.seq % 251]) * CHUNK_BYTES for c in got)
+    assert rc == 0
