@@ -1,5 +1,7 @@
 # Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
 """pip installation of rog_ros (the ROS 2 build uses CMakeLists.txt + package.xml instead)."""
+from glob import glob
+
 from setuptools import find_packages, setup
 
 setup(
@@ -9,8 +11,14 @@ setup(
     license='Apache-2.0',
     python_requires='>=3.10',
     packages=find_packages(include=['rog_ros', 'rog_ros.*']),
-    package_data={'rog_ros': ['msg/*.msg', 'config/*.yaml', 'config/traces/*']},
-    include_package_data=True,
+    # msg/, config/ and launch/ live at the repository root (the ROS 2 package layout); pip
+    # installs them under <prefix>/share/rog_ros like colcon does, where the code finds them.
+    data_files=[
+        ('share/rog_ros/msg', glob('msg/*.msg')),
+        ('share/rog_ros/config', glob('config/*.yaml') + glob('config/*.xml')),
+        ('share/rog_ros/config/traces', glob('config/traces/*.csv')),
+        ('share/rog_ros/launch', glob('launch/*.py')),
+    ],
     install_requires=[
         # Robots bring NVIDIA's own wheel; set-up and CI pin the CPU wheel before this.
         'torch>=2.0',
@@ -21,7 +29,7 @@ setup(
         'tqdm>=4.60',
         'cyclonedds>=0.10.5',
     ],
-    extras_require={'test': ['pytest>=7', 'rosbags>=0.9.20', 'h5py>=3']},
+    extras_require={'test': ['pytest>=7', 'rosbags>=0.9.20', 'h5py>=3', 'flake8>=6']},
     entry_points={
         'console_scripts': [
             'rog = rog_ros.cli:main',

@@ -23,7 +23,7 @@ def check_invariants(harness, server, workers):
         assert w.conservation_residual() < 1e-9
 
 
-@pytest.mark.parametrize('spec', ['rog:2', 'rog:4', 'ssp:2', 'bsp'])
+@pytest.mark.parametrize('spec', ['rog:2', 'rog:4', 'ssp:2', 'bsp', 'flown:2'])
 @pytest.mark.parametrize('seed', [0, 1])
 def test_conservation_with_faults_everywhere(spec, seed):
     harness, server, workers, _, _ = build(spec, n=3, iters=12, dtype=torch.float64,

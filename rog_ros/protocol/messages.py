@@ -30,6 +30,9 @@ FLAG_END = 1
 FLAG_FRAGMENT = 2
 """RowChunk flag: the payload is bytes [frag_offset, frag_offset+len) of one row larger than a
 chunk; the row counts as delivered only when all of its bytes arrived."""
+FLAG_REQUEST = 4
+"""RowChunk flag (no payload): the worker asks for a transfer slot to push ``clock`` (FLOWN);
+the server grants it with a Schedule."""
 
 _HEADER_BYTES = 64
 """Approximate fixed cost of a message on the wire (RTPS submessage + CDR scalars); used by

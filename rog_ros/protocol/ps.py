@@ -30,9 +30,10 @@ from rog_ros.core.rows import RowLayout
 from rog_ros.core.versions import VersionTable
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
-    FLAG_END, KIND_GRAD, KIND_UPDATE, SERVER, MessageError, RowChunk, RowVersions, Schedule, TransferAck,
-    check_schema, ranges_from_sorted)
+    FLAG_END, FLAG_REQUEST, KIND_GRAD, KIND_UPDATE, SERVER, LinkStats, MessageError, RowChunk,
+    RowVersions, Schedule, TransferAck, check_schema)
 from rog_ros.protocol.policies.base import SyncPolicy
+from rog_ros.protocol.policies.flown import SlotScheduler
 from rog_ros.protocol.transfer import OutgoingTransfer, Receiver
 
 
@@ -107,6 +108,9 @@ class ServerEngine:
         self.total_row_bytes = int(self.row_nbytes.sum())
         self.stopped = [False] * n_workers
         self._scratch = torch.empty(layout.n_params, dtype=dtype)
+        self.slots = (SlotScheduler(policy.slots, policy.staleness)
+                      if policy.scheduler == 'flown' else None)
+        self.link_estimate_bps = [0.0] * n_workers   # netmon's view (LinkStats), for FLOWN
         # metrics
         self.triggers = [0] * n_workers
         self.stall_time = [0.0] * n_workers
@@ -122,6 +126,8 @@ class ServerEngine:
                 return self._on_chunk(msg, now)
             if isinstance(msg, TransferAck):
                 return self._on_ack(msg, now)
+            if isinstance(msg, LinkStats):
+                return self._on_link_stats(msg)
             raise MessageError(f'server does not accept {type(msg).__name__}')
         except MessageError as err:
             self.rejects += 1
@@ -169,6 +175,18 @@ class ServerEngine:
         s = chunk.sender
         if chunk.kind != KIND_GRAD or chunk.receiver != SERVER or not 0 <= s < self.n:
             raise MessageError(f'unexpected chunk kind={chunk.kind} from {s}')
+        if chunk.flags & FLAG_REQUEST:
+            if self.slots is None:
+                raise MessageError('transfer-slot request, but this server schedules no slots')
+            if self.stopped[s]:
+                return [Send(s, Schedule(worker=s, clock=self.clock[s], push_deadline_s=-1.0,
+                                         stop=True))]
+            if int(chunk.clock) <= self.clock[s]:
+                return []                          # a stale duplicate of an old request
+            if (s, 'push') in self.slots.active:   # our grant was lost: repeat it
+                return [Send(s, Schedule(worker=s, clock=self.clock[s], push_deadline_s=-1.0))]
+            self.slots.request(s, 'push', int(chunk.clock), now)
+            return self._dispatch_slots(now)
         acks, closed = self.receiver.on_chunk(chunk, now)
         out = [Send(s, a) for a in acks]
         if closed is not None:
@@ -198,8 +216,46 @@ class ServerEngine:
         out = [Send(s, self.receiver.final_ack(inc, chunk_ranges, now)),
                Log('push_applied', float(n_rows), s, {'clock': inc.clock, 'bytes': inc.bytes})]
         self.pending[s] = max(self.pending.get(s, 0), inc.clock)
+        if self.slots is not None:
+            self.slots.release(s, 'push')
+            self.slots.request(s, 'pull', inc.clock, now)
+            return out + self._dispatch_slots(now)
         for r in sorted(self.pending):
             out += self._try_serve(r, now)
+        return out
+
+    # ================================================================== FLOWN slots
+    def _on_link_stats(self, msg: LinkStats) -> list:
+        if not 0 <= msg.node < self.n:
+            raise MessageError(f'LinkStats from unknown node {msg.node}')
+        for value in (msg.emulated_mbps, msg.bitrate_mbps, msg.tx_mbps):
+            if math.isfinite(value) and value >= 0:
+                self.link_estimate_bps[msg.node] = value * 1e6
+                break
+        return []
+
+    def _dispatch_slots(self, now: float) -> list:
+        bandwidth = [est if est > 0 else thr.value_bps
+                     for est, thr in zip(self.link_estimate_bps, self.thr_up)]
+        out = []
+        for w, kind, waited in self.slots.grant(now, self.clock, bandwidth):
+            if waited > 0:
+                self.triggers[w] += 1
+                self.stall_time[w] += waited
+                out += [Log('trigger', 1.0, w, {'slot': kind}), Log('stall_s', waited, w)]
+            if kind == 'push':
+                out.append(Send(w, Schedule(worker=w, clock=self.clock[w],
+                                            push_deadline_s=-1.0)))
+                continue
+            c = self.pending.pop(w, self.clock[w])
+            if self.max_iterations is not None and c >= self.max_iterations:
+                self.slots.release(w, 'pull')
+                self.stopped[w] = True
+                out += [Send(w, Schedule(worker=w, clock=c, push_deadline_s=-1.0, stop=True)),
+                        Log('worker_done', float(c), w)]
+                out += self._dispatch_slots(now)
+                continue
+            out += self._start_downlink(w, c, now)
         return out
 
     # ================================================================== pull / downlink
@@ -327,6 +383,9 @@ class ServerEngine:
         self.downlinks[r] = None
         out = [Log('pull_done', float(delivered.size), r,
                    {'bytes': nbytes, 'seconds': secs, 'rows_total': self.layout.n_rows})]
+        if self.slots is not None:
+            self.slots.release(r, 'pull')
+            return out + self._dispatch_slots(now)
         return out + self._try_serve(r, now)
 
     def _commit_downlink(self, r: int, dl: _Downlink, delivered: np.ndarray) -> None:

@@ -29,7 +29,7 @@ from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
-    KIND_GRAD, KIND_UPDATE, SERVER, MessageError, RowChunk, RowVersions, Schedule, TransferAck,
+    FLAG_REQUEST, KIND_GRAD, KIND_UPDATE, SERVER, MessageError, RowChunk, RowVersions, Schedule, TransferAck,
     check_schema, ids_from_ranges)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.transfer import OutgoingTransfer, Receiver
@@ -85,6 +85,7 @@ class WorkerEngine:
         self.state = 'idle'             # idle|computing|pushing|pulling|stopped
         self._last_end: RowChunk | None = None   # END of the last finished push
         self._pull_poke_at: float | None = None  # when to remind the server we wait
+        self._grant_poke_at = 0.0                # FLOWN: when to repeat a slot request
         self.next_tid = 0
         self.thr_up = Ewma()
         self._d = torch.empty(layout.n_params, dtype=dtype)
@@ -125,7 +126,17 @@ class WorkerEngine:
             self.computed_total += d
         self.withheld += 1
         self.clock += 1
+        if self.policy.scheduler == 'flown':
+            return self._request_slot(now)
         return self._start_push(now)
+
+    def _request_slot(self, now: float) -> list:
+        """FLOWN: ask the server for a transfer slot; the push starts on its grant."""
+        self.state = 'awaiting_grant'
+        self._grant_poke_at = now + 4 * self.end_timeout_s
+        return [Send(SERVER, RowChunk(transfer_id=self.next_tid + 1, seq=0, sender=self.rank,
+                                      receiver=SERVER, kind=KIND_GRAD, clock=self.clock,
+                                      flags=FLAG_REQUEST, codec=self.codec.codec_id))]
 
     def on_message(self, msg, now: float) -> list:
         try:
@@ -149,6 +160,8 @@ class WorkerEngine:
     def on_tick(self, now: float) -> list:
         if self.push is not None:
             return [Send(SERVER, c) for c in self.push.on_tick(now)]
+        if self.state == 'awaiting_grant' and now >= self._grant_poke_at:
+            return self._request_slot(now)         # request or grant lost: ask again
         if (self.state == 'pulling' and self._pull_poke_at is not None
                 and now >= self._pull_poke_at and self._last_end is not None):
             # Waiting long for the pull: the server may have lost our END, or we lost its
@@ -160,6 +173,8 @@ class WorkerEngine:
     def next_wakeup(self) -> float | None:
         if self.push is not None:
             return self.push.next_wakeup()
+        if self.state == 'awaiting_grant':
+            return self._grant_poke_at
         return self._pull_poke_at if self.state == 'pulling' else None
 
     # ================================================================== push
@@ -267,6 +282,8 @@ class WorkerEngine:
             return [Stopped('server says training is over')]
         self.push_deadline_s = float(msg.push_deadline_s)
         self.compute_sleep_s = max(0.0, float(msg.compute_sleep_s))
+        if self.state == 'awaiting_grant':
+            return self._start_push(now)           # FLOWN: our slot was granted
         return []
 
     def _on_chunk(self, chunk: RowChunk, now: float) -> list:

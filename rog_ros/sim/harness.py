@@ -26,10 +26,21 @@ FaultHook = Callable[[object, int, int, float], list]
 
 @dataclass
 class LinkSpec:
-    """One direction of a link: fixed latency and bandwidth (bits/s)."""
+    """One direction of a link: fixed latency and bandwidth (bits/s), FIFO.
+
+    Any object with ``transmit(start_s, nbytes) -> arrival_s`` (and optionally ``dropped()``)
+    can stand in for it, e.g. ``rog_ros.net.links.FluidLink`` following a bandwidth trace; pass
+    the same object as a robot's up and down link to model a half-duplex Wi-Fi station.
+    """
 
     latency_s: float = 0.001
     bandwidth_bps: float = 100e6
+    busy_until: float = 0.0
+
+    def transmit(self, start_s: float, nbytes: int) -> float:
+        begin = max(start_s, self.busy_until)
+        self.busy_until = begin + 8.0 * nbytes / self.bandwidth_bps
+        return self.busy_until + self.latency_s
 
 
 @dataclass
@@ -61,19 +72,20 @@ class Harness:
     """
 
     def __init__(self, server, workers, grad_fn, compute_s=0.1, up=None, down=None,
-                 fault: FaultHook | None = None, log_events: bool = False):
+                 fault: FaultHook | None = None, log_events: bool = False, recorder=None,
+                 eval_fn=None, eval_every_s: float | None = None):
         self.server, self.workers = server, list(workers)
         n = len(self.workers)
         self.grad_fn = grad_fn
         self.compute_s = compute_s if isinstance(compute_s, list) else [compute_s] * n
-        self.up = up if isinstance(up, list) else [up or LinkSpec()] * n
-        self.down = down if isinstance(down, list) else [down or LinkSpec()] * n
+        self.up = up if isinstance(up, list) else [up or LinkSpec() for _ in range(n)]
+        self.down = down if isinstance(down, list) else [down or LinkSpec() for _ in range(n)]
+        self.recorder, self.eval_fn, self.eval_every_s = recorder, eval_fn, eval_every_s
         self.fault = fault
         self.log_events = log_events
         self.now = 0.0
         self._q: list = []
         self._seq = itertools.count()
-        self._busy: dict[tuple[int, int], float] = {}
         self._tick_at: dict[int, float] = {}
         self.stats = RunStats(compute_s=[0.0] * n, iterations=[0] * n)
         self.stopped = [False] * n
@@ -90,12 +102,12 @@ class Harness:
 
     def _send(self, src: int, dst: int, msg) -> None:
         link = self._link(src, dst)
-        start = max(self.now, self._busy.get((src, dst), 0.0))
-        done = start + 8.0 * msg.wire_size() / link.bandwidth_bps
-        self._busy[(src, dst)] = done
+        arrival = link.transmit(self.now, msg.wire_size())
+        if getattr(link, 'loss', 0.0) and link.dropped():
+            return
         delays = [0.0] if self.fault is None else self.fault(msg, src, dst, self.now)
         for extra in delays:
-            self._push(done + link.latency_s + extra, 'deliver', src, dst, msg)
+            self._push(arrival + extra, 'deliver', src, dst, msg)
 
     def _handle(self, node: int, actions: list) -> None:
         for a in actions:
@@ -105,6 +117,8 @@ class Harness:
                 t = self.now + a.sleep_s + self.compute_s[node]
                 self._push(t, 'compute', node, a.clock)
             elif isinstance(a, Log):
+                if self.recorder is not None:
+                    self.recorder.on_log(self.now, node, a)
                 if self.log_events:
                     self.stats.logs.append((self.now, node, a))
                 elif a.name in ('trigger', 'stall_s', 'stall_diagnostic', 'reject',
@@ -122,6 +136,15 @@ class Harness:
     def start(self) -> None:
         for r, w in enumerate(self.workers):
             self._handle(r, w.start(self.now))
+        if self.eval_fn is not None and self.eval_every_s:
+            self._evaluate()
+
+    def _evaluate(self) -> None:
+        mean_iter = sum(self.stats.iterations) / len(self.workers)
+        metrics = self.eval_fn()
+        if self.recorder is not None:
+            self.recorder.on_eval(self.now, mean_iter, metrics)
+        self._push(self.now + self.eval_every_s, 'eval')
 
     def run(self, until: float = float('inf'), max_events: int = 10_000_000) -> RunStats:
         """Process events until every worker stopped, time ``until`` or ``max_events``."""
@@ -147,13 +170,19 @@ class Harness:
                 grad = self.grad_fn(node, w.w, clock)
                 self.stats.compute_s[node] += self.compute_s[node]
                 self.stats.iterations[node] += 1
+                if self.recorder is not None:
+                    self.recorder.on_compute(node, self.compute_s[node])
                 self._handle(node, w.on_compute_done(grad, t))
             elif kind == 'tick':
                 (node,) = payload
                 if self._tick_at.get(node) == t:
                     del self._tick_at[node]
                 self._handle(node, self._engine(node).on_tick(t))
+            elif kind == 'eval':
+                self._evaluate()
         self.stats.end_time = self.now
+        if self.recorder is not None:
+            self.recorder.end_time_s = self.now
         return self.stats
 
     def quiesce(self, max_events: int = 1_000_000) -> None:
@@ -169,7 +198,7 @@ class Harness:
                 (node,) = payload
                 self._tick_at.pop(node, None)
                 self._handle(node, self._engine(node).on_tick(t))
-            # compute events are dropped: the workers simply stop computing
+            # compute and eval events are dropped: the workers simply stop computing
 
 
 def quadratic_problem(n_workers: int, layout, seed: int = 0, noise: float = 0.1,

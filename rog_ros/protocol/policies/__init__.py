@@ -3,10 +3,11 @@
 
 from rog_ros.protocol.policies.base import SyncPolicy, layout_for
 from rog_ros.protocol.policies.bsp import bsp
+from rog_ros.protocol.policies.flown import flown
 from rog_ros.protocol.policies.rog import rog
 from rog_ros.protocol.policies.ssp import ssp
 
-FACTORIES = {'bsp': bsp, 'ssp': ssp, 'rog': rog}
+FACTORIES = {'bsp': bsp, 'ssp': ssp, 'rog': rog, 'flown': flown}
 
 
 def make_policy(spec: str, **overrides) -> SyncPolicy:
@@ -25,4 +26,4 @@ def make_policy(spec: str, **overrides) -> SyncPolicy:
     return FACTORIES[name](**kwargs)
 
 
-__all__ = ['SyncPolicy', 'layout_for', 'make_policy', 'bsp', 'ssp', 'rog']
+__all__ = ['SyncPolicy', 'layout_for', 'make_policy', 'bsp', 'ssp', 'rog', 'flown']

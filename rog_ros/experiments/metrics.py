@@ -1,0 +1,176 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""RunRecorder: turns engine events into the per-run metrics of specs/rog.md section 11.
+
+Both drivers feed it (the simulator in virtual time, ``rog fleet`` on the wall clock) and both
+write the same files: ``summary.json`` and ``timeseries.csv``. Definitions, per worker d:
+
+* compute_d: time spent in forward/backward (and the codec, which runs inside the engines);
+* stall_d: time its pull was held by the staleness check (BSP barrier, SSP/RSP threshold);
+* comm_d = wall time - compute_d - stall_d: transfers and protocol waiting;
+* stall cost = mean_d(stall_d / compute_d); a threshold trigger = one held pull.
+"""
+
+import csv
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class RunRecorder:
+    system: str
+    n_workers: int
+    staleness: int = 0
+    trace: str = ''
+    seed: int = 0
+    workload: str = ''
+    target_accuracy: float | None = None
+    compute_s: list = field(default_factory=list)
+    stall_s: list = field(default_factory=list)
+    iterations: list = field(default_factory=list)
+    triggers: list = field(default_factory=list)
+    transfer_s: list = field(default_factory=list)
+    bytes_up: int = 0
+    bytes_down: int = 0
+    rows: list = field(default_factory=list)      # timeseries
+    time_to_target_s: float | None = None
+    iterations_to_target: float | None = None
+    end_time_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        n = self.n_workers
+        self.compute_s = self.compute_s or [0.0] * n
+        self.stall_s = self.stall_s or [0.0] * n
+        self.iterations = self.iterations or [0] * n
+        self.triggers = self.triggers or [0] * n
+
+    # ------------------------------------------------------------------ events
+    def on_compute(self, worker: int, seconds: float) -> None:
+        self.compute_s[worker] += seconds
+        self.iterations[worker] += 1
+
+    def on_log(self, now: float, node: int, log) -> None:
+        """Feed every ``Log`` action of every engine (node = rank, or -1 for the server)."""
+        name, w = log.name, log.worker
+        if name == 'trigger' and 0 <= w < self.n_workers:
+            self.triggers[w] += 1
+        elif name == 'stall_s' and 0 <= w < self.n_workers:
+            self.stall_s[w] += float(log.value)
+        elif name in ('push_done', 'pull_done'):
+            secs = log.info.get('seconds')
+            if secs is not None:
+                self.transfer_s.append(float(secs))
+            nbytes = int(log.info.get('bytes', 0))
+            if name == 'push_done':
+                self.bytes_up += nbytes
+            else:
+                self.bytes_down += nbytes
+
+    def on_eval(self, now: float, iteration: float, metrics: dict) -> None:
+        """An evaluation of the shared model at time ``now`` (mean iteration ``iteration``)."""
+        row = {'time_s': now, 'iteration': iteration, **{k: float(v) for k, v in
+                                                         metrics.items()}}
+        row['stall_s'] = sum(self.stall_s)
+        row['triggers'] = sum(self.triggers)
+        row['bytes'] = self.bytes_up + self.bytes_down
+        self.rows.append(row)
+        acc = metrics.get('accuracy')
+        if (self.time_to_target_s is None and self.target_accuracy is not None
+                and acc is not None and acc >= self.target_accuracy):
+            self.time_to_target_s = now
+            self.iterations_to_target = iteration
+
+    # ------------------------------------------------------------------ results
+    def summary(self) -> dict:
+        n = self.n_workers
+        wall = self.end_time_s
+        iters = max(1, int(np.mean(self.iterations)))
+        compute = float(np.mean(self.compute_s))
+        stall = float(np.mean(self.stall_s))
+        comm = max(0.0, wall - compute - stall)
+        cost = [s / c for s, c in zip(self.stall_s, self.compute_s) if c > 0]
+        ts = np.asarray(self.transfer_s) if self.transfer_s else np.zeros(1)
+        final = self.rows[-1] if self.rows else {}
+        return {
+            'system': self.system, 'staleness': self.staleness, 'workers': n,
+            'workload': self.workload, 'trace': self.trace, 'seed': self.seed,
+            'iterations': iters, 'sim_time_s': wall,
+            'target_accuracy': self.target_accuracy,
+            'time_to_target_s': self.time_to_target_s,
+            'iterations_to_target': self.iterations_to_target,
+            'final_accuracy': final.get('accuracy'),
+            'final_loss': final.get('loss'),
+            'stall_cost': float(np.mean(cost)) if cost else 0.0,
+            'threshold_triggers': int(sum(self.triggers)),
+            'compute_time_s': compute, 'comm_time_s': comm, 'stall_time_s': stall,
+            's_per_iteration': wall / iters,
+            'compute_s_per_iteration': compute / iters,
+            'comm_s_per_iteration': comm / iters,
+            'stall_s_per_iteration': stall / iters,
+            'network_to_compute_ratio': (comm + stall) / compute if compute > 0 else None,
+            'bytes_up': int(self.bytes_up), 'bytes_down': int(self.bytes_down),
+            'mean_transfer_s': float(ts.mean()), 'p95_transfer_s': float(np.percentile(ts, 95)),
+            **self.extra,
+        }
+
+    def write(self, out_dir: str) -> dict:
+        """Write summary.json and timeseries.csv atomically; returns the summary."""
+        os.makedirs(out_dir, exist_ok=True)
+        summary = self.summary()
+        atomic_write(os.path.join(out_dir, 'summary.json'),
+                     json.dumps(_jsonable(summary), indent=2) + '\n')
+        cols = sorted({k for r in self.rows for k in r},
+                      key=lambda k: (k not in ('time_s', 'iteration'), k))
+        lines = [','.join(cols)]
+        for r in self.rows:
+            lines.append(','.join(_fmt(r.get(c)) for c in cols))
+        atomic_write(os.path.join(out_dir, 'timeseries.csv'), '\n'.join(lines) + '\n')
+        return summary
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return ''
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ''
+    return str(v)
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, (np.floating, np.integer)):
+        return obj.item()
+    return obj
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Write via a temp file, fsync and rename: a crash never leaves a half-written file."""
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix='.tmp-', suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, 'w') as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_timeseries(path: str) -> list[dict]:
+    """Load a timeseries.csv written by ``RunRecorder.write``."""
+    with open(path, newline='') as f:
+        return [{k: (float(v) if v != '' else None) for k, v in row.items()}
+                for row in csv.DictReader(f)]

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+#
+# Set up rog_ros on a fresh Debian/Ubuntu machine with Python 3.11: system packages (best
+# effort), a virtual environment in .venv with the pinned CPU PyTorch wheel first (so that no
+# dependency range pulls a multi-GB CUDA build), then this package with its test extras.
+# Safe to run again; takes about two minutes the first time.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+SUDO=''
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO='sudo'; fi
+if command -v apt-get >/dev/null; then
+  echo '== system packages (iproute2 for --netns, ament linters for the ROS 2 lint tests)'
+  $SUDO apt-get update -qq || true
+  $SUDO apt-get install -y -qq --no-install-recommends iproute2 python3-venv >/dev/null || \
+    echo 'warning: could not install iproute2/python3-venv; --netns tests will be skipped'
+  $SUDO apt-get install -y -qq --no-install-recommends python3-ament-flake8 \
+    python3-ament-pep257 python3-ament-copyright python3-flake8-blind-except \
+    python3-flake8-builtins python3-flake8-class-newline python3-flake8-comprehensions \
+    python3-flake8-deprecated python3-flake8-docstrings python3-flake8-import-order \
+    python3-flake8-quotes >/dev/null 2>&1 || \
+    echo 'note: ament linters not available from apt here; lint tests will be skipped'
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo '== virtual environment .venv'
+  "$PY" -m venv .venv
+fi
+echo '== PyTorch (pinned CPU wheel) and rog_ros'
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install -q 'torch==2.13.0'
+.venv/bin/python -m pip install -q -e '.[test]'
+echo '== ready: .venv/bin/rog --help'
