@@ -2,6 +2,8 @@
 """The ``rog`` command: simulate, benchmark and inspect fleet training.
 
     rog sim --toy [--systems bsp,ssp:4,rog:4]   protocol engines on a toy problem
+    rog sim --workload mpcol --sync rog ...      one simulated run (summary.json, CSV)
+    rog compare --workload mpcol --out DIR        systems x seeds, report and plots
     rog bench overhead|codec                      what row granularity and DEFSGDM cost (JSON)
     rog trace gen|stats|plot                      bandwidth traces
 """
@@ -13,37 +15,125 @@ import sys
 
 def _add_sim(sub) -> None:
     p = sub.add_parser('sim', help='run the protocol in virtual time',
-                       description='Run synchronisation systems in virtual time and print a '
-                                   'result table. --toy uses a small convex problem.')
-    p.add_argument('--toy', action='store_true', help='toy convex problem (no workload)')
+                       description='Run one synchronisation system on a workload over '
+                                   'trace-driven Wi-Fi links in virtual time (real training, '
+                                   'device-profile compute time), or --toy: BSP/SSP/Rog on a '
+                                   'small convex problem.')
+    p.add_argument('--toy', action='store_true', help='toy convex problem, several systems')
     p.add_argument('--systems', default='bsp,ssp:4,rog:4',
-                   help='comma-separated systems, e.g. bsp,ssp:4,rog:4 (default)')
+                   help='--toy: comma-separated systems (default bsp,ssp:4,rog:4)')
+    p.add_argument('--workload', default='mpcol', help='workload name (default mpcol)')
+    p.add_argument('--sync', default='rog', help='bsp | ssp | rog | flown (default rog)')
+    p.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
     p.add_argument('--workers', type=int, default=4, help='number of workers (default 4)')
-    p.add_argument('--iterations', type=int, default=40, help='iterations (default 40)')
+    p.add_argument('--trace', default='outdoors',
+                   help='bandwidth trace: preset name or file (default outdoors)')
+    p.add_argument('--iterations', type=int, default=None,
+                   help='iterations per worker (default: the workload budget; --toy: 40)')
     p.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
+    p.add_argument('--out', default=None, help='write summary.json and timeseries.csv here')
     p.set_defaults(func=_cmd_sim)
 
 
+def _system_spec(sync: str, staleness: int) -> str:
+    return sync if (sync == 'bsp' or ':' in sync) else f'{sync}:{staleness}'
+
+
 def _cmd_sim(args) -> int:
-    from rog_ros.experiments.toy import HEADER, format_table, run_toy
-    if not args.toy:
-        print('rog sim: only --toy is available in this build (workload runs come with the '
-              'simulator)', file=sys.stderr)
-        return 2
-    if args.workers < 1 or args.iterations < 1:
+    if args.workers < 1 or (args.iterations is not None and args.iterations < 1):
         print('rog sim: --workers and --iterations must be >= 1', file=sys.stderr)
         return 2
-    rows = []
-    for system in [s.strip() for s in args.systems.split(',') if s.strip()]:
-        try:
-            res = run_toy(system, workers=args.workers, iterations=args.iterations,
-                          seed=args.seed)
-        except ValueError as err:
-            print(f'rog sim: {err}', file=sys.stderr)
-            return 2
-        rows.append(res.row())
-        print(f'  {system}: done', file=sys.stderr)
-    print(format_table(rows, HEADER))
+    if args.toy:
+        from rog_ros.experiments.toy import HEADER, format_table, run_toy
+        rows = []
+        for system in [s.strip() for s in args.systems.split(',') if s.strip()]:
+            try:
+                res = run_toy(system, workers=args.workers, iterations=args.iterations or 40,
+                              seed=args.seed)
+            except ValueError as err:
+                print(f'rog sim: {err}', file=sys.stderr)
+                return 2
+            rows.append(res.row())
+            print(f'  {system}: done', file=sys.stderr)
+        print(format_table(rows, HEADER))
+        return 0
+    from rog_ros.sim.simulator import SimConfig, simulate
+    cfg = SimConfig(workload=args.workload, system=_system_spec(args.sync, args.staleness),
+                    workers=args.workers, trace=args.trace, seed=args.seed,
+                    iterations=args.iterations)
+
+    def progress(now, iteration, metrics):
+        acc = metrics.get('accuracy', float('nan'))
+        print(f'\r  t={now:8.1f}s  iteration {iteration:7.1f}  accuracy {acc:.3f}', end='',
+              file=sys.stderr, flush=True)
+    try:
+        rec = simulate(cfg, progress=progress)
+    except (ValueError, KeyError, FileNotFoundError) as err:
+        print(f'\nrog sim: {err}', file=sys.stderr)
+        return 2
+    print(file=sys.stderr)
+    summary = rec.write(args.out) if args.out else rec.summary()
+    print(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
+def _add_compare(sub) -> None:
+    p = sub.add_parser('compare', help='several systems x seeds, with report and plots',
+                       description='Compare synchronisation systems on one workload and '
+                                   'trace in the simulator; writes DIR/summary.json, '
+                                   'DIR/report.md and PNG plots. Finished runs are reused.')
+    p.add_argument('--workload', default='mpcol', help='workload (default mpcol)')
+    p.add_argument('--trace', default='outdoors', help='trace preset or file (default outdoors)')
+    p.add_argument('--systems', default='bsp,ssp:4,ssp:20,flown:4,rog:4,rog:20',
+                   help='comma-separated systems (default bsp,ssp:4,ssp:20,flown:4,rog:4,'
+                        'rog:20)')
+    p.add_argument('--workers', type=int, default=4, help='workers (default 4)')
+    p.add_argument('--seeds', default='0,1,2', help='comma-separated seeds (default 0,1,2)')
+    p.add_argument('--iterations', type=int, default=None,
+                   help='iterations per worker (default: the workload budget)')
+    p.add_argument('--out', required=True, help='output directory')
+    p.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(args) -> int:
+    from rog_ros.experiments.compare import compare
+    from rog_ros.experiments.report import table_markdown
+    try:
+        seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
+        systems = [s.strip() for s in args.systems.split(',') if s.strip()]
+        from rog_ros.protocol.policies import make_policy
+        for s in systems:
+            make_policy(s)
+    except ValueError as err:
+        print(f'rog compare: {err}', file=sys.stderr)
+        return 2
+    res = compare(args.workload, args.trace, systems, args.workers, seeds, args.out,
+                  iterations=args.iterations)
+    print(table_markdown(res['systems']))
+    print(f'\nreport: {args.out}/report.md')
+    return 0
+
+
+def _add_reproduce(sub) -> None:
+    p = sub.add_parser('reproduce', help="the paper's experiment set in the simulator",
+                       description='Indoors/outdoors comparisons, threshold sensitivity and '
+                                   'ablations on MPCOL (and EACOL with --workloads), one '
+                                   'report. Interrupted runs resume.')
+    p.add_argument('--out', required=True, help='output directory')
+    p.add_argument('--workloads', default='mpcol', help='comma-separated (default mpcol)')
+    p.add_argument('--seeds', default='0,1,2', help='seeds (default 0,1,2)')
+    p.add_argument('--workers', type=int, default=4, help='workers (default 4)')
+    p.add_argument('--iterations', type=int, default=None, help='iterations per worker')
+    p.add_argument('--quick', action='store_true', help='one seed, fewer thresholds')
+    p.set_defaults(func=_cmd_reproduce)
+
+
+def _cmd_reproduce(args) -> int:
+    from rog_ros.experiments.reproduce import reproduce
+    path = reproduce(args.out, [w for w in args.workloads.split(',') if w],
+                     [int(s) for s in args.seeds.split(',') if s.strip()], args.workers,
+                     args.iterations, args.quick)
+    print(f'report: {path}')
     return 0
 
 
@@ -90,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest='command', metavar='COMMAND')
     sub.required = True
     _add_sim(sub)
+    _add_compare(sub)
+    _add_reproduce(sub)
     _add_bench(sub)
     from rog_ros.net import cli_trace
     cli_trace.add_parser(sub)

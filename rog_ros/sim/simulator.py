@@ -29,7 +29,7 @@ class SimConfig:
     """One simulated run. Defaults follow the paper's setting (1 server + 4 workers)."""
 
     workload: str = 'mpcol'         # registry name (rog_ros.workloads.names())
-    system: str = 'rog:4'           # 'bsp', 'ssp:S', 'rog:S', 'flown:S'
+    system: str = 'rog:4'           # 'bsp', 'ssp:S', 'rog:S', 'flown:S' ('#tag' is ignored)
     workers: int = 4
     trace: str = 'outdoors'         # preset name or a trace file (CSV or artifact format)
     seed: int = 0
@@ -68,7 +68,7 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     from rog_ros import workloads
     wl = workloads.get(cfg.workload)
     torch.manual_seed(cfg.seed)
-    policy = make_policy(cfg.system, **cfg.policy_overrides)
+    policy = make_policy(cfg.system.split('#')[0], **cfg.policy_overrides)
     n = cfg.workers
     if n < 1:
         raise ValueError('need at least one worker')

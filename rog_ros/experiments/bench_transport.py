@@ -1,0 +1,225 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+``rog bench transport``: what the DDS transport delivers (JSON).
+
+Three numbers, each measured between two separate processes (publisher, subscriber) on real
+Cyclone DDS with the RowChunk type and RELIABLE QoS the protocol uses:
+
+* ``loopback_goodput_MBps``: RowChunk payload MB/s over loopback, sender saturating;
+* ``netns_goodput_fraction``: payload goodput over a veth pair between two network namespaces
+  whose ``tbf`` rate follows a trace, divided by the trace's mean rate over the same window
+  (target >= 0.9; the rest is RTPS/UDP/IP/Ethernet headers). Skipped, with the reason, when
+  not root or iproute2 is missing;
+* ``latency_p95_ms``: 95th percentile of a chunk's delivery latency (publish call to the
+  subscriber's take) with a paced sender on loopback, i.e. without queueing behind a backlog.
+
+The publisher stamps ``time.monotonic()`` into the first 8 payload bytes; CLOCK_MONOTONIC is
+one clock for every process and namespace on a machine.
+"""
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+CHUNK_BYTES = 16 * 1024
+TOPIC = 'bench/chunks'
+_STAMP = struct.Struct('<d')
+
+
+def _chunk(seq: int, end: bool = False):
+    from rog_ros.protocol import messages as m
+    payload = _STAMP.pack(time.monotonic()) + bytes(CHUNK_BYTES - _STAMP.size)
+    return m.RowChunk(transfer_id=1, seq=seq, sender=0, receiver=m.SERVER, kind=m.KIND_GRAD,
+                      clock=0, flags=m.FLAG_END if end else 0,
+                      row_ranges=np.array([0, 1], dtype=np.uint32),
+                      payload=b'' if end else payload)
+
+
+def _bus(namespace: str):
+    from rog_ros.transport.dds_bus import DdsBus
+    return DdsBus(namespace=namespace)
+
+
+def publish(namespace: str, duration_s: float, interval_s: float, timeout_s: float) -> int:
+    """Publisher process: wait for the subscriber, send chunks for ``duration_s``, then END."""
+    bus = _bus(namespace)
+    try:
+        bus.advertise(TOPIC)
+        deadline = time.monotonic() + timeout_s
+        while bus.matched(TOPIC) == 0:
+            if time.monotonic() > deadline:
+                print('bench publisher: no subscriber', file=sys.stderr)
+                return 1
+            time.sleep(0.01)
+        time.sleep(0.2)
+        seq, start = 0, time.monotonic()
+        nxt = start
+        while time.monotonic() - start < duration_s:
+            bus.publish(TOPIC, _chunk(seq))
+            seq += 1
+            if interval_s > 0:
+                nxt += interval_s
+                time.sleep(max(0.0, nxt - time.monotonic()))
+        bus.publish(TOPIC, _chunk(seq, end=True))
+        time.sleep(0.5)   # let reliable retransmissions of the tail complete
+    finally:
+        bus.close()
+    return 0
+
+
+def subscribe(namespace: str, timeout_s: float) -> dict:
+    """Subscriber process: receive until END; arrival times, sizes and latencies."""
+    from rog_ros.protocol.messages import FLAG_END
+    bus = _bus(namespace)
+    arrivals, sizes, latency = [], [], []
+    try:
+        bus.subscribe(TOPIC)
+        deadline = time.monotonic() + timeout_s
+        done = False
+        while not done and time.monotonic() < deadline:
+            for _, msg in bus.poll(0.2):
+                now = time.monotonic()
+                if msg.flags & FLAG_END:
+                    done = True
+                    break
+                arrivals.append(now)
+                sizes.append(len(msg.payload))
+                latency.append(now - _STAMP.unpack_from(msg.payload)[0])
+    finally:
+        bus.close()
+    return {'arrivals': arrivals, 'sizes': sizes, 'latency': latency, 'complete': done}
+
+
+def goodput_bps(arrivals, sizes, warmup_s: float = 0.5) -> tuple:
+    """(bits/s, t0, t1) of the payload received after ``warmup_s``; the warm-up absorbs the
+    token bucket's initial burst and DDS's first round trips."""
+    t = np.asarray(arrivals)
+    if t.size < 3:
+        return 0.0, 0.0, 0.0
+    keep = t >= t[0] + warmup_s
+    if keep.sum() < 3:
+        keep[:] = True
+    tk, sk = t[keep], np.asarray(sizes)[keep]
+    span = tk[-1] - tk[0]
+    return (8.0 * float(sk[1:].sum()) / span if span > 0 else 0.0), float(tk[0]), float(tk[-1])
+
+
+def _pair(env_pub: dict, env_sub: dict, prefix_pub: list, prefix_sub: list, duration_s: float,
+          interval_s: float) -> dict:
+    """Run subscriber and publisher as two processes; the subscriber's measurements."""
+    ns = f'/rog_bench_{os.getpid()}'
+    timeout = duration_s + 30.0
+    with tempfile.NamedTemporaryFile('r', suffix='.json') as out:
+        base = [sys.executable, '-m', 'rog_ros.experiments.bench_transport', '--namespace', ns]
+        sub = subprocess.Popen(prefix_sub + base + ['--role', 'sub', '--timeout', str(timeout),
+                                                    '--result', out.name], env=env_sub)
+        pub = subprocess.Popen(prefix_pub + base + [
+            '--role', 'pub', '--duration', str(duration_s), '--interval', str(interval_s),
+            '--timeout', str(timeout)], env=env_pub)
+        try:
+            rc_pub = pub.wait(timeout=timeout + 10)
+            rc_sub = sub.wait(timeout=timeout + 10)
+        finally:
+            for proc in (pub, sub):
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        if rc_pub or rc_sub:
+            raise RuntimeError(f'bench processes failed (publisher {rc_pub}, subscriber {rc_sub})')
+        return json.load(open(out.name))
+
+
+def _env(uri: str, domain: int) -> dict:
+    env = dict(os.environ, CYCLONEDDS_URI=uri, ROS_DOMAIN_ID=str(domain), ROG_BUS='dds')
+    env['PYTHONPATH'] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), env.get('PYTHONPATH', '')] if p)
+    return env
+
+
+def bench_loopback(duration_s: float = 3.0, domain: int | None = None) -> dict:
+    """Saturated goodput and paced latency over loopback DDS."""
+    from rog_ros.transport.cyclone_config import config_path
+    domain = domain if domain is not None else 1 + (os.getpid() * 13) % 200
+    env = _env(config_path('loopback').as_uri(), domain)
+    sat = _pair(env, env, [], [], duration_s, 0.0)
+    bps, t0, t1 = goodput_bps(sat['arrivals'], sat['sizes'])
+    paced = _pair(env, env, [], [], min(duration_s, 2.0), 0.005)
+    lat = np.asarray(paced['latency'][10:] or [np.nan])
+    return {'loopback_goodput_MBps': bps / 8e6, 'loopback_chunks': len(sat['sizes']),
+            'latency_p50_ms': float(np.percentile(lat, 50) * 1e3),
+            'latency_p95_ms': float(np.percentile(lat, 95) * 1e3),
+            'latency_samples': int(lat.size), 'chunk_bytes': CHUNK_BYTES}
+
+
+def bench_netns(trace=None, duration_s: float = 4.0, domain: int | None = None) -> dict:
+    """Goodput through a tbf-shaped veth pair whose rate follows ``trace`` (default: 40 Mbit/s
+    for 2 s, then 15 Mbit/s), as a fraction of the trace's mean rate over the window."""
+    from rog_ros.net import netns
+    from rog_ros.net.traces import Trace
+    reason = netns.unavailable_reason()
+    if reason is not None:
+        return {'netns_skipped': reason}
+    if trace is None:
+        trace = Trace(np.array([0.0, 2.0]), np.array([40.0, 15.0]), 4.0, loop=True)
+    domain = domain if domain is not None else 1 + (os.getpid() * 17) % 200
+
+    class _Link:
+        def rate_mbps(self, t):
+            return float(trace.rate_at(t))
+
+    with netns.NetnsFleet(1) as fleet:
+        link = fleet.links[0]
+        env_w = _env(netns.cyclone_xml([link.worker_ip], [link.server_ip]), domain)
+        env_s = _env(netns.cyclone_xml([link.server_ip], [link.worker_ip]), domain)
+        epoch = time.time()
+        follower = netns.RateFollower(fleet, {0: _Link()}, epoch, period_s=0.05).start()
+        try:
+            res = _pair(env_w, env_s, fleet.exec_prefix(link.worker_ns),
+                        fleet.exec_prefix(link.server_ns), duration_s, 0.0)
+        finally:
+            follower.stop()
+    bps, t0, t1 = goodput_bps(res['arrivals'], res['sizes'])
+    # arrival times are monotonic; map the window onto the trace's clock (wall since epoch)
+    shift = time.time() - time.monotonic() - epoch
+    want_mbit = trace.cumulative_mbit(t1 + shift) - trace.cumulative_mbit(t0 + shift)
+    configured = want_mbit / (t1 - t0) if t1 > t0 else float('nan')
+    return {'netns_goodput_mbps': bps / 1e6, 'netns_configured_mbps': configured,
+            'netns_goodput_fraction': bps / 1e6 / configured if configured else float('nan'),
+            'netns_rate_updates': follower.updates, 'netns_complete': res['complete']}
+
+
+def bench_transport(duration_s: float = 3.0, netns_duration_s: float = 4.0) -> dict:
+    """All transport numbers in one JSON-able dict (see the module docstring)."""
+    out = {'bench': 'transport'}
+    out.update(bench_loopback(duration_s))
+    out.update(bench_netns(duration_s=netns_duration_s))
+    return out
+
+
+def _main(argv=None) -> int:
+    """Entry point of the publisher / subscriber processes (internal)."""
+    p = argparse.ArgumentParser(description='internal: one side of rog bench transport')
+    p.add_argument('--role', choices=('pub', 'sub'), required=True)
+    p.add_argument('--namespace', required=True)
+    p.add_argument('--duration', type=float, default=3.0)
+    p.add_argument('--interval', type=float, default=0.0)
+    p.add_argument('--timeout', type=float, default=60.0)
+    p.add_argument('--result', default=None)
+    a = p.parse_args(argv)
+    if a.role == 'pub':
+        return publish(a.namespace, a.duration, a.interval, a.timeout)
+    res = subscribe(a.namespace, a.timeout)
+    with open(a.result, 'w') as fh:
+        json.dump(res, fh)
+    return 0 if res['complete'] else 1
+
+
+if __name__ == '__main__':
+    sys.exit(_main())

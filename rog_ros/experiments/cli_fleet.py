@@ -1,0 +1,340 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+``rog fleet``: a whole fleet on this machine, one OS process per node, on the embedded DDS.
+
+    rog fleet --workload mpcol --sync rog --staleness 4 --workers 3 --trace indoors \\
+        --iterations 200 --out runs/rog4
+
+Starts the nodes of the fleet plan (:mod:`rog_ros.experiments.fleet`: server, workers,
+netmon) with a loopback Cyclone configuration and a DDS domain of their own, shows a progress
+line from their TrainStatus/LinkStats topics, and leaves ``summary.json`` and
+``timeseries.csv`` (the simulator's files) in ``--out``; node logs go to ``--out/logs``.
+Ctrl-C stops every node (SIGINT, then SIGTERM, then SIGKILL); none outlives this command.
+``--netns`` (root) runs each robot in its own network namespace behind a tbf-shaped veth
+pair instead of shaping in the application.
+"""
+
+import ctypes
+import dataclasses
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from rog_ros.experiments.fleet import load_parameter_file, plan
+
+STOP_GRACE_S = 10.0      # SIGINT -> SIGTERM
+TERM_GRACE_S = 5.0       # SIGTERM -> SIGKILL
+WORKERS_AFTER_SERVER_S = 20.0
+LOG_TAIL_LINES = 15
+
+
+def add_parser(subparsers):
+    """Add the ``fleet`` subcommand."""
+    p = subparsers.add_parser('fleet', help='run a fleet of node processes on this machine',
+                              description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip())
+    p.add_argument('--workload', default=None, help='toy, mpcol, eacol, ... (default toy)')
+    p.add_argument('--sync', default=None, help='rog, ssp or bsp (default rog)')
+    p.add_argument('--staleness', type=int, default=None, help='threshold S (default 4)')
+    p.add_argument('--workers', type=int, default=None, help='number of workers (default 3)')
+    p.add_argument('--trace', default=None,
+                   help='per-worker link trace: preset or CSV file, or none (default none)')
+    p.add_argument('--trace-scale', type=float, default=None, help='rate multiplier')
+    p.add_argument('--iterations', type=int, default=None, help='iterations (default 100)')
+    p.add_argument('--eval-every', type=int, default=None, help='evaluate every K iterations')
+    p.add_argument('--lr', type=float, default=None, help="learning rate (workload's)")
+    p.add_argument('--seed', type=int, default=None, help='seed (default 0)')
+    p.add_argument('--out', default='rog_fleet_run', help='output directory')
+    p.add_argument('--config', default=None, help='ROS 2 parameter file (config/fleet.yaml)')
+    p.add_argument('--namespace', default=None, help='topic namespace (default /rog)')
+    p.add_argument('--domain-id', type=int, default=None,
+                   help='DDS domain (default: a free-looking one derived from the pid)')
+    p.add_argument('--no-netmon', action='store_true', help='do not start netmon')
+    p.add_argument('--netns', action='store_true',
+                   help='kernel shaping: one network namespace per robot (root only)')
+    p.add_argument('--timeout', type=float, default=1800.0,
+                   help='give up after this many seconds (default 1800)')
+    p.add_argument('--quiet', action='store_true', help='no progress line')
+    p.set_defaults(func=run)
+    return p
+
+
+def _overrides(args, out: str) -> dict:
+    keys = ('workload', 'sync', 'staleness', 'workers', 'trace', 'trace_scale', 'iterations',
+            'eval_every', 'lr', 'seed', 'namespace')
+    over = {k: getattr(args, k) for k in keys}
+    over.update(out=out, bus='dds', epoch=time.time())
+    if args.no_netmon:
+        over['netmon'] = False
+    return over
+
+
+def default_domain() -> int:
+    """A DDS domain id for this run: spread by pid so parallel runs do not meet (1..200)."""
+    return 1 + (os.getpid() * 7919 + int(time.time())) % 200
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Child set-up: get SIGTERM if ``rog fleet`` dies (Linux), so no node is orphaned."""
+    try:
+        ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class Supervisor:
+    """Start, watch and stop the node processes; keep their logs."""
+
+    def __init__(self, specs, log_dir: str, env_for, prefix_for=lambda spec: []):
+        self.specs = {s.name: s for s in specs}
+        self.log_dir = log_dir
+        self.env_for, self.prefix_for = env_for, prefix_for
+        self.procs = {}
+
+    def start(self) -> None:
+        os.makedirs(self.log_dir, exist_ok=True)
+        for name, spec in self.specs.items():
+            log = open(self.log_path(name), 'wb')
+            self.procs[name] = subprocess.Popen(
+                self.prefix_for(spec) + spec.command(), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=self.env_for(spec), start_new_session=True,
+                preexec_fn=_die_with_parent)
+            log.close()
+
+    def log_path(self, name: str) -> str:
+        return os.path.join(self.log_dir, f'{name}.log')
+
+    def codes(self) -> dict:
+        """Node name -> exit code (None while running)."""
+        return {name: proc.poll() for name, proc in self.procs.items()}
+
+    def stop(self, names=None) -> None:
+        """SIGINT, wait, SIGTERM, wait, SIGKILL: every named (default: all) live process."""
+        names = list(self.procs) if names is None else names
+        for sig, grace in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, TERM_GRACE_S),
+                           (signal.SIGKILL, 5.0)):
+            alive = [n for n in names if self.procs[n].poll() is None]
+            if not alive:
+                return
+            for n in alive:
+                try:
+                    os.killpg(self.procs[n].pid, sig)   # the node and anything it started
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and any(self.procs[n].poll() is None
+                                                      for n in alive):
+                time.sleep(0.05)
+
+    def tail(self, name: str, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            with open(self.log_path(name), errors='replace') as fh:
+                return ''.join(fh.readlines()[-lines:])
+        except OSError:
+            return ''
+
+
+class Progress:
+    """The live line: iteration, accuracy, stall %, per-link throughput (measured/emulated)."""
+
+    def __init__(self, n_workers: int, iterations: int, stream=sys.stderr):
+        self.n, self.iterations, self.stream = n_workers, iterations, stream
+        self.server = None
+        self.workers = {}            # rank -> (t, bytes) newest and previous
+        self.rate = {}               # rank -> measured Mbit/s
+        self.emulated = {}           # rank -> emulated Mbit/s
+        self.t0 = time.monotonic()
+        self._shown = 0.0
+        self.tty = stream.isatty()
+
+    def on_status(self, msg) -> None:
+        if msg.node < 0:
+            self.server = msg
+            return
+        now, total = time.monotonic(), msg.bytes_up + msg.bytes_down
+        last = self.workers.get(msg.node)
+        if last is not None and now - last[0] >= 0.5:
+            self.rate[msg.node] = 8e-6 * max(0, total - last[1]) / (now - last[0])
+        if last is None or now - last[0] >= 0.5:
+            self.workers[msg.node] = (now, total)
+
+    def on_link(self, msg) -> None:
+        if msg.emulated_mbps >= 0:
+            self.emulated[msg.node] = msg.emulated_mbps
+
+    def line(self) -> str:
+        s, elapsed = self.server, time.monotonic() - self.t0
+        it = s.iteration if s else 0
+        acc = f'{s.accuracy:.3f}' if s and math.isfinite(s.accuracy) else '-'
+        stall = 100.0 * s.stall_s / (self.n * elapsed) if s and elapsed > 0 else 0.0
+        links = ' '.join(f'w{r} {self.rate.get(r, 0.0):.1f}'
+                         + (f'/{self.emulated[r]:.0f}' if r in self.emulated else '')
+                         for r in range(self.n))
+        bar_w = 20
+        done = int(bar_w * min(1.0, it / max(1, self.iterations)))
+        return (f'[{"#" * done}{"." * (bar_w - done)}] it {it}/{self.iterations} acc {acc} '
+                f'stall {stall:.1f}% | Mb/s {links} | {elapsed:.0f}s')
+
+    def show(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._shown < (0.5 if self.tty else 5.0):
+            return
+        self._shown = now
+        if self.tty:
+            self.stream.write('\r' + self.line()[:160].ljust(120))
+        else:
+            self.stream.write(self.line() + '\n')
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write('\n')
+            self.stream.flush()
+
+
+def _status_bus(namespace: str, domain: int, config):
+    """A bus of our own to watch the fleet's status topics (None if DDS is unavailable)."""
+    try:
+        from rog_ros.transport.dds_bus import DdsBus
+        return DdsBus(namespace=namespace, domain_id=domain, config=config)
+    except Exception as exc:  # noqa: B902 - the fleet runs without a progress display
+        print(f'rog fleet: no progress display ({exc})', file=sys.stderr)
+        return None
+
+
+def _repo_pythonpath() -> str:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.pathsep.join(p for p in [root, os.environ.get('PYTHONPATH', '')] if p)
+
+
+def run(args) -> int:
+    """Run the fleet; 0 when every node exited 0 and the summary was written."""
+    from rog_ros.nodes.routing import LINK_STATS, TRAIN_STATUS
+    from rog_ros.transport.cyclone_config import config_path
+    out = os.path.abspath(args.out)
+    try:
+        file_params = load_parameter_file(args.config) if args.config else {}
+        specs = plan(file_params, _overrides(args, out))
+    except (OSError, ValueError) as err:
+        print(f'rog fleet: {err}', file=sys.stderr)
+        return 2
+    server = specs[0]
+    n, iterations = server.parameters['workers'], server.parameters['iterations']
+    namespace = server.parameters['namespace']
+    domain = args.domain_id if args.domain_id is not None else default_domain()
+    loopback = config_path('loopback').as_uri()
+    base_env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROG_BUS='dds',
+                    PYTHONUNBUFFERED='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '1'),
+                    PYTHONPATH=_repo_pythonpath())
+    envs = {s.name: dict(base_env, CYCLONEDDS_URI=loopback) for s in specs}
+    prefixes, cleanup = {}, []
+    if args.netns:
+        try:
+            specs = _netns_setup(specs, envs, prefixes, cleanup, base_env)
+        except Exception as err:  # noqa: B902 - any set-up failure: clean up and explain
+            for fn in reversed(cleanup):
+                fn()
+            print(f'rog fleet: {err}', file=sys.stderr)
+            return 2
+    sup = Supervisor(specs, os.path.join(out, 'logs'), lambda s: envs[s.name],
+                     lambda s: prefixes.get(s.name, []))
+    progress = Progress(n, iterations)
+    bus = None if args.quiet or args.netns else _status_bus(namespace, domain, loopback)
+    if bus is not None:
+        bus.subscribe(TRAIN_STATUS, callback=progress.on_status)
+        bus.subscribe(LINK_STATS, callback=progress.on_link)
+    interrupted, failed, reason = False, [], ''
+    try:
+        sup.start()
+        failed, reason = _watch(sup, bus, progress, args, n)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if not args.quiet:
+            progress.show(force=True)
+            progress.close()
+        sup.stop()
+        if bus is not None:
+            bus.close()
+        for fn in reversed(cleanup):
+            fn()
+    codes = sup.codes()
+    failed = sorted(set(failed) | {k for k, c in codes.items() if c not in (0, None)})
+    if interrupted:
+        print(f'rog fleet: interrupted; every node stopped (logs in {sup.log_dir})',
+              file=sys.stderr)
+        return 130
+    for name in failed:
+        print(f'rog fleet: {name} exited with {codes[name]}; last lines of its log '
+              f'({sup.log_path(name)}):\n{sup.tail(name)}', file=sys.stderr)
+    if reason:
+        print(f'rog fleet: {reason}', file=sys.stderr)
+    summary = os.path.join(out, 'summary.json')
+    if failed or reason or not os.path.exists(summary):
+        return 1
+    print(f'rog fleet: done; {summary}')
+    return 0
+
+
+def _watch(sup: Supervisor, bus, progress: Progress, args, n: int) -> tuple:
+    """Wait for the training nodes; returns (failed node names, other failure reason)."""
+    deadline = time.monotonic() + args.timeout
+    server_done_at = None
+    training = ['rog_server'] + [f'rog_worker_{r}' for r in range(n)]
+    while True:
+        codes = sup.codes()
+        failed = [k for k, c in codes.items() if c not in (None, 0)]
+        if failed:
+            return failed, ''
+        if all(codes[k] == 0 for k in training):
+            return [], ''
+        if codes['rog_server'] == 0 and server_done_at is None:
+            server_done_at = time.monotonic()
+        if server_done_at and time.monotonic() - server_done_at > WORKERS_AFTER_SERVER_S:
+            late = [k for k in training if codes[k] is None]
+            return late, f'{", ".join(late)} did not exit after the server finished'
+        if time.monotonic() > deadline:
+            return [], f'timeout after {args.timeout:.0f} s'
+        if bus is not None:
+            bus.poll(0.2)
+        else:
+            time.sleep(0.2)
+        if not args.quiet:
+            progress.show()
+
+
+def _netns_setup(specs, envs, prefixes, cleanup, base_env) -> list:
+    """Namespaces, veth pairs, tbf follower, per-node Cyclone configs; specs without app
+    shaping (the kernel shapes instead)."""
+    from rog_ros.net import netns
+    from rog_ros.nodes.assembly import link_for
+    server = specs[0].parameters
+    n = server['workers']
+    fleet = netns.NetnsFleet(n).create()
+    cleanup.append(fleet.delete)
+    links = {r: link_for(server['trace'], r, n, server['seed'], server['trace_scale'])
+             for r in range(n)}
+    if all(link is not None for link in links.values()):
+        follower = netns.RateFollower(fleet, links, server['epoch']).start()
+        cleanup.append(follower.stop)
+    out = []
+    for spec in specs:
+        params = dict(spec.parameters)
+        if spec.role == 'server':
+            ns, addrs = fleet.server_ns, fleet.server_addresses()
+            peers = [link.worker_ip for link in fleet.links]
+            params['trace'] = 'none'
+        elif spec.role == 'worker':
+            link = fleet.links[spec.rank]
+            ns, addrs, peers = link.worker_ns, [link.worker_ip], [link.server_ip]
+            params['trace'] = 'none'
+        else:  # one netmon, on the server side: it sees every veth
+            ns, addrs = fleet.server_ns, fleet.server_addresses()
+            peers = [link.worker_ip for link in fleet.links]
+        spec = dataclasses.replace(spec, parameters=params)
+        envs[spec.name] = dict(base_env, CYCLONEDDS_URI=netns.cyclone_xml(addrs, peers))
+        prefixes[spec.name] = fleet.exec_prefix(ns)
+        out.append(spec)
+    return out

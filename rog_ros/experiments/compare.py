@@ -1,0 +1,98 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""``rog compare``: several systems x seeds on one workload and trace, with a report.
+
+Each (system, seed) run is a ``simulate`` call writing its own ``summary.json`` and
+``timeseries.csv`` under ``DIR/runs/<system>-seed<k>/``. The comparison writes
+``DIR/summary.json`` (per system: mean and spread over seeds), ``DIR/report.md`` and PNG plots.
+A run that already has a summary in DIR is reused, so an interrupted comparison resumes.
+"""
+
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from rog_ros.experiments.metrics import atomic_write, read_timeseries
+from rog_ros.experiments.report import write_report
+from rog_ros.sim.simulator import SimConfig, simulate
+
+KEYS = ('time_to_target_s', 'iterations_to_target', 'final_accuracy', 's_per_iteration',
+        'compute_s_per_iteration', 'comm_s_per_iteration', 'stall_s_per_iteration',
+        'stall_cost', 'threshold_triggers', 'bytes_up', 'bytes_down', 'sim_time_s',
+        'network_to_compute_ratio', 'mean_transfer_s', 'p95_transfer_s')
+
+
+def run_dir(out: str, label: str, seed: int) -> str:
+    return os.path.join(out, 'runs', f'{label.replace(":", "-")}-seed{seed}')
+
+
+def aggregate(summaries: list[dict]) -> dict:
+    """Mean and standard deviation over seeds; a never-reached target counts as missing."""
+    out = {'system': summaries[0]['system'], 'seeds': [s['seed'] for s in summaries],
+           'runs': len(summaries)}
+    for k in KEYS:
+        vals = [s.get(k) for s in summaries]
+        good = [float(v) for v in vals if v is not None]
+        out[k] = float(np.mean(good)) if good else None
+        out[k + '_std'] = float(np.std(good)) if len(good) > 1 else 0.0
+        if k == 'time_to_target_s':
+            out['reached_target'] = f'{len(good)}/{len(vals)}'
+    return out
+
+
+def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: list[int],
+            out: str, iterations: int | None = None, overrides: dict | None = None,
+            labels: dict | None = None, quiet: bool = False, title: str | None = None) -> dict:
+    """Run every system x seed (resuming finished runs) and write the report."""
+    os.makedirs(out, exist_ok=True)
+    labels = labels or {}
+    overrides = overrides or {}
+    jobs = [(s, seed) for s in systems for seed in seeds]
+    results: dict[str, list] = {}
+    series: dict[str, list] = {}
+    bar = None
+    if not quiet:
+        try:
+            from tqdm import tqdm
+            bar = tqdm(total=len(jobs), desc='rog compare', unit='run', file=sys.stderr)
+        except ImportError:
+            bar = None
+    t_start = time.time()
+    for system, seed in jobs:
+        label = labels.get(system, system)
+        d = run_dir(out, label, seed)
+        path = os.path.join(d, 'summary.json')
+        if os.path.exists(path):
+            with open(path) as f:
+                summary = json.load(f)
+        else:
+            cfg = SimConfig(workload=workload, system=system, workers=workers, trace=trace,
+                            seed=seed, iterations=iterations, label=label,
+                            policy_overrides=overrides.get(system, {}))
+            summary = simulate(cfg).write(d)
+        results.setdefault(label, []).append(summary)
+        series.setdefault(label, []).append(read_timeseries(os.path.join(d, 'timeseries.csv')))
+        if bar is not None:
+            bar.set_postfix_str(f'{label} seed {seed}')
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    table = [aggregate(v) for v in results.values()]
+    meta = {'workload': workload, 'trace': trace, 'workers': workers, 'seeds': seeds,
+            'systems': [labels.get(s, s) for s in systems], 'wall_s': time.time() - t_start,
+            'target_accuracy': next(iter(results.values()))[0].get('target_accuracy')}
+    atomic_write(os.path.join(out, 'summary.json'),
+                 json.dumps({'meta': meta, 'systems': table}, indent=2) + '\n')
+    write_report(out, meta, table, series, title=title)
+    return {'meta': meta, 'systems': table}
+
+
+def ratio(table: list[dict], key: str, a: str, b: str) -> float | None:
+    """table[a][key] / table[b][key] (None if either is missing)."""
+    rows = {r['system']: r for r in table}
+    if a not in rows or b not in rows:
+        return None
+    x, y = rows[a].get(key), rows[b].get(key)
+    return None if x is None or not y else x / y

@@ -1,0 +1,143 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""Markdown report and PNG plots of a comparison (``rog compare`` / ``rog reproduce``).
+
+The table follows the artifact's outdoors-case0 table: time-to-target, final accuracy,
+seconds per iteration split into compute / communication / stall, stall cost, threshold
+triggers and bytes; plus the ratios the paper reports (Rog vs SSP and BSP) and the
+network-to-compute ratio that says which regime the numbers show.
+"""
+
+import os
+
+import numpy as np
+
+
+def _f(v, fmt='{:.2f}'):
+    return '-' if v is None else fmt.format(v)
+
+
+def _pm(row, key, fmt='{:.2f}'):
+    v = row.get(key)
+    if v is None:
+        return '-'
+    sd = row.get(key + '_std') or 0.0
+    return fmt.format(v) + (f' ± {fmt.format(sd)}' if sd else '')
+
+
+def table_markdown(table: list[dict]) -> str:
+    head = ('| system | time to target s | reached | final acc | s/iter | compute | comm | '
+            'stall | stall cost | triggers | MB up+down | (comm+stall)/compute |')
+    sep = '|' + '---|' * 12
+    lines = [head, sep]
+    for r in table:
+        mb = None
+        if r.get('bytes_up') is not None:
+            mb = (r['bytes_up'] + (r.get('bytes_down') or 0)) / 1e6
+        lines.append('| ' + ' | '.join([
+            r['system'], _pm(r, 'time_to_target_s', '{:.1f}'), r.get('reached_target', '-'),
+            _pm(r, 'final_accuracy', '{:.3f}'), _pm(r, 's_per_iteration', '{:.3f}'),
+            _f(r.get('compute_s_per_iteration'), '{:.3f}'),
+            _f(r.get('comm_s_per_iteration'), '{:.3f}'),
+            _f(r.get('stall_s_per_iteration'), '{:.3f}'),
+            _f(r.get('stall_cost'), '{:.2f}'), _f(r.get('threshold_triggers'), '{:.0f}'),
+            _f(mb, '{:.1f}'), _f(r.get('network_to_compute_ratio'), '{:.1f}')]) + ' |')
+    return '\n'.join(lines)
+
+
+def ratios_markdown(table: list[dict]) -> str:
+    rows = {r['system']: r for r in table}
+    out = []
+    for a in [s for s in rows if s.startswith('rog')]:
+        for b in [s for s in rows if not s.startswith('rog')]:
+            parts = []
+            for key, name in (('time_to_target_s', 'time to target'),
+                              ('s_per_iteration', 's/iteration'),
+                              ('stall_s_per_iteration', 'stall/iteration')):
+                x, y = rows[a].get(key), rows[b].get(key)
+                if x is not None and y:
+                    parts.append(f'{name} {x / y:.2f}')
+            if parts:
+                out.append(f'- {a} / {b}: ' + ', '.join(parts))
+    return '\n'.join(out)
+
+
+def write_report(out: str, meta: dict, table: list[dict], series: dict, title=None) -> str:
+    """Write report.md and the plots; returns the report path."""
+    plots = write_plots(out, table, series, meta.get('target_accuracy'))
+    lines = [f'# {title or "rog compare"}: {meta["workload"]} on {meta["trace"]}', '',
+             f'{meta["workers"]} workers, seeds {meta["seeds"]}; mean ± std over seeds. '
+             'Simulated (virtual) time; compute charged from the workload\'s device profile.',
+             '', table_markdown(table), '', '## Ratios', '', ratios_markdown(table) or '-',
+             '', '## Plots', '']
+    lines += [f'![{name}]({os.path.basename(p)})' for name, p in plots]
+    lines += ['', '`(comm+stall)/compute` tells the regime: the paper studies networks where '
+              'it is well above 1 (the artifact measured 12.6 s against 1.1 s under BSP).', '']
+    path = os.path.join(out, 'report.md')
+    with open(path, 'w') as f:
+        f.write('\n'.join(lines))
+    return path
+
+
+def write_plots(out: str, table: list[dict], series: dict, target=None) -> list:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    made = []
+    for xkey, name in (('time_s', 'accuracy_vs_time'), ('iteration', 'accuracy_vs_iteration')):
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        for label, runs in series.items():
+            xs, ys = _mean_curve(runs, xkey)
+            if xs is not None:
+                ax.plot(xs, ys, label=label)
+        ax.set_xlabel('simulated time (s)' if xkey == 'time_s' else 'iteration (mean over '
+                      'workers)')
+        ax.set_ylabel('accuracy')
+        ax.grid(alpha=0.3)
+        ax.legend()
+        if target:
+            ax.axhline(target, color='grey', ls='--')
+        p = os.path.join(out, name + '.png')
+        fig.tight_layout()
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        made.append((name, p))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    labels = [r['system'] for r in table]
+    bottom = np.zeros(len(labels))
+    for key, color in (('compute_s_per_iteration', '#4c72b0'), ('comm_s_per_iteration',
+                                                                '#dd8452'),
+                       ('stall_s_per_iteration', '#c44e52')):
+        vals = np.array([r.get(key) or 0.0 for r in table])
+        ax.bar(labels, vals, bottom=bottom, color=color,
+               label=key.replace('_s_per_iteration', ''))
+        bottom += vals
+    ax.set_ylabel('seconds per iteration')
+    ax.legend()
+    p = os.path.join(out, 'time_composition.png')
+    fig.tight_layout()
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    made.append(('time composition', p))
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    ax.bar(labels, [r.get('threshold_triggers') or 0 for r in table], color='#55a868')
+    ax.set_ylabel('threshold triggers (mean over seeds)')
+    p = os.path.join(out, 'triggers.png')
+    fig.tight_layout()
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    made.append(('threshold triggers', p))
+    return made
+
+
+def _mean_curve(runs: list, xkey: str):
+    """Average accuracy over seeds on a common x grid (linear interpolation)."""
+    curves = [(np.array([r[xkey] for r in run if r.get('accuracy') is not None]),
+               np.array([r['accuracy'] for r in run if r.get('accuracy') is not None]))
+              for run in runs if run]
+    curves = [c for c in curves if c[0].size > 1]
+    if not curves:
+        return None, None
+    hi = min(c[0].max() for c in curves)
+    grid = np.linspace(0.0, hi, 200)
+    ys = np.mean([np.interp(grid, x, y) for x, y in curves], axis=0)
+    return grid, ys
