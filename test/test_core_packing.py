@@ -35,3 +35,11 @@ def test_large_rows_are_fragmented():
 def test_bad_cap():
     with pytest.raises(ValueError):
         plan_chunks(np.array([1]), cap=0)
+
+
+def test_boundary_starts_a_new_chunk():
+    nb = np.full(10, 100)
+    plan = plan_chunks(nb, cap=350, boundary=4)
+    assert plan.rank_lo.tolist() == [0, 3, 4, 7]
+    assert plan.rank_hi.tolist() == [3, 4, 7, 10]
+    assert plan.chunks_covering(4) == 2          # exactly the mandatory rows

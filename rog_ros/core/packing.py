@@ -41,11 +41,25 @@ class ChunkPlan:
         return int(np.searchsorted(self.rank_lo, n_ranks, side='left'))
 
 
-def plan_chunks(row_nbytes_ordered: np.ndarray, cap: int = DEFAULT_CHUNK_BYTES) -> ChunkPlan:
-    """Greedy packing of rows (already in transmission order) into chunks of <= cap bytes."""
+def plan_chunks(row_nbytes_ordered: np.ndarray, cap: int = DEFAULT_CHUNK_BYTES,
+                boundary: int = 0) -> ChunkPlan:
+    """Greedy packing of rows (already in transmission order) into chunks of <= cap bytes.
+
+    ``boundary`` (e.g. the mandatory prefix length) starts a new chunk at that rank, so the
+    mandatory chunks carry exactly the mandatory rows and no optional ones.
+    """
     if cap <= 0:
         raise ValueError(f'chunk payload cap must be positive, got {cap}')
     nb = np.asarray(row_nbytes_ordered, dtype=np.int64)
+    if 0 < boundary < nb.size:
+        head, tail = plan_chunks(nb[:boundary], cap), plan_chunks(nb[boundary:], cap)
+        return ChunkPlan(*(np.concatenate([a, b + (boundary if name.startswith('rank') else 0)])
+                           for name, a, b in zip(
+                               ('rank_lo', 'rank_hi', 'frag_offset', 'frag_len', 'nbytes'),
+                               (head.rank_lo, head.rank_hi, head.frag_offset, head.frag_len,
+                                head.nbytes),
+                               (tail.rank_lo, tail.rank_hi, tail.frag_offset, tail.frag_len,
+                                tail.nbytes))))
     cum = np.concatenate(([0], np.cumsum(nb)))
     lo_l, hi_l, off_l, len_l, bytes_l = [], [], [], [], []
     a, n = 0, nb.size

@@ -48,7 +48,7 @@ def _bus(namespace: str):
 
 
 def publish(namespace: str, duration_s: float, interval_s: float, timeout_s: float) -> int:
-    """Publisher process: wait for the subscriber, send chunks for ``duration_s``, then END."""
+    """Run the publisher process: wait for the subscriber, send for ``duration_s``, then END."""
     bus = _bus(namespace)
     try:
         bus.advertise(TOPIC)
@@ -75,7 +75,7 @@ def publish(namespace: str, duration_s: float, interval_s: float, timeout_s: flo
 
 
 def subscribe(namespace: str, timeout_s: float) -> dict:
-    """Subscriber process: receive until END; arrival times, sizes and latencies."""
+    """Run the subscriber process: receive until END; arrival times, sizes and latencies."""
     from rog_ros.protocol.messages import FLAG_END
     bus = _bus(namespace)
     arrivals, sizes, latency = [], [], []
@@ -98,8 +98,11 @@ def subscribe(namespace: str, timeout_s: float) -> dict:
 
 
 def goodput_bps(arrivals, sizes, warmup_s: float = 0.5) -> tuple:
-    """(bits/s, t0, t1) of the payload received after ``warmup_s``; the warm-up absorbs the
-    token bucket's initial burst and DDS's first round trips."""
+    """
+    Return (bits/s, t0, t1) of the payload received after ``warmup_s``.
+
+    The warm-up absorbs the token bucket's initial burst and DDS's first round trips.
+    """
     t = np.asarray(arrivals)
     if t.size < 3:
         return 0.0, 0.0, 0.0
@@ -159,8 +162,12 @@ def bench_loopback(duration_s: float = 3.0, domain: int | None = None) -> dict:
 
 
 def bench_netns(trace=None, duration_s: float = 4.0, domain: int | None = None) -> dict:
-    """Goodput through a tbf-shaped veth pair whose rate follows ``trace`` (default: 40 Mbit/s
-    for 2 s, then 15 Mbit/s), as a fraction of the trace's mean rate over the window."""
+    """
+    Measure goodput through a tbf-shaped veth pair whose rate follows ``trace``.
+
+    Default trace: 40 Mbit/s for 2 s, then 15 Mbit/s. The result is also given as a fraction
+    of the trace's mean rate over the measured window.
+    """
     from rog_ros.net import netns
     from rog_ros.net.traces import Trace
     reason = netns.unavailable_reason()
@@ -171,6 +178,7 @@ def bench_netns(trace=None, duration_s: float = 4.0, domain: int | None = None) 
     domain = domain if domain is not None else 1 + (os.getpid() * 17) % 200
 
     class _Link:
+
         def rate_mbps(self, t):
             return float(trace.rate_at(t))
 

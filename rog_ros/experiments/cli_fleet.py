@@ -1,5 +1,5 @@
 # Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""
+r"""
 ``rog fleet``: a whole fleet on this machine, one OS process per node, on the embedded DDS.
 
     rog fleet --workload mpcol --sync rog --staleness 4 --workers 3 --trace indoors \\
@@ -72,7 +72,7 @@ def _overrides(args, out: str) -> dict:
 
 
 def default_domain() -> int:
-    """A DDS domain id for this run: spread by pid so parallel runs do not meet (1..200)."""
+    """Pick a DDS domain id for this run: spread by pid so parallel runs do not meet (1..200)."""
     return 1 + (os.getpid() * 7919 + int(time.time())) % 200
 
 
@@ -169,8 +169,8 @@ class Progress:
         it = s.iteration if s else 0
         acc = f'{s.accuracy:.3f}' if s and math.isfinite(s.accuracy) else '-'
         stall = 100.0 * s.stall_s / (self.n * elapsed) if s and elapsed > 0 else 0.0
-        links = ' '.join(f'w{r} {self.rate.get(r, 0.0):.1f}'
-                         + (f'/{self.emulated[r]:.0f}' if r in self.emulated else '')
+        links = ' '.join(f'w{r} {self.rate.get(r, 0.0):.3g}'
+                         + (f'/{self.emulated[r]:.3g}' if r in self.emulated else '')
                          for r in range(self.n))
         bar_w = 20
         done = int(bar_w * min(1.0, it / max(1, self.iterations)))
@@ -195,7 +195,7 @@ class Progress:
 
 
 def _status_bus(namespace: str, domain: int, config):
-    """A bus of our own to watch the fleet's status topics (None if DDS is unavailable)."""
+    """Open a bus of our own to watch the fleet's status topics (None if DDS is unavailable)."""
     try:
         from rog_ros.transport.dds_bus import DdsBus
         return DdsBus(namespace=namespace, domain_id=domain, config=config)
@@ -221,6 +221,12 @@ def run(args) -> int:
         print(f'rog fleet: {err}', file=sys.stderr)
         return 2
     server = specs[0]
+    try:  # build (and cache) the workload once here, not in every node at the same time
+        from rog_ros.nodes.assembly import load_workload
+        load_workload(server.parameters['workload'])
+    except (ImportError, ValueError) as err:
+        print(f'rog fleet: {err}', file=sys.stderr)
+        return 2
     n, iterations = server.parameters['workers'], server.parameters['iterations']
     namespace = server.parameters['namespace']
     domain = args.domain_id if args.domain_id is not None else default_domain()
@@ -241,7 +247,11 @@ def run(args) -> int:
     sup = Supervisor(specs, os.path.join(out, 'logs'), lambda s: envs[s.name],
                      lambda s: prefixes.get(s.name, []))
     progress = Progress(n, iterations)
-    bus = None if args.quiet or args.netns else _status_bus(namespace, domain, loopback)
+    if args.netns and not args.quiet:
+        print('rog fleet: --netns: the nodes live in their own namespaces; progress is in '
+              f'{os.path.join(out, "logs")}', file=sys.stderr)
+        args.quiet = True
+    bus = None if args.quiet else _status_bus(namespace, domain, loopback)
     if bus is not None:
         bus.subscribe(TRAIN_STATUS, callback=progress.on_status)
         bus.subscribe(LINK_STATS, callback=progress.on_link)
@@ -306,8 +316,11 @@ def _watch(sup: Supervisor, bus, progress: Progress, args, n: int) -> tuple:
 
 
 def _netns_setup(specs, envs, prefixes, cleanup, base_env) -> list:
-    """Namespaces, veth pairs, tbf follower, per-node Cyclone configs; specs without app
-    shaping (the kernel shapes instead)."""
+    """
+    Create namespaces, veth pairs, the tbf follower and per-node Cyclone configurations.
+
+    Returns the specs without application-level shaping (the kernel shapes instead).
+    """
     from rog_ros.net import netns
     from rog_ros.nodes.assembly import link_for
     server = specs[0].parameters
@@ -338,3 +351,16 @@ def _netns_setup(specs, envs, prefixes, cleanup, base_env) -> list:
         prefixes[spec.name] = fleet.exec_prefix(ns)
         out.append(spec)
     return out
+
+
+def main(argv=None) -> int:
+    """``python -m rog_ros.experiments.cli_fleet ...``: ``rog fleet`` without the rog CLI."""
+    import argparse
+    parser = argparse.ArgumentParser(prog='rog')
+    add_parser(parser.add_subparsers(dest='command', required=True))
+    args = parser.parse_args(['fleet'] + list(sys.argv[1:] if argv is None else argv))
+    return args.func(args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -53,11 +53,11 @@ class NodeSpec:
 
     @property
     def module(self) -> str:
-        """Python module whose ``main()`` runs the node."""
+        """Return the Python module whose ``main()`` runs the node."""
         return f'rog_ros.nodes.{self.executable}'
 
     def argv(self) -> list:
-        """The node's command-line options (``None`` values are left out)."""
+        """Return the node's command-line options (``None`` values are left out)."""
         out = []
         for key, value in self.parameters.items():
             if value is None:
@@ -68,13 +68,13 @@ class NodeSpec:
         return out
 
     def command(self, python: str = sys.executable) -> list:
-        """A command line that runs the node without ROS 2."""
+        """Return a command line that runs the node without ROS 2."""
         return [python, '-m', self.module] + self.argv()
 
 
 def yaml_parameters(doc: dict) -> dict:
     """
-    ``{node_name: {key: value}}`` from a ROS 2 parameter file's parsed YAML.
+    Return ``{node_name: {key: value}}`` from a ROS 2 parameter file's parsed YAML.
 
     Accepts ``node: {ros__parameters: {...}}`` and the wildcard ``/**``; rejects anything
     else with a message naming the offending entry.
@@ -99,7 +99,7 @@ def load_parameter_file(path) -> dict:
 
 def resolve(file_params=None, overrides=None) -> dict:
     """
-    Per-executable parameters after merging defaults, file sections and overrides.
+    Return per-executable parameters after merging defaults, file sections and overrides.
 
     Returns ``{'rog_server': {...}, 'rog_worker': {...}, 'netmon': {...}}`` with every
     accepted key; unknown keys raise ValueError (a typo must not be silently ignored).
@@ -123,7 +123,7 @@ def resolve(file_params=None, overrides=None) -> dict:
 
 
 def plan(file_params=None, overrides=None) -> list:
-    """The fleet's NodeSpecs: server, workers 0..N-1, then netmon (if enabled)."""
+    """Return the fleet's NodeSpecs: server, workers 0..N-1, then netmon (if enabled)."""
     params = resolve(file_params, overrides)
     srv = params['rog_server']
     n = int(srv['workers'])
@@ -146,3 +146,39 @@ def plan(file_params=None, overrides=None) -> list:
 
 def _strip(params: dict) -> dict:
     return {k: v for k, v in params.items() if k != 'netmon'}
+
+
+LAUNCH_ARGUMENTS = {
+    'workload': 'workload name (toy, mpcol, eacol); empty: from the config file',
+    'sync': 'rog, ssp or bsp; empty: from the config file',
+    'staleness': 'staleness threshold S; empty: from the config file',
+    'workers': 'number of workers; empty: from the config file',
+    'trace': 'per-worker link trace: preset, CSV file or none; empty: from the config file',
+    'namespace': 'topic namespace; empty: from the config file',
+    'config': "ROS 2 parameter file (default: this launch file's config/*.yaml)",
+}
+"""Launch arguments of launch/*.launch.py -> description."""
+_INT_KEYS = ('staleness', 'workers')
+
+
+def launch_overrides(values: dict) -> dict:
+    """
+    Return overrides from launch-argument strings: empty means "not given", numbers are parsed.
+
+    ``config`` is not an override (it names the file); ValueError names a bad number.
+    """
+    out = {}
+    for key, text in values.items():
+        if key == 'config' or text is None or str(text).strip() == '':
+            continue
+        if key not in LAUNCH_ARGUMENTS:
+            raise ValueError(f'unknown launch argument {key!r}')
+        text = str(text).strip()
+        if key in _INT_KEYS:
+            try:
+                out[key] = int(text)
+            except ValueError:
+                raise ValueError(f'launch argument {key}:={text!r} is not an integer') from None
+        else:
+            out[key] = text
+    return out

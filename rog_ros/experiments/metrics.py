@@ -124,8 +124,8 @@ class RunRecorder:
         summary = self.summary()
         atomic_write(os.path.join(out_dir, 'summary.json'),
                      json.dumps(_jsonable(summary), indent=2) + '\n')
-        cols = sorted({k for r in self.rows for k in r},
-                      key=lambda k: (k not in ('time_s', 'iteration'), k))
+        first = ['time_s', 'iteration']
+        cols = first + sorted({k for r in self.rows for k in r} - set(first))
         lines = [','.join(cols)]
         for r in self.rows:
             lines.append(','.join(_fmt(r.get(c)) for c in cols))

@@ -317,7 +317,8 @@ class ServerEngine:
                               rowbytes=rowbytes, scales=scales, order=order,
                               n_mandatory=k_min, deadline=deadline, now=now,
                               window=self.window, chunk_bytes=self.chunk_bytes,
-                              end_timeout_s=self.end_timeout_s)
+                              end_timeout_s=self.end_timeout_s,
+                              rate_bps=self.thr_down[r].value_bps)
         self.downlinks[r] = _Downlink(tr, p, g_snap, scales, v.clone())
         sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r))
         out = [Send(r, sched)]

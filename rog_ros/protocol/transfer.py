@@ -49,7 +49,8 @@ class OutgoingTransfer:
                  layout: RowLayout, codec: RowCodec, rowbytes: torch.Tensor,
                  scales: torch.Tensor, order: torch.Tensor, n_mandatory: int,
                  deadline: float, now: float, window: int = 4,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, end_timeout_s: float = 2.0):
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, end_timeout_s: float = 2.0,
+                 rate_bps: float = 0.0):
         self.transfer_id, self.sender, self.receiver = transfer_id, sender, receiver
         self.kind, self.clock, self.codec_id = kind, clock, codec.codec_id
         self.layout = layout
@@ -59,8 +60,9 @@ class OutgoingTransfer:
         nb_all = codec.row_nbytes(layout).numpy()
         self.row_nbytes = nb_all
         self.row_offset = np.cumsum(nb_all) - nb_all
-        self.plan: ChunkPlan = plan_chunks(nb_all[self.order], chunk_bytes)
         self.n_mandatory_rows = int(min(n_mandatory, self.order.size))
+        self.plan: ChunkPlan = plan_chunks(nb_all[self.order], chunk_bytes,
+                                           boundary=self.n_mandatory_rows)
         self.n_mandatory_chunks = self.plan.chunks_covering(self.n_mandatory_rows)
         self.deadline = float(deadline)
         self.window = max(1, int(window))
@@ -79,15 +81,29 @@ class OutgoingTransfer:
         self.delivered_rows: np.ndarray | None = None
         self.whole_model = layout.whole_model
         self.rate_hint_bps = 0.0      # reported in END (the sender's link estimate)
+        self.rate_bps = float(rate_bps)   # link estimate used to pace optional chunks
+        self.planned_bytes = 0        # payload bytes of the chunks sent so far
+        self.bytes_acked_chunks = 0   # payload bytes of the chunks acknowledged so far
 
     # ------------------------------------------------------------------ sending
     def in_flight(self) -> int:
         return max(0, self.next_seq - self.n_acked - self.released)
 
     def may_send_more(self, now: float) -> bool:
-        if self.next_seq >= len(self.plan):
+        """Mandatory chunks always; an optional chunk only if, at the estimated link rate, it
+        is through before the deadline (so a straggler sends its mandatory prefix and no
+        more, and nothing queued at the deadline keeps draining after it)."""
+        k = self.next_seq
+        if k >= len(self.plan):
             return False
-        return self.next_seq < self.n_mandatory_chunks or now < self.deadline
+        if k < self.n_mandatory_chunks:
+            return True
+        if now >= self.deadline:
+            return False
+        if self.rate_bps <= 0 or self.deadline == float('inf'):
+            return True
+        unacked = self.planned_bytes - self.bytes_acked_chunks
+        return now + 8.0 * (unacked + int(self.plan.nbytes[k])) / self.rate_bps <= self.deadline
 
     def pump(self, now: float) -> list[RowChunk]:
         """Chunks to send now (window permitting), then END once nothing more may go."""
@@ -96,6 +112,7 @@ class OutgoingTransfer:
             return out
         while self.in_flight() < self.window and self.may_send_more(now):
             out.append(self._chunk(self.next_seq))
+            self.planned_bytes += int(self.plan.nbytes[self.next_seq])
             self.next_seq += 1
             self.last_progress = now
         if not self.may_send_more(now):
@@ -172,6 +189,7 @@ class OutgoingTransfer:
         self.acked[k] = True
         self.n_acked += 1
         self.bytes_acked += int(self.plan.nbytes[k])
+        self.bytes_acked_chunks += int(self.plan.nbytes[k])
         self.last_ack_time = now
         self.last_progress = now
         return self.pump(now)

@@ -210,7 +210,8 @@ class WorkerEngine:
                                      scales=scales, order=order, n_mandatory=k_min,
                                      deadline=deadline, now=now, window=self.window,
                                      chunk_bytes=self.chunk_bytes,
-                                     end_timeout_s=self.end_timeout_s)
+                                     end_timeout_s=self.end_timeout_s,
+                                     rate_bps=self.thr_up.value_bps)
         self.push.rate_hint_bps = self.thr_up.value_bps
         self._push_p, self._push_scales = p, scales
         self.state = 'pushing'

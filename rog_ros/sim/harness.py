@@ -73,7 +73,8 @@ class Harness:
 
     def __init__(self, server, workers, grad_fn, compute_s=0.1, up=None, down=None,
                  fault: FaultHook | None = None, log_events: bool = False, recorder=None,
-                 eval_fn=None, eval_every_s: float | None = None):
+                 eval_fn=None, eval_every_s: float | None = None,
+                 eval_every_iterations: float | None = None):
         self.server, self.workers = server, list(workers)
         n = len(self.workers)
         self.grad_fn = grad_fn
@@ -81,6 +82,8 @@ class Harness:
         self.up = up if isinstance(up, list) else [up or LinkSpec() for _ in range(n)]
         self.down = down if isinstance(down, list) else [down or LinkSpec() for _ in range(n)]
         self.recorder, self.eval_fn, self.eval_every_s = recorder, eval_fn, eval_every_s
+        self.eval_every_iterations = eval_every_iterations
+        self._next_eval_iteration = 0.0
         self.fault = fault
         self.log_events = log_events
         self.now = 0.0
@@ -136,7 +139,7 @@ class Harness:
     def start(self) -> None:
         for r, w in enumerate(self.workers):
             self._handle(r, w.start(self.now))
-        if self.eval_fn is not None and self.eval_every_s:
+        if self.eval_fn is not None and (self.eval_every_s or self.eval_every_iterations):
             self._evaluate()
 
     def _evaluate(self) -> None:
@@ -144,7 +147,10 @@ class Harness:
         metrics = self.eval_fn()
         if self.recorder is not None:
             self.recorder.on_eval(self.now, mean_iter, metrics)
-        self._push(self.now + self.eval_every_s, 'eval')
+        if self.eval_every_s:
+            self._push(self.now + self.eval_every_s, 'eval')
+        if self.eval_every_iterations:
+            self._next_eval_iteration = mean_iter + self.eval_every_iterations
 
     def run(self, until: float = float('inf'), max_events: int = 10_000_000) -> RunStats:
         """Process events until every worker stopped, time ``until`` or ``max_events``."""
@@ -173,6 +179,10 @@ class Harness:
                 if self.recorder is not None:
                     self.recorder.on_compute(node, self.compute_s[node])
                 self._handle(node, w.on_compute_done(grad, t))
+                if (self.eval_every_iterations and self.eval_fn is not None and
+                        sum(self.stats.iterations) / len(self.workers)
+                        >= self._next_eval_iteration):
+                    self._evaluate()
             elif kind == 'tick':
                 (node,) = payload
                 if self._tick_at.get(node) == t:

@@ -35,7 +35,7 @@ class SimConfig:
     seed: int = 0
     iterations: int | None = None   # per worker; None: the workload's adaptation budget
     time_budget_s: float | None = None  # stop after this much simulated time as well
-    eval_every_s: float | None = None   # None: every 2 iterations' compute time
+    evaluations: int = 40           # evaluations of the shared model over the run
     compute_time_s: float | None = None  # None: the workload's device profile
     latency_s: float = 0.005        # one-way Wi-Fi latency
     chunk_bytes: int = 16 * 1024
@@ -125,9 +125,8 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.extra['rows'] = layout.n_rows
     harness = Harness(server, engines, grad_fn, compute_s=compute, up=link_list,
                       down=link_list, recorder=recorder, eval_fn=eval_fn,
-                      eval_every_s=cfg.eval_every_s or 2 * compute)
+                      eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
     harness.run(until=cfg.time_budget_s or math.inf)
-    harness.now = harness.now            # final evaluation at the end time
     recorder.on_eval(harness.now, sum(harness.stats.iterations) / n, eval_fn())
     recorder.end_time_s = harness.now
     recorder.extra['server_rejects'] = server.rejects

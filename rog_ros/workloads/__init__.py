@@ -1,1 +1,99 @@
 # Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+Workload registry: `get(name, **options) -> Workload`, `register(name, factory)`, `names()`.
+
+Built-ins (factories import their modules lazily, so importing this package stays cheap):
+
+* 'mpcol': route-planning policy adapting to a new working space (`mpcol.make_mpcol`);
+* 'eacol': image classifier adapting to fog (`eacol.make_eacol`);
+* 'toy': logistic regression on synthetic data, instant, for protocol tests (`toy.make_toy`).
+
+A user's own task (any `nn.Module` + tensors + metric) is a `Workload` built by a factory and
+registered under a new name; see docs/workloads.md.
+"""
+import json
+
+from rog_ros.workloads.base import Workload
+from rog_ros.workloads.equalise import balance_batch_sizes, suggest_sleep
+
+_FACTORIES = {}
+# Built workloads by (name, options): a simulator comparing 6 systems x 3 seeds asks for the
+# same workload 18 times; rendering and corrupting its data again each time costs seconds.
+# Workloads are read-only after construction, so sharing one object between runs is safe.
+_BUILT = {}
+_BUILT_MAX = 8
+
+
+def register(name, factory):
+    """
+    Register `factory(**options) -> Workload` under `name` (replacing an earlier one).
+
+    Parameters
+    ----------
+    name : str
+        Registry key used by `get`, launch files and the CLI (`workload:=name`).
+    factory : callable
+        Builds the workload from keyword options; must be deterministic for given options.
+
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError('workload name must be a non-empty string')
+    if not callable(factory):
+        raise TypeError(f'factory for {name!r} is not callable')
+    _FACTORIES[name] = factory
+    for key in [k for k in _BUILT if k[0] == name]:
+        del _BUILT[key]
+
+
+def get(name, fresh=False, **options):
+    """
+    Return the workload registered as `name`, built with `options`.
+
+    Parameters
+    ----------
+    name : str
+        A name from `names()`.
+    fresh : bool
+        Build a new object even if this process built one with the same options already;
+        default False (the factory's result is remembered for the 8 latest option sets).
+    **options
+        Passed to the factory (see its docstring, e.g. `mpcol.make_mpcol`).
+
+    """
+    try:
+        factory = _FACTORIES[name]
+    except KeyError:
+        raise KeyError(f'unknown workload {name!r}; registered: {names()}') from None
+    key = (name, json.dumps(options, sort_keys=True, default=str))
+    if fresh or key not in _BUILT:
+        if len(_BUILT) >= _BUILT_MAX:
+            del _BUILT[next(iter(_BUILT))]
+        _BUILT[key] = factory(**options)
+    return _BUILT[key]
+
+
+def names():
+    """List the registered workload names, sorted."""
+    return sorted(_FACTORIES)
+
+
+def _mpcol(**options):
+    from rog_ros.workloads.mpcol import make_mpcol
+    return make_mpcol(**options)
+
+
+def _eacol(**options):
+    from rog_ros.workloads.eacol import make_eacol
+    return make_eacol(**options)
+
+
+def _toy(**options):
+    from rog_ros.workloads.toy import make_toy
+    return make_toy(**options)
+
+
+register('mpcol', _mpcol)
+register('eacol', _eacol)
+register('toy', _toy)
+
+__all__ = ['Workload', 'balance_batch_sizes', 'get', 'names', 'register', 'suggest_sleep']

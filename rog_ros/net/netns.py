@@ -1,0 +1,260 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+Kernel link emulation: one network namespace per robot, veth pairs to the server, tbf rates.
+
+``rog fleet --netns`` (root only) replaces application-level shaping by real kernel shaping:
+
+* namespace ``<prefix>s`` holds the server, ``<prefix>w<r>`` worker r;
+* a veth pair per worker (``<prefix>d<r>`` on the server's side: downlink egress,
+  ``<prefix>u<r>`` on the worker's side: uplink egress), created *inside* the namespaces
+  (``ip -n <srv> link add ... peer ... netns <wrk>``), so no interface ever appears in, or is
+  taken from, the host; the namespaces have no route out, so traffic stays inside;
+* a ``tbf`` qdisc on both ends of each pair (uplink: worker side, downlink: server side)
+  whose rate a :class:`RateFollower` updates from the worker's trace;
+* Cyclone DDS in each namespace binds its veth address(es) and lists the other end as a
+  unicast peer (:func:`cyclone_xml`): no multicast, datagrams below the 1500-byte MTU.
+
+Names are unique per fleet (random prefix, at most 15 characters per interface) and
+everything is deleted again by :meth:`NetnsFleet.delete` (also on errors, via ``with``).
+Symptom -> knob: "Operation not permitted" -> run as root (CAP_NET_ADMIN and CAP_SYS_ADMIN);
+"ip: not found" -> apt-get install iproute2; goodput far below the rate -> raise
+``burst_bytes`` (tbf needs at least rate / HZ bytes of burst).
+"""
+
+from dataclasses import dataclass
+import os
+import secrets
+import shutil
+import subprocess
+import threading
+import time
+
+SUBNET = '10.231'          # 10.231.<rank>.1 (server end) / .2 (worker end), inside the namespaces
+MIN_RATE_KBIT = 8          # tbf refuses a zero rate: an outage is emulated as 8 kbit/s
+DEFAULT_MTU = 9000         # veth MTU: see NetnsFleet
+UDP_IP_HEADERS = 28
+RTPS_HEADROOM = 128        # RTPS header + INFO_TS/INFO_DST + DATA_FRAG, with margin
+
+
+class NetnsError(RuntimeError):
+    """Namespaces cannot be created or changed here; the message says why and what to do."""
+
+
+def unavailable_reason() -> str | None:
+    """Why kernel emulation cannot run here (None when it can): root, ``ip``, ``tc``."""
+    if os.geteuid() != 0:
+        return 'needs root (network namespaces and tc need CAP_NET_ADMIN/CAP_SYS_ADMIN)'
+    missing = [tool for tool in ('ip', 'tc') if shutil.which(tool) is None]
+    if missing:
+        return f'{" and ".join(missing)} not found: apt-get install iproute2'
+    return None
+
+
+def check_available() -> None:
+    """Raise :class:`NetnsError` with the reason when kernel emulation cannot run."""
+    reason = unavailable_reason()
+    if reason is not None:
+        raise NetnsError(f'--netns {reason}; without root use the default application-level '
+                         f'shaping')
+
+
+def _run(cmd: list) -> str:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NetnsError(f'{" ".join(cmd)}: {exc}') from exc
+    if proc.returncode != 0:
+        raise NetnsError(f'{" ".join(cmd)} failed: {proc.stderr.strip() or proc.stdout.strip()}')
+    return proc.stdout
+
+
+def tbf_burst_bytes(rate_mbps: float) -> int:
+    """Return a tbf bucket for ``rate_mbps``: 4 ms of traffic, >= 32 KiB (>= rate / HZ)."""
+    return int(max(32 * 1024, rate_mbps * 125_000 * 0.004))
+
+
+@dataclass(frozen=True)
+class VethLink:
+    """One worker's link: a veth pair between its namespace and the server's."""
+
+    rank: int
+    server_ns: str
+    worker_ns: str
+    server_if: str           # the server's end (its egress = downlink to the worker)
+    worker_if: str           # the worker's end (its egress = uplink to the server)
+    server_ip: str
+    worker_ip: str
+
+
+class NetnsFleet:
+    """
+    Namespaces and veth pairs for one server and ``n_workers`` workers.
+
+    Parameters
+    ----------
+    n_workers : int
+        Number of worker namespaces (at most 250).
+    prefix : str, optional
+        Unique name prefix (default: ``'rg'`` + 6 random hex digits).
+    mtu : int, default 9000
+        veth MTU. Traces are goodput (iperf) rates, while tbf meters every byte on the wire;
+        with 1500-byte frames DDS's per-datagram headers (Ethernet, IP, UDP, RTPS: ~140 B per
+        ~1230 B fragment) take 10% of the rate, with 9000-byte frames under 2%, so the
+        application sees the trace's rate. Use 1500 to study fragmentation on a Wi-Fi MTU.
+
+    """
+
+    def __init__(self, n_workers: int, prefix: str | None = None, mtu: int = DEFAULT_MTU):
+        if not 1280 <= mtu <= 65535:
+            raise ValueError(f'mtu must be in 1280..65535, got {mtu}')
+        self.mtu = int(mtu)
+        if not 1 <= n_workers <= 250:
+            raise ValueError(f'n_workers must be in 1..250, got {n_workers}')
+        self.prefix = prefix or 'rg' + secrets.token_hex(3)
+        if len(self.prefix) > 9 or not self.prefix.isalnum():
+            raise ValueError('prefix must be alphanumeric and at most 9 characters')
+        self.server_ns = f'{self.prefix}s'
+        self.links = [VethLink(r, self.server_ns, f'{self.prefix}w{r}', f'{self.prefix}d{r}',
+                               f'{self.prefix}u{r}', f'{SUBNET}.{r}.1', f'{SUBNET}.{r}.2')
+                      for r in range(n_workers)]
+        self.created = []        # namespaces we created (deleted by delete())
+        self.rates = {}          # (rank, 'up'|'down') -> configured Mbit/s
+
+    # ------------------------------------------------------------------ set-up / tear-down
+    def create(self) -> 'NetnsFleet':
+        """Create namespaces, veth pairs and addresses; on failure delete what was made."""
+        check_available()
+        try:
+            for ns in [self.server_ns] + [link.worker_ns for link in self.links]:
+                _run(['ip', 'netns', 'add', ns])
+                self.created.append(ns)
+                _run(['ip', '-n', ns, 'link', 'set', 'lo', 'up'])
+            for link in self.links:
+                _run(['ip', '-n', link.server_ns, 'link', 'add', link.server_if, 'type', 'veth',
+                      'peer', 'name', link.worker_if, 'netns', link.worker_ns])
+                _run(['ip', '-n', link.server_ns, 'addr', 'add', f'{link.server_ip}/24', 'dev',
+                      link.server_if])
+                _run(['ip', '-n', link.worker_ns, 'addr', 'add', f'{link.worker_ip}/24', 'dev',
+                      link.worker_if])
+                _run(['ip', '-n', link.server_ns, 'link', 'set', link.server_if, 'mtu',
+                      str(self.mtu), 'up'])
+                _run(['ip', '-n', link.worker_ns, 'link', 'set', link.worker_if, 'mtu',
+                      str(self.mtu), 'up'])
+        except BaseException:
+            self.delete()
+            raise
+        return self
+
+    def delete(self) -> None:
+        """Delete every namespace we created (their veth ends go with them). Idempotent."""
+        for ns in reversed(self.created):
+            subprocess.run(['ip', 'netns', 'del', ns], capture_output=True, check=False,
+                           timeout=30)
+        self.created = []
+
+    def __enter__(self) -> 'NetnsFleet':
+        return self.create()
+
+    def __exit__(self, *exc) -> bool:
+        self.delete()
+        return False
+
+    # ------------------------------------------------------------------ shaping
+    def set_rate(self, rank: int, mbps: float, direction: str = 'both') -> None:
+        """Set the tbf rate of worker ``rank``'s uplink, downlink or both (Mbit/s)."""
+        link = self.links[rank]
+        ends = {'up': [(link.worker_ns, link.worker_if)],
+                'down': [(link.server_ns, link.server_if)]}
+        ends['both'] = ends['up'] + ends['down']
+        if direction not in ends:
+            raise ValueError(f"direction must be 'up', 'down' or 'both', got {direction!r}")
+        kbit = max(MIN_RATE_KBIT, int(round(mbps * 1000)))
+        burst = max(tbf_burst_bytes(mbps), 2 * (self.mtu + 14))
+        limit = max(4 * burst, int(mbps * 125_000 * 0.2))    # 200 ms of queue: few drops
+        for ns, dev in ends[direction]:
+            _run(['tc', '-n', ns, 'qdisc', 'replace', 'dev', dev, 'root', 'tbf', 'rate',
+                  f'{kbit}kbit', 'burst', str(burst), 'limit', str(limit)])
+        for d in (('up', 'down') if direction == 'both' else (direction,)):
+            self.rates[(rank, d)] = kbit / 1000.0
+
+    def exec_prefix(self, ns: str) -> list:
+        """Command prefix that runs a program inside namespace ``ns``."""
+        return ['ip', 'netns', 'exec', ns]
+
+    def worker_ns(self, rank: int) -> str:
+        """Namespace of worker ``rank``."""
+        return self.links[rank].worker_ns
+
+    def server_addresses(self) -> list:
+        """Return the server's veth addresses, one per worker."""
+        return [link.server_ip for link in self.links]
+
+
+def cyclone_xml(addresses, peers, mtu: int = DEFAULT_MTU) -> str:
+    """
+    Return the Cyclone DDS configuration for a node inside a namespace.
+
+    Binds ``addresses`` (its veth ends), unicast only, the peers' addresses for discovery,
+    datagrams below the veth ``mtu`` (no IP fragmentation).
+    """
+    max_msg = mtu - UDP_IP_HEADERS
+    frag = max_msg - RTPS_HEADROOM
+    ifaces = ''.join(f'<NetworkInterface address="{a}" multicast="false"/>' for a in addresses)
+    peer_xml = ''.join(f'<Peer address="{p}"/>' for p in peers)
+    return ('<CycloneDDS><Domain Id="any"><General>'
+            f'<Interfaces>{ifaces}</Interfaces><AllowMulticast>false</AllowMulticast>'
+            f'<MaxMessageSize>{max_msg}B</MaxMessageSize><FragmentSize>{frag}B</FragmentSize>'
+            '</General><Internal><SocketReceiveBufferSize min="default" max="8MB"/>'
+            '</Internal><Discovery><ParticipantIndex>auto</ParticipantIndex>'
+            f'<MaxAutoParticipantIndex>32</MaxAutoParticipantIndex><Peers>{peer_xml}</Peers>'
+            '</Discovery></Domain></CycloneDDS>')
+
+
+class RateFollower:
+    """
+    A thread that keeps every link's tbf rate equal to its trace (``rate_at(t)``).
+
+    Parameters
+    ----------
+    fleet : NetnsFleet
+    links : dict
+        Rank -> object with ``rate_mbps(t_since_epoch)`` (e.g. ``EmulatedLink``).
+    epoch : float
+        Wall time (``time.time()``) at which the traces start.
+    period_s : float
+        Update period (the presets change every 0.1 s; tc costs ~2 ms per call).
+
+    """
+
+    def __init__(self, fleet: NetnsFleet, links: dict, epoch: float, period_s: float = 0.1):
+        self.fleet, self.links, self.epoch, self.period_s = fleet, links, epoch, period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name='netns-rate', daemon=True)
+        self.updates = 0
+        self.error = None
+
+    def start(self) -> 'RateFollower':
+        self.apply(time.time() - self.epoch)
+        self._thread.start()
+        return self
+
+    def apply(self, t: float) -> None:
+        """Set every link to its trace rate at ``t`` seconds after the epoch (if it changed)."""
+        for rank, link in self.links.items():
+            mbps = link.rate_mbps(t)
+            if self.fleet.rates.get((rank, 'up')) != max(MIN_RATE_KBIT, round(mbps * 1000)) / 1e3:
+                self.fleet.set_rate(rank, mbps)
+                self.updates += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            try:
+                self.apply(time.time() - self.epoch)
+            except NetnsError as exc:   # namespaces deleted under us: stop quietly
+                self.error = exc
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)

@@ -1,0 +1,121 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+Assembly: turn node parameters into the objects a node wires together.
+
+Every node of a fleet must build *the same* layout, codec, policy and starting weights from
+the same parameters, or rows would mean different things on different robots; this module is
+the one place that does it (workload -> model -> RowLayout -> flat w0), plus the emulated link
+of each worker (trace + time offset -> token bucket on the node's monotonic clock).
+"""
+
+from dataclasses import dataclass
+import importlib
+import os
+import time
+
+import torch
+
+from rog_ros.core.compress import make_codec
+from rog_ros.net.shaper import TokenBucketShaper
+from rog_ros.net.traces import generate, load_trace, PRESETS, Trace
+from rog_ros.nodes.params import policy_spec
+from rog_ros.protocol.policies import layout_for, make_policy
+
+CODEC = 'defsgdm'
+PRESET_DURATION_S = 600.0   # generated preset traces loop after this long
+
+
+BUILDERS = {'toy': ('rog_ros.workloads.toy', 'make_toy'),
+            'mpcol': ('rog_ros.workloads.mpcol', 'make_mpcol'),
+            'eacol': ('rog_ros.workloads.eacol', 'make_eacol')}
+"""Fallback when ``rog_ros.workloads`` has no registry (``get``) yet."""
+
+
+def load_workload(name: str):
+    """``rog_ros.workloads.get(name)``, or the known builder of ``name``."""
+    from rog_ros import workloads
+    get = getattr(workloads, 'get', None)
+    if get is not None:
+        return get(name)
+    if name not in BUILDERS:
+        raise ValueError(f'unknown workload {name!r}; known: {", ".join(BUILDERS)}')
+    module, builder = BUILDERS[name]
+    return getattr(importlib.import_module(module), builder)()
+
+
+@dataclass
+class Training:
+    """What server and workers share: workload, model, policy, layout, codec, w0."""
+
+    workload: object
+    model: torch.nn.Module
+    policy: object
+    layout: object
+    codec: object
+    w0: torch.Tensor
+    lr: float
+
+
+def build_training(args) -> Training:
+    """Build the shared training objects from fleet parameters (deterministic)."""
+    workload = load_workload(args.workload)
+    model = workload.make_model()
+    policy = make_policy(policy_spec(args))
+    params = list(model.parameters())
+    layout = layout_for(policy, [tuple(p.shape) for p in params])
+    w0 = layout.flatten([p.detach() for p in params]).clone()
+    lr = args.lr if args.lr is not None else workload.lr
+    return Training(workload, model, policy, layout, make_codec(CODEC), w0, float(lr))
+
+
+@dataclass
+class EmulatedLink:
+    """The trace one worker's link follows, read at ``t + offset_s`` (t: seconds since epoch)."""
+
+    trace: Trace
+    offset_s: float = 0.0
+    name: str = ''
+
+    def rate_mbps(self, t_s: float) -> float:
+        """Rate the emulator enforces at ``t_s`` seconds after the epoch."""
+        return float(self.trace.rate_at(t_s + self.offset_s))
+
+
+def link_for(spec: str, rank: int, n_workers: int, seed: int = 0,
+             scale: float = 1.0) -> EmulatedLink | None:
+    """
+    Return the emulated link of worker ``rank``: None, a preset or a file.
+
+    Presets are generated per worker (seed ``1000 * seed + rank``) so robots fluctuate
+    independently; a file is shared and read with a per-worker offset of ``rank / N`` of its
+    period for the same reason.
+    """
+    if spec in (None, '', 'none'):
+        return None
+    if spec in PRESETS:
+        trace = generate(spec, PRESET_DURATION_S, seed=1000 * seed + rank)
+        offset = 0.0
+    elif os.path.isfile(spec):
+        trace = load_trace(spec)
+        offset = rank * trace.end_s / max(n_workers, 1)
+    else:
+        raise ValueError(f'--trace {spec!r} is neither a preset ({", ".join(PRESETS)}) nor a '
+                         f'file')
+    if scale != 1.0:
+        trace = trace.scaled(scale)
+    return EmulatedLink(trace, offset, spec)
+
+
+def epoch_to_monotonic(epoch: float | None) -> float:
+    """Return the monotonic-clock reading at wall time ``epoch`` (now if None)."""
+    mono = time.monotonic()
+    return mono if epoch is None else mono - (time.time() - float(epoch))
+
+
+def shaper_for(link: EmulatedLink | None, epoch_mono: float, burst_bytes: int):
+    """Return a token bucket on the monotonic clock whose trace time 0 is ``epoch_mono``."""
+    if link is None:
+        return None
+    now = time.monotonic()
+    return TokenBucketShaper(link.trace, burst_bytes, start_s=now,
+                             time_offset_s=link.offset_s - epoch_mono)

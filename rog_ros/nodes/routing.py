@@ -1,0 +1,57 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+Routing: which topic carries an engine's ``Send(dest, msg)``, and what each node subscribes.
+
+One topic per direction and per worker, so a robot never receives (and its Wi-Fi never
+carries) the downlink traffic of another robot:
+
+* uplink, every worker -> server: ``<ns>/up/chunks`` (gradients), ``<ns>/up/acks`` (acks of
+  the downlink);
+* downlink, server -> worker r: ``<ns>/w<r>/chunks``, ``/acks``, ``/schedule``, ``/versions``;
+* status, every node -> anyone: ``<ns>/status/train_status``, ``<ns>/status/link_stats``.
+
+The last segment selects the ROS 2 message type (:mod:`rog_ros.transport.topics`). Receivers
+still check addressing fields (``receiver``, ``worker``): the engines validate them.
+"""
+
+from rog_ros.protocol.messages import SERVER
+from rog_ros.transport.topics import DEFAULT_TOPIC
+
+UPLINK_TYPES = ('RowChunk', 'TransferAck')
+DOWNLINK_TYPES = ('RowChunk', 'TransferAck', 'Schedule', 'RowVersions')
+TRAIN_STATUS = 'status/train_status'
+LINK_STATS = 'status/link_stats'
+
+
+def prefix(dest: int) -> str:
+    """Relative topic prefix of the traffic addressed to ``dest`` (a rank or SERVER)."""
+    if dest == SERVER:
+        return 'up'
+    if dest < 0:
+        raise ValueError(f'bad destination {dest}')
+    return f'w{int(dest)}'
+
+
+def topic_for(dest: int, msg) -> str:
+    """Relative topic of ``msg`` sent to ``dest``: ``'up/chunks'``, ``'w2/schedule'``, ..."""
+    return f'{prefix(dest)}/{DEFAULT_TOPIC[msg.TYPE]}'
+
+
+def server_inbox() -> list:
+    """Topics the server subscribes to."""
+    return [f'up/{DEFAULT_TOPIC[t]}' for t in UPLINK_TYPES]
+
+
+def server_outbox(n_workers: int) -> list:
+    """Topics the server publishes on (advertised up front so workers can match them)."""
+    return [f'w{r}/{DEFAULT_TOPIC[t]}' for r in range(n_workers) for t in DOWNLINK_TYPES]
+
+
+def worker_inbox(rank: int) -> list:
+    """Topics worker ``rank`` subscribes to."""
+    return [f'w{rank}/{DEFAULT_TOPIC[t]}' for t in DOWNLINK_TYPES]
+
+
+def worker_outbox() -> list:
+    """Topics every worker publishes on."""
+    return server_inbox()

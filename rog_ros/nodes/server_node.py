@@ -1,0 +1,173 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+ServerNode: the parameter server process (ServerEngine + evaluation + metrics + bus).
+
+Holds no protocol logic: the engine decides what to send, when a pull stalls and when the
+fleet stops (``max_iterations``). This class shapes each worker's downlink with its emulated
+link, evaluates the consensus model every K iterations (what the workers really hold, never
+undelivered rows), collects the workers' TrainStatus for compute times, and writes the same
+``summary.json`` / ``timeseries.csv`` as the simulator through ``RunRecorder``.
+"""
+
+import time
+
+from rog_ros.experiments.metrics import RunRecorder
+from rog_ros.nodes import lifecycle as lc
+from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
+from rog_ros.nodes.connect import open_bus, wait_matched
+from rog_ros.nodes.driver import EngineDriver
+from rog_ros.nodes.outbox import Outbox
+from rog_ros.nodes.params import policy_spec
+from rog_ros.nodes.routing import server_inbox, server_outbox, TRAIN_STATUS
+from rog_ros.nodes.signals import SignalRequests
+from rog_ros.protocol.messages import SERVER, TrainStatus
+from rog_ros.protocol.ps import ServerEngine
+
+LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the workers to leave
+
+
+class ServerNode:
+    """
+    The server: ``configure()``, ``activate()``, ``spin()``, ``finish()``, ``shutdown()``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Fleet, link and server options (see ``rog_ros.nodes.rog_server``).
+    requests : SignalRequests, optional
+        Where lifecycle requests come from.
+
+    """
+
+    def __init__(self, args, requests=None):
+        self.args = args
+        self.requests = requests or SignalRequests()
+        self.life = lc.Lifecycle()
+        self.bus = None
+        self.status = {}             # worker rank -> newest TrainStatus
+        self.t0 = None
+        self.evaluations = 0
+        self._next_eval = 0.0
+        self._evaluated_at = None
+        self.last_metrics = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def configure(self) -> None:
+        """Build engine, evaluation model, recorder, bus and downlink shapers."""
+        a = self.args
+        tr = build_training(a)
+        self.training = tr
+        self.engine = ServerEngine(tr.layout, tr.codec, tr.policy, a.workers, tr.w0, lr=tr.lr,
+                                   chunk_bytes=a.chunk_bytes, window=a.window,
+                                   max_iterations=a.iterations)
+        self.eval_w = tr.w0.clone()
+        tr.layout.bind(tr.model, self.eval_w)
+        self.recorder = RunRecorder(
+            system=policy_spec(a), n_workers=a.workers, staleness=tr.policy.staleness,
+            trace=a.trace, seed=a.seed, workload=a.workload,
+            target_accuracy=tr.workload.target_accuracy)
+        epoch = epoch_to_monotonic(a.epoch)
+        links = {r: link_for(a.trace, r, a.workers, a.seed, a.trace_scale)
+                 for r in range(a.workers)}
+        self.outbox = Outbox({r: shaper_for(link, epoch, a.burst_bytes)
+                              for r, link in links.items() if link is not None})
+        self.bus = open_bus(a.bus, a.namespace)
+        for topic in server_inbox():
+            self.bus.subscribe(topic)
+        self.bus.subscribe(TRAIN_STATUS, callback=self._on_status)
+        for topic in server_outbox(a.workers) + [TRAIN_STATUS]:
+            self.bus.advertise(topic)
+        self.driver = EngineDriver(self.bus, self.engine, self.outbox, on_log=self._on_log)
+        self.life.trigger('configure')
+
+    def activate(self) -> bool:
+        """Wait until every worker's endpoints are matched; evaluate the starting model."""
+        topics = server_outbox(self.args.workers) + server_inbox()
+        waited = wait_matched(self.bus, topics, self.args.startup_timeout,
+                              keep_waiting=lambda: not self.requests.shutdown_requested)
+        if waited < 0:
+            return False
+        self.life.trigger('activate')
+        self.t0 = time.monotonic()
+        self._evaluate()
+        return True
+
+    def spin(self) -> None:
+        """Serve until every worker has been told to stop, or a shutdown is requested."""
+        while not self.engine.finished:
+            for transition in self.requests.take():
+                self.life.request(transition)
+            if self.life.finished:
+                return
+            self.driver.step()
+            if self._mean_iteration() >= self._next_eval:
+                self._evaluate()
+
+    def finish(self) -> dict:
+        """Evaluate a last time, let the workers leave, write the metrics; the summary."""
+        end = time.monotonic()
+        if self.engine.finished:
+            if self._mean_iteration() != self._evaluated_at:
+                self._evaluate(now=end)
+            deadline = time.monotonic() + LEAVE_TIMEOUT_S
+            workers = [f'w{r}/chunks' for r in range(self.args.workers)]
+            while time.monotonic() < deadline and any(self.bus.matched(t) for t in workers):
+                self.driver.step(0.02)
+        return self._write(end)
+
+    def shutdown(self) -> None:
+        """Release the bus. Idempotent."""
+        self.life.request('shutdown')
+        if self.bus is not None:
+            self.bus.close()
+            self.bus = None
+
+    # ------------------------------------------------------------------ metrics
+    def _mean_iteration(self) -> float:
+        return sum(self.engine.clock) / len(self.engine.clock)
+
+    def _evaluate(self, now=None) -> None:
+        now = time.monotonic() if now is None else now
+        self.eval_w.copy_(self.engine.consensus_model())
+        metrics = self.training.workload.evaluate(self.training.model)
+        metrics = {k: float(v) for k, v in metrics.items() if k in ('accuracy', 'loss')}
+        iteration = self._mean_iteration()
+        self.recorder.on_eval(now - self.t0, iteration, metrics)
+        self._evaluated_at = iteration
+        self.last_metrics = metrics
+        self.evaluations += 1
+        every = max(1, self.args.eval_every)
+        self._next_eval = (int(iteration) // every + 1) * every
+        e = self.engine
+        if self.bus is not None:
+            self.bus.publish(TRAIN_STATUS, TrainStatus(
+                node=SERVER, stamp=time.time(), iteration=min(e.clock),
+                loss=metrics.get('loss', float('nan')),
+                accuracy=metrics.get('accuracy', float('nan')), stall_s=sum(e.stall_time),
+                bytes_up=e.bytes_up, bytes_down=e.bytes_down, triggers=sum(e.triggers),
+                state=self.life.state))
+
+    def _on_log(self, now: float, log) -> None:
+        self.recorder.on_log(now - (self.t0 or now), SERVER, log)
+
+    def _on_status(self, msg: TrainStatus) -> None:
+        if 0 <= msg.node < self.args.workers:
+            self.status[msg.node] = msg
+
+    def _write(self, end: float) -> dict:
+        rec, e = self.recorder, self.engine
+        rec.end_time_s = end - (self.t0 or end)
+        for r in range(self.args.workers):
+            st = self.status.get(r)
+            rec.compute_s[r] = st.compute_s if st is not None else 0.0
+            rec.iterations[r] = max(st.iteration if st is not None else 0, e.clock[r])
+        rec.bytes_up, rec.bytes_down = e.bytes_up, e.bytes_down
+        rec.extra.update({
+            'driver': 'fleet', 'bus': type(self.bus).__name__ if self.bus else '',
+            'completed': bool(e.finished), 'evaluations': self.evaluations,
+            'rejects': e.rejects + (self.bus.rejects if self.bus else 0),
+            'trace_scale': self.args.trace_scale, 'stall_s_per_worker': list(e.stall_time),
+            'triggers_per_worker': list(e.triggers),
+            'worker_status_received': sorted(self.status),
+        })
+        return rec.write(self.args.out)

@@ -1,0 +1,51 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+Signals -> lifecycle transition requests, applied by the node's loop, never in the handler.
+
+A handler may run between any two bytecodes, e.g. in the middle of a DDS publish; it therefore
+only records the request, and the loop applies it at its next turn. SIGINT/SIGTERM request
+``shutdown`` (a second one while shutting down raises KeyboardInterrupt: the user insists),
+SIGUSR1 ``deactivate`` (pause training, e.g. while the robot drives), SIGUSR2 ``activate``.
+"""
+
+import signal
+
+SIGNAL_TRANSITIONS = {
+    signal.SIGINT: 'shutdown',
+    signal.SIGTERM: 'shutdown',
+    signal.SIGUSR1: 'deactivate',
+    signal.SIGUSR2: 'activate',
+}
+
+
+class SignalRequests:
+    """Collects transition requests from signals; ``take()`` hands them to the loop."""
+
+    def __init__(self):
+        self._pending = []
+        self.shutdown_requested = False
+
+    def install(self) -> 'SignalRequests':
+        """Install the handlers (main thread only); return self."""
+        for signum in SIGNAL_TRANSITIONS:
+            signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        transition = SIGNAL_TRANSITIONS[signum]
+        if transition == 'shutdown':
+            if self.shutdown_requested:
+                raise KeyboardInterrupt
+            self.shutdown_requested = True
+        self._pending.append(transition)
+
+    def request(self, transition: str) -> None:
+        """Queue a transition from code (tests, ROS 2 lifecycle services)."""
+        if transition == 'shutdown':
+            self.shutdown_requested = True
+        self._pending.append(transition)
+
+    def take(self) -> list:
+        """Return and clear the queued transitions, oldest first."""
+        out, self._pending = self._pending, []
+        return out

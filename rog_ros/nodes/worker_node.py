@@ -1,0 +1,150 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+WorkerNode: one robot's training process (WorkerEngine + workload + bus + wall clock).
+
+Holds no protocol logic: the engine decides what to send and when to compute; this class
+runs the real forward/backward pass when asked, shapes its uplink with the emulated link,
+publishes TrainStatus and follows the lifecycle (``inactive`` = paused: the protocol keeps
+running, no new computation starts).
+"""
+
+import time
+
+import torch
+
+from rog_ros.nodes import lifecycle as lc
+from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
+from rog_ros.nodes.connect import open_bus, wait_matched
+from rog_ros.nodes.driver import EngineDriver
+from rog_ros.nodes.outbox import Outbox
+from rog_ros.nodes.routing import TRAIN_STATUS, worker_inbox, worker_outbox
+from rog_ros.nodes.signals import SignalRequests
+from rog_ros.protocol.messages import SERVER, TrainStatus
+from rog_ros.protocol.worker import WorkerEngine
+
+STATUS_PERIOD_S = 0.5
+
+
+class WorkerNode:
+    """
+    A worker: ``configure()``, ``activate()``, ``spin()``, ``shutdown()``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Fleet, link and worker options (see ``rog_ros.nodes.rog_worker``).
+    requests : SignalRequests, optional
+        Where lifecycle requests come from (signals, tests).
+
+    """
+
+    def __init__(self, args, requests=None):
+        self.args = args
+        self.rank = args.rank
+        self.requests = requests or SignalRequests()
+        self.life = lc.Lifecycle(on_change=lambda old, new, tr: self._publish_status())
+        self.bus = None
+        self.engine = None
+        self.compute_s = 0.0
+        self.loss = float('nan')
+        self.started_at = None
+        self._status_at = 0.0
+        self._progress_at = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+    def configure(self) -> None:
+        """Build model, engine, bus and emulated link; create every endpoint."""
+        a = self.args
+        tr = build_training(a)
+        self.engine = WorkerEngine(self.rank, a.workers, tr.layout, tr.codec, tr.policy, tr.w0,
+                                   momentum=tr.workload.momentum, chunk_bytes=a.chunk_bytes,
+                                   window=a.window)
+        self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
+        tr.layout.bind(self.model, self.engine.w)
+        self.params = list(self.model.parameters())
+        self.batches = self.workload.worker_batches(self.rank, a.workers, a.seed)
+        link = link_for(a.trace, self.rank, a.workers, a.seed, a.trace_scale)
+        epoch = epoch_to_monotonic(a.epoch)
+        self.outbox = Outbox({SERVER: shaper_for(link, epoch, a.burst_bytes)} if link else {})
+        self.bus = open_bus(a.bus, a.namespace)
+        for topic in worker_inbox(self.rank):
+            self.bus.subscribe(topic)
+        for topic in worker_outbox() + [TRAIN_STATUS]:
+            self.bus.advertise(topic)
+        self.driver = EngineDriver(self.bus, self.engine, self.outbox, compute=self._compute,
+                                   may_compute=lambda: self.life.training)
+        self.life.trigger('configure')
+
+    def activate(self) -> bool:
+        """Wait for the server's endpoints, then start training; False if shut down first."""
+        topics = worker_inbox(self.rank) + worker_outbox()
+        waited = wait_matched(self.bus, topics, self.args.startup_timeout,
+                              keep_waiting=lambda: not self.requests.shutdown_requested)
+        if waited < 0:
+            return False
+        self.life.trigger('activate')
+        self.started_at = self._progress_at = time.monotonic()
+        self.driver.handle(self.engine.start(self.started_at), self.started_at)
+        return True
+
+    def spin(self) -> None:
+        """Run until the server stops training or a shutdown is requested."""
+        while not self.driver.stopped:
+            for transition in self.requests.take():
+                self.life.request(transition)
+            if self.life.finished:
+                return
+            self.driver.step()
+            progress = max(self.driver.last_receive or 0.0, self._progress_at)
+            waiting = self.driver.compute_at is None    # for the server, not for the robot
+            if waiting and time.monotonic() - progress > self.args.server_timeout:
+                raise TimeoutError(f'worker {self.rank}: no message from the server for '
+                                   f'{self.args.server_timeout:.0f} s (engine state '
+                                   f'{self.engine.state}, clock {self.engine.clock})')
+            if time.monotonic() - self._status_at > STATUS_PERIOD_S:
+                self._publish_status()
+
+    def shutdown(self) -> None:
+        """Leave: final status, release the bus. Idempotent."""
+        if self.bus is None:
+            return
+        self.life.request('shutdown')
+        try:
+            deadline = time.monotonic() + 1.0   # let released messages (final acks) go out
+            while self.outbox.pending() and time.monotonic() < deadline:
+                self.driver.flush(time.monotonic())
+                time.sleep(0.01)
+            for _ in range(3):                  # best effort topic: say it more than once
+                self._publish_status()
+                time.sleep(0.05)
+        finally:
+            self.bus.close()
+            self.bus = None
+
+    # ------------------------------------------------------------------ work
+    def _compute(self, clock: int) -> torch.Tensor:
+        """One real forward/backward pass on this worker's data; the flat gradient."""
+        t0 = time.monotonic()
+        for p in self.params:
+            p.grad = None
+        loss = self.workload.loss(self.model, next(self.batches))
+        loss.backward()
+        grad = self.layout.flatten([p.grad if p.grad is not None else torch.zeros_like(p)
+                                    for p in self.params])
+        self._progress_at = time.monotonic()
+        self.compute_s += self._progress_at - t0
+        self.loss = float(loss.detach())
+        self._publish_status()
+        return grad
+
+    def _publish_status(self) -> None:
+        if self.bus is None or self.engine is None:
+            return
+        now = time.monotonic()
+        self._status_at = now
+        wall = now - self.started_at if self.started_at else 0.0
+        e = self.engine
+        self.bus.publish(TRAIN_STATUS, TrainStatus(
+            node=self.rank, stamp=time.time(), iteration=e.clock, loss=self.loss,
+            compute_s=self.compute_s, comm_s=max(0.0, wall - self.compute_s),
+            bytes_up=e.bytes_up, bytes_down=e.bytes_down, state=f'{self.life.state}:{e.state}'))

@@ -1,0 +1,82 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+On-disk cache of pre-trained starting checkpoints, keyed by workload options + code version.
+
+Pre-training takes tens of seconds; every simulator run, node start and test would otherwise
+repeat it. Entries are written atomically (temp file in the same folder, fsync, rename, fsync of
+the folder), so a crash or two processes building the same entry never leave a torn file: a
+reader sees either no entry or a complete one. Location: `$ROG_CACHE_DIR`, default
+`~/.cache/rog_ros`.
+"""
+import hashlib
+import json
+import os
+from pathlib import Path
+import tempfile
+
+import torch
+
+CACHE_ENV = 'ROG_CACHE_DIR'
+
+
+def cache_dir():
+    """Return the cache folder: `$ROG_CACHE_DIR`, else `~/.cache/rog_ros` (created on demand)."""
+    path = Path(os.environ.get(CACHE_ENV) or Path.home() / '.cache' / 'rog_ros')
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cache_key(name, options, code_version):
+    """Hash a workload name, its JSON-able options and code version to a 16-hex-digit key."""
+    text = json.dumps({'name': name, 'options': options, 'code': code_version},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def atomic_save(obj, path):
+    """`torch.save` to `path` so that the file appears complete or not at all."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a shared cache must be readable
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def load_or_build(name, options, code_version, build):
+    """
+    Return the cached object for (name, options, code_version), calling `build()` on a miss.
+
+    Parameters
+    ----------
+    name : str
+        Workload name; part of the file name so the cache folder stays readable.
+    options : dict
+        Every option that changes the result (JSON-able); part of the key.
+    code_version : str
+        Bumped by a workload whenever its data or training code changes results.
+    build : callable
+        `build() -> obj`, any object `torch.save` can store (tensors, dicts, numbers).
+
+    """
+    path = cache_dir() / f'{name}-{cache_key(name, options, code_version)}.pt'
+    if path.exists():
+        try:
+            return torch.load(path, map_location='cpu', weights_only=False)
+        except Exception:  # noqa: BLE001 - a corrupt entry is rebuilt, never fatal
+            path.unlink(missing_ok=True)
+    obj = build()
+    atomic_save(obj, path)
+    return obj

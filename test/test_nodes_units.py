@@ -1,0 +1,245 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+Pure parts of the nodes, without DDS or processes.
+
+Lifecycle, routing, outbox shaping, ROS argument stripping, link probes and the engine driver
+on a fake bus.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rog_ros.net.shaper import TokenBucketShaper
+from rog_ros.net.traces import Trace
+from rog_ros.nodes import lifecycle as lc
+from rog_ros.nodes import linkprobe, routing
+from rog_ros.nodes.driver import EngineDriver
+from rog_ros.nodes.outbox import Outbox
+from rog_ros.nodes.params import strip_ros_args
+from rog_ros.protocol import messages as m
+from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
+
+
+# ---------------------------------------------------------------------------------- lifecycle
+def test_lifecycle_follows_the_managed_node_graph():
+    # Prepare
+    seen = []
+    life = lc.Lifecycle(on_change=lambda old, new, tr: seen.append((tr, old, new)))
+    # Execute
+    life.trigger('configure')
+    life.trigger('activate')
+    assert life.training
+    life.trigger('deactivate')
+    paused = life.training
+    life.trigger('activate')
+    life.trigger('shutdown')
+    # Assert
+    assert not paused
+    assert life.finished and life.state == lc.FINALIZED
+    assert [s[0] for s in seen] == ['configure', 'activate', 'deactivate', 'activate',
+                                    'shutdown']
+    assert seen == life.history
+
+
+@pytest.mark.parametrize('state_path,transition', [
+    ([], 'activate'), (['configure'], 'deactivate'), (['configure', 'activate'], 'configure'),
+    (['shutdown'], 'activate'), (['shutdown'], 'shutdown')])
+def test_lifecycle_rejects_transitions_from_wrong_states(state_path, transition):
+    life = lc.Lifecycle()
+    for tr in state_path:
+        life.trigger(tr)
+    before = life.state
+    with pytest.raises(lc.LifecycleError):
+        life.trigger(transition)
+    assert life.state == before
+    assert life.request(transition) is False
+
+
+def test_lifecycle_unknown_transition_is_a_value_error():
+    with pytest.raises(ValueError):
+        lc.Lifecycle().trigger('explode')
+
+
+# ---------------------------------------------------------------------------------- routing
+def _chunk(dest_receiver=m.SERVER, n=100):
+    return m.RowChunk(transfer_id=1, seq=0, sender=0, receiver=dest_receiver,
+                      kind=m.KIND_GRAD, clock=1, payload=bytes(n))
+
+
+def test_routing_one_topic_per_direction_and_worker():
+    ack = m.TransferAck(transfer_id=1, sender=m.SERVER, receiver=2, seq=0)
+    sched = m.Schedule(worker=2, clock=1, push_deadline_s=-1.0)
+    assert routing.topic_for(m.SERVER, _chunk()) == 'up/chunks'
+    assert routing.topic_for(2, ack) == 'w2/acks'
+    assert routing.topic_for(2, sched) == 'w2/schedule'
+    inbox = set(routing.worker_inbox(2))
+    assert inbox == {'w2/chunks', 'w2/acks', 'w2/schedule', 'w2/versions'}
+    assert inbox.isdisjoint(routing.worker_inbox(1))
+    assert set(routing.server_outbox(3)) == set().union(*(routing.worker_inbox(r)
+                                                        for r in range(3)))
+    assert routing.worker_outbox() == routing.server_inbox() == ['up/chunks', 'up/acks']
+    with pytest.raises(ValueError):
+        routing.prefix(-5)
+
+
+# ---------------------------------------------------------------------------------- outbox
+def test_outbox_unshaped_releases_at_once_in_fifo_order():
+    box = Outbox()
+    for k in range(3):
+        box.put(0, 'w0/chunks', _chunk(0, k + 1), now=1.0)
+    got = box.due(1.0)
+    assert [len(msg.payload) for _, _, msg in got] == [1, 2, 3]
+    assert box.next_release() is None and box.pending() == 0
+
+
+def test_outbox_shaped_link_follows_the_trace_rate():
+    # Prepare: 1 Mbit/s = 125,000 B/s, bucket of 1000 B, messages of 10,000 B (wire size)
+    trace = Trace(np.array([0.0]), np.array([1.0]), 10.0)
+    box = Outbox({m.SERVER: TokenBucketShaper(trace, 1000)})
+    msg = _chunk(n=10_000 - _chunk(n=0).wire_size())
+    assert msg.wire_size() == 10_000
+    # Execute: 50 messages queued at t=0, then released as time goes by
+    for _ in range(50):
+        box.put(m.SERVER, 'up/chunks', msg, now=0.0)
+    released, t = [], 0.0
+    while box.pending():
+        t = box.next_release()
+        released += [(t, x) for x in box.due(t)]
+    # Assert: 500,000 B minus the 1000 B burst take (500,000 - 1000) / 125,000 s
+    assert math.isclose(released[-1][0], (500_000 - 1000 - 9_000) / 125_000, rel_tol=1e-6)
+    rate = 8 * 10_000 * 49 / (released[-1][0] - released[0][0]) / 1e6
+    assert rate == pytest.approx(1.0, rel=1e-6)
+    assert box.bytes_sent[m.SERVER] == 500_000
+
+
+def test_outbox_permanent_outage_is_reported_not_sent():
+    trace = Trace(np.array([0.0]), np.array([0.0]), 10.0)
+    box = Outbox({0: TokenBucketShaper(trace, 100)})
+    for _ in range(2):      # the first one spends the full bucket, the second never goes
+        box.put(0, 'w0/chunks', _chunk(0, 1000), now=0.0)
+    assert len(box.due(0.0)) == 1
+    assert box.stuck() and box.due(1e9) == []
+    assert box.drop(0) == 1 and box.pending() == 0
+
+
+# ---------------------------------------------------------------------------------- params
+def test_strip_ros_args_removes_every_ros_block():
+    argv = ['--rank', '1', '--ros-args', '-r', '__node:=w1', '--params-file', 'x.yaml', '--',
+            '--workers', '3', '--ros-args', '-p', 'a:=1']
+    assert strip_ros_args(argv) == ['--rank', '1', '--workers', '3']
+
+
+# ---------------------------------------------------------------------------------- probes
+NET_DEV = ('Inter-|   Receive    |  Transmit\n'
+           ' face |bytes    packets errs drop fifo frame compressed multicast|bytes    '
+           'packets errs drop fifo colls carrier compressed\n'
+           '    lo: 1000      10    0    0    0     0          0         0     2000      20  0  0'
+           '  0  0  0  0\n'
+           ' wlan0: 123456789 1000  0    0    0     0          0         0 987654321    900  0  0'
+           '  0  0  0  0\n')
+IW_LINK = """Connected to 11:22:33:44:55:66 (on wlan0)
+        SSID: lab
+        freq: 5180
+        signal: -57 dBm
+        rx bitrate: 390.0 MBit/s VHT-MCS 9 80MHz short GI VHT-NSS 1
+        tx bitrate: 433.3 MBit/s VHT-MCS 9 80MHz short GI VHT-NSS 1
+"""
+
+
+def test_parse_proc_net_dev_and_iw_link():
+    counters = linkprobe.parse_net_dev(NET_DEV)
+    assert counters == {'lo': (1000, 2000), 'wlan0': (123456789, 987654321)}
+    assert linkprobe.parse_iw_link(IW_LINK) == (433.3, -57.0)
+    assert linkprobe.parse_iw_link('Not connected.') == (-1.0, 0.0)
+
+
+def test_rate_meter_never_reports_negative_rates():
+    meter = linkprobe.RateMeter()
+    assert meter.update(0.0, 0, 0) == (0.0, 0.0)
+    assert meter.update(1.0, 125_000, 250_000) == pytest.approx((1.0, 2.0))
+    assert meter.update(2.0, 10, 10) == (0.0, 0.0)     # counter reset
+
+
+def test_read_counters_has_loopback():
+    assert 'lo' in linkprobe.read_counters()
+
+
+# ---------------------------------------------------------------------------------- driver
+class FakeBus:
+
+    def __init__(self):
+        self.published, self.inbox = [], []
+
+    def publish(self, topic, msg):
+        self.published.append((topic, msg))
+
+    def poll(self, timeout_s=0.0):
+        out, self.inbox = self.inbox, []
+        return out
+
+
+class FakeEngine:
+    """Answers every message with a Send back and asks for one computation."""
+
+    def __init__(self):
+        self.got, self.grads, self.ticks = [], [], 0
+        self.wake = None
+
+    def on_message(self, msg, now):
+        self.got.append(msg)
+        return [Send(m.SERVER, msg), StartCompute(clock=1, sleep_s=0.0), Log('x', 1.0)]
+
+    def on_tick(self, now):
+        self.ticks += 1
+        self.wake = None
+        return []
+
+    def next_wakeup(self):
+        return self.wake
+
+    def on_compute_done(self, grad, now):
+        self.grads.append(grad)
+        return [Stopped('done')]
+
+
+def test_driver_executes_actions_and_respects_pause():
+    # Prepare
+    bus, engine, clock = FakeBus(), FakeEngine(), [0.0]
+    paused, logs = [True], []
+    driver = EngineDriver(bus, engine, Outbox(), compute=lambda c: torch.ones(2),
+                          may_compute=lambda: not paused[0],
+                          on_log=lambda now, log: logs.append(log.name), clock=lambda: clock[0])
+    bus.inbox = [('w0/chunks', _chunk(0, 5))]
+    engine.wake = 0.0
+    # Execute: a message arrives while the node is paused
+    driver.step(0.0)
+    # Assert: echoed on the uplink topic, tick ran, no computation while paused
+    assert [t for t, _ in bus.published] == ['up/chunks']
+    assert engine.ticks == 1 and logs == ['x'] and engine.grads == []
+    # Execute: resume
+    paused[0] = False
+    driver.step(0.0)
+    # Assert
+    assert len(engine.grads) == 1 and driver.stopped
+
+
+def test_netmon_records_a_trace_that_load_trace_replays(tmp_path):
+    # Prepare
+    import subprocess
+    import sys
+    from rog_ros.net.traces import load_trace
+    out = tmp_path / 'rec.csv'
+    # Execute: emulated rate of worker 1 on an indoors link, 10 Hz for ~1.2 s, no bus
+    proc = subprocess.run([sys.executable, '-m', 'rog_ros.nodes.netmon', '--bus', 'none',
+                           '--interface', 'lo', '--nodes', '1', '--trace', 'indoors',
+                           '--workers', '3', '--record', str(out), '--record-source',
+                           'emulated', '--duration', '1.2'], capture_output=True, text=True,
+                          timeout=60)
+    # Assert
+    assert proc.returncode == 0, proc.stderr
+    trace = load_trace(out)
+    assert 8 <= len(trace) <= 14
+    assert 10.0 < float(trace.mbps.mean()) < 400.0        # indoors rates, not counters

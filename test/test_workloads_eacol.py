@@ -1,0 +1,150 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""
+Tests of the EACOL workload at a small size: checkpoint, corruption cost, adaptation, options.
+
+Sizes are cut down (6 classes, 250 pre-training steps) so the module runs in seconds; the
+defaults' numbers are measured by docs/workloads.md's benchmark, not here.
+"""
+import pickle
+
+import numpy as np
+import pytest
+from rog_ros import workloads
+from rog_ros.workloads import eacol as eacol_module
+from rog_ros.workloads.training import emulate_fleet
+import torch
+
+SMALL = {'num_classes': 6, 'pretrain_samples': 3000, 'adapt_samples': 1200, 'eval_samples': 300,
+         'pretrain_steps': 250, 'batch_size': 16}
+
+
+@pytest.fixture(scope='module')
+def cache_dir(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp('rog_cache')
+        mp.setenv('ROG_CACHE_DIR', str(path))
+        yield path
+
+
+@pytest.fixture(scope='module')
+def eacol(cache_dir):
+    return workloads.get('eacol', **SMALL)
+
+
+def test_interface_and_description(eacol):
+    d = eacol.describe()
+
+    assert eacol.name == 'eacol' and eacol.batch_size == 16
+    assert eacol.compute_time_s == pytest.approx(2.18)
+    assert d['classes'] == 6 and d['adaptation_samples'] == 1200
+    assert d['parameters'] == sum(p.numel() for p in eacol.make_model().parameters())
+    assert d['target_accuracy'] == pytest.approx(
+        d['accuracy_before'] + 0.5 * (d['clean_accuracy'] - d['accuracy_before']), abs=1e-3)
+
+
+def test_make_model_is_the_pretrained_checkpoint_every_time(eacol):
+    a, b = eacol.make_model(), eacol.make_model()
+    fresh = eacol_module.convmlp('cpu', num_classes=6, seed=0)
+
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert not all(torch.equal(p, q) for p, q in zip(a.parameters(), fresh.parameters()))
+    a.parameters().__next__().data.add_(1.0)  # models are independent copies
+    assert not torch.equal(next(a.parameters()), next(b.parameters()))
+
+
+def test_fog_costs_accuracy_and_evaluate_agrees(eacol):
+    d = eacol.describe()
+    live = eacol.evaluate(eacol.make_model())
+
+    assert d['clean_accuracy'] > 0.4  # pre-training learned the clean task (chance: 0.17)
+    assert d['accuracy_before'] <= d['clean_accuracy'] - 0.10
+    assert live['accuracy'] == pytest.approx(d['accuracy_before'])
+    assert 0 < live['loss'] < 20 and live['samples'] == 300
+
+
+def test_fleet_adaptation_recovers_half_the_loss(eacol):
+    history = emulate_fleet(eacol, n_workers=4, iterations=40, eval_every=40, seed=0)
+
+    assert history[-1][1]['accuracy'] >= eacol.target_accuracy
+
+
+def test_label_sorted_partitions_are_disjoint_label_ranges(eacol):
+    labels = [set(next(eacol.worker_batches(r, 3, seed=0))[1].tolist()) for r in range(3)]
+
+    assert labels[0] <= {0, 1} and labels[1] <= {2, 3} and labels[2] <= {4, 5}
+
+
+def test_cached_build_skips_pretraining(eacol, monkeypatch):
+    def boom(*args, **kwargs):
+        raise AssertionError('pre-training ran although the checkpoint is cached')
+
+    monkeypatch.setattr(eacol_module, 'pretrain', boom)
+    again = workloads.get('eacol', fresh=True, **SMALL)
+
+    assert again.target_accuracy == eacol.target_accuracy
+    assert all(torch.equal(p, q) for p, q in zip(again.make_model().parameters(),
+                                                 eacol.make_model().parameters()))
+
+
+@pytest.mark.parametrize('partition', ['dirichlet', 'pachinko'])
+def test_other_partitions(cache_dir, partition):
+    w = workloads.get('eacol', partition=partition, **SMALL)
+
+    parts = w.partition(4)
+    idx = torch.cat(parts)
+    assert len(idx) == len(torch.unique(idx)) and len(idx) >= 1100
+    assert all(len(p) > 0 for p in parts)
+
+
+def test_convmlp_m_option_has_the_papers_size(cache_dir):
+    w = workloads.get('eacol', model='convmlp-m', num_classes=20, pretrain_samples=64,
+                      adapt_samples=64, eval_samples=16, pretrain_steps=1, pretrain_batch=8)
+
+    d = w.describe()
+    # 16,948,804 with CIFAR-100's 100 classes; the head has 80 x 513 fewer with 20.
+    assert d['parameters'] == 16_948_804 - 80 * 513
+    assert d['parameter_tensors'] == 226
+
+
+def _write_cifar(root, n_train, n_test):
+    folder = root / 'cifar-100-python'
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for split, n in (('train', n_train), ('test', n_test)):
+        fine = (np.arange(n) % 100).tolist()
+        with open(folder / split, 'wb') as f:
+            pickle.dump({b'data': rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                         b'fine_labels': fine, b'coarse_labels': [x // 5 for x in fine]}, f)
+    with open(folder / 'meta', 'wb') as f:
+        pickle.dump({b'fine_label_names': [b'c%d' % i for i in range(100)],
+                     b'coarse_label_names': [b's%d' % i for i in range(20)]}, f)
+
+
+def test_cifar100_dataset_option(cache_dir, tmp_path):
+    _write_cifar(tmp_path, 400, 100)
+
+    w = workloads.get('eacol', dataset='cifar100', data_dir=tmp_path, pretrain_steps=2,
+                      eval_samples=50, partition='pachinko')
+
+    d = w.describe()
+    assert d['classes'] == 100 and d['adaptation_samples'] == 400
+    assert d['evaluation_samples'] == 50
+    assert sum(len(p) for p in w.partition(2)) == 400
+
+
+def test_fed_cifar100_dataset_option(cache_dir, tmp_path):
+    h5py = pytest.importorskip('h5py')
+    rng = np.random.default_rng(0)
+    for name, clients in (('train.h5', 8), ('test.h5', 2)):
+        with h5py.File(tmp_path / name, 'w') as f:
+            for c in range(clients):
+                f.create_dataset(f'examples/{c}/image',
+                                 data=rng.integers(0, 256, (10, 32, 32, 3), dtype=np.uint8))
+                f.create_dataset(f'examples/{c}/label', data=rng.integers(0, 100, 10))
+
+    w = workloads.get('eacol', dataset='fed-cifar100', train_h5=tmp_path / 'train.h5',
+                      test_h5=tmp_path / 'test.h5', partition='clients', pretrain_steps=2)
+
+    parts = w.partition(4)
+    assert [len(p) for p in parts] == [20] * 4  # two whole clients of 10 images each
+    assert w.describe()['evaluation_samples'] == 20

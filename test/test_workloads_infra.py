@@ -1,0 +1,146 @@
+# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+"""Tests of the workload plumbing: registry, toy workload, partitions, equalisation, cache."""
+import os
+
+import pytest
+from rog_ros import workloads
+from rog_ros.workloads import cache
+from rog_ros.workloads.equalise import balance_batch_sizes, suggest_sleep
+from rog_ros.workloads.partition import (dirichlet_split, group_split, label_shards,
+                                         pachinko_clients)
+from rog_ros.workloads.training import emulate_fleet
+import torch
+
+
+def test_registry_builtins_get_and_register():
+    assert {'mpcol', 'eacol', 'toy'} <= set(workloads.names())
+    toy = workloads.get('toy', features=8, classes=3)
+    assert toy.name == 'toy' and toy.describe()['parameters'] == 8 * 3 + 3
+
+    workloads.register('my-toy', lambda **kw: workloads.get('toy', **kw))
+    try:
+        assert 'my-toy' in workloads.names()
+        assert workloads.get('my-toy', classes=5).describe()['classes'] == 5
+    finally:
+        workloads._FACTORIES.pop('my-toy')
+    with pytest.raises(KeyError, match='unknown workload'):
+        workloads.get('nope')
+
+
+def test_get_reuses_built_workloads_unless_fresh():
+    a = workloads.get('toy', seed=3)
+
+    assert workloads.get('toy', seed=3) is a
+    assert workloads.get('toy', seed=4) is not a
+    fresh = workloads.get('toy', fresh=True, seed=3)
+    assert fresh is not a and fresh.target_accuracy == a.target_accuracy
+
+
+def test_toy_workload_interface_and_learning():
+    toy = workloads.get('toy')
+    a, b = toy.make_model(), toy.make_model()
+    batches = toy.worker_batches(rank=1, n_workers=4, seed=7)
+    x, y = next(batches)
+    again = next(toy.worker_batches(rank=1, n_workers=4, seed=7))
+
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert x.shape == (toy.batch_size, 16) and torch.equal(x, again[0])
+    # Label-sorted shards: worker 1 of 4 sees only label 1 (4 classes).
+    assert set(y.tolist()) == {1}
+    assert toy.loss(a, (x, y)).dim() == 0
+    history = emulate_fleet(toy, n_workers=4, iterations=30, eval_every=30, seed=0)
+    assert history[0][1]['accuracy'] < 0.6
+    assert history[-1][1]['accuracy'] >= toy.target_accuracy
+
+
+def test_worker_batches_cover_partition_each_epoch():
+    toy = workloads.get('toy', pool=256, batch_size=16)
+    part = toy.partition(4)[2]
+    stream = toy.worker_batches(2, 4, seed=0)
+    seen = torch.cat([next(stream)[0] for _ in range(len(part) // 16)])
+
+    assert len(seen) == len(part)
+    assert torch.equal(torch.sort(seen[:, 0]).values, torch.sort(toy._train_x[part, 0]).values)
+
+
+def test_label_shards_are_contiguous_label_ranges():
+    labels = torch.arange(1000) % 100
+
+    shards = label_shards(labels, 4)
+
+    assert [len(s) for s in shards] == [250] * 4
+    for k, s in enumerate(shards):
+        assert set(labels[s].tolist()) == set(range(25 * k, 25 * k + 25))
+
+
+def test_dirichlet_split_is_a_partition_and_skewed():
+    labels = torch.arange(5000) % 10
+
+    parts = dirichlet_split(labels, 4, alpha=0.1, seed=1)
+    again = dirichlet_split(labels, 4, alpha=0.1, seed=1)
+
+    allidx = torch.cat(parts)
+    assert len(allidx) == 5000 and len(torch.unique(allidx)) == 5000
+    assert all(torch.equal(p, q) for p, q in zip(parts, again))
+    # alpha = 0.1: most of each worker's data comes from few classes.
+    top = [torch.bincount(labels[p], minlength=10).sort(descending=True).values[:3].sum()
+           / len(p) for p in parts if len(p)]
+    assert min(top) > 0.5  # IID would give 0.3
+
+
+def test_pachinko_clients_sizes_and_coarse_skew():
+    labels = torch.arange(10000) % 100
+    coarse_of_fine = torch.arange(100) // 5
+
+    client = pachinko_clients(labels, coarse_of_fine, n_clients=50, per_client=100, seed=0)
+
+    assert torch.bincount(client[client >= 0]).tolist() == [100] * 50
+    # Dirichlet(0.1) over 20 coarse labels: a client's data sits in few super-classes.
+    shares = [torch.bincount(coarse_of_fine[labels[client == k]], minlength=20).max() / 100
+              for k in range(50)]
+    assert sum(shares) / 50 > 0.5
+    workers = group_split(client, 5)
+    assert [len(torch.unique(client[w])) for w in workers] == [10] * 5
+    assert sum(len(w) for w in workers) == 5000
+
+
+def test_suggest_sleep_equalises_to_slowest():
+    sleeps = suggest_sleep([1.1, 0.66, 0.58, 1.2])
+
+    assert sleeps == pytest.approx([0.1, 0.54, 0.62, 0.0])
+    with pytest.raises(ValueError):
+        suggest_sleep([1.0, -1.0])
+
+
+def test_balance_batch_sizes_equal_compute_time():
+    sec_per_sample = [0.09, 0.045, 0.0275, 0.09]
+
+    sizes = balance_batch_sizes(sec_per_sample, total_batch=58)
+
+    assert sum(sizes) == 58
+    times = [b * s for b, s in zip(sizes, sec_per_sample)]
+    assert max(times) - min(times) <= max(sec_per_sample) + 1e-9
+    assert balance_batch_sizes([1.0, 1.0], total_batch=3, min_batch=1) in ([2, 1], [1, 2])
+
+
+def test_cache_builds_once_and_writes_atomically(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    calls = []
+
+    def build():
+        calls.append(1)
+        return {'w': torch.arange(3)}
+
+    first = cache.load_or_build('unit', {'a': 1}, 'v1', build)
+    second = cache.load_or_build('unit', {'a': 1}, 'v1', build)
+    cache.load_or_build('unit', {'a': 2}, 'v1', build)
+    cache.load_or_build('unit', {'a': 1}, 'v2', build)
+
+    assert len(calls) == 3 and torch.equal(first['w'], second['w'])
+    files = sorted(os.listdir(tmp_path))
+    assert len(files) == 3 and all(f.startswith('unit-') and f.endswith('.pt') for f in files)
+    # A torn entry is rebuilt, not fatal.
+    (tmp_path / files[0]).write_bytes(b'garbage')
+    for opts, code in (({'a': 1}, 'v1'), ({'a': 2}, 'v1'), ({'a': 1}, 'v2')):
+        cache.load_or_build('unit', opts, code, build)
+    assert len(calls) == 4
