@@ -1,10 +1,24 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""The ``rog`` command: simulate, benchmark and inspect fleet training.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The ``rog`` command: simulate, benchmark and inspect fleet training.
 
     rog sim --toy [--systems bsp,ssp:4,rog:4]   protocol engines on a toy problem
     rog sim --workload mpcol --sync rog ...      one simulated run (summary.json, CSV)
     rog compare --workload mpcol --out DIR        systems x seeds, report and plots
-    rog bench overhead|codec                      what row granularity and DEFSGDM cost (JSON)
+    rog fleet --workload mpcol --sync rog ...     server, workers, netmon as real processes
+    rog bench overhead|codec|transport            what rows, DEFSGDM and DDS cost (JSON)
     rog trace gen|stats|plot                      bandwidth traces
 """
 
@@ -139,7 +153,7 @@ def _cmd_reproduce(args) -> int:
 
 def _add_bench(sub) -> None:
     p = sub.add_parser('bench', help='benchmarks (JSON on stdout)')
-    bsub = p.add_subparsers(dest='bench_command', metavar='{overhead,codec}')
+    bsub = p.add_subparsers(dest='bench_command', metavar='{overhead,codec,transport}')
     bsub.required = True
     o = bsub.add_parser('overhead', help='per-iteration cost of row granularity vs SSP')
     o.add_argument('--model', default='convmlp-m', help='convmlp-s|m|l (default convmlp-m)')
@@ -152,6 +166,15 @@ def _add_bench(sub) -> None:
                    help='model size (default: ConvMLP-M, 16,948,804)')
     c.add_argument('--repeats', type=int, default=5, help='timed repeats (default 5)')
     c.set_defaults(func=_cmd_bench_codec)
+    t = bsub.add_parser('transport', help='RowChunk goodput and latency over DDS and netns')
+    t.add_argument('--duration', type=float, default=3.0, help='seconds per measurement')
+    t.set_defaults(func=_cmd_bench_transport)
+
+
+def _cmd_bench_transport(args) -> int:
+    from rog_ros.experiments.bench_transport import bench_transport
+    print(json.dumps(bench_transport(args.duration), indent=2))
+    return 0
 
 
 def _cmd_bench_overhead(args) -> int:
@@ -183,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare(sub)
     _add_reproduce(sub)
     _add_bench(sub)
+    from rog_ros.experiments import cli_fleet
+    cli_fleet.add_parser(sub)
     from rog_ros.net import cli_trace
     cli_trace.add_parser(sub)
     return parser

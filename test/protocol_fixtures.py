@@ -1,9 +1,19 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """Helpers shared by the protocol tests: build a fleet of engines on a small model."""
 
 import random
-
-import torch
 
 from rog_ros.core.compress import Identity, ScaledSign
 from rog_ros.core.rows import RowLayout
@@ -11,6 +21,7 @@ from rog_ros.protocol.policies import make_policy
 from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.worker import WorkerEngine
 from rog_ros.sim.harness import Harness, LinkSpec, quadratic_problem
+import torch
 
 SHAPES = [(16, 3, 3, 3), (16,), (32, 16, 3, 3), (32,), (10, 32), (10,)]
 

@@ -1,14 +1,25 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """DEFSGDM scaled sign, Identity, error feedback, framing and momentum preconditioning."""
 
 import math
 
 import pytest
-import torch
-
-from rog_ros.core.compress import Identity, MomentumPreconditioner, ScaledSign, frame, unframe
+from rog_ros.core.compress import frame, Identity, MomentumPreconditioner, ScaledSign, unframe
 from rog_ros.core.compress.scaled_sign import pack_signbits, unpack_signs
 from rog_ros.core.rows import RowLayout
+import torch
 
 SHAPES = [(8, 3, 3, 3), (8,), (16, 8, 3, 3), (16,), (10, 144), (10,), (7,)]
 

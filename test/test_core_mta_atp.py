@@ -1,11 +1,22 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """MTA rules, urgency, priority order, mandatory prefix and budgets."""
 
 import pytest
-import torch
-
 from rog_ros.core.atp import Ewma, infinite_mask, mta_time, priority_order
-from rog_ros.core.mta import PAPER_TABLE, mandatory_rows, mta, row_budget
+from rog_ros.core.mta import mandatory_rows, mta, PAPER_TABLE, row_budget
+import torch
 
 
 def test_paper_table():

@@ -1,4 +1,16 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """msg/*.msg against messages.py: parsing, field mapping, constants, type names, RIHS01."""
 
 import dataclasses
@@ -58,7 +70,8 @@ def test_constants_equal_messages_py():
     consts = {c.name: c.value for c in idl.msg_def('RowChunk').constants}
     assert consts == {'SERVER': m.SERVER, 'KIND_GRAD': m.KIND_GRAD,
                       'KIND_UPDATE': m.KIND_UPDATE, 'FLAG_END': m.FLAG_END,
-                      'FLAG_FRAGMENT': m.FLAG_FRAGMENT}
+                      'FLAG_FRAGMENT': m.FLAG_FRAGMENT,
+                      'FLAG_REQUEST': m.FLAG_REQUEST}
 
 
 def test_parser_handles_the_msg_grammar():

@@ -1,4 +1,16 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """
 Pure parts of the nodes, without DDS or processes.
 
@@ -10,8 +22,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
-
 from rog_ros.net.shaper import TokenBucketShaper
 from rog_ros.net.traces import Trace
 from rog_ros.nodes import lifecycle as lc
@@ -21,6 +31,7 @@ from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import strip_ros_args
 from rog_ros.protocol import messages as m
 from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
+import torch
 
 
 # ---------------------------------------------------------------------------------- lifecycle

@@ -1,16 +1,28 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""Exactly-once accounting under lost, duplicated and late messages (DESIGN section 4).
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Exactly-once accounting under lost, duplicated and late messages (DESIGN section 4).
 
 Worker side: everything computed == delivered + accumulated + error (rows in flight still sit
 in the accumulator until the server's final ack). Server side, once the network is quiet:
 every worker's model == w_srv + G[r] + E[r], i.e. no update was applied twice or lost.
 """
 
-import pytest
-import torch
-
 from protocol_fixtures import build, random_faults
+import pytest
 from rog_ros.protocol.messages import RowChunk, TransferAck
+import torch
 
 
 def check_invariants(harness, server, workers):

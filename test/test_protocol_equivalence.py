@@ -1,13 +1,24 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """Rog with MTA 1 and no deadline is SSP; SSP with S=0 is BSP; BSP + Identity is sync SGD."""
-
-import torch
 
 from protocol_fixtures import build
 from rog_ros.protocol.policies import bsp, rog, ssp
+import torch
 
-BIG_CHUNKS = dict(chunk_bytes=1 << 24, window=64, bandwidths=(1e15,) * 4,
-                  compute=(0.10, 0.13, 0.17, 0.29))
+BIG_CHUNKS = {'chunk_bytes': 1 << 24, 'window': 64, 'bandwidths': (1e15,) * 4,
+              'compute': (0.10, 0.13, 0.17, 0.29)}
 
 
 def final_params(harness, workers, layout):

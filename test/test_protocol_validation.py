@@ -1,16 +1,27 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """Malformed or foreign messages are rejected, counted, and change nothing."""
 
 import dataclasses
 
 import numpy as np
-import pytest
-import torch
-
 from protocol_fixtures import build
+import pytest
 from rog_ros.protocol.actions import Log
 from rog_ros.protocol.messages import (
-    FLAG_FRAGMENT, KIND_GRAD, SERVER, RowChunk, Schedule, TransferAck)
+    FLAG_FRAGMENT, KIND_GRAD, RowChunk, Schedule, SERVER, TransferAck)
+import torch
 
 
 def state(server):
@@ -27,16 +38,16 @@ def good_chunk(layout):
 
 
 BAD = {
-    'schema': dict(schema_version=99),
-    'codec': dict(codec=0),
-    'row out of range': dict(row_ranges=np.array([0, 10**6], np.uint32)),
-    'reversed range': dict(row_ranges=np.array([5, 2], np.uint32)),
-    'short payload': dict(payload=b'\x00'),
-    'nan scale': dict(scales=np.array([np.nan], np.float32)),
-    'bad tensor id': dict(tensor_ids=np.array([9999], np.uint32)),
-    'fragment of two rows': dict(flags=FLAG_FRAGMENT, row_ranges=np.array([0, 2], np.uint32)),
-    'unknown sender': dict(sender=17),
-    'wrong kind': dict(kind=1),
+    'schema': {'schema_version': 99},
+    'codec': {'codec': 0},
+    'row out of range': {'row_ranges': np.array([0, 10**6], np.uint32)},
+    'reversed range': {'row_ranges': np.array([5, 2], np.uint32)},
+    'short payload': {'payload': b'\x00'},
+    'nan scale': {'scales': np.array([np.nan], np.float32)},
+    'bad tensor id': {'tensor_ids': np.array([9999], np.uint32)},
+    'fragment of two rows': {'flags': FLAG_FRAGMENT, 'row_ranges': np.array([0, 2], np.uint32)},
+    'unknown sender': {'sender': 17},
+    'wrong kind': {'kind': 1},
 }
 
 

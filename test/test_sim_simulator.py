@@ -1,13 +1,24 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """The trace-driven simulator: deterministic, complete summaries, real training."""
 
 import json
 import os
 
 import pytest
-
 from rog_ros.experiments.compare import compare
-from rog_ros.sim.simulator import SimConfig, make_traces, simulate
+from rog_ros.sim.simulator import make_traces, SimConfig, simulate
 
 SUMMARY_KEYS = {'system', 'staleness', 'workers', 'trace', 'seed', 'iterations', 'sim_time_s',
                 'target_accuracy', 'time_to_target_s', 'final_accuracy', 'stall_cost',

@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""ATP (adaptive transmission protocol): urgency, priority order and the MTA-time deadline.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+ATP (adaptive transmission protocol): urgency, priority order and the MTA-time deadline.
 
 specs/rog.md 5.2-5.6. Urgency is how close a row is to triggering the staleness threshold:
 uplink, the number of iterations the worker has withheld the row (``n[i]``); downlink, the
@@ -29,7 +42,8 @@ def infinite_mask(urgency: torch.Tensor, staleness: int, convention: str = 'gt'
 def priority_order(urgency: torch.Tensor, magnitude: torch.Tensor, infinite: torch.Tensor,
                    use_magnitude: bool = True, multiply: bool = True,
                    candidates: torch.Tensor | None = None) -> torch.Tensor:
-    """Row ids in transmission order (most important first), deterministic.
+    """
+    Row ids in transmission order (most important first), deterministic.
 
     Order: infinite rows first (larger urgency, then larger magnitude); then finite rows by
     priority, descending, where priority = urgency x magnitude if ``multiply`` (gradient rows)
@@ -47,6 +61,7 @@ def priority_order(urgency: torch.Tensor, magnitude: torch.Tensor, infinite: tor
         True: priority = urgency x magnitude (uplink); False: urgency, ties by magnitude.
     candidates : Tensor [K] long, optional
         Only these rows (ascending ids) take part, e.g. rows with new data on the downlink.
+
     """
     if candidates is not None:
         urgency, magnitude, infinite = urgency[candidates], magnitude[candidates], \
@@ -61,7 +76,8 @@ def priority_order(urgency: torch.Tensor, magnitude: torch.Tensor, infinite: tor
 
 
 def mta_time(mandatory_bytes: torch.Tensor, throughput_bps: torch.Tensor) -> float:
-    """MTA time: how long the slowest link needs for its mandatory prefix (seconds).
+    """
+    MTA time: how long the slowest link needs for its mandatory prefix (seconds).
 
     Non-stragglers keep sending for this long, so all links finish together (spec 5.6).
     ``throughput_bps`` entries <= 0 (unknown) are ignored; returns 0 when none is known.
@@ -84,7 +100,8 @@ def deadline_rows_estimate(budget_s: float, throughput_bps: float, row_bytes: to
 
 
 class Ewma:
-    """Throughput estimate from acknowledged bytes over time (EWMA of per-transfer rates).
+    """
+    Throughput estimate from acknowledged bytes over time (EWMA of per-transfer rates).
 
     ``alpha`` weighs the newest sample; 0.5 follows Wi-Fi swings within two transfers while
     smoothing single outliers. ``value_bps`` is 0 until the first sample (unknown).

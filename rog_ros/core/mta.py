@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""MTA (minimum transmission amount): the fraction of rows a sender must push per iteration.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+MTA (minimum transmission amount): the fraction of rows a sender must push per iteration.
 
 Paper (specs/rog.md 5.4): with staleness threshold S and rows left out at random, a row survives
 S-1 transfers with probability (1-P)^(S-1); requiring that to be below P gives Table 1. The
@@ -32,7 +45,8 @@ def _root(exponent: int) -> float:
 
 
 def mta(staleness: int, rule: str = 'paper_table', mta_at_one: float = 0.5) -> float:
-    """Minimum fraction of rows to transmit per transfer for threshold ``staleness``.
+    """
+    Minimum fraction of rows to transmit per transfer for threshold ``staleness``.
 
     Parameters
     ----------
@@ -45,6 +59,7 @@ def mta(staleness: int, rule: str = 'paper_table', mta_at_one: float = 0.5) -> f
     mta_at_one : float, default 0.5
         MTA(1) for the printed rules, whose equation has no root below 1 there: the paper's
         text says 0.5, the artifact uses 1.0.
+
     """
     if rule not in RULES:
         raise ValueError(f'unknown MTA rule {rule!r}; choose one of {RULES}')
@@ -75,7 +90,11 @@ def mandatory_rows(n_rows: int, mta_fraction: float, n_infinite: int) -> int:
 
 
 def row_budget(q: float, mta_fraction: float, n_rows: int) -> int:
-    """The q x MTA row budget (specs/rog.md 5.5): q = own throughput / slowest throughput."""
+    """
+    Return the q x MTA row budget (specs/rog.md 5.5).
+
+    q = own throughput / slowest throughput.
+    """
     if q < 1.0:
         q = 1.0
     return min(int(n_rows), int(math.ceil(q * mta_fraction * n_rows - 1e-9)))

@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""Chunk planning: cut an ordered list of encoded rows into payloads of at most ``cap`` bytes.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Chunk planning: cut an ordered list of encoded rows into payloads of at most ``cap`` bytes.
 
 Rows keep their priority order across chunks (so stopping at a deadline sends a priority
 prefix); inside a chunk they are sorted by id so that ids compress into ranges. A row larger
@@ -17,7 +30,8 @@ DEFAULT_CHUNK_BYTES = 16 * 1024
 
 @dataclass(frozen=True)
 class ChunkPlan:
-    """Chunk k holds ranks ``[rank_lo[k], rank_hi[k])`` of the ordered rows.
+    """
+    Chunk k holds ranks ``[rank_lo[k], rank_hi[k])`` of the ordered rows.
 
     A fragment chunk holds one row (``rank_hi = rank_lo + 1``) and the byte range
     ``[frag_offset[k], frag_offset[k] + frag_len[k])`` of it; whole-row chunks have
@@ -34,8 +48,12 @@ class ChunkPlan:
         return int(self.rank_lo.size)
 
     def chunks_covering(self, n_ranks: int) -> int:
-        """Number of leading chunks needed so that ranks [0, n_ranks) are all sent: every
-        chunk that starts below ``n_ranks`` (all fragments of a large row included)."""
+        """
+        Return the number of leading chunks needed so that ranks [0, n_ranks) are all sent.
+
+        That is every chunk that starts below ``n_ranks`` (all fragments of a large row
+        included).
+        """
         if n_ranks <= 0:
             return 0
         return int(np.searchsorted(self.rank_lo, n_ranks, side='left'))
@@ -43,7 +61,8 @@ class ChunkPlan:
 
 def plan_chunks(row_nbytes_ordered: np.ndarray, cap: int = DEFAULT_CHUNK_BYTES,
                 boundary: int = 0) -> ChunkPlan:
-    """Greedy packing of rows (already in transmission order) into chunks of <= cap bytes.
+    """
+    Greedy packing of rows (already in transmission order) into chunks of <= cap bytes.
 
     ``boundary`` (e.g. the mandatory prefix length) starts a new chunk at that rank, so the
     mandatory chunks carry exactly the mandatory rows and no optional ones.

@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""RowLayout: how a model's parameter tensors are cut into rows, and vectorised row access.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+RowLayout: how a model's parameter tensors are cut into rows, and vectorised row access.
 
 Rule (DESIGN section 4, specs/rog.md 2.2): every slice along dim 0 of a tensor with >= 2
 dims is a row; a 1-D tensor is one row; optionally any tensor with fewer than
@@ -41,7 +54,8 @@ class RowGroup:
 
 
 class RowLayout:
-    """Rows of a list of tensor shapes; row ids and flat offsets in length-grouped order.
+    """
+    Rows of a list of tensor shapes; row ids and flat offsets in length-grouped order.
 
     Parameters
     ----------
@@ -51,6 +65,7 @@ class RowLayout:
         Tensors with fewer elements than this form one row (0 disables; artifact: 1000).
     whole_model : bool, default False
         One scheduling row for the whole model (SSP/BSP granularity).
+
     """
 
     def __init__(self, shapes: Sequence[Sequence[int]], small_tensor_threshold: int = 0,
@@ -118,7 +133,7 @@ class RowLayout:
         return torch.cat(parts, out=out)
 
     def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
-        """Views of ``flat`` with the original shapes, in model order (no copy)."""
+        """Return views of ``flat`` with the original shapes, in model order (no copy)."""
         self._check_flat(flat)
         return [flat[s:s + n].view(shape) for s, n, shape in
                 zip(self.tensor_start.tolist(), self.tensor_numel.tolist(), self.shapes)]
@@ -141,7 +156,8 @@ class RowLayout:
 
     # ----------------------------------------------------------------- per-row reductions
     def tensor_row_abs_sum(self, flat: torch.Tensor) -> torch.Tensor:
-        """Sum of |x| over every tensor row (dim-0 slice), shape [n_tensor_rows].
+        """
+        Sum of |x| over every tensor row (dim-0 slice), shape [n_tensor_rows].
 
         Identical bits whichever granularity holds the data (see LONG_ROW).
         """

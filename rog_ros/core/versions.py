@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""VersionTable: per-row, per-worker versions and the RSP / SSP / BSP staleness predicate.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+VersionTable: per-row, per-worker versions and the RSP / SSP / BSP staleness predicate.
 
 ``v[i, s]`` is the newest iteration (clock) of worker s whose row-i gradient is included.
 Worker r at clock c may start iteration c+1 iff ``c - v[i, s] <= S`` for every row i and
@@ -37,7 +50,7 @@ class VersionTable:
         return self.v < (int(clock) - int(staleness))
 
     def satisfied(self, clock: int, staleness: int) -> bool:
-        """True iff a worker at ``clock`` may start its next iteration (RSP predicate)."""
+        """Return True iff a worker at ``clock`` may start its next iteration (RSP predicate)."""
         return bool(self.v.min() >= int(clock) - int(staleness))
 
     def violating_pairs(self, clock: int, staleness: int) -> torch.Tensor:

@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""Benchmarks behind ``rog bench``: what row granularity and the codec cost, as JSON.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Benchmarks behind ``rog bench``: what row granularity and the codec cost, as JSON.
 
 Timing goals are checked here, not in unit tests (DESIGN section 8). Every benchmark prints
 one JSON object with its inputs, the machine's thread count and the figures.
@@ -7,14 +20,13 @@ one JSON object with its inputs, the machine's thread count and the figures.
 
 import time
 
-import torch
-
 from rog_ros.core.compress import make_codec
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.policies import layout_for, make_policy
 from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.worker import WorkerEngine
 from rog_ros.sim.harness import Harness, LinkSpec
+import torch
 
 
 def model_shapes(name: str) -> tuple[list, torch.nn.Module | None]:
@@ -135,7 +147,7 @@ def compute_seconds(model: torch.nn.Module, batch: int = 24, repeats: int = 3) -
 
 def bench_overhead(model: str = 'convmlp-m', n_workers: int = 4, staleness: int = 4,
                    iterations: int = 8, bandwidths_mbps=(40.0, 15.0, 80.0, 5.0)) -> dict:
-    """What row granularity costs: (rog_s - ssp_s) / compute_s (target < 0.05)."""
+    """Measure what row granularity costs: (rog_s - ssp_s) / compute_s (target < 0.05)."""
     shapes, module = model_shapes(model)
     bw = list(bandwidths_mbps) * (n_workers // len(bandwidths_mbps) + 1)
     rog = protocol_seconds(f'rog:{staleness}', shapes, n_workers, iterations, bw)

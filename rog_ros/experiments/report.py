@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""Markdown report and PNG plots of a comparison (``rog compare`` / ``rog reproduce``).
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Markdown report and PNG plots of a comparison (``rog compare`` / ``rog reproduce``).
 
 The table follows the artifact's outdoors-case0 table: time-to-target, final accuracy,
 seconds per iteration split into compute / communication / stall, stall cost, threshold
@@ -66,7 +79,7 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
     plots = write_plots(out, table, series, meta.get('target_accuracy'))
     lines = [f'# {title or "rog compare"}: {meta["workload"]} on {meta["trace"]}', '',
              f'{meta["workers"]} workers, seeds {meta["seeds"]}; mean ± std over seeds. '
-             'Simulated (virtual) time; compute charged from the workload\'s device profile.',
+             "Simulated (virtual) time; compute charged from the workload's device profile.",
              '', table_markdown(table), '', '## Ratios', '', ratios_markdown(table) or '-',
              '', '## Plots', '']
     lines += [f'![{name}]({os.path.basename(p)})' for name, p in plots]

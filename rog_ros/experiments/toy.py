@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""``rog sim --toy``: the protocol engines on a small convex problem, in virtual time.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+``rog sim --toy``: the protocol engines on a small convex problem, in virtual time.
 
 A first end-to-end look at BSP / SSP / Rog without any workload or network trace: four workers
 with links of different speeds fit a quadratic model over the in-memory harness. The table it
@@ -8,13 +21,12 @@ prints is real output of the engines (time, stalls, triggers, bytes, final loss)
 
 from dataclasses import dataclass
 
-import torch
-
 from rog_ros.core.compress import make_codec
 from rog_ros.protocol.policies import layout_for, make_policy
 from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.worker import WorkerEngine
 from rog_ros.sim.harness import Harness, LinkSpec, quadratic_problem
+import torch
 
 TOY_SHAPES = [(64, 3, 3, 3), (64,), (128, 64, 3, 3), (128,), (256, 128), (256,), (10, 256),
               (10,)]

@@ -1,4 +1,16 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """
 Assembly: turn node parameters into the objects a node wires together.
 
@@ -13,13 +25,12 @@ import importlib
 import os
 import time
 
-import torch
-
 from rog_ros.core.compress import make_codec
 from rog_ros.net.shaper import TokenBucketShaper
 from rog_ros.net.traces import generate, load_trace, PRESETS, Trace
 from rog_ros.nodes.params import policy_spec
 from rog_ros.protocol.policies import layout_for, make_policy
+import torch
 
 CODEC = 'defsgdm'
 PRESET_DURATION_S = 600.0   # generated preset traces loop after this long

@@ -1,4 +1,16 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """
 WorkerNode: one robot's training process (WorkerEngine + workload + bus + wall clock).
 
@@ -10,8 +22,6 @@ running, no new computation starts).
 
 import time
 
-import torch
-
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.connect import open_bus, wait_matched
@@ -21,6 +31,7 @@ from rog_ros.nodes.routing import TRAIN_STATUS, worker_inbox, worker_outbox
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.messages import SERVER, TrainStatus
 from rog_ros.protocol.worker import WorkerEngine
+import torch
 
 STATUS_PERIOD_S = 0.5
 

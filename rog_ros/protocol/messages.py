@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""Protocol messages: Python dataclasses mirroring ``msg/*.msg`` field for field.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Protocol messages: Python dataclasses mirroring ``msg/*.msg`` field for field.
 
 The engines speak only these types. Transports (``rog_ros.transport``) convert them to and
 from ROS 2 / DDS samples; the simulator passes them as they are and charges ``wire_size()``
@@ -57,7 +70,8 @@ class MessageError(ValueError):
 
 @dataclass
 class RowChunk:
-    """One chunk of a row transfer (gradients up, aggregated updates down).
+    """
+    One chunk of a row transfer (gradients up, aggregated updates down).
 
     A transfer is a sequence of data chunks ``seq = 0, 1, ...`` followed by one chunk with
     ``FLAG_END``. Row ids within a data chunk are ascending and given as half-open ranges
@@ -91,7 +105,8 @@ class RowChunk:
 
 @dataclass
 class RowVersions:
-    """Versions ``V_i`` of the rows of one downlink transfer (Alg. 1 sends ``w_i, V_i``).
+    """
+    Versions ``V_i`` of the rows of one downlink transfer (Alg. 1 sends ``w_i, V_i``).
 
     Run-length encoded over ascending row ids: run k covers rows
     ``[run_starts[k], run_starts[k] + run_lengths[k])`` which all have the version vector
@@ -115,10 +130,14 @@ class RowVersions:
 
 @dataclass
 class TransferAck:
-    """Receiver -> sender. Per data chunk (``final=False``): drives flow control and
+    """
+    Receiver -> sender.
+
+    Per data chunk (``final=False``): drives flow control and
     throughput. Final (``final=True``, answer to FLAG_END): the authoritative list of chunks the
     receiver applied, as ascending half-open ``chunk_ranges``; only this moves rows from
-    *in flight* to *delivered* (exactly-once accounting)."""
+    *in flight* to *delivered* (exactly-once accounting).
+    """
 
     TYPE: ClassVar[str] = 'TransferAck'
     transfer_id: int

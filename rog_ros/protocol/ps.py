@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""ServerEngine: the sans-I/O parameter server shared by BSP, SSP and Rog (variant A).
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+ServerEngine: the sans-I/O parameter server shared by BSP, SSP and Rog (variant A).
 
 State (specs/rog.md 2.3, 4.3-4.4): per worker r the aggregated update not yet delivered to r
 (``G[r]``) and the downlink error-feedback buffer (``E[r]``); the row version table ``v``; per
@@ -20,8 +33,6 @@ really hold, never rows they have not received (artifact mistake 7.3.2).
 import math
 
 import numpy as np
-import torch
-
 from rog_ros.core.atp import Ewma, infinite_mask, mta_time, priority_order
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.mta import mandatory_rows, row_budget
@@ -30,11 +41,12 @@ from rog_ros.core.rows import RowLayout
 from rog_ros.core.versions import VersionTable
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
-    FLAG_END, FLAG_REQUEST, KIND_GRAD, KIND_UPDATE, SERVER, LinkStats, MessageError, RowChunk,
-    RowVersions, Schedule, TransferAck, check_schema)
+    check_schema, FLAG_END, FLAG_REQUEST, KIND_GRAD, KIND_UPDATE, LinkStats, MessageError,
+    RowChunk, RowVersions, Schedule, SERVER, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.policies.flown import SlotScheduler
 from rog_ros.protocol.transfer import OutgoingTransfer, Receiver
+import torch
 
 
 class _Downlink:
@@ -48,7 +60,8 @@ class _Downlink:
 
 
 class ServerEngine:
-    """Parameter-server engine.
+    """
+    Parameter-server engine.
 
     Parameters
     ----------
@@ -70,6 +83,7 @@ class ServerEngine:
         Stop the workers once all of them have pushed this many iterations.
     stall_warn_s : float
         A stall longer than this is reported with the rows and workers it waits for.
+
     """
 
     def __init__(self, layout: RowLayout, codec: RowCodec, policy: SyncPolicy, n_workers: int,
@@ -325,7 +339,11 @@ class ServerEngine:
         return out + self._sends(r, self.downlinks[r], tr.pump(now))
 
     def _sends(self, r: int, dl: _Downlink, chunks: list) -> list:
-        """Sends for downlink chunks; the transfer's RowVersions goes right before its END."""
+        """
+        Build the sends for downlink chunks.
+
+        The transfer's RowVersions goes right before its END.
+        """
         out = []
         for ch in chunks:
             if ch.flags & FLAG_END and not dl.versions_sent:

@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""Row transfers: the sender half (chunking, window, deadline) and the receiver half.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Row transfers: the sender half (chunking, window, deadline) and the receiver half.
 
 One transfer moves an ordered set of encoded rows from one node to another:
 
@@ -16,14 +29,13 @@ One transfer moves an ordered set of encoded rows from one node to another:
 """
 
 import numpy as np
-import torch
-
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.packing import ChunkPlan, DEFAULT_CHUNK_BYTES, plan_chunks
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.messages import (
-    FLAG_END, FLAG_FRAGMENT, MessageError, RowChunk, TransferAck, ids_from_ranges,
-    ranges_from_sorted, validate_ranges)
+    FLAG_END, FLAG_FRAGMENT, ids_from_ranges, MessageError, ranges_from_sorted, RowChunk,
+    TransferAck, validate_ranges)
+import torch
 
 
 def gather_segments(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -36,7 +48,7 @@ def gather_segments(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) ->
 
 
 def byte_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Indices of the bytes of segments ``[starts[k], starts[k]+lengths[k])``, in order."""
+    """Return the byte indices of segments ``[starts[k], starts[k]+lengths[k])``, in order."""
     total = int(lengths.sum())
     shift = starts - (np.cumsum(lengths) - lengths)
     return np.repeat(shift, lengths) + np.arange(total)
@@ -90,9 +102,13 @@ class OutgoingTransfer:
         return max(0, self.next_seq - self.n_acked - self.released)
 
     def may_send_more(self, now: float) -> bool:
-        """Mandatory chunks always; an optional chunk only if, at the estimated link rate, it
+        """
+        Return whether the next chunk may be sent now.
+
+        Mandatory chunks always; an optional chunk only if, at the estimated link rate, it
         is through before the deadline (so a straggler sends its mandatory prefix and no
-        more, and nothing queued at the deadline keeps draining after it)."""
+        more, and nothing queued at the deadline keeps draining after it).
+        """
         k = self.next_seq
         if k >= len(self.plan):
             return False
@@ -182,7 +198,7 @@ class OutgoingTransfer:
 
     # ------------------------------------------------------------------ acknowledgements
     def on_ack(self, ack: TransferAck, now: float) -> list[RowChunk]:
-        """A per-chunk ack: account throughput, open the window."""
+        """Handle a per-chunk ack: account throughput, open the window."""
         k = int(ack.seq)
         if self.finished or not 0 <= k < self.next_seq or self.acked[k]:
             return []           # late, duplicate or bogus: ignore
@@ -195,8 +211,12 @@ class OutgoingTransfer:
         return self.pump(now)
 
     def on_final(self, ack: TransferAck, now: float) -> np.ndarray | None:
-        """The receiver's authoritative answer; returns delivered row ids (ascending), or
-        None if this ack is not a valid final answer for this transfer."""
+        """
+        Handle the receiver's authoritative answer.
+
+        Returns delivered row ids (ascending), or None if this ack is not a valid final answer
+        for this transfer.
+        """
         if self.finished or self.end_sent_at is None:
             return None
         try:
@@ -318,7 +338,8 @@ class IncomingTransfer:
 
 
 class Receiver:
-    """All incoming transfers of one node: per-chunk acks, END handling, duplicate answers.
+    """
+    All incoming transfers of one node: per-chunk acks, END handling, duplicate answers.
 
     ``on_chunk`` returns the acks to send and, when an END closes a transfer, the closed
     transfer for the engine to apply *before* its final ack goes out (the ack is the promise

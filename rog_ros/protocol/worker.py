@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""WorkerEngine: the sans-I/O worker shared by BSP, SSP and Rog.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+WorkerEngine: the sans-I/O worker shared by BSP, SSP and Rog.
 
 Loop (specs/rog.md 4.1, Train -> Push -> Pull): compute a gradient, precondition it (DEFSGDM
 Nesterov momentum + weight decay), add it to the un-pushed accumulator ``A`` and age every row
@@ -19,8 +32,6 @@ The engine owns the flat parameter vector ``w``; bind a module to it with
 import math
 
 import numpy as np
-import torch
-
 from rog_ros.core.atp import Ewma, infinite_mask, priority_order
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.defsgdm import MomentumPreconditioner
@@ -29,14 +40,16 @@ from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
-    FLAG_REQUEST, KIND_GRAD, KIND_UPDATE, SERVER, MessageError, RowChunk, RowVersions, Schedule, TransferAck,
-    check_schema, ids_from_ranges)
+    check_schema, FLAG_REQUEST, ids_from_ranges, KIND_GRAD, KIND_UPDATE, MessageError, RowChunk,
+    RowVersions, Schedule, SERVER, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.transfer import OutgoingTransfer, Receiver
+import torch
 
 
 class WorkerEngine:
-    """Worker engine.
+    """
+    Worker engine.
 
     Parameters
     ----------
@@ -51,6 +64,7 @@ class WorkerEngine:
     track_conservation : bool
         Keep float64 running sums of everything computed and delivered, to check the
         conservation invariant in tests (costs two model-sized buffers).
+
     """
 
     def __init__(self, rank: int, n_workers: int, layout: RowLayout, codec: RowCodec,
@@ -109,7 +123,7 @@ class WorkerEngine:
         return [StartCompute(self.clock + 1, self.compute_sleep_s)]
 
     def on_compute_done(self, grad: torch.Tensor, now: float) -> list:
-        """A gradient (flat, layout order) for the iteration that StartCompute asked for."""
+        """Take a gradient (flat, layout order) for the iteration that StartCompute asked for."""
         if self.state != 'computing':
             raise RuntimeError(f'on_compute_done in state {self.state}')
         if grad.shape != self.w.shape:
@@ -339,11 +353,11 @@ class WorkerEngine:
 
     # ================================================================== diagnostics
     def local_staleness(self) -> int:
-        """max over rows and workers of clock - Vloc (the worker-side RSP view)."""
+        """Max over rows and workers of clock - Vloc (the worker-side RSP view)."""
         return int(self.clock - int(self.vloc.min()))
 
     def conservation_residual(self) -> float:
-        """max |computed - (delivered + A + e)|; in-flight rows still live in A + e."""
+        """Max |computed - (delivered + A + e)|; in-flight rows still live in A + e."""
         if not self.track:
             raise RuntimeError('construct the engine with track_conservation=True')
         rest = self.delivered_total + self.A.to(torch.float64)

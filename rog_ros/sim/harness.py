@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""A deterministic in-memory harness: 1 server + N worker engines, an event queue, no threads.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+A deterministic in-memory harness: 1 server + N worker engines, an event queue, no threads.
 
 Messages travel over per-direction FIFO links (``latency + bytes / bandwidth``, serialised, so a
 big transfer occupies its link); compute takes a fixed per-worker time. Everything happens in
@@ -11,22 +24,22 @@ The trace-driven simulator (``rog sim``) builds on the same loop with real link 
 harness is what the protocol tests and ``rog sim --toy`` use.
 """
 
+from dataclasses import dataclass, field
 import heapq
 import itertools
-from dataclasses import dataclass, field
 from typing import Callable
-
-import torch
 
 from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import SERVER
+import torch
 
 FaultHook = Callable[[object, int, int, float], list]
 
 
 @dataclass
 class LinkSpec:
-    """One direction of a link: fixed latency and bandwidth (bits/s), FIFO.
+    """
+    One direction of a link: fixed latency and bandwidth (bits/s), FIFO.
 
     Any object with ``transmit(start_s, nbytes) -> arrival_s`` (and optionally ``dropped()``)
     can stand in for it, e.g. ``rog_ros.net.links.FluidLink`` following a bandwidth trace; pass
@@ -55,7 +68,8 @@ class RunStats:
 
 
 class Harness:
-    """Drive a ServerEngine and WorkerEngines in virtual time.
+    """
+    Drive a ServerEngine and WorkerEngines in virtual time.
 
     Parameters
     ----------
@@ -69,6 +83,7 @@ class Harness:
         Worker->server and server->worker link of each worker.
     fault : FaultHook, optional
         Message fault injection (see module docstring).
+
     """
 
     def __init__(self, server, workers, grad_fn, compute_s=0.1, up=None, down=None,
@@ -213,7 +228,8 @@ class Harness:
 
 def quadratic_problem(n_workers: int, layout, seed: int = 0, noise: float = 0.1,
                       dtype=torch.float32):
-    """A small convex problem: worker r minimises 0.5*|w - t_r|^2 (+ gradient noise).
+    """
+    Build a small convex problem: worker r minimises 0.5*|w - t_r|^2 (+ gradient noise).
 
     Returns ``(grad_fn, optimum, loss_fn)`` in ``layout``'s flat order; targets and noise are
     drawn per tensor in model order, so two layouts of the same shapes see the same problem.

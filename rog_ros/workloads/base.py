@@ -1,4 +1,16 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """
 The Workload object: model, starting checkpoint, worker data, loss and metric in one place.
 
@@ -145,19 +157,25 @@ class Workload:
         return self._loss_fn(model(inputs), targets)
 
     @torch.no_grad()
-    def evaluate(self, model, chunk=2048):
+    def evaluate(self, model, chunk=2048, max_samples=None):
         """
         {'accuracy', 'loss', 'samples'} of `model` on the held-out adaptation-domain set.
 
         The model is put in eval mode and returned to its previous mode afterwards.
+        `max_samples` evaluates on an evenly strided subset of that size (the simulator's
+        frequent evaluations; strided, so sets stored in class or map order stay balanced).
         """
         was_training = model.training
         model.eval()
+        eval_x, eval_y = self._eval_x, self._eval_y
+        if max_samples is not None and int(max_samples) < len(eval_y):
+            pick = torch.linspace(0, len(eval_y) - 1, int(max_samples)).long()
+            eval_x, eval_y = eval_x[pick], eval_y[pick]
         try:
-            loss_sum, correct, n = 0.0, 0, len(self._eval_y)
+            loss_sum, correct, n = 0.0, 0, len(eval_y)
             for s in range(0, n, chunk):
-                out = model(self._transform(self._eval_x[s:s + chunk]))
-                y = self._eval_y[s:s + chunk]
+                out = model(self._transform(eval_x[s:s + chunk]))
+                y = eval_y[s:s + chunk]
                 loss_sum += float(self._loss_fn(out, y)) * len(y)
                 correct += int(self._correct_fn(out, y).sum())
         finally:

@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""RowCodec: the interface every row codec implements.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+RowCodec: the interface every row codec implements.
 
 A codec turns a flat vector ``p`` (layout order) into per-tensor ``scales`` and *row-aligned*
 bytes: each row occupies ``row_nbytes[i]`` bytes starting at ``row_byte_offset[i]``, rows in id
@@ -7,9 +20,8 @@ order, so any set of rows can be cut out and sent without re-encoding. ``quantiz
 values the receiver will decode, which error feedback needs (e = p - C(p)).
 """
 
-import torch
-
 from rog_ros.core.rows import RowLayout
+import torch
 
 
 class RowCodec:
@@ -18,7 +30,7 @@ class RowCodec:
     lossy: bool = True
 
     def row_nbytes(self, layout: RowLayout) -> torch.Tensor:
-        """Encoded bytes of every row, int64 [M]."""
+        """Return the encoded bytes of every row, int64 [M]."""
         raise NotImplementedError
 
     def scales(self, layout: RowLayout, p: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""Worker-side DEFSGDM preconditioning: Nesterov momentum and weight decay (specs/rog.md 6.4).
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Worker-side DEFSGDM preconditioning: Nesterov momentum and weight decay (specs/rog.md 6.4).
 
 The learning rate is *not* applied here: the server multiplies by lr/N when it aggregates,
 so a changed learning rate needs no re-scaling of the workers' accumulators.
@@ -9,7 +22,8 @@ import torch
 
 
 class MomentumPreconditioner:
-    """d = g + mu*m (Nesterov) or m (heavy ball), with m = mu*m + g, plus decoupled decay.
+    """
+    d = g + mu*m (Nesterov) or m (heavy ball), with m = mu*m + g, plus decoupled decay.
 
     Parameters
     ----------
@@ -20,6 +34,7 @@ class MomentumPreconditioner:
     weight_decay : float, default 5e-4
         Added as ``w * weight_decay / (1 - momentum)`` after momentum, as the artifact does, so
         that the decay's steady-state effect equals plain SGD's.
+
     """
 
     def __init__(self, n_params: int, momentum: float = 0.9, nesterov: bool = True,

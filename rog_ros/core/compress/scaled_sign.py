@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""Scaled sign: the DEFSGDM compressor (1 bit per element, one fp32 scale per tensor).
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Scaled sign: the DEFSGDM compressor (1 bit per element, one fp32 scale per tensor).
 
 C(v)_t = mean|v_t| * sign(v_t) for every parameter tensor t (Zheng et al., NeurIPS 2019;
 specs/rog.md 6). Each row is padded to whole bytes so that any row set can be cut out of one
@@ -11,10 +24,9 @@ Packing multiplies eight 0/1 bytes viewed as one int64 by a constant that gather
 byte; unpacking is a 256-entry lookup table. No float64 or per-element index temporaries.
 """
 
-import torch
-
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.rows import RowLayout
+import torch
 
 _GATHER = 0x0102040810204080   # (sum_k b_k << 8k) * this >> 56 == sum_k b_k << k
 _LUT = torch.tensor([[-1.0 if (i >> k) & 1 else 1.0 for k in range(8)] for i in range(256)],

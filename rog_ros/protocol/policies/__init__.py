@@ -1,7 +1,19 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """Synchronisation systems as policies of one engine pair: ``make_policy('rog:4')``."""
 
-from rog_ros.protocol.policies.base import SyncPolicy, layout_for
+from rog_ros.protocol.policies.base import layout_for, SyncPolicy
 from rog_ros.protocol.policies.bsp import bsp
 from rog_ros.protocol.policies.flown import flown
 from rog_ros.protocol.policies.rog import rog

@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""SyncPolicy: the knobs that distinguish BSP, SSP and Rog on the shared engines.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+SyncPolicy: the knobs that distinguish BSP, SSP and Rog on the shared engines.
 
 specs/rog.md 4.9: SSP is the Rog algorithm with one row per model, MTA = 1 and no deadline;
 BSP is SSP with S = 0. Keeping one engine pair makes the comparison strict: same codec, same
@@ -54,6 +67,6 @@ class SyncPolicy:
 
 
 def layout_for(policy: SyncPolicy, shapes) -> RowLayout:
-    """The RowLayout a policy synchronises: per-row, or one row for the whole model."""
+    """Return the RowLayout a policy synchronises: per-row, or one row for the whole model."""
     return RowLayout(shapes, small_tensor_threshold=policy.small_tensor_threshold,
                      whole_model=policy.whole_model)

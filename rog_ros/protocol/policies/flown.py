@@ -1,5 +1,18 @@
-# Copyright 2026 rog_ros maintainers. Licensed under the Apache License, Version 2.0.
-"""FLOWN as Rog's evaluation uses it: estimate-then-schedule whole-model transfers.
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+FLOWN as Rog's evaluation uses it: estimate-then-schedule whole-model transfers.
 
 specs/rog.md 7.3: the server owns K concurrent transfer slots (artifact: 2) and a FIFO queue of
 workers asking to push or pull. When a slot frees, a worker at the staleness limit
@@ -40,7 +53,8 @@ class SlotScheduler:
         self._seq = 0
 
     def request(self, worker: int, kind: str, clock: int, now: float) -> None:
-        """Queue a transfer (idempotent while queued: a repeated request keeps its place).
+        """
+        Queue a transfer (idempotent while queued: a repeated request keeps its place).
 
         A request may arrive while the same worker's previous transfer of that kind still
         holds a slot (e.g. its final ack is late); it waits until that slot is released.
