@@ -122,3 +122,20 @@ class Ewma:
             self.alpha * rate + (1.0 - self.alpha) * self.value_bps)
         self.samples += 1
         return self.value_bps
+
+
+class Smoothed:
+    """EWMA of a plain value (e.g. seconds per computation); ``value`` is 0 until observed."""
+
+    def __init__(self, alpha: float = 0.3):
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError(f'alpha must be in (0, 1], got {alpha}')
+        self.alpha = float(alpha)
+        self.value = 0.0
+        self.samples = 0
+
+    def update(self, x: float) -> float:
+        """Fold in one observation and return the smoothed value."""
+        self.value = x if self.samples == 0 else self.alpha * x + (1 - self.alpha) * self.value
+        self.samples += 1
+        return self.value

@@ -18,7 +18,8 @@ Parts (each a ``compare`` in its own sub-directory, so an interrupted run resume
 
 1. indoors and outdoors comparisons of BSP, SSP, FLOWN and Rog;
 2. threshold sensitivity: Rog and SSP at S = 2..8, 20, 30, 40;
-3. ablations of Rog-4: no importance ordering, no gradient magnitude, no MTA-time balancing.
+3. ablations of Rog-4: no importance ordering, no gradient magnitude, no MTA-time balancing,
+   and the paper's deadline without our compute-time floor.
 """
 
 import os
@@ -33,6 +34,7 @@ ABLATIONS = {
     'rog:4-no-ordering': {'ordering': False},
     'rog:4-no-magnitude': {'use_magnitude': False},
     'rog:4-no-mta-time': {'balance': 'none'},
+    'rog:4-paper-deadline': {'deadline_floor': 0.0},
 }
 
 

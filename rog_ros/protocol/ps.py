@@ -33,7 +33,7 @@ really hold, never rows they have not received (artifact mistake 7.3.2).
 import math
 
 import numpy as np
-from rog_ros.core.atp import Ewma, infinite_mask, mta_time, priority_order
+from rog_ros.core.atp import Ewma, Smoothed, infinite_mask, mta_time, priority_order
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.mta import mandatory_rows, row_budget
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
@@ -124,7 +124,9 @@ class ServerEngine:
         self._scratch = torch.empty(layout.n_params, dtype=dtype)
         self.slots = (SlotScheduler(policy.slots, policy.staleness)
                       if policy.scheduler == 'flown' else None)
-        self.link_estimate_bps = [0.0] * n_workers   # netmon's view (LinkStats), for FLOWN
+        self.link_estimate_bps = [0.0] * n_workers
+        self.compute_est = [Smoothed() for _ in range(n_workers)]   # seconds per computation
+        self._pull_done_at: list[float | None] = [None] * n_workers   # netmon's view (LinkStats), for FLOWN
         # metrics
         self.triggers = [0] * n_workers
         self.stall_time = [0.0] * n_workers
@@ -227,6 +229,10 @@ class ServerEngine:
             self.versions.stamp(s, mask, inc.clock)
         self.bytes_up += inc.bytes
         self.clock[s] = max(self.clock[s], inc.clock)
+        if self._pull_done_at[s] is not None and inc.first_time > self._pull_done_at[s]:
+            # from our update's final ack to the worker's next push: its computation
+            self.compute_est[s].update(inc.first_time - self._pull_done_at[s])
+            self._pull_done_at[s] = None
         out = [Send(s, self.receiver.final_ack(inc, chunk_ranges, now)),
                Log('push_applied', float(n_rows), s, {'clock': inc.clock, 'bytes': inc.bytes})]
         self.pending[s] = max(self.pending.get(s, 0), inc.clock)
@@ -358,7 +364,8 @@ class ServerEngine:
             return now
         mand = torch.tensor([self._mandatory_bytes(k_min)] * self.n, dtype=torch.float64)
         thr = torch.tensor([e.value_bps for e in self.thr_down], dtype=torch.float64)
-        return now + mta_time(mand, thr)
+        floor = self.policy.deadline_floor * self.compute_est[r].value
+        return now + max(mta_time(mand, thr), floor)
 
     def _push_deadline(self, r: int) -> float:
         """MTA time for worker r's next push (negative = no deadline: send everything)."""
@@ -395,6 +402,7 @@ class ServerEngine:
         if delivered is None:
             return []
         self._commit_downlink(r, dl, delivered)
+        self._pull_done_at[r] = now
         nbytes, secs = dl.transfer.throughput_sample()
         self.bytes_down += dl.transfer.bytes_sent
         if nbytes:

@@ -32,7 +32,7 @@ The engine owns the flat parameter vector ``w``; bind a module to it with
 import math
 
 import numpy as np
-from rog_ros.core.atp import Ewma, infinite_mask, priority_order
+from rog_ros.core.atp import Ewma, Smoothed, infinite_mask, priority_order
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.defsgdm import MomentumPreconditioner
 from rog_ros.core.mta import mandatory_rows
@@ -102,6 +102,8 @@ class WorkerEngine:
         self._grant_poke_at = 0.0                # FLOWN: when to repeat a slot request
         self.next_tid = 0
         self.thr_up = Ewma()
+        self.compute_est = Smoothed()    # seconds per computation
+        self._compute_started_at = 0.0
         self._d = torch.empty(layout.n_params, dtype=dtype)
         self._scratch = torch.empty(layout.n_params, dtype=dtype)
         self.track = track_conservation
@@ -119,7 +121,11 @@ class WorkerEngine:
         """Begin training: compute the first iteration."""
         if self.state != 'idle':
             return []
+        return self._compute(now)
+
+    def _compute(self, now: float) -> list:
         self.state = 'computing'
+        self._compute_started_at = now + self.compute_sleep_s
         return [StartCompute(self.clock + 1, self.compute_sleep_s)]
 
     def on_compute_done(self, grad: torch.Tensor, now: float) -> list:
@@ -131,9 +137,9 @@ class WorkerEngine:
                              f'{tuple(self.w.shape)}')
         if not math.isfinite(float(grad.sum())):
             # A diverged step must not poison the fleet: drop it, keep the clock.
-            self.state = 'computing'
-            return [Log('nonfinite_gradient', 1.0, self.rank),
-                    StartCompute(self.clock + 1, self.compute_sleep_s)]
+            return [Log('nonfinite_gradient', 1.0, self.rank)] + self._compute(now)
+        if now > self._compute_started_at:
+            self.compute_est.update(now - self._compute_started_at)
         d = self.precondition(grad, self.w, self._d)
         self.A += d
         if self.track:
@@ -215,7 +221,8 @@ class WorkerEngine:
         if self.push_deadline_s < 0 or pol.whole_model:
             deadline = math.inf
         else:
-            deadline = now + self.push_deadline_s
+            floor = pol.deadline_floor * self.compute_est.value
+            deadline = now + max(self.push_deadline_s, floor)
         rowbytes = self.codec.encode(layout, p, scales)
         self.next_tid += 1
         self.push = OutgoingTransfer(transfer_id=self.next_tid, sender=self.rank,
@@ -257,7 +264,7 @@ class WorkerEngine:
             return out + [Log('followup_push', 1.0, self.rank)] + self._start_push(now)
         self.state = 'pulling'
         self._pull_poke_at = now + 4 * self.end_timeout_s
-        return out + self._maybe_compute()
+        return out + self._maybe_compute(now)
 
     def _commit_push(self, delivered: np.ndarray) -> None:
         """Delivered rows: e = p - C(p), A = 0, n = 0. Others keep A, e and their age."""
@@ -328,7 +335,7 @@ class WorkerEngine:
         self._pull_poke_at = now + 4 * self.end_timeout_s
         out = [Send(SERVER, self.receiver.final_ack(inc, chunk_ranges, now)),
                Log('pull_applied', float(n_rows), self.rank)]
-        return out + self._maybe_compute()
+        return out + self._maybe_compute(now)
 
     def _apply_versions(self, msg: RowVersions, mask: torch.Tensor) -> None:
         starts = np.asarray(msg.run_starts, dtype=np.int64)
@@ -345,10 +352,9 @@ class WorkerEngine:
         keep = mask[rows_t]
         self.vloc[rows_t[keep]] = torch.from_numpy(vv)[keep]
 
-    def _maybe_compute(self) -> list:
+    def _maybe_compute(self, now: float) -> list:
         if self.state == 'pulling' and self.push is None and self.pulled_clock >= self.clock:
-            self.state = 'computing'
-            return [StartCompute(self.clock + 1, self.compute_sleep_s)]
+            return self._compute(now)
         return []
 
     # ================================================================== diagnostics

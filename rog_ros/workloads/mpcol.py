@@ -42,8 +42,9 @@ import torch
 CODE_VERSION = 'mpcol-2'
 # Assumed Jetson Xavier NX seconds per MPCOL iteration (the paper gives none). Our MPCOL is
 # supervised imitation, so an iteration is the 0.8 M-parameter policy's forward/backward on
-# 64 samples plus DEFSGDM compression, about 0.1-0.2 s on the NX GPU: 0.15 s.
-XAVIER_NX_SECONDS = 0.15
+# 64 samples (about 10 ms on the NX GPU) plus batch preparation and DEFSGDM compression: we
+# assume 0.1 s.
+XAVIER_NX_SECONDS = 0.1
 
 
 def _samples(obstacles, first_map, per_map, g, min_distance=1):
@@ -165,7 +166,7 @@ def make_mpcol(known=('clutter', 'pillars', 'rooms'), new='maze', size=32, radiu
     target_fraction, target_accuracy : float
         Target = before + fraction x (known - before), unless `target_accuracy` is given.
     compute_time_s : float
-        Device profile in seconds per iteration (assumed 0.15 s on Jetson Xavier NX).
+        Device profile in seconds per iteration (assumed 0.1 s on Jetson Xavier NX).
     seed : int
         Seed of worlds, samples, initialisation and pre-training.
 

@@ -39,6 +39,9 @@ class SyncPolicy:
     balance: str = 'deadline'       # 'deadline': MTA-time; 'budget': q x MTA rows; 'none'
     ordering: bool = True           # importance ordering (False: ablation, row-id order)
     use_magnitude: bool = True      # gradient magnitude in priorities (False: ablation)
+    deadline_floor: float = 0.25    # MTA-time deadline >= this x measured compute time: when
+    #                                 transfers are short next to computation, sending more rows
+    #                                 costs little time and saves iterations (0: paper's rule)
     scheduler: str = 'none'         # 'flown': server-arbitrated transfer slots
     slots: int = 2                  # FLOWN: concurrent transfers (artifact: 2)
     small_tensor_threshold: int = 1000  # tensors below this many elements form one row
@@ -53,6 +56,8 @@ class SyncPolicy:
             raise ValueError(f'balance must be one of {BALANCE_MODES}, got {self.balance!r}')
         if self.mta_override is not None and not 0.0 < self.mta_override <= 1.0:
             raise ValueError(f'mta_override must be in (0, 1], got {self.mta_override}')
+        if not 0.0 <= self.deadline_floor <= 10.0:
+            raise ValueError(f'deadline_floor must be in [0, 10], got {self.deadline_floor}')
         if self.scheduler not in ('none', 'flown'):
             raise ValueError(f'unknown scheduler {self.scheduler!r}')
         if self.mta_rule not in mta_rules.RULES:
