@@ -89,6 +89,22 @@ def mta_time(mandatory_bytes: torch.Tensor, throughput_bps: torch.Tensor) -> flo
     return float(t.max())
 
 
+def expected_rows(order: torch.Tensor, row_nbytes: torch.Tensor, k_min: int, budget_s: float,
+                  rate_bps: float) -> int:
+    """
+    Estimate how many leading rows of ``order`` a transfer will carry.
+
+    The mandatory prefix, or more if the rest fits into ``budget_s`` at ``rate_bps``; all
+    rows when the rate is unknown or there is no deadline.
+    """
+    n = int(order.numel())
+    if rate_bps <= 0 or not math.isfinite(budget_s):
+        return n
+    fit = int(torch.searchsorted(torch.cumsum(row_nbytes[order], 0),
+                                 torch.tensor(budget_s * rate_bps / 8.0), right=True))
+    return max(min(k_min, n), min(fit, n))
+
+
 def deadline_rows_estimate(budget_s: float, throughput_bps: float, row_bytes: torch.Tensor
                            ) -> int:
     """How many rows of an ordered list fit into ``budget_s`` at ``throughput_bps``."""

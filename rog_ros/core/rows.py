@@ -175,11 +175,26 @@ class RowLayout:
         sums = self.tensor_row_abs_sum(flat) if tensor_row_sums is None else tensor_row_sums
         return sums.sum().reshape(1) if self.whole_model else sums
 
-    def tensor_abs_mean(self, tensor_row_sums: torch.Tensor) -> torch.Tensor:
-        """Per-tensor mean |x| (model order, float32) from ``tensor_row_abs_sum``."""
+    def tensor_abs_mean(self, tensor_row_sums: torch.Tensor,
+                        row_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """
+        Per-tensor mean |x| (model order, float32) from ``tensor_row_abs_sum``.
+
+        With ``row_mask`` (per-row layouts only) the mean is taken over the masked rows of
+        each tensor, e.g. the rows a transfer is expected to carry; a tensor with no masked
+        row keeps its whole-tensor mean.
+        """
         sums = torch.zeros(self.n_tensors, dtype=torch.float64)
         sums.index_add_(0, self.tensor_row_owner, tensor_row_sums.to(torch.float64))
-        return (sums / torch.from_numpy(self.tensor_numel)).to(torch.float32)
+        mean = sums / torch.from_numpy(self.tensor_numel)
+        if row_mask is not None and not self.whole_model and not bool(row_mask.all()):
+            m = row_mask.to(torch.float64)
+            part = torch.zeros(self.n_tensors, dtype=torch.float64).index_add_(
+                0, self.tensor_row_owner, tensor_row_sums.to(torch.float64) * m)
+            count = torch.zeros(self.n_tensors, dtype=torch.float64).index_add_(
+                0, self.tensor_row_owner, self.row_len.to(torch.float64) * m)
+            mean = torch.where(count > 0, part / count.clamp(min=1.0), mean)
+        return mean.to(torch.float32)
 
     def expand_rows(self, per_row: torch.Tensor, groups=None) -> list[torch.Tensor]:
         """Per-group ``[n_rows, 1]`` views of a per-row tensor, for broadcasting over rows."""

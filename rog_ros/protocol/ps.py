@@ -33,7 +33,8 @@ really hold, never rows they have not received (artifact mistake 7.3.2).
 import math
 
 import numpy as np
-from rog_ros.core.atp import Ewma, Smoothed, infinite_mask, mta_time, priority_order
+from rog_ros.core.atp import (
+    Ewma, expected_rows, infinite_mask, mta_time, priority_order, Smoothed)
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.mta import mandatory_rows, row_budget
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
@@ -316,7 +317,6 @@ class ServerEngine:
         g_snap = self.G[r].clone() if self.E is not None else p
         trs = layout.tensor_row_abs_sum(p)
         row_sums = layout.row_abs_sum(p, trs)
-        scales = self.codec.scales(layout, p, trs)
         if pol.whole_model or not pol.ordering:
             order = candidates
             n_inf = 0
@@ -330,6 +330,14 @@ class ServerEngine:
         deadline = self._downlink_deadline(r, k_min, order, now)
         if pol.balance == 'budget' and not pol.whole_model:
             k_min = max(k_min, min(int(order.numel()), self._budget_rows(self.thr_down, r)))
+        row_mask = None
+        if not pol.whole_model:
+            budget = deadline - now if pol.balance == 'deadline' else 0.0
+            k_est = expected_rows(order, self.row_nbytes, k_min, budget,
+                                  self.thr_down[r].value_bps)
+            row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
+            row_mask[order[:k_est]] = True
+        scales = self.codec.scales(layout, p, trs, row_mask)
         rowbytes = self.codec.encode(layout, p, scales)
         self.next_tid[r] += 1
         tr = OutgoingTransfer(transfer_id=self.next_tid[r], sender=SERVER, receiver=r,

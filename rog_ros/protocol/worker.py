@@ -32,7 +32,7 @@ The engine owns the flat parameter vector ``w``; bind a module to it with
 import math
 
 import numpy as np
-from rog_ros.core.atp import Ewma, Smoothed, infinite_mask, priority_order
+from rog_ros.core.atp import Ewma, expected_rows, infinite_mask, priority_order, Smoothed
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.defsgdm import MomentumPreconditioner
 from rog_ros.core.mta import mandatory_rows
@@ -102,6 +102,7 @@ class WorkerEngine:
         self._grant_poke_at = 0.0                # FLOWN: when to repeat a slot request
         self.next_tid = 0
         self.thr_up = Ewma()
+        self.row_nbytes = codec.row_nbytes(layout)
         self.compute_est = Smoothed()    # seconds per computation
         self._compute_started_at = 0.0
         self._d = torch.empty(layout.n_params, dtype=dtype)
@@ -203,7 +204,6 @@ class WorkerEngine:
         p = self.A.clone() if self.e is None else self.A + self.e
         trs = layout.tensor_row_abs_sum(p)
         row_sums = layout.row_abs_sum(p, trs)
-        scales = self.codec.scales(layout, p, trs)
         if pol.whole_model:
             order = torch.arange(layout.n_rows)
             k_min = layout.n_rows
@@ -223,6 +223,13 @@ class WorkerEngine:
         else:
             floor = pol.deadline_floor * self.compute_est.value
             deadline = now + max(self.push_deadline_s, floor)
+        row_mask = None
+        if not pol.whole_model:
+            k_est = expected_rows(order, self.row_nbytes, k_min, deadline - now,
+                                  self.thr_up.value_bps)
+            row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
+            row_mask[order[:k_est]] = True
+        scales = self.codec.scales(layout, p, trs, row_mask)
         rowbytes = self.codec.encode(layout, p, scales)
         self.next_tid += 1
         self.push = OutgoingTransfer(transfer_id=self.next_tid, sender=self.rank,

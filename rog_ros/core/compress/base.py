@@ -33,7 +33,8 @@ class RowCodec:
         """Return the encoded bytes of every row, int64 [M]."""
         raise NotImplementedError
 
-    def scales(self, layout: RowLayout, p: torch.Tensor) -> torch.Tensor:
+    def scales(self, layout: RowLayout, p: torch.Tensor, tensor_row_sums=None,
+               row_mask=None) -> torch.Tensor:
         """Per-tensor scales, float32 [T] in model order (empty if the codec has none)."""
         raise NotImplementedError
 

@@ -34,7 +34,7 @@ class Identity(RowCodec):
     def row_nbytes(self, layout):
         return layout.row_len * self.itemsize
 
-    def scales(self, layout, p, tensor_row_sums=None):
+    def scales(self, layout, p, tensor_row_sums=None, row_mask=None):
         return torch.zeros(layout.n_tensors, dtype=torch.float32)
 
     def encode(self, layout, p, scales):

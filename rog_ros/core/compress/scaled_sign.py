@@ -60,10 +60,17 @@ class ScaledSign(RowCodec):
     def row_nbytes(self, layout: RowLayout) -> torch.Tensor:
         return (layout.row_len + 7) // 8
 
-    def scales(self, layout, p, tensor_row_sums=None):
+    def scales(self, layout, p, tensor_row_sums=None, row_mask=None):
+        """
+        Per-tensor mean |p|, over the rows in ``row_mask`` if given.
+
+        A row-partial transfer scales each tensor by the rows it will carry: rows left out
+        (often the largest accumulations, or the smallest) must not set the magnitude of the
+        rows that go.
+        """
         if tensor_row_sums is None:
             tensor_row_sums = layout.tensor_row_abs_sum(p)
-        return layout.tensor_abs_mean(tensor_row_sums)
+        return layout.tensor_abs_mean(tensor_row_sums, row_mask)
 
     def encode(self, layout, p, scales):
         return torch.cat([pack_signbits(g).reshape(-1) for g in layout.group_views(p)])

@@ -39,7 +39,7 @@ class SyncPolicy:
     balance: str = 'deadline'       # 'deadline': MTA-time; 'budget': q x MTA rows; 'none'
     ordering: bool = True           # importance ordering (False: ablation, row-id order)
     use_magnitude: bool = True      # gradient magnitude in priorities (False: ablation)
-    deadline_floor: float = 0.25    # MTA-time deadline >= this x measured compute time: when
+    deadline_floor: float = 1.0     # MTA-time deadline >= this x measured compute time: when
     #                                 transfers are short next to computation, sending more rows
     #                                 costs little time and saves iterations (0: paper's rule)
     scheduler: str = 'none'         # 'flown': server-arbitrated transfer slots

@@ -1,0 +1,50 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Reduced version of the paper's comparison: MPCOL on the outdoors preset, 4 workers.
+
+The regime must be network-bound (BSP spends >= 3x its compute on communication and
+stalls), and time-to-target must order rog:4 < ssp:4 < bsp, as in the full `rog compare`.
+"""
+
+import pytest
+
+from rog_ros.sim.simulator import SimConfig, simulate
+
+
+@pytest.fixture(scope='module')
+def results():
+    out = {}
+    for system in ('bsp', 'ssp:4', 'rog:4'):
+        cfg = SimConfig(workload='mpcol', system=system, workers=4, trace='outdoors', seed=0,
+                        iterations=100)
+        out[system] = simulate(cfg).summary()
+    return out
+
+
+def test_regime_is_network_bound(results):
+    assert results['bsp']['network_to_compute_ratio'] >= 3.0
+
+
+def test_time_to_target_ordering(results):
+    t = {k: v['time_to_target_s'] for k, v in results.items()}
+    assert None not in t.values(), t
+    assert t['rog:4'] < t['ssp:4'] < t['bsp'], t
+
+
+def test_rog_iterates_faster_and_keeps_accuracy(results):
+    rog, ssp = results['rog:4'], results['ssp:4']
+    assert rog['s_per_iteration'] < 0.8 * ssp['s_per_iteration']
+    assert rog['stall_time_s'] < ssp['stall_time_s']
+    assert rog['final_accuracy'] > ssp['final_accuracy'] - 0.02
