@@ -95,6 +95,7 @@ class OutgoingTransfer:
         self.rate_hint_bps = 0.0      # reported in END (the sender's link estimate)
         self.rate_bps = float(rate_bps)   # link estimate used to pace optional chunks
         self.planned_bytes = 0        # payload bytes of the chunks sent so far
+        self.first_ack_time, self.first_ack_bytes = 0.0, 0
         self.bytes_acked_chunks = 0   # payload bytes of the chunks acknowledged so far
 
     # ------------------------------------------------------------------ sending
@@ -202,6 +203,8 @@ class OutgoingTransfer:
         k = int(ack.seq)
         if self.finished or not 0 <= k < self.next_seq or self.acked[k]:
             return []           # late, duplicate or bogus: ignore
+        if self.n_acked == 0:
+            self.first_ack_time, self.first_ack_bytes = now, int(self.plan.nbytes[k])
         self.acked[k] = True
         self.n_acked += 1
         self.bytes_acked += int(self.plan.nbytes[k])
@@ -245,7 +248,16 @@ class OutgoingTransfer:
         return np.sort(self.order[:n_ranks])
 
     def throughput_sample(self) -> tuple[int, float]:
-        """(bytes acknowledged, seconds from start to the last ack)."""
+        """
+        Return (bytes, seconds) that measure the link rate.
+
+        Between the first and the last per-chunk ack when there are several: this excludes the
+        first round trip, which dominates small transfers and would make a fast link look slow
+        (and ATP then send too few rows). A single-chunk transfer counts from its start.
+        """
+        if self.n_acked >= 2 and self.last_ack_time > self.first_ack_time:
+            return (self.bytes_acked_chunks - self.first_ack_bytes,
+                    self.last_ack_time - self.first_ack_time)
         return self.bytes_acked, max(self.last_ack_time - self.start_time, 1e-9)
 
 

@@ -229,7 +229,7 @@ class WorkerEngine:
                                   self.thr_up.value_bps)
             row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
             row_mask[order[:k_est]] = True
-        scales = self.codec.scales(layout, p, trs, row_mask)
+        scales = self.codec.scales(layout, p, trs, row_mask if pol.scale_sent_rows else None)
         rowbytes = self.codec.encode(layout, p, scales)
         self.next_tid += 1
         self.push = OutgoingTransfer(transfer_id=self.next_tid, sender=self.rank,

@@ -42,6 +42,8 @@ class SyncPolicy:
     deadline_floor: float = 1.0     # MTA-time deadline >= this x measured compute time: when
     #                                 transfers are short next to computation, sending more rows
     #                                 costs little time and saves iterations (0: paper's rule)
+    scale_sent_rows: bool = False   # DEFSGDM scale over the rows a transfer is expected to
+    #                                 carry instead of the whole tensor (experimental)
     scheduler: str = 'none'         # 'flown': server-arbitrated transfer slots
     slots: int = 2                  # FLOWN: concurrent transfers (artifact: 2)
     small_tensor_threshold: int = 1000  # tensors below this many elements form one row
