@@ -125,9 +125,9 @@ class ServerEngine:
         self._scratch = torch.empty(layout.n_params, dtype=dtype)
         self.slots = (SlotScheduler(policy.slots, policy.staleness)
                       if policy.scheduler == 'flown' else None)
-        self.link_estimate_bps = [0.0] * n_workers
+        self.link_estimate_bps = [0.0] * n_workers   # netmon's view (LinkStats), for FLOWN
         self.compute_est = [Smoothed() for _ in range(n_workers)]   # seconds per computation
-        self._pull_done_at: list[float | None] = [None] * n_workers   # netmon's view (LinkStats), for FLOWN
+        self._pull_done_at: list[float | None] = [None] * n_workers
         # metrics
         self.triggers = [0] * n_workers
         self.stall_time = [0.0] * n_workers
