@@ -105,6 +105,8 @@ def _add_compare(sub) -> None:
     p.add_argument('--seeds', default='0,1,2', help='comma-separated seeds (default 0,1,2)')
     p.add_argument('--iterations', type=int, default=None,
                    help='iterations per worker (default: the workload budget)')
+    p.add_argument('--jobs', type=int, default=None,
+                   help='runs in parallel (default: one per CPU core)')
     p.add_argument('--out', required=True, help='output directory')
     p.set_defaults(func=_cmd_compare)
 
@@ -122,7 +124,7 @@ def _cmd_compare(args) -> int:
         print(f'rog compare: {err}', file=sys.stderr)
         return 2
     res = compare(args.workload, args.trace, systems, args.workers, seeds, args.out,
-                  iterations=args.iterations)
+                  iterations=args.iterations, jobs_parallel=args.jobs)
     print(table_markdown(res['systems']))
     print(f'\nreport: {args.out}/report.md')
     return 0

@@ -20,7 +20,9 @@ Each (system, seed) run is a ``simulate`` call writing its own ``summary.json`` 
 A run that already has a summary in DIR is reused, so an interrupted comparison resumes.
 """
 
+from concurrent.futures import as_completed, ProcessPoolExecutor
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -55,9 +57,15 @@ def aggregate(summaries: list[dict]) -> dict:
     return out
 
 
+def _run_one(cfg: SimConfig, out_dir: str) -> dict:
+    """Simulate one configuration and write its files (runs in a worker process)."""
+    return simulate(cfg).write(out_dir)
+
+
 def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: list[int],
             out: str, iterations: int | None = None, overrides: dict | None = None,
-            labels: dict | None = None, quiet: bool = False, title: str | None = None) -> dict:
+            labels: dict | None = None, quiet: bool = False, title: str | None = None,
+            jobs_parallel: int | None = None) -> dict:
     """Run every system x seed (resuming finished runs) and write the report."""
     os.makedirs(out, exist_ok=True)
     labels = labels or {}
@@ -73,23 +81,40 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
         except ImportError:
             bar = None
     t_start = time.time()
+    todo = []
     for system, seed in jobs:
         label = labels.get(system, system)
         d = run_dir(out, label, seed)
-        path = os.path.join(d, 'summary.json')
-        if os.path.exists(path):
-            with open(path) as f:
-                summary = json.load(f)
-        else:
-            cfg = SimConfig(workload=workload, system=system, workers=workers, trace=trace,
-                            seed=seed, iterations=iterations, label=label,
-                            policy_overrides=overrides.get(system, {}))
-            summary = simulate(cfg).write(d)
-        results.setdefault(label, []).append(summary)
+        if not os.path.exists(os.path.join(d, 'summary.json')):
+            todo.append(SimConfig(workload=workload, system=system, workers=workers,
+                                  trace=trace, seed=seed, iterations=iterations, label=label,
+                                  policy_overrides=overrides.get(system, {})))
+    n_jobs = max(1, min(jobs_parallel or (os.cpu_count() or 1), len(todo) or 1))
+    if n_jobs > 1:
+        # each run is single-threaded and independent: one process per core
+        ctx = multiprocessing.get_context('spawn')
+        with ProcessPoolExecutor(n_jobs, mp_context=ctx) as pool:
+            futures = {pool.submit(_run_one, cfg, run_dir(out, cfg.label, cfg.seed)): cfg
+                       for cfg in todo}
+            for fut in as_completed(futures):
+                fut.result()
+                if bar is not None:
+                    bar.set_postfix_str(f'{futures[fut].label} seed {futures[fut].seed}')
+                    bar.update(1)
+    else:
+        for cfg in todo:
+            _run_one(cfg, run_dir(out, cfg.label, cfg.seed))
+            if bar is not None:
+                bar.set_postfix_str(f'{cfg.label} seed {cfg.seed}')
+                bar.update(1)
+    if bar is not None:
+        bar.update(len(jobs) - len(todo))
+    for system, seed in jobs:
+        label = labels.get(system, system)
+        d = run_dir(out, label, seed)
+        with open(os.path.join(d, 'summary.json')) as f:
+            results.setdefault(label, []).append(json.load(f))
         series.setdefault(label, []).append(read_timeseries(os.path.join(d, 'timeseries.csv')))
-        if bar is not None:
-            bar.set_postfix_str(f'{label} seed {seed}')
-            bar.update(1)
     if bar is not None:
         bar.close()
     table = [aggregate(v) for v in results.values()]
