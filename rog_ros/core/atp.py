@@ -105,16 +105,6 @@ def expected_rows(order: torch.Tensor, row_nbytes: torch.Tensor, k_min: int, bud
     return max(min(k_min, n), min(fit, n))
 
 
-def deadline_rows_estimate(budget_s: float, throughput_bps: float, row_bytes: torch.Tensor
-                           ) -> int:
-    """How many rows of an ordered list fit into ``budget_s`` at ``throughput_bps``."""
-    if budget_s <= 0 or throughput_bps <= 0:
-        return 0
-    budget_bytes = budget_s * throughput_bps / 8.0
-    return int(torch.searchsorted(torch.cumsum(row_bytes, 0), torch.tensor(
-        math.floor(budget_bytes)), right=True))
-
-
 class Ewma:
     """
     Throughput estimate from acknowledged bytes over time (EWMA of per-transfer rates).

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 import json
 import math
 import os
-import tempfile
 
 import numpy as np
+from rog_ros.atomic import atomic_write_text as atomic_write
 
 
 @dataclass
@@ -170,22 +170,6 @@ def _jsonable(obj):
     if isinstance(obj, (np.floating, np.integer)):
         return obj.item()
     return obj
-
-
-def atomic_write(path: str, text: str) -> None:
-    """Write via a temp file, fsync and rename: a crash never leaves a half-written file."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix='.tmp-', suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, 'w') as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def read_timeseries(path: str) -> list[dict]:

@@ -23,6 +23,7 @@ network-to-compute ratio that says which regime the numbers show.
 import os
 
 import numpy as np
+from rog_ros.atomic import atomic_write_text
 
 
 def _f(v, fmt='{:.2f}'):
@@ -86,8 +87,7 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
     lines += ['', '`(comm+stall)/compute` tells the regime: the paper studies networks where '
               'it is well above 1 (the artifact measured 12.6 s against 1.1 s under BSP).', '']
     path = os.path.join(out, 'report.md')
-    with open(path, 'w') as f:
-        f.write('\n'.join(lines))
+    atomic_write_text(path, '\n'.join(lines))
     return path
 
 

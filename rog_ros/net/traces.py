@@ -61,10 +61,10 @@ Read literally, a sample at 0 Mbit/s has ``tau = dt``. Looping traces search acr
 
 from dataclasses import dataclass, field
 import math
-import os
 import re
 
 import numpy as np
+from rog_ros.atomic import atomic_write_text
 
 PAYLOAD_S = 1.43
 """Ideal transfer time of one compressed gradient [P 2.2]; the slowdown statistic's payload."""
@@ -324,19 +324,7 @@ def save_trace(trace: Trace, path) -> None:
     if trace.resolution_s is not None:
         head += f' resolution_s={trace.resolution_s!r}'
     rows = '\n'.join(f'{a!r},{b!r}' for a, b in zip(trace.t_s.tolist(), trace.mbps.tolist()))
-    path = os.fspath(path)
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)),
-                       f'.{os.path.basename(path)}.{os.getpid()}.tmp')
-    try:
-        with open(tmp, 'w', encoding='utf-8') as fh:
-            fh.write(f'{head}\nt_seconds,mbps\n{rows}\n')
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, f'{head}\nt_seconds,mbps\n{rows}\n')
 
 
 # ------------------------------------------------------------------------------------ generator

@@ -28,7 +28,6 @@ import os
 from rog_ros.core.compress import make_codec
 from rog_ros.experiments.metrics import RunRecorder
 from rog_ros.net import links, traces
-from rog_ros.protocol.messages import SERVER
 from rog_ros.protocol.policies import layout_for, make_policy
 from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.worker import WorkerEngine
@@ -158,5 +157,4 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.on_eval(harness.now, sum(harness.stats.iterations) / n, eval_fn())
     recorder.end_time_s = harness.now
     recorder.extra['server_rejects'] = server.rejects
-    recorder.extra['node'] = SERVER
     return recorder
