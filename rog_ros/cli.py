@@ -162,6 +162,10 @@ def _add_bench(sub) -> None:
     o.add_argument('--workers', type=int, default=4, help='workers (default 4)')
     o.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
     o.add_argument('--iterations', type=int, default=8, help='iterations (default 8)')
+    o.add_argument('--repeats', type=int, default=3,
+                   help='alternating rog/ssp runs; medians are reported (default 3)')
+    o.add_argument('--threads', type=int, default=None,
+                   help="torch intra-op threads (default: torch's own choice)")
     o.set_defaults(func=_cmd_bench_overhead)
     c = bsub.add_parser('codec', help='DEFSGDM encode + decode time of a whole model')
     c.add_argument('--params', type=int, default=16_948_804,
@@ -182,7 +186,8 @@ def _cmd_bench_transport(args) -> int:
 def _cmd_bench_overhead(args) -> int:
     from rog_ros.experiments.bench import bench_overhead
     try:
-        res = bench_overhead(args.model, args.workers, args.staleness, args.iterations)
+        res = bench_overhead(args.model, args.workers, args.staleness, args.iterations,
+                             repeats=args.repeats, threads=args.threads)
     except ValueError as err:
         print(f'rog bench overhead: {err}', file=sys.stderr)
         return 2

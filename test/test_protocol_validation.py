@@ -25,7 +25,7 @@ import torch
 
 
 def state(server):
-    return (server.G.clone(), server.w_srv.clone(), server.versions.v.clone())
+    return (server.mirror.clone(), server.w_srv.clone(), server.versions.v.clone())
 
 
 def good_chunk(layout):
@@ -88,5 +88,5 @@ def test_nonfinite_gradient_is_dropped():
     grad = torch.zeros_like(w.w)
     grad[3] = float('inf')
     actions = w.on_compute_done(grad, 0.1)
-    assert w.clock == 0 and float(w.A.abs().sum()) == 0.0
+    assert w.clock == 0 and float(w.residual.abs().sum()) == 0.0
     assert any(isinstance(a, Log) and a.name == 'nonfinite_gradient' for a in actions)

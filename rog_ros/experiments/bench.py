@@ -146,17 +146,37 @@ def compute_seconds(model: torch.nn.Module, batch: int = 24, repeats: int = 3) -
 
 
 def bench_overhead(model: str = 'convmlp-m', n_workers: int = 4, staleness: int = 4,
-                   iterations: int = 8, bandwidths_mbps=(40.0, 15.0, 80.0, 5.0)) -> dict:
-    """Measure what row granularity costs: (rog_s - ssp_s) / compute_s (target < 0.05)."""
+                   iterations: int = 8, bandwidths_mbps=(40.0, 15.0, 80.0, 5.0),
+                   repeats: int = 3, threads: int | None = None) -> dict:
+    """
+    Measure what row granularity costs: (rog_s - ssp_s) / compute_s (target < 0.05).
+
+    rog and ssp runs alternate ``repeats`` times and each figure is the median, so that a
+    burst of load from another process skews both sides alike instead of one of them.
+    ``threads`` sets torch's intra-op threads for the protocol and the compute alike.
+    """
+    if repeats < 1:
+        raise ValueError('repeats must be >= 1')
+    if threads is not None:
+        if threads < 1:
+            raise ValueError('threads must be >= 1')
+        torch.set_num_threads(threads)
     shapes, module = model_shapes(model)
     bw = list(bandwidths_mbps) * (n_workers // len(bandwidths_mbps) + 1)
-    rog = protocol_seconds(f'rog:{staleness}', shapes, n_workers, iterations, bw)
-    ssp = protocol_seconds(f'ssp:{staleness}', shapes, n_workers, iterations, bw)
+    runs = {'rog': [], 'ssp': []}
+    for _ in range(repeats):
+        for name in runs:
+            runs[name].append(protocol_seconds(f'{name}:{staleness}', shapes, n_workers,
+                                               iterations, bw))
+    rog = sorted(runs['rog'], key=lambda d: d['seconds_per_iteration'])[repeats // 2]
+    ssp = sorted(runs['ssp'], key=lambda d: d['seconds_per_iteration'])[repeats // 2]
     compute = compute_seconds(module)
     return {'benchmark': 'overhead', 'model': model, 'workers': n_workers,
             'staleness': staleness, 'params': sum(int(torch.tensor(s).prod()) for s in shapes),
             'rog_s': rog['seconds_per_iteration'], 'ssp_s': ssp['seconds_per_iteration'],
             'compute_s': compute,
             'ratio': (rog['seconds_per_iteration'] - ssp['seconds_per_iteration']) / compute,
-            'target_ratio': 0.05, 'rog_detail': rog, 'ssp_detail': ssp,
+            'target_ratio': 0.05, 'repeats': repeats, 'rog_detail': rog, 'ssp_detail': ssp,
+            'rog_runs_s': [d['seconds_per_iteration'] for d in runs['rog']],
+            'ssp_runs_s': [d['seconds_per_iteration'] for d in runs['ssp']],
             'threads': torch.get_num_threads()}

@@ -14,20 +14,26 @@
 """
 ServerEngine: the sans-I/O parameter server shared by BSP, SSP and Rog (variant A).
 
-State (specs/rog.md 2.3, 4.3-4.4): per worker r the aggregated update not yet delivered to r
-(``G[r]``) and the downlink error-feedback buffer (``E[r]``); the row version table ``v``; per
-worker the versions already delivered (``sent[r]``); the reference model
-``w_srv = w0 - sum of all applied updates``.
+State (specs/rog.md 2.3, 4.3-4.4): the reference model ``w_srv = w0 - sum of all applied
+updates``; the row version table ``v``; per worker the versions already delivered
+(``sent[r]``); and per worker r what the spec keeps as the aggregated update not yet delivered
+to r (``G[r]``) plus the downlink error-feedback buffer (``E[r]``).
 
-Flow per worker: its push transfer closes (END) -> rows are decoded, scaled by lr/N and added
-to every ``G[s]`` -> the worker's pull waits until the RSP predicate holds (a *stall*, counted
-as a threshold trigger) -> a downlink transfer of ``G[r] + E[r]`` in ATP order -> on the
-worker's final ack, delivered rows leave ``G[r]`` (only the snapshot that was sent, so updates
-that arrived meanwhile stay) and their compression error goes to ``E[r]``.
+Flow per worker: its push transfer closes (END) -> rows are decoded, scaled by lr/N and applied
+to ``w_srv`` (so they enter every ``G[s]``) -> the worker's pull waits until the RSP predicate
+holds (a *stall*, counted as a threshold trigger) -> a downlink transfer of ``G[r] + E[r]`` in
+ATP order -> on the worker's final ack, the delivered rows' decoded values ``C(p)`` leave
+``G[r] + E[r]`` (the spec's ``G[r] -= snapshot``, ``E[r] = p - C(p)``, in one step; updates
+that arrived meanwhile stay).
 
-Because every update sent to r comes out of ``G[r] + E[r]``, worker r's model is exactly
-``w_srv + G[r] + E[r]`` once its acks are in: ``worker_model(r)`` evaluates what the workers
-really hold, never rows they have not received (artifact mistake 7.3.2).
+How it is stored: ``G[r]`` and ``E[r]`` are only ever used as their sum, and that sum is exactly
+``model[r] - w_srv``, where ``model[r]`` is worker r's model: ``w0`` minus every ``C(p)``
+delivered to r. The engine keeps ``model[r]`` (the *mirror*) instead of ``G`` and ``E``: an
+uplink update then touches one vector (``w_srv``) instead of N, a downlink commit subtracts the
+same decoded values the worker subtracts (so the mirror is bit-identical to the worker's
+model), and the server holds N + 1 model-sized buffers instead of 2N + 1.
+``worker_model(r)`` therefore evaluates what the workers really hold, never rows they have not
+received (artifact mistake 7.3.2).
 """
 
 import math
@@ -53,10 +59,10 @@ import torch
 class _Downlink:
     """An open downlink transfer to one worker and the snapshots it must commit."""
 
-    def __init__(self, transfer: OutgoingTransfer, p: torch.Tensor, g_snap: torch.Tensor,
+    def __init__(self, transfer: OutgoingTransfer, rowbytes: torch.Tensor,
                  scales: torch.Tensor, v_snap: torch.Tensor):
-        self.transfer, self.p, self.g_snap, self.scales, self.v_snap = \
-            transfer, p, g_snap, scales, v_snap
+        self.transfer, self.rowbytes, self.scales, self.v_snap = \
+            transfer, rowbytes, scales, v_snap
         self.versions_sent = False
 
 
@@ -106,8 +112,7 @@ class ServerEngine:
         self.end_timeout_s = float(end_timeout_s)
         dtype = w0.dtype
         self.w_srv = w0.detach().clone()
-        self.G = torch.zeros(n_workers, layout.n_params, dtype=dtype)
-        self.E = torch.zeros(n_workers, layout.n_params, dtype=dtype) if codec.lossy else None
+        self.mirror = self.w_srv.unsqueeze(0).repeat(n_workers, 1)   # each worker's model
         self.versions = VersionTable(layout.n_rows, n_workers)
         self.sent = torch.zeros(n_workers, layout.n_rows, n_workers, dtype=torch.int32)
         self.clock = [0] * n_workers
@@ -123,6 +128,7 @@ class ServerEngine:
         self.total_row_bytes = int(self.row_nbytes.sum())
         self.stopped = [False] * n_workers
         self._scratch = torch.empty(layout.n_params, dtype=dtype)
+        self._p = torch.empty(layout.n_params, dtype=dtype)      # G[r] + E[r] of a downlink
         self.slots = (SlotScheduler(policy.slots, policy.staleness)
                       if policy.scheduler == 'flown' else None)
         self.link_estimate_bps = [0.0] * n_workers   # netmon's view (LinkStats), for FLOWN
@@ -170,18 +176,12 @@ class ServerEngine:
         return min(times) if times else None
 
     def worker_model(self, r: int) -> torch.Tensor:
-        """Exactly what worker r holds once its acks are in: w_srv + G[r] + E[r]."""
-        out = self.w_srv + self.G[r]
-        if self.E is not None:
-            out += self.E[r]
-        return out
+        """Exactly what worker r holds once its acks are in (w_srv + G[r] + E[r]); a copy."""
+        return self.mirror[r].clone()
 
     def consensus_model(self) -> torch.Tensor:
         """Mean of the workers' models (the model to evaluate and checkpoint)."""
-        out = self.w_srv + self.G.mean(0)
-        if self.E is not None:
-            out += self.E.mean(0)
-        return out
+        return self.mirror.mean(0)
 
     @property
     def finished(self) -> bool:
@@ -221,12 +221,11 @@ class ServerEngine:
         mask, rowbytes, scales, chunk_ranges = inc.close()
         n_rows = int(mask.sum())
         if n_rows:
-            delta = self.codec.decode(self.layout, rowbytes, scales, self._scratch)
-            if n_rows < self.layout.n_rows:
-                self.layout.mask_rows_(delta, mask)
-            delta.mul_(self.lr / self.n)
-            self.G += delta            # every worker, the sender included (variant A)
-            self.w_srv -= delta
+            partial = n_rows < self.layout.n_rows
+            delta = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
+                                      row_mask=mask if partial else None,
+                                      factor=self.lr / self.n)
+            self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
             self.versions.stamp(s, mask, inc.clock)
         self.bytes_up += inc.bytes
         self.clock[s] = max(self.clock[s], inc.clock)
@@ -313,8 +312,7 @@ class ServerEngine:
         v = self.versions.v
         new_data = (v > self.sent[r]).any(dim=1)
         candidates = torch.nonzero(new_data).reshape(-1)
-        p = self.G[r].clone() if self.E is None else self.G[r] + self.E[r]
-        g_snap = self.G[r].clone() if self.E is not None else p
+        p = torch.sub(self.mirror[r], self.w_srv, out=self._p)     # G[r] + E[r]
         trs = layout.tensor_row_abs_sum(p)
         row_sums = layout.row_abs_sum(p, trs)
         if pol.whole_model or not pol.ordering:
@@ -331,13 +329,13 @@ class ServerEngine:
         if pol.balance == 'budget' and not pol.whole_model:
             k_min = max(k_min, min(int(order.numel()), self._budget_rows(self.thr_down, r)))
         row_mask = None
-        if not pol.whole_model:
+        if pol.scale_sent_rows and not pol.whole_model:
             budget = deadline - now if pol.balance == 'deadline' else 0.0
             k_est = expected_rows(order, self.row_nbytes, k_min, budget,
                                   self.thr_down[r].value_bps)
             row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
             row_mask[order[:k_est]] = True
-        scales = self.codec.scales(layout, p, trs, row_mask if pol.scale_sent_rows else None)
+        scales = self.codec.scales(layout, p, trs, row_mask)
         rowbytes = self.codec.encode(layout, p, scales)
         self.next_tid[r] += 1
         tr = OutgoingTransfer(transfer_id=self.next_tid[r], sender=SERVER, receiver=r,
@@ -347,7 +345,7 @@ class ServerEngine:
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s,
                               rate_bps=self.thr_down[r].value_bps)
-        self.downlinks[r] = _Downlink(tr, p, g_snap, scales, v.clone())
+        self.downlinks[r] = _Downlink(tr, rowbytes, scales, v.clone())
         sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r))
         out = [Send(r, sched)]
         return out + self._sends(r, self.downlinks[r], tr.pump(now))
@@ -424,25 +422,16 @@ class ServerEngine:
         return out + self._try_serve(r, now)
 
     def _commit_downlink(self, r: int, dl: _Downlink, delivered: np.ndarray) -> None:
-        """Delivered rows: E[r] = p - C(p); G[r] -= snapshot; sent[r] = versions sent."""
+        """Delivered rows: G[r] + E[r] -= C(p), i.e. mirror[r] -= C(p); sent[r] = versions."""
         if delivered.size == 0:
             return
         layout = self.layout
         mask = torch.zeros(layout.n_rows, dtype=torch.bool)
         mask[torch.from_numpy(delivered)] = True
-        full = bool(mask.all())
-        if self.E is not None:
-            q = self.codec.quantize(layout, dl.p, dl.scales, out=self._scratch)
-            err = dl.p.sub_(q)                          # p is ours: reuse it as p - C(p)
-            if full:
-                self.E[r].copy_(err)
-            else:
-                layout.where_rows(mask, err, self.E[r], out=self.E[r])
-        if full:
-            self.G[r].sub_(dl.g_snap)
-        else:
-            layout.mask_rows_(dl.g_snap, mask)
-            self.G[r].sub_(dl.g_snap)
+        full = delivered.size == layout.n_rows
+        q = self.codec.decode(layout, dl.rowbytes, dl.scales, self._scratch,
+                              row_mask=None if full else mask)
+        self.mirror[r].sub_(q)        # the very values the worker subtracted from its model
         self.sent[r] = torch.where(mask.unsqueeze(1), dl.v_snap, self.sent[r])
 
     def _stall_diagnostic(self, r: int, now: float) -> Log:

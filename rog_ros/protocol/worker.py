@@ -21,6 +21,11 @@ once the server's final ack says which rows it applied, those rows commit (``e =
 ``A = 0``, ``n = 0``) and the rest stay accumulated; then receive the server's update rows,
 apply them to the model, and compute again.
 
+The spec's accumulator ``A`` and error-feedback buffer ``e`` are only ever used as their sum
+``p = A + e`` (what the next push sends), so the engine keeps that sum as one ``residual``
+buffer: a commit is ``residual -= C(p)`` on the delivered rows, which leaves ``A + e`` exactly
+as the spec's two updates do, with one model-sized buffer and one pass instead of three.
+
 If rows the server will insist on (``n[i] > S``: the RSP predicate's own-rows level) were not
 delivered, the worker pushes them again at once, before it pulls; otherwise the server would
 stall it forever.
@@ -83,8 +88,7 @@ class WorkerEngine:
         self.w = w0.detach().clone()
         self.precondition = MomentumPreconditioner(layout.n_params, momentum, nesterov,
                                                    weight_decay, dtype=dtype)
-        self.A = torch.zeros(layout.n_params, dtype=dtype)
-        self.e = torch.zeros(layout.n_params, dtype=dtype) if codec.lossy else None
+        self.residual = torch.zeros(layout.n_params, dtype=dtype)   # A + e of the spec
         self.withheld = torch.zeros(layout.n_rows, dtype=torch.int32)
         self.vloc = torch.zeros(layout.n_rows, n_workers, dtype=torch.int32)
         self.clock = 0
@@ -142,7 +146,7 @@ class WorkerEngine:
         if now > self._compute_started_at:
             self.compute_est.update(now - self._compute_started_at)
         d = self.precondition(grad, self.w, self._d)
-        self.A += d
+        self.residual += d
         if self.track:
             self.computed_total += d
         self.withheld += 1
@@ -201,7 +205,7 @@ class WorkerEngine:
     # ================================================================== push
     def _start_push(self, now: float) -> list:
         pol, layout = self.policy, self.layout
-        p = self.A.clone() if self.e is None else self.A + self.e
+        p = self.residual    # not modified until this push commits: no compute meanwhile
         trs = layout.tensor_row_abs_sum(p)
         row_sums = layout.row_abs_sum(p, trs)
         if pol.whole_model:
@@ -224,12 +228,12 @@ class WorkerEngine:
             floor = pol.deadline_floor * self.compute_est.value
             deadline = now + max(self.push_deadline_s, floor)
         row_mask = None
-        if not pol.whole_model:
+        if pol.scale_sent_rows and not pol.whole_model:
             k_est = expected_rows(order, self.row_nbytes, k_min, deadline - now,
                                   self.thr_up.value_bps)
             row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
             row_mask[order[:k_est]] = True
-        scales = self.codec.scales(layout, p, trs, row_mask if pol.scale_sent_rows else None)
+        scales = self.codec.scales(layout, p, trs, row_mask)
         rowbytes = self.codec.encode(layout, p, scales)
         self.next_tid += 1
         self.push = OutgoingTransfer(transfer_id=self.next_tid, sender=self.rank,
@@ -274,30 +278,19 @@ class WorkerEngine:
         return out + self._maybe_compute(now)
 
     def _commit_push(self, delivered: np.ndarray) -> None:
-        """Delivered rows: e = p - C(p), A = 0, n = 0. Others keep A, e and their age."""
+        """Delivered rows: residual -= C(p) (A = 0, e = p - C(p)), n = 0. Others keep theirs."""
         if delivered.size == 0:
             return
-        layout, p = self.layout, self._push_p
+        layout = self.layout
         mask = torch.zeros(layout.n_rows, dtype=torch.bool)
         mask[torch.from_numpy(delivered)] = True
-        full = bool(mask.all())
-        q = self.codec.quantize(layout, p, self._push_scales, out=self._scratch)
+        full = delivered.size == layout.n_rows
+        q = self.codec.quantize(layout, self._push_p, self._push_scales, out=self._scratch,
+                                row_mask=None if full else mask)
         if self.track:
-            qd = q.to(torch.float64)
-            if not full:
-                layout.mask_rows_(qd, mask)
-            self.delivered_total += qd
-        if self.e is not None:
-            err = p.sub_(q)
-            if full:
-                self.e.copy_(err)
-            else:
-                layout.where_rows(mask, err, self.e, out=self.e)
-        if full:
-            self.A.zero_()
-        else:
-            layout.mask_rows_(self.A, ~mask)
-        self.withheld[mask] = 0
+            self.delivered_total += q
+        self.residual.sub_(q)
+        self.withheld.masked_fill_(mask, 0)
         self._push_p = None
 
     # ================================================================== pull
@@ -328,9 +321,9 @@ class WorkerEngine:
         mask, rowbytes, scales, chunk_ranges = inc.close()
         n_rows = int(mask.sum())
         if n_rows:
-            q = self.codec.decode(self.layout, rowbytes, scales, self._scratch)
-            if n_rows < self.layout.n_rows:
-                self.layout.mask_rows_(q, mask)
+            partial = n_rows < self.layout.n_rows
+            q = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
+                                  row_mask=mask if partial else None)
             self.w -= q
             versions = self.pending_versions.pop(inc.transfer_id, None)
             if versions is not None:
@@ -373,7 +366,5 @@ class WorkerEngine:
         """Max |computed - (delivered + A + e)|; in-flight rows still live in A + e."""
         if not self.track:
             raise RuntimeError('construct the engine with track_conservation=True')
-        rest = self.delivered_total + self.A.to(torch.float64)
-        if self.e is not None:
-            rest += self.e.to(torch.float64)
+        rest = self.delivered_total + self.residual.to(torch.float64)
         return float((self.computed_total - rest).abs().max())

@@ -43,13 +43,25 @@ class RowCodec:
         raise NotImplementedError
 
     def quantize(self, layout: RowLayout, p: torch.Tensor, scales: torch.Tensor,
-                 out: torch.Tensor | None = None) -> torch.Tensor:
-        """C(p): the values a receiver decodes from ``encode(p)`` (flat, layout order)."""
+                 out: torch.Tensor | None = None, row_mask: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        """
+        C(p): the values a receiver decodes from ``encode(p)`` (flat, layout order).
+
+        With ``row_mask`` (bool [M]) rows outside the mask come out as zeros, at no extra
+        cost: the mask is folded into the per-row scale, so committing a row subset costs the
+        same as committing the whole model.
+        """
         raise NotImplementedError
 
     def decode(self, layout: RowLayout, rowbytes: torch.Tensor, scales: torch.Tensor,
-               out: torch.Tensor) -> torch.Tensor:
-        """Decode row-aligned bytes of all rows into ``out`` (flat, layout order)."""
+               out: torch.Tensor, row_mask: torch.Tensor | None = None,
+               factor: float = 1.0) -> torch.Tensor:
+        """
+        Decode row-aligned bytes of all rows into ``out``, times ``factor``.
+
+        Rows outside ``row_mask`` (e.g. not delivered) decode to zeros whatever their bytes.
+        """
         raise NotImplementedError
 
     def row_byte_offset(self, layout: RowLayout) -> torch.Tensor:

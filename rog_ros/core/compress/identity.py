@@ -40,10 +40,21 @@ class Identity(RowCodec):
     def encode(self, layout, p, scales):
         return p.detach().to(self.dtype).contiguous().view(torch.uint8)
 
-    def quantize(self, layout, p, scales, out=None):
-        if out is None:
-            return p.clone()
-        return out.copy_(p)
+    def quantize(self, layout, p, scales, out=None, row_mask=None):
+        out = p.clone() if out is None else out.copy_(p)
+        return _masked(layout, out, row_mask)
 
-    def decode(self, layout, rowbytes, scales, out):
-        return out.copy_(rowbytes.view(self.dtype))
+    def decode(self, layout, rowbytes, scales, out, row_mask=None, factor=1.0):
+        out.copy_(rowbytes.view(self.dtype))
+        if factor != 1.0:
+            out.mul_(factor)
+        return _masked(layout, out, row_mask)
+
+
+def _masked(layout, out: torch.Tensor, row_mask: torch.Tensor | None) -> torch.Tensor:
+    """Zero the rows outside ``row_mask`` (a debugging codec: a plain multiply will do)."""
+    if row_mask is None:
+        return out
+    if layout.whole_model:
+        return out if bool(row_mask[0]) else out.zero_()
+    return layout.mask_rows_(out, row_mask)

@@ -52,6 +52,24 @@ def unpack_signs(packed: torch.Tensor, length: int) -> torch.Tensor:
     return _LUT.index_select(0, packed.reshape(-1).long()).view(n, nb * 8)[:, :length]
 
 
+def _row_scale(layout: RowLayout, scales: torch.Tensor, dtype: torch.dtype,
+               row_mask: torch.Tensor | None, factor: float) -> torch.Tensor | None:
+    """
+    Per-tensor-row scale ``[n_tensor_rows]``, times ``factor``, zero outside ``row_mask``.
+
+    Returns None when the mask selects nothing of a whole-model layout (all zeros).
+    """
+    row_scale = scales.to(dtype)[layout.tensor_row_owner]
+    if factor != 1.0:
+        row_scale.mul_(factor)
+    if row_mask is None:
+        return row_scale
+    if layout.whole_model:
+        return row_scale if bool(row_mask[0]) else None
+    # where, not multiply: a missing tensor's scale may be NaN, and NaN * 0 is NaN.
+    return torch.where(row_mask, row_scale, torch.zeros((), dtype=dtype))
+
+
 class ScaledSign(RowCodec):
     codec_id = 1
     name = 'scaled_sign'
@@ -75,19 +93,23 @@ class ScaledSign(RowCodec):
     def encode(self, layout, p, scales):
         return torch.cat([pack_signbits(g).reshape(-1) for g in layout.group_views(p)])
 
-    def quantize(self, layout, p, scales, out=None):
+    def quantize(self, layout, p, scales, out=None, row_mask=None):
         if out is None:
             out = torch.empty_like(p)
         groups = layout.tensor_groups
-        row_scale = scales.to(p.dtype)[layout.tensor_row_owner]
+        row_scale = _row_scale(layout, scales, p.dtype, row_mask, 1.0)
+        if row_scale is None:
+            return out.zero_()
         for gp, go, s in zip(layout.group_views(p, groups), layout.group_views(out, groups),
                              layout.expand_rows(row_scale, groups)):
             torch.copysign(s, gp, out=go)
         return out
 
-    def decode(self, layout, rowbytes, scales, out):
+    def decode(self, layout, rowbytes, scales, out, row_mask=None, factor=1.0):
         groups = layout.tensor_groups
-        row_scale = scales.to(out.dtype)[layout.tensor_row_owner]
+        row_scale = _row_scale(layout, scales, out.dtype, row_mask, factor)
+        if row_scale is None:
+            return out.zero_()
         if layout.whole_model:
             nb = (layout.n_params + 7) // 8
             out.copy_(unpack_signs(rowbytes[:nb].view(1, nb), layout.n_params).view(-1))
