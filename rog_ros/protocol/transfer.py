@@ -38,20 +38,45 @@ from rog_ros.protocol.messages import (
 import torch
 
 
-def gather_segments(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenate ``buf[starts[k]:starts[k]+lengths[k]]`` for all k (vectorised)."""
-    total = int(lengths.sum())
-    if total == 0:
-        return buf[:0]
-    shift = starts - (np.cumsum(lengths) - lengths)
-    return buf[np.repeat(shift, lengths) + np.arange(total)]
+class RowBytes:
+    """
+    Where each row's encoded bytes lie, and vectorised cut/paste of row sets.
 
+    Rows of one length group have the same encoded size and lie back to back, so a group is a
+    ``[rows, bytes]`` matrix: the bytes of any ascending row set are one fancy index per group
+    it touches (a chunk touches one to three), not an index per byte.
+    """
 
-def byte_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Return the byte indices of segments ``[starts[k], starts[k]+lengths[k])``, in order."""
-    total = int(lengths.sum())
-    shift = starts - (np.cumsum(lengths) - lengths)
-    return np.repeat(shift, lengths) + np.arange(total)
+    def __init__(self, layout: RowLayout, row_nbytes: np.ndarray):
+        self.row_nbytes = row_nbytes
+        self.row_offset = np.cumsum(row_nbytes) - row_nbytes
+        self.total = int(row_nbytes.sum())
+        self.bounds = layout.group_row_bounds
+        first = self.bounds[:-1]
+        self.group_nbytes = row_nbytes[first].astype(np.int64)
+        self.group_start = self.row_offset[first].astype(np.int64)
+        self.group_rows = np.diff(self.bounds)
+
+    def _pieces(self, rows: np.ndarray):
+        cut = np.searchsorted(rows, self.bounds)
+        for g in np.flatnonzero(cut[1:] > cut[:-1]).tolist():
+            nb, n = int(self.group_nbytes[g]), int(self.group_rows[g])
+            start = int(self.group_start[g])
+            yield (rows[cut[g]:cut[g + 1]] - self.bounds[g], start, start + n * nb, n, nb)
+
+    def gather(self, buf: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Bytes of ascending ``rows``, concatenated."""
+        parts = [buf[lo:hi].reshape(n, nb)[local].reshape(-1)
+                 for local, lo, hi, n, nb in self._pieces(rows)]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def scatter(self, buf: np.ndarray, rows: np.ndarray, payload: np.ndarray) -> None:
+        """Write concatenated bytes of ascending ``rows`` into ``buf`` (inverse of gather)."""
+        pos = 0
+        for local, lo, hi, n, nb in self._pieces(rows):
+            k = local.size * nb
+            buf[lo:hi].reshape(n, nb)[local] = payload[pos:pos + k].reshape(local.size, nb)
+            pos += k
 
 
 class OutgoingTransfer:
@@ -71,7 +96,8 @@ class OutgoingTransfer:
         self.order = order.numpy().astype(np.int64)
         nb_all = codec.row_nbytes(layout).numpy()
         self.row_nbytes = nb_all
-        self.row_offset = np.cumsum(nb_all) - nb_all
+        self.bytes_of = RowBytes(layout, nb_all)
+        self.row_offset = self.bytes_of.row_offset
         self.n_mandatory_rows = int(min(n_mandatory, self.order.size))
         self.plan: ChunkPlan = plan_chunks(nb_all[self.order], chunk_bytes,
                                            boundary=self.n_mandatory_rows)
@@ -180,8 +206,7 @@ class OutgoingTransfer:
             flags, frag_offset = FLAG_FRAGMENT, off
             with_scales = off == 0
         else:
-            payload = gather_segments(self.rowbytes, self.row_offset[rows],
-                                      self.row_nbytes[rows]).tobytes()
+            payload = self.bytes_of.gather(self.rowbytes, rows).tobytes()
             flags, frag_offset, with_scales = 0, 0, True
         if not with_scales:
             tids = np.zeros(0, dtype=np.uint32)
@@ -270,8 +295,9 @@ class IncomingTransfer:
         self.layout, self.codec = layout, codec
         nb = codec.row_nbytes(layout).numpy()
         self.row_nbytes = nb
-        self.row_offset = np.cumsum(nb) - nb
-        self.buf = np.zeros(int(nb.sum()), dtype=np.uint8)
+        self.bytes_of = RowBytes(layout, nb)
+        self.row_offset = self.bytes_of.row_offset
+        self.buf = np.zeros(self.bytes_of.total, dtype=np.uint8)
         self.have = np.zeros(layout.n_rows, dtype=np.int64)
         self.scales = np.full(layout.n_tensors, np.nan, dtype=np.float32)
         self.seqs: set[int] = set()
@@ -314,7 +340,7 @@ class IncomingTransfer:
             need = self.row_nbytes[rows]
             if payload.size != int(need.sum()):
                 raise MessageError(f'payload {payload.size} bytes, rows need {int(need.sum())}')
-            self.buf[byte_index(self.row_offset[rows], need)] = payload
+            self.bytes_of.scatter(self.buf, rows, payload)
             self.have[rows] += need
         if tids.size:
             self.scales[tids] = scales

@@ -49,7 +49,21 @@ def pack_signbits(x: torch.Tensor) -> torch.Tensor:
 def unpack_signs(packed: torch.Tensor, length: int) -> torch.Tensor:
     """uint8 ``[n, nb]`` -> float32 ``[n, length]`` of +1/-1."""
     n, nb = packed.shape
-    return _LUT.index_select(0, packed.reshape(-1).long()).view(n, nb * 8)[:, :length]
+    return _LUT.index_select(0, packed.reshape(-1).to(torch.int32)).view(n, nb * 8)[:, :length]
+
+
+def unpack_signs_into(packed: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """
+    Write the +1/-1 signs of uint8 ``[n, nb]`` into float ``[n, L]`` ``out``, L <= 8*nb.
+
+    When every row is a whole number of bytes the lookup writes straight into ``out``: no
+    model-sized temporary, which on a 17 M-parameter model is most of the decoding time.
+    """
+    n, length = out.shape
+    if length % 8 == 0 and out.dtype == _LUT.dtype and out.is_contiguous():
+        return torch.index_select(_LUT, 0, packed.reshape(-1).to(torch.int32),
+                                  out=out.view(n * (length // 8), 8)).view(n, length)
+    return out.copy_(unpack_signs(packed, length))
 
 
 def _row_scale(layout: RowLayout, scales: torch.Tensor, dtype: torch.dtype,
@@ -111,19 +125,20 @@ class ScaledSign(RowCodec):
         if row_scale is None:
             return out.zero_()
         if layout.whole_model:
-            nb = (layout.n_params + 7) // 8
-            out.copy_(unpack_signs(rowbytes[:nb].view(1, nb), layout.n_params).view(-1))
-            for go, s in zip(layout.group_views(out, groups),
-                             layout.expand_rows(row_scale, groups)):
-                go.mul_(s)
-            return out
-        pos = 0
-        for g, go, s in zip(groups, layout.group_views(out, groups),
-                            layout.expand_rows(row_scale, groups)):
-            nb = (g.length + 7) // 8
-            packed = rowbytes[pos:pos + g.n_rows * nb].view(g.n_rows, nb)
-            torch.mul(unpack_signs(packed, g.length), s, out=go)
-            pos += g.n_rows * nb
+            n = layout.n_params
+            whole = n // 8 * 8
+            unpack_signs_into(rowbytes[:whole // 8].view(1, -1), out[:whole].view(1, whole))
+            if whole < n:
+                unpack_signs_into(rowbytes[whole // 8:whole // 8 + 1].view(1, 1),
+                                  out[whole:].view(1, n - whole))
+        else:
+            pos = 0
+            for g, go in zip(groups, layout.group_views(out, groups)):
+                nb = (g.length + 7) // 8
+                unpack_signs_into(rowbytes[pos:pos + g.n_rows * nb].view(g.n_rows, nb), go)
+                pos += g.n_rows * nb
+        for go, s in zip(layout.group_views(out, groups), layout.expand_rows(row_scale, groups)):
+            go.mul_(s)
         return out
 
     # ------------------------------------------------------------ single-tensor convenience
