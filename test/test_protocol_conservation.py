@@ -81,3 +81,18 @@ def test_invariant_is_not_vacuous():
     harness.run()
     workers[0].residual[5] += 1e-3
     assert workers[0].conservation_residual() > 1e-6
+
+
+def test_server_invariants_are_not_vacuous():
+    # A push applied twice, or a downlink committed without the worker applying it, must fail.
+    harness, server, workers, _, _ = build('rog:4', n=2, iters=3, dtype=torch.float64)
+    harness.run()
+    harness.quiesce()
+    check_invariants(harness, server, workers)
+    server.w_srv[7] -= 1e-3
+    with pytest.raises(AssertionError):
+        check_invariants(harness, server, workers)
+    server.w_srv[7] += 1e-3
+    server.mirror[1, 3] -= 1e-3
+    with pytest.raises(AssertionError):
+        check_invariants(harness, server, workers)

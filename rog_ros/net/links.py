@@ -26,6 +26,11 @@ when a transmission starts while ``n - 1`` other links of the medium are busy, i
 re-division when others join or leave), which is exact for equal-sized concurrent pushes and
 an approximation otherwise. Call ``transmit`` in nondecreasing start order across links.
 
+``DuplexLink`` turns one ``FluidLink`` into a half-duplex Wi-Fi station with a queue per
+direction: both directions share the trace's airtime, but a small message (an acknowledgement)
+no longer waits behind everything queued in the *other* direction, as it does when the same
+``FluidLink`` serves as both directions.
+
 Everything is pure: no clocks, no sleeping; the simulator owns time. Link time ``t`` reads the
 trace at ``t + time_offset_s`` (the artifact started worker k at k/6 of its record).
 """
@@ -212,3 +217,87 @@ def _merge(outages) -> np.ndarray:
         elif e > s:
             merged.append([s, e])
     return np.asarray(merged, dtype=np.float64).reshape(-1, 2)
+
+
+class DuplexLink:
+    """
+    A half-duplex station: uplink and downlink take turns on one link's airtime.
+
+    Each direction serialises its own messages FIFO. A message that starts while the other
+    direction still has bytes queued gets half of the capacity until that backlog drains (the
+    medium access gives both ends turns), then all of it; the other direction's *later*
+    messages lose the airtime it took, so no capacity is created. Messages already scheduled
+    keep their arrival times (the simulator has fixed them), which overcommits the link
+    slightly while both directions carry long messages at once; the protocols rarely do that
+    (a worker pushes, then pulls), but acknowledgements cross every transfer.
+
+    Why it matters: on one FIFO for both directions (the same ``FluidLink`` passed as up and
+    down link), the receiver's per-chunk acks queue behind the sender's whole window, arrive
+    together, and a throughput estimate taken from their spacing reads tens of times the real
+    rate; a deadline-driven sender (Rog's ATP) then sends far more than the deadline allows.
+
+    Parameters
+    ----------
+    link : FluidLink
+        The station's link: trace, outages, latency and loss (no ``SharedMedium``).
+
+    Attributes
+    ----------
+    up, down
+        The two directions, each with ``transmit(start_s, nbytes)``, ``loss`` and
+        ``dropped()``, so that they plug into the simulator like any link.
+
+    """
+
+    def __init__(self, link: FluidLink):
+        if link.medium is not None:
+            raise ValueError('DuplexLink does not model a SharedMedium; use a FluidLink alone')
+        self.link = link
+        self.busy_until = [-math.inf, -math.inf]   # per direction: when its queue drains
+        self.up = _Direction(self, 0)
+        self.down = _Direction(self, 1)
+
+    def transmit(self, direction: int, start_s: float, nbytes: int) -> float:
+        """Serialise ``nbytes`` in ``direction`` (0 up, 1 down); return the arrival time."""
+        if nbytes < 0:
+            raise ValueError(f'nbytes must be >= 0, got {nbytes}')
+        if direction not in (0, 1):
+            raise ValueError(f'direction must be 0 (up) or 1 (down), got {direction}')
+        ln, other = self.link, 1 - direction
+        begin = max(float(start_s), self.busy_until[direction])
+        backlog_until = self.busy_until[other]
+        if backlog_until <= begin or nbytes == 0:
+            finish = ln.finish_time(begin, nbytes)
+        else:
+            shared = 0.5 * ln.delivered_mbit(begin, backlog_until) / MBIT_PER_BYTE
+            if nbytes <= shared:               # done while sharing: at half the rate
+                finish, taken = ln.finish_time(begin, 2 * nbytes), nbytes
+            else:                              # half the rate, then all of it
+                finish, taken = ln.finish_time(backlog_until, nbytes - shared), shared
+            self.busy_until[other] = ln.finish_time(backlog_until, taken)
+        self.busy_until[direction] = finish
+        ln.sent_bytes += int(nbytes)
+        return finish + ln.latency_s
+
+
+class _Direction:
+    """One direction of a ``DuplexLink``, with the link interface the simulator uses."""
+
+    def __init__(self, owner: DuplexLink, direction: int):
+        self.owner, self.direction = owner, direction
+
+    @property
+    def loss(self) -> float:
+        return self.owner.link.loss
+
+    @property
+    def busy_until(self) -> float:
+        return self.owner.busy_until[self.direction]
+
+    def transmit(self, start_s: float, nbytes: int) -> float:
+        """Serialise ``nbytes`` in this direction from ``start_s``; return the arrival time."""
+        return self.owner.transmit(self.direction, start_s, nbytes)
+
+    def dropped(self) -> bool:
+        """Draw whether the last transmission was lost (the station's loss rate)."""
+        return self.owner.link.dropped()

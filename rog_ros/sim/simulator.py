@@ -16,6 +16,10 @@ The trace-driven simulator behind ``rog sim``: real engines, real training, virt
 
 Each robot gets a half-duplex Wi-Fi link (``FluidLink``) that follows its own bandwidth trace
 (a preset generated with a per-robot seed, or a recorded file replayed at a per-robot offset).
+By default (``duplex='shared'``) its two directions queue separately and share the airtime
+(``DuplexLink``), so acknowledgements cross a long transfer as on a real station; ``'fifo'``
+keeps the older model, one queue for both directions, where acks wait behind the whole window
+and throughput estimates taken from their spacing are far too high.
 Every iteration really runs forward/backward on the workload's model on that worker's data
 partition, but is charged the device profile's compute time (e.g. Jetson Xavier NX), so the
 accuracy curve is real while the clock is the robots'. Deterministic for a seed.
@@ -34,6 +38,8 @@ from rog_ros.protocol.worker import WorkerEngine
 from rog_ros.sim.harness import Harness
 import torch
 
+
+DUPLEX_MODES = ('shared', 'fifo')
 
 DEFAULT_ITERATIONS = 120
 """Adaptation budget per worker when neither the config nor the workload names one: enough
@@ -63,6 +69,12 @@ class SimConfig:
     weight_decay: float = 5e-4
     policy_overrides: dict = field(default_factory=dict)   # e.g. {'balance': 'none'}
     label: str | None = None        # name in reports (default: the system spec)
+    duplex: str = 'shared'          # 'shared': a queue per direction, shared airtime
+    #                                 (DuplexLink); 'fifo': one queue for both directions
+
+    def __post_init__(self):
+        if self.duplex not in DUPLEX_MODES:
+            raise ValueError(f'duplex must be one of {DUPLEX_MODES}, got {self.duplex!r}')
 
 
 def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> list:
@@ -143,6 +155,11 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     for r, (trace, offset) in enumerate(make_traces(cfg.trace, n, cfg.seed)):
         link_list.append(links.FluidLink(trace, latency_s=cfg.latency_s, seed=cfg.seed + r,
                                          time_offset_s=offset))
+    if cfg.duplex == 'shared':
+        stations = [links.DuplexLink(ln) for ln in link_list]
+        up, down = [st.up for st in stations], [st.down for st in stations]
+    else:
+        up = down = link_list
     compute = cfg.compute_time_s or wl.compute_time_s
     recorder = RunRecorder(system=cfg.label or policy.name, n_workers=n,
                            staleness=policy.staleness, trace=cfg.trace, seed=cfg.seed,
@@ -150,8 +167,8 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.extra['message_bytes'] = int(codec.row_nbytes(layout).sum())
     recorder.extra['params'] = layout.n_params
     recorder.extra['rows'] = layout.n_rows
-    harness = Harness(server, engines, grad_fn, compute_s=compute, up=link_list,
-                      down=link_list, recorder=recorder, eval_fn=eval_fn,
+    harness = Harness(server, engines, grad_fn, compute_s=compute, up=up, down=down,
+                      recorder=recorder, eval_fn=eval_fn,
                       eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
     harness.run(until=cfg.time_budget_s or math.inf)
     recorder.on_eval(harness.now, sum(harness.stats.iterations) / n, eval_fn())
