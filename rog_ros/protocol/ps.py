@@ -448,16 +448,23 @@ class ServerEngine:
 
 def encode_versions(transfer_id: int, receiver: int, v: torch.Tensor, rows: np.ndarray
                     ) -> RowVersions:
-    """Run-length encode the version vectors of ascending ``rows`` (vectorised)."""
+    """
+    Run-length encode the version vectors of ascending ``rows`` (vectorised).
+
+    A run breaks only where the version vector changes, and spans the row ids in between that
+    the transfer does not carry: the worker applies versions to delivered rows only, so those
+    are ignored. A partial transfer skips rows all over the model; breaking runs at every gap
+    cost a straggler's pull ~140 runs (3.5 kB, 3 % of the model) where ~25 suffice.
+    """
     n = v.shape[1]
     if rows.size == 0:
         return RowVersions(transfer_id=transfer_id, receiver=receiver, n_workers=n)
     vv = v[torch.from_numpy(rows)].numpy()
     new_run = np.ones(rows.size, dtype=bool)
-    new_run[1:] = (np.diff(rows) != 1) | np.any(vv[1:] != vv[:-1], axis=1)
+    new_run[1:] = np.any(vv[1:] != vv[:-1], axis=1)
     starts = np.flatnonzero(new_run)
-    lengths = np.diff(np.append(starts, rows.size))
+    ends = np.append(rows[starts[1:]], rows[-1] + 1)
     return RowVersions(transfer_id=transfer_id, receiver=receiver, n_workers=n,
                        run_starts=rows[starts].astype(np.uint32),
-                       run_lengths=lengths.astype(np.uint32),
+                       run_lengths=(ends - rows[starts]).astype(np.uint32),
                        versions=vv[starts].reshape(-1).astype(np.int32))

@@ -278,12 +278,18 @@ class OutgoingTransfer:
 
         Between the first and the last per-chunk ack when there are several: this excludes the
         first round trip, which dominates small transfers and would make a fast link look slow
-        (and ATP then send too few rows). A single-chunk transfer counts from its start.
+        (and ATP then send too few rows). But only if the acks are spread over at least a
+        quarter of the transfer: acks that arrive in a bunch (queued behind the sender's own
+        window on a half-duplex link, or compressed by Wi-Fi block acks) say nothing about
+        the rate, and their spacing would read many times the link's capacity, so that a
+        straggler's deadline-bound transfer overshoots by a whole window. Otherwise, and for
+        a single chunk, the sample counts from the transfer's start.
         """
-        if self.n_acked >= 2 and self.last_ack_time > self.first_ack_time:
-            return (self.bytes_acked_chunks - self.first_ack_bytes,
-                    self.last_ack_time - self.first_ack_time)
-        return self.bytes_acked, max(self.last_ack_time - self.start_time, 1e-9)
+        whole = max(self.last_ack_time - self.start_time, 1e-9)
+        spread = self.last_ack_time - self.first_ack_time
+        if self.n_acked >= 2 and spread > 0 and spread >= 0.25 * whole:
+            return self.bytes_acked_chunks - self.first_ack_bytes, spread
+        return self.bytes_acked, whole
 
 
 class IncomingTransfer:

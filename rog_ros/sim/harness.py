@@ -42,8 +42,10 @@ class LinkSpec:
     One direction of a link: fixed latency and bandwidth (bits/s), FIFO.
 
     Any object with ``transmit(start_s, nbytes) -> arrival_s`` (and optionally ``dropped()``)
-    can stand in for it, e.g. ``rog_ros.net.links.FluidLink`` following a bandwidth trace; pass
-    the same object as a robot's up and down link to model a half-duplex Wi-Fi station.
+    can stand in for it, e.g. ``rog_ros.net.links.FluidLink`` following a bandwidth trace. For a
+    half-duplex Wi-Fi station pass the ``up`` and ``down`` directions of one
+    ``rog_ros.net.links.DuplexLink``; the same ``FluidLink`` as both is one FIFO for both
+    directions, where an acknowledgement waits behind everything the other side queued.
     """
 
     latency_s: float = 0.001

@@ -167,6 +167,7 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.extra['message_bytes'] = int(codec.row_nbytes(layout).sum())
     recorder.extra['params'] = layout.n_params
     recorder.extra['rows'] = layout.n_rows
+    recorder.extra['duplex'] = cfg.duplex
     harness = Harness(server, engines, grad_fn, compute_s=compute, up=up, down=down,
                       recorder=recorder, eval_fn=eval_fn,
                       eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))

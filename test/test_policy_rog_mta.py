@@ -1,0 +1,55 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Rog's MTA: the exact root for an S + 1 trigger; the infinite-urgency rule keeps RSP safe."""
+
+from protocol_fixtures import build
+import pytest
+from rog_ros.protocol.policies import make_policy
+
+SLOW = 1     # worker 1 has the slowest link below
+
+
+def _run(rule):
+    pol = make_policy('rog:4', deadline_floor=0.0, mta_rule=rule)   # straggler sends its MTA
+    harness, server, workers, _, layout = build(
+        'rog:4', policy=pol, iters=30, bandwidths=(1e6, 0.02e6, 2e6, 0.3e6))
+    harness.log_events = True
+    stats = harness.run()
+    fractions = [a.value / layout.n_rows for _, node, a in stats.logs
+                 if a.name == 'push_done' and node == SLOW]
+    return harness, workers, fractions
+
+
+def test_rog_defaults_to_the_root_for_its_trigger_convention():
+    # (1 - P)^S = P: the MTA argument redone for a trigger at staleness S + 1 ('gt').
+    for s in (2, 4, 20):
+        p = make_policy(f'rog:{s}').mta
+        assert (1 - p) ** s == pytest.approx(p, abs=1e-6)
+    assert make_policy('rog:4').mta == pytest.approx(0.27551, abs=1e-5)
+    assert make_policy('rog:0').mta == 1.0
+    assert make_policy('rog:4', mta_rule='paper_table').mta == 0.32   # the paper's Table 1
+
+
+@pytest.mark.parametrize('rule, mta', [('exact_root_shifted', 0.27551), ('round_robin', 0.2)])
+def test_straggler_sends_less_and_never_violates_its_own_rows(rule, mta):
+    harness, workers, fractions = _run(rule)
+    s = workers[0].policy.staleness
+    assert all(w.followups == 0 for w in workers)          # no row reached S + 1 unsent
+    assert all(int(w.withheld.max()) <= s for w in workers)
+    assert min(fractions) >= mta - 1e-3                      # never below the MTA
+    paper, _, paper_fractions = _run('paper_table')
+    assert min(paper_fractions) >= 0.32 - 1e-9
+    mean = sum(fractions) / len(fractions)
+    assert mean < sum(paper_fractions) / len(paper_fractions) - 0.01
+    assert harness.now < paper.now                           # the straggler paces the fleet
