@@ -23,8 +23,8 @@ Fewer mandatory rows shorten the straggler's transfers, which set the pace of th
 under RSP: MPCOL, outdoors, 4 workers, seed 0, time to target 29.8 s -> 27.2 s.
 The round-robin bound 1/(S+1) is faster still in the simulator (24.8 s) but made real fleets
 unstable (accuracy dips of 10-25 points late in 100-iteration runs on the indoors trace, in 5
-of 5 runs, against none in 3 runs with this rule). ``mta_rule='paper_table'`` reproduces the
-paper.
+of 5 runs; with this rule at most 5 points, in 3 runs). ``mta_rule='paper_table'`` reproduces
+the paper.
 """
 
 from rog_ros.protocol.policies.base import SyncPolicy
