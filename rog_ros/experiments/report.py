@@ -143,14 +143,20 @@ def write_plots(out: str, table: list[dict], series: dict, target=None) -> list:
 
 
 def _mean_curve(runs: list, xkey: str):
-    """Average accuracy over seeds on a common x grid (linear interpolation)."""
+    """
+    Average accuracy over seeds on a common x grid (linear interpolation).
+
+    The grid runs to the *longest* run: a finished run keeps its final accuracy (its model no
+    longer changes), so a system whose seeds differ in length is drawn over its whole span
+    instead of being cut at its shortest seed.
+    """
     curves = [(np.array([r[xkey] for r in run if r.get('accuracy') is not None]),
                np.array([r['accuracy'] for r in run if r.get('accuracy') is not None]))
               for run in runs if run]
     curves = [c for c in curves if c[0].size > 1]
     if not curves:
         return None, None
-    hi = min(c[0].max() for c in curves)
+    hi = max(c[0].max() for c in curves)
     grid = np.linspace(0.0, hi, 200)
     ys = np.mean([np.interp(grid, x, y) for x, y in curves], axis=0)
     return grid, ys
