@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import sys
 
 FLEET_KEYS = ('workload', 'sync', 'staleness', 'workers', 'seed', 'lr', 'chunk_bytes', 'window',
-              'namespace', 'bus', 'startup_timeout')
+              'deadline_floor', 'namespace', 'bus', 'startup_timeout')
 """Parameters every node of a fleet must agree on."""
 LINK_KEYS = ('trace', 'trace_scale', 'epoch', 'burst_bytes')
 ROLE_KEYS = {
@@ -44,7 +44,9 @@ ROLE_KEYS = {
 
 DEFAULTS = {
     'workload': 'toy', 'sync': 'rog', 'staleness': 4, 'workers': 3, 'seed': 0, 'lr': None,
-    'chunk_bytes': 16384, 'window': 4, 'namespace': '/rog', 'bus': 'auto',
+    'chunk_bytes': 16384, 'window': 4, 'deadline_floor': 3.0,   # nodes.params' default
+    'namespace': '/rog',
+    'bus': 'auto',
     'startup_timeout': 60.0, 'trace': 'none', 'trace_scale': 1.0, 'epoch': None,
     'burst_bytes': 65536, 'iterations': 100, 'eval_every': 10, 'out': 'rog_run',
     'server_timeout': 120.0, 'interface': 'auto', 'rate_hz': 10.0, 'nodes': None,

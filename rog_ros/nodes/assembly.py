@@ -28,7 +28,7 @@ import time
 from rog_ros.core.compress import make_codec
 from rog_ros.net.shaper import TokenBucketShaper
 from rog_ros.net.traces import generate, load_trace, PRESETS, Trace
-from rog_ros.nodes.params import policy_spec
+from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR, policy_spec
 from rog_ros.protocol.policies import layout_for, make_policy
 import torch
 
@@ -71,7 +71,8 @@ def build_training(args) -> Training:
     """Build the shared training objects from fleet parameters (deterministic)."""
     workload = load_workload(args.workload)
     model = workload.make_model()
-    policy = make_policy(policy_spec(args))
+    policy = make_policy(policy_spec(args),
+                         deadline_floor=getattr(args, 'deadline_floor', DEFAULT_DEADLINE_FLOOR))
     params = list(model.parameters())
     layout = layout_for(policy, [tuple(p.shape) for p in params])
     w0 = layout.flatten([p.detach() for p in params]).clone()

@@ -21,10 +21,11 @@ S + 1, and the same argument for that trigger gives the shifted equation (specs/
 findings 3 and 5). The infinite-urgency rule still sends every row before it can trigger.
 Fewer mandatory rows shorten the straggler's transfers, which set the pace of the whole fleet
 under RSP: MPCOL, outdoors, 4 workers, seed 0, time to target 29.8 s -> 27.2 s.
-The round-robin bound 1/(S+1) is faster still in the simulator (24.8 s) but made real fleets
-unstable (accuracy dips of 10-25 points late in 100-iteration runs on the indoors trace, in 5
-of 5 runs; with this rule at most 5 points, in 3 runs). ``mta_rule='paper_table'`` reproduces
-the paper.
+The round-robin bound 1/(S+1) is faster still in the simulator (24.8 s) but below the 1/S
+that the infinite-urgency rule forces under the S+1 trigger, and it made real fleets unstable.
+(Real fleets also need a longer deadline floor than the simulator: see
+``rog_ros.nodes.params.DEFAULT_DEADLINE_FLOOR``.) ``mta_rule='paper_table'`` reproduces the
+paper.
 """
 
 from rog_ros.protocol.policies.base import SyncPolicy
