@@ -36,3 +36,22 @@ def test_out_of_range_floor_is_a_usage_error(bad):
     args = parser.parse_args(['--workload', 'toy', '--rank', '0', '--deadline-floor', bad])
     with pytest.raises(SystemExit):
         check_fleet_args(parser, args)
+
+
+def test_the_fleet_plan_passes_the_floor_to_every_training_node_and_checks_it():
+    from rog_ros.experiments import fleet
+    specs = fleet.plan(overrides={'deadline_floor': 1.5})
+    floors = {s.name: s.parameters.get('deadline_floor') for s in specs if s.role != 'netmon'}
+    assert set(floors.values()) == {1.5} and len(floors) == 4       # server + 3 workers
+    assert {s.parameters['deadline_floor'] for s in fleet.plan()
+            if s.role != 'netmon'} == {DEFAULT_DEADLINE_FLOOR}
+    with pytest.raises(ValueError, match='deadline_floor'):
+        fleet.plan(overrides={'deadline_floor': 11.0})
+
+
+@pytest.mark.parametrize('field', ['eval_samples', 'final_eval_samples'])
+def test_simulator_rejects_empty_evaluations(field):
+    from rog_ros.sim.simulator import SimConfig
+    assert SimConfig().final_eval_samples is None                   # the whole set
+    with pytest.raises(ValueError, match=field):
+        SimConfig(**{field: 0})

@@ -58,6 +58,9 @@ def add_parser(subparsers):
     p.add_argument('--eval-every', type=int, default=None, help='evaluate every K iterations')
     p.add_argument('--lr', type=float, default=None, help="learning rate (workload's)")
     p.add_argument('--seed', type=int, default=None, help='seed (default 0)')
+    p.add_argument('--deadline-floor', type=float, default=None,
+                   help='rog: send optional rows for at least this many compute times '
+                        '(default 3)')
     p.add_argument('--out', default='rog_fleet_run', help='output directory')
     p.add_argument('--config', default=None, help='ROS 2 parameter file (config/fleet.yaml)')
     p.add_argument('--namespace', default=None, help='topic namespace (default /rog)')
@@ -75,7 +78,7 @@ def add_parser(subparsers):
 
 def _overrides(args, out: str) -> dict:
     keys = ('workload', 'sync', 'staleness', 'workers', 'trace', 'trace_scale', 'iterations',
-            'eval_every', 'lr', 'seed', 'namespace')
+            'eval_every', 'lr', 'seed', 'namespace', 'deadline_floor')
     over = {k: getattr(args, k) for k in keys}
     over.update(out=out, bus='dds', epoch=time.time())
     if args.no_netmon:

@@ -30,6 +30,8 @@ the one interface that works for ``ros2 launch``, ``ros2 run`` and plain process
 from dataclasses import dataclass, field
 import sys
 
+from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR
+
 FLEET_KEYS = ('workload', 'sync', 'staleness', 'workers', 'seed', 'lr', 'chunk_bytes', 'window',
               'deadline_floor', 'namespace', 'bus', 'startup_timeout')
 """Parameters every node of a fleet must agree on."""
@@ -44,9 +46,8 @@ ROLE_KEYS = {
 
 DEFAULTS = {
     'workload': 'toy', 'sync': 'rog', 'staleness': 4, 'workers': 3, 'seed': 0, 'lr': None,
-    'chunk_bytes': 16384, 'window': 4, 'deadline_floor': 3.0,   # nodes.params' default
-    'namespace': '/rog',
-    'bus': 'auto',
+    'chunk_bytes': 16384, 'window': 4, 'deadline_floor': DEFAULT_DEADLINE_FLOOR,
+    'namespace': '/rog', 'bus': 'auto',
     'startup_timeout': 60.0, 'trace': 'none', 'trace_scale': 1.0, 'epoch': None,
     'burst_bytes': 65536, 'iterations': 100, 'eval_every': 10, 'out': 'rog_run',
     'server_timeout': 120.0, 'interface': 'auto', 'rate_hz': 10.0, 'nodes': None,
@@ -143,6 +144,9 @@ def plan(file_params=None, overrides=None) -> list:
     n = int(srv['workers'])
     if n < 1:
         raise ValueError(f'workers must be >= 1, got {n}')
+    floor = float(srv['deadline_floor'])
+    if not 0.0 <= floor <= 10.0:
+        raise ValueError(f'deadline_floor must be in [0, 10], got {floor:g}')
     for exe in ROLE_KEYS:
         if params[exe].get('workers', n) != n:
             raise ValueError('every node of a fleet needs the same number of workers')

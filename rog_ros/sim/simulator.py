@@ -77,6 +77,10 @@ class SimConfig:
     def __post_init__(self):
         if self.duplex not in DUPLEX_MODES:
             raise ValueError(f'duplex must be one of {DUPLEX_MODES}, got {self.duplex!r}')
+        for name in ('eval_samples', 'final_eval_samples'):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f'{name} must be >= 1 or None (the whole set), got {value}')
 
 
 def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> list:
