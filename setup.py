@@ -21,7 +21,7 @@ setup(
     version='0.1.0',
     description='Row-granulated stale-synchronous fleet training (Rog) for ROS 2 and PyTorch',
     license='Apache-2.0',
-    python_requires='>=3.10',
+    python_requires='>=3.8',
     packages=find_packages(include=['rog_ros', 'rog_ros.*']),
     # msg/, config/ and launch/ live at the repository root (the ROS 2 package layout); pip
     # installs them under <prefix>/share/rog_ros like colcon does, where the code finds them.
@@ -33,7 +33,7 @@ setup(
     ],
     install_requires=[
         # Robots bring NVIDIA's own wheel; set-up and CI pin the CPU wheel before this.
-        'torch>=2.0',
+        'torch>=2.0.0a0',
         'numpy>=1.23',
         'pyyaml>=6',
         'zstandard>=0.21',

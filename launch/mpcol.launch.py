@@ -21,6 +21,8 @@ parameter file). Starts rog_server, rog_worker_0..N-1 and netmon from the fleet 
 (rog_ros.experiments.fleet), exactly the processes `rog fleet` starts without ROS 2.
 """
 
+from __future__ import annotations
+
 from rog_ros.nodes.launching import config_file, generate
 
 DEFAULT_CONFIG = config_file('mpcol.yaml')

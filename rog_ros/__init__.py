@@ -18,4 +18,6 @@ Layers (dependencies point downward only): ``core`` (pure tensor algorithms) <- 
 (sans-I/O engines) <- ``sim`` | ``nodes``; ``net``, ``transport`` and ``workloads`` are leaves.
 """
 
+from __future__ import annotations
+
 __version__ = '0.1.0'

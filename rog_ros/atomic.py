@@ -17,6 +17,8 @@ Atomic file writes: a crash never leaves a half-written result, trace or report.
 Write to a temporary file in the same directory, fsync, then rename over the target.
 """
 
+from __future__ import annotations
+
 import os
 import tempfile
 

@@ -22,6 +22,8 @@ The ``rog`` command: simulate, benchmark and inspect fleet training.
     rog trace gen|stats|plot                      bandwidth traces
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import sys

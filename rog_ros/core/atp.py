@@ -22,6 +22,8 @@ sum|row| (paper 5.2), parameter rows by urgency alone (magnitude breaks ties). E
 few sorts over M rows; nothing loops over rows in Python.
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np

@@ -21,6 +21,8 @@ variant (1-P)^S = P; a deterministic round-robin needs only 1/(S+1). All are off
 the choice trades bandwidth against threshold triggers and the paper is inconsistent about it.
 """
 
+from __future__ import annotations
+
 import math
 
 PAPER_TABLE = {2: 0.5, 3: 0.38, 4: 0.32, 5: 0.28, 6: 0.25, 7: 0.22, 8: 0.2}

@@ -21,6 +21,8 @@ fragments arrive (specs/rog.md 5.7). Planning loops over chunks (about bytes/cap
 over rows.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 
 import numpy as np

@@ -31,6 +31,8 @@ order and the same *tensor rows* for the codec's reductions, so both granulariti
 bit-identical scales and updates; only the scheduling unit differs.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 from typing import Sequence
 

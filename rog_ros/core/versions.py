@@ -21,6 +21,8 @@ s == r the rows-within-one-worker level. One row per model reduces this to SSP
 (c - min_s c_s <= S) and S = 0 to BSP. The check is one comparison over the M x N table.
 """
 
+from __future__ import annotations
+
 import torch
 
 

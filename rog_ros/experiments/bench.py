@@ -18,6 +18,8 @@ Timing goals are checked here, not in unit tests (DESIGN section 8). Every bench
 one JSON object with its inputs, the machine's thread count and the figures.
 """
 
+from __future__ import annotations
+
 import time
 
 from rog_ros.core.compress import make_codec

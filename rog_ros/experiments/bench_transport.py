@@ -29,6 +29,8 @@ The publisher stamps ``time.monotonic()`` into the first 8 payload bytes; CLOCK_
 one clock for every process and namespace on a machine.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import os

@@ -26,6 +26,8 @@ Ctrl-C stops every node (SIGINT, then SIGTERM, then SIGKILL); none outlives this
 pair instead of shaping in the application.
 """
 
+from __future__ import annotations
+
 import ctypes
 import dataclasses
 import math

@@ -20,6 +20,8 @@ Each (system, seed) run is a ``simulate`` call writing its own ``summary.json`` 
 A run that already has a summary in DIR is reused, so an interrupted comparison resumes.
 """
 
+from __future__ import annotations
+
 from concurrent.futures import as_completed, ProcessPoolExecutor
 import json
 import multiprocessing

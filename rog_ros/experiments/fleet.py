@@ -27,6 +27,8 @@ A node receives its parameters as command-line options (``eval_every`` -> ``--ev
 the one interface that works for ``ros2 launch``, ``ros2 run`` and plain processes alike.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 import sys
 

@@ -23,6 +23,8 @@ write the same files: ``summary.json`` and ``timeseries.csv``. Definitions, per 
 * stall cost = mean_d(stall_d / compute_d); a threshold trigger = one held pull.
 """
 
+from __future__ import annotations
+
 import csv
 from dataclasses import dataclass, field
 import json

@@ -20,6 +20,8 @@ triggers and bytes; plus the ratios the paper reports (Rog vs SSP and BSP) and t
 network-to-compute ratio that says which regime the numbers show.
 """
 
+from __future__ import annotations
+
 import os
 
 import numpy as np

@@ -22,6 +22,8 @@ Parts (each a ``compare`` in its own sub-directory, so an interrupted run resume
    and the paper's deadline without our compute-time floor.
 """
 
+from __future__ import annotations
+
 import os
 
 from rog_ros.experiments.compare import compare

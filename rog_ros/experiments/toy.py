@@ -19,6 +19,8 @@ with links of different speeds fit a quadratic model over the in-memory harness.
 prints is real output of the engines (time, stalls, triggers, bytes, final loss).
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 
 from rog_ros.core.compress import make_codec

@@ -19,6 +19,8 @@ A leaf package (numpy only): ``traces`` (Trace, files, presets, statistics), ``l
 ``shaper`` (TokenBucketShaper) and ``cli_trace`` (the ``rog trace`` command).
 """
 
+from __future__ import annotations
+
 from rog_ros.net.estimator import LaggedRateOracle, ThroughputEstimator
 from rog_ros.net.links import DuplexLink, FluidLink, SharedMedium
 from rog_ros.net.shaper import TokenBucketShaper

@@ -23,6 +23,8 @@ The ``rog trace`` command: generate, summarise and plot bandwidth traces.
 names the problem and returns 2.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import math

@@ -20,6 +20,8 @@ link's configured rate, polled about once per second (``read_bandwidth_thread``)
 late (specs/rog.md 7.3). Both are pure: the caller passes sizes, durations and times.
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np

@@ -35,6 +35,8 @@ Everything is pure: no clocks, no sleeping; the simulator owns time. Link time `
 trace at ``t + time_offset_s`` (the artifact started worker k at k/6 of its record).
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np

@@ -33,6 +33,8 @@ Symptom -> knob: "Operation not permitted" -> run as root (CAP_NET_ADMIN and CAP
 ``burst_bytes`` (tbf needs at least rate / HZ bytes of burst).
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 import os
 import secrets

@@ -23,6 +23,8 @@ burst at once. Decisions are FIFO: a message never leaves before the previous on
 Pure: the caller passes the time and sleeps for the returned delay; no clocks here.
 """
 
+from __future__ import annotations
+
 import math
 
 from rog_ros.net.traces import Trace

@@ -59,6 +59,8 @@ Read literally, a sample at 0 Mbit/s has ``tau = dt``. Looping traces search acr
 (at most one period); starts with no such change (non-looping end, constant traces) are left out.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 import math
 import re

@@ -20,6 +20,8 @@ the one place that does it (workload -> model -> RowLayout -> flat w0), plus the
 of each worker (trace + time offset -> token bucket on the node's monotonic clock).
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 import importlib
 import os

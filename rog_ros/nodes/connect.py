@@ -20,6 +20,8 @@ server's downlink writer must be matched before it can answer). Waiting for the 
 timeout and a diagnostic naming the topics still unmatched, replaces guessed start-up sleeps.
 """
 
+from __future__ import annotations
+
 import time
 
 from rog_ros.transport.bus import make_bus

@@ -28,6 +28,8 @@ One thread: the bus belongs to the loop (see the Bus threading contract); comput
 the loop like it blocks a robot's single training process, while DDS keeps receiving.
 """
 
+from __future__ import annotations
+
 import time
 
 from rog_ros.nodes.routing import topic_for

@@ -20,6 +20,8 @@ command-line ``arguments`` (the plan's options); launch_ros appends ``--ros-args
 node name, which the nodes strip.
 """
 
+from __future__ import annotations
+
 import os
 import time
 

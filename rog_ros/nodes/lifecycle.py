@@ -29,6 +29,8 @@ The machine holds no I/O: nodes ask it what is allowed and record transitions; s
 service request transitions.
 """
 
+from __future__ import annotations
+
 UNCONFIGURED = 'unconfigured'
 INACTIVE = 'inactive'
 ACTIVE = 'active'

@@ -19,6 +19,8 @@ captured output); the readers only fetch the text. ``iw`` is optional: without i
 wired/emulated interface, bitrate and signal stay unknown.
 """
 
+from __future__ import annotations
+
 import os
 import re
 import shutil

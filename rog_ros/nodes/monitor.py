@@ -20,6 +20,8 @@ as the nodes' token buckets). Optionally it records a trace ``t_seconds,mbps`` t
 ``load_trace`` replays: the measured throughput, the Wi-Fi bitrate or the emulated rate.
 """
 
+from __future__ import annotations
+
 import time
 
 from rog_ros.net.traces import save_trace, Trace

@@ -20,6 +20,8 @@ Reports interface counters, the Wi-Fi bitrate/signal (``iw``) and, under emulati
 emulated rate. ``--record`` writes ``t_seconds,mbps`` on exit; replay it with ``--trace``.
 """
 
+from __future__ import annotations
+
 import argparse
 import sys
 import time

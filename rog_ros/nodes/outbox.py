@@ -23,6 +23,8 @@ the bytes, exactly like a slow radio would. A link without a shaper releases at 
 Pure: times are passed in, nothing sleeps here.
 """
 
+from __future__ import annotations
+
 from collections import deque
 import math
 

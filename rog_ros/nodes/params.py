@@ -19,6 +19,8 @@ plan), ``ros2 launch`` starts it (the plan's command line plus ``--ros-args ...`
 strip) or a user types it. The names match ``config/*.yaml`` keys with ``-`` for ``_``.
 """
 
+from __future__ import annotations
+
 import argparse
 
 from rog_ros.transport.topics import DEFAULT_NAMESPACE

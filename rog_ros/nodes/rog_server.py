@@ -21,6 +21,8 @@ Evaluates the consensus model every ``--eval-every`` iterations, stops the fleet
 writes what was measured so far. Exit status 0 when training completed or was interrupted.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import sys

@@ -20,6 +20,8 @@ Pause training while the robot works: ``kill -USR1 <pid>`` (resume: ``-USR2``); 
 leaves cleanly. Exit status 0 when the server ended training or a shutdown was requested.
 """
 
+from __future__ import annotations
+
 import argparse
 import sys
 

@@ -26,6 +26,8 @@ The last segment selects the ROS 2 message type (:mod:`rog_ros.transport.topics`
 still check addressing fields (``receiver``, ``worker``): the engines validate them.
 """
 
+from __future__ import annotations
+
 from rog_ros.protocol.messages import SERVER
 from rog_ros.transport.topics import DEFAULT_TOPIC
 

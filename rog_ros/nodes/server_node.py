@@ -21,6 +21,8 @@ undelivered rows), collects the workers' TrainStatus for compute times, and writ
 ``summary.json`` / ``timeseries.csv`` as the simulator through ``RunRecorder``.
 """
 
+from __future__ import annotations
+
 import time
 
 from rog_ros.experiments.metrics import RunRecorder

@@ -20,6 +20,8 @@ only records the request, and the loop applies it at its next turn. SIGINT/SIGTE
 SIGUSR1 ``deactivate`` (pause training, e.g. while the robot drives), SIGUSR2 ``activate``.
 """
 
+from __future__ import annotations
+
 import signal
 
 SIGNAL_TRANSITIONS = {

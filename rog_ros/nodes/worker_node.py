@@ -20,6 +20,8 @@ publishes TrainStatus and follows the lifecycle (``inactive`` = paused: the prot
 running, no new computation starts).
 """
 
+from __future__ import annotations
+
 import time
 
 from rog_ros.nodes import lifecycle as lc

@@ -13,6 +13,8 @@
 # limitations under the License.
 """Actions: what a sans-I/O engine asks its driver (simulator or node) to do."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 from typing import Any
 

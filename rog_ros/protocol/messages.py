@@ -24,12 +24,14 @@ Every message carries ``schema_version``: DDS does not detect layout drift betwe
 receiver rejects a message whose version it does not speak (see ``validate``).
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Union
 
 import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SERVER = -1
 """Address of the parameter server in ``sender``/``receiver`` fields; workers are 0..N-1."""
 
@@ -95,8 +97,11 @@ class RowChunk:
     scales: np.ndarray = field(default_factory=_f32)       # float32, one per tensor_ids entry
     payload: bytes = b''        # encoded row bytes
     rate_bps: float = 0.0       # FLAG_END: sender's smoothed throughput estimate, 0 = unknown
-    auth_tag: bytes = b''       # optional message authentication code (empty = none)
     schema_version: int = SCHEMA_VERSION
+    incarnation: int = 0        # sender's run id (random 64-bit); a new one = it restarted
+    target_incarnation: int = 0  # receiver's run id as the sender knows it (0 = unknown)
+    auth_seq: int = 0           # per-sender counter for the replay window (0 = no auth)
+    auth_tag: bytes = b''       # HMAC over the message with auth_tag empty (empty = none)
 
     def wire_size(self) -> int:
         return (_HEADER_BYTES + len(self.payload) + 4 * len(self.row_ranges)
@@ -122,6 +127,10 @@ class RowVersions:
     run_lengths: np.ndarray = field(default_factory=_u32)
     versions: np.ndarray = field(default_factory=_i32)
     schema_version: int = SCHEMA_VERSION
+    incarnation: int = 0        # sender's run id (random 64-bit); a new one = it restarted
+    target_incarnation: int = 0  # receiver's run id as the sender knows it (0 = unknown)
+    auth_seq: int = 0           # per-sender counter for the replay window (0 = no auth)
+    auth_tag: bytes = b''       # HMAC over the message with auth_tag empty (empty = none)
 
     def wire_size(self) -> int:
         return (_HEADER_BYTES + 4 * len(self.run_starts) + 4 * len(self.run_lengths)
@@ -149,6 +158,10 @@ class TransferAck:
     chunk_ranges: np.ndarray = field(default_factory=_u32)
     receive_time: float = 0.0   # receiver's clock (seconds) when the chunk / END arrived
     schema_version: int = SCHEMA_VERSION
+    incarnation: int = 0        # sender's run id (random 64-bit); a new one = it restarted
+    target_incarnation: int = 0  # receiver's run id as the sender knows it (0 = unknown)
+    auth_seq: int = 0           # per-sender counter for the replay window (0 = no auth)
+    auth_tag: bytes = b''       # HMAC over the message with auth_tag empty (empty = none)
 
     def wire_size(self) -> int:
         return _HEADER_BYTES + 4 * len(self.chunk_ranges)
@@ -166,7 +179,13 @@ class Schedule:
     compute_sleep_s: float = 0.0  # compute equalisation: idle this long before computing
     urgent_rows: np.ndarray = field(default_factory=_u32)  # row ranges the server waits for
     stop: bool = False          # training is over; the worker shuts down
+    checkpoint_transfer: int = -1  # newest push of this worker the server's last durable
+    #                                 checkpoint includes (-1 = none): resend what came after
     schema_version: int = SCHEMA_VERSION
+    incarnation: int = 0        # sender's run id (random 64-bit); a new one = it restarted
+    target_incarnation: int = 0  # receiver's run id as the sender knows it (0 = unknown)
+    auth_seq: int = 0           # per-sender counter for the replay window (0 = no auth)
+    auth_tag: bytes = b''       # HMAC over the message with auth_tag empty (empty = none)
 
     def wire_size(self) -> int:
         return _HEADER_BYTES + 4 * len(self.urgent_rows)
@@ -188,6 +207,9 @@ class LinkStats:
     signal_dbm: float = 0.0     # Wi-Fi RSSI, 0 when unknown
     emulated_mbps: float = -1.0  # rate the emulator enforces now, -1 when not emulated
     schema_version: int = SCHEMA_VERSION
+    incarnation: int = 0        # sender's run id (random 64-bit); a new one = it restarted
+    auth_seq: int = 0           # per-sender counter for the replay window (0 = no auth)
+    auth_tag: bytes = b''       # HMAC over the message with auth_tag empty (empty = none)
 
     def wire_size(self) -> int:
         return _HEADER_BYTES + len(self.interface)
@@ -211,12 +233,15 @@ class TrainStatus:
     triggers: int = 0
     state: str = ''
     schema_version: int = SCHEMA_VERSION
+    incarnation: int = 0        # sender's run id (random 64-bit); a new one = it restarted
+    auth_seq: int = 0           # per-sender counter for the replay window (0 = no auth)
+    auth_tag: bytes = b''       # HMAC over the message with auth_tag empty (empty = none)
 
     def wire_size(self) -> int:
         return _HEADER_BYTES + len(self.state)
 
 
-Message = RowChunk | RowVersions | TransferAck | Schedule | LinkStats | TrainStatus
+Message = Union[RowChunk, RowVersions, TransferAck, Schedule, LinkStats, TrainStatus]
 
 
 def ranges_from_sorted(ids: np.ndarray) -> np.ndarray:

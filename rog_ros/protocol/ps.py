@@ -36,6 +36,8 @@ model), and the server holds N + 1 model-sized buffers instead of 2N + 1.
 received (artifact mistake 7.3.2).
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np

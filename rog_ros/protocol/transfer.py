@@ -28,6 +28,8 @@ One transfer moves an ordered set of encoded rows from one node to another:
   answer), duplicated or late.
 """
 
+from __future__ import annotations
+
 import numpy as np
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.packing import ChunkPlan, DEFAULT_CHUNK_BYTES, plan_chunks

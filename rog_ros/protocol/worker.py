@@ -34,6 +34,8 @@ The engine owns the flat parameter vector ``w``; bind a module to it with
 ``layout.bind(module, engine.w)`` so that updates need no copies.
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np

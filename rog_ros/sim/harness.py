@@ -24,6 +24,8 @@ The trace-driven simulator (``rog sim``) builds on the same loop with real link 
 harness is what the protocol tests and ``rog sim --toy`` use.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 import heapq
 import itertools

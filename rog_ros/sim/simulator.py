@@ -25,6 +25,8 @@ partition, but is charged the device profile's compute time (e.g. Jetson Xavier 
 accuracy curve is real while the clock is the robots'. Deterministic for a seed.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 import math
 import os
@@ -35,6 +37,7 @@ from rog_ros.net import links, traces
 from rog_ros.protocol.policies import layout_for, make_policy
 from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.worker import WorkerEngine
+from rog_ros.sim import systems
 from rog_ros.sim.harness import Harness
 import torch
 
@@ -112,6 +115,9 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
 
 def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     from rog_ros import workloads
+    runner = systems.lookup(cfg.system)
+    if runner is not None:        # a system with engines of its own (AdaComp, GSP, ...)
+        return runner(cfg, progress)
     wl = workloads.get(cfg.workload)
     policy = make_policy(cfg.system.split('#')[0], **cfg.policy_overrides)
     n = cfg.workers

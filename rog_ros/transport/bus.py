@@ -34,6 +34,8 @@ cannot promise that, so receivers must check the addressing fields (``receiver``
 the question and keep robots from receiving traffic meant for others.
 """
 
+from __future__ import annotations
+
 import abc
 import os
 

@@ -22,6 +22,8 @@ between ``messages.py`` and ``msg/`` and raises ``ImportError`` here rather than
 data on the wire.
 """
 
+from __future__ import annotations
+
 import dataclasses
 
 import numpy as np

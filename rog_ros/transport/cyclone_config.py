@@ -24,6 +24,8 @@ multicast); transfers stall for ~30 s after losses -> you are not using ``wifi``
 fragmentation); Cyclone warns about the receive buffer -> raise ``net.core.rmem_max``.
 """
 
+from __future__ import annotations
+
 import os
 from pathlib import Path
 import socket

@@ -22,6 +22,8 @@ subscribed topic, created on first use. See :mod:`rog_ros.transport.bus` for the
 contract.
 """
 
+from __future__ import annotations
+
 import os
 
 from cyclonedds.core import DDSException, InstanceState, ReadCondition, SampleState, \

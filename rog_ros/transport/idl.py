@@ -34,6 +34,8 @@ independent CDR implementation); if a binding version lacks the expected interna
 machines stay, ``FAST_SEQUENCES`` is False and samples carry lists (the converters accept both).
 """
 
+from __future__ import annotations
+
 from cyclonedds.idl import IdlStruct, make_idl_struct
 from cyclonedds.idl import types as t
 import numpy as np

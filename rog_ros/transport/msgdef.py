@@ -25,6 +25,8 @@ not change the wire format or the type hash).
 them, so that messages may use them without a ROS install.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 import os
 from pathlib import Path

@@ -22,6 +22,8 @@ the rclpy executor only queue messages, and :meth:`RclpyBus.poll` spins the exec
 calling thread and hands the queue over.
 """
 
+from __future__ import annotations
+
 import array
 from collections import deque
 import time

@@ -27,6 +27,8 @@ QoS (equal to the ROS 2 profiles a ROS 2 node must use to match):
   periodic, only the newest matters, never worth a retransmission on a congested link.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 import re
 

@@ -21,6 +21,8 @@ sorted by name; no constants, defaults or comments), so it is computed here from
 definitions without a ROS install and checked against ``rosbags`` in the tests.
 """
 
+from __future__ import annotations
+
 from hashlib import sha256
 import json
 

@@ -23,6 +23,9 @@ Built-ins (factories import their modules lazily, so importing this package stay
 A user's own task (any `nn.Module` + tensors + metric) is a `Workload` built by a factory and
 registered under a new name; see docs/workloads.md.
 """
+
+from __future__ import annotations
+
 import json
 
 from rog_ros.workloads.base import Workload

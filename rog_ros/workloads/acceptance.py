@@ -21,6 +21,9 @@ on the source domain (clean / known families), before adaptation, the target, an
 curve of a reference fleet (4 workers, synchronous SGD, averaged gradients;
 `training.emulate_fleet`) with the first iteration at the target.
 """
+
+from __future__ import annotations
+
 import argparse
 import json
 import os

@@ -25,6 +25,9 @@ system the same way as the built-in MPCOL and EACOL:
 * `evaluate(model)`: {'accuracy', 'loss'} on the held-out adaptation-domain set (fast)
 * `describe()`: what it is, sizes, accuracy before adaptation
 """
+
+from __future__ import annotations
+
 import torch
 from torch.nn import functional as F
 

@@ -20,6 +20,9 @@ the folder), so a crash or two processes building the same entry never leave a t
 reader sees either no entry or a complete one. Location: `$ROG_CACHE_DIR`, default
 `~/.cache/rog_ros`.
 """
+
+from __future__ import annotations
+
 import hashlib
 import json
 import os

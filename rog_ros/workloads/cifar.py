@@ -24,6 +24,9 @@ Nothing is ever downloaded: users place the files themselves (e.g. on a robot wi
   sample is returned, since the clients are the Pachinko-allocated shards of the paper. Needs
   `h5py`, imported only when this reader is called.
 """
+
+from __future__ import annotations
+
 from pathlib import Path
 import pickle
 

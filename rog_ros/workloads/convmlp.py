@@ -41,6 +41,9 @@ Batch-norm running statistics are buffers, not parameters: fleet protocols synch
 parameters, so by default the BN layers stay in eval mode even when the model is in training mode
 (the artifact's `freeze_bn`). Every replica then computes the same function of the same weights.
 """
+
+from __future__ import annotations
+
 import torch
 from torch import nn
 

@@ -24,6 +24,9 @@ and median, are applied here with the half-pixel shift they imply. `fog` blends 
 haze whose density varies smoothly over the image, then softens detail, as real fog scatters
 light. `corrupt(x, spec, seed)` applies a named preset or a list of (name, level) pairs.
 """
+
+from __future__ import annotations
+
 import math
 
 import torch

@@ -28,6 +28,9 @@ Target accuracy: accuracy before adaptation + `target_fraction` (default 0.5) of
 clean accuracy, both measured on the (clean / corrupted) evaluation set: a deterministic function
 of the options, so every synchronisation system of every run chases the same number.
 """
+
+from __future__ import annotations
+
 import time
 
 from rog_ros.workloads import cache

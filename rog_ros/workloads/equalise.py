@@ -20,6 +20,9 @@ gives every worker the same compute time per iteration: either it sleeps the dif
 proportion to its speed (`balance_batch_sizes`, dynamic batching). Afterwards all remaining
 heterogeneity is network. Both functions are pure.
 """
+
+from __future__ import annotations
+
 import math
 
 

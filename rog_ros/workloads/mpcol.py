@@ -28,6 +28,9 @@ held-out maps of the new family (`evaluate`, fast), and closed-loop roll-outs th
 Target accuracy: before + `target_fraction` (0.55) of the gap to the pre-trained policy's accuracy
 on held-out maps of the known families, measured when the checkpoint is built and stored with it.
 """
+
+from __future__ import annotations
+
 import time
 
 from rog_ros.workloads import cache

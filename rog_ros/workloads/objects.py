@@ -25,6 +25,9 @@ Classes: 12 shapes x {filled, outline} = up to 24 classes (`CLASS_NAMES`), 32x32
 anti-aliased from signed distance functions, fully vectorised (about 6k images per second on
 2 cores), deterministic for a seed.
 """
+
+from __future__ import annotations
+
 import math
 
 import torch

@@ -27,6 +27,9 @@ much stale or partial synchronisation hurts. Offered skews:
 All return a list of int64 index tensors, one per worker, disjoint; all are deterministic for a
 seed (a `torch.Generator`, never global state).
 """
+
+from __future__ import annotations
+
 import torch
 
 

@@ -25,6 +25,9 @@ and the goal: a goal channel in the window (the goal cell, or where the straight
 leaves the window) and the relative goal vector. `Observer` builds that for any batch of
 (map, position, goal) rows with one gather.
 """
+
+from __future__ import annotations
+
 import torch
 
 # Moves: north, east, south, west as (dy, dx).

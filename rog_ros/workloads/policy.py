@@ -22,6 +22,9 @@ fully connected layer, like the upstream collision-avoidance CNN of ref. [30].
 `rollout` drives many robots at once (one batched forward pass per step) from start to goal in
 held-out maps and reports success, collision and path-length ratio against the BFS expert.
 """
+
+from __future__ import annotations
+
 from rog_ros.workloads.planning import distance_fields, MOVES, Observer, UNREACHABLE
 import torch
 from torch import nn

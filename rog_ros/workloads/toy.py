@@ -19,6 +19,9 @@ cannot afford seconds of set-up: a linear model (features x classes, a handful o
 and evaluation set drawn from class-dependent Gaussians. The starting model is the untrained
 seeded linear layer, so accuracy starts near chance and rises within tens of iterations.
 """
+
+from __future__ import annotations
+
 from rog_ros.workloads.base import seeded, Workload
 from rog_ros.workloads.partition import label_shards
 import torch

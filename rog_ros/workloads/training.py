@@ -19,6 +19,9 @@ Local training loops: pre-training of starting checkpoints and a reference fleet
 without a network): the yardstick that says how many iterations adaptation needs, used to choose
 each workload's budget and target accuracy and by the tests. Both are deterministic for a seed.
 """
+
+from __future__ import annotations
+
 import contextlib
 import math
 

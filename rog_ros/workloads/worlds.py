@@ -30,6 +30,9 @@ Families, each generated for a whole batch of maps at once with tensor operation
 
 Maps are bool tensors (B, S, S), True = obstacle; the world outside the map is an obstacle.
 """
+
+from __future__ import annotations
+
 import torch
 from torch.nn import functional as F
 

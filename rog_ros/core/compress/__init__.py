@@ -13,6 +13,8 @@
 # limitations under the License.
 """Row codecs: DEFSGDM scaled sign (the default) and Identity (fp32), plus zstd framing."""
 
+from __future__ import annotations
+
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.defsgdm import MomentumPreconditioner
 from rog_ros.core.compress.framing import frame, unframe

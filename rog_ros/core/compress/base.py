@@ -20,6 +20,8 @@ order, so any set of rows can be cut out and sent without re-encoding. ``quantiz
 values the receiver will decode, which error feedback needs (e = p - C(p)).
 """
 
+from __future__ import annotations
+
 from rog_ros.core.rows import RowLayout
 import torch
 

@@ -18,6 +18,8 @@ The learning rate is *not* applied here: the server multiplies by lr/N when it a
 so a changed learning rate needs no re-scaling of the workers' accumulators.
 """
 
+from __future__ import annotations
+
 import torch
 
 

@@ -18,6 +18,8 @@ Packed sign bits are close to incompressible, fp32 rows and sparse updates are n
 is only compressed when that makes it smaller. The marker makes frames self-describing.
 """
 
+from __future__ import annotations
+
 RAW = 0
 ZSTD = 1
 

@@ -18,6 +18,8 @@ Used for equivalence tests (BSP + Identity = synchronous SGD) and for debugging;
 type follows the engine's dtype so that float64 test runs stay exact.
 """
 
+from __future__ import annotations
+
 from rog_ros.core.compress.base import RowCodec
 import torch
 

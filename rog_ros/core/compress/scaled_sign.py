@@ -24,6 +24,8 @@ Packing multiplies eight 0/1 bytes viewed as one int64 by a constant that gather
 byte; unpacking is a 256-entry lookup table. No float64 or per-element index temporaries.
 """
 
+from __future__ import annotations
+
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.rows import RowLayout
 import torch

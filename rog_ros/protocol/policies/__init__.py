@@ -13,6 +13,8 @@
 # limitations under the License.
 """Synchronisation systems as policies of one engine pair: ``make_policy('rog:4')``."""
 
+from __future__ import annotations
+
 from rog_ros.protocol.policies.base import layout_for, SyncPolicy
 from rog_ros.protocol.policies.bsp import bsp
 from rog_ros.protocol.policies.flown import flown

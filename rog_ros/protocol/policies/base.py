@@ -19,6 +19,8 @@ BSP is SSP with S = 0. Keeping one engine pair makes the comparison strict: same
 plumbing, same accounting; only the synchronisation unit and the scheduling differ.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 
 from rog_ros.core import mta as mta_rules

@@ -13,6 +13,8 @@
 # limitations under the License.
 """BSP: bulk-synchronous parallel = SSP with threshold 0 (a barrier every iteration)."""
 
+from __future__ import annotations
+
 from rog_ros.protocol.policies.base import SyncPolicy
 
 

@@ -21,6 +21,8 @@ bandwidth (netmon's report, taken before the transfer). The schedule is fixed at
 and there is no explicit SSP wait: waiting comes from slot arbitration alone.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 
 from rog_ros.protocol.policies.base import SyncPolicy

@@ -28,6 +28,8 @@ that the infinite-urgency rule forces under the S+1 trigger, and it made real fl
 paper.
 """
 
+from __future__ import annotations
+
 from rog_ros.protocol.policies.base import SyncPolicy
 
 

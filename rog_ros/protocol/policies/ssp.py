@@ -13,6 +13,8 @@
 # limitations under the License.
 """SSP: stale-synchronous parallel; whole-model transfers, stall iff c - min_s c_s > S."""
 
+from __future__ import annotations
+
 from rog_ros.protocol.policies.base import SyncPolicy
 
 
