@@ -20,6 +20,7 @@ import os
 import numpy as np
 import pytest
 
+from rog_ros.nodes import fleet_key
 from rog_ros.protocol import auth
 from rog_ros.protocol import messages as m
 
@@ -176,24 +177,26 @@ def test_windows_are_per_sender_incarnation_and_type():
     assert [verifier.check(x) for x in (a, b, c, d)] == ['replay'] * 4
 
 
-def test_signer_copies_and_starts_above_a_previous_run():
+def test_signer_copies_and_a_later_start_is_not_a_replay():
     # Prepare
-    first = auth.Signer(KEY)
+    first = auth.Signer(KEY, first_seq=1000)
     msg = m.TrainStatus(node=1, stamp=1.0)
     # Execute
     signed = first.sign(msg)
-    second = auth.Signer(KEY)
+    second = auth.Signer(KEY, first_seq=5000)       # the restarted node (AuthBus: clock us)
     later = second.sign(m.TrainStatus(node=1, stamp=1.0))
     # Assert
     assert msg.auth_tag == b'' and msg.auth_seq == 0        # caller's object untouched
-    assert later.auth_seq > signed.auth_seq                # a restart is not a replay
+    assert (signed.auth_seq, later.auth_seq) == (1000, 5000)
+    with pytest.raises(ValueError):
+        auth.Signer(KEY, first_seq=0)
     verifier = auth.Verifier(KEY)
     assert verifier.check(signed) is None and verifier.check(later) is None
 
 
 def test_key_never_appears_in_repr_or_errors(tmp_path):
     # Prepare
-    text = auth.generate_key_text()
+    text = fleet_key.generate_key_text()
     key = auth.parse_key(text)
     secret_hex = text.lower()
     # Execute
@@ -211,23 +214,24 @@ def test_key_never_appears_in_repr_or_errors(tmp_path):
 def test_key_sources(tmp_path):
     # Prepare
     path = tmp_path / 'fleet.key'
-    key = auth.write_key_file(path)
+    key = fleet_key.write_key_file(path)
     loose = tmp_path / 'loose.key'
-    loose.write_text(auth.generate_key_text())
+    loose.write_text(fleet_key.generate_key_text())
     os.chmod(loose, 0o644)
     # Execute
-    from_file = auth.load_fleet_key(str(path), environ={})
-    from_file_env = auth.load_fleet_key(environ={auth.KEY_FILE_ENV: str(path)})
-    from_env = auth.load_fleet_key(environ={auth.KEY_ENV: path.read_text()})
-    raw_text = auth.load_fleet_key(environ={auth.KEY_ENV: 'a passphrase of at least 32 chars!'})
+    from_file = fleet_key.load_fleet_key(str(path), environ={})
+    from_file_env = fleet_key.load_fleet_key(environ={fleet_key.KEY_FILE_ENV: str(path)})
+    from_env = fleet_key.load_fleet_key(environ={fleet_key.KEY_ENV: path.read_text()})
+    passphrase = 'a passphrase of at least 32 chars!'
+    raw_text = fleet_key.load_fleet_key(environ={fleet_key.KEY_ENV: passphrase})
     # Assert
     assert (os.stat(path).st_mode & 0o777) == 0o600
     assert from_file == key == from_file_env == from_env
     assert raw_text is not None and raw_text != key
-    assert auth.load_fleet_key(environ={}) is None
+    assert fleet_key.load_fleet_key(environ={}) is None
     with pytest.raises(auth.FleetKeyError, match='chmod 600'):
-        auth.load_fleet_key(str(loose), environ={})
+        fleet_key.load_fleet_key(str(loose), environ={})
     with pytest.raises(auth.FleetKeyError, match='cannot read'):
-        auth.load_fleet_key(str(tmp_path / 'missing'), environ={})
+        fleet_key.load_fleet_key(str(tmp_path / 'missing'), environ={})
     with pytest.raises(FileExistsError):
-        auth.write_key_file(path)
+        fleet_key.write_key_file(path)

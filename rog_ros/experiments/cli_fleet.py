@@ -108,7 +108,7 @@ def fleet_key_env(args, out: str) -> tuple:
     one a fresh random key is written to ``out/fleet.key`` (0600). Nodes always get a path,
     never the key itself, in their environment.
     """
-    from rog_ros.protocol import auth
+    from rog_ros.nodes import fleet_key as auth
     if args.fleet_key_file:
         path = os.path.abspath(args.fleet_key_file)
         return auth.read_key_file(path), {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 
-from rog_ros.protocol.auth import FleetKeyError, KEY_ENV, KEY_FILE_ENV, load_fleet_key
+from rog_ros.nodes.fleet_key import FleetKeyError, KEY_ENV, KEY_FILE_ENV, load_fleet_key
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
 
 DEFAULT_DEADLINE_FLOOR = 3.0

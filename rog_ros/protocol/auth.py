@@ -46,20 +46,12 @@ from collections import OrderedDict
 import dataclasses
 import hashlib
 import hmac
-import os
-import secrets
-import stat
 import struct
-import time
 
 import numpy as np
 
 from rog_ros.protocol import messages
 
-KEY_ENV = 'ROG_FLEET_KEY'
-"""Environment variable holding the fleet key itself (hex, or text of >= 32 bytes)."""
-KEY_FILE_ENV = 'ROG_FLEET_KEY_FILE'
-"""Environment variable holding the path of a fleet key file."""
 MIN_KEY_BYTES = 32
 TAG_BYTES = 16
 DEFAULT_WINDOW = 1024
@@ -96,7 +88,7 @@ class FleetKey:
             raise FleetKeyError('fleet key must be bytes')
         if len(secret) < MIN_KEY_BYTES:
             raise FleetKeyError(f'fleet key too short: {len(secret)} bytes, need at least '
-                                f'{MIN_KEY_BYTES} (make one with `rog security key FILE`)')
+                                f'{MIN_KEY_BYTES} (make one: rog security key FILE)')
         self._secret = bytes(secret)
         self.fingerprint = hashlib.sha256(b'rog-key-id\0' + self._secret).hexdigest()[:12]
         """Public identifier of the key (to compare nodes' keys in logs); not secret."""
@@ -120,11 +112,6 @@ class FleetKey:
         return hash(self.fingerprint)
 
 
-def generate_key_text() -> str:
-    """Return a new random fleet key as 64 hex digits (32 bytes)."""
-    return secrets.token_hex(MIN_KEY_BYTES)
-
-
 def parse_key(text, source: str = 'fleet key') -> FleetKey:
     """
     Return the FleetKey of ``text``: hex digits, else the raw bytes, >= 32 bytes either way.
@@ -141,52 +128,6 @@ def parse_key(text, source: str = 'fleet key') -> FleetKey:
         raise FleetKeyError(f'{source}: fleet key too short ({len(secret)} bytes, need '
                             f'{MIN_KEY_BYTES}); make one with `rog security key FILE`')
     return FleetKey(secret)
-
-
-def read_key_file(path) -> FleetKey:
-    """
-    Load a fleet key file; refuse one that other users may read (like ssh does).
-
-    Raises :class:`FleetKeyError` with a one-line reason.
-    """
-    path = os.fspath(path)
-    try:
-        st = os.stat(path)
-        if os.name == 'posix' and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise FleetKeyError(f'fleet key file {path} is accessible by other users (mode '
-                                f'{stat.S_IMODE(st.st_mode):o}); run chmod 600 {path}')
-        with open(path, 'rb') as fh:
-            text = fh.read(4096)
-    except OSError as err:
-        raise FleetKeyError(f'cannot read fleet key file {path}: {err.strerror}') from None
-    return parse_key(text, f'fleet key file {path}')
-
-
-def write_key_file(path, text=None) -> FleetKey:
-    """Create ``path`` (mode 0600, must not exist) holding ``text`` or a new random key."""
-    text = generate_key_text() if text is None else text
-    key = parse_key(text)
-    fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, 'w') as fh:
-        fh.write(text.strip() + '\n')
-    return key
-
-
-def load_fleet_key(path=None, environ=None):
-    """
-    Return the fleet key: from ``path``, else ``$ROG_FLEET_KEY_FILE``, else ``$ROG_FLEET_KEY``.
-
-    Returns None when none is configured (the node then runs unauthenticated). Raises
-    :class:`FleetKeyError` when one is configured but unusable.
-    """
-    env = os.environ if environ is None else environ
-    if path:
-        return read_key_file(path)
-    if env.get(KEY_FILE_ENV):
-        return read_key_file(env[KEY_FILE_ENV])
-    if env.get(KEY_ENV):
-        return parse_key(env[KEY_ENV], f'${KEY_ENV}')
-    return None
 
 
 # ---------------------------------------------------------------------- canonical encoding
@@ -264,16 +205,18 @@ def sender_of(msg) -> int:
 
 class Signer:
     """
-    Stamp outgoing messages of one node with increasing sequence numbers.
+    Stamp outgoing messages of one node with increasing sequence numbers from ``first_seq``.
 
-    The first sequence number is the wall clock in microseconds, so a restarted node (even
-    one that kept its incarnation) continues above every number it used before, as long as
-    its clock does not step back and it sends fewer than a million messages a second.
+    Nodes start at the wall clock in microseconds (``AuthBus`` does), so a restarted node,
+    even one that kept its incarnation, continues above every number it used before, as long
+    as its clock does not step back and it sent fewer than a million messages a second.
     """
 
-    def __init__(self, key: FleetKey, first_seq=None):
+    def __init__(self, key: FleetKey, first_seq: int = 1):
+        if not 1 <= int(first_seq) < 2 ** 63:
+            raise ValueError(f'first_seq must be in [1, 2^63), got {first_seq}')
         self.key = key
-        self.seq = int(time.time() * 1e6) if first_seq is None else int(first_seq) - 1
+        self.seq = int(first_seq) - 1
         self.signed = 0
 
     def sign(self, msg):

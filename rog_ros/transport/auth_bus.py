@@ -25,6 +25,7 @@ engine or callback ever sees them. Works over any Bus (``DdsBus``, ``RclpyBus``)
 from __future__ import annotations
 
 import logging
+import time
 
 from rog_ros.protocol.auth import DEFAULT_WINDOW, sender_of, Signer, Verifier
 from rog_ros.transport.bus import Bus
@@ -56,7 +57,7 @@ class AuthBus(Bus):
             raise ValueError('AuthBus needs a fleet key')
         self.inner = inner
         self.namespace = inner.namespace
-        self.signer = Signer(key)
+        self.signer = Signer(key, first_seq=int(time.time() * 1e6))  # see Signer
         self.verifier = Verifier(key, window)
         self.log = logger or LOG
 
