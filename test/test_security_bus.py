@@ -185,3 +185,49 @@ def test_driver_survives_an_engine_exception_and_counts_it():
     assert driver.engine_errors == 1
     assert [(log.name, log.info['where']) for log in logs] == [('reject', 'engine')]
     assert 'IndexError' in logs[0].info['error']
+
+
+def test_nodes_refuse_an_unusable_key_file_in_one_line(tmp_path, capsys):
+    # Prepare
+    from rog_ros.nodes import netmon, rog_server
+    from rog_ros.nodes.params import check_fleet_args
+    loose = tmp_path / 'loose.key'
+    loose.write_text('ab' * 32)
+    os.chmod(loose, 0o644)
+    parser = rog_server.build_parser()
+    args = parser.parse_args(['--fleet-key-file', str(loose)])
+    # Execute / Assert
+    with pytest.raises(SystemExit) as exit_server:
+        check_fleet_args(parser, args)
+    err = capsys.readouterr().err
+    assert exit_server.value.code == 2 and 'chmod 600' in err and 'ab' * 32 not in err
+    with pytest.raises(SystemExit) as exit_netmon:
+        netmon.main(['--bus', 'none', '--fleet-key-file', str(tmp_path / 'missing.key')])
+    assert exit_netmon.value.code == 2 and 'cannot read' in capsys.readouterr().err
+
+def test_rog_fleet_makes_a_fresh_private_key_per_run_or_uses_the_given_one(tmp_path):
+    # Prepare
+    from argparse import Namespace
+    from rog_ros.experiments.cli_fleet import fleet_key_env
+    from rog_ros.nodes import fleet_key
+    given = tmp_path / 'given.key'
+    given_key = fleet_key.write_key_file(given)
+    env = {k: v for k, v in os.environ.items() if k not in (fleet_key.KEY_ENV,
+                                                            fleet_key.KEY_FILE_ENV)}
+    # Execute
+    old = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        key1, env1 = fleet_key_env(Namespace(fleet_key_file=None), str(tmp_path / 'run'))
+        key2, env2 = fleet_key_env(Namespace(fleet_key_file=None), str(tmp_path / 'run'))
+        key3, env3 = fleet_key_env(Namespace(fleet_key_file=str(given)), str(tmp_path / 'run'))
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    # Assert
+    path = str(tmp_path / 'run' / 'fleet.key')
+    assert env1 == env2 == {fleet_key.KEY_FILE_ENV: path, fleet_key.KEY_ENV: ''}
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert key1 != key2 and fleet_key.read_key_file(path) == key2     # one key per run
+    assert key3 == given_key and env3[fleet_key.KEY_FILE_ENV] == str(given)
