@@ -436,3 +436,26 @@ def _worker_before_pull(world):
     grad = torch.randn(worker.w.shape[0], generator=torch.Generator().manual_seed(0))
     worker.on_compute_done(grad, 0.0)
     return worker
+
+
+# ---------------------------------------------------------------------- authentication
+_AUTH = {'auth_seq': _mostly([0, 1, 2, 2**63], 0, 2**64 - 1),
+         'auth_tag': st.one_of(st.binary(max_size=40), st.binary(min_size=16, max_size=16))}
+
+
+@fuzz_settings(200)
+@given(msg=st.one_of([message_strategy(t, _AUTH) for t in TYPES]), sign=st.booleans())
+def test_verifier_never_raises_and_rejects_every_random_tag(msg, sign):
+    from rog_ros.protocol import auth
+    key = auth.FleetKey(b'k' * 32)
+    verifier = auth.Verifier(key)
+    msg = wire(msg) or msg              # what arrives, or the raw object (worst case)
+    if sign:
+        try:
+            auth.sign(msg, key, max(1, msg.auth_seq % 2**63))
+        except (TypeError, ValueError, OverflowError):
+            hypothesis.assume(False)    # a sender cannot encode it: it is never sent
+    reason = verifier.check(msg)
+    assert reason in (None,) + auth.REASONS
+    assert (reason is None) == sign     # only signed messages pass, all of them
+    assert verifier.rejected + verifier.accepted == 1
