@@ -205,6 +205,7 @@ def test_nodes_refuse_an_unusable_key_file_in_one_line(tmp_path, capsys):
         netmon.main(['--bus', 'none', '--fleet-key-file', str(tmp_path / 'missing.key')])
     assert exit_netmon.value.code == 2 and 'cannot read' in capsys.readouterr().err
 
+
 def test_rog_fleet_makes_a_fresh_private_key_per_run_or_uses_the_given_one(tmp_path):
     # Prepare
     from argparse import Namespace
