@@ -232,3 +232,108 @@ def test_rog_fleet_makes_a_fresh_private_key_per_run_or_uses_the_given_one(tmp_p
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert key1 != key2 and fleet_key.read_key_file(path) == key2     # one key per run
     assert key3 == given_key and env3[fleet_key.KEY_FILE_ENV] == str(given)
+
+
+# ---------------------------------------------------------------------- engines over DDS
+SHAPES = [(16, 3, 3, 3), (16,), (10, 16), (10,)]
+
+
+def _engines():
+    import torch
+    from rog_ros.core.compress import ScaledSign
+    from rog_ros.core.rows import RowLayout
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.protocol.ps import ServerEngine
+    from rog_ros.protocol.worker import WorkerEngine
+    pol = make_policy('ssp:4')                  # whole model: the push content is fixed
+    layout = RowLayout(SHAPES, whole_model=pol.whole_model)
+    w0 = torch.zeros(layout.n_params)
+    server = ServerEngine(layout, ScaledSign(), pol, 1, w0, lr=0.1, chunk_bytes=256)
+    worker = WorkerEngine(0, 1, layout, ScaledSign(), pol, w0, chunk_bytes=256)
+    grad = torch.linspace(-1.0, 1.0, layout.n_params)
+    return server, worker, grad
+
+
+def _reference():
+    """Return the server model after one push with engines wired directly, and the uplink."""
+    from rog_ros.protocol.actions import Send
+    server, worker, grad = _engines()
+    worker.start(0.0)
+    queue, up = list(worker.on_compute_done(grad, 0.0)), []
+    while queue and server.clock[0] < 1:
+        a = queue.pop(0)
+        if isinstance(a, Send) and a.dest == m.SERVER:
+            up.append(a.msg)
+            queue += server.on_message(a.msg, 0.0)
+        elif isinstance(a, Send):
+            queue += worker.on_message(a.msg, 0.0)
+    return server.w_srv.clone(), up
+
+
+def _train_one_push_under_attack(authenticate: bool, tag: str):
+    """One push over DDS while an attacker first injects a forged copy of it."""
+    from rog_ros.nodes.routing import server_inbox, server_outbox, worker_inbox, worker_outbox
+    reference, up = _reference()
+    config = str(cyclone_config.config_path('loopback'))
+    domain, ns = _domain(3 if authenticate else 5), f'/rog_sec_{os.getpid()}_{tag}'
+
+    def bus(auth_it):
+        inner = dds_bus.DdsBus(namespace=ns, domain_id=domain, config=config)
+        return auth_bus.AuthBus(inner, KEY) if auth_it else inner
+
+    server_bus, worker_bus, attacker = bus(authenticate), bus(True), bus(False)
+    try:
+        server, worker, grad = _engines()
+        for t in server_inbox():
+            server_bus.subscribe(t)
+        for t in worker_inbox(0):
+            worker_bus.subscribe(t)
+        for t in server_outbox(1):
+            server_bus.advertise(t)
+        for t in worker_outbox():
+            worker_bus.advertise(t)
+            attacker.advertise(t)
+        deadline = time.monotonic() + WAIT_S
+        while (any(server_bus.matched(t) < (2 if t == TOPIC else 1) for t in server_inbox())
+               or any(worker_bus.matched(t) == 0 for t in worker_inbox(0))):
+            assert time.monotonic() < deadline, 'no DDS match'
+            time.sleep(0.01)
+        for msg in up:                          # forged: same header, garbage payload
+            forged = m.RowChunk(**vars(msg)) if msg.TYPE == 'RowChunk' else None
+            if forged is not None:
+                forged.payload = bytes(b ^ 0x5A for b in forged.payload)
+                forged.auth_seq, forged.auth_tag = 2**62, os.urandom(auth.TAG_BYTES)
+                attacker.publish(TOPIC, forged)
+        time.sleep(0.3)                         # let the forgeries arrive first
+        s_driver = EngineDriver(server_bus, server, Outbox({}))
+        w_driver = EngineDriver(worker_bus, worker, Outbox({}), compute=lambda clock: grad)
+        w_driver.handle(worker.start(time.monotonic()), time.monotonic())
+        while server.clock[0] < 1 and time.monotonic() < deadline:
+            w_driver.step(0.01)
+            s_driver.step(0.01)
+        return server, reference, server_bus
+    finally:
+        for b in (attacker, worker_bus, server_bus):
+            b.close()
+
+
+def test_forged_push_is_dropped_and_the_model_is_what_the_worker_sent():
+    # Execute
+    server, reference, server_bus = _train_one_push_under_attack(True, 'auth')
+    # Assert
+    assert server.clock == [1]
+    assert torch_equal(server.w_srv, reference)
+    assert server_bus.reject_counts()['bad_tag'] >= 2 and server.rejects == 0
+
+
+def test_control_without_authentication_the_same_forgery_corrupts_the_model():
+    # Execute
+    server, reference, _ = _train_one_push_under_attack(False, 'plain')
+    # Assert: the test above can fail
+    assert server.clock == [1]
+    assert not torch_equal(server.w_srv, reference)
+
+
+def torch_equal(a, b):
+    import torch
+    return bool(torch.equal(a, b))
