@@ -337,3 +337,31 @@ def test_control_without_authentication_the_same_forgery_corrupts_the_model():
 def torch_equal(a, b):
     import torch
     return bool(torch.equal(a, b))
+
+
+class _Inner(_ListBus):
+    def subscribe(self, topic, callback=None, qos=None):
+        pass
+
+    def close(self):
+        pass
+
+
+def test_rejects_are_logged_by_reason_and_count_never_the_key(caplog):
+    # Prepare
+    secret = os.urandom(32)
+    key = auth.FleetKey(secret)
+    forged = [auth.sign(_chunk(i), auth.FleetKey(os.urandom(32)), i + 1) for i in range(5)]
+    bus = auth_bus.AuthBus(_Inner([[(TOPIC, c) for c in forged] + [(TOPIC, _chunk(9))]]), key)
+    # Execute
+    with caplog.at_level('WARNING', logger='rog_ros.auth'):
+        got = bus.poll(0.0)
+    # Assert
+    assert got == []
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4        # bad_tag on its 1st, 2nd and 4th; unauthenticated on its 1st
+    assert sum('bad_tag' in line for line in lines) == 3 and 'unauthenticated' in lines[-1]
+    assert '(4 bad_tag so far)' in lines[2]
+    text = ' '.join(lines) + repr(bus) + str(bus.reject_counts())
+    assert secret.hex() not in text and secret.hex()[:8] not in text
+    assert bus.reject_counts()['bad_tag'] == 5 and bus.rejects == 6
