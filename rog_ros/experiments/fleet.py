@@ -32,29 +32,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import sys
 
-from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR
+from rog_ros.nodes import settings
 
-FLEET_KEYS = ('workload', 'sync', 'staleness', 'workers', 'seed', 'lr', 'chunk_bytes', 'window',
-              'deadline_floor', 'namespace', 'bus', 'startup_timeout')
-"""Parameters every node of a fleet must agree on."""
-LINK_KEYS = ('trace', 'trace_scale', 'epoch', 'burst_bytes')
-ROLE_KEYS = {
-    'rog_server': FLEET_KEYS + LINK_KEYS + ('iterations', 'eval_every', 'out'),
-    'rog_worker': FLEET_KEYS + LINK_KEYS + ('server_timeout',),
-    'netmon': ('namespace', 'bus', 'workers', 'seed', 'interface', 'rate_hz', 'nodes',
-               'record', 'trace', 'trace_scale', 'epoch'),
-}
-"""Executable -> parameters it accepts."""
-
-DEFAULTS = {
-    'workload': 'toy', 'sync': 'rog', 'staleness': 4, 'workers': 3, 'seed': 0, 'lr': None,
-    'chunk_bytes': 16384, 'window': 4, 'deadline_floor': DEFAULT_DEADLINE_FLOOR,
-    'namespace': '/rog', 'bus': 'auto',
-    'startup_timeout': 60.0, 'trace': 'none', 'trace_scale': 1.0, 'epoch': None,
-    'burst_bytes': 65536, 'iterations': 100, 'eval_every': 10, 'out': 'rog_run',
-    'server_timeout': 120.0, 'interface': 'auto', 'rate_hz': 10.0, 'nodes': None,
-    'record': None, 'netmon': True,
-}
+ROLE_KEYS = {exe: tuple(s.name for s in settings.for_role(exe)
+                        if s.name not in ('rank', 'record', 'fleet_key_file'))
+             for exe in settings.NODES}
+"""Executable -> parameters the plan passes it (from the settings table; the fleet hands the
+key over in the environment and records the bag itself)."""
+DEFAULTS = settings.defaults()
 ALL_NODES = '/**'
 
 
@@ -90,21 +75,8 @@ class NodeSpec:
 
 
 def yaml_parameters(doc: dict) -> dict:
-    """
-    Return ``{node_name: {key: value}}`` from a ROS 2 parameter file's parsed YAML.
-
-    Accepts ``node: {ros__parameters: {...}}`` and the wildcard ``/**``; rejects anything
-    else with a message naming the offending entry.
-    """
-    out = {}
-    for node, body in (doc or {}).items():
-        if not isinstance(body, dict) or 'ros__parameters' not in body:
-            raise ValueError(f'parameter file: {node!r} needs a ros__parameters mapping')
-        params = body['ros__parameters'] or {}
-        if not isinstance(params, dict):
-            raise ValueError(f'parameter file: {node}.ros__parameters must be a mapping')
-        out[node.lstrip('/') if node != ALL_NODES else node] = dict(params)
-    return out
+    """Return ``{node_name: {key: value}}`` from a ROS 2 parameter file's parsed YAML."""
+    return settings.file_sections(doc)
 
 
 def load_parameter_file(path) -> dict:
@@ -135,7 +107,10 @@ def resolve(file_params=None, overrides=None) -> dict:
         merged.update(file_params.get(ALL_NODES, {}))
         merged.update(file_params.get(exe, {}))
         merged.update(overrides)
-        resolved[exe] = {k: merged[k] for k in keys} | {'netmon': merged['netmon']}
+        for key, value in merged.items():
+            if not isinstance(value, (list, tuple)):
+                merged[key] = settings.BY_NAME[key].parse(value)
+        resolved[exe] = dict({k: merged[k] for k in keys}, netmon=merged['netmon'])
     return resolved
 
 
@@ -168,37 +143,19 @@ def _strip(params: dict) -> dict:
     return {k: v for k, v in params.items() if k != 'netmon'}
 
 
-LAUNCH_ARGUMENTS = {
-    'workload': 'workload name (toy, mpcol, eacol); empty: from the config file',
-    'sync': 'rog, ssp or bsp; empty: from the config file',
-    'staleness': 'staleness threshold S; empty: from the config file',
-    'workers': 'number of workers; empty: from the config file',
-    'trace': 'per-worker link trace: preset, CSV file or none; empty: from the config file',
-    'namespace': 'topic namespace; empty: from the config file',
-    'config': "ROS 2 parameter file (default: this launch file's config/*.yaml)",
-}
-"""Launch arguments of launch/*.launch.py -> description."""
-_INT_KEYS = ('staleness', 'workers')
+LAUNCH_ARGUMENTS = dict(settings.launch_arguments(),
+                        config="ROS 2 parameter file (default: this launch file's "
+                               'config/*.yaml)')
+"""Launch arguments of launch/*.launch.py -> description (one per setting, plus config)."""
 
 
 def launch_overrides(values: dict) -> dict:
     """
-    Return overrides from launch-argument strings: empty means "not given", numbers are parsed.
+    Return overrides from launch-argument strings: empty means "not given", values are parsed.
 
-    ``config`` is not an override (it names the file); ValueError names a bad number.
+    ``config`` is not an override (it names the file); ValueError names a bad value.
     """
-    out = {}
-    for key, text in values.items():
-        if key == 'config' or text is None or str(text).strip() == '':
-            continue
-        if key not in LAUNCH_ARGUMENTS:
+    for key in values:
+        if key != 'config' and key not in LAUNCH_ARGUMENTS:
             raise ValueError(f'unknown launch argument {key!r}')
-        text = str(text).strip()
-        if key in _INT_KEYS:
-            try:
-                out[key] = int(text)
-            except ValueError:
-                raise ValueError(f'launch argument {key}:={text!r} is not an integer') from None
-        else:
-            out[key] = text
-    return out
+    return settings.launch_overrides({k: v for k, v in values.items() if k != 'config'})

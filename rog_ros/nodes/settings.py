@@ -1,0 +1,503 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Settings: every node parameter declared once (name, type, default, range, description, roles).
+
+From :data:`SETTINGS` come the command-line flags of each node and of ``rog fleet``
+(:func:`add_arguments`), the ROS 2 parameters with their descriptors
+(:func:`declare_ros_parameters`), the keys a ``config/*.yaml`` file may hold
+(:func:`check_parameter_file`), the launch arguments (:func:`launch_arguments`) and
+``docs/configuration.md`` (:func:`configuration_reference`).
+
+Values are resolved as ROS 2 resolves parameters, later wins: declared defaults, then
+``--params-file`` (sections ``/**``, the executable and the node name, ``*`` globs allowed),
+then command-line flags, then ``--ros-args -p name:=value``. Settings whose default is None
+("not set") are written ``none_text`` where a typed value is required (ROS parameters,
+launch arguments): ``lr: 0.0`` means "the workload's learning rate".
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+import fnmatch
+import math
+import sys
+
+from rog_ros.transport.topics import DEFAULT_NAMESPACE
+
+SERVER, WORKER, NETMON, FLEET = 'rog_server', 'rog_worker', 'netmon', 'fleet'
+NODES = (SERVER, WORKER, NETMON)
+TRAINING = (SERVER, WORKER, FLEET)
+ALL = (SERVER, WORKER, NETMON, FLEET)
+ALL_NODES = '/**'
+
+DEFAULT_DEADLINE_FLOOR = 3.0
+"""Real fleets: rog sends optional rows for at least 3 compute times (the simulator's policy
+default is 1). At 1, 100-iteration MPCOL fleets on the indoors trace dipped 10-25 accuracy
+points late in the run: rows that miss short deadlines pile up in the error-feedback residual,
+which feeds back through momentum; at 3, 3 of 3 runs per MTA rule were stable."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One parameter: its declaration is the only place its type, range and meaning live."""
+
+    name: str                   # snake_case: ROS parameter, YAML key; flag is --kebab-case
+    type: type                  # int, float, str or bool
+    default: object             # None: "not set" (see none_text)
+    description: str            # one sentence, shown by --help, ros2 param describe, docs
+    roles: tuple = ALL          # executables (and 'fleet' = the rog fleet CLI) that accept it
+    group: str = 'fleet'        # 'fleet' (identical on every node), 'link', or a role's own
+    min: float = None           # inclusive range; None = open
+    max: float = None
+    choices: tuple = ()         # allowed values of a str setting (empty: any)
+    none_text: object = None    # typed stand-in for None in ROS/launch/YAML (e.g. 0.0, '')
+
+    @property
+    def flag(self) -> str:
+        """Return the command-line flag: ``eval_every`` -> ``--eval-every``."""
+        return '--' + self.name.replace('_', '-')
+
+    def parse(self, value):
+        """Return ``value`` (a string or a YAML/ROS value) converted and checked; ValueError."""
+        if value is None or (self.none_text is not None and value == self.none_text) or (
+                isinstance(value, str) and self.default is None and value.strip() in ('', 'none')
+                and self.type is not str):
+            return None
+        if self.type is bool:
+            if isinstance(value, str):
+                low = value.strip().lower()
+                if low not in ('true', 'false', '1', '0'):
+                    raise ValueError(f'{self.name}: {value!r} is not a bool')
+                value = low in ('true', '1')
+            return bool(value)
+        try:
+            if self.type is int and isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            out = self.type(value.strip() if isinstance(value, str) else value)
+        except (TypeError, ValueError):
+            kind = {int: 'an integer', float: 'a number'}.get(self.type, self.type.__name__)
+            raise ValueError(f'{self.name}: {value!r} is not {kind}') from None
+        self.check(out)
+        return out
+
+    def check(self, value) -> None:
+        """Raise ValueError when ``value`` is outside the declared range or choices."""
+        if value is None:
+            return
+        if self.choices and value not in self.choices:
+            raise ValueError(f'{self.name} must be one of {", ".join(self.choices)}, '
+                             f'got {value!r}')
+        if self.type in (int, float):
+            if isinstance(value, float) and math.isnan(value):
+                raise ValueError(f'{self.name} must be a number, got nan')
+            if (self.min is not None and value < self.min) or (
+                    self.max is not None and value > self.max):
+                raise ValueError(f'{self.name} must be in {self.range_text()}, got {value!r}')
+
+    def range_text(self) -> str:
+        """Return the range as text: ``[1, inf)``, ``[0, 10]``, or ''."""
+        if self.min is None and self.max is None:
+            return ''
+        lo = '(-inf' if self.min is None else f'[{self.min:g}'
+        hi = 'inf)' if self.max is None else f'{self.max:g}]'
+        return f'{lo}, {hi}'
+
+    def ros_default(self):
+        """Return the typed default for ROS parameters and launch arguments."""
+        return self.none_text if self.default is None else self.default
+
+
+def _s(name, typ, default, description, roles=ALL, group='fleet', **kw) -> Setting:
+    return Setting(name, typ, default, description, roles, group, **kw)
+
+
+SETTINGS = (
+    # -------------------------------------------------- every node of one fleet must agree
+    _s('workload', str, 'toy', 'Workload: toy, mpcol or eacol.', TRAINING),
+    _s('sync', str, 'rog', 'Synchronisation system: rog, ssp or bsp.', TRAINING,
+       choices=('rog', 'ssp', 'bsp')),
+    _s('staleness', int, 4, 'Staleness threshold S (iterations a worker may run ahead).',
+       TRAINING, min=0, max=1000),
+    _s('workers', int, 3, 'Number of workers N in the fleet.', ALL, min=1, max=1024),
+    _s('seed', int, 0, 'Seed of data order and generated traces.', ALL, min=0,
+       max=2 ** 31 - 1),
+    _s('lr', float, None, "Learning rate; 0 = the workload's own.", TRAINING, min=0.0,
+       none_text=0.0),
+    _s('chunk_bytes', int, 16384, 'Row chunk payload cap in bytes (keep below the MTU '
+       'budget of DDS fragments).', TRAINING, min=256, max=1 << 20),
+    _s('window', int, 4, 'Unacknowledged chunks per transfer.', TRAINING, min=1, max=1024),
+    _s('deadline_floor', float, DEFAULT_DEADLINE_FLOOR, 'rog: keep sending optional rows for '
+       'at least this many compute times.', TRAINING, min=0.0, max=10.0),
+    _s('namespace', str, DEFAULT_NAMESPACE, 'Fleet namespace: every topic is relative to it.'),
+    _s('bus', str, 'auto', 'Transport: rclpy when ROS 2 is sourced, else the embedded DDS '
+       '(none: netmon only measures).', NODES, choices=('auto', 'dds', 'rclpy', 'none')),
+    _s('startup_timeout', float, 60.0, 'Seconds to wait for the peers to appear.', TRAINING,
+       min=0.0),
+    _s('record', str, None, 'Write status, link, schedule and diagnostics topics to this '
+       'ROS 2 MCAP file; empty = no recording.', ALL, none_text=''),
+    _s('fleet_key_file', str, None, 'Fleet key file (mode 0600) that signs and verifies every '
+       'message; empty = $ROG_FLEET_KEY_FILE, else $ROG_FLEET_KEY, else none '
+       '(unauthenticated).', ALL, none_text=''),
+    _s('diagnostics_hz', float, 1.0, 'Rate of /diagnostics (DiagnosticArray); 0 = off.',
+       ALL, min=0.0, max=100.0),
+    # -------------------------------------------------- emulated links
+    _s('trace', str, 'none', 'Emulated bandwidth trace per worker link: a preset (indoors, '
+       'outdoors, ...), a CSV file t_seconds,mbps, or none (real links, no shaping).', ALL,
+       'link'),
+    _s('trace_scale', float, 1.0, 'Multiply the trace rates.', ALL, 'link', min=1e-6),
+    _s('epoch', float, None, 'Wall-clock time (time.time()) at which every trace starts; '
+       '0 = node start.', NODES, 'link', min=0.0, none_text=0.0),
+    _s('burst_bytes', int, 65536, 'Token bucket size of the emulated link.', TRAINING,
+       'link', min=1),
+    # -------------------------------------------------- rog_server
+    _s('iterations', int, 100, 'Stop the fleet once every worker pushed this many.',
+       (SERVER, FLEET), 'server', min=1),
+    _s('eval_every', int, 10, 'Evaluate the consensus model every K iterations.',
+       (SERVER, FLEET), 'server', min=1),
+    _s('out', str, 'rog_run', 'Directory for summary.json and timeseries.csv.',
+       (SERVER, FLEET), 'server'),
+    # -------------------------------------------------- rog_worker
+    _s('rank', int, 0, 'This worker, 0..N-1.', (WORKER,), 'worker', min=0, max=1023),
+    _s('server_timeout', float, 120.0, 'Give up after this long without a message from '
+       'the server (s).', (WORKER,), 'worker', min=0.0),
+    # -------------------------------------------------- netmon
+    _s('interface', str, 'auto', 'Interface to monitor (auto: Wi-Fi, else the busiest).',
+       (NETMON,), 'netmon'),
+    _s('nodes', str, None, 'Comma-separated worker ranks to report for (-1: this robot); '
+       'empty = every worker.', (NETMON,), 'netmon', none_text=''),
+    _s('rate_hz', float, 10.0, 'LinkStats samples per second.', (NETMON,), 'netmon',
+       min=0.01, max=1000.0),
+    _s('record_trace', str, None, 'Write a bandwidth trace CSV here on exit; empty = none.',
+       (NETMON,), 'netmon', none_text=''),
+    _s('record_source', str, 'throughput', 'What the recorded trace holds.', (NETMON,),
+       'netmon', choices=('throughput', 'bitrate', 'emulated')),
+    _s('duration', float, None, 'Exit after this many seconds; 0 = run until stopped.',
+       (NETMON,), 'netmon', min=0.0, none_text=0.0),
+    _s('netmon', bool, True, 'Start netmon with the fleet.', (FLEET,), 'fleet only'),
+)
+"""Every setting, in the order the documentation lists them."""
+
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def for_role(role: str) -> list:
+    """Return the settings that ``role`` (an executable or 'fleet') accepts."""
+    return [s for s in SETTINGS if role in s.roles]
+
+
+def defaults(role: str = None) -> dict:
+    """Return ``{name: default}`` of every setting (of ``role``'s when given)."""
+    return {s.name: s.default for s in (for_role(role) if role else SETTINGS)}
+
+
+# ---------------------------------------------------------------------- argparse
+GROUP_TITLES = {'fleet': 'fleet (identical on every node)',
+                'link': 'emulated link (only with a trace)'}
+
+
+def add_arguments(parser: argparse.ArgumentParser, role: str, suppress: bool = True) -> None:
+    """
+    Add one flag per setting of ``role``, grouped; help text and range from the declaration.
+
+    With ``suppress`` the parsed namespace holds only flags that were given (so
+    :func:`resolve` can merge them above the params file).
+    """
+    groups = {}
+    for s in for_role(role):
+        title = GROUP_TITLES.get(s.group, f'{s.group} options')
+        g = groups.get(title) or groups.setdefault(title, parser.add_argument_group(title))
+        default = argparse.SUPPRESS if suppress else s.default
+        text = s.description + (f' Range {s.range_text()}.' if s.range_text() else '')
+        text = text.replace('%', '%%') + f' (default {s.default!r})'
+        kw = dict(default=default, help=text, dest=s.name)
+        if s.type is bool:
+            g.add_argument(s.flag, type=_bool_arg, metavar='{true,false}', **kw)
+        else:
+            g.add_argument(s.flag, type=str, metavar=s.type.__name__.upper(), **kw)
+
+
+def _bool_arg(text: str) -> bool:
+    return BY_NAME['netmon'].parse(text)
+
+
+# ---------------------------------------------------------------------- ROS arguments
+def split_ros_args(argv) -> tuple:
+    """
+    Split ``argv`` into (plain arguments, ros arguments) at ``--ros-args ... [--]`` blocks.
+
+    Returns ``(plain, ros)`` where ``ros`` is a dict: ``params`` (list of (name, text) from
+    ``-p``/``--param``), ``params_files`` (paths), ``node`` and ``ns`` (from ``-r __node:=``
+    / ``-r __ns:=``, else None). Unknown ROS options are kept for rclpy and ignored here.
+    """
+    plain, ros = [], {'params': [], 'params_files': [], 'node': None, 'ns': None}
+    args, i, inside = list(argv), 0, False
+    while i < len(args):
+        a = args[i]
+        if a == '--ros-args':
+            inside = True
+        elif inside and a == '--':
+            inside = False
+        elif not inside:
+            plain.append(a)
+        elif a in ('-p', '--param', '--params-file', '-r', '--remap') and i + 1 < len(args):
+            i += 1
+            value = args[i]
+            if a == '--params-file':
+                ros['params_files'].append(value)
+            elif ':=' not in value:
+                raise ValueError(f'--ros-args {a} {value!r}: expected name:=value')
+            else:
+                name, text = value.split(':=', 1)
+                if a in ('-p', '--param'):
+                    ros['params'].append((name, text))
+                elif name == '__node':
+                    ros['node'] = text
+                elif name == '__ns':
+                    ros['ns'] = text
+        i += 1
+    return plain, ros
+
+
+def _yaml_value(text: str):
+    """A ``-p`` value as ROS parses it (YAML scalar)."""
+    import yaml
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def file_sections(doc: dict, where: str = 'parameter file') -> dict:
+    """Return ``{section: {key: value}}`` of a parsed ROS 2 parameter file; ValueError."""
+    out = {}
+    for node, body in (doc or {}).items():
+        if not isinstance(body, dict) or 'ros__parameters' not in body:
+            raise ValueError(f'{where}: {node!r} needs a ros__parameters mapping')
+        params = body['ros__parameters'] or {}
+        if not isinstance(params, dict):
+            raise ValueError(f'{where}: {node}.ros__parameters must be a mapping')
+        out[node if node == ALL_NODES else node.lstrip('/')] = dict(params)
+    return out
+
+
+def read_parameter_file(path) -> dict:
+    """Read a ROS 2 parameter file; return :func:`file_sections` of it."""
+    import yaml
+    with open(path, encoding='utf-8') as fh:
+        return file_sections(yaml.safe_load(fh), str(path))
+
+
+def section_values(sections: dict, executable: str, node_name: str) -> dict:
+    """Merge the sections that apply to a node: ``/**``, then globs/executable, then its name."""
+    out = dict(sections.get(ALL_NODES, {}))
+    for key in sorted(sections):
+        bare = key.split('/')[-1]
+        if key != ALL_NODES and bare not in (node_name, executable) and (
+                fnmatch.fnmatchcase(node_name, bare)):
+            out.update(sections[key])
+    out.update(sections.get(executable, {}))
+    if node_name != executable:
+        out.update(sections.get(node_name, {}))
+    return out
+
+
+def check_parameter_file(sections: dict, where: str = 'parameter file') -> None:
+    """Raise ValueError naming any key no setting declares, or a value out of range."""
+    for section, params in sections.items():
+        for key, value in params.items():
+            if key not in BY_NAME:
+                raise ValueError(f'{where}: unknown parameter {key!r} in {section}; known: '
+                                 f'{", ".join(sorted(BY_NAME))}')
+            BY_NAME[key].parse(value)
+
+
+def node_name(role: str, values: dict) -> str:
+    """Return the unique node name: rog_server, rog_worker_<rank>, netmon_<rank>."""
+    if role == WORKER:
+        return f'rog_worker_{values.get("rank", 0)}'
+    if role == NETMON:
+        nodes = values.get('nodes')
+        first = str(nodes).split(',')[0].strip() if nodes not in (None, '') else ''
+        return f'netmon_{first}' if first and first != '-1' and ',' not in str(nodes) \
+            else 'netmon'
+    return role
+
+
+def resolve(role: str, parsed: argparse.Namespace, ros: dict) -> argparse.Namespace:
+    """
+    Merge defaults < params files < flags < ``-p`` for ``role``; validate; a Namespace.
+
+    Raises ValueError with a one-line message (unknown ``-p`` name, bad value, bad file).
+    """
+    accepted = {s.name for s in for_role(role)}
+    values = defaults(role)
+    flags = {k: v for k, v in vars(parsed).items() if k in accepted}
+    provisional = dict(values, **{k: v for k, v in flags.items() if k == 'rank'})
+    for name, text in ros['params']:
+        if name == 'rank':
+            provisional['rank'] = text
+    name = ros.get('node') or node_name(role, provisional)
+    for path in ros['params_files']:
+        sections = read_parameter_file(path)
+        check_parameter_file(sections, path)
+        for key, value in section_values(sections, role, name).items():
+            if key in accepted:
+                values[key] = BY_NAME[key].parse(value)
+    for key, text in flags.items():
+        values[key] = BY_NAME[key].parse(text)
+    for key, text in ros['params']:
+        if key not in accepted:
+            raise ValueError(f'-p {key}: {role} has no parameter {key!r}; known: '
+                             f'{", ".join(sorted(accepted))}')
+        values[key] = BY_NAME[key].parse(_yaml_value(text) if isinstance(text, str)
+                                         else text)
+    if ros.get('ns'):
+        values['namespace'] = ros['ns'] if ros['ns'].startswith('/') else '/' + ros['ns']
+    out = argparse.Namespace(**{k: v for k, v in vars(parsed).items() if k not in accepted})
+    for key, value in values.items():
+        setattr(out, key, value)
+    out.node_name = ros.get('node') or node_name(role, values)
+    return out
+
+
+class SettingsParser(argparse.ArgumentParser):
+    """
+    An ArgumentParser whose ``parse_args`` resolves a node's settings completely.
+
+    It accepts the flags of ``role``'s settings (added by :func:`add_arguments`) and
+    ``--ros-args`` blocks, merges them as :func:`resolve` does and validates every value, so
+    a bad value is a usage error (exit 2) with a one-line message.
+    """
+
+    def __init__(self, role: str, **kwargs):
+        super().__init__(**kwargs)
+        self.role = role
+        add_arguments(self, role)
+
+    def parse_args(self, args=None, namespace=None):
+        argv = sys.argv[1:] if args is None else list(args)
+        try:
+            plain, ros = split_ros_args(argv)
+        except ValueError as err:
+            self.error(str(err))
+        parsed = super().parse_args(plain, namespace)
+        try:
+            return resolve(self.role, parsed, ros)
+        except (OSError, ValueError) as err:
+            self.error(str(err))
+
+
+# ---------------------------------------------------------------------- ROS 2 parameters
+def parameter_descriptor(s: Setting):
+    """Return the rcl_interfaces ParameterDescriptor of a setting (needs ROS 2)."""
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, \
+        ParameterType
+    types = {int: ParameterType.PARAMETER_INTEGER, float: ParameterType.PARAMETER_DOUBLE,
+             str: ParameterType.PARAMETER_STRING, bool: ParameterType.PARAMETER_BOOL}
+    desc = ParameterDescriptor(name=s.name, type=types[s.type], description=s.description,
+                               read_only=s.name not in RUNTIME_SETTABLE)
+    if s.choices:
+        desc.additional_constraints = 'one of: ' + ', '.join(s.choices)
+    if s.type is int and (s.min is not None or s.max is not None):
+        desc.integer_range = [IntegerRange(
+            from_value=int(s.min if s.min is not None else -2 ** 63),
+            to_value=int(s.max if s.max is not None else 2 ** 63 - 1), step=0)]
+    elif s.type is float and (s.min is not None or s.max is not None):
+        desc.floating_point_range = [FloatingPointRange(
+            from_value=float(s.min if s.min is not None else -1e308),
+            to_value=float(s.max if s.max is not None else 1e308), step=0.0)]
+    return desc
+
+
+RUNTIME_SETTABLE = ('diagnostics_hz',)
+"""Settings that may change while a node runs (``ros2 param set``); the others are read-only."""
+
+
+def declare_ros_parameters(node, role: str, values) -> None:
+    """
+    Declare every setting of ``role`` on an rclpy ``node`` with its descriptor.
+
+    The declared default is the resolved value (``values``: the Namespace of
+    :func:`parse_node_args`), so ``ros2 param get`` shows what the node runs with.
+    """
+    for s in for_role(role):
+        value = getattr(values, s.name, s.default)
+        node.declare_parameter(s.name, s.ros_default() if value is None else value,
+                               parameter_descriptor(s))
+
+
+# ---------------------------------------------------------------------- launch arguments
+def launch_arguments(roles=NODES) -> dict:
+    """Return ``{name: description}``: one launch argument per setting of ``roles``."""
+    out = {}
+    for s in SETTINGS:
+        if any(r in s.roles for r in roles):
+            out[s.name] = (s.description + ' Empty: from the config file, else '
+                           f'{s.default!r}.')
+    return out
+
+
+def launch_overrides(values: dict, roles=NODES) -> dict:
+    """Parse launch-argument strings (empty = not given); ValueError names a bad one."""
+    known = launch_arguments(roles)
+    out = {}
+    for key, text in values.items():
+        if text is None or str(text).strip() == '' or key not in BY_NAME:
+            continue
+        if key not in known:
+            raise ValueError(f'unknown launch argument {key!r}')
+        out[key] = BY_NAME[key].parse(str(text))
+    return out
+
+
+# ---------------------------------------------------------------------- documentation
+def configuration_reference() -> str:
+    """Return the text of docs/configuration.md (generated; a test keeps it up to date)."""
+    lines = [
+        '# Configuration reference', '',
+        '<!-- Generated by rog_ros.nodes.settings.configuration_reference(); do not edit.',
+        '     Regenerate: python -m rog_ros.nodes.settings > docs/configuration.md -->', '',
+        'Every setting is declared once (`rog_ros/nodes/settings.py`) and is available as',
+        '', '* a command-line flag (`--eval-every 20`) of the nodes that accept it and of',
+        '  `rog fleet`;',
+        '* a ROS 2 parameter (`--ros-args -p eval_every:=20`, `ros2 param describe`), with its',
+        '  range in the parameter descriptor;',
+        '* a key of a ROS 2 parameter file (`config/*.yaml`, `--params-file`): sections `/**`,',
+        '  the executable (`rog_worker`) or the node name (`rog_worker_2`);',
+        '* a launch argument of `fleet.launch.py` and `robot.launch.py` (`eval_every:=20`).', '',
+        'Precedence, later wins: default < parameter file < flag < `-p`. Node names are unique:',
+        '`rog_server`, `rog_worker_<rank>`, `netmon_<rank>`. A "not set" value is written as',
+        'the stand-in shown in the table (`lr: 0.0` = the workload\'s learning rate).', '']
+    by_group = {}
+    for s in SETTINGS:
+        by_group.setdefault(s.group, []).append(s)
+    for group, items in by_group.items():
+        lines += [f'## {GROUP_TITLES.get(group, group)}', '',
+                  '| name | type | default | range | nodes | description |',
+                  '|---|---|---|---|---|---|']
+        for s in items:
+            default = 'not set' + (f' (`{s.none_text!r}`)' if s.none_text is not None else '') \
+                if s.default is None else f'`{s.default!r}`'
+            rng = s.range_text() or (', '.join(s.choices) if s.choices else '')
+            roles = ', '.join(r for r in s.roles)
+            lines.append(f'| `{s.name}` | {s.type.__name__} | {default} | {rng} | {roles} | '
+                         f'{s.description} |')
+        lines.append('')
+    return '\n'.join(lines)
+
+
+if __name__ == '__main__':
+    print(configuration_reference(), end='')
