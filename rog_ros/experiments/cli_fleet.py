@@ -42,34 +42,26 @@ import sys
 import time
 
 from rog_ros.experiments.fleet import load_parameter_file, plan
+from rog_ros.nodes import settings
 
 STOP_GRACE_S = 10.0      # SIGINT -> SIGTERM
 TERM_GRACE_S = 5.0       # SIGTERM -> SIGKILL
 WORKERS_AFTER_SERVER_S = 20.0
 LOG_TAIL_LINES = 15
+FLEET_OWN = ('out', 'netmon', 'fleet_key_file')
+"""Fleet settings with a spelling of the fleet's own (``--out`` default, ``--no-netmon``)."""
 
 
 def add_parser(subparsers):
     """Add the ``fleet`` subcommand."""
     p = subparsers.add_parser('fleet', help='run a fleet of node processes on this machine',
                               description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip())
-    p.add_argument('--workload', default=None, help='toy, mpcol, eacol, ... (default toy)')
-    p.add_argument('--sync', default=None, help='rog, ssp or bsp (default rog)')
-    p.add_argument('--staleness', type=int, default=None, help='threshold S (default 4)')
-    p.add_argument('--workers', type=int, default=None, help='number of workers (default 3)')
-    p.add_argument('--trace', default=None,
-                   help='per-worker link trace: preset or CSV file, or none (default none)')
-    p.add_argument('--trace-scale', type=float, default=None, help='rate multiplier')
-    p.add_argument('--iterations', type=int, default=None, help='iterations (default 100)')
-    p.add_argument('--eval-every', type=int, default=None, help='evaluate every K iterations')
-    p.add_argument('--lr', type=float, default=None, help="learning rate (workload's)")
-    p.add_argument('--seed', type=int, default=None, help='seed (default 0)')
-    p.add_argument('--deadline-floor', type=float, default=None,
-                   help='rog: send optional rows for at least this many compute times '
-                        '(default 3)')
+    for s in settings.for_role('fleet'):      # generated from the settings table
+        if s.name not in FLEET_OWN:
+            p.add_argument(s.flag, default=None, type=s.parse, metavar=s.type.__name__.upper(),
+                           help=f'{s.description} (default {s.default!r})'.replace('%', '%%'))
     p.add_argument('--out', default='rog_fleet_run', help='output directory')
     p.add_argument('--config', default=None, help='ROS 2 parameter file (config/fleet.yaml)')
-    p.add_argument('--namespace', default=None, help='topic namespace (default /rog)')
     p.add_argument('--domain-id', type=int, default=None,
                    help='DDS domain (default: a free-looking one derived from the pid)')
     p.add_argument('--no-netmon', action='store_true', help='do not start netmon')
@@ -86,9 +78,8 @@ def add_parser(subparsers):
 
 
 def _overrides(args, out: str) -> dict:
-    keys = ('workload', 'sync', 'staleness', 'workers', 'trace', 'trace_scale', 'iterations',
-            'eval_every', 'lr', 'seed', 'namespace', 'deadline_floor')
-    over = {k: getattr(args, k) for k in keys}
+    over = {s.name: getattr(args, s.name, None) for s in settings.for_role('fleet')
+            if s.name not in FLEET_OWN + ('record',)}
     over.update(out=out, bus='dds', epoch=time.time())
     if args.no_netmon:
         over['netmon'] = False

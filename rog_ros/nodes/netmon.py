@@ -26,7 +26,7 @@ import sys
 import time
 
 from rog_ros.nodes.connect import fleet_key, open_bus
-from rog_ros.nodes.monitor import NetMonitor, RECORD_SOURCES
+from rog_ros.nodes.monitor import NetMonitor
 from rog_ros.nodes.params import check_key_arg, node_parser
 from rog_ros.nodes.routing import LINK_STATS
 from rog_ros.nodes.signals import SignalRequests

@@ -111,13 +111,17 @@ class Setting:
         """Return the range as text: ``[1, inf)``, ``[0, 10]``, or ''."""
         if self.min is None and self.max is None:
             return ''
-        lo = '(-inf' if self.min is None else f'[{self.min:g}'
-        hi = 'inf)' if self.max is None else f'{self.max:g}]'
+        lo = '(-inf' if self.min is None else f'[{_num(self.min)}'
+        hi = 'inf)' if self.max is None else f'{_num(self.max)}]'
         return f'{lo}, {hi}'
 
     def ros_default(self):
         """Return the typed default for ROS parameters and launch arguments."""
         return self.none_text if self.default is None else self.default
+
+
+def _num(value) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f'{value:g}'
 
 
 def _s(name, typ, default, description, roles=ALL, group='fleet', **kw) -> Setting:
