@@ -28,12 +28,14 @@ import array
 from collections import deque
 import time
 
+from builtin_interfaces.msg import Time as RosTime
 import numpy as np
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from rog_ros import msg as ros_msg
+from rog_ros.protocol import messages
 from rog_ros.transport.bus import Bus, BusError
 from rog_ros.transport.convert import FIELD_PLANS, MESSAGE_CLASSES
 from rog_ros.transport.topics import DEFAULT_NAMESPACE, resolve, topic_qos, topic_type
@@ -71,6 +73,9 @@ def to_ros(msg):
         elif kind == 'array':
             dtype = np.dtype(dtype)
             value = array.array(_TYPECODES[dtype], np.ascontiguousarray(value, dtype).tobytes())
+        elif kind == 'time':
+            stamp = messages.as_time(value)
+            value = RosTime(sec=int(stamp.sec), nanosec=int(stamp.nanosec))
         else:
             value = {'str': str, 'bool': bool, 'float': float, 'int': int}[kind](value)
         setattr(ros, mname, value)
@@ -89,6 +94,8 @@ def from_ros(type_name: str, ros):
                 value = np.frombuffer(value, dtype=dtype).copy()
             else:
                 value = np.asarray(value, dtype=dtype)
+        elif kind == 'time':
+            value = messages.Time(int(value.sec), int(value.nanosec))
         values[dname] = value
     return MESSAGE_CLASSES[type_name](**values)
 
