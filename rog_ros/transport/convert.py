@@ -29,7 +29,7 @@ import dataclasses
 import numpy as np
 
 from rog_ros.protocol import messages
-from rog_ros.transport import idl
+from rog_ros.transport import idl, standard_msgs
 
 MESSAGE_CLASSES = {
     cls.TYPE: cls for cls in (messages.RowChunk, messages.RowVersions, messages.TransferAck,
@@ -92,8 +92,10 @@ _SCALAR = {'str': str, 'bool': bool, 'float': float, 'int': int}
 
 
 def to_sample(msg):
-    """Return the DDS sample of a protocol dataclass instance."""
+    """Return the DDS sample of a protocol (or standard ROS 2) dataclass instance."""
     type_name = msg.TYPE
+    if type_name not in FIELD_PLANS:
+        return standard_msgs.to_sample(msg)
     values = {}
     for dname, mname, kind, dtype in FIELD_PLANS[type_name]:
         value = getattr(msg, dname)
@@ -111,7 +113,10 @@ def to_sample(msg):
 
 
 def from_sample(sample):
-    """Return the protocol dataclass instance of a DDS sample."""
+    """Return the protocol (or standard ROS 2) dataclass instance of a DDS sample."""
+    standard = standard_msgs.sample_type(sample)
+    if standard is not None:
+        return standard_msgs.from_sample(sample, standard)
     type_name = sample_type(sample)
     values = {}
     for dname, mname, kind, dtype in FIELD_PLANS[type_name]:
