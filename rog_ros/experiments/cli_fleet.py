@@ -250,7 +250,7 @@ def _repo_pythonpath() -> str:
 
 def run(args) -> int:
     """Run the fleet; 0 when every node exited 0 and the summary was written."""
-    from rog_ros.nodes.routing import LINK_STATS, TRAIN_STATUS
+    from rog_ros.nodes.routing import link_stats, train_status, worker_name
     from rog_ros.transport.cyclone_config import config_path
     out = os.path.abspath(args.out)
     try:
@@ -297,8 +297,11 @@ def run(args) -> int:
         args.quiet = True
     bus = None if args.quiet else _status_bus(namespace, domain, loopback, key)
     if bus is not None:
-        bus.subscribe(TRAIN_STATUS, callback=progress.on_status)
-        bus.subscribe(LINK_STATS, callback=progress.on_link)
+        for name in ['rog_server'] + [worker_name(r) for r in range(n)]:
+            bus.subscribe(train_status(name), callback=progress.on_status)
+        for spec in specs:
+            if spec.role == 'netmon':
+                bus.subscribe(link_stats(spec.name), callback=progress.on_link)
     interrupted, failed, reason = False, [], ''
     try:
         sup.start()

@@ -28,7 +28,8 @@ import time
 from rog_ros.nodes.connect import fleet_key, open_bus
 from rog_ros.nodes.monitor import NetMonitor
 from rog_ros.nodes.params import check_key_arg, node_parser
-from rog_ros.nodes.routing import LINK_STATS
+from rog_ros.nodes.diagnostics import DiagnosticsPublisher, link_statuses
+from rog_ros.nodes.routing import link_stats
 from rog_ros.nodes.signals import SignalRequests
 
 
@@ -50,14 +51,18 @@ def main(argv=None) -> int:
     monitor = None
     try:
         if bus is not None:
-            bus.advertise(LINK_STATS)
+            bus.advertise(link_stats(args.node_name))
         monitor = NetMonitor(bus, args.interface, nodes, args, args.record_source)
+        last = []
+        diagnostics = DiagnosticsPublisher(bus, lambda now: link_statuses(args.node_name, last),
+                                           args.diagnostics_hz)
         period, start = 1.0 / args.rate_hz, time.monotonic()
         nxt = start
         while not requests.shutdown_requested:
             if args.duration is not None and time.monotonic() - start >= args.duration:
                 break
-            monitor.sample()
+            last[:] = monitor.sample()
+            diagnostics.maybe_publish()
             nxt += period
             time.sleep(max(0.0, nxt - time.monotonic()))
     except KeyboardInterrupt:

@@ -32,7 +32,8 @@ from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_match
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
-from rog_ros.nodes.routing import server_inbox, server_outbox, TRAIN_STATUS
+from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
+from rog_ros.nodes.routing import server_inbox, server_outbox, train_status, worker_name
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.messages import SERVER, TrainStatus
 from rog_ros.protocol.ps import ServerEngine
@@ -102,9 +103,13 @@ class ServerNode:
         self.bus = open_bus(a.bus, a.namespace, fleet_key(a))
         for topic in server_inbox():
             self.bus.subscribe(topic)
-        self.bus.subscribe(TRAIN_STATUS, callback=self._on_status)
-        for topic in server_outbox(a.workers) + [TRAIN_STATUS]:
+        for r in range(a.workers):
+            self.bus.subscribe(train_status(worker_name(r)), callback=self._on_status)
+        self.status_topic = train_status('rog_server')
+        for topic in server_outbox(a.workers) + [self.status_topic]:
             self.bus.advertise(topic)
+        self.diagnostics = DiagnosticsPublisher(self.bus, lambda now: server_statuses(self, now),
+                                                getattr(a, 'diagnostics_hz', 1.0))
         self.driver = EngineDriver(self.bus, self.engine, self.outbox, on_log=self._on_log)
         self.life.trigger('configure')
 
@@ -128,6 +133,7 @@ class ServerNode:
             if self.life.finished:
                 return
             self.driver.step()
+            self.diagnostics.maybe_publish()
             if self._mean_iteration() >= self._next_eval:
                 self._evaluate()
 
@@ -168,7 +174,7 @@ class ServerNode:
         self._next_eval = (int(iteration) // every + 1) * every
         e = self.engine
         if self.bus is not None:
-            self.bus.publish(TRAIN_STATUS, TrainStatus(
+            self.bus.publish(self.status_topic, TrainStatus(
                 node=SERVER, stamp=time.time(), iteration=min(e.clock),
                 loss=metrics.get('loss', float('nan')),
                 accuracy=metrics.get('accuracy', float('nan')), stall_s=sum(e.stall_time),

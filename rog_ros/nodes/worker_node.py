@@ -30,7 +30,8 @@ from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for,
 from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
-from rog_ros.nodes.routing import TRAIN_STATUS, worker_inbox, worker_outbox
+from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
+from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.messages import SERVER, TrainStatus
 from rog_ros.protocol.worker import WorkerEngine
@@ -97,8 +98,11 @@ class WorkerNode:
         self.bus = open_bus(a.bus, a.namespace, fleet_key(a))
         for topic in worker_inbox(self.rank):
             self.bus.subscribe(topic)
-        for topic in worker_outbox() + [TRAIN_STATUS]:
+        self.status_topic = train_status(worker_name(self.rank))
+        for topic in worker_outbox() + [self.status_topic]:
             self.bus.advertise(topic)
+        self.diagnostics = DiagnosticsPublisher(self.bus, lambda now: worker_statuses(self, now),
+                                                getattr(a, 'diagnostics_hz', 1.0))
         self.driver = EngineDriver(self.bus, self.engine, self.outbox, compute=self._compute,
                                    may_compute=lambda: self.life.training)
         self.life.trigger('configure')
@@ -123,6 +127,7 @@ class WorkerNode:
             if self.life.finished:
                 return
             self.driver.step()
+            self.diagnostics.maybe_publish()
             progress = max(self.driver.last_receive or 0.0, self._progress_at)
             waiting = self.driver.compute_at is None    # for the server, not for the robot
             if waiting and time.monotonic() - progress > self.args.server_timeout:
@@ -176,7 +181,7 @@ class WorkerNode:
         self._status_at = now
         wall = now - self.started_at if self.started_at else 0.0
         e = self.engine
-        self.bus.publish(TRAIN_STATUS, TrainStatus(
+        self.bus.publish(self.status_topic, TrainStatus(
             node=self.rank, stamp=time.time(), iteration=e.clock, loss=self.loss,
             compute_s=self.compute_s, comm_s=max(0.0, wall - self.compute_s),
             bytes_up=e.bytes_up, bytes_down=e.bytes_down, state=f'{self.life.state}:{e.state}'))
