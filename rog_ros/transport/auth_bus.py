@@ -120,5 +120,5 @@ class AuthBus(Bus):
 
 
 def _is_standard(msg) -> bool:
-    """Standard ROS 2 messages (``'pkg/Type'``, e.g. /diagnostics) are neither signed nor checked."""
+    """Tell if ``msg`` is a standard ROS 2 message (``'pkg/Type'``): neither signed nor checked."""
     return '/' in getattr(msg, 'TYPE', '')

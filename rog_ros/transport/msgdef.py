@@ -215,8 +215,8 @@ def load_msg_defs(directory=None, standard: bool = False) -> dict:
     Parse every ``*.msg`` of ``directory`` and the well-known types they use.
 
     ``directory`` defaults to :func:`msg_dir`; ``standard`` adds the standard ROS 2 messages
-    of :data:`STANDARD_DIR` (``diagnostic_msgs/DiagnosticArray`` ...). Returns ``{'pkg/Type': MsgDef}`` with every
-    nested type resolved.
+    of :data:`STANDARD_DIR` (``diagnostic_msgs/DiagnosticArray`` ...). Returns
+    ``{'pkg/Type': MsgDef}`` with every nested type resolved.
     """
     directory = Path(directory) if directory is not None else msg_dir()
     defs = {}
