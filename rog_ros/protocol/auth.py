@@ -29,11 +29,12 @@ deterministic encoding of the dataclass that both sides compute from the same fi
     then, for every field in declaration order except auth_tag:
         name + b'\0' + kind (1 byte) + length (8 bytes, little endian) + value bytes
 
-with ints as minimal little-endian two's complement, floats as IEEE binary64 (the bit
-pattern, so NaN payloads count), stamps as int32 sec + uint32 nanosec, bools as one byte,
-strings as UTF-8, ``bytes`` as they are and arrays converted to their wire dtype (the dtype
-of the field's default, which is the ``.msg`` type) in little-endian order. It covers
-header and payload: type name, addressing, transfer ids, clocks, flags, row ranges, scales, payload, ``incarnation`` and ``auth_seq``.
+with ints as minimal little-endian two's complement, floats as IEEE binary64 (the bit pattern,
+so NaN payloads count), stamps as int32 sec + uint32 nanosec, bools as one byte, strings as
+UTF-8, ``bytes`` as they are and arrays converted to their wire dtype (the dtype of the field's
+default, which is the ``.msg`` type) in little-endian order. It covers header and payload: type
+name, addressing, transfer ids, clocks, flags, row ranges, scales, payload, ``incarnation`` and
+``auth_seq``.
 
 What it does not do: it gives no confidentiality (payloads travel in clear), and one key is
 shared by the whole fleet, so it authenticates membership of the fleet, not which member sent
