@@ -250,7 +250,6 @@ def _repo_pythonpath() -> str:
 
 def run(args) -> int:
     """Run the fleet; 0 when every node exited 0 and the summary was written."""
-    from rog_ros.nodes.routing import link_stats, train_status, worker_name
     from rog_ros.transport.cyclone_config import config_path
     out = os.path.abspath(args.out)
     try:
@@ -270,6 +269,9 @@ def run(args) -> int:
         key, key_env = fleet_key_env(args, out)
     except (OSError, ValueError) as err:
         print(f'rog fleet: {err}', file=sys.stderr)
+        return 2
+    recorder = _recorder(args)
+    if recorder is False:
         return 2
     n, iterations = server.parameters['workers'], server.parameters['iterations']
     namespace = server.parameters['namespace']
@@ -295,13 +297,9 @@ def run(args) -> int:
         print('rog fleet: --netns: the nodes live in their own namespaces; progress is in '
               f'{os.path.join(out, "logs")}', file=sys.stderr)
         args.quiet = True
-    bus = None if args.quiet else _status_bus(namespace, domain, loopback, key)
+    bus = None if args.quiet and not recorder else _status_bus(namespace, domain, loopback, key)
     if bus is not None:
-        for name in ['rog_server'] + [worker_name(r) for r in range(n)]:
-            bus.subscribe(train_status(name), callback=progress.on_status)
-        for spec in specs:
-            if spec.role == 'netmon':
-                bus.subscribe(link_stats(spec.name), callback=progress.on_link)
+        _watch_topics(bus, specs, n, progress, recorder)
     interrupted, failed, reason = False, [], ''
     try:
         sup.start()
@@ -315,6 +313,10 @@ def run(args) -> int:
         sup.stop()
         if bus is not None:
             bus.close()
+        if recorder:
+            recorder.close()
+            print(f'rog fleet: recorded {sum(recorder.counts.values())} messages on '
+                  f'{len(recorder.counts)} topics to {args.record}', file=sys.stderr)
         for fn in reversed(cleanup):
             fn()
     codes = sup.codes()
@@ -333,6 +335,49 @@ def run(args) -> int:
         return 1
     print(f'rog fleet: done; {summary}')
     return 0
+
+
+def _recorder(args):
+    """Return the MCAP recorder of ``--record`` (None without; False after an error)."""
+    if not getattr(args, 'record', None):
+        return None
+    if args.netns:
+        print('rog fleet: --record needs the status topics in this namespace; it is not '
+              'available with --netns', file=sys.stderr)
+        return False
+    try:
+        from rog_ros.transport.bag import McapRecorder
+        return McapRecorder(args.record)
+    except (ImportError, OSError) as err:
+        print(f'rog fleet: --record {args.record}: {err} (pip install mcap)', file=sys.stderr)
+        return False
+
+
+def _watch_topics(bus, specs, n: int, progress: Progress, recorder) -> None:
+    """Subscribe to every node's status topics (progress) and what ``--record`` keeps."""
+    from rog_ros.nodes.diagnostics import DIAGNOSTICS
+    from rog_ros.nodes.routing import link_stats, train_status, worker_name
+    from rog_ros.transport.topics import resolve
+
+    def tee(topic, callback=None):
+        full = resolve(topic, bus.namespace)
+
+        def on_message(msg):
+            if callback is not None:
+                callback(msg)
+            if recorder:
+                recorder.write(full, msg)
+        bus.subscribe(topic, callback=on_message)
+
+    for name in ['rog_server'] + [worker_name(r) for r in range(n)]:
+        tee(train_status(name), progress.on_status)
+    for spec in specs:
+        if spec.role == 'netmon':
+            tee(link_stats(spec.name), progress.on_link)
+    if recorder:
+        for r in range(n):
+            tee(f'w{r}/schedule')
+        tee(DIAGNOSTICS)
 
 
 def _watch(sup: Supervisor, bus, progress: Progress, args, n: int) -> tuple:

@@ -47,7 +47,8 @@ def main(argv=None) -> int:
     except ValueError:
         parser.error(f'--nodes {args.nodes!r}: expected comma-separated ranks')
     requests = SignalRequests().install()
-    bus = None if args.bus == 'none' else open_bus(args.bus, args.namespace, fleet_key(args))
+    bus = None if args.bus == 'none' else open_bus(args.bus, args.namespace, fleet_key(args),
+                                                       args.record)
     monitor = None
     try:
         if bus is not None:

@@ -100,7 +100,8 @@ class ServerNode:
                  for r in range(a.workers)}
         self.outbox = Outbox({r: shaper_for(link, epoch, a.burst_bytes)
                               for r, link in links.items() if link is not None})
-        self.bus = open_bus(a.bus, a.namespace, fleet_key(a))
+        self.bus = open_bus(a.bus, a.namespace, fleet_key(a),
+                            getattr(a, 'record', None))
         for topic in server_inbox():
             self.bus.subscribe(topic)
         for r in range(a.workers):

@@ -95,7 +95,8 @@ class WorkerNode:
         link = link_for(a.trace, self.rank, a.workers, a.seed, a.trace_scale)
         epoch = epoch_to_monotonic(a.epoch)
         self.outbox = Outbox({SERVER: shaper_for(link, epoch, a.burst_bytes)} if link else {})
-        self.bus = open_bus(a.bus, a.namespace, fleet_key(a))
+        self.bus = open_bus(a.bus, a.namespace, fleet_key(a),
+                            getattr(a, 'record', None))
         for topic in worker_inbox(self.rank):
             self.bus.subscribe(topic)
         self.status_topic = train_status(worker_name(self.rank))
