@@ -47,8 +47,9 @@ def main(argv=None) -> int:
     except ValueError:
         parser.error(f'--nodes {args.nodes!r}: expected comma-separated ranks')
     requests = SignalRequests().install()
-    bus = None if args.bus == 'none' else open_bus(args.bus, args.namespace, fleet_key(args),
-                                                       args.record)
+    bus = None
+    if args.bus != 'none':
+        bus = open_bus(args.bus, args.namespace, fleet_key(args), args.record)
     monitor = None
     try:
         if bus is not None:
