@@ -128,15 +128,27 @@ class ServerNode:
 
     def spin(self) -> None:
         """Serve until every worker has been told to stop, or a shutdown is requested."""
-        while not self.engine.finished:
-            for transition in self.requests.take():
-                self.life.request(transition)
-            if self.life.finished:
-                return
-            self.driver.step()
-            self.diagnostics.maybe_publish()
-            if self._mean_iteration() >= self._next_eval:
-                self._evaluate()
+        while self.spin_once():
+            pass
+
+    def spin_once(self) -> bool:
+        """
+        One turn: apply lifecycle requests, then serve; False when the loop should end.
+
+        ``inactive`` (paused) keeps serving the protocol, so no worker times out, but skips
+        the evaluations.
+        """
+        if self.engine.finished:
+            return False
+        for transition in self.requests.take():
+            self.life.request(transition)
+        if self.life.finished:
+            return False
+        self.driver.step()
+        self.diagnostics.maybe_publish()
+        if self.life.training and self._mean_iteration() >= self._next_eval:
+            self._evaluate()
+        return True
 
     def finish(self) -> dict:
         """Evaluate a last time, let the workers leave, write the metrics; the summary."""

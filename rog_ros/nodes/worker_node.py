@@ -122,21 +122,33 @@ class WorkerNode:
 
     def spin(self) -> None:
         """Run until the server stops training or a shutdown is requested."""
-        while not self.driver.stopped:
-            for transition in self.requests.take():
-                self.life.request(transition)
-            if self.life.finished:
-                return
-            self.driver.step()
-            self.diagnostics.maybe_publish()
-            progress = max(self.driver.last_receive or 0.0, self._progress_at)
-            waiting = self.driver.compute_at is None    # for the server, not for the robot
-            if waiting and time.monotonic() - progress > self.args.server_timeout:
-                raise TimeoutError(f'worker {self.rank}: no message from the server for '
-                                   f'{self.args.server_timeout:.0f} s (engine state '
-                                   f'{self.engine.state}, clock {self.engine.clock})')
-            if time.monotonic() - self._status_at > STATUS_PERIOD_S:
-                self._publish_status()
+        while self.spin_once():
+            pass
+
+    def spin_once(self) -> bool:
+        """
+        One turn: apply lifecycle requests, then run the protocol; False when done.
+
+        ``inactive`` (paused) keeps answering the protocol but starts no computation, so no
+        new push either; ``activate`` resumes with the computation that was due.
+        """
+        if self.driver.stopped:
+            return False
+        for transition in self.requests.take():
+            self.life.request(transition)
+        if self.life.finished:
+            return False
+        self.driver.step()
+        self.diagnostics.maybe_publish()
+        progress = max(self.driver.last_receive or 0.0, self._progress_at)
+        waiting = self.driver.compute_at is None    # for the server, not for the robot
+        if waiting and time.monotonic() - progress > self.args.server_timeout:
+            raise TimeoutError(f'worker {self.rank}: no message from the server for '
+                               f'{self.args.server_timeout:.0f} s (engine state '
+                               f'{self.engine.state}, clock {self.engine.clock})')
+        if time.monotonic() - self._status_at > STATUS_PERIOD_S:
+            self._publish_status()
+        return True
 
     def shutdown(self) -> None:
         """Leave: final status, release the bus. Idempotent."""
