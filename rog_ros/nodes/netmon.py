@@ -27,6 +27,7 @@ import time
 
 from rog_ros.nodes.connect import fleet_key, open_bus
 from rog_ros.nodes.monitor import NetMonitor
+from rog_ros.nodes.node_main import setup_logging
 from rog_ros.nodes.params import check_key_arg, node_parser
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, link_statuses
 from rog_ros.nodes.routing import link_stats
@@ -39,9 +40,11 @@ def build_parser():
 
 
 def main(argv=None) -> int:
+    """Run netmon until shut down (or ``--duration``); the exit status."""
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     check_key_arg(parser, args)
+    log = setup_logging(args.node_name)
     try:
         nodes = [int(n) for n in (args.nodes or '-1').split(',') if n.strip()]
     except ValueError:
@@ -70,15 +73,17 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         pass
     except ValueError as err:
-        print(f'netmon: {err}', file=sys.stderr)
+        log.error('%s', err)
         return 2
     finally:
         if bus is not None:
             bus.close()
     if args.record_trace and monitor is not None:
         trace = monitor.save(args.record_trace)
-        print(f'netmon: recorded {len(monitor.samples)} samples to {args.record_trace}' if trace
-              else 'netmon: too few samples to record a trace', file=sys.stderr)
+        if trace:
+            log.info('recorded %d samples to %s', len(monitor.samples), args.record_trace)
+        else:
+            log.warning('too few samples to record a trace')
     return 0
 
 

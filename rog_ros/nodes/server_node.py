@@ -23,6 +23,7 @@ undelivered rows), collects the workers' TrainStatus for compute times, and writ
 
 from __future__ import annotations
 
+import logging
 import time
 
 from rog_ros.experiments.metrics import RunRecorder
@@ -59,6 +60,8 @@ class ServerNode:
         self.requests = requests or SignalRequests()
         self.life = lc.Lifecycle()
         self.bus = None
+        self.ros_node = None         # set by rog_ros.nodes.ros_node under ROS 2
+        self.log = logging.getLogger(getattr(args, 'node_name', 'rog_server'))
         self.status = {}             # worker rank -> newest TrainStatus
         self.t0 = None
         self.evaluations = 0
@@ -101,7 +104,7 @@ class ServerNode:
         self.outbox = Outbox({r: shaper_for(link, epoch, a.burst_bytes)
                               for r, link in links.items() if link is not None})
         self.bus = open_bus(a.bus, a.namespace, fleet_key(a),
-                            getattr(a, 'record', None))
+                            getattr(a, 'record', None), self.ros_node)
         for topic in server_inbox():
             self.bus.subscribe(topic)
         for r in range(a.workers):
@@ -161,6 +164,14 @@ class ServerNode:
             while time.monotonic() < deadline and any(self.bus.matched(t) for t in workers):
                 self.driver.step(0.02)
         return self._write(end)
+
+    def cleanup(self) -> None:
+        """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""
+        self.life.trigger('cleanup')
+        if self.bus is not None:
+            self.bus.close()
+            self.bus = None
+        self.engine = None
 
     def shutdown(self) -> None:
         """Release the bus. Idempotent."""

@@ -157,6 +157,9 @@ SETTINGS = (
        '(unauthenticated).', ALL, none_text=''),
     _s('diagnostics_hz', float, 1.0, 'Rate of /diagnostics (DiagnosticArray); 0 = off.',
        ALL, min=0.0, max=100.0),
+    _s('autostart', bool, True, 'Configure and activate at start; false: stay inactive until '
+       'activated (ros2 lifecycle set <node> activate, or SIGUSR2).', (SERVER, WORKER),
+       'lifecycle'),
     # -------------------------------------------------- emulated links
     _s('trace', str, 'none', 'Emulated bandwidth trace per worker link: a preset (indoors, '
        'outdoors, ...), a CSV file t_seconds,mbps, or none (real links, no shaping).', ALL,
@@ -228,13 +231,9 @@ def add_arguments(parser: argparse.ArgumentParser, role: str, suppress: bool = T
         text = text.replace('%', '%%') + f' (default {s.default!r})'
         kw = dict(default=default, help=text, dest=s.name)
         if s.type is bool:
-            g.add_argument(s.flag, type=_bool_arg, metavar='{true,false}', **kw)
+            g.add_argument(s.flag, type=s.parse, metavar='{true,false}', **kw)
         else:
             g.add_argument(s.flag, type=str, metavar=s.type.__name__.upper(), **kw)
-
-
-def _bool_arg(text: str) -> bool:
-    return BY_NAME['netmon'].parse(text)
 
 
 # ---------------------------------------------------------------------- ROS arguments

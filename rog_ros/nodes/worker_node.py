@@ -22,7 +22,7 @@ running, no new computation starts).
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 
 from rog_ros.nodes import lifecycle as lc
@@ -59,6 +59,8 @@ class WorkerNode:
         self.requests = requests or SignalRequests()
         self.life = lc.Lifecycle(on_change=lambda old, new, tr: self._publish_status())
         self.bus = None
+        self.ros_node = None         # set by rog_ros.nodes.ros_node under ROS 2
+        self.log = logging.getLogger(getattr(args, 'node_name', f'rog_worker_{args.rank}'))
         self.engine = None
         self.compute_s = 0.0
         self.loss = float('nan')
@@ -96,7 +98,7 @@ class WorkerNode:
         epoch = epoch_to_monotonic(a.epoch)
         self.outbox = Outbox({SERVER: shaper_for(link, epoch, a.burst_bytes)} if link else {})
         self.bus = open_bus(a.bus, a.namespace, fleet_key(a),
-                            getattr(a, 'record', None))
+                            getattr(a, 'record', None), self.ros_node)
         for topic in worker_inbox(self.rank):
             self.bus.subscribe(topic)
         self.status_topic = train_status(worker_name(self.rank))
@@ -150,6 +152,14 @@ class WorkerNode:
             self._publish_status()
         return True
 
+    def cleanup(self) -> None:
+        """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""
+        self.life.trigger('cleanup')
+        if self.bus is not None:
+            self.bus.close()
+            self.bus = None
+        self.engine = None
+
     def shutdown(self) -> None:
         """Leave: final status, release the bus. Idempotent."""
         if self.bus is None:
@@ -166,8 +176,7 @@ class WorkerNode:
         finally:
             counts = {k: v for k, v in self.reject_counts().items() if v}
             if counts:
-                print(f'rog_worker {self.rank}: dropped messages {counts}', file=sys.stderr,
-                      flush=True)
+                self.log.warning('dropped messages %s', counts)
             self.bus.close()
             self.bus = None
 
