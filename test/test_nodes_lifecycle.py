@@ -104,8 +104,7 @@ def _pushes(hub):
     return hub.published.get('/lc/up/chunks', 0)
 
 
-def test_pause_stops_compute_and_pushes_activate_resumes_shutdown_writes_summary(fleet,
-                                                                                  tmp_path):
+def test_pause_stops_pushes_activate_resumes_shutdown_writes_summary(fleet, tmp_path):
     hub, srv, wrk = fleet
     # Prepare: train a few iterations
     while wrk.engine.clock < 3:
