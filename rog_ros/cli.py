@@ -221,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_trace.add_parser(sub)
     from rog_ros.nodes import cli_security
     cli_security.add_parser(sub)
+    from rog_ros.nodes import robot
+    robot.add_parser(sub)
     return parser
 
 
