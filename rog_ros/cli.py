@@ -206,6 +206,26 @@ def _cmd_bench_codec(args) -> int:
     return 0
 
 
+def _add_report(sub) -> None:
+    p = sub.add_parser('report', help='plots and a Markdown summary of a fleet or sim run',
+                       description='Write report.md and PNG plots into RUN_DIR from every '
+                                   'summary.json/timeseries.csv below it.')
+    p.add_argument('run_dir', metavar='RUN_DIR', help='output directory of rog fleet, '
+                   'rog_server, rog sim or rog compare')
+    p.set_defaults(func=_cmd_report)
+
+
+def _cmd_report(args) -> int:
+    from rog_ros.experiments.report import report_run
+    try:
+        path = report_run(args.run_dir)
+    except (OSError, ValueError) as err:
+        print(f'rog report: {err}', file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='rog', description='Rog fleet training for ROS 2: simulate, benchmark, inspect.')
@@ -215,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare(sub)
     _add_reproduce(sub)
     _add_bench(sub)
+    _add_report(sub)
     from rog_ros.experiments import cli_fleet
     cli_fleet.add_parser(sub)
     from rog_ros.net import cli_trace
