@@ -116,8 +116,8 @@ def test_two_worker_robots_and_a_server_robot_train_over_shaped_links(tmp_path):
     namespaces = list(net.created)
     host_during = _ip('-o', 'link', 'show')
     server_ip = net.robots['srv'][1]
-    env = {k: v for k, v in os.environ.items() if k not in ('CYCLONEDDS_URI', 'ROS_DOMAIN_ID',
-                                                             'RMW_IMPLEMENTATION')}
+    unset = ('CYCLONEDDS_URI', 'ROS_DOMAIN_ID', 'RMW_IMPLEMENTATION')
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1', ROG_FLEET_KEY_FILE=str(key))
     commands = {
         'srv': robot_command('server', '--iterations', str(ITERATIONS), '--eval-every', '10',
