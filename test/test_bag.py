@@ -19,12 +19,11 @@ RecordingBus over an in-memory bus, decoded with mcap_ros2 from the stored ros2m
 """
 
 import pytest
-import yaml
-
 from rog_ros.nodes.diagnostics import DIAGNOSTICS, rejects_status
 from rog_ros.protocol import messages as m
 from rog_ros.transport.bus import Bus
 from rog_ros.transport.standard_msgs import DiagnosticArray
+import yaml
 
 mcap_reader = pytest.importorskip('mcap.reader')
 decoder = pytest.importorskip('mcap_ros2.decoder')

@@ -33,11 +33,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class Recorded:
+    """What a stand-in launch action was built with."""
+
     def __init__(self, *args, **kwargs):
         self.args, self.kwargs = args, kwargs
 
 
 class LaunchConfiguration:
+    """Stand-in: the value of a launch argument in a context."""
+
     def __init__(self, name):
         self.name = name
 

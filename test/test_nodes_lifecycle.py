@@ -44,6 +44,8 @@ class Hub:
 
 
 class HubBus(Bus):
+    """One node's bus on the Hub."""
+
     def __init__(self, hub, namespace):
         super().__init__(namespace)
         self.hub, self.subs, self.queue = hub, {}, []

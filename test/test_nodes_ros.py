@@ -31,6 +31,8 @@ from rog_ros.nodes import rog_worker
 
 
 class FakeLifecycleNode:
+    """Stand-in for rclpy.lifecycle.LifecycleNode."""
+
     def __init__(self, name):
         self.name, self.params, self.destroyed = name, {}, False
 

@@ -20,15 +20,14 @@ the launch arguments all come from ``settings.SETTINGS``; ``--ros-args -p`` and
 ranges (with a stand-in ``rcl_interfaces`` module); docs/configuration.md is up to date.
 """
 
+from pathlib import Path
 import sys
 import types
-from pathlib import Path
 
 import pytest
-import yaml
-
 from rog_ros.experiments import fleet
 from rog_ros.nodes import netmon, rog_server, rog_worker, settings
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PARSERS = {'rog_server': rog_server.build_parser, 'rog_worker': rog_worker.build_parser,
@@ -137,6 +136,8 @@ def test_docs_configuration_reference_is_up_to_date():
 
 
 class _Msg:
+    """Stand-in ROS message: keyword fields."""
+
     def __init__(self, **kw):
         self.__dict__.update(kw)
 
@@ -153,6 +154,8 @@ def test_ros_parameters_are_declared_with_ranges(monkeypatch):
     declared = {}
 
     class Node:
+        """Stand-in rclpy node: records declared parameters."""
+
         def declare_parameter(self, name, value, descriptor):
             declared[name] = (value, descriptor)
 

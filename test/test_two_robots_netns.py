@@ -102,7 +102,7 @@ class Bridge:
 
 
 def robot_command(role, *extra):
-    """The per-robot command of docs/robots-commands.md (toy workload, two workers)."""
+    """Return the per-robot command of docs/robots-commands.md (toy, two workers)."""
     return [sys.executable, '-m', 'rog_ros.cli', 'robot', '--role', role, '--workers', '2',
             '--workload', 'toy', *extra]
 

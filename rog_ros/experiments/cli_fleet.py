@@ -58,7 +58,7 @@ def add_parser(subparsers):
                               description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip())
     for s in settings.for_role('fleet'):      # generated from the settings table
         if s.name not in FLEET_OWN:
-            p.add_argument(s.flag, default=None, type=s.parse, metavar=s.type.__name__.upper(),
+            p.add_argument(s.flag, default=None, type=s.parse, metavar=s.kind.__name__.upper(),
                            help=f'{s.description} (default {s.default!r})'.replace('%', '%%'))
     p.add_argument('--out', default='rog_fleet_run', help='output directory')
     p.add_argument('--config', default=None, help='ROS 2 parameter file (config/fleet.yaml)')

@@ -67,7 +67,7 @@ def worker_statuses(node, now: float) -> list:
         if not node.life.training:
             level, message = WARN, f'paused ({node.life.state})'
         elif e.state == 'pulling' and silent > 1.0:
-            level, message = WARN, (f'stalled {silent:.1f} s: waiting for the server\'s pull '
+            level, message = WARN, (f"stalled {silent:.1f} s: waiting for the server's pull "
                                     '(staleness bound or slow downlink)')
         if timeout and silent > 0.5 * timeout:
             level, message = ERROR, f'no message from the server for {silent:.0f} s'

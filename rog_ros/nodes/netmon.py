@@ -26,10 +26,10 @@ import sys
 import time
 
 from rog_ros.nodes.connect import fleet_key, open_bus
+from rog_ros.nodes.diagnostics import DiagnosticsPublisher, link_statuses
 from rog_ros.nodes.monitor import NetMonitor
 from rog_ros.nodes.node_main import setup_logging
 from rog_ros.nodes.params import check_key_arg, node_parser
-from rog_ros.nodes.diagnostics import DiagnosticsPublisher, link_statuses
 from rog_ros.nodes.routing import link_stats
 from rog_ros.nodes.signals import SignalRequests
 

@@ -71,8 +71,12 @@ def run_node(role: str, doc: str, core_class, argv=None) -> int:
     argv : list, optional
         Command line (default ``sys.argv[1:]``), ``--ros-args`` included.
 
-    Returns 0 when training completed or a shutdown was requested, 1 when the peers did not
-    appear or the server went silent, 2 for a usage error (argparse exits).
+    Returns
+    -------
+    int
+        0 when training completed or a shutdown was requested, 1 when the peers did not
+        appear or the server went silent (argparse exits with 2 on a usage error).
+
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = node_parser(role, role, doc)
@@ -106,7 +110,7 @@ def run_node(role: str, doc: str, core_class, argv=None) -> int:
 
 
 def finish(core, log) -> None:
-    """Let the core finish (the server writes its summary) and log the outcome."""
+    """Let the core write its results (the server: the summary), then log them."""
     summary = core.finish() if hasattr(core, 'finish') else None
     if summary:
         log.info('summary: %s', {k: summary.get(k) for k in (

@@ -53,9 +53,7 @@ def policy_spec(args) -> str:
 
 
 def check_fleet_args(parser, args) -> None:
-    """
-    Reject what one value's range cannot express (exit 2); ranges were checked when parsing.
-    """
+    """Reject what one value's range cannot express (exit 2); ranges were checked already."""
     rank = getattr(args, 'rank', None)
     if rank is not None and getattr(parser, 'role', '') == 'rog_worker' and \
             not 0 <= rank < args.workers:

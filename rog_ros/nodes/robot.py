@@ -99,7 +99,7 @@ def robot_environment(environ, server_host: str = '', peers=()) -> dict:
 
 
 def split_peers(text) -> list:
-    """``'a, b'`` -> ``['a', 'b']``."""
+    """Split comma-separated addresses: ``'a, b'`` -> ``['a', 'b']``."""
     return [p.strip() for p in str(text or '').split(',') if p.strip()]
 
 
@@ -117,7 +117,7 @@ def add_parser(subparsers):
                                                 'the server, ./rog_robot_logs otherwise)')
     for s in settings.for_role('fleet'):
         if s.name not in ('rank',):
-            p.add_argument(s.flag, default=None, type=s.parse, metavar=s.type.__name__.upper(),
+            p.add_argument(s.flag, default=None, type=s.parse, metavar=s.kind.__name__.upper(),
                            help=f'{s.description} (default {s.default!r})'.replace('%', '%%'))
     p.set_defaults(func=run)
     return p

@@ -30,10 +30,10 @@ from rog_ros.experiments.metrics import RunRecorder
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
+from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
-from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.routing import server_inbox, server_outbox, train_status, worker_name
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.messages import SERVER, TrainStatus

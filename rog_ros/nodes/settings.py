@@ -55,13 +55,13 @@ class Setting:
     """One parameter: its declaration is the only place its type, range and meaning live."""
 
     name: str                   # snake_case: ROS parameter, YAML key; flag is --kebab-case
-    type: type                  # int, float, str or bool
+    kind: type                  # int, float, str or bool
     default: object             # None: "not set" (see none_text)
     description: str            # one sentence, shown by --help, ros2 param describe, docs
     roles: tuple = ALL          # executables (and 'fleet' = the rog fleet CLI) that accept it
     group: str = 'fleet'        # 'fleet' (identical on every node), 'link', or a role's own
-    min: float = None           # inclusive range; None = open
-    max: float = None
+    low: float = None           # inclusive range; None = open
+    high: float = None
     choices: tuple = ()         # allowed values of a str setting (empty: any)
     none_text: object = None    # typed stand-in for None in ROS/launch/YAML (e.g. 0.0, '')
 
@@ -74,9 +74,9 @@ class Setting:
         """Return ``value`` (a string or a YAML/ROS value) converted and checked; ValueError."""
         if value is None or (self.none_text is not None and value == self.none_text) or (
                 isinstance(value, str) and self.default is None and value.strip() in ('', 'none')
-                and self.type is not str):
+                and self.kind is not str):
             return None
-        if self.type is bool:
+        if self.kind is bool:
             if isinstance(value, str):
                 low = value.strip().lower()
                 if low not in ('true', 'false', '1', '0'):
@@ -84,11 +84,11 @@ class Setting:
                 value = low in ('true', '1')
             return bool(value)
         try:
-            if self.type is int and isinstance(value, float) and not value.is_integer():
+            if self.kind is int and isinstance(value, float) and not value.is_integer():
                 raise ValueError
-            out = self.type(value.strip() if isinstance(value, str) else value)
+            out = self.kind(value.strip() if isinstance(value, str) else value)
         except (TypeError, ValueError):
-            kind = {int: 'an integer', float: 'a number'}.get(self.type, self.type.__name__)
+            kind = {int: 'an integer', float: 'a number'}.get(self.kind, self.kind.__name__)
             raise ValueError(f'{self.name}: {value!r} is not {kind}') from None
         self.check(out)
         return out
@@ -100,19 +100,19 @@ class Setting:
         if self.choices and value not in self.choices:
             raise ValueError(f'{self.name} must be one of {", ".join(self.choices)}, '
                              f'got {value!r}')
-        if self.type in (int, float):
+        if self.kind in (int, float):
             if isinstance(value, float) and math.isnan(value):
                 raise ValueError(f'{self.name} must be a number, got nan')
-            if (self.min is not None and value < self.min) or (
-                    self.max is not None and value > self.max):
+            if (self.low is not None and value < self.low) or (
+                    self.high is not None and value > self.high):
                 raise ValueError(f'{self.name} must be in {self.range_text()}, got {value!r}')
 
     def range_text(self) -> str:
         """Return the range as text: ``[1, inf)``, ``[0, 10]``, or ''."""
-        if self.min is None and self.max is None:
+        if self.low is None and self.high is None:
             return ''
-        lo = '(-inf' if self.min is None else f'[{_num(self.min)}'
-        hi = 'inf)' if self.max is None else f'{_num(self.max)}]'
+        lo = '(-inf' if self.low is None else f'[{_num(self.low)}'
+        hi = 'inf)' if self.high is None else f'{_num(self.high)}]'
         return f'{lo}, {hi}'
 
     def ros_default(self):
@@ -134,29 +134,29 @@ SETTINGS = (
     _s('sync', str, 'rog', 'Synchronisation system: rog, ssp or bsp.', TRAINING,
        choices=('rog', 'ssp', 'bsp')),
     _s('staleness', int, 4, 'Staleness threshold S (iterations a worker may run ahead).',
-       TRAINING, min=0, max=1000),
-    _s('workers', int, 3, 'Number of workers N in the fleet.', ALL, min=1, max=1024),
-    _s('seed', int, 0, 'Seed of data order and generated traces.', ALL, min=0,
-       max=2 ** 31 - 1),
-    _s('lr', float, None, "Learning rate; 0 = the workload's own.", TRAINING, min=0.0,
+       TRAINING, low=0, high=1000),
+    _s('workers', int, 3, 'Number of workers N in the fleet.', ALL, low=1, high=1024),
+    _s('seed', int, 0, 'Seed of data order and generated traces.', ALL, low=0,
+       high=2 ** 31 - 1),
+    _s('lr', float, None, "Learning rate; 0 = the workload's own.", TRAINING, low=0.0,
        none_text=0.0),
     _s('chunk_bytes', int, 16384, 'Row chunk payload cap in bytes (keep below the MTU '
-       'budget of DDS fragments).', TRAINING, min=256, max=1 << 20),
-    _s('window', int, 4, 'Unacknowledged chunks per transfer.', TRAINING, min=1, max=1024),
+       'budget of DDS fragments).', TRAINING, low=256, high=1 << 20),
+    _s('window', int, 4, 'Unacknowledged chunks per transfer.', TRAINING, low=1, high=1024),
     _s('deadline_floor', float, DEFAULT_DEADLINE_FLOOR, 'rog: keep sending optional rows for '
-       'at least this many compute times.', TRAINING, min=0.0, max=10.0),
+       'at least this many compute times.', TRAINING, low=0.0, high=10.0),
     _s('namespace', str, DEFAULT_NAMESPACE, 'Fleet namespace: every topic is relative to it.'),
     _s('bus', str, 'auto', 'Transport: rclpy when ROS 2 is sourced, else the embedded DDS '
        '(none: netmon only measures).', NODES, choices=('auto', 'dds', 'rclpy', 'none')),
     _s('startup_timeout', float, 60.0, 'Seconds to wait for the peers to appear.', TRAINING,
-       min=0.0),
+       low=0.0),
     _s('record', str, None, 'Write status, link, schedule and diagnostics topics to this '
        'ROS 2 MCAP file; empty = no recording.', ALL, none_text=''),
     _s('fleet_key_file', str, None, 'Fleet key file (mode 0600) that signs and verifies every '
        'message; empty = $ROG_FLEET_KEY_FILE, else $ROG_FLEET_KEY, else none '
        '(unauthenticated).', ALL, none_text=''),
     _s('diagnostics_hz', float, 1.0, 'Rate of /diagnostics (DiagnosticArray); 0 = off.',
-       ALL, min=0.0, max=100.0),
+       ALL, low=0.0, high=100.0),
     _s('autostart', bool, True, 'Configure and activate at start; false: stay inactive until '
        'activated (ros2 lifecycle set <node> activate, or SIGUSR2).', (SERVER, WORKER),
        'lifecycle'),
@@ -164,35 +164,35 @@ SETTINGS = (
     _s('trace', str, 'none', 'Emulated bandwidth trace per worker link: a preset (indoors, '
        'outdoors, ...), a CSV file t_seconds,mbps, or none (real links, no shaping).', ALL,
        'link'),
-    _s('trace_scale', float, 1.0, 'Multiply the trace rates.', ALL, 'link', min=1e-6),
+    _s('trace_scale', float, 1.0, 'Multiply the trace rates.', ALL, 'link', low=1e-6),
     _s('epoch', float, None, 'Wall-clock time (time.time()) at which every trace starts; '
-       '0 = node start.', NODES, 'link', min=0.0, none_text=0.0),
+       '0 = node start.', NODES, 'link', low=0.0, none_text=0.0),
     _s('burst_bytes', int, 65536, 'Token bucket size of the emulated link.', TRAINING,
-       'link', min=1),
+       'link', low=1),
     # -------------------------------------------------- rog_server
     _s('iterations', int, 100, 'Stop the fleet once every worker pushed this many.',
-       (SERVER, FLEET), 'server', min=1),
+       (SERVER, FLEET), 'server', low=1),
     _s('eval_every', int, 10, 'Evaluate the consensus model every K iterations.',
-       (SERVER, FLEET), 'server', min=1),
+       (SERVER, FLEET), 'server', low=1),
     _s('out', str, 'rog_run', 'Directory for summary.json and timeseries.csv.',
        (SERVER, FLEET), 'server'),
     # -------------------------------------------------- rog_worker
-    _s('rank', int, 0, 'This worker, 0..N-1.', (WORKER,), 'worker', min=0, max=1023),
+    _s('rank', int, 0, 'This worker, 0..N-1.', (WORKER,), 'worker', low=0, high=1023),
     _s('server_timeout', float, 120.0, 'Give up after this long without a message from '
-       'the server (s).', (WORKER,), 'worker', min=0.0),
+       'the server (s).', (WORKER,), 'worker', low=0.0),
     # -------------------------------------------------- netmon
     _s('interface', str, 'auto', 'Interface to monitor (auto: Wi-Fi, else the busiest).',
        (NETMON,), 'netmon'),
     _s('nodes', str, None, 'Comma-separated worker ranks to report for (-1: this robot); '
        'empty = every worker.', (NETMON,), 'netmon', none_text=''),
     _s('rate_hz', float, 10.0, 'LinkStats samples per second.', (NETMON,), 'netmon',
-       min=0.01, max=1000.0),
+       low=0.01, high=1000.0),
     _s('record_trace', str, None, 'Write a bandwidth trace CSV here on exit; empty = none.',
        (NETMON,), 'netmon', none_text=''),
     _s('record_source', str, 'throughput', 'What the recorded trace holds.', (NETMON,),
        'netmon', choices=('throughput', 'bitrate', 'emulated')),
     _s('duration', float, None, 'Exit after this many seconds; 0 = run until stopped.',
-       (NETMON,), 'netmon', min=0.0, none_text=0.0),
+       (NETMON,), 'netmon', low=0.0, none_text=0.0),
     _s('netmon', bool, True, 'Start netmon with the fleet.', (FLEET,), 'fleet only'),
 )
 """Every setting, in the order the documentation lists them."""
@@ -229,11 +229,11 @@ def add_arguments(parser: argparse.ArgumentParser, role: str, suppress: bool = T
         default = argparse.SUPPRESS if suppress else s.default
         text = s.description + (f' Range {s.range_text()}.' if s.range_text() else '')
         text = text.replace('%', '%%') + f' (default {s.default!r})'
-        kw = dict(default=default, help=text, dest=s.name)
-        if s.type is bool:
+        kw = {'default': default, 'help': text, 'dest': s.name}
+        if s.kind is bool:
             g.add_argument(s.flag, type=s.parse, metavar='{true,false}', **kw)
         else:
-            g.add_argument(s.flag, type=str, metavar=s.type.__name__.upper(), **kw)
+            g.add_argument(s.flag, type=str, metavar=s.kind.__name__.upper(), **kw)
 
 
 # ---------------------------------------------------------------------- ROS arguments
@@ -275,7 +275,7 @@ def split_ros_args(argv) -> tuple:
 
 
 def _yaml_value(text: str):
-    """A ``-p`` value as ROS parses it (YAML scalar)."""
+    """Parse a ``-p`` value as ROS does (a YAML scalar)."""
     import yaml
     try:
         return yaml.safe_load(text)
@@ -410,18 +410,18 @@ def parameter_descriptor(s: Setting):
         ParameterType
     types = {int: ParameterType.PARAMETER_INTEGER, float: ParameterType.PARAMETER_DOUBLE,
              str: ParameterType.PARAMETER_STRING, bool: ParameterType.PARAMETER_BOOL}
-    desc = ParameterDescriptor(name=s.name, type=types[s.type], description=s.description,
+    desc = ParameterDescriptor(name=s.name, type=types[s.kind], description=s.description,
                                read_only=s.name not in RUNTIME_SETTABLE)
     if s.choices:
         desc.additional_constraints = 'one of: ' + ', '.join(s.choices)
-    if s.type is int and (s.min is not None or s.max is not None):
+    if s.kind is int and (s.low is not None or s.high is not None):
         desc.integer_range = [IntegerRange(
-            from_value=int(s.min if s.min is not None else -2 ** 63),
-            to_value=int(s.max if s.max is not None else 2 ** 63 - 1), step=0)]
-    elif s.type is float and (s.min is not None or s.max is not None):
+            from_value=int(s.low if s.low is not None else -2 ** 63),
+            to_value=int(s.high if s.high is not None else 2 ** 63 - 1), step=0)]
+    elif s.kind is float and (s.low is not None or s.high is not None):
         desc.floating_point_range = [FloatingPointRange(
-            from_value=float(s.min if s.min is not None else -1e308),
-            to_value=float(s.max if s.max is not None else 1e308), step=0.0)]
+            from_value=float(s.low if s.low is not None else -1e308),
+            to_value=float(s.high if s.high is not None else 1e308), step=0.0)]
     return desc
 
 
@@ -483,7 +483,7 @@ def configuration_reference() -> str:
         '* a launch argument of `fleet.launch.py` and `robot.launch.py` (`eval_every:=20`).', '',
         'Precedence, later wins: default < parameter file < flag < `-p`. Node names are unique:',
         '`rog_server`, `rog_worker_<rank>`, `netmon_<rank>`. A "not set" value is written as',
-        'the stand-in shown in the table (`lr: 0.0` = the workload\'s learning rate).', '']
+        "the stand-in shown in the table (`lr: 0.0` = the workload's learning rate).", '']
     by_group = {}
     for s in SETTINGS:
         by_group.setdefault(s.group, []).append(s)
@@ -496,7 +496,7 @@ def configuration_reference() -> str:
                 if s.default is None else f'`{s.default!r}`'
             rng = s.range_text() or (', '.join(s.choices) if s.choices else '')
             roles = ', '.join(r for r in s.roles)
-            lines.append(f'| `{s.name}` | {s.type.__name__} | {default} | {rng} | {roles} | '
+            lines.append(f'| `{s.name}` | {s.kind.__name__} | {default} | {rng} | {roles} | '
                          f'{s.description} |')
         lines.append('')
     return '\n'.join(lines)

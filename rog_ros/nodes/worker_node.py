@@ -28,9 +28,9 @@ import time
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
+from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
-from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.messages import SERVER, TrainStatus

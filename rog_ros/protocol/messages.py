@@ -205,7 +205,7 @@ class Time:
         return cls(ns // 1_000_000_000, ns % 1_000_000_000)
 
     def seconds(self) -> float:
-        """Return the stamp in seconds (float)."""
+        """Return the stamp as a float number of seconds."""
         return self.sec + self.nanosec * 1e-9
 
 

@@ -27,7 +27,7 @@ import time
 
 from rog_ros.transport import idl
 from rog_ros.transport.convert import to_sample
-from rog_ros.transport.msgdef import STANDARD_DIR, WELL_KNOWN, msg_dir
+from rog_ros.transport.msgdef import msg_dir, STANDARD_DIR, WELL_KNOWN
 from rog_ros.transport.topics import topic_qos, topic_type
 
 _SEPARATOR = '=' * 80
