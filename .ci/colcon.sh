@@ -50,6 +50,15 @@ cd "$WS"
 echo "== colcon build ($WS)"
 colcon build \
   --cmake-args "-DPython3_EXECUTABLE=$SYSTEM_PY" "-DROG_ROS_TEST_PYTHON=$TEST_PY"
+echo '== colcon build with a rosidl test double (the Python install that ROS 2 machines do)'
+CMAKE_PREFIX_PATH="$ROOT/test/rosidl_double${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}" \
+  colcon build --build-base build_rosidl --install-base install_rosidl \
+  --cmake-args "-DPython3_EXECUTABLE=$SYSTEM_PY" -DBUILD_TESTING=OFF
+INIT=$(find install_rosidl -path '*/rog_ros/__init__.py' -not -path '*/msg/*' -print -quit)
+if ! grep -q 'Copyright' "$INIT" || ! grep -q GENERATED "$(dirname "$INIT")/msg/__init__.py"; then
+  echo "error: with rosidl, the installed rog_ros must hold our modules and the generated msg/" >&2
+  exit 1
+fi
 echo '== colcon test'
 colcon test || true   # judged by test-result below
 RESULT=$(colcon test-result --verbose 2>&1) || true
