@@ -35,6 +35,7 @@ OPTIONAL = {
     'torch', 'cyclonedds', 'rclpy', 'launch', 'launch_ros', 'ament_index_python',
     'builtin_interfaces', 'diagnostic_msgs', 'lifecycle_msgs', 'rcl_interfaces', 'std_msgs',
     'matplotlib', 'tqdm', 'h5py', 'rosbags', 'mcap', 'mcap_ros2', 'pytest', 'hypothesis',
+    'cryptography',
 }
 SOURCE_DIRS = ('rog_ros', 'launch', 'scripts', 'test')
 

@@ -38,7 +38,7 @@ PIP_TO_ROSDEP = {
 # Python keys of package.xml that ros/rosdistro rosdep/python.yaml defines (checked 2026-08).
 ROSDISTRO_PYTHON_KEYS = {
     'python3-torch', 'python3-numpy', 'python3-yaml', 'python3-matplotlib', 'python3-tqdm',
-    'python3-pytest', 'python3-rosbags-pip',
+    'python3-pytest', 'python3-rosbags-pip', 'python3-cryptography', 'python3-hypothesis',
 }
 # Packages that the code does not use and package.xml must not declare.
 UNUSED = {'std_msgs'}

@@ -122,7 +122,8 @@ def test_python38_compiles_every_file_and_imports_every_torch_free_module(py38):
     assert rc == 0 and not report['failed'], json.dumps(report['failed'], indent=1) + err
     assert report['compiled'] >= 100
     assert set(report['needs'].values()) <= {'torch', 'cyclonedds', 'rclpy', 'launch',
-                                             'launch_ros', 'ament_index_python', 'matplotlib'}
+                                             'launch_ros', 'ament_index_python', 'matplotlib',
+                                             'cryptography'}
     for name in ('rog_ros.protocol.messages', 'rog_ros.net.traces', 'rog_ros.transport.msgdef',
                  'rog_ros.transport.typehash', 'rog_ros.experiments.metrics'):
         assert name in report['imported'], (name, report['needs'].get(name))
