@@ -170,3 +170,19 @@ def test_registered_and_run_in_simulator():
     assert res['adasgd']['mean_weight'] >= res['dynsgd']['mean_weight']
     with pytest.raises(ValueError):
         simulate(SimConfig(workload='toy', system='adasgd', policy_overrides={'bogus': 1}))
+
+
+def test_iprof_deviation_several_times_smaller_than_maui():
+    from rog_ros.experiments.repro_fleet import run_iprof
+    res = run_iprof(seed=0)
+    assert res['tasks'] == 280
+    assert res['ratio'] > 2.5
+    errs = res['iprof_error_by_request']
+    assert errs[-1] < errs[0] / 2                  # it learns each device model
+
+
+def test_cli_reproduce_names():
+    from rog_ros.cli import build_parser
+    args = build_parser().parse_args(['reproduce', 'fleet', '--out', 'x'])
+    assert args.what == 'fleet'
+    assert build_parser().parse_args(['reproduce', '--out', 'x']).what == 'rog'
