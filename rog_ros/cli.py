@@ -159,8 +159,8 @@ def _cmd_reproduce(args) -> int:
     from rog_ros.experiments.reproduce import REPRODUCTIONS
     seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
     if args.what != 'rog':
-        path = REPRODUCTIONS[args.what](args.out, quick=args.quick, seeds=seeds[:1]
-                                        if args.seeds == '0,1,2' else seeds)
+        opts = {} if args.seeds == '0,1,2' else {'seeds': seeds}   # default: theirs
+        path = REPRODUCTIONS[args.what](args.out, quick=args.quick, **opts)
         print(f'report: {path}')
         return 0
     path = REPRODUCTIONS['rog'](args.out, quick=args.quick, seeds=seeds,

@@ -193,3 +193,13 @@ def test_registered_and_run_in_simulator():
         assert sm['iterations'] == 60 and sm['final_accuracy'] is not None
     with pytest.raises(ValueError):
         simulate(SimConfig(workload='toy', system='aet', policy_overrides={'dd': 1}))
+
+
+def test_system_arguments():
+    from rog_ros.sim.runners.aet import parse_system
+    assert parse_system('aet:2', {}) == ('aet', {'d': 2})
+    assert parse_system('localsgd:50#x', {'eta0': 0.1}) == ('localsgd',
+                                                            {'eta0': 0.1, 'local_steps': 50})
+    assert parse_system('etsgd:0.5', {}) == ('etsgd', {'et_c': 0.5})
+    with pytest.raises(ValueError):
+        parse_system('aet:x', {})

@@ -144,12 +144,18 @@ class IProf:
             raise ValueError(f'kind must be one of {KINDS}, got {kind!r}')
 
     def predict_alpha(self, kind: str, x, device_model: str) -> float:
-        """Predicted slope: the device model's PA regressor, or the cold start if none yet."""
+        """
+        Predict the slope: the device model's PA regressor, or the cold start if none yet.
+
+        The prediction is floored at the smallest slope in the data seen so far.
+        """
         self._check_kind(kind)
         if kind not in self.cold:
             raise ValueError(f'I-Prof has no {kind} model: call fit_offline first')
         theta = self.personal[kind].get(device_model, self.cold[kind])
-        return float(self.scaler[kind](x) @ theta)
+        # a linear model extrapolates to near-zero or negative slopes on unusual devices (a
+        # huge mini-batch); no device is faster than the fastest slope ever observed
+        return max(float(self.scaler[kind](x) @ theta), min(self.data[kind][1]))
 
     def predict_bound(self, x_time, device_model: str, x_energy=None) -> int:
         """Return the largest mini-batch size within the time SLO (and the energy SLO, if set)."""

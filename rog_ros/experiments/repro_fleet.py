@@ -45,9 +45,9 @@ import torch
 DISTRIBUTIONS = {'D1': (6.0, 2.0), 'D2': (12.0, 4.0)}
 SYSTEMS = ('ssgd', 'adasgd', 'dynsgd', 'fedavg-async')
 TARGET = 0.76
-LRS = (0.1, 1.0)
-"""Two learning rates: AdaSGD's larger effective step helps where DynSGD's dampening makes the
-step too small (0.1), while at 1.0 the staleness-unaware FedAvg-async diverges."""
+LRS = (0.1, 0.3, 1.0)
+"""Learning rates swept: AdaSGD's advantage is a larger effective step, so the ranking depends
+on where the step sits (the report gives the verdict per learning rate)."""
 
 
 def run_adasgd(task, dampening: str, dist: str, updates: int = 2000, users: int = 100,
@@ -187,11 +187,12 @@ def run_iprof(seed: int = 0, train_models: int = 15, test_models: int = 20,
                                        for i in sorted(per_request)]}
 
 
-def reproduce_fleet(out: str, quick: bool = False, seeds=(0,)) -> str:
+def reproduce_fleet(out: str, quick: bool = False, seeds=(0, 1, 2)) -> str:
     """Run both parts, print them and write ``out/report.md``; returns the report path."""
     os.makedirs(out, exist_ok=True)
     task = make_task(noise=2.0)
     updates = 1000 if quick else 2000
+    seeds = tuple(seeds)[:1] if quick else tuple(seeds)
     rows = []
     dists = ('D2',) if quick else ('D1', 'D2')
     for lr in LRS:
@@ -231,6 +232,7 @@ def reproduce_fleet(out: str, quick: bool = False, seeds=(0,)) -> str:
                         f"both: **{'holds' if ada < dyn and fed_bad else 'does not hold'}**.")
         print('  ' + verdicts[-1].replace('**', ''))
     ratio = float(np.mean([p['ratio'] for p in prof_rows]))
+    print(f'  I-Prof vs MAUI, mean ratio of 90th percentiles over seeds: {ratio:.1f}x')
     prof_holds = ratio >= 2.5
     lines = ['# rog reproduce fleet', '',
              f'## AdaSGD under controlled staleness (target accuracy {TARGET:.2f})', '',
@@ -254,8 +256,9 @@ def reproduce_fleet(out: str, quick: bool = False, seeds=(0,)) -> str:
                      f"{p['median_maui_s']:.3f} |")
     errs = ', '.join(f'{e:.2f}' for e in prof_rows[0]['iprof_error_by_request'])
     lines += ['', f'I-Prof mean |t - SLO| by request number per device (s): {errs}.', '',
-              f'Headline (90th-percentile deviation several times smaller, paper 3.6x): '
-              f"**{'holds' if prof_holds else 'does not hold'}** ({ratio:.1f}x). The energy "
+              f'Headline (90th-percentile deviation several times smaller, paper 3.6x; '
+              f"mean ratio over seeds >= 2.5): **{'holds' if prof_holds else 'does not hold'}** "
+              f'({ratio:.1f}x). The energy '
               'SLO (paper 19x) uses the same code path and is not simulated here.', '']
     path = os.path.join(out, 'report.md')
     with open(path, 'w') as f:

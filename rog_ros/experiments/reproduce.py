@@ -84,7 +84,7 @@ def _aet(out, quick=False, seeds=(0,), **_ignored):
     return reproduce_aet(out, quick=quick, seeds=tuple(seeds))
 
 
-def _fleet(out, quick=False, seeds=(0,), **_ignored):
+def _fleet(out, quick=False, seeds=(0, 1, 2), **_ignored):
     from rog_ros.experiments.repro_fleet import reproduce_fleet
     return reproduce_fleet(out, quick=quick, seeds=tuple(seeds))
 
