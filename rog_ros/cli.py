@@ -126,7 +126,10 @@ def _cmd_compare(args) -> int:
         from rog_ros.sim import systems as registry
         for s in systems:
             if registry.lookup(s) is None:
-                make_policy(s)
+                try:
+                    make_policy(s)
+                except ValueError as err:
+                    raise ValueError(f'{err}; or one of {sorted(registry.names())}') from None
     except ValueError as err:
         print(f'rog compare: {err}', file=sys.stderr)
         return 2
