@@ -82,6 +82,29 @@ def run_system(task, system: str, opts: dict, n: int = 5, k: int = 3000, batch: 
             'params': layout.n_params}
 
 
+def quadratic_drift(system: str, opts: dict, eta0: float, k: int = 6000, n: int = 5,
+                    seed: int = 0) -> dict:
+    """
+    Run peers on ``f(w) = |w|^2 / 2`` with gradient noise 0.1 (the sum rule's stability).
+
+    Returns the distance of the mean model from the optimum and the spread of the node models
+    after k iterations.
+    """
+    g = torch.Generator().manual_seed(seed)
+    peers = build_peers(system, n, torch.ones(6, dtype=torch.float64), k,
+                        AetConfig(eta0=eta0, **opts))
+    run_peers(peers, lambda r, w: w + 0.1 * torch.randn(6, generator=g, dtype=torch.float64),
+              lambda r: 1e-3, lambda s, d, nbytes, now: now + 5e-4)
+    w = torch.stack([p.w for p in peers])
+    return {'system': label(system, opts) + (' complete graph' if 'topology' in opts else ''),
+            'eta0': eta0, 'mean_error': float(w.mean(0).norm()),
+            'spread': float((w - w.mean(0)).norm())}
+
+
+DRIFT = [('aet', {}, 0.01), ('aet', {}, 0.002), ('aet', {'topology': 'complete'}, 0.01),
+         ('localsgd', {'local_steps': 10}, 0.01), ('etsgd', {'et_c': 0.2}, 0.01)]
+
+
 def reproduce_aet(out: str, quick: bool = False, seeds=(0,), k: int | None = None) -> str:
     """Run the comparison, print it and write ``out/report.md``; returns the report path."""
     os.makedirs(out, exist_ok=True)
@@ -132,6 +155,19 @@ def reproduce_aet(out: str, quick: bool = False, seeds=(0,), k: int | None = Non
               'baseline averages neighbour models (consensus term) and stays together. The '
               'paper reports equal accuracy on MNIST with K = 60,000; this small task does not '
               'reproduce it.', '']
+    lines += ['## The sum rule on a quadratic', '',
+              '5 peers, f(w) = |w|^2/2 in 6 dimensions (curvature 1), gradient noise 0.1, '
+              'K = 6000, w0 = 1: |mean model - optimum| and the spread of the node models.', '',
+              '| system | eta0 | mean error | spread |', '|---|---|---|---|']
+    for system, opts, eta0 in DRIFT:
+        r = quadratic_drift(system, opts, eta0)
+        lines.append(f"| {r['system']} | {eta0:g} | {r['mean_error']:.3g} | {r['spread']:.3g} |")
+        print(f"  quadratic {r['system']:<34} eta0 {eta0:g}: mean error {r['mean_error']:.3g}, "
+              f"spread {r['spread']:.3g}")
+    lines += ['', 'On the ring the disagreement mode grows (eigenvalue -0.618 of I + A); on the '
+              "complete graph every node adds four neighbours' whole-round displacements, so "
+              'the common mode overshoots once s * eta0 is large. Event-triggered SGD averages '
+              'and converges.', '']
     path = os.path.join(out, 'report.md')
     with open(path, 'w') as f:
         f.write('\n'.join(lines))
