@@ -203,3 +203,21 @@ def test_system_arguments():
     assert parse_system('etsgd:0.5', {}) == ('etsgd', {'et_c': 0.5})
     with pytest.raises(ValueError):
         parse_system('aet:x', {})
+
+
+def test_receive_step_sender_or_current():
+    sch = RoundSchedule(round_sizes(100), eta0=0.1, beta=1.0)
+    w0 = torch.zeros(2, dtype=torch.float64)
+    a, b = AetPeer(0, [1], w0, sch), AetPeer(0, [1], w0, sch, receive_step='current')
+    sender = AetPeer(1, [0], w0, sch)
+    sender.start(0.0)
+    for _ in range(10):
+        acts = sender.on_compute_done(torch.ones(2, dtype=torch.float64), 0.0)
+    msg = acts[0].msg                                  # round 1: U = 10 * ones
+    b.round = 3
+    a.on_message(msg, 0.0)
+    b.on_message(msg, 0.0)
+    assert torch.allclose(a.w, -sch.step(1) * 10 * torch.ones(2, dtype=torch.float64))
+    assert torch.allclose(b.w, -sch.step(3) * 10 * torch.ones(2, dtype=torch.float64))
+    with pytest.raises(ValueError):
+        AetConfig(receive_step='mine')

@@ -110,16 +110,20 @@ class AetPeer(_PeerBase):
         Round sizes and steps (identical on every node).
     d : int
         Delay checkpoint in rounds (-1: none).
+    receive_step : str
+        'sender': apply a received sum with the sender's round step ``eta_k`` (default);
+        'current': with this node's current round step.
 
     """
 
     kind = KIND_GRAD
 
     def __init__(self, rank: int, neighbours, w0: torch.Tensor, schedule: RoundSchedule,
-                 d: int = 1):
+                 d: int = 1, receive_step: str = 'sender'):
         super().__init__(rank, neighbours, w0)
         self.schedule = schedule
         self.d = int(d)
+        self.receive_step = receive_step
         self.H = {e: 0 for e in self.neighbours}   # rounds received from each neighbour
         self.round = 1                              # current round (1-based)
         self.h = 0                                  # steps done in this round
@@ -172,7 +176,7 @@ class AetPeer(_PeerBase):
         if not self._check(msg):
             return [Log('reject', 1.0, worker=self.rank, info={'reason': 'not a neighbour '
                                                                          'gradient'})]
-        k = int(msg.clock)
+        k = int(msg.clock) if self.receive_step == 'sender' else self.round
         self.w.add_(_decode(msg.payload, self.w), alpha=-self.schedule.step(k))
         self.H[msg.sender] += 1
         self.received += 1

@@ -31,6 +31,7 @@ import numpy as np
 
 SYSTEMS = ('aet', 'etsgd', 'localsgd')
 TOPOLOGIES = ('ring', 'complete', 'line')
+RECEIVE_STEPS = ('sender', 'current')
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,10 @@ class AetConfig:
     et_eps, et_beta_coef : float
         Event-triggered baseline steps ``alpha_t = eta0/(eps*t+1)``,
         ``beta_t = coef*eta0/(eps*t+1)**0.1`` (paper 2.252; the reference code has 2.525).
+    receive_step : str
+        Step a receiver applies a neighbour's sum with: 'sender' (``eta_k`` of the sender's
+        round k, Algorithm 3 and the code; default) or 'current' (the receiver's current round
+        step, as the paper's prose says).
 
     """
 
@@ -70,6 +75,7 @@ class AetConfig:
     et_c: float = 0.2
     et_eps: float = 1e-5
     et_beta_coef: float = 2.252
+    receive_step: str = 'sender'
 
     def __post_init__(self):
         if self.topology not in TOPOLOGIES:
@@ -83,6 +89,9 @@ class AetConfig:
             raise ValueError('eta0 must be > 0 and beta >= 0')
         if self.d < -1:
             raise ValueError(f'd must be >= 0 (or -1: no checkpoint), got {self.d}')
+        if self.receive_step not in RECEIVE_STEPS:
+            raise ValueError(f'receive_step must be one of {RECEIVE_STEPS}, got '
+                             f'{self.receive_step!r}')
         if self.et_c <= 0:
             raise ValueError(f'et_c must be > 0, got {self.et_c}')
 

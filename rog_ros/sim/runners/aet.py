@@ -181,7 +181,7 @@ def build_peers(name: str, n: int, w0: torch.Tensor, iterations: int, cfg: AetCo
     if name == 'etsgd':
         return [EtPeer(r, nbrs[r], w0, iterations, cfg) for r in range(n)]
     schedule = make_schedule(name, iterations, cfg)
-    return [AetPeer(r, nbrs[r], w0, schedule, cfg.d) for r in range(n)]
+    return [AetPeer(r, nbrs[r], w0, schedule, cfg.d, cfg.receive_step) for r in range(n)]
 
 
 def station_transmit(up, down):

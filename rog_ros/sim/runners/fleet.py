@@ -52,7 +52,9 @@ NAMES = {'adasgd': 'adasgd', 'dynsgd': 'dynsgd', 'fedavg-async': 'fedavg-async'}
 
 def classes_of(wl) -> int:
     """Return the number of classes of a workload's targets (one-hot width, or max index + 1)."""
-    y = wl._eval_y
+    y = getattr(wl, '_eval_y', None)
+    if y is None:                   # a workload without the built-in tensors: ask a batch
+        y = next(wl.worker_batches(0, 1, 0))[1]
     return int(y.shape[-1]) if y.dim() > 1 else int(y.max()) + 1
 
 
@@ -90,8 +92,9 @@ def run(cfg, progress=None) -> RunRecorder:
                                batch_size=wl.batch_size)
     parts = wl.partition(n)
     engines = []
+    train_y = getattr(wl, '_train_y', None)
     for r in range(n):
-        counts = label_counts(wl._train_y[parts[r]], classes)
+        counts = None if train_y is None else label_counts(train_y[parts[r]], classes)
         engines.append(FleetWorkerEngine(r, w0, device_model='sim', data_counts=counts,
                                          data_size=len(parts[r]),
                                          retry_s=wl.compute_time_s))
