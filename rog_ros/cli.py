@@ -52,6 +52,9 @@ def _add_sim(sub) -> None:
 
 
 def _system_spec(sync: str, staleness: int) -> str:
+    from rog_ros.sim import systems as registry
+    if registry.lookup(sync) is not None:      # aet, adasgd, ...: their own ':' arguments
+        return sync
     return sync if (sync == 'bsp' or ':' in sync) else f'{sync}:{staleness}'
 
 
@@ -120,8 +123,13 @@ def _cmd_compare(args) -> int:
         seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
         systems = [s.strip() for s in args.systems.split(',') if s.strip()]
         from rog_ros.protocol.policies import make_policy
+        from rog_ros.sim import systems as registry
         for s in systems:
-            make_policy(s)
+            if registry.lookup(s) is None:
+                try:
+                    make_policy(s)
+                except ValueError as err:
+                    raise ValueError(f'{err}; or one of {sorted(registry.names())}') from None
     except ValueError as err:
         print(f'rog compare: {err}', file=sys.stderr)
         return 2
@@ -137,6 +145,10 @@ def _add_reproduce(sub) -> None:
                        description='Indoors/outdoors comparisons, threshold sensitivity and '
                                    'ablations on MPCOL (and EACOL with --workloads), one '
                                    'report. Interrupted runs resume.')
+    from rog_ros.experiments.reproduce import REPRODUCTIONS
+    p.add_argument('what', nargs='?', default='rog', choices=sorted(REPRODUCTIONS),
+                   help='which paper (default rog; aet and fleet: small-scale trends of '
+                        'AET-SGD and FLEET on generated data)')
     p.add_argument('--out', required=True, help='output directory')
     p.add_argument('--workloads', default='mpcol', help='comma-separated (default mpcol)')
     p.add_argument('--seeds', default='0,1,2', help='seeds (default 0,1,2)')
@@ -147,10 +159,16 @@ def _add_reproduce(sub) -> None:
 
 
 def _cmd_reproduce(args) -> int:
-    from rog_ros.experiments.reproduce import reproduce
-    path = reproduce(args.out, [w for w in args.workloads.split(',') if w],
-                     [int(s) for s in args.seeds.split(',') if s.strip()], args.workers,
-                     args.iterations, args.quick)
+    from rog_ros.experiments.reproduce import REPRODUCTIONS
+    seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
+    if args.what != 'rog':
+        opts = {} if args.seeds == '0,1,2' else {'seeds': seeds}   # default: theirs
+        path = REPRODUCTIONS[args.what](args.out, quick=args.quick, **opts)
+        print(f'report: {path}')
+        return 0
+    path = REPRODUCTIONS['rog'](args.out, quick=args.quick, seeds=seeds,
+                                workloads=[w for w in args.workloads.split(',') if w],
+                                workers=args.workers, iterations=args.iterations)
     print(f'report: {path}')
     return 0
 
