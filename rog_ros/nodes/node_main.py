@@ -55,7 +55,7 @@ def use_ros(args) -> bool:
     return rclpy_available()
 
 
-def run_node(role: str, doc: str, core_class, argv=None) -> int:
+def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_errors=()) -> int:
     """
     Run one training node; return its exit status.
 
@@ -70,6 +70,11 @@ def run_node(role: str, doc: str, core_class, argv=None) -> int:
         ``finish()``, ``shutdown()``, ``requests``, ``life``.
     argv : list, optional
         Command line (default ``sys.argv[1:]``), ``--ros-args`` included.
+    extend : callable, optional
+        ``extend(parser) -> check`` adds options that are not settings (test hooks) and
+        returns ``check(parser, args)`` or None.
+    usage_errors : tuple of exception types
+        Raised by the core for unusable input (a bad state file): one line, exit 2.
 
     Returns
     -------
@@ -80,8 +85,11 @@ def run_node(role: str, doc: str, core_class, argv=None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = node_parser(role, role, doc)
+    check = extend(parser) if extend is not None else None
     args = parser.parse_args(argv)
     check_fleet_args(parser, args)
+    if check is not None:
+        check(parser, args)
     if use_ros(args):
         from rog_ros.nodes import ros_node
         return ros_node.run(role, args, core_class, argv)
@@ -104,6 +112,9 @@ def run_node(role: str, doc: str, core_class, argv=None) -> int:
     except (PeerTimeout, TimeoutError) as err:
         log.error('%s', err)
         return 1
+    except usage_errors as err:
+        log.error('%s', err)
+        return 2
     finally:
         core.shutdown()
     return 0
