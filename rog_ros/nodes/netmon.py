@@ -28,7 +28,7 @@ import time
 from rog_ros.nodes.connect import fleet_key, open_bus
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, link_statuses
 from rog_ros.nodes.monitor import NetMonitor
-from rog_ros.nodes.node_main import setup_logging
+from rog_ros.nodes.node_main import setup_logging, use_ros
 from rog_ros.nodes.params import check_key_arg, node_parser
 from rog_ros.nodes.routing import link_stats
 from rog_ros.nodes.signals import SignalRequests
@@ -49,10 +49,13 @@ def main(argv=None) -> int:
         nodes = [int(n) for n in (args.nodes or '-1').split(',') if n.strip()]
     except ValueError:
         parser.error(f'--nodes {args.nodes!r}: expected comma-separated ranks')
-    requests = SignalRequests().install()
+    requests, node = SignalRequests().install(), None
+    if args.bus != 'none' and use_ros(args):    # a ROS 2 node named netmon_<rank>
+        from rog_ros.nodes.ros_node import plain_node
+        requests, node = plain_node('netmon', args, sys.argv[1:] if argv is None else argv)
     bus = None
     if args.bus != 'none':
-        bus = open_bus(args.bus, args.namespace, fleet_key(args), args.record)
+        bus = open_bus(args.bus, args.namespace, fleet_key(args), args.record, node)
     monitor = None
     try:
         if bus is not None:

@@ -95,6 +95,19 @@ def init_rclpy(argv) -> SignalRequests:
     return SignalRequests().install()
 
 
+def plain_node(role: str, args, argv) -> tuple:
+    """
+    Return ``(signal requests, node)``: an rclpy node named ``args.node_name`` (netmon).
+
+    Its settings are declared as parameters; SIGINT stays with our handler.
+    """
+    from rclpy.node import Node
+    requests = init_rclpy(['rog'] + list(argv))
+    node = Node(args.node_name)
+    declare_ros_parameters(node, role, args)
+    return requests, node
+
+
 def run(role: str, args, core_class, argv) -> int:
     """Run the core as a lifecycle node until it finishes or shutdown; the exit status."""
     from rog_ros.nodes.node_main import finish
