@@ -106,8 +106,7 @@ def _describe(arguments: dict, specs_of) -> object:
 def generate(default_config: str):
     """Return the one-host fleet's LaunchDescription (server, workers, netmon)."""
     _require_ros()
-    return _describe(dict(LAUNCH_ARGUMENTS, server_host='unused on one host',
-                          peers=ROBOT_ARGUMENTS['peers']),
+    return _describe(dict(LAUNCH_ARGUMENTS, peers=ROBOT_ARGUMENTS['peers']),
                      lambda values: node_specs(values, default_config))
 
 
