@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         pass
     except ValueError as err:
-        log.error('%s', err)
+        log.error(str(err))
         return 2
     finally:
         if bus is not None:
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     if args.record_trace and monitor is not None:
         trace = monitor.save(args.record_trace)
         if trace:
-            log.info('recorded %d samples to %s', len(monitor.samples), args.record_trace)
+            log.info(f'recorded {len(monitor.samples)} samples to {args.record_trace}')
         else:
             log.warning('too few samples to record a trace')
     return 0

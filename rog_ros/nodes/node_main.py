@@ -110,10 +110,10 @@ def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_erro
     except KeyboardInterrupt:
         log.warning('interrupted twice; leaving without the final write')
     except (PeerTimeout, TimeoutError) as err:
-        log.error('%s', err)
+        log.error(str(err))
         return 1
     except usage_errors as err:
-        log.error('%s', err)
+        log.error(str(err))
         return 2
     finally:
         core.shutdown()
@@ -124,6 +124,6 @@ def finish(core, log) -> None:
     """Let the core write its results (the server: the summary), then log them."""
     summary = core.finish() if hasattr(core, 'finish') else None
     if summary:
-        log.info('summary: %s', {k: summary.get(k) for k in (
-            'system', 'iterations', 'final_accuracy', 'threshold_triggers', 'stall_cost',
-            'sim_time_s', 'completed')})
+        keys = ('system', 'iterations', 'final_accuracy', 'threshold_triggers', 'stall_cost',
+                'sim_time_s', 'completed')
+        log.info(f'summary: {dict((k, summary.get(k)) for k in keys)}')   # rclpy: no %-args

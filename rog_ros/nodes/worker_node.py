@@ -176,7 +176,7 @@ class WorkerNode:
         finally:
             counts = {k: v for k, v in self.reject_counts().items() if v}
             if counts:
-                self.log.warning('dropped messages %s', counts)
+                self.log.warning(f'dropped messages {counts}')   # rclpy loggers: one string
             self.bus.close()
             self.bus = None
 
