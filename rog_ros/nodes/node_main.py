@@ -126,4 +126,5 @@ def finish(core, log) -> None:
     if summary:
         keys = ('system', 'iterations', 'final_accuracy', 'threshold_triggers', 'stall_cost',
                 'sim_time_s', 'completed')
-        log.info(f'summary: {dict((k, summary.get(k)) for k in keys)}')   # rclpy: no %-args
+        shown = {k: summary.get(k) for k in keys}
+        log.info(f'summary: {shown}')   # one string: rclpy loggers take no %-arguments
