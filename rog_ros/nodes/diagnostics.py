@@ -78,9 +78,13 @@ def worker_statuses(node, now: float) -> list:
             seconds_since_server=silent, server_timeout_s=timeout,
             compute_s=float(node.compute_s), loss=float(node.loss))))
         shaper = node.outbox.shapers.get(-1) if hasattr(node.outbox, 'shapers') else None
-        out.append(DiagnosticStatus(OK, f'{name}: link', 'emulated' if shaper else 'real', HOST,
-                                    _kv(bytes_up=e.bytes_up, bytes_down=e.bytes_down,
-                                        trace=getattr(node.args, 'trace', 'none'))))
+        rate = float(shaper.trace.rate_at(now + shaper.time_offset_s)) if shaper else -1.0
+        level = WARN if shaper is not None and rate <= 0.0 else OK
+        out.append(DiagnosticStatus(
+            level, f'{name}: link', ('emulated' if shaper else 'real') + (
+                ', down (0 Mbit/s)' if level == WARN else ''), HOST,
+            _kv(bytes_up=e.bytes_up, bytes_down=e.bytes_down, emulated_mbps=rate,
+                trace=getattr(node.args, 'trace', 'none'))))
     out.append(rejects_status(name, node.reject_counts()))
     return out
 
