@@ -148,3 +148,20 @@ def test_paused_worker_reports_it_on_diagnostics(fleet):
     values = {kv.key: kv.value for kv in training.values}
     assert training.level == 1 and 'paused' in training.message
     assert values['lifecycle'] == INACTIVE and int(values['staleness_headroom']) <= 4
+
+
+def test_worker_link_diagnostics_report_the_emulated_rate(monkeypatch):
+    import time
+    from rog_ros.nodes.diagnostics import worker_statuses
+    hub = Hub()
+    monkeypatch.setattr(worker_node, 'open_bus', hub.bus)
+    wrk = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', '2', '--rank', '1', '--trace', 'indoors']))
+    wrk.configure()
+    try:
+        link = [s for s in worker_statuses(wrk, time.monotonic()) if s.name.endswith('link')][0]
+    finally:
+        wrk.shutdown()
+    values = {kv.key: kv.value for kv in link.values}
+    assert link.message.startswith('emulated') and float(values['emulated_mbps']) > 0
+    assert values['trace'] == 'indoors'
