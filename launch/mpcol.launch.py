@@ -18,7 +18,7 @@ Launch MPCOL (route-planning policy adaptation) under Rog, config/mpcol.yaml.
 
 Every setting (docs/configuration.md) is a launch argument; empty ones come from config:= (the
 parameter file). Emulated link shaping only when trace:= is given. Starts rog_server,
-rog_worker_0..N-1 and netmon from the fleet plan (rog_ros.experiments.fleet), exactly the
+rog_worker_0..N-1 and netmon from the fleet plan (rog_ros.nodes.plan), exactly the
 processes `rog fleet` starts without ROS 2.
 """
 

@@ -254,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_reproduce(sub)
     _add_bench(sub)
     _add_report(sub)
-    from rog_ros.experiments import cli_fleet
+    from rog_ros.nodes import fleet as cli_fleet
     cli_fleet.add_parser(sub)
     from rog_ros.net import cli_trace
     cli_trace.add_parser(sub)

@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _fleet(out: Path, *args: str, **popen) -> list:
-    return [sys.executable, '-m', 'rog_ros.experiments.cli_fleet', '--workload', WORKLOAD,
+    return [sys.executable, '-m', 'rog_ros.nodes.fleet', '--workload', WORKLOAD,
             '--workers', '3', '--trace', 'indoors', '--out', str(out),
             '--namespace', f'/rog_test_{os.getpid()}_{out.name}', *args]
 

@@ -144,7 +144,7 @@ def test_demo_configs_do_not_shape_unless_trace_is_given(launch_file, name):
 
 
 def test_robot_plan_matches_the_fleet_plan_per_robot():
-    from rog_ros.experiments import fleet
+    from rog_ros.nodes import plan as fleet
     whole = {s.name: s.parameters for s in fleet.plan(overrides={'workers': 2})}
     assert robot.robot_plan('server', 0, None, {'workers': 2})[0].parameters == \
         whole['rog_server']

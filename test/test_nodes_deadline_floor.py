@@ -38,7 +38,7 @@ def test_out_of_range_floor_is_a_usage_error(bad):
 
 
 def test_the_fleet_plan_passes_the_floor_to_every_training_node_and_checks_it():
-    from rog_ros.experiments import fleet
+    from rog_ros.nodes import plan as fleet
     specs = fleet.plan(overrides={'deadline_floor': 1.5})
     floors = {s.name: s.parameters.get('deadline_floor') for s in specs if s.role != 'netmon'}
     assert set(floors.values()) == {1.5} and len(floors) == 4       # server + 3 workers

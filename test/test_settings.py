@@ -25,8 +25,8 @@ import sys
 import types
 
 import pytest
-from rog_ros.experiments import fleet
 from rog_ros.nodes import netmon, rog_server, rog_worker, settings
+from rog_ros.nodes import plan as fleet
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +46,7 @@ def test_every_node_flag_is_a_declared_setting_and_vice_versa(role):
 
 def test_rog_fleet_accepts_every_fleet_setting():
     import argparse
-    from rog_ros.experiments import cli_fleet
+    from rog_ros.nodes import fleet as cli_fleet
     parser = argparse.ArgumentParser()
     cli_fleet.add_parser(parser.add_subparsers())
     fleet_parser = parser._subparsers._group_actions[0].choices['fleet']

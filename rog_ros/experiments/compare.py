@@ -31,8 +31,8 @@ import time
 
 import numpy as np
 
-from rog_ros.experiments.metrics import atomic_write, read_timeseries
 from rog_ros.experiments.report import write_report
+from rog_ros.metrics import atomic_write, read_timeseries
 from rog_ros.sim.simulator import SimConfig, simulate
 
 KEYS = ('time_to_target_s', 'iterations_to_target', 'final_accuracy', 's_per_iteration',

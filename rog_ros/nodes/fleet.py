@@ -17,7 +17,7 @@ r"""
     rog fleet --workload mpcol --sync rog --staleness 4 --workers 3 --trace indoors \\
         --iterations 200 --out runs/rog4
 
-Starts the nodes of the fleet plan (:mod:`rog_ros.experiments.fleet`: server, workers,
+Starts the nodes of the fleet plan (:mod:`rog_ros.nodes.plan`: server, workers,
 netmon) with a loopback Cyclone configuration and a DDS domain of their own, shows a progress
 line from their TrainStatus/LinkStats topics, and leaves ``summary.json`` and
 ``timeseries.csv`` (the simulator's files) in ``--out``; node logs go to ``--out/logs``.
@@ -41,8 +41,8 @@ import subprocess
 import sys
 import time
 
-from rog_ros.experiments.fleet import load_parameter_file, plan
 from rog_ros.nodes import settings
+from rog_ros.nodes.plan import load_parameter_file, plan
 
 STOP_GRACE_S = 10.0      # SIGINT -> SIGTERM
 TERM_GRACE_S = 5.0       # SIGTERM -> SIGKILL
@@ -446,7 +446,7 @@ def _netns_setup(specs, envs, prefixes, cleanup, base_env) -> list:
 
 
 def main(argv=None) -> int:
-    """``python -m rog_ros.experiments.cli_fleet ...``: ``rog fleet`` without the rog CLI."""
+    """``python -m rog_ros.nodes.fleet ...``: ``rog fleet`` without the rog CLI."""
     import argparse
     parser = argparse.ArgumentParser(prog='rog')
     add_parser(parser.add_subparsers(dest='command', required=True))

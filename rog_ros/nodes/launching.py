@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import time
 
-from rog_ros.experiments.fleet import LAUNCH_ARGUMENTS, launch_overrides, \
+from rog_ros.nodes.plan import LAUNCH_ARGUMENTS, launch_overrides, \
     load_parameter_file, plan
 from rog_ros.nodes.robot import ROBOT_ARGUMENTS, robot_environment, robot_plan, split_peers
 

@@ -34,8 +34,8 @@ import os
 import sys
 import time
 
-from rog_ros.experiments.fleet import NodeSpec, resolve
 from rog_ros.nodes import settings
+from rog_ros.nodes.plan import NodeSpec, resolve
 
 ROLES = ('server', 'worker')
 ROBOT_ARGUMENTS = {
@@ -125,8 +125,8 @@ def add_parser(subparsers):
 
 def run(args) -> int:
     """Start the robot's nodes, wait for its training node, stop the rest; exit status."""
-    from rog_ros.experiments.cli_fleet import Supervisor
-    from rog_ros.experiments.fleet import load_parameter_file
+    from rog_ros.nodes.fleet import Supervisor
+    from rog_ros.nodes.plan import load_parameter_file
     over = {s.name: getattr(args, s.name, None) for s in settings.for_role('fleet')
             if s.name not in ('rank', 'fleet_key_file', 'record')}
     try:

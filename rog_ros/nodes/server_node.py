@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 
-from rog_ros.experiments.metrics import RunRecorder
+from rog_ros.metrics import RunRecorder
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
