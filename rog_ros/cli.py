@@ -69,6 +69,9 @@ def _cmd_sim(args) -> int:
             except ValueError as err:
                 print(f'rog sim: {err}', file=sys.stderr)
                 return 2
+            except RuntimeError as err:       # the run did not finish (DESIGN 8)
+                print(f'rog sim: run failed: {err}', file=sys.stderr)
+                return 1
             rows.append(res.row())
             print(f'  {system}: done', file=sys.stderr)
         print(format_table(rows, HEADER))
@@ -90,6 +93,9 @@ def _cmd_sim(args) -> int:
     print(file=sys.stderr)
     summary = rec.write(args.out) if args.out else rec.summary()
     print(json.dumps(summary, indent=2, default=str))
+    if summary.get('error'):       # truncated: the summary says so, and so does the exit code
+        print(f'rog sim: run failed: {summary["error"]}', file=sys.stderr)
+        return 1
     return 0
 
 
@@ -129,6 +135,12 @@ def _cmd_compare(args) -> int:
                   iterations=args.iterations, jobs_parallel=args.jobs)
     print(table_markdown(res['systems']))
     print(f'\nreport: {args.out}/report.md')
+    failed = sum(r.get('failed', 0) for r in res['systems'])
+    if failed:
+        runs = sum(r.get('runs', 0) for r in res['systems'])
+        print(f'rog compare: {failed} of {runs} runs failed (excluded from the means; see '
+              f'{args.out}/report.md)', file=sys.stderr)
+        return 1
     return 0
 
 
