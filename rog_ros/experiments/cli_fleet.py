@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 
+from rog_ros.experiments import checks
 from rog_ros.experiments.fleet import load_parameter_file, plan
 
 STOP_GRACE_S = 10.0      # SIGINT -> SIGTERM
@@ -231,11 +232,14 @@ def run(args) -> int:
     from rog_ros.nodes.routing import LINK_STATS, TRAIN_STATUS
     from rog_ros.transport.cyclone_config import config_path
     out = os.path.abspath(args.out)
-    try:
+    try:   # the whole plan is checked before any node starts (one line, exit 2)
+        checks.number('--timeout', args.timeout, positive=True)
+        if args.domain_id is not None:
+            checks.integer('--domain-id', args.domain_id, 0, 232)
         file_params = load_parameter_file(args.config) if args.config else {}
         specs = plan(file_params, _overrides(args, out))
     except (OSError, ValueError) as err:
-        print(f'rog fleet: {err}', file=sys.stderr)
+        print(f'rog fleet: {" ".join(str(err).split())}', file=sys.stderr)
         return 2
     server = specs[0]
     try:  # build (and cache) the workload once here, not in every node at the same time
