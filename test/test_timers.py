@@ -192,3 +192,30 @@ def test_long_stall_does_not_end_the_simulation(tmp_path, system):
     assert 'error' not in summary
     assert summary['iterations'] == 40
     assert summary['sim_time_s'] > 166.0 - 100.0     # it lived through robot 1's outage
+
+
+class _QuietBus:
+    """A bus with no traffic (what EngineDriver needs of it)."""
+
+    def poll(self, timeout_s=0.0):
+        return []
+
+    def publish(self, topic, msg):
+        pass
+
+
+def test_node_driver_ticks_at_the_engines_wakeup():
+    from rog_ros.nodes.driver import EngineDriver
+    from rog_ros.nodes.outbox import Outbox
+    server = _stalled_server(T_ROUNDS_DOWN)
+    now = [server.next_wakeup()]
+    logs = []
+    driver = EngineDriver(_QuietBus(), server, Outbox(), clock=lambda: now[0],
+                          on_log=lambda t, log: logs.append(log.name))
+    for _ in range(3):
+        wake = server.next_wakeup()
+        now[0] = wake                     # the wall clock reads exactly the wake-up time
+        driver.step(max_wait_s=0.0)
+        assert logs[-1] == 'stall_diagnostic'
+        assert server.next_wakeup() > wake
+    assert logs.count('stall_diagnostic') == 3

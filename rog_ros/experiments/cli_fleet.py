@@ -314,9 +314,10 @@ def run(args) -> int:
     if stop.count:
         summary = _summary_from_what_exists(out, progress, n, iterations)
         escalated = ', '.join(f'{sig} to {len(names)}' for sig, names in sent[1:])
-        print(f'rog fleet: interrupted; every node stopped in {time.monotonic() - t_stop:.1f} s'
-              + (f' ({escalated})' if escalated else '') + f'; logs in {sup.log_dir}; '
-              f'summary {summary}', file=sys.stderr)
+        since = stop.first_at if stop.first_at is not None else t_stop
+        print(f'rog fleet: interrupted; every node stopped {time.monotonic() - since:.1f} s '
+              f'after the request' + (f' ({escalated})' if escalated else '')
+              + f'; logs in {sup.log_dir}; summary {summary}', file=sys.stderr)
         return 130
     for name in failed:
         print(f'rog fleet: {name} exited with {codes[name]}; last lines of its log '
@@ -343,10 +344,13 @@ class _StopRequests:
 
     def __init__(self):
         self.count = 0
+        self.first_at = None      # monotonic time of the first request
         self._old = {}
 
     def _handle(self, signum, frame) -> None:
         self.count += 1
+        if self.first_at is None:
+            self.first_at = time.monotonic()
 
     def install(self) -> '_StopRequests':
         for sig in self.SIGNALS:
