@@ -115,3 +115,19 @@ def test_compare_marks_a_failed_run(tmp_path, monkeypatch, capsys):
                    '--jobs', '1', '--out', out])
     assert rc == 1
     assert 'rog compare: 1 of 4 runs failed' in capsys.readouterr().err
+
+
+def test_compare_survives_a_run_that_raises(tmp_path, monkeypatch):
+    real = compare_mod.simulate
+
+    def simulate_or_raise(cfg, progress=None):
+        if cfg.seed == 1:
+            raise RuntimeError('planted crash')
+        return real(cfg, progress)
+    monkeypatch.setattr(compare_mod, 'simulate', simulate_or_raise)
+    res = compare('toy', 'indoors', ['bsp'], 2, [0, 1], str(tmp_path / 'c'), iterations=4,
+                  quiet=True, jobs_parallel=1)
+    row = res['systems'][0]
+    assert row['failed'] == 1 and row['runs'] == 2
+    assert row['errors'] == [{'seed': 1, 'error': 'RuntimeError: planted crash'}]
+    assert row['final_accuracy'] is not None           # from the run that finished

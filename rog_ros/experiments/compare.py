@@ -77,8 +77,19 @@ def _finished(d: str) -> bool:
 
 
 def _run_one(cfg: SimConfig, out_dir: str) -> dict:
-    """Simulate one configuration and write its files (runs in a worker process)."""
-    return simulate(cfg).write(out_dir)
+    """
+    Simulate one configuration and write its files (runs in a worker process).
+
+    A run that raises is a failed run, not a failed comparison: its summary says why.
+    """
+    try:
+        return simulate(cfg).write(out_dir)
+    except Exception as err:  # noqa: B902 - any failure of one run is reported, not raised
+        summary = {'system': cfg.label or cfg.system, 'seed': cfg.seed,
+                   'error': f'{type(err).__name__}: {" ".join(str(err).split())}'}
+        os.makedirs(out_dir, exist_ok=True)
+        atomic_write(os.path.join(out_dir, 'summary.json'), json.dumps(summary, indent=2) + '\n')
+        return summary
 
 
 def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: list[int],
