@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import sys
 
+from rog_ros.experiments import checks
 from rog_ros.nodes import settings
 
 ROLE_KEYS = {exe: tuple(s.name for s in settings.for_role(exe)
@@ -83,7 +84,16 @@ def load_parameter_file(path) -> dict:
     """Read a ROS 2 parameter YAML file (see :func:`yaml_parameters`)."""
     import yaml
     with open(path, encoding='utf-8') as fh:
-        return yaml_parameters(yaml.safe_load(fh))
+        try:
+            doc = yaml.safe_load(fh)
+        except yaml.YAMLError as err:
+            mark = getattr(err, 'problem_mark', None)
+            where = f' line {mark.line + 1}' if mark is not None else ''
+            raise checks.ConfigError(f'parameter file {path}{where}: not valid YAML '
+                                     f'({getattr(err, "problem", None) or "syntax"})') from None
+    if doc is not None and not isinstance(doc, dict):
+        raise checks.ConfigError(f'parameter file {path}: expected a mapping of node names')
+    return yaml_parameters(doc)
 
 
 def resolve(file_params=None, overrides=None) -> dict:
@@ -91,7 +101,8 @@ def resolve(file_params=None, overrides=None) -> dict:
     Return per-executable parameters after merging defaults, file sections and overrides.
 
     Returns ``{'rog_server': {...}, 'rog_worker': {...}, 'netmon': {...}}`` with every
-    accepted key; unknown keys raise ValueError (a typo must not be silently ignored).
+    accepted key, typed and range-checked by the settings table; unknown keys and bad values
+    raise ConfigError (a ValueError) naming the key (a typo must not be silently ignored).
     """
     file_params = file_params or {}
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -99,8 +110,12 @@ def resolve(file_params=None, overrides=None) -> dict:
     for section, params in list(file_params.items()) + [('overrides', overrides)]:
         unknown = sorted(set(params) - known)
         if unknown:
-            raise ValueError(f'unknown parameter(s) {unknown} in {section}; known: '
-                             f'{sorted(known)}')
+            raise checks.ConfigError(f'unknown parameter(s) {unknown} in {section}; known: '
+                                     f'{sorted(known)}')
+    for params in file_params.values():     # a file's values must have the declared type
+        for key, value in params.items():
+            if not isinstance(value, (list, tuple)):
+                settings.BY_NAME[key].parse(value, strict=True)
     resolved = {}
     for exe, keys in ROLE_KEYS.items():
         merged = dict(DEFAULTS)
@@ -114,19 +129,78 @@ def resolve(file_params=None, overrides=None) -> dict:
     return resolved
 
 
+def _opt(key: str) -> str:
+    return f"{key} (--{key.replace('_', '-')})"
+
+
+def _check_nodes(name, value, n):
+    if isinstance(value, str):
+        try:
+            value = [int(v) for v in value.split(',') if v.strip()]
+        except ValueError:
+            raise checks.ConfigError(f'{name} must be comma-separated node ranks, got '
+                                     f'{value!r}') from None
+    if not isinstance(value, (list, tuple)):
+        raise checks.ConfigError(f'{name} must be a list of node ranks, got {value!r}')
+    for v in value:
+        checks.integer(name, v, -1, n - 1)
+
+
+_CHECKS = {
+    'workload': lambda k, v, n: checks.workload(k, v),
+    'trace': lambda k, v, n: checks.trace(k, v, allow_none=True),
+    'nodes': lambda k, v, n: v is None or _check_nodes(k, v, n),
+    'namespace': lambda k, v, n: checks.text(k, v),
+    'out': lambda k, v, n: checks.text(k, v),
+    'interface': lambda k, v, n: checks.text(k, v),
+}
+"""What a declared type and range cannot say (a known workload, an existing trace file, ranks
+below N, non-empty names): parameter -> check(name, value, n_workers), ConfigError naming the
+key. Types, ranges and choices come from :mod:`rog_ros.nodes.settings` while resolving."""
+
+
+def validate(params: dict) -> None:
+    """
+    Check every resolved parameter of every executable before anything starts.
+
+    Raises ConfigError (a ValueError) with one line naming the key and option, e.g.
+    ``trace (--trace): 'missing.csv' is neither a preset (...) nor an existing file``.
+    """
+    n = params['rog_server']['workers']
+    checks.integer(_opt('workers'), n, 1, 1024)
+    seen = {}
+    for exe in ROLE_KEYS:
+        for key, value in params[exe].items():
+            if seen.get(key, object()) == (value,):
+                continue                  # the same value, checked for another node
+            if key in _CHECKS:
+                _CHECKS[key](_opt(key), value, n)
+            seen[key] = (value,)
+    for exe in ROLE_KEYS:
+        if params[exe].get('workers', n) != n:
+            raise checks.ConfigError('every node of a fleet needs the same number of workers')
+    srv = params['rog_server']
+    from rog_ros.nodes.params import policy_spec
+    try:
+        from rog_ros.protocol.policies import make_policy
+        make_policy(policy_spec(_Args(srv)))
+    except ValueError as err:
+        raise checks.ConfigError(f"{_opt('sync')}/{_opt('staleness')}: {err}") from None
+
+
+class _Args:
+    """Attribute view of a parameter dict (what the nodes' argparse namespace offers)."""
+
+    def __init__(self, params: dict):
+        self.__dict__.update(params)
+
+
 def plan(file_params=None, overrides=None) -> list:
     """Return the fleet's NodeSpecs: server, workers 0..N-1, then netmon (if enabled)."""
     params = resolve(file_params, overrides)
+    validate(params)
     srv = params['rog_server']
     n = int(srv['workers'])
-    if n < 1:
-        raise ValueError(f'workers must be >= 1, got {n}')
-    floor = float(srv['deadline_floor'])
-    if not 0.0 <= floor <= 10.0:
-        raise ValueError(f'deadline_floor must be in [0, 10], got {floor:g}')
-    for exe in ROLE_KEYS:
-        if params[exe].get('workers', n) != n:
-            raise ValueError('every node of a fleet needs the same number of workers')
     specs = [NodeSpec('rog_server', 'rog_server', _strip(srv), 'server')]
     wrk = params['rog_worker']
     for r in range(n):

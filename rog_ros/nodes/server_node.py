@@ -232,4 +232,6 @@ class ServerNode:
             'triggers_per_worker': list(e.triggers),
             'worker_status_received': sorted(self.status),
         })
+        if not e.finished:      # written from what exists, but not a finished run (DESIGN 8)
+            rec.extra['error'] = 'interrupted: training did not complete'
         return rec.write(self.args.out)

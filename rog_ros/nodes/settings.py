@@ -70,17 +70,30 @@ class Setting:
         """Return the command-line flag: ``eval_every`` -> ``--eval-every``."""
         return '--' + self.name.replace('_', '-')
 
-    def parse(self, value):
-        """Return ``value`` (a string or a YAML/ROS value) converted and checked; ValueError."""
+    @property
+    def label(self) -> str:
+        """Return how errors name the setting: ``'eval_every (--eval-every)'``."""
+        return f'{self.name} ({self.flag})'
+
+    def parse(self, value, strict: bool = False):
+        """
+        Return ``value`` converted and checked; ConfigError (a ValueError) naming the setting.
+
+        ``value`` is a command-line string or a typed YAML/ROS value; ``strict`` (parameter
+        files) accepts only values of the declared type, as ROS 2 does (``workers: "3"`` is
+        not an integer there).
+        """
         if value is None or (self.none_text is not None and value == self.none_text) or (
                 isinstance(value, str) and self.default is None and value.strip() in ('', 'none')
                 and self.kind is not str):
             return None
+        if strict and not _typed(self.kind, value):
+            raise ConfigError(f'{self.label} must be {_KIND_TEXT[self.kind]}, got {value!r}')
         if self.kind is bool:
             if isinstance(value, str):
                 low = value.strip().lower()
                 if low not in ('true', 'false', '1', '0'):
-                    raise ValueError(f'{self.name}: {value!r} is not a bool')
+                    raise ConfigError(f'{self.label}: {value!r} is not a bool')
                 value = low in ('true', '1')
             return bool(value)
         try:
@@ -88,24 +101,25 @@ class Setting:
                 raise ValueError
             out = self.kind(value.strip() if isinstance(value, str) else value)
         except (TypeError, ValueError):
-            kind = {int: 'an integer', float: 'a number'}.get(self.kind, self.kind.__name__)
-            raise ValueError(f'{self.name}: {value!r} is not {kind}') from None
+            raise ConfigError(f'{self.label}: {value!r} is not '
+                              f'{_KIND_TEXT[self.kind]}') from None
         self.check(out)
         return out
 
     def check(self, value) -> None:
-        """Raise ValueError when ``value`` is outside the declared range or choices."""
+        """Raise ConfigError when ``value`` is outside the declared range or choices."""
         if value is None:
             return
         if self.choices and value not in self.choices:
-            raise ValueError(f'{self.name} must be one of {", ".join(self.choices)}, '
-                             f'got {value!r}')
+            raise ConfigError(f'{self.label} must be one of {", ".join(self.choices)}, '
+                              f'got {value!r}')
         if self.kind in (int, float):
-            if isinstance(value, float) and math.isnan(value):
-                raise ValueError(f'{self.name} must be a number, got nan')
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f'{self.label} must be a finite number, got {value}')
             if (self.low is not None and value < self.low) or (
                     self.high is not None and value > self.high):
-                raise ValueError(f'{self.name} must be in {self.range_text()}, got {value!r}')
+                raise ConfigError(f'{self.label} must be in {self.range_text()}, '
+                                  f'got {value!r}')
 
     def range_text(self) -> str:
         """Return the range as text: ``[1, inf)``, ``[0, 10]``, or ''."""
@@ -118,6 +132,21 @@ class Setting:
     def ros_default(self):
         """Return the typed default for ROS parameters and launch arguments."""
         return self.none_text if self.default is None else self.default
+
+
+class ConfigError(ValueError):
+    """A bad setting: one line naming it (the same class as ``experiments.checks``)."""
+
+
+_KIND_TEXT = {int: 'an integer', float: 'a number', str: 'a string', bool: 'true or false'}
+
+
+def _typed(kind, value) -> bool:
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
 
 
 def _num(value) -> str:
@@ -141,8 +170,8 @@ SETTINGS = (
        high=2 ** 31 - 1),
     _s('lr', float, None, "Learning rate; 0 = the workload's own.", TRAINING, low=0.0,
        none_text=0.0),
-    _s('chunk_bytes', int, 16384, 'Row chunk payload cap in bytes (keep below the MTU '
-       'budget of DDS fragments).', TRAINING, low=256, high=1 << 20),
+    _s('chunk_bytes', int, 16384, 'Row chunk payload cap in bytes (below 64 KiB: DDS '
+       'fragments it on Wi-Fi).', TRAINING, low=256, high=65000),
     _s('window', int, 4, 'Unacknowledged chunks per transfer.', TRAINING, low=1, high=1024),
     _s('deadline_floor', float, DEFAULT_DEADLINE_FLOOR, 'rog: keep sending optional rows for '
        'at least this many compute times.', TRAINING, low=0.0, high=10.0),

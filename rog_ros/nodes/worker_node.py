@@ -65,7 +65,7 @@ class WorkerNode:
         self.compute_s = 0.0
         self.loss = float('nan')
         self.started_at = None
-        self._status_at = 0.0
+        self._status_due = 0.0      # next periodic status (a stored deadline)
         self._progress_at = 0.0
 
     def reject_counts(self) -> dict:
@@ -148,7 +148,7 @@ class WorkerNode:
             raise TimeoutError(f'worker {self.rank}: no message from the server for '
                                f'{self.args.server_timeout:.0f} s (engine state '
                                f'{self.engine.state}, clock {self.engine.clock})')
-        if time.monotonic() - self._status_at > STATUS_PERIOD_S:
+        if time.monotonic() >= self._status_due:
             self._publish_status()
         return True
 
@@ -200,7 +200,7 @@ class WorkerNode:
         if self.bus is None or self.engine is None:
             return
         now = time.monotonic()
-        self._status_at = now
+        self._status_due = now + STATUS_PERIOD_S
         wall = now - self.started_at if self.started_at else 0.0
         e = self.engine
         self.bus.publish(self.status_topic, TrainStatus(
