@@ -60,7 +60,7 @@ def _system_spec(sync: str, staleness: int) -> str:
 
 def _valid(prog: str, check, args) -> bool:
     """Run ``check(args)``; on a bad option print one line naming it and return False."""
-    from rog_ros.experiments.checks import ConfigError
+    from rog_ros.checks import ConfigError
     try:
         check(args)
     except ConfigError as err:
@@ -70,14 +70,14 @@ def _valid(prog: str, check, args) -> bool:
 
 
 def _check_common(args) -> None:
-    from rog_ros.experiments import checks
+    from rog_ros import checks
     checks.integer('--workers', args.workers, 1, 1024)
     if args.iterations is not None:
         checks.integer('--iterations', args.iterations, 1)
 
 
 def _check_sim(args) -> None:
-    from rog_ros.experiments import checks
+    from rog_ros import checks
     _check_common(args)
     checks.integer('--staleness', args.staleness, 0)
     checks.integer('--seed', args.seed, 0)
@@ -91,7 +91,7 @@ def _check_sim(args) -> None:
 
 
 def _check_compare(args) -> None:
-    from rog_ros.experiments import checks
+    from rog_ros import checks
     _check_common(args)
     checks.workload('--workload', args.workload)
     checks.trace('--trace', args.trace)
@@ -104,7 +104,7 @@ def _check_compare(args) -> None:
 
 
 def _check_reproduce(args) -> None:
-    from rog_ros.experiments import checks
+    from rog_ros import checks
     _check_common(args)
     for wl in checks.name_list('--workloads', args.workloads):
         checks.workload('--workloads', wl)

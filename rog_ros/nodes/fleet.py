@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 
-from rog_ros.experiments import checks
+from rog_ros import checks
 from rog_ros.nodes import settings
 from rog_ros.nodes.plan import load_parameter_file, plan
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import sys
 
-from rog_ros.experiments import checks
+from rog_ros import checks
 from rog_ros.nodes import settings
 
 ROLE_KEYS = {exe: tuple(s.name for s in settings.for_role(exe)

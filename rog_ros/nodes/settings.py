@@ -35,6 +35,7 @@ import fnmatch
 import math
 import sys
 
+from rog_ros.checks import ConfigError
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
 
 SERVER, WORKER, NETMON, FLEET = 'rog_server', 'rog_worker', 'netmon', 'fleet'
@@ -132,10 +133,6 @@ class Setting:
     def ros_default(self):
         """Return the typed default for ROS parameters and launch arguments."""
         return self.none_text if self.default is None else self.default
-
-
-class ConfigError(ValueError):
-    """A bad setting: one line naming it (the same class as ``experiments.checks``)."""
 
 
 _KIND_TEXT = {int: 'an integer', float: 'a number', str: 'a string', bool: 'true or false'}
