@@ -35,7 +35,7 @@ import sys
 import time
 
 from rog_ros.nodes import settings
-from rog_ros.nodes.plan import NodeSpec, resolve
+from rog_ros.nodes.plan import NodeSpec, resolve, validate
 
 ROLES = ('server', 'worker')
 ROBOT_ARGUMENTS = {
@@ -60,6 +60,7 @@ def robot_plan(role: str, rank: int = 0, file_params=None, overrides=None) -> li
         raise ValueError(f'role must be server or worker, got {role!r}')
     overrides = dict(overrides or {})
     params = resolve(file_params, overrides)
+    validate(params)
     n = params['rog_server']['workers']
     mon = {k: v for k, v in params['netmon'].items() if k != 'netmon'}
     if role == 'server':
@@ -117,7 +118,7 @@ def add_parser(subparsers):
                                                 'the server, ./rog_robot_logs otherwise)')
     for s in settings.for_role('fleet'):
         if s.name not in ('rank',):
-            p.add_argument(s.flag, default=None, type=s.parse, metavar=s.kind.__name__.upper(),
+            p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),
                            help=f'{s.description} (default {s.default!r})'.replace('%', '%%'))
     p.set_defaults(func=run)
     return p
