@@ -150,3 +150,18 @@ def test_robot_plan_matches_the_fleet_plan_per_robot():
         whole['rog_server']
     assert robot.robot_plan('worker', 1, None, {'workers': 2})[0].parameters == \
         whole['rog_worker_1']
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['--role', 'worker', '--rank', '5', '--workers', '2'], 'rank must be in 0..1'),
+    (['--role', 'server', '--trace', 'missing.csv'], 'trace (--trace)'),
+    (['--role', 'server', '--staleness', 'x'], 'staleness (--staleness)'),
+])
+def test_rog_robot_refuses_bad_options_in_one_line(argv, message, capsys, monkeypatch,
+                                                    tmp_path):
+    from rog_ros import cli
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(['robot'] + argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith('rog robot: ') and message in err[0]
+    assert not list(tmp_path.iterdir())                     # nothing started, no logs
