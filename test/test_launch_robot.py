@@ -157,8 +157,7 @@ def test_robot_plan_matches_the_fleet_plan_per_robot():
     (['--role', 'server', '--trace', 'missing.csv'], 'trace (--trace)'),
     (['--role', 'server', '--staleness', 'x'], 'staleness (--staleness)'),
 ])
-def test_rog_robot_refuses_bad_options_in_one_line(argv, message, capsys, monkeypatch,
-                                                    tmp_path):
+def test_rog_robot_refuses_bad_options_in_one_line(argv, message, capsys, monkeypatch, tmp_path):
     from rog_ros import cli
     monkeypatch.chdir(tmp_path)
     assert cli.main(['robot'] + argv) == 2
