@@ -146,6 +146,7 @@ class AdaCompServer:
         self.sigma_k_sum = 0.0          # of sigma_k over transmitted coordinates
         self.sigma_k_count = 0
         self.entries = 0                # transmitted coordinates
+        self.applied_bytes = 0          # wire bytes of the pushes applied (not the late ones)
 
     def on_message(self, msg, now: float) -> list:
         try:
@@ -199,6 +200,7 @@ class AdaCompServer:
         self.i += 1
         self.sigma_sum += sigma_global
         self.entries += int(idx.numel())
+        self.applied_bytes += nbytes
         if self.i >= self.max_updates:
             self.stopped = [True] * self.n
             return out + [Send(w, Schedule(worker=w, clock=self.i, push_deadline_s=-1.0,
@@ -219,7 +221,7 @@ class AdaCompServer:
                 'mean_coordinate_staleness': (self.sigma_k_sum / self.sigma_k_count
                                               if self.sigma_k_count else None),
                 'entries_per_update': self.entries / max(self.i, 1),
-                'ingress_bytes_per_update': self.bytes_up / max(self.i, 1),
+                'ingress_bytes_per_update': self.applied_bytes / max(self.i, 1),
                 'server_rejects': self.rejects}
 
 

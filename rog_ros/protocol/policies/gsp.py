@@ -199,7 +199,8 @@ class _Group:
     counter: int = 0
     clocks: dict = field(default_factory=dict)     # node -> pushes since grouping
     held: dict = field(default_factory=dict)       # node -> time its Ready was held
-    forwards: int = 0
+    forwards: int = 0              # group -> global messages during training
+    flushes: int = 0               # partial sums sent when training ended
     pushes: int = 0
     epoch_time: float = 0.0
     epoch_count: int = 0
@@ -403,14 +404,17 @@ class GspServer:
                 for grp in self.groups:
                     grp.epoch_time, grp.epoch_count = 0.0, 0
 
-    def _forward(self, p: int) -> list:
+    def _forward(self, p: int, final: bool = False) -> list:
         grp = self.groups[p]
         if grp.counter == 0:
             return []
         self._global_step(grp.phi, grp.counter)
         grp.phi.zero_()
         grp.counter = 0
-        grp.forwards += 1
+        if final:
+            grp.flushes += 1
+        else:
+            grp.forwards += 1
         grp.omega.copy_(self.omega)          # the global server's reply becomes omega_p
         return []
 
@@ -452,7 +456,7 @@ class GspServer:
             return []
         self.finished = True
         for p in range(len(self.groups)):
-            self._forward(p)                 # partial sums are not lost
+            self._forward(p, final=True)     # partial sums are not lost
         out = [Log('training_done', float(self.total_pushes))]
         for grp in self.groups:
             for m in sorted(grp.held):
