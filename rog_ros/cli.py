@@ -120,8 +120,10 @@ def _cmd_compare(args) -> int:
         seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
         systems = [s.strip() for s in args.systems.split(',') if s.strip()]
         from rog_ros.protocol.policies import make_policy
+        from rog_ros.sim.systems import lookup
         for s in systems:
-            make_policy(s)
+            if lookup(s) is None:       # systems with engines of their own need no policy
+                make_policy(s)
     except ValueError as err:
         print(f'rog compare: {err}', file=sys.stderr)
         return 2
@@ -137,9 +139,12 @@ def _add_reproduce(sub) -> None:
                        description='Indoors/outdoors comparisons, threshold sensitivity and '
                                    'ablations on MPCOL (and EACOL with --workloads), one '
                                    'report. Interrupted runs resume.')
+    p.add_argument('paper', nargs='?', default=None,
+                   help="another reference paper's headline experiment instead of Rog's, "
+                        'small scale on generated data: adacomp, gsp')
     p.add_argument('--out', required=True, help='output directory')
     p.add_argument('--workloads', default='mpcol', help='comma-separated (default mpcol)')
-    p.add_argument('--seeds', default='0,1,2', help='seeds (default 0,1,2)')
+    p.add_argument('--seeds', default=None, help='seeds (default 0,1,2; with PAPER: 0)')
     p.add_argument('--workers', type=int, default=4, help='workers (default 4)')
     p.add_argument('--iterations', type=int, default=None, help='iterations per worker')
     p.add_argument('--quick', action='store_true', help='one seed, fewer thresholds')
@@ -147,9 +152,25 @@ def _add_reproduce(sub) -> None:
 
 
 def _cmd_reproduce(args) -> int:
-    from rog_ros.experiments.reproduce import reproduce
-    path = reproduce(args.out, [w for w in args.workloads.split(',') if w],
-                     [int(s) for s in args.seeds.split(',') if s.strip()], args.workers,
+    from rog_ros.experiments.reproduce import PAPERS, reproduce
+    try:
+        seeds = [int(s) for s in (args.seeds or ('0' if args.paper else '0,1,2')).split(',')
+                 if s.strip()]
+    except ValueError:
+        print(f'rog reproduce: bad --seeds {args.seeds!r}', file=sys.stderr)
+        return 2
+    if args.paper is not None:
+        if args.paper not in PAPERS:
+            print(f'rog reproduce: unknown paper {args.paper!r}; choose one of '
+                  f'{sorted(PAPERS)}', file=sys.stderr)
+            return 2
+        path = PAPERS[args.paper](args.out, seeds=seeds[:1] if args.quick else seeds,
+                                  quick=args.quick)
+        with open(path) as f:
+            print(f.read())
+        print(f'report: {path}')
+        return 0
+    path = reproduce(args.out, [w for w in args.workloads.split(',') if w], seeds, args.workers,
                      args.iterations, args.quick)
     print(f'report: {path}')
     return 0

@@ -44,7 +44,7 @@ SCOPES = ('per_tensor', 'global')
 
 def per_tensor_k(sizes, c: float) -> np.ndarray:
     """
-    AdaComp's kept entries per tensor: ``max(1, floor(c * size))`` (spec A2).
+    Return the entries AdaComp keeps per tensor: ``max(1, floor(c * size))`` (spec A2).
 
     The CNN of 211,690 parameters at c = 0.01 keeps [2, 1, 92, 1, 2007, 1, 12, 1] = 2,117.
     """
@@ -57,12 +57,12 @@ def per_tensor_k(sizes, c: float) -> np.ndarray:
 
 
 def global_k(n: int, c: float) -> int:
-    """Comp-ASGD's kept entries over the whole model: ``max(1, floor(c * n))``."""
+    """Return the entries Comp-ASGD keeps of the whole model: ``max(1, floor(c * n))``."""
     return int(per_tensor_k([n], c)[0])
 
 
 def density_m(n: int, density: float) -> int:
-    """GDS's upload count ``m = max(1, ceil(density * n))`` (spec D4), at most n."""
+    """Return the GDS upload count ``m = max(1, ceil(density * n))`` (spec D4), at most n."""
     if not 0.0 < density <= 1.0:
         raise ValueError(f'upload density must be in (0, 1], got {density}')
     return int(min(n, max(1, math.ceil(density * n - 1e-9))))
@@ -76,7 +76,7 @@ def offsets_of(sizes) -> np.ndarray:
 
 def select_per_tensor(g: torch.Tensor, sizes, c: float):
     """
-    Indices (int64, ascending) and values of the top-c entries by |g| of every tensor.
+    Select the top-c entries by |g| of every tensor: (indices int64 ascending, values).
 
     ``g`` is the flat gradient in model order and ``sizes`` the element count of each tensor.
     One ``topk`` per tensor (a handful per model), never a loop over entries.
@@ -94,7 +94,7 @@ def select_per_tensor(g: torch.Tensor, sizes, c: float):
 
 
 def select_global(g: torch.Tensor, k: int):
-    """Indices (int64, ascending) and values of the k largest |g| over the whole vector."""
+    """Select the k largest |g| of the whole vector: (indices int64 ascending, values)."""
     n = g.numel()
     if k >= n:
         idx = torch.arange(n)

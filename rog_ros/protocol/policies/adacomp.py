@@ -164,7 +164,7 @@ class AdaCompServer:
         return None
 
     def model(self) -> torch.Tensor:
-        """The current Theta(i) (a view; copy before changing)."""
+        """Return the current Theta(i) (a view; copy before changing)."""
         return self.theta
 
     def _on_push(self, msg: RowChunk, now: float) -> list:

@@ -107,7 +107,7 @@ class GspConfig:
 
 
 def baseline(name: str, n: int) -> GspConfig:
-    """The dense baselines on the GSP engine: 'bsp', 'ssp' (threshold 3) or 'asp'."""
+    """Return a dense baseline on the GSP engine: 'bsp', 'ssp' (threshold 3) or 'asp'."""
     if name == 'bsp':
         return GspConfig(assignment=(0,) * n, ssp_threshold=0, aggregate='mean',
                          group_local_apply=False)
@@ -120,7 +120,7 @@ def baseline(name: str, n: int) -> GspConfig:
 
 
 def warmup_densities(epoch: int, exact: bool = False) -> tuple:
-    """(basic, maximum) upload density of an epoch: warm-up for epochs 0-2 (D8)."""
+    """Return the (basic, maximum) upload density of an epoch: warm-up in epochs 0-2 (D8)."""
     if epoch < len(WARMUP_BASE):
         return WARMUP_BASE[epoch], WARMUP_MAX[epoch]
     return (EXACT_BASE, EXACT_MAX) if exact else (FINAL_BASE, FINAL_MAX)
@@ -286,7 +286,7 @@ class GspServer:
         return None
 
     def model(self) -> torch.Tensor:
-        """The global model (a view)."""
+        """Return omega, the global server's parameters (a view)."""
         return self.omega
 
     @property
@@ -467,7 +467,7 @@ class GspServer:
 
     # ------------------------------------------------------------------ metrics
     def stats(self) -> dict:
-        """Grouping, communication and compression figures for the run summary."""
+        """Return grouping, communication and compression figures for the run summary."""
         per_node = [[self.clock[m] for m in g.members] for g in self.groups]
         means = [float(np.mean(c)) for c in per_node if c]
         out = {

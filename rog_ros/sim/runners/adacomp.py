@@ -41,7 +41,7 @@ _OPTIONS = ('alpha', 'push_delay_mean_s', 'crash_p', 'heterogeneity', 'c')
 
 
 def config_for(system: str, overrides: dict, wl) -> AdaCompConfig:
-    """AdaCompConfig of a system spec such as ``'adacomp:0.1'`` plus overrides."""
+    """Build the AdaCompConfig of a system spec such as ``'adacomp:0.1'`` plus overrides."""
     name, arg = parse_arg(system)
     unknown = sorted(set(overrides) - set(_OPTIONS))
     if unknown:
@@ -64,7 +64,7 @@ def config_for(system: str, overrides: dict, wl) -> AdaCompConfig:
 
 
 def run(cfg, progress=None) -> RunRecorder:
-    """Simulate one AdaComp-family run (``rog sim`` / ``rog compare`` entry point)."""
+    """Simulate one AdaComp-family run: the entry point of ``rog sim`` and ``rog compare``."""
     from rog_ros import workloads
     from rog_ros.sim.simulator import DEFAULT_ITERATIONS
     wl = workloads.get(cfg.workload)

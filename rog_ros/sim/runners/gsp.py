@@ -41,7 +41,7 @@ _FIELDS = {f.name for f in fields(GspConfig)}
 
 
 def config_for(system: str, overrides: dict, n: int) -> GspConfig:
-    """GspConfig of a spec ('gsp', 'gsp+gds:3', 'asp') plus overrides."""
+    """Build the GspConfig of a spec ('gsp', 'gsp+gds:3', 'asp') plus overrides."""
     name, arg = parse_arg(system)
     opts = {k: v for k, v in overrides.items() if k not in ('speed_factors', 'baseline')}
     unknown = sorted(set(opts) - _FIELDS)
@@ -62,7 +62,7 @@ def config_for(system: str, overrides: dict, n: int) -> GspConfig:
 
 
 def run(cfg, progress=None) -> RunRecorder:
-    """Simulate one GSP-family run (``rog sim`` / ``rog compare`` entry point)."""
+    """Simulate one GSP-family run: the entry point of ``rog sim`` and ``rog compare``."""
     from rog_ros import workloads
     from rog_ros.sim.simulator import DEFAULT_ITERATIONS
     wl = workloads.get(cfg.workload)
