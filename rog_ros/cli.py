@@ -39,7 +39,9 @@ def _add_sim(sub) -> None:
     p.add_argument('--systems', default='bsp,ssp:4,rog:4',
                    help='--toy: comma-separated systems (default bsp,ssp:4,rog:4)')
     p.add_argument('--workload', default='mpcol', help='workload name (default mpcol)')
-    p.add_argument('--sync', default='rog', help='bsp | ssp | rog | flown (default rog)')
+    p.add_argument('--sync', default='rog',
+                   help='bsp | ssp | rog | flown, or a system with its own engines such as '
+                        'adacomp[:c], asgd, comp-asgd[:c], gsp, gsp+gds, asp (default rog)')
     p.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
     p.add_argument('--workers', type=int, default=4, help='number of workers (default 4)')
     p.add_argument('--trace', default='outdoors',
@@ -52,7 +54,10 @@ def _add_sim(sub) -> None:
 
 
 def _system_spec(sync: str, staleness: int) -> str:
-    return sync if (sync == 'bsp' or ':' in sync) else f'{sync}:{staleness}'
+    from rog_ros.sim.systems import lookup
+    if sync == 'bsp' or ':' in sync or lookup(sync) is not None:   # own engines: own defaults
+        return sync
+    return f'{sync}:{staleness}'
 
 
 def _cmd_sim(args) -> int:

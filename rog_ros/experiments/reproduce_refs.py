@@ -60,19 +60,19 @@ def _best(series: list) -> float:
 
 ADACOMP_SYSTEMS = {'asgd': 'asgd', 'comp-asgd:0.01': 'comp-asgd c=0.01',
                    'adacomp:0.01': 'adacomp c=0.01'}
-ADACOMP_EXTRA = {'comp-asgd:0.1': 'comp-asgd c=0.1', 'adacomp:0.1': 'adacomp c=0.1'}
+EVALUATIONS = {'evaluations': 12, 'eval_samples': 1000}
 
 
-def reproduce_adacomp(out: str, seeds=(0,), workers: int = 16, iterations: int = 150,
+def reproduce_adacomp(out: str, seeds=(0,), workers: int = 32, iterations: int = 100,
                       quick: bool = False, jobs: int | None = 2) -> str:
     """Run the small-scale Fig. 3 of AdaComp; write ``out/report.md`` and return its path."""
     systems = dict(ADACOMP_SYSTEMS)
-    if not quick:
-        systems.update(ADACOMP_EXTRA)
+    if quick:
+        iterations = min(iterations, 60)
     overrides = {s: {'push_delay_mean_s': 0.01} for s in systems}
     res = compare('glyphs', 'clean', list(systems), workers, list(seeds), out, iterations,
                   overrides=overrides, labels=systems, quiet=True, jobs_parallel=jobs,
-                  title='AdaComp reproduction')
+                  title='AdaComp reproduction', sim_options=EVALUATIONS)
     runs = {label: _runs(out, label, seeds) for label in systems.values()}
     ref = runs['asgd'][0]
     level = _best(ref[1])                       # ASGD's best (smoothed) accuracy
@@ -129,7 +129,7 @@ def reproduce_gsp(out: str, seeds=(0,), workers: int = 16, iterations: int = 60,
     overrides['gsp#ssp']['baseline'] = 'ssp'
     res = compare('glyphs-lenet5', 'clean', list(systems), workers, list(seeds), out,
                   iterations, overrides=overrides, labels=systems, quiet=True,
-                  jobs_parallel=jobs, title='GSP reproduction')
+                  jobs_parallel=jobs, title='GSP reproduction', sim_options=EVALUATIONS)
     runs = {label: _runs(out, label, seeds) for label in systems.values()}
     bsp = runs['bsp'][0][0]
     target = bsp['target_accuracy']
