@@ -207,3 +207,12 @@ def test_simulated_gsp_groups_heterogeneous_workers_and_compresses():
     assert sorted(sorted(g) for g in s['groups']) == [[0, 1, 3, 4], [2, 5]]
     assert s['epochs'] >= 4 and s['final_densities'][1] == pytest.approx(0.004)
     assert s['gcr_after_warmup'] > 5 and s['server_rejects'] == 0
+
+
+@pytest.mark.parametrize('system', ['gsp', 'adacomp:1'])
+def test_divergence_ends_the_run_loudly(system):
+    res = simulate(SimConfig(workload='toy', system=system, workers=3, trace='clean',
+                             iterations=20, lr=1e38, policy_overrides=(
+                                 {'alpha': 1e38} if system.startswith('ada') else {})))
+    s = res.summary()
+    assert s['diverged'] is True and s['iterations'] < 20

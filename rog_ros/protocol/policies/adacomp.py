@@ -138,6 +138,7 @@ class AdaCompServer:
         self.touch_at_pull = (torch.zeros(self.n, self.n_params, dtype=torch.int32)
                               if per_coordinate else None)
         self.stopped = [False] * self.n
+        self.diverged = False           # Theta became non-finite: training stops
         # metrics
         self.bytes_up = 0
         self.bytes_down = 0
@@ -198,13 +199,16 @@ class AdaCompServer:
         if self.touch is not None:
             self.touch[idx] += 1
         self.i += 1
+        if not bool(torch.isfinite(self.theta[idx]).all()):
+            self.diverged = True
         self.sigma_sum += sigma_global
         self.entries += int(idx.numel())
         self.applied_bytes += nbytes
-        if self.i >= self.max_updates:
+        if self.i >= self.max_updates or self.diverged:
             self.stopped = [True] * self.n
             return out + [Send(w, Schedule(worker=w, clock=self.i, push_deadline_s=-1.0,
-                                           stop=True)), Log('training_done', float(self.i))]
+                                           stop=True)),
+                          Log('diverged' if self.diverged else 'training_done', float(self.i))]
         self.pulled[w] = self.i
         if self.touch_at_pull is not None:
             self.touch_at_pull[w].copy_(self.touch)
@@ -222,7 +226,7 @@ class AdaCompServer:
                                               if self.sigma_k_count else None),
                 'entries_per_update': self.entries / max(self.i, 1),
                 'ingress_bytes_per_update': self.applied_bytes / max(self.i, 1),
-                'server_rejects': self.rejects}
+                'server_rejects': self.rejects, 'diverged': self.diverged}
 
 
 class AdaCompWorker:
@@ -262,6 +266,7 @@ class AdaCompWorker:
         self.pending: tuple | None = None     # (due time, message)
         self.crashed = False
         self.stopped = False
+        self.diverged = False
         self.pushes = 0
         self._push_sent_at = 0.0
 
@@ -275,6 +280,9 @@ class AdaCompWorker:
         if self.stopped:
             return []
         g = grad.reshape(-1).to(torch.float32)
+        if not bool(torch.isfinite(g).all()):     # the model diverged: stop, loudly
+            self.stopped = self.diverged = True
+            return [Log('diverged', 1.0, self.rank), Stopped('non-finite gradient')]
         mode, c = self.cfg.mode, self.cfg.c
         if mode == 'asgd':
             payload, codec = topk.encode_dense(g), 0

@@ -258,6 +258,7 @@ class GspServer:
         self.samples_merged = 0
         self.global_steps = 0
         self.finished = False
+        self.diverged = False          # the global model became non-finite: training stops
         self.stopped = [False] * self.n
         # metrics
         self.rejects = 0
@@ -393,6 +394,8 @@ class GspServer:
             self.buf.mul_(self.momentum).add_(step)
             step = self.buf
         self.omega.sub_(step, alpha=self.lr)
+        if not bool(torch.isfinite(self.omega).all()):
+            self.diverged = True
         epoch_before = self.epoch
         self.samples_merged += k * self.batch_size
         self.global_steps += 1
@@ -452,12 +455,13 @@ class GspServer:
         return Send(n, Schedule(worker=n, clock=self.clock[n], push_deadline_s=-1.0, stop=True))
 
     def _finish_if_done(self, now: float) -> list:
-        if self.finished or self.total_pushes < self.max_pushes:
+        if self.finished or (self.total_pushes < self.max_pushes and not self.diverged):
             return []
         self.finished = True
-        for p in range(len(self.groups)):
-            self._forward(p, final=True)     # partial sums are not lost
-        out = [Log('training_done', float(self.total_pushes))]
+        if not self.diverged:
+            for p in range(len(self.groups)):
+                self._forward(p, final=True)     # partial sums are not lost
+        out = [Log('diverged' if self.diverged else 'training_done', float(self.total_pushes))]
         for grp in self.groups:
             for m in sorted(grp.held):
                 grp.held.pop(m)
@@ -483,6 +487,7 @@ class GspServer:
                                  if self.steady_upload else None),
             'upload_bytes_per_push': self.upload_bytes / max(self.total_pushes, 1),
             'server_rejects': self.rejects,
+            'diverged': self.diverged,
         }
         if self.controller is not None:
             out['final_densities'] = list(self.controller.densities)
@@ -522,6 +527,7 @@ class GspNode:
                                            seed=seed * 7919 + rank)
                          if config.gds else None)
         self.stopped = False
+        self.diverged = False
         self._sent_at = 0.0
 
     def start(self, now: float) -> list:
@@ -537,6 +543,9 @@ class GspNode:
         if self.stopped:
             return []
         g = grad.reshape(-1).to(torch.float32)
+        if not bool(torch.isfinite(g).all()):     # the model diverged: stop, loudly
+            self.stopped = self.diverged = True
+            return [Log('diverged', 1.0, self.rank), Stopped('non-finite gradient')]
         if self.residual is not None:
             idx, vals = self.residual.step(g, self.density)
             payload, codec = topk.encode(idx, vals), topk.TOPK_CODEC_ID

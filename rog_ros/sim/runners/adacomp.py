@@ -98,6 +98,11 @@ def run(cfg, progress=None) -> RunRecorder:
                       recorder=recorder, eval_fn=eval_fn,
                       eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
     harness.run(until=cfg.time_budget_s or math.inf)
+    server.diverged = server.diverged or any(w.diverged for w in workers)
+    if (server.i < server.max_updates and not server.diverged and cfg.time_budget_s is None
+            and not all(w.crashed for w in workers)):
+        raise RuntimeError(f'{label}: the run stalled after {server.i} of '
+                           f'{server.max_updates} updates (no event left)')
     recorder.on_eval(harness.now, sum(harness.stats.iterations) / n,
                      eval_fn(cfg.final_eval_samples))
     recorder.end_time_s = harness.now

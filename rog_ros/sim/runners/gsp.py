@@ -104,6 +104,10 @@ def run(cfg, progress=None) -> RunRecorder:
                       recorder=recorder, eval_fn=eval_fn,
                       eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
     harness.run(until=cfg.time_budget_s or math.inf)
+    server.diverged = server.diverged or any(nd.diverged for nd in nodes)
+    if not server.finished and not server.diverged and cfg.time_budget_s is None:
+        raise RuntimeError(f'{label}: the run stalled after {server.total_pushes} of '
+                           f'{server.max_pushes} pushes (no event left)')
     recorder.on_eval(harness.now, sum(harness.stats.iterations) / n,
                      eval_fn(cfg.final_eval_samples))
     recorder.end_time_s = harness.now
