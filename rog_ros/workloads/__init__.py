@@ -118,7 +118,7 @@ register('eacol', _eacol)
 register('toy', _toy)
 register('glyphs', _glyphs)
 register('glyphs-lenet5', lambda **o: _glyphs(**{
-    'model': 'lenet5', 'batch_size': 32, 'lr': 0.01, 'momentum': 0.9, 'compute_time_s': 0.05,
-    'target_accuracy': 0.85, **o}))
+    'model': 'lenet5', 'batch_size': 32, 'lr': 0.1, 'momentum': 0.0, 'compute_time_s': 0.05,
+    'target_accuracy': 0.8, **o}))
 
 __all__ = ['Workload', 'balance_batch_sizes', 'get', 'names', 'register', 'suggest_sleep']
