@@ -226,6 +226,10 @@ class AdaCompServer:
                                               if self.sigma_k_count else None),
                 'entries_per_update': self.entries / max(self.i, 1),
                 'ingress_bytes_per_update': self.applied_bytes / max(self.i, 1),
+                # the paper's traffic: pickled Python floats, ~9 B per value (+ 9 B per index
+                # of a sparse update), spec 001-5
+                'pickle_like_bytes_per_update': (9 if self.cfg.mode == 'asgd' else 18)
+                * self.entries / max(self.i, 1),
                 'server_rejects': self.rejects, 'diverged': self.diverged}
 
 
