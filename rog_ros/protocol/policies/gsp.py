@@ -308,6 +308,10 @@ class GspServer:
         if self.cfg.gds:
             self.controller = GdsController(len(self.groups), self.cfg.gds_rule, self.cfg.beta,
                                             self.cfg.exact_final_density)
+            # epochs spent profiling count: the warm-up schedule follows the global epoch
+            self.controller.epoch = self.epoch
+            self.controller.densities = [warmup_densities(
+                self.epoch, self.cfg.exact_final_density)[0]] * len(self.groups)
 
     def _maybe_group(self, now: float) -> list:
         need = self.cfg.profile_iterations
