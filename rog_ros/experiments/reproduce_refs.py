@@ -174,13 +174,19 @@ def reproduce_gsp(out: str, seeds=(0,), workers: int = 16, iterations: int = 150
     gcr = gds.get('gcr_after_warmup') or 0.0
     lines += ['', '## Claims', '',
               f'- GSP reaches {target} before BSP: {"holds" if faster else "FAILS"} '
-              f'(GSP {gsp["time_to_target_s"]} s, BSP {t_bsp} s; groups {gsp.get("groups")}).',
+              f'(GSP {_s(gsp["time_to_target_s"])}, BSP {_s(t_bsp)}; groups '
+              f'{gsp.get("groups")}).',
               f'- GDS compresses uploads about 30-125x: {gcr:.1f}x after the warm-up epochs '
               f'({"holds" if 30 <= gcr <= 130 else "FAILS"}); {gds.get("gcr") or 0:.1f}x over '
-              f'the whole run including warm-up; final densities {gds.get("final_densities")}.',
+              'the whole run including warm-up; final densities '
+              f'{[round(d, 4) for d in gds.get("final_densities") or []]}.',
               '', '## All runs', '', table_markdown(res['systems']), '',
               '[comparison report with plots](report_compare.md)', '']
     return _finish(out, lines)
+
+
+def _s(seconds) -> str:
+    return 'never' if seconds is None else f'{seconds:.1f} s'
 
 
 def _finish(out: str, lines: list) -> str:
