@@ -30,7 +30,7 @@ mutual messages are local calls); workers are ``GspNode`` engines.
   step (G5) is answered with the global model, which becomes the group model. A node's next
   model ("Ready") is held while ``clock_n - min clock of its group > ssp_threshold`` (G4).
 * **GDS** (Algorithm 3, D1-D10): nodes upload the top ``dens_p`` of a local residual; a
-  controller at the global server updates, at every epoch (G6: samples merged / epoch size),
+  controller at the global server (:mod:`rog_ros.core.gds`) updates, at every epoch (G6: samples merged / epoch size),
   an EMA of each group's iteration time and sets next epoch's densities by rule A (default:
   ``min(s * t_slowest / t_p, s_max)``), B (sparsity arithmetic) or the literal formula, with
   the warm-up schedule 0.25, 0.0625, 0.015625 (max 0.35, 0.1225, 0.042875), then 0.004 (0.015).
@@ -51,17 +51,13 @@ import math
 
 import numpy as np
 from rog_ros.core.compress import topk
+from rog_ros.core.gds import (
+    GDS_RULES, GdsController, group_densities, WARMUP_BASE, warmup_densities)
 from rog_ros.core.grouping import density_peaks
 from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
     FLAG_END, KIND_GRAD, KIND_UPDATE, MessageError, RowChunk, Schedule, SERVER)
 import torch
-
-GDS_RULES = ('A', 'B', 'literal')
-WARMUP_BASE = (0.25, 0.0625, 0.015625)       # 1 - 0.25^k for k = 1..3, as densities
-WARMUP_MAX = (0.35, 0.1225, 0.042875)        # 1 - 0.35^k
-FINAL_BASE, FINAL_MAX = 0.004, 0.015         # 99.6 % and 98.5 % sparsity
-EXACT_BASE, EXACT_MAX = 0.25 ** 4, 0.35 ** 4  # 0.00390625, 0.01500625
 
 
 @dataclass(frozen=True)
@@ -117,66 +113,6 @@ def baseline(name: str, n: int) -> GspConfig:
     if name == 'asp':
         return GspConfig(assignment=tuple(range(n)), forward_every=1, group_local_apply=False)
     raise ValueError(f'unknown GSP baseline {name!r}')
-
-
-def warmup_densities(epoch: int, exact: bool = False) -> tuple:
-    """Return the (basic, maximum) upload density of an epoch: warm-up in epochs 0-2 (D8)."""
-    if epoch < len(WARMUP_BASE):
-        return WARMUP_BASE[epoch], WARMUP_MAX[epoch]
-    return (EXACT_BASE, EXACT_MAX) if exact else (FINAL_BASE, FINAL_MAX)
-
-
-def group_densities(times, base: float, top: float, rule: str = 'A') -> list:
-    """
-    Upload density per group from its smoothed iteration time (Algorithm 3 lines 19-24).
-
-    The slowest group (D3: max over groups) gets ``base``; rule A gives the others
-    ``min(base * t_slowest / t_p, top)``, rule B ``1 - min((1 - base) * t_p / t_slowest,
-    1 - top)`` and 'literal' ``min(base * t_p / t_slowest, top)``.
-    """
-    t = np.asarray(list(times), dtype=np.float64)
-    slowest = t.max()
-    out = []
-    for tp in t:
-        if tp == slowest or not tp > 0:
-            out.append(float(base))
-        elif rule == 'A':
-            out.append(float(min(base * slowest / tp, top)))
-        elif rule == 'B':
-            out.append(float(1.0 - min((1.0 - base) * tp / slowest, 1.0 - top)))
-        else:
-            out.append(float(min(base * tp / slowest, top)))
-    return out
-
-
-class GdsController:
-    """
-    The per-epoch compression controller (Algorithm 3 lines 13-24, D7).
-
-    ``end_epoch(times)`` takes the epoch's mean iteration time per group (None: no sample),
-    updates the EMA ``t~ = beta t~ + (1 - beta) t`` (``t~_0 = t_0``) and returns the densities
-    of the next epoch. Epoch 0 uses the warm-up base density for every group.
-    """
-
-    def __init__(self, n_groups: int, rule: str = 'A', beta: float = 0.9, exact: bool = False):
-        self.n_groups, self.rule, self.beta, self.exact = n_groups, rule, beta, exact
-        self.epoch = 0
-        self.ema: list = [None] * n_groups
-        self.densities = [warmup_densities(0, exact)[0]] * n_groups
-
-    def end_epoch(self, times) -> list:
-        for p, t in enumerate(times):
-            if t is None:
-                continue
-            self.ema[p] = t if self.ema[p] is None else self.beta * self.ema[p] + \
-                (1.0 - self.beta) * t
-        self.epoch += 1
-        base, top = warmup_densities(self.epoch, self.exact)
-        known = [e for e in self.ema if e is not None]
-        fill = max(known) if known else 1.0
-        ema = [e if e is not None else fill for e in self.ema]
-        self.densities = group_densities(ema, base, top, self.rule)
-        return list(self.densities)
 
 
 @dataclass
