@@ -30,10 +30,11 @@ mutual messages are local calls); workers are ``GspNode`` engines.
   step (G5) is answered with the global model, which becomes the group model. A node's next
   model ("Ready") is held while ``clock_n - min clock of its group > ssp_threshold`` (G4).
 * **GDS** (Algorithm 3, D1-D10): nodes upload the top ``dens_p`` of a local residual; a
-  controller at the global server (:mod:`rog_ros.core.gds`) updates, at every epoch (G6: samples merged / epoch size),
-  an EMA of each group's iteration time and sets next epoch's densities by rule A (default:
-  ``min(s * t_slowest / t_p, s_max)``), B (sparsity arithmetic) or the literal formula, with
-  the warm-up schedule 0.25, 0.0625, 0.015625 (max 0.35, 0.1225, 0.042875), then 0.004 (0.015).
+  controller at the global server (:mod:`rog_ros.core.gds`) updates, at every epoch (G6:
+  samples merged / epoch size), an EMA of each group's iteration time and sets next epoch's
+  densities by rule A (default: ``min(s * t_slowest / t_p, s_max)``), B (sparsity arithmetic)
+  or the literal formula, with the warm-up schedule 0.25, 0.0625, 0.015625 (max 0.35, 0.1225,
+  0.042875), then 0.004 (0.015).
 
 Baselines on the same engine: BSP = one group, ``ssp_threshold`` 0, mean, no local apply; SSP =
 one group forwarding every gradient; ASP = every node its own group (see :func:`baseline`).
