@@ -123,8 +123,8 @@ def test_worker_drops_messages_meant_for_another_incarnation():
     w = workers[0]
     out = w.on_message(TransferAck(transfer_id=1, sender=SERVER, receiver=0, seq=0,
                                    incarnation=5, target_incarnation=w.incarnation + 1), 0.0)
-    assert w.superseded == 1 and w.rejects == 0 and not [a for a in out
-                                                          if not hasattr(a, 'name')]
+    assert w.superseded == 1 and w.rejects == 0
+    assert not [a for a in out if not hasattr(a, 'name')]
 
 
 def test_save_state_precedes_every_push_end():

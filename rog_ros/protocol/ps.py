@@ -237,22 +237,21 @@ class ServerEngine:
             if dl is not None:
                 out += self._sends(r, dl, dl.transfer.on_tick(now))
         for r, t0 in self.stall_since.items():
-            last = self.stall_warned.get(r, t0)
-            if now - last >= self.stall_warn_s:
-                self.stall_warned[r] = now
+            # (issue 9 defect 1) a stored deadline, the very value next_wakeup returns
+            if now >= self.stall_warned.get(r, t0 + self.stall_warn_s):
+                self.stall_warned[r] = now + self.stall_warn_s
                 out.append(self._stall_diagnostic(r, now))
         # membership: fires when now >= the stored deadline (the value next_wakeup returned)
-        for r, t in enumerate(self.absent_at):
-            if t is not None and now >= t and self.active[r] and not self.stopped[r]:
+        for r in self._absence_watch():
+            if now >= self.absent_at[r]:
                 out += self.suspend(r, now, 'absent')
         return self._out(out)
 
     def next_wakeup(self) -> float | None:
         times = [dl.transfer.next_wakeup() for dl in self.downlinks if dl is not None]
-        times += [self.stall_warned.get(r, t0) + self.stall_warn_s
+        times += [self.stall_warned.get(r, t0 + self.stall_warn_s)
                   for r, t0 in self.stall_since.items()]
-        times += [t for r, t in enumerate(self.absent_at)
-                  if t is not None and self.active[r] and not self.stopped[r]]
+        times += [self.absent_at[r] for r in self._absence_watch()]
         times = [t for t in times if t is not None]
         return min(times) if times else None
 
@@ -373,6 +372,12 @@ class ServerEngine:
             return self._maybe_readmit(r, now)
         return []
 
+    def _absence_watch(self) -> list:
+        """Workers whose silence counts: active, not done, not held by us (a pull stall)."""
+        return [r for r, t in enumerate(self.absent_at)
+                if t is not None and self.active[r] and not self.stopped[r]
+                and r not in self.pending]
+
     def active_workers(self) -> list:
         """Ranks that count in the staleness rules now."""
         return torch.nonzero(self.active).reshape(-1).tolist()
@@ -395,9 +400,13 @@ class ServerEngine:
         self.suspended_reason[worker] = reason
         out = [Log('worker_suspended', 1.0, worker,
                    {'reason': reason, 'active': self.active_workers()})]
+        if not self._quorum():
+            out.append(Log('quorum_lost', float(int(self.active.sum())), -1,
+                           {'min_workers': self.min_workers, 'active': self.active_workers(),
+                            'hint': 'training waits until enough workers are back'}))
         for r in sorted(self.pending):
             out += self._try_serve(r, now)
-        return out
+        return self._out(out)
 
     def readmit(self, worker: int, now: float) -> list:
         """Count ``worker`` in the staleness rules again (it must not block the others)."""
@@ -410,7 +419,7 @@ class ServerEngine:
         out = [Log('worker_readmitted', 1.0, worker, {'active': self.active_workers()})]
         for r in sorted(self.pending):
             out += self._try_serve(r, now)
-        return out
+        return self._out(out)
 
     def _maybe_readmit(self, r: int, now: float) -> list:
         """Readmit r once its rows are within the bound of every active worker's clock."""
@@ -618,13 +627,14 @@ class ServerEngine:
             self._end_stall(r, now)
             return [Send(r, Schedule(worker=r, clock=c, push_deadline_s=-1.0, stop=True)),
                     Log('worker_done', float(c), r)]
-        if not self._quorum() or not self.versions.satisfied(c, self.policy.staleness,
-                                                             self.active):
+        # A suspended worker catching up is served without quorum: it must get back in.
+        quorum = self._quorum() or not self.active[r]
+        if not quorum or not self.versions.satisfied(c, self.policy.staleness, self.active):
             if r not in self.stall_since:
                 self.stall_since[r] = now
                 self.triggers[r] += 1
                 info = {'clock': c}
-                if not self._quorum():
+                if not quorum:
                     info['quorum'] = f'{int(self.active.sum())} of {self.min_workers} active'
                 return [Log('trigger', 1.0, r, info)]
             return []
@@ -641,6 +651,8 @@ class ServerEngine:
         return [Log('stall_s', now - t0, r)]
 
     def _start_downlink(self, r: int, c: int, now: float) -> list:
+        if self.absence_timeout_s is not None:
+            self.absent_at[r] = now + self.absence_timeout_s   # its silence counts again
         if self.unsynced[r] is not None:
             return self._start_snapshot(r, max(c, self.clock[r]), now)
         pol, layout = self.policy, self.layout
