@@ -199,6 +199,7 @@ class ServerEngine:
         self.worker_inc = [0] * n_workers          # 0 = not heard yet
         self.retired: list[list[int]] = [[] for _ in range(n_workers)]
         self.unsynced: list[torch.Tensor | None] = [None] * n_workers   # rejoin snapshot owes
+        self._last_join: list[tuple | None] = [None] * n_workers
         self.snap_codec = Identity(dtype)
         self.snap_row_nbytes = self.snap_codec.row_nbytes(layout)
         # membership
@@ -525,6 +526,14 @@ class ServerEngine:
         if chunk.kind != KIND_GRAD or chunk.receiver != SERVER or not 0 <= s < self.n:
             raise MessageError(f'unexpected chunk kind={chunk.kind} from {s}')
         if chunk.flags & FLAG_JOIN:
+            # A (re)joining worker holds a model we do not know: its next pull is a snapshot.
+            join = (chunk.incarnation, chunk.transfer_id, chunk.clock)
+            if self._last_join[s] != join and not self.stopped[s]:
+                self._last_join[s] = join
+                if self.downlinks[s] is None or not self.downlinks[s].snapshot:
+                    self.downlinks[s] = None          # dropped uncommitted
+                    self.unsynced[s] = torch.ones(self.layout.n_rows, dtype=torch.bool)
+                    self.sent[s].zero_()
             return [Send(s, self._hello(s)), Log('join', 1.0, s)]
         if chunk.flags & FLAG_REQUEST:
             if self.slots is None:
@@ -834,8 +843,10 @@ class ServerEngine:
         full = delivered.size == layout.n_rows
         if dl.snapshot:
             # the worker's rows are now exactly the values sent
-            self.mirror[r] = layout.where_rows(mask, dl.values, self.mirror[r]) if not full \
-                else dl.values
+            if full:
+                self.mirror[r].copy_(dl.values)
+            else:
+                layout.where_rows(mask, dl.values, self.mirror[r], out=self.mirror[r])
             self.unsynced[r] &= ~mask
             if not bool(self.unsynced[r].any()):
                 self.unsynced[r] = None

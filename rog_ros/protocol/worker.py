@@ -576,8 +576,10 @@ class WorkerEngine:
             partial = n_rows < self.layout.n_rows
             if snapshot:
                 vals = self.snap_codec.decode(self.layout, rowbytes, scales, self._scratch)
-                self.w.copy_(self.layout.where_rows(mask, vals, self.w)
-                             if partial else vals)
+                if partial:
+                    self.layout.where_rows(mask, vals, self.w, out=self.w)
+                else:
+                    self.w.copy_(vals)
             else:
                 q = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
                                       row_mask=mask if partial else None)
