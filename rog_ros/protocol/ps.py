@@ -304,6 +304,14 @@ class ServerEngine:
                     return [Send(r, self._answer_end(r, inc, msg, now))], False
                 return [Log('superseded', 1.0, r, {'from': 'old worker run'})], False
             self._precheck(msg)        # a malformed message must not reset anything
+            if int(msg.target_incarnation) not in (0, self.incarnation):
+                self.superseded += 1   # a new run of r cannot know an old run of ours
+                out = [Log('superseded', 1.0, r, {'from': 'unverified worker run'})]
+                if isinstance(msg, RowChunk) and msg.flags & (FLAG_END | FLAG_JOIN):
+                    hello = self._hello(r)         # tell it who we are; change nothing
+                    hello.target_incarnation = inc
+                    out.append(Send(r, hello))
+                return out, False
             self.retired[r] = (self.retired[r] + [known])[-8:]
             self.worker_inc[r] = inc
             out += self._reset_worker(r, now)

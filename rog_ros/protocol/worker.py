@@ -329,7 +329,31 @@ class WorkerEngine:
         if self.server_incarnation == 0 or inc == self.server_incarnation:
             self.server_incarnation = self.server_incarnation or inc
             return None
+        if target != self.incarnation:
+            # A new server run knows whom it talks to (from its checkpoint or our JOIN); a
+            # message that does not is not allowed to make us drop our in-flight state.
+            self.superseded += 1
+            return [Log('superseded', 1.0, self.rank, {'from': 'unverified server run'})]
+        self._precheck(msg)
         return self._server_restart(msg, inc, now)
+
+    def _precheck(self, msg) -> None:
+        """Stateless validation of a message from a new server run (before acting on it)."""
+        if isinstance(msg, Schedule):
+            if msg.worker != self.rank or not (math.isfinite(msg.push_deadline_s)
+                                               and math.isfinite(msg.compute_sleep_s)):
+                raise MessageError('malformed schedule')
+        elif isinstance(msg, TransferAck):
+            if msg.sender != SERVER or msg.receiver != self.rank:
+                raise MessageError('ack not addressed to this worker')
+        elif isinstance(msg, RowChunk):
+            if (msg.kind != KIND_UPDATE or msg.sender != SERVER
+                    or msg.receiver != self.rank):
+                raise MessageError('unexpected chunk for a worker')
+        elif isinstance(msg, RowVersions):
+            if msg.receiver != self.rank:
+                raise MessageError('RowVersions for another worker')
+            check_versions(msg, self.layout.n_rows, self.n, self.max_clock)
 
     def _server_restart(self, msg, inc: int, now: float) -> list | None:
         """Handle a new server incarnation: drop what its predecessor left open, rejoin."""
