@@ -210,3 +210,21 @@ def test_malformed_message_of_a_new_incarnation_resets_nothing():
                    codec=1, incarnation=inc + 1, payload=b'x')      # no rows
     server.on_message(bad, harness.now)
     assert server.rejects == 1 and server.worker_inc[0] == inc and server.unsynced[0] is None
+
+
+def test_forged_server_incarnation_changes_nothing():
+    # A message claiming a new server run, but not addressed to this worker's run, is dropped:
+    # otherwise the worker would abandon its push and resend pushes the server already has.
+    from rog_ros.protocol.messages import Schedule
+    harness, server, workers, _, _ = build('rog:2', n=2, iters=6, dtype=torch.float64)
+    harness.run(until=0.2)
+    w = workers[0]
+    known, resid = w.server_incarnation, w.residual.clone()
+    for target in (0, w.incarnation + 1):
+        w.on_message(Schedule(worker=0, clock=1, push_deadline_s=0.0,
+                              incarnation=known + 1, target_incarnation=target), harness.now)
+    assert w.server_incarnation == known and w.superseded == 2
+    assert torch.equal(w.residual, resid) and not w._rejoin
+    harness.run(until=500)
+    assert server.finished
+    check_invariants(harness, server, workers)
