@@ -80,7 +80,8 @@ from rog_ros.protocol.messages import (
     LinkStats, MAX_CLOCK, MessageError, RowChunk, RowVersions, Schedule, SERVER, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.policies.flown import SlotScheduler
-from rog_ros.protocol.transfer import check_chunk, OutgoingTransfer, Receiver
+from rog_ros.protocol.transfer import (
+    check_chunk, OutgoingTransfer, Receiver, snapshot_layout)
 import torch
 
 
@@ -201,7 +202,8 @@ class ServerEngine:
         self.unsynced: list[torch.Tensor | None] = [None] * n_workers   # rejoin snapshot owes
         self._last_join: list[tuple | None] = [None] * n_workers
         self.snap_codec = Identity(dtype)
-        self.snap_row_nbytes = self.snap_codec.row_nbytes(layout)
+        self.snap_layout = snapshot_layout(layout)
+        self.snap_v: list[torch.Tensor | None] = [None] * n_workers   # epoch's versions
         # membership
         self.absence_timeout_s = absence_timeout_s
         self.min_workers = int(min_workers)
@@ -364,7 +366,7 @@ class ServerEngine:
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
         self.sent[r].zero_()              # what it holds is unknown: the snapshot says all
-        self.unsynced[r] = torch.ones(self.layout.n_rows, dtype=torch.bool)
+        self._new_snapshot_epoch(r)
         self._pull_done_at[r] = None
         if self.slots is not None:
             self.slots.release(r, 'push')
@@ -524,8 +526,8 @@ class ServerEngine:
         self.triggers, self.stall_time = list(sd['triggers']), list(sd['stall_time'])
         self.bytes_up, self.bytes_down = sd['bytes_up'], sd['bytes_down']
         # What each worker holds now is unknown: every pull starts with a snapshot.
-        self.unsynced = [torch.ones(self.layout.n_rows, dtype=torch.bool)
-                         for _ in range(self.n)]
+        for r in range(self.n):
+            self._new_snapshot_epoch(r)
         self.sent.zero_()
 
     # ================================================================== uplink
@@ -540,8 +542,8 @@ class ServerEngine:
                 self._last_join[s] = join
                 if self.downlinks[s] is None or not self.downlinks[s].snapshot:
                     self.downlinks[s] = None          # dropped uncommitted
-                    self.unsynced[s] = torch.ones(self.layout.n_rows, dtype=torch.bool)
                     self.sent[s].zero_()
+                    self._new_snapshot_epoch(s)
             return [Send(s, self._hello(s)), Log('join', 1.0, s)]
         if chunk.flags & FLAG_REQUEST:
             if self.slots is None:
@@ -726,16 +728,26 @@ class ServerEngine:
         out = [Send(r, sched)]
         return out + self._sends(r, self.downlinks[r], tr.pump(now))
 
+    def _new_snapshot_epoch(self, r: int) -> None:
+        self.unsynced[r] = torch.ones(self.snap_layout.n_rows, dtype=torch.bool)
+        self.snap_v[r] = None
+
     def _start_snapshot(self, r: int, c: int, now: float) -> list:
         """
         Rejoin pull: the rows of ``w_srv`` worker r still lacks, lossless (``FLAG_SNAPSHOT``).
 
         They replace the worker's rows; on the final ack ``mirror[r]`` takes exactly the
         delivered values (so the worker holds exactly the server's view of it), and the rows
-        still missing go out in the next snapshot before the worker may compute.
+        still missing go out in the next snapshot before the worker may compute. Snapshots
+        always use tensor rows (``snapshot_layout``), also for whole-model policies, so that a
+        lost chunk costs one row, not the whole model. Every snapshot of one rejoin carries the
+        version table taken at its first transfer, for every row (the oldest the rows may be);
+        both sides adopt it when the last row arrived.
         """
-        layout = self.layout
+        layout = self.snap_layout
         rows = torch.nonzero(self.unsynced[r]).reshape(-1)
+        if self.snap_v[r] is None:
+            self.snap_v[r] = self.versions.v.clone()
         values = self.w_srv.clone()
         rowbytes = self.snap_codec.encode(layout, values, None)
         scales = torch.zeros(layout.n_tensors, dtype=torch.float32)
@@ -747,7 +759,7 @@ class ServerEngine:
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s,
                               rate_bps=self.thr_down[r].value_bps, flags=FLAG_SNAPSHOT)
-        dl = _Downlink(tr, rowbytes, scales, self.versions.v.clone(), self.active.clone(),
+        dl = _Downlink(tr, rowbytes, scales, self.snap_v[r], self.active.clone(),
                        snapshot=True)
         dl.values = values
         self.downlinks[r] = dl
@@ -766,8 +778,10 @@ class ServerEngine:
         for ch in chunks:
             if ch.flags & FLAG_END:
                 if dl.versions is None:
+                    rows = (np.arange(self.layout.n_rows) if dl.snapshot
+                            else dl.transfer.sent_rows())
                     dl.versions = encode_versions(dl.transfer.transfer_id, r, dl.v_snap,
-                                                  dl.transfer.sent_rows(), dl.active)
+                                                  rows, dl.active)
                 out.append(Send(r, dl.versions))
             out.append(Send(r, ch))
         return out
@@ -845,7 +859,7 @@ class ServerEngine:
         """Delivered rows: G[r] + E[r] -= C(p), i.e. mirror[r] -= C(p); sent[r] = versions."""
         if delivered.size == 0:
             return
-        layout = self.layout
+        layout = self.snap_layout if dl.snapshot else self.layout
         mask = torch.zeros(layout.n_rows, dtype=torch.bool)
         mask[torch.from_numpy(delivered)] = True
         full = delivered.size == layout.n_rows
@@ -858,6 +872,9 @@ class ServerEngine:
             self.unsynced[r] &= ~mask
             if not bool(self.unsynced[r].any()):
                 self.unsynced[r] = None
+                self.sent[r] = torch.where(dl.active.unsqueeze(0), dl.v_snap, self.sent[r])
+                self.snap_v[r] = None
+            return
         else:
             q = self.codec.decode(layout, dl.rowbytes, dl.scales, self._scratch,
                                   row_mask=None if full else mask)

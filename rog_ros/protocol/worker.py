@@ -71,7 +71,7 @@ from rog_ros.protocol.messages import (
     ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK, MessageError, RowChunk, RowVersions,
     Schedule, SERVER, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
-from rog_ros.protocol.transfer import OutgoingTransfer, Receiver
+from rog_ros.protocol.transfer import OutgoingTransfer, Receiver, snapshot_layout
 import torch
 
 
@@ -155,8 +155,11 @@ class WorkerEngine:
         self.compute_sleep_s = 0.0
         self.receiver = Receiver(rank, layout, codec, max_clock=max_clock)
         self.snap_codec = Identity(dtype)
-        self.snap_receiver = Receiver(rank, layout, self.snap_codec, max_clock=max_clock)
+        self.snap_layout = snapshot_layout(layout)    # tensor rows, even for whole-model
+        self.snap_receiver = Receiver(rank, self.snap_layout, self.snap_codec,
+                                      max_clock=max_clock)
         self._snap_missing: torch.Tensor | None = None   # rows a rejoin snapshot still owes
+        self._snap_versions: RowVersions | None = None
         self.push: OutgoingTransfer | None = None
         self._push_p: torch.Tensor | None = None
         self._push_scales: torch.Tensor | None = None
@@ -373,6 +376,7 @@ class WorkerEngine:
         self.pending_versions.clear()
         self.newest_pull_tid = 0
         self._snap_missing = None
+        self._snap_versions = None
         self._rejoin = self._server_restarted = True
         out = [Log('server_restart', 1.0, self.rank)]
         if self.push is not None:
@@ -604,28 +608,35 @@ class WorkerEngine:
         snapshot = bool(inc.flags & FLAG_SNAPSHOT)
         versions = self.pending_versions.pop(inc.transfer_id, None)
         if n_rows:
-            partial = n_rows < self.layout.n_rows
             if snapshot:
-                vals = self.snap_codec.decode(self.layout, rowbytes, scales, self._scratch)
-                if partial:
-                    self.layout.where_rows(mask, vals, self.w, out=self.w)
+                vals = self.snap_codec.decode(self.snap_layout, rowbytes, scales, self._scratch)
+                if n_rows < self.snap_layout.n_rows:
+                    self.snap_layout.where_rows(mask, vals, self.w, out=self.w)
                 else:
                     self.w.copy_(vals)
             else:
+                partial = n_rows < self.layout.n_rows
                 q = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
                                       row_mask=mask if partial else None)
                 self.w -= q
-        if versions is not None:
+        if snapshot:
+            self._snap_versions = versions or self._snap_versions
+        elif versions is not None:
             self._apply_versions(versions, mask)
         self.pending_versions = {k: v for k, v in self.pending_versions.items()
                                  if k > inc.transfer_id}
         self.newest_pull_tid = max(self.newest_pull_tid, int(inc.transfer_id))
         if snapshot:
             if self._snap_missing is None:
-                self._snap_missing = torch.ones(self.layout.n_rows, dtype=torch.bool)
+                self._snap_missing = torch.ones(self.snap_layout.n_rows, dtype=torch.bool)
             self._snap_missing &= ~mask
             if not bool(self._snap_missing.any()):
+                # Every row arrived: adopt the rejoin's version table (all rows).
                 self._snap_missing = None
+                if self._snap_versions is not None:
+                    self._apply_versions(self._snap_versions,
+                                         torch.ones(self.layout.n_rows, dtype=torch.bool))
+                self._snap_versions = None
                 self.clock = max(self.clock, int(inc.clock))
         self._dirty = True
         self.bytes_down += inc.bytes
