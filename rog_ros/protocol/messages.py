@@ -54,7 +54,9 @@ of the model's dtype (lossless), which *replace* the worker's rows instead of be
 a rejoining worker ends up holding exactly the server's view of it (DESIGN section 10)."""
 FLAG_JOIN = 16
 """RowChunk flag (uplink, no payload): a (re)joining worker says hello; the server answers with
-a Schedule carrying ``checkpoint_transfer`` and changes no state."""
+a Schedule carrying ``checkpoint_transfer`` and makes the worker's next pull a snapshot. With
+``tensor_ids = [low 32 bits, high 32 bits]`` of an earlier incarnation of the sender, it only
+asks which pushes of that run the server's checkpoint holds (answer addressed to that run)."""
 
 MAX_CLOCK = 2 ** 31 - 2
 """Largest iteration clock any node accepts: versions are int32 and -1 is reserved."""

@@ -211,10 +211,11 @@ class ServerEngine:
         self.suspended_reason: dict[int, str] = {}
         self.absent_at: list[float | None] = [None] * n_workers   # absence deadlines
         # checkpoints: newest applied push (incarnation, transfer id) per worker
-        self.applied_push = [(0, -1)] * n_workers
+        # checkpoints: per worker {incarnation: newest applied push transfer id}
+        self.applied_push: list[dict] = [{} for _ in range(n_workers)]
         self._states: dict[int, list] = {}         # state_id -> applied_push at that time
         self._next_state_id = 1
-        self.confirmed_push = [(0, -1)] * n_workers
+        self.confirmed_push: list[dict] = [{} for _ in range(n_workers)]
 
     # ================================================================== public API
     def on_message(self, msg, now: float) -> list:
@@ -281,7 +282,8 @@ class ServerEngine:
                 if not m.target_incarnation and 0 <= a.dest < self.n:
                     m.target_incarnation = self.worker_inc[a.dest]
                 if isinstance(m, Schedule) and m.checkpoint_transfer == -1:
-                    m.checkpoint_transfer = self._checkpoint_for(m.worker)
+                    m.checkpoint_transfer = self._checkpoint_for(m.worker,
+                                                                 m.target_incarnation)
         return actions
 
     def _admit(self, msg, now: float) -> tuple[list, bool]:
@@ -304,15 +306,16 @@ class ServerEngine:
                 self.superseded += 1
                 if isinstance(msg, RowChunk) and msg.flags & FLAG_END:
                     return [Send(r, self._answer_end(r, inc, msg, now))], False
+                if isinstance(msg, RowChunk) and msg.flags & FLAG_JOIN:
+                    # a restarted worker asks which pushes of that run our checkpoint holds
+                    return [Send(r, self._hello(r, inc))], False
                 return [Log('superseded', 1.0, r, {'from': 'old worker run'})], False
             self._precheck(msg)        # a malformed message must not reset anything
             if int(msg.target_incarnation) not in (0, self.incarnation):
                 self.superseded += 1   # a new run of r cannot know an old run of ours
                 out = [Log('superseded', 1.0, r, {'from': 'unverified worker run'})]
                 if isinstance(msg, RowChunk) and msg.flags & (FLAG_END | FLAG_JOIN):
-                    hello = self._hello(r)         # tell it who we are; change nothing
-                    hello.target_incarnation = inc
-                    out.append(Send(r, hello))
+                    out.append(Send(r, self._hello(r, inc)))   # who we are; change nothing
                 return out, False
             self.retired[r] = (self.retired[r] + [known])[-8:]
             self.worker_inc[r] = inc
@@ -354,10 +357,15 @@ class ServerEngine:
             self.receiver.record(r, inc, msg.transfer_id, ack)
         return ack
 
-    def _hello(self, r: int) -> Schedule:
-        """Answer to a JOIN (no state change): the durable checkpoint and the push deadline."""
+    def _hello(self, r: int, inc: int = 0) -> Schedule:
+        """
+        Answer a JOIN (no state change): the durable checkpoint and the push deadline.
+
+        With ``inc``, addressed to that run of r and reporting that run's pushes.
+        """
         return Schedule(worker=r, clock=self.clock[r], push_deadline_s=self._push_deadline(r),
-                        stop=self.stopped[r])
+                        stop=self.stopped[r], target_incarnation=inc,
+                        checkpoint_transfer=self._checkpoint_for(r, inc))
 
     def _reset_worker(self, r: int, now: float) -> list:
         """Start afresh for a new incarnation of worker r (transfers dropped uncommitted)."""
@@ -446,9 +454,9 @@ class ServerEngine:
         return int(self.active.sum()) >= self.min_workers
 
     # ================================================================== checkpoints
-    def _checkpoint_for(self, r: int) -> int:
-        inc, tid = self.confirmed_push[r]
-        return tid if inc == self.worker_inc[r] else -1
+    def _checkpoint_for(self, r: int, inc: int = 0) -> int:
+        """Newest push of run ``inc`` of r (default: its current run) a durable state holds."""
+        return self.confirmed_push[r].get(inc or self.worker_inc[r], -1)
 
     def state_dict(self) -> dict:
         """
@@ -463,7 +471,7 @@ class ServerEngine:
         """
         sid = self._next_state_id
         self._next_state_id += 1
-        self._states[sid] = list(self.applied_push)
+        self._states[sid] = [dict(d) for d in self.applied_push]
         for old in sorted(self._states)[:-8]:
             del self._states[old]
         closed = {key: {tid: _ack_fields(a) for tid, a in book.items()}
@@ -474,7 +482,8 @@ class ServerEngine:
             'versions': self.versions.v.clone(), 'sent': self.sent.clone(),
             'clock': list(self.clock), 'stopped': list(self.stopped),
             'worker_inc': list(self.worker_inc), 'retired': [list(x) for x in self.retired],
-            'applied_push': list(self.applied_push), 'next_tid': list(self.next_tid),
+            'applied_push': [dict(d) for d in self.applied_push],
+            'next_tid': list(self.next_tid),
             'active': self.active.clone(), 'suspended_reason': dict(self.suspended_reason),
             'thr_up': [e.value_bps for e in self.thr_up],
             'thr_down': [e.value_bps for e in self.thr_down],
@@ -510,8 +519,8 @@ class ServerEngine:
         self.clock, self.stopped = list(sd['clock']), list(sd['stopped'])
         self.worker_inc = list(sd['worker_inc'])
         self.retired = [list(x) for x in sd['retired']]
-        self.applied_push = [tuple(x) for x in sd['applied_push']]
-        self.confirmed_push = list(self.applied_push)     # it is durable: we loaded it
+        self.applied_push = [dict(d) for d in sd['applied_push']]
+        self.confirmed_push = [dict(d) for d in self.applied_push]   # durable: we loaded it
         self.next_tid = list(sd['next_tid'])
         self.active.copy_(sd['active'])
         self.suspended_reason = dict(sd['suspended_reason'])
@@ -535,6 +544,10 @@ class ServerEngine:
         s = chunk.sender
         if chunk.kind != KIND_GRAD or chunk.receiver != SERVER or not 0 <= s < self.n:
             raise MessageError(f'unexpected chunk kind={chunk.kind} from {s}')
+        if chunk.flags & FLAG_JOIN and len(chunk.tensor_ids) == 2:
+            # which pushes of an earlier run of this worker does our checkpoint hold?
+            lo, hi = (int(x) for x in chunk.tensor_ids)
+            return [Send(s, self._hello(s, lo | hi << 32))]
         if chunk.flags & FLAG_JOIN:
             # A (re)joining worker holds a model we do not know: its next pull is a snapshot.
             join = (chunk.incarnation, chunk.transfer_id, chunk.clock)
@@ -580,7 +593,11 @@ class ServerEngine:
                                       factor=self.lr / self.n)
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
             self.versions.stamp(s, mask, inc.clock)
-        self.applied_push[s] = (inc.incarnation, inc.transfer_id)
+        book = self.applied_push[s]
+        book.pop(inc.incarnation, None)             # newest incarnation last
+        book[inc.incarnation] = inc.transfer_id
+        while len(book) > 8:
+            del book[next(iter(book))]
         self.bytes_up += inc.bytes
         self.clock[s] = max(self.clock[s], inc.clock)
         if self._pull_done_at[s] is not None and inc.first_time > self._pull_done_at[s]:
