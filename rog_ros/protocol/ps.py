@@ -216,6 +216,12 @@ class ServerEngine:
         self._states: dict[int, list] = {}         # state_id -> applied_push at that time
         self._next_state_id = 1
         self.confirmed_push: list[dict] = [{} for _ in range(n_workers)]
+        # After a restore, a push the new run applies does not show that the older pushes of
+        # that worker are in: the lost run may have applied some the checkpoint lacks. Until a
+        # push sent after the worker's JOIN (id above the JOIN's) is applied, coverage is
+        # what the checkpoint we were restored from covered.
+        self.restored_cover: list[dict] | None = None
+        self.join_tid: list[dict] = [{} for _ in range(n_workers)]
 
     # ================================================================== public API
     def on_message(self, msg, now: float) -> list:
@@ -454,6 +460,17 @@ class ServerEngine:
         return int(self.active.sum()) >= self.min_workers
 
     # ================================================================== checkpoints
+    def _gap_free(self, r: int, applied: dict) -> dict:
+        """Per incarnation of r: the push id up to which all its pushes are in ``applied``."""
+        if self.restored_cover is None:
+            return dict(applied)
+        base, joined = self.restored_cover[r], self.join_tid[r]
+        out = {}
+        for inc in list(base) + [i for i in applied if i not in base]:
+            t, j = applied.get(inc, -1), joined.get(inc)
+            out[inc] = t if j is not None and t > j else base.get(inc, -1)
+        return out
+
     def _checkpoint_for(self, r: int, inc: int = 0) -> int:
         """Newest push of run ``inc`` of r (default: its current run) a durable state holds."""
         return self.confirmed_push[r].get(inc or self.worker_inc[r], -1)
@@ -471,7 +488,8 @@ class ServerEngine:
         """
         sid = self._next_state_id
         self._next_state_id += 1
-        self._states[sid] = [dict(d) for d in self.applied_push]
+        cover = [self._gap_free(r, self.applied_push[r]) for r in range(self.n)]
+        self._states[sid] = cover
         for old in sorted(self._states)[:-8]:
             del self._states[old]
         closed = {key: {tid: _ack_fields(a) for tid, a in book.items()}
@@ -482,7 +500,7 @@ class ServerEngine:
             'versions': self.versions.v.clone(), 'sent': self.sent.clone(),
             'clock': list(self.clock), 'stopped': list(self.stopped),
             'worker_inc': list(self.worker_inc), 'retired': [list(x) for x in self.retired],
-            'applied_push': [dict(d) for d in self.applied_push],
+            'applied_push': [dict(d) for d in self.applied_push], 'coverage': cover,
             'next_tid': list(self.next_tid),
             'active': self.active.clone(), 'suspended_reason': dict(self.suspended_reason),
             'thr_up': [e.value_bps for e in self.thr_up],
@@ -520,7 +538,9 @@ class ServerEngine:
         self.worker_inc = list(sd['worker_inc'])
         self.retired = [list(x) for x in sd['retired']]
         self.applied_push = [dict(d) for d in sd['applied_push']]
-        self.confirmed_push = [dict(d) for d in self.applied_push]   # durable: we loaded it
+        self.restored_cover = [dict(d) for d in sd['coverage']]
+        self.confirmed_push = [dict(d) for d in sd['coverage']]   # durable: we loaded it
+        self.join_tid = [{} for _ in range(self.n)]
         self.next_tid = list(sd['next_tid'])
         self.active.copy_(sd['active'])
         self.suspended_reason = dict(sd['suspended_reason'])
@@ -549,6 +569,8 @@ class ServerEngine:
             lo, hi = (int(x) for x in chunk.tensor_ids)
             return [Send(s, self._hello(s, lo | hi << 32))]
         if chunk.flags & FLAG_JOIN:
+            book = self.join_tid[s]
+            book[chunk.incarnation] = max(book.get(chunk.incarnation, -1), chunk.transfer_id)
             # A (re)joining worker holds a model we do not know: its next pull is a snapshot.
             join = (chunk.incarnation, chunk.transfer_id, chunk.clock)
             if self._last_join[s] != join and not self.stopped[s]:
