@@ -185,7 +185,8 @@ class Schedule:
 
     TYPE: ClassVar[str] = 'Schedule'
     worker: int
-    clock: int                  # the worker clock this schedule answers
+    clock: int                  # the worker clock this schedule answers; answer to a JOIN:
+    #                             -1 - the JOIN's transfer_id
     push_deadline_s: float      # MTA time: keep pushing rows until this long after push start;
     #                             negative = no deadline (send everything)
     compute_sleep_s: float = 0.0  # compute equalisation: idle this long before computing

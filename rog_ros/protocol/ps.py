@@ -216,11 +216,10 @@ class ServerEngine:
         self._states: dict[int, list] = {}         # state_id -> applied_push at that time
         self._next_state_id = 1
         self.confirmed_push: list[dict] = [{} for _ in range(n_workers)]
-        # After a restore, a push the new run applies does not show that the older pushes of
-        # that worker are in: the lost run may have applied some the checkpoint lacks. Until a
-        # push sent after the worker's JOIN (id above the JOIN's) is applied, coverage is
-        # what the checkpoint we were restored from covered.
-        self.restored_cover: list[dict] | None = None
+        # After a restore, only pushes a worker sent after its JOIN (ids above the JOIN's) are
+        # applied: it re-added before them what the checkpoint lacks, and what the lost run
+        # applied of its older pushes would otherwise leave gaps below checkpoint_transfer.
+        self.restored = False
         self.join_tid: list[dict] = [{} for _ in range(n_workers)]
 
     # ================================================================== public API
@@ -363,19 +362,23 @@ class ServerEngine:
             self.receiver.record(r, inc, msg.transfer_id, ack)
         return ack
 
-    def _hello(self, r: int, inc: int = 0) -> Schedule:
+    def _hello(self, r: int, inc: int = 0, join_tid: int | None = None) -> Schedule:
         """
-        Answer a JOIN (no state change): the durable checkpoint and the push deadline.
+        Tell r who we are (no state change): the durable checkpoint and the push deadline.
 
-        With ``inc``, addressed to that run of r and reporting that run's pushes.
+        With ``inc``, addressed to that run of r and reporting that run's pushes. The answer
+        to a JOIN carries ``clock = -1 - (the JOIN's transfer id)``: only that answer lets the
+        worker go on with its rejoin push.
         """
-        return Schedule(worker=r, clock=self.clock[r], push_deadline_s=self._push_deadline(r),
+        clock = self.clock[r] if join_tid is None else -1 - int(join_tid)
+        return Schedule(worker=r, clock=clock, push_deadline_s=self._push_deadline(r),
                         stop=self.stopped[r], target_incarnation=inc,
                         checkpoint_transfer=self._checkpoint_for(r, inc))
 
     def _reset_worker(self, r: int, now: float) -> list:
         """Start afresh for a new incarnation of worker r (transfers dropped uncommitted)."""
         dropped = self.receiver.drop_open(r)
+        self.join_tid[r][self.worker_inc[r]] = -1   # a new run: nothing of it is older than us
         dl, self.downlinks[r] = self.downlinks[r], None
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
@@ -460,17 +463,6 @@ class ServerEngine:
         return int(self.active.sum()) >= self.min_workers
 
     # ================================================================== checkpoints
-    def _gap_free(self, r: int, applied: dict) -> dict:
-        """Per incarnation of r: the push id up to which all its pushes are in ``applied``."""
-        if self.restored_cover is None:
-            return dict(applied)
-        base, joined = self.restored_cover[r], self.join_tid[r]
-        out = {}
-        for inc in list(base) + [i for i in applied if i not in base]:
-            t, j = applied.get(inc, -1), joined.get(inc)
-            out[inc] = t if j is not None and t > j else base.get(inc, -1)
-        return out
-
     def _checkpoint_for(self, r: int, inc: int = 0) -> int:
         """Newest push of run ``inc`` of r (default: its current run) a durable state holds."""
         return self.confirmed_push[r].get(inc or self.worker_inc[r], -1)
@@ -488,8 +480,7 @@ class ServerEngine:
         """
         sid = self._next_state_id
         self._next_state_id += 1
-        cover = [self._gap_free(r, self.applied_push[r]) for r in range(self.n)]
-        self._states[sid] = cover
+        self._states[sid] = [dict(d) for d in self.applied_push]
         for old in sorted(self._states)[:-8]:
             del self._states[old]
         closed = {key: {tid: _ack_fields(a) for tid, a in book.items()}
@@ -500,7 +491,7 @@ class ServerEngine:
             'versions': self.versions.v.clone(), 'sent': self.sent.clone(),
             'clock': list(self.clock), 'stopped': list(self.stopped),
             'worker_inc': list(self.worker_inc), 'retired': [list(x) for x in self.retired],
-            'applied_push': [dict(d) for d in self.applied_push], 'coverage': cover,
+            'applied_push': [dict(d) for d in self.applied_push],
             'next_tid': list(self.next_tid),
             'active': self.active.clone(), 'suspended_reason': dict(self.suspended_reason),
             'thr_up': [e.value_bps for e in self.thr_up],
@@ -538,8 +529,8 @@ class ServerEngine:
         self.worker_inc = list(sd['worker_inc'])
         self.retired = [list(x) for x in sd['retired']]
         self.applied_push = [dict(d) for d in sd['applied_push']]
-        self.restored_cover = [dict(d) for d in sd['coverage']]
-        self.confirmed_push = [dict(d) for d in sd['coverage']]   # durable: we loaded it
+        self.confirmed_push = [dict(d) for d in self.applied_push]   # durable: we loaded it
+        self.restored = True
         self.join_tid = [{} for _ in range(self.n)]
         self.next_tid = list(sd['next_tid'])
         self.active.copy_(sd['active'])
@@ -579,7 +570,7 @@ class ServerEngine:
                     self.downlinks[s] = None          # dropped uncommitted
                     self.sent[s].zero_()
                     self._new_snapshot_epoch(s)
-            return [Send(s, self._hello(s)), Log('join', 1.0, s)]
+            return [Send(s, self._hello(s, 0, chunk.transfer_id)), Log('join', 1.0, s)]
         if chunk.flags & FLAG_REQUEST:
             if self.slots is None:
                 raise MessageError('transfer-slot request, but this server schedules no slots')
@@ -592,6 +583,14 @@ class ServerEngine:
                 return [Send(s, Schedule(worker=s, clock=self.clock[s], push_deadline_s=-1.0))]
             self.slots.request(s, 'push', int(chunk.clock), now)
             return self._dispatch_slots(now)
+        if self.restored:
+            joined = self.join_tid[s].get(chunk.incarnation)
+            if joined is None or chunk.transfer_id <= joined:
+                # sent before its rejoin: never applied by this run (answered, if an END)
+                self.superseded += 1
+                if chunk.flags & FLAG_END:
+                    return [Send(s, self._answer_end(s, chunk.incarnation, chunk, now))]
+                return [Log('superseded', 1.0, s, {'from': 'before its rejoin'})]
         acks, closed = self.receiver.on_chunk(chunk, now)
         out = [Send(s, a) for a in acks]
         if closed is not None:

@@ -595,8 +595,8 @@ class WorkerEngine:
         self.push_deadline_s = float(msg.push_deadline_s)
         self.compute_sleep_s = max(0.0, float(msg.compute_sleep_s))
         if self.state == 'rejoin_wait':
-            if self._await_hello is not None:
-                self._await_hello.discard(self.incarnation)
+            if self._await_hello is not None and msg.clock == -1 - self.next_tid:
+                self._await_hello.discard(self.incarnation)   # the answer to our JOIN
             return self._maybe_rejoin_push(now)
         if self.state == 'awaiting_grant':
             return self._start_push(now)           # FLOWN: our slot was granted
