@@ -390,6 +390,7 @@ class WorkerEngine:
         self._snap_versions = None
         self._await_hello = None
         self._rejoin = self._server_restarted = True
+        self._dirty = True
         out = [Log('server_restart', 1.0, self.rank)]
         if self.push is not None:
             out += [Send(SERVER, c) for c in self.push.on_tick(now)]
@@ -756,6 +757,7 @@ class WorkerEngine:
             'clock': self.clock, 'pulled_clock': self.pulled_clock, 'next_tid': self.next_tid,
             'push_deadline_s': self.push_deadline_s, 'compute_sleep_s': self.compute_sleep_s,
             'checkpoint_transfer': self.checkpoint_transfer,
+            'readd_pending': self._server_restarted,   # a server restart not yet resent
             'undurable': [(i, t, b.clone(), sc.clone(), rows.copy())
                           for i, t, b, sc, rows in self.undurable],
             'push': None,
@@ -803,6 +805,7 @@ class WorkerEngine:
         self.compute_sleep_s = float(sd['compute_sleep_s'])
         self.server_incarnation = int(sd['server_incarnation'])
         self.checkpoint_transfer = -1      # (reported for our new run from now on)
+        self._server_restarted = bool(sd.get('readd_pending', False))
         self.undurable = [(i, t, b.clone(), sc.clone(), rows.copy())
                           for i, t, b, sc, rows in sd['undurable']]
         if self.track and 'computed_total' in sd:
