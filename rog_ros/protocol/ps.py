@@ -325,9 +325,15 @@ class ServerEngine:
             self.retired[r] = (self.retired[r] + [known])[-8:]
             self.worker_inc[r] = inc
             out += self._reset_worker(r, now)
+            if not int(msg.target_incarnation):
+                # It never heard of any server run: a fresh start with nothing to resend (a
+                # restored worker knows a server run and JOINs before its pushes count).
+                self.join_tid[r][inc] = -1
         elif not known:
             self._precheck(msg)
             self.worker_inc[r] = inc
+            if not int(msg.target_incarnation):
+                self.join_tid[r][inc] = -1
         target = int(msg.target_incarnation)
         if target and target != self.incarnation:
             # Addressed to an earlier run of this server: apply nothing, tell it we restarted.
@@ -378,7 +384,6 @@ class ServerEngine:
     def _reset_worker(self, r: int, now: float) -> list:
         """Start afresh for a new incarnation of worker r (transfers dropped uncommitted)."""
         dropped = self.receiver.drop_open(r)
-        self.join_tid[r][self.worker_inc[r]] = -1   # a new run: nothing of it is older than us
         dl, self.downlinks[r] = self.downlinks[r], None
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
