@@ -96,3 +96,21 @@ def test_resent_pushes_are_what_the_checkpoint_lacks():
     resent = [a for _, _, a in harness.stats.logs if a.name == 'resend_after_server_restart']
     assert len(resent) == 2 and all(a.value >= 2 for a in resent)
     check_invariants(harness, harness.server, harness.workers)
+
+
+@pytest.mark.parametrize('seed', range(8))
+def test_worker_and_server_crashes_with_message_faults(seed):
+    # Both sides crash (workers rebuilt from their saved state, the server from its last
+    # confirmed checkpoint) while 15 % of messages are dropped, duplicated or delayed.
+    from test_protocol_restart import schedule_worker_crashes
+    spec = ['rog:2', 'rog:4', 'ssp:2', 'bsp'][seed % 4]
+    harness, _, _, _, _ = build(spec, n=3, iters=8, dtype=torch.float64, seed=seed,
+                                save_states=True,
+                                fault=random_faults(seed, p_drop=0.05, p_dup=0.05, p_late=0.05))
+    rng = random.Random(seed)
+    schedule_worker_crashes(harness, rng, 4, 2.0, (0.02, 0.4))
+    checkpoint_every(harness, 0.25)
+    crashes = schedule_server_crashes(harness, rng, 2, 1.5)
+    harness.run(until=300)
+    assert crashes and harness.server.finished
+    check_invariants(harness, harness.server, harness.workers)

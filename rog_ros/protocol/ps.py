@@ -619,11 +619,12 @@ class ServerEngine:
                                       factor=self.lr / self.n)
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
             self.versions.stamp(s, mask, inc.clock)
-        book = self.applied_push[s]
-        book.pop(inc.incarnation, None)             # newest incarnation last
-        book[inc.incarnation] = inc.transfer_id
-        while len(book) > 8:
-            del book[next(iter(book))]
+        if n_rows:     # (an empty push changes nothing: it must not count as coverage)
+            book = self.applied_push[s]
+            book.pop(inc.incarnation, None)         # newest incarnation last
+            book[inc.incarnation] = inc.transfer_id
+            while len(book) > 8:
+                del book[next(iter(book))]
         self.bytes_up += inc.bytes
         self.clock[s] = max(self.clock[s], inc.clock)
         if self._pull_done_at[s] is not None and inc.first_time > self._pull_done_at[s]:

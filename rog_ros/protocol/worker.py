@@ -117,6 +117,11 @@ class WorkerEngine:
         ``undurable_dropped`` (a server crash could then lose it).
     max_clock : int
         Largest clock accepted in RowVersions (bounds, DESIGN section 10).
+    join_on_start : bool
+        Say JOIN before the first computation, also on a fresh start. Drivers that restart
+        nodes should set it: a worker that lost its state then gets the model of a server
+        that was restored from a checkpoint, and none of its pushes can be mistaken, by a
+        restored server, for a delayed message of an earlier run.
 
     """
 
@@ -127,7 +132,7 @@ class WorkerEngine:
                  end_timeout_s: float = 2.0, track_conservation: bool = False,
                  incarnation: int | None = None, save_state_actions: bool = False,
                  keep_undurable: bool = False, max_undurable: int = 64,
-                 max_clock: int = MAX_CLOCK):
+                 max_clock: int = MAX_CLOCK, join_on_start: bool = False):
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if not 0 <= rank < n_workers:
@@ -183,7 +188,8 @@ class WorkerEngine:
         self.server_incarnation = 0              # 0 = not heard yet
         self.retired_servers: list[int] = []     # superseded server incarnations
         self._recover: dict | None = None        # restored in-flight push of an old run
-        self._rejoin = False                     # next Schedule starts the rejoin push
+        self._rejoin = bool(join_on_start)       # next Schedule starts the rejoin push
+        self._fresh = bool(join_on_start)        # ... or, on a fresh start, the computation
         self._server_restarted = False           # ... and re-adds the undurable pushes
         self._rsp_waiting = False
         self._dirty = False
@@ -432,6 +438,10 @@ class WorkerEngine:
         out = []
         self._rejoin = False
         self._await_hello = None
+        if self._fresh:
+            self._fresh = False
+            if not self._server_restarted:
+                return self._compute(now)
         if self._server_restarted:
             self._server_restarted = False
             out += self._readd_undurable()
@@ -813,6 +823,7 @@ class WorkerEngine:
             self.delivered_total.copy_(sd['delivered_total'])
         self._recover = dict(sd['push']) if sd['push'] is not None else None
         self._rejoin = True
+        self._fresh = False
 
     def _recover_send(self, now: float) -> list:
         """Rebuild the saved in-flight push and ask the server (old incarnation) about it."""
