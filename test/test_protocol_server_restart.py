@@ -114,3 +114,21 @@ def test_worker_and_server_crashes_with_message_faults(seed):
     harness.run(until=300)
     assert crashes and harness.server.finished
     check_invariants(harness, harness.server, harness.workers)
+
+
+def test_states_survive_torch_save_with_weights_only(tmp_path):
+    # Drivers persist both states with torch.save; torch.load(weights_only=True) must read
+    # them back (plain types and tensors only) and the restored run must be exact.
+    harness, server, workers, _, _ = build('rog:2', n=2, iters=6, dtype=torch.float64,
+                                           save_states=True)
+    harness.run(until=0.4)
+    torch.save(server.state_dict(), tmp_path / 'server.pt')
+    torch.save(workers[0].state_dict(), tmp_path / 'worker.pt')
+    srv = torch.load(tmp_path / 'server.pt', weights_only=True)
+    wrk = torch.load(tmp_path / 'worker.pt', weights_only=True)
+    fresh = harness.new_server()
+    fresh.load_state_dict(srv)
+    assert torch.equal(fresh.w_srv, server.w_srv) and fresh.clock == server.clock
+    w = harness.new_worker(0)
+    w.load_state_dict(wrk)
+    assert torch.equal(w.w, workers[0].w) and w.clock == workers[0].clock

@@ -546,7 +546,9 @@ class ServerEngine:
             e.value_bps = v
         for (s, inc), book in sd['closed'].items():
             for tid, fields in sorted(book.items()):
-                self.receiver.record(s, inc, tid, TransferAck(**fields))
+                ack = TransferAck(**dict(fields, chunk_ranges=np.asarray(
+                    fields['chunk_ranges'], dtype=np.uint32)))
+                self.receiver.record(s, inc, tid, ack)
         self.receiver.newest_closed.update(sd['newest_closed'])
         self.triggers, self.stall_time = list(sd['triggers']), list(sd['stall_time'])
         self.bytes_up, self.bytes_down = sd['bytes_up'], sd['bytes_down']
@@ -944,7 +946,7 @@ def _ack_fields(ack: TransferAck) -> dict:
     """Return a TransferAck as plain fields (for checkpoints)."""
     return {'transfer_id': ack.transfer_id, 'sender': ack.sender, 'receiver': ack.receiver,
             'seq': ack.seq, 'final': ack.final, 'bytes_received': ack.bytes_received,
-            'chunk_ranges': np.array(ack.chunk_ranges, dtype=np.uint32),
+            'chunk_ranges': [int(x) for x in ack.chunk_ranges],   # plain types: torch.load
             'receive_time': ack.receive_time, 'target_incarnation': ack.target_incarnation}
 
 

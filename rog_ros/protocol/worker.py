@@ -768,7 +768,7 @@ class WorkerEngine:
             'push_deadline_s': self.push_deadline_s, 'compute_sleep_s': self.compute_sleep_s,
             'checkpoint_transfer': self.checkpoint_transfer,
             'readd_pending': self._server_restarted,   # a server restart not yet resent
-            'undurable': [(i, t, b.clone(), sc.clone(), rows.copy())
+            'undurable': [(i, t, b.clone(), sc.clone(), torch.from_numpy(rows.copy()))
                           for i, t, b, sc, rows in self.undurable],
             'push': None,
         }
@@ -816,7 +816,7 @@ class WorkerEngine:
         self.server_incarnation = int(sd['server_incarnation'])
         self.checkpoint_transfer = -1      # (reported for our new run from now on)
         self._server_restarted = bool(sd.get('readd_pending', False))
-        self.undurable = [(i, t, b.clone(), sc.clone(), rows.copy())
+        self.undurable = [(i, t, b.clone(), sc.clone(), np.asarray(rows).astype(np.int64))
                           for i, t, b, sc, rows in sd['undurable']]
         if self.track and 'computed_total' in sd:
             self.computed_total.copy_(sd['computed_total'])
