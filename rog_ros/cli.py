@@ -39,7 +39,9 @@ def _add_sim(sub) -> None:
     p.add_argument('--systems', default='bsp,ssp:4,rog:4',
                    help='--toy: comma-separated systems (default bsp,ssp:4,rog:4)')
     p.add_argument('--workload', default='mpcol', help='workload name (default mpcol)')
-    p.add_argument('--sync', default='rog', help='bsp | ssp | rog | flown (default rog)')
+    p.add_argument('--sync', default='rog',
+                   help='bsp | ssp | rog | flown, or a system with its own engines such as '
+                        'adacomp[:c], asgd, comp-asgd[:c], gsp, gsp+gds, asp (default rog)')
     p.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
     p.add_argument('--workers', type=int, default=4, help='number of workers (default 4)')
     p.add_argument('--trace', default='outdoors',
@@ -52,10 +54,10 @@ def _add_sim(sub) -> None:
 
 
 def _system_spec(sync: str, staleness: int) -> str:
-    from rog_ros.sim import systems as registry
-    if registry.lookup(sync) is not None:      # aet, adasgd, ...: their own ':' arguments
+    from rog_ros.sim.systems import lookup
+    if sync == 'bsp' or ':' in sync or lookup(sync) is not None:   # own engines: own defaults
         return sync
-    return sync if (sync == 'bsp' or ':' in sync) else f'{sync}:{staleness}'
+    return f'{sync}:{staleness}'
 
 
 def _valid(prog: str, check, args) -> bool:
@@ -108,7 +110,8 @@ def _check_reproduce(args) -> None:
     _check_common(args)
     for wl in checks.name_list('--workloads', args.workloads):
         checks.workload('--workloads', wl)
-    checks.int_list('--seeds', args.seeds, 0)
+    if args.seeds is not None:
+        checks.int_list('--seeds', args.seeds, 0)
     checks.text('--out', args.out)
 
 
@@ -202,11 +205,11 @@ def _add_reproduce(sub) -> None:
                                    'report. Interrupted runs resume.')
     from rog_ros.experiments.reproduce import REPRODUCTIONS
     p.add_argument('what', nargs='?', default='rog', choices=sorted(REPRODUCTIONS),
-                   help='which paper (default rog; aet and fleet: small-scale trends of '
-                        'AET-SGD and FLEET on generated data)')
+                   help='which paper (default rog); adacomp, gsp, aet, fleet: another '
+                        "reference paper's headline trend, small scale on generated data")
     p.add_argument('--out', required=True, help='output directory')
     p.add_argument('--workloads', default='mpcol', help='comma-separated (default mpcol)')
-    p.add_argument('--seeds', default='0,1,2', help='seeds (default 0,1,2)')
+    p.add_argument('--seeds', default=None, help='seeds (default 0,1,2; with PAPER: 0)')
     p.add_argument('--workers', type=int, default=4, help='workers (default 4)')
     p.add_argument('--iterations', type=int, default=None, help='iterations per worker')
     p.add_argument('--quick', action='store_true', help='one seed, fewer thresholds')
@@ -217,12 +220,13 @@ def _cmd_reproduce(args) -> int:
     if not _valid('rog reproduce', _check_reproduce, args):
         return 2
     from rog_ros.experiments.reproduce import REPRODUCTIONS
-    seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
     if args.what != 'rog':
-        opts = {} if args.seeds == '0,1,2' else {'seeds': seeds}   # default: theirs
+        opts = {} if args.seeds is None else {
+            'seeds': [int(s) for s in args.seeds.split(',') if s.strip()]}   # default: theirs
         path = REPRODUCTIONS[args.what](args.out, quick=args.quick, **opts)
         print(f'report: {path}')
         return 0
+    seeds = [int(s) for s in (args.seeds or '0,1,2').split(',') if s.strip()]
     path = REPRODUCTIONS['rog'](args.out, quick=args.quick, seeds=seeds,
                                 workloads=[w for w in args.workloads.split(',') if w],
                                 workers=args.workers, iterations=args.iterations)

@@ -48,6 +48,18 @@ chunk; the row counts as delivered only when all of its bytes arrived."""
 FLAG_REQUEST = 4
 """RowChunk flag (no payload): the worker asks for a transfer slot to push ``clock`` (FLOWN);
 the server grants it with a Schedule."""
+FLAG_SNAPSHOT = 8
+"""RowChunk flag (downlink): the rows are the server's model itself, raw little-endian floats
+of the model's dtype (lossless), which *replace* the worker's rows instead of being subtracted:
+a rejoining worker ends up holding exactly the server's view of it (DESIGN section 10)."""
+FLAG_JOIN = 16
+"""RowChunk flag (uplink, no payload): a (re)joining worker says hello; the server answers with
+a Schedule carrying ``checkpoint_transfer`` and makes the worker's next pull a snapshot. With
+``tensor_ids = [low 32 bits, high 32 bits]`` of an earlier incarnation of the sender, it only
+asks which pushes of that run the server's checkpoint holds (answer addressed to that run)."""
+
+MAX_CLOCK = 2 ** 31 - 2
+"""Largest iteration clock any node accepts: versions are int32 and -1 is reserved."""
 
 _HEADER_BYTES = 64
 """Approximate fixed cost of a message on the wire (RTPS submessage + CDR scalars); used by
@@ -173,7 +185,8 @@ class Schedule:
 
     TYPE: ClassVar[str] = 'Schedule'
     worker: int
-    clock: int                  # the worker clock this schedule answers
+    clock: int                  # the worker clock this schedule answers; answer to a JOIN:
+    #                             -1 - the JOIN's transfer_id
     push_deadline_s: float      # MTA time: keep pushing rows until this long after push start;
     #                             negative = no deadline (send everything)
     compute_sleep_s: float = 0.0  # compute equalisation: idle this long before computing
@@ -284,8 +297,16 @@ def ranges_from_sorted(ids: np.ndarray) -> np.ndarray:
     return np.stack([starts, ends], axis=1).reshape(-1).astype(np.uint32)
 
 
-def ids_from_ranges(ranges: np.ndarray) -> np.ndarray:
-    """Expand half-open ranges back into ascending int64 ids (vectorised)."""
+def ids_from_ranges(ranges: np.ndarray, limit: int | None = None) -> np.ndarray:
+    """
+    Expand half-open ranges back into ascending int64 ids (vectorised).
+
+    With ``limit``, the ranges are checked first (see ``validate_ranges``: ascending, inside
+    ``[0, limit)``), so the ids allocated can never exceed ``limit``: one forged message cannot
+    make the receiver allocate more than its model's row count.
+    """
+    if limit is not None:
+        validate_ranges(ranges, limit, 'ranges')
     r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
     if r.size == 0:
         return np.zeros(0, dtype=np.int64)
@@ -308,6 +329,31 @@ def validate_ranges(ranges: np.ndarray, limit: int, what: str) -> None:
         raise MessageError(f'{what}: range outside [0, {limit})')
     if r.shape[0] > 1 and np.any(r[1:, 0] < r[:-1, 1]):
         raise MessageError(f'{what}: ranges not ascending / overlapping')
+
+
+def check_versions(msg: RowVersions, n_rows: int, n_workers: int, max_clock: int = MAX_CLOCK
+                   ) -> None:
+    """
+    Validate a RowVersions completely (sizes, runs inside the model, version bounds).
+
+    Raises MessageError. Receivers call it on arrival, before storing the message, so the
+    versions can be applied later, at the END of their transfer, without any check failing
+    after the transfer's rows were applied (issue 9 defect 5). A version of -1 is allowed: it
+    marks a worker suspended from the staleness rules.
+    """
+    if msg.n_workers != n_workers:
+        raise MessageError(f'RowVersions for {msg.n_workers} workers, the fleet has {n_workers}')
+    starts = np.asarray(msg.run_starts, dtype=np.int64)
+    lengths = np.asarray(msg.run_lengths, dtype=np.int64)
+    versions = np.asarray(msg.versions, dtype=np.int64)
+    if starts.size != lengths.size or versions.size != starts.size * n_workers:
+        raise MessageError('RowVersions: runs and versions differ in length')
+    if starts.size > n_rows:
+        raise MessageError('RowVersions: more runs than rows')
+    validate_ranges(np.stack([starts, starts + lengths], 1).reshape(-1), n_rows,
+                    'RowVersions runs')
+    if versions.size and (versions.min() < -1 or versions.max() > max_clock):
+        raise MessageError(f'RowVersions: version outside [-1, {max_clock}]')
 
 
 def check_schema(msg) -> None:
