@@ -33,8 +33,8 @@ import json
 import os
 
 from rog_ros.experiments.compare import compare, run_dir
-from rog_ros.experiments.metrics import read_timeseries
 from rog_ros.experiments.report import table_markdown
+from rog_ros.metrics import read_timeseries
 
 
 def _runs(out: str, label: str, seeds) -> list:

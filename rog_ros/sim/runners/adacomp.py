@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from rog_ros.experiments.metrics import RunRecorder
+from rog_ros.metrics import RunRecorder
 from rog_ros.protocol.policies.adacomp import (
     AdaCompConfig, AdaCompServer, AdaCompWorker, heterogeneity_factors)
 from rog_ros.sim import systems

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 import math
 
-from rog_ros.experiments.metrics import RunRecorder
+from rog_ros.metrics import RunRecorder
 from rog_ros.protocol.policies.gsp import baseline, GspConfig, GspNode, GspServer
 from rog_ros.sim import systems
 from rog_ros.sim.harness import Harness
