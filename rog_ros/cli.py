@@ -110,6 +110,10 @@ def _check_reproduce(args) -> None:
     _check_common(args)
     for wl in checks.name_list('--workloads', args.workloads):
         checks.workload('--workloads', wl)
+    from rog_ros.experiments.reproduce import REPRODUCTIONS
+    if args.what not in REPRODUCTIONS:
+        raise checks.ConfigError(f'unknown paper {args.what!r}; choose one of '
+                                 f'{sorted(REPRODUCTIONS)}')
     if args.seeds is not None:
         checks.int_list('--seeds', args.seeds, 0)
     checks.text('--out', args.out)
@@ -203,8 +207,7 @@ def _add_reproduce(sub) -> None:
                        description='Indoors/outdoors comparisons, threshold sensitivity and '
                                    'ablations on MPCOL (and EACOL with --workloads), one '
                                    'report. Interrupted runs resume.')
-    from rog_ros.experiments.reproduce import REPRODUCTIONS
-    p.add_argument('what', nargs='?', default='rog', choices=sorted(REPRODUCTIONS),
+    p.add_argument('what', nargs='?', default='rog', metavar='PAPER',
                    help='which paper (default rog); adacomp, gsp, aet, fleet: another '
                         "reference paper's headline trend, small scale on generated data")
     p.add_argument('--out', required=True, help='output directory')
