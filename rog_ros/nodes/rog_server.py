@@ -27,7 +27,9 @@ import argparse
 import json
 import sys
 
+from rog_ros.nodes.chaos_hooks import add_chaos_args
 from rog_ros.nodes.connect import PeerTimeout
+from rog_ros.nodes.durable import add_durable_args, check_durable_args
 from rog_ros.nodes.params import add_fleet_args, add_link_args, check_fleet_args, \
     strip_ros_args
 from rog_ros.nodes.server_node import ServerNode
@@ -45,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help='directory for summary.json and timeseries.csv (default rog_run)')
     add_fleet_args(parser)
     add_link_args(parser)
+    add_durable_args(parser, server=True)
+    add_chaos_args(parser)
     return parser
 
 
@@ -52,6 +56,7 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(strip_ros_args(sys.argv[1:] if argv is None else argv))
     check_fleet_args(parser, args)
+    check_durable_args(parser, args)
     if args.iterations < 1 or args.eval_every < 1:
         parser.error('--iterations and --eval-every must be >= 1')
     node = ServerNode(args, SignalRequests().install())

@@ -25,7 +25,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rog_ros.nodes.chaos_hooks import add_chaos_args
 from rog_ros.nodes.connect import PeerTimeout
+from rog_ros.nodes.durable import add_durable_args, check_durable_args
 from rog_ros.nodes.params import add_fleet_args, add_link_args, check_fleet_args, \
     strip_ros_args
 from rog_ros.nodes.signals import SignalRequests
@@ -41,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
                              '(default 120 s)')
     add_fleet_args(parser)
     add_link_args(parser)
+    add_durable_args(parser, server=False)
+    add_chaos_args(parser)
     return parser
 
 
@@ -48,6 +52,7 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(strip_ros_args(sys.argv[1:] if argv is None else argv))
     check_fleet_args(parser, args)
+    check_durable_args(parser, args)
     if not 0 <= args.rank < args.workers:
         parser.error(f'--rank must be in 0..{args.workers - 1}')
     node = WorkerNode(args, SignalRequests().install())

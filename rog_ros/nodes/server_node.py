@@ -28,6 +28,7 @@ import time
 from rog_ros.experiments.metrics import RunRecorder
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
+from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
 from rog_ros.nodes.connect import open_bus, wait_matched
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
@@ -85,13 +86,17 @@ class ServerNode:
                  for r in range(a.workers)}
         self.outbox = Outbox({r: shaper_for(link, epoch, a.burst_bytes)
                               for r, link in links.items() if link is not None})
-        self.bus = open_bus(a.bus, a.namespace)
+        self.bus = maybe_faulty(open_bus(a.bus, a.namespace), a, salt=1000)
+        self.hooks = ServerHooks(self.engine, tr.w0, getattr(a, 'state_dir', None),
+                                 getattr(a, 'chaos_ledger', None),
+                                 getattr(a, 'checkpoint_every', 10))
+        self.hooks.restore()
         for topic in server_inbox():
             self.bus.subscribe(topic)
         self.bus.subscribe(TRAIN_STATUS, callback=self._on_status)
         for topic in server_outbox(a.workers) + [TRAIN_STATUS]:
             self.bus.advertise(topic)
-        self.driver = EngineDriver(self.bus, self.engine, self.outbox, on_log=self._on_log)
+        self.driver = EngineDriver(self.bus, self.hooks, self.outbox, on_log=self._on_log)
         self.life.trigger('configure')
 
     def activate(self) -> bool:
@@ -132,6 +137,8 @@ class ServerNode:
     def shutdown(self) -> None:
         """Release the bus. Idempotent."""
         self.life.request('shutdown')
+        if getattr(self, 'hooks', None) is not None:
+            self.hooks.close({'undecodable': self.bus.rejects if self.bus else 0})
         if self.bus is not None:
             self.bus.close()
             self.bus = None

@@ -26,6 +26,7 @@ import time
 
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
+from rog_ros.nodes.chaos_hooks import maybe_faulty, WorkerHooks
 from rog_ros.nodes.connect import open_bus, wait_matched
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
@@ -79,12 +80,14 @@ class WorkerNode:
         link = link_for(a.trace, self.rank, a.workers, a.seed, a.trace_scale)
         epoch = epoch_to_monotonic(a.epoch)
         self.outbox = Outbox({SERVER: shaper_for(link, epoch, a.burst_bytes)} if link else {})
-        self.bus = open_bus(a.bus, a.namespace)
+        self.bus = maybe_faulty(open_bus(a.bus, a.namespace), a, salt=self.rank)
+        self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
+                                 getattr(a, 'chaos_ledger', None))
         for topic in worker_inbox(self.rank):
             self.bus.subscribe(topic)
         for topic in worker_outbox() + [TRAIN_STATUS]:
             self.bus.advertise(topic)
-        self.driver = EngineDriver(self.bus, self.engine, self.outbox, compute=self._compute,
+        self.driver = EngineDriver(self.bus, self.hooks, self.outbox, compute=self._compute,
                                    may_compute=lambda: self.life.training)
         self.life.trigger('configure')
 
@@ -96,8 +99,9 @@ class WorkerNode:
         if waited < 0:
             return False
         self.life.trigger('activate')
+        self.hooks.restore()
         self.started_at = self._progress_at = time.monotonic()
-        self.driver.handle(self.engine.start(self.started_at), self.started_at)
+        self.driver.handle(self.hooks.start(self.started_at), self.started_at)
         return True
 
     def spin(self) -> None:
@@ -131,6 +135,7 @@ class WorkerNode:
                 self._publish_status()
                 time.sleep(0.05)
         finally:
+            self.hooks.close({'undecodable': self.bus.rejects})
             self.bus.close()
             self.bus = None
 
