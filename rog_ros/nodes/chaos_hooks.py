@@ -270,7 +270,7 @@ class WorkerHooks(_Hooks):
         return actions
 
     # ------------------------------------------------------------------ stop
-    def close(self, node_rejects=None) -> None:
+    def close(self, node_rejects=None, injected=None) -> None:
         """Write the final report (what the residual still holds) and close the ledger."""
         if self.ledger is None:
             return
@@ -284,7 +284,7 @@ class WorkerHooks(_Hooks):
         report = {'rank': self.rank, 'run': self.run, 'clock': int(e.clock),
                   'held': lg.project(e.residual, self.proj).tolist(), 'inflight': inflight,
                   'residual_max': float(e.residual.abs().max()), 'restored': self.restored,
-                  'rejects': rejects,
+                  'rejects': rejects, 'injected': dict(injected or {}),
                   'state': self.state.stats() if self.state is not None else None}
         self.ledger.close()
         self.ledger = None
@@ -378,7 +378,7 @@ class ServerHooks(_Hooks):
             self.checkpoint()
         return actions
 
-    def close(self, node_rejects=None) -> None:
+    def close(self, node_rejects=None, injected=None) -> None:
         """Write the final report (everything applied, in the workers' units)."""
         if self.ledger is None:
             return
@@ -392,7 +392,7 @@ class ServerHooks(_Hooks):
                   'weight_max': max(float(self.w0.abs().max()), float(e.w_srv.abs().max())),
                   'clock': list(e.clock), 'finished': bool(e.finished),
                   'restored_from': self.restored, 'checkpoints': self.checkpoint_id,
-                  'rejects': rejects,
+                  'rejects': rejects, 'injected': dict(injected or {}),
                   'state': self.state.stats() if self.state is not None else None}
         self.ledger.close()
         self.ledger = None

@@ -138,7 +138,8 @@ class ServerNode:
         """Release the bus. Idempotent."""
         self.life.request('shutdown')
         if getattr(self, 'hooks', None) is not None:
-            self.hooks.close({'undecodable': self.bus.rejects if self.bus else 0})
+            self.hooks.close({'undecodable': self.bus.rejects if self.bus else 0},
+                             getattr(self.bus, 'injected', None))
         if self.bus is not None:
             self.bus.close()
             self.bus = None

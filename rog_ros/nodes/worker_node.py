@@ -135,7 +135,8 @@ class WorkerNode:
                 self._publish_status()
                 time.sleep(0.05)
         finally:
-            self.hooks.close({'undecodable': self.bus.rejects})
+            self.hooks.close({'undecodable': self.bus.rejects},
+                             getattr(self.bus, 'injected', None))
             self.bus.close()
             self.bus = None
 
