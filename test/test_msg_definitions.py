@@ -71,7 +71,8 @@ def test_constants_equal_messages_py():
     assert consts == {'SERVER': m.SERVER, 'KIND_GRAD': m.KIND_GRAD,
                       'KIND_UPDATE': m.KIND_UPDATE, 'FLAG_END': m.FLAG_END,
                       'FLAG_FRAGMENT': m.FLAG_FRAGMENT,
-                      'FLAG_REQUEST': m.FLAG_REQUEST}
+                      'FLAG_REQUEST': m.FLAG_REQUEST, 'FLAG_SNAPSHOT': m.FLAG_SNAPSHOT,
+                      'FLAG_JOIN': m.FLAG_JOIN}
 
 
 def test_parser_handles_the_msg_grammar():

@@ -19,6 +19,10 @@ Worker r at clock c may start iteration c+1 iff ``c - v[i, s] <= S`` for every r
 worker s (specs/rog.md 5.1; 'gt' convention). s != r is the same-row-across-workers level,
 s == r the rows-within-one-worker level. One row per model reduces this to SSP
 (c - min_s c_s <= S) and S = 0 to BSP. The check is one comparison over the M x N table.
+
+Membership (DESIGN section 10): every check takes an optional ``active`` mask ``[N]`` bool; the
+columns of workers that are not active (suspended: absent, or their link is dead) are ignored,
+so the others keep training. The mask selects columns; the comparison stays one vectorised op.
 """
 
 from __future__ import annotations
@@ -47,17 +51,26 @@ class VersionTable:
         col = self.v[:, worker]
         col.copy_(torch.where(rows_mask, torch.clamp(col, min=int(clock)), col))
 
-    def violations(self, clock: int, staleness: int) -> torch.Tensor:
-        """Boolean ``[M, N]``: pairs (i, s) with ``clock - v[i, s] > staleness``."""
-        return self.v < (int(clock) - int(staleness))
+    def violations(self, clock: int, staleness: int, active: torch.Tensor | None = None
+                   ) -> torch.Tensor:
+        """Boolean ``[M, N]``: pairs (i, s) with ``clock - v[i, s] > staleness``, s active."""
+        out = self.v < (int(clock) - int(staleness))
+        if active is not None:
+            out &= active.unsqueeze(0)
+        return out
 
-    def satisfied(self, clock: int, staleness: int) -> bool:
+    def satisfied(self, clock: int, staleness: int, active: torch.Tensor | None = None
+                  ) -> bool:
         """Return True iff a worker at ``clock`` may start its next iteration (RSP predicate)."""
-        return bool(self.v.min() >= int(clock) - int(staleness))
+        v = self.v if active is None or bool(active.all()) else self.v[:, active]
+        if v.numel() == 0:
+            return True
+        return bool(v.min() >= int(clock) - int(staleness))
 
-    def violating_pairs(self, clock: int, staleness: int) -> torch.Tensor:
+    def violating_pairs(self, clock: int, staleness: int, active: torch.Tensor | None = None
+                        ) -> torch.Tensor:
         """``[K, 2]`` (row, worker) pairs that block a worker at ``clock``."""
-        return torch.nonzero(self.violations(clock, staleness))
+        return torch.nonzero(self.violations(clock, staleness, active))
 
     def min_version(self) -> torch.Tensor:
         """Per row, the oldest worker version ``min_s v[i, s]`` (shape [M])."""

@@ -55,3 +55,17 @@ class Stopped:
     """The engine has finished (server: training over; worker: told to stop)."""
 
     reason: str = ''
+
+
+@dataclass(frozen=True)
+class SaveState:
+    """
+    Worker: persist ``engine.state_dict()`` now, before performing any Send of this list.
+
+    Emitted (when the engine was built with ``save_state_actions=True``) before the END of
+    every push and after every commit; a worker restarted from the newest saved state then
+    loses nothing and doubles nothing (DESIGN section 10). Write it atomically (temp file,
+    fsync, rename).
+    """
+
+    reason: str = ''

@@ -48,6 +48,16 @@ chunk; the row counts as delivered only when all of its bytes arrived."""
 FLAG_REQUEST = 4
 """RowChunk flag (no payload): the worker asks for a transfer slot to push ``clock`` (FLOWN);
 the server grants it with a Schedule."""
+FLAG_SNAPSHOT = 8
+"""RowChunk flag (downlink): the rows are the server's model itself, raw little-endian floats
+of the model's dtype (lossless), which *replace* the worker's rows instead of being subtracted:
+a rejoining worker ends up holding exactly the server's view of it (DESIGN section 10)."""
+FLAG_JOIN = 16
+"""RowChunk flag (uplink, no payload): a (re)joining worker says hello; the server answers with
+a Schedule carrying ``checkpoint_transfer`` and changes no state."""
+
+MAX_CLOCK = 2 ** 31 - 2
+"""Largest iteration clock any node accepts: versions are int32 and -1 is reserved."""
 
 _HEADER_BYTES = 64
 """Approximate fixed cost of a message on the wire (RTPS submessage + CDR scalars); used by
@@ -255,8 +265,16 @@ def ranges_from_sorted(ids: np.ndarray) -> np.ndarray:
     return np.stack([starts, ends], axis=1).reshape(-1).astype(np.uint32)
 
 
-def ids_from_ranges(ranges: np.ndarray) -> np.ndarray:
-    """Expand half-open ranges back into ascending int64 ids (vectorised)."""
+def ids_from_ranges(ranges: np.ndarray, limit: int | None = None) -> np.ndarray:
+    """
+    Expand half-open ranges back into ascending int64 ids (vectorised).
+
+    With ``limit``, the ranges are checked first (see ``validate_ranges``: ascending, inside
+    ``[0, limit)``), so the ids allocated can never exceed ``limit``: one forged message cannot
+    make the receiver allocate more than its model's row count.
+    """
+    if limit is not None:
+        validate_ranges(ranges, limit, 'ranges')
     r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
     if r.size == 0:
         return np.zeros(0, dtype=np.int64)
@@ -279,6 +297,31 @@ def validate_ranges(ranges: np.ndarray, limit: int, what: str) -> None:
         raise MessageError(f'{what}: range outside [0, {limit})')
     if r.shape[0] > 1 and np.any(r[1:, 0] < r[:-1, 1]):
         raise MessageError(f'{what}: ranges not ascending / overlapping')
+
+
+def check_versions(msg: RowVersions, n_rows: int, n_workers: int, max_clock: int = MAX_CLOCK
+                   ) -> None:
+    """
+    Validate a RowVersions completely (sizes, runs inside the model, version bounds).
+
+    Raises MessageError. Receivers call it on arrival, before storing the message, so the
+    versions can be applied later, at the END of their transfer, without any check failing
+    after the transfer's rows were applied (issue 9 defect 5). A version of -1 is allowed: it
+    marks a worker suspended from the staleness rules.
+    """
+    if msg.n_workers != n_workers:
+        raise MessageError(f'RowVersions for {msg.n_workers} workers, the fleet has {n_workers}')
+    starts = np.asarray(msg.run_starts, dtype=np.int64)
+    lengths = np.asarray(msg.run_lengths, dtype=np.int64)
+    versions = np.asarray(msg.versions, dtype=np.int64)
+    if starts.size != lengths.size or versions.size != starts.size * n_workers:
+        raise MessageError('RowVersions: runs and versions differ in length')
+    if starts.size > n_rows:
+        raise MessageError('RowVersions: more runs than rows')
+    validate_ranges(np.stack([starts, starts + lengths], 1).reshape(-1), n_rows,
+                    'RowVersions runs')
+    if versions.size and (versions.min() < -1 or versions.max() > max_clock):
+        raise MessageError(f'RowVersions: version outside [-1, {max_clock}]')
 
 
 def check_schema(msg) -> None:

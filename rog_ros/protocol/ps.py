@@ -34,27 +34,53 @@ same decoded values the worker subtracts (so the mirror is bit-identical to the 
 model), and the server holds N + 1 model-sized buffers instead of 2N + 1.
 ``worker_model(r)`` therefore evaluates what the workers really hold, never rows they have not
 received (artifact mistake 7.3.2).
+
+Faults (DESIGN section 10, docs/faults.md):
+
+* Incarnations. Every message carries its sender's run id. The server tracks each worker's
+  current incarnation; a new one resets the server's per-worker transfer state (open uplink and
+  downlink dropped without commit) and the worker rejoins: its next pull is a *snapshot*, the
+  server's model ``w_srv`` sent losslessly (``FLAG_SNAPSHOT``, raw floats), which replaces the
+  worker's rows; the server sets ``mirror[r]`` to exactly what was delivered (repeating the
+  undelivered rows until all arrived), with the version table. Messages of a superseded
+  incarnation are dropped and counted, except an END, answered from the closed-transfer cache
+  (kept per sender and incarnation) or with a final ack listing no chunks (never applied).
+  Uplink traffic addressed to an earlier run of the server is not applied; an END or JOIN of it
+  is answered with a Schedule, which tells the worker the server restarted.
+* Downlink repair. A RowVersions precedes every END (retransmissions too). After a downlink's
+  final ack, if the rows the worker now holds still violate its RSP check (mandatory rows were
+  lost), a repair downlink starts at once.
+* Membership. A worker silent for ``absence_timeout_s`` is suspended from the staleness rules
+  (its version column is ignored; ``suspend``/``readmit``); it rejoins the check once its rows
+  are within the bound. Pulls are served only while ``min_workers`` workers are active.
+* Checkpoints. ``state_dict``/``load_state_dict``; ``checkpoint_confirmed(state_id)`` once the
+  driver made a state durable; every Schedule then reports, as ``checkpoint_transfer``, the
+  newest push of that worker the confirmed checkpoint includes.
+* Bounds: clocks within ``max_iterations`` + slack, at most two open transfers per sender,
+  chunk sizes and row ranges within the model, all checked before anything is allocated.
 """
 
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 from rog_ros.core.atp import (
     Ewma, expected_rows, infinite_mask, mta_time, priority_order, Smoothed)
 from rog_ros.core.compress.base import RowCodec
+from rog_ros.core.compress.identity import Identity
 from rog_ros.core.mta import mandatory_rows, row_budget
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.rows import RowLayout
 from rog_ros.core.versions import VersionTable
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
-    check_schema, FLAG_END, FLAG_REQUEST, KIND_GRAD, KIND_UPDATE, LinkStats, MessageError,
-    RowChunk, RowVersions, Schedule, SERVER, TransferAck)
+    check_schema, FLAG_END, FLAG_JOIN, FLAG_REQUEST, FLAG_SNAPSHOT, KIND_GRAD, KIND_UPDATE,
+    LinkStats, MAX_CLOCK, MessageError, RowChunk, RowVersions, Schedule, SERVER, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.policies.flown import SlotScheduler
-from rog_ros.protocol.transfer import OutgoingTransfer, Receiver
+from rog_ros.protocol.transfer import check_chunk, OutgoingTransfer, Receiver
 import torch
 
 
@@ -62,10 +88,13 @@ class _Downlink:
     """An open downlink transfer to one worker and the snapshots it must commit."""
 
     def __init__(self, transfer: OutgoingTransfer, rowbytes: torch.Tensor,
-                 scales: torch.Tensor, v_snap: torch.Tensor):
+                 scales: torch.Tensor, v_snap: torch.Tensor, active: torch.Tensor,
+                 snapshot: bool = False):
         self.transfer, self.rowbytes, self.scales, self.v_snap = \
             transfer, rowbytes, scales, v_snap
-        self.versions_sent = False
+        self.active = active          # membership the worker's RSP check will use
+        self.snapshot = snapshot      # rows replace the worker's (rejoin), lossless
+        self.versions: RowVersions | None = None
 
 
 class ServerEngine:
@@ -92,19 +121,37 @@ class ServerEngine:
         Stop the workers once all of them have pushed this many iterations.
     stall_warn_s : float
         A stall longer than this is reported with the rows and workers it waits for.
+    incarnation : int or None
+        This run's id (random non-zero 64-bit); None draws one. A restarted server (restored
+        with ``load_state_dict``) must use a new one.
+    absence_timeout_s : float or None
+        Suspend a worker from the staleness rules after this long without a chunk, ack, JOIN or
+        LinkStats from it (None: never).
+    min_workers : int
+        Quorum: pulls are served only while at least this many workers are active.
+    clock_slack : int
+        Clocks above ``max_iterations + clock_slack`` are rejected (bounds).
 
     """
 
     def __init__(self, layout: RowLayout, codec: RowCodec, policy: SyncPolicy, n_workers: int,
                  w0: torch.Tensor, lr: float, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  window: int = 4, max_iterations: int | None = None,
-                 stall_warn_s: float = 30.0, end_timeout_s: float = 2.0):
+                 stall_warn_s: float = 30.0, end_timeout_s: float = 2.0,
+                 incarnation: int | None = None, absence_timeout_s: float | None = None,
+                 min_workers: int = 1, clock_slack: int = 16):
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if n_workers < 1:
             raise ValueError('need at least one worker')
         if not math.isfinite(lr) or lr <= 0:
             raise ValueError(f'learning rate must be positive and finite, got {lr}')
+        if not 1 <= int(min_workers) <= n_workers:
+            raise ValueError(f'min_workers must be in 1..{n_workers}, got {min_workers}')
+        if absence_timeout_s is not None and not absence_timeout_s > 0:
+            raise ValueError(f'absence_timeout_s must be positive, got {absence_timeout_s}')
+        if incarnation is not None and not 0 < int(incarnation) < 2 ** 64:
+            raise ValueError(f'incarnation must be in [1, 2**64), got {incarnation}')
         self.layout, self.codec, self.policy = layout, codec, policy
         self.n = n_workers
         self.lr = float(lr)
@@ -118,7 +165,9 @@ class ServerEngine:
         self.versions = VersionTable(layout.n_rows, n_workers)
         self.sent = torch.zeros(n_workers, layout.n_rows, n_workers, dtype=torch.int32)
         self.clock = [0] * n_workers
-        self.receiver = Receiver(SERVER, layout, codec)
+        self.max_clock = (MAX_CLOCK if max_iterations is None
+                          else min(MAX_CLOCK, int(max_iterations) + int(clock_slack)))
+        self.receiver = Receiver(SERVER, layout, codec, max_clock=self.max_clock)
         self.downlinks: list[_Downlink | None] = [None] * n_workers
         self.pending: dict[int, int] = {}          # worker -> clock waiting for its pull
         self.stall_since: dict[int, float] = {}
@@ -142,18 +191,42 @@ class ServerEngine:
         self.bytes_up = 0
         self.bytes_down = 0
         self.rejects = 0
+        self.superseded = 0           # messages of a superseded worker incarnation
+        self.repairs = 0              # downlinks repeated for lost mandatory rows
+        # incarnations (DESIGN section 10)
+        self.incarnation = (int(incarnation) if incarnation is not None
+                            else random.SystemRandom().getrandbits(64) or 1)
+        self.worker_inc = [0] * n_workers          # 0 = not heard yet
+        self.retired: list[list[int]] = [[] for _ in range(n_workers)]
+        self.unsynced: list[torch.Tensor | None] = [None] * n_workers   # rejoin snapshot owes
+        self.snap_codec = Identity(dtype)
+        self.snap_row_nbytes = self.snap_codec.row_nbytes(layout)
+        # membership
+        self.absence_timeout_s = absence_timeout_s
+        self.min_workers = int(min_workers)
+        self.active = torch.ones(n_workers, dtype=torch.bool)
+        self.suspended_reason: dict[int, str] = {}
+        self.absent_at: list[float | None] = [None] * n_workers   # absence deadlines
+        # checkpoints: newest applied push (incarnation, transfer id) per worker
+        self.applied_push = [(0, -1)] * n_workers
+        self._states: dict[int, list] = {}         # state_id -> applied_push at that time
+        self._next_state_id = 1
+        self.confirmed_push = [(0, -1)] * n_workers
 
     # ================================================================== public API
     def on_message(self, msg, now: float) -> list:
         try:
             check_schema(msg)
+            if not isinstance(msg, (RowChunk, TransferAck, LinkStats)):
+                raise MessageError(f'server does not accept {type(msg).__name__}')
+            pre, go_on = self._admit(msg, now)
+            if not go_on:
+                return self._out(pre)
             if isinstance(msg, RowChunk):
-                return self._on_chunk(msg, now)
+                return self._out(pre + self._on_chunk(msg, now))
             if isinstance(msg, TransferAck):
-                return self._on_ack(msg, now)
-            if isinstance(msg, LinkStats):
-                return self._on_link_stats(msg)
-            raise MessageError(f'server does not accept {type(msg).__name__}')
+                return self._out(pre + self._on_ack(msg, now))
+            return self._out(pre + self._on_link_stats(msg))
         except MessageError as err:
             self.rejects += 1
             return [Log('reject', 1.0, getattr(msg, 'sender', -1), {'error': str(err)})]
@@ -168,12 +241,18 @@ class ServerEngine:
             if now - last >= self.stall_warn_s:
                 self.stall_warned[r] = now
                 out.append(self._stall_diagnostic(r, now))
-        return out
+        # membership: fires when now >= the stored deadline (the value next_wakeup returned)
+        for r, t in enumerate(self.absent_at):
+            if t is not None and now >= t and self.active[r] and not self.stopped[r]:
+                out += self.suspend(r, now, 'absent')
+        return self._out(out)
 
     def next_wakeup(self) -> float | None:
         times = [dl.transfer.next_wakeup() for dl in self.downlinks if dl is not None]
         times += [self.stall_warned.get(r, t0) + self.stall_warn_s
                   for r, t0 in self.stall_since.items()]
+        times += [t for r, t in enumerate(self.absent_at)
+                  if t is not None and self.active[r] and not self.stopped[r]]
         times = [t for t in times if t is not None]
         return min(times) if times else None
 
@@ -189,11 +268,255 @@ class ServerEngine:
     def finished(self) -> bool:
         return all(self.stopped)
 
+    # ================================================================== incarnations
+    def _out(self, actions: list) -> list:
+        """Stamp our incarnation, the receiver's, and the durable checkpoint on every send."""
+        for a in actions:
+            if isinstance(a, Send):
+                m = a.msg
+                if not m.incarnation:
+                    m.incarnation = self.incarnation
+                if not m.target_incarnation and 0 <= a.dest < self.n:
+                    m.target_incarnation = self.worker_inc[a.dest]
+                if isinstance(m, Schedule) and m.checkpoint_transfer == -1:
+                    m.checkpoint_transfer = self._checkpoint_for(m.worker)
+        return actions
+
+    def _admit(self, msg, now: float) -> tuple[list, bool]:
+        """
+        Incarnation and presence bookkeeping for a message from a worker.
+
+        Returns ``(actions, go_on)``: go_on False when the actions answer ``msg`` instead.
+        """
+        if isinstance(msg, LinkStats):
+            if 0 <= msg.node < self.n:
+                return self._heard(msg.node, now), True
+            return [], True
+        r = getattr(msg, 'sender', None)
+        if r is None or not 0 <= r < self.n:
+            raise MessageError(f'message from unknown worker {r}')
+        inc, known = int(msg.incarnation), self.worker_inc[r]
+        out = []
+        if known and inc != known:
+            if inc in self.retired[r]:
+                self.superseded += 1
+                if isinstance(msg, RowChunk) and msg.flags & FLAG_END:
+                    return [Send(r, self._answer_end(r, inc, msg, now))], False
+                return [Log('superseded', 1.0, r, {'from': 'old worker run'})], False
+            self._precheck(msg)        # a malformed message must not reset anything
+            self.retired[r] = (self.retired[r] + [known])[-8:]
+            self.worker_inc[r] = inc
+            out += self._reset_worker(r, now)
+        elif not known:
+            self._precheck(msg)
+            self.worker_inc[r] = inc
+        target = int(msg.target_incarnation)
+        if target and target != self.incarnation:
+            # Addressed to an earlier run of this server: apply nothing, tell it we restarted.
+            self.superseded += 1
+            if isinstance(msg, RowChunk) and msg.flags & FLAG_END:
+                return out + [Send(r, self._answer_end(r, inc, msg, now)),
+                              Send(r, self._hello(r))], False
+            if isinstance(msg, RowChunk) and msg.flags & (FLAG_JOIN | FLAG_REQUEST):
+                return out + [Send(r, self._hello(r))], False
+            return out + [Log('superseded', 1.0, r, {'to': 'old server run'})], False
+        return out + self._heard(r, now), True
+
+    def _precheck(self, msg) -> None:
+        """Stateless validation of a message from an unknown incarnation (before a reset)."""
+        if isinstance(msg, RowChunk):
+            if msg.kind != KIND_GRAD or msg.receiver != SERVER:
+                raise MessageError(f'unexpected chunk kind={msg.kind}')
+            if not 0 <= msg.clock <= self.max_clock:
+                raise MessageError(f'clock {msg.clock} outside [0, {self.max_clock}]')
+            if not msg.flags & (FLAG_END | FLAG_JOIN | FLAG_REQUEST):
+                check_chunk(msg, self.layout, self.codec, self.receiver.row_nbytes)
+        elif isinstance(msg, TransferAck) and msg.receiver != SERVER:
+            raise MessageError('ack not addressed to the server')
+
+    def _answer_end(self, r: int, inc: int, msg: RowChunk, now: float) -> TransferAck:
+        """Answer an END we will not apply (or applied already): cached, or empty."""
+        ack = self.receiver.cached_answer(r, inc, msg.transfer_id)
+        if ack is None:       # never closed: nothing was applied, and nothing ever will be
+            ack = TransferAck(transfer_id=msg.transfer_id, sender=SERVER, receiver=r, seq=0,
+                              final=True, receive_time=now, incarnation=self.incarnation,
+                              target_incarnation=inc)
+            self.receiver.record(r, inc, msg.transfer_id, ack)
+        return ack
+
+    def _hello(self, r: int) -> Schedule:
+        """Answer to a JOIN (no state change): the durable checkpoint and the push deadline."""
+        return Schedule(worker=r, clock=self.clock[r], push_deadline_s=self._push_deadline(r),
+                        stop=self.stopped[r])
+
+    def _reset_worker(self, r: int, now: float) -> list:
+        """Start afresh for a new incarnation of worker r (transfers dropped uncommitted)."""
+        dropped = self.receiver.drop_open(r)
+        dl, self.downlinks[r] = self.downlinks[r], None
+        self.pending.pop(r, None)
+        out = self._end_stall(r, now)
+        self.sent[r].zero_()              # what it holds is unknown: the snapshot says all
+        self.unsynced[r] = torch.ones(self.layout.n_rows, dtype=torch.bool)
+        self._pull_done_at[r] = None
+        if self.slots is not None:
+            self.slots.release(r, 'push')
+            self.slots.release(r, 'pull')
+            self.slots.queue = [q for q in self.slots.queue if q.worker != r]
+        return out + [Log('worker_restart', 1.0, r, {'dropped_uplinks': dropped,
+                                                     'dropped_downlink': dl is not None})]
+
+    # ================================================================== membership
+    def _heard(self, r: int, now: float) -> list:
+        if self.absence_timeout_s is not None:
+            self.absent_at[r] = now + self.absence_timeout_s
+        if not self.active[r] and self.suspended_reason.get(r) == 'absent':
+            return self._maybe_readmit(r, now)
+        return []
+
+    def active_workers(self) -> list:
+        """Ranks that count in the staleness rules now."""
+        return torch.nonzero(self.active).reshape(-1).tolist()
+
+    def suspend(self, worker: int, now: float, reason: str) -> list:
+        """
+        Suspend ``worker`` from the staleness rules (absent, or its link is dead).
+
+        The others' RSP/SSP checks ignore its version column from now on; its own pushes are
+        still applied and its pulls served. It is re-admitted by ``readmit`` or, for
+        ``reason='absent'``, automatically once it is heard again and its rows are within the
+        staleness bound of the active workers. Returns the actions (stalls that clear now).
+        """
+        if not 0 <= worker < self.n:
+            raise ValueError(f'no worker {worker}')
+        if not self.active[worker]:
+            self.suspended_reason[worker] = reason
+            return []
+        self.active[worker] = False
+        self.suspended_reason[worker] = reason
+        out = [Log('worker_suspended', 1.0, worker,
+                   {'reason': reason, 'active': self.active_workers()})]
+        for r in sorted(self.pending):
+            out += self._try_serve(r, now)
+        return out
+
+    def readmit(self, worker: int, now: float) -> list:
+        """Count ``worker`` in the staleness rules again (it must not block the others)."""
+        if not 0 <= worker < self.n:
+            raise ValueError(f'no worker {worker}')
+        if self.active[worker]:
+            return []
+        self.active[worker] = True
+        self.suspended_reason.pop(worker, None)
+        out = [Log('worker_readmitted', 1.0, worker, {'active': self.active_workers()})]
+        for r in sorted(self.pending):
+            out += self._try_serve(r, now)
+        return out
+
+    def _maybe_readmit(self, r: int, now: float) -> list:
+        """Readmit r once its rows are within the bound of every active worker's clock."""
+        if self.active[r]:
+            return []
+        clocks = [self.clock[a] for a in self.active_workers() if not self.stopped[a]]
+        bound = (max(clocks) if clocks else 0) - self.policy.staleness
+        if int(self.versions.v[:, r].min()) >= bound:
+            return self.readmit(r, now)
+        return []
+
+    def _quorum(self) -> bool:
+        return int(self.active.sum()) >= self.min_workers
+
+    # ================================================================== checkpoints
+    def _checkpoint_for(self, r: int) -> int:
+        inc, tid = self.confirmed_push[r]
+        return tid if inc == self.worker_inc[r] else -1
+
+    def state_dict(self) -> dict:
+        """
+        Return the server's durable state (copies).
+
+        Model, mirrors, versions, clocks, incarnations, closed-transfer answers and each
+        worker's newest applied push.
+
+        Write it atomically (temp file, fsync, rename), then call
+        ``checkpoint_confirmed(state['state_id'])``: from then on Schedules tell workers which
+        of their pushes it covers, and they drop what they kept for resending.
+        """
+        sid = self._next_state_id
+        self._next_state_id += 1
+        self._states[sid] = list(self.applied_push)
+        for old in sorted(self._states)[:-8]:
+            del self._states[old]
+        closed = {key: {tid: _ack_fields(a) for tid, a in book.items()}
+                  for key, book in self.receiver.closed.items()}
+        return {
+            'version': 1, 'state_id': sid, 'n_workers': self.n,
+            'w_srv': self.w_srv.clone(), 'mirror': self.mirror.clone(),
+            'versions': self.versions.v.clone(), 'sent': self.sent.clone(),
+            'clock': list(self.clock), 'stopped': list(self.stopped),
+            'worker_inc': list(self.worker_inc), 'retired': [list(x) for x in self.retired],
+            'applied_push': list(self.applied_push), 'next_tid': list(self.next_tid),
+            'active': self.active.clone(), 'suspended_reason': dict(self.suspended_reason),
+            'thr_up': [e.value_bps for e in self.thr_up],
+            'thr_down': [e.value_bps for e in self.thr_down],
+            'closed': closed, 'newest_closed': dict(self.receiver.newest_closed),
+            'triggers': list(self.triggers), 'stall_time': list(self.stall_time),
+            'bytes_up': self.bytes_up, 'bytes_down': self.bytes_down,
+        }
+
+    def checkpoint_confirmed(self, state_id: int) -> None:
+        """Record that the driver made state ``state_id`` durable (fsync + rename)."""
+        pushes = self._states.pop(int(state_id), None)
+        if pushes is None:
+            raise ValueError(f'unknown or already confirmed state id {state_id}')
+        for old in [k for k in self._states if k < state_id]:
+            del self._states[old]
+        self.confirmed_push = pushes
+
+    def load_state_dict(self, sd: dict) -> None:
+        """
+        Restore a checkpoint into this fresh engine (built with a NEW incarnation).
+
+        Every worker then rejoins: the first message of its run tells it the server
+        restarted; it resends the pushes this checkpoint lacks and pulls a snapshot.
+        """
+        if sd.get('version') != 1 or sd['n_workers'] != self.n:
+            raise ValueError('server state of another format or fleet size')
+        if sd['w_srv'].shape != self.w_srv.shape:
+            raise ValueError('server state of another model')
+        self.w_srv.copy_(sd['w_srv'])
+        self.mirror.copy_(sd['mirror'])
+        self.versions.v.copy_(sd['versions'])
+        self.sent.copy_(sd['sent'])
+        self.clock, self.stopped = list(sd['clock']), list(sd['stopped'])
+        self.worker_inc = list(sd['worker_inc'])
+        self.retired = [list(x) for x in sd['retired']]
+        self.applied_push = [tuple(x) for x in sd['applied_push']]
+        self.confirmed_push = list(self.applied_push)     # it is durable: we loaded it
+        self.next_tid = list(sd['next_tid'])
+        self.active.copy_(sd['active'])
+        self.suspended_reason = dict(sd['suspended_reason'])
+        for e, v in zip(self.thr_up, sd['thr_up']):
+            e.value_bps = v
+        for e, v in zip(self.thr_down, sd['thr_down']):
+            e.value_bps = v
+        for (s, inc), book in sd['closed'].items():
+            for tid, fields in sorted(book.items()):
+                self.receiver.record(s, inc, tid, TransferAck(**fields))
+        self.receiver.newest_closed.update(sd['newest_closed'])
+        self.triggers, self.stall_time = list(sd['triggers']), list(sd['stall_time'])
+        self.bytes_up, self.bytes_down = sd['bytes_up'], sd['bytes_down']
+        # What each worker holds now is unknown: every pull starts with a snapshot.
+        self.unsynced = [torch.ones(self.layout.n_rows, dtype=torch.bool)
+                         for _ in range(self.n)]
+        self.sent.zero_()
+
     # ================================================================== uplink
     def _on_chunk(self, chunk: RowChunk, now: float) -> list:
         s = chunk.sender
         if chunk.kind != KIND_GRAD or chunk.receiver != SERVER or not 0 <= s < self.n:
             raise MessageError(f'unexpected chunk kind={chunk.kind} from {s}')
+        if chunk.flags & FLAG_JOIN:
+            return [Send(s, self._hello(s)), Log('join', 1.0, s)]
         if chunk.flags & FLAG_REQUEST:
             if self.slots is None:
                 raise MessageError('transfer-slot request, but this server schedules no slots')
@@ -229,6 +552,7 @@ class ServerEngine:
                                       factor=self.lr / self.n)
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
             self.versions.stamp(s, mask, inc.clock)
+        self.applied_push[s] = (inc.incarnation, inc.transfer_id)
         self.bytes_up += inc.bytes
         self.clock[s] = max(self.clock[s], inc.clock)
         if self._pull_done_at[s] is not None and inc.first_time > self._pull_done_at[s]:
@@ -238,6 +562,8 @@ class ServerEngine:
         out = [Send(s, self.receiver.final_ack(inc, chunk_ranges, now)),
                Log('push_applied', float(n_rows), s, {'clock': inc.clock, 'bytes': inc.bytes})]
         self.pending[s] = max(self.pending.get(s, 0), inc.clock)
+        if not self.active[s] and self.suspended_reason.get(s) == 'absent':
+            out += self._maybe_readmit(s, now)
         if self.slots is not None:
             self.slots.release(s, 'push')
             self.slots.request(s, 'pull', inc.clock, now)
@@ -248,6 +574,7 @@ class ServerEngine:
 
     # ================================================================== FLOWN slots
     def _on_link_stats(self, msg: LinkStats) -> list:
+        """Take netmon's view of a robot's link (FLOWN's bandwidth; presence)."""
         if not 0 <= msg.node < self.n:
             raise MessageError(f'LinkStats from unknown node {msg.node}')
         for value in (msg.emulated_mbps, msg.bitrate_mbps, msg.tx_mbps):
@@ -291,11 +618,15 @@ class ServerEngine:
             self._end_stall(r, now)
             return [Send(r, Schedule(worker=r, clock=c, push_deadline_s=-1.0, stop=True)),
                     Log('worker_done', float(c), r)]
-        if not self.versions.satisfied(c, self.policy.staleness):
+        if not self._quorum() or not self.versions.satisfied(c, self.policy.staleness,
+                                                             self.active):
             if r not in self.stall_since:
                 self.stall_since[r] = now
                 self.triggers[r] += 1
-                return [Log('trigger', 1.0, r, {'clock': c})]
+                info = {'clock': c}
+                if not self._quorum():
+                    info['quorum'] = f'{int(self.active.sum())} of {self.min_workers} active'
+                return [Log('trigger', 1.0, r, info)]
             return []
         out = self._end_stall(r, now)
         del self.pending[r]
@@ -310,18 +641,32 @@ class ServerEngine:
         return [Log('stall_s', now - t0, r)]
 
     def _start_downlink(self, r: int, c: int, now: float) -> list:
+        if self.unsynced[r] is not None:
+            return self._start_snapshot(r, max(c, self.clock[r]), now)
         pol, layout = self.policy, self.layout
         v = self.versions.v
-        new_data = (v > self.sent[r]).any(dim=1)
+        act = self.active.clone()
+        every = bool(act.all())
+        sent_r = self.sent[r] if every else self.sent[r][:, act]
+        new_data = ((v if every else v[:, act]) > sent_r).any(dim=1)
         candidates = torch.nonzero(new_data).reshape(-1)
         p = torch.sub(self.mirror[r], self.w_srv, out=self._p)     # G[r] + E[r]
         trs = layout.tensor_row_abs_sum(p)
         row_sums = layout.row_abs_sum(p, trs)
+        oldest = (sent_r.min(dim=1).values if sent_r.shape[1]
+                  else torch.full((layout.n_rows,), c, dtype=torch.int32))
         if pol.whole_model or not pol.ordering:
             order = candidates
             n_inf = 0
+            if not pol.whole_model and self.slots is None:
+                # rows the worker's RSP check needs come first (downlink repair)
+                must = new_data & (oldest < c - pol.staleness)
+                n_inf = int(must.sum())
+                if n_inf:
+                    order = torch.cat([torch.nonzero(must).reshape(-1),
+                                       torch.nonzero(new_data & ~must).reshape(-1)])
         else:
-            urgency = c - self.sent[r].min(dim=1).values
+            urgency = c - oldest
             inf = infinite_mask(urgency, pol.staleness, pol.convention)
             order = priority_order(urgency, row_sums, inf, use_magnitude=pol.use_magnitude,
                                    multiply=False, candidates=candidates)
@@ -347,23 +692,54 @@ class ServerEngine:
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s,
                               rate_bps=self.thr_down[r].value_bps)
-        self.downlinks[r] = _Downlink(tr, rowbytes, scales, v.clone())
+        self.downlinks[r] = _Downlink(tr, rowbytes, scales, v.clone(), act)
         sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r))
         out = [Send(r, sched)]
         return out + self._sends(r, self.downlinks[r], tr.pump(now))
+
+    def _start_snapshot(self, r: int, c: int, now: float) -> list:
+        """
+        Rejoin pull: the rows of ``w_srv`` worker r still lacks, lossless (``FLAG_SNAPSHOT``).
+
+        They replace the worker's rows; on the final ack ``mirror[r]`` takes exactly the
+        delivered values (so the worker holds exactly the server's view of it), and the rows
+        still missing go out in the next snapshot before the worker may compute.
+        """
+        layout = self.layout
+        rows = torch.nonzero(self.unsynced[r]).reshape(-1)
+        values = self.w_srv.clone()
+        rowbytes = self.snap_codec.encode(layout, values, None)
+        scales = torch.zeros(layout.n_tensors, dtype=torch.float32)
+        self.next_tid[r] += 1
+        tr = OutgoingTransfer(transfer_id=self.next_tid[r], sender=SERVER, receiver=r,
+                              kind=KIND_UPDATE, clock=c, layout=layout, codec=self.snap_codec,
+                              rowbytes=rowbytes, scales=scales, order=rows,
+                              n_mandatory=int(rows.numel()), deadline=now, now=now,
+                              window=self.window, chunk_bytes=self.chunk_bytes,
+                              end_timeout_s=self.end_timeout_s,
+                              rate_bps=self.thr_down[r].value_bps, flags=FLAG_SNAPSHOT)
+        dl = _Downlink(tr, rowbytes, scales, self.versions.v.clone(), self.active.clone(),
+                       snapshot=True)
+        dl.values = values
+        self.downlinks[r] = dl
+        sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r))
+        return [Send(r, sched), Log('snapshot', float(rows.numel()), r)] + \
+            self._sends(r, dl, tr.pump(now))
 
     def _sends(self, r: int, dl: _Downlink, chunks: list) -> list:
         """
         Build the sends for downlink chunks.
 
-        The transfer's RowVersions goes right before its END.
+        The transfer's RowVersions goes right before its END, and again before every
+        retransmitted END: a worker does not accept an END whose versions it lacks.
         """
         out = []
         for ch in chunks:
-            if ch.flags & FLAG_END and not dl.versions_sent:
-                dl.versions_sent = True
-                out.append(Send(r, encode_versions(dl.transfer.transfer_id, r, dl.v_snap,
-                                                   dl.transfer.sent_rows())))
+            if ch.flags & FLAG_END:
+                if dl.versions is None:
+                    dl.versions = encode_versions(dl.transfer.transfer_id, r, dl.v_snap,
+                                                  dl.transfer.sent_rows(), dl.active)
+                out.append(Send(r, dl.versions))
             out.append(Send(r, ch))
         return out
 
@@ -410,18 +786,31 @@ class ServerEngine:
         if delivered is None:
             return []
         self._commit_downlink(r, dl, delivered)
-        self._pull_done_at[r] = now
         nbytes, secs = dl.transfer.throughput_sample()
         self.bytes_down += dl.transfer.bytes_sent
         if nbytes:
             self.thr_down[r].update(nbytes, secs)
         self.downlinks[r] = None
+        c = dl.transfer.clock
+        if dl.snapshot and self.unsynced[r] is not None:
+            return [Log('snapshot_partial', float(delivered.size), r)] + \
+                self._start_snapshot(r, c, now)
+        if self.slots is None and not self._worker_rsp_ok(r, c, dl.active):
+            # Mandatory rows were lost on the way: the worker waits for them.
+            self.repairs += 1
+            return [Log('downlink_repair', float(delivered.size), r, {'clock': c})] + \
+                self._start_downlink(r, c, now)
+        self._pull_done_at[r] = now
         out = [Log('pull_done', float(delivered.size), r,
                    {'bytes': nbytes, 'seconds': secs, 'rows_total': self.layout.n_rows})]
         if self.slots is not None:
             self.slots.release(r, 'pull')
             return out + self._dispatch_slots(now)
         return out + self._try_serve(r, now)
+
+    def _worker_rsp_ok(self, r: int, c: int, active: torch.Tensor) -> bool:
+        """Check the worker-side RSP on what r holds (``sent[r]`` = its ``vloc``)."""
+        return bool((self.sent[r][:, active] >= c - self.policy.staleness).all())
 
     def _commit_downlink(self, r: int, dl: _Downlink, delivered: np.ndarray) -> None:
         """Delivered rows: G[r] + E[r] -= C(p), i.e. mirror[r] -= C(p); sent[r] = versions."""
@@ -431,27 +820,50 @@ class ServerEngine:
         mask = torch.zeros(layout.n_rows, dtype=torch.bool)
         mask[torch.from_numpy(delivered)] = True
         full = delivered.size == layout.n_rows
-        q = self.codec.decode(layout, dl.rowbytes, dl.scales, self._scratch,
-                              row_mask=None if full else mask)
-        self.mirror[r].sub_(q)        # the very values the worker subtracted from its model
-        self.sent[r] = torch.where(mask.unsqueeze(1), dl.v_snap, self.sent[r])
+        if dl.snapshot:
+            # the worker's rows are now exactly the values sent
+            self.mirror[r] = layout.where_rows(mask, dl.values, self.mirror[r]) if not full \
+                else dl.values
+            self.unsynced[r] &= ~mask
+            if not bool(self.unsynced[r].any()):
+                self.unsynced[r] = None
+        else:
+            q = self.codec.decode(layout, dl.rowbytes, dl.scales, self._scratch,
+                                  row_mask=None if full else mask)
+            self.mirror[r].sub_(q)    # the very values the worker subtracted from its model
+        # Suspended workers' columns travel as -1: the worker keeps its old versions there.
+        keep = mask.unsqueeze(1) & dl.active.unsqueeze(0)
+        self.sent[r] = torch.where(keep, dl.v_snap, self.sent[r])
 
     def _stall_diagnostic(self, r: int, now: float) -> Log:
         c = self.pending.get(r, self.clock[r])
-        pairs = self.versions.violating_pairs(c, self.policy.staleness)
+        pairs = self.versions.violating_pairs(c, self.policy.staleness, self.active)
         waiting_for = sorted(set(pairs[:, 1].tolist()))
         return Log('stall_diagnostic', now - self.stall_since[r], r, {
             'clock': c, 'violating_rows': int(pairs[:, 0].unique().numel()),
             'waiting_for_workers': waiting_for,
             'worker_clocks': list(self.clock),
+            'active_workers': self.active_workers(), 'min_workers': self.min_workers,
             'hint': 'a worker is far behind or its link is down; check its LinkStats, or '
                     'raise the staleness threshold'})
 
 
-def encode_versions(transfer_id: int, receiver: int, v: torch.Tensor, rows: np.ndarray
-                    ) -> RowVersions:
+def _ack_fields(ack: TransferAck) -> dict:
+    """Return a TransferAck as plain fields (for checkpoints)."""
+    return {'transfer_id': ack.transfer_id, 'sender': ack.sender, 'receiver': ack.receiver,
+            'seq': ack.seq, 'final': ack.final, 'bytes_received': ack.bytes_received,
+            'chunk_ranges': np.array(ack.chunk_ranges, dtype=np.uint32),
+            'receive_time': ack.receive_time, 'target_incarnation': ack.target_incarnation}
+
+
+def encode_versions(transfer_id: int, receiver: int, v: torch.Tensor, rows: np.ndarray,
+                    active: torch.Tensor | None = None) -> RowVersions:
     """
     Run-length encode the version vectors of ascending ``rows`` (vectorised).
+
+    Workers not in ``active`` (suspended from the staleness rules) get version -1 in every
+    run: the worker's RSP check ignores them, and keeps its old versions for them. Without
+    rows, one run for row 0 (not delivered, so not applied) still carries that membership.
 
     A run breaks only where the version vector changes, and spans the row ids in between that
     the transfer does not carry: the worker applies versions to delivered rows only, so those
@@ -460,8 +872,13 @@ def encode_versions(transfer_id: int, receiver: int, v: torch.Tensor, rows: np.n
     """
     n = v.shape[1]
     if rows.size == 0:
-        return RowVersions(transfer_id=transfer_id, receiver=receiver, n_workers=n)
+        if active is None or bool(active.all()):
+            return RowVersions(transfer_id=transfer_id, receiver=receiver, n_workers=n)
+        rows = np.zeros(1, dtype=np.int64)
     vv = v[torch.from_numpy(rows)].numpy()
+    if active is not None and not bool(active.all()):
+        vv = vv.copy()
+        vv[:, ~active.numpy()] = -1
     new_run = np.ones(rows.size, dtype=bool)
     new_run[1:] = np.any(vv[1:] != vv[:-1], axis=1)
     starts = np.flatnonzero(new_run)

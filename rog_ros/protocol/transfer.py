@@ -35,9 +35,12 @@ from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.packing import ChunkPlan, DEFAULT_CHUNK_BYTES, plan_chunks
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.messages import (
-    FLAG_END, FLAG_FRAGMENT, ids_from_ranges, MessageError, ranges_from_sorted, RowChunk,
-    TransferAck, validate_ranges)
+    FLAG_END, FLAG_FRAGMENT, ids_from_ranges, MAX_CLOCK, MessageError, ranges_from_sorted,
+    RowChunk, TransferAck, validate_ranges)
 import torch
+
+MAX_CHUNKS = 1 << 24
+"""Largest chunk sequence number accepted (a transfer of 16 M chunks is far beyond a model)."""
 
 
 class RowBytes:
@@ -89,8 +92,12 @@ class OutgoingTransfer:
                  scales: torch.Tensor, order: torch.Tensor, n_mandatory: int,
                  deadline: float, now: float, window: int = 4,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, end_timeout_s: float = 2.0,
-                 rate_bps: float = 0.0):
+                 rate_bps: float = 0.0, flags: int = 0, incarnation: int = 0):
         self.transfer_id, self.sender, self.receiver = transfer_id, sender, receiver
+        self.flags = int(flags)       # extra flags on every chunk (FLAG_SNAPSHOT)
+        self.incarnation = int(incarnation)   # stamped on its chunks (0: the engine stamps)
+        self.n_mandatory_arg = int(n_mandatory)
+        self.saved = False            # the engine asked its driver to persist it (END)
         self.kind, self.clock, self.codec_id = kind, clock, codec.codec_id
         self.layout = layout
         self.rowbytes = rowbytes.numpy()
@@ -195,7 +202,8 @@ class OutgoingTransfer:
         self.end_sent_at = now
         return RowChunk(transfer_id=self.transfer_id, seq=self.next_seq, sender=self.sender,
                         receiver=self.receiver, kind=self.kind, clock=self.clock,
-                        flags=FLAG_END, codec=self.codec_id, rate_bps=self.rate_hint_bps)
+                        flags=FLAG_END | self.flags, codec=self.codec_id,
+                        rate_bps=self.rate_hint_bps, incarnation=self.incarnation)
 
     def _chunk(self, k: int) -> RowChunk:
         lo, hi = int(self.plan.rank_lo[k]), int(self.plan.rank_hi[k])
@@ -218,7 +226,8 @@ class OutgoingTransfer:
             tids = np.unique(self.layout.row_tensor.numpy()[rows]).astype(np.uint32)
         self.bytes_sent += len(payload)
         return RowChunk(transfer_id=self.transfer_id, seq=k, sender=self.sender,
-                        receiver=self.receiver, kind=self.kind, clock=self.clock, flags=flags,
+                        receiver=self.receiver, kind=self.kind, clock=self.clock,
+                        flags=flags | self.flags, incarnation=self.incarnation,
                         codec=self.codec_id, row_ranges=ranges_from_sorted(rows),
                         frag_offset=frag_offset, tensor_ids=tids,
                         scales=self.scales[tids] if tids.size else np.zeros(0, np.float32),
@@ -298,8 +307,11 @@ class IncomingTransfer:
     """Receiver side of one transfer: validate, deduplicate and reassemble chunks."""
 
     def __init__(self, *, transfer_id: int, sender: int, kind: int, clock: int,
-                 layout: RowLayout, codec: RowCodec, now: float):
+                 layout: RowLayout, codec: RowCodec, now: float, incarnation: int = 0,
+                 flags: int = 0):
         self.transfer_id, self.sender, self.kind, self.clock = transfer_id, sender, kind, clock
+        self.incarnation = incarnation
+        self.flags = flags            # FLAG_SNAPSHOT for a lossless model snapshot
         self.layout, self.codec = layout, codec
         nb = codec.row_nbytes(layout).numpy()
         self.row_nbytes = nb
@@ -309,64 +321,37 @@ class IncomingTransfer:
         self.have = np.zeros(layout.n_rows, dtype=np.int64)
         self.scales = np.full(layout.n_tensors, np.nan, dtype=np.float32)
         self.seqs: set[int] = set()
+        self.fragments = False
         self.bytes = 0
         self.first_time = now
         self.last_time = now
 
     def on_chunk(self, chunk: RowChunk, now: float) -> bool:
         """Absorb a data chunk; False for a duplicate. Raises MessageError if malformed."""
-        if chunk.codec != self.codec.codec_id:
-            raise MessageError(f'chunk codec {chunk.codec}, expected {self.codec.codec_id}')
         if chunk.clock != self.clock or chunk.kind != self.kind:
             raise MessageError('chunk clock/kind differs from its transfer')
-        if chunk.seq < 0 or chunk.seq > 1 << 24:
-            raise MessageError(f'chunk seq {chunk.seq} out of range')
         if chunk.seq in self.seqs:
             return False
-        validate_ranges(chunk.row_ranges, self.layout.n_rows, 'row_ranges')
-        rows = ids_from_ranges(chunk.row_ranges)
-        if rows.size == 0:
-            raise MessageError('data chunk without rows')
-        tids = np.asarray(chunk.tensor_ids, dtype=np.int64)
-        scales = np.asarray(chunk.scales, dtype=np.float32)
-        if tids.size != scales.size or (tids.size and (tids.min() < 0 or
-                                                       tids.max() >= self.layout.n_tensors)):
-            raise MessageError('tensor_ids/scales malformed')
-        if not np.all(np.isfinite(scales)):
-            raise MessageError('non-finite scale')
-        payload = np.frombuffer(chunk.payload, dtype=np.uint8)
+        rows, tids, scales, payload = check_chunk(chunk, self.layout, self.codec,
+                                                  self.row_nbytes)
+        # Everything is validated: from here on nothing can fail half-way.
         if chunk.flags & FLAG_FRAGMENT:
-            if rows.size != 1:
-                raise MessageError('fragment chunk must carry exactly one row')
             r, off = int(rows[0]), int(chunk.frag_offset)
-            if off < 0 or off + payload.size > self.row_nbytes[r] or payload.size == 0:
-                raise MessageError('fragment outside its row')
             start = int(self.row_offset[r]) + off
             self.buf[start:start + payload.size] = payload
             self.have[r] += payload.size
+            self.fragments = True
         else:
-            need = self.row_nbytes[rows]
-            if payload.size != int(need.sum()):
-                raise MessageError(f'payload {payload.size} bytes, rows need {int(need.sum())}')
             self.bytes_of.scatter(self.buf, rows, payload)
-            self.have[rows] += need
+            self.have[rows] += self.row_nbytes[rows]
         if tids.size:
             self.scales[tids] = scales
         if not self.codec.lossy and np.isnan(self.scales).any():
             self.scales[:] = 0.0
-        if not np.all(np.isfinite(self._payload_values(chunk, rows))):
-            raise MessageError('non-finite values in payload')
         self.seqs.add(int(chunk.seq))
         self.bytes += payload.size
         self.last_time = now
         return True
-
-    def _payload_values(self, chunk, rows) -> np.ndarray:
-        """Floats carried by a lossless payload (for the finite check); empty for sign codecs."""
-        if self.codec.lossy or chunk.flags & FLAG_FRAGMENT:
-            return np.zeros(0)
-        return np.frombuffer(chunk.payload, dtype=np.dtype(str(self.codec.dtype).replace(
-            'torch.', '')))
 
     def close(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
         """(delivered row mask [M] bool, row bytes of all rows, scales [T], chunk ranges)."""
@@ -377,10 +362,59 @@ class IncomingTransfer:
             else:
                 ok_t = np.isfinite(self.scales)
                 complete &= ok_t[self.layout.row_tensor.numpy()]
+        if not self.codec.lossy and self.fragments:
+            values = torch.from_numpy(self.buf).view(self.codec.dtype)
+            complete &= torch.isfinite(self.layout.row_abs_sum(values)).numpy()
         scales = np.nan_to_num(self.scales, nan=0.0)
         seqs = np.fromiter(sorted(self.seqs), dtype=np.int64, count=len(self.seqs))
         return (torch.from_numpy(complete), torch.from_numpy(self.buf),
                 torch.from_numpy(scales), ranges_from_sorted(seqs))
+
+
+def check_chunk(chunk: RowChunk, layout: RowLayout, codec: RowCodec, row_nbytes: np.ndarray):
+    """
+    Validate a data chunk completely, before any state change or field-sized allocation.
+
+    Returns ``(rows, tensor_ids, scales, payload)``; raises MessageError. Lossless payloads
+    are checked for finiteness here, so a NaN row is never written anywhere (issue 9).
+    """
+    if chunk.codec != codec.codec_id:
+        raise MessageError(f'chunk codec {chunk.codec}, expected {codec.codec_id}')
+    if chunk.seq < 0 or chunk.seq > MAX_CHUNKS:
+        raise MessageError(f'chunk seq {chunk.seq} out of range')
+    n_ranges = len(chunk.row_ranges)
+    if n_ranges > 2 * layout.n_rows or len(chunk.tensor_ids) > layout.n_tensors:
+        raise MessageError('chunk lists more rows or tensors than the model has')
+    if len(chunk.payload) > int(row_nbytes.sum()):
+        raise MessageError(f'payload of {len(chunk.payload)} bytes exceeds the model')
+    rows = ids_from_ranges(chunk.row_ranges, layout.n_rows)
+    if rows.size == 0:
+        raise MessageError('data chunk without rows')
+    tids = np.asarray(chunk.tensor_ids, dtype=np.int64)
+    scales = np.asarray(chunk.scales, dtype=np.float32)
+    if tids.size != scales.size or (tids.size and (tids.min() < 0 or
+                                                   tids.max() >= layout.n_tensors)):
+        raise MessageError('tensor_ids/scales malformed')
+    if not np.all(np.isfinite(scales)):
+        raise MessageError('non-finite scale')
+    payload = np.frombuffer(chunk.payload, dtype=np.uint8)
+    if chunk.flags & FLAG_FRAGMENT:
+        if rows.size != 1:
+            raise MessageError('fragment chunk must carry exactly one row')
+        r, off = int(rows[0]), int(chunk.frag_offset)
+        if off < 0 or off + payload.size > row_nbytes[r] or payload.size == 0:
+            raise MessageError('fragment outside its row')
+    else:
+        need = int(row_nbytes[rows].sum())
+        if payload.size != need:
+            raise MessageError(f'payload {payload.size} bytes, rows need {need}')
+    if not codec.lossy and not chunk.flags & FLAG_FRAGMENT:
+        # (fragments may split a value: their rows are checked once assembled, at close)
+        values = np.frombuffer(chunk.payload, dtype=np.dtype(
+            str(codec.dtype).replace('torch.', '')))
+        if not np.all(np.isfinite(values)):
+            raise MessageError('non-finite values in payload')
+    return rows, tids, scales, payload
 
 
 class Receiver:
@@ -390,45 +424,74 @@ class Receiver:
     ``on_chunk`` returns the acks to send and, when an END closes a transfer, the closed
     transfer for the engine to apply *before* its final ack goes out (the ack is the promise
     that the rows were applied).
+
+    Transfers are keyed by (sender, sender incarnation, transfer id): a restarted sender
+    counts its ids afresh, and its new transfers must never be answered from its previous
+    run's records. The answers of closed transfers are cached per sender and incarnation, and
+    pruned per sender and incarnation (never across senders, issue 9 defect 4: a slow sender's
+    last answer must survive a fast sender closing many transfers).
+
+    Bounds (DESIGN section 10), checked before anything is allocated: at most
+    ``max_open_per_sender`` open transfers per sender (each holds a model-sized buffer),
+    clocks in ``[0, max_clock]``, chunk sizes and row ranges within the model.
     """
 
-    def __init__(self, me: int, layout: RowLayout, codec: RowCodec, keep_closed: int = 16):
+    def __init__(self, me: int, layout: RowLayout, codec: RowCodec, keep_closed: int = 8,
+                 max_open_per_sender: int = 2, max_clock: int = MAX_CLOCK,
+                 keep_incarnations: int = 4):
         self.me, self.layout, self.codec = me, layout, codec
-        self.open: dict[tuple[int, int], IncomingTransfer] = {}
-        self.closed: dict[tuple[int, int], TransferAck] = {}
-        self.newest_closed: dict[int, int] = {}
-        self.keep_closed = keep_closed
+        self.row_nbytes = codec.row_nbytes(layout).numpy()
+        self.open: dict[tuple[int, int, int], IncomingTransfer] = {}
+        self.closed: dict[tuple[int, int], dict[int, TransferAck]] = {}
+        self.newest_closed: dict[tuple[int, int], int] = {}
+        self.keep_closed = int(keep_closed)
+        self.max_open_per_sender = int(max_open_per_sender)
+        self.max_clock = int(max_clock)
+        self.keep_incarnations = int(keep_incarnations)
         self.late_chunks = 0
         self.duplicate_chunks = 0
 
+    def cached_answer(self, sender: int, incarnation: int, transfer_id: int
+                      ) -> TransferAck | None:
+        """Return the final ack already given for a closed transfer, or None."""
+        return self.closed.get((sender, incarnation), {}).get(transfer_id)
+
     def on_chunk(self, chunk: RowChunk, now: float):
         """-> (list of TransferAck to send, closed info or None). Raises MessageError."""
-        key = (chunk.sender, chunk.transfer_id)
-        if key in self.closed:
+        s, inc, tid = chunk.sender, chunk.incarnation, chunk.transfer_id
+        key = (s, inc, tid)
+        cached = self.cached_answer(s, inc, tid)
+        if cached is not None:
             if chunk.flags & FLAG_END:
-                return [self.closed[key]], None        # our final ack was lost: repeat it
+                return [cached], None                  # our final ack was lost: repeat it
             self.late_chunks += 1
             return [], None
-        if chunk.transfer_id <= self.newest_closed.get(chunk.sender, -1):
+        if tid <= self.newest_closed.get((s, inc), -1):
             self.late_chunks += 1                      # older than anything we closed
             return [], None
-        inc = self.open.get(key)
-        if inc is None:
-            if chunk.clock < 0:
-                raise MessageError(f'negative clock {chunk.clock}')
-            inc = IncomingTransfer(transfer_id=chunk.transfer_id, sender=chunk.sender,
-                                   kind=chunk.kind, clock=chunk.clock, layout=self.layout,
-                                   codec=self.codec, now=now)
+        inc_tr = self.open.get(key)
+        if inc_tr is None:
+            if not 0 <= chunk.clock <= self.max_clock:
+                raise MessageError(f'clock {chunk.clock} outside [0, {self.max_clock}]')
+            if not chunk.flags & FLAG_END:
+                check_chunk(chunk, self.layout, self.codec, self.row_nbytes)
+                mine = [k for k in self.open if k[0] == s]
+                if len(mine) >= self.max_open_per_sender:
+                    raise MessageError(f'sender {s} already has {len(mine)} open transfers')
+            inc_tr = IncomingTransfer(transfer_id=tid, sender=s, kind=chunk.kind,
+                                      clock=chunk.clock, layout=self.layout, codec=self.codec,
+                                      now=now, incarnation=inc,
+                                      flags=chunk.flags & ~(FLAG_END | FLAG_FRAGMENT))
         if chunk.flags & FLAG_END:
             self.open.pop(key, None)
-            return [], inc
-        fresh = inc.on_chunk(chunk, now)
-        self.open[key] = inc
+            return [], inc_tr
+        fresh = inc_tr.on_chunk(chunk, now)
+        self.open[key] = inc_tr
         if not fresh:
             self.duplicate_chunks += 1
-        return [TransferAck(transfer_id=chunk.transfer_id, sender=self.me,
-                            receiver=chunk.sender, seq=chunk.seq, final=False,
-                            bytes_received=len(chunk.payload), receive_time=now)], None
+        return [TransferAck(transfer_id=tid, sender=self.me, receiver=s, seq=chunk.seq,
+                            final=False, bytes_received=len(chunk.payload),
+                            receive_time=now)], None
 
     def final_ack(self, inc: IncomingTransfer, chunk_ranges: np.ndarray, now: float
                   ) -> TransferAck:
@@ -436,14 +499,39 @@ class Receiver:
         ack = TransferAck(transfer_id=inc.transfer_id, sender=self.me, receiver=inc.sender,
                           seq=len(inc.seqs), final=True, bytes_received=inc.bytes,
                           chunk_ranges=chunk_ranges, receive_time=now)
-        key = (inc.sender, inc.transfer_id)
-        self.closed[key] = ack
-        self.newest_closed[inc.sender] = max(self.newest_closed.get(inc.sender, -1),
-                                             inc.transfer_id)
-        if len(self.closed) > self.keep_closed * 8:
-            for old in sorted(self.closed, key=lambda k: k[1])[:len(self.closed) // 2]:
-                del self.closed[old]
+        self.record(inc.sender, inc.incarnation, inc.transfer_id, ack)
         # Transfers of this sender still open but older than this one will never finish.
-        for k in [k for k in self.open if k[0] == inc.sender and k[1] < inc.transfer_id]:
+        for k in [k for k in self.open
+                  if k[0] == inc.sender and k[1] == inc.incarnation and k[2] < inc.transfer_id]:
             del self.open[k]
         return ack
+
+    def record(self, sender: int, incarnation: int, transfer_id: int, ack: TransferAck
+               ) -> None:
+        """Cache ``ack`` as the answer of a closed transfer (pruned per sender+incarnation)."""
+        sk = (sender, incarnation)
+        if sk not in self.closed:
+            mine = [k for k in self.closed if k[0] == sender]
+            for old in mine[:max(0, len(mine) - self.keep_incarnations + 1)]:
+                del self.closed[old]               # insertion order: oldest incarnation first
+                self.newest_closed.pop(old, None)
+        book = self.closed.setdefault(sk, {})
+        book[transfer_id] = ack
+        self.newest_closed[sk] = max(self.newest_closed.get(sk, -1), transfer_id)
+        if len(book) > self.keep_closed:
+            for old in sorted(book)[:len(book) - self.keep_closed]:
+                del book[old]
+
+    def drop_open(self, sender: int, incarnation: int | None = None) -> int:
+        """Forget ``sender``'s open transfers (of one incarnation, or all); -> how many."""
+        gone = [k for k in self.open
+                if k[0] == sender and (incarnation is None or k[1] == incarnation)]
+        for k in gone:
+            del self.open[k]
+        return len(gone)
+
+    def reset(self) -> None:
+        """Forget everything (the peer restarted and reuses its transfer ids)."""
+        self.open.clear()
+        self.closed.clear()
+        self.newest_closed.clear()

@@ -32,26 +32,57 @@ stall it forever.
 
 The engine owns the flat parameter vector ``w``; bind a module to it with
 ``layout.bind(module, engine.w)`` so that updates need no copies.
+
+Faults (DESIGN section 10, docs/faults.md):
+
+* Every message it sends carries its ``incarnation`` (random 64-bit, chosen by the driver) and,
+  on directed messages, the server's incarnation as last seen (``target_incarnation``). It
+  drops directed messages meant for another incarnation of itself, and messages of a server
+  incarnation that was superseded.
+* Before computing, it checks the worker-side RSP predicate on the per-row versions it received
+  (``vloc``, DESIGN section 4); when a lost downlink left mandatory rows stale it waits (with a
+  ``rsp_wait`` Log) for the server's repair downlink. A downlink END whose RowVersions has not
+  arrived is not accepted (the server repeats both).
+* ``state_dict`` / ``load_state_dict``: durable state. A worker restored under a new
+  incarnation first re-sends the END of its in-flight push under its old incarnation and
+  commits what the server's answer lists, then rejoins: JOIN, push, and a lossless snapshot
+  pull (``FLAG_SNAPSHOT``) that makes its model exactly the server's view of it.
+* Exactly-once across a server crash: the decoded pushes delivered after the server's last
+  confirmed checkpoint (``Schedule.checkpoint_transfer``) are kept (encoded); when the server's
+  incarnation changes they go back into the residual and are pushed again.
 """
 
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 from rog_ros.core.atp import Ewma, expected_rows, infinite_mask, priority_order, Smoothed
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.defsgdm import MomentumPreconditioner
+from rog_ros.core.compress.identity import Identity
 from rog_ros.core.mta import mandatory_rows
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.rows import RowLayout
-from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
+from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
-    check_schema, FLAG_REQUEST, ids_from_ranges, KIND_GRAD, KIND_UPDATE, MessageError, RowChunk,
-    RowVersions, Schedule, SERVER, TransferAck)
+    check_schema, check_versions, FLAG_END, FLAG_JOIN, FLAG_REQUEST, FLAG_SNAPSHOT,
+    ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK, MessageError, RowChunk, RowVersions,
+    Schedule, SERVER, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.transfer import OutgoingTransfer, Receiver
 import torch
+
+
+VERSIONS_AHEAD = 8
+"""A RowVersions is kept only for an open downlink transfer or one at most this many ids past
+the newest closed one (the server numbers a worker's downlinks 1, 2, ...)."""
+
+
+def new_incarnation() -> int:
+    """Draw a random non-zero 64-bit incarnation id (drivers: one per process start)."""
+    return random.SystemRandom().getrandbits(64) or 1
 
 
 class WorkerEngine:
@@ -71,6 +102,18 @@ class WorkerEngine:
     track_conservation : bool
         Keep float64 running sums of everything computed and delivered, to check the
         conservation invariant in tests (costs two model-sized buffers).
+    incarnation : int or None
+        This run's id (random 64-bit, non-zero); None draws one. A restarted worker must use a
+        new one.
+    save_state_actions : bool
+        Emit ``SaveState`` before every push END and after every commit (drivers that persist
+        the worker's state for restarts).
+    max_undurable : int
+        At most this many delivered pushes not yet covered by a confirmed server checkpoint are
+        kept (encoded, ~1/32 of the model each with the sign codec) for resending after a server
+        restart; older ones are dropped with an ``undurable_overflow`` Log.
+    max_clock : int
+        Largest clock accepted in RowVersions (bounds, DESIGN section 10).
 
     """
 
@@ -78,14 +121,22 @@ class WorkerEngine:
                  policy: SyncPolicy, w0: torch.Tensor, momentum: float = 0.9,
                  nesterov: bool = True, weight_decay: float = 5e-4,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, window: int = 4,
-                 end_timeout_s: float = 2.0, track_conservation: bool = False):
+                 end_timeout_s: float = 2.0, track_conservation: bool = False,
+                 incarnation: int | None = None, save_state_actions: bool = False,
+                 max_undurable: int = 64, max_clock: int = MAX_CLOCK):
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if not 0 <= rank < n_workers:
             raise ValueError(f'rank {rank} outside 0..{n_workers - 1}')
+        if incarnation is not None and not 0 < int(incarnation) < 2 ** 64:
+            raise ValueError(f'incarnation must be in [1, 2**64), got {incarnation}')
         self.rank, self.n = rank, n_workers
         self.layout, self.codec, self.policy = layout, codec, policy
         self.chunk_bytes, self.window, self.end_timeout_s = chunk_bytes, window, end_timeout_s
+        self.incarnation = int(incarnation) if incarnation is not None else new_incarnation()
+        self.save_state_actions = bool(save_state_actions)
+        self.max_undurable = int(max_undurable)
+        self.max_clock = int(max_clock)
         dtype = w0.dtype
         self.w = w0.detach().clone()
         self.precondition = MomentumPreconditioner(layout.n_params, momentum, nesterov,
@@ -93,19 +144,26 @@ class WorkerEngine:
         self.residual = torch.zeros(layout.n_params, dtype=dtype)   # A + e of the spec
         self.withheld = torch.zeros(layout.n_rows, dtype=torch.int32)
         self.vloc = torch.zeros(layout.n_rows, n_workers, dtype=torch.int32)
+        self.active = torch.ones(n_workers, dtype=torch.bool)   # server's RSP membership
         self.clock = 0
         self.push_deadline_s = 0.0 if not policy.whole_model else -1.0
         self.compute_sleep_s = 0.0
-        self.receiver = Receiver(rank, layout, codec)
+        self.receiver = Receiver(rank, layout, codec, max_clock=max_clock)
+        self.snap_codec = Identity(dtype)
+        self.snap_receiver = Receiver(rank, layout, self.snap_codec, max_clock=max_clock)
+        self._snap_missing: torch.Tensor | None = None   # rows a rejoin snapshot still owes
         self.push: OutgoingTransfer | None = None
         self._push_p: torch.Tensor | None = None
         self._push_scales: torch.Tensor | None = None
         self.pulled_clock = 0           # newest clock whose pull has been applied
         self.pending_versions: dict[int, RowVersions] = {}
-        self.state = 'idle'             # idle|computing|pushing|pulling|stopped
+        self.newest_pull_tid = 0        # newest downlink transfer closed (this server run)
+        # idle|computing|pushing|pulling|stopped|awaiting_grant|recovering|rejoin_wait
+        self.state = 'idle'
         self._last_end: RowChunk | None = None   # END of the last finished push
         self._pull_poke_at: float | None = None  # when to remind the server we wait
         self._grant_poke_at = 0.0                # FLOWN: when to repeat a slot request
+        self._join_poke_at = 0.0                 # rejoin: when to repeat the JOIN
         self.next_tid = 0
         self.thr_up = Ewma()
         self.row_nbytes = codec.row_nbytes(layout)
@@ -113,6 +171,17 @@ class WorkerEngine:
         self._compute_started_at = 0.0
         self._d = torch.empty(layout.n_params, dtype=dtype)
         self._scratch = torch.empty(layout.n_params, dtype=dtype)
+        # incarnations
+        self.server_incarnation = 0              # 0 = not heard yet
+        self.retired_servers: list[int] = []     # superseded server incarnations
+        self._recover: dict | None = None        # restored in-flight push of an old run
+        self._rejoin = False                     # next Schedule starts the rejoin push
+        self._server_restarted = False           # ... and re-adds the undurable pushes
+        self._rsp_waiting = False
+        self._dirty = False
+        # exactly-once across server restarts: [(tid, rowbytes, scales, delivered rows)]
+        self.undurable: list[tuple] = []
+        self.checkpoint_transfer = -1
         self.track = track_conservation
         if self.track:
             self.computed_total = torch.zeros(layout.n_params, dtype=torch.float64)
@@ -121,14 +190,22 @@ class WorkerEngine:
         self.bytes_up = 0
         self.bytes_down = 0
         self.rejects = 0
+        self.superseded = 0             # messages of an old server run or meant for an old us
         self.followups = 0
+        self.rsp_waits = 0
+        self.undurable_dropped = 0
 
     # ================================================================== public API
     def start(self, now: float) -> list:
-        """Begin training: compute the first iteration."""
+        """Begin training: compute the first iteration (restored: recover, then rejoin)."""
         if self.state != 'idle':
             return []
-        return self._compute(now)
+        if self._recover is not None:
+            self.state = 'recovering'
+            return self._out(self._recover_send(now))
+        if self._rejoin:
+            return self._out(self._join(now))
+        return self._out(self._compute(now))
 
     def _compute(self, now: float) -> list:
         self.state = 'computing'
@@ -153,9 +230,11 @@ class WorkerEngine:
             self.computed_total += d
         self.withheld += 1
         self.clock += 1
+        if self._rejoin:
+            return self._out(self._join(now))       # the server restarted meanwhile
         if self.policy.scheduler == 'flown':
-            return self._request_slot(now)
-        return self._start_push(now)
+            return self._out(self._request_slot(now))
+        return self._out(self._start_push(now))
 
     def _request_slot(self, now: float) -> list:
         """FLOWN: ask the server for a transfer slot; the push starts on its grant."""
@@ -168,17 +247,17 @@ class WorkerEngine:
     def on_message(self, msg, now: float) -> list:
         try:
             check_schema(msg)
+            out = self._admit(msg, now)
+            if out is not None:
+                return self._out(out)
             if isinstance(msg, TransferAck):
-                return self._on_ack(msg, now)
+                return self._out(self._on_ack(msg, now))
             if isinstance(msg, RowChunk):
-                return self._on_chunk(msg, now)
+                return self._out(self._on_chunk(msg, now))
             if isinstance(msg, Schedule):
-                return self._on_schedule(msg, now)
+                return self._out(self._on_schedule(msg, now))
             if isinstance(msg, RowVersions):
-                if msg.n_workers != self.n:
-                    raise MessageError('RowVersions for a different fleet size')
-                self.pending_versions[msg.transfer_id] = msg
-                return []
+                return self._out(self._on_versions(msg))
             raise MessageError(f'worker does not accept {type(msg).__name__}')
         except MessageError as err:
             self.rejects += 1
@@ -186,15 +265,17 @@ class WorkerEngine:
 
     def on_tick(self, now: float) -> list:
         if self.push is not None:
-            return [Send(SERVER, c) for c in self.push.on_tick(now)]
+            return self._out([Send(SERVER, c) for c in self.push.on_tick(now)])
         if self.state == 'awaiting_grant' and now >= self._grant_poke_at:
-            return self._request_slot(now)         # request or grant lost: ask again
+            return self._out(self._request_slot(now))   # request or grant lost: ask again
+        if self.state == 'rejoin_wait' and now >= self._join_poke_at:
+            return self._out(self._join(now))
         if (self.state == 'pulling' and self._pull_poke_at is not None
                 and now >= self._pull_poke_at and self._last_end is not None):
             # Waiting long for the pull: the server may have lost our END, or we lost its
             # stop order. Repeating the END is idempotent and makes the server answer again.
             self._pull_poke_at = now + 4 * self.end_timeout_s
-            return [Send(SERVER, self._last_end), Log('pull_poke', 1.0, self.rank)]
+            return self._out([Send(SERVER, self._last_end), Log('pull_poke', 1.0, self.rank)])
         return []
 
     def next_wakeup(self) -> float | None:
@@ -202,7 +283,121 @@ class WorkerEngine:
             return self.push.next_wakeup()
         if self.state == 'awaiting_grant':
             return self._grant_poke_at
+        if self.state == 'rejoin_wait':
+            return self._join_poke_at
         return self._pull_poke_at if self.state == 'pulling' else None
+
+    # ================================================================== incarnations
+    def _out(self, actions: list) -> list:
+        """Stamp incarnations on every message sent; SaveState first when state changed."""
+        for a in actions:
+            if isinstance(a, Send):
+                m = a.msg
+                if not m.incarnation:
+                    m.incarnation = self.incarnation
+                if hasattr(m, 'target_incarnation') and not m.target_incarnation:
+                    m.target_incarnation = self.server_incarnation
+                if (self.push is not None and isinstance(m, RowChunk) and m.flags & FLAG_END
+                        and m.transfer_id == self.push.transfer_id
+                        and not getattr(self.push, 'saved', False)):
+                    self.push.saved = True
+                    self._dirty = True
+        if self._dirty and self.save_state_actions:
+            self._dirty = False
+            return [SaveState('commit')] + actions
+        self._dirty = False
+        return actions
+
+    def _admit(self, msg, now: float) -> list | None:
+        """Incarnation checks: None to go on with ``msg``, or the actions that replace it."""
+        inc = int(msg.incarnation)
+        target = int(getattr(msg, 'target_incarnation', 0))
+        if inc in self.retired_servers:
+            self.superseded += 1
+            return [Log('superseded', 1.0, self.rank, {'from': 'old server run'})]
+        if target and target != self.incarnation:
+            rec = self._recover
+            if not (rec is not None and target == rec['incarnation']
+                    and isinstance(msg, TransferAck)):
+                self.superseded += 1
+                return [Log('superseded', 1.0, self.rank, {'to': 'old worker run'})]
+        if self.server_incarnation == 0 or inc == self.server_incarnation:
+            self.server_incarnation = self.server_incarnation or inc
+            return None
+        return self._server_restart(msg, inc, now)
+
+    def _server_restart(self, msg, inc: int, now: float) -> list | None:
+        """Handle a new server incarnation: drop what its predecessor left open, rejoin."""
+        self.retired_servers = (self.retired_servers + [self.server_incarnation])[-8:]
+        self.server_incarnation = inc
+        tr = self.push
+        if tr is not None and (tr.end_sent_at is None or self._recover is not None):
+            # Never closed there: nothing of it was applied. Its rows stay in the residual.
+            self.push, self._push_p, self._push_scales = None, None, None
+            self._recover = None
+        elif tr is not None:
+            # Its END went out: the checkpoint may include it. Ask the new run (it answers
+            # from the checkpoint's closed transfers, or with nothing applied), then rejoin.
+            tr.end_sent_at = now - tr.end_timeout_s
+        self.receiver.reset()
+        self.snap_receiver.reset()
+        self.pending_versions.clear()
+        self.newest_pull_tid = 0
+        self._snap_missing = None
+        self._rejoin = self._server_restarted = True
+        out = [Log('server_restart', 1.0, self.rank)]
+        if self.push is not None:
+            out += [Send(SERVER, c) for c in self.push.on_tick(now)]
+        elif self.state in ('pushing', 'pulling', 'awaiting_grant', 'recovering',
+                            'rejoin_wait'):
+            out += self._join(now)
+        if isinstance(msg, Schedule):
+            return out + self._on_schedule(msg, now)
+        return out
+
+    def _join(self, now: float) -> list:
+        """Say hello to the server; its Schedule answer starts the rejoin push."""
+        self._rejoin = True
+        self.state = 'rejoin_wait'
+        self._join_poke_at = now + 4 * self.end_timeout_s
+        return [Send(SERVER, RowChunk(transfer_id=self.next_tid, seq=0, sender=self.rank,
+                                      receiver=SERVER, kind=KIND_GRAD, clock=self.clock,
+                                      flags=FLAG_JOIN, codec=self.codec.codec_id))]
+
+    def _rejoin_push(self, now: float) -> list:
+        """Answered: (server restarted: resend what its checkpoint lacks), push, then pull."""
+        out = []
+        self._rejoin = False
+        if self._server_restarted:
+            self._server_restarted = False
+            out += self._readd_undurable()
+            # Its versions are the checkpoint's: refresh every row of ours at once.
+            self.withheld.clamp_(min=self.policy.staleness + 1)
+        if self.policy.scheduler == 'flown':
+            return out + self._request_slot(now)
+        return out + self._start_push(now)
+
+    def _readd_undurable(self) -> list:
+        """Pushes the restored server never saw go back into the residual."""
+        if not self.undurable:
+            return []
+        total = torch.zeros_like(self.residual)
+        for tid, rowbytes, scales, rows in self.undurable:
+            total += self._decode_rows(rowbytes, scales, rows)
+        self.residual += total
+        if self.track:
+            self.delivered_total -= total.to(torch.float64)
+        n = len(self.undurable)
+        self.undurable = []
+        self._dirty = True
+        return [Log('resend_after_server_restart', float(n), self.rank)]
+
+    def _decode_rows(self, rowbytes, scales, rows: np.ndarray) -> torch.Tensor:
+        mask = torch.zeros(self.layout.n_rows, dtype=torch.bool)
+        mask[torch.from_numpy(rows)] = True
+        full = rows.size == self.layout.n_rows
+        return self.codec.decode(self.layout, rowbytes, scales, self._scratch,
+                                 row_mask=None if full else mask)
 
     # ================================================================== push
     def _start_push(self, now: float) -> list:
@@ -238,18 +433,21 @@ class WorkerEngine:
         scales = self.codec.scales(layout, p, trs, row_mask)
         rowbytes = self.codec.encode(layout, p, scales)
         self.next_tid += 1
-        self.push = OutgoingTransfer(transfer_id=self.next_tid, sender=self.rank,
-                                     receiver=SERVER, kind=KIND_GRAD, clock=self.clock,
-                                     layout=layout, codec=self.codec, rowbytes=rowbytes,
-                                     scales=scales, order=order, n_mandatory=k_min,
-                                     deadline=deadline, now=now, window=self.window,
-                                     chunk_bytes=self.chunk_bytes,
-                                     end_timeout_s=self.end_timeout_s,
-                                     rate_bps=self.thr_up.value_bps)
-        self.push.rate_hint_bps = self.thr_up.value_bps
+        self.push = self._outgoing(self.next_tid, self.clock, rowbytes, scales, order, k_min,
+                                   deadline, now)
         self._push_p, self._push_scales = p, scales
         self.state = 'pushing'
         return [Send(SERVER, c) for c in self.push.pump(now)]
+
+    def _outgoing(self, tid, clock, rowbytes, scales, order, k_min, deadline, now):
+        tr = OutgoingTransfer(transfer_id=tid, sender=self.rank, receiver=SERVER,
+                              kind=KIND_GRAD, clock=clock, layout=self.layout,
+                              codec=self.codec, rowbytes=rowbytes, scales=scales, order=order,
+                              n_mandatory=k_min, deadline=deadline, now=now,
+                              window=self.window, chunk_bytes=self.chunk_bytes,
+                              end_timeout_s=self.end_timeout_s, rate_bps=self.thr_up.value_bps)
+        tr.rate_hint_bps = self.thr_up.value_bps
+        return tr
 
     def _on_ack(self, ack: TransferAck, now: float) -> list:
         if ack.sender != SERVER or ack.receiver != self.rank:
@@ -257,12 +455,16 @@ class WorkerEngine:
         tr = self.push
         if tr is None or ack.transfer_id != tr.transfer_id:
             return []                          # late/duplicate ack of a finished transfer
+        if self.state == 'recovering' and (not ack.final or
+                                           ack.target_incarnation != self._recover[
+                                               'incarnation']):
+            return []
         if not ack.final:
             return [Send(SERVER, c) for c in tr.on_ack(ack, now)]
         delivered = tr.on_final(ack, now)
         if delivered is None:
             return []
-        self._commit_push(delivered)
+        self._commit_push(delivered, tr)
         self._last_end = tr._end(tr.end_sent_at)
         nbytes, secs = tr.throughput_sample()
         if nbytes:
@@ -271,6 +473,11 @@ class WorkerEngine:
         self.push = None
         out = [Log('push_done', float(delivered.size), self.rank,
                    {'bytes': nbytes, 'seconds': secs, 'clock': self.clock})]
+        if self.state == 'recovering' or self._rejoin:
+            self._recover = None
+            self._last_end = None
+            return out + [Log('recovered_push', float(delivered.size), self.rank)] + \
+                self._join(now)
         if bool((self.withheld > self.policy.staleness).any()):
             # The server would stall us on our own rows: push them again right away.
             self.followups += 1
@@ -279,9 +486,11 @@ class WorkerEngine:
         self._pull_poke_at = now + 4 * self.end_timeout_s
         return out + self._maybe_compute(now)
 
-    def _commit_push(self, delivered: np.ndarray) -> None:
+    def _commit_push(self, delivered: np.ndarray, tr: OutgoingTransfer) -> None:
         """Delivered rows: residual -= C(p) (A = 0, e = p - C(p)), n = 0. Others keep theirs."""
+        self._dirty = True
         if delivered.size == 0:
+            self._push_p = None
             return
         layout = self.layout
         mask = torch.zeros(layout.n_rows, dtype=torch.bool)
@@ -294,6 +503,12 @@ class WorkerEngine:
         self.residual.sub_(q)
         self.withheld.masked_fill_(mask, 0)
         self._push_p = None
+        # Keep it (encoded) until a confirmed server checkpoint covers it.
+        self.undurable.append((tr.transfer_id, torch.from_numpy(tr.rowbytes.copy()),
+                               torch.from_numpy(tr.scales.copy()), delivered.copy()))
+        if len(self.undurable) > self.max_undurable:
+            self.undurable.pop(0)       # exactly-once across a server crash is now lost
+            self.undurable_dropped += 1
 
     # ================================================================== pull
     def _on_schedule(self, msg: Schedule, now: float) -> list:
@@ -301,19 +516,52 @@ class WorkerEngine:
             raise MessageError('schedule for another worker')
         if not math.isfinite(msg.push_deadline_s) or not math.isfinite(msg.compute_sleep_s):
             raise MessageError('non-finite schedule')
+        self._prune_undurable(int(msg.checkpoint_transfer))
         if msg.stop:
             self.state = 'stopped'
             return [Stopped('server says training is over')]
         self.push_deadline_s = float(msg.push_deadline_s)
         self.compute_sleep_s = max(0.0, float(msg.compute_sleep_s))
+        if self.state == 'rejoin_wait':
+            return self._rejoin_push(now)
         if self.state == 'awaiting_grant':
             return self._start_push(now)           # FLOWN: our slot was granted
+        return []
+
+    def _prune_undurable(self, checkpoint_transfer: int) -> None:
+        """Pushes up to ``checkpoint_transfer`` are in a durable server checkpoint."""
+        if checkpoint_transfer > self.checkpoint_transfer:
+            self.checkpoint_transfer = checkpoint_transfer
+        if self.undurable and self.undurable[0][0] <= checkpoint_transfer:
+            self.undurable = [u for u in self.undurable if u[0] > checkpoint_transfer]
+            self._dirty = True
+
+    def _on_versions(self, msg: RowVersions) -> list:
+        if msg.receiver != self.rank:
+            raise MessageError('RowVersions for another worker')
+        check_versions(msg, self.layout.n_rows, self.n, self.max_clock)
+        tid = int(msg.transfer_id)
+        if tid <= self.newest_pull_tid:
+            return []                   # repeated with a retransmitted END: already applied
+        is_open = any(k[2] == tid for k in self.receiver.open) or \
+            any(k[2] == tid for k in self.snap_receiver.open)
+        if not (is_open or tid <= self.newest_pull_tid + VERSIONS_AHEAD):
+            raise MessageError(f'RowVersions for transfer {tid}, which is not expected')
+        self.pending_versions[tid] = msg
+        while len(self.pending_versions) > 2:
+            del self.pending_versions[min(self.pending_versions)]
         return []
 
     def _on_chunk(self, chunk: RowChunk, now: float) -> list:
         if chunk.kind != KIND_UPDATE or chunk.sender != SERVER or chunk.receiver != self.rank:
             raise MessageError('unexpected chunk for a worker')
-        acks, closed = self.receiver.on_chunk(chunk, now)
+        rx = self.snap_receiver if chunk.flags & FLAG_SNAPSHOT else self.receiver
+        if (chunk.flags & FLAG_END and chunk.transfer_id not in self.pending_versions
+                and any(k[2] == chunk.transfer_id for k in rx.open)
+                and rx.cached_answer(SERVER, chunk.incarnation, chunk.transfer_id) is None):
+            # Rows arrived but not their versions: do not close; the server repeats both.
+            return [Log('end_without_versions', 1.0, self.rank)]
+        acks, closed = rx.on_chunk(chunk, now)
         out = [Send(SERVER, a) for a in acks]
         if closed is not None:
             out += self._apply_pull(closed, now)
@@ -322,42 +570,176 @@ class WorkerEngine:
     def _apply_pull(self, inc, now: float) -> list:
         mask, rowbytes, scales, chunk_ranges = inc.close()
         n_rows = int(mask.sum())
+        snapshot = bool(inc.flags & FLAG_SNAPSHOT)
+        versions = self.pending_versions.pop(inc.transfer_id, None)
         if n_rows:
             partial = n_rows < self.layout.n_rows
-            q = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
-                                  row_mask=mask if partial else None)
-            self.w -= q
-            versions = self.pending_versions.pop(inc.transfer_id, None)
-            if versions is not None:
-                self._apply_versions(versions, mask)
+            if snapshot:
+                vals = self.snap_codec.decode(self.layout, rowbytes, scales, self._scratch)
+                self.w.copy_(self.layout.where_rows(mask, vals, self.w)
+                             if partial else vals)
+            else:
+                q = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
+                                      row_mask=mask if partial else None)
+                self.w -= q
+        if versions is not None:
+            self._apply_versions(versions, mask)
         self.pending_versions = {k: v for k, v in self.pending_versions.items()
                                  if k > inc.transfer_id}
+        self.newest_pull_tid = max(self.newest_pull_tid, int(inc.transfer_id))
+        if snapshot:
+            if self._snap_missing is None:
+                self._snap_missing = torch.ones(self.layout.n_rows, dtype=torch.bool)
+            self._snap_missing &= ~mask
+            if not bool(self._snap_missing.any()):
+                self._snap_missing = None
+                self.clock = max(self.clock, int(inc.clock))
+        self._dirty = True
         self.bytes_down += inc.bytes
         self.pulled_clock = max(self.pulled_clock, inc.clock)
         self._pull_poke_at = now + 4 * self.end_timeout_s
-        out = [Send(SERVER, self.receiver.final_ack(inc, chunk_ranges, now)),
-               Log('pull_applied', float(n_rows), self.rank)]
+        out = [Send(SERVER, self.receiver.final_ack(inc, chunk_ranges, now)
+                    if not snapshot else self.snap_receiver.final_ack(inc, chunk_ranges, now)),
+               Log('pull_applied', float(n_rows), self.rank, {'snapshot': snapshot})]
         return out + self._maybe_compute(now)
 
     def _apply_versions(self, msg: RowVersions, mask: torch.Tensor) -> None:
+        """Versions of the delivered rows into ``vloc`` (validated on arrival: cannot fail)."""
         starts = np.asarray(msg.run_starts, dtype=np.int64)
         lengths = np.asarray(msg.run_lengths, dtype=np.int64)
-        if starts.size != lengths.size or msg.versions.size != starts.size * self.n:
-            raise MessageError('RowVersions malformed')
         if starts.size == 0:
             return
-        rows = ids_from_ranges(np.stack([starts, starts + lengths], 1).reshape(-1))
-        if rows.size and (rows.max() >= self.layout.n_rows):
-            raise MessageError('RowVersions row out of range')
-        vv = np.repeat(np.asarray(msg.versions, np.int32).reshape(-1, self.n), lengths, axis=0)
+        rows = ids_from_ranges(np.stack([starts, starts + lengths], 1).reshape(-1),
+                               self.layout.n_rows)
+        runs = np.asarray(msg.versions, np.int32).reshape(-1, self.n)
+        # -1: the worker is suspended from the staleness rules (not a version)
+        self.active = torch.from_numpy(runs[0] >= 0)
+        vv = torch.from_numpy(np.repeat(runs, lengths, axis=0))
         rows_t = torch.from_numpy(rows)
         keep = mask[rows_t]
-        self.vloc[rows_t[keep]] = torch.from_numpy(vv)[keep]
+        old = self.vloc[rows_t[keep]]
+        new = vv[keep]
+        self.vloc[rows_t[keep]] = torch.where(new >= 0, new, old)
+
+    def rsp_ok(self) -> bool:
+        """Worker-side RSP (DESIGN 4): ``clock - vloc[i][s] <= S`` for active workers s."""
+        if self.policy.scheduler == 'flown':
+            return True                 # FLOWN never waits (server-arbitrated slots)
+        bound = self.clock - self.policy.staleness
+        return bool((self.vloc[:, self.active] >= bound).all())
 
     def _maybe_compute(self, now: float) -> list:
-        if self.state == 'pulling' and self.push is None and self.pulled_clock >= self.clock:
+        if (self.state == 'pulling' and self.push is None and self.pulled_clock >= self.clock
+                and self._snap_missing is None):
+            if not self.rsp_ok():
+                if not self._rsp_waiting:
+                    self._rsp_waiting = True
+                    self.rsp_waits += 1
+                    bound = self.clock - self.policy.staleness
+                    bad = self.vloc < bound
+                    bad[:, ~self.active] = False
+                    return [Log('rsp_wait', float(int(bad.any(1).sum())), self.rank, {
+                        'clock': self.clock,
+                        'waiting_for_workers': torch.nonzero(bad.any(0)).reshape(-1).tolist(),
+                        'hint': 'mandatory downlink rows were lost; the server repeats them'})]
+                return []
+            self._rsp_waiting = False
             return self._compute(now)
         return []
+
+    # ================================================================== durable state
+    def state_dict(self) -> dict:
+        """
+        Everything a restarted worker needs (tensors are copies).
+
+        Save it atomically when the engine emits ``SaveState``. The in-flight push is included
+        only once its END was sent (before that, the server can apply none of it).
+        """
+        sd = {
+            'version': 1, 'rank': self.rank, 'n_workers': self.n,
+            'incarnation': self.incarnation, 'server_incarnation': self.server_incarnation,
+            'w': self.w.clone(), 'residual': self.residual.clone(),
+            'momentum': (self.precondition.buf.clone()
+                         if self.precondition.buf is not None else None),
+            'withheld': self.withheld.clone(), 'vloc': self.vloc.clone(),
+            'active': self.active.clone(),
+            'clock': self.clock, 'pulled_clock': self.pulled_clock, 'next_tid': self.next_tid,
+            'push_deadline_s': self.push_deadline_s, 'compute_sleep_s': self.compute_sleep_s,
+            'checkpoint_transfer': self.checkpoint_transfer,
+            'undurable': [(t, b.clone(), sc.clone(), rows.copy())
+                          for t, b, sc, rows in self.undurable],
+            'push': None,
+        }
+        tr = self.push
+        rec = self._recover
+        if tr is not None and tr.end_sent_at is not None and not tr.finished:
+            sd['push'] = {'transfer_id': tr.transfer_id, 'incarnation': self.incarnation,
+                          'clock': tr.clock, 'scales': self._push_scales.clone(),
+                          'order': torch.from_numpy(tr.order.copy()),
+                          'n_mandatory': tr.n_mandatory_arg, 'next_seq': tr.next_seq,
+                          'chunk_bytes': self.chunk_bytes}
+        elif rec is not None:
+            sd['push'] = dict(rec)
+        if self.track:
+            sd['computed_total'] = self.computed_total.clone()
+            sd['delivered_total'] = self.delivered_total.clone()
+        return sd
+
+    def load_state_dict(self, sd: dict) -> None:
+        """
+        Restore a saved state into this fresh engine (built with a NEW incarnation).
+
+        ``start()`` then re-sends the END of the saved in-flight push under its old incarnation
+        and commits what the server's answer lists, and rejoins (JOIN, push, snapshot pull).
+        """
+        if self.state != 'idle':
+            raise RuntimeError('load_state_dict needs a fresh engine')
+        if sd.get('version') != 1 or sd['rank'] != self.rank or sd['n_workers'] != self.n:
+            raise ValueError('worker state of another rank, fleet size or format')
+        if int(sd['incarnation']) == self.incarnation:
+            raise ValueError('a restored worker needs a new incarnation')
+        if sd['w'].shape != self.w.shape:
+            raise ValueError('worker state of another model')
+        self.w.copy_(sd['w'])
+        self.residual.copy_(sd['residual'])
+        if sd['momentum'] is not None and self.precondition.buf is not None:
+            self.precondition.buf.copy_(sd['momentum'])
+        self.withheld.copy_(sd['withheld'])
+        self.vloc.copy_(sd['vloc'])
+        self.active.copy_(sd['active'])
+        self.clock, self.pulled_clock = int(sd['clock']), int(sd['pulled_clock'])
+        self.next_tid = int(sd['next_tid'])
+        self.push_deadline_s = float(sd['push_deadline_s'])
+        self.compute_sleep_s = float(sd['compute_sleep_s'])
+        self.server_incarnation = int(sd['server_incarnation'])
+        self.checkpoint_transfer = int(sd['checkpoint_transfer'])
+        self.undurable = [(t, b.clone(), sc.clone(), rows.copy())
+                          for t, b, sc, rows in sd['undurable']]
+        if self.track and 'computed_total' in sd:
+            self.computed_total.copy_(sd['computed_total'])
+            self.delivered_total.copy_(sd['delivered_total'])
+        self._recover = dict(sd['push']) if sd['push'] is not None else None
+        self._rejoin = True
+
+    def _recover_send(self, now: float) -> list:
+        """Rebuild the saved in-flight push and ask the server (old incarnation) about it."""
+        rec = self._recover
+        scales = rec['scales']
+        rowbytes = self.codec.encode(self.layout, self.residual, scales)
+        tr = OutgoingTransfer(transfer_id=rec['transfer_id'], sender=self.rank,
+                              receiver=SERVER, kind=KIND_GRAD, clock=rec['clock'],
+                              layout=self.layout, codec=self.codec, rowbytes=rowbytes,
+                              scales=scales, order=rec['order'],
+                              n_mandatory=rec['n_mandatory'], deadline=now, now=now,
+                              window=self.window, chunk_bytes=rec['chunk_bytes'],
+                              end_timeout_s=self.end_timeout_s)
+        tr.next_seq = int(rec['next_seq'])
+        tr.saved = True
+        tr.incarnation = int(rec['incarnation'])     # its END speaks for the old run
+        self.push, self._push_p, self._push_scales = tr, self.residual, scales
+        end = tr._end(now)
+        return [Send(SERVER, end), Log('recover_push', 1.0, self.rank,
+                                       {'transfer_id': tr.transfer_id})]
 
     # ================================================================== diagnostics
     def local_staleness(self) -> int:
