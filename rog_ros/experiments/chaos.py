@@ -128,7 +128,8 @@ class Fleet:
         self.specs = {}
         for spec in specs:
             params = dict(spec.parameters, state_dir=self.state_dir,
-                          chaos_ledger=self.ledger_dir, **(extra or {}))
+                          chaos_ledger=self.ledger_dir)
+            params.update(extra or {})
             if spec.role == 'server':
                 params['checkpoint_every'] = 5
             if spec.role == 'worker':

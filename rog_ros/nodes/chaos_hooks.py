@@ -43,7 +43,7 @@ import sys
 from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments import ledger as lg
 from rog_ros.nodes import durable
-from rog_ros.protocol.actions import Log, Send
+from rog_ros.protocol.actions import Log, SaveState, Send
 from rog_ros.protocol.messages import FLAG_END, RowChunk
 import torch
 
@@ -245,7 +245,8 @@ class WorkerHooks(_Hooks):
         e = self.engine
         before = e.residual.clone() if self.ledger is not None else None
         push = getattr(e, 'push', None)
-        key = (getattr(e, 'incarnation', 0), push.transfer_id if push is not None else -1)
+        key = ((getattr(push, 'incarnation', 0) or getattr(e, 'incarnation', 0),
+                push.transfer_id) if push is not None else (0, -1))
         actions = call()
         self._count_rejects(actions)
         event = False
@@ -262,7 +263,8 @@ class WorkerHooks(_Hooks):
         end = any(isinstance(a, Send) and isinstance(a.msg, RowChunk) and a.msg.flags & FLAG_END
                   for a in actions)
         committed = any(isinstance(a, Log) and a.name == 'push_done' for a in actions)
-        if self.state is not None and (event or end or committed):
+        asked = any(isinstance(a, SaveState) for a in actions)
+        if self.state is not None and (event or end or committed or asked):
             self.state.save({'engine': e.state_dict(),
                              'ledger_tail': list(self.ledger.pending) if self.ledger else []})
         if self.ledger is not None:
@@ -276,7 +278,8 @@ class WorkerHooks(_Hooks):
             return
         e = self.engine
         push = getattr(e, 'push', None)
-        inflight = (lg.push_key(self.rank, getattr(e, 'incarnation', 0), push.transfer_id)
+        inflight = (lg.push_key(self.rank, getattr(push, 'incarnation', 0)
+                                or getattr(e, 'incarnation', 0), push.transfer_id)
                     if push is not None else None)
         rejects = dict(node_rejects or {})
         for k, v in self.rejects.items():
@@ -325,17 +328,17 @@ class ServerHooks(_Hooks):
         if ledger_dir:
             os.makedirs(ledger_dir, exist_ok=True)
             path = os.path.join(ledger_dir, 'server.jsonl')
-            restarted = os.path.exists(path) and os.path.getsize(path) > 0
+            self._restarted = os.path.exists(path) and os.path.getsize(path) > 0
             self.ledger = _Ledger(path, random.getrandbits(62))
             self.proj = lg.projections(engine.w_srv.numel())
-            if restarted:     # a fresh start after a crash: what came before is gone
-                self.ledger.add('restore', id=None)
-                self.ledger.flush()
         self.restored = None
 
     def restore(self):
         """Load the checkpoint, if any; return its id (None: started fresh)."""
         if self.state is None or not self.state.exists():
+            if self.ledger is not None and self._restarted:
+                self.ledger.add('restore', id=None)   # a fresh start after a crash
+                self.ledger.flush()
             return None
         obj = self.state.load()
         self.engine.load_state_dict(obj['engine'])
@@ -353,8 +356,9 @@ class ServerHooks(_Hooks):
         if self.ledger is not None:   # the marker first: applied records after it are not in
             self.ledger.add('checkpoint', id=self.checkpoint_id)
             self.ledger.flush()
-        self.state.save({'engine': self.engine.state_dict(), 'id': self.checkpoint_id})
-        durable.confirm_checkpoint(self.engine, self.checkpoint_id)
+        sd = self.engine.state_dict()
+        self.state.save({'engine': sd, 'id': self.checkpoint_id})
+        self.engine.checkpoint_confirmed(sd['state_id'])
 
     def on_message(self, msg, now: float) -> list:
         return self._observe(lambda: self.engine.on_message(msg, now), msg)

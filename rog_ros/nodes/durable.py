@@ -28,18 +28,18 @@ this module decides *when* and *how* it reaches the disk:
   it on start. For the chaos model (4k parameters) one save costs about a millisecond
   (``save_ms`` in the worker's ledger report); for large models use a fast local disk.
 
-Files hold plain tensors and containers only, loaded with ``weights_only=True``: a state file
-cannot execute code.
+Files hold plain tensors and containers only (NumPy arrays travel as tensors, see
+:func:`pack`), loaded with ``weights_only=True``: a state file cannot execute code.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import io
 import os
 import time
 
+import numpy as np
 from rog_ros.atomic import atomic_write_bytes
 import torch
 
@@ -93,7 +93,7 @@ class StateFile:
         """Serialise ``obj`` (tensors, numbers, strings, containers) and replace the file."""
         t0 = time.perf_counter()
         buf = io.BytesIO()
-        torch.save(dict(obj, format=FORMAT), buf)
+        torch.save(pack(dict(obj, format=FORMAT)), buf)
         atomic_write_bytes(self.path, buf.getvalue())
         dt = time.perf_counter() - t0
         self.saves += 1
@@ -109,7 +109,7 @@ class StateFile:
                              f'{err})') from None
         if not isinstance(obj, dict) or obj.get('format') != FORMAT:
             raise ValueError(f'state file {self.path} has an unknown format')
-        return obj
+        return unpack(obj)
 
     def stats(self) -> dict:
         """Save count and cost in milliseconds."""
@@ -118,13 +118,44 @@ class StateFile:
                 'save_ms_max': 1e3 * self.max_save_s}
 
 
-def confirm_checkpoint(engine, checkpoint_id: int) -> None:
-    """Call ``engine.checkpoint_confirmed`` (if it has one) with what its signature asks."""
-    fn = getattr(engine, 'checkpoint_confirmed', None)
-    if fn is None:
-        return
-    try:
-        n_args = len(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        n_args = 0
-    fn(checkpoint_id) if n_args else fn()
+_ND = '__ndarray__'
+
+
+def pack(obj):
+    """Replace NumPy arrays (anywhere in dicts, lists, tuples) by tagged tensors."""
+    if isinstance(obj, np.ndarray):
+        a = np.ascontiguousarray(obj)
+        if a.dtype.kind in 'iu':
+            t = torch.from_numpy(a.view(np.int64) if a.dtype.itemsize == 8
+                                 else a.astype(np.int64))
+        elif a.dtype.kind == 'f':
+            t = torch.from_numpy(a.astype(np.float64))
+        elif a.dtype.kind == 'b':
+            t = torch.from_numpy(a.copy())
+        else:
+            raise TypeError(f'cannot save a NumPy array of dtype {a.dtype}')
+        return {_ND: t, 'dtype': a.dtype.str}
+    if isinstance(obj, dict):
+        return {k: pack(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [pack(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(pack(v) for v in obj)
+    return obj
+
+
+def unpack(obj):
+    """Inverse of :func:`pack`."""
+    if isinstance(obj, dict):
+        if _ND in obj and set(obj) == {_ND, 'dtype'}:
+            dtype = np.dtype(obj['dtype'])
+            a = obj[_ND].numpy()
+            if dtype.kind in 'iu' and dtype.itemsize == 8:
+                return a.view(dtype).copy()
+            return a.astype(dtype)
+        return {k: unpack(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [unpack(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(unpack(v) for v in obj)
+    return obj
