@@ -389,26 +389,47 @@ def _server_restart(cfg: ChaosConfig) -> dict:
 
 
 def _link_outage(cfg: ChaosConfig) -> dict:
-    start_s = 8.0     # trace time: a few iterations after start-up
+    start_s = 12.0    # trace time of the outage: a few iterations after start-up
+    window = {}
 
     def inject(fleet):
         epoch = fleet.specs['rog_server'].parameters['epoch']
-        back = epoch + start_s + cfg.outage_s
+        window.update(down=epoch + start_s, up=epoch + start_s + cfg.outage_s)
         path = os.path.join(fleet.ledger_dir, f'worker_{VICTIM}.jsonl')
-        while time.time() < back:
+        while time.time() < window['up'] + 1.0:
             if any(c not in (None, 0) for c in fleet.codes().values()):
                 return None, 'a node failed during the outage'
             time.sleep(0.1)
-        n = _count(path, 'computed')
-        t = time.monotonic()
-        done = fleet.codes().get(f'rog_worker_{VICTIM}') == 0
-        if not done and not _wait_for(lambda: _count(path, 'computed') > n
-                                      or fleet.codes().get(f'rog_worker_{VICTIM}') == 0,
-                                      60, fleet):
-            return None, f'worker {VICTIM} did not compute after its link came back'
-        return round(time.monotonic() - t, 3), ''
-    return _fleet_scenario('link-outage', cfg, inject,
+        _wait_for(lambda: any(r['kind'] == 'computed' and r['t'] > window['up']
+                              for r in _records(path))
+                  or fleet.codes().get(f'rog_worker_{VICTIM}') == 0, 60, fleet)
+        return None, ''
+
+    def hit(res, fleet):
+        """The outage must fall inside the victim's training, and stop it."""
+        times = [r['t'] for r in _records(os.path.join(fleet.ledger_dir,
+                                                       f'worker_{VICTIM}.jsonl'))
+                 if r['kind'] == 'computed']
+        before = [t for t in times if t < window['down']]
+        during = [t for t in times if window['down'] + 0.5 < t < window['up']]
+        after = [t for t in times if t >= window['up']]
+        if after:
+            res['recover_s'] = round(after[0] - window['up'], 3)
+        if not before or not after:
+            return [f'the outage did not fall inside worker {VICTIM}\'s training '
+                    f'({len(before)} iterations before it, {len(after)} after)']
+        if len(during) > 1:
+            return [f'worker {VICTIM} computed {len(during)} iterations with its link down']
+        return []
+    return _fleet_scenario('link-outage', cfg, inject, extra_check=hit,
                            outage=(VICTIM, start_s, cfg.outage_s))
+
+
+def _records(path: str) -> list:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding='utf-8') as fh:
+        return lg.read_records(fh)
 
 
 def _loss_dup_reorder(cfg: ChaosConfig) -> dict:

@@ -39,6 +39,7 @@ import json
 import os
 import random
 import sys
+import time
 
 from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments import ledger as lg
@@ -152,7 +153,8 @@ class _Ledger:
         self._fh = open(path, 'a', encoding='utf-8')
 
     def add(self, kind: str, **fields) -> None:
-        self.pending.append(lg.line(kind, run=self.run, seq=self.seq, **fields))
+        self.pending.append(lg.line(kind, run=self.run, seq=self.seq,
+                                    t=round(time.time(), 4), **fields))
         self.seq += 1
 
     def flush(self) -> None:
