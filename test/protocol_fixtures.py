@@ -29,23 +29,33 @@ SHAPES = [(16, 3, 3, 3), (16,), (32, 16, 3, 3), (32,), (10, 32), (10,)]
 def build(spec, n=4, iters=20, codec='sign', dtype=torch.float32, lr=0.2, chunk_bytes=256,
           window=4, momentum=0.9, weight_decay=5e-4, bandwidths=(1e6, 0.5e6, 2e6, 0.3e6),
           compute=(0.05, 0.07, 0.11, 0.06), latency=0.001, fault=None, seed=0, noise=0.1,
-          policy=None, end_timeout_s=0.5, track=True):
+          policy=None, end_timeout_s=0.5, track=True, save_states=False, absence_timeout_s=None,
+          min_workers=1):
     pol = policy or make_policy(spec)
     layout = RowLayout(SHAPES, whole_model=pol.whole_model)
     c = ScaledSign() if codec == 'sign' else Identity(dtype)
     w0 = torch.zeros(layout.n_params, dtype=dtype)
-    server = ServerEngine(layout, c, pol, n, w0, lr=lr, max_iterations=iters,
-                          chunk_bytes=chunk_bytes, window=window, end_timeout_s=end_timeout_s)
-    workers = [WorkerEngine(r, n, layout, c, pol, w0, momentum=momentum,
+
+    def new_server():
+        return ServerEngine(layout, c, pol, n, w0, lr=lr, max_iterations=iters,
+                            chunk_bytes=chunk_bytes, window=window,
+                            end_timeout_s=end_timeout_s, absence_timeout_s=absence_timeout_s,
+                            min_workers=min_workers)
+
+    def new_worker(r):
+        return WorkerEngine(r, n, layout, c, pol, w0, momentum=momentum,
                             weight_decay=weight_decay, chunk_bytes=chunk_bytes, window=window,
-                            end_timeout_s=end_timeout_s, track_conservation=track)
-               for r in range(n)]
+                            end_timeout_s=end_timeout_s, track_conservation=track,
+                            save_state_actions=save_states)
+    server = new_server()
+    workers = [new_worker(r) for r in range(n)]
     grad_fn, optimum, loss_fn = quadratic_problem(n, layout, seed=seed, noise=noise,
                                                   dtype=dtype)
     bw = list(bandwidths)[:n]
     harness = Harness(server, workers, grad_fn, compute_s=list(compute)[:n],
                       up=[LinkSpec(latency, b) for b in bw],
                       down=[LinkSpec(latency, b) for b in bw], fault=fault)
+    harness.new_server, harness.new_worker = new_server, new_worker
     return harness, server, workers, loss_fn, layout
 
 

@@ -20,6 +20,11 @@ virtual time, so a run is exactly reproducible and fast. Faults are injected per
 a ``fault(msg, src, dst, now) -> list of extra delays`` hook: ``[]`` drops the message,
 ``[0.0]`` delivers it normally, ``[0.0, 0.5]`` delivers it and a duplicate 0.5 s later.
 
+Crashes (issue 9): ``kill(node)`` stops a node (messages to it are lost, its computation and
+timers vanish); ``revive(node, engine)`` puts a new engine (a new incarnation, typically
+restored from ``saved[node]``, the state it last asked to persist with ``SaveState``) in its
+place and starts it; ``at(t, fn)`` runs ``fn()`` at virtual time t (scripted faults).
+
 The trace-driven simulator (``rog sim``) builds on the same loop with real link models; this
 harness is what the protocol tests and ``rog sim --toy`` use.
 """
@@ -27,11 +32,12 @@ harness is what the protocol tests and ``rog sim --toy`` use.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import copy
 import heapq
 import itertools
 from typing import Callable
 
-from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
+from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import SERVER
 import torch
 
@@ -111,6 +117,10 @@ class Harness:
         self._tick_at: dict[int, float] = {}
         self.stats = RunStats(compute_s=[0.0] * n, iterations=[0] * n)
         self.stopped = [False] * n
+        self._started = False
+        self.saved: dict = {}          # node -> the state it last asked to persist
+        self.dead: set = set()         # killed nodes
+        self._gen = [0] * n            # a revived worker ignores its predecessor's compute
 
     # ------------------------------------------------------------------ plumbing
     def _push(self, t: float, kind: str, *payload) -> None:
@@ -133,11 +143,13 @@ class Harness:
 
     def _handle(self, node: int, actions: list) -> None:
         for a in actions:
-            if isinstance(a, Send):
+            if isinstance(a, SaveState):
+                self.saved[node] = copy.deepcopy(self._engine(node).state_dict())
+            elif isinstance(a, Send):
                 self._send(node, a.dest, a.msg)
             elif isinstance(a, StartCompute):
                 t = self.now + a.sleep_s + self.compute_s[node]
-                self._push(t, 'compute', node, a.clock)
+                self._push(t, 'compute', node, a.clock, self._gen[node])
             elif isinstance(a, Log):
                 if self.recorder is not None:
                     self.recorder.on_log(self.now, node, a)
@@ -154,8 +166,33 @@ class Harness:
             self._tick_at[node] = max(wake, self.now)
             self._push(max(wake, self.now), 'tick', node)
 
+    # ------------------------------------------------------------------ crashes
+    def at(self, t: float, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` at virtual time ``t``."""
+        self._push(t, 'call', fn)
+
+    def kill(self, node: int) -> None:
+        """Crash ``node`` now: what is sent to it is lost, its computation and timers vanish."""
+        self.dead.add(node)
+        self._tick_at.pop(node, None)
+        if node != SERVER:
+            self._gen[node] += 1
+
+    def revive(self, node: int, engine) -> None:
+        """Put ``engine`` (a new incarnation) in place of killed ``node`` and start it."""
+        self.dead.discard(node)
+        self._tick_at.pop(node, None)
+        if node == SERVER:
+            self.server = engine
+            self._handle(node, [])
+        else:
+            self.workers[node] = engine
+            self.stopped[node] = False
+            self._handle(node, engine.start(self.now))
+
     # ------------------------------------------------------------------ running
     def start(self) -> None:
+        self._started = True
         for r, w in enumerate(self.workers):
             self._handle(r, w.start(self.now))
         if self.eval_fn is not None and (self.eval_every_s or self.eval_every_iterations):
@@ -173,7 +210,7 @@ class Harness:
 
     def run(self, until: float = float('inf'), max_events: int = 10_000_000) -> RunStats:
         """Process events until every worker stopped, time ``until`` or ``max_events``."""
-        if not self._q:
+        if not self._started:
             self.start()
         while self._q and self.stats.events < max_events:
             if all(self.stopped):
@@ -186,11 +223,15 @@ class Harness:
             self.stats.events += 1
             if kind == 'deliver':
                 src, dst, msg = payload
-                if dst != SERVER and self.stopped[dst]:
+                if (dst != SERVER and self.stopped[dst]) or dst in self.dead:
                     continue
                 self._handle(dst, self._engine(dst).on_message(msg, t))
+            elif kind == 'call':
+                payload[0]()
             elif kind == 'compute':
-                node, clock = payload
+                node, clock, gen = payload
+                if gen != self._gen[node] or node in self.dead:
+                    continue
                 w = self.workers[node]
                 grad = self.grad_fn(node, w.w, clock)
                 self.stats.compute_s[node] += self.compute_s[node]
@@ -206,6 +247,8 @@ class Harness:
                 (node,) = payload
                 if self._tick_at.get(node) == t:
                     del self._tick_at[node]
+                if node in self.dead:
+                    continue
                 self._handle(node, self._engine(node).on_tick(t))
             elif kind == 'eval':
                 self._evaluate()
@@ -222,10 +265,14 @@ class Harness:
             self.now = t
             if kind == 'deliver':
                 src, dst, msg = payload
+                if dst in self.dead:
+                    continue
                 self._handle(dst, self._engine(dst).on_message(msg, t))
             elif kind == 'tick':
                 (node,) = payload
                 self._tick_at.pop(node, None)
+                if node in self.dead:
+                    continue
                 self._handle(node, self._engine(node).on_tick(t))
             # compute and eval events are dropped: the workers simply stop computing
 

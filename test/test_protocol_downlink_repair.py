@@ -1,0 +1,86 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Issue 9 defect 6: lost mandatory downlink rows are repaired before the worker computes."""
+
+import random
+
+from protocol_fixtures import build
+import pytest
+from rog_ros.protocol.messages import KIND_UPDATE, RowChunk, RowVersions, SERVER
+from test_protocol_conservation import check_invariants
+import torch
+
+
+def downlink_dropper(seed, p, only_worker=None):
+    """Drop downlink data chunks (and some RowVersions) at random."""
+    rng = random.Random(seed)
+
+    def fault(msg, src, dst, now):
+        if src != SERVER or (only_worker is not None and dst != only_worker):
+            return [0.0]
+        if isinstance(msg, RowChunk) and msg.kind == KIND_UPDATE and msg.payload:
+            return [] if rng.random() < p else [0.0]
+        if isinstance(msg, RowVersions):
+            return [] if rng.random() < p / 2 else [0.0]
+        return [0.0]
+    return fault
+
+
+def rsp_checking(harness, workers, staleness):
+    """Wrap grad_fn: computing iteration c+1 needs c - vloc <= S (all workers active here)."""
+    inner = harness.grad_fn
+    seen = {'checks': 0}
+
+    def grad_fn(rank, w, clock):
+        c = clock - 1
+        stale = int((workers[rank].vloc < c - staleness).sum())
+        assert stale == 0, f'worker {rank} computes iteration {clock} with {stale} stale rows'
+        assert torch.equal(w, workers[rank].w)
+        seen['checks'] += 1
+        return inner(rank, w, clock)
+    harness.grad_fn = grad_fn
+    return seen
+
+
+@pytest.mark.parametrize('seed', [0, 1, 2])
+def test_lost_mandatory_rows_are_resent_before_computing(seed):
+    harness, server, workers, _, _ = build('rog:2', n=3, iters=12, dtype=torch.float64,
+                                           fault=downlink_dropper(seed, 0.35), seed=seed)
+    seen = rsp_checking(harness, workers, 2)
+    stats = harness.run(until=500)
+    assert stats.iterations == [12, 12, 12]
+    assert seen['checks'] == 36
+    assert server.repairs > 0                 # the faults did hit mandatory rows
+    check_invariants(harness, server, workers)
+
+
+def test_end_that_delivered_nothing_does_not_start_computing():
+    # Every data chunk of worker 1's third and fourth downlinks is lost.
+    count = {'dl': 0}
+
+    def fault(msg, src, dst, now):
+        if src == SERVER and dst == 1 and isinstance(msg, RowVersions):
+            count['dl'] += 1
+        if (src == SERVER and dst == 1 and isinstance(msg, RowChunk) and msg.payload
+                and 2 <= count['dl'] <= 3):
+            return []
+        return [0.0]
+
+    harness, server, workers, _, _ = build('rog:1', n=2, iters=8, dtype=torch.float64,
+                                           fault=fault)
+    seen = rsp_checking(harness, workers, 1)
+    stats = harness.run(until=500)
+    assert stats.iterations == [8, 8] and seen['checks'] == 16
+    assert workers[1].rsp_waits >= 1
+    check_invariants(harness, server, workers)

@@ -1,0 +1,177 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Issue 9 defect 3 and DESIGN section 10: worker restarts, incarnations and rejoin.
+
+Workers are killed at random points (mid push, after END before the final ack, mid pull) and
+rebuilt from the last state they asked to persist (``SaveState``), under a new incarnation.
+Exactly-once is checked on a float64 ledger: everything each worker computed equals what the
+server applied plus its residual, every worker holds exactly the server's mirror of it, and
+training completes.
+"""
+
+import random
+
+from protocol_fixtures import build
+import pytest
+from rog_ros.protocol.actions import SaveState
+from rog_ros.protocol.messages import FLAG_END, KIND_GRAD, RowChunk, SERVER, TransferAck
+from test_protocol_conservation import check_invariants
+import torch
+
+CRASH_STATES = set()
+
+
+def restart_worker(harness, r):
+    new = harness.new_worker(r)
+    if r in harness.saved:
+        new.load_state_dict(harness.saved[r])
+    harness.revive(r, new)
+
+
+def schedule_worker_crashes(harness, rng, n_crashes, t_max, downtime=(0.05, 1.0)):
+    n = len(harness.workers)
+    crashes = []
+    for t in sorted(rng.uniform(0.1, t_max) for _ in range(n_crashes)):
+        r = rng.randrange(n)
+        down = rng.uniform(*downtime)
+
+        def crash(r=r, down=down):
+            if r in harness.dead or harness.stopped[r]:
+                return
+            crashes.append((harness.now, r, harness.workers[r].state))
+            harness.kill(r)
+            harness.at(harness.now + down, lambda: restart_worker(harness, r))
+        harness.at(t, crash)
+    return crashes
+
+
+@pytest.mark.parametrize('seed', range(5))
+def test_worker_killed_at_random_points_loses_and_doubles_nothing(seed):
+    harness, server, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=seed,
+                                     save_states=True)
+    crashes = schedule_worker_crashes(harness, random.Random(seed), 8, 3.0, (0.05, 0.4))
+    harness.run(until=2000)
+    assert server.finished                                  # training completed
+    assert len(crashes) >= 3
+    check_invariants(harness, server, harness.workers)
+    assert sum(len(x) for x in server.retired) == len(crashes)   # every restart was seen
+    CRASH_STATES.update(state for _, _, state in crashes)
+
+
+def test_crashes_hit_pushes_pulls_and_computations():
+    # (runs after the parametrised test above, over all its seeds)
+    assert {'pushing', 'pulling', 'computing'} <= CRASH_STATES, CRASH_STATES
+
+
+def test_worker_killed_after_end_before_final_ack():
+    # The server applies the push and its final ack is lost with the worker: the restarted
+    # worker (new incarnation, restored state) must commit exactly what the server applied.
+    harness, server, _, _, _ = build('rog:2', n=2, iters=6, dtype=torch.float64,
+                                     save_states=True)
+    state = {'armed': True}
+
+    def fault(msg, src, dst, now):
+        if (state['armed'] and src == SERVER and dst == 1 and isinstance(msg, TransferAck)
+                and msg.final and now > 0.3):
+            state['armed'] = False
+            harness.at(now, lambda: harness.kill(1))
+            harness.at(now + 0.2, lambda: restart_worker(harness, 1))
+            return []
+        return [0.0]
+    harness.fault = fault
+    harness.run(until=500)
+    assert not state['armed'] and server.finished
+    assert harness.workers[1].superseded == 0
+    check_invariants(harness, server, harness.workers)
+
+
+def test_superseded_end_is_answered_never_applied():
+    # An END of a previous incarnation for a transfer the server never closed gets a final
+    # ack listing no chunks, now and later; nothing is applied.
+    harness, server, workers, _, layout = build('rog:2', n=2, iters=6, dtype=torch.float64)
+    old = RowChunk(transfer_id=7, seq=3, sender=0, receiver=SERVER, kind=KIND_GRAD, clock=1,
+                   flags=FLAG_END, codec=1, incarnation=111)
+    server.on_message(RowChunk(transfer_id=1, seq=0, sender=0, receiver=SERVER,
+                               kind=KIND_GRAD, clock=0, flags=16, codec=1, incarnation=111),
+                      0.0)
+    server.on_message(RowChunk(transfer_id=1, seq=0, sender=0, receiver=SERVER,
+                               kind=KIND_GRAD, clock=0, flags=16, codec=1, incarnation=222),
+                      0.1)
+    w_before = server.w_srv.clone()
+    for t in (0.2, 0.3):
+        out = server.on_message(old, t)
+        acks = [a.msg for a in out if isinstance(getattr(a, 'msg', None), TransferAck)]
+        assert len(acks) == 1 and acks[0].final and len(acks[0].chunk_ranges) == 0
+        assert acks[0].target_incarnation == 111
+    assert torch.equal(server.w_srv, w_before) and server.superseded == 2
+
+
+def test_worker_drops_messages_meant_for_another_incarnation():
+    _, _, workers, _, _ = build('rog:2', n=2)
+    w = workers[0]
+    out = w.on_message(TransferAck(transfer_id=1, sender=SERVER, receiver=0, seq=0,
+                                   incarnation=5, target_incarnation=w.incarnation + 1), 0.0)
+    assert w.superseded == 1 and w.rejects == 0 and not [a for a in out
+                                                          if not hasattr(a, 'name')]
+
+
+def test_save_state_precedes_every_push_end():
+    harness, server, workers, _, _ = build('rog:2', n=2, iters=3, save_states=True)
+    order = []
+    inner = harness._handle
+
+    def handle(node, actions):
+        for a in actions:
+            if isinstance(a, SaveState):
+                order.append('save')
+            elif (getattr(a, 'msg', None) is not None and isinstance(a.msg, RowChunk)
+                  and a.msg.flags & FLAG_END and a.msg.kind == KIND_GRAD):
+                order.append('end')
+        inner(node, actions)
+    harness._handle = handle
+    harness.run(until=100)
+    assert order.count('end') >= 6
+    assert all(order[i - 1] == 'save' for i, x in enumerate(order) if x == 'end'
+               and i and order[i - 1] != 'end')
+    assert order[0] == 'save'
+
+
+def test_fresh_worker_restart_rejoins_exactly():
+    # Worker 0 loses everything (no saved state) while it waits for a pull and comes back as
+    # a fresh engine: its transfer ids restart at 1. The old server answered its first END
+    # with the previous run's final ack (rows it never applied) or dropped it as late.
+    from rog_ros.core.compress import ScaledSign
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.protocol.worker import WorkerEngine
+    harness, server, workers, _, layout = build('rog:2', n=3, iters=8, dtype=torch.float64)
+    t = 0.0
+    while not (workers[0].state == 'pulling' and workers[0].clock >= 3):
+        t += 0.01
+        harness.run(until=t)
+    old = workers[0]
+    fresh = WorkerEngine(0, 3, layout, ScaledSign(), make_policy('rog:2'),
+                         torch.zeros(layout.n_params, dtype=torch.float64), chunk_bytes=256,
+                         window=4, end_timeout_s=0.5, track_conservation=True)
+    harness.workers[0] = fresh
+    harness._handle(0, fresh.start(harness.now))
+    stats = harness.run(until=500)
+    assert stats.iterations[1:] == [8, 8] and fresh.clock >= 8
+    harness.fault = None
+    harness.quiesce()
+    for r, w in enumerate(harness.workers):
+        assert torch.allclose(w.w, server.worker_model(r), atol=1e-10, rtol=0)
+    delivered = old.delivered_total + sum(w.delivered_total for w in harness.workers)
+    assert torch.allclose(server.w_srv, -delivered * (server.lr / server.n), atol=1e-10,
+                          rtol=0)
