@@ -222,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_parser(sub)
     from rog_ros.net import cli_trace
     cli_trace.add_parser(sub)
+    from rog_ros.nodes import cli_security
+    cli_security.add_parser(sub)
     return parser
 
 

@@ -108,6 +108,8 @@ def test_fleet_summary_has_sane_stall_and_trigger_counts(run):
     assert s['stall_cost'] >= 0.0 and s['compute_time_s'] > 0.0
     assert s['bytes_up'] > 0 and s['bytes_down'] > 0
     assert s['rejects'] == 0
+    assert s['authenticated'] is True                 # rog fleet made a key; all verified
+    assert not any(s['rejects_by_reason'].values()), s['rejects_by_reason']
 
 
 def test_ctrl_c_stops_every_node(tmp_path):

@@ -24,6 +24,10 @@ line from their TrainStatus/LinkStats topics, and leaves ``summary.json`` and
 Ctrl-C stops every node (SIGINT, then SIGTERM, then SIGKILL); none outlives this command.
 ``--netns`` (root) runs each robot in its own network namespace behind a tbf-shaped veth
 pair instead of shaping in the application.
+
+Every message is authenticated with a fleet key (docs/security.md): ``--fleet-key-file``,
+else ``$ROG_FLEET_KEY_FILE``/``$ROG_FLEET_KEY``, else a new random key written (mode 0600) to
+``--out/fleet.key`` for this run; the nodes get it by path in ``$ROG_FLEET_KEY_FILE``.
 """
 
 from __future__ import annotations
@@ -74,6 +78,9 @@ def add_parser(subparsers):
     p.add_argument('--timeout', type=float, default=1800.0,
                    help='give up after this many seconds (default 1800)')
     p.add_argument('--quiet', action='store_true', help='no progress line')
+    p.add_argument('--fleet-key-file', default=None,
+                   help='fleet key file (0600) for message authentication (default: '
+                        '$ROG_FLEET_KEY_FILE, $ROG_FLEET_KEY, else a new key in OUT/fleet.key)')
     p.set_defaults(func=run)
     return p
 
@@ -91,6 +98,28 @@ def _overrides(args, out: str) -> dict:
 def default_domain() -> int:
     """Pick a DDS domain id for this run: spread by pid so parallel runs do not meet (1..200)."""
     return 1 + (os.getpid() * 7919 + int(time.time())) % 200
+
+
+def fleet_key_env(args, out: str) -> tuple:
+    """
+    Return ``(key, env)``: the fleet's key and the variables that hand it to every node.
+
+    A key the user gives (``--fleet-key-file`` or the environment) is checked first; without
+    one a fresh random key is written to ``out/fleet.key`` (0600). Nodes always get a path,
+    never the key itself, in their environment.
+    """
+    from rog_ros.nodes import fleet_key as auth
+    if args.fleet_key_file:
+        path = os.path.abspath(args.fleet_key_file)
+        return auth.read_key_file(path), {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}
+    key = auth.load_fleet_key()
+    if key is not None:
+        return key, {}
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, 'fleet.key')
+    if os.path.lexists(path):
+        os.unlink(path)     # one key per run: traffic recorded in earlier runs never verifies
+    return auth.write_key_file(path), {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -211,11 +240,13 @@ class Progress:
             self.stream.flush()
 
 
-def _status_bus(namespace: str, domain: int, config):
+def _status_bus(namespace: str, domain: int, config, key=None):
     """Open a bus of our own to watch the fleet's status topics (None if DDS is unavailable)."""
     try:
+        from rog_ros.transport.auth_bus import AuthBus
         from rog_ros.transport.dds_bus import DdsBus
-        return DdsBus(namespace=namespace, domain_id=domain, config=config)
+        bus = DdsBus(namespace=namespace, domain_id=domain, config=config)
+        return bus if key is None else AuthBus(bus, key)
     except Exception as exc:  # noqa: B902 - the fleet runs without a progress display
         print(f'rog fleet: no progress display ({exc})', file=sys.stderr)
         return None
@@ -244,13 +275,18 @@ def run(args) -> int:
     except (ImportError, ValueError) as err:
         print(f'rog fleet: {err}', file=sys.stderr)
         return 2
+    try:
+        key, key_env = fleet_key_env(args, out)
+    except (OSError, ValueError) as err:
+        print(f'rog fleet: {err}', file=sys.stderr)
+        return 2
     n, iterations = server.parameters['workers'], server.parameters['iterations']
     namespace = server.parameters['namespace']
     domain = args.domain_id if args.domain_id is not None else default_domain()
     loopback = config_path('loopback').as_uri()
     base_env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROG_BUS='dds',
                     PYTHONUNBUFFERED='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '1'),
-                    PYTHONPATH=_repo_pythonpath())
+                    PYTHONPATH=_repo_pythonpath(), **key_env)
     envs = {s.name: dict(base_env, CYCLONEDDS_URI=loopback) for s in specs}
     prefixes, cleanup = {}, []
     if args.netns:
@@ -268,7 +304,7 @@ def run(args) -> int:
         print('rog fleet: --netns: the nodes live in their own namespaces; progress is in '
               f'{os.path.join(out, "logs")}', file=sys.stderr)
         args.quiet = True
-    bus = None if args.quiet else _status_bus(namespace, domain, loopback)
+    bus = None if args.quiet else _status_bus(namespace, domain, loopback, key)
     if bus is not None:
         bus.subscribe(TRAIN_STATUS, callback=progress.on_status)
         bus.subscribe(LINK_STATS, callback=progress.on_link)

@@ -29,7 +29,7 @@ from rog_ros.experiments.metrics import RunRecorder
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
-from rog_ros.nodes.connect import open_bus, wait_matched
+from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
@@ -66,6 +66,20 @@ class ServerNode:
         self._evaluated_at = None
         self.last_metrics = {}
 
+    def reject_counts(self) -> dict:
+        """
+        Return ``{reason: count}`` of every message this node dropped.
+
+        ``undecodable`` and the authentication reasons come from the bus, ``invalid`` from
+        the engine's validation, ``engine_error`` from the driver (the engine raised).
+        """
+        counts = reject_counts(self.bus)
+        if getattr(self, 'engine', None) is not None:
+            counts['invalid'] = self.engine.rejects
+        if getattr(self, 'driver', None) is not None:
+            counts['engine_error'] = self.driver.engine_errors
+        return counts
+
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
         """Build engine, evaluation model, recorder, bus and downlink shapers."""
@@ -86,7 +100,7 @@ class ServerNode:
                  for r in range(a.workers)}
         self.outbox = Outbox({r: shaper_for(link, epoch, a.burst_bytes)
                               for r, link in links.items() if link is not None})
-        self.bus = maybe_faulty(open_bus(a.bus, a.namespace), a, salt=1000)
+        self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a)), a, salt=1000)
         self.hooks = ServerHooks(self.engine, tr.w0, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None),
                                  getattr(a, 'checkpoint_every', 10))
@@ -138,8 +152,7 @@ class ServerNode:
         """Release the bus. Idempotent."""
         self.life.request('shutdown')
         if getattr(self, 'hooks', None) is not None:
-            self.hooks.close({'undecodable': self.bus.rejects if self.bus else 0},
-                             getattr(self.bus, 'injected', None))
+            self.hooks.close(self.reject_counts(), getattr(self.bus, 'injected', None))
         if self.bus is not None:
             self.bus.close()
             self.bus = None
@@ -185,9 +198,13 @@ class ServerNode:
             rec.iterations[r] = max(st.iteration if st is not None else 0, e.clock[r])
         rec.bytes_up, rec.bytes_down = e.bytes_up, e.bytes_down
         rec.extra.update({
-            'driver': 'fleet', 'bus': type(self.bus).__name__ if self.bus else '',
+            'driver': 'fleet',
+            'bus': type(getattr(self.bus, 'inner', self.bus)).__name__ if self.bus else '',
+            'authenticated': hasattr(self.bus, 'verifier'),
             'completed': bool(e.finished), 'evaluations': self.evaluations,
-            'rejects': e.rejects + (self.bus.rejects if self.bus else 0),
+            'rejects': e.rejects + (self.bus.rejects if self.bus else 0)
+            + self.driver.engine_errors,
+            'rejects_by_reason': self.reject_counts(),
             'trace_scale': self.args.trace_scale, 'stall_s_per_worker': list(e.stall_time),
             'triggers_per_worker': list(e.triggers),
             'worker_status_received': sorted(self.status),

@@ -22,12 +22,13 @@ running, no new computation starts).
 
 from __future__ import annotations
 
+import sys
 import time
 
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.chaos_hooks import maybe_faulty, WorkerHooks
-from rog_ros.nodes.connect import open_bus, wait_matched
+from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.routing import TRAIN_STATUS, worker_inbox, worker_outbox
@@ -65,6 +66,20 @@ class WorkerNode:
         self._status_at = 0.0
         self._progress_at = 0.0
 
+    def reject_counts(self) -> dict:
+        """
+        Return ``{reason: count}`` of every message this node dropped.
+
+        ``undecodable`` and the authentication reasons come from the bus, ``invalid`` from
+        the engine's validation, ``engine_error`` from the driver (the engine raised).
+        """
+        counts = reject_counts(self.bus)
+        if getattr(self, 'engine', None) is not None:
+            counts['invalid'] = self.engine.rejects
+        if getattr(self, 'driver', None) is not None:
+            counts['engine_error'] = self.driver.engine_errors
+        return counts
+
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
         """Build model, engine, bus and emulated link; create every endpoint."""
@@ -81,7 +96,7 @@ class WorkerNode:
         link = link_for(a.trace, self.rank, a.workers, a.seed, a.trace_scale)
         epoch = epoch_to_monotonic(a.epoch)
         self.outbox = Outbox({SERVER: shaper_for(link, epoch, a.burst_bytes)} if link else {})
-        self.bus = maybe_faulty(open_bus(a.bus, a.namespace), a, salt=self.rank)
+        self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a)), a, salt=self.rank)
         self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None))
         for topic in worker_inbox(self.rank):
@@ -136,8 +151,11 @@ class WorkerNode:
                 self._publish_status()
                 time.sleep(0.05)
         finally:
-            self.hooks.close({'undecodable': self.bus.rejects},
-                             getattr(self.bus, 'injected', None))
+            counts = {k: v for k, v in self.reject_counts().items() if v}
+            if counts:
+                print(f'rog_worker {self.rank}: dropped messages {counts}', file=sys.stderr,
+                      flush=True)
+            self.hooks.close(self.reject_counts(), getattr(self.bus, 'injected', None))
             self.bus.close()
             self.bus = None
 
