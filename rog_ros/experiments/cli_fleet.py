@@ -78,6 +78,11 @@ def add_parser(subparsers):
     p.add_argument('--timeout', type=float, default=1800.0,
                    help='give up after this many seconds (default 1800)')
     p.add_argument('--quiet', action='store_true', help='no progress line')
+    p.add_argument('--state-dir', default=None,
+                   help='durable node state: server checkpoints and worker state files here, '
+                        'restored when the fleet is started again (default: none)')
+    p.add_argument('--checkpoint-every', type=int, default=None,
+                   help='with --state-dir: server checkpoint every K iterations (default 10)')
     p.add_argument('--fleet-key-file', default=None,
                    help='fleet key file (0600) for message authentication (default: '
                         '$ROG_FLEET_KEY_FILE, $ROG_FLEET_KEY, else a new key in OUT/fleet.key)')
@@ -87,9 +92,12 @@ def add_parser(subparsers):
 
 def _overrides(args, out: str) -> dict:
     keys = ('workload', 'sync', 'staleness', 'workers', 'trace', 'trace_scale', 'iterations',
-            'eval_every', 'lr', 'seed', 'namespace', 'deadline_floor')
+            'eval_every', 'lr', 'seed', 'namespace', 'deadline_floor', 'state_dir',
+            'checkpoint_every')
     over = {k: getattr(args, k) for k in keys}
     over.update(out=out, bus='dds', epoch=time.time())
+    if args.state_dir:
+        over['state_dir'] = os.path.abspath(args.state_dir)
     if args.no_netmon:
         over['netmon'] = False
     return over

@@ -39,8 +39,9 @@ FLEET_KEYS = ('workload', 'sync', 'staleness', 'workers', 'seed', 'lr', 'chunk_b
 """Parameters every node of a fleet must agree on."""
 LINK_KEYS = ('trace', 'trace_scale', 'epoch', 'burst_bytes')
 ROLE_KEYS = {
-    'rog_server': FLEET_KEYS + LINK_KEYS + ('iterations', 'eval_every', 'out'),
-    'rog_worker': FLEET_KEYS + LINK_KEYS + ('server_timeout',),
+    'rog_server': FLEET_KEYS + LINK_KEYS + ('iterations', 'eval_every', 'out', 'state_dir',
+                                            'checkpoint_every'),
+    'rog_worker': FLEET_KEYS + LINK_KEYS + ('server_timeout', 'state_dir'),
     'netmon': ('namespace', 'bus', 'workers', 'seed', 'interface', 'rate_hz', 'nodes',
                'record', 'trace', 'trace_scale', 'epoch'),
 }
@@ -53,7 +54,7 @@ DEFAULTS = {
     'startup_timeout': 60.0, 'trace': 'none', 'trace_scale': 1.0, 'epoch': None,
     'burst_bytes': 65536, 'iterations': 100, 'eval_every': 10, 'out': 'rog_run',
     'server_timeout': 120.0, 'interface': 'auto', 'rate_hz': 10.0, 'nodes': None,
-    'record': None, 'netmon': True,
+    'record': None, 'netmon': True, 'state_dir': None, 'checkpoint_every': 10,
 }
 ALL_NODES = '/**'
 
@@ -149,6 +150,8 @@ def plan(file_params=None, overrides=None) -> list:
     floor = float(srv['deadline_floor'])
     if not 0.0 <= floor <= 10.0:
         raise ValueError(f'deadline_floor must be in [0, 10], got {floor:g}')
+    if int(srv['checkpoint_every']) < 1:
+        raise ValueError(f'checkpoint_every must be >= 1, got {srv["checkpoint_every"]}')
     for exe in ROLE_KEYS:
         if params[exe].get('workers', n) != n:
             raise ValueError('every node of a fleet needs the same number of workers')
