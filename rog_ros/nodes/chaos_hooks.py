@@ -222,7 +222,11 @@ class WorkerHooks(_Hooks):
         if self.state is None or not self.state.exists():
             return False
         obj = self.state.load()
-        self.engine.load_state_dict(obj['engine'])
+        try:
+            self.engine.load_state_dict(obj['engine'])
+        except (KeyError, ValueError, TypeError) as err:
+            raise durable.StateError(f'state file {self.state.path} does not fit this worker '
+                                     f'({err}); move it away to start afresh') from None
         tail = list(obj.get('ledger_tail', []))
         if self.ledger is not None and tail:
             self.ledger.pending = tail + self.ledger.pending   # the reader drops repeats
@@ -343,7 +347,11 @@ class ServerHooks(_Hooks):
                 self.ledger.flush()
             return None
         obj = self.state.load()
-        self.engine.load_state_dict(obj['engine'])
+        try:
+            self.engine.load_state_dict(obj['engine'])
+        except (KeyError, ValueError, TypeError) as err:
+            raise durable.StateError(f'checkpoint {self.state.path} does not fit this fleet '
+                                     f'({err}); move it away to start afresh') from None
         self.checkpoint_id = int(obj.get('id', 0))
         self.next_at = (min(self.engine.clock) // self.every + 1) * self.every
         if self.ledger is not None:

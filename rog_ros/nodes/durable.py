@@ -46,6 +46,10 @@ import torch
 FORMAT = 1
 
 
+class StateError(ValueError):
+    """A state file cannot be used (corrupt, other format, other fleet)."""
+
+
 def add_durable_args(parser: argparse.ArgumentParser, server: bool) -> None:
     """``--state-dir`` (both roles) and ``--checkpoint-every`` (server)."""
     g = parser.add_argument_group('durable state (restart where the node stopped)')
@@ -105,10 +109,11 @@ class StateFile:
         try:
             obj = torch.load(self.path, map_location='cpu', weights_only=True)
         except Exception as err:  # noqa: B902 - any corruption: one clear line
-            raise ValueError(f'state file {self.path} is unreadable ({type(err).__name__}: '
-                             f'{err})') from None
+            first = (str(err).strip().splitlines() or [''])[0][:120]
+            raise StateError(f'state file {self.path} is unreadable ({type(err).__name__}: '
+                             f'{first}); move it away to start afresh') from None
         if not isinstance(obj, dict) or obj.get('format') != FORMAT:
-            raise ValueError(f'state file {self.path} has an unknown format')
+            raise StateError(f'state file {self.path} has an unknown format')
         return unpack(obj)
 
     def stats(self) -> dict:

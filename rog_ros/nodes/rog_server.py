@@ -29,7 +29,7 @@ import sys
 
 from rog_ros.nodes.chaos_hooks import add_chaos_args
 from rog_ros.nodes.connect import PeerTimeout
-from rog_ros.nodes.durable import add_durable_args, check_durable_args
+from rog_ros.nodes.durable import add_durable_args, check_durable_args, StateError
 from rog_ros.nodes.params import add_fleet_args, add_link_args, check_fleet_args, \
     strip_ros_args
 from rog_ros.nodes.server_node import ServerNode
@@ -70,6 +70,9 @@ def main(argv=None) -> int:
                 'sim_time_s')}), flush=True)
     except KeyboardInterrupt:
         pass
+    except StateError as err:
+        print(f'rog_server: {err}', file=sys.stderr)
+        return 2
     except PeerTimeout as err:
         print(f'rog_server: {err}', file=sys.stderr)
         return 1
