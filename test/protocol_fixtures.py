@@ -46,7 +46,7 @@ def build(spec, n=4, iters=20, codec='sign', dtype=torch.float32, lr=0.2, chunk_
         return WorkerEngine(r, n, layout, c, pol, w0, momentum=momentum,
                             weight_decay=weight_decay, chunk_bytes=chunk_bytes, window=window,
                             end_timeout_s=end_timeout_s, track_conservation=track,
-                            save_state_actions=save_states)
+                            save_state_actions=save_states, keep_undurable=True)
     server = new_server()
     workers = [new_worker(r) for r in range(n)]
     grad_fn, optimum, loss_fn = quadratic_problem(n, layout, seed=seed, noise=noise,

@@ -153,3 +153,24 @@ def test_oversized_chunk_is_rejected():
     many.row_ranges = np.arange(0, 4 * layout.n_rows, dtype=np.uint32)
     server.on_message(many, 0.0)
     assert server.rejects == 2 and not server.receiver.open
+
+
+def test_nonfinite_row_from_fragments_is_not_applied_nor_acknowledged():
+    from rog_ros.protocol.messages import FLAG_FRAGMENT
+    _, server, _, _, layout = build('rog:4', n=2, codec='identity', dtype=torch.float64)
+    row = 17
+    half = int(layout.row_len[row]) * 8 // 2
+    vals = np.zeros(2 * half // 8)
+    vals[-1] = np.inf
+    raw = vals.tobytes()
+    for seq, off in ((0, 0), (1, half)):
+        chunk = row_chunk(layout, seq=seq, row=row, codec=0, payload=raw[off:off + half])
+        chunk.flags, chunk.frag_offset = FLAG_FRAGMENT, off
+        if off:
+            chunk.tensor_ids, chunk.scales = np.zeros(0, np.uint32), np.zeros(0, np.float32)
+        server.on_message(chunk, 0.0)
+    assert server.rejects == 0
+    out = server.on_message(end_chunk(0, 1), 0.0)
+    final = [a.msg for a in out if isinstance(getattr(a, 'msg', None), TransferAck)]
+    assert len(final) == 1 and len(final[0].chunk_ranges) == 0
+    assert bool(torch.isfinite(server.w_srv).all()) and int(server.versions.v[row, 0]) == 0

@@ -199,6 +199,7 @@ class ServerEngine:
         self.worker_inc = [0] * n_workers          # 0 = not heard yet
         self.retired: list[list[int]] = [[] for _ in range(n_workers)]
         self.unsynced: list[torch.Tensor | None] = [None] * n_workers   # rejoin snapshot owes
+        self._last_join: list[tuple | None] = [None] * n_workers
         self.snap_codec = Identity(dtype)
         self.snap_row_nbytes = self.snap_codec.row_nbytes(layout)
         # membership
@@ -237,22 +238,21 @@ class ServerEngine:
             if dl is not None:
                 out += self._sends(r, dl, dl.transfer.on_tick(now))
         for r, t0 in self.stall_since.items():
-            last = self.stall_warned.get(r, t0)
-            if now - last >= self.stall_warn_s:
-                self.stall_warned[r] = now
+            # (issue 9 defect 1) a stored deadline, the very value next_wakeup returns
+            if now >= self.stall_warned.get(r, t0 + self.stall_warn_s):
+                self.stall_warned[r] = now + self.stall_warn_s
                 out.append(self._stall_diagnostic(r, now))
         # membership: fires when now >= the stored deadline (the value next_wakeup returned)
-        for r, t in enumerate(self.absent_at):
-            if t is not None and now >= t and self.active[r] and not self.stopped[r]:
+        for r in self._absence_watch():
+            if now >= self.absent_at[r]:
                 out += self.suspend(r, now, 'absent')
         return self._out(out)
 
     def next_wakeup(self) -> float | None:
         times = [dl.transfer.next_wakeup() for dl in self.downlinks if dl is not None]
-        times += [self.stall_warned.get(r, t0) + self.stall_warn_s
+        times += [self.stall_warned.get(r, t0 + self.stall_warn_s)
                   for r, t0 in self.stall_since.items()]
-        times += [t for r, t in enumerate(self.absent_at)
-                  if t is not None and self.active[r] and not self.stopped[r]]
+        times += [self.absent_at[r] for r in self._absence_watch()]
         times = [t for t in times if t is not None]
         return min(times) if times else None
 
@@ -304,6 +304,14 @@ class ServerEngine:
                     return [Send(r, self._answer_end(r, inc, msg, now))], False
                 return [Log('superseded', 1.0, r, {'from': 'old worker run'})], False
             self._precheck(msg)        # a malformed message must not reset anything
+            if int(msg.target_incarnation) not in (0, self.incarnation):
+                self.superseded += 1   # a new run of r cannot know an old run of ours
+                out = [Log('superseded', 1.0, r, {'from': 'unverified worker run'})]
+                if isinstance(msg, RowChunk) and msg.flags & (FLAG_END | FLAG_JOIN):
+                    hello = self._hello(r)         # tell it who we are; change nothing
+                    hello.target_incarnation = inc
+                    out.append(Send(r, hello))
+                return out, False
             self.retired[r] = (self.retired[r] + [known])[-8:]
             self.worker_inc[r] = inc
             out += self._reset_worker(r, now)
@@ -373,6 +381,12 @@ class ServerEngine:
             return self._maybe_readmit(r, now)
         return []
 
+    def _absence_watch(self) -> list:
+        """Workers whose silence counts: active, not done, not held by us (a pull stall)."""
+        return [r for r, t in enumerate(self.absent_at)
+                if t is not None and self.active[r] and not self.stopped[r]
+                and r not in self.pending]
+
     def active_workers(self) -> list:
         """Ranks that count in the staleness rules now."""
         return torch.nonzero(self.active).reshape(-1).tolist()
@@ -395,9 +409,13 @@ class ServerEngine:
         self.suspended_reason[worker] = reason
         out = [Log('worker_suspended', 1.0, worker,
                    {'reason': reason, 'active': self.active_workers()})]
+        if not self._quorum():
+            out.append(Log('quorum_lost', float(int(self.active.sum())), -1,
+                           {'min_workers': self.min_workers, 'active': self.active_workers(),
+                            'hint': 'training waits until enough workers are back'}))
         for r in sorted(self.pending):
             out += self._try_serve(r, now)
-        return out
+        return self._out(out)
 
     def readmit(self, worker: int, now: float) -> list:
         """Count ``worker`` in the staleness rules again (it must not block the others)."""
@@ -410,7 +428,7 @@ class ServerEngine:
         out = [Log('worker_readmitted', 1.0, worker, {'active': self.active_workers()})]
         for r in sorted(self.pending):
             out += self._try_serve(r, now)
-        return out
+        return self._out(out)
 
     def _maybe_readmit(self, r: int, now: float) -> list:
         """Readmit r once its rows are within the bound of every active worker's clock."""
@@ -516,6 +534,14 @@ class ServerEngine:
         if chunk.kind != KIND_GRAD or chunk.receiver != SERVER or not 0 <= s < self.n:
             raise MessageError(f'unexpected chunk kind={chunk.kind} from {s}')
         if chunk.flags & FLAG_JOIN:
+            # A (re)joining worker holds a model we do not know: its next pull is a snapshot.
+            join = (chunk.incarnation, chunk.transfer_id, chunk.clock)
+            if self._last_join[s] != join and not self.stopped[s]:
+                self._last_join[s] = join
+                if self.downlinks[s] is None or not self.downlinks[s].snapshot:
+                    self.downlinks[s] = None          # dropped uncommitted
+                    self.unsynced[s] = torch.ones(self.layout.n_rows, dtype=torch.bool)
+                    self.sent[s].zero_()
             return [Send(s, self._hello(s)), Log('join', 1.0, s)]
         if chunk.flags & FLAG_REQUEST:
             if self.slots is None:
@@ -618,13 +644,14 @@ class ServerEngine:
             self._end_stall(r, now)
             return [Send(r, Schedule(worker=r, clock=c, push_deadline_s=-1.0, stop=True)),
                     Log('worker_done', float(c), r)]
-        if not self._quorum() or not self.versions.satisfied(c, self.policy.staleness,
-                                                             self.active):
+        # A suspended worker catching up is served without quorum: it must get back in.
+        quorum = self._quorum() or not self.active[r]
+        if not quorum or not self.versions.satisfied(c, self.policy.staleness, self.active):
             if r not in self.stall_since:
                 self.stall_since[r] = now
                 self.triggers[r] += 1
                 info = {'clock': c}
-                if not self._quorum():
+                if not quorum:
                     info['quorum'] = f'{int(self.active.sum())} of {self.min_workers} active'
                 return [Log('trigger', 1.0, r, info)]
             return []
@@ -641,6 +668,8 @@ class ServerEngine:
         return [Log('stall_s', now - t0, r)]
 
     def _start_downlink(self, r: int, c: int, now: float) -> list:
+        if self.absence_timeout_s is not None:
+            self.absent_at[r] = now + self.absence_timeout_s   # its silence counts again
         if self.unsynced[r] is not None:
             return self._start_snapshot(r, max(c, self.clock[r]), now)
         pol, layout = self.policy, self.layout
@@ -822,8 +851,10 @@ class ServerEngine:
         full = delivered.size == layout.n_rows
         if dl.snapshot:
             # the worker's rows are now exactly the values sent
-            self.mirror[r] = layout.where_rows(mask, dl.values, self.mirror[r]) if not full \
-                else dl.values
+            if full:
+                self.mirror[r].copy_(dl.values)
+            else:
+                layout.where_rows(mask, dl.values, self.mirror[r], out=self.mirror[r])
             self.unsynced[r] &= ~mask
             if not bool(self.unsynced[r].any()):
                 self.unsynced[r] = None

@@ -321,7 +321,7 @@ class IncomingTransfer:
         self.have = np.zeros(layout.n_rows, dtype=np.int64)
         self.scales = np.full(layout.n_tensors, np.nan, dtype=np.float32)
         self.seqs: set[int] = set()
-        self.fragments = False
+        self.fragments: dict[int, list] = {}   # fragmented row -> its chunks' seqs
         self.bytes = 0
         self.first_time = now
         self.last_time = now
@@ -340,7 +340,7 @@ class IncomingTransfer:
             start = int(self.row_offset[r]) + off
             self.buf[start:start + payload.size] = payload
             self.have[r] += payload.size
-            self.fragments = True
+            self.fragments.setdefault(r, []).append(int(chunk.seq))
         else:
             self.bytes_of.scatter(self.buf, rows, payload)
             self.have[rows] += self.row_nbytes[rows]
@@ -363,8 +363,13 @@ class IncomingTransfer:
                 ok_t = np.isfinite(self.scales)
                 complete &= ok_t[self.layout.row_tensor.numpy()]
         if not self.codec.lossy and self.fragments:
+            # A row assembled from fragments is checked once whole; a non-finite one is not
+            # applied, and its chunks leave the final ack (the sender keeps the row).
             values = torch.from_numpy(self.buf).view(self.codec.dtype)
-            complete &= torch.isfinite(self.layout.row_abs_sum(values)).numpy()
+            finite = torch.isfinite(self.layout.row_abs_sum(values)).numpy()
+            for r in np.flatnonzero(~finite & complete).tolist():
+                self.seqs.difference_update(self.fragments.get(r, []))
+            complete &= finite
         scales = np.nan_to_num(self.scales, nan=0.0)
         seqs = np.fromiter(sorted(self.seqs), dtype=np.int64, count=len(self.seqs))
         return (torch.from_numpy(complete), torch.from_numpy(self.buf),

@@ -108,10 +108,13 @@ class WorkerEngine:
     save_state_actions : bool
         Emit ``SaveState`` before every push END and after every commit (drivers that persist
         the worker's state for restarts).
+    keep_undurable : bool
+        Keep the delivered pushes not yet covered by a confirmed server checkpoint (encoded,
+        ~1/32 of the model each with the sign codec) to resend them after a server restart.
+        Needed for exactly-once across server crashes; enable it when the server checkpoints.
     max_undurable : int
-        At most this many delivered pushes not yet covered by a confirmed server checkpoint are
-        kept (encoded, ~1/32 of the model each with the sign codec) for resending after a server
-        restart; older ones are dropped with an ``undurable_overflow`` Log.
+        At most this many such pushes are kept; beyond, the oldest is dropped and counted in
+        ``undurable_dropped`` (a server crash could then lose it).
     max_clock : int
         Largest clock accepted in RowVersions (bounds, DESIGN section 10).
 
@@ -123,7 +126,8 @@ class WorkerEngine:
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, window: int = 4,
                  end_timeout_s: float = 2.0, track_conservation: bool = False,
                  incarnation: int | None = None, save_state_actions: bool = False,
-                 max_undurable: int = 64, max_clock: int = MAX_CLOCK):
+                 keep_undurable: bool = False, max_undurable: int = 64,
+                 max_clock: int = MAX_CLOCK):
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if not 0 <= rank < n_workers:
@@ -135,6 +139,7 @@ class WorkerEngine:
         self.chunk_bytes, self.window, self.end_timeout_s = chunk_bytes, window, end_timeout_s
         self.incarnation = int(incarnation) if incarnation is not None else new_incarnation()
         self.save_state_actions = bool(save_state_actions)
+        self.keep_undurable = bool(keep_undurable)
         self.max_undurable = int(max_undurable)
         self.max_clock = int(max_clock)
         dtype = w0.dtype
@@ -324,7 +329,31 @@ class WorkerEngine:
         if self.server_incarnation == 0 or inc == self.server_incarnation:
             self.server_incarnation = self.server_incarnation or inc
             return None
+        if target != self.incarnation:
+            # A new server run knows whom it talks to (from its checkpoint or our JOIN); a
+            # message that does not is not allowed to make us drop our in-flight state.
+            self.superseded += 1
+            return [Log('superseded', 1.0, self.rank, {'from': 'unverified server run'})]
+        self._precheck(msg)
         return self._server_restart(msg, inc, now)
+
+    def _precheck(self, msg) -> None:
+        """Stateless validation of a message from a new server run (before acting on it)."""
+        if isinstance(msg, Schedule):
+            if msg.worker != self.rank or not (math.isfinite(msg.push_deadline_s)
+                                               and math.isfinite(msg.compute_sleep_s)):
+                raise MessageError('malformed schedule')
+        elif isinstance(msg, TransferAck):
+            if msg.sender != SERVER or msg.receiver != self.rank:
+                raise MessageError('ack not addressed to this worker')
+        elif isinstance(msg, RowChunk):
+            if (msg.kind != KIND_UPDATE or msg.sender != SERVER
+                    or msg.receiver != self.rank):
+                raise MessageError('unexpected chunk for a worker')
+        elif isinstance(msg, RowVersions):
+            if msg.receiver != self.rank:
+                raise MessageError('RowVersions for another worker')
+            check_versions(msg, self.layout.n_rows, self.n, self.max_clock)
 
     def _server_restart(self, msg, inc: int, now: float) -> list | None:
         """Handle a new server incarnation: drop what its predecessor left open, rejoin."""
@@ -503,6 +532,8 @@ class WorkerEngine:
         self.residual.sub_(q)
         self.withheld.masked_fill_(mask, 0)
         self._push_p = None
+        if not self.keep_undurable:
+            return
         # Keep it (encoded) until a confirmed server checkpoint covers it.
         self.undurable.append((tr.transfer_id, torch.from_numpy(tr.rowbytes.copy()),
                                torch.from_numpy(tr.scales.copy()), delivered.copy()))
@@ -576,8 +607,10 @@ class WorkerEngine:
             partial = n_rows < self.layout.n_rows
             if snapshot:
                 vals = self.snap_codec.decode(self.layout, rowbytes, scales, self._scratch)
-                self.w.copy_(self.layout.where_rows(mask, vals, self.w)
-                             if partial else vals)
+                if partial:
+                    self.layout.where_rows(mask, vals, self.w, out=self.w)
+                else:
+                    self.w.copy_(vals)
             else:
                 q = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
                                       row_mask=mask if partial else None)

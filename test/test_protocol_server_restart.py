@@ -1,0 +1,98 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Server restarts from its last confirmed checkpoint (issue 9, DESIGN section 10).
+
+The server is killed at random points and restored from the newest state its driver confirmed
+as durable. Workers resend what that checkpoint lacks and pull a snapshot. On a float64
+ledger, what each worker computed equals what the final server holds applied plus its
+residual: nothing is lost, nothing doubled, and training completes.
+"""
+
+import copy
+import random
+
+from protocol_fixtures import build, random_faults
+import pytest
+from rog_ros.protocol.messages import SERVER
+from test_protocol_conservation import check_invariants
+import torch
+
+
+def checkpoint_every(harness, period):
+    harness.checkpoint = None
+
+    def tick():
+        if SERVER not in harness.dead:
+            state = copy.deepcopy(harness.server.state_dict())   # write, fsync, rename
+            harness.checkpoint = state
+            harness.server.checkpoint_confirmed(state['state_id'])
+        harness.at(harness.now + period, tick)
+    harness.at(0.0, tick)
+
+
+def restart_server(harness):
+    new = harness.new_server()
+    new.load_state_dict(harness.checkpoint)
+    harness.revive(SERVER, new)
+
+
+def schedule_server_crashes(harness, rng, n, t_max, downtime=(0.02, 0.3)):
+    crashes = []
+    for t in sorted(rng.uniform(0.1, t_max) for _ in range(n)):
+        down = rng.uniform(*downtime)
+
+        def crash(down=down):
+            if SERVER in harness.dead or any(harness.stopped):
+                return     # (a stopped worker no longer resends: drivers checkpoint then)
+            crashes.append(harness.now)
+            harness.kill(SERVER)
+            harness.at(harness.now + down, lambda: restart_server(harness))
+        harness.at(t, crash)
+    return crashes
+
+
+@pytest.mark.parametrize('seed', range(4))
+def test_server_killed_and_restored_keeps_exactly_once(seed):
+    harness, _, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=seed)
+    checkpoint_every(harness, 0.2)
+    crashes = schedule_server_crashes(harness, random.Random(seed), 3, 0.9)
+    harness.run(until=2000)
+    server = harness.server
+    assert len(crashes) >= 2 and server.finished
+    assert sum(w.checkpoint_transfer >= 0 for w in harness.workers) == 3
+    check_invariants(harness, server, harness.workers)
+
+
+def test_server_restart_with_message_faults():
+    harness, _, _, _, _ = build('rog:3', n=3, iters=10, dtype=torch.float64, seed=7,
+                                fault=random_faults(7, p_drop=0.05, p_dup=0.05, p_late=0.05))
+    checkpoint_every(harness, 0.5)
+    crashes = schedule_server_crashes(harness, random.Random(7), 3, 1.2)
+    harness.run(until=2000)
+    assert len(crashes) >= 2 and harness.server.finished
+    check_invariants(harness, harness.server, harness.workers)
+
+
+def test_resent_pushes_are_what_the_checkpoint_lacks():
+    # No checkpoint after t=0: every push delivered before the crash is resent.
+    harness, _, _, _, _ = build('rog:2', n=2, iters=8, dtype=torch.float64)
+    checkpoint_every(harness, 1000.0)
+    harness.at(0.5, lambda: harness.kill(SERVER))
+    harness.at(0.6, lambda: restart_server(harness))
+    harness.log_events = True
+    harness.run(until=2000)
+    resent = [a for _, _, a in harness.stats.logs if a.name == 'resend_after_server_restart']
+    assert len(resent) == 2 and all(a.value >= 2 for a in resent)
+    check_invariants(harness, harness.server, harness.workers)
