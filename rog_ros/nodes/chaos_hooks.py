@@ -51,6 +51,9 @@ import torch
 LEDGER_ENV = 'ROG_CHAOS_LEDGER'
 FAULTS_ENV = 'ROG_CHAOS_FAULTS'
 FAULT_TYPES = ('RowChunk', 'TransferAck')
+EVENTS = ('server_restart', 'resend_after_server_restart', 'recover_push', 'recovered_push',
+          'undurable_overflow', 'join')
+"""Worker engine Logs copied into the ledger (diagnostics of restarts)."""
 
 
 def add_chaos_args(parser: argparse.ArgumentParser) -> None:
@@ -266,6 +269,11 @@ class WorkerHooks(_Hooks):
                                 proj=lg.project(-diff, self.proj))
             else:
                 self.ledger.add('uncommit', proj=lg.project(diff, self.proj))
+        if self.ledger is not None:
+            for a in actions:
+                if isinstance(a, Log) and a.name in EVENTS:
+                    self.ledger.add('event', name=a.name, value=float(a.value))
+                    event = True
         end = any(isinstance(a, Send) and isinstance(a.msg, RowChunk) and a.msg.flags & FLAG_END
                   for a in actions)
         committed = any(isinstance(a, Log) and a.name == 'push_done' for a in actions)

@@ -88,7 +88,8 @@ class WorkerNode:
         self.engine = WorkerEngine(self.rank, a.workers, tr.layout, tr.codec, tr.policy, tr.w0,
                                    momentum=tr.workload.momentum, chunk_bytes=a.chunk_bytes,
                                    window=a.window,
-                                   save_state_actions=bool(getattr(a, 'state_dir', None)))
+                                   save_state_actions=bool(getattr(a, 'state_dir', None)),
+                                   keep_undurable=bool(getattr(a, 'state_dir', None)))
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
         tr.layout.bind(self.model, self.engine.w)
         self.params = list(self.model.parameters())
