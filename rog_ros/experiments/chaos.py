@@ -334,20 +334,20 @@ def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None
 
 
 def _worker_restart(cfg: ChaosConfig) -> dict:
-    path_of = None
+    killed = {}
 
     def inject(fleet):
         path = os.path.join(fleet.ledger_dir, f'worker_{VICTIM}.jsonl')
-        nonlocal path_of
-        path_of = path
         target = max(3, cfg.iterations // 3)
         if not _wait_for(lambda: _count(path, 'computed') >= target, 90, fleet):
             return None, f'worker {VICTIM} never reached iteration {target}'
         seen = _count(path, 'computed')
         _wait_for(lambda: _count(path, 'computed') > seen, 10, fleet)
-        time.sleep(0.02)                 # its push has started: kill it mid-transfer
+        time.sleep(0.01)     # the computation is saved, its push is leaving: kill it now
         fleet.kill(f'rog_worker_{VICTIM}')
         old = _runs(path)
+        last = [r for r in _records(path) if r['kind'] in ('computed', 'commit')][-1]
+        killed['mid_transfer'] = last['kind'] == 'computed'    # pushed, not yet committed
         time.sleep(0.5)
         fleet.start(f'rog_worker_{VICTIM}')
         t = time.monotonic()
@@ -358,7 +358,12 @@ def _worker_restart(cfg: ChaosConfig) -> dict:
         if not _wait_for(resumed, 90, fleet):
             return None, f'worker {VICTIM} did not compute again after its restart'
         return round(time.monotonic() - t, 3), ''
-    return _fleet_scenario('worker-restart', cfg, inject)
+
+    def mid_transfer(res, fleet):
+        res['killed_mid_transfer'] = killed.get('mid_transfer')
+        return [] if killed.get('mid_transfer') else [
+            f'worker {VICTIM} was not killed in the middle of a push']
+    return _fleet_scenario('worker-restart', cfg, inject, extra_check=mid_transfer)
 
 
 def _server_restart(cfg: ChaosConfig) -> dict:
