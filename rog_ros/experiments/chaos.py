@@ -341,9 +341,19 @@ def _worker_restart(cfg: ChaosConfig) -> dict:
         target = max(3, cfg.iterations // 3)
         if not _wait_for(lambda: _count(path, 'computed') >= target, 90, fleet):
             return None, f'worker {VICTIM} never reached iteration {target}'
-        seen = _count(path, 'computed')
-        _wait_for(lambda: _count(path, 'computed') > seen, 10, fleet)
-        time.sleep(0.01)     # the computation is saved, its push is leaving: kill it now
+        # The next computation's line is appended after its state was saved, right before its
+        # push leaves (one chunk or three, a few ms to the commit): kill on sight.
+        size = os.path.getsize(path)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if os.path.getsize(path) > size:
+                with open(path, encoding='utf-8') as fh:
+                    fh.seek(size)
+                    new = fh.read()
+                size += len(new.encode('utf-8'))
+                if '"computed"' in new:
+                    break
+            time.sleep(0.0005)
         fleet.kill(f'rog_worker_{VICTIM}')
         old = _runs(path)
         last = [r for r in _records(path) if r['kind'] in ('computed', 'commit')][-1]
