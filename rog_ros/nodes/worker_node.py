@@ -100,7 +100,9 @@ class WorkerNode:
         self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a)), a, salt=self.rank)
         self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None))
-        for topic in worker_inbox(self.rank):
+        # Versions first: a poll hands topics over in subscription order, and the engine takes
+        # a downlink END only once its RowVersions is in (both are sent back to back).
+        for topic in sorted(worker_inbox(self.rank), key=lambda t: not t.endswith('versions')):
             self.bus.subscribe(topic)
         for topic in worker_outbox() + [TRAIN_STATUS]:
             self.bus.advertise(topic)
