@@ -110,7 +110,7 @@ class Fleet:
     """The nodes of one scenario: start, kill, restart, wait."""
 
     def __init__(self, cfg: ChaosConfig, run_dir: str, trace: str, extra=None,
-                 key_env=None):
+                 key_env=None, iterations=None):
         from rog_ros.experiments.cli_fleet import default_domain
         from rog_ros.experiments.fleet import plan
         from rog_ros.transport.cyclone_config import config_path
@@ -119,10 +119,11 @@ class Fleet:
         self.state_dir = os.path.join(run_dir, 'state')
         os.makedirs(os.path.join(run_dir, 'logs'), exist_ok=True)
         self.namespace = f'/rog_chaos_{os.getpid()}_{random.getrandbits(24)}'
+        self.iterations = iterations or cfg.iterations
         specs = plan(overrides={
-            'workload': WORKLOAD, 'workers': cfg.workers, 'iterations': cfg.iterations,
+            'workload': WORKLOAD, 'workers': cfg.workers, 'iterations': self.iterations,
             'seed': cfg.seed, 'trace': trace, 'chunk_bytes': CHUNK_BYTES,
-            'burst_bytes': BURST_BYTES, 'eval_every': max(1, cfg.iterations // 3),
+            'burst_bytes': BURST_BYTES, 'eval_every': max(1, self.iterations // 3),
             'out': run_dir, 'bus': 'dds', 'epoch': time.time(), 'namespace': self.namespace,
             'netmon': False, 'startup_timeout': 60.0})
         self.specs = {}
@@ -296,13 +297,13 @@ def _result(name: str, **kw) -> dict:
 
 
 def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None,
-                    key_env=None, extra_check=None) -> dict:
+                    key_env=None, extra_check=None, iterations=None) -> dict:
     """Start a fleet, run ``inject(fleet) -> (recover_s, detail)``, wait, check the ledger."""
     run_dir = os.path.abspath(os.path.join(cfg.out, name))
     trace = os.path.join(run_dir, 'trace.csv')
     os.makedirs(run_dir, exist_ok=True)
     write_trace(trace, cfg.workers, RATE_MBPS, outage)
-    fleet = Fleet(cfg, run_dir, trace, extra, key_env)
+    fleet = Fleet(cfg, run_dir, trace, extra, key_env, iterations)
     t0 = time.monotonic()
     recover, detail, finished, reason = None, '', False, ''
     try:
@@ -404,7 +405,7 @@ def _server_restart(cfg: ChaosConfig) -> dict:
 
 
 def _link_outage(cfg: ChaosConfig) -> dict:
-    start_s = 12.0    # trace time of the outage: a few iterations after start-up
+    start_s = 8.0     # trace time of the outage: about when training starts
     window = {}
 
     def inject(fleet):
@@ -430,14 +431,18 @@ def _link_outage(cfg: ChaosConfig) -> dict:
         after = [t for t in times if t >= window['up']]
         if after:
             res['recover_s'] = round(after[0] - window['up'], 3)
-        if not before or not after:
+        res['victim_iterations'] = {'before': len(before), 'during': len(during),
+                                    'after': len(after)}
+        if not after:    # (none before: the outage covered the start of its training)
             return [f'the outage did not fall inside worker {VICTIM}\'s training '
                     f'({len(before)} iterations before it, {len(after)} after)']
         if len(during) > 1:
             return [f'worker {VICTIM} computed {len(during)} iterations with its link down']
         return []
+    # enough iterations that training outlasts start-up and reaches the outage (~0.2 s each)
     return _fleet_scenario('link-outage', cfg, inject, extra_check=hit,
-                           outage=(VICTIM, start_s, cfg.outage_s))
+                           outage=(VICTIM, start_s, cfg.outage_s),
+                           iterations=max(cfg.iterations, 80))
 
 
 def _records(path: str) -> list:
@@ -552,6 +557,8 @@ def _flood(cfg: ChaosConfig) -> dict:
             return None, 'the fleet did not train before the flood'
         sent.update(flood(fleet.domain, fleet.namespace, cfg.workers, cfg.flood_s,
                           seed=cfg.seed))
+        if any(c is not None for c in fleet.codes().values()):
+            return None, 'the fleet stopped during the flood (raise --iterations)'
         return None, ''
 
     def all_rejected(res, fleet):
@@ -559,7 +566,10 @@ def _flood(cfg: ChaosConfig) -> dict:
         got = sum(v for k, v in res['rejected'].items() if k != 'replay')
         res['flood_sent'] = dict(sent)
         return [] if got >= total else [f'{total} hostile messages sent, {got} rejected']
-    return _fleet_scenario('flood', cfg, inject, key_env=key_env, extra_check=all_rejected)
+    # training must outlast the flood, so that every hostile message meets a node (~0.2 s
+    # per iteration)
+    return _fleet_scenario('flood', cfg, inject, key_env=key_env, extra_check=all_rejected,
+                           iterations=max(cfg.iterations, 20 + int(25 * cfg.flood_s)))
 
 
 RUNNERS = {'worker-restart': _worker_restart, 'server-restart': _server_restart,
