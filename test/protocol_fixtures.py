@@ -35,18 +35,22 @@ def build(spec, n=4, iters=20, codec='sign', dtype=torch.float32, lr=0.2, chunk_
     layout = RowLayout(SHAPES, whole_model=pol.whole_model)
     c = ScaledSign() if codec == 'sign' else Identity(dtype)
     w0 = torch.zeros(layout.n_params, dtype=dtype)
+    incarnations = random.Random(seed + 7919)      # reproducible runs, fresh ids per restart
 
     def new_server():
         return ServerEngine(layout, c, pol, n, w0, lr=lr, max_iterations=iters,
                             chunk_bytes=chunk_bytes, window=window,
                             end_timeout_s=end_timeout_s, absence_timeout_s=absence_timeout_s,
-                            min_workers=min_workers)
+                            min_workers=min_workers,
+                            incarnation=incarnations.getrandbits(64) or 1)
 
     def new_worker(r):
         return WorkerEngine(r, n, layout, c, pol, w0, momentum=momentum,
                             weight_decay=weight_decay, chunk_bytes=chunk_bytes, window=window,
                             end_timeout_s=end_timeout_s, track_conservation=track,
-                            save_state_actions=save_states, keep_undurable=True)
+                            save_state_actions=save_states, keep_undurable=True,
+                            join_on_start=save_states,
+                            incarnation=incarnations.getrandbits(64) or 1)
     server = new_server()
     workers = [new_worker(r) for r in range(n)]
     grad_fn, optimum, loss_fn = quadratic_problem(n, layout, seed=seed, noise=noise,

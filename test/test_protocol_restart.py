@@ -228,3 +228,16 @@ def test_forged_server_incarnation_changes_nothing():
     harness.run(until=500)
     assert server.finished
     check_invariants(harness, server, workers)
+
+
+@pytest.mark.parametrize('spec', ['bsp', 'ssp:2'])
+def test_whole_model_policies_rejoin_under_message_loss(spec):
+    # Whole-model snapshots go in tensor rows: under 5 % loss a one-row snapshot of the
+    # whole model (hundreds of fragments) would practically never arrive complete.
+    from protocol_fixtures import random_faults
+    harness, server, _, _, _ = build(spec, n=3, iters=8, dtype=torch.float64, seed=3,
+                                     save_states=True, fault=random_faults(3, 0.05, 0.05, 0.05))
+    crashes = schedule_worker_crashes(harness, random.Random(3), 4, 2.0, (0.02, 0.4))
+    harness.run(until=600)
+    assert len(crashes) >= 2 and harness.server.finished
+    check_invariants(harness, harness.server, harness.workers)

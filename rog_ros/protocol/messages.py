@@ -54,7 +54,9 @@ of the model's dtype (lossless), which *replace* the worker's rows instead of be
 a rejoining worker ends up holding exactly the server's view of it (DESIGN section 10)."""
 FLAG_JOIN = 16
 """RowChunk flag (uplink, no payload): a (re)joining worker says hello; the server answers with
-a Schedule carrying ``checkpoint_transfer`` and changes no state."""
+a Schedule carrying ``checkpoint_transfer`` and makes the worker's next pull a snapshot. With
+``tensor_ids = [low 32 bits, high 32 bits]`` of an earlier incarnation of the sender, it only
+asks which pushes of that run the server's checkpoint holds (answer addressed to that run)."""
 
 MAX_CLOCK = 2 ** 31 - 2
 """Largest iteration clock any node accepts: versions are int32 and -1 is reserved."""
@@ -183,7 +185,8 @@ class Schedule:
 
     TYPE: ClassVar[str] = 'Schedule'
     worker: int
-    clock: int                  # the worker clock this schedule answers
+    clock: int                  # the worker clock this schedule answers; answer to a JOIN:
+    #                             -1 - the JOIN's transfer_id
     push_deadline_s: float      # MTA time: keep pushing rows until this long after push start;
     #                             negative = no deadline (send everything)
     compute_sleep_s: float = 0.0  # compute equalisation: idle this long before computing

@@ -80,7 +80,8 @@ from rog_ros.protocol.messages import (
     LinkStats, MAX_CLOCK, MessageError, RowChunk, RowVersions, Schedule, SERVER, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.policies.flown import SlotScheduler
-from rog_ros.protocol.transfer import check_chunk, OutgoingTransfer, Receiver
+from rog_ros.protocol.transfer import (
+    check_chunk, OutgoingTransfer, Receiver, snapshot_layout)
 import torch
 
 
@@ -201,7 +202,8 @@ class ServerEngine:
         self.unsynced: list[torch.Tensor | None] = [None] * n_workers   # rejoin snapshot owes
         self._last_join: list[tuple | None] = [None] * n_workers
         self.snap_codec = Identity(dtype)
-        self.snap_row_nbytes = self.snap_codec.row_nbytes(layout)
+        self.snap_layout = snapshot_layout(layout)
+        self.snap_v: list[torch.Tensor | None] = [None] * n_workers   # epoch's versions
         # membership
         self.absence_timeout_s = absence_timeout_s
         self.min_workers = int(min_workers)
@@ -209,10 +211,16 @@ class ServerEngine:
         self.suspended_reason: dict[int, str] = {}
         self.absent_at: list[float | None] = [None] * n_workers   # absence deadlines
         # checkpoints: newest applied push (incarnation, transfer id) per worker
-        self.applied_push = [(0, -1)] * n_workers
+        # checkpoints: per worker {incarnation: newest applied push transfer id}
+        self.applied_push: list[dict] = [{} for _ in range(n_workers)]
         self._states: dict[int, list] = {}         # state_id -> applied_push at that time
         self._next_state_id = 1
-        self.confirmed_push = [(0, -1)] * n_workers
+        self.confirmed_push: list[dict] = [{} for _ in range(n_workers)]
+        # After a restore, only pushes a worker sent after its JOIN (ids above the JOIN's) are
+        # applied: it re-added before them what the checkpoint lacks, and what the lost run
+        # applied of its older pushes would otherwise leave gaps below checkpoint_transfer.
+        self.restored = False
+        self.join_tid: list[dict] = [{} for _ in range(n_workers)]
 
     # ================================================================== public API
     def on_message(self, msg, now: float) -> list:
@@ -279,7 +287,8 @@ class ServerEngine:
                 if not m.target_incarnation and 0 <= a.dest < self.n:
                     m.target_incarnation = self.worker_inc[a.dest]
                 if isinstance(m, Schedule) and m.checkpoint_transfer == -1:
-                    m.checkpoint_transfer = self._checkpoint_for(m.worker)
+                    m.checkpoint_transfer = self._checkpoint_for(m.worker,
+                                                                 m.target_incarnation)
         return actions
 
     def _admit(self, msg, now: float) -> tuple[list, bool]:
@@ -302,22 +311,29 @@ class ServerEngine:
                 self.superseded += 1
                 if isinstance(msg, RowChunk) and msg.flags & FLAG_END:
                     return [Send(r, self._answer_end(r, inc, msg, now))], False
+                if isinstance(msg, RowChunk) and msg.flags & FLAG_JOIN:
+                    # a restarted worker asks which pushes of that run our checkpoint holds
+                    return [Send(r, self._hello(r, inc))], False
                 return [Log('superseded', 1.0, r, {'from': 'old worker run'})], False
             self._precheck(msg)        # a malformed message must not reset anything
             if int(msg.target_incarnation) not in (0, self.incarnation):
                 self.superseded += 1   # a new run of r cannot know an old run of ours
                 out = [Log('superseded', 1.0, r, {'from': 'unverified worker run'})]
                 if isinstance(msg, RowChunk) and msg.flags & (FLAG_END | FLAG_JOIN):
-                    hello = self._hello(r)         # tell it who we are; change nothing
-                    hello.target_incarnation = inc
-                    out.append(Send(r, hello))
+                    out.append(Send(r, self._hello(r, inc)))   # who we are; change nothing
                 return out, False
             self.retired[r] = (self.retired[r] + [known])[-8:]
             self.worker_inc[r] = inc
             out += self._reset_worker(r, now)
+            if not int(msg.target_incarnation):
+                # It never heard of any server run: a fresh start with nothing to resend (a
+                # restored worker knows a server run and JOINs before its pushes count).
+                self.join_tid[r][inc] = -1
         elif not known:
             self._precheck(msg)
             self.worker_inc[r] = inc
+            if not int(msg.target_incarnation):
+                self.join_tid[r][inc] = -1
         target = int(msg.target_incarnation)
         if target and target != self.incarnation:
             # Addressed to an earlier run of this server: apply nothing, tell it we restarted.
@@ -352,10 +368,18 @@ class ServerEngine:
             self.receiver.record(r, inc, msg.transfer_id, ack)
         return ack
 
-    def _hello(self, r: int) -> Schedule:
-        """Answer to a JOIN (no state change): the durable checkpoint and the push deadline."""
-        return Schedule(worker=r, clock=self.clock[r], push_deadline_s=self._push_deadline(r),
-                        stop=self.stopped[r])
+    def _hello(self, r: int, inc: int = 0, join_tid: int | None = None) -> Schedule:
+        """
+        Tell r who we are (no state change): the durable checkpoint and the push deadline.
+
+        With ``inc``, addressed to that run of r and reporting that run's pushes. The answer
+        to a JOIN carries ``clock = -1 - (the JOIN's transfer id)``: only that answer lets the
+        worker go on with its rejoin push.
+        """
+        clock = self.clock[r] if join_tid is None else -1 - int(join_tid)
+        return Schedule(worker=r, clock=clock, push_deadline_s=self._push_deadline(r),
+                        stop=self.stopped[r], target_incarnation=inc,
+                        checkpoint_transfer=self._checkpoint_for(r, inc))
 
     def _reset_worker(self, r: int, now: float) -> list:
         """Start afresh for a new incarnation of worker r (transfers dropped uncommitted)."""
@@ -364,7 +388,7 @@ class ServerEngine:
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
         self.sent[r].zero_()              # what it holds is unknown: the snapshot says all
-        self.unsynced[r] = torch.ones(self.layout.n_rows, dtype=torch.bool)
+        self._new_snapshot_epoch(r)
         self._pull_done_at[r] = None
         if self.slots is not None:
             self.slots.release(r, 'push')
@@ -444,9 +468,9 @@ class ServerEngine:
         return int(self.active.sum()) >= self.min_workers
 
     # ================================================================== checkpoints
-    def _checkpoint_for(self, r: int) -> int:
-        inc, tid = self.confirmed_push[r]
-        return tid if inc == self.worker_inc[r] else -1
+    def _checkpoint_for(self, r: int, inc: int = 0) -> int:
+        """Newest push of run ``inc`` of r (default: its current run) a durable state holds."""
+        return self.confirmed_push[r].get(inc or self.worker_inc[r], -1)
 
     def state_dict(self) -> dict:
         """
@@ -461,7 +485,7 @@ class ServerEngine:
         """
         sid = self._next_state_id
         self._next_state_id += 1
-        self._states[sid] = list(self.applied_push)
+        self._states[sid] = [dict(d) for d in self.applied_push]
         for old in sorted(self._states)[:-8]:
             del self._states[old]
         closed = {key: {tid: _ack_fields(a) for tid, a in book.items()}
@@ -472,7 +496,8 @@ class ServerEngine:
             'versions': self.versions.v.clone(), 'sent': self.sent.clone(),
             'clock': list(self.clock), 'stopped': list(self.stopped),
             'worker_inc': list(self.worker_inc), 'retired': [list(x) for x in self.retired],
-            'applied_push': list(self.applied_push), 'next_tid': list(self.next_tid),
+            'applied_push': [dict(d) for d in self.applied_push],
+            'next_tid': list(self.next_tid),
             'active': self.active.clone(), 'suspended_reason': dict(self.suspended_reason),
             'thr_up': [e.value_bps for e in self.thr_up],
             'thr_down': [e.value_bps for e in self.thr_down],
@@ -508,8 +533,10 @@ class ServerEngine:
         self.clock, self.stopped = list(sd['clock']), list(sd['stopped'])
         self.worker_inc = list(sd['worker_inc'])
         self.retired = [list(x) for x in sd['retired']]
-        self.applied_push = [tuple(x) for x in sd['applied_push']]
-        self.confirmed_push = list(self.applied_push)     # it is durable: we loaded it
+        self.applied_push = [dict(d) for d in sd['applied_push']]
+        self.confirmed_push = [dict(d) for d in self.applied_push]   # durable: we loaded it
+        self.restored = True
+        self.join_tid = [{} for _ in range(self.n)]
         self.next_tid = list(sd['next_tid'])
         self.active.copy_(sd['active'])
         self.suspended_reason = dict(sd['suspended_reason'])
@@ -519,13 +546,15 @@ class ServerEngine:
             e.value_bps = v
         for (s, inc), book in sd['closed'].items():
             for tid, fields in sorted(book.items()):
-                self.receiver.record(s, inc, tid, TransferAck(**fields))
+                ack = TransferAck(**dict(fields, chunk_ranges=np.asarray(
+                    fields['chunk_ranges'], dtype=np.uint32)))
+                self.receiver.record(s, inc, tid, ack)
         self.receiver.newest_closed.update(sd['newest_closed'])
         self.triggers, self.stall_time = list(sd['triggers']), list(sd['stall_time'])
         self.bytes_up, self.bytes_down = sd['bytes_up'], sd['bytes_down']
         # What each worker holds now is unknown: every pull starts with a snapshot.
-        self.unsynced = [torch.ones(self.layout.n_rows, dtype=torch.bool)
-                         for _ in range(self.n)]
+        for r in range(self.n):
+            self._new_snapshot_epoch(r)
         self.sent.zero_()
 
     # ================================================================== uplink
@@ -533,16 +562,22 @@ class ServerEngine:
         s = chunk.sender
         if chunk.kind != KIND_GRAD or chunk.receiver != SERVER or not 0 <= s < self.n:
             raise MessageError(f'unexpected chunk kind={chunk.kind} from {s}')
+        if chunk.flags & FLAG_JOIN and len(chunk.tensor_ids) == 2:
+            # which pushes of an earlier run of this worker does our checkpoint hold?
+            lo, hi = (int(x) for x in chunk.tensor_ids)
+            return [Send(s, self._hello(s, lo | hi << 32))]
         if chunk.flags & FLAG_JOIN:
+            book = self.join_tid[s]
+            book[chunk.incarnation] = max(book.get(chunk.incarnation, -1), chunk.transfer_id)
             # A (re)joining worker holds a model we do not know: its next pull is a snapshot.
             join = (chunk.incarnation, chunk.transfer_id, chunk.clock)
             if self._last_join[s] != join and not self.stopped[s]:
                 self._last_join[s] = join
                 if self.downlinks[s] is None or not self.downlinks[s].snapshot:
                     self.downlinks[s] = None          # dropped uncommitted
-                    self.unsynced[s] = torch.ones(self.layout.n_rows, dtype=torch.bool)
                     self.sent[s].zero_()
-            return [Send(s, self._hello(s)), Log('join', 1.0, s)]
+                    self._new_snapshot_epoch(s)
+            return [Send(s, self._hello(s, 0, chunk.transfer_id)), Log('join', 1.0, s)]
         if chunk.flags & FLAG_REQUEST:
             if self.slots is None:
                 raise MessageError('transfer-slot request, but this server schedules no slots')
@@ -555,6 +590,14 @@ class ServerEngine:
                 return [Send(s, Schedule(worker=s, clock=self.clock[s], push_deadline_s=-1.0))]
             self.slots.request(s, 'push', int(chunk.clock), now)
             return self._dispatch_slots(now)
+        if self.restored:
+            joined = self.join_tid[s].get(chunk.incarnation)
+            if joined is None or chunk.transfer_id <= joined:
+                # sent before its rejoin: never applied by this run (answered, if an END)
+                self.superseded += 1
+                if chunk.flags & FLAG_END:
+                    return [Send(s, self._answer_end(s, chunk.incarnation, chunk, now))]
+                return [Log('superseded', 1.0, s, {'from': 'before its rejoin'})]
         acks, closed = self.receiver.on_chunk(chunk, now)
         out = [Send(s, a) for a in acks]
         if closed is not None:
@@ -578,7 +621,12 @@ class ServerEngine:
                                       factor=self.lr / self.n)
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
             self.versions.stamp(s, mask, inc.clock)
-        self.applied_push[s] = (inc.incarnation, inc.transfer_id)
+        if n_rows:     # (an empty push changes nothing: it must not count as coverage)
+            book = self.applied_push[s]
+            book.pop(inc.incarnation, None)         # newest incarnation last
+            book[inc.incarnation] = inc.transfer_id
+            while len(book) > 8:
+                del book[next(iter(book))]
         self.bytes_up += inc.bytes
         self.clock[s] = max(self.clock[s], inc.clock)
         if self._pull_done_at[s] is not None and inc.first_time > self._pull_done_at[s]:
@@ -726,16 +774,26 @@ class ServerEngine:
         out = [Send(r, sched)]
         return out + self._sends(r, self.downlinks[r], tr.pump(now))
 
+    def _new_snapshot_epoch(self, r: int) -> None:
+        self.unsynced[r] = torch.ones(self.snap_layout.n_rows, dtype=torch.bool)
+        self.snap_v[r] = None
+
     def _start_snapshot(self, r: int, c: int, now: float) -> list:
         """
         Rejoin pull: the rows of ``w_srv`` worker r still lacks, lossless (``FLAG_SNAPSHOT``).
 
         They replace the worker's rows; on the final ack ``mirror[r]`` takes exactly the
         delivered values (so the worker holds exactly the server's view of it), and the rows
-        still missing go out in the next snapshot before the worker may compute.
+        still missing go out in the next snapshot before the worker may compute. Snapshots
+        always use tensor rows (``snapshot_layout``), also for whole-model policies, so that a
+        lost chunk costs one row, not the whole model. Every snapshot of one rejoin carries the
+        version table taken at its first transfer, for every row (the oldest the rows may be);
+        both sides adopt it when the last row arrived.
         """
-        layout = self.layout
+        layout = self.snap_layout
         rows = torch.nonzero(self.unsynced[r]).reshape(-1)
+        if self.snap_v[r] is None:
+            self.snap_v[r] = self.versions.v.clone()
         values = self.w_srv.clone()
         rowbytes = self.snap_codec.encode(layout, values, None)
         scales = torch.zeros(layout.n_tensors, dtype=torch.float32)
@@ -747,7 +805,7 @@ class ServerEngine:
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s,
                               rate_bps=self.thr_down[r].value_bps, flags=FLAG_SNAPSHOT)
-        dl = _Downlink(tr, rowbytes, scales, self.versions.v.clone(), self.active.clone(),
+        dl = _Downlink(tr, rowbytes, scales, self.snap_v[r], self.active.clone(),
                        snapshot=True)
         dl.values = values
         self.downlinks[r] = dl
@@ -766,8 +824,10 @@ class ServerEngine:
         for ch in chunks:
             if ch.flags & FLAG_END:
                 if dl.versions is None:
+                    rows = (np.arange(self.layout.n_rows) if dl.snapshot
+                            else dl.transfer.sent_rows())
                     dl.versions = encode_versions(dl.transfer.transfer_id, r, dl.v_snap,
-                                                  dl.transfer.sent_rows(), dl.active)
+                                                  rows, dl.active)
                 out.append(Send(r, dl.versions))
             out.append(Send(r, ch))
         return out
@@ -845,7 +905,7 @@ class ServerEngine:
         """Delivered rows: G[r] + E[r] -= C(p), i.e. mirror[r] -= C(p); sent[r] = versions."""
         if delivered.size == 0:
             return
-        layout = self.layout
+        layout = self.snap_layout if dl.snapshot else self.layout
         mask = torch.zeros(layout.n_rows, dtype=torch.bool)
         mask[torch.from_numpy(delivered)] = True
         full = delivered.size == layout.n_rows
@@ -858,6 +918,9 @@ class ServerEngine:
             self.unsynced[r] &= ~mask
             if not bool(self.unsynced[r].any()):
                 self.unsynced[r] = None
+                self.sent[r] = torch.where(dl.active.unsqueeze(0), dl.v_snap, self.sent[r])
+                self.snap_v[r] = None
+            return
         else:
             q = self.codec.decode(layout, dl.rowbytes, dl.scales, self._scratch,
                                   row_mask=None if full else mask)
@@ -883,7 +946,7 @@ def _ack_fields(ack: TransferAck) -> dict:
     """Return a TransferAck as plain fields (for checkpoints)."""
     return {'transfer_id': ack.transfer_id, 'sender': ack.sender, 'receiver': ack.receiver,
             'seq': ack.seq, 'final': ack.final, 'bytes_received': ack.bytes_received,
-            'chunk_ranges': np.array(ack.chunk_ranges, dtype=np.uint32),
+            'chunk_ranges': [int(x) for x in ack.chunk_ranges],   # plain types: torch.load
             'receive_time': ack.receive_time, 'target_incarnation': ack.target_incarnation}
 
 

@@ -43,6 +43,18 @@ MAX_CHUNKS = 1 << 24
 """Largest chunk sequence number accepted (a transfer of 16 M chunks is far beyond a model)."""
 
 
+def snapshot_layout(layout: RowLayout) -> RowLayout:
+    """
+    Return the row layout of rejoin snapshots: ``layout``, with tensor rows if whole-model.
+
+    Same flat order (whole-model only changes what a row is), so a lost snapshot chunk costs
+    one tensor row, not the whole model.
+    """
+    if not layout.whole_model:
+        return layout
+    return RowLayout(layout.shapes, layout.small_tensor_threshold, whole_model=False)
+
+
 class RowBytes:
     """
     Where each row's encoded bytes lie, and vectorised cut/paste of row sets.

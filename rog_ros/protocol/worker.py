@@ -71,7 +71,7 @@ from rog_ros.protocol.messages import (
     ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK, MessageError, RowChunk, RowVersions,
     Schedule, SERVER, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
-from rog_ros.protocol.transfer import OutgoingTransfer, Receiver
+from rog_ros.protocol.transfer import OutgoingTransfer, Receiver, snapshot_layout
 import torch
 
 
@@ -117,6 +117,11 @@ class WorkerEngine:
         ``undurable_dropped`` (a server crash could then lose it).
     max_clock : int
         Largest clock accepted in RowVersions (bounds, DESIGN section 10).
+    join_on_start : bool
+        Say JOIN before the first computation, also on a fresh start. Drivers that restart
+        nodes should set it: a worker that lost its state then gets the model of a server
+        that was restored from a checkpoint, and none of its pushes can be mistaken, by a
+        restored server, for a delayed message of an earlier run.
 
     """
 
@@ -127,7 +132,7 @@ class WorkerEngine:
                  end_timeout_s: float = 2.0, track_conservation: bool = False,
                  incarnation: int | None = None, save_state_actions: bool = False,
                  keep_undurable: bool = False, max_undurable: int = 64,
-                 max_clock: int = MAX_CLOCK):
+                 max_clock: int = MAX_CLOCK, join_on_start: bool = False):
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if not 0 <= rank < n_workers:
@@ -155,8 +160,11 @@ class WorkerEngine:
         self.compute_sleep_s = 0.0
         self.receiver = Receiver(rank, layout, codec, max_clock=max_clock)
         self.snap_codec = Identity(dtype)
-        self.snap_receiver = Receiver(rank, layout, self.snap_codec, max_clock=max_clock)
+        self.snap_layout = snapshot_layout(layout)    # tensor rows, even for whole-model
+        self.snap_receiver = Receiver(rank, self.snap_layout, self.snap_codec,
+                                      max_clock=max_clock)
         self._snap_missing: torch.Tensor | None = None   # rows a rejoin snapshot still owes
+        self._snap_versions: RowVersions | None = None
         self.push: OutgoingTransfer | None = None
         self._push_p: torch.Tensor | None = None
         self._push_scales: torch.Tensor | None = None
@@ -180,12 +188,14 @@ class WorkerEngine:
         self.server_incarnation = 0              # 0 = not heard yet
         self.retired_servers: list[int] = []     # superseded server incarnations
         self._recover: dict | None = None        # restored in-flight push of an old run
-        self._rejoin = False                     # next Schedule starts the rejoin push
+        self._rejoin = bool(join_on_start)       # next Schedule starts the rejoin push
+        self._fresh = bool(join_on_start)        # ... or, on a fresh start, the computation
         self._server_restarted = False           # ... and re-adds the undurable pushes
         self._rsp_waiting = False
         self._dirty = False
         # exactly-once across server restarts: [(tid, rowbytes, scales, delivered rows)]
-        self.undurable: list[tuple] = []
+        self.undurable: list[tuple] = []    # (incarnation, tid, rowbytes, scales, rows)
+        self._await_hello: set | None = None   # runs of ours a rejoin still asks about
         self.checkpoint_transfer = -1
         self.track = track_conservation
         if self.track:
@@ -320,22 +330,33 @@ class WorkerEngine:
         if inc in self.retired_servers:
             self.superseded += 1
             return [Log('superseded', 1.0, self.rank, {'from': 'old server run'})]
+        past = self._past_incarnations()
         if target and target != self.incarnation:
             rec = self._recover
-            if not (rec is not None and target == rec['incarnation']
-                    and isinstance(msg, TransferAck)):
+            ok = ((rec is not None and target == rec['incarnation']
+                   and isinstance(msg, TransferAck))
+                  or (target in past and isinstance(msg, Schedule)))   # hello for a past run
+            if not ok:
                 self.superseded += 1
                 return [Log('superseded', 1.0, self.rank, {'to': 'old worker run'})]
         if self.server_incarnation == 0 or inc == self.server_incarnation:
             self.server_incarnation = self.server_incarnation or inc
             return None
-        if target != self.incarnation:
+        if target != self.incarnation and target not in past:
             # A new server run knows whom it talks to (from its checkpoint or our JOIN); a
             # message that does not is not allowed to make us drop our in-flight state.
             self.superseded += 1
             return [Log('superseded', 1.0, self.rank, {'from': 'unverified server run'})]
         self._precheck(msg)
         return self._server_restart(msg, inc, now)
+
+    def _past_incarnations(self) -> set:
+        """Earlier runs of this worker whose pushes we still keep (or still recover)."""
+        out = {u[0] for u in self.undurable}
+        if self._recover is not None:
+            out.add(int(self._recover['incarnation']))
+        out.discard(self.incarnation)
+        return out
 
     def _precheck(self, msg) -> None:
         """Stateless validation of a message from a new server run (before acting on it)."""
@@ -360,10 +381,9 @@ class WorkerEngine:
         self.retired_servers = (self.retired_servers + [self.server_incarnation])[-8:]
         self.server_incarnation = inc
         tr = self.push
-        if tr is not None and (tr.end_sent_at is None or self._recover is not None):
+        if tr is not None and tr.end_sent_at is None:
             # Never closed there: nothing of it was applied. Its rows stay in the residual.
             self.push, self._push_p, self._push_scales = None, None, None
-            self._recover = None
         elif tr is not None:
             # Its END went out: the checkpoint may include it. Ask the new run (it answers
             # from the checkpoint's closed transfers, or with nothing applied), then rejoin.
@@ -373,7 +393,10 @@ class WorkerEngine:
         self.pending_versions.clear()
         self.newest_pull_tid = 0
         self._snap_missing = None
+        self._snap_versions = None
+        self._await_hello = None
         self._rejoin = self._server_restarted = True
+        self._dirty = True
         out = [Log('server_restart', 1.0, self.rank)]
         if self.push is not None:
             out += [Send(SERVER, c) for c in self.push.on_tick(now)]
@@ -382,21 +405,43 @@ class WorkerEngine:
             out += self._join(now)
         if isinstance(msg, Schedule):
             return out + self._on_schedule(msg, now)
+        if isinstance(msg, TransferAck):
+            return out + self._on_ack(msg, now)     # the new run's answer about our push
         return out
 
     def _join(self, now: float) -> list:
-        """Say hello to the server; its Schedule answer starts the rejoin push."""
+        """
+        Say hello to the server; its Schedule answers start the rejoin push.
+
+        Plus one JOIN per earlier run of ours whose pushes we keep, naming that run in
+        ``tensor_ids`` as ``[low 32 bits, high 32 bits]``: its answer (addressed to that run)
+        says which of that run's pushes the server's durable checkpoint holds; the server
+        changes nothing for it.
+        """
         self._rejoin = True
         self.state = 'rejoin_wait'
         self._join_poke_at = now + 4 * self.end_timeout_s
-        return [Send(SERVER, RowChunk(transfer_id=self.next_tid, seq=0, sender=self.rank,
-                                      receiver=SERVER, kind=KIND_GRAD, clock=self.clock,
-                                      flags=FLAG_JOIN, codec=self.codec.codec_id))]
+        if self._await_hello is None:
+            self._await_hello = {self.incarnation} | self._past_incarnations()
+        out = []
+        for inc in sorted(self._await_hello):
+            ask = (np.zeros(0, np.uint32) if inc == self.incarnation else
+                   np.array([inc & 0xFFFFFFFF, inc >> 32], dtype=np.uint32))
+            out.append(Send(SERVER, RowChunk(transfer_id=self.next_tid, seq=0, sender=self.rank,
+                                             receiver=SERVER, kind=KIND_GRAD, clock=self.clock,
+                                             flags=FLAG_JOIN, codec=self.codec.codec_id,
+                                             tensor_ids=ask)))
+        return out
 
     def _rejoin_push(self, now: float) -> list:
         """Answered: (server restarted: resend what its checkpoint lacks), push, then pull."""
         out = []
         self._rejoin = False
+        self._await_hello = None
+        if self._fresh:
+            self._fresh = False
+            if not self._server_restarted:
+                return self._compute(now)
         if self._server_restarted:
             self._server_restarted = False
             out += self._readd_undurable()
@@ -411,7 +456,7 @@ class WorkerEngine:
         if not self.undurable:
             return []
         total = torch.zeros_like(self.residual)
-        for tid, rowbytes, scales, rows in self.undurable:
+        for _, tid, rowbytes, scales, rows in self.undurable:
             total += self._decode_rows(rowbytes, scales, rows)
         self.residual += total
         if self.track:
@@ -535,7 +580,8 @@ class WorkerEngine:
         if not self.keep_undurable:
             return
         # Keep it (encoded) until a confirmed server checkpoint covers it.
-        self.undurable.append((tr.transfer_id, torch.from_numpy(tr.rowbytes.copy()),
+        self.undurable.append((int(tr.incarnation or self.incarnation), tr.transfer_id,
+                               torch.from_numpy(tr.rowbytes.copy()),
                                torch.from_numpy(tr.scales.copy()), delivered.copy()))
         if len(self.undurable) > self.max_undurable:
             self.undurable.pop(0)       # exactly-once across a server crash is now lost
@@ -547,24 +593,39 @@ class WorkerEngine:
             raise MessageError('schedule for another worker')
         if not math.isfinite(msg.push_deadline_s) or not math.isfinite(msg.compute_sleep_s):
             raise MessageError('non-finite schedule')
-        self._prune_undurable(int(msg.checkpoint_transfer))
+        about = int(msg.target_incarnation) or self.incarnation
+        self._prune_undurable(int(msg.checkpoint_transfer), about)
+        if about != self.incarnation:
+            # the answer about an earlier run of ours: only what its checkpoint holds
+            if self._await_hello is not None:
+                self._await_hello.discard(about)
+            return self._maybe_rejoin_push(now)
         if msg.stop:
             self.state = 'stopped'
             return [Stopped('server says training is over')]
         self.push_deadline_s = float(msg.push_deadline_s)
         self.compute_sleep_s = max(0.0, float(msg.compute_sleep_s))
         if self.state == 'rejoin_wait':
-            return self._rejoin_push(now)
+            if self._await_hello is not None and msg.clock == -1 - self.next_tid:
+                self._await_hello.discard(self.incarnation)   # the answer to our JOIN
+            return self._maybe_rejoin_push(now)
         if self.state == 'awaiting_grant':
             return self._start_push(now)           # FLOWN: our slot was granted
         return []
 
-    def _prune_undurable(self, checkpoint_transfer: int) -> None:
-        """Pushes up to ``checkpoint_transfer`` are in a durable server checkpoint."""
-        if checkpoint_transfer > self.checkpoint_transfer:
+    def _maybe_rejoin_push(self, now: float) -> list:
+        if self.state == 'rejoin_wait' and not self._await_hello:
+            return self._rejoin_push(now)
+        return []
+
+    def _prune_undurable(self, checkpoint_transfer: int, incarnation: int) -> None:
+        """Pushes of run ``incarnation`` up to ``checkpoint_transfer`` are durable."""
+        if incarnation == self.incarnation and checkpoint_transfer > self.checkpoint_transfer:
             self.checkpoint_transfer = checkpoint_transfer
-        if self.undurable and self.undurable[0][0] <= checkpoint_transfer:
-            self.undurable = [u for u in self.undurable if u[0] > checkpoint_transfer]
+        keep = [u for u in self.undurable
+                if u[0] != incarnation or u[1] > checkpoint_transfer]
+        if len(keep) != len(self.undurable):
+            self.undurable = keep
             self._dirty = True
 
     def _on_versions(self, msg: RowVersions) -> list:
@@ -604,28 +665,35 @@ class WorkerEngine:
         snapshot = bool(inc.flags & FLAG_SNAPSHOT)
         versions = self.pending_versions.pop(inc.transfer_id, None)
         if n_rows:
-            partial = n_rows < self.layout.n_rows
             if snapshot:
-                vals = self.snap_codec.decode(self.layout, rowbytes, scales, self._scratch)
-                if partial:
-                    self.layout.where_rows(mask, vals, self.w, out=self.w)
+                vals = self.snap_codec.decode(self.snap_layout, rowbytes, scales, self._scratch)
+                if n_rows < self.snap_layout.n_rows:
+                    self.snap_layout.where_rows(mask, vals, self.w, out=self.w)
                 else:
                     self.w.copy_(vals)
             else:
+                partial = n_rows < self.layout.n_rows
                 q = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
                                       row_mask=mask if partial else None)
                 self.w -= q
-        if versions is not None:
+        if snapshot:
+            self._snap_versions = versions or self._snap_versions
+        elif versions is not None:
             self._apply_versions(versions, mask)
         self.pending_versions = {k: v for k, v in self.pending_versions.items()
                                  if k > inc.transfer_id}
         self.newest_pull_tid = max(self.newest_pull_tid, int(inc.transfer_id))
         if snapshot:
             if self._snap_missing is None:
-                self._snap_missing = torch.ones(self.layout.n_rows, dtype=torch.bool)
+                self._snap_missing = torch.ones(self.snap_layout.n_rows, dtype=torch.bool)
             self._snap_missing &= ~mask
             if not bool(self._snap_missing.any()):
+                # Every row arrived: adopt the rejoin's version table (all rows).
                 self._snap_missing = None
+                if self._snap_versions is not None:
+                    self._apply_versions(self._snap_versions,
+                                         torch.ones(self.layout.n_rows, dtype=torch.bool))
+                self._snap_versions = None
                 self.clock = max(self.clock, int(inc.clock))
         self._dirty = True
         self.bytes_down += inc.bytes
@@ -699,8 +767,9 @@ class WorkerEngine:
             'clock': self.clock, 'pulled_clock': self.pulled_clock, 'next_tid': self.next_tid,
             'push_deadline_s': self.push_deadline_s, 'compute_sleep_s': self.compute_sleep_s,
             'checkpoint_transfer': self.checkpoint_transfer,
-            'undurable': [(t, b.clone(), sc.clone(), rows.copy())
-                          for t, b, sc, rows in self.undurable],
+            'readd_pending': self._server_restarted,   # a server restart not yet resent
+            'undurable': [(i, t, b.clone(), sc.clone(), torch.from_numpy(rows.copy()))
+                          for i, t, b, sc, rows in self.undurable],
             'push': None,
         }
         tr = self.push
@@ -745,14 +814,16 @@ class WorkerEngine:
         self.push_deadline_s = float(sd['push_deadline_s'])
         self.compute_sleep_s = float(sd['compute_sleep_s'])
         self.server_incarnation = int(sd['server_incarnation'])
-        self.checkpoint_transfer = int(sd['checkpoint_transfer'])
-        self.undurable = [(t, b.clone(), sc.clone(), rows.copy())
-                          for t, b, sc, rows in sd['undurable']]
+        self.checkpoint_transfer = -1      # (reported for our new run from now on)
+        self._server_restarted = bool(sd.get('readd_pending', False))
+        self.undurable = [(i, t, b.clone(), sc.clone(), np.asarray(rows).astype(np.int64))
+                          for i, t, b, sc, rows in sd['undurable']]
         if self.track and 'computed_total' in sd:
             self.computed_total.copy_(sd['computed_total'])
             self.delivered_total.copy_(sd['delivered_total'])
         self._recover = dict(sd['push']) if sd['push'] is not None else None
         self._rejoin = True
+        self._fresh = False
 
     def _recover_send(self, now: float) -> list:
         """Rebuild the saved in-flight push and ask the server (old incarnation) about it."""
