@@ -85,11 +85,12 @@ class WorkerNode:
         """Build model, engine, bus and emulated link; create every endpoint."""
         a = self.args
         tr = build_training(a)
+        durable_run = bool(getattr(a, 'state_dir', None))   # nodes may restart: see durable
         self.engine = WorkerEngine(self.rank, a.workers, tr.layout, tr.codec, tr.policy, tr.w0,
                                    momentum=tr.workload.momentum, chunk_bytes=a.chunk_bytes,
                                    window=a.window,
-                                   save_state_actions=bool(getattr(a, 'state_dir', None)),
-                                   keep_undurable=bool(getattr(a, 'state_dir', None)))
+                                   save_state_actions=durable_run,
+                                   keep_undurable=durable_run, join_on_start=durable_run)
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
         tr.layout.bind(self.model, self.engine.w)
         self.params = list(self.model.parameters())
