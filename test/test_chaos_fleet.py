@@ -31,7 +31,7 @@ pytest.importorskip('cyclonedds')
 from rog_ros.experiments import chaos  # noqa: E402
 
 HAS_AUTH = importlib.util.find_spec('rog_ros.nodes.fleet_key') is not None
-CI = dict(workers=2, iterations=16, outage_s=6.0, flood_s=2.0, timeout_s=90.0)
+CI = {'workers': 2, 'iterations': 16, 'outage_s': 6.0, 'flood_s': 2.0, 'timeout_s': 90.0}
 
 
 def _run(name, tmp_path):

@@ -65,6 +65,7 @@ def test_fault_spec_is_parsed_strictly():
 
 
 class _Bus:
+
     def __init__(self):
         self.sent = []
 

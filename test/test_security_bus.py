@@ -340,6 +340,7 @@ def torch_equal(a, b):
 
 
 class _Inner(_ListBus):
+
     def subscribe(self, topic, callback=None, qos=None):
         pass
 

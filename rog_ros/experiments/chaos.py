@@ -91,7 +91,7 @@ def _repo_pythonpath() -> str:
 
 def write_trace(path: str, workers: int, rate: float, outage=None) -> None:
     """
-    A constant-rate trace file; ``outage=(rank, start_s, seconds)`` puts one link at 0.
+    Write a constant-rate trace file; ``outage=(rank, start_s, seconds)`` puts a link at 0.
 
     ``link_for`` reads a file trace at ``t + rank * end / N``: with ``end = N * P`` each rank
     has its own slice of length P, so the outage reaches only ``rank``.
@@ -258,7 +258,7 @@ def check_ledger(ledger_dir: str) -> tuple:
 
 
 def _count(path: str, kind: str, run=None) -> int:
-    """Records of ``kind`` in a ledger file (of process ``run``, or any)."""
+    """Count the records of ``kind`` in a ledger file (of process ``run``, or any)."""
     if not os.path.exists(path):
         return 0
     with open(path, encoding='utf-8') as fh:
@@ -422,7 +422,7 @@ def _link_outage(cfg: ChaosConfig) -> dict:
         return None, ''
 
     def hit(res, fleet):
-        """The outage must fall inside the victim's training, and stop it."""
+        """Check that the outage fell inside the victim's training and stopped it."""
         times = [r['t'] for r in _records(os.path.join(fleet.ledger_dir,
                                                        f'worker_{VICTIM}.jsonl'))
                  if r['kind'] == 'computed']
@@ -434,7 +434,7 @@ def _link_outage(cfg: ChaosConfig) -> dict:
         res['victim_iterations'] = {'before': len(before), 'during': len(during),
                                     'after': len(after)}
         if not after:    # (none before: the outage covered the start of its training)
-            return [f'the outage did not fall inside worker {VICTIM}\'s training '
+            return [f"the outage did not fall inside worker {VICTIM}'s training "
                     f'({len(before)} iterations before it, {len(after)} after)']
         if len(during) > 1:
             return [f'worker {VICTIM} computed {len(during)} iterations with its link down']
@@ -628,7 +628,7 @@ def parse_scenarios(text: str) -> list:
 
 
 def format_table(rows) -> str:
-    """The result rows as a fixed-width table."""
+    """Format the result rows as a fixed-width table."""
     head = ('scenario', 'outcome', 'lost', 'duplicated', 'recover_s', 'runtime_s', 'rejected')
     lines = [head]
     for r in rows:

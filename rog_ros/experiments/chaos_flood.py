@@ -85,10 +85,10 @@ def _f32s(rng, n) -> np.ndarray:
 
 
 def fuzzed(msg_type: str, rng: random.Random):
-    """A message of ``msg_type`` with every field random over its wire type."""
-    common = dict(incarnation=_u64(rng), target_incarnation=_u64(rng), auth_seq=_u64(rng),
-                  auth_tag=bytes(rng.getrandbits(8) for _ in range(16)),
-                  schema_version=rng.choice([2, 2, 2, rng.randint(0, 65535)]))
+    """Return a message of ``msg_type`` with every field random over its wire type."""
+    common = {'incarnation': _u64(rng), 'target_incarnation': _u64(rng),
+              'auth_seq': _u64(rng), 'auth_tag': bytes(rng.getrandbits(8) for _ in range(16)),
+              'schema_version': rng.choice([2, 2, 2, rng.randint(0, 65535)])}
     if msg_type == 'RowChunk':
         return RowChunk(transfer_id=_i64(rng), seq=_i64(rng), sender=_i64(rng),
                         receiver=_i64(rng), kind=_i64(rng), clock=_i64(rng), flags=_i64(rng),
@@ -118,7 +118,7 @@ def fuzzed(msg_type: str, rng: random.Random):
 
 
 def unauthenticated(msg_type: str, topic: str, workers: int, rng: random.Random):
-    """A plausible message for ``topic`` with no authentication tag."""
+    """Return a plausible message for ``topic`` with no authentication tag."""
     rank = int(topic[1:].split('/')[0]) if topic.startswith('w') else rng.randrange(workers)
     tid = rng.randint(1, 50)
     if msg_type == 'RowChunk':

@@ -139,7 +139,7 @@ def push_key(rank, incarnation, transfer_id) -> str:
 
 
 def valid_applied(server_records) -> list:
-    """The server's ``applied`` records that survived its restarts, in order."""
+    """Return the server's ``applied`` records that survived its restarts, in order."""
     kept, marks = [], {}
     for rec in server_records:
         kind = rec['kind']
@@ -190,9 +190,12 @@ def reconcile(worker_records: dict, worker_finals: dict, server_records: list,
         ``applied`` (projections of ``(w0 - w_srv) N / lr``), ``n_params``, ``scale``
         (``N / lr``), ``weight_max``.
 
+    Notes
+    -----
     Mass that left a residual under one push key and reached the server under another (a
     push re-sent after a restart) balances out: unmatched commits, net of mass returned to a
     residual (``uncommit`` records), must equal unmatched applied pushes.
+
     """
     v = Verdict()
     channels = len(server_final['applied'])
@@ -271,7 +274,7 @@ def reconcile(worker_records: dict, worker_finals: dict, server_records: list,
     d = _vec(server_final['applied']) - total_applied
     tol = fp32_tolerance(norms, 0, max(len(applied), 1), 0.0, wmax, scale)
     if np.any(np.abs(d) > tol):
-        v.problems.append("server model != its applied records")
+        v.problems.append('server model != its applied records')
         _add(v, 'lost' if d @ total_applied < 0 else 'duplicated', d)
     v.lost, v.duplicated = v.lost / unit, v.duplicated / unit
     return v

@@ -57,7 +57,7 @@ EVENTS = ('server_restart', 'resend_after_server_restart', 'recover_push', 'reco
 
 
 def add_chaos_args(parser: argparse.ArgumentParser) -> None:
-    """The hidden options of `rog chaos` (defaults from the environment)."""
+    """Add the hidden options of `rog chaos` (defaults from the environment)."""
     parser.add_argument('--chaos-ledger', default=os.environ.get(LEDGER_ENV) or None,
                         help=argparse.SUPPRESS)
     parser.add_argument('--chaos-faults', default=os.environ.get(FAULTS_ENV) or None,

@@ -54,7 +54,7 @@ def add_durable_args(parser: argparse.ArgumentParser, server: bool) -> None:
     """``--state-dir`` (both roles) and ``--checkpoint-every`` (server)."""
     g = parser.add_argument_group('durable state (restart where the node stopped)')
     g.add_argument('--state-dir', default=None,
-                   help='directory of this node\'s state file; restored on start '
+                   help="directory of this node's state file; restored on start "
                         '(default: none, nothing is saved)')
     if server:
         g.add_argument('--checkpoint-every', type=int, default=10,
