@@ -196,6 +196,7 @@ class WorkerEngine:
         # exactly-once across server restarts: [(tid, rowbytes, scales, delivered rows)]
         self.undurable: list[tuple] = []    # (incarnation, tid, rowbytes, scales, rows)
         self._await_hello: set | None = None   # runs of ours a rejoin still asks about
+        self._held_end: RowChunk | None = None   # a downlink END that came before its versions
         self.checkpoint_transfer = -1
         self.track = track_conservation
         if self.track:
@@ -272,7 +273,7 @@ class WorkerEngine:
             if isinstance(msg, Schedule):
                 return self._out(self._on_schedule(msg, now))
             if isinstance(msg, RowVersions):
-                return self._out(self._on_versions(msg))
+                return self._out(self._on_versions(msg, now))
             raise MessageError(f'worker does not accept {type(msg).__name__}')
         except MessageError as err:
             self.rejects += 1
@@ -628,7 +629,7 @@ class WorkerEngine:
             self.undurable = keep
             self._dirty = True
 
-    def _on_versions(self, msg: RowVersions) -> list:
+    def _on_versions(self, msg: RowVersions, now: float) -> list:
         if msg.receiver != self.rank:
             raise MessageError('RowVersions for another worker')
         check_versions(msg, self.layout.n_rows, self.n, self.max_clock)
@@ -642,6 +643,9 @@ class WorkerEngine:
         self.pending_versions[tid] = msg
         while len(self.pending_versions) > 2:
             del self.pending_versions[min(self.pending_versions)]
+        held, self._held_end = self._held_end, None
+        if held is not None and held.transfer_id == tid:
+            return self._on_chunk(held, now)      # its END came first: close it now
         return []
 
     def _on_chunk(self, chunk: RowChunk, now: float) -> list:
@@ -651,7 +655,9 @@ class WorkerEngine:
         if (chunk.flags & FLAG_END and chunk.transfer_id not in self.pending_versions
                 and any(k[2] == chunk.transfer_id for k in rx.open)
                 and rx.cached_answer(SERVER, chunk.incarnation, chunk.transfer_id) is None):
-            # Rows arrived but not their versions: do not close; the server repeats both.
+            # Rows arrived but not yet their versions (topics are not ordered with each other on
+            # DDS): hold the END until they come; the server also repeats both.
+            self._held_end = chunk
             return [Log('end_without_versions', 1.0, self.rank)]
         acks, closed = rx.on_chunk(chunk, now)
         out = [Send(SERVER, a) for a in acks]
