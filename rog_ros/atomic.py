@@ -25,12 +25,17 @@ import tempfile
 
 def atomic_write_text(path, text: str) -> None:
     """Replace the file at ``path`` with ``text`` atomically (temp file, fsync, rename)."""
+    atomic_write_bytes(path, text.encode('utf-8'))
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+    """Replace the file at ``path`` with ``data`` atomically (temp file, fsync, rename)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-', suffix=os.path.basename(path))
     try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            f.write(text)
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -38,3 +43,13 @@ def atomic_write_text(path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    try:  # make the rename itself durable (a power cut must not bring the old file back)
+        dfd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)

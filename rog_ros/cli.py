@@ -18,6 +18,7 @@ The ``rog`` command: simulate, benchmark and inspect fleet training.
     rog sim --workload mpcol --sync rog ...      one simulated run (summary.json, CSV)
     rog compare --workload mpcol --out DIR        systems x seeds, report and plots
     rog fleet --workload mpcol --sync rog ...     server, workers, netmon as real processes
+    rog chaos --scenario all [--json]             fault scenarios against a real local fleet
     rog bench overhead|codec|transport            what rows, DEFSGDM and DDS cost (JSON)
     rog trace gen|stats|plot                      bandwidth traces
 """
@@ -320,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(sub)
     from rog_ros.nodes import fleet as cli_fleet
     cli_fleet.add_parser(sub)
+    from rog_ros.experiments import chaos
+    chaos.add_parser(sub)
     from rog_ros.net import cli_trace
     cli_trace.add_parser(sub)
     from rog_ros.nodes import cli_security

@@ -41,7 +41,9 @@ def test_default_plan_is_server_workers_netmon():
 
 
 @pytest.mark.parametrize('overrides', [{}, {'workers': 5, 'sync': 'ssp', 'trace': 'indoors',
-                                            'lr': 0.01, 'epoch': 1234.5}])
+                                            'lr': 0.01, 'epoch': 1234.5,
+                                            'state_dir': '/tmp/rog_state',
+                                            'checkpoint_every': 3}])
 def test_every_planned_command_line_parses_in_its_node(overrides):
     for spec in fleet.plan(overrides=overrides):
         args = PARSERS[spec.executable]().parse_args(spec.argv())
@@ -72,6 +74,8 @@ def test_unknown_parameter_and_bad_files_are_rejected():
         fleet.yaml_parameters({'rog_server': {'iterations': 3}})
     with pytest.raises(ValueError, match='workers'):
         fleet.plan(overrides={'workers': 0})
+    with pytest.raises(ValueError, match='checkpoint_every'):
+        fleet.plan(overrides={'checkpoint_every': 0})
 
 
 @pytest.mark.parametrize('name,workload', [('fleet', 'toy'), ('mpcol', 'mpcol'),

@@ -87,6 +87,8 @@ def _overrides(args, out: str) -> dict:
     over = {s.name: getattr(args, s.name, None) for s in settings.for_role('fleet')
             if s.name not in FLEET_OWN + ('record',)}
     over.update(out=out, bus='dds', epoch=time.time())
+    if args.state_dir:
+        over['state_dir'] = os.path.abspath(args.state_dir)
     if args.no_netmon:
         over['netmon'] = False
     return over

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import sys
 
+from rog_ros.nodes.chaos_hooks import add_chaos_args
+from rog_ros.nodes.durable import check_durable_args, StateError
 from rog_ros.nodes.node_main import run_node
 from rog_ros.nodes.params import node_parser
 from rog_ros.nodes.server_node import ServerNode
@@ -35,9 +37,16 @@ def build_parser():
     return node_parser('rog_server', 'rog_server', __doc__)
 
 
+def _extend(parser):
+    """Hidden `rog chaos` hooks (not settings); check the durable-state directory."""
+    add_chaos_args(parser)
+    return check_durable_args
+
+
 def main(argv=None) -> int:
     """Run the node (see :func:`rog_ros.nodes.node_main.run_node`)."""
-    return run_node('rog_server', __doc__, ServerNode, argv)
+    return run_node('rog_server', __doc__, ServerNode, argv, extend=_extend,
+                    usage_errors=(StateError,))
 
 
 if __name__ == '__main__':

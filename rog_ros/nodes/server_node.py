@@ -29,6 +29,7 @@ import time
 from rog_ros.metrics import RunRecorder
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
+from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
 from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
@@ -91,7 +92,9 @@ class ServerNode:
         self.training = tr
         self.engine = ServerEngine(tr.layout, tr.codec, tr.policy, a.workers, tr.w0, lr=tr.lr,
                                    chunk_bytes=a.chunk_bytes, window=a.window,
-                                   max_iterations=a.iterations)
+                                   max_iterations=a.iterations,
+                                   absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
+                                   min_workers=min(getattr(a, 'min_workers', 1), a.workers))
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
         self.recorder = RunRecorder(
@@ -103,8 +106,13 @@ class ServerNode:
                  for r in range(a.workers)}
         self.outbox = Outbox({r: shaper_for(link, epoch, a.burst_bytes)
                               for r, link in links.items() if link is not None})
-        self.bus = open_bus(a.bus, a.namespace, fleet_key(a),
-                            getattr(a, 'record', None), self.ros_node)
+        self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a),
+                                         getattr(a, 'record', None), self.ros_node),
+                                a, salt=1000)
+        self.hooks = ServerHooks(self.engine, tr.w0, getattr(a, 'state_dir', None),
+                                 getattr(a, 'chaos_ledger', None),
+                                 getattr(a, 'checkpoint_every', 10))
+        self.hooks.restore()
         for topic in server_inbox():
             self.bus.subscribe(topic)
         for r in range(a.workers):
@@ -114,7 +122,7 @@ class ServerNode:
             self.bus.advertise(topic)
         self.diagnostics = DiagnosticsPublisher(self.bus, lambda now: server_statuses(self, now),
                                                 getattr(a, 'diagnostics_hz', 1.0))
-        self.driver = EngineDriver(self.bus, self.engine, self.outbox, on_log=self._on_log)
+        self.driver = EngineDriver(self.bus, self.hooks, self.outbox, on_log=self._on_log)
         self.life.trigger('configure')
 
     def activate(self) -> bool:
@@ -176,6 +184,8 @@ class ServerNode:
     def shutdown(self) -> None:
         """Release the bus. Idempotent."""
         self.life.request('shutdown')
+        if getattr(self, 'hooks', None) is not None:
+            self.hooks.close(self.reject_counts(), getattr(self.bus, 'injected', None))
         if self.bus is not None:
             self.bus.close()
             self.bus = None

@@ -203,6 +203,17 @@ SETTINGS = (
        (SERVER, FLEET), 'server', low=1),
     _s('out', str, 'rog_run', 'Directory for summary.json and timeseries.csv.',
        (SERVER, FLEET), 'server'),
+    _s('checkpoint_every', int, 10, 'With state_dir: checkpoint the server every K '
+       'iterations (atomic; workers keep what came after it).', (SERVER, FLEET), 'server',
+       low=1),
+    _s('absence_timeout', float, None, 'Suspend a worker from the staleness rules after this '
+       'many seconds without a message from it (s); 0 = never.', (SERVER, FLEET), 'server',
+       low=0.0, none_text=0.0),
+    _s('min_workers', int, 1, 'Quorum: serve pulls only while at least this many workers are '
+       'active.', (SERVER, FLEET), 'server', low=1, high=1024),
+    _s('state_dir', str, None, "Directory of this node's durable state (server checkpoint, "
+       'worker state), restored on start; empty = nothing is saved.', (SERVER, WORKER, FLEET),
+       'durable', none_text=''),
     # -------------------------------------------------- rog_worker
     _s('rank', int, 0, 'This worker, 0..N-1.', (WORKER,), 'worker', low=0, high=1023),
     _s('server_timeout', float, 120.0, 'Give up after this long without a message from '

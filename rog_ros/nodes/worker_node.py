@@ -27,6 +27,7 @@ import time
 
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
+from rog_ros.nodes.chaos_hooks import maybe_faulty, WorkerHooks
 from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver
@@ -87,9 +88,12 @@ class WorkerNode:
         """Build model, engine, bus and emulated link; create every endpoint."""
         a = self.args
         tr = build_training(a)
+        durable_run = bool(getattr(a, 'state_dir', None))   # nodes may restart: see durable
         self.engine = WorkerEngine(self.rank, a.workers, tr.layout, tr.codec, tr.policy, tr.w0,
                                    momentum=tr.workload.momentum, chunk_bytes=a.chunk_bytes,
-                                   window=a.window)
+                                   window=a.window,
+                                   save_state_actions=durable_run,
+                                   keep_undurable=durable_run, join_on_start=durable_run)
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
         tr.layout.bind(self.model, self.engine.w)
         self.params = list(self.model.parameters())
@@ -97,16 +101,21 @@ class WorkerNode:
         link = link_for(a.trace, self.rank, a.workers, a.seed, a.trace_scale)
         epoch = epoch_to_monotonic(a.epoch)
         self.outbox = Outbox({SERVER: shaper_for(link, epoch, a.burst_bytes)} if link else {})
-        self.bus = open_bus(a.bus, a.namespace, fleet_key(a),
-                            getattr(a, 'record', None), self.ros_node)
-        for topic in worker_inbox(self.rank):
+        self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a),
+                                         getattr(a, 'record', None), self.ros_node),
+                                a, salt=self.rank)
+        self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
+                                 getattr(a, 'chaos_ledger', None))
+        # Versions first: a poll hands topics over in subscription order, and the engine takes
+        # a downlink END only once its RowVersions is in (both are sent back to back).
+        for topic in sorted(worker_inbox(self.rank), key=lambda t: not t.endswith('versions')):
             self.bus.subscribe(topic)
         self.status_topic = train_status(worker_name(self.rank))
         for topic in worker_outbox() + [self.status_topic]:
             self.bus.advertise(topic)
         self.diagnostics = DiagnosticsPublisher(self.bus, lambda now: worker_statuses(self, now),
                                                 getattr(a, 'diagnostics_hz', 1.0))
-        self.driver = EngineDriver(self.bus, self.engine, self.outbox, compute=self._compute,
+        self.driver = EngineDriver(self.bus, self.hooks, self.outbox, compute=self._compute,
                                    may_compute=lambda: self.life.training)
         self.life.trigger('configure')
 
@@ -118,8 +127,9 @@ class WorkerNode:
         if waited < 0:
             return False
         self.life.trigger('activate')
+        self.hooks.restore()
         self.started_at = self._progress_at = time.monotonic()
-        self.driver.handle(self.engine.start(self.started_at), self.started_at)
+        self.driver.handle(self.hooks.start(self.started_at), self.started_at)
         return True
 
     def spin(self) -> None:
@@ -177,6 +187,7 @@ class WorkerNode:
             counts = {k: v for k, v in self.reject_counts().items() if v}
             if counts:
                 self.log.warning(f'dropped messages {counts}')   # rclpy loggers: one string
+            self.hooks.close(self.reject_counts(), getattr(self.bus, 'injected', None))
             self.bus.close()
             self.bus = None
 

@@ -19,7 +19,9 @@ Built-ins (factories import their modules lazily, so importing this package stay
 * 'mpcol': route-planning policy adapting to a new working space (`mpcol.make_mpcol`);
 * 'eacol': image classifier adapting to fog (`eacol.make_eacol`);
 * 'glyphs': generated MNIST-like digits with AdaComp's CNN or LeNet-5 (`glyphs.make_glyphs`);
-* 'toy': logistic regression on synthetic data, instant, for protocol tests (`toy.make_toy`).
+* 'toy': logistic regression on synthetic data, instant, for protocol tests (`toy.make_toy`);
+* 'chaos': a wider toy (128 features, 32 classes: 33 rows, 4k parameters, several chunks per
+  transfer) for `rog chaos`'s real-fleet fault scenarios.
 
 A user's own task (any `nn.Module` + tensors + metric) is a `Workload` built by a factory and
 registered under a new name; see docs/workloads.md.
@@ -113,6 +115,11 @@ def _toy(**options):
     return make_toy(**options)
 
 
+def _chaos(**options):
+    from rog_ros.workloads.toy import make_toy
+    return make_toy(**dict({'features': 128, 'classes': 32, 'compute_time_s': 0.01}, **options))
+
+
 register('mpcol', _mpcol)
 register('eacol', _eacol)
 register('toy', _toy)
@@ -120,5 +127,6 @@ register('glyphs', _glyphs)
 register('glyphs-lenet5', lambda **o: _glyphs(**{
     'model': 'lenet5', 'batch_size': 32, 'lr': 0.1, 'momentum': 0.0, 'compute_time_s': 0.05,
     'target_accuracy': 0.8, **o}))
+register('chaos', _chaos)
 
 __all__ = ['Workload', 'balance_batch_sizes', 'get', 'names', 'register', 'suggest_sleep']

@@ -1,0 +1,670 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+r"""
+``rog chaos``: a real local fleet under faults; nothing may be lost, doubled or hung.
+
+    rog chaos --scenario all --json
+    rog chaos --scenario link-outage --outage-s 90
+
+Every scenario starts the fleet of :mod:`rog_ros.nodes.plan` (server and workers as
+OS processes on the embedded Cyclone DDS, loopback, a DDS domain of their own) on the small
+``chaos`` workload, with links shaped to a slow constant rate so that a transfer spans several
+chunks and tens of milliseconds, injects its fault, and waits for the fleet to finish:
+
+* ``worker-restart``: ``kill -9`` a worker right after it started a push, start it again
+  (it restores its ``--state-dir``);
+* ``server-restart``: ``kill -9`` the server after a checkpoint, start it again from it; the
+  workers reconnect;
+* ``link-outage``: one worker's link at 0 Mbit/s for ``--outage-s`` seconds (default 90);
+* ``loss-dup-reorder``: every node drops, duplicates and reorders its outgoing chunks and acks
+  (seeded; the nodes' hidden ``--chaos-faults``);
+* ``flood``: this tool publishes fuzzed messages and unauthenticated ones on the fleet's
+  topics while it trains; every one must be rejected and counted;
+* ``ctrl-c``: SIGINT to a ``rog fleet`` supervisor: every node stops within a bound and the
+  summary is written.
+
+``lost`` and ``duplicated`` come from the independent ledger (:mod:`.ledger`), in units of one
+worker's mean iteration update; ``recover_s`` is the time from the end of the fault to the
+affected node's next iteration (ctrl-c: the time the fleet took to stop); ``rejected`` sums
+the nodes' reject counts by reason. ``outcome`` is ``ok`` only when the fleet finished (ctrl-c:
+stopped cleanly), the ledger balances and every check of the scenario held. With ``--json``
+the last line printed is one JSON object ``{"scenarios": [...]}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+from rog_ros.atomic import atomic_write_text
+from rog_ros.experiments import ledger as lg
+
+SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
+             'ctrl-c')
+WORKLOAD = 'chaos'
+RATE_MBPS = 0.1          # 12.5 kB/s: a push of the chaos model (~0.8 kB in 3 chunks) ~70 ms
+CHUNK_BYTES = 256        # several chunks per transfer, so a kill lands mid-transfer
+BURST_BYTES = 512
+TRACE_PERIOD_S = 10000.0  # per-worker slice of the outage trace: no other worker meets it
+FAULTS = 'loss=0.05,dup=0.05,reorder=0.05'
+STOP_BOUND_S = 30.0      # ctrl-c: every node gone within this
+VICTIM = 1               # the worker that is killed / loses its link
+
+
+@dataclasses.dataclass
+class ChaosConfig:
+    """What every scenario shares."""
+
+    out: str = 'rog_chaos'           # one sub-directory per scenario
+    workers: int = 3
+    iterations: int = 30
+    outage_s: float = 90.0           # link-outage: seconds at 0 Mbit/s
+    flood_s: float = 3.0             # flood: seconds of hostile traffic
+    seed: int = 0
+    timeout_s: float = 120.0         # per scenario, on top of the outage
+    python: str = sys.executable
+
+
+# ---------------------------------------------------------------------------------- the fleet
+def _repo_pythonpath() -> str:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.pathsep.join(p for p in [root, os.environ.get('PYTHONPATH', '')] if p)
+
+
+def write_trace(path: str, workers: int, rate: float, outage=None) -> None:
+    """
+    Write a constant-rate trace file; ``outage=(rank, start_s, seconds)`` puts a link at 0.
+
+    ``link_for`` reads a file trace at ``t + rank * end / N``: with ``end = N * P`` each rank
+    has its own slice of length P, so the outage reaches only ``rank``.
+    """
+    from rog_ros.net.traces import save_trace, Trace
+    end = workers * TRACE_PERIOD_S
+    t, r = [0.0], [rate]
+    if outage is not None:
+        rank, start, seconds = outage
+        t += [rank * TRACE_PERIOD_S + start, rank * TRACE_PERIOD_S + start + seconds]
+        r += [0.0, rate]
+    save_trace(Trace(t, r, end), path)
+
+
+class Fleet:
+    """The nodes of one scenario: start, kill, restart, wait."""
+
+    def __init__(self, cfg: ChaosConfig, run_dir: str, trace: str, extra=None,
+                 key_env=None, iterations=None):
+        from rog_ros.nodes.fleet import default_domain
+        from rog_ros.nodes.plan import plan
+        from rog_ros.transport.cyclone_config import config_path
+        self.cfg, self.dir = cfg, run_dir
+        self.ledger_dir = os.path.join(run_dir, 'ledger')
+        self.state_dir = os.path.join(run_dir, 'state')
+        os.makedirs(os.path.join(run_dir, 'logs'), exist_ok=True)
+        self.namespace = f'/rog_chaos_{os.getpid()}_{random.getrandbits(24)}'
+        self.iterations = iterations or cfg.iterations
+        specs = plan(overrides={
+            'workload': WORKLOAD, 'workers': cfg.workers, 'iterations': self.iterations,
+            'seed': cfg.seed, 'trace': trace, 'chunk_bytes': CHUNK_BYTES,
+            'burst_bytes': BURST_BYTES, 'eval_every': max(1, self.iterations // 3),
+            'out': run_dir, 'bus': 'dds', 'epoch': time.time(), 'namespace': self.namespace,
+            'netmon': False, 'startup_timeout': 60.0})
+        self.specs = {}
+        for spec in specs:
+            params = dict(spec.parameters, state_dir=self.state_dir,
+                          chaos_ledger=self.ledger_dir)
+            params.update(extra or {})
+            if spec.role == 'server':
+                params['checkpoint_every'] = 5
+            if spec.role == 'worker':
+                params['server_timeout'] = 60.0 + cfg.outage_s
+            self.specs[spec.name] = dataclasses.replace(spec, parameters=params)
+        self.domain = default_domain()
+        self.env = dict(os.environ, ROS_DOMAIN_ID=str(self.domain), ROG_BUS='dds',
+                        PYTHONUNBUFFERED='1', OMP_NUM_THREADS='1',
+                        CYCLONEDDS_URI=config_path('loopback').as_uri(),
+                        PYTHONPATH=_repo_pythonpath(), **(key_env or {}))
+        self.env.pop('ROG_CHAOS_LEDGER', None)
+        self.env.pop('ROG_CHAOS_FAULTS', None)
+        self.procs = {}
+
+    def start(self, name=None) -> None:
+        """Start every node (or one, again: its log is appended to)."""
+        from rog_ros.nodes.fleet import _die_with_parent
+        for n in ([name] if name else list(self.specs)):
+            spec = self.specs[n]
+            with open(os.path.join(self.dir, 'logs', f'{n}.log'), 'ab') as log:
+                self.procs[n] = subprocess.Popen(
+                    spec.command(self.cfg.python), stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, env=self.env, start_new_session=True,
+                    preexec_fn=_die_with_parent)
+
+    def kill(self, name: str, sig=signal.SIGKILL) -> None:
+        proc = self.procs[name]
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
+
+    def codes(self) -> dict:
+        return {n: p.poll() for n, p in self.procs.items()}
+
+    def wait(self, timeout_s: float, poll=None) -> tuple:
+        """Wait until every node exited; return (finished, reason)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            codes = self.codes()
+            bad = {n: c for n, c in codes.items() if c not in (None, 0)}
+            if bad:
+                return False, f'exited with error: {bad}'
+            if all(c == 0 for c in codes.values()):
+                return True, ''
+            if poll is not None:
+                poll()
+            time.sleep(0.1)
+        return False, f'not finished after {timeout_s:.0f} s'
+
+    def stop(self) -> None:
+        """Stop whatever still runs: SIGINT, SIGTERM, SIGKILL."""
+        for sig, grace in ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            alive = [n for n, p in self.procs.items() if p.poll() is None]
+            if not alive:
+                return
+            for n in alive:
+                try:
+                    os.killpg(self.procs[n].pid, sig)
+                except ProcessLookupError:
+                    pass
+            end = time.monotonic() + grace
+            while time.monotonic() < end and any(self.procs[n].poll() is None for n in alive):
+                time.sleep(0.05)
+
+    def tail(self, name: str, lines: int = 8) -> str:
+        try:
+            with open(os.path.join(self.dir, 'logs', f'{name}.log'), errors='replace') as fh:
+                return ''.join(fh.readlines()[-lines:])
+        except OSError:
+            return ''
+
+
+# ---------------------------------------------------------------------------------- the ledger
+def read_ledger(ledger_dir: str) -> tuple:
+    """Return (worker records, worker finals, server records, server final, rejects)."""
+    records, finals, rejects = {}, {}, {}
+    for path in glob.glob(os.path.join(ledger_dir, 'worker_*.jsonl')):
+        rank = int(os.path.basename(path)[len('worker_'):-len('.jsonl')])
+        with open(path, encoding='utf-8') as fh:
+            records[rank] = lg.read_records(fh)
+        final = _read_json(os.path.join(ledger_dir, f'worker_{rank}.final.json'))
+        if final is not None:
+            finals[rank] = final
+    server_records = []
+    path = os.path.join(ledger_dir, 'server.jsonl')
+    if os.path.exists(path):
+        with open(path, encoding='utf-8') as fh:
+            server_records = lg.read_records(fh)
+    server_final = _read_json(os.path.join(ledger_dir, 'server.final.json'))
+    for rep in list(finals.values()) + [server_final or {}]:
+        for reason, count in (rep.get('rejects') or {}).items():
+            if count:
+                rejects[reason] = rejects.get(reason, 0) + int(count)
+    return records, finals, server_records, server_final, rejects
+
+
+def _read_json(path: str):
+    try:
+        with open(path, encoding='utf-8') as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def check_ledger(ledger_dir: str) -> tuple:
+    """
+    Return (Verdict or None, rejects, injected faults, state-save stats).
+
+    The Verdict is None when the server's final report is missing.
+    """
+    records, finals, server_records, server_final, rejects = read_ledger(ledger_dir)
+    injected, saves = {}, {}
+    for name, rep in [(f'worker_{r}', f) for r, f in finals.items()] + [
+            ('server', server_final or {})]:
+        for k, v in (rep.get('injected') or {}).items():
+            injected[k] = injected.get(k, 0) + int(v)
+        if rep.get('state'):
+            saves[name] = rep['state']
+    if server_final is None:
+        return None, rejects, injected, saves
+    return (lg.reconcile(records, finals, server_records, server_final), rejects, injected,
+            saves)
+
+
+def _count(path: str, kind: str, run=None) -> int:
+    """Count the records of ``kind`` in a ledger file (of process ``run``, or any)."""
+    if not os.path.exists(path):
+        return 0
+    with open(path, encoding='utf-8') as fh:
+        return sum(1 for r in lg.read_records(fh)
+                   if r['kind'] == kind and (run is None or r.get('run') == run))
+
+
+def _runs(path: str) -> list:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding='utf-8') as fh:
+        runs = []
+        for r in lg.read_records(fh):
+            if r.get('run') not in runs:
+                runs.append(r.get('run'))
+        return runs
+
+
+def _wait_for(cond, timeout_s: float, fleet: Fleet) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        if any(c not in (None, 0) for c in fleet.codes().values()):
+            return False
+        time.sleep(0.02)
+    return False
+
+
+# ---------------------------------------------------------------------------------- scenarios
+def _result(name: str, **kw) -> dict:
+    out = {'scenario': name, 'outcome': 'failed', 'lost': None, 'duplicated': None,
+           'recover_s': None, 'rejected': {}, 'runtime_s': None, 'detail': ''}
+    out.update(kw)
+    return out
+
+
+def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None,
+                    key_env=None, extra_check=None, iterations=None) -> dict:
+    """Start a fleet, run ``inject(fleet) -> (recover_s, detail)``, wait, check the ledger."""
+    run_dir = os.path.abspath(os.path.join(cfg.out, name))
+    trace = os.path.join(run_dir, 'trace.csv')
+    os.makedirs(run_dir, exist_ok=True)
+    write_trace(trace, cfg.workers, RATE_MBPS, outage)
+    fleet = Fleet(cfg, run_dir, trace, extra, key_env, iterations)
+    t0 = time.monotonic()
+    recover, detail, finished, reason = None, '', False, ''
+    try:
+        fleet.start()
+        recover, detail = inject(fleet)
+        finished, reason = fleet.wait(cfg.timeout_s + (outage[2] if outage else 0.0))
+    finally:
+        fleet.stop()
+    verdict, rejects, injected, saves = check_ledger(fleet.ledger_dir)
+    res = _result(name, recover_s=recover, rejected=rejects,
+                  runtime_s=round(time.monotonic() - t0, 1), injected=injected,
+                  state_saves=saves)
+    problems = [detail] if detail else []
+    if not finished:
+        problems.append(reason)
+        problems += [f'{n}: {fleet.tail(n, 3).strip()}' for n, c in fleet.codes().items()
+                     if c not in (None, 0)]
+    if verdict is None:
+        problems.append('no ledger report from the server')
+    else:
+        res.update(lost=round(verdict.lost, 6), duplicated=round(verdict.duplicated, 6))
+        problems += verdict.problems[:5]
+    if extra_check is not None:
+        problems += extra_check(res, fleet)
+    ok = finished and verdict is not None and verdict.ok and not problems
+    res['outcome'] = 'ok' if ok else 'failed'
+    res['detail'] = '; '.join(p for p in problems if p)[:600]
+    return res
+
+
+def _worker_restart(cfg: ChaosConfig) -> dict:
+    killed = {}
+
+    def inject(fleet):
+        path = os.path.join(fleet.ledger_dir, f'worker_{VICTIM}.jsonl')
+        target = max(3, cfg.iterations // 3)
+        if not _wait_for(lambda: _count(path, 'computed') >= target, 90, fleet):
+            return None, f'worker {VICTIM} never reached iteration {target}'
+        # The next computation's line is appended after its state was saved, right before its
+        # push leaves (one chunk or three, a few ms to the commit): kill on sight.
+        size = os.path.getsize(path)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if os.path.getsize(path) > size:
+                with open(path, encoding='utf-8') as fh:
+                    fh.seek(size)
+                    new = fh.read()
+                size += len(new.encode('utf-8'))
+                if '"computed"' in new:
+                    break
+            time.sleep(0.0005)
+        fleet.kill(f'rog_worker_{VICTIM}')
+        old = _runs(path)
+        last = [r for r in _records(path) if r['kind'] in ('computed', 'commit')][-1]
+        killed['mid_transfer'] = last['kind'] == 'computed'    # pushed, not yet committed
+        time.sleep(0.5)
+        fleet.start(f'rog_worker_{VICTIM}')
+        t = time.monotonic()
+
+        def resumed():
+            new = [r for r in _runs(path) if r not in old]
+            return bool(new) and _count(path, 'computed', new[0]) > 0
+        if not _wait_for(resumed, 90, fleet):
+            return None, f'worker {VICTIM} did not compute again after its restart'
+        return round(time.monotonic() - t, 3), ''
+
+    def mid_transfer(res, fleet):
+        res['killed_mid_transfer'] = killed.get('mid_transfer')
+        return [] if killed.get('mid_transfer') else [
+            f'worker {VICTIM} was not killed in the middle of a push']
+    return _fleet_scenario('worker-restart', cfg, inject, extra_check=mid_transfer)
+
+
+def _server_restart(cfg: ChaosConfig) -> dict:
+    from rog_ros.nodes import durable
+    from rog_ros.protocol.ps import ServerEngine
+    if not durable.supported(ServerEngine):
+        return _result('server-restart', runtime_s=0.0, detail='the server engine cannot '
+                       'save its state (no state_dict): nothing to restart from')
+
+    def inject(fleet):
+        path = os.path.join(fleet.ledger_dir, 'server.jsonl')
+        if not _wait_for(lambda: _count(path, 'checkpoint') >= 1 and _count(path, 'applied')
+                         >= cfg.workers * (5 + 2), 90, fleet):
+            return None, 'the server never checkpointed'
+        fleet.kill('rog_server')
+        applied = _count(path, 'applied')
+        time.sleep(0.5)
+        fleet.start('rog_server')
+        t = time.monotonic()
+        if not _wait_for(lambda: _count(path, 'applied') > applied, 90, fleet):
+            return None, 'no push applied after the server restarted'
+        return round(time.monotonic() - t, 3), ''
+
+    def restored(res, fleet):
+        final = _read_json(os.path.join(fleet.ledger_dir, 'server.final.json')) or {}
+        return [] if final.get('restored_from') else ['the server did not restore a checkpoint']
+    return _fleet_scenario('server-restart', cfg, inject, extra_check=restored)
+
+
+def _link_outage(cfg: ChaosConfig) -> dict:
+    start_s = 8.0     # trace time of the outage: about when training starts
+    window = {}
+
+    def inject(fleet):
+        epoch = fleet.specs['rog_server'].parameters['epoch']
+        window.update(down=epoch + start_s, up=epoch + start_s + cfg.outage_s)
+        path = os.path.join(fleet.ledger_dir, f'worker_{VICTIM}.jsonl')
+        while time.time() < window['up'] + 1.0:
+            if any(c not in (None, 0) for c in fleet.codes().values()):
+                return None, 'a node failed during the outage'
+            time.sleep(0.1)
+        _wait_for(lambda: any(r['kind'] == 'computed' and r['t'] > window['up']
+                              for r in _records(path))
+                  or fleet.codes().get(f'rog_worker_{VICTIM}') == 0, 60, fleet)
+        return None, ''
+
+    def hit(res, fleet):
+        """Check that the outage fell inside the victim's training and stopped it."""
+        times = [r['t'] for r in _records(os.path.join(fleet.ledger_dir,
+                                                       f'worker_{VICTIM}.jsonl'))
+                 if r['kind'] == 'computed']
+        before = [t for t in times if t < window['down']]
+        during = [t for t in times if window['down'] + 0.5 < t < window['up']]
+        after = [t for t in times if t >= window['up']]
+        if after:
+            res['recover_s'] = round(after[0] - window['up'], 3)
+        res['victim_iterations'] = {'before': len(before), 'during': len(during),
+                                    'after': len(after)}
+        if not after:    # (none before: the outage covered the start of its training)
+            return [f"the outage did not fall inside worker {VICTIM}'s training "
+                    f'({len(before)} iterations before it, {len(after)} after)']
+        if len(during) > 1:
+            return [f'worker {VICTIM} computed {len(during)} iterations with its link down']
+        return []
+    # enough iterations that training outlasts start-up and reaches the outage (~0.2 s each)
+    return _fleet_scenario('link-outage', cfg, inject, extra_check=hit,
+                           outage=(VICTIM, start_s, cfg.outage_s),
+                           iterations=max(cfg.iterations, 80))
+
+
+def _records(path: str) -> list:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding='utf-8') as fh:
+        return lg.read_records(fh)
+
+
+def _loss_dup_reorder(cfg: ChaosConfig) -> dict:
+    faults = f'{FAULTS},seed={cfg.seed + 1}'
+    return _fleet_scenario('loss-dup-reorder', cfg, lambda fleet: (None, ''),
+                           extra={'chaos_faults': faults})
+
+
+def _ctrl_c(cfg: ChaosConfig) -> dict:
+    name = 'ctrl-c'
+    run_dir = os.path.abspath(os.path.join(cfg.out, name))
+    ledger_dir = os.path.join(run_dir, 'ledger')
+    os.makedirs(run_dir, exist_ok=True)
+    trace = os.path.join(run_dir, 'trace.csv')
+    write_trace(trace, cfg.workers, RATE_MBPS)
+    namespace = f'/rog_chaos_{os.getpid()}_{random.getrandbits(24)}'
+    cmd = [cfg.python, '-m', 'rog_ros.nodes.fleet', '--workload', WORKLOAD,
+           '--workers', str(cfg.workers), '--iterations', '100000', '--trace', trace,
+           '--out', run_dir, '--namespace', namespace, '--no-netmon', '--quiet',
+           '--seed', str(cfg.seed)]
+    env = dict(os.environ, PYTHONPATH=_repo_pythonpath(), OMP_NUM_THREADS='1',
+               ROG_CHAOS_LEDGER=ledger_dir)
+    env.pop('ROG_CHAOS_FAULTS', None)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            text=True, start_new_session=True)
+    problems, stop_s = [], None
+    try:
+        paths = [os.path.join(ledger_dir, f'worker_{r}.jsonl') for r in range(cfg.workers)]
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            if all(_count(p, 'computed') >= 5 for p in paths):
+                break
+            time.sleep(0.1)
+        else:
+            problems.append('the fleet did not train before Ctrl-C')
+        t_int = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, stderr = proc.communicate(timeout=STOP_BOUND_S + 30)
+        except subprocess.TimeoutExpired:
+            problems.append(f'rog fleet still running {STOP_BOUND_S + 30:.0f} s after SIGINT')
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, stderr = proc.communicate()
+        stop_s = round(time.monotonic() - t_int, 3)
+        if stop_s > STOP_BOUND_S:
+            problems.append(f'stopping took {stop_s:.1f} s (bound {STOP_BOUND_S:.0f} s)')
+        if proc.returncode != 130:
+            problems.append(f'rog fleet exited {proc.returncode}: {stderr.strip()[-300:]}')
+        if not os.path.exists(os.path.join(run_dir, 'summary.json')):
+            problems.append('no summary.json after Ctrl-C')
+        alive = _node_pids(namespace)
+        if alive:
+            problems.append(f'node processes still alive: {alive}')
+            for pid in alive:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    verdict, rejects, _, _ = check_ledger(ledger_dir)
+    res = _result(name, recover_s=stop_s, rejected=rejects,
+                  runtime_s=round(time.monotonic() - t0, 1))
+    if verdict is None:
+        problems.append('no ledger report from the server')
+    else:
+        res.update(lost=round(verdict.lost, 6), duplicated=round(verdict.duplicated, 6))
+        problems += verdict.problems[:5]
+    res['outcome'] = 'ok' if not problems else 'failed'
+    res['detail'] = '; '.join(problems)[:600]
+    return res
+
+
+def _node_pids(namespace: str) -> list:
+    """Live processes whose command line names ``namespace`` (a fleet's nodes)."""
+    pids = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f'/proc/{entry}/cmdline', 'rb') as fh:
+                cmd = fh.read().split(b'\0')
+        except OSError:
+            continue
+        if b'rog_ros.nodes' in b' '.join(cmd) and namespace.encode() in cmd:
+            pids.append(int(entry))
+    return pids
+
+
+def _flood(cfg: ChaosConfig) -> dict:
+    from rog_ros.experiments.chaos_flood import fleet_key_env, flood
+    key_env, key = fleet_key_env(os.path.abspath(os.path.join(cfg.out, 'flood')))
+    if key is None:
+        return _result('flood', runtime_s=0.0, detail='this build has no message '
+                       'authentication (rog_ros.nodes.fleet_key): unauthenticated messages '
+                       'cannot be rejected')
+    sent = {}
+
+    def inject(fleet):
+        path = os.path.join(fleet.ledger_dir, 'server.jsonl')
+        if not _wait_for(lambda: _count(path, 'applied') >= cfg.workers * 3, 90, fleet):
+            return None, 'the fleet did not train before the flood'
+        sent.update(flood(fleet.domain, fleet.namespace, cfg.workers, cfg.flood_s,
+                          seed=cfg.seed))
+        if any(c is not None for c in fleet.codes().values()):
+            return None, 'the fleet stopped during the flood (raise --iterations)'
+        return None, ''
+
+    def all_rejected(res, fleet):
+        total = sum(sent.values())
+        got = sum(v for k, v in res['rejected'].items() if k != 'replay')
+        res['flood_sent'] = dict(sent)
+        return [] if got >= total else [f'{total} hostile messages sent, {got} rejected']
+    # training must outlast the flood, so that every hostile message meets a node (~0.2 s
+    # per iteration)
+    return _fleet_scenario('flood', cfg, inject, key_env=key_env, extra_check=all_rejected,
+                           iterations=max(cfg.iterations, 20 + int(25 * cfg.flood_s)))
+
+
+RUNNERS = {'worker-restart': _worker_restart, 'server-restart': _server_restart,
+           'link-outage': _link_outage, 'loss-dup-reorder': _loss_dup_reorder,
+           'flood': _flood, 'ctrl-c': _ctrl_c}
+
+
+def run_scenarios(names, cfg: ChaosConfig, progress=None) -> list:
+    """Run the named scenarios one after the other; return their result rows."""
+    rows = []
+    for name in names:
+        if progress:
+            progress(f'rog chaos: {name} ...')
+        try:
+            row = RUNNERS[name](cfg)
+        except Exception as err:  # noqa: B902 - one broken scenario must not hide the others
+            row = _result(name, detail=f'{type(err).__name__}: {err}'[:600])
+        rows.append(row)
+        if progress:
+            progress(f'rog chaos: {name}: {row["outcome"]} ({row["runtime_s"]} s) '
+                     f'{row["detail"][:200]}')
+    return rows
+
+
+# ---------------------------------------------------------------------------------- the CLI
+def add_parser(subparsers):
+    """Add the ``chaos`` subcommand."""
+    p = subparsers.add_parser('chaos', help='fault scenarios against a real local fleet',
+                              description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip())
+    p.add_argument('--scenario', default='all',
+                   help=f'one of {", ".join(SCENARIOS)}, a comma-separated list, or all '
+                        f'(default all)')
+    p.add_argument('--json', action='store_true', help='print one JSON object last')
+    p.add_argument('--out', default='rog_chaos', help='run directory (default rog_chaos)')
+    p.add_argument('--workers', type=int, default=3, help='workers (default 3)')
+    p.add_argument('--iterations', type=int, default=30, help='iterations (default 30)')
+    p.add_argument('--outage-s', type=float, default=90.0,
+                   help='link-outage: seconds at 0 Mbit/s (default 90)')
+    p.add_argument('--flood-s', type=float, default=3.0,
+                   help='flood: seconds of hostile traffic (default 3)')
+    p.add_argument('--seed', type=int, default=0, help='seed (default 0)')
+    p.set_defaults(func=run)
+    return p
+
+
+def parse_scenarios(text: str) -> list:
+    """``'all'`` or a comma-separated list -> scenario names; ValueError names a bad one."""
+    if text.strip() == 'all':
+        return list(SCENARIOS)
+    names = [s.strip() for s in text.split(',') if s.strip()]
+    bad = [s for s in names if s not in SCENARIOS]
+    if bad or not names:
+        raise ValueError(f'unknown scenario {", ".join(bad) or repr(text)}; choose from '
+                         f'{", ".join(SCENARIOS)} or all')
+    return names
+
+
+def format_table(rows) -> str:
+    """Format the result rows as a fixed-width table."""
+    head = ('scenario', 'outcome', 'lost', 'duplicated', 'recover_s', 'runtime_s', 'rejected')
+    lines = [head]
+    for r in rows:
+        rej = ','.join(f'{k}={v}' for k, v in sorted(r['rejected'].items())) or '-'
+        lines.append((r['scenario'], r['outcome'], _fmt(r['lost']), _fmt(r['duplicated']),
+                      _fmt(r['recover_s']), _fmt(r['runtime_s']), rej))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    out = ['  '.join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines]
+    details = [f'  {r["scenario"]}: {r["detail"]}' for r in rows if r['detail']]
+    return '\n'.join(out + details)
+
+
+def _fmt(x) -> str:
+    return '-' if x is None else f'{x:.4g}' if isinstance(x, float) else str(x)
+
+
+def run(args) -> int:
+    """Run the scenarios; 0 when every one is ok, 1 otherwise, 2 on bad options."""
+    try:
+        names = parse_scenarios(args.scenario)
+        if args.workers < 2 or args.iterations < 10:
+            raise ValueError('--workers must be >= 2 and --iterations >= 10')
+        if not 0 < args.outage_s <= 3600 or not 0 < args.flood_s <= 600:
+            raise ValueError('--outage-s must be in (0, 3600] and --flood-s in (0, 600]')
+    except ValueError as err:
+        print(f'rog chaos: {err}', file=sys.stderr)
+        return 2
+    cfg = ChaosConfig(out=os.path.abspath(args.out), workers=args.workers,
+                      iterations=args.iterations, outage_s=args.outage_s,
+                      flood_s=args.flood_s, seed=args.seed)
+    os.makedirs(cfg.out, exist_ok=True)
+    rows = run_scenarios(names, cfg, progress=lambda s: print(s, file=sys.stderr, flush=True))
+    atomic_write_text(os.path.join(cfg.out, 'chaos.json'),
+                      json.dumps({'scenarios': rows}, indent=1))
+    if args.json:
+        print(json.dumps({'scenarios': rows}))
+    else:
+        print(format_table(rows))
+    return 0 if all(r['outcome'] == 'ok' for r in rows) else 1

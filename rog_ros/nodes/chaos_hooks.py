@@ -1,0 +1,422 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Node hooks: durable state, the chaos ledger and fault injection around a node's engine and bus.
+
+Nothing here changes the protocol: :class:`WorkerHooks` / :class:`ServerHooks` stand between
+the :class:`~rog_ros.nodes.driver.EngineDriver` and the engine (every call is forwarded
+unchanged) and
+
+* save the engine's durable state when :mod:`rog_ros.nodes.durable` says so, restore it on
+  start (server: under the new incarnation the engine was built with);
+* with ``--chaos-ledger DIR`` (hidden; ``$ROG_CHAOS_LEDGER``), write the independent ledger of
+  :mod:`rog_ros.experiments.ledger` from what they observe of the engine's buffers around each
+  call: the worker's residual (what entered with a computation, what left with a commit), the
+  server's reference model (what each push applied). The state is saved *before* the ledger
+  lines of an event are appended and carries them, so after a crash the ledger is never ahead
+  of the state, and a restarted worker re-appends what the crash cut off.
+
+:class:`FaultyBus` (hidden ``--chaos-faults loss=P,dup=P,reorder=P,seed=S``;
+``$ROG_CHAOS_FAULTS``) drops, duplicates and reorders the node's outgoing chunks and acks:
+seeded, counted, for `rog chaos`'s loss-dup-reorder scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+
+from rog_ros.atomic import atomic_write_text
+from rog_ros.experiments import ledger as lg
+from rog_ros.nodes import durable
+from rog_ros.protocol.actions import Log, SaveState, Send
+from rog_ros.protocol.messages import FLAG_END, RowChunk
+import torch
+
+LEDGER_ENV = 'ROG_CHAOS_LEDGER'
+FAULTS_ENV = 'ROG_CHAOS_FAULTS'
+FAULT_TYPES = ('RowChunk', 'TransferAck')
+EVENTS = ('server_restart', 'resend_after_server_restart', 'recover_push', 'recovered_push',
+          'undurable_overflow', 'join')
+"""Worker engine Logs copied into the ledger (diagnostics of restarts)."""
+
+
+def add_chaos_args(parser: argparse.ArgumentParser) -> None:
+    """Add the hidden options of `rog chaos` (defaults from the environment)."""
+    parser.add_argument('--chaos-ledger', default=os.environ.get(LEDGER_ENV) or None,
+                        help=argparse.SUPPRESS)
+    parser.add_argument('--chaos-faults', default=os.environ.get(FAULTS_ENV) or None,
+                        help=argparse.SUPPRESS)
+
+
+def parse_faults(spec: str) -> dict:
+    """``'loss=0.05,dup=0.05,reorder=0.1,seed=3'`` -> dict; ValueError names a bad item."""
+    out = {'loss': 0.0, 'dup': 0.0, 'reorder': 0.0, 'seed': 0}
+    for item in [s.strip() for s in (spec or '').split(',') if s.strip()]:
+        key, _, value = item.partition('=')
+        if key not in out:
+            raise ValueError(f'--chaos-faults: unknown item {key!r} (loss, dup, reorder, seed)')
+        try:
+            out[key] = int(value) if key == 'seed' else float(value)
+        except ValueError:
+            raise ValueError(f'--chaos-faults: {item!r} is not a number') from None
+        if key != 'seed' and not 0.0 <= out[key] < 1.0:
+            raise ValueError(f'--chaos-faults: {key} must be in [0, 1)')
+    return out
+
+
+class FaultyBus:
+    """
+    A bus whose outgoing chunks and acks are dropped, duplicated or held back (reordered).
+
+    A held message leaves after the next one (or at the next poll), so it arrives out of
+    order. Every other call goes to the wrapped bus unchanged.
+    """
+
+    def __init__(self, inner, loss=0.0, dup=0.0, reorder=0.0, seed=0, salt=0):
+        self.inner = inner
+        self.loss, self.dup, self.reorder = loss, dup, reorder
+        self.rng = random.Random(1_000_003 * seed + salt)
+        self.held = []
+        self.injected = {'dropped': 0, 'duplicated': 0, 'reordered': 0}
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def publish(self, topic: str, msg) -> None:
+        if msg.TYPE not in FAULT_TYPES:
+            self.inner.publish(topic, msg)
+            return
+        if self.rng.random() < self.loss:
+            self.injected['dropped'] += 1
+            return
+        if self.rng.random() < self.reorder:
+            self.injected['reordered'] += 1
+            self.held.append((topic, msg))
+            return
+        self.inner.publish(topic, msg)
+        if self.rng.random() < self.dup:
+            self.injected['duplicated'] += 1
+            self.inner.publish(topic, msg)
+        self._release()
+
+    def _release(self) -> None:
+        held, self.held = self.held, []
+        for topic, msg in held:
+            self.inner.publish(topic, msg)
+
+    def poll(self, timeout_s: float = 0.0) -> list:
+        self._release()
+        return self.inner.poll(timeout_s)
+
+    def close(self) -> None:
+        self.held = []
+        self.inner.close()
+
+
+def maybe_faulty(bus, args, salt: int = 0):
+    """Wrap ``bus`` in a FaultyBus when ``--chaos-faults`` asks for faults."""
+    spec = getattr(args, 'chaos_faults', None)
+    if not spec:
+        return bus
+    f = parse_faults(spec)
+    return FaultyBus(bus, f['loss'], f['dup'], f['reorder'], f['seed'], salt)
+
+
+def _reject_reason(log: Log) -> str:
+    info = log.info or {}
+    reason = info.get('reason')
+    if reason:
+        return str(reason)
+    return 'engine_error' if info.get('where') == 'engine' else 'invalid'
+
+
+class _Ledger:
+    """Append-only ledger file; lines of one event wait in ``pending`` until flushed."""
+
+    def __init__(self, path: str, run: int):
+        self.path, self.run = path, run
+        self.seq = 0
+        self.pending = []
+        self._fh = open(path, 'a', encoding='utf-8')
+
+    def add(self, kind: str, **fields) -> None:
+        self.pending.append(lg.line(kind, run=self.run, seq=self.seq,
+                                    t=round(time.time(), 4), **fields))
+        self.seq += 1
+
+    def flush(self) -> None:
+        if self.pending:
+            self._fh.write(''.join(self.pending))
+            self._fh.flush()
+            self.pending = []
+
+    def close(self) -> None:
+        self.flush()
+        self._fh.close()
+
+
+class _Hooks:
+    """Forward every engine call; subclasses observe around the ones that matter."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.rejects = {}
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def _count_rejects(self, actions) -> None:
+        for a in actions:
+            if isinstance(a, Log) and a.name == 'reject':
+                reason = _reject_reason(a)
+                self.rejects[reason] = self.rejects.get(reason, 0) + 1
+
+
+class WorkerHooks(_Hooks):
+    """
+    Durable state and ledger around a WorkerEngine.
+
+    Parameters
+    ----------
+    engine : WorkerEngine
+    rank : int
+    state_dir, ledger_dir : str or None
+        Where ``worker_<rank>.pt`` and ``worker_<rank>.jsonl`` / ``.final.json`` live.
+
+    """
+
+    def __init__(self, engine, rank: int, state_dir=None, ledger_dir=None):
+        super().__init__(engine)
+        self.rank = rank
+        self.run = random.getrandbits(62)
+        self.state = None
+        if state_dir and durable.supported(engine):
+            self.state = durable.StateFile(os.path.join(state_dir, f'worker_{rank}.pt'))
+        elif state_dir:
+            print(f'rog_worker {rank}: --state-dir ignored: this engine cannot save its state',
+                  file=sys.stderr, flush=True)
+        self.ledger_dir = ledger_dir
+        self.ledger = None
+        if ledger_dir:
+            os.makedirs(ledger_dir, exist_ok=True)
+            self.ledger = _Ledger(os.path.join(ledger_dir, f'worker_{rank}.jsonl'), self.run)
+            self.proj = lg.projections(engine.residual.numel())
+        self.restored = False
+
+    # ------------------------------------------------------------------ restart
+    def restore(self) -> bool:
+        """Load the saved state, if any, and re-append the ledger lines it carries."""
+        if self.state is None or not self.state.exists():
+            return False
+        obj = self.state.load()
+        try:
+            self.engine.load_state_dict(obj['engine'])
+        except (KeyError, ValueError, TypeError) as err:
+            raise durable.StateError(f'state file {self.state.path} does not fit this worker '
+                                     f'({err}); move it away to start afresh') from None
+        tail = list(obj.get('ledger_tail', []))
+        if self.ledger is not None and tail:
+            self.ledger.pending = tail + self.ledger.pending   # the reader drops repeats
+            self.ledger.flush()
+        self.restored = True
+        return True
+
+    # ------------------------------------------------------------------ engine calls
+    def start(self, now: float) -> list:
+        return self._observe(lambda: self.engine.start(now))
+
+    def on_compute_done(self, grad, now: float) -> list:
+        return self._observe(lambda: self.engine.on_compute_done(grad, now), computed=True)
+
+    def on_message(self, msg, now: float) -> list:
+        return self._observe(lambda: self.engine.on_message(msg, now))
+
+    def on_tick(self, now: float) -> list:
+        return self._observe(lambda: self.engine.on_tick(now))
+
+    def _observe(self, call, computed: bool = False) -> list:
+        e = self.engine
+        before = e.residual.clone() if self.ledger is not None else None
+        push = getattr(e, 'push', None)
+        key = ((getattr(push, 'incarnation', 0) or getattr(e, 'incarnation', 0),
+                push.transfer_id) if push is not None else (0, -1))
+        actions = call()
+        self._count_rejects(actions)
+        event = False
+        if before is not None and not torch.equal(before, e.residual):
+            event = True
+            diff = e.residual.double() - before.double()      # exact: both are fp32
+            if computed:
+                self.ledger.add('computed', clock=int(e.clock), proj=lg.project(diff, self.proj))
+            elif any(isinstance(a, Log) and a.name == 'push_done' for a in actions):
+                self.ledger.add('commit', incarnation=int(key[0]), tid=int(key[1]),
+                                proj=lg.project(-diff, self.proj))
+            else:
+                self.ledger.add('uncommit', proj=lg.project(diff, self.proj))
+        if self.ledger is not None:
+            for a in actions:
+                if isinstance(a, Log) and a.name in EVENTS:
+                    self.ledger.add('event', name=a.name, value=float(a.value))
+                    event = True
+        end = any(isinstance(a, Send) and isinstance(a.msg, RowChunk) and a.msg.flags & FLAG_END
+                  for a in actions)
+        committed = any(isinstance(a, Log) and a.name == 'push_done' for a in actions)
+        asked = any(isinstance(a, SaveState) for a in actions)
+        if self.state is not None and (event or end or committed or asked):
+            self.state.save({'engine': e.state_dict(),
+                             'ledger_tail': list(self.ledger.pending) if self.ledger else []})
+        if self.ledger is not None:
+            self.ledger.flush()
+        return actions
+
+    # ------------------------------------------------------------------ stop
+    def close(self, node_rejects=None, injected=None) -> None:
+        """Write the final report (what the residual still holds) and close the ledger."""
+        if self.ledger is None:
+            return
+        e = self.engine
+        push = getattr(e, 'push', None)
+        inflight = (lg.push_key(self.rank, getattr(push, 'incarnation', 0)
+                                or getattr(e, 'incarnation', 0), push.transfer_id)
+                    if push is not None else None)
+        rejects = dict(node_rejects or {})
+        for k, v in self.rejects.items():
+            rejects.setdefault(k, v)
+        report = {'rank': self.rank, 'run': self.run, 'clock': int(e.clock),
+                  'held': lg.project(e.residual, self.proj).tolist(), 'inflight': inflight,
+                  'residual_max': float(e.residual.abs().max()), 'restored': self.restored,
+                  'rejects': rejects, 'injected': dict(injected or {}),
+                  'state': self.state.stats() if self.state is not None else None}
+        self.ledger.close()
+        self.ledger = None
+        atomic_write_text(os.path.join(self.ledger_dir, f'worker_{self.rank}.final.json'),
+                          json.dumps(report, indent=1))
+
+
+class ServerHooks(_Hooks):
+    """
+    Checkpoints and ledger around a ServerEngine.
+
+    Parameters
+    ----------
+    engine : ServerEngine
+    w0 : Tensor
+        The fleet's starting model (the ledger reports ``(w0 - w_srv) N / lr``).
+    state_dir, ledger_dir : str or None
+    checkpoint_every : int
+        Checkpoint when the slowest worker's clock reaches the next multiple of this.
+
+    """
+
+    def __init__(self, engine, w0, state_dir=None, ledger_dir=None, checkpoint_every=10):
+        super().__init__(engine)
+        self.w0 = w0.detach().clone()
+        self.scale = engine.n / engine.lr
+        self.every = int(checkpoint_every)
+        self.state = None
+        if state_dir and durable.supported(engine):
+            self.state = durable.StateFile(os.path.join(state_dir, 'server.pt'))
+        elif state_dir:
+            print('rog_server: --state-dir ignored: this engine cannot save its state',
+                  file=sys.stderr, flush=True)
+        self.checkpoint_id = 0
+        self.next_at = self.every
+        self.ledger_dir = ledger_dir
+        self.ledger = None
+        if ledger_dir:
+            os.makedirs(ledger_dir, exist_ok=True)
+            path = os.path.join(ledger_dir, 'server.jsonl')
+            self._restarted = os.path.exists(path) and os.path.getsize(path) > 0
+            self.ledger = _Ledger(path, random.getrandbits(62))
+            self.proj = lg.projections(engine.w_srv.numel())
+        self.restored = None
+
+    def restore(self):
+        """Load the checkpoint, if any; return its id (None: started fresh)."""
+        if self.state is None or not self.state.exists():
+            if self.ledger is not None and self._restarted:
+                self.ledger.add('restore', id=None)   # a fresh start after a crash
+                self.ledger.flush()
+            return None
+        obj = self.state.load()
+        try:
+            self.engine.load_state_dict(obj['engine'])
+        except (KeyError, ValueError, TypeError) as err:
+            raise durable.StateError(f'checkpoint {self.state.path} does not fit this fleet '
+                                     f'({err}); move it away to start afresh') from None
+        self.checkpoint_id = int(obj.get('id', 0))
+        self.next_at = (min(self.engine.clock) // self.every + 1) * self.every
+        if self.ledger is not None:
+            self.ledger.add('restore', id=self.checkpoint_id)
+            self.ledger.flush()
+        self.restored = self.checkpoint_id
+        return self.checkpoint_id
+
+    def checkpoint(self) -> None:
+        """Write a checkpoint now, then confirm it to the engine."""
+        self.checkpoint_id += 1
+        if self.ledger is not None:   # the marker first: applied records after it are not in
+            self.ledger.add('checkpoint', id=self.checkpoint_id)
+            self.ledger.flush()
+        sd = self.engine.state_dict()
+        self.state.save({'engine': sd, 'id': self.checkpoint_id})
+        self.engine.checkpoint_confirmed(sd['state_id'])
+
+    def on_message(self, msg, now: float) -> list:
+        return self._observe(lambda: self.engine.on_message(msg, now), msg)
+
+    def on_tick(self, now: float) -> list:
+        return self._observe(lambda: self.engine.on_tick(now), None)
+
+    def _observe(self, call, msg) -> list:
+        e = self.engine
+        watch = self.ledger is not None and isinstance(msg, RowChunk)
+        before = e.w_srv.clone() if watch else None
+        actions = call()
+        self._count_rejects(actions)
+        if watch and not torch.equal(before, e.w_srv):
+            diff = (before.double() - e.w_srv.double()) * self.scale
+            self.ledger.add('applied', rank=int(msg.sender), incarnation=int(msg.incarnation),
+                            tid=int(msg.transfer_id), proj=lg.project(diff, self.proj))
+            self.ledger.flush()
+        if self.state is not None and min(e.clock) >= self.next_at:
+            self.next_at = (min(e.clock) // self.every + 1) * self.every
+            self.checkpoint()
+        return actions
+
+    def close(self, node_rejects=None, injected=None) -> None:
+        """Write the final report (everything applied, in the workers' units)."""
+        if self.ledger is None:
+            return
+        e = self.engine
+        rejects = dict(node_rejects or {})
+        for k, v in self.rejects.items():
+            rejects.setdefault(k, v)
+        report = {'applied': lg.project((self.w0.double() - e.w_srv.double()) * self.scale,
+                                        self.proj).tolist(),
+                  'n_params': int(e.w_srv.numel()), 'scale': self.scale,
+                  'weight_max': max(float(self.w0.abs().max()), float(e.w_srv.abs().max())),
+                  'clock': list(e.clock), 'finished': bool(e.finished),
+                  'restored_from': self.restored, 'checkpoints': self.checkpoint_id,
+                  'rejects': rejects, 'injected': dict(injected or {}),
+                  'state': self.state.stats() if self.state is not None else None}
+        self.ledger.close()
+        self.ledger = None
+        atomic_write_text(os.path.join(self.ledger_dir, 'server.final.json'),
+                          json.dumps(report, indent=1))

@@ -1,0 +1,112 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+CI's reduced `rog chaos` set: real multi-process fleets under faults lose and double nothing.
+
+Two workers, 16 iterations of the chaos workload, a short outage and flood. Each scenario must
+finish (outcome ok) with 0 lost and 0 duplicated by the independent ledger. A scenario whose
+machinery is not in this build yet is a strict xfail: it must fail today, and the marker must
+go when it passes.
+"""
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+pytest.importorskip('cyclonedds')
+
+from rog_ros.experiments import chaos  # noqa: E402
+
+HAS_AUTH = importlib.util.find_spec('rog_ros.nodes.fleet_key') is not None
+CI = {'workers': 2, 'iterations': 16, 'outage_s': 6.0, 'flood_s': 2.0, 'timeout_s': 90.0}
+
+
+def _run(name, tmp_path):
+    cfg = chaos.ChaosConfig(out=str(tmp_path), **CI)
+    row = chaos.run_scenarios([name], cfg)[0]
+    print(json.dumps(row), file=sys.stderr)
+    return row
+
+
+def _assert_clean(row):
+    assert row['outcome'] == 'ok', row['detail']
+    assert row['lost'] == 0 and row['duplicated'] == 0, row
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', ['worker-restart', 'server-restart'])
+def test_a_killed_node_restarts_from_its_state(name, tmp_path):
+    row = _run(name, tmp_path)
+    _assert_clean(row)
+    assert row['recover_s'] is not None and row['recover_s'] < 60
+    saves = row['state_saves']
+    assert saves['server']['saves'] >= 1 and all(
+        saves[f'worker_{r}']['saves'] >= CI['iterations'] for r in range(CI['workers']))
+
+
+@pytest.mark.slow
+def test_loss_duplication_and_reordering_of_chunks_and_acks(tmp_path):
+    row = _run('loss-dup-reorder', tmp_path)
+    _assert_clean(row)
+    injected = row['injected']
+    assert injected['dropped'] > 0 and injected['duplicated'] > 0 and injected['reordered'] > 0
+
+
+@pytest.mark.slow
+def test_a_link_outage_is_survived(tmp_path):
+    row = _run('link-outage', tmp_path)
+    _assert_clean(row)
+    assert row['recover_s'] is not None
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(not HAS_AUTH, strict=True,
+                   reason='needs message authentication (security branch: '
+                          'rog_ros.nodes.fleet_key)')
+def test_a_flood_of_hostile_messages_is_rejected_and_counted(tmp_path):
+    row = _run('flood', tmp_path)
+    _assert_clean(row)
+    assert sum(row['rejected'].values()) >= sum(row['flood_sent'].values()) > 0
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_fleet_within_its_bound_and_writes_the_summary(tmp_path):
+    row = _run('ctrl-c', tmp_path)
+    _assert_clean(row)
+    assert 0 < row['recover_s'] <= chaos.STOP_BOUND_S
+    assert (tmp_path / 'ctrl-c' / 'summary.json').exists()
+
+
+def test_bad_options_get_one_line_and_change_nothing(tmp_path, capsys):
+    import argparse
+    parser = argparse.ArgumentParser()
+    chaos.add_parser(parser.add_subparsers())
+    args = parser.parse_args(['chaos', '--scenario', 'meteor', '--out', str(tmp_path / 'x')])
+    assert chaos.run(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count('\n') == 0 and 'meteor' in err and 'worker-restart' in err
+    assert not (tmp_path / 'x').exists()
+
+
+def test_table_and_json_carry_the_same_rows():
+    rows = [chaos._result('flood', outcome='ok', lost=0.0, duplicated=0.0, recover_s=None,
+                          rejected={'unauthenticated': 3}, runtime_s=1.5)]
+    table = chaos.format_table(rows)
+    assert table.splitlines()[0].split()[:5] == ['scenario', 'outcome', 'lost', 'duplicated',
+                                                 'recover_s']
+    assert 'unauthenticated=3' in table
+    assert set(rows[0]) >= {'scenario', 'outcome', 'lost', 'duplicated', 'recover_s',
+                            'rejected'}

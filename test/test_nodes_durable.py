@@ -1,0 +1,93 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Durable node state files and the chaos fault layer, without processes.
+
+State files round-trip the engines' state (tensors, NumPy arrays of every dtype the engines
+use, tuple keys), refuse corrupt files with one line and leave no temporary files. The fault
+layer parses its spec strictly and injects
+seeded, counted faults.
+"""
+
+import os
+
+import numpy as np
+import pytest
+from rog_ros.nodes import chaos_hooks, durable
+import torch
+
+
+def test_state_file_round_trips_engine_like_state(tmp_path):
+    f = durable.StateFile(str(tmp_path / 'worker_0.pt'))
+    obj = {'undurable': [(3, torch.arange(4, dtype=torch.uint8), np.arange(5, dtype=np.uint32),
+                          np.array([2 ** 63 + 5], dtype=np.uint64))],
+           'closed': {(0, 2 ** 64 - 1): {7: {
+               'chunk_ranges': np.array([0, 4], np.uint32), 'final': True,
+               'receive_time': 1.5}}},
+           'versions': np.array([-1, 2], np.int32), 'mask': np.array([True, False]),
+           'push': None}
+    f.save(obj)
+    got = f.load()
+    assert got['undurable'][0][2].dtype == np.uint32
+    assert got['undurable'][0][3].tolist() == [2 ** 63 + 5]
+    assert got['closed'][(0, 2 ** 64 - 1)][7]['chunk_ranges'].tolist() == [0, 4]
+    assert got['versions'].dtype == np.int32 and got['mask'].dtype == np.bool_
+    assert torch.equal(got['undurable'][0][1], torch.arange(4, dtype=torch.uint8))
+    assert sorted(os.listdir(tmp_path)) == ['worker_0.pt']       # no temporary file left
+    assert f.stats()['saves'] == 1
+
+
+def test_a_corrupt_state_file_is_refused_in_one_line(tmp_path):
+    path = tmp_path / 'server.pt'
+    path.write_bytes(b'\x80\x02not a checkpoint')
+    with pytest.raises(ValueError, match='unreadable') as err:
+        durable.StateFile(str(path)).load()
+    assert '\n' not in str(err.value)
+
+
+def test_fault_spec_is_parsed_strictly():
+    assert chaos_hooks.parse_faults('loss=0.1,dup=0.2,seed=3') == {
+        'loss': 0.1, 'dup': 0.2, 'reorder': 0.0, 'seed': 3}
+    for bad in ('lost=0.1', 'loss=x', 'dup=1.5'):
+        with pytest.raises(ValueError, match='--chaos-faults'):
+            chaos_hooks.parse_faults(bad)
+
+
+class _Bus:
+
+    def __init__(self):
+        self.sent = []
+
+    def publish(self, topic, msg):
+        self.sent.append(getattr(msg, 'transfer_id', None))
+
+    def poll(self, timeout_s=0.0):
+        return []
+
+
+def test_faulty_bus_drops_duplicates_and_reorders_only_chunks_and_acks():
+    from rog_ros.protocol.messages import RowChunk, Schedule
+    inner = _Bus()
+    bus = chaos_hooks.FaultyBus(inner, loss=0.2, dup=0.2, reorder=0.2, seed=1)
+    for i in range(500):
+        bus.publish('up/chunks', RowChunk(transfer_id=i, seq=0, sender=0, receiver=-1, kind=0,
+                                          clock=1))
+    bus.poll()
+    f = bus.injected
+    assert f['dropped'] > 50 and f['duplicated'] > 30 and f['reordered'] > 30
+    assert len(inner.sent) == 500 - f['dropped'] + f['duplicated']
+    assert inner.sent != sorted(inner.sent)                   # some arrive out of order
+    n = len(inner.sent)
+    bus.publish('w0/schedule', Schedule(worker=0, clock=1, push_deadline_s=0.0))
+    assert len(inner.sent) == n + 1                           # other types pass untouched
