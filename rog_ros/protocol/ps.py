@@ -63,8 +63,8 @@ class _Downlink:
 
     def __init__(self, transfer: OutgoingTransfer, rowbytes: torch.Tensor,
                  scales: torch.Tensor, v_snap: torch.Tensor):
-        self.transfer, self.rowbytes, self.scales, self.v_snap = \
-            transfer, rowbytes, scales, v_snap
+        self.transfer, self.rowbytes, self.v_snap = transfer, rowbytes, v_snap
+        self.scales, self.per_row = transfer.commit_scales()   # per chunk and tensor if set
         self.versions_sent = False
 
 
@@ -226,7 +226,7 @@ class ServerEngine:
             partial = n_rows < self.layout.n_rows
             delta = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
                                       row_mask=mask if partial else None,
-                                      factor=self.lr / self.n)
+                                      factor=self.lr / self.n, per_row=inc.per_row_scales)
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
             self.versions.stamp(s, mask, inc.clock)
         self.bytes_up += inc.bytes
@@ -331,7 +331,7 @@ class ServerEngine:
         if pol.balance == 'budget' and not pol.whole_model:
             k_min = max(k_min, min(int(order.numel()), self._budget_rows(self.thr_down, r)))
         row_mask = None
-        if pol.scale_sent_rows and not pol.whole_model:
+        if pol.scale_sent_rows and not pol.whole_model and not pol.chunk_scales:
             budget = deadline - now if pol.balance == 'deadline' else 0.0
             k_est = expected_rows(order, self.row_nbytes, k_min, budget,
                                   self.thr_down[r].value_bps)
@@ -346,7 +346,8 @@ class ServerEngine:
                               n_mandatory=k_min, deadline=deadline, now=now,
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s,
-                              rate_bps=self.thr_down[r].value_bps)
+                              rate_bps=self.thr_down[r].value_bps,
+                              tensor_row_sums=trs if pol.chunk_scales else None)
         self.downlinks[r] = _Downlink(tr, rowbytes, scales, v.clone())
         sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r))
         out = [Send(r, sched)]
@@ -432,7 +433,7 @@ class ServerEngine:
         mask[torch.from_numpy(delivered)] = True
         full = delivered.size == layout.n_rows
         q = self.codec.decode(layout, dl.rowbytes, dl.scales, self._scratch,
-                              row_mask=None if full else mask)
+                              row_mask=None if full else mask, per_row=dl.per_row)
         self.mirror[r].sub_(q)        # the very values the worker subtracted from its model
         self.sent[r] = torch.where(mask.unsqueeze(1), dl.v_snap, self.sent[r])
 

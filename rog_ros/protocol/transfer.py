@@ -89,7 +89,7 @@ class OutgoingTransfer:
                  scales: torch.Tensor, order: torch.Tensor, n_mandatory: int,
                  deadline: float, now: float, window: int = 4,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, end_timeout_s: float = 2.0,
-                 rate_bps: float = 0.0):
+                 rate_bps: float = 0.0, tensor_row_sums: torch.Tensor | None = None):
         self.transfer_id, self.sender, self.receiver = transfer_id, sender, receiver
         self.kind, self.clock, self.codec_id = kind, clock, codec.codec_id
         self.layout = layout
@@ -104,6 +104,7 @@ class OutgoingTransfer:
         self.plan: ChunkPlan = plan_chunks(nb_all[self.order], chunk_bytes,
                                            boundary=self.n_mandatory_rows)
         self.n_mandatory_chunks = self.plan.chunks_covering(self.n_mandatory_rows)
+        self.row_scales = self._chunk_scales(codec, tensor_row_sums)
         self.deadline = float(deadline)
         self.window = max(1, int(window))
         self.end_timeout_s = float(end_timeout_s)
@@ -125,6 +126,30 @@ class OutgoingTransfer:
         self.planned_bytes = 0        # payload bytes of the chunks sent so far
         self.first_ack_time, self.first_ack_bytes = 0.0, 0
         self.bytes_acked_chunks = 0   # payload bytes of the chunks acknowledged so far
+
+    def _chunk_scales(self, codec: RowCodec, tensor_row_sums) -> np.ndarray | None:
+        """
+        Per-row scales, one per chunk and tensor (over the rows that chunk carries), or None.
+
+        With ``tensor_row_sums`` (|p| summed per row) on a row layout, each chunk's scale for
+        a tensor is the mean |p| of that tensor's rows *in the chunk*, so the values the
+        receiver decodes, and the sender commits on ack, fit the rows that were sent. All
+        fragments of a large row belong to its first chunk. Rows outside ``order`` (never
+        sent) get a scale of their own group and are never committed.
+        """
+        if tensor_row_sums is None or self.layout.whole_model:
+            return None
+        group = np.full(self.layout.n_rows, len(self.plan), dtype=np.int64)
+        group[self.order] = np.searchsorted(self.plan.rank_hi, np.arange(self.order.size),
+                                            side='right')
+        scales = codec.group_scales(self.layout, tensor_row_sums, torch.from_numpy(group))
+        return None if scales is None else scales.numpy()
+
+    def commit_scales(self) -> tuple[torch.Tensor, bool]:
+        """(scales, per_row): what ``quantize``/``decode`` of the delivered rows must use."""
+        if self.row_scales is not None:
+            return torch.from_numpy(self.row_scales), True
+        return torch.from_numpy(self.scales), False
 
     # ------------------------------------------------------------------ sending
     def in_flight(self) -> int:
@@ -210,18 +235,23 @@ class OutgoingTransfer:
         else:
             payload = self.bytes_of.gather(self.rowbytes, rows).tobytes()
             flags, frag_offset, with_scales = 0, 0, True
+        scales = np.zeros(0, np.float32)
         if not with_scales:
             tids = np.zeros(0, dtype=np.uint32)
         elif self.whole_model:
             tids = np.arange(self.layout.n_tensors, dtype=np.uint32)
         else:
-            tids = np.unique(self.layout.row_tensor.numpy()[rows]).astype(np.uint32)
+            tids, first = np.unique(self.layout.row_tensor.numpy()[rows], return_index=True)
+            tids = tids.astype(np.uint32)
+            if self.row_scales is not None:
+                scales = self.row_scales[rows[first]]
+        if tids.size and not scales.size:
+            scales = self.scales[tids]
         self.bytes_sent += len(payload)
         return RowChunk(transfer_id=self.transfer_id, seq=k, sender=self.sender,
                         receiver=self.receiver, kind=self.kind, clock=self.clock, flags=flags,
                         codec=self.codec_id, row_ranges=ranges_from_sorted(rows),
-                        frag_offset=frag_offset, tensor_ids=tids,
-                        scales=self.scales[tids] if tids.size else np.zeros(0, np.float32),
+                        frag_offset=frag_offset, tensor_ids=tids, scales=scales,
                         payload=payload)
 
     # ------------------------------------------------------------------ acknowledgements
@@ -308,6 +338,11 @@ class IncomingTransfer:
         self.buf = np.zeros(self.bytes_of.total, dtype=np.uint8)
         self.have = np.zeros(layout.n_rows, dtype=np.int64)
         self.scales = np.full(layout.n_tensors, np.nan, dtype=np.float32)
+        # Row layouts: a chunk's scale for tensor t holds for the rows of t that it carries
+        # (one scale per chunk and tensor); close() then hands out per-row scales.
+        self.per_row_scales = codec.lossy and not layout.whole_model
+        self.row_scales = (np.full(layout.n_rows, np.nan, dtype=np.float32)
+                           if self.per_row_scales else None)
         self.seqs: set[int] = set()
         self.bytes = 0
         self.first_time = now
@@ -352,6 +387,8 @@ class IncomingTransfer:
             self.have[rows] += need
         if tids.size:
             self.scales[tids] = scales
+            if self.row_scales is not None:
+                self._set_row_scales(rows, tids, scales)
         if not self.codec.lossy and np.isnan(self.scales).any():
             self.scales[:] = 0.0
         if not np.all(np.isfinite(self._payload_values(chunk, rows))):
@@ -361,6 +398,15 @@ class IncomingTransfer:
         self.last_time = now
         return True
 
+    def _set_row_scales(self, rows: np.ndarray, tids: np.ndarray, scales: np.ndarray) -> None:
+        """Give each row of the chunk its tensor's scale in this chunk (if the chunk has one)."""
+        order = np.argsort(tids, kind='stable')
+        st, ss = tids[order], scales[order]
+        rt = self.layout.row_tensor.numpy()[rows]
+        pos = np.minimum(np.searchsorted(st, rt), st.size - 1)
+        hit = st[pos] == rt
+        self.row_scales[rows[hit]] = ss[pos[hit]]
+
     def _payload_values(self, chunk, rows) -> np.ndarray:
         """Floats carried by a lossless payload (for the finite check); empty for sign codecs."""
         if self.codec.lossy or chunk.flags & FLAG_FRAGMENT:
@@ -369,15 +415,20 @@ class IncomingTransfer:
             'torch.', '')))
 
     def close(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
-        """(delivered row mask [M] bool, row bytes of all rows, scales [T], chunk ranges)."""
+        """
+        Return (delivered row mask [M] bool, row bytes of all rows, scales, chunk ranges).
+
+        The scales are per row [M] if ``per_row_scales`` (decode with ``per_row=True``),
+        else per tensor [T].
+        """
         complete = self.have == self.row_nbytes
-        if self.codec.lossy:
-            if self.layout.whole_model:
+        if self.row_scales is not None:
+            complete &= np.isfinite(self.row_scales)
+            scales = np.nan_to_num(self.row_scales, nan=0.0)
+        else:
+            if self.codec.lossy:
                 complete &= bool(np.isfinite(self.scales).all())
-            else:
-                ok_t = np.isfinite(self.scales)
-                complete &= ok_t[self.layout.row_tensor.numpy()]
-        scales = np.nan_to_num(self.scales, nan=0.0)
+            scales = np.nan_to_num(self.scales, nan=0.0)
         seqs = np.fromiter(sorted(self.seqs), dtype=np.int64, count=len(self.seqs))
         return (torch.from_numpy(complete), torch.from_numpy(self.buf),
                 torch.from_numpy(scales), ranges_from_sorted(seqs))

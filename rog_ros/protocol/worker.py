@@ -100,6 +100,7 @@ class WorkerEngine:
         self.push: OutgoingTransfer | None = None
         self._push_p: torch.Tensor | None = None
         self._push_scales: torch.Tensor | None = None
+        self._push_per_row = False
         self.pulled_clock = 0           # newest clock whose pull has been applied
         self.pending_versions: dict[int, RowVersions] = {}
         self.state = 'idle'             # idle|computing|pushing|pulling|stopped
@@ -230,7 +231,7 @@ class WorkerEngine:
             floor = pol.deadline_floor * self.compute_est.value
             deadline = now + max(self.push_deadline_s, floor)
         row_mask = None
-        if pol.scale_sent_rows and not pol.whole_model:
+        if pol.scale_sent_rows and not pol.whole_model and not pol.chunk_scales:
             k_est = expected_rows(order, self.row_nbytes, k_min, deadline - now,
                                   self.thr_up.value_bps)
             row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
@@ -245,9 +246,11 @@ class WorkerEngine:
                                      deadline=deadline, now=now, window=self.window,
                                      chunk_bytes=self.chunk_bytes,
                                      end_timeout_s=self.end_timeout_s,
-                                     rate_bps=self.thr_up.value_bps)
+                                     rate_bps=self.thr_up.value_bps,
+                                     tensor_row_sums=trs if pol.chunk_scales else None)
         self.push.rate_hint_bps = self.thr_up.value_bps
-        self._push_p, self._push_scales = p, scales
+        self._push_p = p
+        self._push_scales, self._push_per_row = self.push.commit_scales()
         self.state = 'pushing'
         return [Send(SERVER, c) for c in self.push.pump(now)]
 
@@ -288,7 +291,7 @@ class WorkerEngine:
         mask[torch.from_numpy(delivered)] = True
         full = delivered.size == layout.n_rows
         q = self.codec.quantize(layout, self._push_p, self._push_scales, out=self._scratch,
-                                row_mask=None if full else mask)
+                                row_mask=None if full else mask, per_row=self._push_per_row)
         if self.track:
             self.delivered_total += q
         self.residual.sub_(q)
@@ -325,7 +328,8 @@ class WorkerEngine:
         if n_rows:
             partial = n_rows < self.layout.n_rows
             q = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
-                                  row_mask=mask if partial else None)
+                                  row_mask=mask if partial else None,
+                                  per_row=inc.per_row_scales)
             self.w -= q
             versions = self.pending_versions.pop(inc.transfer_id, None)
             if versions is not None:

@@ -44,8 +44,11 @@ class SyncPolicy:
     deadline_floor: float = 1.0     # MTA-time deadline >= this x measured compute time: when
     #                                 transfers are short next to computation, sending more rows
     #                                 costs little time and saves iterations (0: paper's rule)
-    scale_sent_rows: bool = False   # DEFSGDM scale over the rows a transfer is expected to
-    #                                 carry instead of the whole tensor (experimental)
+    chunk_scales: bool = True       # DEFSGDM scale per chunk and tensor, over the rows the
+    #                                 chunk carries (False: one per tensor over all its rows,
+    #                                 the artifact's; an ablation: sent rows are under-scaled)
+    scale_sent_rows: bool = False   # with chunk_scales False: per-tensor scale over the rows
+    #                                 a transfer is expected to carry (experimental)
     scheduler: str = 'none'         # 'flown': server-arbitrated transfer slots
     slots: int = 2                  # FLOWN: concurrent transfers (artifact: 2)
     small_tensor_threshold: int = 1000  # tensors below this many elements form one row
