@@ -104,7 +104,8 @@ def _add_compare(sub) -> None:
                    help='comma-separated systems (default bsp,ssp:4,ssp:20,flown:4,rog:4,'
                         'rog:20)')
     p.add_argument('--workers', type=int, default=4, help='workers (default 4)')
-    p.add_argument('--seeds', default='0,1,2', help='comma-separated seeds (default 0,1,2)')
+    p.add_argument('--seeds', default='0,1,2,3,4',
+                   help='comma-separated seeds (default 0,1,2,3,4: medians need several)')
     p.add_argument('--iterations', type=int, default=None,
                    help='iterations per worker (default: the workload budget)')
     p.add_argument('--jobs', type=int, default=None,
@@ -139,7 +140,7 @@ def _add_reproduce(sub) -> None:
                                    'report. Interrupted runs resume.')
     p.add_argument('--out', required=True, help='output directory')
     p.add_argument('--workloads', default='mpcol', help='comma-separated (default mpcol)')
-    p.add_argument('--seeds', default='0,1,2', help='seeds (default 0,1,2)')
+    p.add_argument('--seeds', default='0,1,2,3,4', help='seeds (default 0,1,2,3,4)')
     p.add_argument('--workers', type=int, default=4, help='workers (default 4)')
     p.add_argument('--iterations', type=int, default=None, help='iterations per worker')
     p.add_argument('--quick', action='store_true', help='one seed, fewer thresholds')
