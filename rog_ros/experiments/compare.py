@@ -97,7 +97,7 @@ def _run_one(cfg: SimConfig, out_dir: str) -> dict:
 def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: list[int],
             out: str, iterations: int | None = None, overrides: dict | None = None,
             labels: dict | None = None, quiet: bool = False, title: str | None = None,
-            jobs_parallel: int | None = None) -> dict:
+            jobs_parallel: int | None = None, workload_options: dict | None = None) -> dict:
     """Run every system x seed (resuming finished runs) and write the report."""
     os.makedirs(out, exist_ok=True)
     labels = labels or {}
@@ -119,6 +119,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
         d = run_dir(out, label, seed)
         if not os.path.exists(os.path.join(d, 'summary.json')):
             todo.append(SimConfig(workload=workload, system=system, workers=workers,
+                                  workload_options=dict(workload_options or {}),
                                   trace=trace, seed=seed, iterations=iterations, label=label,
                                   policy_overrides=overrides.get(system, {})))
     n_jobs = max(1, min(jobs_parallel or (os.cpu_count() or 1), len(todo) or 1))
@@ -151,6 +152,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
         bar.close()
     table = [aggregate(v) for v in results.values()]
     meta = {'workload': workload, 'trace': trace, 'workers': workers, 'seeds': seeds,
+            'workload_options': dict(workload_options or {}),
             'systems': [labels.get(s, s) for s in systems], 'wall_s': time.time() - t_start,
             'target_accuracy': next(iter(results.values()))[0].get('target_accuracy')}
     atomic_write(os.path.join(out, 'summary.json'),

@@ -60,6 +60,7 @@ class SimConfig:
     """One simulated run. Defaults follow the paper's setting (1 server + 4 workers)."""
 
     workload: str = 'mpcol'         # registry name (rog_ros.workloads.names())
+    workload_options: dict = field(default_factory=dict)   # e.g. {'model': 'convmlp-m'}
     system: str = 'rog:4'           # 'bsp', 'ssp:S', 'rog:S', 'flown:S' ('#tag' is ignored)
     workers: int = 4
     trace: str = 'outdoors'         # preset name or a trace file (CSV or artifact format)
@@ -138,7 +139,7 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     runner = systems.lookup(cfg.system)
     if runner is not None:        # a system with engines of its own (AdaComp, GSP, ...)
         return runner(cfg, progress)
-    wl = workloads.get(cfg.workload)
+    wl = workloads.get(cfg.workload, **cfg.workload_options)
     policy = make_policy(cfg.system.split('#')[0], **cfg.policy_overrides)
     n = cfg.workers
     if n < 1:
@@ -166,6 +167,9 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
         model.zero_grad(set_to_none=False)
         loss = wl.loss(model, next(batches[rank]))
         loss.backward()
+        fill = getattr(model, 'fill_surrogate_grads', None)   # rog_ros.workloads.surrogate
+        if fill is not None:
+            fill()
         return layout.flatten(_params_grad(model))
 
     eval_model = wl.make_model()
@@ -200,6 +204,8 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.extra['params'] = layout.n_params
     recorder.extra['rows'] = layout.n_rows
     recorder.extra['duplex'] = cfg.duplex
+    if cfg.workload_options:
+        recorder.extra['workload_options'] = dict(cfg.workload_options)
     harness = Harness(server, engines, grad_fn, compute_s=compute, up=up, down=down,
                       recorder=recorder, eval_fn=eval_fn,
                       eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
