@@ -20,7 +20,8 @@ One transfer moves an ordered set of encoded rows from one node to another:
   unacknowledged, and stops after the mandatory chunks once the MTA-time deadline has passed;
   then it sends an END chunk carrying the number of data chunks sent. Checking the deadline
   between chunks, with a small window, keeps a stopped transfer from draining a queue of stale
-  bytes after its deadline (an artifact mistake, specs/rog_artifact.md 7.2).
+  bytes after its deadline (an artifact mistake, specs/rog_artifact.md 7.2); on a fast link the
+  window grows to ~20 ms of data at the measured rate (``window_for_rate``).
 * The receiver reassembles chunks (deduplicated by sequence number; late chunks after END are
   dropped) and closes the transfer at END. Its final TransferAck lists exactly the chunks it
   applied. Only that list moves rows from *in flight* to *delivered* on the sender, so a row is
@@ -30,6 +31,8 @@ One transfer moves an ordered set of encoded rows from one node to another:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.packing import ChunkPlan, DEFAULT_CHUNK_BYTES, plan_chunks
@@ -38,6 +41,28 @@ from rog_ros.protocol.messages import (
     FLAG_END, FLAG_FRAGMENT, ids_from_ranges, MessageError, ranges_from_sorted, RowChunk,
     TransferAck, validate_ranges)
 import torch
+
+
+WINDOW_DRAIN_S = 0.02
+"""A window may hold this much time at the measured link rate (more than ``window`` chunks)."""
+MAX_WINDOW = 64
+
+
+def window_for_rate(window: int, rate_bps: float, chunk_bytes: int) -> int:
+    """
+    Return the unacknowledged-chunk window of a transfer: ``window``, or more on a fast link.
+
+    A fixed window of 4 x 16 KiB caps a link at 64 KiB per round trip: ~46 Mbit/s with 5 ms
+    of one-way latency, a third of the outdoor preset's high regime (docs/scheduling.md). The
+    window grows to hold ``WINDOW_DRAIN_S`` of data at the measured rate, so it covers the
+    bandwidth-delay product of a Wi-Fi round trip, while the bytes still queued when a
+    deadline passes never take more than ~20 ms to drain (the reason for a small window).
+    """
+    base = max(1, int(window))
+    if not rate_bps > 0 or chunk_bytes <= 0 or rate_bps == float('inf'):
+        return base
+    need = int(math.ceil(rate_bps * WINDOW_DRAIN_S / (8.0 * chunk_bytes)))
+    return max(base, min(need, MAX_WINDOW))
 
 
 class RowBytes:
@@ -106,7 +131,7 @@ class OutgoingTransfer:
         self.n_mandatory_chunks = self.plan.chunks_covering(self.n_mandatory_rows)
         self.row_scales = self._chunk_scales(codec, tensor_row_sums)
         self.deadline = float(deadline)
-        self.window = max(1, int(window))
+        self.window = window_for_rate(window, rate_bps, chunk_bytes)
         self.end_timeout_s = float(end_timeout_s)
         self.start_time = float(now)
         self.next_seq = 0
