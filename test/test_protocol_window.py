@@ -43,3 +43,17 @@ def test_a_fast_transfer_keeps_more_chunks_in_flight():
                                 chunk_bytes=1024, rate_bps=rate)
     assert len(start(0.0).pump(0.0)) == 4
     assert len(start(8e6).pump(0.0)) == math.ceil(8e6 * 0.02 / 8192) == 20
+
+
+def test_stall_warning_timer_advances_at_its_own_wakeup_time():
+    # A stall that began at t0: the warning is due at t0 + 30 as next_wakeup computes it.
+    # With now - t0 >= 30 in on_tick, float rounding (here 29.999999999999996) kept the
+    # timer due at the same instant forever: the simulator spun on one tick (a livelock).
+    from protocol_fixtures import build
+    _, server, _, _, _ = build('rog:4')
+    t0 = 30.650080539197066                 # a stall seen in an outages run
+    server.stall_since[1] = t0
+    due = server.next_wakeup()
+    assert due == t0 + server.stall_warn_s and due - t0 < server.stall_warn_s
+    server.on_tick(due)
+    assert server.next_wakeup() > due

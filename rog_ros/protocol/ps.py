@@ -165,7 +165,7 @@ class ServerEngine:
                 out += self._sends(r, dl, dl.transfer.on_tick(now))
         for r, t0 in self.stall_since.items():
             last = self.stall_warned.get(r, t0)
-            if now - last >= self.stall_warn_s:
+            if now >= last + self.stall_warn_s:     # as next_wakeup computes it (no livelock)
                 self.stall_warned[r] = now
                 out.append(self._stall_diagnostic(r, now))
         return out
