@@ -28,6 +28,8 @@ from rog_ros.core.atp import CONVENTIONS
 from rog_ros.core.rows import RowLayout
 
 BALANCE_MODES = ('deadline', 'budget', 'none')
+DEFAULT_DEADLINE_FLOOR = 3.0
+"""``SyncPolicy.deadline_floor``'s default, the same for the simulator and the fleet nodes."""
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,11 @@ class SyncPolicy:
     balance: str = 'deadline'       # 'deadline': MTA-time; 'budget': q x MTA rows; 'none'
     ordering: bool = True           # importance ordering (False: ablation, row-id order)
     use_magnitude: bool = True      # gradient magnitude in priorities (False: ablation)
-    deadline_floor: float = 1.0     # MTA-time deadline >= this x measured compute time: when
-    #                                 transfers are short next to computation, sending more rows
-    #                                 costs little time and saves iterations (0: paper's rule)
+    # MTA-time deadline >= deadline_floor x measured compute time: when transfers are short
+    # next to computation, sending more rows costs little time and saves iterations (0: the
+    # paper's rule). One default for simulator and fleets, chosen by measurement
+    # (docs/scheduling.md): at 1, MPCOL on outdoors needed up to 2x the iterations.
+    deadline_floor: float = DEFAULT_DEADLINE_FLOOR
     chunk_scales: bool = True       # DEFSGDM scale per chunk and tensor, over the rows the
     #                                 chunk carries (False: one per tensor over all its rows,
     #                                 the artifact's; an ablation: sent rows are under-scaled)
