@@ -30,6 +30,7 @@ byte; unpacking is a 256-entry lookup table. No float64 or per-element index tem
 
 from __future__ import annotations
 
+import numpy as np
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.rows import RowLayout
 import torch
@@ -129,14 +130,11 @@ class ScaledSign(RowCodec):
         """
         if layout.whole_model:
             raise ValueError('group scales need a row layout')
-        key = group.to(torch.int64) * layout.n_tensors + layout.row_tensor
-        _, inv = torch.unique(key, return_inverse=True)
-        k = int(inv.max()) + 1 if inv.numel() else 0
-        sums = torch.zeros(k, dtype=torch.float64).index_add_(
-            0, inv, tensor_row_sums.to(torch.float64))
-        count = torch.zeros(k, dtype=torch.float64).index_add_(
-            0, inv, layout.row_len.to(torch.float64))
-        return (sums / count).to(torch.float32)[inv]
+        key = (group.to(torch.int64) * layout.n_tensors + layout.row_tensor).numpy()
+        # bincount adds in row order, in float64, like tensor_abs_mean's index_add_
+        sums = np.bincount(key, tensor_row_sums.to(torch.float64).numpy())
+        count = np.bincount(key, layout.row_len.numpy().astype(np.float64))
+        return torch.from_numpy((sums[key] / count[key]).astype(np.float32))
 
     def encode(self, layout, p, scales):
         return torch.cat([pack_signbits(g).reshape(-1) for g in layout.group_views(p)])
