@@ -91,8 +91,10 @@ class _Downlink:
     def __init__(self, transfer: OutgoingTransfer, rowbytes: torch.Tensor,
                  scales: torch.Tensor, v_snap: torch.Tensor, active: torch.Tensor,
                  snapshot: bool = False):
-        self.transfer, self.rowbytes, self.scales, self.v_snap = \
-            transfer, rowbytes, scales, v_snap
+        self.transfer, self.rowbytes, self.v_snap = transfer, rowbytes, v_snap
+        # what the worker decodes with: per chunk and tensor if the transfer has chunk
+        # scales (never for lossless snapshots), else ``scales`` per tensor
+        self.scales, self.per_row = transfer.commit_scales()
         self.active = active          # membership the worker's RSP check will use
         self.snapshot = snapshot      # rows replace the worker's (rejoin), lossless
         self.versions: RowVersions | None = None
@@ -618,7 +620,7 @@ class ServerEngine:
             partial = n_rows < self.layout.n_rows
             delta = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
                                       row_mask=mask if partial else None,
-                                      factor=self.lr / self.n)
+                                      factor=self.lr / self.n, per_row=inc.per_row_scales)
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
             self.versions.stamp(s, mask, inc.clock)
         if n_rows:     # (an empty push changes nothing: it must not count as coverage)
@@ -753,7 +755,7 @@ class ServerEngine:
         if pol.balance == 'budget' and not pol.whole_model:
             k_min = max(k_min, min(int(order.numel()), self._budget_rows(self.thr_down, r)))
         row_mask = None
-        if pol.scale_sent_rows and not pol.whole_model:
+        if pol.scale_sent_rows and not pol.whole_model and not pol.chunk_scales:
             budget = deadline - now if pol.balance == 'deadline' else 0.0
             k_est = expected_rows(order, self.row_nbytes, k_min, budget,
                                   self.thr_down[r].value_bps)
@@ -768,7 +770,8 @@ class ServerEngine:
                               n_mandatory=k_min, deadline=deadline, now=now,
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s,
-                              rate_bps=self.thr_down[r].value_bps)
+                              rate_bps=self.thr_down[r].value_bps,
+                              tensor_row_sums=trs if pol.chunk_scales else None)
         self.downlinks[r] = _Downlink(tr, rowbytes, scales, v.clone(), act)
         sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r))
         out = [Send(r, sched)]
@@ -923,7 +926,7 @@ class ServerEngine:
             return
         else:
             q = self.codec.decode(layout, dl.rowbytes, dl.scales, self._scratch,
-                                  row_mask=None if full else mask)
+                                  row_mask=None if full else mask, per_row=dl.per_row)
             self.mirror[r].sub_(q)    # the very values the worker subtracted from its model
         # Suspended workers' columns travel as -1: the worker keeps its old versions there.
         keep = mask.unsqueeze(1) & dl.active.unsqueeze(0)

@@ -28,6 +28,8 @@ from rog_ros.core.atp import CONVENTIONS
 from rog_ros.core.rows import RowLayout
 
 BALANCE_MODES = ('deadline', 'budget', 'none')
+DEFAULT_DEADLINE_FLOOR = 3.0
+"""``SyncPolicy.deadline_floor``'s default, the same for the simulator and the fleet nodes."""
 
 
 @dataclass(frozen=True)
@@ -41,11 +43,16 @@ class SyncPolicy:
     balance: str = 'deadline'       # 'deadline': MTA-time; 'budget': q x MTA rows; 'none'
     ordering: bool = True           # importance ordering (False: ablation, row-id order)
     use_magnitude: bool = True      # gradient magnitude in priorities (False: ablation)
-    deadline_floor: float = 1.0     # MTA-time deadline >= this x measured compute time: when
-    #                                 transfers are short next to computation, sending more rows
-    #                                 costs little time and saves iterations (0: paper's rule)
-    scale_sent_rows: bool = False   # DEFSGDM scale over the rows a transfer is expected to
-    #                                 carry instead of the whole tensor (experimental)
+    # MTA-time deadline >= deadline_floor x measured compute time: when transfers are short
+    # next to computation, sending more rows costs little time and saves iterations (0: the
+    # paper's rule). One default for simulator and fleets, chosen by measurement
+    # (docs/scheduling.md): at 1, MPCOL on outdoors needed up to 2x the iterations.
+    deadline_floor: float = DEFAULT_DEADLINE_FLOOR
+    chunk_scales: bool = True       # DEFSGDM scale per chunk and tensor, over the rows the
+    #                                 chunk carries (False: one per tensor over all its rows,
+    #                                 the artifact's; an ablation: sent rows are under-scaled)
+    scale_sent_rows: bool = False   # with chunk_scales False: per-tensor scale over the rows
+    #                                 a transfer is expected to carry (experimental)
     scheduler: str = 'none'         # 'flown': server-arbitrated transfer slots
     slots: int = 2                  # FLOWN: concurrent transfers (artifact: 2)
     small_tensor_threshold: int = 1000  # tensors below this many elements form one row
