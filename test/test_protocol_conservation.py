@@ -21,6 +21,7 @@ reference model holds exactly the pushes the workers saw acknowledged: no update
 twice or lost.
 """
 
+import numpy as np
 from protocol_fixtures import build, random_faults
 import pytest
 from rog_ros.protocol.messages import RowChunk, TransferAck
@@ -59,8 +60,14 @@ def test_conservation_with_ack_faults_only(seed):
     check_invariants(harness, server, workers)
 
 
-def test_partial_delivery_keeps_undelivered_rows():
-    # Drop 30% of data chunks: rows in them must stay accumulated and go out later.
+def _partial_delivery_run(commit_patch=None):
+    """
+    Drop 30% of uplink data chunks; return the rows each partial push left behind.
+
+    Checks, at every final ack, that the rows sent but not delivered keep their urgency
+    (withheld > 0: they are still owed) and the delivered ones are reset, and at the end that
+    every left-behind row was delivered by a later push of the same worker.
+    """
     import random
     rng = random.Random(3)
 
@@ -70,9 +77,52 @@ def test_partial_delivery_keeps_undelivered_rows():
         return [0.0]
     harness, server, workers, _, _ = build('rog:4', n=3, iters=10, dtype=torch.float64,
                                            fault=fault)
+    missed = []                   # (worker, rows sent but not delivered)
+    later = [[] for _ in workers]  # per worker: delivered row sets, in order
+
+    def watch(w, commit):
+        def wrapped(delivered):
+            sent = w.push.sent_rows()
+            commit(delivered)
+            lost = np.setdiff1d(sent, delivered)
+            assert bool((w.withheld[torch.from_numpy(lost)] > 0).all()), 'owed rows forgotten'
+            if delivered.size:
+                assert int(w.withheld[torch.from_numpy(delivered)].max()) == 0
+            later[w.rank].append(delivered)
+            if lost.size:
+                missed.append((w.rank, len(later[w.rank]), lost))
+        return wrapped
+    for w in workers:
+        commit = w._commit_push if commit_patch is None else commit_patch(w)
+        w._commit_push = watch(w, commit)
     harness.run(until=300)
-    assert any(w.withheld.max() > 0 for w in workers) or server.receiver.late_chunks >= 0
+    assert missed, 'the fault hook lost no rows: the test would check nothing'
+    resent = 0
+    for rank, k, lost in missed:
+        after = later[rank][k:]
+        if after and np.isin(lost, np.concatenate(after)).all():
+            resent += 1
+    assert resent >= 1, 'no left-behind row was delivered later'
     check_invariants(harness, server, workers)
+    return missed
+
+
+def test_partial_delivery_keeps_undelivered_rows():
+    missed = _partial_delivery_run()
+    assert sum(lost.size for _, _, lost in missed) > 10
+
+
+def test_partial_delivery_check_catches_forgotten_rows():
+    # Planted bug: a worker that treats every row it *sent* as delivered (clears their
+    # urgency and residual) loses the rows of lost chunks; the check must notice.
+    def plant(w):
+        real = w._commit_push
+
+        def commit(delivered):
+            real(w.push.sent_rows())
+        return commit
+    with pytest.raises(AssertionError):
+        _partial_delivery_run(commit_patch=plant)
 
 
 def test_invariant_is_not_vacuous():

@@ -11,7 +11,7 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""4 workers on a convex problem reach the same loss under bsp, ssp:4 and rog:4 (2%)."""
+"""4 workers on a convex problem reach the same loss under bsp, ssp:4 and rog:4."""
 
 from protocol_fixtures import build
 from protocol_fixtures import SHAPES
@@ -24,23 +24,71 @@ def _optimum():
     return quadratic_problem(4, RowLayout(SHAPES, whole_model=True), seed=0)[1]
 
 
-def final_loss(spec):
+class _Dropped:
+    """Codec proxy whose decode yields zeros: the update it decodes is lost."""
+
+    def __init__(self, codec):
+        self.codec = codec
+
+    def __getattr__(self, name):
+        return getattr(self.codec, name)
+
+    def decode(self, layout, rowbytes, scales, out, row_mask=None, factor=1.0):
+        return out.zero_()
+
+
+def lose_half_of_worker_3(server):
+    """Planted bug: the server drops every other push of worker 3 (acks it all the same)."""
+    real, count = server._apply_push, [0]
+
+    def apply(inc, now):
+        if inc.sender == 3:
+            count[0] += 1
+            if count[0] % 2:
+                codec, server.codec = server.codec, _Dropped(server.codec)
+                try:
+                    return real(inc, now)
+                finally:
+                    server.codec = codec
+        return real(inc, now)
+    server._apply_push = apply
+
+
+def final_loss(spec, plant=None):
     harness, server, workers, loss_fn, _ = build(spec, n=4, iters=60, lr=0.1, noise=0.05,
                                                  momentum=0.0, weight_decay=0.0,
                                                  chunk_bytes=1024)
+    if plant is not None:
+        plant(server)
     harness.run()
     return loss_fn(server.consensus_model()), harness
 
 
-def test_same_loss_under_all_systems():
-    losses = {s: final_loss(s)[0] for s in ('bsp', 'ssp:4', 'rog:4')}
+def _excess_losses(plant=None):
+    """Loss above the problem's floor per system, and the starting excess."""
     _, server, _, loss_fn, _ = build('bsp')
-    start = loss_fn(server.w_srv)
     floor = loss_fn(server.w_srv * 0 + _optimum())
-    for s, value in losses.items():
-        # it really converged: < 5% of the initial excess loss is left (rog keeps a slightly
-        # higher noise floor here: its straggler sends ~1/3 of the rows per iteration)
-        assert value - floor < 0.05 * (start - floor), (s, value, start, floor)
-    ref = losses['bsp']
-    for s in ('ssp:4', 'rog:4'):
-        assert losses[s] == pytest.approx(ref, rel=0.02), losses
+    start = loss_fn(server.w_srv) - floor
+    return {s: final_loss(s, plant)[0] - floor for s in ('bsp', 'ssp:4', 'rog:4')}, start
+
+
+def _check_same_convergence(excess, start):
+    # The floor (the spread of the workers' targets, ~2016 here) dominates the loss, so a
+    # relative tolerance on the loss hides lost updates; compare what is left above it.
+    # Measured: bsp 14.3, ssp:4 8.7, rog:4 9.3 of 684 at the start; with half of worker 3's
+    # pushes lost: 86, 71, 79.
+    for s, value in excess.items():
+        assert value < 0.03 * start, (s, value, start)         # converged
+    for s in ('ssp:4', 'rog:4'):                               # and to the same point
+        assert abs(excess[s] - excess['bsp']) < 0.015 * start, excess
+
+
+def test_same_loss_under_all_systems():
+    _check_same_convergence(*_excess_losses())
+
+
+def test_convergence_check_catches_lost_updates():
+    excess, start = _excess_losses(plant=lose_half_of_worker_3)
+    with pytest.raises(AssertionError):
+        _check_same_convergence(excess, start)
+    assert all(v > 0.06 * start for v in excess.values())   # every system, by a margin

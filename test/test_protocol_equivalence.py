@@ -46,13 +46,16 @@ def test_ssp_zero_equals_bsp():
             assert torch.equal(x, y)
 
 
-def test_bsp_identity_is_synchronous_sgd_with_averaged_gradients():
+def _sync_sgd_gap(plant=None):
+    """Max |server model - plain synchronous SGD| after BSP + Identity; also the SGD model."""
     n, iters, lr, mu, wd = 4, 12, 0.2, 0.9, 5e-4
     harness, server, workers, _, layout = build(
         'bsp', n=n, iters=iters, codec='identity', dtype=torch.float64, lr=lr,
         momentum=mu, weight_decay=wd, **BIG_CHUNKS)
-    grad_fn = harness.grad_fn
-    # Reference: plain synchronous SGD with per-worker Nesterov momentum, averaged.
+    if plant is not None:
+        plant(harness, server, workers)
+    # Reference: plain synchronous SGD with per-worker Nesterov momentum, averaged; its
+    # gradients come from a second, independent copy of the problem (same seed).
     ref_harness, _, _, _, _ = build('bsp', n=n, iters=iters, codec='identity',
                                     dtype=torch.float64, **BIG_CHUNKS)
     ref_grad = ref_harness.grad_fn
@@ -67,5 +70,33 @@ def test_bsp_identity_is_synchronous_sgd_with_averaged_gradients():
         w = w - lr / n * torch.stack(ds).sum(0)
     harness.run()
     # after the last push the server holds the final model; workers miss the last pull
-    assert torch.allclose(server.w_srv, w, rtol=0, atol=1e-12)
-    assert grad_fn is not ref_grad
+    return float((server.w_srv - w).abs().max()), w
+
+
+def test_bsp_identity_is_synchronous_sgd_with_averaged_gradients():
+    gap, w = _sync_sgd_gap()
+    assert gap <= 1e-12
+    assert float(w.abs().max()) > 0.5          # a real trajectory, not two zero models
+
+
+def _lose_one_update(harness, server, workers):
+    """Planted bug: worker 3's 5th gradient is computed but never enters its residual."""
+    w3 = workers[3]
+    real = w3.on_compute_done
+
+    def on_compute_done(grad, now):
+        if w3.clock == 4:
+            grad = torch.zeros_like(grad)
+        return real(grad, now)
+    w3.on_compute_done = on_compute_done
+
+
+def _double_lr(harness, server, workers):
+    """Planted bug: the server applies updates at 2 lr / N."""
+    server.lr *= 2
+
+
+def test_sync_sgd_check_catches_planted_bugs():
+    for plant in (_lose_one_update, _double_lr):
+        gap, _ = _sync_sgd_gap(plant)
+        assert gap > 1e-6, plant.__name__

@@ -126,6 +126,8 @@ def protocol_seconds(spec: str, shapes, n_workers: int, iterations: int,
                       lambda r, w, c: grads[(r + c) % len(grads)], compute_s=0.28,
                       up=links, down=links)
     stats = harness.run()
+    if stats.error is not None:
+        raise RuntimeError(f'benchmark run did not finish: {stats.error}')
     iters = sum(stats.iterations)
     per_worker = (sum(t.seconds for t in timed_workers) + timed_server.seconds) / iters
     cpu = (sum(t.cpu_seconds for t in timed_workers) + timed_server.cpu_seconds) / iters

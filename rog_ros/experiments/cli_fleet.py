@@ -21,9 +21,15 @@ Starts the nodes of the fleet plan (:mod:`rog_ros.experiments.fleet`: server, wo
 netmon) with a loopback Cyclone configuration and a DDS domain of their own, shows a progress
 line from their TrainStatus/LinkStats topics, and leaves ``summary.json`` and
 ``timeseries.csv`` (the simulator's files) in ``--out``; node logs go to ``--out/logs``.
-Ctrl-C stops every node (SIGINT, then SIGTERM, then SIGKILL); none outlives this command.
+Ctrl-C stops every node (SIGINT, then SIGTERM, then SIGKILL, each after a grace period; a
+second Ctrl-C skips the wait); none outlives this command, and ``summary.json`` is written
+from what exists, with an ``error`` saying the run was interrupted.
 ``--netns`` (root) runs each robot in its own network namespace behind a tbf-shaped veth
 pair instead of shaping in the application.
+
+Every message is authenticated with a fleet key (docs/security.md): ``--fleet-key-file``,
+else ``$ROG_FLEET_KEY_FILE``/``$ROG_FLEET_KEY``, else a new random key written (mode 0600) to
+``--out/fleet.key`` for this run; the nodes get it by path in ``$ROG_FLEET_KEY_FILE``.
 """
 
 from __future__ import annotations
@@ -37,10 +43,14 @@ import subprocess
 import sys
 import time
 
+from rog_ros.experiments import checks
 from rog_ros.experiments.fleet import load_parameter_file, plan
 
 STOP_GRACE_S = 10.0      # SIGINT -> SIGTERM
 TERM_GRACE_S = 5.0       # SIGTERM -> SIGKILL
+KILL_WAIT_S = 5.0        # SIGKILL -> give up waiting (the kernel reaps it)
+BUS_CLOSE_S = 2.0        # the progress display's DDS bus gets this long to close
+"""Ctrl-C stops the fleet within STOP_GRACE_S + TERM_GRACE_S + KILL_WAIT_S (+ BUS_CLOSE_S)."""
 WORKERS_AFTER_SERVER_S = 20.0
 LOG_TAIL_LINES = 15
 
@@ -74,6 +84,9 @@ def add_parser(subparsers):
     p.add_argument('--timeout', type=float, default=1800.0,
                    help='give up after this many seconds (default 1800)')
     p.add_argument('--quiet', action='store_true', help='no progress line')
+    p.add_argument('--fleet-key-file', default=None,
+                   help='fleet key file (0600) for message authentication (default: '
+                        '$ROG_FLEET_KEY_FILE, $ROG_FLEET_KEY, else a new key in OUT/fleet.key)')
     p.set_defaults(func=run)
     return p
 
@@ -91,6 +104,28 @@ def _overrides(args, out: str) -> dict:
 def default_domain() -> int:
     """Pick a DDS domain id for this run: spread by pid so parallel runs do not meet (1..200)."""
     return 1 + (os.getpid() * 7919 + int(time.time())) % 200
+
+
+def fleet_key_env(args, out: str) -> tuple:
+    """
+    Return ``(key, env)``: the fleet's key and the variables that hand it to every node.
+
+    A key the user gives (``--fleet-key-file`` or the environment) is checked first; without
+    one a fresh random key is written to ``out/fleet.key`` (0600). Nodes always get a path,
+    never the key itself, in their environment.
+    """
+    from rog_ros.nodes import fleet_key as auth
+    if args.fleet_key_file:
+        path = os.path.abspath(args.fleet_key_file)
+        return auth.read_key_file(path), {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}
+    key = auth.load_fleet_key()
+    if key is not None:
+        return key, {}
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, 'fleet.key')
+    if os.path.lexists(path):
+        os.unlink(path)     # one key per run: traffic recorded in earlier runs never verifies
+    return auth.write_key_file(path), {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -127,23 +162,34 @@ class Supervisor:
         """Node name -> exit code (None while running)."""
         return {name: proc.poll() for name, proc in self.procs.items()}
 
-    def stop(self, names=None) -> None:
-        """SIGINT, wait, SIGTERM, wait, SIGKILL: every named (default: all) live process."""
+    def stop(self, names=None, hurry=lambda: False) -> list:
+        """
+        SIGINT, wait, SIGTERM, wait, SIGKILL: every named (default: all) live process.
+
+        Bounded: returns within STOP_GRACE_S + TERM_GRACE_S + KILL_WAIT_S whatever the nodes
+        do; once ``hurry()`` is true (the user pressed Ctrl-C again) the grace periods are
+        skipped. Returns ``[(signal name, nodes it was sent to)]``.
+        """
         names = list(self.procs) if names is None else names
+        sent = []
         for sig, grace in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, TERM_GRACE_S),
-                           (signal.SIGKILL, 5.0)):
+                           (signal.SIGKILL, KILL_WAIT_S)):
             alive = [n for n in names if self.procs[n].poll() is None]
             if not alive:
-                return
+                return sent
             for n in alive:
                 try:
                     os.killpg(self.procs[n].pid, sig)   # the node and anything it started
-                except ProcessLookupError:
+                except (ProcessLookupError, PermissionError):
                     pass
+            sent.append((sig.name, alive))
             deadline = time.monotonic() + grace
             while time.monotonic() < deadline and any(self.procs[n].poll() is None
                                                       for n in alive):
+                if sig != signal.SIGKILL and hurry():
+                    break
                 time.sleep(0.05)
+        return sent
 
     def tail(self, name: str, lines: int = LOG_TAIL_LINES) -> str:
         try:
@@ -211,11 +257,13 @@ class Progress:
             self.stream.flush()
 
 
-def _status_bus(namespace: str, domain: int, config):
+def _status_bus(namespace: str, domain: int, config, key=None):
     """Open a bus of our own to watch the fleet's status topics (None if DDS is unavailable)."""
     try:
+        from rog_ros.transport.auth_bus import AuthBus
         from rog_ros.transport.dds_bus import DdsBus
-        return DdsBus(namespace=namespace, domain_id=domain, config=config)
+        bus = DdsBus(namespace=namespace, domain_id=domain, config=config)
+        return bus if key is None else AuthBus(bus, key)
     except Exception as exc:  # noqa: B902 - the fleet runs without a progress display
         print(f'rog fleet: no progress display ({exc})', file=sys.stderr)
         return None
@@ -231,11 +279,14 @@ def run(args) -> int:
     from rog_ros.nodes.routing import LINK_STATS, TRAIN_STATUS
     from rog_ros.transport.cyclone_config import config_path
     out = os.path.abspath(args.out)
-    try:
+    try:   # the whole plan is checked before any node starts (one line, exit 2)
+        checks.number('--timeout', args.timeout, positive=True)
+        if args.domain_id is not None:
+            checks.integer('--domain-id', args.domain_id, 0, 232)
         file_params = load_parameter_file(args.config) if args.config else {}
         specs = plan(file_params, _overrides(args, out))
     except (OSError, ValueError) as err:
-        print(f'rog fleet: {err}', file=sys.stderr)
+        print(f'rog fleet: {" ".join(str(err).split())}', file=sys.stderr)
         return 2
     server = specs[0]
     try:  # build (and cache) the workload once here, not in every node at the same time
@@ -244,13 +295,18 @@ def run(args) -> int:
     except (ImportError, ValueError) as err:
         print(f'rog fleet: {err}', file=sys.stderr)
         return 2
+    try:
+        key, key_env = fleet_key_env(args, out)
+    except (OSError, ValueError) as err:
+        print(f'rog fleet: {err}', file=sys.stderr)
+        return 2
     n, iterations = server.parameters['workers'], server.parameters['iterations']
     namespace = server.parameters['namespace']
     domain = args.domain_id if args.domain_id is not None else default_domain()
     loopback = config_path('loopback').as_uri()
     base_env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROG_BUS='dds',
                     PYTHONUNBUFFERED='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '1'),
-                    PYTHONPATH=_repo_pythonpath())
+                    PYTHONPATH=_repo_pythonpath(), **key_env)
     envs = {s.name: dict(base_env, CYCLONEDDS_URI=loopback) for s in specs}
     prefixes, cleanup = {}, []
     if args.netns:
@@ -268,30 +324,36 @@ def run(args) -> int:
         print('rog fleet: --netns: the nodes live in their own namespaces; progress is in '
               f'{os.path.join(out, "logs")}', file=sys.stderr)
         args.quiet = True
-    bus = None if args.quiet else _status_bus(namespace, domain, loopback)
+    bus = None if args.quiet else _status_bus(namespace, domain, loopback, key)
     if bus is not None:
         bus.subscribe(TRAIN_STATUS, callback=progress.on_status)
         bus.subscribe(LINK_STATS, callback=progress.on_link)
-    interrupted, failed, reason = False, [], ''
+    failed, reason = [], ''
+    stop = _StopRequests().install()
     try:
         sup.start()
-        failed, reason = _watch(sup, bus, progress, args, n)
-    except KeyboardInterrupt:
-        interrupted = True
+        failed, reason = _watch(sup, bus, progress, args, n, stop)
+    except KeyboardInterrupt:       # a signal before our handlers were in place
+        stop.count += 1
     finally:
+        t_stop = time.monotonic()
+        sent = sup.stop(hurry=lambda: stop.count > 1)
+        stop.restore()
         if not args.quiet:
             progress.show(force=True)
             progress.close()
-        sup.stop()
-        if bus is not None:
-            bus.close()
+        _close_bounded(bus)
         for fn in reversed(cleanup):
             fn()
     codes = sup.codes()
     failed = sorted(set(failed) | {k for k, c in codes.items() if c not in (0, None)})
-    if interrupted:
-        print(f'rog fleet: interrupted; every node stopped (logs in {sup.log_dir})',
-              file=sys.stderr)
+    if stop.count:
+        summary = _summary_from_what_exists(out, progress, n, iterations)
+        escalated = ', '.join(f'{sig} to {len(names)}' for sig, names in sent[1:])
+        since = stop.first_at if stop.first_at is not None else t_stop
+        print(f'rog fleet: interrupted; every node stopped {time.monotonic() - since:.1f} s '
+              f'after the request' + (f' ({escalated})' if escalated else '')
+              + f'; logs in {sup.log_dir}; summary {summary}', file=sys.stderr)
         return 130
     for name in failed:
         print(f'rog fleet: {name} exited with {codes[name]}; last lines of its log '
@@ -305,12 +367,91 @@ def run(args) -> int:
     return 0
 
 
-def _watch(sup: Supervisor, bus, progress: Progress, args, n: int) -> tuple:
+class _StopRequests:
+    """
+    SIGINT/SIGTERM handlers of ``rog fleet``: count the requests, raise nothing.
+
+    A KeyboardInterrupt could unwind through the DDS binding in the middle of a call and leave
+    it unable to close; a counter the watch loop reads cannot. A second request cuts the grace
+    periods short (the user insists).
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.count = 0
+        self.first_at = None      # monotonic time of the first request
+        self._old = {}
+
+    def _handle(self, signum, frame) -> None:
+        self.count += 1
+        if self.first_at is None:
+            self.first_at = time.monotonic()
+
+    def install(self) -> '_StopRequests':
+        for sig in self.SIGNALS:
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:        # not the main thread: keep the defaults
+                pass
+        return self
+
+    def restore(self) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}
+
+
+def _close_bounded(bus, timeout_s: float = BUS_CLOSE_S) -> None:
+    """Close the progress bus, but never wait on it longer than ``timeout_s``."""
+    if bus is None:
+        return
+    import threading
+    closer = threading.Thread(target=bus.close, name='rog-fleet-bus-close', daemon=True)
+    closer.start()
+    closer.join(timeout_s)
+
+
+def _summary_from_what_exists(out: str, progress: Progress, n: int, iterations: int) -> str:
+    """
+    Make sure an interrupted run leaves a summary, marked as such.
+
+    The server writes its own on SIGINT (with what it measured); if it could not (killed, or
+    stopped before it trained), write one from the last status the fleet published. Either way
+    the summary carries ``error``: an interrupted run is not a result.
+    """
+    import json
+    from rog_ros.atomic import atomic_write_text
+    path = os.path.join(out, 'summary.json')
+    try:
+        with open(path) as fh:
+            summary = json.load(fh)
+    except (OSError, ValueError):
+        s = progress.server
+        summary = {
+            'driver': 'fleet', 'completed': False, 'workers': n,
+            'target_iterations': iterations,
+            'iterations': int(s.iteration) if s is not None else 0,
+            'final_accuracy': (float(s.accuracy) if s is not None and math.isfinite(s.accuracy)
+                               else None),
+            'stall_time_s': float(s.stall_s) if s is not None else None,
+            'bytes_up': int(s.bytes_up) if s is not None else 0,
+            'bytes_down': int(s.bytes_down) if s is not None else 0,
+            'source': 'rog fleet (the server wrote no summary)',
+        }
+    if summary.get('completed') is not True and not summary.get('error'):
+        summary['error'] = 'interrupted (Ctrl-C): training did not complete'
+    os.makedirs(out, exist_ok=True)
+    atomic_write_text(path, json.dumps(summary, indent=2, default=str) + '\n')
+    return path
+
+
+def _watch(sup: Supervisor, bus, progress: Progress, args, n: int, stop=None) -> tuple:
     """Wait for the training nodes; returns (failed node names, other failure reason)."""
     deadline = time.monotonic() + args.timeout
     server_done_at = None
     training = ['rog_server'] + [f'rog_worker_{r}' for r in range(n)]
-    while True:
+    while stop is None or not stop.count:
         codes = sup.codes()
         failed = [k for k, c in codes.items() if c not in (None, 0)]
         if failed:
@@ -330,6 +471,7 @@ def _watch(sup: Supervisor, bus, progress: Progress, args, n: int) -> tuple:
             time.sleep(0.2)
         if not args.quiet:
             progress.show()
+    return [], ''                  # stop requested: run() stops the nodes
 
 
 def _netns_setup(specs, envs, prefixes, cleanup, base_env) -> list:

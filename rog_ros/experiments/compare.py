@@ -46,22 +46,50 @@ def run_dir(out: str, label: str, seed: int) -> str:
 
 
 def aggregate(summaries: list[dict]) -> dict:
-    """Mean and standard deviation over seeds; a never-reached target counts as missing."""
+    """
+    Mean and standard deviation over seeds; a never-reached target counts as missing.
+
+    A run whose summary carries an ``error`` (it did not finish: event budget, deadlock) is
+    counted under ``failed`` and listed under ``errors``, never averaged.
+    """
+    failed = [s for s in summaries if s.get('error')]
     out = {'system': summaries[0]['system'], 'seeds': [s['seed'] for s in summaries],
-           'runs': len(summaries)}
+           'runs': len(summaries), 'failed': len(failed),
+           'errors': [{'seed': s['seed'], 'error': str(s['error'])} for s in failed]}
+    summaries = [s for s in summaries if not s.get('error')]
     for k in KEYS:
         vals = [s.get(k) for s in summaries]
         good = [float(v) for v in vals if v is not None]
         out[k] = float(np.mean(good)) if good else None
         out[k + '_std'] = float(np.std(good)) if len(good) > 1 else 0.0
         if k == 'time_to_target_s':
-            out['reached_target'] = f'{len(good)}/{len(vals)}'
+            out['reached_target'] = f'{len(good)}/{out["runs"]}'
     return out
 
 
+def _finished(d: str) -> bool:
+    """Tell whether run directory ``d`` holds a finished run (a failed one is run again)."""
+    try:
+        with open(os.path.join(d, 'summary.json')) as f:
+            return not json.load(f).get('error')
+    except (OSError, ValueError):
+        return False
+
+
 def _run_one(cfg: SimConfig, out_dir: str) -> dict:
-    """Simulate one configuration and write its files (runs in a worker process)."""
-    return simulate(cfg).write(out_dir)
+    """
+    Simulate one configuration and write its files (runs in a worker process).
+
+    A run that raises is a failed run, not a failed comparison: its summary says why.
+    """
+    try:
+        return simulate(cfg).write(out_dir)
+    except Exception as err:  # noqa: B902 - any failure of one run is reported, not raised
+        summary = {'system': cfg.label or cfg.system, 'seed': cfg.seed,
+                   'error': f'{type(err).__name__}: {" ".join(str(err).split())}'}
+        os.makedirs(out_dir, exist_ok=True)
+        atomic_write(os.path.join(out_dir, 'summary.json'), json.dumps(summary, indent=2) + '\n')
+        return summary
 
 
 def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: list[int],
@@ -87,7 +115,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     for system, seed in jobs:
         label = labels.get(system, system)
         d = run_dir(out, label, seed)
-        if not os.path.exists(os.path.join(d, 'summary.json')):
+        if not _finished(d):
             todo.append(SimConfig(workload=workload, system=system, workers=workers,
                                   trace=trace, seed=seed, iterations=iterations, label=label,
                                   policy_overrides=overrides.get(system, {})))
@@ -116,6 +144,8 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
         d = run_dir(out, label, seed)
         with open(os.path.join(d, 'summary.json')) as f:
             results.setdefault(label, []).append(json.load(f))
+        if results[label][-1].get('error'):
+            continue            # a failed run draws no curve (it did not finish)
         series.setdefault(label, []).append(read_timeseries(os.path.join(d, 'timeseries.csv')))
     if bar is not None:
         bar.close()

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import sys
 
+from rog_ros.experiments import checks
 from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR
 
 FLEET_KEYS = ('workload', 'sync', 'staleness', 'workers', 'seed', 'lr', 'chunk_bytes', 'window',
@@ -111,7 +112,16 @@ def load_parameter_file(path) -> dict:
     """Read a ROS 2 parameter YAML file (see :func:`yaml_parameters`)."""
     import yaml
     with open(path, encoding='utf-8') as fh:
-        return yaml_parameters(yaml.safe_load(fh))
+        try:
+            doc = yaml.safe_load(fh)
+        except yaml.YAMLError as err:
+            mark = getattr(err, 'problem_mark', None)
+            where = f' line {mark.line + 1}' if mark is not None else ''
+            raise checks.ConfigError(f'parameter file {path}{where}: not valid YAML '
+                                     f'({getattr(err, "problem", None) or "syntax"})') from None
+    if doc is not None and not isinstance(doc, dict):
+        raise checks.ConfigError(f'parameter file {path}: expected a mapping of node names')
+    return yaml_parameters(doc)
 
 
 def resolve(file_params=None, overrides=None) -> dict:
@@ -135,23 +145,99 @@ def resolve(file_params=None, overrides=None) -> dict:
         merged.update(file_params.get(ALL_NODES, {}))
         merged.update(file_params.get(exe, {}))
         merged.update(overrides)
-        resolved[exe] = {k: merged[k] for k in keys} | {'netmon': merged['netmon']}
+        resolved[exe] = dict({k: merged[k] for k in keys}, netmon=merged['netmon'])
     return resolved
+
+
+def _opt(key: str) -> str:
+    return f"{key} (--{key.replace('_', '-')})"
+
+
+def _check_nodes(name, value, n):
+    if not isinstance(value, (list, tuple)):
+        raise checks.ConfigError(f'{name} must be a list of node ranks, got {value!r}')
+    for v in value:
+        checks.integer(name, v, -1, n - 1)
+
+
+_CHECKS = {
+    'workload': lambda k, v, n: checks.workload(k, v),
+    'sync': lambda k, v, n: checks.text(k, v),
+    'staleness': lambda k, v, n: checks.integer(k, v, 0),
+    'workers': lambda k, v, n: checks.integer(k, v, 1, 1024),
+    'seed': lambda k, v, n: checks.integer(k, v, 0),
+    'lr': lambda k, v, n: v is None or checks.number(k, v, positive=True),
+    'chunk_bytes': lambda k, v, n: checks.integer(k, v, 256, 65000),
+    'window': lambda k, v, n: checks.integer(k, v, 1, 1024),
+    'deadline_floor': lambda k, v, n: checks.number(k, v, 0.0, 10.0),
+    'namespace': lambda k, v, n: checks.text(k, v),
+    'bus': lambda k, v, n: _choice(k, v, ('auto', 'dds', 'rclpy')),
+    'startup_timeout': lambda k, v, n: checks.number(k, v, positive=True),
+    'trace': lambda k, v, n: checks.trace(k, v, allow_none=True),
+    'trace_scale': lambda k, v, n: checks.number(k, v, positive=True),
+    'epoch': lambda k, v, n: v is None or checks.number(k, v),
+    'burst_bytes': lambda k, v, n: checks.integer(k, v, 1),
+    'iterations': lambda k, v, n: checks.integer(k, v, 1),
+    'eval_every': lambda k, v, n: checks.integer(k, v, 1),
+    'out': lambda k, v, n: checks.text(k, v),
+    'server_timeout': lambda k, v, n: checks.number(k, v, positive=True),
+    'interface': lambda k, v, n: checks.text(k, v),
+    'rate_hz': lambda k, v, n: checks.number(k, v, positive=True),
+    'nodes': lambda k, v, n: v is None or _check_nodes(k, v, n),
+    'record': lambda k, v, n: v is None or checks.text(k, v),
+    'netmon': lambda k, v, n: _choice(k, v, (True, False)),
+}
+"""Parameter -> check(name, value, n_workers); each raises ConfigError naming the key."""
+
+
+def _choice(name, value, options):
+    if value not in options or isinstance(value, bool) != isinstance(options[0], bool):
+        raise checks.ConfigError(f'{name} must be one of {", ".join(map(str, options))}, got '
+                                 f'{value!r}')
+    return value
+
+
+def validate(params: dict) -> None:
+    """
+    Check every resolved parameter of every executable before anything starts.
+
+    Raises ConfigError (a ValueError) with one line naming the key and option, e.g.
+    ``trace (--trace): 'missing.csv' is neither a preset (...) nor an existing file``.
+    """
+    n = params['rog_server']['workers']
+    checks.integer(_opt('workers'), n, 1, 1024)
+    seen = {}
+    for exe in ROLE_KEYS:
+        for key, value in params[exe].items():
+            if seen.get(key, object()) == (value,):
+                continue                  # the same value, checked for another node
+            _CHECKS[key](_opt(key), value, n)
+            seen[key] = (value,)
+    for exe in ROLE_KEYS:
+        if params[exe].get('workers', n) != n:
+            raise checks.ConfigError('every node of a fleet needs the same number of workers')
+    srv = params['rog_server']
+    from rog_ros.nodes.params import policy_spec
+    try:
+        from rog_ros.protocol.policies import make_policy
+        make_policy(policy_spec(_Args(srv)))
+    except ValueError as err:
+        raise checks.ConfigError(f"{_opt('sync')}/{_opt('staleness')}: {err}") from None
+
+
+class _Args:
+    """Attribute view of a parameter dict (what the nodes' argparse namespace offers)."""
+
+    def __init__(self, params: dict):
+        self.__dict__.update(params)
 
 
 def plan(file_params=None, overrides=None) -> list:
     """Return the fleet's NodeSpecs: server, workers 0..N-1, then netmon (if enabled)."""
     params = resolve(file_params, overrides)
+    validate(params)
     srv = params['rog_server']
     n = int(srv['workers'])
-    if n < 1:
-        raise ValueError(f'workers must be >= 1, got {n}')
-    floor = float(srv['deadline_floor'])
-    if not 0.0 <= floor <= 10.0:
-        raise ValueError(f'deadline_floor must be in [0, 10], got {floor:g}')
-    for exe in ROLE_KEYS:
-        if params[exe].get('workers', n) != n:
-            raise ValueError('every node of a fleet needs the same number of workers')
     specs = [NodeSpec('rog_server', 'rog_server', _strip(srv), 'server')]
     wrk = params['rog_worker']
     for r in range(n):

@@ -42,8 +42,8 @@ def _pm(row, key, fmt='{:.2f}'):
 
 def table_markdown(table: list[dict]) -> str:
     head = ('| system | time to target s | reached | final acc | s/iter | compute | comm | '
-            'stall | stall cost | triggers | MB up+down | (comm+stall)/compute |')
-    sep = '|' + '---|' * 12
+            'stall | stall cost | triggers | MB up+down | (comm+stall)/compute | failed |')
+    sep = '|' + '---|' * 13
     lines = [head, sep]
     for r in table:
         mb = None
@@ -56,8 +56,15 @@ def table_markdown(table: list[dict]) -> str:
             _f(r.get('comm_s_per_iteration'), '{:.3f}'),
             _f(r.get('stall_s_per_iteration'), '{:.3f}'),
             _f(r.get('stall_cost'), '{:.2f}'), _f(r.get('threshold_triggers'), '{:.0f}'),
-            _f(mb, '{:.1f}'), _f(r.get('network_to_compute_ratio'), '{:.1f}')]) + ' |')
+            _f(mb, '{:.1f}'), _f(r.get('network_to_compute_ratio'), '{:.1f}'),
+            f"{r.get('failed', 0)}/{r.get('runs', '-')}"]) + ' |')
     return '\n'.join(lines)
+
+
+def failures_markdown(table: list[dict]) -> str:
+    """One line per failed run (excluded from every mean); empty when all finished."""
+    return '\n'.join(f"- {r['system']} seed {e['seed']}: FAILED: {e['error']}"
+                     for r in table for e in r.get('errors', ()))
 
 
 def ratios_markdown(table: list[dict]) -> str:
@@ -83,8 +90,11 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
     lines = [f'# {title or "rog compare"}: {meta["workload"]} on {meta["trace"]}', '',
              f'{meta["workers"]} workers, seeds {meta["seeds"]}; mean ± std over seeds. '
              "Simulated (virtual) time; compute charged from the workload's device profile.",
-             '', table_markdown(table), '', '## Ratios', '', ratios_markdown(table) or '-',
-             '', '## Plots', '']
+             '', table_markdown(table), '']
+    failures = failures_markdown(table)
+    if failures:
+        lines += ['## Failed runs (excluded from the means)', '', failures, '']
+    lines += ['## Ratios', '', ratios_markdown(table) or '-', '', '## Plots', '']
     lines += [f'![{name}]({os.path.basename(p)})' for name, p in plots]
     lines += ['', '`(comm+stall)/compute` tells the regime: the paper studies networks where '
               'it is well above 1 (the artifact measured 12.6 s against 1.1 s under BSP).', '']

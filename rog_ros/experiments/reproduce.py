@@ -77,3 +77,22 @@ def reproduce(out: str, workloads=('mpcol',), seeds=(0, 1, 2), workers: int = 4,
     with open(path, 'w') as f:
         f.write('\n'.join(sections))
     return path
+
+
+def _aet(out, quick=False, seeds=(0,), **_ignored):
+    from rog_ros.experiments.repro_aet import reproduce_aet
+    return reproduce_aet(out, quick=quick, seeds=tuple(seeds))
+
+
+def _fleet(out, quick=False, seeds=(0, 1, 2), **_ignored):
+    from rog_ros.experiments.repro_fleet import reproduce_fleet
+    return reproduce_fleet(out, quick=quick, seeds=tuple(seeds))
+
+
+REPRODUCTIONS = {
+    'rog': lambda out, quick=False, seeds=(0, 1, 2), workloads=('mpcol',), workers=4,
+    iterations=None: reproduce(out, workloads, seeds, workers, iterations, quick),
+    'aet': _aet,
+    'fleet': _fleet,
+}
+"""``rog reproduce NAME``: name -> function(out, quick=, seeds=, **options) -> report path."""

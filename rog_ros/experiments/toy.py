@@ -71,6 +71,8 @@ def run_toy(system: str, workers: int = 4, iterations: int = 40, seed: int = 0,
     bw = [bandwidths_mbps[r % len(bandwidths_mbps)] * 1e6 for r in range(workers)]
     links = [LinkSpec(0.002, b) for b in bw]
     stats = Harness(server, engines, grad_fn, compute_s=compute_s, up=links, down=links).run()
+    if stats.error is not None:
+        raise RuntimeError(f'{system} did not finish: {stats.error}')
     return ToyResult(policy.name, stats.end_time, max(stats.iterations),
                      loss_fn(server.consensus_model()), sum(server.stall_time),
                      sum(server.triggers), server.bytes_up, server.bytes_down)

@@ -160,7 +160,7 @@ class FluidLink:
         off = self.time_offset_s
         need = nbytes * MBIT_PER_BYTE
         pos = float(begin_s)
-        if need <= 0:
+        if need <= 0 or pos == math.inf:    # behind a message that never arrives: never
             return pos
         out = self._outages
         k = int(np.searchsorted(out[:, 1], pos, side='right')) if out.size else 0

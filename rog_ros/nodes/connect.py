@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 
+from rog_ros.nodes.fleet_key import load_fleet_key
 from rog_ros.transport.bus import make_bus
 
 
@@ -31,9 +32,37 @@ class PeerTimeout(RuntimeError):
     """The peers did not appear in time."""
 
 
-def open_bus(kind: str, namespace: str):
-    """Open the node's bus (``auto``: rclpy when ROS 2 is sourced, else the embedded DDS)."""
-    return make_bus(kind, namespace=namespace)
+def open_bus(kind: str, namespace: str, key=None):
+    """
+    Open the node's bus (``auto``: rclpy when ROS 2 is sourced, else the embedded DDS).
+
+    With a fleet ``key`` (:func:`fleet_key`) the bus is wrapped in an
+    :class:`~rog_ros.transport.auth_bus.AuthBus`: what the node publishes is signed, and
+    what it receives is verified before the engine sees it.
+    """
+    bus = make_bus(kind, namespace=namespace)
+    if key is None:
+        return bus
+    from rog_ros.transport.auth_bus import AuthBus
+    return AuthBus(bus, key)
+
+
+def fleet_key(args):
+    """
+    Return the fleet key: ``--fleet-key-file``, else ``$ROG_FLEET_KEY_FILE``/``$ROG_FLEET_KEY``.
+
+    None when none is configured (the node runs unauthenticated). Raises
+    ``rog_ros.protocol.auth.FleetKeyError`` (a ValueError; the message never holds the key).
+    """
+    return load_fleet_key(getattr(args, 'fleet_key_file', None))
+
+
+def reject_counts(bus) -> dict:
+    """Return ``{reason: count}`` of the messages ``bus`` dropped (empty without a bus)."""
+    if bus is None:
+        return {}
+    counts = getattr(bus, 'reject_counts', None)
+    return dict(counts()) if counts is not None else {'undecodable': bus.rejects}
 
 
 def wait_matched(bus, topics, timeout_s: float, keep_waiting=lambda: True,

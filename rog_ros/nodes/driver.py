@@ -75,6 +75,7 @@ class EngineDriver:
         self.stopped = False
         self.last_receive = None     # time of the last message (liveness diagnostics)
         self.published = 0
+        self.engine_errors = 0       # messages whose handling raised (dropped, counted)
 
     # ------------------------------------------------------------------ actions
     def handle(self, actions, now: float) -> None:
@@ -99,6 +100,24 @@ class EngineDriver:
             self.bus.publish(topic, msg)
             self.published += 1
 
+    def deliver(self, msg, now: float) -> list:
+        """
+        Feed one received message to the engine; return its actions.
+
+        The engines reject bad input with ``MessageError`` (counted in ``engine.rejects``);
+        anything else they raise is caught here, counted in ``engine_errors`` and logged as a
+        ``reject`` with the error, so no message can end the node's loop.
+        """
+        try:
+            return self.engine.on_message(msg, now)
+        except Exception as err:  # noqa: B902 - bad input must never crash the node
+            self.engine_errors += 1
+            sender = getattr(msg, 'sender', getattr(msg, 'node', -1))
+            self.on_log(now, Log('reject', 1.0, sender if isinstance(sender, int) else -1,
+                                 {'error': f'{type(err).__name__}: {err}'[:300],
+                                  'where': 'engine'}))
+            return []
+
     # ------------------------------------------------------------------ loop
     def _deadline(self) -> float | None:
         times = [self.engine.next_wakeup(), self.outbox.next_release()]
@@ -117,7 +136,7 @@ class EngineDriver:
         if received:
             self.last_receive = self.clock()
         for _, msg in received:
-            self.handle(self.engine.on_message(msg, self.clock()), self.clock())
+            self.handle(self.deliver(msg, self.clock()), self.clock())
         now = self.clock()
         wake = self.engine.next_wakeup()
         if wake is not None and now >= wake:

@@ -65,7 +65,7 @@ class NetMonitor:
                       for n in self.nodes if n >= 0}
         self.epoch = time.time() if args.epoch is None else float(args.epoch)
         self.meter = linkprobe.RateMeter()
-        self._iw_at, self._iw = -1e9, (-1.0, 0.0)
+        self._iw_due, self._iw = -float('inf'), (-1.0, 0.0)   # next iw read (a deadline)
         self.samples = []            # (t since epoch, mbps) for --record
         self.published = 0
 
@@ -74,8 +74,8 @@ class NetMonitor:
         mono, t = time.monotonic(), time.time() - self.epoch
         rx, tx = linkprobe.read_counters().get(self.interface, (0, 0))
         rx_mbps, tx_mbps = self.meter.update(mono, rx, tx)
-        if mono - self._iw_at >= IW_PERIOD_S:
-            self._iw_at, self._iw = mono, linkprobe.iw_link(self.interface)
+        if mono >= self._iw_due:
+            self._iw_due, self._iw = mono + IW_PERIOD_S, linkprobe.iw_link(self.interface)
         bitrate, signal = self._iw
         out = []
         for node in self.nodes:

@@ -26,9 +26,9 @@ import argparse
 import sys
 import time
 
-from rog_ros.nodes.connect import open_bus
+from rog_ros.nodes.connect import fleet_key, open_bus
 from rog_ros.nodes.monitor import NetMonitor, RECORD_SOURCES
-from rog_ros.nodes.params import strip_ros_args
+from rog_ros.nodes.params import add_key_arg, check_key_arg, strip_ros_args
 from rog_ros.nodes.routing import LINK_STATS
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--epoch', type=float, default=None, help='wall time the traces start')
     p.add_argument('--workers', type=int, default=1, help='fleet size (trace offsets)')
     p.add_argument('--seed', type=int, default=0, help='trace seed')
+    add_key_arg(p)
     return p
 
 
@@ -61,9 +62,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(strip_ros_args(sys.argv[1:] if argv is None else argv))
     if not args.rate_hz > 0:
         parser.error('--rate-hz must be > 0')
+    check_key_arg(parser, args)
     nodes = [int(n) for n in args.nodes.split(',') if n.strip()]
     requests = SignalRequests().install()
-    bus = None if args.bus == 'none' else open_bus(args.bus, args.namespace)
+    bus = None if args.bus == 'none' else open_bus(args.bus, args.namespace, fleet_key(args))
     monitor = None
     try:
         if bus is not None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 
+from rog_ros.nodes.fleet_key import FleetKeyError, KEY_ENV, KEY_FILE_ENV, load_fleet_key
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
 
 DEFAULT_DEADLINE_FLOOR = 3.0
@@ -69,6 +70,23 @@ def add_fleet_args(parser: argparse.ArgumentParser) -> None:
                    help='transport: rclpy when ROS 2 is sourced, else DDS (default auto)')
     g.add_argument('--startup-timeout', type=float, default=60.0,
                    help='seconds to wait for the peers to appear (default 60)')
+    add_key_arg(g)
+
+
+def add_key_arg(parser) -> None:
+    """Add the ``--fleet-key-file`` option (message authentication, docs/security.md)."""
+    parser.add_argument('--fleet-key-file', default=None,
+                        help=f'fleet key file (mode 0600) that signs and verifies every '
+                             f'message; default ${KEY_FILE_ENV}, else ${KEY_ENV}, else none '
+                             f'(unauthenticated)')
+
+
+def check_key_arg(parser, args) -> None:
+    """Reject an unusable fleet key with a one-line usage error (never showing the key)."""
+    try:
+        load_fleet_key(getattr(args, 'fleet_key_file', None))
+    except FleetKeyError as err:
+        parser.error(str(err))
 
 
 def add_link_args(parser: argparse.ArgumentParser) -> None:
@@ -106,3 +124,4 @@ def check_fleet_args(parser, args) -> None:
         parser.error('--lr must be > 0')
     if getattr(args, 'trace_scale', 1.0) <= 0:
         parser.error('--trace-scale must be > 0')
+    check_key_arg(parser, args)

@@ -28,7 +28,7 @@ import time
 from rog_ros.experiments.metrics import RunRecorder
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
-from rog_ros.nodes.connect import open_bus, wait_matched
+from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
@@ -65,6 +65,20 @@ class ServerNode:
         self._evaluated_at = None
         self.last_metrics = {}
 
+    def reject_counts(self) -> dict:
+        """
+        Return ``{reason: count}`` of every message this node dropped.
+
+        ``undecodable`` and the authentication reasons come from the bus, ``invalid`` from
+        the engine's validation, ``engine_error`` from the driver (the engine raised).
+        """
+        counts = reject_counts(self.bus)
+        if getattr(self, 'engine', None) is not None:
+            counts['invalid'] = self.engine.rejects
+        if getattr(self, 'driver', None) is not None:
+            counts['engine_error'] = self.driver.engine_errors
+        return counts
+
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
         """Build engine, evaluation model, recorder, bus and downlink shapers."""
@@ -85,7 +99,7 @@ class ServerNode:
                  for r in range(a.workers)}
         self.outbox = Outbox({r: shaper_for(link, epoch, a.burst_bytes)
                               for r, link in links.items() if link is not None})
-        self.bus = open_bus(a.bus, a.namespace)
+        self.bus = open_bus(a.bus, a.namespace, fleet_key(a))
         for topic in server_inbox():
             self.bus.subscribe(topic)
         self.bus.subscribe(TRAIN_STATUS, callback=self._on_status)
@@ -177,11 +191,17 @@ class ServerNode:
             rec.iterations[r] = max(st.iteration if st is not None else 0, e.clock[r])
         rec.bytes_up, rec.bytes_down = e.bytes_up, e.bytes_down
         rec.extra.update({
-            'driver': 'fleet', 'bus': type(self.bus).__name__ if self.bus else '',
+            'driver': 'fleet',
+            'bus': type(getattr(self.bus, 'inner', self.bus)).__name__ if self.bus else '',
+            'authenticated': hasattr(self.bus, 'verifier'),
             'completed': bool(e.finished), 'evaluations': self.evaluations,
-            'rejects': e.rejects + (self.bus.rejects if self.bus else 0),
+            'rejects': e.rejects + (self.bus.rejects if self.bus else 0)
+            + self.driver.engine_errors,
+            'rejects_by_reason': self.reject_counts(),
             'trace_scale': self.args.trace_scale, 'stall_s_per_worker': list(e.stall_time),
             'triggers_per_worker': list(e.triggers),
             'worker_status_received': sorted(self.status),
         })
+        if not e.finished:      # written from what exists, but not a finished run (DESIGN 8)
+            rec.extra['error'] = 'interrupted: training did not complete'
         return rec.write(self.args.out)

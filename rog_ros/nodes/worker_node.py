@@ -22,11 +22,12 @@ running, no new computation starts).
 
 from __future__ import annotations
 
+import sys
 import time
 
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
-from rog_ros.nodes.connect import open_bus, wait_matched
+from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.routing import TRAIN_STATUS, worker_inbox, worker_outbox
@@ -61,8 +62,22 @@ class WorkerNode:
         self.compute_s = 0.0
         self.loss = float('nan')
         self.started_at = None
-        self._status_at = 0.0
+        self._status_due = 0.0      # next periodic status (a stored deadline)
         self._progress_at = 0.0
+
+    def reject_counts(self) -> dict:
+        """
+        Return ``{reason: count}`` of every message this node dropped.
+
+        ``undecodable`` and the authentication reasons come from the bus, ``invalid`` from
+        the engine's validation, ``engine_error`` from the driver (the engine raised).
+        """
+        counts = reject_counts(self.bus)
+        if getattr(self, 'engine', None) is not None:
+            counts['invalid'] = self.engine.rejects
+        if getattr(self, 'driver', None) is not None:
+            counts['engine_error'] = self.driver.engine_errors
+        return counts
 
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
@@ -79,7 +94,7 @@ class WorkerNode:
         link = link_for(a.trace, self.rank, a.workers, a.seed, a.trace_scale)
         epoch = epoch_to_monotonic(a.epoch)
         self.outbox = Outbox({SERVER: shaper_for(link, epoch, a.burst_bytes)} if link else {})
-        self.bus = open_bus(a.bus, a.namespace)
+        self.bus = open_bus(a.bus, a.namespace, fleet_key(a))
         for topic in worker_inbox(self.rank):
             self.bus.subscribe(topic)
         for topic in worker_outbox() + [TRAIN_STATUS]:
@@ -114,7 +129,7 @@ class WorkerNode:
                 raise TimeoutError(f'worker {self.rank}: no message from the server for '
                                    f'{self.args.server_timeout:.0f} s (engine state '
                                    f'{self.engine.state}, clock {self.engine.clock})')
-            if time.monotonic() - self._status_at > STATUS_PERIOD_S:
+            if time.monotonic() >= self._status_due:
                 self._publish_status()
 
     def shutdown(self) -> None:
@@ -131,6 +146,10 @@ class WorkerNode:
                 self._publish_status()
                 time.sleep(0.05)
         finally:
+            counts = {k: v for k, v in self.reject_counts().items() if v}
+            if counts:
+                print(f'rog_worker {self.rank}: dropped messages {counts}', file=sys.stderr,
+                      flush=True)
             self.bus.close()
             self.bus = None
 
@@ -154,7 +173,7 @@ class WorkerNode:
         if self.bus is None or self.engine is None:
             return
         now = time.monotonic()
-        self._status_at = now
+        self._status_due = now + STATUS_PERIOD_S
         wall = now - self.started_at if self.started_at else 0.0
         e = self.engine
         self.bus.publish(TRAIN_STATUS, TrainStatus(

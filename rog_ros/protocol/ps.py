@@ -172,7 +172,7 @@ class ServerEngine:
         self.downlinks: list[_Downlink | None] = [None] * n_workers
         self.pending: dict[int, int] = {}          # worker -> clock waiting for its pull
         self.stall_since: dict[int, float] = {}
-        self.stall_warned: dict[int, float] = {}
+        self.stall_warn_at: dict[int, float] = {}   # worker -> next warning (a deadline)
         self.next_tid = [0] * n_workers
         self.thr_up = [Ewma() for _ in range(n_workers)]
         self.thr_down = [Ewma() for _ in range(n_workers)]
@@ -247,8 +247,8 @@ class ServerEngine:
                 out += self._sends(r, dl, dl.transfer.on_tick(now))
         for r, t0 in self.stall_since.items():
             # (issue 9 defect 1) a stored deadline, the very value next_wakeup returns
-            if now >= self.stall_warned.get(r, t0 + self.stall_warn_s):
-                self.stall_warned[r] = now + self.stall_warn_s
+            if now >= self.stall_warn_at.setdefault(r, t0 + self.stall_warn_s):
+                self.stall_warn_at[r] = now + self.stall_warn_s
                 out.append(self._stall_diagnostic(r, now))
         # membership: fires when now >= the stored deadline (the value next_wakeup returned)
         for r in self._absence_watch():
@@ -258,7 +258,7 @@ class ServerEngine:
 
     def next_wakeup(self) -> float | None:
         times = [dl.transfer.next_wakeup() for dl in self.downlinks if dl is not None]
-        times += [self.stall_warned.get(r, t0 + self.stall_warn_s)
+        times += [self.stall_warn_at.setdefault(r, t0 + self.stall_warn_s)
                   for r, t0 in self.stall_since.items()]
         times += [self.absent_at[r] for r in self._absence_watch()]
         times = [t for t in times if t is not None]
@@ -706,7 +706,7 @@ class ServerEngine:
 
     def _end_stall(self, r: int, now: float) -> list:
         t0 = self.stall_since.pop(r, None)
-        self.stall_warned.pop(r, None)
+        self.stall_warn_at.pop(r, None)
         if t0 is None:
             return []
         self.stall_time[r] += now - t0

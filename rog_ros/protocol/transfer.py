@@ -134,6 +134,7 @@ class OutgoingTransfer:
         self.bytes_acked = 0
         self.last_ack_time = float(now)
         self.end_sent_at: float | None = None
+        self.end_retry_at = float('inf')   # when to repeat END (stored: fire at this value)
         self.released = 0             # window slots given up on (acks lost or very late)
         self.last_progress = float(now)
         self.finished = False
@@ -188,7 +189,7 @@ class OutgoingTransfer:
         if self.finished:
             return None
         if self.end_sent_at is not None:
-            return self.end_sent_at + self.end_timeout_s
+            return self.end_retry_at
         times = []
         if self.in_flight() >= self.window:
             times.append(self.last_progress + self.end_timeout_s)   # acks may be lost
@@ -200,7 +201,7 @@ class OutgoingTransfer:
         if self.finished:
             return []
         if self.end_sent_at is not None:
-            if now >= self.end_sent_at + self.end_timeout_s:
+            if now >= self.end_retry_at:
                 return [self._end(now)]        # lost END or lost final ack: ask again
             return []
         if self.in_flight() >= self.window and now >= self.last_progress + self.end_timeout_s:
@@ -212,6 +213,7 @@ class OutgoingTransfer:
 
     def _end(self, now: float) -> RowChunk:
         self.end_sent_at = now
+        self.end_retry_at = now + self.end_timeout_s
         return RowChunk(transfer_id=self.transfer_id, seq=self.next_seq, sender=self.sender,
                         receiver=self.receiver, kind=self.kind, clock=self.clock,
                         flags=FLAG_END | self.flags, codec=self.codec_id,

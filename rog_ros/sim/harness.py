@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import copy
 import heapq
 import itertools
+import math
 from typing import Callable
 
 from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
@@ -75,6 +76,7 @@ class RunStats:
     logs: list = field(default_factory=list)
     end_time: float = 0.0
     events: int = 0
+    error: str | None = None     # why the run ended before every worker finished (or None)
 
 
 class Harness:
@@ -208,16 +210,42 @@ class Harness:
         if self.eval_every_iterations:
             self._next_eval_iteration = mean_iter + self.eval_every_iterations
 
-    def run(self, until: float = float('inf'), max_events: int = 10_000_000) -> RunStats:
-        """Process events until every worker stopped, time ``until`` or ``max_events``."""
+    def run(self, until: float = float('inf'), max_events: int = 10_000_000,
+            max_quiet_s: float = float('inf')) -> RunStats:
+        """
+        Process events until every worker stopped, time ``until`` or ``max_events``.
+
+        A run that ends otherwise (the event budget is spent, nothing is pending while a
+        worker is unfinished, or an engine's timer did not fire at the time its
+        ``next_wakeup`` named, or for ``max_quiet_s`` of virtual time no message arrived
+        and no computation finished) sets ``stats.error`` to a one-line reason: it did not
+        finish, and must not be reported as if it had. Reaching ``until`` is not an error.
+        """
         if not self._started:
             self.start()
+        reached_until = False
+        last_progress = self.now
         while self._q and self.stats.events < max_events:
             if all(self.stopped):
                 break
             t, _, kind, payload = self._q[0]
             if t > until:
+                reached_until = True
                 break
+            if t == math.inf:        # only what a dead link carries is left
+                self.stats.error = (f'no event before t=inf after t={self.now:.3f}s: a link '
+                                    f'never delivers and workers '
+                                    f'{[r for r, d in enumerate(self.stopped) if not d]} '
+                                    f'are unfinished (deadlock)')
+                break
+            if t - last_progress > max_quiet_s:
+                self.stats.error = (f'no message delivered and no computation finished from '
+                                    f't={last_progress:.3f}s to t={t:.3f}s; workers '
+                                    f'{[r for r, d in enumerate(self.stopped) if not d]} '
+                                    f'unfinished')
+                break
+            if kind in ('deliver', 'compute'):
+                last_progress = t
             heapq.heappop(self._q)
             self.now = t
             self.stats.events += 1
@@ -249,9 +277,26 @@ class Harness:
                     del self._tick_at[node]
                 if node in self.dead:
                     continue
-                self._handle(node, self._engine(node).on_tick(t))
+                engine = self._engine(node)
+                actions = engine.on_tick(t)
+                wake = engine.next_wakeup()
+                if not actions and wake is not None and wake <= t:
+                    # The tick changed nothing and the engine wants it again at once: it
+                    # would spin at this instant for ever (DESIGN 8: fire at the deadline).
+                    self.stats.error = (f'timer livelock: node {node} asked to wake at '
+                                        f'{wake!r} but its tick at t={t!r} did nothing')
+                    break
+                self._handle(node, actions)
             elif kind == 'eval':
                 self._evaluate()
+        if self.stats.error is None and not all(self.stopped) and not reached_until:
+            left = [r for r, done in enumerate(self.stopped) if not done]
+            if self._q:
+                self.stats.error = (f'event budget of {max_events} events spent at '
+                                    f't={self.now:.3f}s; workers {left} unfinished')
+            else:
+                self.stats.error = (f'no pending event at t={self.now:.3f}s while workers '
+                                    f'{left} are unfinished (deadlock)')
         self.stats.end_time = self.now
         if self.recorder is not None:
             self.recorder.end_time_s = self.now

@@ -76,6 +76,8 @@ class SimConfig:
     label: str | None = None        # name in reports (default: the system spec)
     duplex: str = 'shared'          # 'shared': a queue per direction, shared airtime
     #                                 (DuplexLink); 'fifo': one queue for both directions
+    max_events: int = 10_000_000    # event budget: a run that needs more fails loudly
+    max_quiet_s: float = 3600.0     # fail when nothing arrives and nothing is computed so long
 
     def __post_init__(self):
         if self.duplex not in DUPLEX_MODES:
@@ -183,7 +185,10 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     harness = Harness(server, engines, grad_fn, compute_s=compute, up=up, down=down,
                       recorder=recorder, eval_fn=eval_fn,
                       eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
-    harness.run(until=cfg.time_budget_s or math.inf)
+    stats = harness.run(until=cfg.time_budget_s or math.inf, max_events=cfg.max_events,
+                        max_quiet_s=cfg.max_quiet_s)
+    if stats.error is not None:      # a truncated run: its summary says so (DESIGN 8)
+        recorder.extra['error'] = stats.error
     recorder.on_eval(harness.now, sum(harness.stats.iterations) / n,
                      eval_fn(cfg.final_eval_samples))
     recorder.end_time_s = harness.now

@@ -115,6 +115,25 @@ def from_sample(sample):
     return MESSAGE_CLASSES[type_name](**values)
 
 
+class DecodeError(ValueError):
+    """Received bytes are not a valid sample of the expected type (dropped and counted)."""
+
+
+def decode(data_type, data: bytes):
+    """
+    Return the protocol dataclass of CDR ``data`` (with encapsulation header) of ``data_type``.
+
+    The receive boundary of the embedded transport: whatever is wrong with the bytes
+    (truncation, absurd lengths, bad UTF-8, wrong type) raises :class:`DecodeError` and
+    nothing else, so a malformed sample can never end a node's loop.
+    """
+    try:
+        return from_sample(data_type.deserialize(data))
+    except Exception as exc:  # noqa: B902 - any malformed input becomes one error type
+        raise DecodeError(f'undecodable {getattr(data_type, "__name__", data_type)}: '
+                          f'{type(exc).__name__}: {exc}'[:300]) from None
+
+
 def sample_type(sample) -> str:
     """Return the message type name (``'RowChunk'`` ...) of a DDS sample."""
     try:

@@ -37,7 +37,7 @@ from cyclonedds.util import duration
 
 from rog_ros.transport import idl
 from rog_ros.transport.bus import Bus, BusError
-from rog_ros.transport.convert import from_sample, to_sample
+from rog_ros.transport.convert import decode, DecodeError, from_sample, to_sample
 from rog_ros.transport.topics import dds_topic_name, DEFAULT_NAMESPACE, resolve, topic_qos, \
     topic_type
 
@@ -177,9 +177,15 @@ class DdsBus(Bus):
         self._readers[ros_topic] = (reader, condition, callback)
 
     def _take(self, reader) -> list:
-        """Take everything ``reader`` holds; undecodable samples are dropped and counted."""
+        """Take everything ``reader`` holds, as messages; undecodable ones are counted."""
         if ddspy_take is None:  # pragma: no cover - other binding versions
-            return reader.take(N=_TAKE_BATCH)
+            samples = []
+            for sample in reader.take(N=_TAKE_BATCH):
+                try:
+                    samples.append(from_sample(sample))
+                except Exception:  # noqa: B902 - malformed input must not crash the node
+                    self.rejects += 1
+            return samples
         data_type = reader.topic.data_type
         samples = []
         while True:
@@ -191,8 +197,8 @@ class DdsBus(Bus):
                 if not info.valid_data:
                     continue
                 try:
-                    samples.append(data_type.deserialize(data))
-                except Exception:  # noqa: B902 - malformed input must not crash the node
+                    samples.append(decode(data_type, data))
+                except DecodeError:
                     self.rejects += 1
             if len(raw) < _TAKE_BATCH:
                 return samples
@@ -201,12 +207,7 @@ class DdsBus(Bus):
         """Take from every reader; return (messages for poll's caller, number delivered)."""
         out, delivered = [], 0
         for ros_topic, (reader, _, callback) in list(self._readers.items()):
-            for sample in self._take(reader):
-                try:
-                    msg = from_sample(sample)
-                except (TypeError, ValueError):
-                    self.rejects += 1
-                    continue
+            for msg in self._take(reader):
                 delivered += 1
                 if callback is None:
                     out.append((ros_topic, msg))

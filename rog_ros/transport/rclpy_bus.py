@@ -158,7 +158,7 @@ class RclpyBus(Bus):
         def enqueue(ros, _topic=ros_topic, _type=msg_type, _cb=callback):
             try:
                 self._queue.append((_topic, from_ros(_type, ros), _cb))
-            except (TypeError, ValueError):
+            except Exception:  # noqa: B902 - malformed input must not crash the node
                 self.rejects += 1
 
         self._subscriptions[ros_topic] = self._node.create_subscription(

@@ -1,0 +1,133 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Up-front checks of a whole plan's options: one ``ConfigError`` naming the bad option.
+
+``rog sim``, ``rog compare``, ``rog reproduce`` and ``rog fleet`` call these before they build a
+workload, start a process pool or launch a node, so a typo costs one line and no process
+(DESIGN 8: bad input gets a clear one-line error and changes nothing). Each check names the
+option as the user wrote it (``--workers``, or a parameter-file key).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+
+
+class ConfigError(ValueError):
+    """A bad option: the message is one line and names it."""
+
+
+def integer(name: str, value, lo: int | None = None, hi: int | None = None) -> int:
+    """Return ``value`` as an int, or raise ConfigError unless it is an integer in range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f'{name} must be an integer, got {value!r}')
+    value = int(value)
+    if lo is not None and value < lo:
+        raise ConfigError(f'{name} must be >= {lo}, got {value}')
+    if hi is not None and value > hi:
+        raise ConfigError(f'{name} must be <= {hi}, got {value}')
+    return value
+
+
+def number(name: str, value, lo: float | None = None, hi: float | None = None,
+           positive: bool = False) -> float:
+    """Return ``value`` as a finite float in range (``positive``: > 0), or raise ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(f'{name} must be a number, got {value!r}')
+    value = float(value)
+    if not math.isfinite(value):
+        raise ConfigError(f'{name} must be finite, got {value}')
+    if positive and not value > 0:
+        raise ConfigError(f'{name} must be > 0, got {value:g}')
+    if lo is not None and value < lo:
+        raise ConfigError(f'{name} must be >= {lo:g}, got {value:g}')
+    if hi is not None and value > hi:
+        raise ConfigError(f'{name} must be <= {hi:g}, got {value:g}')
+    return value
+
+
+def text(name: str, value) -> str:
+    """Return a non-empty string, or raise ConfigError."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f'{name} must be a non-empty string, got {value!r}')
+    return value
+
+
+def workload(name: str, value) -> str:
+    """Check a workload name against the registry (nothing is built)."""
+    from rog_ros import workloads
+    text(name, value)
+    known = workloads.names()
+    if value not in known:
+        raise ConfigError(f'{name}: unknown workload {value!r}; known: {", ".join(known)}')
+    return value
+
+
+def system(name: str, value) -> str:
+    """Check a system spec (``bsp``, ``ssp:4``, ``rog:4``, a registered runner, ``#tag``)."""
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.sim import systems
+    text(name, value)
+    spec = value.split('#')[0].strip()
+    if systems.lookup(spec) is not None:
+        return value
+    try:
+        make_policy(spec)
+    except ValueError as err:
+        raise ConfigError(f'{name}: {err}') from None
+    return value
+
+
+def trace(name: str, value, allow_none: bool = False) -> str:
+    """Check a trace: a preset, a readable trace file, or (``allow_none``) ``none``."""
+    from rog_ros.net.traces import load_trace, PRESETS
+    text(name, value)
+    if allow_none and value in ('none', ''):
+        return value
+    if value in PRESETS:
+        return value
+    if not os.path.exists(value):
+        raise ConfigError(f'{name}: {value!r} is neither a preset ({", ".join(sorted(PRESETS))})'
+                          f' nor an existing file')
+    try:
+        load_trace(value)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f'{name}: {" ".join(str(err).split())}') from None
+    return value
+
+
+def int_list(name: str, value: str, lo: int | None = None) -> list:
+    """Parse a comma-separated list of integers (at least one), each >= ``lo``."""
+    parts = [p.strip() for p in str(value).split(',') if p.strip()]
+    if not parts:
+        raise ConfigError(f'{name} must list at least one integer, got {value!r}')
+    out = []
+    for p in parts:
+        try:
+            v = int(p)
+        except ValueError:
+            raise ConfigError(f'{name}: {p!r} is not an integer') from None
+        out.append(integer(name, v, lo))
+    return out
+
+
+def name_list(name: str, value: str) -> list:
+    """Parse a comma-separated list of names (at least one)."""
+    parts = [p.strip() for p in str(value).split(',') if p.strip()]
+    if not parts:
+        raise ConfigError(f'{name} must name at least one entry, got {value!r}')
+    return parts

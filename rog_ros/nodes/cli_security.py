@@ -1,0 +1,77 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+``rog security``: make a fleet key, or an SROS2 keystore for ROS 2 robots.
+
+    rog security key fleet.key                  # 32 random bytes as hex, mode 0600
+    rog security keystore keys/ --namespace /rog [--domain-id 7] [--per-rank 4]
+
+See docs/security.md: the fleet key authenticates every message on any transport; the
+keystore adds DDS Security (authentication, access control, encryption) where the RMW has it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_parser(subparsers):
+    """Add the ``security`` subcommand."""
+    p = subparsers.add_parser('security', help='fleet key and SROS2 keystore',
+                              description=__doc__.split('\n')[1])
+    sub = p.add_subparsers(dest='security_command', metavar='WHAT')
+    sub.required = True
+    k = sub.add_parser('key', help='write a new random fleet key file (mode 0600)')
+    k.add_argument('file', help='key file to create (must not exist)')
+    k.set_defaults(func=_cmd_key)
+    s = sub.add_parser('keystore', help='SROS2 keystore: CA, enclaves, signed governance and '
+                                        'permissions for /rog_ros/server, worker, netmon')
+    s.add_argument('directory', help='new (or empty) keystore directory')
+    s.add_argument('--namespace', default='/rog', help='fleet topic namespace (default /rog)')
+    s.add_argument('--domain-id', type=int, action='append', default=None,
+                   help='allowed DDS domain (repeatable; default all 0..232)')
+    s.add_argument('--per-rank', type=int, default=0,
+                   help='also make /rog_ros/worker_<r> enclaves, r < N, each reading only its '
+                        'own downlink (default 0)')
+    s.add_argument('--days', type=int, default=3650, help='validity (default 3650)')
+    s.set_defaults(func=_cmd_keystore)
+    return p
+
+
+def _cmd_key(args) -> int:
+    from rog_ros.nodes.fleet_key import write_key_file
+    try:
+        key = write_key_file(args.file)
+    except OSError as err:
+        print(f'rog security key: cannot create {args.file}: {err.strerror}', file=sys.stderr)
+        return 2
+    print(f'rog security key: wrote {args.file} (fingerprint {key.fingerprint}); give every '
+          f'node --fleet-key-file {args.file} or ROG_FLEET_KEY_FILE={args.file}')
+    return 0
+
+
+def _cmd_keystore(args) -> int:
+    from rog_ros.nodes.keystore import create_keystore, KeystoreError
+    try:
+        enclaves = create_keystore(args.directory, namespace=args.namespace,
+                                   domain_ids=args.domain_id, per_rank=args.per_rank,
+                                   days=args.days)
+    except (KeystoreError, OSError) as err:
+        print(f'rog security keystore: {err}', file=sys.stderr)
+        return 2
+    print(f'rog security keystore: {args.directory} with enclaves {", ".join(enclaves)}; on '
+          f'each robot: export ROS_SECURITY_KEYSTORE={args.directory} '
+          f'ROS_SECURITY_ENABLE=true ROS_SECURITY_STRATEGY=Enforce and start the node with '
+          f'--ros-args --enclave <enclave>')
+    return 0

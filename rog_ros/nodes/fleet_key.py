@@ -1,0 +1,89 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Fleet key files: create, load and check the secret that authenticates a fleet's messages.
+
+A node takes its key from ``--fleet-key-file``, else ``$ROG_FLEET_KEY_FILE`` (a path), else
+``$ROG_FLEET_KEY`` (the key itself), else runs unauthenticated. A key file holds 64 hex digits
+(``rog security key FILE`` writes one) or any text of at least 32 bytes, and must not be
+accessible by other users (mode 0600), as ssh requires of its keys. Errors name the file,
+never its content. The key itself is a :class:`rog_ros.protocol.auth.FleetKey`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+
+from rog_ros.protocol.auth import FleetKey, FleetKeyError, MIN_KEY_BYTES, parse_key
+
+KEY_ENV = 'ROG_FLEET_KEY'
+"""Environment variable holding the fleet key itself (hex, or text of >= 32 bytes)."""
+KEY_FILE_ENV = 'ROG_FLEET_KEY_FILE'
+"""Environment variable holding the path of a fleet key file."""
+
+__all__ = ['FleetKey', 'FleetKeyError', 'KEY_ENV', 'KEY_FILE_ENV', 'generate_key_text',
+           'load_fleet_key', 'read_key_file', 'write_key_file']
+
+
+def generate_key_text() -> str:
+    """Return a new random fleet key as 64 hex digits (32 bytes)."""
+    return secrets.token_hex(MIN_KEY_BYTES)
+
+
+def read_key_file(path) -> FleetKey:
+    """
+    Load a fleet key file; refuse one that other users may read (like ssh does).
+
+    Raises :class:`FleetKeyError` with a one-line reason.
+    """
+    path = os.fspath(path)
+    try:
+        st = os.stat(path)
+        if os.name == 'posix' and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise FleetKeyError(f'fleet key file {path} is accessible by other users (mode '
+                                f'{stat.S_IMODE(st.st_mode):o}); run chmod 600 {path}')
+        with open(path, 'rb') as fh:
+            text = fh.read(4096)
+    except OSError as err:
+        raise FleetKeyError(f'cannot read fleet key file {path}: {err.strerror}') from None
+    return parse_key(text, f'fleet key file {path}')
+
+
+def write_key_file(path, text=None) -> FleetKey:
+    """Create ``path`` (mode 0600, must not exist) holding ``text`` or a new random key."""
+    text = generate_key_text() if text is None else text
+    key = parse_key(text)
+    fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, 'w') as fh:
+        fh.write(text.strip() + '\n')
+    return key
+
+
+def load_fleet_key(path=None, environ=None):
+    """
+    Return the fleet key: from ``path``, else ``$ROG_FLEET_KEY_FILE``, else ``$ROG_FLEET_KEY``.
+
+    Returns None when none is configured (the node then runs unauthenticated). Raises
+    :class:`FleetKeyError` when one is configured but unusable.
+    """
+    env = os.environ if environ is None else environ
+    if path:
+        return read_key_file(path)
+    if env.get(KEY_FILE_ENV):
+        return read_key_file(env[KEY_FILE_ENV])
+    if env.get(KEY_ENV):
+        return parse_key(env[KEY_ENV], f'${KEY_ENV}')
+    return None

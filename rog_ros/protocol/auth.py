@@ -1,0 +1,331 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+r"""
+Message authentication: a fleet key, HMAC tags over every message, a replay window (no I/O).
+
+Every node of a fleet holds the same secret *fleet key* (>= 32 bytes). A sender stamps each
+outgoing message with a per-node, monotonically increasing ``auth_seq`` and
+``auth_tag = HMAC-SHA256(key, canonical(msg))[:16]``; a receiver recomputes the tag, compares
+it in constant time and then checks ``auth_seq`` against a sliding window, so a forged,
+altered, unauthenticated or replayed message is dropped before any engine sees it.
+
+Canonical encoding (what the tag covers)
+----------------------------------------
+Not the CDR bytes (the rclpy path has no CDR serialiser of its own in Python), but a
+deterministic encoding of the dataclass that both sides compute from the same field values::
+
+    b'rog-auth-1\0' + TYPE + b'\0'
+    then, for every field in declaration order except auth_tag:
+        name + b'\0' + kind (1 byte) + length (8 bytes, little endian) + value bytes
+
+with ints as minimal little-endian two's complement, floats as IEEE binary64 (the bit
+pattern, so NaN payloads count), bools as one byte, strings as UTF-8, ``bytes`` as they are and
+arrays converted to their wire dtype (the dtype of the field's default, which is the
+``.msg`` type) in little-endian order. It covers header and payload: type name, addressing,
+transfer ids, clocks, flags, row ranges, scales, payload, ``incarnation`` and ``auth_seq``.
+
+What it does not do: it gives no confidentiality (payloads travel in clear), and one key is
+shared by the whole fleet, so it authenticates membership of the fleet, not which member sent
+a message.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+import dataclasses
+import hashlib
+import hmac
+import struct
+
+import numpy as np
+
+from rog_ros.protocol import messages
+
+MIN_KEY_BYTES = 32
+TAG_BYTES = 16
+DEFAULT_WINDOW = 1024
+REASONS = ('unauthenticated', 'bad_tag', 'replay', 'too_old', 'malformed')
+"""Why a message was rejected; :attr:`Verifier.rejects` counts each."""
+
+_DOMAIN = b'rog-auth-1\0'
+_KINDS = {'int': b'i', 'float': b'f', 'bool': b'b', 'str': b's', 'bytes': b'y',
+          'np.ndarray': b'a'}
+_SENDER_FIELD = {'RowChunk': 'sender', 'TransferAck': 'sender', 'LinkStats': 'node',
+                 'TrainStatus': 'node'}
+"""Field naming the sending node; RowVersions and Schedule come from the server."""
+
+
+class FleetKeyError(ValueError):
+    """The fleet key could not be loaded (the message never contains the key)."""
+
+
+class FleetKey:
+    """
+    The fleet's shared secret. ``repr``/``str`` show only a short fingerprint, never the key.
+
+    Parameters
+    ----------
+    secret : bytes
+        At least :data:`MIN_KEY_BYTES` bytes.
+
+    """
+
+    __slots__ = ('_secret', 'fingerprint')
+
+    def __init__(self, secret: bytes):
+        if not isinstance(secret, (bytes, bytearray)):
+            raise FleetKeyError('fleet key must be bytes')
+        if len(secret) < MIN_KEY_BYTES:
+            raise FleetKeyError(f'fleet key too short: {len(secret)} bytes, need at least '
+                                f'{MIN_KEY_BYTES} (make one: rog security key FILE)')
+        self._secret = bytes(secret)
+        self.fingerprint = hashlib.sha256(b'rog-key-id\0' + self._secret).hexdigest()[:12]
+        """Public identifier of the key (to compare nodes' keys in logs); not secret."""
+
+    def mac(self):
+        """Return a fresh HMAC-SHA256 object keyed with the secret."""
+        return hmac.new(self._secret, digestmod=hashlib.sha256)
+
+    def __repr__(self) -> str:
+        return f'FleetKey(fingerprint={self.fingerprint})'
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        raise TypeError('a FleetKey is not picklable')
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, FleetKey) and hmac.compare_digest(self._secret, other._secret)
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+
+def parse_key(text, source: str = 'fleet key') -> FleetKey:
+    """
+    Return the FleetKey of ``text``: hex digits, else the raw bytes, >= 32 bytes either way.
+
+    ``source`` names where it came from in the error message (never the key itself).
+    """
+    raw = text.encode('utf-8') if isinstance(text, str) else bytes(text)
+    raw = raw.strip()
+    try:
+        secret = bytes.fromhex(raw.decode('ascii'))
+    except (UnicodeDecodeError, ValueError):
+        secret = raw
+    if len(secret) < MIN_KEY_BYTES:
+        raise FleetKeyError(f'{source}: fleet key too short ({len(secret)} bytes, need '
+                            f'{MIN_KEY_BYTES}); make one with `rog security key FILE`')
+    return FleetKey(secret)
+
+
+# ---------------------------------------------------------------------- canonical encoding
+def _plan(cls) -> tuple:
+    plan = []
+    for f in dataclasses.fields(cls):
+        if f.name == 'auth_tag':
+            continue
+        kind = f.type if isinstance(f.type, str) else getattr(f.type, '__name__', '')
+        if kind not in _KINDS:
+            raise TypeError(f'{cls.__name__}.{f.name}: no canonical encoding for {kind}')
+        dtype = None
+        if kind == 'np.ndarray':
+            dtype = f.default_factory().dtype.newbyteorder('<')
+        plan.append((f.name, f.name.encode('ascii') + b'\0' + _KINDS[kind], kind, dtype))
+    return tuple(plan)
+
+
+_PLANS = {cls.TYPE: _plan(cls) for cls in (
+    messages.RowChunk, messages.RowVersions, messages.TransferAck, messages.Schedule,
+    messages.LinkStats, messages.TrainStatus)}
+_LEN = struct.Struct('<Q')
+_F64 = struct.Struct('<d')
+
+
+def _value_bytes(kind: str, dtype, value):
+    if kind == 'int':
+        v = int(value)
+        return v.to_bytes(v.bit_length() // 8 + 1, 'little', signed=True)
+    if kind == 'float':
+        return _F64.pack(float(value))
+    if kind == 'bool':
+        return b'\1' if value else b'\0'
+    if kind == 'str':
+        return str(value).encode('utf-8', 'surrogatepass')
+    if kind == 'bytes':
+        return value if isinstance(value, bytes) else bytes(value)
+    return memoryview(np.ascontiguousarray(value, dtype=dtype).reshape(-1)).cast('B')
+
+
+def compute_tag(msg, key: FleetKey) -> bytes:
+    """
+    Return the 16-byte tag of ``msg`` (its current ``auth_seq`` included, ``auth_tag`` not).
+
+    Raises TypeError/ValueError/OverflowError for a message that cannot be encoded.
+    """
+    plan = _PLANS.get(getattr(msg, 'TYPE', None))
+    if plan is None:
+        raise TypeError(f'not a rog_ros message: {type(msg).__name__}')
+    h = key.mac()
+    h.update(_DOMAIN + msg.TYPE.encode('ascii') + b'\0')
+    for name, head, kind, dtype in plan:
+        value = _value_bytes(kind, dtype, getattr(msg, name))
+        h.update(head)
+        h.update(_LEN.pack(len(value) if kind != 'np.ndarray' else value.nbytes))
+        h.update(value)
+    return h.digest()[:TAG_BYTES]
+
+
+def sign(msg, key: FleetKey, seq: int):
+    """Set ``msg.auth_seq = seq`` (>= 1) and ``msg.auth_tag``; return ``msg``."""
+    if not 1 <= int(seq) < 2 ** 64:
+        raise ValueError(f'auth_seq must be in [1, 2^64), got {seq}')
+    msg.auth_seq = int(seq)
+    msg.auth_tag = b''
+    msg.auth_tag = compute_tag(msg, key)
+    return msg
+
+
+def sender_of(msg) -> int:
+    """Return the node that sent ``msg`` (a rank, or SERVER for RowVersions/Schedule)."""
+    name = _SENDER_FIELD.get(msg.TYPE)
+    return messages.SERVER if name is None else int(getattr(msg, name))
+
+
+class Signer:
+    """
+    Stamp outgoing messages of one node with increasing sequence numbers from ``first_seq``.
+
+    Nodes start at the wall clock in microseconds (``AuthBus`` does), so a restarted node,
+    even one that kept its incarnation, continues above every number it used before, as long
+    as its clock does not step back and it sent fewer than a million messages a second.
+    """
+
+    def __init__(self, key: FleetKey, first_seq: int = 1):
+        if not 1 <= int(first_seq) < 2 ** 63:
+            raise ValueError(f'first_seq must be in [1, 2^63), got {first_seq}')
+        self.key = key
+        self.seq = int(first_seq) - 1
+        self.signed = 0
+
+    def sign(self, msg):
+        """Return a signed shallow copy of ``msg`` (the caller's object is left alone)."""
+        self.seq += 1
+        self.signed += 1
+        return sign(dataclasses.replace(msg), self.key, self.seq)
+
+    def __repr__(self) -> str:
+        return f'Signer(key={self.key!r}, seq={self.seq})'
+
+
+class _Window:
+    """Sliding replay window: the highest sequence number seen and a bitmap below it."""
+
+    __slots__ = ('top', 'bits')
+
+    def __init__(self, seq: int):
+        self.top, self.bits = seq, 1
+
+
+class Verifier:
+    """
+    Check tags and replay windows of incoming messages; count rejects by reason.
+
+    One window per (message type, sender, incarnation): each type travels on its own topic,
+    whose order DDS keeps per writer, so a slow topic cannot push another's messages out of
+    the window. A window accepts a sequence number once, in any order, while it is within
+    ``window`` of the highest one seen.
+
+    Parameters
+    ----------
+    key : FleetKey or None
+        None: no key configured, every message is accepted as it is.
+    window : int, default 1024
+        Width of the replay window in sequence numbers.
+    max_windows : int, default 4096
+        Windows kept (least recently used evicted); bounds memory under a flood of
+        authenticated senders/incarnations.
+
+    """
+
+    def __init__(self, key, window: int = DEFAULT_WINDOW, max_windows: int = 4096):
+        if window < 1 or max_windows < 1:
+            raise ValueError('window and max_windows must be >= 1')
+        self.key = key
+        self.window = int(window)
+        self.max_windows = int(max_windows)
+        self._mask = (1 << self.window) - 1
+        self._windows = OrderedDict()
+        self.rejects = {reason: 0 for reason in REASONS}
+        self.accepted = 0
+
+    def check(self, msg):
+        """Return None when ``msg`` is accepted (and record its seq), else the reason."""
+        reason = self._check(msg)
+        if reason is None:
+            self.accepted += 1
+        else:
+            self.rejects[reason] += 1
+        return reason
+
+    def accept(self, msg) -> bool:
+        """``check(msg) is None``."""
+        return self.check(msg) is None
+
+    def _check(self, msg):
+        if self.key is None:
+            return None
+        try:
+            tag, seq = msg.auth_tag, int(msg.auth_seq)
+            if not tag or seq <= 0:
+                return 'unauthenticated'
+            if not isinstance(tag, bytes) or len(tag) != TAG_BYTES:
+                return 'bad_tag'
+            expected = compute_tag(msg, self.key)
+            slot = (msg.TYPE, sender_of(msg), int(msg.incarnation))
+        except (AttributeError, TypeError, ValueError, OverflowError):
+            return 'malformed'
+        if not hmac.compare_digest(expected, tag):
+            return 'bad_tag'
+        return self._slide(slot, seq)
+
+    def _slide(self, slot, seq: int):
+        win = self._windows.get(slot)
+        if win is None:
+            self._windows[slot] = _Window(seq)
+            if len(self._windows) > self.max_windows:
+                self._windows.popitem(last=False)
+            return None
+        self._windows.move_to_end(slot)
+        if seq > win.top:
+            shift = seq - win.top
+            win.bits = ((win.bits << shift) | 1) & self._mask if shift < self.window else 1
+            win.top = seq
+            return None
+        back = win.top - seq
+        if back >= self.window:
+            return 'too_old'
+        if (win.bits >> back) & 1:
+            return 'replay'
+        win.bits |= 1 << back
+        return None
+
+    @property
+    def rejected(self) -> int:
+        """Total messages rejected."""
+        return sum(self.rejects.values())
+
+    def __repr__(self) -> str:
+        return (f'Verifier(key={self.key!r}, window={self.window}, accepted={self.accepted}, '
+                f'rejects={self.rejects})')

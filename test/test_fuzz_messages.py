@@ -1,0 +1,461 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Fuzzing the receive path: CDR bytes, field values and near-valid transfers (hypothesis).
+
+What a node receives goes through ``convert.decode`` (CDR -> dataclass, the DdsBus
+boundary) and ``EngineDriver.deliver`` (dataclass -> engine ``on_message``). Properties:
+
+* decode returns a message of the reader's type or raises ``DecodeError``, nothing else;
+* deliver never raises; the engines reject bad input with ``MessageError`` (counted), never
+  with another exception (``driver.engine_errors`` stays 0);
+* a rejected message changes nothing: model, mirrors, versions, clocks are as before, and in
+  a recorded transfer a rejected message leaves the result of the transfer without it;
+* no single message changes a model.
+
+Deterministic: ``derandomize=True`` and a fixed example budget per test, no database.
+"""
+
+import copy
+import dataclasses
+
+import numpy as np
+import pytest
+
+from rog_ros.core.compress import ScaledSign
+from rog_ros.core.rows import RowLayout
+from rog_ros.nodes.driver import EngineDriver
+from rog_ros.nodes.outbox import Outbox
+from rog_ros.protocol import messages as m
+from rog_ros.protocol.actions import Send
+from rog_ros.protocol.policies import make_policy
+from rog_ros.protocol.ps import ServerEngine
+from rog_ros.protocol.worker import WorkerEngine
+import torch
+
+hypothesis = pytest.importorskip('hypothesis')
+st = pytest.importorskip('hypothesis.strategies')
+idl = pytest.importorskip('rog_ros.transport.idl')
+convert = pytest.importorskip('rog_ros.transport.convert')
+given, settings, HealthCheck = hypothesis.given, hypothesis.settings, hypothesis.HealthCheck
+
+SHAPES = [(16, 3, 3, 3), (16,), (32, 16, 3, 3), (32,), (10, 32), (10,)]
+N_WORKERS = 2
+TYPES = sorted(convert.MESSAGE_CLASSES)
+
+
+def fuzz_settings(examples):
+    return settings(max_examples=examples, derandomize=True, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much])
+
+
+# ---------------------------------------------------------------------- strategies
+_INT_RANGES = {'int8': (-2**7, 2**7 - 1), 'int16': (-2**15, 2**15 - 1),
+               'int32': (-2**31, 2**31 - 1), 'int64': (-2**63, 2**63 - 1),
+               'uint8': (0, 2**8 - 1), 'uint16': (0, 2**16 - 1), 'uint32': (0, 2**32 - 1),
+               'uint64': (0, 2**64 - 1)}
+
+
+def _int(lo, hi):
+    edges = [v for v in (lo, hi, 0, 1, -1, 2, 2**31 - 1, 2**31, 2**32 - 1, 2**32, -2**31)
+             if lo <= v <= hi]
+    return st.one_of(st.integers(-2, 70).filter(lambda v: lo <= v <= hi),
+                     st.sampled_from(edges), st.integers(lo, hi))
+
+
+_FLOATS = st.one_of(st.sampled_from([0.0, -0.0, 1.0, -1.0, float('nan'), float('inf'),
+                                     -float('inf'), 1e308, 5e-324]),
+                    st.floats(allow_nan=True, allow_infinity=True))
+
+
+def _array(base):
+    dtype = np.dtype(idl.NUMPY_DTYPES[base])
+    if base.startswith('float'):
+        element = _FLOATS
+        width = 32 if base == 'float32' else 64
+        element = st.floats(allow_nan=True, allow_infinity=True, width=width)
+    else:
+        element = _int(*_INT_RANGES[base])
+    small = st.lists(element, max_size=9).map(lambda xs: np.array(xs, dtype=dtype))
+    oversize = st.tuples(st.integers(1000, 300000), element).map(
+        lambda nv: np.full(nv[0], nv[1], dtype=dtype))
+    ranges = st.lists(st.integers(0, 70), max_size=8).map(         # plausible row ranges
+        lambda xs: np.array(sorted(xs), dtype=dtype))
+    return st.one_of(small, small, ranges, oversize)
+
+
+_BYTES = st.one_of(st.binary(max_size=80), st.binary(max_size=4000),
+                   st.integers(60000, 200000).map(lambda n: b'\x01' * n))
+
+
+def _field_strategy(kind, base):
+    if kind == 'bytes':
+        return _BYTES
+    if kind == 'array':
+        return _array(base)
+    if kind == 'str':
+        return st.text(max_size=24)
+    if kind == 'bool':
+        return st.booleans()
+    if kind == 'float':
+        return _FLOATS
+    return _int(*_INT_RANGES[base])
+
+
+def message_strategy(type_name, overrides=None):
+    """Random instances of one message type: every field drawn over its wire range."""
+    bases = {f.name: f.base for f in idl.msg_def(type_name).fields}
+    fields = {}
+    for dname, mname, kind, _ in convert.FIELD_PLANS[type_name]:
+        fields[dname] = _field_strategy(kind, bases[mname])
+    fields['schema_version'] = st.one_of(st.just(m.SCHEMA_VERSION), st.just(m.SCHEMA_VERSION),
+                                         _int(0, 2**16 - 1))
+    fields.update(overrides or {})
+    return st.builds(convert.MESSAGE_CLASSES[type_name], **fields)
+
+
+def wire(msg):
+    """Return what a node receives for ``msg``: CDR out and in (None: it cannot be sent)."""
+    try:
+        data = convert.to_sample(msg).serialize()
+    except Exception:  # noqa: B902 - the sender refused it: it never reaches a receiver
+        return None
+    return convert.decode(idl.dds_type(msg.TYPE), data)
+
+
+# ---------------------------------------------------------------------- engines
+def _engines():
+    pol = make_policy('rog:4')
+    layout = RowLayout(SHAPES, whole_model=pol.whole_model)
+    codec = ScaledSign()
+    w0 = torch.zeros(layout.n_params)
+    server = ServerEngine(layout, codec, pol, N_WORKERS, w0, lr=0.1, chunk_bytes=256, window=4)
+    workers = [WorkerEngine(r, N_WORKERS, layout, codec, pol, w0, chunk_bytes=256, window=4)
+               for r in range(N_WORKERS)]
+    return server, workers
+
+
+def _exchange(server, workers, gen):
+    """Run one iteration's push and pull; return the uplink and downlink of worker 0."""
+    up, down, queue, now = [], [], [], 0.0
+    for r, wk in enumerate(workers):
+        wk.start(now)
+        grad = torch.randn(wk.w.shape[0], generator=gen)
+        queue += [a for a in wk.on_compute_done(grad, now) if isinstance(a, Send)]
+    while queue:
+        a = queue.pop(0)
+        now += 0.001
+        if a.dest == m.SERVER:
+            if a.msg.sender == 0:
+                up.append(a.msg)
+            out = server.on_message(a.msg, now)
+        else:
+            if a.dest == 0:
+                down.append(a.msg)
+            out = workers[a.dest].on_message(a.msg, now)
+        queue += [x for x in out if isinstance(x, Send)]
+    return up, down
+
+
+class _World(dict):
+
+    def __repr__(self):
+        return 'world'
+
+
+@pytest.fixture(scope='module')
+def world():
+    """Fresh engines, and engines one exchange in, with that exchange recorded."""
+    fresh_server, fresh_workers = _engines()
+    server, workers = _engines()
+    start_server, start_workers = copy.deepcopy(server), copy.deepcopy(workers)
+    up, down = _exchange(server, workers, torch.Generator().manual_seed(0))
+    assert server.clock == [1, 1] and server.rejects == 0
+    assert [w.state for w in workers] == ['computing', 'computing']
+    assert len(up) >= 4 and any(isinstance(x, m.RowVersions) for x in down)
+    return _World(fresh=(fresh_server, fresh_workers[0]), start=(start_server, start_workers),
+                  up=up, down=down)
+
+
+def _server_state(s):
+    return (s.w_srv.clone(), s.mirror.clone(), s.versions.v.clone(), list(s.clock),
+            s.bytes_up)
+
+
+def _worker_state(w):
+    return (w.w.clone(), w.residual.clone(), w.vloc.clone(), w.clock, w.pulled_clock,
+            w.withheld.clone())
+
+
+def _same(a, b):
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor):
+            if not torch.equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _event(text):
+    try:
+        hypothesis.event(text)
+    except Exception:  # noqa: B902 - outside a hypothesis test (fixtures): no statistics
+        pass
+
+
+def _state(engine):
+    return (_server_state if isinstance(engine, ServerEngine) else _worker_state)(engine)
+
+
+def _deliver(engine, msg):
+    """Feed ``msg`` through the node boundary; True when rejected (then nothing changed)."""
+    driver = EngineDriver(None, engine, Outbox({}))
+    rejects, before = engine.rejects, _state(engine)
+    actions = driver.deliver(msg, 1000.0)
+    assert isinstance(actions, list)
+    assert driver.engine_errors == 0, f'engine raised instead of rejecting {msg!r:.300}'
+    rejected = engine.rejects > rejects
+    _event(f'{type(engine).__name__} {msg.TYPE} {"rejected" if rejected else "accepted"}')
+    if rejected:
+        after = _state(engine)
+        changed = [i for i, (x, y) in enumerate(zip(before, after)) if not _same([x], [y])]
+        why = [a.info.get('error') for a in actions if getattr(a, 'name', '') == 'reject']
+        assert not changed, (f'{type(engine).__name__} rejected {msg!r:.200} ({why}) but '
+                             f'state items {changed} changed')
+    return rejected
+
+
+# ---------------------------------------------------------------------- (a) CDR bytes
+def _valid_cdr(type_name):
+    return st.builds(lambda msg: convert.to_sample(msg).serialize(),
+                     message_strategy(type_name).filter(lambda x: wire(x) is not None))
+
+
+def _mutated(data_and_edits):
+    data, edits, cut = data_and_edits
+    buf = bytearray(data)
+    for pos, value in edits:
+        if buf:
+            buf[pos % len(buf)] = value
+    return bytes(buf[:cut]) if cut is not None else bytes(buf)
+
+
+@pytest.mark.parametrize('type_name', TYPES)
+@fuzz_settings(60)
+@given(data=st.data())
+def test_random_cdr_bytes_decode_or_raise_decode_error(type_name, data):
+    data_type = idl.dds_type(type_name)
+    raw = data.draw(st.one_of(
+        st.binary(max_size=200),
+        st.binary(max_size=200).map(lambda b: b'\x00\x01\x00\x00' + b),     # CDR_LE header
+        st.tuples(_valid_cdr(type_name),
+                  st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
+                  st.one_of(st.none(), st.integers(0, 400))).map(_mutated)))
+    try:
+        msg = convert.decode(data_type, raw)
+    except convert.DecodeError:
+        return
+    assert type(msg) is convert.MESSAGE_CLASSES[type_name]
+
+
+@pytest.mark.parametrize('type_name', TYPES)
+@fuzz_settings(40)
+@given(data=st.data())
+def test_random_fields_survive_the_wire_or_are_refused_by_the_sender(type_name, data):
+    msg = data.draw(message_strategy(type_name))
+    got = wire(msg)
+    if got is None:
+        return
+    for f in dataclasses.fields(msg):
+        a, b = getattr(msg, f.name), getattr(got, f.name)
+        if isinstance(a, np.ndarray):
+            assert b.dtype == a.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == 'f')
+        elif isinstance(a, float) and a != a:
+            assert b != b
+        else:
+            assert a == b, f.name
+
+
+# ---------------------------------------------------------------------- (b) field values
+def _mostly(valid, lo, hi):
+    """Usually one of ``valid``, sometimes anything in [lo, hi]."""
+    return st.one_of(st.sampled_from(valid), st.sampled_from(valid), st.sampled_from(valid),
+                     _int(lo, hi))
+
+
+_I64 = _INT_RANGES['int64']
+_TO_SERVER = {
+    'RowChunk': {'sender': _mostly([0, 1], *_I64), 'receiver': _mostly([m.SERVER], *_I64),
+                 'kind': _mostly([m.KIND_GRAD], *_I64), 'flags': _mostly([0, 1, 2, 4], *_I64),
+                 'seq': _mostly([0, 1, 2], *_I64), 'transfer_id': _mostly([1, 2], *_I64),
+                 'clock': _mostly([1, 2], *_I64), 'codec': _mostly([1], *_I64)},
+    'TransferAck': {'sender': _mostly([0, 1], *_I64), 'receiver': _mostly([m.SERVER], *_I64),
+                    'seq': _mostly([0, 1, 2], *_I64), 'transfer_id': _mostly([1, 2], *_I64)},
+    'LinkStats': {'node': _mostly([0, 1], *_I64)},
+}
+"""Addressing that gets messages to the server past its first checks (2 workers)."""
+_TO_WORKER = {
+    'RowChunk': {'sender': _mostly([m.SERVER], *_I64), 'receiver': _mostly([0], *_I64),
+                 'kind': _mostly([m.KIND_UPDATE], *_I64), 'flags': _mostly([0, 1, 2], *_I64),
+                 'seq': _mostly([0, 1, 2], *_I64), 'transfer_id': _mostly([1, 2], *_I64),
+                 'clock': _mostly([1, 2], *_I64), 'codec': _mostly([1], *_I64)},
+    'TransferAck': {'sender': _mostly([m.SERVER], *_I64), 'receiver': _mostly([0], *_I64),
+                    'seq': _mostly([0, 1, 2], *_I64), 'transfer_id': _mostly([1, 2], *_I64)},
+    'RowVersions': {'receiver': _mostly([0], *_I64), 'n_workers': _mostly([2], *_I64),
+                    'transfer_id': _mostly([1, 2], *_I64)},
+    'Schedule': {'worker': _mostly([0], *_I64), 'clock': _mostly([1, 2], *_I64)},
+}
+"""Addressing that gets messages to worker 0 past its first checks."""
+
+
+def _any_message(addressing):
+    return st.one_of([message_strategy(t, addressing.get(t)) for t in TYPES])
+
+
+@fuzz_settings(300)
+@given(msg=_any_message(_TO_SERVER), started=st.booleans())
+def test_server_engine_random_messages(world, msg, started):
+    msg = wire(msg)
+    hypothesis.assume(msg is not None)
+    server = copy.deepcopy(world['start'][0] if started else world['fresh'][0])
+    before = _server_state(server)
+    rejected = _deliver(server, msg)
+    after = _server_state(server)
+    assert torch.equal(after[0], before[0]) and torch.equal(after[1], before[1])
+    if msg.schema_version != m.SCHEMA_VERSION or isinstance(msg, (m.Schedule, m.RowVersions)):
+        assert rejected
+
+
+@fuzz_settings(300)
+@given(msg=_any_message(_TO_WORKER), started=st.booleans())
+def test_worker_engine_random_messages(world, msg, started):
+    msg = wire(msg)
+    hypothesis.assume(msg is not None)
+    worker = copy.deepcopy(world['start'][1][0] if started else world['fresh'][1])
+    before = worker.w.clone()
+    rejected = _deliver(worker, msg)
+    assert torch.equal(worker.w, before)
+    if msg.schema_version != m.SCHEMA_VERSION or isinstance(msg, m.LinkStats):
+        assert rejected
+
+
+# ---------------------------------------------------------------------- near-valid transfers
+def _mutate(msg, name, value):
+    out = copy.deepcopy(msg)
+    setattr(out, name, value)
+    return out
+
+
+def _near_valid(recorded, type_name=None):
+    """One message of ``recorded`` (of ``type_name``) with one field given a random value."""
+    indices = [i for i, x in enumerate(recorded) if type_name in (None, x.TYPE)]
+
+    @st.composite
+    def build(draw):
+        index = draw(st.sampled_from(indices))
+        msg = recorded[index]
+        bases = {f.name: f.base for f in idl.msg_def(msg.TYPE).fields}
+        plan = [p for p in convert.FIELD_PLANS[msg.TYPE]
+                if p[0] not in ('auth_seq', 'auth_tag', 'incarnation', 'target_incarnation')]
+        dname, mname, kind, _ = draw(st.sampled_from(plan))
+        value = draw(_field_strategy(kind, bases[mname]))
+        return index, _mutate(msg, dname, value)
+    return build()
+
+
+def _replay(engine, messages):
+    for msg in messages:
+        _deliver(engine, msg)
+    return engine
+
+
+@pytest.fixture(scope='module')
+def uplink_reference(world):
+    """Return, per message i of worker 0's recorded uplink, the server state without it."""
+    start, up = world['start'][0], world['up']
+    return [_server_state(_replay(copy.deepcopy(start), up[:i] + up[i + 1:]))
+            for i in range(len(up))]
+
+
+@fuzz_settings(150)
+@given(data=st.data())
+def test_a_rejected_uplink_message_leaves_the_transfer_as_without_it(
+        world, uplink_reference, data):
+    up = world['up']
+    index, bad = data.draw(_near_valid(up))
+    bad = wire(bad)
+    hypothesis.assume(bad is not None)
+    server = copy.deepcopy(world['start'][0])
+    _replay(server, up[:index])
+    rejects = server.rejects
+    rejected = _deliver(server, bad)
+    _replay(server, up[index + 1:])
+    if rejected:
+        assert server.rejects >= rejects + 1
+        assert _same(_server_state(server), uplink_reference[index])
+
+
+DEFECT_5 = ('issue 9 defect 5: the worker validates RowVersions only when the END arrives, '
+            'after the rows were applied (w changes, then MessageError: RowVersions malformed)')
+
+
+@pytest.mark.parametrize('type_name', [
+    'RowChunk', 'TransferAck', 'Schedule',
+    pytest.param('RowVersions', marks=pytest.mark.xfail(strict=True, reason=DEFECT_5))])
+@fuzz_settings(80)
+@given(data=st.data())
+def test_a_rejected_downlink_message_changes_nothing_on_the_worker(world, type_name, data):
+    down = world['down']
+    index, bad = data.draw(_near_valid(down, type_name))
+    bad = wire(bad)
+    hypothesis.assume(bad is not None)
+    worker = _worker_before_pull(world)
+    _replay(worker, down[:index])
+    _deliver(worker, bad)
+    _replay(worker, down[index + 1:])   # every later rejection must change nothing as well
+
+
+def _worker_before_pull(world):
+    """Worker 0 having pushed iteration 1 (state of the recording before its downlink)."""
+    _, workers = copy.deepcopy(world['start'])
+    worker = workers[0]
+    worker.start(0.0)
+    grad = torch.randn(worker.w.shape[0], generator=torch.Generator().manual_seed(0))
+    worker.on_compute_done(grad, 0.0)
+    return worker
+
+
+# ---------------------------------------------------------------------- authentication
+_AUTH = {'auth_seq': _mostly([0, 1, 2, 2**63], 0, 2**64 - 1),
+         'auth_tag': st.one_of(st.binary(max_size=40), st.binary(min_size=16, max_size=16))}
+
+
+@fuzz_settings(200)
+@given(msg=st.one_of([message_strategy(t, _AUTH) for t in TYPES]), sign=st.booleans())
+def test_verifier_never_raises_and_rejects_every_random_tag(msg, sign):
+    from rog_ros.protocol import auth
+    key = auth.FleetKey(b'k' * 32)
+    verifier = auth.Verifier(key)
+    msg = wire(msg) or msg              # what arrives, or the raw object (worst case)
+    if sign:
+        try:
+            auth.sign(msg, key, max(1, msg.auth_seq % 2**63))
+        except (TypeError, ValueError, OverflowError):
+            hypothesis.assume(False)    # a sender cannot encode it: it is never sent
+    reason = verifier.check(msg)
+    assert reason in (None,) + auth.REASONS
+    assert (reason is None) == sign     # only signed messages pass, all of them
+    assert verifier.rejected + verifier.accepted == 1

@@ -1,0 +1,179 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Jetson support (JetPack 5): nothing newer than Python 3.8 and torch 2.0.
+
+* vermin (``setup.cfg`` [vermin]) over rog_ros/, launch/ and scripts/;
+* a real Python 3.8 (``$ROG_PYTHON38``, pyenv's 3.8, or ``python3.8`` on the PATH) compiles
+  every file and imports every module that does not need torch, in a cached virtual environment
+  holding only numpy, pyyaml and zstandard (``$ROG_CACHE_DIR/py38-venv``); skipped, saying so,
+  where no Python 3.8 exists (Debian 12 has none: ``pyenv install 3.8``);
+* no torch API that appeared after 2.0.
+"""
+
+from __future__ import annotations
+
+import ast
+import glob
+import hashlib
+import json
+import os
+from pathlib import Path
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECK = ROOT / 'test' / 'py38_check.py'
+# Requirements importable on 3.8 without torch (ranges from setup.py).
+LIGHT = ('numpy', 'pyyaml', 'zstandard')
+# torch APIs newer than 2.0 (first release that has them) that a contributor might reach for.
+NEWER_TORCH = {
+    r'torch\.(uint16|uint32|uint64)\b': '2.3',
+    r'torch\.float8_': '2.1',
+    r'torch\.export\b': '2.1',
+    r'torch\.compiler\b': '2.1',
+    r'torch\.get_default_device\b': '2.3',
+    r'torch\.library\.custom_op\b': '2.4',
+    r'torch\.nn\.attention\b': '2.2',
+    r'torch\.serialization\.add_safe_globals\b': '2.4',
+    r'torch\.utils\.swap_tensors\b': '2.2',
+    r'torch\.amp\.GradScaler\b': '2.3',
+    r'register_post_accumulate_grad_hook\b': '2.1',
+    r'torch\.nn\.utils\.parametrizations\.weight_norm\b': '2.1',
+    r'torch\.mtia\b|torch\.xpu\b': '2.3',
+}
+
+
+def _requirements() -> list:
+    tree = ast.parse((ROOT / 'setup.py').read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == 'install_requires':
+            reqs = [ast.literal_eval(elt) for elt in node.value.elts]
+            return [r for r in reqs if re.split(r'[<>=!~]', r)[0].lower() in LIGHT]
+    raise AssertionError('setup.py has no install_requires')
+
+
+def _python38():
+    """Return the path of a Python 3.8 interpreter, or None."""
+    pyenv = os.environ.get('PYENV_ROOT', os.path.expanduser('~/.pyenv'))
+    candidates = [os.environ.get('ROG_PYTHON38', '')]
+    candidates += sorted(glob.glob(os.path.join(pyenv, 'versions', '3.8*', 'bin', 'python3.8')))
+    candidates += [shutil.which('python3.8') or '']
+    for exe in candidates:
+        if not exe or not os.access(exe, os.X_OK):
+            continue
+        probe = subprocess.run([exe, '-c', 'import sys; print(sys.version_info[:2])'],
+                               capture_output=True, text=True, timeout=60)
+        if probe.returncode == 0 and probe.stdout.strip() == '(3, 8)':
+            return exe
+    return None
+
+
+@pytest.fixture(scope='module')
+def py38() -> str:
+    """Python of a cached Python 3.8 virtual environment with the torch-free requirements."""
+    exe = _python38()
+    if exe is None:
+        pytest.skip('no Python 3.8 on this machine (set ROG_PYTHON38, or `pyenv install 3.8`); '
+                    'the Python 3.8 import check did not run')
+    reqs = _requirements()
+    assert len(reqs) == len(LIGHT), reqs
+    cache = Path(os.environ.get('ROG_CACHE_DIR', os.path.expanduser('~/.cache/rog_ros')))
+    venv = cache / 'py38-venv'
+    stamp = venv / ('ok-' + hashlib.sha256('\n'.join([exe] + reqs).encode()).hexdigest()[:12])
+    python = venv / 'bin' / 'python'
+    if not stamp.exists():
+        subprocess.run([exe, '-m', 'venv', '--clear', str(venv)], check=True, timeout=300)
+        pip = subprocess.run([str(python), '-m', 'pip', 'install', '-q', *reqs],
+                             capture_output=True, text=True, timeout=900)
+        if pip.returncode != 0:
+            pytest.skip(f'could not install {reqs} for Python 3.8: {pip.stderr[-500:]}')
+        stamp.write_text('\n'.join(reqs) + '\n')
+    return str(python)
+
+
+def _check(python: str, root: Path) -> tuple:
+    env = {k: v for k, v in os.environ.items() if not k.startswith('PYTHON')}
+    proc = subprocess.run([python, str(CHECK), str(root)], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=str(root))
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def test_python38_compiles_every_file_and_imports_every_torch_free_module(py38):
+    # Execute
+    rc, report, err = _check(py38, ROOT)
+    # Assert
+    assert report['python'].startswith('3.8.')
+    assert rc == 0 and not report['failed'], json.dumps(report['failed'], indent=1) + err
+    assert report['compiled'] >= 100
+    assert set(report['needs'].values()) <= {'torch', 'cyclonedds', 'rclpy', 'launch',
+                                             'launch_ros', 'ament_index_python', 'matplotlib',
+                                             'cryptography'}
+    for name in ('rog_ros.protocol.messages', 'rog_ros.net.traces', 'rog_ros.transport.msgdef',
+                 'rog_ros.transport.typehash', 'rog_ros.experiments.metrics'):
+        assert name in report['imported'], (name, report['needs'].get(name))
+
+
+def test_python38_check_catches_runtime_generics_and_new_stdlib(py38, tmp_path):
+    # Prepare: a tiny package with two errors that only a 3.8 interpreter sees
+    pkg = tmp_path / 'rog_ros'
+    pkg.mkdir()
+    (pkg / '__init__.py').write_text('')
+    (pkg / 'generic.py').write_text('from __future__ import annotations\nALIAS = list[int]\n')
+    (pkg / 'cache.py').write_text('from functools import cache\n')
+    (pkg / 'fine.py').write_text('from __future__ import annotations\n'
+                                 'def f(x: list[int] | None) -> dict[str, int]:\n'
+                                 '    return {}\n')
+    # Execute
+    rc, report, _ = _check(py38, tmp_path)
+    # Assert
+    assert rc == 1
+    assert set(report['failed']) == {'rog_ros.generic', 'rog_ros.cache'}
+    assert 'rog_ros.fine' in report['imported']
+
+
+def _vermin(*paths: str) -> subprocess.CompletedProcess:
+    pytest.importorskip('vermin', reason='vermin is a test extra: pip install -e .[test]')
+    run = 'import sys, vermin; sys.argv[0] = "vermin"; sys.exit(vermin.main())'
+    return subprocess.run([sys.executable, '-c', run, '--target=3.8-', '--violations', *paths],
+                          capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+
+
+def test_vermin_finds_nothing_newer_than_python38():
+    proc = _vermin('rog_ros', 'launch', 'scripts')
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+    assert 'Minimum required versions: 3.8' in proc.stdout
+
+
+def test_vermin_flags_python39_stdlib(tmp_path):
+    bad = tmp_path / 'bad.py'
+    bad.write_text('import functools\n\n\n@functools.cache\ndef f():\n'
+                   "    return 'ab'.removeprefix('a')\n")
+    proc = _vermin(str(bad))
+    assert proc.returncode != 0 and 'removeprefix' in proc.stdout
+
+
+def test_no_torch_api_newer_than_2_0():
+    hits = []
+    for path in sorted((ROOT / 'rog_ros').rglob('*.py')):
+        text = path.read_text()
+        for pattern, version in NEWER_TORCH.items():
+            for match in re.finditer(pattern, text):
+                line = text.count('\n', 0, match.start()) + 1
+                hits.append(f'{path.relative_to(ROOT)}:{line}: {match.group(0)} (torch {version})')
+    assert not hits, '\n'.join(hits)
