@@ -408,13 +408,7 @@ def test_a_rejected_uplink_message_leaves_the_transfer_as_without_it(
         assert _same(_server_state(server), uplink_reference[index])
 
 
-DEFECT_5 = ('issue 9 defect 5: the worker validates RowVersions only when the END arrives, '
-            'after the rows were applied (w changes, then MessageError: RowVersions malformed)')
-
-
-@pytest.mark.parametrize('type_name', [
-    'RowChunk', 'TransferAck', 'Schedule',
-    pytest.param('RowVersions', marks=pytest.mark.xfail(strict=True, reason=DEFECT_5))])
+@pytest.mark.parametrize('type_name', ['RowChunk', 'TransferAck', 'Schedule', 'RowVersions'])
 @fuzz_settings(80)
 @given(data=st.data())
 def test_a_rejected_downlink_message_changes_nothing_on_the_worker(world, type_name, data):

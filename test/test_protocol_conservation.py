@@ -81,9 +81,9 @@ def _partial_delivery_run(commit_patch=None):
     later = [[] for _ in workers]  # per worker: delivered row sets, in order
 
     def watch(w, commit):
-        def wrapped(delivered):
-            sent = w.push.sent_rows()
-            commit(delivered)
+        def wrapped(delivered, tr):
+            sent = tr.sent_rows()
+            commit(delivered, tr)
             lost = np.setdiff1d(sent, delivered)
             assert bool((w.withheld[torch.from_numpy(lost)] > 0).all()), 'owed rows forgotten'
             if delivered.size:
@@ -118,8 +118,8 @@ def test_partial_delivery_check_catches_forgotten_rows():
     def plant(w):
         real = w._commit_push
 
-        def commit(delivered):
-            real(w.push.sent_rows())
+        def commit(delivered, tr):
+            real(tr.sent_rows(), tr)
         return commit
     with pytest.raises(AssertionError):
         _partial_delivery_run(commit_patch=plant)
