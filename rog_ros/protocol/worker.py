@@ -668,8 +668,11 @@ class WorkerEngine:
                 self.w -= q
         if snapshot:
             self._snap_versions = versions or self._snap_versions
-        elif versions is not None:
-            self._apply_versions(versions, mask)
+        else:
+            if versions is not None:
+                self._apply_versions(versions, mask)
+            # outage-aware RSP: a worker catching up is moved to the fleet's clock (minus S)
+            self.clock = max(self.clock, int(inc.clock))
         self.pending_versions = {k: v for k, v in self.pending_versions.items()
                                  if k > inc.transfer_id}
         self.newest_pull_tid = max(self.newest_pull_tid, int(inc.transfer_id))
