@@ -535,7 +535,7 @@ class ServerEngine:
             if r not in self.stall_since:
                 continue                   # a suspension just now served it
             t0 = self._watch_start(r)
-            if now - t0 < bound:
+            if now < t0 + bound:           # the very sum next_wakeup returned (no livelock)
                 continue
             self._outage_from[r] = now     # looked at now: next look one bound later
             if not self.active[r] or r not in self.pending:

@@ -121,7 +121,7 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     if runner is not None:        # a system with engines of its own (AdaComp, GSP, ...)
         return runner(cfg, progress)
     wl = workloads.get(cfg.workload)
-    policy = make_policy(cfg.system.split('#')[0], **cfg.policy_overrides)
+    policy = make_policy(cfg.system, **cfg.policy_overrides)   # '#no-outage' etc.
     n = cfg.workers
     if n < 1:
         raise ValueError('need at least one worker')
