@@ -948,7 +948,7 @@ class ServerEngine:
         if self.policy.balance != 'deadline' or self.policy.whole_model:
             return now
         mand = torch.tensor([self._mandatory_bytes(k_min)] * self.n, dtype=torch.float64)
-        thr = torch.tensor([e.value_bps for e in self.thr_down], dtype=torch.float64)
+        thr = self._paced(r, self.thr_down)
         floor = self.policy.deadline_floor * self.compute_est[r].value
         return now + max(mta_time(mand, thr), floor)
 
@@ -961,8 +961,21 @@ class ServerEngine:
             return 0.0
         k_min = mandatory_rows(self.layout.n_rows, pol.mta, 0)
         mand = torch.tensor([self._mandatory_bytes(k_min)] * self.n, dtype=torch.float64)
-        thr = torch.tensor([e.value_bps for e in self.thr_up], dtype=torch.float64)
-        return mta_time(mand, thr)
+        return mta_time(mand, self._paced(r, self.thr_up))
+
+    def _paced(self, r: int, estimators) -> torch.Tensor:
+        """
+        Throughputs that set the MTA time for worker r (0 = ignored).
+
+        With outage-aware RSP a worker suspended for its link no longer sets the pace of the
+        others (it does its own).
+        """
+        thr = torch.tensor([e.value_bps for e in estimators], dtype=torch.float64)
+        if self.policy.outage_aware and not bool(self.active.all()):
+            keep = self.active.clone()
+            keep[r] = True
+            thr[~keep] = 0.0
+        return thr
 
     def _mandatory_bytes(self, k_min: int) -> float:
         return self.total_row_bytes * k_min / max(self.layout.n_rows, 1)
