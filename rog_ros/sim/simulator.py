@@ -193,4 +193,6 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
                      eval_fn(cfg.final_eval_samples))
     recorder.end_time_s = harness.now
     recorder.extra['server_rejects'] = server.rejects
+    recorder.extra['outage_suspensions'] = server.outage_suspensions   # outage-aware RSP
+    recorder.extra['weighted_pushes'] = server.weighted_pushes
     return recorder
