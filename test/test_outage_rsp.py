@@ -13,13 +13,13 @@
 # limitations under the License.
 """Outage-aware RSP (issue 10, DESIGN section 4): a dead link is suspended, not waited for."""
 
+import numpy as np
 from protocol_fixtures import build
+import pytest
 from rog_ros.net.links import FluidLink
 from rog_ros.net.traces import Trace
 from rog_ros.protocol.policies import make_policy
 from test_protocol_conservation import check_invariants
-import numpy as np
-import pytest
 import torch
 
 BW = 1e6                  # bits/s of the fixture's first link

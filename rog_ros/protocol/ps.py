@@ -496,7 +496,7 @@ class ServerEngine:
         return 1.0 if excess <= 0 else 1.0 / (1.0 + excess)
 
     def iteration_time(self) -> float:
-        """The fleet's iteration time: median push period of the active workers (0: unknown)."""
+        """Return the fleet's iteration time: median push period of active workers."""
         vals = sorted(self.iter_est[a].value for a in self.active_workers()
                       if self.iter_est[a].samples and not self.stopped[a])
         return vals[len(vals) // 2] if vals else 0.0

@@ -29,7 +29,8 @@ runs rog:4 with outage-aware RSP off, reported as its own system)."""
 
 
 def make_policy(spec: str, **overrides) -> SyncPolicy:
-    """Parse ``'name'`` or ``'name:S'`` (e.g. ``'bsp'``, ``'ssp:4'``, ``'rog:20'``).
+    """
+    Parse ``'name'`` or ``'name:S'`` (e.g. ``'bsp'``, ``'ssp:4'``, ``'rog:20'``).
 
     A ``'#tag'`` suffix is a label; a tag in ``SYSTEM_TAGS`` also applies its overrides
     (explicit ``overrides`` win).
