@@ -468,7 +468,9 @@ class ServerEngine:
         if self.active[r]:
             return []
         clocks = [self.clock[a] for a in self.active_workers() if not self.stopped[a]]
-        bound = (max(clocks) if clocks else 0) - self.policy.staleness
+        # its own clock counts too: readmitted with rows stale by its own clock, it would
+        # hold itself (the rows-within-one-worker level)
+        bound = max(clocks + [self.clock[r]]) - self.policy.staleness
         if int(self.versions.v[:, r].min()) >= bound:
             return self.readmit(r, now)
         return []

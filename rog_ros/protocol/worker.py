@@ -671,8 +671,13 @@ class WorkerEngine:
         else:
             if versions is not None:
                 self._apply_versions(versions, mask)
-            # outage-aware RSP: a worker catching up is moved to the fleet's clock (minus S)
-            self.clock = max(self.clock, int(inc.clock))
+            # outage-aware RSP: a worker catching up is moved to the fleet's clock (minus S).
+            # Its rows age by the jump, so the next push carries every row that is now stale
+            # (infinite urgency) and its versions come back within the bound.
+            jump = int(inc.clock) - self.clock
+            if jump > 0:
+                self.withheld += jump
+                self.clock = int(inc.clock)
         self.pending_versions = {k: v for k, v in self.pending_versions.items()
                                  if k > inc.transfer_id}
         self.newest_pull_tid = max(self.newest_pull_tid, int(inc.transfer_id))
