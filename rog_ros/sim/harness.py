@@ -31,8 +31,8 @@ harness is what the protocol tests and ``rog sim --toy`` use.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import copy
+from dataclasses import dataclass, field
 import heapq
 import itertools
 import math
