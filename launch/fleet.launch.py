@@ -16,9 +16,10 @@ Launch a Rog fleet (workload and system from the launch arguments / config/fleet
 
     ros2 launch rog_ros fleet.launch.py sync:=rog staleness:=4 workers:=3 trace:=indoors
 
-Arguments: workload, sync, staleness, workers, trace, namespace, config (empty = from the
-parameter file). Starts rog_server, rog_worker_0..N-1 and netmon from the fleet plan
-(rog_ros.experiments.fleet), exactly the processes `rog fleet` starts without ROS 2.
+Every setting (docs/configuration.md) is a launch argument; empty ones come from config:= (the
+parameter file). Emulated link shaping only when trace:= is given. Starts rog_server,
+rog_worker_0..N-1 and netmon from the fleet plan (rog_ros.nodes.plan), exactly the
+processes `rog fleet` starts without ROS 2.
 """
 
 from __future__ import annotations

@@ -39,7 +39,9 @@ def _add_sim(sub) -> None:
     p.add_argument('--systems', default='bsp,ssp:4,rog:4',
                    help='--toy: comma-separated systems (default bsp,ssp:4,rog:4)')
     p.add_argument('--workload', default='mpcol', help='workload name (default mpcol)')
-    p.add_argument('--sync', default='rog', help='bsp | ssp | rog | flown (default rog)')
+    p.add_argument('--sync', default='rog',
+                   help='bsp | ssp | rog | flown, or a system with its own engines such as '
+                        'adacomp[:c], asgd, comp-asgd[:c], gsp, gsp+gds, asp (default rog)')
     p.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
     p.add_argument('--workers', type=int, default=4, help='number of workers (default 4)')
     p.add_argument('--trace', default='outdoors',
@@ -52,15 +54,15 @@ def _add_sim(sub) -> None:
 
 
 def _system_spec(sync: str, staleness: int) -> str:
-    from rog_ros.sim import systems as registry
-    if registry.lookup(sync) is not None:      # aet, adasgd, ...: their own ':' arguments
+    from rog_ros.sim.systems import lookup
+    if sync == 'bsp' or ':' in sync or lookup(sync) is not None:   # own engines: own defaults
         return sync
-    return sync if (sync == 'bsp' or ':' in sync) else f'{sync}:{staleness}'
+    return f'{sync}:{staleness}'
 
 
 def _valid(prog: str, check, args) -> bool:
     """Run ``check(args)``; on a bad option print one line naming it and return False."""
-    from rog_ros.experiments.checks import ConfigError
+    from rog_ros.checks import ConfigError
     try:
         check(args)
     except ConfigError as err:
@@ -70,14 +72,14 @@ def _valid(prog: str, check, args) -> bool:
 
 
 def _check_common(args) -> None:
-    from rog_ros.experiments import checks
+    from rog_ros import checks
     checks.integer('--workers', args.workers, 1, 1024)
     if args.iterations is not None:
         checks.integer('--iterations', args.iterations, 1)
 
 
 def _check_sim(args) -> None:
-    from rog_ros.experiments import checks
+    from rog_ros import checks
     _check_common(args)
     checks.integer('--staleness', args.staleness, 0)
     checks.integer('--seed', args.seed, 0)
@@ -91,7 +93,7 @@ def _check_sim(args) -> None:
 
 
 def _check_compare(args) -> None:
-    from rog_ros.experiments import checks
+    from rog_ros import checks
     _check_common(args)
     checks.workload('--workload', args.workload)
     checks.trace('--trace', args.trace)
@@ -104,11 +106,16 @@ def _check_compare(args) -> None:
 
 
 def _check_reproduce(args) -> None:
-    from rog_ros.experiments import checks
+    from rog_ros import checks
     _check_common(args)
     for wl in checks.name_list('--workloads', args.workloads):
         checks.workload('--workloads', wl)
-    checks.int_list('--seeds', args.seeds, 0)
+    from rog_ros.experiments.reproduce import REPRODUCTIONS
+    if args.what not in REPRODUCTIONS:
+        raise checks.ConfigError(f'unknown paper {args.what!r}; choose one of '
+                                 f'{sorted(REPRODUCTIONS)}')
+    if args.seeds is not None:
+        checks.int_list('--seeds', args.seeds, 0)
     checks.text('--out', args.out)
 
 
@@ -200,13 +207,12 @@ def _add_reproduce(sub) -> None:
                        description='Indoors/outdoors comparisons, threshold sensitivity and '
                                    'ablations on MPCOL (and EACOL with --workloads), one '
                                    'report. Interrupted runs resume.')
-    from rog_ros.experiments.reproduce import REPRODUCTIONS
-    p.add_argument('what', nargs='?', default='rog', choices=sorted(REPRODUCTIONS),
-                   help='which paper (default rog; aet and fleet: small-scale trends of '
-                        'AET-SGD and FLEET on generated data)')
+    p.add_argument('what', nargs='?', default='rog', metavar='PAPER',
+                   help='which paper (default rog); adacomp, gsp, aet, fleet: another '
+                        "reference paper's headline trend, small scale on generated data")
     p.add_argument('--out', required=True, help='output directory')
     p.add_argument('--workloads', default='mpcol', help='comma-separated (default mpcol)')
-    p.add_argument('--seeds', default='0,1,2', help='seeds (default 0,1,2)')
+    p.add_argument('--seeds', default=None, help='seeds (default 0,1,2; with PAPER: 0)')
     p.add_argument('--workers', type=int, default=4, help='workers (default 4)')
     p.add_argument('--iterations', type=int, default=None, help='iterations per worker')
     p.add_argument('--quick', action='store_true', help='one seed, fewer thresholds')
@@ -217,12 +223,13 @@ def _cmd_reproduce(args) -> int:
     if not _valid('rog reproduce', _check_reproduce, args):
         return 2
     from rog_ros.experiments.reproduce import REPRODUCTIONS
-    seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
     if args.what != 'rog':
-        opts = {} if args.seeds == '0,1,2' else {'seeds': seeds}   # default: theirs
+        opts = {} if args.seeds is None else {
+            'seeds': [int(s) for s in args.seeds.split(',') if s.strip()]}   # default: theirs
         path = REPRODUCTIONS[args.what](args.out, quick=args.quick, **opts)
         print(f'report: {path}')
         return 0
+    seeds = [int(s) for s in (args.seeds or '0,1,2').split(',') if s.strip()]
     path = REPRODUCTIONS['rog'](args.out, quick=args.quick, seeds=seeds,
                                 workloads=[w for w in args.workloads.split(',') if w],
                                 workers=args.workers, iterations=args.iterations)
@@ -281,6 +288,26 @@ def _cmd_bench_codec(args) -> int:
     return 0
 
 
+def _add_report(sub) -> None:
+    p = sub.add_parser('report', help='plots and a Markdown summary of a fleet or sim run',
+                       description='Write report.md and PNG plots into RUN_DIR from every '
+                                   'summary.json/timeseries.csv below it.')
+    p.add_argument('run_dir', metavar='RUN_DIR', help='output directory of rog fleet, '
+                   'rog_server, rog sim or rog compare')
+    p.set_defaults(func=_cmd_report)
+
+
+def _cmd_report(args) -> int:
+    from rog_ros.experiments.report import report_run
+    try:
+        path = report_run(args.run_dir)
+    except (OSError, ValueError) as err:
+        print(f'rog report: {err}', file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='rog', description='Rog fleet training for ROS 2: simulate, benchmark, inspect.')
@@ -290,12 +317,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare(sub)
     _add_reproduce(sub)
     _add_bench(sub)
-    from rog_ros.experiments import cli_fleet
+    _add_report(sub)
+    from rog_ros.nodes import fleet as cli_fleet
     cli_fleet.add_parser(sub)
     from rog_ros.net import cli_trace
     cli_trace.add_parser(sub)
     from rog_ros.nodes import cli_security
     cli_security.add_parser(sub)
+    from rog_ros.nodes import robot
+    robot.add_parser(sub)
     return parser
 
 

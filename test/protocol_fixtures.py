@@ -49,6 +49,7 @@ def build(spec, n=4, iters=20, codec='sign', dtype=torch.float32, lr=0.2, chunk_
                             weight_decay=weight_decay, chunk_bytes=chunk_bytes, window=window,
                             end_timeout_s=end_timeout_s, track_conservation=track,
                             save_state_actions=save_states, keep_undurable=True,
+                            join_on_start=save_states,
                             incarnation=incarnations.getrandbits(64) or 1)
     server = new_server()
     workers = [new_worker(r) for r in range(n)]

@@ -19,8 +19,9 @@ import sys
 
 import pytest
 from rog_ros import cli
-from rog_ros.experiments import cli_fleet, fleet
 from rog_ros.experiments import compare as compare_mod
+from rog_ros.nodes import fleet as cli_fleet
+from rog_ros.nodes import plan as fleet
 from rog_ros.sim import simulator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

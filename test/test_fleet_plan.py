@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from rog_ros.experiments import fleet
 from rog_ros.nodes import launching, netmon, rog_server, rog_worker
+from rog_ros.nodes import plan as fleet
 
 ROOT = Path(__file__).resolve().parent.parent
 PARSERS = {'rog_server': rog_server.build_parser, 'rog_worker': rog_worker.build_parser,

@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _fleet(out: Path, *args: str, **popen) -> list:
-    return [sys.executable, '-m', 'rog_ros.experiments.cli_fleet', '--workload', WORKLOAD,
+    return [sys.executable, '-m', 'rog_ros.nodes.fleet', '--workload', WORKLOAD,
             '--workers', '3', '--trace', 'indoors', '--out', str(out),
             '--namespace', f'/rog_test_{os.getpid()}_{out.name}', *args]
 
@@ -64,7 +64,8 @@ def run(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(f'fleet_{request.param}')
     t0 = time.monotonic()
     proc = subprocess.run(_fleet(out, '--sync', request.param, '--staleness', '4',
-                                 '--iterations', str(ITERATIONS)),
+                                 '--iterations', str(ITERATIONS), '--record',
+                                 str(out / 'run.mcap')),
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=ROOT)
     seconds = time.monotonic() - t0
     summary = json.loads((out / 'summary.json').read_text()) if proc.returncode == 0 else {}
@@ -112,9 +113,43 @@ def test_fleet_summary_has_sane_stall_and_trigger_counts(run):
     assert not any(s['rejects_by_reason'].values()), s['rejects_by_reason']
 
 
+def test_record_writes_a_ros2_mcap_with_the_fleet_topics(run):
+    # Prepare
+    mcap_reader = pytest.importorskip('mcap.reader')
+    decoder = pytest.importorskip('mcap_ros2.decoder')
+    code, summary, out, _, stderr = run
+    assert code == 0, stderr[-3000:]
+    ns = _fleet(out)[_fleet(out).index('--namespace') + 1]
+    # Execute: read it back with the mcap reader, decoding CDR from the stored schemas
+    with open(out / 'run.mcap', 'rb') as fh:
+        reader = mcap_reader.make_reader(fh, decoder_factories=[decoder.DecoderFactory()])
+        header = reader.get_header()
+        counts, schemas, stops, diag_names = {}, {}, {}, set()
+        for schema, channel, _, msg in reader.iter_decoded_messages():
+            counts[channel.topic] = counts.get(channel.topic, 0) + 1
+            schemas[channel.topic] = (schema.name, schema.encoding, channel.message_encoding)
+            if channel.topic.endswith('/schedule'):
+                stops[channel.topic] = stops.get(channel.topic, 0) + bool(msg.stop)
+            if channel.topic == '/diagnostics':
+                diag_names |= {s.name for s in msg.status}
+    # Assert
+    nodes = ['rog_server'] + [f'rog_worker_{r}' for r in range(3)]
+    want = {f'{ns}/status/{n}/train_status': 'rog_ros/msg/TrainStatus' for n in nodes}
+    want.update({f'{ns}/w{r}/schedule': 'rog_ros/msg/Schedule' for r in range(3)})
+    want[f'{ns}/status/netmon/link_stats'] = 'rog_ros/msg/LinkStats'
+    want['/diagnostics'] = 'diagnostic_msgs/msg/DiagnosticArray'
+    assert header.profile == 'ros2'
+    assert {t: s[0] for t, s in schemas.items()} == want
+    assert {s[1:] for s in schemas.values()} == {('ros2msg', 'cdr')}
+    assert counts[f'{ns}/status/rog_server/train_status'] == summary['evaluations']
+    assert stops == {f'{ns}/w{r}/schedule': 1 for r in range(3)}   # one stop order each
+    assert all(counts[f'{ns}/w{r}/schedule'] >= ITERATIONS // 2 for r in range(3))
+    assert {f'{n}: rejects' for n in nodes} | {'rog_server: training'} <= diag_names
+
+
 def test_ctrl_c_stops_every_node(tmp_path):
     # Prepare: a long run
-    from rog_ros.experiments.cli_fleet import BUS_CLOSE_S, KILL_WAIT_S, STOP_GRACE_S, \
+    from rog_ros.nodes.fleet import BUS_CLOSE_S, KILL_WAIT_S, STOP_GRACE_S, \
         TERM_GRACE_S
     out = tmp_path / 'interrupted'
     cmd = _fleet(out, '--sync', 'rog', '--iterations', '100000')

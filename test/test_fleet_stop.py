@@ -19,8 +19,8 @@ import signal
 import sys
 import time
 
-from rog_ros.experiments import cli_fleet
-from rog_ros.experiments.fleet import NodeSpec
+from rog_ros.nodes import fleet as cli_fleet
+from rog_ros.nodes.plan import NodeSpec
 
 STUBBORN = ('import signal, sys, time\n'
             'ignore = sys.argv[1].split(",") if sys.argv[1] else []\n'

@@ -111,6 +111,8 @@ def _field_strategy(kind, base):
         return st.booleans()
     if kind == 'float':
         return _FLOATS
+    if kind == 'time':
+        return st.builds(m.Time, _int(*_INT_RANGES['int32']), _int(0, 999999999))
     return _int(*_INT_RANGES[base])
 
 

@@ -59,7 +59,8 @@ def _sample_messages():
 def typestore():
     """Return a rosbags type store holding the types parsed from msg/ by rosbags itself."""
     store = rosbags_typesys.get_typestore(rosbags_typesys.Stores.EMPTY)
-    types = {}
+    types = dict(rosbags_typesys.get_types_from_msg('int32 sec\nuint32 nanosec\n',
+                                                    'builtin_interfaces/msg/Time'))
     for path in sorted(msgdef.msg_dir().glob('*.msg')):
         types.update(rosbags_typesys.get_types_from_msg(
             path.read_text(encoding='utf-8'), f'rog_ros/msg/{path.stem}'))
@@ -75,6 +76,9 @@ def _to_rosbags(store, msg):
     for name, value in vars(msg).items():
         if isinstance(value, bytes):
             value = np.frombuffer(value, dtype=np.uint8)
+        elif isinstance(value, m.Time):
+            value = store.types['builtin_interfaces/msg/Time'](sec=value.sec,
+                                                               nanosec=value.nanosec)
         values[renames.get(name, name)] = value
     return cls(**values)
 

@@ -246,7 +246,7 @@ def test_netmon_records_a_trace_that_load_trace_replays(tmp_path):
     # Execute: emulated rate of worker 1 on an indoors link, 10 Hz for ~1.2 s, no bus
     proc = subprocess.run([sys.executable, '-m', 'rog_ros.nodes.netmon', '--bus', 'none',
                            '--interface', 'lo', '--nodes', '1', '--trace', 'indoors',
-                           '--workers', '3', '--record', str(out), '--record-source',
+                           '--workers', '3', '--record-trace', str(out), '--record-source',
                            'emulated', '--duration', '1.2'], capture_output=True, text=True,
                           timeout=60)
     # Assert

@@ -87,3 +87,20 @@ def test_end_that_delivered_nothing_does_not_start_computing():
     assert stats.iterations == [8, 8] and seen['checks'] == 16
     assert workers[1].rsp_waits >= 1
     check_invariants(harness, server, workers)
+
+
+def test_versions_after_their_end_do_not_cost_a_retransmission():
+    # On DDS, RowVersions and RowChunk are different topics: an END may overtake its
+    # versions. The worker holds that END until they come instead of waiting for the
+    # server's END retransmission (end_timeout_s per pull).
+    def late_versions(msg, src, dst, now):
+        return [0.02] if isinstance(msg, RowVersions) else [0.0]
+
+    base, *_ = build('rog:2', n=2, iters=10, dtype=torch.float64)
+    base_time = base.run(until=500).end_time
+    harness, server, workers, _, _ = build('rog:2', n=2, iters=10, dtype=torch.float64,
+                                           fault=late_versions)
+    stats = harness.run(until=500)
+    assert stats.iterations == [10, 10]
+    assert stats.end_time < base_time + 10 * 0.03        # (end_timeout_s is 0.5 here)
+    check_invariants(harness, server, workers)

@@ -75,6 +75,8 @@ def _tampered(value):
         out = value.copy()
         out[0] = out[0] + 1
         return out
+    if isinstance(value, m.Time):
+        return m.Time(value.sec, value.nanosec + 1)
     raise AssertionError(type(value))
 
 

@@ -209,7 +209,7 @@ def test_nodes_refuse_an_unusable_key_file_in_one_line(tmp_path, capsys):
 def test_rog_fleet_makes_a_fresh_private_key_per_run_or_uses_the_given_one(tmp_path):
     # Prepare
     from argparse import Namespace
-    from rog_ros.experiments.cli_fleet import fleet_key_env
+    from rog_ros.nodes.fleet import fleet_key_env
     from rog_ros.nodes import fleet_key
     given = tmp_path / 'given.key'
     given_key = fleet_key.write_key_file(given)

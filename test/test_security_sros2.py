@@ -24,7 +24,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from rog_ros.nodes import keystore
-from rog_ros.nodes.routing import LINK_STATS, server_inbox, server_outbox, TRAIN_STATUS, \
+from rog_ros.nodes.routing import link_stats, server_inbox, server_outbox, train_status, \
     worker_inbox, worker_outbox
 from rog_ros.transport.topics import dds_topic_name, resolve
 
@@ -98,6 +98,8 @@ def test_xml_is_well_formed_and_governance_locks_the_domain(store):
 def test_permissions_name_exactly_the_fleets_topics(store):
     root, _ = store
     n = 3
+    TRAIN_STATUS = train_status('rog_worker_1')          # noqa: N806 - one node's topic
+    LINK_STATS = link_stats('netmon_1')                 # noqa: N806
     _, pub, sub = _rules(root, '/rog_ros/server')
     assert all(_allowed(t, pub) for t in _dds(server_outbox(n) + [TRAIN_STATUS]))
     assert all(_allowed(t, sub) for t in _dds(server_inbox() + [TRAIN_STATUS]))
@@ -112,7 +114,8 @@ def test_permissions_name_exactly_the_fleets_topics(store):
     assert not any(_allowed(t, sub) for t in _dds(worker_inbox(0)))   # not another's downlink
     _, pub, sub = _rules(root, '/rog_ros/netmon')
     fleet = [t for t in pub + sub if t.startswith('rt/fleet7/')]
-    assert fleet == _dds([LINK_STATS])
+    assert len(fleet) == 1 and _allowed(_dds([LINK_STATS])[0], fleet)
+    assert _allowed('rt/diagnostics', pub)
     assert not any(t.startswith('rt/rog/') for t in pub + sub)       # the namespace is ours
 
 

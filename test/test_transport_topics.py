@@ -56,7 +56,10 @@ def test_last_segment_selects_type_and_default_qos():
 
 def test_every_message_type_has_a_default_topic():
     assert set(topics.DEFAULT_TOPIC) == {'RowChunk', 'RowVersions', 'TransferAck',
-                                         'Schedule', 'LinkStats', 'TrainStatus'}
+                                         'Schedule', 'LinkStats', 'TrainStatus',
+                                         'diagnostic_msgs/DiagnosticArray'}
+    assert topics.topic_type('/diagnostics') == 'diagnostic_msgs/DiagnosticArray'
+    assert topics.topic_qos('/diagnostics') == topics.SYSTEM_DEFAULT   # what rqt subscribes
 
 
 def test_make_bus_falls_back_to_dds_without_rclpy(monkeypatch):

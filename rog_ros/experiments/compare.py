@@ -31,8 +31,8 @@ import time
 
 import numpy as np
 
-from rog_ros.experiments.metrics import atomic_write, read_timeseries
 from rog_ros.experiments.report import write_report
+from rog_ros.metrics import atomic_write, read_timeseries
 from rog_ros.sim.simulator import SimConfig, simulate
 
 KEYS = ('time_to_target_s', 'iterations_to_target', 'final_accuracy', 's_per_iteration',
@@ -95,8 +95,12 @@ def _run_one(cfg: SimConfig, out_dir: str) -> dict:
 def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: list[int],
             out: str, iterations: int | None = None, overrides: dict | None = None,
             labels: dict | None = None, quiet: bool = False, title: str | None = None,
-            jobs_parallel: int | None = None) -> dict:
-    """Run every system x seed (resuming finished runs) and write the report."""
+            jobs_parallel: int | None = None, sim_options: dict | None = None) -> dict:
+    """
+    Run every system x seed (resuming finished runs) and write the report.
+
+    ``sim_options`` sets further SimConfig fields of every run (e.g. ``evaluations``).
+    """
     os.makedirs(out, exist_ok=True)
     labels = labels or {}
     overrides = overrides or {}
@@ -118,7 +122,8 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
         if not _finished(d):
             todo.append(SimConfig(workload=workload, system=system, workers=workers,
                                   trace=trace, seed=seed, iterations=iterations, label=label,
-                                  policy_overrides=overrides.get(system, {})))
+                                  policy_overrides=overrides.get(system, {}),
+                                  **(sim_options or {})))
     n_jobs = max(1, min(jobs_parallel or (os.cpu_count() or 1), len(todo) or 1))
     if n_jobs > 1:
         # each run is single-threaded and independent: one process per core

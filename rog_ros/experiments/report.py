@@ -172,3 +172,71 @@ def _mean_curve(runs: list, xkey: str):
     grid = np.linspace(0.0, hi, 200)
     ys = np.mean([np.interp(grid, x, y) for x, y in curves], axis=0)
     return grid, ys
+
+
+def load_runs(run_dir: str) -> list:
+    """
+    Return ``[(summary, timeseries rows), ...]`` of every run under ``run_dir``.
+
+    A run is a directory holding ``summary.json`` (and ``timeseries.csv``), as written by
+    ``rog fleet``, ``rog_server``, ``rog sim`` and each run of ``rog compare``.
+    """
+    import csv
+    import json
+    runs = []
+    for root, _, files in sorted(os.walk(run_dir)):
+        if 'summary.json' not in files:
+            continue
+        with open(os.path.join(root, 'summary.json'), encoding='utf-8') as fh:
+            summary = json.load(fh)
+        rows = []
+        series = os.path.join(root, 'timeseries.csv')
+        if os.path.exists(series):
+            with open(series, encoding='utf-8', newline='') as fh:
+                for row in csv.DictReader(fh):
+                    rows.append({k: float(v) if v not in ('', None) else None
+                                 for k, v in row.items()})
+        runs.append((summary, rows))
+    return runs
+
+
+def report_run(run_dir: str) -> str:
+    """
+    Write ``report.md`` and the plots of any fleet or simulator run directory; its path.
+
+    Runs of the same system (seeds) are averaged. Raises ValueError when ``run_dir`` holds no
+    ``summary.json``.
+    """
+    from rog_ros.experiments.compare import aggregate
+    runs = load_runs(run_dir)
+    if not runs:
+        raise ValueError(f'{run_dir}: no summary.json found (not a fleet or simulator run)')
+    by_system = {}
+    for summary, rows in runs:
+        by_system.setdefault(summary.get('system', '?'), []).append((summary, rows))
+    table = [aggregate([s for s, _ in items]) for items in by_system.values()]
+    series = {name: [rows for _, rows in items] for name, items in by_system.items()}
+    first = runs[0][0]
+    plots = write_plots(run_dir, table, series, first.get('target_accuracy'))
+    fleet = first.get('driver') == 'fleet'
+    clock = ('wall-clock time of a real fleet (nodes over DDS)' if fleet else
+             "simulated (virtual) time; compute charged from the workload's device profile")
+    lines = [f'# rog report: {first.get("workload", "?")} on {first.get("trace", "?")}', '',
+             f'{len(runs)} run(s) in `{run_dir}`, {first.get("workers", "?")} workers; '
+             f'times are {clock}.', '', table_markdown(table), '']
+    ratios = ratios_markdown(table)
+    if ratios:
+        lines += ['## Ratios', '', ratios, '']
+    if fleet:
+        lines += ['## Fleet', '']
+        for summary, _ in runs:
+            rejects = {k: v for k, v in (summary.get('rejects_by_reason') or {}).items() if v}
+            lines.append(f'- {summary.get("system")} seed {summary.get("seed")}: completed '
+                         f'{summary.get("completed")}, bus {summary.get("bus")}, '
+                         f'authenticated {summary.get("authenticated")}, '
+                         f'rejected {rejects or "none"}')
+        lines.append('')
+    lines += ['## Plots', ''] + [f'![{name}]({os.path.basename(p)})' for name, p in plots]
+    path = os.path.join(run_dir, 'report.md')
+    atomic_write_text(path, '\n'.join(lines) + '\n')
+    return path

@@ -20,6 +20,9 @@ Parts (each a ``compare`` in its own sub-directory, so an interrupted run resume
 2. threshold sensitivity: Rog and SSP at S = 2..8, 20, 30, 40;
 3. ablations of Rog-4: no importance ordering, no gradient magnitude, no MTA-time balancing,
    and the paper's deadline without our compute-time floor.
+
+``rog reproduce PAPER`` runs another reference paper's headline experiment instead (see
+``PAPERS``; e.g. ``adacomp``, ``gsp`` in :mod:`rog_ros.experiments.reproduce_refs`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,20 @@ ABLATIONS = {
     'rog:4-no-mta-time': {'balance': 'none'},
     'rog:4-paper-deadline': {'deadline_floor': 0.0},
 }
+
+
+def _paper(module: str, func: str):
+    def run(out, seeds=(0,), quick=False):
+        import importlib
+        return getattr(importlib.import_module(module), func)(out, seeds=seeds, quick=quick)
+    return run
+
+
+PAPERS = {
+    'adacomp': _paper('rog_ros.experiments.reproduce_refs', 'reproduce_adacomp'),
+    'gsp': _paper('rog_ros.experiments.reproduce_refs', 'reproduce_gsp'),
+}
+"""Reference papers ``rog reproduce PAPER`` knows: name -> ``run(out, seeds, quick)``."""
 
 
 def reproduce(out: str, workloads=('mpcol',), seeds=(0, 1, 2), workers: int = 4,
@@ -94,5 +111,6 @@ REPRODUCTIONS = {
     iterations=None: reproduce(out, workloads, seeds, workers, iterations, quick),
     'aet': _aet,
     'fleet': _fleet,
+    **PAPERS,
 }
 """``rog reproduce NAME``: name -> function(out, quick=, seeds=, **options) -> report path."""

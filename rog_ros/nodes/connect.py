@@ -32,19 +32,29 @@ class PeerTimeout(RuntimeError):
     """The peers did not appear in time."""
 
 
-def open_bus(kind: str, namespace: str, key=None):
+def open_bus(kind: str, namespace: str, key=None, record=None, node=None):
     """
     Open the node's bus (``auto``: rclpy when ROS 2 is sourced, else the embedded DDS).
 
     With a fleet ``key`` (:func:`fleet_key`) the bus is wrapped in an
     :class:`~rog_ros.transport.auth_bus.AuthBus`: what the node publishes is signed, and
-    what it receives is verified before the engine sees it.
+    what it receives is verified before the engine sees it. With ``record`` (a path) the
+    status, link, schedule and diagnostics traffic the node sees is also written to that
+    ROS 2 MCAP file (:class:`~rog_ros.transport.bag.RecordingBus`). With an rclpy ``node``
+    (the process's lifecycle node) the bus is an RclpyBus on that node.
     """
-    bus = make_bus(kind, namespace=namespace)
-    if key is None:
-        return bus
-    from rog_ros.transport.auth_bus import AuthBus
-    return AuthBus(bus, key)
+    if node is not None:
+        from rog_ros.transport.rclpy_bus import RclpyBus
+        bus = RclpyBus(namespace=namespace, node=node)
+    else:
+        bus = make_bus(kind, namespace=namespace)
+    if key is not None:
+        from rog_ros.transport.auth_bus import AuthBus
+        bus = AuthBus(bus, key)
+    if record:
+        from rog_ros.transport.bag import McapRecorder, RecordingBus
+        bus = RecordingBus(bus, McapRecorder(record))
+    return bus
 
 
 def fleet_key(args):

@@ -12,12 +12,15 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The launch description shared by launch/*.launch.py: the fleet plan as launch_ros Nodes.
+The launch descriptions of launch/*.launch.py: fleet and robot plans as launch_ros Nodes.
 
-Import-guarded: without ROS 2 this module imports fine and ``generate`` raises a clear error,
-so the launch files can be parsed and tested anywhere. Nodes receive their parameters as
-command-line ``arguments`` (the plan's options); launch_ros appends ``--ros-args`` with the
-node name, which the nodes strip.
+Import-guarded: without ROS 2 this module imports fine and ``generate*`` raise a clear error,
+so the launch files can be parsed and tested anywhere. Every setting of
+:mod:`rog_ros.nodes.settings` is a launch argument (empty = from the config file, else the
+default). Nodes receive their parameters as command-line flags; launch_ros appends
+``--ros-args -r __node:=<name>``, which the nodes resolve like ROS 2 does. Unless the user set
+them, ``RMW_IMPLEMENTATION`` selects Cyclone DDS and ``CYCLONEDDS_URI`` the shipped Wi-Fi
+configuration (:func:`rog_ros.nodes.robot.robot_environment`).
 """
 
 from __future__ import annotations
@@ -25,16 +28,20 @@ from __future__ import annotations
 import os
 import time
 
-from rog_ros.experiments.fleet import LAUNCH_ARGUMENTS, launch_overrides, \
+from rog_ros.nodes.plan import LAUNCH_ARGUMENTS, launch_overrides, \
     load_parameter_file, plan
+from rog_ros.nodes.robot import ROBOT_ARGUMENTS, robot_environment, robot_plan, split_peers
 
 try:
     from launch import LaunchDescription
-    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import Node
 except ImportError:  # no ROS 2 here: generate() explains
     LaunchDescription = None
+
+ROBOT_LAUNCH_ARGUMENTS = dict(LAUNCH_ARGUMENTS, **ROBOT_ARGUMENTS)
+"""Launch arguments of robot.launch.py: every setting, role, rank, server_host, peers."""
 
 
 def config_file(name: str) -> str:
@@ -51,25 +58,60 @@ def config_file(name: str) -> str:
 
 
 def node_specs(values: dict, default_config: str) -> list:
-    """Return the plan for launch-argument strings ``values`` (pure; what ``_nodes`` launches)."""
+    """Return the fleet plan for launch-argument strings ``values`` (pure)."""
     config = values.get('config') or default_config
-    overrides = launch_overrides(values)
-    overrides['epoch'] = time.time()      # one trace clock for every node of this launch
+    overrides = launch_overrides({k: v for k, v in values.items() if k in LAUNCH_ARGUMENTS})
+    overrides.setdefault('epoch', time.time())   # one trace clock for every node of this launch
     return plan(load_parameter_file(config) if config else {}, overrides)
 
 
-def generate(default_config: str):
-    """Return a LaunchDescription: the launch arguments, then every node of the fleet plan."""
+def robot_node_specs(values: dict, default_config: str) -> list:
+    """Return one robot's NodeSpecs for launch-argument strings ``values`` (pure)."""
+    config = values.get('config') or default_config
+    overrides = launch_overrides({k: v for k, v in values.items() if k in LAUNCH_ARGUMENTS})
+    rank = str(values.get('rank') or '0').strip()
+    if not rank.isdigit():
+        raise ValueError(f'launch argument rank:={rank!r} is not a non-negative integer')
+    return robot_plan(str(values.get('role') or '').strip(), int(rank),
+                      load_parameter_file(config) if config else {}, overrides)
+
+
+def launch_environment(values: dict, environ=None) -> dict:
+    """Return the environment defaults a launch sets (the user's variables win)."""
+    environ = os.environ if environ is None else environ
+    return robot_environment(environ, str(values.get('server_host') or ''),
+                             split_peers(values.get('peers')))
+
+
+def _require_ros() -> None:
     if LaunchDescription is None:
         raise RuntimeError('launch files need ROS 2 (launch, launch_ros); without ROS 2 run '
-                           '`rog fleet`, which starts the same nodes')
+                           '`rog fleet` (one host) or `rog robot` (one robot), which start the '
+                           'same nodes')
 
+
+def _describe(arguments: dict, specs_of) -> object:
     def _nodes(context):
-        values = {k: LaunchConfiguration(k).perform(context) for k in LAUNCH_ARGUMENTS}
-        return [Node(package='rog_ros', executable=spec.executable, name=spec.name,
-                     arguments=spec.argv(), output='screen')
-                for spec in node_specs(values, default_config)]
+        values = {k: LaunchConfiguration(k).perform(context) for k in arguments}
+        env = [SetEnvironmentVariable(k, v) for k, v in launch_environment(values).items()]
+        return env + [Node(package='rog_ros', executable=spec.executable, name=spec.name,
+                           arguments=spec.argv(), output='screen')
+                      for spec in specs_of(values)]
 
     args = [DeclareLaunchArgument(k, default_value='', description=d)
-            for k, d in LAUNCH_ARGUMENTS.items()]
+            for k, d in arguments.items()]
     return LaunchDescription(args + [OpaqueFunction(function=_nodes)])
+
+
+def generate(default_config: str):
+    """Return the one-host fleet's LaunchDescription (server, workers, netmon)."""
+    _require_ros()
+    return _describe(dict(LAUNCH_ARGUMENTS, peers=ROBOT_ARGUMENTS['peers']),
+                     lambda values: node_specs(values, default_config))
+
+
+def generate_robot(default_config: str):
+    """Return one robot's LaunchDescription (``role:=server|worker rank:=K``)."""
+    _require_ros()
+    return _describe(ROBOT_LAUNCH_ARGUMENTS,
+                     lambda values: robot_node_specs(values, default_config))

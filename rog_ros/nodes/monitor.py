@@ -27,7 +27,7 @@ import time
 from rog_ros.net.traces import save_trace, Trace
 from rog_ros.nodes import linkprobe
 from rog_ros.nodes.assembly import link_for
-from rog_ros.nodes.routing import LINK_STATS
+from rog_ros.nodes.routing import link_stats
 from rog_ros.protocol.messages import LinkStats
 
 IW_PERIOD_S = 1.0
@@ -66,8 +66,9 @@ class NetMonitor:
         self.epoch = time.time() if args.epoch is None else float(args.epoch)
         self.meter = linkprobe.RateMeter()
         self._iw_due, self._iw = -float('inf'), (-1.0, 0.0)   # next iw read (a deadline)
-        self.samples = []            # (t since epoch, mbps) for --record
+        self.samples = []            # (t since epoch, mbps) for --record-trace
         self.published = 0
+        self.topic = link_stats(getattr(args, 'node_name', 'netmon'))
 
     def sample(self) -> list:
         """Read the link once; publish and return the LinkStats messages."""
@@ -92,7 +93,7 @@ class NetMonitor:
             self.samples.append((t, max(0.0, value)))
         if self.bus is not None:
             for msg in out:
-                self.bus.publish(LINK_STATS, msg)
+                self.bus.publish(self.topic, msg)
                 self.published += 1
         return out
 

@@ -23,54 +23,21 @@ writes what was measured so far. Exit status 0 when training completed or was in
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
-from rog_ros.nodes.connect import PeerTimeout
-from rog_ros.nodes.params import add_fleet_args, add_link_args, check_fleet_args, \
-    strip_ros_args
+from rog_ros.nodes.node_main import run_node
+from rog_ros.nodes.params import node_parser
 from rog_ros.nodes.server_node import ServerNode
-from rog_ros.nodes.signals import SignalRequests
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the server's argument parser."""
-    parser = argparse.ArgumentParser(prog='rog_server', description=__doc__.split('\n')[1])
-    parser.add_argument('--iterations', type=int, default=100,
-                        help='stop the fleet once every worker pushed this many (default 100)')
-    parser.add_argument('--eval-every', type=int, default=10,
-                        help='evaluate the consensus model every K iterations (default 10)')
-    parser.add_argument('--out', default='rog_run',
-                        help='directory for summary.json and timeseries.csv (default rog_run)')
-    add_fleet_args(parser)
-    add_link_args(parser)
-    return parser
+def build_parser():
+    """Build the rog_server's argument parser (flags from the settings table)."""
+    return node_parser('rog_server', 'rog_server', __doc__)
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(strip_ros_args(sys.argv[1:] if argv is None else argv))
-    check_fleet_args(parser, args)
-    if args.iterations < 1 or args.eval_every < 1:
-        parser.error('--iterations and --eval-every must be >= 1')
-    node = ServerNode(args, SignalRequests().install())
-    try:
-        node.configure()
-        if node.activate():
-            node.spin()
-            summary = node.finish()
-            print(json.dumps({k: summary.get(k) for k in (
-                'system', 'iterations', 'final_accuracy', 'threshold_triggers', 'stall_cost',
-                'sim_time_s')}), flush=True)
-    except KeyboardInterrupt:
-        pass
-    except PeerTimeout as err:
-        print(f'rog_server: {err}', file=sys.stderr)
-        return 1
-    finally:
-        node.shutdown()
-    return 0
+    """Run the node (see :func:`rog_ros.nodes.node_main.run_node`)."""
+    return run_node('rog_server', __doc__, ServerNode, argv)
 
 
 if __name__ == '__main__':

@@ -16,53 +16,28 @@ rog_worker: the training node every robot runs (WorkerEngine over DDS / ROS 2 to
 
     rog_worker --rank 0 --workers 3 --workload mpcol --sync rog --staleness 4 --trace indoors
 
-Pause training while the robot works: ``kill -USR1 <pid>`` (resume: ``-USR2``); Ctrl-C
-leaves cleanly. Exit status 0 when the server ended training or a shutdown was requested.
+Pause training while the robot works: ``ros2 lifecycle set /rog_worker_0 deactivate`` under
+ROS 2, ``kill -USR1 <pid>`` otherwise (resume: ``activate`` / ``-USR2``); Ctrl-C leaves
+cleanly. Exit status 0 when the server ended training or a shutdown was requested.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from rog_ros.nodes.connect import PeerTimeout
-from rog_ros.nodes.params import add_fleet_args, add_link_args, check_fleet_args, \
-    strip_ros_args
-from rog_ros.nodes.signals import SignalRequests
+from rog_ros.nodes.node_main import run_node
+from rog_ros.nodes.params import node_parser
 from rog_ros.nodes.worker_node import WorkerNode
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the worker's argument parser."""
-    parser = argparse.ArgumentParser(prog='rog_worker', description=__doc__.split('\n')[1])
-    parser.add_argument('--rank', type=int, required=True, help='this worker, 0..N-1')
-    parser.add_argument('--server-timeout', type=float, default=120.0,
-                        help='give up after this long without a message from the server '
-                             '(default 120 s)')
-    add_fleet_args(parser)
-    add_link_args(parser)
-    return parser
+def build_parser():
+    """Build the rog_worker's argument parser (flags from the settings table)."""
+    return node_parser('rog_worker', 'rog_worker', __doc__)
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(strip_ros_args(sys.argv[1:] if argv is None else argv))
-    check_fleet_args(parser, args)
-    if not 0 <= args.rank < args.workers:
-        parser.error(f'--rank must be in 0..{args.workers - 1}')
-    node = WorkerNode(args, SignalRequests().install())
-    try:
-        node.configure()
-        if node.activate():
-            node.spin()
-    except KeyboardInterrupt:
-        pass
-    except (PeerTimeout, TimeoutError) as err:
-        print(f'rog_worker: {err}', file=sys.stderr)
-        return 1
-    finally:
-        node.shutdown()
-    return 0
+    """Run the node (see :func:`rog_ros.nodes.node_main.run_node`)."""
+    return run_node('rog_worker', __doc__, WorkerNode, argv)
 
 
 if __name__ == '__main__':

@@ -20,7 +20,8 @@ carries) the downlink traffic of another robot:
 * uplink, every worker -> server: ``<ns>/up/chunks`` (gradients), ``<ns>/up/acks`` (acks of
   the downlink);
 * downlink, server -> worker r: ``<ns>/w<r>/chunks``, ``/acks``, ``/schedule``, ``/versions``;
-* status, every node -> anyone: ``<ns>/status/train_status``, ``<ns>/status/link_stats``.
+* status, one topic per node so plots can follow one robot: ``<ns>/status/<node>/train_status``
+  (``rog_server``, ``rog_worker_2``), ``<ns>/status/<netmon node>/link_stats``.
 
 The last segment selects the ROS 2 message type (:mod:`rog_ros.transport.topics`). Receivers
 still check addressing fields (``receiver``, ``worker``): the engines validate them.
@@ -33,8 +34,21 @@ from rog_ros.transport.topics import DEFAULT_TOPIC
 
 UPLINK_TYPES = ('RowChunk', 'TransferAck')
 DOWNLINK_TYPES = ('RowChunk', 'TransferAck', 'Schedule', 'RowVersions')
-TRAIN_STATUS = 'status/train_status'
-LINK_STATS = 'status/link_stats'
+
+
+def train_status(node: str) -> str:
+    """Relative TrainStatus topic of node ``node``: ``'status/rog_worker_2/train_status'``."""
+    return f'status/{node}/train_status'
+
+
+def link_stats(node: str) -> str:
+    """Relative LinkStats topic of netmon node ``node``: ``'status/netmon_0/link_stats'``."""
+    return f'status/{node}/link_stats'
+
+
+def worker_name(rank: int) -> str:
+    """Node name of worker ``rank``."""
+    return f'rog_worker_{int(rank)}'
 
 
 def prefix(dest: int) -> str:

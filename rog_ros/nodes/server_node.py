@@ -23,16 +23,18 @@ undelivered rows), collects the workers' TrainStatus for compute times, and writ
 
 from __future__ import annotations
 
+import logging
 import time
 
-from rog_ros.experiments.metrics import RunRecorder
+from rog_ros.metrics import RunRecorder
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
+from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
-from rog_ros.nodes.routing import server_inbox, server_outbox, TRAIN_STATUS
+from rog_ros.nodes.routing import server_inbox, server_outbox, train_status, worker_name
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.messages import SERVER, TrainStatus
 from rog_ros.protocol.ps import ServerEngine
@@ -58,6 +60,8 @@ class ServerNode:
         self.requests = requests or SignalRequests()
         self.life = lc.Lifecycle()
         self.bus = None
+        self.ros_node = None         # set by rog_ros.nodes.ros_node under ROS 2
+        self.log = logging.getLogger(getattr(args, 'node_name', 'rog_server'))
         self.status = {}             # worker rank -> newest TrainStatus
         self.t0 = None
         self.evaluations = 0
@@ -99,12 +103,17 @@ class ServerNode:
                  for r in range(a.workers)}
         self.outbox = Outbox({r: shaper_for(link, epoch, a.burst_bytes)
                               for r, link in links.items() if link is not None})
-        self.bus = open_bus(a.bus, a.namespace, fleet_key(a))
+        self.bus = open_bus(a.bus, a.namespace, fleet_key(a),
+                            getattr(a, 'record', None), self.ros_node)
         for topic in server_inbox():
             self.bus.subscribe(topic)
-        self.bus.subscribe(TRAIN_STATUS, callback=self._on_status)
-        for topic in server_outbox(a.workers) + [TRAIN_STATUS]:
+        for r in range(a.workers):
+            self.bus.subscribe(train_status(worker_name(r)), callback=self._on_status)
+        self.status_topic = train_status('rog_server')
+        for topic in server_outbox(a.workers) + [self.status_topic]:
             self.bus.advertise(topic)
+        self.diagnostics = DiagnosticsPublisher(self.bus, lambda now: server_statuses(self, now),
+                                                getattr(a, 'diagnostics_hz', 1.0))
         self.driver = EngineDriver(self.bus, self.engine, self.outbox, on_log=self._on_log)
         self.life.trigger('configure')
 
@@ -122,14 +131,27 @@ class ServerNode:
 
     def spin(self) -> None:
         """Serve until every worker has been told to stop, or a shutdown is requested."""
-        while not self.engine.finished:
-            for transition in self.requests.take():
-                self.life.request(transition)
-            if self.life.finished:
-                return
-            self.driver.step()
-            if self._mean_iteration() >= self._next_eval:
-                self._evaluate()
+        while self.spin_once():
+            pass
+
+    def spin_once(self) -> bool:
+        """
+        One turn: apply lifecycle requests, then serve; False when the loop should end.
+
+        ``inactive`` (paused) keeps serving the protocol, so no worker times out, but skips
+        the evaluations.
+        """
+        if self.engine.finished:
+            return False
+        for transition in self.requests.take():
+            self.life.request(transition)
+        if self.life.finished:
+            return False
+        self.driver.step()
+        self.diagnostics.maybe_publish()
+        if self.life.training and self._mean_iteration() >= self._next_eval:
+            self._evaluate()
+        return True
 
     def finish(self) -> dict:
         """Evaluate a last time, let the workers leave, write the metrics; the summary."""
@@ -142,6 +164,14 @@ class ServerNode:
             while time.monotonic() < deadline and any(self.bus.matched(t) for t in workers):
                 self.driver.step(0.02)
         return self._write(end)
+
+    def cleanup(self) -> None:
+        """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""
+        self.life.trigger('cleanup')
+        if self.bus is not None:
+            self.bus.close()
+            self.bus = None
+        self.engine = None
 
     def shutdown(self) -> None:
         """Release the bus. Idempotent."""
@@ -168,7 +198,7 @@ class ServerNode:
         self._next_eval = (int(iteration) // every + 1) * every
         e = self.engine
         if self.bus is not None:
-            self.bus.publish(TRAIN_STATUS, TrainStatus(
+            self.bus.publish(self.status_topic, TrainStatus(
                 node=SERVER, stamp=time.time(), iteration=min(e.clock),
                 loss=metrics.get('loss', float('nan')),
                 accuracy=metrics.get('accuracy', float('nan')), stall_s=sum(e.stall_time),

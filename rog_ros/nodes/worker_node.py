@@ -22,15 +22,16 @@ running, no new computation starts).
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
+from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
-from rog_ros.nodes.routing import TRAIN_STATUS, worker_inbox, worker_outbox
+from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.messages import SERVER, TrainStatus
 from rog_ros.protocol.worker import WorkerEngine
@@ -58,6 +59,8 @@ class WorkerNode:
         self.requests = requests or SignalRequests()
         self.life = lc.Lifecycle(on_change=lambda old, new, tr: self._publish_status())
         self.bus = None
+        self.ros_node = None         # set by rog_ros.nodes.ros_node under ROS 2
+        self.log = logging.getLogger(getattr(args, 'node_name', f'rog_worker_{args.rank}'))
         self.engine = None
         self.compute_s = 0.0
         self.loss = float('nan')
@@ -94,11 +97,15 @@ class WorkerNode:
         link = link_for(a.trace, self.rank, a.workers, a.seed, a.trace_scale)
         epoch = epoch_to_monotonic(a.epoch)
         self.outbox = Outbox({SERVER: shaper_for(link, epoch, a.burst_bytes)} if link else {})
-        self.bus = open_bus(a.bus, a.namespace, fleet_key(a))
+        self.bus = open_bus(a.bus, a.namespace, fleet_key(a),
+                            getattr(a, 'record', None), self.ros_node)
         for topic in worker_inbox(self.rank):
             self.bus.subscribe(topic)
-        for topic in worker_outbox() + [TRAIN_STATUS]:
+        self.status_topic = train_status(worker_name(self.rank))
+        for topic in worker_outbox() + [self.status_topic]:
             self.bus.advertise(topic)
+        self.diagnostics = DiagnosticsPublisher(self.bus, lambda now: worker_statuses(self, now),
+                                                getattr(a, 'diagnostics_hz', 1.0))
         self.driver = EngineDriver(self.bus, self.engine, self.outbox, compute=self._compute,
                                    may_compute=lambda: self.life.training)
         self.life.trigger('configure')
@@ -117,20 +124,41 @@ class WorkerNode:
 
     def spin(self) -> None:
         """Run until the server stops training or a shutdown is requested."""
-        while not self.driver.stopped:
-            for transition in self.requests.take():
-                self.life.request(transition)
-            if self.life.finished:
-                return
-            self.driver.step()
-            progress = max(self.driver.last_receive or 0.0, self._progress_at)
-            waiting = self.driver.compute_at is None    # for the server, not for the robot
-            if waiting and time.monotonic() - progress > self.args.server_timeout:
-                raise TimeoutError(f'worker {self.rank}: no message from the server for '
-                                   f'{self.args.server_timeout:.0f} s (engine state '
-                                   f'{self.engine.state}, clock {self.engine.clock})')
-            if time.monotonic() >= self._status_due:
-                self._publish_status()
+        while self.spin_once():
+            pass
+
+    def spin_once(self) -> bool:
+        """
+        One turn: apply lifecycle requests, then run the protocol; False when done.
+
+        ``inactive`` (paused) keeps answering the protocol but starts no computation, so no
+        new push either; ``activate`` resumes with the computation that was due.
+        """
+        if self.driver.stopped:
+            return False
+        for transition in self.requests.take():
+            self.life.request(transition)
+        if self.life.finished:
+            return False
+        self.driver.step()
+        self.diagnostics.maybe_publish()
+        progress = max(self.driver.last_receive or 0.0, self._progress_at)
+        waiting = self.driver.compute_at is None    # for the server, not for the robot
+        if waiting and time.monotonic() - progress > self.args.server_timeout:
+            raise TimeoutError(f'worker {self.rank}: no message from the server for '
+                               f'{self.args.server_timeout:.0f} s (engine state '
+                               f'{self.engine.state}, clock {self.engine.clock})')
+        if time.monotonic() >= self._status_due:
+            self._publish_status()
+        return True
+
+    def cleanup(self) -> None:
+        """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""
+        self.life.trigger('cleanup')
+        if self.bus is not None:
+            self.bus.close()
+            self.bus = None
+        self.engine = None
 
     def shutdown(self) -> None:
         """Leave: final status, release the bus. Idempotent."""
@@ -148,8 +176,7 @@ class WorkerNode:
         finally:
             counts = {k: v for k, v in self.reject_counts().items() if v}
             if counts:
-                print(f'rog_worker {self.rank}: dropped messages {counts}', file=sys.stderr,
-                      flush=True)
+                self.log.warning(f'dropped messages {counts}')   # rclpy loggers: one string
             self.bus.close()
             self.bus = None
 
@@ -176,7 +203,7 @@ class WorkerNode:
         self._status_due = now + STATUS_PERIOD_S
         wall = now - self.started_at if self.started_at else 0.0
         e = self.engine
-        self.bus.publish(TRAIN_STATUS, TrainStatus(
+        self.bus.publish(self.status_topic, TrainStatus(
             node=self.rank, stamp=time.time(), iteration=e.clock, loss=self.loss,
             compute_s=self.compute_s, comm_s=max(0.0, wall - self.compute_s),
             bytes_up=e.bytes_up, bytes_down=e.bytes_down, state=f'{self.life.state}:{e.state}'))

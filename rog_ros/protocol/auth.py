@@ -29,11 +29,12 @@ deterministic encoding of the dataclass that both sides compute from the same fi
     then, for every field in declaration order except auth_tag:
         name + b'\0' + kind (1 byte) + length (8 bytes, little endian) + value bytes
 
-with ints as minimal little-endian two's complement, floats as IEEE binary64 (the bit
-pattern, so NaN payloads count), bools as one byte, strings as UTF-8, ``bytes`` as they are and
-arrays converted to their wire dtype (the dtype of the field's default, which is the
-``.msg`` type) in little-endian order. It covers header and payload: type name, addressing,
-transfer ids, clocks, flags, row ranges, scales, payload, ``incarnation`` and ``auth_seq``.
+with ints as minimal little-endian two's complement, floats as IEEE binary64 (the bit pattern,
+so NaN payloads count), stamps as int32 sec + uint32 nanosec, bools as one byte, strings as
+UTF-8, ``bytes`` as they are and arrays converted to their wire dtype (the dtype of the field's
+default, which is the ``.msg`` type) in little-endian order. It covers header and payload: type
+name, addressing, transfer ids, clocks, flags, row ranges, scales, payload, ``incarnation`` and
+``auth_seq``.
 
 What it does not do: it gives no confidentiality (payloads travel in clear), and one key is
 shared by the whole fleet, so it authenticates membership of the fleet, not which member sent
@@ -60,7 +61,7 @@ REASONS = ('unauthenticated', 'bad_tag', 'replay', 'too_old', 'malformed')
 
 _DOMAIN = b'rog-auth-1\0'
 _KINDS = {'int': b'i', 'float': b'f', 'bool': b'b', 'str': b's', 'bytes': b'y',
-          'np.ndarray': b'a'}
+          'np.ndarray': b'a', 'Time': b't'}
 _SENDER_FIELD = {'RowChunk': 'sender', 'TransferAck': 'sender', 'LinkStats': 'node',
                  'TrainStatus': 'node'}
 """Field naming the sending node; RowVersions and Schedule come from the server."""
@@ -151,6 +152,7 @@ _PLANS = {cls.TYPE: _plan(cls) for cls in (
     messages.LinkStats, messages.TrainStatus)}
 _LEN = struct.Struct('<Q')
 _F64 = struct.Struct('<d')
+_TIME = struct.Struct('<iI')
 
 
 def _value_bytes(kind: str, dtype, value):
@@ -165,6 +167,8 @@ def _value_bytes(kind: str, dtype, value):
         return str(value).encode('utf-8', 'surrogatepass')
     if kind == 'bytes':
         return value if isinstance(value, bytes) else bytes(value)
+    if kind == 'Time':
+        return _TIME.pack(int(value.sec), int(value.nanosec))
     return memoryview(np.ascontiguousarray(value, dtype=dtype).reshape(-1)).cast('B')
 
 

@@ -205,13 +205,36 @@ class Schedule:
 
 
 @dataclass
+class Time:
+    """``builtin_interfaces/Time``: a ROS 2 stamp, seconds and nanoseconds since the epoch."""
+
+    sec: int = 0                # whole seconds (int32 on the wire)
+    nanosec: int = 0            # 0..999999999
+
+    @classmethod
+    def from_seconds(cls, seconds: float) -> 'Time':
+        """Return the stamp of ``seconds`` (e.g. ``time.time()``), rounded to 1 ns."""
+        ns = int(round(float(seconds) * 1e9))
+        return cls(ns // 1_000_000_000, ns % 1_000_000_000)
+
+    def seconds(self) -> float:
+        """Return the stamp as a float number of seconds."""
+        return self.sec + self.nanosec * 1e-9
+
+
+def as_time(value) -> Time:
+    """Return ``value`` as a :class:`Time` (a Time, or seconds as a number)."""
+    return value if isinstance(value, Time) else Time.from_seconds(value)
+
+
+@dataclass
 class LinkStats:
     """netmon -> all: what one robot's network interface is doing (10 Hz)."""
 
     TYPE: ClassVar[str] = 'LinkStats'
     node: int
     interface: str
-    stamp: float
+    stamp: Time                 # when the counters were read (seconds are accepted and converted)
     tx_bytes: int = 0
     rx_bytes: int = 0
     tx_mbps: float = 0.0        # measured from counters over the last period
@@ -224,6 +247,9 @@ class LinkStats:
     auth_seq: int = 0           # per-sender counter for the replay window (0 = no auth)
     auth_tag: bytes = b''       # HMAC over the message with auth_tag empty (empty = none)
 
+    def __post_init__(self):
+        self.stamp = as_time(self.stamp)
+
     def wire_size(self) -> int:
         return _HEADER_BYTES + len(self.interface)
 
@@ -234,7 +260,7 @@ class TrainStatus:
 
     TYPE: ClassVar[str] = 'TrainStatus'
     node: int
-    stamp: float
+    stamp: Time                 # publisher's wall clock (seconds are accepted and converted)
     iteration: int = 0
     loss: float = float('nan')
     accuracy: float = float('nan')
@@ -249,6 +275,9 @@ class TrainStatus:
     incarnation: int = 0        # sender's run id (random 64-bit); a new one = it restarted
     auth_seq: int = 0           # per-sender counter for the replay window (0 = no auth)
     auth_tag: bytes = b''       # HMAC over the message with auth_tag empty (empty = none)
+
+    def __post_init__(self):
+        self.stamp = as_time(self.stamp)
 
     def wire_size(self) -> int:
         return _HEADER_BYTES + len(self.state)

@@ -172,7 +172,7 @@ class ServerEngine:
         self.downlinks: list[_Downlink | None] = [None] * n_workers
         self.pending: dict[int, int] = {}          # worker -> clock waiting for its pull
         self.stall_since: dict[int, float] = {}
-        self.stall_warn_at: dict[int, float] = {}   # worker -> next warning (a deadline)
+        self.stall_warned: dict[int, float] = {}
         self.next_tid = [0] * n_workers
         self.thr_up = [Ewma() for _ in range(n_workers)]
         self.thr_down = [Ewma() for _ in range(n_workers)]
@@ -254,8 +254,8 @@ class ServerEngine:
                 out += self._sends(r, dl, dl.transfer.on_tick(now))
         for r, t0 in self.stall_since.items():
             # (issue 9 defect 1) a stored deadline, the very value next_wakeup returns
-            if now >= self.stall_warn_at.setdefault(r, t0 + self.stall_warn_s):
-                self.stall_warn_at[r] = now + self.stall_warn_s
+            if now >= self.stall_warned.get(r, t0 + self.stall_warn_s):
+                self.stall_warned[r] = now + self.stall_warn_s
                 out.append(self._stall_diagnostic(r, now))
         # membership: fires when now >= the stored deadline (the value next_wakeup returned)
         for r in self._absence_watch():
@@ -266,7 +266,7 @@ class ServerEngine:
 
     def next_wakeup(self) -> float | None:
         times = [dl.transfer.next_wakeup() for dl in self.downlinks if dl is not None]
-        times += [self.stall_warn_at.setdefault(r, t0 + self.stall_warn_s)
+        times += [self.stall_warned.get(r, t0 + self.stall_warn_s)
                   for r, t0 in self.stall_since.items()]
         times += [self.absent_at[r] for r in self._absence_watch()]
         times.append(self._outage_deadline())
@@ -638,7 +638,9 @@ class ServerEngine:
             e.value_bps = v
         for (s, inc), book in sd['closed'].items():
             for tid, fields in sorted(book.items()):
-                self.receiver.record(s, inc, tid, TransferAck(**fields))
+                ack = TransferAck(**dict(fields, chunk_ranges=np.asarray(
+                    fields['chunk_ranges'], dtype=np.uint32)))
+                self.receiver.record(s, inc, tid, ack)
         self.receiver.newest_closed.update(sd['newest_closed'])
         self.triggers, self.stall_time = list(sd['triggers']), list(sd['stall_time'])
         self.bytes_up, self.bytes_down = sd['bytes_up'], sd['bytes_down']
@@ -721,11 +723,12 @@ class ServerEngine:
                 self.weighted_pushes += 1
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
             self.versions.stamp(s, mask, inc.clock)
-        book = self.applied_push[s]
-        book.pop(inc.incarnation, None)             # newest incarnation last
-        book[inc.incarnation] = inc.transfer_id
-        while len(book) > 8:
-            del book[next(iter(book))]
+        if n_rows:     # (an empty push changes nothing: it must not count as coverage)
+            book = self.applied_push[s]
+            book.pop(inc.incarnation, None)         # newest incarnation last
+            book[inc.incarnation] = inc.transfer_id
+            while len(book) > 8:
+                del book[next(iter(book))]
         self.bytes_up += inc.bytes
         self.clock[s] = max(self.clock[s], inc.clock)
         last, self._last_push_at[s] = self._last_push_at[s], now
@@ -823,7 +826,7 @@ class ServerEngine:
 
     def _end_stall(self, r: int, now: float) -> list:
         t0 = self.stall_since.pop(r, None)
-        self.stall_warn_at.pop(r, None)
+        self.stall_warned.pop(r, None)
         if t0 is None:
             return []
         self.stall_time[r] += now - t0
@@ -1073,7 +1076,7 @@ def _ack_fields(ack: TransferAck) -> dict:
     """Return a TransferAck as plain fields (for checkpoints)."""
     return {'transfer_id': ack.transfer_id, 'sender': ack.sender, 'receiver': ack.receiver,
             'seq': ack.seq, 'final': ack.final, 'bytes_received': ack.bytes_received,
-            'chunk_ranges': np.array(ack.chunk_ranges, dtype=np.uint32),
+            'chunk_ranges': [int(x) for x in ack.chunk_ranges],   # plain types: torch.load
             'receive_time': ack.receive_time, 'target_incarnation': ack.target_incarnation}
 
 

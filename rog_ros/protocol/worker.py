@@ -117,6 +117,11 @@ class WorkerEngine:
         ``undurable_dropped`` (a server crash could then lose it).
     max_clock : int
         Largest clock accepted in RowVersions (bounds, DESIGN section 10).
+    join_on_start : bool
+        Say JOIN before the first computation, also on a fresh start. Drivers that restart
+        nodes should set it: a worker that lost its state then gets the model of a server
+        that was restored from a checkpoint, and none of its pushes can be mistaken, by a
+        restored server, for a delayed message of an earlier run.
 
     """
 
@@ -127,7 +132,7 @@ class WorkerEngine:
                  end_timeout_s: float = 2.0, track_conservation: bool = False,
                  incarnation: int | None = None, save_state_actions: bool = False,
                  keep_undurable: bool = False, max_undurable: int = 64,
-                 max_clock: int = MAX_CLOCK):
+                 max_clock: int = MAX_CLOCK, join_on_start: bool = False):
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if not 0 <= rank < n_workers:
@@ -183,13 +188,15 @@ class WorkerEngine:
         self.server_incarnation = 0              # 0 = not heard yet
         self.retired_servers: list[int] = []     # superseded server incarnations
         self._recover: dict | None = None        # restored in-flight push of an old run
-        self._rejoin = False                     # next Schedule starts the rejoin push
+        self._rejoin = bool(join_on_start)       # next Schedule starts the rejoin push
+        self._fresh = bool(join_on_start)        # ... or, on a fresh start, the computation
         self._server_restarted = False           # ... and re-adds the undurable pushes
         self._rsp_waiting = False
         self._dirty = False
         # exactly-once across server restarts: [(tid, rowbytes, scales, delivered rows)]
         self.undurable: list[tuple] = []    # (incarnation, tid, rowbytes, scales, rows)
         self._await_hello: set | None = None   # runs of ours a rejoin still asks about
+        self._held_end: RowChunk | None = None   # a downlink END that came before its versions
         self.checkpoint_transfer = -1
         self.track = track_conservation
         if self.track:
@@ -266,7 +273,7 @@ class WorkerEngine:
             if isinstance(msg, Schedule):
                 return self._out(self._on_schedule(msg, now))
             if isinstance(msg, RowVersions):
-                return self._out(self._on_versions(msg))
+                return self._out(self._on_versions(msg, now))
             raise MessageError(f'worker does not accept {type(msg).__name__}')
         except MessageError as err:
             self.rejects += 1
@@ -432,6 +439,10 @@ class WorkerEngine:
         out = []
         self._rejoin = False
         self._await_hello = None
+        if self._fresh:
+            self._fresh = False
+            if not self._server_restarted:
+                return self._compute(now)
         if self._server_restarted:
             self._server_restarted = False
             out += self._readd_undurable()
@@ -618,7 +629,7 @@ class WorkerEngine:
             self.undurable = keep
             self._dirty = True
 
-    def _on_versions(self, msg: RowVersions) -> list:
+    def _on_versions(self, msg: RowVersions, now: float) -> list:
         if msg.receiver != self.rank:
             raise MessageError('RowVersions for another worker')
         check_versions(msg, self.layout.n_rows, self.n, self.max_clock)
@@ -632,6 +643,9 @@ class WorkerEngine:
         self.pending_versions[tid] = msg
         while len(self.pending_versions) > 2:
             del self.pending_versions[min(self.pending_versions)]
+        held, self._held_end = self._held_end, None
+        if held is not None and held.transfer_id == tid:
+            return self._on_chunk(held, now)      # its END came first: close it now
         return []
 
     def _on_chunk(self, chunk: RowChunk, now: float) -> list:
@@ -641,7 +655,9 @@ class WorkerEngine:
         if (chunk.flags & FLAG_END and chunk.transfer_id not in self.pending_versions
                 and any(k[2] == chunk.transfer_id for k in rx.open)
                 and rx.cached_answer(SERVER, chunk.incarnation, chunk.transfer_id) is None):
-            # Rows arrived but not their versions: do not close; the server repeats both.
+            # Rows arrived but not yet their versions (topics are not ordered with each other on
+            # DDS): hold the END until they come; the server also repeats both.
+            self._held_end = chunk
             return [Log('end_without_versions', 1.0, self.rank)]
         acks, closed = rx.on_chunk(chunk, now)
         out = [Send(SERVER, a) for a in acks]
@@ -766,7 +782,7 @@ class WorkerEngine:
             'push_deadline_s': self.push_deadline_s, 'compute_sleep_s': self.compute_sleep_s,
             'checkpoint_transfer': self.checkpoint_transfer,
             'readd_pending': self._server_restarted,   # a server restart not yet resent
-            'undurable': [(i, t, b.clone(), sc.clone(), rows.copy())
+            'undurable': [(i, t, b.clone(), sc.clone(), torch.from_numpy(rows.copy()))
                           for i, t, b, sc, rows in self.undurable],
             'push': None,
         }
@@ -814,13 +830,14 @@ class WorkerEngine:
         self.server_incarnation = int(sd['server_incarnation'])
         self.checkpoint_transfer = -1      # (reported for our new run from now on)
         self._server_restarted = bool(sd.get('readd_pending', False))
-        self.undurable = [(i, t, b.clone(), sc.clone(), rows.copy())
+        self.undurable = [(i, t, b.clone(), sc.clone(), np.asarray(rows).astype(np.int64))
                           for i, t, b, sc, rows in sd['undurable']]
         if self.track and 'computed_total' in sd:
             self.computed_total.copy_(sd['computed_total'])
             self.delivered_total.copy_(sd['delivered_total'])
         self._recover = dict(sd['push']) if sd['push'] is not None else None
         self._rejoin = True
+        self._fresh = False
 
     def _recover_send(self, now: float) -> list:
         """Rebuild the saved in-flight push and ask the server (old incarnation) about it."""

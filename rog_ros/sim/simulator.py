@@ -32,7 +32,7 @@ import math
 import os
 
 from rog_ros.core.compress import make_codec
-from rog_ros.experiments.metrics import RunRecorder
+from rog_ros.metrics import RunRecorder
 from rog_ros.net import links, traces
 from rog_ros.protocol.policies import layout_for, make_policy
 from rog_ros.protocol.ps import ServerEngine

@@ -74,6 +74,8 @@ class AuthBus(Bus):
         return out
 
     def _accept(self, topic: str, msg) -> bool:
+        if _is_standard(msg):        # /diagnostics: standard ROS 2 telemetry, never acted on
+            return True
         reason = self.verifier.check(msg)
         if reason is None:
             return True
@@ -90,7 +92,7 @@ class AuthBus(Bus):
 
     # ------------------------------------------------------------------ Bus
     def publish(self, topic: str, msg) -> None:
-        self.inner.publish(topic, self.signer.sign(msg))
+        self.inner.publish(topic, msg if _is_standard(msg) else self.signer.sign(msg))
 
     def advertise(self, topic: str) -> None:
         self.inner.advertise(topic)
@@ -115,3 +117,8 @@ class AuthBus(Bus):
 
     def __repr__(self) -> str:
         return f'AuthBus({type(self.inner).__name__}, {self.verifier!r})'
+
+
+def _is_standard(msg) -> bool:
+    """Tell if ``msg`` is a standard ROS 2 message (``'pkg/Type'``): neither signed nor checked."""
+    return '/' in getattr(msg, 'TYPE', '')

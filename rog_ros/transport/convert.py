@@ -29,13 +29,16 @@ import dataclasses
 import numpy as np
 
 from rog_ros.protocol import messages
-from rog_ros.transport import idl
+from rog_ros.transport import idl, standard_msgs
 
 MESSAGE_CLASSES = {
     cls.TYPE: cls for cls in (messages.RowChunk, messages.RowVersions, messages.TransferAck,
                               messages.Schedule, messages.LinkStats, messages.TrainStatus)
 }
 """Protocol dataclass per message type name."""
+
+TIME = 'builtin_interfaces/Time'
+"""The one nested type of our messages (stamps); it maps to ``messages.Time``."""
 
 FIELD_RENAMES = {
     'LinkStats': {'interface': 'interface_name'},
@@ -56,9 +59,11 @@ def _plan(type_name: str) -> tuple:
         if fdef is None:
             raise ImportError(f'{type_name}.{dfield.name} has no field {mname!r} in '
                               f'{type_name}.msg: messages.py and msg/ disagree')
-        if fdef.nested or fdef.array == 'array':
+        if fdef.base == TIME and not fdef.array:
+            kind, dtype = 'time', None
+        elif fdef.nested or fdef.array == 'array':
             raise ImportError(f'{type_name}.{mname}: nested/fixed-array fields need a converter')
-        if fdef.array == 'sequence' and fdef.base in idl.BYTE_TYPES:
+        elif fdef.array == 'sequence' and fdef.base in idl.BYTE_TYPES:
             kind, dtype = 'bytes', None
         elif fdef.array == 'sequence':
             kind, dtype = 'array', idl.NUMPY_DTYPES[fdef.base]
@@ -79,14 +84,18 @@ def _plan(type_name: str) -> tuple:
 
 FIELD_PLANS = {name: _plan(name) for name in MESSAGE_CLASSES}
 """Per message type: ``((dataclass_field, msg_field, kind, dtype), ...)`` in wire order of the
-dataclass; kind is 'bytes', 'array' (NumPy ``dtype``), 'str', 'bool', 'float' or 'int'."""
+dataclass; kind is 'bytes', 'array' (NumPy ``dtype``), 'str', 'bool', 'float', 'int' or
+'time' (``messages.Time`` <-> ``builtin_interfaces/Time``)."""
 _TYPE_OF_SAMPLE = {idl.dds_type(name): name for name in MESSAGE_CLASSES}
+_TIME_SAMPLE = idl.dds_type(TIME)
 _SCALAR = {'str': str, 'bool': bool, 'float': float, 'int': int}
 
 
 def to_sample(msg):
-    """Return the DDS sample of a protocol dataclass instance."""
+    """Return the DDS sample of a protocol (or standard ROS 2) dataclass instance."""
     type_name = msg.TYPE
+    if type_name not in FIELD_PLANS:
+        return standard_msgs.to_sample(msg)
     values = {}
     for dname, mname, kind, dtype in FIELD_PLANS[type_name]:
         value = getattr(msg, dname)
@@ -95,13 +104,19 @@ def to_sample(msg):
         elif kind == 'array':
             arr = np.ascontiguousarray(value, dtype=dtype).reshape(-1)
             values[mname] = arr if idl.FAST_SEQUENCES else arr.tolist()
+        elif kind == 'time':
+            stamp = messages.as_time(value)
+            values[mname] = _TIME_SAMPLE(sec=int(stamp.sec), nanosec=int(stamp.nanosec))
         else:
             values[mname] = _SCALAR[kind](value)
     return idl.dds_type(type_name)(**values)
 
 
 def from_sample(sample):
-    """Return the protocol dataclass instance of a DDS sample."""
+    """Return the protocol (or standard ROS 2) dataclass instance of a DDS sample."""
+    standard = standard_msgs.sample_type(sample)
+    if standard is not None:
+        return standard_msgs.from_sample(sample, standard)
     type_name = sample_type(sample)
     values = {}
     for dname, mname, kind, dtype in FIELD_PLANS[type_name]:
@@ -110,6 +125,8 @@ def from_sample(sample):
             values[dname] = value if isinstance(value, bytes) else bytes(value)
         elif kind == 'array':
             values[dname] = np.asarray(value, dtype=dtype)
+        elif kind == 'time':
+            values[dname] = messages.Time(int(value.sec), int(value.nanosec))
         else:
             values[dname] = _SCALAR[kind](value)
     return MESSAGE_CLASSES[type_name](**values)

@@ -210,7 +210,7 @@ def build_types(defs: dict) -> dict:
     return structs
 
 
-MSG_DEFS = load_msg_defs()
+MSG_DEFS = load_msg_defs(standard=True)
 """All parsed messages, ``{'pkg/Type': MsgDef}`` (ours and the well-known ones they use)."""
 DDS_TYPES = build_types(MSG_DEFS)
 """IDL struct class per message, ``{'pkg/Type': class}``."""

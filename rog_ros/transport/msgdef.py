@@ -47,6 +47,9 @@ WELL_KNOWN = {
 }
 """External types our messages may use, with ROS 2's own definitions (fields only)."""
 
+STANDARD_DIR = Path(__file__).resolve().parent / 'ros_interfaces'
+"""Standard ROS 2 messages the nodes publish (``<pkg>/<Type>.msg``), not this package's own."""
+
 _FIELD_RE = re.compile(
     r'^(?P<type>[A-Za-z][\w/]*)(?P<strbound><=\d+)?(?P<array>\[(?P<abound><=)?(?P<n>\d*)\])?'
     r'\s+(?P<name>[a-z][a-z0-9_]*)(?P<rest>.*)$')
@@ -207,18 +210,23 @@ def msg_dir() -> Path:
         'rog_ros msg/*.msg not found; looked in: ' + ', '.join(str(c) for c in candidates))
 
 
-def load_msg_defs(directory=None) -> dict:
+def load_msg_defs(directory=None, standard: bool = False) -> dict:
     """
     Parse every ``*.msg`` of ``directory`` and the well-known types they use.
 
-    ``directory`` defaults to :func:`msg_dir`. Returns ``{'pkg/Type': MsgDef}`` with every
-    nested type resolved.
+    ``directory`` defaults to :func:`msg_dir`; ``standard`` adds the standard ROS 2 messages
+    of :data:`STANDARD_DIR` (``diagnostic_msgs/DiagnosticArray`` ...). Returns
+    ``{'pkg/Type': MsgDef}`` with every nested type resolved.
     """
     directory = Path(directory) if directory is not None else msg_dir()
     defs = {}
     for path in sorted(directory.glob('*.msg')):
         name = f'{PACKAGE}/{path.stem}'
         defs[name] = parse_msg(path.read_text(encoding='utf-8'), name)
+    if standard:
+        for path in sorted(STANDARD_DIR.glob('*/*.msg')):
+            name = f'{path.parent.name}/{path.stem}'
+            defs[name] = parse_msg(path.read_text(encoding='utf-8'), name)
     pending = list(defs.values())
     while pending:
         msgdef = pending.pop()

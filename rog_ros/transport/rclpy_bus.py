@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import array
 from collections import deque
+import dataclasses
+import importlib
 import time
 
 import numpy as np
@@ -34,6 +36,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from rog_ros import msg as ros_msg
+from rog_ros.protocol import messages
 from rog_ros.transport.bus import Bus, BusError
 from rog_ros.transport.convert import FIELD_PLANS, MESSAGE_CLASSES
 from rog_ros.transport.topics import DEFAULT_NAMESPACE, resolve, topic_qos, topic_type
@@ -61,8 +64,31 @@ def _ros_qos(profile) -> QoSProfile:
         durability=DurabilityPolicy.VOLATILE)
 
 
+def ros_class(msg_type: str):
+    """Return the rclpy class of ``'RowChunk'`` (ours) or ``'pkg/Type'`` (standard)."""
+    if '/' in msg_type:
+        pkg, typ = msg_type.split('/')
+        return getattr(importlib.import_module(f'{pkg}.msg'), typ)
+    return ROS_CLASSES[msg_type]
+
+
+def _standard_to_ros(obj):
+    """Convert a standard message dataclass (DiagnosticArray ...) field by field."""
+    ros = ros_class(getattr(obj, 'TYPE', 'builtin_interfaces/Time'))()
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, list):
+            value = [_standard_to_ros(v) if dataclasses.is_dataclass(v) else v for v in value]
+        elif dataclasses.is_dataclass(value):
+            value = _standard_to_ros(value)
+        setattr(ros, f.name, value)
+    return ros
+
+
 def to_ros(msg):
-    """Return the generated rclpy message of a protocol dataclass."""
+    """Return the generated rclpy message of a protocol (or standard) dataclass."""
+    if '/' in msg.TYPE:
+        return _standard_to_ros(msg)
     ros = ROS_CLASSES[msg.TYPE]()
     for dname, mname, kind, dtype in FIELD_PLANS[msg.TYPE]:
         value = getattr(msg, dname)
@@ -71,6 +97,10 @@ def to_ros(msg):
         elif kind == 'array':
             dtype = np.dtype(dtype)
             value = array.array(_TYPECODES[dtype], np.ascontiguousarray(value, dtype).tobytes())
+        elif kind == 'time':
+            from builtin_interfaces.msg import Time as RosTime   # with rclpy, always there
+            stamp = messages.as_time(value)
+            value = RosTime(sec=int(stamp.sec), nanosec=int(stamp.nanosec))
         else:
             value = {'str': str, 'bool': bool, 'float': float, 'int': int}[kind](value)
         setattr(ros, mname, value)
@@ -89,6 +119,8 @@ def from_ros(type_name: str, ros):
                 value = np.frombuffer(value, dtype=dtype).copy()
             else:
                 value = np.asarray(value, dtype=dtype)
+        elif kind == 'time':
+            value = messages.Time(int(value.sec), int(value.nanosec))
         values[dname] = value
     return MESSAGE_CLASSES[type_name](**values)
 
@@ -129,7 +161,7 @@ class RclpyBus(Bus):
         pub = self._publishers.get(ros_topic)
         if pub is None:
             msg_type = topic_type(ros_topic)
-            pub = self._node.create_publisher(ROS_CLASSES[msg_type], ros_topic,
+            pub = self._node.create_publisher(ros_class(msg_type), ros_topic,
                                               _ros_qos(topic_qos(ros_topic)))
             self._publishers[ros_topic] = pub
         return pub

@@ -46,7 +46,9 @@ class QosProfile:
 
 RELIABLE = QosProfile('reliable', reliable=True, depth=0)
 BEST_EFFORT = QosProfile('best_effort', reliable=False, depth=10)
-PROFILES = {p.name: p for p in (RELIABLE, BEST_EFFORT)}
+SYSTEM_DEFAULT = QosProfile('default', reliable=True, depth=10)
+"""ROS 2's default profile (RELIABLE, KEEP_LAST(10)): what /diagnostics subscribers use."""
+PROFILES = {p.name: p for p in (RELIABLE, BEST_EFFORT, SYSTEM_DEFAULT)}
 
 TOPICS = {
     'chunks': ('RowChunk', RELIABLE),
@@ -55,6 +57,7 @@ TOPICS = {
     'schedule': ('Schedule', RELIABLE),
     'link_stats': ('LinkStats', BEST_EFFORT),
     'train_status': ('TrainStatus', BEST_EFFORT),
+    'diagnostics': ('diagnostic_msgs/DiagnosticArray', SYSTEM_DEFAULT),
 }
 """Last topic segment -> (message type, default QoS profile)."""
 

@@ -18,6 +18,7 @@ Built-ins (factories import their modules lazily, so importing this package stay
 
 * 'mpcol': route-planning policy adapting to a new working space (`mpcol.make_mpcol`);
 * 'eacol': image classifier adapting to fog (`eacol.make_eacol`);
+* 'glyphs': generated MNIST-like digits with AdaComp's CNN or LeNet-5 (`glyphs.make_glyphs`);
 * 'toy': logistic regression on synthetic data, instant, for protocol tests (`toy.make_toy`).
 
 A user's own task (any `nn.Module` + tensors + metric) is a `Workload` built by a factory and
@@ -102,6 +103,11 @@ def _eacol(**options):
     return make_eacol(**options)
 
 
+def _glyphs(**options):
+    from rog_ros.workloads.glyphs import make_glyphs
+    return make_glyphs(**options)
+
+
 def _toy(**options):
     from rog_ros.workloads.toy import make_toy
     return make_toy(**options)
@@ -110,5 +116,9 @@ def _toy(**options):
 register('mpcol', _mpcol)
 register('eacol', _eacol)
 register('toy', _toy)
+register('glyphs', _glyphs)
+register('glyphs-lenet5', lambda **o: _glyphs(**{
+    'model': 'lenet5', 'batch_size': 32, 'lr': 0.1, 'momentum': 0.0, 'compute_time_s': 0.05,
+    'target_accuracy': 0.8, **o}))
 
 __all__ = ['Workload', 'balance_batch_sizes', 'get', 'names', 'register', 'suggest_sleep']

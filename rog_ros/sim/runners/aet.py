@@ -44,7 +44,7 @@ import itertools
 import math
 
 from rog_ros.core.rows import RowLayout
-from rog_ros.experiments.metrics import RunRecorder
+from rog_ros.metrics import RunRecorder
 from rog_ros.net import links
 from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
 from rog_ros.protocol.peer import AetPeer, EtPeer

@@ -38,7 +38,7 @@ import dataclasses
 import math
 
 from rog_ros.core.rows import RowLayout
-from rog_ros.experiments.metrics import RunRecorder
+from rog_ros.metrics import RunRecorder
 from rog_ros.net import links
 from rog_ros.protocol.policies.fleet import (AdaSgdConfig, AdaSgdServer, Controller,
                                              FleetServerEngine, FleetWorkerEngine,

@@ -32,30 +32,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import sys
 
-from rog_ros.experiments import checks
-from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR
+from rog_ros import checks
+from rog_ros.nodes import settings
 
-FLEET_KEYS = ('workload', 'sync', 'staleness', 'workers', 'seed', 'lr', 'chunk_bytes', 'window',
-              'deadline_floor', 'namespace', 'bus', 'startup_timeout')
-"""Parameters every node of a fleet must agree on."""
-LINK_KEYS = ('trace', 'trace_scale', 'epoch', 'burst_bytes')
-ROLE_KEYS = {
-    'rog_server': FLEET_KEYS + LINK_KEYS + ('iterations', 'eval_every', 'out'),
-    'rog_worker': FLEET_KEYS + LINK_KEYS + ('server_timeout',),
-    'netmon': ('namespace', 'bus', 'workers', 'seed', 'interface', 'rate_hz', 'nodes',
-               'record', 'trace', 'trace_scale', 'epoch'),
-}
-"""Executable -> parameters it accepts."""
-
-DEFAULTS = {
-    'workload': 'toy', 'sync': 'rog', 'staleness': 4, 'workers': 3, 'seed': 0, 'lr': None,
-    'chunk_bytes': 16384, 'window': 4, 'deadline_floor': DEFAULT_DEADLINE_FLOOR,
-    'namespace': '/rog', 'bus': 'auto',
-    'startup_timeout': 60.0, 'trace': 'none', 'trace_scale': 1.0, 'epoch': None,
-    'burst_bytes': 65536, 'iterations': 100, 'eval_every': 10, 'out': 'rog_run',
-    'server_timeout': 120.0, 'interface': 'auto', 'rate_hz': 10.0, 'nodes': None,
-    'record': None, 'netmon': True,
-}
+ROLE_KEYS = {exe: tuple(s.name for s in settings.for_role(exe)
+                        if s.name not in ('rank', 'record', 'fleet_key_file'))
+             for exe in settings.NODES}
+"""Executable -> parameters the plan passes it (from the settings table; the fleet hands the
+key over in the environment and records the bag itself)."""
+DEFAULTS = settings.defaults()
 ALL_NODES = '/**'
 
 
@@ -91,21 +76,8 @@ class NodeSpec:
 
 
 def yaml_parameters(doc: dict) -> dict:
-    """
-    Return ``{node_name: {key: value}}`` from a ROS 2 parameter file's parsed YAML.
-
-    Accepts ``node: {ros__parameters: {...}}`` and the wildcard ``/**``; rejects anything
-    else with a message naming the offending entry.
-    """
-    out = {}
-    for node, body in (doc or {}).items():
-        if not isinstance(body, dict) or 'ros__parameters' not in body:
-            raise ValueError(f'parameter file: {node!r} needs a ros__parameters mapping')
-        params = body['ros__parameters'] or {}
-        if not isinstance(params, dict):
-            raise ValueError(f'parameter file: {node}.ros__parameters must be a mapping')
-        out[node.lstrip('/') if node != ALL_NODES else node] = dict(params)
-    return out
+    """Return ``{node_name: {key: value}}`` from a ROS 2 parameter file's parsed YAML."""
+    return settings.file_sections(doc)
 
 
 def load_parameter_file(path) -> dict:
@@ -129,7 +101,8 @@ def resolve(file_params=None, overrides=None) -> dict:
     Return per-executable parameters after merging defaults, file sections and overrides.
 
     Returns ``{'rog_server': {...}, 'rog_worker': {...}, 'netmon': {...}}`` with every
-    accepted key; unknown keys raise ValueError (a typo must not be silently ignored).
+    accepted key, typed and range-checked by the settings table; unknown keys and bad values
+    raise ConfigError (a ValueError) naming the key (a typo must not be silently ignored).
     """
     file_params = file_params or {}
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -137,14 +110,21 @@ def resolve(file_params=None, overrides=None) -> dict:
     for section, params in list(file_params.items()) + [('overrides', overrides)]:
         unknown = sorted(set(params) - known)
         if unknown:
-            raise ValueError(f'unknown parameter(s) {unknown} in {section}; known: '
-                             f'{sorted(known)}')
+            raise checks.ConfigError(f'unknown parameter(s) {unknown} in {section}; known: '
+                                     f'{sorted(known)}')
+    for params in file_params.values():     # a file's values must have the declared type
+        for key, value in params.items():
+            if not isinstance(value, (list, tuple)):
+                settings.BY_NAME[key].parse(value, strict=True)
     resolved = {}
     for exe, keys in ROLE_KEYS.items():
         merged = dict(DEFAULTS)
         merged.update(file_params.get(ALL_NODES, {}))
         merged.update(file_params.get(exe, {}))
         merged.update(overrides)
+        for key, value in merged.items():
+            if not isinstance(value, (list, tuple)):
+                merged[key] = settings.BY_NAME[key].parse(value)
         resolved[exe] = dict({k: merged[k] for k in keys}, netmon=merged['netmon'])
     return resolved
 
@@ -154,6 +134,12 @@ def _opt(key: str) -> str:
 
 
 def _check_nodes(name, value, n):
+    if isinstance(value, str):
+        try:
+            value = [int(v) for v in value.split(',') if v.strip()]
+        except ValueError:
+            raise checks.ConfigError(f'{name} must be comma-separated node ranks, got '
+                                     f'{value!r}') from None
     if not isinstance(value, (list, tuple)):
         raise checks.ConfigError(f'{name} must be a list of node ranks, got {value!r}')
     for v in value:
@@ -162,39 +148,15 @@ def _check_nodes(name, value, n):
 
 _CHECKS = {
     'workload': lambda k, v, n: checks.workload(k, v),
-    'sync': lambda k, v, n: checks.text(k, v),
-    'staleness': lambda k, v, n: checks.integer(k, v, 0),
-    'workers': lambda k, v, n: checks.integer(k, v, 1, 1024),
-    'seed': lambda k, v, n: checks.integer(k, v, 0),
-    'lr': lambda k, v, n: v is None or checks.number(k, v, positive=True),
-    'chunk_bytes': lambda k, v, n: checks.integer(k, v, 256, 65000),
-    'window': lambda k, v, n: checks.integer(k, v, 1, 1024),
-    'deadline_floor': lambda k, v, n: checks.number(k, v, 0.0, 10.0),
-    'namespace': lambda k, v, n: checks.text(k, v),
-    'bus': lambda k, v, n: _choice(k, v, ('auto', 'dds', 'rclpy')),
-    'startup_timeout': lambda k, v, n: checks.number(k, v, positive=True),
     'trace': lambda k, v, n: checks.trace(k, v, allow_none=True),
-    'trace_scale': lambda k, v, n: checks.number(k, v, positive=True),
-    'epoch': lambda k, v, n: v is None or checks.number(k, v),
-    'burst_bytes': lambda k, v, n: checks.integer(k, v, 1),
-    'iterations': lambda k, v, n: checks.integer(k, v, 1),
-    'eval_every': lambda k, v, n: checks.integer(k, v, 1),
-    'out': lambda k, v, n: checks.text(k, v),
-    'server_timeout': lambda k, v, n: checks.number(k, v, positive=True),
-    'interface': lambda k, v, n: checks.text(k, v),
-    'rate_hz': lambda k, v, n: checks.number(k, v, positive=True),
     'nodes': lambda k, v, n: v is None or _check_nodes(k, v, n),
-    'record': lambda k, v, n: v is None or checks.text(k, v),
-    'netmon': lambda k, v, n: _choice(k, v, (True, False)),
+    'namespace': lambda k, v, n: checks.text(k, v),
+    'out': lambda k, v, n: checks.text(k, v),
+    'interface': lambda k, v, n: checks.text(k, v),
 }
-"""Parameter -> check(name, value, n_workers); each raises ConfigError naming the key."""
-
-
-def _choice(name, value, options):
-    if value not in options or isinstance(value, bool) != isinstance(options[0], bool):
-        raise checks.ConfigError(f'{name} must be one of {", ".join(map(str, options))}, got '
-                                 f'{value!r}')
-    return value
+"""What a declared type and range cannot say (a known workload, an existing trace file, ranks
+below N, non-empty names): parameter -> check(name, value, n_workers), ConfigError naming the
+key. Types, ranges and choices come from :mod:`rog_ros.nodes.settings` while resolving."""
 
 
 def validate(params: dict) -> None:
@@ -211,7 +173,8 @@ def validate(params: dict) -> None:
         for key, value in params[exe].items():
             if seen.get(key, object()) == (value,):
                 continue                  # the same value, checked for another node
-            _CHECKS[key](_opt(key), value, n)
+            if key in _CHECKS:
+                _CHECKS[key](_opt(key), value, n)
             seen[key] = (value,)
     for exe in ROLE_KEYS:
         if params[exe].get('workers', n) != n:
@@ -254,37 +217,19 @@ def _strip(params: dict) -> dict:
     return {k: v for k, v in params.items() if k != 'netmon'}
 
 
-LAUNCH_ARGUMENTS = {
-    'workload': 'workload name (toy, mpcol, eacol); empty: from the config file',
-    'sync': 'rog, ssp or bsp; empty: from the config file',
-    'staleness': 'staleness threshold S; empty: from the config file',
-    'workers': 'number of workers; empty: from the config file',
-    'trace': 'per-worker link trace: preset, CSV file or none; empty: from the config file',
-    'namespace': 'topic namespace; empty: from the config file',
-    'config': "ROS 2 parameter file (default: this launch file's config/*.yaml)",
-}
-"""Launch arguments of launch/*.launch.py -> description."""
-_INT_KEYS = ('staleness', 'workers')
+LAUNCH_ARGUMENTS = dict(settings.launch_arguments(),
+                        config="ROS 2 parameter file (default: this launch file's "
+                               'config/*.yaml)')
+"""Launch arguments of launch/*.launch.py -> description (one per setting, plus config)."""
 
 
 def launch_overrides(values: dict) -> dict:
     """
-    Return overrides from launch-argument strings: empty means "not given", numbers are parsed.
+    Return overrides from launch-argument strings: empty means "not given", values are parsed.
 
-    ``config`` is not an override (it names the file); ValueError names a bad number.
+    ``config`` is not an override (it names the file); ValueError names a bad value.
     """
-    out = {}
-    for key, text in values.items():
-        if key == 'config' or text is None or str(text).strip() == '':
-            continue
-        if key not in LAUNCH_ARGUMENTS:
+    for key in values:
+        if key != 'config' and key not in LAUNCH_ARGUMENTS:
             raise ValueError(f'unknown launch argument {key!r}')
-        text = str(text).strip()
-        if key in _INT_KEYS:
-            try:
-                out[key] = int(text)
-            except ValueError:
-                raise ValueError(f'launch argument {key}:={text!r} is not an integer') from None
-        else:
-            out[key] = text
-    return out
+    return settings.launch_overrides({k: v for k, v in values.items() if k != 'config'})

@@ -17,7 +17,7 @@ r"""
     rog fleet --workload mpcol --sync rog --staleness 4 --workers 3 --trace indoors \\
         --iterations 200 --out runs/rog4
 
-Starts the nodes of the fleet plan (:mod:`rog_ros.experiments.fleet`: server, workers,
+Starts the nodes of the fleet plan (:mod:`rog_ros.nodes.plan`: server, workers,
 netmon) with a loopback Cyclone configuration and a DDS domain of their own, shows a progress
 line from their TrainStatus/LinkStats topics, and leaves ``summary.json`` and
 ``timeseries.csv`` (the simulator's files) in ``--out``; node logs go to ``--out/logs``.
@@ -43,8 +43,9 @@ import subprocess
 import sys
 import time
 
-from rog_ros.experiments import checks
-from rog_ros.experiments.fleet import load_parameter_file, plan
+from rog_ros import checks
+from rog_ros.nodes import settings
+from rog_ros.nodes.plan import load_parameter_file, plan
 
 STOP_GRACE_S = 10.0      # SIGINT -> SIGTERM
 TERM_GRACE_S = 5.0       # SIGTERM -> SIGKILL
@@ -53,29 +54,20 @@ BUS_CLOSE_S = 2.0        # the progress display's DDS bus gets this long to clos
 """Ctrl-C stops the fleet within STOP_GRACE_S + TERM_GRACE_S + KILL_WAIT_S (+ BUS_CLOSE_S)."""
 WORKERS_AFTER_SERVER_S = 20.0
 LOG_TAIL_LINES = 15
+FLEET_OWN = ('out', 'netmon', 'fleet_key_file')
+"""Fleet settings with a spelling of the fleet's own (``--out`` default, ``--no-netmon``)."""
 
 
 def add_parser(subparsers):
     """Add the ``fleet`` subcommand."""
     p = subparsers.add_parser('fleet', help='run a fleet of node processes on this machine',
                               description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip())
-    p.add_argument('--workload', default=None, help='toy, mpcol, eacol, ... (default toy)')
-    p.add_argument('--sync', default=None, help='rog, ssp or bsp (default rog)')
-    p.add_argument('--staleness', type=int, default=None, help='threshold S (default 4)')
-    p.add_argument('--workers', type=int, default=None, help='number of workers (default 3)')
-    p.add_argument('--trace', default=None,
-                   help='per-worker link trace: preset or CSV file, or none (default none)')
-    p.add_argument('--trace-scale', type=float, default=None, help='rate multiplier')
-    p.add_argument('--iterations', type=int, default=None, help='iterations (default 100)')
-    p.add_argument('--eval-every', type=int, default=None, help='evaluate every K iterations')
-    p.add_argument('--lr', type=float, default=None, help="learning rate (workload's)")
-    p.add_argument('--seed', type=int, default=None, help='seed (default 0)')
-    p.add_argument('--deadline-floor', type=float, default=None,
-                   help='rog: send optional rows for at least this many compute times '
-                        '(default 3)')
+    for s in settings.for_role('fleet'):      # generated from the settings table
+        if s.name not in FLEET_OWN:
+            p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),
+                           help=f'{s.description} (default {s.default!r})'.replace('%', '%%'))
     p.add_argument('--out', default='rog_fleet_run', help='output directory')
     p.add_argument('--config', default=None, help='ROS 2 parameter file (config/fleet.yaml)')
-    p.add_argument('--namespace', default=None, help='topic namespace (default /rog)')
     p.add_argument('--domain-id', type=int, default=None,
                    help='DDS domain (default: a free-looking one derived from the pid)')
     p.add_argument('--no-netmon', action='store_true', help='do not start netmon')
@@ -92,9 +84,8 @@ def add_parser(subparsers):
 
 
 def _overrides(args, out: str) -> dict:
-    keys = ('workload', 'sync', 'staleness', 'workers', 'trace', 'trace_scale', 'iterations',
-            'eval_every', 'lr', 'seed', 'namespace', 'deadline_floor')
-    over = {k: getattr(args, k) for k in keys}
+    over = {s.name: getattr(args, s.name, None) for s in settings.for_role('fleet')
+            if s.name not in FLEET_OWN + ('record',)}
     over.update(out=out, bus='dds', epoch=time.time())
     if args.no_netmon:
         over['netmon'] = False
@@ -276,7 +267,6 @@ def _repo_pythonpath() -> str:
 
 def run(args) -> int:
     """Run the fleet; 0 when every node exited 0 and the summary was written."""
-    from rog_ros.nodes.routing import LINK_STATS, TRAIN_STATUS
     from rog_ros.transport.cyclone_config import config_path
     out = os.path.abspath(args.out)
     try:   # the whole plan is checked before any node starts (one line, exit 2)
@@ -299,6 +289,9 @@ def run(args) -> int:
         key, key_env = fleet_key_env(args, out)
     except (OSError, ValueError) as err:
         print(f'rog fleet: {err}', file=sys.stderr)
+        return 2
+    recorder = _recorder(args)
+    if recorder is False:
         return 2
     n, iterations = server.parameters['workers'], server.parameters['iterations']
     namespace = server.parameters['namespace']
@@ -324,10 +317,9 @@ def run(args) -> int:
         print('rog fleet: --netns: the nodes live in their own namespaces; progress is in '
               f'{os.path.join(out, "logs")}', file=sys.stderr)
         args.quiet = True
-    bus = None if args.quiet else _status_bus(namespace, domain, loopback, key)
+    bus = None if args.quiet and not recorder else _status_bus(namespace, domain, loopback, key)
     if bus is not None:
-        bus.subscribe(TRAIN_STATUS, callback=progress.on_status)
-        bus.subscribe(LINK_STATS, callback=progress.on_link)
+        _watch_topics(bus, specs, n, progress, recorder)
     failed, reason = [], ''
     stop = _StopRequests().install()
     try:
@@ -343,6 +335,10 @@ def run(args) -> int:
             progress.show(force=True)
             progress.close()
         _close_bounded(bus)
+        if recorder:
+            recorder.close()
+            print(f'rog fleet: recorded {sum(recorder.counts.values())} messages on '
+                  f'{len(recorder.counts)} topics to {args.record}', file=sys.stderr)
         for fn in reversed(cleanup):
             fn()
     codes = sup.codes()
@@ -365,6 +361,49 @@ def run(args) -> int:
         return 1
     print(f'rog fleet: done; {summary}')
     return 0
+
+
+def _recorder(args):
+    """Return the MCAP recorder of ``--record`` (None without; False after an error)."""
+    if not getattr(args, 'record', None):
+        return None
+    if args.netns:
+        print('rog fleet: --record needs the status topics in this namespace; it is not '
+              'available with --netns', file=sys.stderr)
+        return False
+    try:
+        from rog_ros.transport.bag import McapRecorder
+        return McapRecorder(args.record)
+    except (ImportError, OSError) as err:
+        print(f'rog fleet: --record {args.record}: {err} (pip install mcap)', file=sys.stderr)
+        return False
+
+
+def _watch_topics(bus, specs, n: int, progress: Progress, recorder) -> None:
+    """Subscribe to every node's status topics (progress) and what ``--record`` keeps."""
+    from rog_ros.nodes.diagnostics import DIAGNOSTICS
+    from rog_ros.nodes.routing import link_stats, train_status, worker_name
+    from rog_ros.transport.topics import resolve
+
+    def tee(topic, callback=None):
+        full = resolve(topic, bus.namespace)
+
+        def on_message(msg):
+            if callback is not None:
+                callback(msg)
+            if recorder:
+                recorder.write(full, msg)
+        bus.subscribe(topic, callback=on_message)
+
+    for name in ['rog_server'] + [worker_name(r) for r in range(n)]:
+        tee(train_status(name), progress.on_status)
+    for spec in specs:
+        if spec.role == 'netmon':
+            tee(link_stats(spec.name), progress.on_link)
+    if recorder:
+        for r in range(n):
+            tee(f'w{r}/schedule')
+        tee(DIAGNOSTICS)
 
 
 class _StopRequests:
@@ -513,7 +552,7 @@ def _netns_setup(specs, envs, prefixes, cleanup, base_env) -> list:
 
 
 def main(argv=None) -> int:
-    """``python -m rog_ros.experiments.cli_fleet ...``: ``rog fleet`` without the rog CLI."""
+    """``python -m rog_ros.nodes.fleet ...``: ``rog fleet`` without the rog CLI."""
     import argparse
     parser = argparse.ArgumentParser(prog='rog')
     add_parser(parser.add_subparsers(dest='command', required=True))

@@ -1,0 +1,130 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Node main: the wiring every training node shares (parse, log, configure, activate, spin, finish).
+
+``rog_server`` and ``rog_worker`` differ only in their core class; their ``main()`` is one
+call to :func:`run_node`. With ROS 2 (``--bus rclpy``, or ``auto`` with rclpy importable) the
+core runs inside a managed ``rclpy`` lifecycle node (:mod:`rog_ros.nodes.ros_node`); otherwise
+the same lifecycle is driven by signals: SIGUSR1 deactivate (pause), SIGUSR2 activate,
+SIGINT/SIGTERM shutdown. Either way a shutdown writes the summary (server) before leaving.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+from rog_ros.nodes.connect import PeerTimeout
+from rog_ros.nodes.params import check_fleet_args, node_parser
+from rog_ros.nodes.signals import SignalRequests
+
+LOG_FORMAT = '[%(levelname)s] [%(created).3f] [%(name)s]: %(message)s'
+"""Like ROS 2's console output, so logs of both paths read alike."""
+
+
+def setup_logging(name: str) -> logging.Logger:
+    """Configure the ``logging`` module once (stderr, INFO) and return the node's logger."""
+    if not logging.getLogger().handlers:
+        level = os.environ.get('ROG_LOG_LEVEL', 'INFO').upper()
+        logging.basicConfig(stream=sys.stderr, format=LOG_FORMAT,
+                            level=getattr(logging, level, logging.INFO))
+    return logging.getLogger(name)
+
+
+def use_ros(args) -> bool:
+    """Tell whether this node runs as an rclpy node (``bus`` rclpy, or auto with ROS 2)."""
+    if args.bus == 'rclpy':
+        return True
+    if args.bus != 'auto' or os.environ.get('ROG_BUS', 'auto') != 'auto':
+        return False
+    from rog_ros.transport.bus import rclpy_available
+    return rclpy_available()
+
+
+def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_errors=()) -> int:
+    """
+    Run one training node; return its exit status.
+
+    Parameters
+    ----------
+    role : str
+        ``'rog_server'`` or ``'rog_worker'`` (selects the settings and the node name).
+    doc : str
+        The executable's module docstring (its first line is the ``--help`` description).
+    core_class : type
+        ServerNode or WorkerNode: ``configure()``, ``activate()``, ``spin_once()``,
+        ``finish()``, ``shutdown()``, ``requests``, ``life``.
+    argv : list, optional
+        Command line (default ``sys.argv[1:]``), ``--ros-args`` included.
+    extend : callable, optional
+        ``extend(parser) -> check`` adds options that are not settings (test hooks) and
+        returns ``check(parser, args)`` or None.
+    usage_errors : tuple of exception types
+        Raised by the core for unusable input (a bad state file): one line, exit 2.
+
+    Returns
+    -------
+    int
+        0 when training completed or a shutdown was requested, 1 when the peers did not
+        appear or the server went silent (argparse exits with 2 on a usage error).
+
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = node_parser(role, role, doc)
+    check = extend(parser) if extend is not None else None
+    args = parser.parse_args(argv)
+    check_fleet_args(parser, args)
+    if check is not None:
+        check(parser, args)
+    if use_ros(args):
+        from rog_ros.nodes import ros_node
+        return ros_node.run(role, args, core_class, argv)
+    log = setup_logging(args.node_name)
+    requests = SignalRequests().install()
+    core = core_class(args, requests)
+    core.log = log
+    try:
+        core.configure()
+        if not getattr(args, 'autostart', True):
+            log.info('configured; waiting for SIGUSR2 (activate)')
+            while not requests.shutdown_requested and 'activate' not in requests.take():
+                time.sleep(0.1)
+        if core.activate():
+            log.info('active')
+            core.spin()
+            finish(core, log)
+    except KeyboardInterrupt:
+        log.warning('interrupted twice; leaving without the final write')
+    except (PeerTimeout, TimeoutError) as err:
+        log.error(str(err))
+        return 1
+    except usage_errors as err:
+        log.error(str(err))
+        return 2
+    finally:
+        core.shutdown()
+    return 0
+
+
+def finish(core, log) -> None:
+    """Let the core write its results (the server: the summary), then log them."""
+    summary = core.finish() if hasattr(core, 'finish') else None
+    if summary:
+        keys = ('system', 'iterations', 'final_accuracy', 'threshold_triggers', 'stall_cost',
+                'sim_time_s', 'completed')
+        shown = {k: summary.get(k) for k in keys}
+        log.info(f'summary: {shown}')   # one string: rclpy loggers take no %-arguments

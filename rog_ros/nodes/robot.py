@@ -1,0 +1,165 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+r"""
+One robot of a real fleet: which nodes it runs, their environment, and ``rog robot``.
+
+    ros2 launch rog_ros robot.launch.py role:=worker rank:=1 workers:=3 server_host:=10.0.0.10
+    rog robot --role worker --rank 1 --workers 3 --server-host 10.0.0.10      # without ROS 2
+
+The server robot runs ``rog_server`` and ``netmon``; worker robot K runs ``rog_worker`` (node
+``rog_worker_K``) and ``netmon`` (node ``netmon_K``, reporting for rank K). Parameters merge
+as everywhere (:mod:`rog_ros.nodes.settings`): defaults < config file < arguments. Links are
+real: nothing is shaped unless a ``trace`` is given. Unless the user set them, the environment
+selects Cyclone DDS (``RMW_IMPLEMENTATION=rmw_cyclonedds_cpp``) with the shipped Wi-Fi
+configuration (``CYCLONEDDS_URI``), plus ``server_host`` and ``peers`` as unicast discovery
+peers for access points that drop multicast. ``robot.launch.py`` and ``rog robot`` both use
+:func:`robot_plan` and :func:`robot_environment`, so they start the same processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+
+from rog_ros.nodes import settings
+from rog_ros.nodes.plan import NodeSpec, resolve, validate
+
+ROLES = ('server', 'worker')
+ROBOT_ARGUMENTS = {
+    'role': 'server or worker: which robot of the fleet this is',
+    'rank': 'worker rank 0..N-1 (worker robots)',
+    'server_host': 'address of the server robot: a unicast DDS discovery peer (workers)',
+    'peers': 'comma-separated addresses of the other robots: unicast discovery peers',
+    'config': 'ROS 2 parameter file (default: config/fleet.yaml of this package)',
+}
+"""Launch arguments of robot.launch.py besides the settings."""
+RMW = 'rmw_cyclonedds_cpp'
+
+
+def robot_plan(role: str, rank: int = 0, file_params=None, overrides=None) -> list:
+    """
+    Return the NodeSpecs of one robot: ``[rog_server, netmon]`` or ``[rog_worker_K, netmon_K]``.
+
+    Raises ValueError (one line) for an unknown role, a rank outside 0..workers-1 or a bad
+    parameter.
+    """
+    if role not in ROLES:
+        raise ValueError(f'role must be server or worker, got {role!r}')
+    overrides = dict(overrides or {})
+    params = resolve(file_params, overrides)
+    validate(params)
+    n = params['rog_server']['workers']
+    mon = {k: v for k, v in params['netmon'].items() if k != 'netmon'}
+    if role == 'server':
+        srv = {k: v for k, v in params['rog_server'].items() if k != 'netmon'}
+        specs = [NodeSpec('rog_server', 'rog_server', srv, 'server')]
+        mon['nodes'] = [-1]
+        name = 'netmon'
+    else:
+        if not 0 <= int(rank) < n:
+            raise ValueError(f'rank must be in 0..{n - 1}, got {rank}')
+        wrk = {k: v for k, v in params['rog_worker'].items() if k != 'netmon'}
+        specs = [NodeSpec(f'rog_worker_{rank}', 'rog_worker', dict(wrk, rank=int(rank)),
+                          'worker', int(rank))]
+        mon['nodes'] = [int(rank)]
+        name = f'netmon_{rank}'
+    if params['netmon']['netmon']:
+        specs.append(NodeSpec(name, 'netmon', mon, 'netmon', int(rank) if role == 'worker'
+                              else -1))
+    return specs
+
+
+def robot_environment(environ, server_host: str = '', peers=()) -> dict:
+    """
+    Return the variables to set for the robot's nodes (the user's own settings win).
+
+    ``RMW_IMPLEMENTATION`` and ``CYCLONEDDS_URI`` (the shipped Wi-Fi file plus
+    ``server_host`` and ``peers`` as unicast peers) when not already in ``environ``.
+    """
+    from rog_ros.transport.cyclone_config import cyclone_uri
+    out = {}
+    if not environ.get('RMW_IMPLEMENTATION'):
+        out['RMW_IMPLEMENTATION'] = RMW
+    if not environ.get('CYCLONEDDS_URI'):
+        hosts = [h.strip() for h in list(peers) + [server_host] if h and h.strip()]
+        out['CYCLONEDDS_URI'] = cyclone_uri('wifi', hosts)
+    return out
+
+
+def split_peers(text) -> list:
+    """Split comma-separated addresses: ``'a, b'`` -> ``['a', 'b']``."""
+    return [p.strip() for p in str(text or '').split(',') if p.strip()]
+
+
+# ---------------------------------------------------------------------- rog robot
+def add_parser(subparsers):
+    """Add the ``robot`` subcommand: the nodes of one robot, without ROS 2."""
+    p = subparsers.add_parser('robot', help="run one robot's nodes (server or worker robot)",
+                              description=__doc__.strip().split('\n')[0])
+    p.add_argument('--role', required=True, choices=ROLES, help=ROBOT_ARGUMENTS['role'])
+    p.add_argument('--rank', type=int, default=0, help=ROBOT_ARGUMENTS['rank'])
+    p.add_argument('--server-host', default='', help=ROBOT_ARGUMENTS['server_host'])
+    p.add_argument('--peers', default='', help=ROBOT_ARGUMENTS['peers'])
+    p.add_argument('--config', default=None, help=ROBOT_ARGUMENTS['config'])
+    p.add_argument('--logs', default=None, help='node logs directory (default: OUT/logs on '
+                                                'the server, ./rog_robot_logs otherwise)')
+    for s in settings.for_role('fleet'):
+        if s.name not in ('rank',):
+            p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),
+                           help=f'{s.description} (default {s.default!r})'.replace('%', '%%'))
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    """Start the robot's nodes, wait for its training node, stop the rest; exit status."""
+    from rog_ros.nodes.fleet import Supervisor
+    from rog_ros.nodes.plan import load_parameter_file
+    over = {s.name: getattr(args, s.name, None) for s in settings.for_role('fleet')
+            if s.name not in ('rank', 'fleet_key_file', 'record')}
+    try:
+        file_params = load_parameter_file(args.config) if args.config else {}
+        specs = robot_plan(args.role, args.rank, file_params, over)
+        env = dict(os.environ, PYTHONUNBUFFERED='1',
+                   **robot_environment(os.environ, args.server_host, split_peers(args.peers)))
+    except (OSError, ValueError) as err:
+        print(f'rog robot: {err}', file=sys.stderr)
+        return 2
+    if args.fleet_key_file:
+        env['ROG_FLEET_KEY_FILE'] = os.path.abspath(args.fleet_key_file)
+    if args.record:
+        specs[0] = dataclasses.replace(specs[0], parameters=dict(specs[0].parameters,
+                                                                 record=args.record))
+    logs = args.logs or (os.path.join(specs[0].parameters['out'], 'logs')
+                         if args.role == 'server' else 'rog_robot_logs')
+    sup = Supervisor(specs, logs, lambda spec: env)
+    main = specs[0].name
+    code = 1
+    try:
+        sup.start()
+        print(f'rog robot: started {", ".join(s.name for s in specs)} (logs in {logs})',
+              file=sys.stderr)
+        while sup.codes()[main] is None:
+            time.sleep(0.2)
+        code = sup.codes()[main]
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        sup.stop()
+    if code not in (0, 130):
+        print(f'rog robot: {main} exited with {code}; last lines of its log:\n'
+              f'{sup.tail(main)}', file=sys.stderr)
+    return code

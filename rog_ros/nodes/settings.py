@@ -1,0 +1,559 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Settings: every node parameter declared once (name, type, default, range, description, roles).
+
+From :data:`SETTINGS` come the command-line flags of each node and of ``rog fleet``
+(:func:`add_arguments`), the ROS 2 parameters with their descriptors
+(:func:`declare_ros_parameters`), the keys a ``config/*.yaml`` file may hold
+(:func:`check_parameter_file`), the launch arguments (:func:`launch_arguments`) and
+``docs/configuration.md`` (:func:`configuration_reference`).
+
+Values are resolved as ROS 2 resolves parameters, later wins: declared defaults, then
+``--params-file`` (sections ``/**``, the executable and the node name, ``*`` globs allowed),
+then command-line flags, then ``--ros-args -p name:=value``. Settings whose default is None
+("not set") are written ``none_text`` where a typed value is required (ROS parameters,
+launch arguments): ``lr: 0.0`` means "the workload's learning rate".
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+import fnmatch
+import math
+import sys
+
+from rog_ros.checks import ConfigError
+from rog_ros.transport.topics import DEFAULT_NAMESPACE
+
+SERVER, WORKER, NETMON, FLEET = 'rog_server', 'rog_worker', 'netmon', 'fleet'
+NODES = (SERVER, WORKER, NETMON)
+TRAINING = (SERVER, WORKER, FLEET)
+ALL = (SERVER, WORKER, NETMON, FLEET)
+ALL_NODES = '/**'
+
+DEFAULT_DEADLINE_FLOOR = 3.0
+"""Real fleets: rog sends optional rows for at least 3 compute times (the simulator's policy
+default is 1). At 1, 100-iteration MPCOL fleets on the indoors trace dipped 10-25 accuracy
+points late in the run: rows that miss short deadlines pile up in the error-feedback residual,
+which feeds back through momentum; at 3, 3 of 3 runs per MTA rule were stable."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One parameter: its declaration is the only place its type, range and meaning live."""
+
+    name: str                   # snake_case: ROS parameter, YAML key; flag is --kebab-case
+    kind: type                  # int, float, str or bool
+    default: object             # None: "not set" (see none_text)
+    description: str            # one sentence, shown by --help, ros2 param describe, docs
+    roles: tuple = ALL          # executables (and 'fleet' = the rog fleet CLI) that accept it
+    group: str = 'fleet'        # 'fleet' (identical on every node), 'link', or a role's own
+    low: float = None           # inclusive range; None = open
+    high: float = None
+    choices: tuple = ()         # allowed values of a str setting (empty: any)
+    none_text: object = None    # typed stand-in for None in ROS/launch/YAML (e.g. 0.0, '')
+
+    @property
+    def flag(self) -> str:
+        """Return the command-line flag: ``eval_every`` -> ``--eval-every``."""
+        return '--' + self.name.replace('_', '-')
+
+    @property
+    def label(self) -> str:
+        """Return how errors name the setting: ``'eval_every (--eval-every)'``."""
+        return f'{self.name} ({self.flag})'
+
+    def parse(self, value, strict: bool = False):
+        """
+        Return ``value`` converted and checked; ConfigError (a ValueError) naming the setting.
+
+        ``value`` is a command-line string or a typed YAML/ROS value; ``strict`` (parameter
+        files) accepts only values of the declared type, as ROS 2 does (``workers: "3"`` is
+        not an integer there).
+        """
+        if value is None or (self.none_text is not None and value == self.none_text) or (
+                isinstance(value, str) and self.default is None and value.strip() in ('', 'none')
+                and self.kind is not str):
+            return None
+        if strict and not _typed(self.kind, value):
+            raise ConfigError(f'{self.label} must be {_KIND_TEXT[self.kind]}, got {value!r}')
+        if self.kind is bool:
+            if isinstance(value, str):
+                low = value.strip().lower()
+                if low not in ('true', 'false', '1', '0'):
+                    raise ConfigError(f'{self.label}: {value!r} is not a bool')
+                value = low in ('true', '1')
+            return bool(value)
+        try:
+            if self.kind is int and isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            out = self.kind(value.strip() if isinstance(value, str) else value)
+        except (TypeError, ValueError):
+            raise ConfigError(f'{self.label}: {value!r} is not '
+                              f'{_KIND_TEXT[self.kind]}') from None
+        self.check(out)
+        return out
+
+    def check(self, value) -> None:
+        """Raise ConfigError when ``value`` is outside the declared range or choices."""
+        if value is None:
+            return
+        if self.choices and value not in self.choices:
+            raise ConfigError(f'{self.label} must be one of {", ".join(self.choices)}, '
+                              f'got {value!r}')
+        if self.kind in (int, float):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f'{self.label} must be a finite number, got {value}')
+            if (self.low is not None and value < self.low) or (
+                    self.high is not None and value > self.high):
+                raise ConfigError(f'{self.label} must be in {self.range_text()}, '
+                                  f'got {value!r}')
+
+    def range_text(self) -> str:
+        """Return the range as text: ``[1, inf)``, ``[0, 10]``, or ''."""
+        if self.low is None and self.high is None:
+            return ''
+        lo = '(-inf' if self.low is None else f'[{_num(self.low)}'
+        hi = 'inf)' if self.high is None else f'{_num(self.high)}]'
+        return f'{lo}, {hi}'
+
+    def ros_default(self):
+        """Return the typed default for ROS parameters and launch arguments."""
+        return self.none_text if self.default is None else self.default
+
+
+_KIND_TEXT = {int: 'an integer', float: 'a number', str: 'a string', bool: 'true or false'}
+
+
+def _typed(kind, value) -> bool:
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _num(value) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f'{value:g}'
+
+
+def _s(name, typ, default, description, roles=ALL, group='fleet', **kw) -> Setting:
+    return Setting(name, typ, default, description, roles, group, **kw)
+
+
+SETTINGS = (
+    # -------------------------------------------------- every node of one fleet must agree
+    _s('workload', str, 'toy', 'Workload: toy, mpcol, eacol or a registered one '
+       '(docs/workloads.md).', TRAINING),
+    _s('sync', str, 'rog', 'Synchronisation system: rog, ssp or bsp.', TRAINING,
+       choices=('rog', 'ssp', 'bsp')),
+    _s('staleness', int, 4, 'Staleness threshold S (iterations a worker may run ahead).',
+       TRAINING, low=0, high=1000),
+    _s('workers', int, 3, 'Number of workers N in the fleet.', ALL, low=1, high=1024),
+    _s('seed', int, 0, 'Seed of data order and generated traces.', ALL, low=0,
+       high=2 ** 31 - 1),
+    _s('lr', float, None, "Learning rate; 0 = the workload's own.", TRAINING, low=0.0,
+       none_text=0.0),
+    _s('chunk_bytes', int, 16384, 'Row chunk payload cap in bytes (below 64 KiB: DDS '
+       'fragments it on Wi-Fi).', TRAINING, low=256, high=65000),
+    _s('window', int, 4, 'Unacknowledged chunks per transfer.', TRAINING, low=1, high=1024),
+    _s('deadline_floor', float, DEFAULT_DEADLINE_FLOOR, 'rog: keep sending optional rows for '
+       'at least this many compute times.', TRAINING, low=0.0, high=10.0),
+    _s('namespace', str, DEFAULT_NAMESPACE, 'Fleet namespace: every topic is relative to it.'),
+    _s('bus', str, 'auto', 'Transport: rclpy when ROS 2 is sourced, else the embedded DDS '
+       '(none: netmon only measures).', NODES, choices=('auto', 'dds', 'rclpy', 'none')),
+    _s('startup_timeout', float, 60.0, 'Seconds to wait for the peers to appear.', TRAINING,
+       low=0.0),
+    _s('record', str, None, 'Write status, link, schedule and diagnostics topics to this '
+       'ROS 2 MCAP file; empty = no recording.', ALL, none_text=''),
+    _s('fleet_key_file', str, None, 'Fleet key file (mode 0600) that signs and verifies every '
+       'message; empty = $ROG_FLEET_KEY_FILE, else $ROG_FLEET_KEY, else none '
+       '(unauthenticated).', ALL, none_text=''),
+    _s('diagnostics_hz', float, 1.0, 'Rate of /diagnostics (DiagnosticArray); 0 = off.',
+       ALL, low=0.0, high=100.0),
+    _s('autostart', bool, True, 'Configure and activate at start; false: stay inactive until '
+       'activated (ros2 lifecycle set <node> activate, or SIGUSR2).', (SERVER, WORKER),
+       'lifecycle'),
+    # -------------------------------------------------- emulated links
+    _s('trace', str, 'none', 'Emulated bandwidth trace per worker link: a preset (indoors, '
+       'outdoors, ...), a CSV file t_seconds,mbps, or none (real links, no shaping).', ALL,
+       'link'),
+    _s('trace_scale', float, 1.0, 'Multiply the trace rates.', ALL, 'link', low=1e-6),
+    _s('epoch', float, None, 'Wall-clock time (time.time()) at which every trace starts; '
+       '0 = node start.', NODES, 'link', low=0.0, none_text=0.0),
+    _s('burst_bytes', int, 65536, 'Token bucket size of the emulated link.', TRAINING,
+       'link', low=1),
+    # -------------------------------------------------- rog_server
+    _s('iterations', int, 100, 'Stop the fleet once every worker pushed this many.',
+       (SERVER, FLEET), 'server', low=1),
+    _s('eval_every', int, 10, 'Evaluate the consensus model every K iterations.',
+       (SERVER, FLEET), 'server', low=1),
+    _s('out', str, 'rog_run', 'Directory for summary.json and timeseries.csv.',
+       (SERVER, FLEET), 'server'),
+    # -------------------------------------------------- rog_worker
+    _s('rank', int, 0, 'This worker, 0..N-1.', (WORKER,), 'worker', low=0, high=1023),
+    _s('server_timeout', float, 120.0, 'Give up after this long without a message from '
+       'the server (s).', (WORKER,), 'worker', low=0.0),
+    # -------------------------------------------------- netmon
+    _s('interface', str, 'auto', 'Interface to monitor (auto: Wi-Fi, else the busiest).',
+       (NETMON,), 'netmon'),
+    _s('nodes', str, None, 'Comma-separated worker ranks to report for (-1: this robot); '
+       'empty = every worker.', (NETMON,), 'netmon', none_text=''),
+    _s('rate_hz', float, 10.0, 'LinkStats samples per second.', (NETMON,), 'netmon',
+       low=0.01, high=1000.0),
+    _s('record_trace', str, None, 'Write a bandwidth trace CSV here on exit; empty = none.',
+       (NETMON,), 'netmon', none_text=''),
+    _s('record_source', str, 'throughput', 'What the recorded trace holds.', (NETMON,),
+       'netmon', choices=('throughput', 'bitrate', 'emulated')),
+    _s('duration', float, None, 'Exit after this many seconds; 0 = run until stopped.',
+       (NETMON,), 'netmon', low=0.0, none_text=0.0),
+    _s('netmon', bool, True, 'Start netmon with the fleet.', (FLEET,), 'fleet only'),
+)
+"""Every setting, in the order the documentation lists them."""
+
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def for_role(role: str) -> list:
+    """Return the settings that ``role`` (an executable or 'fleet') accepts."""
+    return [s for s in SETTINGS if role in s.roles]
+
+
+def defaults(role: str = None) -> dict:
+    """Return ``{name: default}`` of every setting (of ``role``'s when given)."""
+    return {s.name: s.default for s in (for_role(role) if role else SETTINGS)}
+
+
+# ---------------------------------------------------------------------- argparse
+GROUP_TITLES = {'fleet': 'Fleet settings (identical on every node)',
+                'link': 'Link emulation (off unless `trace` is given)',
+                'lifecycle': 'Lifecycle (`rog_server`, `rog_worker`)',
+                'server': '`rog_server`', 'worker': '`rog_worker`', 'netmon': '`netmon`',
+                'fleet only': '`rog fleet` only'}
+
+
+def add_arguments(parser: argparse.ArgumentParser, role: str, suppress: bool = True) -> None:
+    """
+    Add one flag per setting of ``role``, grouped; help text and range from the declaration.
+
+    With ``suppress`` the parsed namespace holds only flags that were given (so
+    :func:`resolve` can merge them above the params file).
+    """
+    groups = {}
+    for s in for_role(role):
+        title = GROUP_TITLES.get(s.group, f'{s.group} options')
+        g = groups.get(title) or groups.setdefault(title, parser.add_argument_group(title))
+        default = argparse.SUPPRESS if suppress else s.default
+        text = s.description + (f' Range {s.range_text()}.' if s.range_text() else '')
+        text = text.replace('%', '%%') + f' (default {s.default!r})'
+        kw = {'default': default, 'help': text, 'dest': s.name}
+        if s.kind is bool:
+            g.add_argument(s.flag, type=s.parse, metavar='{true,false}', **kw)
+        else:
+            g.add_argument(s.flag, type=str, metavar=s.kind.__name__.upper(), **kw)
+
+
+# ---------------------------------------------------------------------- ROS arguments
+def split_ros_args(argv) -> tuple:
+    """
+    Split ``argv`` into (plain arguments, ros arguments) at ``--ros-args ... [--]`` blocks.
+
+    Returns ``(plain, ros)`` where ``ros`` is a dict: ``params`` (list of (name, text) from
+    ``-p``/``--param``), ``params_files`` (paths), ``node`` and ``ns`` (from ``-r __node:=``
+    / ``-r __ns:=``, else None). Unknown ROS options are kept for rclpy and ignored here.
+    """
+    plain, ros = [], {'params': [], 'params_files': [], 'node': None, 'ns': None}
+    args, i, inside = list(argv), 0, False
+    while i < len(args):
+        a = args[i]
+        if a == '--ros-args':
+            inside = True
+        elif inside and a == '--':
+            inside = False
+        elif not inside:
+            plain.append(a)
+        elif a in ('-p', '--param', '--params-file', '-r', '--remap') and i + 1 < len(args):
+            i += 1
+            value = args[i]
+            if a == '--params-file':
+                ros['params_files'].append(value)
+            elif ':=' not in value:
+                raise ValueError(f'--ros-args {a} {value!r}: expected name:=value')
+            else:
+                name, text = value.split(':=', 1)
+                if a in ('-p', '--param'):
+                    ros['params'].append((name, text))
+                elif name == '__node':
+                    ros['node'] = text
+                elif name == '__ns':
+                    ros['ns'] = text
+        i += 1
+    return plain, ros
+
+
+def _yaml_value(text: str):
+    """Parse a ``-p`` value as ROS does (a YAML scalar)."""
+    import yaml
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def file_sections(doc: dict, where: str = 'parameter file') -> dict:
+    """Return ``{section: {key: value}}`` of a parsed ROS 2 parameter file; ValueError."""
+    out = {}
+    for node, body in (doc or {}).items():
+        if not isinstance(body, dict) or 'ros__parameters' not in body:
+            raise ValueError(f'{where}: {node!r} needs a ros__parameters mapping')
+        params = body['ros__parameters'] or {}
+        if not isinstance(params, dict):
+            raise ValueError(f'{where}: {node}.ros__parameters must be a mapping')
+        out[node if node == ALL_NODES else node.lstrip('/')] = dict(params)
+    return out
+
+
+def read_parameter_file(path) -> dict:
+    """Read a ROS 2 parameter file; return :func:`file_sections` of it."""
+    import yaml
+    with open(path, encoding='utf-8') as fh:
+        return file_sections(yaml.safe_load(fh), str(path))
+
+
+def section_values(sections: dict, executable: str, node_name: str) -> dict:
+    """Merge the sections that apply to a node: ``/**``, then globs/executable, then its name."""
+    out = dict(sections.get(ALL_NODES, {}))
+    for key in sorted(sections):
+        bare = key.split('/')[-1]
+        if key != ALL_NODES and bare not in (node_name, executable) and (
+                fnmatch.fnmatchcase(node_name, bare)):
+            out.update(sections[key])
+    out.update(sections.get(executable, {}))
+    if node_name != executable:
+        out.update(sections.get(node_name, {}))
+    return out
+
+
+def check_parameter_file(sections: dict, where: str = 'parameter file') -> None:
+    """Raise ValueError naming any key no setting declares, or a value out of range."""
+    for section, params in sections.items():
+        for key, value in params.items():
+            if key not in BY_NAME:
+                raise ValueError(f'{where}: unknown parameter {key!r} in {section}; known: '
+                                 f'{", ".join(sorted(BY_NAME))}')
+            BY_NAME[key].parse(value)
+
+
+def node_name(role: str, values: dict) -> str:
+    """Return the unique node name: rog_server, rog_worker_<rank>, netmon_<rank>."""
+    if role == WORKER:
+        return f'rog_worker_{values.get("rank", 0)}'
+    if role == NETMON:
+        nodes = values.get('nodes')
+        first = str(nodes).split(',')[0].strip() if nodes not in (None, '') else ''
+        return f'netmon_{first}' if first and first != '-1' and ',' not in str(nodes) \
+            else 'netmon'
+    return role
+
+
+def resolve(role: str, parsed: argparse.Namespace, ros: dict) -> argparse.Namespace:
+    """
+    Merge defaults < params files < flags < ``-p`` for ``role``; validate; a Namespace.
+
+    Raises ValueError with a one-line message (unknown ``-p`` name, bad value, bad file).
+    """
+    accepted = {s.name for s in for_role(role)}
+    values = defaults(role)
+    flags = {k: v for k, v in vars(parsed).items() if k in accepted}
+    provisional = dict(values, **{k: v for k, v in flags.items() if k == 'rank'})
+    for name, text in ros['params']:
+        if name == 'rank':
+            provisional['rank'] = text
+    name = ros.get('node') or node_name(role, provisional)
+    for path in ros['params_files']:
+        sections = read_parameter_file(path)
+        check_parameter_file(sections, path)
+        for key, value in section_values(sections, role, name).items():
+            if key in accepted:
+                values[key] = BY_NAME[key].parse(value)
+    for key, text in flags.items():
+        values[key] = BY_NAME[key].parse(text)
+    for key, text in ros['params']:
+        if key not in accepted:
+            raise ValueError(f'-p {key}: {role} has no parameter {key!r}; known: '
+                             f'{", ".join(sorted(accepted))}')
+        values[key] = BY_NAME[key].parse(_yaml_value(text) if isinstance(text, str)
+                                         else text)
+    if ros.get('ns'):
+        values['namespace'] = ros['ns'] if ros['ns'].startswith('/') else '/' + ros['ns']
+    out = argparse.Namespace(**{k: v for k, v in vars(parsed).items() if k not in accepted})
+    for key, value in values.items():
+        setattr(out, key, value)
+    out.node_name = ros.get('node') or node_name(role, values)
+    return out
+
+
+class SettingsParser(argparse.ArgumentParser):
+    """
+    An ArgumentParser whose ``parse_args`` resolves a node's settings completely.
+
+    It accepts the flags of ``role``'s settings (added by :func:`add_arguments`) and
+    ``--ros-args`` blocks, merges them as :func:`resolve` does and validates every value, so
+    a bad value is a usage error (exit 2) with a one-line message.
+    """
+
+    def __init__(self, role: str, **kwargs):
+        super().__init__(**kwargs)
+        self.role = role
+        add_arguments(self, role)
+
+    def parse_args(self, args=None, namespace=None):
+        argv = sys.argv[1:] if args is None else list(args)
+        try:
+            plain, ros = split_ros_args(argv)
+        except ValueError as err:
+            self.error(str(err))
+        parsed = super().parse_args(plain, namespace)
+        try:
+            return resolve(self.role, parsed, ros)
+        except (OSError, ValueError) as err:
+            self.error(str(err))
+
+
+# ---------------------------------------------------------------------- ROS 2 parameters
+def parameter_descriptor(s: Setting):
+    """Return the rcl_interfaces ParameterDescriptor of a setting (needs ROS 2)."""
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, \
+        ParameterType
+    types = {int: ParameterType.PARAMETER_INTEGER, float: ParameterType.PARAMETER_DOUBLE,
+             str: ParameterType.PARAMETER_STRING, bool: ParameterType.PARAMETER_BOOL}
+    desc = ParameterDescriptor(name=s.name, type=types[s.kind], description=s.description,
+                               read_only=s.name not in RUNTIME_SETTABLE)
+    if s.choices:
+        desc.additional_constraints = 'one of: ' + ', '.join(s.choices)
+    if s.kind is int and (s.low is not None or s.high is not None):
+        desc.integer_range = [IntegerRange(
+            from_value=int(s.low if s.low is not None else -2 ** 63),
+            to_value=int(s.high if s.high is not None else 2 ** 63 - 1), step=0)]
+    elif s.kind is float and (s.low is not None or s.high is not None):
+        desc.floating_point_range = [FloatingPointRange(
+            from_value=float(s.low if s.low is not None else -1e308),
+            to_value=float(s.high if s.high is not None else 1e308), step=0.0)]
+    return desc
+
+
+RUNTIME_SETTABLE = ('diagnostics_hz',)
+"""Settings that may change while a node runs (``ros2 param set``); the others are read-only."""
+
+
+def declare_ros_parameters(node, role: str, values) -> None:
+    """
+    Declare every setting of ``role`` on an rclpy ``node`` with its descriptor.
+
+    The declared default is the resolved value (``values``: the Namespace of
+    :func:`parse_node_args`), so ``ros2 param get`` shows what the node runs with.
+    """
+    for s in for_role(role):
+        value = getattr(values, s.name, s.default)
+        node.declare_parameter(s.name, s.ros_default() if value is None else value,
+                               parameter_descriptor(s))
+
+
+# ---------------------------------------------------------------------- launch arguments
+def launch_arguments(roles=NODES) -> dict:
+    """Return ``{name: description}``: one launch argument per setting of ``roles``."""
+    out = {}
+    for s in SETTINGS:
+        if any(r in s.roles for r in roles):
+            out[s.name] = (s.description + ' Empty: from the config file, else '
+                           f'{s.default!r}.')
+    return out
+
+
+def launch_overrides(values: dict, roles=NODES) -> dict:
+    """Parse launch-argument strings (empty = not given); ValueError names a bad one."""
+    known = launch_arguments(roles)
+    out = {}
+    for key, text in values.items():
+        if text is None or str(text).strip() == '' or key not in BY_NAME:
+            continue
+        if key not in known:
+            raise ValueError(f'unknown launch argument {key!r}')
+        out[key] = BY_NAME[key].parse(str(text))
+    return out
+
+
+# ---------------------------------------------------------------------- documentation
+BEGIN_MARK = '<!-- BEGIN GENERATED: node parameters -->'
+END_MARK = '<!-- END GENERATED: node parameters -->'
+
+
+def configuration_reference() -> str:
+    """Return the generated part of docs/configuration.md (between its markers)."""
+    lines = [
+        '<!-- Generated from rog_ros/nodes/settings.py (SETTINGS); do not edit here.',
+        '     Regenerate: python -m rog_ros.nodes.settings docs/configuration.md -->', '',
+        'Precedence, later wins: default < parameter file (sections `/**`, the executable',
+        'such as `rog_worker`, then the node name such as `rog_worker_2`; `*` globs allowed) <',
+        'command-line flag < `-p`. Node names are unique: `rog_server`, `rog_worker_<rank>`,',
+        '`netmon_<rank>`. A "not set" value is written as the stand-in in the table (`lr: 0.0`',
+        "means the workload's learning rate). Ranges are in the ROS 2 parameter descriptors",
+        '(`ros2 param describe`); only `diagnostics_hz` may change at run time.', '']
+    by_group = {}
+    for s in SETTINGS:
+        by_group.setdefault(s.group, []).append(s)
+    for group, items in by_group.items():
+        lines += [f'### {GROUP_TITLES.get(group, group)}', '',
+                  '| name | type | default | range | nodes | description |',
+                  '|---|---|---|---|---|---|']
+        for s in items:
+            default = 'not set' + (f' (`{s.none_text!r}`)' if s.none_text is not None else '') \
+                if s.default is None else f'`{s.default!r}`'
+            rng = s.range_text() or (', '.join(s.choices) if s.choices else '')
+            roles = ', '.join(r for r in s.roles)
+            lines.append(f'| `{s.name}` | {s.kind.__name__} | {default} | {rng} | {roles} | '
+                         f'{s.description} |')
+        lines.append('')
+    return '\n'.join(lines)
+
+
+def generated_section(text: str) -> str:
+    """Return what lies between the markers of a configuration.md text (ValueError if none)."""
+    try:
+        start = text.index(BEGIN_MARK) + len(BEGIN_MARK)
+        return text[start:text.index(END_MARK, start)].strip('\n')
+    except ValueError:
+        raise ValueError(f'configuration reference lacks the {BEGIN_MARK} / {END_MARK} '
+                         'markers') from None
+
+
+def update_reference(path: str) -> bool:
+    """Rewrite the generated section of ``path``; tell whether it changed."""
+    with open(path, encoding='utf-8') as fh:
+        text = fh.read()
+    old = generated_section(text)
+    new = configuration_reference().strip('\n')
+    if old == new:
+        return False
+    start = text.index(BEGIN_MARK) + len(BEGIN_MARK)
+    end = text.index(END_MARK, start)
+    with open(path, 'w', encoding='utf-8') as fh:
+        fh.write(text[:start] + '\n\n' + new + '\n\n' + text[end:])
+    return True
+
+
+if __name__ == '__main__':
+    update_reference(sys.argv[1] if len(sys.argv) > 1 else 'docs/configuration.md')

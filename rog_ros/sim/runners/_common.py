@@ -1,0 +1,81 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+What the AdaComp and GSP runners share with ``simulate``: links, gradients, evaluation.
+
+Each runner gets the same per-robot trace-driven links as :func:`rog_ros.sim.simulator.simulate`
+(one ``FluidLink`` per robot, its two directions sharing the airtime by default), computes real
+gradients of the workload's model on the worker's own partition, and evaluates a flat model
+vector on the workload's held-out set.
+"""
+
+from __future__ import annotations
+
+from rog_ros.core.rows import RowLayout
+from rog_ros.net import links
+import torch
+
+
+def parse_arg(system: str):
+    """``'adacomp:0.1#tag'`` -> ('adacomp', '0.1'); the argument is '' when absent."""
+    name, _, arg = system.split('#')[0].partition(':')
+    return name.strip().lower(), arg.strip()
+
+
+def build_links(cfg, n: int):
+    """Per-robot up/down links exactly as ``simulate`` builds them."""
+    from rog_ros.sim.simulator import make_traces
+    link_list = [links.FluidLink(trace, latency_s=cfg.latency_s, seed=cfg.seed + r,
+                                 time_offset_s=offset)
+                 for r, (trace, offset) in enumerate(make_traces(cfg.trace, n, cfg.seed))]
+    if cfg.duplex == 'shared':
+        stations = [links.DuplexLink(ln) for ln in link_list]
+        return [st.up for st in stations], [st.down for st in stations]
+    return link_list, link_list
+
+
+class ModelBench:
+    """
+    One model of the workload bound to a flat vector: gradients and evaluation of any vector.
+
+    A single module serves every worker (its parameters are overwritten with the worker's
+    model before each pass), so 200 simulated workers cost one model, not 200.
+    """
+
+    def __init__(self, wl, n_workers: int, seed: int):
+        self.wl = wl
+        self.model = wl.make_model()
+        self.shapes = [tuple(p.shape) for p in self.model.parameters()]
+        self.sizes = [int(p.numel()) for p in self.model.parameters()]
+        self.layout = RowLayout(self.shapes, whole_model=True)
+        self.w0 = self.layout.flatten([p.detach() for p in self.model.parameters()]).clone()
+        self.flat = self.w0.clone()
+        self.layout.bind(self.model, self.flat)
+        self.batches = [wl.worker_batches(r, n_workers, seed) for r in range(n_workers)]
+
+    def grad(self, rank: int, w: torch.Tensor) -> torch.Tensor:
+        """Gradient of worker ``rank``'s next batch at model ``w`` (flat, model order)."""
+        self.flat.copy_(w)
+        self.model.train()
+        self.model.zero_grad(set_to_none=False)
+        loss = self.wl.loss(self.model, next(self.batches[rank]))
+        loss.backward()
+        return self.layout.flatten([p.grad if p.grad is not None else torch.zeros_like(p)
+                                    for p in self.model.parameters()])
+
+    def evaluate(self, w: torch.Tensor, max_samples=None) -> dict:
+        """Accuracy and loss of model ``w`` on the workload's held-out set."""
+        self.flat.copy_(w)
+        with torch.no_grad():
+            return self.wl.evaluate(self.model, max_samples=max_samples)

@@ -1,0 +1,122 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Simulation runner of ``adacomp``, ``asgd`` and ``comp-asgd`` (engines: policies/adacomp.py).
+
+System specs: ``adacomp`` (c = 0.01), ``adacomp:0.1`` (another c), ``comp-asgd[:c]``,
+``asgd``. Options through ``SimConfig.policy_overrides``: ``alpha`` (default: the workload's
+lr / (1 - momentum), the momentum-free equivalent step; 0.1 for MPCOL, as AdaComp's code),
+``push_delay_mean_s`` (default 0), ``crash_p`` (default 0), ``heterogeneity`` (True: classes
+30/40/30 % pushing at rates 100:10:1, via compute time and push delay), ``c``.
+
+The budget ``I`` of updates at the server is the per-worker iteration budget times the number
+of workers, so the mean iterations per worker match the other systems of a comparison.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rog_ros.metrics import RunRecorder
+from rog_ros.protocol.policies.adacomp import (
+    AdaCompConfig, AdaCompServer, AdaCompWorker, heterogeneity_factors)
+from rog_ros.sim import systems
+from rog_ros.sim.harness import Harness
+from rog_ros.sim.runners._common import build_links, ModelBench, parse_arg
+import torch
+
+DEFAULT_C = 0.01
+_OPTIONS = ('alpha', 'push_delay_mean_s', 'crash_p', 'heterogeneity', 'c')
+
+
+def config_for(system: str, overrides: dict, wl) -> AdaCompConfig:
+    """Build the AdaCompConfig of a system spec such as ``'adacomp:0.1'`` plus overrides."""
+    name, arg = parse_arg(system)
+    unknown = sorted(set(overrides) - set(_OPTIONS))
+    if unknown:
+        raise ValueError(f'{name}: unknown options {unknown}; known: {list(_OPTIONS)}')
+    c = 1.0 if name == 'asgd' else DEFAULT_C
+    if arg:
+        if name == 'asgd':
+            raise ValueError('asgd takes no argument (it sends every entry)')
+        try:
+            c = float(arg)
+        except ValueError:
+            raise ValueError(f'bad compression ratio in {system!r}: {arg!r}') from None
+    c = float(overrides.get('c', c))
+    alpha = overrides.get('alpha')
+    if alpha is None:
+        alpha = wl.lr / max(1e-6, 1.0 - wl.momentum)
+    return AdaCompConfig(mode=name, c=c, alpha=float(alpha),
+                         push_delay_mean_s=float(overrides.get('push_delay_mean_s', 0.0)),
+                         crash_p=float(overrides.get('crash_p', 0.0)))
+
+
+def run(cfg, progress=None) -> RunRecorder:
+    """Simulate one AdaComp-family run: the entry point of ``rog sim`` and ``rog compare``."""
+    from rog_ros import workloads
+    from rog_ros.sim.simulator import DEFAULT_ITERATIONS
+    wl = workloads.get(cfg.workload)
+    n = cfg.workers
+    if n < 1:
+        raise ValueError('need at least one worker')
+    acfg = config_for(cfg.system, dict(cfg.policy_overrides), wl)
+    torch.manual_seed(cfg.seed)
+    bench = ModelBench(wl, n, cfg.seed)
+    iterations = cfg.iterations or getattr(wl, 'adaptation_iterations', DEFAULT_ITERATIONS)
+    server = AdaCompServer(bench.w0, n, acfg, max_updates=iterations * n)
+    factors = ([1.0] * n if not cfg.policy_overrides.get('heterogeneity')
+               else heterogeneity_factors(n))
+    workers = [AdaCompWorker(r, bench.w0, bench.sizes, acfg, slowdown=factors[r],
+                             seed=cfg.seed) for r in range(n)]
+    compute = cfg.compute_time_s or wl.compute_time_s
+    label = cfg.label or cfg.system
+    recorder = RunRecorder(system=label, n_workers=n, staleness=0, trace=cfg.trace,
+                           seed=cfg.seed, workload=wl.name, target_accuracy=wl.target_accuracy)
+    harness = None
+
+    def eval_fn(max_samples=cfg.eval_samples):
+        out = bench.evaluate(server.model(), max_samples)
+        if progress is not None:
+            progress(harness.now, sum(harness.stats.iterations) / n, out)
+        return out
+
+    up, down = build_links(cfg, n)
+    harness = Harness(server, workers, lambda r, w, clock: bench.grad(r, w),
+                      compute_s=[compute * f for f in factors], up=up, down=down,
+                      recorder=recorder, eval_fn=eval_fn,
+                      eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
+    harness.run(until=cfg.time_budget_s or math.inf)
+    server.diverged = server.diverged or any(w.diverged for w in workers)
+    if (server.i < server.max_updates and not server.diverged and cfg.time_budget_s is None
+            and not all(w.crashed for w in workers)):
+        raise RuntimeError(f'{label}: the run stalled after {server.i} of '
+                           f'{server.max_updates} updates (no event left)')
+    recorder.on_eval(harness.now, sum(harness.stats.iterations) / n,
+                     eval_fn(cfg.final_eval_samples))
+    recorder.end_time_s = harness.now
+    recorder.extra.update(server.stats())
+    recorder.extra.update({
+        'params': int(bench.w0.numel()), 'mode': acfg.mode, 'c': acfg.c, 'alpha': acfg.alpha,
+        'crashed_workers': sum(1 for w in workers if w.crashed),
+        'dense_update_bytes': 4 * int(bench.w0.numel()),
+        'duplex': cfg.duplex})
+    return recorder
+
+
+systems.register('adacomp', run, 'AdaComp: per-tensor top-c pushes, per-coordinate staleness '
+                 'learning rate (adacomp:c, default c = 0.01)')
+systems.register('comp-asgd', run, 'Comp-ASGD: global top-c pushes, alpha/staleness per update '
+                 '(comp-asgd:c)')
+systems.register('asgd', run, 'ASGD: dense asynchronous pushes, alpha/staleness per update')

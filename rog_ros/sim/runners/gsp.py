@@ -1,0 +1,125 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Simulation runner of ``gsp``, ``gsp+gds`` and ``asp`` (engines: policies/gsp.py).
+
+System specs: ``gsp`` and ``gsp+gds`` (``:T`` sets the SSP threshold inside groups, default 3),
+``asp``; the dense BSP and SSP baselines of the GSP paper run on the same engine as ``gsp`` with
+the override ``{'baseline': 'bsp'}`` or ``{'baseline': 'ssp'}`` (``rog reproduce gsp`` does
+this; plain ``bsp``/``ssp:S`` are Rog's engine with its compression). Any field of
+:class:`~rog_ros.protocol.policies.gsp.GspConfig` can be overridden, plus ``speed_factors``
+(per-node compute-time multipliers, cycled over the nodes, e.g. ``[1, 1.5, 2, 4]``).
+
+Learning rate and momentum are the workload's (momentum at the global server, G5). The budget
+is the per-worker iteration budget times the number of nodes, counted in pushes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+import math
+
+from rog_ros.metrics import RunRecorder
+from rog_ros.protocol.policies.gsp import baseline, GspConfig, GspNode, GspServer
+from rog_ros.sim import systems
+from rog_ros.sim.harness import Harness
+from rog_ros.sim.runners._common import build_links, ModelBench, parse_arg
+import torch
+
+_FIELDS = {f.name for f in fields(GspConfig)}
+
+
+def config_for(system: str, overrides: dict, n: int) -> GspConfig:
+    """Build the GspConfig of a spec ('gsp', 'gsp+gds:3', 'asp') plus overrides."""
+    name, arg = parse_arg(system)
+    opts = {k: v for k, v in overrides.items() if k not in ('speed_factors', 'baseline')}
+    unknown = sorted(set(opts) - _FIELDS)
+    if unknown:
+        raise ValueError(f'{name}: unknown options {unknown}; known: {sorted(_FIELDS)}')
+    if name == 'asp' or overrides.get('baseline'):
+        cfg = baseline(overrides.get('baseline') or 'asp', n)
+    else:
+        cfg = GspConfig(gds=name == 'gsp+gds')
+    if arg:
+        try:
+            cfg = replace(cfg, ssp_threshold=int(arg))
+        except ValueError:
+            raise ValueError(f'bad SSP threshold in {system!r}: {arg!r}') from None
+    if 'assignment' in opts and opts['assignment'] is not None:
+        opts['assignment'] = tuple(int(a) for a in opts['assignment'])
+    return replace(cfg, **opts)
+
+
+def run(cfg, progress=None) -> RunRecorder:
+    """Simulate one GSP-family run: the entry point of ``rog sim`` and ``rog compare``."""
+    from rog_ros import workloads
+    from rog_ros.sim.simulator import DEFAULT_ITERATIONS
+    wl = workloads.get(cfg.workload)
+    n = cfg.workers
+    if n < 1:
+        raise ValueError('need at least one worker')
+    overrides = dict(cfg.policy_overrides)
+    gcfg = config_for(cfg.system, overrides, n)
+    speed = [float(f) for f in overrides.get('speed_factors') or [1.0]]
+    if any(not f > 0 for f in speed):
+        raise ValueError('speed_factors must be positive')
+    factors = [speed[r % len(speed)] for r in range(n)]
+    torch.manual_seed(cfg.seed)
+    bench = ModelBench(wl, n, cfg.seed)
+    iterations = cfg.iterations or getattr(wl, 'adaptation_iterations', DEFAULT_ITERATIONS)
+    lr = cfg.lr if cfg.lr is not None else wl.lr
+    momentum = cfg.momentum if cfg.momentum is not None else wl.momentum
+    pool = sum(len(p) for p in wl.partition(n))
+    server = GspServer(bench.w0, n, gcfg, lr=lr, momentum=momentum,
+                       max_pushes=iterations * n, batch_size=wl.batch_size,
+                       epoch_samples=pool)
+    nodes = [GspNode(r, bench.w0, bench.sizes, gcfg, seed=cfg.seed) for r in range(n)]
+    compute = cfg.compute_time_s or wl.compute_time_s
+    label = cfg.label or cfg.system
+    recorder = RunRecorder(system=label, n_workers=n, staleness=gcfg.ssp_threshold,
+                           trace=cfg.trace, seed=cfg.seed, workload=wl.name,
+                           target_accuracy=wl.target_accuracy)
+    harness = None
+
+    def eval_fn(max_samples=cfg.eval_samples):
+        out = bench.evaluate(server.model(), max_samples)
+        if progress is not None:
+            progress(harness.now, sum(harness.stats.iterations) / n, out)
+        return out
+
+    up, down = build_links(cfg, n)
+    harness = Harness(server, nodes, lambda r, w, clock: bench.grad(r, w),
+                      compute_s=[compute * f for f in factors], up=up, down=down,
+                      recorder=recorder, eval_fn=eval_fn,
+                      eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
+    harness.run(until=cfg.time_budget_s or math.inf)
+    server.diverged = server.diverged or any(nd.diverged for nd in nodes)
+    if not server.finished and not server.diverged and cfg.time_budget_s is None:
+        raise RuntimeError(f'{label}: the run stalled after {server.total_pushes} of '
+                           f'{server.max_pushes} pushes (no event left)')
+    recorder.on_eval(harness.now, sum(harness.stats.iterations) / n,
+                     eval_fn(cfg.final_eval_samples))
+    recorder.end_time_s = harness.now
+    recorder.extra.update(server.stats())
+    recorder.extra.update({'params': int(bench.w0.numel()), 'gds': gcfg.gds,
+                           'gds_rule': gcfg.gds_rule, 'lr': lr, 'momentum': momentum,
+                           'speed_factors': factors, 'duplex': cfg.duplex})
+    return recorder
+
+
+systems.register('gsp', run, 'GSP: density-peak groups of similar speed, SSP (3) inside a '
+                 'group, asynchronous global server (gsp:T for another threshold)')
+systems.register('gsp+gds', run, 'GSP+GDS: GSP with residual top-k uploads at group-specific '
+                 'densities (0.4-1.5 %)')
+systems.register('asp', run, 'ASP: fully asynchronous dense parameter server (GSP engine)')

@@ -1,0 +1,167 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Lifecycle transitions drive the engines on the embedded path (no ROS, no DDS).
+
+A server and a worker node run in this process over an in-memory bus; the test applies the
+transitions that signals (or ``ros2 lifecycle set``) request and watches the engines: pause
+stops computation and pushes, activate resumes them, shutdown writes the summary.
+"""
+
+import copy
+import json
+
+import pytest
+
+from rog_ros.nodes import rog_server, rog_worker, server_node, worker_node
+from rog_ros.nodes.lifecycle import ACTIVE, FINALIZED, INACTIVE
+from rog_ros.transport.bus import Bus
+from rog_ros.transport.topics import resolve
+
+
+class Hub:
+    """Delivers every publication to the other buses' subscriptions (copies, in order)."""
+
+    def __init__(self):
+        self.buses = []
+        self.published = {}          # absolute topic -> count
+
+    def bus(self, kind, namespace, *rest, **kw):
+        bus = HubBus(self, namespace)
+        self.buses.append(bus)
+        return bus
+
+
+class HubBus(Bus):
+    """One node's bus on the Hub."""
+
+    def __init__(self, hub, namespace):
+        super().__init__(namespace)
+        self.hub, self.subs, self.queue = hub, {}, []
+
+    def publish(self, topic, msg):
+        full = resolve(topic, self.namespace)
+        self.hub.published[full] = self.hub.published.get(full, 0) + 1
+        for bus in self.hub.buses:
+            if bus is not self and full in bus.subs:
+                bus.queue.append((full, copy.deepcopy(msg)))
+
+    def subscribe(self, topic, callback=None, qos=None):
+        self.subs[resolve(topic, self.namespace)] = callback
+
+    def poll(self, timeout_s=0.0):
+        out, queue, self.queue = [], self.queue, []
+        for topic, msg in queue:
+            callback = self.subs[topic]
+            if callback is None:
+                out.append((topic, msg))
+            else:
+                callback(msg)
+        return out
+
+    def matched(self, topic):
+        return 1
+
+    def close(self):
+        self.hub.buses.remove(self)
+
+
+@pytest.fixture
+def fleet(tmp_path, monkeypatch):
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
+        monkeypatch.delenv(var, raising=False)
+    hub = Hub()
+    monkeypatch.setattr(server_node, 'open_bus', hub.bus)
+    monkeypatch.setattr(worker_node, 'open_bus', hub.bus)
+    monkeypatch.setattr('rog_ros.nodes.driver.IDLE_POLL_S', 0.0)
+    common = ['--workload', 'toy', '--workers', '1', '--namespace', '/lc']
+    srv = server_node.ServerNode(rog_server.build_parser().parse_args(
+        common + ['--iterations', '10000', '--eval-every', '5', '--out', str(tmp_path)]))
+    wrk = worker_node.WorkerNode(rog_worker.build_parser().parse_args(common + ['--rank', '0']))
+    srv.configure()
+    wrk.configure()
+    assert srv.activate() and wrk.activate()
+    yield hub, srv, wrk
+    wrk.shutdown()
+    srv.shutdown()
+
+
+def _turns(srv, wrk, n):
+    for _ in range(n):
+        assert wrk.spin_once() and srv.spin_once()
+
+
+def _pushes(hub):
+    return hub.published.get('/lc/up/chunks', 0)
+
+
+def test_pause_stops_pushes_activate_resumes_shutdown_writes_summary(fleet, tmp_path):
+    hub, srv, wrk = fleet
+    # Prepare: train a few iterations
+    while wrk.engine.clock < 3:
+        _turns(srv, wrk, 1)
+    # Execute: pause (SIGUSR1 / ros2 lifecycle set rog_worker_0 deactivate)
+    wrk.requests.request('deactivate')
+    _turns(srv, wrk, 50)                      # a transfer in flight may finish
+    clock, pushes, computed = wrk.engine.clock, _pushes(hub), wrk.compute_s
+    _turns(srv, wrk, 300)
+    # Assert: nothing new starts while inactive, but the protocol keeps being served
+    assert wrk.life.state == INACTIVE
+    assert (wrk.engine.clock, _pushes(hub), wrk.compute_s) == (clock, pushes, computed)
+    assert wrk.driver.compute_at is not None  # the due computation waits for activate
+    # Execute: resume (SIGUSR2 / activate)
+    wrk.requests.request('activate')
+    while wrk.engine.clock < clock + 3:
+        _turns(srv, wrk, 1)
+    assert wrk.life.state == ACTIVE and _pushes(hub) > pushes
+    # Execute: shut the server down (SIGINT / shutdown) mid-run
+    srv.requests.request('shutdown')
+    assert srv.spin_once() is False
+    summary = srv.finish()
+    # Assert: the summary of what was measured so far is written
+    on_disk = json.loads((tmp_path / 'summary.json').read_text())
+    assert srv.life.state == FINALIZED
+    assert on_disk['completed'] is False and summary['completed'] is False
+    assert on_disk['evaluations'] >= 2
+    assert [t for t, _, _ in wrk.life.history] == ['configure', 'activate', 'deactivate',
+                                                   'activate']
+
+
+def test_paused_worker_reports_it_on_diagnostics(fleet):
+    from rog_ros.nodes.diagnostics import worker_statuses
+    hub, srv, wrk = fleet
+    _turns(srv, wrk, 5)
+    wrk.requests.request('deactivate')
+    _turns(srv, wrk, 1)
+    training = worker_statuses(wrk, 0.0)[0]
+    values = {kv.key: kv.value for kv in training.values}
+    assert training.level == 1 and 'paused' in training.message
+    assert values['lifecycle'] == INACTIVE and int(values['staleness_headroom']) <= 4
+
+
+def test_worker_link_diagnostics_report_the_emulated_rate(monkeypatch):
+    import time
+    from rog_ros.nodes.diagnostics import worker_statuses
+    hub = Hub()
+    monkeypatch.setattr(worker_node, 'open_bus', hub.bus)
+    wrk = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', '2', '--rank', '1', '--trace', 'indoors']))
+    wrk.configure()
+    try:
+        link = [s for s in worker_statuses(wrk, time.monotonic()) if s.name.endswith('link')][0]
+    finally:
+        wrk.shutdown()
+    values = {kv.key: kv.value for kv in link.values}
+    assert link.message.startswith('emulated') and float(values['emulated_mbps']) > 0
+    assert values['trace'] == 'indoors'

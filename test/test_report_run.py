@@ -1,0 +1,66 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""``rog report RUN_DIR``: plots and a Markdown summary of a simulator or fleet run."""
+
+import json
+
+import pytest
+
+from rog_ros import cli
+
+pytest.importorskip('matplotlib')
+
+
+def _fleet_run(path, system, seed, accuracy):
+    path.mkdir(parents=True)
+    (path / 'summary.json').write_text(json.dumps({
+        'system': system, 'seed': seed, 'workers': 2, 'workload': 'toy', 'trace': 'indoors',
+        'target_accuracy': 0.8, 'final_accuracy': accuracy, 'time_to_target_s': 2.0,
+        's_per_iteration': 0.1, 'driver': 'fleet', 'completed': True, 'bus': 'DdsBus',
+        'authenticated': True, 'rejects_by_reason': {'bad_tag': 0, 'replay': 3}}))
+    (path / 'timeseries.csv').write_text(
+        'time_s,iteration,accuracy\n0.0,0,0.3\n1.0,10,0.7\n2.0,20,%s\n' % accuracy)
+
+
+def test_report_of_a_simulator_run(tmp_path, capsys):
+    # Prepare: a real (tiny) simulator run
+    out = tmp_path / 'sim'
+    assert cli.main(['sim', '--workload', 'toy', '--workers', '2', '--iterations', '10',
+                     '--trace', 'indoors', '--out', str(out)]) == 0
+    capsys.readouterr()
+    # Execute
+    assert cli.main(['report', str(out)]) == 0
+    # Assert
+    text = (out / 'report.md').read_text()
+    assert capsys.readouterr().out.strip() == str(out / 'report.md')
+    assert 'simulated (virtual) time' in text and '| rog:4 |' in text
+    for png in ('accuracy_vs_time', 'accuracy_vs_iteration', 'time_composition', 'triggers'):
+        assert (out / f'{png}.png').stat().st_size > 1000
+        assert f'({png}.png)' in text
+
+
+def test_report_of_fleet_runs_averages_seeds_and_lists_rejects(tmp_path):
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    _fleet_run(tmp_path / 'b', 'rog:4', 1, 0.8)
+    _fleet_run(tmp_path / 'c', 'ssp:4', 0, 0.7)
+    assert cli.main(['report', str(tmp_path)]) == 0
+    text = (tmp_path / 'report.md').read_text()
+    assert '3 run(s)' in text and 'wall-clock time of a real fleet' in text
+    assert '| rog:4 | 2.0 | 2/2 | 0.850 ± 0.050 |' in text
+    assert "rejected {'replay': 3}" in text and '- rog:4 / ssp:4:' in text
+
+
+def test_report_of_an_empty_directory_is_a_one_line_error(tmp_path, capsys):
+    assert cli.main(['report', str(tmp_path)]) == 2
+    assert 'no summary.json' in capsys.readouterr().err

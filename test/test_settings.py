@@ -1,0 +1,175 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+One declaration per setting: CLI flags, ROS parameters, YAML keys, launch arguments, docs.
+
+Tested without ROS: the flags of every node, the keys of the shipped config/*.yaml files and
+the launch arguments all come from ``settings.SETTINGS``; ``--ros-args -p`` and
+``--params-file`` resolve with ROS 2's precedence; the ROS parameter descriptors carry the
+ranges (with a stand-in ``rcl_interfaces`` module); docs/configuration.md is up to date.
+"""
+
+from pathlib import Path
+import sys
+import types
+
+import pytest
+from rog_ros.nodes import netmon, rog_server, rog_worker, settings
+from rog_ros.nodes import plan as fleet
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PARSERS = {'rog_server': rog_server.build_parser, 'rog_worker': rog_worker.build_parser,
+           'netmon': netmon.build_parser}
+
+
+@pytest.mark.parametrize('role', sorted(PARSERS))
+def test_every_node_flag_is_a_declared_setting_and_vice_versa(role):
+    parser = PARSERS[role]()
+    flags = {opt for action in parser._actions for opt in action.option_strings
+             if opt.startswith('--') and opt != '--help'}
+    assert flags == {s.flag for s in settings.for_role(role)}
+    args = parser.parse_args([])
+    assert {k: getattr(args, k) for k in settings.defaults(role)} == settings.defaults(role)
+
+
+def test_rog_fleet_accepts_every_fleet_setting():
+    import argparse
+    from rog_ros.nodes import fleet as cli_fleet
+    parser = argparse.ArgumentParser()
+    cli_fleet.add_parser(parser.add_subparsers())
+    fleet_parser = parser._subparsers._group_actions[0].choices['fleet']
+    flags = {o for a in fleet_parser._actions for o in a.option_strings}
+    missing = {s.flag for s in settings.for_role('fleet')} - flags
+    assert missing <= {'--netmon'}, missing      # --no-netmon is the fleet's spelling
+
+
+def test_precedence_default_file_flag_then_p(tmp_path):
+    # Prepare
+    params = tmp_path / 'p.yaml'
+    params.write_text(yaml.safe_dump({
+        '/**': {'ros__parameters': {'staleness': 2, 'workers': 4, 'eval_every': 7}},
+        'rog_worker': {'ros__parameters': {'staleness': 3}},
+        'rog_worker_2': {'ros__parameters': {'window': 9}},
+        'rog_worker_1': {'ros__parameters': {'window': 5}},
+    }))
+    parser = rog_worker.build_parser()
+    # Execute
+    args = parser.parse_args(['--seed', '5', '--window', '6', '--ros-args', '--params-file',
+                              str(params), '-p', 'rank:=2', '-p', 'seed:=8', '--'])
+    plain = parser.parse_args(['--rank', '1'])
+    # Assert
+    assert args.workers == 4                      # /** section
+    assert args.staleness == 3                    # executable section beats /**
+    assert args.window == 6                       # flag beats the node's own section
+    assert args.seed == 8 and args.rank == 2      # -p beats the flag
+    assert args.node_name == 'rog_worker_2'
+    assert (plain.window, plain.staleness, plain.node_name) == (4, 4, 'rog_worker_1')
+
+
+def test_params_file_section_of_the_node_name_applies(tmp_path):
+    params = tmp_path / 'p.yaml'
+    params.write_text(yaml.safe_dump({'rog_worker_2': {'ros__parameters': {'window': 9}},
+                                      'rog_worker_*': {'ros__parameters': {'staleness': 1}}}))
+    args = rog_worker.build_parser().parse_args(
+        ['--ros-args', '-p', 'rank:=2', '--params-file', str(params)])
+    assert (args.window, args.staleness) == (9, 1)
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['--ros-args', '-p', 'stalenes:=3'], "no parameter 'stalenes'"),
+    (['--ros-args', '-p', 'staleness:=-1'], 'staleness (--staleness) must be in [0, 1000]'),
+    (['--staleness', 'four'], 'is not an integer'),
+    (['--sync', 'asgd'], 'sync (--sync) must be one of'),
+    (['--ros-args', '-p', 'staleness'], 'expected name:=value'),
+])
+def test_bad_values_are_one_line_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        rog_server.build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and message in err
+
+
+def test_ros_namespace_remap_sets_the_fleet_namespace():
+    args = rog_server.build_parser().parse_args(['--ros-args', '-r', '__ns:=/lab/fleet1'])
+    assert args.namespace == '/lab/fleet1'
+
+
+@pytest.mark.parametrize('name', ['fleet', 'mpcol', 'eacol'])
+def test_shipped_yaml_files_use_only_declared_keys(name):
+    sections = settings.read_parameter_file(ROOT / 'config' / f'{name}.yaml')
+    settings.check_parameter_file(sections)          # raises on an unknown key or bad value
+    keys = {k for params in sections.values() for k in params}
+    assert keys <= set(settings.BY_NAME)
+
+
+def test_unknown_yaml_key_is_rejected():
+    with pytest.raises(ValueError, match="unknown parameter 'stalenes'"):
+        settings.check_parameter_file({'/**': {'ros__parameters': {}}.get('x', {}),
+                                       'rog_server': {'stalenes': 1}})
+
+
+def test_launch_arguments_are_the_settings_plus_config():
+    node_settings = {s.name for s in settings.SETTINGS if set(s.roles) & set(settings.NODES)}
+    assert set(fleet.LAUNCH_ARGUMENTS) == node_settings | {'config'}
+    got = fleet.launch_overrides({'eval_every': '20', 'lr': '', 'trace_scale': '0.5'})
+    assert got == {'eval_every': 20, 'trace_scale': 0.5}
+
+
+def test_docs_configuration_reference_is_up_to_date():
+    committed = (ROOT / 'docs' / 'configuration.md').read_text(encoding='utf-8')
+    section = settings.generated_section(committed)
+    assert section == settings.configuration_reference().strip('\n'), \
+        'regenerate: python -m rog_ros.nodes.settings docs/configuration.md'
+    for s in settings.SETTINGS:
+        assert f'| `{s.name}` |' in section
+
+
+class _Msg:
+    """Stand-in ROS message: keyword fields."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def test_ros_parameters_are_declared_with_ranges(monkeypatch):
+    # Prepare: a stand-in rcl_interfaces.msg (ROS 2 is not installed here)
+    fake = types.ModuleType('rcl_interfaces.msg')
+    for cls in ('FloatingPointRange', 'IntegerRange', 'ParameterDescriptor'):
+        setattr(fake, cls, type(cls, (_Msg,), {}))
+    fake.ParameterType = types.SimpleNamespace(
+        PARAMETER_BOOL=1, PARAMETER_INTEGER=2, PARAMETER_DOUBLE=3, PARAMETER_STRING=4)
+    monkeypatch.setitem(sys.modules, 'rcl_interfaces', types.ModuleType('rcl_interfaces'))
+    monkeypatch.setitem(sys.modules, 'rcl_interfaces.msg', fake)
+    declared = {}
+
+    class Node:
+        """Stand-in rclpy node: records declared parameters."""
+
+        def declare_parameter(self, name, value, descriptor):
+            declared[name] = (value, descriptor)
+
+    args = rog_server.build_parser().parse_args(['--staleness', '2'])
+    # Execute
+    settings.declare_ros_parameters(Node(), 'rog_server', args)
+    # Assert
+    assert set(declared) == {s.name for s in settings.for_role('rog_server')}
+    value, desc = declared['staleness']
+    assert value == 2 and desc.type == 2
+    assert (desc.integer_range[0].from_value, desc.integer_range[0].to_value) == (0, 1000)
+    value, desc = declared['deadline_floor']
+    assert desc.floating_point_range[0].to_value == 10.0 and desc.type == 3
+    assert declared['lr'][0] == 0.0                  # "not set" stand-in, typed
+    assert declared['diagnostics_hz'][1].read_only is False
+    assert declared['workers'][1].read_only is True
