@@ -223,6 +223,13 @@ class ServerEngine:
         # applied of its older pushes would otherwise leave gaps below checkpoint_transfer.
         self.restored = False
         self.join_tid: list[dict] = [{} for _ in range(n_workers)]
+        # outage-aware RSP (DESIGN section 4): fleet iteration time, late-push ledger
+        self.iter_est = [Smoothed() for _ in range(n_workers)]   # seconds between pushes
+        self._last_push_at: list[float | None] = [None] * n_workers
+        self.discarded: torch.Tensor | None = None   # float64 [P]: (1 - weight) x lr/N x push
+        self.outage_suspensions = 0
+        self._outage_from: dict[int, float] = {}   # stalled worker -> watch restarted at
+        self.weighted_pushes = 0
 
     # ================================================================== public API
     def on_message(self, msg, now: float) -> list:
@@ -256,6 +263,7 @@ class ServerEngine:
         for r in self._absence_watch():
             if now >= self.absent_at[r]:
                 out += self.suspend(r, now, 'absent')
+        out += self._outage_check(now)
         return self._out(out)
 
     def next_wakeup(self) -> float | None:
@@ -263,6 +271,7 @@ class ServerEngine:
         times += [self.stall_warned.get(r, t0 + self.stall_warn_s)
                   for r, t0 in self.stall_since.items()]
         times += [self.absent_at[r] for r in self._absence_watch()]
+        times.append(self._outage_deadline())
         times = [t for t in times if t is not None]
         return min(times) if times else None
 
@@ -403,7 +412,7 @@ class ServerEngine:
     def _heard(self, r: int, now: float) -> list:
         if self.absence_timeout_s is not None:
             self.absent_at[r] = now + self.absence_timeout_s
-        if not self.active[r] and self.suspended_reason.get(r) == 'absent':
+        if not self.active[r] and self.suspended_reason.get(r) in ('absent', 'link'):
             return self._maybe_readmit(r, now)
         return []
 
@@ -461,10 +470,93 @@ class ServerEngine:
         if self.active[r]:
             return []
         clocks = [self.clock[a] for a in self.active_workers() if not self.stopped[a]]
-        bound = (max(clocks) if clocks else 0) - self.policy.staleness
+        # its own clock counts too: readmitted with rows stale by its own clock, it would
+        # hold itself (the rows-within-one-worker level)
+        bound = max(clocks + [self.clock[r]]) - self.policy.staleness
         if int(self.versions.v[:, r].min()) >= bound:
             return self.readmit(r, now)
         return []
+
+    # ================================================================== outage-aware RSP
+    def _fleet_clock(self) -> int:
+        """Newest clock among the active workers still training (the fleet's clock)."""
+        clocks = [self.clock[a] for a in self.active_workers() if not self.stopped[a]]
+        return max(clocks) if clocks else max(self.clock)
+
+    def late_weight(self, worker: int, clock: int) -> float:
+        """
+        Weight of a push of ``worker`` made at ``clock`` (outage-aware RSP, DESIGN section 4).
+
+        ``tau = fleet clock - clock`` is its staleness. Within the bound S (what RSP admits
+        anyway) the weight is 1; beyond it ``1 / (1 + tau - S)`` (cf. FLEET's Lambda(tau)): a
+        robot back from a 60 s outage adds its stale gradients at a fraction, not in full.
+        Only pushes of workers suspended for a dead link are weighted; the rest of such a push
+        is discarded on purpose and recorded in ``discarded`` (the conservation ledger).
+        """
+        if (not self.policy.outage_aware or self.active[worker]
+                or self.suspended_reason.get(worker) != 'link'):
+            return 1.0
+        excess = self._fleet_clock() - int(clock) - self.policy.staleness
+        return 1.0 if excess <= 0 else 1.0 / (1.0 + excess)
+
+    def iteration_time(self) -> float:
+        """Return the fleet's iteration time: median push period of active workers."""
+        vals = sorted(self.iter_est[a].value for a in self.active_workers()
+                      if self.iter_est[a].samples and not self.stopped[a])
+        return vals[len(vals) // 2] if vals else 0.0
+
+    def _outage_deadline(self) -> float | None:
+        """When the oldest stall outlasts the outage bound (None: no outage watch)."""
+        if not self.policy.outage_aware or not self.stall_since or self.slots is not None:
+            return None
+        t_it = self.iteration_time()
+        if t_it <= 0:
+            return None
+        return min(self._watch_start(r) for r in self.stall_since) + \
+            self.policy.outage_bound * t_it
+
+    def _watch_start(self, r: int) -> float:
+        return max(self.stall_since[r], self._outage_from.get(r, -math.inf))
+
+    def _outage_check(self, now: float) -> list:
+        """
+        Suspend the workers that have held a stalled worker longer than the outage bound.
+
+        The bound is ``outage_bound`` x the fleet's iteration time (measured, per worker, from
+        its push period). A worker whose rows block an active worker's pull that long has a
+        link that cannot deliver its mandatory rows in time (a dead or near-dead link, or a
+        pull to it that does not get through): it is suspended (reason ``link``) through the
+        same path as absence, keeps computing and pushing, and is re-admitted once its rows
+        are within the bound again.
+        """
+        deadline = self._outage_deadline()
+        if deadline is None or now < deadline:
+            return []
+        bound = self.policy.outage_bound * self.iteration_time()
+        out = []
+        self._outage_from = {r: t for r, t in self._outage_from.items() if r in self.stall_since}
+        for r in sorted(self.stall_since):
+            if r not in self.stall_since:
+                continue                   # a suspension just now served it
+            t0 = self._watch_start(r)
+            if now < t0 + bound:           # the very sum next_wakeup returned (no livelock)
+                continue
+            self._outage_from[r] = now     # looked at now: next look one bound later
+            if not self.active[r] or r not in self.pending:
+                continue
+            pairs = self.versions.violating_pairs(self.pending[r], self.policy.staleness,
+                                                  self.active)
+            for s in sorted(set(pairs[:, 1].tolist())):
+                if s == r or not self.active[s] or self.stopped[s]:
+                    continue
+                if int(self.active.sum()) <= self.min_workers:
+                    break
+                self.outage_suspensions += 1
+                out += self.suspend(s, now, 'link')
+                out.append(Log('outage_suspend', now - t0, s, {
+                    'held': r, 'bound_s': bound, 'clock': self.clock[s],
+                    'fleet_clock': self._fleet_clock()}))
+        return out
 
     def _quorum(self) -> bool:
         return int(self.active.sum()) >= self.min_workers
@@ -616,11 +708,21 @@ class ServerEngine:
         s = inc.sender
         mask, rowbytes, scales, chunk_ranges = inc.close()
         n_rows = int(mask.sum())
+        weight = self.late_weight(s, inc.clock)
         if n_rows:
             partial = n_rows < self.layout.n_rows
             delta = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
                                       row_mask=mask if partial else None,
                                       factor=self.lr / self.n, per_row=inc.per_row_scales)
+            if weight < 1.0:
+                # A late push of a suspended worker: the weighted part is applied, the rest is
+                # discarded on purpose and kept in the ledger (conservation: w0 - w_srv =
+                # lr/N x sum of delivered pushes - discarded).
+                if self.discarded is None:
+                    self.discarded = torch.zeros(self.layout.n_params, dtype=torch.float64)
+                self.discarded.add_(delta.double(), alpha=1.0 - weight)
+                delta.mul_(weight)
+                self.weighted_pushes += 1
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
             self.versions.stamp(s, mask, inc.clock)
         if n_rows:     # (an empty push changes nothing: it must not count as coverage)
@@ -631,14 +733,22 @@ class ServerEngine:
                 del book[next(iter(book))]
         self.bytes_up += inc.bytes
         self.clock[s] = max(self.clock[s], inc.clock)
+        last, self._last_push_at[s] = self._last_push_at[s], now
+        if last is not None and now > last:
+            est = self.iter_est[s]
+            # a push after a long hold (an outage) must not inflate the fleet's pace
+            est.update(min(now - last, 4 * est.value) if est.samples else now - last)
         if self._pull_done_at[s] is not None and inc.first_time > self._pull_done_at[s]:
             # from our update's final ack to the worker's next push: its computation
             self.compute_est[s].update(inc.first_time - self._pull_done_at[s])
             self._pull_done_at[s] = None
+        info = {'clock': inc.clock, 'bytes': inc.bytes}
+        if weight < 1.0:
+            info['weight'] = weight
         out = [Send(s, self.receiver.final_ack(inc, chunk_ranges, now)),
-               Log('push_applied', float(n_rows), s, {'clock': inc.clock, 'bytes': inc.bytes})]
+               Log('push_applied', float(n_rows), s, info)]
         self.pending[s] = max(self.pending.get(s, 0), inc.clock)
-        if not self.active[s] and self.suspended_reason.get(s) == 'absent':
+        if not self.active[s] and self.suspended_reason.get(s) in ('absent', 'link'):
             out += self._maybe_readmit(s, now)
         if self.slots is not None:
             self.slots.release(s, 'push')
@@ -707,6 +817,13 @@ class ServerEngine:
             return []
         out = self._end_stall(r, now)
         del self.pending[r]
+        if not self.active[r] and self.suspended_reason.get(r) == 'link':
+            # Catching up after an outage: the worker goes on from the fleet's clock (minus
+            # S), so its next pushes can bring its rows back within the bound.
+            ahead = self._fleet_clock() - self.policy.staleness
+            if self.max_iterations is not None:
+                ahead = min(ahead, int(self.max_iterations) - 1)
+            c = max(c, ahead)
         return out + self._start_downlink(r, c, now)
 
     def _end_stall(self, r: int, now: float) -> list:
@@ -839,7 +956,7 @@ class ServerEngine:
         if self.policy.balance != 'deadline' or self.policy.whole_model:
             return now
         mand = torch.tensor([self._mandatory_bytes(k_min)] * self.n, dtype=torch.float64)
-        thr = torch.tensor([e.value_bps for e in self.thr_down], dtype=torch.float64)
+        thr = self._paced(r, self.thr_down)
         floor = self.policy.deadline_floor * self.compute_est[r].value
         return now + max(mta_time(mand, thr), floor)
 
@@ -852,8 +969,21 @@ class ServerEngine:
             return 0.0
         k_min = mandatory_rows(self.layout.n_rows, pol.mta, 0)
         mand = torch.tensor([self._mandatory_bytes(k_min)] * self.n, dtype=torch.float64)
-        thr = torch.tensor([e.value_bps for e in self.thr_up], dtype=torch.float64)
-        return mta_time(mand, thr)
+        return mta_time(mand, self._paced(r, self.thr_up))
+
+    def _paced(self, r: int, estimators) -> torch.Tensor:
+        """
+        Throughputs that set the MTA time for worker r (0 = ignored).
+
+        With outage-aware RSP a worker suspended for its link no longer sets the pace of the
+        others (it does its own).
+        """
+        thr = torch.tensor([e.value_bps for e in estimators], dtype=torch.float64)
+        if self.policy.outage_aware and not bool(self.active.all()):
+            keep = self.active.clone()
+            keep[r] = True
+            thr[~keep] = 0.0
+        return thr
 
     def _mandatory_bytes(self, k_min: int) -> float:
         return self.total_row_bytes * k_min / max(self.layout.n_rows, 1)

@@ -694,8 +694,16 @@ class WorkerEngine:
                 self.w -= q
         if snapshot:
             self._snap_versions = versions or self._snap_versions
-        elif versions is not None:
-            self._apply_versions(versions, mask)
+        else:
+            if versions is not None:
+                self._apply_versions(versions, mask)
+            # outage-aware RSP: a worker catching up is moved to the fleet's clock (minus S).
+            # Its rows age by the jump, so the next push carries every row that is now stale
+            # (infinite urgency) and its versions come back within the bound.
+            jump = int(inc.clock) - self.clock
+            if jump > 0:
+                self.withheld += jump
+                self.clock = int(inc.clock)
         self.pending_versions = {k: v for k, v in self.pending_versions.items()
                                  if k > inc.transfer_id}
         self.newest_pull_tid = max(self.newest_pull_tid, int(inc.transfer_id))

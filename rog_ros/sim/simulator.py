@@ -142,7 +142,7 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     if runner is not None:        # a system with engines of its own (AdaComp, GSP, ...)
         return runner(cfg, progress)
     wl = workloads.get(cfg.workload, **cfg.workload_options)
-    policy = make_policy(cfg.system.split('#')[0], **cfg.policy_overrides)
+    policy = make_policy(cfg.system, **cfg.policy_overrides)   # '#no-outage' etc.
     n = cfg.workers
     if n < 1:
         raise ValueError('need at least one worker')
@@ -219,4 +219,6 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
                      eval_fn(cfg.final_eval_samples))
     recorder.end_time_s = harness.now
     recorder.extra['server_rejects'] = server.rejects
+    recorder.extra['outage_suspensions'] = server.outage_suspensions   # outage-aware RSP
+    recorder.extra['weighted_pushes'] = server.weighted_pushes
     return recorder

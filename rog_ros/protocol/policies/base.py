@@ -57,6 +57,11 @@ class SyncPolicy:
     slots: int = 2                  # FLOWN: concurrent transfers (artifact: 2)
     small_tensor_threshold: int = 1000  # tensors below this many elements form one row
     #                                  (artifact value; ConvMLP-M: 33,307 rows, 33,338 at 0)
+    outage_aware: bool = False      # outage-aware RSP (DESIGN 4): a worker whose link holds
+    #                                 the others longer than outage_bound x the fleet's
+    #                                 iteration time is suspended from the staleness check;
+    #                                 its late pushes are weighted 1 / (1 + max(0, tau - S))
+    outage_bound: float = 3.0       # ... in fleet iteration times (median push period)
 
     def __post_init__(self):
         if self.staleness < 0:
@@ -71,6 +76,8 @@ class SyncPolicy:
             raise ValueError(f'deadline_floor must be in [0, 10], got {self.deadline_floor}')
         if self.scheduler not in ('none', 'flown'):
             raise ValueError(f'unknown scheduler {self.scheduler!r}')
+        if not 0.5 <= self.outage_bound <= 100.0:
+            raise ValueError(f'outage_bound must be in [0.5, 100], got {self.outage_bound}')
         if self.mta_rule not in mta_rules.RULES:
             raise ValueError(f'unknown MTA rule {self.mta_rule!r}')
 

@@ -36,5 +36,5 @@ from rog_ros.protocol.policies.base import SyncPolicy
 def rog(staleness: int = 4, **overrides) -> SyncPolicy:
     return SyncPolicy(**{'name': f'rog:{staleness}', 'staleness': staleness,
                          'whole_model': False, 'balance': 'deadline',
-                         'mta_rule': 'exact_root_shifted',
+                         'mta_rule': 'exact_root_shifted', 'outage_aware': True,
                          **overrides})
