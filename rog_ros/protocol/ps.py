@@ -16,8 +16,9 @@ ServerEngine: the sans-I/O parameter server shared by BSP, SSP and Rog (variant 
 
 State (specs/rog.md 2.3, 4.3-4.4): the reference model ``w_srv = w0 - sum of all applied
 updates``; the row version table ``v``; per worker the versions already delivered
-(``sent[r]``); and per worker r what the spec keeps as the aggregated update not yet delivered
-to r (``G[r]``) plus the downlink error-feedback buffer (``E[r]``).
+(``sent[r]``, derived from per-row change stamps in O(N x M): ``core/delivered.py``); and
+per worker r what the spec keeps as the aggregated update not yet delivered to r (``G[r]``)
+plus the downlink error-feedback buffer (``E[r]``).
 
 Flow per worker: its push transfer closes (END) -> rows are decoded, scaled by lr/N and applied
 to ``w_srv`` (so they enter every ``G[s]``) -> the worker's pull waits until the RSP predicate
@@ -70,6 +71,7 @@ from rog_ros.core.atp import (
     Ewma, expected_rows, infinite_mask, mta_time, priority_order, Smoothed)
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.identity import Identity
+from rog_ros.core.delivered import DeliveredVersions
 from rog_ros.core.mta import mandatory_rows, row_budget
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.rows import RowLayout
@@ -89,10 +91,11 @@ class _Downlink:
     """An open downlink transfer to one worker and the snapshots it must commit."""
 
     def __init__(self, transfer: OutgoingTransfer, rowbytes: torch.Tensor,
-                 scales: torch.Tensor, v_snap: torch.Tensor, active: torch.Tensor,
-                 snapshot: bool = False):
+                 scales: torch.Tensor, v_snap: torch.Tensor | None, active: torch.Tensor,
+                 snapshot: bool = False, event: int = 0):
         self.transfer, self.rowbytes, self.scales, self.v_snap = \
             transfer, rowbytes, scales, v_snap
+        self.event = event            # server event of the versions it carries (v_snap None)
         self.active = active          # membership the worker's RSP check will use
         self.snapshot = snapshot      # rows replace the worker's (rejoin), lossless
         self.versions: RowVersions | None = None
@@ -164,7 +167,7 @@ class ServerEngine:
         self.w_srv = w0.detach().clone()
         self.mirror = self.w_srv.unsqueeze(0).repeat(n_workers, 1)   # each worker's model
         self.versions = VersionTable(layout.n_rows, n_workers)
-        self.sent = torch.zeros(n_workers, layout.n_rows, n_workers, dtype=torch.int32)
+        self.delivered = DeliveredVersions(layout.n_rows, n_workers)   # sent[r] = vloc of r
         self.clock = [0] * n_workers
         self.max_clock = (MAX_CLOCK if max_iterations is None
                           else min(MAX_CLOCK, int(max_iterations) + int(clock_slack)))
@@ -204,6 +207,7 @@ class ServerEngine:
         self.snap_codec = Identity(dtype)
         self.snap_layout = snapshot_layout(layout)
         self.snap_v: list[torch.Tensor | None] = [None] * n_workers   # epoch's versions
+        self.snap_event = [0] * n_workers                              # ... their event
         # membership
         self.absence_timeout_s = absence_timeout_s
         self.min_workers = int(min_workers)
@@ -387,7 +391,7 @@ class ServerEngine:
         dl, self.downlinks[r] = self.downlinks[r], None
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
-        self.sent[r].zero_()              # what it holds is unknown: the snapshot says all
+        self.delivered.reset(r)           # what it holds is unknown: the snapshot says all
         self._new_snapshot_epoch(r)
         self._pull_done_at[r] = None
         if self.slots is not None:
@@ -493,7 +497,7 @@ class ServerEngine:
         return {
             'version': 1, 'state_id': sid, 'n_workers': self.n,
             'w_srv': self.w_srv.clone(), 'mirror': self.mirror.clone(),
-            'versions': self.versions.v.clone(), 'sent': self.sent.clone(),
+            'versions': self.versions.v.clone(),
             'clock': list(self.clock), 'stopped': list(self.stopped),
             'worker_inc': list(self.worker_inc), 'retired': [list(x) for x in self.retired],
             'applied_push': [dict(d) for d in self.applied_push],
@@ -529,7 +533,8 @@ class ServerEngine:
         self.w_srv.copy_(sd['w_srv'])
         self.mirror.copy_(sd['mirror'])
         self.versions.v.copy_(sd['versions'])
-        self.sent.copy_(sd['sent'])
+        self.delivered = DeliveredVersions(self.layout.n_rows, self.n, self.delivered.depth,
+                                           self.versions.v)
         self.clock, self.stopped = list(sd['clock']), list(sd['stopped'])
         self.worker_inc = list(sd['worker_inc'])
         self.retired = [list(x) for x in sd['retired']]
@@ -555,7 +560,6 @@ class ServerEngine:
         # What each worker holds now is unknown: every pull starts with a snapshot.
         for r in range(self.n):
             self._new_snapshot_epoch(r)
-        self.sent.zero_()
 
     # ================================================================== uplink
     def _on_chunk(self, chunk: RowChunk, now: float) -> list:
@@ -575,7 +579,7 @@ class ServerEngine:
                 self._last_join[s] = join
                 if self.downlinks[s] is None or not self.downlinks[s].snapshot:
                     self.downlinks[s] = None          # dropped uncommitted
-                    self.sent[s].zero_()
+                    self.delivered.reset(s)
                     self._new_snapshot_epoch(s)
             return [Send(s, self._hello(s, 0, chunk.transfer_id)), Log('join', 1.0, s)]
         if chunk.flags & FLAG_REQUEST:
@@ -620,7 +624,8 @@ class ServerEngine:
                                       row_mask=mask if partial else None,
                                       factor=self.lr / self.n)
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
-            self.versions.stamp(s, mask, inc.clock)
+            # stamps only the pushed rows (and their change history)
+            self.delivered.stamp(self.versions.v, s, torch.nonzero(mask).reshape(-1), inc.clock)
         if n_rows:     # (an empty push changes nothing: it must not count as coverage)
             book = self.applied_push[s]
             book.pop(inc.incarnation, None)         # newest incarnation last
@@ -724,7 +729,8 @@ class ServerEngine:
         v = self.versions.v
         act = self.active.clone()
         every = bool(act.all())
-        sent_r = self.sent[r] if every else self.sent[r][:, act]
+        sent_r = self.delivered.sent(r)
+        sent_r = sent_r if every else sent_r[:, act]
         new_data = ((v if every else v[:, act]) > sent_r).any(dim=1)
         candidates = torch.nonzero(new_data).reshape(-1)
         p = torch.sub(self.mirror[r], self.w_srv, out=self._p)     # G[r] + E[r]
@@ -769,7 +775,8 @@ class ServerEngine:
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s,
                               rate_bps=self.thr_down[r].value_bps)
-        self.downlinks[r] = _Downlink(tr, rowbytes, scales, v.clone(), act)
+        self.downlinks[r] = _Downlink(tr, rowbytes, scales, None, act,
+                                      event=self.delivered.pin(('dl', r)))
         sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r))
         out = [Send(r, sched)]
         return out + self._sends(r, self.downlinks[r], tr.pump(now))
@@ -777,6 +784,7 @@ class ServerEngine:
     def _new_snapshot_epoch(self, r: int) -> None:
         self.unsynced[r] = torch.ones(self.snap_layout.n_rows, dtype=torch.bool)
         self.snap_v[r] = None
+        self.delivered.unpin(('snap', r))
 
     def _start_snapshot(self, r: int, c: int, now: float) -> list:
         """
@@ -794,6 +802,7 @@ class ServerEngine:
         rows = torch.nonzero(self.unsynced[r]).reshape(-1)
         if self.snap_v[r] is None:
             self.snap_v[r] = self.versions.v.clone()
+            self.snap_event[r] = self.delivered.pin(('snap', r))
         values = self.w_srv.clone()
         rowbytes = self.snap_codec.encode(layout, values, None)
         scales = torch.zeros(layout.n_tensors, dtype=torch.float32)
@@ -826,7 +835,8 @@ class ServerEngine:
                 if dl.versions is None:
                     rows = (np.arange(self.layout.n_rows) if dl.snapshot
                             else dl.transfer.sent_rows())
-                    dl.versions = encode_versions(dl.transfer.transfer_id, r, dl.v_snap,
+                    dl.versions = encode_versions(dl.transfer.transfer_id, r,
+                                                  self._v_snap(r, dl),
                                                   rows, dl.active)
                 out.append(Send(r, dl.versions))
             out.append(Send(r, ch))
@@ -899,11 +909,13 @@ class ServerEngine:
 
     def _worker_rsp_ok(self, r: int, c: int, active: torch.Tensor) -> bool:
         """Check the worker-side RSP on what r holds (``sent[r]`` = its ``vloc``)."""
-        return bool((self.sent[r][:, active] >= c - self.policy.staleness).all())
+        return bool((self.delivered.sent(r)[:, active] >= c - self.policy.staleness).all())
 
     def _commit_downlink(self, r: int, dl: _Downlink, delivered: np.ndarray) -> None:
         """Delivered rows: G[r] + E[r] -= C(p), i.e. mirror[r] -= C(p); sent[r] = versions."""
         if delivered.size == 0:
+            if not dl.snapshot:
+                self.delivered.unpin(('dl', r))
             return
         layout = self.snap_layout if dl.snapshot else self.layout
         mask = torch.zeros(layout.n_rows, dtype=torch.bool)
@@ -918,7 +930,10 @@ class ServerEngine:
             self.unsynced[r] &= ~mask
             if not bool(self.unsynced[r].any()):
                 self.unsynced[r] = None
-                self.sent[r] = torch.where(dl.active.unsqueeze(0), dl.v_snap, self.sent[r])
+                every = torch.ones(self.layout.n_rows, dtype=torch.bool)
+                self.delivered.commit(r, every, ('snap', r), self.snap_event[r], dl.active,
+                                      v_snap=dl.v_snap)
+                self.delivered.unpin(('snap', r))
                 self.snap_v[r] = None
             return
         else:
@@ -926,8 +941,14 @@ class ServerEngine:
                                   row_mask=None if full else mask)
             self.mirror[r].sub_(q)    # the very values the worker subtracted from its model
         # Suspended workers' columns travel as -1: the worker keeps its old versions there.
-        keep = mask.unsqueeze(1) & dl.active.unsqueeze(0)
-        self.sent[r] = torch.where(keep, dl.v_snap, self.sent[r])
+        self.delivered.commit(r, mask, ('dl', r), dl.event, dl.active)
+        self.delivered.unpin(('dl', r))
+
+    def _v_snap(self, r: int, dl: _Downlink) -> torch.Tensor:
+        """Return the version table a downlink carries (``[M, N]``)."""
+        if dl.v_snap is not None:
+            return dl.v_snap
+        return self.delivered.pinned_snapshot(('dl', r), dl.event)
 
     def _stall_diagnostic(self, r: int, now: float) -> Log:
         c = self.pending.get(r, self.clock[r])
