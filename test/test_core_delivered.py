@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import random
 
+from protocol_fixtures import build
 import pytest
 from rog_ros.core.delivered import DeliveredVersions
+from test_protocol_membership import outage
 import torch
 
 
@@ -66,6 +68,9 @@ def _run(depth: int, seed: int, steps: int = 400, m: int = 13, n: int = 5):
             dv.unpin(('dl', r))
         for r in range(n):
             assert torch.equal(dv.sent(r), ref[r]), (r, depth, seed)
+            new, oldest = dv.new_and_oldest(r, v)
+            assert torch.equal(new, (v > ref[r]).any(dim=1))
+            assert torch.equal(oldest, ref[r].min(dim=1).values)
     return dv
 
 
@@ -93,3 +98,22 @@ def test_restored_table_is_the_history():
     assert torch.equal(dv.snapshot(dv.event), v0)
     with pytest.raises(ValueError):
         DeliveredVersions(4, 3, depth=1)
+
+
+def test_engine_is_the_same_with_a_shallow_history():
+    """The engine's decisions do not depend on how much history is kept (exact exceptions)."""
+    results = []
+    for depth in (2, 64):
+        harness, server, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64,
+                                         fault=outage(2, 0.4, 30.0), absence_timeout_s=1.0)
+        server.delivered = DeliveredVersions(server.layout.n_rows, 3, depth=depth)
+        harness.log_events = True
+        harness.run(until=400)
+        assert server.finished
+        names = [(round(t, 9), node, a.name) for t, node, a in harness.stats.logs]
+        results.append((server.w_srv.clone(), server.mirror.clone(), names,
+                        server.delivered.materialised_rows))
+        assert any(n[2] == 'worker_suspended' for n in names)
+    (w2, m2, n2, mat2), (w64, m64, n64, mat64) = results
+    assert mat2 > 0 and mat64 == 0
+    assert torch.equal(w2, w64) and torch.equal(m2, m64) and n2 == n64

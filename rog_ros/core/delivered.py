@@ -63,12 +63,18 @@ class DeliveredVersions:
         self.event = 0
         self.hist_val = torch.zeros(depth, n_rows, n_workers, dtype=torch.int32)
         self.hist_at = torch.zeros(depth, n_rows, n_workers, dtype=torch.int32)
-        if v0 is not None:
-            self.hist_val[:] = v0.to(torch.int32).unsqueeze(0)
+        v0 = (torch.zeros(n_rows, n_workers, dtype=torch.int32) if v0 is None
+              else v0.to(torch.int32))
+        self.hist_val[:] = v0.unsqueeze(0)
+        # per row: event of its last change (-1: all zero, never changed) and min version
+        self.row_at = torch.where(v0.max(dim=1).values > 0, 0, -1).to(torch.int32)
+        self.row_min = v0.min(dim=1).values.clone()
+        self.dl_min = torch.zeros(n_workers, n_rows, dtype=torch.int32)   # min_s sent[r, i, s]
         self.at = torch.full((n_workers, n_rows), -1, dtype=torch.int32)
         self.irregular = torch.zeros(n_workers, n_rows, dtype=torch.bool)
         self.tables: dict = {}                  # worker -> [M, N] int32 (irregular rows)
         self.pins: dict = {}                    # key -> event (open downlinks' snapshots)
+        self.pin_min: dict = {}                 # key -> row minima of that snapshot
         self.pinned: dict = {}                  # key -> [M, N] materialised snapshot
         self.materialised_rows = 0              # metric: rows copied out of the history
 
@@ -110,6 +116,8 @@ class DeliveredVersions:
         self.hist_val[0, ch, worker] = new[new > old]
         self.hist_at[0, ch, worker] = self.event
         v[ch, worker] = new[new > old]
+        self.row_at[ch] = self.event
+        self.row_min[ch] = v[ch].min(dim=1).values
 
     def _protect(self, rows: torch.Tensor, lost_before: torch.Tensor) -> None:
         """Materialise every reference to a history slot about to be shifted out."""
@@ -136,6 +144,7 @@ class DeliveredVersions:
     def pin(self, key) -> int:
         """Remember the version table of now for an open transfer ``key``; return the event."""
         self.pins[key] = self.event
+        self.pin_min[key] = self.row_min.clone()
         self.pinned.pop(key, None)
         return self.event
 
@@ -146,6 +155,7 @@ class DeliveredVersions:
 
     def unpin(self, key) -> None:
         self.pins.pop(key, None)
+        self.pin_min.pop(key, None)
         self.pinned.pop(key, None)
 
     # ------------------------------------------------------------------ per worker
@@ -160,6 +170,7 @@ class DeliveredVersions:
     def reset(self, r: int) -> None:
         """Worker r holds nothing known (all versions 0)."""
         self.at[r] = -1
+        self.dl_min[r] = 0
         self.irregular[r] = False
         self.tables.pop(r, None)
 
@@ -173,6 +184,7 @@ class DeliveredVersions:
         """
         if key in self.pins and bool(active.all()):
             self.at[r, rows] = int(event)
+            self.dl_min[r, rows] = self.pin_min[key][rows]
             self.irregular[r, rows] = False
             if r in self.tables and not bool(self.irregular[r].any()):
                 del self.tables[r]
@@ -183,10 +195,26 @@ class DeliveredVersions:
         cur = self.sent(r)[idx]
         table = self._table(r)
         table[idx] = torch.where(active.unsqueeze(0), v_snap[idx], cur)
+        self.dl_min[r, idx] = table[idx].min(dim=1).values
         self.irregular[r, idx] = True
+
+    def new_and_oldest(self, r: int, v: torch.Tensor) -> tuple:
+        """
+        With every worker active: rows with versions r lacks, and ``min_s sent[r, i, s]``.
+
+        Equal to ``(v > sent(r)).any(1)`` and ``sent(r).min(1)``, in O(M) plus the irregular
+        rows (``v`` is the engine's current version table).
+        """
+        new = self.row_at > self.at[r]
+        t = self.tables.get(r)
+        if t is not None:
+            irr = torch.nonzero(self.irregular[r]).reshape(-1)
+            new[irr] = (v[irr] > t[irr]).any(dim=1)
+        return new, self.dl_min[r].clone()
 
     def nbytes(self) -> int:
         """Bytes of the per-row state (history, stamps, materialised tables)."""
-        ts = [self.hist_val, self.hist_at, self.at, self.irregular] + list(self.tables.values())
+        ts = [self.hist_val, self.hist_at, self.at, self.irregular, self.row_at, self.row_min,
+              self.dl_min] + list(self.tables.values()) + list(self.pin_min.values())
         ts += list(self.pinned.values())
         return int(sum(t.numel() * t.element_size() for t in ts))

@@ -392,6 +392,7 @@ class ServerEngine:
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
         self.delivered.reset(r)           # what it holds is unknown: the snapshot says all
+        self.delivered.unpin(('dl', r))
         self._new_snapshot_epoch(r)
         self._pull_done_at[r] = None
         if self.slots is not None:
@@ -580,6 +581,7 @@ class ServerEngine:
                 if self.downlinks[s] is None or not self.downlinks[s].snapshot:
                     self.downlinks[s] = None          # dropped uncommitted
                     self.delivered.reset(s)
+                    self.delivered.unpin(('dl', s))
                     self._new_snapshot_epoch(s)
             return [Send(s, self._hello(s, 0, chunk.transfer_id)), Log('join', 1.0, s)]
         if chunk.flags & FLAG_REQUEST:
@@ -729,15 +731,17 @@ class ServerEngine:
         v = self.versions.v
         act = self.active.clone()
         every = bool(act.all())
-        sent_r = self.delivered.sent(r)
-        sent_r = sent_r if every else sent_r[:, act]
-        new_data = ((v if every else v[:, act]) > sent_r).any(dim=1)
+        if every:     # O(M): per-row change stamps against r's delivery stamps
+            new_data, oldest = self.delivered.new_and_oldest(r, v)
+        else:
+            sent_r = self.delivered.sent(r)[:, act]
+            new_data = (v[:, act] > sent_r).any(dim=1)
+            oldest = (sent_r.min(dim=1).values if sent_r.shape[1]
+                      else torch.full((layout.n_rows,), c, dtype=torch.int32))
         candidates = torch.nonzero(new_data).reshape(-1)
         p = torch.sub(self.mirror[r], self.w_srv, out=self._p)     # G[r] + E[r]
         trs = layout.tensor_row_abs_sum(p)
         row_sums = layout.row_abs_sum(p, trs)
-        oldest = (sent_r.min(dim=1).values if sent_r.shape[1]
-                  else torch.full((layout.n_rows,), c, dtype=torch.int32))
         if pol.whole_model or not pol.ordering:
             order = candidates
             n_inf = 0
@@ -909,6 +913,8 @@ class ServerEngine:
 
     def _worker_rsp_ok(self, r: int, c: int, active: torch.Tensor) -> bool:
         """Check the worker-side RSP on what r holds (``sent[r]`` = its ``vloc``)."""
+        if bool(active.all()):
+            return bool(self.delivered.dl_min[r].min() >= c - self.policy.staleness)
         return bool((self.delivered.sent(r)[:, active] >= c - self.policy.staleness).all())
 
     def _commit_downlink(self, r: int, dl: _Downlink, delivered: np.ndarray) -> None:
