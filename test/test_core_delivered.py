@@ -52,6 +52,8 @@ def _run(depth: int, seed: int, steps: int = 400, m: int = 13, n: int = 5):
             r = rnd.choice(sorted(open_dl))
             v_snap, event = open_dl.pop(r)
             assert torch.equal(dv.pinned_snapshot(('dl', r), event), v_snap)
+            some = torch.tensor(sorted(rnd.sample(range(m), 5)), dtype=torch.int64)
+            assert torch.equal(dv.pinned_rows(('dl', r), event, some, v), v_snap[some])
             rows = torch.rand(m, generator=torch.Generator().manual_seed(rnd.randrange(99))) < 0.5
             active = torch.ones(n, dtype=torch.bool)
             if rnd.random() < 0.3:

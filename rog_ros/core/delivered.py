@@ -61,11 +61,12 @@ class DeliveredVersions:
             raise ValueError(f'history depth must be >= 2, got {depth}')
         self.m, self.n, self.depth = int(n_rows), int(n_workers), int(depth)
         self.event = 0
-        self.hist_val = torch.zeros(depth, n_rows, n_workers, dtype=torch.int32)
-        self.hist_at = torch.zeros(depth, n_rows, n_workers, dtype=torch.int32)
+        # [N, D, M]: one contiguous [D, M] history per contributing worker (a push shifts one)
+        self.hist_val = torch.zeros(n_workers, depth, n_rows, dtype=torch.int32)
+        self.hist_at = torch.zeros(n_workers, depth, n_rows, dtype=torch.int32)
         v0 = (torch.zeros(n_rows, n_workers, dtype=torch.int32) if v0 is None
               else v0.to(torch.int32))
-        self.hist_val[:] = v0.unsqueeze(0)
+        self.hist_val[:] = v0.t().unsqueeze(1)
         # per row: event of its last change (-1: all zero, never changed) and min version
         self.row_at = torch.where(v0.max(dim=1).values > 0, 0, -1).to(torch.int32)
         self.row_min = v0.min(dim=1).values.clone()
@@ -81,13 +82,13 @@ class DeliveredVersions:
     # ------------------------------------------------------------------ history
     def lookup(self, k: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """Return ``v[i, :]`` as of event ``k[j]`` for rows ``rows[j]`` (None: all); -1 gives 0."""
-        hv = self.hist_val if rows is None else self.hist_val[:, rows]
-        ha = self.hist_at if rows is None else self.hist_at[:, rows]
-        kk = k.reshape(-1, 1)
-        out = hv[self.depth - 1].clone()
+        hv = self.hist_val if rows is None else self.hist_val[:, :, rows]   # [N, D, R]
+        ha = self.hist_at if rows is None else self.hist_at[:, :, rows]
+        kk = k.reshape(1, -1)
+        out = hv[:, self.depth - 1].clone()
         for d in range(self.depth - 2, -1, -1):
-            out = torch.where(ha[d] <= kk, hv[d], out)
-        return torch.where(kk < 0, torch.zeros_like(out), out)
+            out = torch.where(ha[:, d] <= kk, hv[:, d], out)
+        return torch.where(kk < 0, torch.zeros_like(out), out).t().contiguous()
 
     def snapshot(self, event: int) -> torch.Tensor:
         """Return the whole version table as of ``event`` (``[M, N]``)."""
@@ -108,21 +109,29 @@ class DeliveredVersions:
         ch = rows[new > old]
         if ch.numel() == 0:
             return
-        lost_before = self.hist_at[self.depth - 2, ch, worker]   # lookups below this fail
-        self._protect(ch, lost_before)
-        hv, ha = self.hist_val[:, ch, worker], self.hist_at[:, ch, worker]
-        self.hist_val[1:, ch, worker] = hv[:-1]
-        self.hist_at[1:, ch, worker] = ha[:-1]
-        self.hist_val[0, ch, worker] = new[new > old]
-        self.hist_at[0, ch, worker] = self.event
-        v[ch, worker] = new[new > old]
+        hv, ha = self.hist_val[worker], self.hist_at[worker]      # [D, M] views
+        self._protect(ch, ha[self.depth - 2, ch])                 # lookups below this fail
+        vals = new[new > old]
+        if ch.numel() == self.m:       # a whole-model push: shift by slicing
+            hv[1:] = hv[:-1].clone()
+            ha[1:] = ha[:-1].clone()
+            hv[0] = vals
+            ha[0] = self.event
+        else:
+            hv[1:, ch] = hv[:-1, ch]
+            ha[1:, ch] = ha[:-1, ch]
+            hv[0, ch] = vals
+            ha[0, ch] = self.event
+        v[ch, worker] = vals
         self.row_at[ch] = self.event
         self.row_min[ch] = v[ch].min(dim=1).values
 
     def _protect(self, rows: torch.Tensor, lost_before: torch.Tensor) -> None:
         """Materialise every reference to a history slot about to be shifted out."""
-        at = self.at[:, rows]                                          # [N, R]
-        need = (at >= 0) & (at < lost_before.unsqueeze(0)) & ~self.irregular[:, rows]
+        full = rows.numel() == self.m
+        at = self.at if full else self.at[:, rows]                     # [N, R]
+        irr = self.irregular if full else self.irregular[:, rows]
+        need = (at >= 0) & (at < lost_before.unsqueeze(0)) & ~irr
         for r in torch.nonzero(need.any(dim=1)).reshape(-1).tolist():
             rr = rows[need[r]]
             table = self._table(r)
@@ -152,6 +161,19 @@ class DeliveredVersions:
         """Return the version table ``pin(key)`` remembered (``[M, N]``)."""
         t = self.pinned.get(key)
         return t if t is not None else self.snapshot(event)
+
+    def pinned_rows(self, key, event: int, rows: torch.Tensor, v: torch.Tensor
+                    ) -> torch.Tensor:
+        """``pinned_snapshot(key, event)[rows]`` (``v``: the current table), O(rows x N)."""
+        t = self.pinned.get(key)
+        if t is not None:
+            return t[rows]
+        out = v[rows]
+        changed = torch.nonzero(self.row_at[rows] > int(event)).reshape(-1)
+        if changed.numel():
+            k = torch.full((changed.numel(),), int(event), dtype=torch.int32)
+            out[changed] = self.lookup(k, rows[changed])
+        return out
 
     def unpin(self, key) -> None:
         self.pins.pop(key, None)
