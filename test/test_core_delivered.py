@@ -119,3 +119,15 @@ def test_engine_is_the_same_with_a_shallow_history():
     (w2, m2, n2, mat2), (w64, m64, n64, mat64) = results
     assert mat2 > 0 and mat64 == 0
     assert torch.equal(w2, w64) and torch.equal(m2, m64) and n2 == n64
+
+
+def test_bench_server_reports_growth_and_rejects_bad_input(capsys):
+    from rog_ros.cli import main
+    from rog_ros.experiments.bench_server import bench_server
+    res = bench_server(workers=(2, 4), model='convmlp-s', iterations=1, row_params=2)
+    assert [r['workers'] for r in res['runs']] == [2, 4]
+    assert all(r['server_cpu_s_per_worker_iteration'] > 0 for r in res['runs'])
+    assert res['runs'][1]['per_row_state_bytes'] < 2.5 * res['runs'][0]['per_row_state_bytes']
+    assert 'growth_exponent' in res and res['ok']
+    assert main(['bench', 'server', '--workers', '0']) == 2
+    assert 'rog bench server:' in capsys.readouterr().err
