@@ -18,7 +18,7 @@ The ``rog`` command: simulate, benchmark and inspect fleet training.
     rog sim --workload mpcol --sync rog ...      one simulated run (summary.json, CSV)
     rog compare --workload mpcol --out DIR        systems x seeds, report and plots
     rog fleet --workload mpcol --sync rog ...     server, workers, netmon as real processes
-    rog bench overhead|codec|transport            what rows, DEFSGDM and DDS cost (JSON)
+    rog bench overhead|codec|transport|server     what rows, DEFSGDM, DDS, the server cost
     rog trace gen|stats|plot                      bandwidth traces
 """
 
@@ -287,7 +287,7 @@ def _cmd_reproduce(args) -> int:
 
 def _add_bench(sub) -> None:
     p = sub.add_parser('bench', help='benchmarks (JSON on stdout)')
-    bsub = p.add_subparsers(dest='bench_command', metavar='{overhead,codec,transport}')
+    bsub = p.add_subparsers(dest='bench_command', metavar='{overhead,codec,transport,server}')
     bsub.required = True
     o = bsub.add_parser('overhead', help='per-iteration cost of row granularity vs SSP')
     o.add_argument('--model', default='convmlp-m', help='convmlp-s|m|l (default convmlp-m)')
@@ -307,11 +307,41 @@ def _add_bench(sub) -> None:
     t = bsub.add_parser('transport', help='RowChunk goodput and latency over DDS and netns')
     t.add_argument('--duration', type=float, default=3.0, help='seconds per measurement')
     t.set_defaults(func=_cmd_bench_transport)
+    v = bsub.add_parser('server', help='server CPU time per worker-iteration vs fleet size')
+    v.add_argument('--workers', type=int, default=64,
+                   help='largest fleet; runs 4, 8, ... doubling up to it (default 64)')
+    v.add_argument('--iterations', type=int, default=3, help='iterations per worker (default 3)')
+    v.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
+    v.add_argument('--row-params', type=int, default=4,
+                   help='values per row of a split tensor (default 4)')
+    v.add_argument('--model', default='convmlp-m',
+                   help='model whose rows and tensors to use (default convmlp-m)')
+    v.set_defaults(func=_cmd_bench_server)
 
 
 def _cmd_bench_transport(args) -> int:
     from rog_ros.experiments.bench_transport import bench_transport
     print(json.dumps(bench_transport(args.duration), indent=2))
+    return 0
+
+
+def _cmd_bench_server(args) -> int:
+    from rog_ros.experiments.bench_server import bench_server
+    if args.workers < 1 or args.iterations < 1 or args.row_params < 1 or args.staleness < 0:
+        print('rog bench server: --workers, --iterations and --row-params must be >= 1, '
+              '--staleness >= 0', file=sys.stderr)
+        return 2
+    sizes, n = [], min(4, args.workers)
+    while n < args.workers:
+        sizes.append(n)
+        n *= 2
+    try:
+        res = bench_server(sizes + [args.workers], args.model, args.staleness,
+                           args.iterations, args.row_params)
+    except ValueError as err:
+        print(f'rog bench server: {err}', file=sys.stderr)
+        return 2
+    print(json.dumps(res, indent=2))
     return 0
 
 

@@ -16,8 +16,9 @@ ServerEngine: the sans-I/O parameter server shared by BSP, SSP and Rog (variant 
 
 State (specs/rog.md 2.3, 4.3-4.4): the reference model ``w_srv = w0 - sum of all applied
 updates``; the row version table ``v``; per worker the versions already delivered
-(``sent[r]``); and per worker r what the spec keeps as the aggregated update not yet delivered
-to r (``G[r]``) plus the downlink error-feedback buffer (``E[r]``).
+(``sent[r]``, derived from per-row change stamps in O(N x M): ``core/delivered.py``); and
+per worker r what the spec keeps as the aggregated update not yet delivered to r (``G[r]``)
+plus the downlink error-feedback buffer (``E[r]``).
 
 Flow per worker: its push transfer closes (END) -> rows are decoded, scaled by lr/N and applied
 to ``w_srv`` (so they enter every ``G[s]``) -> the worker's pull waits until the RSP predicate
@@ -70,6 +71,7 @@ from rog_ros.core.atp import (
     Ewma, expected_rows, infinite_mask, mta_time, priority_order, Smoothed)
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.identity import Identity
+from rog_ros.core.delivered import DeliveredVersions
 from rog_ros.core.mta import mandatory_rows, row_budget
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.rows import RowLayout
@@ -89,12 +91,13 @@ class _Downlink:
     """An open downlink transfer to one worker and the snapshots it must commit."""
 
     def __init__(self, transfer: OutgoingTransfer, rowbytes: torch.Tensor,
-                 scales: torch.Tensor, v_snap: torch.Tensor, active: torch.Tensor,
-                 snapshot: bool = False):
+                 scales: torch.Tensor, v_snap: torch.Tensor | None, active: torch.Tensor,
+                 snapshot: bool = False, event: int = 0):
         self.transfer, self.rowbytes, self.v_snap = transfer, rowbytes, v_snap
         # what the worker decodes with: per chunk and tensor if the transfer has chunk
         # scales (never for lossless snapshots), else ``scales`` per tensor
         self.scales, self.per_row = transfer.commit_scales()
+        self.event = event            # server event of the versions it carries (v_snap None)
         self.active = active          # membership the worker's RSP check will use
         self.snapshot = snapshot      # rows replace the worker's (rejoin), lossless
         self.versions: RowVersions | None = None
@@ -166,7 +169,7 @@ class ServerEngine:
         self.w_srv = w0.detach().clone()
         self.mirror = self.w_srv.unsqueeze(0).repeat(n_workers, 1)   # each worker's model
         self.versions = VersionTable(layout.n_rows, n_workers)
-        self.sent = torch.zeros(n_workers, layout.n_rows, n_workers, dtype=torch.int32)
+        self.delivered = DeliveredVersions(layout.n_rows, n_workers)   # sent[r] = vloc of r
         self.clock = [0] * n_workers
         self.max_clock = (MAX_CLOCK if max_iterations is None
                           else min(MAX_CLOCK, int(max_iterations) + int(clock_slack)))
@@ -206,6 +209,7 @@ class ServerEngine:
         self.snap_codec = Identity(dtype)
         self.snap_layout = snapshot_layout(layout)
         self.snap_v: list[torch.Tensor | None] = [None] * n_workers   # epoch's versions
+        self.snap_event = [0] * n_workers                              # ... their event
         # membership
         self.absence_timeout_s = absence_timeout_s
         self.min_workers = int(min_workers)
@@ -398,7 +402,8 @@ class ServerEngine:
         dl, self.downlinks[r] = self.downlinks[r], None
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
-        self.sent[r].zero_()              # what it holds is unknown: the snapshot says all
+        self.delivered.reset(r)           # what it holds is unknown: the snapshot says all
+        self.delivered.unpin(('dl', r))
         self._new_snapshot_epoch(r)
         self._pull_done_at[r] = None
         if self.slots is not None:
@@ -587,7 +592,7 @@ class ServerEngine:
         return {
             'version': 1, 'state_id': sid, 'n_workers': self.n,
             'w_srv': self.w_srv.clone(), 'mirror': self.mirror.clone(),
-            'versions': self.versions.v.clone(), 'sent': self.sent.clone(),
+            'versions': self.versions.v.clone(),
             'clock': list(self.clock), 'stopped': list(self.stopped),
             'worker_inc': list(self.worker_inc), 'retired': [list(x) for x in self.retired],
             'applied_push': [dict(d) for d in self.applied_push],
@@ -623,7 +628,8 @@ class ServerEngine:
         self.w_srv.copy_(sd['w_srv'])
         self.mirror.copy_(sd['mirror'])
         self.versions.v.copy_(sd['versions'])
-        self.sent.copy_(sd['sent'])
+        self.delivered = DeliveredVersions(self.layout.n_rows, self.n, self.delivered.depth,
+                                           self.versions.v)
         self.clock, self.stopped = list(sd['clock']), list(sd['stopped'])
         self.worker_inc = list(sd['worker_inc'])
         self.retired = [list(x) for x in sd['retired']]
@@ -649,7 +655,6 @@ class ServerEngine:
         # What each worker holds now is unknown: every pull starts with a snapshot.
         for r in range(self.n):
             self._new_snapshot_epoch(r)
-        self.sent.zero_()
 
     # ================================================================== uplink
     def _on_chunk(self, chunk: RowChunk, now: float) -> list:
@@ -669,7 +674,8 @@ class ServerEngine:
                 self._last_join[s] = join
                 if self.downlinks[s] is None or not self.downlinks[s].snapshot:
                     self.downlinks[s] = None          # dropped uncommitted
-                    self.sent[s].zero_()
+                    self.delivered.reset(s)
+                    self.delivered.unpin(('dl', s))
                     self._new_snapshot_epoch(s)
             return [Send(s, self._hello(s, 0, chunk.transfer_id)), Log('join', 1.0, s)]
         if chunk.flags & FLAG_REQUEST:
@@ -724,7 +730,8 @@ class ServerEngine:
                 delta.mul_(weight)
                 self.weighted_pushes += 1
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
-            self.versions.stamp(s, mask, inc.clock)
+            # stamps only the pushed rows (and their change history)
+            self.delivered.stamp(self.versions.v, s, torch.nonzero(mask).reshape(-1), inc.clock)
         if n_rows:     # (an empty push changes nothing: it must not count as coverage)
             book = self.applied_push[s]
             book.pop(inc.incarnation, None)         # newest incarnation last
@@ -843,14 +850,17 @@ class ServerEngine:
         v = self.versions.v
         act = self.active.clone()
         every = bool(act.all())
-        sent_r = self.sent[r] if every else self.sent[r][:, act]
-        new_data = ((v if every else v[:, act]) > sent_r).any(dim=1)
+        if every:     # O(M): per-row change stamps against r's delivery stamps
+            new_data, oldest = self.delivered.new_and_oldest(r, v)
+        else:
+            sent_r = self.delivered.sent(r)[:, act]
+            new_data = (v[:, act] > sent_r).any(dim=1)
+            oldest = (sent_r.min(dim=1).values if sent_r.shape[1]
+                      else torch.full((layout.n_rows,), c, dtype=torch.int32))
         candidates = torch.nonzero(new_data).reshape(-1)
         p = torch.sub(self.mirror[r], self.w_srv, out=self._p)     # G[r] + E[r]
         trs = layout.tensor_row_abs_sum(p)
         row_sums = layout.row_abs_sum(p, trs)
-        oldest = (sent_r.min(dim=1).values if sent_r.shape[1]
-                  else torch.full((layout.n_rows,), c, dtype=torch.int32))
         if pol.whole_model or not pol.ordering:
             order = candidates
             n_inf = 0
@@ -889,7 +899,8 @@ class ServerEngine:
                               end_timeout_s=self.end_timeout_s,
                               rate_bps=self.thr_down[r].value_bps,
                               tensor_row_sums=trs if pol.chunk_scales else None)
-        self.downlinks[r] = _Downlink(tr, rowbytes, scales, v.clone(), act)
+        self.downlinks[r] = _Downlink(tr, rowbytes, scales, None, act,
+                                      event=self.delivered.pin(('dl', r)))
         sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r))
         out = [Send(r, sched)]
         return out + self._sends(r, self.downlinks[r], tr.pump(now))
@@ -897,6 +908,7 @@ class ServerEngine:
     def _new_snapshot_epoch(self, r: int) -> None:
         self.unsynced[r] = torch.ones(self.snap_layout.n_rows, dtype=torch.bool)
         self.snap_v[r] = None
+        self.delivered.unpin(('snap', r))
 
     def _start_snapshot(self, r: int, c: int, now: float) -> list:
         """
@@ -914,6 +926,7 @@ class ServerEngine:
         rows = torch.nonzero(self.unsynced[r]).reshape(-1)
         if self.snap_v[r] is None:
             self.snap_v[r] = self.versions.v.clone()
+            self.snap_event[r] = self.delivered.pin(('snap', r))
         values = self.w_srv.clone()
         rowbytes = self.snap_codec.encode(layout, values, None)
         scales = torch.zeros(layout.n_tensors, dtype=torch.float32)
@@ -946,8 +959,14 @@ class ServerEngine:
                 if dl.versions is None:
                     rows = (np.arange(self.layout.n_rows) if dl.snapshot
                             else dl.transfer.sent_rows())
-                    dl.versions = encode_versions(dl.transfer.transfer_id, r, dl.v_snap,
-                                                  rows, dl.active)
+                    v_rows = None
+                    if dl.v_snap is None and rows.size:    # only the rows it carries
+                        v_rows = self.delivered.pinned_rows(
+                            ('dl', r), dl.event, torch.from_numpy(rows), self.versions.v)
+                    dl.versions = encode_versions(
+                        dl.transfer.transfer_id, r,
+                        self._v_snap(r, dl) if v_rows is None else None, rows, dl.active,
+                        v_rows=v_rows)
                 out.append(Send(r, dl.versions))
             out.append(Send(r, ch))
         return out
@@ -1032,11 +1051,15 @@ class ServerEngine:
 
     def _worker_rsp_ok(self, r: int, c: int, active: torch.Tensor) -> bool:
         """Check the worker-side RSP on what r holds (``sent[r]`` = its ``vloc``)."""
-        return bool((self.sent[r][:, active] >= c - self.policy.staleness).all())
+        if bool(active.all()):
+            return bool(self.delivered.dl_min[r].min() >= c - self.policy.staleness)
+        return bool((self.delivered.sent(r)[:, active] >= c - self.policy.staleness).all())
 
     def _commit_downlink(self, r: int, dl: _Downlink, delivered: np.ndarray) -> None:
         """Delivered rows: G[r] + E[r] -= C(p), i.e. mirror[r] -= C(p); sent[r] = versions."""
         if delivered.size == 0:
+            if not dl.snapshot:
+                self.delivered.unpin(('dl', r))
             return
         layout = self.snap_layout if dl.snapshot else self.layout
         mask = torch.zeros(layout.n_rows, dtype=torch.bool)
@@ -1051,7 +1074,10 @@ class ServerEngine:
             self.unsynced[r] &= ~mask
             if not bool(self.unsynced[r].any()):
                 self.unsynced[r] = None
-                self.sent[r] = torch.where(dl.active.unsqueeze(0), dl.v_snap, self.sent[r])
+                every = torch.ones(self.layout.n_rows, dtype=torch.bool)
+                self.delivered.commit(r, every, ('snap', r), self.snap_event[r], dl.active,
+                                      v_snap=dl.v_snap)
+                self.delivered.unpin(('snap', r))
                 self.snap_v[r] = None
             return
         else:
@@ -1059,8 +1085,14 @@ class ServerEngine:
                                   row_mask=None if full else mask, per_row=dl.per_row)
             self.mirror[r].sub_(q)    # the very values the worker subtracted from its model
         # Suspended workers' columns travel as -1: the worker keeps its old versions there.
-        keep = mask.unsqueeze(1) & dl.active.unsqueeze(0)
-        self.sent[r] = torch.where(keep, dl.v_snap, self.sent[r])
+        self.delivered.commit(r, mask, ('dl', r), dl.event, dl.active)
+        self.delivered.unpin(('dl', r))
+
+    def _v_snap(self, r: int, dl: _Downlink) -> torch.Tensor:
+        """Return the version table a downlink carries (``[M, N]``)."""
+        if dl.v_snap is not None:
+            return dl.v_snap
+        return self.delivered.pinned_snapshot(('dl', r), dl.event)
 
     def _stall_diagnostic(self, r: int, now: float) -> Log:
         c = self.pending.get(r, self.clock[r])
@@ -1083,8 +1115,9 @@ def _ack_fields(ack: TransferAck) -> dict:
             'receive_time': ack.receive_time, 'target_incarnation': ack.target_incarnation}
 
 
-def encode_versions(transfer_id: int, receiver: int, v: torch.Tensor, rows: np.ndarray,
-                    active: torch.Tensor | None = None) -> RowVersions:
+def encode_versions(transfer_id: int, receiver: int, v: torch.Tensor | None, rows: np.ndarray,
+                    active: torch.Tensor | None = None,
+                    v_rows: torch.Tensor | None = None) -> RowVersions:
     """
     Run-length encode the version vectors of ascending ``rows`` (vectorised).
 
@@ -1094,15 +1127,16 @@ def encode_versions(transfer_id: int, receiver: int, v: torch.Tensor, rows: np.n
 
     A run breaks only where the version vector changes, and spans the row ids in between that
     the transfer does not carry: the worker applies versions to delivered rows only, so those
-    are ignored. A partial transfer skips rows all over the model; breaking runs at every gap
+    are ignored. ``v_rows``: ``v[rows]`` already gathered (then ``v`` may be None). A partial
+    transfer skips rows all over the model; breaking runs at every gap
     cost a straggler's pull ~140 runs (3.5 kB, 3 % of the model) where ~25 suffice.
     """
-    n = v.shape[1]
+    n = (v if v_rows is None else v_rows).shape[1]
     if rows.size == 0:
         if active is None or bool(active.all()):
             return RowVersions(transfer_id=transfer_id, receiver=receiver, n_workers=n)
         rows = np.zeros(1, dtype=np.int64)
-    vv = v[torch.from_numpy(rows)].numpy()
+    vv = (v[torch.from_numpy(rows)] if v_rows is None else v_rows).numpy()
     if active is not None and not bool(active.all()):
         vv = vv.copy()
         vv[:, ~active.numpy()] = -1
