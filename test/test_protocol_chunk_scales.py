@@ -21,6 +21,7 @@ transfers, and what the sender commits on ack is bit for bit what the receiver d
 """
 
 from protocol_fixtures import build
+import pytest
 from rog_ros.core.compress import ScaledSign
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.messages import ids_from_ranges
@@ -134,3 +135,36 @@ def test_one_chunk_gives_the_per_tensor_scale_exactly():
     old = _transfer(layout, codec, p, torch.arange(layout.n_rows), layout.n_rows, 1 << 20,
                     with_sums=False)
     assert old.commit_scales()[1] is False
+
+
+@pytest.mark.parametrize('chunk_scales', [True, False])
+def test_restored_push_and_kept_pushes_commit_with_the_scales_the_server_used(chunk_scales):
+    # A worker dies after its push's END, before the final ack: the saved state holds the
+    # push's scales (per row with chunk scales) and per_row flag, the restored worker commits
+    # exactly what the server decoded, and kept (undurable) pushes carry their own scales.
+    from rog_ros.protocol.messages import SERVER, TransferAck
+    from test_protocol_conservation import check_invariants
+    from test_protocol_restart import restart_worker
+    pol = rog(2, chunk_scales=chunk_scales)
+    harness, server, _, _, layout = build('', policy=pol, n=2, iters=6, dtype=torch.float64,
+                                          save_states=True)
+    state = {'armed': True, 'saved': None}
+
+    def fault(msg, src, dst, now):
+        if (state['armed'] and src == SERVER and dst == 1 and isinstance(msg, TransferAck)
+                and msg.final and now > 0.3):
+            state['armed'] = False
+            state['saved'] = harness.saved[1]
+            harness.at(now, lambda: harness.kill(1))
+            harness.at(now + 0.2, lambda: restart_worker(harness, 1))
+            return []
+        return [0.0]
+    harness.fault = fault
+    harness.run(until=500)
+    assert not state['armed'] and server.finished
+    push = state['saved']['push']
+    assert push is not None and push['per_row'] is chunk_scales
+    assert push['scales'].numel() == (layout.n_rows if chunk_scales else layout.n_tensors)
+    kept = [u for w in harness.workers for u in w.undurable]
+    assert kept and all(u[5] is chunk_scales for u in kept)
+    check_invariants(harness, server, harness.workers)      # mirrors equal, nothing lost
