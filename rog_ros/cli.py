@@ -19,7 +19,7 @@ The ``rog`` command: simulate, benchmark and inspect fleet training.
     rog compare --workload mpcol --out DIR        systems x seeds, report and plots
     rog fleet --workload mpcol --sync rog ...     server, workers, netmon as real processes
     rog chaos --scenario all [--json]             fault scenarios against a real local fleet
-    rog bench overhead|codec|transport            what rows, DEFSGDM and DDS cost (JSON)
+    rog bench overhead|codec|transport|server     what rows, DEFSGDM, DDS, the server cost
     rog trace gen|stats|plot                      bandwidth traces
 """
 
@@ -51,7 +51,40 @@ def _add_sim(sub) -> None:
                    help='iterations per worker (default: the workload budget; --toy: 40)')
     p.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
     p.add_argument('--out', default=None, help='write summary.json and timeseries.csv here')
+    _add_model_options(p)
     p.set_defaults(func=_cmd_sim)
+
+
+def _add_model_options(p) -> None:
+    p.add_argument('--model', default=None,
+                   help='EACOL model (convmlp-cpu, convmlp-s, convmlp-m, convmlp-l). A big '
+                        'model is simulated with surrogate compute: convmlp-cpu trains for '
+                        'real and carries the big model as ballast, so messages have its '
+                        'size and rows (rog_ros.workloads.surrogate)')
+    p.add_argument('--real-compute', action='store_true',
+                   help='with --model: run the real model (hours on a CPU for convmlp-m)')
+
+
+def _workload_options(args) -> dict:
+    """Workload options from --model/--real-compute (empty without --model)."""
+    if getattr(args, 'model', None) is None:
+        return {}
+    opts = {'model': args.model}
+    if args.model != 'convmlp-cpu' and not args.real_compute:
+        opts['surrogate'] = True
+    return opts
+
+
+def _bad_model(args) -> str | None:
+    """Why --model cannot be used here, or None."""
+    if getattr(args, 'model', None) is None:
+        return None
+    if args.workload != 'eacol':
+        return '--model applies to --workload eacol'
+    from rog_ros.workloads.eacol import _MODELS
+    if args.model not in _MODELS:
+        return f'unknown EACOL model {args.model!r}; expected one of {sorted(_MODELS)}'
+    return None
 
 
 def _system_spec(sync: str, staleness: int) -> str:
@@ -141,9 +174,12 @@ def _cmd_sim(args) -> int:
         print(format_table(rows, HEADER))
         return 0
     from rog_ros.sim.simulator import SimConfig, simulate
+    if _bad_model(args):
+        print(f'rog sim: {_bad_model(args)}', file=sys.stderr)
+        return 2
     cfg = SimConfig(workload=args.workload, system=_system_spec(args.sync, args.staleness),
                     workers=args.workers, trace=args.trace, seed=args.seed,
-                    iterations=args.iterations)
+                    iterations=args.iterations, workload_options=_workload_options(args))
 
     def progress(now, iteration, metrics):
         acc = metrics.get('accuracy', float('nan'))
@@ -174,12 +210,14 @@ def _add_compare(sub) -> None:
                    help='comma-separated systems (default bsp,ssp:4,ssp:20,flown:4,rog:4,'
                         'rog:20)')
     p.add_argument('--workers', type=int, default=4, help='workers (default 4)')
-    p.add_argument('--seeds', default='0,1,2', help='comma-separated seeds (default 0,1,2)')
+    p.add_argument('--seeds', default='0,1,2,3,4',
+                   help='comma-separated seeds (default 0,1,2,3,4: medians need several)')
     p.add_argument('--iterations', type=int, default=None,
                    help='iterations per worker (default: the workload budget)')
     p.add_argument('--jobs', type=int, default=None,
                    help='runs in parallel (default: one per CPU core)')
     p.add_argument('--out', required=True, help='output directory')
+    _add_model_options(p)
     p.set_defaults(func=_cmd_compare)
 
 
@@ -190,8 +228,13 @@ def _cmd_compare(args) -> int:
     from rog_ros.experiments.report import table_markdown
     seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
     systems = [s.strip() for s in args.systems.split(',') if s.strip()]
+    bad = _bad_model(args)
+    if bad:
+        print(f'rog compare: {bad}', file=sys.stderr)
+        return 2
     res = compare(args.workload, args.trace, systems, args.workers, seeds, args.out,
-                  iterations=args.iterations, jobs_parallel=args.jobs)
+                  iterations=args.iterations, jobs_parallel=args.jobs,
+                  workload_options=_workload_options(args))
     print(table_markdown(res['systems']))
     print(f'\nreport: {args.out}/report.md')
     failed = sum(r.get('failed', 0) for r in res['systems'])
@@ -206,17 +249,21 @@ def _cmd_compare(args) -> int:
 def _add_reproduce(sub) -> None:
     p = sub.add_parser('reproduce', help="the paper's experiment set in the simulator",
                        description='Indoors/outdoors comparisons, threshold sensitivity and '
-                                   'ablations on MPCOL (and EACOL with --workloads), one '
-                                   'report. Interrupted runs resume.')
+                                   'ablations on MPCOL (and EACOL with --workloads), EACOL '
+                                   'with ConvMLP-M messages on outdoors, one report. '
+                                   'Interrupted runs resume.')
     p.add_argument('what', nargs='?', default='rog', metavar='PAPER',
                    help='which paper (default rog); adacomp, gsp, aet, fleet: another '
                         "reference paper's headline trend, small scale on generated data")
     p.add_argument('--out', required=True, help='output directory')
     p.add_argument('--workloads', default='mpcol', help='comma-separated (default mpcol)')
-    p.add_argument('--seeds', default=None, help='seeds (default 0,1,2; with PAPER: 0)')
+    p.add_argument('--seeds', default=None,
+                   help='seeds (default 0,1,2,3,4; with PAPER: its own, usually 0)')
     p.add_argument('--workers', type=int, default=4, help='workers (default 4)')
     p.add_argument('--iterations', type=int, default=None, help='iterations per worker')
     p.add_argument('--quick', action='store_true', help='one seed, fewer thresholds')
+    p.add_argument('--no-eacol-m', action='store_true',
+                   help='skip EACOL with ConvMLP-M messages (surrogate compute, outdoors)')
     p.set_defaults(func=_cmd_reproduce)
 
 
@@ -230,17 +277,18 @@ def _cmd_reproduce(args) -> int:
         path = REPRODUCTIONS[args.what](args.out, quick=args.quick, **opts)
         print(f'report: {path}')
         return 0
-    seeds = [int(s) for s in (args.seeds or '0,1,2').split(',') if s.strip()]
+    seeds = [int(s) for s in (args.seeds or '0,1,2,3,4').split(',') if s.strip()]
     path = REPRODUCTIONS['rog'](args.out, quick=args.quick, seeds=seeds,
                                 workloads=[w for w in args.workloads.split(',') if w],
-                                workers=args.workers, iterations=args.iterations)
+                                workers=args.workers, iterations=args.iterations,
+                                eacol_m=not args.no_eacol_m)
     print(f'report: {path}')
     return 0
 
 
 def _add_bench(sub) -> None:
     p = sub.add_parser('bench', help='benchmarks (JSON on stdout)')
-    bsub = p.add_subparsers(dest='bench_command', metavar='{overhead,codec,transport}')
+    bsub = p.add_subparsers(dest='bench_command', metavar='{overhead,codec,transport,server}')
     bsub.required = True
     o = bsub.add_parser('overhead', help='per-iteration cost of row granularity vs SSP')
     o.add_argument('--model', default='convmlp-m', help='convmlp-s|m|l (default convmlp-m)')
@@ -260,11 +308,41 @@ def _add_bench(sub) -> None:
     t = bsub.add_parser('transport', help='RowChunk goodput and latency over DDS and netns')
     t.add_argument('--duration', type=float, default=3.0, help='seconds per measurement')
     t.set_defaults(func=_cmd_bench_transport)
+    v = bsub.add_parser('server', help='server CPU time per worker-iteration vs fleet size')
+    v.add_argument('--workers', type=int, default=64,
+                   help='largest fleet; runs 4, 8, ... doubling up to it (default 64)')
+    v.add_argument('--iterations', type=int, default=3, help='iterations per worker (default 3)')
+    v.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
+    v.add_argument('--row-params', type=int, default=4,
+                   help='values per row of a split tensor (default 4)')
+    v.add_argument('--model', default='convmlp-m',
+                   help='model whose rows and tensors to use (default convmlp-m)')
+    v.set_defaults(func=_cmd_bench_server)
 
 
 def _cmd_bench_transport(args) -> int:
     from rog_ros.experiments.bench_transport import bench_transport
     print(json.dumps(bench_transport(args.duration), indent=2))
+    return 0
+
+
+def _cmd_bench_server(args) -> int:
+    from rog_ros.experiments.bench_server import bench_server
+    if args.workers < 1 or args.iterations < 1 or args.row_params < 1 or args.staleness < 0:
+        print('rog bench server: --workers, --iterations and --row-params must be >= 1, '
+              '--staleness >= 0', file=sys.stderr)
+        return 2
+    sizes, n = [], min(4, args.workers)
+    while n < args.workers:
+        sizes.append(n)
+        n *= 2
+    try:
+        res = bench_server(sizes + [args.workers], args.model, args.staleness,
+                           args.iterations, args.row_params)
+    except ValueError as err:
+        print(f'rog bench server: {err}', file=sys.stderr)
+        return 2
+    print(json.dumps(res, indent=2))
     return 0
 
 

@@ -158,5 +158,6 @@ def test_fleet_refusal_as_a_new_user_sees_it(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "rog fleet: trace (--trace): 'missing.csv' is neither a preset (clean, "
-        'dynamic_obstacles, indoors, outdoors, outdoors_raw, through_wall) nor an existing file']
+        'dynamic_obstacles, indoors, outages, outdoors, outdoors_raw, through_wall) nor an '
+        'existing file']
     assert not (tmp_path / 'run').exists()

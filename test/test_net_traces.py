@@ -30,6 +30,7 @@ CALIBRATION = {
     'dynamic_obstacles': (86400.0, 1),
     'outdoors': (7_200_000.0, 1),
     'outdoors_raw': (360_000.0, 1),
+    'outages': (36_000.0, 1),
 }
 
 
@@ -236,3 +237,32 @@ def test_shipped_example_traces_load():
     outdoors = traces.load_trace(folder / 'outdoors_24000s_seed1.csv')
     assert outdoors.end_s == pytest.approx(24000.0)
     assert traces.stats(outdoors)['hold_time_share_10s'] > 0.95
+
+
+def test_outages_are_long_near_zero_and_on_one_robot_at_a_time():
+    # Prepare: a fleet of 4 over 2 hours, and the outdoor traces with the same seeds
+    fleet, dur, dt = 4, 7200.0, 0.1
+    grid = np.arange(0.0, dur, dt) + dt / 2
+    painted = []
+    for r in range(fleet):
+        out = traces.generate('outages', dur, seed=10 + r, robot=r, fleet=fleet)
+        base = traces.generate('outdoors', dur, seed=10 + r)
+        a, b = out.rate_at(grid), base.rate_at(grid)
+        diff = a != b
+        # Assert: outside its stretches a robot's link is the outdoors preset, sample for sample
+        assert np.array_equal(a[~diff], b[~diff])
+        lo, hi = traces.OutageModel().outage_mbps
+        assert np.all(a[diff] <= hi)
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], diff.astype(np.int8), [0]))))
+        runs = (edges[1::2] - edges[0::2]) * dt
+        long = runs[runs >= 5.0]               # a base value may equal the painted one briefly
+        assert long.size >= dur / 120 / fleet - 2
+        assert long.min() >= 29.9 - 1.0 and long.max() <= 100.0 + 0.1
+        painted.append(diff)
+    # at most one robot is in a stretch at any time, so the fleet always has healthy robots
+    assert int(np.max(np.sum(painted, axis=0))) <= 1
+    st = traces.stats(traces.generate('outages', dur, seed=3))
+    assert 60.0 <= st['longest_near_zero_s'] and st['near_zero_share_30s'] > 0.4
+    assert traces.stats(traces.generate('outdoors', dur, seed=3))['near_zero_share_30s'] < 0.2
+    with pytest.raises(ValueError, match='outside a fleet'):
+        traces.generate('outages', 100.0, robot=4, fleet=4)

@@ -11,7 +11,7 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Real fleets default to a longer rog deadline floor than the simulator, and it is checked."""
+"""Fleets and the simulator share one rog deadline floor default, and it is checked."""
 
 import pytest
 from rog_ros.nodes import rog_worker
@@ -20,11 +20,11 @@ from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR
 from rog_ros.protocol.policies import make_policy
 
 
-def test_nodes_default_to_the_fleet_floor_and_pass_it_to_the_policy():
+def test_nodes_default_to_the_policy_floor_and_pass_it_to_the_policy():
     parser = rog_worker.build_parser()
     args = parser.parse_args(['--workload', 'toy', '--rank', '0'])
     assert args.deadline_floor == DEFAULT_DEADLINE_FLOOR == 3.0
-    assert make_policy('rog:4').deadline_floor == 1.0          # the simulator's default
+    assert make_policy('rog:4').deadline_floor == 3.0          # the simulator's default too
     assert build_training(args).policy.deadline_floor == 3.0
     args = parser.parse_args(['--workload', 'toy', '--rank', '0', '--deadline-floor', '1.5'])
     assert build_training(args).policy.deadline_floor == 1.5

@@ -36,8 +36,11 @@ def check_invariants(harness, server, workers):
     for r, w in enumerate(workers):
         assert torch.allclose(w.w, server.worker_model(r), atol=1e-10, rtol=0)
         assert w.conservation_residual() < 1e-9
-    # Uplink exactly-once: the server applied every delivered push once (w0 = 0 here).
+    # Uplink exactly-once: the server applied every delivered push once (w0 = 0 here), less
+    # what outage-aware RSP discarded of late pushes on purpose (its ledger, weight < 1).
     applied = sum(w.delivered_total for w in workers) * (server.lr / server.n)
+    if server.discarded is not None:
+        applied = applied - server.discarded
     assert torch.allclose(server.w_srv, -applied, atol=1e-10, rtol=0)
 
 
@@ -47,7 +50,9 @@ def test_conservation_with_faults_everywhere(spec, seed):
     harness, server, workers, _, _ = build(spec, n=3, iters=12, dtype=torch.float64,
                                            fault=random_faults(seed), seed=seed)
     stats = harness.run(until=300)
-    assert stats.iterations == [12, 12, 12]          # faults slow it down but never wedge it
+    assert server.finished                           # faults slow it down but never wedge it
+    # a worker suspended for its link goes on from the fleet's clock (fewer computations)
+    assert stats.iterations == [12, 12, 12] or server.outage_suspensions
     check_invariants(harness, server, workers)
 
 

@@ -33,7 +33,7 @@ class _Dropped:
     def __getattr__(self, name):
         return getattr(self.codec, name)
 
-    def decode(self, layout, rowbytes, scales, out, row_mask=None, factor=1.0):
+    def decode(self, layout, rowbytes, scales, out, row_mask=None, factor=1.0, per_row=False):
         return out.zero_()
 
 

@@ -15,8 +15,12 @@
 
 from protocol_fixtures import build
 from rog_ros.protocol.messages import SERVER
+from rog_ros.protocol.policies import make_policy
 from test_protocol_conservation import check_invariants
 import torch
+
+# These tests are about absence and quorum: outage-aware RSP (test_outage_rsp.py) off.
+ABSENCE_ONLY = make_policy('rog:2', outage_aware=False)
 
 
 def outage(worker, t0, t1):
@@ -34,7 +38,8 @@ def logs(stats, name):
 
 def test_absent_worker_is_suspended_and_the_others_keep_training():
     harness, server, workers, _, _ = build('rog:2', n=3, iters=12, dtype=torch.float64,
-                                           fault=outage(2, 0.4, 40.0), absence_timeout_s=1.0)
+                                           fault=outage(2, 0.4, 40.0), absence_timeout_s=1.0,
+                                           policy=ABSENCE_ONLY)
     harness.log_events = True
     harness.run(until=39.0)
     # Without suspension worker 2's stale column would hold the others at clock ~S+2.
@@ -53,7 +58,7 @@ def test_absent_worker_is_suspended_and_the_others_keep_training():
 def test_without_absence_timeout_the_fleet_waits():
     # The same outage with membership off: the others cannot get ahead (the old behaviour).
     harness, server, workers, _, _ = build('rog:2', n=3, iters=12, dtype=torch.float64,
-                                           fault=outage(2, 0.4, 40.0))
+                                           fault=outage(2, 0.4, 40.0), policy=ABSENCE_ONLY)
     harness.run(until=39.0)
     assert not any(server.stopped) and max(server.clock) <= 2 + 3 + 1
 
@@ -61,7 +66,7 @@ def test_without_absence_timeout_the_fleet_waits():
 def test_quorum_holds_training_until_enough_workers_are_active():
     harness, server, workers, _, _ = build('rog:2', n=3, iters=12, dtype=torch.float64,
                                            fault=outage(2, 0.4, 20.0), absence_timeout_s=1.0,
-                                           min_workers=3)
+                                           min_workers=3, policy=ABSENCE_ONLY)
     harness.log_events = True
     harness.run(until=19.0)
     assert not any(server.stopped) and not server.active[2]

@@ -45,6 +45,9 @@ def test_time_to_target_ordering(results):
 
 def test_rog_iterates_faster_and_keeps_accuracy(results):
     rog, ssp = results['rog:4'], results['ssp:4']
-    assert rog['s_per_iteration'] < 0.8 * ssp['s_per_iteration']
+    # deadline_floor 3 (the default since issue 10) sends more optional rows per iteration
+    # than 1 did (0.64x SSP's s/iteration): fewer iterations to the target, BSP's accuracy
+    # (docs/scheduling.md); measured here 0.84x
+    assert rog['s_per_iteration'] < 0.9 * ssp['s_per_iteration']
     assert rog['stall_time_s'] < ssp['stall_time_s']
     assert rog['final_accuracy'] > ssp['final_accuracy'] - 0.02

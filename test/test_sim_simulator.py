@@ -65,3 +65,36 @@ def test_compare_writes_report_and_plots(tmp_path):
     # resumable: a second call reuses the runs
     again = compare('toy', 'indoors', ['bsp', 'rog:2'], 2, [0], out, iterations=6, quiet=True)
     assert json.dumps(again['systems']) == json.dumps(res['systems'])
+
+
+def test_a_trace_file_is_replayed_at_per_seed_offsets(tmp_path):
+    from rog_ros.net import traces
+    from rog_ros.sim.simulator import file_offsets
+    path = str(tmp_path / 't.csv')
+    traces.save_trace(traces.generate('outdoors', 400.0, seed=2), path)
+    by_seed = [[off for _, off in make_traces(path, 4, seed)] for seed in range(5)]
+    assert by_seed[0] == [off for _, off in make_traces(path, 4, 0)]      # deterministic
+    assert len({tuple(round(o, 6) for o in offs) for offs in by_seed}) == 5   # differ by seed
+    for offs in by_seed:
+        assert all(0.0 <= o < 400.0 for o in offs)
+        # each robot in its own quarter of the record (after the seed's phase): consecutive
+        # robots are less than two quarters apart, going round the loop
+        steps = [(offs[(r + 1) % 4] - offs[r]) % 400.0 for r in range(4)]
+        assert all(0.0 < d < 200.0 for d in steps) and sum(steps) == pytest.approx(400.0)
+    assert file_offsets(400.0, 4, 3) == file_offsets(400.0, 4, 3)
+
+
+def test_aggregate_reports_median_iqr_and_targets_reached():
+    from rog_ros.experiments.compare import aggregate
+    from rog_ros.experiments.report import table_markdown
+    runs = [{'system': 'rog:4', 'seed': k, 'time_to_target_s': t, 'final_accuracy': 0.8}
+            for k, t in enumerate([10.0, 20.0, 30.0, 40.0, None])]
+    row = aggregate(runs)
+    assert row['reached_target'] == '4/5' and row['reached_target_count'] == 4
+    assert row['time_to_target_s'] == 25.0                  # mean over the seeds that reached
+    assert row['time_to_target_s_median'] == 30.0           # a miss counts as infinitely late
+    assert row['time_to_target_s_p25'] == 20.0
+    assert row['time_to_target_s_p75'] is None             # falls on the miss
+    assert row['final_accuracy_median'] == pytest.approx(0.8)
+    line = table_markdown([row]).splitlines()[2]
+    assert '30.0 [20.0->]' in line and '4/5' in line

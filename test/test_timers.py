@@ -190,7 +190,10 @@ def test_long_stall_does_not_end_the_simulation(tmp_path, system):
                              max_events=200_000))
     summary = rec.summary()
     assert 'error' not in summary
-    assert summary['iterations'] == 40
+    # outage-aware RSP (rog) suspends robot 1 and moves it to the fleet's clock when it is
+    # back: it computes fewer iterations
+    assert summary['iterations'] == 40 or summary['outage_suspensions'] > 0
+    assert summary['iterations'] >= 30
     assert summary['sim_time_s'] > 166.0 - 100.0     # it lived through robot 1's outage
 
 

@@ -40,17 +40,28 @@ def _pm(row, key, fmt='{:.2f}'):
     return fmt.format(v) + (f' ± {fmt.format(sd)}' if sd else '')
 
 
+def _med(row, key, fmt='{:.2f}'):
+    """``median [p25-p75]``; '>' marks a quartile that falls on a never-reached target."""
+    if key + '_median' not in row:
+        return '-'
+    parts = [row.get(key + q) for q in ('_median', '_p25', '_p75')]
+    m, lo, hi = ('>' if v is None else fmt.format(v) for v in parts)
+    return f'{m} [{lo}-{hi}]'
+
+
 def table_markdown(table: list[dict]) -> str:
-    head = ('| system | time to target s | reached | final acc | s/iter | compute | comm | '
-            'stall | stall cost | triggers | MB up+down | (comm+stall)/compute | failed |')
-    sep = '|' + '---|' * 13
+    head = ('| system | time to target s, median [IQR] | mean ± std | reached | final acc | '
+            's/iter | compute | comm | stall | stall cost | triggers | MB up+down | '
+            '(comm+stall)/compute | failed |')
+    sep = '|' + '---|' * 14
     lines = [head, sep]
     for r in table:
         mb = None
         if r.get('bytes_up') is not None:
             mb = (r['bytes_up'] + (r.get('bytes_down') or 0)) / 1e6
         lines.append('| ' + ' | '.join([
-            r['system'], _pm(r, 'time_to_target_s', '{:.1f}'), r.get('reached_target', '-'),
+            r['system'], _med(r, 'time_to_target_s', '{:.1f}'),
+            _pm(r, 'time_to_target_s', '{:.1f}'), r.get('reached_target', '-'),
             _pm(r, 'final_accuracy', '{:.3f}'), _pm(r, 's_per_iteration', '{:.3f}'),
             _f(r.get('compute_s_per_iteration'), '{:.3f}'),
             _f(r.get('comm_s_per_iteration'), '{:.3f}'),
@@ -73,7 +84,8 @@ def ratios_markdown(table: list[dict]) -> str:
     for a in [s for s in rows if s.startswith('rog')]:
         for b in [s for s in rows if not s.startswith('rog')]:
             parts = []
-            for key, name in (('time_to_target_s', 'time to target'),
+            for key, name in (('time_to_target_s_median', 'median time to target'),
+                              ('time_to_target_s', 'mean time to target'),
                               ('s_per_iteration', 's/iteration'),
                               ('stall_s_per_iteration', 'stall/iteration')):
                 x, y = rows[a].get(key), rows[b].get(key)
@@ -88,7 +100,10 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
     """Write report.md and the plots; returns the report path."""
     plots = write_plots(out, table, series, meta.get('target_accuracy'))
     lines = [f'# {title or "rog compare"}: {meta["workload"]} on {meta["trace"]}', '',
-             f'{meta["workers"]} workers, seeds {meta["seeds"]}; mean ± std over seeds. '
+             f'{meta["workers"]} workers, seeds {meta["seeds"]}. Time to target: median and '
+             'interquartile range over all seeds (a seed that never reached the target counts '
+             'as infinitely late; ">" marks such a quartile), then mean ± std over the seeds '
+             'that reached it, and how many did; other columns: means over seeds. '
              "Simulated (virtual) time; compute charged from the workload's device profile.",
              '', table_markdown(table), '']
     failures = failures_markdown(table)

@@ -19,7 +19,11 @@ Parts (each a ``compare`` in its own sub-directory, so an interrupted run resume
 1. indoors and outdoors comparisons of BSP, SSP, FLOWN and Rog;
 2. threshold sensitivity: Rog and SSP at S = 2..8, 20, 30, 40;
 3. ablations of Rog-4: no importance ordering, no gradient magnitude, no MTA-time balancing,
-   and the paper's deadline without our compute-time floor.
+   the paper's deadline without our compute-time floor, and one DEFSGDM scale per tensor
+   instead of per chunk and tensor;
+4. EACOL with ConvMLP-M messages (2.16 MB, surrogate compute: ``rog_ros.workloads.surrogate``)
+   on ``outdoors``: BSP, SSP-4, FLOWN-4 and Rog-4 in the network-bound regime the paper
+   studies (device-profile compute 2.18 s per iteration).
 
 ``rog reproduce PAPER`` runs another reference paper's headline experiment instead (see
 ``PAPERS``; e.g. ``adacomp``, ``gsp`` in :mod:`rog_ros.experiments.reproduce_refs`).
@@ -40,7 +44,12 @@ ABLATIONS = {
     'rog:4-no-magnitude': {'use_magnitude': False},
     'rog:4-no-mta-time': {'balance': 'none'},
     'rog:4-paper-deadline': {'deadline_floor': 0.0},
+    'rog:4-tensor-scales': {'chunk_scales': False},
 }
+EACOL_M_SYSTEMS = ['bsp', 'ssp:4', 'flown:4', 'rog:4']
+EACOL_M_OPTIONS = {'model': 'convmlp-m', 'surrogate': True}
+EACOL_M_ITERATIONS = 60
+"""EACOL adapts in ~20 iterations of 4 workers; 60 at 2.18 s are >= 130 s of robot time."""
 
 
 def _paper(module: str, func: str):
@@ -57,8 +66,8 @@ PAPERS = {
 """Reference papers ``rog reproduce PAPER`` knows: name -> ``run(out, seeds, quick)``."""
 
 
-def reproduce(out: str, workloads=('mpcol',), seeds=(0, 1, 2), workers: int = 4,
-              iterations: int | None = None, quick: bool = False) -> str:
+def reproduce(out: str, workloads=('mpcol',), seeds=(0, 1, 2, 3, 4), workers: int = 4,
+              iterations: int | None = None, quick: bool = False, eacol_m: bool = True) -> str:
     """Run everything and write ``out/report.md``; returns its path."""
     os.makedirs(out, exist_ok=True)
     if quick:
@@ -90,6 +99,16 @@ def reproduce(out: str, workloads=('mpcol',), seeds=(0, 1, 2), workers: int = 4,
                       labels={f'rog:4#{k}': k for k in ABLATIONS}, title=f'{wl} ablations')
         sections += [f'## {wl}: ablations (outdoors)', '', table_markdown(res['systems']), '',
                      f'[details]({os.path.relpath(d, out)}/report.md)', '']
+    if eacol_m:
+        d = os.path.join(out, 'eacol-convmlp-m-outdoors')
+        res = compare('eacol', 'outdoors', EACOL_M_SYSTEMS, workers, list(seeds), d,
+                      iterations or EACOL_M_ITERATIONS, workload_options=EACOL_M_OPTIONS,
+                      title='eacol, ConvMLP-M messages (surrogate compute), outdoors')
+        sections += ['## eacol with ConvMLP-M messages, outdoors', '',
+                     'convmlp-cpu trains for real and carries ConvMLP-M as ballast '
+                     '(2.16 MB messages, 33.5 k rows); see rog_ros/workloads/surrogate.py.',
+                     '', table_markdown(res['systems']), '', ratios_markdown(res['systems']),
+                     '', f'[details]({os.path.relpath(d, out)}/report.md)', '']
     path = os.path.join(out, 'report.md')
     with open(path, 'w') as f:
         f.write('\n'.join(sections))
@@ -107,8 +126,9 @@ def _fleet(out, quick=False, seeds=(0, 1, 2), **_ignored):
 
 
 REPRODUCTIONS = {
-    'rog': lambda out, quick=False, seeds=(0, 1, 2), workloads=('mpcol',), workers=4,
-    iterations=None: reproduce(out, workloads, seeds, workers, iterations, quick),
+    'rog': lambda out, quick=False, seeds=(0, 1, 2, 3, 4), workloads=('mpcol',), workers=4,
+    iterations=None, eacol_m=True: reproduce(out, workloads, seeds, workers, iterations, quick,
+                                             eacol_m=eacol_m),
     'aet': _aet,
     'fleet': _fleet,
     **PAPERS,

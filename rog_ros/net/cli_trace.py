@@ -39,6 +39,8 @@ _ROWS = [
     ('mean', 'mean', 'Mbit/s'), ('median', 'median', 'Mbit/s'), ('p10', 'p10', 'Mbit/s'),
     ('p90', 'p90', 'Mbit/s'), ('share_below_5mbps', 'time below 5 Mbit/s', ''),
     ('outage_share', 'time at 0 Mbit/s', ''), ('hold_time_share_10s', 'time in holds >= 10 s', ''),
+    ('near_zero_share_30s', 'time in >= 30 s stretches < 0.5 Mbit/s', ''),
+    ('longest_near_zero_s', 'longest stretch < 0.5 Mbit/s', 's'),
     ('mean_time_to_20pct_change_s', 'mean time to >=20% change', 's'),
     ('mean_time_to_40pct_change_s', 'mean time to >=40% change', 's'),
     ('transfer_slowdown_p99', 'p99 slowdown of a 1.43 s transfer', 'x'),
@@ -142,7 +144,7 @@ def _cmd_stats(args, out):
     print(f'trace {args.source}' + (f' (targets: {compare}, within 15%)' if compare else ''),
           file=out)
     for key, label, unit in _ROWS:
-        line = f'  {label:36s} {_fmt(st[key]):>10s} {unit:6s}'
+        line = f'  {label:40s} {_fmt(st[key]):>10s} {unit:6s}'
         if key in verdict:
             target, _, ok = verdict[key]
             line += f' target {_fmt(target):>8s}  {"ok" if ok else "OFF"}'

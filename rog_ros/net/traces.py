@@ -41,6 +41,9 @@ Presets (``generate``), calibrated to DESIGN.md section 6 and specs/rog.md 9:
   median 36.9, p10 1.33, p90 136 Mbit/s, 1.4% of the time at 0, and holds: after about half of
   the 0.5 s record steps the replay held the rate for 10-90 s (98% of the time is in holds).
 * ``outdoors_raw``: the same rates without the holds (0.5 s steps), the "raw record" regime.
+* ``outages``: ``outdoors`` plus near-zero stretches (0-0.2 Mbit/s) of 30-100 s on one robot
+  at a time (``OutageModel``; ``generate(..., robot=r, fleet=n)``), the regime of the real
+  outdoor record where RSP waits for a dead link and FLOWN does not.
 
 The outdoor regimes converge slowly: a rate is held 25 s on average and the record stays in a
 regime (low / mid / high) for ~15 s of record time, so an hour has only ~140 distinct rates and
@@ -381,6 +384,27 @@ class ReplayModel:
     max_mbps: float = 250.0
 
 
+@dataclass(frozen=True)
+class OutageModel:
+    """
+    ``outdoors`` plus long near-zero stretches on one robot at a time.
+
+    Time is cut into slots of ``slot_s``; in a fleet of ``fleet`` robots, robot r owns the
+    slots k with k mod fleet == r, and in each of its slots its link drops to a near-zero rate
+    (uniform in ``outage_mbps``, held) for a stretch of uniform length in ``outage_s``, placed
+    uniformly inside the slot. Slots never overlap, so at most one robot is out at any time
+    and the fleet always has healthy robots (within one period of the trace). This is the
+    regime of the real outdoor record the artifact replayed: near-zero stretches of 40-100 s
+    on one robot while the others keep their rates. A single trace (fleet of one, e.g.
+    ``rog trace stats``) has a stretch in every slot.
+    """
+
+    base: ReplayModel = ReplayModel()
+    outage_s: tuple = (30.0, 100.0)
+    slot_s: float = 120.0
+    outage_mbps: tuple = (0.0, 0.2)
+
+
 PRESETS = {
     'clean': FadingModel(180.0, 0.035, 20.0, 0.03, 0.0),
     'indoors': FadingModel(95.0, 0.25, 15.0, 0.12, 0.0, 0.06, (0.2, 0.5)),
@@ -390,6 +414,7 @@ PRESETS = {
                                      blockage_depth=(0.03, 0.1), outage_per_s=1.0 / 1800.0),
     'outdoors': ReplayModel(),
     'outdoors_raw': ReplayModel(holds=False),
+    'outages': OutageModel(),
 }
 """Built-in presets by name."""
 
@@ -405,13 +430,17 @@ TARGETS = {
                  'hold_time_share_10s': 0.98},
     'outdoors_raw': {'mean': 54.5, 'median': 36.9, 'p10': 1.33, 'p90': 136.3,
                      'share_below_5mbps': 0.357, 'outage_share': 0.014},
+    # one trace alone (a stretch in every 120 s slot): 65/120 of the time near zero, plus the
+    # outdoor base's own long low holds; the rest is ``outdoors`` sample for sample
+    'outages': {'near_zero_share_30s': 0.56},
 }
 """
 Calibration targets per preset (``stats`` keys). Outdoors: the artifact's time-weighted
 replay statistics (its per-sample ones, mean 55.9, median 43.2, p10 1.40, p90 136.0, are within
 15% of these too)."""
 
-ABS_TOL = {'share_below_5mbps': 0.02, 'outage_share': 0.005, 'hold_time_share_10s': 0.02}
+ABS_TOL = {'share_below_5mbps': 0.02, 'outage_share': 0.005, 'hold_time_share_10s': 0.02,
+           'near_zero_share_30s': 0.05}
 """Absolute tolerance floors for shares, whose relative error is meaningless near 0."""
 
 
@@ -507,8 +536,31 @@ def _gen_replay(m: ReplayModel, rng, duration_s: float, dt: float):
     return start[keep] * dt, _gen_record(m, rng, int(keep.sum())), n_total * dt
 
 
+def outage_windows(m: OutageModel, rng, duration_s: float, robot: int = 0, fleet: int = 1):
+    """Start and end times (s) and rates of robot ``robot``'s near-zero stretches."""
+    if not 0 <= robot < fleet:
+        raise ValueError(f'robot {robot} outside a fleet of {fleet}')
+    slots = np.arange(robot, int(math.ceil(duration_s / m.slot_s)), fleet, dtype=np.float64)
+    length = np.minimum(rng.uniform(*m.outage_s, slots.size), m.slot_s)
+    start = slots * m.slot_s + rng.random(slots.size) * (m.slot_s - length)
+    rate = rng.uniform(*m.outage_mbps, slots.size)
+    keep = start < duration_s
+    return start[keep], np.minimum(start + length, duration_s)[keep], rate[keep]
+
+
+def _gen_outages(m: OutageModel, rng, duration_s: float, dt: float, robot: int, fleet: int):
+    t, rate, end = _gen_replay(m.base, rng, duration_s, dt)
+    n = int(round(end / dt))
+    idx = np.round(np.append(t, end) / dt).astype(np.int64)
+    grid = np.repeat(rate, np.diff(idx))
+    for a, b, v in zip(*outage_windows(m, rng, end, robot, fleet)):
+        grid[int(round(a / dt)):int(round(b / dt))] = v
+    change = np.concatenate(([0], np.flatnonzero(np.diff(grid)) + 1))
+    return change * dt, grid[change], n * dt
+
+
 def generate(preset='indoors', duration_s: float = 300.0, seed: int = 0, dt_s: float = 0.1,
-             loop: bool = True, scale: float = 1.0) -> Trace:
+             loop: bool = True, scale: float = 1.0, robot: int = 0, fleet: int = 1) -> Trace:
     """
     Generate a seeded synthetic trace.
 
@@ -526,6 +578,9 @@ def generate(preset='indoors', duration_s: float = 300.0, seed: int = 0, dt_s: f
         Loop after the end (False: hold the last rate).
     scale : float, default 1.0
         Rate multiplier (``1 / 0.7`` turns the replayed outdoor regime into the record's).
+    robot, fleet : int, default 0, 1
+        Which robot of how many the trace is for; only ``outages`` uses them (one robot out
+        at a time).
 
     """
     model = PRESETS.get(preset) if isinstance(preset, str) else preset
@@ -534,7 +589,9 @@ def generate(preset='indoors', duration_s: float = 300.0, seed: int = 0, dt_s: f
     if not duration_s >= dt_s > 0:
         raise ValueError(f'need duration_s >= dt_s > 0, got {duration_s}, {dt_s}')
     rng = np.random.default_rng(seed)
-    if isinstance(model, ReplayModel):
+    if isinstance(model, OutageModel):
+        t, rate, end = _gen_outages(model, rng, duration_s, dt_s, robot, fleet)
+    elif isinstance(model, ReplayModel):
         t, rate, end = _gen_replay(model, rng, duration_s, dt_s)
     else:
         n = int(math.ceil(duration_s / dt_s - 1e-9))
@@ -663,6 +720,21 @@ def transfer_slowdowns(trace: Trace, payload_s: float = PAYLOAD_S, max_starts: i
     return (finish - starts) / payload_s
 
 
+NEAR_ZERO_MBPS = 0.5
+"""A rate below this is a near-zero stretch (a 100 kB message takes >= 1.6 s)."""
+
+
+def _runs_below(trace: Trace, mbps: float) -> np.ndarray:
+    """Lengths (s) of the maximal stretches of one period with rate below ``mbps``."""
+    low = trace.mbps < mbps
+    if not low.any():
+        return np.zeros(0)
+    edges = np.append(trace.t_s, trace.end_s)
+    flip = np.flatnonzero(np.diff(np.concatenate(([False], low, [False])).astype(np.int8)))
+    starts, ends = flip[0::2], flip[1::2]
+    return edges[ends] - edges[starts]
+
+
 def stats(trace: Trace) -> dict:
     """
     Time-weighted statistics of one period of ``trace`` (the keys of ``TARGETS``).
@@ -672,6 +744,8 @@ def stats(trace: Trace) -> dict:
     dict
         ``mean``, ``median``, ``p10``, ``p90`` (Mbit/s), ``share_below_5mbps``, ``outage_share``
         (time at 0 Mbit/s), ``hold_time_share_10s`` (time in constant runs >= 10 s),
+        ``near_zero_share_30s`` (time in stretches >= 30 s below ``NEAR_ZERO_MBPS``),
+        ``longest_near_zero_s``,
         ``mean_time_to_20pct_change_s``, ``mean_time_to_40pct_change_s``,
         ``transfer_slowdown_p99`` (p99 over start times of the time to move ``1.43 s x mean``
         Mbit, divided by 1.43 s), ``duration_s``, ``resolution_s``, ``segments``.
@@ -684,6 +758,7 @@ def stats(trace: Trace) -> dict:
     bounds = np.concatenate(([0.0], trace.t_s[change], [trace.end_s]))
     run_len = np.diff(bounds)
     total = trace.end_s
+    nz_len = _runs_below(trace, NEAR_ZERO_MBPS)
     return {
         'mean': trace.mean_mbps,
         'median': float(med),
@@ -692,6 +767,8 @@ def stats(trace: Trace) -> dict:
         'share_below_5mbps': float(dur[v < 5.0].sum() / total),
         'outage_share': float(dur[v == 0].sum() / total),
         'hold_time_share_10s': float(run_len[run_len >= 10.0].sum() / total),
+        'near_zero_share_30s': float(nz_len[nz_len >= 30.0].sum() / total),
+        'longest_near_zero_s': float(nz_len.max()) if nz_len.size else 0.0,
         'mean_time_to_20pct_change_s': mean_time_to_change(trace, 0.2),
         'mean_time_to_40pct_change_s': mean_time_to_change(trace, 0.4),
         'transfer_slowdown_p99': float(np.percentile(transfer_slowdowns(trace), 99)),

@@ -16,8 +16,9 @@ ServerEngine: the sans-I/O parameter server shared by BSP, SSP and Rog (variant 
 
 State (specs/rog.md 2.3, 4.3-4.4): the reference model ``w_srv = w0 - sum of all applied
 updates``; the row version table ``v``; per worker the versions already delivered
-(``sent[r]``); and per worker r what the spec keeps as the aggregated update not yet delivered
-to r (``G[r]``) plus the downlink error-feedback buffer (``E[r]``).
+(``sent[r]``, derived from per-row change stamps in O(N x M): ``core/delivered.py``); and
+per worker r what the spec keeps as the aggregated update not yet delivered to r (``G[r]``)
+plus the downlink error-feedback buffer (``E[r]``).
 
 Flow per worker: its push transfer closes (END) -> rows are decoded, scaled by lr/N and applied
 to ``w_srv`` (so they enter every ``G[s]``) -> the worker's pull waits until the RSP predicate
@@ -70,6 +71,7 @@ from rog_ros.core.atp import (
     Ewma, expected_rows, infinite_mask, mta_time, priority_order, Smoothed)
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.identity import Identity
+from rog_ros.core.delivered import DeliveredVersions
 from rog_ros.core.mta import mandatory_rows, row_budget
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.rows import RowLayout
@@ -89,10 +91,13 @@ class _Downlink:
     """An open downlink transfer to one worker and the snapshots it must commit."""
 
     def __init__(self, transfer: OutgoingTransfer, rowbytes: torch.Tensor,
-                 scales: torch.Tensor, v_snap: torch.Tensor, active: torch.Tensor,
-                 snapshot: bool = False):
-        self.transfer, self.rowbytes, self.scales, self.v_snap = \
-            transfer, rowbytes, scales, v_snap
+                 scales: torch.Tensor, v_snap: torch.Tensor | None, active: torch.Tensor,
+                 snapshot: bool = False, event: int = 0):
+        self.transfer, self.rowbytes, self.v_snap = transfer, rowbytes, v_snap
+        # what the worker decodes with: per chunk and tensor if the transfer has chunk
+        # scales (never for lossless snapshots), else ``scales`` per tensor
+        self.scales, self.per_row = transfer.commit_scales()
+        self.event = event            # server event of the versions it carries (v_snap None)
         self.active = active          # membership the worker's RSP check will use
         self.snapshot = snapshot      # rows replace the worker's (rejoin), lossless
         self.versions: RowVersions | None = None
@@ -164,7 +169,7 @@ class ServerEngine:
         self.w_srv = w0.detach().clone()
         self.mirror = self.w_srv.unsqueeze(0).repeat(n_workers, 1)   # each worker's model
         self.versions = VersionTable(layout.n_rows, n_workers)
-        self.sent = torch.zeros(n_workers, layout.n_rows, n_workers, dtype=torch.int32)
+        self.delivered = DeliveredVersions(layout.n_rows, n_workers)   # sent[r] = vloc of r
         self.clock = [0] * n_workers
         self.max_clock = (MAX_CLOCK if max_iterations is None
                           else min(MAX_CLOCK, int(max_iterations) + int(clock_slack)))
@@ -204,6 +209,7 @@ class ServerEngine:
         self.snap_codec = Identity(dtype)
         self.snap_layout = snapshot_layout(layout)
         self.snap_v: list[torch.Tensor | None] = [None] * n_workers   # epoch's versions
+        self.snap_event = [0] * n_workers                              # ... their event
         # membership
         self.absence_timeout_s = absence_timeout_s
         self.min_workers = int(min_workers)
@@ -221,6 +227,13 @@ class ServerEngine:
         # applied of its older pushes would otherwise leave gaps below checkpoint_transfer.
         self.restored = False
         self.join_tid: list[dict] = [{} for _ in range(n_workers)]
+        # outage-aware RSP (DESIGN section 4): fleet iteration time, late-push ledger
+        self.iter_est = [Smoothed() for _ in range(n_workers)]   # seconds between pushes
+        self._last_push_at: list[float | None] = [None] * n_workers
+        self.discarded: torch.Tensor | None = None   # float64 [P]: (1 - weight) x lr/N x push
+        self.outage_suspensions = 0
+        self._outage_from: dict[int, float] = {}   # stalled worker -> watch restarted at
+        self.weighted_pushes = 0
 
     # ================================================================== public API
     def on_message(self, msg, now: float) -> list:
@@ -254,6 +267,7 @@ class ServerEngine:
         for r in self._absence_watch():
             if now >= self.absent_at[r]:
                 out += self.suspend(r, now, 'absent')
+        out += self._outage_check(now)
         return self._out(out)
 
     def next_wakeup(self) -> float | None:
@@ -261,6 +275,7 @@ class ServerEngine:
         times += [self.stall_warned.get(r, t0 + self.stall_warn_s)
                   for r, t0 in self.stall_since.items()]
         times += [self.absent_at[r] for r in self._absence_watch()]
+        times.append(self._outage_deadline())
         times = [t for t in times if t is not None]
         return min(times) if times else None
 
@@ -387,7 +402,8 @@ class ServerEngine:
         dl, self.downlinks[r] = self.downlinks[r], None
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
-        self.sent[r].zero_()              # what it holds is unknown: the snapshot says all
+        self.delivered.reset(r)           # what it holds is unknown: the snapshot says all
+        self.delivered.unpin(('dl', r))
         self._new_snapshot_epoch(r)
         self._pull_done_at[r] = None
         if self.slots is not None:
@@ -401,7 +417,7 @@ class ServerEngine:
     def _heard(self, r: int, now: float) -> list:
         if self.absence_timeout_s is not None:
             self.absent_at[r] = now + self.absence_timeout_s
-        if not self.active[r] and self.suspended_reason.get(r) == 'absent':
+        if not self.active[r] and self.suspended_reason.get(r) in ('absent', 'link'):
             return self._maybe_readmit(r, now)
         return []
 
@@ -459,10 +475,93 @@ class ServerEngine:
         if self.active[r]:
             return []
         clocks = [self.clock[a] for a in self.active_workers() if not self.stopped[a]]
-        bound = (max(clocks) if clocks else 0) - self.policy.staleness
+        # its own clock counts too: readmitted with rows stale by its own clock, it would
+        # hold itself (the rows-within-one-worker level)
+        bound = max(clocks + [self.clock[r]]) - self.policy.staleness
         if int(self.versions.v[:, r].min()) >= bound:
             return self.readmit(r, now)
         return []
+
+    # ================================================================== outage-aware RSP
+    def _fleet_clock(self) -> int:
+        """Newest clock among the active workers still training (the fleet's clock)."""
+        clocks = [self.clock[a] for a in self.active_workers() if not self.stopped[a]]
+        return max(clocks) if clocks else max(self.clock)
+
+    def late_weight(self, worker: int, clock: int) -> float:
+        """
+        Weight of a push of ``worker`` made at ``clock`` (outage-aware RSP, DESIGN section 4).
+
+        ``tau = fleet clock - clock`` is its staleness. Within the bound S (what RSP admits
+        anyway) the weight is 1; beyond it ``1 / (1 + tau - S)`` (cf. FLEET's Lambda(tau)): a
+        robot back from a 60 s outage adds its stale gradients at a fraction, not in full.
+        Only pushes of workers suspended for a dead link are weighted; the rest of such a push
+        is discarded on purpose and recorded in ``discarded`` (the conservation ledger).
+        """
+        if (not self.policy.outage_aware or self.active[worker]
+                or self.suspended_reason.get(worker) != 'link'):
+            return 1.0
+        excess = self._fleet_clock() - int(clock) - self.policy.staleness
+        return 1.0 if excess <= 0 else 1.0 / (1.0 + excess)
+
+    def iteration_time(self) -> float:
+        """Return the fleet's iteration time: median push period of active workers."""
+        vals = sorted(self.iter_est[a].value for a in self.active_workers()
+                      if self.iter_est[a].samples and not self.stopped[a])
+        return vals[len(vals) // 2] if vals else 0.0
+
+    def _outage_deadline(self) -> float | None:
+        """When the oldest stall outlasts the outage bound (None: no outage watch)."""
+        if not self.policy.outage_aware or not self.stall_since or self.slots is not None:
+            return None
+        t_it = self.iteration_time()
+        if t_it <= 0:
+            return None
+        return min(self._watch_start(r) for r in self.stall_since) + \
+            self.policy.outage_bound * t_it
+
+    def _watch_start(self, r: int) -> float:
+        return max(self.stall_since[r], self._outage_from.get(r, -math.inf))
+
+    def _outage_check(self, now: float) -> list:
+        """
+        Suspend the workers that have held a stalled worker longer than the outage bound.
+
+        The bound is ``outage_bound`` x the fleet's iteration time (measured, per worker, from
+        its push period). A worker whose rows block an active worker's pull that long has a
+        link that cannot deliver its mandatory rows in time (a dead or near-dead link, or a
+        pull to it that does not get through): it is suspended (reason ``link``) through the
+        same path as absence, keeps computing and pushing, and is re-admitted once its rows
+        are within the bound again.
+        """
+        deadline = self._outage_deadline()
+        if deadline is None or now < deadline:
+            return []
+        bound = self.policy.outage_bound * self.iteration_time()
+        out = []
+        self._outage_from = {r: t for r, t in self._outage_from.items() if r in self.stall_since}
+        for r in sorted(self.stall_since):
+            if r not in self.stall_since:
+                continue                   # a suspension just now served it
+            t0 = self._watch_start(r)
+            if now < t0 + bound:           # the very sum next_wakeup returned (no livelock)
+                continue
+            self._outage_from[r] = now     # looked at now: next look one bound later
+            if not self.active[r] or r not in self.pending:
+                continue
+            pairs = self.versions.violating_pairs(self.pending[r], self.policy.staleness,
+                                                  self.active)
+            for s in sorted(set(pairs[:, 1].tolist())):
+                if s == r or not self.active[s] or self.stopped[s]:
+                    continue
+                if int(self.active.sum()) <= self.min_workers:
+                    break
+                self.outage_suspensions += 1
+                out += self.suspend(s, now, 'link')
+                out.append(Log('outage_suspend', now - t0, s, {
+                    'held': r, 'bound_s': bound, 'clock': self.clock[s],
+                    'fleet_clock': self._fleet_clock()}))
+        return out
 
     def _quorum(self) -> bool:
         return int(self.active.sum()) >= self.min_workers
@@ -493,7 +592,7 @@ class ServerEngine:
         return {
             'version': 1, 'state_id': sid, 'n_workers': self.n,
             'w_srv': self.w_srv.clone(), 'mirror': self.mirror.clone(),
-            'versions': self.versions.v.clone(), 'sent': self.sent.clone(),
+            'versions': self.versions.v.clone(),
             'clock': list(self.clock), 'stopped': list(self.stopped),
             'worker_inc': list(self.worker_inc), 'retired': [list(x) for x in self.retired],
             'applied_push': [dict(d) for d in self.applied_push],
@@ -529,7 +628,8 @@ class ServerEngine:
         self.w_srv.copy_(sd['w_srv'])
         self.mirror.copy_(sd['mirror'])
         self.versions.v.copy_(sd['versions'])
-        self.sent.copy_(sd['sent'])
+        self.delivered = DeliveredVersions(self.layout.n_rows, self.n, self.delivered.depth,
+                                           self.versions.v)
         self.clock, self.stopped = list(sd['clock']), list(sd['stopped'])
         self.worker_inc = list(sd['worker_inc'])
         self.retired = [list(x) for x in sd['retired']]
@@ -555,7 +655,6 @@ class ServerEngine:
         # What each worker holds now is unknown: every pull starts with a snapshot.
         for r in range(self.n):
             self._new_snapshot_epoch(r)
-        self.sent.zero_()
 
     # ================================================================== uplink
     def _on_chunk(self, chunk: RowChunk, now: float) -> list:
@@ -575,7 +674,8 @@ class ServerEngine:
                 self._last_join[s] = join
                 if self.downlinks[s] is None or not self.downlinks[s].snapshot:
                     self.downlinks[s] = None          # dropped uncommitted
-                    self.sent[s].zero_()
+                    self.delivered.reset(s)
+                    self.delivered.unpin(('dl', s))
                     self._new_snapshot_epoch(s)
             return [Send(s, self._hello(s, 0, chunk.transfer_id)), Log('join', 1.0, s)]
         if chunk.flags & FLAG_REQUEST:
@@ -614,13 +714,24 @@ class ServerEngine:
         s = inc.sender
         mask, rowbytes, scales, chunk_ranges = inc.close()
         n_rows = int(mask.sum())
+        weight = self.late_weight(s, inc.clock)
         if n_rows:
             partial = n_rows < self.layout.n_rows
             delta = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
                                       row_mask=mask if partial else None,
-                                      factor=self.lr / self.n)
+                                      factor=self.lr / self.n, per_row=inc.per_row_scales)
+            if weight < 1.0:
+                # A late push of a suspended worker: the weighted part is applied, the rest is
+                # discarded on purpose and kept in the ledger (conservation: w0 - w_srv =
+                # lr/N x sum of delivered pushes - discarded).
+                if self.discarded is None:
+                    self.discarded = torch.zeros(self.layout.n_params, dtype=torch.float64)
+                self.discarded.add_(delta.double(), alpha=1.0 - weight)
+                delta.mul_(weight)
+                self.weighted_pushes += 1
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
-            self.versions.stamp(s, mask, inc.clock)
+            # stamps only the pushed rows (and their change history)
+            self.delivered.stamp(self.versions.v, s, torch.nonzero(mask).reshape(-1), inc.clock)
         if n_rows:     # (an empty push changes nothing: it must not count as coverage)
             book = self.applied_push[s]
             book.pop(inc.incarnation, None)         # newest incarnation last
@@ -629,14 +740,22 @@ class ServerEngine:
                 del book[next(iter(book))]
         self.bytes_up += inc.bytes
         self.clock[s] = max(self.clock[s], inc.clock)
+        last, self._last_push_at[s] = self._last_push_at[s], now
+        if last is not None and now > last:
+            est = self.iter_est[s]
+            # a push after a long hold (an outage) must not inflate the fleet's pace
+            est.update(min(now - last, 4 * est.value) if est.samples else now - last)
         if self._pull_done_at[s] is not None and inc.first_time > self._pull_done_at[s]:
             # from our update's final ack to the worker's next push: its computation
             self.compute_est[s].update(inc.first_time - self._pull_done_at[s])
             self._pull_done_at[s] = None
+        info = {'clock': inc.clock, 'bytes': inc.bytes}
+        if weight < 1.0:
+            info['weight'] = weight
         out = [Send(s, self.receiver.final_ack(inc, chunk_ranges, now)),
-               Log('push_applied', float(n_rows), s, {'clock': inc.clock, 'bytes': inc.bytes})]
+               Log('push_applied', float(n_rows), s, info)]
         self.pending[s] = max(self.pending.get(s, 0), inc.clock)
-        if not self.active[s] and self.suspended_reason.get(s) == 'absent':
+        if not self.active[s] and self.suspended_reason.get(s) in ('absent', 'link'):
             out += self._maybe_readmit(s, now)
         if self.slots is not None:
             self.slots.release(s, 'push')
@@ -705,6 +824,13 @@ class ServerEngine:
             return []
         out = self._end_stall(r, now)
         del self.pending[r]
+        if not self.active[r] and self.suspended_reason.get(r) == 'link':
+            # Catching up after an outage: the worker goes on from the fleet's clock (minus
+            # S), so its next pushes can bring its rows back within the bound.
+            ahead = self._fleet_clock() - self.policy.staleness
+            if self.max_iterations is not None:
+                ahead = min(ahead, int(self.max_iterations) - 1)
+            c = max(c, ahead)
         return out + self._start_downlink(r, c, now)
 
     def _end_stall(self, r: int, now: float) -> list:
@@ -724,14 +850,17 @@ class ServerEngine:
         v = self.versions.v
         act = self.active.clone()
         every = bool(act.all())
-        sent_r = self.sent[r] if every else self.sent[r][:, act]
-        new_data = ((v if every else v[:, act]) > sent_r).any(dim=1)
+        if every:     # O(M): per-row change stamps against r's delivery stamps
+            new_data, oldest = self.delivered.new_and_oldest(r, v)
+        else:
+            sent_r = self.delivered.sent(r)[:, act]
+            new_data = (v[:, act] > sent_r).any(dim=1)
+            oldest = (sent_r.min(dim=1).values if sent_r.shape[1]
+                      else torch.full((layout.n_rows,), c, dtype=torch.int32))
         candidates = torch.nonzero(new_data).reshape(-1)
         p = torch.sub(self.mirror[r], self.w_srv, out=self._p)     # G[r] + E[r]
         trs = layout.tensor_row_abs_sum(p)
         row_sums = layout.row_abs_sum(p, trs)
-        oldest = (sent_r.min(dim=1).values if sent_r.shape[1]
-                  else torch.full((layout.n_rows,), c, dtype=torch.int32))
         if pol.whole_model or not pol.ordering:
             order = candidates
             n_inf = 0
@@ -753,7 +882,7 @@ class ServerEngine:
         if pol.balance == 'budget' and not pol.whole_model:
             k_min = max(k_min, min(int(order.numel()), self._budget_rows(self.thr_down, r)))
         row_mask = None
-        if pol.scale_sent_rows and not pol.whole_model:
+        if pol.scale_sent_rows and not pol.whole_model and not pol.chunk_scales:
             budget = deadline - now if pol.balance == 'deadline' else 0.0
             k_est = expected_rows(order, self.row_nbytes, k_min, budget,
                                   self.thr_down[r].value_bps)
@@ -768,8 +897,10 @@ class ServerEngine:
                               n_mandatory=k_min, deadline=deadline, now=now,
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s,
-                              rate_bps=self.thr_down[r].value_bps)
-        self.downlinks[r] = _Downlink(tr, rowbytes, scales, v.clone(), act)
+                              rate_bps=self.thr_down[r].value_bps,
+                              tensor_row_sums=trs if pol.chunk_scales else None)
+        self.downlinks[r] = _Downlink(tr, rowbytes, scales, None, act,
+                                      event=self.delivered.pin(('dl', r)))
         sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r))
         out = [Send(r, sched)]
         return out + self._sends(r, self.downlinks[r], tr.pump(now))
@@ -777,6 +908,7 @@ class ServerEngine:
     def _new_snapshot_epoch(self, r: int) -> None:
         self.unsynced[r] = torch.ones(self.snap_layout.n_rows, dtype=torch.bool)
         self.snap_v[r] = None
+        self.delivered.unpin(('snap', r))
 
     def _start_snapshot(self, r: int, c: int, now: float) -> list:
         """
@@ -794,6 +926,7 @@ class ServerEngine:
         rows = torch.nonzero(self.unsynced[r]).reshape(-1)
         if self.snap_v[r] is None:
             self.snap_v[r] = self.versions.v.clone()
+            self.snap_event[r] = self.delivered.pin(('snap', r))
         values = self.w_srv.clone()
         rowbytes = self.snap_codec.encode(layout, values, None)
         scales = torch.zeros(layout.n_tensors, dtype=torch.float32)
@@ -826,8 +959,14 @@ class ServerEngine:
                 if dl.versions is None:
                     rows = (np.arange(self.layout.n_rows) if dl.snapshot
                             else dl.transfer.sent_rows())
-                    dl.versions = encode_versions(dl.transfer.transfer_id, r, dl.v_snap,
-                                                  rows, dl.active)
+                    v_rows = None
+                    if dl.v_snap is None and rows.size:    # only the rows it carries
+                        v_rows = self.delivered.pinned_rows(
+                            ('dl', r), dl.event, torch.from_numpy(rows), self.versions.v)
+                    dl.versions = encode_versions(
+                        dl.transfer.transfer_id, r,
+                        self._v_snap(r, dl) if v_rows is None else None, rows, dl.active,
+                        v_rows=v_rows)
                 out.append(Send(r, dl.versions))
             out.append(Send(r, ch))
         return out
@@ -836,7 +975,7 @@ class ServerEngine:
         if self.policy.balance != 'deadline' or self.policy.whole_model:
             return now
         mand = torch.tensor([self._mandatory_bytes(k_min)] * self.n, dtype=torch.float64)
-        thr = torch.tensor([e.value_bps for e in self.thr_down], dtype=torch.float64)
+        thr = self._paced(r, self.thr_down)
         floor = self.policy.deadline_floor * self.compute_est[r].value
         return now + max(mta_time(mand, thr), floor)
 
@@ -849,8 +988,21 @@ class ServerEngine:
             return 0.0
         k_min = mandatory_rows(self.layout.n_rows, pol.mta, 0)
         mand = torch.tensor([self._mandatory_bytes(k_min)] * self.n, dtype=torch.float64)
-        thr = torch.tensor([e.value_bps for e in self.thr_up], dtype=torch.float64)
-        return mta_time(mand, thr)
+        return mta_time(mand, self._paced(r, self.thr_up))
+
+    def _paced(self, r: int, estimators) -> torch.Tensor:
+        """
+        Throughputs that set the MTA time for worker r (0 = ignored).
+
+        With outage-aware RSP a worker suspended for its link no longer sets the pace of the
+        others (it does its own).
+        """
+        thr = torch.tensor([e.value_bps for e in estimators], dtype=torch.float64)
+        if self.policy.outage_aware and not bool(self.active.all()):
+            keep = self.active.clone()
+            keep[r] = True
+            thr[~keep] = 0.0
+        return thr
 
     def _mandatory_bytes(self, k_min: int) -> float:
         return self.total_row_bytes * k_min / max(self.layout.n_rows, 1)
@@ -899,11 +1051,15 @@ class ServerEngine:
 
     def _worker_rsp_ok(self, r: int, c: int, active: torch.Tensor) -> bool:
         """Check the worker-side RSP on what r holds (``sent[r]`` = its ``vloc``)."""
-        return bool((self.sent[r][:, active] >= c - self.policy.staleness).all())
+        if bool(active.all()):
+            return bool(self.delivered.dl_min[r].min() >= c - self.policy.staleness)
+        return bool((self.delivered.sent(r)[:, active] >= c - self.policy.staleness).all())
 
     def _commit_downlink(self, r: int, dl: _Downlink, delivered: np.ndarray) -> None:
         """Delivered rows: G[r] + E[r] -= C(p), i.e. mirror[r] -= C(p); sent[r] = versions."""
         if delivered.size == 0:
+            if not dl.snapshot:
+                self.delivered.unpin(('dl', r))
             return
         layout = self.snap_layout if dl.snapshot else self.layout
         mask = torch.zeros(layout.n_rows, dtype=torch.bool)
@@ -918,16 +1074,25 @@ class ServerEngine:
             self.unsynced[r] &= ~mask
             if not bool(self.unsynced[r].any()):
                 self.unsynced[r] = None
-                self.sent[r] = torch.where(dl.active.unsqueeze(0), dl.v_snap, self.sent[r])
+                every = torch.ones(self.layout.n_rows, dtype=torch.bool)
+                self.delivered.commit(r, every, ('snap', r), self.snap_event[r], dl.active,
+                                      v_snap=dl.v_snap)
+                self.delivered.unpin(('snap', r))
                 self.snap_v[r] = None
             return
         else:
             q = self.codec.decode(layout, dl.rowbytes, dl.scales, self._scratch,
-                                  row_mask=None if full else mask)
+                                  row_mask=None if full else mask, per_row=dl.per_row)
             self.mirror[r].sub_(q)    # the very values the worker subtracted from its model
         # Suspended workers' columns travel as -1: the worker keeps its old versions there.
-        keep = mask.unsqueeze(1) & dl.active.unsqueeze(0)
-        self.sent[r] = torch.where(keep, dl.v_snap, self.sent[r])
+        self.delivered.commit(r, mask, ('dl', r), dl.event, dl.active)
+        self.delivered.unpin(('dl', r))
+
+    def _v_snap(self, r: int, dl: _Downlink) -> torch.Tensor:
+        """Return the version table a downlink carries (``[M, N]``)."""
+        if dl.v_snap is not None:
+            return dl.v_snap
+        return self.delivered.pinned_snapshot(('dl', r), dl.event)
 
     def _stall_diagnostic(self, r: int, now: float) -> Log:
         c = self.pending.get(r, self.clock[r])
@@ -950,8 +1115,9 @@ def _ack_fields(ack: TransferAck) -> dict:
             'receive_time': ack.receive_time, 'target_incarnation': ack.target_incarnation}
 
 
-def encode_versions(transfer_id: int, receiver: int, v: torch.Tensor, rows: np.ndarray,
-                    active: torch.Tensor | None = None) -> RowVersions:
+def encode_versions(transfer_id: int, receiver: int, v: torch.Tensor | None, rows: np.ndarray,
+                    active: torch.Tensor | None = None,
+                    v_rows: torch.Tensor | None = None) -> RowVersions:
     """
     Run-length encode the version vectors of ascending ``rows`` (vectorised).
 
@@ -961,15 +1127,16 @@ def encode_versions(transfer_id: int, receiver: int, v: torch.Tensor, rows: np.n
 
     A run breaks only where the version vector changes, and spans the row ids in between that
     the transfer does not carry: the worker applies versions to delivered rows only, so those
-    are ignored. A partial transfer skips rows all over the model; breaking runs at every gap
+    are ignored. ``v_rows``: ``v[rows]`` already gathered (then ``v`` may be None). A partial
+    transfer skips rows all over the model; breaking runs at every gap
     cost a straggler's pull ~140 runs (3.5 kB, 3 % of the model) where ~25 suffice.
     """
-    n = v.shape[1]
+    n = (v if v_rows is None else v_rows).shape[1]
     if rows.size == 0:
         if active is None or bool(active.all()):
             return RowVersions(transfer_id=transfer_id, receiver=receiver, n_workers=n)
         rows = np.zeros(1, dtype=np.int64)
-    vv = v[torch.from_numpy(rows)].numpy()
+    vv = (v[torch.from_numpy(rows)] if v_rows is None else v_rows).numpy()
     if active is not None and not bool(active.all()):
         vv = vv.copy()
         vv[:, ~active.numpy()] = -1

@@ -20,7 +20,8 @@ One transfer moves an ordered set of encoded rows from one node to another:
   unacknowledged, and stops after the mandatory chunks once the MTA-time deadline has passed;
   then it sends an END chunk carrying the number of data chunks sent. Checking the deadline
   between chunks, with a small window, keeps a stopped transfer from draining a queue of stale
-  bytes after its deadline (an artifact mistake, specs/rog_artifact.md 7.2).
+  bytes after its deadline (an artifact mistake, specs/rog_artifact.md 7.2); on a fast link the
+  window grows to ~20 ms of data at the measured rate (``window_for_rate``).
 * The receiver reassembles chunks (deduplicated by sequence number; late chunks after END are
   dropped) and closes the transfer at END. Its final TransferAck lists exactly the chunks it
   applied. Only that list moves rows from *in flight* to *delivered* on the sender, so a row is
@@ -29,6 +30,8 @@ One transfer moves an ordered set of encoded rows from one node to another:
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from rog_ros.core.compress.base import RowCodec
@@ -53,6 +56,28 @@ def snapshot_layout(layout: RowLayout) -> RowLayout:
     if not layout.whole_model:
         return layout
     return RowLayout(layout.shapes, layout.small_tensor_threshold, whole_model=False)
+
+
+WINDOW_DRAIN_S = 0.02
+"""A window may hold this much time at the measured link rate (more than ``window`` chunks)."""
+MAX_WINDOW = 64
+
+
+def window_for_rate(window: int, rate_bps: float, chunk_bytes: int) -> int:
+    """
+    Return the unacknowledged-chunk window of a transfer: ``window``, or more on a fast link.
+
+    A fixed window of 4 x 16 KiB caps a link at 64 KiB per round trip: ~46 Mbit/s with 5 ms
+    of one-way latency, a third of the outdoor preset's high regime (docs/scheduling.md). The
+    window grows to hold ``WINDOW_DRAIN_S`` of data at the measured rate, so it covers the
+    bandwidth-delay product of a Wi-Fi round trip, while the bytes still queued when a
+    deadline passes never take more than ~20 ms to drain (the reason for a small window).
+    """
+    base = max(1, int(window))
+    if not rate_bps > 0 or chunk_bytes <= 0 or rate_bps == float('inf'):
+        return base
+    need = int(math.ceil(rate_bps * WINDOW_DRAIN_S / (8.0 * chunk_bytes)))
+    return max(base, min(need, MAX_WINDOW))
 
 
 class RowBytes:
@@ -104,7 +129,8 @@ class OutgoingTransfer:
                  scales: torch.Tensor, order: torch.Tensor, n_mandatory: int,
                  deadline: float, now: float, window: int = 4,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, end_timeout_s: float = 2.0,
-                 rate_bps: float = 0.0, flags: int = 0, incarnation: int = 0):
+                 rate_bps: float = 0.0, flags: int = 0, incarnation: int = 0,
+                 tensor_row_sums: torch.Tensor | None = None):
         self.transfer_id, self.sender, self.receiver = transfer_id, sender, receiver
         self.flags = int(flags)       # extra flags on every chunk (FLAG_SNAPSHOT)
         self.incarnation = int(incarnation)   # stamped on its chunks (0: the engine stamps)
@@ -123,8 +149,9 @@ class OutgoingTransfer:
         self.plan: ChunkPlan = plan_chunks(nb_all[self.order], chunk_bytes,
                                            boundary=self.n_mandatory_rows)
         self.n_mandatory_chunks = self.plan.chunks_covering(self.n_mandatory_rows)
+        self.row_scales = self._chunk_scales(codec, tensor_row_sums)
         self.deadline = float(deadline)
-        self.window = max(1, int(window))
+        self.window = window_for_rate(window, rate_bps, chunk_bytes)
         self.end_timeout_s = float(end_timeout_s)
         self.start_time = float(now)
         self.next_seq = 0
@@ -145,6 +172,30 @@ class OutgoingTransfer:
         self.planned_bytes = 0        # payload bytes of the chunks sent so far
         self.first_ack_time, self.first_ack_bytes = 0.0, 0
         self.bytes_acked_chunks = 0   # payload bytes of the chunks acknowledged so far
+
+    def _chunk_scales(self, codec: RowCodec, tensor_row_sums) -> np.ndarray | None:
+        """
+        Per-row scales, one per chunk and tensor (over the rows that chunk carries), or None.
+
+        With ``tensor_row_sums`` (|p| summed per row) on a row layout, each chunk's scale for
+        a tensor is the mean |p| of that tensor's rows *in the chunk*, so the values the
+        receiver decodes, and the sender commits on ack, fit the rows that were sent. All
+        fragments of a large row belong to its first chunk. Rows outside ``order`` (never
+        sent) get a scale of their own group and are never committed.
+        """
+        if tensor_row_sums is None or self.layout.whole_model:
+            return None
+        group = np.full(self.layout.n_rows, len(self.plan), dtype=np.int64)
+        group[self.order] = np.searchsorted(self.plan.rank_hi, np.arange(self.order.size),
+                                            side='right')
+        scales = codec.group_scales(self.layout, tensor_row_sums, torch.from_numpy(group))
+        return None if scales is None else scales.numpy()
+
+    def commit_scales(self) -> tuple[torch.Tensor, bool]:
+        """(scales, per_row): what ``quantize``/``decode`` of the delivered rows must use."""
+        if self.row_scales is not None:
+            return torch.from_numpy(self.row_scales), True
+        return torch.from_numpy(self.scales), False
 
     # ------------------------------------------------------------------ sending
     def in_flight(self) -> int:
@@ -232,19 +283,24 @@ class OutgoingTransfer:
         else:
             payload = self.bytes_of.gather(self.rowbytes, rows).tobytes()
             flags, frag_offset, with_scales = 0, 0, True
+        scales = np.zeros(0, np.float32)
         if not with_scales:
             tids = np.zeros(0, dtype=np.uint32)
         elif self.whole_model:
             tids = np.arange(self.layout.n_tensors, dtype=np.uint32)
         else:
-            tids = np.unique(self.layout.row_tensor.numpy()[rows]).astype(np.uint32)
+            tids, first = np.unique(self.layout.row_tensor.numpy()[rows], return_index=True)
+            tids = tids.astype(np.uint32)
+            if self.row_scales is not None:
+                scales = self.row_scales[rows[first]]
+        if tids.size and not scales.size:
+            scales = self.scales[tids]
         self.bytes_sent += len(payload)
         return RowChunk(transfer_id=self.transfer_id, seq=k, sender=self.sender,
                         receiver=self.receiver, kind=self.kind, clock=self.clock,
                         flags=flags | self.flags, incarnation=self.incarnation,
                         codec=self.codec_id, row_ranges=ranges_from_sorted(rows),
-                        frag_offset=frag_offset, tensor_ids=tids,
-                        scales=self.scales[tids] if tids.size else np.zeros(0, np.float32),
+                        frag_offset=frag_offset, tensor_ids=tids, scales=scales,
                         payload=payload)
 
     # ------------------------------------------------------------------ acknowledgements
@@ -334,6 +390,11 @@ class IncomingTransfer:
         self.buf = np.zeros(self.bytes_of.total, dtype=np.uint8)
         self.have = np.zeros(layout.n_rows, dtype=np.int64)
         self.scales = np.full(layout.n_tensors, np.nan, dtype=np.float32)
+        # Row layouts: a chunk's scale for tensor t holds for the rows of t that it carries
+        # (one scale per chunk and tensor); close() then hands out per-row scales.
+        self.per_row_scales = codec.lossy and not layout.whole_model
+        self.row_scales = (np.full(layout.n_rows, np.nan, dtype=np.float32)
+                           if self.per_row_scales else None)
         self.seqs: set[int] = set()
         self.fragments: dict[int, list] = {}   # fragmented row -> its chunks' seqs
         self.bytes = 0
@@ -360,6 +421,8 @@ class IncomingTransfer:
             self.have[rows] += self.row_nbytes[rows]
         if tids.size:
             self.scales[tids] = scales
+            if self.row_scales is not None:
+                self._set_row_scales(rows, tids, scales)
         if not self.codec.lossy and np.isnan(self.scales).any():
             self.scales[:] = 0.0
         self.seqs.add(int(chunk.seq))
@@ -367,15 +430,30 @@ class IncomingTransfer:
         self.last_time = now
         return True
 
+    def _set_row_scales(self, rows: np.ndarray, tids: np.ndarray, scales: np.ndarray) -> None:
+        """Give each row of the chunk its tensor's scale in this chunk (if the chunk has one)."""
+        order = np.argsort(tids, kind='stable')
+        st, ss = tids[order], scales[order]
+        rt = self.layout.row_tensor.numpy()[rows]
+        pos = np.minimum(np.searchsorted(st, rt), st.size - 1)
+        hit = st[pos] == rt
+        self.row_scales[rows[hit]] = ss[pos[hit]]
+
     def close(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
-        """(delivered row mask [M] bool, row bytes of all rows, scales [T], chunk ranges)."""
+        """
+        Return (delivered row mask [M] bool, row bytes of all rows, scales, chunk ranges).
+
+        The scales are per row [M] if ``per_row_scales`` (decode with ``per_row=True``),
+        else per tensor [T].
+        """
         complete = self.have == self.row_nbytes
-        if self.codec.lossy:
-            if self.layout.whole_model:
+        if self.row_scales is not None:
+            complete &= np.isfinite(self.row_scales)
+            scales = np.nan_to_num(self.row_scales, nan=0.0)
+        else:
+            if self.codec.lossy:
                 complete &= bool(np.isfinite(self.scales).all())
-            else:
-                ok_t = np.isfinite(self.scales)
-                complete &= ok_t[self.layout.row_tensor.numpy()]
+            scales = np.nan_to_num(self.scales, nan=0.0)
         if not self.codec.lossy and self.fragments:
             # A row assembled from fragments is checked once whole; a non-finite one is not
             # applied, and its chunks leave the final ack (the sender keeps the row).
@@ -384,7 +462,6 @@ class IncomingTransfer:
             for r in np.flatnonzero(~finite & complete).tolist():
                 self.seqs.difference_update(self.fragments.get(r, []))
             complete &= finite
-        scales = np.nan_to_num(self.scales, nan=0.0)
         seqs = np.fromiter(sorted(self.seqs), dtype=np.int64, count=len(self.seqs))
         return (torch.from_numpy(complete), torch.from_numpy(self.buf),
                 torch.from_numpy(scales), ranges_from_sorted(seqs))

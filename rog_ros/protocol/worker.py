@@ -168,6 +168,7 @@ class WorkerEngine:
         self.push: OutgoingTransfer | None = None
         self._push_p: torch.Tensor | None = None
         self._push_scales: torch.Tensor | None = None
+        self._push_per_row = False
         self.pulled_clock = 0           # newest clock whose pull has been applied
         self.pending_versions: dict[int, RowVersions] = {}
         self.newest_pull_tid = 0        # newest downlink transfer closed (this server run)
@@ -194,7 +195,8 @@ class WorkerEngine:
         self._rsp_waiting = False
         self._dirty = False
         # exactly-once across server restarts: [(tid, rowbytes, scales, delivered rows)]
-        self.undurable: list[tuple] = []    # (incarnation, tid, rowbytes, scales, rows)
+        # (incarnation, tid, rowbytes, scales, rows, per_row): scales as committed
+        self.undurable: list[tuple] = []
         self._await_hello: set | None = None   # runs of ours a rejoin still asks about
         self._held_end: RowChunk | None = None   # a downlink END that came before its versions
         self.checkpoint_transfer = -1
@@ -457,8 +459,8 @@ class WorkerEngine:
         if not self.undurable:
             return []
         total = torch.zeros_like(self.residual)
-        for _, tid, rowbytes, scales, rows in self.undurable:
-            total += self._decode_rows(rowbytes, scales, rows)
+        for _, tid, rowbytes, scales, rows, per_row in self.undurable:
+            total += self._decode_rows(rowbytes, scales, rows, per_row)
         self.residual += total
         if self.track:
             self.delivered_total -= total.to(torch.float64)
@@ -467,12 +469,13 @@ class WorkerEngine:
         self._dirty = True
         return [Log('resend_after_server_restart', float(n), self.rank)]
 
-    def _decode_rows(self, rowbytes, scales, rows: np.ndarray) -> torch.Tensor:
+    def _decode_rows(self, rowbytes, scales, rows: np.ndarray,
+                     per_row: bool = False) -> torch.Tensor:
         mask = torch.zeros(self.layout.n_rows, dtype=torch.bool)
         mask[torch.from_numpy(rows)] = True
         full = rows.size == self.layout.n_rows
         return self.codec.decode(self.layout, rowbytes, scales, self._scratch,
-                                 row_mask=None if full else mask)
+                                 row_mask=None if full else mask, per_row=per_row)
 
     # ================================================================== push
     def _start_push(self, now: float) -> list:
@@ -500,7 +503,7 @@ class WorkerEngine:
             floor = pol.deadline_floor * self.compute_est.value
             deadline = now + max(self.push_deadline_s, floor)
         row_mask = None
-        if pol.scale_sent_rows and not pol.whole_model:
+        if pol.scale_sent_rows and not pol.whole_model and not pol.chunk_scales:
             k_est = expected_rows(order, self.row_nbytes, k_min, deadline - now,
                                   self.thr_up.value_bps)
             row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
@@ -509,18 +512,22 @@ class WorkerEngine:
         rowbytes = self.codec.encode(layout, p, scales)
         self.next_tid += 1
         self.push = self._outgoing(self.next_tid, self.clock, rowbytes, scales, order, k_min,
-                                   deadline, now)
-        self._push_p, self._push_scales = p, scales
+                                   deadline, now,
+                                   tensor_row_sums=trs if pol.chunk_scales else None)
+        self._push_p = p
+        self._push_scales, self._push_per_row = self.push.commit_scales()
         self.state = 'pushing'
         return [Send(SERVER, c) for c in self.push.pump(now)]
 
-    def _outgoing(self, tid, clock, rowbytes, scales, order, k_min, deadline, now):
+    def _outgoing(self, tid, clock, rowbytes, scales, order, k_min, deadline, now,
+                  tensor_row_sums=None):
         tr = OutgoingTransfer(transfer_id=tid, sender=self.rank, receiver=SERVER,
                               kind=KIND_GRAD, clock=clock, layout=self.layout,
                               codec=self.codec, rowbytes=rowbytes, scales=scales, order=order,
                               n_mandatory=k_min, deadline=deadline, now=now,
                               window=self.window, chunk_bytes=self.chunk_bytes,
-                              end_timeout_s=self.end_timeout_s, rate_bps=self.thr_up.value_bps)
+                              end_timeout_s=self.end_timeout_s, rate_bps=self.thr_up.value_bps,
+                              tensor_row_sums=tensor_row_sums)
         tr.rate_hint_bps = self.thr_up.value_bps
         return tr
 
@@ -572,7 +579,7 @@ class WorkerEngine:
         mask[torch.from_numpy(delivered)] = True
         full = delivered.size == layout.n_rows
         q = self.codec.quantize(layout, self._push_p, self._push_scales, out=self._scratch,
-                                row_mask=None if full else mask)
+                                row_mask=None if full else mask, per_row=self._push_per_row)
         if self.track:
             self.delivered_total += q
         self.residual.sub_(q)
@@ -581,9 +588,11 @@ class WorkerEngine:
         if not self.keep_undurable:
             return
         # Keep it (encoded) until a confirmed server checkpoint covers it.
+        # (with the scales and per_row flag just committed: a re-add decodes the same values)
         self.undurable.append((int(tr.incarnation or self.incarnation), tr.transfer_id,
                                torch.from_numpy(tr.rowbytes.copy()),
-                               torch.from_numpy(tr.scales.copy()), delivered.copy()))
+                               self._push_scales.clone(), delivered.copy(),
+                               bool(self._push_per_row)))
         if len(self.undurable) > self.max_undurable:
             self.undurable.pop(0)       # exactly-once across a server crash is now lost
             self.undurable_dropped += 1
@@ -680,12 +689,21 @@ class WorkerEngine:
             else:
                 partial = n_rows < self.layout.n_rows
                 q = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
-                                      row_mask=mask if partial else None)
+                                      row_mask=mask if partial else None,
+                                      per_row=inc.per_row_scales)
                 self.w -= q
         if snapshot:
             self._snap_versions = versions or self._snap_versions
-        elif versions is not None:
-            self._apply_versions(versions, mask)
+        else:
+            if versions is not None:
+                self._apply_versions(versions, mask)
+            # outage-aware RSP: a worker catching up is moved to the fleet's clock (minus S).
+            # Its rows age by the jump, so the next push carries every row that is now stale
+            # (infinite urgency) and its versions come back within the bound.
+            jump = int(inc.clock) - self.clock
+            if jump > 0:
+                self.withheld += jump
+                self.clock = int(inc.clock)
         self.pending_versions = {k: v for k, v in self.pending_versions.items()
                                  if k > inc.transfer_id}
         self.newest_pull_tid = max(self.newest_pull_tid, int(inc.transfer_id))
@@ -774,8 +792,8 @@ class WorkerEngine:
             'push_deadline_s': self.push_deadline_s, 'compute_sleep_s': self.compute_sleep_s,
             'checkpoint_transfer': self.checkpoint_transfer,
             'readd_pending': self._server_restarted,   # a server restart not yet resent
-            'undurable': [(i, t, b.clone(), sc.clone(), torch.from_numpy(rows.copy()))
-                          for i, t, b, sc, rows in self.undurable],
+            'undurable': [(i, t, b.clone(), sc.clone(), torch.from_numpy(rows.copy()), pr)
+                          for i, t, b, sc, rows, pr in self.undurable],
             'push': None,
         }
         tr = self.push
@@ -783,6 +801,7 @@ class WorkerEngine:
         if tr is not None and tr.end_sent_at is not None and not tr.finished:
             sd['push'] = {'transfer_id': tr.transfer_id, 'incarnation': self.incarnation,
                           'clock': tr.clock, 'scales': self._push_scales.clone(),
+                          'per_row': bool(self._push_per_row),
                           'order': torch.from_numpy(tr.order.copy()),
                           'n_mandatory': tr.n_mandatory_arg, 'next_seq': tr.next_seq,
                           'chunk_bytes': self.chunk_bytes}
@@ -822,8 +841,10 @@ class WorkerEngine:
         self.server_incarnation = int(sd['server_incarnation'])
         self.checkpoint_transfer = -1      # (reported for our new run from now on)
         self._server_restarted = bool(sd.get('readd_pending', False))
-        self.undurable = [(i, t, b.clone(), sc.clone(), np.asarray(rows).astype(np.int64))
-                          for i, t, b, sc, rows in sd['undurable']]
+        # (a state saved before per-row scales has 5-tuples: per-tensor scales)
+        self.undurable = [(u[0], u[1], u[2].clone(), u[3].clone(),
+                           np.asarray(u[4]).astype(np.int64), bool(u[5]) if len(u) > 5 else False)
+                          for u in sd['undurable']]
         if self.track and 'computed_total' in sd:
             self.computed_total.copy_(sd['computed_total'])
             self.delivered_total.copy_(sd['delivered_total'])
@@ -834,19 +855,25 @@ class WorkerEngine:
     def _recover_send(self, now: float) -> list:
         """Rebuild the saved in-flight push and ask the server (old incarnation) about it."""
         rec = self._recover
-        scales = rec['scales']
-        rowbytes = self.codec.encode(self.layout, self.residual, scales)
+        scales, per_row = rec['scales'], bool(rec.get('per_row', False))
+        # per-row (chunk) scales are what the server decoded with; the transfer itself only
+        # re-sends END, its per-tensor scales are then recomputed from the same residual
+        t_scales = self.codec.scales(self.layout, self.residual) if per_row else scales
+        rowbytes = self.codec.encode(self.layout, self.residual, t_scales)
         tr = OutgoingTransfer(transfer_id=rec['transfer_id'], sender=self.rank,
                               receiver=SERVER, kind=KIND_GRAD, clock=rec['clock'],
                               layout=self.layout, codec=self.codec, rowbytes=rowbytes,
-                              scales=scales, order=rec['order'],
+                              scales=t_scales, order=rec['order'],
                               n_mandatory=rec['n_mandatory'], deadline=now, now=now,
                               window=self.window, chunk_bytes=rec['chunk_bytes'],
                               end_timeout_s=self.end_timeout_s)
+        if per_row:
+            tr.row_scales = scales.numpy().astype(np.float32)
         tr.next_seq = int(rec['next_seq'])
         tr.saved = True
         tr.incarnation = int(rec['incarnation'])     # its END speaks for the old run
-        self.push, self._push_p, self._push_scales = tr, self.residual, scales
+        self.push, self._push_p = tr, self.residual
+        self._push_scales, self._push_per_row = tr.commit_scales()
         end = tr._end(now)
         return [Send(SERVER, end), Log('recover_push', 1.0, self.rank,
                                        {'transfer_id': tr.transfer_id})]

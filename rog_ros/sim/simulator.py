@@ -15,7 +15,8 @@
 The trace-driven simulator behind ``rog sim``: real engines, real training, virtual time.
 
 Each robot gets a half-duplex Wi-Fi link (``FluidLink``) that follows its own bandwidth trace
-(a preset generated with a per-robot seed, or a recorded file replayed at a per-robot offset).
+(a preset generated with a per-robot seed, or a recorded file replayed at per-robot offsets that
+differ between seeds, ``file_offsets``).
 By default (``duplex='shared'``) its two directions queue separately and share the airtime
 (``DuplexLink``), so acknowledgements cross a long transfer as on a real station; ``'fifo'``
 keeps the older model, one queue for both directions, where acks wait behind the whole window
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 import math
 import os
 
+import numpy as np
 from rog_ros.core.compress import make_codec
 from rog_ros.metrics import RunRecorder
 from rog_ros.net import links, traces
@@ -44,10 +46,13 @@ import torch
 
 DUPLEX_MODES = ('shared', 'fifo')
 
-DEFAULT_ITERATIONS = 120
-"""Adaptation budget per worker when neither the config nor the workload names one: enough
-for MPCOL and EACOL to pass their targets under every system, small enough that the default
-``rog compare`` (6 systems x 3 seeds) stays within minutes."""
+DEFAULT_ITERATIONS = 300
+"""Adaptation budget per worker when neither the config nor the workload names one. The
+outdoor presets hold a rate for 10-90 s (a new rate every ~25 s on average) and ``outages``
+silences a robot for 30-100 s; at MPCOL's 0.3-0.5 s per iteration, 300 iterations are
+90-150 s of robot time, i.e. 4-6 holds per robot (120, the earlier default, crossed only 2-3,
+so one unlucky alignment decided a run). A run costs ~35 s of one core; the default
+``rog compare`` (6 systems x 5 seeds) about 10 minutes on 2 cores."""
 
 
 @dataclass
@@ -55,6 +60,7 @@ class SimConfig:
     """One simulated run. Defaults follow the paper's setting (1 server + 4 workers)."""
 
     workload: str = 'mpcol'         # registry name (rog_ros.workloads.names())
+    workload_options: dict = field(default_factory=dict)   # e.g. {'model': 'convmlp-m'}
     system: str = 'rog:4'           # 'bsp', 'ssp:S', 'rog:S', 'flown:S' ('#tag' is ignored)
     workers: int = 4
     trace: str = 'outdoors'         # preset name or a trace file (CSV or artifact format)
@@ -88,16 +94,31 @@ class SimConfig:
                 raise ValueError(f'{name} must be >= 1 or None (the whole set), got {value}')
 
 
+def file_offsets(duration_s: float, n: int, seed: int) -> list:
+    """
+    Per-robot replay offsets of a trace file for one seed (seeded, deterministic).
+
+    Robot r starts at ``((r + u_r) / n + phase) * duration`` (mod the duration) with ``u_r``
+    and ``phase`` uniform in [0, 1) from the seed: the robots stay in different n-ths of the
+    record, as in the artifact's replay (rank k at k/6), but every seed sees another alignment
+    of good and bad stretches, so seeds are samples of the record rather than one replay.
+    """
+    rng = np.random.default_rng([seed, n, 0x7ace])
+    phase = rng.random()
+    frac = (np.arange(n) + rng.random(n)) / n + phase
+    return [float(f % 1.0) * duration_s for f in frac]
+
+
 def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> list:
-    """One trace per robot: a preset with per-robot seeds, or a file at per-robot offsets."""
+    """One trace per robot: a preset with per-robot seeds, or a file at per-seed offsets."""
     if os.path.exists(spec):
         base = traces.load_trace(spec, loop=True)
-        return [(base, r * base.duration_s / n) for r in range(n)]
+        return [(base, off) for off in file_offsets(base.duration_s, n, seed)]
     if spec not in traces.PRESETS:
         raise ValueError(f'unknown trace {spec!r}: not a file and not one of '
                          f'{sorted(traces.PRESETS)}')
-    return [(traces.generate(spec, duration_s=duration_s, seed=seed * 1000 + r), 0.0)
-            for r in range(n)]
+    return [(traces.generate(spec, duration_s=duration_s, seed=seed * 1000 + r, robot=r,
+                             fleet=n), 0.0) for r in range(n)]
 
 
 def _params_grad(model) -> list:
@@ -120,8 +141,8 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     runner = systems.lookup(cfg.system)
     if runner is not None:        # a system with engines of its own (AdaComp, GSP, ...)
         return runner(cfg, progress)
-    wl = workloads.get(cfg.workload)
-    policy = make_policy(cfg.system.split('#')[0], **cfg.policy_overrides)
+    wl = workloads.get(cfg.workload, **cfg.workload_options)
+    policy = make_policy(cfg.system, **cfg.policy_overrides)   # '#no-outage' etc.
     n = cfg.workers
     if n < 1:
         raise ValueError('need at least one worker')
@@ -148,6 +169,9 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
         model.zero_grad(set_to_none=False)
         loss = wl.loss(model, next(batches[rank]))
         loss.backward()
+        fill = getattr(model, 'fill_surrogate_grads', None)   # rog_ros.workloads.surrogate
+        if fill is not None:
+            fill()
         return layout.flatten(_params_grad(model))
 
     eval_model = wl.make_model()
@@ -182,6 +206,8 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.extra['params'] = layout.n_params
     recorder.extra['rows'] = layout.n_rows
     recorder.extra['duplex'] = cfg.duplex
+    if cfg.workload_options:
+        recorder.extra['workload_options'] = dict(cfg.workload_options)
     harness = Harness(server, engines, grad_fn, compute_s=compute, up=up, down=down,
                       recorder=recorder, eval_fn=eval_fn,
                       eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
@@ -193,4 +219,6 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
                      eval_fn(cfg.final_eval_samples))
     recorder.end_time_s = harness.now
     recorder.extra['server_rejects'] = server.rejects
+    recorder.extra['outage_suspensions'] = server.outage_suspensions   # outage-aware RSP
+    recorder.extra['weighted_pushes'] = server.weighted_pushes
     return recorder

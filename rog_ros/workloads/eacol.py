@@ -132,7 +132,7 @@ def make_eacol(model='convmlp-cpu', dataset='objects', corruption='fog+blur', pa
                pretrain_steps=None, pretrain_batch=64, pretrain_lr=2e-3, batch_size=32,
                lr=5e-4, momentum=0.9, target_fraction=0.5, target_accuracy=None,
                compute_time_s=XAVIER_NX_SECONDS, data_dir=None, train_h5=None, test_h5=None,
-               dirichlet_alpha=0.5, seed=0):
+               dirichlet_alpha=0.5, seed=0, surrogate=False):
     """
     Build the EACOL workload (pre-training on first use, then cached).
 
@@ -173,10 +173,21 @@ def make_eacol(model='convmlp-cpu', dataset='objects', corruption='fog+blur', pa
         Concentration of the 'dirichlet' partition (smaller: more skewed); default 0.5.
     seed : int
         Seed of data, initialisation and pre-training (not of the workers' batch order).
+    surrogate : bool
+        Simulation only: train ``convmlp-cpu`` for real and carry ``model``'s parameters as
+        ballast (``rog_ros.workloads.surrogate``): ``model``'s message sizes and rows at
+        ``convmlp-cpu``'s cost. ``rog compare --model convmlp-m`` uses it.
 
     """
     if model not in _MODELS:
         raise ValueError(f'unknown EACOL model {model!r}; expected one of {sorted(_MODELS)}')
+    if surrogate and model != 'convmlp-cpu':
+        return _with_ballast(make_eacol(
+            'convmlp-cpu', dataset, corruption, partition, num_classes, pretrain_samples,
+            adapt_samples, eval_samples, pretrain_steps, pretrain_batch, pretrain_lr,
+            batch_size, lr,
+            momentum, target_fraction, target_accuracy, compute_time_s, data_dir, train_h5,
+            test_h5, dirichlet_alpha, seed), model)
     # Options of the clean checkpoint only: trying another corruption needs no pre-training.
     opts = {'model': model, 'dataset': dataset, 'num_classes': num_classes,
             'pretrain_samples': pretrain_samples, 'adapt_samples': adapt_samples,
@@ -209,6 +220,23 @@ def make_eacol(model='convmlp-cpu', dataset='objects', corruption='fog+blur', pa
               'partition': partition, 'classes': k, 'clean_accuracy': clean,
               'accuracy_before': before, 'pretrain_seconds': ckpt['pretrain_seconds'],
               'pretrain_steps': opts['pretrain_steps']})
+
+
+def _with_ballast(wl: Workload, model: str) -> Workload:
+    """Return ``wl`` (convmlp-cpu) carrying ``model``'s parameters as ballast."""
+    from rog_ros.workloads.surrogate import Ballasted, model_shapes
+    shapes = model_shapes(_MODELS[model], wl._info['classes'])
+
+    def model_fn():
+        return Ballasted(wl._model_fn(), shapes)
+
+    state = Ballasted(wl.make_model(), shapes).state_dict()
+    info = dict(wl._info, what=wl._info['what'] + f', carrying {model} as ballast (surrogate)',
+                surrogate_for=model, model='convmlp-cpu')
+    return Workload('eacol', model_fn, state, (wl._train_x, wl._train_y), wl._partitions,
+                    (wl._eval_x, wl._eval_y), batch_size=wl.batch_size,
+                    target_accuracy=wl.target_accuracy, compute_time_s=wl.compute_time_s,
+                    lr=wl.lr, momentum=wl.momentum, transform=wl._transform, info=info)
 
 
 def _partitioner(kind, labels, clients, coarse, alpha, seed):

@@ -40,15 +40,27 @@ class RowCodec:
         """Per-tensor scales, float32 [T] in model order (empty if the codec has none)."""
         raise NotImplementedError
 
+    def group_scales(self, layout: RowLayout, tensor_row_sums: torch.Tensor,
+                     group: torch.Tensor) -> torch.Tensor | None:
+        """
+        Per-row scales, float32 [M], one per (group, tensor): e.g. one per chunk and tensor.
+
+        ``group`` (int64 [M]) says which transfer unit carries each row. None if the codec has
+        no scales (then the per-tensor ``scales`` travel).
+        """
+        return None
+
     def encode(self, layout: RowLayout, p: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
         """Row-aligned encoding of all rows, uint8 flat (rows in id order)."""
         raise NotImplementedError
 
     def quantize(self, layout: RowLayout, p: torch.Tensor, scales: torch.Tensor,
-                 out: torch.Tensor | None = None, row_mask: torch.Tensor | None = None
-                 ) -> torch.Tensor:
+                 out: torch.Tensor | None = None, row_mask: torch.Tensor | None = None,
+                 per_row: bool = False) -> torch.Tensor:
         """
         C(p): the values a receiver decodes from ``encode(p)`` (flat, layout order).
+
+        ``scales`` are per tensor [T], or per row [M] with ``per_row`` (``group_scales``).
 
         With ``row_mask`` (bool [M]) rows outside the mask come out as zeros, at no extra
         cost: the mask is folded into the per-row scale, so committing a row subset costs the
@@ -58,9 +70,11 @@ class RowCodec:
 
     def decode(self, layout: RowLayout, rowbytes: torch.Tensor, scales: torch.Tensor,
                out: torch.Tensor, row_mask: torch.Tensor | None = None,
-               factor: float = 1.0) -> torch.Tensor:
+               factor: float = 1.0, per_row: bool = False) -> torch.Tensor:
         """
         Decode row-aligned bytes of all rows into ``out``, times ``factor``.
+
+        ``scales`` are per tensor [T], or per row [M] with ``per_row``.
 
         Rows outside ``row_mask`` (e.g. not delivered) decode to zeros whatever their bytes.
         """

@@ -42,11 +42,11 @@ class Identity(RowCodec):
     def encode(self, layout, p, scales):
         return p.detach().to(self.dtype).contiguous().view(torch.uint8)
 
-    def quantize(self, layout, p, scales, out=None, row_mask=None):
+    def quantize(self, layout, p, scales, out=None, row_mask=None, per_row=False):
         out = p.clone() if out is None else out.copy_(p)
         return _masked(layout, out, row_mask)
 
-    def decode(self, layout, rowbytes, scales, out, row_mask=None, factor=1.0):
+    def decode(self, layout, rowbytes, scales, out, row_mask=None, factor=1.0, per_row=False):
         out.copy_(rowbytes.view(self.dtype))
         if factor != 1.0:
             out.mul_(factor)

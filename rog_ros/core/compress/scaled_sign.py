@@ -12,11 +12,15 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Scaled sign: the DEFSGDM compressor (1 bit per element, one fp32 scale per tensor).
+Scaled sign: the DEFSGDM compressor (1 bit per element, one fp32 scale per block).
 
-C(v)_t = mean|v_t| * sign(v_t) for every parameter tensor t (Zheng et al., NeurIPS 2019;
-specs/rog.md 6). Each row is padded to whole bytes so that any row set can be cut out of one
-encoding (ConvMLP-M: 2.13 MB for 16.9 M parameters, ceil(n/8) plus 0.8% row padding).
+C(v)_b = mean|v_b| * sign(v_b) for every block b (Zheng et al., NeurIPS 2019; specs/rog.md 6).
+A block is a parameter tensor (whole-model transfers, as in the artifact) or, for row transfers,
+the rows of one tensor that one chunk carries (``group_scales``): ATP sends the largest rows
+first, and a scale taken over the whole tensor would under-scale the rows that go and pile the
+difference into the error-feedback residual. Each row is padded to whole bytes so that any row
+set can be cut out of one encoding (ConvMLP-M: 2.13 MB for 16.9 M parameters, ceil(n/8) plus
+0.8% row padding).
 
 Bit conventions: bit k of a byte (LSB first) is element k of that byte's group of 8, and a set
 bit means *negative* (the IEEE sign bit, so C(v) = copysign(scale, v) exactly, -0.0 included).
@@ -26,6 +30,7 @@ byte; unpacking is a 256-entry lookup table. No float64 or per-element index tem
 
 from __future__ import annotations
 
+import numpy as np
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.rows import RowLayout
 import torch
@@ -69,13 +74,22 @@ def unpack_signs_into(packed: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
 
 
 def _row_scale(layout: RowLayout, scales: torch.Tensor, dtype: torch.dtype,
-               row_mask: torch.Tensor | None, factor: float) -> torch.Tensor | None:
+               row_mask: torch.Tensor | None, factor: float,
+               per_row: bool = False) -> torch.Tensor | None:
     """
     Per-tensor-row scale ``[n_tensor_rows]``, times ``factor``, zero outside ``row_mask``.
 
-    Returns None when the mask selects nothing of a whole-model layout (all zeros).
+    ``scales`` are per tensor, or with ``per_row`` per scheduling row (row layouts only, whose
+    rows are the tensor rows). Returns None when the mask selects nothing of a whole-model
+    layout (all zeros).
     """
-    row_scale = scales.to(dtype)[layout.tensor_row_owner]
+    if per_row:
+        if layout.whole_model or scales.numel() != layout.n_rows:
+            raise ValueError(f'per-row scales need a row layout and {layout.n_rows} values, '
+                             f'got {scales.numel()}')
+        row_scale = scales.to(dtype=dtype, copy=True)
+    else:
+        row_scale = scales.to(dtype)[layout.tensor_row_owner]
     if factor != 1.0:
         row_scale.mul_(factor)
     if row_mask is None:
@@ -106,14 +120,30 @@ class ScaledSign(RowCodec):
             tensor_row_sums = layout.tensor_row_abs_sum(p)
         return layout.tensor_abs_mean(tensor_row_sums, row_mask)
 
+    def group_scales(self, layout, tensor_row_sums, group):
+        """
+        Mean |p| over the rows of each (group, tensor), as a per-row float32 [M].
+
+        Computed as ``tensor_abs_mean`` computes a tensor's (float64 sums in row order over
+        float64 element counts), so a group holding all of a tensor's rows gets exactly the
+        per-tensor scale.
+        """
+        if layout.whole_model:
+            raise ValueError('group scales need a row layout')
+        key = (group.to(torch.int64) * layout.n_tensors + layout.row_tensor).numpy()
+        # bincount adds in row order, in float64, like tensor_abs_mean's index_add_
+        sums = np.bincount(key, tensor_row_sums.to(torch.float64).numpy())
+        count = np.bincount(key, layout.row_len.numpy().astype(np.float64))
+        return torch.from_numpy((sums[key] / count[key]).astype(np.float32))
+
     def encode(self, layout, p, scales):
         return torch.cat([pack_signbits(g).reshape(-1) for g in layout.group_views(p)])
 
-    def quantize(self, layout, p, scales, out=None, row_mask=None):
+    def quantize(self, layout, p, scales, out=None, row_mask=None, per_row=False):
         if out is None:
             out = torch.empty_like(p)
         groups = layout.tensor_groups
-        row_scale = _row_scale(layout, scales, p.dtype, row_mask, 1.0)
+        row_scale = _row_scale(layout, scales, p.dtype, row_mask, 1.0, per_row)
         if row_scale is None:
             return out.zero_()
         for gp, go, s in zip(layout.group_views(p, groups), layout.group_views(out, groups),
@@ -121,9 +151,9 @@ class ScaledSign(RowCodec):
             torch.copysign(s, gp, out=go)
         return out
 
-    def decode(self, layout, rowbytes, scales, out, row_mask=None, factor=1.0):
+    def decode(self, layout, rowbytes, scales, out, row_mask=None, factor=1.0, per_row=False):
         groups = layout.tensor_groups
-        row_scale = _row_scale(layout, scales, out.dtype, row_mask, factor)
+        row_scale = _row_scale(layout, scales, out.dtype, row_mask, factor, per_row)
         if row_scale is None:
             return out.zero_()
         if layout.whole_model:

@@ -23,9 +23,20 @@ from rog_ros.protocol.policies.ssp import ssp
 
 FACTORIES = {'bsp': bsp, 'ssp': ssp, 'rog': rog, 'flown': flown}
 
+SYSTEM_TAGS = {'no-outage': {'outage_aware': False}}
+"""Policy overrides named by a system's ``#tag`` (``rog compare --systems rog:4#no-outage``
+runs rog:4 with outage-aware RSP off, reported as its own system)."""
+
 
 def make_policy(spec: str, **overrides) -> SyncPolicy:
-    """Parse ``'name'`` or ``'name:S'`` (e.g. ``'bsp'``, ``'ssp:4'``, ``'rog:20'``)."""
+    """
+    Parse ``'name'`` or ``'name:S'`` (e.g. ``'bsp'``, ``'ssp:4'``, ``'rog:20'``).
+
+    A ``'#tag'`` suffix is a label; a tag in ``SYSTEM_TAGS`` also applies its overrides
+    (explicit ``overrides`` win).
+    """
+    spec, _, tag = spec.partition('#')
+    overrides = {**SYSTEM_TAGS.get(tag.strip(), {}), **overrides}
     name, _, s = spec.partition(':')
     name = name.strip().lower()
     if name not in FACTORIES:
@@ -40,4 +51,4 @@ def make_policy(spec: str, **overrides) -> SyncPolicy:
     return FACTORIES[name](**kwargs)
 
 
-__all__ = ['SyncPolicy', 'layout_for', 'make_policy', 'bsp', 'ssp', 'rog', 'flown']
+__all__ = ['SYSTEM_TAGS', 'SyncPolicy', 'layout_for', 'make_policy', 'bsp', 'ssp', 'rog', 'flown']

@@ -28,6 +28,8 @@ from rog_ros.core.atp import CONVENTIONS
 from rog_ros.core.rows import RowLayout
 
 BALANCE_MODES = ('deadline', 'budget', 'none')
+DEFAULT_DEADLINE_FLOOR = 3.0
+"""``SyncPolicy.deadline_floor``'s default, the same for the simulator and the fleet nodes."""
 
 
 @dataclass(frozen=True)
@@ -41,15 +43,25 @@ class SyncPolicy:
     balance: str = 'deadline'       # 'deadline': MTA-time; 'budget': q x MTA rows; 'none'
     ordering: bool = True           # importance ordering (False: ablation, row-id order)
     use_magnitude: bool = True      # gradient magnitude in priorities (False: ablation)
-    deadline_floor: float = 1.0     # MTA-time deadline >= this x measured compute time: when
-    #                                 transfers are short next to computation, sending more rows
-    #                                 costs little time and saves iterations (0: paper's rule)
-    scale_sent_rows: bool = False   # DEFSGDM scale over the rows a transfer is expected to
-    #                                 carry instead of the whole tensor (experimental)
+    # MTA-time deadline >= deadline_floor x measured compute time: when transfers are short
+    # next to computation, sending more rows costs little time and saves iterations (0: the
+    # paper's rule). One default for simulator and fleets, chosen by measurement
+    # (docs/scheduling.md): at 1, MPCOL on outdoors needed up to 2x the iterations.
+    deadline_floor: float = DEFAULT_DEADLINE_FLOOR
+    chunk_scales: bool = True       # DEFSGDM scale per chunk and tensor, over the rows the
+    #                                 chunk carries (False: one per tensor over all its rows,
+    #                                 the artifact's; an ablation: sent rows are under-scaled)
+    scale_sent_rows: bool = False   # with chunk_scales False: per-tensor scale over the rows
+    #                                 a transfer is expected to carry (experimental)
     scheduler: str = 'none'         # 'flown': server-arbitrated transfer slots
     slots: int = 2                  # FLOWN: concurrent transfers (artifact: 2)
     small_tensor_threshold: int = 1000  # tensors below this many elements form one row
     #                                  (artifact value; ConvMLP-M: 33,307 rows, 33,338 at 0)
+    outage_aware: bool = False      # outage-aware RSP (DESIGN 4): a worker whose link holds
+    #                                 the others longer than outage_bound x the fleet's
+    #                                 iteration time is suspended from the staleness check;
+    #                                 its late pushes are weighted 1 / (1 + max(0, tau - S))
+    outage_bound: float = 3.0       # ... in fleet iteration times (median push period)
 
     def __post_init__(self):
         if self.staleness < 0:
@@ -64,6 +76,8 @@ class SyncPolicy:
             raise ValueError(f'deadline_floor must be in [0, 10], got {self.deadline_floor}')
         if self.scheduler not in ('none', 'flown'):
             raise ValueError(f'unknown scheduler {self.scheduler!r}')
+        if not 0.5 <= self.outage_bound <= 100.0:
+            raise ValueError(f'outage_bound must be in [0.5, 100], got {self.outage_bound}')
         if self.mta_rule not in mta_rules.RULES:
             raise ValueError(f'unknown MTA rule {self.mta_rule!r}')
 

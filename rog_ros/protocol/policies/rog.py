@@ -23,9 +23,9 @@ Fewer mandatory rows shorten the straggler's transfers, which set the pace of th
 under RSP: MPCOL, outdoors, 4 workers, seed 0, time to target 29.8 s -> 27.2 s.
 The round-robin bound 1/(S+1) is faster still in the simulator (24.8 s) but below the 1/S
 that the infinite-urgency rule forces under the S+1 trigger, and it made real fleets unstable.
-(Real fleets also need a longer deadline floor than the simulator: see
-``rog_ros.nodes.params.DEFAULT_DEADLINE_FLOOR``.) ``mta_rule='paper_table'`` reproduces the
-paper.
+The deadline floor (``deadline_floor``, 3 compute times by default in the simulator and in
+fleets alike) is a tuning knob, see docs/scheduling.md. ``mta_rule='paper_table'`` reproduces
+the paper.
 """
 
 from __future__ import annotations
@@ -36,5 +36,5 @@ from rog_ros.protocol.policies.base import SyncPolicy
 def rog(staleness: int = 4, **overrides) -> SyncPolicy:
     return SyncPolicy(**{'name': f'rog:{staleness}', 'staleness': staleness,
                          'whole_model': False, 'balance': 'deadline',
-                         'mta_rule': 'exact_root_shifted',
+                         'mta_rule': 'exact_root_shifted', 'outage_aware': True,
                          **overrides})

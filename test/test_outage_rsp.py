@@ -1,0 +1,127 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Outage-aware RSP (issue 10, DESIGN section 4): a dead link is suspended, not waited for."""
+
+import numpy as np
+from protocol_fixtures import build
+import pytest
+from rog_ros.net.links import FluidLink
+from rog_ros.net.traces import Trace
+from rog_ros.protocol.policies import make_policy
+from test_protocol_conservation import check_invariants
+import torch
+
+BW = 1e6                  # bits/s of the fixture's first link
+DIP = (0.5, 5.5)          # worker 2's link is near zero (1 kbit/s) in this window
+
+
+def dipping_link(t0, t1, low_mbps=0.001):
+    trace = Trace(t_s=np.array([0.0, t0, t1]), mbps=np.array([BW / 1e6, low_mbps, BW / 1e6]),
+                  end_s=10_000.0, loop=False)
+    return FluidLink(trace, latency_s=0.001)
+
+
+def logs(stats, name):
+    return [(t, a) for t, node, a in stats.logs if a.name == name]
+
+
+def run(spec='rog:2', dip=True, iters=100, watch=None, **policy):
+    pol = make_policy(spec, **policy)
+    harness, server, workers, _, _ = build(spec, n=3, iters=iters, dtype=torch.float64,
+                                           bandwidths=(BW, BW, BW), policy=pol)
+    if dip:
+        harness.up[2], harness.down[2] = dipping_link(*DIP), dipping_link(*DIP)
+    harness.log_events = True
+    if watch is not None:
+        watch(server)
+    harness.run(until=400)
+    done = {a.worker: t for t, a in logs(harness.stats, 'worker_done')}
+    return harness, server, workers, done
+
+
+def staleness_watch(seen):
+    """Every pull served to an active worker satisfies RSP over the active workers' columns."""
+    def install(server):
+        real = server._start_downlink
+
+        def checked(r, c, now):
+            if server.active[r] and server.unsynced[r] is None:
+                act = server.active
+                stale = c - int(server.versions.v[:, act].min())
+                seen.append(stale)
+                assert stale <= server.policy.staleness, (r, c, stale)
+            return real(r, c, now)
+        server._start_downlink = checked
+    return install
+
+
+def test_dead_link_is_suspended_within_the_bound_and_readmitted():
+    seen = []
+    harness, server, workers, done = run(watch=staleness_watch(seen))
+    assert server.finished and bool(server.active.all())
+    sus = logs(harness.stats, 'outage_suspend')
+    assert sus and all(a.worker == 2 for _, a in sus)
+    t_sus, first = sus[0]
+    # suspended within the bound (outage_bound x the fleet's iteration time) of the stall
+    # it caused, and well before the link comes back
+    assert first.value <= first.info['bound_s'] * 1.01 + 0.05
+    assert DIP[0] < t_sus < DIP[0] + 5.0
+    assert first.info['bound_s'] < 2.0
+    # re-admitted once the link is back and its rows are within the bound
+    back = [t for t, a in logs(harness.stats, 'worker_readmitted') if a.worker == 2]
+    assert back and min(back) > DIP[1]
+    # RSP held for every active worker at every pull (and the hook saw pulls)
+    assert len(seen) > 40 and max(seen) <= server.policy.staleness
+
+
+def test_the_others_keep_their_healthy_pace():
+    _, _, _, healthy = run(dip=False)
+    _, server, _, dipped = run()
+    _, _, _, held = run(outage_aware=False)
+    for r in (0, 1):
+        # the healthy workers finish close to their healthy time ...
+        assert dipped[r] <= 1.5 * healthy[r] + 1.0, (dipped, healthy)
+        # ... while without the switch they wait for the dead link
+        assert held[r] >= DIP[1] - 1.0, held
+    assert server.outage_suspensions >= 1
+
+
+def test_late_pushes_are_weighted_and_the_ledger_keeps_conservation():
+    harness, server, workers, _ = run()
+    weighted = [a for _, a in logs(harness.stats, 'push_applied') if 'weight' in a.info]
+    assert weighted and server.weighted_pushes == len(weighted)
+    assert all(a.worker == 2 and 0.0 < a.info['weight'] < 1.0 for a in weighted)
+    assert server.discarded is not None and float(server.discarded.abs().sum()) > 0
+    check_invariants(harness, server, workers)      # w0 - w_srv = lr/N sum delivered - ledger
+    # the ledger is what makes it hold: without it the server's model would not add up
+    applied = sum(w.delivered_total for w in workers) * (server.lr / server.n)
+    assert not torch.allclose(server.w_srv, -applied, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize('spec', ['ssp:2', 'bsp'])
+def test_switch_is_off_for_the_baselines(spec):
+    assert not make_policy(spec).outage_aware and make_policy('rog:4').outage_aware
+    assert not make_policy('rog:4#no-outage').outage_aware
+
+
+def test_weight_is_one_within_the_bound_and_decays_beyond():
+    harness, server, workers, _ = run(dip=False, iters=3)
+    server.suspended_reason[1] = 'link'
+    server.active[1] = False
+    server.clock[0] = 20
+    s = server.policy.staleness
+    assert server.late_weight(0, 5) == 1.0                  # active: never weighted
+    assert server.late_weight(1, 20 - s) == 1.0             # within S of the fleet
+    assert server.late_weight(1, 20 - s - 1) == pytest.approx(0.5)
+    assert server.late_weight(1, 20 - s - 9) == pytest.approx(0.1)

@@ -1,0 +1,59 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""The unacknowledged-chunk window grows with the measured link rate (docs/scheduling.md)."""
+
+import math
+
+from rog_ros.core.compress import ScaledSign
+from rog_ros.core.rows import RowLayout
+from rog_ros.protocol.transfer import MAX_WINDOW, OutgoingTransfer, window_for_rate
+import torch
+
+
+def test_window_holds_20_ms_at_the_measured_rate():
+    assert window_for_rate(4, 0.0, 16384) == 4                 # no estimate yet: as configured
+    assert window_for_rate(4, 10e6, 16384) == 4                # slow link: 4 chunks suffice
+    assert window_for_rate(4, 150e6, 16384) == math.ceil(150e6 * 0.02 / (8 * 16384)) == 23
+    assert window_for_rate(4, 1e12, 16384) == MAX_WINDOW
+    assert window_for_rate(8, 20e6, 16384) == 8                # never below the configured one
+
+
+def test_a_fast_transfer_keeps_more_chunks_in_flight():
+    layout = RowLayout([(600, 512)])
+    codec = ScaledSign()
+    p = torch.randn(layout.n_params)
+    sc = codec.scales(layout, p)
+
+    def start(rate):
+        return OutgoingTransfer(transfer_id=1, sender=0, receiver=-1, kind=1, clock=1,
+                                layout=layout, codec=codec, rowbytes=codec.encode(layout, p, sc),
+                                scales=sc, order=torch.arange(layout.n_rows),
+                                n_mandatory=layout.n_rows, deadline=math.inf, now=0.0,
+                                chunk_bytes=1024, rate_bps=rate)
+    assert len(start(0.0).pump(0.0)) == 4
+    assert len(start(8e6).pump(0.0)) == math.ceil(8e6 * 0.02 / 8192) == 20
+
+
+def test_stall_warning_timer_advances_at_its_own_wakeup_time():
+    # A stall that began at t0: the warning is due at t0 + 30 as next_wakeup computes it.
+    # With now - t0 >= 30 in on_tick, float rounding (here 29.999999999999996) kept the
+    # timer due at the same instant forever: the simulator spun on one tick (a livelock).
+    from protocol_fixtures import build
+    _, server, _, _, _ = build('rog:4')
+    t0 = 30.650080539197066                 # a stall seen in an outages run
+    server.stall_since[1] = t0
+    due = server.next_wakeup()
+    assert due == t0 + server.stall_warn_s and due - t0 < server.stall_warn_s
+    server.on_tick(due)
+    assert server.next_wakeup() > due
