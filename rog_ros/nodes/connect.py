@@ -75,6 +75,21 @@ def reject_counts(bus) -> dict:
     return dict(counts()) if counts is not None else {'undecodable': bus.rejects}
 
 
+def node_reject_counts(node) -> dict:
+    """
+    Return ``{reason: count}`` of every message a server or worker node dropped.
+
+    ``undecodable`` and the authentication reasons come from the bus, ``invalid`` from the
+    engine's validation, ``engine_error`` from the driver (the engine raised).
+    """
+    counts = reject_counts(getattr(node, 'bus', None))
+    if getattr(node, 'engine', None) is not None:
+        counts['invalid'] = node.engine.rejects
+    if getattr(node, 'driver', None) is not None:
+        counts['engine_error'] = node.driver.engine_errors
+    return counts
+
+
 def wait_matched(bus, topics, timeout_s: float, keep_waiting=lambda: True,
                  poll_s: float = 0.02) -> float:
     """

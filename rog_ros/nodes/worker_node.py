@@ -28,7 +28,7 @@ import time
 from rog_ros.nodes import lifecycle as lc
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.chaos_hooks import maybe_faulty, WorkerHooks
-from rog_ros.nodes.connect import fleet_key, open_bus, reject_counts, wait_matched
+from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
@@ -70,18 +70,8 @@ class WorkerNode:
         self._progress_at = 0.0
 
     def reject_counts(self) -> dict:
-        """
-        Return ``{reason: count}`` of every message this node dropped.
-
-        ``undecodable`` and the authentication reasons come from the bus, ``invalid`` from
-        the engine's validation, ``engine_error`` from the driver (the engine raised).
-        """
-        counts = reject_counts(self.bus)
-        if getattr(self, 'engine', None) is not None:
-            counts['invalid'] = self.engine.rejects
-        if getattr(self, 'driver', None) is not None:
-            counts['engine_error'] = self.driver.engine_errors
-        return counts
+        """Return ``{reason: count}`` of every message this node dropped (see connect)."""
+        return node_reject_counts(self)
 
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
