@@ -67,6 +67,7 @@ CASES = [
     (['reproduce', '--iterations', '-5', '--out', 'x'], '--iterations'),
     (['fleet', '--trace', 'missing.csv'], '--trace'),
     (['fleet', '--workers', '-3'], '--workers'),
+    (['fleet', '--workers', '3', '--min-workers', '4'], '--min-workers'),
     (['fleet', '--workload', 'nope'], '--workload'),
     (['fleet', '--staleness', '-1'], '--staleness'),
     (['fleet', '--sync', 'foo'], '--sync'),

@@ -254,3 +254,11 @@ def test_netmon_records_a_trace_that_load_trace_replays(tmp_path):
     trace = load_trace(out)
     assert 8 <= len(trace) <= 14
     assert 10.0 < float(trace.mbps.mean()) < 400.0        # indoors rates, not counters
+
+
+def test_server_node_rejects_a_quorum_larger_than_the_fleet(capsys):
+    from rog_ros.nodes import rog_server
+    with pytest.raises(SystemExit) as exc:
+        rog_server.main(['--workers', '3', '--min-workers', '4'])
+    assert exc.value.code == 2
+    assert '--min-workers 4 exceeds --workers 3' in capsys.readouterr().err

@@ -58,4 +58,6 @@ def check_fleet_args(parser, args) -> None:
     if rank is not None and getattr(parser, 'role', '') == 'rog_worker' and \
             not 0 <= rank < args.workers:
         parser.error(f'--rank must be in 0..{args.workers - 1}')
+    if getattr(args, 'min_workers', 1) > args.workers:
+        parser.error(f'--min-workers {args.min_workers} exceeds --workers {args.workers}')
     check_key_arg(parser, args)

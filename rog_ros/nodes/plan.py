@@ -180,6 +180,9 @@ def validate(params: dict) -> None:
         if params[exe].get('workers', n) != n:
             raise checks.ConfigError('every node of a fleet needs the same number of workers')
     srv = params['rog_server']
+    if int(srv.get('min_workers', 1)) > n:
+        raise checks.ConfigError(f"{_opt('min_workers')}: the quorum {srv['min_workers']} "
+                                 f'exceeds the {n} workers of the fleet')
     from rog_ros.nodes.params import policy_spec
     try:
         from rog_ros.protocol.policies import make_policy

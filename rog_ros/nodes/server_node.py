@@ -84,7 +84,7 @@ class ServerNode:
                                    chunk_bytes=a.chunk_bytes, window=a.window,
                                    max_iterations=a.iterations,
                                    absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
-                                   min_workers=min(getattr(a, 'min_workers', 1), a.workers))
+                                   min_workers=getattr(a, 'min_workers', 1))
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
         self.recorder = RunRecorder(
