@@ -262,3 +262,13 @@ def test_server_node_rejects_a_quorum_larger_than_the_fleet(capsys):
         rog_server.main(['--workers', '3', '--min-workers', '4'])
     assert exc.value.code == 2
     assert '--min-workers 4 exceeds --workers 3' in capsys.readouterr().err
+
+
+def test_outage_aware_setting_reaches_the_rog_policy_only():
+    from rog_ros.nodes import rog_server
+    from rog_ros.nodes.assembly import build_training
+    parse = rog_server.build_parser().parse_args
+    assert build_training(parse(['--sync', 'rog'])).policy.outage_aware is True
+    off = parse(['--sync', 'rog', '--outage-aware', 'false'])
+    assert build_training(off).policy.outage_aware is False
+    assert build_training(parse(['--sync', 'ssp'])).policy.outage_aware is False

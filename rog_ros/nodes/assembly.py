@@ -73,8 +73,10 @@ def build_training(args) -> Training:
     """Build the shared training objects from fleet parameters (deterministic)."""
     workload = load_workload(args.workload)
     model = workload.make_model()
-    policy = make_policy(policy_spec(args),
-                         deadline_floor=getattr(args, 'deadline_floor', DEFAULT_DEADLINE_FLOOR))
+    overrides = {'deadline_floor': getattr(args, 'deadline_floor', DEFAULT_DEADLINE_FLOOR)}
+    if getattr(args, 'sync', 'rog') == 'rog':      # the others never suspend for a dead link
+        overrides['outage_aware'] = bool(getattr(args, 'outage_aware', True))
+    policy = make_policy(policy_spec(args), **overrides)
     params = list(model.parameters())
     layout = layout_for(policy, [tuple(p.shape) for p in params])
     w0 = layout.flatten([p.detach() for p in params]).clone()

@@ -173,6 +173,9 @@ SETTINGS = (
     _s('window', int, 4, 'Unacknowledged chunks per transfer.', TRAINING, low=1, high=1024),
     _s('deadline_floor', float, DEFAULT_DEADLINE_FLOOR, 'rog: keep sending optional rows for '
        'at least this many compute times.', TRAINING, low=0.0, high=10.0),
+    _s('outage_aware', bool, True, 'rog: suspend a robot whose link holds the others for more '
+       'than 3 fleet iteration times from the staleness check (outage-aware RSP; its late '
+       "pushes are down-weighted); false = the paper's RSP.", TRAINING),
     _s('namespace', str, DEFAULT_NAMESPACE, 'Fleet namespace: every topic is relative to it.'),
     _s('bus', str, 'auto', 'Transport: rclpy when ROS 2 is sourced, else the embedded DDS '
        '(none: netmon only measures).', NODES, choices=('auto', 'dds', 'rclpy', 'none')),
