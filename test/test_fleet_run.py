@@ -43,8 +43,8 @@ try:
     # (0.55 of the gap, for 4-robot comparisons) needs a longer run.
     TARGET = _info['accuracy_before'] + 0.5 * (_info.get('known_accuracy', 1.0)
                                                - _info['accuracy_before'])
-except (ImportError, ValueError, AttributeError):
-    WORKLOAD = 'toy'
+except (ImportError, ValueError, AttributeError, KeyError):
+    WORKLOAD = 'toy'   # no accuracy_before: the toy workload has no pre-trained start
     TARGET = 0.8
 ITERATIONS = {'toy': 40}.get(WORKLOAD, 100)
 FINAL_SLACK = 0.01   # evaluation noise: the final point may dip below a target reached before
@@ -141,7 +141,10 @@ def test_record_writes_a_ros2_mcap_with_the_fleet_topics(run):
     assert header.profile == 'ros2'
     assert {t: s[0] for t, s in schemas.items()} == want
     assert {s[1:] for s in schemas.values()} == {('ros2msg', 'cdr')}
-    assert counts[f'{ns}/status/rog_server/train_status'] == summary['evaluations']
+    # train_status is BEST_EFFORT: the starting model's evaluation can go out before the
+    # recorder's reader is discovered (seen with the toy workload, whose start is instant)
+    recorded = counts[f'{ns}/status/rog_server/train_status']
+    assert summary['evaluations'] - 1 <= recorded <= summary['evaluations']
     assert stops == {f'{ns}/w{r}/schedule': 1 for r in range(3)}   # one stop order each
     assert all(counts[f'{ns}/w{r}/schedule'] >= ITERATIONS // 2 for r in range(3))
     assert {f'{n}: rejects' for n in nodes} | {'rog_server: training'} <= diag_names
