@@ -21,7 +21,7 @@
    D2 = N(12, 4) (D1 = N(6, 2) optional) and applied to a gradient computed on the model that
    many updates old (a model history, tau = 0 while it fills). Target: 80 % test accuracy, as
    in the paper. Learning rate 0.1, the largest of the grid 0.03/0.05/0.1/0.2/0.3/1 at which
-   the staleness-free SSGD trains on every seed (0.2 diverged SSGD on 4 of 5 seeds); the
+   the staleness-free SSGD trains on every seed (at 0.2 it reached the target on none); the
    paper's 5e-4 belongs to its own CNN library and does not transfer. Reported: model updates
    to the target per system and seed, and their mean over seeds. Headline: under D2 AdaSGD
    needs fewer updates than DynSGD, FedAvg-async diverges or lags, SSGD is the ideal.
@@ -81,7 +81,7 @@ class GlyphTask(Task):
 
 
 def glyph_task(train: int = 12000, test: int = 2000, seed: int = 0) -> GlyphTask:
-    """Generated MNIST stand-in (rog_ros.workloads.glyphs), pixels scaled to [0, 1]."""
+    """Return the generated MNIST stand-in (rog_ros.workloads.glyphs), pixels scaled to [0, 1]."""
     from rog_ros.workloads.glyphs import _strokes, make_images
     g = torch.Generator().manual_seed(seed)
     templates = _strokes(30, g).reshape(10, 3, 28, 28).amax(1)
@@ -256,7 +256,7 @@ def _mean_updates(rows: list, cap: int) -> float:
 
 def adasgd_verdict(rows: list, dist: str, updates: int) -> dict:
     """
-    The headline verdict from per-seed rows of one staleness distribution.
+    Judge the headline from per-seed rows of one staleness distribution.
 
     AdaSGD is faster than DynSGD when it reaches the target on at least as many seeds and its
     mean updates to it (a miss counted as the cap, which favours the one that missed) is
@@ -329,7 +329,7 @@ def reproduce_fleet(out: str, quick: bool = False, seeds=(0, 1, 2), dists=('D2',
                          f'{_mean_updates(rs, updates):.0f} | '
                          f"{sum(r['updates_to_target'] is not None for r in rs)}/{len(rs)} | "
                          f"{np.mean([r['mean_weight'] for r in rs]):.3f} |")
-    lines += ['', 'Best accuracy per run: ' + '; '.join(
+    lines += ['', 'Best accuracy until the run stopped: ' + '; '.join(
         f"{r['dist']} {r['system']} seed {r['seed']} {r['best_accuracy']:.3f}" for r in rows)
         + '.', '']
     for v in verdicts:
