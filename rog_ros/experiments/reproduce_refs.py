@@ -138,7 +138,7 @@ def reproduce_adacomp(out: str, seeds=(0, 1, 2), workers: int = ADACOMP_WORKERS,
             if hit is None:
                 cells.append('never')
             else:
-                upd = hit['iteration'] * workers
+                upd = int(hit['iteration'] * workers)
                 cells.append(f'{upd} ({upd * s["ingress_bytes_per_update"] / 1e6:.1f} MB)')
         lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
     c = adacomp_claims(best['asgd'], best['comp-asgd c=0.01'], best['adacomp c=0.01'],
