@@ -199,3 +199,17 @@ def test_bad_push_changes_nothing():
     acts += server.on_message(_push(5, 0, torch.tensor([1]), torch.ones(1)), 0.0)  # no worker
     assert [a.name for a in acts] == ['reject', 'reject'] and server.rejects == 2
     assert torch.equal(server.theta, before) and server.i == 0
+
+
+def test_reproduction_claims_use_the_mean_of_per_seed_best_accuracies():
+    from rog_ros.experiments.reproduce_refs import adacomp_claims
+    c = adacomp_claims([0.93, 0.95], [0.92, 0.955], [0.97, 0.98], 49.8)
+    assert c['claim1'] and c['claim2'] and c['ada_seeds'] == 2 and c['comp_seeds'] == 1
+    assert c['asgd'] == pytest.approx(0.94) and c['comp'] == pytest.approx(0.9375)
+    assert not adacomp_claims([0.93, 0.95], [0.92, 0.96], [0.97, 0.98], 49.8)['claim2']  # tie
+    c = adacomp_claims([0.93, 0.95], [0.92, 0.97], [0.97, 0.98], 49.8)
+    assert not c['claim2']                         # Comp-ASGD ahead in the mean
+    assert not adacomp_claims([0.93], [0.92], [0.97], 20.0)['claim1']   # too few bytes saved
+    assert not adacomp_claims([0.93], [0.92], [0.90], 49.8)['claim1']
+    with pytest.raises(ValueError):
+        adacomp_claims([0.9], [], [0.9], 49.8)

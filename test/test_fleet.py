@@ -186,3 +186,42 @@ def test_cli_reproduce_names():
     args = build_parser().parse_args(['reproduce', 'fleet', '--out', 'x'])
     assert args.what == 'fleet'
     assert build_parser().parse_args(['reproduce', '--out', 'x']).what == 'rog'
+
+
+def _row(system, seed, updates, diverged=False, dist='D2'):
+    return {'system': system, 'seed': seed, 'dist': dist, 'updates_to_target': updates,
+            'diverged': diverged}
+
+
+def test_adasgd_verdict_counts_misses_as_the_cap_and_checks_every_seed():
+    from rog_ros.experiments.repro_fleet import adasgd_verdict
+    rows = [_row('adasgd', 0, 800), _row('adasgd', 1, 900),
+            _row('dynsgd', 0, 1200), _row('dynsgd', 1, None),
+            _row('fedavg-async', 0, None, diverged=True), _row('fedavg-async', 1, 1000),
+            _row('ssgd', 0, 200), _row('ssgd', 1, 240)]
+    v = adasgd_verdict(rows, 'D2', 2000)
+    assert (v['ada_reached'], v['dyn_reached']) == (2, 1)
+    assert v['ada_mean'] == 850 and v['dyn_mean'] == 1600      # the miss counts as the cap
+    assert v['ada_wins'] == 2 and v['faster'] and v['fed_bad'] == 2 and v['holds']
+    rows[5] = _row('fedavg-async', 1, 600)                       # FedAvg ahead on one seed
+    assert not adasgd_verdict(rows, 'D2', 2000)['holds']
+    rows[5] = _row('fedavg-async', 1, None)
+    rows[2] = _row('dynsgd', 0, 500)                             # DynSGD faster in the mean
+    v = adasgd_verdict(rows, 'D2', 2000)
+    assert v['dyn_mean'] == 1250 and v['ada_mean'] == 850 and v['faster']
+    rows[3] = _row('dynsgd', 1, 600)
+    v = adasgd_verdict(rows, 'D2', 2000)
+    assert v['dyn_mean'] == 550 and not v['faster'] and not v['holds'] and v['ada_wins'] == 0
+
+
+def test_fleet_cnn_on_glyphs_and_run_stops_at_target():
+    from rog_ros.experiments.repro_fleet import glyph_task, MojoCnn, run_adasgd
+    assert sum(p.numel() for p in MojoCnn().parameters()) == 21530
+    task = glyph_task(train=600, test=200)
+    assert task.x.shape == (600, 1, 28, 28)
+    assert 0.0 <= float(task.x.min()) <= float(task.x.max()) <= 1.0
+    res = run_adasgd(task, 'adasgd', 'D2', updates=60, users=10, target=0.0,
+                     stop_at_target=True)
+    assert res['updates_to_target'] == 20 and res['updates_run'] == 20
+    res = run_adasgd(task, 'dynsgd', 'D2', updates=40, users=10, target=1.01)
+    assert res['updates_to_target'] is None and res['updates_run'] == 40

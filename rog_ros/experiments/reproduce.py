@@ -52,15 +52,15 @@ EACOL_M_ITERATIONS = 60
 """EACOL adapts in ~20 iterations of 4 workers; 60 at 2.18 s are >= 130 s of robot time."""
 
 
-def _paper(module: str, func: str):
-    def run(out, seeds=(0,), quick=False):
+def _paper(module: str, func: str, default_seeds=(0,)):
+    def run(out, seeds=default_seeds, quick=False):
         import importlib
         return getattr(importlib.import_module(module), func)(out, seeds=seeds, quick=quick)
     return run
 
 
 PAPERS = {
-    'adacomp': _paper('rog_ros.experiments.reproduce_refs', 'reproduce_adacomp'),
+    'adacomp': _paper('rog_ros.experiments.reproduce_refs', 'reproduce_adacomp', (0, 1, 2)),
     'gsp': _paper('rog_ros.experiments.reproduce_refs', 'reproduce_gsp'),
 }
 """Reference papers ``rog reproduce PAPER`` knows: name -> ``run(out, seeds, quick)``."""
