@@ -44,9 +44,10 @@ import math
 
 import numpy as np
 from rog_ros.core.compress import topk
-from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
+from rog_ros.protocol.actions import Log, Send, Stopped
 from rog_ros.protocol.messages import (
     FLAG_END, KIND_GRAD, KIND_UPDATE, MessageError, RowChunk, Schedule, SERVER)
+from rog_ros.protocol.policies.async_ps import PushServer, PushWorker
 import torch
 
 MODES = ('adacomp', 'asgd', 'comp-asgd')
@@ -105,7 +106,7 @@ def heterogeneity_factors(n: int, fractions=(0.3, 0.4, 0.3), rates=(100, 10, 1))
     return out
 
 
-class AdaCompServer:
+class AdaCompServer(PushServer):
     """
     The parameter server of AdaComp, ASGD or Comp-ASGD.
 
@@ -148,21 +149,6 @@ class AdaCompServer:
         self.sigma_k_count = 0
         self.entries = 0                # transmitted coordinates
         self.applied_bytes = 0          # wire bytes of the pushes applied (not the late ones)
-
-    def on_message(self, msg, now: float) -> list:
-        try:
-            if not isinstance(msg, RowChunk) or msg.kind != KIND_GRAD:
-                raise MessageError(f'server does not accept {type(msg).__name__}')
-            return self._on_push(msg, now)
-        except (MessageError, ValueError) as err:
-            self.rejects += 1
-            return [Log('reject', 1.0, getattr(msg, 'sender', -1), {'error': str(err)})]
-
-    def on_tick(self, now: float) -> list:
-        return []
-
-    def next_wakeup(self):
-        return None
 
     def model(self) -> torch.Tensor:
         """Return the current Theta(i) (a view; copy before changing)."""
@@ -233,7 +219,7 @@ class AdaCompServer:
                 'server_rejects': self.rejects, 'diverged': self.diverged}
 
 
-class AdaCompWorker:
+class AdaCompWorker(PushWorker):
     """
     An AdaComp-family worker: compute at the pulled model, select, wait, push, pull.
 
@@ -272,21 +258,12 @@ class AdaCompWorker:
         self.stopped = False
         self.diverged = False
         self.pushes = 0
-        self._push_sent_at = 0.0
-
-    def start(self, now: float) -> list:
-        return [StartCompute(clock=0)]
+        self._sent_at = 0.0
 
     def next_wakeup(self):
         return self.pending[0] if self.pending is not None else None
 
-    def on_compute_done(self, grad: torch.Tensor, now: float) -> list:
-        if self.stopped:
-            return []
-        g = grad.reshape(-1).to(torch.float32)
-        if not bool(torch.isfinite(g).all()):     # the model diverged: stop, loudly
-            self.stopped = self.diverged = True
-            return [Log('diverged', 1.0, self.rank), Stopped('non-finite gradient')]
+    def _push(self, g: torch.Tensor, now: float) -> list:
         mode, c = self.cfg.mode, self.cfg.c
         if mode == 'asgd':
             payload, codec = topk.encode_dense(g), 0
@@ -311,7 +288,7 @@ class AdaCompWorker:
         msg = self.pending[1]
         self.pending = None
         self.pushes += 1
-        self._push_sent_at = now
+        self._sent_at = now
         out = [Send(SERVER, msg)]
         if self.cfg.crash_p > 0 and self.rng.random() < self.cfg.crash_p:
             self.crashed = self.stopped = True
@@ -319,21 +296,6 @@ class AdaCompWorker:
                     Stopped('crashed (fail-stop after a push)')]
         return out
 
-    def on_message(self, msg, now: float) -> list:
-        if self.stopped:
-            return []
-        if isinstance(msg, Schedule) and msg.stop:
-            self.stopped = True
-            return [Stopped('server says training is over')]
-        if (not isinstance(msg, RowChunk) or msg.kind != KIND_UPDATE or msg.codec != 0
-                or msg.receiver != self.rank):
-            return [Log('reject', 1.0, self.rank, {'error': 'unexpected message'})]
-        try:
-            theta = topk.decode_dense(msg.payload, self.n_params)
-        except ValueError as err:
-            return [Log('reject', 1.0, self.rank, {'error': str(err)})]
-        self.w.copy_(theta)
+    def _pulled(self, msg: RowChunk) -> int:
         self.j = int(msg.clock)
-        return [Log('pull_done', 1.0, self.rank,
-                    {'bytes': msg.wire_size(), 'seconds': now - self._push_sent_at}),
-                StartCompute(clock=self.pushes)]
+        return self.pushes

@@ -55,9 +55,10 @@ from rog_ros.core.compress import topk
 from rog_ros.core.gds import (
     GDS_RULES, GdsController, group_densities, WARMUP_BASE, warmup_densities)
 from rog_ros.core.grouping import density_peaks
-from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
+from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     FLAG_END, KIND_GRAD, KIND_UPDATE, MessageError, RowChunk, Schedule, SERVER)
+from rog_ros.protocol.policies.async_ps import PushServer, PushWorker
 import torch
 
 
@@ -143,7 +144,7 @@ class _Group:
     epoch_count: int = 0
 
 
-class GspServer:
+class GspServer(PushServer):
     """
     The group servers and the global server of GSP (one engine on the server host).
 
@@ -208,21 +209,6 @@ class GspServer:
             self._form_groups(list(config.assignment), now=0.0)
 
     # ------------------------------------------------------------------ engine API
-    def on_message(self, msg, now: float) -> list:
-        try:
-            if not isinstance(msg, RowChunk) or msg.kind != KIND_GRAD:
-                raise MessageError(f'server does not accept {type(msg).__name__}')
-            return self._on_push(msg, now)
-        except (MessageError, ValueError) as err:
-            self.rejects += 1
-            return [Log('reject', 1.0, getattr(msg, 'sender', -1), {'error': str(err)})]
-
-    def on_tick(self, now: float) -> list:
-        return []
-
-    def next_wakeup(self):
-        return None
-
     def model(self) -> torch.Tensor:
         """Return omega, the global server's parameters (a view)."""
         return self.omega
@@ -435,7 +421,7 @@ class GspServer:
         return out
 
 
-class GspNode:
+class GspNode(PushWorker):
     """
     A GSP node: compute at the model of its group, push (dense, or GDS-sparse), wait for Ready.
 
@@ -471,22 +457,7 @@ class GspNode:
         self.diverged = False
         self._sent_at = 0.0
 
-    def start(self, now: float) -> list:
-        return [StartCompute(clock=0)]
-
-    def next_wakeup(self):
-        return None
-
-    def on_tick(self, now: float) -> list:
-        return []
-
-    def on_compute_done(self, grad: torch.Tensor, now: float) -> list:
-        if self.stopped:
-            return []
-        g = grad.reshape(-1).to(torch.float32)
-        if not bool(torch.isfinite(g).all()):     # the model diverged: stop, loudly
-            self.stopped = self.diverged = True
-            return [Log('diverged', 1.0, self.rank), Stopped('non-finite gradient')]
+    def _push(self, g: torch.Tensor, now: float) -> list:
         if self.residual is not None:
             idx, vals = self.residual.step(g, self.density)
             payload, codec = topk.encode(idx, vals), topk.TOPK_CODEC_ID
@@ -501,28 +472,16 @@ class GspNode:
                                       payload=payload))]
 
     def on_message(self, msg, now: float) -> list:
-        if self.stopped:
-            return []
-        if isinstance(msg, Schedule) and msg.stop:
-            self.stopped = True
-            return [Stopped('server says training is over')]
-        if isinstance(msg, UploadDensity):
+        if isinstance(msg, UploadDensity) and not self.stopped:
             if not 0.0 < msg.density <= 1.0:
                 return [Log('reject', 1.0, self.rank, {'error': 'bad density'})]
             self.density = float(msg.density)
             return []
-        if (not isinstance(msg, RowChunk) or msg.kind != KIND_UPDATE or msg.codec != 0
-                or msg.receiver != self.rank):
-            return [Log('reject', 1.0, self.rank, {'error': 'unexpected message'})]
-        try:
-            model = topk.decode_dense(msg.payload, self.n_params)
-        except ValueError as err:
-            return [Log('reject', 1.0, self.rank, {'error': str(err)})]
-        self.w.copy_(model)
+        return super().on_message(msg, now)
+
+    def _pulled(self, msg: RowChunk) -> int:
         self.clock += 1
-        return [Log('pull_done', 1.0, self.rank,
-                    {'bytes': msg.wire_size(), 'seconds': now - self._sent_at}),
-                StartCompute(clock=self.clock)]
+        return self.clock
 
 
 __all__ = ['GspConfig', 'GspServer', 'GspNode', 'GdsController', 'UploadDensity', 'baseline',

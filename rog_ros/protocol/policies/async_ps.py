@@ -1,0 +1,125 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Sans-I/O engine shells of an asynchronous parameter server and its pushing workers.
+
+Why it exists: AdaComp (policies/adacomp.py) and GSP (policies/gsp.py) were written in
+parallel and share their whole engine face. The server accepts one message, a gradient push
+(``RowChunk`` of KIND_GRAD), turns anything else, and any push its ``_on_push`` refuses with
+``MessageError`` or ``ValueError``, into one counted ``reject`` log, and keeps no timers. A
+worker computes at the model it holds, stops loudly on a non-finite gradient, pushes, and on
+the server's dense model (``RowChunk`` of KIND_UPDATE, codec 0) starts the next computation;
+a ``Schedule`` with ``stop`` ends it. Those shells live here once; what differs (how a push is
+applied, what a worker sends and when) stays in the algorithms' own modules.
+"""
+
+from __future__ import annotations
+
+from rog_ros.core.compress import topk
+from rog_ros.protocol.actions import Log, StartCompute, Stopped
+from rog_ros.protocol.messages import KIND_GRAD, KIND_UPDATE, MessageError, RowChunk, Schedule
+import torch
+
+
+class PushServer:
+    """
+    Base of a server engine that only answers gradient pushes and has no timers.
+
+    A subclass sets ``self.rejects = 0`` in its constructor and implements
+    ``_on_push(msg, now) -> list`` for a ``RowChunk`` of KIND_GRAD.
+    """
+
+    rejects: int
+
+    def on_message(self, msg, now: float) -> list:
+        try:
+            if not isinstance(msg, RowChunk) or msg.kind != KIND_GRAD:
+                raise MessageError(f'server does not accept {type(msg).__name__}')
+            return self._on_push(msg, now)
+        except (MessageError, ValueError) as err:
+            self.rejects += 1
+            return [Log('reject', 1.0, getattr(msg, 'sender', -1), {'error': str(err)})]
+
+    def on_tick(self, now: float) -> list:
+        return []
+
+    def next_wakeup(self):
+        return None
+
+    def _on_push(self, msg: RowChunk, now: float) -> list:
+        raise NotImplementedError
+
+
+class PushWorker:
+    """
+    Base of a worker engine that pushes gradients and computes again at each model pulled.
+
+    A subclass sets ``rank``, ``n_params``, ``w`` (the flat model held), ``stopped``,
+    ``diverged`` and ``_sent_at`` (when its last push left) and implements
+    ``_push(g, now) -> list`` for a finite flat fp32 gradient and ``_pulled(msg) -> int``
+    (book-keeping after ``w`` took the pulled model; returns the clock to compute next).
+    """
+
+    rank: int
+    n_params: int
+    w: torch.Tensor
+    stopped: bool
+    diverged: bool
+    _sent_at: float
+
+    def start(self, now: float) -> list:
+        return [StartCompute(clock=0)]
+
+    def next_wakeup(self):
+        return None
+
+    def on_tick(self, now: float) -> list:
+        return []
+
+    def on_compute_done(self, grad: torch.Tensor, now: float) -> list:
+        if self.stopped:
+            return []
+        g = grad.reshape(-1).to(torch.float32)
+        if not bool(torch.isfinite(g).all()):     # the model diverged: stop, loudly
+            self.stopped = self.diverged = True
+            return [Log('diverged', 1.0, self.rank), Stopped('non-finite gradient')]
+        return self._push(g, now)
+
+    def on_message(self, msg, now: float) -> list:
+        if self.stopped:
+            return []
+        if isinstance(msg, Schedule) and msg.stop:
+            self.stopped = True
+            return [Stopped('server says training is over')]
+        if (not isinstance(msg, RowChunk) or msg.kind != KIND_UPDATE or msg.codec != 0
+                or msg.receiver != self.rank):
+            return [Log('reject', 1.0, self.rank, {'error': 'unexpected message'})]
+        try:
+            model = topk.decode_dense(msg.payload, self.n_params)
+        except ValueError as err:
+            return [Log('reject', 1.0, self.rank, {'error': str(err)})]
+        self.w.copy_(model)
+        clock = self._pulled(msg)
+        return [Log('pull_done', 1.0, self.rank,
+                    {'bytes': msg.wire_size(), 'seconds': now - self._sent_at}),
+                StartCompute(clock=clock)]
+
+    def _push(self, g: torch.Tensor, now: float) -> list:
+        raise NotImplementedError
+
+    def _pulled(self, msg: RowChunk) -> int:
+        raise NotImplementedError
+
+
+__all__ = ['PushServer', 'PushWorker']
