@@ -12,18 +12,20 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-What the AdaComp and GSP runners share with ``simulate``: links, gradients, evaluation.
+What the AdaComp, GSP and FLEET runners share with ``simulate``: links, harness, evaluation.
 
 Each runner gets the same per-robot trace-driven links as :func:`rog_ros.sim.simulator.simulate`
-(one ``FluidLink`` per robot, its two directions sharing the airtime by default), computes real
-gradients of the workload's model on the worker's own partition, and evaluates a flat model
-vector on the workload's held-out set.
+(one ``FluidLink`` per robot, its two directions sharing the airtime by default), drives its
+engines in one :class:`~rog_ros.sim.harness.Harness` with periodic and final evaluations,
+computes real gradients of the workload's model on the worker's own partition, and evaluates a
+flat model vector on the workload's held-out set.
 """
 
 from __future__ import annotations
 
 from rog_ros.core.rows import RowLayout
 from rog_ros.net import links
+from rog_ros.sim.harness import Harness
 import torch
 
 
@@ -43,6 +45,39 @@ def build_links(cfg, n: int):
         stations = [links.DuplexLink(ln) for ln in link_list]
         return [st.up for st in stations], [st.down for st in stations]
     return link_list, link_list
+
+
+def make_harness(cfg, server, workers, grad_fn, compute_s, recorder, evaluate, iterations: int,
+                 progress=None) -> Harness:
+    """
+    The Harness of one runner's engines over :func:`build_links`, evaluating as ``simulate``.
+
+    ``evaluate(max_samples) -> dict`` scores the current model; the harness calls it about
+    ``cfg.evaluations`` times over ``iterations`` mean iterations per worker and hands each
+    result to ``progress(now, mean_iteration, metrics)`` when given. Run it with
+    ``harness.run(...)``, then record the final evaluation with :func:`final_eval`.
+    """
+    n = len(workers)
+    harness = None
+
+    def eval_fn(max_samples=cfg.eval_samples):
+        out = evaluate(max_samples)
+        if progress is not None:
+            progress(harness.now, sum(harness.stats.iterations) / n, out)
+        return out
+
+    up, down = build_links(cfg, n)
+    harness = Harness(server, workers, grad_fn, compute_s=compute_s, up=up, down=down,
+                      recorder=recorder, eval_fn=eval_fn,
+                      eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
+    return harness
+
+
+def final_eval(harness: Harness, cfg) -> None:
+    """Record the final evaluation (``cfg.final_eval_samples``) and the end time of a run."""
+    harness.recorder.on_eval(harness.now, sum(harness.stats.iterations) / len(harness.workers),
+                             harness.eval_fn(cfg.final_eval_samples))
+    harness.recorder.end_time_s = harness.now
 
 
 class ModelBench:

@@ -39,12 +39,11 @@ import math
 
 from rog_ros.core.rows import RowLayout
 from rog_ros.metrics import RunRecorder
-from rog_ros.net import links
 from rog_ros.protocol.policies.fleet import (AdaSgdConfig, AdaSgdServer, Controller,
                                              FleetServerEngine, FleetWorkerEngine,
                                              label_counts)
 from rog_ros.sim import systems
-from rog_ros.sim.harness import Harness
+from rog_ros.sim.runners._common import final_eval, make_harness
 import torch
 
 NAMES = {'adasgd': 'adasgd', 'dynsgd': 'dynsgd', 'fedavg-async': 'fedavg-async'}
@@ -72,7 +71,7 @@ def parse_system(spec: str, overrides: dict) -> AdaSgdConfig:
 def run(cfg, progress=None) -> RunRecorder:
     """``rog sim`` runner of adasgd / dynsgd / fedavg-async (see the module docstring)."""
     from rog_ros import workloads
-    from rog_ros.sim.simulator import DEFAULT_ITERATIONS, make_traces
+    from rog_ros.sim.simulator import DEFAULT_ITERATIONS
     opts, dampening = parse_system(cfg.system, cfg.policy_overrides)
     wl = workloads.get(cfg.workload)
     n = cfg.workers
@@ -117,32 +116,19 @@ def run(cfg, progress=None) -> RunRecorder:
     eval_flat = torch.empty_like(w0)
     layout.bind(eval_model, eval_flat)
 
-    def eval_fn(max_samples=cfg.eval_samples):
+    def evaluate(max_samples):
         eval_flat.copy_(core.w)
-        out = wl.evaluate(eval_model, max_samples=max_samples)
-        if progress is not None:
-            progress(harness.now, sum(harness.stats.iterations) / n, out)
-        return out
+        return wl.evaluate(eval_model, max_samples=max_samples)
 
-    stations = [links.DuplexLink(links.FluidLink(tr, latency_s=cfg.latency_s,
-                                                 seed=cfg.seed + r, time_offset_s=off))
-                for r, (tr, off) in enumerate(make_traces(cfg.trace, n, cfg.seed))]
-    if cfg.duplex == 'shared':
-        up, down = [s.up for s in stations], [s.down for s in stations]
-    else:
-        up = down = [s.link for s in stations]
     recorder = RunRecorder(system=cfg.label or cfg.system.split('#')[0], n_workers=n,
                            staleness=0, trace=cfg.trace, seed=cfg.seed, workload=wl.name,
                            target_accuracy=wl.target_accuracy)
-    harness = Harness(server, engines, grad_fn, compute_s=compute, up=up, down=down,
-                      recorder=recorder, eval_fn=eval_fn,
-                      eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
+    harness = make_harness(cfg, server, engines, grad_fn, compute, recorder, evaluate,
+                           iterations, progress)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         harness.run(until=cfg.time_budget_s or math.inf)
-    recorder.on_eval(harness.now, sum(harness.stats.iterations) / n,
-                     eval_fn(cfg.final_eval_samples))
-    recorder.end_time_s = harness.now
+    final_eval(harness, cfg)
     taus = core.staleness or [0]
     recorder.extra.update({
         'params': layout.n_params, 'message_bytes': 4 * layout.n_params,

@@ -33,8 +33,7 @@ import math
 from rog_ros.metrics import RunRecorder
 from rog_ros.protocol.policies.gsp import baseline, GspConfig, GspNode, GspServer
 from rog_ros.sim import systems
-from rog_ros.sim.harness import Harness
-from rog_ros.sim.runners._common import build_links, ModelBench, parse_arg
+from rog_ros.sim.runners._common import final_eval, make_harness, ModelBench, parse_arg
 import torch
 
 _FIELDS = {f.name for f in fields(GspConfig)}
@@ -90,27 +89,16 @@ def run(cfg, progress=None) -> RunRecorder:
     recorder = RunRecorder(system=label, n_workers=n, staleness=gcfg.ssp_threshold,
                            trace=cfg.trace, seed=cfg.seed, workload=wl.name,
                            target_accuracy=wl.target_accuracy)
-    harness = None
-
-    def eval_fn(max_samples=cfg.eval_samples):
-        out = bench.evaluate(server.model(), max_samples)
-        if progress is not None:
-            progress(harness.now, sum(harness.stats.iterations) / n, out)
-        return out
-
-    up, down = build_links(cfg, n)
-    harness = Harness(server, nodes, lambda r, w, clock: bench.grad(r, w),
-                      compute_s=[compute * f for f in factors], up=up, down=down,
-                      recorder=recorder, eval_fn=eval_fn,
-                      eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
+    harness = make_harness(cfg, server, nodes, lambda r, w, clock: bench.grad(r, w),
+                           [compute * f for f in factors], recorder,
+                           lambda max_samples: bench.evaluate(server.model(), max_samples),
+                           iterations, progress)
     harness.run(until=cfg.time_budget_s or math.inf)
     server.diverged = server.diverged or any(nd.diverged for nd in nodes)
     if not server.finished and not server.diverged and cfg.time_budget_s is None:
         raise RuntimeError(f'{label}: the run stalled after {server.total_pushes} of '
                            f'{server.max_pushes} pushes (no event left)')
-    recorder.on_eval(harness.now, sum(harness.stats.iterations) / n,
-                     eval_fn(cfg.final_eval_samples))
-    recorder.end_time_s = harness.now
+    final_eval(harness, cfg)
     recorder.extra.update(server.stats())
     recorder.extra.update({'params': int(bench.w0.numel()), 'gds': gcfg.gds,
                            'gds_rule': gcfg.gds_rule, 'lr': lr, 'momentum': momentum,
