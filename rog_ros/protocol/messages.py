@@ -361,3 +361,18 @@ def check_schema(msg) -> None:
         raise MessageError(
             f'{msg.TYPE}: schema_version {msg.schema_version}, this build speaks '
             f'{SCHEMA_VERSION}; rebuild all nodes from the same release')
+
+
+def stamp_incarnations(msg, incarnation: int, target_incarnation: int | None) -> None:
+    """
+    Fill the run ids a message leaves unset (0) before it is sent.
+
+    ``incarnation`` becomes the message's ``incarnation``; ``target_incarnation`` (the
+    receiver's run id as the sender knows it) that of a directed message, unless it is None
+    (receiver not addressable). The server and the worker engines stamp every send this way.
+    """
+    if not msg.incarnation:
+        msg.incarnation = incarnation
+    if (target_incarnation is not None and hasattr(msg, 'target_incarnation')
+            and not msg.target_incarnation):
+        msg.target_incarnation = target_incarnation

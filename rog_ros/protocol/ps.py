@@ -79,7 +79,8 @@ from rog_ros.core.versions import VersionTable
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     check_schema, FLAG_END, FLAG_JOIN, FLAG_REQUEST, FLAG_SNAPSHOT, KIND_GRAD, KIND_UPDATE,
-    LinkStats, MAX_CLOCK, MessageError, RowChunk, RowVersions, Schedule, SERVER, TransferAck)
+    LinkStats, MAX_CLOCK, MessageError, RowChunk, RowVersions, Schedule, SERVER,
+    stamp_incarnations, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.policies.flown import SlotScheduler
 from rog_ros.protocol.transfer import (
@@ -297,10 +298,8 @@ class ServerEngine:
         for a in actions:
             if isinstance(a, Send):
                 m = a.msg
-                if not m.incarnation:
-                    m.incarnation = self.incarnation
-                if not m.target_incarnation and 0 <= a.dest < self.n:
-                    m.target_incarnation = self.worker_inc[a.dest]
+                stamp_incarnations(m, self.incarnation,
+                                   self.worker_inc[a.dest] if 0 <= a.dest < self.n else None)
                 if isinstance(m, Schedule) and m.checkpoint_transfer == -1:
                     m.checkpoint_transfer = self._checkpoint_for(m.worker,
                                                                  m.target_incarnation)

@@ -69,7 +69,7 @@ from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
     check_schema, check_versions, FLAG_END, FLAG_JOIN, FLAG_REQUEST, FLAG_SNAPSHOT,
     ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK, MessageError, RowChunk, RowVersions,
-    Schedule, SERVER, TransferAck)
+    Schedule, SERVER, stamp_incarnations, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.transfer import OutgoingTransfer, Receiver, snapshot_layout
 import torch
@@ -311,10 +311,7 @@ class WorkerEngine:
         for a in actions:
             if isinstance(a, Send):
                 m = a.msg
-                if not m.incarnation:
-                    m.incarnation = self.incarnation
-                if hasattr(m, 'target_incarnation') and not m.target_incarnation:
-                    m.target_incarnation = self.server_incarnation
+                stamp_incarnations(m, self.incarnation, self.server_incarnation)
                 if (self.push is not None and isinstance(m, RowChunk) and m.flags & FLAG_END
                         and m.transfer_id == self.push.transfer_id
                         and not getattr(self.push, 'saved', False)):
