@@ -50,7 +50,7 @@ def build_links(cfg, n: int):
 def make_harness(cfg, server, workers, grad_fn, compute_s, recorder, evaluate, iterations: int,
                  progress=None) -> Harness:
     """
-    The Harness of one runner's engines over :func:`build_links`, evaluating as ``simulate``.
+    Build the Harness of one runner's engines over :func:`build_links`, evaluated as ``simulate``.
 
     ``evaluate(max_samples) -> dict`` scores the current model; the harness calls it about
     ``cfg.evaluations`` times over ``iterations`` mean iterations per worker and hands each
