@@ -35,6 +35,22 @@ def parse_arg(system: str):
     return name.strip().lower(), arg.strip()
 
 
+def workload_of(cfg):
+    """
+    Return ``(workload, n, iterations)`` of a run configuration, checking ``n >= 1``.
+
+    ``iterations`` is the per-worker budget: ``cfg.iterations``, else the workload's
+    ``adaptation_iterations``, else ``simulate``'s default.
+    """
+    from rog_ros import workloads
+    from rog_ros.sim.simulator import DEFAULT_ITERATIONS
+    wl = workloads.get(cfg.workload)
+    if cfg.workers < 1:
+        raise ValueError('need at least one worker')
+    iterations = cfg.iterations or getattr(wl, 'adaptation_iterations', DEFAULT_ITERATIONS)
+    return wl, cfg.workers, iterations
+
+
 def build_links(cfg, n: int):
     """Per-robot up/down links exactly as ``simulate`` builds them."""
     from rog_ros.sim.simulator import make_traces

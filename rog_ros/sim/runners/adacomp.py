@@ -32,7 +32,8 @@ from rog_ros.metrics import RunRecorder
 from rog_ros.protocol.policies.adacomp import (
     AdaCompConfig, AdaCompServer, AdaCompWorker, heterogeneity_factors)
 from rog_ros.sim import systems
-from rog_ros.sim.runners._common import final_eval, make_harness, ModelBench, parse_arg
+from rog_ros.sim.runners._common import (
+    final_eval, make_harness, ModelBench, parse_arg, workload_of)
 import torch
 
 DEFAULT_C = 0.01
@@ -64,16 +65,10 @@ def config_for(system: str, overrides: dict, wl) -> AdaCompConfig:
 
 def run(cfg, progress=None) -> RunRecorder:
     """Simulate one AdaComp-family run: the entry point of ``rog sim`` and ``rog compare``."""
-    from rog_ros import workloads
-    from rog_ros.sim.simulator import DEFAULT_ITERATIONS
-    wl = workloads.get(cfg.workload)
-    n = cfg.workers
-    if n < 1:
-        raise ValueError('need at least one worker')
+    wl, n, iterations = workload_of(cfg)
     acfg = config_for(cfg.system, dict(cfg.policy_overrides), wl)
     torch.manual_seed(cfg.seed)
     bench = ModelBench(wl, n, cfg.seed)
-    iterations = cfg.iterations or getattr(wl, 'adaptation_iterations', DEFAULT_ITERATIONS)
     server = AdaCompServer(bench.w0, n, acfg, max_updates=iterations * n)
     factors = ([1.0] * n if not cfg.policy_overrides.get('heterogeneity')
                else heterogeneity_factors(n))

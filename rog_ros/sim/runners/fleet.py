@@ -43,7 +43,7 @@ from rog_ros.protocol.policies.fleet import (AdaSgdConfig, AdaSgdServer, Control
                                              FleetServerEngine, FleetWorkerEngine,
                                              label_counts)
 from rog_ros.sim import systems
-from rog_ros.sim.runners._common import final_eval, make_harness
+from rog_ros.sim.runners._common import final_eval, make_harness, workload_of
 import torch
 
 NAMES = {'adasgd': 'adasgd', 'dynsgd': 'dynsgd', 'fedavg-async': 'fedavg-async'}
@@ -70,16 +70,10 @@ def parse_system(spec: str, overrides: dict) -> AdaSgdConfig:
 
 def run(cfg, progress=None) -> RunRecorder:
     """``rog sim`` runner of adasgd / dynsgd / fedavg-async (see the module docstring)."""
-    from rog_ros import workloads
-    from rog_ros.sim.simulator import DEFAULT_ITERATIONS
     opts, dampening = parse_system(cfg.system, cfg.policy_overrides)
-    wl = workloads.get(cfg.workload)
-    n = cfg.workers
-    if n < 1:
-        raise ValueError('need at least one worker')
+    wl, n, iterations = workload_of(cfg)
     opts.setdefault('lr', cfg.lr if cfg.lr is not None else wl.lr)
     acfg = AdaSgdConfig(dampening=dampening, **opts)
-    iterations = cfg.iterations or getattr(wl, 'adaptation_iterations', DEFAULT_ITERATIONS)
     classes = classes_of(wl)
     models = [wl.make_model() for _ in range(n)]
     layout = RowLayout([tuple(p.shape) for p in models[0].parameters()], whole_model=True)

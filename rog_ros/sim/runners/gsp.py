@@ -33,7 +33,8 @@ import math
 from rog_ros.metrics import RunRecorder
 from rog_ros.protocol.policies.gsp import baseline, GspConfig, GspNode, GspServer
 from rog_ros.sim import systems
-from rog_ros.sim.runners._common import final_eval, make_harness, ModelBench, parse_arg
+from rog_ros.sim.runners._common import (
+    final_eval, make_harness, ModelBench, parse_arg, workload_of)
 import torch
 
 _FIELDS = {f.name for f in fields(GspConfig)}
@@ -62,12 +63,7 @@ def config_for(system: str, overrides: dict, n: int) -> GspConfig:
 
 def run(cfg, progress=None) -> RunRecorder:
     """Simulate one GSP-family run: the entry point of ``rog sim`` and ``rog compare``."""
-    from rog_ros import workloads
-    from rog_ros.sim.simulator import DEFAULT_ITERATIONS
-    wl = workloads.get(cfg.workload)
-    n = cfg.workers
-    if n < 1:
-        raise ValueError('need at least one worker')
+    wl, n, iterations = workload_of(cfg)
     overrides = dict(cfg.policy_overrides)
     gcfg = config_for(cfg.system, overrides, n)
     speed = [float(f) for f in overrides.get('speed_factors') or [1.0]]
@@ -76,7 +72,6 @@ def run(cfg, progress=None) -> RunRecorder:
     factors = [speed[r % len(speed)] for r in range(n)]
     torch.manual_seed(cfg.seed)
     bench = ModelBench(wl, n, cfg.seed)
-    iterations = cfg.iterations or getattr(wl, 'adaptation_iterations', DEFAULT_ITERATIONS)
     lr = cfg.lr if cfg.lr is not None else wl.lr
     momentum = cfg.momentum if cfg.momentum is not None else wl.momentum
     pool = sum(len(p) for p in wl.partition(n))
