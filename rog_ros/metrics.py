@@ -23,7 +23,9 @@ write the same files: ``summary.json`` and ``timeseries.csv``. Definitions, per 
 * stall cost = mean_d(stall_d / compute_d); a threshold trigger = one held pull;
 * max dip after target (``max_dip_after_target``, see ``max_dip_after_target``): from the first
   evaluation whose accuracy reaches the target, the largest drop of an evaluation's accuracy
-  below the highest accuracy evaluated before it (a fraction: 0.02 = 2 points).
+  below the highest accuracy evaluated before it (a fraction: 0.02 = 2 points);
+  ``max_dip_after_target_smoothed``: the same over the accuracy smoothed like time to target
+  (mean of the last 3 evaluations), which one unlucky evaluation cannot make on its own.
 """
 
 from __future__ import annotations
@@ -131,6 +133,8 @@ class RunRecorder:
         final = self.rows[-1] if self.rows else {}
         dip, dip_at = dip_after_target([r.get('accuracy') for r in self.rows],
                                        self.target_accuracy)
+        smooth_dip = dip_after_target([r.get('accuracy_smoothed') for r in self.rows],
+                                      self.target_accuracy)[0]
         return {
             'system': self.system, 'staleness': self.staleness, 'workers': n,
             'workload': self.workload, 'trace': self.trace, 'seed': self.seed,
@@ -143,6 +147,7 @@ class RunRecorder:
             'max_dip_after_target': dip,
             'max_dip_at_iteration': (self.rows[dip_at]['iteration']
                                      if dip_at is not None else None),
+            'max_dip_after_target_smoothed': smooth_dip,
             'stall_cost': float(np.mean(cost)) if cost else 0.0,
             'threshold_triggers': int(sum(self.triggers)),
             'compute_time_s': compute, 'comm_time_s': comm, 'stall_time_s': stall,

@@ -65,12 +65,27 @@ def test_the_summary_carries_the_dip_of_its_evaluations(tmp_path):
     summary = rec.write(str(tmp_path))
     assert summary['max_dip_after_target'] == pytest.approx(0.05)
     assert summary['max_dip_at_iteration'] == 30.0
+    # smoothed (mean of the last 3): 0.5, 0.655, 0.7167, 0.8133, 0.82 -> target at index 3
+    assert summary['max_dip_after_target_smoothed'] == pytest.approx(0.0)
     on_disk = json.loads((tmp_path / 'summary.json').read_text())
     assert on_disk['max_dip_after_target'] == pytest.approx(0.05)
     assert [r['stall_s'] for r in rec.rows] == [0.0, 0.5, 1.0, 1.5, 2.0]  # given counters
     line = result_line(str(tmp_path / 'summary.json'))
-    assert 'max dip after target 5.00 points (iteration 30)' in line
+    assert 'max dip after target 5.00 points (iteration 30; smoothed over 3 ' in line
     assert result_line(str(tmp_path / 'missing.json')) == ''
+
+
+def test_the_smoothed_dip_ignores_one_bad_evaluation_but_not_a_lasting_drop():
+    rec = RunRecorder(system='rog:4', n_workers=1, target_accuracy=0.8)
+    for i, a in enumerate([0.5, 0.85, 0.85, 0.85, 0.79, 0.85, 0.85]):   # one bad evaluation
+        rec.on_eval(float(i), float(i), {'accuracy': a})
+    s = rec.summary()
+    assert s['max_dip_after_target'] == pytest.approx(0.06)
+    assert s['max_dip_after_target_smoothed'] == pytest.approx(0.02)
+    rec = RunRecorder(system='rog:4', n_workers=1, target_accuracy=0.8)
+    for i, a in enumerate([0.5, 0.85, 0.85, 0.85, 0.80, 0.80, 0.80]):   # a lasting drop
+        rec.on_eval(float(i), float(i), {'accuracy': a})
+    assert rec.summary()['max_dip_after_target_smoothed'] == pytest.approx(0.05)
 
 
 @pytest.mark.parametrize('background', [True, False])

@@ -390,7 +390,8 @@ def result_line(path: str) -> str:
             f'(iteration {num("iterations_to_target", "g")}), '
             f'final accuracy {num("final_accuracy", ".4f")}, '
             f'max dip after target {num("max_dip_after_target", ".2f", 100.0)} points'
-            f' (iteration {num("max_dip_at_iteration", "g")}), '
+            f' (iteration {num("max_dip_at_iteration", "g")}; smoothed over 3 evaluations '
+            f'{num("max_dip_after_target_smoothed", ".2f", 100.0)}), '
             f'{num("sim_time_s", ".1f")} s')
 
 

@@ -346,6 +346,7 @@ class ServerNode:
             'rejects_by_reason': self.reject_counts(),
             'trace_scale': self.args.trace_scale, 'stall_s_per_worker': list(e.stall_time),
             'triggers_per_worker': list(e.triggers),
+            'outage_suspensions': e.outage_suspensions, 'weighted_pushes': e.weighted_pushes,
             'worker_status_received': sorted(self.status),
         })
         if not e.finished:      # written from what exists, but not a finished run (DESIGN 8)
