@@ -124,3 +124,24 @@ def test_collect_waits_only_as_long_as_it_is_told():
     assert time.monotonic() - t < 0.5 and ev.pending == 1
     assert [i for i, _ in ev.collect(wait_s=5.0)] == ['slow']
     ev.close()
+
+
+def test_close_drops_the_queue_lets_the_running_evaluation_end_and_joins():
+    started, release = threading.Event(), threading.Event()
+
+    def evaluate():
+        started.set()
+        release.wait(5.0)
+        return {'accuracy': 1.0}
+
+    ev = BackgroundEvaluator(evaluate, torch.zeros(1))
+    thread = ev._thread
+    for i in range(3):
+        ev.submit(torch.zeros(1), i)
+    assert started.wait(5.0)
+    threading.Timer(0.2, release.set).start()
+    ev.close(wait_s=5.0)
+    assert not thread.is_alive()
+    assert ev.pending == 1 and [i for i, _ in ev.collect()] == [0]   # two were dropped
+    ev.submit(torch.zeros(1), 'after')                  # closed: evaluates in the caller
+    assert [i for i, _ in ev.collect()] == ['after'] and ev.pending == 0

@@ -75,6 +75,7 @@ class BackgroundEvaluator:
         self.busy_s = 0.0         # seconds spent evaluating
         self.max_s = 0.0
         self._thread = None
+        self._closed = False
         if background:
             self._thread = threading.Thread(target=self._run, name='rog-server-eval',
                                             daemon=True)
@@ -105,15 +106,25 @@ class BackgroundEvaluator:
             out.append(item)
         return out
 
-    def close(self) -> None:
-        """Stop the thread once the queued evaluations are done (not waiting for it)."""
-        if self._thread is not None:
-            self._todo.put(None)
+    def close(self, wait_s: float = 30.0) -> None:
+        """
+        Stop the thread: drop what is still queued, let a running evaluation end.
+
+        Waits up to ``wait_s`` for the thread to end, so that the process never exits with
+        an evaluation half-way through torch. Idempotent.
+        """
+        if self._thread is None:
+            return
+        self._closed = True
+        self._todo.put(None)
+        self._thread.join(wait_s)
+        self._thread = None
+        self.pending = self._done.qsize()      # what was dropped never comes back
 
     def _run(self) -> None:
         while True:
             item = self._todo.get()
-            if item is None:
+            if item is None or self._closed:
                 return
             self._done.put(self._one(*item))
 
@@ -256,11 +267,14 @@ class ServerNode:
             while time.monotonic() < deadline and any(self.bus.matched(t) for t in workers):
                 self.driver.step(0.02)
         self._collect(wait_s=EVAL_DRAIN_S if self.engine.finished else LEAVE_TIMEOUT_S)
+        self.evaluator.close()
         return self._write(end)
 
     def cleanup(self) -> None:
         """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""
         self.life.trigger('cleanup')
+        if getattr(self, 'evaluator', None) is not None:
+            self.evaluator.close()
         if self.bus is not None:
             self.bus.close()
             self.bus = None
