@@ -20,7 +20,12 @@ write the same files: ``summary.json`` and ``timeseries.csv``. Definitions, per 
 * compute_d: time spent in forward/backward (and the codec, which runs inside the engines);
 * stall_d: time its pull was held by the staleness check (BSP barrier, SSP/RSP threshold);
 * comm_d = wall time - compute_d - stall_d: transfers and protocol waiting;
-* stall cost = mean_d(stall_d / compute_d); a threshold trigger = one held pull.
+* stall cost = mean_d(stall_d / compute_d); a threshold trigger = one held pull;
+* max dip after target (``max_dip_after_target``, see ``max_dip_after_target``): from the first
+  evaluation whose accuracy reaches the target, the largest drop of an evaluation's accuracy
+  below the highest accuracy evaluated before it (a fraction: 0.02 = 2 points);
+  ``max_dip_after_target_smoothed``: the same over the accuracy smoothed like time to target
+  (mean of the last 3 evaluations), which one unlucky evaluation cannot make on its own.
 """
 
 from __future__ import annotations
@@ -86,13 +91,22 @@ class RunRecorder:
             else:
                 self.bytes_down += nbytes
 
-    def on_eval(self, now: float, iteration: float, metrics: dict) -> None:
-        """Record an evaluation of the shared model at ``now`` (mean iteration ``iteration``)."""
+    def counters(self) -> dict:
+        """Return the cumulative counters an evaluation row carries, as they are now."""
+        return {'stall_s': sum(self.stall_s), 'triggers': sum(self.triggers),
+                'bytes': self.bytes_up + self.bytes_down}
+
+    def on_eval(self, now: float, iteration: float, metrics: dict,
+                counters: dict | None = None) -> None:
+        """
+        Record an evaluation of the shared model at ``now`` (mean iteration ``iteration``).
+
+        ``counters`` (from ``counters()``) are the ones of the moment the evaluated model was
+        taken, for an evaluation that finishes later; default: the counters now.
+        """
         row = {'time_s': now, 'iteration': iteration, **{k: float(v) for k, v in
                                                          metrics.items()}}
-        row['stall_s'] = sum(self.stall_s)
-        row['triggers'] = sum(self.triggers)
-        row['bytes'] = self.bytes_up + self.bytes_down
+        row.update(self.counters() if counters is None else counters)
         self.rows.append(row)
         acc = metrics.get('accuracy')
         if acc is not None:
@@ -117,6 +131,10 @@ class RunRecorder:
         cost = [s / c for s, c in zip(self.stall_s, self.compute_s) if c > 0]
         ts = np.asarray(self.transfer_s) if self.transfer_s else np.zeros(1)
         final = self.rows[-1] if self.rows else {}
+        dip, dip_at = dip_after_target([r.get('accuracy') for r in self.rows],
+                                       self.target_accuracy)
+        smooth_dip = dip_after_target([r.get('accuracy_smoothed') for r in self.rows],
+                                      self.target_accuracy)[0]
         return {
             'system': self.system, 'staleness': self.staleness, 'workers': n,
             'workload': self.workload, 'trace': self.trace, 'seed': self.seed,
@@ -126,6 +144,10 @@ class RunRecorder:
             'iterations_to_target': self.iterations_to_target,
             'final_accuracy': final.get('accuracy'),
             'final_loss': final.get('loss'),
+            'max_dip_after_target': dip,
+            'max_dip_at_iteration': (self.rows[dip_at]['iteration']
+                                     if dip_at is not None else None),
+            'max_dip_after_target_smoothed': smooth_dip,
             'stall_cost': float(np.mean(cost)) if cost else 0.0,
             'threshold_triggers': int(sum(self.triggers)),
             'compute_time_s': compute, 'comm_time_s': comm, 'stall_time_s': stall,
@@ -152,6 +174,49 @@ class RunRecorder:
             lines.append(','.join(_fmt(r.get(c)) for c in cols))
         atomic_write(os.path.join(out_dir, 'timeseries.csv'), '\n'.join(lines) + '\n')
         return summary
+
+
+def dip_after_target(accuracy, target) -> tuple:
+    """
+    Largest accuracy dip after the target is first reached, and where it bottoms out.
+
+    From the first evaluation whose accuracy is at or above ``target``, a dip at evaluation j
+    is the highest accuracy of the evaluations from there up to j, minus the accuracy of j; the
+    result is the largest one (0.0 when accuracy never falls after reaching the target). Raw
+    evaluations, not smoothed: one bad evaluation counts.
+
+    Parameters
+    ----------
+    accuracy : sequence of float or None
+        Accuracy of each evaluation in time order; None (no accuracy) entries are skipped.
+    target : float or None
+        Target accuracy.
+
+    Returns
+    -------
+    tuple
+        ``(dip, index)``: the dip as a fraction (0.02 = 2 points) and the index in
+        ``accuracy`` of the evaluation where it is largest (the first one on ties), or
+        ``(None, None)`` when there is no target or no evaluation reaches it.
+
+    """
+    if target is None:
+        return None, None
+    index = np.asarray([i for i, a in enumerate(accuracy) if a is not None and math.isfinite(a)],
+                       dtype=np.int64)
+    acc = np.asarray([accuracy[i] for i in index], dtype=np.float64)
+    reached = np.flatnonzero(acc >= target)
+    if reached.size == 0:
+        return None, None
+    after = acc[reached[0]:]
+    drops = np.maximum.accumulate(after) - after
+    worst = int(np.argmax(drops))
+    return float(drops[worst]), int(index[reached[0] + worst])
+
+
+def max_dip_after_target(accuracy, target) -> float | None:
+    """Return the dip of ``dip_after_target`` alone (a fraction; None: never reached)."""
+    return dip_after_target(accuracy, target)[0]
 
 
 def _fmt(v) -> str:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import json
 import math
 import os
 import signal
@@ -362,7 +363,36 @@ def run(args) -> int:
     if failed or reason or not os.path.exists(summary):
         return 1
     print(f'rog fleet: done; {summary}')
+    line = result_line(summary)
+    if line:
+        print(f'rog fleet: {line}')
     return 0
+
+
+def result_line(path: str) -> str:
+    """
+    One line of the run's results from its ``summary.json`` ('' when unreadable).
+
+    Time and iterations to target, final accuracy and the largest accuracy dip after the
+    target was first reached (``rog_ros.metrics.dip_after_target``), in points.
+    """
+    try:
+        with open(path) as fh:
+            s = json.load(fh)
+    except (OSError, ValueError):
+        return ''
+
+    def num(key, fmt, scale=1.0):
+        v = s.get(key)
+        return '-' if not isinstance(v, (int, float)) else format(v * scale, fmt)
+
+    return (f'time to target {num("time_to_target_s", ".1f")} s '
+            f'(iteration {num("iterations_to_target", "g")}), '
+            f'final accuracy {num("final_accuracy", ".4f")}, '
+            f'max dip after target {num("max_dip_after_target", ".2f", 100.0)} points'
+            f' (iteration {num("max_dip_at_iteration", "g")}; smoothed over 3 evaluations '
+            f'{num("max_dip_after_target_smoothed", ".2f", 100.0)}), '
+            f'{num("sim_time_s", ".1f")} s')
 
 
 def _recorder(args):
@@ -461,7 +491,6 @@ def _summary_from_what_exists(out: str, progress: Progress, n: int, iterations: 
     stopped before it trained), write one from the last status the fleet published. Either way
     the summary carries ``error``: an interrupted run is not a result.
     """
-    import json
     from rog_ros.atomic import atomic_write_text
     path = os.path.join(out, 'summary.json')
     try:

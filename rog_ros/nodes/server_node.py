@@ -17,13 +17,17 @@ ServerNode: the parameter server process (ServerEngine + evaluation + metrics + 
 Holds no protocol logic: the engine decides what to send, when a pull stalls and when the
 fleet stops (``max_iterations``). This class shapes each worker's downlink with its emulated
 link, evaluates the consensus model every K iterations (what the workers really hold, never
-undelivered rows), collects the workers' TrainStatus for compute times, and writes the same
-``summary.json`` / ``timeseries.csv`` as the simulator through ``RunRecorder``.
+undelivered rows; on the workload's whole evaluation set, in a thread of its own so that the
+protocol is never held by an evaluation: ``BackgroundEvaluator``), collects the workers'
+TrainStatus for compute times, and writes the same ``summary.json`` / ``timeseries.csv`` as
+the simulator through ``RunRecorder``.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 
 from rog_ros.metrics import RunRecorder
@@ -41,6 +45,100 @@ from rog_ros.protocol.messages import SERVER, TrainStatus
 from rog_ros.protocol.ps import ServerEngine
 
 LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the workers to leave
+EVAL_DRAIN_S = 120.0    # at the end: how long to wait for the evaluations still queued
+
+
+class BackgroundEvaluator:
+    """
+    Evaluates model snapshots in order, in a thread of its own; the loop collects the results.
+
+    The loop takes a snapshot of the consensus model (a copy: about 1 ms) and goes on serving;
+    the thread copies it into the evaluation model and runs ``evaluate``. Only the loop touches
+    the bus (results are published by whoever calls ``collect``).
+
+    Parameters
+    ----------
+    evaluate : callable
+        ``evaluate() -> dict`` of the model bound to ``flat``.
+    flat : torch.Tensor
+        The flat parameters of the evaluation model.
+    background : bool
+        False: ``submit`` evaluates at once, in the caller's thread (same results).
+
+    """
+
+    def __init__(self, evaluate, flat, background: bool = True):
+        self._evaluate, self._flat = evaluate, flat
+        self._done = queue.Queue()
+        self._todo = queue.Queue()
+        self.pending = 0          # submitted, not collected
+        self.busy_s = 0.0         # seconds spent evaluating
+        self.max_s = 0.0
+        self._thread = None
+        self._closed = False
+        if background:
+            self._thread = threading.Thread(target=self._run, name='rog-server-eval',
+                                            daemon=True)
+            self._thread.start()
+
+    def submit(self, snapshot, info) -> None:
+        """Queue ``snapshot`` (flat parameters, not used afterwards by the caller)."""
+        self.pending += 1
+        if self._thread is None:
+            self._done.put(self._one(snapshot, info))
+        else:
+            self._todo.put((snapshot, info))
+
+    def collect(self, wait_s: float = 0.0) -> list:
+        """
+        ``[(info, metrics or exception)]`` finished so far, in submission order.
+
+        ``wait_s`` > 0: wait up to that long for every pending evaluation.
+        """
+        out, deadline = [], time.monotonic() + wait_s
+        while self.pending:
+            left = deadline - time.monotonic()
+            try:
+                item = self._done.get(timeout=left) if left > 0 else self._done.get_nowait()
+            except queue.Empty:
+                break
+            self.pending -= 1
+            out.append(item)
+        return out
+
+    def close(self, wait_s: float = 30.0) -> None:
+        """
+        Stop the thread: drop what is still queued, let a running evaluation end.
+
+        Waits up to ``wait_s`` for the thread to end, so that the process never exits with
+        an evaluation half-way through torch. Idempotent.
+        """
+        if self._thread is None:
+            return
+        self._closed = True
+        self._todo.put(None)
+        self._thread.join(wait_s)
+        self._thread = None
+        self.pending = self._done.qsize()      # what was dropped never comes back
+
+    def _run(self) -> None:
+        while True:
+            item = self._todo.get()
+            if item is None or self._closed:
+                return
+            self._done.put(self._one(*item))
+
+    def _one(self, snapshot, info) -> tuple:
+        t = time.perf_counter()
+        try:
+            self._flat.copy_(snapshot)
+            result = self._evaluate()
+        except Exception as exc:  # noqa: B902 - reported by the loop, never kills the thread
+            result = exc
+        spent = time.perf_counter() - t
+        self.busy_s += spent
+        self.max_s = max(self.max_s, spent)
+        return info, result
 
 
 class ServerNode:
@@ -56,8 +154,9 @@ class ServerNode:
 
     """
 
-    def __init__(self, args, requests=None):
+    def __init__(self, args, requests=None, background_eval: bool = True):
         self.args = args
+        self.background_eval = background_eval
         self.requests = requests or SignalRequests()
         self.life = lc.Lifecycle()
         self.bus = None
@@ -87,6 +186,10 @@ class ServerNode:
                                    min_workers=getattr(a, 'min_workers', 1))
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
+        self.evaluator = BackgroundEvaluator(lambda: tr.workload.evaluate(tr.model), self.eval_w,
+                                             self.background_eval)
+        self.eval_loop_s = 0.0     # time the loop spent on evaluations (snapshots, results)
+        self.eval_samples = None   # evaluation samples per evaluation (the whole set)
         self.recorder = RunRecorder(
             system=policy_spec(a), n_workers=a.workers, staleness=tr.policy.staleness,
             trace=a.trace, seed=a.seed, workload=a.workload,
@@ -149,6 +252,8 @@ class ServerNode:
         self.diagnostics.maybe_publish()
         if self.life.training and self._mean_iteration() >= self._next_eval:
             self._evaluate()
+        if self.evaluator.pending:
+            self._collect()
         return True
 
     def finish(self) -> dict:
@@ -161,11 +266,15 @@ class ServerNode:
             workers = [f'w{r}/chunks' for r in range(self.args.workers)]
             while time.monotonic() < deadline and any(self.bus.matched(t) for t in workers):
                 self.driver.step(0.02)
+        self._collect(wait_s=EVAL_DRAIN_S if self.engine.finished else LEAVE_TIMEOUT_S)
+        self.evaluator.close()
         return self._write(end)
 
     def cleanup(self) -> None:
         """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""
         self.life.trigger('cleanup')
+        if getattr(self, 'evaluator', None) is not None:
+            self.evaluator.close()
         if self.bus is not None:
             self.bus.close()
             self.bus = None
@@ -174,6 +283,8 @@ class ServerNode:
     def shutdown(self) -> None:
         """Release the bus. Idempotent."""
         self.life.request('shutdown')
+        if getattr(self, 'evaluator', None) is not None:
+            self.evaluator.close()
         if getattr(self, 'hooks', None) is not None:
             self.hooks.close(self.reject_counts(), getattr(self.bus, 'injected', None))
         if self.bus is not None:
@@ -185,17 +296,33 @@ class ServerNode:
         return sum(self.engine.clock) / len(self.engine.clock)
 
     def _evaluate(self, now=None) -> None:
+        """Snapshot the consensus model now; the evaluator evaluates it (``_collect``)."""
+        t = time.perf_counter()
         now = time.monotonic() if now is None else now
-        self.eval_w.copy_(self.engine.consensus_model())
-        metrics = self.training.workload.evaluate(self.training.model)
-        metrics = {k: float(v) for k, v in metrics.items() if k in ('accuracy', 'loss')}
         iteration = self._mean_iteration()
-        self.recorder.on_eval(now - self.t0, iteration, metrics)
+        self.evaluator.submit(self.engine.consensus_model(),
+                              (now - self.t0, iteration, self.recorder.counters()))
         self._evaluated_at = iteration
-        self.last_metrics = metrics
-        self.evaluations += 1
         every = max(1, self.args.eval_every)
         self._next_eval = (int(iteration) // every + 1) * every
+        self.eval_loop_s += time.perf_counter() - t
+
+    def _collect(self, wait_s: float = 0.0) -> None:
+        """Record and publish the evaluations that are done (in order)."""
+        for (since_t0, iteration, counters), metrics in self.evaluator.collect(wait_s):
+            t = time.perf_counter()
+            if isinstance(metrics, Exception):
+                self.log.error(f'evaluation at iteration {iteration:g} failed: {metrics!r}')
+                continue
+            self.eval_samples = metrics.get('samples', self.eval_samples)
+            metrics = {k: float(v) for k, v in metrics.items() if k in ('accuracy', 'loss')}
+            self.recorder.on_eval(since_t0, iteration, metrics, counters)
+            self.last_metrics = metrics
+            self.evaluations += 1
+            self._publish_eval(metrics)
+            self.eval_loop_s += time.perf_counter() - t
+
+    def _publish_eval(self, metrics: dict) -> None:
         e = self.engine
         if self.bus is not None:
             self.bus.publish(self.status_topic, TrainStatus(
@@ -225,11 +352,15 @@ class ServerNode:
             'bus': type(getattr(self.bus, 'inner', self.bus)).__name__ if self.bus else '',
             'authenticated': hasattr(self.bus, 'verifier'),
             'completed': bool(e.finished), 'evaluations': self.evaluations,
+            'eval_samples': self.eval_samples,
+            'eval_busy_s': self.evaluator.busy_s, 'eval_max_s': self.evaluator.max_s,
+            'eval_loop_s': self.eval_loop_s, 'eval_in_background': self.background_eval,
             'rejects': e.rejects + (self.bus.rejects if self.bus else 0)
             + self.driver.engine_errors,
             'rejects_by_reason': self.reject_counts(),
             'trace_scale': self.args.trace_scale, 'stall_s_per_worker': list(e.stall_time),
             'triggers_per_worker': list(e.triggers),
+            'outage_suspensions': e.outage_suspensions, 'weighted_pushes': e.weighted_pushes,
             'worker_status_received': sorted(self.status),
         })
         if not e.finished:      # written from what exists, but not a finished run (DESIGN 8)

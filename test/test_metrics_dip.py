@@ -1,0 +1,147 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""The accuracy-dip metric, the server's background evaluations and the fleet's result line."""
+
+import json
+import threading
+import time
+
+import pytest
+from rog_ros.metrics import dip_after_target, max_dip_after_target, RunRecorder
+from rog_ros.nodes.fleet import result_line
+from rog_ros.nodes.server_node import BackgroundEvaluator
+import torch
+
+
+def test_a_planted_dip_after_the_target_is_caught():
+    # target 0.80 first reached at index 2; peak 0.85 at 4; planted dip to 0.81 at 6
+    acc = [0.60, 0.75, 0.80, 0.82, 0.85, 0.84, 0.81, 0.84, 0.86]
+    dip, at = dip_after_target(acc, 0.80)
+    assert dip == pytest.approx(0.04) and at == 6
+    assert max_dip_after_target(acc, 0.80) == pytest.approx(0.04)
+
+
+def test_drops_before_the_target_do_not_count():
+    acc = [0.60, 0.79, 0.50, 0.78, 0.81, 0.82, 0.815]
+    dip, at = dip_after_target(acc, 0.80)
+    assert dip == pytest.approx(0.005) and at == 6
+
+
+def test_a_rising_series_has_no_dip_and_an_unreached_target_has_no_value():
+    assert dip_after_target([0.7, 0.8, 0.85, 0.9], 0.8) == (0.0, 1)
+    assert dip_after_target([0.7, 0.75], 0.8) == (None, None)
+    assert dip_after_target([0.9, 0.1], None) == (None, None)
+    assert dip_after_target([], 0.5) == (None, None)
+
+
+def test_missing_accuracies_are_skipped_and_the_index_is_the_series_one():
+    acc = [0.6, None, 0.9, float('nan'), 0.85, None, 0.7, 0.95]
+    dip, at = dip_after_target(acc, 0.8)
+    assert dip == pytest.approx(0.2) and at == 6
+
+
+def test_the_dip_is_measured_from_the_running_peak_not_the_first_value():
+    # two dips: 0.90 -> 0.87 (3 points) and later 0.93 -> 0.92 (1 point)
+    acc = [0.80, 0.90, 0.87, 0.93, 0.92]
+    assert max_dip_after_target(acc, 0.80) == pytest.approx(0.03)
+
+
+def test_the_summary_carries_the_dip_of_its_evaluations(tmp_path):
+    rec = RunRecorder(system='rog:4', n_workers=2, target_accuracy=0.8)
+    for i, a in enumerate([0.5, 0.81, 0.84, 0.79, 0.83]):
+        rec.on_eval(float(i), 10.0 * i, {'accuracy': a, 'loss': 1.0 - a},
+                    counters={'stall_s': 0.5 * i, 'triggers': i, 'bytes': 100 * i})
+    summary = rec.write(str(tmp_path))
+    assert summary['max_dip_after_target'] == pytest.approx(0.05)
+    assert summary['max_dip_at_iteration'] == 30.0
+    # smoothed (mean of the last 3): 0.5, 0.655, 0.7167, 0.8133, 0.82 -> target at index 3
+    assert summary['max_dip_after_target_smoothed'] == pytest.approx(0.0)
+    on_disk = json.loads((tmp_path / 'summary.json').read_text())
+    assert on_disk['max_dip_after_target'] == pytest.approx(0.05)
+    assert [r['stall_s'] for r in rec.rows] == [0.0, 0.5, 1.0, 1.5, 2.0]  # given counters
+    line = result_line(str(tmp_path / 'summary.json'))
+    assert 'max dip after target 5.00 points (iteration 30; smoothed over 3 ' in line
+    assert result_line(str(tmp_path / 'missing.json')) == ''
+
+
+def test_the_smoothed_dip_ignores_one_bad_evaluation_but_not_a_lasting_drop():
+    rec = RunRecorder(system='rog:4', n_workers=1, target_accuracy=0.8)
+    for i, a in enumerate([0.5, 0.85, 0.85, 0.85, 0.79, 0.85, 0.85]):   # one bad evaluation
+        rec.on_eval(float(i), float(i), {'accuracy': a})
+    s = rec.summary()
+    assert s['max_dip_after_target'] == pytest.approx(0.06)
+    assert s['max_dip_after_target_smoothed'] == pytest.approx(0.02)
+    rec = RunRecorder(system='rog:4', n_workers=1, target_accuracy=0.8)
+    for i, a in enumerate([0.5, 0.85, 0.85, 0.85, 0.80, 0.80, 0.80]):   # a lasting drop
+        rec.on_eval(float(i), float(i), {'accuracy': a})
+    assert rec.summary()['max_dip_after_target_smoothed'] == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize('background', [True, False])
+def test_background_evaluations_come_back_in_order_with_their_snapshot(background):
+    flat = torch.zeros(3)
+    release = threading.Event()
+
+    def evaluate():
+        release.wait(5.0)
+        if float(flat[0]) == 2.0:
+            raise RuntimeError('planted')
+        return {'accuracy': float(flat.sum())}
+
+    ev = BackgroundEvaluator(evaluate, flat, background=background)
+    if not background:
+        release.set()
+    for i in range(4):
+        snap = torch.full((3,), float(i))
+        ev.submit(snap, i)
+    if background:
+        assert ev.collect() == [] and ev.pending == 4    # nothing blocks the caller
+        release.set()
+    got = ev.collect(wait_s=5.0)
+    assert [i for i, _ in got] == [0, 1, 2, 3] and ev.pending == 0
+    assert [m['accuracy'] for i, m in got if i != 2] == [0.0, 3.0, 9.0]
+    assert isinstance(got[2][1], RuntimeError)
+    assert ev.busy_s >= ev.max_s > 0.0
+    ev.close()
+
+
+def test_collect_waits_only_as_long_as_it_is_told():
+    ev = BackgroundEvaluator(lambda: time.sleep(1.0) or {}, torch.zeros(1))
+    ev.submit(torch.zeros(1), 'slow')
+    t = time.monotonic()
+    assert ev.collect(wait_s=0.05) == []
+    assert time.monotonic() - t < 0.5 and ev.pending == 1
+    assert [i for i, _ in ev.collect(wait_s=5.0)] == ['slow']
+    ev.close()
+
+
+def test_close_drops_the_queue_lets_the_running_evaluation_end_and_joins():
+    started, release = threading.Event(), threading.Event()
+
+    def evaluate():
+        started.set()
+        release.wait(5.0)
+        return {'accuracy': 1.0}
+
+    ev = BackgroundEvaluator(evaluate, torch.zeros(1))
+    thread = ev._thread
+    for i in range(3):
+        ev.submit(torch.zeros(1), i)
+    assert started.wait(5.0)
+    threading.Timer(0.2, release.set).start()
+    ev.close(wait_s=5.0)
+    assert not thread.is_alive()
+    assert ev.pending == 1 and [i for i, _ in ev.collect()] == [0]   # two were dropped
+    ev.submit(torch.zeros(1), 'after')                  # closed: evaluates in the caller
+    assert [i for i, _ in ev.collect()] == ['after'] and ev.pending == 0
