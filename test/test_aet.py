@@ -221,3 +221,75 @@ def test_receive_step_sender_or_current():
     assert torch.allclose(b.w, -sch.step(3) * 10 * torch.ones(2, dtype=torch.float64))
     with pytest.raises(ValueError):
         AetConfig(receive_step='mine')
+
+
+# --- rog reproduce aet: the paper's model, threshold scales, verdict and the sum rule's regime
+
+def test_reproduction_uses_the_papers_lenet_and_both_thresholds():
+    from rog_ros.experiments.repro_aet import AetLeNet, ET_CODE, ET_SPEC
+    n_p = sum(p.numel() for p in AetLeNet().parameters())
+    assert n_p == 139_784
+    w0 = torch.zeros(n_p)
+    assert EtPeer(0, [1], w0, 5, AetConfig(et_c=ET_SPEC['et_c'])).v0 == pytest.approx(27_956.8)
+    # the authors' code divides v0 by n * num_edge (5 nodes, --num-edge 2)
+    assert EtPeer(0, [1], w0, 5, AetConfig(et_c=ET_CODE['et_c'])).v0 == pytest.approx(2_795.68)
+    assert ET_SPEC['batch'] == 10 and ET_CODE['batch'] == 1
+
+
+def test_verdict_needs_both_the_round_ratio_and_the_accuracy():
+    from rog_ros.experiments.repro_aet import verdict
+    aet = {'rounds': 45, 'best_accuracy': 0.970}
+    assert verdict(aet, {'rounds': 1085, 'best_accuracy': 0.967})['holds']        # Table 1
+    v = verdict(aet, {'rounds': 236, 'best_accuracy': 0.967})
+    assert not v['holds'] and v['ratio'] == pytest.approx(236 / 45)
+    assert not verdict(aet, {'rounds': 1085, 'best_accuracy': 0.985})['holds']
+    assert verdict(aet, {'rounds': 900, 'best_accuracy': 0.979})['holds']
+
+
+def test_reproduction_runs_aet_and_et_on_generated_digits():
+    from rog_ros.experiments.repro_aet import Digits, run_system
+    data = Digits(n_train=300, n_test=100)
+    assert data.x.shape == (300, 1, 28, 28) and data.x_test.shape == (100, 1, 28, 28)
+    aet = run_system(data, 'aet', {'d': 1}, batch=4, k=30, hessian=True)
+    assert aet['rounds'] == 2 and aet['messages'] == 2 * 2 * 5          # rounds of 10 + 20
+    assert aet['last_round'] == {'s': 20, 'eta': pytest.approx(0.01 / (1 + 0.01 * 10 ** 0.5)),
+                                 'deg': 2}
+    assert aet['top_eigenvalue'] > 0
+    et = run_system(data, 'etsgd', {'et_c': 0.02}, batch=1, k=30)
+    assert 1 <= et['rounds'] <= 30 and 0 <= et['min_accuracy'] <= et['best_accuracy'] <= 1
+
+
+def test_power_iteration_finds_the_top_hessian_eigenvalue():
+    from rog_ros.experiments.repro_aet import top_hessian_eigenvalue
+    from torch.nn import functional as F
+
+    class Tiny:
+        y = torch.arange(12) % 3
+        x = torch.randn(12, 4, generator=torch.Generator().manual_seed(3))
+
+        def loss(self, model, idx):
+            return F.cross_entropy(model(self.x[idx]), self.y[idx])
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    data = Tiny()
+    lam = top_hessian_eigenvalue(model, data, samples=12, iterations=200)
+    idx = torch.randint(12, (12,), generator=torch.Generator().manual_seed(0))
+    w, b = model.weight.detach(), model.bias.detach()
+
+    def loss(flat):
+        return F.cross_entropy(data.x[idx] @ flat[:12].view(3, 4).T + flat[12:], data.y[idx])
+
+    h = torch.autograd.functional.hessian(loss, torch.cat([w.flatten(), b]))
+    assert lam == pytest.approx(float(torch.linalg.eigvalsh(h).abs().max()), rel=1e-3)
+
+
+def test_sum_rule_on_a_quadratic_converges_below_the_bound_and_overshoots_above():
+    from rog_ros.experiments.repro_aet import quadratic_drift
+    small = quadratic_drift(0.001, 'complete', k=2000)
+    big = quadratic_drift(0.01, 'complete', k=2000)
+    assert small['bound'] < 2 < big['bound']
+    assert small['mean_error'] < 0.05 and small['spread'] < 1e-6     # same updates everywhere
+    assert big['mean_error'] > 100                  # from 2.45: the common mode overshoots
+    ring = quadratic_drift(0.001, 'ring', k=2000)
+    assert ring['mean_error'] < 0.05 and ring['spread'] < 0.05       # small steps: stable
