@@ -13,6 +13,8 @@
 # limitations under the License.
 """Outage-aware RSP (issue 10, DESIGN section 4): a dead link is suspended, not waited for."""
 
+import copy
+
 import numpy as np
 from protocol_fixtures import build
 import pytest
@@ -125,3 +127,28 @@ def test_weight_is_one_within_the_bound_and_decays_beyond():
     assert server.late_weight(1, 20 - s) == 1.0             # within S of the fleet
     assert server.late_weight(1, 20 - s - 1) == pytest.approx(0.5)
     assert server.late_weight(1, 20 - s - 9) == pytest.approx(0.1)
+
+
+def test_the_ledger_and_counters_survive_a_checkpoint():
+    harness, server, workers, _ = run()
+    assert server.discarded is not None and server.weighted_pushes
+    state = copy.deepcopy(server.state_dict())      # what the driver writes to disk
+    fresh = harness.new_server()
+    fresh.load_state_dict(state)
+    assert fresh.discarded is not None and torch.equal(fresh.discarded, server.discarded)
+    assert fresh.discarded.data_ptr() != server.discarded.data_ptr()
+    assert (fresh.weighted_pushes, fresh.outage_suspensions) == \
+        (server.weighted_pushes, server.outage_suspensions)
+    # the restored server's books still add up: w0 - w_srv = lr/N x delivered - ledger
+    harness.server = fresh
+    check_invariants(harness, fresh, workers)
+
+
+def test_a_checkpoint_without_a_ledger_restores_none():
+    harness, server, _, _ = run(dip=False, iters=5)
+    state = server.state_dict()
+    assert server.discarded is None and state['discarded'] is None
+    del state['discarded']                           # written before the ledger existed
+    fresh = harness.new_server()
+    fresh.load_state_dict(state)
+    assert fresh.discarded is None and fresh.weighted_pushes == 0

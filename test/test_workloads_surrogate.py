@@ -84,5 +84,10 @@ def test_eacol_surrogate_has_convmlp_m_messages(tmp_path, monkeypatch):
     small = sum(torch.Size(s).numel() for s in model_shapes('cpu', 6))
     assert d['parameters'] == m + small and small < m // 50
     assert w.describe()['surrogate_for'] == 'convmlp-m'
+    # the simulator's budget for it: EACOL's, not the 300 of a 0.1 s/iteration workload
+    assert w.adaptation_iterations == 80
+    plain = workloads.get('eacol', num_classes=6, pretrain_samples=64, adapt_samples=96,
+                          eval_samples=16, pretrain_steps=1, pretrain_batch=8, batch_size=8)
+    assert not hasattr(plain, 'adaptation_iterations')
     with pytest.raises(ValueError, match='unknown EACOL model'):
         workloads.get('eacol', model='convmlp-xl', surrogate=True)

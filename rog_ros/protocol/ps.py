@@ -574,8 +574,8 @@ class ServerEngine:
         """
         Return the server's durable state (copies).
 
-        Model, mirrors, versions, clocks, incarnations, closed-transfer answers and each
-        worker's newest applied push.
+        Model, mirrors, versions, clocks, incarnations, closed-transfer answers, each
+        worker's newest applied push, and outage-aware RSP's ledger (``discarded``).
 
         Write it atomically (temp file, fsync, rename), then call
         ``checkpoint_confirmed(state['state_id'])``: from then on Schedules tell workers which
@@ -602,6 +602,10 @@ class ServerEngine:
             'closed': closed, 'newest_closed': dict(self.receiver.newest_closed),
             'triggers': list(self.triggers), 'stall_time': list(self.stall_time),
             'bytes_up': self.bytes_up, 'bytes_down': self.bytes_down,
+            # outage-aware RSP's ledger of late pushes discarded on purpose (conservation)
+            'discarded': None if self.discarded is None else self.discarded.clone(),
+            'weighted_pushes': self.weighted_pushes,
+            'outage_suspensions': self.outage_suspensions,
         }
 
     def checkpoint_confirmed(self, state_id: int) -> None:
@@ -622,7 +626,8 @@ class ServerEngine:
         """
         if sd.get('version') != 1 or sd['n_workers'] != self.n:
             raise ValueError('server state of another format or fleet size')
-        if sd['w_srv'].shape != self.w_srv.shape:
+        if sd['w_srv'].shape != self.w_srv.shape or (
+                sd.get('discarded') is not None and sd['discarded'].shape != self.w_srv.shape):
             raise ValueError('server state of another model')
         self.w_srv.copy_(sd['w_srv'])
         self.mirror.copy_(sd['mirror'])
@@ -651,6 +656,11 @@ class ServerEngine:
         self.receiver.newest_closed.update(sd['newest_closed'])
         self.triggers, self.stall_time = list(sd['triggers']), list(sd['stall_time'])
         self.bytes_up, self.bytes_down = sd['bytes_up'], sd['bytes_down']
+        # (absent from checkpoints written before the ledger was kept in them)
+        ledger = sd.get('discarded')
+        self.discarded = None if ledger is None else ledger.to(torch.float64).clone()
+        self.weighted_pushes = int(sd.get('weighted_pushes', 0))
+        self.outage_suspensions = int(sd.get('outage_suspensions', 0))
         # What each worker holds now is unknown: every pull starts with a snapshot.
         for r in range(self.n):
             self._new_snapshot_epoch(r)

@@ -48,6 +48,13 @@ CODE_VERSION = 'eacol-2'
 # Rog paper section 2.3: a Jetson Xavier NX computes one EACOL batch in 2.18 s.
 XAVIER_NX_SECONDS = 2.18
 _MODELS = {'convmlp-cpu': 'cpu', 'convmlp-s': 's', 'convmlp-m': 'm', 'convmlp-l': 'l'}
+SURROGATE_ITERATIONS = 80
+"""Adaptation budget per worker of a surrogate run (``rog compare --model convmlp-m``,
+``rog reproduce``). On ``outdoors`` (5 seeds, 60 iterations) EACOL reached its target after
+25-60 iterations and 4 of 15 runs had not reached it at 60, still climbing after the dip all
+systems show at iterations 12-20; 80 iterations at 4-18 s are 5-24 minutes of robot time,
+dozens of bandwidth holds. The simulator's 300 would cost about four times the CPU (each
+worker-iteration moves 17 M-parameter vectors through the codec and the server)."""
 
 
 def _normalise(x):
@@ -233,10 +240,12 @@ def _with_ballast(wl: Workload, model: str) -> Workload:
     state = Ballasted(wl.make_model(), shapes).state_dict()
     info = dict(wl._info, what=wl._info['what'] + f', carrying {model} as ballast (surrogate)',
                 surrogate_for=model, model='convmlp-cpu')
-    return Workload('eacol', model_fn, state, (wl._train_x, wl._train_y), wl._partitions,
-                    (wl._eval_x, wl._eval_y), batch_size=wl.batch_size,
-                    target_accuracy=wl.target_accuracy, compute_time_s=wl.compute_time_s,
-                    lr=wl.lr, momentum=wl.momentum, transform=wl._transform, info=info)
+    out = Workload('eacol', model_fn, state, (wl._train_x, wl._train_y), wl._partitions,
+                   (wl._eval_x, wl._eval_y), batch_size=wl.batch_size,
+                   target_accuracy=wl.target_accuracy, compute_time_s=wl.compute_time_s,
+                   lr=wl.lr, momentum=wl.momentum, transform=wl._transform, info=info)
+    out.adaptation_iterations = SURROGATE_ITERATIONS
+    return out
 
 
 def _partitioner(kind, labels, clients, coarse, alpha, seed):
