@@ -48,8 +48,9 @@ def check_key_arg(parser, args) -> None:
 
 def policy_spec(args) -> str:
     """Return the policy string of ``make_policy``: ``'rog:4'``, ``'ssp:4'``, ``'bsp'``."""
+    from rog_ros.nodes.push_systems import is_push
     sync = args.sync.strip().lower()
-    return sync if sync == 'bsp' else f'{sync}:{args.staleness}'
+    return sync if sync == 'bsp' or is_push(sync) else f'{sync}:{args.staleness}'
 
 
 def check_fleet_args(parser, args) -> None:
