@@ -61,4 +61,10 @@ def check_fleet_args(parser, args) -> None:
         parser.error(f'--rank must be in 0..{args.workers - 1}')
     if getattr(args, 'min_workers', 1) > args.workers:
         parser.error(f'--min-workers {args.min_workers} exceeds --workers {args.workers}')
+    if getattr(args, 'sync', None) is not None:
+        from rog_ros.nodes.push_systems import check
+        try:
+            check(vars(args))
+        except ValueError as err:
+            parser.error(str(err))
     check_key_arg(parser, args)
