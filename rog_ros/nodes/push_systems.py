@@ -88,7 +88,7 @@ class NoPolicy:
 
 
 def layout(shapes) -> RowLayout:
-    """The flat whole-model layout of the push engines (model order, as ``rog sim``)."""
+    """Return the flat whole-model layout of the push engines (model order, as ``rog sim``)."""
     return RowLayout([tuple(s) for s in shapes], whole_model=True)
 
 
@@ -167,7 +167,7 @@ class ServerAdapter:
         return all(self.stop_sent)
 
     def consensus_model(self) -> torch.Tensor:
-        """A copy of the server's model (what the next pull hands out)."""
+        """Return a copy of the server's model (what the next pull hands out)."""
         return self.engine.model().clone()
 
     def next_wakeup(self):
@@ -204,7 +204,7 @@ class ServerAdapter:
         return actions
 
     def stats(self) -> dict:
-        """The engine's own figures plus the bytes per push seen on the wire."""
+        """Return the engine's own figures plus the bytes per push seen on the wire."""
         out = dict(self.engine.stats())
         out.update({'pushes_received': self.pushes_received,
                     'pushes_applied': sum(self.clock),
