@@ -91,7 +91,7 @@ def test_params_file_section_of_the_node_name_applies(tmp_path):
     (['--ros-args', '-p', 'stalenes:=3'], "no parameter 'stalenes'"),
     (['--ros-args', '-p', 'staleness:=-1'], 'staleness (--staleness) must be in [0, 1000]'),
     (['--staleness', 'four'], 'is not an integer'),
-    (['--sync', 'asgd'], 'sync (--sync) must be one of'),
+    (['--sync', 'asgdd'], 'sync (--sync) must be one of'),
     (['--ros-args', '-p', 'staleness'], 'expected name:=value'),
 ])
 def test_bad_values_are_one_line_usage_errors(argv, message, capsys):

@@ -71,8 +71,15 @@ class Training:
 
 def build_training(args) -> Training:
     """Build the shared training objects from fleet parameters (deterministic)."""
+    from rog_ros.nodes import push_systems
     workload = load_workload(args.workload)
     model = workload.make_model()
+    lr = args.lr if args.lr is not None else workload.lr
+    if push_systems.is_push(getattr(args, 'sync', 'rog')):   # AdaComp, GSP: flat, no policy
+        layout = push_systems.layout([tuple(p.shape) for p in model.parameters()])
+        w0 = layout.flatten([p.detach() for p in model.parameters()]).clone()
+        return Training(workload, model, push_systems.NoPolicy(), layout, None, w0, float(lr))
+    push_systems.check(vars(args))
     overrides = {'deadline_floor': getattr(args, 'deadline_floor', DEFAULT_DEADLINE_FLOOR)}
     if getattr(args, 'sync', 'rog') == 'rog':      # the others never suspend for a dead link
         overrides['outage_aware'] = bool(getattr(args, 'outage_aware', True))
@@ -80,7 +87,6 @@ def build_training(args) -> Training:
     params = list(model.parameters())
     layout = layout_for(policy, [tuple(p.shape) for p in params])
     w0 = layout.flatten([p.detach() for p in params]).clone()
-    lr = args.lr if args.lr is not None else workload.lr
     return Training(workload, model, policy, layout, make_codec(CODEC), w0, float(lr))
 
 

@@ -48,8 +48,9 @@ def check_key_arg(parser, args) -> None:
 
 def policy_spec(args) -> str:
     """Return the policy string of ``make_policy``: ``'rog:4'``, ``'ssp:4'``, ``'bsp'``."""
+    from rog_ros.nodes.push_systems import is_push
     sync = args.sync.strip().lower()
-    return sync if sync == 'bsp' else f'{sync}:{args.staleness}'
+    return sync if sync == 'bsp' or is_push(sync) else f'{sync}:{args.staleness}'
 
 
 def check_fleet_args(parser, args) -> None:
@@ -60,4 +61,10 @@ def check_fleet_args(parser, args) -> None:
         parser.error(f'--rank must be in 0..{args.workers - 1}')
     if getattr(args, 'min_workers', 1) > args.workers:
         parser.error(f'--min-workers {args.min_workers} exceeds --workers {args.workers}')
+    if getattr(args, 'sync', None) is not None:
+        from rog_ros.nodes.push_systems import check
+        try:
+            check(vars(args))
+        except ValueError as err:
+            parser.error(str(err))
     check_key_arg(parser, args)

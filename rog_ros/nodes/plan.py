@@ -183,6 +183,10 @@ def validate(params: dict) -> None:
     if int(srv.get('min_workers', 1)) > n:
         raise checks.ConfigError(f"{_opt('min_workers')}: the quorum {srv['min_workers']} "
                                  f'exceeds the {n} workers of the fleet')
+    from rog_ros.nodes import push_systems
+    push_systems.check(srv)
+    if push_systems.is_push(srv['sync']):
+        return
     from rog_ros.nodes.params import policy_spec
     try:
         from rog_ros.protocol.policies import make_policy

@@ -31,7 +31,7 @@ import threading
 import time
 
 from rog_ros.metrics import RunRecorder
-from rog_ros.nodes import lifecycle as lc
+from rog_ros.nodes import lifecycle as lc, push_systems
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
 from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
@@ -179,11 +179,14 @@ class ServerNode:
         a = self.args
         tr = build_training(a)
         self.training = tr
-        self.engine = ServerEngine(tr.layout, tr.codec, tr.policy, a.workers, tr.w0, lr=tr.lr,
-                                   chunk_bytes=a.chunk_bytes, window=a.window,
-                                   max_iterations=a.iterations,
-                                   absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
-                                   min_workers=getattr(a, 'min_workers', 1))
+        if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
+            self.engine = push_systems.server_engine(a, tr)
+        else:
+            self.engine = ServerEngine(
+                tr.layout, tr.codec, tr.policy, a.workers, tr.w0, lr=tr.lr,
+                chunk_bytes=a.chunk_bytes, window=a.window, max_iterations=a.iterations,
+                absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
+                min_workers=getattr(a, 'min_workers', 1))
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
         self.evaluator = BackgroundEvaluator(lambda: tr.workload.evaluate(tr.model), self.eval_w,
@@ -191,7 +194,7 @@ class ServerNode:
         self.eval_loop_s = 0.0     # time the loop spent on evaluations (snapshots, results)
         self.eval_samples = None   # evaluation samples per evaluation (the whole set)
         self.recorder = RunRecorder(
-            system=policy_spec(a), n_workers=a.workers, staleness=tr.policy.staleness,
+            system=policy_spec(a), n_workers=a.workers, staleness=tr.policy.staleness or 0,
             trace=a.trace, seed=a.seed, workload=a.workload,
             target_accuracy=tr.workload.target_accuracy)
         epoch = epoch_to_monotonic(a.epoch)
@@ -363,6 +366,8 @@ class ServerNode:
             'outage_suspensions': e.outage_suspensions, 'weighted_pushes': e.weighted_pushes,
             'worker_status_received': sorted(self.status),
         })
+        if hasattr(e, 'stats'):     # a push system's own figures (bytes per push, staleness)
+            rec.extra.update(e.stats())
         if not e.finished:      # written from what exists, but not a finished run (DESIGN 8)
             rec.extra['error'] = 'interrupted: training did not complete'
         return rec.write(self.args.out)

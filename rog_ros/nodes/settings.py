@@ -36,6 +36,7 @@ import math
 import sys
 
 from rog_ros.checks import ConfigError
+from rog_ros.nodes.push_systems import SYNC_CHOICES
 from rog_ros.protocol.policies.base import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
 
@@ -159,8 +160,9 @@ SETTINGS = (
     # -------------------------------------------------- every node of one fleet must agree
     _s('workload', str, 'toy', 'Workload: toy, mpcol, eacol or a registered one '
        '(docs/workloads.md).', TRAINING),
-    _s('sync', str, 'rog', 'Synchronisation system: rog, ssp or bsp.', TRAINING,
-       choices=('rog', 'ssp', 'bsp')),
+    _s('sync', str, 'rog', 'Synchronisation system: rog, ssp or bsp; the reference push '
+       'systems adacomp, asgd, comp-asgd and gsp (docs/reference-systems.md); gsp+gds, '
+       'adasgd and aet are refused (simulator only).', TRAINING, choices=SYNC_CHOICES),
     _s('staleness', int, 4, 'Staleness threshold S (iterations a worker may run ahead).',
        TRAINING, low=0, high=1000),
     _s('workers', int, 3, 'Number of workers N in the fleet.', ALL, low=1, high=1024),

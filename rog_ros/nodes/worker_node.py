@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 
-from rog_ros.nodes import lifecycle as lc
+from rog_ros.nodes import lifecycle as lc, push_systems
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.chaos_hooks import maybe_faulty, WorkerHooks
 from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
@@ -79,11 +79,14 @@ class WorkerNode:
         a = self.args
         tr = build_training(a)
         durable_run = bool(getattr(a, 'state_dir', None))   # nodes may restart: see durable
-        self.engine = WorkerEngine(self.rank, a.workers, tr.layout, tr.codec, tr.policy, tr.w0,
-                                   momentum=tr.workload.momentum, chunk_bytes=a.chunk_bytes,
-                                   window=a.window,
-                                   save_state_actions=durable_run,
-                                   keep_undurable=durable_run, join_on_start=durable_run)
+        if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
+            self.engine = push_systems.worker_engine(a, tr, self.rank)
+        else:
+            self.engine = WorkerEngine(self.rank, a.workers, tr.layout, tr.codec, tr.policy,
+                                       tr.w0, momentum=tr.workload.momentum,
+                                       chunk_bytes=a.chunk_bytes, window=a.window,
+                                       save_state_actions=durable_run,
+                                       keep_undurable=durable_run, join_on_start=durable_run)
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
         tr.layout.bind(self.model, self.engine.w)
         self.params = list(self.model.parameters())

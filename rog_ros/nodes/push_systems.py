@@ -1,0 +1,274 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Push systems in a fleet: AdaComp, ASGD, Comp-ASGD and GSP engines behind the node drivers.
+
+The reference systems whose engines share the push shell of
+:mod:`rog_ros.protocol.policies.async_ps` speak the fleet's wire messages (``RowChunk``
+KIND_GRAD pushes, ``RowChunk`` KIND_UPDATE dense models, ``Schedule`` with ``stop``), so
+``rog fleet --sync adacomp`` runs them as real processes: this module builds their engines
+from the node parameters, exactly as the simulator's runners build them, and wraps each one
+in an adapter that offers what ServerNode and WorkerNode read of Rog's engines (per-worker
+clocks, byte counts, ``finished``, a consensus model). The adapters hold no protocol logic:
+they forward every call and count what passes.
+
+Refused up front (one line, exit 2): the systems whose messages are not on the wire
+(``gsp+gds``: UploadDensity; ``adasgd``: FLEET's task dataclasses), the peer system ``aet``,
+and Rog-only features with a push system (``state_dir``, ``absence_timeout``,
+``min_workers`` > 1). ``staleness``, ``window``, ``chunk_bytes``, ``deadline_floor`` and
+``outage_aware`` do not apply to push systems (one message per transfer, no rows).
+"""
+
+from __future__ import annotations
+
+from rog_ros.checks import ConfigError
+from rog_ros.core.rows import RowLayout
+from rog_ros.protocol.actions import Log, Send
+from rog_ros.protocol.messages import KIND_GRAD, RowChunk, Schedule, SERVER
+import torch
+
+PUSH_SYSTEMS = ('adacomp', 'asgd', 'comp-asgd', 'gsp')
+"""``sync`` values run by the push engines (no staleness argument)."""
+SIM_ONLY = {
+    'gsp+gds': 'its group densities travel in UploadDensity, a message the wire format '
+               '(msg/) does not have',
+    'adasgd': "FLEET's server talks in task dataclasses (TaskRequest/TaskAnswer/TaskResult), "
+              'not wire messages',
+    'aet': 'it has no server (decentralised peers); the fleet runs a server and workers',
+}
+"""Reference systems refused by ``rog fleet``, with the reason."""
+SYNC_CHOICES = ('rog', 'ssp', 'bsp') + PUSH_SYSTEMS + tuple(SIM_ONLY)
+DEFAULT_C = 0.01      # AdaComp's and Comp-ASGD's kept fraction, as in ``rog sim``
+
+
+def is_push(sync) -> bool:
+    """Tell whether ``sync`` names a push system."""
+    return str(sync).strip().lower() in PUSH_SYSTEMS
+
+
+def check(params: dict) -> None:
+    """
+    Refuse what a fleet cannot run, before anything starts (ConfigError, one line).
+
+    ``params``: the server's resolved parameters (``sync``, ``state_dir``, ...).
+    """
+    sync = str(params.get('sync', 'rog')).strip().lower()
+    if sync in SIM_ONLY:
+        raise ConfigError(f'sync (--sync) {sync}: runs in the simulator only (rog sim, rog '
+                          f'compare): {SIM_ONLY[sync]}')
+    if sync not in PUSH_SYSTEMS:
+        return
+    if params.get('state_dir'):
+        raise ConfigError(f'state_dir (--state-dir): {sync} keeps no durable state (server '
+                          'checkpoints and worker state exist for rog, ssp and bsp only)')
+    if params.get('absence_timeout'):
+        raise ConfigError(f'absence_timeout (--absence-timeout): {sync} has no membership or '
+                          'staleness rules to suspend a worker from')
+    if int(params.get('min_workers') or 1) > 1:
+        raise ConfigError(f'min_workers (--min-workers): {sync} has no quorum (its server '
+                          'answers every push)')
+
+
+class NoPolicy:
+    """What a node reads of a policy, for push systems: no staleness threshold."""
+
+    name = 'push'
+    staleness = None
+
+
+def layout(shapes) -> RowLayout:
+    """Return the flat whole-model layout of the push engines (model order, as ``rog sim``)."""
+    return RowLayout([tuple(s) for s in shapes], whole_model=True)
+
+
+def _adacomp_config(args, workload):
+    from rog_ros.protocol.policies.adacomp import AdaCompConfig
+    sync = args.sync.strip().lower()
+    lr = args.lr if args.lr else workload.lr
+    return AdaCompConfig(mode=sync, c=1.0 if sync == 'asgd' else DEFAULT_C,
+                         alpha=float(lr) / max(1e-6, 1.0 - workload.momentum))
+
+
+def server_engine(args, tr):
+    """Return the server engine of push system ``args.sync``, wrapped (:class:`ServerAdapter`)."""
+    sync = args.sync.strip().lower()
+    n, wl = int(args.workers), tr.workload
+    if sync == 'gsp':
+        from rog_ros.protocol.policies.gsp import GspConfig, GspServer
+        pool = sum(len(p) for p in wl.partition(n))
+        engine = GspServer(tr.w0, n, GspConfig(), lr=tr.lr, momentum=wl.momentum,
+                           max_pushes=args.iterations * n, batch_size=wl.batch_size,
+                           epoch_samples=pool)
+        return ServerAdapter(engine, n, tr.lr)
+    from rog_ros.protocol.policies.adacomp import AdaCompServer
+    cfg = _adacomp_config(args, wl)
+    return ServerAdapter(AdaCompServer(tr.w0, n, cfg, max_updates=args.iterations * n), n,
+                         cfg.alpha)
+
+
+def worker_engine(args, tr, rank: int):
+    """Return worker ``rank``'s engine of push system ``args.sync`` (:class:`WorkerAdapter`)."""
+    sync = args.sync.strip().lower()
+    sizes = [int(p.numel()) for p in tr.model.parameters()]
+    if sync == 'gsp':
+        from rog_ros.protocol.policies.gsp import GspConfig, GspNode
+        return WorkerAdapter(GspNode(rank, tr.w0, sizes, GspConfig(), seed=args.seed))
+    from rog_ros.protocol.policies.adacomp import AdaCompWorker
+    return WorkerAdapter(AdaCompWorker(rank, tr.w0, sizes, _adacomp_config(args, tr.workload),
+                                       seed=args.seed))
+
+
+def _wire(msg) -> int:
+    size = getattr(msg, 'wire_size', None)
+    return int(size()) if size is not None else 0
+
+
+class ServerAdapter:
+    """
+    A push server engine as ServerNode drives it: counts pushes, bytes and stop orders.
+
+    ``clock[r]`` is the number of worker r's pushes the engine applied (its update count
+    grew); ``finished`` once every worker was told to stop.
+    """
+
+    policy = NoPolicy()
+
+    def __init__(self, engine, n_workers: int, lr: float):
+        self.engine = engine
+        self.n = int(n_workers)
+        self.lr = float(lr)
+        self.clock = [0] * self.n
+        self.stop_sent = [False] * self.n
+        self.bytes_up = 0
+        self.bytes_down = 0
+        self.pushes_received = 0
+        self.stall_time = [0.0] * self.n
+        self.triggers = [0] * self.n
+        self.outage_suspensions = 0
+        self.weighted_pushes = 0
+
+    @property
+    def rejects(self) -> int:
+        return self.engine.rejects
+
+    @property
+    def finished(self) -> bool:
+        return all(self.stop_sent)
+
+    def consensus_model(self) -> torch.Tensor:
+        """Return a copy of the server's model (what the next pull hands out)."""
+        return self.engine.model().clone()
+
+    def next_wakeup(self):
+        return self.engine.next_wakeup()
+
+    def on_tick(self, now: float) -> list:
+        return self._count(self.engine.on_tick(now))
+
+    def _applied(self) -> int:
+        e = self.engine
+        return int(e.i) if hasattr(e, 'i') else int(e.total_pushes)
+
+    def on_message(self, msg, now: float) -> list:
+        before = self._applied()
+        if isinstance(msg, RowChunk) and msg.kind == KIND_GRAD:
+            self.bytes_up += _wire(msg)
+            self.pushes_received += 1
+        actions = self.engine.on_message(msg, now)
+        sender = getattr(msg, 'sender', -1)
+        if 0 <= sender < self.n:
+            self.clock[sender] += self._applied() - before
+        return self._count(actions)
+
+    def _count(self, actions) -> list:
+        for a in actions:
+            if isinstance(a, Send):
+                self.bytes_down += _wire(a.msg)
+                if isinstance(a.msg, Schedule) and a.msg.stop and 0 <= a.dest < self.n:
+                    self.stop_sent[a.dest] = True
+            elif isinstance(a, Log) and a.name == 'stall_s' and 0 <= a.worker < self.n:
+                self.stall_time[a.worker] += float(a.value)
+            elif isinstance(a, Log) and a.name == 'trigger' and 0 <= a.worker < self.n:
+                self.triggers[a.worker] += 1
+        return actions
+
+    def stats(self) -> dict:
+        """Return the engine's own figures plus the bytes per push seen on the wire."""
+        out = dict(self.engine.stats())
+        out.update({'pushes_received': self.pushes_received,
+                    'pushes_applied': sum(self.clock),
+                    'bytes_per_push': self.bytes_up / max(self.pushes_received, 1),
+                    'bytes_per_pull': self.bytes_down / max(self.pushes_received, 1)})
+        return out
+
+
+class WorkerAdapter:
+    """A push worker engine as WorkerNode drives it: counts pushes and bytes."""
+
+    policy = NoPolicy()
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.rank = engine.rank
+        self.clock = 0
+        self.bytes_up = 0
+        self.bytes_down = 0
+        self.rejects = 0
+
+    @property
+    def w(self) -> torch.Tensor:
+        return self.engine.w
+
+    @property
+    def pulled_clock(self) -> int:
+        return self.clock
+
+    @property
+    def state(self) -> str:
+        if self.engine.stopped:
+            return 'stopped'
+        return 'pushing' if getattr(self.engine, 'pending', None) is not None else 'computing'
+
+    def local_staleness(self) -> int:
+        return 0
+
+    def start(self, now: float) -> list:
+        return self._count(self.engine.start(now))
+
+    def next_wakeup(self):
+        return self.engine.next_wakeup()
+
+    def on_tick(self, now: float) -> list:
+        return self._count(self.engine.on_tick(now))
+
+    def on_compute_done(self, grad, now: float) -> list:
+        return self._count(self.engine.on_compute_done(grad, now))
+
+    def on_message(self, msg, now: float) -> list:
+        self.bytes_down += _wire(msg)
+        return self._count(self.engine.on_message(msg, now))
+
+    def _count(self, actions) -> list:
+        for a in actions:
+            if isinstance(a, Send):
+                self.bytes_up += _wire(a.msg)
+                if a.dest == SERVER:
+                    self.clock += 1
+            elif isinstance(a, Log) and a.name == 'reject':
+                self.rejects += 1
+        return actions
+
+
+__all__ = ['PUSH_SYSTEMS', 'SIM_ONLY', 'SYNC_CHOICES', 'ServerAdapter', 'WorkerAdapter',
+           'check', 'is_push', 'layout', 'server_engine', 'worker_engine']
