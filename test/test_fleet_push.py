@@ -70,8 +70,9 @@ def test_push_fleet_completes_with_every_push_applied(runs, sync):
     # the budget is I = iterations x workers updates at the server, as in ``rog sim``
     assert s['pushes_applied'] == ITERATIONS * WORKERS
     assert s.get('updates', s['pushes_applied']) == s['pushes_applied']      # AdaComp's count
-    # every worker's push after the last update is answered by a stop order, not applied
-    assert s['pushes_applied'] < s['pushes_received'] <= ITERATIONS * WORKERS + WORKERS
+    # a worker's push after the last update is answered by a stop order, not applied; a worker
+    # whose stop order arrives while it computes never pushes again (seen on a loaded machine)
+    assert s['pushes_applied'] <= s['pushes_received'] <= ITERATIONS * WORKERS + WORKERS
     assert s['iterations'] == ITERATIONS
     assert s['rejects'] == 0 and s['server_rejects'] == 0 and s['diverged'] is False
     assert len(accuracy) == s['evaluations'] >= 2
