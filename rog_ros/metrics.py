@@ -21,7 +21,7 @@ write the same files: ``summary.json`` and ``timeseries.csv``. Definitions, per 
 * stall_d: time its pull was held by the staleness check (BSP barrier, SSP/RSP threshold);
 * comm_d = wall time - compute_d - stall_d: transfers and protocol waiting;
 * stall cost = mean_d(stall_d / compute_d); a threshold trigger = one held pull;
-* max dip after target (``max_dip_after_target``, see ``max_dip_after_target``): from the first
+* max dip after target (``max_dip_after_target``, see ``dip_after_target``): from the first
   evaluation whose accuracy reaches the target, the largest drop of an evaluation's accuracy
   below the highest accuracy evaluated before it (a fraction: 0.02 = 2 points);
   ``max_dip_after_target_smoothed``: the same over the accuracy smoothed like time to target
@@ -212,11 +212,6 @@ def dip_after_target(accuracy, target) -> tuple:
     drops = np.maximum.accumulate(after) - after
     worst = int(np.argmax(drops))
     return float(drops[worst]), int(index[reached[0] + worst])
-
-
-def max_dip_after_target(accuracy, target) -> float | None:
-    """Return the dip of ``dip_after_target`` alone (a fraction; None: never reached)."""
-    return dip_after_target(accuracy, target)[0]
 
 
 def _fmt(v) -> str:

@@ -18,7 +18,7 @@ import threading
 import time
 
 import pytest
-from rog_ros.metrics import dip_after_target, max_dip_after_target, RunRecorder
+from rog_ros.metrics import dip_after_target, RunRecorder
 from rog_ros.nodes.fleet import result_line
 from rog_ros.nodes.server_node import BackgroundEvaluator
 import torch
@@ -29,7 +29,7 @@ def test_a_planted_dip_after_the_target_is_caught():
     acc = [0.60, 0.75, 0.80, 0.82, 0.85, 0.84, 0.81, 0.84, 0.86]
     dip, at = dip_after_target(acc, 0.80)
     assert dip == pytest.approx(0.04) and at == 6
-    assert max_dip_after_target(acc, 0.80) == pytest.approx(0.04)
+    assert dip_after_target(acc, 0.80)[0] == pytest.approx(0.04)
 
 
 def test_drops_before_the_target_do_not_count():
@@ -54,7 +54,7 @@ def test_missing_accuracies_are_skipped_and_the_index_is_the_series_one():
 def test_the_dip_is_measured_from_the_running_peak_not_the_first_value():
     # two dips: 0.90 -> 0.87 (3 points) and later 0.93 -> 0.92 (1 point)
     acc = [0.80, 0.90, 0.87, 0.93, 0.92]
-    assert max_dip_after_target(acc, 0.80) == pytest.approx(0.03)
+    assert dip_after_target(acc, 0.80)[0] == pytest.approx(0.03)
 
 
 def test_the_summary_carries_the_dip_of_its_evaluations(tmp_path):

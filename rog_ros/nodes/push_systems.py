@@ -49,7 +49,6 @@ SIM_ONLY = {
 }
 """Reference systems refused by ``rog fleet``, with the reason."""
 SYNC_CHOICES = ('rog', 'ssp', 'bsp') + PUSH_SYSTEMS + tuple(SIM_ONLY)
-DEFAULT_C = 0.01      # AdaComp's and Comp-ASGD's kept fraction, as in ``rog sim``
 
 
 def is_push(sync) -> bool:
@@ -93,11 +92,9 @@ def layout(shapes) -> RowLayout:
 
 
 def _adacomp_config(args, workload):
-    from rog_ros.protocol.policies.adacomp import AdaCompConfig
-    sync = args.sync.strip().lower()
-    lr = args.lr if args.lr else workload.lr
-    return AdaCompConfig(mode=sync, c=1.0 if sync == 'asgd' else DEFAULT_C,
-                         alpha=float(lr) / max(1e-6, 1.0 - workload.momentum))
+    """Return the AdaComp configuration ``rog sim`` builds; ``--lr`` replaces the workload's."""
+    from rog_ros.protocol.policies.adacomp import config_for
+    return config_for(args.sync, {}, float(args.lr or workload.lr), workload.momentum)
 
 
 def server_engine(args, tr):

@@ -78,6 +78,41 @@ class AdaCompConfig:
             raise ValueError(f'crash_p must be in [0, 1), got {self.crash_p}')
 
 
+DEFAULT_C = 0.01
+"""Kept fraction of ``adacomp`` and ``comp-asgd`` when the spec names none."""
+SPEC_OPTIONS = ('alpha', 'push_delay_mean_s', 'crash_p', 'heterogeneity', 'c')
+"""Options a run may set beside the spec (``SimConfig.policy_overrides``)."""
+
+
+def config_for(system: str, overrides: dict, lr: float, momentum: float) -> AdaCompConfig:
+    """
+    Build the AdaCompConfig of a system spec such as ``'adacomp:0.1'`` plus overrides.
+
+    One place for ``rog sim`` and ``rog fleet``: ``alpha`` defaults to ``lr / (1 - momentum)``,
+    the momentum-free equivalent of the workload's step (AdaComp has no momentum).
+    """
+    name, _, arg = system.split('#')[0].partition(':')
+    name, arg = name.strip().lower(), arg.strip()
+    unknown = sorted(set(overrides) - set(SPEC_OPTIONS))
+    if unknown:
+        raise ValueError(f'{name}: unknown options {unknown}; known: {list(SPEC_OPTIONS)}')
+    c = 1.0 if name == 'asgd' else DEFAULT_C
+    if arg:
+        if name == 'asgd':
+            raise ValueError('asgd takes no argument (it sends every entry)')
+        try:
+            c = float(arg)
+        except ValueError:
+            raise ValueError(f'bad compression ratio in {system!r}: {arg!r}') from None
+    c = float(overrides.get('c', c))
+    alpha = overrides.get('alpha')
+    if alpha is None:
+        alpha = lr / max(1e-6, 1.0 - momentum)
+    return AdaCompConfig(mode=name, c=c, alpha=float(alpha),
+                         push_delay_mean_s=float(overrides.get('push_delay_mean_s', 0.0)),
+                         crash_p=float(overrides.get('crash_p', 0.0)))
+
+
 def staleness_lr(alpha: float, sigma: torch.Tensor) -> torch.Tensor:
     """
     ``alpha / sigma`` where sigma >= 2, else alpha (Eq. 5; spec A3 for the baselines), fp32.

@@ -29,38 +29,18 @@ from __future__ import annotations
 import math
 
 from rog_ros.metrics import RunRecorder
+from rog_ros.protocol.policies import adacomp
 from rog_ros.protocol.policies.adacomp import (
     AdaCompConfig, AdaCompServer, AdaCompWorker, heterogeneity_factors)
 from rog_ros.sim import systems
 from rog_ros.sim.runners._common import (
-    final_eval, make_harness, ModelBench, parse_arg, workload_of)
+    final_eval, make_harness, ModelBench, workload_of)
 import torch
-
-DEFAULT_C = 0.01
-_OPTIONS = ('alpha', 'push_delay_mean_s', 'crash_p', 'heterogeneity', 'c')
 
 
 def config_for(system: str, overrides: dict, wl) -> AdaCompConfig:
-    """Build the AdaCompConfig of a system spec such as ``'adacomp:0.1'`` plus overrides."""
-    name, arg = parse_arg(system)
-    unknown = sorted(set(overrides) - set(_OPTIONS))
-    if unknown:
-        raise ValueError(f'{name}: unknown options {unknown}; known: {list(_OPTIONS)}')
-    c = 1.0 if name == 'asgd' else DEFAULT_C
-    if arg:
-        if name == 'asgd':
-            raise ValueError('asgd takes no argument (it sends every entry)')
-        try:
-            c = float(arg)
-        except ValueError:
-            raise ValueError(f'bad compression ratio in {system!r}: {arg!r}') from None
-    c = float(overrides.get('c', c))
-    alpha = overrides.get('alpha')
-    if alpha is None:
-        alpha = wl.lr / max(1e-6, 1.0 - wl.momentum)
-    return AdaCompConfig(mode=name, c=c, alpha=float(alpha),
-                         push_delay_mean_s=float(overrides.get('push_delay_mean_s', 0.0)),
-                         crash_p=float(overrides.get('crash_p', 0.0)))
+    """Build the AdaCompConfig of a system spec plus overrides, from workload ``wl``'s step."""
+    return adacomp.config_for(system, overrides, wl.lr, wl.momentum)
 
 
 def run(cfg, progress=None) -> RunRecorder:
