@@ -29,6 +29,7 @@ accuracy curve is real while the clock is the robots'. Deterministic for a seed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import gc
 import math
 import os
 
@@ -134,6 +135,11 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
         return _simulate(cfg, progress)
     finally:
         torch.set_num_threads(threads)
+        # The engines, harness and closures of a run form reference cycles that hold its
+        # model-sized buffers (3 GB for EACOL with ConvMLP-M messages): without a collection
+        # a process running several simulations in a row (rog compare's pool workers) grew
+        # by one run's memory per run until the OOM killer ended it.
+        gc.collect()
 
 
 def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
