@@ -15,7 +15,7 @@
 
 import random
 
-from rog_ros.core.compress import Identity, ScaledSign
+from rog_ros.core.compress import Identity, RowScaledSign, ScaledSign
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.policies import make_policy
 from rog_ros.protocol.ps import ServerEngine
@@ -26,14 +26,14 @@ import torch
 SHAPES = [(16, 3, 3, 3), (16,), (32, 16, 3, 3), (32,), (10, 32), (10,)]
 
 
-def build(spec, n=4, iters=20, codec='sign', dtype=torch.float32, lr=0.2, chunk_bytes=256,
+def build(spec, n=4, iters=20, codec='row', dtype=torch.float32, lr=0.2, chunk_bytes=256,
           window=4, momentum=0.9, weight_decay=5e-4, bandwidths=(1e6, 0.5e6, 2e6, 0.3e6),
           compute=(0.05, 0.07, 0.11, 0.06), latency=0.001, fault=None, seed=0, noise=0.1,
           policy=None, end_timeout_s=0.5, track=True, save_states=False, absence_timeout_s=None,
           min_workers=1):
     pol = policy or make_policy(spec)
     layout = RowLayout(SHAPES, whole_model=pol.whole_model)
-    c = ScaledSign() if codec == 'sign' else Identity(dtype)
+    c = {'row': RowScaledSign, 'sign': ScaledSign}.get(codec, lambda: Identity(dtype))()
     w0 = torch.zeros(layout.n_params, dtype=dtype)
     incarnations = random.Random(seed + 7919)      # reproducible runs, fresh ids per restart
 

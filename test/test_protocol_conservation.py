@@ -56,6 +56,16 @@ def test_conservation_with_faults_everywhere(spec, seed):
     check_invariants(harness, server, workers)
 
 
+@pytest.mark.parametrize('spec', ['rog:4', 'ssp:2'])
+def test_conservation_with_the_per_tensor_codec(spec):
+    # the artifact's one scale per tensor ('defsgdm-tensor'), kept as an ablation
+    harness, server, workers, _, _ = build(spec, n=3, iters=12, dtype=torch.float64,
+                                           fault=random_faults(0), seed=0, codec='sign')
+    harness.run(until=300)
+    assert server.finished
+    check_invariants(harness, server, workers)
+
+
 @pytest.mark.parametrize('seed', [0, 1, 2])
 def test_conservation_with_ack_faults_only(seed):
     harness, server, workers, _, _ = build(

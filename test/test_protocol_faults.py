@@ -18,20 +18,24 @@ import dataclasses
 import numpy as np
 from protocol_fixtures import build
 import pytest
+from rog_ros.core.compress import RowScaledSign
 from rog_ros.protocol.messages import (
     FLAG_END, ids_from_ranges, KIND_GRAD, MessageError, RowChunk, RowVersions, SERVER,
     TransferAck)
 from test_protocol_conservation import check_invariants
 import torch
 
+ROW = RowScaledSign.codec_id    # the default codec (the fixtures' 'row')
+
 
 def end_chunk(sender, tid, clock=1, inc=0):
     return RowChunk(transfer_id=tid, seq=0, sender=sender, receiver=SERVER, kind=KIND_GRAD,
-                    clock=clock, flags=FLAG_END, codec=1, incarnation=inc)
+                    clock=clock, flags=FLAG_END, codec=ROW, incarnation=inc)
 
 
-def row_chunk(layout, tid=1, seq=0, row=0, clock=1, sender=0, payload=None, codec=1):
-    n = int((layout.row_len[row] + 7) // 8) if codec == 1 else int(layout.row_len[row]) * 8
+def row_chunk(layout, tid=1, seq=0, row=0, clock=1, sender=0, payload=None, codec=None):
+    codec = ROW if codec is None else codec
+    n = int((layout.row_len[row] + 7) // 8) + 4 if codec == ROW else int(layout.row_len[row]) * 8
     return RowChunk(transfer_id=tid, seq=seq, sender=sender, receiver=SERVER, kind=KIND_GRAD,
                     clock=clock, codec=codec, row_ranges=np.array([row, row + 1], np.uint32),
                     tensor_ids=np.array([int(layout.row_tensor[row])], np.uint32),

@@ -26,7 +26,7 @@ import random
 from protocol_fixtures import build
 import pytest
 from rog_ros.protocol.actions import SaveState
-from rog_ros.protocol.messages import FLAG_END, KIND_GRAD, RowChunk, SERVER, TransferAck
+from rog_ros.protocol.messages import FLAG_END, KIND_GRAD, RowChunk, Schedule, SERVER, TransferAck
 from test_protocol_conservation import check_invariants
 import torch
 
@@ -156,7 +156,6 @@ def test_fresh_worker_restart_rejoins_exactly():
     # Worker 0 loses everything (no saved state) while it waits for a pull and comes back as
     # a fresh engine: its transfer ids restart at 1. The old server answered its first END
     # with the previous run's final ack (rows it never applied) or dropped it as late.
-    from rog_ros.core.compress import ScaledSign
     from rog_ros.protocol.policies import make_policy
     from rog_ros.protocol.worker import WorkerEngine
     harness, server, workers, _, layout = build('rog:2', n=3, iters=8, dtype=torch.float64)
@@ -165,7 +164,7 @@ def test_fresh_worker_restart_rejoins_exactly():
         t += 0.01
         harness.run(until=t)
     old = workers[0]
-    fresh = WorkerEngine(0, 3, layout, ScaledSign(), make_policy('rog:2'),
+    fresh = WorkerEngine(0, 3, layout, type(server.codec)(), make_policy('rog:2'),
                          torch.zeros(layout.n_params, dtype=torch.float64), chunk_bytes=256,
                          window=4, end_timeout_s=0.5, track_conservation=True)
     harness.workers[0] = fresh
@@ -241,3 +240,56 @@ def test_whole_model_policies_rejoin_under_message_loss(spec):
     harness.run(until=600)
     assert len(crashes) >= 2 and harness.server.finished
     check_invariants(harness, harness.server, harness.workers)
+
+
+def test_state_with_pushes_of_another_codec_is_refused_and_changes_nothing():
+    harness, server, workers, _, _ = build('rog:2', n=2, iters=3, save_states=True)
+    harness.run(until=100)
+    sd = dict(harness.saved[0])
+    sd['undurable'] = sd['undurable'] or [(1, 1, torch.zeros(4, dtype=torch.uint8),
+                                           torch.ones(1), torch.zeros(1, dtype=torch.int64),
+                                           False)]
+    new = harness.new_worker(0)
+    w_before = new.w.clone()
+    sd.pop('codec')                        # written before codec ids were saved: codec 1
+    assert new.codec.codec_id != 1
+    with pytest.raises(ValueError, match='codec 1'):
+        new.load_state_dict(sd)
+    assert torch.equal(new.w, w_before) and new.state == 'idle'
+    sd.update(codec=new.codec.codec_id)
+    new.load_state_dict(sd)                # the same state from this codec loads
+
+
+def test_late_join_of_a_dead_run_does_not_lock_out_the_live_one():
+    # Found under 5 % late messages: run B restarts and JOINs; the JOIN of run A (restarted
+    # earlier, died in rejoin) arrives after it. Incarnations are random, so the server adopts
+    # A and retires B; B's repeated JOINs were answered as a retired run's for ever. Now the
+    # server takes B back once A has been silent for 4 end timeouts since its one message.
+    from rog_ros.protocol.messages import FLAG_JOIN
+    harness, server, workers, _, _ = build('bsp', n=2, iters=4)
+    harness.run(until=0.2)
+
+    def join(inc, now):
+        return server.on_message(RowChunk(
+            transfer_id=1, seq=0, sender=0, receiver=SERVER, kind=KIND_GRAD, clock=0,
+            flags=FLAG_JOIN, codec=server.codec.codec_id, incarnation=inc,
+            target_incarnation=server.incarnation), now)
+
+    t = harness.now
+    join(1001, t)                              # B, live
+    join(2002, t + 0.3)                        # A's late hello: adopted, B retired
+    assert server.worker_inc[0] == 2002
+    join(1001, t + 0.3 + server.end_timeout_s)  # B repeats too early: still retired
+    assert server.worker_inc[0] == 2002
+    out = join(1001, t + 0.31 + 4 * server.end_timeout_s)
+    assert server.worker_inc[0] == 1001 and 2002 in server.retired[0]
+    answers = [a.msg for a in out if isinstance(getattr(a, 'msg', None), Schedule)]
+    assert answers and answers[-1].target_incarnation == 1001
+    # a run that spoke after its adoption is never displaced this way
+    join(2002, t + 10)                         # adopted again (a new hello from A)
+    server.on_message(RowChunk(transfer_id=2, seq=0, sender=0, receiver=SERVER,
+                               kind=KIND_GRAD, clock=0, flags=FLAG_JOIN,
+                               codec=server.codec.codec_id, incarnation=2002,
+                               target_incarnation=server.incarnation), t + 10.1)
+    join(1001, t + 20)
+    assert server.worker_inc[0] == 2002

@@ -18,6 +18,7 @@ import dataclasses
 import numpy as np
 from protocol_fixtures import build
 import pytest
+from rog_ros.core.compress import RowScaledSign
 from rog_ros.protocol.actions import Log
 from rog_ros.protocol.messages import (
     FLAG_FRAGMENT, KIND_GRAD, RowChunk, Schedule, SERVER, TransferAck)
@@ -43,12 +44,12 @@ def assert_same(before, after):
 
 
 def good_chunk(layout):
-    # one real row of the codec's size (sign codec: ceil(len/8) bytes)
-    n = int((layout.row_len[0] + 7) // 8)
+    # one real row of the default codec's size (row sign: 4 scale bytes + ceil(len/8))
+    n = 4 + int((layout.row_len[0] + 7) // 8)
     # a known incarnation: the chunk after the first one reaches the open transfer (a message
     # of a worker run the server never heard of is pre-checked, statelessly, before that)
     return RowChunk(transfer_id=1, seq=0, sender=0, receiver=SERVER, kind=KIND_GRAD, clock=1,
-                    codec=1, row_ranges=np.array([0, 1], np.uint32), incarnation=7,
+                    codec=RowScaledSign.codec_id, row_ranges=np.array([0, 1], np.uint32), incarnation=7,
                     tensor_ids=np.array([int(layout.row_tensor[0])], np.uint32),
                     scales=np.array([0.5], np.float32), payload=bytes(n))
 

@@ -454,11 +454,15 @@ class IncomingTransfer:
             if self.codec.lossy:
                 complete &= bool(np.isfinite(self.scales).all())
             scales = np.nan_to_num(self.scales, nan=0.0)
-        if not self.codec.lossy and self.fragments:
+        embedded = getattr(self.codec, 'bad_rows', None)
+        if (embedded is not None or not self.codec.lossy) and self.fragments:
             # A row assembled from fragments is checked once whole; a non-finite one is not
             # applied, and its chunks leave the final ack (the sender keeps the row).
-            values = torch.from_numpy(self.buf).view(self.codec.dtype)
-            finite = torch.isfinite(self.layout.row_abs_sum(values)).numpy()
+            if embedded is not None:     # scales inside the rows (RowScaledSign)
+                finite = ~embedded(self.layout, torch.from_numpy(self.buf)).numpy()
+            else:
+                values = torch.from_numpy(self.buf).view(self.codec.dtype)
+                finite = torch.isfinite(self.layout.row_abs_sum(values)).numpy()
             for r in np.flatnonzero(~finite & complete).tolist():
                 self.seqs.difference_update(self.fragments.get(r, []))
             complete &= finite
@@ -504,6 +508,10 @@ def check_chunk(chunk: RowChunk, layout: RowLayout, codec: RowCodec, row_nbytes:
         need = int(row_nbytes[rows].sum())
         if payload.size != need:
             raise MessageError(f'payload {payload.size} bytes, rows need {need}')
+    embedded = getattr(codec, 'chunk_rows_ok', None)
+    if embedded is not None and not chunk.flags & FLAG_FRAGMENT:
+        if not embedded(layout, rows, payload, row_nbytes):
+            raise MessageError('non-finite or negative row scale in payload')
     if not codec.lossy and not chunk.flags & FLAG_FRAGMENT:
         # (fragments may split a value: their rows are checked once assembled, at close)
         values = np.frombuffer(chunk.payload, dtype=np.dtype(

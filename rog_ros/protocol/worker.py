@@ -779,6 +779,7 @@ class WorkerEngine:
         """
         sd = {
             'version': 1, 'rank': self.rank, 'n_workers': self.n,
+            'codec': self.codec.codec_id,
             'incarnation': self.incarnation, 'server_incarnation': self.server_incarnation,
             'w': self.w.clone(), 'residual': self.residual.clone(),
             'momentum': (self.precondition.buf.clone()
@@ -824,6 +825,11 @@ class WorkerEngine:
             raise ValueError('a restored worker needs a new incarnation')
         if sd['w'].shape != self.w.shape:
             raise ValueError('worker state of another model')
+        saved_codec = int(sd.get('codec', 1))       # states before codec 2 did not say
+        if saved_codec != self.codec.codec_id and (sd['undurable'] or sd['push'] is not None):
+            raise ValueError(f'worker state holds pushes encoded with codec {saved_codec}, '
+                             f'this engine uses codec {self.codec.codec_id}: they cannot be '
+                             'decoded (finish the run with the old version or start afresh)')
         self.w.copy_(sd['w'])
         self.residual.copy_(sd['residual'])
         if sd['momentum'] is not None and self.precondition.buf is not None:

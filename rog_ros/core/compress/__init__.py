@@ -11,7 +11,7 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Row codecs: DEFSGDM scaled sign (the default) and Identity (fp32), plus zstd framing."""
+"""Row codecs: DEFSGDM scaled sign per tensor row (the default) or per tensor, Identity (fp32)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,18 @@ from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.defsgdm import MomentumPreconditioner
 from rog_ros.core.compress.framing import frame, unframe
 from rog_ros.core.compress.identity import Identity
+from rog_ros.core.compress.row_sign import RowScaledSign
 from rog_ros.core.compress.scaled_sign import ScaledSign
 
-CODECS = {c.codec_id: c for c in (Identity, ScaledSign)}
-NAMES = {'identity': Identity, 'scaled_sign': ScaledSign, 'defsgdm': ScaledSign}
+CODECS = {c.codec_id: c for c in (Identity, ScaledSign, RowScaledSign)}
+NAMES = {'identity': Identity, 'scaled_sign': ScaledSign, 'row_sign': RowScaledSign,
+         'defsgdm': RowScaledSign, 'defsgdm-tensor': ScaledSign}
+"""'defsgdm' (the default of every engine system) blocks by tensor row; 'defsgdm-tensor' is
+the artifact's one block per tensor."""
 
 
 def make_codec(name: str, dtype=None) -> RowCodec:
-    """Codec by name ('defsgdm' = 'scaled_sign', 'identity')."""
+    """Codec by name ('defsgdm' = 'row_sign', 'defsgdm-tensor' = 'scaled_sign', 'identity')."""
     try:
         cls = NAMES[name]
         return cls(dtype) if (cls is Identity and dtype is not None) else cls()
@@ -34,5 +38,5 @@ def make_codec(name: str, dtype=None) -> RowCodec:
         raise ValueError(f'unknown codec {name!r}; choose one of {sorted(NAMES)}') from None
 
 
-__all__ = ['RowCodec', 'ScaledSign', 'Identity', 'MomentumPreconditioner', 'frame', 'unframe',
-           'make_codec', 'CODECS']
+__all__ = ['RowCodec', 'ScaledSign', 'RowScaledSign', 'Identity', 'MomentumPreconditioner',
+           'frame', 'unframe', 'make_codec', 'CODECS']
