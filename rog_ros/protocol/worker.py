@@ -149,8 +149,11 @@ class WorkerEngine:
         self.max_clock = int(max_clock)
         dtype = w0.dtype
         self.w = w0.detach().clone()
-        self.precondition = MomentumPreconditioner(layout.n_params, momentum, nesterov,
-                                                   weight_decay, dtype=dtype)
+        self.momentum = policy.explicit_momentum(momentum, n_workers)
+        # the decay is added as wd / (1 - mu) after momentum: keep its strength at ``momentum``
+        decay = weight_decay * (1.0 - self.momentum) / (1.0 - momentum) if momentum < 1 else 0.0
+        self.precondition = MomentumPreconditioner(layout.n_params, self.momentum, nesterov,
+                                                   decay, dtype=dtype)
         self.residual = torch.zeros(layout.n_params, dtype=dtype)   # A + e of the spec
         self.withheld = torch.zeros(layout.n_rows, dtype=torch.int32)
         self.vloc = torch.zeros(layout.n_rows, n_workers, dtype=torch.int32)
