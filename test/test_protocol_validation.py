@@ -49,7 +49,8 @@ def good_chunk(layout):
     # a known incarnation: the chunk after the first one reaches the open transfer (a message
     # of a worker run the server never heard of is pre-checked, statelessly, before that)
     return RowChunk(transfer_id=1, seq=0, sender=0, receiver=SERVER, kind=KIND_GRAD, clock=1,
-                    codec=RowScaledSign.codec_id, row_ranges=np.array([0, 1], np.uint32), incarnation=7,
+                    codec=RowScaledSign.codec_id, row_ranges=np.array([0, 1], np.uint32),
+                    incarnation=7,
                     tensor_ids=np.array([int(layout.row_tensor[0])], np.uint32),
                     scales=np.array([0.5], np.float32), payload=bytes(n))
 

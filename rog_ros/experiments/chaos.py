@@ -324,7 +324,8 @@ def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None
     if verdict is None:
         problems.append('no ledger report from the server')
     else:
-        res.update(lost=round(verdict.lost, 6), duplicated=round(verdict.duplicated, 6))
+        res.update(lost=round(verdict.lost, 6), duplicated=round(verdict.duplicated, 6),
+                   discarded=round(verdict.discarded, 6))
         problems += verdict.problems[:5]
     if extra_check is not None:
         problems += extra_check(res, fleet)
@@ -519,7 +520,8 @@ def _ctrl_c(cfg: ChaosConfig) -> dict:
     if verdict is None:
         problems.append('no ledger report from the server')
     else:
-        res.update(lost=round(verdict.lost, 6), duplicated=round(verdict.duplicated, 6))
+        res.update(lost=round(verdict.lost, 6), duplicated=round(verdict.duplicated, 6),
+                   discarded=round(verdict.discarded, 6))
         problems += verdict.problems[:5]
     res['outcome'] = 'ok' if not problems else 'failed'
     res['detail'] = '; '.join(problems)[:600]

@@ -158,6 +158,7 @@ class Verdict:
 
     lost: float = 0.0
     duplicated: float = 0.0
+    discarded: float = 0.0                 # left out of weighted late pushes on purpose
     entries: int = 0                       # iterations computed, all workers
     pushes: int = 0                        # pushes committed by workers
     problems: list = field(default_factory=list)   # one line per finding
@@ -235,7 +236,7 @@ def reconcile(worker_records: dict, worker_finals: dict, server_records: list,
             _add(v, 'lost' if d @ computed < 0 else 'duplicated', d)
     v.entries, v.pushes = len(sizes), len(commits)
     unit = float(np.mean(sizes)) if sizes else 1.0
-    applied, twice = {}, zero.copy()
+    applied, weights, twice = {}, {}, zero.copy()
     for rec in valid_applied(server_records):
         key = push_key(rec['rank'], rec['incarnation'], rec['tid'])
         if key in applied:
@@ -243,6 +244,12 @@ def reconcile(worker_records: dict, worker_finals: dict, server_records: list,
             v.problems.append(f'push {key} applied twice')
             continue
         applied[key] = _vec(rec['proj'])
+        # outage-aware RSP applies a suspended worker's late push at a weight in (0, 1] and
+        # discards the rest on purpose: compare and balance the push's whole mass
+        weights[key] = float(rec.get('weight', 1.0))
+        if not 0.0 < weights[key] <= 1.0:
+            v.problems.append(f'push {key}: weight {weights[key]} outside (0, 1]')
+            weights[key] = 1.0
     if np.any(twice != 0):
         _add(v, 'duplicated', twice)
     # 2. per push; unmatched mass must balance
@@ -255,12 +262,16 @@ def reconcile(worker_records: dict, worker_finals: dict, server_records: list,
         if a is None:
             left += c
             n_unmatched += 1
-        elif np.any(np.abs(a - c) > tol_push):
-            v.problems.append(f'push {key}: applied differs from committed')
-            _add(v, 'lost' if (a - c) @ c < 0 else 'duplicated', a - c)
+        else:
+            w = weights[key]
+            if w < 1.0:
+                v.discarded += float(np.linalg.norm((1.0 - w) * c))
+            if np.any(np.abs(a - w * c) > tol_push):
+                v.problems.append(f'push {key}: applied differs from committed')
+                _add(v, 'lost' if (a - w * c) @ c < 0 else 'duplicated', a - w * c)
     for key, a in applied.items():
         if key not in commits and key not in inflight:
-            arrived += a
+            arrived += a / weights[key]
             n_unmatched += 1
     tol = fp32_tolerance(norms, n_unmatched, n_unmatched, rmax, wmax, scale)
     d = arrived - left
@@ -277,6 +288,7 @@ def reconcile(worker_records: dict, worker_finals: dict, server_records: list,
         v.problems.append('server model != its applied records')
         _add(v, 'lost' if d @ total_applied < 0 else 'duplicated', d)
     v.lost, v.duplicated = v.lost / unit, v.duplicated / unit
+    v.discarded /= unit
     return v
 
 

@@ -392,8 +392,11 @@ class ServerHooks(_Hooks):
         self._count_rejects(actions)
         if watch and not torch.equal(before, e.w_srv):
             diff = (before.double() - e.w_srv.double()) * self.scale
+            # a late push of a worker suspended for its link is applied at a weight < 1 on
+            # purpose (outage-aware RSP); the ledger compares it with weight x committed
             self.ledger.add('applied', rank=int(msg.sender), incarnation=int(msg.incarnation),
-                            tid=int(msg.transfer_id), proj=lg.project(diff, self.proj))
+                            tid=int(msg.transfer_id), proj=lg.project(diff, self.proj),
+                            weight=float(getattr(e, 'last_push_weight', 1.0)))
             self.ledger.flush()
         if self.state is not None and min(e.clock) >= self.next_at:
             self.next_at = (min(e.clock) // self.every + 1) * self.every

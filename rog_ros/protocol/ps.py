@@ -205,9 +205,6 @@ class ServerEngine:
                             else random.SystemRandom().getrandbits(64) or 1)
         self.worker_inc = [0] * n_workers          # 0 = not heard yet
         self.retired: list[list[int]] = [[] for _ in range(n_workers)]
-        # (adopted at, heard since adoption) of each worker's current incarnation: a run we
-        # adopted that never spoke again may have been a late message of a dead run
-        self._inc_adopted: list[tuple | None] = [None] * n_workers
         self.unsynced: list[torch.Tensor | None] = [None] * n_workers   # rejoin snapshot owes
         self._last_join: list[tuple | None] = [None] * n_workers
         self.snap_codec = Identity(dtype)
@@ -234,6 +231,7 @@ class ServerEngine:
         # outage-aware RSP (DESIGN section 4): fleet iteration time, late-push ledger
         self.iter_est = [Smoothed() for _ in range(n_workers)]   # seconds between pushes
         self._last_push_at: list[float | None] = [None] * n_workers
+        self.last_push_weight = 1.0   # weight of the push applied last (late_weight)
         self.discarded: torch.Tensor | None = None   # float64 [P]: (1 - weight) x lr/N x push
         self.outage_suspensions = 0
         self._outage_from: dict[int, float] = {}   # stalled worker -> watch restarted at
@@ -324,16 +322,7 @@ class ServerEngine:
         inc, known = int(msg.incarnation), self.worker_inc[r]
         out = []
         if known and inc != known:
-            if inc in self.retired[r] and self._stale_adoption(r, inc, msg, now):
-                # Our current run of r spoke once and never again, while the run it displaced
-                # still says hello: that message was a late one of a dead run (incarnations
-                # are random, not ordered). Take the live run back.
-                self.retired[r] = [x for x in self.retired[r] if x != inc] + [known]
-                self.worker_inc[r] = inc
-                self._inc_adopted[r] = (now, False)
-                out += self._reset_worker(r, now)
-                out.append(Log('worker_readopted', 1.0, r))
-            elif inc in self.retired[r]:
+            if inc in self.retired[r]:
                 self.superseded += 1
                 if isinstance(msg, RowChunk) and msg.flags & FLAG_END:
                     return [Send(r, self._answer_end(r, inc, msg, now))], False
@@ -350,7 +339,6 @@ class ServerEngine:
                 return out, False
             self.retired[r] = (self.retired[r] + [known])[-8:]
             self.worker_inc[r] = inc
-            self._inc_adopted[r] = (now, False)
             out += self._reset_worker(r, now)
             if not int(msg.target_incarnation):
                 # It never heard of any server run: a fresh start with nothing to resend (a
@@ -361,10 +349,6 @@ class ServerEngine:
             self.worker_inc[r] = inc
             if not int(msg.target_incarnation):
                 self.join_tid[r][inc] = -1
-        adopted = self._inc_adopted[r]
-        if inc == self.worker_inc[r] and adopted is not None and not adopted[1] and \
-                now > adopted[0]:
-            self._inc_adopted[r] = (adopted[0], True)
         target = int(msg.target_incarnation)
         if target and target != self.incarnation:
             # Addressed to an earlier run of this server: apply nothing, tell it we restarted.
@@ -376,22 +360,6 @@ class ServerEngine:
                 return out + [Send(r, self._hello(r))], False
             return out + [Log('superseded', 1.0, r, {'to': 'old server run'})], False
         return out + self._heard(r, now), True
-
-    def _stale_adoption(self, r: int, inc: int, msg, now: float) -> bool:
-        """
-        Whether a JOIN of retired run ``inc`` should displace r's current run again.
-
-        Only the run displaced last, only for a hello (a live restarted worker repeats it every
-        4 end timeouts until answered), and only when the current run has been silent since
-        the one message that made us adopt it for at least that long: a live run would have
-        pushed by then.
-        """
-        adopted = self._inc_adopted[r]
-        return (isinstance(msg, RowChunk) and bool(msg.flags & FLAG_JOIN)
-                and bool(self.retired[r]) and self.retired[r][-1] == inc
-                and adopted is not None and not adopted[1]
-                and now - adopted[0] >= 4 * self.end_timeout_s
-                and int(msg.target_incarnation) in (0, self.incarnation))
 
     def _precheck(self, msg) -> None:
         """Stateless validation of a message from an unknown incarnation (before a reset)."""
@@ -757,6 +725,7 @@ class ServerEngine:
         mask, rowbytes, scales, chunk_ranges = inc.close()
         n_rows = int(mask.sum())
         weight = self.late_weight(s, inc.clock)
+        self.last_push_weight = weight      # (observers such as the chaos ledger read it)
         if n_rows:
             partial = n_rows < self.layout.n_rows
             delta = self.codec.decode(self.layout, rowbytes, scales, self._scratch,

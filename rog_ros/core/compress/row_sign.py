@@ -48,7 +48,7 @@ def _tensor_row_lengths(layout: RowLayout) -> np.ndarray:
 
 
 def tensor_row_means(layout: RowLayout, p: torch.Tensor) -> torch.Tensor:
-    """mean |p| of every tensor row, float32 [n_tensor_rows] (the embedded scales)."""
+    """Return mean |p| of every tensor row, float32 [n_tensor_rows] (the embedded scales)."""
     sums = layout.tensor_row_abs_sum(p).to(torch.float64)
     return (sums / torch.from_numpy(_tensor_row_lengths(layout))).to(torch.float32)
 
@@ -94,7 +94,7 @@ class RowScaledSign(RowCodec):
         return out
 
     def embedded_scales(self, layout, rowbytes: torch.Tensor) -> torch.Tensor:
-        """The fp32 scale of every tensor row, read from row-aligned bytes of all rows."""
+        """Return the fp32 scale of every tensor row, read from row-aligned bytes of all rows."""
         out, pos = [], 0
         for g in layout.tensor_groups:
             width = SCALE_BYTES + (g.length + 7) // 8

@@ -86,7 +86,7 @@ class SyncPolicy:
 
     def explicit_momentum(self, momentum: float, n_workers: int) -> float:
         """
-        The worker momentum that gives this policy the optimiser dynamics of ``momentum``.
+        Return the worker momentum that gives this policy the dynamics of ``momentum``.
 
         Asynchrony begets momentum (Mitliagkas et al., 2016): when N workers push in turn,
         each gradient is taken on a model that misses the others' pushes, and in expectation
