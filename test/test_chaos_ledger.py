@@ -42,13 +42,16 @@ def _replica(plant=None, seed=0):
                            **fields)
         recs += ledger.read_records([text])
 
-    def apply(rank, tid, q):
+    def apply(rank, tid, q, weight=None, said=None):
+        # weight: outage-aware RSP's late-push weight (the rest is discarded on purpose);
+        # said: the weight the server records (a planted mismatch when it differs)
         nonlocal w
         before = w.clone()
-        w = w - q * (LR / WORKERS)
+        w = w - q * (LR / WORKERS) * (1.0 if weight is None else weight)
+        fields = {} if weight is None else {'weight': weight if said is None else said}
         server.append(ledger.read_records([ledger.line(
             'applied', rank=rank, incarnation=7, tid=tid,
-            proj=ledger.project((before.double() - w.double()) * scale, proj))])[0])
+            proj=ledger.project((before.double() - w.double()) * scale, proj), **fields)])[0])
 
     for r in range(WORKERS):
         res = torch.zeros(N_PARAMS)
@@ -68,7 +71,9 @@ def _replica(plant=None, seed=0):
             q_applied = q.clone()
             if plant == 'lost_row' and r == 1 and t == 30:
                 q_applied[mask.nonzero()[0]] = 0.0      # one element of one row never applied
-            if not (plant == 'lost_push' and r == 2 and t == 40):
+            if plant in ('weighted_push', 'weighted_wrong') and r == 2 and t == 35:
+                apply(r, t + 1, q_applied, 0.25, 0.5 if plant == 'weighted_wrong' else None)
+            elif not (plant == 'lost_push' and r == 2 and t == 40):
                 apply(r, t + 1, q_applied)
             if plant == 'doubled_push' and r == 0 and t == 10:
                 apply(r, t + 1, q_applied)
@@ -96,6 +101,21 @@ def test_an_exact_run_reconciles_within_the_fp32_tolerance():
     verdict = ledger.reconcile(*_replica())
     assert verdict.ok, verdict.problems
     assert verdict.entries == WORKERS * ITERS and verdict.pushes == WORKERS * ITERS
+
+
+def test_a_weighted_late_push_is_discarded_on_purpose_not_lost():
+    # outage-aware RSP applies a suspended worker's late push at weight 1/(1 + tau - S)
+    verdict = ledger.reconcile(*_replica('weighted_push'))
+    assert verdict.ok, verdict.problems
+    assert 0.1 < verdict.discarded < 2               # 3/4 of one push, in iteration units
+    exact = ledger.reconcile(*_replica())
+    assert exact.discarded == 0
+
+
+def test_a_weight_the_server_did_not_apply_is_caught():
+    verdict = ledger.reconcile(*_replica('weighted_wrong'))
+    assert verdict.lost > 0.1, verdict.problems
+    assert any('applied differs' in p for p in verdict.problems)
 
 
 def test_a_lost_push_is_lost():

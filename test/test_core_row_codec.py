@@ -138,3 +138,67 @@ def test_embedded_scales_are_the_tensor_row_means():
     enc = codec.encode(layout, p, codec.scales(layout, p))
     assert torch.equal(codec.embedded_scales(layout, enc), tensor_row_means(layout, p))
     assert not bool(codec.bad_rows(layout, enc).any())
+
+
+def test_the_policy_chooses_the_codec_the_simulator_runs():
+    # the ablation 'rog:4#tensor-scales' (rog reproduce's 'rog:4-tensor-scales') must really
+    # run the per-tensor codec, and unknown codecs are refused up front
+    from rog_ros.protocol.policies import layout_for, make_policy
+    from rog_ros.sim.simulator import SimConfig, simulate
+    from rog_ros import workloads
+    shapes = [tuple(p.shape) for p in workloads.get('toy').make_model().parameters()]
+    got = {}
+    for spec, codec in (('rog:4', RowScaledSign()), ('rog:4#tensor-scales', ScaledSign())):
+        rec = simulate(SimConfig(workload='toy', system=spec, workers=2, trace='clean',
+                                 iterations=3))
+        layout = layout_for(make_policy(spec), shapes)
+        got[spec] = rec.extra['message_bytes']
+        assert got[spec] == int(codec.row_nbytes(layout).sum())
+    assert got['rog:4'] > got['rog:4#tensor-scales']          # the 4 scale bytes per row
+    with pytest.raises(ValueError, match='codec must be one of'):
+        make_policy('rog:4', codec='zstd')
+
+
+def test_a_whole_model_row_with_a_bad_scale_in_a_fragment_is_not_delivered():
+    # whole-model transfers arrive as fragments, checked once assembled: a NaN scale inside a
+    # fragment keeps the row out of the delivered set and its chunks out of the final ack
+    from rog_ros.protocol.transfer import IncomingTransfer, OutgoingTransfer
+    layout = RowLayout(SHAPES, whole_model=True)
+    codec = RowScaledSign()
+    p = torch.randn(layout.n_params)
+    scales = codec.scales(layout, p)
+
+    def chunks():
+        rowbytes = codec.encode(layout, p, scales)
+        out = OutgoingTransfer(transfer_id=1, sender=0, receiver=-1, kind=0, clock=1,
+                               layout=layout, codec=codec, rowbytes=rowbytes, scales=scales,
+                               order=torch.arange(1), n_mandatory=1,
+                               deadline=float('inf'), now=0.0, window=10 ** 6,
+                               chunk_bytes=512)
+        return [c for c in out.pump(0.0) if not c.flags & 1]
+
+    def receive(cs):
+        inc = IncomingTransfer(transfer_id=1, sender=0, kind=0, clock=1, layout=layout,
+                               codec=codec, now=0.0)
+        for c in cs:
+            inc.on_chunk(c, 0.0)
+        return inc.close()
+
+    good = chunks()
+    assert len(good) > 3
+    mask, _, _, seqs = receive(good)
+    assert bool(mask.all()) and len(seqs)
+    bad = chunks()
+    whole = codec.encode(layout, p, scales).numpy()
+    widths = [4 + (g.length + 7) // 8 for g in layout.tensor_groups for _ in range(g.n_rows)]
+    scale_at = np.cumsum([0] + widths)[:-1]            # byte offset of every embedded scale
+    k, pos = next((k, int(x)) for k, c in enumerate(bad) if c.frag_offset > 0
+                  for x in scale_at
+                  if c.frag_offset <= x <= c.frag_offset + len(c.payload) - 4)
+    off = int(bad[k].frag_offset)
+    payload = bytearray(whole[off:off + len(bad[k].payload)].tobytes())
+    payload[pos - off:pos - off + 4] = np.float32('nan').tobytes()
+    bad[k].payload = bytes(payload)
+    mask, _, _, seqs = receive(bad)
+    assert not bool(mask.any())
+    assert len(seqs) == 0                         # nothing acknowledged: the sender keeps it

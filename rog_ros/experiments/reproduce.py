@@ -20,7 +20,7 @@ Parts (each a ``compare`` in its own sub-directory, so an interrupted run resume
 2. threshold sensitivity: Rog and SSP at S = 2..8, 20, 30, 40;
 3. ablations of Rog-4: no importance ordering, no gradient magnitude, no MTA-time balancing,
    the paper's deadline without our compute-time floor, and one DEFSGDM scale per tensor
-   instead of per chunk and tensor;
+   (the artifact's codec) instead of one per tensor row;
 4. EACOL with ConvMLP-M messages (2.16 MB, surrogate compute: ``rog_ros.workloads.surrogate``)
    on ``outdoors``: BSP, SSP-4, FLOWN-4 and Rog-4 in the network-bound regime the paper
    studies (device-profile compute 2.18 s per iteration).
@@ -44,7 +44,7 @@ ABLATIONS = {
     'rog:4-no-magnitude': {'use_magnitude': False},
     'rog:4-no-mta-time': {'balance': 'none'},
     'rog:4-paper-deadline': {'deadline_floor': 0.0},
-    'rog:4-tensor-scales': {'chunk_scales': False},
+    'rog:4-tensor-scales': {'codec': 'defsgdm-tensor', 'chunk_scales': False},
 }
 EACOL_M_SYSTEMS = ['bsp', 'ssp:4', 'flown:4', 'rog:4']
 EACOL_M_OPTIONS = {'model': 'convmlp-m', 'surrogate': True}

@@ -34,7 +34,6 @@ from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR, policy_spec
 from rog_ros.protocol.policies import layout_for, make_policy
 import torch
 
-CODEC = 'defsgdm'
 PRESET_DURATION_S = 600.0   # generated preset traces loop after this long
 
 
@@ -87,7 +86,7 @@ def build_training(args) -> Training:
     params = list(model.parameters())
     layout = layout_for(policy, [tuple(p.shape) for p in params])
     w0 = layout.flatten([p.detach() for p in params]).clone()
-    return Training(workload, model, policy, layout, make_codec(CODEC), w0, float(lr))
+    return Training(workload, model, policy, layout, make_codec(policy.codec), w0, float(lr))
 
 
 @dataclass

@@ -91,7 +91,8 @@ class RowChunk:
     ``FLAG_END``. Row ids within a data chunk are ascending and given as half-open ranges
     ``row_ranges = [start0, end0, start1, end1, ...]``; the payload holds each row's encoded
     bytes in that order. ``tensor_ids``/``scales`` give the codec scale of every tensor the
-    chunk touches (DEFSGDM: one fp32 scale per tensor).
+    chunk touches (codec 1: one fp32 scale per tensor; codec 2, the default: 1.0, the scales
+    travel inside each row's bytes).
     """
 
     TYPE: ClassVar[str] = 'RowChunk'

@@ -24,10 +24,12 @@ from rog_ros.protocol.policies.ssp import ssp
 FACTORIES = {'bsp': bsp, 'ssp': ssp, 'rog': rog, 'flown': flown}
 
 SYSTEM_TAGS = {'no-outage': {'outage_aware': False},
-               'no-momentum-compensation': {'momentum_compensation': False}}
+               'no-momentum-compensation': {'momentum_compensation': False},
+               'tensor-scales': {'codec': 'defsgdm-tensor', 'chunk_scales': False}}
 """Policy overrides named by a system's ``#tag`` (``rog compare --systems rog:4#no-outage``
 runs rog:4 with outage-aware RSP off, reported as its own system; ``#no-momentum-compensation``
-keeps the workload's momentum on a stale system)."""
+keeps the workload's momentum on a stale system; ``#tensor-scales`` uses the artifact's codec,
+one DEFSGDM scale per tensor)."""
 
 
 def make_policy(spec: str, **overrides) -> SyncPolicy:

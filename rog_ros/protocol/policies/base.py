@@ -28,6 +28,7 @@ from rog_ros.core.atp import CONVENTIONS
 from rog_ros.core.rows import RowLayout
 
 BALANCE_MODES = ('deadline', 'budget', 'none')
+CODEC_NAMES = ('defsgdm', 'defsgdm-tensor')
 DEFAULT_DEADLINE_FLOOR = 3.0
 """``SyncPolicy.deadline_floor``'s default, the same for the simulator and the fleet nodes."""
 
@@ -48,9 +49,12 @@ class SyncPolicy:
     # paper's rule). One default for simulator and fleets, chosen by measurement
     # (docs/scheduling.md): at 1, MPCOL on outdoors needed up to 2x the iterations.
     deadline_floor: float = DEFAULT_DEADLINE_FLOOR
-    chunk_scales: bool = True       # DEFSGDM scale per chunk and tensor, over the rows the
-    #                                 chunk carries (False: one per tensor over all its rows,
-    #                                 the artifact's; an ablation: sent rows are under-scaled)
+    codec: str = 'defsgdm'          # 'defsgdm': one scale per tensor row inside the row's
+    #                                 bytes (codec 2); 'defsgdm-tensor': one per tensor (codec
+    #                                 1, the artifact's; the two fields below refine it)
+    chunk_scales: bool = True       # defsgdm-tensor: scale per chunk and tensor, over the rows
+    #                                 the chunk carries (False: one per tensor over all its
+    #                                 rows, the artifact's; sent rows are under-scaled)
     scale_sent_rows: bool = False   # with chunk_scales False: per-tensor scale over the rows
     #                                 a transfer is expected to carry (experimental)
     scheduler: str = 'none'         # 'flown': server-arbitrated transfer slots
@@ -77,6 +81,8 @@ class SyncPolicy:
             raise ValueError(f'mta_override must be in (0, 1], got {self.mta_override}')
         if not 0.0 <= self.deadline_floor <= 10.0:
             raise ValueError(f'deadline_floor must be in [0, 10], got {self.deadline_floor}')
+        if self.codec not in CODEC_NAMES:
+            raise ValueError(f'codec must be one of {CODEC_NAMES}, got {self.codec!r}')
         if self.scheduler not in ('none', 'flown'):
             raise ValueError(f'unknown scheduler {self.scheduler!r}')
         if not 0.5 <= self.outage_bound <= 100.0:
