@@ -145,3 +145,37 @@ def test_close_drops_the_queue_lets_the_running_evaluation_end_and_joins():
     assert ev.pending == 1 and [i for i, _ in ev.collect()] == [0]   # two were dropped
     ev.submit(torch.zeros(1), 'after')                  # closed: evaluates in the caller
     assert [i for i, _ in ev.collect()] == ['after'] and ev.pending == 0
+
+
+def test_delivered_row_fractions_and_transfer_durations_per_direction():
+    from rog_ros.protocol.actions import Log
+    rec = RunRecorder(system='rog:4', n_workers=2)
+    rec.on_log(0.0, 0, Log('push_done', 25.0, 0, {'bytes': 10, 'seconds': 0.1,
+                                                  'rows_total': 100, 'duration': 0.2}))
+    rec.on_log(0.0, 1, Log('push_done', 75.0, 1, {'bytes': 30, 'seconds': 0.1,
+                                                  'rows_total': 100, 'duration': 0.4}))
+    rec.on_log(0.0, -1, Log('pull_done', 100.0, 0, {'bytes': 40, 'seconds': 0.1,
+                                                    'rows_total': 100, 'duration': 0.1}))
+    rec.on_log(0.0, -1, Log('push_done', 5.0, 0, {'bytes': 1, 'seconds': 0.1}))  # no total
+    s = rec.summary()
+    assert s['delivered_row_fraction_up'] == pytest.approx(0.5)
+    assert s['delivered_row_fraction_down'] == pytest.approx(1.0)
+    assert s['mean_push_s'] == pytest.approx(0.3) and s['mean_pull_s'] == pytest.approx(0.1)
+    assert s['bytes_up'] == 41 and s['bytes_down'] == 40
+    empty = RunRecorder(system='bsp', n_workers=1).summary()
+    assert empty['delivered_row_fraction_up'] is None and empty['mean_pull_s'] is None
+
+
+def test_tail_accuracy_is_the_mean_of_the_last_quarter_and_in_the_summary():
+    from rog_ros.metrics import tail_accuracy
+    rows = [{'iteration': it, 'accuracy': a} for it, a in
+            [(0, 0.5), (50, 0.8), (70, 0.99), (80, 0.9), (100, 0.7)]]
+    assert tail_accuracy(rows) == pytest.approx(0.8)          # iterations 75..100
+    assert tail_accuracy(rows, fraction=0.5) == pytest.approx((0.8 + 0.99 + 0.9 + 0.7) / 4)
+    assert tail_accuracy([]) is None
+    assert tail_accuracy(rows + [{'iteration': 101, 'accuracy': None}]) == pytest.approx(0.8)
+    rec = RunRecorder(system='bsp', n_workers=1)
+    for r in rows:
+        rec.on_eval(float(r['iteration']), r['iteration'], {'accuracy': r['accuracy']})
+    s = rec.summary()
+    assert s['final_accuracy'] == 0.7 and s['final_accuracy_tail'] == pytest.approx(0.8)

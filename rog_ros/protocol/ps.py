@@ -1054,7 +1054,8 @@ class ServerEngine:
                 self._start_downlink(r, c, now)
         self._pull_done_at[r] = now
         out = [Log('pull_done', float(delivered.size), r,
-                   {'bytes': nbytes, 'seconds': secs, 'rows_total': self.layout.n_rows})]
+                   {'bytes': nbytes, 'seconds': secs, 'rows_total': self.layout.n_rows,
+                    'duration': now - dl.transfer.start_time})]
         if self.slots is not None:
             self.slots.release(r, 'pull')
             return out + self._dispatch_slots(now)

@@ -554,7 +554,8 @@ class WorkerEngine:
         self.bytes_up += tr.bytes_sent
         self.push = None
         out = [Log('push_done', float(delivered.size), self.rank,
-                   {'bytes': nbytes, 'seconds': secs, 'clock': self.clock})]
+                   {'bytes': nbytes, 'seconds': secs, 'clock': self.clock,
+                    'rows_total': self.layout.n_rows, 'duration': now - tr.start_time})]
         if self.state == 'recovering' or self._rejoin:
             self._recover = None
             self._last_end = None

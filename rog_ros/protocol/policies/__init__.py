@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from rog_ros.protocol.policies.base import layout_for, SyncPolicy
 from rog_ros.protocol.policies.bsp import bsp
 from rog_ros.protocol.policies.flown import flown
@@ -29,18 +31,47 @@ SYSTEM_TAGS = {'no-outage': {'outage_aware': False},
 """Policy overrides named by a system's ``#tag`` (``rog compare --systems rog:4#no-outage``
 runs rog:4 with outage-aware RSP off, reported as its own system; ``#no-momentum-compensation``
 keeps the workload's momentum on a stale system; ``#tensor-scales`` uses the artifact's codec,
-one DEFSGDM scale per tensor)."""
+one DEFSGDM scale per tensor). A tag ``field=value`` sets one numeric or boolean policy field
+(``rog:4#deadline_floor=0.5``, dashes read as underscores); several tags chain with ``#``."""
+
+_TUNABLE = {f.name: f.type for f in fields(SyncPolicy)
+            if f.type in ('float', 'int', 'bool') and f.name != 'staleness'}
+
+
+def _tag_overrides(tags: str) -> dict:
+    """Return the policy overrides that a ``#``-separated tag list names (labels add none)."""
+    out = {}
+    for tag in (t.strip() for t in tags.split('#')):
+        if '=' not in tag:
+            out.update(SYSTEM_TAGS.get(tag, {}))
+            continue
+        key, _, text = tag.partition('=')
+        key = key.strip().replace('-', '_')
+        kind = _TUNABLE.get(key)
+        if kind is None:
+            raise ValueError(f'unknown policy field {key!r} in tag {tag!r}; tunable: '
+                             f'{", ".join(sorted(_TUNABLE))}')
+        try:
+            if kind == 'bool':
+                if text.strip().lower() not in ('true', 'false', '1', '0'):
+                    raise ValueError(text)
+                out[key] = text.strip().lower() in ('true', '1')
+            else:
+                out[key] = (float if kind == 'float' else int)(text)
+        except ValueError:
+            raise ValueError(f'bad value {text!r} for {key} ({kind}) in tag {tag!r}') from None
+    return out
 
 
 def make_policy(spec: str, **overrides) -> SyncPolicy:
     """
     Parse ``'name'`` or ``'name:S'`` (e.g. ``'bsp'``, ``'ssp:4'``, ``'rog:20'``).
 
-    A ``'#tag'`` suffix is a label; a tag in ``SYSTEM_TAGS`` also applies its overrides
-    (explicit ``overrides`` win).
+    A ``'#tag'`` suffix is a label; a tag in ``SYSTEM_TAGS`` also applies its overrides, and
+    a ``'#field=value'`` tag sets that policy field (explicit ``overrides`` win).
     """
     spec, _, tag = spec.partition('#')
-    overrides = {**SYSTEM_TAGS.get(tag.strip(), {}), **overrides}
+    overrides = {**_tag_overrides(tag), **overrides}
     name, _, s = spec.partition(':')
     name = name.strip().lower()
     if name not in FACTORIES:
