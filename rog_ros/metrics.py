@@ -62,6 +62,7 @@ class RunRecorder:
     rows_down: list = field(default_factory=list)   # ... per pull
     duration_up: list = field(default_factory=list)  # push: first chunk to final ack, s
     duration_down: list = field(default_factory=list)  # pull: the same
+    round_trips: list = field(default_factory=list)  # transfer.round_trip_sample, s
     bytes_up: int = 0
     bytes_down: int = 0
     rows: list = field(default_factory=list)      # timeseries
@@ -102,6 +103,8 @@ class RunRecorder:
             if total:
                 (self.rows_up if name == 'push_done' else self.rows_down).append(
                     float(log.value) / float(total))
+            if log.info.get('round_trip') is not None:
+                self.round_trips.append(float(log.info['round_trip']))
             if log.info.get('duration') is not None:
                 (self.duration_up if name == 'push_done' else self.duration_down).append(
                     float(log.info['duration']))
@@ -180,6 +183,8 @@ class RunRecorder:
                                             if self.rows_down else None),
             'mean_push_s': float(np.mean(self.duration_up)) if self.duration_up else None,
             'mean_pull_s': float(np.mean(self.duration_down)) if self.duration_down else None,
+            'median_round_trip_s': (float(np.median(self.round_trips))
+                                    if self.round_trips else None),
             **self.extra,
         }
 

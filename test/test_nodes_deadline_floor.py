@@ -18,23 +18,30 @@ from rog_ros.nodes import rog_worker
 from rog_ros.nodes.assembly import build_training
 from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR
 from rog_ros.protocol.policies import make_policy
+from rog_ros.protocol.policies.base import DEFAULT_RTT_FLOOR
 
 
-def test_nodes_default_to_the_policy_floor_and_pass_it_to_the_policy():
+def test_nodes_default_to_the_policy_floors_and_pass_them_to_the_policy():
     parser = rog_worker.build_parser()
     args = parser.parse_args(['--workload', 'toy', '--rank', '0'])
-    assert args.deadline_floor == DEFAULT_DEADLINE_FLOOR == 3.0
-    assert make_policy('rog:4').deadline_floor == 3.0          # the simulator's default too
-    assert build_training(args).policy.deadline_floor == 3.0
-    args = parser.parse_args(['--workload', 'toy', '--rank', '0', '--deadline-floor', '1.5'])
-    assert build_training(args).policy.deadline_floor == 1.5
+    assert args.deadline_floor == DEFAULT_DEADLINE_FLOOR == 0.0
+    assert args.rtt_floor == DEFAULT_RTT_FLOOR == 2.0
+    sim = make_policy('rog:4')                                   # the simulator's defaults
+    assert (sim.deadline_floor, sim.rtt_floor) == (0.0, 2.0)
+    pol = build_training(args).policy
+    assert (pol.deadline_floor, pol.rtt_floor) == (0.0, 2.0)
+    args = parser.parse_args(['--workload', 'toy', '--rank', '0', '--deadline-floor', '1.5',
+                              '--rtt-floor', '6'])
+    pol = build_training(args).policy
+    assert (pol.deadline_floor, pol.rtt_floor) == (1.5, 6.0)
 
 
-@pytest.mark.parametrize('bad', ['-1', '11'])
-def test_out_of_range_floor_is_a_usage_error(bad):
+@pytest.mark.parametrize('flag,bad', [('--deadline-floor', '-1'), ('--deadline-floor', '11'),
+                                      ('--rtt-floor', '-1'), ('--rtt-floor', '101')])
+def test_out_of_range_floor_is_a_usage_error(flag, bad):
     parser = rog_worker.build_parser()
     with pytest.raises(SystemExit):      # the declared range is checked while parsing
-        parser.parse_args(['--workload', 'toy', '--rank', '0', '--deadline-floor', bad])
+        parser.parse_args(['--workload', 'toy', '--rank', '0', flag, bad])
 
 
 def test_the_fleet_plan_passes_the_floor_to_every_training_node_and_checks_it():
@@ -46,6 +53,10 @@ def test_the_fleet_plan_passes_the_floor_to_every_training_node_and_checks_it():
             if s.role != 'netmon'} == {DEFAULT_DEADLINE_FLOOR}
     with pytest.raises(ValueError, match='deadline_floor'):
         fleet.plan(overrides={'deadline_floor': 11.0})
+    specs = fleet.plan(overrides={'rtt_floor': 5.0})
+    assert {s.parameters.get('rtt_floor') for s in specs if s.role != 'netmon'} == {5.0}
+    with pytest.raises(ValueError, match='rtt_floor'):
+        fleet.plan(overrides={'rtt_floor': 101.0})
 
 
 @pytest.mark.parametrize('field', ['eval_samples', 'final_eval_samples'])

@@ -15,6 +15,8 @@
 
 import math
 
+import pytest
+
 from rog_ros.core.compress import ScaledSign
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.transfer import MAX_WINDOW, OutgoingTransfer, window_for_rate
@@ -57,3 +59,42 @@ def test_stall_warning_timer_advances_at_its_own_wakeup_time():
     assert due == t0 + server.stall_warn_s and due - t0 < server.stall_warn_s
     server.on_tick(due)
     assert server.next_wakeup() > due
+
+
+def _transfer(layout, codec, p, n_mandatory, deadline, rate=0.0, window=4):
+    sc = codec.scales(layout, p)
+    return OutgoingTransfer(transfer_id=1, sender=0, receiver=-1, kind=1, clock=1,
+                            layout=layout, codec=codec, rowbytes=codec.encode(layout, p, sc),
+                            scales=sc, order=torch.arange(layout.n_rows),
+                            n_mandatory=n_mandatory, deadline=deadline, now=0.0,
+                            chunk_bytes=1024, rate_bps=rate, window=window)
+
+
+def test_round_trip_sample_removes_one_chunk_transmission():
+    from rog_ros.protocol.messages import TransferAck
+    layout = RowLayout([(600, 512)])
+    codec = ScaledSign()
+    p = torch.randn(layout.n_params)
+    # Link: 10 ms round trip, 4 ms to transmit one chunk; the first four go at t = 0.
+    tr = _transfer(layout, codec, p, layout.n_rows, math.inf)
+    assert len(tr.pump(0.0)) == 4 and tr.round_trip_sample() is None
+    tr.on_ack(TransferAck(transfer_id=1, sender=-1, receiver=0, seq=0), 0.014)
+    assert tr.round_trip_sample() is None                     # one ack says nothing yet
+    tr.on_ack(TransferAck(transfer_id=1, sender=-1, receiver=0, seq=1), 0.018)
+    assert tr.round_trip_sample() == pytest.approx(0.010)
+    # A transfer that opened with one chunk cannot tell transmission from round trip.
+    one = _transfer(layout, codec, p, layout.n_rows, math.inf, window=1)
+    assert len(one.pump(0.0)) == 1
+    one.on_ack(TransferAck(transfer_id=1, sender=-1, receiver=0, seq=0), 0.014)
+    one.on_ack(TransferAck(transfer_id=1, sender=-1, receiver=0, seq=1), 0.028)
+    assert one.round_trip_sample() is None
+
+
+def test_policy_floor_is_the_larger_of_compute_and_round_trip_floors():
+    from rog_ros.protocol.policies import make_policy
+    pol = make_policy('rog:4', deadline_floor=0.5, rtt_floor=4.0)
+    assert pol.floor_s(0.1, 0.010) == pytest.approx(0.05)      # compute-bound
+    assert pol.floor_s(0.1, 0.030) == pytest.approx(0.12)      # latency-bound link
+    assert make_policy('rog:4', deadline_floor=0.0, rtt_floor=0.0).floor_s(5.0, 1.0) == 0.0
+    with pytest.raises(ValueError, match='rtt_floor'):
+        make_policy('rog:4', rtt_floor=-1.0)

@@ -37,7 +37,8 @@ from rog_ros.experiments.report import write_report
 from rog_ros.metrics import atomic_write, read_timeseries
 from rog_ros.sim.simulator import SimConfig, simulate
 
-KEYS = ('time_to_target_s', 'iterations_to_target', 'final_accuracy', 's_per_iteration',
+KEYS = ('time_to_target_s', 'iterations_to_target', 'final_accuracy', 'final_accuracy_tail',
+        's_per_iteration',
         'compute_s_per_iteration', 'comm_s_per_iteration', 'stall_s_per_iteration',
         'stall_cost', 'threshold_triggers', 'bytes_up', 'bytes_down', 'sim_time_s',
         'network_to_compute_ratio', 'mean_transfer_s', 'p95_transfer_s')

@@ -43,7 +43,8 @@ ABLATIONS = {
     'rog:4-no-ordering': {'ordering': False},
     'rog:4-no-magnitude': {'use_magnitude': False},
     'rog:4-no-mta-time': {'balance': 'none'},
-    'rog:4-paper-deadline': {'deadline_floor': 0.0},
+    'rog:4-paper-deadline': {'deadline_floor': 0.0, 'rtt_floor': 0.0},
+    'rog:4-compute-floor': {'deadline_floor': 3.0, 'rtt_floor': 0.0},   # the earlier default floor
     'rog:4-tensor-scales': {'codec': 'defsgdm-tensor', 'chunk_scales': False},
 }
 EACOL_M_SYSTEMS = ['bsp', 'ssp:4', 'flown:4', 'rog:4']

@@ -32,6 +32,7 @@ from rog_ros.net.shaper import TokenBucketShaper
 from rog_ros.net.traces import generate, load_trace, PRESETS, Trace
 from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR, policy_spec
 from rog_ros.protocol.policies import layout_for, make_policy
+from rog_ros.protocol.policies.base import DEFAULT_RTT_FLOOR
 import torch
 
 PRESET_DURATION_S = 600.0   # generated preset traces loop after this long
@@ -79,7 +80,8 @@ def build_training(args) -> Training:
         w0 = layout.flatten([p.detach() for p in model.parameters()]).clone()
         return Training(workload, model, push_systems.NoPolicy(), layout, None, w0, float(lr))
     push_systems.check(vars(args))
-    overrides = {'deadline_floor': getattr(args, 'deadline_floor', DEFAULT_DEADLINE_FLOOR)}
+    overrides = {'deadline_floor': getattr(args, 'deadline_floor', DEFAULT_DEADLINE_FLOOR),
+                 'rtt_floor': getattr(args, 'rtt_floor', DEFAULT_RTT_FLOOR)}
     if getattr(args, 'sync', 'rog') == 'rog':      # the others never suspend for a dead link
         overrides['outage_aware'] = bool(getattr(args, 'outage_aware', True))
     policy = make_policy(policy_spec(args), **overrides)

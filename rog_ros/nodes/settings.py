@@ -38,6 +38,7 @@ import sys
 from rog_ros.checks import ConfigError
 from rog_ros.nodes.push_systems import SYNC_CHOICES
 from rog_ros.protocol.policies.base import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
+from rog_ros.protocol.policies.base import DEFAULT_RTT_FLOOR
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
 
 SERVER, WORKER, NETMON, FLEET = 'rog_server', 'rog_worker', 'netmon', 'fleet'
@@ -47,10 +48,9 @@ ALL = (SERVER, WORKER, NETMON, FLEET)
 ALL_NODES = '/**'
 
 DEFAULT_DEADLINE_FLOOR = POLICY_DEADLINE_FLOOR
-"""Rog sends optional rows for at least 3 compute times, in fleets as in the simulator (one
-default, ``SyncPolicy.deadline_floor``; docs/scheduling.md). At 1, 100-iteration MPCOL fleets
-on the indoors trace dipped 10-25 accuracy points late in the run, and simulated MPCOL on
-outdoors needed up to 2x the iterations to the target and lost 0.6 points on average."""
+"""Rog's deadline floor in compute times: 0, the paper's MTA-time deadline, in fleets as in the
+simulator (one default, ``SyncPolicy.deadline_floor``). The floor that keeps fleets from
+cutting transfers to a few milliseconds is ``rtt_floor`` (docs/scheduling.md)."""
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,11 @@ SETTINGS = (
        'fragments it on Wi-Fi).', TRAINING, low=256, high=65000),
     _s('window', int, 4, 'Unacknowledged chunks per transfer.', TRAINING, low=1, high=1024),
     _s('deadline_floor', float, DEFAULT_DEADLINE_FLOOR, 'rog: keep sending optional rows for '
-       'at least this many compute times.', TRAINING, low=0.0, high=10.0),
+       "at least this many compute times (0: the paper's MTA-time deadline).", TRAINING,
+       low=0.0, high=10.0),
+    _s('rtt_floor', float, DEFAULT_RTT_FLOOR, 'rog: ... and for at least this many measured '
+       'round trips of the link (a transfer pays them whatever it carries).', TRAINING,
+       low=0.0, high=100.0),
     _s('outage_aware', bool, True, 'rog: suspend a robot whose link holds the others for more '
        'than 3 fleet iteration times from the staleness check (outage-aware RSP; its late '
        "pushes are down-weighted); false = the paper's RSP.", TRAINING),

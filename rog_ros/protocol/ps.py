@@ -191,6 +191,7 @@ class ServerEngine:
                       if policy.scheduler == 'flown' else None)
         self.link_estimate_bps = [0.0] * n_workers   # netmon's view (LinkStats), for FLOWN
         self.compute_est = [Smoothed() for _ in range(n_workers)]   # seconds per computation
+        self.rtt_down = [Smoothed() for _ in range(n_workers)]      # downlink round trips
         self._pull_done_at: list[float | None] = [None] * n_workers
         # metrics
         self.triggers = [0] * n_workers
@@ -987,7 +988,7 @@ class ServerEngine:
             return now
         mand = torch.tensor([self._mandatory_bytes(k_min)] * self.n, dtype=torch.float64)
         thr = self._paced(r, self.thr_down)
-        floor = self.policy.deadline_floor * self.compute_est[r].value
+        floor = self.policy.floor_s(self.compute_est[r].value, self.rtt_down[r].value)
         return now + max(mta_time(mand, thr), floor)
 
     def _push_deadline(self, r: int) -> float:
@@ -1042,6 +1043,9 @@ class ServerEngine:
         self.bytes_down += dl.transfer.bytes_sent
         if nbytes:
             self.thr_down[r].update(nbytes, secs)
+        rtt = dl.transfer.round_trip_sample()
+        if rtt is not None:
+            self.rtt_down[r].update(rtt)
         self.downlinks[r] = None
         c = dl.transfer.clock
         if dl.snapshot and self.unsynced[r] is not None:
@@ -1055,7 +1059,7 @@ class ServerEngine:
         self._pull_done_at[r] = now
         out = [Log('pull_done', float(delivered.size), r,
                    {'bytes': nbytes, 'seconds': secs, 'rows_total': self.layout.n_rows,
-                    'duration': now - dl.transfer.start_time})]
+                    'duration': now - dl.transfer.start_time, 'round_trip': rtt})]
         if self.slots is not None:
             self.slots.release(r, 'pull')
             return out + self._dispatch_slots(now)

@@ -171,6 +171,8 @@ class OutgoingTransfer:
         self.rate_bps = float(rate_bps)   # link estimate used to pace optional chunks
         self.planned_bytes = 0        # payload bytes of the chunks sent so far
         self.first_ack_time, self.first_ack_bytes = 0.0, 0
+        self.second_ack_time: float | None = None
+        self.opening_chunks = 0       # chunks sent at the start, before any ack (round trip)
         self.bytes_acked_chunks = 0   # payload bytes of the chunks acknowledged so far
 
     def _chunk_scales(self, codec: RowCodec, tensor_row_sums) -> np.ndarray | None:
@@ -231,6 +233,8 @@ class OutgoingTransfer:
             self.planned_bytes += int(self.plan.nbytes[self.next_seq])
             self.next_seq += 1
             self.last_progress = now
+        if self.n_acked == 0 and now == self.start_time:
+            self.opening_chunks = self.next_seq
         if not self.may_send_more(now):
             out.append(self._end(now))
         return out
@@ -311,6 +315,8 @@ class OutgoingTransfer:
             return []           # late, duplicate or bogus: ignore
         if self.n_acked == 0:
             self.first_ack_time, self.first_ack_bytes = now, int(self.plan.nbytes[k])
+        elif self.n_acked == 1:
+            self.second_ack_time = now
         self.acked[k] = True
         self.n_acked += 1
         self.bytes_acked += int(self.plan.nbytes[k])
@@ -352,6 +358,22 @@ class OutgoingTransfer:
         """Row ids of all data chunks sent so far (ascending)."""
         n_ranks = int(self.plan.rank_hi[self.next_seq - 1]) if self.next_seq else 0
         return np.sort(self.order[:n_ranks])
+
+    def round_trip_sample(self) -> float | None:
+        """
+        Seconds one round trip of this link takes, without the time to put a chunk on it.
+
+        The first ack comes a round trip plus one chunk's transmission after the start; when
+        the transfer opened with two or more chunks, the second ack follows the first by one
+        chunk's transmission (the chunks queue back to back), so their difference is the
+        round trip alone: propagation, the receiver's processing and the transport's own
+        delays, what every transfer pays however few rows it carries. None when the
+        transfer opened with a single chunk or saw fewer than two acks.
+        """
+        if self.opening_chunks < 2 or self.second_ack_time is None:
+            return None
+        first = self.first_ack_time - self.start_time
+        return max(0.0, first - (self.second_ack_time - self.first_ack_time))
 
     def throughput_sample(self) -> tuple[int, float]:
         """

@@ -185,6 +185,7 @@ class WorkerEngine:
         self.thr_up = Ewma()
         self.row_nbytes = codec.row_nbytes(layout)
         self.compute_est = Smoothed()    # seconds per computation
+        self.rtt_up = Smoothed()         # round trip of the uplink (transfer.round_trip_sample)
         self._compute_started_at = 0.0
         self._d = torch.empty(layout.n_params, dtype=dtype)
         self._scratch = torch.empty(layout.n_params, dtype=dtype)
@@ -500,7 +501,7 @@ class WorkerEngine:
         if self.push_deadline_s < 0 or pol.whole_model:
             deadline = math.inf
         else:
-            floor = pol.deadline_floor * self.compute_est.value
+            floor = pol.floor_s(self.compute_est.value, self.rtt_up.value)
             deadline = now + max(self.push_deadline_s, floor)
         row_mask = None
         if pol.scale_sent_rows and not pol.whole_model and not pol.chunk_scales:
@@ -551,11 +552,15 @@ class WorkerEngine:
         nbytes, secs = tr.throughput_sample()
         if nbytes:
             self.thr_up.update(nbytes, secs)
+        rtt = tr.round_trip_sample()
+        if rtt is not None:
+            self.rtt_up.update(rtt)
         self.bytes_up += tr.bytes_sent
         self.push = None
         out = [Log('push_done', float(delivered.size), self.rank,
                    {'bytes': nbytes, 'seconds': secs, 'clock': self.clock,
-                    'rows_total': self.layout.n_rows, 'duration': now - tr.start_time})]
+                    'rows_total': self.layout.n_rows, 'duration': now - tr.start_time,
+                    'round_trip': rtt})]
         if self.state == 'recovering' or self._rejoin:
             self._recover = None
             self._last_end = None

@@ -29,8 +29,10 @@ from rog_ros.core.rows import RowLayout
 
 BALANCE_MODES = ('deadline', 'budget', 'none')
 CODEC_NAMES = ('defsgdm', 'defsgdm-tensor')
-DEFAULT_DEADLINE_FLOOR = 3.0
+DEFAULT_DEADLINE_FLOOR = 0.0
 """``SyncPolicy.deadline_floor``'s default, the same for the simulator and the fleet nodes."""
+DEFAULT_RTT_FLOOR = 2.0
+"""``SyncPolicy.rtt_floor``'s default, the same for the simulator and the fleet nodes."""
 
 
 @dataclass(frozen=True)
@@ -44,11 +46,16 @@ class SyncPolicy:
     balance: str = 'deadline'       # 'deadline': MTA-time; 'budget': q x MTA rows; 'none'
     ordering: bool = True           # importance ordering (False: ablation, row-id order)
     use_magnitude: bool = True      # gradient magnitude in priorities (False: ablation)
-    # MTA-time deadline >= deadline_floor x measured compute time: when transfers are short
-    # next to computation, sending more rows costs little time and saves iterations (0: the
-    # paper's rule). One default for simulator and fleets, chosen by measurement
-    # (docs/scheduling.md): at 1, MPCOL on outdoors needed up to 2x the iterations.
+    # The MTA-time deadline is at least max(deadline_floor x measured compute time,
+    # rtt_floor x the link's measured round trip) after a transfer starts (``floor_s``).
+    # A transfer pays its round trips (first ack, END and final ack) whatever it carries, so
+    # on a latency-bound link (DDS between loaded processes: 45 ms; Wi-Fi with retries) a
+    # deadline of a few milliseconds saves almost no time and withholds most rows, while on
+    # a bandwidth-bound link (10 ms round trip, 100 ms of bytes) the paper's deadline saves
+    # whole round trips' worth of time. One default for simulator and fleets, chosen by
+    # measurement (docs/scheduling.md); deadline_floor 0 is the paper's rule.
     deadline_floor: float = DEFAULT_DEADLINE_FLOOR
+    rtt_floor: float = DEFAULT_RTT_FLOOR
     codec: str = 'defsgdm'          # 'defsgdm': one scale per tensor row inside the row's
     #                                 bytes (codec 2); 'defsgdm-tensor': one per tensor (codec
     #                                 1, the artifact's; the two fields below refine it)
@@ -81,6 +88,8 @@ class SyncPolicy:
             raise ValueError(f'mta_override must be in (0, 1], got {self.mta_override}')
         if not 0.0 <= self.deadline_floor <= 10.0:
             raise ValueError(f'deadline_floor must be in [0, 10], got {self.deadline_floor}')
+        if not 0.0 <= self.rtt_floor <= 100.0:
+            raise ValueError(f'rtt_floor must be in [0, 100], got {self.rtt_floor}')
         if self.codec not in CODEC_NAMES:
             raise ValueError(f'codec must be one of {CODEC_NAMES}, got {self.codec!r}')
         if self.scheduler not in ('none', 'flown'):
@@ -89,6 +98,10 @@ class SyncPolicy:
             raise ValueError(f'outage_bound must be in [0.5, 100], got {self.outage_bound}')
         if self.mta_rule not in mta_rules.RULES:
             raise ValueError(f'unknown MTA rule {self.mta_rule!r}')
+
+    def floor_s(self, compute_s: float, round_trip_s: float) -> float:
+        """Seconds an ATP transfer keeps sending optional rows at least (its deadline floor)."""
+        return max(self.deadline_floor * compute_s, self.rtt_floor * round_trip_s)
 
     def explicit_momentum(self, momentum: float, n_workers: int) -> float:
         """

@@ -23,9 +23,10 @@ Fewer mandatory rows shorten the straggler's transfers, which set the pace of th
 under RSP: MPCOL, outdoors, 4 workers, seed 0, time to target 29.8 s -> 27.2 s.
 The round-robin bound 1/(S+1) is faster still in the simulator (24.8 s) but below the 1/S
 that the infinite-urgency rule forces under the S+1 trigger, and it made real fleets unstable.
-The deadline floor (``deadline_floor``, 3 compute times by default in the simulator and in
-fleets alike) is a tuning knob, see docs/scheduling.md. ``mta_rule='paper_table'`` reproduces
-the paper.
+The MTA-time deadline is the paper's, with one floor: a transfer keeps sending optional rows
+for at least ``rtt_floor`` (2) measured round trips of its link, which it pays anyway; the
+same default in the simulator and in fleets, and ``deadline_floor`` (compute times, 0) a
+tuning knob (docs/scheduling.md). ``mta_rule='paper_table'`` reproduces the paper.
 """
 
 from __future__ import annotations
