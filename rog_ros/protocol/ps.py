@@ -393,7 +393,8 @@ class ServerEngine:
         worker go on with its rejoin push.
         """
         clock = self.clock[r] if join_tid is None else -1 - int(join_tid)
-        return Schedule(worker=r, clock=clock, push_deadline_s=self._push_deadline(r),
+        return Schedule(worker=r, clock=clock,
+                        push_deadline_s=self._push_deadline(r, self.clock[r]),
                         stop=self.stopped[r], target_incarnation=inc,
                         checkpoint_transfer=self._checkpoint_for(r, inc))
 
@@ -913,7 +914,7 @@ class ServerEngine:
                               tensor_row_sums=trs if pol.chunk_scales else None)
         self.downlinks[r] = _Downlink(tr, rowbytes, scales, None, act,
                                       event=self.delivered.pin(('dl', r)))
-        sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r))
+        sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r, c))
         out = [Send(r, sched)]
         return out + self._sends(r, self.downlinks[r], tr.pump(now))
 
@@ -954,7 +955,7 @@ class ServerEngine:
                        snapshot=True)
         dl.values = values
         self.downlinks[r] = dl
-        sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r))
+        sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r, c))
         return [Send(r, sched), Log('snapshot', float(rows.numel()), r)] + \
             self._sends(r, dl, tr.pump(now))
 
@@ -991,9 +992,16 @@ class ServerEngine:
         floor = self.policy.floor_s(self.compute_est[r].value, self.rtt_down[r].value)
         return now + max(mta_time(mand, thr), floor)
 
-    def _push_deadline(self, r: int) -> float:
-        """MTA time for worker r's next push (negative = no deadline: send everything)."""
+    def _push_deadline(self, r: int, c: int) -> float:
+        """
+        MTA time for worker r's next push, the one of clock c + 1 (negative: send everything).
+
+        A worker's last push goes whole: rows it withholds then would never be sent, and the
+        fleet's final model would miss up to S iterations of its low-priority rows.
+        """
         pol = self.policy
+        if self.max_iterations is not None and c + 1 >= self.max_iterations:
+            return -1.0
         if pol.whole_model or pol.balance == 'none':
             return 0.0 if not pol.whole_model else -1.0
         if pol.balance == 'budget':
