@@ -79,8 +79,8 @@ from rog_ros.core.versions import VersionTable
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     check_schema, FLAG_END, FLAG_JOIN, FLAG_REQUEST, FLAG_SNAPSHOT, KIND_GRAD, KIND_UPDATE,
-    LinkStats, MAX_CLOCK, MessageError, RowChunk, RowVersions, Schedule, SERVER,
-    stamp_incarnations, TransferAck)
+    LinkStats, MAX_CLOCK, MessageError, ranges_from_sorted, RowChunk, RowVersions, Schedule,
+    SERVER, stamp_incarnations, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.policies.flown import SlotScheduler
 from rog_ros.protocol.transfer import (
@@ -833,7 +833,7 @@ class ServerEngine:
                 info = {'clock': c}
                 if not quorum:
                     info['quorum'] = f'{int(self.active.sum())} of {self.min_workers} active'
-                return [Log('trigger', 1.0, r, info)]
+                return [Log('trigger', 1.0, r, info)] + self._ask_own_rows(r, c)
             return []
         out = self._end_stall(r, now)
         del self.pending[r]
@@ -853,6 +853,27 @@ class ServerEngine:
             return []
         self.stall_time[r] += now - t0
         return [Log('stall_s', now - t0, r)]
+
+    def _ask_own_rows(self, r: int, c: int) -> list:
+        """
+        Ask worker r for its rows that hold its own pull (``Schedule.urgent_rows``).
+
+        Its pull at clock c needs every row's version of r at c - S or newer. A worker keeps
+        its rows within that bound by its own count of withheld iterations, which can fall
+        behind ours after it restarts from a saved state: then nothing else would ever send
+        those rows and the pull would wait for ever (seen as a fleet whose restarted robot
+        stays at one clock). Rows other workers owe are not asked for: their own pulls and
+        pushes bring them.
+        """
+        if self.policy.whole_model or not self.active[r]:
+            return []
+        own = self.versions.v[:, r] < c - self.policy.staleness
+        if not bool(own.any()):
+            return []
+        rows = torch.nonzero(own).reshape(-1).numpy()
+        return [Send(r, Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r, c),
+                                 urgent_rows=ranges_from_sorted(rows).astype(np.uint32))),
+                Log('urgent_rows', float(rows.size), r, {'clock': c})]
 
     def _start_downlink(self, r: int, c: int, now: float) -> list:
         if self.absence_timeout_s is not None:

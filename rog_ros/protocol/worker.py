@@ -69,7 +69,7 @@ from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
     check_schema, check_versions, FLAG_END, FLAG_JOIN, FLAG_REQUEST, FLAG_SNAPSHOT,
     ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK, MessageError, RowChunk, RowVersions,
-    Schedule, SERVER, stamp_incarnations, TransferAck)
+    Schedule, SERVER, stamp_incarnations, TransferAck, validate_ranges)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.transfer import OutgoingTransfer, Receiver, snapshot_layout
 import torch
@@ -609,6 +609,9 @@ class WorkerEngine:
             raise MessageError('schedule for another worker')
         if not math.isfinite(msg.push_deadline_s) or not math.isfinite(msg.compute_sleep_s):
             raise MessageError('non-finite schedule')
+        if len(msg.urgent_rows):
+            validate_ranges(np.asarray(msg.urgent_rows, dtype=np.int64), self.layout.n_rows,
+                            'urgent rows')
         about = int(msg.target_incarnation) or self.incarnation
         self._prune_undurable(int(msg.checkpoint_transfer), about)
         if about != self.incarnation:
@@ -627,7 +630,24 @@ class WorkerEngine:
             return self._maybe_rejoin_push(now)
         if self.state == 'awaiting_grant':
             return self._start_push(now)           # FLOWN: our slot was granted
+        if len(msg.urgent_rows) and msg.clock == self.clock:
+            return self._push_urgent_rows(msg.urgent_rows, now)
         return []
+
+    def _push_urgent_rows(self, ranges, now: float) -> list:
+        """
+        The server holds our pull on rows of ours it has too old (``Schedule.urgent_rows``).
+
+        Our own count of withheld iterations can be lower than the server's view after a
+        restart from a saved state; only a push of those rows frees the pull, so they become
+        mandatory and a follow-up push starts at once (if none is under way).
+        """
+        if self.state != 'pulling' or self.push is not None:
+            return []
+        rows = torch.from_numpy(ids_from_ranges(ranges, self.layout.n_rows))
+        self.withheld[rows] = torch.clamp(self.withheld[rows], min=self.policy.staleness + 1)
+        self.followups += 1
+        return [Log('urgent_rows', float(rows.numel()), self.rank)] + self._start_push(now)
 
     def _maybe_rejoin_push(self, now: float) -> list:
         if self.state == 'rejoin_wait' and not self._await_hello:
