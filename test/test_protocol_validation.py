@@ -185,3 +185,23 @@ def test_nonfinite_identity_payload_in_an_open_transfer_changes_nothing():
     server.on_message(bad, 0.0)
     assert server.rejects == 1
     assert np.array_equal(inc.have, have) and np.array_equal(inc.buf, buf)
+
+
+def test_urgent_rows_make_a_pulling_worker_push_them_and_bad_ranges_change_nothing():
+    _, _, workers, _, layout = build('rog:4', n=2)
+    w = workers[0]
+    w.state, w.clock = 'pulling', 7
+    before, rejects = w.withheld.clone(), w.rejects
+    for bad in ([5, 3], [0, layout.n_rows + 1], [1]):          # descending, past the end, odd
+        out = w.on_message(Schedule(worker=0, clock=7, push_deadline_s=0.5,
+                                    urgent_rows=np.asarray(bad, np.uint32)), 1.0)
+        assert [a.name for a in out] == ['reject']
+        assert torch.equal(w.withheld, before) and w.push is None
+        assert w.push_deadline_s == 0.0                            # the schedule changed nothing
+    assert w.rejects == rejects + 3
+    out = w.on_message(Schedule(worker=0, clock=7, push_deadline_s=0.0,
+                                urgent_rows=np.asarray([2, 4], np.uint32)), 1.0)
+    assert any(isinstance(a, Log) and a.name == 'urgent_rows' for a in out)
+    assert w.push is not None and w.state == 'pushing'
+    sent = set(w.push.order[:w.push.n_mandatory_rows].tolist())
+    assert {2, 3} <= sent                                          # now mandatory

@@ -636,11 +636,12 @@ class WorkerEngine:
 
     def _push_urgent_rows(self, ranges, now: float) -> list:
         """
-        The server holds our pull on rows of ours it has too old (``Schedule.urgent_rows``).
+        Push again the rows of ours that the server holds our pull on (``urgent_rows``).
 
-        Our own count of withheld iterations can be lower than the server's view after a
-        restart from a saved state; only a push of those rows frees the pull, so they become
-        mandatory and a follow-up push starts at once (if none is under way).
+        The server has them too old for our clock: our own count of withheld iterations can
+        be lower than the server's view after a restart from a saved state. Only a push of
+        those rows frees the pull, so they become mandatory and a follow-up push starts at
+        once (if none is under way).
         """
         if self.state != 'pulling' or self.push is not None:
             return []
