@@ -288,3 +288,26 @@ def test_late_join_of_a_dead_run_does_not_lock_out_the_live_one():
     assert server.worker_inc[0] == 2002
     join(1001, t + 0.31 + 4 * server.end_timeout_s)
     assert server.worker_inc[0] == 1001
+
+
+def test_a_lost_request_for_own_rows_is_repeated_on_the_worker_s_poke():
+    # Seed 0's restarts leave worker 1's own rows older at the server than its pull allows
+    # (the server then asks for them: Schedule.urgent_rows). Lose the first such request:
+    # the held worker's poke (its repeated END) must bring the request again.
+    harness, server, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=0,
+                                     save_states=True)
+    real, asked = server._ask_own_rows, []
+
+    def lossy(r, c):
+        out = real(r, c)
+        if out:
+            asked.append(r)
+            if len(asked) == 1:
+                return [a for a in out if not hasattr(a, 'dest')]   # the Send is lost
+        return out
+    server._ask_own_rows = lossy
+    schedule_worker_crashes(harness, random.Random(0), 8, 3.0, (0.05, 0.4))
+    harness.run(until=2000)
+    assert len(asked) >= 2                                  # lost once, asked again
+    assert server.finished
+    check_invariants(harness, server, harness.workers)

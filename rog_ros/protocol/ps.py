@@ -720,6 +720,8 @@ class ServerEngine:
         elif chunk.flags & FLAG_END and self.stopped[s]:
             out.append(Send(s, Schedule(worker=s, clock=self.clock[s], push_deadline_s=-1.0,
                                         stop=True)))     # the stop order may have been lost
+        elif chunk.flags & FLAG_END and s in self.stall_since and s in self.pending:
+            out += self._ask_own_rows(s, self.pending[s])   # a held worker's poke: ask again
         return out
 
     def _apply_push(self, inc, now: float) -> list:
