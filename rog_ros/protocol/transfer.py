@@ -476,6 +476,12 @@ class IncomingTransfer:
             if self.codec.lossy:
                 complete &= bool(np.isfinite(self.scales).all())
             scales = np.nan_to_num(self.scales, nan=0.0)
+        for r, seqs in self.fragments.items():
+            if not complete[r]:
+                # A row cut between its fragments (ATP's deadline, a lost fragment) is not
+                # applied: its fragments leave the final ack, so the sender keeps the row
+                # (acked, they counted as delivered and the row's mass was lost).
+                self.seqs.difference_update(seqs)
         embedded = getattr(self.codec, 'bad_rows', None)
         if (embedded is not None or not self.codec.lossy) and self.fragments:
             # A row assembled from fragments is checked once whole; a non-finite one is not

@@ -40,7 +40,9 @@ class Identity(RowCodec):
         return torch.zeros(layout.n_tensors, dtype=torch.float32)
 
     def encode(self, layout, p, scales):
-        return p.detach().to(self.dtype).contiguous().view(torch.uint8)
+        # a copy: callers encode from scratch buffers they reuse while the bytes are in flight
+        # (the server's downlink p; an alias made the mirror of a worker drift from its model)
+        return p.detach().to(self.dtype, copy=True).contiguous().view(torch.uint8)
 
     def quantize(self, layout, p, scales, out=None, row_mask=None, per_row=False):
         out = p.clone() if out is None else out.copy_(p)
