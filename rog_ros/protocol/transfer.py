@@ -476,24 +476,23 @@ class IncomingTransfer:
             if self.codec.lossy:
                 complete &= bool(np.isfinite(self.scales).all())
             scales = np.nan_to_num(self.scales, nan=0.0)
-        for r, seqs in self.fragments.items():
-            if not complete[r]:
-                # A row cut between its fragments (ATP's deadline, a lost fragment) is not
-                # applied: its fragments leave the final ack, so the sender keeps the row
-                # (acked, they counted as delivered and the row's mass was lost).
-                self.seqs.difference_update(seqs)
         embedded = getattr(self.codec, 'bad_rows', None)
         if (embedded is not None or not self.codec.lossy) and self.fragments:
             # A row assembled from fragments is checked once whole; a non-finite one is not
-            # applied, and its chunks leave the final ack (the sender keeps the row).
+            # applied (the sender keeps the row, below).
             if embedded is not None:     # scales inside the rows (RowScaledSign)
                 finite = ~embedded(self.layout, torch.from_numpy(self.buf)).numpy()
             else:
                 values = torch.from_numpy(self.buf).view(self.codec.dtype)
                 finite = torch.isfinite(self.layout.row_abs_sum(values)).numpy()
-            for r in np.flatnonzero(~finite & complete).tolist():
-                self.seqs.difference_update(self.fragments.get(r, []))
             complete &= finite
+        for r, frag_seqs in self.fragments.items():
+            if not complete[r]:
+                # A fragmented row that is not applied (cut between its fragments by ATP's
+                # deadline, a fragment lost, or not finite) leaves the final ack with all its
+                # fragments, so the sender keeps the row: acked, they would count as
+                # delivered and the row's mass would be lost.
+                self.seqs.difference_update(frag_seqs)
         seqs = np.fromiter(sorted(self.seqs), dtype=np.int64, count=len(self.seqs))
         return (torch.from_numpy(complete), torch.from_numpy(self.buf),
                 torch.from_numpy(scales), ranges_from_sorted(seqs))
