@@ -132,7 +132,8 @@ class WorkerEngine:
                  end_timeout_s: float = 2.0, track_conservation: bool = False,
                  incarnation: int | None = None, save_state_actions: bool = False,
                  keep_undurable: bool = False, max_undurable: int = 64,
-                 max_clock: int = MAX_CLOCK, join_on_start: bool = False):
+                 max_clock: int = MAX_CLOCK, join_on_start: bool = False,
+                 max_iterations: int | None = None):
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if not 0 <= rank < n_workers:
@@ -149,11 +150,13 @@ class WorkerEngine:
         self.max_clock = int(max_clock)
         dtype = w0.dtype
         self.w = w0.detach().clone()
-        self.momentum = policy.explicit_momentum(momentum, n_workers)
-        # the decay is added as wd / (1 - mu) after momentum: keep its strength at ``momentum``
-        decay = weight_decay * (1.0 - self.momentum) / (1.0 - momentum) if momentum < 1 else 0.0
+        # the run's iteration budget, when known: the momentum compensation is released over
+        # its middle (SyncPolicy.momentum_at); None keeps it compensated
+        self.max_iterations = None if max_iterations is None else int(max_iterations)
+        self._momentum_nominal, self._weight_decay = float(momentum), float(weight_decay)
+        self.momentum = policy.momentum_at(momentum, n_workers, 1, self.max_iterations)
         self.precondition = MomentumPreconditioner(layout.n_params, self.momentum, nesterov,
-                                                   decay, dtype=dtype)
+                                                   self._decay(self.momentum), dtype=dtype)
         self.residual = torch.zeros(layout.n_params, dtype=dtype)   # A + e of the spec
         self.withheld = torch.zeros(layout.n_rows, dtype=torch.int32)
         self.vloc = torch.zeros(layout.n_rows, n_workers, dtype=torch.int32)
@@ -217,6 +220,21 @@ class WorkerEngine:
         self.rsp_waits = 0
         self.undurable_dropped = 0
 
+    def _decay(self, mu: float) -> float:
+        """Weight decay term for worker momentum ``mu``: added as wd / (1 - mu) after momentum,
+        so its strength stays the nominal momentum's."""
+        nominal = self._momentum_nominal
+        return self._weight_decay * (1.0 - mu) / (1.0 - nominal) if nominal < 1 else 0.0
+
+    def _set_momentum(self, clock: int) -> None:
+        """The momentum for the gradient of iteration ``clock`` (a release in progress)."""
+        mu = self.policy.momentum_at(self._momentum_nominal, self.n, clock, self.max_iterations)
+        if mu != self.momentum:
+            if self.precondition.buf is None and mu > 0:     # compensated to 0 at the start
+                self.precondition.buf = torch.zeros_like(self.w)
+            self.momentum = self.precondition.momentum = mu
+            self.precondition.weight_decay = self._decay(mu)
+
     # ================================================================== public API
     def start(self, now: float) -> list:
         """Begin training: compute the first iteration (restored: recover, then rejoin)."""
@@ -246,6 +264,7 @@ class WorkerEngine:
             return [Log('nonfinite_gradient', 1.0, self.rank)] + self._compute(now)
         if now > self._compute_started_at:
             self.compute_est.update(now - self._compute_started_at)
+        self._set_momentum(self.clock + 1)
         d = self.precondition(grad, self.w, self._d)
         self.residual += d
         if self.track:

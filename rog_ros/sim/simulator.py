@@ -164,7 +164,7 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
                           chunk_bytes=cfg.chunk_bytes, window=cfg.window)
     engines = [WorkerEngine(r, n, layout, codec, policy, w0, momentum=momentum,
                             weight_decay=cfg.weight_decay, chunk_bytes=cfg.chunk_bytes,
-                            window=cfg.window) for r in range(n)]
+                            window=cfg.window, max_iterations=iterations) for r in range(n)]
     for m, e in zip(models, engines):
         layout.bind(m, e.w)
         m.train()
