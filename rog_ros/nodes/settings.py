@@ -207,10 +207,8 @@ SETTINGS = (
     _s('burst_bytes', int, 65536, 'Token bucket size of the emulated link.', TRAINING,
        'link', low=1),
     # -------------------------------------------------- rog_server
-    _s('iterations', int, 100, 'Iterations per worker: the server stops the fleet once every '
-       'worker pushed this many, and Rog workers release their momentum compensation over '
-       'the middle of this budget (give every node the same value).', TRAINING, 'server',
-       low=1),
+    _s('iterations', int, 100, 'Stop the fleet once every worker pushed this many.',
+       (SERVER, FLEET), 'server', low=1),
     _s('eval_every', int, 10, 'Evaluate the consensus model every K iterations.',
        (SERVER, FLEET), 'server', low=1),
     _s('out', str, 'rog_run', 'Directory for summary.json and timeseries.csv.',

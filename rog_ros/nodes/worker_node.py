@@ -86,8 +86,7 @@ class WorkerNode:
                                        tr.w0, momentum=tr.workload.momentum,
                                        chunk_bytes=a.chunk_bytes, window=a.window,
                                        save_state_actions=durable_run,
-                                       keep_undurable=durable_run, join_on_start=durable_run,
-                                       max_iterations=a.iterations)
+                                       keep_undurable=durable_run, join_on_start=durable_run)
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
         tr.layout.bind(self.model, self.engine.w)
         self.params = list(self.model.parameters())

@@ -81,8 +81,11 @@ class SyncPolicy:
     #                                     interleaved pushes (``explicit_momentum``)
     momentum_release: float = 0.0   # fraction of that lowering given back over the middle of
     #                                 a run whose iteration budget the worker knows (from a
-    #                                 third to half of it, ``momentum_at``); 0: compensated to
-    #                                 the end (SSP, FLOWN); Rog: 5/6
+    #                                 third to half of it, ``momentum_at``; the simulator passes
+    #                                 it); 0 (default, every system): compensated to the end.
+    #                                 A simulator experiment's knob (``rog:4#momentum_release=``):
+    #                                 5/6 lifts simulated MPCOL's final accuracy but makes real
+    #                                 fleets dip 3.5-4.9 points (docs/scheduling.md)
 
     def __post_init__(self):
         if self.staleness < 0:
@@ -134,17 +137,17 @@ class SyncPolicy:
         Return the worker momentum for the gradient of iteration ``clock`` of ``budget``.
 
         The compensation of ``explicit_momentum`` buys speed early in an adaptation and costs
-        accuracy late: measured on MPCOL ``outdoors`` (5 seeds), BSP with the compensated
-        momentum 0.6 instead of 0.9 reaches the target as fast or faster but ends 0.36 points
-        lower, and every stale system (SSP-4, FLOWN-4, Rog-1/2/4, all compensated) ended
-        0.4-0.7 below BSP while a synchronous last quarter (S = 0 from iteration 225) did not
-        help Rog at all (docs/scheduling.md). So from a third to half of the budget the
-        momentum rises linearly by ``momentum_release`` of the compensation: Rog's 5/6 gives
-        0.6 -> 0.85 for 4 workers at 0.9 ((1 - mu) 1.5 x the nominal instead of 4 x). Not all
-        of it: releasing it fully (0.9) gained 0.35 points on four seeds but made the fifth,
-        with a robot suspended for 70 s, fall 3 points on its return (the implicit momentum of
-        its stale pushes on top of the full explicit one). Without a
-        budget (``None``) the compensation holds to the end.
+        accuracy late in the simulator: on MPCOL ``outdoors`` (5 seeds) BSP with the
+        compensated momentum 0.6 instead of 0.9 ends 0.36 points lower, and every stale system
+        (all compensated) ends 0.4-0.7 below BSP. From a third to half of the budget the
+        momentum rises linearly by ``momentum_release`` of the compensation (5/6: 0.6 -> 0.85
+        for 4 workers at 0.9). Off by default: with 5/6, simulated Rog-4 ended 0.856 instead of
+        0.852 (BSP 0.859), but real fleets (3 robots, 400 iterations, ``indoors``) dipped
+        3.5-4.9 points late in the run instead of 0.9-1.1 and ended 0.5-1 point lower: their
+        real staleness most likely adds more implicit momentum than the simulator's
+        (docs/scheduling.md; fleets had the budget at revision 18d2496, not since).
+        A release from the staleness a run measures, not from the budget, is the open step.
+        Without a budget (``None``) the compensation holds to the end.
         """
         mu_e = self.explicit_momentum(momentum, n_workers)
         if budget is None or budget <= 0 or not self.momentum_release or mu_e >= momentum:
