@@ -221,13 +221,16 @@ class WorkerEngine:
         self.undurable_dropped = 0
 
     def _decay(self, mu: float) -> float:
-        """Weight decay term for worker momentum ``mu``: added as wd / (1 - mu) after momentum,
-        so its strength stays the nominal momentum's."""
+        """
+        Return the weight decay for worker momentum ``mu``.
+
+        It is added as wd / (1 - mu) after momentum, so its strength stays the nominal one's.
+        """
         nominal = self._momentum_nominal
         return self._weight_decay * (1.0 - mu) / (1.0 - nominal) if nominal < 1 else 0.0
 
     def _set_momentum(self, clock: int) -> None:
-        """The momentum for the gradient of iteration ``clock`` (a release in progress)."""
+        """Set the momentum for the gradient of iteration ``clock`` (a release in progress)."""
         mu = self.policy.momentum_at(self._momentum_nominal, self.n, clock, self.max_iterations)
         if mu != self.momentum:
             if self.precondition.buf is None and mu > 0:     # compensated to 0 at the start
