@@ -95,3 +95,28 @@ def test_worker_follows_the_schedule_and_keeps_the_decay_strength(n, first):
     assert eng.precondition.buf is not None and float(eng.precondition.buf.sum()) != 0.0
     # decay added after momentum as wd' / (1 - mu) keeps the strength wd / (1 - 0.9)
     assert eng.precondition.weight_decay / (1 - want) == pytest.approx(5e-4 / (1 - 0.9))
+
+
+def test_a_restored_worker_keeps_the_momentum_a_release_gave_it():
+    # 12 workers start compensated to 0 (no buffer); the release creates one, and a worker
+    # restored from the saved state must get it back, not silently start from no momentum.
+    from rog_ros.core.rows import RowLayout
+    from rog_ros.core.compress.row_sign import RowScaledSign
+    from rog_ros.protocol.worker import WorkerEngine
+    import torch
+    layout = RowLayout([(8, 4), (4,)])
+    pol = make_policy('rog:4', momentum_release=RELEASE)
+
+    def engine():
+        return WorkerEngine(0, 12, layout, RowScaledSign(), pol, torch.zeros(layout.n_params),
+                            momentum=0.9, max_iterations=30)
+    eng = engine()
+    eng.start(0.0)
+    eng.clock = 14
+    eng.on_compute_done(torch.arange(layout.n_params, dtype=torch.float32), 0.1)
+    saved = eng.state_dict()
+    assert saved['momentum'] is not None and float(saved['momentum'].abs().sum()) > 0
+    fresh = engine()
+    assert fresh.precondition.buf is None
+    fresh.load_state_dict(saved)
+    assert torch.equal(fresh.precondition.buf, saved['momentum'])

@@ -884,7 +884,9 @@ class WorkerEngine:
                              'decoded (finish the run with the old version or start afresh)')
         self.w.copy_(sd['w'])
         self.residual.copy_(sd['residual'])
-        if sd['momentum'] is not None and self.precondition.buf is not None:
+        if sd['momentum'] is not None:
+            if self.precondition.buf is None:      # a release gave momentum to a worker that
+                self.precondition.buf = torch.zeros_like(self.w)   # started compensated to 0
             self.precondition.buf.copy_(sd['momentum'])
         self.withheld.copy_(sd['withheld'])
         self.vloc.copy_(sd['vloc'])
