@@ -129,6 +129,35 @@ def test_weight_is_one_within_the_bound_and_decays_beyond():
     assert server.late_weight(1, 20 - s - 9) == pytest.approx(0.1)
 
 
+def test_while_a_robot_is_out_the_others_pushes_are_the_mean_over_those_that_count():
+    harness, server, workers, _ = run()
+    applied = logs(harness.stats, 'push_applied')
+    rescaled = [(t, a) for t, a in applied if 'outage_scale' in a.info]
+    assert rescaled and server.rescaled_pushes == len(rescaled)
+    # only the healthy workers, at N / (N - 1) = 3/2, and only while worker 2 was out
+    assert all(a.worker in (0, 1) and a.info['outage_scale'] == pytest.approx(1.5)
+               for _, a in rescaled)
+    t_out = min(t for t, a in logs(harness.stats, 'outage_suspend'))
+    t_back = max(t for t, a in logs(harness.stats, 'worker_readmitted') if a.worker == 2)
+    assert all(t_out <= t <= t_back for t, _ in rescaled)
+    assert any(t > t_back and a.worker in (0, 1) and 'outage_scale' not in a.info
+               for t, a in applied)
+    # the signed ledger keeps conservation: w0 - w_srv = lr/N x delivered - discarded
+    check_invariants(harness, server, workers)
+
+
+def test_the_rescale_counts_only_dead_links_and_has_a_switch():
+    harness, server, _, _ = run(dip=False, iters=3)
+    server.active[2], server.suspended_reason[2] = False, 'link'
+    assert server.outage_scale(0) == pytest.approx(1.5)
+    assert server.outage_scale(2) == 1.0            # the suspended robot: late_weight only
+    server.active[1], server.suspended_reason[1] = False, 'absent'
+    assert server.outage_scale(0) == pytest.approx(1.5)   # a silent robot is membership
+    _, off, _, _ = run(outage_rescale=False)
+    assert off.outage_suspensions and off.rescaled_pushes == 0
+    assert not make_policy('rog:4#outage_rescale=0').outage_rescale
+
+
 def test_the_ledger_and_counters_survive_a_checkpoint():
     harness, server, workers, _ = run()
     assert server.discarded is not None and server.weighted_pushes
@@ -137,8 +166,9 @@ def test_the_ledger_and_counters_survive_a_checkpoint():
     fresh.load_state_dict(state)
     assert fresh.discarded is not None and torch.equal(fresh.discarded, server.discarded)
     assert fresh.discarded.data_ptr() != server.discarded.data_ptr()
-    assert (fresh.weighted_pushes, fresh.outage_suspensions) == \
-        (server.weighted_pushes, server.outage_suspensions)
+    assert (fresh.weighted_pushes, fresh.rescaled_pushes, fresh.outage_suspensions) == \
+        (server.weighted_pushes, server.rescaled_pushes, server.outage_suspensions)
+    assert server.rescaled_pushes
     # the restored server's books still add up: w0 - w_srv = lr/N x delivered - ledger
     harness.server = fresh
     check_invariants(harness, fresh, workers)

@@ -245,10 +245,11 @@ def reconcile(worker_records: dict, worker_finals: dict, server_records: list,
             continue
         applied[key] = _vec(rec['proj'])
         # outage-aware RSP applies a suspended worker's late push at a weight in (0, 1] and
-        # discards the rest on purpose: compare and balance the push's whole mass
+        # discards the rest on purpose, and an active worker's push while others are out at
+        # N / (N - k) (outage_scale): compare and balance the push's whole mass
         weights[key] = float(rec.get('weight', 1.0))
-        if not 0.0 < weights[key] <= 1.0:
-            v.problems.append(f'push {key}: weight {weights[key]} outside (0, 1]')
+        if not (0.0 < weights[key] and math.isfinite(weights[key])):
+            v.problems.append(f'push {key}: weight {weights[key]} is not a positive factor')
             weights[key] = 1.0
     if np.any(twice != 0):
         _add(v, 'duplicated', twice)

@@ -393,7 +393,8 @@ class ServerHooks(_Hooks):
         if watch and not torch.equal(before, e.w_srv):
             diff = (before.double() - e.w_srv.double()) * self.scale
             # a late push of a worker suspended for its link is applied at a weight < 1 on
-            # purpose (outage-aware RSP); the ledger compares it with weight x committed
+            # purpose, the others' meanwhile at N / (N - k) (outage-aware RSP); the ledger
+            # compares it with weight x committed
             self.ledger.add('applied', rank=int(msg.sender), incarnation=int(msg.incarnation),
                             tid=int(msg.transfer_id), proj=lg.project(diff, self.proj),
                             weight=float(getattr(e, 'last_push_weight', 1.0)))

@@ -154,6 +154,7 @@ class ServerAdapter:
         self.triggers = [0] * self.n
         self.outage_suspensions = 0
         self.weighted_pushes = 0
+        self.rescaled_pushes = 0
 
     @property
     def rejects(self) -> int:

@@ -364,6 +364,7 @@ class ServerNode:
             'trace_scale': self.args.trace_scale, 'stall_s_per_worker': list(e.stall_time),
             'triggers_per_worker': list(e.triggers),
             'outage_suspensions': e.outage_suspensions, 'weighted_pushes': e.weighted_pushes,
+            'rescaled_pushes': e.rescaled_pushes,
             'worker_status_received': sorted(self.status),
         })
         if hasattr(e, 'stats'):     # a push system's own figures (bytes per push, staleness)

@@ -232,11 +232,14 @@ class ServerEngine:
         # outage-aware RSP (DESIGN section 4): fleet iteration time, late-push ledger
         self.iter_est = [Smoothed() for _ in range(n_workers)]   # seconds between pushes
         self._last_push_at: list[float | None] = [None] * n_workers
-        self.last_push_weight = 1.0   # weight of the push applied last (late_weight)
-        self.discarded: torch.Tensor | None = None   # float64 [P]: (1 - weight) x lr/N x push
+        self.last_push_weight = 1.0   # factor of the push applied last (late_weight x
+        #                               outage_scale)
+        # float64 [P]: (1 - weight) x lr/N x push, signed (a rescaled push adds mass)
+        self.discarded: torch.Tensor | None = None
         self.outage_suspensions = 0
         self._outage_from: dict[int, float] = {}   # stalled worker -> watch restarted at
         self.weighted_pushes = 0
+        self.rescaled_pushes = 0      # active pushes applied at lr/(N - k) (outage_scale)
 
     # ================================================================== public API
     def on_message(self, msg, now: float) -> list:
@@ -506,6 +509,25 @@ class ServerEngine:
         excess = self._fleet_clock() - int(clock) - self.policy.staleness
         return 1.0 if excess <= 0 else 1.0 / (1.0 + excess)
 
+    def outage_scale(self, worker: int) -> float:
+        """
+        Factor on an active ``worker``'s push while others are suspended for a dead link.
+
+        Every push is applied at lr/N, so with k of N robots out the fleet's step per
+        iteration shrinks to (N - k)/N of the synchronous one, for as long as the outage
+        lasts (on MPCOL ``outdoors`` a robot can be out for most of a run). N / (N - k) makes
+        it the mean over the robots that count, as synchronous SGD with backup workers
+        averages the gradients that arrived (Chen et al., 2016). The suspended robots' own
+        late pushes keep their ``late_weight`` at lr/N. Workers suspended as absent (crashed,
+        silent) are not counted out: that is membership, not a link outage.
+        """
+        if (not self.policy.outage_aware or not self.policy.outage_rescale
+                or not self.active[worker]):
+            return 1.0
+        out = sum(1 for r in range(self.n) if not self.active[r]
+                  and self.suspended_reason.get(r) == 'link')
+        return self.n / (self.n - out) if 0 < out < self.n else 1.0
+
     def iteration_time(self) -> float:
         """Return the fleet's iteration time: median push period of active workers."""
         vals = sorted(self.iter_est[a].value for a in self.active_workers()
@@ -608,6 +630,7 @@ class ServerEngine:
             # outage-aware RSP's ledger of late pushes discarded on purpose (conservation)
             'discarded': None if self.discarded is None else self.discarded.clone(),
             'weighted_pushes': self.weighted_pushes,
+            'rescaled_pushes': self.rescaled_pushes,
             'outage_suspensions': self.outage_suspensions,
         }
 
@@ -663,6 +686,7 @@ class ServerEngine:
         ledger = sd.get('discarded')
         self.discarded = None if ledger is None else ledger.to(torch.float64).clone()
         self.weighted_pushes = int(sd.get('weighted_pushes', 0))
+        self.rescaled_pushes = int(sd.get('rescaled_pushes', 0))
         self.outage_suspensions = int(sd.get('outage_suspensions', 0))
         # What each worker holds now is unknown: every pull starts with a snapshot.
         for r in range(self.n):
@@ -728,22 +752,27 @@ class ServerEngine:
         s = inc.sender
         mask, rowbytes, scales, chunk_ranges = inc.close()
         n_rows = int(mask.sum())
-        weight = self.late_weight(s, inc.clock)
+        late = self.late_weight(s, inc.clock)
+        weight = late * self.outage_scale(s)
         self.last_push_weight = weight      # (observers such as the chaos ledger read it)
         if n_rows:
             partial = n_rows < self.layout.n_rows
             delta = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
                                       row_mask=mask if partial else None,
                                       factor=self.lr / self.n, per_row=inc.per_row_scales)
-            if weight < 1.0:
+            if weight != 1.0:
                 # A late push of a suspended worker: the weighted part is applied, the rest is
-                # discarded on purpose and kept in the ledger (conservation: w0 - w_srv =
-                # lr/N x sum of delivered pushes - discarded).
+                # discarded on purpose; an active one's while others are out (outage_scale):
+                # more is applied. The ledger keeps the difference, signed (conservation:
+                # w0 - w_srv = lr/N x sum of delivered pushes - discarded).
                 if self.discarded is None:
                     self.discarded = torch.zeros(self.layout.n_params, dtype=torch.float64)
                 self.discarded.add_(delta.double(), alpha=1.0 - weight)
                 delta.mul_(weight)
-                self.weighted_pushes += 1
+                if late < 1.0:
+                    self.weighted_pushes += 1
+                else:
+                    self.rescaled_pushes += 1
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
             # stamps only the pushed rows (and their change history)
             self.delivered.stamp(self.versions.v, s, torch.nonzero(mask).reshape(-1), inc.clock)
@@ -765,8 +794,10 @@ class ServerEngine:
             self.compute_est[s].update(inc.first_time - self._pull_done_at[s])
             self._pull_done_at[s] = None
         info = {'clock': inc.clock, 'bytes': inc.bytes}
-        if weight < 1.0:
-            info['weight'] = weight
+        if late < 1.0:
+            info['weight'] = late
+        if weight != late:
+            info['outage_scale'] = weight / late
         out = [Send(s, self.receiver.final_ack(inc, chunk_ranges, now)),
                Log('push_applied', float(n_rows), s, info)]
         self.pending[s] = max(self.pending.get(s, 0), inc.clock)

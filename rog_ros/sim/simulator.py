@@ -227,4 +227,5 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.extra['server_rejects'] = server.rejects
     recorder.extra['outage_suspensions'] = server.outage_suspensions   # outage-aware RSP
     recorder.extra['weighted_pushes'] = server.weighted_pushes
+    recorder.extra['rescaled_pushes'] = server.rescaled_pushes
     return recorder

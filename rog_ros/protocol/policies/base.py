@@ -76,6 +76,11 @@ class SyncPolicy:
     #                                 iteration time is suspended from the staleness check;
     #                                 its late pushes are weighted 1 / (1 + max(0, tau - S))
     outage_bound: float = 3.0       # ... in fleet iteration times (median push period)
+    outage_rescale: bool = True     # while k workers are suspended for a dead link, the
+    #                                 active ones' pushes are applied at lr / (N - k) instead
+    #                                 of lr / N: the mean over the robots that count, so an
+    #                                 outage does not also shrink the fleet's step (with
+    #                                 outage_aware only; ``ServerEngine.outage_scale``)
     momentum_compensation: bool = True  # stale systems (S >= 1) lower the workers' explicit
     #                                     momentum by the implicit momentum of N workers'
     #                                     interleaved pushes (``explicit_momentum``)
