@@ -24,6 +24,10 @@ def test_field_tags_set_policy_fields_and_chain_with_named_tags():
     p = make_policy('rog:4#deadline-floor=0#momentum_compensation=false')
     assert p.deadline_floor == 0.0 and p.momentum_compensation is False
     assert make_policy('ssp:4#slots=3').slots == 3
+    # an optional field: a number, or none for "not set"
+    p = make_policy('rog:4#mta_override=1')
+    assert p.mta_override == 1.0 and p.mta == 1.0 and make_policy('rog:4').mta < 1.0
+    assert make_policy('rog:4#mta_override=none').mta_override is None
 
 
 def test_plain_tags_stay_labels_and_explicit_overrides_win():
@@ -38,6 +42,8 @@ def test_plain_tags_stay_labels_and_explicit_overrides_win():
     ('rog:4#outage_aware=maybe', "bad value 'maybe' for outage_aware"),
     ('rog:4#slots=1.5', "bad value '1.5' for slots"),
     ('rog:4#deadline_floor=20', 'deadline_floor must be in'),      # the policy's own check
+    ('rog:4#mta_override=all', "bad value 'all' for mta_override"),
+    ('rog:4#mta_override=0', 'mta_override must be in'),
 ])
 def test_bad_field_tags_are_refused_with_the_reason(spec, match):
     with pytest.raises(ValueError, match=match):

@@ -32,10 +32,11 @@ SYSTEM_TAGS = {'no-outage': {'outage_aware': False},
 runs rog:4 with outage-aware RSP off, reported as its own system; ``#no-momentum-compensation``
 keeps the workload's momentum on a stale system; ``#tensor-scales`` uses the artifact's codec,
 one DEFSGDM scale per tensor). A tag ``field=value`` sets one numeric or boolean policy field
-(``rog:4#deadline_floor=0.5``, dashes read as underscores); several tags chain with ``#``."""
+(``rog:4#deadline_floor=0.5``, ``rog:4#mta_override=1`` to send every row; dashes read as
+underscores); several tags chain with ``#``."""
 
 _TUNABLE = {f.name: f.type for f in fields(SyncPolicy)
-            if f.type in ('float', 'int', 'bool') and f.name != 'staleness'}
+            if f.type in ('float', 'int', 'bool', 'float | None') and f.name != 'staleness'}
 
 
 def _tag_overrides(tags: str) -> dict:
@@ -56,6 +57,8 @@ def _tag_overrides(tags: str) -> dict:
                 if text.strip().lower() not in ('true', 'false', '1', '0'):
                     raise ValueError(text)
                 out[key] = text.strip().lower() in ('true', '1')
+            elif kind == 'float | None' and text.strip().lower() == 'none':
+                out[key] = None             # the field's "not set" (mta_override=none)
             else:
                 out[key] = (float if kind == 'float' else int)(text)
         except ValueError:
