@@ -524,8 +524,8 @@ class ServerEngine:
         if (not self.policy.outage_aware or not self.policy.outage_rescale
                 or not self.active[worker]):
             return 1.0
-        out = sum(1 for r in range(self.n) if not self.active[r]
-                  and self.suspended_reason.get(r) == 'link')
+        out = sum(1 for r, why in self.suspended_reason.items()     # O(suspended), not O(N)
+                  if why == 'link' and not self.active[r])
         return self.n / (self.n - out) if 0 < out < self.n else 1.0
 
     def iteration_time(self) -> float:
