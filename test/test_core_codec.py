@@ -169,3 +169,21 @@ def test_nesterov_momentum_and_weight_decay():
     assert torch.allclose(out, g + 1.71 * g + w)
     with pytest.raises(ValueError):
         MomentumPreconditioner(3, momentum=1.0)
+
+
+def test_momentum_changes_between_gradients_keep_the_buffer_or_create_one():
+    w, g = torch.zeros(3), torch.tensor([1.0, 2.0, 3.0])
+    pre = MomentumPreconditioner(3, momentum=0.0, weight_decay=0.0)
+    assert pre.buf is None
+    pre(g, w, torch.empty(3))
+    pre.set_momentum(0.5, 0.0, like=w)           # from 0: a buffer appears, zeros
+    assert torch.equal(pre.buf, torch.zeros(3))
+    out = pre(g, w, torch.empty(3))             # m = g; d = g + 0.5 m
+    assert torch.allclose(out, 1.5 * g)
+    pre.set_momentum(0.8, 0.0, like=w)           # the buffer is kept
+    out = pre(g, w, torch.empty(3))             # m = 0.8 g + g; d = g + 0.8 m
+    assert torch.allclose(out, g + 0.8 * 1.8 * g)
+    for bad in ((1.0, 0.0), (-0.1, 0.0), (0.5, -1.0)):
+        with pytest.raises(ValueError):
+            pre.set_momentum(*bad, like=w)
+    assert pre.momentum == 0.8 and pre.weight_decay == 0.0    # a refused change changes nothing

@@ -120,3 +120,9 @@ def test_a_restored_worker_keeps_the_momentum_a_release_gave_it():
     assert fresh.precondition.buf is None
     fresh.load_state_dict(saved)
     assert torch.equal(fresh.precondition.buf, saved['momentum'])
+    # a momentum buffer of another model is refused before anything is restored
+    bad = dict(saved, momentum=torch.ones(layout.n_params + 1))
+    other = engine()
+    with pytest.raises(ValueError, match='another model'):
+        other.load_state_dict(bad)
+    assert other.precondition.buf is None and float(other.residual.abs().sum()) == 0.0

@@ -233,10 +233,8 @@ class WorkerEngine:
         """Set the momentum for the gradient of iteration ``clock`` (a release in progress)."""
         mu = self.policy.momentum_at(self._momentum_nominal, self.n, clock, self.max_iterations)
         if mu != self.momentum:
-            if self.precondition.buf is None and mu > 0:     # compensated to 0 at the start
-                self.precondition.buf = torch.zeros_like(self.w)
-            self.momentum = self.precondition.momentum = mu
-            self.precondition.weight_decay = self._decay(mu)
+            self.precondition.set_momentum(mu, self._decay(mu), like=self.w)
+            self.momentum = mu
 
     # ================================================================== public API
     def start(self, now: float) -> list:
@@ -875,7 +873,8 @@ class WorkerEngine:
             raise ValueError('worker state of another rank, fleet size or format')
         if int(sd['incarnation']) == self.incarnation:
             raise ValueError('a restored worker needs a new incarnation')
-        if sd['w'].shape != self.w.shape:
+        if any(sd[k] is not None and sd[k].shape != self.w.shape
+               for k in ('w', 'residual', 'momentum')):
             raise ValueError('worker state of another model')
         saved_codec = int(sd.get('codec', 1))       # states before codec 2 did not say
         if saved_codec != self.codec.codec_id and (sd['undurable'] or sd['push'] is not None):
@@ -884,10 +883,8 @@ class WorkerEngine:
                              'decoded (finish the run with the old version or start afresh)')
         self.w.copy_(sd['w'])
         self.residual.copy_(sd['residual'])
-        if sd['momentum'] is not None:
-            if self.precondition.buf is None:      # a release gave momentum to a worker that
-                self.precondition.buf = torch.zeros_like(self.w)   # started compensated to 0
-            self.precondition.buf.copy_(sd['momentum'])
+        # (created if a release gave momentum to a worker that started compensated to 0)
+        self.precondition.load_buffer(sd['momentum'], like=self.w)
         self.withheld.copy_(sd['withheld'])
         self.vloc.copy_(sd['vloc'])
         self.active.copy_(sd['active'])

@@ -50,6 +50,28 @@ class MomentumPreconditioner:
         self.weight_decay = float(weight_decay)
         self.buf = torch.zeros(n_params, dtype=dtype) if momentum > 0 else None
 
+    def set_momentum(self, momentum: float, weight_decay: float, like: torch.Tensor) -> None:
+        """
+        Change momentum and decay between two gradients (a momentum schedule).
+
+        The buffer is kept; one is created (zeros ``like``) when momentum starts from 0.
+        """
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f'momentum must be in [0, 1), got {momentum}')
+        if weight_decay < 0:
+            raise ValueError(f'weight_decay must be >= 0, got {weight_decay}')
+        if self.buf is None and momentum > 0:
+            self.buf = torch.zeros_like(like)
+        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
+
+    def load_buffer(self, buf: torch.Tensor | None, like: torch.Tensor) -> None:
+        """Restore a saved momentum buffer (None: none was saved; a missing one is created)."""
+        if buf is None:
+            return
+        if self.buf is None:
+            self.buf = torch.zeros_like(like)
+        self.buf.copy_(buf)
+
     def __call__(self, g: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """Write the preconditioned direction for gradient ``g`` at weights ``w`` into out."""
         if self.buf is None:
