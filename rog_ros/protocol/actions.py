@@ -33,11 +33,15 @@ class StartCompute:
     Worker: run the next forward/backward pass (after idling ``sleep_s``).
 
     Then call ``engine.on_compute_done(grads, now)``. ``clock`` is the iteration about to be
-    computed.
+    computed. ``overlapped``: the engine goes on receiving while this runs and may change its
+    model meanwhile; the gradient is wanted on the model as it is when the computation starts
+    (a driver that computes it later, like the simulator at the end of the virtual compute
+    time, takes it now; one that blocks while it computes needs nothing).
     """
 
     clock: int
     sleep_s: float = 0.0
+    overlapped: bool = False
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,8 @@ class WorkerEngine:
         self._snap_missing: torch.Tensor | None = None   # rows a rejoin snapshot still owes
         self._snap_versions: RowVersions | None = None
         self.push: OutgoingTransfer | None = None
+        self._ahead: str | None = None   # compute ahead: None|running|ready|discard
+        self._ahead_grad: torch.Tensor | None = None
         self._push_p: torch.Tensor | None = None
         self._push_scales: torch.Tensor | None = None
         self._push_per_row = False
@@ -255,16 +257,25 @@ class WorkerEngine:
 
     def on_compute_done(self, grad: torch.Tensor, now: float) -> list:
         """Take a gradient (flat, layout order) for the iteration that StartCompute asked for."""
+        if self._ahead in ('running', 'discard'):
+            return self._out(self._on_ahead_done(grad, now))
         if self.state != 'computing':
             raise RuntimeError(f'on_compute_done in state {self.state}')
-        if grad.shape != self.w.shape:
-            raise ValueError(f'gradient has shape {tuple(grad.shape)}, expected '
-                             f'{tuple(self.w.shape)}')
+        self._check_gradient(grad)
         if not math.isfinite(float(grad.sum())):
             # A diverged step must not poison the fleet: drop it, keep the clock.
             return [Log('nonfinite_gradient', 1.0, self.rank)] + self._compute(now)
         if now > self._compute_started_at:
             self.compute_est.update(now - self._compute_started_at)
+        return self._out(self._take_gradient(grad, now))
+
+    def _check_gradient(self, grad: torch.Tensor) -> None:
+        if grad.shape != self.w.shape:
+            raise ValueError(f'gradient has shape {tuple(grad.shape)}, expected '
+                             f'{tuple(self.w.shape)}')
+
+    def _take_gradient(self, grad: torch.Tensor, now: float) -> list:
+        """Precondition ``grad`` into the residual as iteration ``clock + 1`` and push it."""
         self._set_momentum(self.clock + 1)
         d = self.precondition(grad, self.w, self._d)
         self.residual += d
@@ -273,10 +284,56 @@ class WorkerEngine:
         self.withheld += 1
         self.clock += 1
         if self._rejoin:
-            return self._out(self._join(now))       # the server restarted meanwhile
+            return self._join(now)       # the server restarted meanwhile
         if self.policy.scheduler == 'flown':
-            return self._out(self._request_slot(now))
-        return self._out(self._start_push(now))
+            return self._request_slot(now)
+        return self._start_push(now) + self._maybe_compute_ahead(now)
+
+    # ================================================================== compute ahead
+    def _maybe_compute_ahead(self, now: float) -> list:
+        """
+        Compute the next gradient while this push and its pull run (``SyncPolicy.overlap``).
+
+        The next iteration may start now if the model as it is already satisfies RSP for it
+        (the same predicate the worker checks after the pull): the gradient is then within
+        the staleness bound, it only lacks the pull of the iteration just pushed. It is held
+        (not preconditioned, not in the residual, not in the durable state) until that pull
+        is applied and then taken exactly as a gradient computed at that moment would be; so
+        pushes, commits and exactly-once are those of the sequential worker. A worker whose
+        link is the bottleneck then iterates at max(compute, transfers) instead of their sum.
+        """
+        if (not self.policy.overlap or self._ahead is not None or self.state != 'pushing'
+                or self.policy.scheduler == 'flown' or self._rejoin
+                or (self.max_iterations is not None and self.clock >= self.max_iterations)
+                or not self.rsp_ok()):
+            return []
+        self._ahead = 'running'
+        self._compute_started_at = now + self.compute_sleep_s
+        return [StartCompute(self.clock + 1, self.compute_sleep_s, overlapped=True)]
+
+    def _on_ahead_done(self, grad: torch.Tensor, now: float) -> list:
+        """Hold a gradient computed ahead for its turn (or drop a discarded one)."""
+        self._check_gradient(grad)
+        if self._ahead == 'discard':
+            self._ahead = None
+            return self._maybe_compute(now)
+        if now > self._compute_started_at:
+            self.compute_est.update(now - self._compute_started_at)
+        if not math.isfinite(float(grad.sum())):
+            self._ahead = None
+            return [Log('nonfinite_gradient', 1.0, self.rank)] + self._maybe_compute(now)
+        if self._ahead_grad is None:
+            self._ahead_grad = torch.empty_like(self.w)
+        self._ahead_grad.copy_(grad)
+        self._ahead = 'ready'
+        return self._maybe_compute(now)
+
+    def _drop_ahead(self) -> None:
+        """Forget a gradient computed ahead (its model was superseded by a rejoin)."""
+        if self._ahead == 'running':
+            self._ahead = 'discard'       # its completion is then ignored
+        elif self._ahead == 'ready':
+            self._ahead = None
 
     def _request_slot(self, now: float) -> list:
         """FLOWN: ask the server for a transfer slot; the push starts on its grant."""
@@ -420,6 +477,7 @@ class WorkerEngine:
         self._snap_versions = None
         self._await_hello = None
         self._rejoin = self._server_restarted = True
+        self._drop_ahead()
         self._dirty = True
         out = [Log('server_restart', 1.0, self.rank)]
         if self.push is not None:
@@ -816,6 +874,13 @@ class WorkerEngine:
                         'hint': 'mandatory downlink rows were lost; the server repeats them'})]
                 return []
             self._rsp_waiting = False
+            if self._ahead == 'ready':
+                self._ahead = None
+                return self._take_gradient(self._ahead_grad, now)
+            if self._ahead == 'running':
+                self._ahead = None              # it is now the computation we wait for
+                self.state = 'computing'
+                return []
             return self._compute(now)
         return []
 

@@ -151,7 +151,11 @@ class Harness:
                 self._send(node, a.dest, a.msg)
             elif isinstance(a, StartCompute):
                 t = self.now + a.sleep_s + self.compute_s[node]
-                self._push(t, 'compute', node, a.clock, self._gen[node])
+                # overlapped: the engine's model may change before t; take the gradient of
+                # the model as it is now (a real node computes on it from now on)
+                grad = (self.grad_fn(node, self.workers[node].w, a.clock)
+                        if a.overlapped else None)
+                self._push(t, 'compute', node, a.clock, self._gen[node], grad)
             elif isinstance(a, Log):
                 if self.recorder is not None:
                     self.recorder.on_log(self.now, node, a)
@@ -257,11 +261,12 @@ class Harness:
             elif kind == 'call':
                 payload[0]()
             elif kind == 'compute':
-                node, clock, gen = payload
+                node, clock, gen, grad = payload
                 if gen != self._gen[node] or node in self.dead:
                     continue
                 w = self.workers[node]
-                grad = self.grad_fn(node, w.w, clock)
+                if grad is None:
+                    grad = self.grad_fn(node, w.w, clock)
                 self.stats.compute_s[node] += self.compute_s[node]
                 self.stats.iterations[node] += 1
                 if self.recorder is not None:

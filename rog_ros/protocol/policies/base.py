@@ -81,6 +81,9 @@ class SyncPolicy:
     #                                 of lr / N: the mean over the robots that count, so an
     #                                 outage does not also shrink the fleet's step (with
     #                                 outage_aware only; ``ServerEngine.outage_scale``)
+    overlap: bool = False           # compute the next gradient while a push and its pull
+    #                                 run, when the model already satisfies RSP for it
+    #                                 (``WorkerEngine._maybe_compute_ahead``)
     momentum_compensation: bool = True  # stale systems (S >= 1) lower the workers' explicit
     #                                     momentum by the implicit momentum of N workers'
     #                                     interleaved pushes (``explicit_momentum``)
