@@ -83,7 +83,10 @@ class SyncPolicy:
     #                                 outage_aware only; ``ServerEngine.outage_scale``)
     overlap: bool = False           # compute the next gradient while a push and its pull
     #                                 run, when the model already satisfies RSP for it
-    #                                 (``WorkerEngine._maybe_compute_ahead``)
+    #                                 (``WorkerEngine._maybe_compute_ahead``). A simulator
+    #                                 knob (``rog:4#overlap=1``), off for every system: a third
+    #                                 shorter iterations but a fifth more of them to the target
+    #                                 on MPCOL, 3.5 points lower on EACOL (docs/scheduling.md)
     momentum_compensation: bool = True  # stale systems (S >= 1) lower the workers' explicit
     #                                     momentum by the implicit momentum of N workers'
     #                                     interleaved pushes (``explicit_momentum``)
