@@ -171,6 +171,8 @@ class RunRecorder:
             'threshold_triggers': int(sum(self.triggers)),
             'compute_time_s': compute, 'comm_time_s': comm, 'stall_time_s': stall,
             's_per_iteration': wall / iters,
+            's_per_iteration_to_target': per_iteration_to_target(self.time_to_target_s,
+                                                                 self.iterations_to_target),
             'compute_s_per_iteration': compute / iters,
             'comm_s_per_iteration': comm / iters,
             'stall_s_per_iteration': stall / iters,
@@ -201,6 +203,20 @@ class RunRecorder:
             lines.append(','.join(_fmt(r.get(c)) for c in cols))
         atomic_write(os.path.join(out_dir, 'timeseries.csv'), '\n'.join(lines) + '\n')
         return summary
+
+
+def per_iteration_to_target(time_to_target_s, iterations_to_target) -> float | None:
+    """
+    Return the seconds per iteration up to the target (None where it was not reached).
+
+    The phase that time-to-target measures can be in another regime than the whole run
+    (``s_per_iteration``): outdoor holds last tens of seconds, so the first iterations may all
+    fall in a good one. Next to the compute time it says whether the times compare networks
+    or computations.
+    """
+    if time_to_target_s is None or not iterations_to_target:
+        return None
+    return float(time_to_target_s) / float(iterations_to_target)
 
 
 def tail_accuracy(rows, fraction: float = 0.25) -> float | None:

@@ -98,3 +98,28 @@ def test_aggregate_reports_median_iqr_and_targets_reached():
     assert row['final_accuracy_median'] == pytest.approx(0.8)
     line = table_markdown([row]).splitlines()[2]
     assert '30.0 [20.0->]' in line and '4/5' in line
+
+
+def test_seconds_per_iteration_to_target_is_reported_and_derived_for_old_summaries():
+    # The phase that time-to-target measures has its own regime: 12 s over 60 iterations is
+    # 0.2 s per iteration whatever the whole run averaged.
+    from rog_ros.experiments.compare import aggregate
+    from rog_ros.experiments.report import ratios_markdown, table_markdown
+    from rog_ros.metrics import per_iteration_to_target
+    assert per_iteration_to_target(12.0, 60.0) == pytest.approx(0.2)
+    assert per_iteration_to_target(None, 60.0) is None
+    assert per_iteration_to_target(12.0, None) is None
+    new = [{'system': 'rog:4', 'seed': k, 'time_to_target_s': t, 'iterations_to_target': i,
+            's_per_iteration_to_target': per_iteration_to_target(t, i), 's_per_iteration': 0.5}
+           for k, (t, i) in enumerate([(12.0, 60.0), (30.0, 60.0), (None, None)])]
+    # summaries written before the key existed: derived from the two it is made of
+    old = [{'system': 'bsp', 'seed': k, 'time_to_target_s': t, 'iterations_to_target': i,
+            's_per_iteration': 0.5}
+           for k, (t, i) in enumerate([(20.0, 50.0), (40.0, 50.0), (60.0, 50.0)])]
+    a, b = aggregate(new), aggregate(old)
+    assert a['s_per_iteration_to_target_median'] == pytest.approx(0.35)   # the two reached
+    assert b['s_per_iteration_to_target_median'] == pytest.approx(0.8)
+    assert b['s_per_iteration_to_target_p25'] == pytest.approx(0.6)
+    line = table_markdown([a, b]).splitlines()[3]
+    assert '0.800 [0.600-1.000]' in line
+    assert 'median s/iteration to target 0.44' in ratios_markdown([a, b])

@@ -34,11 +34,11 @@ import time
 import numpy as np
 
 from rog_ros.experiments.report import write_report
-from rog_ros.metrics import atomic_write, read_timeseries
+from rog_ros.metrics import atomic_write, per_iteration_to_target, read_timeseries
 from rog_ros.sim.simulator import SimConfig, simulate
 
 KEYS = ('time_to_target_s', 'iterations_to_target', 'final_accuracy', 'final_accuracy_tail',
-        's_per_iteration',
+        's_per_iteration', 's_per_iteration_to_target',
         'compute_s_per_iteration', 'comm_s_per_iteration', 'stall_s_per_iteration',
         'stall_cost', 'threshold_triggers', 'bytes_up', 'bytes_down', 'sim_time_s',
         'network_to_compute_ratio', 'mean_transfer_s', 'p95_transfer_s')
@@ -80,7 +80,7 @@ def aggregate(summaries: list[dict]) -> dict:
     out = {'system': summaries[0]['system'], 'seeds': [s['seed'] for s in summaries],
            'runs': len(summaries), 'failed': len(failed),
            'errors': [{'seed': s['seed'], 'error': str(s['error'])} for s in failed]}
-    summaries = [s for s in summaries if not s.get('error')]
+    summaries = [_with_derived(s) for s in summaries if not s.get('error')]
     for k in KEYS:
         vals = [s.get(k) for s in summaries]
         good = [float(v) for v in vals if v is not None]
@@ -95,6 +95,14 @@ def aggregate(summaries: list[dict]) -> dict:
             out['reached_target'] = f'{len(good)}/{out["runs"]}'
             out['reached_target_count'] = len(good)
     return out
+
+
+def _with_derived(summary: dict) -> dict:
+    """Fill in what a summary of an older revision lacks and its other keys determine."""
+    if 's_per_iteration_to_target' in summary:
+        return summary
+    return {**summary, 's_per_iteration_to_target': per_iteration_to_target(
+        summary.get('time_to_target_s'), summary.get('iterations_to_target'))}
 
 
 def _finished(d: str) -> bool:
