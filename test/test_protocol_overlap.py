@@ -104,12 +104,58 @@ def test_overlap_across_server_restarts_keeps_exactly_once(seed):
     pol = make_policy('rog:2#overlap=1')
     harness, _, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=seed,
                                 policy=pol)
+    most = count_computations_in_flight(harness)
     checkpoint_every(harness, 0.2)
     crashes = schedule_server_crashes(harness, random.Random(seed), 3, 0.9)
     harness.run(until=2000)
     server = harness.server
     assert len(crashes) >= 2 and server.finished
+    assert most == [1, 1, 1]
     check_invariants(harness, server, harness.workers)
+
+
+def count_computations_in_flight(harness):
+    """Track, per worker, the most computations the engine had asked for at once."""
+    n = len(harness.workers)
+    in_flight, most = [0] * n, [0] * n
+    push = harness._push
+
+    def counting_push(t, kind, *payload):
+        if kind == 'compute':
+            r = payload[0]
+            in_flight[r] += 1
+            most[r] = max(most[r], in_flight[r])
+        push(t, kind, *payload)
+    harness._push = counting_push
+    for r, w in enumerate(harness.workers):
+        def done(grad, now, inner=w.on_compute_done, r=r):
+            in_flight[r] -= 1
+            return inner(grad, now)
+        w.on_compute_done = done
+    return most
+
+
+def test_a_gradient_dropped_while_computing_is_waited_for_not_doubled():
+    # A driver holds one pending computation per worker (the node's EngineDriver keeps one
+    # compute_at): after a drop the engine waits for the dropped computation to report back
+    # and only then asks for the next one, and the run still ends exactly-once.
+    pol = make_policy('rog:4#overlap=1')
+    harness, server, workers, _, _ = build('rog:4', n=2, iters=8, dtype=torch.float64,
+                                           policy=pol, compute=(0.2, 0.2),
+                                           bandwidths=(0.2e6, 0.2e6))
+    most = count_computations_in_flight(harness)
+    w = workers[0]
+    dropped = 0
+    t = 0.0
+    while not server.finished and t < 60.0:
+        t += 0.01
+        harness.run(until=t)
+        if w._ahead == 'running' and w.state == 'pushing' and dropped < 3:
+            w._drop_ahead()                   # what a server restart does to it
+            dropped += 1
+    assert dropped == 3 and server.finished
+    assert most == [1, 1]
+    check_invariants(harness, server, workers)
 
 
 def test_a_dropped_gradient_computed_ahead_changes_nothing():

@@ -313,10 +313,10 @@ class WorkerEngine:
 
     def _on_ahead_done(self, grad: torch.Tensor, now: float) -> list:
         """Hold a gradient computed ahead for its turn (or drop a discarded one)."""
-        self._check_gradient(grad)
         if self._ahead == 'discard':
-            self._ahead = None
-            return self._maybe_compute(now)
+            self._ahead = None               # whatever it holds: its model was superseded
+            return self._maybe_compute(now)  # (the computation that waited for it starts)
+        self._check_gradient(grad)
         if now > self._compute_started_at:
             self.compute_est.update(now - self._compute_started_at)
         if not math.isfinite(float(grad.sum())):
@@ -880,6 +880,10 @@ class WorkerEngine:
             if self._ahead == 'running':
                 self._ahead = None              # it is now the computation we wait for
                 self.state = 'computing'
+                return []
+            if self._ahead == 'discard':
+                # One computation in flight at a time (a driver holds one): the next starts
+                # when the discarded one reports back (``_on_ahead_done``).
                 return []
             return self._compute(now)
         return []
