@@ -17,6 +17,7 @@ The ``rog trace`` command: generate, summarise and plot bandwidth traces.
     rog trace gen PRESET --duration S --seed N --out FILE.csv
     rog trace stats FILE_OR_PRESET [--json] [--compare PRESET]
     rog trace plot FILE_OR_PRESET --out FILE.png
+    rog trace replay RECORD --out FILE.csv [--rank K] [--scale 0.7] [--no-holds]
 
 ``rog_ros/cli.py`` calls ``add_parser(subparsers)`` and then ``run(args)`` (also stored as
 ``args.func``). Bad input (missing file, malformed line, unknown preset) prints one line that
@@ -50,9 +51,9 @@ _ROWS = [
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add ``trace`` (with ``gen``, ``stats``, ``plot``) to an argparse subparsers object."""
+    """Add ``trace`` (``gen``, ``stats``, ``plot``, ``replay``) to argparse subparsers."""
     parser = subparsers.add_parser('trace', help='generate, summarise and plot bandwidth traces')
-    sub = parser.add_subparsers(dest='trace_command', metavar='{gen,stats,plot}')
+    sub = parser.add_subparsers(dest='trace_command', metavar='{gen,stats,plot,replay}')
     sub.required = True
     presets = ', '.join(traces.PRESETS)
 
@@ -76,6 +77,26 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     plot.add_argument('source', metavar='FILE_OR_PRESET')
     plot.add_argument('--out', required=True, help='output PNG file')
     _add_source_options(plot)
+
+    rep = sub.add_parser(
+        'replay', help="replay a record file the way the Rog authors' testbed did",
+        description="Write the rates robot RANK saw when the authors' testbed replayed RECORD "
+                    '(specs/rog_artifact.md 5.1): start at RANK/6 of the record, rates x 0.7, '
+                    'and after each step, with probability 1/2, the rate held another 10-90 s '
+                    "(Python's random seeded with RANK + 2, draw for draw). Pass the output to "
+                    '--trace of rog compare / sim / fleet to measure the replayed regime.')
+    rep.add_argument('record', metavar='RECORD',
+                     help='record file: CSV "t_seconds,mbps" or the artifact\'s "t bw" lines')
+    rep.add_argument('--out', required=True, help='output CSV file')
+    rep.add_argument('--rank', type=int, default=0,
+                     help='worker rank: start offset and seed rank + 2 (default 0)')
+    rep.add_argument('--seed', type=int, default=None,
+                     help="the holds' seed instead of rank + 2 (another sample)")
+    rep.add_argument('--scale', type=float, default=0.7,
+                     help="rate multiplier (default 0.7, the testbed's; 1: the record's rates)")
+    rep.add_argument('--no-holds', action='store_true', help='no random holds')
+    rep.add_argument('--duration', type=float, default=None,
+                     help='replay at least this many seconds (default: one pass)')
     parser.set_defaults(func=run)
     return parser
 
@@ -179,10 +200,28 @@ def _cmd_plot(args, out):
     return 0
 
 
+def _cmd_replay(args, out):
+    from rog_ros.net.replay import replay
+
+    if not os.path.isfile(args.record):
+        raise FileNotFoundError(f'no such file: {args.record}')
+    record = traces.load_trace(args.record)
+    trace = replay(record, rank=args.rank, scale=args.scale, holds=not args.no_holds,
+                   duration_s=args.duration, seed=args.seed)
+    traces.save_trace(trace, args.out)
+    st = traces.stats(trace)
+    print(f'wrote {args.out}: {args.record} replayed for rank {args.rank}, '
+          f'{trace.duration_s:.0f} s ({record.duration_s:.0f} s of record), mean '
+          f'{trace.mean_mbps:.1f} Mbit/s, {st["hold_time_share_10s"]:.0%} of the time in holds '
+          f'>= 10 s, {st["share_below_5mbps"]:.0%} below 5 Mbit/s', file=out)
+    return 0
+
+
 def run(args, out=None) -> int:
     """Execute a parsed ``rog trace ...`` command; returns the exit status."""
     out = sys.stdout if out is None else out
-    command = {'gen': _cmd_gen, 'stats': _cmd_stats, 'plot': _cmd_plot}[args.trace_command]
+    command = {'gen': _cmd_gen, 'stats': _cmd_stats, 'plot': _cmd_plot,
+               'replay': _cmd_replay}[args.trace_command]
     try:
         return command(args, out)
     except KeyError as exc:

@@ -23,7 +23,9 @@ token-bucket shaper, the transfer-time statistic) goes through the exact cumulat
 Files: CSV ``t_seconds,mbps`` (header optional, ``#`` comments; ``save_trace`` adds a
 ``# rog_ros trace: end_s=... resolution_s=...`` comment so a round trip is exact) and the
 artifact's ``bw_records/*.txt`` format, one ``t bw`` pair per line separated by whitespace
-(specs/rog_artifact.md 5.1). Times are shifted so that the first sample is at 0 s.
+(specs/rog_artifact.md 5.1). Times are shifted so that the first sample is at 0 s. A record
+replayed the way the authors' testbed replayed it (offsets, 0.7, random holds) is
+``rog_ros.net.replay``.
 
 Presets (``generate``), calibrated to DESIGN.md section 6 and specs/rog.md 9:
 
