@@ -117,4 +117,3 @@ def replay(record: Trace, rank: int = 0, scale: float = ARTIFACT_SCALE, holds: b
     length = steps[idx] + np.asarray(held, dtype=np.float64)
     t = np.concatenate(([0.0], np.cumsum(length)[:-1]))
     return Trace(t, record.mbps[idx] * scale, float(length.sum()), True, record.resolution_s)
-
