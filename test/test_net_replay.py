@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from rog_ros.net import cli_trace, traces
+from rog_ros.net import replay as replay_module
 from rog_ros.net.replay import replay
 
 
@@ -102,6 +103,16 @@ def test_seed_gives_another_sample_of_the_same_procedure():
 def test_bad_arguments_are_refused(kwargs, error):
     with pytest.raises(error):
         replay(_record(), **kwargs)
+
+
+@pytest.mark.parametrize('holds', [False, True])
+def test_a_duration_beyond_the_step_budget_is_refused_before_it_fills_memory(holds,
+                                                                             monkeypatch):
+    monkeypatch.setattr(replay_module, 'MAX_REPLAY_STEPS', 1000)
+    rec = _record(10)
+    with pytest.raises(ValueError, match='more than 1000 segments'):
+        replay(rec, holds=holds, duration_s=1e9)
+    assert len(replay(rec, holds=holds, duration_s=100 * rec.duration_s)) <= 1000
 
 
 def test_a_record_too_short_to_replay_is_refused():

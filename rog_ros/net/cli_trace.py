@@ -35,6 +35,7 @@ import sys
 import numpy as np
 
 from rog_ros.net import traces
+from rog_ros.net.replay import replay
 
 _ROWS = [
     ('mean', 'mean', 'Mbit/s'), ('median', 'median', 'Mbit/s'), ('p10', 'p10', 'Mbit/s'),
@@ -201,8 +202,6 @@ def _cmd_plot(args, out):
 
 
 def _cmd_replay(args, out):
-    from rog_ros.net.replay import replay
-
     if not os.path.isfile(args.record):
         raise FileNotFoundError(f'no such file: {args.record}')
     record = traces.load_trace(args.record)

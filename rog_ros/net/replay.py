@@ -44,6 +44,10 @@ HOLD_DRAW_ABOVE = 10
 HOLD_RANGE_S = (10, 90)
 """Length of a hold: ``randint(10, 90)`` seconds."""
 
+MAX_REPLAY_STEPS = 10_000_000
+"""Most segments one replay may have: a long ``duration_s`` over a short record without holds
+would otherwise loop for hours and fill the memory before anything is written."""
+
 
 def replay(record: Trace, rank: int = 0, scale: float = ARTIFACT_SCALE, holds: bool = True,
            hold_range_s: tuple = HOLD_RANGE_S, duration_s: float | None = None,
@@ -81,7 +85,8 @@ def replay(record: Trace, rank: int = 0, scale: float = ARTIFACT_SCALE, holds: b
     TraceFormatError
         A record of fewer than 3 steps (the testbed wrapped two steps before the end).
     ValueError
-        A negative rank, a scale that is not positive and finite, or bad hold bounds.
+        A negative rank, a scale that is not positive and finite, bad hold bounds, or a
+        ``duration_s`` that needs more than ``MAX_REPLAY_STEPS`` segments.
 
     """
     n = len(record)
@@ -99,10 +104,17 @@ def replay(record: Trace, rank: int = 0, scale: float = ARTIFACT_SCALE, holds: b
     steps = np.diff(np.append(record.t_s, record.end_s))
     usable = n - 2                               # indices 0 .. n-3: the script wrapped there
     start = int(n / 6 * rank) % usable
+    too_long = ValueError(f'duration_s={duration_s} needs more than {MAX_REPLAY_STEPS} '
+                          f'segments of this {record.duration_s:g} s record')
+    pass_s = float(steps[:usable].sum())         # a pass without holds: holds only lengthen it
+    if not holds and duration_s is not None and duration_s / pass_s * usable > MAX_REPLAY_STEPS:
+        raise too_long
     rng = random.Random(rank + 2 if seed is None else seed)
     order, held = [], []
     total, target = 0.0, duration_s
     while True:
+        if len(order) + usable > MAX_REPLAY_STEPS:
+            raise too_long
         for k in range(usable):
             idx = (start + k) % usable
             hold = 0
