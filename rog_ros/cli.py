@@ -51,8 +51,17 @@ def _add_sim(sub) -> None:
                    help='iterations per worker (default: the workload budget; --toy: 40)')
     p.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
     p.add_argument('--out', default=None, help='write summary.json and timeseries.csv here')
+    _add_evaluations_option(p)
     _add_model_options(p)
     p.set_defaults(func=_cmd_sim)
+
+
+def _add_evaluations_option(p) -> None:
+    p.add_argument('--evaluations', type=int, default=None,
+                   help='evaluations of the shared model over each run (default 24). Time '
+                        'to target is read from the 3-evaluation moving average, so it is '
+                        'resolved to about two evaluation intervals: raise this for a short '
+                        'iteration budget (EACOL: 80, one per iteration)')
 
 
 def _add_model_options(p) -> None:
@@ -73,6 +82,13 @@ def _workload_options(args) -> dict:
     if args.model != 'convmlp-cpu' and not args.real_compute:
         opts['surrogate'] = True
     return opts
+
+
+def _sim_options(args) -> dict:
+    """Return the SimConfig fields set on the command line (``--evaluations``)."""
+    if getattr(args, 'evaluations', None) is None:
+        return {}
+    return {'evaluations': args.evaluations}
 
 
 def _bad_model(args) -> str | None:
@@ -110,6 +126,8 @@ def _check_common(args) -> None:
     checks.integer('--workers', args.workers, 1, 1024)
     if args.iterations is not None:
         checks.integer('--iterations', args.iterations, 1)
+    if getattr(args, 'evaluations', None) is not None:
+        checks.integer('--evaluations', args.evaluations, 1, 100_000)
 
 
 def _check_sim(args) -> None:
@@ -179,7 +197,8 @@ def _cmd_sim(args) -> int:
         return 2
     cfg = SimConfig(workload=args.workload, system=_system_spec(args.sync, args.staleness),
                     workers=args.workers, trace=args.trace, seed=args.seed,
-                    iterations=args.iterations, workload_options=_workload_options(args))
+                    iterations=args.iterations, workload_options=_workload_options(args),
+                    **_sim_options(args))
 
     def progress(now, iteration, metrics):
         acc = metrics.get('accuracy', float('nan'))
@@ -217,6 +236,7 @@ def _add_compare(sub) -> None:
     p.add_argument('--jobs', type=int, default=None,
                    help='runs in parallel (default: one per CPU core)')
     p.add_argument('--out', required=True, help='output directory')
+    _add_evaluations_option(p)
     _add_model_options(p)
     p.set_defaults(func=_cmd_compare)
 
@@ -234,7 +254,7 @@ def _cmd_compare(args) -> int:
         return 2
     res = compare(args.workload, args.trace, systems, args.workers, seeds, args.out,
                   iterations=args.iterations, jobs_parallel=args.jobs,
-                  workload_options=_workload_options(args))
+                  workload_options=_workload_options(args), sim_options=_sim_options(args))
     print(table_markdown(res['systems']))
     print(f'\nreport: {args.out}/report.md')
     failed = sum(r.get('failed', 0) for r in res['systems'])

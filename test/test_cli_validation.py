@@ -59,6 +59,8 @@ CASES = [
     (['compare', '--systems', 'rog:4,unknown', '--out', 'x'], '--systems'),
     (['compare', '--systems', 'ssp:-2', '--out', 'x'], '--systems'),
     (['compare', '--jobs', '0', '--out', 'x'], '--jobs'),
+    (['compare', '--evaluations', '0', '--out', 'x'], '--evaluations'),
+    (['sim', '--evaluations', '-2'], '--evaluations'),
     (['compare', '--workload', 'nope', '--out', 'x'], '--workload'),
     (['compare', '--trace', 'missing.csv', '--out', 'x'], '--trace'),
     (['reproduce', '--workloads', 'mpcol,bad', '--out', 'x'], '--workloads'),

@@ -67,6 +67,24 @@ def test_compare_writes_report_and_plots(tmp_path):
     assert json.dumps(again['systems']) == json.dumps(res['systems'])
 
 
+def test_compare_evaluates_as_asked_and_reruns_runs_of_another_resolution(tmp_path):
+    out = str(tmp_path / 'cmp')
+    first = compare('toy', 'indoors', ['rog:2'], 2, [0], out, iterations=12, quiet=True,
+                    sim_options={'evaluations': 4})
+    run = os.path.join(out, 'runs', 'rog-2-seed0')
+    summary = json.load(open(os.path.join(run, 'summary.json')))
+    assert summary['evaluations'] == 4
+    rows = open(os.path.join(run, 'timeseries.csv')).read().splitlines()[1:]
+    assert len(rows) == 4 + 2             # at the start, every 3 iterations, the final one
+    # a finer resolution into the same directory runs again instead of reusing the run
+    finer = compare('toy', 'indoors', ['rog:2'], 2, [0], out, iterations=12, quiet=True,
+                    sim_options={'evaluations': 12})
+    rows = open(os.path.join(run, 'timeseries.csv')).read().splitlines()[1:]
+    assert json.load(open(os.path.join(run, 'summary.json')))['evaluations'] == 12
+    assert len(rows) == 12 + 2
+    assert first['systems'][0]['runs'] == finer['systems'][0]['runs'] == 1
+
+
 def test_a_trace_file_is_replayed_at_per_seed_offsets(tmp_path):
     from rog_ros.net import traces
     from rog_ros.sim.simulator import file_offsets

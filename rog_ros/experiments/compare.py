@@ -35,7 +35,7 @@ import numpy as np
 
 from rog_ros.experiments.report import write_report
 from rog_ros.metrics import atomic_write, per_iteration_to_target, read_timeseries
-from rog_ros.sim.simulator import SimConfig, simulate
+from rog_ros.sim.simulator import DEFAULT_EVALUATIONS, SimConfig, simulate
 
 KEYS = ('time_to_target_s', 'iterations_to_target', 'final_accuracy', 'final_accuracy_tail',
         's_per_iteration', 's_per_iteration_to_target',
@@ -105,13 +105,20 @@ def _with_derived(summary: dict) -> dict:
         summary.get('time_to_target_s'), summary.get('iterations_to_target'))}
 
 
-def _finished(d: str) -> bool:
-    """Tell whether run directory ``d`` holds a finished run (a failed one is run again)."""
+def _finished(d: str, evaluations: int) -> bool:
+    """
+    Tell whether run directory ``d`` holds a finished run made with ``evaluations``.
+
+    A failed run is run again, and so is one evaluated at another resolution (its time to
+    target would not be comparable); a summary without the count is from the default 24.
+    """
     try:
         with open(os.path.join(d, 'summary.json')) as f:
-            return not json.load(f).get('error')
+            summary = json.load(f)
     except (OSError, ValueError):
         return False
+    return not summary.get('error') and \
+        int(summary.get('evaluations', DEFAULT_EVALUATIONS)) == int(evaluations)
 
 
 def _run_one(cfg: SimConfig, out_dir: str) -> dict:
@@ -159,7 +166,8 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     for system, seed in jobs:
         label = labels.get(system, system)
         d = run_dir(out, label, seed)
-        if not _finished(d):
+        evaluations = (sim_options or {}).get('evaluations', DEFAULT_EVALUATIONS)
+        if not _finished(d, evaluations):
             todo.append(SimConfig(workload=workload, system=system, workers=workers,
                                   workload_options=dict(workload_options or {}),
                                   trace=trace, seed=seed, iterations=iterations, label=label,

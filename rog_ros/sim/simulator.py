@@ -56,6 +56,13 @@ so one unlucky alignment decided a run). A run costs ~35 s of one core; the defa
 ``rog compare`` (6 systems x 5 seeds) about 10 minutes on 2 cores."""
 
 
+DEFAULT_EVALUATIONS = 24
+"""Evaluations of the shared model over a run. Time to target is read from the 3-evaluation
+moving average (``rog_ros.metrics``), which lags the model by about one evaluation interval:
+with EACOL's 80-iteration budget that is 3.3 iterations, 20 s of a 190 s time to target on
+the raw record, so short budgets want more (``rog compare --evaluations``)."""
+
+
 @dataclass
 class SimConfig:
     """One simulated run. Defaults follow the paper's setting (1 server + 4 workers)."""
@@ -68,7 +75,7 @@ class SimConfig:
     seed: int = 0
     iterations: int | None = None   # per worker; None: the workload's adaptation budget
     time_budget_s: float | None = None  # stop after this much simulated time as well
-    evaluations: int = 24           # evaluations of the shared model over the run
+    evaluations: int = DEFAULT_EVALUATIONS   # evaluations of the shared model over the run
     eval_samples: int | None = 1152  # evaluation-set prefix per evaluation (None: all)
     final_eval_samples: int | None = None   # the final accuracy, on the whole set by default:
     #                                 it is the headline figure, so it gets the full precision
@@ -132,7 +139,9 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)     # small per-worker tensors: one thread is faster and steadier
     try:
-        return _simulate(cfg, progress)
+        rec = _simulate(cfg, progress)
+        rec.extra.setdefault('evaluations', int(cfg.evaluations))   # reuse needs it (compare)
+        return rec
     finally:
         torch.set_num_threads(threads)
         # The engines, harness and closures of a run form reference cycles that hold its
