@@ -59,9 +59,9 @@ def _add_sim(sub) -> None:
 def _add_evaluations_option(p) -> None:
     p.add_argument('--evaluations', type=int, default=None,
                    help='evaluations of the shared model over each run (default 24). Time '
-                        'to target is read from the 3-evaluation moving average, so it is '
-                        'resolved to about two evaluation intervals: raise this for a short '
-                        'iteration budget (EACOL: 80, one per iteration)')
+                        'to target is read from the 3-evaluation moving average, which '
+                        'lags the model by one to two evaluation intervals: raise this for '
+                        'a short iteration budget (EACOL: 80, one per iteration)')
 
 
 def _add_model_options(p) -> None:
@@ -136,6 +136,9 @@ def _check_sim(args) -> None:
     checks.integer('--staleness', args.staleness, 0)
     checks.integer('--seed', args.seed, 0)
     if args.toy:
+        if args.evaluations is not None:
+            raise checks.ConfigError('--evaluations does not apply to --toy (it reports the '
+                                     'final loss only)')
         for system in checks.name_list('--systems', args.systems):
             checks.system('--systems', system)
         return

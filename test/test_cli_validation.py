@@ -61,6 +61,7 @@ CASES = [
     (['compare', '--jobs', '0', '--out', 'x'], '--jobs'),
     (['compare', '--evaluations', '0', '--out', 'x'], '--evaluations'),
     (['sim', '--evaluations', '-2'], '--evaluations'),
+    (['sim', '--toy', '--evaluations', '10'], '--evaluations'),
     (['compare', '--workload', 'nope', '--out', 'x'], '--workload'),
     (['compare', '--trace', 'missing.csv', '--out', 'x'], '--trace'),
     (['reproduce', '--workloads', 'mpcol,bad', '--out', 'x'], '--workloads'),

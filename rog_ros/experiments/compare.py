@@ -163,10 +163,10 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
             bar = None
     t_start = time.time()
     todo = []
+    evaluations = (sim_options or {}).get('evaluations', DEFAULT_EVALUATIONS)
     for system, seed in jobs:
         label = labels.get(system, system)
         d = run_dir(out, label, seed)
-        evaluations = (sim_options or {}).get('evaluations', DEFAULT_EVALUATIONS)
         if not _finished(d, evaluations):
             todo.append(SimConfig(workload=workload, system=system, workers=workers,
                                   workload_options=dict(workload_options or {}),

@@ -58,9 +58,9 @@ so one unlucky alignment decided a run). A run costs ~35 s of one core; the defa
 
 DEFAULT_EVALUATIONS = 24
 """Evaluations of the shared model over a run. Time to target is read from the 3-evaluation
-moving average (``rog_ros.metrics``), which lags the model by about one evaluation interval:
-with EACOL's 80-iteration budget that is 3.3 iterations, 20 s of a 190 s time to target on
-the raw record, so short budgets want more (``rog compare --evaluations``)."""
+moving average (``rog_ros.metrics``), which lags the model by one to two evaluation
+intervals: with EACOL's 80-iteration budget 3-7 iterations, 20-40 s of a 160-190 s time to
+target on the raw record, so short budgets want more (``rog compare --evaluations``)."""
 
 
 @dataclass
