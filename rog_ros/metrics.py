@@ -60,6 +60,7 @@ class RunRecorder:
     transfer_s: list = field(default_factory=list)
     rows_up: list = field(default_factory=list)     # delivered-row fraction per push
     rows_down: list = field(default_factory=list)   # ... per pull
+    late_rows_up: list = field(default_factory=list)  # ... per late push (FLAG_LATE)
     duration_up: list = field(default_factory=list)  # push: first chunk to final ack, s
     duration_down: list = field(default_factory=list)  # pull: the same
     round_trips: list = field(default_factory=list)  # transfer.round_trip_sample, s
@@ -100,6 +101,9 @@ class RunRecorder:
             else:
                 self.bytes_down += nbytes
             total = log.info.get('rows_total')
+            if log.info.get('late'):
+                self.late_rows_up.append(float(log.value) / float(total or 1))
+                return      # rows sent while computing: not an iteration's push
             if total:
                 (self.rows_up if name == 'push_done' else self.rows_down).append(
                     float(log.value) / float(total))
@@ -183,6 +187,9 @@ class RunRecorder:
             'delivered_row_fraction_up': float(np.mean(self.rows_up)) if self.rows_up else None,
             'delivered_row_fraction_down': (float(np.mean(self.rows_down))
                                             if self.rows_down else None),
+            'late_pushes': len(self.late_rows_up),
+            'late_row_fraction_up': (float(np.mean(self.late_rows_up))
+                                     if self.late_rows_up else None),
             'mean_push_s': float(np.mean(self.duration_up)) if self.duration_up else None,
             'mean_pull_s': float(np.mean(self.duration_down)) if self.duration_down else None,
             'median_round_trip_s': (float(np.median(self.round_trips))

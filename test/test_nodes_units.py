@@ -19,6 +19,7 @@ on a fake bus.
 """
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -235,6 +236,63 @@ def test_driver_executes_actions_and_respects_pause():
     driver.step(0.0)
     # Assert
     assert len(engine.grads) == 1 and driver.stopped
+
+
+def test_driver_keeps_the_loop_running_while_the_compute_thread_computes():
+    # Prepare: a computation that waits until the loop has handled a message meanwhile
+    import threading
+    bus, engine = FakeBus(), FakeEngine()
+    handled, threads = threading.Event(), []
+
+    def compute(clock):
+        threads.append(threading.current_thread().name)
+        assert handled.wait(5.0), 'the loop did not run during the computation'
+        return torch.full((2,), float(clock))
+    driver = EngineDriver(bus, engine, Outbox(), compute=compute, compute_thread=True)
+    driver.handle([StartCompute(clock=3, sleep_s=0.0)], 0.0)
+    # Execute: the computation starts; a message arrives and is answered meanwhile
+    driver.step(0.0)
+    assert driver.computing is not None and engine.grads == []
+    bus.inbox = [('w0/chunks', _chunk(0, 5))]
+    driver.step(0.0)
+    handled.set()
+    deadline = time.monotonic() + 5.0
+    while not driver.stopped and time.monotonic() < deadline:
+        driver.step(0.0)
+    driver.close()
+    # Assert: answered while computing, the gradient taken once, on the loop's thread
+    assert [t for t, _ in bus.published][:1] == ['up/chunks']
+    assert len(engine.grads) == 1 and float(engine.grads[0][0]) == 3.0
+    assert threads and threads[0].startswith('rog_compute') and driver.stopped
+
+
+def test_driver_defers_what_may_change_the_model_until_the_computation_ends():
+    # Prepare: acks reach the engine during a threaded computation, nothing else does
+    import threading
+    bus, engine = FakeBus(), FakeEngine()
+    release = threading.Event()
+
+    def compute(clock):
+        release.wait(5.0)
+        return torch.ones(2)
+    driver = EngineDriver(bus, engine, Outbox(), compute=compute, compute_thread=True,
+                          while_computing=(m.TransferAck,))
+    driver.handle([StartCompute(clock=1, sleep_s=0.0)], 0.0)
+    driver.step(0.0)
+    ack = m.TransferAck(transfer_id=1, seq=0, sender=m.SERVER, receiver=0)
+    bus.inbox = [('w0/chunks', _chunk(0, 5)), ('w0/acks', ack)]
+    driver.step(0.0)
+    # Assert: the ack went in, the chunk waits
+    assert engine.got == [ack]
+    # Execute: the computation ends
+    release.set()
+    deadline = time.monotonic() + 5.0
+    while not driver.stopped and time.monotonic() < deadline:
+        driver.step(0.0)
+    driver.close()
+    # Assert: the gradient first, then the chunk that waited
+    assert len(engine.grads) == 1 and len(engine.got) == 2
+    assert isinstance(engine.got[1], m.RowChunk)
 
 
 def test_netmon_records_a_trace_that_load_trace_replays(tmp_path):

@@ -101,7 +101,8 @@ def test_the_others_keep_their_healthy_pace():
 
 def test_late_pushes_are_weighted_and_the_ledger_keeps_conservation():
     harness, server, workers, _ = run()
-    weighted = [a for _, a in logs(harness.stats, 'push_applied') if 'weight' in a.info]
+    weighted = [a for _, a in logs(harness.stats, 'push_applied') +
+                logs(harness.stats, 'late_rows_applied') if 'weight' in a.info]
     assert weighted and server.weighted_pushes == len(weighted)
     assert all(a.worker == 2 and 0.0 < a.info['weight'] < 1.0 for a in weighted)
     assert server.discarded is not None and float(server.discarded.abs().sum()) > 0
@@ -131,7 +132,8 @@ def test_weight_is_one_within_the_bound_and_decays_beyond():
 
 def test_while_a_robot_is_out_the_others_pushes_are_the_mean_over_those_that_count():
     harness, server, workers, _ = run()
-    applied = logs(harness.stats, 'push_applied')
+    # (late rows count too: pushes of rows withheld, sent during the next computation)
+    applied = logs(harness.stats, 'push_applied') + logs(harness.stats, 'late_rows_applied')
     rescaled = [(t, a) for t, a in applied if 'outage_scale' in a.info]
     assert rescaled and server.rescaled_pushes == len(rescaled)
     # only the healthy workers, at N / (N - 1) = 3/2, and only while worker 2 was out

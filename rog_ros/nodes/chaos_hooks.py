@@ -258,6 +258,9 @@ class WorkerHooks(_Hooks):
                 push.transfer_id) if push is not None else (0, -1))
         actions = call()
         self._count_rejects(actions)
+        # a gradient held while a late push finished is taken by a tick: a computation too
+        computed = computed or any(isinstance(a, Log) and a.name == 'held_gradient_taken'
+                                   for a in actions)
         event = False
         if before is not None and not torch.equal(before, e.residual):
             event = True

@@ -22,14 +22,20 @@ wake-up time has come, and the engine's actions are executed:
   the link emulation) and published on the destination's topic once released;
 * ``StartCompute(clock, sleep_s)``: the node's ``compute(clock)`` runs ``sleep_s`` later,
   only while the lifecycle allows training (a paused robot keeps answering the protocol);
+  with ``compute_thread`` on a thread of its own, so that the loop goes on sending and
+  receiving meanwhile (late rows use the idle link, ``SyncPolicy.late_rows``);
 * ``Log``: passed to ``on_log``; ``Stopped``: ends the loop.
 
-One thread: the bus belongs to the loop (see the Bus threading contract); computation blocks
-the loop like it blocks a robot's single training process, while DDS keeps receiving.
+The bus belongs to the loop (see the Bus threading contract): only the loop's thread touches
+the bus and the engine. Without ``compute_thread`` computation blocks the loop, while DDS keeps
+receiving; with it, ``compute(clock)`` must not touch the bus or the engine either (it reads
+the model, which the engine leaves alone while it computes: no pull is answered before the
+gradient is pushed).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 import time
 
 from rog_ros.nodes.routing import topic_for
@@ -37,6 +43,9 @@ from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
 
 IDLE_POLL_S = 0.05
 """Longest single wait in ``bus.poll``, so that signals and lifecycle changes act quickly."""
+COMPUTE_POLL_S = 0.002
+"""Longest single wait in ``bus.poll`` while a computation runs on the compute thread: its end
+is noticed within this (the thread cannot wake the poll)."""
 
 
 class EngineDriver:
@@ -59,11 +68,20 @@ class EngineDriver:
         ``on_log(now, log)``; ``on_stopped(now, stopped)``.
     clock : callable, default time.monotonic
         Seconds; injectable for tests.
+    compute_thread : bool, default False
+        Run ``compute`` on a thread of its own (one computation at a time) instead of in the
+        loop.
+    while_computing : tuple of types, default ()
+        With ``compute_thread``: the message types the engine gets while a computation runs
+        (the worker: acknowledgements of its late push). Every other message waits, in
+        order, until the gradient was handed over, as when the computation blocked the loop:
+        nothing can change the model under a computation.
 
     """
 
     def __init__(self, bus, engine, outbox, compute=None, may_compute=None, on_log=None,
-                 on_stopped=None, clock=time.monotonic):
+                 on_stopped=None, clock=time.monotonic, compute_thread: bool = False,
+                 while_computing: tuple = ()):
         self.bus, self.engine, self.outbox = bus, engine, outbox
         self.compute = compute
         self.may_compute = may_compute or (lambda: True)
@@ -76,6 +94,11 @@ class EngineDriver:
         self.last_receive = None     # time of the last message (liveness diagnostics)
         self.published = 0
         self.engine_errors = 0       # messages whose handling raised (dropped, counted)
+        self.compute_thread = bool(compute_thread)
+        self.computing = None        # Future of the computation on the compute thread
+        self.while_computing = tuple(while_computing)
+        self._deferred: list = []    # messages that arrived during it, not yet delivered
+        self._pool: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ actions
     def handle(self, actions, now: float) -> None:
@@ -132,21 +155,45 @@ class EngineDriver:
         self.flush(now)
         deadline = self._deadline()
         wait = max_wait_s if deadline is None else min(max_wait_s, max(0.0, deadline - now))
+        if self.computing is not None:
+            wait = min(wait, COMPUTE_POLL_S)
         received = self.bus.poll(wait)
         if received:
             self.last_receive = self.clock()
         for _, msg in received:
+            if self.computing is not None and not isinstance(msg, self.while_computing):
+                self._deferred.append(msg)
+                continue
             self.handle(self.deliver(msg, self.clock()), self.clock())
         now = self.clock()
         wake = self.engine.next_wakeup()
         if wake is not None and now >= wake:
             self.handle(self.engine.on_tick(now), now)
+        if self.computing is not None and self.computing.done():
+            done, self.computing = self.computing, None
+            grad = done.result()         # (an exception of the computation raises here)
+            now = self.clock()
+            self.handle(self.engine.on_compute_done(grad, now), now)
+            deferred, self._deferred = self._deferred, []
+            for msg in deferred:
+                self.handle(self.deliver(msg, self.clock()), self.clock())
         if (self.compute_at is not None and self.clock() >= self.compute_at
-                and self.may_compute() and not self.stopped):
+                and self.may_compute() and not self.stopped and self.computing is None):
             self.compute_at = None
+            if self.compute_thread:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(1, thread_name_prefix='rog_compute')
+                self.computing = self._pool.submit(self.compute, self.compute_clock)
+                return
             grad = self.compute(self.compute_clock)
             now = self.clock()
             self.handle(self.engine.on_compute_done(grad, now), now)
+
+    def close(self) -> None:
+        """Let the compute thread go (a computation still running finishes unused)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
 
     def run(self, until=lambda: False, max_wait_s: float = IDLE_POLL_S) -> None:
         """Step until the engine stopped or ``until()`` is true."""

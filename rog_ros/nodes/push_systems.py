@@ -155,6 +155,8 @@ class ServerAdapter:
         self.outage_suspensions = 0
         self.weighted_pushes = 0
         self.rescaled_pushes = 0
+        self.late_pushes = 0
+        self.late_rows = 0
 
     @property
     def rejects(self) -> int:

@@ -365,6 +365,7 @@ class ServerNode:
             'triggers_per_worker': list(e.triggers),
             'outage_suspensions': e.outage_suspensions, 'weighted_pushes': e.weighted_pushes,
             'rescaled_pushes': e.rescaled_pushes,
+            'late_pushes': e.late_pushes, 'late_rows': e.late_rows,
             'worker_status_received': sorted(self.status),
         })
         if hasattr(e, 'stats'):     # a push system's own figures (bytes per push, staleness)

@@ -34,7 +34,7 @@ from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
 from rog_ros.nodes.signals import SignalRequests
-from rog_ros.protocol.messages import SERVER, TrainStatus
+from rog_ros.protocol.messages import SERVER, TrainStatus, TransferAck
 from rog_ros.protocol.worker import WorkerEngine
 import torch
 
@@ -108,8 +108,13 @@ class WorkerNode:
             self.bus.advertise(topic)
         self.diagnostics = DiagnosticsPublisher(self.bus, lambda now: worker_statuses(self, now),
                                                 getattr(a, 'diagnostics_hz', 1.0))
+        # Rog's family computes on a thread of its own, so the loop keeps the link busy
+        # meanwhile (late rows); no message changes its model during a computation. Push
+        # systems apply what arrives to the model at any time: they compute in the loop.
+        threaded = not push_systems.is_push(a.sync)
         self.driver = EngineDriver(self.bus, self.hooks, self.outbox, compute=self._compute,
-                                   may_compute=lambda: self.life.training)
+                                   may_compute=lambda: self.life.training,
+                                   compute_thread=threaded, while_computing=(TransferAck,))
         self.life.trigger('configure')
 
     def activate(self) -> bool:
@@ -146,7 +151,8 @@ class WorkerNode:
         self.driver.step()
         self.diagnostics.maybe_publish()
         progress = max(self.driver.last_receive or 0.0, self._progress_at)
-        waiting = self.driver.compute_at is None    # for the server, not for the robot
+        # for the server, not for the robot
+        waiting = self.driver.compute_at is None and self.driver.computing is None
         if waiting and time.monotonic() - progress > self.args.server_timeout:
             raise TimeoutError(f'worker {self.rank}: no message from the server for '
                                f'{self.args.server_timeout:.0f} s (engine state '
@@ -158,6 +164,8 @@ class WorkerNode:
     def cleanup(self) -> None:
         """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""
         self.life.trigger('cleanup')
+        if getattr(self, 'driver', None) is not None:
+            self.driver.close()
         if self.bus is not None:
             self.bus.close()
             self.bus = None
@@ -181,6 +189,7 @@ class WorkerNode:
             if counts:
                 self.log.warning(f'dropped messages {counts}')   # rclpy loggers: one string
             self.hooks.close(self.reject_counts(), getattr(self.bus, 'injected', None))
+            self.driver.close()
             self.bus.close()
             self.bus = None
 
@@ -197,7 +206,7 @@ class WorkerNode:
         self._progress_at = time.monotonic()
         self.compute_s += self._progress_at - t0
         self.loss = float(loss.detach())
-        self._publish_status()
+        self._status_due = 0.0      # the loop publishes it (only its thread uses the bus)
         return grad
 
     def _publish_status(self) -> None:

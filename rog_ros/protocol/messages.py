@@ -57,6 +57,10 @@ FLAG_JOIN = 16
 a Schedule carrying ``checkpoint_transfer`` and makes the worker's next pull a snapshot. With
 ``tensor_ids = [low 32 bits, high 32 bits]`` of an earlier incarnation of the sender, it only
 asks which pushes of that run the server's checkpoint holds (answer addressed to that run)."""
+FLAG_LATE = 32
+"""RowChunk flag (uplink): rows of the sender's pushed iteration ``clock`` that its push withheld,
+sent while it computes the next one (``SyncPolicy.late_rows``). The server applies and stamps
+them like any push, but they ask for no pull and do not count as an iteration of the sender."""
 
 MAX_CLOCK = 2 ** 31 - 2
 """Largest iteration clock any node accepts: versions are int32 and -1 is reserved."""

@@ -78,9 +78,9 @@ from rog_ros.core.rows import RowLayout
 from rog_ros.core.versions import VersionTable
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
-    check_schema, FLAG_END, FLAG_JOIN, FLAG_REQUEST, FLAG_SNAPSHOT, KIND_GRAD, KIND_UPDATE,
-    LinkStats, MAX_CLOCK, MessageError, ranges_from_sorted, RowChunk, RowVersions, Schedule,
-    SERVER, stamp_incarnations, TransferAck)
+    check_schema, FLAG_END, FLAG_JOIN, FLAG_LATE, FLAG_REQUEST, FLAG_SNAPSHOT, KIND_GRAD,
+    KIND_UPDATE, LinkStats, MAX_CLOCK, MessageError, ranges_from_sorted, RowChunk, RowVersions,
+    Schedule, SERVER, stamp_incarnations, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.policies.flown import SlotScheduler
 from rog_ros.protocol.transfer import (
@@ -240,6 +240,8 @@ class ServerEngine:
         self._outage_from: dict[int, float] = {}   # stalled worker -> watch restarted at
         self.weighted_pushes = 0
         self.rescaled_pushes = 0      # active pushes applied at lr/(N - k) (outage_scale)
+        self.late_pushes = 0          # FLAG_LATE pushes applied (rows sent while computing)
+        self.late_rows = 0            # ... and the rows they delivered
 
     # ================================================================== public API
     def on_message(self, msg, now: float) -> list:
@@ -783,6 +785,13 @@ class ServerEngine:
             while len(book) > 8:
                 del book[next(iter(book))]
         self.bytes_up += inc.bytes
+        info = {'clock': inc.clock, 'bytes': inc.bytes}
+        if late < 1.0:
+            info['weight'] = late
+        if weight != late:
+            info['outage_scale'] = weight / late
+        if inc.flags & FLAG_LATE and inc.clock <= self.clock[s]:
+            return self._apply_late_rows(inc, n_rows, chunk_ranges, info, now)
         self.clock[s] = max(self.clock[s], inc.clock)
         last, self._last_push_at[s] = self._last_push_at[s], now
         if last is not None and now > last:
@@ -793,11 +802,6 @@ class ServerEngine:
             # from our update's final ack to the worker's next push: its computation
             self.compute_est[s].update(inc.first_time - self._pull_done_at[s])
             self._pull_done_at[s] = None
-        info = {'clock': inc.clock, 'bytes': inc.bytes}
-        if late < 1.0:
-            info['weight'] = late
-        if weight != late:
-            info['outage_scale'] = weight / late
         out = [Send(s, self.receiver.final_ack(inc, chunk_ranges, now)),
                Log('push_applied', float(n_rows), s, info)]
         self.pending[s] = max(self.pending.get(s, 0), inc.clock)
@@ -807,6 +811,25 @@ class ServerEngine:
             self.slots.release(s, 'push')
             self.slots.request(s, 'pull', inc.clock, now)
             return out + self._dispatch_slots(now)
+        for r in sorted(self.pending):
+            out += self._try_serve(r, now)
+        return out
+
+    def _apply_late_rows(self, inc, n_rows: int, chunk_ranges, info: dict, now: float) -> list:
+        """
+        Finish a late push (``FLAG_LATE``): rows of an iteration already pushed.
+
+        They were applied and stamped like any push's (``_apply_push``), but they are not a
+        new iteration of the sender: no pull for it, no sample of its pace or its compute
+        time. Newer versions of its rows may free the pulls of workers waiting for them.
+        """
+        s = inc.sender
+        self.late_pushes += 1
+        self.late_rows += n_rows
+        out = [Send(s, self.receiver.final_ack(inc, chunk_ranges, now)),
+               Log('late_rows_applied', float(n_rows), s, info)]
+        if self.slots is not None:
+            return out
         for r in sorted(self.pending):
             out += self._try_serve(r, now)
         return out

@@ -67,7 +67,7 @@ from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
-    check_schema, check_versions, FLAG_END, FLAG_JOIN, FLAG_REQUEST, FLAG_SNAPSHOT,
+    check_schema, check_versions, FLAG_END, FLAG_JOIN, FLAG_LATE, FLAG_REQUEST, FLAG_SNAPSHOT,
     ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK, MessageError, RowChunk, RowVersions,
     Schedule, SERVER, stamp_incarnations, TransferAck, validate_ranges)
 from rog_ros.protocol.policies.base import SyncPolicy
@@ -174,6 +174,8 @@ class WorkerEngine:
         self.push: OutgoingTransfer | None = None
         self._ahead: str | None = None   # compute ahead: None|running|ready|discard
         self._ahead_grad: torch.Tensor | None = None
+        self._held_grad: torch.Tensor | None = None   # computed while a late push ran
+        self._grad_held = False
         self._push_p: torch.Tensor | None = None
         self._push_scales: torch.Tensor | None = None
         self._push_per_row = False
@@ -253,7 +255,7 @@ class WorkerEngine:
     def _compute(self, now: float) -> list:
         self.state = 'computing'
         self._compute_started_at = now + self.compute_sleep_s
-        return [StartCompute(self.clock + 1, self.compute_sleep_s)]
+        return [StartCompute(self.clock + 1, self.compute_sleep_s)] + self._start_late_push(now)
 
     def on_compute_done(self, grad: torch.Tensor, now: float) -> list:
         """Take a gradient (flat, layout order) for the iteration that StartCompute asked for."""
@@ -267,6 +269,8 @@ class WorkerEngine:
             return [Log('nonfinite_gradient', 1.0, self.rank)] + self._compute(now)
         if now > self._compute_started_at:
             self.compute_est.update(now - self._compute_started_at)
+        if self.push is not None and self.push.flags & FLAG_LATE:
+            return self._out(self._hold_gradient(grad, now))
         return self._out(self._take_gradient(grad, now))
 
     def _check_gradient(self, grad: torch.Tensor) -> None:
@@ -288,6 +292,48 @@ class WorkerEngine:
         if self.policy.scheduler == 'flown':
             return self._request_slot(now)
         return self._start_push(now) + self._maybe_compute_ahead(now)
+
+    # ================================================================== late rows
+    def _start_late_push(self, now: float) -> list:
+        """
+        Send, while the next gradient is computed, the rows the last push withheld.
+
+        A sequential worker's uplink is idle while it computes. Rows withheld by ATP are
+        what holds the other workers' staleness checks (their versions of our rows age
+        until we send them), so sending them now, in priority order and for as long as the
+        computation is expected to last (less one round trip for the final ack), lets the
+        others run further ahead without costing this worker's iteration any link time
+        (``SyncPolicy.late_rows``). The push carries our current clock and ``FLAG_LATE``:
+        the server stamps the rows and asks for no pull.
+        """
+        pol = self.policy
+        if (not pol.late_rows or pol.whole_model or pol.scheduler == 'flown' or pol.overlap
+                or self.push is not None or self._rejoin or self.state != 'computing'
+                or self.push_deadline_s < 0):
+            return []
+        rate, compute = self.thr_up.value_bps, self.compute_est.value
+        deadline = self._compute_started_at + compute - self.rtt_up.value
+        if rate <= 0 or compute <= 0 or (deadline - now) * rate / 8.0 < self.chunk_bytes:
+            return []                   # not one chunk's worth of idle link: not worth a push
+        if not bool((self.withheld > 0).any()):
+            return []
+        return [Log('late_push', 1.0, self.rank, {'clock': self.clock})] + \
+            self._start_push(now, late_deadline=deadline)
+
+    def _hold_gradient(self, grad: torch.Tensor, now: float) -> list:
+        """
+        Keep a gradient computed while a late push still runs, and wind that push up.
+
+        The push encodes the residual as it was when it started and commits from it, so
+        the gradient enters the residual after its final ack (``_on_ack``).
+        """
+        if self._held_grad is None:
+            self._held_grad = torch.empty_like(self.w)
+        self._held_grad.copy_(grad)
+        self._grad_held = True
+        tr = self.push
+        tr.deadline = min(tr.deadline, now)     # no more optional chunks: END now
+        return [Send(SERVER, c) for c in tr.on_tick(now)]
 
     # ================================================================== compute ahead
     def _maybe_compute_ahead(self, now: float) -> list:
@@ -363,6 +409,10 @@ class WorkerEngine:
             return [Log('reject', 1.0, self.rank, {'error': str(err)})]
 
     def on_tick(self, now: float) -> list:
+        if self._grad_held and self.push is None and self.state == 'computing':
+            self._grad_held = False
+            return self._out([Log('held_gradient_taken', 1.0, self.rank)] +
+                             self._take_gradient(self._held_grad, now))
         if self.push is not None:
             return self._out([Send(SERVER, c) for c in self.push.on_tick(now)])
         if self.state == 'awaiting_grant' and now >= self._grant_poke_at:
@@ -378,6 +428,8 @@ class WorkerEngine:
         return []
 
     def next_wakeup(self) -> float | None:
+        if self._grad_held and self.push is None and self.state == 'computing':
+            return self._compute_started_at     # a held gradient is due: at once (past)
         if self.push is not None:
             return self.push.next_wakeup()
         if self.state == 'awaiting_grant':
@@ -557,8 +609,9 @@ class WorkerEngine:
                                  row_mask=None if full else mask, per_row=per_row)
 
     # ================================================================== push
-    def _start_push(self, now: float) -> list:
+    def _start_push(self, now: float, late_deadline: float | None = None) -> list:
         pol, layout = self.policy, self.layout
+        late = late_deadline is not None
         p = self.residual    # not modified until this push commits: no compute meanwhile
         trs = layout.tensor_row_abs_sum(p)
         row_sums = layout.row_abs_sum(p, trs)
@@ -569,14 +622,18 @@ class WorkerEngine:
             urgency = self.withheld
             inf = infinite_mask(urgency, pol.staleness, pol.convention)
             n_inf = int(inf.sum())
+            # a late push carries only rows with something unsent, none of them mandatory
+            cand = torch.nonzero(urgency > 0).reshape(-1) if late else None
             if pol.ordering:
-                order = priority_order(urgency, row_sums, inf,
+                order = priority_order(urgency, row_sums, inf, candidates=cand,
                                        use_magnitude=pol.use_magnitude, multiply=True)
             else:
                 order = priority_order(urgency, row_sums, inf, use_magnitude=False,
-                                       multiply=False)
-            k_min = mandatory_rows(layout.n_rows, pol.mta, n_inf)
-        if self.push_deadline_s < 0 or pol.whole_model:
+                                       multiply=False, candidates=cand)
+            k_min = 0 if late else mandatory_rows(layout.n_rows, pol.mta, n_inf)
+        if late:
+            deadline = late_deadline
+        elif self.push_deadline_s < 0 or pol.whole_model:
             deadline = math.inf
         else:
             floor = pol.floor_s(self.compute_est.value, self.rtt_up.value)
@@ -592,21 +649,23 @@ class WorkerEngine:
         self.next_tid += 1
         self.push = self._outgoing(self.next_tid, self.clock, rowbytes, scales, order, k_min,
                                    deadline, now,
-                                   tensor_row_sums=trs if pol.chunk_scales else None)
+                                   tensor_row_sums=trs if pol.chunk_scales else None,
+                                   flags=FLAG_LATE if late else 0)
         self._push_p = p
         self._push_scales, self._push_per_row = self.push.commit_scales()
-        self.state = 'pushing'
+        if not late:
+            self.state = 'pushing'
         return [Send(SERVER, c) for c in self.push.pump(now)]
 
     def _outgoing(self, tid, clock, rowbytes, scales, order, k_min, deadline, now,
-                  tensor_row_sums=None):
+                  tensor_row_sums=None, flags=0):
         tr = OutgoingTransfer(transfer_id=tid, sender=self.rank, receiver=SERVER,
                               kind=KIND_GRAD, clock=clock, layout=self.layout,
                               codec=self.codec, rowbytes=rowbytes, scales=scales, order=order,
                               n_mandatory=k_min, deadline=deadline, now=now,
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s, rate_bps=self.thr_up.value_bps,
-                              tensor_row_sums=tensor_row_sums)
+                              tensor_row_sums=tensor_row_sums, flags=flags)
         tr.rate_hint_bps = self.thr_up.value_bps
         return tr
 
@@ -627,8 +686,11 @@ class WorkerEngine:
             return []
         self._commit_push(delivered, tr)
         self._last_end = tr._end(tr.end_sent_at)
+        late = bool(tr.flags & FLAG_LATE)
         nbytes, secs = tr.throughput_sample()
-        if nbytes:
+        if nbytes and not late:
+            # (a late push is cut to the computation, often a chunk or two: its sample would
+            # be mostly round trip and make the next push's pacing stop early)
             self.thr_up.update(nbytes, secs)
         rtt = tr.round_trip_sample()
         if rtt is not None:
@@ -638,7 +700,11 @@ class WorkerEngine:
         out = [Log('push_done', float(delivered.size), self.rank,
                    {'bytes': nbytes, 'seconds': secs, 'clock': self.clock,
                     'rows_total': self.layout.n_rows, 'duration': now - tr.start_time,
-                    'round_trip': rtt})]
+                    'round_trip': rtt, 'late': late})]
+        if late and self.state == 'computing':
+            # A gradient that waited for this commit is taken by the next tick (at once): a
+            # call of its own, so a driver's ledger sees the commit and the computation apart.
+            return out
         if self.state == 'recovering' or self._rejoin:
             self._recover = None
             self._last_end = None
@@ -921,7 +987,7 @@ class WorkerEngine:
                           'per_row': bool(self._push_per_row),
                           'order': torch.from_numpy(tr.order.copy()),
                           'n_mandatory': tr.n_mandatory_arg, 'next_seq': tr.next_seq,
-                          'chunk_bytes': self.chunk_bytes}
+                          'chunk_bytes': self.chunk_bytes, 'flags': tr.flags}
         elif rec is not None:
             sd['push'] = dict(rec)
         if self.track:
@@ -989,7 +1055,7 @@ class WorkerEngine:
                               scales=t_scales, order=rec['order'],
                               n_mandatory=rec['n_mandatory'], deadline=now, now=now,
                               window=self.window, chunk_bytes=rec['chunk_bytes'],
-                              end_timeout_s=self.end_timeout_s)
+                              end_timeout_s=self.end_timeout_s, flags=rec.get('flags', 0))
         if per_row:
             tr.row_scales = scales.numpy().astype(np.float32)
         tr.next_seq = int(rec['next_seq'])

@@ -87,6 +87,12 @@ class SyncPolicy:
     #                                 knob (``rog:4#overlap=1``), off for every system: a third
     #                                 shorter iterations but a fifth more of them to the target
     #                                 on MPCOL, 3.5 points lower on EACOL (docs/scheduling.md)
+    late_rows: bool = False         # while a worker computes, its link is idle: send the
+    #                                 rows its last push withheld then (``FLAG_LATE``), so
+    #                                 they stop holding the others' staleness checks
+    #                                 (``WorkerEngine._start_late_push``). On for Rog
+    #                                 (``rog:4#late_rows=0`` is the ablation); whole-model
+    #                                 systems withhold nothing, FLOWN's slots forbid it
     momentum_compensation: bool = True  # stale systems (S >= 1) lower the workers' explicit
     #                                     momentum by the implicit momentum of N workers'
     #                                     interleaved pushes (``explicit_momentum``)

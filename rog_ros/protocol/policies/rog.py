@@ -27,6 +27,9 @@ The MTA-time deadline is the paper's, with one floor: a transfer keeps sending o
 for at least ``rtt_floor`` (2) measured round trips of its link, which it pays anyway; the
 same default in the simulator and in fleets, and ``deadline_floor`` (compute times, 0) a
 tuning knob (docs/scheduling.md). ``mta_rule='paper_table'`` reproduces the paper.
+Rows a push withholds go out while the worker computes its next gradient (``late_rows``, not
+in the paper; ``rog:4#late_rows=0`` turns it off): the uplink is idle then, and withheld rows
+are what holds the other robots' staleness checks (docs/scheduling.md, "Late rows").
 """
 
 from __future__ import annotations
@@ -38,4 +41,4 @@ def rog(staleness: int = 4, **overrides) -> SyncPolicy:
     return SyncPolicy(**{'name': f'rog:{staleness}', 'staleness': staleness,
                          'whole_model': False, 'balance': 'deadline',
                          'mta_rule': 'exact_root_shifted', 'outage_aware': True,
-                         **overrides})
+                         'late_rows': True, **overrides})
