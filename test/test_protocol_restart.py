@@ -27,6 +27,7 @@ from protocol_fixtures import build
 import pytest
 from rog_ros.protocol.actions import SaveState
 from rog_ros.protocol.messages import FLAG_END, KIND_GRAD, RowChunk, SERVER, TransferAck
+from rog_ros.protocol.policies import make_policy
 from test_protocol_conservation import check_invariants
 import torch
 
@@ -293,9 +294,11 @@ def test_late_join_of_a_dead_run_does_not_lock_out_the_live_one():
 def test_a_lost_request_for_own_rows_is_repeated_on_the_worker_s_poke():
     # Seed 0's restarts leave worker 1's own rows older at the server than its pull allows
     # (the server then asks for them: Schedule.urgent_rows). Lose the first such request:
-    # the held worker's poke (its repeated END) must bring the request again.
+    # the held worker's poke (its repeated END) must bring the request again. (Late rows off:
+    # sent during the computations, they keep those rows fresh and the request never comes.)
     harness, server, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=0,
-                                     save_states=True)
+                                     save_states=True,
+                                     policy=make_policy('rog:2#late_rows=0'))
     real, asked = server._ask_own_rows, []
 
     def lossy(r, c):
