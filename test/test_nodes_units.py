@@ -330,3 +330,13 @@ def test_outage_aware_setting_reaches_the_rog_policy_only():
     off = parse(['--sync', 'rog', '--outage-aware', 'false'])
     assert build_training(off).policy.outage_aware is False
     assert build_training(parse(['--sync', 'ssp'])).policy.outage_aware is False
+
+
+def test_late_rows_setting_reaches_the_rog_policy_only():
+    from rog_ros.nodes import rog_worker
+    from rog_ros.nodes.assembly import build_training
+    parse = rog_worker.build_parser().parse_args
+    assert build_training(parse(['--sync', 'rog'])).policy.late_rows is True
+    off = parse(['--sync', 'rog', '--late-rows', 'false'])
+    assert build_training(off).policy.late_rows is False
+    assert build_training(parse(['--sync', 'ssp'])).policy.late_rows is False

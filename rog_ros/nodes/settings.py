@@ -182,6 +182,8 @@ SETTINGS = (
     _s('outage_aware', bool, True, 'rog: suspend a robot whose link holds the others for more '
        'than 3 fleet iteration times from the staleness check (outage-aware RSP; its late '
        "pushes are down-weighted); false = the paper's RSP.", TRAINING),
+    _s('late_rows', bool, True, 'rog: send the rows a push withheld while the robot computes '
+       "its next gradient (its link is idle then); false = the paper's ATP.", TRAINING),
     _s('namespace', str, DEFAULT_NAMESPACE, 'Fleet namespace: every topic is relative to it.'),
     _s('bus', str, 'auto', 'Transport: rclpy when ROS 2 is sourced, else the embedded DDS '
        '(none: netmon only measures).', NODES, choices=('auto', 'dds', 'rclpy', 'none')),
