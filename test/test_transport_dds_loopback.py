@@ -238,3 +238,28 @@ def test_reliable_burst_between_two_processes():
     assert [c.seq for c in got] == list(range(BURST))
     assert all(c.payload == bytes([c.seq % 251]) * CHUNK_BYTES for c in got)
     assert rc == 0
+
+
+def test_matched_count_asks_again_when_a_peer_matches_mid_count():
+    """The binding's IndexError (a peer matched between its count and its copy) is not fatal."""
+    answers = [IndexError('invalid index'), IndexError('invalid index'), [11, 12, 13]]
+
+    def flaky():
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert dds_bus._matched_count(flaky) == 3
+    assert answers == []
+
+
+def test_matched_count_reports_none_matched_when_discovery_never_settles():
+    calls = []
+
+    def always_racing():
+        calls.append(1)
+        raise IndexError('invalid index')
+
+    assert dds_bus._matched_count(always_racing) == 0
+    assert len(calls) == dds_bus._MATCH_RETRIES

@@ -50,6 +50,9 @@ _DOMAINS = {}
 """Domain id -> (config, Domain): a configured domain lives as long as the process."""
 _TAKE_BATCH = 256
 
+# How often to ask again when a peer matches between the binding's count and its copy.
+_MATCH_RETRIES = 8
+
 
 def domain_id_from_env() -> int:
     """Return ``$ROS_DOMAIN_ID`` (the ROS 2 convention), 0 when unset."""
@@ -228,9 +231,9 @@ class DdsBus(Bus):
         ros_topic = resolve(topic, self.namespace)
         count = 0
         if ros_topic in self._writers:
-            count += len(self._writers[ros_topic].get_matched_subscriptions())
+            count += _matched_count(self._writers[ros_topic].get_matched_subscriptions)
         if ros_topic in self._readers:
-            count += len(self._readers[ros_topic][0].get_matched_publications())
+            count += _matched_count(self._readers[ros_topic][0].get_matched_publications)
         return count
 
     def close(self) -> None:
@@ -246,3 +249,18 @@ class DdsBus(Bus):
         for entity in entities:  # children first: the binding deletes entities in __del__
             entity.__del__()
         self._readers, self._writers, self._topics = {}, {}, {}
+
+
+def _matched_count(get_matched) -> int:
+    """Count an entity's matched peers, asking again if one matched while the binding counted.
+
+    The binding sizes a buffer from one call and fills it with a second; a peer that matches
+    in between makes it index past the buffer (IndexError). Discovery settles within a few
+    calls, so ask again; if it never does, report nothing matched yet (callers poll anyway).
+    """
+    for _ in range(_MATCH_RETRIES):
+        try:
+            return len(get_matched())
+        except IndexError:
+            continue
+    return 0
