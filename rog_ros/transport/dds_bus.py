@@ -252,7 +252,8 @@ class DdsBus(Bus):
 
 
 def _matched_count(get_matched) -> int:
-    """Count an entity's matched peers, asking again if one matched while the binding counted.
+    """
+    Count an entity's matched peers, asking again if one matched while the binding counted.
 
     The binding sizes a buffer from one call and fills it with a second; a peer that matches
     in between makes it index past the buffer (IndexError). Discovery settles within a few
