@@ -27,7 +27,7 @@ from protocol_fixtures import build, random_faults
 import pytest
 from rog_ros.net.links import DuplexLink, FluidLink
 from rog_ros.net.traces import Trace
-from rog_ros.protocol.messages import FLAG_LATE, RowChunk
+from rog_ros.protocol.messages import FLAG_JOIN, FLAG_LATE, KIND_GRAD, RowChunk, SERVER
 from rog_ros.protocol.policies import make_policy
 from test_protocol_conservation import check_invariants
 from test_protocol_server_restart import checkpoint_every, schedule_server_crashes
@@ -169,3 +169,48 @@ def test_late_rows_are_rogs_default_and_never_sent_by_whole_model_systems():
         seen = watch_late_chunks(harness)
         harness.run(until=600)
         assert server.finished and not seen, spec
+
+
+@pytest.mark.parametrize('seed', range(3))
+def test_worker_killed_with_a_late_push_in_flight_loses_and_doubles_nothing(seed):
+    # A worker dies while its late push is on the link (some chunks out, END maybe sent) and
+    # comes back from its last saved state under a new incarnation: the server applied the
+    # late rows at most once and the restored worker commits exactly what it applied.
+    from test_protocol_restart import restart_worker
+    pol = make_policy('rog:2#late_rows=1')
+    harness, server, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=seed,
+                                     policy=pol, save_states=True, **SLOW)
+    rng = random.Random(seed)
+    kills, doomed = [], set()
+    send = harness._send
+
+    def revive(r):
+        doomed.discard(r)
+        restart_worker(harness, r)
+
+    flags = {}
+
+    def sending(src, dst, msg):
+        send(src, dst, msg)
+        if (isinstance(msg, RowChunk) and msg.kind == KIND_GRAD and src != SERVER
+                and not msg.flags & FLAG_JOIN):      # (a JOIN names the push it recovers)
+            key = (src, msg.transfer_id, int(msg.clock))   # (ids recur after a restore)
+            flags.setdefault(key, set()).add(bool(msg.flags & FLAG_LATE))
+        if (isinstance(msg, RowChunk) and msg.flags & FLAG_LATE and len(kills) < 3
+                and src not in doomed and rng.random() < 0.3):
+            tr = harness.workers[src].push
+            kills.append((src, tr is not None and bool(tr.flags & FLAG_LATE)))
+            doomed.add(src)
+            delay = rng.choice([0.0, 0.01, 0.05])      # before, around or after its END
+            harness.at(harness.now + delay, lambda r=src: harness.kill(r))
+            harness.at(harness.now + delay + 0.3, lambda r=src: revive(r))
+    harness._send = sending
+    harness.run(until=3000)
+    server = harness.server
+    assert len(kills) == 3 and all(in_flight for _, in_flight in kills), kills
+    assert server.finished
+    assert sum(len(x) for x in server.retired) == 3             # every restart was seen
+    check_invariants(harness, server, harness.workers)
+    # a restored late push stays late: every chunk of a transfer, END included, says so
+    mixed = {key for key, kinds in flags.items() if len(kinds) > 1}
+    assert not mixed, mixed
