@@ -301,7 +301,8 @@ def _mostly(valid, lo, hi):
 _I64 = _INT_RANGES['int64']
 _TO_SERVER = {
     'RowChunk': {'sender': _mostly([0, 1], *_I64), 'receiver': _mostly([m.SERVER], *_I64),
-                 'kind': _mostly([m.KIND_GRAD], *_I64), 'flags': _mostly([0, 1, 2, 4], *_I64),
+                 'kind': _mostly([m.KIND_GRAD], *_I64),
+                 'flags': _mostly([0, 1, 2, 4, m.FLAG_LATE, m.FLAG_LATE | m.FLAG_END], *_I64),
                  'seq': _mostly([0, 1, 2], *_I64), 'transfer_id': _mostly([1, 2], *_I64),
                  'clock': _mostly([1, 2], *_I64), 'codec': _mostly([1], *_I64)},
     'TransferAck': {'sender': _mostly([0, 1], *_I64), 'receiver': _mostly([m.SERVER], *_I64),
@@ -408,6 +409,62 @@ def test_a_rejected_uplink_message_leaves_the_transfer_as_without_it(
     if rejected:
         assert server.rejects >= rejects + 1
         assert _same(_server_state(server), uplink_reference[index])
+
+
+def _late_push_recording():
+    """
+    Return (server before, worker 0's late push as sent) one exchange in.
+
+    Worker 0 computes its second iteration and has rows its first push withheld; it sends
+    them as a late push (``FLAG_LATE``, the clock already pushed), acknowledged by the server.
+    """
+    server, workers = _engines()
+    _exchange(server, workers, torch.Generator().manual_seed(0))
+    worker = workers[0]
+    worker.withheld[: worker.layout.n_rows // 2] = 1     # as if its push had withheld them
+    worker.compute_est.update(1.0)
+    worker.thr_up.update(1e6, 1.0)                     # 8 Mbit/s: the push fits
+    worker._compute_started_at = 0.0
+    before = copy.deepcopy(server)
+    queue, up, now = [a for a in worker._start_late_push(0.0) if isinstance(a, Send)], [], 0.0
+    while queue:
+        a = queue.pop(0)
+        now += 0.001
+        if a.dest == m.SERVER:
+            up.append(a.msg)
+            out = server.on_message(a.msg, now)
+        else:
+            out = worker.on_message(a.msg, now) if a.dest == 0 else []
+        queue += [x for x in out if isinstance(x, Send)]
+    assert up and all(x.flags & m.FLAG_LATE for x in up if isinstance(x, m.RowChunk))
+    assert server.late_pushes == 1 and server.late_rows > 0 and server.rejects == 0
+    return before, up
+
+
+@pytest.fixture(scope='module')
+def late_push():
+    """A recorded late push and, per message i, the server state without message i."""
+    before, up = _late_push_recording()
+    without = [_server_state(_replay(copy.deepcopy(before), up[:i] + up[i + 1:]))
+               for i in range(len(up))]
+    return before, up, without
+
+
+@fuzz_settings(120)
+@given(data=st.data())
+def test_a_rejected_late_push_message_leaves_the_transfer_as_without_it(late_push, data):
+    before, up, without = late_push
+    index, bad = data.draw(_near_valid(up))
+    bad = wire(bad)
+    hypothesis.assume(bad is not None)
+    server = copy.deepcopy(before)
+    _replay(server, up[:index])
+    rejected = _deliver(server, bad)
+    _replay(server, up[index + 1:])
+    if rejected:
+        assert _same(_server_state(server), without[index])
+    # a late push never moves the sender's clock, whatever a field says (clock 2 is new)
+    assert server.clock[0] <= max(1, int(getattr(bad, 'clock', 1)))
 
 
 # issue 9 defect 5 (the worker validated RowVersions only when the END arrived, after the rows
