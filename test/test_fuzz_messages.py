@@ -443,7 +443,7 @@ def _late_push_recording():
 
 @pytest.fixture(scope='module')
 def late_push():
-    """A recorded late push and, per message i, the server state without message i."""
+    """Record a late push; return it with, per message i, the server state without message i."""
     before, up = _late_push_recording()
     without = [_server_state(_replay(copy.deepcopy(before), up[:i] + up[i + 1:]))
                for i in range(len(up))]
