@@ -61,6 +61,7 @@ class RunRecorder:
     rows_up: list = field(default_factory=list)     # delivered-row fraction per push
     rows_down: list = field(default_factory=list)   # ... per pull
     late_rows_up: list = field(default_factory=list)  # ... per late push (FLAG_LATE)
+    late_rows_down: list = field(default_factory=list)  # ... per late pull (FLAG_LATE)
     duration_up: list = field(default_factory=list)  # push: first chunk to final ack, s
     duration_down: list = field(default_factory=list)  # pull: the same
     round_trips: list = field(default_factory=list)  # transfer.round_trip_sample, s
@@ -102,8 +103,9 @@ class RunRecorder:
                 self.bytes_down += nbytes
             total = log.info.get('rows_total')
             if log.info.get('late'):
-                self.late_rows_up.append(float(log.value) / float(total or 1))
-                return      # rows sent while computing: not an iteration's push
+                (self.late_rows_up if name == 'push_done' else self.late_rows_down).append(
+                    float(log.value) / float(total or 1))
+                return      # rows sent while computing: not an iteration's push or pull
             if total:
                 (self.rows_up if name == 'push_done' else self.rows_down).append(
                     float(log.value) / float(total))
@@ -190,6 +192,9 @@ class RunRecorder:
             'late_pushes': len(self.late_rows_up),
             'late_row_fraction_up': (float(np.mean(self.late_rows_up))
                                      if self.late_rows_up else None),
+            'late_pulls': len(self.late_rows_down),
+            'late_row_fraction_down': (float(np.mean(self.late_rows_down))
+                                       if self.late_rows_down else None),
             'mean_push_s': float(np.mean(self.duration_up)) if self.duration_up else None,
             'mean_pull_s': float(np.mean(self.duration_down)) if self.duration_down else None,
             'median_round_trip_s': (float(np.median(self.round_trips))

@@ -57,13 +57,14 @@ def staleness_watch(seen):
     def install(server):
         real = server._start_downlink
 
-        def checked(r, c, now):
-            if server.active[r] and server.unsynced[r] is None:
+        def checked(r, c, now, late_deadline=None):
+            # (a late pull answers no pull: RSP does not gate it)
+            if server.active[r] and server.unsynced[r] is None and late_deadline is None:
                 act = server.active
                 stale = c - int(server.versions.v[:, act].min())
                 seen.append(stale)
                 assert stale <= server.policy.staleness, (r, c, stale)
-            return real(r, c, now)
+            return real(r, c, now, late_deadline)
         server._start_downlink = checked
     return install
 

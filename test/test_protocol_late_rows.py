@@ -39,12 +39,12 @@ SLOW = {'compute': (0.3, 0.3, 0.3), 'bandwidths': (0.4e6, 0.4e6, 0.03e6), 'laten
 
 
 def watch_late_chunks(harness):
-    """Record (sender, clock, worker clock when sent) of every late chunk put on a link."""
+    """Record (sender, clock, worker clock, its state) of every late-push chunk sent."""
     seen = []
     send = harness._send
 
     def sending(src, dst, msg):
-        if isinstance(msg, RowChunk) and msg.flags & FLAG_LATE:
+        if isinstance(msg, RowChunk) and msg.flags & FLAG_LATE and msg.kind == KIND_GRAD:
             seen.append((src, int(msg.clock), harness.workers[src].clock,
                          harness.workers[src].state))
         send(src, dst, msg)
@@ -196,8 +196,8 @@ def test_worker_killed_with_a_late_push_in_flight_loses_and_doubles_nothing(seed
                 and not msg.flags & FLAG_JOIN):      # (a JOIN names the push it recovers)
             key = (src, msg.transfer_id, int(msg.clock))   # (ids recur after a restore)
             flags.setdefault(key, set()).add(bool(msg.flags & FLAG_LATE))
-        if (isinstance(msg, RowChunk) and msg.flags & FLAG_LATE and len(kills) < 3
-                and src not in doomed and rng.random() < 0.3):
+        if (isinstance(msg, RowChunk) and msg.flags & FLAG_LATE and msg.kind == KIND_GRAD
+                and len(kills) < 3 and src not in doomed and rng.random() < 0.3):
             tr = harness.workers[src].push
             kills.append((src, tr is not None and bool(tr.flags & FLAG_LATE)))
             doomed.add(src)

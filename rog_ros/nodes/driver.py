@@ -71,17 +71,19 @@ class EngineDriver:
     compute_thread : bool, default False
         Run ``compute`` on a thread of its own (one computation at a time) instead of in the
         loop.
-    while_computing : tuple of types, default ()
-        With ``compute_thread``: the message types the engine gets while a computation runs
-        (the worker: acknowledgements of its late push). Every other message waits, in
-        order, until the gradient was handed over, as when the computation blocked the loop:
-        nothing can change the model under a computation.
+    while_computing : tuple of types or callable, default ()
+        With ``compute_thread``: the message types the engine gets while a computation runs,
+        or a predicate on the message (the worker: ``WorkerEngine.receives_while_computing``,
+        acknowledgements of its late push and a late pull's rows, which it applies after the
+        computation). Every other message waits, in order, until the gradient was handed
+        over, as when the computation blocked the loop: nothing can change the model under
+        a computation.
 
     """
 
     def __init__(self, bus, engine, outbox, compute=None, may_compute=None, on_log=None,
                  on_stopped=None, clock=time.monotonic, compute_thread: bool = False,
-                 while_computing: tuple = ()):
+                 while_computing=()):
         self.bus, self.engine, self.outbox = bus, engine, outbox
         self.compute = compute
         self.may_compute = may_compute or (lambda: True)
@@ -96,7 +98,11 @@ class EngineDriver:
         self.engine_errors = 0       # messages whose handling raised (dropped, counted)
         self.compute_thread = bool(compute_thread)
         self.computing = None        # Future of the computation on the compute thread
-        self.while_computing = tuple(while_computing)
+        if callable(while_computing):
+            self.while_computing = while_computing
+        else:
+            types = tuple(while_computing)
+            self.while_computing = lambda msg: isinstance(msg, types)
         self._deferred: list = []    # messages that arrived during it, not yet delivered
         self._pool: ThreadPoolExecutor | None = None
 
@@ -161,7 +167,7 @@ class EngineDriver:
         if received:
             self.last_receive = self.clock()
         for _, msg in received:
-            if self.computing is not None and not isinstance(msg, self.while_computing):
+            if self.computing is not None and not self.while_computing(msg):
                 self._deferred.append(msg)
                 continue
             self.handle(self.deliver(msg, self.clock()), self.clock())

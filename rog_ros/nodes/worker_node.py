@@ -114,7 +114,10 @@ class WorkerNode:
         threaded = not push_systems.is_push(a.sync)
         self.driver = EngineDriver(self.bus, self.hooks, self.outbox, compute=self._compute,
                                    may_compute=lambda: self.life.training,
-                                   compute_thread=threaded, while_computing=(TransferAck,))
+                                   compute_thread=threaded,
+                                   while_computing=getattr(self.engine,
+                                                           'receives_while_computing',
+                                                           (TransferAck,)))
         self.life.trigger('configure')
 
     def activate(self) -> bool:

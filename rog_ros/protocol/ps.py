@@ -242,6 +242,10 @@ class ServerEngine:
         self.rescaled_pushes = 0      # active pushes applied at lr/(N - k) (outage_scale)
         self.late_pushes = 0          # FLAG_LATE pushes applied (rows sent while computing)
         self.late_rows = 0            # ... and the rows they delivered
+        self.late_pulls = 0           # FLAG_LATE downlinks completed (rows sent while the
+        self.late_pull_rows = 0       # worker computes) and the rows they delivered
+        self._late_pull_until = [0.0] * n_workers   # expected end of each one's computation
+        self._late_pull_clock = [0] * n_workers     # ... and the clock of the pull before it
 
     # ================================================================== public API
     def on_message(self, msg, now: float) -> list:
@@ -805,6 +809,11 @@ class ServerEngine:
         out = [Send(s, self.receiver.final_ack(inc, chunk_ranges, now)),
                Log('push_applied', float(n_rows), s, info)]
         self.pending[s] = max(self.pending.get(s, 0), inc.clock)
+        dl = self.downlinks[s]
+        if dl is not None and dl.transfer.flags & FLAG_LATE:
+            # its computation is over: wind the late pull up (END now), its pull follows
+            dl.transfer.deadline = min(dl.transfer.deadline, now)
+            out += self._sends(s, dl, dl.transfer.on_tick(now))
         if not self.active[s] and self.suspended_reason.get(s) in ('absent', 'link'):
             out += self._maybe_readmit(s, now)
         if self.slots is not None:
@@ -832,6 +841,8 @@ class ServerEngine:
             return out
         for r in sorted(self.pending):
             out += self._try_serve(r, now)
+        if self.policy.late_pulls and now < self._late_pull_until[s]:
+            out += self._start_late_pull(s, self._late_pull_clock[s], now)
         return out
 
     # ================================================================== FLOWN slots
@@ -894,9 +905,14 @@ class ServerEngine:
         out = self._end_stall(r, now)
         del self.pending[r]
         if not self.active[r] and self.suspended_reason.get(r) == 'link':
-            # Catching up after an outage: the worker goes on from the fleet's clock (minus
-            # S), so its next pushes can bring its rows back within the bound.
-            ahead = self._fleet_clock() - self.policy.staleness
+            # Catching up after an outage: the worker goes on from the fleet's clock. Its
+            # rows age by the jump, so its next pushes carry every row older than S and
+            # bring its versions within the bound of the fleet's clock: it is readmitted
+            # (``_maybe_readmit``) as soon as its link keeps the fleet's pace. (From the
+            # fleet's clock minus S, its rows trailed the fleet by more than S for good: a
+            # robot whose link had recovered stayed suspended, its pushes weighted down,
+            # until the others finished.)
+            ahead = self._fleet_clock()
             if self.max_iterations is not None:
                 ahead = min(ahead, int(self.max_iterations) - 1)
             c = max(c, ahead)
@@ -931,11 +947,13 @@ class ServerEngine:
                                  urgent_rows=ranges_from_sorted(rows).astype(np.uint32))),
                 Log('urgent_rows', float(rows.size), r, {'clock': c})]
 
-    def _start_downlink(self, r: int, c: int, now: float) -> list:
-        if self.absence_timeout_s is not None:
+    def _start_downlink(self, r: int, c: int, now: float,
+                        late_deadline: float | None = None) -> list:
+        late = late_deadline is not None
+        if self.absence_timeout_s is not None and not late:
             self.absent_at[r] = now + self.absence_timeout_s   # its silence counts again
         if self.unsynced[r] is not None:
-            return self._start_snapshot(r, max(c, self.clock[r]), now)
+            return [] if late else self._start_snapshot(r, max(c, self.clock[r]), now)
         pol, layout = self.policy, self.layout
         v = self.versions.v
         act = self.active.clone()
@@ -948,6 +966,8 @@ class ServerEngine:
             oldest = (sent_r.min(dim=1).values if sent_r.shape[1]
                       else torch.full((layout.n_rows,), c, dtype=torch.int32))
         candidates = torch.nonzero(new_data).reshape(-1)
+        if late and candidates.numel() == 0:
+            return []                               # nothing changed since its pull
         p = torch.sub(self.mirror[r], self.w_srv, out=self._p)     # G[r] + E[r]
         trs = layout.tensor_row_abs_sum(p)
         row_sums = layout.row_abs_sum(p, trs)
@@ -969,7 +989,9 @@ class ServerEngine:
             n_inf = int((inf & new_data).sum())
         k_min = min(mandatory_rows(layout.n_rows, pol.mta, n_inf), int(order.numel()))
         deadline = self._downlink_deadline(r, k_min, order, now)
-        if pol.balance == 'budget' and not pol.whole_model:
+        if late:                       # optional rows only, for as long as it computes
+            k_min, deadline = 0, late_deadline
+        if pol.balance == 'budget' and not pol.whole_model and not late:
             k_min = max(k_min, min(int(order.numel()), self._budget_rows(self.thr_down, r)))
         row_mask = None
         if pol.scale_sent_rows and not pol.whole_model and not pol.chunk_scales:
@@ -988,12 +1010,36 @@ class ServerEngine:
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s,
                               rate_bps=self.thr_down[r].value_bps,
-                              tensor_row_sums=trs if pol.chunk_scales else None)
+                              tensor_row_sums=trs if pol.chunk_scales else None,
+                              flags=FLAG_LATE if late else 0)
         self.downlinks[r] = _Downlink(tr, rowbytes, scales, None, act,
                                       event=self.delivered.pin(('dl', r)))
-        sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r, c))
-        out = [Send(r, sched)]
+        out = [] if late else [Send(r, Schedule(worker=r, clock=c,
+                                                push_deadline_s=self._push_deadline(r, c)))]
         return out + self._sends(r, self.downlinks[r], tr.pump(now))
+
+    def _start_late_pull(self, r: int, c: int, now: float) -> list:
+        """
+        Send worker r, while it computes, rows that changed since its pull (``late_pulls``).
+
+        A sequential worker's link is idle while it computes, and its next pull must carry
+        every row the others changed meanwhile. Rows sent now, in priority order, none
+        mandatory, until the computation is expected to end (less one round trip for the
+        final ack), shorten that pull. The worker applies them when its computation ends
+        (``WorkerEngine._apply_pull``); they carry ``FLAG_LATE`` and the clock of its pull,
+        and answer nothing: no Schedule, no pace or compute sample, no repair. Started again
+        when one ends with time left, so rows changed by pushes that arrive meanwhile follow.
+        """
+        pol = self.policy
+        if (not pol.late_pulls or pol.whole_model or self.slots is not None or pol.overlap
+                or self.downlinks[r] is not None or r in self.pending or self.stopped[r]
+                or not self.active[r] or self.unsynced[r] is not None):
+            return []
+        rate = self.thr_down[r].value_bps
+        deadline = self._late_pull_until[r] - self.rtt_down[r].value
+        if rate <= 0 or (deadline - now) * rate / 8.0 < self.chunk_bytes:
+            return []                   # not one chunk's worth of idle link
+        return self._start_downlink(r, c, now, late_deadline=deadline)
 
     def _new_snapshot_epoch(self, r: int) -> None:
         self.unsynced[r] = torch.ones(self.snap_layout.n_rows, dtype=torch.bool)
@@ -1124,6 +1170,8 @@ class ServerEngine:
         if delivered is None:
             return []
         self._commit_downlink(r, dl, delivered)
+        if dl.transfer.flags & FLAG_LATE:
+            return self._late_pull_done(r, dl, delivered, now)
         nbytes, secs = dl.transfer.throughput_sample()
         self.bytes_down += dl.transfer.bytes_sent
         if nbytes:
@@ -1148,7 +1196,38 @@ class ServerEngine:
         if self.slots is not None:
             self.slots.release(r, 'pull')
             return out + self._dispatch_slots(now)
-        return out + self._try_serve(r, now)
+        out += self._try_serve(r, now)
+        if self.policy.late_pulls and self.downlinks[r] is None:
+            self._late_pull_until[r] = now + self.compute_est[r].value
+            self._late_pull_clock[r] = c
+            if not (self.policy.late_rows and self._withholds(r)):
+                out += self._start_late_pull(r, c, now)
+            # else its late push goes first (one transfer at a time on a half-duplex
+            # station, and that one frees the others); the late pull follows it
+        return out
+
+    def _withholds(self, r: int) -> bool:
+        """Whether worker r's last push withheld rows (its late push will send them)."""
+        return bool((self.versions.v[:, r] < self.clock[r]).any())
+
+    def _late_pull_done(self, r: int, dl: _Downlink, delivered: np.ndarray,
+                        now: float) -> list:
+        """
+        Finish a late pull: committed like a pull, but not one (see ``_start_late_pull``).
+
+        Its throughput is not sampled: a late pull is often a chunk or two, mostly round
+        trip, as a late push is.
+        """
+        self.bytes_down += dl.transfer.bytes_sent
+        self.downlinks[r] = None
+        self.late_pulls += 1
+        self.late_pull_rows += int(delivered.size)
+        out = [Log('pull_done', float(delivered.size), r,
+                   {'bytes': dl.transfer.bytes_sent, 'rows_total': self.layout.n_rows,
+                    'duration': now - dl.transfer.start_time, 'late': True})]
+        if r in self.pending:
+            return out + self._try_serve(r, now)    # it pushed meanwhile: its pull is due
+        return out + self._start_late_pull(r, dl.transfer.clock, now)
 
     def _worker_rsp_ok(self, r: int, c: int, active: torch.Tensor) -> bool:
         """Check the worker-side RSP on what r holds (``sent[r]`` = its ``vloc``)."""

@@ -196,6 +196,10 @@ class WorkerEngine:
         self._compute_started_at = 0.0
         self._d = torch.empty(layout.n_params, dtype=dtype)
         self._scratch = torch.empty(layout.n_params, dtype=dtype)
+        # rows of late pulls (FLAG_LATE updates) that arrived while a computation read the
+        # model: subtracted from it when that computation is over (allocated on first use)
+        self._late_q: torch.Tensor | None = None
+        self._late_q_pending = False
         # incarnations
         self.server_incarnation = 0              # 0 = not heard yet
         self.retired_servers: list[int] = []     # superseded server incarnations
@@ -253,6 +257,7 @@ class WorkerEngine:
         return self._out(self._compute(now))
 
     def _compute(self, now: float) -> list:
+        self._apply_late_pulls()
         self.state = 'computing'
         self._compute_started_at = now + self.compute_sleep_s
         return [StartCompute(self.clock + 1, self.compute_sleep_s)] + self._start_late_push(now)
@@ -285,6 +290,7 @@ class WorkerEngine:
         self.residual += d
         if self.track:
             self.computed_total += d
+        self._apply_late_pulls()        # the model the gradient was computed on is done with
         self.withheld += 1
         self.clock += 1
         if self._rejoin:
@@ -334,6 +340,25 @@ class WorkerEngine:
         tr = self.push
         tr.deadline = min(tr.deadline, now)     # no more optional chunks: END now
         return [Send(SERVER, c) for c in tr.on_tick(now)]
+
+    def _apply_late_pulls(self) -> None:
+        """Subtract the late pulls that arrived during the computation (``late_pulls``)."""
+        if self._late_q_pending:
+            self.w -= self._late_q
+            self._late_q.zero_()
+            self._late_q_pending = False
+
+    def receives_while_computing(self, msg) -> bool:
+        """
+        Whether ``msg`` may reach this engine while a computation reads the model.
+
+        A node that computes on a thread of its own delivers these at once and holds back
+        every other message until the gradient was handed over: acknowledgements (of a late
+        push), and a late pull's chunks and versions, which change the model only when the
+        computation is over.
+        """
+        return (isinstance(msg, (TransferAck, RowVersions))
+                or (isinstance(msg, RowChunk) and bool(msg.flags & FLAG_LATE)))
 
     # ================================================================== compute ahead
     def _maybe_compute_ahead(self, now: float) -> list:
@@ -849,6 +874,7 @@ class WorkerEngine:
         mask, rowbytes, scales, chunk_ranges = inc.close()
         n_rows = int(mask.sum())
         snapshot = bool(inc.flags & FLAG_SNAPSHOT)
+        late = bool(inc.flags & FLAG_LATE) and not snapshot
         versions = self.pending_versions.pop(inc.transfer_id, None)
         if n_rows:
             if snapshot:
@@ -862,13 +888,20 @@ class WorkerEngine:
                 q = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
                                       row_mask=mask if partial else None,
                                       per_row=inc.per_row_scales)
-                self.w -= q
+                if late and self.state == 'computing':
+                    # a computation reads the model: these rows wait for its end
+                    if self._late_q is None:
+                        self._late_q = torch.zeros_like(self.w)
+                    self._late_q += q
+                    self._late_q_pending = True
+                else:
+                    self.w -= q
         if snapshot:
             self._snap_versions = versions or self._snap_versions
         else:
             if versions is not None:
                 self._apply_versions(versions, mask)
-            # outage-aware RSP: a worker catching up is moved to the fleet's clock (minus S).
+            # outage-aware RSP: a worker catching up is moved to the fleet's clock.
             # Its rows age by the jump, so the next push carries every row that is now stale
             # (infinite urgency) and its versions come back within the bound.
             jump = int(inc.clock) - self.clock
@@ -892,6 +925,10 @@ class WorkerEngine:
                 self.clock = max(self.clock, int(inc.clock))
         self._dirty = True
         self.bytes_down += inc.bytes
+        if late:        # rows ahead of the next pull: not a pull of its own
+            return [Send(SERVER, self.receiver.final_ack(inc, chunk_ranges, now)),
+                    Log('late_pull_applied', float(n_rows), self.rank,
+                        {'deferred': self._late_q_pending})]
         self.pulled_clock = max(self.pulled_clock, inc.clock)
         self._pull_poke_at = now + 4 * self.end_timeout_s
         out = [Send(SERVER, self.receiver.final_ack(inc, chunk_ranges, now)
@@ -966,7 +1003,10 @@ class WorkerEngine:
             'version': 1, 'rank': self.rank, 'n_workers': self.n,
             'codec': self.codec.codec_id,
             'incarnation': self.incarnation, 'server_incarnation': self.server_incarnation,
-            'w': self.w.clone(), 'residual': self.residual.clone(),
+            # (the model as it is once late pulls held for the computation are applied:
+            # the version table already counts them)
+            'w': self.w - self._late_q if self._late_q_pending else self.w.clone(),
+            'residual': self.residual.clone(),
             'momentum': (self.precondition.buf.clone()
                          if self.precondition.buf is not None else None),
             'withheld': self.withheld.clone(), 'vloc': self.vloc.clone(),

@@ -93,6 +93,11 @@ class SyncPolicy:
     #                                 (``WorkerEngine._start_late_push``). On for Rog
     #                                 (``rog:4#late_rows=0`` is the ablation); whole-model
     #                                 systems withhold nothing, FLOWN's slots forbid it
+    late_pulls: bool = False        # the same on the downlink: while a worker computes, the
+    #                                 server sends it rows that changed since its pull
+    #                                 (``FLAG_LATE`` updates, ``ServerEngine._start_late_pull``);
+    #                                 the worker applies them when the computation ends, so
+    #                                 its next pull carries less
     momentum_compensation: bool = True  # stale systems (S >= 1) lower the workers' explicit
     #                                     momentum by the implicit momentum of N workers'
     #                                     interleaved pushes (``explicit_momentum``)

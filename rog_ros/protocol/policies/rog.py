@@ -41,4 +41,4 @@ def rog(staleness: int = 4, **overrides) -> SyncPolicy:
     return SyncPolicy(**{'name': f'rog:{staleness}', 'staleness': staleness,
                          'whole_model': False, 'balance': 'deadline',
                          'mta_rule': 'exact_root_shifted', 'outage_aware': True,
-                         'late_rows': True, **overrides})
+                         'late_rows': True, 'late_pulls': True, **overrides})
