@@ -340,3 +340,7 @@ def test_late_rows_setting_reaches_the_rog_policy_only():
     off = parse(['--sync', 'rog', '--late-rows', 'false'])
     assert build_training(off).policy.late_rows is False
     assert build_training(parse(['--sync', 'ssp'])).policy.late_rows is False
+    assert build_training(parse(['--sync', 'rog'])).policy.late_pulls is True
+    off = parse(['--sync', 'rog', '--late-pulls', 'false'])
+    assert build_training(off).policy.late_pulls is False
+    assert build_training(parse(['--sync', 'ssp'])).policy.late_pulls is False

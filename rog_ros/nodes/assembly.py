@@ -85,6 +85,7 @@ def build_training(args) -> Training:
     if getattr(args, 'sync', 'rog') == 'rog':      # the others never suspend for a dead link
         overrides['outage_aware'] = bool(getattr(args, 'outage_aware', True))
         overrides['late_rows'] = bool(getattr(args, 'late_rows', True))   # nor withhold rows
+        overrides['late_pulls'] = bool(getattr(args, 'late_pulls', True))
     policy = make_policy(policy_spec(args), **overrides)
     params = list(model.parameters())
     layout = layout_for(policy, [tuple(p.shape) for p in params])

@@ -157,6 +157,8 @@ class ServerAdapter:
         self.rescaled_pushes = 0
         self.late_pushes = 0
         self.late_rows = 0
+        self.late_pulls = 0
+        self.late_pull_rows = 0
 
     @property
     def rejects(self) -> int:

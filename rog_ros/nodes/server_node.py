@@ -366,6 +366,7 @@ class ServerNode:
             'outage_suspensions': e.outage_suspensions, 'weighted_pushes': e.weighted_pushes,
             'rescaled_pushes': e.rescaled_pushes,
             'late_pushes': e.late_pushes, 'late_rows': e.late_rows,
+            'late_pulls': e.late_pulls, 'late_pull_rows': e.late_pull_rows,
             'worker_status_received': sorted(self.status),
         })
         if hasattr(e, 'stats'):     # a push system's own figures (bytes per push, staleness)

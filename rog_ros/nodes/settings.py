@@ -184,6 +184,9 @@ SETTINGS = (
        "pushes are down-weighted); false = the paper's RSP.", TRAINING),
     _s('late_rows', bool, True, 'rog: send the rows a push withheld while the robot computes '
        "its next gradient (its link is idle then); false = the paper's ATP.", TRAINING),
+    _s('late_pulls', bool, True, 'rog: the server sends a computing robot the rows changed '
+       'since its pull, after its late push (applied when the computation ends); false = '
+       'every row waits for the next pull.', TRAINING),
     _s('namespace', str, DEFAULT_NAMESPACE, 'Fleet namespace: every topic is relative to it.'),
     _s('bus', str, 'auto', 'Transport: rclpy when ROS 2 is sourced, else the embedded DDS '
        '(none: netmon only measures).', NODES, choices=('auto', 'dds', 'rclpy', 'none')),
