@@ -60,7 +60,10 @@ asks which pushes of that run the server's checkpoint holds (answer addressed to
 FLAG_LATE = 32
 """RowChunk flag (uplink): rows of the sender's pushed iteration ``clock`` that its push withheld,
 sent while it computes the next one (``SyncPolicy.late_rows``). The server applies and stamps
-them like any push, but they ask for no pull and do not count as an iteration of the sender."""
+them like any push, but they ask for no pull and do not count as an iteration of the sender.
+Downlink: rows changed since the worker's pull of ``clock``, sent while it computes
+(``SyncPolicy.late_pulls``); it acknowledges them at once and applies them when the
+computation ends; they are not a pull (no Schedule, no pace or compute sample)."""
 
 MAX_CLOCK = 2 ** 31 - 2
 """Largest iteration clock any node accepts: versions are int32 and -1 is reserved."""
