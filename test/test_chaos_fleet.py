@@ -53,8 +53,14 @@ def test_a_killed_node_restarts_from_its_state(name, tmp_path):
     _assert_clean(row)
     assert row['recover_s'] is not None and row['recover_s'] < 60
     saves = row['state_saves']
-    assert saves['server']['saves'] >= 1 and all(
-        saves[f'worker_{r}']['saves'] >= CI['iterations'] for r in range(CI['workers']))
+    # a worker saves before every push END; the counts are the last process's, and a
+    # restarted worker's last process computes only from the fleet's clock on (outage
+    # catch-up), so it must have saved, not once per iteration of the run
+    restarted = {chaos.VICTIM} if name == 'worker-restart' else set()
+    assert saves['server']['saves'] >= 1
+    for r in range(CI['workers']):
+        least = 1 if r in restarted else CI['iterations']
+        assert saves[f'worker_{r}']['saves'] >= least, (r, saves)
 
 
 @pytest.mark.slow

@@ -39,7 +39,8 @@ def _prefix_only_run(chunk_scales: bool, iters: int = 200, seed: int = 0, codec=
     norms and whether every worker's model equals the server's mirror of it exactly.
     """
     pol = rog(4, balance='none', deadline_floor=0.0, rtt_floor=0.0, chunk_scales=chunk_scales,
-              momentum_compensation=False)   # (measured with the workers' momentum 0.9)
+              momentum_compensation=False,   # (measured with the workers' momentum 0.9)
+              late_pulls=False)              # (only prefixes: late pulls send more rows)
     h, server, workers, _, layout = build('', policy=pol, iters=iters, chunk_bytes=64,
                                           bandwidths=(1e6,) * 4, track=False, codec=codec)
     g = torch.Generator().manual_seed(seed)
