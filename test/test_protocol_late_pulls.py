@@ -29,9 +29,7 @@ from rog_ros.protocol.messages import FLAG_LATE, KIND_UPDATE, RowChunk, RowVersi
     TransferAck
 from rog_ros.protocol.policies import make_policy
 from test_protocol_conservation import check_invariants
-from test_protocol_late_rows import fluctuating_links, SLOW
-from test_protocol_restart import restart_worker
-from test_protocol_server_restart import checkpoint_every, schedule_server_crashes
+from test_protocol_late_rows import fluctuating_links, kill_on_sight, SLOW
 import torch
 
 
@@ -108,18 +106,7 @@ def test_late_pulls_are_not_pulls_and_never_change_a_computed_model():
     check_invariants(harness, server, workers)
 
 
-@pytest.mark.parametrize('seed', range(2))
-def test_late_pulls_across_server_restarts(seed):
-    pol = make_policy('rog:2#late_pulls=1')
-    harness, _, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=seed,
-                                policy=pol, **SLOW)
-    seen = watch_late_pulls(harness)
-    checkpoint_every(harness, 0.3)
-    crashes = schedule_server_crashes(harness, random.Random(seed), 3, 1.5)
-    harness.run(until=3000)
-    server = harness.server
-    assert len(crashes) >= 2 and server.finished and seen
-    check_invariants(harness, server, harness.workers)
+# (server restarts with late pulls: test_protocol_late_rows, Rog's default has both)
 
 
 @pytest.mark.parametrize('seed', range(3))
@@ -129,24 +116,12 @@ def test_worker_killed_with_a_late_pull_in_flight(seed):
     pol = make_policy('rog:2#late_pulls=1')
     harness, server, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=seed,
                                      policy=pol, save_states=True, **SLOW)
-    rng = random.Random(seed)
-    kills, doomed = [], set()
-    send = harness._send
 
-    def revive(r):
-        doomed.discard(r)
-        restart_worker(harness, r)
-
-    def sending(src, dst, msg):
-        send(src, dst, msg)
-        if (isinstance(msg, RowChunk) and msg.kind == KIND_UPDATE and msg.flags & FLAG_LATE
-                and len(kills) < 3 and dst not in doomed and rng.random() < 0.3):
-            kills.append(dst)
-            doomed.add(dst)
-            delay = rng.choice([0.0, 0.02, 0.2])
-            harness.at(harness.now + delay, lambda r=dst: harness.kill(r))
-            harness.at(harness.now + delay + 0.3, lambda r=dst: revive(r))
-    harness._send = sending
+    def victim(src, dst, msg):
+        late_pull = (isinstance(msg, RowChunk) and msg.kind == KIND_UPDATE
+                     and msg.flags & FLAG_LATE)
+        return dst if late_pull else None
+    kills = kill_on_sight(harness, random.Random(seed), victim, (0.0, 0.02, 0.2))
     harness.run(until=3000)
     server = harness.server
     assert len(kills) == 3 and server.finished

@@ -110,15 +110,24 @@ def test_a_late_push_stamps_its_rows_with_the_senders_clock():
 
 @pytest.mark.parametrize('seed', range(3))
 def test_late_rows_across_server_restarts_keep_exactly_once(seed):
+    # (and late pulls: Rog's default sends both)
     pol = make_policy('rog:2#late_rows=1')
+    assert pol.late_pulls
     harness, _, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=seed,
                                 policy=pol, **SLOW)
     seen = watch_late_chunks(harness)
+    pulled, send = [], harness._send
+
+    def sending(src, dst, msg):
+        if src == SERVER and isinstance(msg, RowChunk) and msg.flags & FLAG_LATE:
+            pulled.append(dst)
+        send(src, dst, msg)
+    harness._send = sending
     checkpoint_every(harness, 0.3)
     crashes = schedule_server_crashes(harness, random.Random(seed), 3, 1.5)
     harness.run(until=3000)
     server = harness.server
-    assert len(crashes) >= 2 and server.finished and seen
+    assert len(crashes) >= 2 and server.finished and seen and pulled
     check_invariants(harness, server, harness.workers)
 
 
@@ -171,16 +180,15 @@ def test_late_rows_are_rogs_default_and_never_sent_by_whole_model_systems():
         assert server.finished and not seen, spec
 
 
-@pytest.mark.parametrize('seed', range(3))
-def test_worker_killed_with_a_late_push_in_flight_loses_and_doubles_nothing(seed):
-    # A worker dies while its late push is on the link (some chunks out, END maybe sent) and
-    # comes back from its last saved state under a new incarnation: the server applied the
-    # late rows at most once and the restored worker commits exactly what it applied.
+def kill_on_sight(harness, rng, victim, delays, times=3):
+    """
+    Kill a worker when a message it sends or gets is put on a link, and restart it.
+
+    ``victim(src, dst, msg)`` names the worker to kill for that message (or None). Each kill
+    comes after one of ``delays`` and the worker restarts 0.3 s later from its saved state;
+    a worker is killed again only after its restart. Return the list of (worker, now).
+    """
     from test_protocol_restart import restart_worker
-    pol = make_policy('rog:2#late_rows=1')
-    harness, server, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=seed,
-                                     policy=pol, save_states=True, **SLOW)
-    rng = random.Random(seed)
     kills, doomed = [], set()
     send = harness._send
 
@@ -188,26 +196,43 @@ def test_worker_killed_with_a_late_push_in_flight_loses_and_doubles_nothing(seed
         doomed.discard(r)
         restart_worker(harness, r)
 
-    flags = {}
-
     def sending(src, dst, msg):
         send(src, dst, msg)
+        r = victim(src, dst, msg)
+        if r is not None and len(kills) < times and r not in doomed and rng.random() < 0.3:
+            kills.append((r, harness.now))
+            doomed.add(r)
+            delay = rng.choice(delays)
+            harness.at(harness.now + delay, lambda: harness.kill(r))
+            harness.at(harness.now + delay + 0.3, lambda: revive(r))
+    harness._send = sending
+    return kills
+
+
+@pytest.mark.parametrize('seed', range(3))
+def test_worker_killed_with_a_late_push_in_flight_loses_and_doubles_nothing(seed):
+    # A worker dies while its late push is on the link (some chunks out, END maybe sent) and
+    # comes back from its last saved state under a new incarnation: the server applied the
+    # late rows at most once and the restored worker commits exactly what it applied.
+    pol = make_policy('rog:2#late_rows=1')
+    harness, server, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=seed,
+                                     policy=pol, save_states=True, **SLOW)
+    flags, in_flight = {}, []
+
+    def victim(src, dst, msg):
         if (isinstance(msg, RowChunk) and msg.kind == KIND_GRAD and src != SERVER
                 and not msg.flags & FLAG_JOIN):      # (a JOIN names the push it recovers)
             key = (src, msg.transfer_id, int(msg.clock))   # (ids recur after a restore)
             flags.setdefault(key, set()).add(bool(msg.flags & FLAG_LATE))
-        if (isinstance(msg, RowChunk) and msg.flags & FLAG_LATE and msg.kind == KIND_GRAD
-                and len(kills) < 3 and src not in doomed and rng.random() < 0.3):
-            tr = harness.workers[src].push
-            kills.append((src, tr is not None and bool(tr.flags & FLAG_LATE)))
-            doomed.add(src)
-            delay = rng.choice([0.0, 0.01, 0.05])      # before, around or after its END
-            harness.at(harness.now + delay, lambda r=src: harness.kill(r))
-            harness.at(harness.now + delay + 0.3, lambda r=src: revive(r))
-    harness._send = sending
+            if msg.flags & FLAG_LATE:
+                tr = harness.workers[src].push
+                in_flight.append(tr is not None and bool(tr.flags & FLAG_LATE))
+                return src
+        return None
+    kills = kill_on_sight(harness, random.Random(seed), victim, (0.0, 0.01, 0.05))
     harness.run(until=3000)
     server = harness.server
-    assert len(kills) == 3 and all(in_flight for _, in_flight in kills), kills
+    assert len(kills) == 3 and all(in_flight), kills
     assert server.finished
     assert sum(len(x) for x in server.retired) == 3             # every restart was seen
     check_invariants(harness, server, harness.workers)
