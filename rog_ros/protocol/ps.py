@@ -913,6 +913,12 @@ class ServerEngine:
             # robot whose link had recovered stayed suspended, its pushes weighted down,
             # until the others finished.)
             ahead = self._fleet_clock()
+            # ... but no further than the versions held here allow: a pull at clock c needs
+            # every active worker's rows at c - S or newer, and the fleet's newest clock may
+            # be a push whose own pull still waits for them (a repair loop otherwise)
+            act = self.active
+            if bool(act.any()):
+                ahead = min(ahead, int(self.versions.v[:, act].min()) + self.policy.staleness)
             if self.max_iterations is not None:
                 ahead = min(ahead, int(self.max_iterations) - 1)
             c = max(c, ahead)
