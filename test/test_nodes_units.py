@@ -322,25 +322,14 @@ def test_server_node_rejects_a_quorum_larger_than_the_fleet(capsys):
     assert '--min-workers 4 exceeds --workers 3' in capsys.readouterr().err
 
 
-def test_outage_aware_setting_reaches_the_rog_policy_only():
-    from rog_ros.nodes import rog_server
+@pytest.mark.parametrize('node, field', [('rog_server', 'outage_aware'),
+                                         ('rog_worker', 'late_rows'),
+                                         ('rog_worker', 'late_pulls')])
+def test_rog_only_settings_reach_the_rog_policy_only(node, field):
+    import importlib
     from rog_ros.nodes.assembly import build_training
-    parse = rog_server.build_parser().parse_args
-    assert build_training(parse(['--sync', 'rog'])).policy.outage_aware is True
-    off = parse(['--sync', 'rog', '--outage-aware', 'false'])
-    assert build_training(off).policy.outage_aware is False
-    assert build_training(parse(['--sync', 'ssp'])).policy.outage_aware is False
-
-
-def test_late_rows_setting_reaches_the_rog_policy_only():
-    from rog_ros.nodes import rog_worker
-    from rog_ros.nodes.assembly import build_training
-    parse = rog_worker.build_parser().parse_args
-    assert build_training(parse(['--sync', 'rog'])).policy.late_rows is True
-    off = parse(['--sync', 'rog', '--late-rows', 'false'])
-    assert build_training(off).policy.late_rows is False
-    assert build_training(parse(['--sync', 'ssp'])).policy.late_rows is False
-    assert build_training(parse(['--sync', 'rog'])).policy.late_pulls is True
-    off = parse(['--sync', 'rog', '--late-pulls', 'false'])
-    assert build_training(off).policy.late_pulls is False
-    assert build_training(parse(['--sync', 'ssp'])).policy.late_pulls is False
+    parse = importlib.import_module(f'rog_ros.nodes.{node}').build_parser().parse_args
+    assert getattr(build_training(parse(['--sync', 'rog'])).policy, field) is True
+    off = parse(['--sync', 'rog', '--' + field.replace('_', '-'), 'false'])
+    assert getattr(build_training(off).policy, field) is False
+    assert getattr(build_training(parse(['--sync', 'ssp'])).policy, field) is False

@@ -25,8 +25,8 @@ import random
 from protocol_fixtures import build, random_faults
 import pytest
 from rog_ros.protocol.actions import StartCompute
-from rog_ros.protocol.messages import FLAG_LATE, KIND_UPDATE, RowChunk, RowVersions, SERVER, \
-    TransferAck
+from rog_ros.protocol.messages import FLAG_LATE, FLAG_SNAPSHOT, KIND_UPDATE, RowChunk, \
+    RowVersions, SERVER, TransferAck
 from rog_ros.protocol.policies import make_policy
 from test_protocol_conservation import check_invariants
 from test_protocol_late_rows import fluctuating_links, kill_on_sight, SLOW
@@ -208,3 +208,7 @@ def test_a_computing_worker_takes_late_pull_rows_and_acks_only():
                                                   receiver=0))
     assert w.receives_while_computing(RowVersions(receiver=0, n_workers=2, transfer_id=3))
     assert not w.receives_while_computing(plain)
+    # a snapshot replaces model rows as it closes: never under a computation, late or not
+    forged = RowChunk(transfer_id=3, seq=0, sender=SERVER, receiver=0, kind=KIND_UPDATE,
+                      clock=1, flags=FLAG_LATE | FLAG_SNAPSHOT, codec=1)
+    assert not w.receives_while_computing(forged)

@@ -358,7 +358,8 @@ class WorkerEngine:
         computation is over.
         """
         return (isinstance(msg, (TransferAck, RowVersions))
-                or (isinstance(msg, RowChunk) and bool(msg.flags & FLAG_LATE)))
+                or (isinstance(msg, RowChunk) and bool(msg.flags & FLAG_LATE)
+                    and not msg.flags & FLAG_SNAPSHOT))    # (a snapshot writes the model)
 
     # ================================================================== compute ahead
     def _maybe_compute_ahead(self, now: float) -> list:
