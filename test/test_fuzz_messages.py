@@ -467,6 +467,121 @@ def test_a_rejected_late_push_message_leaves_the_transfer_as_without_it(late_pus
     assert server.clock[0] <= max(1, int(getattr(bad, 'clock', 1)))
 
 
+def _late_pull_recording():
+    """
+    Return (worker 0 before, the server's late pull to it as sent) one exchange in.
+
+    Both workers computing their second iteration; worker 1 pushes it, which changes rows
+    worker 0 pulled, and the server sends them to worker 0 as a late pull (``FLAG_LATE``
+    update at the clock of its pull), which worker 0 acknowledges as it computes.
+    """
+    server, workers = _engines()
+    gen = torch.Generator().manual_seed(0)
+    _exchange(server, workers, gen)
+    now, queue = 1.0, []
+    grad = torch.randn(workers[1].w.shape[0], generator=gen)
+    queue = [a for a in workers[1].on_compute_done(grad, now) if isinstance(a, Send)]
+    while queue:                        # worker 1's push and pull; worker 0 stays out of it
+        a = queue.pop(0)
+        now += 0.001
+        out = server.on_message(a.msg, now) if a.dest == m.SERVER else \
+            workers[a.dest].on_message(a.msg, now) if a.dest == 1 else []
+        queue += [x for x in out if isinstance(x, Send)]
+    assert server.clock[1] == 2 and workers[0].state == 'computing'
+    server.thr_down[0].update(1e6, 1.0)                # 8 Mbit/s: the late pull fits
+    server._late_pull_until[0] = now + 1.0
+    before, pulls = copy.deepcopy(workers[0]), server.late_pulls
+    # (``_out`` stamps the server's incarnation, as ``on_message`` does)
+    queue, down = server._out(server._start_late_pull(0, server._late_pull_clock[0], now)), []
+    assert queue, 'no late pull started'
+    queue = [a for a in queue if isinstance(a, Send)]
+    while queue:
+        a = queue.pop(0)
+        now += 0.001
+        if a.dest == 0:
+            down.append(a.msg)
+            out = workers[0].on_message(a.msg, now)
+        else:
+            out = server.on_message(a.msg, now) if a.dest == m.SERVER else []
+        queue += [x for x in out if isinstance(x, Send)]
+    assert down and all(x.flags & m.FLAG_LATE for x in down if isinstance(x, m.RowChunk))
+    assert server.late_pulls == pulls + 1 and server.rejects == 0 and workers[0].rejects == 0
+    assert workers[0]._late_q_pending and torch.equal(workers[0].w, before.w)
+    return before, down
+
+
+def _late_pull_state(w):
+    late_q = w._late_q.clone() if w._late_q is not None else None
+    return _worker_state(w) + (late_q if w._late_q_pending else None, w.state)
+
+
+@pytest.fixture(scope='module')
+def late_pull():
+    """Record a late pull; return it with, per message i, worker 0's state without message i."""
+    before, down = _late_pull_recording()
+    without = [_late_pull_state(_replay(copy.deepcopy(before), down[:i] + down[i + 1:]))
+               for i in range(len(down))]
+    return before, down, without
+
+
+@fuzz_settings(120)
+@given(data=st.data())
+def test_a_rejected_late_pull_message_leaves_the_transfer_as_without_it(late_pull, data):
+    before, down, without = late_pull
+    index, bad = data.draw(_near_valid(down))
+    bad = wire(bad)
+    hypothesis.assume(bad is not None)
+    worker = copy.deepcopy(before)
+    _replay(worker, down[:index])
+    rejected = _deliver(worker, bad)
+    _replay(worker, down[index + 1:])
+    if rejected:
+        assert _same(_late_pull_state(worker), without[index])
+    # whatever a field says, a computing worker's model and clock stay as they were: a late
+    # pull (or anything posing as one) waits for the end of the computation
+    assert worker.state == 'computing' and worker.clock == before.clock
+    assert torch.equal(worker.w, before.w)
+
+
+@pytest.mark.parametrize('field,value', [('flags', 0), ('flags', m.FLAG_END),
+                                         ('clock', 2), ('clock', m.MAX_CLOCK)])
+def test_nothing_posing_as_a_late_pull_moves_a_computing_worker(late_pull, field, value):
+    """
+    Keep a computing worker's model and clock, whatever a late pull's chunk says.
+
+    Found by hand after the random search missed it: a late pull whose first chunk lacked
+    ``FLAG_LATE`` opened a pull that wrote the model under the computation, and one with a
+    clock ahead of the worker's moved its clock (the catch-up of outage-aware RSP). Any update
+    closing during a computation now waits for its end, and one from a newer clock is
+    refused; every chunk of the late pull is tried with each value.
+    """
+    before, down, without = late_pull
+    for index in (i for i, x in enumerate(down) if x.TYPE == 'RowChunk'):
+        worker = copy.deepcopy(before)
+        _replay(worker, down[:index])
+        rejected = _deliver(worker, wire(_mutate(down[index], field, value)))
+        _replay(worker, down[index + 1:])
+        assert torch.equal(worker.w, before.w) and worker.clock == before.clock
+        assert torch.equal(worker.withheld, before.withheld) and worker.state == 'computing'
+        if field == 'clock':
+            assert rejected, index
+            assert _same(_late_pull_state(worker), without[index])
+
+
+def test_a_repair_closing_during_a_computation_waits_for_its_end(late_pull):
+    """A pull's repair can arrive while the worker computes (the active set changed under it)."""
+    before, down, _ = late_pull
+    regular = [_mutate(x, 'flags', x.flags & ~m.FLAG_LATE) if x.TYPE == 'RowChunk' else x
+               for x in down]
+    worker = _replay(copy.deepcopy(before), regular)
+    assert worker.rejects == 0 and worker._late_q_pending
+    assert torch.equal(worker.w, before.w)
+    expected = _replay(copy.deepcopy(before), down)        # the same rows as a late pull
+    assert torch.equal(worker._late_q, expected._late_q)
+    worker._apply_late_pulls()                             # what the end of the computation does
+    assert torch.equal(worker.w, before.w - expected._late_q)
+
+
 # issue 9 defect 5 (the worker validated RowVersions only when the END arrived, after the rows
 # were applied) is fixed on faults-core: RowVersions is validated on arrival.
 @pytest.mark.parametrize('type_name', ['RowChunk', 'TransferAck', 'Schedule', 'RowVersions'])

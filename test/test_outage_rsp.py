@@ -13,6 +13,7 @@
 # limitations under the License.
 """Outage-aware RSP (issue 10, DESIGN section 4): a dead link is suspended, not waited for."""
 
+import collections
 import copy
 
 import numpy as np
@@ -188,3 +189,61 @@ def test_a_checkpoint_without_a_ledger_restores_none():
     fresh = harness.new_server()
     fresh.load_state_dict(state)
     assert fresh.discarded is None and fresh.weighted_pushes == 0
+
+
+def flapping_link(period_s=1.2, low_s=0.9, start_s=0.5, end_s=10.0):
+    """Return a link near zero for ``low_s`` of every ``period_s`` (slow, never quite dead)."""
+    t = [0.0]
+    mbps = [BW / 1e6]
+    for t0 in np.arange(start_s, end_s, period_s):
+        t += [t0, t0 + low_s]
+        mbps += [0.001, BW / 1e6]
+    trace = Trace(t_s=np.array(t), mbps=np.array(mbps), end_s=10_000.0, loop=False)
+    return FluidLink(trace, latency_s=0.001)
+
+
+def run_flapping(**policy):
+    pol = make_policy('rog:2', **policy)
+    harness, server, workers, _, _ = build('rog:2', n=3, iters=200, dtype=torch.float64,
+                                           bandwidths=(BW, BW, BW), policy=pol)
+    harness.up[2], harness.down[2] = flapping_link(), flapping_link()
+    harness.log_events = True
+    harness.run(until=400)
+    return harness, server, workers
+
+
+def test_a_link_that_stays_poor_is_held_out_longer_after_each_flap():
+    harness, server, workers = run_flapping(readmit_backoff=True)
+    _, plain, _ = run_flapping(readmit_backoff=False)
+    assert server.finished and plain.finished
+    sus = [(t, a) for t, a in logs(harness.stats, 'outage_suspend')]
+    back = [t for t, a in logs(harness.stats, 'worker_readmitted')]
+    assert all(a.worker == 2 for _, a in sus)
+    # without the backoff the poor link flaps in and out; with it, fewer suspensions ...
+    assert plain.outage_suspensions >= 4
+    assert server.outage_suspensions < plain.outage_suspensions
+    # ... and each flap keeps it out at least twice as long as the one before it (the hold)
+    stays = [b - t for (t, _), b in zip(sus, back)]
+    quick = [k for k in range(1, len(sus)) if sus[k][0] - back[k - 1] <
+             4.0 * sus[k][1].info['bound_s']]
+    for k in quick:
+        assert stays[k] >= 2.0 * sus[k][1].info['bound_s'] - 1e-9, (k, stays)
+    # once the link is good for good it is readmitted: the hold is bounded
+    assert bool(server.active.all())
+    check_invariants(harness, server, workers)
+    assert make_policy('rog:4').readmit_backoff
+    assert not make_policy('rog:4#readmit_backoff=0').readmit_backoff
+
+
+@pytest.mark.parametrize('backoff', [True, False])
+def test_a_late_push_after_a_catch_up_is_not_an_iteration(backoff):
+    # A worker that caught up is at the clock of that pull, ahead of its newest push at the
+    # server: its late push there was taken for a new iteration, and the pull it was served
+    # reached it while it computed (refused now: an update from a newer clock).
+    harness, server, workers = run_flapping(readmit_backoff=backoff)
+    assert server.outage_suspensions >= 4
+    sent = collections.Counter(a.worker for _, a in logs(harness.stats, 'push_done')
+                               if a.info.get('late'))
+    applied = collections.Counter(a.worker for _, a in logs(harness.stats, 'late_rows_applied'))
+    assert sent[2] >= 5 and sent == applied
+    assert [w.rejects for w in workers] == [0, 0, 0] and server.rejects == 0

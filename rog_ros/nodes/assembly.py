@@ -84,6 +84,7 @@ def build_training(args) -> Training:
                  'rtt_floor': getattr(args, 'rtt_floor', DEFAULT_RTT_FLOOR)}
     if getattr(args, 'sync', 'rog') == 'rog':      # the others never suspend for a dead link
         overrides['outage_aware'] = bool(getattr(args, 'outage_aware', True))
+        overrides['readmit_backoff'] = bool(getattr(args, 'readmit_backoff', True))
         overrides['late_rows'] = bool(getattr(args, 'late_rows', True))   # nor withhold rows
         overrides['late_pulls'] = bool(getattr(args, 'late_pulls', True))
     policy = make_policy(policy_spec(args), **overrides)

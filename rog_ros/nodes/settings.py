@@ -182,6 +182,10 @@ SETTINGS = (
     _s('outage_aware', bool, True, 'rog: suspend a robot whose link holds the others for more '
        'than 3 fleet iteration times from the staleness check (outage-aware RSP; its late '
        "pushes are down-weighted); false = the paper's RSP.", TRAINING),
+    _s('readmit_backoff', bool, True, 'rog: a robot suspended for its link again soon after '
+       'its readmission stays out twice as long as the time before (a link that stays poor '
+       'no longer holds the others once per readmission); false = readmitted as soon as its '
+       'rows are fresh.', TRAINING),
     _s('late_rows', bool, True, 'rog: send the rows a push withheld while the robot computes '
        "its next gradient (its link is idle then); false = the paper's ATP.", TRAINING),
     _s('late_pulls', bool, True, 'rog: the server sends a computing robot the rows changed '

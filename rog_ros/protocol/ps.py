@@ -87,6 +87,12 @@ from rog_ros.protocol.transfer import (
     check_chunk, OutgoingTransfer, Receiver, snapshot_layout)
 import torch
 
+# Readmission backoff (``SyncPolicy.readmit_backoff``): a suspension within FLAP_WINDOW
+# outage bounds of the worker's readmission is a flap; the k-th flap in a row keeps it out
+# for 2**k bounds (at most 2**FLAP_MAX_DOUBLINGS) before it may be readmitted.
+FLAP_WINDOW = 4.0
+FLAP_MAX_DOUBLINGS = 5
+
 
 class _Downlink:
     """An open downlink transfer to one worker and the snapshots it must commit."""
@@ -238,6 +244,9 @@ class ServerEngine:
         self.discarded: torch.Tensor | None = None
         self.outage_suspensions = 0
         self._outage_from: dict[int, float] = {}   # stalled worker -> watch restarted at
+        self._readmitted_at: dict[int, float] = {}  # readmission backoff: when, how many
+        self._flaps: dict[int, int] = {}            # quick re-suspensions in a row, and the
+        self._hold_until: dict[int, float] = {}     # earliest readmission that follows
         self.weighted_pushes = 0
         self.rescaled_pushes = 0      # active pushes applied at lr/(N - k) (outage_scale)
         self.late_pushes = 0          # FLAG_LATE pushes applied (rows sent while computing)
@@ -476,6 +485,7 @@ class ServerEngine:
             return []
         self.active[worker] = True
         self.suspended_reason.pop(worker, None)
+        self._readmitted_at[worker] = now
         out = [Log('worker_readmitted', 1.0, worker, {'active': self.active_workers()})]
         for r in sorted(self.pending):
             out += self._try_serve(r, now)
@@ -483,7 +493,7 @@ class ServerEngine:
 
     def _maybe_readmit(self, r: int, now: float) -> list:
         """Readmit r once its rows are within the bound of every active worker's clock."""
-        if self.active[r]:
+        if self.active[r] or now < self._hold_until.get(r, -math.inf):
             return []
         clocks = [self.clock[a] for a in self.active_workers() if not self.stopped[a]]
         # its own clock counts too: readmitted with rows stale by its own clock, it would
@@ -587,11 +597,32 @@ class ServerEngine:
                 if int(self.active.sum()) <= self.min_workers:
                     break
                 self.outage_suspensions += 1
+                self._hold_out(s, now, bound)
                 out += self.suspend(s, now, 'link')
                 out.append(Log('outage_suspend', now - t0, s, {
                     'held': r, 'bound_s': bound, 'clock': self.clock[s],
                     'fleet_clock': self._fleet_clock()}))
         return out
+
+    def _hold_out(self, s: int, now: float, bound: float) -> None:
+        """
+        Readmission backoff: a worker suspended again soon after its readmission stays out longer.
+
+        Readmitted as soon as its rows are fresh, a robot whose link stays poor (slow, not
+        dead) holds the fleet for another ``bound`` and is suspended again, in turn, for as
+        long as its link stays poor: each flap costs the fleet a bound of stall. A flap (a
+        suspension within ``FLAP_WINDOW`` bounds of its readmission) doubles the time it must
+        stay out before it may be readmitted (route-flap damping); a suspension after a
+        longer stay in starts over. Soft state: a restarted server forgets it.
+        """
+        if not self.policy.readmit_backoff:
+            return
+        t_r = self._readmitted_at.get(s)
+        flap = t_r is not None and now - t_r < FLAP_WINDOW * bound
+        k = self._flaps.get(s, 0) + 1 if flap else 0
+        self._flaps[s] = k
+        if k:
+            self._hold_until[s] = now + bound * 2 ** min(k, FLAP_MAX_DOUBLINGS)
 
     def _quorum(self) -> bool:
         return int(self.active.sum()) >= self.min_workers
@@ -794,7 +825,9 @@ class ServerEngine:
             info['weight'] = late
         if weight != late:
             info['outage_scale'] = weight / late
-        if inc.flags & FLAG_LATE and inc.clock <= self.clock[s]:
+        if inc.flags & FLAG_LATE:
+            # never a new iteration, also when its clock is ahead of the sender's newest push
+            # here: a worker that caught up (outage-aware RSP) is at the clock of that pull
             return self._apply_late_rows(inc, n_rows, chunk_ranges, info, now)
         self.clock[s] = max(self.clock[s], inc.clock)
         last, self._last_push_at[s] = self._last_push_at[s], now

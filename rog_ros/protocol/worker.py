@@ -858,6 +858,7 @@ class WorkerEngine:
         if chunk.kind != KIND_UPDATE or chunk.sender != SERVER or chunk.receiver != self.rank:
             raise MessageError('unexpected chunk for a worker')
         rx = self.snap_receiver if chunk.flags & FLAG_SNAPSHOT else self.receiver
+        self._check_update_while_computing(chunk)
         if (chunk.flags & FLAG_END and chunk.transfer_id not in self.pending_versions
                 and any(k[2] == chunk.transfer_id for k in rx.open)
                 and rx.cached_answer(SERVER, chunk.incarnation, chunk.transfer_id) is None):
@@ -870,6 +871,25 @@ class WorkerEngine:
         if closed is not None:
             out += self._apply_pull(closed, now)
         return out
+
+    def _check_update_while_computing(self, chunk: RowChunk) -> None:
+        """
+        Refuse an update from a clock this worker has not reached while it computes.
+
+        While a worker computes, the server sends it late pulls (``FLAG_LATE``, at the clock
+        of the pull they follow) and, when a suspension or readmission changed the staleness
+        rules under a pull it had closed, repairs of that pull: never an update from a newer
+        clock. One would move the clock the computation's gradient is pushed at (the
+        catch-up of outage-aware RSP): it comes from a forged message or a broken server. A
+        late pull from a newer clock is refused in any state (it is never a catch-up).
+        Snapshots are left to their own rules (a rejoin).
+        """
+        if chunk.flags & FLAG_SNAPSHOT or chunk.clock <= self.clock:
+            return
+        if chunk.flags & FLAG_LATE or self.state == 'computing':
+            raise MessageError(f'update of clock {chunk.clock} ahead of ours ({self.clock}) '
+                               + ('in a late pull' if chunk.flags & FLAG_LATE
+                                  else 'while computing'))
 
     def _apply_pull(self, inc, now: float) -> list:
         mask, rowbytes, scales, chunk_ranges = inc.close()
@@ -889,8 +909,9 @@ class WorkerEngine:
                 q = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
                                       row_mask=mask if partial else None,
                                       per_row=inc.per_row_scales)
-                if late and self.state == 'computing':
-                    # a computation reads the model: these rows wait for its end
+                if self.state == 'computing':
+                    # a computation reads the model: these rows wait for its end (a late
+                    # pull; or a repair, when a suspension changed the rules under a pull)
                     if self._late_q is None:
                         self._late_q = torch.zeros_like(self.w)
                     self._late_q += q
@@ -906,7 +927,7 @@ class WorkerEngine:
             # Its rows age by the jump, so the next push carries every row that is now stale
             # (infinite urgency) and its versions come back within the bound.
             jump = int(inc.clock) - self.clock
-            if jump > 0:
+            if jump > 0 and not late:       # (a late pull is never a catch-up)
                 self.withheld += jump
                 self.clock = int(inc.clock)
         self.pending_versions = {k: v for k, v in self.pending_versions.items()

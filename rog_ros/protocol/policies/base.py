@@ -76,6 +76,10 @@ class SyncPolicy:
     #                                 iteration time is suspended from the staleness check;
     #                                 its late pushes are weighted 1 / (1 + max(0, tau - S))
     outage_bound: float = 3.0       # ... in fleet iteration times (median push period)
+    readmit_backoff: bool = False   # a worker suspended for its link again soon after its
+    #                                 readmission (a link that stays poor, not one that died
+    #                                 and came back) stays out for a hold that doubles with
+    #                                 each such flap (``ServerEngine._hold_out``)
     outage_rescale: bool = True     # while k workers are suspended for a dead link, the
     #                                 active ones' pushes are applied at lr / (N - k) instead
     #                                 of lr / N: the mean over the robots that count, so an

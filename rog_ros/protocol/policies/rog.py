@@ -30,6 +30,8 @@ tuning knob (docs/scheduling.md). ``mta_rule='paper_table'`` reproduces the pape
 Rows a push withholds go out while the worker computes its next gradient (``late_rows``, not
 in the paper; ``rog:4#late_rows=0`` turns it off): the uplink is idle then, and withheld rows
 are what holds the other robots' staleness checks (docs/scheduling.md, "Late rows").
+A robot suspended for its link again soon after its readmission stays out for a hold that
+doubles with each such flap (``readmit_backoff``; ``rog:4#readmit_backoff=0`` turns it off).
 """
 
 from __future__ import annotations
@@ -41,4 +43,5 @@ def rog(staleness: int = 4, **overrides) -> SyncPolicy:
     return SyncPolicy(**{'name': f'rog:{staleness}', 'staleness': staleness,
                          'whole_model': False, 'balance': 'deadline',
                          'mta_rule': 'exact_root_shifted', 'outage_aware': True,
-                         'late_rows': True, 'late_pulls': True, **overrides})
+                         'late_rows': True, 'late_pulls': True, 'readmit_backoff': True,
+                         **overrides})
