@@ -385,12 +385,25 @@ def _replay(engine, messages):
     return engine
 
 
+def _without_each(before, recorded, state):
+    """Per message i of ``recorded``: ``state`` of a copy of ``before`` given all but i."""
+    return [state(_replay(copy.deepcopy(before), recorded[:i] + recorded[i + 1:]))
+            for i in range(len(recorded))]
+
+
+def _replay_with(before, recorded, index, bad):
+    """Replay ``recorded`` on a copy of ``before``, message ``index`` replaced by ``bad``."""
+    engine = copy.deepcopy(before)
+    _replay(engine, recorded[:index])
+    rejected = _deliver(engine, bad)
+    _replay(engine, recorded[index + 1:])
+    return engine, rejected
+
+
 @pytest.fixture(scope='module')
 def uplink_reference(world):
     """Return, per message i of worker 0's recorded uplink, the server state without it."""
-    start, up = world['start'][0], world['up']
-    return [_server_state(_replay(copy.deepcopy(start), up[:i] + up[i + 1:]))
-            for i in range(len(up))]
+    return _without_each(world['start'][0], world['up'], _server_state)
 
 
 @fuzz_settings(150)
@@ -445,9 +458,7 @@ def _late_push_recording():
 def late_push():
     """Record a late push; return it with, per message i, the server state without message i."""
     before, up = _late_push_recording()
-    without = [_server_state(_replay(copy.deepcopy(before), up[:i] + up[i + 1:]))
-               for i in range(len(up))]
-    return before, up, without
+    return before, up, _without_each(before, up, _server_state)
 
 
 @fuzz_settings(120)
@@ -457,10 +468,7 @@ def test_a_rejected_late_push_message_leaves_the_transfer_as_without_it(late_pus
     index, bad = data.draw(_near_valid(up))
     bad = wire(bad)
     hypothesis.assume(bad is not None)
-    server = copy.deepcopy(before)
-    _replay(server, up[:index])
-    rejected = _deliver(server, bad)
-    _replay(server, up[index + 1:])
+    server, rejected = _replay_with(before, up, index, bad)
     if rejected:
         assert _same(_server_state(server), without[index])
     # a late push never moves the sender's clock, whatever a field says (clock 2 is new)
@@ -519,9 +527,7 @@ def _late_pull_state(w):
 def late_pull():
     """Record a late pull; return it with, per message i, worker 0's state without message i."""
     before, down = _late_pull_recording()
-    without = [_late_pull_state(_replay(copy.deepcopy(before), down[:i] + down[i + 1:]))
-               for i in range(len(down))]
-    return before, down, without
+    return before, down, _without_each(before, down, _late_pull_state)
 
 
 @fuzz_settings(120)
@@ -531,10 +537,7 @@ def test_a_rejected_late_pull_message_leaves_the_transfer_as_without_it(late_pul
     index, bad = data.draw(_near_valid(down))
     bad = wire(bad)
     hypothesis.assume(bad is not None)
-    worker = copy.deepcopy(before)
-    _replay(worker, down[:index])
-    rejected = _deliver(worker, bad)
-    _replay(worker, down[index + 1:])
+    worker, rejected = _replay_with(before, down, index, bad)
     if rejected:
         assert _same(_late_pull_state(worker), without[index])
     # whatever a field says, a computing worker's model and clock stay as they were: a late
@@ -557,10 +560,8 @@ def test_nothing_posing_as_a_late_pull_moves_a_computing_worker(late_pull, field
     """
     before, down, without = late_pull
     for index in (i for i, x in enumerate(down) if x.TYPE == 'RowChunk'):
-        worker = copy.deepcopy(before)
-        _replay(worker, down[:index])
-        rejected = _deliver(worker, wire(_mutate(down[index], field, value)))
-        _replay(worker, down[index + 1:])
+        worker, rejected = _replay_with(before, down, index,
+                                        wire(_mutate(down[index], field, value)))
         assert torch.equal(worker.w, before.w) and worker.clock == before.clock
         assert torch.equal(worker.withheld, before.withheld) and worker.state == 'computing'
         if field == 'clock':
