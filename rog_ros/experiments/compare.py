@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+from rog_ros.experiments.children import die_with_parent
 from rog_ros.experiments.report import write_report
 from rog_ros.metrics import atomic_write, per_iteration_to_target, read_timeseries
 from rog_ros.sim.simulator import DEFAULT_EVALUATIONS, SimConfig, simulate
@@ -177,7 +178,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     if n_jobs > 1:
         # each run is single-threaded and independent: one process per core
         ctx = multiprocessing.get_context('spawn')
-        with ProcessPoolExecutor(n_jobs, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(n_jobs, mp_context=ctx, initializer=die_with_parent) as pool:
             futures = {pool.submit(_run_one, cfg, run_dir(out, cfg.label, cfg.seed)): cfg
                        for cfg in todo}
             for fut in as_completed(futures):

@@ -51,6 +51,7 @@ import random
 import time
 
 from rog_ros.core.rows import RowLayout
+from rog_ros.experiments.children import die_with_parent
 from rog_ros.protocol.policies.aet import AetConfig, make_schedule, topology
 from rog_ros.sim.runners.aet import build_peers, run_peers
 from rog_ros.workloads.glyphs import _strokes, make_images
@@ -255,7 +256,8 @@ def reproduce_aet(out: str, quick: bool = False, seeds=(0,), k: int | None = Non
     start = time.time()
     if jobs > 1:
         ctx = multiprocessing.get_context('spawn')
-        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx,
+                                                    initializer=die_with_parent) as pool:
             rows = list(pool.map(_job, [(data_key, s) for s in specs]))
     else:
         rows = [_job((data_key, s)) for s in specs]

@@ -44,6 +44,7 @@ import numpy as np
 
 from rog_ros.core.iprof import IProf, Maui
 from rog_ros.core.rows import RowLayout
+from rog_ros.experiments.children import die_with_parent
 from rog_ros.experiments.synthetic import Task
 from rog_ros.protocol.policies.fleet import AdaSgdConfig, AdaSgdServer, label_counts
 import torch
@@ -294,7 +295,7 @@ def reproduce_fleet(out: str, quick: bool = False, seeds=(0, 1, 2), dists=('D2',
     todo = [(system, dist, seed, lr, updates) for dist in dists for seed in seeds
             for system in SYSTEMS]
     if jobs > 1:
-        with get_context('spawn').Pool(min(jobs, len(todo))) as pool:
+        with get_context('spawn').Pool(min(jobs, len(todo)), die_with_parent) as pool:
             rows = pool.map(_fleet_job, todo, chunksize=1)
     else:
         rows = [_fleet_job(job) for job in todo]
