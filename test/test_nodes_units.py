@@ -334,3 +334,14 @@ def test_rog_only_settings_reach_the_rog_policy_only(node, field):
     off = parse(['--sync', 'rog', '--' + field.replace('_', '-'), 'false'])
     assert getattr(build_training(off).policy, field) is False
     assert getattr(build_training(parse(['--sync', 'ssp'])).policy, field) is False
+
+
+def test_the_outage_bound_setting_reaches_the_rog_policy():
+    from rog_ros.nodes import rog_server
+    from rog_ros.nodes.assembly import build_training
+    parse = rog_server.build_parser().parse_args
+    assert build_training(parse(['--sync', 'rog'])).policy.outage_bound == 3.0
+    off = parse(['--sync', 'rog', '--outage-bound', '2'])
+    assert build_training(off).policy.outage_bound == 2.0
+    with pytest.raises(SystemExit):
+        parse(['--sync', 'rog', '--outage-bound', '0.1'])     # below the policy's range

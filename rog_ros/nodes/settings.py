@@ -182,6 +182,9 @@ SETTINGS = (
     _s('outage_aware', bool, True, 'rog: suspend a robot whose link holds the others for more '
        'than 3 fleet iteration times from the staleness check (outage-aware RSP; its late '
        "pushes are down-weighted); false = the paper's RSP.", TRAINING),
+    _s('outage_bound', float, 3.0, 'rog: ... after this many fleet iteration times of stall '
+       '(a simulator experiment suggests 2 on slow records; docs/scheduling.md).', TRAINING,
+       low=0.5, high=100.0),
     _s('readmit_backoff', bool, True, 'rog: a robot suspended for its link again soon after '
        'its readmission stays out twice as long as the time before (a link that stays poor '
        'no longer holds the others once per readmission); false = readmitted as soon as its '
