@@ -180,8 +180,8 @@ SETTINGS = (
        'round trips of the link (a transfer pays them whatever it carries).', TRAINING,
        low=0.0, high=100.0),
     _s('outage_aware', bool, True, 'rog: suspend a robot whose link holds the others for more '
-       'than 3 fleet iteration times from the staleness check (outage-aware RSP; its late '
-       "pushes are down-weighted); false = the paper's RSP.", TRAINING),
+       'than outage_bound fleet iteration times from the staleness check (outage-aware RSP; '
+       "its late pushes are down-weighted); false = the paper's RSP.", TRAINING),
     _s('outage_bound', float, 3.0, 'rog: ... after this many fleet iteration times of stall '
        '(a simulator experiment suggests 2 on slow records; docs/scheduling.md).', TRAINING,
        low=0.5, high=100.0),
