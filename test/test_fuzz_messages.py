@@ -583,6 +583,46 @@ def test_a_repair_closing_during_a_computation_waits_for_its_end(late_pull):
     assert torch.equal(worker.w, before.w - expected._late_q)
 
 
+def test_a_snapshot_never_writes_a_computing_worker_model():
+    """
+    Refuse a rejoin snapshot while the worker computes; the same chunks apply when it is idle.
+
+    A snapshot replaces rows (it cannot wait in the late queue, which adds) and a rejoin
+    sends it before the first computation, so one reaching a computing engine is forged or a
+    broken server's: it must not write the model the computation reads.
+    """
+    server, workers = _engines()
+    _exchange(server, workers, torch.Generator().manual_seed(0))
+    assert workers[0].state == 'computing'
+    before = copy.deepcopy(workers[0])
+    server.w_srv += 1.0                          # so that a written snapshot shows
+    server._new_snapshot_epoch(0)
+    idle = copy.deepcopy(before)                 # the control: a worker not computing
+    idle.state = 'pulling'
+    queue, down, now = server._out(server._start_snapshot(0, server.clock[0], 1.0)), [], 1.0
+    while queue:                                 # the whole snapshot, acknowledged by `idle`
+        a = queue.pop(0)
+        now += 0.001
+        if not isinstance(a, Send):
+            continue
+        if a.dest == 0 and a.msg.TYPE in ('RowChunk', 'RowVersions'):
+            down.append(a.msg)
+            out = idle.on_message(a.msg, now)
+        elif a.dest == m.SERVER:
+            out = server.on_message(a.msg, now)
+        else:
+            out = []
+        queue += [x for x in out if isinstance(x, Send)]
+    chunks = [x for x in down if x.TYPE == 'RowChunk']
+    assert chunks and all(c.flags & m.FLAG_SNAPSHOT for c in chunks)
+    assert idle.rejects == before.rejects and torch.equal(idle.w, server.w_srv)
+    worker = copy.deepcopy(before)
+    rejected = [_deliver(worker, x) for x in down]
+    assert sum(rejected) == len(chunks) == worker.rejects - before.rejects
+    assert torch.equal(worker.w, before.w) and worker.state == 'computing'
+    assert worker.clock == before.clock and not worker.snap_receiver.open
+
+
 # issue 9 defect 5 (the worker validated RowVersions only when the END arrived, after the rows
 # were applied) is fixed on faults-core: RowVersions is validated on arrival.
 @pytest.mark.parametrize('type_name', ['RowChunk', 'TransferAck', 'Schedule', 'RowVersions'])

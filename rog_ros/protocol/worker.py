@@ -882,9 +882,17 @@ class WorkerEngine:
         clock. One would move the clock the computation's gradient is pushed at (the
         catch-up of outage-aware RSP): it comes from a forged message or a broken server. A
         late pull from a newer clock is refused in any state (it is never a catch-up).
-        Snapshots are left to their own rules (a rejoin).
+        A snapshot (a rejoin's lossless pull) is refused while the worker computes: it writes
+        the model instead of adding to it, so it cannot wait in the late queue, and a rejoin
+        sends it before the first computation (a node holds one back until the computation is
+        over, ``receives_while_computing``); one that reaches a computing engine is forged or
+        a broken server's. Otherwise snapshots keep their own rules (their clock is the fleet's).
         """
-        if chunk.flags & FLAG_SNAPSHOT or chunk.clock <= self.clock:
+        if chunk.flags & FLAG_SNAPSHOT:
+            if self.state == 'computing':
+                raise MessageError('snapshot while computing (a rejoin sends it before)')
+            return
+        if chunk.clock <= self.clock:
             return
         if chunk.flags & FLAG_LATE or self.state == 'computing':
             raise MessageError(f'update of clock {chunk.clock} ahead of ours ({self.clock}) '
