@@ -391,6 +391,12 @@ def _without_each(before, recorded, state):
             for i in range(len(recorded))]
 
 
+def _with_each_left_out(recording, state):
+    """(engine before, messages) -> the same plus, per message i, ``state`` without message i."""
+    before, recorded = recording
+    return before, recorded, _without_each(before, recorded, state)
+
+
 def _replay_with(before, recorded, index, bad):
     """Replay ``recorded`` on a copy of ``before``, message ``index`` replaced by ``bad``."""
     engine = copy.deepcopy(before)
@@ -398,6 +404,24 @@ def _replay_with(before, recorded, index, bad):
     rejected = _deliver(engine, bad)
     _replay(engine, recorded[index + 1:])
     return engine, rejected
+
+
+def _replay_one_near_valid(recording, state, data):
+    """
+    Replay a recorded transfer with one message replaced by a near-valid variant of it.
+
+    ``recording`` is (engine before, messages, per message i the ``state`` without message i):
+    a rejected variant must leave the engine as if the message had been lost. Returns the
+    engine after the replay, the engine before, and the variant.
+    """
+    before, recorded, without = recording
+    index, bad = data.draw(_near_valid(recorded))
+    bad = wire(bad)
+    hypothesis.assume(bad is not None)
+    engine, rejected = _replay_with(before, recorded, index, bad)
+    if rejected:
+        assert _same(state(engine), without[index])
+    return engine, before, bad
 
 
 @pytest.fixture(scope='module')
@@ -457,20 +481,13 @@ def _late_push_recording():
 @pytest.fixture(scope='module')
 def late_push():
     """Record a late push; return it with, per message i, the server state without message i."""
-    before, up = _late_push_recording()
-    return before, up, _without_each(before, up, _server_state)
+    return _with_each_left_out(_late_push_recording(), _server_state)
 
 
 @fuzz_settings(120)
 @given(data=st.data())
 def test_a_rejected_late_push_message_leaves_the_transfer_as_without_it(late_push, data):
-    before, up, without = late_push
-    index, bad = data.draw(_near_valid(up))
-    bad = wire(bad)
-    hypothesis.assume(bad is not None)
-    server, rejected = _replay_with(before, up, index, bad)
-    if rejected:
-        assert _same(_server_state(server), without[index])
+    server, _, bad = _replay_one_near_valid(late_push, _server_state, data)
     # a late push never moves the sender's clock, whatever a field says (clock 2 is new)
     assert server.clock[0] <= max(1, int(getattr(bad, 'clock', 1)))
 
@@ -526,20 +543,13 @@ def _late_pull_state(w):
 @pytest.fixture(scope='module')
 def late_pull():
     """Record a late pull; return it with, per message i, worker 0's state without message i."""
-    before, down = _late_pull_recording()
-    return before, down, _without_each(before, down, _late_pull_state)
+    return _with_each_left_out(_late_pull_recording(), _late_pull_state)
 
 
 @fuzz_settings(120)
 @given(data=st.data())
 def test_a_rejected_late_pull_message_leaves_the_transfer_as_without_it(late_pull, data):
-    before, down, without = late_pull
-    index, bad = data.draw(_near_valid(down))
-    bad = wire(bad)
-    hypothesis.assume(bad is not None)
-    worker, rejected = _replay_with(before, down, index, bad)
-    if rejected:
-        assert _same(_late_pull_state(worker), without[index])
+    worker, before, _ = _replay_one_near_valid(late_pull, _late_pull_state, data)
     # whatever a field says, a computing worker's model and clock stay as they were: a late
     # pull (or anything posing as one) waits for the end of the computation
     assert worker.state == 'computing' and worker.clock == before.clock
