@@ -235,6 +235,21 @@ def test_a_link_that_stays_poor_is_held_out_longer_after_each_flap():
     assert not make_policy('rog:4#readmit_backoff=0').readmit_backoff
 
 
+def test_a_restarted_robot_keeps_its_readmission_hold():
+    """A robot that restarts (a new incarnation) is on the same link: its hold stands."""
+    _, server, _, _, _ = build('rog:4', n=3, policy=make_policy('rog:4'))
+    bound = 1.0
+    server.suspend(2, 0.0, 'link')
+    server.readmit(2, 1.0)
+    server._hold_out(2, 2.0, bound)          # suspended again 1 s after its readmission
+    server.suspend(2, 2.0, 'link')
+    assert server._hold_until[2] == 2.0 + 2 * bound
+    server._reset_worker(2, 2.5)             # what a message of a new run of robot 2 does
+    assert server._hold_until[2] == 2.0 + 2 * bound and server._flaps[2] == 1
+    assert server._maybe_readmit(2, 3.0) == [] and not bool(server.active[2])
+    assert server._maybe_readmit(2, 4.0) and bool(server.active[2])   # its rows are fresh
+
+
 @pytest.mark.parametrize('backoff', [True, False])
 def test_a_late_push_after_a_catch_up_is_not_an_iteration(backoff):
     # A worker that caught up is at the clock of that pull, ahead of its newest push at the

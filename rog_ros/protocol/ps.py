@@ -613,7 +613,8 @@ class ServerEngine:
         long as its link stays poor: each flap costs the fleet a bound of stall. A flap (a
         suspension within ``FLAP_WINDOW`` bounds of its readmission) doubles the time it must
         stay out before it may be readmitted (route-flap damping); a suspension after a
-        longer stay in starts over. Soft state: a restarted server forgets it.
+        longer stay in starts over. Soft state: a restarted server forgets it; a restarted
+        robot does not make it forget (``_reset_worker`` keeps it: the link is the same one).
         """
         if not self.policy.readmit_backoff:
             return
