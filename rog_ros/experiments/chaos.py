@@ -434,11 +434,23 @@ def _link_outage(cfg: ChaosConfig) -> dict:
             res['recover_s'] = round(after[0] - window['up'], 3)
         res['victim_iterations'] = {'before': len(before), 'during': len(during),
                                     'after': len(after)}
+        # outage-aware RSP: the others go on training while the victim's link is down
+        # (the paper's RSP would hold them S + 1 iterations after the victim's last push)
+        res['others_during_outage'] = {
+            r: sum(1 for x in _records(os.path.join(fleet.ledger_dir, f'worker_{r}.jsonl'))
+                   if x['kind'] == 'computed' and window['down'] + 0.5 < x['t'] < window['up'])
+            for r in range(cfg.workers) if r != VICTIM}
         if not after:    # (none before: the outage covered the start of its training)
             return [f"the outage did not fall inside worker {VICTIM}'s training "
                     f'({len(before)} iterations before it, {len(after)} after)']
         if len(during) > 1:
             return [f'worker {VICTIM} computed {len(during)} iterations with its link down']
+        server = fleet.specs['rog_server'].parameters
+        held = {r: n for r, n in res['others_during_outage'].items()
+                if n <= int(server['staleness']) + 1}
+        if server.get('outage_aware') and server.get('sync') == 'rog' and held:
+            return [f'workers {sorted(held)} were held during the outage ({held} iterations): '
+                    'outage-aware RSP did not suspend the victim']
         return []
     # enough iterations that training outlasts start-up and reaches the outage (~0.2 s each)
     return _fleet_scenario('link-outage', cfg, inject, extra_check=hit,
