@@ -73,6 +73,12 @@ def test_the_summary_carries_the_dip_of_its_evaluations(tmp_path):
     line = result_line(str(tmp_path / 'summary.json'))
     assert 'max dip after target 5.00 points (iteration 30; smoothed over 3 ' in line
     assert result_line(str(tmp_path / 'missing.json')) == ''
+    assert 'suspension' not in line and 'rejected' not in line     # none in this run
+    on_disk.update(outage_suspensions=3, rejects=1)
+    (tmp_path / 'summary.json').write_text(json.dumps(on_disk))
+    line = result_line(str(tmp_path / 'summary.json'))
+    assert line.endswith('; 3 suspensions of a robot for its link (outage-aware RSP)'
+                         '; 1 message rejected (rejects_by_reason)')
 
 
 def test_the_smoothed_dip_ignores_one_bad_evaluation_but_not_a_lasting_drop():

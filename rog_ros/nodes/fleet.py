@@ -374,7 +374,9 @@ def result_line(path: str) -> str:
     One line of the run's results from its ``summary.json`` ('' when unreadable).
 
     Time and iterations to target, final accuracy and the largest accuracy dip after the
-    target was first reached (``rog_ros.metrics.dip_after_target``), in points.
+    target was first reached (``rog_ros.metrics.dip_after_target``), in points; then what a
+    robotics engineer should not miss in a run: robots suspended for a dead link
+    (outage-aware RSP) and rejected messages, when there were any.
     """
     try:
         with open(path) as fh:
@@ -392,7 +394,20 @@ def result_line(path: str) -> str:
             f'max dip after target {num("max_dip_after_target", ".2f", 100.0)} points'
             f' (iteration {num("max_dip_at_iteration", "g")}; smoothed over 3 evaluations '
             f'{num("max_dip_after_target_smoothed", ".2f", 100.0)}), '
-            f'{num("sim_time_s", ".1f")} s')
+            f'{num("sim_time_s", ".1f")} s' + ''.join(_notable(s)))
+
+
+def _notable(summary: dict) -> list:
+    """Clauses for the result line: suspensions for a dead link and rejects, when any."""
+    out = []
+    n = summary.get('outage_suspensions')
+    if isinstance(n, int) and n > 0:
+        out.append(f'; {n} suspension{"s" if n != 1 else ""} of a robot for its link '
+                   '(outage-aware RSP)')
+    n = summary.get('rejects')
+    if isinstance(n, int) and n > 0:
+        out.append(f'; {n} message{"s" if n != 1 else ""} rejected (rejects_by_reason)')
+    return out
 
 
 def _recorder(args):
