@@ -32,7 +32,7 @@ from rog_ros.net.shaper import TokenBucketShaper
 from rog_ros.net.traces import generate, load_trace, PRESETS, Trace
 from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR, policy_spec
 from rog_ros.protocol.policies import layout_for, make_policy
-from rog_ros.protocol.policies.base import DEFAULT_RTT_FLOOR
+from rog_ros.protocol.policies.base import DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR
 import torch
 
 PRESET_DURATION_S = 600.0   # generated preset traces loop after this long
@@ -85,7 +85,7 @@ def build_training(args) -> Training:
     if getattr(args, 'sync', 'rog') == 'rog':      # the others never suspend for a dead link
         overrides['outage_aware'] = bool(getattr(args, 'outage_aware', True))
         overrides['readmit_backoff'] = bool(getattr(args, 'readmit_backoff', True))
-        overrides['outage_bound'] = float(getattr(args, 'outage_bound', 3.0))
+        overrides['outage_bound'] = float(getattr(args, 'outage_bound', DEFAULT_OUTAGE_BOUND))
         overrides['late_rows'] = bool(getattr(args, 'late_rows', True))   # nor withhold rows
         overrides['late_pulls'] = bool(getattr(args, 'late_pulls', True))
     policy = make_policy(policy_spec(args), **overrides)

@@ -38,7 +38,8 @@ import sys
 from rog_ros.checks import ConfigError
 from rog_ros.nodes.push_systems import SYNC_CHOICES
 from rog_ros.protocol.policies.base import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
-from rog_ros.protocol.policies.base import DEFAULT_RTT_FLOOR
+from rog_ros.protocol.policies.base import DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR
+from rog_ros.protocol.policies.base import OUTAGE_BOUND_RANGE
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
 
 SERVER, WORKER, NETMON, FLEET = 'rog_server', 'rog_worker', 'netmon', 'fleet'
@@ -182,9 +183,9 @@ SETTINGS = (
     _s('outage_aware', bool, True, 'rog: suspend a robot whose link holds the others for more '
        'than outage_bound fleet iteration times from the staleness check (outage-aware RSP; '
        "its late pushes are down-weighted); false = the paper's RSP.", TRAINING),
-    _s('outage_bound', float, 3.0, 'rog: ... after this many fleet iteration times of stall '
-       '(a simulator experiment suggests 2 on slow records; docs/scheduling.md).', TRAINING,
-       low=0.5, high=100.0),
+    _s('outage_bound', float, DEFAULT_OUTAGE_BOUND, 'rog: ... after this many fleet iteration '
+       'times of stall (a simulator experiment suggests 2 on slow records; '
+       'docs/scheduling.md).', TRAINING, low=OUTAGE_BOUND_RANGE[0], high=OUTAGE_BOUND_RANGE[1]),
     _s('readmit_backoff', bool, True, 'rog: a robot suspended for its link again soon after '
        'its readmission stays out twice as long as the time before (a link that stays poor '
        'no longer holds the others once per readmission); false = readmitted as soon as its '

@@ -33,6 +33,10 @@ DEFAULT_DEADLINE_FLOOR = 0.0
 """``SyncPolicy.deadline_floor``'s default, the same for the simulator and the fleet nodes."""
 DEFAULT_RTT_FLOOR = 2.0
 """``SyncPolicy.rtt_floor``'s default, the same for the simulator and the fleet nodes."""
+DEFAULT_OUTAGE_BOUND = 3.0
+"""``SyncPolicy.outage_bound``'s default, the same for the simulator and the fleet nodes."""
+OUTAGE_BOUND_RANGE = (0.5, 100.0)
+"""Values ``SyncPolicy.outage_bound`` accepts (fleet iteration times)."""
 MOMENTUM_RELEASE_WINDOW = (1 / 3, 1 / 2)
 """Fractions of the iteration budget between which ``SyncPolicy.momentum_at`` releases the
 momentum compensation (after the MPCOL/EACOL targets, which fall in the first fifth to third)."""
@@ -75,7 +79,8 @@ class SyncPolicy:
     #                                 the others longer than outage_bound x the fleet's
     #                                 iteration time is suspended from the staleness check;
     #                                 its late pushes are weighted 1 / (1 + max(0, tau - S))
-    outage_bound: float = 3.0       # ... in fleet iteration times (median push period)
+    outage_bound: float = DEFAULT_OUTAGE_BOUND  # ... in fleet iteration times (median push
+    #                                             period)
     readmit_backoff: bool = False   # a worker suspended for its link again soon after its
     #                                 readmission (a link that stays poor, not one that died
     #                                 and came back) stays out for a hold that doubles with
@@ -130,8 +135,9 @@ class SyncPolicy:
             raise ValueError(f'codec must be one of {CODEC_NAMES}, got {self.codec!r}')
         if self.scheduler not in ('none', 'flown'):
             raise ValueError(f'unknown scheduler {self.scheduler!r}')
-        if not 0.5 <= self.outage_bound <= 100.0:
-            raise ValueError(f'outage_bound must be in [0.5, 100], got {self.outage_bound}')
+        lo, hi = OUTAGE_BOUND_RANGE
+        if not lo <= self.outage_bound <= hi:
+            raise ValueError(f'outage_bound must be in [{lo:g}, {hi:g}], got {self.outage_bound}')
         if not 0.0 <= self.momentum_release <= 1.0:
             raise ValueError(f'momentum_release must be in [0, 1], got {self.momentum_release}')
         if self.mta_rule not in mta_rules.RULES:
