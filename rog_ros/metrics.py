@@ -248,6 +248,28 @@ def tail_accuracy(rows, fraction: float = 0.25) -> float | None:
     return float(np.mean([a for it, a in evals if it >= start]))
 
 
+def accuracy_at_time(rows, t: float) -> float | None:
+    """
+    Smoothed accuracy of the last periodic evaluation at or before time ``t``.
+
+    ``rows`` are a simulated run's evaluation rows in time order (``time_s``,
+    ``accuracy_smoothed``); the last one is the final evaluation, made after the run on the
+    whole set, and is left out so that every system is read on the same evaluations. The
+    smoothing is the one time to target reads (mean of the last 3 evaluations). None where
+    no periodic evaluation is that early.
+    """
+    periodic = [r for r in rows[:-1] if r.get('accuracy_smoothed') is not None
+                and r.get('time_s') is not None]
+    before = [r for r in periodic if float(r['time_s']) <= t]
+    return float(before[-1]['accuracy_smoothed']) if before else None
+
+
+def last_periodic_time(rows) -> float | None:
+    """Time of a run's last periodic evaluation (its final one left out), or None."""
+    times = [float(r['time_s']) for r in rows[:-1] if r.get('time_s') is not None]
+    return max(times) if times else None
+
+
 def dip_after_target(accuracy, target) -> tuple:
     """
     Largest accuracy dip after the target is first reached, and where it bottoms out.

@@ -141,3 +141,38 @@ def test_seconds_per_iteration_to_target_is_reported_and_derived_for_old_summari
     line = table_markdown([a, b]).splitlines()[3]
     assert '0.800 [0.600-1.000]' in line
     assert 'median s/iteration to target 0.44' in ratios_markdown([a, b])
+
+
+def test_accuracy_at_equal_time_reads_every_system_when_the_first_run_ended():
+    # Two systems, two seeds: per seed the equal time is the earliest last periodic
+    # evaluation; the final evaluation (last row, whole set) is never read.
+    from rog_ros.experiments.compare import add_equal_time_accuracy, aggregate
+    from rog_ros.experiments.report import table_markdown
+
+    def run(times, accs, final=0.99):
+        rows = [{'time_s': t, 'accuracy': a, 'accuracy_smoothed': a}
+                for t, a in zip(times, accs)]
+        return rows + [{'time_s': times[-1] + 0.5, 'accuracy': final,
+                        'accuracy_smoothed': final}]
+
+    timeseries = {('fast', 0): run([0, 10, 20], [0.5, 0.7, 0.8]),
+                  ('slow', 0): run([0, 15, 30, 60], [0.5, 0.6, 0.65, 0.9]),
+                  ('fast', 1): run([0, 10, 40], [0.5, 0.7, 0.85]),
+                  ('slow', 1): run([0, 35, 50], [0.5, 0.75, 0.9])}
+    results = {label: [{'system': label, 'seed': seed} for seed in (0, 1, 2)]
+               for label in ('fast', 'slow')}
+    results['slow'][2]['error'] = 'RuntimeError: deadlock'   # seed 2: failed, no curves
+    add_equal_time_accuracy(results, timeseries)
+    fast, slow = results['fast'], results['slow']
+    assert fast[0]['equal_time_s'] == slow[0]['equal_time_s'] == 20.0
+    assert fast[0]['accuracy_at_equal_time'] == pytest.approx(0.8)
+    assert slow[0]['accuracy_at_equal_time'] == pytest.approx(0.6)    # its 15 s evaluation
+    assert fast[1]['equal_time_s'] == 40.0           # the fast system's final row (40.5) not
+    assert slow[1]['accuracy_at_equal_time'] == pytest.approx(0.75)
+    assert 'accuracy_at_equal_time' not in fast[2] and 'equal_time_s' not in slow[2]
+    row = aggregate(fast)
+    assert row['accuracy_at_equal_time'] == pytest.approx(0.825)       # mean of seeds 0, 1
+    assert '0.825 ± 0.025' in table_markdown([row]).splitlines()[2]
+    alone = {'fast': [{'system': 'fast', 'seed': 0}]}      # one system: nothing to compare
+    add_equal_time_accuracy(alone, timeseries)
+    assert 'accuracy_at_equal_time' not in alone['fast'][0]

@@ -35,10 +35,12 @@ import numpy as np
 
 from rog_ros.experiments.children import die_with_parent
 from rog_ros.experiments.report import write_report
-from rog_ros.metrics import atomic_write, per_iteration_to_target, read_timeseries
+from rog_ros.metrics import (accuracy_at_time, atomic_write, last_periodic_time,
+                             per_iteration_to_target, read_timeseries)
 from rog_ros.sim.simulator import DEFAULT_EVALUATIONS, SimConfig, simulate
 
 KEYS = ('time_to_target_s', 'iterations_to_target', 'final_accuracy', 'final_accuracy_tail',
+        'accuracy_at_equal_time', 'equal_time_s',
         's_per_iteration', 's_per_iteration_to_target',
         'compute_s_per_iteration', 'comm_s_per_iteration', 'stall_s_per_iteration',
         'stall_cost', 'threshold_triggers', 'bytes_up', 'bytes_down', 'sim_time_s',
@@ -155,6 +157,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     jobs = [(s, seed) for s in systems for seed in seeds]
     results: dict[str, list] = {}
     series: dict[str, list] = {}
+    timeseries: dict[tuple, list] = {}
     bar = None
     if not quiet:
         try:
@@ -201,9 +204,12 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
             results.setdefault(label, []).append(json.load(f))
         if results[label][-1].get('error'):
             continue            # a failed run draws no curve (it did not finish)
-        series.setdefault(label, []).append(read_timeseries(os.path.join(d, 'timeseries.csv')))
+        rows = read_timeseries(os.path.join(d, 'timeseries.csv'))
+        series.setdefault(label, []).append(rows)
+        timeseries[(label, seed)] = rows
     if bar is not None:
         bar.close()
+    add_equal_time_accuracy(results, timeseries)
     table = [aggregate(v) for v in results.values()]
     meta = {'workload': workload, 'trace': trace, 'workers': workers, 'seeds': seeds,
             'workload_options': dict(workload_options or {}),
@@ -213,6 +219,35 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
                  json.dumps({'meta': meta, 'systems': table}, indent=2) + '\n')
     write_report(out, meta, table, series, title=title)
     return {'meta': meta, 'systems': table}
+
+
+def add_equal_time_accuracy(results: dict, timeseries: dict) -> None:
+    """
+    Give each run of ``results`` its accuracy at the seed's equal time (in place).
+
+    Runs of one iteration budget end at different times; the final accuracies compare the
+    systems at equal work. This compares them at equal time, the question of a fleet that
+    adapts while the fog lasts: per seed, the time of the earliest last periodic evaluation
+    over the systems (``equal_time_s``), and each system's smoothed accuracy then
+    (``accuracy_at_equal_time``, ``accuracy_at_time``). ``timeseries`` maps (label, seed) to
+    a finished run's rows; failed runs have none and take no part. A comparison of one system
+    says nothing here and gets nothing.
+    """
+    if len(results) < 2:
+        return
+    ends: dict[int, float] = {}
+    for (label, seed), rows in timeseries.items():
+        end = last_periodic_time(rows)
+        if end is not None:
+            ends[seed] = min(end, ends.get(seed, math.inf))
+    for label, summaries in results.items():
+        for summary in summaries:
+            rows = timeseries.get((label, summary.get('seed')))
+            t = ends.get(summary.get('seed'))
+            if rows is None or t is None:
+                continue
+            summary['equal_time_s'] = t
+            summary['accuracy_at_equal_time'] = accuracy_at_time(rows, t)
 
 
 def ratio(table: list[dict], key: str, a: str, b: str) -> float | None:
