@@ -248,6 +248,11 @@ def tail_accuracy(rows, fraction: float = 0.25) -> float | None:
     return float(np.mean([a for it, a in evals if it >= start]))
 
 
+def _periodic(rows) -> list:
+    """Return a simulated run's periodic evaluations (the last row, the final one, left out)."""
+    return [r for r in rows[:-1] if r.get('time_s') is not None]
+
+
 def accuracy_at_time(rows, t: float) -> float | None:
     """
     Smoothed accuracy of the last periodic evaluation at or before time ``t``.
@@ -258,15 +263,14 @@ def accuracy_at_time(rows, t: float) -> float | None:
     smoothing is the one time to target reads (mean of the last 3 evaluations). None where
     no periodic evaluation is that early.
     """
-    periodic = [r for r in rows[:-1] if r.get('accuracy_smoothed') is not None
-                and r.get('time_s') is not None]
-    before = [r for r in periodic if float(r['time_s']) <= t]
+    before = [r for r in _periodic(rows)
+              if r.get('accuracy_smoothed') is not None and float(r['time_s']) <= t]
     return float(before[-1]['accuracy_smoothed']) if before else None
 
 
 def last_periodic_time(rows) -> float | None:
     """Time of a run's last periodic evaluation (its final one left out), or None."""
-    times = [float(r['time_s']) for r in rows[:-1] if r.get('time_s') is not None]
+    times = [float(r['time_s']) for r in _periodic(rows)]
     return max(times) if times else None
 
 

@@ -158,7 +158,8 @@ def test_accuracy_at_equal_time_reads_every_system_when_the_first_run_ended():
     timeseries = {('fast', 0): run([0, 10, 20], [0.5, 0.7, 0.8]),
                   ('slow', 0): run([0, 15, 30, 60], [0.5, 0.6, 0.65, 0.9]),
                   ('fast', 1): run([0, 10, 40], [0.5, 0.7, 0.85]),
-                  ('slow', 1): run([0, 35, 50], [0.5, 0.75, 0.9])}
+                  ('slow', 1): run([0, 35, 50], [0.5, 0.75, 0.9]),
+                  ('fast', 2): run([0, 5], [0.5, 0.6])}     # alone on seed 2
     results = {label: [{'system': label, 'seed': seed} for seed in (0, 1, 2)]
                for label in ('fast', 'slow')}
     results['slow'][2]['error'] = 'RuntimeError: deadlock'   # seed 2: failed, no curves
@@ -170,6 +171,7 @@ def test_accuracy_at_equal_time_reads_every_system_when_the_first_run_ended():
     assert fast[1]['equal_time_s'] == 40.0           # the fast system's final row (40.5) not
     assert slow[1]['accuracy_at_equal_time'] == pytest.approx(0.75)
     assert 'accuracy_at_equal_time' not in fast[2] and 'equal_time_s' not in slow[2]
+    assert 'equal_time_s' not in fast[2]               # nothing to compare it with
     row = aggregate(fast)
     assert row['accuracy_at_equal_time'] == pytest.approx(0.825)       # mean of seeds 0, 1
     assert '0.825 ± 0.025' in table_markdown([row]).splitlines()[2]

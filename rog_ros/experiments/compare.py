@@ -230,16 +230,18 @@ def add_equal_time_accuracy(results: dict, timeseries: dict) -> None:
     adapts while the fog lasts: per seed, the time of the earliest last periodic evaluation
     over the systems (``equal_time_s``), and each system's smoothed accuracy then
     (``accuracy_at_equal_time``, ``accuracy_at_time``). ``timeseries`` maps (label, seed) to
-    a finished run's rows; failed runs have none and take no part. A comparison of one system
-    says nothing here and gets nothing.
+    a finished run's rows; failed runs have none and take no part. A comparison of one system,
+    or a seed on which only one system finished, says nothing here and gets nothing.
     """
     if len(results) < 2:
         return
-    ends: dict[int, float] = {}
+    ends: dict[int, list] = {}
     for (label, seed), rows in timeseries.items():
         end = last_periodic_time(rows)
         if end is not None:
-            ends[seed] = min(end, ends.get(seed, math.inf))
+            ends.setdefault(seed, []).append(end)
+    # a seed where fewer than two systems finished compares nothing
+    ends = {seed: min(e) for seed, e in ends.items() if len(e) >= 2}
     for label, summaries in results.items():
         for summary in summaries:
             rows = timeseries.get((label, summary.get('seed')))

@@ -38,8 +38,8 @@ import sys
 from rog_ros.checks import ConfigError
 from rog_ros.nodes.push_systems import SYNC_CHOICES
 from rog_ros.protocol.policies.base import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
-from rog_ros.protocol.policies.base import DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR
-from rog_ros.protocol.policies.base import OUTAGE_BOUND_RANGE
+from rog_ros.protocol.policies.base import (DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR,
+                                            OUTAGE_BOUND_RANGE)
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
 
 SERVER, WORKER, NETMON, FLEET = 'rog_server', 'rog_worker', 'netmon', 'fleet'
