@@ -184,8 +184,9 @@ SETTINGS = (
        'than outage_bound fleet iteration times from the staleness check (outage-aware RSP; '
        "its late pushes are down-weighted); false = the paper's RSP.", TRAINING),
     _s('outage_bound', float, DEFAULT_OUTAGE_BOUND, 'rog: ... after this many fleet iteration '
-       'times of stall (a simulator experiment suggests 2 on slow records; '
-       'docs/scheduling.md).', TRAINING, low=OUTAGE_BOUND_RANGE[0], high=OUTAGE_BOUND_RANGE[1]),
+       "times of stall (in the simulator, 2 reached EACOL's target sooner on a slow record "
+       'but cost about a point of its final accuracy; docs/scheduling.md).', TRAINING,
+       low=OUTAGE_BOUND_RANGE[0], high=OUTAGE_BOUND_RANGE[1]),
     _s('readmit_backoff', bool, True, 'rog: a robot suspended for its link again soon after '
        'its readmission stays out twice as long as the time before (a link that stays poor '
        'no longer holds the others once per readmission); false = readmitted as soon as its '
