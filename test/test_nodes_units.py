@@ -324,6 +324,7 @@ def test_server_node_rejects_a_quorum_larger_than_the_fleet(capsys):
 
 @pytest.mark.parametrize('node, field', [('rog_server', 'outage_aware'),
                                          ('rog_server', 'readmit_backoff'),
+                                         ('rog_server', 'straggler_slack'),
                                          ('rog_worker', 'late_rows'),
                                          ('rog_worker', 'late_pulls')])
 def test_rog_only_settings_reach_the_rog_policy_only(node, field):

@@ -25,10 +25,11 @@ def _run(rule, compensation=False):
     # leave more rows at infinite urgency, which the safety test below covers as well)
     # (late rows and pulls off: the transfers measured here are the MTA rule's, the paper's;
     # outage-aware RSP off: the straggler paces the fleet instead of being suspended, as
-    # the MTA argument assumes; with it on, the run's length is the suspension's story)
+    # the MTA argument assumes; with it on, the run's length is the suspension's story;
+    # straggler slack off: it would lower the straggler's MTA, test_straggler_slack.py)
     pol = make_policy('rog:4', deadline_floor=0.0, rtt_floor=0.0,   # straggler sends its MTA
                       mta_rule=rule, momentum_compensation=compensation, late_rows=False,
-                      late_pulls=False, outage_aware=False)
+                      late_pulls=False, outage_aware=False, straggler_slack=False)
     # per-tensor codec: the row codec's 4 scale bytes per row (x3 on this model's 10-value
     # rows) change which rows the 0.02 Mbit/s straggler fits; its safety is tested below
     harness, server, workers, _, layout = build(

@@ -39,13 +39,21 @@ def downlink_dropper(seed, p, only_worker=None):
 
 
 def rsp_checking(harness, workers, staleness):
-    """Wrap grad_fn: computing iteration c+1 needs c - vloc <= S (all workers active here)."""
+    """
+    Wrap grad_fn: computing iteration c+1 needs c - vloc <= S (all workers active here).
+
+    Per column S + the straggler slack the server granted (a link that keeps losing rows is
+    a slow link), never more than ``slack_max`` above S.
+    """
     inner = harness.grad_fn
     seen = {'checks': 0}
 
     def grad_fn(rank, w, clock):
         c = clock - 1
-        stale = int((workers[rank].vloc < c - staleness).sum())
+        bounds = workers[rank]._bounds()
+        assert int(bounds.min()) >= staleness
+        assert int(bounds.max()) <= staleness + workers[rank].policy.slack_max
+        stale = int((workers[rank].vloc < (c - bounds).unsqueeze(0)).sum())
         assert stale == 0, f'worker {rank} computes iteration {clock} with {stale} stale rows'
         assert torch.equal(w, workers[rank].w)
         seen['checks'] += 1

@@ -39,10 +39,15 @@ def watch_gradients(harness, staleness):
     def grad_fn(rank, w, clock):
         eng = harness.workers[rank]
         active = eng.active
-        lag = int(clock - 1 - int(eng.vloc[:, active].min())) if bool(active.any()) else 0
+        # per column: S, plus the straggler slack the server granted (at most slack_max)
+        bound = eng._bounds()
+        assert int(bound.max()) <= staleness + eng.policy.slack_max
+        lags = clock - 1 - eng.vloc.min(dim=0).values
+        lag = int(lags[active].max()) if bool(active.any()) else 0
         seen.append((rank, clock, lag, eng.state))
         assert clock == eng.clock + 1          # it computes the iteration after the last taken
-        assert lag <= staleness, f'worker {rank} computes {clock} {lag} iterations stale'
+        assert bool((lags <= bound)[active].all()), \
+            f'worker {rank} computes {clock} {lag} iterations stale (bounds {bound.tolist()})'
         return inner(rank, w, clock)
     harness.grad_fn = grad_fn
     return seen

@@ -51,23 +51,29 @@ class VersionTable:
         col = self.v[:, worker]
         col.copy_(torch.where(rows_mask, torch.clamp(col, min=int(clock)), col))
 
-    def violations(self, clock: int, staleness: int, active: torch.Tensor | None = None
+    def violations(self, clock: int, staleness, active: torch.Tensor | None = None
                    ) -> torch.Tensor:
-        """Boolean ``[M, N]``: pairs (i, s) with ``clock - v[i, s] > staleness``, s active."""
-        out = self.v < (int(clock) - int(staleness))
+        """
+        Boolean ``[M, N]``: pairs (i, s) with ``clock - v[i, s] > staleness``, s active.
+
+        ``staleness`` is one bound, or one per worker column (``[N]`` int: straggler slack).
+        """
+        out = self.v < _floor(clock, staleness)
         if active is not None:
             out &= active.unsqueeze(0)
         return out
 
-    def satisfied(self, clock: int, staleness: int, active: torch.Tensor | None = None
+    def satisfied(self, clock: int, staleness, active: torch.Tensor | None = None
                   ) -> bool:
         """Return True iff a worker at ``clock`` may start its next iteration (RSP predicate)."""
+        if isinstance(staleness, torch.Tensor):
+            return not bool(self.violations(clock, staleness, active).any())
         v = self.v if active is None or bool(active.all()) else self.v[:, active]
         if v.numel() == 0:
             return True
         return bool(v.min() >= int(clock) - int(staleness))
 
-    def violating_pairs(self, clock: int, staleness: int, active: torch.Tensor | None = None
+    def violating_pairs(self, clock: int, staleness, active: torch.Tensor | None = None
                         ) -> torch.Tensor:
         """``[K, 2]`` (row, worker) pairs that block a worker at ``clock``."""
         return torch.nonzero(self.violations(clock, staleness, active))
@@ -80,3 +86,10 @@ class VersionTable:
         out = VersionTable.__new__(VersionTable)
         out.v = self.v.clone()
         return out
+
+
+def _floor(clock: int, staleness):
+    """Oldest admissible version: a number, or ``[N]`` per column for per-column bounds."""
+    if isinstance(staleness, torch.Tensor):
+        return (int(clock) - staleness.to(torch.int32)).unsqueeze(0)
+    return int(clock) - int(staleness)

@@ -114,6 +114,8 @@ def fuzzed(msg_type: str, rng: random.Random):
                        run_starts=_u32s(rng, n), run_lengths=_u32s(rng, n),
                        versions=np.array([rng.randint(-2 ** 31, 2 ** 31 - 1)
                                           for _ in range(rng.randint(0, 12))], dtype=np.int32),
+                       staleness_slack=np.array([rng.randint(0, 65535)
+                                                 for _ in range(rng.randint(0, 6))], np.uint16),
                        **common)
 
 

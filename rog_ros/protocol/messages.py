@@ -31,7 +31,7 @@ from typing import ClassVar, Union
 
 import numpy as np
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SERVER = -1
 """Address of the parameter server in ``sender``/``receiver`` fields; workers are 0..N-1."""
 
@@ -67,6 +67,8 @@ computation ends; they are not a pull (no Schedule, no pace or compute sample)."
 
 MAX_CLOCK = 2 ** 31 - 2
 """Largest iteration clock any node accepts: versions are int32 and -1 is reserved."""
+MAX_SLACK = 1000
+"""Largest straggler slack (extra staleness, ``RowVersions.staleness_slack``) a node accepts."""
 
 _HEADER_BYTES = 64
 """Approximate fixed cost of a message on the wire (RTPS submessage + CDR scalars); used by
@@ -75,6 +77,10 @@ _HEADER_BYTES = 64
 
 def _u32(values=()) -> np.ndarray:
     return np.asarray(values, dtype=np.uint32)
+
+
+def _u16(values=()) -> np.ndarray:
+    return np.asarray(values, dtype=np.uint16)
 
 
 def _f32(values=()) -> np.ndarray:
@@ -146,6 +152,9 @@ class RowVersions:
     run_starts: np.ndarray = field(default_factory=_u32)
     run_lengths: np.ndarray = field(default_factory=_u32)
     versions: np.ndarray = field(default_factory=_i32)
+    staleness_slack: np.ndarray = field(default_factory=_u16)  # per worker, extra staleness
+    #                                  the receiver's check tolerates in that column (empty:
+    #                                  none; ``core/slack.py``)
     schema_version: int = SCHEMA_VERSION
     incarnation: int = 0        # sender's run id (random 64-bit); a new one = it restarted
     target_incarnation: int = 0  # receiver's run id as the sender knows it (0 = unknown)
@@ -154,7 +163,7 @@ class RowVersions:
 
     def wire_size(self) -> int:
         return (_HEADER_BYTES + 4 * len(self.run_starts) + 4 * len(self.run_lengths)
-                + 4 * len(self.versions))
+                + 4 * len(self.versions) + 2 * len(self.staleness_slack))
 
 
 @dataclass
@@ -362,6 +371,12 @@ def check_versions(msg: RowVersions, n_rows: int, n_workers: int, max_clock: int
                     'RowVersions runs')
     if versions.size and (versions.min() < -1 or versions.max() > max_clock):
         raise MessageError(f'RowVersions: version outside [-1, {max_clock}]')
+    slack = np.asarray(msg.staleness_slack, dtype=np.int64)
+    if slack.size not in (0, n_workers):
+        raise MessageError(f'RowVersions: staleness_slack for {slack.size} workers, the fleet '
+                           f'has {n_workers}')
+    if slack.size and (slack.min() < 0 or slack.max() > MAX_SLACK):
+        raise MessageError(f'RowVersions: staleness_slack outside [0, {MAX_SLACK}]')
 
 
 def check_schema(msg) -> None:

@@ -75,6 +75,7 @@ from rog_ros.core.delivered import DeliveredVersions
 from rog_ros.core.mta import mandatory_rows, row_budget
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.rows import RowLayout
+from rog_ros.core.slack import StragglerSlack
 from rog_ros.core.versions import VersionTable
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
@@ -106,6 +107,9 @@ class _Downlink:
         self.scales, self.per_row = transfer.commit_scales()
         self.event = event            # server event of the versions it carries (v_snap None)
         self.active = active          # membership the worker's RSP check will use
+        self.bounds = None            # ... and its per-column bounds (straggler slack), or
+        #                               None: the policy's S in every column
+        self.slack = np.zeros(0, np.uint16)   # the slack its RowVersions carries (empty: none)
         self.snapshot = snapshot      # rows replace the worker's (rejoin), lossless
         self.versions: RowVersions | None = None
 
@@ -243,6 +247,11 @@ class ServerEngine:
         # float64 [P]: (1 - weight) x lr/N x push, signed (a rescaled push adds mass)
         self.discarded: torch.Tensor | None = None
         self.outage_suspensions = 0
+        # straggler slack (core/slack.py): extra staleness for robots that hold the others
+        self.slack = (StragglerSlack(n_workers, max_slack=policy.slack_max)
+                      if policy.straggler_slack and not policy.whole_model
+                      and policy.staleness > 0 and self.slots is None else None)
+        self._blockers: dict[int, list] = {}       # stalled worker -> robots holding it
         self._outage_from: dict[int, float] = {}   # stalled worker -> watch restarted at
         self._readmitted_at: dict[int, float] = {}  # readmission backoff: when, how many
         self._flaps: dict[int, int] = {}            # quick re-suspensions in a row, and the
@@ -589,7 +598,7 @@ class ServerEngine:
             self._outage_from[r] = now     # looked at now: next look one bound later
             if not self.active[r] or r not in self.pending:
                 continue
-            pairs = self.versions.violating_pairs(self.pending[r], self.policy.staleness,
+            pairs = self.versions.violating_pairs(self.pending[r], self._bounds(r),
                                                   self.active)
             for s in sorted(set(pairs[:, 1].tolist())):
                 if s == r or not self.active[s] or self.stopped[s]:
@@ -603,6 +612,82 @@ class ServerEngine:
                     'held': r, 'bound_s': bound, 'clock': self.clock[s],
                     'fleet_clock': self._fleet_clock()}))
         return out
+
+    # ================================================================== straggler slack
+    def _bounds(self, r: int):
+        """Staleness bound of r's check: S, or per column ``[N]`` while a robot has slack."""
+        if self.slack is None or not self.slack.granted:
+            return self.policy.staleness
+        return self.slack.bounds(self.policy.staleness, r)
+
+    def _own_slack(self, r: int) -> int:
+        return 0 if self.slack is None else int(self.slack.slack[r])
+
+    def _slack_window(self) -> float:
+        """Return the controller's window: ``outage_bound`` fleet iterations (0 unmeasured)."""
+        return self.policy.outage_bound * self.iteration_time()
+
+    def _holding(self, r: int, c: int) -> list:
+        """Active robots (other than r) whose rows hold r's pull at clock c."""
+        held = self.versions.v < (c - self._bounds_tensor(r)).to(torch.int32).unsqueeze(0)
+        held &= self.active.unsqueeze(0)
+        held[:, r] = False
+        return torch.nonzero(held.any(dim=0)).reshape(-1).tolist()
+
+    def _bounds_tensor(self, r: int) -> torch.Tensor:
+        b = self._bounds(r)
+        return b if isinstance(b, torch.Tensor) else torch.full((self.n,), int(b))
+
+    def _update_slack(self, now: float) -> list:
+        """Raise the slack of robots that held the others too long, lower it once they stop."""
+        if self.slack is None:
+            return []
+        running = [a for a in self.active_workers() if not self.stopped[a]]
+        out = []
+        for s, e, share in self.slack.update(now, self._slack_window(), len(running) - 1,
+                                             running, self._link_bound(running)):
+            out.append(Log('straggler_slack', float(e), s, {
+                'held_share': round(share, 3), 'staleness': self.policy.staleness + e}))
+        return out
+
+    def _link_bound(self, running: list) -> set:
+        """
+        Robots that trail the fleet because of their link, not their computer.
+
+        Slack lowers the bytes a robot must move per iteration; it does nothing for a slow
+        computer but let the others run further ahead of it. A robot qualifies when the time
+        its link needs for an iteration's mandatory rows (up and down, at the measured
+        throughputs) exceeds the fleet's median by more than its computation time exceeds
+        the median computation time.
+        """
+        if len(running) < 2:
+            return set()
+        bits = 8.0 * self.total_row_bytes * self.policy.mta
+        link, comp = {}, {}
+        for a in running:
+            up, down = self.thr_up[a].value_bps, self.thr_down[a].value_bps
+            if up <= 0 or down <= 0 or not self.compute_est[a].samples:
+                continue
+            link[a] = bits / up + bits / down
+            comp[a] = self.compute_est[a].value
+        if len(link) < 2:
+            return set()
+        mid_link = sorted(link.values())[len(link) // 2]
+        mid_comp = sorted(comp.values())[len(comp) // 2]
+        return {a for a in link if link[a] - mid_link > max(0.0, comp[a] - mid_comp)}
+
+    def _set_bounds(self, r: int, dl: _Downlink) -> None:
+        """
+        Fix the slack a downlink's RowVersions carries and the bounds its check uses.
+
+        The worker checks with the slack of the versions it applied, the server with the
+        bounds of the same downlink: both sides decide on the same numbers even when the
+        slack changes meanwhile.
+        """
+        if self.slack is None or not self.slack.granted:
+            return
+        dl.slack = self.slack.slack.numpy().astype(np.uint16)
+        dl.bounds = self.slack.bounds(self.policy.staleness, r)
 
     def _hold_out(self, s: int, now: float, bound: float) -> None:
         """
@@ -927,16 +1012,18 @@ class ServerEngine:
                     Log('worker_done', float(c), r)]
         # A suspended worker catching up is served without quorum: it must get back in.
         quorum = self._quorum() or not self.active[r]
-        if not quorum or not self.versions.satisfied(c, self.policy.staleness, self.active):
+        if not quorum or not self.versions.satisfied(c, self._bounds(r), self.active):
             if r not in self.stall_since:
                 self.stall_since[r] = now
                 self.triggers[r] += 1
+                if self.slack is not None and quorum:
+                    self._blockers[r] = self._holding(r, c)
                 info = {'clock': c}
                 if not quorum:
                     info['quorum'] = f'{int(self.active.sum())} of {self.min_workers} active'
                 return [Log('trigger', 1.0, r, info)] + self._ask_own_rows(r, c)
             return []
-        out = self._end_stall(r, now)
+        out = self._end_stall(r, now) + self._update_slack(now)
         del self.pending[r]
         if not self.active[r] and self.suspended_reason.get(r) == 'link':
             # Catching up after an outage: the worker goes on from the fleet's clock. Its
@@ -961,8 +1048,11 @@ class ServerEngine:
     def _end_stall(self, r: int, now: float) -> list:
         t0 = self.stall_since.pop(r, None)
         self.stall_warned.pop(r, None)
+        blockers = self._blockers.pop(r, None)
         if t0 is None:
             return []
+        if blockers:
+            self.slack.held(blockers, now - t0, now, self._slack_window())
         self.stall_time[r] += now - t0
         return [Log('stall_s', now - t0, r)]
 
@@ -979,7 +1069,7 @@ class ServerEngine:
         """
         if self.policy.whole_model or not self.active[r]:
             return []
-        own = self.versions.v[:, r] < c - self.policy.staleness
+        own = self.versions.v[:, r] < c - self.policy.staleness - self._own_slack(r)
         if not bool(own.any()):
             return []
         rows = torch.nonzero(own).reshape(-1).numpy()
@@ -997,12 +1087,16 @@ class ServerEngine:
         pol, layout = self.policy, self.layout
         v = self.versions.v
         act = self.active.clone()
-        every = bool(act.all())
+        bounds = None if late else self._bounds(r)
+        per_column = isinstance(bounds, torch.Tensor)
+        every = bool(act.all()) and not per_column
         if every:     # O(M): per-row change stamps against r's delivery stamps
             new_data, oldest = self.delivered.new_and_oldest(r, v)
         else:
             sent_r = self.delivered.sent(r)[:, act]
             new_data = (v[:, act] > sent_r).any(dim=1)
+            if per_column:    # a column with slack ages slower: urgency against its bound
+                sent_r = sent_r + (bounds[act] - pol.staleness).unsqueeze(0)
             oldest = (sent_r.min(dim=1).values if sent_r.shape[1]
                       else torch.full((layout.n_rows,), c, dtype=torch.int32))
         candidates = torch.nonzero(new_data).reshape(-1)
@@ -1027,7 +1121,8 @@ class ServerEngine:
             order = priority_order(urgency, row_sums, inf, use_magnitude=pol.use_magnitude,
                                    multiply=False, candidates=candidates)
             n_inf = int((inf & new_data).sum())
-        k_min = min(mandatory_rows(layout.n_rows, pol.mta, n_inf), int(order.numel()))
+        k_min = min(mandatory_rows(layout.n_rows, pol.mta_for(self._own_slack(r)), n_inf),
+                    int(order.numel()))
         deadline = self._downlink_deadline(r, k_min, order, now)
         if late:                       # optional rows only, for as long as it computes
             k_min, deadline = 0, late_deadline
@@ -1054,6 +1149,7 @@ class ServerEngine:
                               flags=FLAG_LATE if late else 0)
         self.downlinks[r] = _Downlink(tr, rowbytes, scales, None, act,
                                       event=self.delivered.pin(('dl', r)))
+        self._set_bounds(r, self.downlinks[r])
         out = [] if late else [Send(r, Schedule(worker=r, clock=c,
                                                 push_deadline_s=self._push_deadline(r, c)))]
         return out + self._sends(r, self.downlinks[r], tr.pump(now))
@@ -1117,6 +1213,7 @@ class ServerEngine:
         dl = _Downlink(tr, rowbytes, scales, self.snap_v[r], self.active.clone(),
                        snapshot=True)
         dl.values = values
+        self._set_bounds(r, dl)
         self.downlinks[r] = dl
         sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r, c))
         return [Send(r, sched), Log('snapshot', float(rows.numel()), r)] + \
@@ -1143,6 +1240,7 @@ class ServerEngine:
                         dl.transfer.transfer_id, r,
                         self._v_snap(r, dl) if v_rows is None else None, rows, dl.active,
                         v_rows=v_rows)
+                    dl.versions.staleness_slack = dl.slack
                 out.append(Send(r, dl.versions))
             out.append(Send(r, ch))
         return out
@@ -1150,7 +1248,7 @@ class ServerEngine:
     def _downlink_deadline(self, r, k_min, order, now) -> float:
         if self.policy.balance != 'deadline' or self.policy.whole_model:
             return now
-        mand = torch.tensor([self._mandatory_bytes(k_min)] * self.n, dtype=torch.float64)
+        mand = self._mandatory_vector(k_min, own=r)
         thr = self._paced(r, self.thr_down)
         floor = self.policy.floor_s(self.compute_est[r].value, self.rtt_down[r].value)
         return now + max(mta_time(mand, thr), floor)
@@ -1170,8 +1268,24 @@ class ServerEngine:
         if pol.balance == 'budget':
             return 0.0
         k_min = mandatory_rows(self.layout.n_rows, pol.mta, 0)
-        mand = torch.tensor([self._mandatory_bytes(k_min)] * self.n, dtype=torch.float64)
-        return mta_time(mand, self._paced(r, self.thr_up))
+        return mta_time(self._mandatory_vector(k_min), self._paced(r, self.thr_up))
+
+    def _mandatory_vector(self, k_min: int, own: int | None = None) -> torch.Tensor:
+        """
+        Return the mandatory bytes per worker that the MTA time is computed from.
+
+        ``k_min`` rows each, less, for a robot with straggler slack, the rows its smaller
+        MTA(S + slack) spares (the MTA time, which the others fill with optional rows, shrinks
+        with it). ``own``: the worker whose ``k_min`` this is, already counted with its slack.
+        """
+        rows = torch.full((self.n,), float(k_min), dtype=torch.float64)
+        if self.slack is not None and self.slack.granted:
+            n_rows, pol = self.layout.n_rows, self.policy
+            base = mandatory_rows(n_rows, pol.mta, 0)
+            for s, e in enumerate(self.slack.slack.tolist()):     # O(N), not O(rows)
+                if e and s != own:
+                    rows[s] -= base - mandatory_rows(n_rows, pol.mta_for(e), 0)
+        return rows.clamp_(min=0) * (self.total_row_bytes / max(self.layout.n_rows, 1))
 
     def _paced(self, r: int, estimators) -> torch.Tensor:
         """
@@ -1186,9 +1300,6 @@ class ServerEngine:
             keep[r] = True
             thr[~keep] = 0.0
         return thr
-
-    def _mandatory_bytes(self, k_min: int) -> float:
-        return self.total_row_bytes * k_min / max(self.layout.n_rows, 1)
 
     def _budget_rows(self, estimators, r: int) -> int:
         vals = [e.value_bps for e in estimators if e.value_bps > 0]
@@ -1224,7 +1335,7 @@ class ServerEngine:
         if dl.snapshot and self.unsynced[r] is not None:
             return [Log('snapshot_partial', float(delivered.size), r)] + \
                 self._start_snapshot(r, c, now)
-        if self.slots is None and not self._worker_rsp_ok(r, c, dl.active):
+        if self.slots is None and not self._worker_rsp_ok(r, c, dl.active, dl.bounds):
             # Mandatory rows were lost on the way: the worker waits for them.
             self.repairs += 1
             return [Log('downlink_repair', float(delivered.size), r, {'clock': c})] + \
@@ -1269,8 +1380,12 @@ class ServerEngine:
             return out + self._try_serve(r, now)    # it pushed meanwhile: its pull is due
         return out + self._start_late_pull(r, dl.transfer.clock, now)
 
-    def _worker_rsp_ok(self, r: int, c: int, active: torch.Tensor) -> bool:
+    def _worker_rsp_ok(self, r: int, c: int, active: torch.Tensor,
+                       bounds: torch.Tensor | None = None) -> bool:
         """Check the worker-side RSP on what r holds (``sent[r]`` = its ``vloc``)."""
+        if bounds is not None:           # per column: the bounds its pull's Schedule sent
+            floor = (c - bounds).to(torch.int32).unsqueeze(0)
+            return bool((self.delivered.sent(r) >= floor)[:, active].all())
         if bool(active.all()):
             return bool(self.delivered.dl_min[r].min() >= c - self.policy.staleness)
         return bool((self.delivered.sent(r)[:, active] >= c - self.policy.staleness).all())
@@ -1316,7 +1431,7 @@ class ServerEngine:
 
     def _stall_diagnostic(self, r: int, now: float) -> Log:
         c = self.pending.get(r, self.clock[r])
-        pairs = self.versions.violating_pairs(c, self.policy.staleness, self.active)
+        pairs = self.versions.violating_pairs(c, self._bounds(r), self.active)
         waiting_for = sorted(set(pairs[:, 1].tolist()))
         return Log('stall_diagnostic', now - self.stall_since[r], r, {
             'clock': c, 'violating_rows': int(pairs[:, 0].unique().numel()),

@@ -161,6 +161,10 @@ class WorkerEngine:
         self.withheld = torch.zeros(layout.n_rows, dtype=torch.int32)
         self.vloc = torch.zeros(layout.n_rows, n_workers, dtype=torch.int32)
         self.active = torch.ones(n_workers, dtype=torch.bool)   # server's RSP membership
+        # straggler slack per worker (``RowVersions.staleness_slack``, core/slack.py): extra
+        # staleness the server tolerates in each column; ours also widens our own check and
+        # lowers the MTA of our pushes
+        self.slack = torch.zeros(n_workers, dtype=torch.int32)
         self.clock = 0
         self.push_deadline_s = 0.0 if not policy.whole_model else -1.0
         self.compute_sleep_s = 0.0
@@ -646,7 +650,8 @@ class WorkerEngine:
             k_min = layout.n_rows
         else:
             urgency = self.withheld
-            inf = infinite_mask(urgency, pol.staleness, pol.convention)
+            own = int(self.slack[self.rank])
+            inf = infinite_mask(urgency, pol.staleness + own, pol.convention)
             n_inf = int(inf.sum())
             # a late push carries only rows with something unsent, none of them mandatory
             cand = torch.nonzero(urgency > 0).reshape(-1) if late else None
@@ -656,7 +661,7 @@ class WorkerEngine:
             else:
                 order = priority_order(urgency, row_sums, inf, use_magnitude=False,
                                        multiply=False, candidates=cand)
-            k_min = 0 if late else mandatory_rows(layout.n_rows, pol.mta, n_inf)
+            k_min = 0 if late else mandatory_rows(layout.n_rows, pol.mta_for(own), n_inf)
         if late:
             deadline = late_deadline
         elif self.push_deadline_s < 0 or pol.whole_model:
@@ -736,7 +741,7 @@ class WorkerEngine:
             self._last_end = None
             return out + [Log('recovered_push', float(delivered.size), self.rank)] + \
                 self._join(now)
-        if bool((self.withheld > self.policy.staleness).any()):
+        if bool((self.withheld > self.policy.staleness + int(self.slack[self.rank])).any()):
             # The server would stall us on our own rows: push them again right away.
             self.followups += 1
             return out + [Log('followup_push', 1.0, self.rank)] + self._start_push(now)
@@ -782,6 +787,7 @@ class WorkerEngine:
         if len(msg.urgent_rows):
             validate_ranges(np.asarray(msg.urgent_rows, dtype=np.int64), self.layout.n_rows,
                             'urgent rows')
+
         about = int(msg.target_incarnation) or self.incarnation
         self._prune_undurable(int(msg.checkpoint_transfer), about)
         if about != self.incarnation:
@@ -794,6 +800,7 @@ class WorkerEngine:
             return [Stopped('server says training is over')]
         self.push_deadline_s = float(msg.push_deadline_s)
         self.compute_sleep_s = max(0.0, float(msg.compute_sleep_s))
+
         if self.state == 'rejoin_wait':
             if self._await_hello is not None and msg.clock == -1 - self.next_tid:
                 self._await_hello.discard(self.incarnation)   # the answer to our JOIN
@@ -968,6 +975,10 @@ class WorkerEngine:
 
     def _apply_versions(self, msg: RowVersions, mask: torch.Tensor) -> None:
         """Versions of the delivered rows into ``vloc`` (validated on arrival: cannot fail)."""
+        # the slack the server's check of this pull used comes with its versions (a lost
+        # Schedule cannot leave the two checks disagreeing)
+        self.slack = (torch.from_numpy(np.asarray(msg.staleness_slack, np.int32).copy())
+                      if len(msg.staleness_slack) else torch.zeros(self.n, dtype=torch.int32))
         starts = np.asarray(msg.run_starts, dtype=np.int64)
         lengths = np.asarray(msg.run_lengths, dtype=np.int64)
         if starts.size == 0:
@@ -988,8 +999,15 @@ class WorkerEngine:
         """Worker-side RSP (DESIGN 4): ``clock - vloc[i][s] <= S`` for active workers s."""
         if self.policy.scheduler == 'flown':
             return True                 # FLOWN never waits (server-arbitrated slots)
+        if bool(self.slack.any()):
+            floor = self.clock - self._bounds()
+            return bool((self.vloc >= floor.unsqueeze(0))[:, self.active].all())
         bound = self.clock - self.policy.staleness
         return bool((self.vloc[:, self.active] >= bound).all())
+
+    def _bounds(self) -> torch.Tensor:
+        """Per-column staleness bounds of our check: S + max(slack[s], our slack)."""
+        return self.policy.staleness + torch.clamp(self.slack, min=int(self.slack[self.rank]))
 
     def _maybe_compute(self, now: float) -> list:
         if (self.state == 'pulling' and self.push is None and self.pulled_clock >= self.clock
@@ -998,8 +1016,7 @@ class WorkerEngine:
                 if not self._rsp_waiting:
                     self._rsp_waiting = True
                     self.rsp_waits += 1
-                    bound = self.clock - self.policy.staleness
-                    bad = self.vloc < bound
+                    bad = self.vloc < (self.clock - self._bounds()).unsqueeze(0)
                     bad[:, ~self.active] = False
                     return [Log('rsp_wait', float(int(bad.any(1).sum())), self.rank, {
                         'clock': self.clock,

@@ -235,6 +235,9 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.end_time_s = harness.now
     recorder.extra['server_rejects'] = server.rejects
     recorder.extra['outage_suspensions'] = server.outage_suspensions   # outage-aware RSP
+    if server.slack is not None:        # straggler slack: raises, and what it ended at
+        recorder.extra['slack_raises'] = server.slack.raises
+        recorder.extra['slack_final'] = server.slack.slack.tolist()
     recorder.extra['weighted_pushes'] = server.weighted_pushes
     recorder.extra['rescaled_pushes'] = server.rescaled_pushes
     return recorder

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from rog_ros.core import mta as mta_rules
 from rog_ros.core.atp import CONVENTIONS
 from rog_ros.core.rows import RowLayout
+from rog_ros.core.slack import DEFAULT_MAX_SLACK
+from rog_ros.protocol.messages import MAX_SLACK
 
 BALANCE_MODES = ('deadline', 'budget', 'none')
 CODEC_NAMES = ('defsgdm', 'defsgdm-tensor')
@@ -85,6 +87,12 @@ class SyncPolicy:
     #                                 readmission (a link that stays poor, not one that died
     #                                 and came back) stays out for a hold that doubles with
     #                                 each such flap (``ServerEngine._hold_out``)
+    straggler_slack: bool = False   # a robot whose slow (not dead) link holds the others a
+    #                                 large share of their time gets extra staleness instead
+    #                                 of a suspension: its column tolerates S + slack and it
+    #                                 pushes the smaller MTA of S + slack (``core/slack.py``;
+    #                                 on for Rog, ``rog:4#straggler_slack=0`` turns it off)
+    slack_max: int = DEFAULT_MAX_SLACK  # the largest slack (12: S = 4 becomes at most 16)
     outage_rescale: bool = True     # while k workers are suspended for a dead link, the
     #                                 active ones' pushes are applied at lr / (N - k) instead
     #                                 of lr / N: the mean over the robots that count, so an
@@ -138,6 +146,8 @@ class SyncPolicy:
         lo, hi = OUTAGE_BOUND_RANGE
         if not lo <= self.outage_bound <= hi:
             raise ValueError(f'outage_bound must be in [{lo:g}, {hi:g}], got {self.outage_bound}')
+        if not 0 <= self.slack_max <= MAX_SLACK:
+            raise ValueError(f'slack_max must be in [0, {MAX_SLACK}], got {self.slack_max}')
         if not 0.0 <= self.momentum_release <= 1.0:
             raise ValueError(f'momentum_release must be in [0, 1], got {self.momentum_release}')
         if self.mta_rule not in mta_rules.RULES:
@@ -194,6 +204,12 @@ class SyncPolicy:
         if self.mta_override is not None:
             return float(self.mta_override)
         return mta_rules.mta(self.staleness, self.mta_rule)
+
+    def mta_for(self, slack: int) -> float:
+        """Fraction of rows a robot with ``slack`` extra staleness must carry (MTA(S + slack))."""
+        if self.mta_override is not None or not slack:
+            return self.mta
+        return mta_rules.mta(self.staleness + int(slack), self.mta_rule)
 
 
 def layout_for(policy: SyncPolicy, shapes) -> RowLayout:

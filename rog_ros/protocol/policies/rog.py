@@ -44,4 +44,5 @@ def rog(staleness: int = 4, **overrides) -> SyncPolicy:
                          'whole_model': False, 'balance': 'deadline',
                          'mta_rule': 'exact_root_shifted', 'outage_aware': True,
                          'late_rows': True, 'late_pulls': True, 'readmit_backoff': True,
+                         'straggler_slack': True,
                          **overrides})
