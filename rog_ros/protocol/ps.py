@@ -252,6 +252,7 @@ class ServerEngine:
                       if policy.straggler_slack and not policy.whole_model
                       and policy.staleness > 0 and self.slots is None else None)
         self._blockers: dict[int, list] = {}       # stalled worker -> robots holding it
+        self._slack_looked_at = -math.inf          # last controller pass (throttled)
         self._outage_from: dict[int, float] = {}   # stalled worker -> watch restarted at
         self._readmitted_at: dict[int, float] = {}  # readmission backoff: when, how many
         self._flaps: dict[int, int] = {}            # quick re-suspensions in a row, and the
@@ -639,13 +640,20 @@ class ServerEngine:
         return b if isinstance(b, torch.Tensor) else torch.full((self.n,), int(b))
 
     def _update_slack(self, now: float) -> list:
-        """Raise the slack of robots that held the others too long, lower it once they stop."""
-        if self.slack is None:
+        """
+        Raise the slack of robots that held the others too long, lower it once they stop.
+
+        At most once per tenth of the controller's window: a pass is O(N), and per pull it
+        would make the server's cost per worker-iteration grow with the fleet.
+        """
+        window = self._slack_window()
+        if self.slack is None or now - self._slack_looked_at < window / 10:
             return []
+        self._slack_looked_at = now
         running = [a for a in self.active_workers() if not self.stopped[a]]
         out = []
-        for s, e, share in self.slack.update(now, self._slack_window(), len(running) - 1,
-                                             running, self._link_bound(running)):
+        for s, e, share in self.slack.update(now, window, len(running) - 1, running,
+                                             self._link_bound(running)):
             out.append(Log('straggler_slack', float(e), s, {
                 'held_share': round(share, 3), 'staleness': self.policy.staleness + e}))
         return out
