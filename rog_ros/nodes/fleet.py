@@ -376,7 +376,8 @@ def result_line(path: str) -> str:
     Time and iterations to target, final accuracy and the largest accuracy dip after the
     target was first reached (``rog_ros.metrics.dip_after_target``), in points; then what a
     robotics engineer should not miss in a run: robots suspended for a dead link
-    (outage-aware RSP) and rejected messages, when there were any.
+    (outage-aware RSP), robots given straggler slack for a slow one, and rejected messages,
+    when there were any.
     """
     try:
         with open(path) as fh:
@@ -398,12 +399,16 @@ def result_line(path: str) -> str:
 
 
 def _notable(summary: dict) -> list:
-    """Clauses for the result line: suspensions for a dead link and rejects, when any."""
+    """Clauses for the result line: suspensions, straggler slack and rejects, when any."""
     out = []
     n = summary.get('outage_suspensions')
     if isinstance(n, int) and n > 0:
         out.append(f'; {n} suspension{"s" if n != 1 else ""} of a robot for its link '
                    '(outage-aware RSP)')
+    n, slack = summary.get('slack_raises'), summary.get('slack_final')
+    if isinstance(n, int) and n > 0:
+        out.append(f'; {n} straggler slack raise{"s" if n != 1 else ""} for a slow link '
+                   f'(slack per robot at the end: {slack})')
     n = summary.get('rejects')
     if isinstance(n, int) and n > 0:
         out.append(f'; {n} message{"s" if n != 1 else ""} rejected (rejects_by_reason)')

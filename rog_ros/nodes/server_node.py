@@ -364,6 +364,8 @@ class ServerNode:
             'trace_scale': self.args.trace_scale, 'stall_s_per_worker': list(e.stall_time),
             'triggers_per_worker': list(e.triggers),
             'outage_suspensions': e.outage_suspensions, 'weighted_pushes': e.weighted_pushes,
+            **({} if e.slack is None
+               else {'slack_raises': e.slack.raises, 'slack_final': e.slack.slack.tolist()}),
             'rescaled_pushes': e.rescaled_pushes,
             'late_pushes': e.late_pushes, 'late_rows': e.late_rows,
             'late_pulls': e.late_pulls, 'late_pull_rows': e.late_pull_rows,

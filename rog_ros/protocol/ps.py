@@ -1391,7 +1391,7 @@ class ServerEngine:
     def _worker_rsp_ok(self, r: int, c: int, active: torch.Tensor,
                        bounds: torch.Tensor | None = None) -> bool:
         """Check the worker-side RSP on what r holds (``sent[r]`` = its ``vloc``)."""
-        if bounds is not None:           # per column: the bounds its pull's Schedule sent
+        if bounds is not None:           # per column: the bounds its RowVersions carried
             floor = (c - bounds).to(torch.int32).unsqueeze(0)
             return bool((self.delivered.sent(r) >= floor)[:, active].all())
         if bool(active.all()):

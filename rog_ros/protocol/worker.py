@@ -787,7 +787,6 @@ class WorkerEngine:
         if len(msg.urgent_rows):
             validate_ranges(np.asarray(msg.urgent_rows, dtype=np.int64), self.layout.n_rows,
                             'urgent rows')
-
         about = int(msg.target_incarnation) or self.incarnation
         self._prune_undurable(int(msg.checkpoint_transfer), about)
         if about != self.incarnation:
@@ -800,7 +799,6 @@ class WorkerEngine:
             return [Stopped('server says training is over')]
         self.push_deadline_s = float(msg.push_deadline_s)
         self.compute_sleep_s = max(0.0, float(msg.compute_sleep_s))
-
         if self.state == 'rejoin_wait':
             if self._await_hello is not None and msg.clock == -1 - self.next_tid:
                 self._await_hello.discard(self.incarnation)   # the answer to our JOIN
@@ -975,8 +973,8 @@ class WorkerEngine:
 
     def _apply_versions(self, msg: RowVersions, mask: torch.Tensor) -> None:
         """Versions of the delivered rows into ``vloc`` (validated on arrival: cannot fail)."""
-        # the slack the server's check of this pull used comes with its versions (a lost
-        # Schedule cannot leave the two checks disagreeing)
+        # the slack the server's check of this pull used comes with its versions: both
+        # checks decide on the same numbers, whatever was lost or changed meanwhile
         self.slack = (torch.from_numpy(np.asarray(msg.staleness_slack, np.int32).copy())
                       if len(msg.staleness_slack) else torch.zeros(self.n, dtype=torch.int32))
         starts = np.asarray(msg.run_starts, dtype=np.int64)
