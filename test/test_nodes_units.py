@@ -324,7 +324,6 @@ def test_server_node_rejects_a_quorum_larger_than_the_fleet(capsys):
 
 @pytest.mark.parametrize('node, field', [('rog_server', 'outage_aware'),
                                          ('rog_server', 'readmit_backoff'),
-                                         ('rog_server', 'straggler_slack'),
                                          ('rog_worker', 'late_rows'),
                                          ('rog_worker', 'late_pulls')])
 def test_rog_only_settings_reach_the_rog_policy_only(node, field):
@@ -335,6 +334,17 @@ def test_rog_only_settings_reach_the_rog_policy_only(node, field):
     off = parse(['--sync', 'rog', '--' + field.replace('_', '-'), 'false'])
     assert getattr(build_training(off).policy, field) is False
     assert getattr(build_training(parse(['--sync', 'ssp'])).policy, field) is False
+
+
+def test_straggler_slack_is_off_unless_asked_for_and_rog_only():
+    from rog_ros.nodes import rog_server
+    from rog_ros.nodes.assembly import build_training
+    parse = rog_server.build_parser().parse_args
+    assert build_training(parse(['--sync', 'rog'])).policy.straggler_slack is False
+    on = parse(['--sync', 'rog', '--straggler-slack', 'true'])
+    assert build_training(on).policy.straggler_slack is True
+    ssp = parse(['--sync', 'ssp', '--straggler-slack', 'true'])
+    assert build_training(ssp).policy.straggler_slack is False
 
 
 def test_the_outage_bound_setting_reaches_the_rog_policy():

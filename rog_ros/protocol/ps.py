@@ -646,14 +646,18 @@ class ServerEngine:
         At most once per tenth of the controller's window: a pass is O(N), and per pull it
         would make the server's cost per worker-iteration grow with the fleet.
         """
+        if self.slack is None:
+            return []
         window = self._slack_window()
-        if self.slack is None or now - self._slack_looked_at < window / 10:
+        if window <= 0 or now - self._slack_looked_at < window / 10:
             return []
         self._slack_looked_at = now
         running = [a for a in self.active_workers() if not self.stopped[a]]
+        held = [a for a in running
+                if self.slack.share(a, now, window, len(running) - 1) > self.slack.threshold]
         out = []
         for s, e, share in self.slack.update(now, window, len(running) - 1, running,
-                                             self._link_bound(running)):
+                                             self._link_bound(running) if held else set()):
             out.append(Log('straggler_slack', float(e), s, {
                 'held_share': round(share, 3), 'staleness': self.policy.staleness + e}))
         return out
