@@ -24,12 +24,13 @@ holds the others) reaches the target sooner but costs EACOL 3-4 points of final 
 contributions arrive late and damped.
 
 Slack is the middle way (off by default, ``SyncPolicy.straggler_slack``: it cost two held-out
-EACOL seeds 10 points of final accuracy, docs/scheduling.md): the robot stays in the
-staleness check, with a larger bound ``S + slack``. Every robot's check tolerates that much
-more staleness in the slow robot's column, the slow robot's own check and downlink tolerate it in every column, and its pushes
-carry the smaller MTA of ``S + slack`` (the rows it must send per iteration fall like
-ln(S)/S: 0.28 of the model at S = 4, 0.12 at 16), so its link needs fewer bytes per iteration
-and stops setting the fleet's pace. Its contributions keep arriving, undamped, within a bound.
+EACOL seeds 10 points of final accuracy, docs/scheduling.md): the robot stays in the staleness
+check, with a larger bound ``S + slack``. Every robot's check tolerates that much more
+staleness in the slow robot's column, the slow robot's own check and downlink tolerate it in
+every column, and its pushes carry the smaller MTA of ``S + slack`` (the rows it must send per
+iteration fall like ln(S)/S: 0.28 of the model at S = 4, 0.12 at 16), so its link needs fewer
+bytes per iteration and stops setting the fleet's pace. Its contributions keep arriving,
+undamped, within a bound.
 
 The controller is additive-increase, slow-decrease on the share of the others' time a robot
 held them: each stall of a pull is attributed to the robots whose rows held it, and a decaying
