@@ -184,3 +184,11 @@ def test_lost_and_repeated_messages_leave_both_checks_agreeing(seed):
     for rank, lags, bounds, active in seen:
         assert bool((lags <= bounds)[active].all())
     check_invariants(harness, server, workers)
+
+
+def test_the_fleet_summary_reports_the_slack_and_push_systems_have_none():
+    from rog_ros.nodes.server_node import _slack_summary
+    sl = StragglerSlack(3)
+    sl.slack[2], sl.raises = 4, 2
+    assert _slack_summary(sl) == {'slack_raises': 2, 'slack_final': [0, 0, 4]}
+    assert _slack_summary(None) == {}

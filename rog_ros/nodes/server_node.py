@@ -364,8 +364,7 @@ class ServerNode:
             'trace_scale': self.args.trace_scale, 'stall_s_per_worker': list(e.stall_time),
             'triggers_per_worker': list(e.triggers),
             'outage_suspensions': e.outage_suspensions, 'weighted_pushes': e.weighted_pushes,
-            **({} if e.slack is None
-               else {'slack_raises': e.slack.raises, 'slack_final': e.slack.slack.tolist()}),
+            **_slack_summary(getattr(e, 'slack', None)),   # push systems have none
             'rescaled_pushes': e.rescaled_pushes,
             'late_pushes': e.late_pushes, 'late_rows': e.late_rows,
             'late_pulls': e.late_pulls, 'late_pull_rows': e.late_pull_rows,
@@ -376,3 +375,10 @@ class ServerNode:
         if not e.finished:      # written from what exists, but not a finished run (DESIGN 8)
             rec.extra['error'] = 'interrupted: training did not complete'
         return rec.write(self.args.out)
+
+
+def _slack_summary(slack) -> dict:
+    """Straggler slack's raises and final slack per robot, for the summary (none: {})."""
+    if slack is None:
+        return {}
+    return {'slack_raises': slack.raises, 'slack_final': slack.slack.tolist()}
