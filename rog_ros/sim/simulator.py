@@ -235,7 +235,7 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.end_time_s = harness.now
     recorder.extra['server_rejects'] = server.rejects
     recorder.extra['outage_suspensions'] = server.outage_suspensions   # outage-aware RSP
-    if server.slack is not None:        # straggler slack: raises, and what it ended at
+    if getattr(server, 'slack', None) is not None:   # straggler slack: raises, final slack
         recorder.extra['slack_raises'] = server.slack.raises
         recorder.extra['slack_final'] = server.slack.slack.tolist()
     recorder.extra['weighted_pushes'] = server.weighted_pushes
