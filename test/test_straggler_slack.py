@@ -186,6 +186,48 @@ def test_lost_and_repeated_messages_leave_both_checks_agreeing(seed):
     check_invariants(harness, server, workers)
 
 
+# ------------------------------------------------- slack and outage suspension together
+def _suspended_straggler(slack):
+    """Return a server whose robot 3 (slack ``slack``) is suspended for its link, fleet at 10."""
+    pol = make_policy('rog:4#straggler_slack=1')
+    server = build('rog:4', policy=pol, **SLOW_LINK)[1]
+    server.clock = [10, 10, 10, 3]
+    server.versions.v[:] = 10
+    server.suspend(SLOW, 0.0, 'link')
+    server.slack.slack[SLOW] = slack
+    return server
+
+
+@pytest.mark.parametrize('slack', [0, 2, 5])
+def test_a_suspended_straggler_returns_at_the_bound_its_column_is_checked_against(slack):
+    s = 4
+    for lag, back in ((s + slack, True), (s + slack + 1, False)):
+        server = _suspended_straggler(slack)
+        server.versions.v[:, SLOW] = 10 - lag
+        server._maybe_readmit(SLOW, 1.0)
+        assert bool(server.active[SLOW]) is back, (slack, lag)
+
+
+@pytest.mark.parametrize('slack', [0, 3])
+def test_a_suspended_stragglers_late_push_is_weighted_beyond_its_own_bound(slack):
+    server = _suspended_straggler(slack)
+    s = server.policy.staleness
+    assert server.late_weight(SLOW, 10 - s - slack) == 1.0        # within S + slack: in full
+    assert server.late_weight(SLOW, 10 - s - slack - 3) == pytest.approx(1 / 4)
+    server.readmit(SLOW, 1.0)
+    assert server.late_weight(SLOW, 0) == 1.0                      # active: never weighted
+
+
+@pytest.mark.parametrize('slack', [0, 3])
+def test_a_straggler_catching_up_goes_on_from_the_fleets_clock_less_its_slack(slack):
+    server = _suspended_straggler(slack)
+    started = []
+    server._start_downlink = lambda r, c, now, late_deadline=None: started.append((r, c)) or []
+    server.pending[SLOW] = 3
+    server._try_serve(SLOW, 1.0)
+    assert started == [(SLOW, 10 - slack)]    # skips 7 - slack iterations, not 7
+
+
 def test_the_fleet_summary_reports_the_slack_and_push_systems_have_none():
     from rog_ros.nodes.server_node import _slack_summary
     sl = StragglerSlack(3)

@@ -502,13 +502,19 @@ class ServerEngine:
         return self._out(out)
 
     def _maybe_readmit(self, r: int, now: float) -> list:
-        """Readmit r once its rows are within the bound of every active worker's clock."""
+        """
+        Readmit r once its rows are within the bound of every active worker's clock.
+
+        The bound is the one its column is checked against once it is back: ``S`` plus its
+        straggler slack (a robot with slack that had to be within S to return would stay out
+        while it kept the very pace the others' checks admit).
+        """
         if self.active[r] or now < self._hold_until.get(r, -math.inf):
             return []
         clocks = [self.clock[a] for a in self.active_workers() if not self.stopped[a]]
         # its own clock counts too: readmitted with rows stale by its own clock, it would
         # hold itself (the rows-within-one-worker level)
-        bound = max(clocks + [self.clock[r]]) - self.policy.staleness
+        bound = max(clocks + [self.clock[r]]) - self.policy.staleness - self._own_slack(r)
         if int(self.versions.v[:, r].min()) >= bound:
             return self.readmit(r, now)
         return []
@@ -523,16 +529,18 @@ class ServerEngine:
         """
         Weight of a push of ``worker`` made at ``clock`` (outage-aware RSP, DESIGN section 4).
 
-        ``tau = fleet clock - clock`` is its staleness. Within the bound S (what RSP admits
-        anyway) the weight is 1; beyond it ``1 / (1 + tau - S)`` (cf. FLEET's Lambda(tau)): a
-        robot back from a 60 s outage adds its stale gradients at a fraction, not in full.
-        Only pushes of workers suspended for a dead link are weighted; the rest of such a push
-        is discarded on purpose and recorded in ``discarded`` (the conservation ledger).
+        ``tau = fleet clock - clock`` is its staleness. Within its bound ``S + slack`` (what
+        RSP admits anyway; slack 0 unless it has straggler slack) the weight is 1; beyond it
+        ``1 / (1 + tau - S - slack)`` (cf. FLEET's Lambda(tau)): a robot back from a 60 s
+        outage adds its stale gradients at a fraction, not in full. Only pushes of workers
+        suspended for a dead link are weighted; the rest of such a push is discarded on purpose
+        and recorded in ``discarded`` (the conservation ledger).
         """
         if (not self.policy.outage_aware or self.active[worker]
                 or self.suspended_reason.get(worker) != 'link'):
             return 1.0
-        excess = self._fleet_clock() - int(clock) - self.policy.staleness
+        excess = (self._fleet_clock() - int(clock) - self.policy.staleness
+                  - self._own_slack(worker))
         return 1.0 if excess <= 0 else 1.0 / (1.0 + excess)
 
     def outage_scale(self, worker: int) -> float:
@@ -1044,8 +1052,9 @@ class ServerEngine:
             # (``_maybe_readmit``) as soon as its link keeps the fleet's pace. (From the
             # fleet's clock minus S, its rows trailed the fleet by more than S for good: a
             # robot whose link had recovered stayed suspended, its pushes weighted down,
-            # until the others finished.)
-            ahead = self._fleet_clock()
+            # until the others finished.) A robot with straggler slack may trail the fleet
+            # by its slack: it goes on from there and skips that many fewer iterations.
+            ahead = self._fleet_clock() - self._own_slack(r)
             # ... but no further than the versions held here allow: a pull at clock c needs
             # every active worker's rows at c - S or newer, and the fleet's newest clock may
             # be a push whose own pull still waits for them (a repair loop otherwise)
