@@ -228,6 +228,32 @@ def test_a_straggler_catching_up_goes_on_from_the_fleets_clock_less_its_slack(sl
     assert started == [(SLOW, 10 - slack)]    # skips 7 - slack iterations, not 7
 
 
+def test_no_slack_rises_while_a_robot_is_suspended_for_its_link():
+    # slack quickens the fleet; a robot out for its link returns only once its link keeps
+    # the fleet's pace, so raising the pace then kept robots out (EACOL seeds 8 and 9)
+    from test_outage_rsp import dipping_link
+    pol = make_policy('rog:4#straggler_slack=1')
+    harness, server, workers, _, _ = build('rog:4', policy=pol, **SLOW_LINK)
+    harness.up[0], harness.down[0] = dipping_link(2.0, 8.0), dipping_link(2.0, 8.0)
+    harness.log_events = True
+    stats = harness.run(until=2000)
+    assert server.finished and stats.error is None
+    out, slack, raised_while_out, suspensions = set(), {}, [], 0
+    for t, _, a in stats.logs:
+        if a.name == 'worker_suspended' and a.info.get('reason') == 'link':
+            out.add(a.worker)
+            suspensions += 1
+        elif a.name == 'worker_readmitted':
+            out.discard(a.worker)
+        elif a.name == 'straggler_slack':
+            if out and a.value > slack.get(a.worker, 0):
+                raised_while_out.append((t, a.worker, a.value, sorted(out)))
+            slack[a.worker] = a.value
+    assert suspensions >= 1                 # the dip did suspend robot 0 ...
+    assert raised_while_out == []           # ... and meanwhile nobody's slack rose
+    check_invariants(harness, server, workers)
+
+
 def test_the_fleet_summary_reports_the_slack_and_push_systems_have_none():
     from rog_ros.nodes.server_node import _slack_summary
     sl = StragglerSlack(3)

@@ -37,7 +37,11 @@ held them: each stall of a pull is attributed to the robots whose rows held it, 
 sum over a window of ``outage_bound`` fleet iterations, divided by the window and the number of
 others, is that share (scale-free, so the stretched iteration time does not hide it). Above
 ``threshold`` the slack rises by ``step`` (at most once per window); below a quarter of it for
-two windows it falls by one. Soft state: a restarted server starts from zero.
+two windows it falls by one. It never rises while a robot is suspended for its link (the
+server withholds leave to rise): slack quickens the fleet, and a suspended robot returns
+only once its link keeps the fleet's pace. Suspension and slack share one bound: a suspended
+robot with slack returns, is weighted and catches up at ``S + slack``, the bound of its
+column. Soft state: a restarted server starts from zero.
 """
 
 from __future__ import annotations
