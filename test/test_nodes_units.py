@@ -336,15 +336,18 @@ def test_rog_only_settings_reach_the_rog_policy_only(node, field):
     assert getattr(build_training(parse(['--sync', 'ssp'])).policy, field) is False
 
 
-def test_straggler_slack_is_off_unless_asked_for_and_rog_only():
+def test_straggler_slack_is_on_for_rog_unless_turned_off_and_rog_only():
     from rog_ros.nodes import rog_server
     from rog_ros.nodes.assembly import build_training
+    from rog_ros.protocol.policies import make_policy
     parse = rog_server.build_parser().parse_args
-    assert build_training(parse(['--sync', 'rog'])).policy.straggler_slack is False
-    on = parse(['--sync', 'rog', '--straggler-slack', 'true'])
-    assert build_training(on).policy.straggler_slack is True
+    assert build_training(parse(['--sync', 'rog'])).policy.straggler_slack is True
+    off = parse(['--sync', 'rog', '--straggler-slack', 'false'])
+    assert build_training(off).policy.straggler_slack is False
     ssp = parse(['--sync', 'ssp', '--straggler-slack', 'true'])
     assert build_training(ssp).policy.straggler_slack is False
+    assert make_policy('rog:4').straggler_slack is True          # simulator and nodes agree
+    assert make_policy('rog:4#straggler_slack=0').straggler_slack is False
 
 
 def test_the_outage_bound_setting_reaches_the_rog_policy():

@@ -23,8 +23,8 @@ slow link that is never an outage"). Suspending it anyway (a trigger on the shar
 holds the others) reaches the target sooner but costs EACOL 3-4 points of final accuracy: its
 contributions arrive late and damped.
 
-Slack is the middle way (off by default, ``SyncPolicy.straggler_slack``: it cost two held-out
-EACOL seeds 10 points of final accuracy, docs/scheduling.md): the robot stays in the staleness
+Slack is the middle way (on for Rog, ``SyncPolicy.straggler_slack``; docs/scheduling.md,
+"Straggler slack", has what it costs and gains): the robot stays in the staleness
 check, with a larger bound ``S + slack``. Every robot's check tolerates that much more
 staleness in the slow robot's column, the slow robot's own check and downlink tolerate it in
 every column, and its pushes carry the smaller MTA of ``S + slack`` (the rows it must send per

@@ -191,12 +191,12 @@ SETTINGS = (
        'its readmission stays out twice as long as the time before (a link that stays poor '
        'no longer holds the others once per readmission); false = readmitted as soon as its '
        'rows are fresh.', TRAINING),
-    _s('straggler_slack', bool, False, 'rog: a robot whose slow (not dead) link holds the '
+    _s('straggler_slack', bool, True, 'rog: a robot whose slow (not dead) link holds the '
        'others a large share of their time gets extra staleness (up to 12 iterations) '
        'instead of a suspension: the others tolerate its rows that much staler and it pushes '
-       'fewer rows per iteration (the server decides and tells the workers). Off by default: '
-       'in the simulator it reached EACOL targets sooner on slow links but cost some seeds '
-       "final accuracy (docs/scheduling.md); false = the paper's one bound for every robot.",
+       'fewer rows per iteration (the server decides and tells the workers; none rises while '
+       'a robot is suspended for its link). In the simulator it reached EACOL targets sooner '
+       "on slow links (docs/scheduling.md); false = the paper's one bound for every robot.",
        TRAINING),
     _s('late_rows', bool, True, 'rog: send the rows a push withheld while the robot computes '
        "its next gradient (its link is idle then); false = the paper's ATP.", TRAINING),

@@ -91,7 +91,7 @@ class SyncPolicy:
     #                                 large share of their time gets extra staleness instead
     #                                 of a suspension: its column tolerates S + slack and it
     #                                 pushes the smaller MTA of S + slack (``core/slack.py``;
-    #                                 off for every system, ``rog:4#straggler_slack=1``)
+    #                                 on for Rog, ``rog:4#straggler_slack=0`` is the ablation)
     slack_max: int = DEFAULT_MAX_SLACK  # the largest slack (12: S = 4 becomes at most 16)
     outage_rescale: bool = True     # while k workers are suspended for a dead link, the
     #                                 active ones' pushes are applied at lr / (N - k) instead
