@@ -137,3 +137,10 @@ class StragglerSlack:
             self._changed_at[s] = now
             changes.append((s, e, share))
         return changes
+
+
+def slack_summary(slack) -> dict:
+    """Return a run summary's slack fields: raises and final slack per robot (None: none)."""
+    if slack is None:
+        return {}
+    return {'slack_raises': slack.raises, 'slack_final': slack.slack.tolist()}

@@ -30,6 +30,7 @@ import queue
 import threading
 import time
 
+from rog_ros.core.slack import slack_summary
 from rog_ros.metrics import RunRecorder
 from rog_ros.nodes import lifecycle as lc, push_systems
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
@@ -364,7 +365,7 @@ class ServerNode:
             'trace_scale': self.args.trace_scale, 'stall_s_per_worker': list(e.stall_time),
             'triggers_per_worker': list(e.triggers),
             'outage_suspensions': e.outage_suspensions, 'weighted_pushes': e.weighted_pushes,
-            **_slack_summary(getattr(e, 'slack', None)),   # push systems have none
+            **slack_summary(getattr(e, 'slack', None)),   # push systems have none
             'rescaled_pushes': e.rescaled_pushes,
             'late_pushes': e.late_pushes, 'late_rows': e.late_rows,
             'late_pulls': e.late_pulls, 'late_pull_rows': e.late_pull_rows,
@@ -375,10 +376,3 @@ class ServerNode:
         if not e.finished:      # written from what exists, but not a finished run (DESIGN 8)
             rec.extra['error'] = 'interrupted: training did not complete'
         return rec.write(self.args.out)
-
-
-def _slack_summary(slack) -> dict:
-    """Straggler slack's raises and final slack per robot, for the summary (none: {})."""
-    if slack is None:
-        return {}
-    return {'slack_raises': slack.raises, 'slack_final': slack.slack.tolist()}

@@ -669,10 +669,10 @@ class ServerEngine:
             return []
         self._slack_looked_at = now
         running = [a for a in self.active_workers() if not self.stopped[a]]
-        held = [a for a in running
-                if self.slack.share(a, now, window, len(running) - 1) > self.slack.threshold]
-        if self._out_for_link():
-            held = []                    # may_raise becomes empty: slack may only fall
+        # while a robot is out for its link nobody has leave to rise: slack may only fall
+        held = [] if self._out_for_link() else [
+            a for a in running
+            if self.slack.share(a, now, window, len(running) - 1) > self.slack.threshold]
         out = []
         for s, e, share in self.slack.update(now, window, len(running) - 1, running,
                                              self._link_bound(running) if held else set()):

@@ -35,6 +35,7 @@ import os
 
 import numpy as np
 from rog_ros.core.compress import make_codec
+from rog_ros.core.slack import slack_summary
 from rog_ros.metrics import RunRecorder
 from rog_ros.net import links, traces
 from rog_ros.protocol.policies import layout_for, make_policy
@@ -235,9 +236,7 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.end_time_s = harness.now
     recorder.extra['server_rejects'] = server.rejects
     recorder.extra['outage_suspensions'] = server.outage_suspensions   # outage-aware RSP
-    if getattr(server, 'slack', None) is not None:   # straggler slack: raises, final slack
-        recorder.extra['slack_raises'] = server.slack.raises
-        recorder.extra['slack_final'] = server.slack.slack.tolist()
+    recorder.extra.update(slack_summary(getattr(server, 'slack', None)))   # straggler slack
     recorder.extra['weighted_pushes'] = server.weighted_pushes
     recorder.extra['rescaled_pushes'] = server.rescaled_pushes
     return recorder
