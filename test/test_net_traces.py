@@ -220,6 +220,20 @@ def test_malformed_lines_name_the_line(tmp_path, text, line, what):
         traces.load_trace(path)
 
 
+@pytest.mark.parametrize('unit, factor', [('bit/s', 1e6), ('kbit/s', 1e3)])
+def test_a_record_not_in_mbit_per_s_is_refused_with_the_conversion(tmp_path, unit, factor):
+    # a 30-50 Mbit/s Wi-Fi record written by a tool in bit/s or kbit/s
+    path = tmp_path / 'iperf.csv'
+    path.write_text(''.join(f'{0.5 * i},{(30 + 5 * (i % 5)) * factor}\n' for i in range(20)))
+    with pytest.raises(TraceFormatError, match='iperf.csv: median rate .* most likely in bit/s'):
+        traces.load_trace(path)
+    # the same record in Mbit/s loads, and so does a fast link at the bound (10 Gbit/s)
+    path.write_text(''.join(f'{0.5 * i},{30 + 5 * (i % 5)}\n' for i in range(20)))
+    assert traces.load_trace(path).mean_mbps == pytest.approx(40.0)
+    path.write_text(f'0,{traces.PLAUSIBLE_MEDIAN_MBPS}\n0.5,1\n1,{traces.PLAUSIBLE_MEDIAN_MBPS}\n')
+    assert traces.load_trace(path).mbps.max() == traces.PLAUSIBLE_MEDIAN_MBPS
+
+
 def test_empty_and_missing_files(tmp_path):
     empty = tmp_path / 'empty.csv'
     empty.write_text('# nothing\nt_seconds,mbps\n')

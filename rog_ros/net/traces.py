@@ -269,6 +269,12 @@ class Trace:
 
 _META = re.compile(r'(end_s|resolution_s|loop)=([^\s,]+)')
 
+PLAUSIBLE_MEDIAN_MBPS = 10_000.0
+"""Highest median rate a record file may have (10 Gbit/s, beyond any Wi-Fi link's goodput).
+Records from measurement tools are often in bit/s or kbit/s; read as Mbit/s they would give a
+fleet a link 10^3-10^6 times too fast and every comparison on them would look network-free, so
+``load_trace`` refuses them with the conversion to make instead."""
+
 
 def load_trace(path, loop: bool = True) -> Trace:
     """
@@ -284,7 +290,8 @@ def load_trace(path, loop: bool = True) -> Trace:
     Raises
     ------
     FileNotFoundError, TraceFormatError
-        The latter names the file and line of the first bad line.
+        The latter names the file and line of the first bad line, or says that the rates are
+        not in Mbit/s (a median above ``PLAUSIBLE_MEDIAN_MBPS``).
 
     """
     meta, times, rates = {}, [], []
@@ -316,6 +323,12 @@ def load_trace(path, loop: bool = True) -> Trace:
             rates.append(r)
     if not times:
         raise TraceFormatError(f'{path}: no samples')
+    median = float(np.median(rates))
+    if median > PLAUSIBLE_MEDIAN_MBPS:
+        raise TraceFormatError(
+            f'{path}: median rate {median:.6g} "Mbit/s" is above any Wi-Fi link '
+            f'({PLAUSIBLE_MEDIAN_MBPS:g}); rates must be in Mbit/s: the file is most likely in '
+            f'bit/s (divide the second column by 1e6) or kbit/s (by 1e3)')
     loop = meta['loop'] not in ('0', 'False', 'false') if 'loop' in meta else loop
     res = float(meta['resolution_s']) if 'resolution_s' in meta else None
     end = float(meta['end_s']) if 'end_s' in meta else None  # on the file's time axis
