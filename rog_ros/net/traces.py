@@ -72,6 +72,7 @@ import re
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text
+from rog_ros.net import replay_log
 
 PAYLOAD_S = 1.43
 """Ideal transfer time of one compressed gradient [P 2.2]; the slowdown statistic's payload."""
@@ -278,7 +279,10 @@ fleet a link 10^3-10^6 times too fast and every comparison on them would look ne
 
 def load_trace(path, loop: bool = True) -> Trace:
     """
-    Read a CSV ``t_seconds,mbps`` file or the artifact's whitespace ``t bw`` file.
+    Read a trace file: CSV ``t_seconds,mbps``, ``t bw`` lines, or a testbed replay log.
+
+    ``t bw`` is the artifact's record format; a replay log is a ``bw_replay-<rank>.txt``
+    written by its testbed (``rog_ros.net.replay_log``).
 
     Parameters
     ----------
@@ -294,33 +298,16 @@ def load_trace(path, loop: bool = True) -> Trace:
         not in Mbit/s (a median above ``PLAUSIBLE_MEDIAN_MBPS``).
 
     """
-    meta, times, rates = {}, [], []
     with open(path, encoding='utf-8') as fh:
-        for lineno, raw in enumerate(fh, 1):
-            line = raw.strip()
-            if not line:
-                continue
-            if line.startswith('#'):
-                meta.update(_META.findall(line))
-                continue
-            fields = line.split(',') if ',' in line else line.split()
-            try:
-                if len(fields) != 2:
-                    raise ValueError
-                t, r = float(fields[0]), float(fields[1])
-            except ValueError:
-                if not times and not any(c.isdigit() for c in line):
-                    continue  # a header such as 't_seconds,mbps'
-                raise TraceFormatError(f'{path}:{lineno}: expected two numbers "t_seconds,mbps" '
-                                       f'or "t bw", got {line[:60]!r}') from None
-            if not (math.isfinite(t) and math.isfinite(r)) or r < 0:
-                raise TraceFormatError(f'{path}:{lineno}: need a finite time and a finite rate '
-                                       f'>= 0, got {line[:60]!r}')
-            if times and t <= times[-1]:
-                raise TraceFormatError(f'{path}:{lineno}: time {t} does not increase '
-                                       f'(previous {times[-1]})')
-            times.append(t)
-            rates.append(r)
+        lines = fh.readlines()
+    meta, end = {}, None
+    if replay_log.is_replay_log(lines):
+        try:
+            times, rates, end = replay_log.read_replay_log(path, lines)
+        except ValueError as exc:
+            raise TraceFormatError(str(exc)) from None
+    else:
+        meta, times, rates = _read_columns(path, lines)
     if not times:
         raise TraceFormatError(f'{path}: no samples')
     median = float(np.median(rates))
@@ -331,11 +318,43 @@ def load_trace(path, loop: bool = True) -> Trace:
             f'bit/s (divide the second column by 1e6) or kbit/s (by 1e3)')
     loop = meta['loop'] not in ('0', 'False', 'false') if 'loop' in meta else loop
     res = float(meta['resolution_s']) if 'resolution_s' in meta else None
-    end = float(meta['end_s']) if 'end_s' in meta else None  # on the file's time axis
+    if 'end_s' in meta:
+        end = float(meta['end_s'])    # on the file's time axis
     try:
         return Trace.from_samples(times, rates, end, loop, res)
     except TraceFormatError as exc:
         raise TraceFormatError(f'{path}: {exc}') from None
+
+
+def _read_columns(path, lines) -> tuple:
+    """Return ``(meta, times, rates)`` of a ``t_seconds,mbps`` CSV or ``t bw`` file's lines."""
+    meta, times, rates = {}, [], []
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith('#'):
+            meta.update(_META.findall(line))
+            continue
+        fields = line.split(',') if ',' in line else line.split()
+        try:
+            if len(fields) != 2:
+                raise ValueError
+            t, r = float(fields[0]), float(fields[1])
+        except ValueError:
+            if not times and not any(c.isdigit() for c in line):
+                continue  # a header such as 't_seconds,mbps'
+            raise TraceFormatError(f'{path}:{lineno}: expected two numbers "t_seconds,mbps" '
+                                   f'or "t bw", got {line[:60]!r}') from None
+        if not (math.isfinite(t) and math.isfinite(r)) or r < 0:
+            raise TraceFormatError(f'{path}:{lineno}: need a finite time and a finite rate '
+                                   f'>= 0, got {line[:60]!r}')
+        if times and t <= times[-1]:
+            raise TraceFormatError(f'{path}:{lineno}: time {t} does not increase '
+                                   f'(previous {times[-1]})')
+        times.append(t)
+        rates.append(r)
+    return meta, times, rates
 
 
 def save_trace(trace: Trace, path) -> None:
