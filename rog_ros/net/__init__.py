@@ -14,7 +14,9 @@
 """
 Network emulation: bandwidth traces, fluid link models, throughput estimators, shaping.
 
-A leaf package (numpy only): ``traces`` (Trace, files, presets, statistics), ``links``
+A leaf package (numpy only): ``traces`` (Trace, files, presets, statistics), ``replay`` and
+``replay_log`` (the Rog testbed's replay procedure and its logs), ``mahimahi``
+(packet-delivery traces), ``links``
 (FluidLink, DuplexLink, SharedMedium), ``estimator`` (ThroughputEstimator, LaggedRateOracle),
 ``shaper`` (TokenBucketShaper) and ``cli_trace`` (the ``rog trace`` command).
 """

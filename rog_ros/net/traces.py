@@ -72,7 +72,7 @@ import re
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text
-from rog_ros.net import replay_log
+from rog_ros.net import mahimahi, replay_log
 
 PAYLOAD_S = 1.43
 """Ideal transfer time of one compressed gradient [P 2.2]; the slowdown statistic's payload."""
@@ -279,10 +279,12 @@ fleet a link 10^3-10^6 times too fast and every comparison on them would look ne
 
 def load_trace(path, loop: bool = True) -> Trace:
     """
-    Read a trace file: CSV ``t_seconds,mbps``, ``t bw`` lines, or a testbed replay log.
+    Read a trace file: CSV ``t_seconds,mbps``, ``t bw`` lines, a replay log or Mahimahi.
 
     ``t bw`` is the artifact's record format; a replay log is a ``bw_replay-<rank>.txt``
-    written by its testbed (``rog_ros.net.replay_log``).
+    written by its testbed (``rog_ros.net.replay_log``); a Mahimahi trace lists packet
+    delivery opportunities in ms (``rog_ros.net.mahimahi``), the format of most public
+    records of real wireless links.
 
     Parameters
     ----------
@@ -301,9 +303,11 @@ def load_trace(path, loop: bool = True) -> Trace:
     with open(path, encoding='utf-8') as fh:
         lines = fh.readlines()
     meta, end = {}, None
-    if replay_log.is_replay_log(lines):
+    if replay_log.is_replay_log(lines) or mahimahi.is_mahimahi(lines):
+        read = (replay_log.read_replay_log if replay_log.is_replay_log(lines)
+                else mahimahi.read_mahimahi)
         try:
-            times, rates, end = replay_log.read_replay_log(path, lines)
+            times, rates, end = read(path, lines)
         except ValueError as exc:
             raise TraceFormatError(str(exc)) from None
     else:

@@ -1,0 +1,57 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Mahimahi packet-delivery traces read as rate traces."""
+
+import pytest
+from rog_ros.net import mahimahi, traces
+from rog_ros.net.traces import TraceFormatError
+
+
+def test_one_packet_per_millisecond_is_12_mbit_per_s(tmp_path):
+    path = tmp_path / '12mbps'
+    path.write_text('1\n')                  # mm-link's own example of a fixed 12 Mbit/s link
+    tr = traces.load_trace(path)
+    assert tr.mbps.tolist() == [12.0] and tr.end_s == pytest.approx(0.001)
+
+
+def test_rates_follow_the_packets_and_no_byte_is_gained_or_lost(tmp_path):
+    # 4 packets per ms for 0.5 s (48 Mbit/s), then 1 per ms (12), then nothing for 0.3 s
+    stamps = [ms for ms in range(500) for _ in range(4)] + list(range(500, 1000)) + [1300]
+    path = tmp_path / 'wifi.mahi'
+    path.write_text('\n'.join(map(str, stamps)) + '\n')
+    tr = traces.load_trace(path)
+    assert tr.end_s == pytest.approx(1.3)
+    assert tr.rate_at(0.25) == pytest.approx(48.0) and tr.rate_at(0.75) == pytest.approx(12.0)
+    assert tr.rate_at(1.1) == 0.0
+    assert tr.total_mbit == pytest.approx(len(stamps) * 1500 * 8 / 1e6)
+    assert tr.t_s[1] == pytest.approx(mahimahi.BIN_S)
+
+
+@pytest.mark.parametrize('text, line, what', [
+    ('0\n1\n2 3\n', 3, 'one integer'),
+    ('0\n5\n4\n', 3, 'goes back'),
+    ('0\n1\n1.5\n', 3, 'one integer'),
+])
+def test_a_damaged_trace_names_the_line(tmp_path, text, line, what):
+    path = tmp_path / 'bad.mahi'
+    path.write_text(text)
+    with pytest.raises(TraceFormatError, match=f'bad.mahi:{line}: .*{what}'):
+        traces.load_trace(path)
+
+
+def test_two_column_files_are_not_taken_for_mahimahi():
+    assert mahimahi.is_mahimahi(['# up\n', '\n', '17\n'])
+    assert not mahimahi.is_mahimahi(['0,5\n'])
+    assert not mahimahi.is_mahimahi(['35.5\n'])
+    assert not mahimahi.is_mahimahi(['t_seconds,mbps\n', '0,5\n'])
