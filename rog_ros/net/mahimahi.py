@@ -56,8 +56,8 @@ def read_mahimahi(path, lines, bin_s: float = BIN_S) -> tuple:
         if not text or text.startswith('#'):
             continue
         if not text.isdigit():
-            raise ValueError(f'{path}:{lineno}: a Mahimahi trace has one integer (ms) per line, '
-                             f'got {text[:60]!r}')
+            raise ValueError(f'{path}:{lineno}: read as a Mahimahi trace (its first line is one '
+                             f'integer), which has one integer (ms) per line; got {text[:60]!r}')
         ms = int(text)
         if stamps and ms < stamps[-1]:
             raise ValueError(f'{path}:{lineno}: timestamp {ms} ms goes back (previous '

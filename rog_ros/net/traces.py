@@ -303,9 +303,9 @@ def load_trace(path, loop: bool = True) -> Trace:
     with open(path, encoding='utf-8') as fh:
         lines = fh.readlines()
     meta, end = {}, None
-    if replay_log.is_replay_log(lines) or mahimahi.is_mahimahi(lines):
-        read = (replay_log.read_replay_log if replay_log.is_replay_log(lines)
-                else mahimahi.read_mahimahi)
+    read = (replay_log.read_replay_log if replay_log.is_replay_log(lines)
+            else mahimahi.read_mahimahi if mahimahi.is_mahimahi(lines) else None)
+    if read is not None:
         try:
             times, rates, end = read(path, lines)
         except ValueError as exc:
