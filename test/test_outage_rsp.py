@@ -262,3 +262,20 @@ def test_a_late_push_after_a_catch_up_is_not_an_iteration(backoff):
     applied = collections.Counter(a.worker for _, a in logs(harness.stats, 'late_rows_applied'))
     assert sent[2] >= 5 and sent == applied
     assert [w.rejects for w in workers] == [0, 0, 0] and server.rejects == 0
+
+
+def test_a_robot_still_out_when_the_fleet_finishes_stops_instead_of_training_alone(monkeypatch):
+    # worker 2's link is dead from 0.5 s to 60 s; the others finish 100 iterations in ~9 s
+    monkeypatch.setattr(__import__(__name__), 'DIP', (0.5, 60.0))
+    harness, server, workers, done = run()
+    finished = max(done[0], done[1])
+    applied_after = [t for t, a in logs(harness.stats, 'push_applied')
+                     if a.worker == 2 and t > finished]
+    stops = logs(harness.stats, 'stopped_after_fleet')
+    # it stops at its first pull after the fleet finished, short of its own budget, and its
+    # pushes in flight then are all it adds (before: it trained on alone to clock 100)
+    assert [a.worker for _, a in stops] == [2] and server.clock[2] < 100
+    assert stops[0][1].value == 100 - server.clock[2]
+    assert len(applied_after) <= 2 and done[2] == pytest.approx(stops[0][0])
+    assert server.finished and not bool(server.active[2])
+    check_invariants(harness, server, workers)

@@ -509,8 +509,10 @@ class ServerEngine:
         straggler slack (a robot with slack that had to be within S to return would stay out
         while it kept the very pace the others' checks admit).
         """
-        if self.active[r] or now < self._hold_until.get(r, -math.inf) or self._fleet_finished():
+        if self.active[r] or now < self._hold_until.get(r, -math.inf):
             return []
+        if self.suspended_reason.get(r) == 'link' and self._fleet_finished():
+            return []                 # it stops at its next pull (``_fleet_finished``)
         clocks = [self.clock[a] for a in self.active_workers() if not self.stopped[a]]
         # its own clock counts too: readmitted with rows stale by its own clock, it would
         # hold itself (the rows-within-one-worker level)
@@ -529,6 +531,8 @@ class ServerEngine:
         shared model toward its own data for as long as its slow link takes to finish its
         budget (EACOL on a real testbed log: two robots out from iteration 5 went on for
         214 s after the others finished, and the final accuracy fell from 0.448 to 0.351).
+        A robot suspended as absent (crashed, silent) is membership's: it comes back, is
+        readmitted and finishes, as before.
         """
         act = self.active_workers()
         return self.max_iterations is not None and bool(act) and all(self.stopped[a] for a in act)
