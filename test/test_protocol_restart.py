@@ -292,25 +292,32 @@ def test_late_join_of_a_dead_run_does_not_lock_out_the_live_one():
 
 
 def test_a_lost_request_for_own_rows_is_repeated_on_the_worker_s_poke():
-    # Seed 0's restarts leave worker 1's own rows older at the server than its pull allows
-    # (the server then asks for them: Schedule.urgent_rows). Lose the first such request:
-    # the held worker's poke (its repeated END) must bring the request again. (Late rows off:
-    # sent during the computations, they keep those rows fresh and the request never comes.)
+    # A restarted worker's own rows can be older at the server than its pull allows (its
+    # count of withheld iterations fell behind ours); the server then asks for them
+    # (Schedule.urgent_rows). Make worker 1's rows that old at its pull at clock 5 (as a
+    # restart from an older saved state leaves them) and lose the first request: the held
+    # worker's poke (its repeated END) must bring the request again. (Late rows off: sent
+    # during the computations, they would keep those rows fresh before the pull; outage-aware
+    # RSP off: it would suspend the held worker and serve it as a catch-up instead.)
     harness, server, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=0,
-                                     save_states=True,
-                                     policy=make_policy('rog:2#late_rows=0'))
-    real, asked = server._ask_own_rows, []
+                                     policy=make_policy('rog:2#late_rows=0#no-outage'))
+    real_ask, real_serve, asked = server._ask_own_rows, server._try_serve, []
 
     def lossy(r, c):
-        out = real(r, c)
+        out = real_ask(r, c)
         if out:
             asked.append(r)
             if len(asked) == 1:
                 return [a for a in out if not hasattr(a, 'dest')]   # the Send is lost
         return out
-    server._ask_own_rows = lossy
-    schedule_worker_crashes(harness, random.Random(0), 8, 3.0, (0.05, 0.4))
+
+    def aged_at_clock_5(r, now):
+        c = server.pending.get(r)
+        if r == 1 and c == 5 and not asked:
+            server.versions.v[:4, 1] = c - server.policy.staleness - 1
+        return real_serve(r, now)
+    server._ask_own_rows, server._try_serve = lossy, aged_at_clock_5
     harness.run(until=2000)
-    assert len(asked) >= 2                                  # lost once, asked again
+    assert len(asked) >= 2 and set(asked) == {1}            # lost once, asked again
     assert server.finished
     check_invariants(harness, server, harness.workers)
