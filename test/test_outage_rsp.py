@@ -39,12 +39,12 @@ def logs(stats, name):
     return [(t, a) for t, node, a in stats.logs if a.name == name]
 
 
-def run(spec='rog:2', dip=True, iters=100, watch=None, **policy):
+def run(spec='rog:2', dip=DIP, iters=100, watch=None, **policy):
     pol = make_policy(spec, **policy)
     harness, server, workers, _, _ = build(spec, n=3, iters=iters, dtype=torch.float64,
                                            bandwidths=(BW, BW, BW), policy=pol)
     if dip:
-        harness.up[2], harness.down[2] = dipping_link(*DIP), dipping_link(*DIP)
+        harness.up[2], harness.down[2] = dipping_link(*dip), dipping_link(*dip)
     harness.log_events = True
     if watch is not None:
         watch(server)
@@ -264,10 +264,9 @@ def test_a_late_push_after_a_catch_up_is_not_an_iteration(backoff):
     assert [w.rejects for w in workers] == [0, 0, 0] and server.rejects == 0
 
 
-def test_a_robot_still_out_when_the_fleet_finishes_stops_instead_of_training_alone(monkeypatch):
+def test_a_robot_still_out_when_the_fleet_finishes_stops_instead_of_training_alone():
     # worker 2's link is dead from 0.5 s to 60 s; the others finish 100 iterations in ~9 s
-    monkeypatch.setattr(__import__(__name__), 'DIP', (0.5, 60.0))
-    harness, server, workers, done = run()
+    harness, server, workers, done = run(dip=(0.5, 60.0))
     finished = max(done[0], done[1])
     applied_after = [t for t, a in logs(harness.stats, 'push_applied')
                      if a.worker == 2 and t > finished]

@@ -31,6 +31,7 @@ bw_replay-1.txt`` replays that worker's link as the testbed applied it.
 from __future__ import annotations
 
 from datetime import datetime
+import math
 import re
 
 STAMPED = re.compile(r'^(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[,.](\d{1,6}))?\s+(\S+)$')
@@ -53,10 +54,11 @@ def read_replay_log(path, lines) -> tuple:
     """
     Return ``(times_s, rates_mbps, end_s)`` of a logged replay, times on the log's clock.
 
-    The last rate lasts its ``Stop`` when one follows it (the run ended during that hold),
-    else one median step. A line that starts with a digit and is not a value line, or a rate
-    that is not a finite number >= 0, raises ``ValueError`` naming the line: such a log is
-    damaged, and skipping it would shift the rates that follow.
+    The last rate lasts its ``Stop`` when one follows it (the run ended during that hold);
+    else ``end_s`` is None and ``Trace.from_samples`` holds it one median step. A line that
+    starts with a digit and is not a value line, or a rate that is not a finite number >= 0,
+    raises ``ValueError`` naming the line: such a log is damaged, and skipping it would shift
+    the rates that follow.
     """
     times, rates, last_stop = [], [], None
     for lineno, raw in enumerate(lines, 1):
@@ -78,7 +80,7 @@ def read_replay_log(path, lines) -> tuple:
         except ValueError:
             raise ValueError(f'{path}:{lineno}: expected "YYYY-MM-DD HH:MM:SS,mmm <Mbit/s>" in a '
                              f'testbed replay log, got {text[:60]!r}') from None
-        if not rate >= 0.0 or rate == float('inf'):
+        if not (math.isfinite(rate) and rate >= 0.0):
             raise ValueError(f'{path}:{lineno}: need a finite rate >= 0, got {text[:60]!r}')
         if times and t <= times[-1]:
             raise ValueError(f'{path}:{lineno}: time stamp does not increase')
@@ -87,11 +89,4 @@ def read_replay_log(path, lines) -> tuple:
         last_stop = None
     if not times:
         raise ValueError(f'{path}: no stamped rates')
-    if last_stop is not None:
-        end = times[-1] + last_stop
-    elif len(times) > 1:
-        steps = sorted(b - a for a, b in zip(times, times[1:]))
-        end = times[-1] + steps[len(steps) // 2]
-    else:
-        end = times[-1] + 1.0
-    return times, rates, end
+    return times, rates, (times[-1] + last_stop if last_stop is not None else None)
