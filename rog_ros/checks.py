@@ -93,20 +93,32 @@ def system(name: str, value) -> str:
 
 
 def trace(name: str, value, allow_none: bool = False) -> str:
-    """Check a trace: a preset, a readable trace file, or (``allow_none``) ``none``."""
+    """
+    Check a trace: a preset, a readable trace file, a list of them, or (``allow_none``) ``none``.
+
+    A comma-separated list gives robot r entry r mod k (``rog_ros.net.trace_spec``); every
+    entry is checked, and an error names the one that failed.
+    """
+    from rog_ros.net.trace_spec import sources
     from rog_ros.net.traces import load_trace, PRESETS
     text(name, value)
     if allow_none and value in ('none', ''):
         return value
-    if value in PRESETS:
-        return value
-    if not os.path.exists(value):
-        raise ConfigError(f'{name}: {value!r} is neither a preset ({", ".join(sorted(PRESETS))})'
-                          f' nor an existing file')
     try:
-        load_trace(value)
-    except (OSError, ValueError) as err:
-        raise ConfigError(f'{name}: {" ".join(str(err).split())}') from None
+        entries = sources(value)
+    except ValueError as err:
+        raise ConfigError(f'{name}: {err}') from None
+    for i, entry in enumerate(entries):
+        label = name if len(entries) == 1 else f'{name} (entry {i + 1} of {len(entries)})'
+        if entry in PRESETS:
+            continue
+        if not os.path.exists(entry):
+            raise ConfigError(f'{label}: {entry!r} is neither a preset '
+                              f'({", ".join(sorted(PRESETS))}) nor an existing file')
+        try:
+            load_trace(entry)
+        except (OSError, ValueError) as err:
+            raise ConfigError(f'{label}: {" ".join(str(err).split())}') from None
     return value
 
 

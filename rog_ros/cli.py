@@ -47,7 +47,9 @@ def _add_sim(sub) -> None:
     p.add_argument('--workers', type=int, default=4, help='number of workers (default 4)')
     p.add_argument('--trace', default='outdoors',
                    help='bandwidth trace: preset name or file (CSV t_seconds,mbps, "t bw" '
-                        'lines, a testbed bw_replay log or a Mahimahi trace; default outdoors)')
+                        'lines, a testbed bw_replay log or a Mahimahi trace), or a '
+                        'comma-separated list of them, robot r taking entry r mod k '
+                        '(default outdoors)')
     p.add_argument('--iterations', type=int, default=None,
                    help='iterations per worker (default: the workload budget; --toy: 40)')
     p.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
@@ -229,8 +231,8 @@ def _add_compare(sub) -> None:
                                    'DIR/report.md and PNG plots. Finished runs are reused.')
     p.add_argument('--workload', default='mpcol', help='workload (default mpcol)')
     p.add_argument('--trace', default='outdoors',
-                   help='trace preset or file (any format --trace of rog sim takes; default '
-                        'outdoors)')
+                   help='trace preset or file (any format --trace of rog sim takes), or a '
+                        'comma-separated list, robot r taking entry r mod k (default outdoors)')
     p.add_argument('--systems', default='bsp,ssp:4,ssp:20,flown:4,rog:4,rog:20',
                    help='comma-separated systems (default bsp,ssp:4,ssp:20,flown:4,rog:4,'
                         'rog:20)')

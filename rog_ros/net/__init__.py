@@ -16,7 +16,8 @@ Network emulation: bandwidth traces, fluid link models, throughput estimators, s
 
 A leaf package (numpy only): ``traces`` (Trace, files, presets, statistics), ``replay`` and
 ``replay_log`` (the Rog testbed's replay procedure and its logs), ``mahimahi``
-(packet-delivery traces), ``links``
+(packet-delivery traces), ``trace_spec`` (a ``--trace`` value: one entry, or one per
+robot), ``links``
 (FluidLink, DuplexLink, SharedMedium), ``estimator`` (ThroughputEstimator, LaggedRateOracle),
 ``shaper`` (TokenBucketShaper) and ``cli_trace`` (the ``rog trace`` command).
 """

@@ -29,6 +29,7 @@ import time
 
 from rog_ros.core.compress import make_codec
 from rog_ros.net.shaper import TokenBucketShaper
+from rog_ros.net.trace_spec import source_for
 from rog_ros.net.traces import generate, load_trace, PRESETS, Trace
 from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR, policy_spec
 from rog_ros.protocol.policies import layout_for, make_policy
@@ -114,24 +115,28 @@ def link_for(spec: str, rank: int, n_workers: int, seed: int = 0,
     """
     Return the emulated link of worker ``rank``: None, a preset or a file.
 
-    Presets are generated per worker (seed ``1000 * seed + rank``) so robots fluctuate
-    independently; a file is shared and read with a per-worker offset of ``rank / N`` of its
-    period for the same reason.
+    ``spec`` may list one entry per worker (``rog_ros.net.trace_spec``: worker r follows entry
+    r mod k). Presets are generated per worker (seed ``1000 * seed + rank``, the simulator's)
+    so robots fluctuate independently, and ``outages`` takes one robot out at a time as in the
+    simulator; a file is read with a per-worker offset of ``rank / N`` of its period for the
+    same reason.
     """
     if spec in (None, '', 'none'):
         return None
-    if spec in PRESETS:
-        trace = generate(spec, PRESET_DURATION_S, seed=1000 * seed + rank)
+    entry = source_for(spec, rank)
+    if entry in PRESETS:
+        trace = generate(entry, PRESET_DURATION_S, seed=1000 * seed + rank, robot=rank,
+                         fleet=max(n_workers, rank + 1))
         offset = 0.0
-    elif os.path.isfile(spec):
-        trace = load_trace(spec)
+    elif os.path.isfile(entry):
+        trace = load_trace(entry)
         offset = rank * trace.end_s / max(n_workers, 1)
     else:
-        raise ValueError(f'--trace {spec!r} is neither a preset ({", ".join(PRESETS)}) nor a '
+        raise ValueError(f'--trace {entry!r} is neither a preset ({", ".join(PRESETS)}) nor a '
                          f'file')
     if scale != 1.0:
         trace = trace.scaled(scale)
-    return EmulatedLink(trace, offset, spec)
+    return EmulatedLink(trace, offset, entry)
 
 
 def epoch_to_monotonic(epoch: float | None) -> float:

@@ -221,8 +221,9 @@ SETTINGS = (
     # -------------------------------------------------- emulated links
     _s('trace', str, 'none', 'Emulated bandwidth trace per worker link: a preset (indoors, '
        'outdoors, ...), a file (CSV t_seconds,mbps; "t bw" lines; the Rog testbed\'s '
-       'bw_replay-<rank>.txt logs; a Mahimahi packet-delivery trace), or none (real links, '
-       'no shaping).', ALL,
+       'bw_replay-<rank>.txt logs; a Mahimahi packet-delivery trace), a comma-separated list '
+       'of them (worker r follows entry r mod k: each robot its own recorded link), or none '
+       '(real links, no shaping).', ALL,
        'link'),
     _s('trace_scale', float, 1.0, 'Multiply the trace rates.', ALL, 'link', low=1e-6),
     _s('epoch', float, None, 'Wall-clock time (time.time()) at which every trace starts; '

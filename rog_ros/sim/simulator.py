@@ -37,7 +37,7 @@ import numpy as np
 from rog_ros.core.compress import make_codec
 from rog_ros.core.slack import slack_summary
 from rog_ros.metrics import RunRecorder
-from rog_ros.net import links, traces
+from rog_ros.net import links, trace_spec, traces
 from rog_ros.protocol.policies import layout_for, make_policy
 from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.worker import WorkerEngine
@@ -119,15 +119,28 @@ def file_offsets(duration_s: float, n: int, seed: int) -> list:
 
 
 def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> list:
-    """One trace per robot: a preset with per-robot seeds, or a file at per-seed offsets."""
-    if os.path.exists(spec):
-        base = traces.load_trace(spec, loop=True)
-        return [(base, off) for off in file_offsets(base.duration_s, n, seed)]
-    if spec not in traces.PRESETS:
-        raise ValueError(f'unknown trace {spec!r}: not a file and not one of '
-                         f'{sorted(traces.PRESETS)}')
-    return [(traces.generate(spec, duration_s=duration_s, seed=seed * 1000 + r, robot=r,
-                             fleet=n), 0.0) for r in range(n)]
+    """
+    One ``(trace, offset_s)`` per robot: presets with per-robot seeds, files at seeded offsets.
+
+    ``spec`` may list one entry per robot (``rog_ros.net.trace_spec``); robot r follows entry
+    r mod k, a file at its offset ``file_offsets(...)[r]`` and a preset generated for robot r.
+    """
+    entries = trace_spec.sources(spec)
+    for entry in entries:
+        if not os.path.exists(entry) and entry not in traces.PRESETS:
+            raise ValueError(f'unknown trace {entry!r}: not a file and not one of '
+                             f'{sorted(traces.PRESETS)}')
+    files = {e: traces.load_trace(e, loop=True) for e in set(entries) if os.path.exists(e)}
+    out = []
+    for r in range(n):
+        entry = entries[r % len(entries)]
+        if entry in files:
+            base = files[entry]
+            out.append((base, file_offsets(base.duration_s, n, seed)[r]))
+        else:
+            out.append((traces.generate(entry, duration_s=duration_s, seed=seed * 1000 + r,
+                                        robot=r, fleet=n), 0.0))
+    return out
 
 
 def _params_grad(model) -> list:
