@@ -55,6 +55,23 @@ def test_stats_table_and_json(tmp_path):
     assert doc['targets']['checks']['mean']['ok'] is True
 
 
+def test_stats_of_a_per_robot_list_side_by_side(tmp_path):
+    slow, fast = tmp_path / 'slow.csv', tmp_path / 'fast.csv'
+    slow.write_text('0,1\n10,3\n# rog_ros trace: end_s=20\n')
+    fast.write_text('0,90\n# rog_ros trace: end_s=20\n')
+    spec = f'{slow},{fast},clean'
+    code, text = _run(['stats', spec, '--duration', '60', '--json'])
+    doc = json.loads(text)
+    assert code == 0 and [e['source'] for e in doc['entries']] == [str(slow), str(fast), 'clean']
+    assert [e['stats']['mean'] for e in doc['entries'][:2]] == [2.0, 90.0]
+    clean = traces.stats(traces.generate('clean', 60.0, 0))
+    assert doc['entries'][2]['stats']['mean'] == pytest.approx(clean['mean'])
+    code, table = _run(['stats', spec, '--duration', '60'])
+    mean_row = next(line for line in table.splitlines() if line.strip().startswith('mean '))
+    assert code == 0 and 'robot r follows entry r mod 3' in table
+    assert mean_row.split()[1:3] == ['2', '90']
+
+
 def test_plot_writes_a_png(tmp_path):
     path = tmp_path / 'p.png'
     code, _ = _run(['plot', 'dynamic_obstacles', '--duration', '60', '--out', str(path)])
@@ -66,6 +83,9 @@ def test_plot_writes_a_png(tmp_path):
     (['stats', 'moon'], "'moon' is neither a file nor a preset; known presets: clean"),
     (['gen', 'moon', '--out', 'x.csv'], "unknown preset 'moon'"),
     (['stats', 'clean', '--compare', 'moon'], "unknown preset 'moon'"),
+    (['stats', 'clean,,indoors'], "trace list 'clean,,indoors' has an empty entry"),
+    (['stats', 'clean,missing.csv'], 'no such file: missing.csv'),
+    (['stats', 'clean,indoors', '--compare', 'clean'], '--compare takes one trace'),
 ])
 def test_errors_are_one_clear_line(argv, message, capsys):
     code, _ = _run(argv)

@@ -15,7 +15,7 @@
 The ``rog trace`` command: generate, summarise and plot bandwidth traces.
 
     rog trace gen PRESET --duration S --seed N --out FILE.csv
-    rog trace stats FILE_OR_PRESET [--json] [--compare PRESET]
+    rog trace stats FILE_OR_PRESET[,FILE_OR_PRESET...] [--json] [--compare PRESET]
     rog trace plot FILE_OR_PRESET --out FILE.png
     rog trace replay RECORD --out FILE.csv [--rank K] [--scale 0.7] [--no-holds]
 
@@ -34,7 +34,7 @@ import sys
 
 import numpy as np
 
-from rog_ros.net import traces
+from rog_ros.net import trace_spec, traces
 from rog_ros.net.replay import replay
 
 _ROWS = [
@@ -66,8 +66,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                      help='rate multiplier (outdoors x 1/0.7 = the unscaled record; default 1)')
     gen.add_argument('--dt', type=float, default=0.1, help='resolution in s (default 0.1)')
 
-    st = sub.add_parser('stats', help='statistics of a trace file or a preset')
-    st.add_argument('source', metavar='FILE_OR_PRESET')
+    st = sub.add_parser('stats', help='statistics of a trace file or a preset, or of each '
+                        'entry of a per-robot list side by side')
+    st.add_argument('source', metavar='FILE_OR_PRESET',
+                    help='a file or preset, or a comma-separated list (the --trace of rog sim '
+                         'and rog fleet: robot r follows entry r mod k)')
     st.add_argument('--json', action='store_true', help='print JSON instead of a table')
     st.add_argument('--compare', metavar='PRESET',
                     help="check against a preset's calibration targets (default: the preset "
@@ -112,9 +115,9 @@ def _unknown(name):
     return f'unknown preset {name!r}; known presets: {", ".join(traces.PRESETS)}'
 
 
-def _source(args):
+def _source(args, src=None):
     """Trace from a file path or a preset name; returns (trace, preset name or None)."""
-    src = args.source
+    src = args.source if src is None else src
     if os.path.isfile(src):
         return traces.load_trace(src), None
     if src in traces.PRESETS:
@@ -148,7 +151,33 @@ def _cmd_gen(args, out):
     return 0
 
 
+def _cmd_stats_list(args, entries, out):
+    """Print the statistics of each entry of a per-robot list, one column per entry."""
+    if args.compare:
+        raise ValueError('--compare takes one trace; run rog trace stats on each entry')
+    rows = [traces.stats(_source(args, entry)[0]) for entry in entries]
+    if args.json:
+        doc = {'source': args.source, 'entries': [
+            {'source': e, 'stats': {k: _json_num(v) for k, v in st.items()}}
+            for e, st in zip(entries, rows)]}
+        print(json.dumps(doc, indent=2), file=out)
+        return 0
+    print(f'trace list {args.source} (robot r follows entry r mod {len(entries)})', file=out)
+    width = 11
+    for i, entry in enumerate(entries):
+        print(f'  entry {i}: {entry}', file=out)
+    print(f'  {"":40s} ' + ' '.join(f'{f"entry {i}":>{width}s}' for i in range(len(entries))),
+          file=out)
+    for key, label, unit in _ROWS:
+        cells = ' '.join(f'{_fmt(st[key]):>{width}s}' for st in rows)
+        print(f'  {label:40s} {cells} {unit}'.rstrip(), file=out)
+    return 0
+
+
 def _cmd_stats(args, out):
+    entries = trace_spec.sources(args.source)
+    if len(entries) > 1:
+        return _cmd_stats_list(args, entries, out)
     trace, preset = _source(args)
     compare = args.compare or preset
     if compare is not None and compare not in traces.TARGETS:
