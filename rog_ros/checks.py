@@ -109,7 +109,8 @@ def trace(name: str, value, allow_none: bool = False) -> str:
     except ValueError as err:
         raise ConfigError(f'{name}: {err}') from None
     for i, entry in enumerate(entries):
-        label = name if len(entries) == 1 else f'{name} (entry {i + 1} of {len(entries)})'
+        label = (name if len(entries) == 1 else
+                 f'{name} entry {i} (robot r follows entry r mod {len(entries)})')
         if entry in PRESETS:
             continue
         if not os.path.exists(entry):

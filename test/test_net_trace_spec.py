@@ -78,11 +78,12 @@ def test_an_unknown_entry_is_named(tmp_path):
     fast = _record(tmp_path / 'fast.csv', 80.0)
     with pytest.raises(ValueError, match="unknown trace 'nowhere.csv'"):
         make_traces(f'{fast},nowhere.csv', 2, seed=0)
-    with pytest.raises(ConfigError, match=r"--trace \(entry 2 of 2\): 'nowhere.csv' is neither"):
+    named = r"--trace entry 1 \(robot r follows entry r mod 2\): 'nowhere.csv' is neither"
+    with pytest.raises(ConfigError, match=named):
         checks.trace('--trace', f'{fast},nowhere.csv')
     bad = tmp_path / 'bad.csv'
     bad.write_text('0,1\n0,2\n')
-    with pytest.raises(ConfigError, match=r'entry 1 of 2.*bad.csv:2: time 0.0 does not'):
+    with pytest.raises(ConfigError, match=r'--trace entry 0 \(.*\): .*bad.csv:2: time 0.0'):
         checks.trace('--trace', f'{bad},{fast}')
 
 
