@@ -86,6 +86,7 @@ def test_plot_writes_a_png(tmp_path):
     (['stats', 'clean,,indoors'], "trace list 'clean,,indoors' has an empty entry"),
     (['stats', 'clean,missing.csv'], 'no such file: missing.csv'),
     (['stats', 'clean,indoors', '--compare', 'clean'], '--compare takes one trace'),
+    (['plot', 'clean,indoors', '--out', 'x.png'], 'plot takes one trace, got the list'),
 ])
 def test_errors_are_one_clear_line(argv, message, capsys):
     code, _ = _run(argv)

@@ -104,3 +104,16 @@ def test_a_fleet_takes_one_robot_out_at_a_time_as_the_simulator_does():
                               fleet=3)
         np.testing.assert_array_equal(link.trace.mbps, ref.mbps)
         np.testing.assert_array_equal(link.trace.t_s, ref.t_s)
+
+
+def test_a_preset_name_wins_over_a_file_of_that_name_in_the_simulator_and_the_nodes(
+        tmp_path, monkeypatch):
+    """``indoors`` in a directory holding a file ``indoors`` is the preset on both sides."""
+    monkeypatch.chdir(tmp_path)
+    _record(tmp_path / 'indoors', 7.0)
+    (sim, _), = make_traces('indoors', 1, seed=0, duration_s=PRESET_DURATION_S)
+    fleet = link_for('indoors', 0, 1, seed=0)
+    ref = traces.generate('indoors', PRESET_DURATION_S, seed=0)
+    np.testing.assert_array_equal(sim.mbps, ref.mbps)
+    np.testing.assert_array_equal(fleet.trace.mbps, ref.mbps)
+    assert checks.trace('--trace', 'indoors') == 'indoors'

@@ -204,6 +204,9 @@ def _cmd_stats(args, out):
 
 
 def _cmd_plot(args, out):
+    if len(trace_spec.sources(args.source)) > 1:
+        raise ValueError(f'plot takes one trace, got the list {args.source!r}; plot each entry '
+                         f'(rog trace stats shows a list side by side)')
     import matplotlib
     matplotlib.use('Agg')
     from matplotlib import pyplot as plt

@@ -124,13 +124,14 @@ def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> lis
 
     ``spec`` may list one entry per robot (``rog_ros.net.trace_spec``); robot r follows entry
     r mod k, a file at its offset ``file_offsets(...)[r]`` and a preset generated for robot r.
+    A preset name wins over a file of that name, as in the nodes (``link_for``) and the checks.
     """
     entries = trace_spec.sources(spec)
     for entry in entries:
         if not os.path.exists(entry) and entry not in traces.PRESETS:
             raise ValueError(f'unknown trace {entry!r}: not a file and not one of '
                              f'{sorted(traces.PRESETS)}')
-    files = {e: traces.load_trace(e, loop=True) for e in set(entries) if os.path.exists(e)}
+    files = {e: traces.load_trace(e, loop=True) for e in set(entries) if e not in traces.PRESETS}
     out = []
     for r in range(n):
         entry = entries[r % len(entries)]
