@@ -336,18 +336,23 @@ def test_rog_only_settings_reach_the_rog_policy_only(node, field):
     assert getattr(build_training(parse(['--sync', 'ssp'])).policy, field) is False
 
 
-def test_straggler_slack_is_on_for_rog_unless_turned_off_and_rog_only():
-    from rog_ros.nodes import rog_server
+@pytest.mark.parametrize('node', ['rog_server', 'rog_worker'])
+@pytest.mark.parametrize('field, default', [('straggler_slack', True),
+                                            ('async_when_out', False)])
+def test_rog_switches_keep_their_default_turn_and_stay_rog_only(node, field, default):
+    import importlib
     from rog_ros.nodes.assembly import build_training
     from rog_ros.protocol.policies import make_policy
-    parse = rog_server.build_parser().parse_args
-    assert build_training(parse(['--sync', 'rog'])).policy.straggler_slack is True
-    off = parse(['--sync', 'rog', '--straggler-slack', 'false'])
-    assert build_training(off).policy.straggler_slack is False
-    ssp = parse(['--sync', 'ssp', '--straggler-slack', 'true'])
-    assert build_training(ssp).policy.straggler_slack is False
-    assert make_policy('rog:4').straggler_slack is True          # simulator and nodes agree
-    assert make_policy('rog:4#straggler_slack=0').straggler_slack is False
+    parse = importlib.import_module(f'rog_ros.nodes.{node}').build_parser().parse_args
+    flag = '--' + field.replace('_', '-')
+    assert getattr(build_training(parse(['--sync', 'rog'])).policy, field) is default
+    turned = parse(['--sync', 'rog', flag, str(not default).lower()])
+    assert getattr(build_training(turned).policy, field) is (not default)
+    ssp = parse(['--sync', 'ssp', flag, 'true'])
+    assert getattr(build_training(ssp).policy, field) is False
+    # simulator and nodes agree
+    assert getattr(make_policy('rog:4'), field) is default
+    assert getattr(make_policy(f'rog:4#{field}={int(not default)}'), field) is (not default)
 
 
 def test_the_outage_bound_setting_reaches_the_rog_policy():

@@ -135,15 +135,23 @@ def test_weight_is_one_within_the_bound_and_decays_beyond():
     assert server.late_weight(1, 20 - s - 9) == pytest.approx(0.1)
 
 
-def test_while_a_robot_is_out_the_others_pushes_are_the_mean_over_those_that_count():
-    harness, server, workers, _ = run()
+@pytest.mark.parametrize('free', [False, True])
+def test_while_a_robot_is_out_the_others_pushes_are_the_mean_over_those_that_count(free):
+    harness, server, workers, _ = run(async_when_out=free)
     # (late rows count too: pushes of rows withheld, sent during the next computation)
     applied = logs(harness.stats, 'push_applied') + logs(harness.stats, 'late_rows_applied')
     rescaled = [(t, a) for t, a in applied if 'outage_scale' in a.info]
     assert rescaled and server.rescaled_pushes == len(rescaled)
-    # only the healthy workers, at N / (N - 1) = 3/2, and only while worker 2 was out
-    assert all(a.worker in (0, 1) and a.info['outage_scale'] == pytest.approx(1.5)
-               for _, a in rescaled)
+    # only the healthy workers, at N / (N - 1) = 3/2, and only while worker 2 was out;
+    # running free (async_when_out) it counts out by the pushes it no longer makes: on a
+    # dead link, nearly all of them the longer it stays silent
+    scales = [a.info['outage_scale'] for _, a in rescaled]
+    assert all(a.worker in (0, 1) for _, a in rescaled)
+    if free:
+        assert all(1.0 < x <= 1.5 + 1e-9 for x in scales) and max(scales) > 1.48
+        assert min(scales) < 1.45
+    else:
+        assert all(x == pytest.approx(1.5) for x in scales)
     t_out = min(t for t, a in logs(harness.stats, 'outage_suspend'))
     t_back = max(t for t, a in logs(harness.stats, 'worker_readmitted') if a.worker == 2)
     assert all(t_out <= t <= t_back for t, _ in rescaled)

@@ -181,7 +181,10 @@ def test_lost_and_repeated_messages_leave_both_checks_agreeing(seed):
     harness, server, workers, layout, stats, seen = _run(True, fault=random_faults(seed),
                                                          seed=seed)
     assert server.slack.raises >= 1
-    for rank, lags, bounds, active in seen:
+    # a robot suspended for its link runs free (async_when_out): no bound holds it
+    held = [(lags, bounds, active) for rank, lags, bounds, active in seen if active[rank]]
+    assert len(held) > len(seen) // 2
+    for lags, bounds, active in held:
         assert bool((lags <= bounds)[active].all())
     check_invariants(harness, server, workers)
 

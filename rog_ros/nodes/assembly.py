@@ -87,6 +87,7 @@ def build_training(args) -> Training:
         overrides['outage_aware'] = bool(getattr(args, 'outage_aware', True))
         overrides['readmit_backoff'] = bool(getattr(args, 'readmit_backoff', True))
         overrides['straggler_slack'] = bool(getattr(args, 'straggler_slack', True))
+        overrides['async_when_out'] = bool(getattr(args, 'async_when_out', False))
         overrides['outage_bound'] = float(getattr(args, 'outage_bound', DEFAULT_OUTAGE_BOUND))
         overrides['late_rows'] = bool(getattr(args, 'late_rows', True))   # nor withhold rows
         overrides['late_pulls'] = bool(getattr(args, 'late_pulls', True))

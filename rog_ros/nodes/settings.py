@@ -198,6 +198,13 @@ SETTINGS = (
        'a robot is suspended for its link). In the simulator it reached EACOL targets sooner '
        "on slow links (docs/scheduling.md); false = the paper's one bound for every robot.",
        TRAINING),
+    _s('async_when_out', bool, False, 'rog: a robot suspended for its link trains at its '
+       "link's pace, not held to the staleness bound itself: its pulls and pushes carry what "
+       'ATP sends instead of the whole model after each catch-up, so its gradients arrive '
+       "more often (weighted by their staleness); it returns once its link keeps the fleet's "
+       'pace. Helps a fleet with chronically slow robots, costs accuracy where several stay '
+       'out long (docs/scheduling.md). Same value on every node. false = it catches up '
+       'whole.', TRAINING),
     _s('late_rows', bool, True, 'rog: send the rows a push withheld while the robot computes '
        "its next gradient (its link is idle then); false = the paper's ATP.", TRAINING),
     _s('late_pulls', bool, True, 'rog: the server sends a computing robot the rows changed '

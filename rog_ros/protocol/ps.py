@@ -560,7 +560,42 @@ class ServerEngine:
                   - self._own_slack(worker))
         return 1.0 if excess <= 0 else 1.0 / (1.0 + excess)
 
-    def outage_scale(self, worker: int) -> float:
+    def _runs_free(self, r: int) -> bool:
+        """
+        Tell whether worker r, suspended for its link, is not held to the staleness bound.
+
+        Nobody waits for a robot out for its link, and it need not wait for anything either
+        (``SyncPolicy.async_when_out``). Held to its own check, each catch-up to the fleet's
+        clock made every row it holds and every row it owns stale at once: its pulls and its
+        pushes carried the whole model, so on a slow link each iteration took several times
+        longer, and its pushes, made further behind the fleet, were weighted down further
+        (EACOL on per-robot testbed logs: robot 0 at 5.9 Mbit/s pushed every 22 s at weights
+        0.07-0.33, 7 pushes' worth in a run the others did 80 in). Free, its pulls carry the
+        MTA prefix of its priority order (its stalest rows first, then by magnitude) and its
+        pushes what ATP sends. It returns (``_maybe_readmit``) once every row of its column
+        is within its bound of the fleet's clock, that is once its link has kept the
+        fleet's pace for about S iterations.
+        """
+        return (self.policy.async_when_out and not bool(self.active[r])
+                and self.suspended_reason.get(r) == 'link')
+
+    def _free_share(self, r: int, now: float | None) -> float:
+        """
+        Share of a fleet iteration's pushes that worker r, running free, still makes.
+
+        Its push period (the smoothed one, or the time since its last push if longer: a
+        dead link pushes nothing) against the fleet's iteration time, at most 1; 0 for a
+        robot not running free, or without a time to measure against.
+        """
+        if now is None or not self._runs_free(r):
+            return 0.0
+        t_it, last = self.iteration_time(), self._last_push_at[r]
+        if t_it <= 0 or last is None:
+            return 0.0
+        period = max(self.iter_est[r].value, now - last)
+        return min(1.0, t_it / period) if period > 0 else 1.0
+
+    def outage_scale(self, worker: int, now: float | None = None) -> float:
         """
         Factor on an active ``worker``'s push while others are suspended for a dead link.
 
@@ -570,12 +605,19 @@ class ServerEngine:
         it the mean over the robots that count, as synchronous SGD with backup workers
         averages the gradients that arrived (Chen et al., 2016). The suspended robots' own
         late pushes keep their ``late_weight`` at lr/N. Workers suspended as absent (crashed,
-        silent) are not counted out: that is membership, not a link outage.
+        silent) are not counted out: that is membership, not a link outage. A robot running
+        free (``async_when_out``) still pushes: it counts out only by the share of the
+        fleet's pushes it no longer makes (``_free_share``, from its push period at ``now``),
+        or the others' step would be raised for gradients that still arrive (EACOL on
+        per-robot testbed logs: three robots out but pushing, the fourth's pushes applied at
+        4 x, its label shards dominated the model).
         """
         if (not self.policy.outage_aware or not self.policy.outage_rescale
                 or not self.active[worker]):
             return 1.0
-        out = self._out_for_link()
+        out = sum(1.0 - self._free_share(r, now)            # O(suspended), not O(N)
+                  for r, why in self.suspended_reason.items()
+                  if why == 'link' and not self.active[r])
         return self.n / (self.n - out) if 0 < out < self.n else 1.0
 
     def _out_for_link(self) -> int:
@@ -923,7 +965,7 @@ class ServerEngine:
         mask, rowbytes, scales, chunk_ranges = inc.close()
         n_rows = int(mask.sum())
         late = self.late_weight(s, inc.clock)
-        weight = late * self.outage_scale(s)
+        weight = late * self.outage_scale(s, now)
         self.last_push_weight = weight      # (observers such as the chaos ledger read it)
         if n_rows:
             partial = n_rows < self.layout.n_rows
@@ -1180,6 +1222,8 @@ class ServerEngine:
             order = priority_order(urgency, row_sums, inf, use_magnitude=pol.use_magnitude,
                                    multiply=False, candidates=candidates)
             n_inf = int((inf & new_data).sum())
+        if self._runs_free(r):
+            n_inf = 0          # the MTA prefix of its order (stalest rows first) is enough
         k_min = min(mandatory_rows(layout.n_rows, pol.mta_for(self._own_slack(r)), n_inf),
                     int(order.numel()))
         deadline = self._downlink_deadline(r, k_min, order, now)
@@ -1394,7 +1438,8 @@ class ServerEngine:
         if dl.snapshot and self.unsynced[r] is not None:
             return [Log('snapshot_partial', float(delivered.size), r)] + \
                 self._start_snapshot(r, c, now)
-        if self.slots is None and not self._worker_rsp_ok(r, c, dl.active, dl.bounds):
+        if (self.slots is None and not self._runs_free(r)
+                and not self._worker_rsp_ok(r, c, dl.active, dl.bounds)):
             # Mandatory rows were lost on the way: the worker waits for them.
             self.repairs += 1
             return [Log('downlink_repair', float(delivered.size), r, {'clock': c})] + \

@@ -938,10 +938,13 @@ class WorkerEngine:
                 self._apply_versions(versions, mask)
             # outage-aware RSP: a worker catching up is moved to the fleet's clock.
             # Its rows age by the jump, so the next push carries every row that is now stale
-            # (infinite urgency) and its versions come back within the bound.
+            # (infinite urgency) and its versions come back within the bound; not while it
+            # runs free (``async_when_out``): then its pushes stay ATP-sized, and it comes
+            # back once it has kept the fleet's pace for S iterations.
             jump = int(inc.clock) - self.clock
             if jump > 0 and not late:       # (a late pull is never a catch-up)
-                self.withheld += jump
+                if not self._runs_free():
+                    self.withheld += jump
                 self.clock = int(inc.clock)
         self.pending_versions = {k: v for k, v in self.pending_versions.items()
                                  if k > inc.transfer_id}
@@ -997,11 +1000,24 @@ class WorkerEngine:
         """Worker-side RSP (DESIGN 4): ``clock - vloc[i][s] <= S`` for active workers s."""
         if self.policy.scheduler == 'flown':
             return True                 # FLOWN never waits (server-arbitrated slots)
+        if self._runs_free():
+            return True                 # suspended for its link: nobody waits, nor does it
         if bool(self.slack.any()):
             floor = self.clock - self._bounds()
             return bool((self.vloc >= floor.unsqueeze(0))[:, self.active].all())
         bound = self.clock - self.policy.staleness
         return bool((self.vloc[:, self.active] >= bound).all())
+
+    def _runs_free(self) -> bool:
+        """
+        Whether we are suspended and not held to the bound (``SyncPolicy.async_when_out``).
+
+        The server marks a suspended worker's column -1 in the versions it sends; the
+        server alone decides what a pull must carry (it serves a worker suspended as absent
+        the rows its check needs and repairs what was lost), so skipping our own check
+        while our column is marked is safe in both cases.
+        """
+        return self.policy.async_when_out and not bool(self.active[self.rank])
 
     def _bounds(self) -> torch.Tensor:
         """Per-column staleness bounds of our check: S + max(slack[s], our slack)."""

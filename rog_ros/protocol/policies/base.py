@@ -93,6 +93,14 @@ class SyncPolicy:
     #                                 pushes the smaller MTA of S + slack (``core/slack.py``;
     #                                 on for Rog, ``rog:4#straggler_slack=0`` is the ablation)
     slack_max: int = DEFAULT_MAX_SLACK  # the largest slack (12: S = 4 becomes at most 16)
+    async_when_out: bool = False    # a worker suspended for its link is not held to the
+    #                                 staleness bound itself: its pulls carry the MTA prefix
+    #                                 of its priority order (stalest rows first) instead of
+    #                                 every row its check would need, and a catch-up does not
+    #                                 age its rows (its pushes stay ATP-sized); it returns
+    #                                 once its link keeps the fleet's pace. Off
+    #                                 (``rog:4#async_when_out=1``, measured in docs/scheduling.md;
+    #                                 ``ServerEngine._runs_free``)
     outage_rescale: bool = True     # while k workers are suspended for a dead link, the
     #                                 active ones' pushes are applied at lr / (N - k) instead
     #                                 of lr / N: the mean over the robots that count, so an

@@ -1,0 +1,90 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+A robot suspended for its link may run free (``SyncPolicy.async_when_out``, off by default).
+
+Nobody waits for it, and it no longer waits for the rows its own check would need: its
+pulls carry the MTA prefix of its priority order and a catch-up does not age its rows, so on
+a slow (not dead) link it pushes more often, smaller, closer to the fleet's clock and so at a
+higher weight. The others' checks, conservation of gradient mass and its readmission once
+its link is back must hold as before.
+"""
+
+from protocol_fixtures import build
+import pytest
+from rog_ros.protocol.policies import make_policy
+from test_outage_rsp import BW, dipping_link, logs, staleness_watch
+from test_protocol_conservation import check_invariants
+import torch
+
+SLOW = (0.5, 8.0)           # worker 2's link runs at 1/20 of the others' in this window
+LOW_MBPS = BW / 1e6 / 20
+
+
+def run_slow(on, watch=None):
+    pol = make_policy('rog:2', async_when_out=on)
+    harness, server, workers, _, _ = build('rog:2', n=3, iters=150, dtype=torch.float64,
+                                           bandwidths=(BW, BW, BW), policy=pol)
+    harness.up[2] = dipping_link(*SLOW, low_mbps=LOW_MBPS)
+    harness.down[2] = dipping_link(*SLOW, low_mbps=LOW_MBPS)
+    harness.log_events = True
+    if watch is not None:
+        watch(server)
+    harness.run(until=400)
+    assert server.finished and harness.stats.error is None
+    pushes = [a for t, a in logs(harness.stats, 'push_applied')
+              if a.worker == 2 and SLOW[0] < t < SLOW[1]]
+    back = [t for t, a in logs(harness.stats, 'worker_readmitted') if a.worker == 2]
+    return harness, server, workers, pushes, back
+
+
+def test_a_robot_out_on_a_slow_link_contributes_more_and_the_rules_hold():
+    seen = []
+    harness, server, workers, free, back = run_slow(True, watch=staleness_watch(seen))
+    _, _, _, held, back_held = run_slow(False)
+    assert server.outage_suspensions >= 1
+    # it pushes more often, fewer rows a push, and closer to the fleet's clock
+    assert len(free) >= 1.3 * len(held)
+    assert (sum(a.value for a in free) / len(free)
+            < 0.9 * sum(a.value for a in held) / len(held))
+    weight = sum(a.info.get('weight', 1.0) for a in free)
+    assert weight >= 1.5 * sum(a.info.get('weight', 1.0) for a in held)
+    # the others' checks hold, and it returns once its link is back, as soon as before
+    assert len(seen) > 40 and max(seen) <= server.policy.staleness
+    assert back and SLOW[1] < min(back) < SLOW[1] + 1.0
+    assert min(back) <= min(back_held) + 0.5
+    assert bool(server.active.all())
+    check_invariants(harness, server, workers)      # gradient mass: applied + ledger
+
+
+def test_only_a_robot_out_for_its_link_runs_free_and_the_switch_turns_it_off():
+    _, server, workers, _, _ = run_slow(True)
+    assert not any(server._runs_free(r) for r in range(3))      # all back at the end
+    server.active[2], server.suspended_reason[2] = False, 'link'
+    assert server._runs_free(2) and not server._runs_free(0)
+    server.suspended_reason[2] = 'absent'         # silent or crashed: membership, not a link
+    assert not server._runs_free(2)
+    workers[2].active[2] = False                   # its column travelled as -1
+    assert workers[2]._runs_free() and not workers[0]._runs_free()
+    _, off, off_workers, _, _ = run_slow(False)
+    off.active[2], off.suspended_reason[2] = False, 'link'
+    off_workers[2].active[2] = False
+    assert not off._runs_free(2) and not off_workers[2]._runs_free()
+    assert make_policy('rog:4#async_when_out=1').async_when_out
+    assert not make_policy('rog:4').async_when_out           # measured, not the default
+
+
+@pytest.mark.parametrize('spec', ['ssp:4', 'bsp', 'flown:4'])
+def test_the_baselines_never_run_free(spec):
+    assert not make_policy(spec).async_when_out
