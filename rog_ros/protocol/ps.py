@@ -579,17 +579,17 @@ class ServerEngine:
         return (self.policy.async_when_out and not bool(self.active[r])
                 and self.suspended_reason.get(r) == 'link')
 
-    def _free_share(self, r: int, now: float | None) -> float:
+    def _free_share(self, r: int, now: float | None, t_it: float) -> float:
         """
         Share of a fleet iteration's pushes that worker r, running free, still makes.
 
         Its push period (the smoothed one, or the time since its last push if longer: a
-        dead link pushes nothing) against the fleet's iteration time, at most 1; 0 for a
-        robot not running free, or without a time to measure against.
+        dead link pushes nothing) against the fleet's iteration time ``t_it``, at most 1; 0
+        for a robot not running free, or without a time to measure against.
         """
         if now is None or not self._runs_free(r):
             return 0.0
-        t_it, last = self.iteration_time(), self._last_push_at[r]
+        last = self._last_push_at[r]
         if t_it <= 0 or last is None:
             return 0.0
         period = max(self.iter_est[r].value, now - last)
@@ -615,9 +615,12 @@ class ServerEngine:
         if (not self.policy.outage_aware or not self.policy.outage_rescale
                 or not self.active[worker]):
             return 1.0
-        out = sum(1.0 - self._free_share(r, now)            # O(suspended), not O(N)
-                  for r, why in self.suspended_reason.items()
-                  if why == 'link' and not self.active[r])
+        out_for_link = [r for r, why in self.suspended_reason.items()   # O(suspended)
+                        if why == 'link' and not self.active[r]]
+        if not out_for_link:
+            return 1.0
+        t_it = self.iteration_time() if self.policy.async_when_out else 0.0   # (sorts N)
+        out = sum(1.0 - self._free_share(r, now, t_it) for r in out_for_link)
         return self.n / (self.n - out) if 0 < out < self.n else 1.0
 
     def _out_for_link(self) -> int:

@@ -1012,10 +1012,15 @@ class WorkerEngine:
         """
         Whether we are suspended and not held to the bound (``SyncPolicy.async_when_out``).
 
-        The server marks a suspended worker's column -1 in the versions it sends; the
-        server alone decides what a pull must carry (it serves a worker suspended as absent
-        the rows its check needs and repairs what was lost), so skipping our own check
-        while our column is marked is safe in both cases.
+        The server marks a suspended worker's column -1 in the versions it sends, for a
+        link suspension and for an absence alike; we cannot tell them apart. Out for its
+        link, the server serves us the MTA prefix and repairs nothing, so our check would
+        wait for ever. Out as absent (heard again, not yet readmitted), the server still
+        serves and repairs the rows our check needs, and skipping the check only lets us
+        compute before a repair of lost rows arrives (it is applied when the computation
+        ends): our rows may then be staler than S for one iteration, and nobody waits for
+        us. The setting must be the same on every node: a worker with it off, served by a
+        server with it on, would wait for ever once out for its link.
         """
         return self.policy.async_when_out and not bool(self.active[self.rank])
 
