@@ -17,6 +17,8 @@ import random
 
 from rog_ros.core.compress import Identity, RowScaledSign, ScaledSign
 from rog_ros.core.rows import RowLayout
+from rog_ros.protocol.actions import StartCompute
+from rog_ros.protocol.messages import SERVER
 from rog_ros.protocol.policies import make_policy
 from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.worker import WorkerEngine
@@ -79,3 +81,23 @@ def random_faults(seed, p_drop=0.05, p_dup=0.05, p_late=0.05, only=None):
             return [rng.random() * 0.5]
         return [0.0]
     return fault
+
+
+def at_compute_start(harness, check):
+    """
+    Call ``check(rank, clock)`` as each worker asks for a computation (``StartCompute``).
+
+    RSP admits a computation when it starts: a suspension, a readmission or a lower slack
+    that arrives while it runs changes the rules for the next one, not for this one (the
+    model it computes on does not change meanwhile: rows that arrive wait for its end). A
+    check of the bounds when the gradient is taken would see a column readmitted under the
+    computation, stale by the time it was out, and call a legal computation illegal.
+    """
+    handle = harness._handle
+
+    def watching(node, actions):
+        for a in actions:
+            if isinstance(a, StartCompute) and node != SERVER:
+                check(node, a.clock)
+        return handle(node, actions)
+    harness._handle = watching

@@ -15,7 +15,7 @@
 
 import random
 
-from protocol_fixtures import build
+from protocol_fixtures import at_compute_start, build
 import pytest
 from rog_ros.protocol.messages import KIND_UPDATE, RowChunk, RowVersions, SERVER
 from rog_ros.protocol.policies import make_policy
@@ -40,25 +40,28 @@ def downlink_dropper(seed, p, only_worker=None):
 
 def rsp_checking(harness, workers, staleness):
     """
-    Wrap grad_fn: computing iteration c+1 needs c - vloc <= S (all workers active here).
+    Check each computation as it starts: computing iteration c+1 needs c - vloc <= S.
 
     Per column S + the straggler slack the server granted (a link that keeps losing rows is
-    a slow link), never more than ``slack_max`` above S.
+    a slow link), never more than ``slack_max`` above S; all workers are active here.
     """
     inner = harness.grad_fn
     seen = {'checks': 0}
 
-    def grad_fn(rank, w, clock):
+    def started(rank, clock):
         c = clock - 1
         bounds = workers[rank]._bounds()
         assert int(bounds.min()) >= staleness
         assert int(bounds.max()) <= staleness + workers[rank].policy.slack_max
         stale = int((workers[rank].vloc < (c - bounds).unsqueeze(0)).sum())
         assert stale == 0, f'worker {rank} computes iteration {clock} with {stale} stale rows'
-        assert torch.equal(w, workers[rank].w)
         seen['checks'] += 1
+
+    def grad_fn(rank, w, clock):
+        assert torch.equal(w, workers[rank].w)
         return inner(rank, w, clock)
     harness.grad_fn = grad_fn
+    at_compute_start(harness, started)
     return seen
 
 

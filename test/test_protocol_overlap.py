@@ -22,10 +22,9 @@ residual or the durable state until taken). It must also buy time where the link
 
 import random
 
-from protocol_fixtures import build, random_faults
+from protocol_fixtures import at_compute_start, build, random_faults
 import pytest
 from rog_ros.protocol.actions import StartCompute
-from rog_ros.protocol.messages import SERVER
 from rog_ros.protocol.policies import make_policy
 from test_protocol_conservation import check_invariants
 from test_protocol_server_restart import checkpoint_every, schedule_server_crashes
@@ -34,18 +33,13 @@ import torch
 
 def watch_gradients(harness, staleness):
     """
-    Record every computation's RSP margin, checked when the worker starts it.
+    Record every computation's RSP margin, checked when it starts (``at_compute_start``).
 
-    RSP admits a computation when it starts: a suspension, a readmission or a lower slack
-    that arrives while it runs changes the rules for the next one, not for this one (the
-    model it computes on does not change meanwhile: rows that arrive wait for its end, which
-    is asserted here). So the bound is checked as the engine asks for the computation; a
-    check when the gradient is taken would see a column readmitted under it, stale by the
-    time it was out, and call a legal computation illegal.
+    The model it computes on must not change until its gradient is taken (asserted).
     """
     seen = []
     started = {}
-    handle, inner = harness._handle, harness.grad_fn
+    inner = harness.grad_fn
 
     def admitted(rank, clock):
         eng = harness.workers[rank]
@@ -60,20 +54,15 @@ def watch_gradients(harness, staleness):
         # (a worker suspended for its link runs free: no bound holds it, async_when_out)
         assert eng._runs_free() or bool((lags <= bound)[active].all()), \
             f'worker {rank} computes {clock} {lag} iterations stale (bounds {bound.tolist()})'
-
-    def watching_handle(node, actions):
-        for a in actions:
-            if isinstance(a, StartCompute) and node != SERVER:
-                admitted(node, a.clock)
-                started[node] = (a.clock, harness.workers[node].w.clone())
-        return handle(node, actions)
+        started[rank] = (clock, eng.w.clone())
 
     def grad_fn(rank, w, clock):
         clock_at_start, w_at_start = started[rank]
         assert clock == clock_at_start and torch.equal(w, w_at_start), \
             f'worker {rank}: the model changed while it computed {clock}'
         return inner(rank, w, clock)
-    harness._handle, harness.grad_fn = watching_handle, grad_fn
+    harness.grad_fn = grad_fn
+    at_compute_start(harness, admitted)
     return seen
 
 

@@ -22,7 +22,7 @@ same numbers because the slack travels in the pull's RowVersions.
 """
 
 import numpy as np
-from protocol_fixtures import build, random_faults
+from protocol_fixtures import at_compute_start, build, random_faults
 import pytest
 from rog_ros.core.mta import mta
 from rog_ros.core.slack import StragglerSlack
@@ -108,17 +108,14 @@ def test_row_versions_carry_a_valid_slack_or_are_refused():
 
 # ---------------------------------------------------------------- the engines
 def _watch(harness, policy):
-    """Record, per computation, the staleness of each column and the bounds then in force."""
+    """Record, per computation as it starts, each column's staleness and the bounds then."""
     seen = []
-    inner = harness.grad_fn
 
-    def grad_fn(rank, w, clock):
+    def started(rank, clock):
         eng = harness.workers[rank]
         lags = clock - 1 - eng.vloc.min(dim=0).values
-        bounds = eng._bounds()
-        seen.append((rank, lags.clone(), bounds.clone(), eng.active.clone()))
-        return inner(rank, w, clock)
-    harness.grad_fn = grad_fn
+        seen.append((rank, lags.clone(), eng._bounds().clone(), eng.active.clone()))
+    at_compute_start(harness, started)
     return seen
 
 
