@@ -106,8 +106,12 @@ def test_only_a_robot_out_for_its_link_runs_free_and_the_switch_turns_it_off():
     assert server._runs_free(2) and not server._runs_free(0)
     server.suspended_reason[2] = 'absent'         # silent or crashed: membership, not a link
     assert not server._runs_free(2)
-    workers[2].active[2] = False                   # its column travelled as -1
+    workers[2].active[2] = False                   # its column travelled as -1 ...
+    assert not workers[2]._runs_free()             # ... but the server did not say so
+    workers[2]._told_free = True                   # its last pull carried FLAG_FREE
     assert workers[2]._runs_free() and not workers[0]._runs_free()
+    workers[2].active[2] = True                    # back in: held again
+    assert not workers[2]._runs_free()
     _, off, off_workers, _, _ = run_slow(False)
     off.active[2], off.suspended_reason[2] = False, 'link'
     off_workers[2].active[2] = False
@@ -119,3 +123,27 @@ def test_only_a_robot_out_for_its_link_runs_free_and_the_switch_turns_it_off():
 @pytest.mark.parametrize('spec', ['ssp:4', 'bsp', 'flown:4'])
 def test_the_baselines_never_run_free(spec):
     assert not make_policy(spec).async_when_out
+
+
+def test_the_worker_follows_the_server_whatever_it_was_started_with():
+    # the server decides who runs free and says so on its pulls (FLAG_FREE): a worker
+    # started with the switch off still runs free for a server with it on (it would
+    # otherwise wait for rows the server no longer repairs), and the reverse holds
+    def mismatch(harness):
+        for w in harness.workers:
+            w.policy = make_policy('rog:2', async_when_out=not w.policy.async_when_out)
+    for on in (True, False):
+        free_steps = []
+
+        def install(harness):
+            mismatch(harness)
+            inner = harness.grad_fn
+
+            def grad_fn(rank, w, clock):
+                free_steps.append(harness.workers[rank]._runs_free())
+                return inner(rank, w, clock)
+            harness.grad_fn = grad_fn
+        harness, server, workers, _, back = run_slow(on, on_harness=install)
+        assert workers[2].policy.async_when_out != on
+        assert (sum(free_steps) >= 1) == on and back       # as the server said; it came back
+        check_invariants(harness, server, workers)

@@ -72,7 +72,8 @@ def test_constants_equal_messages_py():
                       'KIND_UPDATE': m.KIND_UPDATE, 'FLAG_END': m.FLAG_END,
                       'FLAG_FRAGMENT': m.FLAG_FRAGMENT,
                       'FLAG_REQUEST': m.FLAG_REQUEST, 'FLAG_SNAPSHOT': m.FLAG_SNAPSHOT,
-                      'FLAG_JOIN': m.FLAG_JOIN, 'FLAG_LATE': m.FLAG_LATE}
+                      'FLAG_JOIN': m.FLAG_JOIN, 'FLAG_LATE': m.FLAG_LATE,
+                      'FLAG_FREE': m.FLAG_FREE}
 
 
 def test_parser_handles_the_msg_grammar():

@@ -32,6 +32,7 @@ from rog_ros.net.shaper import TokenBucketShaper
 from rog_ros.net.trace_spec import source_for
 from rog_ros.net.traces import generate, load_trace, PRESETS, Trace
 from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR, policy_spec
+from rog_ros.nodes.settings import FREE_STRAGGLERS_DEFAULT
 from rog_ros.protocol.policies import layout_for, make_policy
 from rog_ros.protocol.policies.base import DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR
 import torch
@@ -88,6 +89,8 @@ def build_training(args) -> Training:
         overrides['readmit_backoff'] = bool(getattr(args, 'readmit_backoff', True))
         overrides['straggler_slack'] = bool(getattr(args, 'straggler_slack', True))
         overrides['async_when_out'] = bool(getattr(args, 'async_when_out', False))
+        overrides['free_stragglers'] = bool(getattr(args, 'free_stragglers',
+                                                    FREE_STRAGGLERS_DEFAULT))
         overrides['outage_bound'] = float(getattr(args, 'outage_bound', DEFAULT_OUTAGE_BOUND))
         overrides['late_rows'] = bool(getattr(args, 'late_rows', True))   # nor withhold rows
         overrides['late_pulls'] = bool(getattr(args, 'late_pulls', True))

@@ -405,6 +405,9 @@ def _notable(summary: dict) -> list:
     if isinstance(n, int) and n > 0:
         out.append(f'; {n} suspension{"s" if n != 1 else ""} of a robot for its link '
                    '(outage-aware RSP)')
+    n = summary.get('too_slow_suspensions')
+    if isinstance(n, int) and n > 0:
+        out.append(f' ({n} of them for a link too slow for any slack: it ran free)')
     n, slack = summary.get('slack_raises'), summary.get('slack_final')
     if isinstance(n, int) and n > 0:
         out.append(f'; {n} straggler slack raise{"s" if n != 1 else ""} for a slow link '

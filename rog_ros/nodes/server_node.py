@@ -365,6 +365,7 @@ class ServerNode:
             'trace_scale': self.args.trace_scale, 'stall_s_per_worker': list(e.stall_time),
             'triggers_per_worker': list(e.triggers),
             'outage_suspensions': e.outage_suspensions, 'weighted_pushes': e.weighted_pushes,
+            'too_slow_suspensions': getattr(e, 'too_slow_suspensions', 0),
             **slack_summary(getattr(e, 'slack', None)),   # push systems have none
             'rescaled_pushes': e.rescaled_pushes,
             'late_pushes': e.late_pushes, 'late_rows': e.late_rows,

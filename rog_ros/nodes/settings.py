@@ -40,7 +40,11 @@ from rog_ros.nodes.push_systems import SYNC_CHOICES
 from rog_ros.protocol.policies.base import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
 from rog_ros.protocol.policies.base import (DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR,
                                             OUTAGE_BOUND_RANGE)
+from rog_ros.protocol.policies.rog import rog as rog_policy
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
+
+FREE_STRAGGLERS_DEFAULT = rog_policy().free_stragglers
+"""Whether a robot too slow for any slack runs free by default (Rog's policy decides)."""
 
 SERVER, WORKER, NETMON, FLEET = 'rog_server', 'rog_worker', 'netmon', 'fleet'
 NODES = (SERVER, WORKER, NETMON)
@@ -203,8 +207,14 @@ SETTINGS = (
        'ATP sends instead of the whole model after each catch-up, so its gradients arrive '
        "more often (weighted by their staleness); it returns once its link keeps the fleet's "
        'pace. Helps a fleet with chronically slow robots, costs accuracy where several stay '
-       'out long (docs/scheduling.md). Same value on every node. false = it catches up '
-       'whole.', TRAINING),
+       'out long (docs/scheduling.md). The server decides and tells the robot on its pulls. '
+       'false = it catches up whole.', TRAINING),
+    _s('free_stragglers', bool, FREE_STRAGGLERS_DEFAULT, 'rog: a robot whose link is too '
+       "slow to keep the fleet's pace even at the largest straggler slack (it would hold the "
+       'others at its pace whatever the bound) is suspended for its link and trains at its '
+       'own pace; it returns once its link could keep the pace. The server decides and tells '
+       'the robot on its pulls (docs/scheduling.md, "A link too slow for any slack"). '
+       'false = it stays in the check with its slack.', TRAINING),
     _s('late_rows', bool, True, 'rog: send the rows a push withheld while the robot computes '
        "its next gradient (its link is idle then); false = the paper's ATP.", TRAINING),
     _s('late_pulls', bool, True, 'rog: the server sends a computing robot the rows changed '

@@ -65,6 +65,13 @@ Downlink: rows changed since the worker's pull of ``clock``, sent while it compu
 (``SyncPolicy.late_pulls``); it acknowledges them at once and applies them when the
 computation ends; they are not a pull (no Schedule, no pace or compute sample)."""
 
+FLAG_FREE = 64
+"""RowChunk flag (downlink): the server does not hold the receiver to the staleness bound (it
+is suspended for its link and runs free: ``SyncPolicy.async_when_out``, ``free_stragglers``).
+The server sends the MTA prefix of its order and repairs nothing, so the worker must not wait
+for rows its own check would need, and a catch-up to the fleet's clock does not age its rows.
+The server decides; the worker follows the flag of the pull it applied last."""
+
 MAX_CLOCK = 2 ** 31 - 2
 """Largest iteration clock any node accepts: versions are int32 and -1 is reserved."""
 MAX_SLACK = 1000

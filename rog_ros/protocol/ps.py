@@ -79,14 +79,20 @@ from rog_ros.core.slack import StragglerSlack
 from rog_ros.core.versions import VersionTable
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
-    check_schema, FLAG_END, FLAG_JOIN, FLAG_LATE, FLAG_REQUEST, FLAG_SNAPSHOT, KIND_GRAD,
-    KIND_UPDATE, LinkStats, MAX_CLOCK, MessageError, ranges_from_sorted, RowChunk, RowVersions,
-    Schedule, SERVER, stamp_incarnations, TransferAck)
+    check_schema, FLAG_END, FLAG_FREE, FLAG_JOIN, FLAG_LATE, FLAG_REQUEST, FLAG_SNAPSHOT,
+    KIND_GRAD, KIND_UPDATE, LinkStats, MAX_CLOCK, MessageError, ranges_from_sorted, RowChunk,
+    RowVersions, Schedule, SERVER, stamp_incarnations, TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.policies.flown import SlotScheduler
 from rog_ros.protocol.transfer import (
     check_chunk, OutgoingTransfer, Receiver, snapshot_layout)
 import torch
+
+TOO_SLOW = 1.5
+"""A robot whose time per iteration at the largest slack is this many times the fleet's
+median runs free instead of holding the others (``SyncPolicy.free_stragglers``)."""
+TOO_SLOW_BACK = 1.2
+"""... and is readmitted once it needs less than this many times (hysteresis)."""
 
 # Readmission backoff (``SyncPolicy.readmit_backoff``): a suspension within FLAP_WINDOW
 # outage bounds of the worker's readmission is a flap; the k-th flap in a row keeps it out
@@ -247,6 +253,7 @@ class ServerEngine:
         # float64 [P]: (1 - weight) x lr/N x push, signed (a rescaled push adds mass)
         self.discarded: torch.Tensor | None = None
         self.outage_suspensions = 0
+        self.too_slow_suspensions = 0     # ... of them for a link too slow for any slack
         # straggler slack (core/slack.py): extra staleness for robots that hold the others
         self.slack = (StragglerSlack(n_workers, max_slack=policy.slack_max)
                       if policy.straggler_slack and not policy.whole_model
@@ -257,6 +264,8 @@ class ServerEngine:
         self._readmitted_at: dict[int, float] = {}  # readmission backoff: when, how many
         self._flaps: dict[int, int] = {}            # quick re-suspensions in a row, and the
         self._hold_until: dict[int, float] = {}     # earliest readmission that follows
+        self._too_slow: set[int] = set()   # out for a link too slow for any slack: runs free
+        self._free_due: list = []           # ... found by the slack controller, not yet out
         self.weighted_pushes = 0
         self.rescaled_pushes = 0      # active pushes applied at lr/(N - k) (outage_scale)
         self.late_pushes = 0          # FLAG_LATE pushes applied (rows sent while computing)
@@ -477,6 +486,8 @@ class ServerEngine:
             return []
         self.active[worker] = False
         self.suspended_reason[worker] = reason
+        if reason != 'link':
+            self._too_slow.discard(worker)
         out = [Log('worker_suspended', 1.0, worker,
                    {'reason': reason, 'active': self.active_workers()})]
         if not self._quorum():
@@ -495,6 +506,7 @@ class ServerEngine:
             return []
         self.active[worker] = True
         self.suspended_reason.pop(worker, None)
+        self._too_slow.discard(worker)
         self._readmitted_at[worker] = now
         out = [Log('worker_readmitted', 1.0, worker, {'active': self.active_workers()})]
         for r in sorted(self.pending):
@@ -518,6 +530,8 @@ class ServerEngine:
         # hold itself (the rows-within-one-worker level)
         bound = max(clocks + [self.clock[r]]) - self.policy.staleness - self._own_slack(r)
         if int(self.versions.v[:, r].min()) >= bound:
+            if r in self._too_slow and not self._keeps_pace(r):
+                return []             # its rows are fresh, its link is still too slow
             return self.readmit(r, now)
         return []
 
@@ -564,6 +578,10 @@ class ServerEngine:
         """
         Tell whether worker r, suspended for its link, is not held to the staleness bound.
 
+        Every robot out for its link with ``SyncPolicy.async_when_out``; with
+        ``free_stragglers``, a robot out because its link is too slow for any slack
+        (``_too_slow_for_slack``). The worker learns it from the pulls (``FLAG_FREE``).
+
         Nobody waits for a robot out for its link, and it need not wait for anything either
         (``SyncPolicy.async_when_out``). Held to its own check, each catch-up to the fleet's
         clock made every row it holds and every row it owns stale at once: its pulls and its
@@ -576,8 +594,8 @@ class ServerEngine:
         is within its bound of the fleet's clock, that is once its link has kept the
         fleet's pace for about S iterations.
         """
-        return (self.policy.async_when_out and not bool(self.active[r])
-                and self.suspended_reason.get(r) == 'link')
+        return (not bool(self.active[r]) and self.suspended_reason.get(r) == 'link'
+                and (self.policy.async_when_out or r in self._too_slow))
 
     def _free_share(self, r: int, now: float | None, t_it: float) -> float:
         """
@@ -619,7 +637,8 @@ class ServerEngine:
                         if why == 'link' and not self.active[r]]
         if not out_for_link:
             return 1.0
-        t_it = self.iteration_time() if self.policy.async_when_out else 0.0   # (sorts N)
+        t_it = (self.iteration_time() if self.policy.async_when_out or self._too_slow
+                else 0.0)   # (sorts N)
         out = sum(1.0 - self._free_share(r, now, t_it) for r in out_for_link)
         return self.n / (self.n - out) if 0 < out < self.n else 1.0
 
@@ -735,11 +754,110 @@ class ServerEngine:
         held = [] if self._out_for_link() else [
             a for a in running
             if self.slack.share(a, now, window, len(running) - 1) > self.slack.threshold]
+        link_bound = self._link_bound(running) if held else set()
+        self._free_due = self._too_slow_for_slack(held, link_bound, running)
+        if self._free_due:
+            return []               # suspended by the caller, once its pull is served
         out = []
         for s, e, share in self.slack.update(now, window, len(running) - 1, running,
-                                             self._link_bound(running) if held else set()):
+                                             link_bound):
             out.append(Log('straggler_slack', float(e), s, {
                 'held_share': round(share, 3), 'staleness': self.policy.staleness + e}))
+        return out
+
+    def _pace(self, a: int, slack: int) -> float | None:
+        """Seconds robot a needs per iteration at ``slack``: compute, MTA rows up and down."""
+        up, down = self.thr_up[a].value_bps, self.thr_down[a].value_bps
+        if up <= 0 or down <= 0 or not self.compute_est[a].samples:
+            return None
+        bits = 8.0 * self.total_row_bytes * self.policy.mta_for(slack)
+        return self.compute_est[a].value + bits / up + bits / down
+
+    def _too_slow_for_slack(self, held: list, link_bound: set, running: list) -> list:
+        """
+        Robots whose link cannot keep the fleet's pace at any slack: ``(robot, pace, fleet)``.
+
+        Slack helps a robot whose link is slow for a while: with a wider bound it carries
+        fewer rows per iteration and catches up. A robot whose link needs, at the largest
+        slack, ``TOO_SLOW`` times the fleet's median time per iteration or more (compute
+        plus the mandatory rows up and down, at the measured throughputs) falls a bound
+        behind whatever the bound, and then holds every other robot at its pace (EACOL on
+        per-robot testbed logs: one robot at 1.4-3 Mbit/s iterated every 7 s against the
+        others' 2.5 and held them 46-58% of their time while its slack rose to 8). Such a
+        robot is suspended for its link and runs free (``_free_too_slow``). Only robots that
+        do hold the others (``held``) and are slow for their link (``link_bound``) qualify.
+        """
+        if not self.policy.free_stragglers or len(running) < 3 or not held:
+            return []
+        fleet = self._fleet_pace(running)
+        if fleet is None:
+            return []
+        due = []
+        for s in held:
+            pace = self._pace_at_most_slack(s) if s in link_bound else None
+            if pace is not None and pace >= TOO_SLOW * fleet:
+                due.append((s, pace, fleet))
+        return due
+
+    def _pace_at_most_slack(self, s: int) -> float | None:
+        """
+        Seconds per iteration robot s would need at the largest slack.
+
+        Its measured push period, scaled by what the largest slack saves in the model of
+        ``_pace``: the model counts only the mandatory rows, while a push and a pull carry
+        what their deadlines allow, and the measured period counts it all (a robot the model
+        put at 3.4 s iterated every 7).
+        """
+        now_pace, most = self._pace(s, self._own_slack(s)), self._pace(s, self.policy.slack_max)
+        if now_pace is None or most is None or not self.iter_est[s].samples:
+            return most
+        return max(most, self.iter_est[s].value * most / now_pace)
+
+    def _keeps_pace(self, r: int) -> bool:
+        """
+        Tell whether robot r, out as too slow for any slack, could now keep the fleet's pace.
+
+        Its rows keep within its bound of the fleet's clock whenever it has just pushed them,
+        so that alone would readmit it at once and let it hold the others again; its link
+        must also carry the mandatory rows of the largest slack, up and down at the measured
+        throughputs, with its computation, in less than ``TOO_SLOW_BACK`` times the fleet's
+        time (``_pace``). Not its measured push period, as when it was let go: running free,
+        that stays long after its link recovered (a pull of the MTA prefix, a push of what
+        ATP sends), and a robot judged by it stayed out twice as long on EACOL ``outdoors``
+        (146-492 s on seed 3) and cost 1-3 points more (docs/scheduling.md).
+        """
+        fleet = self._fleet_pace([a for a in self.active_workers() if not self.stopped[a]])
+        pace = self._pace(r, self.policy.slack_max)
+        return fleet is None or pace is None or pace < TOO_SLOW_BACK * fleet
+
+    def _fleet_pace(self, running: list) -> float | None:
+        """Median of ``_pace`` over the ``running`` robots at their slack (None: unmeasured)."""
+        paces = sorted(p for p in (self._pace(a, self._own_slack(a)) for a in running)
+                       if p is not None)
+        return paces[len(paces) // 2] if len(paces) >= 2 else None
+
+    def _free_too_slow(self, now: float) -> list:
+        """
+        Suspend the robots ``_too_slow_for_slack`` found; they run free (``_runs_free``).
+
+        Nobody waits for such a robot and it pushes at its own pace; it returns once its
+        rows keep within its bound and its link could keep the pace (``_keeps_pace``). The
+        readmission backoff applies as for any link suspension, and at least two robots
+        stay in the check.
+        """
+        due, self._free_due = self._free_due, []
+        out = []
+        for s, pace, fleet in due:
+            if not self.active[s] or int(self.active.sum()) <= max(self.min_workers, 2):
+                continue
+            self.outage_suspensions += 1
+            self.too_slow_suspensions += 1
+            self._hold_out(s, now, self.policy.outage_bound * self.iteration_time())
+            self._too_slow.add(s)
+            out += self.suspend(s, now, 'link')
+            out.append(Log('too_slow_for_slack', pace, s, {
+                'fleet_pace_s': round(fleet, 3), 'slack': self._own_slack(s),
+                'clock': self.clock[s], 'fleet_clock': self._fleet_clock()}))
         return out
 
     def _link_bound(self, running: list) -> set:
@@ -1147,7 +1265,8 @@ class ServerEngine:
             if self.max_iterations is not None:
                 ahead = min(ahead, int(self.max_iterations) - 1)
             c = max(c, ahead)
-        return out + self._start_downlink(r, c, now)
+        out += self._start_downlink(r, c, now)
+        return out + self._free_too_slow(now) if self._free_due else out
 
     def _end_stall(self, r: int, now: float) -> list:
         t0 = self.stall_since.pop(r, None)
@@ -1252,7 +1371,8 @@ class ServerEngine:
                               end_timeout_s=self.end_timeout_s,
                               rate_bps=self.thr_down[r].value_bps,
                               tensor_row_sums=trs if pol.chunk_scales else None,
-                              flags=FLAG_LATE if late else 0)
+                              flags=((FLAG_LATE if late else 0)
+                                     | (FLAG_FREE if self._runs_free(r) else 0)))
         self.downlinks[r] = _Downlink(tr, rowbytes, scales, None, act,
                                       event=self.delivered.pin(('dl', r)))
         self._set_bounds(r, self.downlinks[r])

@@ -67,7 +67,8 @@ from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
-    check_schema, check_versions, FLAG_END, FLAG_JOIN, FLAG_LATE, FLAG_REQUEST, FLAG_SNAPSHOT,
+    check_schema, check_versions, FLAG_END, FLAG_FREE, FLAG_JOIN, FLAG_LATE, FLAG_REQUEST,
+    FLAG_SNAPSHOT,
     ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK, MessageError, RowChunk, RowVersions,
     Schedule, SERVER, stamp_incarnations, TransferAck, validate_ranges)
 from rog_ros.protocol.policies.base import SyncPolicy
@@ -212,6 +213,7 @@ class WorkerEngine:
         self._fresh = bool(join_on_start)        # ... or, on a fresh start, the computation
         self._server_restarted = False           # ... and re-adds the undurable pushes
         self._rsp_waiting = False
+        self._told_free = False         # the last pull said: not held to the bound (FLAG_FREE)
         self._dirty = False
         # exactly-once across server restarts: [(tid, rowbytes, scales, delivered rows)]
         # (incarnation, tid, rowbytes, scales, rows, per_row): scales as committed
@@ -936,10 +938,12 @@ class WorkerEngine:
         else:
             if versions is not None:
                 self._apply_versions(versions, mask)
+            if not late:
+                self._told_free = bool(inc.flags & FLAG_FREE)
             # outage-aware RSP: a worker catching up is moved to the fleet's clock.
             # Its rows age by the jump, so the next push carries every row that is now stale
             # (infinite urgency) and its versions come back within the bound; not while it
-            # runs free (``async_when_out``): then its pushes stay ATP-sized, and it comes
+            # runs free (the server's FLAG_FREE): then its pushes stay ATP-sized, and it comes
             # back once it has kept the fleet's pace for S iterations.
             jump = int(inc.clock) - self.clock
             if jump > 0 and not late:       # (a late pull is never a catch-up)
@@ -1010,19 +1014,15 @@ class WorkerEngine:
 
     def _runs_free(self) -> bool:
         """
-        Whether we are suspended and not held to the bound (``SyncPolicy.async_when_out``).
+        Whether we are suspended and not held to the bound (the server's ``FLAG_FREE``).
 
-        The server marks a suspended worker's column -1 in the versions it sends, for a
-        link suspension and for an absence alike; we cannot tell them apart. Out for its
-        link, the server serves us the MTA prefix and repairs nothing, so our check would
-        wait for ever. Out as absent (heard again, not yet readmitted), the server still
-        serves and repairs the rows our check needs, and skipping the check only lets us
-        compute before a repair of lost rows arrives (it is applied when the computation
-        ends): our rows may then be staler than S for one iteration, and nobody waits for
-        us. The setting must be the same on every node: a worker with it off, served by a
-        server with it on, would wait for ever once out for its link.
+        The server decides (``SyncPolicy.async_when_out``, ``free_stragglers``) and says so
+        on every chunk of a pull to a worker it does not hold: it then serves the MTA prefix
+        and repairs nothing, so our check would wait for ever. We follow the flag of the
+        pull applied last, while our column is marked suspended (-1): the settings of the
+        worker and the server cannot disagree, whatever the nodes were started with.
         """
-        return self.policy.async_when_out and not bool(self.active[self.rank])
+        return self._told_free and not bool(self.active[self.rank])
 
     def _bounds(self) -> torch.Tensor:
         """Per-column staleness bounds of our check: S + max(slack[s], our slack)."""

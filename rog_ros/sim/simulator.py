@@ -250,6 +250,7 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.end_time_s = harness.now
     recorder.extra['server_rejects'] = server.rejects
     recorder.extra['outage_suspensions'] = server.outage_suspensions   # outage-aware RSP
+    recorder.extra['too_slow_suspensions'] = server.too_slow_suspensions   # free_stragglers
     recorder.extra.update(slack_summary(getattr(server, 'slack', None)))   # straggler slack
     recorder.extra['weighted_pushes'] = server.weighted_pushes
     recorder.extra['rescaled_pushes'] = server.rescaled_pushes

@@ -101,6 +101,13 @@ class SyncPolicy:
     #                                 once its link keeps the fleet's pace. Off
     #                                 (``rog:4#async_when_out=1``, measured in docs/scheduling.md;
     #                                 ``ServerEngine._runs_free``)
+    free_stragglers: bool = False   # a robot that holds the others (straggler slack's
+    #                                 share) on a link too slow to keep the fleet's pace even
+    #                                 at the largest slack is suspended for its link and runs
+    #                                 free (as ``async_when_out``, for that robot only); it
+    #                                 returns once its link could keep the pace. Off
+    #                                 (``rog:4#free_stragglers=1``, measured in
+    #                                 docs/scheduling.md; ``ServerEngine._too_slow_for_slack``)
     outage_rescale: bool = True     # while k workers are suspended for a dead link, the
     #                                 active ones' pushes are applied at lr / (N - k) instead
     #                                 of lr / N: the mean over the robots that count, so an
