@@ -68,9 +68,8 @@ from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
     check_schema, check_versions, FLAG_END, FLAG_FREE, FLAG_JOIN, FLAG_LATE, FLAG_REQUEST,
-    FLAG_SNAPSHOT,
-    ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK, MessageError, RowChunk, RowVersions,
-    Schedule, SERVER, stamp_incarnations, TransferAck, validate_ranges)
+    FLAG_SNAPSHOT, ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK, MessageError, RowChunk,
+    RowVersions, Schedule, SERVER, stamp_incarnations, TransferAck, validate_ranges)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.transfer import OutgoingTransfer, Receiver, snapshot_layout
 import torch

@@ -49,8 +49,9 @@ A robot whose link is too slow to keep the fleet's pace at any slack may be let 
 (``free_stragglers``, off: ``rog:4#free_stragglers=1``): suspended for its link, it runs free
 until its link could keep the pace. On per-robot testbed logs it took the two-slow-robot case
 from 1.02x to 0.94x FLOWN-4 and the slowest seed of the one-slow-robot log from 125 to 70 s;
-on EACOL ``outdoors`` it cost 0.3 points of mean final accuracy and 37 s on one seed
-(docs/scheduling.md, "A link too slow for any slack"), so it is not the default.
+on EACOL ``outdoors`` it cost 0.3 points of mean final accuracy and 37 s on one seed, and on
+a single testbed log 2.3-2.7 points on two seeds (7.8 more on a third; docs/scheduling.md,
+"A link too slow for any slack"), so it is not the default.
 """
 
 from __future__ import annotations
