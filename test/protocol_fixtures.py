@@ -88,16 +88,25 @@ def at_compute_start(harness, check):
     Call ``check(rank, clock)`` as each worker asks for a computation (``StartCompute``).
 
     RSP admits a computation when it starts: a suspension, a readmission or a lower slack
-    that arrives while it runs changes the rules for the next one, not for this one (the
-    model it computes on does not change meanwhile: rows that arrive wait for its end). A
-    check of the bounds when the gradient is taken would see a column readmitted under the
-    computation, stale by the time it was out, and call a legal computation illegal.
+    that arrives while it runs changes the rules for the next one, not for this one, because
+    the model it computes on does not change meanwhile (rows that arrive wait for its end;
+    asserted here when its gradient is taken). A check of the bounds at that later moment
+    would see a column readmitted under the computation, stale by the time it was out, and
+    call a legal computation illegal.
     """
-    handle = harness._handle
+    handle, inner = harness._handle, harness.grad_fn
+    started = {}
 
     def watching(node, actions):
         for a in actions:
             if isinstance(a, StartCompute) and node != SERVER:
                 check(node, a.clock)
+                started[node] = (a.clock, harness.workers[node].w.clone())
         return handle(node, actions)
-    harness._handle = watching
+
+    def grad_fn(rank, w, clock):
+        clock_at_start, w_at_start = started[rank]
+        assert clock == clock_at_start and torch.equal(w, w_at_start), \
+            f'worker {rank}: the model changed while it computed {clock}'
+        return inner(rank, w, clock)
+    harness._handle, harness.grad_fn = watching, grad_fn

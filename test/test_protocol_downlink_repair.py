@@ -43,9 +43,9 @@ def rsp_checking(harness, workers, staleness):
     Check each computation as it starts: computing iteration c+1 needs c - vloc <= S.
 
     Per column S + the straggler slack the server granted (a link that keeps losing rows is
-    a slow link), never more than ``slack_max`` above S; all workers are active here.
+    a slow link), never more than ``slack_max`` above S; all workers are active here. The
+    model must not change until the gradient is taken (``at_compute_start`` asserts it).
     """
-    inner = harness.grad_fn
     seen = {'checks': 0}
 
     def started(rank, clock):
@@ -56,11 +56,6 @@ def rsp_checking(harness, workers, staleness):
         stale = int((workers[rank].vloc < (c - bounds).unsqueeze(0)).sum())
         assert stale == 0, f'worker {rank} computes iteration {clock} with {stale} stale rows'
         seen['checks'] += 1
-
-    def grad_fn(rank, w, clock):
-        assert torch.equal(w, workers[rank].w)
-        return inner(rank, w, clock)
-    harness.grad_fn = grad_fn
     at_compute_start(harness, started)
     return seen
 

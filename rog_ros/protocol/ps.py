@@ -765,13 +765,18 @@ class ServerEngine:
                 'held_share': round(share, 3), 'staleness': self.policy.staleness + e}))
         return out
 
-    def _pace(self, a: int, slack: int) -> float | None:
-        """Seconds robot a needs per iteration at ``slack``: compute, MTA rows up and down."""
+    def _link_time(self, a: int, slack: int) -> float | None:
+        """Seconds a's link needs for the MTA rows of ``slack``, up and down (None: unknown)."""
         up, down = self.thr_up[a].value_bps, self.thr_down[a].value_bps
         if up <= 0 or down <= 0 or not self.compute_est[a].samples:
             return None
         bits = 8.0 * self.total_row_bytes * self.policy.mta_for(slack)
-        return self.compute_est[a].value + bits / up + bits / down
+        return bits / up + bits / down
+
+    def _pace(self, a: int, slack: int) -> float | None:
+        """Seconds robot a needs per iteration at ``slack``: compute, MTA rows up and down."""
+        link = self._link_time(a, slack)
+        return None if link is None else self.compute_est[a].value + link
 
     def _too_slow_for_slack(self, held: list, link_bound: set, running: list) -> list:
         """
@@ -872,13 +877,12 @@ class ServerEngine:
         """
         if len(running) < 2:
             return set()
-        bits = 8.0 * self.total_row_bytes * self.policy.mta
         link, comp = {}, {}
         for a in running:
-            up, down = self.thr_up[a].value_bps, self.thr_down[a].value_bps
-            if up <= 0 or down <= 0 or not self.compute_est[a].samples:
+            t = self._link_time(a, 0)
+            if t is None:
                 continue
-            link[a] = bits / up + bits / down
+            link[a] = t
             comp[a] = self.compute_est[a].value
         if len(link) < 2:
             return set()
