@@ -80,6 +80,7 @@ class ChaosConfig:
     flood_s: float = 3.0             # flood: seconds of hostile traffic
     seed: int = 0
     timeout_s: float = 120.0         # per scenario, on top of the outage
+    restart_gap_s: float = 0.5       # worker-restart: seconds between the kill and the restart
     python: str = sys.executable
 
 
@@ -110,7 +111,7 @@ class Fleet:
     """The nodes of one scenario: start, kill, restart, wait."""
 
     def __init__(self, cfg: ChaosConfig, run_dir: str, trace: str, extra=None,
-                 key_env=None, iterations=None):
+                 key_env=None, iterations=None, server_extra=None):
         from rog_ros.nodes.fleet import default_domain
         from rog_ros.nodes.plan import plan
         from rog_ros.transport.cyclone_config import config_path
@@ -133,6 +134,7 @@ class Fleet:
             params.update(extra or {})
             if spec.role == 'server':
                 params['checkpoint_every'] = 5
+                params.update(server_extra or {})
             if spec.role == 'worker':
                 params['server_timeout'] = 60.0 + cfg.outage_s
             self.specs[spec.name] = dataclasses.replace(spec, parameters=params)
@@ -297,13 +299,14 @@ def _result(name: str, **kw) -> dict:
 
 
 def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None,
-                    key_env=None, extra_check=None, iterations=None) -> dict:
+                    key_env=None, extra_check=None, iterations=None,
+                    server_extra=None) -> dict:
     """Start a fleet, run ``inject(fleet) -> (recover_s, detail)``, wait, check the ledger."""
     run_dir = os.path.abspath(os.path.join(cfg.out, name))
     trace = os.path.join(run_dir, 'trace.csv')
     os.makedirs(run_dir, exist_ok=True)
     write_trace(trace, cfg.workers, RATE_MBPS, outage)
-    fleet = Fleet(cfg, run_dir, trace, extra, key_env, iterations)
+    fleet = Fleet(cfg, run_dir, trace, extra, key_env, iterations, server_extra)
     t0 = time.monotonic()
     recover, detail, finished, reason = None, '', False, ''
     try:
@@ -360,7 +363,7 @@ def _worker_restart(cfg: ChaosConfig) -> dict:
         old = _runs(path)
         last = [r for r in _records(path) if r['kind'] in ('computed', 'commit')][-1]
         killed['mid_transfer'] = last['kind'] == 'computed'    # pushed, not yet committed
-        time.sleep(0.5)
+        time.sleep(cfg.restart_gap_s)
         fleet.start(f'rog_worker_{VICTIM}')
         t = time.monotonic()
 
@@ -375,7 +378,12 @@ def _worker_restart(cfg: ChaosConfig) -> dict:
         res['killed_mid_transfer'] = killed.get('mid_transfer')
         return [] if killed.get('mid_transfer') else [
             f'worker {VICTIM} was not killed in the middle of a push']
-    return _fleet_scenario('worker-restart', cfg, inject, extra_check=mid_transfer)
+    # A quorum of the whole fleet: the killed worker's dead push makes the outage rule suspend
+    # it within a second or two, and without a quorum the others may then finish the run before
+    # a slow restart (torch import, DDS discovery: 3-10 s on a loaded machine) is back, which
+    # leaves it nothing to compute (stop-after-fleet) and this scenario nothing to check.
+    return _fleet_scenario('worker-restart', cfg, inject, extra_check=mid_transfer,
+                           server_extra={'min_workers': cfg.workers})
 
 
 def _server_restart(cfg: ChaosConfig) -> dict:
