@@ -95,9 +95,10 @@ def test_a_robot_slack_can_help_is_not_freed_and_off_is_the_ablation():
     assert server.stall_time == off.stall_time and loss == off_loss     # nothing changed
     off_harness, off, _, _ = run(False)
     assert not logs(off_harness.stats, 'too_slow_for_slack') and not off._too_slow
-    # measured, not the default (docs/scheduling.md), and never for the baselines
-    assert make_policy('rog:4#free_stragglers=1').free_stragglers
-    assert not any(make_policy(p).free_stragglers for p in ('rog:4', 'ssp:4', 'bsp', 'flown:4'))
+    # Rog's default (measured, docs/scheduling.md), and never for the baselines
+    assert make_policy('rog:4').free_stragglers and make_policy('rog:20').free_stragglers
+    assert not make_policy('rog:4#free_stragglers=0').free_stragglers
+    assert not any(make_policy(p).free_stragglers for p in ('ssp:4', 'bsp', 'flown:4'))
 
 
 def test_it_returns_once_its_link_keeps_the_pace():

@@ -33,6 +33,8 @@ from test_protocol_conservation import check_invariants
 import torch
 
 SLOW = 3
+# too slow for any slack: free_stragglers (Rog's default) would let it go, so the slack tests
+# turn it off (test_free_stragglers.py tests that rule on this link)
 SLOW_LINK = {'bandwidths': (2e6, 2e6, 2e6, 0.3e6), 'compute': (0.05,) * 4, 'iters': 60,
              'dtype': torch.float64}
 
@@ -120,7 +122,7 @@ def _watch(harness, policy):
 
 
 def _run(on, fault=None, seed=0, **kw):
-    pol = make_policy(f'rog:4#straggler_slack={int(on)}')
+    pol = make_policy(f'rog:4#straggler_slack={int(on)}#free_stragglers=0')
     harness, server, workers, loss_fn, layout = build('rog:4', policy=pol, fault=fault,
                                                       seed=seed, **{**SLOW_LINK, **kw})
     harness.log_events = True
@@ -189,7 +191,7 @@ def test_lost_and_repeated_messages_leave_both_checks_agreeing(seed):
 # ------------------------------------------------- slack and outage suspension together
 def _suspended_straggler(slack):
     """Return a server whose robot 3 (slack ``slack``) is suspended for its link, fleet at 10."""
-    pol = make_policy('rog:4#straggler_slack=1')
+    pol = make_policy('rog:4#straggler_slack=1#free_stragglers=0')
     server = build('rog:4', policy=pol, **SLOW_LINK)[1]
     server.clock = [10, 10, 10, 3]
     server.versions.v[:] = 10
@@ -232,7 +234,7 @@ def test_no_slack_rises_while_a_robot_is_suspended_for_its_link():
     # slack quickens the fleet; a robot out for its link returns only once its link keeps
     # the fleet's pace, so raising the pace then kept robots out (EACOL seeds 8 and 9)
     from test_outage_rsp import dipping_link
-    pol = make_policy('rog:4#straggler_slack=1')
+    pol = make_policy('rog:4#straggler_slack=1#free_stragglers=0')
     harness, server, workers, _, _ = build('rog:4', policy=pol, **SLOW_LINK)
     harness.up[0], harness.down[0] = dipping_link(2.0, 8.0), dipping_link(2.0, 8.0)
     harness.log_events = True

@@ -790,9 +790,11 @@ class ServerEngine:
         per-robot testbed logs: one robot at 1.4-3 Mbit/s iterated every 7 s against the
         others' 2.5 and held them 46-58% of their time while its slack rose to 8). Such a
         robot is suspended for its link and runs free (``_free_too_slow``). Only robots that
-        do hold the others (``held``) and are slow for their link (``link_bound``) qualify.
+        do hold the others (``held``) and are slow for their link (``link_bound``) qualify,
+        and only under outage-aware RSP (without it nobody is suspended for a link).
         """
-        if not self.policy.free_stragglers or len(running) < 3 or not held:
+        pol = self.policy
+        if not (pol.free_stragglers and pol.outage_aware) or len(running) < 3 or not held:
             return []
         fleet = self._fleet_pace(running)
         if fleet is None:
@@ -1565,9 +1567,12 @@ class ServerEngine:
         if dl.snapshot and self.unsynced[r] is not None:
             return [Log('snapshot_partial', float(delivered.size), r)] + \
                 self._start_snapshot(r, c, now)
-        if (self.slots is None and not self._runs_free(r)
+        if (self.slots is None and not dl.transfer.flags & FLAG_FREE
                 and not self._worker_rsp_ok(r, c, dl.active, dl.bounds)):
-            # Mandatory rows were lost on the way: the worker waits for them.
+            # Mandatory rows were lost on the way: the worker waits for them. Whether it
+            # checks is what this pull told it (FLAG_FREE), not whether it runs free now: a
+            # robot let go while its pull was under way checks that pull, and without a
+            # repair it waited for ever (free_stragglers under message loss, 3 robots).
             self.repairs += 1
             return [Log('downlink_repair', float(delivered.size), r, {'clock': c})] + \
                 self._start_downlink(r, c, now)

@@ -105,8 +105,8 @@ class SyncPolicy:
     #                                 share) on a link too slow to keep the fleet's pace even
     #                                 at the largest slack is suspended for its link and runs
     #                                 free (as ``async_when_out``, for that robot only); it
-    #                                 returns once its link could keep the pace. Off
-    #                                 (``rog:4#free_stragglers=1``, measured in
+    #                                 returns once its link could keep the pace. On for Rog
+    #                                 (``rog:4#free_stragglers=0`` the ablation; measured in
     #                                 docs/scheduling.md; ``ServerEngine._too_slow_for_slack``)
     outage_rescale: bool = True     # while k workers are suspended for a dead link, the
     #                                 active ones' pushes are applied at lr / (N - k) instead
