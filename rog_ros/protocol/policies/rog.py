@@ -49,7 +49,7 @@ A robot whose link is too slow to keep the fleet's pace at any slack is let go
 (``free_stragglers``, on; ``rog:4#free_stragglers=0`` is the ablation): suspended for its
 link, it runs free until its link could keep the pace. It took EACOL ``outdoors`` seeds 10-14
 from 1.45x to 0.89x FLOWN-4 and the two-slow-robot testbed logs from 1.02x to 0.94x, left
-every other median measured where it was or lower, and costs 0.3-0.5 points of EACOL's mean
+every other median measured where it was or lower, and costs 0.3-0.8 points of EACOL's mean
 final accuracy where a robot it lets go stays out long (docs/scheduling.md, "A link too slow
 for any slack").
 """
