@@ -132,6 +132,10 @@ def test_the_readmission_needs_a_pace_the_fleet_can_keep():
             asked.append(server._keeps_pace(SLOW))      # as if its link were the others'
             server.thr_up[SLOW].value_bps, server.thr_down[SLOW].value_bps = thr_up, thr_down
         harness.at(3.0, look)
-    _, server, _, _ = run(True, on_harness=ask)
+    harness, server, _, _ = run(True, on_harness=ask)
     assert SLOW in server._too_slow and TOO_SLOW_BACK < TOO_SLOW      # hysteresis
     assert asked == [False, True]
+    # silent while out (a crash): membership keeps it out from then on, not its old link
+    assert server._runs_free(SLOW)
+    server.suspend(SLOW, harness.now, 'absent')
+    assert SLOW not in server._too_slow and not server._runs_free(SLOW)

@@ -481,13 +481,16 @@ class ServerEngine:
         """
         if not 0 <= worker < self.n:
             raise ValueError(f'no worker {worker}')
+        if reason != 'link':
+            # silent or crashed: membership, not its link, keeps it out now (also when it was
+            # already out as too slow: its readmission must not wait for the pace of a link
+            # measured before it went silent)
+            self._too_slow.discard(worker)
         if not self.active[worker]:
             self.suspended_reason[worker] = reason
             return []
         self.active[worker] = False
         self.suspended_reason[worker] = reason
-        if reason != 'link':
-            self._too_slow.discard(worker)
         out = [Log('worker_suspended', 1.0, worker,
                    {'reason': reason, 'active': self.active_workers()})]
         if not self._quorum():
