@@ -38,6 +38,7 @@ from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
 from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
+from rog_ros.nodes.events import describe as describe_event
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
 from rog_ros.nodes.routing import server_inbox, server_outbox, train_status, worker_name
@@ -338,6 +339,10 @@ class ServerNode:
 
     def _on_log(self, now: float, log) -> None:
         self.recorder.on_log(now - (self.t0 or now), SERVER, log)
+        said = describe_event(log)
+        if said is not None:       # .info / .warning: both Python's and rclpy's loggers
+            level, text = said
+            (self.log.warning if level >= logging.WARNING else self.log.info)(text)
 
     def _on_status(self, msg: TrainStatus) -> None:
         if 0 <= msg.node < self.args.workers:

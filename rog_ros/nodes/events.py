@@ -1,0 +1,107 @@
+"""
+Protocol events worth a line in a node's log, in words.
+
+The engines report everything as ``Log`` actions, and most of them are metrics (a trigger per
+pull, a stall, a push applied) that only the run recorder wants. A few change who trains with
+whom: a robot suspended from the staleness check or back in it, let go as too slow for any
+slack, given straggler slack, the quorum lost, a robot restarting or joining. Someone watching
+a fleet (``logs/rog_server.log`` of ``rog fleet``, or the console of ``ros2 run``) wants those
+as they happen, with the numbers that decided them; before this module the server's log said
+"active" and, at the end, a summary, and a robot let go twice in a run left no trace but a
+count. ``describe`` turns one ``Log`` into a log level and a sentence, or None for the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional, Tuple
+
+INFO, WARNING = logging.INFO, logging.WARNING
+
+
+def _robots(ranks) -> str:
+    ranks = list(ranks or [])
+    return ', '.join(str(r) for r in ranks) if ranks else 'none'
+
+
+def _suspended(log) -> Tuple[int, str]:
+    why = log.info.get('reason', '?')
+    cause = {'link': "its link cannot keep the fleet's pace",
+             'absent': 'not heard from within the absence timeout'}.get(why, why)
+    return INFO, (f'robot {log.worker} suspended from the staleness check ({cause}); '
+                  f'robots in the check: {_robots(log.info.get("active"))}')
+
+
+def _readmitted(log) -> Tuple[int, str]:
+    return INFO, (f'robot {log.worker} is back in the staleness check; robots in the check: '
+                  f'{_robots(log.info.get("active"))}')
+
+
+def _too_slow(log) -> Tuple[int, str]:
+    i = log.info
+    return INFO, (f'robot {log.worker} runs free: it needs {log.value:.2f} s per iteration at '
+                  f'the largest slack against the fleet\'s {float(i.get("fleet_pace_s", 0)):.2f}'
+                  f' s (clock {i.get("clock")}, fleet at {i.get("fleet_clock")}); nobody waits '
+                  'for it until its link keeps the pace')
+
+
+def _outage(log) -> Tuple[int, str]:
+    i = log.info
+    return INFO, (f'robot {log.worker} held robot {i.get("held")} for {log.value:.1f} s '
+                  f'(outage bound {float(i.get("bound_s", 0)):.1f} s; clock {i.get("clock")}, '
+                  f'fleet at {i.get("fleet_clock")})')
+
+
+def _slack(log) -> Tuple[int, str]:
+    i = log.info
+    return INFO, (f'robot {log.worker} straggler slack now {int(log.value)} (its bound '
+                  f'{i.get("staleness")}; it held the others '
+                  f'{100 * float(i.get("held_share", 0)):.0f}% of their time)')
+
+
+def _quorum(log) -> Tuple[int, str]:
+    i = log.info
+    return WARNING, (f'quorum lost: {int(log.value)} robots in the staleness check, '
+                     f'{i.get("min_workers")} needed ({_robots(i.get("active"))}); '
+                     f'{i.get("hint", "training waits")}')
+
+
+def _restart(log) -> Tuple[int, str]:
+    i = log.info
+    return INFO, (f'robot {log.worker} restarted (a new incarnation): '
+                  f'{i.get("dropped_uplinks", 0)} unfinished pushes dropped'
+                  + (', its pull under way dropped' if i.get('dropped_downlink') else ''))
+
+
+def _join(log) -> Tuple[int, str]:
+    return INFO, f'robot {log.worker} joined'
+
+
+def _after_fleet(log) -> Tuple[int, str]:
+    short = int(log.value)
+    done = (f'{short} iterations short of its budget' if short > 0
+            else 'at its budget')
+    return INFO, (f'robot {log.worker} stopped {done}: the fleet finished while it was out '
+                  'for its link')
+
+
+_DESCRIBE = {
+    'worker_suspended': _suspended,
+    'worker_readmitted': _readmitted,
+    'too_slow_for_slack': _too_slow,
+    'outage_suspend': _outage,
+    'straggler_slack': _slack,
+    'quorum_lost': _quorum,
+    'worker_restart': _restart,
+    'join': _join,
+    'stopped_after_fleet': _after_fleet,
+}
+
+NOTABLE = frozenset(_DESCRIBE)
+"""Event names ``describe`` puts into words (every other ``Log`` is a metric)."""
+
+
+def describe(log) -> Optional[Tuple[int, str]]:
+    """Return ``(logging level, sentence)`` for a notable event, None for a metric."""
+    fn = _DESCRIBE.get(log.name)
+    return None if fn is None else fn(log)

@@ -1,0 +1,89 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The server's log says who trains with whom as it changes (``rog_ros.nodes.events``).
+
+A robot suspended, let go as too slow, back in the check, given slack, a quorum lost: each is
+one line with the numbers that decided it; metrics (triggers, stalls, pushes) are not logged.
+"""
+
+import logging
+import pathlib
+import re
+
+from rog_ros.metrics import RunRecorder
+from rog_ros.nodes import events
+from rog_ros.nodes.server_node import ServerNode
+from rog_ros.protocol.actions import Log
+from test_free_stragglers import run, SLOW
+
+ENGINES = pathlib.Path(events.__file__).resolve().parents[1] / 'protocol'
+
+
+def test_every_notable_event_is_one_the_engines_emit():
+    # a renamed event would otherwise silently drop out of the log
+    emitted = set()
+    for path in ENGINES.rglob('*.py'):
+        emitted |= set(re.findall(r"Log\('([a-z_]+)'", path.read_text()))
+    assert events.NOTABLE <= emitted, sorted(events.NOTABLE - emitted)
+
+
+def test_the_sentences_carry_the_numbers_that_decided():
+    level, text = events.describe(Log('too_slow_for_slack', 6.66, 1, {
+        'fleet_pace_s': 2.63, 'slack': 0, 'clock': 233, 'fleet_clock': 236}))
+    assert level == logging.INFO
+    assert 'robot 1 runs free' in text and '6.66 s' in text and '2.63 s' in text
+    assert 'clock 233' in text and '236' in text
+    level, text = events.describe(Log('worker_suspended', 1.0, 3,
+                                      {'reason': 'link', 'active': [0, 1, 2]}))
+    assert 'robot 3 suspended' in text and 'link' in text and '0, 1, 2' in text
+    _, text = events.describe(
+        Log('worker_suspended', 1.0, 2, {'reason': 'absent', 'active': []}))
+    assert 'not heard from' in text and 'none' in text
+    _, text = events.describe(
+        Log('straggler_slack', 2.0, 0, {'held_share': 0.456, 'staleness': 6}))
+    assert 'slack now 2' in text and 'bound 6' in text and '46%' in text
+    level, text = events.describe(Log('quorum_lost', 1.0, -1, {
+        'min_workers': 2, 'active': [0], 'hint': 'training waits until enough are back'}))
+    assert level == logging.WARNING and '1 robots' in text and '2 needed' in text
+    assert '3 iterations short' in events.describe(Log('stopped_after_fleet', 3.0, 1))[1]
+    assert 'at its budget' in events.describe(Log('stopped_after_fleet', 0.0, 1))[1]
+
+
+def test_metrics_are_not_logged():
+    for name in ('trigger', 'stall_s', 'push_applied', 'pull_done', 'push_done', 'reject',
+                 'late_rows_applied', 'urgent_rows'):
+        assert events.describe(Log(name, 1.0, 0)) is None
+        assert name not in events.NOTABLE
+
+
+def test_a_robot_let_go_in_a_run_is_in_the_server_log(caplog):
+    # the fixture of test_free_stragglers: robot 3's link is too slow for any slack
+    harness, *_ = run(True)
+    node = ServerNode.__new__(ServerNode)      # only what _on_log uses
+    node.recorder, node.t0 = RunRecorder(system='rog:4', n_workers=4), 0.0
+    node.log = logging.getLogger('rog_server_test')
+    with caplog.at_level(logging.INFO, logger='rog_server_test'):
+        for t, _, action in harness.stats.logs:
+            node._on_log(t, action)
+    said = [r.getMessage() for r in caplog.records]
+    free = [s for s in said if 'runs free' in s]
+    assert len(free) == 1 and free[0].startswith(f'robot {SLOW} ')
+    assert any(s.startswith(f'robot {SLOW} suspended') for s in said)
+    # one line per event, not per metric: the run applied hundreds of pushes
+    n_events = sum(1 for _, _, a in harness.stats.logs if a.name in events.NOTABLE)
+    assert len(said) == n_events < 0.05 * len(harness.stats.logs)
+    # and the recorder still gets every metric
+    assert sum(node.recorder.triggers) == sum(
+        1 for _, _, a in harness.stats.logs if a.name == 'trigger' and 0 <= a.worker < 4) > 0
