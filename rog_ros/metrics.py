@@ -15,7 +15,9 @@
 RunRecorder: turns engine events into the per-run metrics of specs/rog.md section 11.
 
 Both drivers feed it (the simulator in virtual time, ``rog fleet`` on the wall clock) and both
-write the same files: ``summary.json`` and ``timeseries.csv``. Definitions, per worker d:
+write the same files: ``summary.json``, ``timeseries.csv`` and ``events.csv`` (who was
+suspended, let go, readmitted, given slack, and why: ``rog_ros.protocol.events``; only its
+header when nothing happened). Definitions, per worker d:
 
 * compute_d: time spent in forward/backward (and the codec, which runs inside the engines);
 * stall_d: time its pull was held by the staleness check (BSP barrier, SSP/RSP threshold);
@@ -36,12 +38,14 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, field
+import io
 import json
 import math
 import os
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text as atomic_write
+from rog_ros.protocol.events import describe as describe_event
 
 
 @dataclass
@@ -72,6 +76,7 @@ class RunRecorder:
     iterations_to_target: float | None = None
     end_time_s: float = 0.0
     extra: dict = field(default_factory=dict)
+    events: list = field(default_factory=list)    # (time_s, robot, event, sentence)
 
     def __post_init__(self):
         n = self.n_workers
@@ -88,6 +93,9 @@ class RunRecorder:
     def on_log(self, now: float, node: int, log) -> None:
         """Feed every ``Log`` action of every engine (node = rank, or -1 for the server)."""
         name, w = log.name, log.worker
+        said = describe_event(log)
+        if said is not None:            # membership and policy events: events.csv
+            self.events.append((float(now), int(w), name, said[1]))
         if name == 'trigger' and 0 <= w < self.n_workers:
             self.triggers[w] += 1
         elif name == 'stall_s' and 0 <= w < self.n_workers:
@@ -203,7 +211,7 @@ class RunRecorder:
         }
 
     def write(self, out_dir: str) -> dict:
-        """Write summary.json and timeseries.csv atomically; returns the summary."""
+        """Write summary.json, timeseries.csv and events.csv atomically; returns the summary."""
         os.makedirs(out_dir, exist_ok=True)
         summary = self.summary()
         atomic_write(os.path.join(out_dir, 'summary.json'),
@@ -214,6 +222,11 @@ class RunRecorder:
         for r in self.rows:
             lines.append(','.join(_fmt(r.get(c)) for c in cols))
         atomic_write(os.path.join(out_dir, 'timeseries.csv'), '\n'.join(lines) + '\n')
+        buf = io.StringIO()
+        rows = csv.writer(buf, lineterminator='\n')
+        rows.writerow(['time_s', 'robot', 'event', 'what'])
+        rows.writerows((f'{t:.3f}', w, name, text) for t, w, name, text in self.events)
+        atomic_write(os.path.join(out_dir, 'events.csv'), buf.getvalue())
         return summary
 
 

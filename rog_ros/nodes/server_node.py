@@ -38,11 +38,11 @@ from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
 from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
-from rog_ros.nodes.events import describe as describe_event
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
 from rog_ros.nodes.routing import server_inbox, server_outbox, train_status, worker_name
 from rog_ros.nodes.signals import SignalRequests
+from rog_ros.protocol.events import describe as describe_event
 from rog_ros.protocol.messages import SERVER, TrainStatus
 from rog_ros.protocol.ps import ServerEngine
 

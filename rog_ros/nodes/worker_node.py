@@ -34,6 +34,7 @@ from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
 from rog_ros.nodes.signals import SignalRequests
+from rog_ros.protocol.events import describe as describe_event
 from rog_ros.protocol.messages import SERVER, TrainStatus, TransferAck
 from rog_ros.protocol.worker import WorkerEngine
 import torch
@@ -117,8 +118,16 @@ class WorkerNode:
                                    compute_thread=threaded,
                                    while_computing=getattr(self.engine,
                                                            'receives_while_computing',
-                                                           (TransferAck,)))
+                                                           (TransferAck,)),
+                                   on_log=self._on_log)
         self.life.trigger('configure')
+
+    def _on_log(self, now: float, log) -> None:
+        """Say the notable engine events in this robot's log (``rog_ros.protocol.events``)."""
+        said = describe_event(log)
+        if said is not None:       # .info / .warning: both Python's and rclpy's loggers
+            level, text = said
+            (self.log.warning if level >= logging.WARNING else self.log.info)(text)
 
     def activate(self) -> bool:
         """Wait for the server's endpoints, then start training; False if shut down first."""

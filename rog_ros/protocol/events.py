@@ -4,11 +4,14 @@ Protocol events worth a line in a node's log, in words.
 The engines report everything as ``Log`` actions, and most of them are metrics (a trigger per
 pull, a stall, a push applied) that only the run recorder wants. A few change who trains with
 whom: a robot suspended from the staleness check or back in it, let go as too slow for any
-slack, given straggler slack, the quorum lost, a robot restarting or joining. Someone watching
-a fleet (``logs/rog_server.log`` of ``rog fleet``, or the console of ``ros2 run``) wants those
-as they happen, with the numbers that decided them; before this module the server's log said
-"active" and, at the end, a summary, and a robot let go twice in a run left no trace but a
-count. ``describe`` turns one ``Log`` into a log level and a sentence, or None for the rest.
+slack, given straggler slack, the quorum lost, a robot restarting or joining; and a robot's
+gradient that was not finite. Someone watching a fleet (``logs/rog_server.log`` of ``rog
+fleet``, or the console of ``ros2 run``) wants those as they happen, with the numbers that
+decided them; before this module the server's log said "active" and, at the end, a summary,
+and a robot let go twice in a run left no trace but a count. ``describe`` turns one ``Log``
+into a log level and a sentence, or None for the rest; the nodes log it, and ``RunRecorder``
+keeps it for ``events.csv`` next to ``summary.json`` (simulated runs too, where nothing else
+would show it).
 """
 
 from __future__ import annotations
@@ -77,6 +80,16 @@ def _join(log) -> Tuple[int, str]:
     return INFO, f'robot {log.worker} joined'
 
 
+def _nonfinite(log) -> Tuple[int, str]:
+    return WARNING, (f'robot {log.worker} computed a non-finite gradient: dropped, the '
+                     'iteration is computed again (lower the learning rate if it repeats)')
+
+
+def _diverged(log) -> Tuple[int, str]:
+    who = 'the server' if log.worker < 0 else f'robot {log.worker}'
+    return WARNING, f'{who}: training diverged (non-finite values); the run stops'
+
+
 def _after_fleet(log) -> Tuple[int, str]:
     short = int(log.value)
     done = (f'{short} iterations short of its budget' if short > 0
@@ -95,6 +108,8 @@ _DESCRIBE = {
     'worker_restart': _restart,
     'join': _join,
     'stopped_after_fleet': _after_fleet,
+    'nonfinite_gradient': _nonfinite,
+    'diverged': _diverged,
 }
 
 NOTABLE = frozenset(_DESCRIBE)

@@ -12,23 +12,25 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The server's log says who trains with whom as it changes (``rog_ros.nodes.events``).
+Runs say who trains with whom as it changes (``rog_ros.protocol.events``).
 
 A robot suspended, let go as too slow, back in the check, given slack, a quorum lost: each is
-one line with the numbers that decided it; metrics (triggers, stalls, pushes) are not logged.
+one line with the numbers that decided it, in the server's log and in the run's
+``events.csv``; metrics (triggers, stalls, pushes) are not.
 """
 
+import csv
 import logging
 import pathlib
 import re
 
 from rog_ros.metrics import RunRecorder
-from rog_ros.nodes import events
 from rog_ros.nodes.server_node import ServerNode
+from rog_ros.protocol import events
 from rog_ros.protocol.actions import Log
 from test_free_stragglers import run, SLOW
 
-ENGINES = pathlib.Path(events.__file__).resolve().parents[1] / 'protocol'
+ENGINES = pathlib.Path(events.__file__).resolve().parent
 
 
 def test_every_notable_event_is_one_the_engines_emit():
@@ -87,3 +89,33 @@ def test_a_robot_let_go_in_a_run_is_in_the_server_log(caplog):
     # and the recorder still gets every metric
     assert sum(node.recorder.triggers) == sum(
         1 for _, _, a in harness.stats.logs if a.name == 'trigger' and 0 <= a.worker < 4) > 0
+
+
+def test_the_run_writes_its_events_next_to_its_summary(tmp_path):
+    harness, *_ = run(True)
+    rec = RunRecorder(system='rog:4', n_workers=4)
+    for t, node, action in harness.stats.logs:
+        rec.on_log(t, node, action)
+    rec.write(str(tmp_path))
+    rows = list(csv.DictReader(open(tmp_path / 'events.csv')))
+    expected = [(t, a) for t, _, a in harness.stats.logs if a.name in events.NOTABLE]
+    assert len(rows) == len(expected) > 0
+    free = [r for r in rows if r['event'] == 'too_slow_for_slack']
+    assert [int(r['robot']) for r in free] == [SLOW] and 'runs free' in free[0]['what']
+    assert abs(float(free[0]['time_s'])
+               - next(t for t, a in expected if a.name == 'too_slow_for_slack')) < 1e-3
+    # a run where nothing happened writes the header alone
+    quiet = RunRecorder(system='bsp', n_workers=2)
+    quiet.write(str(tmp_path / 'quiet'))
+    assert open(tmp_path / 'quiet' / 'events.csv').read() == 'time_s,robot,event,what\n'
+
+
+def test_a_worker_node_says_a_non_finite_gradient(caplog):
+    from rog_ros.nodes.worker_node import WorkerNode
+    node = WorkerNode.__new__(WorkerNode)
+    node.log = logging.getLogger('rog_worker_test')
+    with caplog.at_level(logging.INFO, logger='rog_worker_test'):
+        node._on_log(0.0, Log('nonfinite_gradient', 1.0, 2))
+        node._on_log(0.0, Log('pull_applied', 10.0, 2))
+    assert [(r.levelno, r.getMessage()[:30]) for r in caplog.records] == [
+        (logging.WARNING, 'robot 2 computed a non-finite ')]
