@@ -48,6 +48,10 @@ from rog_ros.atomic import atomic_write_text as atomic_write
 from rog_ros.protocol.events import describe as describe_event
 
 
+EVENT_COLUMNS = ('time_s', 'robot', 'event', 'value', 'info', 'what')
+"""Columns of ``events.csv``: the ``Log``'s name, value and info (JSON), and the sentence."""
+
+
 @dataclass
 class RunRecorder:
     system: str
@@ -76,7 +80,7 @@ class RunRecorder:
     iterations_to_target: float | None = None
     end_time_s: float = 0.0
     extra: dict = field(default_factory=dict)
-    events: list = field(default_factory=list)    # (time_s, robot, event, sentence)
+    events: list = field(default_factory=list)    # (time_s, robot, event, value, info, text)
 
     def __post_init__(self):
         n = self.n_workers
@@ -95,7 +99,8 @@ class RunRecorder:
         name, w = log.name, log.worker
         said = describe_event(log)
         if said is not None:            # membership and policy events: events.csv
-            self.events.append((float(now), int(w), name, said[1]))
+            self.events.append((float(now), int(w), name, float(log.value), dict(log.info),
+                                said[1]))
         if name == 'trigger' and 0 <= w < self.n_workers:
             self.triggers[w] += 1
         elif name == 'stall_s' and 0 <= w < self.n_workers:
@@ -224,8 +229,11 @@ class RunRecorder:
         atomic_write(os.path.join(out_dir, 'timeseries.csv'), '\n'.join(lines) + '\n')
         buf = io.StringIO()
         rows = csv.writer(buf, lineterminator='\n')
-        rows.writerow(['time_s', 'robot', 'event', 'what'])
-        rows.writerows((f'{t:.3f}', w, name, text) for t, w, name, text in self.events)
+        rows.writerow(EVENT_COLUMNS)
+        rows.writerows(
+            (f'{t:.3f}', w, name, _fmt(v),
+             json.dumps(_jsonable(info), sort_keys=True, default=str), text)
+            for t, w, name, v, info, text in self.events)
         atomic_write(os.path.join(out_dir, 'events.csv'), buf.getvalue())
         return summary
 

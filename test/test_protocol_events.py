@@ -107,7 +107,8 @@ def test_the_run_writes_its_events_next_to_its_summary(tmp_path):
     # a run where nothing happened writes the header alone
     quiet = RunRecorder(system='bsp', n_workers=2)
     quiet.write(str(tmp_path / 'quiet'))
-    assert open(tmp_path / 'quiet' / 'events.csv').read() == 'time_s,robot,event,what\n'
+    header = open(tmp_path / 'quiet' / 'events.csv').read()
+    assert header == 'time_s,robot,event,value,info,what\n'
 
 
 def test_a_worker_node_says_a_non_finite_gradient(caplog):

@@ -26,6 +26,7 @@ import os
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text
+from rog_ros.experiments.membership import plot_membership, read_events
 
 
 def _f(v, fmt='{:.2f}'):
@@ -207,10 +208,11 @@ def _mean_curve(runs: list, xkey: str):
 
 def load_runs(run_dir: str) -> list:
     """
-    Return ``[(summary, timeseries rows), ...]`` of every run under ``run_dir``.
+    Return ``[(summary, timeseries rows, events), ...]`` of every run under ``run_dir``.
 
-    A run is a directory holding ``summary.json`` (and ``timeseries.csv``), as written by
-    ``rog fleet``, ``rog_server``, ``rog sim`` and each run of ``rog compare``.
+    A run is a directory holding ``summary.json`` (and ``timeseries.csv``, ``events.csv``), as
+    written by ``rog fleet``, ``rog_server``, ``rog sim`` and each run of ``rog compare``;
+    ``events`` is [] for runs written before ``events.csv`` existed.
     """
     import csv
     import json
@@ -227,8 +229,31 @@ def load_runs(run_dir: str) -> list:
                 for row in csv.DictReader(fh):
                     rows.append({k: float(v) if v not in ('', None) else None
                                  for k, v in row.items()})
-        runs.append((summary, rows))
+        runs.append((summary, rows, read_events(os.path.join(root, 'events.csv'))))
     return runs
+
+
+MAX_TIMELINES = 6        # membership panels in one report (a compare directory has dozens)
+MAX_EVENT_LINES = 12     # sentences per run in report.md (events.csv has them all)
+
+
+def events_markdown(runs: list) -> list:
+    """Report lines: per run with events, their counts and the first sentences."""
+    lines = []
+    for summary, _, events in runs:
+        if not events:
+            continue
+        counts = {}
+        for e in events:
+            counts[e['event']] = counts.get(e['event'], 0) + 1
+        lines.append(f'- {summary.get("system")} seed {summary.get("seed")}: '
+                     + ', '.join(f'{k} {v}' for k, v in sorted(counts.items())))
+        lines += [f'  - {e["time_s"]:.1f} s: {e["what"]}' for e in events[:MAX_EVENT_LINES]]
+        if len(events) > MAX_EVENT_LINES:
+            lines.append(f'  - ... {len(events) - MAX_EVENT_LINES} more in events.csv')
+    if not lines:
+        return []
+    return ['## Events (who was suspended, let go, readmitted, given slack)', ''] + lines + ['']
 
 
 def report_run(run_dir: str) -> str:
@@ -243,7 +268,7 @@ def report_run(run_dir: str) -> str:
     if not runs:
         raise ValueError(f'{run_dir}: no summary.json found (not a fleet or simulator run)')
     by_system = {}
-    for summary, rows in runs:
+    for summary, rows, _ in runs:
         by_system.setdefault(summary.get('system', '?'), []).append((summary, rows))
     table = [aggregate([s for s, _ in items]) for items in by_system.values()]
     series = {name: [rows for _, rows in items] for name, items in by_system.items()}
@@ -260,13 +285,22 @@ def report_run(run_dir: str) -> str:
         lines += ['## Ratios', '', ratios, '']
     if fleet:
         lines += ['## Fleet', '']
-        for summary, _ in runs:
+        for summary, _, _ in runs:
             rejects = {k: v for k, v in (summary.get('rejects_by_reason') or {}).items() if v}
             lines.append(f'- {summary.get("system")} seed {summary.get("seed")}: completed '
                          f'{summary.get("completed")}, bus {summary.get("bus")}, '
                          f'authenticated {summary.get("authenticated")}, '
                          f'rejected {rejects or "none"}')
         lines.append('')
+    timeline = plot_membership(
+        os.path.join(run_dir, 'membership.png'),
+        [(f'{m.get("system")} seed {m.get("seed")}', int(m.get('workers') or 0) or
+          1 + max([e['robot'] for e in ev] or [0]), float(m.get('sim_time_s') or 0.0), ev)
+         for m, _, ev in runs[:MAX_TIMELINES]],
+        'wall-clock time (s)' if fleet else 'simulated time (s)')
+    if timeline:
+        plots.append(('who was in the staleness check', timeline))
+    lines += events_markdown(runs)
     lines += ['## Plots', ''] + [f'![{name}]({os.path.basename(p)})' for name, p in plots]
     path = os.path.join(run_dir, 'report.md')
     atomic_write_text(path, '\n'.join(lines) + '\n')
