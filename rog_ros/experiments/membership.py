@@ -84,16 +84,18 @@ def spans(events: list, end_s: float) -> list:
     return sorted(out, key=lambda s: (s[0], s[1]))
 
 
-def plot_membership(path: str, runs: list, clock: str = 'time (s)') -> str | None:
+def plot_membership(path: str, runs: list, clock: str = 'time (s)',
+                    limit: int = 6) -> str | None:
     """
     Draw each run's timeline (``runs``: ``(title, n_workers, end_s, events)``) into ``path``.
 
     One panel per run, one bar per robot: shaded while it was out of the check (coloured by
-    why), a triangle where its straggler slack changed. Returns ``path``, or None (and writes
-    nothing) when no run had a suspension or a slack change.
+    why), a triangle where its straggler slack changed; the first ``limit`` runs that had a
+    suspension or a slack change (a compare directory holds dozens). Returns ``path``, or
+    None (and writes nothing) when none had.
     """
     runs = [r for r in runs if any(e['event'] in ('worker_suspended', 'straggler_slack')
-                                   for e in r[3])]
+                                   for e in r[3])][:limit]
     if not runs:
         return None
     import matplotlib

@@ -296,8 +296,8 @@ def report_run(run_dir: str) -> str:
         os.path.join(run_dir, 'membership.png'),
         [(f'{m.get("system")} seed {m.get("seed")}', int(m.get('workers') or 0) or
           1 + max([e['robot'] for e in ev] or [0]), float(m.get('sim_time_s') or 0.0), ev)
-         for m, _, ev in runs[:MAX_TIMELINES]],
-        'wall-clock time (s)' if fleet else 'simulated time (s)')
+         for m, _, ev in runs],
+        'wall-clock time (s)' if fleet else 'simulated time (s)', MAX_TIMELINES)
     if timeline:
         plots.append(('who was in the staleness check', timeline))
     lines += events_markdown(runs)
