@@ -87,3 +87,15 @@ def test_rog_report_draws_the_timeline_and_lists_the_events(tmp_path, capsys):
     assert cli.main(['report', str(q)]) == 0
     text = (q / 'report.md').read_text()
     assert not (q / 'membership.png').exists() and 'membership' not in text
+
+
+def test_the_report_lists_the_events_of_six_runs_at_most():
+    from rog_ros.experiments.report import events_markdown, MAX_EVENT_LINES, MAX_TIMELINES
+    many = [{'event': 'straggler_slack', 'time_s': float(t), 'what': f'slack {t}'}
+            for t in range(MAX_EVENT_LINES + 3)]
+    runs = [({'system': 'rog:4', 'seed': s}, [], many) for s in range(MAX_TIMELINES + 2)]
+    lines = events_markdown(runs + [({'system': 'bsp', 'seed': 0}, [], [])])
+    assert sum(line.startswith('- rog:4 seed') for line in lines) == MAX_TIMELINES
+    assert '  - ... 3 more in events.csv' in lines
+    assert '- ... 2 more runs with events (their events.csv)' in lines
+    assert events_markdown([({'system': 'bsp', 'seed': 0}, [], [])]) == []

@@ -238,11 +238,9 @@ MAX_EVENT_LINES = 12     # sentences per run in report.md (events.csv has them a
 
 
 def events_markdown(runs: list) -> list:
-    """Report lines: per run with events, their counts and the first sentences."""
-    lines = []
-    for summary, _, events in runs:
-        if not events:
-            continue
+    """Report lines: per run with events (the first six), their counts and first sentences."""
+    lines, with_events = [], [r for r in runs if r[2]]
+    for summary, _, events in with_events[:MAX_TIMELINES]:
         counts = {}
         for e in events:
             counts[e['event']] = counts.get(e['event'], 0) + 1
@@ -251,6 +249,9 @@ def events_markdown(runs: list) -> list:
         lines += [f'  - {e["time_s"]:.1f} s: {e["what"]}' for e in events[:MAX_EVENT_LINES]]
         if len(events) > MAX_EVENT_LINES:
             lines.append(f'  - ... {len(events) - MAX_EVENT_LINES} more in events.csv')
+    if len(with_events) > MAX_TIMELINES:
+        lines.append(f'- ... {len(with_events) - MAX_TIMELINES} more runs with events '
+                     '(their events.csv)')
     if not lines:
         return []
     return ['## Events (who was suspended, let go, readmitted, given slack)', ''] + lines + ['']
