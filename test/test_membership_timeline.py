@@ -99,3 +99,20 @@ def test_the_report_lists_the_events_of_six_runs_at_most():
     assert '  - ... 3 more in events.csv' in lines
     assert '- ... 2 more runs with events (their events.csv)' in lines
     assert events_markdown([({'system': 'bsp', 'seed': 0}, [], [])]) == []
+
+
+def test_the_comparison_says_on_which_seeds_robots_were_out():
+    from rog_ros.experiments.compare import aggregate
+    from rog_ros.experiments.report import membership_markdown
+    rog = [{'system': 'rog:4', 'seed': s, 'time_to_target_s': 9.0,
+            'outage_suspensions': n, 'too_slow_suspensions': k, 'slack_raises': 1}
+           for s, n, k in ((0, 1, 0), (1, 0, 0), (2, 3, 2))]
+    rog.append({'system': 'rog:4', 'seed': 3, 'error': 'deadlock', 'outage_suspensions': 9})
+    bsp = [{'system': 'bsp', 'seed': s, 'time_to_target_s': 20.0} for s in range(3)]
+    row = aggregate(rog)
+    assert row['outage_suspensions'] == [1, 0, 3] and row['too_slow_suspensions'] == [0, 0, 2]
+    assert row['finished_seeds'] == [0, 1, 2]           # the failed run counts in no column
+    text = membership_markdown([row, aggregate(bsp)])
+    assert '| rog:4 | 2/3 | 1, 0, 3 | 0, 0, 2 | 1, 1, 1 | 0, 1, 2 |' in text
+    assert '| bsp |' not in text and 'events.csv' in text
+    assert membership_markdown([aggregate(bsp)]) == ''

@@ -47,6 +47,11 @@ KEYS = ('time_to_target_s', 'iterations_to_target', 'final_accuracy', 'final_acc
         'network_to_compute_ratio', 'mean_transfer_s', 'p95_transfer_s')
 
 
+MEMBERSHIP_KEYS = ('outage_suspensions', 'too_slow_suspensions', 'slack_raises')
+"""Per-seed counts of robots suspended for their link (of them let go as too slow for any
+slack) and of straggler-slack raises: what outage-aware RSP did in each run."""
+
+
 def run_dir(out: str, label: str, seed: int) -> str:
     return os.path.join(out, 'runs', f'{label.replace(":", "-")}-seed{seed}')
 
@@ -84,6 +89,9 @@ def aggregate(summaries: list[dict]) -> dict:
            'runs': len(summaries), 'failed': len(failed),
            'errors': [{'seed': s['seed'], 'error': str(s['error'])} for s in failed]}
     summaries = [_with_derived(s) for s in summaries if not s.get('error')]
+    for k in MEMBERSHIP_KEYS:     # per seed, not averaged: "robot let go on seeds 0 and 3"
+        out[k] = [int(s.get(k) or 0) for s in summaries]
+    out['finished_seeds'] = [s['seed'] for s in summaries]
     for k in KEYS:
         vals = [s.get(k) for s in summaries]
         good = [float(v) for v in vals if v is not None]

@@ -82,6 +82,34 @@ def failures_markdown(table: list[dict]) -> str:
                      for r in table for e in r.get('errors', ()))
 
 
+def membership_markdown(table: list[dict]) -> str:
+    """
+    Per system whose robots were ever suspended or given slack: the counts, seed by seed.
+
+    A median time or a mean accuracy does not say that a robot was let go on two seeds of
+    five; these counts do, and each run's ``events.csv`` says when and why (``rog report``
+    draws it). Empty when no system had any (BSP, SSP, FLOWN, a run on clean links).
+    """
+    rows = []
+    for r in table:
+        out = r.get('outage_suspensions') or []
+        slow = r.get('too_slow_suspensions') or []
+        slack = r.get('slack_raises') or []
+        if not any(out) and not any(slack):
+            continue
+        seeds = r.get('finished_seeds') or []
+        hit = sum(1 for v in out if v)
+        rows.append(f'| {r["system"]} | {hit}/{len(out)} | {", ".join(map(str, out))} | '
+                    f'{", ".join(map(str, slow))} | {", ".join(map(str, slack))} | '
+                    f'{", ".join(map(str, seeds))} |')
+    if not rows:
+        return ''
+    head = ('| system | seeds with a suspension | suspensions for the link, per seed | of them '
+            'too slow, ran free | straggler slack raises | seeds |\n|---|---|---|---|---|---|')
+    return '\n'.join([head] + rows) + ("\n\nWhen and why: each run's `events.csv`; "
+                                       '`rog report DIR/runs` draws them (`membership.png`).')
+
+
 def ratios_markdown(table: list[dict]) -> str:
     rows = {r['system']: r for r in table}
     out = []
@@ -121,6 +149,9 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
     failures = failures_markdown(table)
     if failures:
         lines += ['## Failed runs (excluded from the means)', '', failures, '']
+    membership = membership_markdown(table)
+    if membership:
+        lines += ['## Robots out of the staleness check', '', membership, '']
     lines += ['## Ratios', '', ratios_markdown(table) or '-', '', '## Plots', '']
     lines += [f'![{name}]({os.path.basename(p)})' for name, p in plots]
     lines += ['', '`(comm+stall)/compute` tells the regime: the paper studies networks where '
@@ -284,6 +315,9 @@ def report_run(run_dir: str) -> str:
     ratios = ratios_markdown(table)
     if ratios:
         lines += ['## Ratios', '', ratios, '']
+    membership = membership_markdown(table)
+    if membership:
+        lines += ['## Robots out of the staleness check', '', membership, '']
     if fleet:
         lines += ['## Fleet', '']
         for summary, _, _ in runs:
