@@ -77,8 +77,9 @@ def test_the_summary_carries_the_dip_of_its_evaluations(tmp_path):
     on_disk.update(outage_suspensions=3, rejects=1, slack_raises=0, slack_final=[0, 0])
     (tmp_path / 'summary.json').write_text(json.dumps(on_disk))
     line = result_line(str(tmp_path / 'summary.json'))
+    events = tmp_path / 'events.csv'
     assert line.endswith('; 3 suspensions of a robot for its link (outage-aware RSP)'
-                         '; 1 message rejected (rejects_by_reason)')
+                         f' (when and why: {events}); 1 message rejected (rejects_by_reason)')
     on_disk.update(slack_raises=2, slack_final=[0, 4])
     (tmp_path / 'summary.json').write_text(json.dumps(on_disk))
     assert '; 2 straggler slack raises for a slow link (slack per robot at the end: [0, 4])' \

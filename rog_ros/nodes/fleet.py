@@ -395,11 +395,17 @@ def result_line(path: str) -> str:
             f'max dip after target {num("max_dip_after_target", ".2f", 100.0)} points'
             f' (iteration {num("max_dip_at_iteration", "g")}; smoothed over 3 evaluations '
             f'{num("max_dip_after_target_smoothed", ".2f", 100.0)}), '
-            f'{num("sim_time_s", ".1f")} s' + ''.join(_notable(s)))
+            f'{num("sim_time_s", ".1f")} s'
+            + ''.join(_notable(s, os.path.join(os.path.dirname(path), 'events.csv'))))
 
 
-def _notable(summary: dict) -> list:
-    """Clauses for the result line: suspensions, straggler slack and rejects, when any."""
+def _notable(summary: dict, events: str = 'events.csv') -> list:
+    """
+    Clauses for the result line: suspensions, straggler slack and rejects, when any.
+
+    After the membership clauses, where to read when and why (``events``, the run's
+    ``events.csv``: ``rog_ros.metrics``).
+    """
     out = []
     n = summary.get('outage_suspensions')
     if isinstance(n, int) and n > 0:
@@ -412,6 +418,8 @@ def _notable(summary: dict) -> list:
     if isinstance(n, int) and n > 0:
         out.append(f'; {n} straggler slack raise{"s" if n != 1 else ""} for a slow link '
                    f'(slack per robot at the end: {slack})')
+    if out:
+        out.append(f' (when and why: {events})')
     n = summary.get('rejects')
     if isinstance(n, int) and n > 0:
         out.append(f'; {n} message{"s" if n != 1 else ""} rejected (rejects_by_reason)')
