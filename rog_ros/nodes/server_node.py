@@ -42,7 +42,7 @@ from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
 from rog_ros.nodes.routing import server_inbox, server_outbox, train_status, worker_name
 from rog_ros.nodes.signals import SignalRequests
-from rog_ros.protocol.events import describe as describe_event
+from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import SERVER, TrainStatus
 from rog_ros.protocol.ps import ServerEngine
 
@@ -339,10 +339,7 @@ class ServerNode:
 
     def _on_log(self, now: float, log) -> None:
         self.recorder.on_log(now - (self.t0 or now), SERVER, log)
-        said = describe_event(log)
-        if said is not None:       # .info / .warning: both Python's and rclpy's loggers
-            level, text = said
-            (self.log.warning if level >= logging.WARNING else self.log.info)(text)
+        say_event(self.log, log)
 
     def _on_status(self, msg: TrainStatus) -> None:
         if 0 <= msg.node < self.args.workers:

@@ -34,7 +34,7 @@ from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
 from rog_ros.nodes.signals import SignalRequests
-from rog_ros.protocol.events import describe as describe_event
+from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import SERVER, TrainStatus, TransferAck
 from rog_ros.protocol.worker import WorkerEngine
 import torch
@@ -124,10 +124,7 @@ class WorkerNode:
 
     def _on_log(self, now: float, log) -> None:
         """Say the notable engine events in this robot's log (``rog_ros.protocol.events``)."""
-        said = describe_event(log)
-        if said is not None:       # .info / .warning: both Python's and rclpy's loggers
-            level, text = said
-            (self.log.warning if level >= logging.WARNING else self.log.info)(text)
+        say_event(self.log, log)
 
     def activate(self) -> bool:
         """Wait for the server's endpoints, then start training; False if shut down first."""

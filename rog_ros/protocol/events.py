@@ -22,9 +22,9 @@ gradient that was not finite. Someone watching a fleet (``logs/rog_server.log`` 
 fleet``, or the console of ``ros2 run``) wants those as they happen, with the numbers that
 decided them; before this module the server's log said "active" and, at the end, a summary,
 and a robot let go twice in a run left no trace but a count. ``describe`` turns one ``Log``
-into a log level and a sentence, or None for the rest; the nodes log it, and ``RunRecorder``
-keeps it for ``events.csv`` next to ``summary.json`` (simulated runs too, where nothing else
-would show it).
+into a log level and a sentence, or None for the rest; the nodes log it (``say``), and
+``RunRecorder`` keeps it for ``events.csv`` next to ``summary.json`` (simulated runs too, where
+nothing else would show it).
 """
 
 from __future__ import annotations
@@ -133,3 +133,16 @@ def describe(log) -> Optional[Tuple[int, str]]:
     """Return ``(logging level, sentence)`` for a notable event, None for a metric."""
     fn = _DESCRIBE.get(log.name)
     return None if fn is None else fn(log)
+
+
+def say(logger, log) -> None:
+    """
+    Log a notable event's sentence on ``logger`` (nothing for a metric).
+
+    ``.info`` / ``.warning`` only: the nodes' logger is Python's ``logging`` or, under ROS 2,
+    rclpy's, which has no ``.log(level, ...)``.
+    """
+    said = describe(log)
+    if said is not None:
+        level, text = said
+        (logger.warning if level >= WARNING else logger.info)(text)
