@@ -398,7 +398,9 @@ def _cmd_bench_codec(args) -> int:
 def _add_report(sub) -> None:
     p = sub.add_parser('report', help='plots and a Markdown summary of a fleet or sim run',
                        description='Write report.md and PNG plots into RUN_DIR from every '
-                                   'summary.json/timeseries.csv below it.')
+                                   'summary.json/timeseries.csv below it; with events.csv, '
+                                   'also who was suspended, let go or readmitted, and when '
+                                   '(membership.png).')
     p.add_argument('run_dir', metavar='RUN_DIR', help='output directory of rog fleet, '
                    'rog_server, rog sim or rog compare')
     p.set_defaults(func=_cmd_report)

@@ -116,3 +116,18 @@ def test_the_comparison_says_on_which_seeds_robots_were_out():
     assert '| rog:4 | 2/3 | 1, 0, 3 | 0, 0, 2 | 1, 1, 1 | 0, 1, 2 |' in text
     assert '| bsp |' not in text and 'events.csv' in text
     assert membership_markdown([aggregate(bsp)]) == ''
+
+
+@pytest.mark.parametrize('damage, said', [
+    ('time_s,robot,event\nabc,1,worker_suspended\n', 'line 2'),
+    ('foo,bar\n1,2\n', 'no column time_s, robot, event'),
+])
+def test_a_damaged_events_csv_is_named_and_nothing_is_written(tmp_path, capsys, damage, said):
+    harness, *_ = run(True)
+    out = _recorded(tmp_path / 'run', harness)
+    (out / 'events.csv').write_text(damage)
+    before = sorted(p.name for p in out.iterdir())
+    assert cli.main(['report', str(out)]) == 2
+    err = capsys.readouterr().err
+    assert str(out / 'events.csv') in err and said in err
+    assert sorted(p.name for p in out.iterdir()) == before       # no report, no plot

@@ -38,18 +38,30 @@ SLACK_COLOUR = '#4c72b0'
 
 
 def read_events(path: str) -> list:
-    """Rows of an ``events.csv`` as dicts (time_s float, robot int, info dict); [] if absent."""
+    """
+    Rows of an ``events.csv`` as dicts (time_s float, robot int, info dict); [] if absent.
+
+    A damaged file raises ValueError naming it and the line, before a report writes anything.
+    An ``info`` cell that is not a JSON object reads as {} (it only refines the reason).
+    """
     if not os.path.exists(path):
         return []
     out = []
     with open(path, encoding='utf-8', newline='') as fh:
-        for row in csv.DictReader(fh):
-            info = row.get('info') or '{}'
+        reader = csv.DictReader(fh)
+        missing = [c for c in ('time_s', 'robot', 'event') if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f'{path}: not an events.csv (no column {", ".join(missing)})')
+        for row in reader:
             try:
-                info = json.loads(info)
+                t, robot = float(row['time_s']), int(row['robot'])
+            except (TypeError, ValueError) as err:
+                raise ValueError(f'{path}, line {reader.line_num}: {err}') from None
+            try:
+                info = json.loads(row.get('info') or '{}')
             except ValueError:
                 info = {}
-            out.append({**row, 'time_s': float(row['time_s']), 'robot': int(row['robot']),
+            out.append({**row, 'time_s': t, 'robot': robot,
                         'info': info if isinstance(info, dict) else {}})
     return out
 
