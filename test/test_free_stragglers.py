@@ -26,7 +26,7 @@ from protocol_fixtures import build, random_faults
 import pytest
 from rog_ros.protocol.messages import FLAG_FREE, RowChunk
 from rog_ros.protocol.policies import make_policy
-from rog_ros.protocol.ps import TOO_SLOW, TOO_SLOW_BACK
+from rog_ros.protocol.ps_slack import TOO_SLOW, TOO_SLOW_BACK
 from rog_ros.sim.harness import LinkSpec
 from test_outage_rsp import logs
 from test_protocol_conservation import check_invariants

@@ -102,7 +102,7 @@ def test_the_report_lists_the_events_of_six_runs_at_most():
 
 
 def test_the_comparison_says_on_which_seeds_robots_were_out():
-    from rog_ros.experiments.compare import aggregate
+    from rog_ros.experiments.seed_stats import aggregate
     from rog_ros.experiments.report import membership_markdown
     rog = [{'system': 'rog:4', 'seed': s, 'time_to_target_s': 9.0,
             'outage_suspensions': n, 'too_slow_suspensions': k, 'slack_raises': 1}

@@ -19,7 +19,7 @@ from rog_ros.core.compress import ScaledSign
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.messages import TransferAck
 from rog_ros.protocol.policies import make_policy
-from rog_ros.protocol.ps import encode_versions
+from rog_ros.protocol.ps_downlink import encode_versions
 from rog_ros.protocol.transfer import OutgoingTransfer
 from rog_ros.protocol.worker import WorkerEngine
 import torch

@@ -19,7 +19,8 @@ import os
 from protocol_fixtures import build
 from rog_ros import cli
 from rog_ros.experiments import compare as compare_mod
-from rog_ros.experiments.compare import aggregate, compare
+from rog_ros.experiments.compare import compare
+from rog_ros.experiments.seed_stats import aggregate
 from rog_ros.sim.simulator import SimConfig, simulate
 
 

@@ -25,31 +25,16 @@ from __future__ import annotations
 
 from concurrent.futures import as_completed, ProcessPoolExecutor
 import json
-import math
 import multiprocessing
 import os
 import sys
 import time
 
-import numpy as np
-
 from rog_ros.experiments.children import die_with_parent
 from rog_ros.experiments.report import write_report
-from rog_ros.metrics import (accuracy_at_time, atomic_write, last_periodic_time,
-                             per_iteration_to_target, read_timeseries)
+from rog_ros.experiments.seed_stats import aggregate
+from rog_ros.metrics import accuracy_at_time, atomic_write, last_periodic_time, read_timeseries
 from rog_ros.sim.simulator import DEFAULT_EVALUATIONS, SimConfig, simulate
-
-KEYS = ('time_to_target_s', 'iterations_to_target', 'final_accuracy', 'final_accuracy_tail',
-        'accuracy_at_equal_time', 'equal_time_s',
-        's_per_iteration', 's_per_iteration_to_target',
-        'compute_s_per_iteration', 'comm_s_per_iteration', 'stall_s_per_iteration',
-        'stall_cost', 'threshold_triggers', 'bytes_up', 'bytes_down', 'sim_time_s',
-        'network_to_compute_ratio', 'mean_transfer_s', 'p95_transfer_s')
-
-
-MEMBERSHIP_KEYS = ('outage_suspensions', 'too_slow_suspensions', 'slack_raises')
-"""Per-seed counts of robots suspended for their link (of them let go as too slow for any
-slack) and of straggler-slack raises: what outage-aware RSP did in each run."""
 
 
 def run_dir(out: str, label: str, seed: int) -> str:
@@ -59,61 +44,6 @@ def run_dir(out: str, label: str, seed: int) -> str:
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 """Seeds of a default ``rog compare``: five, so that a median and an interquartile range mean
 something (outdoor traces hold a rate for 10-90 s, and one unlucky alignment moves a mean)."""
-
-TO_TARGET = ('time_to_target_s', 'iterations_to_target')
-
-
-def _quantile(vals: np.ndarray, q: float) -> float | None:
-    """Linear-interpolated quantile; None where it is not finite (a never-reached target)."""
-    if vals.size == 0:
-        return None
-    with np.errstate(invalid='ignore'):
-        v = float(np.percentile(vals, q))
-    return v if np.isfinite(v) else None
-
-
-def aggregate(summaries: list[dict]) -> dict:
-    """
-    Statistics over seeds: mean, std, median and quartiles of every key, and targets reached.
-
-    Means and standard deviations are over the seeds that have a value (for the time to
-    target: the seeds that reached it). Medians and quartiles count a never-reached target as
-    infinitely late, so they are honest about misses: ``None`` when the quantile falls on one.
-
-    A run whose summary carries an ``error`` (it did not finish: event budget, deadlock) is
-    counted under ``failed`` and listed under ``errors``, never in a statistic (``reached``
-    counts it among the runs that did not reach the target).
-    """
-    failed = [s for s in summaries if s.get('error')]
-    out = {'system': summaries[0]['system'], 'seeds': [s['seed'] for s in summaries],
-           'runs': len(summaries), 'failed': len(failed),
-           'errors': [{'seed': s['seed'], 'error': str(s['error'])} for s in failed]}
-    summaries = [_with_derived(s) for s in summaries if not s.get('error')]
-    for k in MEMBERSHIP_KEYS:     # per seed, not averaged: "robot let go on seeds 0 and 3"
-        out[k] = [int(s.get(k) or 0) for s in summaries]
-    out['finished_seeds'] = [s['seed'] for s in summaries]
-    for k in KEYS:
-        vals = [s.get(k) for s in summaries]
-        good = [float(v) for v in vals if v is not None]
-        out[k] = float(np.mean(good)) if good else None
-        out[k + '_std'] = float(np.std(good)) if len(good) > 1 else 0.0
-        arr = np.asarray([math.inf if v is None else float(v) for v in vals]
-                         if k in TO_TARGET else good, dtype=np.float64)
-        out[k + '_median'] = _quantile(arr, 50)
-        out[k + '_p25'] = _quantile(arr, 25)
-        out[k + '_p75'] = _quantile(arr, 75)
-        if k == 'time_to_target_s':
-            out['reached_target'] = f'{len(good)}/{out["runs"]}'
-            out['reached_target_count'] = len(good)
-    return out
-
-
-def _with_derived(summary: dict) -> dict:
-    """Fill in what a summary of an older revision lacks and its other keys determine."""
-    if 's_per_iteration_to_target' in summary:
-        return summary
-    return {**summary, 's_per_iteration_to_target': per_iteration_to_target(
-        summary.get('time_to_target_s'), summary.get('iterations_to_target'))}
 
 
 def _finished(d: str, evaluations: int) -> bool:

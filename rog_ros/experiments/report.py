@@ -27,6 +27,7 @@ import os
 import numpy as np
 from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.membership import plot_membership, read_events
+from rog_ros.experiments.seed_stats import aggregate
 
 
 def _f(v, fmt='{:.2f}'):
@@ -295,7 +296,6 @@ def report_run(run_dir: str) -> str:
     Runs of the same system (seeds) are averaged. Raises ValueError when ``run_dir`` holds no
     ``summary.json``.
     """
-    from rog_ros.experiments.compare import aggregate
     runs = load_runs(run_dir)
     if not runs:
         raise ValueError(f'{run_dir}: no summary.json found (not a fleet or simulator run)')
