@@ -37,7 +37,7 @@ header when nothing happened). Definitions, per worker d:
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 import io
 import json
 import math
@@ -156,6 +156,38 @@ class RunRecorder:
                 and acc is not None and acc >= self.target_accuracy):
             self.time_to_target_s = now
             self.iterations_to_target = iteration
+
+    # ------------------------------------------------------------------ restarts
+    def state(self) -> dict:
+        """
+        Return the record so far in plain types (a fleet server's checkpoint keeps it).
+
+        A server restarted from its checkpoint goes on with the same record, so the run's
+        ``timeseries.csv`` and ``events.csv`` start where the run started, not at the crash.
+        """
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    def load_state(self, state: dict) -> None:
+        """
+        Go on from ``state`` (``state()`` of a record of the same system and fleet size).
+
+        Raises ValueError, changing nothing, for a record of another run.
+        """
+        if not isinstance(state, dict):
+            raise ValueError('run record: not a dict')
+        mine = (self.system, self.n_workers, self.workload)
+        theirs = (state.get('system'), state.get('n_workers'), state.get('workload'))
+        if theirs != mine:
+            raise ValueError(f'run record of {theirs} (system, workers, workload), '
+                             f'this run is {mine}')
+        per_worker = ('compute_s', 'stall_s', 'iterations', 'triggers')
+        if any(len(state.get(k) or ()) != self.n_workers for k in per_worker):
+            raise ValueError('run record: per-robot lists of another length')
+        names = {f.name for f in fields(self)}
+        for k, v in _plain(state).items():
+            if k in names:
+                setattr(self, k, v)
+        self.events = [tuple(e) for e in self.events]
 
     # ------------------------------------------------------------------ results
     def summary(self) -> dict:
@@ -339,6 +371,17 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else ''
     return str(v)
+
+
+def _plain(obj):
+    """Copy ``obj``: lists for tuples, Python numbers for NumPy's; non-finite floats kept."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (np.floating, np.integer, np.bool_)):
+        return obj.item()
+    return obj
 
 
 def _jsonable(obj):

@@ -409,8 +409,31 @@ def _server_restart(cfg: ChaosConfig) -> dict:
 
     def restored(res, fleet):
         final = _read_json(os.path.join(fleet.ledger_dir, 'server.final.json')) or {}
-        return [] if final.get('restored_from') else ['the server did not restore a checkpoint']
+        if not final.get('restored_from'):
+            return ['the server did not restore a checkpoint']
+        return _record_goes_on(fleet.dir)
     return _fleet_scenario('server-restart', cfg, inject, extra_check=restored)
+
+
+def _record_goes_on(run_dir: str) -> list:
+    """Return what is wrong with a restored server's run record (it must start with the run)."""
+    from rog_ros.experiments.membership import read_events
+    from rog_ros.metrics import read_timeseries
+    try:
+        rows = read_timeseries(os.path.join(run_dir, 'timeseries.csv'))
+        events = read_events(os.path.join(run_dir, 'events.csv'))
+    except (OSError, ValueError) as err:
+        return [f'no run record after the restart ({err})']
+    problems = []
+    if not rows or rows[0].get('iteration') != 0:
+        problems.append('timeseries.csv does not start at iteration 0: the record of the run '
+                        'before the restart was lost')
+    times = [r.get('time_s') or 0.0 for r in rows]
+    if times != sorted(times):
+        problems.append('timeseries.csv goes back in time after the restart')
+    if not any(e.get('event') == 'server_restored' for e in events):
+        problems.append('events.csv does not say that the server restarted')
+    return problems
 
 
 def _link_outage(cfg: ChaosConfig) -> dict:

@@ -324,11 +324,17 @@ class ServerHooks(_Hooks):
     state_dir, ledger_dir : str or None
     checkpoint_every : int
         Checkpoint when the slowest worker's clock reaches the next multiple of this.
+    run_record : callable or None
+        Returns the node's run record (plain types) to keep in every checkpoint; a restore
+        leaves it in ``restored_record`` for the node to go on from.
 
     """
 
-    def __init__(self, engine, w0, state_dir=None, ledger_dir=None, checkpoint_every=10):
+    def __init__(self, engine, w0, state_dir=None, ledger_dir=None, checkpoint_every=10,
+                 run_record=None):
         super().__init__(engine)
+        self.run_record = run_record
+        self.restored_record = None
         self.w0 = w0.detach().clone()
         self.scale = engine.n / engine.lr
         self.every = int(checkpoint_every)
@@ -364,6 +370,7 @@ class ServerHooks(_Hooks):
             raise durable.StateError(f'checkpoint {self.state.path} does not fit this fleet '
                                      f'({err}); move it away to start afresh') from None
         self.checkpoint_id = int(obj.get('id', 0))
+        self.restored_record = obj.get('run_record')
         self.next_at = (min(self.engine.clock) // self.every + 1) * self.every
         if self.ledger is not None:
             self.ledger.add('restore', id=self.checkpoint_id)
@@ -378,7 +385,10 @@ class ServerHooks(_Hooks):
             self.ledger.add('checkpoint', id=self.checkpoint_id)
             self.ledger.flush()
         sd = self.engine.state_dict()
-        self.state.save({'engine': sd, 'id': self.checkpoint_id})
+        obj = {'engine': sd, 'id': self.checkpoint_id}
+        if self.run_record is not None:
+            obj['run_record'] = self.run_record()
+        self.state.save(obj)
         self.engine.checkpoint_confirmed(sd['state_id'])
 
     def on_message(self, msg, now: float) -> list:

@@ -42,6 +42,7 @@ from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
 from rog_ros.nodes.routing import server_inbox, server_outbox, train_status, worker_name
 from rog_ros.nodes.signals import SignalRequests
+from rog_ros.protocol.actions import Log
 from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import SERVER, TrainStatus
 from rog_ros.protocol.ps import ServerEngine
@@ -167,6 +168,7 @@ class ServerNode:
         self.status = {}             # worker rank -> newest TrainStatus
         self.t0 = None
         self.evaluations = 0
+        self._resumed = None         # (seconds into the run, seconds away) after a restore
         self._next_eval = 0.0
         self._evaluated_at = None
         self.last_metrics = {}
@@ -209,8 +211,10 @@ class ServerNode:
                                 a, salt=1000)
         self.hooks = ServerHooks(self.engine, tr.w0, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None),
-                                 getattr(a, 'checkpoint_every', 10))
+                                 getattr(a, 'checkpoint_every', 10),
+                                 run_record=self._run_record)
         self.hooks.restore()
+        self._resume_record(self.hooks.restored_record)
         for topic in server_inbox():
             self.bus.subscribe(topic)
         for r in range(a.workers):
@@ -231,7 +235,10 @@ class ServerNode:
         if waited < 0:
             return False
         self.life.trigger('activate')
-        self.t0 = time.monotonic()
+        self.t0 = time.monotonic() - (self._resumed[0] if self._resumed else 0.0)
+        if self._resumed:
+            info = {'checkpoint': self.hooks.restored, 'evaluations': self.evaluations}
+            self._on_log(time.monotonic(), Log('server_restored', self._resumed[1], SERVER, info))
         self._evaluate()
         return True
 
@@ -297,6 +304,33 @@ class ServerNode:
             self.bus = None
 
     # ------------------------------------------------------------------ metrics
+    def _run_record(self) -> dict:
+        """Return what a checkpoint keeps of the run's record (``ServerHooks``)."""
+        return {'record': self.recorder.state(), 'wall_time': time.time(),
+                'elapsed_s': time.monotonic() - self.t0 if self.t0 is not None else 0.0,
+                'evaluations': self.evaluations}
+
+    def _resume_record(self, saved) -> None:
+        """
+        Go on with the run record of the checkpoint this server restored (if it has one).
+
+        The run's clock goes on from the checkpoint's time plus the time the server was away
+        (by the wall clock), so a crash costs the run its downtime, as it would a user; the
+        evaluations between the checkpoint and the crash are lost with the model they saw.
+        """
+        if saved is None:
+            return
+        try:
+            elapsed, evaluations = float(saved['elapsed_s']), int(saved['evaluations'])
+            away = max(0.0, time.time() - float(saved['wall_time']))
+            self.recorder.load_state(saved['record'])
+        except (KeyError, TypeError, ValueError) as err:
+            self.log.warning(f"the checkpoint's run record is not used ({err}): "
+                             'timeseries.csv and events.csv start at this restart')
+            return
+        self.evaluations = evaluations
+        self._resumed = (elapsed + away, away)
+
     def _mean_iteration(self) -> float:
         return sum(self.engine.clock) / len(self.engine.clock)
 

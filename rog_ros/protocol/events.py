@@ -111,6 +111,14 @@ def _after_fleet(log) -> Tuple[int, str]:
                   'for its link')
 
 
+def _server_restored(log) -> Tuple[int, str]:
+    i = log.info
+    n = i.get('evaluations')
+    return WARNING, (f'the server restarted from its checkpoint {i.get("checkpoint")} after '
+                     f'{log.value:.1f} s away; the run record goes on after its {n} '
+                     f'evaluation{"" if n == 1 else "s"}')
+
+
 _DESCRIBE = {
     'worker_suspended': _suspended,
     'worker_readmitted': _readmitted,
@@ -123,6 +131,7 @@ _DESCRIBE = {
     'stopped_after_fleet': _after_fleet,
     'nonfinite_gradient': _nonfinite,
     'diverged': _diverged,
+    'server_restored': _server_restored,
 }
 
 NOTABLE = frozenset(_DESCRIBE)

@@ -1,0 +1,133 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+A fleet server's run record survives its restart from a checkpoint.
+
+The record (evaluations, events, per-robot counters) rides in the server's checkpoint, goes
+through the state file's plain-types loader, and a restored record writes exactly the files
+the original would have; a record of another run is refused and changes nothing. The whole
+path with a killed server process is the chaos scenario ``server-restart``
+(test_chaos_fleet.py), which checks that ``timeseries.csv`` starts at iteration 0.
+"""
+
+import math
+import os
+
+import numpy as np
+from protocol_fixtures import build
+import pytest
+from rog_ros.metrics import RunRecorder
+from rog_ros.nodes import chaos_hooks, durable
+from rog_ros.protocol.actions import Log
+
+
+def _recorder(**kw) -> RunRecorder:
+    args = {'system': 'rog:4', 'n_workers': 3, 'staleness': 4, 'trace': 'indoors', 'seed': 2,
+            'workload': 'mpcol', 'target_accuracy': 0.5}
+    args.update(kw)
+    return RunRecorder(**args)
+
+
+def _feed(rec: RunRecorder) -> None:
+    rec.on_log(0.5, -1, Log('trigger', 1.0, 1, {'clock': 3}))
+    rec.on_log(0.9, -1, Log('stall_s', 0.4, 1))
+    # NumPy numbers in an event's info, as engines may put there
+    rec.on_log(1.2, -1, Log('worker_suspended', 1.0, 2,
+                            {'reason': 'link', 'active': [np.int64(0), np.int64(1)]}))
+    rec.on_eval(0.0, 0.0, {'accuracy': 0.31, 'loss': float('nan')})
+    rec.on_eval(2.0, 5.0, {'accuracy': 0.72, 'loss': 1.1})
+    rec.on_compute(0, 0.25)
+
+
+def _files(rec: RunRecorder, out) -> dict:
+    rec.write(str(out))
+    return {n: (out / n).read_bytes() for n in ('summary.json', 'timeseries.csv', 'events.csv')}
+
+
+def test_a_record_restored_from_a_state_file_writes_the_same_files(tmp_path):
+    # Prepare
+    rec = _recorder()
+    _feed(rec)
+    f = durable.StateFile(str(tmp_path / 'server.pt'))
+    # Execute: through the checkpoint's own loader (plain types only)
+    f.save({'run_record': rec.state()})
+    back = _recorder()
+    back.load_state(f.load()['run_record'])
+    # Assert
+    assert back.time_to_target_s == 2.0 and back.iterations_to_target == 5.0
+    assert math.isnan(back.rows[0]['loss'])
+    assert back.events[0][2] == 'worker_suspended' and back.events[0][4]['active'] == [0, 1]
+    assert _files(back, tmp_path / 'b') == _files(rec, tmp_path / 'a')
+
+
+def test_a_restored_record_goes_on_recording(tmp_path):
+    rec = _recorder()
+    _feed(rec)
+    back = _recorder()
+    back.load_state(rec.state())
+    for r in (rec, back):
+        r.on_eval(4.0, 9.0, {'accuracy': 0.7})
+        r.on_log(4.5, -1, Log('worker_readmitted', 1.0, 2, {'active': [0, 1, 2]}))
+    assert [row['iteration'] for row in back.rows] == [0.0, 5.0, 9.0]
+    assert [e[2] for e in back.events] == ['worker_suspended', 'worker_readmitted']
+    assert back.triggers == [0, 1, 0] and back.stall_s == pytest.approx([0.0, 0.4, 0.0])
+    assert _files(back, tmp_path / 'b') == _files(rec, tmp_path / 'a')
+
+
+@pytest.mark.parametrize('other', [{'n_workers': 4}, {'system': 'ssp:4'},
+                                   {'workload': 'eacol'}])
+def test_a_record_of_another_run_is_refused_and_changes_nothing(other):
+    theirs = _recorder(**other)
+    _feed(theirs)
+    mine = _recorder()
+    mine.on_eval(0.0, 0.0, {'accuracy': 0.2})
+    before = mine.state()
+    with pytest.raises(ValueError, match='run record'):
+        mine.load_state(theirs.state())
+    assert mine.state() == before
+
+
+def test_a_record_with_damaged_per_robot_lists_is_refused():
+    rec = _recorder()
+    state = rec.state()
+    state['stall_s'] = [0.0]
+    with pytest.raises(ValueError, match='per-robot'):
+        _recorder().load_state(state)
+
+
+def test_server_checkpoints_carry_the_run_record_to_the_restored_server(tmp_path):
+    # Prepare: a small fleet trained a few iterations, its server checkpointed with a record
+    harness, server, *_ = build('rog:2', n=2, iters=6)
+    harness.run(until=1.0)
+    assert min(server.clock) >= 2
+    record = {'record': {'rows': [{'time_s': 0.0, 'iteration': 0.0}]}, 'elapsed_s': 3.5}
+    hooks = chaos_hooks.ServerHooks(server, server.w_srv, state_dir=str(tmp_path),
+                                    checkpoint_every=1000, run_record=lambda: record)
+    hooks.checkpoint()
+    # Execute: a new server process restores it
+    fresh = harness.new_server()
+    again = chaos_hooks.ServerHooks(fresh, server.w_srv, state_dir=str(tmp_path))
+    restored_id = again.restore()
+    # Assert
+    assert restored_id == 1 and again.restored_record == record
+    assert list(fresh.clock) == list(server.clock)
+    assert os.listdir(tmp_path) == ['server.pt']
+
+
+def test_a_checkpoint_without_a_record_restores_the_engine_alone(tmp_path):
+    harness, server, *_ = build('rog:2', n=2, iters=6)
+    harness.run(until=1.0)
+    chaos_hooks.ServerHooks(server, server.w_srv, state_dir=str(tmp_path)).checkpoint()
+    again = chaos_hooks.ServerHooks(harness.new_server(), server.w_srv, state_dir=str(tmp_path))
+    assert again.restore() == 1 and again.restored_record is None
