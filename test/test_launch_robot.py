@@ -55,14 +55,18 @@ def launch_file(monkeypatch):
     launch = types.ModuleType('launch')
     launch.LaunchDescription = lambda entities: list(entities)
     actions = types.ModuleType('launch.actions')
-    for name in ('DeclareLaunchArgument', 'OpaqueFunction', 'SetEnvironmentVariable'):
+    for name in ('DeclareLaunchArgument', 'OpaqueFunction', 'SetEnvironmentVariable', 'LogInfo',
+                 'RegisterEventHandler', 'TimerAction'):
         setattr(actions, name, type(name, (Recorded,), {}))
+    handlers = types.ModuleType('launch.event_handlers')
+    handlers.OnProcessExit = type('OnProcessExit', (Recorded,), {})
     subs = types.ModuleType('launch.substitutions')
     subs.LaunchConfiguration = LaunchConfiguration
     launch_ros = types.ModuleType('launch_ros')
     ros_actions = types.ModuleType('launch_ros.actions')
     ros_actions.Node = type('Node', (Recorded,), {})
     for name, mod in (('launch', launch), ('launch.actions', actions),
+                      ('launch.event_handlers', handlers),
                       ('launch.substitutions', subs), ('launch_ros', launch_ros),
                       ('launch_ros.actions', ros_actions)):
         monkeypatch.setitem(sys.modules, name, mod)
@@ -80,6 +84,7 @@ def launch_file(monkeypatch):
         made = opaque.kwargs['function'](values)
         nodes = [e.kwargs for e in made if type(e).__name__ == 'Node']
         env = {e.args[0]: e.args[1] for e in made if type(e).__name__ == 'SetEnvironmentVariable'}
+        load.made = made
         return declared, nodes, env
 
     yield load
@@ -113,7 +118,8 @@ def test_robot_launch_server_and_every_setting_is_an_argument(launch_file):
     server = _flags(nodes[0])
     assert server['eval_every'] == '5' and server['trace'] == 'indoors'   # shaped on request
     node_settings = {s.name for s in settings.SETTINGS if set(s.roles) & set(settings.NODES)}
-    assert node_settings | {'role', 'rank', 'server_host', 'peers', 'config'} == set(declared)
+    assert node_settings | {'role', 'rank', 'server_host', 'peers', 'config',
+                            'respawn'} == set(declared)
 
 
 @pytest.mark.parametrize('values,message', [
@@ -164,3 +170,99 @@ def test_rog_robot_refuses_bad_options_in_one_line(argv, message, capsys, monkey
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith('rog robot: ') and message in err[0]
     assert not list(tmp_path.iterdir())                     # nothing started, no logs
+
+
+class Exited:
+    """Stand-in for launch's ProcessExited event."""
+
+    def __init__(self, returncode):
+        self.returncode = returncode
+
+
+def _handler(entity):
+    """The on_exit callable and target Node of a RegisterEventHandler stand-in."""
+    on_process_exit = entity.args[0]
+    return on_process_exit.kwargs['on_exit'], on_process_exit.kwargs['target_action']
+
+
+def test_robot_launch_respawns_a_crashed_training_node_a_bounded_number_of_times(launch_file,
+                                                                                tmp_path):
+    # Prepare: a worker robot with two restarts and a state directory
+    _, nodes, _ = launch_file('robot.launch', role='worker', rank='1', workers='2',
+                              respawn='2', state_dir=str(tmp_path))
+    made = launch_file.made
+    handlers = [e for e in made if type(e).__name__ == 'RegisterEventHandler']
+    assert len(handlers) == 1                                   # the worker, not netmon
+    on_exit, target = _handler(handlers[0])
+    assert target.kwargs['name'] == 'rog_worker_1'
+    # Execute / Assert: a finished, stopped or misconfigured node stays down
+    for code in (0, 2, -2, -15, 130, 143):
+        assert on_exit(Exited(code), None) is None, code
+    # an out-of-memory kill restarts it after the delay, with a handler of its own
+    log, timer = on_exit(Exited(-9), None)
+    assert 'killed by SIGKILL' in log.kwargs['msg'] and '1 more' in log.kwargs['msg']
+    assert timer.kwargs['period'] > 0
+    again, watch = timer.kwargs['actions']
+    assert again.kwargs == target.kwargs and again is not target
+    on_exit_again, target_again = _handler(watch)
+    assert target_again is again
+    log, _ = on_exit_again(Exited(1), None)                     # an exception: the last one
+    assert 'status 1' in log.kwargs['msg'] and '0 more' in log.kwargs['msg']
+    (last,) = on_exit_again(Exited(-11), None)                  # the limit is spent
+    assert type(last).__name__ == 'LogInfo' and 'used up' in last.kwargs['msg']
+
+
+def test_robot_launch_without_respawn_registers_no_handler(launch_file):
+    launch_file('robot.launch', role='server', workers='2')
+    assert not [e for e in launch_file.made if type(e).__name__ == 'RegisterEventHandler']
+
+
+@pytest.mark.parametrize('values,message', [
+    ({'role': 'server', 'workers': '2', 'respawn': '3'}, 'start the run over'),
+    ({'role': 'worker', 'workers': '2', 'respawn': '1'}, 'lose the gradients'),
+    ({'role': 'worker', 'workers': '2', 'respawn': 'yes'}, 'number of restarts'),
+    ({'role': 'worker', 'workers': '2', 'respawn': '-1'}, 'respawn must be in'),
+])
+def test_respawn_without_a_state_dir_or_with_a_bad_count_is_refused(launch_file, values,
+                                                                    message):
+    with pytest.raises(ValueError, match=message):
+        launch_file('robot.launch', **values)
+
+
+class FakeSupervisor:
+    """Exit codes of successive runs of the training node, and the restarts asked for."""
+
+    def __init__(self, codes):
+        self.runs, self.restarts = list(codes), 0
+
+    def codes(self):
+        return {'rog_worker_0': self.runs[0]}
+
+    def restart(self, name):
+        assert name == 'rog_worker_0'
+        self.runs.pop(0)
+        self.restarts += 1
+
+
+@pytest.mark.parametrize('codes,limit,restarts,status', [
+    ([-9, -11, 0], 3, 2, 0),        # two crashes, then it finishes
+    ([-9, -9, -9, -9], 2, 2, -9),   # the limit is spent: the crash is the status
+    ([1, 0], 0, 0, 1),              # respawn off
+    ([2], 5, 0, 2),                 # bad settings: restarting cannot help
+    ([0], 5, 0, 0),
+])
+def test_rog_robot_restarts_only_crashes_and_at_most_respawn_times(codes, limit, restarts,
+                                                                    status, capsys):
+    sup = FakeSupervisor(codes)
+    assert robot.watch(sup, 'rog_worker_0', limit, sleep=lambda s: None) == status
+    assert sup.restarts == restarts
+    assert capsys.readouterr().err.count('restarting it from its state') == restarts
+
+
+def test_rog_robot_refuses_respawn_without_state_dir(capsys, monkeypatch, tmp_path):
+    from rog_ros import cli
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(['robot', '--role', 'server', '--respawn', '2']) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'respawn needs state_dir' in err[0]
+    assert not list(tmp_path.iterdir())

@@ -141,13 +141,20 @@ class Supervisor:
 
     def start(self) -> None:
         os.makedirs(self.log_dir, exist_ok=True)
-        for name, spec in self.specs.items():
-            log = open(self.log_path(name), 'wb')
+        for name in self.specs:
+            self._spawn(name, 'wb')
+
+    def restart(self, name: str) -> None:
+        """Start node ``name`` again (it exited); its log goes on in the same file."""
+        self._spawn(name, 'ab')
+
+    def _spawn(self, name: str, mode: str) -> None:
+        spec = self.specs[name]
+        with open(self.log_path(name), mode) as log:
             self.procs[name] = subprocess.Popen(
                 self.prefix_for(spec) + spec.command(), stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env=self.env_for(spec), start_new_session=True,
                 preexec_fn=_die_with_parent)
-            log.close()
 
     def log_path(self, name: str) -> str:
         return os.path.join(self.log_dir, f'{name}.log')

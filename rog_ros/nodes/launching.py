@@ -30,11 +30,16 @@ import time
 
 from rog_ros.nodes.plan import LAUNCH_ARGUMENTS, launch_overrides, \
     load_parameter_file, plan
+from rog_ros.nodes.respawn import (
+    check_respawn, crashed, describe_exit, parse_respawn, RESPAWN_DELAY_S)
 from rog_ros.nodes.robot import ROBOT_ARGUMENTS, robot_environment, robot_plan, split_peers
 
 try:
     from launch import LaunchDescription
-    from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
+    from launch.actions import (
+        DeclareLaunchArgument, LogInfo, OpaqueFunction, RegisterEventHandler,
+        SetEnvironmentVariable, TimerAction)
+    from launch.event_handlers import OnProcessExit
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import Node
 except ImportError:  # no ROS 2 here: generate() explains
@@ -94,13 +99,53 @@ def _describe(arguments: dict, specs_of) -> object:
     def _nodes(context):
         values = {k: LaunchConfiguration(k).perform(context) for k in arguments}
         env = [SetEnvironmentVariable(k, v) for k, v in launch_environment(values).items()]
-        return env + [Node(package='rog_ros', executable=spec.executable, name=spec.name,
-                           arguments=spec.argv(), output='screen')
-                      for spec in specs_of(values)]
+        specs = specs_of(values)
+        limit = parse_respawn(values.get('respawn'))
+        check_respawn(limit, specs)
+        out = env
+        for spec in specs:
+            def make(spec=spec):
+                return Node(package='rog_ros', executable=spec.executable, name=spec.name,
+                            arguments=spec.argv(), output='screen')
+            if limit and spec.role in ('server', 'worker'):
+                out += respawning(make, spec.name, limit)
+            else:
+                out.append(make())
+        return out
 
     args = [DeclareLaunchArgument(k, default_value='', description=d)
             for k, d in arguments.items()]
     return LaunchDescription(args + [OpaqueFunction(function=_nodes)])
+
+
+def respawning(make, name: str, limit: int) -> list:
+    """
+    Return ``make()``'s Node and a handler that starts it again after a crash (``respawn``).
+
+    launch_ros's ``respawn=True`` would also restart a node that finished, and Humble cannot
+    limit it: this handler restarts only crashes (``rog_ros.nodes.respawn.crashed``), at most
+    ``limit`` times, ``RESPAWN_DELAY_S`` after each.
+    """
+    left = [limit]
+
+    def watch(node):
+        return RegisterEventHandler(OnProcessExit(target_action=node, on_exit=on_exit))
+
+    def on_exit(event, context):
+        code = event.returncode
+        if not crashed(code):
+            return None
+        if left[0] <= 0:
+            return [LogInfo(msg=f'{name} {describe_exit(code)}; not restarted: its {limit} '
+                                'restarts (respawn) are used up')]
+        left[0] -= 1
+        again = make()
+        return [LogInfo(msg=f'{name} {describe_exit(code)}; restarting it from its state in '
+                            f'{RESPAWN_DELAY_S:g} s ({left[0]} more restarts allowed)'),
+                TimerAction(period=RESPAWN_DELAY_S, actions=[again, watch(again)])]
+
+    first = make()
+    return [first, watch(first)]
 
 
 def generate(default_config: str):

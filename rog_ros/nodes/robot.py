@@ -36,6 +36,8 @@ import time
 
 from rog_ros.nodes import settings
 from rog_ros.nodes.plan import NodeSpec, resolve, validate
+from rog_ros.nodes.respawn import (
+    check_respawn, crashed, describe_exit, parse_respawn, RESPAWN_DELAY_S)
 
 ROLES = ('server', 'worker')
 ROBOT_ARGUMENTS = {
@@ -44,6 +46,8 @@ ROBOT_ARGUMENTS = {
     'server_host': 'address of the server robot: a unicast DDS discovery peer (workers)',
     'peers': 'comma-separated addresses of the other robots: unicast discovery peers',
     'config': 'ROS 2 parameter file (default: config/fleet.yaml of this package)',
+    'respawn': 'restart the training node after a crash, at most this many times (0: never); '
+               'needs state_dir',
 }
 """Launch arguments of robot.launch.py besides the settings."""
 RMW = 'rmw_cyclonedds_cpp'
@@ -114,6 +118,7 @@ def add_parser(subparsers):
     p.add_argument('--server-host', default='', help=ROBOT_ARGUMENTS['server_host'])
     p.add_argument('--peers', default='', help=ROBOT_ARGUMENTS['peers'])
     p.add_argument('--config', default=None, help=ROBOT_ARGUMENTS['config'])
+    p.add_argument('--respawn', default=0, metavar='N', help=ROBOT_ARGUMENTS['respawn'])
     p.add_argument('--logs', default=None, help='node logs directory (default: OUT/logs on '
                                                 'the server, ./rog_robot_logs otherwise)')
     for s in settings.for_role('fleet'):
@@ -122,6 +127,28 @@ def add_parser(subparsers):
                            help=f'{s.description} (default {s.default!r})'.replace('%', '%%'))
     p.set_defaults(func=run)
     return p
+
+
+def watch(sup, main: str, limit: int = 0, sleep=time.sleep) -> int:
+    """
+    Wait for the training node ``main`` to end, restarting it after a crash; its exit status.
+
+    At most ``limit`` restarts (``respawn``), each ``RESPAWN_DELAY_S`` after the crash; the
+    node restores its ``state_dir`` (``check_respawn`` made sure it has one).
+    """
+    left = limit
+    while True:
+        code = sup.codes()[main]
+        if code is None:
+            sleep(0.2)
+            continue
+        if not (crashed(code) and left > 0):
+            return code
+        left -= 1
+        print(f'rog robot: {main} {describe_exit(code)}; restarting it from its state in '
+              f'{RESPAWN_DELAY_S:g} s ({left} more restarts allowed)', file=sys.stderr)
+        sleep(RESPAWN_DELAY_S)
+        sup.restart(main)
 
 
 def run(args) -> int:
@@ -133,6 +160,8 @@ def run(args) -> int:
     try:
         file_params = load_parameter_file(args.config) if args.config else {}
         specs = robot_plan(args.role, args.rank, file_params, over)
+        limit = parse_respawn(args.respawn)
+        check_respawn(limit, specs)
         env = dict(os.environ, PYTHONUNBUFFERED='1',
                    **robot_environment(os.environ, args.server_host, split_peers(args.peers)))
     except (OSError, ValueError) as err:
@@ -152,9 +181,7 @@ def run(args) -> int:
         sup.start()
         print(f'rog robot: started {", ".join(s.name for s in specs)} (logs in {logs})',
               file=sys.stderr)
-        while sup.codes()[main] is None:
-            time.sleep(0.2)
-        code = sup.codes()[main]
+        code = watch(sup, main, limit)
     except KeyboardInterrupt:
         code = 130
     finally:
