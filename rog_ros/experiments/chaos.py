@@ -312,7 +312,7 @@ def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None
     try:
         fleet.start()
         recover, detail = inject(fleet)
-        finished, reason = fleet.wait(cfg.timeout_s + (outage[2] if outage else 0.0))
+        finished, reason = fleet.wait(cfg.timeout_s + (3 * outage[2] if outage else 0.0))
     finally:
         fleet.stop()
     verdict, rejects, injected, saves = check_ledger(fleet.ledger_dir)
@@ -483,10 +483,15 @@ def _link_outage(cfg: ChaosConfig) -> dict:
             return [f'workers {sorted(held)} were held during the outage ({held} iterations): '
                     'outage-aware RSP did not suspend the victim']
         return []
-    # enough iterations that training outlasts start-up and reaches the outage (~0.2 s each)
+    # Enough iterations that training outlasts start-up, reaches the outage and goes on after
+    # it. The others, not held, run at up to 17 iterations a second during it (idle 2-core
+    # machine, 2 workers): with a fixed 80 they finished during a 6 s outage after the
+    # victim's 54 before it, and the victim, still out, stopped with the fleet (one iteration
+    # after the outage on an idle machine, none on a CI run); 80 + 30 per outage second
+    # left it 69 after (the fleet's wait grows by the outage twice over, for the rest)
     return _fleet_scenario('link-outage', cfg, inject, extra_check=hit,
                            outage=(VICTIM, start_s, cfg.outage_s),
-                           iterations=max(cfg.iterations, 80))
+                           iterations=max(cfg.iterations, 80 + int(30 * cfg.outage_s)))
 
 
 def _records(path: str) -> list:
