@@ -180,13 +180,13 @@ class Exited:
 
 
 def _handler(entity):
-    """The on_exit callable and target Node of a RegisterEventHandler stand-in."""
+    """Return the on_exit callable and target Node of a RegisterEventHandler stand-in."""
     on_process_exit = entity.args[0]
     return on_process_exit.kwargs['on_exit'], on_process_exit.kwargs['target_action']
 
 
-def test_robot_launch_respawns_a_crashed_training_node_a_bounded_number_of_times(launch_file,
-                                                                                tmp_path):
+def test_robot_launch_respawns_a_crashed_training_node_a_bounded_number_of_times(
+        launch_file, tmp_path):
     # Prepare: a worker robot with two restarts and a state directory
     _, nodes, _ = launch_file('robot.launch', role='worker', rank='1', workers='2',
                               respawn='2', state_dir=str(tmp_path))
@@ -252,7 +252,7 @@ class FakeSupervisor:
     ([0], 5, 0, 0),
 ])
 def test_rog_robot_restarts_only_crashes_and_at_most_respawn_times(codes, limit, restarts,
-                                                                    status, capsys):
+                                                                   status, capsys):
     sup = FakeSupervisor(codes)
     assert robot.watch(sup, 'rog_worker_0', limit, sleep=lambda s: None) == status
     assert sup.restarts == restarts
