@@ -48,6 +48,10 @@ from rog_ros.atomic import atomic_write_text as atomic_write
 from rog_ros.protocol.events import describe as describe_event
 
 
+_SAMPLES = ('transfer_s', 'rows_up', 'rows_down', 'late_rows_up', 'late_rows_down',
+            'duration_up', 'duration_down', 'round_trips')
+"""``RunRecorder`` fields with one sample per transfer (``state`` keeps them as arrays)."""
+
 EVENT_COLUMNS = ('time_s', 'robot', 'event', 'value', 'info', 'what')
 """Columns of ``events.csv``: the ``Log``'s name, value and info (JSON), and the sentence."""
 
@@ -164,8 +168,13 @@ class RunRecorder:
 
         A server restarted from its checkpoint goes on with the same record, so the run's
         ``timeseries.csv`` and ``events.csv`` start where the run started, not at the crash.
+        The per-transfer samples, which grow with every transfer of the run, go as float64
+        arrays (a checkpoint stores them as one tensor each, not as pickled floats).
         """
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        out = {f.name: _plain(getattr(self, f.name)) for f in fields(self)
+               if f.name not in _SAMPLES}
+        out.update({k: np.asarray(getattr(self, k), dtype=np.float64) for k in _SAMPLES})
+        return out
 
     def load_state(self, state: dict) -> None:
         """
@@ -184,9 +193,13 @@ class RunRecorder:
         if any(len(state.get(k) or ()) != self.n_workers for k in per_worker):
             raise ValueError('run record: per-robot lists of another length')
         names = {f.name for f in fields(self)}
-        for k, v in _plain(state).items():
+        samples = {k: np.asarray(state.get(k, ()), dtype=np.float64).reshape(-1).tolist()
+                   for k in _SAMPLES}
+        for k, v in _plain({k: v for k, v in state.items() if k not in _SAMPLES}).items():
             if k in names:
                 setattr(self, k, v)
+        for k, v in samples.items():
+            setattr(self, k, v)
         self.events = [tuple(e) for e in self.events]
 
     # ------------------------------------------------------------------ results

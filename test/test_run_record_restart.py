@@ -48,6 +48,13 @@ def _feed(rec: RunRecorder) -> None:
     rec.on_eval(0.0, 0.0, {'accuracy': 0.31, 'loss': float('nan')})
     rec.on_eval(2.0, 5.0, {'accuracy': 0.72, 'loss': 1.1})
     rec.on_compute(0, 0.25)
+    # one sample per transfer (kept as an array in the state)
+    rec.on_log(1.5, -1, Log('pull_done', 120.0, 1, {'seconds': 0.3, 'bytes': 4096,
+                                                    'rows_total': 200, 'duration_s': 0.31}))
+
+
+def _comparable(state: dict) -> dict:
+    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in state.items()}
 
 
 def _files(rec: RunRecorder, out) -> dict:
@@ -68,6 +75,7 @@ def test_a_record_restored_from_a_state_file_writes_the_same_files(tmp_path):
     assert back.time_to_target_s == 2.0 and back.iterations_to_target == 5.0
     assert math.isnan(back.rows[0]['loss'])
     assert back.events[0][2] == 'worker_suspended' and back.events[0][4]['active'] == [0, 1]
+    assert back.transfer_s == [0.3] and rec.state()['transfer_s'].dtype == np.float64
     assert _files(back, tmp_path / 'b') == _files(rec, tmp_path / 'a')
 
 
@@ -92,10 +100,10 @@ def test_a_record_of_another_run_is_refused_and_changes_nothing(other):
     _feed(theirs)
     mine = _recorder()
     mine.on_eval(0.0, 0.0, {'accuracy': 0.2})
-    before = mine.state()
+    before = _comparable(mine.state())
     with pytest.raises(ValueError, match='run record'):
         mine.load_state(theirs.state())
-    assert mine.state() == before
+    assert _comparable(mine.state()) == before
 
 
 def test_a_record_with_damaged_per_robot_lists_is_refused():
