@@ -286,7 +286,8 @@ def events_markdown(runs: list) -> list:
                      '(their events.csv)')
     if not lines:
         return []
-    return ['## Events (who was suspended, let go, readmitted, given slack)', ''] + lines + ['']
+    title = '## Events (who was suspended, let go, readmitted, given slack; restarts)'
+    return [title, ''] + lines + ['']
 
 
 def report_run(run_dir: str) -> str:
