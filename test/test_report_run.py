@@ -64,3 +64,30 @@ def test_report_of_fleet_runs_averages_seeds_and_lists_rejects(tmp_path):
 def test_report_of_an_empty_directory_is_a_one_line_error(tmp_path, capsys):
     assert cli.main(['report', str(tmp_path)]) == 2
     assert 'no summary.json' in capsys.readouterr().err
+
+
+def test_times_per_seed_are_drawn_with_misses_and_aligned_with_the_seeds(tmp_path):
+    # Prepare: two systems, one seed of one never reached the target, one run failed
+    from rog_ros.experiments.report import write_plots
+    from rog_ros.experiments.seed_stats import aggregate
+    runs = {'bsp': [12.0, None, 75.0], 'rog:4': [9.0, 9.3, 16.0]}
+    table = [aggregate([{'system': name, 'seed': k, 'time_to_target_s': t}
+                        for k, t in enumerate(times)]
+                       + [{'system': name, 'seed': 9, 'error': 'event budget'}])
+             for name, times in runs.items()]
+    # Execute
+    made = dict(write_plots(str(tmp_path), table, {}, 0.8))
+    # Assert: per finished seed, in seed order; the plot is drawn
+    assert [r['time_to_target_s_per_seed'] for r in table] == [[12.0, None, 75.0],
+                                                               [9.0, 9.3, 16.0]]
+    assert table[0]['finished_seeds'] == [0, 1, 2]
+    assert (tmp_path / 'time_to_target.png').stat().st_size > 1000
+    assert made['time to target per seed'].endswith('time_to_target.png')
+
+
+def test_no_time_plot_when_no_seed_reached_the_target(tmp_path):
+    from rog_ros.experiments.report import write_plots
+    from rog_ros.experiments.seed_stats import aggregate
+    table = [aggregate([{'system': 'bsp', 'seed': 0, 'time_to_target_s': None}])]
+    assert 'time to target per seed' not in dict(write_plots(str(tmp_path), table, {}))
+    assert not (tmp_path / 'time_to_target.png').exists()

@@ -182,7 +182,8 @@ def write_plots(out: str, table: list[dict], series: dict, target=None) -> list:
                       'workers)')
         ax.set_ylabel('accuracy')
         ax.grid(alpha=0.3)
-        ax.legend()
+        if ax.lines:           # (no curve: no run with evaluations to draw)
+            ax.legend()
         if target:
             ax.axhline(target, color='grey', ls='--')
         p = os.path.join(out, name + '.png')
@@ -215,7 +216,47 @@ def write_plots(out: str, table: list[dict], series: dict, target=None) -> list:
     fig.savefig(p, dpi=110)
     plt.close(fig)
     made.append(('threshold triggers', p))
+    p = _plot_times_per_seed(plt, out, table)
+    if p is not None:
+        made.append(('time to target per seed', p))
     return made
+
+
+def _plot_times_per_seed(plt, out: str, table: list[dict]):
+    """
+    Draw every seed's time to target per system, and the median (``time_to_target.png``).
+
+    Medians hide how far apart seeds land (MPCOL ``outdoors``: BSP from 13 to 76 s): one dot
+    per seed, a bar at the median, a cross above the others for a seed that never reached
+    the target. Log-scaled time. None when no system has per-seed times.
+    """
+    rows = [r for r in table if r.get('time_to_target_s_per_seed')]
+    reached = [t for r in rows for t in r['time_to_target_s_per_seed'] if t is not None]
+    if not reached:
+        return None
+    top = max(reached) * 1.6
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for i, r in enumerate(rows):
+        times = r['time_to_target_s_per_seed']
+        got = [t for t in times if t is not None]
+        jitter = np.linspace(-0.12, 0.12, len(times)) if len(times) > 1 else [0.0]
+        ax.scatter([i + j for j, t in zip(jitter, times) if t is not None], got, s=22,
+                   color='#4c72b0', zorder=3)
+        missed = [i + j for j, t in zip(jitter, times) if t is None]
+        if missed:
+            ax.scatter(missed, [top] * len(missed), marker='x', color='#c44e52', zorder=3)
+        if r.get('time_to_target_s_median') is not None:
+            ax.hlines(r['time_to_target_s_median'], i - 0.25, i + 0.25, color='black', lw=2)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([r['system'] for r in rows])
+    ax.set_yscale('log')
+    ax.set_ylabel('time to target (s), per seed')
+    ax.grid(alpha=0.3, axis='y', which='both')
+    p = os.path.join(out, 'time_to_target.png')
+    fig.tight_layout()
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
 
 
 def _mean_curve(runs: list, xkey: str):

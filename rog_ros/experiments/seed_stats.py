@@ -72,6 +72,8 @@ def aggregate(summaries: list[dict]) -> dict:
     for k in MEMBERSHIP_KEYS:     # per seed, not averaged: "robot let go on seeds 0 and 3"
         out[k] = [int(s.get(k) or 0) for s in summaries]
     out['finished_seeds'] = [s['seed'] for s in summaries]
+    # per finished seed, in that order (None: never reached): what the strip plot draws
+    out['time_to_target_s_per_seed'] = [s.get('time_to_target_s') for s in summaries]
     for k in KEYS:
         vals = [s.get(k) for s in summaries]
         good = [float(v) for v in vals if v is not None]
