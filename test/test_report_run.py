@@ -91,3 +91,21 @@ def test_no_time_plot_when_no_seed_reached_the_target(tmp_path):
     table = [aggregate([{'system': 'bsp', 'seed': 0, 'time_to_target_s': None}])]
     assert 'time to target per seed' not in dict(write_plots(str(tmp_path), table, {}))
     assert not (tmp_path / 'time_to_target.png').exists()
+
+
+def test_report_of_a_comparison_directory_reads_its_runs(tmp_path):
+    # the comparison's own summary.json (meta and per-system statistics) is not a run: it
+    # used to end in a KeyError traceback
+    (tmp_path / 'summary.json').write_text(json.dumps({'meta': {}, 'systems': []}))
+    _fleet_run(tmp_path / 'runs' / 'rog-4-seed0', 'rog:4', 0, 0.9)
+    assert cli.main(['report', str(tmp_path)]) == 0
+    assert '1 run(s)' in (tmp_path / 'report.md').read_text()
+
+
+def test_a_damaged_summary_is_named_in_one_line(tmp_path, capsys):
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    (tmp_path / 'a' / 'summary.json').write_text('{"system": "rog:4", ')
+    assert cli.main(['report', str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'summary.json: not a summary' in err[0]
+    assert not (tmp_path / 'report.md').exists()

@@ -293,8 +293,14 @@ def load_runs(run_dir: str) -> list:
     for root, _, files in sorted(os.walk(run_dir)):
         if 'summary.json' not in files:
             continue
-        with open(os.path.join(root, 'summary.json'), encoding='utf-8') as fh:
-            summary = json.load(fh)
+        path = os.path.join(root, 'summary.json')
+        with open(path, encoding='utf-8') as fh:
+            try:
+                summary = json.load(fh)
+            except ValueError as err:
+                raise ValueError(f'{path}: not a summary ({err})') from None
+        if not isinstance(summary, dict) or 'system' not in summary:
+            continue        # a comparison's own summary (its runs are below it), or foreign
         rows = []
         series = os.path.join(root, 'timeseries.csv')
         if os.path.exists(series):

@@ -65,13 +65,13 @@ def aggregate(summaries: list[dict]) -> dict:
     counts it among the runs that did not reach the target).
     """
     failed = [s for s in summaries if s.get('error')]
-    out = {'system': summaries[0]['system'], 'seeds': [s['seed'] for s in summaries],
+    out = {'system': summaries[0]['system'], 'seeds': [s.get('seed') for s in summaries],
            'runs': len(summaries), 'failed': len(failed),
-           'errors': [{'seed': s['seed'], 'error': str(s['error'])} for s in failed]}
+           'errors': [{'seed': s.get('seed'), 'error': str(s['error'])} for s in failed]}
     summaries = [_with_derived(s) for s in summaries if not s.get('error')]
     for k in MEMBERSHIP_KEYS:     # per seed, not averaged: "robot let go on seeds 0 and 3"
         out[k] = [int(s.get(k) or 0) for s in summaries]
-    out['finished_seeds'] = [s['seed'] for s in summaries]
+    out['finished_seeds'] = [s.get('seed') for s in summaries]
     # per finished seed, in that order (None: never reached): what the strip plot draws
     out['time_to_target_s_per_seed'] = [s.get('time_to_target_s') for s in summaries]
     for k in KEYS:
