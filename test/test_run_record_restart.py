@@ -139,3 +139,27 @@ def test_a_checkpoint_without_a_record_restores_the_engine_alone(tmp_path):
     chaos_hooks.ServerHooks(server, server.w_srv, state_dir=str(tmp_path)).checkpoint()
     again = chaos_hooks.ServerHooks(harness.new_server(), server.w_srv, state_dir=str(tmp_path))
     assert again.restore() == 1 and again.restored_record is None
+
+
+def test_a_server_restored_from_a_finished_run_leaves_its_results_alone(tmp_path, caplog):
+    # A robot rebooted after training (containers restart): the server restores a checkpoint
+    # whose workers were all told to stop. It must say so and keep the run's files, not
+    # replace them with a restart's record (checked by hand with rog_server on a finished
+    # run's state directory: summary.json byte-identical, exit 0).
+    import logging
+    from types import SimpleNamespace
+    from rog_ros.nodes import lifecycle as lc
+    from rog_ros.nodes.server_node import ServerNode
+    node = ServerNode.__new__(ServerNode)          # only what activate/finish use here
+    node.args = SimpleNamespace(state_dir=str(tmp_path / 'state'), out=str(tmp_path / 'out'))
+    node.hooks = SimpleNamespace(restored=7)
+    node.life = lc.Lifecycle()
+    node.life.trigger('configure')
+    node.log = logging.getLogger('rog_server_finished_test')
+    node._finished_before = True
+    with caplog.at_level(logging.WARNING, logger='rog_server_finished_test'):
+        assert node.activate() is True
+    said = ' '.join(r.getMessage() for r in caplog.records)
+    assert 'had finished (checkpoint 7)' in said and 'move' in said
+    assert node.finish() == {}
+    assert not (tmp_path / 'out').exists()

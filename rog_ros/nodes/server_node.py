@@ -169,6 +169,7 @@ class ServerNode:
         self.t0 = None
         self.evaluations = 0
         self._resumed = None         # (seconds into the run, seconds away) after a restore
+        self._finished_before = False  # restored a run that had finished: write nothing
         self._next_eval = 0.0
         self._evaluated_at = None
         self.last_metrics = {}
@@ -214,7 +215,9 @@ class ServerNode:
                                  getattr(a, 'checkpoint_every', 10),
                                  run_record=self._run_record)
         self.hooks.restore()
-        self._resume_record(self.hooks.restored_record)
+        self._finished_before = self.hooks.restored is not None and bool(self.engine.finished)
+        if not self._finished_before:
+            self._resume_record(self.hooks.restored_record)
         for topic in server_inbox():
             self.bus.subscribe(topic)
         for r in range(a.workers):
@@ -229,6 +232,13 @@ class ServerNode:
 
     def activate(self) -> bool:
         """Wait until every worker's endpoints are matched; evaluate the starting model."""
+        if self._finished_before:
+            a = self.args
+            self.log.warning(f'the run in {a.state_dir} had finished (checkpoint '
+                             f'{self.hooks.restored}): its results stay as written in '
+                             f'{a.out}; move {a.state_dir} away to train again')
+            self.life.trigger('activate')
+            return True
         topics = server_outbox(self.args.workers) + server_inbox()
         waited = wait_matched(self.bus, topics, self.args.startup_timeout,
                               keep_waiting=lambda: not self.requests.shutdown_requested)
@@ -270,6 +280,8 @@ class ServerNode:
 
     def finish(self) -> dict:
         """Evaluate a last time, let the workers leave, write the metrics; the summary."""
+        if self._finished_before:
+            return {}          # (a rewrite would replace the run's results with a restart's)
         end = time.monotonic()
         if self.engine.finished:
             if self._mean_iteration() != self._evaluated_at:
