@@ -45,7 +45,8 @@ def test_report_of_a_simulator_run(tmp_path, capsys):
     text = (out / 'report.md').read_text()
     assert capsys.readouterr().out.strip() == str(out / 'report.md')
     assert 'simulated (virtual) time' in text and '| rog:4 |' in text
-    for png in ('accuracy_vs_time', 'accuracy_vs_iteration', 'time_composition', 'triggers'):
+    for png in ('accuracy_vs_time', 'accuracy_vs_time_log', 'accuracy_vs_iteration',
+                'time_composition', 'triggers'):
         assert (out / f'{png}.png').stat().st_size > 1000
         assert f'({png}.png)' in text
 

@@ -172,14 +172,20 @@ def write_plots(out: str, table: list[dict], series: dict, target=None) -> list:
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     made = []
-    for xkey, name in (('time_s', 'accuracy_vs_time'), ('iteration', 'accuracy_vs_iteration')):
+    for xkey, name, log in (('time_s', 'accuracy_vs_time', False),
+                            ('time_s', 'accuracy_vs_time_log', True),
+                            ('iteration', 'accuracy_vs_iteration', False)):
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
         for label, runs in series.items():
-            xs, ys = _mean_curve(runs, xkey)
+            xs, ys = _mean_curve(runs, xkey, log)
             if xs is not None:
                 ax.plot(xs, ys, label=label)
-        ax.set_xlabel('simulated time (s)' if xkey == 'time_s' else 'iteration (mean over '
-                      'workers)')
+        if log:
+            # the race to the target is over in the first tenth of a run; the rest is the
+            # plateau where final accuracies are compared: a log axis shows both
+            ax.set_xscale('log')
+        ax.set_xlabel(('simulated time (s)' + (', log scale' if log else ''))
+                      if xkey == 'time_s' else 'iteration (mean over workers)')
         ax.set_ylabel('accuracy')
         ax.grid(alpha=0.3)
         if ax.lines:           # (no curve: no run with evaluations to draw)
@@ -259,13 +265,14 @@ def _plot_times_per_seed(plt, out: str, table: list[dict]):
     return p
 
 
-def _mean_curve(runs: list, xkey: str):
+def _mean_curve(runs: list, xkey: str, log: bool = False):
     """
     Average accuracy over seeds on a common x grid (linear interpolation).
 
     The grid runs to the *longest* run: a finished run keeps its final accuracy (its model no
     longer changes), so a system whose seeds differ in length is drawn over its whole span
-    instead of being cut at its shortest seed.
+    instead of being cut at its shortest seed. ``log``: a log-spaced grid from the earliest
+    evaluation after 0 (the one at 0 has no place on a log axis).
     """
     curves = [(np.array([r[xkey] for r in run if r.get('accuracy') is not None]),
                np.array([r['accuracy'] for r in run if r.get('accuracy') is not None]))
@@ -274,7 +281,13 @@ def _mean_curve(runs: list, xkey: str):
     if not curves:
         return None, None
     hi = max(c[0].max() for c in curves)
-    grid = np.linspace(0.0, hi, 200)
+    if log:
+        firsts = [x[x > 0].min() for x, _ in curves if (x > 0).any()]
+        if not firsts or min(firsts) >= hi:
+            return None, None
+        grid = np.geomspace(min(firsts), hi, 200)
+    else:
+        grid = np.linspace(0.0, hi, 200)
     ys = np.mean([np.interp(grid, x, y) for x, y in curves], axis=0)
     return grid, ys
 
