@@ -167,7 +167,9 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
     return path
 
 
-def write_plots(out: str, table: list[dict], series: dict, target=None) -> list:
+def write_plots(out: str, table: list[dict], series: dict, target=None,
+                clock: str = 'simulated time (s)') -> list:
+    """Draw the report's plots into ``out``; ``[(name, path)]``. ``clock``: the time axis."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -184,7 +186,7 @@ def write_plots(out: str, table: list[dict], series: dict, target=None) -> list:
             # the race to the target is over in the first tenth of a run; the rest is the
             # plateau where final accuracies are compared: a log axis shows both
             ax.set_xscale('log')
-        ax.set_xlabel(('simulated time (s)' + (', log scale' if log else ''))
+        ax.set_xlabel((clock + (', log scale' if log else ''))
                       if xkey == 'time_s' else 'iteration (mean over workers)')
         ax.set_ylabel('accuracy')
         ax.grid(alpha=0.3)
@@ -366,8 +368,9 @@ def report_run(run_dir: str) -> str:
     table = [aggregate([s for s, _ in items]) for items in by_system.values()]
     series = {name: [rows for _, rows in items] for name, items in by_system.items()}
     first = runs[0][0]
-    plots = write_plots(run_dir, table, series, first.get('target_accuracy'))
     fleet = first.get('driver') == 'fleet'
+    plots = write_plots(run_dir, table, series, first.get('target_accuracy'),
+                        'wall-clock time (s)' if fleet else 'simulated time (s)')
     clock = ('wall-clock time of a real fleet (nodes over DDS)' if fleet else
              "simulated (virtual) time; compute charged from the workload's device profile")
     lines = [f'# rog report: {first.get("workload", "?")} on {first.get("trace", "?")}', '',
