@@ -373,6 +373,8 @@ def run(args) -> int:
     line = result_line(summary)
     if line:
         print(f'rog fleet: {line}')
+    print(f'rog fleet: plots and a report (accuracy, time composition, who was out when): '
+          f'rog report {out}')
     return 0
 
 
