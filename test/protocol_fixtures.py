@@ -43,7 +43,7 @@ def build(spec, n=4, iters=20, codec='row', dtype=torch.float32, lr=0.2, chunk_b
         return ServerEngine(layout, c, pol, n, w0, lr=lr, max_iterations=iters,
                             chunk_bytes=chunk_bytes, window=window,
                             end_timeout_s=end_timeout_s, absence_timeout_s=absence_timeout_s,
-                            min_workers=min_workers,
+                            min_workers=min_workers, track_conservation=track,
                             incarnation=incarnations.getrandbits(64) or 1)
 
     def new_worker(r):

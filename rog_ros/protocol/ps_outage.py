@@ -36,12 +36,14 @@ import torch
 class OutageAwareMixin:
     """Outage watch, late weights and outage rescaling of a ``ServerEngine``."""
 
-    def _init_outage(self, n_workers: int) -> None:
+    def _init_outage(self, n_workers: int, track_conservation: bool = False) -> None:
         self.iter_est = [Smoothed() for _ in range(n_workers)]   # seconds between pushes
         self._last_push_at: list[float | None] = [None] * n_workers
         self.last_push_weight = 1.0   # factor of the push applied last (late_weight x
         #                               outage_scale)
-        # float64 [P]: (1 - weight) x lr/N x push, signed (a rescaled push adds mass)
+        # float64 [P]: (1 - weight) x lr/N x push, signed (a rescaled push adds mass); kept
+        # only with ``track_conservation`` (tests), else None
+        self.track_conservation = bool(track_conservation)
         self.discarded: torch.Tensor | None = None
         self.outage_suspensions = 0
         self.too_slow_suspensions = 0     # ... of them for a link too slow for any slack
