@@ -268,9 +268,9 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         """Exactly what worker r holds once its acks are in (w_srv + G[r] + E[r]); a copy."""
         return self.mirror[r].clone()
 
-    def consensus_model(self) -> torch.Tensor:
-        """Mean of the workers' models (the model to evaluate and checkpoint)."""
-        return self.mirror.mean(0)
+    def consensus_model(self, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Mean of the workers' models (the model to evaluate and checkpoint); into ``out``."""
+        return self.mirror.mean(0) if out is None else torch.mean(self.mirror, 0, out=out)
 
     @property
     def finished(self) -> bool:
