@@ -121,3 +121,19 @@ def test_a_worker_node_says_a_non_finite_gradient(caplog):
         node._on_log(0.0, Log('pull_applied', 10.0, 2))
     assert [(r.levelno, r.getMessage()[:30]) for r in caplog.records] == [
         (logging.WARNING, 'robot 2 computed a non-finite ')]
+
+
+def test_a_repeated_join_is_one_event():
+    # A worker waiting for its hello repeats its JOIN (and a lossy link may copy it): the
+    # server answers each, but events.csv and its log say "joined" once per join
+    from protocol_fixtures import build
+    from rog_ros.protocol.actions import Send
+    _, server, workers, _, _ = build('rog:2', n=2, iters=4)
+    joins = [a.msg for a in workers[0]._out(workers[0]._join(0.0)) if isinstance(a, Send)]
+    said = []
+    for t in (0.0, 2.0, 2.0):                       # the JOIN, a poke, a duplicate
+        for msg in joins:
+            out = server.on_message(msg, t)
+            assert any(isinstance(a, Send) for a in out)     # every copy is answered
+            said += [a for a in out if isinstance(a, Log) and a.name == 'join']
+    assert len(said) == 1 and said[0].worker == 0

@@ -411,6 +411,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             book[chunk.incarnation] = max(book.get(chunk.incarnation, -1), chunk.transfer_id)
             # A (re)joining worker holds a model we do not know: its next pull is a snapshot.
             join = (chunk.incarnation, chunk.transfer_id, chunk.clock)
+            out = [Send(s, self._hello(s, 0, chunk.transfer_id))]
             if self._last_join[s] != join and not self.stopped[s]:
                 self._last_join[s] = join
                 if self.downlinks[s] is None or not self.downlinks[s].snapshot:
@@ -418,7 +419,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                     self.delivered.reset(s)
                     self.delivered.unpin(('dl', s))
                     self._new_snapshot_epoch(s)
-            return [Send(s, self._hello(s, 0, chunk.transfer_id)), Log('join', 1.0, s)]
+                out.append(Log('join', 1.0, s))   # once per join: repeats are pokes, copies
+            return out
         if chunk.flags & FLAG_REQUEST:
             if self.slots is None:
                 raise MessageError('transfer-slot request, but this server schedules no slots')
