@@ -110,3 +110,13 @@ def test_a_damaged_summary_is_named_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and 'summary.json: not a summary' in err[0]
     assert not (tmp_path / 'report.md').exists()
+
+
+def test_events_without_sentences_are_listed_by_name(tmp_path):
+    # an events.csv written by another tool may lack the 'what' column: the report names the
+    # event instead of failing on it
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    (tmp_path / 'a' / 'events.csv').write_text(
+        'time_s,robot,event,value,info\n1.5,1,worker_suspended,1,"{""reason"": ""link""}"\n')
+    assert cli.main(['report', str(tmp_path)]) == 0
+    assert '  - 1.5 s: worker_suspended' in (tmp_path / 'report.md').read_text()

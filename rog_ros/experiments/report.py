@@ -340,7 +340,8 @@ def events_markdown(runs: list) -> list:
             counts[e['event']] = counts.get(e['event'], 0) + 1
         lines.append(f'- {summary.get("system")} seed {summary.get("seed")}: '
                      + ', '.join(f'{k} {v}' for k, v in sorted(counts.items())))
-        lines += [f'  - {e["time_s"]:.1f} s: {e["what"]}' for e in events[:MAX_EVENT_LINES]]
+        lines += [f'  - {e["time_s"]:.1f} s: {e.get("what") or e["event"]}'
+                  for e in events[:MAX_EVENT_LINES]]
         if len(events) > MAX_EVENT_LINES:
             lines.append(f'  - ... {len(events) - MAX_EVENT_LINES} more in events.csv')
     if len(with_events) > MAX_TIMELINES:
