@@ -46,8 +46,9 @@ def _add_sim(sub) -> None:
     p.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
     p.add_argument('--workers', type=int, default=4, help='number of workers (default 4)')
     p.add_argument('--trace', default='outdoors',
-                   help='bandwidth trace: preset name or file (CSV t_seconds,mbps, "t bw" '
-                        'lines, a testbed bw_replay log or a Mahimahi trace), or a '
+                   help='bandwidth trace: preset name or file (CSV t_seconds,mbps or a '
+                        'table with units in its header, "t bw" lines, a testbed bw_replay '
+                        'log, a Mahimahi trace, an iperf3 -J report or iperf output), or a '
                         'comma-separated list of them, robot r taking entry r mod k '
                         '(default outdoors)')
     p.add_argument('--iterations', type=int, default=None,

@@ -68,11 +68,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import math
-import re
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text
-from rog_ros.net import mahimahi, replay_log
+from rog_ros.net import columns, iperf, mahimahi, replay_log
 
 PAYLOAD_S = 1.43
 """Ideal transfer time of one compressed gradient [P 2.2]; the slowdown statistic's payload."""
@@ -268,8 +267,6 @@ class Trace:
 
 # ---------------------------------------------------------------------------------------- files
 
-_META = re.compile(r'(end_s|resolution_s|loop)=([^\s,]+)')
-
 PLAUSIBLE_MEDIAN_MBPS = 10_000.0
 """Highest median rate a record file may have (10 Gbit/s, beyond any Wi-Fi link's goodput).
 Records from measurement tools are often in bit/s or kbit/s; read as Mbit/s they would give a
@@ -279,12 +276,14 @@ fleet a link 10^3-10^6 times too fast and every comparison on them would look ne
 
 def load_trace(path, loop: bool = True) -> Trace:
     """
-    Read a trace file: CSV ``t_seconds,mbps``, ``t bw`` lines, a replay log or Mahimahi.
+    Read a trace file: columns, a replay log, Mahimahi or an iperf report.
 
-    ``t bw`` is the artifact's record format; a replay log is a ``bw_replay-<rank>.txt``
-    written by its testbed (``rog_ros.net.replay_log``); a Mahimahi trace lists packet
-    delivery opportunities in ms (``rog_ros.net.mahimahi``), the format of most public
-    records of real wireless links.
+    Columns are CSV ``t_seconds,mbps``, the artifact's ``t bw`` records, or a table whose
+    header names time and rate columns and their units (``rog_ros.net.columns``); a replay log
+    is a ``bw_replay-<rank>.txt`` written by the testbed (``rog_ros.net.replay_log``); a
+    Mahimahi trace lists packet delivery opportunities in ms (``rog_ros.net.mahimahi``), the
+    format of most public records of real wireless links; iperf3's ``-J`` JSON and iperf3's or
+    iperf2's text output are how engineers measure their own links (``rog_ros.net.iperf``).
 
     Parameters
     ----------
@@ -304,14 +303,15 @@ def load_trace(path, loop: bool = True) -> Trace:
         lines = fh.readlines()
     meta, end = {}, None
     read = (replay_log.read_replay_log if replay_log.is_replay_log(lines)
-            else mahimahi.read_mahimahi if mahimahi.is_mahimahi(lines) else None)
-    if read is not None:
-        try:
+            else mahimahi.read_mahimahi if mahimahi.is_mahimahi(lines)
+            else iperf.read_iperf if iperf.is_iperf(lines) else None)
+    try:
+        if read is not None:
             times, rates, end = read(path, lines)
-        except ValueError as exc:
-            raise TraceFormatError(str(exc)) from None
-    else:
-        meta, times, rates = _read_columns(path, lines)
+        else:
+            meta, times, rates = columns.read_columns(path, lines)
+    except ValueError as exc:
+        raise TraceFormatError(str(exc)) from None
     if not times:
         raise TraceFormatError(f'{path}: no samples')
     median = float(np.median(rates))
@@ -319,7 +319,8 @@ def load_trace(path, loop: bool = True) -> Trace:
         raise TraceFormatError(
             f'{path}: median rate {median:.6g} "Mbit/s" is above any Wi-Fi link '
             f'({PLAUSIBLE_MEDIAN_MBPS:g}); rates must be in Mbit/s: the file is most likely in '
-            f'bit/s (divide the second column by 1e6) or kbit/s (by 1e3)')
+            f'bit/s (divide the second column by 1e6) or kbit/s (by 1e3), or name the unit in '
+            f'a header line such as "time_s,rate_kbps"')
     loop = meta['loop'] not in ('0', 'False', 'false') if 'loop' in meta else loop
     res = float(meta['resolution_s']) if 'resolution_s' in meta else None
     if 'end_s' in meta:
@@ -328,37 +329,6 @@ def load_trace(path, loop: bool = True) -> Trace:
         return Trace.from_samples(times, rates, end, loop, res)
     except TraceFormatError as exc:
         raise TraceFormatError(f'{path}: {exc}') from None
-
-
-def _read_columns(path, lines) -> tuple:
-    """Return ``(meta, times, rates)`` of a ``t_seconds,mbps`` CSV or ``t bw`` file's lines."""
-    meta, times, rates = {}, [], []
-    for lineno, raw in enumerate(lines, 1):
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith('#'):
-            meta.update(_META.findall(line))
-            continue
-        fields = line.split(',') if ',' in line else line.split()
-        try:
-            if len(fields) != 2:
-                raise ValueError
-            t, r = float(fields[0]), float(fields[1])
-        except ValueError:
-            if not times and not any(c.isdigit() for c in line):
-                continue  # a header such as 't_seconds,mbps'
-            raise TraceFormatError(f'{path}:{lineno}: expected two numbers "t_seconds,mbps" '
-                                   f'or "t bw", got {line[:60]!r}') from None
-        if not (math.isfinite(t) and math.isfinite(r)) or r < 0:
-            raise TraceFormatError(f'{path}:{lineno}: need a finite time and a finite rate '
-                                   f'>= 0, got {line[:60]!r}')
-        if times and t <= times[-1]:
-            raise TraceFormatError(f'{path}:{lineno}: time {t} does not increase '
-                                   f'(previous {times[-1]})')
-        times.append(t)
-        rates.append(r)
-    return meta, times, rates
 
 
 def save_trace(trace: Trace, path) -> None:

@@ -237,8 +237,10 @@ SETTINGS = (
        'lifecycle'),
     # -------------------------------------------------- emulated links
     _s('trace', str, 'none', 'Emulated bandwidth trace per worker link: a preset (indoors, '
-       'outdoors, ...), a file (CSV t_seconds,mbps; "t bw" lines; the Rog testbed\'s '
-       'bw_replay-<rank>.txt logs; a Mahimahi packet-delivery trace), a comma-separated list '
+       'outdoors, ...), a file (CSV t_seconds,mbps, or a table whose header names the time '
+       'and rate columns and units such as time_ms,throughput_kbps; "t bw" lines; the '
+       'bw_replay-<rank>.txt logs of the Rog testbed; a Mahimahi packet-delivery trace; an iperf3 '
+       '-J report or iperf text output), a comma-separated list '
        'of them (worker r follows entry r mod k: each robot its own recorded link), or none '
        '(real links, no shaping).', ALL,
        'link'),

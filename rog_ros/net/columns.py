@@ -1,0 +1,205 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Read rate records kept as columns: ``t_seconds,mbps``, ``t bw`` lines, and headed tables.
+
+Our own files and the Rog artifact's records are two bare columns, seconds and Mbit/s. Records
+that people keep of their own links are tables that a logging script wrote: a header that names
+the columns, often with their units (``time_ms,throughput_kbps``, ``timestamp;rssi;bw
+[Mbit/s]``), more columns than the rate (signal, PHY bitrate), and clock times
+(``2026-11-29T08:00:00.250``). Read as two bare columns they were refused, or worse, a
+``kbps`` column read as Mbit/s gave a link a thousand times too fast without a word. Here the
+header decides: the time column is the one named like a time (else the first), the rate column
+the one that names a rate unit or is called throughput, bandwidth and the like, and the units
+in the names convert both to seconds and Mbit/s. A header that leaves the rate column open
+(two rate columns) or names a byte count instead of a rate is refused with the names it saw.
+Separators: comma, semicolon, tab or spaces.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+import math
+import re
+
+META = re.compile(r'(end_s|resolution_s|loop)=([^\s,;]+)')
+"""``# rog_ros trace: end_s=... loop=... resolution_s=...``, written by ``save_trace``."""
+
+_TIME_WORDS = {'t', 'time', 'times', 'timestamp', 'ts', 'sec', 'secs', 'second', 'seconds',
+               's', 'ms', 'msec', 'millis', 'milliseconds', 'us', 'usec', 'microseconds',
+               'ns', 'nanoseconds', 'elapsed', 'epoch', 'date', 'datetime', 'clock'}
+_TIME_UNITS = {'ms': 1e-3, 'msec': 1e-3, 'millis': 1e-3, 'milliseconds': 1e-3,
+               'us': 1e-6, 'usec': 1e-6, 'microseconds': 1e-6, 'ns': 1e-9,
+               'nanoseconds': 1e-9}
+_LINK_WORDS = ('throughput', 'goodput', 'bandwidth', 'capacity', 'bw', 'rate', 'speed')
+_PREFIX = {'': 1.0, 'k': 1e3, 'm': 1e6, 'g': 1e9, 'ki': 1024.0, 'mi': 1024.0 ** 2,
+           'gi': 1024.0 ** 3}
+# A unit at the end of a header word: "Mbps", "kbit/s", "bits/sec", "MB/s", "KiBps", "bytes/s".
+# Bits and bytes differ in case only in "Mbps"/"MBps", so the byte forms are case-sensitive.
+_BITS = re.compile(r'([kKmMgG]i?)?(?:bps|b/s|b/sec|bits?/s|bits?/sec|BPS)$')
+_BYTES = re.compile(r'([kKmMgG]i?)?(?:B/s|Bps|B/sec|[bB]ytes?/s|[bB]ytes?/sec)$')
+_COUNT = re.compile(r'(?i)(bytes?|bits?)$')
+_FRACTION = re.compile(r'(\d\d:\d\d:\d\d)\.(\d+)')
+
+
+class ColumnError(ValueError):
+    """A table whose header or lines cannot be read as time and rate; names file and line."""
+
+
+def rate_factor(name: str):
+    """
+    Return Mbit/s per unit of a column called ``name``, or None if it names no rate unit.
+
+    ``kbps`` 1e-3, ``Mbit/s`` 1, ``Gbps`` 1e3, ``bps`` 1e-6, ``MB/s`` 8, ``KiB/s`` 8 * 1024 / 1e6.
+    """
+    for word in re.split(r'[\s_()\[\],;:=-]+', name.strip()):
+        for pattern, bits in ((_BITS, 1.0), (_BYTES, 8.0)):
+            match = pattern.search(word)
+            if match:
+                prefix = (match.group(1) or '').lower()
+                return _PREFIX[prefix] * bits / 1e6
+    return None
+
+
+def _words(name: str) -> list:
+    return [w for w in re.split(r'[^a-z]+', name.lower()) if w]
+
+
+def _time_factor(name: str) -> float:
+    for word in _words(name):
+        if word in _TIME_UNITS:
+            return _TIME_UNITS[word]
+    return 1.0
+
+
+def _is_time(name: str) -> bool:
+    return any(w in _TIME_WORDS for w in _words(name))
+
+
+def _is_link(name: str) -> bool:
+    low = name.lower()
+    return any(w in low for w in _LINK_WORDS) or rate_factor(name) is not None
+
+
+def _split(line: str) -> list:
+    for sep in (',', ';', '\t'):
+        if sep in line:
+            return [f.strip().strip('"') for f in line.split(sep)]
+    return [f.strip('"') for f in line.split()]
+
+
+class Layout:
+    """Which field is time and which is rate, and the factors to seconds and Mbit/s."""
+
+    def __init__(self, names=None):
+        self.names = names
+        self.width, self.time, self.rate = 2, 0, 1
+        self.time_factor, self.rate_factor = 1.0, 1.0
+        if names is not None:
+            self._choose(names)
+
+    def _choose(self, names):
+        """Pick the columns of a header; raise ``ValueError`` saying what is ambiguous."""
+        self.width = len(names)
+        times = [i for i, n in enumerate(names) if _is_time(n) and rate_factor(n) is None]
+        self.time = times[0] if times else 0
+        others = [i for i in range(len(names)) if i != self.time]
+        if len(names) == 2:
+            rates = others
+        else:
+            rates = [i for i in others if rate_factor(names[i]) is not None]
+            rates = rates or [i for i in others if _is_link(names[i])]
+            if len(rates) > 1:      # "phy_rate_mbps,throughput_mbps": the link's, not the PHY's
+                rates = [i for i in rates
+                         if any(w in names[i].lower() for w in _LINK_WORDS[:5])] or rates
+        if len(rates) != 1:
+            which = ', '.join(repr(names[i]) for i in rates) if rates else 'none'
+            raise ValueError(f'cannot tell the rate column among {names} (candidates: {which}); '
+                             'keep two columns, time and rate in Mbit/s (for example with '
+                             '"cut -d, -f1,3")')
+        self.rate = rates[0]
+        name = names[self.rate]
+        factor = rate_factor(name)
+        if factor is None and _COUNT.search(name.strip()):
+            raise ValueError(f'column {name!r} holds a count, not a rate; a trace needs a rate '
+                             'per time (Mbit/s, or a unit such as kbps or MB/s in the header)')
+        self.rate_factor = 1.0 if factor is None else factor
+        self.time_factor = _time_factor(names[self.time])
+
+
+def _seconds(text: str) -> float:
+    """Read a time field: a number, or an ISO 8601 clock time (seconds since the epoch)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    stamp = text.strip().strip('"\'')
+    if stamp.endswith('Z'):
+        stamp = stamp[:-1] + '+00:00'
+    # Python 3.8's parser takes fractions of exactly 3 or 6 digits only ("08:00:00.5" fails)
+    stamp = _FRACTION.sub(lambda m: f'{m[1]}.{(m[2] + "000000")[:6]}', stamp)
+    when = datetime.fromisoformat(stamp)        # ValueError when it is not one either
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+def read_columns(path, lines) -> tuple:
+    """
+    Return ``(meta, times_s, rates_mbps)`` of a column file's lines.
+
+    Without a header (or with one that has no unit, as ``t_seconds,mbps``) the file has two
+    columns, seconds and Mbit/s. Raises ``ColumnError`` naming the file and line of the first
+    line that is not a sample, and the header when it leaves the columns open.
+    """
+    meta, times, rates = {}, [], []
+    layout = Layout()
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith('#'):
+            meta.update(META.findall(line))
+            continue
+        fields = _split(line)
+        try:
+            if len(fields) != layout.width:
+                raise ValueError
+            t = _seconds(fields[layout.time]) * layout.time_factor
+            r = float(fields[layout.rate]) * layout.rate_factor
+        except ValueError:
+            if not times and layout.names is None and not any(c.isdigit() for c in line):
+                try:
+                    layout = Layout(fields)
+                except ValueError as exc:
+                    raise ColumnError(f'{path}:{lineno}: {exc}') from None
+                continue
+            raise ColumnError(f'{path}:{lineno}: {_expected(layout)}, got {line[:60]!r}') from None
+        if not (math.isfinite(t) and math.isfinite(r)) or r < 0:
+            raise ColumnError(f'{path}:{lineno}: need a finite time and a finite rate '
+                              f'>= 0, got {line[:60]!r}')
+        if times and t <= times[-1]:
+            raise ColumnError(f'{path}:{lineno}: time {t} does not increase '
+                              f'(previous {times[-1]})')
+        times.append(t)
+        rates.append(r)
+    return meta, times, rates
+
+
+def _expected(layout: Layout) -> str:
+    if layout.names is None:
+        return 'expected two numbers "t_seconds,mbps" or "t bw"'
+    count = 'two' if layout.width == 2 else str(layout.width)
+    return (f'expected {count} numbers as the header {layout.names} says, a time in '
+            f'{layout.names[layout.time]!r} and a rate in {layout.names[layout.rate]!r}')

@@ -1,0 +1,193 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Read iperf reports as rate traces: iperf3's JSON, iperf3's and iperf2's text, iperf2's CSV.
+
+iperf is how most engineers measure a robot's Wi-Fi: ``iperf3 -c server -t 600 -i 0.5 -J >
+link.json`` on the robot while it drives its route. Each report interval becomes one segment
+at the rate iperf measured over it; the run's own summary lines (``sender`` / ``receiver``,
+iperf2's whole-run line) and the ``-O`` warm-up intervals (TCP slow start, not the link) are
+left out. Several runs appended to one file (a loop of ``iperf3 -J >> link.json``) play one
+after the other. With parallel streams (``-P``) the ``[SUM]`` lines are the link; with
+``--bidir`` the first direction in the file is kept.
+
+A UDP client's intervals are the rate it *sent* (``-b``), not what the link delivered, so a
+JSON report that says so is refused; record UDP on the server side (``iperf3 -s -J``) or use
+TCP. Text reports do not say which side wrote them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+_UNIT = {'': 1.0, 'K': 1e3, 'M': 1e6, 'G': 1e9, 'T': 1e12}
+_LINE = re.compile(
+    r'^\[\s*(?P<id>\d+|SUM)\](?P<role>\[[A-Z-]+\])?\s+(?P<a>[\d.]+)\s*-\s*(?P<b>[\d.]+)\s+sec'
+    r'\s+[\d.]+\s+[KMGT]?Bytes\s+(?P<rate>[\d.]+)\s+(?P<unit>[KMGT]?)(?P<kind>bits|Bytes)/sec'
+    r'(?P<rest>.*)$')
+_CSV_INTERVAL = re.compile(r'^(?P<a>[\d.]+)-(?P<b>[\d.]+)$')
+EPS_S = 1e-6
+
+
+def is_iperf(lines) -> bool:
+    """Tell whether ``lines`` look like an iperf report (JSON, text or iperf2's ``-y C``)."""
+    for line in lines:
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith('{'):
+            return True
+        if _LINE.match(text) or _csv_fields(text) is not None:
+            return True
+    return False
+
+
+def read_iperf(path, lines) -> tuple:
+    """
+    Return ``(times_s, rates_mbps, end_s)`` of an iperf report's lines.
+
+    Raises ``ValueError`` naming the file (and the line or interval) when the report holds an
+    error iperf wrote, no interval, a UDP client's sending rate, or intervals that go back.
+    """
+    text = ''.join(lines)
+    if text.lstrip().startswith('{'):
+        intervals = _json_intervals(path, text)
+    else:
+        intervals = _text_intervals(path, lines)
+    if not intervals:
+        raise ValueError(f'{path}: an iperf report without intervals (nothing was measured)')
+    return ([a for a, _, _ in intervals], [r for _, _, r in intervals], intervals[-1][1])
+
+
+# ----------------------------------------------------------------------------------------- JSON
+
+def _documents(path, text):
+    """Yield the JSON objects of ``text``: one ``-J`` report, several appended, or a stream."""
+    decoder, at = json.JSONDecoder(), 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at == len(text):
+            return
+        try:
+            doc, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f'{path}:{exc.lineno}: not iperf3 JSON ({exc.msg})') from None
+        if not isinstance(doc, dict):
+            raise ValueError(f'{path}: not iperf3 JSON (a {type(doc).__name__} at the top)')
+        yield doc
+
+
+def _json_intervals(path, text) -> list:
+    runs, stream = [], None          # --json-stream: {"event": ..., "data": ...} per line
+    for doc in _documents(path, text):
+        if 'event' in doc:
+            if doc['event'] == 'start' or stream is None:
+                stream = {'start': {}, 'intervals': []}
+                runs.append(stream)
+            if doc['event'] == 'start':
+                stream['start'] = doc.get('data') or {}
+            elif doc['event'] == 'interval':
+                stream['intervals'].append(doc.get('data') or {})
+            elif doc['event'] == 'error':
+                raise ValueError(f'{path}: iperf3 reported an error: {doc.get("data")}')
+            continue
+        if doc.get('error'):
+            raise ValueError(f'{path}: iperf3 reported an error: {doc["error"]}')
+        if 'intervals' not in doc:
+            raise ValueError(f'{path}: JSON without "intervals": not an iperf3 -J report')
+        runs.append(doc)
+    out = []
+    for number, run in enumerate(runs, 1):
+        udp = (run.get('start') or {}).get('test_start', {}).get('protocol') == 'UDP'
+        offset, first = (out[-1][1] if out else 0.0), len(out)
+        for k, interval in enumerate(run['intervals']):
+            total = interval.get('sum') or {}
+            if total.get('omitted'):
+                continue
+            if udp and total.get('sender'):
+                raise ValueError(
+                    f'{path}: run {number} is the report of a UDP client: its intervals are '
+                    'the rate it sent (-b), not what the link delivered; record on the server '
+                    'side (iperf3 -s -J) or use TCP')
+            try:
+                a, b = float(total['start']), float(total['end'])
+                rate = float(total['bits_per_second']) / 1e6
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f'{path}: run {number}, interval {k}: no start, end and '
+                                 'bits_per_second in its "sum"') from None
+            _append(out, first, offset + a, offset + b, rate, f'{path}: run {number}, '
+                                                              f'interval {k}')
+    return out
+
+
+def _append(out, first, a, b, rate, where):
+    """Add interval ``[a, b)`` after the run's earlier ones (``out[first:]``) or refuse it."""
+    if abs(b - a) <= EPS_S:
+        return                          # iperf's empty last interval ("10.00-10.00 sec")
+    if b < a or rate < 0:
+        raise ValueError(f'{where}: interval {a:g}-{b:g} s at {rate:g} Mbit/s is not a sample')
+    if len(out) > first and a < out[-1][1] - EPS_S:
+        raise ValueError(f'{where}: starts at {a:g} s, before the previous interval ends '
+                         f'({out[-1][1]:g} s)')
+    out.append((a, b, rate))
+
+
+# ----------------------------------------------------------------------------------------- text
+
+def _csv_fields(text):
+    """Return the interval, bytes and bit/s of an iperf2 ``-y C`` line, or None."""
+    fields = text.split(',')
+    if len(fields) < 9 or not _CSV_INTERVAL.match(fields[6]):
+        return None
+    try:
+        return fields[6], float(fields[8])
+    except ValueError:
+        return None
+
+
+def _text_intervals(path, lines) -> list:
+    rows = []                                   # (lineno, stream, role, a, b, mbps, rest)
+    for lineno, raw in enumerate(lines, 1):
+        text = raw.strip()
+        match = _LINE.match(text)
+        if match:
+            rate = float(match['rate']) * _UNIT[match['unit']] / 1e6
+            rate *= 8.0 if match['kind'] == 'Bytes' else 1.0
+            rows.append((lineno, match['id'], match['role'], float(match['a']),
+                         float(match['b']), rate, match['rest']))
+            continue
+        csv = _csv_fields(text)
+        if csv is not None:
+            a, b = _CSV_INTERVAL.match(csv[0]).groups()
+            rows.append((lineno, text.split(',')[5], None, float(a), float(b), csv[1] / 1e6, ''))
+    roles = [row[2] for row in rows if row[2]]          # --bidir: [TX-C] and [RX-C]
+    rows = [row for row in rows if row[2] == (roles[0] if roles else None)]
+    streams = {row[1] for row in rows}
+    if 'SUM' in streams:
+        rows = [row for row in rows if row[1] == 'SUM']
+    elif len(streams) > 1:
+        raise ValueError(f'{path}: {len(streams)} iperf streams ({", ".join(sorted(streams))}) '
+                         'and no [SUM] lines: keep one stream, or run with -P to get [SUM]')
+    out, first, offset = [], 0, 0.0
+    for lineno, _, _, a, b, rate, rest in rows:
+        if 'sender' in rest or 'receiver' in rest or 'omitted' in rest:
+            continue                            # iperf3's summary lines and -O warm-up
+        if len(out) > first and a < out[-1][1] - offset - EPS_S:
+            if b >= out[-1][1] - offset - EPS_S:
+                continue                        # iperf2's whole-run line: overlaps the run
+            first, offset = len(out), out[-1][1]  # a new run appended to the file
+        _append(out, first, offset + a, offset + b, rate, f'{path}:{lineno}')
+    return out

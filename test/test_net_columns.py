@@ -1,0 +1,77 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Rate records kept as headed tables: the header picks the columns and names their units."""
+
+import pytest
+from rog_ros.net import columns, traces
+from rog_ros.net.traces import TraceFormatError
+
+
+def _load(tmp_path, text, name='link.csv'):
+    path = tmp_path / name
+    path.write_text(text)
+    return traces.load_trace(path)
+
+
+@pytest.mark.parametrize('name, mbit_per_unit', [
+    ('mbps', 1.0), ('Mbps', 1.0), ('rate (Mbit/s)', 1.0), ('bw [Mb/s]', 1.0),
+    ('throughput_kbps', 1e-3), ('kbit/s', 1e-3), ('Kbits/sec', 1e-3), ('bps', 1e-6),
+    ('bits/s', 1e-6), ('Gbps', 1e3), ('MBps', 8.0), ('bw_MB/s', 8.0), ('kB/s', 8e-3),
+    ('KiB/s', 8 * 1024 / 1e6), ('bytes/s', 8e-6), ('throughputMbps', 1.0), ('MBPS', 1.0),
+])
+def test_units_named_in_a_header_convert_to_mbit_per_s(name, mbit_per_unit):
+    assert columns.rate_factor(name) == pytest.approx(mbit_per_unit)
+
+
+@pytest.mark.parametrize('name', ['t_seconds', 'bandwidth', 'rssi_dbm', 'timestamps', 'bytes'])
+def test_names_without_a_rate_unit_have_no_factor(name):
+    assert columns.rate_factor(name) is None
+
+
+def test_a_kbps_column_is_not_read_as_mbit_per_s(tmp_path):
+    # 5,000 kbit/s is 5 Mbit/s: under the plausibility bound, so before the header was read
+    # this record gave its robot a 5 Gbit/s link without a word
+    tr = _load(tmp_path, 'time_ms,throughput_kbps\n0,5000\n250,1200\n500,0\n750,8000\n')
+    assert tr.t_s.tolist() == [0.0, 0.25, 0.5, 0.75]
+    assert tr.mbps.tolist() == [5.0, 1.2, 0.0, 8.0]
+    tr = _load(tmp_path, 't_seconds,mbps\n0,5\n0.5,6\n')      # our own header: unchanged
+    assert tr.mbps.tolist() == [5.0, 6.0]
+
+
+def test_a_logging_scripts_table_gives_the_link_column_in_seconds(tmp_path):
+    text = ('timestamp;rssi_dbm;tx_bitrate_mbps;throughput_kbps\n'
+            '2026-11-29T08:00:00.000Z;-61;144.4;35500\n'
+            '2026-11-29T08:00:00.500Z;-70;65.0;4200\n'
+            '2026-11-29T08:00:01.25Z;-58;173.3;81250\n')
+    tr = _load(tmp_path, text)
+    assert tr.t_s.tolist() == [0.0, 0.5, 1.25] and tr.mbps.tolist() == [35.5, 4.2, 81.25]
+    tabbed = ('"time (s)"\t"signal"\t"goodput (MB/s)"\n'
+              '100.0\t-60\t2.5\n100.5\t-62\t0.5\n')
+    assert _load(tmp_path, tabbed, 'tab.tsv').mbps.tolist() == [20.0, 4.0]
+
+
+@pytest.mark.parametrize('text, line, what', [
+    ('time,up_mbps,down_mbps\n0,1,2\n', 1, "candidates: 'up_mbps', 'down_mbps'"),
+    ('time,rssi,channel\n0,1,2\n', 1, 'candidates: none'),
+    ('time_s,bytes\n0,1000\n', 1, "column 'bytes' holds a count, not a rate"),
+    ('time_s;rssi;throughput_mbps\n0;-60;5\n1;-61\n', 3, 'expected 3 numbers as the header'),
+    ('time_s,mbps\n0,5\n0.5,fast\n', 3, "expected two numbers as the header .* 'mbps'"),
+    ('timestamp,mbps\n2026-13-45T00:00:00,5\n', 2, 'expected two numbers'),
+])
+def test_tables_that_leave_the_link_open_are_refused_naming_the_line(tmp_path, text, line,
+                                                                     what):
+    path = tmp_path / 'bad.csv'
+    path.write_text(text)
+    with pytest.raises(TraceFormatError, match=f'bad.csv:{line}: .*{what}'):
+        traces.load_trace(path)
