@@ -21,6 +21,7 @@ The ``rog`` command: simulate, benchmark and inspect fleet training.
     rog chaos --scenario all [--json]             fault scenarios against a real local fleet
     rog bench overhead|codec|transport|server     what rows, DEFSGDM, DDS, the server cost
     rog trace gen|stats|plot                      bandwidth traces
+    rog doctor                                    is this machine ready, and what to fix
 """
 
 from __future__ import annotations
@@ -438,6 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_security.add_parser(sub)
     from rog_ros.nodes import robot
     robot.add_parser(sub)
+    from rog_ros.nodes import doctor
+    doctor.add_parser(sub)
     return parser
 
 

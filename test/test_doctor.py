@@ -1,0 +1,121 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""``rog doctor``: each check finds what it is for, and a broken check does not stop the rest."""
+
+import json
+
+import pytest
+from rog_ros import cli
+from rog_ros.nodes import doctor
+from rog_ros.nodes.doctor import Finding
+
+
+def _by_check(found):
+    return {f.check: f for f in found}
+
+
+def test_report_shows_fixes_for_what_is_not_ok_and_a_verdict():
+    found = [Finding('python', 'ok', 'Python 3.11', 'never shown'),
+             Finding('rmem_max', 'warn', 'small', 'sysctl'),
+             Finding('dds', 'fail', 'no round trip', 'fix DDS')]
+    text = doctor.format_report(found)
+    assert 'never shown' not in text and '-> sysctl' in text and '-> fix DDS' in text
+    assert text.splitlines()[-1] == '1 failed, 1 warnings: not ready: fix the failures above'
+    ok = doctor.format_report(found[:2]).splitlines()[-1]
+    assert ok == '0 failed, 1 warnings: ready (see the warnings above)'
+
+
+def test_a_check_that_breaks_is_a_failure_and_the_others_still_run():
+    def _broken():
+        raise RuntimeError('boom')
+
+    found = doctor.diagnose((_broken, doctor._python))
+    assert [(f.check, f.level) for f in found] == [('broken', 'fail'), ('python', 'ok')]
+    assert 'RuntimeError: boom' in found[0].detail
+
+
+@pytest.mark.parametrize('version, parsed', [
+    ('2.13.0+cpu', (2, 13)), ('2.1.0a0+41361538.nv23.06', (2, 1)), ('1.13.1', (1, 13)),
+])
+def test_torch_versions_of_jetson_wheels_are_read(version, parsed):
+    assert doctor._version_tuple(version) == parsed
+
+
+def test_environment_refuses_a_domain_id_outside_ros_range(monkeypatch):
+    monkeypatch.setenv('ROS_DOMAIN_ID', '300')
+    assert _by_check(doctor._environment())['ROS_DOMAIN_ID'].level == 'fail'
+    monkeypatch.setenv('ROS_DOMAIN_ID', '42')
+    assert _by_check(doctor._environment())['ROS_DOMAIN_ID'].level == 'ok'
+
+
+@pytest.mark.parametrize('value, level', [('212992', 'warn'), ('8388608', 'ok')])
+def test_receive_buffer_below_the_wifi_configuration_is_a_warning(tmp_path, monkeypatch, value,
+                                                                  level):
+    path = tmp_path / 'rmem_max'
+    path.write_text(value + '\n')
+    monkeypatch.setattr(doctor, 'RMEM_PATH', str(path))
+    (found,) = doctor._rmem()
+    assert found.level == level and value in found.detail
+    assert ('sysctl -w net.core.rmem_max=8388608' in found.fix) == (level == 'warn')
+
+
+def test_cache_that_cannot_be_written_fails_and_an_empty_one_says_it_will_pretrain(
+        tmp_path, monkeypatch):
+    blocker = tmp_path / 'file'
+    blocker.write_text('not a folder')
+    monkeypatch.setenv('ROG_CACHE_DIR', str(blocker))
+    (found,) = doctor._cache()
+    assert found.level == 'fail' and 'ROG_CACHE_DIR' in found.fix
+    monkeypatch.setenv('ROG_CACHE_DIR', str(tmp_path / 'cache'))
+    (found,) = doctor._cache()
+    assert found.level == 'info' and 'pre-trains' in found.detail
+    assert list((tmp_path / 'cache').iterdir()) == []        # the write probe is gone
+
+
+def test_fleet_key_unusable_fails_and_absent_is_information(tmp_path, monkeypatch):
+    monkeypatch.delenv('ROG_FLEET_KEY', raising=False)
+    monkeypatch.setenv('ROG_FLEET_KEY_FILE', str(tmp_path / 'missing.key'))
+    (found,) = doctor._fleet_key()
+    assert found.level == 'fail' and 'missing.key' in found.detail
+    monkeypatch.delenv('ROG_FLEET_KEY_FILE')
+    (found,) = doctor._fleet_key()
+    assert found.level == 'info'
+
+
+def test_dds_round_trips_and_a_configuration_that_aborts_cyclone(monkeypatch):
+    pytest.importorskip('cyclonedds')
+    monkeypatch.delenv('CYCLONEDDS_URI', raising=False)
+    found = _by_check(doctor._dds())
+    assert found['dds (rog fleet)'].level == 'ok', found['dds (rog fleet)'].detail
+    assert found['dds (rog robot)'].level == 'ok', found['dds (rog robot)'].detail
+    monkeypatch.setenv('CYCLONEDDS_URI', '<Discovery><Peers><Peer address="no.such.host.'
+                                         'invalid"/></Peers></Discovery>')
+    found = _by_check(doctor._dds())
+    assert found['dds (rog fleet)'].level == 'ok'     # rog fleet passes its own file
+    bad = found['dds (CYCLONEDDS_URI)']
+    assert bad.level == 'fail' and 'signal 6' in bad.detail and 'every <Peer>' in bad.fix
+    monkeypatch.setenv('CYCLONEDDS_URI', 'file:///no/such/cyclonedds.xml')
+    bad = _by_check(doctor._dds())['dds (CYCLONEDDS_URI)']
+    assert bad.level == 'fail' and '/no/such/cyclonedds.xml' in bad.detail
+
+
+def test_rog_doctor_json_lists_every_check_and_exits_1_on_a_failure(monkeypatch, capsys):
+    monkeypatch.setattr(doctor, 'CHECKS', (doctor._python, doctor._environment))
+    monkeypatch.setenv('ROS_DOMAIN_ID', '42')
+    assert cli.main(['doctor', '--json']) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r['check'] for r in rows] == ['python', 'ROS_DOMAIN_ID', 'ros2']
+    monkeypatch.setenv('ROS_DOMAIN_ID', 'x')
+    assert cli.main(['doctor']) == 1
+    assert 'not ready' in capsys.readouterr().out
