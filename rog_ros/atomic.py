@@ -32,7 +32,10 @@ def atomic_write_bytes(path, data: bytes) -> None:
     """Replace the file at ``path`` with ``data`` atomically (temp file, fsync, rename)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-', suffix=os.path.basename(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-', suffix=os.path.basename(path))
+    except OSError as exc:  # name the file the caller asked for, not the temp file
+        raise type(exc)(exc.errno, exc.strerror, path) from None
     try:
         with os.fdopen(fd, 'wb') as f:
             f.write(data)
