@@ -410,7 +410,29 @@ def _jsonable(obj):
 
 
 def read_timeseries(path: str) -> list[dict]:
-    """Load a timeseries.csv written by ``RunRecorder.write``."""
-    with open(path, newline='') as f:
-        return [{k: (float(v) if v != '' else None) for k, v in row.items()}
-                for row in csv.DictReader(f)]
+    """
+    Load a timeseries.csv written by ``RunRecorder.write``; empty or missing cells are None.
+
+    A cell that is not a number raises ``ValueError`` naming the file and line (a file cut
+    short by a crash ends in missing cells, which read as None).
+    """
+    rows = []
+    with open(path, encoding='utf-8', newline='') as f:
+        reader = csv.DictReader(f)
+        for row in reader:
+            try:
+                rows.append({k: float(v) if v not in ('', None) else None
+                             for k, v in row.items() if k is not None})
+            except ValueError:
+                bad = next(v for k, v in row.items() if k is not None and v not in ('', None)
+                           and not _is_number(v))
+                raise ValueError(f'{path}:{reader.line_num}: {bad!r} is not a number') from None
+    return rows
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

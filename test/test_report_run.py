@@ -112,6 +112,17 @@ def test_a_damaged_summary_is_named_in_one_line(tmp_path, capsys):
     assert not (tmp_path / 'report.md').exists()
 
 
+def test_a_damaged_timeseries_is_named_with_its_line_and_a_cut_one_is_read(tmp_path, capsys):
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    series = tmp_path / 'a' / 'timeseries.csv'
+    series.write_text('time_s,iteration,accuracy\n0.0,0,0.3\n1.0,10,O.7\n')
+    assert cli.main(['report', str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "timeseries.csv:3: 'O.7' is not a number" in err[0]
+    series.write_text('time_s,iteration,accuracy\n0.0,0,0.3\n1.0,10')   # cut by a crash
+    assert cli.main(['report', str(tmp_path)]) == 0
+
+
 def test_events_without_sentences_are_listed_by_name(tmp_path):
     # an events.csv written by another tool may lack the 'what' column: the report names the
     # event instead of failing on it

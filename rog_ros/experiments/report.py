@@ -28,6 +28,7 @@ import numpy as np
 from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.membership import plot_membership, read_events
 from rog_ros.experiments.seed_stats import aggregate
+from rog_ros.metrics import read_timeseries
 
 
 def _f(v, fmt='{:.2f}'):
@@ -302,7 +303,6 @@ def load_runs(run_dir: str) -> list:
     written by ``rog fleet``, ``rog_server``, ``rog sim`` and each run of ``rog compare``;
     ``events`` is [] for runs written before ``events.csv`` existed.
     """
-    import csv
     import json
     runs = []
     for root, _, files in sorted(os.walk(run_dir)):
@@ -316,13 +316,8 @@ def load_runs(run_dir: str) -> list:
                 raise ValueError(f'{path}: not a summary ({err})') from None
         if not isinstance(summary, dict) or 'system' not in summary:
             continue        # a comparison's own summary (its runs are below it), or foreign
-        rows = []
         series = os.path.join(root, 'timeseries.csv')
-        if os.path.exists(series):
-            with open(series, encoding='utf-8', newline='') as fh:
-                for row in csv.DictReader(fh):
-                    rows.append({k: float(v) if v not in ('', None) else None
-                                 for k, v in row.items()})
+        rows = read_timeseries(series) if os.path.exists(series) else []
         runs.append((summary, rows, read_events(os.path.join(root, 'events.csv'))))
     return runs
 
