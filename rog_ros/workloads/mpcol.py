@@ -154,7 +154,8 @@ def make_mpcol(known=('clutter', 'pillars', 'rooms'), new='maze', size=32, radiu
     known : tuple of str
         Obstacle families of pre-training (`worlds.FAMILIES`).
     new : str
-        The new working space, held out of pre-training; default 'rubble' (a damaged building).
+        The new working space, held out of pre-training; default 'maze' (one-cell corridors, the
+        remaining passages of a collapsed building).
     size, radius : int
         Map side in cells; observation window radius (window 2 radius + 1).
     hidden : tuple of int
