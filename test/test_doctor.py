@@ -17,8 +17,8 @@ import json
 
 import pytest
 from rog_ros import cli
-from rog_ros.nodes import doctor
-from rog_ros.nodes.doctor import Finding
+from rog_ros.nodes import doctor, doctor_checks, doctor_dds
+from rog_ros.nodes.doctor_checks import Finding
 
 
 def _by_check(found):
@@ -40,7 +40,7 @@ def test_a_check_that_breaks_is_a_failure_and_the_others_still_run():
     def _broken():
         raise RuntimeError('boom')
 
-    found = doctor.diagnose((_broken, doctor._python))
+    found = doctor.diagnose((_broken, doctor_checks.check_python))
     assert [(f.check, f.level) for f in found] == [('broken', 'fail'), ('python', 'ok')]
     assert 'RuntimeError: boom' in found[0].detail
 
@@ -49,14 +49,14 @@ def test_a_check_that_breaks_is_a_failure_and_the_others_still_run():
     ('2.13.0+cpu', (2, 13)), ('2.1.0a0+41361538.nv23.06', (2, 1)), ('1.13.1', (1, 13)),
 ])
 def test_torch_versions_of_jetson_wheels_are_read(version, parsed):
-    assert doctor._version_tuple(version) == parsed
+    assert doctor_checks._version_tuple(version) == parsed
 
 
 def test_environment_refuses_a_domain_id_outside_ros_range(monkeypatch):
     monkeypatch.setenv('ROS_DOMAIN_ID', '300')
-    assert _by_check(doctor._environment())['ROS_DOMAIN_ID'].level == 'fail'
+    assert _by_check(doctor_checks.check_environment())['ROS_DOMAIN_ID'].level == 'fail'
     monkeypatch.setenv('ROS_DOMAIN_ID', '42')
-    assert _by_check(doctor._environment())['ROS_DOMAIN_ID'].level == 'ok'
+    assert _by_check(doctor_checks.check_environment())['ROS_DOMAIN_ID'].level == 'ok'
 
 
 @pytest.mark.parametrize('value, level', [('212992', 'warn'), ('8388608', 'ok')])
@@ -64,8 +64,8 @@ def test_receive_buffer_below_the_wifi_configuration_is_a_warning(tmp_path, monk
                                                                   level):
     path = tmp_path / 'rmem_max'
     path.write_text(value + '\n')
-    monkeypatch.setattr(doctor, 'RMEM_PATH', str(path))
-    (found,) = doctor._rmem()
+    monkeypatch.setattr(doctor_checks, 'RMEM_PATH', str(path))
+    (found,) = doctor_checks.check_rmem()
     assert found.level == level and value in found.detail
     assert ('sysctl -w net.core.rmem_max=8388608' in found.fix) == (level == 'warn')
 
@@ -75,10 +75,10 @@ def test_cache_that_cannot_be_written_fails_and_an_empty_one_says_it_will_pretra
     blocker = tmp_path / 'file'
     blocker.write_text('not a folder')
     monkeypatch.setenv('ROG_CACHE_DIR', str(blocker))
-    (found,) = doctor._cache()
+    (found,) = doctor_checks.check_cache()
     assert found.level == 'fail' and 'ROG_CACHE_DIR' in found.fix
     monkeypatch.setenv('ROG_CACHE_DIR', str(tmp_path / 'cache'))
-    (found,) = doctor._cache()
+    (found,) = doctor_checks.check_cache()
     assert found.level == 'info' and 'pre-trains' in found.detail
     assert list((tmp_path / 'cache').iterdir()) == []        # the write probe is gone
 
@@ -86,32 +86,33 @@ def test_cache_that_cannot_be_written_fails_and_an_empty_one_says_it_will_pretra
 def test_fleet_key_unusable_fails_and_absent_is_information(tmp_path, monkeypatch):
     monkeypatch.delenv('ROG_FLEET_KEY', raising=False)
     monkeypatch.setenv('ROG_FLEET_KEY_FILE', str(tmp_path / 'missing.key'))
-    (found,) = doctor._fleet_key()
+    (found,) = doctor_checks.check_fleet_key()
     assert found.level == 'fail' and 'missing.key' in found.detail
     monkeypatch.delenv('ROG_FLEET_KEY_FILE')
-    (found,) = doctor._fleet_key()
+    (found,) = doctor_checks.check_fleet_key()
     assert found.level == 'info'
 
 
 def test_dds_round_trips_and_a_configuration_that_aborts_cyclone(monkeypatch):
     pytest.importorskip('cyclonedds')
     monkeypatch.delenv('CYCLONEDDS_URI', raising=False)
-    found = _by_check(doctor._dds())
+    found = _by_check(doctor_dds.check_dds())
     assert found['dds (rog fleet)'].level == 'ok', found['dds (rog fleet)'].detail
     assert found['dds (rog robot)'].level == 'ok', found['dds (rog robot)'].detail
     monkeypatch.setenv('CYCLONEDDS_URI', '<Discovery><Peers><Peer address="no.such.host.'
                                          'invalid"/></Peers></Discovery>')
-    found = _by_check(doctor._dds())
+    found = _by_check(doctor_dds.check_dds())
     assert found['dds (rog fleet)'].level == 'ok'     # rog fleet passes its own file
     bad = found['dds (CYCLONEDDS_URI)']
     assert bad.level == 'fail' and 'signal 6' in bad.detail and 'every <Peer>' in bad.fix
     monkeypatch.setenv('CYCLONEDDS_URI', 'file:///no/such/cyclonedds.xml')
-    bad = _by_check(doctor._dds())['dds (CYCLONEDDS_URI)']
+    bad = _by_check(doctor_dds.check_dds())['dds (CYCLONEDDS_URI)']
     assert bad.level == 'fail' and '/no/such/cyclonedds.xml' in bad.detail
 
 
 def test_rog_doctor_json_lists_every_check_and_exits_1_on_a_failure(monkeypatch, capsys):
-    monkeypatch.setattr(doctor, 'CHECKS', (doctor._python, doctor._environment))
+    checks = (doctor_checks.check_python, doctor_checks.check_environment)
+    monkeypatch.setattr(doctor, 'CHECKS', checks)
     monkeypatch.setenv('ROS_DOMAIN_ID', '42')
     assert cli.main(['doctor', '--json']) == 0
     rows = json.loads(capsys.readouterr().out)

@@ -1,0 +1,254 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The checks of ``rog doctor`` that look at this machine: one function per thing a fleet needs.
+
+Each returns a list of ``Finding`` rows (empty when there is nothing to say, as the clock check
+without ``timedatectl``) and may raise; ``doctor.diagnose`` turns a raise into a failed row.
+The DDS round trips are in ``doctor_dds`` (they need a child process).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+RMEM_PATH = '/proc/sys/net/core/rmem_max'
+RMEM_WANTED = 8 * 1024 * 1024
+"""Receive buffer the shipped Cyclone configurations ask for (config/cyclonedds_*.xml)."""
+MEMORY_WANTED_GB = 2.0
+"""A local fleet (server, three robots, netmon, each with torch) needs about this much."""
+
+
+@dataclass
+class Finding:
+    """One line of the report: what was checked, how it stands, and what to do about it."""
+
+    check: str
+    level: str
+    detail: str
+    fix: str = ''
+
+
+def check_python():
+    version = '.'.join(map(str, sys.version_info[:3]))
+    if sys.version_info < (3, 8):
+        return [Finding('python', 'fail', f'Python {version}', 'rog_ros needs Python 3.8 or '
+                        'newer (JetPack 5 ships 3.8; setup.sh makes a 3.11 .venv)')]
+    return [Finding('python', 'ok', f'Python {version} ({sys.executable})')]
+
+
+def _version_tuple(text: str) -> tuple:
+    return tuple(int(p) for p in re.findall(r'\d+', text.split('+')[0])[:2])
+
+
+def check_torch():
+    try:
+        torch = importlib.import_module('torch')
+    except ImportError as exc:
+        return [Finding('torch', 'fail', f'cannot import torch ({exc})',
+                        'bash setup.sh, or pip install torch==2.13.0 (CPU); on a Jetson, '
+                        "NVIDIA's wheel for your JetPack")]
+    version = torch.__version__
+    if _version_tuple(version) < (2, 0):
+        return [Finding('torch', 'fail', f'torch {version}', 'rog_ros needs torch 2.0 or newer')]
+    if torch.cuda.is_available():
+        device = f'CUDA: {torch.cuda.get_device_name(0)}'
+    else:
+        device = 'CPU only'
+    return [Finding('torch', 'ok', f'torch {version} ({device}; {torch.get_num_threads()} '
+                    'threads)')]
+
+
+def _rclpy_available() -> bool:
+    try:
+        importlib.import_module('rclpy')
+    except ImportError:
+        return False
+    return True
+
+
+def check_cyclonedds():
+    try:
+        module = importlib.import_module('cyclonedds')
+        importlib.import_module('cyclonedds.domain')
+    except ImportError as exc:
+        level = 'warn' if _rclpy_available() else 'fail'
+        return [Finding('cyclonedds', level, f'cannot import the Cyclone DDS binding ({exc})',
+                        'pip install cyclonedds (setup.sh does); without it only ROS 2 '
+                        '(rclpy) nodes can run, and rog fleet cannot')]
+    version = getattr(module, '__version__', None) or _distribution_version('cyclonedds')
+    return [Finding('cyclonedds', 'ok', f'cyclonedds {version} (the embedded transport)')]
+
+
+def _distribution_version(name: str) -> str:
+    try:
+        from importlib.metadata import version
+        return version(name)
+    except Exception:  # noqa: B902 - PackageNotFoundError, or no metadata in a source tree
+        return '(version unknown)'
+
+
+def check_package():
+    import rog_ros
+    where = os.path.dirname(os.path.dirname(os.path.abspath(rog_ros.__file__)))
+    return [Finding('rog_ros', 'ok', f'rog_ros {rog_ros.__version__} from {where}')]
+
+
+def check_environment():
+    out = []
+    value = os.environ.get('ROS_DOMAIN_ID', '').strip()
+    if value and not (value.isdigit() and 0 <= int(value) <= 232):
+        out.append(Finding('ROS_DOMAIN_ID', 'fail', f'ROS_DOMAIN_ID={value!r}',
+                           'an integer 0..232, the same on every robot'))
+    else:
+        out.append(Finding('ROS_DOMAIN_ID', 'ok', f'domain {value or "0 (unset)"}; every '
+                           'robot of a fleet needs the same'))
+    if _rclpy_available():
+        rmw = os.environ.get('RMW_IMPLEMENTATION', '')
+        distro = os.environ.get('ROS_DISTRO', '?')
+        if rmw != 'rmw_cyclonedds_cpp':
+            out.append(Finding('ros2', 'warn', f'ROS 2 {distro} with RMW_IMPLEMENTATION='
+                               f'{rmw or "(unset: the distribution default)"}',
+                               'export RMW_IMPLEMENTATION=rmw_cyclonedds_cpp on every robot '
+                               '(the launch files and images set it)'))
+        else:
+            out.append(Finding('ros2', 'ok', f'ROS 2 {distro} with rmw_cyclonedds_cpp'))
+    else:
+        out.append(Finding('ros2', 'info', 'no ROS 2 (rclpy) in this Python: rog fleet and '
+                           'rog robot run the same nodes on the embedded transport'))
+    return out
+
+
+def check_rmem():
+    try:
+        with open(RMEM_PATH, encoding='ascii') as fh:
+            value = int(fh.read().strip())
+    except (OSError, ValueError):
+        return []
+    if value >= RMEM_WANTED:
+        return [Finding('rmem_max', 'ok', f'net.core.rmem_max {value} bytes')]
+    return [Finding('rmem_max', 'warn', f'net.core.rmem_max is {value} bytes; the Wi-Fi DDS '
+                    f'configuration asks for {RMEM_WANTED} (bursts of row chunks overflow a '
+                    'smaller buffer; local fleets do not mind)',
+                    f'sudo sysctl -w net.core.rmem_max={RMEM_WANTED} (persist it in '
+                    '/etc/sysctl.d/) on robots')]
+
+
+def check_cache():
+    try:
+        from rog_ros.workloads.cache import CACHE_ENV
+        path = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser('~'), '.cache',
+                                                         'rog_ros')
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f'.doctor-{os.getpid()}')
+        with open(probe, 'w', encoding='ascii') as fh:
+            fh.write('ok')
+        os.unlink(probe)
+    except OSError as exc:
+        return [Finding('cache', 'fail', f'cannot write the cache folder: {exc}',
+                        'set ROG_CACHE_DIR to a writable folder')]
+    entries = sorted(os.listdir(path))
+    if any(e.startswith('mpcol-') for e in entries):
+        return [Finding('cache', 'ok', f'{path}: {sum(e.endswith(".pt") for e in entries)} '
+                        'cached starting checkpoints')]
+    return [Finding('cache', 'info', f'{path}: no MPCOL starting policy yet; the first run '
+                    'pre-trains it (about 2.5 minutes) and caches it')]
+
+
+def check_plots():
+    try:
+        importlib.import_module('matplotlib')
+    except ImportError:
+        return [Finding('plots', 'warn', 'no matplotlib: rog report and rog compare write '
+                        'tables without plots', 'pip install matplotlib')]
+    return [Finding('plots', 'ok', 'matplotlib for rog report and rog compare')]
+
+
+def check_machine():
+    cores = os.cpu_count() or 1
+    out = []
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    if load is not None and load > cores:
+        out.append(Finding('cpu', 'warn', f'{cores} cores, load {load:.1f}: the machine is busy',
+                           'a local fleet runs five processes; on a loaded machine its robots '
+                           'fall behind each other and results vary more (let it settle, or '
+                           'compare in the simulator: rog compare)'))
+    else:
+        shown = 'unknown' if load is None else f'{load:.1f}'
+        out.append(Finding('cpu', 'ok', f'{cores} cores, load {shown}'))
+    available = _mem_available_gb()
+    if available is not None and available < MEMORY_WANTED_GB:
+        out.append(Finding('memory', 'warn', f'{available:.1f} GB available',
+                           f'a local fleet needs about {MEMORY_WANTED_GB:g} GB; fewer '
+                           '--workers, or close other programs'))
+    elif available is not None:
+        out.append(Finding('memory', 'ok', f'{available:.1f} GB available'))
+    return out
+
+
+def _mem_available_gb():
+    try:
+        with open('/proc/meminfo', encoding='ascii') as fh:
+            for line in fh:
+                if line.startswith('MemAvailable:'):
+                    return int(line.split()[1]) / 1024 ** 2
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_clock():
+    if not shutil.which('timedatectl'):
+        return []
+    try:
+        done = subprocess.run(['timedatectl', 'show', '-p', 'NTPSynchronized', '--value'],
+                              capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    value = done.stdout.strip()
+    if done.returncode != 0 or value not in ('yes', 'no'):
+        return []
+    if value == 'yes':
+        return [Finding('clock', 'ok', 'system clock synchronised (NTP)')]
+    return [Finding('clock', 'warn', 'system clock not synchronised (NTP)',
+                    'robots of one fleet need synchronised clocks for a shared trace start '
+                    '(epoch) and comparable logs: enable chrony or systemd-timesyncd')]
+
+
+def check_fleet_key():
+    try:
+        from rog_ros.nodes.fleet_key import FleetKeyError, KEY_ENV, KEY_FILE_ENV, \
+            load_fleet_key
+    except ImportError as exc:
+        return [Finding('fleet key', 'fail', f'cannot check the fleet key: {exc}')]
+    try:
+        key = load_fleet_key()
+    except FleetKeyError as exc:
+        return [Finding('fleet key', 'fail', str(exc), f'fix or unset ${KEY_FILE_ENV} / '
+                        f'${KEY_ENV}; rog security key FILE writes a new one')]
+    if key is None:
+        return [Finding('fleet key', 'info', 'no fleet key: messages are not authenticated',
+                        f'for robots on a shared network: rog security key FILE, then '
+                        f'${KEY_FILE_ENV}=FILE on every robot (docs/security.md)')]
+    source = KEY_FILE_ENV if os.environ.get(KEY_FILE_ENV) else KEY_ENV
+    return [Finding('fleet key', 'ok', f'fleet key from ${source}')]
