@@ -16,6 +16,7 @@
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -105,3 +106,47 @@ def test_interrupted_run_gets_a_summary_from_what_exists(tmp_path):
     summary = json.loads(open(cli_fleet._summary_from_what_exists(
         str(tmp_path), progress, 2, 50)).read())
     assert summary['iterations'] == 7 and 'interrupted' in summary['error']
+
+
+FLEET_THAT_IS_KILLED = """
+import os, sys, time
+from rog_ros.nodes import fleet
+from rog_ros.nodes.plan import NodeSpec
+
+
+class Spec(NodeSpec):
+    def command(self, python=sys.executable):
+        return [python, '-c', 'import time\\nwhile True: time.sleep(0.1)']
+
+
+sup = fleet.Supervisor([Spec('node0', 'rog_worker', {}), Spec('node1', 'rog_worker', {})],
+                       sys.argv[1], lambda s: dict(os.environ))
+sup.start()
+print(*[p.pid for p in sup.procs.values()], flush=True)
+time.sleep(60)
+"""
+
+
+def _running(pid):
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_nodes_of_a_fleet_killed_with_sigkill_stop_too(tmp_path):
+    # rog fleet killed -9 (the OOM killer, a CI timeout) must not leave its nodes training
+    runner = subprocess.Popen([sys.executable, '-c', FLEET_THAT_IS_KILLED, str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True)
+    nodes = [int(p) for p in runner.stdout.readline().split()]
+    assert len(nodes) == 2 and all(_running(p) for p in nodes)
+    runner.kill()
+    runner.wait(timeout=30)
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and any(_running(p) for p in nodes):
+        time.sleep(0.05)
+    alive = [p for p in nodes if _running(p)]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert alive == [], 'node processes outlived rog fleet killed with SIGKILL'

@@ -30,7 +30,7 @@ import os
 import sys
 import time
 
-from rog_ros.experiments.children import die_with_parent
+from rog_ros.children import die_with_parent
 from rog_ros.experiments.report import write_report
 from rog_ros.experiments.seed_stats import aggregate
 from rog_ros.metrics import accuracy_at_time, atomic_write, last_periodic_time, read_timeseries

@@ -50,8 +50,8 @@ import os
 import random
 import time
 
+from rog_ros.children import die_with_parent
 from rog_ros.core.rows import RowLayout
-from rog_ros.experiments.children import die_with_parent
 from rog_ros.protocol.policies.aet import AetConfig, make_schedule, topology
 from rog_ros.sim.runners.aet import build_peers, run_peers
 from rog_ros.workloads.glyphs import _strokes, make_images

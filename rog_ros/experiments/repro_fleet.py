@@ -42,9 +42,9 @@ import time
 
 import numpy as np
 
+from rog_ros.children import die_with_parent
 from rog_ros.core.iprof import IProf, Maui
 from rog_ros.core.rows import RowLayout
-from rog_ros.experiments.children import die_with_parent
 from rog_ros.experiments.synthetic import Task
 from rog_ros.protocol.policies.fleet import AdaSgdConfig, AdaSgdServer, label_counts
 import torch

@@ -34,7 +34,6 @@ else ``$ROG_FLEET_KEY_FILE``/``$ROG_FLEET_KEY``, else a new random key written (
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import json
 import math
@@ -45,6 +44,7 @@ import sys
 import time
 
 from rog_ros import checks
+from rog_ros.children import die_with_parent
 from rog_ros.nodes import settings
 from rog_ros.nodes.plan import load_parameter_file, plan
 
@@ -122,14 +122,6 @@ def fleet_key_env(args, out: str) -> tuple:
     return auth.write_key_file(path), {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Child set-up: get SIGTERM if ``rog fleet`` dies (Linux), so no node is orphaned."""
-    try:
-        ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 class Supervisor:
     """Start, watch and stop the node processes; keep their logs."""
 
@@ -154,7 +146,7 @@ class Supervisor:
             self.procs[name] = subprocess.Popen(
                 self.prefix_for(spec) + spec.command(), stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env=self.env_for(spec), start_new_session=True,
-                preexec_fn=_die_with_parent)
+                preexec_fn=die_with_parent)
 
     def log_path(self, name: str) -> str:
         return os.path.join(self.log_dir, f'{name}.log')

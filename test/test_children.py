@@ -11,7 +11,7 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""The experiment runners' worker processes die with the runner (no orphaned simulations)."""
+"""Child processes die with their parent: the runners' pools (no orphaned simulations)."""
 
 from concurrent.futures import ProcessPoolExecutor
 import multiprocessing
@@ -22,7 +22,7 @@ import sys
 import time
 
 import pytest
-from rog_ros.experiments.children import death_signal, die_with_parent
+from rog_ros.children import death_signal, die_with_parent
 
 linux = pytest.mark.skipif(not sys.platform.startswith('linux'), reason='PR_SET_PDEATHSIG')
 
@@ -39,7 +39,7 @@ def test_a_pool_process_asks_for_sigterm_when_its_parent_exits():
 CHILD_OF_A_KILLED_RUNNER = """
 import multiprocessing, sys, time
 from concurrent.futures import ProcessPoolExecutor
-from rog_ros.experiments.children import die_with_parent
+from rog_ros.children import die_with_parent
 if __name__ == '__main__':
     pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn'),
                                initializer=die_with_parent)

@@ -12,14 +12,15 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Worker processes of the experiment runners die with the runner.
+Child processes die with the process that started them.
 
-``rog compare`` and the reproduction runners start spawned processes that each run a
-simulation for minutes. Ctrl-C reaches the whole process group, but a runner stopped with
-SIGTERM (``kill``, a CI timeout, a job scheduler) left them running as orphans, each holding a
-core for the rest of its run. ``die_with_parent`` is the pools' initializer: on Linux the
-kernel sends the process SIGTERM when its parent exits (``PR_SET_PDEATHSIG``); elsewhere it
-does nothing.
+``rog fleet`` starts the node processes, and ``rog compare`` and the reproduction runners start
+pools that each run a simulation for minutes. Ctrl-C reaches the whole process group, but a
+parent stopped with SIGTERM or SIGKILL (``kill``, a CI timeout, a job scheduler) left them
+running as orphans, each holding a core (and a fleet's nodes their DDS traffic) for the rest of
+its run. ``die_with_parent`` is the pools' initializer and the fleet's ``preexec_fn``: on
+Linux the kernel sends the process SIGTERM when its parent exits (``PR_SET_PDEATHSIG``);
+elsewhere it does nothing. A leaf module: the nodes and the experiments both use it.
 """
 
 from __future__ import annotations
