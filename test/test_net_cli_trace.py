@@ -99,3 +99,26 @@ def test_malformed_file_reports_the_line(tmp_path, capsys):
     path.write_text('0 10\n0.5 11\n1.0 eleven\n')
     code, _ = _run(['stats', str(path)])
     assert code == 2 and 'bad.txt:3: expected two numbers' in capsys.readouterr().err
+
+
+def test_convert_writes_what_the_loader_read_and_names_the_format(tmp_path, capsys):
+    src = tmp_path / 'link.txt'
+    src.write_text('[  5]   0.00-0.50   sec  2.50 MBytes  40.0 Mbits/sec    0    215 KBytes\n'
+                   '[  5]   0.50-1.00   sec  3.75 MBytes  60.0 Mbits/sec    3    180 KBytes\n')
+    out = tmp_path / 'link.csv'
+    code, text = _run(['convert', str(src), '--out', str(out), '--scale', '0.5'])
+    assert code == 0 and 'read as iperf report, 2 segments over 1 s' in text
+    back = traces.load_trace(out)
+    assert back.mbps.tolist() == [20.0, 30.0] and back.end_s == 1.0
+    code, table = _run(['stats', str(src)])
+    assert table.splitlines()[0] == f'trace {src} (read as iperf report)'
+    code, _ = _run(['convert', str(src), '--out', str(out), '--scale', '-1'])
+    assert code == 2 and '--scale must be a positive number' in capsys.readouterr().err
+    assert traces.load_trace(out).mbps.tolist() == [20.0, 30.0]       # left as it was
+
+
+def test_a_binary_file_is_named_as_not_a_trace(tmp_path, capsys):
+    path = tmp_path / 'capture.pcap'
+    path.write_bytes(bytes(range(256)))
+    code, _ = _run(['stats', str(path)])
+    assert code == 2 and 'capture.pcap: not a text file' in capsys.readouterr().err

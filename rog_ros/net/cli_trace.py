@@ -18,6 +18,7 @@ The ``rog trace`` command: generate, summarise and plot bandwidth traces.
     rog trace stats FILE_OR_PRESET[,FILE_OR_PRESET...] [--json] [--compare PRESET]
     rog trace plot FILE_OR_PRESET --out FILE.png
     rog trace replay RECORD --out FILE.csv [--rank K] [--scale 0.7] [--no-holds]
+    rog trace convert FILE --out FILE.csv [--scale X]
 
 ``rog_ros/cli.py`` calls ``add_parser(subparsers)`` and then ``run(args)`` (also stored as
 ``args.func``). Bad input (missing file, malformed line, unknown preset) prints one line that
@@ -52,9 +53,10 @@ _ROWS = [
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add ``trace`` (``gen``, ``stats``, ``plot``, ``replay``) to argparse subparsers."""
+    """Add ``trace`` (``gen``, ``stats``, ``plot``, ``replay``, ``convert``) to subparsers."""
     parser = subparsers.add_parser('trace', help='generate, summarise and plot bandwidth traces')
-    sub = parser.add_subparsers(dest='trace_command', metavar='{gen,stats,plot,replay}')
+    sub = parser.add_subparsers(dest='trace_command',
+                                metavar='{gen,stats,plot,replay,convert}')
     sub.required = True
     presets = ', '.join(traces.PRESETS)
 
@@ -101,6 +103,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     rep.add_argument('--no-holds', action='store_true', help='no random holds')
     rep.add_argument('--duration', type=float, default=None,
                      help='replay at least this many seconds (default: one pass)')
+    conv = sub.add_parser(
+        'convert', help='write any trace file the loader reads as a plain t_seconds,mbps CSV',
+        description='Read FILE as --trace would (CSV or a headed table with units, "t bw" '
+                    'lines, a testbed replay log, a Mahimahi trace, an iperf3 -J report or '
+                    'iperf text output) and write it as t_seconds,mbps: to see exactly what a '
+                    'fleet will replay, to edit it, or to share it without the original tool.')
+    conv.add_argument('file', metavar='FILE')
+    conv.add_argument('--out', required=True, help='output CSV file')
+    conv.add_argument('--scale', type=float, default=1.0, help='rate multiplier (default 1)')
     parser.set_defaults(func=run)
     return parser
 
@@ -192,8 +203,9 @@ def _cmd_stats(args, out):
                 for k, (t, a, ok) in verdict.items()}}
         print(json.dumps(doc, indent=2), file=out)
         return 0
-    print(f'trace {args.source}' + (f' (targets: {compare}, within 15%)' if compare else ''),
-          file=out)
+    read_as = f' (read as {traces.trace_file_format(args.source)})' if preset is None else ''
+    print(f'trace {args.source}{read_as}'
+          + (f' (targets: {compare}, within 15%)' if compare else ''), file=out)
     for key, label, unit in _ROWS:
         line = f'  {label:40s} {_fmt(st[key]):>10s} {unit:6s}'
         if key in verdict:
@@ -248,11 +260,27 @@ def _cmd_replay(args, out):
     return 0
 
 
+def _cmd_convert(args, out):
+    if not os.path.isfile(args.file):
+        raise FileNotFoundError(f'no such file: {args.file}')
+    if not (math.isfinite(args.scale) and args.scale > 0):
+        raise ValueError(f'--scale must be a positive number, got {args.scale}')
+    trace = traces.load_trace(args.file)
+    if args.scale != 1.0:
+        trace = traces.Trace(trace.t_s, trace.mbps * args.scale, trace.end_s, trace.loop,
+                             trace.resolution_s)
+    traces.save_trace(trace, args.out)
+    read_as = traces.trace_file_format(args.file)
+    print(f'wrote {args.out}: {args.file} read as {read_as}, {len(trace)} segments over'
+          f' {trace.duration_s:.6g} s, mean {trace.mean_mbps:.1f} Mbit/s', file=out)
+    return 0
+
+
 def run(args, out=None) -> int:
     """Execute a parsed ``rog trace ...`` command; returns the exit status."""
     out = sys.stdout if out is None else out
     command = {'gen': _cmd_gen, 'stats': _cmd_stats, 'plot': _cmd_plot,
-               'replay': _cmd_replay}[args.trace_command]
+               'replay': _cmd_replay, 'convert': _cmd_convert}[args.trace_command]
     try:
         return command(args, out)
     except KeyError as exc:

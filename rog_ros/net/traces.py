@@ -274,6 +274,35 @@ fleet a link 10^3-10^6 times too fast and every comparison on them would look ne
 ``load_trace`` refuses them with the conversion to make instead."""
 
 
+_READERS = {'testbed replay log': replay_log.read_replay_log,
+            'Mahimahi trace': mahimahi.read_mahimahi, 'iperf report': iperf.read_iperf}
+
+
+def file_format(lines) -> str:
+    """Name the format of a trace file's lines: one of ``_READERS`` or 'CSV columns'."""
+    if replay_log.is_replay_log(lines):
+        return 'testbed replay log'
+    if mahimahi.is_mahimahi(lines):
+        return 'Mahimahi trace'
+    if iperf.is_iperf(lines):
+        return 'iperf report'
+    return 'CSV columns'
+
+
+def trace_file_format(path) -> str:
+    """Name the format ``load_trace`` reads ``path`` as (``file_format`` of its lines)."""
+    return file_format(_read_lines(path))
+
+
+def _read_lines(path) -> list:
+    try:
+        with open(path, encoding='utf-8') as fh:
+            return fh.readlines()
+    except UnicodeDecodeError:
+        raise TraceFormatError(f'{path}: not a text file; a trace is text (CSV, "t bw" lines, '
+                               'a Mahimahi trace or an iperf report)') from None
+
+
 def load_trace(path, loop: bool = True) -> Trace:
     """
     Read a trace file: columns, a replay log, Mahimahi or an iperf report.
@@ -299,12 +328,9 @@ def load_trace(path, loop: bool = True) -> Trace:
         not in Mbit/s (a median above ``PLAUSIBLE_MEDIAN_MBPS``).
 
     """
-    with open(path, encoding='utf-8') as fh:
-        lines = fh.readlines()
+    lines = _read_lines(path)
     meta, end = {}, None
-    read = (replay_log.read_replay_log if replay_log.is_replay_log(lines)
-            else mahimahi.read_mahimahi if mahimahi.is_mahimahi(lines)
-            else iperf.read_iperf if iperf.is_iperf(lines) else None)
+    read = _READERS.get(file_format(lines))
     try:
         if read is not None:
             times, rates, end = read(path, lines)
