@@ -135,7 +135,7 @@ def test_balance_batch_sizes_equal_compute_time():
     assert balance_batch_sizes([1.0, 1.0], total_batch=3, min_batch=1) in ([2, 1], [1, 2])
 
 
-def test_cache_builds_once_and_writes_atomically(tmp_path, monkeypatch):
+def test_cache_builds_once_and_writes_atomically(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
     calls = []
 
@@ -144,11 +144,15 @@ def test_cache_builds_once_and_writes_atomically(tmp_path, monkeypatch):
         return {'w': torch.arange(3)}
 
     first = cache.load_or_build('unit', {'a': 1}, 'v1', build)
+    said = capsys.readouterr().err
     second = cache.load_or_build('unit', {'a': 1}, 'v1', build)
     cache.load_or_build('unit', {'a': 2}, 'v1', build)
     cache.load_or_build('unit', {'a': 1}, 'v2', build)
 
     assert len(calls) == 3 and torch.equal(first['w'], second['w'])
+    # a build says so (tens of seconds of silence otherwise), a cache hit says nothing
+    assert said.startswith('rog_ros: preparing unit on first use') and 'unit ready in' in said
+    assert capsys.readouterr().err.count('preparing unit') == 2
     files = sorted(os.listdir(tmp_path))
     assert len(files) == 3 and all(f.startswith('unit-') and f.endswith('.pt') for f in files)
     # A torn entry is rebuilt, not fatal.

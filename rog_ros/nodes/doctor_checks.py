@@ -169,7 +169,7 @@ def check_cache():
         return [Finding('cache', 'ok', f'{path}: {sum(e.endswith(".pt") for e in entries)} '
                         'cached starting checkpoints')]
     return [Finding('cache', 'info', f'{path}: no MPCOL starting policy yet; the first run '
-                    'pre-trains it (about 2.5 minutes) and caches it')]
+                    'pre-trains it (about a minute) and caches it')]
 
 
 def check_plots():

@@ -27,7 +27,9 @@ import hashlib
 import json
 import os
 from pathlib import Path
+import sys
 import tempfile
+import time
 
 import torch
 
@@ -92,6 +94,12 @@ def load_or_build(name, options, code_version, build):
             return torch.load(path, map_location='cpu', weights_only=False)
         except Exception:  # noqa: BLE001 - a corrupt entry is rebuilt, never fatal
             path.unlink(missing_ok=True)
+    # tens of seconds with no other output: say what happens, once per entry and machine
+    print(f'rog_ros: preparing {name} on first use (data and pre-training; cached in '
+          f'{path.parent}, later runs skip this) ...', file=sys.stderr, flush=True)
+    started = time.perf_counter()
     obj = build()
     atomic_save(obj, path)
+    print(f'rog_ros: {name} ready in {time.perf_counter() - started:.0f} s', file=sys.stderr,
+          flush=True)
     return obj
