@@ -59,6 +59,9 @@ def test_a_logging_scripts_table_gives_the_link_column_in_seconds(tmp_path):
     tabbed = ('"time (s)"\t"signal"\t"goodput (MB/s)"\n'
               '100.0\t-60\t2.5\n100.5\t-62\t0.5\n')
     assert _load(tmp_path, tabbed, 'tab.tsv').mbps.tolist() == [20.0, 4.0]
+    european = 'Zeit (s);Durchsatz (Mbit/s)\n0;35,5\n0,5;4,25\n'      # a German spreadsheet
+    tr = _load(tmp_path, european, 'de.csv')
+    assert tr.t_s.tolist() == [0.0, 0.5] and tr.mbps.tolist() == [35.5, 4.25]
 
 
 @pytest.mark.parametrize('text, line, what', [

@@ -24,7 +24,8 @@ header decides: the time column is the one named like a time (else the first), t
 the one that names a rate unit or is called throughput, bandwidth and the like, and the units
 in the names convert both to seconds and Mbit/s. A header that leaves the rate column open
 (two rate columns) or names a byte count instead of a rate is refused with the names it saw.
-Separators: comma, semicolon, tab or spaces.
+Separators: comma, semicolon (with decimal commas, as spreadsheets in many locales save), tab
+or spaces.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def _is_link(name: str) -> bool:
 
 
 def _split(line: str) -> list:
-    for sep in (',', ';', '\t'):
+    for sep in (';', ',', '\t'):       # ';' first: its files write decimal commas ("0,5;35,2")
         if sep in line:
             return [f.strip().strip('"') for f in line.split(sep)]
     return [f.strip('"') for f in line.split()]
@@ -138,10 +139,20 @@ class Layout:
         self.time_factor = _time_factor(names[self.time])
 
 
+def _number(text: str) -> float:
+    """Read a number, with a decimal point or, as spreadsheets in many locales write, comma."""
+    try:
+        return float(text)
+    except ValueError:
+        if text.count(',') == 1 and '.' not in text:
+            return float(text.replace(',', '.'))
+        raise
+
+
 def _seconds(text: str) -> float:
     """Read a time field: a number, or an ISO 8601 clock time (seconds since the epoch)."""
     try:
-        return float(text)
+        return _number(text)
     except ValueError:
         pass
     stamp = text.strip().strip('"\'')
@@ -177,7 +188,7 @@ def read_columns(path, lines) -> tuple:
             if len(fields) != layout.width:
                 raise ValueError
             t = _seconds(fields[layout.time]) * layout.time_factor
-            r = float(fields[layout.rate]) * layout.rate_factor
+            r = _number(fields[layout.rate]) * layout.rate_factor
         except ValueError:
             if not times and layout.names is None and not any(c.isdigit() for c in line):
                 try:
