@@ -78,3 +78,13 @@ def test_tables_that_leave_the_link_open_are_refused_naming_the_line(tmp_path, t
     path.write_text(text)
     with pytest.raises(TraceFormatError, match=f'bad.csv:{line}: .*{what}'):
         traces.load_trace(path)
+
+
+@pytest.mark.parametrize('scale', [1, 1000, 1_000_000, 1_000_000_000])
+def test_epoch_clock_times_in_s_ms_us_or_ns_all_read_as_seconds(tmp_path, scale):
+    start = 1_795_939_200          # 2026-11-29 in seconds since 1970
+    stamps = ([start + 0.5 * k for k in range(4)] if scale == 1
+              else [start * scale + k * scale // 2 for k in range(4)])     # integers, as logged
+    tr = _load(tmp_path, ''.join(f'{t},{10 + k}\n' for k, t in enumerate(stamps)))
+    assert tr.t_s.tolist() == pytest.approx([0.0, 0.5, 1.0, 1.5], abs=1e-6)
+    assert tr.mbps.tolist() == [10, 11, 12, 13]

@@ -205,7 +205,21 @@ def read_columns(path, lines) -> tuple:
                               f'(previous {times[-1]})')
         times.append(t)
         rates.append(r)
+    if times and layout.time_factor == 1.0:
+        times = _epoch_seconds(times)
     return meta, times, rates
+
+
+EPOCH_UNITS = ((1e17, 1e-9), (1e14, 1e-6), (1e11, 1e-3))
+"""Clock times with no unit in the header: a first time above 1e11 "seconds" (3,000 years
+after 1970) is an epoch in ms, above 1e14 in us, above 1e17 in ns (loggers write all three)."""
+
+
+def _epoch_seconds(times: list) -> list:
+    for above, factor in EPOCH_UNITS:
+        if times[0] >= above:
+            return [t * factor for t in times]
+    return times
 
 
 def _expected(layout: Layout) -> str:
