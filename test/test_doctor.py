@@ -120,3 +120,12 @@ def test_rog_doctor_json_lists_every_check_and_exits_1_on_a_failure(monkeypatch,
     monkeypatch.setenv('ROS_DOMAIN_ID', 'x')
     assert cli.main(['doctor']) == 1
     assert 'not ready' in capsys.readouterr().out
+
+
+def test_netns_without_root_is_information_not_a_failure(monkeypatch):
+    from rog_ros.net import netns
+    monkeypatch.setattr(netns, 'unavailable_reason', lambda: 'needs root (...)')
+    (found,) = doctor_checks.check_netns()
+    assert found.level == 'info' and '--netns needs root' in found.detail
+    monkeypatch.setattr(netns, 'unavailable_reason', lambda: None)
+    assert doctor_checks.check_netns()[0].level == 'ok'

@@ -34,15 +34,15 @@ import sys
 
 from rog_ros.nodes.doctor_checks import (check_cache, check_clock, check_cyclonedds,
                                          check_environment, check_fleet_key, check_machine,
-                                         check_package, check_plots, check_python, check_rmem,
-                                         check_torch, Finding)
+                                         check_netns, check_package, check_plots, check_python,
+                                         check_rmem, check_torch, Finding)
 from rog_ros.nodes.doctor_dds import check_dds
 
 LEVELS = ('ok', 'info', 'warn', 'fail')
 
 CHECKS = (check_python, check_package, check_torch, check_cyclonedds, check_dds,
-          check_environment, check_rmem, check_cache, check_plots, check_machine, check_clock,
-          check_fleet_key)
+          check_environment, check_rmem, check_netns, check_cache, check_plots, check_machine,
+          check_clock, check_fleet_key)
 
 
 def diagnose(checks=None) -> list:

@@ -172,6 +172,15 @@ def check_cache():
                     'pre-trains it (about a minute) and caches it')]
 
 
+def check_netns():
+    from rog_ros.net.netns import unavailable_reason
+    reason = unavailable_reason()
+    if reason is None:
+        return [Finding('netns', 'ok', 'kernel link emulation available (rog fleet --netns)')]
+    return [Finding('netns', 'info', f'rog fleet --netns {reason}; the default '
+                    'application-level shaping needs neither')]
+
+
 def check_plots():
     try:
         importlib.import_module('matplotlib')
