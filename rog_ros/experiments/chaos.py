@@ -55,6 +55,7 @@ import sys
 import time
 
 from rog_ros.atomic import atomic_write_text
+from rog_ros.children import die_with_parent
 from rog_ros.experiments import ledger as lg
 
 SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
@@ -149,14 +150,13 @@ class Fleet:
 
     def start(self, name=None) -> None:
         """Start every node (or one, again: its log is appended to)."""
-        from rog_ros.nodes.fleet import _die_with_parent
         for n in ([name] if name else list(self.specs)):
             spec = self.specs[n]
             with open(os.path.join(self.dir, 'logs', f'{n}.log'), 'ab') as log:
                 self.procs[n] = subprocess.Popen(
                     spec.command(self.cfg.python), stdout=log, stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL, env=self.env, start_new_session=True,
-                    preexec_fn=_die_with_parent)
+                    preexec_fn=die_with_parent)
 
     def kill(self, name: str, sig=signal.SIGKILL) -> None:
         proc = self.procs[name]
