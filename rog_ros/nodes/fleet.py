@@ -360,6 +360,8 @@ def run(args) -> int:
         print(f'rog fleet: {reason}', file=sys.stderr)
     summary = os.path.join(out, 'summary.json')
     if failed or reason or not os.path.exists(summary):
+        print('rog fleet: if the cause is not in the lines above, `rog doctor` checks this '
+              'machine (torch, a DDS round trip, buffers) and says what to fix', file=sys.stderr)
         return 1
     print(f'rog fleet: done; {summary}')
     line = result_line(summary)

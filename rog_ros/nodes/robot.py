@@ -189,4 +189,7 @@ def run(args) -> int:
     if code not in (0, 130):
         print(f'rog robot: {main} exited with {code}; last lines of its log:\n'
               f'{sup.tail(main)}', file=sys.stderr)
+        print('rog robot: if the cause is not in the lines above, `rog doctor` checks this '
+              'robot (torch, a DDS round trip with its configuration, buffers, clock)',
+              file=sys.stderr)
     return code
