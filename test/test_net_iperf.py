@@ -111,6 +111,13 @@ def test_iperf3_text_keeps_the_intervals_and_drops_warm_up_and_summary(tmp_path)
     assert tr.end_s == 2.0
 
 
+def test_iperf3_text_with_timestamps_reads_the_same(tmp_path):
+    stamped = ''.join(f'Sun Nov 29 08:00:{k:02d} 2026 {line}\n'
+                      for k, line in enumerate(IPERF3_TEXT.splitlines()))
+    tr = _load(tmp_path, stamped, 'stamped.txt')
+    assert tr.mbps.tolist() == pytest.approx([41.9, 62.9, 0.839, 0.0]) and tr.end_s == 2.0
+
+
 def test_parallel_streams_use_the_sum_and_bidir_the_first_direction(tmp_path):
     text = ''.join(f'[  {s}]   {a:.2f}-{a + 1:.2f}   sec  1.00 MBytes  {r} Mbits/sec\n'
                    f'[  {s + 2}]   {a:.2f}-{a + 1:.2f}   sec  1.00 MBytes  {r} Mbits/sec\n'

@@ -34,7 +34,7 @@ import re
 
 _UNIT = {'': 1.0, 'K': 1e3, 'M': 1e6, 'G': 1e9, 'T': 1e12}
 _LINE = re.compile(
-    r'^\[\s*(?P<id>\d+|SUM)\](?P<role>\[[A-Z-]+\])?\s+(?P<a>[\d.]+)\s*-\s*(?P<b>[\d.]+)\s+sec'
+    r'\[\s*(?P<id>\d+|SUM)\](?P<role>\[[A-Z-]+\])?\s+(?P<a>[\d.]+)\s*-\s*(?P<b>[\d.]+)\s+sec'
     r'\s+[\d.]+\s+[KMGT]?Bytes\s+(?P<rate>[\d.]+)\s+(?P<unit>[KMGT]?)(?P<kind>bits|Bytes)/sec'
     r'(?P<rest>.*)$')
 _CSV_INTERVAL = re.compile(r'^(?P<a>[\d.]+)-(?P<b>[\d.]+)$')
@@ -49,7 +49,7 @@ def is_iperf(lines) -> bool:
             continue
         if text.startswith('{'):
             return True
-        if _LINE.match(text) or _csv_fields(text) is not None:
+        if _LINE.search(text) or _csv_fields(text) is not None:
             return True
     return False
 
@@ -162,7 +162,7 @@ def _text_intervals(path, lines) -> list:
     rows = []                                   # (lineno, stream, role, a, b, mbps, rest)
     for lineno, raw in enumerate(lines, 1):
         text = raw.strip()
-        match = _LINE.match(text)
+        match = _LINE.search(text)        # iperf3 --timestamps puts the time first
         if match:
             rate = float(match['rate']) * _UNIT[match['unit']] / 1e6
             rate *= 8.0 if match['kind'] == 'Bytes' else 1.0
