@@ -20,7 +20,7 @@ A small fp32 replica of what workers and server do (residual += d; on a final ac
 by a restart, and a server restore that forgot a push.
 """
 
-from rog_ros.experiments import ledger
+from rog_ros.nodes import chaos_ledger as ledger
 import torch
 
 N_PARAMS, ROWS, WORKERS, ITERS, LR = 4096, 32, 3, 60, 0.1

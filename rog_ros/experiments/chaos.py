@@ -56,7 +56,7 @@ import time
 
 from rog_ros.atomic import atomic_write_text
 from rog_ros.children import die_with_parent
-from rog_ros.experiments import ledger as lg
+from rog_ros.nodes import chaos_ledger as lg
 
 SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
              'ctrl-c')

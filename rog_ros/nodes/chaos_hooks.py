@@ -21,7 +21,7 @@ unchanged) and
 * save the engine's durable state when :mod:`rog_ros.nodes.durable` says so, restore it on
   start (server: under the new incarnation the engine was built with);
 * with ``--chaos-ledger DIR`` (hidden; ``$ROG_CHAOS_LEDGER``), write the independent ledger of
-  :mod:`rog_ros.experiments.ledger` from what they observe of the engine's buffers around each
+  :mod:`rog_ros.nodes.chaos_ledger` from what they observe of the engine's buffers around each
   call: the worker's residual (what entered with a computation, what left with a commit), the
   server's reference model (what each push applied). The state is saved *before* the ledger
   lines of an event are appended and carries them, so after a crash the ledger is never ahead
@@ -42,7 +42,7 @@ import sys
 import time
 
 from rog_ros.atomic import atomic_write_text
-from rog_ros.experiments import ledger as lg
+from rog_ros.nodes import chaos_ledger as lg
 from rog_ros.nodes import durable
 from rog_ros.protocol.actions import Log, SaveState, Send
 from rog_ros.protocol.messages import FLAG_END, RowChunk
