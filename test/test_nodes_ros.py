@@ -27,6 +27,7 @@ import types
 import pytest
 
 from rog_ros.nodes import lifecycle as lc
+from rog_ros.nodes import node_main
 from rog_ros.nodes import rog_worker
 
 
@@ -126,7 +127,7 @@ def test_lifecycle_node_wires_core_and_ctrl_c_writes_the_summary(ros_node):
     argv = ['--workload', 'toy', '--ros-args', '-p', 'rank:=2', '-p', 'workers:=3']
     args = rog_worker.build_parser().parse_args(argv)
     # Execute
-    code = module.run('rog_worker', args, FakeCore, argv)
+    code = module.run('rog_worker', args, FakeCore, argv, node_main.finish)
     # Assert
     assert code == 0
     assert inits == [(['rog'] + argv, 'no-handlers')]         # rclpy's handler disabled

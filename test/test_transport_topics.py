@@ -16,7 +16,8 @@
 import pytest
 
 from rog_ros.transport import topics
-from rog_ros.transport.bus import BusError, make_bus, rclpy_available
+from rog_ros.transport.bus import BusError
+from rog_ros.transport.choose import make_bus, rclpy_available
 
 
 @pytest.mark.parametrize('topic, namespace, ros, dds', [

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 
 from rog_ros.nodes.fleet_key import load_fleet_key
-from rog_ros.transport.bus import make_bus
+from rog_ros.transport.choose import make_bus
 
 
 class PeerTimeout(RuntimeError):

@@ -51,7 +51,7 @@ def use_ros(args) -> bool:
         return True
     if args.bus != 'auto' or os.environ.get('ROG_BUS', 'auto') != 'auto':
         return False
-    from rog_ros.transport.bus import rclpy_available
+    from rog_ros.transport.choose import rclpy_available
     return rclpy_available()
 
 
@@ -92,7 +92,7 @@ def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_erro
         check(parser, args)
     if use_ros(args):
         from rog_ros.nodes import ros_node
-        return ros_node.run(role, args, core_class, argv)
+        return ros_node.run(role, args, core_class, argv, finish)
     log = setup_logging(args.node_name)
     requests = SignalRequests().install()
     core = core_class(args, requests)

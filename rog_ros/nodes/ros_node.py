@@ -108,9 +108,13 @@ def plain_node(role: str, args, argv) -> tuple:
     return requests, node
 
 
-def run(role: str, args, core_class, argv) -> int:
-    """Run the core as a lifecycle node until it finishes or shutdown; the exit status."""
-    from rog_ros.nodes.node_main import finish
+def run(role: str, args, core_class, argv, finish) -> int:
+    """
+    Run the core as a lifecycle node until it finishes or shutdown; the exit status.
+
+    ``finish(core, log)`` writes and logs the results (``node_main.finish``, passed in so that
+    this module does not import the one that imports it).
+    """
     requests = init_rclpy(['rog'] + list(argv))
     core = core_class(args, requests)
     node = RogLifecycleNode(role, args, core)

@@ -17,8 +17,8 @@ Transport: protocol messages over ROS 2 topics, with or without a ROS 2 install.
 Modules (import what you need; this package imports nothing itself, so that the simulator
 never loads DDS):
 
-* ``bus``: the :class:`~rog_ros.transport.bus.Bus` interface, its threading contract and
-  ``make_bus(kind='auto')``;
+* ``bus``: the :class:`~rog_ros.transport.bus.Bus` interface and its threading contract;
+  ``choose``: ``make_bus(kind='auto')``, RclpyBus where ROS 2 is built, else DdsBus;
 * ``dds_bus``: ``DdsBus`` on Cyclone DDS (embedded default); ``rclpy_bus``: ``RclpyBus``;
 * ``topics``: topic names, message type per topic, QoS profiles;
 * ``msgdef`` / ``typehash`` / ``idl`` / ``convert``: ``msg/*.msg`` -> parsed definitions ->

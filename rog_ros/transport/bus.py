@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The Bus interface: publish/subscribe of protocol messages, and ``make_bus`` to pick one.
+The Bus interface: publish/subscribe of protocol messages (``choose.make_bus`` picks one).
 
 Nodes talk to each other only through a :class:`Bus`; ``DdsBus`` (Cyclone DDS through its
 Python binding, the embedded default) and ``RclpyBus`` (rclpy, on ROS 2 installs) implement
@@ -37,7 +37,6 @@ the question and keep robots from receiving traffic meant for others.
 from __future__ import annotations
 
 import abc
-import os
 
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
 
@@ -114,36 +113,3 @@ class Bus(abc.ABC):
     def __exit__(self, *exc):
         self.close()
         return False
-
-
-def rclpy_available() -> bool:
-    """Whether rclpy and the generated ``rog_ros.msg`` interfaces import."""
-    try:
-        from rog_ros.transport import rclpy_bus  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def make_bus(kind: str = 'auto', namespace: str = DEFAULT_NAMESPACE, **kwargs) -> Bus:
-    """
-    Create a bus: ``kind`` is ``'auto'``, ``'dds'`` or ``'rclpy'``.
-
-    ``'auto'`` (or ``$ROG_BUS``) picks ``RclpyBus`` when rclpy and the generated interfaces
-    import, else ``DdsBus``. ``kwargs`` go to the chosen class.
-    """
-    if kind == 'auto':
-        kind = os.environ.get('ROG_BUS', 'auto')
-    if kind == 'auto':
-        kind = 'rclpy' if rclpy_available() else 'dds'
-    if kind == 'rclpy':
-        try:
-            from rog_ros.transport.rclpy_bus import RclpyBus
-        except ImportError as exc:
-            raise BusError(f'RclpyBus unavailable ({exc}); source a ROS 2 install with the '
-                           f'rog_ros package built, or use kind="dds"') from exc
-        return RclpyBus(namespace=namespace, **kwargs)
-    if kind == 'dds':
-        from rog_ros.transport.dds_bus import DdsBus
-        return DdsBus(namespace=namespace, **kwargs)
-    raise ValueError(f'unknown bus kind {kind!r}; use auto, dds or rclpy')

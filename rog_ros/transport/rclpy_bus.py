@@ -16,8 +16,8 @@ RclpyBus: the Bus on rclpy, for robots with ROS 2 and the built ``rog_ros`` inte
 
 Importing this module raises ``ImportError`` unless ``rclpy`` and the generated
 ``rog_ros.msg`` classes import (``colcon build`` of this package, workspace sourced);
-:func:`rog_ros.transport.bus.make_bus` uses that to fall back to ``DdsBus``. Topic names, QoS
-profiles and the threading contract are those of :mod:`rog_ros.transport.bus`: callbacks of
+:func:`rog_ros.transport.choose.make_bus` uses that to fall back to ``DdsBus``. Topic names,
+QoS profiles and the threading contract are those of :mod:`rog_ros.transport.bus`: callbacks of
 the rclpy executor only queue messages, and :meth:`RclpyBus.poll` spins the executor in the
 calling thread and hands the queue over.
 """
