@@ -129,3 +129,16 @@ def test_netns_without_root_is_information_not_a_failure(monkeypatch):
     assert found.level == 'info' and '--netns needs root' in found.detail
     monkeypatch.setattr(netns, 'unavailable_reason', lambda: None)
     assert doctor_checks.check_netns()[0].level == 'ok'
+
+
+def test_ros2_without_built_interfaces_is_a_warning(monkeypatch):
+    import sys
+    import types
+    monkeypatch.setitem(sys.modules, 'rclpy', types.ModuleType('rclpy'))
+    monkeypatch.setenv('RMW_IMPLEMENTATION', 'rmw_cyclonedds_cpp')
+    from rog_ros.transport import choose
+    monkeypatch.setattr(choose, 'rclpy_available', lambda: False)
+    found = _by_check(doctor_checks.check_environment())
+    assert found['ros2'].level == 'ok'
+    built = found['ros2 interfaces']
+    assert built.level == 'warn' and 'colcon build' in built.fix

@@ -130,6 +130,12 @@ def check_environment():
                                '(the launch files and images set it)'))
         else:
             out.append(Finding('ros2', 'ok', f'ROS 2 {distro} with rmw_cyclonedds_cpp'))
+        from rog_ros.transport.choose import rclpy_available
+        if not rclpy_available():
+            out.append(Finding('ros2 interfaces', 'warn', 'rclpy imports but the rog_ros '
+                               'messages do not: the nodes fall back to the embedded transport',
+                               'colcon build --packages-select rog_ros, then source '
+                               'install/setup.bash'))
     else:
         out.append(Finding('ros2', 'info', 'no ROS 2 (rclpy) in this Python: rog fleet and '
                            'rog robot run the same nodes on the embedded transport'))
