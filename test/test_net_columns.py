@@ -47,6 +47,8 @@ def test_a_kbps_column_is_not_read_as_mbit_per_s(tmp_path):
     assert tr.mbps.tolist() == [5.0, 1.2, 0.0, 8.0]
     tr = _load(tmp_path, 't_seconds,mbps\n0,5\n0.5,6\n')      # our own header: unchanged
     assert tr.mbps.tolist() == [5.0, 6.0]
+    tr = _load(tmp_path, 'time_s,iperf3_kbps_ch36\n0,5000\n0.5,6000\n')   # digits in names
+    assert tr.mbps.tolist() == [5.0, 6.0]
 
 
 def test_a_logging_scripts_table_gives_the_link_column_in_seconds(tmp_path):

@@ -149,6 +149,14 @@ def _number(text: str) -> float:
         raise
 
 
+def _is_number(text: str) -> bool:
+    try:
+        _number(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _seconds(text: str) -> float:
     """Read a time field: a number, or an ISO 8601 clock time (seconds since the epoch)."""
     try:
@@ -190,7 +198,7 @@ def read_columns(path, lines) -> tuple:
             t = _seconds(fields[layout.time]) * layout.time_factor
             r = _number(fields[layout.rate]) * layout.rate_factor
         except ValueError:
-            if not times and layout.names is None and not any(c.isdigit() for c in line):
+            if not times and layout.names is None and not any(map(_is_number, fields)):
                 try:
                     layout = Layout(fields)
                 except ValueError as exc:
