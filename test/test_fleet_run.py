@@ -152,8 +152,8 @@ def test_record_writes_a_ros2_mcap_with_the_fleet_topics(run):
 
 def test_ctrl_c_stops_every_node(tmp_path):
     # Prepare: a long run
-    from rog_ros.nodes.fleet import BUS_CLOSE_S, KILL_WAIT_S, STOP_GRACE_S, \
-        TERM_GRACE_S
+    from rog_ros.nodes.fleet import BUS_CLOSE_S
+    from rog_ros.nodes.supervisor import KILL_WAIT_S, STOP_GRACE_S, TERM_GRACE_S
     out = tmp_path / 'interrupted'
     cmd = _fleet(out, '--sync', 'rog', '--iterations', '100000')
     namespace = cmd[cmd.index('--namespace') + 1]

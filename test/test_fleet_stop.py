@@ -21,6 +21,7 @@ import sys
 import time
 
 from rog_ros.nodes import fleet as cli_fleet
+from rog_ros.nodes import supervisor
 from rog_ros.nodes.plan import NodeSpec
 
 # The stub sets its dispositions itself: a test run started in the background by a shell
@@ -45,7 +46,7 @@ class _Spec(NodeSpec):
 
 def _supervisor(tmp_path, ignores):
     specs = [_Spec(f'node{k}', 'rog_worker', {'ignore': ign}) for k, ign in enumerate(ignores)]
-    sup = cli_fleet.Supervisor(specs, str(tmp_path / 'logs'), lambda s: dict(os.environ))
+    sup = supervisor.Supervisor(specs, str(tmp_path / 'logs'), lambda s: dict(os.environ))
     sup.start()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not all(
@@ -55,9 +56,9 @@ def _supervisor(tmp_path, ignores):
 
 
 def test_stop_escalates_and_is_bounded(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli_fleet, 'STOP_GRACE_S', 1.0)
-    monkeypatch.setattr(cli_fleet, 'TERM_GRACE_S', 1.0)
-    monkeypatch.setattr(cli_fleet, 'KILL_WAIT_S', 2.0)
+    monkeypatch.setattr(supervisor, 'STOP_GRACE_S', 1.0)
+    monkeypatch.setattr(supervisor, 'TERM_GRACE_S', 1.0)
+    monkeypatch.setattr(supervisor, 'KILL_WAIT_S', 2.0)
     # node0 stops on SIGINT; node1 ignores SIGINT; node2 ignores SIGINT and SIGTERM
     sup = _supervisor(tmp_path, ['', 'SIGINT', 'SIGINT,SIGTERM'])
     t0 = time.monotonic()
@@ -71,8 +72,8 @@ def test_stop_escalates_and_is_bounded(tmp_path, monkeypatch):
 
 
 def test_second_ctrl_c_skips_the_grace_periods(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli_fleet, 'STOP_GRACE_S', 30.0)
-    monkeypatch.setattr(cli_fleet, 'TERM_GRACE_S', 30.0)
+    monkeypatch.setattr(supervisor, 'STOP_GRACE_S', 30.0)
+    monkeypatch.setattr(supervisor, 'TERM_GRACE_S', 30.0)
     sup = _supervisor(tmp_path, ['SIGINT,SIGTERM'])
     presses = iter([False, True])          # the user presses Ctrl-C again during the wait
     t0 = time.monotonic()
@@ -110,8 +111,8 @@ def test_interrupted_run_gets_a_summary_from_what_exists(tmp_path):
 
 FLEET_THAT_IS_KILLED = """
 import os, sys, time
-from rog_ros.nodes import fleet
 from rog_ros.nodes.plan import NodeSpec
+from rog_ros.nodes.supervisor import Supervisor
 
 
 class Spec(NodeSpec):
@@ -119,8 +120,8 @@ class Spec(NodeSpec):
         return [python, '-c', 'import time\\nwhile True: time.sleep(0.1)']
 
 
-sup = fleet.Supervisor([Spec('node0', 'rog_worker', {}), Spec('node1', 'rog_worker', {})],
-                       sys.argv[1], lambda s: dict(os.environ))
+sup = Supervisor([Spec('node0', 'rog_worker', {}), Spec('node1', 'rog_worker', {})],
+                 sys.argv[1], lambda s: dict(os.environ))
 sup.start()
 print(*[p.pid for p in sup.procs.values()], flush=True)
 time.sleep(60)

@@ -55,8 +55,8 @@ import sys
 import time
 
 from rog_ros.atomic import atomic_write_text
-from rog_ros.children import die_with_parent
 from rog_ros.nodes import chaos_ledger as lg
+from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
 
 SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
              'ctrl-c')
@@ -86,11 +86,6 @@ class ChaosConfig:
 
 
 # ---------------------------------------------------------------------------------- the fleet
-def _repo_pythonpath() -> str:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return os.pathsep.join(p for p in [root, os.environ.get('PYTHONPATH', '')] if p)
-
-
 def write_trace(path: str, workers: int, rate: float, outage=None) -> None:
     """
     Write a constant-rate trace file; ``outage=(rank, start_s, seconds)`` puts a link at 0.
@@ -143,31 +138,24 @@ class Fleet:
         self.env = dict(os.environ, ROS_DOMAIN_ID=str(self.domain), ROG_BUS='dds',
                         PYTHONUNBUFFERED='1', OMP_NUM_THREADS='1',
                         CYCLONEDDS_URI=config_path('loopback').as_uri(),
-                        PYTHONPATH=_repo_pythonpath(), **(key_env or {}))
+                        PYTHONPATH=repo_pythonpath(), **(key_env or {}))
         self.env.pop('ROG_CHAOS_LEDGER', None)
         self.env.pop('ROG_CHAOS_FAULTS', None)
-        self.procs = {}
+        self.sup = Supervisor(list(self.specs.values()), os.path.join(run_dir, 'logs'),
+                              lambda spec: self.env, python=cfg.python)
 
     def start(self, name=None) -> None:
-        """Start every node (or one, again: its log is appended to)."""
-        for n in ([name] if name else list(self.specs)):
-            spec = self.specs[n]
-            with open(os.path.join(self.dir, 'logs', f'{n}.log'), 'ab') as log:
-                self.procs[n] = subprocess.Popen(
-                    spec.command(self.cfg.python), stdout=log, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, env=self.env, start_new_session=True,
-                    preexec_fn=die_with_parent)
+        """Start every node, or one again (after ``kill``: its log is appended to)."""
+        if name is None:
+            self.sup.start()
+        else:
+            self.sup.restart(name)
 
     def kill(self, name: str, sig=signal.SIGKILL) -> None:
-        proc = self.procs[name]
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=30)
+        self.sup.kill(name, sig)
 
     def codes(self) -> dict:
-        return {n: p.poll() for n, p in self.procs.items()}
+        return self.sup.codes()
 
     def wait(self, timeout_s: float, poll=None) -> tuple:
         """Wait until every node exited; return (finished, reason)."""
@@ -185,26 +173,11 @@ class Fleet:
         return False, f'not finished after {timeout_s:.0f} s'
 
     def stop(self) -> None:
-        """Stop whatever still runs: SIGINT, SIGTERM, SIGKILL."""
-        for sig, grace in ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            alive = [n for n, p in self.procs.items() if p.poll() is None]
-            if not alive:
-                return
-            for n in alive:
-                try:
-                    os.killpg(self.procs[n].pid, sig)
-                except ProcessLookupError:
-                    pass
-            end = time.monotonic() + grace
-            while time.monotonic() < end and any(self.procs[n].poll() is None for n in alive):
-                time.sleep(0.05)
+        """Stop whatever still runs: SIGINT, SIGTERM, SIGKILL (the supervisor's bounds)."""
+        self.sup.stop()
 
     def tail(self, name: str, lines: int = 8) -> str:
-        try:
-            with open(os.path.join(self.dir, 'logs', f'{name}.log'), errors='replace') as fh:
-                return ''.join(fh.readlines()[-lines:])
-        except OSError:
-            return ''
+        return self.sup.tail(name, lines)
 
 
 # ---------------------------------------------------------------------------------- the ledger
@@ -519,7 +492,7 @@ def _ctrl_c(cfg: ChaosConfig) -> dict:
            '--workers', str(cfg.workers), '--iterations', '100000', '--trace', trace,
            '--out', run_dir, '--namespace', namespace, '--no-netmon', '--quiet',
            '--seed', str(cfg.seed)]
-    env = dict(os.environ, PYTHONPATH=_repo_pythonpath(), OMP_NUM_THREADS='1',
+    env = dict(os.environ, PYTHONPATH=repo_pythonpath(), OMP_NUM_THREADS='1',
                ROG_CHAOS_LEDGER=ledger_dir)
     env.pop('ROG_CHAOS_FAULTS', None)
     t0 = time.monotonic()

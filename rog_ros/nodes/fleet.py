@@ -39,22 +39,18 @@ import json
 import math
 import os
 import signal
-import subprocess
 import sys
 import time
 
 from rog_ros import checks
-from rog_ros.children import die_with_parent
 from rog_ros.nodes import settings
 from rog_ros.nodes.plan import load_parameter_file, plan
+from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
 
-STOP_GRACE_S = 10.0      # SIGINT -> SIGTERM
-TERM_GRACE_S = 5.0       # SIGTERM -> SIGKILL
-KILL_WAIT_S = 5.0        # SIGKILL -> give up waiting (the kernel reaps it)
 BUS_CLOSE_S = 2.0        # the progress display's DDS bus gets this long to close
-"""Ctrl-C stops the fleet within STOP_GRACE_S + TERM_GRACE_S + KILL_WAIT_S (+ BUS_CLOSE_S)."""
+"""Ctrl-C stops the fleet within the supervisor's grace periods (``supervisor.STOP_GRACE_S``
++ ``TERM_GRACE_S`` + ``KILL_WAIT_S``) plus BUS_CLOSE_S."""
 WORKERS_AFTER_SERVER_S = 20.0
-LOG_TAIL_LINES = 15
 FLEET_OWN = ('out', 'netmon', 'fleet_key_file')
 """Fleet settings with a spelling of the fleet's own (``--out`` default, ``--no-netmon``)."""
 
@@ -120,76 +116,6 @@ def fleet_key_env(args, out: str) -> tuple:
     if os.path.lexists(path):
         os.unlink(path)     # one key per run: traffic recorded in earlier runs never verifies
     return auth.write_key_file(path), {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}
-
-
-class Supervisor:
-    """Start, watch and stop the node processes; keep their logs."""
-
-    def __init__(self, specs, log_dir: str, env_for, prefix_for=lambda spec: []):
-        self.specs = {s.name: s for s in specs}
-        self.log_dir = log_dir
-        self.env_for, self.prefix_for = env_for, prefix_for
-        self.procs = {}
-
-    def start(self) -> None:
-        os.makedirs(self.log_dir, exist_ok=True)
-        for name in self.specs:
-            self._spawn(name, 'wb')
-
-    def restart(self, name: str) -> None:
-        """Start node ``name`` again (it exited); its log goes on in the same file."""
-        self._spawn(name, 'ab')
-
-    def _spawn(self, name: str, mode: str) -> None:
-        spec = self.specs[name]
-        with open(self.log_path(name), mode) as log:
-            self.procs[name] = subprocess.Popen(
-                self.prefix_for(spec) + spec.command(), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=self.env_for(spec), start_new_session=True,
-                preexec_fn=die_with_parent)
-
-    def log_path(self, name: str) -> str:
-        return os.path.join(self.log_dir, f'{name}.log')
-
-    def codes(self) -> dict:
-        """Node name -> exit code (None while running)."""
-        return {name: proc.poll() for name, proc in self.procs.items()}
-
-    def stop(self, names=None, hurry=lambda: False) -> list:
-        """
-        SIGINT, wait, SIGTERM, wait, SIGKILL: every named (default: all) live process.
-
-        Bounded: returns within STOP_GRACE_S + TERM_GRACE_S + KILL_WAIT_S whatever the nodes
-        do; once ``hurry()`` is true (the user pressed Ctrl-C again) the grace periods are
-        skipped. Returns ``[(signal name, nodes it was sent to)]``.
-        """
-        names = list(self.procs) if names is None else names
-        sent = []
-        for sig, grace in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, TERM_GRACE_S),
-                           (signal.SIGKILL, KILL_WAIT_S)):
-            alive = [n for n in names if self.procs[n].poll() is None]
-            if not alive:
-                return sent
-            for n in alive:
-                try:
-                    os.killpg(self.procs[n].pid, sig)   # the node and anything it started
-                except (ProcessLookupError, PermissionError):
-                    pass
-            sent.append((sig.name, alive))
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and any(self.procs[n].poll() is None
-                                                      for n in alive):
-                if sig != signal.SIGKILL and hurry():
-                    break
-                time.sleep(0.05)
-        return sent
-
-    def tail(self, name: str, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            with open(self.log_path(name), errors='replace') as fh:
-                return ''.join(fh.readlines()[-lines:])
-        except OSError:
-            return ''
 
 
 class Progress:
@@ -262,11 +188,6 @@ def _status_bus(namespace: str, domain: int, config, key=None):
         return None
 
 
-def _repo_pythonpath() -> str:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return os.pathsep.join(p for p in [root, os.environ.get('PYTHONPATH', '')] if p)
-
-
 def run(args) -> int:
     """Run the fleet; 0 when every node exited 0 and the summary was written."""
     from rog_ros.transport.cyclone_config import config_path
@@ -301,7 +222,7 @@ def run(args) -> int:
     loopback = config_path('loopback').as_uri()
     base_env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROG_BUS='dds',
                     PYTHONUNBUFFERED='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '1'),
-                    PYTHONPATH=_repo_pythonpath(), **key_env)
+                    PYTHONPATH=repo_pythonpath(), **key_env)
     envs = {s.name: dict(base_env, CYCLONEDDS_URI=loopback) for s in specs}
     prefixes, cleanup = {}, []
     if args.netns:

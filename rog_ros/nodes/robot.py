@@ -153,7 +153,7 @@ def watch(sup, main: str, limit: int = 0, sleep=time.sleep) -> int:
 
 def run(args) -> int:
     """Start the robot's nodes, wait for its training node, stop the rest; exit status."""
-    from rog_ros.nodes.fleet import Supervisor
+    from rog_ros.nodes.supervisor import Supervisor
     from rog_ros.nodes.plan import load_parameter_file
     over = {s.name: getattr(args, s.name, None) for s in settings.for_role('fleet')
             if s.name not in ('rank', 'fleet_key_file', 'record')}
