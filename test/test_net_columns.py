@@ -90,3 +90,11 @@ def test_epoch_clock_times_in_s_ms_us_or_ns_all_read_as_seconds(tmp_path, scale)
     tr = _load(tmp_path, ''.join(f'{t},{10 + k}\n' for k, t in enumerate(stamps)))
     assert tr.t_s.tolist() == pytest.approx([0.0, 0.5, 1.0, 1.5], abs=1e-6)
     assert tr.mbps.tolist() == [10, 11, 12, 13]
+
+
+def test_a_file_saved_with_a_byte_order_mark_reads(tmp_path):
+    path = tmp_path / 'excel.csv'          # Excel's "CSV UTF-8" starts with U+FEFF
+    path.write_bytes('\ufefftime_s,throughput_kbps\r\n0,5000\r\n0.5,6000\r\n'.encode('utf-8'))
+    assert traces.load_trace(path).mbps.tolist() == [5.0, 6.0]
+    path.write_bytes('\ufeff0,5\n0.5,6\n'.encode('utf-8'))
+    assert traces.load_trace(path).mbps.tolist() == [5.0, 6.0]

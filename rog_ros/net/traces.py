@@ -296,7 +296,7 @@ def trace_file_format(path) -> str:
 
 def _read_lines(path) -> list:
     try:
-        with open(path, encoding='utf-8') as fh:
+        with open(path, encoding='utf-8-sig') as fh:
             return fh.readlines()
     except UnicodeDecodeError:
         raise TraceFormatError(f'{path}: not a text file; a trace is text (CSV, "t bw" lines, '
