@@ -202,3 +202,17 @@ def test_a_whole_model_row_with_a_bad_scale_in_a_fragment_is_not_delivered():
     mask, _, _, seqs = receive(bad)
     assert not bool(mask.any())
     assert len(seqs) == 0                         # nothing acknowledged: the sender keeps it
+
+
+@pytest.mark.parametrize('name', ['row_sign', 'scaled_sign', 'identity'])
+@pytest.mark.parametrize('layout', _layouts(), ids=['rows', 'small-merged', 'whole'])
+def test_encode_with_the_callers_row_sums_writes_the_same_bytes(name, layout):
+    # the engines pass the row sums they computed for the schedule instead of a second pass
+    codec = make_codec(name)
+    p = layout.flatten([torch.randn(s) for s in SHAPES])
+    sums = layout.tensor_row_abs_sum(p)
+    scales = codec.scales(layout, p, sums)
+    assert torch.equal(codec.encode(layout, p, scales, sums), codec.encode(layout, p, scales))
+    if name == 'row_sign':       # the sums are used: others' sums give other bytes
+        assert not torch.equal(codec.encode(layout, p, scales, 2 * sums),
+                               codec.encode(layout, p, scales))

@@ -209,7 +209,7 @@ class DownlinkMixin:
             row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
             row_mask[order[:k_est]] = True
         scales = self.codec.scales(layout, p, trs, row_mask)
-        rowbytes = self.codec.encode(layout, p, scales)
+        rowbytes = self.codec.encode(layout, p, scales, trs)
         self.next_tid[r] += 1
         tr = OutgoingTransfer(transfer_id=self.next_tid[r], sender=SERVER, receiver=r,
                               kind=KIND_UPDATE, clock=c, layout=layout, codec=self.codec,

@@ -477,7 +477,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
             row_mask[order[:k_est]] = True
         scales = self.codec.scales(layout, p, trs, row_mask)
-        rowbytes = self.codec.encode(layout, p, scales)
+        rowbytes = self.codec.encode(layout, p, scales, trs)
         self.next_tid += 1
         self.push = self._outgoing(self.next_tid, self.clock, rowbytes, scales, order, k_min,
                                    deadline, now,

@@ -50,8 +50,14 @@ class RowCodec:
         """
         return None
 
-    def encode(self, layout: RowLayout, p: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-        """Row-aligned encoding of all rows, uint8 flat (rows in id order)."""
+    def encode(self, layout: RowLayout, p: torch.Tensor, scales: torch.Tensor,
+               tensor_row_sums: torch.Tensor | None = None) -> torch.Tensor:
+        """
+        Row-aligned encoding of all rows, uint8 flat (rows in id order).
+
+        ``tensor_row_sums``: ``layout.tensor_row_abs_sum(p)`` if the caller has it already
+        (a codec that needs it then skips a pass over the model).
+        """
         raise NotImplementedError
 
     def quantize(self, layout: RowLayout, p: torch.Tensor, scales: torch.Tensor,

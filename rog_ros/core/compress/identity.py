@@ -39,7 +39,7 @@ class Identity(RowCodec):
     def scales(self, layout, p, tensor_row_sums=None, row_mask=None):
         return torch.zeros(layout.n_tensors, dtype=torch.float32)
 
-    def encode(self, layout, p, scales):
+    def encode(self, layout, p, scales, tensor_row_sums=None):
         # a copy: callers encode from scratch buffers they reuse while the bytes are in flight
         # (the server's downlink p; an alias made the mirror of a worker drift from its model)
         return p.detach().to(self.dtype, copy=True).contiguous().view(torch.uint8)

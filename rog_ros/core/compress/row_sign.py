@@ -47,9 +47,10 @@ def _tensor_row_lengths(layout: RowLayout) -> np.ndarray:
                      [g.n_rows for g in layout.tensor_groups]).astype(np.int64)
 
 
-def tensor_row_means(layout: RowLayout, p: torch.Tensor) -> torch.Tensor:
+def tensor_row_means(layout: RowLayout, p: torch.Tensor, tensor_row_sums=None) -> torch.Tensor:
     """Return mean |p| of every tensor row, float32 [n_tensor_rows] (the embedded scales)."""
-    sums = layout.tensor_row_abs_sum(p).to(torch.float64)
+    sums = (layout.tensor_row_abs_sum(p) if tensor_row_sums is None
+            else tensor_row_sums).to(torch.float64)
     return (sums / torch.from_numpy(_tensor_row_lengths(layout))).to(torch.float32)
 
 
@@ -66,8 +67,8 @@ class RowScaledSign(RowCodec):
         """All 1.0: the magnitudes travel inside the rows (see the module docstring)."""
         return torch.ones(layout.n_tensors, dtype=torch.float32)
 
-    def encode(self, layout, p, scales):
-        means = tensor_row_means(layout, p)
+    def encode(self, layout, p, scales, tensor_row_sums=None):
+        means = tensor_row_means(layout, p, tensor_row_sums)
         parts = []
         for g, view in zip(layout.tensor_groups, layout.group_views(p, layout.tensor_groups)):
             head = means[g.row_start:g.row_start + g.n_rows].contiguous().view(torch.uint8)

@@ -136,7 +136,7 @@ class ScaledSign(RowCodec):
         count = np.bincount(key, layout.row_len.numpy().astype(np.float64))
         return torch.from_numpy((sums[key] / count[key]).astype(np.float32))
 
-    def encode(self, layout, p, scales):
+    def encode(self, layout, p, scales, tensor_row_sums=None):
         return torch.cat([pack_signbits(g).reshape(-1) for g in layout.group_views(p)])
 
     def quantize(self, layout, p, scales, out=None, row_mask=None, per_row=False):
