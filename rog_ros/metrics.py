@@ -420,19 +420,13 @@ def read_timeseries(path: str) -> list[dict]:
     with open(path, encoding='utf-8', newline='') as f:
         reader = csv.DictReader(f)
         for row in reader:
-            try:
-                rows.append({k: float(v) if v not in ('', None) else None
-                             for k, v in row.items() if k is not None})
-            except ValueError:
-                bad = next(v for k, v in row.items() if k is not None and v not in ('', None)
-                           and not _is_number(v))
-                raise ValueError(f'{path}:{reader.line_num}: {bad!r} is not a number') from None
+            cells = {}
+            for k, v in row.items():
+                if k is None:
+                    continue            # surplus cells of a damaged line (DictReader's restkey)
+                try:
+                    cells[k] = float(v) if v not in ('', None) else None
+                except ValueError:
+                    raise ValueError(f'{path}:{reader.line_num}: {v!r} is not a number') from None
+            rows.append(cells)
     return rows
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

@@ -43,7 +43,8 @@ _TIME_WORDS = {'t', 'time', 'times', 'timestamp', 'ts', 'sec', 'secs', 'second',
 _TIME_UNITS = {'ms': 1e-3, 'msec': 1e-3, 'millis': 1e-3, 'milliseconds': 1e-3,
                'us': 1e-6, 'usec': 1e-6, 'microseconds': 1e-6, 'ns': 1e-9,
                'nanoseconds': 1e-9}
-_LINK_WORDS = ('throughput', 'goodput', 'bandwidth', 'capacity', 'bw', 'rate', 'speed')
+_CAPACITY_WORDS = ('throughput', 'goodput', 'bandwidth', 'capacity', 'bw')
+_LINK_WORDS = _CAPACITY_WORDS + ('rate', 'speed')     # 'rate' also names a PHY bitrate
 _PREFIX = {'': 1.0, 'k': 1e3, 'm': 1e6, 'g': 1e9, 'ki': 1024.0, 'mi': 1024.0 ** 2,
            'gi': 1024.0 ** 3}
 # A unit at the end of a header word: "Mbps", "kbit/s", "bits/sec", "MB/s", "KiBps", "bytes/s".
@@ -123,7 +124,7 @@ class Layout:
             rates = rates or [i for i in others if _is_link(names[i])]
             if len(rates) > 1:      # "phy_rate_mbps,throughput_mbps": the link's, not the PHY's
                 rates = [i for i in rates
-                         if any(w in names[i].lower() for w in _LINK_WORDS[:5])] or rates
+                         if any(w in names[i].lower() for w in _CAPACITY_WORDS)] or rates
         if len(rates) != 1:
             which = ', '.join(repr(names[i]) for i in rates) if rates else 'none'
             raise ValueError(f'cannot tell the rate column among {names} (candidates: {which}); '
