@@ -30,6 +30,9 @@ import argparse
 import json
 import sys
 
+TOY_SYSTEMS = 'bsp,ssp:4,rog:4'
+"""Systems `rog sim --toy` runs unless --systems names others."""
+
 
 def _add_sim(sub) -> None:
     p = sub.add_parser('sim', help='run the protocol in virtual time',
@@ -38,8 +41,9 @@ def _add_sim(sub) -> None:
                                    'device-profile compute time), or --toy: BSP/SSP/Rog on a '
                                    'small convex problem.')
     p.add_argument('--toy', action='store_true', help='toy convex problem, several systems')
-    p.add_argument('--systems', default='bsp,ssp:4,rog:4',
-                   help='--toy: comma-separated systems (default bsp,ssp:4,rog:4)')
+    p.add_argument('--systems', default=None,
+                   help=f'--toy: comma-separated systems (default {TOY_SYSTEMS}); one system of '
+                        'a workload is --sync, several are rog compare')
     p.add_argument('--workload', default='mpcol', help='workload name (default mpcol)')
     p.add_argument('--sync', default='rog',
                    help='bsp | ssp | rog | flown, or a system with its own engines such as '
@@ -144,9 +148,15 @@ def _check_sim(args) -> None:
         if args.evaluations is not None:
             raise checks.ConfigError('--evaluations does not apply to --toy (it reports the '
                                      'final loss only)')
+        if args.systems is None:
+            args.systems = TOY_SYSTEMS
         for system in checks.name_list('--systems', args.systems):
             checks.system('--systems', system)
         return
+    if args.systems is not None:    # (argparse also takes --system for it)
+        raise checks.ConfigError(f'--systems {args.systems} applies to --toy only: run one '
+                                 'system with --sync (e.g. --sync adacomp), several with '
+                                 'rog compare --systems')
     checks.workload('--workload', args.workload)
     checks.system('--sync/--staleness', _system_spec(args.sync, args.staleness))
     checks.trace('--trace', args.trace)

@@ -69,6 +69,15 @@ def test_a_killed_node_restarts_from_its_state(name, gap_s, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize('name', ['server-restart', 'loss-dup-reorder'])
+def test_a_flown_fleet_survives_restarts_and_message_faults(name, tmp_path):
+    # FLOWN's slot grants travel as Schedules: a restored server must grant the rejoin pushes
+    # (it waited for ever until 2026-11-29), and lost or doubled grants must not hang anyone
+    row = _run(name, tmp_path, sync='flown')
+    _assert_clean(row)
+
+
+@pytest.mark.slow
 def test_loss_duplication_and_reordering_of_chunks_and_acks(tmp_path):
     row = _run('loss-dup-reorder', tmp_path)
     _assert_clean(row)
@@ -114,6 +123,11 @@ def test_bad_options_get_one_line_and_change_nothing(tmp_path, capsys):
     assert chaos.run(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.count('\n') == 0 and 'meteor' in err and 'worker-restart' in err
+    assert not (tmp_path / 'x').exists()
+    args = parser.parse_args(['chaos', '--sync', 'adacomp', '--out', str(tmp_path / 'x')])
+    assert chaos.run(args) == 2            # a push system has no state to restart from
+    err = capsys.readouterr().err.strip()
+    assert err.count('\n') == 0 and 'adacomp' in err and 'flown' in err
     assert not (tmp_path / 'x').exists()
 
 

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Acceptance: a real multi-process fleet trains under rog:4 and ssp:4.
+Acceptance: a real multi-process fleet trains under rog:4, ssp:4 and flown:4.
 
 Server + 3 workers + netmon, separate processes, embedded DDS on loopback, links shaped by a
 trace.
@@ -58,7 +58,7 @@ def _fleet(out: Path, *args: str, **popen) -> list:
             '--namespace', f'/rog_test_{os.getpid()}_{out.name}', *args]
 
 
-@pytest.fixture(scope='module', params=['rog', 'ssp'])
+@pytest.fixture(scope='module', params=['rog', 'ssp', 'flown'])
 def run(request, tmp_path_factory):
     """One fleet run per system: (exit status, summary, output dir, seconds, stderr)."""
     out = tmp_path_factory.mktemp(f'fleet_{request.param}')
@@ -100,17 +100,32 @@ def test_fleet_reaches_the_expected_accuracy(run):
 def test_fleet_summary_has_sane_stall_and_trigger_counts(run):
     code, s, _, _, stderr = run
     assert code == 0, stderr[-3000:]
-    assert s['system'] in ('rog:4', 'ssp:4') and s['staleness'] == 4 and s['workers'] == 3
+    assert s['system'] in ('rog:4', 'ssp:4', 'flown:4') and s['staleness'] == 4
+    assert s['workers'] == 3
     assert isinstance(s['threshold_triggers'], int) and s['threshold_triggers'] >= 0
     assert s['threshold_triggers'] == sum(s['triggers_per_worker'])
-    # a worker is held at most once per pull
-    assert max(s['triggers_per_worker']) <= ITERATIONS
+    # a worker is held at most once per pull (FLOWN: it may wait for a slot to push too)
+    per_iteration = 2 if s['system'].startswith('flown') else 1
+    assert max(s['triggers_per_worker']) <= per_iteration * ITERATIONS
     assert 0.0 <= s['stall_time_s'] <= s['sim_time_s']
     assert s['stall_cost'] >= 0.0 and s['compute_time_s'] > 0.0
     assert s['bytes_up'] > 0 and s['bytes_down'] > 0
     assert s['rejects'] == 0
     assert s['authenticated'] is True                 # rog fleet made a key; all verified
     assert not any(s['rejects_by_reason'].values()), s['rejects_by_reason']
+
+
+def test_flown_server_schedules_by_netmon_link_reports(run):
+    # netmon reports each robot's emulated link (indoors: about 100 Mbit/s, 9-250); FLOWN's
+    # server must have them (None: it never heard one and fell back to measured throughput)
+    code, s, _, _, stderr = run
+    assert code == 0, stderr[-3000:]
+    if not s['system'].startswith('flown'):
+        assert 'flown_link_mbps' not in s
+        return
+    assert len(s['flown_link_mbps']) == 3
+    assert all(x is not None and 1.0 <= x <= 1000.0 for x in s['flown_link_mbps'])
+    assert s['threshold_triggers'] > 0                 # slot waits are counted as stalls
 
 
 def test_record_writes_a_ros2_mcap_with_the_fleet_topics(run):

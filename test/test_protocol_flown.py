@@ -55,3 +55,26 @@ def test_flown_fleet_uses_link_estimates():
     assert stats.iterations == [10] * 4
     assert sum(server.triggers) > 0           # slot waits are counted as stalls
     assert all(w.conservation_residual() < 1e-9 for w in workers)
+
+
+def test_link_reports_do_not_keep_a_silent_worker_present():
+    # Worker 2's messages are lost from 0.4 s on while its netmon goes on reporting its link:
+    # the report says the machine is up, not that the worker is, so absence still suspends it
+    # and the others finish (were it presence, they would wait for worker 2 for ever).
+    def silent_2(msg, src, dst, now):
+        return [] if 2 in (src, dst) and now >= 0.4 else [0.0]
+
+    harness, server, _, _, _ = build('flown:2', n=3, iters=12, dtype=torch.float64,
+                                     fault=silent_2, absence_timeout_s=1.0)
+    harness.log_events = True
+    for i in range(5, 300):
+        harness.at(i * 0.1, lambda: server.on_message(
+            LinkStats(node=2, interface='wlan0', stamp=harness.now, emulated_mbps=20.0),
+            harness.now))
+    harness.run(until=30.0)
+    suspended = [(t, a.worker, a.info['reason']) for t, _, a in harness.stats.logs
+                 if a.name == 'worker_suspended']
+    assert [(w, why) for _, w, why in suspended] == [(2, 'absent')]
+    assert suspended[0][0] < 2.5                # absence_timeout_s after its last message
+    assert server.link_estimate_bps[2] == 20e6
+    assert server.stopped[:2] == [True, True] and not server.stopped[2]

@@ -71,6 +71,20 @@ def test_worker_killed_at_random_points_loses_and_doubles_nothing(seed):
     CRASH_STATES.update(state for _, _, state in crashes)
 
 
+@pytest.mark.parametrize('seed', range(5))
+def test_flown_worker_killed_at_random_points_loses_and_doubles_nothing(seed):
+    # FLOWN's slots: a worker killed while it holds one, waits for one or is queued
+    harness, server, _, _, _ = build('flown:2', n=3, iters=10, dtype=torch.float64, seed=seed,
+                                     save_states=True)
+    crashes = schedule_worker_crashes(harness, random.Random(seed), 8, 3.0, (0.05, 0.4))
+    harness.run(until=2000)
+    assert server.finished
+    assert len(crashes) >= 3
+    check_invariants(harness, server, harness.workers)
+    assert sum(len(x) for x in server.retired) == len(crashes)
+    assert not server.slots.active and not server.slots.queue
+
+
 def test_crashes_hit_pushes_pulls_and_computations():
     # (runs after the parametrised test above, over all its seeds)
     assert {'pushing', 'pulling', 'computing'} <= CRASH_STATES, CRASH_STATES
@@ -230,7 +244,7 @@ def test_forged_server_incarnation_changes_nothing():
     check_invariants(harness, server, workers)
 
 
-@pytest.mark.parametrize('spec', ['bsp', 'ssp:2'])
+@pytest.mark.parametrize('spec', ['bsp', 'ssp:2', 'flown:2'])
 def test_whole_model_policies_rejoin_under_message_loss(spec):
     # Whole-model snapshots go in tensor rows: under 5 % loss a one-row snapshot of the
     # whole model (hundreds of fragments) would practically never arrive complete.

@@ -63,9 +63,12 @@ def schedule_server_crashes(harness, rng, n, t_max, downtime=(0.02, 0.3)):
     return crashes
 
 
+@pytest.mark.parametrize('spec', ['rog:2', 'flown:2'])
 @pytest.mark.parametrize('seed', range(4))
-def test_server_killed_and_restored_keeps_exactly_once(seed):
-    harness, _, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=seed)
+def test_server_killed_and_restored_keeps_exactly_once(seed, spec):
+    # (FLOWN, seed 2: the workers asked a restored server for a slot at the clock its
+    # checkpoint held, which it took for a stale copy, and waited for ever)
+    harness, _, _, _, _ = build(spec, n=3, iters=10, dtype=torch.float64, seed=seed)
     checkpoint_every(harness, 0.2)
     crashes = schedule_server_crashes(harness, random.Random(seed), 3, 0.9)
     harness.run(until=2000)
@@ -98,12 +101,12 @@ def test_resent_pushes_are_what_the_checkpoint_lacks():
     check_invariants(harness, harness.server, harness.workers)
 
 
-@pytest.mark.parametrize('seed', range(8))
+@pytest.mark.parametrize('seed', range(10))
 def test_worker_and_server_crashes_with_message_faults(seed):
     # Both sides crash (workers rebuilt from their saved state, the server from its last
     # confirmed checkpoint) while 15 % of messages are dropped, duplicated or delayed.
     from test_protocol_restart import schedule_worker_crashes
-    spec = ['rog:2', 'rog:4', 'ssp:2', 'bsp'][seed % 4]
+    spec = ['rog:2', 'rog:4', 'ssp:2', 'bsp', 'flown:2'][seed % 5]
     harness, _, _, _, _ = build(spec, n=3, iters=8, dtype=torch.float64, seed=seed,
                                 save_states=True,
                                 fault=random_faults(seed, p_drop=0.05, p_dup=0.05, p_late=0.05))

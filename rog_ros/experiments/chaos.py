@@ -68,6 +68,9 @@ TRACE_PERIOD_S = 10000.0  # per-worker slice of the outage trace: no other worke
 FAULTS = 'loss=0.05,dup=0.05,reorder=0.05'
 STOP_BOUND_S = 30.0      # ctrl-c: every node gone within this
 VICTIM = 1               # the worker that is killed / loses its link
+CHAOS_SYSTEMS = ('rog', 'ssp', 'bsp', 'flown')
+"""Systems the scenarios run: those with server checkpoints and worker state (the push
+systems keep none, so a restart could not resume them)."""
 
 
 @dataclasses.dataclass
@@ -80,6 +83,7 @@ class ChaosConfig:
     outage_s: float = 90.0           # link-outage: seconds at 0 Mbit/s
     flood_s: float = 3.0             # flood: seconds of hostile traffic
     seed: int = 0
+    sync: str = 'rog'                # the fleet's system (CHAOS_SYSTEMS; staleness 4)
     timeout_s: float = 120.0         # per scenario, on top of the outage
     restart_gap_s: float = 0.5       # worker-restart: seconds between the kill and the restart
     python: str = sys.executable
@@ -118,7 +122,8 @@ class Fleet:
         self.namespace = f'/rog_chaos_{os.getpid()}_{random.getrandbits(24)}'
         self.iterations = iterations or cfg.iterations
         specs = plan(overrides={
-            'workload': WORKLOAD, 'workers': cfg.workers, 'iterations': self.iterations,
+            'workload': WORKLOAD, 'sync': cfg.sync, 'workers': cfg.workers,
+            'iterations': self.iterations,
             'seed': cfg.seed, 'trace': trace, 'chunk_bytes': CHUNK_BYTES,
             'burst_bytes': BURST_BYTES, 'eval_every': max(1, self.iterations // 3),
             'out': run_dir, 'bus': 'dds', 'epoch': time.time(), 'namespace': self.namespace,
@@ -634,6 +639,8 @@ def add_parser(subparsers):
     p.add_argument('--flood-s', type=float, default=3.0,
                    help='flood: seconds of hostile traffic (default 3)')
     p.add_argument('--seed', type=int, default=0, help='seed (default 0)')
+    p.add_argument('--sync', default='rog',
+                   help=f'the fleet\'s system: {", ".join(CHAOS_SYSTEMS)} (default rog)')
     p.set_defaults(func=run)
     return p
 
@@ -676,12 +683,15 @@ def run(args) -> int:
             raise ValueError('--workers must be >= 2 and --iterations >= 10')
         if not 0 < args.outage_s <= 3600 or not 0 < args.flood_s <= 600:
             raise ValueError('--outage-s must be in (0, 3600] and --flood-s in (0, 600]')
+        if args.sync not in CHAOS_SYSTEMS:
+            raise ValueError(f'--sync must be one of {", ".join(CHAOS_SYSTEMS)}, got '
+                             f'{args.sync!r} (the push systems keep no state to restart from)')
     except ValueError as err:
         print(f'rog chaos: {err}', file=sys.stderr)
         return 2
     cfg = ChaosConfig(out=os.path.abspath(args.out), workers=args.workers,
                       iterations=args.iterations, outage_s=args.outage_s,
-                      flood_s=args.flood_s, seed=args.seed)
+                      flood_s=args.flood_s, seed=args.seed, sync=args.sync)
     os.makedirs(cfg.out, exist_ok=True)
     rows = run_scenarios(names, cfg, progress=lambda s: print(s, file=sys.stderr, flush=True))
     atomic_write_text(os.path.join(cfg.out, 'chaos.json'),

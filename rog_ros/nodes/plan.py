@@ -34,6 +34,7 @@ import sys
 
 from rog_ros import checks
 from rog_ros.nodes import settings
+from rog_ros.nodes.routing import netmon_name
 
 ROLE_KEYS = {exe: tuple(s.name for s in settings.for_role(exe)
                         if s.name not in ('rank', 'record', 'fleet_key_file'))
@@ -216,7 +217,8 @@ def plan(file_params=None, overrides=None) -> list:
     mon = params['netmon']
     if mon['netmon']:
         nodes = mon['nodes'] if mon['nodes'] is not None else list(range(n))
-        specs.append(NodeSpec('netmon', 'netmon', {**_strip(mon), 'nodes': nodes}, 'netmon'))
+        specs.append(NodeSpec(netmon_name(), 'netmon', {**_strip(mon), 'nodes': nodes},
+                              'netmon'))
     return specs
 
 

@@ -48,7 +48,7 @@ SIM_ONLY = {
     'aet': 'it has no server (decentralised peers); the fleet runs a server and workers',
 }
 """Reference systems refused by ``rog fleet``, with the reason."""
-SYNC_CHOICES = ('rog', 'ssp', 'bsp') + PUSH_SYSTEMS + tuple(SIM_ONLY)
+SYNC_CHOICES = ('rog', 'ssp', 'bsp', 'flown') + PUSH_SYSTEMS + tuple(SIM_ONLY)
 
 
 def is_push(sync) -> bool:

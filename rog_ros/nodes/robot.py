@@ -38,6 +38,7 @@ from rog_ros.nodes import settings
 from rog_ros.nodes.plan import NodeSpec, resolve, validate
 from rog_ros.nodes.respawn import (
     check_respawn, crashed, describe_exit, parse_respawn, RESPAWN_DELAY_S)
+from rog_ros.nodes.routing import netmon_name
 
 ROLES = ('server', 'worker')
 ROBOT_ARGUMENTS = {
@@ -71,7 +72,7 @@ def robot_plan(role: str, rank: int = 0, file_params=None, overrides=None) -> li
         srv = {k: v for k, v in params['rog_server'].items() if k != 'netmon'}
         specs = [NodeSpec('rog_server', 'rog_server', srv, 'server')]
         mon['nodes'] = [-1]
-        name = 'netmon'
+        name = netmon_name()
     else:
         if not 0 <= int(rank) < n:
             raise ValueError(f'rank must be in 0..{n - 1}, got {rank}')
@@ -79,7 +80,7 @@ def robot_plan(role: str, rank: int = 0, file_params=None, overrides=None) -> li
         specs = [NodeSpec(f'rog_worker_{rank}', 'rog_worker', dict(wrk, rank=int(rank)),
                           'worker', int(rank))]
         mon['nodes'] = [int(rank)]
-        name = f'netmon_{rank}'
+        name = netmon_name(rank)
     if params['netmon']['netmon']:
         specs.append(NodeSpec(name, 'netmon', mon, 'netmon', int(rank) if role == 'worker'
                               else -1))

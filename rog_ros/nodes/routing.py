@@ -46,6 +46,16 @@ def link_stats(node: str) -> str:
     return f'status/{node}/link_stats'
 
 
+def netmon_name(rank=None) -> str:
+    """Node name of a netmon: the fleet's or the server robot's (None), or robot ``rank``'s."""
+    return 'netmon' if rank is None else f'netmon_{int(rank)}'
+
+
+def netmon_names(n_workers: int) -> list:
+    """Every netmon node name a fleet of ``n_workers`` can have (one per machine, or one)."""
+    return [netmon_name()] + [netmon_name(r) for r in range(int(n_workers))]
+
+
 def worker_name(rank: int) -> str:
     """Node name of worker ``rank``."""
     return f'rog_worker_{int(rank)}'

@@ -40,11 +40,12 @@ from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
-from rog_ros.nodes.routing import server_inbox, server_outbox, train_status, worker_name
+from rog_ros.nodes.routing import (link_stats, netmon_names, server_inbox, server_outbox,
+                                   train_status, worker_name)
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.actions import Log
 from rog_ros.protocol.events import say as say_event
-from rog_ros.protocol.messages import SERVER, TrainStatus
+from rog_ros.protocol.messages import LinkStats, SERVER, TrainStatus
 from rog_ros.protocol.ps import ServerEngine
 
 LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the workers to leave
@@ -222,6 +223,11 @@ class ServerNode:
             self.bus.subscribe(topic)
         for r in range(a.workers):
             self.bus.subscribe(train_status(worker_name(r)), callback=self._on_status)
+        if getattr(self.engine, 'slots', None) is not None:
+            # FLOWN grants a free slot to the robot with the highest estimated bandwidth:
+            # netmon's report of its link (a fleet's one netmon, or each robot's netmon_K)
+            for name in netmon_names(a.workers):
+                self.bus.subscribe(link_stats(name), callback=self._on_link_stats)
         self.status_topic = train_status('rog_server')
         for topic in server_outbox(a.workers) + [self.status_topic]:
             self.bus.advertise(topic)
@@ -391,6 +397,12 @@ class ServerNode:
         if 0 <= msg.node < self.args.workers:
             self.status[msg.node] = msg
 
+    def _on_link_stats(self, msg: LinkStats) -> None:
+        """Hand a worker robot's link report to FLOWN's scheduler (the server's own: not)."""
+        if 0 <= msg.node < self.args.workers:
+            now = self.driver.clock()
+            self.driver.handle(self.driver.deliver(msg, now), now)
+
     def _write(self, end: float) -> dict:
         rec, e = self.recorder, self.engine
         rec.end_time_s = end - (self.t0 or end)
@@ -422,6 +434,9 @@ class ServerNode:
         })
         if hasattr(e, 'stats'):     # a push system's own figures (bytes per push, staleness)
             rec.extra.update(e.stats())
+        if getattr(e, 'slots', None) is not None:   # FLOWN: the links its last grants saw
+            rec.extra['flown_link_mbps'] = [est / 1e6 if est > 0 else None
+                                            for est in e.link_estimate_bps]
         if not e.finished:      # written from what exists, but not a finished run (DESIGN 8)
             rec.extra['error'] = 'interrupted: training did not complete'
         return rec.write(self.args.out)

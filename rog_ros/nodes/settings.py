@@ -165,9 +165,11 @@ SETTINGS = (
     # -------------------------------------------------- every node of one fleet must agree
     _s('workload', str, 'toy', 'Workload: toy, mpcol, eacol or a registered one '
        '(docs/workloads.md).', TRAINING),
-    _s('sync', str, 'rog', 'Synchronisation system: rog, ssp or bsp; the reference push '
-       'systems adacomp, asgd, comp-asgd and gsp (docs/reference-systems.md); gsp+gds, '
-       'adasgd and aet are refused (simulator only).', TRAINING, choices=SYNC_CHOICES),
+    _s('sync', str, 'rog', 'Synchronisation system: rog, ssp, bsp or flown (whole-model '
+       'transfers in two server-granted slots, laggards first, then the robot netmon reports '
+       'the fastest link for); the reference push systems adacomp, asgd, comp-asgd and gsp '
+       '(docs/reference-systems.md); gsp+gds, adasgd and aet are refused (simulator only).',
+       TRAINING, choices=SYNC_CHOICES),
     _s('staleness', int, 4, 'Staleness threshold S (iterations a worker may run ahead).',
        TRAINING, low=0, high=1000),
     _s('workers', int, 3, 'Number of workers N in the fleet.', ALL, low=1, high=1024),

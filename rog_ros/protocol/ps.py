@@ -296,8 +296,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         Returns ``(actions, go_on)``: go_on False when the actions answer ``msg`` instead.
         """
         if isinstance(msg, LinkStats):
-            if 0 <= msg.node < self.n:
-                return self._heard(msg.node, now), True
+            # netmon's report says the robot's machine is up, not that its worker is: it
+            # neither proves presence nor readmits (a crashed worker's netmon goes on)
             return [], True
         r = getattr(msg, 'sender', None)
         if r is None or not 0 <= r < self.n:
@@ -427,8 +427,10 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             if self.stopped[s]:
                 return [Send(s, Schedule(worker=s, clock=self.clock[s], push_deadline_s=-1.0,
                                          stop=True))]
-            if int(chunk.clock) <= self.clock[s]:
-                return []                          # a stale duplicate of an old request
+            if chunk.transfer_id <= self.receiver.newest_closed.get((s, chunk.incarnation), -1):
+                return []                          # a late copy: we closed that push already
+            # (not by clock: a worker that rejoins a restored server asks for a slot to push
+            # again at the clock the checkpoint holds, and would wait for ever)
             if (s, 'push') in self.slots.active:   # our grant was lost: repeat it
                 return [Send(s, Schedule(worker=s, clock=self.clock[s], push_deadline_s=-1.0))]
             self.slots.request(s, 'push', int(chunk.clock), now)
@@ -553,7 +555,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
 
     # ================================================================== FLOWN slots
     def _on_link_stats(self, msg: LinkStats) -> list:
-        """Take netmon's view of a robot's link (FLOWN's bandwidth; presence)."""
+        """Take netmon's view of a robot's link (FLOWN's bandwidth estimate)."""
         if not 0 <= msg.node < self.n:
             raise MessageError(f'LinkStats from unknown node {msg.node}')
         for value in (msg.emulated_mbps, msg.bitrate_mbps, msg.tx_mbps):
