@@ -40,6 +40,7 @@ from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
+from rog_ros.nodes.reject_notes import RejectNotes
 from rog_ros.nodes.routing import (link_stats, netmon_names, server_inbox, server_outbox,
                                    train_status, worker_name)
 from rog_ros.nodes.signals import SignalRequests
@@ -165,6 +166,7 @@ class ServerNode:
         self.life = lc.Lifecycle()
         self.bus = None
         self.ros_node = None         # set by rog_ros.nodes.ros_node under ROS 2
+        self.reject_notes = RejectNotes()  # why a message was dropped, once per kind
         self.log = logging.getLogger(getattr(args, 'node_name', 'rog_server'))
         self.status = {}             # worker rank -> newest TrainStatus
         self.t0 = None
@@ -392,6 +394,7 @@ class ServerNode:
     def _on_log(self, now: float, log) -> None:
         self.recorder.on_log(now - (self.t0 or now), SERVER, log)
         say_event(self.log, log)
+        self.reject_notes.on_log(log, self.log)
 
     def _on_status(self, msg: TrainStatus) -> None:
         if 0 <= msg.node < self.args.workers:

@@ -32,6 +32,7 @@ from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
+from rog_ros.nodes.reject_notes import RejectNotes
 from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.events import say as say_event
@@ -62,6 +63,7 @@ class WorkerNode:
         self.life = lc.Lifecycle(on_change=lambda old, new, tr: self._publish_status())
         self.bus = None
         self.ros_node = None         # set by rog_ros.nodes.ros_node under ROS 2
+        self.reject_notes = RejectNotes()  # why a message was dropped, once per kind
         self.log = logging.getLogger(getattr(args, 'node_name', f'rog_worker_{args.rank}'))
         self.engine = None
         self.compute_s = 0.0
@@ -125,6 +127,7 @@ class WorkerNode:
     def _on_log(self, now: float, log) -> None:
         """Say the notable engine events in this robot's log (``rog_ros.protocol.events``)."""
         say_event(self.log, log)
+        self.reject_notes.on_log(log, self.log)
 
     def activate(self) -> bool:
         """Wait for the server's endpoints, then start training; False if shut down first."""
