@@ -22,7 +22,9 @@ import time
 
 from rog_ros.nodes import fleet as cli_fleet
 from rog_ros.nodes import supervisor
+from rog_ros.nodes.fleet_progress import Progress
 from rog_ros.nodes.plan import NodeSpec
+from rog_ros.nodes.stop_requests import StopRequests
 
 # The stub sets its dispositions itself: a test run started in the background by a shell
 # without job control inherits SIGINT ignored, and "node0 stops on SIGINT" must not depend on
@@ -84,7 +86,7 @@ def test_second_ctrl_c_skips_the_grace_periods(tmp_path, monkeypatch):
 
 def test_stop_requests_raise_nothing():
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    stop = cli_fleet._StopRequests().install()
+    stop = StopRequests().install()
     try:
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGTERM)
@@ -97,7 +99,7 @@ def test_stop_requests_raise_nothing():
 
 
 def test_interrupted_run_gets_a_summary_from_what_exists(tmp_path):
-    progress = cli_fleet.Progress(2, 50)
+    progress = Progress(2, 50)
     path = cli_fleet._summary_from_what_exists(str(tmp_path), progress, 2, 50)
     summary = json.loads(open(path).read())
     assert summary['completed'] is False and summary['iterations'] == 0

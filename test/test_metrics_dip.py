@@ -19,7 +19,7 @@ import time
 
 import pytest
 from rog_ros.metrics import dip_after_target, RunRecorder
-from rog_ros.nodes.fleet import result_line
+from rog_ros.nodes.fleet_progress import result_line
 from rog_ros.nodes.server_node import BackgroundEvaluator
 import torch
 

@@ -38,13 +38,14 @@ import dataclasses
 import json
 import math
 import os
-import signal
 import sys
 import time
 
 from rog_ros import checks
 from rog_ros.nodes import settings
+from rog_ros.nodes.fleet_progress import Progress, result_line
 from rog_ros.nodes.plan import load_parameter_file, plan
+from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
 
 BUS_CLOSE_S = 2.0        # the progress display's DDS bus gets this long to close
@@ -118,64 +119,6 @@ def fleet_key_env(args, out: str) -> tuple:
     return auth.write_key_file(path), {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}
 
 
-class Progress:
-    """The live line: iteration, accuracy, stall %, per-link throughput (measured/emulated)."""
-
-    def __init__(self, n_workers: int, iterations: int, stream=sys.stderr):
-        self.n, self.iterations, self.stream = n_workers, iterations, stream
-        self.server = None
-        self.workers = {}            # rank -> (t, bytes) newest and previous
-        self.rate = {}               # rank -> measured Mbit/s
-        self.emulated = {}           # rank -> emulated Mbit/s
-        self.t0 = time.monotonic()
-        self._shown = 0.0
-        self.tty = stream.isatty()
-
-    def on_status(self, msg) -> None:
-        if msg.node < 0:
-            self.server = msg
-            return
-        now, total = time.monotonic(), msg.bytes_up + msg.bytes_down
-        last = self.workers.get(msg.node)
-        if last is not None and now - last[0] >= 0.5:
-            self.rate[msg.node] = 8e-6 * max(0, total - last[1]) / (now - last[0])
-        if last is None or now - last[0] >= 0.5:
-            self.workers[msg.node] = (now, total)
-
-    def on_link(self, msg) -> None:
-        if msg.emulated_mbps >= 0:
-            self.emulated[msg.node] = msg.emulated_mbps
-
-    def line(self) -> str:
-        s, elapsed = self.server, time.monotonic() - self.t0
-        it = s.iteration if s else 0
-        acc = f'{s.accuracy:.3f}' if s and math.isfinite(s.accuracy) else '-'
-        stall = 100.0 * s.stall_s / (self.n * elapsed) if s and elapsed > 0 else 0.0
-        links = ' '.join(f'w{r} {self.rate.get(r, 0.0):.3g}'
-                         + (f'/{self.emulated[r]:.3g}' if r in self.emulated else '')
-                         for r in range(self.n))
-        bar_w = 20
-        done = int(bar_w * min(1.0, it / max(1, self.iterations)))
-        return (f'[{"#" * done}{"." * (bar_w - done)}] it {it}/{self.iterations} acc {acc} '
-                f'stall {stall:.1f}% | Mb/s {links} | {elapsed:.0f}s')
-
-    def show(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._shown < (0.5 if self.tty else 5.0):
-            return
-        self._shown = now
-        if self.tty:
-            self.stream.write('\r' + self.line()[:160].ljust(120))
-        else:
-            self.stream.write(self.line() + '\n')
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.tty:
-            self.stream.write('\n')
-            self.stream.flush()
-
-
 def _status_bus(namespace: str, domain: int, config, key=None):
     """Open a bus of our own to watch the fleet's status topics (None if DDS is unavailable)."""
     try:
@@ -244,7 +187,7 @@ def run(args) -> int:
     if bus is not None:
         _watch_topics(bus, specs, n, progress, recorder)
     failed, reason = [], ''
-    stop = _StopRequests().install()
+    stop = StopRequests().install()
     try:
         sup.start()
         failed, reason = _watch(sup, bus, progress, args, n, stop)
@@ -293,63 +236,6 @@ def run(args) -> int:
     return 0
 
 
-def result_line(path: str) -> str:
-    """
-    One line of the run's results from its ``summary.json`` ('' when unreadable).
-
-    Time and iterations to target, final accuracy and the largest accuracy dip after the
-    target was first reached (``rog_ros.metrics.dip_after_target``), in points; then what a
-    robotics engineer should not miss in a run: robots suspended for a dead link
-    (outage-aware RSP), robots given straggler slack for a slow one, and rejected messages,
-    when there were any.
-    """
-    try:
-        with open(path) as fh:
-            s = json.load(fh)
-    except (OSError, ValueError):
-        return ''
-
-    def num(key, fmt, scale=1.0):
-        v = s.get(key)
-        return '-' if not isinstance(v, (int, float)) else format(v * scale, fmt)
-
-    return (f'time to target {num("time_to_target_s", ".1f")} s '
-            f'(iteration {num("iterations_to_target", "g")}), '
-            f'final accuracy {num("final_accuracy", ".4f")}, '
-            f'max dip after target {num("max_dip_after_target", ".2f", 100.0)} points'
-            f' (iteration {num("max_dip_at_iteration", "g")}; smoothed over 3 evaluations '
-            f'{num("max_dip_after_target_smoothed", ".2f", 100.0)}), '
-            f'{num("sim_time_s", ".1f")} s'
-            + ''.join(_notable(s, os.path.join(os.path.dirname(path), 'events.csv'))))
-
-
-def _notable(summary: dict, events: str = 'events.csv') -> list:
-    """
-    Clauses for the result line: suspensions, straggler slack and rejects, when any.
-
-    After the membership clauses, where to read when and why (``events``, the run's
-    ``events.csv``: ``rog_ros.metrics``).
-    """
-    out = []
-    n = summary.get('outage_suspensions')
-    if isinstance(n, int) and n > 0:
-        out.append(f'; {n} suspension{"s" if n != 1 else ""} of a robot for its link '
-                   '(outage-aware RSP)')
-    n = summary.get('too_slow_suspensions')
-    if isinstance(n, int) and n > 0:
-        out.append(f' ({n} of them for a link too slow for any slack: it ran free)')
-    n, slack = summary.get('slack_raises'), summary.get('slack_final')
-    if isinstance(n, int) and n > 0:
-        out.append(f'; {n} straggler slack raise{"s" if n != 1 else ""} for a slow link '
-                   f'(slack per robot at the end: {slack})')
-    if out:
-        out.append(f' (when and why: {events})')
-    n = summary.get('rejects')
-    if isinstance(n, int) and n > 0:
-        out.append(f'; {n} message{"s" if n != 1 else ""} rejected (rejects_by_reason)')
-    return out
-
-
 def _recorder(args):
     """Return the MCAP recorder of ``--record`` (None without; False after an error)."""
     if not getattr(args, 'record', None):
@@ -391,41 +277,6 @@ def _watch_topics(bus, specs, n: int, progress: Progress, recorder) -> None:
         for r in range(n):
             tee(f'w{r}/schedule')
         tee(DIAGNOSTICS)
-
-
-class _StopRequests:
-    """
-    SIGINT/SIGTERM handlers of ``rog fleet``: count the requests, raise nothing.
-
-    A KeyboardInterrupt could unwind through the DDS binding in the middle of a call and leave
-    it unable to close; a counter the watch loop reads cannot. A second request cuts the grace
-    periods short (the user insists).
-    """
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self):
-        self.count = 0
-        self.first_at = None      # monotonic time of the first request
-        self._old = {}
-
-    def _handle(self, signum, frame) -> None:
-        self.count += 1
-        if self.first_at is None:
-            self.first_at = time.monotonic()
-
-    def install(self) -> '_StopRequests':
-        for sig in self.SIGNALS:
-            try:
-                self._old[sig] = signal.signal(sig, self._handle)
-            except ValueError:        # not the main thread: keep the defaults
-                pass
-        return self
-
-    def restore(self) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-        self._old = {}
 
 
 def _close_bounded(bus, timeout_s: float = BUS_CLOSE_S) -> None:

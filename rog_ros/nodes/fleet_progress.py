@@ -1,0 +1,144 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+What a user sees of a ``rog fleet`` run: the live progress line and the closing result line.
+
+The live line is fed by the fleet's TrainStatus and LinkStats topics (iteration, accuracy,
+stall share, each link's measured and emulated rate); the result line is read from the run's
+``summary.json`` and names what a robotics engineer should not miss (suspensions, straggler
+slack, rejected messages).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+
+
+class Progress:
+    """The live line: iteration, accuracy, stall %, per-link throughput (measured/emulated)."""
+
+    def __init__(self, n_workers: int, iterations: int, stream=sys.stderr):
+        self.n, self.iterations, self.stream = n_workers, iterations, stream
+        self.server = None
+        self.workers = {}            # rank -> (t, bytes) newest and previous
+        self.rate = {}               # rank -> measured Mbit/s
+        self.emulated = {}           # rank -> emulated Mbit/s
+        self.t0 = time.monotonic()
+        self._shown = 0.0
+        self.tty = stream.isatty()
+
+    def on_status(self, msg) -> None:
+        if msg.node < 0:
+            self.server = msg
+            return
+        now, total = time.monotonic(), msg.bytes_up + msg.bytes_down
+        last = self.workers.get(msg.node)
+        if last is not None and now - last[0] >= 0.5:
+            self.rate[msg.node] = 8e-6 * max(0, total - last[1]) / (now - last[0])
+        if last is None or now - last[0] >= 0.5:
+            self.workers[msg.node] = (now, total)
+
+    def on_link(self, msg) -> None:
+        if msg.emulated_mbps >= 0:
+            self.emulated[msg.node] = msg.emulated_mbps
+
+    def line(self) -> str:
+        s, elapsed = self.server, time.monotonic() - self.t0
+        it = s.iteration if s else 0
+        acc = f'{s.accuracy:.3f}' if s and math.isfinite(s.accuracy) else '-'
+        stall = 100.0 * s.stall_s / (self.n * elapsed) if s and elapsed > 0 else 0.0
+        links = ' '.join(f'w{r} {self.rate.get(r, 0.0):.3g}'
+                         + (f'/{self.emulated[r]:.3g}' if r in self.emulated else '')
+                         for r in range(self.n))
+        bar_w = 20
+        done = int(bar_w * min(1.0, it / max(1, self.iterations)))
+        return (f'[{"#" * done}{"." * (bar_w - done)}] it {it}/{self.iterations} acc {acc} '
+                f'stall {stall:.1f}% | Mb/s {links} | {elapsed:.0f}s')
+
+    def show(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._shown < (0.5 if self.tty else 5.0):
+            return
+        self._shown = now
+        if self.tty:
+            self.stream.write('\r' + self.line()[:160].ljust(120))
+        else:
+            self.stream.write(self.line() + '\n')
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write('\n')
+            self.stream.flush()
+
+
+def result_line(path: str) -> str:
+    """
+    One line of the run's results from its ``summary.json`` ('' when unreadable).
+
+    Time and iterations to target, final accuracy and the largest accuracy dip after the
+    target was first reached (``rog_ros.metrics.dip_after_target``), in points; then what a
+    robotics engineer should not miss in a run: robots suspended for a dead link
+    (outage-aware RSP), robots given straggler slack for a slow one, and rejected messages,
+    when there were any.
+    """
+    try:
+        with open(path) as fh:
+            s = json.load(fh)
+    except (OSError, ValueError):
+        return ''
+
+    def num(key, fmt, scale=1.0):
+        v = s.get(key)
+        return '-' if not isinstance(v, (int, float)) else format(v * scale, fmt)
+
+    return (f'time to target {num("time_to_target_s", ".1f")} s '
+            f'(iteration {num("iterations_to_target", "g")}), '
+            f'final accuracy {num("final_accuracy", ".4f")}, '
+            f'max dip after target {num("max_dip_after_target", ".2f", 100.0)} points'
+            f' (iteration {num("max_dip_at_iteration", "g")}; smoothed over 3 evaluations '
+            f'{num("max_dip_after_target_smoothed", ".2f", 100.0)}), '
+            f'{num("sim_time_s", ".1f")} s'
+            + ''.join(notable_clauses(s, os.path.join(os.path.dirname(path), 'events.csv'))))
+
+
+def notable_clauses(summary: dict, events: str = 'events.csv') -> list:
+    """
+    Clauses for the result line: suspensions, straggler slack and rejects, when any.
+
+    After the membership clauses, where to read when and why (``events``, the run's
+    ``events.csv``: ``rog_ros.metrics``).
+    """
+    out = []
+    n = summary.get('outage_suspensions')
+    if isinstance(n, int) and n > 0:
+        out.append(f'; {n} suspension{"s" if n != 1 else ""} of a robot for its link '
+                   '(outage-aware RSP)')
+    n = summary.get('too_slow_suspensions')
+    if isinstance(n, int) and n > 0:
+        out.append(f' ({n} of them for a link too slow for any slack: it ran free)')
+    n, slack = summary.get('slack_raises'), summary.get('slack_final')
+    if isinstance(n, int) and n > 0:
+        out.append(f'; {n} straggler slack raise{"s" if n != 1 else ""} for a slow link '
+                   f'(slack per robot at the end: {slack})')
+    if out:
+        out.append(f' (when and why: {events})')
+    n = summary.get('rejects')
+    if isinstance(n, int) and n > 0:
+        out.append(f'; {n} message{"s" if n != 1 else ""} rejected (rejects_by_reason)')
+    return out
