@@ -25,6 +25,7 @@ import pathlib
 import re
 
 from rog_ros.metrics import RunRecorder
+from rog_ros.nodes.reject_notes import RejectNotes
 from rog_ros.nodes.server_node import ServerNode
 from rog_ros.protocol import events
 from rog_ros.protocol.actions import Log
@@ -77,6 +78,7 @@ def test_a_robot_let_go_in_a_run_is_in_the_server_log(caplog):
     node = ServerNode.__new__(ServerNode)      # only what _on_log uses
     node.recorder, node.t0 = RunRecorder(system='rog:4', n_workers=4), 0.0
     node.log = logging.getLogger('rog_server_test')
+    node.reject_notes = RejectNotes()
     with caplog.at_level(logging.INFO, logger='rog_server_test'):
         for t, _, action in harness.stats.logs:
             node._on_log(t, action)
@@ -116,6 +118,7 @@ def test_a_worker_node_says_a_non_finite_gradient(caplog):
     from rog_ros.nodes.worker_node import WorkerNode
     node = WorkerNode.__new__(WorkerNode)
     node.log = logging.getLogger('rog_worker_test')
+    node.reject_notes = RejectNotes()
     with caplog.at_level(logging.INFO, logger='rog_worker_test'):
         node._on_log(0.0, Log('nonfinite_gradient', 1.0, 2))
         node._on_log(0.0, Log('pull_applied', 10.0, 2))
