@@ -78,3 +78,20 @@ def test_link_reports_do_not_keep_a_silent_worker_present():
     assert suspended[0][0] < 2.5                # absence_timeout_s after its last message
     assert server.link_estimate_bps[2] == 20e6
     assert server.stopped[:2] == [True, True] and not server.stopped[2]
+
+
+def test_a_late_copy_of_an_earlier_grant_starts_no_push():
+    # A grant names the push it answers: a duplicated or delayed grant of the previous push
+    # must not start this one without a slot (before, any Schedule did)
+    from rog_ros.protocol.messages import Schedule
+    harness, server, workers, _, _ = build('flown:2', n=2, iters=4, dtype=torch.float64)
+    w = workers[0]
+    w.start(0.0)
+    w.on_compute_done(torch.zeros_like(w.residual), 0.1)
+    assert w.state == 'awaiting_grant' and w.clock == 1
+
+    def grant(clock):
+        return w.on_message(Schedule(worker=0, clock=clock, push_deadline_s=-1.0,
+                                     incarnation=server.incarnation), 0.2)
+    assert grant(0) == [] and w.state == 'awaiting_grant'
+    assert grant(1) and w.state == 'pushing'

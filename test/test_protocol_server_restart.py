@@ -101,10 +101,12 @@ def test_resent_pushes_are_what_the_checkpoint_lacks():
     check_invariants(harness, harness.server, harness.workers)
 
 
-@pytest.mark.parametrize('seed', range(10))
+@pytest.mark.parametrize('seed', range(20))
 def test_worker_and_server_crashes_with_message_faults(seed):
     # Both sides crash (workers rebuilt from their saved state, the server from its last
     # confirmed checkpoint) while 15 % of messages are dropped, duplicated or delayed.
+    # (FLOWN hung on 54 of 60 seeds of this until 2026-11-29: slot requests of a new worker
+    # run went unanswered by a restored server, and only a stray grant ever woke them.)
     from test_protocol_restart import schedule_worker_crashes
     spec = ['rog:2', 'rog:4', 'ssp:2', 'bsp', 'flown:2'][seed % 5]
     harness, _, _, _, _ = build(spec, n=3, iters=8, dtype=torch.float64, seed=seed,

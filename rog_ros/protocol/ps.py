@@ -187,6 +187,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.slots = (SlotScheduler(policy.slots, policy.staleness)
                       if policy.scheduler == 'flown' else None)
         self.link_estimate_bps = [0.0] * n_workers   # netmon's view (LinkStats), for FLOWN
+        self.push_request_clock = [0] * n_workers    # FLOWN: the clock each grant answers
         self.compute_est = [Smoothed() for _ in range(n_workers)]   # seconds per computation
         self.rtt_down = [Smoothed() for _ in range(n_workers)]      # downlink round trips
         self._pull_done_at: list[float | None] = [None] * n_workers
@@ -317,7 +318,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             if int(msg.target_incarnation) not in (0, self.incarnation):
                 self.superseded += 1   # a new run of r cannot know an old run of ours
                 out = [Log('superseded', 1.0, r, {'from': 'unverified worker run'})]
-                if isinstance(msg, RowChunk) and msg.flags & (FLAG_END | FLAG_JOIN):
+                if isinstance(msg, RowChunk) and msg.flags & (FLAG_END | FLAG_JOIN |
+                                                              FLAG_REQUEST):
                     out.append(Send(r, self._hello(r, inc)))   # who we are; change nothing
                 return out, False
             self.retired[r] = (self.retired[r] + [known])[-8:]
@@ -431,8 +433,10 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 return []                          # a late copy: we closed that push already
             # (not by clock: a worker that rejoins a restored server asks for a slot to push
             # again at the clock the checkpoint holds, and would wait for ever)
+            self.push_request_clock[s] = int(chunk.clock)
             if (s, 'push') in self.slots.active:   # our grant was lost: repeat it
-                return [Send(s, Schedule(worker=s, clock=self.clock[s], push_deadline_s=-1.0))]
+                return [Send(s, Schedule(worker=s, clock=int(chunk.clock),
+                                         push_deadline_s=-1.0))]
             self.slots.request(s, 'push', int(chunk.clock), now)
             return self._dispatch_slots(now)
         if self.restored:
@@ -573,8 +577,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 self.triggers[w] += 1
                 self.stall_time[w] += waited
                 out += [Log('trigger', 1.0, w, {'slot': kind}), Log('stall_s', waited, w)]
-            if kind == 'push':
-                out.append(Send(w, Schedule(worker=w, clock=self.clock[w],
+            if kind == 'push':   # the grant names the push it answers (a late copy is known)
+                out.append(Send(w, Schedule(worker=w, clock=self.push_request_clock[w],
                                             push_deadline_s=-1.0)))
                 continue
             c = self.pending.pop(w, self.clock[w])

@@ -278,6 +278,10 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         """Take a gradient (flat, layout order) for the iteration that StartCompute asked for."""
         if self._ahead in ('running', 'discard'):
             return self._out(self._on_ahead_done(grad, now))
+        if self.state == 'stopped':
+            # the server ended our training while this gradient was computed (a stop order
+            # after the fleet finished, or a late one): it was never ours to push or count
+            return []
         if self.state != 'computing':
             raise RuntimeError(f'on_compute_done in state {self.state}')
         self._check_gradient(grad)
@@ -604,8 +608,10 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             if self._await_hello is not None and msg.clock == -1 - self.next_tid:
                 self._await_hello.discard(self.incarnation)   # the answer to our JOIN
             return self._maybe_rejoin_push(now)
-        if self.state == 'awaiting_grant':
-            return self._start_push(now)           # FLOWN: our slot was granted
+        if self.state == 'awaiting_grant':       # FLOWN: our slot was granted, unless this
+            if msg.clock != self.clock:            # is a late copy of an earlier push's grant
+                return []
+            return self._start_push(now)
         if len(msg.urgent_rows) and msg.clock == self.clock:
             return self._push_urgent_rows(msg.urgent_rows, now)
         return []
