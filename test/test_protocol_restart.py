@@ -267,17 +267,18 @@ def test_state_with_pushes_of_another_codec_is_refused_and_changes_nothing():
     new.load_state_dict(sd)                # the same state from this codec loads
 
 
-@pytest.mark.xfail(strict=True, reason='known bug: a late JOIN of a dead worker run displaces '
-                   'the live run it raced with (incarnations are random, not ordered)')
 def test_late_join_of_a_dead_run_does_not_lock_out_the_live_one():
     # Found under 5 % late messages (whole-model rejoin, seed 3, row codec): run B restarts
     # and JOINs; the JOIN of run A (restarted earlier, died in rejoin) arrives after it. The
-    # server adopts A and retires B, and answers B's repeated JOINs as a retired run's for
-    # ever. A fix that re-adopted a retired run's JOIN after 4 end timeouts of silence broke
-    # real restarts (a restored worker's JOINs about its earlier runs), so it is open.
+    # server adopts A and retires B, and answered B's repeated JOINs as a retired run's for
+    # ever (a known bug until 2026-11-29; the random sweep of crashes with faults hung on it).
+    # B's own JOINs, one every 4 end timeouts for two of those intervals, show that B is the
+    # live run: it is taken back. A dead run's late copies arrive within a network delay and
+    # never revive it.
     from rog_ros.protocol.messages import FLAG_JOIN
     harness, server, workers, _, _ = build('bsp', n=2, iters=4)
     harness.run(until=0.2)
+    poke = 4 * server.end_timeout_s
 
     def join(inc, now):
         return server.on_message(RowChunk(
@@ -289,7 +290,16 @@ def test_late_join_of_a_dead_run_does_not_lock_out_the_live_one():
     join(1001, t)                              # B, live
     join(2002, t + 0.3)                        # A's late hello: adopted, B retired
     assert server.worker_inc[0] == 2002
-    join(1001, t + 0.31 + 4 * server.end_timeout_s)
+    join(1001, t + 0.31)                       # B asks again, and again: still retired
+    join(1001, t + 0.31 + poke)
+    assert server.worker_inc[0] == 2002
+    out = join(1001, t + 0.31 + 2 * poke)      # two intervals of JOINs: B is the live run
+    assert server.worker_inc[0] == 1001 and 2002 in server.retired[0]
+    assert [a.name for a in out if hasattr(a, 'name')].count('worker_revived') == 1
+    assert any(getattr(a, 'msg', None) is not None and a.msg.clock < 0 for a in out)  # answer
+    t2 = t + 0.31 + 2 * poke
+    for dt in (0.05, 0.2, 0.45):               # A's late copies: within a network delay
+        join(2002, t2 + dt)
     assert server.worker_inc[0] == 1001
 
 

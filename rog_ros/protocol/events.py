@@ -89,6 +89,11 @@ def _restart(log) -> Tuple[int, str]:
                   + (', its pull under way dropped' if i.get('dropped_downlink') else ''))
 
 
+def _revived(log) -> Tuple[int, str]:
+    return WARNING, (f'robot {log.worker}: its live run had been retired for a late message of '
+                     'a run that died while rejoining; it kept asking, and was taken back')
+
+
 def _join(log) -> Tuple[int, str]:
     return INFO, f'robot {log.worker} joined'
 
@@ -128,6 +133,7 @@ _DESCRIBE = {
     'quorum_lost': _quorum,
     'worker_restart': _restart,
     'join': _join,
+    'worker_revived': _revived,
     'stopped_after_fleet': _after_fleet,
     'nonfinite_gradient': _nonfinite,
     'diverged': _diverged,

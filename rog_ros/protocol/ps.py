@@ -93,6 +93,10 @@ from rog_ros.protocol.ps_slack import SlackMixin
 from rog_ros.protocol.transfer import check_chunk, Receiver, snapshot_layout
 import torch
 
+REVIVE_AFTER_POKES = 2
+"""A retired worker run whose own JOINs keep arriving for this many of its poke intervals
+(4 end timeouts each) is the live one (``ServerEngine._retired_run_alive``)."""
+
 
 class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixin,
                    DownlinkMixin):
@@ -204,6 +208,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                             else random.SystemRandom().getrandbits(64) or 1)
         self.worker_inc = [0] * n_workers          # 0 = not heard yet
         self.retired: list[list[int]] = [[] for _ in range(n_workers)]
+        self._retired_joins: dict = {}   # (worker, retired run) -> first JOIN since retired
         self.unsynced: list[torch.Tensor | None] = [None] * n_workers   # rejoin snapshot owes
         self._last_join: list[tuple | None] = [None] * n_workers
         self.snap_codec = Identity(dtype)
@@ -306,7 +311,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         inc, known = int(msg.incarnation), self.worker_inc[r]
         out = []
         if known and inc != known:
-            if inc in self.retired[r]:
+            revived = inc in self.retired[r] and self._retired_run_alive(r, inc, msg, now)
+            if inc in self.retired[r] and not revived:
                 self.superseded += 1
                 if isinstance(msg, RowChunk) and msg.flags & FLAG_END:
                     return [Send(r, self._answer_end(r, inc, msg, now))], False
@@ -322,9 +328,11 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                                                               FLAG_REQUEST):
                     out.append(Send(r, self._hello(r, inc)))   # who we are; change nothing
                 return out, False
-            self.retired[r] = (self.retired[r] + [known])[-8:]
+            self.retired[r] = ([x for x in self.retired[r] if x != inc] + [known])[-8:]
             self.worker_inc[r] = inc
             out += self._reset_worker(r, now)
+            if revived:
+                out.append(Log('worker_revived', 1.0, r, {'retired': known}))
             if not int(msg.target_incarnation):
                 # It never heard of any server run: a fresh start with nothing to resend (a
                 # restored worker knows a server run and JOINs before its pushes count).
@@ -345,6 +353,25 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 return out + [Send(r, self._hello(r))], False
             return out + [Log('superseded', 1.0, r, {'to': 'old server run'})], False
         return out + self._heard(r, now), True
+
+    def _retired_run_alive(self, r: int, inc: int, msg, now: float) -> bool:
+        """
+        Tell whether retired run ``inc`` of worker r is the live one (then it is taken back).
+
+        Incarnations are random, not ordered: when two runs of r race to rejoin and the one
+        that died in its rejoin has its JOIN arrive late, we adopt the dead run and retire the
+        live one, which then asks for ever. A live run JOINs again every 4 end timeouts; a
+        dead run's late copies all arrive within a network delay of its death. So a retired
+        run whose JOINs keep arriving for two of those intervals is alive, and as one process
+        runs per rank, the run we hold is the dead one.
+        """
+        if not (isinstance(msg, RowChunk) and msg.flags & FLAG_JOIN):
+            return False
+        first = self._retired_joins.setdefault((r, inc), now)
+        if now - first < REVIVE_AFTER_POKES * 4 * self.end_timeout_s:
+            return False
+        del self._retired_joins[(r, inc)]
+        return True
 
     def _precheck(self, msg) -> None:
         """Stateless validation of a message from an unknown incarnation (before a reset)."""
