@@ -329,6 +329,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                     out.append(Send(r, self._hello(r, inc)))   # who we are; change nothing
                 return out, False
             self.retired[r] = ([x for x in self.retired[r] if x != inc] + [known])[-8:]
+            self._retired_joins = {k: t for k, t in self._retired_joins.items()
+                                   if k[0] != r or k[1] in self.retired[r]}
             self.worker_inc[r] = inc
             out += self._reset_worker(r, now)
             if revived:
