@@ -30,8 +30,8 @@ def test_laggard_first_then_bandwidth():
     s.release(0, 'push')
     assert [g[:2] for g in s.grant(1.0, [9, 9, 9], bw)] == [(2, 'push')]   # fastest next
     s.release(2, 'push')
-    (w, kind, waited), = s.grant(2.0, [9, 9, 9], bw)
-    assert (w, kind) == (1, 'push') and abs(waited - 1.9) < 1e-9
+    (w, kind, waited, clock), = s.grant(2.0, [9, 9, 9], bw)
+    assert (w, kind, clock) == (1, 'push', 9) and abs(waited - 1.9) < 1e-9
 
 
 def test_at_most_k_slots_and_no_double_transfer():

@@ -404,7 +404,9 @@ class ServerNode:
         """Hand a worker robot's link report to FLOWN's scheduler (the server's own: not)."""
         if 0 <= msg.node < self.args.workers:
             now = self.driver.clock()
-            self.driver.handle(self.driver.deliver(msg, now), now)
+            actions = self.driver.deliver(msg, now)   # (none today: no publishing in a poll)
+            if actions:
+                self.driver.handle(actions, now)
 
     def _write(self, end: float) -> dict:
         rec, e = self.recorder, self.engine

@@ -191,7 +191,6 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.slots = (SlotScheduler(policy.slots, policy.staleness)
                       if policy.scheduler == 'flown' else None)
         self.link_estimate_bps = [0.0] * n_workers   # netmon's view (LinkStats), for FLOWN
-        self.push_request_clock = [0] * n_workers    # FLOWN: the clock each grant answers
         self.compute_est = [Smoothed() for _ in range(n_workers)]   # seconds per computation
         self.rtt_down = [Smoothed() for _ in range(n_workers)]      # downlink round trips
         self._pull_done_at: list[float | None] = [None] * n_workers
@@ -462,7 +461,6 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 return []                          # a late copy: we closed that push already
             # (not by clock: a worker that rejoins a restored server asks for a slot to push
             # again at the clock the checkpoint holds, and would wait for ever)
-            self.push_request_clock[s] = int(chunk.clock)
             if (s, 'push') in self.slots.active:   # our grant was lost: repeat it
                 return [Send(s, Schedule(worker=s, clock=int(chunk.clock),
                                          push_deadline_s=-1.0))]
@@ -601,13 +599,13 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         bandwidth = [est if est > 0 else thr.value_bps
                      for est, thr in zip(self.link_estimate_bps, self.thr_up)]
         out = []
-        for w, kind, waited in self.slots.grant(now, self.clock, bandwidth):
+        for w, kind, waited, asked_at in self.slots.grant(now, self.clock, bandwidth):
             if waited > 0:
                 self.triggers[w] += 1
                 self.stall_time[w] += waited
                 out += [Log('trigger', 1.0, w, {'slot': kind}), Log('stall_s', waited, w)]
             if kind == 'push':   # the grant names the push it answers (a late copy is known)
-                out.append(Send(w, Schedule(worker=w, clock=self.push_request_clock[w],
+                out.append(Send(w, Schedule(worker=w, clock=asked_at,
                                             push_deadline_s=-1.0)))
                 continue
             c = self.pending.pop(w, self.clock[w])

@@ -70,7 +70,11 @@ class SlotScheduler:
         self.active.discard((worker, kind))
 
     def grant(self, now: float, clocks: list, bandwidth: list) -> list:
-        """Fill free slots; returns [(worker, kind, waited_s)] in grant order."""
+        """
+        Fill free slots; return [(worker, kind, waited_s, clock)] in grant order.
+
+        ``clock`` is the one the request was made at: a grant names the transfer it answers.
+        """
         out = []
         while len(self.active) < self.slots:
             ready = [q for q in self.queue if (q.worker, q.kind) not in self.active]
@@ -84,5 +88,5 @@ class SlotScheduler:
                 pick = max(ready, key=lambda q: (bandwidth[q.worker], -q.seq))
             self.queue.remove(pick)
             self.active.add((pick.worker, pick.kind))
-            out.append((pick.worker, pick.kind, now - pick.since))
+            out.append((pick.worker, pick.kind, now - pick.since, pick.clock))
         return out
