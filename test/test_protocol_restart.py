@@ -303,6 +303,38 @@ def test_late_join_of_a_dead_run_does_not_lock_out_the_live_one():
     assert server.worker_inc[0] == 1001
 
 
+@pytest.mark.parametrize('spec, at, state', [
+    ('bsp', 0.1, 'pulling'), ('rog:2', 0.1, 'computing'), ('rog:2', 0.2, 'pushing'),
+    ('flown:2', 0.1, 'computing')])
+def test_a_live_run_retired_after_its_rejoin_is_taken_back(spec, at, state):
+    # The same race, later: the live run had rejoined and trains on when the dead run's late
+    # JOIN retires it. It never JOINs again: it repeats the END of a push the server closed
+    # while it waits for its pull, or pushes again and again (every push answered as never
+    # applied, its rows too old for the staleness bound), or asks for a slot (FLOWN); each
+    # hung for ever until 2026-11-29 (the random sweep met it twice in 960 runs). Its pokes,
+    # for two poke intervals, take it back: it gets its pull (a snapshot: the server no
+    # longer knows what it holds) or its push is completed, and nothing is lost or doubled.
+    from rog_ros.protocol.messages import FLAG_JOIN
+    harness, server, workers, _, _ = build(spec, n=2, iters=10, dtype=torch.float64)
+    harness.log_events = True
+    live = {}
+
+    def late_join_of_a_dead_run():
+        live.update(inc=workers[0].incarnation, state=workers[0].state)
+        server.on_message(RowChunk(
+            transfer_id=0, seq=0, sender=0, receiver=SERVER, kind=KIND_GRAD, clock=0,
+            flags=FLAG_JOIN, codec=server.codec.codec_id, incarnation=2002,
+            target_incarnation=server.incarnation), harness.now)   # (its answer goes nowhere)
+        assert server.worker_inc[0] == 2002
+
+    harness.at(at, late_join_of_a_dead_run)
+    harness.run(until=200)
+    assert live['state'] == state
+    assert server.finished and server.worker_inc[0] == live['inc'] == workers[0].incarnation
+    assert [a.name for _, _, a in harness.stats.logs].count('worker_revived') == 1
+    check_invariants(harness, server, workers)
+
+
 def test_a_lost_request_for_own_rows_is_repeated_on_the_worker_s_poke():
     # A restarted worker's own rows can be older at the server than its pull allows (its
     # count of withheld iterations fell behind ours); the server then asks for them

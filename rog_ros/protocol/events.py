@@ -91,7 +91,8 @@ def _restart(log) -> Tuple[int, str]:
 
 def _revived(log) -> Tuple[int, str]:
     return WARNING, (f'robot {log.worker}: its live run had been retired for a late message of '
-                     'a run that died while rejoining; it kept asking, and was taken back')
+                     'a run that died while rejoining; it kept asking, and was taken back (if '
+                     f'this repeats, two processes run as robot {log.worker})')
 
 
 def _join(log) -> Tuple[int, str]:

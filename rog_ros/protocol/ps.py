@@ -94,8 +94,9 @@ from rog_ros.protocol.transfer import check_chunk, Receiver, snapshot_layout
 import torch
 
 REVIVE_AFTER_POKES = 2
-"""A retired worker run whose own JOINs keep arriving for this many of its poke intervals
-(4 end timeouts each) is the live one (``ServerEngine._retired_run_alive``)."""
+"""A retired worker run whose own pokes (JOINs, ENDs, slot requests) keep arriving for this
+many of its poke intervals (4 end timeouts each) is the live one
+(``ServerEngine._retired_run_alive``)."""
 
 
 class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixin,
@@ -207,7 +208,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                             else random.SystemRandom().getrandbits(64) or 1)
         self.worker_inc = [0] * n_workers          # 0 = not heard yet
         self.retired: list[list[int]] = [[] for _ in range(n_workers)]
-        self._retired_joins: dict = {}   # (worker, retired run) -> first JOIN since retired
+        self._retired_pokes: dict = {}   # (worker, retired run) -> [first poke since, count]
         self.unsynced: list[torch.Tensor | None] = [None] * n_workers   # rejoin snapshot owes
         self._last_join: list[tuple | None] = [None] * n_workers
         self.snap_codec = Identity(dtype)
@@ -311,6 +312,9 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         out = []
         if known and inc != known:
             revived = inc in self.retired[r] and self._retired_run_alive(r, inc, msg, now)
+            # (a revived run that repeats the END of a push we closed waits for its pull)
+            waits = revived and msg.flags & FLAG_END and \
+                msg.transfer_id <= self.receiver.newest_closed.get((r, inc), -1)
             if inc in self.retired[r] and not revived:
                 self.superseded += 1
                 if isinstance(msg, RowChunk) and msg.flags & FLAG_END:
@@ -328,12 +332,14 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                     out.append(Send(r, self._hello(r, inc)))   # who we are; change nothing
                 return out, False
             self.retired[r] = ([x for x in self.retired[r] if x != inc] + [known])[-8:]
-            self._retired_joins = {k: t for k, t in self._retired_joins.items()
+            self._retired_pokes = {k: t for k, t in self._retired_pokes.items()
                                    if k[0] != r or k[1] in self.retired[r]}
             self.worker_inc[r] = inc
             out += self._reset_worker(r, now)
             if revived:
                 out.append(Log('worker_revived', 1.0, r, {'retired': known}))
+                if waits:
+                    out += self._resume_pull(r, int(msg.clock), now)
             if not int(msg.target_incarnation):
                 # It never heard of any server run: a fresh start with nothing to resend (a
                 # restored worker knows a server run and JOINs before its pushes count).
@@ -361,18 +367,42 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
 
         Incarnations are random, not ordered: when two runs of r race to rejoin and the one
         that died in its rejoin has its JOIN arrive late, we adopt the dead run and retire the
-        live one, which then asks for ever. A live run JOINs again every 4 end timeouts; a
-        dead run's late copies all arrive within a network delay of its death. So a retired
-        run whose JOINs keep arriving for two of those intervals is alive, and as one process
-        runs per rank, the run we hold is the dead one.
+        live one, which then asks for ever: it JOINs again if it was still rejoining, repeats
+        its last END every 4 end timeouts while it waits for a pull, pushes again and again
+        when its rows are too old (each push answered as never applied), or repeats its slot
+        request (FLOWN). A dead run's late copies all arrive within a network delay of its
+        death. So a retired run whose pokes (JOINs, ENDs, requests) keep arriving for two
+        poke intervals, one at least in each, is alive, and as one process runs per rank,
+        the run we hold is the dead one. What follows the revival is the poke's: a JOIN
+        rejoins, an END of an open push completes it, an END of a push we closed asks for the
+        pull it waits for (``_resume_pull``), a request asks for a slot.
         """
-        if not (isinstance(msg, RowChunk) and msg.flags & FLAG_JOIN):
+        if not (isinstance(msg, RowChunk) and msg.flags & (FLAG_JOIN | FLAG_END | FLAG_REQUEST)):
             return False
-        first = self._retired_joins.setdefault((r, inc), now)
-        if now - first < REVIVE_AFTER_POKES * 4 * self.end_timeout_s:
+        seen = self._retired_pokes.setdefault((r, inc), [now, 0])
+        seen[1] += 1
+        if now - seen[0] < REVIVE_AFTER_POKES * 4 * self.end_timeout_s or \
+                seen[1] <= REVIVE_AFTER_POKES:
             return False
-        del self._retired_joins[(r, inc)]
+        del self._retired_pokes[(r, inc)]
         return True
+
+    def _resume_pull(self, r: int, clock: int, now: float) -> list:
+        """
+        Serve the pull a revived run waits for: it repeats the END of its push at ``clock``.
+
+        Its push was applied or answered as never applied (both closed); either way it
+        waits, at that clock, for the pull that follows, as after an empty push. We hold
+        nothing of what it has (``_reset_worker``), so that pull is a snapshot.
+        """
+        if self.stopped[r]:
+            return []                # the END's own answer repeats the stop order
+        self.clock[r] = max(self.clock[r], clock)
+        self.pending[r] = max(self.pending.get(r, 0), clock)
+        if self.slots is not None:
+            self.slots.request(r, 'pull', clock, now)
+            return self._dispatch_slots(now)
+        return self._try_serve(r, now)
 
     def _precheck(self, msg) -> None:
         """Stateless validation of a message from an unknown incarnation (before a reset)."""
