@@ -112,3 +112,31 @@ def test_versions_after_their_end_do_not_cost_a_retransmission():
     assert stats.iterations == [10, 10]
     assert stats.end_time < base_time + 10 * 0.03        # (end_timeout_s is 0.5 here)
     check_invariants(harness, server, workers)
+
+
+def test_a_pull_that_delivers_no_row_waits_for_its_versions():
+    # A pull whose deadline let no row through is an END alone. Its versions still say who
+    # is suspended (one run for row 0, applied to no row), and the server's post-pull check
+    # used that membership: a worker that closed the END without them (it held only ENDs of
+    # transfers with rows) kept checking the columns of robots the server no longer counted,
+    # waited in rsp_wait, and no repair came (the crash-and-fault sweep, rog:3 seed 7075).
+    import numpy as np
+    from rog_ros.protocol.messages import FLAG_END
+    from rog_ros.protocol.ps_downlink import encode_versions
+    harness, server, _, _, _ = build('rog:2', n=3, iters=10)
+    worker = harness.new_worker(0)
+    tid = worker.newest_pull_tid + 1
+    end = RowChunk(transfer_id=tid, seq=0, sender=SERVER, receiver=0, kind=KIND_UPDATE,
+                   clock=0, flags=FLAG_END, codec=worker.codec.codec_id,
+                   incarnation=server.incarnation, target_incarnation=worker.incarnation)
+    out = worker.on_message(end, 0.1)
+    assert [a.name for a in out] == ['end_without_versions']
+    assert worker.newest_pull_tid == tid - 1                  # not closed
+    versions = encode_versions(tid, 0, server.versions.v, np.zeros(0, dtype=np.int64),
+                               torch.tensor([True, True, False]))
+    versions.incarnation, versions.target_incarnation = server.incarnation, worker.incarnation
+    out = worker.on_message(versions, 0.11)
+    assert 'pull_applied' in [getattr(a, 'name', None) for a in out]
+    assert worker.newest_pull_tid == tid
+    assert worker.active.tolist() == [True, True, False]      # worker 2 no longer checked
+    assert worker.on_message(end, 0.12)[0].msg.final         # a repeated END: answered

@@ -657,10 +657,14 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         rx = self.snap_receiver if chunk.flags & FLAG_SNAPSHOT else self.receiver
         self._check_update_while_computing(chunk)
         if (chunk.flags & FLAG_END and chunk.transfer_id not in self.pending_versions
-                and any(k[2] == chunk.transfer_id for k in rx.open)
+                and chunk.transfer_id > self.newest_pull_tid
                 and rx.cached_answer(SERVER, chunk.incarnation, chunk.transfer_id) is None):
-            # Rows arrived but not yet their versions (topics are not ordered with each other on
-            # DDS): hold the END until they come; the server also repeats both.
+            # Its versions have not come yet (topics are not ordered with each other on DDS):
+            # hold the END until they come; the server sends them before every END. Also when
+            # no row came: the versions of a pull that delivers none still say who is
+            # suspended, and a worker that closed it without them kept checking the rows of
+            # robots the server no longer counted, and waited for ever (no repair follows a
+            # pull the server saw through).
             self._held_end = chunk
             return [Log('end_without_versions', 1.0, self.rank)]
         acks, closed = rx.on_chunk(chunk, now)
