@@ -43,7 +43,7 @@ import time
 
 from rog_ros import checks
 from rog_ros.nodes import settings
-from rog_ros.nodes.fleet_progress import Progress, result_line
+from rog_ros.nodes.fleet_progress import Progress, result_line, robot_warnings
 from rog_ros.nodes.plan import load_parameter_file, plan
 from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
@@ -231,6 +231,9 @@ def run(args) -> int:
     line = result_line(summary)
     if line:
         print(f'rog fleet: {line}')
+    warned = robot_warnings(sup.log_dir, [s.name for s in specs if s.name != server.name])
+    if warned:
+        print(f'rog fleet: {warned}')
     print(f'rog fleet: plots and a report (accuracy, time composition, who was out when): '
           f'rog report {out}')
     return 0

@@ -17,7 +17,7 @@ What a user sees of a ``rog fleet`` run: the live progress line and the closing 
 The live line is fed by the fleet's TrainStatus and LinkStats topics (iteration, accuracy,
 stall share, each link's measured and emulated rate); the result line is read from the run's
 ``summary.json`` and names what a robotics engineer should not miss (suspensions, straggler
-slack, rejected messages).
+slack, rejected messages); a last line points at warnings that only a robot's own log holds.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -142,3 +143,31 @@ def notable_clauses(summary: dict, events: str = 'events.csv') -> list:
     if isinstance(n, int) and n > 0:
         out.append(f'; {n} message{"s" if n != 1 else ""} rejected (rejects_by_reason)')
     return out
+
+
+# ``[WARNING] [1795950704.876] [rog_worker_0]: text`` (ours), ``[WARN] ...`` (rclpy)
+_WARNING_LINE = re.compile(r'^\[(WARN|WARNING|ERROR|FATAL)\]\s+\[[^\]]*\]\s+\[[^\]]*\]:\s*(.*)$')
+
+
+def robot_warnings(log_dir: str, names) -> str:
+    """
+    One line on the warnings in the robots' own logs ('' when none, or no log is readable).
+
+    What a robot's engine notices (a non-finite gradient, messages it dropped and why) is said
+    in that robot's log only: the run's ``events.csv`` is the server's. Names each log with
+    warnings, how many, and the first of them, so that a user who reads only the console
+    still learns that there is something to read.
+    """
+    found = []
+    for name in names:
+        try:
+            with open(os.path.join(log_dir, f'{name}.log'), errors='replace') as fh:
+                hits = [m.group(2) for m in map(_WARNING_LINE.match, fh) if m]
+        except OSError:
+            continue
+        if hits:
+            first = hits[0] if len(hits[0]) <= 120 else hits[0][:117] + '...'
+            found.append(f'{name} {len(hits)} (first: {first})')
+    if not found:
+        return ''
+    return "warnings in the robots' logs: " + '; '.join(found) + f'; logs in {log_dir}'

@@ -1,0 +1,57 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""`rog fleet`'s closing line on warnings that only a robot's own log holds."""
+
+import os
+
+from rog_ros.nodes.fleet_progress import robot_warnings
+
+
+def _write(path, lines):
+    with open(path, 'w') as fh:
+        fh.write('\n'.join(lines) + '\n')
+
+
+def test_names_each_robot_log_with_warnings_its_count_and_first(tmp_path):
+    logs = str(tmp_path)
+    _write(os.path.join(logs, 'rog_worker_0.log'), [
+        '[INFO] [1795950704.876] [rog_worker_0]: active'])
+    _write(os.path.join(logs, 'rog_worker_1.log'), [
+        '[INFO] [1795950704.876] [rog_worker_1]: active',
+        '[WARNING] [1795950705.001] [rog_worker_1]: robot 1 computed a non-finite gradient: '
+        'dropped',
+        '[WARN] [1795950706.5] [rog_worker_1]: dropped messages {"invalid": 1}',   # rclpy
+        '[ERROR] [1795950707.0] [rog_worker_1]: ' + 'x' * 300])
+    _write(os.path.join(logs, 'rog_server.log'), [
+        '[WARNING] [1795950705.0] [rog_server]: the server restarted'])
+    line = robot_warnings(logs, ['rog_worker_0', 'rog_worker_1', 'rog_worker_2', 'netmon'])
+    assert line.startswith("warnings in the robots' logs: rog_worker_1 3 (first: robot 1 "
+                           'computed a non-finite gradient: dropped)')
+    assert 'rog_worker_0' not in line and 'rog_server' not in line   # none; not a robot
+    assert line.endswith(f'; logs in {logs}')
+
+
+def test_no_warnings_or_no_logs_say_nothing(tmp_path):
+    logs = str(tmp_path)
+    _write(os.path.join(logs, 'rog_worker_0.log'), [
+        '[INFO] [1795950704.876] [rog_worker_0]: a WARNING in the text is not a level'])
+    assert robot_warnings(logs, ['rog_worker_0', 'rog_worker_1']) == ''
+    assert robot_warnings(os.path.join(logs, 'missing'), ['rog_worker_0']) == ''
+
+
+def test_a_long_first_warning_is_cut(tmp_path):
+    logs = str(tmp_path)
+    _write(os.path.join(logs, 'netmon.log'), ['[WARNING] [1.0] [netmon]: ' + 'y' * 300])
+    line = robot_warnings(logs, ['netmon'])
+    assert 'netmon 1 (first: ' + 'y' * 117 + '...)' in line
