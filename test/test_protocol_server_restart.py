@@ -121,6 +121,42 @@ def test_worker_and_server_crashes_with_message_faults(seed):
     check_invariants(harness, harness.server, harness.workers)
 
 
+def random_crash_run(spec, seed, hard=False):
+    """
+    One run of the random sweep of crashes with message faults (docs/faults.md).
+
+    Fleet size, iterations, fault rate, worker crashes and (on 60 % of seeds) server crashes
+    with checkpoints are drawn from the seed; ``hard``: more of each.
+    """
+    from test_protocol_restart import schedule_worker_crashes
+    rng = random.Random(seed * 7919)
+    n = rng.choice([3, 4, 5] if hard else [2, 3, 4])
+    iters = rng.choice([10, 14] if hard else [6, 8, 10])
+    p = rng.choice([0.05, 0.1, 0.15] if hard else [0.0, 0.03, 0.05, 0.08])
+    harness, _, _, _, _ = build(spec, n=n, iters=iters, dtype=torch.float64, seed=seed,
+                                save_states=True, bandwidths=(1e6, 0.5e6, 2e6, 0.3e6, 0.8e6),
+                                compute=(0.05, 0.07, 0.11, 0.06, 0.09),
+                                fault=random_faults(seed, p_drop=p, p_dup=p, p_late=p)
+                                if p else None)
+    schedule_worker_crashes(harness, rng, rng.choice([4, 8, 10] if hard else [0, 2, 4, 6]),
+                            3.0 if hard else 2.0, (0.02, 0.5))
+    if rng.random() < 0.6:
+        checkpoint_every(harness, rng.choice([0.1, 0.25, 0.5]))
+        schedule_server_crashes(harness, rng, rng.choice([1, 2, 3]), 1.5)
+    harness.run(until=600)
+    return harness
+
+
+@pytest.mark.parametrize('spec, seed, hard', [('rog:3', 1151, False), ('rog:4', 2089, False),
+                                              ('rog:3', 7075, True)])
+def test_runs_of_the_crash_sweep_that_hung(spec, seed, hard):
+    # 1151, 2089: a live run retired by a dead run's late JOIN after its own rejoin (taken
+    # back since 2026-11-29); 7075: a pull with no row closed without its versions.
+    harness = random_crash_run(spec, seed, hard)
+    assert harness.server.finished
+    check_invariants(harness, harness.server, harness.workers)
+
+
 def test_states_survive_torch_save_with_weights_only(tmp_path):
     # Drivers persist both states with torch.save; torch.load(weights_only=True) must read
     # them back (plain types and tensors only) and the restored run must be exact.
