@@ -217,3 +217,22 @@ def _node_pids(namespace: str) -> list:
         if b'rog_ros.nodes' in b' '.join(cmd) and namespace.encode() in cmd:
             pids.append(int(entry))
     return pids
+
+
+def test_a_diverging_run_ends_with_the_reason_instead_of_computing_for_ever(tmp_path):
+    # A learning rate far too high: every gradient non-finite. Each was dropped and computed
+    # again for ever (a fleet at iteration 1 after minutes); now a worker gives up after
+    # NONFINITE_LIMIT in a row, exits 1 with the reason, and the fleet stops with it.
+    if WORKLOAD == 'toy':
+        pytest.skip('the toy workload has no learning rate that overflows')
+    out = tmp_path / 'diverged'
+    t0 = time.monotonic()
+    proc = subprocess.run(_fleet(out, '--lr', '1e12', '--iterations', '30'),
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=ROOT)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    from rog_ros.protocol.worker import NONFINITE_LIMIT
+    assert (f'training diverged: {NONFINITE_LIMIT} non-finite gradients in a row'
+            in proc.stderr)
+    assert 'lower the learning rate' in proc.stderr
+    assert _node_pids(f'/rog_test_{os.getpid()}_diverged') == []
+    print(f'stopped {time.monotonic() - t0:.1f} s after the start')

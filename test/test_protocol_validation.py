@@ -168,6 +168,74 @@ def test_nonfinite_gradient_is_dropped():
     assert any(isinstance(a, Log) and a.name == 'nonfinite_gradient' for a in actions)
 
 
+def test_a_nonfinite_gradient_is_invisible_to_the_server():
+    # Dropped and computed again: nothing reaches the server, nothing is lost or doubled.
+    from test_protocol_conservation import check_invariants
+    harness, server, workers, _, _ = build('rog:2', n=2, iters=8, dtype=torch.float64)
+    harness.log_events = True
+    inner, calls = harness.grad_fn, {'n': 0}
+
+    def grad_fn(rank, w, clock):
+        g = inner(rank, w, clock)
+        if rank == 0:
+            calls['n'] += 1
+            if calls['n'] in (3, 4, 6):
+                g = g.clone()
+                g[5] = float('nan')
+        return g
+    harness.grad_fn = grad_fn
+    stats = harness.run(until=200)
+    names = [a.name for _, _, a in harness.stats.logs]
+    assert server.finished and [w.clock for w in workers] == [8, 8]
+    assert stats.iterations == [8 + 3, 8]              # (computations: 3 computed again)
+    assert names.count('nonfinite_gradient') == 3 and 'worker_restart' not in names
+    check_invariants(harness, server, workers)
+
+
+def test_what_the_computation_after_a_nonfinite_gradient_sends_is_stamped():
+    # Computed again, the iteration may start a late push (late rows; in a fleet when the
+    # last one ended before the computation did). Its messages went out without the worker's
+    # incarnation, and the server took them for a restarted worker: a reset and a snapshot
+    # pull per non-finite gradient (`robot 0 restarted` in a fleet run with --lr 1e12).
+    from rog_ros.protocol.actions import Send
+    from rog_ros.protocol.messages import FLAG_LATE
+    _, server, workers, _, _ = build('rog:4', n=2)
+    w = workers[0]
+    w.start(0.0)
+    w.server_incarnation = server.incarnation
+    late = RowChunk(transfer_id=1, seq=0, sender=0, receiver=SERVER, kind=KIND_GRAD, clock=0,
+                    flags=FLAG_LATE, codec=w.codec.codec_id)
+    w._start_late_push = lambda now: [Send(SERVER, late)]     # (as when one is due)
+    grad = torch.zeros_like(w.w)
+    grad[3] = float('nan')
+    sends = [a for a in w.on_compute_done(grad, 0.1) if isinstance(a, Send)]
+    assert sends and all(a.msg.incarnation == w.incarnation for a in sends)
+    assert all(a.msg.target_incarnation == server.incarnation for a in sends)
+
+
+def test_a_worker_whose_gradients_stay_nonfinite_stops_as_diverged():
+    from rog_ros.protocol.actions import Stopped
+    from rog_ros.protocol.worker import NONFINITE_LIMIT
+    _, _, workers, _, _ = build('rog:4', n=2)
+    w = workers[0]
+    w.start(0.0)
+    bad = torch.full_like(w.w, float('inf'))
+    for k in range(NONFINITE_LIMIT - 1):       # a bad batch or four: computed again
+        actions = w.on_compute_done(bad, 0.1 * k)
+        assert w.state == 'computing' and not any(isinstance(a, Stopped) for a in actions)
+    w.on_compute_done(torch.zeros_like(w.w), 1.0)   # a finite one: the count starts over
+    assert w.nonfinite_in_a_row == 0 and w.clock == 1
+    w2 = workers[1]
+    w2.start(0.0)
+    for k in range(NONFINITE_LIMIT):
+        actions = w2.on_compute_done(bad, 0.1 * k)
+    stopped = [a for a in actions if isinstance(a, Stopped)]
+    assert len(stopped) == 1 and stopped[0].failed and 'diverged' in stopped[0].reason
+    assert [a.name for a in actions if isinstance(a, Log)] == ['diverged']
+    assert w2.state == 'stopped' and w2.clock == 0 and float(w2.residual.abs().sum()) == 0.0
+    assert w2.on_compute_done(bad, 9.0) == []       # a computation that was still running
+
+
 def test_nonfinite_identity_payload_in_an_open_transfer_changes_nothing():
     _, server, _, _, layout = build('rog:4', n=2, codec='identity')
     n = int(layout.row_len[0])

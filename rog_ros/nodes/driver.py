@@ -48,6 +48,10 @@ COMPUTE_POLL_S = 0.002
 is noticed within this (the thread cannot wake the poll)."""
 
 
+class EngineFailure(RuntimeError):
+    """The engine stopped because it cannot go on (``Stopped.failed``): the node exits with 1."""
+
+
 class EngineDriver:
     """
     Drive ``engine`` with ``bus`` on a monotonic clock.

@@ -30,7 +30,7 @@ from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for,
 from rog_ros.nodes.chaos_hooks import maybe_faulty, WorkerHooks
 from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
-from rog_ros.nodes.driver import EngineDriver
+from rog_ros.nodes.driver import EngineDriver, EngineFailure
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.reject_notes import RejectNotes
 from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
@@ -121,8 +121,13 @@ class WorkerNode:
                                    while_computing=getattr(self.engine,
                                                            'receives_while_computing',
                                                            (TransferAck,)),
-                                   on_log=self._on_log)
+                                   on_log=self._on_log, on_stopped=self._on_stopped)
+        self.failure = ''
         self.life.trigger('configure')
+
+    def _on_stopped(self, now: float, stopped) -> None:
+        if stopped.failed:
+            self.failure = f'worker {self.rank}: {stopped.reason}'
 
     def _on_log(self, now: float, log) -> None:
         """Say the notable engine events in this robot's log (``rog_ros.protocol.events``)."""
@@ -155,6 +160,8 @@ class WorkerNode:
         new push either; ``activate`` resumes with the computation that was due.
         """
         if self.driver.stopped:
+            if self.failure:
+                raise EngineFailure(self.failure)
             return False
         for transition in self.requests.take():
             self.life.request(transition)

@@ -56,9 +56,15 @@ class Log:
 
 @dataclass(frozen=True)
 class Stopped:
-    """The engine has finished (server: training over; worker: told to stop)."""
+    """
+    The engine has finished (server: training over; worker: told to stop).
+
+    ``failed``: it cannot go on (a worker whose training diverged); a node exits with an
+    error instead of as a finished run.
+    """
 
     reason: str = ''
+    failed: bool = False
 
 
 @dataclass(frozen=True)

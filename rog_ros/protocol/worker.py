@@ -86,6 +86,11 @@ VERSIONS_AHEAD = 8
 """A RowVersions is kept only for an open downlink transfer or one at most this many ids past
 the newest closed one (the server numbers a worker's downlinks 1, 2, ...)."""
 
+NONFINITE_LIMIT = 5
+"""Non-finite gradients in a row at which a worker gives up: training diverged. One is dropped
+and computed again (a bad batch); the same model failing this often will not recover, and a
+worker that went on would compute for ever without a step (``rog fleet --lr 1e12`` did)."""
+
 
 def new_incarnation() -> int:
     """Draw a random non-zero 64-bit incarnation id (drivers: one per process start)."""
@@ -238,6 +243,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         self.superseded = 0             # messages of an old server run or meant for an old us
         self.followups = 0
         self.rsp_waits = 0
+        self.nonfinite_in_a_row = 0
         self.undurable_dropped = 0
 
     def _decay(self, mu: float) -> float:
@@ -287,12 +293,27 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         self._check_gradient(grad)
         if not math.isfinite(float(grad.sum())):
             # A diverged step must not poison the fleet: drop it, keep the clock.
-            return [Log('nonfinite_gradient', 1.0, self.rank)] + self._compute(now)
+            # (stamped: the computation it starts again may start a late push)
+            return self._out(self._nonfinite(now) or
+                             [Log('nonfinite_gradient', 1.0, self.rank)] + self._compute(now))
+        self.nonfinite_in_a_row = 0
         if now > self._compute_started_at:
             self.compute_est.update(now - self._compute_started_at)
         if self.push is not None and self.push.flags & FLAG_LATE:
             return self._out(self._hold_gradient(grad, now))
         return self._out(self._take_gradient(grad, now))
+
+    def _nonfinite(self, now: float) -> list:
+        """Count a non-finite gradient; at ``NONFINITE_LIMIT`` in a row, stop: diverged."""
+        self.nonfinite_in_a_row += 1
+        if self.nonfinite_in_a_row < NONFINITE_LIMIT:
+            return []
+        self.state = 'stopped'
+        return [Log('diverged', float(self.nonfinite_in_a_row), self.rank,
+                    {'clock': self.clock}),
+                Stopped(f'training diverged: {self.nonfinite_in_a_row} non-finite gradients '
+                        f'in a row at iteration {self.clock}; lower the learning rate',
+                        failed=True)]
 
     def _check_gradient(self, grad: torch.Tensor) -> None:
         if grad.shape != self.w.shape:

@@ -129,7 +129,9 @@ class OverlapMixin:
             self.compute_est.update(now - self._compute_started_at)
         if not math.isfinite(float(grad.sum())):
             self._ahead = None
-            return [Log('nonfinite_gradient', 1.0, self.rank)] + self._maybe_compute(now)
+            return self._nonfinite(now) or \
+                [Log('nonfinite_gradient', 1.0, self.rank)] + self._maybe_compute(now)
+        self.nonfinite_in_a_row = 0
         if self._ahead_grad is None:
             self._ahead_grad = torch.empty_like(self.w)
         self._ahead_grad.copy_(grad)
