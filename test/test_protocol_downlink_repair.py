@@ -140,3 +140,37 @@ def test_a_pull_that_delivers_no_row_waits_for_its_versions():
     assert worker.newest_pull_tid == tid
     assert worker.active.tolist() == [True, True, False]      # worker 2 no longer checked
     assert worker.on_message(end, 0.12)[0].msg.final         # a repeated END: answered
+
+
+def test_a_late_pull_carries_versions_but_not_the_rules():
+    # A late pull (rows changed since the last pull, sent while the worker computes or, as
+    # here, while it still pushes) updates the versions of the rows it carries, not who is
+    # suspended: the server checked our side of the last pull with that pull's rules. A
+    # worker whose follow-up push was still under way took a readmission from a late pull,
+    # checked the rows of a robot its pull had not counted, and waited for ever (the crash
+    # sweep, rog:2 seed 8277 of the harder one). The next pull brings the new rules.
+    import numpy as np
+    from rog_ros.protocol.messages import FLAG_END, FLAG_LATE
+    from rog_ros.protocol.ps_downlink import encode_versions
+    harness, server, _, _, _ = build('rog:2', n=3, iters=10)
+    worker = harness.new_worker(0)
+    out_of_rules = torch.tensor([True, True, False])
+
+    def pull(tid, flags):
+        end = RowChunk(transfer_id=tid, seq=0, sender=SERVER, receiver=0, kind=KIND_UPDATE,
+                       clock=0, flags=FLAG_END | flags, codec=worker.codec.codec_id,
+                       incarnation=server.incarnation, target_incarnation=worker.incarnation)
+        versions = encode_versions(tid, 0, server.versions.v, np.zeros(0, dtype=np.int64),
+                                   out_of_rules)
+        versions.staleness_slack = [0, 0, 3]
+        for msg in (versions, end):
+            msg.incarnation, msg.target_incarnation = server.incarnation, worker.incarnation
+            worker.on_message(msg, 0.1)
+        assert worker.newest_pull_tid == tid                    # closed
+
+    pull(1, FLAG_LATE)
+    assert worker.active.tolist() == [True, True, True]
+    assert worker.slack.tolist() == [0, 0, 0]
+    pull(2, 0)
+    assert worker.active.tolist() == [True, True, False]
+    assert worker.slack.tolist() == [0, 0, 3]

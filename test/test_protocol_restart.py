@@ -104,6 +104,33 @@ def test_worker_killed_after_end_before_final_ack():
     check_invariants(harness, server, harness.workers)
 
 
+def test_a_run_that_recovers_a_push_saves_it_as_the_push_of_the_run_that_made_it():
+    # A restored worker re-sends the END of its saved in-flight push under the run that made
+    # it, and must keep naming that run if it saves its state again before the answer (it
+    # does when it learns of a server restart) and dies: it saved the push as its own run's,
+    # the next run asked about a push the server never saw, was told nothing of it was
+    # applied, and pushed its gradient a second time (the crash sweep, rog:2 seed 8346 of
+    # the harder one: exactly-once broken by one push).
+    harness, _, _, _, _ = build('rog:2', n=2, iters=6, dtype=torch.float64, save_states=True)
+    t = 0.0
+    while (harness.saved.get(1) or {}).get('push') is None and t < 5.0:
+        t += 0.01
+        harness.run(until=t)
+    first = harness.saved[1]
+    assert first['push'] is not None and first['push']['incarnation'] == first['incarnation']
+    second = harness.new_worker(1)
+    second.load_state_dict(first)
+    out = second.start(harness.now)
+    assert second.state == 'recovering'
+    ends = [a.msg for a in out if getattr(a, 'msg', None) is not None
+            and isinstance(a.msg, RowChunk) and a.msg.flags & FLAG_END]
+    assert ends and ends[0].incarnation == first['incarnation']   # speaks for the first run
+    again = second.state_dict()
+    assert again['incarnation'] == second.incarnation != first['incarnation']
+    assert again['push']['incarnation'] == first['incarnation']
+    assert again['push']['transfer_id'] == first['push']['transfer_id']
+
+
 def test_superseded_end_is_answered_never_applied():
     # An END of a previous incarnation for a transfer the server never closed gets a final
     # ack listing no chunks, now and later; nothing is applied.

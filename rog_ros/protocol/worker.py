@@ -752,7 +752,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             self._snap_versions = versions or self._snap_versions
         else:
             if versions is not None:
-                self._apply_versions(versions, mask)
+                self._apply_versions(versions, mask, rules=not late)
             if not late:
                 self._told_free = bool(inc.flags & FLAG_FREE)
             # outage-aware RSP: a worker catching up is moved to the fleet's clock.
@@ -793,12 +793,22 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                Log('pull_applied', float(n_rows), self.rank, {'snapshot': snapshot})]
         return out + self._maybe_compute(now)
 
-    def _apply_versions(self, msg: RowVersions, mask: torch.Tensor) -> None:
-        """Versions of the delivered rows into ``vloc`` (validated on arrival: cannot fail)."""
-        # the slack the server's check of this pull used comes with its versions: both
-        # checks decide on the same numbers, whatever was lost or changed meanwhile
-        self.slack = (torch.from_numpy(np.asarray(msg.staleness_slack, np.int32).copy())
-                      if len(msg.staleness_slack) else torch.zeros(self.n, dtype=torch.int32))
+    def _apply_versions(self, msg: RowVersions, mask: torch.Tensor, rules: bool = True) -> None:
+        """
+        Versions of the delivered rows into ``vloc`` (validated on arrival: cannot fail).
+
+        ``rules``: also take the pull's rules, who is suspended and the slack; not from a late
+        pull (``FLAG_LATE``, between pulls): the server checked our side of the last pull
+        with that pull's rules, and a worker still waiting to compute (its follow-up push
+        under way) that took a later readmission from a late pull checked the rows of a
+        robot that pull had not counted, and waited for ever.
+        """
+        if rules:
+            # the slack the server's check of this pull used comes with its versions: both
+            # checks decide on the same numbers, whatever was lost or changed meanwhile
+            self.slack = (torch.from_numpy(np.asarray(msg.staleness_slack, np.int32).copy())
+                          if len(msg.staleness_slack)
+                          else torch.zeros(self.n, dtype=torch.int32))
         starts = np.asarray(msg.run_starts, dtype=np.int64)
         lengths = np.asarray(msg.run_lengths, dtype=np.int64)
         if starts.size == 0:
@@ -807,7 +817,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                                self.layout.n_rows)
         runs = np.asarray(msg.versions, np.int32).reshape(-1, self.n)
         # -1: the worker is suspended from the staleness rules (not a version)
-        self.active = torch.from_numpy(runs[0] >= 0)
+        if rules:
+            self.active = torch.from_numpy(runs[0] >= 0)
         vv = torch.from_numpy(np.repeat(runs, lengths, axis=0))
         rows_t = torch.from_numpy(rows)
         keep = mask[rows_t]

@@ -181,7 +181,11 @@ class RejoinMixin:
         tr = self.push
         rec = self._recover
         if tr is not None and tr.end_sent_at is not None and not tr.finished:
-            sd['push'] = {'transfer_id': tr.transfer_id, 'incarnation': self.incarnation,
+            # (the run it speaks for: ours, or the earlier run whose push a restored engine
+            # recovers; saved as ours, a crash during that recovery made the next run ask
+            # about a push the server never saw, and push its gradient a second time)
+            sd['push'] = {'transfer_id': tr.transfer_id,
+                          'incarnation': int(tr.incarnation or self.incarnation),
                           'clock': tr.clock, 'scales': self._push_scales.clone(),
                           'per_row': bool(self._push_per_row),
                           'order': torch.from_numpy(tr.order.copy()),
