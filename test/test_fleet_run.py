@@ -222,7 +222,8 @@ def _node_pids(namespace: str) -> list:
 def test_a_diverging_run_ends_with_the_reason_instead_of_computing_for_ever(tmp_path):
     # A learning rate far too high: every gradient non-finite. Each was dropped and computed
     # again for ever (a fleet at iteration 1 after minutes); now a worker gives up after
-    # NONFINITE_LIMIT in a row, exits 1 with the reason, and the fleet stops with it.
+    # NONFINITE_LIMIT in a row, exits 3 with the reason (not restarted by respawn), and the
+    # fleet stops with it.
     if WORKLOAD == 'toy':
         pytest.skip('the toy workload has no learning rate that overflows')
     out = tmp_path / 'diverged'
@@ -234,5 +235,6 @@ def test_a_diverging_run_ends_with_the_reason_instead_of_computing_for_ever(tmp_
     assert (f'training diverged: {NONFINITE_LIMIT} non-finite gradients in a row'
             in proc.stderr)
     assert 'lower the learning rate' in proc.stderr
+    assert 'rog_worker_0 exited with 3' in proc.stderr
     assert _node_pids(f'/rog_test_{os.getpid()}_diverged') == []
     print(f'stopped {time.monotonic() - t0:.1f} s after the start')

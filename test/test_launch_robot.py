@@ -249,6 +249,7 @@ class FakeSupervisor:
     ([-9, -9, -9, -9], 2, 2, -9),   # the limit is spent: the crash is the status
     ([1, 0], 0, 0, 1),              # respawn off
     ([2], 5, 0, 2),                 # bad settings: restarting cannot help
+    ([3], 5, 0, 3),                 # training diverged: restarted, it would diverge again
     ([0], 5, 0, 0),
 ])
 def test_rog_robot_restarts_only_crashes_and_at_most_respawn_times(codes, limit, restarts,

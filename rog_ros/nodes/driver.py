@@ -49,7 +49,7 @@ is noticed within this (the thread cannot wake the poll)."""
 
 
 class EngineFailure(RuntimeError):
-    """The engine stopped because it cannot go on (``Stopped.failed``): the node exits with 1."""
+    """The engine stopped because it cannot go on (``Stopped.failed``): the node exits with 3."""
 
 
 class EngineDriver:

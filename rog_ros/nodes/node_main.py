@@ -31,6 +31,7 @@ import time
 from rog_ros.nodes.connect import PeerTimeout
 from rog_ros.nodes.driver import EngineFailure
 from rog_ros.nodes.params import check_fleet_args, node_parser
+from rog_ros.nodes.respawn import ENGINE_FAILED
 from rog_ros.nodes.signals import SignalRequests
 
 LOG_FORMAT = '[%(levelname)s] [%(created).3f] [%(name)s]: %(message)s'
@@ -81,8 +82,8 @@ def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_erro
     -------
     int
         0 when training completed or a shutdown was requested, 1 when the peers did not
-        appear, the server went silent or the engine cannot go on (a worker whose training
-        diverged); argparse exits with 2 on a usage error.
+        appear or the server went silent, 3 when the engine cannot go on (a worker whose
+        training diverged); argparse exits with 2 on a usage error.
 
     """
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -111,7 +112,10 @@ def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_erro
             finish(core, log)
     except KeyboardInterrupt:
         log.warning('interrupted twice; leaving without the final write')
-    except (PeerTimeout, TimeoutError, EngineFailure) as err:
+    except EngineFailure as err:
+        log.error(str(err))
+        return ENGINE_FAILED
+    except (PeerTimeout, TimeoutError) as err:
         log.error(str(err))
         return 1
     except usage_errors as err:

@@ -20,9 +20,10 @@ again (``robot.launch.py respawn:=N``, ``rog robot --respawn N``) and restores i
 exactly-once holds across the crash (docs/faults.md). Without a ``state_dir`` a restarted
 server would start the run over from the starting model and a restarted worker would lose
 what it had not yet pushed, so respawning needs one. A node that finished (exit 0), was
-stopped by its user (SIGINT, SIGTERM) or was given bad settings (exit 2: starting it again
-cannot help) is not restarted. launch_ros's own ``respawn=True`` restarts on every exit,
-a finished server included, and Humble has no limit on it; hence this module.
+stopped by its user (SIGINT, SIGTERM), was given bad settings (exit 2) or whose training
+diverged (exit 3) is not restarted: starting it again cannot help. launch_ros's own
+``respawn=True`` restarts on every exit, a finished server included, and Humble has no limit
+on it; hence this module.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ RESPAWN_DELAY_S = 2.0
 MAX_RESPAWNS = 100
 USAGE_ERROR = 2
 """A node's exit status for unusable settings or state (argparse's, and ``run_node``'s)."""
-_STOPPED = {0, USAGE_ERROR, 128 + signal.SIGINT, 128 + signal.SIGTERM,
+ENGINE_FAILED = 3
+"""A node's exit status when its engine cannot go on (a worker whose training diverged:
+restarted from its state, it would diverge again)."""
+_STOPPED = {0, USAGE_ERROR, ENGINE_FAILED, 128 + signal.SIGINT, 128 + signal.SIGTERM,
             -signal.SIGINT, -signal.SIGTERM}
 
 

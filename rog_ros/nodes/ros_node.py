@@ -31,6 +31,8 @@ requests shutdown, so the summary is written before the process ends.
 from __future__ import annotations
 
 from rog_ros.nodes import lifecycle as lc
+from rog_ros.nodes.driver import EngineFailure
+from rog_ros.nodes.respawn import ENGINE_FAILED
 from rog_ros.nodes.settings import declare_ros_parameters
 from rog_ros.nodes.signals import SignalRequests
 
@@ -131,6 +133,9 @@ def run(role: str, args, core_class, argv, finish) -> int:
         return 0
     except KeyboardInterrupt:
         return 0
+    except EngineFailure as err:
+        log.error(str(err))
+        return ENGINE_FAILED
     except (RuntimeError, TimeoutError) as err:
         log.error(str(err))
         return 1
