@@ -13,6 +13,7 @@
 # limitations under the License.
 """Issue 9 defect 6: lost mandatory downlink rows are repaired before the worker computes."""
 
+import dataclasses
 import random
 
 from protocol_fixtures import at_compute_start, build
@@ -174,3 +175,32 @@ def test_a_late_pull_carries_versions_but_not_the_rules():
     pull(2, 0)
     assert worker.active.tolist() == [True, True, False]
     assert worker.slack.tolist() == [0, 0, 3]
+
+
+def test_a_worker_that_still_pokes_after_its_pull_is_served_again():
+    # Defence in depth for a disagreement between the worker's check and ours (two such
+    # defects were found by the crash sweep, each mended at its cause): a worker repeats its
+    # newest push's END only while it waits; one that still pokes a poke interval after we
+    # saw its pull through would wait for ever, so that pull is served again, with the
+    # current rules. An END that comes sooner (a copy) changes nothing.
+    harness, server, workers, _, _ = build('rog:2', n=3, iters=12, dtype=torch.float64)
+    worker, t = workers[0], 0.0
+    while not (server._pull_done_at[0] is not None and 0 not in server.pending
+               and server.downlinks[0] is None and worker.state == 'computing'
+               and worker._last_end is not None
+               and worker._last_end.clock == server.clock[0]):
+        t += 0.002
+        assert t < 5.0
+        harness.run(until=t)
+    poke = dataclasses.replace(worker._last_end, incarnation=worker.incarnation,
+                               target_incarnation=server.incarnation)   # as sent
+    done = server._pull_done_at[0]
+    early = server.on_message(poke, done + server.end_timeout_s)
+    assert server.downlinks[0] is None and server.pull_repeats == 0
+    assert [type(a.msg).__name__ for a in early] == ['TransferAck']    # its answer again
+    out = server.on_message(poke, done + 4 * server.end_timeout_s)
+    assert server.pull_repeats == 1 and server.downlinks[0] is not None
+    assert [a.name for a in out if hasattr(a, 'name')] == ['pull_repeated']
+    pulls = [a.msg for a in out if getattr(a, 'msg', None) is not None
+             and isinstance(a.msg, RowChunk) and a.msg.kind == KIND_UPDATE]
+    assert pulls and all(p.receiver == 0 and p.clock == server.clock[0] for p in pulls)

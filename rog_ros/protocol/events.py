@@ -95,6 +95,12 @@ def _revived(log) -> Tuple[int, str]:
                      f'this repeats, two processes run as robot {log.worker})')
 
 
+def _pull_repeated(log) -> Tuple[int, str]:
+    return WARNING, (f'robot {log.worker} still waited after its pull of iteration '
+                     f'{log.info.get("clock")} was served: served again (its staleness check '
+                     "and the server's disagreed; please report it with the run's logs)")
+
+
 def _join(log) -> Tuple[int, str]:
     return INFO, f'robot {log.worker} joined'
 
@@ -135,6 +141,7 @@ _DESCRIBE = {
     'worker_restart': _restart,
     'join': _join,
     'worker_revived': _revived,
+    'pull_repeated': _pull_repeated,
     'stopped_after_fleet': _after_fleet,
     'nonfinite_gradient': _nonfinite,
     'diverged': _diverged,

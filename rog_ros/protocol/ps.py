@@ -202,6 +202,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.bytes_down = 0
         self.rejects = 0
         self.superseded = 0           # messages of a superseded worker incarnation
+        self.pull_repeats = 0         # pulls served again to a worker that still waited
         self.repairs = 0              # downlinks repeated for lost mandatory rows
         # incarnations (DESIGN section 10)
         self.incarnation = (int(incarnation) if incarnation is not None
@@ -516,7 +517,29 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                                         stop=True)))     # the stop order may have been lost
         elif chunk.flags & FLAG_END and s in self.stall_since and s in self.pending:
             out += self._ask_own_rows(s, self.pending[s])   # a held worker's poke: ask again
+        elif chunk.flags & FLAG_END and self._waits_after_its_pull(s, chunk, now):
+            self.pull_repeats += 1
+            out.append(Log('pull_repeated', 1.0, s, {'clock': int(chunk.clock)}))
+            out += self._resume_pull(s, int(chunk.clock), now)
         return out
+
+    def _waits_after_its_pull(self, s: int, end: RowChunk, now: float) -> bool:
+        """
+        Tell whether worker s still waits although we served the pull of its newest push.
+
+        It repeats that push's END (its pull poke, every 4 end timeouts) only while it waits
+        for a pull or for rows its own check still lacks; once served, it computes and pokes
+        no more. If a poke comes a poke interval after we saw that pull through, and we hold
+        neither a pull nor a transfer for it, its check and ours disagree (twice so far, each
+        a defect of its own: a pull closed without its versions, rules taken from a late
+        pull), and it would wait for ever: serve that pull again, with the current rules and
+        whatever rows its check needs (not under FLOWN's slots: FLOWN's workers never wait).
+        """
+        done = self._pull_done_at[s]
+        return (self.slots is None and done is not None and not self.stopped[s]
+                and s not in self.pending and self.downlinks[s] is None
+                and int(end.clock) == self.clock[s]
+                and now - done >= 4 * self.end_timeout_s)
 
     def _apply_push(self, inc, now: float) -> list:
         s = inc.sender
