@@ -95,6 +95,12 @@ def _revived(log) -> Tuple[int, str]:
                      f'this repeats, two processes run as robot {log.worker})')
 
 
+def _server_revived(log) -> Tuple[int, str]:
+    return WARNING, (f'robot {log.worker}: it had taken a late message of a server run that '
+                     'had died for a newer run; the live server kept answering and was taken '
+                     'back')
+
+
 def _pull_repeated(log) -> Tuple[int, str]:
     return WARNING, (f'robot {log.worker} still waited after its pull of iteration '
                      f'{log.info.get("clock")} was served: served again (its staleness check '
@@ -142,6 +148,7 @@ _DESCRIBE = {
     'join': _join,
     'worker_revived': _revived,
     'pull_repeated': _pull_repeated,
+    'server_revived': _server_revived,
     'stopped_after_fleet': _after_fleet,
     'nonfinite_gradient': _nonfinite,
     'diverged': _diverged,

@@ -219,6 +219,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         # incarnations
         self.server_incarnation = 0              # 0 = not heard yet
         self.retired_servers: list[int] = []     # superseded server incarnations
+        self._retired_server_msgs: dict = {}     # retired server run -> [first since, count]
         self._recover: dict | None = None        # restored in-flight push of an old run
         self._rejoin = bool(join_on_start)       # next Schedule starts the rejoin push
         self._fresh = bool(join_on_start)        # ... or, on a fresh start, the computation
@@ -415,9 +416,13 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         """Incarnation checks: None to go on with ``msg``, or the actions that replace it."""
         inc = int(msg.incarnation)
         target = int(getattr(msg, 'target_incarnation', 0))
+        revived = []
         if inc in self.retired_servers:
-            self.superseded += 1
-            return [Log('superseded', 1.0, self.rank, {'from': 'old server run'})]
+            if not self._retired_server_alive(inc, now):
+                self.superseded += 1
+                return [Log('superseded', 1.0, self.rank, {'from': 'old server run'})]
+            self.retired_servers = [x for x in self.retired_servers if x != inc]
+            revived = [Log('server_revived', 1.0, self.rank)]
         past = self._past_incarnations()
         if target and target != self.incarnation:
             rec = self._recover
@@ -436,7 +441,26 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             self.superseded += 1
             return [Log('superseded', 1.0, self.rank, {'from': 'unverified server run'})]
         self._precheck(msg)
-        return self._server_restart(msg, inc, now)
+        return revived + self._server_restart(msg, inc, now)
+
+    def _retired_server_alive(self, inc: int, now: float) -> bool:
+        """
+        Tell whether retired server run ``inc`` is the live one (then it is taken back).
+
+        Server runs are not ordered: a late message of a server run that died can make us
+        take it for a newer run and retire the live one, whose answers we would then refuse
+        for ever. A dead run's late copies arrive within a network delay of its death; the
+        live one answers every poke. So a retired run whose messages keep arriving for two
+        poke intervals (4 end timeouts each), at least three, is the live one.
+        """
+        book = {k: v for k, v in self._retired_server_msgs.items() if k in self.retired_servers}
+        seen = book.setdefault(inc, [now, 0])
+        seen[1] += 1
+        self._retired_server_msgs = book
+        if now - seen[0] < 2 * 4 * self.end_timeout_s or seen[1] <= 2:
+            return False
+        del book[inc]
+        return True
 
     def _past_incarnations(self) -> set:
         """Earlier runs of this worker whose pushes we still keep (or still recover)."""
