@@ -25,6 +25,7 @@ trigger counts, and that Ctrl-C leaves no node process behind.
 import json
 import os
 from pathlib import Path
+import re
 import signal
 import subprocess
 import sys
@@ -235,6 +236,6 @@ def test_a_diverging_run_ends_with_the_reason_instead_of_computing_for_ever(tmp_
     assert (f'training diverged: {NONFINITE_LIMIT} non-finite gradients in a row'
             in proc.stderr)
     assert 'lower the learning rate' in proc.stderr
-    assert 'rog_worker_0 exited with 3' in proc.stderr
+    assert re.search(r'rog_worker_\d exited with 3', proc.stderr)   # (whichever gave up first)
     assert _node_pids(f'/rog_test_{os.getpid()}_diverged') == []
     print(f'stopped {time.monotonic() - t0:.1f} s after the start')
