@@ -114,6 +114,9 @@ def test_fleet_summary_has_sane_stall_and_trigger_counts(run):
     assert s['rejects'] == 0
     assert s['authenticated'] is True                 # rog fleet made a key; all verified
     assert not any(s['rejects_by_reason'].values()), s['rejects_by_reason']
+    # nothing crashed: no message of a replaced run, no run taken back
+    assert s['superseded'] == 0 and s['worker_revivals'] == 0, s
+    assert 0 <= s['pull_repeats'] <= 3 * ITERATIONS and 0 <= s['repairs'] <= 3 * ITERATIONS
 
 
 def test_flown_server_schedules_by_netmon_link_reports(run):

@@ -435,6 +435,10 @@ class ServerNode:
             'rescaled_pushes': e.rescaled_pushes,
             'late_pushes': e.late_pushes, 'late_rows': e.late_rows,
             'late_pulls': e.late_pulls, 'late_pull_rows': e.late_pull_rows,
+            # fault handling (docs/faults.md): messages of replaced runs, served again, revived
+            'superseded': getattr(e, 'superseded', 0), 'repairs': getattr(e, 'repairs', 0),
+            'pull_repeats': getattr(e, 'pull_repeats', 0),
+            'worker_revivals': getattr(e, 'revivals', 0),
             'worker_status_received': sorted(self.status),
         })
         if hasattr(e, 'stats'):     # a push system's own figures (bytes per push, staleness)

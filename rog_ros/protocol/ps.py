@@ -90,13 +90,9 @@ from rog_ros.protocol.ps_downlink import DownlinkMixin, OpenDownlink
 from rog_ros.protocol.ps_membership import MembershipMixin
 from rog_ros.protocol.ps_outage import OutageAwareMixin
 from rog_ros.protocol.ps_slack import SlackMixin
+from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import check_chunk, Receiver, snapshot_layout
 import torch
-
-REVIVE_AFTER_POKES = 2
-"""A retired worker run whose own pokes (JOINs, ENDs, slot requests) keep arriving for this
-many of its poke intervals (4 end timeouts each) is the live one
-(``ServerEngine._retired_run_alive``)."""
 
 
 class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixin,
@@ -204,12 +200,13 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.superseded = 0           # messages of a superseded worker incarnation
         self.pull_repeats = 0         # pulls served again to a worker that still waited
         self.repairs = 0              # downlinks repeated for lost mandatory rows
+        self.revivals = 0             # retired worker runs taken back (protocol.revival)
         # incarnations (DESIGN section 10)
         self.incarnation = (int(incarnation) if incarnation is not None
                             else random.SystemRandom().getrandbits(64) or 1)
         self.worker_inc = [0] * n_workers          # 0 = not heard yet
         self.retired: list[list[int]] = [[] for _ in range(n_workers)]
-        self._retired_pokes: dict = {}   # (worker, retired run) -> [first poke since, count]
+        self._retired_pokes = RevivalWatch()   # (worker, retired run) -> its pokes since
         self.unsynced: list[torch.Tensor | None] = [None] * n_workers   # rejoin snapshot owes
         self._last_join: list[tuple | None] = [None] * n_workers
         self.snap_codec = Identity(dtype)
@@ -333,11 +330,11 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                     out.append(Send(r, self._hello(r, inc)))   # who we are; change nothing
                 return out, False
             self.retired[r] = ([x for x in self.retired[r] if x != inc] + [known])[-8:]
-            self._retired_pokes = {k: t for k, t in self._retired_pokes.items()
-                                   if k[0] != r or k[1] in self.retired[r]}
+            self._retired_pokes.keep(lambda k: k[0] != r or k[1] in self.retired[r])
             self.worker_inc[r] = inc
             out += self._reset_worker(r, now)
             if revived:
+                self.revivals += 1
                 out.append(Log('worker_revived', 1.0, r, {'retired': known}))
                 if waits:
                     out += self._resume_pull(r, int(msg.clock), now)
@@ -366,27 +363,16 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         """
         Tell whether retired run ``inc`` of worker r is the live one (then it is taken back).
 
-        Incarnations are random, not ordered: when two runs of r race to rejoin and the one
-        that died in its rejoin has its JOIN arrive late, we adopt the dead run and retire the
-        live one, which then asks for ever: it JOINs again if it was still rejoining, repeats
-        its last END every 4 end timeouts while it waits for a pull, pushes again and again
-        when its rows are too old (each push answered as never applied), or repeats its slot
-        request (FLOWN). A dead run's late copies all arrive within a network delay of its
-        death. So a retired run whose pokes (JOINs, ENDs, requests) keep arriving for two
-        poke intervals, one at least in each, is alive, and as one process runs per rank,
-        the run we hold is the dead one. What follows the revival is the poke's: a JOIN
+        Only the run's own pokes count (``protocol.revival``): a retired run that lives
+        JOINs again if it was still rejoining, repeats its last END while it waits for a
+        pull, pushes again when its rows are too old (each push answered as never applied),
+        or repeats its slot request (FLOWN). What follows the revival is the poke's: a JOIN
         rejoins, an END of an open push completes it, an END of a push we closed asks for the
         pull it waits for (``_resume_pull``), a request asks for a slot.
         """
         if not (isinstance(msg, RowChunk) and msg.flags & (FLAG_JOIN | FLAG_END | FLAG_REQUEST)):
             return False
-        seen = self._retired_pokes.setdefault((r, inc), [now, 0])
-        seen[1] += 1
-        if now - seen[0] < REVIVE_AFTER_POKES * 4 * self.end_timeout_s or \
-                seen[1] <= REVIVE_AFTER_POKES:
-            return False
-        del self._retired_pokes[(r, inc)]
-        return True
+        return self._retired_pokes.alive((r, inc), now, self.end_timeout_s)
 
     def _resume_pull(self, r: int, clock: int, now: float) -> list:
         """
@@ -539,7 +525,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         return (self.slots is None and done is not None and not self.stopped[s]
                 and s not in self.pending and self.downlinks[s] is None
                 and int(end.clock) == self.clock[s]
-                and now - done >= 4 * self.end_timeout_s)
+                and now - done >= POKE_END_TIMEOUTS * self.end_timeout_s)
 
     def _apply_push(self, inc, now: float) -> list:
         s = inc.sender

@@ -76,6 +76,7 @@ from rog_ros.protocol.messages import (
     FLAG_SNAPSHOT, ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK, MessageError, RowChunk,
     RowVersions, Schedule, SERVER, stamp_incarnations, TransferAck, validate_ranges)
 from rog_ros.protocol.policies.base import SyncPolicy
+from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import OutgoingTransfer, Receiver, snapshot_layout
 from rog_ros.protocol.worker_overlap import OverlapMixin
 from rog_ros.protocol.worker_rejoin import RejoinMixin
@@ -219,7 +220,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         # incarnations
         self.server_incarnation = 0              # 0 = not heard yet
         self.retired_servers: list[int] = []     # superseded server incarnations
-        self._retired_server_msgs: dict = {}     # retired server run -> [first since, count]
+        self._retired_server_msgs = RevivalWatch()   # retired server run -> its messages
         self._recover: dict | None = None        # restored in-flight push of an old run
         self._rejoin = bool(join_on_start)       # next Schedule starts the rejoin push
         self._fresh = bool(join_on_start)        # ... or, on a fresh start, the computation
@@ -340,7 +341,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
     def _request_slot(self, now: float) -> list:
         """FLOWN: ask the server for a transfer slot; the push starts on its grant."""
         self.state = 'awaiting_grant'
-        self._grant_poke_at = now + 4 * self.end_timeout_s
+        self._grant_poke_at = now + POKE_END_TIMEOUTS * self.end_timeout_s
         return [Send(SERVER, RowChunk(transfer_id=self.next_tid + 1, seq=0, sender=self.rank,
                                       receiver=SERVER, kind=KIND_GRAD, clock=self.clock,
                                       flags=FLAG_REQUEST, codec=self.codec.codec_id))]
@@ -379,7 +380,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                 and now >= self._pull_poke_at and self._last_end is not None):
             # Waiting long for the pull: the server may have lost our END, or we lost its
             # stop order. Repeating the END is idempotent and makes the server answer again.
-            self._pull_poke_at = now + 4 * self.end_timeout_s
+            self._pull_poke_at = now + POKE_END_TIMEOUTS * self.end_timeout_s
             return self._out([Send(SERVER, self._last_end), Log('pull_poke', 1.0, self.rank)])
         return []
 
@@ -449,18 +450,11 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
 
         Server runs are not ordered: a late message of a server run that died can make us
         take it for a newer run and retire the live one, whose answers we would then refuse
-        for ever. A dead run's late copies arrive within a network delay of its death; the
-        live one answers every poke. So a retired run whose messages keep arriving for two
-        poke intervals (4 end timeouts each), at least three, is the live one.
+        for ever. Any message of the retired run counts (``protocol.revival``): the live
+        one answers every poke.
         """
-        book = {k: v for k, v in self._retired_server_msgs.items() if k in self.retired_servers}
-        seen = book.setdefault(inc, [now, 0])
-        seen[1] += 1
-        self._retired_server_msgs = book
-        if now - seen[0] < 2 * 4 * self.end_timeout_s or seen[1] <= 2:
-            return False
-        del book[inc]
-        return True
+        self._retired_server_msgs.keep(lambda k: k in self.retired_servers)
+        return self._retired_server_msgs.alive(inc, now, self.end_timeout_s)
 
     def _past_incarnations(self) -> set:
         """Earlier runs of this worker whose pushes we still keep (or still recover)."""
@@ -596,7 +590,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             self.followups += 1
             return out + [Log('followup_push', 1.0, self.rank)] + self._start_push(now)
         self.state = 'pulling'
-        self._pull_poke_at = now + 4 * self.end_timeout_s
+        self._pull_poke_at = now + POKE_END_TIMEOUTS * self.end_timeout_s
         return out + self._maybe_compute(now)
 
     def _commit_push(self, delivered: np.ndarray, tr: OutgoingTransfer) -> None:
@@ -811,7 +805,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                     Log('late_pull_applied', float(n_rows), self.rank,
                         {'deferred': self._late_q_pending})]
         self.pulled_clock = max(self.pulled_clock, inc.clock)
-        self._pull_poke_at = now + 4 * self.end_timeout_s
+        self._pull_poke_at = now + POKE_END_TIMEOUTS * self.end_timeout_s
         out = [Send(SERVER, self.receiver.final_ack(inc, chunk_ranges, now)
                     if not snapshot else self.snap_receiver.final_ack(inc, chunk_ranges, now)),
                Log('pull_applied', float(n_rows), self.rank, {'snapshot': snapshot})]

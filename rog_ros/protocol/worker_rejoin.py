@@ -30,6 +30,7 @@ import numpy as np
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     FLAG_JOIN, KIND_GRAD, RowChunk, Schedule, SERVER, TransferAck)
+from rog_ros.protocol.revival import POKE_END_TIMEOUTS
 from rog_ros.protocol.transfer import OutgoingTransfer
 import torch
 
@@ -82,7 +83,7 @@ class RejoinMixin:
         """
         self._rejoin = True
         self.state = 'rejoin_wait'
-        self._join_poke_at = now + 4 * self.end_timeout_s
+        self._join_poke_at = now + POKE_END_TIMEOUTS * self.end_timeout_s
         if self._await_hello is None:
             self._await_hello = {self.incarnation} | self._past_incarnations()
         out = []
