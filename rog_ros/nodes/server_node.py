@@ -439,6 +439,7 @@ class ServerNode:
             'superseded': getattr(e, 'superseded', 0), 'repairs': getattr(e, 'repairs', 0),
             'pull_repeats': getattr(e, 'pull_repeats', 0),
             'worker_revivals': getattr(e, 'revivals', 0),
+            'duplicate_ranks': sorted(getattr(e, 'duplicate_ranks', ())),
             'worker_status_received': sorted(self.status),
         })
         if hasattr(e, 'stats'):     # a push system's own figures (bytes per push, staleness)

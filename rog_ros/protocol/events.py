@@ -92,7 +92,14 @@ def _restart(log) -> Tuple[int, str]:
 def _revived(log) -> Tuple[int, str]:
     return WARNING, (f'robot {log.worker}: its live run had been retired for a late message of '
                      'a run that died while rejoining; it kept asking, and was taken back (if '
-                     f'this repeats, two processes run as robot {log.worker})')
+                     f'this repeats, two processes may run as robot {log.worker})')
+
+
+def _duplicate_rank(log) -> Tuple[int, str]:
+    return WARNING, (f'two processes run as robot {log.worker}: each keeps being taken back '
+                     'from the other, and training keeps replacing one with the other; give '
+                     'every robot its own rank (rank:= / --rank) and restart the one that '
+                     'has the wrong one')
 
 
 def _server_revived(log) -> Tuple[int, str]:
@@ -147,6 +154,7 @@ _DESCRIBE = {
     'worker_restart': _restart,
     'join': _join,
     'worker_revived': _revived,
+    'duplicate_rank': _duplicate_rank,
     'pull_repeated': _pull_repeated,
     'server_revived': _server_revived,
     'stopped_after_fleet': _after_fleet,

@@ -639,6 +639,9 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                 self._await_hello.discard(about)
             return self._maybe_rejoin_push(now)
         if msg.stop:
+            # rows of late pulls deferred for a computation that will now never be taken:
+            # the model ends as the server holds it (a node delivers no Schedule mid-compute)
+            self._apply_late_pulls()
             self.state = 'stopped'
             return [Stopped('server says training is over')]
         self.push_deadline_s = float(msg.push_deadline_s)
