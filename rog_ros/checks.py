@@ -67,6 +67,24 @@ def text(name: str, value) -> str:
     return value
 
 
+def namespace(name: str, value) -> str:
+    """
+    Return ``value`` if it is an absolute ROS 2 namespace such as ``/rog``; else raise.
+
+    Every topic name is built from it, so a relative name or one DDS and ROS 2 would refuse
+    must fail here, before a node starts, not as a traceback in a node's log.
+    """
+    text(name, value)
+    tokens = value.split('/')
+    bad = [t for t in tokens[1:] if not t or not (t[0].isalpha() or t[0] == '_')
+           or not all(c.isascii() and (c.isalnum() or c == '_') for c in t)]
+    if not value.startswith('/') or value == '/' or bad:
+        raise ConfigError(f'{name} must be an absolute ROS 2 namespace such as /rog or '
+                          f'/lab/fleet_2 (letters, digits and _ between slashes, each part '
+                          f'starting with a letter or _), got {value!r}')
+    return value
+
+
 def workload(name: str, value) -> str:
     """Check a workload name against the registry (nothing is built)."""
     from rog_ros import workloads

@@ -91,6 +91,10 @@ CASES = [
     (['fleet', '--timeout', '-1'], '--timeout'),
     (['fleet', '--domain-id', '999'], '--domain-id'),
     (['fleet', '--config', 'missing.yaml'], 'missing.yaml'),
+    (['fleet', '--namespace', 'fleet2'], '--namespace'),          # relative: a traceback once
+    (['fleet', '--namespace', '/lab//fleet'], '--namespace'),
+    (['fleet', '--namespace', '/lab/2nd'], '--namespace'),
+    (['fleet', '--namespace', '/lab-a'], '--namespace'),
 ]
 
 
@@ -173,3 +177,9 @@ def test_fleet_refusal_as_a_new_user_sees_it(tmp_path):
         'dynamic_obstacles, indoors, outages, outdoors, outdoors_raw, through_wall) nor an '
         'existing file']
     assert not (tmp_path / 'run').exists()
+
+
+@pytest.mark.parametrize('good', ['/rog', '/lab/fleet_2', '/_x', '/A1'])
+def test_absolute_ros_namespaces_pass(good):
+    from rog_ros import checks
+    assert checks.namespace('namespace', good) == good

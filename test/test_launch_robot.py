@@ -162,6 +162,7 @@ def test_robot_plan_matches_the_fleet_plan_per_robot():
     (['--role', 'worker', '--rank', '5', '--workers', '2'], 'rank must be in 0..1'),
     (['--role', 'server', '--trace', 'missing.csv'], 'trace (--trace)'),
     (['--role', 'server', '--staleness', 'x'], 'staleness (--staleness)'),
+    (['--role', 'server', '--namespace', 'dupx'], 'namespace (--namespace)'),
 ])
 def test_rog_robot_refuses_bad_options_in_one_line(argv, message, capsys, monkeypatch, tmp_path):
     from rog_ros import cli

@@ -151,7 +151,7 @@ _CHECKS = {
     'workload': lambda k, v, n: checks.workload(k, v),
     'trace': lambda k, v, n: checks.trace(k, v, allow_none=True),
     'nodes': lambda k, v, n: v is None or _check_nodes(k, v, n),
-    'namespace': lambda k, v, n: checks.text(k, v),
+    'namespace': lambda k, v, n: checks.namespace(k, v),
     'out': lambda k, v, n: checks.text(k, v),
     'interface': lambda k, v, n: checks.text(k, v),
 }
