@@ -14,6 +14,7 @@
 """Two processes configured with one rank: the server says so once, and the run still ends."""
 
 import collections
+import logging
 
 from protocol_fixtures import build
 import pytest
@@ -23,7 +24,7 @@ from rog_ros.sim.harness import LinkSpec
 TWIN = 2        # harness node of the second process; it runs as rank 1, as node 1 does
 
 
-def run_with_a_twin(spec, iters=60, twin_starts_at=1.0, twin=True):
+def run_with_a_twin(spec, iters=200, twin_starts_at=1.0, twin=True):
     """Run 2 ranks; a third process, configured as rank 1 too, starts at ``twin_starts_at``."""
     harness, server, _, _, _ = build(spec, n=2, iters=iters)
     harness.log_events = True
@@ -62,6 +63,11 @@ def test_two_processes_with_one_rank_are_named_once_and_the_run_ends(spec):
     log = next(a for _, node, a in stats.logs if a.name == 'duplicate_rank')
     level, sentence = describe(log)
     assert 'two processes run as robot 1' in sentence and 'rank' in sentence
+    # the turns after it are told quietly, not as a warning every few seconds
+    later = [describe(a) for t, _, a in stats.logs
+             if a.name == 'worker_revived' and t > next(
+                 t2 for t2, _, a2 in stats.logs if a2.name == 'duplicate_rank')]
+    assert later and all(lvl == logging.INFO and 'two processes' in text for lvl, text in later)
 
 
 def test_one_process_per_rank_raises_no_alarm():

@@ -90,6 +90,9 @@ def _restart(log) -> Tuple[int, str]:
 
 
 def _revived(log) -> Tuple[int, str]:
+    if log.info.get('duplicate'):     # the duplicate_rank warning said why, once
+        return INFO, (f'robot {log.worker}: the other process of this rank taken back '
+                      '(two processes run as this robot)')
     return WARNING, (f'robot {log.worker}: its live run had been retired for a late message of '
                      'a run that died while rejoining; it kept asking, and was taken back (if '
                      f'this repeats, two processes may run as robot {log.worker})')

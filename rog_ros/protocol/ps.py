@@ -337,7 +337,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             out += self._reset_worker(r, now)
             if revived:
                 self.revivals += 1
-                out.append(Log('worker_revived', 1.0, r, {'retired': known}))
+                said = r in self.duplicate_ranks
+                out.append(Log('worker_revived', 1.0, r, {'retired': known, 'duplicate': said}))
                 out += self._duplicate_rank(r, inc, known)
                 if waits:
                     out += self._resume_pull(r, int(msg.clock), now)
