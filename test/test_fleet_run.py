@@ -119,6 +119,19 @@ def test_fleet_summary_has_sane_stall_and_trigger_counts(run):
     assert 0 <= s['pull_repeats'] <= 3 * ITERATIONS and 0 <= s['repairs'] <= 3 * ITERATIONS
 
 
+def test_the_trained_model_is_left_in_the_output_and_is_the_one_evaluated(run):
+    # the run's product: OUT/model.pt, a plain state_dict of the consensus model, which
+    # evaluates to exactly the summary's final accuracy (the last evaluation saw that model)
+    from rog_ros.nodes.assembly import load_workload
+    from rog_ros.nodes.model_file import load_trained
+    code, s, out, _, stderr = run
+    assert code == 0, stderr[-3000:]
+    assert s['model_file'] == 'model.pt'
+    model = load_trained(WORKLOAD, out / s['model_file'])
+    accuracy = load_workload(WORKLOAD).evaluate(model)['accuracy']
+    assert accuracy == pytest.approx(s['final_accuracy'], abs=1e-9)
+
+
 def test_flown_server_schedules_by_netmon_link_reports(run):
     # netmon reports each robot's emulated link (indoors: about 100 Mbit/s, 9-250); FLOWN's
     # server must have them (None: it never heard one and fell back to measured throughput)

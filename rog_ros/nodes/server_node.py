@@ -26,6 +26,7 @@ the simulator through ``RunRecorder``.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -38,6 +39,7 @@ from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
 from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
+from rog_ros.nodes.model_file import MODEL_FILE, save_state_dict
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
 from rog_ros.nodes.reject_notes import RejectNotes
@@ -300,7 +302,20 @@ class ServerNode:
                 self.driver.step(0.02)
         self._collect(wait_s=EVAL_DRAIN_S if self.engine.finished else LEAVE_TIMEOUT_S)
         self.evaluator.close()
+        self._save_model()
         return self._write(end)
+
+    def _save_model(self) -> None:
+        """Write the trained model (``OUT/model.pt``, ``model_file`` in the summary)."""
+        try:
+            self.eval_w.copy_(self.engine.consensus_model())   # the model's parameters
+            size = save_state_dict(os.path.join(self.args.out, MODEL_FILE), self.training.model)
+        except (OSError, RuntimeError) as exc:   # the metrics are still worth writing
+            self.log.warning(f'could not write the trained model: {exc}')
+            return
+        self.recorder.extra['model_file'] = MODEL_FILE
+        self.log.info(f'trained model: {os.path.join(self.args.out, MODEL_FILE)} '
+                      f'({size / 1e6:.1f} MB)')
 
     def cleanup(self) -> None:
         """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""

@@ -256,7 +256,8 @@ SETTINGS = (
        (SERVER, FLEET), 'server', low=1),
     _s('eval_every', int, 10, 'Evaluate the consensus model every K iterations.',
        (SERVER, FLEET), 'server', low=1),
-    _s('out', str, 'rog_run', 'Directory for summary.json and timeseries.csv.',
+    _s('out', str, 'rog_run', 'Directory for summary.json, timeseries.csv, events.csv and '
+       'the trained model.pt.',
        (SERVER, FLEET), 'server'),
     _s('checkpoint_every', int, 10, 'With state_dir: checkpoint the server every K '
        'iterations (atomic; workers keep what came after it).', (SERVER, FLEET), 'server',

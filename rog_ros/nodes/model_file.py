@@ -1,0 +1,55 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The trained model a fleet run leaves behind: ``OUT/model.pt``, a plain PyTorch state_dict.
+
+Robots fine-tune a model in order to use it, so a run's product is the model as well as its
+metrics. When the run ends, the server writes the consensus model (the mean of what the
+workers hold, the model every evaluation measured) next to ``summary.json``: atomically, and
+as a plain ``state_dict`` of tensors, which ``torch.load(path, weights_only=True)`` reads
+without running code from the file. ``load_trained`` puts it into the workload's own module.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+
+from rog_ros.atomic import atomic_write_bytes
+import torch
+
+MODEL_FILE = 'model.pt'
+
+
+def save_state_dict(path, module: torch.nn.Module) -> int:
+    """Write ``module``'s state_dict (copies, detached) to ``path`` atomically; its bytes."""
+    state = {name: t.detach().clone() for name, t in module.state_dict().items()}
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    os.makedirs(os.path.dirname(os.path.abspath(os.fspath(path))), exist_ok=True)
+    atomic_write_bytes(path, buf.getvalue())
+    return buf.tell()
+
+
+def load_trained(workload: str, path) -> torch.nn.Module:
+    """
+    Return the workload's model with the weights of a run's ``model.pt``, in eval mode.
+
+    >>> model = load_trained('mpcol', 'runs/fleet/model.pt')   # doctest: +SKIP
+    """
+    from rog_ros.nodes.assembly import load_workload
+    model = load_workload(workload).make_model()
+    state = torch.load(os.fspath(path), map_location='cpu', weights_only=True)
+    model.load_state_dict(state)
+    return model.eval()
