@@ -14,6 +14,7 @@
 """FLOWN slot arbitration: laggards first, then estimated bandwidth; K slots at most."""
 
 from protocol_fixtures import build
+import pytest
 from rog_ros.protocol.messages import LinkStats
 from rog_ros.protocol.policies.flown import SlotScheduler
 import torch
@@ -95,3 +96,21 @@ def test_a_late_copy_of_an_earlier_grant_starts_no_push():
                                      incarnation=server.incarnation), 0.2)
     assert grant(0) == [] and w.state == 'awaiting_grant'
     assert grant(1) and w.state == 'pushing'
+
+
+@pytest.mark.parametrize('seed', [1, 4])
+def test_membership_changes_never_serve_a_pull_outside_its_slot(seed):
+    # A suspension or readmission served every waiting worker's pull at once, outside
+    # FLOWN's slots; the slot's grant then served the same pull again and the worker
+    # applied both (its model no longer the server's view of it). Found by a crash sweep
+    # with membership; here a short absence timeout suspends and readmits in turn.
+    from test_protocol_conservation import check_invariants
+    from test_protocol_membership import outage
+    harness, server, workers, _, _ = build('flown:2', n=4, iters=12, dtype=torch.float64,
+                                           seed=seed, fault=outage(seed % 3, 0.3, 2.5),
+                                           absence_timeout_s=0.1)
+    harness.log_events = True
+    harness.run(until=300)
+    assert server.finished
+    assert any(a.name == 'worker_readmitted' for _, _, a in harness.stats.logs)
+    check_invariants(harness, server, workers)

@@ -163,3 +163,29 @@ def test_a_server_restored_from_a_finished_run_leaves_its_results_alone(tmp_path
     assert 'had finished (checkpoint 7)' in said and 'move' in said
     assert node.finish() == {}
     assert not (tmp_path / 'out').exists()
+
+
+def test_the_server_checkpoints_every_stop_order_before_it_leaves(tmp_path):
+    # A worker told to stop never speaks again: a server restored from a checkpoint older
+    # than the order waited for it for ever (the crash sweep with membership: a server
+    # killed 1 ms after a worker's stop order). The hooks stand in for the engine here, as
+    # in the node, so whatever the engine asks to send, it sends after the checkpoint.
+    harness, server, *_ = build('rog:2', n=3, iters=6)
+    hooks = chaos_hooks.ServerHooks(server, server.w_srv, state_dir=str(tmp_path),
+                                    checkpoint_every=1000)     # no clock-based checkpoint
+    held = []
+    write = hooks.checkpoint
+
+    def checkpoint():
+        write()
+        held.append(list(server.stopped))
+    hooks.checkpoint = checkpoint
+    harness.server = hooks
+    harness.run(until=60.0)
+    assert server.finished
+    # one checkpoint each time the set of stopped workers grew, the last with all three
+    assert held and held[-1] == [True, True, True]
+    assert all(sum(a) < sum(b) for a, b in zip(held, held[1:]))
+    fresh = harness.new_server()
+    chaos_hooks.ServerHooks(fresh, server.w_srv, state_dir=str(tmp_path)).restore()
+    assert fresh.finished

@@ -323,7 +323,8 @@ class ServerHooks(_Hooks):
         The fleet's starting model (the ledger reports ``(w0 - w_srv) N / lr``).
     state_dir, ledger_dir : str or None
     checkpoint_every : int
-        Checkpoint when the slowest worker's clock reaches the next multiple of this.
+        Checkpoint when the slowest worker's clock reaches the next multiple of this (and
+        whenever a worker was told to stop, before the order is sent).
     run_record : callable or None
         Returns the node's run record (plain types) to keep in every checkpoint; a restore
         leaves it in ``restored_record`` for the node to go on from.
@@ -346,6 +347,7 @@ class ServerHooks(_Hooks):
                   file=sys.stderr, flush=True)
         self.checkpoint_id = 0
         self.next_at = self.every
+        self.stopped_seen = 0     # workers told to stop, as of the last checkpoint
         self.ledger_dir = ledger_dir
         self.ledger = None
         if ledger_dir:
@@ -372,6 +374,7 @@ class ServerHooks(_Hooks):
         self.checkpoint_id = int(obj.get('id', 0))
         self.restored_record = obj.get('run_record')
         self.next_at = (min(self.engine.clock) // self.every + 1) * self.every
+        self.stopped_seen = sum(map(bool, getattr(self.engine, 'stopped', ())))
         if self.ledger is not None:
             self.ledger.add('restore', id=self.checkpoint_id)
             self.ledger.flush()
@@ -412,8 +415,13 @@ class ServerHooks(_Hooks):
                             tid=int(msg.transfer_id), proj=lg.project(diff, self.proj),
                             weight=float(getattr(e, 'last_push_weight', 1.0)))
             self.ledger.flush()
-        if self.state is not None and min(e.clock) >= self.next_at:
+        # Also before a stop order leaves: a worker told to stop never speaks again, so a
+        # server restored from an older checkpoint would wait for it for ever.
+        stopped = sum(map(bool, getattr(e, 'stopped', ())))
+        if self.state is not None and (min(e.clock) >= self.next_at or
+                                       stopped > self.stopped_seen):
             self.next_at = (min(e.clock) // self.every + 1) * self.every
+            self.stopped_seen = stopped
             self.checkpoint()
         return actions
 

@@ -61,6 +61,11 @@ class DownlinkMixin:
     def _try_serve(self, r: int, now: float) -> list:
         if r not in self.pending or self.downlinks[r] is not None:
             return []
+        if self.slots is not None:
+            # FLOWN serves a pull only in its slot (``_dispatch_slots``): a membership change
+            # that served it here as well sent the worker the same pull twice, and it
+            # applied both (absence suspensions under FLOWN; the crash sweep with membership)
+            return []
         c = self.pending[r]
         out_after_fleet = (not self.active[r] and self.suspended_reason.get(r) == 'link'
                            and self._fleet_finished())
