@@ -15,7 +15,7 @@
 
 import os
 
-from rog_ros.nodes.fleet_progress import robot_warnings
+from rog_ros.nodes.fleet_progress import output_lines, robot_warnings
 
 
 def _write(path, lines):
@@ -55,3 +55,12 @@ def test_a_long_first_warning_is_cut(tmp_path):
     _write(os.path.join(logs, 'netmon.log'), ['[WARNING] [1.0] [netmon]: ' + 'y' * 300])
     line = robot_warnings(logs, ['netmon'])
     assert 'netmon 1 (first: ' + 'y' * 117 + '...)' in line
+
+
+def test_the_closing_lines_name_the_trained_model_only_when_there_is_one(tmp_path):
+    assert [line.split(':')[0] for line in output_lines(str(tmp_path), 'mpcol')] == [
+        'plots and a report (accuracy, time composition, who was out when)']
+    (tmp_path / 'model.pt').write_bytes(b'x')
+    first = output_lines(str(tmp_path), 'mpcol')[0]
+    assert first.startswith('trained model (a state_dict): ')
+    assert f"load_trained('mpcol', '{tmp_path / 'model.pt'}')" in first

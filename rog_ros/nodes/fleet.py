@@ -43,8 +43,7 @@ import time
 
 from rog_ros import checks
 from rog_ros.nodes import settings
-from rog_ros.nodes.fleet_progress import Progress, result_line, robot_warnings
-from rog_ros.nodes.model_file import MODEL_FILE
+from rog_ros.nodes.fleet_progress import output_lines, Progress, result_line, robot_warnings
 from rog_ros.nodes.plan import load_parameter_file, plan
 from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
@@ -235,12 +234,8 @@ def run(args) -> int:
     warned = robot_warnings(sup.log_dir, [s.name for s in specs if s.name != server.name])
     if warned:
         print(f'rog fleet: {warned}')
-    model, workload = os.path.join(out, MODEL_FILE), server.parameters['workload']
-    if os.path.exists(model):
-        print(f'rog fleet: trained model (a state_dict): {model}; in Python: '
-              f'rog_ros.nodes.model_file.load_trained({workload!r}, {model!r})')
-    print(f'rog fleet: plots and a report (accuracy, time composition, who was out when): '
-          f'rog report {out}')
+    for line in output_lines(out, server.parameters['workload']):
+        print(f'rog fleet: {line}')
     return 0
 
 

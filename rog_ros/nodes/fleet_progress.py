@@ -145,6 +145,19 @@ def notable_clauses(summary: dict, events: str = 'events.csv') -> list:
     return out
 
 
+def output_lines(out: str, workload: str) -> list:
+    """Return the closing lines on what a finished run left: the trained model, the report."""
+    from rog_ros.nodes.model_file import MODEL_FILE
+    lines = []
+    model = os.path.join(out, MODEL_FILE)
+    if os.path.exists(model):
+        lines.append(f'trained model (a state_dict): {model}; in Python: '
+                     f'rog_ros.nodes.model_file.load_trained({workload!r}, {model!r})')
+    lines.append('plots and a report (accuracy, time composition, who was out when): '
+                 f'rog report {out}')
+    return lines
+
+
 # ``[WARNING] [1795950704.876] [rog_worker_0]: text`` (ours), ``[WARN] ...`` (rclpy)
 _WARNING_LINE = re.compile(r'^\[(WARN|WARNING|ERROR|FATAL)\]\s+\[[^\]]*\]\s+\[[^\]]*\]:\s*(.*)$')
 

@@ -187,6 +187,8 @@ def run(args) -> int:
         code = 130
     finally:
         sup.stop()
+    if code == 0 and args.role == 'server':
+        _closing_lines(specs[0].parameters, logs)
     if code not in (0, 130):
         print(f'rog robot: {main} exited with {code}; last lines of its log:\n'
               f'{sup.tail(main)}', file=sys.stderr)
@@ -194,3 +196,21 @@ def run(args) -> int:
               'robot (torch, a DDS round trip with its configuration, buffers, clock)',
               file=sys.stderr)
     return code
+
+
+def _closing_lines(server_params: dict, logs: str) -> None:
+    """Print the server robot's last lines as ``rog fleet`` does: result, model, report."""
+    from rog_ros.nodes.fleet_progress import output_lines, result_line, robot_warnings
+    out = os.path.abspath(server_params['out'])
+    summary = os.path.join(out, 'summary.json')
+    if not os.path.exists(summary):
+        return
+    print(f'rog robot: done; {summary}')
+    line = result_line(summary)
+    if line:
+        print(f'rog robot: {line}')
+    warned = robot_warnings(logs, ['rog_server'])
+    if warned:
+        print(f'rog robot: {warned}')
+    for line in output_lines(out, server_params['workload']):
+        print(f'rog robot: {line}')
