@@ -131,3 +131,20 @@ def test_events_without_sentences_are_listed_by_name(tmp_path):
         'time_s,robot,event,value,info\n1.5,1,worker_suspended,1,"{""reason"": ""link""}"\n')
     assert cli.main(['report', str(tmp_path)]) == 0
     assert '  - 1.5 s: worker_suspended' in (tmp_path / 'report.md').read_text()
+
+
+def test_report_of_a_fleet_run_says_what_fault_handling_did(tmp_path):
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    summary = json.loads((tmp_path / 'a' / 'summary.json').read_text())
+    summary.update(superseded=7, repairs=0, pull_repeats=1, worker_revivals=4,
+                   duplicate_ranks=[1], model_file='model.pt')
+    (tmp_path / 'a' / 'summary.json').write_text(json.dumps(summary))
+    _fleet_run(tmp_path / 'b', 'rog:4', 1, 0.8)      # nothing happened: nothing said
+    assert cli.main(['report', str(tmp_path)]) == 0
+    lines = (tmp_path / 'report.md').read_text().splitlines()
+    a = next(x for x in lines if x.startswith('- rog:4 seed 0:'))
+    b = next(x for x in lines if x.startswith('- rog:4 seed 1:'))
+    assert ('7 messages of replaced runs, 1 pulls served again, 4 runs taken back, '
+            '**two processes ran as robot 1**') in a
+    assert 'repaired' not in a and a.endswith('; trained model `model.pt`')
+    assert b.endswith("rejected {'replay': 3}")

@@ -348,6 +348,21 @@ def events_markdown(runs: list) -> list:
     return [title, ''] + lines + ['']
 
 
+def _fault_handling(summary: dict) -> str:
+    """Return what fault handling did in a fleet run (docs/faults.md), and its model file."""
+    said = [f'{summary[k]} {name}' for k, name in (
+        ('superseded', 'messages of replaced runs'), ('repairs', 'repaired pulls'),
+        ('pull_repeats', 'pulls served again'), ('worker_revivals', 'runs taken back'))
+        if isinstance(summary.get(k), int) and summary[k] > 0]
+    dup = summary.get('duplicate_ranks')
+    if dup:
+        said.append(f'**two processes ran as robot {", ".join(map(str, dup))}** (give every '
+                    'robot its own rank)')
+    model = summary.get('model_file')
+    return (('; ' + ', '.join(said) if said else '')
+            + (f'; trained model `{model}`' if model else ''))
+
+
 def report_run(run_dir: str) -> str:
     """
     Write ``report.md`` and the plots of any fleet or simulator run directory; its path.
@@ -385,7 +400,7 @@ def report_run(run_dir: str) -> str:
             lines.append(f'- {summary.get("system")} seed {summary.get("seed")}: completed '
                          f'{summary.get("completed")}, bus {summary.get("bus")}, '
                          f'authenticated {summary.get("authenticated")}, '
-                         f'rejected {rejects or "none"}')
+                         f'rejected {rejects or "none"}' + _fault_handling(summary))
         lines.append('')
     timeline = plot_membership(
         os.path.join(run_dir, 'membership.png'),
