@@ -71,17 +71,20 @@ def namespace(name: str, value) -> str:
     """
     Return ``value`` if it is an absolute ROS 2 namespace such as ``/rog``; else raise.
 
-    Every topic name is built from it, so a relative name or one DDS and ROS 2 would refuse
-    must fail here, before a node starts, not as a traceback in a node's log.
+    Every topic name is built from it (``transport.topics.resolve``, whose rule this is), so
+    a relative name or one DDS and ROS 2 would refuse must fail here, before a node starts,
+    not as a traceback in a node's log.
     """
+    from rog_ros.transport.topics import resolve
     text(name, value)
-    tokens = value.split('/')
-    bad = [t for t in tokens[1:] if not t or not (t[0].isalpha() or t[0] == '_')
-           or not all(c.isascii() and (c.isalnum() or c == '_') for c in t)]
-    if not value.startswith('/') or value == '/' or bad:
+    try:
+        if not value.startswith('/'):
+            raise ValueError('relative')
+        resolve('chunks', value)
+    except ValueError:
         raise ConfigError(f'{name} must be an absolute ROS 2 namespace such as /rog or '
-                          f'/lab/fleet_2 (letters, digits and _ between slashes, each part '
-                          f'starting with a letter or _), got {value!r}')
+                          f'/lab/fleet_2 (letters, digits and single _ between slashes, each '
+                          f'part starting with a letter), got {value!r}') from None
     return value
 
 

@@ -95,6 +95,8 @@ CASES = [
     (['fleet', '--namespace', '/lab//fleet'], '--namespace'),
     (['fleet', '--namespace', '/lab/2nd'], '--namespace'),
     (['fleet', '--namespace', '/lab-a'], '--namespace'),
+    (['fleet', '--namespace', '/_lab'], '--namespace'),           # the transport's rule
+    (['fleet', '--namespace', '/lab__a'], '--namespace'),
 ]
 
 
@@ -179,7 +181,7 @@ def test_fleet_refusal_as_a_new_user_sees_it(tmp_path):
     assert not (tmp_path / 'run').exists()
 
 
-@pytest.mark.parametrize('good', ['/rog', '/lab/fleet_2', '/_x', '/A1'])
+@pytest.mark.parametrize('good', ['/rog', '/lab/fleet_2', '/x_1', '/A1'])
 def test_absolute_ros_namespaces_pass(good):
     from rog_ros import checks
     assert checks.namespace('namespace', good) == good

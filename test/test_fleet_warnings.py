@@ -15,7 +15,7 @@
 
 import os
 
-from rog_ros.nodes.fleet_progress import output_lines, robot_warnings
+from rog_ros.nodes.fleet_progress import closing_lines, output_lines, robot_warnings
 
 
 def _write(path, lines):
@@ -64,3 +64,18 @@ def test_the_closing_lines_name_the_trained_model_only_when_there_is_one(tmp_pat
     first = output_lines(str(tmp_path), 'mpcol')[0]
     assert first.startswith('trained model (a state_dict): ')
     assert f"load_trained('mpcol', '{tmp_path / 'model.pt'}')" in first
+
+
+def test_a_finished_run_closes_with_summary_result_warnings_model_and_report(tmp_path):
+    # the same lines for rog fleet and rog robot --role server
+    (tmp_path / 'summary.json').write_text('{"final_accuracy": 0.9, "time_to_target_s": 1.5}')
+    (tmp_path / 'model.pt').write_bytes(b'x')
+    logs = tmp_path / 'logs'
+    logs.mkdir()
+    (logs / 'rog_server.log').write_text('[WARNING] [1.0] [rog_server]: two processes run\n')
+    lines = closing_lines(str(tmp_path), 'toy', str(logs), ['rog_server'])
+    assert [x.split(' ')[0] for x in lines] == ['done;', 'time', 'warnings', 'trained',
+                                                'plots']
+    assert 'final accuracy 0.9000' in lines[1] and 'rog_server 1' in lines[2]
+    (logs / 'rog_server.log').write_text('')
+    assert len(closing_lines(str(tmp_path), 'toy', str(logs), ['rog_server'])) == 4

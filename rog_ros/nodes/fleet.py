@@ -43,7 +43,7 @@ import time
 
 from rog_ros import checks
 from rog_ros.nodes import settings
-from rog_ros.nodes.fleet_progress import output_lines, Progress, result_line, robot_warnings
+from rog_ros.nodes.fleet_progress import closing_lines, Progress
 from rog_ros.nodes.plan import load_parameter_file, plan
 from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
@@ -227,14 +227,8 @@ def run(args) -> int:
         print('rog fleet: if the cause is not in the lines above, `rog doctor` checks this '
               'machine (torch, a DDS round trip, buffers) and says what to fix', file=sys.stderr)
         return 1
-    print(f'rog fleet: done; {summary}')
-    line = result_line(summary)
-    if line:
-        print(f'rog fleet: {line}')
-    warned = robot_warnings(sup.log_dir, [s.name for s in specs if s.name != server.name])
-    if warned:
-        print(f'rog fleet: {warned}')
-    for line in output_lines(out, server.parameters['workload']):
+    for line in closing_lines(out, server.parameters['workload'], sup.log_dir,
+                              [s.name for s in specs if s.name != server.name]):
         print(f'rog fleet: {line}')
     return 0
 

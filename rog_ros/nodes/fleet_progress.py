@@ -145,6 +145,18 @@ def notable_clauses(summary: dict, events: str = 'events.csv') -> list:
     return out
 
 
+def closing_lines(out: str, workload: str, log_dir: str, log_names) -> list:
+    """
+    Return the last lines of a finished run (``rog fleet``, ``rog robot --role server``).
+
+    Where the summary is, the result line, the warnings of the named logs, the trained model
+    and the report command.
+    """
+    summary = os.path.join(out, 'summary.json')
+    lines = [f'done; {summary}', result_line(summary), robot_warnings(log_dir, log_names)]
+    return [line for line in lines if line] + output_lines(out, workload)
+
+
 def output_lines(out: str, workload: str) -> list:
     """Return the closing lines on what a finished run left: the trained model, the report."""
     from rog_ros.nodes.model_file import MODEL_FILE

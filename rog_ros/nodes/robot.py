@@ -200,17 +200,8 @@ def run(args) -> int:
 
 def _closing_lines(server_params: dict, logs: str) -> None:
     """Print the server robot's last lines as ``rog fleet`` does: result, model, report."""
-    from rog_ros.nodes.fleet_progress import output_lines, result_line, robot_warnings
+    from rog_ros.nodes.fleet_progress import closing_lines
     out = os.path.abspath(server_params['out'])
-    summary = os.path.join(out, 'summary.json')
-    if not os.path.exists(summary):
-        return
-    print(f'rog robot: done; {summary}')
-    line = result_line(summary)
-    if line:
-        print(f'rog robot: {line}')
-    warned = robot_warnings(logs, ['rog_server'])
-    if warned:
-        print(f'rog robot: {warned}')
-    for line in output_lines(out, server_params['workload']):
-        print(f'rog robot: {line}')
+    if os.path.exists(os.path.join(out, 'summary.json')):
+        for line in closing_lines(out, server_params['workload'], logs, ['rog_server']):
+            print(f'rog robot: {line}')
