@@ -205,7 +205,13 @@ def read_columns(path, lines) -> tuple:
                 except ValueError as exc:
                     raise ColumnError(f'{path}:{lineno}: {exc}') from None
                 continue
-            raise ColumnError(f'{path}:{lineno}: {_expected(layout)}, got {line[:60]!r}') from None
+            hint = ''
+            if len(fields) == 1 and _is_number(fields[0]) and layout.names is None:
+                # a logger's bare list of rates: the step between samples is not in the file
+                hint = ('; one number per line has no time: give each rate its time, for a '
+                        "record sampled every 0.5 s: awk '{print (NR-1)*0.5\",\"$1}' FILE")
+            raise ColumnError(f'{path}:{lineno}: {_expected(layout)}, got {line[:60]!r}'
+                              f'{hint}') from None
         if not (math.isfinite(t) and math.isfinite(r)) or r < 0:
             raise ColumnError(f'{path}:{lineno}: need a finite time and a finite rate '
                               f'>= 0, got {line[:60]!r}')
