@@ -24,6 +24,7 @@ contract.
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 from cyclonedds.core import DDSException, InstanceState, ReadCondition, SampleState, \
@@ -45,6 +46,21 @@ try:  # raw take, so that one undecodable sample does not take its batch down wi
     from cyclonedds._clayer import ddspy_take
 except ImportError:  # pragma: no cover - other binding versions
     ddspy_take = None
+
+_TAKE_MASK = [True]
+"""Whether ``ddspy_take`` takes a sample-state mask (bindings 11 and later; 0.10 takes any)."""
+
+
+def _raw_take(ref):
+    """Take up to ``_TAKE_BATCH`` serialised samples of a reader, of any state."""
+    if _TAKE_MASK[0]:
+        try:
+            return ddspy_take(ref, SampleState.Any | ViewState.Any | InstanceState.Any,
+                              _TAKE_BATCH)
+        except TypeError:          # binding 0.10 (Python 3.8, ROS 2 Humble's Cyclone DDS)
+            _TAKE_MASK[0] = False
+    return ddspy_take(ref, _TAKE_BATCH)
+
 
 _DOMAINS = {}
 """Domain id -> (config, Domain): a configured domain lives as long as the process."""
@@ -192,8 +208,7 @@ class DdsBus(Bus):
         data_type = reader.topic.data_type
         samples = []
         while True:
-            raw = ddspy_take(reader._ref, SampleState.Any | ViewState.Any | InstanceState.Any,
-                             _TAKE_BATCH)
+            raw = _raw_take(reader._ref)
             if isinstance(raw, int):
                 raise BusError(f'take failed with DDS return code {raw}')
             for data, info in raw:
@@ -231,9 +246,9 @@ class DdsBus(Bus):
         ros_topic = resolve(topic, self.namespace)
         count = 0
         if ros_topic in self._writers:
-            count += _matched_count(self._writers[ros_topic].get_matched_subscriptions)
+            count += _matched_peers(self._writers[ros_topic], writer=True)
         if ros_topic in self._readers:
-            count += _matched_count(self._readers[ros_topic][0].get_matched_publications)
+            count += _matched_peers(self._readers[ros_topic][0], writer=False)
         return count
 
     def close(self) -> None:
@@ -249,6 +264,36 @@ class DdsBus(Bus):
         for entity in entities:  # children first: the binding deletes entities in __del__
             entity.__del__()
         self._readers, self._writers, self._topics = {}, {}, {}
+
+
+def _matched_peers(entity, writer: bool) -> int:
+    """Count the readers a writer matched (``writer``), or the writers a reader matched."""
+    get = getattr(entity, 'get_matched_subscriptions' if writer
+                  else 'get_matched_publications', None)
+    if get is not None:
+        return _matched_count(get)
+    return _matched_status(entity, writer)
+
+
+def _matched_status(entity, writer: bool) -> int:
+    """
+    Ask the C library for the matched count: bindings 0.10 have no ``get_matched_*``.
+
+    Why: the Cyclone DDS that ROS 2 Humble ships, and so the robots' images and Python 3.8
+    (JetPack 5), pair with the 0.10 binding, whose entities cannot list their matches; the C
+    call ``dds_get_{publication,subscription}_matched_status`` it wraps is in every version.
+    """
+    from cyclonedds.internal import DDS, dds_c_t
+    name = ('dds_get_publication_matched_status' if writer
+            else 'dds_get_subscription_matched_status')
+    status = (dds_c_t.publication_matched_status() if writer
+              else dds_c_t.subscription_matched_status())
+    call = getattr(DDS._dll_handle, name)
+    call.argtypes = [dds_c_t.entity, ctypes.POINTER(type(status))]
+    call.restype = ctypes.c_int32
+    if call(entity._ref, ctypes.byref(status)) != 0:
+        return 0                     # a deleted entity: nothing matched (callers poll)
+    return int(status.current_count)
 
 
 def _matched_count(get_matched) -> int:

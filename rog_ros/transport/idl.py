@@ -51,7 +51,9 @@ except ImportError:  # pragma: no cover - other binding versions
     Endianness = None
 
 _IDL_PRIMITIVES = {
-    'bool': bool, 'byte': t.byte, 'char': t.uint8, 'int8': t.int8, 'uint8': t.uint8,
+    # ``byte`` is an octet; bindings 0.10 have no name for it, and it travels as a uint8
+    'bool': bool, 'byte': getattr(t, 'byte', t.uint8), 'char': t.uint8, 'int8': t.int8,
+    'uint8': t.uint8,
     'int16': t.int16, 'uint16': t.uint16, 'int32': t.int32, 'uint32': t.uint32,
     'int64': t.int64, 'uint64': t.uint64, 'float32': t.float32, 'float64': t.float64,
 }
@@ -169,6 +171,12 @@ def _fast_machine(fdef):
     return None
 
 
+def _struct_machines(idl) -> tuple:
+    """Return the struct's XCDR1 and XCDR2 serialisers (XCDR1's is ``v0_machine`` in 0.10)."""
+    xcdr1 = getattr(idl, 'v1_machine', None) or getattr(idl, 'v0_machine')
+    return xcdr1, idl.v2_machine
+
+
 def _install_fast_machines(cls, msgdef) -> None:
     idl = cls.__idl__
     idl.populate()
@@ -176,7 +184,7 @@ def _install_fast_machines(cls, msgdef) -> None:
         machine = _fast_machine(fdef)
         if machine is None:
             continue
-        for struct_machine in (idl.v1_machine, idl.v2_machine):
+        for struct_machine in _struct_machines(idl):
             members = struct_machine.members_machines
             if not isinstance(members.get(fdef.name), PlainCdrV2SequenceOfPrimitiveMachine):
                 raise RuntimeError(f'unexpected cyclonedds serialiser for {msgdef.name}.'
