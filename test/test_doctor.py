@@ -93,6 +93,11 @@ def test_fleet_key_unusable_fails_and_absent_is_information(tmp_path, monkeypatc
     assert found.level == 'info'
 
 
+def _binding_series() -> tuple:
+    from importlib.metadata import version
+    return tuple(int(part) for part in version('cyclonedds').split('.')[:2])
+
+
 def test_dds_round_trips_and_a_configuration_that_aborts_cyclone(monkeypatch):
     pytest.importorskip('cyclonedds')
     monkeypatch.delenv('CYCLONEDDS_URI', raising=False)
@@ -104,7 +109,12 @@ def test_dds_round_trips_and_a_configuration_that_aborts_cyclone(monkeypatch):
     found = _by_check(doctor_dds.check_dds())
     assert found['dds (rog fleet)'].level == 'ok'     # rog fleet passes its own file
     bad = found['dds (CYCLONEDDS_URI)']
-    assert bad.level == 'fail' and 'signal 6' in bad.detail and 'every <Peer>' in bad.fix
+    if _binding_series() < (11,):
+        # the C library of the 0.10 binding (Python 3.8, ROS 2 Humble) skips a peer it
+        # cannot resolve and runs; from 11 on it aborts the process, which the doctor names
+        assert bad.level == 'ok', bad.detail
+    else:
+        assert bad.level == 'fail' and 'signal 6' in bad.detail and 'every <Peer>' in bad.fix
     monkeypatch.setenv('CYCLONEDDS_URI', 'file:///no/such/cyclonedds.xml')
     bad = _by_check(doctor_dds.check_dds())['dds (CYCLONEDDS_URI)']
     assert bad.level == 'fail' and '/no/such/cyclonedds.xml' in bad.detail
