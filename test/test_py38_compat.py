@@ -22,7 +22,8 @@ Jetson support (JetPack 5): nothing newer than Python 3.8 and torch 2.0.
   (``$ROG_CACHE_DIR/py38-venv``); skipped, saying so, where no Python 3.8 exists (Debian 12
   has none: ``pyenv install 3.8``);
 * the embedded transport's tests (messages across a bus, between processes, byte for byte
-  against a hand-written client) run on that interpreter and binding;
+  against a hand-written client) run on that interpreter and binding, and a process on it
+  talks to one on set-up's Python and binding (a Jetson robot and a laptop server);
 * no torch API that appeared after 2.0.
 """
 
@@ -150,6 +151,18 @@ def test_the_embedded_transport_works_on_python38_and_its_cyclone_binding(py38):
                           capture_output=True, text=True, timeout=600, env=env, cwd=str(ROOT))
     assert proc.returncode == 0, version.stdout + proc.stdout[-5000:] + proc.stderr[-2000:]
     assert ' passed' in proc.stdout and 'skipped' not in proc.stdout, proc.stdout[-2000:]
+
+
+def test_a_python38_robot_talks_to_a_node_on_the_newer_binding(py38):
+    # A fleet mixes the two: Jetson robots on Python 3.8 (binding 0.10) and a laptop server on
+    # set-up's Python (binding 11). Until 2026-11-29 the 0.10 process crashed at the first
+    # contact, on the type objects of the newer one (``invalid type object``, SIGSEGV).
+    loopback = pytest.importorskip('test_transport_dds_loopback')
+    # Execute: a child on Python 3.8 publishes a burst of chunks to this process, which acks
+    got, rc = loopback.burst_from_child(py38)
+    # Assert
+    assert [c.seq for c in got] == list(range(loopback.BURST))
+    assert rc == 0
 
 
 def test_python38_check_catches_runtime_generics_and_new_stdlib(py38, tmp_path):

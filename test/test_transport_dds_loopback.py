@@ -209,8 +209,13 @@ _PUBLISHER = textwrap.dedent("""
 """)
 
 
-def test_reliable_burst_between_two_processes():
-    # Prepare
+def burst_from_child(python: str) -> tuple:
+    """
+    Receive the ``BURST`` chunks a child process publishes and acknowledge them.
+
+    ``python`` runs the child (another interpreter and binding in test_py38_compat.py).
+    Returns the chunks received, in order, and the child's exit code.
+    """
     config = str(cyclone_config.config_path('loopback'))
     domain, namespace = _domain(1), _namespace('p')
     bus = dds_bus.DdsBus(namespace=namespace, domain_id=domain, config=config)
@@ -219,10 +224,9 @@ def test_reliable_burst_between_two_processes():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]))
     child = subprocess.Popen(
-        [sys.executable, '-c', _PUBLISHER, str(domain), namespace, config, str(BURST),
+        [python, '-c', _PUBLISHER, str(domain), namespace, config, str(BURST),
          str(CHUNK_BYTES)], env=env)
     try:
-        # Execute
         deadline = time.monotonic() + WAIT_S
         got = [msg for _, msg in _collect(bus, BURST, deadline)]
         time.sleep(0.2)
@@ -233,7 +237,14 @@ def test_reliable_burst_between_two_processes():
     finally:
         if child.poll() is None:
             child.kill()
+            rc = child.wait()
         bus.close()
+    return got, rc
+
+
+def test_reliable_burst_between_two_processes():
+    # Execute
+    got, rc = burst_from_child(sys.executable)
     # Assert
     assert [c.seq for c in got] == list(range(BURST))
     assert all(c.payload == bytes([c.seq % 251]) * CHUNK_BYTES for c in got)

@@ -192,6 +192,22 @@ def _install_fast_machines(cls, msgdef) -> None:
             members[fdef.name] = machine
 
 
+LEGACY_BINDING = not hasattr(t, 'byte')
+"""True under the Cyclone DDS binding series 0.10 (Python 3.8; ROS 2 Humble's C library)."""
+
+
+def _no_type_information() -> None:
+    """
+    Leave a 0.10 binding's topic without XTypes type information.
+
+    Why: a 0.10 process that receives the type objects of a newer binding's node fails on them
+    (``ddsi_xt_type_init_impl with invalid type object``, then a crash): a Jetson robot on
+    Python 3.8 died at the first contact with a server on Python 3.11. Without type information
+    of its own it never asks for them and matches by type name, as ``rmw_cyclonedds`` nodes of
+    ROS 2 do (they publish none either); the wire bytes are the same.
+    """
+
+
 def build_types(defs: dict) -> dict:
     """Build one IDL struct class per message of ``defs``; returns ``{'pkg/Type': class}``."""
     structs = {}
@@ -210,6 +226,8 @@ def build_types(defs: dict) -> dict:
         cls = make_idl_struct(f'{typ}_', f'{pkg}.msg.dds_.{typ}_', fields)
         cls.__idl_annotations__['extensibility'] = 'final'
         _install_fast_machines(cls, msgdef)
+        if LEGACY_BINDING:
+            cls.__idl__.fill_type_data = _no_type_information
         structs[name] = cls
         return cls
 
