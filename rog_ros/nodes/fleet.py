@@ -45,6 +45,7 @@ from rog_ros import checks
 from rog_ros.nodes import settings
 from rog_ros.nodes.fleet_progress import closing_lines, Progress
 from rog_ros.nodes.plan import load_parameter_file, plan
+from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS
 from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
 
@@ -159,6 +160,9 @@ def run(args) -> int:
     recorder = _recorder(args)
     if recorder is False:
         return 2
+    if not args.state_dir and earlier_results(out):   # the server sets them aside
+        print(f'rog fleet: {out} holds the results of an earlier run; they move to '
+              f'{os.path.join(out, PREVIOUS)} as this one starts', file=sys.stderr)
     n, iterations = server.parameters['workers'], server.parameters['iterations']
     namespace = server.parameters['namespace']
     domain = args.domain_id if args.domain_id is not None else default_domain()

@@ -45,6 +45,7 @@ from rog_ros.nodes.params import policy_spec
 from rog_ros.nodes.reject_notes import RejectNotes
 from rog_ros.nodes.routing import (link_stats, netmon_names, server_inbox, server_outbox,
                                    train_status, worker_name)
+from rog_ros.nodes.run_outputs import PREVIOUS, set_aside_earlier_results
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.actions import Log
 from rog_ros.protocol.events import say as say_event
@@ -221,6 +222,8 @@ class ServerNode:
                                  run_record=self._run_record)
         self.hooks.restore()
         self._finished_before = self.hooks.restored is not None and bool(self.engine.finished)
+        if self.hooks.restored is None:     # a new run: OUT's results are an earlier run's
+            self._set_aside_earlier_results()
         if not self._finished_before:
             self._resume_record(self.hooks.restored_record)
         for topic in server_inbox():
@@ -239,6 +242,16 @@ class ServerNode:
                                                 getattr(a, 'diagnostics_hz', 1.0))
         self.driver = EngineDriver(self.bus, self.hooks, self.outbox, on_log=self._on_log)
         self.life.trigger('configure')
+
+    def _set_aside_earlier_results(self) -> None:
+        try:
+            moved = set_aside_earlier_results(self.args.out)
+        except OSError as exc:
+            raise RuntimeError(f'{self.args.out} holds the results of an earlier run, which '
+                               f'could not be moved to {PREVIOUS}/: {exc}') from exc
+        if moved:
+            self.log.info(f'{self.args.out} held the results of an earlier run; moved to '
+                          f'{os.path.join(self.args.out, PREVIOUS)} ({", ".join(moved)})')
 
     def activate(self) -> bool:
         """Wait until every worker's endpoints are matched; evaluate the starting model."""

@@ -1,0 +1,106 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+A new run into an output directory sets the earlier run's results aside (``OUT/previous``).
+
+Until 2026-11-29 a second run into the same ``--out`` replaced the first one's files only at
+its end: stopped or crashed before, it left the earlier ``summary.json`` (``completed:
+true``), model and curves in place as if they were its own.
+"""
+
+import json
+
+import pytest
+
+from rog_ros.nodes import rog_server, server_node
+from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS, set_aside_earlier_results
+from test_nodes_lifecycle import Hub
+
+
+def _earlier_run(out, completed=True):
+    out.mkdir(parents=True, exist_ok=True)
+    (out / 'summary.json').write_text(json.dumps({'completed': completed, 'iterations': 30}))
+    (out / 'model.pt').write_bytes(b'earlier model')
+    (out / 'timeseries.csv').write_text('t,acc\n0,0.5\n')
+    (out / 'accuracy_vs_time.png').write_bytes(b'png')
+    (out / 'logs').mkdir(exist_ok=True)
+    (out / 'logs' / 'rog_server.log').write_text('earlier log\n')
+    (out / 'fleet.key').write_text('key')
+    (out / 'notes.txt').write_text("the user's own")
+
+
+def test_results_move_to_previous_and_everything_else_stays(tmp_path):
+    out = tmp_path / 'run'
+    _earlier_run(out)
+    (out / PREVIOUS).mkdir()
+    (out / PREVIOUS / 'summary.json').write_text('{"two runs ago": 1}')
+    # Execute
+    moved = set_aside_earlier_results(str(out))
+    # Assert
+    assert moved == ['summary.json', 'timeseries.csv', 'model.pt', 'accuracy_vs_time.png']
+    assert earlier_results(str(out)) == []
+    prev = out / PREVIOUS
+    assert sorted(p.name for p in prev.iterdir()) == sorted(moved)   # two runs ago: replaced
+    assert json.loads((prev / 'summary.json').read_text())['completed'] is True
+    assert (prev / 'model.pt').read_bytes() == b'earlier model'
+    assert (out / 'logs' / 'rog_server.log').exists() and (out / 'fleet.key').exists()
+    assert (out / 'notes.txt').exists()
+    assert set_aside_earlier_results(str(out)) == []          # nothing to move: previous stays
+    assert (prev / 'model.pt').exists()
+
+
+def _server(tmp_path, hub, monkeypatch, *extra):
+    monkeypatch.setattr(server_node, 'open_bus', hub.bus)
+    args = ['--workload', 'toy', '--workers', '1', '--namespace', '/ro', '--iterations',
+            '10000', '--out', str(tmp_path / 'run'), *extra]
+    return server_node.ServerNode(rog_server.build_parser().parse_args(args))
+
+
+@pytest.fixture
+def no_fleet_key(monkeypatch):
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_a_new_server_run_sets_the_earlier_results_aside(tmp_path, monkeypatch, no_fleet_key):
+    _earlier_run(tmp_path / 'run')
+    srv = _server(tmp_path, Hub(), monkeypatch)
+    # Execute
+    srv.configure()
+    srv.shutdown()
+    # Assert: OUT holds no result of the earlier run; previous/ holds them
+    out = tmp_path / 'run'
+    assert earlier_results(str(out)) == []
+    assert json.loads((out / PREVIOUS / 'summary.json').read_text())['iterations'] == 30
+
+
+def test_a_server_restored_from_its_checkpoint_keeps_its_run_results(
+        tmp_path, monkeypatch, no_fleet_key):
+    # Prepare: a durable run that wrote a checkpoint and its interrupted summary
+    (tmp_path / 'state').mkdir()
+    state = ['--state-dir', str(tmp_path / 'state'), '--checkpoint-every', '1']
+    first = _server(tmp_path, Hub(), monkeypatch, *state)
+    first.configure()
+    first.hooks.checkpoint()
+    first.requests.request('shutdown')
+    first.finish()
+    out = tmp_path / 'run'
+    assert (out / 'summary.json').exists()
+    # Execute: the same run restarts (a respawned server)
+    again = _server(tmp_path, Hub(), monkeypatch, *state)
+    again.configure()
+    again.shutdown()
+    # Assert
+    assert again.hooks.restored is not None
+    assert (out / 'summary.json').exists() and not (out / PREVIOUS).exists()
