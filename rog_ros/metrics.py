@@ -52,6 +52,10 @@ _SAMPLES = ('transfer_s', 'rows_up', 'rows_down', 'late_rows_up', 'late_rows_dow
             'duration_up', 'duration_down', 'round_trips')
 """``RunRecorder`` fields with one sample per transfer (``state`` keeps them as arrays)."""
 
+PREVIOUS_RUN_DIR = 'previous'
+"""Sub-directory of a run's output directory holding the run before it (``rog fleet`` run
+again into the same ``--out``: ``rog_ros.nodes.run_outputs``); not a run of this one."""
+
 EVENT_COLUMNS = ('time_s', 'robot', 'event', 'value', 'info', 'what')
 """Columns of ``events.csv``: the ``Log``'s name, value and info (JSON), and the sentence."""
 

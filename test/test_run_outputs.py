@@ -23,6 +23,7 @@ import json
 
 import pytest
 
+from rog_ros.experiments.report import load_runs
 from rog_ros.nodes import rog_server, server_node
 from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS, set_aside_earlier_results
 from test_nodes_lifecycle import Hub
@@ -104,3 +105,17 @@ def test_a_server_restored_from_its_checkpoint_keeps_its_run_results(
     # Assert
     assert again.hooks.restored is not None
     assert (out / 'summary.json').exists() and not (out / PREVIOUS).exists()
+
+
+def test_report_reads_the_run_not_the_one_it_set_aside(tmp_path):
+    out = tmp_path / 'run'
+    _earlier_run(out)
+    summary = json.loads((out / 'summary.json').read_text())
+    (out / 'summary.json').write_text(json.dumps(dict(summary, system='rog:4', seed=1)))
+    set_aside_earlier_results(str(out))
+    (out / 'summary.json').write_text(json.dumps({'system': 'rog:4', 'seed': 2}))
+    # Execute
+    runs = load_runs(str(out))
+    # Assert: one run, this one (rog report runs/fleet/previous still reads the earlier one)
+    assert [r[0]['seed'] for r in runs] == [2]
+    assert [r[0]['seed'] for r in load_runs(str(out / PREVIOUS))] == [1]

@@ -28,7 +28,7 @@ import numpy as np
 from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.membership import plot_membership, read_events
 from rog_ros.experiments.seed_stats import aggregate
-from rog_ros.metrics import read_timeseries
+from rog_ros.metrics import PREVIOUS_RUN_DIR, read_timeseries
 
 
 def _f(v, fmt='{:.2f}'):
@@ -301,11 +301,14 @@ def load_runs(run_dir: str) -> list:
 
     A run is a directory holding ``summary.json`` (and ``timeseries.csv``, ``events.csv``), as
     written by ``rog fleet``, ``rog_server``, ``rog sim`` and each run of ``rog compare``;
-    ``events`` is [] for runs written before ``events.csv`` existed.
+    ``events`` is [] for runs written before ``events.csv`` existed. The earlier run that a
+    run set aside below itself (``previous/``) is not one of them.
     """
     import json
     runs = []
     for root, _, files in sorted(os.walk(run_dir)):
+        if PREVIOUS_RUN_DIR in os.path.relpath(root, run_dir).split(os.sep):
+            continue                     # the run before, set aside below a run
         if 'summary.json' not in files:
             continue
         path = os.path.join(root, 'summary.json')

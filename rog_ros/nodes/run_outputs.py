@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from rog_ros.metrics import PREVIOUS_RUN_DIR
 from rog_ros.nodes.model_file import MODEL_FILE
 
 RESULT_FILES = ('summary.json', 'timeseries.csv', 'events.csv', MODEL_FILE, 'report.md',
@@ -36,7 +37,7 @@ RESULT_FILES = ('summary.json', 'timeseries.csv', 'events.csv', MODEL_FILE, 'rep
                 'accuracy_vs_iteration.png', 'time_composition.png', 'triggers.png',
                 'membership.png')
 """Files of one run's results: the server's record and model, and ``rog report``'s."""
-PREVIOUS = 'previous'
+PREVIOUS = PREVIOUS_RUN_DIR
 """Sub-directory of the output directory that holds the earlier run's results."""
 
 
