@@ -46,13 +46,16 @@ def test_results_move_to_previous_and_everything_else_stays(tmp_path):
     _earlier_run(out)
     (out / PREVIOUS).mkdir()
     (out / PREVIOUS / 'summary.json').write_text('{"two runs ago": 1}')
+    (out / PREVIOUS / 'events.csv').write_text('two runs ago\n')
+    (out / PREVIOUS / 'mine.txt').write_text('a file the user put there')
     # Execute
     moved = set_aside_earlier_results(str(out))
     # Assert
     assert moved == ['summary.json', 'timeseries.csv', 'model.pt', 'accuracy_vs_time.png']
     assert earlier_results(str(out)) == []
     prev = out / PREVIOUS
-    assert sorted(p.name for p in prev.iterdir()) == sorted(moved)   # two runs ago: replaced
+    # two runs ago: replaced (its events.csv too), the user's file kept
+    assert sorted(p.name for p in prev.iterdir()) == sorted(moved + ['mine.txt'])
     assert json.loads((prev / 'summary.json').read_text())['completed'] is True
     assert (prev / 'model.pt').read_bytes() == b'earlier model'
     assert (out / 'logs' / 'rog_server.log').exists() and (out / 'fleet.key').exists()

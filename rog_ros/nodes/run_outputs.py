@@ -27,7 +27,6 @@ run's stay one generation (nothing is lost to a typo in ``--out``).
 from __future__ import annotations
 
 import os
-import shutil
 
 from rog_ros.metrics import PREVIOUS_RUN_DIR
 from rog_ros.nodes.model_file import MODEL_FILE
@@ -48,20 +47,20 @@ def earlier_results(out: str) -> list:
 
 def set_aside_earlier_results(out: str) -> list:
     """
-    Move the results of an earlier run in ``out`` to ``out/previous`` (replacing its content).
+    Move the results of an earlier run in ``out`` to ``out/previous``, replacing older ones.
 
     Returns the names moved (none when ``out`` holds no results). Files that are not a run's
-    results (logs, keys, recordings, the user's own) stay where they are.
+    results (logs, keys, recordings, the user's own, in ``out`` or in ``out/previous``) stay
+    where they are.
     """
     found = earlier_results(out)
     if not found:
         return []
     previous = os.path.join(out, PREVIOUS)
-    if os.path.isdir(previous) and not os.path.islink(previous):
-        shutil.rmtree(previous)
-    elif os.path.lexists(previous):
-        os.unlink(previous)
-    os.makedirs(previous)
+    os.makedirs(previous, exist_ok=True)
+    for name in RESULT_FILES:         # the generation before: its results only, nothing else
+        if os.path.isfile(os.path.join(previous, name)):
+            os.unlink(os.path.join(previous, name))
     for name in found:
         os.replace(os.path.join(out, name), os.path.join(previous, name))
     return found
