@@ -67,4 +67,10 @@ def check_fleet_args(parser, args) -> None:
             check(vars(args))
         except ValueError as err:
             parser.error(str(err))
+    if getattr(args, 'device', None) is not None:
+        from rog_ros.nodes.compute_device import resolve_device
+        try:
+            resolve_device(args.device)
+        except ValueError as err:
+            parser.error(f'--device {err}')
     check_key_arg(parser, args)

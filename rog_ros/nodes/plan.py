@@ -154,10 +154,19 @@ _CHECKS = {
     'namespace': lambda k, v, n: checks.namespace(k, v),
     'out': lambda k, v, n: checks.text(k, v),
     'interface': lambda k, v, n: checks.text(k, v),
+    'device': lambda k, v, n: _check_device(k, v),
 }
 """What a declared type and range cannot say (a known workload, an existing trace file, ranks
 below N, non-empty names): parameter -> check(name, value, n_workers), ConfigError naming the
 key. Types, ranges and choices come from :mod:`rog_ros.nodes.settings` while resolving."""
+
+
+def _check_device(key: str, value) -> None:
+    from rog_ros.nodes.compute_device import resolve_device
+    try:
+        resolve_device(value)
+    except ValueError as err:
+        raise checks.ConfigError(f'{key}: {err}') from None
 
 
 def validate(params: dict) -> None:

@@ -274,6 +274,9 @@ SETTINGS = (
     _s('rank', int, 0, 'This worker, 0..N-1.', (WORKER,), 'worker', low=0, high=1023),
     _s('server_timeout', float, 120.0, 'Give up after this long without a message from '
        'the server (s).', (WORKER,), 'worker', low=0.0),
+    _s('device', str, 'auto', 'Where workers compute gradients: auto (the GPU if torch sees '
+       'one, as on a Jetson with the NVIDIA torch wheel; else the CPU), cpu, cuda or cuda:N.',
+       (WORKER, FLEET), 'worker'),
     # -------------------------------------------------- netmon
     _s('interface', str, 'auto', 'Interface to monitor (auto: Wi-Fi, else the busiest).',
        (NETMON,), 'netmon'),

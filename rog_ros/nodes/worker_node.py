@@ -28,6 +28,7 @@ import time
 from rog_ros.nodes import lifecycle as lc, push_systems
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.chaos_hooks import maybe_faulty, WorkerHooks
+from rog_ros.nodes.compute_device import DeviceGradients, resolve_device
 from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver, EngineFailure
@@ -91,8 +92,11 @@ class WorkerNode:
                                        save_state_actions=durable_run,
                                        keep_undurable=durable_run, join_on_start=durable_run)
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
-        tr.layout.bind(self.model, self.engine.w)
-        self.params = list(self.model.parameters())
+        self.device = resolve_device(getattr(a, 'device', 'cpu'))
+        self.gradients = DeviceGradients(self.model, self.layout, self.engine.w, self.device)
+        if self.device.type != 'cpu':
+            name = torch.cuda.get_device_name(self.device)
+            self.log.info(f'computing gradients on {self.device} ({name})')
         self.batches = self.workload.worker_batches(self.rank, a.workers, a.seed)
         link = link_for(a.trace, self.rank, a.workers, a.seed, a.trace_scale)
         epoch = epoch_to_monotonic(a.epoch)
@@ -216,15 +220,9 @@ class WorkerNode:
     def _compute(self, clock: int) -> torch.Tensor:
         """One real forward/backward pass on this worker's data; the flat gradient."""
         t0 = time.monotonic()
-        for p in self.params:
-            p.grad = None
-        loss = self.workload.loss(self.model, next(self.batches))
-        loss.backward()
-        grad = self.layout.flatten([p.grad if p.grad is not None else torch.zeros_like(p)
-                                    for p in self.params])
+        grad, self.loss = self.gradients.compute(self.workload.loss, next(self.batches))
         self._progress_at = time.monotonic()
         self.compute_s += self._progress_at - t0
-        self.loss = float(loss.detach())
         self._status_due = 0.0      # the loop publishes it (only its thread uses the bus)
         return grad
 
