@@ -52,6 +52,16 @@ def test_torch_versions_of_jetson_wheels_are_read(version, parsed):
     assert doctor_checks._version_tuple(version) == parsed
 
 
+def test_torch_line_says_where_workers_compute(monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'get_device_name', lambda index=0: 'Xavier')
+    (found,) = doctor_checks.check_torch()
+    assert found.level == 'ok' and 'CUDA: Xavier; workers compute gradients there' in found.detail
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    assert 'CPU only' in doctor_checks.check_torch()[0].detail
+
+
 def test_environment_refuses_a_domain_id_outside_ros_range(monkeypatch):
     monkeypatch.setenv('ROS_DOMAIN_ID', '300')
     assert _by_check(doctor_checks.check_environment())['ROS_DOMAIN_ID'].level == 'fail'

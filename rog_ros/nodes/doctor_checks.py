@@ -68,8 +68,8 @@ def check_torch():
     version = torch.__version__
     if _version_tuple(version) < (2, 0):
         return [Finding('torch', 'fail', f'torch {version}', 'rog_ros needs torch 2.0 or newer')]
-    if torch.cuda.is_available():
-        device = f'CUDA: {torch.cuda.get_device_name(0)}'
+    if torch.cuda.is_available():   # where workers compute with the default device: auto
+        device = f'CUDA: {torch.cuda.get_device_name(0)}; workers compute gradients there'
     else:
         device = 'CPU only'
     return [Finding('torch', 'ok', f'torch {version} ({device}; {torch.get_num_threads()} '
