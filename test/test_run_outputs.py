@@ -122,3 +122,22 @@ def test_report_reads_the_run_not_the_one_it_set_aside(tmp_path):
     # Assert: one run, this one (rog report runs/fleet/previous still reads the earlier one)
     assert [r[0]['seed'] for r in runs] == [2]
     assert [r[0]['seed'] for r in load_runs(str(out / PREVIOUS))] == [1]
+
+
+def test_every_file_rog_report_writes_for_a_run_is_a_result_file(tmp_path):
+    # RESULT_FILES names rog report's outputs (nodes cannot import the report): a new plot
+    # that is not set aside would stay in OUT beside the next run's results
+    pytest.importorskip('matplotlib')
+    from rog_ros import cli
+    from rog_ros.nodes.run_outputs import RESULT_FILES
+    out = tmp_path / 'sim'
+    assert cli.main(['sim', '--workload', 'toy', '--workers', '2', '--iterations', '10',
+                     '--trace', 'indoors', '--out', str(out)]) == 0
+    (out / 'events.csv').write_text('time_s,robot,event,value,info,what\n'
+                                    '0.5,1,suspend,1,{},robot 1 suspended\n')
+    before = {p.name for p in out.iterdir()}
+    assert cli.main(['report', str(out)]) == 0
+    written = {p.name for p in out.iterdir()} - before
+    assert 'report.md' in written and len(written) >= 5
+    assert written <= set(RESULT_FILES), written - set(RESULT_FILES)
+    assert before <= set(RESULT_FILES), before - set(RESULT_FILES)

@@ -27,9 +27,6 @@ from __future__ import annotations
 
 import torch
 
-DEVICE_CHOICES = ('auto', 'cpu', 'cuda')
-"""``device`` setting: ``auto`` is the GPU when torch sees one, else the CPU; ``cuda:N`` too."""
-
 
 def resolve_device(spec: str) -> torch.device:
     """

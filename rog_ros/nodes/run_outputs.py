@@ -34,7 +34,7 @@ from rog_ros.nodes.model_file import MODEL_FILE
 RESULT_FILES = ('summary.json', 'timeseries.csv', 'events.csv', MODEL_FILE, 'report.md',
                 'accuracy_vs_time.png', 'accuracy_vs_time_log.png',
                 'accuracy_vs_iteration.png', 'time_composition.png', 'triggers.png',
-                'membership.png')
+                'time_to_target.png', 'membership.png')
 """Files of one run's results: the server's record and model, and ``rog report``'s."""
 PREVIOUS = PREVIOUS_RUN_DIR
 """Sub-directory of the output directory that holds the earlier run's results."""

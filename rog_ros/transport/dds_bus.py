@@ -47,19 +47,12 @@ try:  # raw take, so that one undecodable sample does not take its batch down wi
 except ImportError:  # pragma: no cover - other binding versions
     ddspy_take = None
 
-_TAKE_MASK = [True]
-"""Whether ``ddspy_take`` takes a sample-state mask (bindings 11 and later; 0.10 takes any)."""
-
 
 def _raw_take(ref):
     """Take up to ``_TAKE_BATCH`` serialised samples of a reader, of any state."""
-    if _TAKE_MASK[0]:
-        try:
-            return ddspy_take(ref, SampleState.Any | ViewState.Any | InstanceState.Any,
-                              _TAKE_BATCH)
-        except TypeError:          # binding 0.10 (Python 3.8, ROS 2 Humble's Cyclone DDS)
-            _TAKE_MASK[0] = False
-    return ddspy_take(ref, _TAKE_BATCH)
+    if idl.LEGACY_BINDING:         # binding 0.10 takes every state and has no mask argument
+        return ddspy_take(ref, _TAKE_BATCH)
+    return ddspy_take(ref, SampleState.Any | ViewState.Any | InstanceState.Any, _TAKE_BATCH)
 
 
 _DOMAINS = {}
