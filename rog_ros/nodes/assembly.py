@@ -35,6 +35,7 @@ from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR, policy_spec
 from rog_ros.nodes.settings import FREE_STRAGGLERS_DEFAULT
 from rog_ros.protocol.policies import layout_for, make_policy
 from rog_ros.protocol.policies.base import DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR
+from rog_ros.workloads import start_model
 import torch
 
 PRESET_DURATION_S = 600.0   # generated preset traces loop after this long
@@ -69,18 +70,28 @@ class Training:
     codec: object
     w0: torch.Tensor
     lr: float
+    start: str = ''          # where the starting weights come from (init_model or checkpoint)
+    fingerprint: str = ''    # of the starting weights: equal on every node of a fleet
+
+    def start_line(self) -> str:
+        """Return the log line naming the starting weights (compare it across robots)."""
+        return f'starting model: {self.start} (fingerprint {self.fingerprint})'
 
 
 def build_training(args) -> Training:
     """Build the shared training objects from fleet parameters (deterministic)."""
     from rog_ros.nodes import push_systems
     workload = load_workload(args.workload)
+    if getattr(args, 'init_model', None):
+        workload = workload.starting_from(args.init_model)
     model = workload.make_model()
+    start = {'start': workload.describe_start(), 'fingerprint': start_model.fingerprint(model)}
     lr = args.lr if args.lr is not None else workload.lr
     if push_systems.is_push(getattr(args, 'sync', 'rog')):   # AdaComp, GSP: flat, no policy
         layout = push_systems.layout([tuple(p.shape) for p in model.parameters()])
         w0 = layout.flatten([p.detach() for p in model.parameters()]).clone()
-        return Training(workload, model, push_systems.NoPolicy(), layout, None, w0, float(lr))
+        return Training(workload, model, push_systems.NoPolicy(), layout, None, w0, float(lr),
+                        **start)
     push_systems.check(vars(args))
     overrides = {'deadline_floor': getattr(args, 'deadline_floor', DEFAULT_DEADLINE_FLOOR),
                  'rtt_floor': getattr(args, 'rtt_floor', DEFAULT_RTT_FLOOR)}
@@ -98,7 +109,8 @@ def build_training(args) -> Training:
     params = list(model.parameters())
     layout = layout_for(policy, [tuple(p.shape) for p in params])
     w0 = layout.flatten([p.detach() for p in params]).clone()
-    return Training(workload, model, policy, layout, make_codec(policy.codec), w0, float(lr))
+    return Training(workload, model, policy, layout, make_codec(policy.codec), w0, float(lr),
+                    **start)
 
 
 @dataclass

@@ -53,6 +53,11 @@ def policy_spec(args) -> str:
     return sync if sync == 'bsp' or is_push(sync) else f'{sync}:{args.staleness}'
 
 
+def _known_workloads() -> list:
+    from rog_ros import workloads
+    return workloads.names()
+
+
 def check_fleet_args(parser, args) -> None:
     """Reject what one value's range cannot express (exit 2); ranges were checked already."""
     rank = getattr(args, 'rank', None)
@@ -73,4 +78,11 @@ def check_fleet_args(parser, args) -> None:
             resolve_device(args.device)
         except ValueError as err:
             parser.error(f'--device {err}')
+    if getattr(args, 'init_model', None) and \
+            getattr(args, 'workload', None) in _known_workloads():
+        from rog_ros.nodes.assembly import load_workload
+        try:
+            load_workload(args.workload).starting_from(args.init_model)
+        except ValueError as err:
+            parser.error(f'--init-model: {err}')
     check_key_arg(parser, args)

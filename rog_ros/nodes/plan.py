@@ -169,6 +169,18 @@ def _check_device(key: str, value) -> None:
         raise checks.ConfigError(f'{key}: {err}') from None
 
 
+def _check_init_model(workload: str, path: str, seen: dict) -> None:
+    """Check that ``path`` holds weights that fit ``workload``'s model (once per pair)."""
+    if seen.get('init_model fits') == (path, workload):
+        return
+    from rog_ros.nodes.assembly import load_workload
+    try:
+        load_workload(workload).starting_from(path)
+    except ValueError as err:
+        raise checks.ConfigError(f"{_opt('init_model')}: {err}") from None
+    seen['init_model fits'] = (path, workload)
+
+
 def validate(params: dict) -> None:
     """
     Check every resolved parameter of every executable before anything starts.
@@ -186,6 +198,9 @@ def validate(params: dict) -> None:
             if key in _CHECKS:
                 _CHECKS[key](_opt(key), value, n)
             seen[key] = (value,)
+    for exe in ROLE_KEYS:
+        if params[exe].get('init_model'):
+            _check_init_model(params[exe]['workload'], params[exe]['init_model'], seen)
     for exe in ROLE_KEYS:
         if params[exe].get('workers', n) != n:
             raise checks.ConfigError('every node of a fleet needs the same number of workers')

@@ -208,6 +208,8 @@ class ServerNode:
             system=policy_spec(a), n_workers=a.workers, staleness=tr.policy.staleness or 0,
             trace=a.trace, seed=a.seed, workload=a.workload,
             target_accuracy=tr.workload.target_accuracy)
+        self.recorder.extra['start_model'] = {'source': tr.start, 'fingerprint': tr.fingerprint}
+        self.log.info(tr.start_line())
         epoch = epoch_to_monotonic(a.epoch)
         links = {r: link_for(a.trace, r, a.workers, a.seed, a.trace_scale)
                  for r in range(a.workers)}

@@ -92,6 +92,7 @@ class WorkerNode:
                                        save_state_actions=durable_run,
                                        keep_undurable=durable_run, join_on_start=durable_run)
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
+        self.log.info(tr.start_line())
         self.device = resolve_device(getattr(a, 'device', 'cpu'))
         self.gradients = DeviceGradients(self.model, self.layout, self.engine.w, self.device)
         if self.device.type != 'cpu':

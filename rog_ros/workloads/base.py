@@ -28,6 +28,8 @@ system the same way as the built-in MPCOL and EACOL:
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch.nn import functional as F
 
@@ -122,6 +124,27 @@ class Workload:
         if self._initial_state is not None:
             model.load_state_dict(self._initial_state)
         return model.train()
+
+    def starting_from(self, path):
+        """
+        Return this workload starting from the weights in ``path`` instead of its checkpoint.
+
+        ``path``: a state_dict file or a fleet run's output directory (its ``model.pt``),
+        checked by ``start_model`` (ValueError naming what does not fit). Data, partitions,
+        target and settings stay this workload's: the copy shares them.
+        """
+        from rog_ros.workloads import start_model
+        state = start_model.read_state(path)
+        start_model.check_fits(state, seeded(0, self._model_fn), f"workload {self.name}'s model")
+        other = copy.copy(self)
+        other._initial_state = state
+        other._info = {**self._info, 'start_model': start_model.resolve_path(path)}
+        return other
+
+    def describe_start(self) -> str:
+        """Say where the starting weights come from: a file, or the pre-trained checkpoint."""
+        source = self._info.get('start_model')
+        return source if source else f"workload {self.name}'s pre-trained checkpoint"
 
     def partition(self, n_workers):
         """Index tensors of the adaptation pool, one per worker (cached per fleet size)."""

@@ -1,0 +1,180 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""A run that starts from an earlier run's weights (``init_model``): checked, used by all nodes."""
+
+import csv
+import json
+import os
+from pathlib import Path
+import subprocess
+import sys
+
+import pytest
+from rog_ros.checks import ConfigError
+from rog_ros.nodes import plan
+from rog_ros.nodes.assembly import build_training, load_workload
+from rog_ros.nodes.model_file import save_state_dict
+from rog_ros.nodes.params import node_parser
+from rog_ros.workloads.start_model import fingerprint, read_state
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _adapted_toy(shift: float = 0.5) -> torch.nn.Module:
+    """Toy model whose weights differ from the workload's checkpoint (an 'earlier run')."""
+    model = load_workload('toy').make_model()
+    with torch.no_grad():
+        for i, p in enumerate(model.parameters()):
+            p.add_(shift * torch.linspace(-1, 1, p.numel()).reshape(p.shape) * (i + 1))
+    return model
+
+
+def test_a_workload_started_from_a_file_builds_exactly_those_weights(tmp_path):
+    earlier = _adapted_toy()
+    save_state_dict(tmp_path / 'model.pt', earlier)
+    toy = load_workload('toy')
+    before = fingerprint(toy.make_model())
+    rng = torch.random.get_rng_state()
+    going_on = toy.starting_from(tmp_path)            # a run directory: its model.pt
+    assert torch.equal(torch.random.get_rng_state(), rng)   # the caller's stream untouched
+    model = going_on.make_model()
+    for (name, a), (_, b) in zip(earlier.state_dict().items(), model.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert fingerprint(model) == fingerprint(earlier) != before
+    assert fingerprint(toy.make_model()) == before     # the registry's workload is unchanged
+    assert going_on.describe_start() == str(tmp_path / 'model.pt')
+    assert 'pre-trained checkpoint' in toy.describe_start()
+
+
+def test_the_fingerprint_changes_with_any_weight_name_or_shape():
+    model = _adapted_toy()
+    base = fingerprint(model)
+    assert fingerprint(_adapted_toy()) == base          # equal weights, another module
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    assert fingerprint(state) == base
+    first = next(iter(state))
+    state[first].view(-1)[0] = torch.nextafter(state[first].view(-1)[0],
+                                               torch.tensor(float('inf')))
+    assert fingerprint(state) != base                   # one ulp of one weight
+    renamed = {('x' + k): v for k, v in model.state_dict().items()}
+    assert fingerprint(renamed) != base
+    w = model.state_dict()[first]
+    reshaped = {**model.state_dict(), first: w.reshape(-1)}
+    assert fingerprint(reshaped) != base
+
+
+@pytest.mark.parametrize('key', ['state_dict', 'model_state_dict'])
+def test_a_training_checkpoint_is_read_through_its_state_dict_entry(tmp_path, key):
+    model = _adapted_toy()
+    torch.save({key: model.state_dict(), 'epoch': 3}, tmp_path / 'ckpt.pt')
+    assert fingerprint(read_state(tmp_path / 'ckpt.pt')) == fingerprint(model)
+
+
+def _refused(tmp_path, content, match):
+    path = tmp_path / 'bad.pt'
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        torch.save(content, path)
+    with pytest.raises(ValueError, match=match):
+        load_workload('toy').starting_from(path)
+
+
+def test_files_that_are_not_fitting_state_dicts_are_refused_with_the_reason(tmp_path):
+    model = _adapted_toy()
+    weight = next(iter(model.state_dict()))
+    _refused(tmp_path, b'weights\n', 'not a file torch.load reads')
+    _refused(tmp_path, model, 'Python objects.*whole pickled model')
+    _refused(tmp_path, {}, 'empty dict')
+    _refused(tmp_path, [torch.zeros(3)], 'holds list, not a state_dict')
+    _refused(tmp_path, {'weight': torch.zeros(4, 16), 'lr': 0.1}, 'not a name -> tensor')
+    nan = {k: v.clone() for k, v in model.state_dict().items()}
+    nan[weight].view(-1)[3] = float('nan')
+    _refused(tmp_path, nan, f'NaN or infinite values in {weight}')
+    _refused(tmp_path, torch.nn.Linear(3, 2).state_dict(),
+             r'weight is 2x3 in the file, 4x16 in workload toy')
+    _refused(tmp_path, {'extra': torch.zeros(1), **model.state_dict()}, 'not in workload.*extra')
+    partial = {k: v for k, v in model.state_dict().items() if k != weight}
+    _refused(tmp_path, partial, f'missing {weight}')
+    ints = {k: v.to(torch.int64) for k, v in model.state_dict().items()}
+    _refused(tmp_path, ints, 'integer values')
+    with pytest.raises(ValueError, match='no such file'):
+        load_workload('toy').starting_from(tmp_path / 'nothere.pt')
+    (tmp_path / 'run').mkdir()
+    with pytest.raises(ValueError, match='directory without model.pt'):
+        load_workload('toy').starting_from(tmp_path / 'run')
+
+
+def test_the_fleet_plan_refuses_a_bad_file_before_anything_starts(tmp_path):
+    save_state_dict(tmp_path / 'model.pt', torch.nn.Linear(3, 2))
+    with pytest.raises(ConfigError, match=r'init_model \(--init-model\): does not fit'):
+        plan.plan(overrides={'workload': 'toy', 'init_model': str(tmp_path / 'model.pt')})
+    save_state_dict(tmp_path / 'model.pt', _adapted_toy())
+    specs = plan.plan(overrides={'workload': 'toy', 'init_model': str(tmp_path)})
+    assert {s.parameters.get('init_model') for s in specs if s.role != 'netmon'} == {str(tmp_path)}
+
+
+def test_a_node_refuses_a_bad_file_at_its_command_line(tmp_path, capsys):
+    from rog_ros.nodes.params import check_fleet_args
+    parser = node_parser('rog_worker', 'rog_worker', '')
+    args = parser.parse_args(['--workload', 'toy', '--init-model', str(tmp_path / 'x.pt')])
+    with pytest.raises(SystemExit) as stop:
+        check_fleet_args(parser, args)
+    assert stop.value.code == 2
+    assert '--init-model: no such file' in capsys.readouterr().err
+
+
+def test_the_nodes_training_starts_from_the_file_and_names_it(tmp_path):
+    earlier = _adapted_toy()
+    save_state_dict(tmp_path / 'model.pt', earlier)
+    args = node_parser('rog_server', 'rog_server', '').parse_args(
+        ['--workload', 'toy', '--init-model', str(tmp_path / 'model.pt')])
+    tr = build_training(args)
+    flat = tr.layout.flatten([p.detach() for p in earlier.parameters()])
+    assert torch.equal(tr.w0, flat)
+    assert tr.fingerprint == fingerprint(earlier)
+    assert tr.start_line() == (f'starting model: {tmp_path / "model.pt"} '
+                               f'(fingerprint {fingerprint(earlier)})')
+    plain = build_training(node_parser('rog_server', 'rog_server', '').parse_args(
+        ['--workload', 'toy']))
+    assert plain.fingerprint == fingerprint(load_workload('toy').make_model())
+    assert not torch.equal(plain.w0, tr.w0)
+
+
+def test_a_fleet_goes_on_from_an_earlier_runs_model(tmp_path):
+    """Every node starts from the file: same fingerprint in each log, first evaluation equal."""
+    pytest.importorskip('cyclonedds')
+    earlier = _adapted_toy(shift=0.2)
+    save_state_dict(tmp_path / 'day1' / 'model.pt', earlier)
+    out = tmp_path / 'day2'
+    proc = subprocess.run(
+        [sys.executable, '-m', 'rog_ros.nodes.fleet', '--workload', 'toy', '--workers', '2',
+         '--iterations', '10', '--eval-every', '5', '--no-netmon', '--out', str(out),
+         '--init-model', str(tmp_path / 'day1'),
+         '--namespace', f'/rog_test_{os.getpid()}_init'],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((out / 'summary.json').read_text())
+    want = fingerprint(earlier)
+    assert summary['start_model'] == {'source': str(tmp_path / 'day1' / 'model.pt'),
+                                      'fingerprint': want}
+    for log in ('rog_server', 'rog_worker_0', 'rog_worker_1'):
+        text = (out / 'logs' / f'{log}.log').read_text()
+        assert f'(fingerprint {want})' in text, log
+    with open(out / 'timeseries.csv') as f:
+        first = next(csv.DictReader(f))
+    assert float(first['iteration']) == 0.0
+    expected = load_workload('toy').evaluate(earlier)['accuracy']
+    assert float(first['accuracy']) == pytest.approx(expected, abs=1e-9)
