@@ -27,6 +27,7 @@ from rog_ros.nodes.assembly import build_training, load_workload
 from rog_ros.nodes.model_file import save_state_dict
 from rog_ros.nodes.params import node_parser
 from rog_ros.workloads.start_model import fingerprint, read_state
+from test_nodes_lifecycle import Hub
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,3 +179,46 @@ def test_a_fleet_goes_on_from_an_earlier_runs_model(tmp_path):
     assert float(first['iteration']) == 0.0
     expected = load_workload('toy').evaluate(earlier)['accuracy']
     assert float(first['accuracy']) == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize('resync', [True, False])
+def test_a_robot_that_started_apart_is_sent_the_servers_model(tmp_path, monkeypatch, resync):
+    """Server on the checkpoint, worker on a file: the server sees it in the worker's status."""
+    from rog_ros.nodes import rog_server, rog_worker, server_node, worker_node
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
+        monkeypatch.delenv(var, raising=False)
+    hub = Hub()
+    monkeypatch.setattr(server_node, 'open_bus', hub.bus)
+    monkeypatch.setattr(worker_node, 'open_bus', hub.bus)
+    monkeypatch.setattr('rog_ros.nodes.driver.IDLE_POLL_S', 0.0)
+    if not resync:                 # the check below can fail: a fleet without the resync
+        monkeypatch.setattr(server_node.ServerNode, '_started_apart', lambda self, msg: None)
+    save_state_dict(tmp_path / 'other.pt', _adapted_toy())
+    common = ['--workload', 'toy', '--workers', '1', '--namespace', '/apart']
+    srv = server_node.ServerNode(rog_server.build_parser().parse_args(
+        common + ['--iterations', '8', '--eval-every', '4', '--out', str(tmp_path / 'out')]))
+    wrk = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
+        common + ['--rank', '0', '--init-model', str(tmp_path / 'other.pt')]))
+    srv.configure()
+    wrk.configure()
+    try:
+        assert srv.activate() and wrk.activate()
+        for _ in range(20000):
+            if srv.engine.finished:
+                break
+            wrk.spin_once()
+            srv.spin_once()
+        assert srv.engine.finished
+        gap = float((wrk.engine.w - srv.engine.worker_model(0)).abs().max())
+        summary = srv.finish()
+    finally:
+        wrk.shutdown()
+        srv.shutdown()
+    if not resync:
+        assert gap > 0.1                      # it trained apart all run long
+        return
+    assert gap < 1e-6                         # it holds exactly the server's view of it
+    assert summary['started_apart'] == {'0': fingerprint(_adapted_toy())}
+    with open(tmp_path / 'out' / 'events.csv') as f:
+        events = [row for row in csv.DictReader(f) if row['event'] == 'start_mismatch']
+    assert len(events) == 1 and "its next pull is the server's model" in events[0]['what']

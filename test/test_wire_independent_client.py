@@ -75,6 +75,7 @@ def _client():
         bytes_down: int64
         triggers: int64
         state: str
+        start_model: str
         incarnation: uint64
         auth_seq: uint64
         auth_tag: sequence[uint8]
@@ -172,7 +173,8 @@ def test_a_hand_written_reader_receives_train_status(fleet_side):
     reader = c.DataReader(participant, topic, qos=c.best_effort)
     sent = m.TrainStatus(node=1, stamp=12.25, iteration=37, loss=0.5, accuracy=0.8125,
                          stall_s=1.5, compute_s=3.0, comm_s=0.75, bytes_up=10 ** 9,
-                         bytes_down=42, triggers=3, state='training', incarnation=2 ** 40 + 1)
+                         bytes_down=42, triggers=3, state='training', start_model='92bcacacc3b9',
+                         incarnation=2 ** 40 + 1)
     bus.advertise('status/rog_worker_1/train_status')
 
     def _take():
@@ -185,6 +187,7 @@ def test_a_hand_written_reader_receives_train_status(fleet_side):
     assert (got.iteration, got.loss, got.accuracy, got.stall_s) == (37, 0.5, 0.8125, 1.5)
     assert (got.bytes_up, got.bytes_down, got.triggers) == (10 ** 9, 42, 3)
     assert got.state == 'training' and got.incarnation == 2 ** 40 + 1
+    assert got.start_model == '92bcacacc3b9'
 
 
 def test_a_hand_written_writer_sends_a_row_chunk_the_bus_decodes(fleet_side):

@@ -172,6 +172,7 @@ class ServerNode:
         self.reject_notes = RejectNotes()  # why a message was dropped, once per kind
         self.log = logging.getLogger(getattr(args, 'node_name', 'rog_server'))
         self.status = {}             # worker rank -> newest TrainStatus
+        self._resynced = set()       # (rank, incarnation) started apart, sent our model
         self.t0 = None
         self.evaluations = 0
         self._resumed = None         # (seconds into the run, seconds away) after a restore
@@ -419,7 +420,7 @@ class ServerNode:
                 loss=metrics.get('loss', float('nan')),
                 accuracy=metrics.get('accuracy', float('nan')), stall_s=sum(e.stall_time),
                 bytes_up=e.bytes_up, bytes_down=e.bytes_down, triggers=sum(e.triggers),
-                state=self.life.state))
+                state=self.life.state, start_model=self.training.fingerprint))
 
     def _on_log(self, now: float, log) -> None:
         self.recorder.on_log(now - (self.t0 or now), SERVER, log)
@@ -429,6 +430,26 @@ class ServerNode:
     def _on_status(self, msg: TrainStatus) -> None:
         if 0 <= msg.node < self.args.workers:
             self.status[msg.node] = msg
+            if msg.start_model and msg.start_model != self.training.fingerprint:
+                self._started_apart(msg)
+
+    def _started_apart(self, msg: TrainStatus) -> None:
+        """
+        Send our model to a worker that started from other weights (once per run of it).
+
+        It would otherwise add every update to its own copy and train apart all run long.
+        The engines of the reference push systems cannot send a model: they only say so.
+        """
+        key = (msg.node, msg.incarnation)
+        if key in self._resynced:
+            return
+        self._resynced.add(key)
+        info = {'fingerprint': msg.start_model, 'server': self.training.fingerprint}
+        self.recorder.extra.setdefault('started_apart', {})[str(msg.node)] = msg.start_model
+        resync = getattr(self.engine, 'resync', None)
+        actions = (resync(msg.node, info) if resync is not None
+                   else [Log('start_mismatch', 1.0, msg.node, {**info, 'resync': 'unsupported'})])
+        self.driver.handle(actions, self.driver.clock())
 
     def _on_link_stats(self, msg: LinkStats) -> None:
         """Hand a worker robot's link report to FLOWN's scheduler (the server's own: not)."""

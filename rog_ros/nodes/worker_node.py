@@ -93,6 +93,7 @@ class WorkerNode:
                                        keep_undurable=durable_run, join_on_start=durable_run)
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
         self.log.info(tr.start_line())
+        self.start_fingerprint = tr.fingerprint   # in every status: the server compares it
         self.device = resolve_device(getattr(a, 'device', 'cpu'))
         self.gradients = DeviceGradients(self.model, self.layout, self.engine.w, self.device)
         if self.device.type != 'cpu':
@@ -237,4 +238,5 @@ class WorkerNode:
         self.bus.publish(self.status_topic, TrainStatus(
             node=self.rank, stamp=time.time(), iteration=e.clock, loss=self.loss,
             compute_s=self.compute_s, comm_s=max(0.0, wall - self.compute_s),
-            bytes_up=e.bytes_up, bytes_down=e.bytes_down, state=f'{self.life.state}:{e.state}'))
+            bytes_up=e.bytes_up, bytes_down=e.bytes_down, state=f'{self.life.state}:{e.state}',
+            start_model=self.start_fingerprint))

@@ -147,6 +147,18 @@ def _server_restored(log) -> Tuple[int, str]:
                      f'evaluation{"" if n == 1 else "s"}')
 
 
+def _start_mismatch(log) -> Tuple[int, str]:
+    i = log.info
+    what = (f'robot {log.worker} started from other weights than the server (fingerprint '
+            f"{i.get('fingerprint', '?')}, the server's {i.get('server', '?')}: another "
+            '--init-model file, or a checkpoint its machine computed differently)')
+    then = {'next pull': "; its next pull is the server's model",
+            'stopped': '; it has stopped already',
+            'unsupported': ('; this system cannot send it a model, so it trains apart: give '
+                            'every node the same --init-model')}
+    return WARNING, what + then.get(i.get('resync'), '')
+
+
 _DESCRIBE = {
     'worker_suspended': _suspended,
     'worker_readmitted': _readmitted,
@@ -164,6 +176,7 @@ _DESCRIBE = {
     'nonfinite_gradient': _nonfinite,
     'diverged': _diverged,
     'server_restored': _server_restored,
+    'start_mismatch': _start_mismatch,
 }
 
 NOTABLE = frozenset(_DESCRIBE)

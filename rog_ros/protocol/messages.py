@@ -31,7 +31,7 @@ from typing import ClassVar, Union
 
 import numpy as np
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SERVER = -1
 """Address of the parameter server in ``sender``/``receiver`` fields; workers are 0..N-1."""
 
@@ -295,6 +295,7 @@ class TrainStatus:
     bytes_down: int = 0
     triggers: int = 0
     state: str = ''
+    start_model: str = ''       # fingerprint of the starting weights ('' = not known)
     schema_version: int = SCHEMA_VERSION
     incarnation: int = 0        # sender's run id (random 64-bit); a new one = it restarted
     auth_seq: int = 0           # per-sender counter for the replay window (0 = no auth)
@@ -304,7 +305,7 @@ class TrainStatus:
         self.stamp = as_time(self.stamp)
 
     def wire_size(self) -> int:
-        return _HEADER_BYTES + len(self.state)
+        return _HEADER_BYTES + len(self.state) + len(self.start_model)
 
 
 Message = Union[RowChunk, RowVersions, TransferAck, Schedule, LinkStats, TrainStatus]

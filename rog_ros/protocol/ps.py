@@ -210,6 +210,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self._last_revival: list = [None] * n_workers   # (run taken back, run retired)
         self.duplicate_ranks: set = set()   # ranks two live processes were seen to share
         self.unsynced: list[torch.Tensor | None] = [None] * n_workers   # rejoin snapshot owes
+        self._resync_owed: set = set()   # workers whose next pull is a snapshot (resync)
         self._last_join: list[tuple | None] = [None] * n_workers
         self.snap_codec = Identity(dtype)
         self.snap_layout = snapshot_layout(layout)

@@ -153,9 +153,33 @@ class DownlinkMixin:
                                  urgent_rows=ranges_from_sorted(rows).astype(np.uint32))),
                 Log('urgent_rows', float(rows.size), r, {'clock': c})]
 
+    def resync(self, r: int, info: dict | None = None) -> list:
+        """
+        Make worker r's next pull the server's model: it holds weights we do not know.
+
+        A robot that started from other weights than the server (another ``init_model``
+        file; a pre-trained checkpoint its machine computed differently) adds every update to
+        its own copy and trains apart from the fleet for the whole run. Its next pull becomes
+        a lossless snapshot, as a rejoining worker's, after which it holds exactly the
+        server's view of it. A pull under way finishes first; a snapshot already owed (a
+        rejoin) serves as well. ``info`` goes into the event (the nodes: both fingerprints).
+        """
+        if not 0 <= r < self.n:
+            raise ValueError(f'no worker {r} in a fleet of {self.n}')
+        if not self.stopped[r]:
+            self._resync_owed.add(r)
+        then = 'stopped' if self.stopped[r] else 'next pull'
+        return [Log('start_mismatch', 1.0, r, {**(info or {}), 'resync': then})]
+
     def _start_downlink(self, r: int, c: int, now: float,
                         late_deadline: float | None = None) -> list:
         late = late_deadline is not None
+        if r in self._resync_owed and not late:
+            self._resync_owed.discard(r)
+            if self.unsynced[r] is None:      # (a rejoin's snapshot is owed already)
+                self.delivered.reset(r)       # what it holds is unknown: the snapshot says all
+                self.delivered.unpin(('dl', r))
+                self._new_snapshot_epoch(r)
         if self.absence_timeout_s is not None and not late:
             self.absent_at[r] = now + self.absence_timeout_s   # its silence counts again
         if self.unsynced[r] is not None:
