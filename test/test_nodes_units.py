@@ -364,3 +364,24 @@ def test_the_outage_bound_setting_reaches_the_rog_policy():
     assert build_training(off).policy.outage_bound == 2.0
     with pytest.raises(SystemExit):
         parse(['--sync', 'rog', '--outage-bound', '0.1'])     # below the policy's range
+
+
+@pytest.mark.parametrize('timeout, warned', [(5.0, True), (15.9, True), (16.0, False),
+                                             (None, False)])
+def test_the_server_warns_of_an_absence_timeout_a_waiting_robot_outlasts(
+        timeout, warned, caplog, tmp_path, monkeypatch):
+    """Below two pokes of a waiting robot (16 s), held robots flap suspended/readmitted."""
+    from rog_ros.nodes import rog_server, server_node
+    from test_nodes_lifecycle import Hub
+    monkeypatch.setattr(server_node, 'open_bus', Hub().bus)
+    argv = ['--workload', 'toy', '--workers', '2', '--out', str(tmp_path)]
+    if timeout is not None:
+        argv += ['--absence-timeout', str(timeout)]
+    node = server_node.ServerNode(rog_server.build_parser().parse_args(argv))
+    with caplog.at_level('WARNING'):
+        node.configure()
+    node.shutdown()
+    said = [r.getMessage() for r in caplog.records if 'absence_timeout' in r.getMessage()]
+    assert bool(said) == warned
+    if warned:
+        assert 'two of its pokes' in said[0] and '16 s' in said[0]

@@ -51,6 +51,7 @@ from rog_ros.protocol.actions import Log
 from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import LinkStats, SERVER, TrainStatus
 from rog_ros.protocol.ps import ServerEngine
+from rog_ros.protocol.revival import shortest_sound_absence_s
 
 LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the workers to leave
 EVAL_DRAIN_S = 120.0    # at the end: how long to wait for the evaluations still queued
@@ -181,6 +182,15 @@ class ServerNode:
         self._evaluated_at = None
         self.last_metrics = {}
 
+    def _warn_short_absence(self, timeout_s) -> None:
+        """Warn at start when the absence timeout is shorter than a waiting robot's silence."""
+        sound = shortest_sound_absence_s(self.engine.end_timeout_s)
+        if timeout_s and timeout_s < sound:
+            self.log.warning(
+                f'absence_timeout {timeout_s:g} s is shorter than a robot waiting for its pull '
+                f'may stay silent ({sound:g} s: two of its pokes): such robots will be '
+                'suspended and readmitted in turn; choose at least that')
+
     def reject_counts(self) -> dict:
         """Return ``{reason: count}`` of every message this node dropped (see connect)."""
         return node_reject_counts(self)
@@ -199,6 +209,7 @@ class ServerNode:
                 chunk_bytes=a.chunk_bytes, window=a.window, max_iterations=a.iterations,
                 absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
                 min_workers=getattr(a, 'min_workers', 1))
+            self._warn_short_absence(getattr(a, 'absence_timeout', None))
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
         self.evaluator = BackgroundEvaluator(lambda: tr.workload.evaluate(tr.model), self.eval_w,

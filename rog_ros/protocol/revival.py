@@ -36,6 +36,17 @@ POKE_END_TIMEOUTS = 4
 the server serves a pull again to a worker that still waits after as long."""
 
 
+def shortest_sound_absence_s(end_timeout_s: float) -> float:
+    """
+    Return the shortest absence timeout that a live, waiting worker always outlasts.
+
+    A worker that waits for its pull sends nothing but its poke, once per poke interval; an
+    absence timeout below two of them suspends such a worker and readmits it at its next poke,
+    over and over (harmless for the model, but every turn is an event in the log).
+    """
+    return 2 * POKE_END_TIMEOUTS * float(end_timeout_s)
+
+
 class RevivalWatch:
     """Count the messages of retired runs and say when one of them has proved it is alive."""
 
