@@ -222,3 +222,16 @@ def test_a_robot_that_started_apart_is_sent_the_servers_model(tmp_path, monkeypa
     with open(tmp_path / 'out' / 'events.csv') as f:
         events = [row for row in csv.DictReader(f) if row['event'] == 'start_mismatch']
     assert len(events) == 1 and "its next pull is the server's model" in events[0]['what']
+
+
+def test_the_status_field_changed_only_the_status_layout_version():
+    """A client that speaks the row protocol at version 3 is not cut off by the new field."""
+    from rog_ros.protocol import messages as m
+    assert m.SCHEMA_VERSION == 3 and m.TRAIN_STATUS_SCHEMA == 4
+    m.check_schema(m.TransferAck(transfer_id=1, sender=0, receiver=m.SERVER, seq=0))
+    m.check_schema(m.TrainStatus(node=0, stamp=0.0, start_model='92bcacacc3b9'))
+    with pytest.raises(m.MessageError, match='TrainStatus: schema_version 3, this build speaks 4'):
+        m.check_schema(m.TrainStatus(node=0, stamp=0.0, schema_version=3))
+    with pytest.raises(m.MessageError, match='RowChunk: schema_version 4, this build speaks 3'):
+        m.check_schema(m.RowChunk(transfer_id=1, seq=0, sender=0, receiver=m.SERVER, kind=0,
+                                  clock=0, schema_version=4))

@@ -182,7 +182,7 @@ def test_a_hand_written_reader_receives_train_status(fleet_side):
         return reader.take(8)
 
     got = _wait(_take, 'a TrainStatus sample in the hand-written reader')[0]
-    assert got.schema_version == m.SCHEMA_VERSION and got.node == 1
+    assert got.schema_version == m.TRAIN_STATUS_SCHEMA and got.node == 1
     assert (got.stamp.sec, got.stamp.nanosec) == (12, 250_000_000)
     assert (got.iteration, got.loss, got.accuracy, got.stall_s) == (37, 0.5, 0.8125, 1.5)
     assert (got.bytes_up, got.bytes_down, got.triggers) == (10 ** 9, 42, 3)

@@ -49,7 +49,7 @@ from rog_ros.nodes.run_outputs import PREVIOUS, set_aside_earlier_results
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.actions import Log
 from rog_ros.protocol.events import say as say_event
-from rog_ros.protocol.messages import LinkStats, SERVER, TrainStatus
+from rog_ros.protocol.messages import LinkStats, SERVER, TRAIN_STATUS_SCHEMA, TrainStatus
 from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.revival import shortest_sound_absence_s
 
@@ -441,7 +441,8 @@ class ServerNode:
     def _on_status(self, msg: TrainStatus) -> None:
         if 0 <= msg.node < self.args.workers:
             self.status[msg.node] = msg
-            if msg.start_model and msg.start_model != self.training.fingerprint:
+            if msg.start_model and msg.start_model != self.training.fingerprint and \
+                    msg.schema_version == TRAIN_STATUS_SCHEMA:
                 self._started_apart(msg)
 
     def _started_apart(self, msg: TrainStatus) -> None:

@@ -31,7 +31,12 @@ from typing import ClassVar, Union
 
 import numpy as np
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 3
+"""Wire layout version of RowChunk, RowVersions, TransferAck, Schedule and LinkStats."""
+TRAIN_STATUS_SCHEMA = 4
+"""TrainStatus's own layout version (4 added ``start_model``). Versions are per message type,
+so that a layout change stops only peers that read that type the old way: a client that
+speaks the row protocol at version 3 is not cut off by a new status field."""
 SERVER = -1
 """Address of the parameter server in ``sender``/``receiver`` fields; workers are 0..N-1."""
 
@@ -296,7 +301,7 @@ class TrainStatus:
     triggers: int = 0
     state: str = ''
     start_model: str = ''       # fingerprint of the starting weights ('' = not known)
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = TRAIN_STATUS_SCHEMA
     incarnation: int = 0        # sender's run id (random 64-bit); a new one = it restarted
     auth_seq: int = 0           # per-sender counter for the replay window (0 = no auth)
     auth_tag: bytes = b''       # HMAC over the message with auth_tag empty (empty = none)
@@ -387,11 +392,17 @@ def check_versions(msg: RowVersions, n_rows: int, n_workers: int, max_clock: int
         raise MessageError(f'RowVersions: staleness_slack outside [0, {MAX_SLACK}]')
 
 
+def schema_version_of(type_name: str) -> int:
+    """Return the layout version this build speaks for message type ``type_name``."""
+    return TRAIN_STATUS_SCHEMA if type_name == 'TrainStatus' else SCHEMA_VERSION
+
+
 def check_schema(msg) -> None:
-    if msg.schema_version != SCHEMA_VERSION:
+    want = schema_version_of(msg.TYPE)
+    if msg.schema_version != want:
         raise MessageError(
             f'{msg.TYPE}: schema_version {msg.schema_version}, this build speaks '
-            f'{SCHEMA_VERSION}; rebuild all nodes from the same release')
+            f'{want}; rebuild all nodes from the same release')
 
 
 def stamp_incarnations(msg, incarnation: int, target_incarnation: int | None) -> None:
