@@ -352,7 +352,7 @@ def events_markdown(runs: list) -> list:
 
 
 def _fault_handling(summary: dict) -> str:
-    """Return what fault handling did in a fleet run (docs/faults.md), and its model file."""
+    """Return what fault handling did in a fleet run (docs/faults.md), its start and model."""
     said = [f'{summary[k]} {name}' for k, name in (
         ('superseded', 'messages of replaced runs'), ('repairs', 'repaired pulls'),
         ('pull_repeats', 'pulls served again'), ('worker_revivals', 'runs taken back'))
@@ -361,8 +361,15 @@ def _fault_handling(summary: dict) -> str:
     if dup:
         said.append(f'**two processes ran as robot {", ".join(map(str, dup))}** (give every '
                     'robot its own rank)')
+    apart = summary.get('started_apart')
+    if apart:
+        said.append('**robots that started from other weights (events.csv: start_mismatch): '
+                    + ', '.join(f'{r} ({fp})' for r, fp in sorted(apart.items())) + '**')
+    start = summary.get('start_model') or {}
     model = summary.get('model_file')
     return (('; ' + ', '.join(said) if said else '')
+            + (f'; started from {start.get("source")} ({start.get("fingerprint")})'
+               if start.get('source') else '')
             + (f'; trained model `{model}`' if model else ''))
 
 
