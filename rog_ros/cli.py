@@ -60,6 +60,10 @@ def _add_sim(sub) -> None:
                    help='iterations per worker (default: the workload budget; --toy: 40)')
     p.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
     p.add_argument('--out', default=None, help='write summary.json and timeseries.csv here')
+    p.add_argument('--init-model', default=None,
+                   help="start from these weights instead of the workload's pre-trained "
+                        "checkpoint: a state_dict file or a fleet run's --out directory (its "
+                        'model.pt)')
     _add_evaluations_option(p)
     _add_model_options(p)
     p.set_defaults(func=_cmd_sim)
@@ -148,6 +152,9 @@ def _check_sim(args) -> None:
         if args.evaluations is not None:
             raise checks.ConfigError('--evaluations does not apply to --toy (it reports the '
                                      'final loss only)')
+        if args.init_model is not None:
+            raise checks.ConfigError('--init-model does not apply to --toy (a convex problem '
+                                     'without a model file)')
         if args.systems is None:
             args.systems = TOY_SYSTEMS
         for system in checks.name_list('--systems', args.systems):
@@ -216,7 +223,14 @@ def _cmd_sim(args) -> int:
     cfg = SimConfig(workload=args.workload, system=_system_spec(args.sync, args.staleness),
                     workers=args.workers, trace=args.trace, seed=args.seed,
                     iterations=args.iterations, workload_options=_workload_options(args),
-                    **_sim_options(args))
+                    init_model=args.init_model, **_sim_options(args))
+    if args.init_model:
+        from rog_ros.sim.simulator import config_workload
+        try:
+            config_workload(cfg)
+        except ValueError as err:
+            print(f'rog sim: --init-model: {err}', file=sys.stderr)
+            return 2
 
     def progress(now, iteration, metrics):
         acc = metrics.get('accuracy', float('nan'))

@@ -235,3 +235,20 @@ def test_the_status_field_changed_only_the_status_layout_version():
     with pytest.raises(m.MessageError, match='RowChunk: schema_version 4, this build speaks 3'):
         m.check_schema(m.RowChunk(transfer_id=1, seq=0, sender=0, receiver=m.SERVER, kind=0,
                                   clock=0, schema_version=4))
+
+
+def test_the_simulator_starts_from_the_file_too(tmp_path, capsys):
+    from rog_ros import cli
+    from rog_ros.sim.simulator import SimConfig, simulate
+    earlier = _adapted_toy(shift=0.3)
+    save_state_dict(tmp_path / 'model.pt', earlier)
+    cfg = SimConfig(workload='toy', system='rog:4', workers=2, trace='clean', iterations=4,
+                    init_model=str(tmp_path))
+    rec = simulate(cfg)
+    summary = rec.summary()
+    assert summary['start_model'] == {'source': str(tmp_path / 'model.pt'),
+                                      'fingerprint': fingerprint(earlier)}
+    expected = load_workload('toy').evaluate(earlier, max_samples=cfg.eval_samples)
+    assert rec.rows[0]['accuracy'] == pytest.approx(expected['accuracy'], abs=1e-12)
+    assert cli.main(['sim', '--workload', 'toy', '--init-model', str(tmp_path / 'x')]) == 2
+    assert 'rog sim: --init-model: no such file' in capsys.readouterr().err

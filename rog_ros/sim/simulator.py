@@ -43,6 +43,7 @@ from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.worker import WorkerEngine
 from rog_ros.sim import systems
 from rog_ros.sim.harness import Harness
+from rog_ros.workloads.start_model import fingerprint
 import torch
 
 
@@ -64,12 +65,25 @@ intervals: with EACOL's 80-iteration budget 3-7 iterations, 20-40 s of a 160-190
 target on the raw record, so short budgets want more (``rog compare --evaluations``)."""
 
 
+def config_workload(cfg, options: bool = True):
+    """
+    Return the workload a run trains: the registry's, from ``cfg.init_model``'s weights if set.
+
+    ``options=False`` leaves ``cfg.workload_options`` out (the reference systems' runners).
+    ValueError names what is wrong with the file (``workloads.start_model``).
+    """
+    from rog_ros import workloads
+    wl = workloads.get(cfg.workload, **(cfg.workload_options if options else {}))
+    return wl.starting_from(cfg.init_model) if cfg.init_model else wl
+
+
 @dataclass
 class SimConfig:
     """One simulated run. Defaults follow the paper's setting (1 server + 4 workers)."""
 
     workload: str = 'mpcol'         # registry name (rog_ros.workloads.names())
     workload_options: dict = field(default_factory=dict)   # e.g. {'model': 'convmlp-m'}
+    init_model: str | None = None   # start from these weights (a state_dict file, a run dir)
     system: str = 'rog:4'           # 'bsp', 'ssp:S', 'rog:S', 'flown:S' ('#tag' is ignored)
     workers: int = 4
     trace: str = 'outdoors'         # preset name or a trace file (CSV or artifact format)
@@ -167,11 +181,10 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
 
 
 def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
-    from rog_ros import workloads
     runner = systems.lookup(cfg.system)
     if runner is not None:        # a system with engines of its own (AdaComp, GSP, ...)
         return runner(cfg, progress)
-    wl = workloads.get(cfg.workload, **cfg.workload_options)
+    wl = config_workload(cfg)
     policy = make_policy(cfg.system, **cfg.policy_overrides)   # '#no-outage' etc.
     n = cfg.workers
     if n < 1:
@@ -242,6 +255,8 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.extra['duplex'] = cfg.duplex
     if cfg.workload_options:
         recorder.extra['workload_options'] = dict(cfg.workload_options)
+    recorder.extra['start_model'] = {'source': wl.describe_start(),
+                                     'fingerprint': fingerprint(models[0])}
     harness = Harness(server, engines, grad_fn, compute_s=compute, up=up, down=down,
                       recorder=recorder, eval_fn=eval_fn,
                       eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))

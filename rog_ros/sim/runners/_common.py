@@ -42,9 +42,8 @@ def workload_of(cfg):
     ``iterations`` is the per-worker budget: ``cfg.iterations``, else the workload's
     ``adaptation_iterations``, else ``simulate``'s default.
     """
-    from rog_ros import workloads
-    from rog_ros.sim.simulator import DEFAULT_ITERATIONS
-    wl = workloads.get(cfg.workload)
+    from rog_ros.sim.simulator import config_workload, DEFAULT_ITERATIONS
+    wl = config_workload(cfg, options=False)
     if cfg.workers < 1:
         raise ValueError('need at least one worker')
     iterations = cfg.iterations or getattr(wl, 'adaptation_iterations', DEFAULT_ITERATIONS)

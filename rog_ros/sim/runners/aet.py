@@ -193,10 +193,9 @@ def station_transmit(up, down):
 
 def run(cfg, progress=None) -> RunRecorder:
     """``rog sim`` runner of aet / etsgd / localsgd (see the module docstring)."""
-    from rog_ros import workloads
-    from rog_ros.sim.simulator import DEFAULT_ITERATIONS, make_traces
+    from rog_ros.sim.simulator import config_workload, DEFAULT_ITERATIONS, make_traces
     name, opts = parse_system(cfg.system, cfg.policy_overrides)
-    wl = workloads.get(cfg.workload)
+    wl = config_workload(cfg, options=False)
     n = cfg.workers
     if n < 1:
         raise ValueError('need at least one worker')
