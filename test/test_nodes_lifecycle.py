@@ -77,14 +77,20 @@ class HubBus(Bus):
         self.hub.buses.remove(self)
 
 
-@pytest.fixture
-def fleet(tmp_path, monkeypatch):
+def in_memory_fleet(monkeypatch) -> Hub:
+    """Make server and worker nodes built next talk over one Hub (no key, no idle sleep)."""
     for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
         monkeypatch.delenv(var, raising=False)
     hub = Hub()
     monkeypatch.setattr(server_node, 'open_bus', hub.bus)
     monkeypatch.setattr(worker_node, 'open_bus', hub.bus)
     monkeypatch.setattr('rog_ros.nodes.driver.IDLE_POLL_S', 0.0)
+    return hub
+
+
+@pytest.fixture
+def fleet(tmp_path, monkeypatch):
+    hub = in_memory_fleet(monkeypatch)
     common = ['--workload', 'toy', '--workers', '1', '--namespace', '/lc']
     srv = server_node.ServerNode(rog_server.build_parser().parse_args(
         common + ['--iterations', '10000', '--eval-every', '5', '--out', str(tmp_path)]))

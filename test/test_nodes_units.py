@@ -372,8 +372,8 @@ def test_the_server_warns_of_an_absence_timeout_a_waiting_robot_outlasts(
         timeout, warned, caplog, tmp_path, monkeypatch):
     """Below two pokes of a waiting robot (16 s), held robots flap suspended/readmitted."""
     from rog_ros.nodes import rog_server, server_node
-    from test_nodes_lifecycle import Hub
-    monkeypatch.setattr(server_node, 'open_bus', Hub().bus)
+    from test_nodes_lifecycle import in_memory_fleet
+    in_memory_fleet(monkeypatch)
     argv = ['--workload', 'toy', '--workers', '2', '--out', str(tmp_path)]
     if timeout is not None:
         argv += ['--absence-timeout', str(timeout)]

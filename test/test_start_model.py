@@ -27,7 +27,7 @@ from rog_ros.nodes.assembly import build_training, load_workload
 from rog_ros.nodes.model_file import save_state_dict
 from rog_ros.nodes.params import node_parser
 from rog_ros.workloads.start_model import fingerprint, read_state
-from test_nodes_lifecycle import Hub
+from test_nodes_lifecycle import in_memory_fleet
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,12 +185,7 @@ def test_a_fleet_goes_on_from_an_earlier_runs_model(tmp_path):
 def test_a_robot_that_started_apart_is_sent_the_servers_model(tmp_path, monkeypatch, resync):
     """Server on the checkpoint, worker on a file: the server sees it in the worker's status."""
     from rog_ros.nodes import rog_server, rog_worker, server_node, worker_node
-    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
-        monkeypatch.delenv(var, raising=False)
-    hub = Hub()
-    monkeypatch.setattr(server_node, 'open_bus', hub.bus)
-    monkeypatch.setattr(worker_node, 'open_bus', hub.bus)
-    monkeypatch.setattr('rog_ros.nodes.driver.IDLE_POLL_S', 0.0)
+    in_memory_fleet(monkeypatch)
     if not resync:                 # the check below can fail: a fleet without the resync
         monkeypatch.setattr(server_node.ServerNode, '_started_apart', lambda self, msg: None)
     save_state_dict(tmp_path / 'other.pt', _adapted_toy())
