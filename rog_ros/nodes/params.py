@@ -80,9 +80,9 @@ def check_fleet_args(parser, args) -> None:
             parser.error(f'--device {err}')
     if getattr(args, 'init_model', None) and \
             getattr(args, 'workload', None) in _known_workloads():
-        from rog_ros.nodes.assembly import load_workload
+        from rog_ros import workloads
         try:
-            load_workload(args.workload).starting_from(args.init_model)
+            workloads.get(args.workload).starting_from(args.init_model)
         except ValueError as err:
             parser.error(f'--init-model: {err}')
     check_key_arg(parser, args)
