@@ -171,3 +171,32 @@ def test_worker_link_diagnostics_report_the_emulated_rate(monkeypatch):
     values = {kv.key: kv.value for kv in link.values}
     assert link.message.startswith('emulated') and float(values['emulated_mbps']) > 0
     assert values['trace'] == 'indoors'
+
+
+def test_the_last_evaluation_is_of_the_model_the_run_leaves(tmp_path, monkeypatch):
+    """A late ack that changes the consensus while the workers leave is evaluated too."""
+    import torch
+    from rog_ros.nodes.assembly import load_workload
+    from rog_ros.nodes.model_file import load_trained
+    in_memory_fleet(monkeypatch)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    common = ['--workload', 'toy', '--workers', '1', '--namespace', '/last']
+    srv = server_node.ServerNode(rog_server.build_parser().parse_args(
+        common + ['--iterations', '10', '--eval-every', '5', '--out', str(tmp_path)]))
+    wrk = worker_node.WorkerNode(rog_worker.build_parser().parse_args(common + ['--rank', '0']))
+    srv.configure()
+    wrk.configure()
+    try:
+        assert srv.activate() and wrk.activate()
+        while not srv.engine.finished:
+            _turns(srv, wrk, 1)
+        srv.spin_once()                       # the periodic evaluation at iteration 10
+        g = torch.Generator().manual_seed(0)
+        with torch.no_grad():                 # as a late pull's ack would change it
+            srv.engine.mirror[0] += 0.2 * torch.randn(srv.engine.mirror.shape[1], generator=g)
+        summary = srv.finish()
+    finally:
+        wrk.shutdown()
+        srv.shutdown()
+    model = load_trained('toy', tmp_path / 'model.pt')
+    assert summary['final_accuracy'] == load_workload('toy').evaluate(model)['accuracy']

@@ -52,6 +52,7 @@ from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import LinkStats, SERVER, TRAIN_STATUS_SCHEMA, TrainStatus
 from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.revival import shortest_sound_absence_s
+import torch
 
 LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the workers to leave
 EVAL_DRAIN_S = 120.0    # at the end: how long to wait for the evaluations still queued
@@ -179,7 +180,7 @@ class ServerNode:
         self._resumed = None         # (seconds into the run, seconds away) after a restore
         self._finished_before = False  # restored a run that had finished: write nothing
         self._next_eval = 0.0
-        self._evaluated_at = None
+        self._last_evaluated = None  # the consensus model the last evaluation was given
         self.last_metrics = {}
 
     def _warn_short_absence(self, timeout_s) -> None:
@@ -321,12 +322,16 @@ class ServerNode:
             return {}          # (a rewrite would replace the run's results with a restart's)
         end = time.monotonic()
         if self.engine.finished:
-            if self._mean_iteration() != self._evaluated_at:
-                self._evaluate(now=end)
             deadline = time.monotonic() + LEAVE_TIMEOUT_S
             workers = [f'w{r}/chunks' for r in range(self.args.workers)]
             while time.monotonic() < deadline and any(self.bus.matched(t) for t in workers):
                 self.driver.step(0.02)
+            # After the workers left: the acks of late pulls that arrive while they leave
+            # still change the consensus, and the run's last evaluation must be of the model
+            # it leaves in model.pt (measured: 0.8390 in the file against 0.8381 evaluated).
+            last = self._last_evaluated
+            if last is None or not torch.equal(last, self.engine.consensus_model()):
+                self._evaluate(now=end)
         self._collect(wait_s=EVAL_DRAIN_S if self.engine.finished else LEAVE_TIMEOUT_S)
         self.evaluator.close()
         self._save_model()
@@ -401,9 +406,9 @@ class ServerNode:
         t = time.perf_counter()
         now = time.monotonic() if now is None else now
         iteration = self._mean_iteration()
-        self.evaluator.submit(self.engine.consensus_model(),
+        self._last_evaluated = self.engine.consensus_model()    # a new tensor each time
+        self.evaluator.submit(self._last_evaluated,
                               (now - self.t0, iteration, self.recorder.counters()))
-        self._evaluated_at = iteration
         every = max(1, self.args.eval_every)
         self._next_eval = (int(iteration) // every + 1) * every
         self.eval_loop_s += time.perf_counter() - t
