@@ -175,7 +175,8 @@ SETTINGS = (
     _s('workers', int, 3, 'Number of workers N in the fleet.', ALL, low=1, high=1024),
     _s('init_model', str, None, "Start from these weights instead of the workload's "
        "pre-trained checkpoint: a state_dict file or an earlier run's --out directory (its "
-       'model.pt); every node of a fleet needs the same file; empty = the checkpoint.',
+       'model.pt); give every node the same file (the server sends a robot that started '
+       'from other weights its own model); empty = the checkpoint.',
        TRAINING, none_text=''),
     _s('seed', int, 0, 'Seed of data order and generated traces.', ALL, low=0,
        high=2 ** 31 - 1),
