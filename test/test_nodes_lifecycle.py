@@ -88,15 +88,22 @@ def in_memory_fleet(monkeypatch) -> Hub:
     return hub
 
 
+def server_and_worker(out, namespace, server_args=(), worker_args=()) -> tuple:
+    """Return a configured toy server and worker 0 of a one-worker fleet (in_memory_fleet)."""
+    common = ['--workload', 'toy', '--workers', '1', '--namespace', namespace]
+    srv = server_node.ServerNode(rog_server.build_parser().parse_args(
+        common + ['--out', str(out), *server_args]))
+    wrk = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
+        common + ['--rank', '0', *worker_args]))
+    srv.configure()
+    wrk.configure()
+    return srv, wrk
+
+
 @pytest.fixture
 def fleet(tmp_path, monkeypatch):
     hub = in_memory_fleet(monkeypatch)
-    common = ['--workload', 'toy', '--workers', '1', '--namespace', '/lc']
-    srv = server_node.ServerNode(rog_server.build_parser().parse_args(
-        common + ['--iterations', '10000', '--eval-every', '5', '--out', str(tmp_path)]))
-    wrk = worker_node.WorkerNode(rog_worker.build_parser().parse_args(common + ['--rank', '0']))
-    srv.configure()
-    wrk.configure()
+    srv, wrk = server_and_worker(tmp_path, '/lc', ['--iterations', '10000', '--eval-every', '5'])
     assert srv.activate() and wrk.activate()
     yield hub, srv, wrk
     wrk.shutdown()
@@ -180,12 +187,7 @@ def test_the_last_evaluation_is_of_the_model_the_run_leaves(tmp_path, monkeypatc
     from rog_ros.nodes.model_file import load_trained
     in_memory_fleet(monkeypatch)
     monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
-    common = ['--workload', 'toy', '--workers', '1', '--namespace', '/last']
-    srv = server_node.ServerNode(rog_server.build_parser().parse_args(
-        common + ['--iterations', '10', '--eval-every', '5', '--out', str(tmp_path)]))
-    wrk = worker_node.WorkerNode(rog_worker.build_parser().parse_args(common + ['--rank', '0']))
-    srv.configure()
-    wrk.configure()
+    srv, wrk = server_and_worker(tmp_path, '/last', ['--iterations', '10', '--eval-every', '5'])
     try:
         assert srv.activate() and wrk.activate()
         while not srv.engine.finished:

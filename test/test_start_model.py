@@ -27,7 +27,7 @@ from rog_ros.nodes.assembly import build_training, load_workload
 from rog_ros.nodes.model_file import save_state_dict
 from rog_ros.nodes.params import node_parser
 from rog_ros.workloads.start_model import fingerprint, read_state
-from test_nodes_lifecycle import in_memory_fleet
+from test_nodes_lifecycle import in_memory_fleet, server_and_worker
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,18 +184,14 @@ def test_a_fleet_goes_on_from_an_earlier_runs_model(tmp_path):
 @pytest.mark.parametrize('resync', [True, False])
 def test_a_robot_that_started_apart_is_sent_the_servers_model(tmp_path, monkeypatch, resync):
     """Server on the checkpoint, worker on a file: the server sees it in the worker's status."""
-    from rog_ros.nodes import rog_server, rog_worker, server_node, worker_node
+    from rog_ros.nodes import server_node
     in_memory_fleet(monkeypatch)
     if not resync:                 # the check below can fail: a fleet without the resync
         monkeypatch.setattr(server_node.ServerNode, '_started_apart', lambda self, msg: None)
     save_state_dict(tmp_path / 'other.pt', _adapted_toy())
-    common = ['--workload', 'toy', '--workers', '1', '--namespace', '/apart']
-    srv = server_node.ServerNode(rog_server.build_parser().parse_args(
-        common + ['--iterations', '8', '--eval-every', '4', '--out', str(tmp_path / 'out')]))
-    wrk = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
-        common + ['--rank', '0', '--init-model', str(tmp_path / 'other.pt')]))
-    srv.configure()
-    wrk.configure()
+    srv, wrk = server_and_worker(tmp_path / 'out', '/apart',
+                                 ['--iterations', '8', '--eval-every', '4'],
+                                 ['--init-model', str(tmp_path / 'other.pt')])
     try:
         assert srv.activate() and wrk.activate()
         for _ in range(20000):

@@ -454,9 +454,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         dl, self.downlinks[r] = self.downlinks[r], None
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
-        self.delivered.reset(r)           # what it holds is unknown: the snapshot says all
-        self.delivered.unpin(('dl', r))
-        self._new_snapshot_epoch(r)
+        self._holds_unknown(r)
         self._pull_done_at[r] = None
         if self.slots is not None:
             self.slots.release(r, 'push')
@@ -484,9 +482,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 self._last_join[s] = join
                 if self.downlinks[s] is None or not self.downlinks[s].snapshot:
                     self.downlinks[s] = None          # dropped uncommitted
-                    self.delivered.reset(s)
-                    self.delivered.unpin(('dl', s))
-                    self._new_snapshot_epoch(s)
+                    self._holds_unknown(s)
                 out.append(Log('join', 1.0, s))   # once per join: repeats are pokes, copies
             return out
         if chunk.flags & FLAG_REQUEST:

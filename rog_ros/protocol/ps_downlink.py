@@ -177,9 +177,7 @@ class DownlinkMixin:
         if r in self._resync_owed and not late:
             self._resync_owed.discard(r)
             if self.unsynced[r] is None:      # (a rejoin's snapshot is owed already)
-                self.delivered.reset(r)       # what it holds is unknown: the snapshot says all
-                self.delivered.unpin(('dl', r))
-                self._new_snapshot_epoch(r)
+                self._holds_unknown(r)
         if self.absence_timeout_s is not None and not late:
             self.absent_at[r] = now + self.absence_timeout_s   # its silence counts again
         if self.unsynced[r] is not None:
@@ -279,6 +277,12 @@ class DownlinkMixin:
         if rate <= 0 or (deadline - now) * rate / 8.0 < self.chunk_bytes:
             return []                   # not one chunk's worth of idle link
         return self._start_downlink(r, c, now, late_deadline=deadline)
+
+    def _holds_unknown(self, r: int) -> None:
+        """Worker r holds a model we do not know (rejoin, restart, resync): snapshot it."""
+        self.delivered.reset(r)           # what it holds is unknown: the snapshot says all
+        self.delivered.unpin(('dl', r))
+        self._new_snapshot_epoch(r)
 
     def _new_snapshot_epoch(self, r: int) -> None:
         self.unsynced[r] = torch.ones(self.snap_layout.n_rows, dtype=torch.bool)
