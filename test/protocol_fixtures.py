@@ -32,7 +32,7 @@ def build(spec, n=4, iters=20, codec='row', dtype=torch.float32, lr=0.2, chunk_b
           window=4, momentum=0.9, weight_decay=5e-4, bandwidths=(1e6, 0.5e6, 2e6, 0.3e6),
           compute=(0.05, 0.07, 0.11, 0.06), latency=0.001, fault=None, seed=0, noise=0.1,
           policy=None, end_timeout_s=0.5, track=True, save_states=False, absence_timeout_s=None,
-          min_workers=1):
+          min_workers=1, final_model=False):
     pol = policy or make_policy(spec)
     layout = RowLayout(SHAPES, whole_model=pol.whole_model)
     c = {'row': RowScaledSign, 'sign': ScaledSign}.get(codec, lambda: Identity(dtype))()
@@ -44,6 +44,7 @@ def build(spec, n=4, iters=20, codec='row', dtype=torch.float32, lr=0.2, chunk_b
                             chunk_bytes=chunk_bytes, window=window,
                             end_timeout_s=end_timeout_s, absence_timeout_s=absence_timeout_s,
                             min_workers=min_workers, track_conservation=track,
+                            final_model=final_model,
                             incarnation=incarnations.getrandbits(64) or 1)
 
     def new_worker(r):

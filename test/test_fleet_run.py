@@ -117,6 +117,8 @@ def test_fleet_summary_has_sane_stall_and_trigger_counts(run):
     # nothing crashed: no message of a replaced run, no run taken back
     assert s['superseded'] == 0 and s['worker_revivals'] == 0, s
     assert 0 <= s['pull_repeats'] <= 3 * ITERATIONS and 0 <= s['repairs'] <= 3 * ITERATIONS
+    # every robot left holding the fleet's final model (model.pt's), none was given up
+    assert (s['final_model_delivered'], s['final_model_missed']) == (3, 0)
 
 
 def test_the_trained_model_is_left_in_the_output_and_is_the_one_evaluated(run):

@@ -13,7 +13,10 @@
 # limitations under the License.
 """`rog fleet`'s closing line on warnings that only a robot's own log holds."""
 
+import json
 import os
+
+import pytest
 
 from rog_ros.nodes.fleet_progress import closing_lines, output_lines, robot_warnings
 
@@ -64,6 +67,18 @@ def test_the_closing_lines_name_the_trained_model_only_when_there_is_one(tmp_pat
     first = output_lines(str(tmp_path), 'mpcol')[0]
     assert first.startswith('trained model (a state_dict): ')
     assert f"load_trained('mpcol', '{tmp_path / 'model.pt'}')" in first
+    assert first.endswith("model.pt')")          # (no summary: nothing said of robots)
+
+
+@pytest.mark.parametrize('delivered, missed, said', [
+    (3, 0, '; 3 of 3 robots hold it'),
+    (2, 1, '; 2 of 3 robots hold it (1 stopped without it: see the warnings)'),
+    (0, 0, "model.pt')")])              # final_model off, or a push system
+def test_the_model_line_says_how_many_robots_left_with_it(tmp_path, delivered, missed, said):
+    (tmp_path / 'model.pt').write_bytes(b'x')
+    (tmp_path / 'summary.json').write_text(json.dumps(
+        {'final_model_delivered': delivered, 'final_model_missed': missed}))
+    assert output_lines(str(tmp_path), 'mpcol')[0].endswith(said)
 
 
 def test_a_finished_run_closes_with_summary_result_warnings_model_and_report(tmp_path):

@@ -73,7 +73,7 @@ def test_constants_equal_messages_py():
                       'FLAG_FRAGMENT': m.FLAG_FRAGMENT,
                       'FLAG_REQUEST': m.FLAG_REQUEST, 'FLAG_SNAPSHOT': m.FLAG_SNAPSHOT,
                       'FLAG_JOIN': m.FLAG_JOIN, 'FLAG_LATE': m.FLAG_LATE,
-                      'FLAG_FREE': m.FLAG_FREE}
+                      'FLAG_FREE': m.FLAG_FREE, 'FLAG_FINAL': m.FLAG_FINAL}
 
 
 def test_parser_handles_the_msg_grammar():

@@ -21,6 +21,7 @@ stops computation and pushes, activate resumes them, shutdown writes the summary
 
 import copy
 import json
+import os
 
 import pytest
 
@@ -90,14 +91,21 @@ def in_memory_fleet(monkeypatch) -> Hub:
 
 def server_and_worker(out, namespace, server_args=(), worker_args=()) -> tuple:
     """Return a configured toy server and worker 0 of a one-worker fleet (in_memory_fleet)."""
-    common = ['--workload', 'toy', '--workers', '1', '--namespace', namespace]
+    srv, workers = server_and_workers(out, namespace, 1, server_args, worker_args)
+    return srv, workers[0]
+
+
+def server_and_workers(out, namespace, n, server_args=(), worker_args=()) -> tuple:
+    """Return a configured toy server and its ``n`` workers (in_memory_fleet)."""
+    common = ['--workload', 'toy', '--workers', str(n), '--namespace', namespace]
     srv = server_node.ServerNode(rog_server.build_parser().parse_args(
         common + ['--out', str(out), *server_args]))
-    wrk = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
-        common + ['--rank', '0', *worker_args]))
+    workers = [worker_node.WorkerNode(rog_worker.build_parser().parse_args(
+        common + ['--rank', str(r), *worker_args])) for r in range(n)]
     srv.configure()
-    wrk.configure()
-    return srv, wrk
+    for wrk in workers:
+        wrk.configure()
+    return srv, workers
 
 
 @pytest.fixture
@@ -187,7 +195,9 @@ def test_the_last_evaluation_is_of_the_model_the_run_leaves(tmp_path, monkeypatc
     from rog_ros.nodes.model_file import load_trained
     in_memory_fleet(monkeypatch)
     monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
-    srv, wrk = server_and_worker(tmp_path, '/last', ['--iterations', '10', '--eval-every', '5'])
+    # (without the final model: with it every worker holds w_srv, and so does the consensus)
+    srv, wrk = server_and_worker(tmp_path, '/last', ['--iterations', '10', '--eval-every', '5',
+                                                     '--final-model', 'false'])
     try:
         assert srv.activate() and wrk.activate()
         while not srv.engine.finished:
@@ -202,3 +212,42 @@ def test_the_last_evaluation_is_of_the_model_the_run_leaves(tmp_path, monkeypatc
         srv.shutdown()
     model = load_trained('toy', tmp_path / 'model.pt')
     assert summary['final_accuracy'] == load_workload('toy').evaluate(model)['accuracy']
+
+
+@pytest.mark.parametrize('final', [True, False])
+def test_each_robot_leaves_with_the_model_the_server_leaves(tmp_path, monkeypatch, caplog,
+                                                            final):
+    """With final_model, every robot's model_out file is the server's model.pt, bit for bit."""
+    import logging
+    import torch
+    in_memory_fleet(monkeypatch)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    robots = tmp_path / 'robots'
+    srv, workers = server_and_workers(
+        tmp_path / 'run', '/final', 2,
+        ['--iterations', '12', '--eval-every', '6', '--final-model', str(final).lower()],
+        ['--model-out', str(robots) + os.sep])
+    caplog.set_level(logging.INFO)
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        for _ in range(100000):
+            busy = [w.spin_once() for w in workers]
+            if not srv.spin_once() and not any(busy):
+                break
+        summary = srv.finish()
+    finally:
+        for w in workers:
+            w.shutdown()
+        srv.shutdown()
+    server_model = torch.load(tmp_path / 'run' / 'model.pt', weights_only=True)
+    robot_model = torch.load(robots / 'model.pt', weights_only=True)   # the last robot's
+    gap = max(float((server_model[k] - robot_model[k]).abs().max()) for k in server_model)
+    said = [r.getMessage() for r in caplog.records if 'model to' in r.getMessage()]
+    if final:
+        assert summary['final_model_delivered'] == 2 and summary['final_model_missed'] == 0
+        assert gap == 0.0
+        assert len(said) == 2 and all("the fleet's final model" in m for m in said), said
+    else:
+        assert summary['final_model_delivered'] == 0
+        assert gap > 1e-6                 # the robot stopped with its own model
+        assert len(said) == 2 and all("this robot's own model" in m for m in said), said

@@ -189,8 +189,10 @@ def test_a_robot_that_started_apart_is_sent_the_servers_model(tmp_path, monkeypa
     if not resync:                 # the check below can fail: a fleet without the resync
         monkeypatch.setattr(server_node.ServerNode, '_started_apart', lambda self, msg: None)
     save_state_dict(tmp_path / 'other.pt', _adapted_toy())
+    # (without the final model, which would mend the end of a run apart as well)
     srv, wrk = server_and_worker(tmp_path / 'out', '/apart',
-                                 ['--iterations', '8', '--eval-every', '4'],
+                                 ['--iterations', '8', '--eval-every', '4',
+                                  '--final-model', 'false'],
                                  ['--init-model', str(tmp_path / 'other.pt')])
     try:
         assert srv.activate() and wrk.activate()

@@ -164,10 +164,25 @@ def output_lines(out: str, workload: str) -> list:
     model = os.path.join(out, MODEL_FILE)
     if os.path.exists(model):
         lines.append(f'trained model (a state_dict): {model}; in Python: '
-                     f'rog_ros.nodes.model_file.load_trained({workload!r}, {model!r})')
+                     f'rog_ros.nodes.model_file.load_trained({workload!r}, {model!r})'
+                     + _robots_hold_it(os.path.join(out, 'summary.json')))
     lines.append('plots and a report (accuracy, time composition, who was out when): '
                  f'rog report {out}')
     return lines
+
+
+def _robots_hold_it(summary_path: str) -> str:
+    """Say how many robots left with that model (``final_model``); '' if the run says not."""
+    try:
+        with open(summary_path) as fh:
+            s = json.load(fh)
+        got, missed = int(s['final_model_delivered']), int(s['final_model_missed'])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ''
+    if not got and not missed:
+        return ''
+    lost = f' ({missed} stopped without it: see the warnings)' if missed else ''
+    return f'; {got} of {got + missed} robots hold it{lost}'
 
 
 # ``[WARNING] [1795950704.876] [rog_worker_0]: text`` (ours), ``[WARN] ...`` (rclpy)

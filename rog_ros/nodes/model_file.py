@@ -33,13 +33,36 @@ MODEL_FILE = 'model.pt'
 
 
 def save_state_dict(path, module: torch.nn.Module) -> int:
-    """Write ``module``'s state_dict (copies, detached) to ``path`` atomically; its bytes."""
-    state = {name: t.detach().clone() for name, t in module.state_dict().items()}
+    """Write ``module``'s state_dict (detached CPU copies) to ``path`` atomically; its bytes."""
+    state = {name: t.detach().to('cpu', copy=True) for name, t in module.state_dict().items()}
     buf = io.BytesIO()
     torch.save(state, buf)
     os.makedirs(os.path.dirname(os.path.abspath(os.fspath(path))), exist_ok=True)
     atomic_write_bytes(path, buf.getvalue())
     return buf.tell()
+
+
+def model_out_file(path) -> str:
+    """
+    Return the file a robot's model goes to (setting ``model_out``), checked before training.
+
+    A directory (existing, or named with a trailing separator) gets ``model.pt`` inside.
+    Raises ValueError (one line) when it could not be written at the end, so that a robot
+    does not train for an hour and lose its model; creates nothing.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path) or path.endswith(os.sep):
+        path = os.path.join(path, MODEL_FILE)
+    probe = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(probe):        # the nearest existing folder must let us in
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise ValueError(f'{path}: {probe} is a file, not a folder')
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f'{path}: no permission to write in {probe}')
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise ValueError(f'{path}: the file exists and is not writable')
+    return path
 
 
 def load_trained(workload: str, path) -> torch.nn.Module:

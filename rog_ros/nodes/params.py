@@ -85,4 +85,10 @@ def check_fleet_args(parser, args) -> None:
             workloads.get(args.workload).starting_from(args.init_model)
         except ValueError as err:
             parser.error(f'--init-model: {err}')
+    if getattr(args, 'model_out', None):
+        from rog_ros.nodes.model_file import model_out_file
+        try:
+            model_out_file(args.model_out)
+        except ValueError as err:
+            parser.error(f'--model-out {err}')
     check_key_arg(parser, args)

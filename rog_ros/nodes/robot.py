@@ -52,6 +52,8 @@ ROBOT_ARGUMENTS = {
 }
 """Launch arguments of robot.launch.py besides the settings."""
 RMW = 'rmw_cyclonedds_cpp'
+ROBOT_MODEL = 'rog_robot_model.pt'
+"""Where ``rog robot --role worker`` writes the robot's trained model unless told otherwise."""
 
 
 def robot_plan(role: str, rank: int = 0, file_params=None, overrides=None) -> list:
@@ -122,6 +124,9 @@ def add_parser(subparsers):
     p.add_argument('--respawn', default=0, metavar='N', help=ROBOT_ARGUMENTS['respawn'])
     p.add_argument('--logs', default=None, help='node logs directory (default: OUT/logs on '
                                                 'the server, ./rog_robot_logs otherwise)')
+    p.add_argument('--model-out', default=None, metavar='PATH',
+                   help="worker robots: write the robot's trained model here when training "
+                        f'ends (default: model_out of --config, else ./{ROBOT_MODEL})')
     for s in settings.for_role('fleet'):
         if s.name not in ('rank',):
             p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),
@@ -173,6 +178,10 @@ def run(args) -> int:
     if args.record:
         specs[0] = dataclasses.replace(specs[0], parameters=dict(specs[0].parameters,
                                                                  record=args.record))
+    if args.role == 'worker':
+        model_out = args.model_out or specs[0].parameters.get('model_out') or ROBOT_MODEL
+        specs[0] = dataclasses.replace(specs[0], parameters=dict(
+            specs[0].parameters, model_out=os.path.abspath(model_out)))
     logs = args.logs or (os.path.join(specs[0].parameters['out'], 'logs')
                          if args.role == 'server' else 'rog_robot_logs')
     sup = Supervisor(specs, logs, lambda spec: env)
@@ -189,6 +198,9 @@ def run(args) -> int:
         sup.stop()
     if code == 0 and args.role == 'server':
         _closing_lines(specs[0].parameters, logs)
+    if code == 0 and args.role == 'worker' and os.path.exists(specs[0].parameters['model_out']):
+        print(f"rog robot: this robot's model: {specs[0].parameters['model_out']}",
+              file=sys.stderr)
     if code not in (0, 130):
         print(f'rog robot: {main} exited with {code}; last lines of its log:\n'
               f'{sup.tail(main)}', file=sys.stderr)

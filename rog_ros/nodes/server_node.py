@@ -209,7 +209,8 @@ class ServerNode:
                 tr.layout, tr.codec, tr.policy, a.workers, tr.w0, lr=tr.lr,
                 chunk_bytes=a.chunk_bytes, window=a.window, max_iterations=a.iterations,
                 absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
-                min_workers=getattr(a, 'min_workers', 1))
+                min_workers=getattr(a, 'min_workers', 1),
+                final_model=getattr(a, 'final_model', True))
             self._warn_short_absence(getattr(a, 'absence_timeout', None))
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
@@ -509,6 +510,9 @@ class ServerNode:
             'worker_revivals': getattr(e, 'revivals', 0),
             'duplicate_ranks': sorted(getattr(e, 'duplicate_ranks', ())),
             'worker_status_received': sorted(self.status),
+            # robots that left holding model.pt's model, and those stopped without it
+            'final_model_delivered': getattr(e, 'final_delivered', 0),
+            'final_model_missed': getattr(e, 'final_missed', 0),
         })
         if hasattr(e, 'stats'):     # a push system's own figures (bytes per push, staleness)
             rec.extra.update(e.stats())

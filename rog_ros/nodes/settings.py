@@ -272,6 +272,12 @@ SETTINGS = (
        low=0.0, none_text=0.0),
     _s('min_workers', int, 1, 'Quorum: serve pulls only while at least this many workers are '
        'active.', (SERVER, FLEET), 'server', low=1, high=1024),
+    _s('final_model', bool, True, "When training ends, send every robot the fleet's final "
+       "model (the server's model, lossless) before its stop order, so that each robot "
+       'leaves holding the trained model, the one in model.pt (rog, ssp, bsp, flown; robots '
+       'done early wait for the others; a robot silent for 60 s then is stopped without '
+       'it); false = each robot stops at its last pull with its own model.',
+       (SERVER, FLEET), 'server'),
     _s('state_dir', str, None, "Directory of this node's durable state (server checkpoint, "
        'worker state), restored on start; empty = nothing is saved.', (SERVER, WORKER, FLEET),
        'durable', none_text=''),
@@ -279,6 +285,10 @@ SETTINGS = (
     _s('rank', int, 0, 'This worker, 0..N-1.', (WORKER,), 'worker', low=0, high=1023),
     _s('server_timeout', float, 120.0, 'Give up after this long without a message from '
        'the server (s).', (WORKER,), 'worker', low=0.0),
+    _s('model_out', str, None, "Write this robot's model here when training ends: a "
+       "state_dict file like the server's model.pt (the fleet's final model unless the "
+       'server runs with final_model false); empty = not written (rog robot --role worker '
+       'writes rog_robot_model.pt).', (WORKER,), 'worker', none_text=''),
     _s('device', str, 'auto', 'Where workers compute gradients: auto (the GPU if torch sees '
        'one, as on a Jetson with the NVIDIA torch wheel; else the CPU), cpu, cuda or cuda:N.',
        (WORKER, FLEET), 'worker'),

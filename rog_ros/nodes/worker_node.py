@@ -32,6 +32,7 @@ from rog_ros.nodes.compute_device import DeviceGradients, resolve_device
 from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver, EngineFailure
+from rog_ros.nodes.model_file import model_out_file, save_state_dict
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.reject_notes import RejectNotes
 from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
@@ -134,6 +135,34 @@ class WorkerNode:
     def _on_stopped(self, now: float, stopped) -> None:
         if stopped.failed:
             self.failure = f'worker {self.rank}: {stopped.reason}'
+        elif getattr(self.args, 'model_out', None):
+            self._save_model(self.args.model_out)
+
+    def _save_model(self, path: str) -> None:
+        """
+        Write this robot's model (``model_out``): the reason the robot trained.
+
+        With the server's ``final_model`` (the default) it is the fleet's trained model, the
+        very ``model.pt`` of the server; else this robot's own, the others' last updates
+        missing. A directory gets ``model.pt`` inside.
+        """
+        try:
+            path = model_out_file(path)
+        except ValueError as err:          # (checked at start; changed since)
+            self.log.warning(f"could not write this robot's model: {err}")
+            return
+        if self.gradients.copy:
+            self.gradients.work.copy_(self.engine.w)    # the parameters live on the device
+        try:
+            size = save_state_dict(path, self.model)
+        except OSError as err:
+            self.log.warning(f"could not write this robot's model to {path}: {err}")
+            return
+        if getattr(self.engine, 'holds_final', False):
+            self.log.info(f"wrote the fleet's final model to {path} ({size / 1e6:.1f} MB)")
+        else:
+            self.log.info(f"wrote this robot's own model to {path} ({size / 1e6:.1f} MB; not "
+                          "the fleet's final model: the server sent none, see its log)")
 
     def _on_log(self, now: float, log) -> None:
         """Say the notable engine events in this robot's log (``rog_ros.protocol.events``)."""

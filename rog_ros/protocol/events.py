@@ -159,6 +159,15 @@ def _start_mismatch(log) -> Tuple[int, str]:
     return WARNING, what + then.get(i.get('resync'), '')
 
 
+def _final_model(log) -> Tuple[int, str]:
+    return INFO, f"robot {log.worker} holds the fleet's final model"
+
+
+def _final_missed(log) -> Tuple[int, str]:
+    return WARNING, (f"robot {log.worker} stopped without the fleet's final model "
+                     f"({log.info.get('reason', '?')}); the server's model.pt has it")
+
+
 _DESCRIBE = {
     'worker_suspended': _suspended,
     'worker_readmitted': _readmitted,
@@ -177,6 +186,8 @@ _DESCRIBE = {
     'diverged': _diverged,
     'server_restored': _server_restored,
     'start_mismatch': _start_mismatch,
+    'final_model': _final_model,
+    'final_model_missed': _final_missed,
 }
 
 NOTABLE = frozenset(_DESCRIBE)

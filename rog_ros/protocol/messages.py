@@ -76,6 +76,11 @@ is suspended for its link and runs free: ``SyncPolicy.async_when_out``, ``free_s
 The server sends the MTA prefix of its order and repairs nothing, so the worker must not wait
 for rows its own check would need, and a catch-up to the fleet's clock does not age its rows.
 The server decides; the worker follows the flag of the pull it applied last."""
+FLAG_FINAL = 128
+"""RowChunk flag (downlink, with ``FLAG_SNAPSHOT``): the snapshot is the fleet's final model,
+sent after the whole fleet finished training (``ServerEngine`` ``final_model``): once every
+row of it arrived the worker computes no more and waits for its stop order, so that it stops
+holding exactly the model the server evaluates last and writes to ``model.pt``."""
 
 MAX_CLOCK = 2 ** 31 - 2
 """Largest iteration clock any node accepts: versions are int32 and -1 is reserved."""

@@ -87,6 +87,7 @@ from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.policies.flown import SlotScheduler
 from rog_ros.protocol.ps_checkpoint import CheckpointMixin
 from rog_ros.protocol.ps_downlink import DownlinkMixin, OpenDownlink
+from rog_ros.protocol.ps_final import FinalModelMixin
 from rog_ros.protocol.ps_membership import MembershipMixin
 from rog_ros.protocol.ps_outage import OutageAwareMixin
 from rog_ros.protocol.ps_slack import SlackMixin
@@ -96,7 +97,7 @@ import torch
 
 
 class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixin,
-                   DownlinkMixin):
+                   DownlinkMixin, FinalModelMixin):
     """
     Parameter-server engine.
 
@@ -135,6 +136,10 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         pushes left out or added, for the conservation check of tests. Off, a weighted push
         costs no model-sized float64 pass (13% of an EACOL ConvMLP-M simulation with a
         robot out).
+    final_model : bool
+        Hold each worker's stop order until the whole fleet is done and send it the server's
+        model first (``ps_final``): every robot leaves with the trained model. Off, a worker
+        stops at its last pull with its own model (the simulator: runs end where they did).
 
     """
 
@@ -144,7 +149,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                  stall_warn_s: float = 30.0, end_timeout_s: float = 2.0,
                  incarnation: int | None = None, absence_timeout_s: float | None = None,
                  min_workers: int = 1, clock_slack: int = 16,
-                 track_conservation: bool = False):
+                 track_conservation: bool = False, final_model: bool = False):
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if n_workers < 1:
@@ -220,6 +225,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self._init_checkpoints(n_workers)
         self._init_outage(n_workers, track_conservation)
         self._init_slack(n_workers)
+        self._init_final(final_model)
         self.late_pushes = 0          # FLAG_LATE pushes applied (rows sent while computing)
         self.late_rows = 0            # ... and the rows they delivered
         self.late_pulls = 0           # FLAG_LATE downlinks completed (rows sent while the
@@ -260,6 +266,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             if now >= self.absent_at[r]:
                 out += self.suspend(r, now, 'absent')
         out += self._outage_check(now)
+        out += self._final_tick(now)
         return self._out(out)
 
     def next_wakeup(self) -> float | None:
@@ -268,6 +275,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                   for r, t0 in self.stall_since.items()]
         times += [self.absent_at[r] for r in self._absence_watch()]
         times.append(self._outage_deadline())
+        times.append(self._final_deadline())
         times = [t for t in times if t is not None]
         return min(times) if times else None
 
@@ -276,12 +284,19 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         return self.mirror[r].clone()
 
     def consensus_model(self, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Mean of the workers' models (the model to evaluate and checkpoint); into ``out``."""
+        """
+        Mean of the workers' models (the model to evaluate and checkpoint); into ``out``.
+
+        Once every worker holds the final model (``final_model``), exactly ``w_srv``: a mean
+        of N equal models may differ from each in the last bit.
+        """
+        if self._all_hold_final():
+            return self.w_srv.clone() if out is None else out.copy_(self.w_srv)
         return self.mirror.mean(0) if out is None else torch.mean(self.mirror, 0, out=out)
 
     @property
     def finished(self) -> bool:
-        return all(self.stopped)
+        return all(self.stopped) and not self._owed_final
 
     # ================================================================== incarnations
     def _out(self, actions: list) -> list:
@@ -445,7 +460,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         clock = self.clock[r] if join_tid is None else -1 - int(join_tid)
         return Schedule(worker=r, clock=clock,
                         push_deadline_s=self._push_deadline(r, self.clock[r]),
-                        stop=self.stopped[r], target_incarnation=inc,
+                        stop=self.stopped[r] and r not in self._owed_final,
+                        target_incarnation=inc,
                         checkpoint_transfer=self._checkpoint_for(r, inc))
 
     def _reset_worker(self, r: int, now: float) -> list:
@@ -454,6 +470,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         dl, self.downlinks[r] = self.downlinks[r], None
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
+        if r in self._owed_final:
+            out += self._give_up_final(r, 'restarted')
         self._holds_unknown(r)
         self._pull_done_at[r] = None
         if self.slots is not None:
@@ -489,8 +507,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             if self.slots is None:
                 raise MessageError('transfer-slot request, but this server schedules no slots')
             if self.stopped[s]:
-                return [Send(s, Schedule(worker=s, clock=self.clock[s], push_deadline_s=-1.0,
-                                         stop=True))]
+                return self._answer_stopped(s)
             if chunk.transfer_id <= self.receiver.newest_closed.get((s, chunk.incarnation), -1):
                 return []                          # a late copy: we closed that push already
             # (not by clock: a worker that rejoins a restored server asks for a slot to push
@@ -516,8 +533,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 self.thr_up[s].samples += 1
             out += self._apply_push(closed, now)
         elif chunk.flags & FLAG_END and self.stopped[s]:
-            out.append(Send(s, Schedule(worker=s, clock=self.clock[s], push_deadline_s=-1.0,
-                                        stop=True)))     # the stop order may have been lost
+            out += self._answer_stopped(s)     # the stop order may have been lost
         elif chunk.flags & FLAG_END and s in self.stall_since and s in self.pending:
             out += self._ask_own_rows(s, self.pending[s])   # a held worker's poke: ask again
         elif chunk.flags & FLAG_END and self._waits_after_its_pull(s, chunk, now):
@@ -573,6 +589,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 else:
                     self.rescaled_pushes += 1
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
+            self.w_srv_edits += 1
             # stamps only the pushed rows (and their change history)
             self.delivered.stamp(self.versions.v, s, torch.nonzero(mask).reshape(-1), inc.clock)
         if n_rows:     # (an empty push changes nothing: it must not count as coverage)
@@ -668,8 +685,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             if self.max_iterations is not None and c >= self.max_iterations:
                 self.slots.release(w, 'pull')
                 self.stopped[w] = True
-                out += [Send(w, Schedule(worker=w, clock=c, push_deadline_s=-1.0, stop=True)),
-                        Log('worker_done', float(c), w)]
+                out += self._stop_order(w, c) + [Log('worker_done', float(c), w)]
+                out += self._start_final(now)
                 out += self._dispatch_slots(now)
                 continue
             out += self._start_downlink(w, c, now)

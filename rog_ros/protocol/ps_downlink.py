@@ -30,7 +30,7 @@ from rog_ros.core.atp import expected_rows, infinite_mask, mta_time, priority_or
 from rog_ros.core.mta import mandatory_rows, row_budget
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
-    FLAG_END, FLAG_FREE, FLAG_LATE, FLAG_SNAPSHOT, KIND_UPDATE, MessageError,
+    FLAG_END, FLAG_FINAL, FLAG_FREE, FLAG_LATE, FLAG_SNAPSHOT, KIND_UPDATE, MessageError,
     ranges_from_sorted, RowVersions, Schedule, SERVER, TransferAck)
 from rog_ros.protocol.transfer import OutgoingTransfer
 import torch
@@ -52,6 +52,7 @@ class OpenDownlink:
         #                               None: the policy's S in every column
         self.slack = np.zeros(0, np.uint16)   # the slack its RowVersions carries (empty: none)
         self.snapshot = snapshot      # rows replace the worker's (rejoin), lossless
+        self.edits = -1               # a snapshot: pushes in the w_srv it carries
         self.versions: RowVersions | None = None
 
 
@@ -73,8 +74,7 @@ class DownlinkMixin:
             del self.pending[r]
             self.stopped[r] = True
             self._end_stall(r, now)
-            out = [Send(r, Schedule(worker=r, clock=c, push_deadline_s=-1.0, stop=True)),
-                   Log('worker_done', float(c), r)]
+            out = self._stop_order(r, c) + [Log('worker_done', float(c), r)]
             if out_after_fleet:
                 out.append(Log('stopped_after_fleet', float(self.max_iterations - c), r))
             elif self._fleet_finished():
@@ -83,7 +83,7 @@ class DownlinkMixin:
                 for q in [q for q in self.pending
                           if not self.active[q] and self.suspended_reason.get(q) == 'link']:
                     out += self._try_serve(q, now)
-            return out
+            return out + self._start_final(now)
         # A suspended worker catching up is served without quorum: it must get back in.
         quorum = self._quorum() or not self.active[r]
         if not quorum or not self.versions.satisfied(c, self._bounds(r), self.active):
@@ -316,10 +316,12 @@ class DownlinkMixin:
                               n_mandatory=int(rows.numel()), deadline=now, now=now,
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s,
-                              rate_bps=self.thr_down[r].value_bps, flags=FLAG_SNAPSHOT)
+                              rate_bps=self.thr_down[r].value_bps,
+                              flags=FLAG_SNAPSHOT | (FLAG_FINAL if r in self._owed_final else 0))
         dl = OpenDownlink(tr, rowbytes, scales, self.snap_v[r], self.active.clone(),
                           snapshot=True)
         dl.values = values
+        dl.edits = self.w_srv_edits
         self._set_bounds(r, dl)
         self.downlinks[r] = dl
         sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r, c))
@@ -422,6 +424,8 @@ class DownlinkMixin:
         dl = self.downlinks[r]
         if dl is None or ack.transfer_id != dl.transfer.transfer_id:
             return []                                  # late or duplicate: nothing to do
+        if r in self._final_heard:
+            self._final_heard[r] = now                 # its final model goes on arriving
         if not ack.final:
             return self._sends(r, dl, dl.transfer.on_ack(ack, now))
         delivered = dl.transfer.on_final(ack, now)
@@ -442,6 +446,8 @@ class DownlinkMixin:
         if dl.snapshot and self.unsynced[r] is not None:
             return [Log('snapshot_partial', float(delivered.size), r)] + \
                 self._start_snapshot(r, c, now)
+        if dl.snapshot and r in self._owed_final:
+            return self._final_sent(r, self.snap_layout.n_rows, dl.edits)
         if (self.slots is None and not dl.transfer.flags & FLAG_FREE
                 and not self._worker_rsp_ok(r, c, dl.active, dl.bounds)):
             # Mandatory rows were lost on the way: the worker waits for them. Whether it

@@ -47,11 +47,13 @@ class MembershipMixin:
         self.active = torch.ones(n_workers, dtype=torch.bool)
         self.suspended_reason: dict[int, str] = {}
         self.absent_at: list[float | None] = [None] * n_workers   # absence deadlines
+        self.last_heard: list[float | None] = [None] * n_workers  # last message admitted
         self._readmitted_at: dict[int, float] = {}  # readmission backoff: when, how many
         self._flaps: dict[int, int] = {}            # quick re-suspensions in a row, and the
         self._hold_until: dict[int, float] = {}     # earliest readmission that follows
 
     def _heard(self, r: int, now: float) -> list:
+        self.last_heard[r] = now
         if self.absence_timeout_s is not None:
             self.absent_at[r] = now + self.absence_timeout_s
         if not self.active[r] and self.suspended_reason.get(r) in ('absent', 'link'):

@@ -72,7 +72,7 @@ from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
-    check_schema, check_versions, FLAG_END, FLAG_FREE, FLAG_LATE, FLAG_REQUEST,
+    check_schema, check_versions, FLAG_END, FLAG_FINAL, FLAG_FREE, FLAG_LATE, FLAG_REQUEST,
     FLAG_SNAPSHOT, ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK, MessageError, RowChunk,
     RowVersions, Schedule, SERVER, stamp_incarnations, TransferAck, validate_ranges)
 from rog_ros.protocol.policies.base import SyncPolicy
@@ -227,6 +227,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         self._server_restarted = False           # ... and re-adds the undurable pushes
         self._rsp_waiting = False
         self._told_free = False         # the last pull said: not held to the bound (FLAG_FREE)
+        self.holds_final = False        # we hold the fleet's final model (FLAG_FINAL): done
         self._dirty = False
         # exactly-once across server restarts: [(tid, rowbytes, scales, delivered rows)]
         # (incarnation, tid, rowbytes, scales, rows, per_row): scales as committed
@@ -746,6 +747,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         mask, rowbytes, scales, chunk_ranges = inc.close()
         n_rows = int(mask.sum())
         snapshot = bool(inc.flags & FLAG_SNAPSHOT)
+        final = []
         late = bool(inc.flags & FLAG_LATE) and not snapshot
         versions = self.pending_versions.pop(inc.transfer_id, None)
         if n_rows:
@@ -801,6 +803,10 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                                          torch.ones(self.layout.n_rows, dtype=torch.bool))
                 self._snap_versions = None
                 self.clock = max(self.clock, int(inc.clock))
+                if inc.flags & FLAG_FINAL and not self.holds_final:
+                    # the fleet is done: compute no more, wait for the stop order
+                    self.holds_final = True
+                    final = [Log('final_model', float(self.snap_layout.n_rows), self.rank)]
         self._dirty = True
         self.bytes_down += inc.bytes
         if late:        # rows ahead of the next pull: not a pull of its own
@@ -812,7 +818,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         out = [Send(SERVER, self.receiver.final_ack(inc, chunk_ranges, now)
                     if not snapshot else self.snap_receiver.final_ack(inc, chunk_ranges, now)),
                Log('pull_applied', float(n_rows), self.rank, {'snapshot': snapshot})]
-        return out + self._maybe_compute(now)
+        return out + final + self._maybe_compute(now)
 
     def _apply_versions(self, msg: RowVersions, mask: torch.Tensor, rules: bool = True) -> None:
         """
@@ -876,6 +882,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         return self.policy.staleness + torch.clamp(self.slack, min=int(self.slack[self.rank]))
 
     def _maybe_compute(self, now: float) -> list:
+        if self.holds_final:
+            return []          # the fleet finished: we hold its model and wait to be stopped
         if (self.state == 'pulling' and self.push is None and self.pulled_clock >= self.clock
                 and self._snap_missing is None):
             if not self.rsp_ok():

@@ -1,0 +1,161 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Every robot leaves with the fleet's final model (``ServerEngine`` ``final_model``).
+
+Robots fine-tune a model in order to use it, but a worker's own model is not the run's
+product: it stops with the others' last updates still missing (up to S iterations of their
+rows under RSP), and only the server held the trained model (``model.pt``). With
+``final_model``, the stop order of a worker that has trained its budget waits until the
+whole fleet has (no push can change ``w_srv`` after that); the server then sends it ``w_srv``
+losslessly, a snapshot flagged ``FLAG_FINAL`` (the worker computes no more once it has every
+row), and the stop order when the snapshot is acknowledged. Every robot then holds exactly
+the server's model, which is also the mean of the workers' models the server evaluates last
+and writes to ``model.pt``.
+
+Never at the cost of ending: a robot that restarts meanwhile, or whose snapshot gets no
+acknowledgement for ``FINAL_PATIENCE_S``, gets its stop order without the model
+(``final_model_missed``); robots suspended for absence are not waited for, nor are those
+out for their link once silent for ``FINAL_PATIENCE_S`` (until then their last pushes may
+still change the model).
+
+``FinalModelMixin`` is one part of ``ServerEngine`` (``ps.py``) and works on its state.
+"""
+
+from __future__ import annotations
+
+from rog_ros.protocol.actions import Log, Send
+from rog_ros.protocol.messages import Schedule
+
+FINAL_PATIENCE_S = 60.0
+"""Seconds without an acknowledgement of a robot's final model before it is given up (a
+snapshot over a slow link keeps acknowledging chunks; a dead link says nothing; pokes do not
+count: a robot whose pokes arrive while its model does not would otherwise hold the end)."""
+
+
+class FinalModelMixin:
+    """The final model of a ``ServerEngine``'s robots before their stop orders."""
+
+    def _init_final(self, final_model: bool) -> None:
+        self.final_model = bool(final_model)
+        self._owed_final: dict = {}      # worker -> clock: done, stop order held for the model
+        self._final_heard: dict = {}     # worker -> its model's last progress (ack), under way
+        self.final_delivered = 0         # robots that received the final model
+        self.final_missed = 0            # ... and that were given up
+        self.w_srv_edits = 0             # pushes applied to w_srv so far
+        self._final_edits: set = set()   # ... when each delivered final model was taken
+        self._final_taken: dict = {}     # worker -> w_srv_edits when its final model started
+        self._final_checked = 0.0        # when _start_final last looked (timers after it)
+
+    def _stop_order(self, r: int, c: int) -> list:
+        """
+        Stop worker r, done at clock c: the order, or nothing while its final model is owed.
+
+        The caller then calls ``_start_final``: the model goes out once the fleet is done.
+        """
+        if not self.final_model:
+            return [Send(r, Schedule(worker=r, clock=c, push_deadline_s=-1.0, stop=True))]
+        self._owed_final[r] = c
+        return []
+
+    def _final_waits_for(self, now: float) -> list:
+        """
+        Workers whose pushes may still change ``w_srv``: training, or out for their link.
+
+        One out for its link still pushes (its last push comes with its catch-up), unless
+        it has been silent for ``FINAL_PATIENCE_S`` (dead, not slow: a crashed robot is
+        suspended for its link before any absence timeout). Absent ones are not waited for.
+        """
+        waits = []
+        for a in range(self.n):
+            if self.stopped[a]:
+                continue
+            if bool(self.active[a]):
+                waits.append(a)
+            elif self.suspended_reason.get(a) == 'link':
+                heard = self.last_heard[a]
+                if heard is not None and now < heard + FINAL_PATIENCE_S:
+                    waits.append(a)
+        return waits
+
+    def _start_final(self, now: float) -> list:
+        """Send the final model to every done worker that has none under way, once due."""
+        self._final_checked = now
+        if not self._owed_final or self._final_waits_for(now):
+            return []
+        out = []
+        for r, c in sorted(self._owed_final.items()):
+            if r in self._final_heard or self.downlinks[r] is not None:
+                continue
+            self._final_heard[r] = now
+            self._holds_unknown(r)           # every row goes out, raw (a snapshot)
+            self._final_taken[r] = self.w_srv_edits
+            out += self._start_snapshot(r, c, now)
+        return out
+
+    def _final_sent(self, r: int, rows: int, edits: int) -> list:
+        """Worker r acknowledged its final model (its last part ``w_srv`` at ``edits``): stop."""
+        c = self._owed_final.pop(r)
+        self._final_heard.pop(r, None)
+        self.final_delivered += 1
+        # (rows of a model taken in parts while w_srv changed are of no one model)
+        self._final_edits.add(edits if edits == self._final_taken.pop(r, None) else -1)
+        return [Log('final_model', float(rows), r),
+                Send(r, Schedule(worker=r, clock=c, push_deadline_s=-1.0, stop=True))]
+
+    def _give_up_final(self, r: int, reason: str) -> list:
+        """Stop worker r without its final model (restarted, or silent too long)."""
+        c = self._owed_final.pop(r)
+        self._final_heard.pop(r, None)
+        self._final_taken.pop(r, None)
+        dl = self.downlinks[r]
+        if dl is not None and dl.snapshot:
+            self.downlinks[r] = None
+        self.final_missed += 1
+        return [Log('final_model_missed', 1.0, r, {'reason': reason}),
+                Send(r, Schedule(worker=r, clock=c, push_deadline_s=-1.0, stop=True))]
+
+    def _answer_stopped(self, r: int) -> list:
+        """
+        Answer a poke of a worker we stopped: the stop order, or, while its model is owed, hello.
+
+        A done worker waits for the others silently but for its pokes; answering them keeps
+        it from giving up on the server (``server_timeout``) while the fleet finishes.
+        """
+        if r not in self._owed_final:
+            return [Send(r, Schedule(worker=r, clock=self.clock[r], push_deadline_s=-1.0,
+                                     stop=True))]      # the stop order may have been lost
+        return [Send(r, self._hello(r))]
+
+    def _all_hold_final(self) -> bool:
+        """Whether every worker holds ``w_srv`` as it is now (their models' mean is it)."""
+        return self.final_delivered == self.n and self._final_edits == {self.w_srv_edits}
+
+    def _final_tick(self, now: float) -> list:
+        """Give up the final model of robots whose model made no progress for the patience."""
+        out = self._start_final(now)      # a silent robot out for its link may be let go
+        for r, heard in sorted(self._final_heard.items()):
+            if now >= heard + FINAL_PATIENCE_S:
+                out += self._give_up_final(r, f'silent for {now - heard:.0f} s')
+        return out
+
+    def _final_deadline(self) -> float | None:
+        """When a final model is given up, or the silence of one out for its link ends."""
+        times = [t + FINAL_PATIENCE_S for t in self._final_heard.values()]
+        if self._owed_final:
+            checked = self._final_checked
+            times += [t for t in (self.last_heard[a] + FINAL_PATIENCE_S
+                                  for a in self._final_waits_for(checked)
+                                  if not self.active[a]) if t > checked]
+        return min(times) if times else None
