@@ -15,8 +15,8 @@
 Every robot leaves with the fleet's final model (``ServerEngine`` ``final_model``).
 
 Without it a worker stops holding its own model, the others' last updates missing; with it,
-every worker's model is bit for bit the server's ``w_srv``, which is then also the mean of
-the workers' models that the server evaluates and writes to ``model.pt``. The conservation
+every worker's model is bit for bit the consensus (the mean of the workers' models) as the
+fleet finished, which the server then evaluates and writes to ``model.pt``. The conservation
 suite's invariants must hold as before (nothing applied twice or lost), also under message
 faults, and the end must never wait for a robot that cannot answer.
 """
@@ -28,6 +28,7 @@ from rog_ros.protocol.messages import FLAG_FINAL, RowChunk
 from rog_ros.protocol.ps_final import FINAL_PATIENCE_S
 from test_protocol_conservation import check_invariants
 from test_protocol_restart import restart_worker
+from test_protocol_server_restart import restart_server
 import torch
 
 
@@ -44,17 +45,27 @@ def _logs(harness, name):
 def _every_worker_holds_the_servers_model(server, workers):
     for r, w in enumerate(workers):
         assert w.holds_final, r
-        assert torch.equal(w.w, server.w_srv), r
-    assert torch.equal(server.consensus_model(), server.w_srv)
+        assert torch.equal(w.w, server.final_values), r
+    assert torch.equal(server.consensus_model(), server.final_values)
 
 
 @pytest.mark.parametrize('spec', ['rog:4', 'ssp:2', 'bsp', 'flown:2'])
 def test_every_worker_stops_holding_the_servers_model(spec):
     harness, server, workers = _build(spec, n=3, iters=10, dtype=torch.float64,
                                       final_model=True)
+    held = []                     # the workers' own models when the final model is taken
+    start_final = server._start_final
+
+    def spy(now):
+        if server.final_values is None:
+            held[:] = [w.w.clone() for w in workers]
+        return start_final(now)
+    server._start_final = spy
     stats = harness.run(until=300)
     assert stats.error is None and server.finished and all(harness.stopped)
     assert stats.iterations == [10, 10, 10]          # no computation after the last pull
+    # the model sent is the mean of what the workers held as the fleet finished
+    assert torch.allclose(server.final_values, torch.stack(held).mean(0), atol=1e-12, rtol=0)
     _every_worker_holds_the_servers_model(server, workers)
     assert (server.final_delivered, server.final_missed) == (3, 0)
     assert sorted(a.worker for a in _logs(harness, 'final_model')) == [0, 0, 1, 1, 2, 2]
@@ -78,7 +89,8 @@ def test_without_it_workers_stop_with_their_own_models():
     harness, server, workers = _build('rog:4', n=3, iters=10, dtype=torch.float64)
     harness.run(until=300)
     assert server.finished
-    gaps = [float((w.w - server.w_srv).abs().max()) for w in workers]
+    consensus = server.consensus_model()
+    gaps = [float((w.w - consensus).abs().max()) for w in workers]
     assert min(gaps) > 1e-6 and not any(w.holds_final for w in workers)
 
 
@@ -95,7 +107,7 @@ def test_a_worker_whose_link_died_at_the_end_is_given_up_and_the_run_ends():
     assert (server.final_delivered, server.final_missed) == (2, 1)
     assert not workers[2].holds_final
     for r in (0, 1):
-        assert torch.equal(workers[r].w, server.w_srv)
+        assert torch.equal(workers[r].w, server.final_values)
     # given up after the patience, not before, and not much later
     done = max(t for t, _, a in harness.stats.logs if a.name == 'worker_done')
     gave_up = next(t for t, _, a in harness.stats.logs if a.name == 'final_model_missed')
@@ -142,7 +154,7 @@ def test_a_worker_restarted_while_its_model_is_owed_is_stopped_without_it():
     missed = _logs(harness, 'final_model_missed')
     assert [(a.worker, a.info['reason']) for a in missed] == [(0, 'restarted')]
     for r in (1, 2):
-        assert torch.equal(harness.workers[r].w, server.w_srv)
+        assert torch.equal(harness.workers[r].w, server.final_values)
     check_invariants(harness, server, harness.workers)
 
 
@@ -154,4 +166,35 @@ def test_an_absent_worker_is_not_waited_for():
     assert stats.error is None and all(harness.stopped[r] for r in (0, 2))
     assert server.final_delivered == 2 and not server._owed_final and not server.active[1]
     for r in (0, 2):
-        assert torch.equal(workers[r].w, server.w_srv)
+        assert torch.equal(workers[r].w, server.final_values)
+
+
+def test_a_server_restored_during_the_end_sends_the_same_model_to_the_rest():
+    """The checkpoint holds the final model and who is still owed it."""
+    import copy
+    from rog_ros.protocol.messages import SERVER
+    harness, server, workers = _build('rog:4', n=3, iters=10, dtype=torch.float64,
+                                      compute=(0.05, 0.05, 0.05),
+                                      bandwidths=(2e6, 0.3e6, 0.3e6), save_states=True,
+                                      final_model=True)
+    seen = {}
+
+    def watch():
+        s = harness.server
+        if s.final_delivered == 1 and 'crash' not in seen:   # one has it, two are owed it
+            seen['crash'] = copy.deepcopy(s.final_values)
+            harness.checkpoint = copy.deepcopy(s.state_dict())
+            s.checkpoint_confirmed(harness.checkpoint['state_id'])
+            harness.kill(SERVER)
+            harness.at(harness.now + 0.2, lambda: restart_server(harness))
+            return
+        harness.at(harness.now + 0.005, watch)
+    harness.at(0.01, watch)
+    stats = harness.run(until=600)
+    restored = harness.server
+    assert 'crash' in seen and restored is not server
+    assert stats.error is None and restored.finished and all(harness.stopped)
+    assert torch.equal(restored.final_values, seen['crash'])
+    assert (restored.final_delivered, restored.final_missed) == (3, 0)
+    for w in harness.workers:
+        assert torch.equal(w.w, seen['crash'])

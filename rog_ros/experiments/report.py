@@ -367,10 +367,16 @@ def _fault_handling(summary: dict) -> str:
                     + ', '.join(f'{r} ({fp})' for r, fp in sorted(apart.items())) + '**')
     start = summary.get('start_model') or {}
     model = summary.get('model_file')
+    got, missed = summary.get('final_model_delivered'), summary.get('final_model_missed')
+    held = ''
+    if model and isinstance(got, int) and isinstance(missed, int) and got + missed:
+        held = f' (held by {got} of {got + missed} robots' + (
+            f'; **{missed} stopped without it**, events.csv: final_model_missed)'
+            if missed else ')')
     return (('; ' + ', '.join(said) if said else '')
             + (f'; started from {start.get("source")} ({start.get("fingerprint")})'
                if start.get('source') else '')
-            + (f'; trained model `{model}`' if model else ''))
+            + (f'; trained model `{model}`{held}' if model else ''))
 
 
 def report_run(run_dir: str) -> str:

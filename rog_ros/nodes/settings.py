@@ -273,10 +273,10 @@ SETTINGS = (
     _s('min_workers', int, 1, 'Quorum: serve pulls only while at least this many workers are '
        'active.', (SERVER, FLEET), 'server', low=1, high=1024),
     _s('final_model', bool, True, "When training ends, send every robot the fleet's final "
-       "model (the server's model, lossless) before its stop order, so that each robot "
-       'leaves holding the trained model, the one in model.pt (rog, ssp, bsp, flown; robots '
-       'done early wait for the others; a robot silent for 60 s then is stopped without '
-       'it); false = each robot stops at its last pull with its own model.',
+       'model (the consensus, lossless) before its stop order, so that each robot leaves '
+       'holding the trained model, the one in model.pt (rog, ssp, bsp, flown; robots done '
+       'early wait for the others; a robot silent for 60 s then is stopped without it); '
+       'false = each robot stops at its last pull with its own model.',
        (SERVER, FLEET), 'server'),
     _s('state_dir', str, None, "Directory of this node's durable state (server checkpoint, "
        'worker state), restored on start; empty = nothing is saved.', (SERVER, WORKER, FLEET),

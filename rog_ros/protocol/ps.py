@@ -287,11 +287,13 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         """
         Mean of the workers' models (the model to evaluate and checkpoint); into ``out``.
 
-        Once every worker holds the final model (``final_model``), exactly ``w_srv``: a mean
-        of N equal models may differ from each in the last bit.
+        Once the final model was taken (``final_model``, the fleet is done), exactly that
+        model, the one every robot is sent (a mean of N equal models may differ from each in
+        the last bit).
         """
-        if self._all_hold_final():
-            return self.w_srv.clone() if out is None else out.copy_(self.w_srv)
+        if self.final_values is not None:
+            v = self.final_values
+            return v.clone() if out is None else out.copy_(v)
         return self.mirror.mean(0) if out is None else torch.mean(self.mirror, 0, out=out)
 
     @property
@@ -589,7 +591,6 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 else:
                     self.rescaled_pushes += 1
             self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
-            self.w_srv_edits += 1
             # stamps only the pushed rows (and their change history)
             self.delivered.stamp(self.versions.v, s, torch.nonzero(mask).reshape(-1), inc.clock)
         if n_rows:     # (an empty push changes nothing: it must not count as coverage)

@@ -54,7 +54,8 @@ class CheckpointMixin:
         Return the server's durable state (copies).
 
         Model, mirrors, versions, clocks, incarnations, closed-transfer answers, each
-        worker's newest applied push, and outage-aware RSP's ledger (``discarded``).
+        worker's newest applied push, outage-aware RSP's ledger (``discarded``), and the
+        final model with the workers still owed it (``ps_final``).
 
         Write it atomically (temp file, fsync, rename), then call
         ``checkpoint_confirmed(state['state_id'])``: from then on Schedules tell workers which
@@ -86,6 +87,10 @@ class CheckpointMixin:
             'weighted_pushes': self.weighted_pushes,
             'rescaled_pushes': self.rescaled_pushes,
             'outage_suspensions': self.outage_suspensions,
+            # the end of a run (ps_final): the model sent, and to whom it is still owed
+            'final_values': None if self.final_values is None else self.final_values.clone(),
+            'owed_final': dict(self._owed_final),
+            'final_delivered': self.final_delivered, 'final_missed': self.final_missed,
         }
 
     def checkpoint_confirmed(self, state_id: int) -> None:
@@ -106,8 +111,9 @@ class CheckpointMixin:
         """
         if sd.get('version') != 1 or sd['n_workers'] != self.n:
             raise ValueError('server state of another format or fleet size')
-        if sd['w_srv'].shape != self.w_srv.shape or (
-                sd.get('discarded') is not None and sd['discarded'].shape != self.w_srv.shape):
+        if sd['w_srv'].shape != self.w_srv.shape or any(
+                sd.get(k) is not None and sd[k].shape != self.w_srv.shape
+                for k in ('discarded', 'final_values')):
             raise ValueError('server state of another model')
         self.w_srv.copy_(sd['w_srv'])
         self.mirror.copy_(sd['mirror'])
@@ -142,6 +148,12 @@ class CheckpointMixin:
         self.weighted_pushes = int(sd.get('weighted_pushes', 0))
         self.rescaled_pushes = int(sd.get('rescaled_pushes', 0))
         self.outage_suspensions = int(sd.get('outage_suspensions', 0))
+        # a restart during the end sends the same final model to those still owed it
+        final = sd.get('final_values')
+        self.final_values = None if final is None else final.clone()
+        self._owed_final = {int(r): int(c) for r, c in sd.get('owed_final', {}).items()}
+        self.final_delivered = int(sd.get('final_delivered', 0))
+        self.final_missed = int(sd.get('final_missed', 0))
         # What each worker holds now is unknown: every pull starts with a snapshot.
         for r in range(self.n):
             self._new_snapshot_epoch(r)

@@ -52,7 +52,6 @@ class OpenDownlink:
         #                               None: the policy's S in every column
         self.slack = np.zeros(0, np.uint16)   # the slack its RowVersions carries (empty: none)
         self.snapshot = snapshot      # rows replace the worker's (rejoin), lossless
-        self.edits = -1               # a snapshot: pushes in the w_srv it carries
         self.versions: RowVersions | None = None
 
 
@@ -306,7 +305,7 @@ class DownlinkMixin:
         if self.snap_v[r] is None:
             self.snap_v[r] = self.versions.v.clone()
             self.snap_event[r] = self.delivered.pin(('snap', r))
-        values = self.w_srv.clone()
+        values = self._snapshot_values(r)      # w_srv; the final model (ps_final)
         rowbytes = self.snap_codec.encode(layout, values, None)
         scales = torch.zeros(layout.n_tensors, dtype=torch.float32)
         self.next_tid[r] += 1
@@ -321,7 +320,6 @@ class DownlinkMixin:
         dl = OpenDownlink(tr, rowbytes, scales, self.snap_v[r], self.active.clone(),
                           snapshot=True)
         dl.values = values
-        dl.edits = self.w_srv_edits
         self._set_bounds(r, dl)
         self.downlinks[r] = dl
         sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r, c))
@@ -447,7 +445,7 @@ class DownlinkMixin:
             return [Log('snapshot_partial', float(delivered.size), r)] + \
                 self._start_snapshot(r, c, now)
         if dl.snapshot and r in self._owed_final:
-            return self._final_sent(r, self.snap_layout.n_rows, dl.edits)
+            return self._final_sent(r, self.snap_layout.n_rows)
         if (self.slots is None and not dl.transfer.flags & FLAG_FREE
                 and not self._worker_rsp_ok(r, c, dl.active, dl.bounds)):
             # Mandatory rows were lost on the way: the worker waits for them. Whether it

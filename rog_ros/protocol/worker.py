@@ -748,6 +748,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         n_rows = int(mask.sum())
         snapshot = bool(inc.flags & FLAG_SNAPSHOT)
         final = []
+        if not inc.flags & FLAG_FINAL:
+            self.holds_final = False     # a server restored from before the end: train on
         late = bool(inc.flags & FLAG_LATE) and not snapshot
         versions = self.pending_versions.pop(inc.transfer_id, None)
         if n_rows:
