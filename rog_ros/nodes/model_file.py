@@ -71,8 +71,8 @@ def load_trained(workload: str, path) -> torch.nn.Module:
 
     >>> model = load_trained('mpcol', 'runs/fleet/model.pt')   # doctest: +SKIP
     """
-    from rog_ros.nodes.assembly import load_workload
-    model = load_workload(workload).make_model()
+    from rog_ros import workloads          # (the registry: nodes.assembly imports us)
+    model = workloads.get(workload).make_model()
     state = torch.load(os.fspath(path), map_location='cpu', weights_only=True)
     model.load_state_dict(state)
     return model.eval()
