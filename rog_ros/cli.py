@@ -60,13 +60,30 @@ def _add_sim(sub) -> None:
                    help='iterations per worker (default: the workload budget; --toy: 40)')
     p.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
     p.add_argument('--out', default=None, help='write summary.json and timeseries.csv here')
+    _add_init_model_option(p)
+    _add_evaluations_option(p)
+    _add_model_options(p)
+    p.set_defaults(func=_cmd_sim)
+
+
+def _add_init_model_option(p) -> None:
     p.add_argument('--init-model', default=None,
                    help="start from these weights instead of the workload's pre-trained "
                         "checkpoint: a state_dict file or a fleet run's --out directory (its "
                         'model.pt)')
-    _add_evaluations_option(p)
-    _add_model_options(p)
-    p.set_defaults(func=_cmd_sim)
+
+
+def _init_model_error(args) -> str | None:
+    """Why ``--init-model`` does not fit the workload, or None (checked before any run)."""
+    if not getattr(args, 'init_model', None):
+        return None
+    from rog_ros.sim.simulator import config_workload, SimConfig
+    try:
+        config_workload(SimConfig(workload=args.workload, init_model=args.init_model,
+                                  workload_options=_workload_options(args)))
+    except ValueError as err:
+        return f'--init-model: {err}'
+    return None
 
 
 def _add_evaluations_option(p) -> None:
@@ -224,13 +241,10 @@ def _cmd_sim(args) -> int:
                     workers=args.workers, trace=args.trace, seed=args.seed,
                     iterations=args.iterations, workload_options=_workload_options(args),
                     init_model=args.init_model, **_sim_options(args))
-    if args.init_model:
-        from rog_ros.sim.simulator import config_workload
-        try:
-            config_workload(cfg)
-        except ValueError as err:
-            print(f'rog sim: --init-model: {err}', file=sys.stderr)
-            return 2
+    bad = _init_model_error(args)
+    if bad:
+        print(f'rog sim: {bad}', file=sys.stderr)
+        return 2
 
     def progress(now, iteration, metrics):
         acc = metrics.get('accuracy', float('nan'))
@@ -254,7 +268,9 @@ def _add_compare(sub) -> None:
     p = sub.add_parser('compare', help='several systems x seeds, with report and plots',
                        description='Compare synchronisation systems on one workload and '
                                    'trace in the simulator; writes DIR/summary.json, '
-                                   'DIR/report.md and PNG plots. Finished runs are reused.')
+                                   'DIR/report.md and PNG plots. Finished runs of the same '
+                                   'settings are reused (an interrupted comparison resumes); '
+                                   'runs in DIR made with other settings are run again.')
     p.add_argument('--workload', default='mpcol', help='workload (default mpcol)')
     p.add_argument('--trace', default='outdoors',
                    help='trace preset or file (any format --trace of rog sim takes), or a '
@@ -270,6 +286,7 @@ def _add_compare(sub) -> None:
     p.add_argument('--jobs', type=int, default=None,
                    help='runs in parallel (default: one per CPU core)')
     p.add_argument('--out', required=True, help='output directory')
+    _add_init_model_option(p)
     _add_evaluations_option(p)
     _add_model_options(p)
     p.set_defaults(func=_cmd_compare)
@@ -282,13 +299,16 @@ def _cmd_compare(args) -> int:
     from rog_ros.experiments.report import table_markdown
     seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
     systems = [s.strip() for s in args.systems.split(',') if s.strip()]
-    bad = _bad_model(args)
+    bad = _bad_model(args) or _init_model_error(args)
     if bad:
         print(f'rog compare: {bad}', file=sys.stderr)
         return 2
+    sim_options = _sim_options(args)
+    if args.init_model:
+        sim_options['init_model'] = args.init_model
     res = compare(args.workload, args.trace, systems, args.workers, seeds, args.out,
                   iterations=args.iterations, jobs_parallel=args.jobs,
-                  workload_options=_workload_options(args), sim_options=_sim_options(args))
+                  workload_options=_workload_options(args), sim_options=sim_options)
     print(table_markdown(res['systems']))
     print(f'\nreport: {args.out}/report.md')
     failed = sum(r.get('failed', 0) for r in res['systems'])

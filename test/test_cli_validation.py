@@ -66,6 +66,8 @@ CASES = [
     (['sim', '--toy', '--evaluations', '10'], '--evaluations'),
     (['compare', '--workload', 'nope', '--out', 'x'], '--workload'),
     (['compare', '--trace', 'missing.csv', '--out', 'x'], '--trace'),
+    (['compare', '--workload', 'toy', '--init-model', 'missing.pt', '--out', 'x'],
+     '--init-model'),
     (['reproduce', '--workloads', 'mpcol,bad', '--out', 'x'], '--workloads'),
     (['reproduce', '--workers', '0', '--out', 'x'], '--workers'),
     (['reproduce', '--seeds', 'a', '--out', 'x'], '--seeds'),

@@ -85,6 +85,42 @@ def test_compare_evaluates_as_asked_and_reruns_runs_of_another_resolution(tmp_pa
     assert first['systems'][0]['runs'] == finer['systems'][0]['runs'] == 1
 
 
+def test_compare_into_a_used_directory_reruns_runs_of_other_settings(tmp_path, capsys):
+    """A rerun with another trace, fleet size, budget or start must not reuse old runs."""
+    import torch
+    from rog_ros.nodes.assembly import load_workload
+    from rog_ros.nodes.model_file import save_state_dict
+    out = str(tmp_path / 'cmp')
+    run = os.path.join(out, 'runs', 'bsp-seed0')
+
+    def trace_of_run():
+        return json.load(open(os.path.join(run, 'summary.json')))['trace']
+    compare('toy', 'indoors', ['bsp'], 2, [0], out, iterations=6)
+    assert 'other settings' not in capsys.readouterr().err
+    compare('toy', 'outdoors', ['bsp'], 2, [0], out, iterations=6)
+    assert trace_of_run() == 'outdoors'
+    assert 'were made with other settings (trace indoors): running them again' in \
+        capsys.readouterr().err
+    compare('toy', 'outdoors', ['bsp'], 3, [0], out, iterations=6, quiet=True)
+    summary = json.load(open(os.path.join(run, 'summary.json')))
+    assert summary['workers'] == 3
+    compare('toy', 'outdoors', ['bsp'], 3, [0], out, iterations=8, quiet=True)
+    assert json.load(open(os.path.join(run, 'summary.json')))['iterations'] == 8
+    # another start: the runs begin from the file (its first evaluation), then are reused
+    model = load_workload('toy').make_model()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3)
+    save_state_dict(tmp_path / 'day1.pt', model)
+    opts = {'init_model': str(tmp_path / 'day1.pt')}
+    compare('toy', 'outdoors', ['bsp'], 3, [0], out, iterations=8, sim_options=opts)
+    start = json.load(open(os.path.join(run, 'summary.json')))['start_model']
+    assert start['source'] == str(tmp_path / 'day1.pt')
+    assert 'other settings (weights from workload toy' in capsys.readouterr().err
+    compare('toy', 'outdoors', ['bsp'], 3, [0], out, iterations=8, sim_options=opts)
+    assert 'other settings' not in capsys.readouterr().err       # the same: reused
+
+
 def test_a_trace_file_is_replayed_at_per_seed_offsets(tmp_path):
     from rog_ros.net import traces
     from rog_ros.sim.simulator import file_offsets

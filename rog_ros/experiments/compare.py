@@ -18,7 +18,9 @@ Each (system, seed) run is a ``simulate`` call writing its own ``summary.json`` 
 ``timeseries.csv`` under ``DIR/runs/<system>-seed<k>/``. The comparison writes
 ``DIR/summary.json`` (per system: mean, standard deviation, median and interquartile range over
 seeds, and how many seeds reached the target), ``DIR/report.md`` and PNG plots.
-A run that already has a summary in DIR is reused, so an interrupted comparison resumes.
+A finished run in DIR is reused, so an interrupted comparison resumes; one made with other
+settings (another trace, fleet size, budget, workload options, starting weights or
+evaluation count: a rerun into the same DIR) is run again, and the comparison says so.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from rog_ros.experiments.report import write_report
 from rog_ros.experiments.seed_stats import aggregate
 from rog_ros.metrics import accuracy_at_time, atomic_write, last_periodic_time, read_timeseries
 from rog_ros.sim.simulator import DEFAULT_EVALUATIONS, SimConfig, simulate
+from rog_ros.workloads.base import checkpoint_source
 
 
 def run_dir(out: str, label: str, seed: int) -> str:
@@ -46,20 +49,48 @@ DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 something (outdoor traces hold a rate for 10-90 s, and one unlucky alignment moves a mean)."""
 
 
-def _finished(d: str, evaluations: int) -> bool:
+def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None) -> str | None:
     """
-    Tell whether run directory ``d`` holds a finished run made with ``evaluations``.
+    Return None if run directory ``d`` holds a finished run of ``cfg``, else why not.
 
-    A failed run is run again, and so is one evaluated at another resolution (its time to
-    target would not be comparable); a summary without the count is from the default 24.
+    '' when there is none or it failed (run it); a short phrase when the run there was made
+    with other settings, which a comparison must not mix in: another trace, fleet size,
+    budget, workload options, starting weights (``start_fingerprint``: the ``init_model``
+    file's, None for the workload's checkpoint) or evaluation count (its time to target
+    would not be comparable; a summary without the count is from the default 24).
     """
     try:
         with open(os.path.join(d, 'summary.json')) as f:
-            summary = json.load(f)
+            s = json.load(f)
     except (OSError, ValueError):
-        return False
-    return not summary.get('error') and \
-        int(summary.get('evaluations', DEFAULT_EVALUATIONS)) == int(evaluations)
+        return ''
+    if s.get('error'):
+        return ''
+    start = s.get('start_model') or {}
+    checks = [
+        ('trace', s.get('trace', cfg.trace) == cfg.trace, f'trace {s.get("trace")}'),
+        ('workers', s.get('workers', cfg.workers) == cfg.workers, f'{s.get("workers")} workers'),
+        ('iterations', cfg.iterations is None or s.get('iterations') == cfg.iterations,
+         f'{s.get("iterations")} iterations'),
+        ('options', (s.get('workload_options') or {}) == dict(cfg.workload_options or {}),
+         f'workload options {s.get("workload_options") or {}}'),
+        ('start', not start or (start.get('fingerprint') == start_fingerprint
+                                if start_fingerprint else
+                                start.get('source') == checkpoint_source(cfg.workload)),
+         f'weights from {start.get("source")}'),
+        ('evaluations', int(s.get('evaluations', DEFAULT_EVALUATIONS))
+         == int(cfg.evaluations), f'{s.get("evaluations", DEFAULT_EVALUATIONS)} evaluations'),
+    ]
+    wrong = [why for _, ok, why in checks if not ok]
+    return ', '.join(wrong) if wrong else None
+
+
+def _start_fingerprint(init_model) -> str | None:
+    """Return the fingerprint of an ``init_model`` file (None: the workload's checkpoint)."""
+    if not init_model:
+        return None
+    from rog_ros.workloads.start_model import fingerprint, read_state
+    return fingerprint(read_state(init_model))
 
 
 def _run_one(cfg: SimConfig, out_dir: str) -> dict:
@@ -104,17 +135,23 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
         except ImportError:
             bar = None
     t_start = time.time()
-    todo = []
-    evaluations = (sim_options or {}).get('evaluations', DEFAULT_EVALUATIONS)
+    todo, stale = [], []
+    start = _start_fingerprint((sim_options or {}).get('init_model'))
     for system, seed in jobs:
         label = labels.get(system, system)
         d = run_dir(out, label, seed)
-        if not _finished(d, evaluations):
-            todo.append(SimConfig(workload=workload, system=system, workers=workers,
-                                  workload_options=dict(workload_options or {}),
-                                  trace=trace, seed=seed, iterations=iterations, label=label,
-                                  policy_overrides=overrides.get(system, {}),
-                                  **(sim_options or {})))
+        cfg = SimConfig(workload=workload, system=system, workers=workers,
+                        workload_options=dict(workload_options or {}),
+                        trace=trace, seed=seed, iterations=iterations, label=label,
+                        policy_overrides=overrides.get(system, {}), **(sim_options or {}))
+        why = _other_settings(d, cfg, start)
+        if why is not None:
+            todo.append(cfg)
+        if why:
+            stale.append(why)
+    if stale and not quiet:
+        print(f'rog compare: {len(stale)} run(s) in {os.path.join(out, "runs")} were made with '
+              f'other settings ({stale[0]}): running them again', file=sys.stderr)
     n_jobs = max(1, min(jobs_parallel or (os.cpu_count() or 1), len(todo) or 1))
     if n_jobs > 1:
         # each run is single-threaded and independent: one process per core

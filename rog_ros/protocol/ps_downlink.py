@@ -85,7 +85,7 @@ class DownlinkMixin:
             return out + self._start_final(now)
         # A suspended worker catching up is served without quorum: it must get back in.
         quorum = self._quorum() or not self.active[r]
-        if not quorum or not self.versions.satisfied(c, self._bounds(r), self.active):
+        if not quorum or not self.versions.satisfied(c, self._bounds(r), self._counted(r, c)):
             if r not in self.stall_since:
                 self.stall_since[r] = now
                 self.triggers[r] += 1
@@ -119,6 +119,30 @@ class DownlinkMixin:
             c = max(c, ahead)
         out += self._start_downlink(r, c, now)
         return out + self._free_too_slow(now) if self._free_due else out
+
+    def _counted(self, r: int, c: int) -> torch.Tensor:
+        """
+        Return the columns r's pull at clock c is checked against (bool ``[N]``).
+
+        The active workers, less any that is done training with rows too old for that
+        pull: a done worker sends no row again. Its rows are normally within the bound of
+        every clock the others still reach (its last push carried every row older than its
+        clock - S), but not after a catch-up (outage-aware RSP) left rows behind and a
+        readmission came just before its last push: the others' pulls then waited for rows
+        that never came (membership sweep, rog:4 seed 69, since before 2026-12-02). The pull
+        marks such a column suspended, so the worker's own check leaves it out too.
+        """
+        act = self.active
+        done = [d for d in range(self.n) if self.stopped[d] and bool(act[d])]
+        if not done:
+            return act
+        floor = (c - self._bounds_tensor(r)).to(torch.int32)
+        stale = [d for d in done if int(self.versions.v[:, d].min()) < int(floor[d])]
+        if not stale:
+            return act
+        act = act.clone()
+        act[stale] = False
+        return act
 
     def _end_stall(self, r: int, now: float) -> list:
         t0 = self.stall_since.pop(r, None)
@@ -183,7 +207,7 @@ class DownlinkMixin:
             return [] if late else self._start_snapshot(r, max(c, self.clock[r]), now)
         pol, layout = self.policy, self.layout
         v = self.versions.v
-        act = self.active.clone()
+        act = self._counted(r, c).clone()
         bounds = None if late else self._bounds(r)
         per_column = isinstance(bounds, torch.Tensor)
         every = bool(act.all()) and not per_column
@@ -317,7 +341,7 @@ class DownlinkMixin:
                               end_timeout_s=self.end_timeout_s,
                               rate_bps=self.thr_down[r].value_bps,
                               flags=FLAG_SNAPSHOT | (FLAG_FINAL if r in self._owed_final else 0))
-        dl = OpenDownlink(tr, rowbytes, scales, self.snap_v[r], self.active.clone(),
+        dl = OpenDownlink(tr, rowbytes, scales, self.snap_v[r], self._counted(r, c).clone(),
                           snapshot=True)
         dl.values = values
         self._set_bounds(r, dl)

@@ -126,6 +126,10 @@ class MembershipMixin:
         """
         if self.active[r] or now < self._hold_until.get(r, -math.inf):
             return []
+        if self.stopped[r]:
+            # done training: back in the check, its rows would hold the others for ever (a
+            # robot waiting for its final model, or whose stop order was lost, still pokes)
+            return []
         if self.suspended_reason.get(r) == 'link' and self._fleet_finished():
             return []                 # it stops at its next pull (``_fleet_finished``)
         clocks = [self.clock[a] for a in self.active_workers() if not self.stopped[a]]

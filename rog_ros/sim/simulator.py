@@ -43,6 +43,7 @@ from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.worker import WorkerEngine
 from rog_ros.sim import systems
 from rog_ros.sim.harness import Harness
+from rog_ros.workloads.base import checkpoint_source
 from rog_ros.workloads.start_model import fingerprint
 import torch
 
@@ -158,6 +159,15 @@ def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> lis
     return out
 
 
+def _start_of(cfg: SimConfig) -> dict:
+    """Return where a run's starting weights come from, without building its workload."""
+    if not cfg.init_model:
+        return {'source': checkpoint_source(cfg.workload)}
+    from rog_ros.workloads.start_model import read_state, resolve_path
+    return {'source': resolve_path(cfg.init_model),
+            'fingerprint': fingerprint(read_state(cfg.init_model))}
+
+
 def _params_grad(model) -> list:
     return [p.grad if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
 
@@ -169,7 +179,10 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     torch.set_num_threads(1)     # small per-worker tensors: one thread is faster and steadier
     try:
         rec = _simulate(cfg, progress)
-        rec.extra.setdefault('evaluations', int(cfg.evaluations))   # reuse needs it (compare)
+        # what rog compare's reuse compares (the reference systems' runners record neither)
+        rec.extra.setdefault('evaluations', int(cfg.evaluations))
+        rec.extra.setdefault('workload_options', dict(cfg.workload_options or {}))
+        rec.extra.setdefault('start_model', _start_of(cfg))
         return rec
     finally:
         torch.set_num_threads(threads)

@@ -57,6 +57,11 @@ def argmax_correct(output, target):
     return output.argmax(-1) == target
 
 
+def checkpoint_source(workload: str) -> str:
+    """Say that a run starts from ``workload``'s own pre-trained checkpoint (no file)."""
+    return f"workload {workload}'s pre-trained checkpoint"
+
+
 class Workload:
     """
     A supervised adaptation task on tensors, ready for fleet training.
@@ -144,7 +149,7 @@ class Workload:
     def describe_start(self) -> str:
         """Say where the starting weights come from: a file, or the pre-trained checkpoint."""
         source = self._info.get('start_model')
-        return source if source else f"workload {self.name}'s pre-trained checkpoint"
+        return source if source else checkpoint_source(self.name)
 
     def partition(self, n_workers):
         """Index tensors of the adaptation pool, one per worker (cached per fleet size)."""
