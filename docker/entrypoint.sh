@@ -21,7 +21,9 @@
 #   ROLE=worker RANK=K       ros2 launch rog_ros robot.launch.py role:=worker rank:=K ARGS
 #   ROLE=netmon              ros2 run rog_ros netmon ARGS
 #
-# ARGS come from ROG_ARGS (e.g. "workload:=mpcol sync:=rog staleness:=4 workers:=3").
+# ARGS come from ROG_ARGS (e.g. "workload:=mpcol sync:=rog staleness:=4 workers:=3"); a worker
+# writes its trained model to ROG_MODEL_OUT (default /runs/rog_robot_K_model.pt) unless
+# ROG_ARGS sets model_out.
 # Given a command (`docker run IMAGE bash`), runs that command in the same environment instead.
 set -eo pipefail   # no -u: ROS 2 setup files read unset variables
 
@@ -63,6 +65,10 @@ case "${ROLE:-}" in
     if ! [[ "${RANK:-}" =~ ^[0-9]+$ ]]; then
       echo "rog-entrypoint: RANK must be the worker index (0, 1, ...), got '${RANK:-}'" >&2
       exit 2
+    fi
+    # the robot's trained model (the fleet's final one) outlives the container in /runs
+    if [[ " ${ROG_ARGS:-} " != *" model_out:="* ]]; then
+      args+=("model_out:=${ROG_MODEL_OUT:-/runs/rog_robot_${RANK}_model.pt}")
     fi
     exec ros2 launch rog_ros robot.launch.py role:=worker "rank:=${RANK}" "${args[@]}"
     ;;

@@ -50,7 +50,12 @@ def _run_entrypoint(tmp_path: Path, env: dict, *args: str) -> subprocess.Complet
 @pytest.mark.parametrize('env, command', [
     ({'ROLE': 'server'}, 'ros2 launch rog_ros robot.launch.py role:=server'),
     ({'ROLE': 'worker', 'RANK': '2', 'ROG_ARGS': 'workload:=mpcol staleness:=4'},
-     'ros2 launch rog_ros robot.launch.py role:=worker rank:=2 workload:=mpcol staleness:=4'),
+     'ros2 launch rog_ros robot.launch.py role:=worker rank:=2 workload:=mpcol staleness:=4 '
+     'model_out:=/runs/rog_robot_2_model.pt'),
+    ({'ROLE': 'worker', 'RANK': '1', 'ROG_ARGS': 'model_out:=/data/m.pt'},
+     'ros2 launch rog_ros robot.launch.py role:=worker rank:=1 model_out:=/data/m.pt'),
+    ({'ROLE': 'worker', 'RANK': '0', 'ROG_MODEL_OUT': '/models/r0.pt'},
+     'ros2 launch rog_ros robot.launch.py role:=worker rank:=0 model_out:=/models/r0.pt'),
     ({'ROLE': 'netmon'}, 'ros2 run rog_ros netmon'),
 ])
 def test_entrypoint_starts_the_role(tmp_path, env, command):
