@@ -21,6 +21,7 @@ shaped unless trace:= is given, and the RMW / Cyclone environment defaults.
 
 import importlib
 import importlib.util
+import os
 from pathlib import Path
 import sys
 import types
@@ -268,3 +269,35 @@ def test_rog_robot_refuses_respawn_without_state_dir(capsys, monkeypatch, tmp_pa
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and 'respawn needs state_dir' in err[0]
     assert not list(tmp_path.iterdir())
+
+
+def test_rog_robot_worker_leaves_its_model_in_a_file(monkeypatch, tmp_path, capsys):
+    """./rog_robot_model.pt unless told; a folder given with a trailing / gets model.pt."""
+    from rog_ros import cli
+    from rog_ros.nodes import supervisor
+    seen = []
+
+    class Started:
+        def __init__(self, specs, logs, env):
+            seen.append(specs[0].parameters)
+            self.names = [s.name for s in specs]
+
+        def start(self):
+            pass
+
+        def codes(self):
+            return {name: 0 for name in self.names}
+
+        def stop(self):
+            pass
+    monkeypatch.setattr(supervisor, 'Supervisor', Started)
+    monkeypatch.chdir(tmp_path)
+    worker = ['robot', '--role', 'worker', '--rank', '1', '--workers', '2']
+    assert cli.main(worker) == 0
+    assert cli.main(worker + ['--model-out', 'models' + os.sep]) == 0
+    assert [p['model_out'] for p in seen] == [
+        str(tmp_path / 'rog_robot_model.pt'), str(tmp_path / 'models') + os.sep]
+    (tmp_path / 'models').mkdir()
+    (tmp_path / 'models' / 'model.pt').write_bytes(b'x')     # as the node would write it
+    assert cli.main(worker + ['--model-out', 'models' + os.sep]) == 0
+    assert f"this robot's model: {tmp_path / 'models' / 'model.pt'}" in capsys.readouterr().err

@@ -180,8 +180,9 @@ def run(args) -> int:
                                                                  record=args.record))
     if args.role == 'worker':
         model_out = args.model_out or specs[0].parameters.get('model_out') or ROBOT_MODEL
+        folder = os.sep if model_out.endswith(os.sep) else ''    # 'models/': model.pt in it
         specs[0] = dataclasses.replace(specs[0], parameters=dict(
-            specs[0].parameters, model_out=os.path.abspath(model_out)))
+            specs[0].parameters, model_out=os.path.abspath(model_out) + folder))
     logs = args.logs or (os.path.join(specs[0].parameters['out'], 'logs')
                          if args.role == 'server' else 'rog_robot_logs')
     sup = Supervisor(specs, logs, lambda spec: env)
@@ -198,9 +199,11 @@ def run(args) -> int:
         sup.stop()
     if code == 0 and args.role == 'server':
         _closing_lines(specs[0].parameters, logs)
-    if code == 0 and args.role == 'worker' and os.path.exists(specs[0].parameters['model_out']):
-        print(f"rog robot: this robot's model: {specs[0].parameters['model_out']}",
-              file=sys.stderr)
+    if code == 0 and args.role == 'worker':
+        from rog_ros.nodes.model_file import model_out_file
+        written = model_out_file(specs[0].parameters['model_out'])
+        if os.path.exists(written):
+            print(f"rog robot: this robot's model: {written}", file=sys.stderr)
     if code not in (0, 130):
         print(f'rog robot: {main} exited with {code}; last lines of its log:\n'
               f'{sup.tail(main)}', file=sys.stderr)
