@@ -278,6 +278,7 @@ def test_rog_robot_worker_leaves_its_model_in_a_file(monkeypatch, tmp_path, caps
     seen = []
 
     class Started:
+
         def __init__(self, specs, logs, env):
             seen.append(specs[0].parameters)
             self.names = [s.name for s in specs]
