@@ -137,9 +137,10 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         costs no model-sized float64 pass (13% of an EACOL ConvMLP-M simulation with a
         robot out).
     final_model : bool
-        Hold each worker's stop order until the whole fleet is done and send it the server's
-        model first (``ps_final``): every robot leaves with the trained model. Off, a worker
-        stops at its last pull with its own model (the simulator: runs end where they did).
+        Hold each worker's stop order until the whole fleet is done and send it the final
+        model first, the consensus as the fleet finished (``ps_final``): every robot leaves
+        with the trained model. Off, a worker stops at its last pull with its own model (the
+        simulator: runs end where they did).
 
     """
 
