@@ -54,3 +54,14 @@ def test_the_setting_is_the_workers_alone():
     # a worker robot's plan leaves it to rog robot (default ./rog_robot_model.pt)
     spec = robot_plan('worker', 1, overrides={'workers': 2})[0]
     assert not spec.parameters.get('model_out') and ROBOT_MODEL == 'rog_robot_model.pt'
+
+
+def test_a_launch_refuses_it_before_anything_starts(tmp_path):
+    # robot.launch.py and rog robot plan through robot_plan -> validate
+    from rog_ros.checks import ConfigError
+    (tmp_path / 'notes.txt').write_text('x')
+    with pytest.raises(ConfigError, match=r'model_out \(--model-out\): .*is a file, not a folder'):
+        robot_plan('worker', 0, overrides={'workers': 2,
+                                           'model_out': str(tmp_path / 'notes.txt' / 'm.pt')})
+    spec = robot_plan('worker', 0, overrides={'workers': 2, 'model_out': str(tmp_path / 'r.pt')})
+    assert spec[0].parameters['model_out'] == str(tmp_path / 'r.pt')

@@ -67,21 +67,21 @@ def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None) -> st
     if s.get('error'):
         return ''
     start = s.get('start_model') or {}
-    checks = [
-        ('trace', s.get('trace', cfg.trace) == cfg.trace, f'trace {s.get("trace")}'),
-        ('workers', s.get('workers', cfg.workers) == cfg.workers, f'{s.get("workers")} workers'),
-        ('iterations', cfg.iterations is None or s.get('iterations') == cfg.iterations,
+    same_start = not start or (start.get('fingerprint') == start_fingerprint
+                               if start_fingerprint else
+                               start.get('source') == checkpoint_source(cfg.workload))
+    evaluations = s.get('evaluations', DEFAULT_EVALUATIONS)
+    checks = [   # (the same?, what the run there was made with)
+        (s.get('trace', cfg.trace) == cfg.trace, f'trace {s.get("trace")}'),
+        (s.get('workers', cfg.workers) == cfg.workers, f'{s.get("workers")} workers'),
+        (cfg.iterations is None or s.get('iterations') == cfg.iterations,
          f'{s.get("iterations")} iterations'),
-        ('options', (s.get('workload_options') or {}) == dict(cfg.workload_options or {}),
+        ((s.get('workload_options') or {}) == dict(cfg.workload_options or {}),
          f'workload options {s.get("workload_options") or {}}'),
-        ('start', not start or (start.get('fingerprint') == start_fingerprint
-                                if start_fingerprint else
-                                start.get('source') == checkpoint_source(cfg.workload)),
-         f'weights from {start.get("source")}'),
-        ('evaluations', int(s.get('evaluations', DEFAULT_EVALUATIONS))
-         == int(cfg.evaluations), f'{s.get("evaluations", DEFAULT_EVALUATIONS)} evaluations'),
+        (same_start, f'weights from {start.get("source")}'),
+        (int(evaluations) == int(cfg.evaluations), f'{evaluations} evaluations'),
     ]
-    wrong = [why for _, ok, why in checks if not ok]
+    wrong = [why for ok, why in checks if not ok]
     return ', '.join(wrong) if wrong else None
 
 

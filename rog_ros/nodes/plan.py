@@ -155,10 +155,19 @@ _CHECKS = {
     'out': lambda k, v, n: checks.text(k, v),
     'interface': lambda k, v, n: checks.text(k, v),
     'device': lambda k, v, n: _check_device(k, v),
+    'model_out': lambda k, v, n: v is None or _check_model_out(k, v),
 }
 """What a declared type and range cannot say (a known workload, an existing trace file, ranks
 below N, non-empty names): parameter -> check(name, value, n_workers), ConfigError naming the
 key. Types, ranges and choices come from :mod:`rog_ros.nodes.settings` while resolving."""
+
+
+def _check_model_out(key: str, value) -> None:
+    from rog_ros.nodes.model_file import model_out_file
+    try:
+        model_out_file(value)
+    except ValueError as err:
+        raise checks.ConfigError(f'{key}: {err}') from None
 
 
 def _check_device(key: str, value) -> None:

@@ -201,8 +201,11 @@ def run(args) -> int:
         _closing_lines(specs[0].parameters, logs)
     if code == 0 and args.role == 'worker':
         from rog_ros.nodes.model_file import model_out_file
-        written = model_out_file(specs[0].parameters['model_out'])
-        if os.path.exists(written):
+        try:
+            written = model_out_file(specs[0].parameters['model_out'])
+        except ValueError:
+            written = ''     # (changed under us; the node's log says what it could write)
+        if written and os.path.exists(written):
             print(f"rog robot: this robot's model: {written}", file=sys.stderr)
     if code not in (0, 130):
         print(f'rog robot: {main} exited with {code}; last lines of its log:\n'

@@ -133,6 +133,8 @@ class DownlinkMixin:
         marks such a column suspended, so the worker's own check leaves it out too.
         """
         act = self.active
+        if not any(self.stopped):          # (every pull until the first worker is done)
+            return act
         done = [d for d in range(self.n) if self.stopped[d] and bool(act[d])]
         if not done:
             return act
