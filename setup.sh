@@ -51,5 +51,8 @@ fi
 echo '== PyTorch (pinned CPU wheel) and rog_ros'
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q 'torch==2.13.0'
-.venv/bin/python -m pip install -q -e '.[test]'
+# (setuptools warns on every editable install that a folder named like the package could
+# shadow it: the package is that folder here, so the warning says nothing)
+PYTHONWARNINGS='ignore::UserWarning:setuptools.command.editable_wheel' \
+  .venv/bin/python -m pip install -q -e '.[test]'
 echo '== ready: .venv/bin/rog --help'

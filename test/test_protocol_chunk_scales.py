@@ -159,7 +159,7 @@ def test_restored_push_and_kept_pushes_commit_with_the_scales_the_server_used(
     # exactly what the server decoded, and kept (undurable) pushes carry their own scales.
     from rog_ros.protocol.messages import SERVER, TransferAck
     from test_protocol_conservation import check_invariants
-    from test_protocol_restart import restart_worker
+    from rog_ros.sim.fault_fleet import restart_worker
     pol = rog(2, chunk_scales=chunk_scales)
     harness, server, _, _, layout = build('', policy=pol, n=2, iters=6, dtype=torch.float64,
                                           save_states=True, codec=codec)

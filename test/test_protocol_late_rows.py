@@ -29,8 +29,8 @@ from rog_ros.net.links import DuplexLink, FluidLink
 from rog_ros.net.traces import Trace
 from rog_ros.protocol.messages import FLAG_JOIN, FLAG_LATE, KIND_GRAD, RowChunk, SERVER
 from rog_ros.protocol.policies import make_policy
+from rog_ros.sim.fault_fleet import checkpoint_every, schedule_server_crashes
 from test_protocol_conservation import check_invariants
-from test_protocol_server_restart import checkpoint_every, schedule_server_crashes
 import torch
 
 # compute long enough, and links slow enough, that pushes withhold rows and the uplink has
@@ -188,7 +188,7 @@ def kill_on_sight(harness, rng, victim, delays, times=3):
     comes after one of ``delays`` and the worker restarts 0.3 s later from its saved state;
     a worker is killed again only after its restart. Return the list of (worker, now).
     """
-    from test_protocol_restart import restart_worker
+    from rog_ros.sim.fault_fleet import restart_worker
     kills, doomed = [], set()
     send = harness._send
 

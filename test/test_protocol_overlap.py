@@ -26,8 +26,8 @@ from protocol_fixtures import at_compute_start, build, random_faults
 import pytest
 from rog_ros.protocol.actions import StartCompute
 from rog_ros.protocol.policies import make_policy
+from rog_ros.sim.fault_fleet import checkpoint_every, schedule_server_crashes
 from test_protocol_conservation import check_invariants
-from test_protocol_server_restart import checkpoint_every, schedule_server_crashes
 import torch
 
 

@@ -28,34 +28,11 @@ import pytest
 from rog_ros.protocol.actions import SaveState
 from rog_ros.protocol.messages import FLAG_END, KIND_GRAD, RowChunk, SERVER, TransferAck
 from rog_ros.protocol.policies import make_policy
+from rog_ros.sim.fault_fleet import restart_worker, schedule_worker_crashes
 from test_protocol_conservation import check_invariants
 import torch
 
 CRASH_STATES = set()
-
-
-def restart_worker(harness, r):
-    new = harness.new_worker(r)
-    if r in harness.saved:
-        new.load_state_dict(harness.saved[r])
-    harness.revive(r, new)
-
-
-def schedule_worker_crashes(harness, rng, n_crashes, t_max, downtime=(0.05, 1.0)):
-    n = len(harness.workers)
-    crashes = []
-    for t in sorted(rng.uniform(0.1, t_max) for _ in range(n_crashes)):
-        r = rng.randrange(n)
-        down = rng.uniform(*downtime)
-
-        def crash(r=r, down=down):
-            if r in harness.dead or harness.stopped[r]:
-                return
-            crashes.append((harness.now, r, harness.workers[r].state))
-            harness.kill(r)
-            harness.at(harness.now + down, lambda: restart_worker(harness, r))
-        harness.at(t, crash)
-    return crashes
 
 
 @pytest.mark.parametrize('spec', ['rog:2', 'flown:2'])   # FLOWN: killed holding a slot, too

@@ -20,47 +20,16 @@ ledger, what each worker computed equals what the final server holds applied plu
 residual: nothing is lost, nothing doubled, and training completes.
 """
 
-import copy
 import random
 
 from protocol_fixtures import build, random_faults
 import pytest
 from rog_ros.protocol.messages import SERVER
+from rog_ros.sim.fault_fleet import (checkpoint_every, restart_server, schedule_server_crashes,
+                                     schedule_worker_crashes)
+from rog_ros.sim.fault_sweep import random_crash_run
 from test_protocol_conservation import check_invariants
 import torch
-
-
-def checkpoint_every(harness, period):
-    harness.checkpoint = None
-
-    def tick():
-        if SERVER not in harness.dead:
-            state = copy.deepcopy(harness.server.state_dict())   # write, fsync, rename
-            harness.checkpoint = state
-            harness.server.checkpoint_confirmed(state['state_id'])
-        harness.at(harness.now + period, tick)
-    harness.at(0.0, tick)
-
-
-def restart_server(harness):
-    new = harness.new_server()
-    new.load_state_dict(harness.checkpoint)
-    harness.revive(SERVER, new)
-
-
-def schedule_server_crashes(harness, rng, n, t_max, downtime=(0.02, 0.3)):
-    crashes = []
-    for t in sorted(rng.uniform(0.1, t_max) for _ in range(n)):
-        down = rng.uniform(*downtime)
-
-        def crash(down=down):
-            if SERVER in harness.dead or any(harness.stopped):
-                return     # (a stopped worker no longer resends: drivers checkpoint then)
-            crashes.append(harness.now)
-            harness.kill(SERVER)
-            harness.at(harness.now + down, lambda: restart_server(harness))
-        harness.at(t, crash)
-    return crashes
 
 
 @pytest.mark.parametrize('spec', ['rog:2', 'flown:2'])
@@ -107,7 +76,6 @@ def test_worker_and_server_crashes_with_message_faults(seed):
     # confirmed checkpoint) while 15 % of messages are dropped, duplicated or delayed.
     # (FLOWN hung on 54 of 60 seeds of this until 2026-11-29: slot requests of a new worker
     # run went unanswered by a restored server, and only a stray grant ever woke them.)
-    from test_protocol_restart import schedule_worker_crashes
     spec = ['rog:2', 'rog:4', 'ssp:2', 'bsp', 'flown:2'][seed % 5]
     harness, _, _, _, _ = build(spec, n=3, iters=8, dtype=torch.float64, seed=seed,
                                 save_states=True,
@@ -119,33 +87,6 @@ def test_worker_and_server_crashes_with_message_faults(seed):
     harness.run(until=300)
     assert crashes and harness.server.finished
     check_invariants(harness, harness.server, harness.workers)
-
-
-def random_crash_run(spec, seed, level=0):
-    """
-    One run of the random sweep of crashes with message faults (docs/faults.md).
-
-    Fleet size, iterations, fault rate, worker crashes and server crashes with checkpoints
-    are drawn from the seed; ``level`` 1 (hard) and 2 (extreme) draw more of each.
-    """
-    from test_protocol_restart import schedule_worker_crashes
-    rng = random.Random(seed * 7919)
-    n = rng.choice([[2, 3, 4], [3, 4, 5], [2, 3, 4, 5]][level])
-    iters = rng.choice([[6, 8, 10], [10, 14], [8, 12, 16]][level])
-    p = rng.choice([[0.0, 0.03, 0.05, 0.08], [0.05, 0.1, 0.15], [0.15, 0.2]][level])
-    harness, _, _, _, _ = build(spec, n=n, iters=iters, dtype=torch.float64, seed=seed,
-                                save_states=True, bandwidths=(1e6, 0.5e6, 2e6, 0.3e6, 0.8e6),
-                                compute=(0.05, 0.07, 0.11, 0.06, 0.09),
-                                fault=random_faults(seed, p_drop=p, p_dup=p, p_late=p)
-                                if p else None)
-    schedule_worker_crashes(harness, rng, rng.choice([[0, 2, 4, 6], [4, 8, 10], [8, 12]][level]),
-                            [2.0, 3.0, 3.0][level], (0.02, 0.5))
-    if rng.random() < [0.6, 0.6, 0.8][level]:
-        checkpoint_every(harness, rng.choice([0.1, 0.25, 0.5]))
-        schedule_server_crashes(harness, rng, rng.choice([[1, 2, 3], [1, 2, 3], [2, 3, 4]][level]),
-                                [1.5, 1.5, 2.5][level])
-    harness.run(until=600)
-    return harness
 
 
 @pytest.mark.parametrize('spec, seed, level', [

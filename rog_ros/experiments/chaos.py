@@ -269,6 +269,15 @@ def _wait_for(cond, timeout_s: float, fleet: Fleet) -> bool:
 
 
 # ---------------------------------------------------------------------------------- scenarios
+def _ledger_problems(res: dict, verdict) -> list:
+    """Put the server's ledger verdict into ``res``; return what it found wrong."""
+    if verdict is None:
+        return ['no ledger report from the server']
+    res.update(lost=round(verdict.lost, 6), duplicated=round(verdict.duplicated, 6),
+               discarded=round(verdict.discarded, 6))
+    return list(verdict.problems[:5])
+
+
 def _result(name: str, **kw) -> dict:
     out = {'scenario': name, 'outcome': 'failed', 'lost': None, 'duplicated': None,
            'recover_s': None, 'rejected': {}, 'runtime_s': None, 'detail': ''}
@@ -302,12 +311,7 @@ def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None
         problems.append(reason)
         problems += [f'{n}: {fleet.tail(n, 3).strip()}' for n, c in fleet.codes().items()
                      if c not in (None, 0)]
-    if verdict is None:
-        problems.append('no ledger report from the server')
-    else:
-        res.update(lost=round(verdict.lost, 6), duplicated=round(verdict.duplicated, 6),
-                   discarded=round(verdict.discarded, 6))
-        problems += verdict.problems[:5]
+    problems += _ledger_problems(res, verdict)
     if extra_check is not None:
         problems += extra_check(res, fleet)
     ok = finished and verdict is not None and verdict.ok and not problems
@@ -543,12 +547,7 @@ def _ctrl_c(cfg: ChaosConfig) -> dict:
     verdict, rejects, _, _ = check_ledger(ledger_dir)
     res = _result(name, recover_s=stop_s, rejected=rejects,
                   runtime_s=round(time.monotonic() - t0, 1))
-    if verdict is None:
-        problems.append('no ledger report from the server')
-    else:
-        res.update(lost=round(verdict.lost, 6), duplicated=round(verdict.duplicated, 6),
-                   discarded=round(verdict.discarded, 6))
-        problems += verdict.problems[:5]
+    problems += _ledger_problems(res, verdict)
     res['outcome'] = 'ok' if not problems else 'failed'
     res['detail'] = '; '.join(problems)[:600]
     return res

@@ -1,0 +1,135 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+``rog bench faults``: the fault sweeps of docs/faults.md as one command, with a verdict.
+
+Robustness claims (exactly-once after any crash, every robot holding the model the server
+holds for it, no run that never ends) are only as good as the runs they were checked on.
+This runs the random crash and membership sweeps (``rog_ros.sim.fault_sweep``) over systems
+and seeds, one process per core, and prints one JSON object: how many runs broke an
+invariant, which, and the command that replays each. Exit status 1 when any did.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import as_completed, ProcessPoolExecutor
+import multiprocessing
+import os
+import sys
+import time
+
+from rog_ros.children import die_with_parent
+from rog_ros.sim.fault_sweep import sweep_case
+
+_COUNTS = ('workers', 'held_final_model', 'final_model_missed', 'worker_crashes',
+           'server_crashes')
+
+
+def parse_seeds(text: str) -> list:
+    """Read seeds from ``'0-19'``, ``'3,7,9'`` or a mix (``'0-4,10'``); ValueError if bad."""
+    seeds = []
+    for part in (p.strip() for p in str(text).split(',')):
+        if not part:
+            continue
+        lo, sep, hi = part.partition('-')
+        try:
+            first, last = int(lo), int(hi if sep else lo)
+        except ValueError:
+            raise ValueError(f'seeds: {part!r} is not a number or a range like 0-19') from None
+        if first < 0 or last < first:
+            raise ValueError(f'seeds: {part!r} is not a range of non-negative seeds')
+        seeds.extend(range(first, last + 1))
+    if not seeds:
+        raise ValueError('seeds: none given')
+    return sorted(set(seeds))
+
+
+def bench_faults(kinds, systems, seeds, final_model: bool = True, jobs: int | None = None,
+                 progress: bool = True) -> dict:
+    """Run every (kind, system, seed) case and summarise; see the module docstring."""
+    cases = [(k, s, seed) for seed in seeds for k in kinds for s in systems]
+    t0 = time.time()
+    n_jobs = max(1, min(jobs or os.cpu_count() or 1, len(cases)))
+    bar = _progress_bar(len(cases)) if progress else None
+    results = []
+    if n_jobs > 1:
+        ctx = multiprocessing.get_context('spawn')
+        with ProcessPoolExecutor(n_jobs, mp_context=ctx, initializer=die_with_parent) as pool:
+            futures = [pool.submit(sweep_case, k, s, seed, final_model) for k, s, seed in cases]
+            for fut in as_completed(futures):
+                results.append(fut.result())
+                _advance(bar, results[-1])
+    else:
+        for k, s, seed in cases:
+            results.append(sweep_case(k, s, seed, final_model))
+            _advance(bar, results[-1])
+    if bar is not None:
+        bar.close()
+    return summarise(results, kinds, systems, seeds, final_model, n_jobs, time.time() - t0)
+
+
+def summarise(results, kinds, systems, seeds, final_model, jobs, wall_s) -> dict:
+    """Build the JSON object of a sweep: totals per kind and system, every broken run."""
+    order = {(k, s, seed): i for i, (k, s, seed) in
+             enumerate((k, s, seed) for seed in seeds for k in kinds for s in systems)}
+    results = sorted(results, key=lambda c: order.get((c['kind'], c['system'], c['seed']), 0))
+    broken = [c for c in results if c['problems']]
+    per_kind = {}
+    for k in kinds:
+        mine = [c for c in results if c['kind'] == k]
+        per_kind[k] = {'runs': len(mine), 'broken': sum(bool(c['problems']) for c in mine),
+                       **{name: sum(c[name] for c in mine) for name in _COUNTS}}
+    per_system = {s: {'runs': sum(c['system'] == s for c in results),
+                      'broken': sum(c['system'] == s for c in broken)} for s in systems}
+    return {
+        'benchmark': 'faults', 'kinds': list(kinds), 'systems': list(systems),
+        'seeds': _seed_text(seeds), 'final_model': final_model, 'jobs': jobs,
+        'runs': len(results), 'broken': len(broken), 'passed': not broken,
+        'per_kind': per_kind, 'per_system': per_system,
+        'broken_runs': [{'kind': c['kind'], 'system': c['system'], 'seed': c['seed'],
+                         'problems': c['problems'],
+                         'replay': (f"rog bench faults --kind {c['kind']} --systems "
+                                    f"{c['system']} --seeds {c['seed']}"
+                                    + ('' if final_model else ' --final-model off'))}
+                        for c in broken],
+        'wall_s': round(wall_s, 1),
+    }
+
+
+def _seed_text(seeds) -> str:
+    """Seeds as the shortest ``--seeds`` text that gives them back."""
+    parts, i = [], 0
+    while i < len(seeds):
+        j = i
+        while j + 1 < len(seeds) and seeds[j + 1] == seeds[j] + 1:
+            j += 1
+        parts.append(str(seeds[i]) if i == j else f'{seeds[i]}-{seeds[j]}')
+        i = j + 1
+    return ','.join(parts)
+
+
+def _progress_bar(total: int):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc='rog bench faults', unit='run', file=sys.stderr)
+
+
+def _advance(bar, case: dict) -> None:
+    if bar is None:
+        return
+    bar.set_postfix_str(f"{case['kind']} {case['system']} seed {case['seed']}"
+                        + (' BROKEN' if case['problems'] else ''))
+    bar.update(1)

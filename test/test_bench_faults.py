@@ -1,0 +1,129 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+``rog bench faults`` and the sweep checks behind it.
+
+Runs that keep the invariants pass; runs that break one (tampered with after the fact) are
+reported, and the command fails with a replay line.
+"""
+
+import json
+
+import pytest
+from rog_ros import cli
+from rog_ros.experiments import bench_faults
+from rog_ros.experiments.bench_faults import parse_seeds
+from rog_ros.sim.fault_fleet import quadratic_fleet
+from rog_ros.sim.fault_sweep import (random_crash_run, random_membership_run, run_problems,
+                                     sweep_case)
+import torch
+
+
+@pytest.mark.parametrize('text, seeds', [
+    ('0-4', [0, 1, 2, 3, 4]), ('3,7', [3, 7]), ('0-2,10,1', [0, 1, 2, 10]), ('5', [5])])
+def test_seeds_read_as_ranges_and_lists(text, seeds):
+    assert parse_seeds(text) == seeds
+
+
+@pytest.mark.parametrize('text', ['', 'x', '4-2', '-1', '1-x'])
+def test_malformed_seeds_are_refused(text):
+    with pytest.raises(ValueError, match='seeds'):
+        parse_seeds(text)
+
+
+def test_a_membership_case_with_crashes_keeps_every_invariant():
+    # rog:4 69 hung until 2026-12-02 (docs/faults.md); the final model is on, as in fleets
+    case = sweep_case('membership', 'rog:4', 69)
+    assert case['problems'] == []
+    assert case['worker_crashes'] >= 1 and case['workers'] >= 3
+    assert case['held_final_model'] + case['final_model_missed'] == case['workers']
+
+
+def test_a_crash_case_keeps_every_invariant():
+    case = sweep_case('crash', 'flown:2', 4)          # level 1: a hard draw
+    assert case['problems'] == [] and case['worker_crashes'] >= 1
+
+
+def test_the_checks_see_a_doubled_push_and_a_worker_apart():
+    harness = random_crash_run('rog:2', 1)
+    assert run_problems('crash', harness) == []
+    server = harness.server
+    server.w_srv -= 0.01 * server.lr          # as if one push had been applied twice
+    problems = run_problems('crash', harness)
+    assert any('exactly-once' in p for p in problems), problems
+    harness = random_membership_run('ssp:2', 2)
+    assert run_problems('membership', harness) == []
+    harness.workers[0].w[3] += 1.0
+    problems = run_problems('membership', harness)
+    assert any('worker 0 holds another model' in p for p in problems), problems
+
+
+def test_a_run_that_did_not_end_is_broken():
+    harness, server, _, _, _ = quadratic_fleet('bsp', n=3, iters=10, dtype=torch.float64)
+    harness.run(until=0.3)
+    assert not server.finished
+    assert run_problems('membership', harness) == [
+        'did not finish: the server never ended the run']
+    harness.stats.error = 'no message delivered from t=0.3 s'
+    assert run_problems('crash', harness) == [
+        'did not finish: no message delivered from t=0.3 s']
+
+
+def test_a_final_model_that_differs_is_reported():
+    harness = random_crash_run('rog:4', 3, final_model=True)
+    holders = [r for r, w in enumerate(harness.workers) if w.holds_final]
+    assert holders and run_problems('crash', harness) == []
+    w = harness.workers[holders[0]]
+    w.w = w.w + torch.full_like(w.w, 1e-3)
+    assert any(f'worker {holders[0]} holds another' in p
+               for p in run_problems('crash', harness))
+
+
+def test_the_command_prints_json_and_passes(capsys):
+    rc = cli.main(['bench', 'faults', '--kind', 'membership', '--systems', 'rog:2,flown:2',
+                   '--seeds', '0-1', '--jobs', '1'])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out['passed'] and out['runs'] == 4 and out['broken'] == 0
+    assert out['seeds'] == '0-1' and out['per_system']['flown:2']['runs'] == 2
+    assert out['per_kind']['membership']['worker_crashes'] > 0
+
+
+def test_a_broken_run_fails_the_command_with_its_replay(capsys, monkeypatch):
+    real = bench_faults.sweep_case
+
+    def one_broken(kind, spec, seed, final_model):
+        case = real(kind, spec, seed, final_model)
+        if seed == 1:
+            case['problems'] = ['uplink not exactly-once: (planted)']
+        return case
+    monkeypatch.setattr(bench_faults, 'sweep_case', one_broken)
+    rc = cli.main(['bench', 'faults', '--kind', 'crash', '--systems', 'bsp', '--seeds', '0,1',
+                   '--jobs', '1', '--final-model', 'off'])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert rc == 1 and not out['passed'] and out['broken'] == 1
+    assert out['broken_runs'][0]['replay'] == ('rog bench faults --kind crash --systems bsp '
+                                               '--seeds 1 --final-model off')
+    assert 'rog bench faults: 1 of 2 runs broke an invariant' in captured.err
+
+
+@pytest.mark.parametrize('argv, why', [
+    (['--systems', 'adacomp'], 'unknown sync system'),
+    (['--seeds', '9-3'], 'seeds'),
+    (['--jobs', '0'], '--jobs'),
+    (['--systems', ' , '], '--systems')])
+def test_bad_arguments_exit_2_with_one_line(argv, why, capsys):
+    assert cli.main(['bench', 'faults', *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert why in err and len(err.splitlines()) == 1
