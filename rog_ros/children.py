@@ -21,14 +21,21 @@ running as orphans, each holding a core (and a fleet's nodes their DDS traffic) 
 its run. ``die_with_parent`` is the pools' initializer and the fleet's ``preexec_fn``: on
 Linux the kernel sends the process SIGTERM when its parent exits (``PR_SET_PDEATHSIG``);
 elsewhere it does nothing. A leaf module: the nodes and the experiments both use it.
+
+``run_in_processes`` is the pool the experiments share. Ctrl-C must end it at once, and with
+``ProcessPoolExecutor`` it did not: each worker reported the interrupt as the result of the
+call it was running and took the next one from the queue, and leaving the executor's
+``with`` block waited for every queued call, so an interrupted ``rog compare`` ran to its end.
 """
 
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
 import signal
 import sys
+from typing import Callable, Iterator, Sequence, Tuple
 
 PR_SET_PDEATHSIG = 1
 PR_GET_PDEATHSIG = 2
@@ -54,3 +61,36 @@ def death_signal() -> int:
     sig = ctypes.c_int(0)
     ctypes.CDLL(None, use_errno=True).prctl(PR_GET_PDEATHSIG, ctypes.byref(sig), 0, 0, 0)
     return int(sig.value)
+
+
+def run_in_processes(fn: Callable, calls: Sequence[tuple],
+                     jobs: int) -> Iterator[Tuple[int, object]]:
+    """
+    Yield ``(i, fn(*calls[i]))`` as the calls finish, in ``jobs`` spawned processes.
+
+    ``fn`` must be a module-level function (it is pickled). The workers ignore SIGINT and die
+    with their parent; the parent's KeyboardInterrupt, or an exception from a call, ends every
+    worker at once and is raised here. Spawned, not forked: the parent may hold threads and
+    DDS participants that a fork would copy half-way.
+    """
+    pool = multiprocessing.get_context('spawn').Pool(jobs, initializer=_pool_worker_started)
+    try:
+        tasks = [(fn, i, tuple(c)) for i, c in enumerate(calls)]
+        for i, result in pool.imap_unordered(_indexed_call, tasks, chunksize=1):
+            yield i, result
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+
+
+def _pool_worker_started() -> None:
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
+
+
+def _indexed_call(task):
+    fn, i, args = task
+    return i, fn(*args)

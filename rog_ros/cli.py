@@ -540,10 +540,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, 'command', None) == 'trace':
-        from rog_ros.net import cli_trace
-        return cli_trace.run(args)
-    return args.func(args)
+    try:
+        if getattr(args, 'command', None) == 'trace':
+            from rog_ros.net import cli_trace
+            return cli_trace.run(args)
+        return args.func(args)
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, not a traceback (finished runs of compare and reproduce are kept
+        # and reused by the next call; rog fleet stops its nodes itself)
+        name = ' '.join(str(getattr(args, a)) for a in ('command', 'bench_command')
+                        if getattr(args, a, None))
+        print(f'\nrog {name}: interrupted', file=sys.stderr)
+        return 130
 
 
 if __name__ == '__main__':

@@ -127,3 +127,12 @@ def test_bad_arguments_exit_2_with_one_line(argv, why, capsys):
     assert cli.main(['bench', 'faults', *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert why in err and len(err.splitlines()) == 1
+
+
+def test_ctrl_c_ends_a_command_with_one_line_and_130(capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(bench_faults, 'bench_faults', interrupted)
+    assert cli.main(['bench', 'faults', '--seeds', '0']) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == 'rog bench faults: interrupted'

@@ -11,10 +11,13 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Child processes die with their parent: the runners' pools (no orphaned simulations)."""
+"""
+Child processes die with their parent, and Ctrl-C ends a pool of runs at once.
 
-from concurrent.futures import ProcessPoolExecutor
-import multiprocessing
+The runners' pools (``run_in_processes``) must leave no orphaned simulations behind a
+parent stopped with SIGTERM, and must not go on with the queue after Ctrl-C.
+"""
+
 import os
 import signal
 import subprocess
@@ -22,32 +25,90 @@ import sys
 import time
 
 import pytest
-from rog_ros.children import death_signal, die_with_parent
+from rog_ros.children import death_signal, run_in_processes
 
 linux = pytest.mark.skipif(not sys.platform.startswith('linux'), reason='PR_SET_PDEATHSIG')
 
 
 @linux
 def test_a_pool_process_asks_for_sigterm_when_its_parent_exits():
-    ctx = multiprocessing.get_context('spawn')
-    with ProcessPoolExecutor(1, mp_context=ctx, initializer=die_with_parent) as pool:
-        assert pool.submit(death_signal).result() == int(signal.SIGTERM)
-    with ProcessPoolExecutor(1, mp_context=ctx) as pool:     # what it was without
-        assert pool.submit(death_signal).result() == 0
+    assert list(run_in_processes(death_signal, [()], 1)) == [(0, int(signal.SIGTERM))]
+
+
+def test_results_come_back_with_their_call_s_index():
+    calls = [(3,), (0,), (2,), (1,)]
+    done = dict(run_in_processes(abs, calls, 2))
+    assert done == {0: 3, 1: 0, 2: 2, 3: 1}
+
+
+def test_an_exception_in_a_call_is_raised_in_the_parent():
+    with pytest.raises(ValueError, match='invalid literal'):
+        list(run_in_processes(int, [('1',), ('x',)], 2))
 
 
 CHILD_OF_A_KILLED_RUNNER = """
-import multiprocessing, sys, time
-from concurrent.futures import ProcessPoolExecutor
-from rog_ros.children import die_with_parent
+import os, sys, time
+from rog_ros.children import run_in_processes
 if __name__ == '__main__':
-    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn'),
-                               initializer=die_with_parent)
-    pool.submit(time.sleep, 60)
-    time.sleep(1.0)
-    print(*[p.pid for p in pool._processes.values()], flush=True)
-    time.sleep(60)
+    for _ in run_in_processes(os.system, [('echo $$; sleep 60',)], 1):
+        pass
 """
+
+
+@linux
+def test_the_simulations_of_a_runner_stopped_with_sigterm_stop_too(tmp_path):
+    script = tmp_path / 'runner.py'
+    script.write_text(CHILD_OF_A_KILLED_RUNNER)
+    runner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    shell = int(runner.stdout.readline().split()[0])     # the pool process's own child
+    child = _parent_of(shell)
+    assert _alive(child)
+    runner.send_signal(signal.SIGTERM)                   # what `kill` or a CI timeout sends
+    runner.wait(timeout=30)
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        if not _alive(child):
+            os.kill(shell, signal.SIGKILL)
+            return                                       # gone with its parent
+        time.sleep(0.05)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail('the pool process outlived the runner killed with SIGTERM')
+
+
+INTERRUPTED_RUNNER = """
+import sys, time
+from rog_ros.children import run_in_processes
+if __name__ == '__main__':
+    print('started', flush=True)
+    try:
+        for i, _ in run_in_processes(time.sleep, [(2.0,)] * 8, 2):
+            print('finished', i, flush=True)
+    except KeyboardInterrupt:
+        print('interrupted', flush=True)
+"""
+
+
+@linux
+def test_ctrl_c_ends_the_pool_without_running_the_queue(tmp_path):
+    # Ctrl-C reaches the whole process group; before, each pool process took the interrupt
+    # for its call's result and went on with the queue, and the parent waited for all of it
+    script = tmp_path / 'runner.py'
+    script.write_text(INTERRUPTED_RUNNER)
+    runner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert runner.stdout.readline().strip() == 'started'
+    time.sleep(1.5)                                      # the pool is up, two calls running
+    t0 = time.monotonic()
+    os.killpg(runner.pid, signal.SIGINT)
+    out, err = runner.communicate(timeout=30)
+    assert 'interrupted' in out and time.monotonic() - t0 < 5.0, (out, err)
+    assert out.count('finished') < 8
+    assert 'Traceback' not in err, err                  # the pool processes ignore it
+
+
+def _parent_of(pid):
+    with open(f'/proc/{pid}/stat') as f:
+        return int(f.read().rsplit(')', 1)[1].split()[1])
 
 
 def _alive(pid):
@@ -57,21 +118,3 @@ def _alive(pid):
             return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
     except (FileNotFoundError, ProcessLookupError):
         return False
-
-
-@linux
-def test_the_simulations_of_a_runner_stopped_with_sigterm_stop_too(tmp_path):
-    script = tmp_path / 'runner.py'
-    script.write_text(CHILD_OF_A_KILLED_RUNNER)
-    runner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    child = int(runner.stdout.readline().split()[0])
-    assert _alive(child)
-    runner.send_signal(signal.SIGTERM)                   # what `kill` or a CI timeout sends
-    runner.wait(timeout=30)
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline:
-        if not _alive(child):
-            return                                       # gone with its parent
-        time.sleep(0.05)
-    os.kill(child, signal.SIGKILL)
-    pytest.fail('the pool process outlived the runner killed with SIGTERM')

@@ -33,7 +33,8 @@ def nothing_starts(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError('started work although the options were bad')
     monkeypatch.setattr(subprocess, 'Popen', forbidden)
-    monkeypatch.setattr(compare_mod, 'ProcessPoolExecutor', forbidden)
+    monkeypatch.setattr(compare_mod, 'run_in_processes', forbidden)
+    monkeypatch.setattr('rog_ros.experiments.bench_faults.bench_faults', forbidden)
     monkeypatch.setattr(compare_mod, '_run_one', forbidden)
     monkeypatch.setattr(compare_mod, 'compare', forbidden)
     monkeypatch.setattr(simulator, 'simulate', forbidden)

@@ -72,6 +72,11 @@ def test_the_summary_carries_the_dip_of_its_evaluations(tmp_path):
     assert [r['stall_s'] for r in rec.rows] == [0.0, 0.5, 1.0, 1.5, 2.0]  # given counters
     line = result_line(str(tmp_path / 'summary.json'))
     assert 'max dip after target 5.00 points (iteration 30; smoothed over 3 ' in line
+    assert line.startswith('time to target 3.0 s (iteration 30), final accuracy 0.8300')
+    assert 'trained for ' in line
+    on_disk['iterations_to_target'] = 60.33333
+    (tmp_path / 'summary.json').write_text(json.dumps(on_disk))
+    assert '(iteration 60.3)' in result_line(str(tmp_path / 'summary.json'))
     assert result_line(str(tmp_path / 'missing.json')) == ''
     assert 'suspension' not in line and 'rejected' not in line     # none in this run
     on_disk.update(outage_suspensions=3, rejects=1, slack_raises=0, slack_final=[0, 0])

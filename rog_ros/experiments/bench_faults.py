@@ -23,13 +23,11 @@ invariant, which, and the command that replays each. Exit status 1 when any did.
 
 from __future__ import annotations
 
-from concurrent.futures import as_completed, ProcessPoolExecutor
-import multiprocessing
 import os
 import sys
 import time
 
-from rog_ros.children import die_with_parent
+from rog_ros.children import run_in_processes
 from rog_ros.sim.fault_sweep import sweep_case
 
 _COUNTS = ('workers', 'held_final_model', 'final_model_missed', 'worker_crashes',
@@ -63,19 +61,16 @@ def bench_faults(kinds, systems, seeds, final_model: bool = True, jobs: int | No
     n_jobs = max(1, min(jobs or os.cpu_count() or 1, len(cases)))
     bar = _progress_bar(len(cases)) if progress else None
     results = []
-    if n_jobs > 1:
-        ctx = multiprocessing.get_context('spawn')
-        with ProcessPoolExecutor(n_jobs, mp_context=ctx, initializer=die_with_parent) as pool:
-            futures = [pool.submit(sweep_case, k, s, seed, final_model) for k, s, seed in cases]
-            for fut in as_completed(futures):
-                results.append(fut.result())
-                _advance(bar, results[-1])
-    else:
-        for k, s, seed in cases:
-            results.append(sweep_case(k, s, seed, final_model))
-            _advance(bar, results[-1])
-    if bar is not None:
-        bar.close()
+    calls = [(k, s, seed, final_model) for k, s, seed in cases]
+    try:
+        finished = (run_in_processes(sweep_case, calls, n_jobs) if n_jobs > 1
+                    else ((i, sweep_case(*c)) for i, c in enumerate(calls)))
+        for _, case in finished:
+            results.append(case)
+            _advance(bar, case)
+    finally:
+        if bar is not None:
+            bar.close()
     return summarise(results, kinds, systems, seeds, final_model, n_jobs, time.time() - t0)
 
 

@@ -25,14 +25,12 @@ evaluation count: a rerun into the same DIR) is run again, and the comparison sa
 
 from __future__ import annotations
 
-from concurrent.futures import as_completed, ProcessPoolExecutor
 import json
-import multiprocessing
 import os
 import sys
 import time
 
-from rog_ros.children import die_with_parent
+from rog_ros.children import run_in_processes
 from rog_ros.experiments.report import write_report
 from rog_ros.experiments.seed_stats import aggregate
 from rog_ros.metrics import accuracy_at_time, atomic_write, last_periodic_time, read_timeseries
@@ -153,23 +151,19 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
         print(f'rog compare: {len(stale)} run(s) in {os.path.join(out, "runs")} were made with '
               f'other settings ({stale[0]}): running them again', file=sys.stderr)
     n_jobs = max(1, min(jobs_parallel or (os.cpu_count() or 1), len(todo) or 1))
-    if n_jobs > 1:
+    calls = [(cfg, run_dir(out, cfg.label, cfg.seed)) for cfg in todo]
+    try:
         # each run is single-threaded and independent: one process per core
-        ctx = multiprocessing.get_context('spawn')
-        with ProcessPoolExecutor(n_jobs, mp_context=ctx, initializer=die_with_parent) as pool:
-            futures = {pool.submit(_run_one, cfg, run_dir(out, cfg.label, cfg.seed)): cfg
-                       for cfg in todo}
-            for fut in as_completed(futures):
-                fut.result()
-                if bar is not None:
-                    bar.set_postfix_str(f'{futures[fut].label} seed {futures[fut].seed}')
-                    bar.update(1)
-    else:
-        for cfg in todo:
-            _run_one(cfg, run_dir(out, cfg.label, cfg.seed))
+        finished = (run_in_processes(_run_one, calls, n_jobs) if n_jobs > 1
+                    else ((i, _run_one(*c)) for i, c in enumerate(calls)))
+        for i, _ in finished:
             if bar is not None:
-                bar.set_postfix_str(f'{cfg.label} seed {cfg.seed}')
+                bar.set_postfix_str(f'{todo[i].label} seed {todo[i].seed}')
                 bar.update(1)
+    except BaseException:
+        if bar is not None:
+            bar.close()            # (Ctrl-C: the CLI's last line goes below the bar)
+        raise
     if bar is not None:
         bar.update(len(jobs) - len(todo))
     for system, seed in jobs:

@@ -43,14 +43,12 @@ with that curvature would overshoot above 2), and runs the rule on quadratics.
 
 from __future__ import annotations
 
-import concurrent.futures
 import math
-import multiprocessing
 import os
 import random
 import time
 
-from rog_ros.children import die_with_parent
+from rog_ros.children import run_in_processes
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.policies.aet import AetConfig, make_schedule, topology
 from rog_ros.sim.runners.aet import build_peers, run_peers
@@ -255,10 +253,8 @@ def reproduce_aet(out: str, quick: bool = False, seeds=(0,), k: int | None = Non
     jobs = jobs or min(2, os.cpu_count() or 1)
     start = time.time()
     if jobs > 1:
-        ctx = multiprocessing.get_context('spawn')
-        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx,
-                                                    initializer=die_with_parent) as pool:
-            rows = list(pool.map(_job, [(data_key, s) for s in specs]))
+        done = dict(run_in_processes(_job, [((data_key, s),) for s in specs], jobs))
+        rows = [done[i] for i in range(len(specs))]
     else:
         rows = [_job((data_key, s)) for s in specs]
     wall = time.time() - start

@@ -36,13 +36,12 @@
 from __future__ import annotations
 
 import math
-from multiprocessing import get_context
 import os
 import time
 
 import numpy as np
 
-from rog_ros.children import die_with_parent
+from rog_ros.children import run_in_processes
 from rog_ros.core.iprof import IProf, Maui
 from rog_ros.core.rows import RowLayout
 from rog_ros.experiments.synthetic import Task
@@ -295,8 +294,8 @@ def reproduce_fleet(out: str, quick: bool = False, seeds=(0, 1, 2), dists=('D2',
     todo = [(system, dist, seed, lr, updates) for dist in dists for seed in seeds
             for system in SYSTEMS]
     if jobs > 1:
-        with get_context('spawn').Pool(min(jobs, len(todo)), die_with_parent) as pool:
-            rows = pool.map(_fleet_job, todo, chunksize=1)
+        done = dict(run_in_processes(_fleet_job, [(job,) for job in todo], min(jobs, len(todo))))
+        rows = [done[i] for i in range(len(todo))]
     else:
         rows = [_fleet_job(job) for job in todo]
     for r in rows:

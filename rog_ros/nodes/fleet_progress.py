@@ -108,13 +108,17 @@ def result_line(path: str) -> str:
         v = s.get(key)
         return '-' if not isinstance(v, (int, float)) else format(v * scale, fmt)
 
+    def iteration(key):         # a mean over robots: 60.3, not 60.3333; 30, not 30.0
+        text = num(key, '.1f')
+        return text[:-2] if text.endswith('.0') else text
+
     return (f'time to target {num("time_to_target_s", ".1f")} s '
-            f'(iteration {num("iterations_to_target", "g")}), '
+            f'(iteration {iteration("iterations_to_target")}), '
             f'final accuracy {num("final_accuracy", ".4f")}, '
             f'max dip after target {num("max_dip_after_target", ".2f", 100.0)} points'
-            f' (iteration {num("max_dip_at_iteration", "g")}; smoothed over 3 evaluations '
+            f' (iteration {iteration("max_dip_at_iteration")}; smoothed over 3 evaluations '
             f'{num("max_dip_after_target_smoothed", ".2f", 100.0)}), '
-            f'{num("sim_time_s", ".1f")} s'
+            f'trained for {num("sim_time_s", ".1f")} s'
             + ''.join(notable_clauses(s, os.path.join(os.path.dirname(path), 'events.csv'))))
 
 
