@@ -504,7 +504,8 @@ def _add_report(sub) -> None:
 def _cmd_report(args) -> int:
     from rog_ros.experiments.report import report_run
     try:
-        path = report_run(args.run_dir)
+        path = report_run(args.run_dir,
+                          say=lambda line: print(f'rog report: {line}', file=sys.stderr))
     except (OSError, ValueError) as err:
         print(f'rog report: {err}', file=sys.stderr)
         return 2

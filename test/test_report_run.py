@@ -22,10 +22,10 @@ from rog_ros import cli
 pytest.importorskip('matplotlib')
 
 
-def _fleet_run(path, system, seed, accuracy):
+def _fleet_run(path, system, seed, accuracy, trace='indoors'):
     path.mkdir(parents=True)
     (path / 'summary.json').write_text(json.dumps({
-        'system': system, 'seed': seed, 'workers': 2, 'workload': 'toy', 'trace': 'indoors',
+        'system': system, 'seed': seed, 'workers': 2, 'workload': 'toy', 'trace': trace,
         'target_accuracy': 0.8, 'final_accuracy': accuracy, 'time_to_target_s': 2.0,
         's_per_iteration': 0.1, 'driver': 'fleet', 'completed': True, 'bus': 'DdsBus',
         'authenticated': True, 'rejects_by_reason': {'bad_tag': 0, 'replay': 3}}))
@@ -60,6 +60,22 @@ def test_report_of_fleet_runs_averages_seeds_and_lists_rejects(tmp_path):
     assert '3 run(s)' in text and 'wall-clock time of a real fleet' in text
     assert '| rog:4 | 2.0 [2.0-2.0] | 2.0 | 2/2 | 0.850 ± 0.050 |' in text
     assert "rejected {'replay': 3}" in text and '- rog:4 / ssp:4:' in text
+
+
+def test_runs_of_other_settings_are_not_averaged_together(tmp_path, capsys):
+    # a folder of runs (`rog report runs/`): two traces must not share a row or a ratio
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    _fleet_run(tmp_path / 'b', 'rog:4', 0, 0.6, trace='outdoors')
+    _fleet_run(tmp_path / 'c', 'ssp:4', 0, 0.7, trace='outdoors')
+    assert cli.main(['report', str(tmp_path)]) == 0
+    text = (tmp_path / 'report.md').read_text()
+    assert text.startswith('# rog report: runs of 2 settings')
+    assert '| rog:4 (indoors) | 2.0 [2.0-2.0] | 2.0 | 1/1 | 0.900 |' in text
+    assert '| rog:4 (outdoors) | 2.0 [2.0-2.0] | 2.0 | 1/1 | 0.600 |' in text
+    assert '## Ratios' not in text
+    err = capsys.readouterr().err
+    assert err.strip().endswith('differ in trace: one row per system and setting, no ratios '
+                                'between them')
 
 
 def test_report_of_an_empty_directory_is_a_one_line_error(tmp_path, capsys):

@@ -379,20 +379,60 @@ def _fault_handling(summary: dict) -> str:
             + (f'; trained model `{model}`{held}' if model else ''))
 
 
-def report_run(run_dir: str) -> str:
+SETTINGS = ('workload', 'trace', 'workers', 'driver')
+"""What makes runs comparable: one workload, on one trace, with one fleet size, one driver."""
+
+
+def _setting(summary: dict) -> tuple:
+    return tuple(_setting_value(summary, k) for k in SETTINGS)
+
+
+def _setting_value(summary: dict, key: str) -> str:
+    if key == 'driver':                  # only real fleets name theirs
+        return str(summary.get('driver') or 'simulated')
+    value = str(summary.get(key, '?'))
+    return f'{value} workers' if key == 'workers' else value
+
+
+def setting_labels(summaries: list):
+    """
+    Return ``(name_of(summary), varying)``: a row name per run and the settings that differ.
+
+    Runs of one setting keep their system as the name. A folder holding runs of several
+    (``rog report runs/``, a fleet run beside a simulated one) would otherwise average a fleet
+    of 3 with a simulation of 4 on another trace into one row; there each name carries the
+    settings that differ (``rog:4 (outdoors, 4 workers)``).
+    """
+    settings = {_setting(s) for s in summaries}
+    varying = [k for i, k in enumerate(SETTINGS) if len({st[i] for st in settings}) > 1]
+
+    def name_of(summary: dict) -> str:
+        system = str(summary.get('system', '?'))
+        if not varying:
+            return system
+        return f'{system} ({", ".join(_setting_value(summary, k) for k in varying)})'
+    return name_of, varying
+
+
+def report_run(run_dir: str, say=None) -> str:
     """
     Write ``report.md`` and the plots of any fleet or simulator run directory; its path.
 
-    Runs of the same system (seeds) are averaged. Raises ValueError when ``run_dir`` holds no
-    ``summary.json``.
+    Runs of the same system and setting (seeds) are averaged; ``say(line)`` is told when the
+    folder mixes settings. Raises ValueError when ``run_dir`` holds no ``summary.json``.
     """
     runs = load_runs(run_dir)
     if not runs:
         raise ValueError(f'{run_dir}: no summary.json found (not a fleet or simulator run)')
+    name, varying = setting_labels([s for s, _, _ in runs])
     by_system = {}
     for summary, rows, _ in runs:
-        by_system.setdefault(summary.get('system', '?'), []).append((summary, rows))
-    table = [aggregate([s for s, _ in items]) for items in by_system.values()]
+        by_system.setdefault(name(summary), []).append((summary, rows))
+    table = [dict(aggregate([s for s, _ in items]), system=label)
+             for label, items in by_system.items()]
+    if varying and say is not None:
+        say(f'the runs in {run_dir} differ in {", ".join(varying)}: one row per system and '
+            'setting, no ratios between them')
     series = {name: [rows for _, rows in items] for name, items in by_system.items()}
     first = runs[0][0]
     fleet = first.get('driver') == 'fleet'
@@ -400,10 +440,19 @@ def report_run(run_dir: str) -> str:
                         'wall-clock time (s)' if fleet else 'simulated time (s)')
     clock = ('wall-clock time of a real fleet (nodes over DDS)' if fleet else
              "simulated (virtual) time; compute charged from the workload's device profile")
-    lines = [f'# rog report: {first.get("workload", "?")} on {first.get("trace", "?")}', '',
-             f'{len(runs)} run(s) in `{run_dir}`, {first.get("workers", "?")} workers; '
-             f'times are {clock}.', '', table_markdown(table), '']
-    ratios = ratios_markdown(table)
+    if varying:
+        lines = [f'# rog report: runs of {len(set(map(_setting, (s for s, _, _ in runs))))} '
+                 'settings', '',
+                 f'{len(runs)} run(s) in `{run_dir}`, made with different '
+                 f'{", ".join(varying)}: each row is one system at one setting, and no ratios '
+                 'are drawn between them. To compare like with like, point `rog report` at '
+                 f"one run or one comparison's folder. Times are {clock}.", '',
+                 table_markdown(table), '']
+    else:
+        lines = [f'# rog report: {first.get("workload", "?")} on {first.get("trace", "?")}',
+                 '', f'{len(runs)} run(s) in `{run_dir}`, {first.get("workers", "?")} '
+                 f'workers; times are {clock}.', '', table_markdown(table), '']
+    ratios = '' if varying else ratios_markdown(table)
     if ratios:
         lines += ['## Ratios', '', ratios, '']
     membership = membership_markdown(table)
