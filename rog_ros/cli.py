@@ -420,7 +420,7 @@ def _cmd_bench_faults(args) -> int:
     from rog_ros.experiments.bench_faults import bench_faults, parse_seeds
     from rog_ros.protocol.policies import make_policy
     from rog_ros.sim.fault_sweep import KINDS
-    systems = [s.strip() for s in args.systems.split(',') if s.strip()]
+    systems = list(dict.fromkeys(s.strip() for s in args.systems.split(',') if s.strip()))
     try:
         seeds = parse_seeds(args.seeds)
         if not systems:

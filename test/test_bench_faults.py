@@ -36,7 +36,7 @@ def test_seeds_read_as_ranges_and_lists(text, seeds):
     assert parse_seeds(text) == seeds
 
 
-@pytest.mark.parametrize('text', ['', 'x', '4-2', '-1', '1-x'])
+@pytest.mark.parametrize('text', ['', 'x', '4-2', '-1', '1-x', '0-100000'])
 def test_malformed_seeds_are_refused(text):
     with pytest.raises(ValueError, match='seeds'):
         parse_seeds(text)
@@ -91,7 +91,7 @@ def test_a_final_model_that_differs_is_reported():
 
 
 def test_the_command_prints_json_and_passes(capsys):
-    rc = cli.main(['bench', 'faults', '--kind', 'membership', '--systems', 'rog:2,flown:2',
+    rc = cli.main(['bench', 'faults', '--kind', 'membership', '--systems', 'rog:2,flown:2,rog:2',
                    '--seeds', '0-1', '--jobs', '1'])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out['passed'] and out['runs'] == 4 and out['broken'] == 0

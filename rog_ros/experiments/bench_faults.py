@@ -30,6 +30,8 @@ import time
 from rog_ros.children import run_in_processes
 from rog_ros.sim.fault_sweep import sweep_case
 
+MAX_SEEDS = 100_000     # (ten runs a seed by default: a week of a 2-core machine)
+
 _COUNTS = ('workers', 'held_final_model', 'final_model_missed', 'worker_crashes',
            'server_crashes')
 
@@ -47,6 +49,8 @@ def parse_seeds(text: str) -> list:
             raise ValueError(f'seeds: {part!r} is not a number or a range like 0-19') from None
         if first < 0 or last < first:
             raise ValueError(f'seeds: {part!r} is not a range of non-negative seeds')
+        if last - first >= MAX_SEEDS:
+            raise ValueError(f'seeds: {part!r} is more than {MAX_SEEDS:,} seeds')
         seeds.extend(range(first, last + 1))
     if not seeds:
         raise ValueError('seeds: none given')
