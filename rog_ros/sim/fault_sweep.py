@@ -216,13 +216,13 @@ def sweep_case(kind: str, spec: str, seed: int, final_model: bool = True) -> dic
             harness = random_crash_run(spec, seed, seed % 3, final_model=final_model)
         else:
             harness = random_membership_run(spec, seed, final_model=final_model)
+        case['problems'] = run_problems(kind, harness)    # (delivers what is in flight)
         server = harness.server
         case.update(workers=server.n, held_final_model=sum(w.holds_final
                                                            for w in harness.workers),
                     final_model_missed=server.final_missed,
                     worker_crashes=len(harness.worker_crashes),
                     server_crashes=len(harness.server_crashes), virtual_s=harness.now)
-        case['problems'] = run_problems(kind, harness)
     except Exception as err:  # noqa: B902 (a raising engine is what the sweep looks for)
         case['problems'] = [f'raised {type(err).__name__}: {err}']
     return case
