@@ -160,3 +160,22 @@ def test_cache_builds_once_and_writes_atomically(tmp_path, monkeypatch, capsys):
     for opts, code in (({'a': 1}, 'v1'), ({'a': 2}, 'v1'), ({'a': 1}, 'v2')):
         cache.load_or_build('unit', opts, code, build)
     assert len(calls) == 4
+
+
+def test_a_build_reports_its_pre_training_every_fifth_and_nothing_else_does(
+        tmp_path, monkeypatch, capsys):
+    from rog_ros.workloads.training import pretrain
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    x, y = torch.randn(64, 3), torch.randint(0, 2, (64,))
+
+    def build():
+        net = torch.nn.Linear(3, 2)
+        pretrain(net, x, y, torch.nn.functional.cross_entropy, steps=30, batch_size=8,
+                 lr=0.01)
+        return {'state': net.state_dict()}
+    cache.load_or_build('unit', {'p': 1}, 'v1', build)
+    lines = capsys.readouterr().err.splitlines()
+    assert [ln for ln in lines if 'pre-training ' in ln] == [
+        f'rog_ros: preparing unit: pre-training {p} %' for p in (20, 40, 60, 80, 100)]
+    build()                                     # outside a cache build: quiet
+    assert capsys.readouterr().err == ''

@@ -36,6 +36,26 @@ import torch
 CACHE_ENV = 'ROG_CACHE_DIR'
 
 
+_building: list = []     # names of the entries being built now (innermost last)
+
+PROGRESS_STEPS = 5       # progress lines per stage of a build: every 20 %
+
+
+def report_progress(stage: str, done: int, total: int) -> None:
+    """
+    Say how far a first-use build has come: ``stage`` is ``done`` of ``total`` steps.
+
+    One line at every fifth of the way (stderr); silent outside a build, so the workloads'
+    training code can call it always. Pre-training is most of a minute or more of a fresh
+    machine's first run, which otherwise shows one line and then nothing.
+    """
+    if not _building or total <= 0 or not 0 < done <= total:
+        return
+    if PROGRESS_STEPS * done // total > PROGRESS_STEPS * (done - 1) // total:
+        print(f'rog_ros: preparing {_building[-1]}: {stage} {100 * done // total} %',
+              file=sys.stderr, flush=True)
+
+
 def cache_dir():
     """Return the cache folder: `$ROG_CACHE_DIR`, else `~/.cache/rog_ros` (created on demand)."""
     path = Path(os.environ.get(CACHE_ENV) or Path.home() / '.cache' / 'rog_ros')
@@ -98,7 +118,11 @@ def load_or_build(name, options, code_version, build):
     print(f'rog_ros: preparing {name} on first use (data and pre-training; cached in '
           f'{path.parent}, later runs skip this) ...', file=sys.stderr, flush=True)
     started = time.perf_counter()
-    obj = build()
+    _building.append(name)
+    try:
+        obj = build()
+    finally:
+        _building.pop()
     atomic_save(obj, path)
     print(f'rog_ros: {name} ready in {time.perf_counter() - started:.0f} s', file=sys.stderr,
           flush=True)

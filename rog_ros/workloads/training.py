@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 
+from rog_ros.workloads.cache import report_progress
 import torch
 
 
@@ -98,6 +99,7 @@ def _pretrain(model, inputs, targets, loss_fn, steps, batch_size, lr, seed, tran
         sched.step()
         if step >= steps - max(1, steps // 10):
             tail.append(loss.item())
+        report_progress('pre-training', step + 1, steps)
     return sum(tail) / len(tail)
 
 
