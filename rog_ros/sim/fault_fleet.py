@@ -18,7 +18,7 @@ The engines promise exactly-once uplinks, a model on every worker that is the on
 holds for it, and a run that ends, also when robots reboot mid-push and the server comes back
 from a checkpoint a moment old. Those are claims about runs nobody scripted, so they are
 checked on many random ones: this module builds them in virtual time (``sim.harness``) on a
-convex problem small enough for a run a second per core, in float64 so that gradient mass
+convex problem small enough for a run a second on two cores, in float64 so that gradient mass
 balances to 1e-10. The protocol tests and ``rog bench faults`` both build their runs here.
 """
 
