@@ -77,6 +77,12 @@ def test_the_summary_carries_the_dip_of_its_evaluations(tmp_path):
     on_disk['iterations_to_target'] = 60.33333
     (tmp_path / 'summary.json').write_text(json.dumps(on_disk))
     assert '(iteration 60.3)' in result_line(str(tmp_path / 'summary.json'))
+    missed = dict(on_disk, time_to_target_s=None, iterations_to_target=None, sim_time_s=12.0,
+                  max_dip_after_target=None)
+    (tmp_path / 'summary.json').write_text(json.dumps(missed))
+    assert result_line(str(tmp_path / 'summary.json')) == (
+        'target accuracy 0.8000 not reached, final accuracy 0.8300, trained for 12.0 s')
+    (tmp_path / 'summary.json').write_text(json.dumps(on_disk))
     assert result_line(str(tmp_path / 'missing.json')) == ''
     assert 'suspension' not in line and 'rejected' not in line     # none in this run
     on_disk.update(outage_suspensions=3, rejects=1, slack_raises=0, slack_final=[0, 0])

@@ -93,7 +93,8 @@ def result_line(path: str) -> str:
     One line of the run's results from its ``summary.json`` ('' when unreadable).
 
     Time and iterations to target, final accuracy and the largest accuracy dip after the
-    target was first reached (``rog_ros.metrics.dip_after_target``), in points; then what a
+    target was first reached (``rog_ros.metrics.dip_after_target``), in points (a run that
+    never reached it says so instead), and how long it trained; then what a
     robotics engineer should not miss in a run: robots suspended for a dead link
     (outage-aware RSP), robots given straggler slack for a slow one, and rejected messages,
     when there were any.
@@ -112,13 +113,17 @@ def result_line(path: str) -> str:
         text = num(key, '.1f')
         return text[:-2] if text.endswith('.0') else text
 
-    return (f'time to target {num("time_to_target_s", ".1f")} s '
-            f'(iteration {iteration("iterations_to_target")}), '
-            f'final accuracy {num("final_accuracy", ".4f")}, '
-            f'max dip after target {num("max_dip_after_target", ".2f", 100.0)} points'
-            f' (iteration {iteration("max_dip_at_iteration")}; smoothed over 3 evaluations '
-            f'{num("max_dip_after_target_smoothed", ".2f", 100.0)}), '
-            f'trained for {num("sim_time_s", ".1f")} s'
+    if isinstance(s.get('time_to_target_s'), (int, float)):
+        reached = (f'time to target {num("time_to_target_s", ".1f")} s '
+                   f'(iteration {iteration("iterations_to_target")}), '
+                   f'final accuracy {num("final_accuracy", ".4f")}, '
+                   f'max dip after target {num("max_dip_after_target", ".2f", 100.0)} points'
+                   f' (iteration {iteration("max_dip_at_iteration")}; smoothed over 3 '
+                   f'evaluations {num("max_dip_after_target_smoothed", ".2f", 100.0)})')
+    else:                       # (no time and no dip to give: say so in words)
+        reached = (f'target accuracy {num("target_accuracy", ".4f")} not reached, '
+                   f'final accuracy {num("final_accuracy", ".4f")}')
+    return (f'{reached}, trained for {num("sim_time_s", ".1f")} s'
             + ''.join(notable_clauses(s, os.path.join(os.path.dirname(path), 'events.csv'))))
 
 
