@@ -424,10 +424,10 @@ def report_run(run_dir: str, say=None) -> str:
     runs = load_runs(run_dir)
     if not runs:
         raise ValueError(f'{run_dir}: no summary.json found (not a fleet or simulator run)')
-    name, varying = setting_labels([s for s, _, _ in runs])
+    row_name, varying = setting_labels([s for s, _, _ in runs])
     by_system = {}
     for summary, rows, _ in runs:
-        by_system.setdefault(name(summary), []).append((summary, rows))
+        by_system.setdefault(row_name(summary), []).append((summary, rows))
     table = [dict(aggregate([s for s, _ in items]), system=label)
              for label, items in by_system.items()]
     if varying and say is not None:
