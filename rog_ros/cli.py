@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 TOY_SYSTEMS = 'bsp,ssp:4,rog:4'
@@ -551,8 +552,26 @@ def main(argv=None) -> int:
         # and reused by the next call; rog fleet stops its nodes itself)
         name = ' '.join(str(getattr(args, a)) for a in ('command', 'bench_command')
                         if getattr(args, a, None))
-        print(f'\nrog {name}: interrupted', file=sys.stderr)
+        kept = (_finished_runs(args.out) if getattr(args, 'command', None)
+                in ('compare', 'reproduce') else 0)
+        print(f'\nrog {name}: interrupted'
+              + (f'; {kept} finished run(s) in {args.out} are kept, and the same command '
+                 'reuses them' if kept else ''), file=sys.stderr)
         return 130
+
+
+def _finished_runs(out: str) -> int:
+    """Count the finished runs below ``out``: a run's ``summary.json`` names its system."""
+    count = 0
+    for root, _, files in os.walk(out or ''):
+        if 'summary.json' in files:
+            try:
+                with open(os.path.join(root, 'summary.json'), encoding='utf-8') as fh:
+                    summary = json.load(fh)
+            except (OSError, ValueError):
+                continue
+            count += isinstance(summary, dict) and 'system' in summary
+    return count
 
 
 if __name__ == '__main__':

@@ -188,3 +188,18 @@ def test_fleet_refusal_as_a_new_user_sees_it(tmp_path):
 def test_absolute_ros_namespaces_pass(good):
     from rog_ros import checks
     assert checks.namespace('namespace', good) == good
+
+
+def test_an_interrupted_compare_says_which_runs_it_keeps(tmp_path, capsys, monkeypatch):
+    def two_runs_then_ctrl_c(*args, **kwargs):
+        for name in ('rog-4-seed0', 'bsp-seed0'):
+            (tmp_path / 'runs' / name).mkdir(parents=True)
+            (tmp_path / 'runs' / name / 'summary.json').write_text('{"system": "x"}')
+        (tmp_path / 'runs' / 'ssp-4-seed0').mkdir()       # started, not finished
+        (tmp_path / 'summary.json').write_text('{"systems": []}')    # a comparison's own
+        raise KeyboardInterrupt
+    monkeypatch.setattr(compare_mod, 'compare', two_runs_then_ctrl_c)
+    assert cli.main(['compare', '--workload', 'toy', '--out', str(tmp_path)]) == 130
+    assert capsys.readouterr().err.strip().endswith(
+        f'rog compare: interrupted; 2 finished run(s) in {tmp_path} are kept, and the same '
+        'command reuses them')
