@@ -35,6 +35,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from typing import Callable, Iterator, Sequence, Tuple
 
 PR_SET_PDEATHSIG = 1
@@ -73,7 +74,7 @@ def run_in_processes(fn: Callable, calls: Sequence[tuple],
     worker at once and is raised here. Spawned, not forked: the parent may hold threads and
     DDS participants that a fork would copy half-way.
     """
-    pool = multiprocessing.get_context('spawn').Pool(jobs, initializer=_pool_worker_started)
+    pool = _pool_born_ignoring_sigint(jobs)
     try:
         tasks = [(fn, i, tuple(c)) for i, c in enumerate(calls)]
         for i, result in pool.imap_unordered(_indexed_call, tasks, chunksize=1):
@@ -84,6 +85,25 @@ def run_in_processes(fn: Callable, calls: Sequence[tuple],
         raise
     finally:
         pool.join()
+
+
+def _pool_born_ignoring_sigint(jobs: int):
+    """
+    Start the pool with SIGINT ignored in this process for the moment of the spawn.
+
+    An ignored signal stays ignored across ``exec``, so the pool processes ignore Ctrl-C from
+    their first instruction; set only in their initializer, a Ctrl-C while one still imported
+    printed its traceback (seen on a loaded machine).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return multiprocessing.get_context('spawn').Pool(jobs,
+                                                         initializer=_pool_worker_started)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return multiprocessing.get_context('spawn').Pool(jobs,
+                                                         initializer=_pool_worker_started)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _pool_worker_started() -> None:
