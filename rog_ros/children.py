@@ -95,15 +95,13 @@ def _pool_born_ignoring_sigint(jobs: int):
     their first instruction; set only in their initializer, a Ctrl-C while one still imported
     printed its traceback (seen on a loaded machine).
     """
-    if threading.current_thread() is not threading.main_thread():
-        return multiprocessing.get_context('spawn').Pool(jobs,
-                                                         initializer=_pool_worker_started)
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    main = threading.current_thread() is threading.main_thread()   # (signals: main only)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
-        return multiprocessing.get_context('spawn').Pool(jobs,
-                                                         initializer=_pool_worker_started)
+        return multiprocessing.get_context('spawn').Pool(jobs, initializer=_pool_worker_started)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if main:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _pool_worker_started() -> None:

@@ -210,7 +210,7 @@ def sweep_case(kind: str, spec: str, seed: int, final_model: bool = True) -> dic
         raise ValueError(f'unknown sweep {kind!r}; choose one of {", ".join(KINDS)}')
     case = {'kind': kind, 'system': spec, 'seed': seed, 'problems': [], 'workers': 0,
             'held_final_model': 0, 'final_model_missed': 0, 'worker_crashes': 0,
-            'server_crashes': 0, 'virtual_s': 0.0}
+            'server_crashes': 0}
     try:
         if kind == 'crash':
             harness = random_crash_run(spec, seed, seed % 3, final_model=final_model)
@@ -222,7 +222,7 @@ def sweep_case(kind: str, spec: str, seed: int, final_model: bool = True) -> dic
                                                            for w in harness.workers),
                     final_model_missed=server.final_missed,
                     worker_crashes=len(harness.worker_crashes),
-                    server_crashes=len(harness.server_crashes), virtual_s=harness.now)
+                    server_crashes=len(harness.server_crashes))
     except Exception as err:  # noqa: B902 (a raising engine is what the sweep looks for)
         case['problems'] = [f'raised {type(err).__name__}: {err}']
     return case
