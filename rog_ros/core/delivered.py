@@ -189,6 +189,14 @@ class DeliveredVersions:
             out = torch.where(self.irregular[r].unsqueeze(1), t, out)
         return out
 
+    def sent_rows(self, r: int, rows: torch.Tensor) -> torch.Tensor:
+        """``sent(r)[rows]`` (``rows``: indices), in O(rows x N)."""
+        out = self.lookup(self.at[r, rows], rows)
+        t = self.tables.get(r)
+        if t is not None:
+            out = torch.where(self.irregular[r, rows].unsqueeze(1), t[rows], out)
+        return out
+
     def reset(self, r: int) -> None:
         """Worker r holds nothing known (all versions 0)."""
         self.at[r] = -1
@@ -214,7 +222,7 @@ class DeliveredVersions:
         if v_snap is None:
             v_snap = self.pinned_snapshot(key, event)
         idx = torch.nonzero(rows).reshape(-1)
-        cur = self.sent(r)[idx]
+        cur = self.sent_rows(r, idx)
         table = self._table(r)
         table[idx] = torch.where(active.unsqueeze(0), v_snap[idx], cur)
         self.dl_min[r, idx] = table[idx].min(dim=1).values

@@ -227,8 +227,13 @@ class RowLayout:
         return torch.cat(parts) if parts else flat.new_zeros(0)
 
     def scatter_rows_(self, flat: torch.Tensor, rows: torch.Tensor, values: torch.Tensor,
-                      add: bool = False) -> torch.Tensor:
-        """Write (or add) concatenated row values back to ``flat`` at ascending row ids."""
+                      add: bool = False, alpha: float = 1.0) -> torch.Tensor:
+        """
+        Write (or add, times ``alpha``) concatenated row values to ``flat`` at ascending ids.
+
+        ``add`` with ``alpha=-1`` subtracts, to the bit as ``flat -= q`` does on those rows
+        (``a + (-b)`` is ``a - b`` in IEEE arithmetic).
+        """
         pos = 0
         for g, lo, hi in self._split_sorted(rows):
             local = rows[lo:hi] - g.row_start
@@ -236,7 +241,7 @@ class RowLayout:
             view = flat[g.start:g.start + g.n_rows * g.length].view(g.n_rows, g.length)
             src = values[pos:pos + n].view(hi - lo, g.length)
             if add:
-                view.index_add_(0, local, src)
+                view.index_add_(0, local, src, alpha=alpha)
             else:
                 view.index_copy_(0, local, src)
             pos += n
@@ -244,13 +249,36 @@ class RowLayout:
             raise ValueError(f'scatter_rows_: {values.numel()} values for {pos} row elements')
         return flat
 
-    def _split_sorted(self, rows: torch.Tensor):
-        """Yield (group, lo, hi): ``rows[lo:hi]`` are the ascending ids inside that group."""
+    def rows_numel(self, rows: torch.Tensor) -> int:
+        """Count the elements of the rows ``rows`` (ids)."""
+        return int(self.row_len[rows].sum()) if rows.numel() else 0
+
+    def row_byte_blocks(self, rowbytes: torch.Tensor, widths, rows: torch.Tensor):
+        """
+        Yield ``(group, lo, hi, block)``: the bytes of ``rows[lo:hi]`` as ``[hi - lo, width]``.
+
+        ``rowbytes`` is a row-aligned encoding of every row (rows in id order, each row of a
+        group ``widths[k]`` bytes); ``rows`` ascending ids. One gather per group touched.
+        """
+        starts = np.cumsum([0] + [g.n_rows * int(w) for g, w in zip(self.groups, widths)])
+        if int(starts[-1]) != rowbytes.numel():
+            raise ValueError(f'{rowbytes.numel()} encoded bytes for rows of {int(starts[-1])}')
+        for k, g, lo, hi in self._split_sorted(rows, with_index=True):
+            width = int(widths[k])
+            whole = rowbytes[int(starts[k]):int(starts[k + 1])].view(g.n_rows, width)
+            yield g, lo, hi, whole.index_select(0, rows[lo:hi] - g.row_start)
+
+    def _split_sorted(self, rows: torch.Tensor, with_index: bool = False):
+        """
+        Yield (group, lo, hi): ``rows[lo:hi]`` are the ascending ids inside that group.
+
+        ``with_index``: (k, group, lo, hi), k the group's index in ``groups``.
+        """
         bounds = np.searchsorted(rows.numpy(), self.group_row_bounds, side='left')
         for k, g in enumerate(self.groups):
             lo, hi = int(bounds[k]), int(bounds[k + 1])
             if hi > lo:
-                yield g, lo, hi
+                yield (k, g, lo, hi) if with_index else (g, lo, hi)
 
     def _check_flat(self, flat: torch.Tensor) -> None:
         if flat.dim() != 1 or flat.numel() != self.n_params:

@@ -66,12 +66,9 @@ class VersionTable:
     def satisfied(self, clock: int, staleness, active: torch.Tensor | None = None
                   ) -> bool:
         """Return True iff a worker at ``clock`` may start its next iteration (RSP predicate)."""
-        if isinstance(staleness, torch.Tensor):
-            return not bool(self.violations(clock, staleness, active).any())
-        v = self.v if active is None or bool(active.all()) else self.v[:, active]
-        if v.numel() == 0:
-            return True
-        return bool(v.min() >= int(clock) - int(staleness))
+        # per column, the oldest version: O(M x N) reads, no [M, N] temporary (a server
+        # checks every waiting worker on every push)
+        return columns_satisfy(self.v.amin(dim=0), clock, staleness, active)
 
     def violating_pairs(self, clock: int, staleness, active: torch.Tensor | None = None
                         ) -> torch.Tensor:
@@ -86,6 +83,21 @@ class VersionTable:
         out = VersionTable.__new__(VersionTable)
         out.v = self.v.clone()
         return out
+
+
+def columns_satisfy(column_min: torch.Tensor, clock: int, staleness,
+                    active: torch.Tensor | None = None) -> bool:
+    """
+    Whether every active column's oldest version is within the bound: the RSP predicate.
+
+    ``column_min``: ``[N]``, the oldest version of each worker column over the rows
+    (``v.amin(0)``); ``staleness`` one bound or one per column; ``active`` bool ``[N]``.
+    """
+    floor = _floor(clock, staleness)
+    ok = column_min >= (floor.reshape(-1) if isinstance(floor, torch.Tensor) else floor)
+    if active is not None:
+        ok |= ~active
+    return bool(ok.all())
 
 
 def _floor(clock: int, staleness):

@@ -77,6 +77,7 @@ from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.identity import Identity
 from rog_ros.core.delivered import DeliveredVersions
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
+from rog_ros.core.row_updates import add_rows_, decode_delivered, sub_rows_
 from rog_ros.core.rows import RowLayout
 from rog_ros.core.versions import VersionTable
 from rog_ros.protocol.actions import Log, Send
@@ -571,10 +572,9 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         weight = late * self.outage_scale(s, now)
         self.last_push_weight = weight      # (observers such as the chaos ledger read it)
         if n_rows:
-            partial = n_rows < self.layout.n_rows
-            delta = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
-                                      row_mask=mask if partial else None,
-                                      factor=self.lr / self.n, per_row=inc.per_row_scales)
+            rows, delta = decode_delivered(self.codec, self.layout, rowbytes, scales, mask,
+                                           self._scratch, factor=self.lr / self.n,
+                                           per_row=inc.per_row_scales)
             if weight != 1.0:
                 # A late push of a suspended worker: the weighted part is applied, the rest is
                 # discarded on purpose; an active one's while others are out (outage_scale):
@@ -585,13 +585,13 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                         self.discarded = torch.zeros(self.layout.n_params,
                                                      dtype=torch.float64)
                     # (mixed dtypes in place: no float64 copy of the push)
-                    self.discarded.add_(delta, alpha=1.0 - weight)
+                    add_rows_(self.layout, self.discarded, rows, delta, alpha=1.0 - weight)
                 delta.mul_(weight)
                 if late < 1.0:
                     self.weighted_pushes += 1
                 else:
                     self.rescaled_pushes += 1
-            self.w_srv -= delta        # enters every G[s], the sender's included (variant A)
+            sub_rows_(self.layout, self.w_srv, rows, delta)  # enters every G[s] (variant A)
             # stamps only the pushed rows (and their change history)
             self.delivered.stamp(self.versions.v, s, torch.nonzero(mask).reshape(-1), inc.clock)
         if n_rows:     # (an empty push changes nothing: it must not count as coverage)

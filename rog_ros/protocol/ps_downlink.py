@@ -28,6 +28,8 @@ from __future__ import annotations
 import numpy as np
 from rog_ros.core.atp import expected_rows, infinite_mask, mta_time, priority_order
 from rog_ros.core.mta import mandatory_rows, row_budget
+from rog_ros.core.row_updates import decode_delivered, sub_rows_
+from rog_ros.core.versions import columns_satisfy
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     FLAG_END, FLAG_FINAL, FLAG_FREE, FLAG_LATE, FLAG_SNAPSHOT, KIND_UPDATE, MessageError,
@@ -216,11 +218,14 @@ class DownlinkMixin:
         if every:     # O(M): per-row change stamps against r's delivery stamps
             new_data, oldest = self.delivered.new_and_oldest(r, v)
         else:
-            sent_r = self.delivered.sent(r)[:, act]
-            new_data = (v[:, act] > sent_r).any(dim=1)
+            # (masked reductions over [M, N]: no copies of the active columns)
+            sent_r = self.delivered.sent(r)           # a fresh table: changed in place
+            cols = act.unsqueeze(0)
+            new_data = ((v > sent_r) & cols).any(dim=1)
             if per_column:    # a column with slack ages slower: urgency against its bound
-                sent_r = sent_r + (bounds[act] - pol.staleness).unsqueeze(0)
-            oldest = (sent_r.min(dim=1).values if sent_r.shape[1]
+                sent_r += (bounds - pol.staleness).to(sent_r.dtype).unsqueeze(0)
+            oldest = (sent_r.masked_fill_(~cols, torch.iinfo(sent_r.dtype).max).amin(dim=1)
+                      if bool(act.any())
                       else torch.full((layout.n_rows,), c, dtype=torch.int32))
         candidates = torch.nonzero(new_data).reshape(-1)
         if late and candidates.numel() == 0:
@@ -524,12 +529,11 @@ class DownlinkMixin:
     def _worker_rsp_ok(self, r: int, c: int, active: torch.Tensor,
                        bounds: torch.Tensor | None = None) -> bool:
         """Check the worker-side RSP on what r holds (``sent[r]`` = its ``vloc``)."""
-        if bounds is not None:           # per column: the bounds its RowVersions carried
-            floor = (c - bounds).to(torch.int32).unsqueeze(0)
-            return bool((self.delivered.sent(r) >= floor)[:, active].all())
-        if bool(active.all()):
+        if bounds is None and bool(active.all()):
             return bool(self.delivered.dl_min[r].min() >= c - self.policy.staleness)
-        return bool((self.delivered.sent(r)[:, active] >= c - self.policy.staleness).all())
+        # (per column: the bounds its RowVersions carried)
+        return columns_satisfy(self.delivered.sent(r).amin(dim=0), c,
+                               self.policy.staleness if bounds is None else bounds, active)
 
     def _commit_downlink(self, r: int, dl: OpenDownlink, delivered: np.ndarray) -> None:
         """Delivered rows: G[r] + E[r] -= C(p), i.e. mirror[r] -= C(p); sent[r] = versions."""
@@ -557,9 +561,9 @@ class DownlinkMixin:
                 self.snap_v[r] = None
             return
         else:
-            q = self.codec.decode(layout, dl.rowbytes, dl.scales, self._scratch,
-                                  row_mask=None if full else mask, per_row=dl.per_row)
-            self.mirror[r].sub_(q)    # the very values the worker subtracted from its model
+            rows, q = decode_delivered(self.codec, layout, dl.rowbytes, dl.scales, mask,
+                                       self._scratch, per_row=dl.per_row)
+            sub_rows_(layout, self.mirror[r], rows, q)   # the values the worker subtracted
         # Suspended workers' columns travel as -1: the worker keeps its old versions there.
         self.delivered.commit(r, mask, ('dl', r), dl.event, dl.active)
         self.delivered.unpin(('dl', r))

@@ -69,7 +69,9 @@ from rog_ros.core.compress.defsgdm import MomentumPreconditioner
 from rog_ros.core.compress.identity import Identity
 from rog_ros.core.mta import mandatory_rows
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
+from rog_ros.core.row_updates import add_rows_, decode_delivered, quantize_delivered, sub_rows_
 from rog_ros.core.rows import RowLayout
+from rog_ros.core.versions import columns_satisfy
 from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
     check_schema, check_versions, FLAG_END, FLAG_FINAL, FLAG_FREE, FLAG_LATE, FLAG_REQUEST,
@@ -194,6 +196,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         self._held_grad: torch.Tensor | None = None   # computed while a late push ran
         self._grad_held = False
         self._push_p: torch.Tensor | None = None
+        self._push_sums: tuple = (None, -1, None)     # (tensor, its _version, its row sums)
         self._push_scales: torch.Tensor | None = None
         self._push_per_row = False
         self.pulled_clock = 0           # newest clock whose pull has been applied
@@ -527,7 +530,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                                    deadline, now,
                                    tensor_row_sums=trs if pol.chunk_scales else None,
                                    flags=FLAG_LATE if late else 0)
-        self._push_p = p
+        self._push_p, self._push_sums = p, (p, p._version, trs)
         self._push_scales, self._push_per_row = self.push.commit_scales()
         if not late:
             self.state = 'pushing'
@@ -603,12 +606,18 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         layout = self.layout
         mask = torch.zeros(layout.n_rows, dtype=torch.bool)
         mask[torch.from_numpy(delivered)] = True
-        full = delivered.size == layout.n_rows
-        q = self.codec.quantize(layout, self._push_p, self._push_scales, out=self._scratch,
-                                row_mask=None if full else mask, per_row=self._push_per_row)
+        p = self._push_p
+        # the push's row sums, while p is the tensor they were taken of, unchanged since
+        # (torch counts every in-place change of a tensor in ``_version``)
+        of, version, trs = self._push_sums
+        if of is not p or version != p._version:
+            trs = None
+        rows, q = quantize_delivered(self.codec, layout, p, self._push_scales, mask,
+                                     self._scratch, per_row=self._push_per_row,
+                                     tensor_row_sums=trs)
         if self.track:
-            self.delivered_total += q
-        self.residual.sub_(q)
+            add_rows_(layout, self.delivered_total, rows, q)
+        sub_rows_(layout, self.residual, rows, q)
         self.withheld.masked_fill_(mask, 0)
         self._push_p = None
         if not self.keep_undurable:
@@ -760,19 +769,17 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                 else:
                     self.w.copy_(vals)
             else:
-                partial = n_rows < self.layout.n_rows
-                q = self.codec.decode(self.layout, rowbytes, scales, self._scratch,
-                                      row_mask=mask if partial else None,
-                                      per_row=inc.per_row_scales)
+                rows, q = decode_delivered(self.codec, self.layout, rowbytes, scales, mask,
+                                           self._scratch, per_row=inc.per_row_scales)
                 if self.state == 'computing':
                     # a computation reads the model: these rows wait for its end (a late
                     # pull; or a repair, when a suspension changed the rules under a pull)
                     if self._late_q is None:
                         self._late_q = torch.zeros_like(self.w)
-                    self._late_q += q
+                    add_rows_(self.layout, self._late_q, rows, q)
                     self._late_q_pending = True
                 else:
-                    self.w -= q
+                    sub_rows_(self.layout, self.w, rows, q)
         if snapshot:
             self._snap_versions = versions or self._snap_versions
         else:
@@ -861,11 +868,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             return True                 # FLOWN never waits (server-arbitrated slots)
         if self._runs_free():
             return True                 # suspended for its link: nobody waits, nor does it
-        if bool(self.slack.any()):
-            floor = self.clock - self._bounds()
-            return bool((self.vloc >= floor.unsqueeze(0))[:, self.active].all())
-        bound = self.clock - self.policy.staleness
-        return bool((self.vloc[:, self.active] >= bound).all())
+        bounds = self._bounds() if bool(self.slack.any()) else self.policy.staleness
+        return columns_satisfy(self.vloc.amin(dim=0), self.clock, bounds, self.active)
 
     def _runs_free(self) -> bool:
         """

@@ -86,6 +86,30 @@ class RowCodec:
         """
         raise NotImplementedError
 
+    def decode_rows(self, layout: RowLayout, rowbytes: torch.Tensor, scales: torch.Tensor,
+                    rows: torch.Tensor, dtype: torch.dtype, factor: float = 1.0,
+                    per_row: bool = False) -> torch.Tensor:
+        """
+        Decode the rows ``rows`` only: the values ``decode`` gives them, concatenated.
+
+        ``rows``: ascending row ids of a row layout (``layout.gather_rows`` order). A late
+        transfer carries a chunk or two of a model of tens of thousands of rows; decoding
+        the whole model to apply them cost a pass over it per message. Bit-identical to
+        ``decode`` on those rows (the same per-element operations).
+        """
+        raise NotImplementedError
+
+    def quantize_rows(self, layout: RowLayout, p: torch.Tensor, scales: torch.Tensor,
+                      rows: torch.Tensor, per_row: bool = False,
+                      tensor_row_sums: torch.Tensor | None = None) -> torch.Tensor:
+        """
+        Quantize the rows ``rows`` only: ``quantize(p)`` there, concatenated.
+
+        ``tensor_row_sums``: ``layout.tensor_row_abs_sum(p)`` if the caller has it (the
+        row-scaled codec needs it and otherwise takes a pass over the model for it).
+        """
+        raise NotImplementedError
+
     def row_byte_offset(self, layout: RowLayout) -> torch.Tensor:
         nb = self.row_nbytes(layout)
         return torch.cumsum(nb, 0) - nb

@@ -54,6 +54,13 @@ class Identity(RowCodec):
             out.mul_(factor)
         return _masked(layout, out, row_mask)
 
+    def decode_rows(self, layout, rowbytes, scales, rows, dtype, factor=1.0, per_row=False):
+        out = layout.gather_rows(rowbytes.view(self.dtype), rows).to(dtype)
+        return out.mul_(factor) if factor != 1.0 else out
+
+    def quantize_rows(self, layout, p, scales, rows, per_row=False, tensor_row_sums=None):
+        return layout.gather_rows(p, rows)
+
 
 def _masked(layout, out: torch.Tensor, row_mask: torch.Tensor | None) -> torch.Tensor:
     """Zero the rows outside ``row_mask`` (a debugging codec: a plain multiply will do)."""

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 from rog_ros.core.compress.base import RowCodec
-from rog_ros.core.compress.scaled_sign import _row_scale, pack_signbits, unpack_signs_into
+from rog_ros.core.compress.scaled_sign import (_need_rows, _row_scale, pack_signbits,
+                                               quantize_gathered, unpack_signs_into)
 from rog_ros.core.rows import RowLayout
 import torch
 
@@ -93,6 +94,25 @@ class RowScaledSign(RowCodec):
                               layout.expand_rows(s, groups)):
             torch.copysign(sg, gp, out=go)
         return out
+
+    def quantize_rows(self, layout, p, scales, rows, per_row=False, tensor_row_sums=None):
+        _need_rows(layout)
+        ext = _row_scale(layout, scales, p.dtype, None, 1.0, per_row)
+        s = self._scales_of(layout, ext, tensor_row_means(layout, p, tensor_row_sums).to(p.dtype))
+        return quantize_gathered(layout, p, rows, s)
+
+    def decode_rows(self, layout, rowbytes, scales, rows, dtype, factor=1.0, per_row=False):
+        _need_rows(layout)
+        ext = _row_scale(layout, scales, dtype, None, factor, per_row)
+        widths = [SCALE_BYTES + (g.length + 7) // 8 for g in layout.groups]
+        parts = []
+        for g, lo, hi, block in layout.row_byte_blocks(rowbytes, widths, rows):
+            embedded = block[:, :SCALE_BYTES].reshape(-1).clone().view(torch.float32)
+            s = self._scales_of(layout, ext[rows[lo:hi]], embedded.to(dtype))
+            vals = torch.empty(hi - lo, g.length, dtype=dtype)
+            unpack_signs_into(block[:, SCALE_BYTES:].contiguous(), vals)
+            parts.append(vals.mul_(s.unsqueeze(1)).reshape(-1))
+        return torch.cat(parts) if parts else torch.zeros(0, dtype=dtype)
 
     def embedded_scales(self, layout, rowbytes: torch.Tensor) -> torch.Tensor:
         """Return the fp32 scale of every tensor row, read from row-aligned bytes of all rows."""

@@ -100,6 +100,22 @@ def _row_scale(layout: RowLayout, scales: torch.Tensor, dtype: torch.dtype,
     return torch.where(row_mask, row_scale, torch.zeros((), dtype=dtype))
 
 
+def _need_rows(layout: RowLayout) -> None:
+    if layout.whole_model:
+        raise ValueError('row-subset decoding needs a row layout (one row is the whole model)')
+
+
+def quantize_gathered(layout: RowLayout, p: torch.Tensor, rows: torch.Tensor,
+                      row_scale: torch.Tensor) -> torch.Tensor:
+    """``copysign(row_scale[row], p[row])`` of the rows ``rows``, concatenated."""
+    parts = []
+    for g, lo, hi in layout._split_sorted(rows):
+        view = p[g.start:g.start + g.n_rows * g.length].view(g.n_rows, g.length)
+        gp = view.index_select(0, rows[lo:hi] - g.row_start)
+        parts.append(torch.copysign(row_scale[rows[lo:hi]].unsqueeze(1), gp).reshape(-1))
+    return torch.cat(parts) if parts else p.new_zeros(0)
+
+
 class ScaledSign(RowCodec):
     codec_id = 1
     name = 'scaled_sign'
@@ -172,6 +188,22 @@ class ScaledSign(RowCodec):
         for go, s in zip(layout.group_views(out, groups), layout.expand_rows(row_scale, groups)):
             go.mul_(s)
         return out
+
+    def decode_rows(self, layout, rowbytes, scales, rows, dtype, factor=1.0, per_row=False):
+        _need_rows(layout)
+        row_scale = _row_scale(layout, scales, dtype, None, factor, per_row)
+        widths = [(g.length + 7) // 8 for g in layout.groups]
+        parts = []
+        for g, lo, hi, block in layout.row_byte_blocks(rowbytes, widths, rows):
+            vals = torch.empty(hi - lo, g.length, dtype=dtype)
+            unpack_signs_into(block, vals)
+            parts.append(vals.mul_(row_scale[rows[lo:hi]].unsqueeze(1)).reshape(-1))
+        return torch.cat(parts) if parts else torch.zeros(0, dtype=dtype)
+
+    def quantize_rows(self, layout, p, scales, rows, per_row=False, tensor_row_sums=None):
+        _need_rows(layout)
+        row_scale = _row_scale(layout, scales, p.dtype, None, 1.0, per_row)
+        return quantize_gathered(layout, p, rows, row_scale)
 
     # ------------------------------------------------------------ single-tensor convenience
     @staticmethod
