@@ -91,12 +91,12 @@ def test_entrypoint_rejects_bad_role_or_rank(tmp_path, env, message):
     assert message in proc.stderr and proc.stdout == ''
 
 
-def test_compose_runs_three_workers_server_and_netmon_on_the_host_network():
+def test_compose_runs_server_and_three_workers_on_the_host_network():
+    # robot.launch.py starts each robot's netmon, so there is no netmon service of its own
     services = yaml.safe_load((DOCKER / 'compose.yaml').read_text())['services']
     roles = sorted((s['environment']['ROLE'], s['environment'].get('RANK'))
                    for s in services.values())
-    assert roles == [('netmon', None), ('server', None), ('worker', '0'), ('worker', '1'),
-                     ('worker', '2')]
+    assert roles == [('server', None), ('worker', '0'), ('worker', '1'), ('worker', '2')]
     assert all(s['network_mode'] == 'host' for s in services.values())
     assert services['server']['build']['dockerfile'] == 'docker/Dockerfile'
 

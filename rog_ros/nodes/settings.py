@@ -236,7 +236,8 @@ SETTINGS = (
        'ROS 2 MCAP file; empty = no recording.', ALL, none_text=''),
     _s('fleet_key_file', str, None, 'Fleet key file (mode 0600) that signs and verifies every '
        'message; empty = $ROG_FLEET_KEY_FILE, else $ROG_FLEET_KEY, else none '
-       '(unauthenticated).', ALL, none_text=''),
+       '(unauthenticated; rog fleet writes a new key to OUT/fleet.key instead).', ALL,
+       none_text=''),
     _s('diagnostics_hz', float, 1.0, 'Rate of /diagnostics (DiagnosticArray); 0 = off.',
        ALL, low=0.0, high=100.0),
     _s('autostart', bool, True, 'Configure and activate at start; false: stay inactive until '
@@ -262,7 +263,7 @@ SETTINGS = (
     _s('eval_every', int, 10, 'Evaluate the consensus model every K iterations.',
        (SERVER, FLEET), 'server', low=1),
     _s('out', str, 'rog_run', 'Directory for summary.json, timeseries.csv, events.csv and '
-       'the trained model.pt.',
+       'the trained model.pt (rog fleet: default rog_fleet_run).',
        (SERVER, FLEET), 'server'),
     _s('checkpoint_every', int, 10, 'With state_dir: checkpoint the server every K '
        'iterations (atomic; workers keep what came after it).', (SERVER, FLEET), 'server',
@@ -305,7 +306,9 @@ SETTINGS = (
        'netmon', choices=('throughput', 'bitrate', 'emulated')),
     _s('duration', float, None, 'Exit after this many seconds; 0 = run until stopped.',
        (NETMON,), 'netmon', low=0.0, none_text=0.0),
-    _s('netmon', bool, True, 'Start netmon with the fleet.', (FLEET,), 'fleet only'),
+    _s('netmon', bool, True, 'Start netmon with the fleet or robot (off: rog fleet --no-netmon, '
+       'rog robot --netmon false, or netmon: false in the parameter file).', (FLEET,),
+       'fleet only'),
 )
 """Every setting, in the order the documentation lists them."""
 
@@ -326,8 +329,9 @@ def defaults(role: str = None) -> dict:
 GROUP_TITLES = {'fleet': 'Fleet settings (identical on every node)',
                 'link': 'Link emulation (off unless `trace` is given)',
                 'lifecycle': 'Lifecycle (`rog_server`, `rog_worker`)',
+                'durable': 'Durable state (`rog_server`, `rog_worker`)',
                 'server': '`rog_server`', 'worker': '`rog_worker`', 'netmon': '`netmon`',
-                'fleet only': '`rog fleet` only'}
+                'fleet only': '`rog fleet` and `rog robot` only'}
 
 
 def add_arguments(parser: argparse.ArgumentParser, role: str, suppress: bool = True) -> None:
