@@ -105,3 +105,18 @@ def test_bad_input_is_rejected():
     layout = RowLayout(SMALL)
     with pytest.raises(ValueError):
         layout.views(torch.zeros(5))
+
+
+def test_long_row_sums_do_not_depend_on_the_rows_beside_them_and_are_accurate():
+    from rog_ros.core.rows import LONG_ROW, ROW_BLOCK
+    length = 2 * ROW_BLOCK + 1000                   # two whole blocks and a remainder
+    assert length >= LONG_ROW
+    w = torch.randn(40, length, generator=torch.Generator().manual_seed(3))
+    alone = RowLayout([(2, length)]).tensor_row_abs_sum(w[:2].reshape(-1).clone())
+    among = RowLayout([(40, length), (7,)]).tensor_row_abs_sum(
+        RowLayout([(40, length), (7,)]).flatten([w, torch.ones(7)]))
+    assert torch.equal(alone, among[1:3])           # (the 7-element row sorts first)
+    exact = w.double().abs().sum(dim=1)
+    assert torch.allclose(among[1:].double(), exact, rtol=1e-5)
+    whole = RowLayout([(40, length), (7,)], whole_model=True)
+    assert torch.equal(whole.tensor_row_abs_sum(whole.flatten([w, torch.ones(7)])), among)

@@ -73,7 +73,8 @@ def quantize_delivered(codec: RowCodec, layout: RowLayout, p: torch.Tensor,
     if rows is None:
         full = bool(mask.all())
         return None, codec.quantize(layout, p, scales, out=scratch,
-                                    row_mask=None if full else mask, per_row=per_row)
+                                    row_mask=None if full else mask, per_row=per_row,
+                                    tensor_row_sums=tensor_row_sums)
     return rows, codec.quantize_rows(layout, p, scales, rows, per_row=per_row,
                                      tensor_row_sums=tensor_row_sums)
 

@@ -62,11 +62,13 @@ class RowCodec:
 
     def quantize(self, layout: RowLayout, p: torch.Tensor, scales: torch.Tensor,
                  out: torch.Tensor | None = None, row_mask: torch.Tensor | None = None,
-                 per_row: bool = False) -> torch.Tensor:
+                 per_row: bool = False, tensor_row_sums: torch.Tensor | None = None
+                 ) -> torch.Tensor:
         """
         C(p): the values a receiver decodes from ``encode(p)`` (flat, layout order).
 
         ``scales`` are per tensor [T], or per row [M] with ``per_row`` (``group_scales``).
+        ``tensor_row_sums``: as for ``encode`` (a codec that needs them skips a pass).
 
         With ``row_mask`` (bool [M]) rows outside the mask come out as zeros, at no extra
         cost: the mask is folded into the per-row scale, so committing a row subset costs the

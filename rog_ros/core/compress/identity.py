@@ -44,7 +44,8 @@ class Identity(RowCodec):
         # (the server's downlink p; an alias made the mirror of a worker drift from its model)
         return p.detach().to(self.dtype, copy=True).contiguous().view(torch.uint8)
 
-    def quantize(self, layout, p, scales, out=None, row_mask=None, per_row=False):
+    def quantize(self, layout, p, scales, out=None, row_mask=None, per_row=False,
+                 tensor_row_sums=None):
         out = p.clone() if out is None else out.copy_(p)
         return _masked(layout, out, row_mask)
 

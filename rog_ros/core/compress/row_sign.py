@@ -82,13 +82,14 @@ class RowScaledSign(RowCodec):
         zero = torch.zeros((), dtype=external.dtype)
         return torch.where(external != 0, external * embedded, zero)
 
-    def quantize(self, layout, p, scales, out=None, row_mask=None, per_row=False):
+    def quantize(self, layout, p, scales, out=None, row_mask=None, per_row=False,
+                 tensor_row_sums=None):
         if out is None:
             out = torch.empty_like(p)
         ext = _row_scale(layout, scales, p.dtype, row_mask, 1.0, per_row)
         if ext is None:
             return out.zero_()
-        s = self._scales_of(layout, ext, tensor_row_means(layout, p).to(p.dtype))
+        s = self._scales_of(layout, ext, tensor_row_means(layout, p, tensor_row_sums).to(p.dtype))
         groups = layout.tensor_groups
         for gp, go, sg in zip(layout.group_views(p, groups), layout.group_views(out, groups),
                               layout.expand_rows(s, groups)):

@@ -155,7 +155,8 @@ class ScaledSign(RowCodec):
     def encode(self, layout, p, scales, tensor_row_sums=None):
         return torch.cat([pack_signbits(g).reshape(-1) for g in layout.group_views(p)])
 
-    def quantize(self, layout, p, scales, out=None, row_mask=None, per_row=False):
+    def quantize(self, layout, p, scales, out=None, row_mask=None, per_row=False,
+                 tensor_row_sums=None):
         if out is None:
             out = torch.empty_like(p)
         groups = layout.tensor_groups
