@@ -133,25 +133,30 @@ def test_a_run_applying_rows_alone_ends_with_the_bits_of_whole_model_decoding(sp
 
     def run(fraction):
         monkeypatch.setattr(row_updates, 'SUBSET_FRACTION', fraction)
-        counts = {'alone': 0}
-        decode_rows = type(codec).decode_rows
-
-        def counting(self, *args, **kwargs):
-            counts['alone'] += 1
-            return decode_rows(self, *args, **kwargs)
-        monkeypatch.setattr(type(codec), 'decode_rows', counting)
+        counts = {'decode_rows': 0, 'encode_rows': 0}
+        for name in counts:
+            monkeypatch.setattr(type(codec), name, counted(name, counts))
         harness, server, workers, _, _ = quadratic_fleet(
             spec.split('#')[0], n=3, iters=12, policy=make_policy(spec), seed=3,
             compute=(0.3, 0.3, 0.3), bandwidths=(0.4e6, 0.4e6, 0.03e6), latency=0.005)
         stats = harness.run()
         assert stats.error is None
         return (server.w_srv.clone(), [w.w.clone() for w in workers],
-                [w.residual.clone() for w in workers], counts['alone'])
+                [w.residual.clone() for w in workers], counts)
 
     codec = make_codec('row_sign')
-    whole = run(0.0)            # every transfer decoded as a whole model
-    alone = run(1.01)           # every transfer's rows decoded alone
-    assert whole[3] == 0 and alone[3] > 0
+    plain = {name: getattr(type(codec), name) for name in ('decode_rows', 'encode_rows')}
+
+    def counted(name, counts):
+        def call(self, *args, **kwargs):
+            counts[name] += 1
+            return plain[name](self, *args, **kwargs)
+        return call
+
+    whole = run(0.0)            # every transfer decoded and encoded as a whole model
+    alone = run(1.01)           # every transfer's rows alone where they can be
+    assert whole[3] == {'decode_rows': 0, 'encode_rows': 0}
+    assert alone[3]['decode_rows'] > 0 and alone[3]['encode_rows'] > 0
     assert torch.equal(_bits(whole[0]), _bits(alone[0]))
     for a, b in zip(whole[1] + whole[2], alone[1] + alone[2]):
         assert torch.equal(_bits(a), _bits(b))
@@ -175,3 +180,29 @@ def test_a_push_commit_uses_the_push_row_sums_only_while_the_residual_is_unchang
                                     per_row=w._push_per_row)
     w._commit_push(delivered, w.push)
     assert torch.equal(_bits(w.residual), _bits(expected))
+
+
+@pytest.mark.parametrize('threshold', [0, 100])
+def test_encoding_some_rows_writes_their_bytes_as_the_whole_encoding_and_zeros_elsewhere(
+        threshold):
+    gen = torch.Generator().manual_seed(threshold)
+    layout = RowLayout(SHAPES, small_tensor_threshold=threshold)
+    codec = make_codec('row_sign')
+    assert codec.encodes_rows_alone and not make_codec('scaled_sign').encodes_rows_alone
+    p = torch.randn(layout.n_params, generator=gen)
+    full_sums = layout.tensor_row_abs_sum(p)
+    full = codec.encode(layout, p, codec.scales(layout, p), full_sums)
+    offset = codec.row_byte_offset(layout)
+    width = codec.row_nbytes(layout)
+    for trial in range(6):
+        rows = torch.nonzero(torch.rand(layout.n_rows, generator=gen) < 0.2).reshape(-1)
+        sums = layout.tensor_row_abs_sum_of(p, rows)
+        assert torch.equal(sums[rows], full_sums[rows])
+        assert int(torch.count_nonzero(sums)) <= rows.numel()
+        some = codec.encode_rows(layout, p, rows, sums)
+        assert some.numel() == full.numel()
+        picked = torch.zeros(full.numel(), dtype=torch.bool)
+        for r in rows.tolist():
+            picked[int(offset[r]):int(offset[r] + width[r])] = True
+        assert torch.equal(some[picked], full[picked])
+        assert not bool(some[~picked].any())

@@ -189,6 +189,23 @@ class RowLayout:
                 out.append(_long_rows_abs_sum(g))
         return torch.cat(out)
 
+    def tensor_row_abs_sum_of(self, flat: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """
+        ``tensor_row_abs_sum(flat)`` on the rows ``rows`` (ascending ids), zero elsewhere.
+
+        Row layouts only (their rows are the tensor rows). Same bits as the whole pass: a
+        row's sum does not depend on the rows reduced beside it.
+        """
+        if self.whole_model:
+            raise ValueError('row sums of a row subset need a row layout')
+        out = torch.zeros(self.n_tensor_rows, dtype=flat.dtype)
+        for g, lo, hi in self._split_sorted(rows):
+            view = flat[g.start:g.start + g.n_rows * g.length].view(g.n_rows, g.length)
+            sub = view.index_select(0, rows[lo:hi] - g.row_start)
+            out[rows[lo:hi]] = (torch.linalg.vector_norm(sub, 1, dim=1) if g.length < LONG_ROW
+                                else _long_rows_abs_sum(sub))
+        return out
+
     def row_abs_sum(self, flat: torch.Tensor, tensor_row_sums: torch.Tensor | None = None
                     ) -> torch.Tensor:
         """Sum of |x| over each scheduling row, shape [M]."""

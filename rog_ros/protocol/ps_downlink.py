@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from rog_ros.core.atp import expected_rows, infinite_mask, mta_time, priority_order
 from rog_ros.core.mta import mandatory_rows, row_budget
-from rog_ros.core.row_updates import decode_delivered, sub_rows_
+from rog_ros.core.row_updates import decode_delivered, few_rows, sub_rows_
 from rog_ros.core.versions import columns_satisfy
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
@@ -230,8 +230,17 @@ class DownlinkMixin:
         candidates = torch.nonzero(new_data).reshape(-1)
         if late and candidates.numel() == 0:
             return []                               # nothing changed since its pull
-        p = torch.sub(self.mirror[r], self.w_srv, out=self._p)     # G[r] + E[r]
-        trs = layout.tensor_row_abs_sum(p)
+        # Only the candidates can go (a late pull's are often a chunk or two): p, its row sums
+        # and its bytes are then taken on those rows alone (the same bits on those rows).
+        alone = self.codec.encodes_rows_alone and few_rows(layout, candidates)
+        if alone:
+            p = layout.scatter_rows_(self._p, candidates,
+                                     layout.gather_rows(self.mirror[r], candidates)
+                                     - layout.gather_rows(self.w_srv, candidates))
+            trs = layout.tensor_row_abs_sum_of(p, candidates)
+        else:
+            p = torch.sub(self.mirror[r], self.w_srv, out=self._p)     # G[r] + E[r]
+            trs = layout.tensor_row_abs_sum(p)
         row_sums = layout.row_abs_sum(p, trs)
         if pol.whole_model or not pol.ordering:
             order = candidates
@@ -266,7 +275,8 @@ class DownlinkMixin:
             row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
             row_mask[order[:k_est]] = True
         scales = self.codec.scales(layout, p, trs, row_mask)
-        rowbytes = self.codec.encode(layout, p, scales, trs)
+        rowbytes = (self.codec.encode_rows(layout, p, candidates, trs) if alone
+                    else self.codec.encode(layout, p, scales, trs))
         self.next_tid[r] += 1
         tr = OutgoingTransfer(transfer_id=self.next_tid[r], sender=SERVER, receiver=r,
                               kind=KIND_UPDATE, clock=c, layout=layout, codec=self.codec,

@@ -69,7 +69,8 @@ from rog_ros.core.compress.defsgdm import MomentumPreconditioner
 from rog_ros.core.compress.identity import Identity
 from rog_ros.core.mta import mandatory_rows
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
-from rog_ros.core.row_updates import add_rows_, decode_delivered, quantize_delivered, sub_rows_
+from rog_ros.core.row_updates import (add_rows_, decode_delivered, few_rows, quantize_delivered,
+                                      sub_rows_)
 from rog_ros.core.rows import RowLayout
 from rog_ros.core.versions import columns_satisfy
 from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
@@ -491,7 +492,12 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         pol, layout = self.policy, self.layout
         late = late_deadline is not None
         p = self.residual    # not modified until this push commits: no compute meanwhile
-        trs = layout.tensor_row_abs_sum(p)
+        # a late push carries only rows with something unsent, none of them mandatory; when
+        # they are few, their row sums and bytes are taken on them alone (the same bits)
+        cand = torch.nonzero(self.withheld > 0).reshape(-1) if late else None
+        alone = cand is not None and self.codec.encodes_rows_alone and few_rows(layout, cand)
+        trs = (layout.tensor_row_abs_sum_of(p, cand) if alone
+               else layout.tensor_row_abs_sum(p))
         row_sums = layout.row_abs_sum(p, trs)
         if pol.whole_model:
             order = torch.arange(layout.n_rows)
@@ -501,8 +507,6 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             own = int(self.slack[self.rank])
             inf = infinite_mask(urgency, pol.staleness + own, pol.convention)
             n_inf = int(inf.sum())
-            # a late push carries only rows with something unsent, none of them mandatory
-            cand = torch.nonzero(urgency > 0).reshape(-1) if late else None
             if pol.ordering:
                 order = priority_order(urgency, row_sums, inf, candidates=cand,
                                        use_magnitude=pol.use_magnitude, multiply=True)
@@ -524,7 +528,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
             row_mask[order[:k_est]] = True
         scales = self.codec.scales(layout, p, trs, row_mask)
-        rowbytes = self.codec.encode(layout, p, scales, trs)
+        rowbytes = (self.codec.encode_rows(layout, p, cand, trs) if alone
+                    else self.codec.encode(layout, p, scales, trs))
         self.next_tid += 1
         self.push = self._outgoing(self.next_tid, self.clock, rowbytes, scales, order, k_min,
                                    deadline, now,
@@ -601,7 +606,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         """Delivered rows: residual -= C(p) (A = 0, e = p - C(p)), n = 0. Others keep theirs."""
         self._dirty = True
         if delivered.size == 0:
-            self._push_p = None
+            self._push_p, self._push_sums = None, (None, -1, None)
             return
         layout = self.layout
         mask = torch.zeros(layout.n_rows, dtype=torch.bool)
@@ -619,7 +624,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             add_rows_(layout, self.delivered_total, rows, q)
         sub_rows_(layout, self.residual, rows, q)
         self.withheld.masked_fill_(mask, 0)
-        self._push_p = None
+        self._push_p, self._push_sums = None, (None, -1, None)
         if not self.keep_undurable:
             return
         # Keep it (encoded) until a confirmed server checkpoint covers it.

@@ -46,6 +46,7 @@ class RejoinMixin:
         if tr is not None and tr.end_sent_at is None:
             # Never closed there: nothing of it was applied. Its rows stay in the residual.
             self.push, self._push_p, self._push_scales = None, None, None
+            self._push_sums = (None, -1, None)
         elif tr is not None:
             # Its END went out: the checkpoint may include it. Ask the new run (it answers
             # from the checkpoint's closed transfers, or with nothing applied), then rejoin.
@@ -266,6 +267,7 @@ class RejoinMixin:
         tr.saved = True
         tr.incarnation = int(rec['incarnation'])     # its END speaks for the old run
         self.push, self._push_p = tr, self.residual
+        self._push_sums = (None, -1, None)     # (a restored push: its commit sums afresh)
         self._push_scales, self._push_per_row = tr.commit_scales()
         end = tr._end(now)
         return [Send(SERVER, end), Log('recover_push', 1.0, self.rank,

@@ -30,6 +30,8 @@ class RowCodec:
     codec_id: int = -1
     name: str = ''
     lossy: bool = True
+    encodes_rows_alone: bool = False
+    """Whether ``encode_rows`` encodes a row from that row alone (no per-tensor scale)."""
 
     def row_nbytes(self, layout: RowLayout) -> torch.Tensor:
         """Return the encoded bytes of every row, int64 [M]."""
@@ -85,6 +87,18 @@ class RowCodec:
         ``scales`` are per tensor [T], or per row [M] with ``per_row``.
 
         Rows outside ``row_mask`` (e.g. not delivered) decode to zeros whatever their bytes.
+        """
+        raise NotImplementedError
+
+    def encode_rows(self, layout: RowLayout, p: torch.Tensor, rows: torch.Tensor,
+                    tensor_row_sums: torch.Tensor) -> torch.Tensor:
+        """
+        Encode the rows ``rows`` only, into a row-aligned buffer of every row.
+
+        The other rows' bytes are zeros: a transfer that may carry only ``rows`` (a late
+        transfer's candidates) cuts its chunks from these bytes. ``tensor_row_sums`` need
+        to be right on ``rows`` only (``layout.tensor_row_abs_sum_of``). Only for codecs
+        with ``encodes_rows_alone``: bytes of ``rows`` equal to ``encode``'s.
         """
         raise NotImplementedError
 

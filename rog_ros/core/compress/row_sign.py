@@ -59,6 +59,7 @@ class RowScaledSign(RowCodec):
     codec_id = 2
     name = 'row_sign'
     lossy = True
+    encodes_rows_alone = True
 
     def row_nbytes(self, layout: RowLayout) -> torch.Tensor:
         per = torch.from_numpy(SCALE_BYTES + (_tensor_row_lengths(layout) + 7) // 8)
@@ -76,6 +77,21 @@ class RowScaledSign(RowCodec):
             parts.append(torch.cat([head.view(g.n_rows, SCALE_BYTES), pack_signbits(view)],
                                    dim=1).reshape(-1))
         return torch.cat(parts)
+
+    def encode_rows(self, layout, p, rows, tensor_row_sums):
+        _need_rows(layout)
+        means = tensor_row_means(layout, p, tensor_row_sums)
+        widths = [SCALE_BYTES + (g.length + 7) // 8 for g in layout.groups]
+        starts = np.cumsum([0] + [g.n_rows * w for g, w in zip(layout.groups, widths)])
+        out = torch.zeros(int(starts[-1]), dtype=torch.uint8)
+        for k, g, lo, hi in layout._split_sorted(rows, with_index=True):
+            local = rows[lo:hi] - g.row_start
+            view = p[g.start:g.start + g.n_rows * g.length].view(g.n_rows, g.length)
+            head = means[rows[lo:hi]].contiguous().view(torch.uint8).view(hi - lo, SCALE_BYTES)
+            block = torch.cat([head, pack_signbits(view.index_select(0, local))], dim=1)
+            out[int(starts[k]):int(starts[k + 1])].view(g.n_rows, widths[k]).index_copy_(
+                0, local, block)
+        return out
 
     def _scales_of(self, layout, external: torch.Tensor, embedded: torch.Tensor):
         # external is 0 outside the row mask; those rows' bytes may be anything (NaN included)
