@@ -14,7 +14,9 @@
 """
 Atomic file writes: a crash never leaves a half-written result, trace or report.
 
-Write to a temporary file in the same directory, fsync, then rename over the target.
+Write to a temporary file in the same directory, fsync, then rename over the target. The
+file gets the mode a plain ``open(path, 'w')`` would give it (0666 less the umask: 0644
+usually), not the temporary file's 0600; a caller writing a secret passes ``mode=0o600``.
 """
 
 from __future__ import annotations
@@ -23,13 +25,17 @@ import os
 import tempfile
 
 
-def atomic_write_text(path, text: str) -> None:
+def atomic_write_text(path, text: str, mode: int | None = None) -> None:
     """Replace the file at ``path`` with ``text`` atomically (temp file, fsync, rename)."""
-    atomic_write_bytes(path, text.encode('utf-8'))
+    atomic_write_bytes(path, text.encode('utf-8'), mode)
 
 
-def atomic_write_bytes(path, data: bytes) -> None:
-    """Replace the file at ``path`` with ``data`` atomically (temp file, fsync, rename)."""
+def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
+    """
+    Replace the file at ``path`` with ``data`` atomically (temp file, fsync, rename).
+
+    ``mode``: the file's permission bits; None (default) honours the umask as ``open`` does.
+    """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     try:
@@ -38,6 +44,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
         raise type(exc)(exc.errno, exc.strerror, path) from None
     try:
         with os.fdopen(fd, 'wb') as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask() if mode is None else mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -56,3 +63,23 @@ def atomic_write_bytes(path, data: bytes) -> None:
         pass
     finally:
         os.close(dfd)
+
+
+def _umask() -> int:
+    """
+    Return the process's umask without changing it.
+
+    ``os.umask`` can only be read by setting it; for that moment another thread would create
+    its files with the wrong mode. Linux shows it in /proc/self/status; elsewhere set and
+    restore it.
+    """
+    try:
+        with open('/proc/self/status', encoding='ascii') as fh:
+            for line in fh:
+                if line.startswith('Umask:'):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

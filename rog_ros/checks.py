@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import tempfile
 
 
 class ConfigError(ValueError):
@@ -104,8 +105,18 @@ def system(name: str, value) -> str:
     from rog_ros.sim import systems
     text(name, value)
     spec = value.split('#')[0].strip()
+    system_name, colon, arg = spec.partition(':')
+    if colon and not arg.strip():
+        raise ConfigError(f"{name}: nothing after ':' in {value!r}; give a value (e.g. "
+                          f"{system_name.strip() or 'rog'}:4) or leave out the ':'")
     if systems.lookup(spec) is not None:
         return value
+    from rog_ros.protocol.policies import FACTORIES
+    if system_name.strip().lower() not in FACTORIES:    # list every name, not only these
+        raise ConfigError(f'{name}: unknown sync system {value!r}; choose one of '
+                          f'{", ".join(sorted(FACTORIES))} (with :S for a staleness threshold, '
+                          f'e.g. rog:4), or one with engines of its own: '
+                          f'{", ".join(systems.names())}')
     try:
         make_policy(spec)
     except ValueError as err:
@@ -165,3 +176,44 @@ def name_list(name: str, value: str) -> list:
     if not parts:
         raise ConfigError(f'{name} must name at least one entry, got {value!r}')
     return parts
+
+
+def output_dir(name: str, value) -> str:
+    """
+    Return ``value`` if a command can make it a directory and write in it; else raise.
+
+    Checked before any work, so that an existing file, a parent that is a file, or a place
+    where nothing can be written (a read-only or virtual file system such as /proc, no
+    permission) costs one line instead of a traceback after the run. The probe writes one
+    temporary file and removes it, and removes again every directory it had to create: a
+    refusal leaves nothing behind.
+    """
+    text(name, value)
+    target = os.path.abspath(value)
+    if os.path.lexists(target) and not os.path.isdir(target):
+        raise ConfigError(f'{name} {value}: exists and is not a directory; give a new or an '
+                          'existing directory')
+    missing, parent = [], target
+    while not os.path.lexists(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ConfigError(f'{name} {value}: cannot be created, {parent} is not a directory')
+    created = []
+    try:
+        for path in reversed(missing):
+            os.mkdir(path)
+            created.append(path)
+        fd, probe = tempfile.mkstemp(dir=target, prefix='.rog-write-test-')
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ConfigError(f'{name} {value}: cannot create or write this directory '
+                          f'({err.strerror or err}); give another one') from None
+    finally:
+        for path in reversed(created):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+    return value

@@ -15,13 +15,20 @@
 The ``rog`` command: simulate, benchmark and inspect fleet training.
 
     rog sim --toy [--systems bsp,ssp:4,rog:4]   protocol engines on a toy problem
-    rog sim --workload mpcol --sync rog ...      one simulated run (summary.json, CSV)
+    rog sim --workload mpcol --sync rog ...      one simulated run (summary.json, CSVs)
     rog compare --workload mpcol --out DIR        systems x seeds, report and plots
+    rog reproduce [PAPER] --out DIR               the paper's experiment set, one report
+    rog report RUN_DIR                            report.md and plots of a fleet or sim run
     rog fleet --workload mpcol --sync rog ...     server, workers, netmon as real processes
+    rog robot --role server|worker ...            one robot's nodes of a real fleet
     rog chaos --scenario all [--json]             fault scenarios against a real local fleet
-    rog bench overhead|codec|transport|server     what rows, DEFSGDM, DDS, the server cost
-    rog trace gen|stats|plot                      bandwidth traces
+    rog bench overhead|codec|transport|server|faults
+                                                  what rows, DEFSGDM, DDS, the server cost;
+                                                  random fault sweeps of the engines
+    rog trace gen|stats|plot|replay|convert       bandwidth traces
+    rog security key|keystore                     fleet key, SROS2 keystore
     rog doctor                                    is this machine ready, and what to fix
+    rog --version                                 the installed version
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ import sys
 
 TOY_SYSTEMS = 'bsp,ssp:4,rog:4'
 """Systems `rog sim --toy` runs unless --systems names others."""
+SIM_DEFAULTS = {'workload': 'mpcol', 'sync': 'rog', 'trace': 'outdoors', 'staleness': 4}
+"""Defaults of `rog sim` options that --toy does not use (argparse leaves them None, so that
+an option the user gave can be told from a default)."""
 
 
 def _add_sim(sub) -> None:
@@ -45,13 +55,15 @@ def _add_sim(sub) -> None:
     p.add_argument('--systems', default=None,
                    help=f'--toy: comma-separated systems (default {TOY_SYSTEMS}); one system of '
                         'a workload is --sync, several are rog compare')
-    p.add_argument('--workload', default='mpcol', help='workload name (default mpcol)')
-    p.add_argument('--sync', default='rog',
+    p.add_argument('--workload', default=None, help='workload name (default mpcol)')
+    p.add_argument('--sync', default=None,
                    help='bsp | ssp | rog | flown, or a system with its own engines such as '
                         'adacomp[:c], asgd, comp-asgd[:c], gsp, gsp+gds, asp (default rog)')
-    p.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
+    p.add_argument('--staleness', type=int, default=None,
+                   help='threshold S of ssp, rog and flown (default 4); --sync may name it '
+                        'instead (rog:8), not both with different values')
     p.add_argument('--workers', type=int, default=4, help='number of workers (default 4)')
-    p.add_argument('--trace', default='outdoors',
+    p.add_argument('--trace', default=None,
                    help='bandwidth trace: preset name or file (CSV t_seconds,mbps or a '
                         'table with units in its header, "t bw" lines, a testbed bw_replay '
                         'log, a Mahimahi trace, an iperf3 -J report or iperf output), or a '
@@ -60,7 +72,8 @@ def _add_sim(sub) -> None:
     p.add_argument('--iterations', type=int, default=None,
                    help='iterations per worker (default: the workload budget; --toy: 40)')
     p.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
-    p.add_argument('--out', default=None, help='write summary.json and timeseries.csv here')
+    p.add_argument('--out', default=None,
+                   help='write summary.json, timeseries.csv and events.csv here')
     _add_init_model_option(p)
     _add_evaluations_option(p)
     _add_model_options(p)
@@ -135,10 +148,12 @@ def _bad_model(args) -> str | None:
 
 
 def _system_spec(sync: str, staleness: int) -> str:
+    """``--sync`` with ``--staleness`` joined where it has none: rog#tag -> rog:4#tag."""
     from rog_ros.sim.systems import lookup
-    if sync == 'bsp' or ':' in sync or lookup(sync) is not None:   # own engines: own defaults
-        return sync
-    return f'{sync}:{staleness}'
+    name, hash_, tags = sync.partition('#')
+    if name == 'bsp' or ':' in name or lookup(sync) is not None or lookup(name) is not None:
+        return sync                                                  # own engines: own defaults
+    return f'{name}:{staleness}{hash_}{tags}'
 
 
 def _valid(prog: str, check, args) -> bool:
@@ -164,6 +179,10 @@ def _check_common(args) -> None:
 def _check_sim(args) -> None:
     from rog_ros import checks
     _check_common(args)
+    given = [k for k in SIM_DEFAULTS if getattr(args, k) is not None]
+    for key in SIM_DEFAULTS:
+        if getattr(args, key) is None:
+            setattr(args, key, SIM_DEFAULTS[key])
     checks.integer('--staleness', args.staleness, 0)
     checks.integer('--seed', args.seed, 0)
     if args.toy:
@@ -173,18 +192,67 @@ def _check_sim(args) -> None:
         if args.init_model is not None:
             raise checks.ConfigError('--init-model does not apply to --toy (a convex problem '
                                      'without a model file)')
+        ignored = [f'--{k}' for k in given] + [
+            flag for flag, used in (('--out', args.out is not None),
+                                    ('--model', args.model is not None),
+                                    ('--real-compute', args.real_compute)) if used]
+        if ignored:
+            one = len(ignored) == 1
+            raise checks.ConfigError(f'{", ".join(ignored)} {"does" if one else "do"} not apply '
+                                     'to --toy (it runs --systems on a convex problem and '
+                                     f'prints a table); leave {"it" if one else "them"} out, or '
+                                     'drop --toy')
         if args.systems is None:
             args.systems = TOY_SYSTEMS
-        for system in checks.name_list('--systems', args.systems):
-            checks.system('--systems', system)
+        _check_toy_systems(args.systems)
         return
     if args.systems is not None:    # (argparse also takes --system for it)
         raise checks.ConfigError(f'--systems {args.systems} applies to --toy only: run one '
                                  'system with --sync (e.g. --sync adacomp), several with '
                                  'rog compare --systems')
     checks.workload('--workload', args.workload)
+    if 'staleness' in given:
+        _check_staleness_fits_sync(args.sync, args.staleness)
+    checks.system('--sync', args.sync)          # the name as typed, before a threshold joins it
     checks.system('--sync/--staleness', _system_spec(args.sync, args.staleness))
     checks.trace('--trace', args.trace)
+    _check_real_compute(args)
+    if args.out is not None:
+        checks.output_dir('--out', args.out)
+
+
+def _check_toy_systems(text: str) -> None:
+    """Check every system of ``rog sim --toy --systems`` before the first one runs."""
+    from rog_ros import checks
+    from rog_ros.sim import systems
+    for system in checks.name_list('--systems', text):
+        if systems.lookup(system) is not None:
+            raise checks.ConfigError(f'--systems: {system} has engines of its own, which --toy '
+                                     'does not run; --toy runs bsp, ssp:S, rog:S and flown:S '
+                                     f'(default {TOY_SYSTEMS}); run {system} with --sync')
+        checks.system('--systems', system)
+
+
+def _check_staleness_fits_sync(sync: str, staleness: int) -> None:
+    """Refuse an explicit --staleness that --sync overrides or does not use."""
+    from rog_ros import checks
+    from rog_ros.sim import systems
+    name, colon, threshold = sync.split('#')[0].partition(':')
+    if name.strip().lower() == 'bsp' or systems.lookup(sync) is not None:
+        raise checks.ConfigError(f'--staleness does not apply to --sync {sync} (it has no '
+                                 'staleness threshold); leave --staleness out')
+    if colon and threshold.strip().lstrip('-').isdigit() and int(threshold) != staleness:
+        raise checks.ConfigError(f'--staleness {staleness} conflicts with the threshold in '
+                                 f'--sync {sync}; give the threshold once (--sync '
+                                 f'{name.strip()}:S, or --sync {name.strip()} --staleness S)')
+
+
+def _check_real_compute(args) -> None:
+    from rog_ros import checks
+    if getattr(args, 'real_compute', False) and getattr(args, 'model', None) is None:
+        raise checks.ConfigError('--real-compute applies to a --model (e.g. --workload eacol '
+                                 '--model convmlp-m --real-compute); give --model or leave '
+                                 '--real-compute out')
 
 
 def _check_compare(args) -> None:
@@ -197,7 +265,8 @@ def _check_compare(args) -> None:
     checks.int_list('--seeds', args.seeds, 0)
     if args.jobs is not None:
         checks.integer('--jobs', args.jobs, 1, 1024)
-    checks.text('--out', args.out)
+    _check_real_compute(args)
+    checks.output_dir('--out', args.out)
 
 
 def _check_reproduce(args) -> None:
@@ -211,7 +280,7 @@ def _check_reproduce(args) -> None:
                                  f'{sorted(REPRODUCTIONS)}')
     if args.seeds is not None:
         checks.int_list('--seeds', args.seeds, 0)
-    checks.text('--out', args.out)
+    checks.output_dir('--out', args.out)
 
 
 def _cmd_sim(args) -> int:
@@ -307,9 +376,15 @@ def _cmd_compare(args) -> int:
     sim_options = _sim_options(args)
     if args.init_model:
         sim_options['init_model'] = args.init_model
-    res = compare(args.workload, args.trace, systems, args.workers, seeds, args.out,
-                  iterations=args.iterations, jobs_parallel=args.jobs,
-                  workload_options=_workload_options(args), sim_options=sim_options)
+    new_out = not os.path.exists(args.out)
+    try:
+        res = compare(args.workload, args.trace, systems, args.workers, seeds, args.out,
+                      iterations=args.iterations, jobs_parallel=args.jobs,
+                      workload_options=_workload_options(args), sim_options=sim_options)
+    except KeyboardInterrupt:
+        if new_out:          # made by this call: leave no empty folders behind
+            _remove_empty_dirs(args.out)
+        raise
     print(table_markdown(res['systems']))
     print(f'\nreport: {args.out}/report.md')
     failed = sum(r.get('failed', 0) for r in res['systems'])
@@ -366,7 +441,11 @@ def _add_bench(sub) -> None:
     bsub = p.add_subparsers(dest='bench_command',
                             metavar='{overhead,codec,transport,server,faults}')
     bsub.required = True
-    o = bsub.add_parser('overhead', help='per-iteration cost of row granularity vs SSP')
+    o = bsub.add_parser('overhead', help='per-iteration cost of row granularity vs SSP',
+                        description='Run rog and ssp alternately on synthetic workers of a '
+                                    'model in virtual time and report what row granularity '
+                                    'costs per iteration, relative to the compute time '
+                                    '(target < 5%%). Prints JSON.')
     o.add_argument('--model', default='convmlp-m', help='convmlp-s|m|l (default convmlp-m)')
     o.add_argument('--workers', type=int, default=4, help='workers (default 4)')
     o.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
@@ -376,15 +455,27 @@ def _add_bench(sub) -> None:
     o.add_argument('--threads', type=int, default=None,
                    help="torch intra-op threads (default: torch's own choice)")
     o.set_defaults(func=_cmd_bench_overhead)
-    c = bsub.add_parser('codec', help='DEFSGDM encode + decode time of a whole model')
+    c = bsub.add_parser('codec', help='DEFSGDM encode + decode time of a whole model',
+                        description='Time DEFSGDM scaled-sign encoding (scales and sign '
+                                    'packing) and decoding of a whole model of --params values. '
+                                    'Prints JSON.')
     c.add_argument('--params', type=int, default=16_948_804,
                    help='model size (default: ConvMLP-M, 16,948,804)')
     c.add_argument('--repeats', type=int, default=5, help='timed repeats (default 5)')
     c.set_defaults(func=_cmd_bench_codec)
-    t = bsub.add_parser('transport', help='RowChunk goodput and latency over DDS and netns')
-    t.add_argument('--duration', type=float, default=3.0, help='seconds per measurement')
+    t = bsub.add_parser('transport', help='RowChunk goodput and latency over DDS and netns',
+                        description='Measure RowChunk goodput over loopback Cyclone DDS, '
+                                    'goodput over a trace-shaped veth pair between network '
+                                    'namespaces (root only; skipped otherwise) and p95 chunk '
+                                    'latency, between two processes. Prints JSON.')
+    t.add_argument('--duration', type=float, default=3.0,
+                   help='seconds per measurement (default 3)')
     t.set_defaults(func=_cmd_bench_transport)
-    v = bsub.add_parser('server', help='server CPU time per worker-iteration vs fleet size')
+    v = bsub.add_parser('server', help='server CPU time per worker-iteration vs fleet size',
+                        description="Time the parameter server's handlers (process CPU time) "
+                                    'per worker-iteration for fleets of 4, 8, ... up to '
+                                    '--workers synthetic workers, without training. Prints '
+                                    'JSON.')
     v.add_argument('--workers', type=int, default=64,
                    help='largest fleet; runs 4, 8, ... doubling up to it (default 64)')
     v.add_argument('--iterations', type=int, default=3, help='iterations per worker (default 3)')
@@ -427,7 +518,10 @@ def _cmd_bench_faults(args) -> int:
         if not systems:
             raise ValueError('--systems: none given')
         for spec in systems:
-            make_policy(spec)
+            try:
+                make_policy(spec)
+            except ValueError as err:
+                raise ValueError(f'--systems: {err}') from None
         if args.jobs is not None and args.jobs < 1:
             raise ValueError('--jobs must be >= 1')
     except ValueError as err:
@@ -444,7 +538,14 @@ def _cmd_bench_faults(args) -> int:
     return 0
 
 
+def _check_bench_transport(args) -> None:
+    from rog_ros import checks
+    checks.number('--duration', args.duration, hi=3600.0, positive=True)
+
+
 def _cmd_bench_transport(args) -> int:
+    if not _valid('rog bench transport', _check_bench_transport, args):
+        return 2
     from rog_ros.experiments.bench_transport import bench_transport
     print(json.dumps(bench_transport(args.duration), indent=2))
     return 0
@@ -470,7 +571,19 @@ def _cmd_bench_server(args) -> int:
     return 0
 
 
+def _check_bench_overhead(args) -> None:
+    from rog_ros import checks
+    checks.integer('--workers', args.workers, 1, 1024)
+    checks.integer('--staleness', args.staleness, 0)
+    checks.integer('--iterations', args.iterations, 1)
+    checks.integer('--repeats', args.repeats, 1)
+    if args.threads is not None:
+        checks.integer('--threads', args.threads, 1)
+
+
 def _cmd_bench_overhead(args) -> int:
+    if not _valid('rog bench overhead', _check_bench_overhead, args):
+        return 2
     from rog_ros.experiments.bench import bench_overhead
     try:
         res = bench_overhead(args.model, args.workers, args.staleness, args.iterations,
@@ -482,11 +595,16 @@ def _cmd_bench_overhead(args) -> int:
     return 0
 
 
+def _check_bench_codec(args) -> None:
+    from rog_ros import checks
+    checks.integer('--params', args.params, 1)
+    checks.integer('--repeats', args.repeats, 1)
+
+
 def _cmd_bench_codec(args) -> int:
-    from rog_ros.experiments.bench import bench_codec
-    if args.params < 1:
-        print('rog bench codec: --params must be >= 1', file=sys.stderr)
+    if not _valid('rog bench codec', _check_bench_codec, args):
         return 2
+    from rog_ros.experiments.bench import bench_codec
     print(json.dumps(bench_codec(args.params, args.repeats), indent=2))
     return 0
 
@@ -517,6 +635,7 @@ def _cmd_report(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='rog', description='Rog fleet training for ROS 2: simulate, benchmark, inspect.')
+    parser.add_argument('--version', action='version', version=f'%(prog)s {_version()}')
     sub = parser.add_subparsers(dest='command', metavar='COMMAND')
     sub.required = True
     _add_sim(sub)
@@ -539,25 +658,79 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a CI timeout, a job scheduler), handled as Ctrl-C is."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+def _sigterm_as_interrupt():
+    """
+    Make SIGTERM unwind like Ctrl-C; return the handler to restore (None: left as it was).
+
+    By default SIGTERM ended the process on the spot: a pool of ``rog compare`` was never
+    shut down (the resource tracker then reported leaked semaphores) and nothing was tidied.
+    Only the main thread can set handlers, and a handler someone else set is kept.
+    """
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+    return signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _version() -> str:
+    """Return the installed package's version (the source tree's when not installed)."""
+    try:
+        from importlib.metadata import version, PackageNotFoundError
+        try:
+            return version('rog_ros')
+        except PackageNotFoundError:
+            pass
+    except ImportError:
+        pass
+    from rog_ros import __version__
+    return __version__
+
+
 def main(argv=None) -> int:
+    import signal
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = _sigterm_as_interrupt()
     try:
         if getattr(args, 'command', None) == 'trace':
             from rog_ros.net import cli_trace
             return cli_trace.run(args)
         return args.func(args)
-    except KeyboardInterrupt:
-        # Ctrl-C: one line, not a traceback (finished runs of compare and reproduce are kept
-        # and reused by the next call; rog fleet stops its nodes itself)
+    except KeyboardInterrupt as stop:
+        # Ctrl-C or SIGTERM: one line, not a traceback (finished runs of compare and
+        # reproduce are kept and reused by the next call; rog fleet stops its nodes itself)
         name = ' '.join(str(getattr(args, a)) for a in ('command', 'bench_command')
                         if getattr(args, a, None))
         kept = (_finished_runs(args.out) if getattr(args, 'command', None)
                 in ('compare', 'reproduce') else 0)
-        print(f'\nrog {name}: interrupted'
+        term = isinstance(stop, Terminated)
+        print(f'\nrog {name}: {"terminated (SIGTERM)" if term else "interrupted"}'
               + (f'; {kept} finished run(s) in {args.out} are kept, and the same command '
                  'reuses them' if kept else ''), file=sys.stderr)
-        return 130
+        return 143 if term else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _remove_empty_dirs(top: str) -> None:
+    """Remove ``top`` and the folders below it that hold nothing (bottom up; files stay)."""
+    for root, _, _ in os.walk(top, topdown=False):
+        try:
+            os.rmdir(root)
+        except OSError:
+            pass
 
 
 def _finished_runs(out: str) -> int:

@@ -45,3 +45,40 @@ def test_a_missing_folder_is_named_by_the_path_asked_for(tmp_path):
     with pytest.raises(FileNotFoundError) as info:
         atomic.atomic_write_text(path, 'x')
     assert info.value.filename == str(path) and '.tmp-' not in str(info.value)
+
+
+def _mode(path) -> int:
+    return os.stat(path).st_mode & 0o777
+
+
+def test_a_written_file_gets_the_mode_open_would_give_it(tmp_path):
+    """Results and traces honour the umask (not mkstemp's 0600); a secret can ask for 0600."""
+    old = os.umask(0o022)
+    try:
+        atomic.atomic_write_text(tmp_path / 'summary.json', '{}')
+        atomic.atomic_write_bytes(tmp_path / 'secret', b'x', mode=0o600)
+        os.umask(0o077)
+        atomic.atomic_write_text(tmp_path / 'private.csv', 'x')
+    finally:
+        os.umask(old)
+    assert _mode(tmp_path / 'summary.json') == 0o644
+    assert _mode(tmp_path / 'secret') == 0o600
+    assert _mode(tmp_path / 'private.csv') == 0o600
+
+
+def test_trace_files_are_readable_and_the_fleet_key_stays_private(tmp_path, monkeypatch):
+    import argparse
+    from rog_ros import cli
+    from rog_ros.nodes import fleet
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv('ROG_FLEET_KEY_FILE', raising=False)
+    monkeypatch.delenv('ROG_FLEET_KEY', raising=False)
+    old = os.umask(0o022)
+    try:
+        assert cli.main(['trace', 'gen', 'clean', '--duration', '5', '--out', 'g.csv']) == 0
+        assert cli.main(['trace', 'convert', 'g.csv', '--out', 'c.csv']) == 0
+        fleet.fleet_key_env(argparse.Namespace(fleet_key_file=None), str(tmp_path / 'run'))
+    finally:
+        os.umask(old)
+    assert _mode(tmp_path / 'g.csv') == 0o644 and _mode(tmp_path / 'c.csv') == 0o644
+    assert _mode(tmp_path / 'run' / 'fleet.key') == 0o600

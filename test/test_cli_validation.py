@@ -203,3 +203,303 @@ def test_an_interrupted_compare_says_which_runs_it_keeps(tmp_path, capsys, monke
     assert capsys.readouterr().err.strip().endswith(
         f'rog compare: interrupted; 2 finished run(s) in {tmp_path} are kept, and the same '
         'command reuses them')
+
+
+# ----------------------------------------------------------------- robustness of every command
+MORE_CASES = [
+    (['sim', '--sync', 'rog:'], '--sync'),                          # was taken as rog:4
+    (['sim', '--toy', '--systems', 'rog:'], '--systems'),
+    (['compare', '--systems', 'bsp,rog:', '--out', 'c1'], '--systems'),
+    (['sim', '--sync', 'rog:8', '--staleness', '2'], '--staleness 2 conflicts'),
+    (['sim', '--sync', 'bsp', '--staleness', '7'], '--staleness does not apply'),
+    (['sim', '--sync', 'adacomp', '--staleness', '7'], '--staleness does not apply'),
+    (['sim', '--toy', '--out', 'x'], '--out does not apply to --toy'),
+    (['sim', '--toy', '--trace', 'indoors'], '--trace does not apply to --toy'),
+    (['sim', '--toy', '--workload', 'toy', '--sync', 'bsp'], '--workload, --sync do not apply'),
+    (['sim', '--toy', '--model', 'convmlp-s'], '--model does not apply'),
+    (['sim', '--toy', '--real-compute'], '--real-compute does not apply'),
+    (['sim', '--toy', '--staleness', '3'], '--staleness does not apply'),
+    (['sim', '--real-compute'], '--real-compute applies to a --model'),
+    (['compare', '--real-compute', '--out', 'x'], '--real-compute applies to a --model'),
+    (['sim', '--toy', '--systems', 'bsp,adacomp'], 'adacomp has engines of its own'),
+    (['sim', '--toy', '--systems', 'rog:4,gsp'], 'bsp, ssp:S, rog:S and flown:S'),
+    (['chaos', '--scenario', 'all,flood'], 'cannot be combined'),
+    (['robot', '--role', 'worker'], '--rank'),                      # was rank 0, silently
+    (['robot', '--role', 'server', '--rank', '1'], '--rank applies to --role worker'),
+    (['robot', '--role', 'worker', '--rank', '0', '--peers', ',,'], '--peers'),
+    (['robot', '--role', 'worker', '--rank', '0', '--peers', '10.0.0.1,,x'], '--peers'),
+    (['robot', '--role', 'worker', '--rank', '0', '--server-host', ''], '--server-host'),
+    (['robot', '--role', 'worker', '--rank', '0', '--server-host', ' '], '--server-host'),
+]
+
+
+@pytest.fixture
+def nothing_runs(nothing_starts, monkeypatch):
+    """Also fail on a benchmark, a chaos scenario, a generated trace or a replay."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError('started work although the options were bad')
+    for target in ('rog_ros.experiments.bench.bench_codec',
+                   'rog_ros.experiments.bench.bench_overhead',
+                   'rog_ros.experiments.bench_transport.bench_transport',
+                   'rog_ros.experiments.chaos.run_scenarios',
+                   'rog_ros.net.traces.generate', 'rog_ros.net.cli_trace.replay',
+                   'rog_ros.nodes.keystore.create_keystore'):
+        monkeypatch.setattr(target, forbidden)
+
+
+def _one_line(capsys, prefix: str) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(prefix), captured.err
+    assert 'Traceback' not in captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize('argv,text', MORE_CASES, ids=[' '.join(c[0]) for c in MORE_CASES])
+def test_options_a_command_would_ignore_or_misread_are_refused(argv, text, nothing_runs,
+                                                               capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 2
+    assert text in _one_line(capsys, f'rog {argv[0]}: ')
+    assert not os.listdir(tmp_path)
+
+
+SUB_CASES = [
+    (['bench', 'faults', '--systems', 'rog:4,rog:'], '--systems'),
+    (['bench', 'codec', '--params', '100', '--repeats', '0'], '--repeats must be >= 1'),
+    (['bench', 'codec', '--params', '100', '--repeats', '-1'], '--repeats must be >= 1'),
+    (['bench', 'transport', '--duration', 'nan'], '--duration must be finite'),
+    (['bench', 'transport', '--duration', 'inf'], '--duration must be finite'),
+    (['bench', 'transport', '--duration', '-1'], '--duration must be > 0'),
+    (['bench', 'overhead', '--iterations', '0'], '--iterations must be >= 1'),
+    (['bench', 'overhead', '--repeats', '0'], '--repeats must be >= 1'),
+    (['bench', 'overhead', '--workers', '0'], '--workers must be >= 1'),
+    (['bench', 'overhead', '--threads', '0'], '--threads must be >= 1'),
+    (['security', 'keystore', 'ks', '--per-rank', '100000'], '--per-rank must be <= 1000'),
+    (['security', 'keystore', 'ks', '--per-rank', '-1'], '--per-rank must be >= 0'),
+    (['security', 'keystore', 'ks', '--days', '0'], '--days must be >= 1'),
+    (['security', 'keystore', 'ks', '--days', '10000000'], '--days must be <='),
+    (['security', 'keystore', 'ks', '--domain-id', '300'], '--domain-id must be <= 232'),
+]
+
+
+@pytest.mark.parametrize('argv,text', SUB_CASES, ids=[' '.join(c[0]) for c in SUB_CASES])
+def test_bad_subcommand_option_is_one_line_exit_2(argv, text, nothing_runs, capsys, tmp_path,
+                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 2
+    assert text in _one_line(capsys, f'rog {argv[0]} {argv[1]}: ')
+    assert not os.listdir(tmp_path)
+
+
+def test_the_keystore_itself_names_the_flags(tmp_path):
+    from rog_ros.nodes import keystore
+    with pytest.raises(keystore.KeystoreError, match='--per-rank'):
+        keystore.create_keystore(tmp_path / 'ks', per_rank=100000)
+    with pytest.raises(keystore.KeystoreError, match='--days'):
+        keystore.create_keystore(tmp_path / 'ks', days=0)
+    assert not os.listdir(tmp_path)
+
+
+OUT_CASES = [
+    ['sim', '--workload', 'toy', '--iterations', '2', '--workers', '2', '--out', '{out}'],
+    ['compare', '--workload', 'toy', '--out', '{out}'],
+    ['reproduce', '--out', '{out}'],
+    ['chaos', '--scenario', 'flood', '--out', '{out}'],
+    ['fleet', '--out', '{out}'],
+    ['robot', '--role', 'worker', '--rank', '0', '--logs', '{out}'],
+    ['robot', '--role', 'server', '--out', '{out}'],
+]
+
+
+@pytest.mark.parametrize('where', ['the file', 'under the file'])
+@pytest.mark.parametrize('argv', OUT_CASES, ids=[' '.join(c[:2]) for c in OUT_CASES])
+def test_an_output_directory_that_cannot_be_made_is_refused_up_front(argv, where, nothing_runs,
+                                                                     capsys, tmp_path,
+                                                                     monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'somefile.csv').write_text('x')
+    out = 'somefile.csv' if where == 'the file' else os.path.join('somefile.csv', 'sub')
+    argv = [a.format(out=out) for a in argv]
+    assert cli.main(argv) == 2
+    option = argv[argv.index(out) - 1]
+    line = _one_line(capsys, f'rog {argv[0]}: ')
+    assert f'{option} {out}: ' in line and 'not a directory' in line
+    assert os.listdir(tmp_path) == ['somefile.csv']
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self'), reason='needs Linux /proc')
+def test_an_output_directory_on_a_virtual_file_system_is_refused(nothing_runs, capsys,
+                                                                 tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(['sim', '--workload', 'toy', '--out', '/proc/rog_x']) == 2
+    assert 'cannot create or write' in _one_line(capsys, 'rog sim: --out /proc/rog_x: ')
+    assert not os.path.exists('/proc/rog_x')
+
+
+def test_the_output_probe_leaves_nothing_behind(tmp_path):
+    from rog_ros import checks
+    deep = tmp_path / 'a' / 'b' / 'c'
+    assert checks.output_dir('--out', str(deep)) == str(deep)
+    assert not os.listdir(tmp_path)                  # created to try, removed again
+    (tmp_path / 'kept').mkdir()
+    checks.output_dir('--out', str(tmp_path / 'kept'))
+    assert os.listdir(tmp_path) == ['kept'] and not os.listdir(tmp_path / 'kept')
+    with pytest.raises(checks.ConfigError, match='--out'):
+        checks.output_dir('--out', '')
+
+
+def test_an_empty_staleness_is_refused_by_the_policy_parser():
+    from rog_ros.protocol.policies import make_policy
+    for spec in ('rog:', 'ssp: ', 'flown:#no-outage'):
+        with pytest.raises(ValueError, match="after ':'"):
+            make_policy(spec)
+    assert make_policy('rog:4').staleness == 4 and make_policy('rog').staleness == 4
+
+
+class _Reached(Exception):
+    pass
+
+
+@pytest.mark.parametrize('argv,system', [
+    (['--sync', 'rog', '--staleness', '8'], 'rog:8'),
+    (['--sync', 'rog:8', '--staleness', '8'], 'rog:8'),     # the same threshold twice: fine
+    (['--sync', 'rog:8'], 'rog:8'),
+    (['--sync', 'bsp'], 'bsp'),
+    ([], 'rog:4'),
+])
+def test_a_staleness_that_fits_the_sync_still_runs(argv, system, monkeypatch, tmp_path):
+    seen = []
+
+    def simulate(cfg, progress=None):
+        seen.append(cfg.system)
+        raise _Reached()
+    monkeypatch.setattr(simulator, 'simulate', simulate)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(_Reached):
+        cli.main(['sim', '--workload', 'toy', '--trace', 'clean'] + argv)
+    assert seen == [system]
+
+
+def test_the_toy_still_runs_its_default_systems(monkeypatch, capsys):
+    seen = []
+
+    class Result:
+
+        def row(self):
+            return ['x'] * 8
+
+    def run_toy(system, **kwargs):
+        seen.append(system)
+        return Result()
+    monkeypatch.setattr('rog_ros.experiments.toy.run_toy', run_toy)
+    assert cli.main(['sim', '--toy', '--iterations', '2', '--workers', '2']) == 0
+    assert seen == cli.TOY_SYSTEMS.split(',')
+
+
+TRACE_CASES = [
+    (['gen', 'indoors', '--out', 'g.csv', '--duration', 'inf'], '--duration must be finite'),
+    (['gen', 'indoors', '--out', 'g.csv', '--duration', 'nan'], '--duration must be finite'),
+    (['gen', 'indoors', '--out', 'g.csv', '--duration', '-5'], '--duration must be > 0'),
+    (['gen', 'clean', '--out', 'g.csv', '--duration', '1e7'], '1e+08 samples; at most'),
+    (['gen', 'clean', '--out', 'g.csv', '--dt', '1e-9'], '3e+11 samples; at most'),
+    (['gen', 'clean', '--out', 'g.csv', '--dt', '0'], '--dt must be > 0'),
+    (['gen', 'clean', '--out', 'g.csv', '--dt', '1000'], '--dt 1000 exceeds --duration 300'),
+    (['stats', 'indoors', '--duration', 'inf'], '--duration must be finite'),
+    (['stats', 'indoors', '--duration', '1e9'], 'samples; at most'),
+    (['plot', 'indoors', '--out', 'p.png', '--duration', 'inf'], '--duration must be finite'),
+]
+
+
+@pytest.mark.parametrize('argv,text', TRACE_CASES, ids=[' '.join(c[0]) for c in TRACE_CASES])
+def test_trace_durations_must_be_finite_and_bounded(argv, text, nothing_runs, capsys,
+                                                    tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(['trace'] + argv) == 2
+    assert text in _one_line(capsys, 'rog trace: ')
+    assert not os.listdir(tmp_path)
+
+
+def _record(tmp_path, end='3.0'):
+    path = tmp_path / 'rec.csv'
+    path.write_text(f'# rog_ros trace: end_s={end} loop=1\nt_seconds,mbps\n0,5\n1,6\n2,7\n')
+    return path
+
+
+@pytest.mark.parametrize('duration,text', [
+    ('inf', '--duration must be finite'), ('nan', '--duration must be finite'),
+    ('-1', '--duration must be > 0'), ('1e9', 'replayed segments of this record; at most'),
+])
+def test_trace_replay_refuses_an_endless_duration(duration, text, nothing_runs, capsys,
+                                                  tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _record(tmp_path)
+    assert cli.main(['trace', 'replay', 'rec.csv', '--out', 'r.csv', '--duration',
+                     duration]) == 2
+    assert text in _one_line(capsys, 'rog trace: ')
+    assert os.listdir(tmp_path) == ['rec.csv']
+
+
+@pytest.mark.parametrize('end,text', [
+    ('inf', 'end_s=inf must be finite'), ('nan', 'must be finite'),
+    ('abc', "not a number (end_s='abc'"),
+])
+def test_a_hand_edited_trace_end_is_named_with_its_file(end, text, capsys, tmp_path,
+                                                        monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _record(tmp_path, end)
+    assert cli.main(['trace', 'stats', 'rec.csv']) == 2
+    line = _one_line(capsys, 'rog trace: rec.csv: ')
+    assert text in line
+
+
+SIGTERM_SCRIPT = r"""
+import os, sys, time
+from rog_ros import cli
+from rog_ros.children import run_in_processes
+from rog_ros.experiments import compare
+
+
+def pool_then_wait(workload, trace, systems, workers, seeds, out, **kwargs):
+    os.makedirs(os.path.join(out, 'runs'))
+    for i, _ in run_in_processes(time.sleep, [(0,), (60,), (60,)], 2):
+        print('pool running', file=sys.stderr, flush=True)
+
+
+compare.compare = pool_then_wait
+sys.exit(cli.main(['compare', '--workload', 'toy', '--out', sys.argv[1]]))
+"""
+
+
+def test_sigterm_stops_compare_like_ctrl_c(tmp_path):
+    """SIGTERM ends the pool cleanly: no leaked semaphores, no empty output folder."""
+    import signal
+    import time
+    out = tmp_path / 'cmp'
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+    proc = subprocess.Popen([sys.executable, '-c', SIGTERM_SCRIPT, str(out)], cwd=tmp_path,
+                            env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stderr.readline()             # the pool is up and its workers sleep
+        assert 'pool running' in first, first
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert 'rog compare: terminated (SIGTERM)' in err
+    assert 'leaked' not in err and 'Traceback' not in err, err
+    assert not out.exists()
+
+
+def test_a_tagged_sync_without_a_threshold_takes_the_staleness():
+    from rog_ros.cli import _system_spec
+    from rog_ros.protocol.policies import make_policy
+    assert _system_spec('rog#late_rows=0', 7) == 'rog:7#late_rows=0'
+    pol = make_policy(_system_spec('rog#late_rows=0', 7))
+    assert pol.staleness == 7 and not pol.late_rows
+    assert _system_spec('rog:3#late_rows=0', 7) == 'rog:3#late_rows=0'
+    assert _system_spec('bsp', 7) == 'bsp' and _system_spec('adacomp', 7) == 'adacomp'

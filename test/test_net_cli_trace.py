@@ -16,6 +16,7 @@
 import argparse
 import io
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -122,3 +123,86 @@ def test_a_binary_file_is_named_as_not_a_trace(tmp_path, capsys):
     path.write_bytes(bytes(range(256)))
     code, _ = _run(['stats', str(path)])
     assert code == 2 and 'capture.pcap: not a text file' in capsys.readouterr().err
+
+
+def test_a_scale_the_loader_would_refuse_is_refused_before_writing(tmp_path, capsys):
+    src, out = tmp_path / 'x.csv', tmp_path / 'out.csv'
+    src.write_text('0,10\n1,20\n')
+    record = tmp_path / 'record.csv'
+    record.write_text('0,10\n0.5,20\n1,30\n1.5,20\n')
+    for argv in (['convert', str(src), '--scale', '1000'],
+                 ['replay', str(record), '--scale', '1000'],
+                 ['gen', 'indoors', '--duration', '10', '--scale', '1000']):
+        code, _ = _run(argv + ['--out', str(out)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count('\n') == 1 and not out.exists()
+        assert '--scale 1000 gives a median rate of' in err and 'use a --scale of at most' in err
+    limit = float(err.split('at most ')[1])
+    code, _ = _run(['gen', 'indoors', '--duration', '10', '--scale', str(limit), '--out',
+                    str(out)])
+    assert code == 0 and _run(['stats', str(out)])[0] == 0    # the largest scale reads back
+    for argv in (['gen', 'indoors'], ['convert', str(src)]):   # gen and convert agree on 0
+        code, _ = _run(argv + ['--scale', '0', '--out', str(tmp_path / 'zero.csv')])
+        assert code == 2 and '--scale must be a positive number' in capsys.readouterr().err
+    assert not (tmp_path / 'zero.csv').exists()
+
+
+def test_directories_and_devices_are_named_as_such(tmp_path, capsys):
+    folder = tmp_path / 'adir'
+    folder.mkdir()
+    out = str(tmp_path / 'o.csv')
+    for argv, message in [(['convert', str(folder), '--out', out], 'is a directory'),
+                          (['replay', str(folder), '--out', out], 'is a directory'),
+                          (['stats', str(folder)], 'is a directory'),
+                          (['stats', '/dev/null'], '/dev/null is not a regular file')]:
+        code, _ = _run(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and 'no such file' not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['adir']
+    from rog_ros import checks                  # --trace of rog sim / compare / fleet too
+    with pytest.raises(checks.ConfigError, match='--trace: .*adir is a directory, not a trace'):
+        checks.trace('--trace', str(folder))
+
+
+def test_out_must_name_a_file_and_plot_says_what_it_wrote(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'adir').mkdir()
+    (tmp_path / 'x.csv').write_text('0,10\n1,20\n')
+    for argv, message in [(['convert', 'x.csv', '--out', ''], '--out is empty'),
+                          (['convert', 'x.csv', '--out', 'adir'],
+                           '--out adir is a directory; name a file in it, e.g. adir/x_mbps.csv'),
+                          (['plot', 'x.csv', '--out', 'adir'],
+                           '--out adir is a directory; name a file in it, e.g. adir/x.png'),
+                          (['plot', 'x.csv', '--out', 'p.xyz'], 'cannot write a .xyz image')]:
+        code, _ = _run(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and '.tmp-' not in err, err
+    code, text = _run(['plot', 'x.csv', '--out', 'p6'])
+    assert code == 0 and text == 'wrote p6.png\n'
+    assert (tmp_path / 'p6.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['adir', 'p6.png', 'x.csv']
+    assert not list((tmp_path / 'adir').iterdir())
+
+
+def test_traces_that_never_change_or_deliver_print_words_not_nan(tmp_path, capsys):
+    zeros, flat = tmp_path / 'zeros.csv', tmp_path / 'flat.csv'
+    zeros.write_text('0,0\n1,0\n')
+    flat.write_text('0,5\n1,5\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        code, table = _run(['stats', str(zeros)])
+        assert code == 0 and traces.stats(traces.load_trace(zeros))[
+            'transfer_slowdown_p99'] == np.inf
+    rows = {line[:42].strip(): line[42:].split() for line in table.splitlines()[1:]}
+    assert rows['p99 slowdown of a 1.43 s transfer'] == ['inf', '(never', 'delivers)']
+    code, table = _run(['stats', str(flat)])
+    rows = {line[:42].strip(): line[42:].strip() for line in table.splitlines()[1:]}
+    assert rows['mean time to >=20% change'] == 'no change' and 'nan' not in table
+    assert json.loads(_run(['stats', str(flat), '--json'])[1])['stats'][
+        'mean_time_to_20pct_change_s'] is None
+
+
+def test_a_negative_seed_names_the_option(tmp_path, capsys):
+    code, _ = _run(['gen', 'indoors', '--seed', '-1', '--out', str(tmp_path / 's.csv')])
+    assert code == 2 and 'rog trace: --seed must be >= 0, got -1' in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

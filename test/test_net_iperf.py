@@ -170,3 +170,54 @@ def test_plain_traces_are_not_taken_for_iperf():
     assert not iperf.is_iperf(['10.0  35.5\n'])
     assert iperf.is_iperf(['\n', '  {"start": {}}'])
     assert iperf.is_iperf(IPERF3_TEXT.splitlines(True))
+
+
+def test_an_interrupted_json_report_keeps_its_intervals_with_one_warning(tmp_path, capsys):
+    doc = _report([_interval(0, 1, 10.0), _interval(1, 2, 20.0)],
+                  error='interrupt - the client has terminated')
+    tr = _load(tmp_path, json.dumps(doc), 'cut.json')
+    assert tr.mbps.tolist() == [10.0, 20.0] and tr.end_s == 2.0
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and err.startswith('warning: ')
+    assert 'cut.json: iperf3 run 1 was interrupted (interrupt - the client has terminated)' in err
+    assert 'using the 2 intervals it measured' in err
+    events = [{'event': 'start', 'data': doc['start']},
+              {'event': 'interval', 'data': _interval(0, 0.5, 7.0)},
+              {'event': 'error', 'data': 'interrupt - the server has terminated'}]
+    tr = _load(tmp_path, ''.join(json.dumps(e) + '\n' for e in events), 'cut-stream.json')
+    assert tr.mbps.tolist() == [7.0] and 'was interrupted' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('doc, what', [
+    (_report([], error='interrupt - the client has terminated'),
+     'iperf3 reported an error: interrupt'),
+    (_report([_interval(0, 1, 10.0)], error='control socket has closed unexpectedly'),
+     'iperf3 reported an error: control socket'),
+])
+def test_other_errors_and_interrupts_before_any_interval_are_refused(tmp_path, doc, what):
+    path = tmp_path / 'bad.json'
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TraceFormatError, match=f'bad.json: {what}'):
+        traces.load_trace(path)
+
+
+def test_iperf3_error_lines_in_text_output_are_reported(tmp_path, capsys):
+    path = tmp_path / 'err.txt'
+    path.write_text('iperf3: error - unable to connect to server: Connection refused\n')
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(path)
+    assert str(err.value).endswith('err.txt:1: iperf3 reported an error: unable to connect to '
+                                   'server: Connection refused')
+    cut = IPERF3_TEXT.split('- - -')[0] + 'iperf3: interrupt - the client has terminated\n'
+    tr = _load(tmp_path, cut, 'cut.txt')
+    assert tr.mbps.tolist() == pytest.approx([41.9, 62.9, 0.839, 0.0])
+    assert 'cut.txt:9: iperf3 was interrupted' in capsys.readouterr().err
+
+
+def test_a_report_faster_than_wifi_gets_iperf_advice(tmp_path):
+    path = tmp_path / 'lo.json'
+    path.write_text(json.dumps(_report([_interval(0, 1, 40_000.0)])))
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(path)
+    assert 'iperf measured a faster path than Wi-Fi (the loopback interface' in str(err.value)
+    assert 'second column' not in str(err.value)

@@ -40,7 +40,6 @@ def test_rates_follow_the_packets_and_no_byte_is_gained_or_lost(tmp_path):
 
 @pytest.mark.parametrize('text, line, what', [
     ('0\n1\n2 3\n', 3, 'one integer'),
-    ('0\n5\n4\n', 3, 'goes back'),
     ('0\n1\n1.5\n', 3, 'one integer'),
 ])
 def test_a_damaged_trace_names_the_line(tmp_path, text, line, what):
@@ -55,3 +54,35 @@ def test_two_column_files_are_not_taken_for_mahimahi():
     assert not mahimahi.is_mahimahi(['0,5\n'])
     assert not mahimahi.is_mahimahi(['35.5\n'])
     assert not mahimahi.is_mahimahi(['t_seconds,mbps\n', '0,5\n'])
+
+
+def test_constant_rate_files_repeat_one_timestamp(tmp_path):
+    path = tmp_path / '24mbps'
+    path.write_text('1\n1\n')             # two packets per ms, mm-link's constant-rate idiom
+    assert traces.load_trace(path).mbps.tolist() == [24.0]
+
+
+@pytest.mark.parametrize('text, where, why', [
+    ('0\n', '', 'last timestamp (the period mm-link loops) is 0 ms'),
+    ('0\n0\n0\n', '', 'is 0 ms'),
+    ('12\n15\n20\n25\n', '', 'spanning 25 ms: too short for a Mahimahi trace (a recording '
+     'spans at least 1000 ms'),
+    ('50\n48\n52\n', ':2', '48 follows 50: not a Mahimahi trace'),
+    ('0\n5\n4\n', ':3', '4 follows 5'),
+])
+def test_integer_lists_mm_link_would_not_play_are_refused(tmp_path, text, where, why):
+    path = tmp_path / 'rates.txt'
+    path.write_text(text)
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(path)
+    message = str(err.value)
+    assert f'rates.txt{where}: one integer per line' in message and why in message
+    assert 'not a recognised trace format (accepted: CSV' in message and 'Mahimahi' in message
+    assert 'timestamp 48 ms goes back' not in message and '\n' not in message
+
+
+def test_a_one_second_recording_is_long_enough(tmp_path):
+    path = tmp_path / 'short.mahi'
+    path.write_text('\n'.join(map(str, range(0, mahimahi.MIN_RECORD_MS + 1))) + '\n')
+    tr = traces.load_trace(path)
+    assert tr.end_s == pytest.approx(1.0) and len(tr) == 10

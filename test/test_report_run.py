@@ -170,3 +170,29 @@ def test_report_of_a_fleet_run_says_what_fault_handling_did(tmp_path):
         '; started from /runs/day1/model.pt (c6df0af05f8a); trained model `model.pt` (held by '
         '2 of 3 robots; **1 stopped without it**, events.csv: final_model_missed)')
     assert b.endswith("rejected {'replay': 3}")
+
+
+@pytest.mark.parametrize('content, message', [
+    (None, 'missing: no such directory'),
+    ('{}', 'missing/summary.json: not a run summary (an empty object'),
+    ('[1, 2]', 'missing/summary.json: not a run summary (a JSON list'),
+])
+def test_a_missing_directory_and_a_summary_that_is_not_a_run_are_told_apart(
+        tmp_path, capsys, content, message):
+    run_dir = tmp_path / 'missing'
+    if content is not None:
+        run_dir.mkdir()
+        (run_dir / 'summary.json').write_text(content)
+    assert cli.main(['report', str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f'rog report: {tmp_path}/{message}')
+
+
+def test_a_binary_timeseries_is_named(tmp_path, capsys):
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    (tmp_path / 'a' / 'timeseries.csv').write_bytes(bytes(range(128, 256)))
+    assert cli.main(['report', str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == (f'rog report: {tmp_path}/a/timeseries.csv: not a text '
+                                        'file (rog writes timeseries.csv as UTF-8 CSV)')
+    assert not (tmp_path / 'report.md').exists()

@@ -54,6 +54,7 @@ import subprocess
 import sys
 import time
 
+from rog_ros import checks
 from rog_ros.atomic import atomic_write_text
 from rog_ros.nodes import chaos_ledger as lg
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
@@ -649,6 +650,10 @@ def parse_scenarios(text: str) -> list:
     if text.strip() == 'all':
         return list(SCENARIOS)
     names = [s.strip() for s in text.split(',') if s.strip()]
+    if 'all' in names:
+        raise ValueError(f'scenario all runs every scenario and cannot be combined with others '
+                         f'(got {text!r}); give all alone, or a list of '
+                         f'{", ".join(SCENARIOS)}')
     bad = [s for s in names if s not in SCENARIOS]
     if bad or not names:
         raise ValueError(f'unknown scenario {", ".join(bad) or repr(text)}; choose from '
@@ -685,6 +690,7 @@ def run(args) -> int:
         if args.sync not in CHAOS_SYSTEMS:
             raise ValueError(f'--sync must be one of {", ".join(CHAOS_SYSTEMS)}, got '
                              f'{args.sync!r} (the push systems keep no state to restart from)')
+        checks.output_dir('--out', args.out)
     except ValueError as err:
         print(f'rog chaos: {err}', file=sys.stderr)
         return 2

@@ -320,9 +320,47 @@ def load_runs(run_dir: str) -> list:
         if not isinstance(summary, dict) or 'system' not in summary:
             continue        # a comparison's own summary (its runs are below it), or foreign
         series = os.path.join(root, 'timeseries.csv')
-        rows = read_timeseries(series) if os.path.exists(series) else []
-        runs.append((summary, rows, read_events(os.path.join(root, 'events.csv'))))
+        rows = _read_text(read_timeseries, series) if os.path.exists(series) else []
+        runs.append((summary, rows, _read_text(read_events, os.path.join(root, 'events.csv'))))
     return runs
+
+
+def _read_text(read, path):
+    """Return ``read(path)``; a file that is not UTF-8 text is a ValueError naming it."""
+    try:
+        return read(path)
+    except UnicodeDecodeError:
+        raise ValueError(f'{path}: not a text file (rog writes {os.path.basename(path)} as '
+                         'UTF-8 CSV)') from None
+
+
+def _why_no_runs(run_dir: str) -> str:
+    """Say why ``run_dir`` has no run: it is missing, or what its summary.json files are."""
+    import json
+    if not os.path.exists(run_dir):
+        return f'{run_dir}: no such directory'
+    if not os.path.isdir(run_dir):
+        return (f'{run_dir}: not a directory; RUN_DIR is the output directory of rog fleet, '
+                'rog sim --out, rog compare or rog_server')
+    for root, _, files in sorted(os.walk(run_dir)):
+        if 'summary.json' not in files or PREVIOUS_RUN_DIR in os.path.relpath(
+                root, run_dir).split(os.sep):
+            continue
+        path = os.path.join(root, 'summary.json')
+        try:
+            with open(path, encoding='utf-8') as fh:
+                doc = json.load(fh)         # load_runs read it already
+        except (OSError, ValueError) as err:
+            return f'{path}: not a summary ({err})'
+        if isinstance(doc, dict) and 'systems' in doc:
+            return (f"{path} is a comparison's summary, but none of its runs is below it "
+                    '(each run has a summary.json of its own)')
+        kind = 'an empty object' if doc == {} else (
+            f'a JSON {type(doc).__name__}' if not isinstance(doc, dict) else 'an object without '
+            '"system"')
+        return (f'{path}: not a run summary ({kind}; the summary.json of a run is an object '
+                'naming its "system", as rog fleet, rog sim and rog compare write it)')
+    return f'{run_dir}: no summary.json found (not a fleet or simulator run)'
 
 
 MAX_TIMELINES = 6        # membership panels in one report (a compare directory has dozens)
@@ -419,11 +457,14 @@ def report_run(run_dir: str, say=None) -> str:
     Write ``report.md`` and the plots of any fleet or simulator run directory; its path.
 
     Runs of the same system and setting (seeds) are averaged; ``say(line)`` is told when the
-    folder mixes settings. Raises ValueError when ``run_dir`` holds no ``summary.json``.
+    folder mixes settings. Raises ValueError when ``run_dir`` is missing or holds no run's
+    ``summary.json`` (naming a ``summary.json`` that is not a run's).
     """
+    if not os.path.isdir(run_dir):
+        raise ValueError(_why_no_runs(run_dir))
     runs = load_runs(run_dir)
     if not runs:
-        raise ValueError(f'{run_dir}: no summary.json found (not a fleet or simulator run)')
+        raise ValueError(_why_no_runs(run_dir))
     row_name, varying = setting_labels([s for s, _, _ in runs])
     by_system = {}
     for summary, rows, _ in runs:

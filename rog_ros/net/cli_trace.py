@@ -21,13 +21,15 @@ The ``rog trace`` command: generate, summarise and plot bandwidth traces.
     rog trace convert FILE --out FILE.csv [--scale X]
 
 ``rog_ros/cli.py`` calls ``add_parser(subparsers)`` and then ``run(args)`` (also stored as
-``args.func``). Bad input (missing file, malformed line, unknown preset) prints one line that
-names the problem and returns 2.
+``args.func``). Bad input (missing file, malformed line, unknown preset, an --out that is a
+directory, a --scale whose file the loader would refuse) prints one line that names the
+problem and returns 2, before anything is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
@@ -35,8 +37,16 @@ import sys
 
 import numpy as np
 
+from rog_ros import checks
+from rog_ros.atomic import atomic_write_bytes
 from rog_ros.net import trace_spec, traces
-from rog_ros.net.replay import replay
+from rog_ros.net.replay import HOLD_DRAW_ABOVE, HOLD_RANGE_S, MAX_REPLAY_STEPS, replay
+
+MAX_SAMPLES = 2_000_000
+"""Most samples (segments) one command generates: 10^6 take about 10 s and 0.4 GB to write
+and summarise, so more than this is a typo in --duration or --dt, not a trace."""
+PRESET_DT_S = 0.1
+"""Resolution of a preset that stats and plot generate (``traces.generate``'s default)."""
 
 _ROWS = [
     ('mean', 'mean', 'Mbit/s'), ('median', 'median', 'Mbit/s'), ('p10', 'p10', 'Mbit/s'),
@@ -60,28 +70,43 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     sub.required = True
     presets = ', '.join(traces.PRESETS)
 
-    gen = sub.add_parser('gen', help='write a synthetic trace CSV from a preset')
+    gen = sub.add_parser(
+        'gen', help='write a synthetic trace CSV from a preset',
+        description='Write a seeded synthetic trace of PRESET as t_seconds,mbps CSV (the same '
+                    'seed gives the same trace). The presets are calibrated to the Rog '
+                    "paper's indoor and outdoor links; rog trace stats PRESET shows a preset's "
+                    'statistics and their targets.')
     gen.add_argument('preset', help=f'one of: {presets}')
     gen.add_argument('--out', required=True, help='output CSV file')
     _add_source_options(gen)
     gen.add_argument('--scale', type=float, default=1.0,
-                     help='rate multiplier (outdoors x 1/0.7 = the unscaled record; default 1)')
+                     help='rate multiplier, > 0 (outdoors x 1/0.7 = the unscaled record; '
+                          'default 1)')
     gen.add_argument('--dt', type=float, default=0.1, help='resolution in s (default 0.1)')
 
     st = sub.add_parser('stats', help='statistics of a trace file or a preset, or of each '
-                        'entry of a per-robot list side by side')
+                        'entry of a per-robot list side by side',
+                        description='Print the statistics of a trace file or a preset (mean, '
+                                    'quantiles, outages, holds, time to a 20%%/40%% change, '
+                                    'p99 transfer slowdown), or of each entry of a per-robot '
+                                    'list side by side.')
     st.add_argument('source', metavar='FILE_OR_PRESET',
                     help='a file or preset, or a comma-separated list (the --trace of rog sim '
                          'and rog fleet: robot r follows entry r mod k)')
     st.add_argument('--json', action='store_true', help='print JSON instead of a table')
     st.add_argument('--compare', metavar='PRESET',
                     help="check against a preset's calibration targets (default: the preset "
-                         'itself when SOURCE is a preset)')
+                         'itself when FILE_OR_PRESET is a preset)')
     _add_source_options(st)
 
-    plot = sub.add_parser('plot', help='plot rate vs time and the rate histogram (PNG)')
-    plot.add_argument('source', metavar='FILE_OR_PRESET')
-    plot.add_argument('--out', required=True, help='output PNG file')
+    plot = sub.add_parser('plot', help='plot rate vs time and the rate histogram (PNG)',
+                          description='Plot the rate of a trace file or a preset over time, '
+                                      'next to the share of time spent at each rate.')
+    plot.add_argument('source', metavar='FILE_OR_PRESET',
+                      help='a trace file (any format --trace takes) or a preset')
+    plot.add_argument('--out', required=True,
+                      help='output image: FILE.png (.png is added to a name without an '
+                           'extension; .pdf and .svg work too)')
     _add_source_options(plot)
 
     rep = sub.add_parser(
@@ -109,9 +134,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     'lines, a testbed replay log, a Mahimahi trace, an iperf3 -J report or '
                     'iperf text output) and write it as t_seconds,mbps: to see exactly what a '
                     'fleet will replay, to edit it, or to share it without the original tool.')
-    conv.add_argument('file', metavar='FILE')
+    conv.add_argument('file', metavar='FILE', help='the trace file to read')
     conv.add_argument('--out', required=True, help='output CSV file')
-    conv.add_argument('--scale', type=float, default=1.0, help='rate multiplier (default 1)')
+    conv.add_argument('--scale', type=float, default=1.0,
+                      help='rate multiplier, > 0 (default 1)')
     parser.set_defaults(func=run)
     return parser
 
@@ -126,13 +152,47 @@ def _unknown(name):
     return f'unknown preset {name!r}; known presets: {", ".join(traces.PRESETS)}'
 
 
+def _check_span(duration_s, dt_s: float = PRESET_DT_S) -> None:
+    """Refuse a --duration/--dt that is not finite and positive or needs too many samples."""
+    checks.number('--duration', duration_s, positive=True)
+    checks.number('--dt', dt_s, positive=True)
+    if dt_s > duration_s:
+        raise checks.ConfigError(f'--dt {dt_s:g} exceeds --duration {duration_s:g}')
+    samples = duration_s / dt_s
+    if samples > MAX_SAMPLES:
+        raise checks.ConfigError(f'--duration {duration_s:g} s at --dt {dt_s:g} s is '
+                                 f'{samples:.3g} samples; at most {MAX_SAMPLES:,} are generated '
+                                 '(shorten --duration or coarsen --dt)')
+
+
+def _check_replay_span(args, record) -> None:
+    """Refuse a replay --duration that is not finite and positive or needs too many segments."""
+    if args.duration is None:
+        return
+    checks.number('--duration', args.duration, positive=True)
+    usable = len(record) - 2       # (fewer than 3 steps: replay refuses the record itself)
+    if usable < 1:
+        return
+    steps = np.diff(np.append(record.t_s, record.end_s))[:usable]
+    hold = 0.0 if args.no_holds else (20 - HOLD_DRAW_ABOVE) / 20 * sum(HOLD_RANGE_S) / 2
+    segments = args.duration / (float(steps.mean()) + hold)
+    limit = min(MAX_SAMPLES, MAX_REPLAY_STEPS)
+    if segments > limit:
+        raise checks.ConfigError(f'--duration {args.duration:g} s is about {segments:.3g} '
+                                 f'replayed segments of this record; at most {limit:,} are '
+                                 'generated (shorten --duration)')
+
+
 def _source(args, src=None):
     """Trace from a file path or a preset name; returns (trace, preset name or None)."""
     src = args.source if src is None else src
     if os.path.isfile(src):
         return traces.load_trace(src), None
     if src in traces.PRESETS:
+        _check_span(args.duration)
         return traces.generate(src, args.duration, args.seed), src
+    if os.path.exists(src):
+        traces.check_trace_file(src)    # a directory or a device: says which
     if os.sep in src or os.path.splitext(src)[1]:
         raise FileNotFoundError(f'no such file: {src}')
     raise KeyError(f'{src!r} is neither a file nor a preset; known presets: '
@@ -142,9 +202,65 @@ def _source(args, src=None):
 def _fmt(value):
     if isinstance(value, (int, np.integer)):
         return str(value)
+    if math.isnan(value):
+        return 'no change'              # the change times of a trace that never changes so
     if not math.isfinite(value):
         return str(value)
     return f'{value:.5g}'
+
+
+def _unit(value, unit):
+    """Return the unit printed after ``value``: none after 'no change', a reason after inf."""
+    if isinstance(value, (int, np.integer)) or math.isfinite(value):
+        return unit
+    return '(never delivers)' if unit == 'x' and value > 0 else ''
+
+
+def _check_seed(args):
+    if args.seed < 0:
+        raise ValueError(f'--seed must be >= 0, got {args.seed}')
+
+
+def _check_scale(scale):
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f'--scale must be a positive number, got {scale}')
+
+
+def _check_median(trace, scale):
+    """Refuse to write a trace whose median rate ``load_trace`` would refuse to read back."""
+    median = float(np.median(trace.mbps))           # what load_trace computes on the file
+    if median <= traces.PLAUSIBLE_MEDIAN_MBPS:
+        return
+    limit = scale * traces.PLAUSIBLE_MEDIAN_MBPS / median
+    step = 10.0 ** (math.floor(math.log10(limit)) - 3)
+    raise ValueError(f'--scale {scale:g} gives a median rate of {median:.6g} Mbit/s, above the '
+                     f'{traces.PLAUSIBLE_MEDIAN_MBPS:g} Mbit/s that rog trace stats and --trace '
+                     f'accept (rates are Mbit/s); use a --scale of at most '
+                     f'{math.floor(limit / step) * step:.4g}')
+
+
+def _out_file(out, example):
+    """Refuse an --out that cannot be a file: empty, or an existing directory."""
+    if not out.strip():
+        raise ValueError(f'--out is empty; name the output file, e.g. {example}')
+    if os.path.isdir(out):
+        raise ValueError(f'--out {out} is a directory; name a file in it, e.g. '
+                         f'{os.path.join(out, example)}')
+
+
+def _out_image(out, source):
+    """Return the path and format plot writes: .png added when ``out`` has no extension."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    name = os.path.splitext(os.path.basename(source.rstrip(os.sep)))[0] or 'trace'
+    _out_file(out, f'{name}.png')
+    ext = os.path.splitext(out)[1]
+    if not ext:
+        return out + '.png', 'png'
+    kinds = FigureCanvasAgg.get_supported_filetypes()
+    if ext[1:].lower() not in kinds:
+        raise ValueError(f'--out {out}: cannot write a {ext} image; use .png (or one of '
+                         f'{", ".join(sorted(kinds))})')
+    return out, ext[1:].lower()
 
 
 def _json_num(value):
@@ -155,7 +271,12 @@ def _json_num(value):
 def _cmd_gen(args, out):
     if args.preset not in traces.PRESETS:
         raise KeyError(_unknown(args.preset))
+    _check_seed(args)
+    _check_scale(args.scale)
+    _out_file(args.out, f'{args.preset}.csv')
+    _check_span(args.duration, args.dt)
     trace = traces.generate(args.preset, args.duration, args.seed, dt_s=args.dt, scale=args.scale)
+    _check_median(trace, args.scale)
     traces.save_trace(trace, args.out)
     print(f'wrote {args.out}: {args.preset}, {trace.duration_s:g} s, seed {args.seed}, '
           f'mean {trace.mean_mbps:.1f} Mbit/s', file=out)
@@ -186,6 +307,7 @@ def _cmd_stats_list(args, entries, out):
 
 
 def _cmd_stats(args, out):
+    _check_seed(args)
     entries = trace_spec.sources(args.source)
     if len(entries) > 1:
         return _cmd_stats_list(args, entries, out)
@@ -207,7 +329,7 @@ def _cmd_stats(args, out):
     print(f'trace {args.source}{read_as}'
           + (f' (targets: {compare}, within 15%)' if compare else ''), file=out)
     for key, label, unit in _ROWS:
-        line = f'  {label:40s} {_fmt(st[key]):>10s} {unit:6s}'
+        line = f'  {label:40s} {_fmt(st[key]):>10s} {_unit(st[key], unit):6s}'
         if key in verdict:
             target, _, ok = verdict[key]
             line += f' target {_fmt(target):>8s}  {"ok" if ok else "OFF"}'
@@ -219,10 +341,12 @@ def _cmd_plot(args, out):
     if len(trace_spec.sources(args.source)) > 1:
         raise ValueError(f'plot takes one trace, got the list {args.source!r}; plot each entry '
                          f'(rog trace stats shows a list side by side)')
+    _check_seed(args)
     import matplotlib
     matplotlib.use('Agg')
     from matplotlib import pyplot as plt
 
+    path, kind = _out_image(args.out, args.source)
     trace, _ = _source(args)
     fig, (ax_t, ax_h) = plt.subplots(1, 2, figsize=(12, 4),
                                      gridspec_kw={'width_ratios': [3, 1]})
@@ -239,18 +363,23 @@ def _cmd_plot(args, out):
     ax_h.set_xlabel('share of time')
     ax_h.set_ylim(ax_t.get_ylim())
     fig.tight_layout()
-    fig.savefig(args.out, dpi=100)
+    image = io.BytesIO()
+    fig.savefig(image, format=kind, dpi=100)
     plt.close(fig)
-    print(f'wrote {args.out}', file=out)
+    atomic_write_bytes(path, image.getvalue())
+    print(f'wrote {path}', file=out)
     return 0
 
 
 def _cmd_replay(args, out):
-    if not os.path.isfile(args.record):
-        raise FileNotFoundError(f'no such file: {args.record}')
+    traces.check_trace_file(args.record)
+    _check_scale(args.scale)
+    _out_file(args.out, 'replayed.csv')
     record = traces.load_trace(args.record)
+    _check_replay_span(args, record)
     trace = replay(record, rank=args.rank, scale=args.scale, holds=not args.no_holds,
                    duration_s=args.duration, seed=args.seed)
+    _check_median(trace, args.scale)
     traces.save_trace(trace, args.out)
     st = traces.stats(trace)
     print(f'wrote {args.out}: {args.record} replayed for rank {args.rank}, '
@@ -261,14 +390,15 @@ def _cmd_replay(args, out):
 
 
 def _cmd_convert(args, out):
-    if not os.path.isfile(args.file):
-        raise FileNotFoundError(f'no such file: {args.file}')
-    if not (math.isfinite(args.scale) and args.scale > 0):
-        raise ValueError(f'--scale must be a positive number, got {args.scale}')
+    traces.check_trace_file(args.file)
+    _check_scale(args.scale)
+    name = os.path.splitext(os.path.basename(args.file))[0]
+    _out_file(args.out, f'{name}_mbps.csv')
     trace = traces.load_trace(args.file)
     if args.scale != 1.0:
         trace = traces.Trace(trace.t_s, trace.mbps * args.scale, trace.end_s, trace.loop,
                              trace.resolution_s)
+        _check_median(trace, args.scale)
     traces.save_trace(trace, args.out)
     read_as = traces.trace_file_format(args.file)
     print(f'wrote {args.out}: {args.file} read as {read_as}, {len(trace)} segments over'

@@ -53,6 +53,9 @@ _BITS = re.compile(r'([kKmMgG]i?)?(?:bps|b/s|b/sec|bits?/s|bits?/sec|BPS)$')
 _BYTES = re.compile(r'([kKmMgG]i?)?(?:B/s|Bps|B/sec|[bB]ytes?/s|[bB]ytes?/sec)$')
 _COUNT = re.compile(r'(?i)(bytes?|bits?)$')
 _FRACTION = re.compile(r'(\d\d:\d\d:\d\d)\.(\d+)')
+NO_TIME_HINT = ('one number per line has no time: give each rate its time, for a record '
+                "sampled every 0.5 s: awk '{print (NR-1)*0.5\",\"$1}' FILE")
+"""What to do with a logger's bare list of rates (the step between samples is not in it)."""
 
 
 class ColumnError(ValueError):
@@ -208,8 +211,7 @@ def read_columns(path, lines) -> tuple:
             hint = ''
             if len(fields) == 1 and _is_number(fields[0]) and layout.names is None:
                 # a logger's bare list of rates: the step between samples is not in the file
-                hint = ('; one number per line has no time: give each rate its time, for a '
-                        "record sampled every 0.5 s: awk '{print (NR-1)*0.5\",\"$1}' FILE")
+                hint = f'; {NO_TIME_HINT}'
             raise ColumnError(f'{path}:{lineno}: {_expected(layout)}, got {line[:60]!r}'
                               f'{hint}') from None
         if not (math.isfinite(t) and math.isfinite(r)) or r < 0:

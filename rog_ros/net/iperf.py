@@ -25,12 +25,17 @@ after the other. With parallel streams (``-P``) the ``[SUM]`` lines are the link
 A UDP client's intervals are the rate it *sent* (``-b``), not what the link delivered, so a
 JSON report that says so is refused; record UDP on the server side (``iperf3 -s -J``) or use
 TCP. Text reports do not say which side wrote them.
+
+A report in which iperf wrote an error (``"error"`` in the JSON, an ``iperf3: error - ...`` line
+in the text) is refused with iperf's words. A run stopped by Ctrl-C (``interrupt - the client
+has terminated``) keeps the intervals it measured, with a one-line warning on stderr.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 
 _UNIT = {'': 1.0, 'K': 1e3, 'M': 1e6, 'G': 1e9, 'T': 1e12}
 _LINE = re.compile(
@@ -38,7 +43,22 @@ _LINE = re.compile(
     r'\s+[\d.]+\s+[KMGT]?Bytes\s+(?P<rate>[\d.]+)\s+(?P<unit>[KMGT]?)(?P<kind>bits|Bytes)/sec'
     r'(?P<rest>.*)$')
 _CSV_INTERVAL = re.compile(r'^(?P<a>[\d.]+)-(?P<b>[\d.]+)$')
+_ERROR = re.compile(r'^iperf3?: (?P<kind>error|interrupt) - (?P<message>.*)$')
+"""iperf3's own error lines: ``iperf3: error - unable to connect to server: ...``."""
 EPS_S = 1e-6
+_warned = set()
+
+
+def warn(message: str) -> None:
+    """Print ``warning: message`` on stderr, once per message in this process."""
+    if message not in _warned:
+        _warned.add(message)
+        print(f'warning: {message}', file=sys.stderr)
+
+
+def _interrupted(error) -> bool:
+    """Tell whether iperf3's error text says the run was stopped (Ctrl-C), not that it failed."""
+    return str(error).strip().lower().startswith('interrupt')
 
 
 def is_iperf(lines) -> bool:
@@ -49,7 +69,7 @@ def is_iperf(lines) -> bool:
             continue
         if text.startswith('{'):
             return True
-        if _LINE.search(text) or _csv_fields(text) is not None:
+        if _LINE.search(text) or _csv_fields(text) is not None or _ERROR.match(text):
             return True
     return False
 
@@ -59,7 +79,8 @@ def read_iperf(path, lines) -> tuple:
     Return ``(times_s, rates_mbps, end_s)`` of an iperf report's lines.
 
     Raises ``ValueError`` naming the file (and the line or interval) when the report holds an
-    error iperf wrote, no interval, a UDP client's sending rate, or intervals that go back.
+    error iperf wrote, no interval, a UDP client's sending rate, or intervals that go back. An
+    interrupted run with intervals is read, with a warning (``warn``).
     """
     text = ''.join(lines)
     if text.lstrip().startswith('{'):
@@ -102,15 +123,23 @@ def _json_intervals(path, text) -> list:
             elif doc['event'] == 'interval':
                 stream['intervals'].append(doc.get('data') or {})
             elif doc['event'] == 'error':
-                raise ValueError(f'{path}: iperf3 reported an error: {doc.get("data")}')
+                if not _interrupted(doc.get('data')):
+                    raise ValueError(f'{path}: iperf3 reported an error: {doc.get("data")}')
+                stream['error'] = doc.get('data')
             continue
-        if doc.get('error'):
+        if doc.get('error') and not (_interrupted(doc['error']) and doc.get('intervals')):
             raise ValueError(f'{path}: iperf3 reported an error: {doc["error"]}')
         if 'intervals' not in doc:
             raise ValueError(f'{path}: JSON without "intervals": not an iperf3 -J report')
         runs.append(doc)
-    out = []
+    out, notes = [], []
     for number, run in enumerate(runs, 1):
+        if run.get('error'):                # an interrupt (other errors were refused above)
+            kept = sum(not (i.get('sum') or {}).get('omitted') for i in run['intervals'])
+            if not kept:
+                raise ValueError(f'{path}: iperf3 reported an error: {run["error"]}')
+            notes.append(f'{path}: iperf3 run {number} was interrupted ({run["error"]}); '
+                         f'using the {kept} intervals it measured')
         udp = (run.get('start') or {}).get('test_start', {}).get('protocol') == 'UDP'
         offset, first = (out[-1][1] if out else 0.0), len(out)
         for k, interval in enumerate(run['intervals']):
@@ -130,6 +159,8 @@ def _json_intervals(path, text) -> list:
                                  'bits_per_second in its "sum"') from None
             _append(out, first, offset + a, offset + b, rate, f'{path}: run {number}, '
                                                               f'interval {k}')
+    for note in notes:                      # once the report has been read without an error
+        warn(note)
     return out
 
 
@@ -160,8 +191,15 @@ def _csv_fields(text):
 
 def _text_intervals(path, lines) -> list:
     rows = []                                   # (lineno, stream, role, a, b, mbps, rest)
+    interrupt = None
     for lineno, raw in enumerate(lines, 1):
         text = raw.strip()
+        error = _ERROR.match(text)
+        if error and error['kind'] == 'error':
+            raise ValueError(f'{path}:{lineno}: iperf3 reported an error: {error["message"]}')
+        if error:
+            interrupt = interrupt or (lineno, error['message'])
+            continue
         match = _LINE.search(text)        # iperf3 --timestamps puts the time first
         if match:
             rate = float(match['rate']) * _UNIT[match['unit']] / 1e6
@@ -190,4 +228,10 @@ def _text_intervals(path, lines) -> list:
                 continue                        # iperf2's whole-run line: overlaps the run
             first, offset = len(out), out[-1][1]  # a new run appended to the file
         _append(out, first, offset + a, offset + b, rate, f'{path}:{lineno}')
+    if interrupt and not out:
+        raise ValueError(f'{path}:{interrupt[0]}: iperf3 was interrupted ({interrupt[1]}) before '
+                         'it measured an interval')
+    if interrupt:
+        warn(f'{path}:{interrupt[0]}: iperf3 was interrupted ({interrupt[1]}); using the '
+             f'{len(out)} intervals it measured')
     return out

@@ -20,6 +20,12 @@ millisecond at which one MTU-sized packet (1,500 bytes) could cross the link, re
 several could, and the file wraps around at its last timestamp. ``load_trace`` recognises such
 a file and turns it into Mbit/s over bins of ``BIN_S`` (packet counts per bin, so no byte is
 gained or lost), which keeps the sub-second swings Wi-Fi has and that ATP reacts to.
+
+One integer per line is also what a logger's bare list of rates looks like, so a file is read
+as Mahimahi only if ``mm-link`` would play it as a recording: its timestamps never go back, the
+last one (the period) is above 0 ms, and a file whose timestamps differ spans at least
+``MIN_RECORD_MS``. Anything else raises ``NotMahimahi``, which ``load_trace`` reports as no
+recognised format.
 """
 
 from __future__ import annotations
@@ -31,6 +37,17 @@ PACKET_BITS = 1500 * 8
 
 BIN_S = 0.1
 """Width of the rate bins: a 2 Mbit/s link still delivers 17 packets per bin."""
+
+MIN_RECORD_MS = 1000
+"""Shortest Mahimahi recording read: 1 s, ten ``BIN_S`` bins. Public records last minutes; a
+rising list of integers that ends below 1000 (``12, 15, 20, 25``) is far likelier rates or
+counters without times, and a rising list of rates in Mbit/s does not reach 1000. Files whose
+timestamps are all equal are ``mm-link``'s constant-rate idiom (``1``: one packet per ms, 12
+Mbit/s; ``5``: 2.4 Mbit/s) and may be shorter."""
+
+
+class NotMahimahi(ValueError):
+    """One integer per line, but not a trace ``mm-link`` would play; the message says why."""
 
 
 def is_mahimahi(lines) -> bool:
@@ -46,9 +63,10 @@ def read_mahimahi(path, lines, bin_s: float = BIN_S) -> tuple:
     """
     Return ``(times_s, rates_mbps, end_s)`` of a Mahimahi trace's lines.
 
-    The period is the last timestamp (at least 1 ms), as ``mm-link`` wraps; the last bin may be
-    shorter than ``bin_s``. A line that is not one integer, or a timestamp that goes back,
-    raises ``ValueError`` naming the line.
+    The period is the last timestamp, as ``mm-link`` wraps; the last bin may be shorter than
+    ``bin_s``. A line that is not one integer raises ``ValueError`` naming the line; a timestamp
+    that goes back, a last timestamp of 0 ms, or a recording shorter than ``MIN_RECORD_MS``
+    raises ``NotMahimahi``.
     """
     stamps = []
     for lineno, raw in enumerate(lines, 1):
@@ -60,12 +78,21 @@ def read_mahimahi(path, lines, bin_s: float = BIN_S) -> tuple:
                              f'integer), which has one integer (ms) per line; got {text[:60]!r}')
         ms = int(text)
         if stamps and ms < stamps[-1]:
-            raise ValueError(f'{path}:{lineno}: timestamp {ms} ms goes back (previous '
-                             f'{stamps[-1]} ms)')
+            raise NotMahimahi(f'{path}:{lineno}: one integer per line, but {ms} follows '
+                              f'{stamps[-1]}: not a Mahimahi trace (its ms timestamps never go '
+                              'back)')
         stamps.append(ms)
     if not stamps:
         raise ValueError(f'{path}: no packet delivery opportunities')
-    period_ms = max(stamps[-1], 1)
+    period_ms = stamps[-1]
+    if period_ms == 0:
+        raise NotMahimahi(f'{path}: one integer per line, but not a Mahimahi trace: its last '
+                          'timestamp (the period mm-link loops) is 0 ms, a trace that lasts no '
+                          'time')
+    if stamps[0] != period_ms and period_ms < MIN_RECORD_MS:
+        raise NotMahimahi(f'{path}: one integer per line spanning {period_ms} ms: too short for '
+                          f'a Mahimahi trace (a recording spans at least {MIN_RECORD_MS} ms; a '
+                          'constant rate repeats one timestamp, e.g. "1" for 12 Mbit/s)')
     bin_ms = min(bin_s * 1000.0, float(period_ms))
     n_bins = int(np.ceil(period_ms / bin_ms - 1e-9))
     index = np.minimum((np.asarray(stamps, dtype=np.float64) // bin_ms).astype(np.int64),

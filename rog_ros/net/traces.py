@@ -69,6 +69,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import math
 
+import os
+import stat
+
 import numpy as np
 from rog_ros.atomic import atomic_write_text
 from rog_ros.net import columns, iperf, mahimahi, replay_log
@@ -121,10 +124,10 @@ class Trace:
         if np.any(r < 0):
             raise TraceFormatError('rates must be >= 0')
         end = float(self.end_s)
-        if not end > t[-1]:
-            raise TraceFormatError(f'end_s={end} must exceed the last time {t[-1]}')
-        if self.resolution_s is not None and not self.resolution_s > 0:
-            raise TraceFormatError('resolution_s must be > 0')
+        if not (end > t[-1] and math.isfinite(end)):
+            raise TraceFormatError(f'end_s={end} must be finite and exceed the last time {t[-1]}')
+        if self.resolution_s is not None and not 0 < self.resolution_s < math.inf:
+            raise TraceFormatError(f'resolution_s={self.resolution_s} must be finite and > 0')
         t.flags.writeable = False
         r.flags.writeable = False
         cum = np.concatenate(([0.0], np.cumsum(r * np.diff(np.append(t, end)))))
@@ -273,6 +276,24 @@ Records from measurement tools are often in bit/s or kbit/s; read as Mbit/s they
 fleet a link 10^3-10^6 times too fast and every comparison on them would look network-free, so
 ``load_trace`` refuses them with the conversion to make instead."""
 
+ACCEPTED_FORMATS = ('CSV "t_seconds,mbps" or a table with units in its header, "t bw" lines, a '
+                    'testbed bw_replay log, a Mahimahi trace, an iperf3 -J report or iperf text '
+                    'output')
+"""What ``load_trace`` reads, in the words its errors use."""
+
+_TOO_FAST = {
+    'CSV columns': 'rates must be in Mbit/s: the file is most likely in bit/s (divide the '
+                   'second column by 1e6) or kbit/s (by 1e3), or name the unit in a header '
+                   'line such as "time_s,rate_kbps"',
+    'testbed replay log': 'a replay log holds Mbit/s; this one is not from a Wi-Fi link',
+    'Mahimahi trace': 'that is more than 800 packets per ms; this is not a Mahimahi trace of a '
+                      'Wi-Fi link',
+    'iperf report': 'iperf measured a faster path than Wi-Fi (the loopback interface, a wired '
+                    'link, or client and server on one host); run iperf3 -c SERVER on the robot '
+                    'over its wireless link',
+}
+"""Advice per format when ``load_trace`` finds a median above ``PLAUSIBLE_MEDIAN_MBPS``."""
+
 
 _READERS = {'testbed replay log': replay_log.read_replay_log,
             'Mahimahi trace': mahimahi.read_mahimahi, 'iperf report': iperf.read_iperf}
@@ -294,13 +315,31 @@ def trace_file_format(path) -> str:
     return file_format(_read_lines(path))
 
 
+def check_trace_file(path) -> None:
+    """
+    Raise unless ``path`` is an existing regular file (before anything opens it).
+
+    ``FileNotFoundError`` for a missing path; ``TraceFormatError`` saying that it is a
+    directory or not a regular file (a device, a pipe: reading one reads nothing, or waits).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f'no such file: {path}') from None
+    if stat.S_ISDIR(mode):
+        raise TraceFormatError(f'{path} is a directory, not a trace file')
+    if not stat.S_ISREG(mode):
+        raise TraceFormatError(f'{path} is not a regular file; a trace is a text file')
+
+
 def _read_lines(path) -> list:
+    check_trace_file(path)
     try:
         with open(path, encoding='utf-8-sig') as fh:
             return fh.readlines()
     except UnicodeDecodeError:
-        raise TraceFormatError(f'{path}: not a text file; a trace is text (CSV, "t bw" lines, '
-                               'a Mahimahi trace or an iperf report)') from None
+        raise TraceFormatError(f'{path}: not a text file; a trace is text ({ACCEPTED_FORMATS})'
+                               ) from None
 
 
 def load_trace(path, loop: bool = True) -> Trace:
@@ -330,12 +369,16 @@ def load_trace(path, loop: bool = True) -> Trace:
     """
     lines = _read_lines(path)
     meta, end = {}, None
-    read = _READERS.get(file_format(lines))
+    kind = file_format(lines)
+    read = _READERS.get(kind)
     try:
         if read is not None:
             times, rates, end = read(path, lines)
         else:
             meta, times, rates = columns.read_columns(path, lines)
+    except mahimahi.NotMahimahi as exc:
+        raise TraceFormatError(f'{exc}; not a recognised trace format (accepted: '
+                               f'{ACCEPTED_FORMATS}); {columns.NO_TIME_HINT}') from None
     except ValueError as exc:
         raise TraceFormatError(str(exc)) from None
     if not times:
@@ -344,13 +387,17 @@ def load_trace(path, loop: bool = True) -> Trace:
     if median > PLAUSIBLE_MEDIAN_MBPS:
         raise TraceFormatError(
             f'{path}: median rate {median:.6g} "Mbit/s" is above any Wi-Fi link '
-            f'({PLAUSIBLE_MEDIAN_MBPS:g}); rates must be in Mbit/s: the file is most likely in '
-            f'bit/s (divide the second column by 1e6) or kbit/s (by 1e3), or name the unit in '
-            f'a header line such as "time_s,rate_kbps"')
+            f'({PLAUSIBLE_MEDIAN_MBPS:g}); {_TOO_FAST[kind]}')
     loop = meta['loop'] not in ('0', 'False', 'false') if 'loop' in meta else loop
-    res = float(meta['resolution_s']) if 'resolution_s' in meta else None
-    if 'end_s' in meta:
-        end = float(meta['end_s'])    # on the file's time axis
+    try:
+        res = float(meta['resolution_s']) if 'resolution_s' in meta else None
+        if 'end_s' in meta:
+            end = float(meta['end_s'])    # on the file's time axis
+    except ValueError:
+        raise TraceFormatError(f'{path}: its "# rog_ros trace:" comment has a value that is '
+                               f'not a number (end_s={meta.get("end_s")!r}, resolution_s='
+                               f'{meta.get("resolution_s")!r}); fix or delete that line'
+                               ) from None
     try:
         return Trace.from_samples(times, rates, end, loop, res)
     except TraceFormatError as exc:
@@ -746,7 +793,7 @@ def _weighted_quantiles(values, weights, qs):
 
 def transfer_slowdowns(trace: Trace, payload_s: float = PAYLOAD_S, max_starts: int = 200_000):
     """Transfer time of ``mean * payload_s`` Mbit over start times on the grid, / ``payload_s``."""
-    if trace.mean_mbps <= 0:
+    if trace.mean_mbps <= 0:                # nothing is ever delivered
         return np.array([np.inf])
     n = int(math.ceil(trace.end_s / trace.dt_s - 1e-6))
     starts = np.arange(0, n, max(1, n // max_starts)) * trace.dt_s
@@ -782,7 +829,9 @@ def stats(trace: Trace) -> dict:
         ``longest_near_zero_s``,
         ``mean_time_to_20pct_change_s``, ``mean_time_to_40pct_change_s``,
         ``transfer_slowdown_p99`` (p99 over start times of the time to move ``1.43 s x mean``
-        Mbit, divided by 1.43 s), ``duration_s``, ``resolution_s``, ``segments``.
+        Mbit, divided by 1.43 s; inf when the trace never delivers), ``duration_s``,
+        ``resolution_s``, ``segments``. The change times are nan when the rate never changes
+        that much.
 
     """
     dur = np.diff(np.append(trace.t_s, trace.end_s))
@@ -805,7 +854,8 @@ def stats(trace: Trace) -> dict:
         'longest_near_zero_s': float(nz_len.max()) if nz_len.size else 0.0,
         'mean_time_to_20pct_change_s': mean_time_to_change(trace, 0.2),
         'mean_time_to_40pct_change_s': mean_time_to_change(trace, 0.4),
-        'transfer_slowdown_p99': float(np.percentile(transfer_slowdowns(trace), 99)),
+        'transfer_slowdown_p99': (float(np.percentile(transfer_slowdowns(trace), 99))
+                                  if trace.mean_mbps > 0 else math.inf),
         'duration_s': total,
         'resolution_s': trace.dt_s,
         'segments': len(trace),

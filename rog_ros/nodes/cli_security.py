@@ -61,8 +61,23 @@ def _cmd_key(args) -> int:
     return 0
 
 
+def _check_keystore(args) -> None:
+    from rog_ros import checks
+    from rog_ros.nodes.keystore import MAX_DAYS, MAX_PER_RANK
+    checks.integer('--per-rank', args.per_rank, 0, MAX_PER_RANK)
+    checks.integer('--days', args.days, 1, MAX_DAYS)
+    for domain in args.domain_id or ():
+        checks.integer('--domain-id', domain, 0, 232)
+
+
 def _cmd_keystore(args) -> int:
+    from rog_ros.checks import ConfigError
     from rog_ros.nodes.keystore import create_keystore, KeystoreError
+    try:
+        _check_keystore(args)
+    except ConfigError as err:
+        print(f'rog security keystore: {err}', file=sys.stderr)
+        return 2
     try:
         enclaves = create_keystore(args.directory, namespace=args.namespace,
                                    domain_ids=args.domain_id, per_rank=args.per_rank,

@@ -60,13 +60,17 @@ FLEET_OWN = ('out', 'netmon', 'fleet_key_file')
 def add_parser(subparsers):
     """Add the ``fleet`` subcommand."""
     p = subparsers.add_parser('fleet', help='run a fleet of node processes on this machine',
-                              description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip())
+                              description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip()
+                              .replace('``', ''))
     for s in settings.for_role('fleet'):      # generated from the settings table
         if s.name not in FLEET_OWN:
             p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),
-                           help=f'{s.description} (default {s.default!r})'.replace('%', '%%'))
-    p.add_argument('--out', default='rog_fleet_run', help='output directory')
-    p.add_argument('--config', default=None, help='ROS 2 parameter file (config/fleet.yaml)')
+                           help=f'{s.description}{s.default_text}'.replace('%', '%%'))
+    p.add_argument('--out', default='rog_fleet_run',
+                   help='output directory (default rog_fleet_run)')
+    p.add_argument('--config', default=None,
+                   help='ROS 2 parameter file to start from, such as config/fleet.yaml '
+                        '(default: none; the flags and the built-in defaults)')
     p.add_argument('--domain-id', type=int, default=None,
                    help='DDS domain (default: a free-looking one derived from the pid)')
     p.add_argument('--no-netmon', action='store_true', help='do not start netmon')
@@ -142,6 +146,7 @@ def run(args) -> int:
             checks.integer('--domain-id', args.domain_id, 0, 232)
         file_params = load_parameter_file(args.config) if args.config else {}
         specs = plan(file_params, _overrides(args, out))
+        checks.output_dir('--out', args.out)
     except (OSError, ValueError) as err:
         print(f'rog fleet: {" ".join(str(err).split())}', file=sys.stderr)
         return 2

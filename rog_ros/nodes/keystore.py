@@ -45,6 +45,12 @@ ENCLAVES = {'/rog_ros/server': 'server', '/rog_ros/worker': 'worker',
             '/rog_ros/netmon': 'netmon'}
 """Enclave -> permissions template (``config/sros2/permissions_<role>.xml``)."""
 VALID_DAYS = 3650
+MAX_PER_RANK = 1000
+"""Most per-rank worker enclaves one keystore makes (each is a key pair and a signed
+permissions file, a few ms apiece): far more robots than one fleet has; a typo such as
+100000 would otherwise run for minutes and fill the directory."""
+MAX_DAYS = 36500
+"""Longest validity accepted (100 years; far beyond it the certificate dates overflow)."""
 _COMMENT = re.compile(r'<!--.*?-->\s*', re.S)
 
 
@@ -71,7 +77,8 @@ def _domains_xml(domain_ids) -> str:
         return '<id_range><min>0</min><max>232</max></id_range>'
     ids = sorted({int(d) for d in domain_ids})
     if not ids or ids[0] < 0 or ids[-1] > 232:
-        raise KeystoreError('domain ids must be in 0..232')
+        raise KeystoreError(f'domain ids (--domain-id) must be in 0..232, got '
+                            f'{", ".join(str(d) for d in ids) or "none"}')
     return ''.join(f'<id>{d}</id>' for d in ids)
 
 
@@ -189,8 +196,11 @@ def create_keystore(directory, namespace: str = '/rog', domain_ids=None, per_ran
     ns = namespace.strip('/')
     if not namespace.startswith('/') or not re.match(r'^[A-Za-z][A-Za-z0-9_/]*$', ns or '-'):
         raise KeystoreError(f'bad namespace {namespace!r}; use e.g. /rog')
-    if per_rank < 0 or days < 1:
-        raise KeystoreError('per_rank must be >= 0 and days >= 1')
+    if not 0 <= per_rank <= MAX_PER_RANK:
+        raise KeystoreError(f'per_rank (--per-rank) must be in 0..{MAX_PER_RANK}, got '
+                            f'{per_rank}')
+    if not 1 <= days <= MAX_DAYS:
+        raise KeystoreError(f'days (--days) must be in 1..{MAX_DAYS}, got {days}')
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     ca = _Ca(ca_name, now - datetime.timedelta(minutes=5), days)
     domains = _domains_xml(domain_ids)

@@ -115,12 +115,14 @@ def split_peers(text) -> list:
 def add_parser(subparsers):
     """Add the ``robot`` subcommand: the nodes of one robot, without ROS 2."""
     p = subparsers.add_parser('robot', help="run one robot's nodes (server or worker robot)",
-                              description=__doc__.strip().split('\n')[0])
+                              description=__doc__.strip().split('\n')[0].replace('``', ''))
     p.add_argument('--role', required=True, choices=ROLES, help=ROBOT_ARGUMENTS['role'])
-    p.add_argument('--rank', type=int, default=0, help=ROBOT_ARGUMENTS['rank'])
-    p.add_argument('--server-host', default='', help=ROBOT_ARGUMENTS['server_host'])
-    p.add_argument('--peers', default='', help=ROBOT_ARGUMENTS['peers'])
-    p.add_argument('--config', default=None, help=ROBOT_ARGUMENTS['config'])
+    p.add_argument('--rank', type=int, default=None, help=ROBOT_ARGUMENTS['rank'])
+    p.add_argument('--server-host', default=None, help=ROBOT_ARGUMENTS['server_host'])
+    p.add_argument('--peers', default=None, help=ROBOT_ARGUMENTS['peers'])
+    p.add_argument('--config', default=None,
+                   help='ROS 2 parameter file to start from, such as config/fleet.yaml '
+                        '(default: none; the flags and the built-in defaults)')
     p.add_argument('--respawn', default=0, metavar='N', help=ROBOT_ARGUMENTS['respawn'])
     p.add_argument('--logs', default=None, help='node logs directory (default: OUT/logs on '
                                                 'the server, ./rog_robot_logs otherwise)')
@@ -130,7 +132,7 @@ def add_parser(subparsers):
     for s in settings.for_role('fleet'):
         if s.name not in ('rank',):
             p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),
-                           help=f'{s.description} (default {s.default!r})'.replace('%', '%%'))
+                           help=f'{s.description}{s.default_text}'.replace('%', '%%'))
     p.set_defaults(func=run)
     return p
 
@@ -159,17 +161,25 @@ def watch(sup, main: str, limit: int = 0, sleep=time.sleep) -> int:
 
 def run(args) -> int:
     """Start the robot's nodes, wait for its training node, stop the rest; exit status."""
+    from rog_ros import checks
     from rog_ros.nodes.supervisor import Supervisor
     from rog_ros.nodes.plan import load_parameter_file
     over = {s.name: getattr(args, s.name, None) for s in settings.for_role('fleet')
             if s.name not in ('rank', 'fleet_key_file', 'record')}
     try:
+        _check_robot_args(args)
         file_params = load_parameter_file(args.config) if args.config else {}
-        specs = robot_plan(args.role, args.rank, file_params, over)
+        specs = robot_plan(args.role, args.rank or 0, file_params, over)
         limit = parse_respawn(args.respawn)
         check_respawn(limit, specs)
         env = dict(os.environ, PYTHONUNBUFFERED='1',
-                   **robot_environment(os.environ, args.server_host, split_peers(args.peers)))
+                   **robot_environment(os.environ, args.server_host or '',
+                                       split_peers(args.peers)))
+        logs = args.logs or (os.path.join(specs[0].parameters['out'], 'logs')
+                             if args.role == 'server' else 'rog_robot_logs')
+        if args.role == 'server':
+            checks.output_dir('--out', specs[0].parameters['out'])
+        checks.output_dir('--logs', logs)
     except (OSError, ValueError) as err:
         print(f'rog robot: {err}', file=sys.stderr)
         return 2
@@ -183,8 +193,6 @@ def run(args) -> int:
         folder = os.sep if model_out.endswith(os.sep) else ''    # 'models/': model.pt in it
         specs[0] = dataclasses.replace(specs[0], parameters=dict(
             specs[0].parameters, model_out=os.path.abspath(model_out) + folder))
-    logs = args.logs or (os.path.join(specs[0].parameters['out'], 'logs')
-                         if args.role == 'server' else 'rog_robot_logs')
     sup = Supervisor(specs, logs, lambda spec: env)
     main = specs[0].name
     code = 1
@@ -214,6 +222,26 @@ def run(args) -> int:
               'robot (torch, a DDS round trip with its configuration, buffers, clock)',
               file=sys.stderr)
     return code
+
+
+def _check_robot_args(args) -> None:
+    """Refuse what the role ignores or what would start the wrong robot (one line)."""
+    from rog_ros import checks
+    if args.role == 'worker' and args.rank is None:
+        raise checks.ConfigError('--role worker needs --rank K (0..workers-1): every worker '
+                                 'robot of a fleet has its own rank')
+    if args.role == 'server' and args.rank is not None:
+        raise checks.ConfigError('--rank applies to --role worker; the server robot has no '
+                                 'rank: leave --rank out')
+    if args.server_host is not None and not args.server_host.strip():
+        raise checks.ConfigError('--server-host is empty; give the address of the server '
+                                 'robot, or leave the option out')
+    if args.peers is not None and not split_peers(args.peers):
+        raise checks.ConfigError(f'--peers {args.peers!r} names no address; give '
+                                 'comma-separated addresses, or leave the option out')
+    if args.peers is not None and len(split_peers(args.peers)) != len(args.peers.split(',')):
+        raise checks.ConfigError(f'--peers {args.peers!r} has an empty entry; give '
+                                 'comma-separated addresses such as 10.0.0.11,10.0.0.12')
 
 
 def _closing_lines(server_params: dict, logs: str) -> None:

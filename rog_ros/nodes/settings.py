@@ -79,6 +79,11 @@ class Setting:
         return '--' + self.name.replace('_', '-')
 
     @property
+    def default_text(self) -> str:
+        """Return ``' (default X)'`` for --help; '' when unset (the description says what then)."""
+        return '' if self.default is None else f' (default {self.default!r})'
+
+    @property
     def label(self) -> str:
         """Return how errors name the setting: ``'eval_every (--eval-every)'``."""
         return f'{self.name} ({self.flag})'
@@ -347,7 +352,7 @@ def add_arguments(parser: argparse.ArgumentParser, role: str, suppress: bool = T
         g = groups.get(title) or groups.setdefault(title, parser.add_argument_group(title))
         default = argparse.SUPPRESS if suppress else s.default
         text = s.description + (f' Range {s.range_text()}.' if s.range_text() else '')
-        text = text.replace('%', '%%') + f' (default {s.default!r})'
+        text = text.replace('%', '%%') + s.default_text
         kw = {'default': default, 'help': text, 'dest': s.name}
         if s.kind is bool:
             g.add_argument(s.flag, type=s.parse, metavar='{true,false}', **kw)

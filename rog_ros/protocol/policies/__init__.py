@@ -75,12 +75,15 @@ def make_policy(spec: str, **overrides) -> SyncPolicy:
     """
     spec, _, tag = spec.partition('#')
     overrides = {**_tag_overrides(tag), **overrides}
-    name, _, s = spec.partition(':')
+    name, colon, s = spec.partition(':')
     name = name.strip().lower()
     if name not in FACTORIES:
         raise ValueError(f'unknown sync system {spec!r}; choose one of {sorted(FACTORIES)} '
                          "(with ':S' for a staleness threshold, e.g. rog:4)")
     kwargs = dict(overrides)
+    if colon and not s.strip():
+        raise ValueError(f"no staleness after ':' in {spec!r}; give one (e.g. {name}:4) or "
+                         "leave out the ':'")
     if s:
         try:
             kwargs['staleness'] = int(s)

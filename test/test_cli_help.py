@@ -1,0 +1,108 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""What ``rog --help`` and the subcommands' help say: defaults, descriptions, the version."""
+
+import os
+
+import pytest
+from rog_ros import cli
+from rog_ros.nodes.push_systems import PUSH_SYSTEMS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _help(argv, capsys, monkeypatch):
+    monkeypatch.setenv('COLUMNS', '400')           # one line per option: no wrapping
+    with pytest.raises(SystemExit) as done:
+        cli.build_parser().parse_args(argv + ['--help'])
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+def _option(text, flag):
+    """Return the help of ``flag``: its line and the next (where a long metavar pushes it)."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith(flag + ' ')
+              or line.strip() == flag or line.strip().startswith(flag + ','))
+    return ' '.join(lines[at:at + 2])
+
+
+def test_version_prints_the_package_version(capsys):
+    from rog_ros import __version__
+    with pytest.raises(SystemExit) as done:
+        cli.build_parser().parse_args(['--version'])
+    assert done.value.code == 0 and capsys.readouterr().out == f'rog {__version__}\n'
+
+
+@pytest.mark.parametrize('command', [['fleet'], ['robot']])
+def test_fleet_and_robot_help_shows_no_none_default_and_no_markup(command, capsys, monkeypatch):
+    text = _help(command, capsys, monkeypatch)
+    assert '(default None)' not in text and '``' not in text
+    assert "Learning rate; 0 = the workload's own." in _option(text, '--lr')
+    config = _option(text, '--config')
+    assert 'default: none' in config and 'default: config/fleet.yaml' not in config
+    assert '(config/fleet.yaml)' not in config
+    if command == ['fleet']:
+        assert 'output directory (default rog_fleet_run)' in _option(text, '--out')
+        assert text.split('\n\n')[1].startswith('rog fleet: a whole fleet on this machine')
+
+
+def test_bench_and_trace_subcommands_have_descriptions_and_defaults(capsys, monkeypatch):
+    for sub in ('overhead', 'codec', 'transport', 'server', 'faults'):
+        text = _help(['bench', sub], capsys, monkeypatch)
+        assert 'Prints JSON' in text or 'JSON' in text.split('options:')[0], sub
+    assert '(default 3)' in _option(_help(['bench', 'transport'], capsys, monkeypatch),
+                                    '--duration')
+    text = _help(['trace', 'gen'], capsys, monkeypatch)
+    assert 'Write a seeded synthetic trace' in text
+    text = _help(['trace', 'stats'], capsys, monkeypatch)
+    assert 'FILE_OR_PRESET is a preset' in text and 'SOURCE' not in text
+    for sub, positional in (('plot', 'FILE_OR_PRESET'), ('convert', 'FILE')):
+        text = _help(['trace', sub], capsys, monkeypatch)
+        line = next(x for x in text.split('positional arguments:')[1].splitlines() if x.strip())
+        assert line.split()[0] == positional and len(line.split()) > 1, line
+
+
+def test_sim_help_names_every_file_and_when_staleness_is_ignored(capsys, monkeypatch):
+    text = _help(['sim'], capsys, monkeypatch)
+    assert 'summary.json, timeseries.csv and events.csv' in _option(text, '--out')
+    assert 'not both with different values' in _option(text, '--staleness')
+
+
+def test_module_docstring_lists_every_command_the_parser_has():
+    parser = cli.build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    for name, sub in commands.items():
+        assert f'    rog {name} ' in cli.__doc__, name
+        nested = [a for a in sub._actions if a.__class__.__name__ == '_SubParsersAction']
+        if nested and name in ('bench', 'trace'):
+            line = next(x for x in cli.__doc__.splitlines() if x.startswith(f'    rog {name} '))
+            assert line.split()[2] == '|'.join(nested[0].choices), name
+
+
+def test_sync_unknown_names_the_system_as_typed_and_lists_all(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(['sim', '--sync', 'bogus']) == 2
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and "rog sim: --sync: unknown sync system 'bogus';" in err
+    assert 'bogus:4' not in err
+    for name in ('bsp', 'ssp', 'rog', 'flown', 'adacomp', 'comp-asgd', 'gsp+gds', 'asp'):
+        assert f' {name},' in err or f' {name} ' in err or err.rstrip().endswith(name), name
+
+
+def test_the_sample_fleet_file_lists_every_sync_the_fleet_runs():
+    with open(os.path.join(ROOT, 'config', 'fleet.yaml'), encoding='utf-8') as fh:
+        line = next(x for x in fh if x.strip().startswith('sync:'))
+    listed = {w.strip() for w in line.split('#', 1)[1].split('|')}
+    assert listed == {'rog', 'ssp', 'bsp', 'flown', *PUSH_SYSTEMS}
