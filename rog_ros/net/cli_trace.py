@@ -37,7 +37,6 @@ import sys
 
 import numpy as np
 
-from rog_ros import checks
 from rog_ros.atomic import atomic_write_bytes
 from rog_ros.net import trace_spec, traces
 from rog_ros.net.replay import HOLD_DRAW_ABOVE, HOLD_RANGE_S, MAX_REPLAY_STEPS, replay
@@ -152,24 +151,34 @@ def _unknown(name):
     return f'unknown preset {name!r}; known presets: {", ".join(traces.PRESETS)}'
 
 
+def _positive(name: str, value) -> None:
+    """Refuse a value that is not a finite number > 0 (``rog_ros.checks`` is a layer above)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f'{name} must be a number, got {value!r}')
+    if not math.isfinite(value):
+        raise ValueError(f'{name} must be finite, got {value}')
+    if not value > 0:
+        raise ValueError(f'{name} must be > 0, got {value:g}')
+
+
 def _check_span(duration_s, dt_s: float = PRESET_DT_S) -> None:
     """Refuse a --duration/--dt that is not finite and positive or needs too many samples."""
-    checks.number('--duration', duration_s, positive=True)
-    checks.number('--dt', dt_s, positive=True)
+    _positive('--duration', duration_s)
+    _positive('--dt', dt_s)
     if dt_s > duration_s:
-        raise checks.ConfigError(f'--dt {dt_s:g} exceeds --duration {duration_s:g}')
+        raise ValueError(f'--dt {dt_s:g} exceeds --duration {duration_s:g}')
     samples = duration_s / dt_s
     if samples > MAX_SAMPLES:
-        raise checks.ConfigError(f'--duration {duration_s:g} s at --dt {dt_s:g} s is '
-                                 f'{samples:.3g} samples; at most {MAX_SAMPLES:,} are generated '
-                                 '(shorten --duration or coarsen --dt)')
+        raise ValueError(f'--duration {duration_s:g} s at --dt {dt_s:g} s is {samples:.3g} '
+                         f'samples; at most {MAX_SAMPLES:,} are generated (shorten --duration '
+                         'or coarsen --dt)')
 
 
 def _check_replay_span(args, record) -> None:
     """Refuse a replay --duration that is not finite and positive or needs too many segments."""
     if args.duration is None:
         return
-    checks.number('--duration', args.duration, positive=True)
+    _positive('--duration', args.duration)
     usable = len(record) - 2       # (fewer than 3 steps: replay refuses the record itself)
     if usable < 1:
         return
@@ -178,9 +187,9 @@ def _check_replay_span(args, record) -> None:
     segments = args.duration / (float(steps.mean()) + hold)
     limit = min(MAX_SAMPLES, MAX_REPLAY_STEPS)
     if segments > limit:
-        raise checks.ConfigError(f'--duration {args.duration:g} s is about {segments:.3g} '
-                                 f'replayed segments of this record; at most {limit:,} are '
-                                 'generated (shorten --duration)')
+        raise ValueError(f'--duration {args.duration:g} s is about {segments:.3g} replayed '
+                         f'segments of this record; at most {limit:,} are generated (shorten '
+                         '--duration)')
 
 
 def _source(args, src=None):
