@@ -269,15 +269,29 @@ def _check_compare(args) -> None:
     checks.output_dir('--out', args.out)
 
 
+REPRODUCE_ROG_ONLY = {'workloads': 'mpcol', 'workers': 4, 'iterations': None,
+                      'no_eacol_m': False}
+"""Options of `rog reproduce` (with their defaults) that only the Rog paper's set takes."""
+
+
 def _check_reproduce(args) -> None:
     from rog_ros import checks
-    _check_common(args)
-    for wl in checks.name_list('--workloads', args.workloads):
-        checks.workload('--workloads', wl)
     from rog_ros.experiments.reproduce import REPRODUCTIONS
     if args.what not in REPRODUCTIONS:
         raise checks.ConfigError(f'unknown paper {args.what!r}; choose one of '
                                  f'{sorted(REPRODUCTIONS)}')
+    if args.what != 'rog':
+        given = [f'--{k.replace("_", "-")}' for k in REPRODUCE_ROG_ONLY
+                 if getattr(args, k) not in (None, False)]
+        if given:
+            raise checks.ConfigError(f'{", ".join(given)}: rog reproduce {args.what} runs its '
+                                     "paper's own settings; these apply to the Rog set only")
+    for key, default in REPRODUCE_ROG_ONLY.items():
+        if getattr(args, key) is None:
+            setattr(args, key, default)
+    _check_common(args)
+    for wl in checks.name_list('--workloads', args.workloads):
+        checks.workload('--workloads', wl)
     if args.seeds is not None:
         checks.int_list('--seeds', args.seeds, 0)
     checks.output_dir('--out', args.out)
@@ -406,14 +420,17 @@ def _add_reproduce(sub) -> None:
                    help='which paper (default rog); adacomp, gsp, aet, fleet: another '
                         "reference paper's headline trend, small scale on generated data")
     p.add_argument('--out', required=True, help='output directory')
-    p.add_argument('--workloads', default='mpcol', help='comma-separated (default mpcol)')
+    p.add_argument('--workloads', default=None,
+                   help='comma-separated (default mpcol; rog only)')
     p.add_argument('--seeds', default=None,
                    help='seeds (default 0,1,2,3,4; with PAPER: its own, usually 0)')
-    p.add_argument('--workers', type=int, default=4, help='workers (default 4)')
-    p.add_argument('--iterations', type=int, default=None, help='iterations per worker')
+    p.add_argument('--workers', type=int, default=None, help='workers (default 4; rog only)')
+    p.add_argument('--iterations', type=int, default=None,
+                   help='iterations per worker (rog only)')
     p.add_argument('--quick', action='store_true', help='one seed, fewer thresholds')
     p.add_argument('--no-eacol-m', action='store_true',
-                   help='skip EACOL with ConvMLP-M messages (surrogate compute, outdoors)')
+                   help='skip EACOL with ConvMLP-M messages (surrogate compute, outdoors; rog '
+                        'only)')
     p.set_defaults(func=_cmd_reproduce)
 
 
@@ -421,17 +438,22 @@ def _cmd_reproduce(args) -> int:
     if not _valid('rog reproduce', _check_reproduce, args):
         return 2
     from rog_ros.experiments.reproduce import REPRODUCTIONS
-    if args.what != 'rog':
-        opts = {} if args.seeds is None else {
-            'seeds': [int(s) for s in args.seeds.split(',') if s.strip()]}   # default: theirs
-        path = REPRODUCTIONS[args.what](args.out, quick=args.quick, **opts)
-        print(f'report: {path}')
-        return 0
-    seeds = [int(s) for s in (args.seeds or '0,1,2,3,4').split(',') if s.strip()]
-    path = REPRODUCTIONS['rog'](args.out, quick=args.quick, seeds=seeds,
-                                workloads=[w for w in args.workloads.split(',') if w],
-                                workers=args.workers, iterations=args.iterations,
-                                eacol_m=not args.no_eacol_m)
+    new_out = not os.path.exists(args.out)
+    try:
+        if args.what != 'rog':
+            opts = {} if args.seeds is None else {
+                'seeds': [int(s) for s in args.seeds.split(',') if s.strip()]}   # theirs
+            path = REPRODUCTIONS[args.what](args.out, quick=args.quick, **opts)
+        else:
+            seeds = [int(s) for s in (args.seeds or '0,1,2,3,4').split(',') if s.strip()]
+            path = REPRODUCTIONS['rog'](args.out, quick=args.quick, seeds=seeds,
+                                        workloads=[w for w in args.workloads.split(',') if w],
+                                        workers=args.workers, iterations=args.iterations,
+                                        eacol_m=not args.no_eacol_m)
+    except KeyboardInterrupt:
+        if new_out:          # made by this call: leave no empty folders behind
+            _remove_empty_dirs(args.out)
+        raise
     print(f'report: {path}')
     return 0
 
@@ -597,7 +619,7 @@ def _cmd_bench_overhead(args) -> int:
 
 def _check_bench_codec(args) -> None:
     from rog_ros import checks
-    checks.integer('--params', args.params, 1)
+    checks.integer('--params', args.params, 1, 500_000_000)     # (2 GB per fp32 vector)
     checks.integer('--repeats', args.repeats, 1)
 
 

@@ -73,6 +73,9 @@ CASES = [
     (['reproduce', '--workers', '0', '--out', 'x'], '--workers'),
     (['reproduce', '--seeds', 'a', '--out', 'x'], '--seeds'),
     (['reproduce', '--iterations', '-5', '--out', 'x'], '--iterations'),
+    (['reproduce', 'adacomp', '--workers', '8', '--workloads', 'eacol', '--out', 'x'],
+     '--workloads, --workers: rog reproduce adacomp runs'),
+    (['reproduce', 'aet', '--no-eacol-m', '--out', 'x'], '--no-eacol-m: rog reproduce aet'),
     (['fleet', '--trace', 'missing.csv'], '--trace'),
     (['fleet', '--workers', '-3'], '--workers'),
     (['fleet', '--workers', '3', '--min-workers', '4'], '--min-workers'),
@@ -268,6 +271,7 @@ SUB_CASES = [
     (['bench', 'faults', '--systems', 'rog:4,rog:'], '--systems'),
     (['bench', 'codec', '--params', '100', '--repeats', '0'], '--repeats must be >= 1'),
     (['bench', 'codec', '--params', '100', '--repeats', '-1'], '--repeats must be >= 1'),
+    (['bench', 'codec', '--params', '1000000000000'], '--params must be <= 500000000'),
     (['bench', 'transport', '--duration', 'nan'], '--duration must be finite'),
     (['bench', 'transport', '--duration', 'inf'], '--duration must be finite'),
     (['bench', 'transport', '--duration', '-1'], '--duration must be > 0'),
@@ -503,3 +507,20 @@ def test_a_tagged_sync_without_a_threshold_takes_the_staleness():
     assert pol.staleness == 7 and not pol.late_rows
     assert _system_spec('rog:3#late_rows=0', 7) == 'rog:3#late_rows=0'
     assert _system_spec('bsp', 7) == 'bsp' and _system_spec('adacomp', 7) == 'adacomp'
+
+
+def test_an_interrupted_reproduce_leaves_no_empty_folders_it_made(tmp_path, monkeypatch, capsys):
+    from rog_ros.experiments import reproduce
+
+    def interrupted(out, **kwargs):
+        os.makedirs(os.path.join(out, 'runs', 'seed0'))
+        raise KeyboardInterrupt
+    monkeypatch.setitem(reproduce.REPRODUCTIONS, 'adacomp', interrupted)
+    out = tmp_path / 'new'
+    assert cli.main(['reproduce', 'adacomp', '--out', str(out)]) == 130
+    assert not out.exists()
+    assert 'rog reproduce: interrupted' in capsys.readouterr().err
+    kept = tmp_path / 'kept'          # a folder the user had: left as it was
+    kept.mkdir()
+    assert cli.main(['reproduce', 'adacomp', '--out', str(kept)]) == 130
+    assert kept.is_dir()

@@ -127,6 +127,8 @@ def test_robot_launch_server_and_every_setting_is_an_argument(launch_file):
     ({'role': 'robot'}, 'role must be server or worker'),
     ({'role': 'worker', 'rank': '3', 'workers': '3'}, 'rank must be in 0..2'),
     ({'role': 'worker', 'rank': 'one'}, 'is not an integer'),
+    ({'role': 'worker', 'workers': '3'}, 'needs rank:=K'),
+    ({'role': 'server', 'rank': '1'}, 'takes no rank'),
 ])
 def test_robot_launch_rejects_bad_arguments_in_one_line(launch_file, values, message):
     with pytest.raises(ValueError, match=message):
@@ -221,9 +223,9 @@ def test_robot_launch_without_respawn_registers_no_handler(launch_file):
 
 @pytest.mark.parametrize('values,message', [
     ({'role': 'server', 'workers': '2', 'respawn': '3'}, 'start the run over'),
-    ({'role': 'worker', 'workers': '2', 'respawn': '1'}, 'lose the gradients'),
-    ({'role': 'worker', 'workers': '2', 'respawn': 'yes'}, 'number of restarts'),
-    ({'role': 'worker', 'workers': '2', 'respawn': '-1'}, 'respawn must be in'),
+    ({'role': 'worker', 'rank': '0', 'workers': '2', 'respawn': '1'}, 'lose the gradients'),
+    ({'role': 'worker', 'rank': '0', 'workers': '2', 'respawn': 'yes'}, 'number of restarts'),
+    ({'role': 'worker', 'rank': '0', 'workers': '2', 'respawn': '-1'}, 'respawn must be in'),
 ])
 def test_respawn_without_a_state_dir_or_with_a_bad_count_is_refused(launch_file, values,
                                                                     message):

@@ -74,11 +74,19 @@ def robot_node_specs(values: dict, default_config: str) -> list:
     """Return one robot's NodeSpecs for launch-argument strings ``values`` (pure)."""
     config = values.get('config') or default_config
     overrides = launch_overrides({k: v for k, v in values.items() if k in LAUNCH_ARGUMENTS})
-    rank = str(values.get('rank') or '0').strip()
-    if not rank.isdigit():
+    role = str(values.get('role') or '').strip()
+    rank = str(values.get('rank') or '').strip()
+    # as rog robot: a worker robot says which one it is (two robots left at a default 0
+    # would both train as worker 0), a server robot has no rank
+    if role == 'worker' and not rank:
+        raise ValueError('role:=worker needs rank:=K (0..workers-1), the worker rank of this '
+                         'robot')
+    if role == 'server' and rank:
+        raise ValueError(f'role:=server takes no rank (got rank:={rank}); leave rank:= out')
+    if rank and not rank.isdigit():
         raise ValueError(f'launch argument rank:={rank!r} is not a non-negative integer')
-    return robot_plan(str(values.get('role') or '').strip(), int(rank),
-                      load_parameter_file(config) if config else {}, overrides)
+    return robot_plan(role, int(rank or 0), load_parameter_file(config) if config else {},
+                      overrides)
 
 
 def launch_environment(values: dict, environ=None) -> dict:
