@@ -351,12 +351,16 @@ def _cmd_plot(args, out):
         raise ValueError(f'plot takes one trace, got the list {args.source!r}; plot each entry '
                          f'(rog trace stats shows a list side by side)')
     _check_seed(args)
-    import matplotlib
+    trace, _ = _source(args)          # (its checks first: they need no matplotlib)
+    try:
+        import matplotlib
+    except ImportError:
+        raise ValueError('plot needs matplotlib (a dependency of rog_ros that this Python '
+                         'lacks): pip install matplotlib') from None
     matplotlib.use('Agg')
     from matplotlib import pyplot as plt
 
     path, kind = _out_image(args.out, args.source)
-    trace, _ = _source(args)
     fig, (ax_t, ax_h) = plt.subplots(1, 2, figsize=(12, 4),
                                      gridspec_kw={'width_ratios': [3, 1]})
     t = np.append(trace.t_s, trace.end_s)
