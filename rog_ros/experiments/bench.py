@@ -160,6 +160,10 @@ def bench_overhead(model: str = 'convmlp-m', n_workers: int = 4, staleness: int 
     """
     Measure what row granularity costs: (rog_s - ssp_s) / compute_s (target < 0.05).
 
+    ``ratio`` is rog's default against ssp; ``ratio_rows`` the same without late rows and
+    late pulls (rows sent while the robots compute: more transfers per iteration, each a
+    pass over the model), i.e. what row granularity itself costs.
+
     rog and ssp runs alternate ``repeats`` times and each figure is the median, so that a
     burst of load from another process skews both sides alike instead of one of them.
     ``threads`` sets torch's intra-op threads for the protocol and the compute alike.
@@ -172,13 +176,17 @@ def bench_overhead(model: str = 'convmlp-m', n_workers: int = 4, staleness: int 
         torch.set_num_threads(threads)
     shapes, module = model_shapes(model)
     bw = list(bandwidths_mbps) * (n_workers // len(bandwidths_mbps) + 1)
-    runs = {'rog': [], 'ssp': []}
+    # rog's default sends rows while the robots compute (late rows and late pulls): more
+    # transfers per iteration, each a pass over the model; 'rog_rows' leaves them out, to
+    # show what row granularity itself costs
+    specs = {'rog': f'rog:{staleness}', 'ssp': f'ssp:{staleness}',
+             'rog_rows': f'rog:{staleness}#late_rows=0#late_pulls=0'}
+    runs = {name: [] for name in specs}
     for _ in range(repeats):
-        for name in runs:
-            runs[name].append(protocol_seconds(f'{name}:{staleness}', shapes, n_workers,
-                                               iterations, bw))
-    rog = sorted(runs['rog'], key=lambda d: d['seconds_per_iteration'])[repeats // 2]
-    ssp = sorted(runs['ssp'], key=lambda d: d['seconds_per_iteration'])[repeats // 2]
+        for name, spec in specs.items():
+            runs[name].append(protocol_seconds(spec, shapes, n_workers, iterations, bw))
+    rog, ssp, rows = (sorted(runs[name], key=lambda d: d['seconds_per_iteration'])[repeats // 2]
+                      for name in ('rog', 'ssp', 'rog_rows'))
     compute, compute_cpu = compute_seconds(module)
     rog_cpu = sorted(d['cpu_seconds_per_iteration'] for d in runs['rog'])[repeats // 2]
     ssp_cpu = sorted(d['cpu_seconds_per_iteration'] for d in runs['ssp'])[repeats // 2]
@@ -191,6 +199,11 @@ def bench_overhead(model: str = 'convmlp-m', n_workers: int = 4, staleness: int 
             # The same in process CPU time: robust to other load on the machine.
             'rog_cpu_s': rog_cpu, 'ssp_cpu_s': ssp_cpu, 'compute_cpu_s': compute_cpu,
             'ratio_cpu': (rog_cpu - ssp_cpu) / compute_cpu,
+            # row granularity alone (no late transfers), and what late transfers add
+            'rog_rows_s': rows['seconds_per_iteration'],
+            'ratio_rows': (rows['seconds_per_iteration'] - ssp['seconds_per_iteration'])
+            / compute,
+            'late_transfers_s': rog['seconds_per_iteration'] - rows['seconds_per_iteration'],
             'repeats': repeats, 'rog_detail': rog, 'ssp_detail': ssp,
             'rog_runs_s': [d['seconds_per_iteration'] for d in runs['rog']],
             'ssp_runs_s': [d['seconds_per_iteration'] for d in runs['ssp']],
