@@ -40,8 +40,12 @@ ROSDISTRO_PYTHON_KEYS = {
     'python3-torch', 'python3-numpy', 'python3-yaml', 'python3-matplotlib', 'python3-tqdm',
     'python3-pytest', 'python3-rosbags-pip', 'python3-cryptography', 'python3-hypothesis',
 }
-# Packages that the code does not use and package.xml must not declare.
-UNUSED = {'std_msgs'}
+# Packages that the code does not use and package.xml must not declare (std_msgs is used:
+# the header of /diagnostics is a std_msgs/Header).
+UNUSED = set()
+# ROS packages the nodes use without naming them in an import: rclpy.lifecycle serves the
+# lifecycle_msgs services of every training node.
+USED_THROUGH_RCLPY = {'lifecycle_msgs'}
 
 
 def _deps(*tags: str) -> list:
@@ -85,6 +89,28 @@ def test_python_keys_exist_in_rosdistro_or_in_the_shipped_rosdep_file():
 def test_no_unused_dependencies():
     declared = set(_deps('depend', 'build_depend', 'exec_depend', 'test_depend'))
     assert not declared & UNUSED
+
+
+def _ros_packages_used() -> set:
+    """Return the ROS packages rog_ros/ imports (``pkg.msg``, rclpy) or publishes types of."""
+    from rog_ros.transport.standard_msgs import CLASSES
+    used = set(USED_THROUGH_RCLPY) | {name.split('/')[0] for name in CLASSES}
+    for path in (ROOT / 'rog_ros').rglob('*.py'):
+        text = path.read_text(encoding='utf-8')
+        used |= set(re.findall(r'^\s*(?:from|import) (\w+)\.(?:msg|srv|action)\b', text,
+                               flags=re.M))
+        used |= set(re.findall(r'^\s*(?:from|import) (rclpy)\b', text, flags=re.M))
+    return used - {'rog_ros'}
+
+
+def test_every_ros_package_the_nodes_use_is_declared():
+    # Prepare
+    declared = set(_deps('depend', 'exec_depend'))
+    # Execute
+    used = _ros_packages_used()
+    # Assert: declared, not left to arrive through another package's dependencies
+    assert {'rclpy', 'rcl_interfaces', 'std_msgs', 'diagnostic_msgs'} <= used
+    assert not used - declared, f'package.xml lacks exec_depend {sorted(used - declared)}'
 
 
 def test_cmake_calls_the_linters_that_package_xml_declares():

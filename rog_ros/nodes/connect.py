@@ -32,7 +32,7 @@ class PeerTimeout(RuntimeError):
     """The peers did not appear in time."""
 
 
-def open_bus(kind: str, namespace: str, key=None, record=None, node=None):
+def open_bus(kind: str, namespace: str, key=None, record=None, node=None, executor=None):
     """
     Open the node's bus (``auto``: rclpy when ROS 2 is sourced, else the embedded DDS).
 
@@ -41,11 +41,12 @@ def open_bus(kind: str, namespace: str, key=None, record=None, node=None):
     what it receives is verified before the engine sees it. With ``record`` (a path) the
     status, link, schedule and diagnostics traffic the node sees is also written to that
     ROS 2 MCAP file (:class:`~rog_ros.transport.bag.RecordingBus`). With an rclpy ``node``
-    (the process's lifecycle node) the bus is an RclpyBus on that node.
+    (the process's lifecycle node) the bus is an RclpyBus on that node, which spins
+    ``executor`` (the one the node was added to; None: a private one).
     """
     if node is not None:
         from rog_ros.transport.rclpy_bus import RclpyBus
-        bus = RclpyBus(namespace=namespace, node=node)
+        bus = RclpyBus(namespace=namespace, node=node, executor=executor)
     else:
         bus = make_bus(kind, namespace=namespace)
     if key is not None:

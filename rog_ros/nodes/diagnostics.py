@@ -146,11 +146,18 @@ class DiagnosticsPublisher:
 
     def __init__(self, bus, build, rate_hz: float = 1.0, clock=time.monotonic):
         self.bus, self.build, self.clock = bus, build, clock
-        self.period = 1.0 / rate_hz if rate_hz and rate_hz > 0 else None
+        self.period = None
         self.next_at = 0.0
         self.published = 0
-        if self.bus is not None and self.period is not None:
-            self.bus.advertise(DIAGNOSTICS)
+        self.set_rate(rate_hz)
+
+    def set_rate(self, rate_hz: float) -> None:
+        """Publish at ``rate_hz`` from now on (0: stop); ``ros2 param set ... diagnostics_hz``."""
+        self.period = 1.0 / rate_hz if rate_hz and rate_hz > 0 else None
+        if self.period is not None:
+            self.next_at = min(self.next_at, self.clock() + self.period)
+            if self.bus is not None:
+                self.bus.advertise(DIAGNOSTICS)     # (again: advertise is idempotent)
 
     def maybe_publish(self, now: float = None) -> bool:
         """Publish when due; tell whether it did."""

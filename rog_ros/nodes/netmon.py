@@ -49,21 +49,23 @@ def main(argv=None) -> int:
         nodes = [int(n) for n in (args.nodes or '-1').split(',') if n.strip()]
     except ValueError:
         parser.error(f'--nodes {args.nodes!r}: expected comma-separated ranks')
-    requests, node = SignalRequests().install(), None
+    requests, node, executor = SignalRequests().install(), None, None
     if args.bus != 'none' and use_ros(args):    # a ROS 2 node named netmon_<rank>
-        from rog_ros.nodes.ros_node import plain_node
-        requests, node = plain_node('netmon', args, sys.argv[1:] if argv is None else argv)
-    bus = None
-    if args.bus != 'none':
-        bus = open_bus(args.bus, args.namespace, fleet_key(args), args.record, node)
-    monitor = None
+        from rog_ros.nodes import ros_node
+        requests, node, executor = ros_node.plain_node(
+            'netmon', args, sys.argv[1:] if argv is None else argv)
+    bus = monitor = None
     try:
-        if bus is not None:
+        if args.bus != 'none':
+            bus = open_bus(args.bus, args.namespace, fleet_key(args), args.record, node,
+                           executor)
             bus.advertise(link_stats(args.node_name))
         monitor = NetMonitor(bus, args.interface, nodes, args, args.record_source)
         last = []
         diagnostics = DiagnosticsPublisher(bus, lambda now: link_statuses(args.node_name, last),
                                            args.diagnostics_hz)
+        if node is not None:      # ros2 param set netmon_<rank> diagnostics_hz ...
+            ros_node.follow_runtime_settings(node, args, lambda: diagnostics)
         period, start = 1.0 / args.rate_hz, time.monotonic()
         nxt = start
         while not requests.shutdown_requested:
@@ -71,6 +73,8 @@ def main(argv=None) -> int:
                 break
             last[:] = monitor.sample()
             diagnostics.maybe_publish()
+            if executor is not None:
+                executor.spin_once(timeout_sec=0.0)   # parameter services (ros2 param)
             nxt += period
             time.sleep(max(0.0, nxt - time.monotonic()))
     except KeyboardInterrupt:
@@ -79,8 +83,12 @@ def main(argv=None) -> int:
         log.error(str(err))
         return 2
     finally:
-        if bus is not None:
-            bus.close()
+        try:
+            if bus is not None:
+                bus.close()
+        finally:
+            if node is not None:
+                ros_node.close_node(node, executor)
     if args.record_trace and monitor is not None:
         trace = monitor.save(args.record_trace)
         if trace:

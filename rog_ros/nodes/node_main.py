@@ -95,7 +95,7 @@ def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_erro
         check(parser, args)
     if use_ros(args):
         from rog_ros.nodes import ros_node
-        return ros_node.run(role, args, core_class, argv, finish)
+        return ros_node.run(role, args, core_class, argv, finish, usage_errors)
     log = setup_logging(args.node_name)
     requests = SignalRequests().install()
     core = core_class(args, requests)

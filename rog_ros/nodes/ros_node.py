@@ -15,13 +15,21 @@
 ros_node: a training core inside a managed rclpy lifecycle node (ROS 2 only, import-guarded).
 
 The node is thin: it declares every setting as a ROS 2 parameter with its descriptor, logs
-through ``get_logger()``, hands itself to the core's RclpyBus (so the process is one ROS node
-named ``rog_server`` / ``rog_worker_<rank>``) and maps the lifecycle services to the core:
+through ``get_logger()``, hands itself and its executor to the core's RclpyBus (so the process
+is one ROS node named ``rog_server`` / ``rog_worker_<rank>``, spun by one executor) and maps
+the lifecycle services to the core:
 
 * configure -> ``core.configure()`` (workload, engine, bus); cleanup -> ``core.cleanup()``;
-* activate -> the first time ``core.activate()`` (peers matched, training starts), later a
-  resume request; deactivate -> pause (the protocol keeps running, no computation starts);
+* activate -> the first time, :func:`run` calls ``core.activate()`` (peers matched, training
+  starts) after the transition returned, outside every callback; later a resume request;
+  deactivate -> pause (the protocol keeps running, no computation starts);
 * shutdown (and Ctrl-C) -> the core stops, the server writes its summary.
+
+Lifecycle requests are callbacks of the node's executor, which the core's bus spins while
+training. Nothing that waits runs inside them: ``core.activate()`` waits for the peers (up to
+``startup_timeout``) and a cleanup while training must not close the bus under the running
+loop, so both are done by :func:`run`'s loop once the callback returned. A failed transition
+keeps its exception; :func:`run` ends with the exit status of the non-ROS path for it.
 
 rclpy's own SIGINT handler is disabled (``SignalHandlerOptions.NO`` where rclpy has it, else
 replaced after ``rclpy.init``): Ctrl-C under ``ros2 launch`` reaches our handler, which
@@ -31,16 +39,19 @@ requests shutdown, so the summary is written before the process ends.
 from __future__ import annotations
 
 from rog_ros.nodes import lifecycle as lc
+from rog_ros.nodes.connect import PeerTimeout
 from rog_ros.nodes.driver import EngineFailure
-from rog_ros.nodes.respawn import ENGINE_FAILED
-from rog_ros.nodes.settings import declare_ros_parameters
+from rog_ros.nodes.respawn import ENGINE_FAILED, USAGE_ERROR
+from rog_ros.nodes.settings import declare_ros_parameters, RUNTIME_SETTABLE
 from rog_ros.nodes.signals import SignalRequests
 
 try:
     import rclpy
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 except ImportError:  # no ROS 2: node_main never calls in here (use_ros() is False)
     rclpy = None
+    SingleThreadedExecutor = None
     LifecycleNode = object
     TransitionCallbackReturn = None
 
@@ -51,40 +62,72 @@ class RogLifecycleNode(LifecycleNode):
     def __init__(self, role: str, args, core):
         super().__init__(args.node_name)
         declare_ros_parameters(self, role, args)
+        follow_runtime_settings(self, args, lambda: getattr(core, 'diagnostics', None))
         self.core = core
         core.ros_node = self                 # the core's RclpyBus uses this node
         core.log = self.get_logger()
-        self.started = False
+        self.started = False                 # core.activate() done: the core is training
+        self.activation_requested = False    # activate accepted; run() activates the core
+        self.cleanup_requested = False       # cleanup accepted while training; run() does it
+        self.failure = None                  # the exception of the last failed transition
 
     def _result(self, fn) -> object:
         try:
             fn()
         except Exception as err:  # noqa: B902 - a failed transition is reported, not raised
+            self.failure = err
             self.get_logger().error(f'{type(err).__name__}: {err}')
             return TransitionCallbackReturn.FAILURE
+        self.failure = None
         return TransitionCallbackReturn.SUCCESS
 
     def on_configure(self, state):
+        if self.cleanup_requested:          # run() has not released the last bus yet
+            self.get_logger().warning('configure refused: the cleanup before it is still '
+                                      'under way; request configure again')
+            return TransitionCallbackReturn.FAILURE
         return self._result(self.core.configure)
 
     def on_activate(self, state):
         if self.started:
             return self._result(lambda: self.core.requests.request('activate'))
-
-        def start():
-            if not self.core.activate():
-                raise RuntimeError('shut down while waiting for the peers')
-            self.started = True
-        return self._result(start)
+        self.activation_requested = True     # run() waits for the peers, not this callback
+        return TransitionCallbackReturn.SUCCESS
 
     def on_deactivate(self, state):
         return self._result(lambda: self.core.requests.request('deactivate'))
 
     def on_cleanup(self, state):
+        if self.started:                     # inside the core's bus.poll: run() cleans up
+            self.cleanup_requested = True
+            return TransitionCallbackReturn.SUCCESS
         return self._result(self.core.cleanup)
 
     def on_shutdown(self, state):
         return self._result(lambda: self.core.requests.request('shutdown'))
+
+
+def follow_runtime_settings(node, args, diagnostics) -> None:
+    """
+    Apply ``ros2 param set`` of the settings that may change at run time (RUNTIME_SETTABLE).
+
+    ``diagnostics()`` returns the node's DiagnosticsPublisher (None before configure): a new
+    ``diagnostics_hz`` changes its rate, and ``args`` keeps it for a later configure. rclpy
+    has checked the descriptor (type, range, read-only) before it calls this.
+    """
+    from rcl_interfaces.msg import SetParametersResult
+
+    def on_set(parameters):
+        for param in parameters:
+            if param.name not in RUNTIME_SETTABLE:
+                continue
+            setattr(args, param.name, param.value)
+            publisher = diagnostics()
+            if param.name == 'diagnostics_hz' and publisher is not None:
+                publisher.set_rate(float(param.value))
+        return SetParametersResult(successful=True)
+
+    node.add_on_set_parameters_callback(on_set)
 
 
 def init_rclpy(argv) -> SignalRequests:
@@ -97,52 +140,126 @@ def init_rclpy(argv) -> SignalRequests:
     return SignalRequests().install()
 
 
+def node_executor(node):
+    """Return a SingleThreadedExecutor that ``node`` was added to (the process's one)."""
+    executor = SingleThreadedExecutor(context=node.context)
+    executor.add_node(node)
+    return executor
+
+
+def close_node(node, executor) -> None:
+    """Shut ``executor`` down, destroy ``node``, shut rclpy down (never from a callback)."""
+    try:
+        if executor is not None:
+            executor.shutdown()
+        node.destroy_node()
+    finally:
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
 def plain_node(role: str, args, argv) -> tuple:
     """
-    Return ``(signal requests, node)``: an rclpy node named ``args.node_name`` (netmon).
+    Return ``(signal requests, node, executor)``: an rclpy node named ``args.node_name`` (netmon).
 
-    Its settings are declared as parameters; SIGINT stays with our handler.
+    Its settings are declared as parameters; SIGINT stays with our handler. The caller spins
+    ``executor`` (parameter services) and ends with :func:`close_node`.
     """
     from rclpy.node import Node
     requests = init_rclpy(['rog'] + list(argv))
     node = Node(args.node_name)
     declare_ros_parameters(node, role, args)
-    return requests, node
+    return requests, node, node_executor(node)
 
 
-def run(role: str, args, core_class, argv, finish) -> int:
+def failure_status(err, usage_errors=(), configuring: bool = False) -> int:
+    """
+    Return the exit status of a node that failed with ``err``: node_main's, for the same errors.
+
+    3 (ENGINE_FAILED) when the engine cannot go on, 1 when the peers did not appear or went
+    silent, 2 (USAGE_ERROR) for ``usage_errors`` and, while configuring, for every ValueError
+    (bad settings or state, an unusable model file: starting again cannot help), else 1.
+    """
+    if isinstance(err, EngineFailure):
+        return ENGINE_FAILED
+    if isinstance(err, (PeerTimeout, TimeoutError)):
+        return 1
+    if isinstance(err, tuple(usage_errors)) or (configuring and isinstance(err, ValueError)):
+        return USAGE_ERROR
+    return 1
+
+
+def _transition_failed(log, transition: str, node, usage_errors) -> int:
+    err = node.failure
+    status = failure_status(err, usage_errors, configuring=transition == 'configure')
+    cause = f'{type(err).__name__}: {err}' if err is not None else 'its callback failed'
+    log.error(f'{transition} failed ({cause}): exit status {status}')
+    return status
+
+
+def _train(node, core) -> bool:
+    """Run the activated core; True when it finished, False after a lifecycle cleanup."""
+    node.started = True
+    try:
+        while core.spin_once():
+            if node.cleanup_requested:
+                break
+    finally:
+        node.started = False
+    if not node.cleanup_requested:
+        return True
+    node.cleanup_requested = False
+    for transition in core.requests.take():     # the deactivate before it, not yet applied
+        core.life.request(transition)
+    if core.life.finished:                       # a shutdown came with it
+        return True
+    core.cleanup()                               # outside every callback, the loop stopped
+    return False
+
+
+def run(role: str, args, core_class, argv, finish, usage_errors=()) -> int:
     """
     Run the core as a lifecycle node until it finishes or shutdown; the exit status.
 
     ``finish(core, log)`` writes and logs the results (``node_main.finish``, passed in so that
-    this module does not import the one that imports it).
+    this module does not import the one that imports it). Exit status as on the non-ROS path:
+    0 finished or shut down, 1 peers not found or silent, 2 bad settings (a failed configure,
+    ``usage_errors``), 3 engine failure.
     """
     requests = init_rclpy(['rog'] + list(argv))
     core = core_class(args, requests)
     node = RogLifecycleNode(role, args, core)
     log = node.get_logger()
+    executor = node_executor(node)
+    core.ros_executor = executor    # the core's RclpyBus spins this one, and adds no other
     try:
         if getattr(args, 'autostart', True):
-            node.trigger_configure()
-            node.trigger_activate()
-        while not node.started and not requests.shutdown_requested:
-            rclpy.spin_once(node, timeout_sec=0.1)  # lifecycle services until activated
-        if node.started:
-            core.spin()        # the bus spins this node: lifecycle services keep working
-            finish(core, log)
-        return 0
+            if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+                return _transition_failed(log, 'configure', node, usage_errors)
+            if node.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+                return _transition_failed(log, 'activate', node, usage_errors)
+        while True:
+            while not node.activation_requested and not requests.shutdown_requested:
+                executor.spin_once(timeout_sec=0.1)   # lifecycle services until activated
+            if requests.shutdown_requested:
+                return 0
+            node.activation_requested = False
+            if not core.activate():     # waits for the peers: here, never in a callback
+                log.info('shut down while waiting for the peers')
+                return 0
+            if _train(node, core):      # the bus spins the executor: services keep working
+                finish(core, log)
+                return 0
+            log.info('cleaned up: unconfigured, waiting for configure')
     except KeyboardInterrupt:
         return 0
-    except EngineFailure as err:
+    except (RuntimeError, TimeoutError) + tuple(usage_errors) as err:  # peers, engine, rcl
         log.error(str(err))
-        return ENGINE_FAILED
-    except (RuntimeError, TimeoutError) as err:
-        log.error(str(err))
-        return 1
+        return failure_status(err, usage_errors)
     finally:
-        core.shutdown()
-        if core.life.state != lc.FINALIZED:
-            core.life.request('shutdown')
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        try:
+            core.shutdown()
+            if core.life.state != lc.FINALIZED:
+                core.life.request('shutdown')
+        finally:
+            close_node(node, executor)

@@ -171,6 +171,7 @@ class ServerNode:
         self.life = lc.Lifecycle()
         self.bus = None
         self.ros_node = None         # set by rog_ros.nodes.ros_node under ROS 2
+        self.ros_executor = None     # and the executor of that node, which the bus spins
         self.reject_notes = RejectNotes()  # why a message was dropped, once per kind
         self.log = logging.getLogger(getattr(args, 'node_name', 'rog_server'))
         self.status = {}             # worker rank -> newest TrainStatus
@@ -230,7 +231,8 @@ class ServerNode:
         self.outbox = Outbox({r: shaper_for(link, epoch, a.burst_bytes)
                               for r, link in links.items() if link is not None})
         self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a),
-                                         getattr(a, 'record', None), self.ros_node),
+                                         getattr(a, 'record', None), self.ros_node,
+                                         self.ros_executor),
                                 a, salt=1000)
         self.hooks = ServerHooks(self.engine, tr.w0, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None),

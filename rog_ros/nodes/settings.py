@@ -557,13 +557,23 @@ def declare_ros_parameters(node, role: str, values) -> None:
     """
     Declare every setting of ``role`` on an rclpy ``node`` with its descriptor.
 
-    The declared default is the resolved value (``values``: the Namespace of
-    :func:`parse_node_args`), so ``ros2 param get`` shows what the node runs with.
+    The declared value is the resolved one (``values``: the Namespace of
+    :func:`parse_node_args`, which already applied ``--ros-args -p`` and ``--params-file``
+    with this package's precedence), declared with ``ignore_override=True``: rclpy would
+    otherwise replace it with its own reading of those arguments (a different value when a
+    flag wins over a parameter file) and raise InvalidParameterTypeException at start when
+    an override's type differs from the setting's (``-p lr:=1`` for a float). So
+    ``ros2 param get`` shows what the node runs with.
     """
     for s in for_role(role):
         value = getattr(values, s.name, s.default)
-        node.declare_parameter(s.name, s.ros_default() if value is None else value,
-                               parameter_descriptor(s))
+        declared = (s.name, s.ros_default() if value is None else value, parameter_descriptor(s))
+        try:
+            node.declare_parameter(*declared, ignore_override=True)
+        except TypeError as err:       # an rclpy without ignore_override (Dashing)
+            if 'ignore_override' not in str(err):
+                raise
+            node.declare_parameter(*declared)
 
 
 # ---------------------------------------------------------------------- launch arguments

@@ -65,6 +65,7 @@ class WorkerNode:
         self.life = lc.Lifecycle(on_change=lambda old, new, tr: self._publish_status())
         self.bus = None
         self.ros_node = None         # set by rog_ros.nodes.ros_node under ROS 2
+        self.ros_executor = None     # and the executor of that node, which the bus spins
         self.reject_notes = RejectNotes()  # why a message was dropped, once per kind
         self.log = logging.getLogger(getattr(args, 'node_name', f'rog_worker_{args.rank}'))
         self.engine = None
@@ -105,7 +106,8 @@ class WorkerNode:
         epoch = epoch_to_monotonic(a.epoch)
         self.outbox = Outbox({SERVER: shaper_for(link, epoch, a.burst_bytes)} if link else {})
         self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a),
-                                         getattr(a, 'record', None), self.ros_node),
+                                         getattr(a, 'record', None), self.ros_node,
+                                         self.ros_executor),
                                 a, salt=self.rank)
         self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None))

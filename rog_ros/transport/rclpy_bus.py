@@ -72,16 +72,44 @@ def ros_class(msg_type: str):
     return ROS_CLASSES[msg_type]
 
 
-def _standard_to_ros(obj):
-    """Convert a standard message dataclass (DiagnosticArray ...) field by field."""
-    ros = ros_class(getattr(obj, 'TYPE', 'builtin_interfaces/Time'))()
+_INTEGER_FIELDS = ('int8', 'uint8', 'int16', 'uint16', 'int32', 'uint32', 'int64', 'uint64')
+
+
+def _ros_field(value, field_type: str):
+    """
+    Return ``value`` as the setter of a ``field_type`` field wants it.
+
+    ``field_type`` is what ``get_fields_and_field_types()`` of a generated class says
+    (``'octet'``, ``'int32'``, ``'string'``, ``'std_msgs/Header'``,
+    ``'sequence<diagnostic_msgs/KeyValue>'``): rosidl's setters assert exact Python types, so
+    an ``octet`` (``.msg`` ``byte``) takes ``bytes`` of length 1, never an int.
+    """
+    if field_type.startswith('sequence<'):
+        element = field_type[len('sequence<'):-1].split(',')[0].strip()
+        return [_ros_field(v, element) for v in value]
+    if '/' in field_type:
+        return _standard_to_ros(value, ros_class(field_type)) \
+            if dataclasses.is_dataclass(value) else value
+    if field_type == 'octet':
+        return bytes([int(value)]) if isinstance(value, int) else bytes(value)
+    if field_type in _INTEGER_FIELDS:
+        return int(value)
+    if field_type in ('float', 'double'):
+        return float(value)
+    if field_type == 'boolean':
+        return bool(value)
+    if field_type.startswith(('string', 'wstring')):
+        return str(value)
+    return value
+
+
+def _standard_to_ros(obj, cls=None):
+    """Convert a standard message dataclass (DiagnosticArray ...) field by field, as typed."""
+    cls = cls or ros_class(getattr(obj, 'TYPE', 'builtin_interfaces/Time'))
+    types = cls.get_fields_and_field_types()
+    ros = cls()
     for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if isinstance(value, list):
-            value = [_standard_to_ros(v) if dataclasses.is_dataclass(v) else v for v in value]
-        elif dataclasses.is_dataclass(value):
-            value = _standard_to_ros(value)
-        setattr(ros, f.name, value)
+        setattr(ros, f.name, _ros_field(getattr(obj, f.name), types[f.name]))
     return ros
 
 
@@ -138,11 +166,17 @@ class RclpyBus(Bus):
         rclpy if needed) and destroys it on :meth:`close`.
     node_name : str, default 'rog_bus'
         Name of the node created when ``node`` is None.
+    executor : rclpy.executors.Executor or None, default None
+        The executor that ``node`` belongs to, which :meth:`poll` spins (the process's one
+        executor: rclpy moves a node to every executor it is added to, so a second one would
+        take the node away from the first). None creates a private SingleThreadedExecutor
+        for the node. The bus neither adds the node to an executor it is given nor removes it
+        from it, nor shuts it down.
 
     """
 
     def __init__(self, namespace: str = DEFAULT_NAMESPACE, node=None,
-                 node_name: str = 'rog_bus'):
+                 node_name: str = 'rog_bus', executor=None):
         super().__init__(namespace)
         self._own_node = node is None
         if node is None:
@@ -150,8 +184,11 @@ class RclpyBus(Bus):
                 rclpy.init()
             node = rclpy.create_node(node_name)
         self._node = node
-        self._executor = SingleThreadedExecutor(context=node.context)
-        self._executor.add_node(node)
+        self._own_executor = executor is None
+        if executor is None:
+            executor = SingleThreadedExecutor(context=node.context)
+            executor.add_node(node)
+        self._executor = executor
         self._publishers = {}
         self._subscriptions = {}
         self._queue = deque()   # (topic, msg, callback) queued by executor callbacks
@@ -200,16 +237,19 @@ class RclpyBus(Bus):
         self._check_open()
         deadline = time.monotonic() + max(timeout_s, 0.0)
         self._executor.spin_once(timeout_sec=0.0)
-        while not self._queue and self._subscriptions:
+        while not self._queue and self._subscriptions and not self._closed:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             self._executor.spin_once(timeout_sec=left)
-        while True:  # everything else that is ready, without waiting
+        while not self._closed:  # everything else that is ready, without waiting
             before = len(self._queue)
             self._executor.spin_once(timeout_sec=0.0)
             if len(self._queue) == before:
                 break
+        if self._closed:   # a callback of the shared executor closed it (lifecycle cleanup)
+            self._queue.clear()
+            return []
         out = []
         while self._queue:
             topic, msg, callback = self._queue.popleft()
@@ -234,6 +274,14 @@ class RclpyBus(Bus):
             raise BusError('bus is closed')
 
     def close(self) -> None:
+        """
+        Destroy this bus's publishers and subscriptions (and what it created itself).
+
+        Safe from a callback of the executor (a lifecycle ``cleanup`` served while this bus
+        polls): nothing here waits for callbacks. An executor the caller passed in stays as it
+        is; a private one is shut down with ``timeout_sec=0``, since rclpy's
+        ``Executor.shutdown()`` otherwise waits until no callback runs, the calling one too.
+        """
         if self._closed:
             return
         self._closed = True
@@ -241,7 +289,9 @@ class RclpyBus(Bus):
             self._node.destroy_publisher(pub)
         for sub in self._subscriptions.values():
             self._node.destroy_subscription(sub)
-        self._executor.remove_node(self._node)
-        self._executor.shutdown()
+        self._publishers, self._subscriptions = {}, {}
+        if self._own_executor:
+            self._executor.remove_node(self._node)
+            self._executor.shutdown(timeout_sec=0.0)
         if self._own_node:
             self._node.destroy_node()
