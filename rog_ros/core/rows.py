@@ -199,7 +199,7 @@ class RowLayout:
         if self.whole_model:
             raise ValueError('row sums of a row subset need a row layout')
         out = torch.zeros(self.n_tensor_rows, dtype=flat.dtype)
-        for g, lo, hi in self._split_sorted(rows):
+        for g, lo, hi in self.split_sorted(rows):
             view = flat[g.start:g.start + g.n_rows * g.length].view(g.n_rows, g.length)
             sub = view.index_select(0, rows[lo:hi] - g.row_start)
             out[rows[lo:hi]] = (torch.linalg.vector_norm(sub, 1, dim=1) if g.length < LONG_ROW
@@ -256,7 +256,7 @@ class RowLayout:
     def gather_rows(self, flat: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """Elements of the given rows (ascending ids), concatenated; one op per group touched."""
         parts = []
-        for g, lo, hi in self._split_sorted(rows):
+        for g, lo, hi in self.split_sorted(rows):
             view = flat[g.start:g.start + g.n_rows * g.length].view(g.n_rows, g.length)
             parts.append(view.index_select(0, rows[lo:hi] - g.row_start).reshape(-1))
         return torch.cat(parts) if parts else flat.new_zeros(0)
@@ -270,7 +270,7 @@ class RowLayout:
         (``a + (-b)`` is ``a - b`` in IEEE arithmetic).
         """
         pos = 0
-        for g, lo, hi in self._split_sorted(rows):
+        for g, lo, hi in self.split_sorted(rows):
             local = rows[lo:hi] - g.row_start
             n = (hi - lo) * g.length
             view = flat[g.start:g.start + g.n_rows * g.length].view(g.n_rows, g.length)
@@ -298,12 +298,12 @@ class RowLayout:
         starts = np.cumsum([0] + [g.n_rows * int(w) for g, w in zip(self.groups, widths)])
         if int(starts[-1]) != rowbytes.numel():
             raise ValueError(f'{rowbytes.numel()} encoded bytes for rows of {int(starts[-1])}')
-        for k, g, lo, hi in self._split_sorted(rows, with_index=True):
+        for k, g, lo, hi in self.split_sorted(rows, with_index=True):
             width = int(widths[k])
             whole = rowbytes[int(starts[k]):int(starts[k + 1])].view(g.n_rows, width)
             yield g, lo, hi, whole.index_select(0, rows[lo:hi] - g.row_start)
 
-    def _split_sorted(self, rows: torch.Tensor, with_index: bool = False):
+    def split_sorted(self, rows: torch.Tensor, with_index: bool = False):
         """
         Yield (group, lo, hi): ``rows[lo:hi]`` are the ascending ids inside that group.
 

@@ -84,7 +84,7 @@ class RowScaledSign(RowCodec):
         widths = [SCALE_BYTES + (g.length + 7) // 8 for g in layout.groups]
         starts = np.cumsum([0] + [g.n_rows * w for g, w in zip(layout.groups, widths)])
         out = torch.zeros(int(starts[-1]), dtype=torch.uint8)
-        for k, g, lo, hi in layout._split_sorted(rows, with_index=True):
+        for k, g, lo, hi in layout.split_sorted(rows, with_index=True):
             local = rows[lo:hi] - g.row_start
             view = p[g.start:g.start + g.n_rows * g.length].view(g.n_rows, g.length)
             head = means[rows[lo:hi]].contiguous().view(torch.uint8).view(hi - lo, SCALE_BYTES)

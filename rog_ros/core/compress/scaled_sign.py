@@ -109,7 +109,7 @@ def quantize_gathered(layout: RowLayout, p: torch.Tensor, rows: torch.Tensor,
                       row_scale: torch.Tensor) -> torch.Tensor:
     """``copysign(row_scale[row], p[row])`` of the rows ``rows``, concatenated."""
     parts = []
-    for g, lo, hi in layout._split_sorted(rows):
+    for g, lo, hi in layout.split_sorted(rows):
         view = p[g.start:g.start + g.n_rows * g.length].view(g.n_rows, g.length)
         gp = view.index_select(0, rows[lo:hi] - g.row_start)
         parts.append(torch.copysign(row_scale[rows[lo:hi]].unsqueeze(1), gp).reshape(-1))
