@@ -72,6 +72,27 @@ def test_pack_unpack_bits():
     assert torch.equal(signs, torch.where(torch.signbit(x), -1.0, 1.0))
 
 
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize('length', [1, 7, 8, 9, 64, 100])
+def test_pack_signbits_is_the_ieee_sign_bit(dtype, length):
+    """Bit k of byte j is signbit(x[8j + k]), -0.0 and negative NaN included; pad bits 0."""
+    gen = torch.Generator().manual_seed(length)
+    x = torch.randn(6, length, generator=gen).to(dtype)
+    x[0, 0] = -0.0
+    x[-1, -1] = -torch.tensor(float('nan'))
+    x[1, 0] = float('-inf')
+    packed = pack_signbits(x)
+    nb = (length + 7) // 8
+    assert packed.shape == (6, nb) and packed.dtype == torch.uint8
+    bits = (packed.unsqueeze(2).to(torch.int32) >> torch.arange(8)) & 1
+    bits = bits.reshape(6, nb * 8)
+    assert torch.equal(bits[:, :length].bool(), torch.signbit(x))
+    assert not bits[:, length:].any()
+    # a strided view packs as its contiguous copy does
+    wide = torch.randn(6, 2 * length, generator=gen).to(dtype)
+    assert torch.equal(pack_signbits(wide[:, ::2]), pack_signbits(wide[:, ::2].contiguous()))
+
+
 def _reference_sign(layout, p):
     """Scaled sign computed independently of the codec: per tensor, sign(p) * mean |p|."""
     parts = []

@@ -76,6 +76,7 @@ from rog_ros.core.atp import Ewma, Smoothed
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.identity import Identity
 from rog_ros.core.delivered import DeliveredVersions
+from rog_ros.core.encoding_cache import EncodingCache, rows_written
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.row_updates import add_rows_, decode_delivered, sub_rows_
 from rog_ros.core.rows import RowLayout
@@ -192,6 +193,10 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.stopped = [False] * n_workers
         self._scratch = torch.empty(layout.n_params, dtype=dtype)
         self._p = torch.empty(layout.n_params, dtype=dtype)      # G[r] + E[r] of a downlink
+        # each worker's last downlink encoding of mirror[r] - w_srv: its next one re-encodes
+        # the rows changed since (a late pull after a late push: those rows)
+        self._encodings = ([EncodingCache(layout.n_rows) for _ in range(n_workers)]
+                           if EncodingCache.applies(layout, codec) else [])
         self.slots = (SlotScheduler(policy.slots, policy.staleness)
                       if policy.scheduler == 'flown' else None)
         self.link_estimate_bps = [0.0] * n_workers   # netmon's view (LinkStats), for FLOWN
@@ -591,7 +596,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                     self.weighted_pushes += 1
                 else:
                     self.rescaled_pushes += 1
-            sub_rows_(self.layout, self.w_srv, rows, delta)  # enters every G[s] (variant A)
+            with rows_written(self._encodings, (self.mirror, self.w_srv), lambda i: mask):
+                sub_rows_(self.layout, self.w_srv, rows, delta)  # enters every G[s] (variant A)
             # stamps only the pushed rows (and their change history)
             self.delivered.stamp(self.versions.v, s, torch.nonzero(mask).reshape(-1), inc.clock)
         if n_rows:     # (an empty push changes nothing: it must not count as coverage)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 from rog_ros.core.atp import expected_rows, infinite_mask, mta_time, priority_order
+from rog_ros.core.encoding_cache import rows_written
 from rog_ros.core.mta import mandatory_rows, row_budget
 from rog_ros.core.row_updates import decode_delivered, few_rows, sub_rows_
 from rog_ros.core.versions import columns_satisfy
@@ -232,12 +233,21 @@ class DownlinkMixin:
             return []                               # nothing changed since its pull
         # Only the candidates can go (a late pull's are often a chunk or two): p, its row sums
         # and its bytes are then taken on those rows alone (the same bits on those rows).
+        # Of those, the rows unchanged since r's last downlink keep their bytes (the cache).
+        sources = (self.mirror, self.w_srv)
+        cache = self._encodings[r] if self._encodings else None
+        fresh = None if cache is None else cache.stale_rows(layout, self.codec, sources,
+                                                            candidates)
         alone = self.codec.encodes_rows_alone and few_rows(layout, candidates)
-        if alone:
-            p = layout.scatter_rows_(self._p, candidates,
-                                     layout.gather_rows(self.mirror[r], candidates)
-                                     - layout.gather_rows(self.w_srv, candidates))
-            trs = layout.tensor_row_abs_sum_of(p, candidates)
+        if fresh is not None or alone:
+            rows = candidates if fresh is None else fresh
+            p = layout.scatter_rows_(self._p, rows,
+                                     layout.gather_rows(self.mirror[r], rows)
+                                     - layout.gather_rows(self.w_srv, rows))
+            if fresh is not None:
+                rowbytes, trs = cache.encode(layout, self.codec, p, fresh)
+            else:
+                trs = layout.tensor_row_abs_sum_of(p, candidates)
         else:
             p = torch.sub(self.mirror[r], self.w_srv, out=self._p)     # G[r] + E[r]
             trs = layout.tensor_row_abs_sum(p)
@@ -275,8 +285,11 @@ class DownlinkMixin:
             row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
             row_mask[order[:k_est]] = True
         scales = self.codec.scales(layout, p, trs, row_mask)
-        rowbytes = (self.codec.encode_rows(layout, p, candidates, trs) if alone
-                    else self.codec.encode(layout, p, scales, trs))
+        if fresh is None:
+            rowbytes = (self.codec.encode_rows(layout, p, candidates, trs) if alone
+                        else self.codec.encode(layout, p, scales, trs))
+            if cache is not None:
+                cache.store(rowbytes, trs, sources, candidates if alone else None)
         self.next_tid[r] += 1
         tr = OutgoingTransfer(transfer_id=self.next_tid[r], sender=SERVER, receiver=r,
                               kind=KIND_UPDATE, clock=c, layout=layout, codec=self.codec,
@@ -573,7 +586,9 @@ class DownlinkMixin:
         else:
             rows, q = decode_delivered(self.codec, layout, dl.rowbytes, dl.scales, mask,
                                        self._scratch, per_row=dl.per_row)
-            sub_rows_(layout, self.mirror[r], rows, q)   # the values the worker subtracted
+            with rows_written(self._encodings, (self.mirror, self.w_srv),
+                              lambda i: mask if i == r else None):
+                sub_rows_(layout, self.mirror[r], rows, q)   # the values the worker subtracted
         # Suspended workers' columns travel as -1: the worker keeps its old versions there.
         self.delivered.commit(r, mask, ('dl', r), dl.event, dl.active)
         self.delivered.unpin(('dl', r))

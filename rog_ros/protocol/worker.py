@@ -67,6 +67,7 @@ from rog_ros.core.atp import Ewma, expected_rows, infinite_mask, priority_order,
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.defsgdm import MomentumPreconditioner
 from rog_ros.core.compress.identity import Identity
+from rog_ros.core.encoding_cache import EncodingCache, rows_written
 from rog_ros.core.mta import mandatory_rows
 from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
 from rog_ros.core.row_updates import (add_rows_, decode_delivered, few_rows, quantize_delivered,
@@ -200,6 +201,10 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         self._push_sums: tuple = (None, -1, None)     # (tensor, its _version, its row sums)
         self._push_scales: torch.Tensor | None = None
         self._push_per_row = False
+        # the last push's encoding of the residual: a late push sends rows it withheld,
+        # unchanged since, and a follow-up push differs in the rows delivered
+        self._encodings = ([EncodingCache(layout.n_rows)]
+                           if EncodingCache.applies(layout, codec) else [])
         self.pulled_clock = 0           # newest clock whose pull has been applied
         self.pending_versions: dict[int, RowVersions] = {}
         self.newest_pull_tid = 0        # newest downlink transfer closed (this server run)
@@ -495,9 +500,15 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         # a late push carries only rows with something unsent, none of them mandatory; when
         # they are few, their row sums and bytes are taken on them alone (the same bits)
         cand = torch.nonzero(self.withheld > 0).reshape(-1) if late else None
+        cache = self._encodings[0] if self._encodings else None
+        fresh = None if cache is None else cache.stale_rows(layout, self.codec, (p,), cand)
         alone = cand is not None and self.codec.encodes_rows_alone and few_rows(layout, cand)
-        trs = (layout.tensor_row_abs_sum_of(p, cand) if alone
-               else layout.tensor_row_abs_sum(p))
+        if fresh is not None:      # the rows that changed since the last push's encoding
+            rowbytes, trs = cache.encode(layout, self.codec, p, fresh)
+        elif alone:
+            trs = layout.tensor_row_abs_sum_of(p, cand)
+        else:
+            trs = layout.tensor_row_abs_sum(p)
         row_sums = layout.row_abs_sum(p, trs)
         if pol.whole_model:
             order = torch.arange(layout.n_rows)
@@ -528,8 +539,11 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             row_mask = torch.zeros(layout.n_rows, dtype=torch.bool)
             row_mask[order[:k_est]] = True
         scales = self.codec.scales(layout, p, trs, row_mask)
-        rowbytes = (self.codec.encode_rows(layout, p, cand, trs) if alone
-                    else self.codec.encode(layout, p, scales, trs))
+        if fresh is None:
+            rowbytes = (self.codec.encode_rows(layout, p, cand, trs) if alone
+                        else self.codec.encode(layout, p, scales, trs))
+            if cache is not None:
+                cache.store(rowbytes, trs, (p,), cand if alone else None)
         self.next_tid += 1
         self.push = self._outgoing(self.next_tid, self.clock, rowbytes, scales, order, k_min,
                                    deadline, now,
@@ -622,7 +636,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                                      tensor_row_sums=trs)
         if self.track:
             add_rows_(layout, self.delivered_total, rows, q)
-        sub_rows_(layout, self.residual, rows, q)
+        with rows_written(self._encodings, (self.residual,), lambda i: mask):
+            sub_rows_(layout, self.residual, rows, q)
         self.withheld.masked_fill_(mask, 0)
         self._push_p, self._push_sums = None, (None, -1, None)
         if not self.keep_undurable:

@@ -91,14 +91,17 @@ class RowCodec:
         raise NotImplementedError
 
     def encode_rows(self, layout: RowLayout, p: torch.Tensor, rows: torch.Tensor,
-                    tensor_row_sums: torch.Tensor) -> torch.Tensor:
+                    tensor_row_sums: torch.Tensor,
+                    out: torch.Tensor | None = None) -> torch.Tensor:
         """
         Encode the rows ``rows`` only, into a row-aligned buffer of every row.
 
-        The other rows' bytes are zeros: a transfer that may carry only ``rows`` (a late
-        transfer's candidates) cuts its chunks from these bytes. ``tensor_row_sums`` need
-        to be right on ``rows`` only (``layout.tensor_row_abs_sum_of``). Only for codecs
-        with ``encodes_rows_alone``: bytes of ``rows`` equal to ``encode``'s.
+        The other rows' bytes are zeros, or with ``out`` (such a buffer, written in place and
+        returned) what it held: a transfer that may carry only ``rows`` (a late transfer's
+        candidates) cuts its chunks from these bytes; an ``EncodingCache`` refreshes the
+        changed rows of an earlier encoding. ``tensor_row_sums`` need to be right on
+        ``rows`` only (``layout.tensor_row_abs_sum_of``). Only for codecs with
+        ``encodes_rows_alone``: bytes of ``rows`` equal to ``encode``'s.
         """
         raise NotImplementedError
 

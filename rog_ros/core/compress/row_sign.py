@@ -78,12 +78,16 @@ class RowScaledSign(RowCodec):
                                    dim=1).reshape(-1))
         return torch.cat(parts)
 
-    def encode_rows(self, layout, p, rows, tensor_row_sums):
+    def encode_rows(self, layout, p, rows, tensor_row_sums, out=None):
         _need_rows(layout)
         means = tensor_row_means(layout, p, tensor_row_sums)
         widths = [SCALE_BYTES + (g.length + 7) // 8 for g in layout.groups]
         starts = np.cumsum([0] + [g.n_rows * w for g, w in zip(layout.groups, widths)])
-        out = torch.zeros(int(starts[-1]), dtype=torch.uint8)
+        if out is None:
+            out = torch.zeros(int(starts[-1]), dtype=torch.uint8)
+        elif out.dtype != torch.uint8 or out.shape != (int(starts[-1]),):
+            raise ValueError(f'out must be uint8 [{int(starts[-1])}], got {out.dtype} '
+                             f'{tuple(out.shape)}')
         for k, g, lo, hi in layout.split_sorted(rows, with_index=True):
             local = rows[lo:hi] - g.row_start
             view = p[g.start:g.start + g.n_rows * g.length].view(g.n_rows, g.length)

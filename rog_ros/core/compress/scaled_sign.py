@@ -24,33 +24,47 @@ set can be cut out of one encoding (ConvMLP-M: 2.13 MB for 16.9 M parameters, ce
 
 Bit conventions: bit k of a byte (LSB first) is element k of that byte's group of 8, and a set
 bit means *negative* (the IEEE sign bit, so C(v) = copysign(scale, v) exactly, -0.0 included).
-Packing multiplies eight 0/1 bytes viewed as one int64 by a constant that gathers them into one
-byte; unpacking is a 256-entry lookup table. No float64 or per-element index temporaries.
+Packing takes the byte holding each sign bit, views eight of them as one int64 and multiplies
+by a constant that gathers their top bits into one byte; unpacking is a 256-entry lookup
+table. No float64 or per-element index temporaries.
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.rows import RowLayout
 import torch
 
-_GATHER = 0x0102040810204080   # (sum_k b_k << 8k) * this >> 56 == sum_k b_k << k
+_MSB = 0x8080808080808080 - (1 << 64)   # the top bit of every byte, as a signed int64
+_MOVE = 0x0002040810204081   # ((w & _MSB) * this) >> 56 == sum_k (top bit of byte k) << k
 _LUT = torch.tensor([[-1.0 if (i >> k) & 1 else 1.0 for k in range(8)] for i in range(256)],
                     dtype=torch.float32)
 
 
 def pack_signbits(x: torch.Tensor) -> torch.Tensor:
-    """Sign bits of a float ``[n, L]`` matrix as uint8 ``[n, ceil(L/8)]`` (zero padded)."""
+    """
+    Sign bits of a float ``[n, L]`` matrix as uint8 ``[n, ceil(L/8)]`` (zero padded).
+
+    The sign is the top bit of each element's last byte (little-endian), so the bytes are
+    taken as they are, one in every element_size: no comparison pass and no bool temporary
+    (``torch.signbit`` took twice as long on ConvMLP-M).
+    """
     n, length = x.shape
     nb = (length + 7) // 8
-    neg = torch.signbit(x)
+    if sys.byteorder == 'little':
+        size = x.element_size()
+        top = x.contiguous().view(torch.uint8).view(n, length, size)[:, :, size - 1]
+    else:
+        top = torch.signbit(x).view(torch.uint8) << 7
     if length % 8:
-        padded = torch.zeros(n, nb * 8, dtype=torch.bool)
-        padded[:, :length] = neg
-        neg = padded
-    words = neg.contiguous().view(torch.uint8).view(n * nb, 8).view(torch.int64).view(n, nb)
-    return ((words * _GATHER) >> 56).to(torch.uint8)
+        padded = torch.zeros(n, nb * 8, dtype=torch.uint8)
+        padded[:, :length] = top
+        top = padded
+    words = top.contiguous().view(n * nb, 8).view(torch.int64).view(n, nb)
+    return (((words & _MSB) * _MOVE) >> 56).to(torch.uint8)
 
 
 def unpack_signs(packed: torch.Tensor, length: int) -> torch.Tensor:
