@@ -206,3 +206,8 @@ def test_a_negative_seed_names_the_option(tmp_path, capsys):
     code, _ = _run(['gen', 'indoors', '--seed', '-1', '--out', str(tmp_path / 's.csv')])
     assert code == 2 and 'rog trace: --seed must be >= 0, got -1' in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+    record = tmp_path.parent / (tmp_path.name + '_record.csv')
+    record.write_text('t_seconds,mbps\n0,10\n1,20\n2,5\n3,8\n4,12\n')
+    code, _ = _run(['replay', str(record), '--seed', '-1', '--out', str(tmp_path / 'r.csv')])
+    assert code == 2 and 'rog trace: --seed must be >= 0, got -1' in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

@@ -22,6 +22,7 @@ its own callbacks (rclpy would hang). A peer node on the same graph and scripted
 ``ros2 lifecycle set`` requests drive a small core that uses the real bus code.
 """
 
+import os
 import signal
 import sys
 import time
@@ -381,6 +382,46 @@ def test_activate_returns_at_once_and_run_waits_for_the_peers(ros, world):
     assert activate['success'] is True and activate['at'] <= world.peer_at
     assert ('activate', False) in core.calls      # in run()'s loop, not in the callback
     assert ros.violations == []
+
+
+def _signal(signum):
+    """Return the action ``kill -<signum> <node's pid>`` (the handler only queues it)."""
+    def action():
+        os.kill(os.getpid(), signum)
+    return action
+
+
+@pytest.mark.parametrize('configured_first', [False, True])
+def test_sigusr2_activates_a_node_started_with_autostart_false(ros, world, configured_first):
+    """As the non-ROS path and the docs say: SIGUSR2 configures if need be and activates."""
+    ros_node = _ros_node()
+    argv, args = _worker_args('--ros-args', '-p', 'autostart:=false')
+    first = [(always, world.change('configure'))] if configured_first else []
+    world.script(*first, (always, world.peer_up), (always, _signal(signal.SIGUSR2)),
+                 (received(3), world.change('shutdown')))
+    # Execute
+    code = ros_node.run('rog_worker', args, Core, argv, node_main.finish)
+    # Assert: trained (messages received), then shut down by the service; nothing hung
+    core = CORES[-1]
+    assert not world.gave_up, f'hung: received {len(core.received)} messages'
+    assert code == 0 and len(core.received) >= 3
+    assert [c[0] for c in core.calls].count('configure') == 1
+    assert ('activate', False) in core.calls
+    assert ros.node(NODE).state == 'finalized'
+    assert ros.violations == []
+
+
+def test_sigusr2_with_a_failing_configure_keeps_waiting(ros, world):
+    ros_node = _ros_node()
+    argv, args = _worker_args('--ros-args', '-p', 'autostart:=false')
+    CONFIGURE_ERROR.append(ValueError('no such workload'))
+    world.script((always, _signal(signal.SIGUSR2)), (always, world.change('shutdown')))
+    # Execute
+    code = ros_node.run('rog_worker', args, Core, argv, node_main.finish)
+    # Assert: logged, not activated, shut down on request
+    assert not world.gave_up and code == 0
+    assert any('SIGUSR2: configure failed' in message for _, _, message in ros.logs)
+    assert not any(c[0] == 'activate' for c in CORES[-1].calls)
 
 
 @pytest.mark.parametrize('autostart', ['true', 'false'])

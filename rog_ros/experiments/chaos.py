@@ -626,7 +626,8 @@ def run_scenarios(names, cfg: ChaosConfig, progress=None) -> list:
 def add_parser(subparsers):
     """Add the ``chaos`` subcommand."""
     p = subparsers.add_parser('chaos', help='fault scenarios against a real local fleet',
-                              description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip())
+                              description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip()
+                              .replace('``', ''))
     p.add_argument('--scenario', default='all',
                    help=f'one of {", ".join(SCENARIOS)}, a comma-separated list, or all '
                         f'(default all)')

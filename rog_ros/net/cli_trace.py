@@ -385,6 +385,8 @@ def _cmd_plot(args, out):
 
 
 def _cmd_replay(args, out):
+    if args.seed is not None:
+        _check_seed(args)        # (Python's random takes |seed|: -1 would replay seed 1)
     traces.check_trace_file(args.record)
     _check_scale(args.scale)
     _out_file(args.out, 'replayed.csv')

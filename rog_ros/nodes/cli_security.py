@@ -29,7 +29,7 @@ import sys
 def add_parser(subparsers):
     """Add the ``security`` subcommand."""
     p = subparsers.add_parser('security', help='fleet key and SROS2 keystore',
-                              description=__doc__.split('\n')[1])
+                              description=__doc__.split('\n')[1].replace('``', ''))
     sub = p.add_subparsers(dest='security_command', metavar='WHAT')
     sub.required = True
     k = sub.add_parser('key', help='write a new random fleet key file (mode 0600)')

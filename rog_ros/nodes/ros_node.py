@@ -23,7 +23,9 @@ the lifecycle services to the core:
 * activate -> the first time, :func:`run` calls ``core.activate()`` (peers matched, training
   starts) after the transition returned, outside every callback; later a resume request;
   deactivate -> pause (the protocol keeps running, no computation starts);
-* shutdown (and Ctrl-C) -> the core stops, the server writes its summary.
+* shutdown (and Ctrl-C) -> the core stops, the server writes its summary;
+* SIGUSR2 while waiting to be activated (``autostart:=false``) -> configure if need be, then
+  activate, as on the non-ROS path; SIGUSR1/SIGUSR2 while training pause and resume.
 
 Lifecycle requests are callbacks of the node's executor, which the core's bus spins while
 training. Nothing that waits runs inside them: ``core.activate()`` waits for the peers (up to
@@ -69,6 +71,7 @@ class RogLifecycleNode(LifecycleNode):
         self.started = False                 # core.activate() done: the core is training
         self.activation_requested = False    # activate accepted; run() activates the core
         self.cleanup_requested = False       # cleanup accepted while training; run() does it
+        self.configured = False              # the state machine is past configure
         self.failure = None                  # the exception of the last failed transition
 
     def _result(self, fn) -> object:
@@ -86,7 +89,9 @@ class RogLifecycleNode(LifecycleNode):
             self.get_logger().warning('configure refused: the cleanup before it is still '
                                       'under way; request configure again')
             return TransitionCallbackReturn.FAILURE
-        return self._result(self.core.configure)
+        result = self._result(self.core.configure)
+        self.configured = result == TransitionCallbackReturn.SUCCESS
+        return result
 
     def on_activate(self, state):
         if self.started:
@@ -100,8 +105,11 @@ class RogLifecycleNode(LifecycleNode):
     def on_cleanup(self, state):
         if self.started:                     # inside the core's bus.poll: run() cleans up
             self.cleanup_requested = True
+            self.configured = False
             return TransitionCallbackReturn.SUCCESS
-        return self._result(self.core.cleanup)
+        result = self._result(self.core.cleanup)
+        self.configured = result != TransitionCallbackReturn.SUCCESS
+        return result
 
     def on_shutdown(self, state):
         return self._result(lambda: self.core.requests.request('shutdown'))
@@ -217,6 +225,34 @@ def _train(node, core) -> bool:
     return False
 
 
+def _activate_on_signal(node, requests, log) -> None:
+    """
+    SIGUSR2 while the node waits to be activated: configure (if need be) and activate.
+
+    The non-ROS path does the same for ``autostart:=false`` (it configures at start and
+    waits for SIGUSR2), so a robot's start script works under both; the transitions are the
+    ones ``ros2 lifecycle set`` would request, triggered here outside every callback. A
+    failed one is logged and the node keeps waiting, as after a failed service request.
+    """
+    for transition in requests.take():
+        if transition != 'activate':   # (shutdown: shutdown_requested; deactivate: not active)
+            continue
+        for name, trigger in (('configure', node.trigger_configure),
+                              ('activate', node.trigger_activate)):
+            if name == 'configure' and node.configured:
+                continue
+            try:
+                ok = trigger() == TransitionCallbackReturn.SUCCESS
+            except Exception as err:  # noqa: B902 - rclpy's RCLError: not from this state
+                log.error(f'SIGUSR2: {name} refused: {err}')
+                ok = False
+            if not ok:
+                log.error(f'SIGUSR2: {name} failed; still waiting to be activated')
+                break
+        else:
+            log.info('SIGUSR2: configured and activated')
+
+
 def run(role: str, args, core_class, argv, finish, usage_errors=()) -> int:
     """
     Run the core as a lifecycle node until it finishes or shutdown; the exit status.
@@ -241,6 +277,7 @@ def run(role: str, args, core_class, argv, finish, usage_errors=()) -> int:
         while True:
             while not node.activation_requested and not requests.shutdown_requested:
                 executor.spin_once(timeout_sec=0.1)   # lifecycle services until activated
+                _activate_on_signal(node, requests, log)
             if requests.shutdown_requested:
                 return 0
             node.activation_requested = False
