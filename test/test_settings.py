@@ -173,3 +173,25 @@ def test_ros_parameters_are_declared_with_ranges(monkeypatch):
     assert declared['lr'][0] == 0.0                  # "not set" stand-in, typed
     assert declared['diagnostics_hz'][1].read_only is False
     assert declared['workers'][1].read_only is True
+
+
+def test_launch_files_read_the_settings_without_importing_torch():
+    """A launch process lives as long as the fleet: no engines (torch) only for defaults."""
+    import subprocess
+    code = ('import sys; import rog_ros.nodes.launching, rog_ros.nodes.settings; '
+            'print(sorted(m for m in ("torch", "rog_ros.protocol.policies") '
+            'if m in sys.modules))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         check=True, cwd=str(ROOT)).stdout
+    assert out.strip() == '[]'
+
+
+def test_the_settings_defaults_are_the_policies_defaults():
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.protocol.policies.base import SyncPolicy
+    rog = make_policy('rog:4')
+    assert settings.FREE_STRAGGLERS_DEFAULT is rog.free_stragglers is True
+    assert settings.DEFAULT_DEADLINE_FLOOR == SyncPolicy.deadline_floor == rog.deadline_floor
+    for name in ('rtt_floor', 'outage_bound'):
+        declared = next(s.default for s in settings.SETTINGS if s.name == name)
+        assert declared == getattr(SyncPolicy, name) == getattr(rog, name)

@@ -34,21 +34,10 @@ from __future__ import annotations
 
 from rog_ros.checks import ConfigError
 from rog_ros.core.rows import RowLayout
+from rog_ros.nodes.sync_names import PUSH_SYSTEMS, SIM_ONLY, SYNC_CHOICES
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import KIND_GRAD, RowChunk, Schedule, SERVER
 import torch
-
-PUSH_SYSTEMS = ('adacomp', 'asgd', 'comp-asgd', 'gsp')
-"""``sync`` values run by the push engines (no staleness argument)."""
-SIM_ONLY = {
-    'gsp+gds': 'its group densities travel in UploadDensity, a message the wire format '
-               '(msg/) does not have',
-    'adasgd': "FLEET's server talks in task dataclasses (TaskRequest/TaskAnswer/TaskResult), "
-              'not wire messages',
-    'aet': 'it has no server (decentralised peers); the fleet runs a server and workers',
-}
-"""Reference systems refused by ``rog fleet``, with the reason."""
-SYNC_CHOICES = ('rog', 'ssp', 'bsp', 'flown') + PUSH_SYSTEMS + tuple(SIM_ONLY)
 
 
 def is_push(sync) -> bool:

@@ -36,14 +36,13 @@ import math
 import sys
 
 from rog_ros.checks import ConfigError
-from rog_ros.nodes.push_systems import SYNC_CHOICES
-from rog_ros.protocol.policies.base import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
-from rog_ros.protocol.policies.base import (DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR,
-                                            OUTAGE_BOUND_RANGE)
-from rog_ros.protocol.policies.rog import rog as rog_policy
+from rog_ros.nodes.sync_names import SYNC_CHOICES
+from rog_ros.protocol.policy_defaults import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
+from rog_ros.protocol.policy_defaults import (DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR,
+                                              OUTAGE_BOUND_RANGE, ROG_FREE_STRAGGLERS)
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
 
-FREE_STRAGGLERS_DEFAULT = rog_policy().free_stragglers
+FREE_STRAGGLERS_DEFAULT = ROG_FREE_STRAGGLERS
 """Whether a robot too slow for any slack runs free by default (Rog's policy decides)."""
 
 SERVER, WORKER, NETMON, FLEET = 'rog_server', 'rog_worker', 'netmon', 'fleet'

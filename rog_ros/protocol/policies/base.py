@@ -28,17 +28,11 @@ from rog_ros.core.atp import CONVENTIONS
 from rog_ros.core.rows import RowLayout
 from rog_ros.core.slack import DEFAULT_MAX_SLACK
 from rog_ros.protocol.messages import MAX_SLACK
+from rog_ros.protocol.policy_defaults import (  # noqa: F401 - re-exported
+    DEFAULT_DEADLINE_FLOOR, DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR, OUTAGE_BOUND_RANGE)
 
 BALANCE_MODES = ('deadline', 'budget', 'none')
 CODEC_NAMES = ('defsgdm', 'defsgdm-tensor')
-DEFAULT_DEADLINE_FLOOR = 0.0
-"""``SyncPolicy.deadline_floor``'s default, the same for the simulator and the fleet nodes."""
-DEFAULT_RTT_FLOOR = 2.0
-"""``SyncPolicy.rtt_floor``'s default, the same for the simulator and the fleet nodes."""
-DEFAULT_OUTAGE_BOUND = 3.0
-"""``SyncPolicy.outage_bound``'s default, the same for the simulator and the fleet nodes."""
-OUTAGE_BOUND_RANGE = (0.5, 100.0)
-"""Values ``SyncPolicy.outage_bound`` accepts (fleet iteration times)."""
 MOMENTUM_RELEASE_WINDOW = (1 / 3, 1 / 2)
 """Fractions of the iteration budget between which ``SyncPolicy.momentum_at`` releases the
 momentum compensation (after the MPCOL/EACOL targets, which fall in the first fifth to third)."""

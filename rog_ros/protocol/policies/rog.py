@@ -57,6 +57,7 @@ for any slack").
 from __future__ import annotations
 
 from rog_ros.protocol.policies.base import SyncPolicy
+from rog_ros.protocol.policy_defaults import ROG_FREE_STRAGGLERS
 
 
 def rog(staleness: int = 4, **overrides) -> SyncPolicy:
@@ -64,4 +65,5 @@ def rog(staleness: int = 4, **overrides) -> SyncPolicy:
                          'whole_model': False, 'balance': 'deadline',
                          'mta_rule': 'exact_root_shifted', 'outage_aware': True,
                          'late_rows': True, 'late_pulls': True, 'readmit_backoff': True,
-                         'straggler_slack': True, 'free_stragglers': True, **overrides})
+                         'straggler_slack': True, 'free_stragglers': ROG_FREE_STRAGGLERS,
+                         **overrides})
