@@ -86,7 +86,7 @@ class EncodingCache:
         if self.rowbytes is None:
             return
         if rows is not None:
-            self.valid &= ~rows
+            self.valid.masked_fill_(rows, False)
         self._stamp = self._stamp_of(sources)
 
     def store(self, rowbytes: torch.Tensor, trs: torch.Tensor, sources,
