@@ -35,8 +35,8 @@ from rog_ros.workloads.base import Workload
 from rog_ros.workloads.equalise import balance_batch_sizes, suggest_sleep
 
 _FACTORIES = {}
-# Built workloads by (name, options): a simulator comparing 6 systems x 3 seeds asks for the
-# same workload 18 times; rendering and corrupting its data again each time costs seconds.
+# Built workloads by (name, options): a simulator comparing 4 systems x 5 seeds asks for the
+# same workload 20 times; rendering and corrupting its data again each time costs seconds.
 # Workloads are read-only after construction, so sharing one object between runs is safe.
 _BUILT = {}
 _BUILT_MAX = 8
