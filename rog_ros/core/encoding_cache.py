@@ -47,10 +47,16 @@ import torch
 class EncodingCache:
     """One vector's last row encoding and the rows of it that still hold."""
 
-    def __init__(self, n_rows: int):
+    def __init__(self, n_rows: int, valid: torch.Tensor | None = None):
+        """
+        Keep no encoding yet.
+
+        ``valid``: bool ``[n_rows]`` to keep the held rows in (a row of a matrix shared by many
+        caches, which one write can then mark for all); by default the cache's own.
+        """
         self.rowbytes: torch.Tensor | None = None
         self.trs: torch.Tensor | None = None
-        self.valid = torch.zeros(n_rows, dtype=torch.bool)
+        self.valid = torch.zeros(n_rows, dtype=torch.bool) if valid is None else valid
         self._stamp: tuple = ()
         self.hits = 0                   # encodings served from the cache (some rows afresh)
         self.rows_refreshed = 0         # rows encoded afresh by those

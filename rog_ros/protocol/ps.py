@@ -195,8 +195,12 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self._p = torch.empty(layout.n_params, dtype=dtype)      # G[r] + E[r] of a downlink
         # each worker's last downlink encoding of mirror[r] - w_srv: its next one re-encodes
         # the rows changed since (a late pull after a late push: those rows)
-        self._encodings = ([EncodingCache(layout.n_rows) for _ in range(n_workers)]
-                           if EncodingCache.applies(layout, codec) else [])
+        # (their held rows: one [N, M] matrix, so that a push marks its rows for all at once)
+        use = EncodingCache.applies(layout, codec)
+        self._encodings_valid = torch.zeros(n_workers if use else 0, layout.n_rows,
+                                            dtype=torch.bool)
+        self._encodings = [EncodingCache(layout.n_rows, self._encodings_valid[r])
+                           for r in range(n_workers)] if use else []
         self.slots = (SlotScheduler(policy.slots, policy.staleness)
                       if policy.scheduler == 'flown' else None)
         self.link_estimate_bps = [0.0] * n_workers   # netmon's view (LinkStats), for FLOWN
@@ -596,8 +600,9 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                     self.weighted_pushes += 1
                 else:
                     self.rescaled_pushes += 1
-            with rows_written(self._encodings, (self.mirror, self.w_srv), lambda i: mask):
+            with rows_written(self._encodings, (self.mirror, self.w_srv), lambda i: None):
                 sub_rows_(self.layout, self.w_srv, rows, delta)  # enters every G[s] (variant A)
+                self._encodings_valid.masked_fill_(mask, False)   # (every worker's cache)
             # stamps only the pushed rows (and their change history)
             self.delivered.stamp(self.versions.v, s, torch.nonzero(mask).reshape(-1), inc.clock)
         if n_rows:     # (an empty push changes nothing: it must not count as coverage)
