@@ -473,7 +473,7 @@ def _add_bench(sub) -> None:
                         description='Run rog and ssp alternately on synthetic workers of a '
                                     'model in virtual time and report what row granularity '
                                     'costs per iteration, relative to the compute time '
-                                    '(target < 5%%). Prints JSON.')
+                                    '(target < 5%). Prints JSON.')
     o.add_argument('--model', default='convmlp-m', help='convmlp-s|m|l (default convmlp-m)')
     o.add_argument('--workers', type=int, default=4, help='workers (default 4)')
     o.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')

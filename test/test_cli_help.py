@@ -13,6 +13,7 @@
 # limitations under the License.
 """What ``rog --help`` and the subcommands' help say: defaults, descriptions, the version."""
 
+import argparse
 import os
 
 import pytest
@@ -106,3 +107,24 @@ def test_the_sample_fleet_file_lists_every_sync_the_fleet_runs():
         line = next(x for x in fh if x.strip().startswith('sync:'))
     listed = {w.strip() for w in line.split('#', 1)[1].split('|')}
     assert listed == {'rog', 'ssp', 'bsp', 'flown', *PUSH_SYSTEMS}
+
+
+def _every_parser(parser, path=()):
+    """Yield ``(path, parser)`` for ``parser`` and every subcommand under it."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _every_parser(sub, path + (name,))
+
+
+def test_no_help_text_shows_escaped_percent_or_markup(monkeypatch):
+    # argparse %-formats option help but not descriptions: a '%%' in a description is shown
+    # as typed. Render every subcommand's help and look at what a user reads.
+    monkeypatch.setenv('COLUMNS', '400')
+    seen = 0
+    for path, parser in _every_parser(cli.build_parser()):
+        text = parser.format_help()
+        assert '%%' not in text and '``' not in text, ' '.join(path)
+        seen += 1
+    assert seen > 20

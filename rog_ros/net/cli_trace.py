@@ -86,7 +86,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     st = sub.add_parser('stats', help='statistics of a trace file or a preset, or of each '
                         'entry of a per-robot list side by side',
                         description='Print the statistics of a trace file or a preset (mean, '
-                                    'quantiles, outages, holds, time to a 20%%/40%% change, '
+                                    'quantiles, outages, holds, time to a 20%/40% change, '
                                     'p99 transfer slowdown), or of each entry of a per-robot '
                                     'list side by side.')
     st.add_argument('source', metavar='FILE_OR_PRESET',
