@@ -153,3 +153,20 @@ def test_a_run_with_the_cache_ends_with_the_bits_of_one_without(spec, monkeypatc
     assert torch.equal(cached[0], plain[0])
     for a, b in zip(cached[1] + cached[2], plain[1] + plain[2]):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize('spec', ['rog:4', 'flown:4#whole_model=0'])   # (FLOWN: slot grants)
+def test_the_server_drops_the_encoding_of_a_worker_that_is_done(spec):
+    """A done worker gets no delta pull again: its encoding (a model's bytes) is not kept."""
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.sim.fault_fleet import quadratic_fleet
+    harness, server, workers, _, _ = quadratic_fleet(
+        spec.split(':')[0], n=3, iters=8, policy=make_policy(spec), seed=1,
+        compute=(0.3, 0.3, 0.3), bandwidths=(0.4e6, 0.4e6, 0.03e6), latency=0.005)
+    stats = harness.run()
+    assert stats.error is None and all(bool(s) for s in server.stopped)
+    assert len(server._encodings) == 3
+    if spec.startswith('rog'):          # late pulls: the caches served this run
+        assert sum(c.hits for c in server._encodings) > 0
+    assert all(c.rowbytes is None and c.trs is None for c in server._encodings)
+    assert not bool(server._encodings_valid.any())

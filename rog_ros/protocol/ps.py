@@ -698,6 +698,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             if self.max_iterations is not None and c >= self.max_iterations:
                 self.slots.release(w, 'pull')
                 self.stopped[w] = True
+                self._forget_encoding(w)
                 out += self._stop_order(w, c) + [Log('worker_done', float(c), w)]
                 out += self._start_final(now)
                 out += self._dispatch_slots(now)

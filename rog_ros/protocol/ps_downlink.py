@@ -61,6 +61,11 @@ class OpenDownlink:
 class DownlinkMixin:
     """Serving pulls of a ``ServerEngine``."""
 
+    def _forget_encoding(self, r: int) -> None:
+        """Drop the encoding kept for a worker that is done (no delta pull goes to it again)."""
+        if self._encodings:
+            self._encodings[r].clear()
+
     def _try_serve(self, r: int, now: float) -> list:
         if r not in self.pending or self.downlinks[r] is not None:
             return []
@@ -75,6 +80,7 @@ class DownlinkMixin:
         if self.max_iterations is not None and (c >= self.max_iterations or out_after_fleet):
             del self.pending[r]
             self.stopped[r] = True
+            self._forget_encoding(r)
             self._end_stall(r, now)
             out = self._stop_order(r, c) + [Log('worker_done', float(c), r)]
             if out_after_fleet:
