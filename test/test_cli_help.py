@@ -15,6 +15,8 @@
 
 import argparse
 import os
+import subprocess
+import sys
 
 import pytest
 from rog_ros import cli
@@ -128,3 +130,21 @@ def test_no_help_text_shows_escaped_percent_or_markup(monkeypatch):
         assert '%%' not in text and '``' not in text, ' '.join(path)
         seen += 1
     assert seen > 20
+
+
+def test_help_does_not_import_torch():
+    # torch takes seconds to import (more on a Jetson): `rog --help` and every subcommand's
+    # help must come without it. A fresh interpreter: this one has torch loaded already.
+    code = ('import argparse, sys\n'
+            'from rog_ros import cli\n'
+            'def walk(p):\n'
+            '    yield p\n'
+            '    for a in p._actions:\n'
+            '        if isinstance(a, argparse._SubParsersAction):\n'
+            '            for s in a.choices.values():\n'
+            '                yield from walk(s)\n'
+            'n = sum(1 for p in walk(cli.build_parser()) if p.format_help())\n'
+            "print(n, sorted(m for m in ('torch', 'cyclonedds') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout.split(maxsplit=1)
+    assert int(out[0]) > 20 and out[1].strip() == '[]', out

@@ -18,7 +18,7 @@ import pytest
 from rog_ros import checks
 from rog_ros.checks import ConfigError
 from rog_ros.net import trace_spec, traces
-from rog_ros.nodes.assembly import link_for, PRESET_DURATION_S
+from rog_ros.nodes.emulated_link import link_for, PRESET_DURATION_S
 from rog_ros.sim.simulator import file_offsets, make_traces
 
 

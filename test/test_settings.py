@@ -186,6 +186,33 @@ def test_launch_files_read_the_settings_without_importing_torch():
     assert out.strip() == '[]'
 
 
+def test_a_robots_plan_is_checked_and_netmon_runs_without_importing_torch():
+    """
+    The robot's supervisor, its launch process and netmon train nothing: no torch in them.
+
+    Each lives for the whole run on a robot, where torch costs seconds and a few hundred MB
+    (a Jetson shares those with its GPU). The checks that do need torch (a CUDA device, the
+    weights of ``init_model``) import it only for such values.
+    """
+    import subprocess
+    code = ('import sys\n'
+            'from rog_ros.nodes import plan, robot\n'
+            'import rog_ros.nodes.netmon\n'
+            'plan.validate(plan.resolve(None, {}))\n'
+            'plan.validate(plan.resolve(None, {"sync": "adacomp"}))\n'
+            'plan.validate(plan.resolve(None, {"sync": "ssp", "staleness": 2}))\n'
+            'n = len(robot.robot_plan("worker", 1, {}, {"device": "cpu"}))\n'
+            'n += len(robot.robot_plan("server", 0, {}, {}))\n'
+            'try:\n'
+            '    plan.validate(plan.resolve(None, {"sync": "rog", "staleness": -1}))\n'
+            'except ValueError:\n'
+            '    n += 100\n'
+            'print(n, sorted(m for m in ("torch", "rog_ros.core.rows") if m in sys.modules))\n')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         check=True, cwd=str(ROOT)).stdout.split(maxsplit=1)
+    assert out[0] == '104' and out[1].strip() == '[]', out
+
+
 def test_the_settings_defaults_are_the_policies_defaults():
     from rog_ros.protocol.policies import make_policy
     from rog_ros.protocol.policies.base import SyncPolicy

@@ -27,9 +27,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from rog_ros.core.sync_constants import CONVENTIONS
 import torch
-
-CONVENTIONS = ('gt', 'ge')
 
 
 def infinite_mask(urgency: torch.Tensor, staleness: int, convention: str = 'gt'

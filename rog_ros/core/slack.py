@@ -48,12 +48,11 @@ from __future__ import annotations
 
 import math
 
+from rog_ros.core.sync_constants import DEFAULT_MAX_SLACK
 import torch
 
 DEFAULT_THRESHOLD = 0.3
 """Share of the others' time a robot may hold them before its slack rises."""
-DEFAULT_MAX_SLACK = 12
-"""Largest slack (S = 4 becomes 16, MTA 0.28 -> 0.12 of the rows)."""
 DEFAULT_STEP = 2
 """Slack added per window in which the robot held the others too long."""
 

@@ -16,29 +16,25 @@ Assembly: turn node parameters into the objects a node wires together.
 
 Every node of a fleet must build *the same* layout, codec, policy and starting weights from
 the same parameters, or rows would mean different things on different robots; this module is
-the one place that does it (workload -> model -> RowLayout -> flat w0), plus the emulated link
-of each worker (trace + time offset -> token bucket on the node's monotonic clock).
+the one place that does it (workload -> model -> RowLayout -> flat w0). The emulated link of
+each worker (trace + time offset -> token bucket on the node's monotonic clock) is
+``nodes.emulated_link``'s, re-exported here for the training nodes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 import importlib
-import os
-import time
 
 from rog_ros.core.compress import make_codec
-from rog_ros.net.shaper import TokenBucketShaper
-from rog_ros.net.trace_spec import source_for
-from rog_ros.net.traces import generate, load_trace, PRESETS, Trace
+from rog_ros.nodes.emulated_link import (  # noqa: F401 - re-exported for the training nodes
+    EmulatedLink, epoch_to_monotonic, link_for, PRESET_DURATION_S, shaper_for)
 from rog_ros.nodes.params import DEFAULT_DEADLINE_FLOOR, policy_spec
 from rog_ros.nodes.settings import FREE_STRAGGLERS_DEFAULT
 from rog_ros.protocol.policies import layout_for, make_policy
 from rog_ros.protocol.policies.base import DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR
 from rog_ros.workloads import start_model
 import torch
-
-PRESET_DURATION_S = 600.0   # generated preset traces loop after this long
 
 
 BUILDERS = {'toy': ('rog_ros.workloads.toy', 'make_toy'),
@@ -111,60 +107,3 @@ def build_training(args) -> Training:
     w0 = layout.flatten([p.detach() for p in params]).clone()
     return Training(workload, model, policy, layout, make_codec(policy.codec), w0, float(lr),
                     **start)
-
-
-@dataclass
-class EmulatedLink:
-    """The trace one worker's link follows, read at ``t + offset_s`` (t: seconds since epoch)."""
-
-    trace: Trace
-    offset_s: float = 0.0
-    name: str = ''
-
-    def rate_mbps(self, t_s: float) -> float:
-        """Rate the emulator enforces at ``t_s`` seconds after the epoch."""
-        return float(self.trace.rate_at(t_s + self.offset_s))
-
-
-def link_for(spec: str, rank: int, n_workers: int, seed: int = 0,
-             scale: float = 1.0) -> EmulatedLink | None:
-    """
-    Return the emulated link of worker ``rank``: None, a preset or a file.
-
-    ``spec`` may list one entry per worker (``rog_ros.net.trace_spec``: worker r follows entry
-    r mod k). Presets are generated per worker (seed ``1000 * seed + rank``, the simulator's)
-    so robots fluctuate independently, and ``outages`` takes one robot out at a time as in the
-    simulator; a file is read with a per-worker offset of ``rank / N`` of its period for the
-    same reason.
-    """
-    if spec in (None, '', 'none'):
-        return None
-    entry = source_for(spec, rank)
-    if entry in PRESETS:
-        trace = generate(entry, PRESET_DURATION_S, seed=1000 * seed + rank, robot=rank,
-                         fleet=max(n_workers, rank + 1))
-        offset = 0.0
-    elif os.path.isfile(entry):
-        trace = load_trace(entry)
-        offset = rank * trace.end_s / max(n_workers, 1)
-    else:
-        raise ValueError(f'--trace {entry!r} is neither a preset ({", ".join(PRESETS)}) nor a '
-                         f'file')
-    if scale != 1.0:
-        trace = trace.scaled(scale)
-    return EmulatedLink(trace, offset, entry)
-
-
-def epoch_to_monotonic(epoch: float | None) -> float:
-    """Return the monotonic-clock reading at wall time ``epoch`` (now if None)."""
-    mono = time.monotonic()
-    return mono if epoch is None else mono - (time.time() - float(epoch))
-
-
-def shaper_for(link: EmulatedLink | None, epoch_mono: float, burst_bytes: int):
-    """Return a token bucket on the monotonic clock whose trace time 0 is ``epoch_mono``."""
-    if link is None:
-        return None
-    now = time.monotonic()
-    return TokenBucketShaper(link.trace, burst_bytes, start_s=now,
-                             time_offset_s=link.offset_s - epoch_mono)

@@ -363,7 +363,7 @@ def _netns_setup(specs, envs, prefixes, cleanup, base_env) -> list:
     Returns the specs without application-level shaping (the kernel shapes instead).
     """
     from rog_ros.net import netns
-    from rog_ros.nodes.assembly import link_for
+    from rog_ros.nodes.emulated_link import link_for
     server = specs[0].parameters
     n = server['workers']
     fleet = netns.NetnsFleet(n).create()

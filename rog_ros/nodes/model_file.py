@@ -19,21 +19,28 @@ metrics. When the run ends, the server writes the consensus model (the mean of w
 workers hold, the model every evaluation measured) next to ``summary.json``: atomically, and
 as a plain ``state_dict`` of tensors, which ``torch.load(path, weights_only=True)`` reads
 without running code from the file. ``load_trained`` puts it into the workload's own module.
+
+torch is imported where a model is written or read: ``rog``'s help and argument errors pass
+through this module (via ``nodes.run_outputs``), and torch takes seconds to import on a robot.
 """
 
 from __future__ import annotations
 
 import io
 import os
+from typing import TYPE_CHECKING
 
 from rog_ros.atomic import atomic_write_bytes
-import torch
+
+if TYPE_CHECKING:                            # pragma: no cover - annotations only
+    import torch
 
 MODEL_FILE = 'model.pt'
 
 
 def save_state_dict(path, module: torch.nn.Module) -> int:
     """Write ``module``'s state_dict (detached CPU copies) to ``path`` atomically; its bytes."""
+    import torch
     state = {name: t.detach().to('cpu', copy=True) for name, t in module.state_dict().items()}
     buf = io.BytesIO()
     torch.save(state, buf)
@@ -72,6 +79,7 @@ def load_trained(workload: str, path) -> torch.nn.Module:
     >>> model = load_trained('mpcol', 'runs/fleet/model.pt')   # doctest: +SKIP
     """
     from rog_ros import workloads          # (the registry: nodes.assembly imports us)
+    import torch
     model = workloads.get(workload).make_model()
     state = torch.load(os.fspath(path), map_location='cpu', weights_only=True)
     model.load_state_dict(state)

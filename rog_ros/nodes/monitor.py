@@ -26,7 +26,7 @@ import time
 
 from rog_ros.net.traces import save_trace, Trace
 from rog_ros.nodes import linkprobe
-from rog_ros.nodes.assembly import link_for
+from rog_ros.nodes.emulated_link import link_for
 from rog_ros.nodes.routing import link_stats
 from rog_ros.protocol.messages import LinkStats
 

@@ -171,6 +171,8 @@ def _check_model_out(key: str, value) -> None:
 
 
 def _check_device(key: str, value) -> None:
+    if str(value).strip().lower() in ('auto', 'cpu'):
+        return        # always usable: only a CUDA device needs torch to be checked
     from rog_ros.nodes.compute_device import resolve_device
     try:
         resolve_device(value)

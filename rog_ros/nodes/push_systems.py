@@ -32,12 +32,16 @@ and Rog-only features with a push system (``state_dir``, ``absence_timeout``,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rog_ros.checks import ConfigError
-from rog_ros.core.rows import RowLayout
 from rog_ros.nodes.sync_names import PUSH_SYSTEMS, SIM_ONLY, SYNC_CHOICES
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import KIND_GRAD, RowChunk, Schedule, SERVER
-import torch
+
+if TYPE_CHECKING:       # pragma: no cover - annotations only (``check`` runs without torch)
+    from rog_ros.core.rows import RowLayout
+    import torch
 
 
 def is_push(sync) -> bool:
@@ -77,6 +81,7 @@ class NoPolicy:
 
 def layout(shapes) -> RowLayout:
     """Return the flat whole-model layout of the push engines (model order, as ``rog sim``)."""
+    from rog_ros.core.rows import RowLayout
     return RowLayout([tuple(s) for s in shapes], whole_model=True)
 
 

@@ -25,13 +25,15 @@ Built-ins (factories import their modules lazily, so importing this package stay
 
 A user's own task (any `nn.Module` + tensors + metric) is a `Workload` built by a factory and
 registered under a new name; see docs/workloads.md.
+
+``Workload`` (torch) is imported on first use: checking a workload's name (fleet settings, in
+a robot's supervisor and launch process) needs the registry, not torch.
 """
 
 from __future__ import annotations
 
 import json
 
-from rog_ros.workloads.base import Workload
 from rog_ros.workloads.equalise import balance_batch_sizes, suggest_sleep
 
 _FACTORIES = {}
@@ -128,5 +130,14 @@ register('glyphs-lenet5', lambda **o: _glyphs(**{
     'model': 'lenet5', 'batch_size': 32, 'lr': 0.1, 'momentum': 0.0, 'compute_time_s': 0.05,
     'target_accuracy': 0.8, **o}))
 register('chaos', _chaos)
+
+
+def __getattr__(name):
+    """Import ``Workload`` when it is first asked for (PEP 562): it needs torch."""
+    if name == 'Workload':
+        from rog_ros.workloads.base import Workload
+        return Workload
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
 
 __all__ = ['Workload', 'balance_batch_sizes', 'get', 'names', 'register', 'suggest_sleep']

@@ -22,14 +22,16 @@ plumbing, same accounting; only the synchronisation unit and the scheduling diff
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rog_ros.core import mta as mta_rules
-from rog_ros.core.atp import CONVENTIONS
-from rog_ros.core.rows import RowLayout
-from rog_ros.core.slack import DEFAULT_MAX_SLACK
+from rog_ros.core.sync_constants import CONVENTIONS, DEFAULT_MAX_SLACK
 from rog_ros.protocol.messages import MAX_SLACK
 from rog_ros.protocol.policy_defaults import (  # noqa: F401 - re-exported
     DEFAULT_DEADLINE_FLOOR, DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR, OUTAGE_BOUND_RANGE)
+
+if TYPE_CHECKING:                       # pragma: no cover - annotations only
+    from rog_ros.core.rows import RowLayout
 
 BALANCE_MODES = ('deadline', 'budget', 'none')
 CODEC_NAMES = ('defsgdm', 'defsgdm-tensor')
@@ -223,5 +225,6 @@ class SyncPolicy:
 
 def layout_for(policy: SyncPolicy, shapes) -> RowLayout:
     """Return the RowLayout a policy synchronises: per-row, or one row for the whole model."""
+    from rog_ros.core.rows import RowLayout      # (torch: making a policy needs none)
     return RowLayout(shapes, small_tensor_threshold=policy.small_tensor_threshold,
                      whole_model=policy.whole_model)
