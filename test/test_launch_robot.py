@@ -304,3 +304,51 @@ def test_rog_robot_worker_leaves_its_model_in_a_file(monkeypatch, tmp_path, caps
     (tmp_path / 'models' / 'model.pt').write_bytes(b'x')     # as the node would write it
     assert cli.main(worker + ['--model-out', 'models' + os.sep]) == 0
     assert f"this robot's model: {tmp_path / 'models' / 'model.pt'}" in capsys.readouterr().err
+
+
+_LAUNCH_WITHOUT_TORCH = """
+import importlib.util, sys, types
+
+class Recorded:
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+def action(attr):
+    if attr.startswith('__'):
+        raise AttributeError(attr)
+    return type(attr, (Recorded,), {})
+
+def standin(name):
+    mod = types.ModuleType(name)
+    mod.__getattr__ = action
+    sys.modules[name] = mod
+    return mod
+
+for name in ('launch', 'launch.actions', 'launch.event_handlers', 'launch.substitutions',
+             'launch_ros', 'launch_ros.actions'):
+    standin(name)
+sys.modules['launch'].LaunchDescription = list
+
+class LaunchConfiguration(Recorded):
+    def perform(self, context):
+        return context.get(self.args[0], '')
+
+sys.modules['launch.substitutions'].LaunchConfiguration = LaunchConfiguration
+spec = importlib.util.spec_from_file_location('robot_launch', sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+opaque = [e for e in module.generate_launch_description()
+          if type(e).__name__ == 'OpaqueFunction'][0]
+made = opaque.kwargs['function']({'role': 'worker', 'rank': '1', 'workers': '3'})
+nodes = [e.kwargs['executable'] for e in made if type(e).__name__ == 'Node']
+print(nodes, 'torch' in sys.modules)
+"""
+
+
+def test_robot_launch_process_does_not_import_torch():
+    """The launch process lives as long as the robot's nodes and trains nothing."""
+    import subprocess
+    out = subprocess.run([sys.executable, '-c', _LAUNCH_WITHOUT_TORCH,
+                          str(ROOT / 'launch' / 'robot.launch.py')], capture_output=True,
+                         text=True, check=True, cwd=str(ROOT)).stdout
+    assert out.strip() == "['rog_worker', 'netmon'] False", out
