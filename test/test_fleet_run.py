@@ -257,3 +257,35 @@ def test_a_diverging_run_ends_with_the_reason_instead_of_computing_for_ever(tmp_
     assert re.search(r'rog_worker_\d exited with 3', proc.stderr)   # (whichever gave up first)
     assert _node_pids(f'/rog_test_{os.getpid()}_diverged') == []
     print(f'stopped {time.monotonic() - t0:.1f} s after the start')
+
+
+_FLEET_WITHOUT_TORCH = """
+import sys
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == 'torch' or name.startswith('torch.'):
+            raise ImportError('the fleet process imported torch')
+
+sys.meta_path.insert(0, NoTorch())
+from rog_ros.nodes.fleet import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_the_fleet_process_itself_never_imports_torch(tmp_path):
+    # It supervises the nodes for the whole run and trains nothing: the workload is prepared
+    # in a child (nodes.prepare_workload), the nodes are processes of their own.
+    out = tmp_path / 'fleet_no_torch'
+    argv = _fleet(out, '--sync', 'rog', '--iterations', '10')[3:]     # after '-m', module
+    proc = subprocess.run([sys.executable, '-c', _FLEET_WITHOUT_TORCH] + argv,
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((out / 'summary.json').read_text())['completed'] is True
+
+
+def test_a_workload_that_cannot_be_prepared_stops_the_fleet_in_one_line():
+    from rog_ros.nodes.prepare_workload import prepare
+    assert prepare('toy') is None
+    why = prepare('no-such-workload')
+    assert why.startswith("unknown workload 'no-such-workload'") and '\n' not in why

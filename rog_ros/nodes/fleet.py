@@ -151,11 +151,12 @@ def run(args) -> int:
         print(f'rog fleet: {" ".join(str(err).split())}', file=sys.stderr)
         return 2
     server = specs[0]
-    try:  # build (and cache) the workload once here, not in every node at the same time
-        from rog_ros.nodes.assembly import load_workload
-        load_workload(server.parameters['workload'])
-    except (ImportError, ValueError) as err:
-        print(f'rog fleet: {err}', file=sys.stderr)
+    # build (and cache) the workload once, not in every node at the same time; in a child
+    # process, so that this one, which supervises the whole run, holds no torch
+    from rog_ros.nodes.prepare_workload import prepare
+    failed = prepare(server.parameters['workload'])
+    if failed:
+        print(f'rog fleet: {failed}', file=sys.stderr)
         return 2
     try:
         key, key_env = fleet_key_env(args, out)

@@ -1,0 +1,76 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Build (and cache) a fleet's workload once, in a process of its own, before the nodes start.
+
+``rog fleet`` prepares the workload before its nodes start, so that they do not all generate
+the data and pre-train at the same time on a first run. It does so in a child process: the
+fleet's own process supervises the nodes for the whole run and trains nothing, and building
+the workload there left torch and the workload's data in it (304 MB resident against 70 MB
+without, measured with MPCOL on an x86 machine). The child shows its progress on stderr as
+before and reports a failure as one line on stdout, which the fleet prints as its own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+INTERRUPTED = 130
+"""The child's exit status when Ctrl-C stopped it (the fleet then stops as on Ctrl-C)."""
+
+
+def prepare(name: str) -> str | None:
+    """
+    Build workload ``name`` in a child process; return None, or why it failed (one line).
+
+    Raises KeyboardInterrupt when Ctrl-C stopped the child (the terminal sends it to both).
+    """
+    from rog_ros.children import die_with_parent
+    from rog_ros.nodes.supervisor import repo_pythonpath
+    env = dict(os.environ, PYTHONPATH=repo_pythonpath())
+    proc = subprocess.run([sys.executable, '-m', 'rog_ros.nodes.prepare_workload', name],
+                          stdout=subprocess.PIPE, text=True, env=env, check=False,
+                          preexec_fn=die_with_parent)
+    if proc.returncode == 0:
+        return None
+    if proc.returncode in (INTERRUPTED, -2):
+        raise KeyboardInterrupt
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    if lines:
+        return lines[-1]
+    return f'preparing workload {name!r} failed (exit status {proc.returncode}; see above)'
+
+
+def main(argv=None) -> int:
+    """Build the workload named by the one argument; 0, 2 (cannot be built) or 130."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if len(args) != 1:
+        print('usage: python -m rog_ros.nodes.prepare_workload WORKLOAD')
+        return 2
+    try:
+        from rog_ros.nodes.assembly import load_workload
+        load_workload(args[0])
+    except KeyboardInterrupt:
+        return INTERRUPTED
+    except (ImportError, KeyError, ValueError) as err:
+        text = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(' '.join(str(text).split()))
+        return 2
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
