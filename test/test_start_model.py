@@ -248,3 +248,32 @@ def test_the_simulator_starts_from_the_file_too(tmp_path, capsys):
     assert rec.rows[0]['accuracy'] == pytest.approx(expected['accuracy'], abs=1e-12)
     assert cli.main(['sim', '--workload', 'toy', '--init-model', str(tmp_path / 'x')]) == 2
     assert 'rog sim: --init-model: no such file' in capsys.readouterr().err
+
+
+_PLAN_WITHOUT_TORCH = """
+import sys
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == 'torch' or name.startswith('torch.'):
+            raise ImportError('torch imported by the process that checks the plan')
+
+sys.meta_path.insert(0, NoTorch())
+from rog_ros.nodes import plan
+plan.validate(plan.resolve(None, {'workload': 'toy', 'init_model': sys.argv[1]}))
+try:
+    plan.validate(plan.resolve(None, {'workload': 'toy', 'init_model': sys.argv[2]}))
+except ValueError as err:
+    print(err)
+"""
+
+
+def test_the_starting_weights_are_checked_in_a_child_without_torch_here(tmp_path):
+    # a robot's supervisor and launch process check the plan and then live for the whole run:
+    # the check (the workload built, the file read) runs in a child process of its own
+    save_state_dict(tmp_path / 'model.pt', _adapted_toy())
+    save_state_dict(tmp_path / 'other.pt', torch.nn.Linear(3, 2))
+    proc = subprocess.run([sys.executable, '-c', _PLAN_WITHOUT_TORCH, str(tmp_path),
+                           str(tmp_path / 'other.pt')], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith('init_model (--init-model): does not fit'), proc.stdout

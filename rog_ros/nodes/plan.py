@@ -184,11 +184,10 @@ def _check_init_model(workload: str, path: str, seen: dict) -> None:
     """Check that ``path`` holds weights that fit ``workload``'s model (once per pair)."""
     if seen.get('init_model fits') == (path, workload):
         return
-    from rog_ros.nodes.assembly import load_workload
-    try:
-        load_workload(workload).starting_from(path)
-    except ValueError as err:
-        raise checks.ConfigError(f"{_opt('init_model')}: {err}") from None
+    from rog_ros.nodes.prepare_workload import check_start
+    why = check_start(workload, path)     # (a child: this process may run for the whole run)
+    if why:
+        raise checks.ConfigError(f"{_opt('init_model')}: {why}")
     seen['init_model fits'] = (path, workload)
 
 

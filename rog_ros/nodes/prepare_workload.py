@@ -14,6 +14,10 @@
 """
 Build (and cache) a fleet's workload once, in a process of its own, before the nodes start.
 
+It also checks a run's starting weights (``init_model``) there: that check builds the workload
+and reads the file, and it runs in every process that checks a fleet's settings (``rog fleet``,
+``rog robot``, a launch file's process), which then held torch and the workload for the run.
+
 ``rog fleet`` prepares the workload before its nodes start, so that they do not all generate
 the data and pre-train at the same time on a first run. It does so in a child process: the
 fleet's own process supervises the nodes for the whole run and trains nothing, and building
@@ -38,10 +42,20 @@ def prepare(name: str) -> str | None:
 
     Raises KeyboardInterrupt when Ctrl-C stopped the child (the terminal sends it to both).
     """
+    return _in_child([name])
+
+
+def check_start(name: str, init_model: str) -> str | None:
+    """Check in a child process that ``init_model`` fits workload ``name``; None or why not."""
+    return _in_child([name, '--init-model', str(init_model)])
+
+
+def _in_child(args: list) -> str | None:
     from rog_ros.children import die_with_parent
     from rog_ros.nodes.supervisor import repo_pythonpath
+    name = args[0]
     env = dict(os.environ, PYTHONPATH=repo_pythonpath())
-    proc = subprocess.run([sys.executable, '-m', 'rog_ros.nodes.prepare_workload', name],
+    proc = subprocess.run([sys.executable, '-m', 'rog_ros.nodes.prepare_workload'] + args,
                           stdout=subprocess.PIPE, text=True, env=env, check=False,
                           preexec_fn=die_with_parent)
     if proc.returncode == 0:
@@ -55,14 +69,16 @@ def prepare(name: str) -> str | None:
 
 
 def main(argv=None) -> int:
-    """Build the workload named by the one argument; 0, 2 (cannot be built) or 130."""
+    """Build the workload (and check the starting weights); 0, 2 (cannot be) or 130."""
     args = sys.argv[1:] if argv is None else list(argv)
-    if len(args) != 1:
-        print('usage: python -m rog_ros.nodes.prepare_workload WORKLOAD')
+    if len(args) not in (1, 3) or (len(args) == 3 and args[1] != '--init-model'):
+        print('usage: python -m rog_ros.nodes.prepare_workload WORKLOAD [--init-model PATH]')
         return 2
     try:
         from rog_ros.nodes.assembly import load_workload
-        load_workload(args[0])
+        workload = load_workload(args[0])
+        if len(args) == 3:
+            workload.starting_from(args[2])
     except KeyboardInterrupt:
         return INTERRUPTED
     except (ImportError, KeyError, ValueError) as err:
