@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 
+from no_torch import run_without_torch
 import pytest
 
 pytest.importorskip('cyclonedds')
@@ -259,15 +260,7 @@ def test_a_diverging_run_ends_with_the_reason_instead_of_computing_for_ever(tmp_
     print(f'stopped {time.monotonic() - t0:.1f} s after the start')
 
 
-_FLEET_WITHOUT_TORCH = """
-import sys
-
-class NoTorch:
-    def find_spec(self, name, path=None, target=None):
-        if name == 'torch' or name.startswith('torch.'):
-            raise ImportError('the fleet process imported torch')
-
-sys.meta_path.insert(0, NoTorch())
+_FLEET = """
 from rog_ros.nodes.fleet import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -278,8 +271,7 @@ def test_the_fleet_process_itself_never_imports_torch(tmp_path):
     # in a child (nodes.prepare_workload), the nodes are processes of their own.
     out = tmp_path / 'fleet_no_torch'
     argv = _fleet(out, '--sync', 'rog', '--iterations', '10')[3:]     # after '-m', module
-    proc = subprocess.run([sys.executable, '-c', _FLEET_WITHOUT_TORCH] + argv,
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=ROOT)
+    proc = run_without_torch(_FLEET, *argv, timeout=RUN_TIMEOUT_S, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads((out / 'summary.json').read_text())['completed'] is True
 

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 
+from no_torch import run_without_torch
 import pytest
 from rog_ros.checks import ConfigError
 from rog_ros.nodes import plan
@@ -250,15 +251,7 @@ def test_the_simulator_starts_from_the_file_too(tmp_path, capsys):
     assert 'rog sim: --init-model: no such file' in capsys.readouterr().err
 
 
-_PLAN_WITHOUT_TORCH = """
-import sys
-
-class NoTorch:
-    def find_spec(self, name, path=None, target=None):
-        if name == 'torch' or name.startswith('torch.'):
-            raise ImportError('torch imported by the process that checks the plan')
-
-sys.meta_path.insert(0, NoTorch())
+_PLAN = """
 from rog_ros.nodes import plan
 plan.validate(plan.resolve(None, {'workload': 'toy', 'init_model': sys.argv[1]}))
 try:
@@ -273,7 +266,6 @@ def test_the_starting_weights_are_checked_in_a_child_without_torch_here(tmp_path
     # the check (the workload built, the file read) runs in a child process of its own
     save_state_dict(tmp_path / 'model.pt', _adapted_toy())
     save_state_dict(tmp_path / 'other.pt', torch.nn.Linear(3, 2))
-    proc = subprocess.run([sys.executable, '-c', _PLAN_WITHOUT_TORCH, str(tmp_path),
-                           str(tmp_path / 'other.pt')], capture_output=True, text=True)
+    proc = run_without_torch(_PLAN, str(tmp_path), str(tmp_path / 'other.pt'))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith('init_model (--init-model): does not fit'), proc.stdout
