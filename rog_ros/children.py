@@ -18,9 +18,9 @@ Child processes die with the process that started them.
 pools that each run a simulation for minutes. Ctrl-C reaches the whole process group, but a
 parent stopped with SIGTERM or SIGKILL (``kill``, a CI timeout, a job scheduler) left them
 running as orphans, each holding a core (and a fleet's nodes their DDS traffic) for the rest of
-its run. ``die_with_parent`` is the pools' initializer and the fleet's ``preexec_fn``: on
-Linux the kernel sends the process SIGTERM when its parent exits (``PR_SET_PDEATHSIG``);
-elsewhere it does nothing. A leaf module: the nodes and the experiments both use it.
+its run. ``die_with_parent`` is what the pools' initializer and the fleet's ``preexec_fn``
+(``dies_with_this_process``) call: on Linux the kernel sends the process SIGTERM when its
+parent exits (``PR_SET_PDEATHSIG``); elsewhere it does nothing. A leaf module: the nodes and the experiments both use it.
 
 ``run_in_processes`` is the pool the experiments share. Ctrl-C must end it at once, and with
 ``ProcessPoolExecutor`` it did not: each worker reported the interrupt as the result of the
@@ -31,6 +31,7 @@ call it was running and took the next one from the queue, and leaving the execut
 from __future__ import annotations
 
 import ctypes
+import functools
 import multiprocessing
 import os
 import signal
@@ -42,8 +43,15 @@ PR_SET_PDEATHSIG = 1
 PR_GET_PDEATHSIG = 2
 
 
-def die_with_parent() -> None:
-    """Ask the kernel for SIGTERM when this process's parent exits (Linux; a no-op elsewhere)."""
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """
+    Ask the kernel for SIGTERM when this process's parent exits (Linux; a no-op elsewhere).
+
+    ``parent_pid``: the parent's pid, taken by the parent before it started us. If our parent
+    is another process by now, it died before we asked: go at once. Without it nothing is
+    checked. (Taking a parent of pid 1 for a dead one stopped every node of a fleet whose
+    ``rog fleet`` or ``rog robot`` was a container's command, which runs as pid 1.)
+    """
     if not sys.platform.startswith('linux'):
         return
     try:
@@ -51,8 +59,13 @@ def die_with_parent() -> None:
         libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     except (OSError, AttributeError):
         return                       # no prctl here: orphans stay possible, nothing breaks
-    if os.getppid() == 1:            # the parent died before we asked: go now
-        os._exit(1)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)                  # the parent died before we asked: go now
+
+
+def dies_with_this_process():
+    """Return a ``preexec_fn`` that makes a child die with the process calling this."""
+    return functools.partial(die_with_parent, os.getpid())
 
 
 def death_signal() -> int:
@@ -98,14 +111,15 @@ def _pool_born_ignoring_sigint(jobs: int):
     main = threading.current_thread() is threading.main_thread()   # (signals: main only)
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
-        return multiprocessing.get_context('spawn').Pool(jobs, initializer=_pool_worker_started)
+        return multiprocessing.get_context('spawn').Pool(jobs, initializer=_pool_worker_started,
+                                                         initargs=(os.getpid(),))
     finally:
         if main:
             signal.signal(signal.SIGINT, previous)
 
 
-def _pool_worker_started() -> None:
-    die_with_parent()
+def _pool_worker_started(parent_pid: int) -> None:
+    die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
 
 

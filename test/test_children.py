@@ -19,6 +19,7 @@ parent stopped with SIGTERM, and must not go on with the queue after Ctrl-C.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -124,3 +125,44 @@ def _alive(pid):
             return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
     except (FileNotFoundError, ProcessLookupError):
         return False
+
+
+_AS_PID_1 = """
+import os, subprocess, sys
+from rog_ros.children import dies_with_this_process, run_in_processes, death_signal
+assert os.getpid() == 1, os.getpid()
+node = subprocess.run([sys.executable, '-c', 'print(7)'], capture_output=True, text=True,
+                      preexec_fn=dies_with_this_process())
+pool = list(run_in_processes(death_signal, [()], 1))
+print(node.returncode, node.stdout.strip(), pool[0][1])
+"""
+
+
+def _can_be_pid_1() -> bool:
+    if not sys.platform.startswith('linux') or not shutil.which('unshare'):
+        return False
+    probe = subprocess.run(['unshare', '-fp', '--mount-proc', 'true'], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _can_be_pid_1(), reason='needs unshare of a pid namespace (root)')
+def test_children_of_a_process_running_as_pid_1_run():
+    # `docker run IMAGE rog fleet ...` makes rog pid 1: its nodes took that parent for a
+    # dead one (getppid() == 1) and exited at once with status 1
+    proc = subprocess.run(['unshare', '-fp', '--mount-proc', sys.executable, '-c', _AS_PID_1],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ['0', '7', str(int(signal.SIGTERM))]
+
+
+@linux
+def test_a_child_whose_parent_died_before_it_asked_goes_at_once():
+    code = ('from rog_ros.children import die_with_parent\n'
+            'die_with_parent(parent_pid=-5)\n'     # not our parent: it is gone
+            'print("still here")\n')
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stdout == ''
+    code = ('import os\nfrom rog_ros.children import die_with_parent\n'
+            'die_with_parent(parent_pid=os.getppid())\nprint("still here")\n')
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == 'still here'

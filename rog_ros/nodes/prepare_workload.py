@@ -51,13 +51,11 @@ def check_start(name: str, init_model: str) -> str | None:
 
 
 def _in_child(args: list) -> str | None:
-    from rog_ros.children import die_with_parent
     from rog_ros.nodes.supervisor import repo_pythonpath
     name = args[0]
-    env = dict(os.environ, PYTHONPATH=repo_pythonpath())
+    env = dict(os.environ, PYTHONPATH=repo_pythonpath(), ROG_PARENT_PID=str(os.getpid()))
     proc = subprocess.run([sys.executable, '-m', 'rog_ros.nodes.prepare_workload'] + args,
-                          stdout=subprocess.PIPE, text=True, env=env, check=False,
-                          preexec_fn=die_with_parent)
+                          stdout=subprocess.PIPE, text=True, env=env, check=False)
     if proc.returncode == 0:
         return None
     if proc.returncode in (INTERRUPTED, -2):
@@ -89,4 +87,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
+    from rog_ros.children import die_with_parent
+    # asked here, not in a preexec_fn: a launch file's process, which may start us, has threads
+    parent = os.environ.get('ROG_PARENT_PID', '')
+    die_with_parent(int(parent) if parent.isdigit() else None)
     sys.exit(main())

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from rog_ros.children import die_with_parent
+from rog_ros.children import dies_with_this_process
 
 STOP_GRACE_S = 10.0      # SIGINT -> SIGTERM
 TERM_GRACE_S = 5.0       # SIGTERM -> SIGKILL
@@ -66,7 +66,7 @@ class Supervisor:
             self.procs[name] = subprocess.Popen(
                 self.prefix_for(spec) + spec.command(self.python), stdout=log,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env_for(spec),
-                start_new_session=True, preexec_fn=die_with_parent)
+                start_new_session=True, preexec_fn=dies_with_this_process())
 
     def kill(self, name: str, sig=signal.SIGKILL) -> None:
         """Send ``sig`` to node ``name`` and what it started, and wait for it (a fault)."""
