@@ -81,7 +81,12 @@ def test_the_summary_carries_the_dip_of_its_evaluations(tmp_path):
                   max_dip_after_target=None)
     (tmp_path / 'summary.json').write_text(json.dumps(missed))
     assert result_line(str(tmp_path / 'summary.json')) == (
-        'target accuracy 0.8000 not reached, final accuracy 0.8300, trained for 12.0 s')
+        'target accuracy 0.8000 not reached, final accuracy 0.8300 (time to target reads the '
+        'mean of the last 3 evaluations, still below it at the end: run more iterations), '
+        'trained for 12.0 s')
+    (tmp_path / 'summary.json').write_text(json.dumps(dict(missed, final_accuracy=0.79)))
+    assert result_line(str(tmp_path / 'summary.json')) == (
+        'target accuracy 0.8000 not reached, final accuracy 0.7900, trained for 12.0 s')
     (tmp_path / 'summary.json').write_text(json.dumps(on_disk))
     assert result_line(str(tmp_path / 'missing.json')) == ''
     assert 'suspension' not in line and 'rejected' not in line     # none in this run

@@ -123,6 +123,13 @@ def result_line(path: str) -> str:
     else:                       # (no time and no dip to give: say so in words)
         reached = (f'target accuracy {num("target_accuracy", ".4f")} not reached, '
                    f'final accuracy {num("final_accuracy", ".4f")}')
+        final, target = s.get('final_accuracy'), s.get('target_accuracy')
+        if (isinstance(final, (int, float)) and isinstance(target, (int, float))
+                and final >= target):
+            # time to target reads the moving average of 3 evaluations: a short run ends
+            # above the target before that average gets there
+            reached += (' (time to target reads the mean of the last 3 evaluations, still '
+                        'below it at the end: run more iterations)')
     return (f'{reached}, trained for {num("sim_time_s", ".1f")} s'
             + ''.join(notable_clauses(s, os.path.join(os.path.dirname(path), 'events.csv'))))
 
