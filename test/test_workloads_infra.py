@@ -179,3 +179,41 @@ def test_a_build_reports_its_pre_training_every_fifth_and_nothing_else_does(
         f'rog_ros: preparing unit: pre-training {p} %' for p in (20, 40, 60, 80, 100)]
     build()                                     # outside a cache build: quiet
     assert capsys.readouterr().err == ''
+
+
+def test_an_unusable_cache_folder_falls_back_to_the_temporary_one(tmp_path, monkeypatch, capsys):
+    # a container's user often cannot write its home: warn once and cache elsewhere, not a
+    # traceback before training
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('')
+    monkeypatch.setenv(cache.CACHE_ENV, str(blocker / 'cache'))
+    monkeypatch.setattr(cache.tempfile, 'gettempdir', lambda: str(tmp_path / 'tmp'))
+    calls = []
+
+    def build():
+        calls.append(1)
+        return {'w': torch.ones(2)}
+
+    assert torch.equal(cache.load_or_build('unit', {}, 'v1', build)['w'], torch.ones(2))
+    assert torch.equal(cache.load_or_build('unit', {}, 'v1', build)['w'], torch.ones(2))
+    assert len(calls) == 1                          # the fallback folder cached it
+    assert len(list((tmp_path / 'tmp').glob('rog_ros_cache_*/unit-*.pt'))) == 1
+    err = capsys.readouterr().err
+    assert err.count('cannot use the cache folder') == 2 and 'Traceback' not in err
+    assert f'set {cache.CACHE_ENV} to a writable folder' in err
+    # neither folder usable: built every time, still no traceback
+    monkeypatch.setattr(cache.tempfile, 'gettempdir', lambda: str(blocker))
+    assert torch.equal(cache.load_or_build('other', {}, 'v1', build)['w'], torch.ones(2))
+    assert 'building without a cache' in capsys.readouterr().err and len(calls) == 2
+
+
+def test_a_cache_that_cannot_be_written_still_gives_the_workload(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+
+    def full_disk(obj, path):
+        raise OSError(28, 'No space left on device')
+
+    monkeypatch.setattr(cache, 'atomic_save', full_disk)
+    assert cache.load_or_build('unit', {}, 'v1', lambda: {'x': 3}) == {'x': 3}
+    assert 'could not cache unit' in capsys.readouterr().err
+    assert not list(tmp_path.glob('unit-*'))

@@ -79,7 +79,7 @@ def main(argv=None) -> int:
             workload.starting_from(args[2])
     except KeyboardInterrupt:
         return INTERRUPTED
-    except (ImportError, KeyError, ValueError) as err:
+    except (ImportError, KeyError, OSError, ValueError) as err:
         text = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(' '.join(str(text).split()))
         return 2

@@ -63,6 +63,31 @@ def cache_dir():
     return path
 
 
+def _usable_cache_dir():
+    """
+    Return `cache_dir()`, or a folder under the system's temporary one if it cannot be made.
+
+    A robot's container often runs as a user whose home cannot be written: the workload is
+    then cached in the temporary folder (the nodes of one machine share it) with one warning,
+    instead of a traceback before training. None when neither can be made: build uncached.
+    """
+    try:
+        return cache_dir()
+    except OSError as err:
+        where = os.environ.get(CACHE_ENV) or str(Path.home() / '.cache' / 'rog_ros')
+        reason = err.strerror or type(err).__name__
+    user = os.getuid() if hasattr(os, 'getuid') else 0
+    fallback = Path(tempfile.gettempdir()) / f'rog_ros_cache_{user}'
+    try:
+        fallback.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        fallback = None
+    print(f'rog_ros: cannot use the cache folder {where} ({reason}); '
+          + (f'caching in {fallback} instead' if fallback else 'building without a cache')
+          + f' (set {CACHE_ENV} to a writable folder)', file=sys.stderr, flush=True)
+    return fallback
+
+
 def cache_key(name, options, code_version):
     """Hash a workload name, its JSON-able options and code version to a 16-hex-digit key."""
     text = json.dumps({'name': name, 'options': options, 'code': code_version},
@@ -108,7 +133,10 @@ def load_or_build(name, options, code_version, build):
         `build() -> obj`, any object `torch.save` can store (tensors, dicts, numbers).
 
     """
-    path = cache_dir() / f'{name}-{cache_key(name, options, code_version)}.pt'
+    folder = _usable_cache_dir()
+    if folder is None:
+        return build()
+    path = folder / f'{name}-{cache_key(name, options, code_version)}.pt'
     if path.exists():
         try:
             return torch.load(path, map_location='cpu', weights_only=False)
@@ -123,7 +151,11 @@ def load_or_build(name, options, code_version, build):
         obj = build()
     finally:
         _building.pop()
-    atomic_save(obj, path)
+    try:
+        atomic_save(obj, path)
+    except OSError as err:         # a full disk or a read-only folder: use it, uncached
+        print(f'rog_ros: could not cache {name} in {path.parent} ({err.strerror or err}); '
+              'the next run prepares it again', file=sys.stderr, flush=True)
     print(f'rog_ros: {name} ready in {time.perf_counter() - started:.0f} s', file=sys.stderr,
           flush=True)
     return obj
