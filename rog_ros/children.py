@@ -20,7 +20,8 @@ parent stopped with SIGTERM or SIGKILL (``kill``, a CI timeout, a job scheduler)
 running as orphans, each holding a core (and a fleet's nodes their DDS traffic) for the rest of
 its run. ``die_with_parent`` is what the pools' initializer and the fleet's ``preexec_fn``
 (``dies_with_this_process``) call: on Linux the kernel sends the process SIGTERM when its
-parent exits (``PR_SET_PDEATHSIG``); elsewhere it does nothing. A leaf module: the nodes and the experiments both use it.
+parent exits (``PR_SET_PDEATHSIG``); elsewhere it does nothing. A leaf module: the nodes and
+the experiments both use it.
 
 ``run_in_processes`` is the pool the experiments share. Ctrl-C must end it at once, and with
 ``ProcessPoolExecutor`` it did not: each worker reported the interrupt as the result of the
