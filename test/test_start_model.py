@@ -269,3 +269,13 @@ def test_the_starting_weights_are_checked_in_a_child_without_torch_here(tmp_path
     proc = run_without_torch(_PLAN, str(tmp_path), str(tmp_path / 'other.pt'))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith('init_model (--init-model): does not fit'), proc.stdout
+
+
+def test_a_whole_pickled_model_is_named_as_such_on_jetpacks_torch_too():
+    # torch 2.0 (JetPack 5) says 'Unsupported class X' where later releases say 'GLOBAL X'
+    from rog_ros.workloads.start_model import _unreadable
+    for text in ('Weights only load failed. ... Unsupported class torch.nn.modules.linear.Linear',
+                 'Weights only load failed. ... Unsupported global: GLOBAL '
+                 'torch.nn.modules.linear.Linear was not an allowed global'):
+        line = _unreadable('m.pt', RuntimeError(text))
+        assert 'holds Python objects' in line and 'torch.nn.modules.linear.Linear' in line

@@ -130,7 +130,8 @@ def fingerprint(model_or_state) -> str:
 
 def _unreadable(file: str, err: Exception) -> str:
     """Say why ``torch.load(file, weights_only=True)`` failed, in one line."""
-    found = re.search(r'GLOBAL ([\w.]+)', str(err))
+    # torch >= 2.1 names the refused global ('GLOBAL x.y'), torch 2.0 (JetPack 5's) its class
+    found = re.search(r'(?:GLOBAL|Unsupported class) ([\w.]+)', str(err))
     if found:
         return (f'{file} holds Python objects, not only tensors (a whole pickled model? '
                 f'a safe load refuses {found.group(1)}); {HOW_TO_SAVE}')
