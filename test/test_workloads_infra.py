@@ -205,6 +205,14 @@ def test_an_unusable_cache_folder_falls_back_to_the_temporary_one(tmp_path, monk
     monkeypatch.setattr(cache.tempfile, 'gettempdir', lambda: str(blocker))
     assert torch.equal(cache.load_or_build('other', {}, 'v1', build)['w'], torch.ones(2))
     assert 'building without a cache' in capsys.readouterr().err and len(calls) == 2
+    # a fallback folder that others may write is not used (its files are unpickled)
+    shared = tmp_path / 'shared'
+    (shared / f'rog_ros_cache_{os.getuid()}').mkdir(parents=True)
+    (shared / f'rog_ros_cache_{os.getuid()}').chmod(0o777)
+    monkeypatch.setattr(cache.tempfile, 'gettempdir', lambda: str(shared))
+    assert torch.equal(cache.load_or_build('third', {}, 'v1', build)['w'], torch.ones(2))
+    assert 'building without a cache' in capsys.readouterr().err and len(calls) == 3
+    assert not list(shared.glob('*/third-*'))
 
 
 def test_a_cache_that_cannot_be_written_still_gives_the_workload(tmp_path, monkeypatch, capsys):

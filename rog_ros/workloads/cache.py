@@ -79,13 +79,28 @@ def _usable_cache_dir():
     user = os.getuid() if hasattr(os, 'getuid') else 0
     fallback = Path(tempfile.gettempdir()) / f'rog_ros_cache_{user}'
     try:
-        fallback.mkdir(parents=True, exist_ok=True)
+        fallback.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _private(fallback, user):
+            fallback = None
     except OSError:
         fallback = None
     print(f'rog_ros: cannot use the cache folder {where} ({reason}); '
           + (f'caching in {fallback} instead' if fallback else 'building without a cache')
           + f' (set {CACHE_ENV} to a writable folder)', file=sys.stderr, flush=True)
     return fallback
+
+
+def _private(folder, user) -> bool:
+    """
+    Whether ``folder`` is ours and only ours to write.
+
+    Cached files are unpickled (``weights_only=False``): in a folder of the shared temporary
+    one that another user made or may write, a planted file would run code here.
+    """
+    st = folder.stat()
+    if hasattr(os, 'getuid') and st.st_uid != user:
+        return False
+    return not st.st_mode & 0o022
 
 
 def cache_key(name, options, code_version):
