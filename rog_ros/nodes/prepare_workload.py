@@ -21,7 +21,7 @@ and reads the file, and it runs in every process that checks a fleet's settings 
 ``rog fleet`` prepares the workload before its nodes start, so that they do not all generate
 the data and pre-train at the same time on a first run. It does so in a child process: the
 fleet's own process supervises the nodes for the whole run and trains nothing, and building
-the workload there left torch and the workload's data in it (304 MB resident against 70 MB
+the workload there left torch and the workload's data in it (304 MB resident against 50 MB
 without, measured with MPCOL on an x86 machine). The child shows its progress on stderr as
 before and reports a failure as one line on stdout, which the fleet prints as its own.
 """
@@ -29,6 +29,7 @@ before and reports a failure as one line on stdout, which the fleet prints as it
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -58,7 +59,7 @@ def _in_child(args: list) -> str | None:
                           stdout=subprocess.PIPE, text=True, env=env, check=False)
     if proc.returncode == 0:
         return None
-    if proc.returncode in (INTERRUPTED, -2):
+    if proc.returncode in (INTERRUPTED, -signal.SIGINT):   # (killed before it could say)
         raise KeyboardInterrupt
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     if lines:
