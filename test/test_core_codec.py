@@ -17,7 +17,8 @@ import math
 
 import pytest
 from rog_ros.core.compress import frame, Identity, MomentumPreconditioner, ScaledSign, unframe
-from rog_ros.core.compress.scaled_sign import pack_signbits, unpack_signs
+from rog_ros.core.compress.scaled_sign import (_pack_signbits_torch, pack_signbits,
+                                               unpack_signs)
 from rog_ros.core.rows import RowLayout
 import torch
 
@@ -72,10 +73,14 @@ def test_pack_unpack_bits():
     assert torch.equal(signs, torch.where(torch.signbit(x), -1.0, 1.0))
 
 
-@pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize('length', [1, 7, 8, 9, 64, 100])
 def test_pack_signbits_is_the_ieee_sign_bit(dtype, length):
-    """Bit k of byte j is signbit(x[8j + k]), -0.0 and negative NaN included; pad bits 0."""
+    """
+    Bit k of byte j is signbit(x[8j + k]), -0.0 and negative NaN included; pad bits 0.
+
+    numpy packs on the CPU, torch alone elsewhere and for bfloat16: both give these bits.
+    """
     gen = torch.Generator().manual_seed(length)
     x = torch.randn(6, length, generator=gen).to(dtype)
     x[0, 0] = -0.0
@@ -88,6 +93,7 @@ def test_pack_signbits_is_the_ieee_sign_bit(dtype, length):
     bits = bits.reshape(6, nb * 8)
     assert torch.equal(bits[:, :length].bool(), torch.signbit(x))
     assert not bits[:, length:].any()
+    assert torch.equal(_pack_signbits_torch(x), packed)
     # a strided view packs as its contiguous copy does
     wide = torch.randn(6, 2 * length, generator=gen).to(dtype)
     assert torch.equal(pack_signbits(wide[:, ::2]), pack_signbits(wide[:, ::2].contiguous()))

@@ -151,6 +151,36 @@ def test_cumulative_integral_matches_numeric_integration_and_inverts():
         assert np.allclose(tr.cumulative_mbit(back), tr.cumulative_mbit(t), atol=1e-7)
 
 
+def _same_float(a, b):
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b) or (a != a and b != b)
+
+
+def test_one_number_queries_give_the_array_bits():
+    """Links ask for one time or amount at a time: that fast path gives the array's bits."""
+    rng = np.random.default_rng(7)
+    for loop in (True, False):
+        for zeros in (False, True):
+            tr = _random_trace(rng, loop=loop)
+            if zeros:       # outage segments, and a dead end for the held trace
+                rates = tr.mbps.copy()
+                rates[::3] = 0.0
+                tr = Trace(tr.t_s, rates, tr.end_s, loop=loop)
+            times = np.concatenate([rng.uniform(-tr.end_s, 4 * tr.end_s, 400), tr.t_s,
+                                    tr._ends, [0.0, -0.0, 1e12, -3.0]])
+            for t in times.tolist():
+                one = tr.cumulative_mbit(t)
+                assert isinstance(one, float)
+                assert _same_float(one, float(tr.cumulative_mbit(np.array([t]))[0])), t
+            amounts = np.concatenate([rng.uniform(-5, 4 * tr.total_mbit, 400), tr._cum,
+                                      tr._cum + 1e-12, [0.0, -1.0, 1e9]])
+            for m in amounts.tolist():
+                one = tr.time_for_mbit(m)
+                assert _same_float(one, float(tr.time_for_mbit(np.array([m]))[0])), m
+    dead = Trace([0.0, 1.0], [0.0, 0.0], 2.0, loop=True)
+    assert dead.time_for_mbit(1.0) == math.inf and dead.time_for_mbit(0.0) == 0.0
+    assert math.isnan(Trace([0.0], [5.0], 1.0).cumulative_mbit(float('nan')))
+
+
 def test_mean_rate_looping_and_holding():
     tr = Trace([0.0, 1.0], [10.0, 30.0], 2.0, loop=True)
     assert tr.mean_mbps == 20.0

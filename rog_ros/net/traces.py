@@ -66,6 +66,7 @@ Read literally, a sample at 0 Mbit/s has ``tau = dt``. Looping traces search acr
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 import math
 
@@ -78,6 +79,11 @@ from rog_ros.net import columns, iperf, mahimahi, replay_log
 
 PAYLOAD_S = 1.43
 """Ideal transfer time of one compressed gradient [P 2.2]; the slowdown statistic's payload."""
+
+
+def _finite_number(x) -> bool:
+    """Whether ``x`` is one finite real number (a Python or numpy scalar), not an array."""
+    return isinstance(x, (float, int)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 class TraceFormatError(ValueError):
@@ -137,6 +143,10 @@ class Trace:
         object.__setattr__(self, 'end_s', end)
         object.__setattr__(self, '_cum', cum)
         object.__setattr__(self, '_ends', np.append(t[1:], end))
+        # Python copies for the one-number queries links make per message (bisect and float
+        # arithmetic: a tenth of numpy's per-call cost, the same IEEE operations)
+        object.__setattr__(self, '_lists', (t.tolist(), r.tolist(), cum.tolist(),
+                                            self._ends.tolist()))
 
     @classmethod
     def from_samples(cls, t_s, mbps, end_s=None, loop=True, resolution_s=None) -> 'Trace':
@@ -191,6 +201,8 @@ class Trace:
 
     def cumulative_mbit(self, t):
         """Mbit delivered on ``[0, t)`` at full rate (vectorised; periodic sum when looping)."""
+        if _finite_number(t):
+            return self._cumulative_mbit_one(float(t))
         tt = np.asarray(t, dtype=np.float64)
         if self.loop:
             n = np.floor(tt / self.end_s)
@@ -210,6 +222,8 @@ class Trace:
 
         The exact inverse of the cumulative integral; outage segments are skipped.
         """
+        if _finite_number(mbit):
+            return self._time_for_mbit_one(float(mbit))
         m = np.asarray(mbit, dtype=np.float64)
         total, n_seg = self._cum[-1], self.t_s.size
         if self.loop:
@@ -234,6 +248,43 @@ class Trace:
                 inside = np.where(r <= 0, 0.0, inside)
         out = base + inside
         return out if out.ndim else float(out)
+
+    def _cumulative_mbit_one(self, tt: float) -> float:
+        """``cumulative_mbit`` of one finite time, step for step as the array version."""
+        t_s, mbps, cum, _ = self._lists
+        if self.loop:
+            n = float(math.floor(tt / self.end_s))
+            tt = tt - n * self.end_s
+            base = n * cum[-1]
+        else:
+            tt = max(tt, 0.0)
+            base = mbps[-1] * max(tt - self.end_s, 0.0)
+            tt = min(tt, self.end_s)
+        k = min(max(bisect.bisect_right(t_s, tt) - 1, 0), len(t_s) - 1)
+        return base + cum[k] + mbps[k] * (tt - t_s[k])
+
+    def _time_for_mbit_one(self, m: float) -> float:
+        """``time_for_mbit`` of one finite amount, step for step as the array version."""
+        t_s, mbps, cum, ends = self._lists
+        total = cum[-1]
+        if self.loop:
+            if total <= 0:
+                return math.inf if m > 0 else 0.0
+            n = float(math.ceil(m / total)) - 1.0
+            r = m - n * total
+            base = n * self.end_s
+        else:
+            r, base = m, 0.0
+        slack = 8.0 * float(np.spacing(max(abs(m), total)))
+        k = min(max(bisect.bisect_left(cum, r - slack), 1), len(t_s)) - 1
+        inside = t_s[k] + max(r - cum[k], 0.0) / mbps[k] if mbps[k] > 0 else t_s[k]
+        inside = min(inside, ends[k])
+        if not self.loop:
+            if r > total:
+                inside = math.inf if mbps[-1] <= 0 else self.end_s + (r - total) / mbps[-1]
+            if r <= 0:
+                inside = 0.0
+        return base + inside
 
     def mean_rate(self, t0, t1):
         """Mean rate in Mbit/s over ``[t0, t1)``; the point rate when ``t1 == t0``."""

@@ -33,10 +33,12 @@ the embedded ones), so the message layout is unchanged; only the codec id differ
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.compress.scaled_sign import (_need_rows, _row_scale, pack_signbits,
-                                               quantize_gathered, unpack_signs_into)
+                                               quantize_gathered, unpack_scaled_into)
 from rog_ros.core.rows import RowLayout
 import torch
 
@@ -53,6 +55,20 @@ def tensor_row_means(layout: RowLayout, p: torch.Tensor, tensor_row_sums=None) -
     sums = (layout.tensor_row_abs_sum(p) if tensor_row_sums is None
             else tensor_row_sums).to(torch.float64)
     return (sums / torch.from_numpy(_tensor_row_lengths(layout))).to(torch.float32)
+
+
+@functools.lru_cache(maxsize=16)
+def _scale_byte_index(geometry: tuple) -> torch.Tensor:
+    """
+    Offsets of every tensor row's 4 scale bytes in a whole encoding, int64 [4 x rows].
+
+    ``geometry``: (row length, rows) of each tensor group. One gather then reads every
+    scale (it was a slice, a copy and a view per group, on every decode).
+    """
+    lengths = np.repeat([length for length, _ in geometry], [n for _, n in geometry])
+    widths = SCALE_BYTES + (lengths.astype(np.int64) + 7) // 8
+    starts = np.cumsum(widths) - widths
+    return torch.from_numpy((starts[:, None] + np.arange(SCALE_BYTES)).reshape(-1))
 
 
 class RowScaledSign(RowCodec):
@@ -131,19 +147,14 @@ class RowScaledSign(RowCodec):
             embedded = block[:, :SCALE_BYTES].reshape(-1).clone().view(torch.float32)
             s = self._scales_of(layout, ext[rows[lo:hi]], embedded.to(dtype))
             vals = torch.empty(hi - lo, g.length, dtype=dtype)
-            unpack_signs_into(block[:, SCALE_BYTES:].contiguous(), vals)
-            parts.append(vals.mul_(s.unsqueeze(1)).reshape(-1))
+            unpack_scaled_into(block[:, SCALE_BYTES:].contiguous(), s.unsqueeze(1), vals)
+            parts.append(vals.reshape(-1))
         return torch.cat(parts) if parts else torch.zeros(0, dtype=dtype)
 
     def embedded_scales(self, layout, rowbytes: torch.Tensor) -> torch.Tensor:
         """Return the fp32 scale of every tensor row, read from row-aligned bytes of all rows."""
-        out, pos = [], 0
-        for g in layout.tensor_groups:
-            width = SCALE_BYTES + (g.length + 7) // 8
-            block = rowbytes[pos:pos + g.n_rows * width].view(g.n_rows, width)
-            out.append(block[:, :SCALE_BYTES].reshape(-1).clone().view(torch.float32))
-            pos += g.n_rows * width
-        return torch.cat(out)
+        geometry = tuple((g.length, g.n_rows) for g in layout.tensor_groups)
+        return rowbytes.index_select(0, _scale_byte_index(geometry)).view(torch.float32)
 
     def bad_rows(self, layout, rowbytes: torch.Tensor) -> torch.Tensor:
         """Scheduling rows whose embedded scale is not finite or negative, bool [M]."""
@@ -174,7 +185,6 @@ class RowScaledSign(RowCodec):
             nb = (g.length + 7) // 8
             block = rowbytes[pos:pos + g.n_rows * (SCALE_BYTES + nb)].view(
                 g.n_rows, SCALE_BYTES + nb)
-            unpack_signs_into(block[:, SCALE_BYTES:].contiguous(), go)
-            go.mul_(sg)
+            unpack_scaled_into(block[:, SCALE_BYTES:].contiguous(), sg, go)
             pos += g.n_rows * (SCALE_BYTES + nb)
         return out
