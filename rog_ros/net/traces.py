@@ -143,10 +143,6 @@ class Trace:
         object.__setattr__(self, 'end_s', end)
         object.__setattr__(self, '_cum', cum)
         object.__setattr__(self, '_ends', np.append(t[1:], end))
-        # Python copies for the one-number queries links make per message (bisect and float
-        # arithmetic: a tenth of numpy's per-call cost, the same IEEE operations)
-        object.__setattr__(self, '_lists', (t.tolist(), r.tolist(), cum.tolist(),
-                                            self._ends.tolist()))
 
     @classmethod
     def from_samples(cls, t_s, mbps, end_s=None, loop=True, resolution_s=None) -> 'Trace':
@@ -249,9 +245,24 @@ class Trace:
         out = base + inside
         return out if out.ndim else float(out)
 
+    def _as_lists(self) -> tuple:
+        """
+        Return times, rates, integrals and segment ends as Python lists (made on first use).
+
+        For the one-number queries links make per message: ``bisect`` and float arithmetic
+        cost a tenth of numpy's calls on 0-d arrays, with the same IEEE operations. Made
+        lazily: a long trace only analysed as arrays (``stats``) never pays for them.
+        """
+        lists = self.__dict__.get('_lists')
+        if lists is None:
+            lists = (self.t_s.tolist(), self.mbps.tolist(), self._cum.tolist(),
+                     self._ends.tolist())
+            object.__setattr__(self, '_lists', lists)
+        return lists
+
     def _cumulative_mbit_one(self, tt: float) -> float:
         """``cumulative_mbit`` of one finite time, step for step as the array version."""
-        t_s, mbps, cum, _ = self._lists
+        t_s, mbps, cum, _ = self._as_lists()
         if self.loop:
             n = float(math.floor(tt / self.end_s))
             tt = tt - n * self.end_s
@@ -265,7 +276,7 @@ class Trace:
 
     def _time_for_mbit_one(self, m: float) -> float:
         """``time_for_mbit`` of one finite amount, step for step as the array version."""
-        t_s, mbps, cum, ends = self._lists
+        t_s, mbps, cum, ends = self._as_lists()
         total = cum[-1]
         if self.loop:
             if total <= 0:
