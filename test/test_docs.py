@@ -48,6 +48,6 @@ def test_readme_starts_with_the_install_and_test_commands():
     lines = (ROOT / 'README.md').read_text().splitlines()
     assert lines[2] == '```bash'
     assert lines[3].startswith('bash setup.sh && .venv/bin/rog fleet ')
-    assert lines[4] == '.venv/bin/python -m pytest -q test/'
+    assert lines[4] == '.venv/bin/python -m pytest -q -n auto --dist loadgroup test/'
     run = (ROOT / '.ci' / 'run').read_text()
     assert 'bash setup.sh' in run and lines[4] in run

@@ -153,13 +153,50 @@ def test_cache_builds_once_and_writes_atomically(tmp_path, monkeypatch, capsys):
     # a build says so (tens of seconds of silence otherwise), a cache hit says nothing
     assert said.startswith('rog_ros: preparing unit on first use') and 'unit ready in' in said
     assert capsys.readouterr().err.count('preparing unit') == 2
-    files = sorted(os.listdir(tmp_path))
+    files = sorted(f for f in os.listdir(tmp_path) if not f.endswith('.lock'))
     assert len(files) == 3 and all(f.startswith('unit-') and f.endswith('.pt') for f in files)
     # A torn entry is rebuilt, not fatal.
     (tmp_path / files[0]).write_bytes(b'garbage')
     for opts, code in (({'a': 1}, 'v1'), ({'a': 2}, 'v1'), ({'a': 1}, 'v2')):
         cache.load_or_build('unit', opts, code, build)
     assert len(calls) == 4
+
+
+BUILD_ONCE = """
+import os, sys, time
+import torch
+from rog_ros.workloads import cache
+
+def build():
+    with open(sys.argv[1], 'a') as log:
+        log.write('built\\n')
+    # stay in the build until every process has asked for the entry: without the lock each
+    # would be building it now
+    end = time.monotonic() + 60
+    while len(os.listdir(sys.argv[2])) < 3 and time.monotonic() < end:
+        time.sleep(0.05)
+    return {'w': torch.arange(5)}
+
+open(os.path.join(sys.argv[2], sys.argv[3]), 'w').close()
+print(cache.load_or_build('unit', {'a': 1}, 'v1', build)['w'].sum().item())
+"""
+
+
+def test_processes_starting_together_build_an_entry_once(tmp_path):
+    # a fresh machine's fleet or parallel tests: the first process pre-trains, the others
+    # wait for its entry instead of each pre-training the same one again
+    import subprocess
+    import sys
+    log, arrived = tmp_path / 'builds.txt', tmp_path / 'arrived'
+    arrived.mkdir()
+    env = dict(os.environ, **{cache.CACHE_ENV: str(tmp_path / 'cache')})
+    procs = [subprocess.Popen([sys.executable, '-c', BUILD_ONCE, str(log), str(arrived), str(i)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert [o.strip() for o, _ in outs] == ['10'] * 3
+    assert log.read_text().count('built') == 1
 
 
 def test_a_build_reports_its_pre_training_every_fifth_and_nothing_else_does(

@@ -23,6 +23,7 @@ reader sees either no entry or a complete one. Location: `$ROG_CACHE_DIR`, defau
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -152,11 +153,62 @@ def load_or_build(name, options, code_version, build):
     if folder is None:
         return build()
     path = folder / f'{name}-{cache_key(name, options, code_version)}.pt'
-    if path.exists():
+    cached = _load_entry(path)
+    if cached is not None:
+        return cached[0]
+    with _build_lock(path):
+        cached = _load_entry(path)      # another process may have built it while we waited
+        if cached is not None:
+            return cached[0]
+        return _build_and_save(name, path, build)
+
+
+def _load_entry(path: Path):
+    """Return ``(obj,)`` for a readable entry, else None (a corrupt one is removed)."""
+    if not path.exists():
+        return None
+    try:
+        return (torch.load(path, map_location='cpu', weights_only=False),)
+    except Exception:  # noqa: BLE001 - a corrupt entry is rebuilt, never fatal
+        path.unlink(missing_ok=True)
+        return None
+
+
+@contextlib.contextmanager
+def _build_lock(path: Path):
+    """
+    Hold an exclusive lock on ``.<entry>.lock`` (hidden, empty) while one entry is built.
+
+    Processes that start together on a fresh machine (a fleet's nodes, parallel tests, a
+    compare's pool) would otherwise each pre-train the same entry: the first builds it, the
+    others wait and load it. No lock where the folder refuses one (POSIX `flock` only): then
+    each builds, and atomic writes keep the entry whole as before.
+    """
+    try:
+        import fcntl
+        handle = open(path.with_name(f'.{path.name}.lock'), 'a')
+    except (ImportError, OSError):
+        yield
+        return
+    try:
         try:
-            return torch.load(path, map_location='cpu', weights_only=False)
-        except Exception:  # noqa: BLE001 - a corrupt entry is rebuilt, never fatal
-            path.unlink(missing_ok=True)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f'rog_ros: another process is preparing {path.name}; waiting for it ...',
+                  file=sys.stderr, flush=True)
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            except OSError:
+                pass
+        except OSError:
+            pass
+        yield
+    finally:
+        handle.close()      # closing releases the lock
+
+
+def _build_and_save(name: str, path: Path, build):
+    """Build an entry with progress lines and save it atomically; return it."""
     # tens of seconds with no other output: say what happens, once per entry and machine
     print(f'rog_ros: preparing {name} on first use (data and pre-training; cached in '
           f'{path.parent}, later runs skip this) ...', file=sys.stderr, flush=True)
