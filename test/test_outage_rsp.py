@@ -286,3 +286,24 @@ def test_a_robot_still_out_when_the_fleet_finishes_stops_instead_of_training_alo
     assert len(applied_after) <= 2 and done[2] == pytest.approx(stops[0][0])
     assert server.finished and not bool(server.active[2])
     check_invariants(harness, server, workers)
+
+
+def test_a_start_up_period_does_not_set_the_fleets_pace():
+    # The first push period holds a robot's start-up (first whole-model pull, the fleet
+    # forming): seeded with it, the pace and so the outage bound stayed ~10x too long for a
+    # dozen pushes, and a robot dead from the start held the others through a 6 s outage
+    _, server, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64,
+                               bandwidths=(BW, BW, BW), policy=make_policy('rog:2'))
+    server._note_push_period(0, 2.0)
+    for _ in range(3):
+        server._note_push_period(0, 0.1)
+    assert server.iter_est[0].value == pytest.approx(0.1)
+    assert server.pace_restarts == 1
+    # a first period within 4x of the second is a pace, not a start-up: it is kept
+    server._note_push_period(1, 0.3)
+    server._note_push_period(1, 0.1)
+    assert server.iter_est[1].value == pytest.approx(0.7 * 0.3 + 0.3 * 0.1)
+    # and a long period later (a hold, an outage) counts as 4x the pace, no restart
+    server._note_push_period(0, 60.0)
+    assert server.iter_est[0].value == pytest.approx(0.7 * 0.1 + 0.3 * 0.4)
+    assert server.pace_restarts == 1

@@ -20,6 +20,8 @@ tensor (over the rows the chunk carries) the residual stays small under persiste
 transfers, and what the sender commits on ack is bit for bit what the receiver decodes.
 """
 
+import functools
+
 from protocol_fixtures import build
 import pytest
 from rog_ros.core.compress import ScaledSign
@@ -30,6 +32,7 @@ from rog_ros.protocol.transfer import OutgoingTransfer, Receiver
 import torch
 
 
+@functools.lru_cache(maxsize=None)    # deterministic: two tests share the per-chunk run
 def _prefix_only_run(chunk_scales: bool, iters: int = 200, seed: int = 0, codec='sign'):
     """
     Every transfer delivers only its MTA prefix (no deadline, no floor) for ``iters`` rounds.

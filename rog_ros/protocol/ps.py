@@ -624,9 +624,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.clock[s] = max(self.clock[s], inc.clock)
         last, self._last_push_at[s] = self._last_push_at[s], now
         if last is not None and now > last:
-            est = self.iter_est[s]
-            # a push after a long hold (an outage) must not inflate the fleet's pace
-            est.update(min(now - last, 4 * est.value) if est.samples else now - last)
+            self._note_push_period(s, now - last)
         if self._pull_done_at[s] is not None and inc.first_time > self._pull_done_at[s]:
             # from our update's final ack to the worker's next push: its computation
             self.compute_est[s].update(inc.first_time - self._pull_done_at[s])

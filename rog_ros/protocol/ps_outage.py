@@ -32,6 +32,9 @@ from rog_ros.core.atp import Smoothed
 from rog_ros.protocol.actions import Log
 import torch
 
+PACE_OUTLIER = 4.0
+"""A push period this many times off a robot's pace is not taken at face value."""
+
 
 class OutageAwareMixin:
     """Outage watch, late weights and outage rescaling of a ``ServerEngine``."""
@@ -51,6 +54,7 @@ class OutageAwareMixin:
         self._too_slow: set[int] = set()   # out for a link too slow for any slack: runs free
         self.weighted_pushes = 0
         self.rescaled_pushes = 0      # active pushes applied at lr/(N - k) (outage_scale)
+        self.pace_restarts = 0        # first push periods dropped as start-up
 
     def _fleet_finished(self) -> bool:
         """
@@ -112,6 +116,26 @@ class OutageAwareMixin:
         """
         return (not bool(self.active[r]) and self.suspended_reason.get(r) == 'link'
                 and (self.policy.async_when_out or r in self._too_slow))
+
+    def _note_push_period(self, worker: int, period: float) -> None:
+        """
+        Fold one push-to-push period of ``worker`` into its pace (``iter_est``).
+
+        A period more than ``PACE_OUTLIER`` times the pace so far counts as that much: a push
+        after a long hold (an outage) must not inflate the fleet's pace. The first period is
+        the one exception the other way round: it holds the robot's start-up (the first pull
+        of the whole model, waiting for the fleet to form, warming up), so when the second is
+        ``PACE_OUTLIER`` times shorter the pace starts again from the second. Seeded with the
+        start-up, the pace stayed several times too slow for a dozen pushes (EWMA 0.3), and so
+        did the outage bound: a robot whose link was dead from the start held the others for
+        2.0 s on an idle machine where the bound is 0.2 s, and past a 6 s outage on a loaded
+        one (the chaos link-outage scenario).
+        """
+        est = self.iter_est[worker]
+        if est.samples == 1 and est.value > PACE_OUTLIER * period:
+            self.pace_restarts += 1
+            est.samples = 0
+        est.update(min(period, PACE_OUTLIER * est.value) if est.samples else period)
 
     def _free_share(self, r: int, now: float | None, t_it: float) -> float:
         """
