@@ -20,6 +20,8 @@ A small fp32 replica of what workers and server do (residual += d; on a final ac
 by a restart, and a server restore that forgot a push.
 """
 
+import os
+
 from rog_ros.nodes import chaos_ledger as ledger
 import torch
 
@@ -171,3 +173,34 @@ def test_torn_lines_and_repeated_records_are_ignored():
     verdict = ledger.reconcile({0: recs}, {0: {'held': [1.0, 2.0, 3.0, 4.0, 5.0],
                                                'inflight': None}}, [], final)
     assert verdict.ok and verdict.entries == 1     # counted once
+
+
+def test_a_link_outage_before_training_is_planned_again_later(tmp_path, monkeypatch):
+    # The outage sits at a fixed trace time; on a slow machine the fleet can start training
+    # after it began. Such a run is not judged: it is run again with the outage later.
+    from rog_ros.experiments import chaos
+    calls = []
+
+    def fake_run(cfg, start_s, started):
+        calls.append(start_s)
+        os.makedirs(os.path.join(cfg.out, 'link-outage'), exist_ok=True)
+        with open(os.path.join(cfg.out, 'link-outage', 'attempt'), 'w') as fh:
+            fh.write(str(len(calls)))
+        started['training_s'] = training_s
+        return {'outcome': 'failed' if len(calls) == 1 else 'ok', 'detail': 'held'}
+
+    monkeypatch.setattr(chaos, '_link_outage_from', fake_run)
+    cfg = chaos.ChaosConfig(out=str(tmp_path))
+    training_s = 9.5          # began 1.5 s after the outage did: planned again
+    row = chaos._link_outage(cfg)
+    assert calls == [chaos.LINK_OUTAGE_START_S, 9.5 + chaos.LINK_OUTAGE_START_S]
+    assert row['outcome'] == 'ok'
+    assert row['replanned'] == {'training_started_s': 9.5, 'first_detail': 'held'}
+    with open(tmp_path / 'link-outage.first' / 'attempt') as fh:
+        assert fh.read() == '1'
+    # training before the outage: a failure stands, nothing is run again
+    calls.clear()
+    training_s = 3.0
+    row = chaos._link_outage(cfg)
+    assert calls == [chaos.LINK_OUTAGE_START_S] and row['outcome'] == 'failed'
+    assert 'replanned' not in row
