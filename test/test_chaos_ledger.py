@@ -175,32 +175,41 @@ def test_torn_lines_and_repeated_records_are_ignored():
     assert verdict.ok and verdict.entries == 1     # counted once
 
 
-def test_a_link_outage_before_training_is_planned_again_later(tmp_path, monkeypatch):
-    # The outage sits at a fixed trace time; on a slow machine the fleet can start training
-    # after it began. Such a run is not judged: it is run again with the outage later.
+def test_a_link_outage_run_that_missed_its_scenario_is_planned_again(tmp_path, monkeypatch):
+    # The outage sits at a fixed trace time within a fixed budget; a slow machine's fleet can
+    # start training after it began, a fast one's finish before it ended. Such a failed run
+    # is run again, planned from what it measured.
     from rog_ros.experiments import chaos
-    calls = []
+    plans = []
 
-    def fake_run(cfg, start_s, started):
-        calls.append(start_s)
+    def fake_run(cfg, plan, seen):
+        plans.append(dict(plan))
         os.makedirs(os.path.join(cfg.out, 'link-outage'), exist_ok=True)
         with open(os.path.join(cfg.out, 'link-outage', 'attempt'), 'w') as fh:
-            fh.write(str(len(calls)))
-        started['training_s'] = training_s
-        return {'outcome': 'failed' if len(calls) == 1 else 'ok', 'detail': 'held'}
+            fh.write(str(len(plans)))
+        seen.update(measured)
+        return {'outcome': 'failed' if len(plans) == 1 else 'ok', 'detail': 'held'}
 
     monkeypatch.setattr(chaos, '_link_outage_from', fake_run)
-    cfg = chaos.ChaosConfig(out=str(tmp_path))
-    training_s = 9.5          # began 1.5 s after the outage did: planned again
+    cfg = chaos.ChaosConfig(out=str(tmp_path), outage_s=6.0, iterations=16)
+    first = {'start_s': chaos.LINK_OUTAGE_START_S, 'iterations': 80 + 30 * 6}
+    # began training 1.5 s after the outage did: the outage moves 8 s past that start
+    measured = {'training_s': 9.5, 'end_s': 40.0, 'period_s': 0.15}
     row = chaos._link_outage(cfg)
-    assert calls == [chaos.LINK_OUTAGE_START_S, 9.5 + chaos.LINK_OUTAGE_START_S]
-    assert row['outcome'] == 'ok'
-    assert row['replanned'] == {'training_started_s': 9.5, 'first_detail': 'held'}
+    # (a budget for 1.5 x (17.5 + 6 + 8 - 9.5) / 0.15 = 220 iterations: the first one's 260)
+    assert plans == [first, {'start_s': 17.5, 'iterations': 260}]
+    assert row['outcome'] == 'ok' and row['replanned']['first_detail'] == 'held'
     with open(tmp_path / 'link-outage.first' / 'attempt') as fh:
         assert fh.read() == '1'
-    # training before the outage: a failure stands, nothing is run again
-    calls.clear()
-    training_s = 3.0
+    # finished 0.5 s after the outage at 0.02 s an iteration: a budget for 1.5x that pace
+    # from the start to 8 s after the outage
+    plans.clear()
+    measured = {'training_s': 3.0, 'end_s': 14.5, 'period_s': 0.02}
+    chaos._link_outage(cfg)
+    assert plans[1]['start_s'] == 8.0
+    assert 1425 <= plans[1]['iterations'] <= 1426       # 1.5 x (8 + 6 + 8 - 3) / 0.02
+    # trained through the outage: a failure stands, nothing is run again
+    plans.clear()
+    measured = {'training_s': 3.0, 'end_s': 30.0, 'period_s': 0.07}
     row = chaos._link_outage(cfg)
-    assert calls == [chaos.LINK_OUTAGE_START_S] and row['outcome'] == 'failed'
-    assert 'replanned' not in row
+    assert plans == [first] and row['outcome'] == 'failed' and 'replanned' not in row
