@@ -52,6 +52,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -456,7 +457,6 @@ def _link_outage(cfg: ChaosConfig) -> dict:
     run_dir = os.path.abspath(os.path.join(cfg.out, 'link-outage'))
     first_dir = run_dir + '.first'
     if os.path.isdir(first_dir):
-        import shutil
         shutil.rmtree(first_dir)
     os.replace(run_dir, first_dir)
     second = _link_outage_from(cfg, again, {})
