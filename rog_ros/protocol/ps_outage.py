@@ -54,7 +54,6 @@ class OutageAwareMixin:
         self._too_slow: set[int] = set()   # out for a link too slow for any slack: runs free
         self.weighted_pushes = 0
         self.rescaled_pushes = 0      # active pushes applied at lr/(N - k) (outage_scale)
-        self.pace_restarts = 0        # first push periods dropped as start-up
 
     def _fleet_finished(self) -> bool:
         """
@@ -133,8 +132,7 @@ class OutageAwareMixin:
         """
         est = self.iter_est[worker]
         if est.samples == 1 and est.value > PACE_OUTLIER * period:
-            self.pace_restarts += 1
-            est.samples = 0
+            est = self.iter_est[worker] = Smoothed(est.alpha)
         est.update(min(period, PACE_OUTLIER * est.value) if est.samples else period)
 
     def _free_share(self, r: int, now: float | None, t_it: float) -> float:
