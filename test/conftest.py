@@ -11,21 +11,26 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Shared pytest set-up: deterministic torch, small thread pool, groups for pytest-xdist."""
+"""Shared pytest set-up: deterministic torch, one thread, the units pytest-xdist schedules."""
 
 import fnmatch
 
-import pytest
 import torch
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:            # plain `pytest` without the test extras: nothing to schedule
+    LoadScopeScheduling = None
 
 torch.set_num_threads(1)   # small tensors: one thread is faster and stable under load
 torch.manual_seed(0)
 
 
 # Modules whose tests run protocol and training code in virtual time, in this process only
-# (no nodes, no DDS, no wall-clock bounds). With pytest-xdist (`pytest -n auto`, README's test
-# command) they spread over every core; every other test is in one group, so tests that start
-# processes, talk DDS or measure wall-clock time never run two at once, whatever the core count.
+# (no nodes, no DDS, no wall-clock bounds). With pytest-xdist (`pytest -n auto --dist
+# loadgroup`, README's test command) each of these modules is a unit that any worker may take;
+# every other test is in one unit, WALL_CLOCK_GROUP, so tests that start processes, talk DDS or
+# measure wall-clock time never run two at once, whatever the core count.
 VIRTUAL_TIME_MODULES = ('test_protocol_*', 'test_core_*', 'test_policy_*', 'test_workloads_*',
                         'test_sim_*', 'test_report_*', 'test_async_when_out',
                         'test_outage_rsp', 'test_free_stragglers', 'test_straggler_slack',
@@ -33,9 +38,38 @@ VIRTUAL_TIME_MODULES = ('test_protocol_*', 'test_core_*', 'test_policy_*', 'test
 WALL_CLOCK_GROUP = 'wall_clock'
 
 
-def pytest_collection_modifyitems(config, items):
-    """Put every test outside VIRTUAL_TIME_MODULES in one xdist group (`--dist loadgroup`)."""
-    for item in items:
-        module = item.path.stem if hasattr(item, 'path') else ''
-        if not any(fnmatch.fnmatchcase(module, pattern) for pattern in VIRTUAL_TIME_MODULES):
-            item.add_marker(pytest.mark.xdist_group(WALL_CLOCK_GROUP))
+def scheduling_unit(nodeid: str) -> str:
+    """
+    Name the unit of tests that one xdist worker runs together, in order.
+
+    A virtual-time module is its own unit, so its module-scoped fixtures (a two-minute
+    simulation in test_sim_regime) are built once, not once per worker; every other test is in
+    WALL_CLOCK_GROUP.
+    """
+    path = nodeid.split('::', 1)[0]
+    module = path.rsplit('/', 1)[-1]
+    module = module[:-3] if module.endswith('.py') else module
+    if any(fnmatch.fnmatchcase(module, pattern) for pattern in VIRTUAL_TIME_MODULES):
+        return path
+    return WALL_CLOCK_GROUP
+
+
+if LoadScopeScheduling is not None:
+    class UnitScheduling(LoadScopeScheduling):
+        """
+        xdist's scope scheduler with `scheduling_unit` as the scope.
+
+        Why not the `xdist_group` mark: pytest-xdist 3.8 groups by a suffix it writes into
+        ``item._nodeid``, which pytest 9 no longer reads, so the marks were silently ignored
+        and the wall-clock tests ran two at a time (and every module fixture twice). The
+        scheduler hook is part of xdist's API and does not depend on pytest's node internals.
+        """
+
+        def _split_scope(self, nodeid: str) -> str:
+            return scheduling_unit(nodeid)
+
+    def pytest_xdist_make_scheduler(config, log):
+        """Schedule by `scheduling_unit` for README's `--dist loadgroup`; else xdist's own."""
+        if config.getvalue('dist') == 'loadgroup':
+            return UnitScheduling(config, log)
+        return None
