@@ -35,6 +35,12 @@ VIRTUAL_TIME_MODULES = ('test_protocol_*', 'test_core_*', 'test_policy_*', 'test
                         'test_sim_*', 'test_report_*', 'test_async_when_out',
                         'test_outage_rsp', 'test_free_stragglers', 'test_straggler_slack',
                         'test_membership_timeline', 'test_aet', 'test_adacomp', 'test_gsp')
+# Modules that compute in this process only too, without virtual time (linters, parsers,
+# codecs): scheduled like the virtual-time ones, so they leave the wall-clock unit shorter.
+PROCESS_FREE_MODULES = ('test_lint', 'test_fuzz_messages', 'test_net_duplex',
+                        'test_net_estimator', 'test_net_links', 'test_net_mahimahi',
+                        'test_net_replay', 'test_net_replay_log', 'test_net_columns',
+                        'test_msg_definitions', 'test_model_file', 'test_reject_notes')
 WALL_CLOCK_GROUP = 'wall_clock'
 
 
@@ -49,7 +55,8 @@ def scheduling_unit(nodeid: str) -> str:
     path = nodeid.split('::', 1)[0]
     module = path.rsplit('/', 1)[-1]
     module = module[:-3] if module.endswith('.py') else module
-    if any(fnmatch.fnmatchcase(module, pattern) for pattern in VIRTUAL_TIME_MODULES):
+    if any(fnmatch.fnmatchcase(module, pattern)
+           for pattern in VIRTUAL_TIME_MODULES + PROCESS_FREE_MODULES):
         return path
     return WALL_CLOCK_GROUP
 
