@@ -15,6 +15,7 @@
 
 import fnmatch
 
+import pytest
 import torch
 
 try:
@@ -75,6 +76,7 @@ if LoadScopeScheduling is not None:
         def _split_scope(self, nodeid: str) -> str:
             return scheduling_unit(nodeid)
 
+    @pytest.hookimpl(optionalhook=True)      # `-p no:xdist` or colcon's plain pytest: unused
     def pytest_xdist_make_scheduler(config, log):
         """Schedule by `scheduling_unit` for README's `--dist loadgroup`; else xdist's own."""
         if config.getvalue('dist') == 'loadgroup':
