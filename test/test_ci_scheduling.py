@@ -75,9 +75,13 @@ def test_reads_the_simulation(simulation, i):
 
 
 def test_the_units_are_virtual_time_modules_and_one_wall_clock_group():
-    assert scheduling_unit('test/test_sim_regime.py::test_x[1]') == 'test/test_sim_regime.py'
-    assert scheduling_unit('test/test_outage_rsp.py::test_y') == 'test/test_outage_rsp.py'
-    assert scheduling_unit('test/test_lint.py::test_flake8') == 'test/test_lint.py'
+    root = Path(__file__).resolve().parent.parent
+    # a module fixture: the module is one unit; otherwise each test is one
+    assert scheduling_unit('test/test_sim_regime.py::test_x', root) == 'test/test_sim_regime.py'
+    assert scheduling_unit('test/test_outage_rsp.py::test_y[1]', root) == \
+        'test/test_outage_rsp.py::test_y[1]'
+    assert scheduling_unit('test/test_lint.py::test_flake8', root) == \
+        'test/test_lint.py::test_flake8'
     assert scheduling_unit('test/test_fleet_run.py::test_z[rog]') == WALL_CLOCK_GROUP
     assert scheduling_unit('test/test_chaos_fleet.py::test_a') == WALL_CLOCK_GROUP
     # a module whose name only starts like a virtual-time pattern's prefix is not one
