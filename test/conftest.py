@@ -93,7 +93,7 @@ if LoadScopeScheduling is not None:
         def _split_scope(self, nodeid: str) -> str:
             return scheduling_unit(nodeid, self.config.rootpath)
 
-    @pytest.hookimpl(optionalhook=True)      # `-p no:xdist` or colcon's plain pytest: unused
+    @pytest.hookimpl(optionalhook=True)      # `pytest -p no:xdist`: no such hook, no error
     def pytest_xdist_make_scheduler(config, log):
         """Schedule by `scheduling_unit` for README's `--dist loadgroup`; else xdist's own."""
         if config.getvalue('dist') == 'loadgroup':
