@@ -22,6 +22,7 @@ worker, in which order and how often each thing ran.
 
 import os
 from pathlib import Path
+import re
 import subprocess
 import sys
 
@@ -113,3 +114,19 @@ def test_readmes_command_runs_the_wall_clock_tests_one_at_a_time_on_one_worker(t
     events.sort()
     kinds = [what for _, what, _ in events]
     assert kinds == ['start', 'end'] * 20, kinds                      # never two at once
+
+
+def test_tests_spread_one_by_one_share_no_module_state():
+    # A module spread test by test may run its tests on different workers, in any order: a
+    # module-level set or list one test fills and another reads (test_protocol_restart's
+    # crash states did) sees only part of the run. Such a module must share through a cached
+    # helper or a wider fixture (which keeps it one unit), or not share at all.
+    root = Path(__file__).resolve().parent.parent
+    mutable = re.compile(r'^[A-Za-z_][A-Za-z_0-9]* = (set\(\)|\[\]|\{\}|dict\(\)|list\(\))',
+                         re.MULTILINE)
+    offenders = []
+    for module in sorted((root / 'test').glob('test_*.py')):
+        nodeid = f'test/{module.name}::t'
+        if scheduling_unit(nodeid, root) == nodeid and mutable.search(module.read_text()):
+            offenders.append(module.name)
+    assert not offenders, offenders

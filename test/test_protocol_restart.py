@@ -21,6 +21,7 @@ server applied plus its residual, every worker holds exactly the server's mirror
 training completes.
 """
 
+import functools
 import random
 
 from protocol_fixtures import build
@@ -32,27 +33,40 @@ from rog_ros.sim.fault_fleet import restart_worker, schedule_worker_crashes
 from test_protocol_conservation import check_invariants
 import torch
 
-CRASH_STATES = set()
+SEEDS = range(5)
+SPECS = ('rog:2', 'flown:2')                  # FLOWN: killed holding a slot, too
 
 
-@pytest.mark.parametrize('spec', ['rog:2', 'flown:2'])   # FLOWN: killed holding a slot, too
-@pytest.mark.parametrize('seed', range(5))
-def test_worker_killed_at_random_points_loses_and_doubles_nothing(seed, spec):
+@functools.lru_cache(maxsize=None)
+def killed_run(seed, spec):
+    """
+    Run one fleet whose workers are killed at random points, once per process.
+
+    Cached so that the test of the crash states sees every seed's run without depending on
+    the order the tests run in, or on which xdist worker ran the parametrised cases.
+    """
     harness, server, _, _, _ = build(spec, n=3, iters=10, dtype=torch.float64, seed=seed,
                                      save_states=True)
     crashes = schedule_worker_crashes(harness, random.Random(seed), 8, 3.0, (0.05, 0.4))
     harness.run(until=2000)
+    return harness, server, crashes
+
+
+@pytest.mark.parametrize('spec', SPECS)
+@pytest.mark.parametrize('seed', SEEDS)
+def test_worker_killed_at_random_points_loses_and_doubles_nothing(seed, spec):
+    harness, server, crashes = killed_run(seed, spec)
     assert server.finished                                  # training completed
     assert len(crashes) >= 3
     check_invariants(harness, server, harness.workers)
     assert sum(len(x) for x in server.retired) == len(crashes)   # every restart was seen
     assert server.slots is None or not (server.slots.active or server.slots.queue)
-    CRASH_STATES.update(state for _, _, state in crashes)
 
 
 def test_crashes_hit_pushes_pulls_and_computations():
-    # (runs after the parametrised test above, over all its seeds)
-    assert {'pushing', 'pulling', 'computing'} <= CRASH_STATES, CRASH_STATES
+    states = {state for seed in SEEDS for spec in SPECS
+              for _, _, state in killed_run(seed, spec)[2]}
+    assert {'pushing', 'pulling', 'computing'} <= states, states
 
 
 def test_worker_killed_after_end_before_final_ack():
