@@ -43,8 +43,10 @@ TOY_SYSTEMS = 'bsp,ssp:4,rog:4'
 DEFAULT_COMPARE_SYSTEMS = 'bsp,ssp:4,flown:4,rog:4'
 """Systems of `rog compare` unless --systems names others: BSP, SSP-4, FLOWN-4 and Rog-4, the
 four of issue 10's acceptance (the paper's threshold 20 too: `rog reproduce`). With 5 seeds
-of 300 iterations, 20 runs of about 50 s of one core: under 10 minutes on 2 cores (issue 3);
-ssp:20 and rog:20 as well took 13.4 minutes."""
+of 300 iterations, 20 runs of 35-100 s of one core by machine: 7-9 minutes on 2 cores of the
+AMD EPYC machines (issue 3 asks for under 10; ssp:20 and rog:20 as well took 13.4 minutes), 14
+to 17 on the slower Intel Xeon ones, where each of two runs at once takes a fifth longer than
+one alone."""
 SIM_DEFAULTS = {'workload': 'mpcol', 'sync': 'rog', 'trace': 'outdoors', 'staleness': 4}
 """Defaults of `rog sim` options that --toy does not use (argparse leaves them None, so that
 an option the user gave can be told from a default)."""
@@ -366,8 +368,8 @@ def _add_compare(sub) -> None:
                         'comma-separated list, robot r taking entry r mod k (default outdoors)')
     p.add_argument('--systems', default=DEFAULT_COMPARE_SYSTEMS,
                    help=f'comma-separated systems (default {DEFAULT_COMPARE_SYSTEMS}, 5 '
-                        'seeds in about 9 minutes on 2 cores; add ssp:20,rog:20 for the '
-                        "paper's threshold 20)")
+                        'seeds in 7 to 17 minutes on 2 cores, by machine; add ssp:20,rog:20 '
+                        "for the paper's threshold 20)")
     p.add_argument('--workers', type=int, default=4, help='workers (default 4)')
     p.add_argument('--seeds', default='0,1,2,3,4',
                    help='comma-separated seeds (default 0,1,2,3,4: medians need several)')

@@ -55,8 +55,8 @@ DEFAULT_ITERATIONS = 300
 outdoor presets hold a rate for 10-90 s (a new rate every ~25 s on average) and ``outages``
 silences a robot for 30-100 s; at MPCOL's 0.3-0.5 s per iteration, 300 iterations are
 90-150 s of robot time, i.e. 4-6 holds per robot (120, the earlier default, crossed only 2-3,
-so one unlucky alignment decided a run). A run costs 35-50 s of one core; the default
-``rog compare`` (4 systems x 5 seeds) about 9 minutes on 2 cores."""
+so one unlucky alignment decided a run). A run costs 35-100 s of one core by machine; the
+default ``rog compare`` (4 systems x 5 seeds) 7 to 17 minutes on 2 cores."""
 
 
 DEFAULT_EVALUATIONS = 24
