@@ -122,8 +122,9 @@ def test_tests_spread_one_by_one_share_no_module_state():
     # crash states did) sees only part of the run. Such a module must share through a cached
     # helper or a wider fixture (which keeps it one unit), or not share at all.
     root = Path(__file__).resolve().parent.parent
-    mutable = re.compile(r'^[A-Za-z_][A-Za-z_0-9]* = (set\(\)|\[\]|\{\}|dict\(\)|list\(\))',
-                         re.MULTILINE)
+    mutable = re.compile(r'^[A-Za-z_]\w*(\s*:[^=\n]+)?\s*=\s*'
+                         r'(set\(\)|\[\]|\{\}|dict\(\)|list\(\)|(collections\.)?'
+                         r'(defaultdict|Counter|deque)\()', re.MULTILINE)
     offenders = []
     for module in sorted((root / 'test').glob('test_*.py')):
         nodeid = f'test/{module.name}::t'
