@@ -73,7 +73,8 @@ def _add_sim(sub) -> None:
     p.add_argument('--trace', default=None,
                    help='bandwidth trace: preset name or file (CSV t_seconds,mbps or a '
                         'table with units in its header, "t bw" lines, a testbed bw_replay '
-                        'log, a Mahimahi trace, an iperf3 -J report or iperf output), or a '
+                        'log, a Mahimahi trace, an iperf3 -J report or iperf output, an '
+                        'HSDPA or 4G/LTE drive log), or a '
                         'comma-separated list of them, robot r taking entry r mod k '
                         '(default outdoors)')
     p.add_argument('--iterations', type=int, default=None,

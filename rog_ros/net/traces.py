@@ -75,7 +75,7 @@ import stat
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text
-from rog_ros.net import columns, iperf, mahimahi, replay_log
+from rog_ros.net import columns, iperf, mahimahi, mobile_log, replay_log
 
 PAYLOAD_S = 1.43
 """Ideal transfer time of one compressed gradient [P 2.2]; the slowdown statistic's payload."""
@@ -340,7 +340,7 @@ fleet a link 10^3-10^6 times too fast and every comparison on them would look ne
 
 ACCEPTED_FORMATS = ('CSV "t_seconds,mbps" or a table with units in its header, "t bw" lines, a '
                     'testbed bw_replay log, a Mahimahi trace, an iperf3 -J report or iperf text '
-                    'output')
+                    'output, an HSDPA or 4G/LTE drive log')
 """What ``load_trace`` reads, in the words its errors use."""
 
 _TOO_FAST = {
@@ -355,10 +355,14 @@ _TOO_FAST = {
                     'over its wireless link',
 }
 """Advice per format when ``load_trace`` finds a median above ``PLAUSIBLE_MEDIAN_MBPS``."""
+_TOO_FAST.update({name: 'its byte counts or milliseconds are not those of an HSDPA or 4G/LTE '
+                        'drive log (bytes received since the line before, and the ms that took)'
+                  for name, *_ in mobile_log.FORMATS.values()})
 
 
 _READERS = {'testbed replay log': replay_log.read_replay_log,
-            'Mahimahi trace': mahimahi.read_mahimahi, 'iperf report': iperf.read_iperf}
+            'Mahimahi trace': mahimahi.read_mahimahi, 'iperf report': iperf.read_iperf,
+            **{name: mobile_log.read_mobile_log for name, *_ in mobile_log.FORMATS.values()}}
 
 
 def file_format(lines) -> str:
@@ -369,6 +373,8 @@ def file_format(lines) -> str:
         return 'Mahimahi trace'
     if iperf.is_iperf(lines):
         return 'iperf report'
+    if mobile_log.is_mobile_log(lines):
+        return mobile_log.log_name(lines)
     return 'CSV columns'
 
 
@@ -406,14 +412,16 @@ def _read_lines(path) -> list:
 
 def load_trace(path, loop: bool = True) -> Trace:
     """
-    Read a trace file: columns, a replay log, Mahimahi or an iperf report.
+    Read a trace file: columns, a replay log, Mahimahi, an iperf report or a mobile drive log.
 
     Columns are CSV ``t_seconds,mbps``, the artifact's ``t bw`` records, or a table whose
     header names time and rate columns and their units (``rog_ros.net.columns``); a replay log
     is a ``bw_replay-<rank>.txt`` written by the testbed (``rog_ros.net.replay_log``); a
     Mahimahi trace lists packet delivery opportunities in ms (``rog_ros.net.mahimahi``), the
     format of most public records of real wireless links; iperf3's ``-J`` JSON and iperf3's or
-    iperf2's text output are how engineers measure their own links (``rog_ros.net.iperf``).
+    iperf2's text output are how engineers measure their own links (``rog_ros.net.iperf``);
+    the HSDPA and 4G/LTE drive logs are the public records of moving mobile links
+    (``rog_ros.net.mobile_log``).
 
     Parameters
     ----------

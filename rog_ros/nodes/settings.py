@@ -253,7 +253,7 @@ SETTINGS = (
        'outdoors, ...), a file (CSV t_seconds,mbps, or a table whose header names the time '
        'and rate columns and units such as time_ms,throughput_kbps; "t bw" lines; the '
        'bw_replay-<rank>.txt logs of the Rog testbed; a Mahimahi packet-delivery trace; an iperf3 '
-       '-J report or iperf text output), a comma-separated list '
+       '-J report or iperf text output; an HSDPA or 4G/LTE drive log), a comma-separated list '
        'of them (worker r follows entry r mod k: each robot its own recorded link), or none '
        '(real links, no shaping).', ALL,
        'link'),
