@@ -100,3 +100,17 @@ def test_a_file_saved_with_a_byte_order_mark_reads(tmp_path):
     assert traces.load_trace(path).mbps.tolist() == [5.0, 6.0]
     path.write_bytes('\ufeff0,5\n0.5,6\n'.encode('utf-8'))
     assert traces.load_trace(path).mbps.tolist() == [5.0, 6.0]
+
+
+def test_a_header_with_no_time_column_says_which_column_was_read_as_time(tmp_path):
+    # a 5G drive record that numbers runs and samples but names no time column
+    text = 'run_num,seq_num,rsrp_dbm,Throughput\n1,0,-80,310.5\n1,1,-81,290.2\n'
+    path = tmp_path / 'lumos.csv'
+    path.write_text(text)
+    guess = r"lumos.csv:3: time 1.0 does not increase .*the first, 'run_num', was read as"
+    with pytest.raises(TraceFormatError, match=guess):
+        traces.load_trace(path)
+    path.write_text('t_s,Throughput\n1,310.5\n1,290.2\n')     # a named time: no guess to name
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(path)
+    assert 'does not increase' in str(err.value) and 'was read as seconds' not in str(err.value)

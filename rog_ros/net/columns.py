@@ -111,6 +111,7 @@ class Layout:
         self.names = names
         self.width, self.time, self.rate = 2, 0, 1
         self.time_factor, self.rate_factor = 1.0, 1.0
+        self.time_named = False
         if names is not None:
             self._choose(names)
 
@@ -119,6 +120,7 @@ class Layout:
         self.width = len(names)
         times = [i for i, n in enumerate(names) if _is_time(n) and rate_factor(n) is None]
         self.time = times[0] if times else 0
+        self.time_named = bool(times)
         others = [i for i in range(len(names)) if i != self.time]
         if len(names) == 2:
             rates = others
@@ -219,7 +221,7 @@ def read_columns(path, lines) -> tuple:
                               f'>= 0, got {line[:60]!r}')
         if times and t <= times[-1]:
             raise ColumnError(f'{path}:{lineno}: time {t} does not increase '
-                              f'(previous {times[-1]})')
+                              f'(previous {times[-1]}){_time_guess(layout)}')
         times.append(t)
         rates.append(r)
     if times and layout.time_factor == 1.0:
@@ -237,6 +239,15 @@ def _epoch_seconds(times: list) -> list:
         if times[0] >= above:
             return [t * factor for t in times]
     return times
+
+
+def _time_guess(layout: Layout) -> str:
+    """Say which column was taken for the time when the header named none (else nothing)."""
+    if layout.names is None or layout.time_named:
+        return ''
+    return (f'; no column of the header is named like a time, so the first, '
+            f'{layout.names[layout.time]!r}, was read as seconds: name the time column (t, '
+            'time_s, timestamp, time_ms) or, for one sample per second, number the lines')
 
 
 def _expected(layout: Layout) -> str:
