@@ -44,6 +44,7 @@ import time
 from rog_ros import checks
 from rog_ros.nodes import settings
 from rog_ros.nodes.fleet_progress import closing_lines, Progress
+from rog_ros.nodes.output_lock import OutputLock
 from rog_ros.nodes.plan import load_parameter_file, plan
 from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS
 from rog_ros.nodes.stop_requests import StopRequests
@@ -138,7 +139,6 @@ def _status_bus(namespace: str, domain: int, config, key=None):
 
 def run(args) -> int:
     """Run the fleet; 0 when every node exited 0 and the summary was written."""
-    from rog_ros.transport.cyclone_config import config_path
     out = os.path.abspath(args.out)
     try:   # the whole plan is checked before any node starts (one line, exit 2)
         checks.number('--timeout', args.timeout, positive=True)
@@ -150,6 +150,20 @@ def run(args) -> int:
     except (OSError, ValueError) as err:
         print(f'rog fleet: {" ".join(str(err).split())}', file=sys.stderr)
         return 2
+    try:      # before anything is written there: the key, the logs, the earlier results
+        lock = OutputLock.take(out, 'rog fleet')
+    except OSError as err:
+        print(f'rog fleet: {err}', file=sys.stderr)
+        return 2
+    try:
+        return _run_in(args, out, specs)
+    finally:
+        lock.release()
+
+
+def _run_in(args, out: str, specs) -> int:
+    """Run the checked fleet ``specs`` with ``out`` held (``run``'s second half)."""
+    from rog_ros.transport.cyclone_config import config_path
     server = specs[0]
     # build (and cache) the workload once, not in every node at the same time; in a child
     # process, so that this one, which supervises the whole run, holds no torch

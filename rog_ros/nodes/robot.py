@@ -162,7 +162,6 @@ def watch(sup, main: str, limit: int = 0, sleep=time.sleep) -> int:
 def run(args) -> int:
     """Start the robot's nodes, wait for its training node, stop the rest; exit status."""
     from rog_ros import checks
-    from rog_ros.nodes.supervisor import Supervisor
     from rog_ros.nodes.plan import load_parameter_file
     over = {s.name: getattr(args, s.name, None) for s in settings.for_role('fleet')
             if s.name not in ('rank', 'fleet_key_file', 'record')}
@@ -183,6 +182,25 @@ def run(args) -> int:
     except (OSError, ValueError) as err:
         print(f'rog robot: {err}', file=sys.stderr)
         return 2
+    lock = None
+    if args.role == 'server':   # one server run at a time in its --out (output_lock)
+        from rog_ros.nodes.output_lock import OutputLock
+        try:
+            lock = OutputLock.take(os.path.abspath(specs[0].parameters['out']),
+                                   'rog robot --role server')
+        except OSError as err:
+            print(f'rog robot: {err}', file=sys.stderr)
+            return 2
+    try:
+        return _run_nodes(args, specs, env, logs, limit)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_nodes(args, specs, env: dict, logs: str, limit: int) -> int:
+    """Start the checked robot ``specs``, watch its training node, stop; ``run``'s rest."""
+    from rog_ros.nodes.supervisor import Supervisor
     if args.fleet_key_file:
         env['ROG_FLEET_KEY_FILE'] = os.path.abspath(args.fleet_key_file)
     if args.record:

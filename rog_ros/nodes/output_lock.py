@@ -1,0 +1,98 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+One run at a time in an output directory.
+
+Why: the README's fleet command is meant to be run again, and a second ``rog fleet --out
+runs/fleet`` started while the first was still running (another terminal, a script) wrote a
+fresh ``fleet.key`` over the first fleet's (a node of the first fleet that restarted read the
+new key and could no longer talk to its fleet), had its server set the first run's results
+aside as an earlier run's, and then both servers wrote ``summary.json`` and ``model.pt`` in
+turn: the last writer won and nothing said so. The second run now stops before it writes
+anything and names the run that holds the directory.
+
+The lock is an advisory ``flock`` on ``OUT/.rog.lock``, which the kernel drops when the
+holding process ends, however it ends: a crashed or killed run never leaves its directory
+locked, and there is no stale lock to clean up. The file stays (an empty-looking dot file).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+
+try:
+    import fcntl
+except ImportError:           # pragma: no cover - not a POSIX system: runs go unlocked
+    fcntl = None
+
+LOCK_FILE = '.rog.lock'
+"""Name of the lock file inside the output directory."""
+
+
+class OutputInUse(OSError):
+    """The output directory is held by another run (the message names it)."""
+
+
+class OutputLock:
+    """Hold an output directory for this process until ``release`` (or the process ends)."""
+
+    def __init__(self, fd: int | None, path: str):
+        self.fd, self.path = fd, path
+
+    @classmethod
+    def take(cls, out: str, command: str) -> 'OutputLock':
+        """
+        Lock ``out`` (created if missing) for ``command``; raise ``OutputInUse`` if held.
+
+        A file system without ``flock`` support gives an unlocked holder (the run goes on as
+        before rather than failing for want of a lock).
+        """
+        os.makedirs(out, exist_ok=True)
+        path = os.path.join(out, LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if fcntl is None:
+            os.close(fd)
+            return cls(None, path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = _holder(fd)
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise OutputInUse(
+                    f'{out} is in use by another run ({holder}); give this one another '
+                    '--out, or wait until that one ends') from None
+            return cls(None, path)
+        os.ftruncate(fd, 0)
+        os.write(fd, f'{command}, pid {os.getpid()}, since '
+                     f'{time.strftime("%Y-%m-%d %H:%M:%S")}\n'.encode())
+        return cls(fd, path)
+
+    def release(self) -> None:
+        """Let the directory go (idempotent)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _holder(fd: int) -> str:
+    """Return the holder's line from the lock file, or words saying it is unknown."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        text = os.read(fd, 400).decode(errors='replace').strip()
+    except OSError:
+        text = ''
+    return text or 'a process that has not said which'

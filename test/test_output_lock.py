@@ -1,0 +1,90 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""One run at a time in an output directory; a dead run's lock goes with it."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from rog_ros import cli
+from rog_ros.nodes.output_lock import LOCK_FILE, OutputInUse, OutputLock
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _forbidden(*args, **kwargs):
+    raise AssertionError('a second run into a held directory started something')
+
+
+def test_a_second_fleet_into_a_held_directory_stops_before_writing_anything(
+        tmp_path, capsys, monkeypatch):
+    out = tmp_path / 'fleet'
+    first = OutputLock.take(str(out), 'rog fleet')           # the run already going on
+    (out / 'summary.json').write_text('{"completed": false}')
+    (out / 'fleet.key').write_text('the first fleet key')
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    monkeypatch.setattr(subprocess, 'Popen', _forbidden)     # no workload child, no node
+    try:
+        assert cli.main(['fleet', '--workload', 'toy', '--workers', '2', '--iterations', '5',
+                         '--out', str(out)]) == 2
+    finally:
+        first.release()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f'rog fleet: {out} is in use by another run (rog fleet, pid '
+                             f'{os.getpid()}, since ')
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before   # nothing moved or new
+
+
+def test_a_second_server_robot_into_a_held_directory_starts_nothing(
+        tmp_path, capsys, monkeypatch):
+    out = tmp_path / 'server'
+    first = OutputLock.take(str(out), 'rog robot --role server')
+    monkeypatch.setattr(subprocess, 'Popen', _forbidden)
+    try:
+        assert cli.main(['robot', '--role', 'server', '--workload', 'toy', '--out',
+                         str(out)]) == 2
+    finally:
+        first.release()
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f'rog robot: {out} is in use by another run (rog robot --role '
+                          f'server, pid {os.getpid()}') and '\n' not in err
+    assert [p.name for p in out.iterdir()] == [LOCK_FILE]                # no logs either
+
+
+def test_the_lock_goes_with_its_process_however_it_ends(tmp_path):
+    out = str(tmp_path / 'run')
+    holder = subprocess.Popen(
+        [sys.executable, '-c', 'import sys, time\n'
+         'from rog_ros.nodes.output_lock import OutputLock\n'
+         'lock = OutputLock.take(sys.argv[1], "rog fleet")\n'
+         'print("held", flush=True)\n'
+         'time.sleep(60)\n', out],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        held = f'in use by another run .rog fleet, pid {holder.pid}, since'
+        with pytest.raises(OutputInUse, match=held):
+            OutputLock.take(out, 'rog fleet')
+    finally:
+        holder.send_signal(signal.SIGKILL)      # no clean-up of its own: the kernel's only
+        holder.wait(10)
+        holder.stdout.close()
+    mine = OutputLock.take(out, 'rog fleet')
+    assert open(os.path.join(out, LOCK_FILE)).read().startswith(f'rog fleet, pid {os.getpid()}')
+    mine.release()
+    mine.release()                                   # idempotent
+    OutputLock.take(out, 'rog fleet').release()     # and the next run gets in
