@@ -74,6 +74,7 @@ def test_the_format_is_named_and_convert_writes_the_same_trace(tmp_path, capsys)
     (LTE.replace(' 1250000 ', ' -1250000 '), 2, 'not a line of the 4G/LTE log'),
     (LTE.replace('5000000 2000', '5000000 2000 7'), 3, 'not a line of the 4G/LTE log'),
     (LTE.replace('2500000 1000', '2500000 0'), 1, r'elapsed_ms > 0'),
+    (LTE.replace(' 1250000 ', ' inf '), 2, 'not a line of the 4G/LTE log'),
 ])
 def test_a_damaged_log_names_the_line_and_reads_nothing(tmp_path, text, line, what):
     path = _write(tmp_path, 'bad.log', text)
@@ -92,6 +93,12 @@ def test_other_formats_are_not_taken_for_a_drive_log():
     # six numbers whose first is not a Unix time in seconds; five whose first is not one in ms
     assert not mobile_log.is_mobile_log(['0 549692 59.85 10.78 31999 1000\n'])
     assert not mobile_log.is_mobile_log(['1289406399 59.85 10.78 31999 1000\n'])
+    # the first line decides: a header above drive-log lines is a table's, not a log's
+    assert not mobile_log.is_mobile_log(['unix_ms lat lon bytes ms\n', LTE.splitlines()[0]])
+    # 'inf' and 'nan' parse as numbers but count nothing (they raised OverflowError once)
+    assert not mobile_log.is_mobile_log(['1453121398962 51.03 3.73 inf 1000\n'])
+    assert not mobile_log.is_mobile_log(['1453121398962 51.03 3.73 2500000 inf\n'])
+    assert not mobile_log.is_mobile_log(['1453121398962 nan 3.73 2500000 1000\n'])
     # a latitude off the globe, a fractional byte count
     assert not mobile_log.is_mobile_log(['1453121398962 151.03 3.73 2500000 1000\n'])
     assert not mobile_log.is_mobile_log(['1453121398962 51.03 3.73 2500000.5 1000\n'])

@@ -33,6 +33,8 @@ disagree by some jitter.
 
 from __future__ import annotations
 
+import math
+
 FORMATS = {
     6: ('HSDPA log', 'unix_s clock_ms latitude longitude bytes elapsed_ms', 1, 1e-3, (1e8, 1e10)),
     5: ('4G/LTE log', 'unix_ms latitude longitude bytes elapsed_ms', 0, 1e-3, (1e11, 1e13)),
@@ -52,7 +54,7 @@ def _fields(text: str):
 def _looks_like(values) -> bool:
     """Tell whether one line's numbers are a line of the format its column count names."""
     spec = FORMATS.get(len(values)) if values else None
-    if spec is None:
+    if spec is None or not all(map(math.isfinite, values)):    # ('inf' and 'nan' parse)
         return False
     low, high = spec[4]
     lat, lon, count, elapsed = values[-4], values[-3], values[-2], values[-1]
@@ -60,21 +62,18 @@ def _looks_like(values) -> bool:
             and count >= 0 and count == int(count) and elapsed == int(elapsed))
 
 
-def is_mobile_log(lines) -> bool:
-    """Tell whether ``lines`` are such a log: the first line that is not blank is one of it."""
-    for line in lines:
-        text = line.strip()
-        if text:
-            return _looks_like(_fields(text))
-    return False
-
-
-def log_name(lines) -> str:
-    """'HSDPA log' or '4G/LTE log' for the lines ``is_mobile_log`` accepted."""
+def log_name(lines) -> str | None:
+    """'HSDPA log' or '4G/LTE log' when the first line that is not blank is one, else None."""
     for line in lines:
         if line.strip():
-            return FORMATS[len(line.split())][0]
-    raise ValueError('an empty file is not a mobile link log')
+            values = _fields(line)
+            return FORMATS[len(values)][0] if _looks_like(values) else None
+    return None
+
+
+def is_mobile_log(lines) -> bool:
+    """Tell whether ``lines`` are an HSDPA or a 4G/LTE log (``log_name`` names which)."""
+    return log_name(lines) is not None
 
 
 def read_mobile_log(path, lines) -> tuple:

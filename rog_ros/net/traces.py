@@ -373,9 +373,7 @@ def file_format(lines) -> str:
         return 'Mahimahi trace'
     if iperf.is_iperf(lines):
         return 'iperf report'
-    if mobile_log.is_mobile_log(lines):
-        return mobile_log.log_name(lines)
-    return 'CSV columns'
+    return mobile_log.log_name(lines) or 'CSV columns'
 
 
 def trace_file_format(path) -> str:
