@@ -38,6 +38,8 @@ import json
 import os
 import sys
 
+from rog_ros.nodes.output_lock import OutputInUse
+
 TOY_SYSTEMS = 'bsp,ssp:4,rog:4'
 """Systems `rog sim --toy` runs unless --systems names others."""
 DEFAULT_COMPARE_SYSTEMS = 'bsp,ssp:4,flown:4,rog:4'
@@ -343,12 +345,17 @@ def _cmd_sim(args) -> int:
         print(f'\r  t={now:8.1f}s  iteration {iteration:7.1f}  accuracy {acc:.3f}', end='',
               file=sys.stderr, flush=True)
     try:
-        rec = simulate(cfg, progress=progress)
-    except (ValueError, KeyError, FileNotFoundError) as err:
-        print(f'\nrog sim: {err}', file=sys.stderr)
+        with _held(args.out, 'rog sim'):
+            try:
+                rec = simulate(cfg, progress=progress)
+            except (ValueError, KeyError, FileNotFoundError) as err:
+                print(f'\nrog sim: {err}', file=sys.stderr)
+                return 2
+            print(file=sys.stderr)
+            summary = rec.write(args.out) if args.out else rec.summary()
+    except OutputInUse as err:
+        print(f'rog sim: {err}', file=sys.stderr)
         return 2
-    print(file=sys.stderr)
-    summary = rec.write(args.out) if args.out else rec.summary()
     print(json.dumps(summary, indent=2, default=str))
     if summary.get('error'):       # truncated: the summary says so, and so does the exit code
         print(f'rog sim: run failed: {summary["error"]}', file=sys.stderr)
@@ -399,15 +406,14 @@ def _cmd_compare(args) -> int:
     sim_options = _sim_options(args)
     if args.init_model:
         sim_options['init_model'] = args.init_model
-    new_out = not os.path.exists(args.out)
     try:
-        res = compare(args.workload, args.trace, systems, args.workers, seeds, args.out,
-                      iterations=args.iterations, jobs_parallel=args.jobs,
-                      workload_options=_workload_options(args), sim_options=sim_options)
-    except KeyboardInterrupt:
-        if new_out:          # made by this call: leave no empty folders behind
-            _remove_empty_dirs(args.out)
-        raise
+        with _held(args.out, 'rog compare'):
+            res = compare(args.workload, args.trace, systems, args.workers, seeds, args.out,
+                          iterations=args.iterations, jobs_parallel=args.jobs,
+                          workload_options=_workload_options(args), sim_options=sim_options)
+    except OutputInUse as err:
+        print(f'rog compare: {err}', file=sys.stderr)
+        return 2
     print(table_markdown(res['systems']))
     print(f'\nreport: {args.out}/report.md')
     failed = sum(r.get('failed', 0) for r in res['systems'])
@@ -447,22 +453,22 @@ def _cmd_reproduce(args) -> int:
     if not _valid('rog reproduce', _check_reproduce, args):
         return 2
     from rog_ros.experiments.reproduce import REPRODUCTIONS
-    new_out = not os.path.exists(args.out)
     try:
-        if args.what != 'rog':
-            opts = {} if args.seeds is None else {
-                'seeds': [int(s) for s in args.seeds.split(',') if s.strip()]}   # theirs
-            path = REPRODUCTIONS[args.what](args.out, quick=args.quick, **opts)
-        else:
-            seeds = [int(s) for s in (args.seeds or '0,1,2,3,4').split(',') if s.strip()]
-            path = REPRODUCTIONS['rog'](args.out, quick=args.quick, seeds=seeds,
-                                        workloads=[w for w in args.workloads.split(',') if w],
-                                        workers=args.workers, iterations=args.iterations,
-                                        eacol_m=not args.no_eacol_m)
-    except KeyboardInterrupt:
-        if new_out:          # made by this call: leave no empty folders behind
-            _remove_empty_dirs(args.out)
-        raise
+        with _held(args.out, f'rog reproduce {args.what}'):
+            if args.what != 'rog':
+                opts = {} if args.seeds is None else {
+                    'seeds': [int(s) for s in args.seeds.split(',') if s.strip()]}   # theirs
+                path = REPRODUCTIONS[args.what](args.out, quick=args.quick, **opts)
+            else:
+                seeds = [int(s) for s in (args.seeds or '0,1,2,3,4').split(',') if s.strip()]
+                path = REPRODUCTIONS['rog'](
+                    args.out, quick=args.quick, seeds=seeds,
+                    workloads=[w for w in args.workloads.split(',') if w],
+                    workers=args.workers, iterations=args.iterations,
+                    eacol_m=not args.no_eacol_m)
+    except OutputInUse as err:
+        print(f'rog reproduce: {err}', file=sys.stderr)
+        return 2
     print(f'report: {path}')
     return 0
 
@@ -755,13 +761,17 @@ def main(argv=None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
-def _remove_empty_dirs(top: str) -> None:
-    """Remove ``top`` and the folders below it that hold nothing (bottom up; files stay)."""
-    for root, _, _ in os.walk(top, topdown=False):
-        try:
-            os.rmdir(root)
-        except OSError:
-            pass
+def _held(out: str | None, command: str):
+    """
+    Hold ``out`` for one run (``output_lock.held_output``), or nothing when there is none.
+
+    Two runs into one directory would race for its runs and reports (the last writer won);
+    a folder this call made is removed again if the run leaves nothing in it (Ctrl-C before
+    the first result, or input found bad once the run started).
+    """
+    import contextlib
+    from rog_ros.nodes.output_lock import held_output
+    return held_output(out, command) if out else contextlib.nullcontext()
 
 
 def _finished_runs(out: str) -> int:

@@ -88,3 +88,45 @@ def test_the_lock_goes_with_its_process_however_it_ends(tmp_path):
     mine.release()
     mine.release()                                   # idempotent
     OutputLock.take(out, 'rog fleet').release()     # and the next run gets in
+
+
+@pytest.mark.parametrize('command', [
+    ['compare', '--workload', 'toy'],
+    ['reproduce', 'adacomp'],
+    ['sim', '--workload', 'toy', '--sync', 'bsp'],
+])
+def test_a_second_simulator_run_into_a_held_directory_runs_nothing(
+        tmp_path, capsys, monkeypatch, command):
+    from rog_ros.experiments import compare, reproduce
+    from rog_ros.sim import simulator
+    monkeypatch.setattr(compare, 'compare', _forbidden)
+    monkeypatch.setitem(reproduce.REPRODUCTIONS, 'adacomp', _forbidden)
+    monkeypatch.setattr(simulator, 'simulate', _forbidden)
+    out = tmp_path / 'cmp'
+    first = OutputLock.take(str(out), 'rog compare')
+    (out / 'summary.json').write_text('{"systems": []}')
+    try:
+        assert cli.main(command + ['--out', str(out)]) == 2
+    finally:
+        first.release()
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f'rog {command[0]}: {out} is in use by another run (rog compare, '
+                          f'pid {os.getpid()}') and '\n' not in err
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, 'summary.json']
+
+
+def test_a_run_refused_once_started_leaves_no_folder_it_made(tmp_path, capsys, monkeypatch):
+    from rog_ros.sim import simulator
+
+    def bad_trace(cfg, progress=None):
+        raise ValueError('trace file: no rows')
+    monkeypatch.setattr(simulator, 'simulate', bad_trace)
+    out = tmp_path / 'new' / 'sim'
+    assert cli.main(['sim', '--workload', 'toy', '--sync', 'bsp', '--out', str(out)]) == 2
+    assert 'rog sim: trace file: no rows' in capsys.readouterr().err
+    assert not (tmp_path / 'new').exists()          # nor the parent it made on the way
+    kept = tmp_path / 'kept'              # a folder the user had stays, with what it held
+    kept.mkdir()
+    (kept / 'notes.txt').write_text('mine')
+    assert cli.main(['sim', '--workload', 'toy', '--sync', 'bsp', '--out', str(kept)]) == 2
+    assert (kept / 'notes.txt').read_text() == 'mine'

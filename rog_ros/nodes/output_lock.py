@@ -29,6 +29,7 @@ locked, and there is no stale lock to clean up. The file stays (an empty-looking
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import time
@@ -86,6 +87,59 @@ class OutputLock:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+@contextlib.contextmanager
+def held_output(out: str, command: str):
+    """
+    Hold ``out`` for the ``with`` block (``OutputLock.take``); raise ``OutputInUse`` if held.
+
+    A directory this call created is removed again on the way out if the block left nothing
+    in it but empty folders (a run refused for bad input, or stopped by Ctrl-C before it
+    wrote a result): bad input changes nothing on disk. Folders that hold files stay.
+    """
+    made = _first_missing(os.path.abspath(out))
+    lock = OutputLock.take(out, command)
+    try:
+        yield lock
+    finally:
+        lock.release()
+        if made is not None:
+            _remove_if_empty(os.path.abspath(out), made)
+
+
+def _first_missing(path: str) -> str | None:
+    """Return the outermost folder of ``path`` that does not exist yet, or None."""
+    missing = None
+    while not os.path.exists(path):
+        missing, parent = path, os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
+
+
+def _remove_if_empty(out: str, made: str) -> None:
+    """
+    Remove what a run that wrote nothing leaves of ``out``.
+
+    That is the empty folders below it, ``out`` itself if only its lock file is left, and
+    then its empty parents up to ``made`` (the outermost one this run created).
+    """
+    for root, _, _ in os.walk(out, topdown=False):
+        if root != out:
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
+    with contextlib.suppress(OSError):
+        if os.listdir(out) != [LOCK_FILE]:
+            return
+        os.unlink(os.path.join(out, LOCK_FILE))
+        path = out
+        while True:
+            os.rmdir(path)            # OSError (not empty) ends the climb
+            if path == made:
+                break
+            path = os.path.dirname(path)
 
 
 def _holder(fd: int) -> str:
