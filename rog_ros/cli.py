@@ -126,16 +126,45 @@ def _add_model_options(p) -> None:
                         'size and rows (rog_ros.workloads.surrogate)')
     p.add_argument('--real-compute', action='store_true',
                    help='with --model: run the real model (hours on a CPU for convmlp-m)')
+    p.add_argument('--workload-option', action='append', default=None, metavar='KEY=VALUE',
+                   help="an option of the workload's builder, repeatable: e.g. "
+                        '--workload-option dataset=cifar100 --workload-option '
+                        'data_dir=~/data for EACOL on your CIFAR-100 copy, or size=48 for '
+                        'larger MPCOL maps; values are numbers, true/false, comma-separated '
+                        'lists or text (docs/workloads.md lists the options)')
 
 
 def _workload_options(args) -> dict:
-    """Workload options from --model/--real-compute (empty without --model)."""
-    if getattr(args, 'model', None) is None:
-        return {}
-    opts = {'model': args.model}
-    if args.model != 'convmlp-cpu' and not args.real_compute:
-        opts['surrogate'] = True
+    """Workload options from --model/--real-compute and --workload-option."""
+    opts = {}
+    if getattr(args, 'model', None) is not None:
+        opts['model'] = args.model
+        if args.model != 'convmlp-cpu' and not args.real_compute:
+            opts['surrogate'] = True
+    opts.update(getattr(args, 'workload_options_given', None) or {})
     return opts
+
+
+def _check_workload_options(args, systems) -> None:
+    """Parse and check --workload-option against the workload (sets workload_options_given)."""
+    from rog_ros import checks
+    from rog_ros.sim.systems import lookup
+    from rog_ros.workloads import options
+    texts = getattr(args, 'workload_option', None)
+    args.workload_options_given = {}
+    if not texts:
+        return
+    taken = {'model': '--model', 'surrogate': '--model'} if args.model is not None else {}
+    try:
+        given = options.parse_all(texts, taken)
+        options.check(args.workload, given)
+    except ValueError as err:
+        raise checks.ConfigError(f'--workload-option: {err}') from None
+    own = [s for s in systems if lookup(s) is not None]
+    if own:
+        raise checks.ConfigError(f'--workload-option does not apply to {", ".join(own)} (the '
+                                 "reference systems' runners train the workload's defaults)")
+    args.workload_options_given = given
 
 
 def _sim_options(args) -> dict:
@@ -205,7 +234,9 @@ def _check_sim(args) -> None:
         ignored = [f'--{k}' for k in given] + [
             flag for flag, used in (('--out', args.out is not None),
                                     ('--model', args.model is not None),
-                                    ('--real-compute', args.real_compute)) if used]
+                                    ('--real-compute', args.real_compute),
+                                    ('--workload-option', bool(args.workload_option)))
+            if used]
         if ignored:
             one = len(ignored) == 1
             raise checks.ConfigError(f'{", ".join(ignored)} {"does" if one else "do"} not apply '
@@ -227,6 +258,7 @@ def _check_sim(args) -> None:
     checks.system('--sync/--staleness', _system_spec(args.sync, args.staleness))
     checks.trace('--trace', args.trace)
     _check_real_compute(args)
+    _check_workload_options(args, [args.sync])
     if args.out is not None:
         checks.output_dir('--out', args.out)
 
@@ -276,6 +308,7 @@ def _check_compare(args) -> None:
     if args.jobs is not None:
         checks.integer('--jobs', args.jobs, 1, 1024)
     _check_real_compute(args)
+    _check_workload_options(args, checks.name_list('--systems', args.systems))
     checks.output_dir('--out', args.out)
 
 

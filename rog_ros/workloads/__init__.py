@@ -32,6 +32,8 @@ a robot's supervisor and launch process) needs the registry, not torch.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 
 from rog_ros.workloads.equalise import balance_batch_sizes, suggest_sleep
@@ -97,6 +99,29 @@ def names():
     return sorted(_FACTORIES)
 
 
+def builder_parameters(name):
+    """
+    Return the keyword options the builder of workload `name` takes, or None if any.
+
+    The built-in factories import their builder on call (``builder`` names it), so their
+    options are read from the builder's signature; a user's factory from its own. None means
+    the factory takes ``**options`` and says no more (every name is passed through).
+    """
+    try:
+        factory = _FACTORIES[name]
+    except KeyError:
+        raise KeyError(f'unknown workload {name!r}; registered: {names()}') from None
+    target = getattr(factory, 'builder', None) or factory
+    if isinstance(target, str):
+        module, _, attr = target.partition(':')
+        target = getattr(importlib.import_module(module), attr)
+    params = inspect.signature(target).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    return {k: p for k, p in params.items()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
 def _mpcol(**options):
     from rog_ros.workloads.mpcol import make_mpcol
     return make_mpcol(**options)
@@ -122,13 +147,20 @@ def _chaos(**options):
     return make_toy(**dict({'features': 128, 'classes': 32, 'compute_time_s': 0.01}, **options))
 
 
+def _glyphs_lenet5(**options):
+    return _glyphs(**{'model': 'lenet5', 'batch_size': 32, 'lr': 0.1, 'momentum': 0.0,
+                      'compute_time_s': 0.05, 'target_accuracy': 0.8, **options})
+
+
+_mpcol.builder = 'rog_ros.workloads.mpcol:make_mpcol'
+_eacol.builder = 'rog_ros.workloads.eacol:make_eacol'
+_glyphs.builder = _glyphs_lenet5.builder = 'rog_ros.workloads.glyphs:make_glyphs'
+_toy.builder = _chaos.builder = 'rog_ros.workloads.toy:make_toy'
 register('mpcol', _mpcol)
 register('eacol', _eacol)
 register('toy', _toy)
 register('glyphs', _glyphs)
-register('glyphs-lenet5', lambda **o: _glyphs(**{
-    'model': 'lenet5', 'batch_size': 32, 'lr': 0.1, 'momentum': 0.0, 'compute_time_s': 0.05,
-    'target_accuracy': 0.8, **o}))
+register('glyphs-lenet5', _glyphs_lenet5)
 register('chaos', _chaos)
 
 

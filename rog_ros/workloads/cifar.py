@@ -52,7 +52,16 @@ def load_cifar100(root, split='train'):
     """
     if split not in ('train', 'test'):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if root is None:
+        raise ValueError("dataset='cifar100' needs data_dir: the folder holding (or being) "
+                         'cifar-100-python/')
     folder = _cifar_folder(root)
+    missing = [name for name in (split, 'meta') if not (folder / name).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f'{root}: no CIFAR-100 here ({" and ".join(missing)} missing in {folder}); '
+            "data_dir is the folder holding cifar-100-python/ (the 'python version' archive, "
+            'unpacked: train, test, meta); nothing is downloaded')
     with open(folder / split, 'rb') as f:
         data = pickle.load(f, encoding='bytes')
     with open(folder / 'meta', 'rb') as f:

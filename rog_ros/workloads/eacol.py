@@ -62,6 +62,19 @@ def _normalise(x):
     return (x.float() - 127.5) / 64.0
 
 
+def _check_dataset(dataset, data_dir, train_h5, test_h5):
+    """Refuse a dataset without the files it reads, before anything is built or cached."""
+    if dataset == 'cifar100' and data_dir is None:
+        raise ValueError("dataset='cifar100' needs data_dir: the folder holding (or being) "
+                         'cifar-100-python/')
+    if dataset == 'fed-cifar100' and (train_h5 is None or test_h5 is None):
+        raise ValueError("dataset='fed-cifar100' needs train_h5 and test_h5: TFF's "
+                         'fed_cifar100_train.h5 and fed_cifar100_test.h5')
+    if dataset not in ('objects', 'cifar100', 'fed-cifar100'):
+        raise ValueError(f"unknown EACOL dataset {dataset!r}; expected 'objects', 'cifar100' "
+                         "or 'fed-cifar100'")
+
+
 def _load(opts):
     """Load or render the clean adaptation pool and evaluation set of the options."""
     seed, ds = opts['seed'], opts['dataset']
@@ -77,7 +90,8 @@ def _load(opts):
         train, test = load_fed_cifar100(opts['train_h5']), load_fed_cifar100(opts['test_h5'])
         clients, coarse = train['clients'], None
     else:
-        raise ValueError(f'unknown EACOL dataset {ds!r}')
+        raise ValueError(f"unknown EACOL dataset {ds!r}; expected 'objects', 'cifar100' or "
+                         "'fed-cifar100'")
     n = opts['eval_samples']
     return {'adapt': (train['images'], train['labels']),
             'eval': (test['images'][:n], test['labels'][:n]),
@@ -188,6 +202,7 @@ def make_eacol(model='convmlp-cpu', dataset='objects', corruption='fog+blur', pa
     """
     if model not in _MODELS:
         raise ValueError(f'unknown EACOL model {model!r}; expected one of {sorted(_MODELS)}')
+    _check_dataset(dataset, data_dir, train_h5, test_h5)
     if surrogate and model != 'convmlp-cpu':
         return _with_ballast(make_eacol(
             'convmlp-cpu', dataset, corruption, partition, num_classes, pretrain_samples,

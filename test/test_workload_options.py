@@ -1,0 +1,137 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""--workload-option: parsed, checked against the builder, and passed to the runs."""
+
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+from rog_ros import cli
+from rog_ros.workloads import options
+
+
+def test_values_are_read_as_literals_or_text_and_survive_json():
+    given = options.parse_all(['size=48', 'lr=1e-3', 'surrogate=true', 'hidden=400,256',
+                               'known=("maze", "rooms")', 'dataset=cifar100',
+                               'data_dir=~/data', 'target_accuracy=none', 'note={1: 2}'])
+    assert given == {'size': 48, 'lr': 0.001, 'surrogate': True, 'hidden': [400, 256],
+                     'known': ['maze', 'rooms'], 'dataset': 'cifar100',
+                     'data_dir': os.path.expanduser('~/data'), 'target_accuracy': None,
+                     'note': '{1: 2}'}
+    # rog compare reuses a run only if the recorded options are equal to the given ones
+    assert json.loads(json.dumps(given)) == given
+
+
+@pytest.mark.parametrize('texts, taken, message', [
+    (['size'], None, "'size' is not KEY=VALUE"),
+    (['=3'], None, 'is not KEY=VALUE'),
+    (['two words=3'], None, 'is not KEY=VALUE'),
+    (['size=4', 'size=5'], None, 'size is given twice'),
+    (['model=convmlp-s'], {'model': '--model'}, 'model is set by --model already'),
+])
+def test_malformed_options_are_refused(texts, taken, message):
+    with pytest.raises(ValueError, match=message):
+        options.parse_all(texts, taken)
+
+
+@pytest.mark.parametrize('given, message', [
+    ({'sise': 48}, "mpcol takes no option 'sise'; it takes adapt_maps, batch_size"),
+    ({'size': 'big'}, "size='big': expected an integer .default 32."),
+    ({'size': 4.5}, 'expected an integer'),
+    ({'lr': 'fast'}, 'expected a number'),
+    ({'hidden': 400}, 'expected a comma-separated list'),
+    ({'new': 3}, 'expected a text'),
+])
+def test_options_are_checked_against_the_builder(given, message):
+    with pytest.raises(ValueError, match=message):
+        options.check('mpcol', given)
+
+
+def test_options_the_builder_takes_pass():
+    options.check('mpcol', {'size': 48, 'lr': 1, 'hidden': [64, 32], 'target_accuracy': 0.8})
+    options.check('eacol', {'dataset': 'cifar100', 'data_dir': '/data', 'surrogate': True,
+                            'corruption': [['blur', 3]]})
+
+
+def _write_cifar(root, n_train, n_test):
+    """Write a CIFAR-100 python-version folder of random images (the official layout)."""
+    folder = root / 'cifar-100-python'
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for split, n in (('train', n_train), ('test', n_test)):
+        fine = (np.arange(n) % 100).tolist()
+        with open(folder / split, 'wb') as f:
+            pickle.dump({b'data': rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                         b'fine_labels': fine, b'coarse_labels': [x // 5 for x in fine]}, f)
+    with open(folder / 'meta', 'wb') as f:
+        pickle.dump({b'fine_label_names': [b'c%d' % i for i in range(100)],
+                     b'coarse_label_names': [b's%d' % i for i in range(20)]}, f)
+
+
+def test_a_simulated_run_trains_on_a_local_cifar100_copy(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv('ROG_CACHE_DIR', str(tmp_path / 'cache'))
+    _write_cifar(tmp_path / 'data', 200, 60)
+    out = tmp_path / 'run'
+    assert cli.main(['sim', '--workload', 'eacol', '--sync', 'bsp', '--workers', '2',
+                     '--iterations', '2', '--evaluations', '2',
+                     '--workload-option', 'dataset=cifar100',
+                     '--workload-option', f'data_dir={tmp_path / "data"}',
+                     '--workload-option', 'pretrain_steps=2',
+                     '--workload-option', 'eval_samples=40', '--out', str(out)]) == 0
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['workload_options'] == {'dataset': 'cifar100',
+                                           'data_dir': str(tmp_path / 'data'),
+                                           'pretrain_steps': 2, 'eval_samples': 40}
+    assert summary['iterations'] == 2
+    # CIFAR-100's 100 classes: the built-in objects' 20-class head (288,972 parameters) has
+    # 80 x 129 fewer, so this run trained on the local copy, not on the default data
+    assert summary['params'] == 288_972 + 80 * 129
+    printed = json.loads(capsys.readouterr().out)
+    assert printed['workload_options'] == summary['workload_options']
+
+
+@pytest.mark.parametrize('extra, message', [
+    (['--workload-option', 'sise=48'], "--workload-option: mpcol takes no option 'sise'"),
+    (['--workload-option', 'size=big'], "--workload-option: size='big': expected an integer"),
+    (['--sync', 'adacomp', '--workload-option', 'size=48'],
+     '--workload-option does not apply to adacomp'),
+])
+def test_a_refused_option_runs_nothing_and_writes_nothing(tmp_path, capsys, monkeypatch,
+                                                          extra, message):
+    from rog_ros.sim import simulator
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError('a refused option started a run')
+    monkeypatch.setattr(simulator, 'simulate', forbidden)
+    out = tmp_path / 'run'
+    assert cli.main(['sim', '--workload', 'mpcol'] + extra + ['--out', str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f'rog sim: {message}') and '\n' not in err
+    assert not out.exists()
+
+
+def test_compare_refuses_an_option_for_a_reference_system(tmp_path, capsys):
+    assert cli.main(['compare', '--systems', 'bsp,gsp', '--workload-option', 'size=48',
+                     '--out', str(tmp_path / 'cmp')]) == 2
+    assert 'rog compare: --workload-option does not apply to gsp' in capsys.readouterr().err
+    assert not (tmp_path / 'cmp').exists()
+
+
+def test_an_eacol_dataset_without_its_files_is_one_line(tmp_path, capsys):
+    assert cli.main(['sim', '--workload', 'eacol', '--workload-option', 'dataset=cifar100',
+                     '--workload-option', f'data_dir={tmp_path}']) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f'rog sim: {tmp_path}: no CIFAR-100 here (train and meta missing')
