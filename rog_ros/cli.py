@@ -160,6 +160,10 @@ def _check_workload_options(args, systems) -> None:
         options.check(args.workload, given)
     except ValueError as err:
         raise checks.ConfigError(f'--workload-option: {err}') from None
+    if args.workload == 'eacol' and 'model' in given:
+        raise checks.ConfigError(f'--workload-option model={given["model"]}: give the EACOL '
+                                 'model with --model (it simulates a big model with surrogate '
+                                 'compute; add --real-compute to run it)')
     own = [s for s in systems if lookup(s) is not None]
     if own:
         raise checks.ConfigError(f'--workload-option does not apply to {", ".join(own)} (the '

@@ -108,6 +108,8 @@ def test_a_simulated_run_trains_on_a_local_cifar100_copy(tmp_path, capsys, monke
     (['--workload-option', 'size=big'], "--workload-option: size='big': expected an integer"),
     (['--sync', 'adacomp', '--workload-option', 'size=48'],
      '--workload-option does not apply to adacomp'),
+    (['--workload', 'eacol', '--workload-option', 'model=convmlp-m'],   # not hours of compute
+     '--workload-option model=convmlp-m: give the EACOL model with --model'),
 ])
 def test_a_refused_option_runs_nothing_and_writes_nothing(tmp_path, capsys, monkeypatch,
                                                           extra, message):
@@ -117,7 +119,7 @@ def test_a_refused_option_runs_nothing_and_writes_nothing(tmp_path, capsys, monk
         raise AssertionError('a refused option started a run')
     monkeypatch.setattr(simulator, 'simulate', forbidden)
     out = tmp_path / 'run'
-    assert cli.main(['sim', '--workload', 'mpcol'] + extra + ['--out', str(out)]) == 2
+    assert cli.main(['sim', '--workload', 'mpcol', *extra, '--out', str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f'rog sim: {message}') and '\n' not in err
     assert not out.exists()
