@@ -29,6 +29,11 @@ def _load(tmp_path, text, name='link.csv'):
     ('throughput_kbps', 1e-3), ('kbit/s', 1e-3), ('Kbits/sec', 1e-3), ('bps', 1e-6),
     ('bits/s', 1e-6), ('Gbps', 1e3), ('MBps', 8.0), ('bw_MB/s', 8.0), ('kB/s', 8e-3),
     ('KiB/s', 8 * 1024 / 1e6), ('bytes/s', 8e-6), ('throughputMbps', 1.0), ('MBPS', 1.0),
+    # units written out, as logging scripts and spreadsheets name them
+    ('throughput_kbytes_per_s', 8e-3), ('KB per sec', 8e-3), ('Mbits per second', 1.0),
+    ('rate (Mbit per s)', 1.0), ('bytes_per_s', 8e-6), ('megabit/second', 1.0),
+    ('Kbit_per_sec', 1e-3), ('kb per sec', 1e-3), ('kilobytes per second', 8e-3),
+    ('MiB_per_s', 8 * 1024 ** 2 / 1e6),
 ])
 def test_units_named_in_a_header_convert_to_mbit_per_s(name, mbit_per_unit):
     assert columns.rate_factor(name) == pytest.approx(mbit_per_unit)
@@ -70,6 +75,9 @@ def test_a_logging_scripts_table_gives_the_link_column_in_seconds(tmp_path):
     ('time,up_mbps,down_mbps\n0,1,2\n', 1, "candidates: 'up_mbps', 'down_mbps'"),
     ('time,rssi,channel\n0,1,2\n', 1, 'candidates: none'),
     ('time_s,bytes\n0,1000\n', 1, "column 'bytes' holds a count, not a rate"),
+    # a unit per second that is not bits or bytes was read as Mbit/s without a word
+    ('time_s,packets_per_s\n0,1000\n', 1, "'packets_per_s' names a rate in a unit this reader"),
+    ('t;frames/s\n0;30\n', 1, "'frames/s' names a rate in a unit"),
     ('time_s;rssi;throughput_mbps\n0;-60;5\n1;-61\n', 3, 'expected 3 numbers as the header'),
     ('time_s,mbps\n0,5\n0.5,fast\n', 3, "expected two numbers as the header .* 'mbps'"),
     ('timestamp,mbps\n2026-13-45T00:00:00,5\n', 2, 'expected two numbers'),
@@ -114,3 +122,19 @@ def test_a_header_with_no_time_column_says_which_column_was_read_as_time(tmp_pat
     with pytest.raises(TraceFormatError) as err:
         traces.load_trace(path)
     assert 'does not increase' in str(err.value) and 'was read as seconds' not in str(err.value)
+
+
+@pytest.mark.parametrize('header, seconds_per_unit', [
+    ('time_min', 60.0), ('elapsed (minutes)', 60.0), ('time_h', 3600.0), ('hours', 3600.0),
+    ('time_ms', 1e-3), ('time_s', 1.0),
+])
+def test_a_time_column_in_minutes_or_hours_reads_as_seconds(tmp_path, header,
+                                                            seconds_per_unit):
+    # a drive logged per minute was read as per second: a 3-minute record lasted 3 s
+    tr = _load(tmp_path, f'{header},mbps\n0,1\n1,2\n2,3\n')
+    assert tr.t_s.tolist() == pytest.approx([0.0, seconds_per_unit, 2 * seconds_per_unit])
+
+
+def test_a_rate_written_out_in_kbytes_per_second_is_not_read_as_mbit_per_s(tmp_path):
+    tr = _load(tmp_path, 'time_s,throughput_kbytes_per_s\n0,3000\n1,5000\n2,4000\n')
+    assert tr.mbps.tolist() == pytest.approx([24.0, 40.0, 32.0])

@@ -42,7 +42,9 @@ _TIME_WORDS = {'t', 'time', 'times', 'timestamp', 'ts', 'sec', 'secs', 'second',
                'ns', 'nanoseconds', 'elapsed', 'epoch', 'date', 'datetime', 'clock'}
 _TIME_UNITS = {'ms': 1e-3, 'msec': 1e-3, 'millis': 1e-3, 'milliseconds': 1e-3,
                'us': 1e-6, 'usec': 1e-6, 'microseconds': 1e-6, 'ns': 1e-9,
-               'nanoseconds': 1e-9}
+               'nanoseconds': 1e-9, 'min': 60.0, 'mins': 60.0, 'minute': 60.0,
+               'minutes': 60.0, 'h': 3600.0, 'hr': 3600.0, 'hrs': 3600.0, 'hour': 3600.0,
+               'hours': 3600.0}
 _CAPACITY_WORDS = ('throughput', 'goodput', 'bandwidth', 'capacity', 'bw')
 _LINK_WORDS = _CAPACITY_WORDS + ('rate', 'speed')     # 'rate' also names a PHY bitrate
 _PREFIX = {'': 1.0, 'k': 1e3, 'm': 1e6, 'g': 1e9, 'ki': 1024.0, 'mi': 1024.0 ** 2,
@@ -51,6 +53,14 @@ _PREFIX = {'': 1.0, 'k': 1e3, 'm': 1e6, 'g': 1e9, 'ki': 1024.0, 'mi': 1024.0 ** 
 # Bits and bytes differ in case only in "Mbps"/"MBps", so the byte forms are case-sensitive.
 _BITS = re.compile(r'([kKmMgG]i?)?(?:bps|b/s|b/sec|bits?/s|bits?/sec|BPS)$')
 _BYTES = re.compile(r'([kKmMgG]i?)?(?:B/s|Bps|B/sec|[bB]ytes?/s|[bB]ytes?/sec)$')
+# The same written out: "kbytes_per_s", "KB per sec", "Mbits per second", "megabit/second".
+_PHRASE = re.compile(r'(?<![a-z])(kilo|mega|giga|kibi|mebi|gibi|[kmg]i?)?(bytes?|bits?|b)'
+                     r'[\s_]*(?:/|per)[\s_]*(?:s|secs?|seconds?)(?![a-z])', re.IGNORECASE)
+_PREFIX_WORDS = {'kilo': 'k', 'mega': 'm', 'giga': 'g', 'kibi': 'ki', 'mebi': 'mi',
+                 'gibi': 'gi'}
+# Any other "... per second" or ".../s" names a rate in a unit this reader does not know.
+_PER_SECOND = re.compile(r'(?:/|(?<![a-z])per)[\s_]*(?:s|secs?|seconds?)(?![a-z])',
+                         re.IGNORECASE)
 _COUNT = re.compile(r'(?i)(bytes?|bits?)$')
 _FRACTION = re.compile(r'(\d\d:\d\d:\d\d)\.(\d+)')
 NO_TIME_HINT = ('one number per line has no time: give each rate its time, for a record '
@@ -74,6 +84,13 @@ def rate_factor(name: str):
             if match:
                 prefix = (match.group(1) or '').lower()
                 return _PREFIX[prefix] * bits / 1e6
+    match = _PHRASE.search(name)
+    if match:
+        prefix = (match.group(1) or '').lower()
+        unit = match.group(2)
+        # a single letter is case-sensitive, as in "kB/s" and "kb/s": B a byte, b a bit
+        bits = 8.0 if unit.lower().startswith('byte') or unit == 'B' else 1.0
+        return _PREFIX[_PREFIX_WORDS.get(prefix, prefix)] * bits / 1e6
     return None
 
 
@@ -141,6 +158,10 @@ class Layout:
         if factor is None and _COUNT.search(name.strip()):
             raise ValueError(f'column {name!r} holds a count, not a rate; a trace needs a rate '
                              'per time (Mbit/s, or a unit such as kbps or MB/s in the header)')
+        if factor is None and _PER_SECOND.search(name):
+            raise ValueError(f'column {name!r} names a rate in a unit this reader does not '
+                             'know; give it in bits or bytes per second (kbps, Mbit/s, MB/s, '
+                             'kbytes_per_s, ...) or as Mbit/s without a unit')
         self.rate_factor = 1.0 if factor is None else factor
         self.time_factor = _time_factor(names[self.time])
 
