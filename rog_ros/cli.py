@@ -793,9 +793,25 @@ def main(argv=None) -> int:
               + (f'; {kept} finished run(s) in {args.out} are kept, and the same command '
                  'reuses them' if kept else ''), file=sys.stderr)
         return 143 if term else 130
+    except BrokenPipeError:
+        # The reader of stdout went away (rog doctor | grep -q fail, rog report | head):
+        # end as a shell tool killed by SIGPIPE would, without a traceback; stdout goes to
+        # /dev/null so that the interpreter's final flush does not raise again.
+        _quiet_stdout()
+        return 128 + getattr(signal, 'SIGPIPE', 13)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null (after its reader closed the pipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):   # no real stdout (a test's capture)
+        pass
 
 
 def _held(out: str | None, command: str):

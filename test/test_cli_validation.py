@@ -150,6 +150,21 @@ def test_broken_yaml_is_one_line(nothing_starts, capsys, tmp_path):
     assert len(err) == 1 and 'not valid YAML' in err[0] and 'broken.yaml' in err[0]
 
 
+@pytest.mark.parametrize('content, what', [
+    (bytes(range(128, 256)), 'not a text file in UTF-8'),          # a binary file given by mistake
+    (b'workers:\n  x: 1\n', "'workers' needs a ros__parameters mapping"),
+])
+def test_a_parameter_file_that_is_not_one_is_named_in_one_line(nothing_starts, capsys,
+                                                               tmp_path, content, what):
+    cfg = tmp_path / 'params.bin'
+    cfg.write_bytes(content)
+    for command in (['fleet'], ['robot', '--role', 'server']):
+        assert cli.main(command + ['--config', str(cfg)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f'rog {command[0]}: parameter file {cfg}: {what}' + (
+            ' (a ROS 2 parameter YAML file is expected)' if 'UTF-8' in what else '')]
+
+
 def test_the_plan_itself_validates_every_node(tmp_path):
     # the ros2 launch path plans through the same function
     with pytest.raises(ValueError, match=r'trace \(--trace\)'):
@@ -185,6 +200,19 @@ def test_fleet_refusal_as_a_new_user_sees_it(tmp_path):
         'dynamic_obstacles, indoors, outages, outdoors, outdoors_raw, through_wall) nor an '
         'existing file']
     assert not (tmp_path / 'run').exists()
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    """``rog ... | head``: exit as if by SIGPIPE (141), no traceback, no 'Broken pipe' line."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, '-m', 'rog_ros.cli', 'trace', 'stats', 'outdoors'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            cwd=tmp_path)
+    proc.stdout.close()               # before the first line: every write meets a closed pipe
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(120) == 141, err
+    assert err == ''
 
 
 @pytest.mark.parametrize('good', ['/rog', '/lab/fleet_2', '/x_1', '/A1'])
@@ -410,7 +438,11 @@ TRACE_CASES = [
     (['gen', 'clean', '--out', 'g.csv', '--dt', '0'], '--dt must be > 0'),
     (['gen', 'clean', '--out', 'g.csv', '--dt', '1000'], '--dt 1000 exceeds --duration 300'),
     (['stats', 'indoors', '--duration', 'inf'], '--duration must be finite'),
-    (['stats', 'indoors', '--duration', '1e9'], 'samples; at most'),
+    (['stats', 'indoors', '--duration', '1e9'], 'samples of 0.1 s; at most'),
+    # stats and plot have no --dt: their messages must not tell the user to change one
+    (['stats', 'indoors', '--duration', '0.01'], '--duration 0.01 is shorter than one sample'),
+    (['plot', 'indoors', '--out', 'p.png', '--duration', '0.01'], 'give at least 0.1'),
+    (['stats', 'indoors', '--duration', '1e12'], 'at most 200,000 s)'),
     (['plot', 'indoors', '--out', 'p.png', '--duration', 'inf'], '--duration must be finite'),
 ]
 
@@ -420,7 +452,10 @@ def test_trace_durations_must_be_finite_and_bounded(argv, text, nothing_runs, ca
                                                     tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli.main(['trace'] + argv) == 2
-    assert text in _one_line(capsys, 'rog trace: ')
+    line = _one_line(capsys, 'rog trace: ')
+    assert text in line
+    if argv[0] in ('stats', 'plot'):
+        assert '--dt' not in line
     assert not os.listdir(tmp_path)
 
 
@@ -524,3 +559,16 @@ def test_an_interrupted_reproduce_leaves_no_empty_folders_it_made(tmp_path, monk
     kept.mkdir()
     assert cli.main(['reproduce', 'adacomp', '--out', str(kept)]) == 130
     assert kept.is_dir()
+
+
+def test_the_key_path_printed_for_the_robots_pastes_into_a_shell(
+        tmp_path, capsys, monkeypatch):
+    import shlex
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'fleet keys').mkdir()
+    assert cli.main(['security', 'key', 'fleet keys/lab key']) == 0
+    line = capsys.readouterr().out
+    pasted = shlex.split(line.split('give every node ', 1)[1])
+    # the printed command names the file whole and absolute, as a robot's shell would read it
+    assert pasted[:2] == ['--fleet-key-file', str(tmp_path / 'fleet keys' / 'lab key')]
+    assert pasted[3] == f'ROG_FLEET_KEY_FILE={tmp_path / "fleet keys" / "lab key"}'

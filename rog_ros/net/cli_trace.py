@@ -162,17 +162,29 @@ def _positive(name: str, value) -> None:
         raise ValueError(f'{name} must be > 0, got {value:g}')
 
 
-def _check_span(duration_s, dt_s: float = PRESET_DT_S) -> None:
-    """Refuse a --duration/--dt that is not finite and positive or needs too many samples."""
+def _check_span(duration_s, dt_s: float | None = None) -> None:
+    """
+    Refuse a --duration/--dt that is not finite and positive or needs too many samples.
+
+    ``dt_s`` None: the command has no --dt (``stats``, ``plot`` of a preset, sampled every
+    ``PRESET_DT_S``), so the messages speak of --duration alone.
+    """
     _positive('--duration', duration_s)
+    own_dt = dt_s is not None
+    dt_s = dt_s if own_dt else PRESET_DT_S
     _positive('--dt', dt_s)
     if dt_s > duration_s:
-        raise ValueError(f'--dt {dt_s:g} exceeds --duration {duration_s:g}')
+        raise ValueError(f'--dt {dt_s:g} exceeds --duration {duration_s:g}' if own_dt else
+                         f'--duration {duration_s:g} is shorter than one sample of a preset '
+                         f'({dt_s:g} s); give at least {dt_s:g}')
     samples = duration_s / dt_s
     if samples > MAX_SAMPLES:
         raise ValueError(f'--duration {duration_s:g} s at --dt {dt_s:g} s is {samples:.3g} '
                          f'samples; at most {MAX_SAMPLES:,} are generated (shorten --duration '
-                         'or coarsen --dt)')
+                         'or coarsen --dt)' if own_dt else
+                         f'--duration {duration_s:g} s is {samples:.3g} samples of '
+                         f'{dt_s:g} s; at most {MAX_SAMPLES:,} are generated (at most '
+                         f'{MAX_SAMPLES * dt_s:,.0f} s)')
 
 
 def _check_replay_span(args, record) -> None:
@@ -429,6 +441,8 @@ def run(args, out=None) -> int:
                'replay': _cmd_replay, 'convert': _cmd_convert}[args.trace_command]
     try:
         return command(args, out)
+    except BrokenPipeError:
+        raise                 # the reader went away (| head): rog's main ends quietly
     except KeyError as exc:
         print(f'rog trace: {exc.args[0]}', file=sys.stderr)
     except (OSError, ValueError) as exc:  # TraceFormatError is a ValueError

@@ -23,6 +23,8 @@ keystore adds DDS Security (authentication, access control, encryption) where th
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 
 
@@ -56,8 +58,9 @@ def _cmd_key(args) -> int:
     except OSError as err:
         print(f'rog security key: cannot create {args.file}: {err.strerror}', file=sys.stderr)
         return 2
+    path = shlex.quote(os.path.abspath(args.file))     # pasted into a shell, on a robot
     print(f'rog security key: wrote {args.file} (fingerprint {key.fingerprint}); give every '
-          f'node --fleet-key-file {args.file} or ROG_FLEET_KEY_FILE={args.file}')
+          f'node --fleet-key-file {path} or ROG_FLEET_KEY_FILE={path}')
     return 0
 
 
@@ -86,7 +89,8 @@ def _cmd_keystore(args) -> int:
         print(f'rog security keystore: {err}', file=sys.stderr)
         return 2
     print(f'rog security keystore: {args.directory} with enclaves {", ".join(enclaves)}; on '
-          f'each robot: export ROS_SECURITY_KEYSTORE={args.directory} '
+          f'each robot: export ROS_SECURITY_KEYSTORE='
+          f'{shlex.quote(os.path.abspath(args.directory))} '
           f'ROS_SECURITY_ENABLE=true ROS_SECURITY_STRATEGY=Enforce and start the node with '
           f'--ros-args --enclave <enclave>')
     return 0

@@ -76,9 +76,9 @@ class NodeSpec:
         return [python, '-m', self.module] + self.argv()
 
 
-def yaml_parameters(doc: dict) -> dict:
+def yaml_parameters(doc: dict, where: str = 'parameter file') -> dict:
     """Return ``{node_name: {key: value}}`` from a ROS 2 parameter file's parsed YAML."""
-    return settings.file_sections(doc)
+    return settings.file_sections(doc, where)
 
 
 def load_parameter_file(path) -> dict:
@@ -87,6 +87,9 @@ def load_parameter_file(path) -> dict:
     with open(path, encoding='utf-8') as fh:
         try:
             doc = yaml.safe_load(fh)
+        except UnicodeDecodeError:
+            raise checks.ConfigError(f'parameter file {path}: not a text file in UTF-8 (a '
+                                     'ROS 2 parameter YAML file is expected)') from None
         except yaml.YAMLError as err:
             mark = getattr(err, 'problem_mark', None)
             where = f' line {mark.line + 1}' if mark is not None else ''
@@ -94,7 +97,7 @@ def load_parameter_file(path) -> dict:
                                      f'({getattr(err, "problem", None) or "syntax"})') from None
     if doc is not None and not isinstance(doc, dict):
         raise checks.ConfigError(f'parameter file {path}: expected a mapping of node names')
-    return yaml_parameters(doc)
+    return yaml_parameters(doc, f'parameter file {path}')
 
 
 def resolve(file_params=None, overrides=None) -> dict:
