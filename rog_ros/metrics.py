@@ -423,6 +423,11 @@ def read_timeseries(path: str) -> list[dict]:
     rows = []
     with open(path, encoding='utf-8', newline='') as f:
         reader = csv.DictReader(f)
+        names = reader.fieldnames     # None: an empty file (a run cut short before a line)
+        if names is not None and not {'time_s', 'accuracy'} <= set(names):
+            raise ValueError(f"{path}:1: not a run's timeseries (its header names "
+                             f'{", ".join(repr(n) for n in names[:4] if n) or "nothing"}; rog '
+                             'writes time_s, iteration, accuracy, ...)')
         for row in reader:
             cells = {}
             for k, v in row.items():

@@ -196,3 +196,30 @@ def test_a_binary_timeseries_is_named(tmp_path, capsys):
     assert len(err) == 1 and err[0] == (f'rog report: {tmp_path}/a/timeseries.csv: not a text '
                                         'file (rog writes timeseries.csv as UTF-8 CSV)')
     assert not (tmp_path / 'report.md').exists()
+
+
+@pytest.mark.parametrize('text', ['garbage,,,\n', 'step,acc\n0,0.5\n'])
+def test_a_timeseries_of_other_columns_is_named_not_drawn_empty(tmp_path, capsys, text):
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    (tmp_path / 'a' / 'timeseries.csv').write_text(text)
+    assert cli.main(['report', str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"rog report: {tmp_path}/a/timeseries.csv:1: not a run's timeseries")
+    assert not (tmp_path / 'report.md').exists()
+    (tmp_path / 'a' / 'timeseries.csv').write_text('')     # a run cut before its first line
+    assert cli.main(['report', str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize('key, value', [('final_accuracy', 'high'), ('time_to_target_s', [2]),
+                                        ('outage_suspensions', True)])
+def test_a_summary_figure_that_is_not_a_number_is_named_with_its_key(tmp_path, capsys, key,
+                                                                     value):
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    path = tmp_path / 'a' / 'summary.json'
+    path.write_text(json.dumps(dict(json.loads(path.read_text()), **{key: value})))
+    assert cli.main(['report', str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f'rog report: {path}: {key} is {value!r}, not a number (a summary.json '
+                   'edited by hand, or not written by rog?)']
+    assert not (tmp_path / 'report.md').exists()

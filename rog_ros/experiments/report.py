@@ -27,7 +27,7 @@ import os
 import numpy as np
 from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.membership import plot_membership, read_events
-from rog_ros.experiments.seed_stats import aggregate
+from rog_ros.experiments.seed_stats import aggregate, KEYS, MEMBERSHIP_KEYS
 from rog_ros.metrics import PREVIOUS_RUN_DIR, read_timeseries
 
 
@@ -319,10 +319,21 @@ def load_runs(run_dir: str) -> list:
                 raise ValueError(f'{path}: not a summary ({err})') from None
         if not isinstance(summary, dict) or 'system' not in summary:
             continue        # a comparison's own summary (its runs are below it), or foreign
+        _check_figures(path, summary)
         series = os.path.join(root, 'timeseries.csv')
         rows = _read_text(read_timeseries, series) if os.path.exists(series) else []
         runs.append((summary, rows, _read_text(read_events, os.path.join(root, 'events.csv'))))
     return runs
+
+
+def _check_figures(path: str, summary: dict) -> None:
+    """Refuse a summary whose figures are not numbers, naming the file and the key."""
+    for key in KEYS + MEMBERSHIP_KEYS:
+        value = summary.get(key)
+        if value is not None and (isinstance(value, bool) or
+                                  not isinstance(value, (int, float))):
+            raise ValueError(f'{path}: {key} is {value!r}, not a number (a summary.json '
+                             'edited by hand, or not written by rog?)')
 
 
 def _read_text(read, path):
