@@ -94,9 +94,15 @@ def workload(name: str, value) -> str:
     from rog_ros import workloads
     text(name, value)
     known = workloads.names()
-    if value not in known:
-        raise ConfigError(f'{name}: unknown workload {value!r}; known: {", ".join(known)}')
-    return value
+    if value in known:
+        return value
+    if workloads.is_import_path(value):
+        problem = workloads.import_path_problem(value)
+        if problem:
+            raise ConfigError(f'{name}: workload {value}: {problem}')
+        return value
+    raise ConfigError(f'{name}: unknown workload {value!r}; known: {", ".join(known)}, or '
+                      "your own builder as 'package.module:function' (docs/workloads.md)")
 
 
 def system(name: str, value) -> str:

@@ -167,8 +167,8 @@ def _s(name, typ, default, description, roles=ALL, group='fleet', **kw) -> Setti
 
 SETTINGS = (
     # -------------------------------------------------- every node of one fleet must agree
-    _s('workload', str, 'toy', 'Workload: toy, mpcol, eacol or a registered one '
-       '(docs/workloads.md).', TRAINING),
+    _s('workload', str, 'toy', 'Workload: toy, mpcol, eacol, or your own builder as '
+       'package.module:function, which every node imports (docs/workloads.md).', TRAINING),
     _s('sync', str, 'rog', 'Synchronisation system: rog, ssp, bsp or flown (whole-model '
        'transfers in two server-granted slots, laggards first, then the robot netmon reports '
        'the fastest link for); the reference push systems adacomp, asgd, comp-asgd and gsp '

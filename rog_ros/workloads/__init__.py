@@ -14,6 +14,10 @@
 """
 Workload registry: `get(name, **options) -> Workload`, `register(name, factory)`, `names()`.
 
+A name of the form `package.module:function` is a user's builder, imported on first use by
+every process that asks for it (a fleet's nodes cannot see a `register` call in the user's
+own script).
+
 Built-ins (factories import their modules lazily, so importing this package stays cheap):
 
 * 'mpcol': route-planning policy adapting to a new working space (`mpcol.make_mpcol`);
@@ -82,10 +86,7 @@ def get(name, fresh=False, **options):
         Passed to the factory (see its docstring, e.g. `mpcol.make_mpcol`).
 
     """
-    try:
-        factory = _FACTORIES[name]
-    except KeyError:
-        raise KeyError(f'unknown workload {name!r}; registered: {names()}') from None
+    factory = _factory(name)
     key = (name, json.dumps(options, sort_keys=True, default=str))
     if fresh or key not in _BUILT:
         if len(_BUILT) >= _BUILT_MAX:
@@ -99,6 +100,77 @@ def names():
     return sorted(_FACTORIES)
 
 
+def is_import_path(name) -> bool:
+    """Tell whether ``name`` has the form ``package.module:function`` (a user's builder)."""
+    module, colon, attr = str(name).partition(':')
+    return bool(colon) and attr.isidentifier() and all(
+        part.isidentifier() for part in module.split('.'))
+
+
+def import_path_problem(name):
+    """
+    Say why the builder ``package.module:function`` cannot be found, or None if it can.
+
+    Cheap: the module is looked up, not imported (a robot's supervisor checks its settings
+    without torch), so a missing function is found when the workload is built.
+    """
+    import importlib.util
+    module = name.partition(':')[0]
+    _cwd_importable()
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError) as err:      # a parent package missing or broken
+        return f'cannot find module {module!r} ({err})'
+    if not found:
+        return (f'cannot find module {module!r}: every node imports it, so install its '
+                'package, or start the nodes in the folder that holds it (or name that folder '
+                'in PYTHONPATH)')
+    return None
+
+
+def _cwd_importable() -> None:
+    """
+    Let a user's module in the working directory be imported, as ``python -m`` would.
+
+    The ``rog`` command's own path starts at its script's folder, not the working directory,
+    while the nodes it starts (``python -m``) see the working directory first: without this
+    the same name would be found by the nodes and refused by the command that starts them.
+    Appended, so that it never shadows an installed package.
+    """
+    import os
+    import sys
+    cwd = os.getcwd()
+    if cwd not in sys.path and '' not in sys.path:
+        sys.path.append(cwd)
+
+
+def _factory(name):
+    """
+    Return the factory of ``name``: a registered one, or a user's builder by import path.
+
+    Why an import path: a fleet's nodes are separate processes (on separate robots), so a
+    ``register`` call in the user's own script never reaches them; ``my_tasks:make_task``
+    names the builder every node can import for itself (``rog fleet --workload
+    my_tasks:make_task``, ``workload:=my_tasks:make_task`` under ROS 2).
+    """
+    if name in _FACTORIES:
+        return _FACTORIES[name]
+    if not is_import_path(name):
+        raise KeyError(f'unknown workload {name!r}; registered: {names()}, or your own '
+                       "builder as 'package.module:function'")
+    module, _, attr = name.partition(':')
+    _cwd_importable()
+    try:
+        factory = getattr(importlib.import_module(module), attr)
+    except ImportError as err:
+        raise KeyError(f'workload {name}: cannot import {module!r} ({err})') from None
+    except AttributeError:
+        raise KeyError(f'workload {name}: module {module!r} has no {attr!r}') from None
+    if not callable(factory):
+        raise KeyError(f'workload {name}: {attr!r} is not callable')
+    return factory
+
+
 def builder_parameters(name):
     """
     Return the keyword options the builder of workload `name` takes, or None if any.
@@ -107,10 +179,7 @@ def builder_parameters(name):
     options are read from the builder's signature; a user's factory from its own. None means
     the factory takes ``**options`` and says no more (every name is passed through).
     """
-    try:
-        factory = _FACTORIES[name]
-    except KeyError:
-        raise KeyError(f'unknown workload {name!r}; registered: {names()}') from None
+    factory = _factory(name)
     target = getattr(factory, 'builder', None) or factory
     if isinstance(target, str):
         module, _, attr = target.partition(':')

@@ -1,0 +1,106 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""A user's own workload by import path: every process, every node, builds it for itself."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from rog_ros import checks, cli, workloads
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODULE = 'rog_user_tasks_for_tests'
+TASK = '''
+from rog_ros.workloads.toy import make_toy
+
+
+def make_task(features=8, seed=0):
+    """A user's own task (here a small toy: features x 3 weights and 3 biases)."""
+    return make_toy(features=features, classes=3, seed=seed)
+
+
+not_a_builder = 3
+'''
+
+
+@pytest.fixture
+def user_folder(tmp_path, monkeypatch):
+    (tmp_path / f'{MODULE}.py').write_text(TASK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_a_builder_named_by_import_path_is_built_with_its_options(user_folder):
+    w = workloads.get(f'{MODULE}:make_task', features=6)
+    assert sum(p.numel() for p in w.make_model().parameters()) == 6 * 3 + 3
+    assert checks.workload('--workload', f'{MODULE}:make_task') == f'{MODULE}:make_task'
+    assert sorted(workloads.builder_parameters(f'{MODULE}:make_task')) == ['features', 'seed']
+
+
+@pytest.mark.parametrize('name, message', [
+    ('no_such_module_here:make', "cannot find module 'no_such_module_here': every node imports"),
+    ('no_such_package.tasks:make', "cannot find module 'no_such_package.tasks'"),
+    ('my tasks:make', "unknown workload 'my tasks:make'; known: chaos, eacol"),
+    ('tasks:', "unknown workload 'tasks:'"),
+])
+def test_a_name_that_finds_no_builder_is_refused_before_anything_runs(user_folder, name,
+                                                                      message):
+    with pytest.raises(checks.ConfigError, match=message):
+        checks.workload('--workload', name)
+
+
+@pytest.mark.parametrize('attr, message', [('make_nothing', "has no 'make_nothing'"),
+                                           ('not_a_builder', 'is not callable')])
+def test_a_module_without_the_builder_is_named_when_it_is_built(user_folder, attr, message):
+    with pytest.raises(KeyError, match=message):
+        workloads.get(f'{MODULE}:{attr}')
+
+
+def test_the_simulator_runs_a_users_workload_with_options(user_folder, capsys):
+    out = user_folder / 'run'
+    assert cli.main(['sim', '--workload', f'{MODULE}:make_task', '--sync', 'rog:2',
+                     '--workers', '2', '--iterations', '3', '--evaluations', '2',
+                     '--workload-option', 'features=5', '--out', str(out)]) == 0
+    summary = json.loads((out / 'summary.json').read_text())
+    # (the summary names the workload as its builder does: make_toy's 'toy' here)
+    assert summary['workload'] == 'toy' and summary['params'] == 5 * 3 + 3
+    assert cli.main(['sim', '--workload', f'{MODULE}:make_task', '--workload-option',
+                     'classes=4']) == 2          # not an option of the user's builder
+    assert "takes no option 'classes'; it takes features, seed" in capsys.readouterr().err
+
+
+def test_a_node_process_started_in_the_users_folder_builds_it(user_folder):
+    # what every node of a fleet does first (rog fleet, rog robot and the ROS 2 launch files
+    # start the same module): the user's folder is the working directory, nothing else
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    for name, status, said in ((f'{MODULE}:make_task', 0, ''),
+                               (f'{MODULE}:make_nothing', 2, "has no 'make_nothing'")):
+        proc = subprocess.run([sys.executable, '-m', 'rog_ros.nodes.prepare_workload', name],
+                              cwd=user_folder, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == status, proc.stdout + proc.stderr
+        assert said in proc.stdout
+
+
+def test_the_rog_command_finds_a_module_in_its_working_directory(tmp_path, monkeypatch):
+    # the console script's path starts at its own folder; the nodes it starts (python -m)
+    # see the working directory: both must take the same name
+    (tmp_path / 'rog_user_tasks_in_cwd.py').write_text(TASK)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, 'path', [p for p in sys.path if p not in ('', str(tmp_path))])
+    name = 'rog_user_tasks_in_cwd:make_task'
+    assert checks.workload('--workload', name) == name
+    assert sum(p.numel() for p in workloads.get(name).make_model().parameters()) == 8 * 3 + 3
