@@ -774,7 +774,9 @@ def _version() -> str:
 def main(argv=None) -> int:
     import signal
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:         # said by the subcommand's parser, with its usage line, not rog's
+        _chosen_parser(parser, args).error(f'unrecognized arguments: {" ".join(extra)}')
     previous = _sigterm_as_interrupt()
     try:
         if getattr(args, 'command', None) == 'trace':
@@ -802,6 +804,17 @@ def main(argv=None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _chosen_parser(parser, args):
+    """Return the parser of the (sub)command ``args`` chose, the deepest one."""
+    while True:
+        sub = next((a for a in parser._actions
+                    if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = getattr(args, sub.dest, None) if sub is not None else None
+        if chosen not in getattr(sub, 'choices', {}):
+            return parser
+        parser = sub.choices[chosen]
 
 
 def _quiet_stdout() -> None:

@@ -572,3 +572,17 @@ def test_the_key_path_printed_for_the_robots_pastes_into_a_shell(
     # the printed command names the file whole and absolute, as a robot's shell would read it
     assert pasted[:2] == ['--fleet-key-file', str(tmp_path / 'fleet keys' / 'lab key')]
     assert pasted[3] == f'ROG_FLEET_KEY_FILE={tmp_path / "fleet keys" / "lab key"}'
+
+
+@pytest.mark.parametrize('argv, usage', [
+    (['sim', '--bogus'], 'usage: rog sim '),
+    (['doctor', 'extra'], 'usage: rog doctor '),
+    (['trace', 'gen', 'outdoors', 'indoors', '--out', 'g.csv'], 'usage: rog trace gen '),
+])
+def test_an_unknown_argument_is_told_with_the_subcommands_usage(argv, usage, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage)
+    assert f'rog {" ".join(usage.split()[2:])}: error: unrecognized arguments: ' in err

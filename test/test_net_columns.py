@@ -138,3 +138,15 @@ def test_a_time_column_in_minutes_or_hours_reads_as_seconds(tmp_path, header,
 def test_a_rate_written_out_in_kbytes_per_second_is_not_read_as_mbit_per_s(tmp_path):
     tr = _load(tmp_path, 'time_s,throughput_kbytes_per_s\n0,3000\n1,5000\n2,4000\n')
     assert tr.mbps.tolist() == pytest.approx([24.0, 40.0, 32.0])
+
+
+def test_a_tab_separated_file_with_decimal_commas_reads(tmp_path):
+    # a spreadsheet in a decimal-comma locale saved as "Text (tab-delimited)"
+    tr = _load(tmp_path, 't\tmbps\n0\t10,5\n1\t11,25\n', 'tab.tsv')
+    assert tr.mbps.tolist() == [10.5, 11.25]
+
+
+@pytest.mark.parametrize('first', ['sep=;', '"sep=;"', 'SEP=;'])
+def test_excels_separator_line_is_passed_over(tmp_path, first):
+    tr = _load(tmp_path, f'{first}\ntime_s;throughput_kbps\n0;10500\n1;12000\n')
+    assert tr.t_s.tolist() == [0.0, 1.0] and tr.mbps.tolist() == [10.5, 12.0]

@@ -63,6 +63,8 @@ _PER_SECOND = re.compile(r'(?:/|(?<![a-z])per)[\s_]*(?:s|secs?|seconds?)(?![a-z]
                          re.IGNORECASE)
 _COUNT = re.compile(r'(?i)(bytes?|bits?)$')
 _FRACTION = re.compile(r'(\d\d:\d\d:\d\d)\.(\d+)')
+EXCEL_SEPARATOR = re.compile(r'(?i)"?sep=.?"?')
+"""The first line Excel writes to name a CSV file's separator (``sep=;``)."""
 NO_TIME_HINT = ('one number per line has no time: give each rate its time, for a record '
                 "sampled every 0.5 s: awk '{print (NR-1)*0.5\",\"$1}' FILE")
 """What to do with a logger's bare list of rates (the step between samples is not in it)."""
@@ -115,7 +117,8 @@ def _is_link(name: str) -> bool:
 
 
 def _split(line: str) -> list:
-    for sep in (';', ',', '\t'):       # ';' first: its files write decimal commas ("0,5;35,2")
+    # ';' and tab before ',': their files write decimal commas ("0,5;35,2", "0,5<TAB>35,2")
+    for sep in (';', '\t', ','):
         if sep in line:
             return [f.strip().strip('"') for f in line.split(sep)]
     return [f.strip('"') for f in line.split()]
@@ -218,6 +221,8 @@ def read_columns(path, lines) -> tuple:
         if line.startswith('#'):
             meta.update(META.findall(line))
             continue
+        if lineno == 1 and EXCEL_SEPARATOR.fullmatch(line):
+            continue          # Excel's "sep=;" line: the separator is found on every line
         fields = _split(line)
         try:
             if len(fields) != layout.width:
