@@ -22,6 +22,7 @@ usually), not the temporary file's 0600; a caller writing a secret passes ``mode
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 
 
@@ -37,6 +38,12 @@ def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
     ``mode``: the file's permission bits; None (default) honours the umask as ``open`` does.
     """
     path = os.fspath(path)
+    if _special(path):
+        # /dev/null, /dev/stdout, a FIFO: written to, never renamed over (run as root, a
+        # rename replaced the system's /dev/null with a regular file holding the output)
+        with open(path, 'wb') as f:
+            f.write(data)
+        return
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-', suffix=os.path.basename(path))
@@ -63,6 +70,15 @@ def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
         pass
     finally:
         os.close(dfd)
+
+
+def _special(path: str) -> bool:
+    """Tell whether ``path`` is an existing file that is neither regular nor a directory."""
+    try:
+        kind = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(kind) or stat.S_ISDIR(kind))
 
 
 def _umask() -> int:

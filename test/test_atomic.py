@@ -82,3 +82,18 @@ def test_trace_files_are_readable_and_the_fleet_key_stays_private(tmp_path, monk
         os.umask(old)
     assert _mode(tmp_path / 'g.csv') == 0o644 and _mode(tmp_path / 'c.csv') == 0o644
     assert _mode(tmp_path / 'run' / 'fleet.key') == 0o600
+
+
+def test_a_device_or_fifo_is_written_to_not_replaced(tmp_path):
+    # `--out /dev/null` run as root: the rename put a regular file in place of /dev/null
+    import stat
+    fifo = tmp_path / 'pipe'
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)      # a reader, so a writer can open
+    try:
+        atomic.atomic_write_bytes(fifo, b'time_s,mbps\n0,5\n')
+        assert os.read(reader, 100) == b'time_s,mbps\n0,5\n'
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['pipe']     # no temporary left
