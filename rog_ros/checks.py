@@ -79,8 +79,8 @@ def namespace(name: str, value) -> str:
     from rog_ros.transport.topics import resolve
     text(name, value)
     try:
-        if not value.startswith('/'):
-            raise ValueError('relative')
+        if not value.startswith('/') or '//' in value:
+            raise ValueError('relative, or an empty part')
         resolve('chunks', value)
     except ValueError:
         raise ConfigError(f'{name} must be an absolute ROS 2 namespace such as /rog or '
@@ -222,4 +222,26 @@ def output_dir(name: str, value) -> str:
                 os.rmdir(path)
             except OSError:
                 pass
+    return value
+
+
+def output_file(name: str, value) -> str:
+    """
+    Return ``value`` if a run can write a file there at its end; else raise ConfigError.
+
+    A recording is written when the run ends (or as it goes): a path that is a directory, or
+    whose folder is missing or read-only, must cost one line before the run, not the run's
+    record after it. The folder is not created (the writers open the file in it).
+    """
+    text(name, value)
+    target = os.path.abspath(value)
+    if os.path.isdir(target) or value.endswith(os.sep):
+        raise ConfigError(f'{name} {value}: is a directory; give the name of a file (in it, '
+                          'or anywhere else)')
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise ConfigError(f'{name} {value}: the folder {folder} does not exist (or is not a '
+                          'directory); create it first')
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f'{name} {value}: cannot write in {folder}')
     return value

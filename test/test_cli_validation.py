@@ -99,6 +99,11 @@ CASES = [
     (['fleet', '--config', 'missing.yaml'], 'missing.yaml'),
     (['fleet', '--namespace', 'fleet2'], '--namespace'),          # relative: a traceback once
     (['fleet', '--namespace', '/lab//fleet'], '--namespace'),
+    (['fleet', '--namespace', '//rog'], '--namespace'),           # DDS rt//rog/...: never met
+    (['fleet', '--sync', 'bsp', '--staleness', '4'], '--staleness does not apply to --sync bsp'),
+    (['fleet', '--sync', 'adacomp', '--staleness', '2'], '--staleness does not apply'),
+    (['robot', '--role', 'server', '--sync', 'bsp', '--staleness', '4'],
+     '--staleness does not apply to --sync bsp'),
     (['fleet', '--namespace', '/lab/2nd'], '--namespace'),
     (['fleet', '--namespace', '/lab-a'], '--namespace'),
     (['fleet', '--namespace', '/_lab'], '--namespace'),           # the transport's rule
@@ -586,3 +591,70 @@ def test_an_unknown_argument_is_told_with_the_subcommands_usage(argv, usage, cap
     err = capsys.readouterr().err
     assert err.startswith(usage)
     assert f'rog {" ".join(usage.split()[2:])}: error: unrecognized arguments: ' in err
+
+
+@pytest.mark.parametrize('text, what', [
+    # a misspelt section was ignored without a word, its settings with it
+    ('rog_wroker:\n  ros__parameters:\n    workers: 3\n',
+     "parameter file section 'rog_wroker': rog fleet and rog robot apply the sections /**, "),
+    ('rog_worker_0:\n  ros__parameters:\n    trace: missing.csv\n',
+     "section 'rog_worker_0': rog fleet and rog robot apply"),
+    # (a traceback before)
+    ('1:\n  ros__parameters:\n    workers: 3\n', 'section 1 is not a node name'),
+    ('/**:\n  ros__parameters:\n    seed: [1, 2]\n',
+     'seed (--seed) in the parameter file is a list, [1, 2]; it takes one value'),
+])
+def test_a_parameter_file_section_or_value_that_would_not_apply_is_refused(
+        nothing_starts, capsys, tmp_path, text, what):
+    cfg = tmp_path / 'fleet.yaml'
+    cfg.write_text(text)
+    for command in (['fleet'], ['robot', '--role', 'server']):
+        assert cli.main(command + ['--config', str(cfg)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and what in err[0], err
+
+
+def test_a_node_reading_a_broken_params_file_says_so_in_one_line(tmp_path, capsys):
+    from rog_ros.nodes import rog_worker
+    cfg = tmp_path / 'tabs.yaml'
+    cfg.write_text('/**:\n  ros__parameters:\n\tworkers: 3\n')          # a tab: not YAML
+    with pytest.raises(SystemExit) as stop:
+        rog_worker.main(['--rank', '0', '--ros-args', '--params-file', str(cfg)])
+    assert stop.value.code == 2
+    assert (f'rog_worker: error: parameter file {cfg} line 3: not valid YAML'
+            in capsys.readouterr().err)
+
+
+@pytest.mark.parametrize('env, extra, what', [
+    ({'ROS_DOMAIN_ID': 'abc'}, [], "ROS_DOMAIN_ID='abc' is not a number"),
+    ({'ROS_DOMAIN_ID': '300'}, [], 'ROS_DOMAIN_ID=300 outside 0..232'),
+    ({'CYCLONEDDS_URI': 'file:///no/such/cyclone.xml'}, [],
+     'CYCLONEDDS_URI names file:///no/such/cyclone.xml, which is not a file'),
+    ({}, ['--fleet-key-file', 'no-such.key'], 'cannot read fleet key file'),
+    ({}, ['--record', '.'], '--record .: is a directory'),
+    ({}, ['--record', 'no/such/dir/run.mcap'], 'the folder'),
+])
+def test_a_robot_checks_what_its_nodes_would_trip_over_before_starting_them(
+        nothing_starts, capsys, tmp_path, monkeypatch, env, extra, what):
+    # each used to start the nodes, which then ended in a usage message or a traceback
+    # (and --respawn restarted them to fail again)
+    monkeypatch.chdir(tmp_path)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv('ROG_FLEET_KEY_FILE', raising=False)
+    monkeypatch.delenv('ROG_FLEET_KEY', raising=False)
+    assert cli.main(['robot', '--role', 'worker', '--rank', '0', '--logs', 'logs'] + extra) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith('rog robot: ') and what in err[0], err
+    assert os.listdir(tmp_path) == []
+
+
+def test_settings_a_fleet_must_share_may_not_differ_between_its_nodes(nothing_starts, capsys,
+                                                                      tmp_path):
+    cfg = tmp_path / 'split.yaml'
+    cfg.write_text('rog_worker:\n  ros__parameters:\n    sync: bsp\n')
+    assert cli.main(['fleet', '--config', str(cfg), '--out', str(tmp_path / 'run')]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("rog fleet: sync (--sync) differs between the nodes (rog_server 'rog', "
+                   "rog_worker 'bsp'); every node of a fleet needs the same value: set it "
+                   'under /** or on the command line')

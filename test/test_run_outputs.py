@@ -33,7 +33,7 @@ def _earlier_run(out, completed=True):
     out.mkdir(parents=True, exist_ok=True)
     (out / 'summary.json').write_text(json.dumps({'completed': completed, 'iterations': 30}))
     (out / 'model.pt').write_bytes(b'earlier model')
-    (out / 'timeseries.csv').write_text('t,acc\n0,0.5\n')
+    (out / 'timeseries.csv').write_text('time_s,iteration,accuracy\n0,0,0.5\n')
     (out / 'accuracy_vs_time.png').write_bytes(b'png')
     (out / 'logs').mkdir(exist_ok=True)
     (out / 'logs' / 'rog_server.log').write_text('earlier log\n')
@@ -129,6 +129,7 @@ def test_every_file_rog_report_writes_for_a_run_is_a_result_file(tmp_path):
     # that is not set aside would stay in OUT beside the next run's results
     pytest.importorskip('matplotlib')
     from rog_ros import cli
+    from rog_ros.nodes.output_lock import LOCK_FILE
     from rog_ros.nodes.run_outputs import RESULT_FILES
     out = tmp_path / 'sim'
     assert cli.main(['sim', '--workload', 'toy', '--workers', '2', '--iterations', '10',
@@ -140,4 +141,5 @@ def test_every_file_rog_report_writes_for_a_run_is_a_result_file(tmp_path):
     written = {p.name for p in out.iterdir()} - before
     assert 'report.md' in written and len(written) >= 5
     assert written <= set(RESULT_FILES), written - set(RESULT_FILES)
-    assert before <= set(RESULT_FILES), before - set(RESULT_FILES)
+    # (the lock file is the directory's, held by whichever run is in it: never set aside)
+    assert before - {LOCK_FILE} <= set(RESULT_FILES), before - set(RESULT_FILES)

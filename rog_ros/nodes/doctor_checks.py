@@ -264,6 +264,6 @@ def check_fleet_key():
     if key is None:
         return [Finding('fleet key', 'info', 'no fleet key: messages are not authenticated',
                         f'for robots on a shared network: rog security key FILE, then '
-                        f'${KEY_FILE_ENV}=FILE on every robot (docs/security.md)')]
+                        f'export {KEY_FILE_ENV}=FILE on every robot (docs/security.md)')]
     source = KEY_FILE_ENV if os.environ.get(KEY_FILE_ENV) else KEY_ENV
     return [Finding('fleet key', 'ok', f'fleet key from ${source}')]

@@ -45,7 +45,7 @@ from rog_ros import checks
 from rog_ros.nodes import settings
 from rog_ros.nodes.fleet_progress import closing_lines, Progress
 from rog_ros.nodes.output_lock import OutputLock
-from rog_ros.nodes.plan import load_parameter_file, plan
+from rog_ros.nodes.plan import check_given_staleness, load_parameter_file, plan
 from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS
 from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
@@ -146,7 +146,13 @@ def run(args) -> int:
             checks.integer('--domain-id', args.domain_id, 0, 232)
         file_params = load_parameter_file(args.config) if args.config else {}
         specs = plan(file_params, _overrides(args, out))
+        check_given_staleness(specs[0].parameters['sync'], args.staleness)
         checks.output_dir('--out', args.out)
+        if args.fleet_key_file:          # read again when the nodes get it (fleet_key_env)
+            from rog_ros.nodes.fleet_key import read_key_file
+            read_key_file(os.path.abspath(args.fleet_key_file))
+        if getattr(args, 'record', None):
+            checks.output_file('--record', args.record)
     except (OSError, ValueError) as err:
         print(f'rog fleet: {" ".join(str(err).split())}', file=sys.stderr)
         return 2
@@ -269,7 +275,8 @@ def _recorder(args):
         from rog_ros.transport.bag import McapRecorder
         return McapRecorder(args.record)
     except (ImportError, OSError) as err:
-        print(f'rog fleet: --record {args.record}: {err} (pip install mcap)', file=sys.stderr)
+        hint = ' (pip install mcap)' if isinstance(err, ImportError) else ''
+        print(f'rog fleet: --record {args.record}: {err}{hint}', file=sys.stderr)
         return False
 
 

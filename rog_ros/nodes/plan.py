@@ -42,6 +42,10 @@ ROLE_KEYS = {exe: tuple(s.name for s in settings.for_role(exe)
 """Executable -> parameters the plan passes it (from the settings table; the fleet hands the
 key over in the environment and records the bag itself)."""
 DEFAULTS = settings.defaults()
+AGREED = ('workload', 'sync', 'staleness', 'init_model', 'seed', 'lr', 'chunk_bytes',
+          'namespace', 'bus')
+"""Settings every node of one fleet must share (a server and workers that disagree on them
+train different things or never meet); ``workers`` is checked on its own."""
 ALL_NODES = '/**'
 
 
@@ -111,6 +115,14 @@ def resolve(file_params=None, overrides=None) -> dict:
     file_params = file_params or {}
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     known = set(DEFAULTS)
+    taken = [ALL_NODES] + list(ROLE_KEYS)
+    for section in file_params:
+        if section not in taken:     # a typo, or a node's own section: never applied here
+            raise checks.ConfigError(
+                f'parameter file section {section!r}: rog fleet and rog robot apply the '
+                f'sections {", ".join(taken)} only (a setting for one robot goes on its own '
+                'command line or in a file of its own); node-name sections apply to nodes '
+                'started with --ros-args --params-file')
     for section, params in list(file_params.items()) + [('overrides', overrides)]:
         unknown = sorted(set(params) - known)
         if unknown:
@@ -120,6 +132,10 @@ def resolve(file_params=None, overrides=None) -> dict:
         for key, value in params.items():
             if not isinstance(value, (list, tuple)):
                 settings.BY_NAME[key].parse(value, strict=True)
+            elif key != 'nodes' and settings.BY_NAME[key].kind is not str:
+                # (text settings check their own lists: 'trace' says it wants commas)
+                raise checks.ConfigError(f'{_opt(key)} in the parameter file is a list, '
+                                         f'{value!r}; it takes one value')
     resolved = {}
     for exe, keys in ROLE_KEYS.items():
         merged = dict(DEFAULTS)
@@ -217,6 +233,13 @@ def validate(params: dict) -> None:
     for exe in ROLE_KEYS:
         if params[exe].get('workers', n) != n:
             raise checks.ConfigError('every node of a fleet needs the same number of workers')
+    for key in AGREED:     # a parameter file's executable sections may set them apart
+        values = {exe: params[exe][key] for exe in ROLE_KEYS if key in params[exe]}
+        if len(set(map(repr, values.values()))) > 1:
+            said = ', '.join(f'{exe} {value!r}' for exe, value in values.items())
+            raise checks.ConfigError(f'{_opt(key)} differs between the nodes ({said}); every '
+                                     'node of a fleet needs the same value: set it under /** '
+                                     'or on the command line')
     srv = params['rog_server']
     if int(srv.get('min_workers', 1)) > n:
         raise checks.ConfigError(f"{_opt('min_workers')}: the quorum {srv['min_workers']} "
@@ -231,6 +254,20 @@ def validate(params: dict) -> None:
         make_policy(policy_spec(_Args(srv)))
     except ValueError as err:
         raise checks.ConfigError(f"{_opt('sync')}/{_opt('staleness')}: {err}") from None
+
+
+def check_given_staleness(sync: str, staleness) -> None:
+    """
+    Refuse a ``--staleness`` the user gave for a system without a threshold.
+
+    BSP and the push systems have none: the flag was dropped without a word (the summary said
+    ``staleness 0``), as ``rog sim`` already refuses it.
+    """
+    from rog_ros.nodes import push_systems
+    name = str(sync).strip().lower()
+    if staleness is not None and (name == 'bsp' or push_systems.is_push(name)):
+        raise checks.ConfigError(f'--staleness does not apply to --sync {sync} (it has no '
+                                 'staleness threshold); leave --staleness out')
 
 
 class _Args:

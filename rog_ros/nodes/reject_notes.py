@@ -31,8 +31,9 @@ _NUMBER = re.compile(r'\d+(\.\d+)?')
 class RejectNotes:
     """Log the first ``reject`` of each kind (``.warning`` only: rclpy's logger has no more)."""
 
-    def __init__(self, limit: int = 8):
+    def __init__(self, limit: int = 8, sender: str | None = None):
         self.limit = int(limit)
+        self.sender = sender     # a worker hears the server only: its Logs carry its own rank
         self.kinds: set = set()
         self.capped = False
 
@@ -56,5 +57,5 @@ class RejectNotes:
                                'named above; their counts are in the last log line')
             return
         self.kinds.add(kind)
-        who = 'the server' if log.worker < 0 else f'robot {log.worker}'
+        who = self.sender or ('the server' if log.worker < 0 else f'robot {log.worker}')
         logger.warning(f'dropped a message (from {who}, first of its kind): {error}')

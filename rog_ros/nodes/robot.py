@@ -35,7 +35,7 @@ import sys
 import time
 
 from rog_ros.nodes import settings
-from rog_ros.nodes.plan import NodeSpec, resolve, validate
+from rog_ros.nodes.plan import check_given_staleness, NodeSpec, resolve, validate
 from rog_ros.nodes.respawn import (
     check_respawn, crashed, describe_exit, parse_respawn, RESPAWN_DELAY_S)
 from rog_ros.nodes.routing import netmon_name
@@ -169,6 +169,7 @@ def run(args) -> int:
         _check_robot_args(args)
         file_params = load_parameter_file(args.config) if args.config else {}
         specs = robot_plan(args.role, args.rank or 0, file_params, over)
+        check_given_staleness(specs[0].parameters['sync'], args.staleness)
         limit = parse_respawn(args.respawn)
         check_respawn(limit, specs)
         env = dict(os.environ, PYTHONUNBUFFERED='1',
@@ -179,6 +180,7 @@ def run(args) -> int:
         if args.role == 'server':
             checks.output_dir('--out', specs[0].parameters['out'])
         checks.output_dir('--logs', logs)
+        _check_robot_environment(args, env)
     except (OSError, ValueError) as err:
         print(f'rog robot: {err}', file=sys.stderr)
         return 2
@@ -240,6 +242,34 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int) -> int:
               'robot (torch, a DDS round trip with its configuration, buffers, clock)',
               file=sys.stderr)
     return code
+
+
+def _check_robot_environment(args, env: dict) -> None:
+    """
+    Refuse what every node would trip over at its start, before any node starts.
+
+    The fleet key, ``ROS_DOMAIN_ID``, a ``CYCLONEDDS_URI`` file and the ``--record`` path were
+    read by the nodes themselves: a bad one ended each node in a usage message or a traceback
+    after the robot had started them (and ``--respawn`` restarted them to fail again).
+    """
+    from rog_ros import checks
+    from rog_ros.nodes.fleet_key import load_fleet_key
+    from rog_ros.transport.cyclone_config import domain_id_from_env, uri_problem
+    load_fleet_key(args.fleet_key_file, env)       # FleetKeyError (a ValueError): one line
+    saved = os.environ.get('ROS_DOMAIN_ID')
+    try:
+        os.environ['ROS_DOMAIN_ID'] = env.get('ROS_DOMAIN_ID', '')
+        domain_id_from_env()
+    finally:
+        if saved is None:
+            os.environ.pop('ROS_DOMAIN_ID', None)
+        else:
+            os.environ['ROS_DOMAIN_ID'] = saved
+    problem = uri_problem(env.get('CYCLONEDDS_URI', ''))
+    if problem:
+        raise checks.ConfigError(problem)
+    if args.record:
+        checks.output_file('--record', args.record)
 
 
 def _check_robot_args(args) -> None:

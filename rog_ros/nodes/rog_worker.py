@@ -29,7 +29,7 @@ from rog_ros.nodes.chaos_hooks import add_chaos_args
 from rog_ros.nodes.durable import check_durable_args, StateError
 from rog_ros.nodes.node_main import run_node
 from rog_ros.nodes.params import node_parser
-from rog_ros.nodes.worker_node import WorkerNode
+from rog_ros.nodes.worker_node import FleetMismatch, WorkerNode
 
 
 def build_parser():
@@ -46,7 +46,7 @@ def _extend(parser):
 def main(argv=None) -> int:
     """Run the node (see :func:`rog_ros.nodes.node_main.run_node`)."""
     return run_node('rog_worker', __doc__, WorkerNode, argv, extend=_extend,
-                    usage_errors=(StateError,))
+                    usage_errors=(StateError, FleetMismatch))
 
 
 if __name__ == '__main__':

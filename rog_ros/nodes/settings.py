@@ -411,6 +411,9 @@ def file_sections(doc: dict, where: str = 'parameter file') -> dict:
     """Return ``{section: {key: value}}`` of a parsed ROS 2 parameter file; ValueError."""
     out = {}
     for node, body in (doc or {}).items():
+        if not isinstance(node, str):
+            raise ValueError(f'{where}: section {node!r} is not a node name (/**, rog_server, '
+                             'rog_worker, netmon or a node such as rog_worker_2)')
         if not isinstance(body, dict) or 'ros__parameters' not in body:
             raise ValueError(f'{where}: {node!r} needs a ros__parameters mapping')
         params = body['ros__parameters'] or {}
@@ -424,7 +427,18 @@ def read_parameter_file(path) -> dict:
     """Read a ROS 2 parameter file; return :func:`file_sections` of it."""
     import yaml
     with open(path, encoding='utf-8') as fh:
-        return file_sections(yaml.safe_load(fh), str(path))
+        try:
+            doc = yaml.safe_load(fh)
+        except yaml.YAMLError as err:
+            mark = getattr(err, 'problem_mark', None)
+            where = f' line {mark.line + 1}' if mark is not None else ''
+            raise ValueError(f'parameter file {path}{where}: not valid YAML '
+                             f'({getattr(err, "problem", None) or "syntax"})') from None
+        except UnicodeDecodeError:
+            raise ValueError(f'parameter file {path}: not a text file in UTF-8') from None
+    if doc is not None and not isinstance(doc, dict):
+        raise ValueError(f'parameter file {path}: expected a mapping of node names')
+    return file_sections(doc, str(path))
 
 
 def section_values(sections: dict, executable: str, node_name: str) -> dict:
@@ -612,7 +626,10 @@ def configuration_reference() -> str:
         '     Regenerate: python -m rog_ros.nodes.settings docs/configuration.md -->', '',
         'Precedence, later wins: default < parameter file (sections `/**`, the executable',
         'such as `rog_worker`, then the node name such as `rog_worker_2`; `*` globs allowed) <',
-        'command-line flag < `-p`. Node names are unique: `rog_server`, `rog_worker_<rank>`,',
+        'command-line flag < `-p`. `rog fleet --config` and `rog robot --config` take the',
+        '`/**` and executable sections and refuse any other (a section for one node: that',
+        "robot's own flags or file); node-name and glob sections apply to nodes started with",
+        '`--ros-args --params-file`. Node names are unique: `rog_server`, `rog_worker_<rank>`,'
         '`netmon_<rank>`. A "not set" value is written as the stand-in in the table (`lr: 0.0`',
         "means the workload's learning rate). Ranges are in the ROS 2 parameter descriptors",
         '(`ros2 param describe`); only `diagnostics_hz` may change at run time.', '']

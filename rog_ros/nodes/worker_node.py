@@ -45,6 +45,10 @@ import torch
 STATUS_PERIOD_S = 0.5
 
 
+class FleetMismatch(ValueError):
+    """This worker and the server were started for fleets of different sizes (exit 2)."""
+
+
 class WorkerNode:
     """
     A worker: ``configure()``, ``activate()``, ``spin()``, ``shutdown()``.
@@ -66,7 +70,8 @@ class WorkerNode:
         self.bus = None
         self.ros_node = None         # set by rog_ros.nodes.ros_node under ROS 2
         self.ros_executor = None     # and the executor of that node, which the bus spins
-        self.reject_notes = RejectNotes()  # why a message was dropped, once per kind
+        self.reject_notes = RejectNotes(sender='the server')   # why a message was dropped
+        self._misconfigured = 0       # the server's fleet size, where it differs from ours
         self.log = logging.getLogger(getattr(args, 'node_name', f'rog_worker_{args.rank}'))
         self.engine = None
         self.compute_s = 0.0
@@ -170,6 +175,8 @@ class WorkerNode:
         """Say the notable engine events in this robot's log (``rog_ros.protocol.events``)."""
         say_event(self.log, log)
         self.reject_notes.on_log(log, self.log)
+        if log.name == 'reject' and isinstance(log.info, dict) and log.info.get('fleet_size'):
+            self._misconfigured = int(log.info['fleet_size'])
 
     def activate(self) -> bool:
         """Wait for the server's endpoints, then start training; False if shut down first."""
@@ -200,6 +207,11 @@ class WorkerNode:
             if self.failure:
                 raise EngineFailure(self.failure)
             return False
+        if self._misconfigured:
+            raise FleetMismatch(
+                f'worker {self.rank}: started with workers={self.args.workers}, but the '
+                f'server runs a fleet of {self._misconfigured}; give every robot of the fleet '
+                'the same --workers (or workers in its --config)')
         for transition in self.requests.take():
             self.life.request(transition)
         if self.life.finished:

@@ -112,6 +112,15 @@ class MessageError(ValueError):
     """A message failed validation; the receiver drops it and counts a reject."""
 
 
+class FleetSizeError(MessageError):
+    """
+    A message sized for another number of workers.
+
+    The nodes were started with different ``workers`` settings, which no amount of retrying
+    mends (the worker node stops on it); ``theirs`` is the sender's number.
+    """
+
+
 @dataclass
 class RowChunk:
     """
@@ -377,7 +386,10 @@ def check_versions(msg: RowVersions, n_rows: int, n_workers: int, max_clock: int
     marks a worker suspended from the staleness rules.
     """
     if msg.n_workers != n_workers:
-        raise MessageError(f'RowVersions for {msg.n_workers} workers, the fleet has {n_workers}')
+        err = FleetSizeError(f'RowVersions for {msg.n_workers} workers, the fleet has '
+                             f'{n_workers}')
+        err.theirs = int(msg.n_workers)
+        raise err
     starts = np.asarray(msg.run_starts, dtype=np.int64)
     lengths = np.asarray(msg.run_lengths, dtype=np.int64)
     versions = np.asarray(msg.versions, dtype=np.int64)

@@ -77,8 +77,9 @@ from rog_ros.core.versions import columns_satisfy
 from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
     check_schema, check_versions, FLAG_END, FLAG_FINAL, FLAG_FREE, FLAG_LATE, FLAG_REQUEST,
-    FLAG_SNAPSHOT, ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK, MessageError, RowChunk,
-    RowVersions, Schedule, SERVER, stamp_incarnations, TransferAck, validate_ranges)
+    FLAG_SNAPSHOT, FleetSizeError, ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK,
+    MessageError, RowChunk, RowVersions, Schedule, SERVER, stamp_incarnations, TransferAck,
+    validate_ranges)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import OutgoingTransfer, Receiver, snapshot_layout
@@ -373,7 +374,10 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             raise MessageError(f'worker does not accept {type(msg).__name__}')
         except MessageError as err:
             self.rejects += 1
-            return [Log('reject', 1.0, self.rank, {'error': str(err)})]
+            info = {'error': str(err)}
+            if isinstance(err, FleetSizeError):
+                info['fleet_size'] = err.theirs     # a setting, not a damaged message
+            return [Log('reject', 1.0, self.rank, info)]
 
     def on_tick(self, now: float) -> list:
         if self._grad_held and self.push is None and self.state == 'computing':

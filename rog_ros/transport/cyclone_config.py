@@ -82,3 +82,36 @@ def use_cyclone_config(kind: str, peers=(), force: bool = False) -> str:
         return os.environ['CYCLONEDDS_URI']
     os.environ['CYCLONEDDS_URI'] = cyclone_uri(kind, peers)
     return os.environ['CYCLONEDDS_URI']
+
+
+def domain_id_from_env() -> int:
+    """Return ``$ROS_DOMAIN_ID`` (the ROS 2 convention), 0 when unset."""
+    value = os.environ.get('ROS_DOMAIN_ID', '').strip()
+    if not value:
+        return 0
+    try:
+        domain_id = int(value)
+    except ValueError:
+        raise ValueError(f"ROS_DOMAIN_ID={value!r} is not a number; give the fleet's domain, "
+                         '0..232 (0..101 leaves room for many nodes per robot), or unset '
+                         'it') from None
+    if not 0 <= domain_id <= 232:
+        raise ValueError(f'ROS_DOMAIN_ID={domain_id} outside 0..232')
+    return domain_id
+
+
+def uri_problem(uri: str | None = None) -> str | None:
+    """
+    Say why ``$CYCLONEDDS_URI`` (or ``uri``) names a configuration file that is not there.
+
+    Cyclone reads the files when a node opens its first participant, so a typo in the path
+    ended every node in a DDS traceback after the robot had started them. Inline XML and
+    files that exist are not judged here (``rog doctor`` opens a participant with them).
+    """
+    value = os.environ.get('CYCLONEDDS_URI', '') if uri is None else uri
+    for part in value.split(','):
+        part = part.strip()
+        if part.startswith('file://') and not os.path.isfile(part[len('file://'):]):
+            return (f'CYCLONEDDS_URI names {part}, which is not a file; fix the path or '
+                    'unset CYCLONEDDS_URI')
+    return None

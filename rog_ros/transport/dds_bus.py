@@ -39,6 +39,7 @@ from cyclonedds.util import duration
 from rog_ros.transport import idl
 from rog_ros.transport.bus import Bus, BusError
 from rog_ros.transport.convert import decode, DecodeError, from_sample, to_sample
+from rog_ros.transport.cyclone_config import domain_id_from_env
 from rog_ros.transport.topics import dds_topic_name, DEFAULT_NAMESPACE, resolve, topic_qos, \
     topic_type
 
@@ -61,17 +62,6 @@ _TAKE_BATCH = 256
 
 # How often to ask again when a peer matches between the binding's count and its copy.
 _MATCH_RETRIES = 8
-
-
-def domain_id_from_env() -> int:
-    """Return ``$ROS_DOMAIN_ID`` (the ROS 2 convention), 0 when unset."""
-    value = os.environ.get('ROS_DOMAIN_ID', '').strip()
-    if not value:
-        return 0
-    domain_id = int(value)
-    if not 0 <= domain_id <= 232:
-        raise ValueError(f'ROS_DOMAIN_ID={domain_id} outside 0..232')
-    return domain_id
 
 
 def _configure_domain(domain_id: int, config: str) -> None:
