@@ -175,6 +175,8 @@ _CHECKS = {
     'interface': lambda k, v, n: checks.text(k, v),
     'device': lambda k, v, n: _check_device(k, v),
     'model_out': lambda k, v, n: v is None or _check_model_out(k, v),
+    # written when netmon ends: a path it cannot write lost a whole drive's record
+    'record_trace': lambda k, v, n: v in (None, '') or checks.output_file(k, v),
 }
 """What a declared type and range cannot say (a known workload, an existing trace file, ranks
 below N, non-empty names): parameter -> check(name, value, n_workers), ConfigError naming the

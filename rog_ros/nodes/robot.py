@@ -281,6 +281,10 @@ def _check_robot_args(args) -> None:
     if args.role == 'server' and args.rank is not None:
         raise checks.ConfigError('--rank applies to --role worker; the server robot has no '
                                  'rank: leave --rank out')
+    if args.role == 'server' and args.model_out is not None:
+        raise checks.ConfigError('--model-out applies to --role worker; the server robot '
+                                 'writes the trained model to --out (model.pt): leave '
+                                 '--model-out out')
     if args.server_host is not None and not args.server_host.strip():
         raise checks.ConfigError('--server-host is empty; give the address of the server '
                                  'robot, or leave the option out')
