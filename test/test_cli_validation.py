@@ -605,7 +605,8 @@ def test_an_unknown_argument_is_told_with_the_subcommands_usage(argv, usage, cap
     ('/**:\n  ros__parameters:\n    seed: [1, 2]\n',
      'seed (--seed) in the parameter file is a list, [1, 2]; it takes one value'),
     # netmon writes it when it ends: a whole drive's record was lost on a bad path
-    ('netmon:\n  ros__parameters:\n    record_trace: .\n', 'record_trace (--record-trace) .: is a'),
+    ('netmon:\n  ros__parameters:\n    record_trace: .\n',
+     'record_trace (--record-trace) .: is a'),
 ])
 def test_a_parameter_file_section_or_value_that_would_not_apply_is_refused(
         nothing_starts, capsys, tmp_path, text, what):
