@@ -604,6 +604,9 @@ def test_an_unknown_argument_is_told_with_the_subcommands_usage(argv, usage, cap
     ('1:\n  ros__parameters:\n    workers: 3\n', 'section 1 is not a node name'),
     ('/**:\n  ros__parameters:\n    seed: [1, 2]\n',
      'seed (--seed) in the parameter file is a list, [1, 2]; it takes one value'),
+    # PyYAML keeps the last of two equal keys: this ran a fleet of 5 robots, not 3
+    ('/**:\n  ros__parameters:\n    workers: 3\n    workers: 5\n',
+     "line 4: not valid YAML ('workers' is given twice in one section)"),
     # netmon writes it when it ends: a whole drive's record was lost on a bad path
     ('netmon:\n  ros__parameters:\n    record_trace: .\n',
      'record_trace (--record-trace) .: is a'),

@@ -90,7 +90,7 @@ def load_parameter_file(path) -> dict:
     import yaml
     with open(path, encoding='utf-8') as fh:
         try:
-            doc = yaml.safe_load(fh)
+            doc = settings.load_yaml_document(fh)
         except UnicodeDecodeError:
             raise checks.ConfigError(f'parameter file {path}: not a text file in UTF-8 (a '
                                      'ROS 2 parameter YAML file is expected)') from None

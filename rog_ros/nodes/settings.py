@@ -423,12 +423,38 @@ def file_sections(doc: dict, where: str = 'parameter file') -> dict:
     return out
 
 
+def load_yaml_document(fh):
+    """
+    Parse a parameter file as ``yaml.safe_load`` does, refusing a key given twice.
+
+    PyYAML keeps the last of two equal keys without a word (``workers: 3`` then ``workers:
+    5`` in one section ran a fleet of 5); a ``yaml.YAMLError`` with the key's line instead.
+    """
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f'{key!r} is given twice in one section', key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep)
+
+    _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml.load(fh, Loader=_Loader)
+
+
 def read_parameter_file(path) -> dict:
     """Read a ROS 2 parameter file; return :func:`file_sections` of it."""
     import yaml
     with open(path, encoding='utf-8') as fh:
         try:
-            doc = yaml.safe_load(fh)
+            doc = load_yaml_document(fh)
         except yaml.YAMLError as err:
             mark = getattr(err, 'problem_mark', None)
             where = f' line {mark.line + 1}' if mark is not None else ''
