@@ -86,6 +86,12 @@ def test_cyclone_uri_and_peer_validation():
         '</Discovery>')
     with pytest.raises(ValueError, match='does not resolve'):
         cyclone_config.cyclone_uri('wifi', peers=['no-such-host.invalid'])
+    # Cyclone takes a port after a peer's address; only the host is resolved (it was refused)
+    uri = cyclone_config.cyclone_uri('wifi', peers=['127.0.0.1:7410', '[::1]:7412'])
+    assert uri.endswith('<Peer address="127.0.0.1:7410"/><Peer address="[::1]:7412"/></Peers>'
+                        '</Discovery>')
+    with pytest.raises(ValueError, match="'no-such-host.invalid:7410' does not resolve"):
+        cyclone_config.cyclone_uri('wifi', peers=['no-such-host.invalid:7410'])
     with pytest.raises(ValueError):
         cyclone_config.config_path('ethernet')
 

@@ -63,13 +63,29 @@ def cyclone_uri(kind: str, peers=()) -> str:
     parts = [config_path(kind).as_uri()]
     for peer in peers:  # Cyclone aborts the process on a peer it cannot resolve
         try:
-            socket.getaddrinfo(peer, None)
+            socket.getaddrinfo(_host_of(peer), None)
         except (socket.gaierror, UnicodeError) as exc:
             raise ValueError(f'DDS peer {peer!r} does not resolve: {exc}') from exc
     if peers:
         parts.append('<Discovery><Peers>%s</Peers></Discovery>'
                      % ''.join('<Peer address=%s/>' % quoteattr(p) for p in peers))
     return ','.join(parts)
+
+
+def _host_of(peer: str) -> str:
+    """
+    Return the host part of a Cyclone peer address: ``host``, ``host:port``, ``[v6]:port``.
+
+    Cyclone takes a port after the address (a robot whose DDS runs on another domain's
+    ports); only the host is resolved here.
+    """
+    peer = peer.strip()
+    if peer.startswith('['):                       # [fe80::1]:7410 or [fe80::1]
+        return peer[1:].split(']', 1)[0]
+    host, colon, port = peer.rpartition(':')
+    if colon and port.isdigit() and ':' not in host:
+        return host                                  # host:7410 (an IPv6 literal has more)
+    return peer
 
 
 def use_cyclone_config(kind: str, peers=(), force: bool = False) -> str:
