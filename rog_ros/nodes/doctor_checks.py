@@ -168,7 +168,10 @@ def check_cache():
             fh.write('ok')
         os.unlink(probe)
     except OSError as exc:
-        return [Finding('cache', 'fail', f'cannot write the cache folder: {exc}',
+        # not a failure: runs then cache in the system's temporary folder (workloads/cache.py)
+        return [Finding('cache', 'warn', f'cannot write the cache folder: {exc}; runs cache '
+                        'their pre-trained checkpoints in the temporary folder instead (gone '
+                        'after a reboot: pre-training again)',
                         'set ROG_CACHE_DIR to a writable folder')]
     entries = sorted(os.listdir(path))
     if any(e.startswith('mpcol-') for e in entries):
