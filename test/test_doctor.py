@@ -164,3 +164,13 @@ def test_ros2_without_built_interfaces_is_a_warning(monkeypatch):
     assert found['ros2'].level == 'ok'
     built = found['ros2 interfaces']
     assert built.level == 'warn' and 'colcon build' in built.fix
+
+
+def test_sros2_asked_for_without_ros2_is_a_warning(monkeypatch):
+    monkeypatch.setattr(doctor_checks, '_rclpy_available', lambda: False)
+    monkeypatch.setenv('ROS_SECURITY_ENABLE', 'true')
+    found = {f.check: f for f in doctor_checks.check_environment()}
+    assert found['ROS_SECURITY_ENABLE'].level == 'warn'
+    assert 'no DDS Security' in found['ROS_SECURITY_ENABLE'].detail
+    monkeypatch.delenv('ROS_SECURITY_ENABLE')
+    assert 'ROS_SECURITY_ENABLE' not in {f.check for f in doctor_checks.check_environment()}

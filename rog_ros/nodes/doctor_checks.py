@@ -139,6 +139,13 @@ def check_environment():
     else:
         out.append(Finding('ros2', 'info', 'no ROS 2 (rclpy) in this Python: rog fleet and '
                            'rog robot run the same nodes on the embedded transport'))
+        if os.environ.get('ROS_SECURITY_ENABLE', '').strip().lower() == 'true':
+            # SROS2 is the ROS 2 transport's; asked for here, it would be silently absent
+            out.append(Finding('ROS_SECURITY_ENABLE', 'warn', 'ROS_SECURITY_ENABLE=true, but '
+                               'the embedded transport has no DDS Security: messages are '
+                               'signed with the fleet key (HMAC), not encrypted',
+                               'run the nodes under ROS 2 for SROS2 (docs/security.md), or '
+                               'rely on the fleet key and unset ROS_SECURITY_ENABLE'))
     return out
 
 
