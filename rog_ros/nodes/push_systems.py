@@ -63,7 +63,7 @@ def check(params: dict) -> None:
         return
     if params.get('state_dir'):
         raise ConfigError(f'state_dir (--state-dir): {sync} keeps no durable state (server '
-                          'checkpoints and worker state exist for rog, ssp and bsp only)')
+                          'checkpoints and worker state exist for rog, ssp, bsp and flown only)')
     if params.get('absence_timeout'):
         raise ConfigError(f'absence_timeout (--absence-timeout): {sync} has no membership or '
                           'staleness rules to suspend a worker from')
