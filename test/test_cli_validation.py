@@ -597,9 +597,10 @@ def test_an_unknown_argument_is_told_with_the_subcommands_usage(argv, usage, cap
 @pytest.mark.parametrize('text, what', [
     # a misspelt section was ignored without a word, its settings with it
     ('rog_wroker:\n  ros__parameters:\n    workers: 3\n',
-     "parameter file section 'rog_wroker': rog fleet and rog robot apply the sections /**, "),
+     "parameter file section 'rog_wroker': rog fleet, rog robot and the launch files apply "
+     'the sections /**, '),
     ('rog_worker_0:\n  ros__parameters:\n    trace: missing.csv\n',
-     "section 'rog_worker_0': rog fleet and rog robot apply"),
+     "section 'rog_worker_0': rog fleet, rog robot and the launch files apply"),
     # (a traceback before)
     ('1:\n  ros__parameters:\n    workers: 3\n', 'section 1 is not a node name'),
     ('/**:\n  ros__parameters:\n    seed: [1, 2]\n',

@@ -357,3 +357,17 @@ def test_launch_processes_do_not_import_torch():
                          capture_output=True, text=True, check=True, cwd=str(ROOT)).stdout
     # a worker robot's 2 nodes, then 3 fleets of a server, 3 or 4 workers and netmon
     assert out.strip() == "18 ['rog_worker', 'netmon'] False", out
+
+
+def test_a_launch_config_with_a_section_it_would_not_apply_is_refused(tmp_path):
+    # config:= of the launch files goes through the same plan as rog fleet/robot --config: a
+    # node-name section was ignored there without a word
+    from rog_ros.nodes import launching
+    cfg = tmp_path / 'robots.yaml'
+    cfg.write_text('rog_worker_1:\n  ros__parameters:\n    trace: outdoors\n')
+    for specs in (lambda: launching.node_specs({'config': str(cfg)}, ''),
+                  lambda: launching.robot_node_specs({'config': str(cfg), 'role': 'worker',
+                                                      'rank': '1'}, '')):
+        with pytest.raises(ValueError, match="section 'rog_worker_1': rog fleet, rog robot "
+                                             'and the launch files apply'):
+            specs()

@@ -76,7 +76,7 @@ def test_make_bus_falls_back_to_dds_without_rclpy(monkeypatch):
         make_bus('zmq')
 
 
-def test_cyclone_uri_and_peer_validation():
+def test_cyclone_uri_and_peer_validation(tmp_path):
     cyclone_config = pytest.importorskip('rog_ros.transport.cyclone_config')
     for kind in cyclone_config.CONFIGS:
         assert cyclone_config.config_path(kind).is_file()
@@ -86,6 +86,14 @@ def test_cyclone_uri_and_peer_validation():
         '</Discovery>')
     with pytest.raises(ValueError, match='does not resolve'):
         cyclone_config.cyclone_uri('wifi', peers=['no-such-host.invalid'])
+    # the check rog robot makes before it starts nodes: a missing file is named, and a file
+    # in a folder with a space, percent-encoded as Path.as_uri (cyclone_uri) writes it, is found
+    spaced = tmp_path / 'my robots' / 'cyclone.xml'
+    spaced.parent.mkdir()
+    spaced.write_text('<CycloneDDS/>')
+    assert cyclone_config.uri_problem(spaced.as_uri() + ',<Discovery/>') is None
+    assert cyclone_config.uri_problem(f'file://{spaced}') is None
+    assert 'is not a file' in cyclone_config.uri_problem(f'file://{tmp_path}/none.xml')
     # Cyclone takes a port after a peer's address; only the host is resolved (it was refused)
     uri = cyclone_config.cyclone_uri('wifi', peers=['127.0.0.1:7410', '[::1]:7412'])
     assert uri.endswith('<Peer address="127.0.0.1:7410"/><Peer address="[::1]:7412"/></Peers>'

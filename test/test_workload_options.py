@@ -15,22 +15,22 @@
 
 import json
 import os
-import pickle
 
-import numpy as np
 import pytest
 from rog_ros import cli
 from rog_ros.workloads import options
+from test_workloads_eacol import _write_cifar      # the official folder layout, random images
 
 
 def test_values_are_read_as_literals_or_text_and_survive_json():
     given = options.parse_all(['size=48', 'lr=1e-3', 'surrogate=true', 'hidden=400,256',
                                'known=("maze", "rooms")', 'dataset=cifar100',
-                               'data_dir=~/data', 'target_accuracy=none', 'note={1: 2}'])
+                               'data_dir=~/data', 'target_accuracy=none', 'note={1: 2}',
+                               'corruption=[("blur", 3), ("fog", 2)]'])
     assert given == {'size': 48, 'lr': 0.001, 'surrogate': True, 'hidden': [400, 256],
                      'known': ['maze', 'rooms'], 'dataset': 'cifar100',
                      'data_dir': os.path.expanduser('~/data'), 'target_accuracy': None,
-                     'note': '{1: 2}'}
+                     'note': '{1: 2}', 'corruption': [['blur', 3], ['fog', 2]]}
     # rog compare reuses a run only if the recorded options are equal to the given ones
     assert json.loads(json.dumps(given)) == given
 
@@ -66,23 +66,9 @@ def test_options_the_builder_takes_pass():
                             'corruption': [['blur', 3]]})
 
 
-def _write_cifar(root, n_train, n_test):
-    """Write a CIFAR-100 python-version folder of random images (the official layout)."""
-    folder = root / 'cifar-100-python'
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for split, n in (('train', n_train), ('test', n_test)):
-        fine = (np.arange(n) % 100).tolist()
-        with open(folder / split, 'wb') as f:
-            pickle.dump({b'data': rng.integers(0, 256, (n, 3072), dtype=np.uint8),
-                         b'fine_labels': fine, b'coarse_labels': [x // 5 for x in fine]}, f)
-    with open(folder / 'meta', 'wb') as f:
-        pickle.dump({b'fine_label_names': [b'c%d' % i for i in range(100)],
-                     b'coarse_label_names': [b's%d' % i for i in range(20)]}, f)
-
-
 def test_a_simulated_run_trains_on_a_local_cifar100_copy(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv('ROG_CACHE_DIR', str(tmp_path / 'cache'))
+    (tmp_path / 'data').mkdir()
     _write_cifar(tmp_path / 'data', 200, 60)
     out = tmp_path / 'run'
     assert cli.main(['sim', '--workload', 'eacol', '--sync', 'bsp', '--workers', '2',

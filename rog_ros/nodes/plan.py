@@ -119,10 +119,10 @@ def resolve(file_params=None, overrides=None) -> dict:
     for section in file_params:
         if section not in taken:     # a typo, or a node's own section: never applied here
             raise checks.ConfigError(
-                f'parameter file section {section!r}: rog fleet and rog robot apply the '
-                f'sections {", ".join(taken)} only (a setting for one robot goes on its own '
-                'command line or in a file of its own); node-name sections apply to nodes '
-                'started with --ros-args --params-file')
+                f'parameter file section {section!r}: rog fleet, rog robot and the launch '
+                f'files apply the sections {", ".join(taken)} only (a setting for one robot '
+                'goes on its own command line or in a file of its own); node-name sections '
+                'apply to nodes started with --ros-args --params-file')
     for section, params in list(file_params.items()) + [('overrides', overrides)]:
         unknown = sorted(set(params) - known)
         if unknown:

@@ -256,15 +256,7 @@ def _check_robot_environment(args, env: dict) -> None:
     from rog_ros.nodes.fleet_key import load_fleet_key
     from rog_ros.transport.cyclone_config import domain_id_from_env, uri_problem
     load_fleet_key(args.fleet_key_file, env)       # FleetKeyError (a ValueError): one line
-    saved = os.environ.get('ROS_DOMAIN_ID')
-    try:
-        os.environ['ROS_DOMAIN_ID'] = env.get('ROS_DOMAIN_ID', '')
-        domain_id_from_env()
-    finally:
-        if saved is None:
-            os.environ.pop('ROS_DOMAIN_ID', None)
-        else:
-            os.environ['ROS_DOMAIN_ID'] = saved
+    domain_id_from_env(env)                        # ValueError: one line
     problem = uri_problem(env.get('CYCLONEDDS_URI', ''))
     if problem:
         raise checks.ConfigError(problem)

@@ -652,11 +652,12 @@ def configuration_reference() -> str:
         '     Regenerate: python -m rog_ros.nodes.settings docs/configuration.md -->', '',
         'Precedence, later wins: default < parameter file (sections `/**`, the executable',
         'such as `rog_worker`, then the node name such as `rog_worker_2`; `*` globs allowed) <',
-        'command-line flag < `-p`. `rog fleet --config` and `rog robot --config` take the',
-        '`/**` and executable sections and refuse any other (a section for one node: that',
-        "robot's own flags or file); node-name and glob sections apply to nodes started with",
-        '`--ros-args --params-file`. Node names are unique: `rog_server`, `rog_worker_<rank>`,'
-        '`netmon_<rank>`. A "not set" value is written as the stand-in in the table (`lr: 0.0`',
+        'command-line flag < `-p`. `rog fleet --config`, `rog robot --config` and the launch',
+        "files' `config:=` take the `/**` and executable sections and refuse any other (a",
+        "section for one node: that robot's own flags or file); node-name and glob sections",
+        'apply to nodes started with `--ros-args --params-file`. Node names are unique:',
+        '`rog_server`, `rog_worker_<rank>`, `netmon_<rank>`. A "not set" value is written as',
+        'the stand-in in the table (`lr: 0.0`',
         "means the workload's learning rate). Ranges are in the ROS 2 parameter descriptors",
         '(`ros2 param describe`); only `diagnostics_hz` may change at run time.', '']
     by_group = {}

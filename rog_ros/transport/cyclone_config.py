@@ -30,6 +30,7 @@ import os
 from pathlib import Path
 import socket
 import sys
+from urllib.parse import unquote
 from xml.sax.saxutils import quoteattr
 
 CONFIGS = ('loopback', 'wifi')
@@ -100,9 +101,9 @@ def use_cyclone_config(kind: str, peers=(), force: bool = False) -> str:
     return os.environ['CYCLONEDDS_URI']
 
 
-def domain_id_from_env() -> int:
-    """Return ``$ROS_DOMAIN_ID`` (the ROS 2 convention), 0 when unset."""
-    value = os.environ.get('ROS_DOMAIN_ID', '').strip()
+def domain_id_from_env(environ=None) -> int:
+    """Return ``$ROS_DOMAIN_ID`` (the ROS 2 convention) of ``environ``, 0 when unset."""
+    value = (os.environ if environ is None else environ).get('ROS_DOMAIN_ID', '').strip()
     if not value:
         return 0
     try:
@@ -127,7 +128,11 @@ def uri_problem(uri: str | None = None) -> str | None:
     value = os.environ.get('CYCLONEDDS_URI', '') if uri is None else uri
     for part in value.split(','):
         part = part.strip()
-        if part.startswith('file://') and not os.path.isfile(part[len('file://'):]):
+        if not part.startswith('file://'):
+            continue
+        path = part[len('file://'):]
+        # as typed, or percent-encoded as Path.as_uri writes it (a folder with a space)
+        if not (os.path.isfile(path) or os.path.isfile(unquote(path))):
             return (f'CYCLONEDDS_URI names {part}, which is not a file; fix the path or '
                     'unset CYCLONEDDS_URI')
     return None

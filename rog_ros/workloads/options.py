@@ -56,11 +56,21 @@ def _value(raw: str):
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return os.path.expanduser(raw) if raw.startswith('~') else raw
-    if isinstance(value, (tuple, list)) and all(isinstance(v, _SCALARS) for v in value):
-        return list(value)
+    plain = _plain(value)
+    return raw if plain is _NOT_PLAIN else plain    # a dict, a set, bytes: the text it is
+
+
+_NOT_PLAIN = object()
+
+
+def _plain(value):
+    """Return ``value`` with every tuple a list (as JSON gives it back), or ``_NOT_PLAIN``."""
     if isinstance(value, _SCALARS):
         return value
-    return raw          # a dict, a set, bytes, nested sequences: taken as the text it is
+    if isinstance(value, (tuple, list)):
+        items = [_plain(v) for v in value]
+        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in items) else items
+    return _NOT_PLAIN
 
 
 def parse_all(texts, taken=None) -> dict:
