@@ -14,10 +14,13 @@
 """A worker started for another fleet size stops at once, saying so, instead of waiting."""
 
 import logging
+import time
 from types import SimpleNamespace
 
 from protocol_fixtures import build
 import pytest
+from rog_ros.nodes import worker_node
+from rog_ros.nodes.connect import PeerTimeout
 from rog_ros.nodes.reject_notes import RejectNotes
 from rog_ros.nodes.worker_node import FleetMismatch, WorkerNode
 from rog_ros.protocol.actions import Log
@@ -53,3 +56,54 @@ def test_a_worker_node_told_of_another_fleet_size_stops_with_a_usage_error(caplo
     with pytest.raises(FleetMismatch, match='worker 0: started with workers=3, but the server '
                                             'runs a fleet of 2; give every robot'):
         node.spin_once()
+
+
+class UplinkOnlyBus:
+    """A bus on which the server's readers are matched and its writers for us appear late."""
+
+    namespace = '/rog'
+
+    def __init__(self, downlink_after_s):
+        self.start = time.monotonic()
+        self.downlink_after_s = downlink_after_s
+
+    def matched(self, topic):
+        if topic.startswith('up/'):
+            return 1
+        return int(time.monotonic() - self.start >= self.downlink_after_s)
+
+
+def waiting_node(bus, startup_timeout):
+    """Return a WorkerNode with only what its start-up wait uses: rank 4 of a fleet of 5."""
+    node = WorkerNode.__new__(WorkerNode)
+    node.log = logging.getLogger('rog_worker_downlink_test')
+    node.bus, node.rank = bus, 4
+    node.args = SimpleNamespace(workers=5, startup_timeout=startup_timeout)
+    node.requests = SimpleNamespace(shutdown_requested=False)
+    return node
+
+
+def test_a_rank_outside_the_servers_fleet_is_named_while_waiting(caplog, monkeypatch):
+    # the server reads the uplink but writes to no worker 4: its fleet is smaller. Before,
+    # the worker said only "no peer ... can DDS discovery reach it?" after the whole timeout
+    monkeypatch.setattr(worker_node, 'DOWNLINK_GRACE_S', 0.1)
+    node = waiting_node(UplinkOnlyBus(downlink_after_s=1e9), startup_timeout=0.4)
+    with caplog.at_level(logging.WARNING, logger='rog_worker_downlink_test'):
+        with pytest.raises(PeerTimeout, match=r'no peer on w4/chunks.*after 0 s: the uplink .* '
+                                              r'has a reader.*smaller than workers=5, it has no '
+                                              r'worker 4; give every robot'):
+            node._wait_for_downlink(0.0)
+    assert [r.getMessage()[:30] for r in caplog.records] == ['no writer on w4/chunks, w4/ack']
+
+
+def test_a_late_downlink_is_waited_for_after_the_warning(caplog, monkeypatch):
+    monkeypatch.setattr(worker_node, 'DOWNLINK_GRACE_S', 0.05)
+    node = waiting_node(UplinkOnlyBus(downlink_after_s=0.2), startup_timeout=5.0)
+    with caplog.at_level(logging.WARNING, logger='rog_worker_downlink_test'):
+        assert node._wait_for_downlink(0.0) >= 0
+    assert len(caplog.records) == 1
+    caplog.clear()
+    node = waiting_node(UplinkOnlyBus(downlink_after_s=0.0), startup_timeout=5.0)
+    with caplog.at_level(logging.WARNING, logger='rog_worker_downlink_test'):
+        assert node._wait_for_downlink(0.0) >= 0
+    assert caplog.records == []            # the usual start: no word about fleet sizes

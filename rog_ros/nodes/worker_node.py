@@ -29,7 +29,8 @@ from rog_ros.nodes import lifecycle as lc, push_systems
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.chaos_hooks import maybe_faulty, WorkerHooks
 from rog_ros.nodes.compute_device import DeviceGradients, resolve_device
-from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
+from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus, PeerTimeout,
+                                   wait_matched)
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver, EngineFailure
 from rog_ros.nodes.model_file import model_out_file, save_state_dict
@@ -43,6 +44,10 @@ from rog_ros.protocol.worker import WorkerEngine
 import torch
 
 STATUS_PERIOD_S = 0.5
+DOWNLINK_GRACE_S = 10.0
+"""Seconds a worker waits for the server's writers on its topics once the server's readers
+are matched: both are created in one step and discovered together, so far longer than a
+discovery round (``WorkerNode._wait_for_downlink``)."""
 
 
 class FleetMismatch(ValueError):
@@ -178,12 +183,44 @@ class WorkerNode:
         if log.name == 'reject' and isinstance(log.info, dict) and log.info.get('fleet_size'):
             self._misconfigured = int(log.info['fleet_size'])
 
+    def _starting(self) -> bool:
+        """Tell whether to go on waiting for peers: no shutdown requested meanwhile."""
+        return not self.requests.shutdown_requested
+
+    def _wait_for_downlink(self, waited: float) -> float:
+        """
+        Wait for the server's writers on this worker's topics, once its readers are matched.
+
+        A server creates its readers and every worker's writers in one step, so they are
+        discovered together. A server that reads the uplink and writes nothing to this rank
+        long after most likely runs a smaller fleet (rank beyond its ``workers``): the log
+        says so then, and the start-up timeout's error too, instead of blaming discovery
+        alone. It is not taken for proof: a recorder (``ros2 bag record``) reads the uplink as
+        well, with no server behind it.
+        """
+        left = self.args.startup_timeout - waited
+        downlink = worker_inbox(self.rank)
+        hint = (f'the uplink ({", ".join(worker_outbox())}) has a reader, so a server is most '
+                f"likely running, but nothing writes to this worker's topics: if the server "
+                f'runs a fleet smaller than workers={self.args.workers}, it has no worker '
+                f'{self.rank}; give every robot of the fleet the same --workers (or workers in '
+                'its --config)')
+        grace = min(left, DOWNLINK_GRACE_S)
+        for first, wait_s in ((True, grace), (False, left - grace)):
+            try:
+                return wait_matched(self.bus, downlink, wait_s, keep_waiting=self._starting)
+            except PeerTimeout:
+                if first and grace < left:
+                    self.log.warning(f'no writer on {", ".join(downlink)} {grace:.0f} s after '
+                                     f"the server's readers matched: {hint}")
+        raise PeerTimeout(f'no peer on {", ".join(downlink)} after '
+                          f'{self.args.startup_timeout:.0f} s: {hint}')
+
     def activate(self) -> bool:
         """Wait for the server's endpoints, then start training; False if shut down first."""
-        topics = worker_inbox(self.rank) + worker_outbox()
-        waited = wait_matched(self.bus, topics, self.args.startup_timeout,
-                              keep_waiting=lambda: not self.requests.shutdown_requested)
-        if waited < 0:
+        waited = wait_matched(self.bus, worker_outbox(), self.args.startup_timeout,
+                              keep_waiting=self._starting)
+        if waited < 0 or self._wait_for_downlink(waited) < 0:
             return False
         self.life.trigger('activate')
         self.hooks.restore()
