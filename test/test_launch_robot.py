@@ -166,6 +166,10 @@ def test_robot_plan_matches_the_fleet_plan_per_robot():
     (['--role', 'server', '--trace', 'missing.csv'], 'trace (--trace)'),
     (['--role', 'server', '--staleness', 'x'], 'staleness (--staleness)'),
     (['--role', 'server', '--namespace', 'dupx'], 'namespace (--namespace)'),
+    (['--role', 'server', '--server-timeout', '5'], '--server-timeout applies to --role worker'),
+    (['--role', 'worker', '--rank', '0', '--server-timeout', '-1'], 'server_timeout'),
+    (['--role', 'worker', '--rank', '0', '--netmon', 'false', '--interface', 'wlan0'],
+     'with --netmon false no netmon runs'),
 ])
 def test_rog_robot_refuses_bad_options_in_one_line(argv, message, capsys, monkeypatch, tmp_path):
     from rog_ros import cli
@@ -304,6 +308,39 @@ def test_rog_robot_worker_leaves_its_model_in_a_file(monkeypatch, tmp_path, caps
     (tmp_path / 'models' / 'model.pt').write_bytes(b'x')     # as the node would write it
     assert cli.main(worker + ['--model-out', 'models' + os.sep]) == 0
     assert f"this robot's model: {tmp_path / 'models' / 'model.pt'}" in capsys.readouterr().err
+
+
+def test_rog_robot_gives_its_own_nodes_the_robots_settings(monkeypatch, tmp_path):
+    # a robot that leaves coverage for minutes, or whose Wi-Fi is not the interface netmon
+    # picks: before, only a --config file could say so
+    from rog_ros import cli
+    from rog_ros.nodes import supervisor
+    seen = {}
+
+    class Started:
+
+        def __init__(self, specs, logs, env):
+            seen.update({s.executable: s.parameters for s in specs})
+            self.names = [s.name for s in specs]
+
+        def start(self):
+            pass
+
+        def codes(self):
+            return {name: 0 for name in self.names}
+
+        def stop(self):
+            pass
+    monkeypatch.setattr(supervisor, 'Supervisor', Started)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(['robot', '--role', 'worker', '--rank', '1', '--workers', '2',
+                     '--server-timeout', '600', '--interface', 'wlan1']) == 0
+    assert seen['rog_worker']['server_timeout'] == 600.0
+    assert seen['netmon']['interface'] == 'wlan1'
+    assert 'interface' not in seen['rog_worker'] and 'server_timeout' not in seen['netmon']
+    seen.clear()
+    assert cli.main(['robot', '--role', 'worker', '--rank', '1', '--workers', '2']) == 0
+    assert seen['rog_worker']['server_timeout'] == 120.0 and seen['netmon']['interface'] == 'auto'
 
 
 _LAUNCH_WITHOUT_TORCH = """

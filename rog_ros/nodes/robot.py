@@ -54,6 +54,12 @@ ROBOT_ARGUMENTS = {
 RMW = 'rmw_cyclonedds_cpp'
 ROBOT_MODEL = 'rog_robot_model.pt'
 """Where ``rog robot --role worker`` writes the robot's trained model unless told otherwise."""
+ROBOT_NODE_SETTINGS = {
+    'server_timeout': 'worker robots',
+    'interface': "the robot's netmon",
+}
+"""Settings of one node of the robot (not the fleet's) that ``rog robot`` takes as flags too:
+the ones a robot's own hardware or coverage decides, so far only in a --config file."""
 
 
 def robot_plan(role: str, rank: int = 0, file_params=None, overrides=None) -> list:
@@ -133,6 +139,11 @@ def add_parser(subparsers):
         if s.name not in ('rank',):
             p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),
                            help=f'{s.description}{s.default_text}'.replace('%', '%%'))
+    for name, whose in ROBOT_NODE_SETTINGS.items():
+        s = settings.BY_NAME[name]
+        p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),
+                       help=f'{whose}: {s.description[0].lower()}{s.description[1:]}'
+                            f'{s.default_text}'.replace('%', '%%'))
     p.set_defaults(func=run)
     return p
 
@@ -165,6 +176,7 @@ def run(args) -> int:
     from rog_ros.nodes.plan import load_parameter_file
     over = {s.name: getattr(args, s.name, None) for s in settings.for_role('fleet')
             if s.name not in ('rank', 'fleet_key_file', 'record')}
+    over.update({name: getattr(args, name, None) for name in ROBOT_NODE_SETTINGS})
     try:
         _check_robot_args(args)
         file_params = load_parameter_file(args.config) if args.config else {}
@@ -277,6 +289,14 @@ def _check_robot_args(args) -> None:
         raise checks.ConfigError('--model-out applies to --role worker; the server robot '
                                  'writes the trained model to --out (model.pt): leave '
                                  '--model-out out')
+    if args.role == 'server' and args.server_timeout is not None:
+        raise checks.ConfigError('--server-timeout applies to --role worker (how long a worker '
+                                 'robot waits for the server); leave it out on the server '
+                                 'robot')
+    if args.interface is not None and args.netmon is not None and \
+            not settings.BY_NAME['netmon'].parse(args.netmon):
+        raise checks.ConfigError("--interface is the interface the robot's netmon watches; "
+                                 'with --netmon false no netmon runs: leave one of them out')
     if args.server_host is not None and not args.server_host.strip():
         raise checks.ConfigError('--server-host is empty; give the address of the server '
                                  'robot, or leave the option out')
