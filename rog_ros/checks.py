@@ -176,6 +176,20 @@ def int_list(name: str, value: str, lo: int | None = None) -> list:
     return out
 
 
+def distinct(name: str, values: list) -> list:
+    """
+    Return ``values`` if no entry repeats; else raise.
+
+    A comparison that lists a system or a seed twice ran it once and counted it twice (two
+    of two seeds reached, from one run).
+    """
+    seen = set()
+    twice = [v for v in values if v in seen or seen.add(v)]
+    if twice:
+        raise ConfigError(f'{name} lists {twice[0]} more than once; list each once')
+    return values
+
+
 def name_list(name: str, value: str) -> list:
     """Parse a comma-separated list of names (at least one)."""
     parts = [p.strip() for p in str(value).split(',') if p.strip()]

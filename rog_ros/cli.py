@@ -306,9 +306,9 @@ def _check_compare(args) -> None:
     _check_common(args)
     checks.workload('--workload', args.workload)
     checks.trace('--trace', args.trace)
-    for system in checks.name_list('--systems', args.systems):
+    for system in checks.distinct('--systems', checks.name_list('--systems', args.systems)):
         checks.system('--systems', system)
-    checks.int_list('--seeds', args.seeds, 0)
+    checks.distinct('--seeds', checks.int_list('--seeds', args.seeds, 0))
     if args.jobs is not None:
         checks.integer('--jobs', args.jobs, 1, 1024)
     _check_real_compute(args)
@@ -340,7 +340,7 @@ def _check_reproduce(args) -> None:
     for wl in checks.name_list('--workloads', args.workloads):
         checks.workload('--workloads', wl)
     if args.seeds is not None:
-        checks.int_list('--seeds', args.seeds, 0)
+        checks.distinct('--seeds', checks.int_list('--seeds', args.seeds, 0))
     checks.output_dir('--out', args.out)
 
 
@@ -688,17 +688,25 @@ def _add_report(sub) -> None:
                        description='Write report.md and PNG plots into RUN_DIR from every '
                                    'summary.json/timeseries.csv below it; with events.csv, '
                                    'also who was suspended, let go or readmitted, and when '
-                                   '(membership.png).')
+                                   '(membership.png). A rog compare folder gets its '
+                                   'comparison report written again from its runs (RUN_DIR/'
+                                   "runs: the runs' report, with membership.png).")
     p.add_argument('run_dir', metavar='RUN_DIR', help='output directory of rog fleet, '
                    'rog_server, rog sim or rog compare')
     p.set_defaults(func=_cmd_report)
 
 
 def _cmd_report(args) -> int:
+    from rog_ros.experiments.comparison_report import comparison_meta, report_comparison
     from rog_ros.experiments.report import report_run
     try:
-        path = report_run(args.run_dir,
-                          say=lambda line: print(f'rog report: {line}', file=sys.stderr))
+        if comparison_meta(args.run_dir) is not None:
+            # a rog compare folder: its own report again (ratios, equal-time accuracy, the
+            # header that explains the columns), not the generic one of the runs below it
+            path = report_comparison(args.run_dir)
+        else:
+            path = report_run(args.run_dir,
+                              say=lambda line: print(f'rog report: {line}', file=sys.stderr))
     except (OSError, ValueError) as err:
         print(f'rog report: {err}', file=sys.stderr)
         return 2

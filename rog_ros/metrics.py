@@ -224,7 +224,8 @@ class RunRecorder:
         return {
             'system': self.system, 'staleness': self.staleness, 'workers': n,
             'workload': self.workload, 'trace': self.trace, 'seed': self.seed,
-            'iterations': iters, 'sim_time_s': wall,
+            'iterations': iters, 'iterations_per_robot': [int(i) for i in self.iterations],
+            'sim_time_s': wall,
             'target_accuracy': self.target_accuracy,
             'time_to_target_s': self.time_to_target_s,
             'iterations_to_target': self.iterations_to_target,

@@ -15,7 +15,7 @@
 
 import numpy as np
 import pytest
-from rog_ros.experiments.report import _mean_curve
+from rog_ros.experiments.report import _mean_curve, periodic_rows
 
 
 def test_mean_curve_spans_the_longest_run_and_holds_finished_ones():
@@ -26,3 +26,18 @@ def test_mean_curve_spans_the_longest_run_and_holds_finished_ones():
     assert ys[-1] == pytest.approx((0.7 + 0.9) / 2)        # the short run holds 0.7
     mid = int(np.searchsorted(xs, 20.0))
     assert ys[mid] == pytest.approx((0.7 + 0.5 + 0.4 * xs[mid] / 40.0) / 2, abs=1e-9)
+
+
+def test_the_closing_evaluation_on_another_set_is_not_joined_to_the_curve():
+    # a simulated run evaluates on half the set as it goes and its final accuracy on all of
+    # it: the curve ended in a drop that was the sets' difference (0.834 -> 0.819 on BSP)
+    run = [{'time_s': 0.0, 'iteration': 0, 'accuracy': 0.80, 'samples': 1152},
+           {'time_s': 5.0, 'iteration': 15, 'accuracy': 0.834, 'samples': 1152},
+           {'time_s': 9.0, 'iteration': 30, 'accuracy': 0.819, 'samples': 2304}]
+    xs, ys = _mean_curve([run], 'time_s')
+    assert xs[-1] == pytest.approx(5.0) and ys[-1] == pytest.approx(0.834)
+    assert periodic_rows(run) == run[:2]
+    same_set = [dict(r, samples=2304) for r in run]            # a fleet: the whole set each time
+    assert periodic_rows(same_set) == same_set
+    assert periodic_rows(run[2:]) == run[2:]                   # one row: nothing to join
+    assert periodic_rows([{'time_s': 0.0, 'loss': 1.0}] + run[:1]) == run[:1]

@@ -223,3 +223,29 @@ def test_a_summary_figure_that_is_not_a_number_is_named_with_its_key(tmp_path, c
     assert err == [f'rog report: {path}: {key} is {value!r}, not a number (a summary.json '
                    'edited by hand, or not written by rog?)']
     assert not (tmp_path / 'report.md').exists()
+
+
+def test_report_of_a_comparison_folder_writes_the_comparison_report_again(tmp_path, capsys):
+    # rog report on a rog compare folder replaced the comparison's report with the generic
+    # one of its runs: the header that explains the columns was gone, and the accuracy at
+    # equal time read '-' on every row
+    out = tmp_path / 'cmp'
+    assert cli.main(['compare', '--workload', 'toy', '--systems', 'bsp,rog:4', '--seeds',
+                     '0,1', '--iterations', '10', '--trace', 'indoors', '--jobs', '1',
+                     '--out', str(out)]) == 0
+    written = (out / 'report.md').read_text()
+    assert 'Accuracy at equal time' in written
+    equal_time = [r['accuracy_at_equal_time'] for r in
+                  json.loads((out / 'summary.json').read_text())['systems']]
+    assert all(isinstance(a, float) for a in equal_time)
+    (out / 'report.md').unlink()
+    capsys.readouterr()
+    assert cli.main(['report', str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out / 'report.md')
+    assert (out / 'report.md').read_text() == written
+    assert [r['accuracy_at_equal_time'] for r in
+            json.loads((out / 'summary.json').read_text())['systems']] == equal_time
+    (out / 'runs' / 'bsp-seed1' / 'timeseries.csv').unlink()
+    assert cli.main(['report', str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'a run of the comparison is missing' in err[0]

@@ -121,6 +121,26 @@ def test_compare_into_a_used_directory_reruns_runs_of_other_settings(tmp_path, c
     assert 'other settings' not in capsys.readouterr().err       # the same: reused
 
 
+def test_a_run_whose_robots_computed_less_than_the_budget_is_reused(tmp_path, capsys):
+    # a robot out for its link skips ahead when it catches up, so the robots compute fewer
+    # iterations than the budget on average: the summary's 'iterations' said 24 for a budget
+    # of 30, and every rerun of the comparison ran such a Rog run again
+    out = str(tmp_path / 'cmp')
+    run = os.path.join(out, 'runs', 'bsp-seed0')
+    compare('toy', 'indoors', ['bsp'], 2, [0], out, iterations=6, quiet=True)
+    path = os.path.join(run, 'summary.json')
+    summary = json.load(open(path))
+    assert summary['iteration_budget'] == 6 and summary['iterations_per_robot'] == [6, 6]
+    summary.update(iterations=4, iterations_per_robot=[6, 2])     # as Rog's suspended robot
+    with open(path, 'w') as f:
+        json.dump(summary, f)
+    compare('toy', 'indoors', ['bsp'], 2, [0], out, iterations=6)
+    assert 'other settings' not in capsys.readouterr().err
+    assert json.load(open(path))['iterations'] == 4                # reused, not run again
+    compare('toy', 'indoors', ['bsp'], 2, [0], out, iterations=5)
+    assert 'other settings (6 iterations)' in capsys.readouterr().err
+
+
 def test_a_trace_file_is_replayed_at_per_seed_offsets(tmp_path):
     from rog_ros.net import traces
     from rog_ros.sim.simulator import file_offsets
@@ -182,7 +202,7 @@ def test_seconds_per_iteration_to_target_is_reported_and_derived_for_old_summari
 def test_accuracy_at_equal_time_reads_every_system_when_the_first_run_ended():
     # Two systems, two seeds: per seed the equal time is the earliest last periodic
     # evaluation; the final evaluation (last row, whole set) is never read.
-    from rog_ros.experiments.compare import add_equal_time_accuracy
+    from rog_ros.experiments.comparison_report import add_equal_time_accuracy
     from rog_ros.experiments.seed_stats import aggregate
     from rog_ros.experiments.report import table_markdown
 

@@ -31,15 +31,10 @@ import sys
 import time
 
 from rog_ros.children import run_in_processes
-from rog_ros.experiments.report import write_report
-from rog_ros.experiments.seed_stats import aggregate
-from rog_ros.metrics import accuracy_at_time, atomic_write, last_periodic_time, read_timeseries
+from rog_ros.experiments.comparison_report import run_dir, write_comparison
+from rog_ros.metrics import atomic_write
 from rog_ros.sim.simulator import DEFAULT_EVALUATIONS, SimConfig, simulate
 from rog_ros.workloads.base import checkpoint_source
-
-
-def run_dir(out: str, label: str, seed: int) -> str:
-    return os.path.join(out, 'runs', f'{label.replace(":", "-")}-seed{seed}')
 
 
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
@@ -69,11 +64,13 @@ def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None) -> st
                                if start_fingerprint else
                                start.get('source') == checkpoint_source(cfg.workload))
     evaluations = s.get('evaluations', DEFAULT_EVALUATIONS)
+    # the budget the run was given (a summary before it was recorded: what the robots
+    # computed on average, fewer than the budget when a robot skipped ahead after an outage)
+    budget = s.get('iteration_budget', s.get('iterations'))
     checks = [   # (the same?, what the run there was made with)
         (s.get('trace', cfg.trace) == cfg.trace, f'trace {s.get("trace")}'),
         (s.get('workers', cfg.workers) == cfg.workers, f'{s.get("workers")} workers'),
-        (cfg.iterations is None or s.get('iterations') == cfg.iterations,
-         f'{s.get("iterations")} iterations'),
+        (cfg.iterations is None or budget == cfg.iterations, f'{budget} iterations'),
         ((s.get('workload_options') or {}) == dict(cfg.workload_options or {}),
          f'workload options {s.get("workload_options") or {}}'),
         (same_start, f'weights from {start.get("source")}'),
@@ -122,9 +119,6 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     labels = labels or {}
     overrides = overrides or {}
     jobs = [(s, seed) for s in systems for seed in seeds]
-    results: dict[str, list] = {}
-    series: dict[str, list] = {}
-    timeseries: dict[tuple, list] = {}
     bar = None
     if not quiet:
         try:
@@ -166,59 +160,14 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
         raise
     if bar is not None:
         bar.update(len(jobs) - len(todo))
-    for system, seed in jobs:
-        label = labels.get(system, system)
-        d = run_dir(out, label, seed)
-        with open(os.path.join(d, 'summary.json')) as f:
-            results.setdefault(label, []).append(json.load(f))
-        if results[label][-1].get('error'):
-            continue            # a failed run draws no curve (it did not finish)
-        rows = read_timeseries(os.path.join(d, 'timeseries.csv'))
-        series.setdefault(label, []).append(rows)
-        timeseries[(label, seed)] = rows
-    if bar is not None:
         bar.close()
-    add_equal_time_accuracy(results, timeseries)
-    table = [aggregate(v) for v in results.values()]
     meta = {'workload': workload, 'trace': trace, 'workers': workers, 'seeds': seeds,
             'workload_options': dict(workload_options or {}),
-            'systems': [labels.get(s, s) for s in systems], 'wall_s': time.time() - t_start,
-            'target_accuracy': next(iter(results.values()))[0].get('target_accuracy')}
-    atomic_write(os.path.join(out, 'summary.json'),
-                 json.dumps({'meta': meta, 'systems': table}, indent=2) + '\n')
-    write_report(out, meta, table, series, title=title)
+            'systems': [labels.get(s, s) for s in systems], 'wall_s': time.time() - t_start}
+    if title:
+        meta['title'] = title
+    table = write_comparison(out, meta)
     return {'meta': meta, 'systems': table}
-
-
-def add_equal_time_accuracy(results: dict, timeseries: dict) -> None:
-    """
-    Give each run of ``results`` its accuracy at the seed's equal time (in place).
-
-    Runs of one iteration budget end at different times; the final accuracies compare the
-    systems at equal work. This compares them at equal time, the question of a fleet that
-    adapts while the fog lasts: per seed, the time of the earliest last periodic evaluation
-    over the systems (``equal_time_s``), and each system's smoothed accuracy then
-    (``accuracy_at_equal_time``, ``accuracy_at_time``). ``timeseries`` maps (label, seed) to
-    a finished run's rows; failed runs have none and take no part. A comparison of one system,
-    or a seed on which only one system finished, says nothing here and gets nothing.
-    """
-    if len(results) < 2:
-        return
-    ends: dict[int, list] = {}
-    for (label, seed), rows in timeseries.items():
-        end = last_periodic_time(rows)
-        if end is not None:
-            ends.setdefault(seed, []).append(end)
-    # a seed where fewer than two systems finished compares nothing
-    ends = {seed: min(e) for seed, e in ends.items() if len(e) >= 2}
-    for label, summaries in results.items():
-        for summary in summaries:
-            rows = timeseries.get((label, summary.get('seed')))
-            t = ends.get(summary.get('seed'))
-            if rows is None or t is None:
-                continue
-            summary['equal_time_s'] = t
-            summary['accuracy_at_equal_time'] = accuracy_at_time(rows, t)
 
 
 def ratio(table: list[dict], key: str, a: str, b: str) -> float | None:

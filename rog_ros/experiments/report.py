@@ -268,6 +268,22 @@ def _plot_times_per_seed(plt, out: str, table: list[dict]):
     return p
 
 
+def periodic_rows(rows: list) -> list:
+    """
+    Return a run's evaluations of one evaluation set: the rows a curve may join.
+
+    A simulated run evaluates on a prefix of the evaluation set as it goes (``samples``
+    1,152 for MPCOL) and its final accuracy on the whole set (2,304): a curve through both
+    ended in a step that is the two sets' difference, not the model's. The closing row is
+    left out when its ``samples`` differ from the rows before it; the final accuracy stays in
+    the tables. Rows without an accuracy are left out too.
+    """
+    rows = [r for r in rows if r.get('accuracy') is not None]
+    if len(rows) > 1 and rows[-1].get('samples') != rows[-2].get('samples'):
+        rows = rows[:-1]
+    return rows
+
+
 def _mean_curve(runs: list, xkey: str, log: bool = False):
     """
     Average accuracy over seeds on a common x grid (linear interpolation).
@@ -277,9 +293,9 @@ def _mean_curve(runs: list, xkey: str, log: bool = False):
     instead of being cut at its shortest seed. ``log``: a log-spaced grid from the earliest
     evaluation after 0 (the one at 0 has no place on a log axis).
     """
-    curves = [(np.array([r[xkey] for r in run if r.get('accuracy') is not None]),
-               np.array([r['accuracy'] for r in run if r.get('accuracy') is not None]))
-              for run in runs if run]
+    runs = [periodic_rows(run) for run in runs if run]
+    curves = [(np.array([r[xkey] for r in run]), np.array([r['accuracy'] for r in run]))
+              for run in runs]
     curves = [c for c in curves if c[0].size > 1]
     if not curves:
         return None, None

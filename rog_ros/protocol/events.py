@@ -133,8 +133,10 @@ def _diverged(log) -> Tuple[int, str]:
 
 def _after_fleet(log) -> Tuple[int, str]:
     short = int(log.value)
-    done = (f'{short} iterations short of its budget' if short > 0
-            else 'at its budget')
+    # (its clock, not its computations: a robot that catches up after an outage skips to the
+    # fleet's clock minus S, so it computed fewer iterations than the clock says)
+    done = (f'with its clock {short} iterations short of the budget' if short > 0
+            else 'at the budget')
     return INFO, (f'robot {log.worker} stopped {done}: the fleet finished while it was out '
                   'for its link')
 

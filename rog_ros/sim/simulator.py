@@ -181,6 +181,8 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
         rec = _simulate(cfg, progress)
         # what rog compare's reuse compares (the reference systems' runners record neither)
         rec.extra.setdefault('evaluations', int(cfg.evaluations))
+        if cfg.iterations is not None:     # (the engines' path records the resolved one)
+            rec.extra.setdefault('iteration_budget', int(cfg.iterations))
         rec.extra.setdefault('workload_options', dict(cfg.workload_options or {}))
         rec.extra.setdefault('start_model', _start_of(cfg))
         return rec
@@ -268,6 +270,9 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.extra['duplex'] = cfg.duplex
     if cfg.workload_options:
         recorder.extra['workload_options'] = dict(cfg.workload_options)
+    # the budget asked for: 'iterations' is what the robots computed, fewer for a robot that
+    # was out for its link and skipped ahead when it caught up
+    recorder.extra['iteration_budget'] = int(iterations)
     recorder.extra['start_model'] = {'source': wl.describe_start(),
                                      'fingerprint': fingerprint(models[0])}
     harness = Harness(server, engines, grad_fn, compute_s=compute, up=up, down=down,
