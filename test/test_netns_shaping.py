@@ -87,3 +87,19 @@ def test_dds_goodput_follows_the_trace_within_ten_percent():
     assert res['netns_rate_updates'] >= 2                      # the follower changed the rate
     assert 12.0 < res['netns_configured_mbps'] < 30.0
     assert 0.9 <= res['netns_goodput_fraction'] <= 1.1, res
+
+
+def test_goodput_is_timed_from_the_sends_not_from_a_drained_backlog():
+    # a subscriber that fell behind read 60 chunks of 1 MB, sent over 1 s, in 5 ms: timed on
+    # arrivals alone that was 9,415 MB/s
+    from rog_ros.experiments.bench_transport import goodput_bps
+    sent = np.linspace(0.0, 1.0, 61)
+    arrivals = np.linspace(1.0, 1.005, 61)
+    sizes = np.full(61, 1e6)
+    bps, t0, t1 = goodput_bps(arrivals, sizes, arrivals - sent, warmup_s=0.0)
+    assert bps / 8e6 == pytest.approx(61 / 1.005, rel=1e-9)
+    assert (t0, t1) == (0.0, 1.005)
+    warm, t0, _ = goodput_bps(arrivals, sizes, arrivals - sent, warmup_s=0.5)
+    assert t0 == pytest.approx(0.5) and warm / 8e6 == pytest.approx(31 / 0.505)
+    # arrivals only (no latencies): the old reading, kept for callers without send times
+    assert goodput_bps(sent, sizes, warmup_s=0.0)[0] / 8e6 == pytest.approx(61.0)
