@@ -116,11 +116,11 @@ def goodput_bps(arrivals, sizes, latency=None, warmup_s: float = 0.5) -> tuple:
     Return (bits/s, t0, t1) of the payload sent after ``warmup_s``.
 
     t0 is when the first kept message was sent (its arrival minus its ``latency``), t1 the
-    last arrival. The warm-up absorbs the token bucket's initial burst and DDS's first round trips. The
-    window starts at a send time, not at an arrival: a subscriber that falls behind (a
-    loaded machine) drains its backlog in a burst of arrivals, and a window of arrival
-    times alone shrank to milliseconds (9,415 MB/s reported for 60 MB sent in a second).
-    Without latencies, arrivals stand in for the send times.
+    last arrival. The warm-up absorbs the token bucket's initial burst and DDS's first
+    round trips. The window starts at a send time, not at an arrival: a subscriber that
+    falls behind (a loaded machine) drains its backlog in a burst of arrivals, and a window
+    of arrival times alone shrank to milliseconds (9,415 MB/s reported for 60 MB sent in a
+    second). Without latencies, arrivals stand in for the send times.
     """
     t = np.asarray(arrivals, dtype=np.float64)
     if t.size < 3:
