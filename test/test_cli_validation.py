@@ -429,7 +429,7 @@ def test_the_toy_still_runs_its_default_systems(monkeypatch, capsys):
     class Result:
 
         def row(self):
-            return ['x'] * 8
+            return ['x'] * 9
 
     def run_toy(system, **kwargs):
         seen.append(system)

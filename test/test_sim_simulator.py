@@ -235,3 +235,11 @@ def test_accuracy_at_equal_time_reads_every_system_when_the_first_run_ended():
     alone = {'fast': [{'system': 'fast', 'seed': 0}]}      # one system: nothing to compare
     add_equal_time_accuracy(alone, timeseries)
     assert 'accuracy_at_equal_time' not in alone['fast'][0]
+
+
+def test_the_toy_compares_protocols_and_bsp_converges_on_it():
+    # with momentum 0.9 BSP's loss rose from 40 to 400 iterations on the toy (1-bit codec)
+    from rog_ros.experiments.toy import run_toy
+    short, long = run_toy('bsp', iterations=20), run_toy('bsp', iterations=120)
+    assert 0 < long.excess < 0.5 * short.excess
+    assert long.loss - long.excess == pytest.approx(short.loss - short.excess)   # one optimum
