@@ -91,3 +91,57 @@ def test_faulty_bus_drops_duplicates_and_reorders_only_chunks_and_acks():
     n = len(inner.sent)
     bus.publish('w0/schedule', Schedule(worker=0, clock=1, push_deadline_s=0.0))
     assert len(inner.sent) == n + 1                           # other types pass untouched
+
+
+def test_a_state_that_cannot_be_written_stops_the_node_instead_of_dropping_a_message(tmp_path):
+    # a full disk under --state-dir: the OSError of the save was caught as bad input, the
+    # message and the engine's answer dropped, and the worker waited out its server timeout
+    from rog_ros.nodes.driver import EngineDriver, StateWriteError
+    (tmp_path / 'state').write_text('a file where the state directory should be')
+    f = durable.StateFile(str(tmp_path / 'state' / 'worker_0.pt'))
+    with pytest.raises(StateWriteError, match=r'cannot save this node\'s state to .*worker_0.pt'
+                                              r': .*the same command resumes from it'):
+        f.save({'clock': 3})
+
+    class SavingEngine:
+        rejects = 0
+
+        def on_message(self, msg, now):
+            f.save({'clock': 4})
+
+    driver = EngineDriver.__new__(EngineDriver)
+    driver.engine, driver.engine_errors = SavingEngine(), 0
+    with pytest.raises(StateWriteError):
+        driver.deliver(object(), 0.0)
+    assert driver.engine_errors == 0
+
+
+def test_a_checkpoint_of_other_settings_is_refused_in_one_line(tmp_path):
+    # resuming a rog run's --state-dir with --sync ssp: torch's shape mismatch was a traceback
+    from protocol_fixtures import build
+    _, rog, _, _, _ = build('rog:4', n=2)
+    _, ssp, _, _, _ = build('ssp:4', n=2)
+    saved = chaos_hooks.ServerHooks(rog, rog.w_srv.clone(), str(tmp_path))
+    saved.checkpoint()
+    hooks = chaos_hooks.ServerHooks(ssp, ssp.w_srv.clone(), str(tmp_path))
+    with pytest.raises(durable.StateError, match='does not fit this fleet .*: it is the state '
+                                                 'of a run with other settings') as err:
+        hooks.restore()
+    assert '\n' not in str(err.value)
+
+
+def test_the_last_checkpoint_of_a_run_says_it_finished(tmp_path):
+    # the checkpoint taken with the stop orders still owed the final models, and no later
+    # one was written: a server started again on the state of a finished run took it for
+    # unfinished, waited for robots that had left and rewrote the run's results
+    from protocol_fixtures import build
+    harness, server, _, _, _ = build('rog:4', n=2, iters=8, final_model=True)
+    hooks = chaos_hooks.ServerHooks(server, server.w_srv.clone(), str(tmp_path),
+                                    checkpoint_every=100)
+    harness.server = hooks
+    harness.run(until=60.0)
+    assert server.finished
+    _, fresh, _, _, _ = build('rog:4', n=2, iters=8, final_model=True)
+    again = chaos_hooks.ServerHooks(fresh, fresh.w_srv.clone(), str(tmp_path))
+    assert again.restore() == hooks.checkpoint_id >= 2
+    assert fresh.finished

@@ -138,6 +138,11 @@ def maybe_faulty(bus, args, salt: int = 0):
     return FaultyBus(bus, f['loss'], f['dup'], f['reorder'], f['seed'], salt)
 
 
+def _first_line(err) -> str:
+    """Return the first line of an error's text, cut to 160 characters (for a one-line error)."""
+    return (str(err).strip().splitlines() or [''])[0][:160]
+
+
 def _reject_reason(log: Log) -> str:
     info = log.info or {}
     reason = info.get('reason')
@@ -227,9 +232,12 @@ class WorkerHooks(_Hooks):
         obj = self.state.load()
         try:
             self.engine.load_state_dict(obj['engine'])
-        except (KeyError, ValueError, TypeError) as err:
+        except (KeyError, ValueError, TypeError, RuntimeError) as err:
+            # (RuntimeError: torch's shape mismatch, e.g. a state of another --sync)
             raise durable.StateError(f'state file {self.state.path} does not fit this worker '
-                                     f'({err}); move it away to start afresh') from None
+                                     f'({_first_line(err)}): it is the state of a run with '
+                                     'other settings; give the run its own --state-dir, or '
+                                     'move this one away to start afresh') from None
         tail = list(obj.get('ledger_tail', []))
         if self.ledger is not None and tail:
             self.ledger.pending = tail + self.ledger.pending   # the reader drops repeats
@@ -348,6 +356,7 @@ class ServerHooks(_Hooks):
         self.checkpoint_id = 0
         self.next_at = self.every
         self.stopped_seen = 0     # workers told to stop, as of the last checkpoint
+        self.finished_seen = False   # the run was finished at the last checkpoint
         self.ledger_dir = ledger_dir
         self.ledger = None
         if ledger_dir:
@@ -368,13 +377,17 @@ class ServerHooks(_Hooks):
         obj = self.state.load()
         try:
             self.engine.load_state_dict(obj['engine'])
-        except (KeyError, ValueError, TypeError) as err:
+        except (KeyError, ValueError, TypeError, RuntimeError) as err:
+            # (RuntimeError: torch's shape mismatch, e.g. a checkpoint of another --sync)
             raise durable.StateError(f'checkpoint {self.state.path} does not fit this fleet '
-                                     f'({err}); move it away to start afresh') from None
+                                     f'({_first_line(err)}): it is the state of a run with '
+                                     'other settings; give the run its own --state-dir, or '
+                                     'move this one away to start afresh') from None
         self.checkpoint_id = int(obj.get('id', 0))
         self.restored_record = obj.get('run_record')
         self.next_at = (min(self.engine.clock) // self.every + 1) * self.every
         self.stopped_seen = sum(map(bool, getattr(self.engine, 'stopped', ())))
+        self.finished_seen = bool(getattr(self.engine, 'finished', False))
         if self.ledger is not None:
             self.ledger.add('restore', id=self.checkpoint_id)
             self.ledger.flush()
@@ -417,11 +430,17 @@ class ServerHooks(_Hooks):
             self.ledger.flush()
         # Also before a stop order leaves: a worker told to stop never speaks again, so a
         # server restored from an older checkpoint would wait for it for ever.
+        # And once more when the run is finished (the final model delivered to every robot
+        # or given up on): the stop orders' checkpoint still owes the final models, so a
+        # server started again on it took the run for unfinished and rewrote its results.
         stopped = sum(map(bool, getattr(e, 'stopped', ())))
+        finished = bool(getattr(e, 'finished', False))
         if self.state is not None and (min(e.clock) >= self.next_at or
-                                       stopped > self.stopped_seen):
+                                       stopped > self.stopped_seen or
+                                       finished > self.finished_seen):
             self.next_at = (min(e.clock) // self.every + 1) * self.every
             self.stopped_seen = stopped
+            self.finished_seen = finished
             self.checkpoint()
         return actions
 

@@ -52,6 +52,16 @@ class EngineFailure(RuntimeError):
     """The engine stopped because it cannot go on (``Stopped.failed``): the node exits with 3."""
 
 
+class StateWriteError(RuntimeError):
+    """
+    The node could not save its durable state (a full disk): it stops, exit status 1.
+
+    Not bad input: ``deliver`` lets it through. Caught there as one, it dropped the message
+    and the engine's answer, and a worker on a full disk waited out its server timeout while
+    its log blamed the server; a robot that trained on could not have resumed after a crash.
+    """
+
+
 class EngineDriver:
     """
     Drive ``engine`` with ``bus`` on a monotonic clock.
@@ -143,6 +153,8 @@ class EngineDriver:
         """
         try:
             return self.engine.on_message(msg, now)
+        except StateWriteError:
+            raise
         except Exception as err:  # noqa: B902 - bad input must never crash the node
             self.engine_errors += 1
             sender = getattr(msg, 'sender', getattr(msg, 'node', -1))

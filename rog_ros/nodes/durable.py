@@ -41,6 +41,7 @@ import time
 
 import numpy as np
 from rog_ros.atomic import atomic_write_bytes
+from rog_ros.nodes.driver import StateWriteError
 import torch
 
 FORMAT = 1
@@ -98,7 +99,13 @@ class StateFile:
         t0 = time.perf_counter()
         buf = io.BytesIO()
         torch.save(pack(dict(obj, format=FORMAT)), buf)
-        atomic_write_bytes(self.path, buf.getvalue())
+        try:
+            atomic_write_bytes(self.path, buf.getvalue())
+        except OSError as err:
+            raise StateWriteError(
+                f"cannot save this node's state to {self.path}: {err.strerror or err}; free "
+                'space there or give another --state-dir (the last saved state is kept, and '
+                'the same command resumes from it)') from err
         dt = time.perf_counter() - t0
         self.saves += 1
         self.save_s += dt
@@ -111,7 +118,10 @@ class StateFile:
         except Exception as err:  # noqa: B902 - any corruption: one clear line
             first = (str(err).strip().splitlines() or [''])[0][:120]
             raise StateError(f'state file {self.path} is unreadable ({type(err).__name__}: '
-                             f'{first}); move it away to start afresh') from None
+                             f'{first}); move the whole state directory '
+                             f'{os.path.dirname(os.path.abspath(self.path))} away to start the '
+                             'run afresh (without this file alone, the run would go on with '
+                             "the others' state and lose what this one held)") from None
         if not isinstance(obj, dict) or obj.get('format') != FORMAT:
             raise StateError(f'state file {self.path} has an unknown format')
         return unpack(obj)

@@ -29,7 +29,7 @@ import sys
 import time
 
 from rog_ros.nodes.connect import PeerTimeout
-from rog_ros.nodes.driver import EngineFailure
+from rog_ros.nodes.driver import EngineFailure, StateWriteError
 from rog_ros.nodes.params import check_fleet_args, node_parser
 from rog_ros.nodes.respawn import ENGINE_FAILED
 from rog_ros.nodes.signals import SignalRequests
@@ -115,7 +115,7 @@ def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_erro
     except EngineFailure as err:
         log.error(str(err))
         return ENGINE_FAILED
-    except (PeerTimeout, TimeoutError) as err:
+    except (PeerTimeout, TimeoutError, StateWriteError) as err:
         log.error(str(err))
         return 1
     except usage_errors as err:

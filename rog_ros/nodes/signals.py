@@ -18,11 +18,21 @@ A handler may run between any two bytecodes, e.g. in the middle of a DDS publish
 only records the request, and the loop applies it at its next turn. SIGINT/SIGTERM request
 ``shutdown`` (a second one while shutting down raises KeyboardInterrupt: the user insists),
 SIGUSR1 ``deactivate`` (pause training, e.g. while the robot drives), SIGUSR2 ``activate``.
+
+A second shutdown signal insists only when it comes ``INSIST_AFTER_S`` or more after the
+first. Signals that arrive together are one request: a supervisor killed with SIGKILL sends
+its children the parent-death signal once per thread that ends (``children.die_with_parent``;
+``rog fleet``'s progress display runs threads), and three SIGTERMs at once made every node
+leave without writing its summary and model.
 """
 
 from __future__ import annotations
 
 import signal
+import time
+
+INSIST_AFTER_S = 1.0
+"""A shutdown signal this long or longer after the first one insists (KeyboardInterrupt)."""
 
 SIGNAL_TRANSITIONS = {
     signal.SIGINT: 'shutdown',
@@ -35,9 +45,11 @@ SIGNAL_TRANSITIONS = {
 class SignalRequests:
     """Collects transition requests from signals; ``take()`` hands them to the loop."""
 
-    def __init__(self):
+    def __init__(self, clock=time.monotonic):
         self._pending = []
         self.shutdown_requested = False
+        self._clock = clock
+        self._shutdown_at = None     # when the first shutdown signal came
 
     def install(self) -> 'SignalRequests':
         """Install the handlers (main thread only); return self."""
@@ -48,8 +60,12 @@ class SignalRequests:
     def _handle(self, signum, frame) -> None:
         transition = SIGNAL_TRANSITIONS[signum]
         if transition == 'shutdown':
-            if self.shutdown_requested:
-                raise KeyboardInterrupt
+            now = self._clock()
+            if self._shutdown_at is not None:
+                if now - self._shutdown_at >= INSIST_AFTER_S:
+                    raise KeyboardInterrupt
+                return                  # the same request, sent again at once
+            self._shutdown_at = now
             self.shutdown_requested = True
         self._pending.append(transition)
 
