@@ -25,6 +25,11 @@ import os
 import stat
 import tempfile
 
+TEMP_PREFIX = '.tmp-'
+"""Temporary files are named ``TEMP_PREFIX`` + random characters + the target's name."""
+TEMP_NAME_LENGTH = 8
+"""How many random characters ``tempfile.mkstemp`` puts in a name (CPython 3.8 to 3.13)."""
+
 
 def atomic_write_text(path, text: str, mode: int | None = None) -> None:
     """Replace the file at ``path`` with ``text`` atomically (temp file, fsync, rename)."""
@@ -46,7 +51,8 @@ def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
         return
     directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-', suffix=os.path.basename(path))
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX,
+                                   suffix=os.path.basename(path))
     except OSError as exc:  # name the file the caller asked for, not the temp file
         raise type(exc)(exc.errno, exc.strerror, path) from None
     try:

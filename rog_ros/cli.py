@@ -744,6 +744,8 @@ def build_parser() -> argparse.ArgumentParser:
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, a CI timeout, a job scheduler), handled as Ctrl-C is."""
 
+    exit_status = 143       # 128 + SIGTERM (a plain KeyboardInterrupt: 130)
+
 
 def _raise_terminated(signum, frame) -> None:
     raise Terminated()

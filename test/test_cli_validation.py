@@ -670,3 +670,37 @@ def test_settings_a_fleet_must_share_may_not_differ_between_its_nodes(nothing_st
     assert err == ("rog fleet: sync (--sync) differs between the nodes (rog_server 'rog', "
                    "rog_worker 'bsp'); every node of a fleet needs the same value: set it "
                    'under /** or on the command line')
+
+
+def test_a_state_dir_that_is_a_file_or_holds_a_damaged_state_starts_no_node(nothing_starts,
+                                                                             capsys, tmp_path):
+    # before, every node started, printed its usage and exited 1 (a file), or the server and
+    # the other robots restored, rejoined and rewrote the run's results before the robot
+    # with the damaged file stopped
+    import zipfile
+    a_file = tmp_path / 'summary.json'
+    a_file.write_text('{}')
+    out = tmp_path / 'out'
+    assert cli.main(['fleet', '--out', str(out), '--state-dir', str(a_file)]) == 2
+    assert '--state-dir' in capsys.readouterr().err and not out.exists()
+    state = tmp_path / 'state'
+    state.mkdir()
+    with zipfile.ZipFile(state / 'server.pt', 'w') as z:
+        z.writestr('archive/data.pkl', b'x' * 1000)
+    good = (state / 'server.pt').read_bytes()
+    (state / 'worker_1.pt').write_bytes(good[:100])            # cut short by a crash
+    assert cli.main(['fleet', '--out', str(out), '--state-dir', str(state)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'state file worker_1.pt is unreadable' in err[0]
+    assert 'move the state directory away' in err[0] and not out.exists()
+    assert (state / 'server.pt').read_bytes() == good
+
+
+def test_a_saves_leftover_from_a_crash_is_removed_when_the_node_starts(tmp_path):
+    from rog_ros.nodes import durable
+    (tmp_path / '.tmp-abcd1234worker_0.pt').write_bytes(b'x' * 100)   # killed mid-save
+    (tmp_path / '.tmp-abcd1234worker_10.pt').write_bytes(b'x')         # another node's
+    (tmp_path / 'worker_0.pt').write_bytes(b'state')
+    f = durable.StateFile(str(tmp_path / 'worker_0.pt'))
+    assert f.removed_leftovers == 1
+    assert sorted(os.listdir(tmp_path)) == ['.tmp-abcd1234worker_10.pt', 'worker_0.pt']

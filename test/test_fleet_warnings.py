@@ -60,9 +60,12 @@ def test_a_long_first_warning_is_cut(tmp_path):
     assert 'netmon 1 (first: ' + 'y' * 117 + '...)' in line
 
 
-def test_the_closing_lines_name_the_trained_model_only_when_there_is_one(tmp_path):
+def test_the_closing_lines_name_the_trained_model_and_warn_when_it_is_missing(tmp_path):
+    # a full disk under --out: the run said "done" and only the server's log told that
+    # model.pt was never written
     assert [line.split(':')[0] for line in output_lines(str(tmp_path), 'mpcol')] == [
-        'plots and a report (accuracy, time composition, who was out when)']
+        'WARNING', 'plots and a report (accuracy, time composition, who was out when)']
+    assert 'the server could not write it' in output_lines(str(tmp_path), 'mpcol')[0]
     (tmp_path / 'model.pt').write_bytes(b'x')
     first = output_lines(str(tmp_path), 'mpcol')[0]
     assert first.startswith('trained model (a state_dict): ')

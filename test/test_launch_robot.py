@@ -343,6 +343,32 @@ def test_rog_robot_gives_its_own_nodes_the_robots_settings(monkeypatch, tmp_path
     assert seen['rog_worker']['server_timeout'] == 120.0 and seen['netmon']['interface'] == 'auto'
 
 
+def test_rog_robot_stopped_by_sigterm_says_so_and_exits_143(monkeypatch, tmp_path, capsys):
+    from rog_ros import cli
+    from rog_ros.nodes import robot, supervisor
+
+    class Started:
+
+        def __init__(self, specs, logs, env):
+            self.names = [s.name for s in specs]
+
+        def start(self):
+            pass
+
+        def stop(self):
+            pass
+
+    def terminated(*args):
+        raise cli.Terminated()
+    monkeypatch.setattr(supervisor, 'Supervisor', Started)
+    monkeypatch.setattr(robot, 'watch', terminated)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(['robot', '--role', 'worker', '--rank', '0', '--workers', '2']) == 143
+    err = capsys.readouterr().err
+    assert 'rog robot: terminated (SIGTERM); stopped rog_worker_0, netmon_0' in err
+    assert 'exited with' not in err
+
+
 _LAUNCH_WITHOUT_TORCH = """
 import importlib.util, sys, types
 

@@ -55,3 +55,13 @@ def test_a_signal_after_a_requested_shutdown_is_taken_as_one_more_request():
     req._handle(signal.SIGTERM, None)
     req._handle(signal.SIGUSR1, None)
     assert req.take() == ['shutdown', 'shutdown', 'deactivate']
+
+
+def test_a_stopped_fleet_exits_with_the_first_signals_status():
+    # rog fleet exited 130 for a SIGTERM too (the README promises 143)
+    from rog_ros.nodes.stop_requests import StopRequests
+    term, ctrl_c = StopRequests(), StopRequests()
+    term._handle(signal.SIGTERM, None)
+    term._handle(signal.SIGINT, None)
+    ctrl_c._handle(signal.SIGINT, None)
+    assert (term.exit_status(), ctrl_c.exit_status(), term.count) == (143, 130, 2)

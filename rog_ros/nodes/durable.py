@@ -40,7 +40,7 @@ import os
 import time
 
 import numpy as np
-from rog_ros.atomic import atomic_write_bytes
+from rog_ros.atomic import atomic_write_bytes, TEMP_NAME_LENGTH, TEMP_PREFIX
 from rog_ros.nodes.driver import StateWriteError
 import torch
 
@@ -90,6 +90,33 @@ class StateFile:
         self.saves = 0
         self.save_s = 0.0
         self.max_save_s = 0.0
+        self.removed_leftovers = self._remove_leftovers()
+
+    def _remove_leftovers(self) -> int:
+        """
+        Remove the temporary files of saves that a crash cut short; return how many.
+
+        A save writes a temporary file next to the state and renames it over the state; a
+        node killed in between left one the size of the state behind (11 MB for an MPCOL
+        worker), and a robot restarted by --respawn again and again filled its disk. Only
+        this file's own temporaries are removed: one node owns one state file.
+        """
+        folder = os.path.dirname(os.path.abspath(self.path))
+        mine = os.path.basename(self.path)
+        removed = 0
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return 0                  # (no folder yet: nothing was left)
+        for name in names:
+            if (name.startswith(TEMP_PREFIX) and name.endswith(mine)
+                    and len(name) == len(TEMP_PREFIX) + TEMP_NAME_LENGTH + len(mine)):
+                try:
+                    os.unlink(os.path.join(folder, name))
+                    removed += 1
+                except OSError:
+                    pass
+        return removed
 
     def exists(self) -> bool:
         return os.path.isfile(self.path)

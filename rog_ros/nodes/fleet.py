@@ -47,6 +47,7 @@ from rog_ros.nodes.fleet_progress import closing_lines, Progress
 from rog_ros.nodes.output_lock import OutputLock
 from rog_ros.nodes.plan import check_given_staleness, load_parameter_file, plan
 from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS
+from rog_ros.nodes.state_dir import check_state_dir
 from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
 
@@ -148,6 +149,8 @@ def run(args) -> int:
         specs = plan(file_params, _overrides(args, out))
         check_given_staleness(specs[0].parameters['sync'], args.staleness)
         checks.output_dir('--out', args.out)
+        if specs[0].parameters.get('state_dir'):    # (a file, a damaged state: nodes untouched)
+            check_state_dir('--state-dir', specs[0].parameters['state_dir'])
         if args.fleet_key_file:          # read again when the nodes get it (fleet_key_env)
             from rog_ros.nodes.fleet_key import read_key_file
             read_key_file(os.path.abspath(args.fleet_key_file))
@@ -246,7 +249,7 @@ def _run_in(args, out: str, specs) -> int:
         print(f'rog fleet: interrupted; every node stopped {time.monotonic() - since:.1f} s '
               f'after the request' + (f' ({escalated})' if escalated else '')
               + f'; logs in {sup.log_dir}; summary {summary}', file=sys.stderr)
-        return 130
+        return stop.exit_status()
     for name in failed:
         print(f'rog fleet: {name} exited with {codes[name]}; last lines of its log '
               f'({sup.log_path(name)}):\n{sup.tail(name)}', file=sys.stderr)

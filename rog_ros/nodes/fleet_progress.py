@@ -182,6 +182,10 @@ def output_lines(out: str, workload: str) -> list:
         lines.append(f'trained model (a state_dict): {model}; in Python: '
                      f'rog_ros.nodes.model_file.load_trained({workload!r}, {model!r})'
                      + _robots_hold_it(os.path.join(out, 'summary.json')))
+    else:     # (a full disk: the server's log said so, the console did not)
+        lines.append(f'WARNING: no trained model in {model}: the server could not write it '
+                     '(its log, rog_server.log, says why); the robots that received the final '
+                     'model hold it')
     lines.append('plots and a report (accuracy, time composition, who was out when): '
                  f'rog report {out}')
     return lines

@@ -233,10 +233,13 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int) -> int:
         print(f'rog robot: started {", ".join(s.name for s in specs)} (logs in {logs})',
               file=sys.stderr)
         code = watch(sup, main, limit)
-    except KeyboardInterrupt:
-        code = 130
+    except KeyboardInterrupt as stop:       # Ctrl-C, or SIGTERM (the CLI's Terminated)
+        code = getattr(stop, 'exit_status', 130)
     finally:
         sup.stop()
+    if code in (130, 143):
+        print(f'rog robot: {"terminated (SIGTERM)" if code == 143 else "interrupted"}; '
+              f'stopped {", ".join(s.name for s in specs)} (logs in {logs})', file=sys.stderr)
     if code == 0 and args.role == 'server':
         _closing_lines(specs[0].parameters, logs)
     if code == 0 and args.role == 'worker':
@@ -247,7 +250,7 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int) -> int:
             written = ''     # (changed under us; the node's log says what it could write)
         if written and os.path.exists(written):
             print(f"rog robot: this robot's model: {written}", file=sys.stderr)
-    if code not in (0, 130):
+    if code not in (0, 130, 143):
         print(f'rog robot: {main} exited with {code}; last lines of its log:\n'
               f'{sup.tail(main)}', file=sys.stderr)
         print('rog robot: if the cause is not in the lines above, `rog doctor` checks this '

@@ -38,12 +38,23 @@ class StopRequests:
     def __init__(self):
         self.count = 0
         self.first_at = None      # monotonic time of the first request
+        self.first_signal = None  # the signal of the first request (its exit status)
         self._old = {}
 
     def _handle(self, signum, frame) -> None:
         self.count += 1
         if self.first_at is None:
             self.first_at = time.monotonic()
+            self.first_signal = signum
+
+    def exit_status(self) -> int:
+        """
+        Return the exit status of a stopped command: 128 + the signal number, as a shell's.
+
+        130 for Ctrl-C (SIGINT), 143 for SIGTERM (``kill``, a job scheduler, docker stop):
+        a script or a service manager tells from it why the command ended.
+        """
+        return 128 + int(self.first_signal or signal.SIGINT)
 
     def install(self) -> 'StopRequests':
         for sig in self.SIGNALS:

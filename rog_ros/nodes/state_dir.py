@@ -1,0 +1,72 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+State directory: what a fleet's supervisor checks of ``--state-dir`` before any node starts.
+
+Each node loads its own state file when it starts (``durable.StateFile``). One unreadable
+worker file used to stop only its worker, after the server and the other robots had
+restored, rejoined and rewritten the run's results; checked here first, a damaged file
+changes nothing. The check reads the files' zip structure and checksums (``torch.save``
+writes a zip archive), so the supervisor stays free of torch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zipfile
+
+from rog_ros import checks
+
+STATE_FILE = re.compile(r'(server|worker_[0-9]+)\.pt')
+"""Names of the nodes' state files in a state directory."""
+
+
+def unreadable_state_files(state_dir: str) -> list:
+    """Return ``[(file name, reason), ...]`` for state files in ``state_dir`` that are damaged."""
+    try:
+        names = sorted(os.listdir(state_dir))
+    except OSError:
+        return []                       # (none yet: a first run)
+    bad = []
+    for name in names:
+        if not STATE_FILE.fullmatch(name):
+            continue
+        try:
+            with zipfile.ZipFile(os.path.join(state_dir, name)) as archive:
+                broken = archive.testzip()
+            if broken is not None:
+                bad.append((name, f'{broken} fails its checksum'))
+        except (zipfile.BadZipFile, OSError, EOFError) as err:
+            bad.append((name, f'{type(err).__name__}: {err}'))
+    return bad
+
+
+def check_state_dir(name: str, state_dir: str) -> str:
+    """
+    Return ``state_dir`` if the nodes can keep and restore their state there; else raise.
+
+    ConfigError (one line) for a place that cannot be a writable directory, or a directory
+    holding a damaged state file.
+    """
+    checks.output_dir(name, state_dir)
+    bad = unreadable_state_files(state_dir)
+    if bad:
+        file, why = bad[0]
+        more = f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''
+        raise checks.ConfigError(
+            f'{name} {state_dir}: state file {file} is unreadable ({why}){more}; move the '
+            'state directory away to start the run afresh (the others alone would resume '
+            'without what this one held)')
+    return state_dir
