@@ -672,8 +672,7 @@ def test_settings_a_fleet_must_share_may_not_differ_between_its_nodes(nothing_st
                    'under /** or on the command line')
 
 
-def test_a_state_dir_that_is_a_file_or_holds_a_damaged_state_starts_no_node(nothing_starts,
-                                                                             capsys, tmp_path):
+def test_a_bad_or_damaged_state_dir_starts_no_node(nothing_starts, capsys, tmp_path):
     # before, every node started, printed its usage and exited 1 (a file), or the server and
     # the other robots restored, rejoined and rewrote the run's results before the robot
     # with the damaged file stopped
