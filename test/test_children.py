@@ -171,3 +171,26 @@ def test_a_child_whose_parent_died_before_it_asked_goes_at_once():
             'die_with_parent(parent_pid=os.getppid())\nprint("still here")\n')
     proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == 'still here'
+
+
+class _Printer:
+    """A node stand-in whose process prints one line."""
+
+    name = 'rog_server'
+
+    def command(self, python):
+        return [python, '-c', 'print("run output")']
+
+
+def test_a_resumed_run_keeps_the_logs_of_the_run_it_resumes(tmp_path):
+    # a fleet started again on its --state-dir overwrote every node log, so the crashed
+    # run's server log, which told what happened before the crash, was gone
+    from rog_ros.nodes.supervisor import Supervisor
+    sup = Supervisor([_Printer()], str(tmp_path), lambda spec: dict(os.environ))
+    log = tmp_path / 'rog_server.log'
+    for resuming in (None, None, 'resuming from the state in st (server.pt)'):
+        sup.start(resuming)
+        sup.procs['rog_server'].wait(timeout=60)
+    text = log.read_text()
+    assert text.count('run output') == 2           # the fresh start overwrote, resuming not
+    assert ': started again, resuming from the state in st (server.pt) ---' in text

@@ -47,7 +47,7 @@ from rog_ros.nodes.fleet_progress import closing_lines, Progress
 from rog_ros.nodes.output_lock import OutputLock
 from rog_ros.nodes.plan import check_given_staleness, load_parameter_file, plan
 from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS
-from rog_ros.nodes.state_dir import check_state_dir
+from rog_ros.nodes.state_dir import check_state_dir, STATE_FILE
 from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
 
@@ -170,6 +170,14 @@ def run(args) -> int:
         lock.release()
 
 
+def _resuming(state_dir) -> str:
+    """Say which saved state the nodes will restore from ``state_dir`` ('' for none)."""
+    if not state_dir or not os.path.isdir(state_dir):
+        return ''
+    files = sorted(n for n in os.listdir(state_dir) if STATE_FILE.fullmatch(n))
+    return f'resuming from the state in {state_dir} ({", ".join(files)})' if files else ''
+
+
 def _run_in(args, out: str, specs) -> int:
     """Run the checked fleet ``specs`` with ``out`` held (``run``'s second half)."""
     from rog_ros.transport.cyclone_config import config_path
@@ -192,6 +200,9 @@ def _run_in(args, out: str, specs) -> int:
     if not args.state_dir and earlier_results(out):   # the server sets them aside
         print(f'rog fleet: {out} holds the results of an earlier run; they move to '
               f'{os.path.join(out, PREVIOUS)} as this one starts', file=sys.stderr)
+    resuming = _resuming(server.parameters.get('state_dir'))
+    if resuming:
+        print(f'rog fleet: {resuming}; the logs go on', file=sys.stderr)
     n, iterations = server.parameters['workers'], server.parameters['iterations']
     namespace = server.parameters['namespace']
     domain = args.domain_id if args.domain_id is not None else default_domain()
@@ -222,7 +233,7 @@ def _run_in(args, out: str, specs) -> int:
     failed, reason = [], ''
     stop = StopRequests().install()
     try:
-        sup.start()
+        sup.start(resuming)
         failed, reason = _watch(sup, bus, progress, args, n, stop)
     except KeyboardInterrupt:       # a signal before our handlers were in place
         stop.count += 1

@@ -51,10 +51,21 @@ class Supervisor:
         self.env_for, self.prefix_for, self.python = env_for, prefix_for, python
         self.procs = {}
 
-    def start(self) -> None:
+    def start(self, resuming: str | None = None) -> None:
+        """
+        Start every node; each log starts afresh, or goes on when ``resuming`` says why.
+
+        A run resumed from its state directory keeps the logs of the run it resumes (the
+        crashed run's server log told what happened before the crash, and a fresh start
+        overwrote it): they go on after a line with the time and ``resuming``.
+        """
         os.makedirs(self.log_dir, exist_ok=True)
         for name in self.specs:
-            self._spawn(name, 'wb')
+            if resuming:
+                with open(self.log_path(name), 'ab') as log:
+                    stamp = time.strftime('%Y-%m-%d %H:%M:%S')
+                    log.write(f'\n--- {stamp}: started again, {resuming} ---\n'.encode())
+            self._spawn(name, 'ab' if resuming else 'wb')
 
     def restart(self, name: str) -> None:
         """Start node ``name`` again (it exited); its log goes on in the same file."""
