@@ -249,3 +249,13 @@ def test_report_of_a_comparison_folder_writes_the_comparison_report_again(tmp_pa
     assert cli.main(['report', str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and 'a run of the comparison is missing' in err[0]
+
+
+def test_no_empty_accuracy_plot_when_every_run_failed(tmp_path):
+    # every run failed (a zero-rate trace): empty axes were drawn and embedded in report.md
+    from rog_ros.experiments.report import write_plots
+    from rog_ros.experiments.seed_stats import aggregate
+    table = [aggregate([{'system': 'bsp', 'seed': 0, 'error': 'no progress'}])]
+    names = [name for name, _ in write_plots(str(tmp_path), table, {'bsp': []})]
+    assert not any(name.startswith('accuracy') for name in names)
+    assert not list(tmp_path.glob('accuracy*.png'))

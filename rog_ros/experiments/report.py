@@ -191,8 +191,10 @@ def write_plots(out: str, table: list[dict], series: dict, target=None,
                       if xkey == 'time_s' else 'iteration (mean over workers)')
         ax.set_ylabel('accuracy')
         ax.grid(alpha=0.3)
-        if ax.lines:           # (no curve: no run with evaluations to draw)
-            ax.legend()
+        if not ax.lines:       # no run with evaluations (every run failed): no empty plot
+            plt.close(fig)
+            continue
+        ax.legend()
         if target:
             ax.axhline(target, color='grey', ls='--')
         p = os.path.join(out, name + '.png')
