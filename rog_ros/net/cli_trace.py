@@ -73,8 +73,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         'gen', help='write a synthetic trace CSV from a preset',
         description='Write a seeded synthetic trace of PRESET as t_seconds,mbps CSV (the same '
                     'seed gives the same trace). The presets are calibrated to the Rog '
-                    "paper's indoor and outdoor links; rog trace stats PRESET shows a preset's "
-                    'statistics and their targets.')
+                    "paper's indoor and outdoor links over long spans (hours): an outdoor "
+                    'preset holds a rate 25 s on average, so a few minutes of it are a handful '
+                    'of rates and differ widely from seed to seed. rog trace stats FILE shows '
+                    "what you got; rog trace stats PRESET --duration 36000 the preset's "
+                    'statistics against their targets.')
     gen.add_argument('preset', help=f'one of: {presets}')
     gen.add_argument('--out', required=True, help='output CSV file')
     _add_source_options(gen)
@@ -96,7 +99,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     st.add_argument('--compare', metavar='PRESET',
                     help="check against a preset's calibration targets (default: the preset "
                          'itself when FILE_OR_PRESET is a preset)')
-    _add_source_options(st)
+    _add_source_options(st, STATS_DURATION_S, ': a preset is calibrated over hours')
 
     plot = sub.add_parser('plot', help='plot rate vs time and the rate histogram (PNG)',
                           description='Plot the rate of a trace file or a preset over time, '
@@ -142,9 +145,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _add_source_options(parser):
-    parser.add_argument('--duration', type=float, default=300.0,
-                        help='seconds to generate for a preset (default 300)')
+def _add_source_options(parser, duration_s: float = 300.0, why: str = ''):
+    parser.add_argument('--duration', type=float, default=duration_s,
+                        help=f'seconds to generate for a preset (default {duration_s:g}{why})')
     parser.add_argument('--seed', type=int, default=0, help='generator seed (default 0)')
 
 
@@ -345,6 +348,9 @@ def _cmd_stats(args, out):
             doc['targets'] = {'preset': compare, 'rel_tol': 0.15, 'checks': {
                 k: {'target': t, 'achieved': _json_num(a), 'ok': ok}
                 for k, (t, a, ok) in verdict.items()}}
+            note = _short_span_note(st, verdict)
+            if note:
+                doc['targets']['note'] = note
         print(json.dumps(doc, indent=2), file=out)
         return 0
     read_as = f' (read as {traces.trace_file_format(args.source)})' if preset is None else ''
@@ -356,7 +362,28 @@ def _cmd_stats(args, out):
             target, _, ok = verdict[key]
             line += f' target {_fmt(target):>8s}  {"ok" if ok else "OFF"}'
         print(line.rstrip(), file=out)
+    note = _short_span_note(st, verdict)
+    if note:
+        print(note, file=out)
     return 0
+
+
+STATS_DURATION_S = 36000.0
+"""Default span of ``rog trace stats PRESET``: ten hours (1,505 rates of ``outdoors``, seed 0: 6
+of 7 targets met; 300 s were 16 rates, and missed 6 of 7)."""
+
+
+def _short_span_note(st: dict, verdict: dict) -> str:
+    """Say why a trace misses targets that a preset meets over thousands of hours ('' if not)."""
+    missed = sum(1 for _, _, ok in verdict.values() if not ok)
+    if not missed:
+        return ''
+    hours = st.get('duration_s', 0.0) / 3600.0
+    return (f'note: {missed} of {len(verdict)} targets missed over {st.get("segments")} '
+            f'distinct rates ({hours:.3g} h); the presets meet them over thousands of hours: '
+            'an outdoor preset keeps a rate 25 s on average and stays in a regime for '
+            'minutes, so even hours of one seed vary widely (try other --seed values); '
+            'report the statistics of the trace you ran')
 
 
 def _cmd_plot(args, out):
