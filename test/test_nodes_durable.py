@@ -124,8 +124,8 @@ def test_a_checkpoint_of_other_settings_is_refused_in_one_line(tmp_path):
     saved = chaos_hooks.ServerHooks(rog, rog.w_srv.clone(), str(tmp_path))
     saved.checkpoint()
     hooks = chaos_hooks.ServerHooks(ssp, ssp.w_srv.clone(), str(tmp_path))
-    with pytest.raises(durable.StateError, match='does not fit this fleet .*: it is the state '
-                                                 'of a run with other settings') as err:
+    with pytest.raises(durable.StateError, match='does not fit this fleet .*; the state of a '
+                                                 'run with other settings') as err:
         hooks.restore()
     assert '\n' not in str(err.value)
 
@@ -145,3 +145,25 @@ def test_the_last_checkpoint_of_a_run_says_it_finished(tmp_path):
     again = chaos_hooks.ServerHooks(fresh, fresh.w_srv.clone(), str(tmp_path))
     assert again.restore() == hooks.checkpoint_id >= 2
     assert fresh.finished
+
+
+def test_a_resumed_run_keeps_its_counts(tmp_path):
+    # a fleet resumed from its state counted compute time and late transfers from the
+    # restart on (compute 2.3 s where the run had computed 5.5, late pushes 0)
+    from protocol_fixtures import build
+    harness, server, workers, _, _ = build('rog:4', n=2, iters=12, save_states=True)
+    saver = chaos_hooks.WorkerHooks(workers[0], 0, str(tmp_path))
+    saver.node_state = lambda: {'compute_s': 12.5}
+    harness.workers[0] = saver
+    sh = chaos_hooks.ServerHooks(server, server.w_srv.clone(), str(tmp_path))
+    harness.server = sh
+    harness.run(until=60.0)
+    sh.checkpoint()
+    counts = {k: getattr(server, k) for k in ('late_pushes', 'late_rows', 'late_pulls',
+                                              'late_pull_rows', 'too_slow_suspensions')}
+    assert counts['late_pushes'] + counts['late_pulls'] > 0
+    _, fresh, fresh_workers, _, _ = build('rog:4', n=2, iters=12, save_states=True, seed=1)
+    chaos_hooks.ServerHooks(fresh, fresh.w_srv.clone(), str(tmp_path)).restore()
+    assert {k: getattr(fresh, k) for k in counts} == counts
+    again = chaos_hooks.WorkerHooks(fresh_workers[0], 0, str(tmp_path))
+    assert again.restore() and again.restored_node_state == {'compute_s': 12.5}

@@ -210,6 +210,10 @@ class WorkerHooks(_Hooks):
         super().__init__(engine)
         self.rank = rank
         self.run = random.getrandbits(62)
+        # the node's own counters, saved with the engine's state (its compute time: a
+        # resumed run's summary covers the whole run, not the time since the restart)
+        self.node_state = dict
+        self.restored_node_state = {}
         self.state = None
         if state_dir and durable.supported(engine):
             self.state = durable.StateFile(os.path.join(state_dir, f'worker_{rank}.pt'))
@@ -230,14 +234,16 @@ class WorkerHooks(_Hooks):
         if self.state is None or not self.state.exists():
             return False
         obj = self.state.load()
+        self.restored_node_state = dict(obj.get('node') or {})
         try:
             self.engine.load_state_dict(obj['engine'])
         except (KeyError, ValueError, TypeError, RuntimeError) as err:
             # (RuntimeError: torch's shape mismatch, e.g. a state of another --sync)
             raise durable.StateError(f'state file {self.state.path} does not fit this worker '
-                                     f'({_first_line(err)}): it is the state of a run with '
-                                     'other settings; give the run its own --state-dir, or '
-                                     'move this one away to start afresh') from None
+                                     f'({_first_line(err)}); the state of a run with other '
+                                     'settings (another --sync, model or fleet size) needs a '
+                                     '--state-dir of its own, or move this one away to '
+                                     'start afresh') from None
         tail = list(obj.get('ledger_tail', []))
         if self.ledger is not None and tail:
             self.ledger.pending = tail + self.ledger.pending   # the reader drops repeats
@@ -290,7 +296,7 @@ class WorkerHooks(_Hooks):
         committed = any(isinstance(a, Log) and a.name == 'push_done' for a in actions)
         asked = any(isinstance(a, SaveState) for a in actions)
         if self.state is not None and (event or end or committed or asked):
-            self.state.save({'engine': e.state_dict(),
+            self.state.save({'engine': e.state_dict(), 'node': self.node_state(),
                              'ledger_tail': list(self.ledger.pending) if self.ledger else []})
         if self.ledger is not None:
             self.ledger.flush()
@@ -380,9 +386,10 @@ class ServerHooks(_Hooks):
         except (KeyError, ValueError, TypeError, RuntimeError) as err:
             # (RuntimeError: torch's shape mismatch, e.g. a checkpoint of another --sync)
             raise durable.StateError(f'checkpoint {self.state.path} does not fit this fleet '
-                                     f'({_first_line(err)}): it is the state of a run with '
-                                     'other settings; give the run its own --state-dir, or '
-                                     'move this one away to start afresh') from None
+                                     f'({_first_line(err)}); the state of a run with other '
+                                     'settings (another --sync, model or fleet size) needs a '
+                                     '--state-dir of its own, or move this one away to '
+                                     'start afresh') from None
         self.checkpoint_id = int(obj.get('id', 0))
         self.restored_record = obj.get('run_record')
         self.next_at = (min(self.engine.clock) // self.every + 1) * self.every

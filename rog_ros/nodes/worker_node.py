@@ -121,6 +121,7 @@ class WorkerNode:
                                 a, salt=self.rank)
         self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None))
+        self.hooks.node_state = lambda: {'compute_s': self.compute_s}
         # Versions first: a poll hands topics over in subscription order, and the engine takes
         # a downlink END only once its RowVersions is in (both are sent back to back).
         for topic in sorted(worker_inbox(self.rank), key=lambda t: not t.endswith('versions')):
@@ -223,7 +224,8 @@ class WorkerNode:
         if waited < 0 or self._wait_for_downlink(waited) < 0:
             return False
         self.life.trigger('activate')
-        self.hooks.restore()
+        if self.hooks.restore():
+            self.compute_s = float(self.hooks.restored_node_state.get('compute_s', 0.0))
         self.started_at = self._progress_at = time.monotonic()
         self.driver.handle(self.hooks.start(self.started_at), self.started_at)
         return True

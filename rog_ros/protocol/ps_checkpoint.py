@@ -87,6 +87,10 @@ class CheckpointMixin:
             'weighted_pushes': self.weighted_pushes,
             'rescaled_pushes': self.rescaled_pushes,
             'outage_suspensions': self.outage_suspensions,
+            # (counts a restored server goes on with: its summary covers the whole run)
+            'too_slow_suspensions': getattr(self, 'too_slow_suspensions', 0),
+            'late_pushes': self.late_pushes, 'late_rows': self.late_rows,
+            'late_pulls': self.late_pulls, 'late_pull_rows': self.late_pull_rows,
             # the end of a run (ps_final): the model sent, and to whom it is still owed
             'final_values': None if self.final_values is None else self.final_values.clone(),
             'owed_final': dict(self._owed_final),
@@ -148,6 +152,9 @@ class CheckpointMixin:
         self.weighted_pushes = int(sd.get('weighted_pushes', 0))
         self.rescaled_pushes = int(sd.get('rescaled_pushes', 0))
         self.outage_suspensions = int(sd.get('outage_suspensions', 0))
+        for name in ('too_slow_suspensions', 'late_pushes', 'late_rows', 'late_pulls',
+                     'late_pull_rows'):
+            setattr(self, name, int(sd.get(name, 0)))    # (0: a checkpoint from before)
         # a restart during the end sends the same final model to those still owed it
         final = sd.get('final_values')
         self.final_values = None if final is None else final.clone()
