@@ -97,3 +97,14 @@ def test_a_finished_run_closes_with_summary_result_warnings_model_and_report(tmp
     assert 'final accuracy 0.9000' in lines[1] and 'rog_server 1' in lines[2]
     (logs / 'rog_server.log').write_text('')
     assert len(closing_lines(str(tmp_path), 'toy', str(logs), ['rog_server'])) == 4
+
+
+def test_a_fleet_knows_when_it_resumes_from_its_state(tmp_path):
+    from rog_ros.nodes.fleet import _resuming
+    assert _resuming(None) == '' and _resuming(str(tmp_path / 'none')) == ''
+    (tmp_path / 'notes.txt').write_text('not a state file')
+    assert _resuming(str(tmp_path)) == ''
+    (tmp_path / 'worker_0.pt').write_bytes(b'x')
+    (tmp_path / 'server.pt').write_bytes(b'x')
+    assert _resuming(str(tmp_path)) == (f'resuming from the state in {tmp_path} '
+                                        '(server.pt, worker_0.pt)')

@@ -46,6 +46,7 @@ from rog_ros.nodes import settings
 from rog_ros.nodes.fleet_progress import closing_lines, Progress
 from rog_ros.nodes.output_lock import OutputLock
 from rog_ros.nodes.plan import check_given_staleness, load_parameter_file, plan
+from rog_ros.nodes.respawn import describe_exit
 from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS
 from rog_ros.nodes.state_dir import check_state_dir, STATE_FILE
 from rog_ros.nodes.stop_requests import StopRequests
@@ -262,11 +263,16 @@ def _run_in(args, out: str, specs) -> int:
               + f'; logs in {sup.log_dir}; summary {summary}', file=sys.stderr)
         return stop.exit_status()
     for name in failed:
-        print(f'rog fleet: {name} exited with {codes[name]}; last lines of its log '
+        said = describe_exit(codes[name]) if codes[name] is not None else 'did not finish'
+        print(f'rog fleet: {name} {said}; last lines of its log '
               f'({sup.log_path(name)}):\n{sup.tail(name)}', file=sys.stderr)
     if reason:
         print(f'rog fleet: {reason}', file=sys.stderr)
     summary = os.path.join(out, 'summary.json')
+    state_dir = server.parameters.get('state_dir')
+    if (failed or reason) and state_dir and _resuming(state_dir):
+        print(f"rog fleet: the run's state is in {state_dir}: the same command resumes it "
+              '(once the cause is mended)', file=sys.stderr)
     if failed or reason or not os.path.exists(summary):
         print('rog fleet: if the cause is not in the lines above, `rog doctor` checks this '
               'machine (torch, a DDS round trip, buffers) and says what to fix', file=sys.stderr)
