@@ -108,3 +108,14 @@ def test_a_fleet_knows_when_it_resumes_from_its_state(tmp_path):
     (tmp_path / 'server.pt').write_bytes(b'x')
     assert _resuming(str(tmp_path)) == (f'resuming from the state in {tmp_path} '
                                         '(server.pt, worker_0.pt)')
+
+
+def test_a_completed_run_is_not_offered_a_resume(tmp_path):
+    from rog_ros.nodes.fleet import _completed
+    assert not _completed(str(tmp_path))
+    (tmp_path / 'summary.json').write_text(json.dumps({'completed': False, 'error': 'x'}))
+    assert not _completed(str(tmp_path))
+    (tmp_path / 'summary.json').write_text(json.dumps({'completed': True}))
+    assert _completed(str(tmp_path))
+    (tmp_path / 'summary.json').write_text('[1, 2]')           # not a run's summary
+    assert not _completed(str(tmp_path))

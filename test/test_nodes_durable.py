@@ -130,21 +130,30 @@ def test_a_checkpoint_of_other_settings_is_refused_in_one_line(tmp_path):
     assert '\n' not in str(err.value)
 
 
-def test_the_last_checkpoint_of_a_run_says_it_finished(tmp_path):
-    # the checkpoint taken with the stop orders still owed the final models, and no later
+def test_a_checkpoint_says_finished_once_the_results_are_written(tmp_path):
+    # the checkpoint taken with the stop orders still owes the final models, and no later
     # one was written: a server started again on the state of a finished run took it for
-    # unfinished, waited for robots that had left and rewrote the run's results
+    # unfinished, waited for robots that had left and rewrote the run's results. A finished
+    # checkpoint taken before the results were written would have lost them for good (a
+    # server dying while it writes them), so it is taken after (ServerNode.finish)
     from protocol_fixtures import build
+
+    def restored_finished():
+        _, fresh, _, _, _ = build('rog:4', n=2, iters=8, final_model=True)
+        chaos_hooks.ServerHooks(fresh, fresh.w_srv.clone(), str(tmp_path)).restore()
+        return fresh.finished
     harness, server, _, _, _ = build('rog:4', n=2, iters=8, final_model=True)
     hooks = chaos_hooks.ServerHooks(server, server.w_srv.clone(), str(tmp_path),
                                     checkpoint_every=100)
     harness.server = hooks
     harness.run(until=60.0)
-    assert server.finished
-    _, fresh, _, _, _ = build('rog:4', n=2, iters=8, final_model=True)
-    again = chaos_hooks.ServerHooks(fresh, fresh.w_srv.clone(), str(tmp_path))
-    assert again.restore() == hooks.checkpoint_id >= 2
-    assert fresh.finished
+    assert server.finished and hooks.checkpoint_id >= 1
+    assert not restored_finished()            # dies now: restored, it writes the results
+    assert hooks.checkpoint_results_written()
+    assert restored_finished()                # results written: a restart leaves them alone
+    _, unfinished, _, _, _ = build('rog:4', n=2, iters=8, final_model=True)
+    assert not chaos_hooks.ServerHooks(unfinished, unfinished.w_srv.clone(),
+                                       str(tmp_path / 'other')).checkpoint_results_written()
 
 
 def test_a_resumed_run_keeps_its_counts(tmp_path):

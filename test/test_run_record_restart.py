@@ -189,3 +189,23 @@ def test_the_server_checkpoints_every_stop_order_before_it_leaves(tmp_path):
     fresh = harness.new_server()
     chaos_hooks.ServerHooks(fresh, server.w_srv, state_dir=str(tmp_path)).restore()
     assert fresh.finished
+
+
+@pytest.mark.parametrize('model_written', [True, False])
+def test_the_finished_checkpoint_follows_the_written_results(model_written):
+    # taken before the results, a server dying while it wrote them (or a full disk under
+    # --out) left a state that said finished and results that never could be written
+    from types import SimpleNamespace
+    from rog_ros.nodes.server_node import ServerNode
+    order = []
+    node = ServerNode.__new__(ServerNode)          # only what finish uses here
+    node._finished_before = False
+    node.engine = SimpleNamespace(finished=False)   # (no robots to wait for)
+    node._collect = lambda wait_s: order.append('collect')
+    node.evaluator = SimpleNamespace(close=lambda: order.append('close'))
+    node._save_model = lambda: order.append('model') or model_written
+    node._write = lambda end: order.append('summary') or {'completed': True}
+    node.hooks = SimpleNamespace(checkpoint_results_written=lambda: order.append('checkpoint'))
+    assert node.finish() == {'completed': True}
+    assert order == ['collect', 'close', 'model', 'summary'] + (
+        ['checkpoint'] if model_written else [])

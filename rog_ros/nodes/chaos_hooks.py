@@ -362,7 +362,6 @@ class ServerHooks(_Hooks):
         self.checkpoint_id = 0
         self.next_at = self.every
         self.stopped_seen = 0     # workers told to stop, as of the last checkpoint
-        self.finished_seen = False   # the run was finished at the last checkpoint
         self.ledger_dir = ledger_dir
         self.ledger = None
         if ledger_dir:
@@ -394,7 +393,6 @@ class ServerHooks(_Hooks):
         self.restored_record = obj.get('run_record')
         self.next_at = (min(self.engine.clock) // self.every + 1) * self.every
         self.stopped_seen = sum(map(bool, getattr(self.engine, 'stopped', ())))
-        self.finished_seen = bool(getattr(self.engine, 'finished', False))
         if self.ledger is not None:
             self.ledger.add('restore', id=self.checkpoint_id)
             self.ledger.flush()
@@ -437,19 +435,29 @@ class ServerHooks(_Hooks):
             self.ledger.flush()
         # Also before a stop order leaves: a worker told to stop never speaks again, so a
         # server restored from an older checkpoint would wait for it for ever.
-        # And once more when the run is finished (the final model delivered to every robot
-        # or given up on): the stop orders' checkpoint still owes the final models, so a
-        # server started again on it took the run for unfinished and rewrote its results.
         stopped = sum(map(bool, getattr(e, 'stopped', ())))
-        finished = bool(getattr(e, 'finished', False))
         if self.state is not None and (min(e.clock) >= self.next_at or
-                                       stopped > self.stopped_seen or
-                                       finished > self.finished_seen):
+                                       stopped > self.stopped_seen):
             self.next_at = (min(e.clock) // self.every + 1) * self.every
             self.stopped_seen = stopped
-            self.finished_seen = finished
             self.checkpoint()
         return actions
+
+    def checkpoint_results_written(self) -> bool:
+        """
+        Checkpoint a finished run once its results are written; True if it did.
+
+        The stop orders' checkpoint still owes the final models, so a server started again
+        on it took a finished run for unfinished, waited for robots that had left and
+        rewrote the run's results. This one says finished, and a server started on it leaves
+        the results alone. It is taken only after ``summary.json`` and ``model.pt`` were
+        written: a server that dies before (or could not write them) is restored from the
+        stop orders' checkpoint and writes them then.
+        """
+        if self.state is None or not getattr(self.engine, 'finished', False):
+            return False
+        self.checkpoint()
+        return True
 
     def close(self, node_rejects=None, injected=None) -> None:
         """Write the final report (everything applied, in the workers' units)."""

@@ -171,6 +171,15 @@ def run(args) -> int:
         lock.release()
 
 
+def _completed(out: str) -> bool:
+    """Tell whether ``out`` holds the results of a completed run (nothing left to resume)."""
+    try:
+        with open(os.path.join(out, 'summary.json')) as f:
+            return json.load(f).get('completed') is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def _resuming(state_dir) -> str:
     """Say which saved state the nodes will restore from ``state_dir`` ('' for none)."""
     if not state_dir or not os.path.isdir(state_dir):
@@ -270,7 +279,7 @@ def _run_in(args, out: str, specs) -> int:
         print(f'rog fleet: {reason}', file=sys.stderr)
     summary = os.path.join(out, 'summary.json')
     state_dir = server.parameters.get('state_dir')
-    if (failed or reason) and state_dir and _resuming(state_dir):
+    if (failed or reason) and state_dir and _resuming(state_dir) and not _completed(out):
         print(f"rog fleet: the run's state is in {state_dir}: the same command resumes it "
               '(once the cause is mended)', file=sys.stderr)
     if failed or reason or not os.path.exists(summary):

@@ -337,20 +337,24 @@ class ServerNode:
                 self._evaluate(now=end)
         self._collect(wait_s=EVAL_DRAIN_S if self.engine.finished else LEAVE_TIMEOUT_S)
         self.evaluator.close()
-        self._save_model()
-        return self._write(end)
+        saved = self._save_model()
+        summary = self._write(end)
+        if saved:      # (results on disk: a server started again on this state leaves them)
+            self.hooks.checkpoint_results_written()
+        return summary
 
-    def _save_model(self) -> None:
-        """Write the trained model (``OUT/model.pt``, ``model_file`` in the summary)."""
+    def _save_model(self) -> bool:
+        """Write the trained model to ``OUT/model.pt``; True if it was written."""
         try:
             self.eval_w.copy_(self.engine.consensus_model())   # the model's parameters
             size = save_state_dict(os.path.join(self.args.out, MODEL_FILE), self.training.model)
         except (OSError, RuntimeError) as exc:   # the metrics are still worth writing
             self.log.warning(f'could not write the trained model: {exc}')
-            return
+            return False
         self.recorder.extra['model_file'] = MODEL_FILE
         self.log.info(f'trained model: {os.path.join(self.args.out, MODEL_FILE)} '
                       f'({size / 1e6:.1f} MB)')
+        return True
 
     def cleanup(self) -> None:
         """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""

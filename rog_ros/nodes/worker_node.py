@@ -80,6 +80,7 @@ class WorkerNode:
         self.log = logging.getLogger(getattr(args, 'node_name', f'rog_worker_{args.rank}'))
         self.engine = None
         self.compute_s = 0.0
+        self.compute_before_s = 0.0   # compute time of the run before a restore (its state)
         self.loss = float('nan')
         self.started_at = None
         self._status_due = 0.0      # next periodic status (a stored deadline)
@@ -226,6 +227,7 @@ class WorkerNode:
         self.life.trigger('activate')
         if self.hooks.restore():
             self.compute_s = float(self.hooks.restored_node_state.get('compute_s', 0.0))
+            self.compute_before_s = self.compute_s
         self.started_at = self._progress_at = time.monotonic()
         self.driver.handle(self.hooks.start(self.started_at), self.started_at)
         return True
@@ -319,6 +321,8 @@ class WorkerNode:
         e = self.engine
         self.bus.publish(self.status_topic, TrainStatus(
             node=self.rank, stamp=time.time(), iteration=e.clock, loss=self.loss,
-            compute_s=self.compute_s, comm_s=max(0.0, wall - self.compute_s),
+            # (comm: this process's wall time less what it computed itself)
+            compute_s=self.compute_s,
+            comm_s=max(0.0, wall - (self.compute_s - self.compute_before_s)),
             bytes_up=e.bytes_up, bytes_down=e.bytes_down, state=f'{self.life.state}:{e.state}',
             start_model=self.start_fingerprint))
