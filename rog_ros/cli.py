@@ -543,8 +543,8 @@ def _add_bench(sub) -> None:
                                     'namespaces (root only; skipped otherwise) and p95 chunk '
                                     'latency, between two processes. Prints JSON.')
     t.add_argument('--duration', type=float, default=3.0,
-                   help='seconds of the loopback goodput measurement (default 3; the '
-                        'netns one runs 4 s, one period of its 40/15 Mbit/s trace)')
+                   help='seconds of the loopback goodput measurement (default 3); the '
+                        'netns one runs 4 s, one period of its 40/15 Mbit/s trace')
     t.set_defaults(func=_cmd_bench_transport)
     v = bsub.add_parser('server', help='server CPU time per worker-iteration vs fleet size',
                         description="Time the parameter server's handlers (process CPU time) "

@@ -135,8 +135,8 @@ def _after_fleet(log) -> Tuple[int, str]:
     short = int(log.value)
     # (its clock, not its computations: a robot that catches up after an outage skips to the
     # fleet's clock minus S, so it computed fewer iterations than the clock says)
-    done = (f'with its clock {short} iterations short of the budget' if short > 0
-            else 'at the budget')
+    done = (f'with its clock {short} iterations short of its budget' if short > 0
+            else 'at its budget')
     return INFO, (f'robot {log.worker} stopped {done}: the fleet finished while it was out '
                   'for its link')
 
