@@ -277,19 +277,23 @@ def test_rog_robot_refuses_respawn_without_state_dir(capsys, monkeypatch, tmp_pa
     assert not list(tmp_path.iterdir())
 
 
-def test_rog_robot_worker_leaves_its_model_in_a_file(monkeypatch, tmp_path, capsys):
-    """./rog_robot_model.pt unless told; a folder given with a trailing / gets model.pt."""
-    from rog_ros import cli
+@pytest.fixture
+def started_robots(monkeypatch, tmp_path):
+    """
+    Run ``rog robot`` without processes, in ``tmp_path``; return what it started.
+
+    Each start appends the robot's node specs; every node exits 0.
+    """
     from rog_ros.nodes import supervisor
     seen = []
 
     class Started:
 
         def __init__(self, specs, logs, env):
-            seen.append(specs[0].parameters)
+            seen.append(list(specs))
             self.names = [s.name for s in specs]
 
-        def start(self):
+        def start(self, resuming=None):
             pass
 
         def codes(self):
@@ -299,10 +303,16 @@ def test_rog_robot_worker_leaves_its_model_in_a_file(monkeypatch, tmp_path, caps
             pass
     monkeypatch.setattr(supervisor, 'Supervisor', Started)
     monkeypatch.chdir(tmp_path)
+    return seen
+
+
+def test_rog_robot_worker_leaves_its_model_in_a_file(started_robots, tmp_path, capsys):
+    """./rog_robot_model.pt unless told; a folder given with a trailing / gets model.pt."""
+    from rog_ros import cli
     worker = ['robot', '--role', 'worker', '--rank', '1', '--workers', '2']
     assert cli.main(worker) == 0
     assert cli.main(worker + ['--model-out', 'models' + os.sep]) == 0
-    assert [p['model_out'] for p in seen] == [
+    assert [specs[0].parameters['model_out'] for specs in started_robots] == [
         str(tmp_path / 'rog_robot_model.pt'), str(tmp_path / 'models') + os.sep]
     (tmp_path / 'models').mkdir()
     (tmp_path / 'models' / 'model.pt').write_bytes(b'x')     # as the node would write it
@@ -310,59 +320,32 @@ def test_rog_robot_worker_leaves_its_model_in_a_file(monkeypatch, tmp_path, caps
     assert f"this robot's model: {tmp_path / 'models' / 'model.pt'}" in capsys.readouterr().err
 
 
-def test_rog_robot_gives_its_own_nodes_the_robots_settings(monkeypatch, tmp_path):
+def test_rog_robot_gives_its_own_nodes_the_robots_settings(started_robots):
     # a robot that leaves coverage for minutes, or whose Wi-Fi is not the interface netmon
     # picks: before, only a --config file could say so
     from rog_ros import cli
-    from rog_ros.nodes import supervisor
-    seen = {}
 
-    class Started:
-
-        def __init__(self, specs, logs, env):
-            seen.update({s.executable: s.parameters for s in specs})
-            self.names = [s.name for s in specs]
-
-        def start(self):
-            pass
-
-        def codes(self):
-            return {name: 0 for name in self.names}
-
-        def stop(self):
-            pass
-    monkeypatch.setattr(supervisor, 'Supervisor', Started)
-    monkeypatch.chdir(tmp_path)
+    def parameters():
+        return {s.executable: s.parameters for s in started_robots[-1]}
     assert cli.main(['robot', '--role', 'worker', '--rank', '1', '--workers', '2',
                      '--server-timeout', '600', '--interface', 'wlan1']) == 0
+    seen = parameters()
     assert seen['rog_worker']['server_timeout'] == 600.0
     assert seen['netmon']['interface'] == 'wlan1'
     assert 'interface' not in seen['rog_worker'] and 'server_timeout' not in seen['netmon']
-    seen.clear()
     assert cli.main(['robot', '--role', 'worker', '--rank', '1', '--workers', '2']) == 0
+    seen = parameters()
     assert seen['rog_worker']['server_timeout'] == 120.0 and seen['netmon']['interface'] == 'auto'
 
 
-def test_rog_robot_stopped_by_sigterm_says_so_and_exits_143(monkeypatch, tmp_path, capsys):
+def test_rog_robot_stopped_by_sigterm_says_so_and_exits_143(started_robots, monkeypatch,
+                                                            capsys):
     from rog_ros import cli
-    from rog_ros.nodes import robot, supervisor
-
-    class Started:
-
-        def __init__(self, specs, logs, env):
-            self.names = [s.name for s in specs]
-
-        def start(self):
-            pass
-
-        def stop(self):
-            pass
+    from rog_ros.nodes import robot
 
     def terminated(*args):
         raise cli.Terminated()
-    monkeypatch.setattr(supervisor, 'Supervisor', Started)
     monkeypatch.setattr(robot, 'watch', terminated)
-    monkeypatch.chdir(tmp_path)
     assert cli.main(['robot', '--role', 'worker', '--rank', '0', '--workers', '2']) == 143
     err = capsys.readouterr().err
     assert 'rog robot: terminated (SIGTERM); stopped rog_worker_0, netmon_0' in err

@@ -48,7 +48,7 @@ from rog_ros.nodes.output_lock import OutputLock
 from rog_ros.nodes.plan import check_given_staleness, load_parameter_file, plan
 from rog_ros.nodes.respawn import describe_exit
 from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS
-from rog_ros.nodes.state_dir import check_state_dir, STATE_FILE
+from rog_ros.nodes.state_dir import check_state_dir, state_files
 from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
 
@@ -182,9 +182,7 @@ def _completed(out: str) -> bool:
 
 def _resuming(state_dir) -> str:
     """Say which saved state the nodes will restore from ``state_dir`` ('' for none)."""
-    if not state_dir or not os.path.isdir(state_dir):
-        return ''
-    files = sorted(n for n in os.listdir(state_dir) if STATE_FILE.fullmatch(n))
+    files = state_files(state_dir)
     return f'resuming from the state in {state_dir} ({", ".join(files)})' if files else ''
 
 

@@ -33,16 +33,19 @@ STATE_FILE = re.compile(r'(server|worker_[0-9]+)\.pt')
 """Names of the nodes' state files in a state directory."""
 
 
+def state_files(state_dir) -> list:
+    """Return the names of the nodes' state files in ``state_dir``, sorted ([]: none yet)."""
+    try:
+        names = os.listdir(state_dir) if state_dir else []
+    except OSError:
+        return []                       # (no folder yet: a first run)
+    return sorted(n for n in names if STATE_FILE.fullmatch(n))
+
+
 def unreadable_state_files(state_dir: str) -> list:
     """Return ``[(file name, reason), ...]`` for state files in ``state_dir`` that are damaged."""
-    try:
-        names = sorted(os.listdir(state_dir))
-    except OSError:
-        return []                       # (none yet: a first run)
     bad = []
-    for name in names:
-        if not STATE_FILE.fullmatch(name):
-            continue
+    for name in state_files(state_dir):
         try:
             with zipfile.ZipFile(os.path.join(state_dir, name)) as archive:
                 broken = archive.testzip()
