@@ -259,6 +259,7 @@ def test_diagnostics_and_protocol_messages_publish_on_rclpy(ros):
                                  '/diagnostics', got.append, 10)
     bus, other = (RclpyBus(namespace='/t', node=ros.Node(name)) for name in ('a', 'b'))
     other.subscribe('netmon/link_stats')
+    other.subscribe('/diagnostics')               # a standard type: fleet's watcher reads it
     sent = LinkStats(3, 'wlan0', 12.5, tx_bytes=7, tx_mbps=1.5, auth_tag=b'\x01\x02')
     publisher = DiagnosticsPublisher(bus, lambda now: link_statuses('netmon_3', [sent]), 1.0)
     # Execute
@@ -268,7 +269,17 @@ def test_diagnostics_and_protocol_messages_publish_on_rclpy(ros):
     while listener.work:
         listener.work.popleft()()
     assert got and got[0].status[0].level == b'\x00'   # traffic: OK
-    assert other.poll(0.0) == [('/t/netmon/link_stats', sent)]
+    heard = dict(other.poll(0.0))
+    assert sorted(heard) == ['/diagnostics', '/t/netmon/link_stats']
+    assert heard['/t/netmon/link_stats'] == sent
+    diagnostics = heard['/diagnostics']
+    assert isinstance(diagnostics, standard_msgs.DiagnosticArray)
+    expected = link_statuses('netmon_3', [sent])
+    assert [(d.level, d.name, d.message) for d in diagnostics.status] == \
+        [(d.level, d.name, d.message) for d in expected]
+    assert diagnostics.status[0].values == expected[0].values
+    assert (diagnostics.header.stamp.sec, diagnostics.header.stamp.nanosec) == \
+        (got[0].header.stamp.sec, got[0].header.stamp.nanosec)
     bus.close()
     other.close()
     assert ros.violations == []
@@ -552,3 +563,51 @@ def test_diagnostics_hz_set_at_run_time_changes_the_rate(ros):
     assert not refused.successful and args.workers == 1          # the others are read-only
     assert not node.set_parameters([ros_doubles.Parameter('diagnostics_hz', value=1)])[0] \
         .successful                                               # (an int for a float)
+
+
+# ---------------------------------------------------------------------- I: a ROS 2 that cannot
+def _parsed(argv):
+    """Return ``(parser, args)`` of rog_worker for ``argv``."""
+    parser = settings_parser()
+    return parser, parser.parse_args(argv)
+
+
+def settings_parser():
+    """Return rog_worker's argument parser."""
+    from rog_ros.nodes.params import node_parser
+    return node_parser('rog_worker', 'rog_worker', 'rog_worker.')
+
+
+def test_bus_rclpy_without_ros_is_one_usage_line(capsys):
+    # Prepare: no rclpy in this process
+    assert node_main.use_ros(_parsed(['--bus', 'rclpy'])[1])
+    # Execute
+    with pytest.raises(SystemExit) as exit_:
+        rog_worker.main(['--bus', 'rclpy', '--workers', '1'])
+    # Assert: argparse's usage error, not rclpy.init's AttributeError on None
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert 'error: --bus rclpy: rclpy or the built rog_ros messages do not import' in err
+    assert '--bus dds' in err and 'Traceback' not in err
+
+
+def test_a_ros_2_without_lifecycle_refuses_rclpy_and_auto_falls_back(ros, monkeypatch, caplog):
+    # Prepare: Foxy's rclpy has no rclpy.lifecycle
+    ros_node = _ros_node()
+    monkeypatch.setattr(ros_node, 'TransitionCallbackReturn', None)
+    parser, args = _parsed(['--bus', 'auto'])
+    # Execute: auto
+    with caplog.at_level('WARNING'):
+        chosen = node_main.ros_path(parser, args)
+    # Assert: the embedded transport, said once
+    assert chosen is False and args.bus == 'dds'
+    assert 'no rclpy.lifecycle (ROS 2 Foxy or Galactic)' in caplog.text
+    assert 'running on the embedded DDS transport' in caplog.text
+    # netmon is a plain node: its ROS 2 path stays
+    parser, args = _parsed(['--bus', 'auto'])
+    assert node_main.ros_path(parser, args, lifecycle=False) is True and args.bus == 'auto'
+    # --bus rclpy: a usage error
+    parser, args = _parsed(['--bus', 'rclpy'])
+    with pytest.raises(SystemExit) as exit_:
+        node_main.ros_path(parser, args)
+    assert exit_.value.code == 2

@@ -119,6 +119,17 @@ def test_permissions_name_exactly_the_fleets_topics(store):
     assert not any(t.startswith('rt/rog/') for t in pub + sub)       # the namespace is ours
 
 
+def test_managed_nodes_may_publish_their_lifecycle_transitions(store):
+    # rclpy's LifecycleNode creates a ~/transition_event writer in its constructor: a denied
+    # writer is an exception there, and the node never starts under its enclave
+    root, _ = store
+    for enclave, node in (('/rog_ros/server', 'rog_server'), ('/rog_ros/worker', 'rog_worker_1'),
+                          ('/rog_ros/worker_1', 'rog_worker_1')):
+        _, pub, _ = _rules(root, enclave)
+        assert _allowed(f'rt/{node}/transition_event', pub), enclave
+        assert _allowed(f'rt/fleet7/{node}/transition_event', pub), enclave     # a namespace
+
+
 def test_certificates_chain_to_the_ca(store):
     root, enclaves = store
     ca = x509.load_pem_x509_certificate((root / 'public/ca.cert.pem').read_bytes())

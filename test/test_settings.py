@@ -87,6 +87,29 @@ def test_params_file_section_of_the_node_name_applies(tmp_path):
     assert (args.window, args.staleness) == (9, 1)
 
 
+def test_rclpy_own_parameters_are_left_alone_and_sim_time_is_refused(tmp_path, capsys):
+    # Prepare: what a ROS 2 launch setup writes for every node
+    params = tmp_path / 'p.yaml'
+    params.write_text(yaml.safe_dump({'/**': {'ros__parameters': {
+        'use_sim_time': False, 'start_type_description_service': True, 'staleness': 2}}}))
+    # Execute
+    args = rog_worker.build_parser().parse_args(
+        ['--ros-args', '--params-file', str(params), '-p', 'use_sim_time:=false'])
+    plans = fleet.resolve({'/**': {'use_sim_time': False, 'staleness': 3}})
+    # Assert: read as rclpy declares them, no unknown-parameter error, and no setting of ours
+    assert args.staleness == 2 and not hasattr(args, 'use_sim_time')
+    assert plans['rog_server']['staleness'] == 3
+    assert 'use_sim_time' not in plans['rog_server']
+    with pytest.raises(ValueError, match='use_sim_time True: rog_ros nodes keep wall-clock'):
+        settings.check_parameter_file({'/**': {'use_sim_time': True}})
+    with pytest.raises(SystemExit) as exc:
+        rog_worker.build_parser().parse_args(['--ros-args', '-p', 'use_sim_time:=true'])
+    assert exc.value.code == 2
+    assert "error: -p: use_sim_time 'true': rog_ros nodes keep" in capsys.readouterr().err
+    with pytest.raises(ValueError, match='parameter file /\\*\\*: use_sim_time True'):
+        fleet.resolve({'/**': {'use_sim_time': True}})
+
+
 @pytest.mark.parametrize('argv,message', [
     (['--ros-args', '-p', 'stalenes:=3'], "no parameter 'stalenes'"),
     (['--ros-args', '-p', 'staleness:=-1'], 'staleness (--staleness) must be in [0, 1000]'),

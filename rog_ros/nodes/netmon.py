@@ -28,7 +28,7 @@ import time
 from rog_ros.nodes.connect import fleet_key, open_bus
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, link_statuses
 from rog_ros.nodes.monitor import NetMonitor
-from rog_ros.nodes.node_main import setup_logging, use_ros
+from rog_ros.nodes.node_main import ros_path, setup_logging
 from rog_ros.nodes.params import check_key_arg, node_parser
 from rog_ros.nodes.routing import link_stats
 from rog_ros.nodes.signals import SignalRequests
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     except ValueError:
         parser.error(f'--nodes {args.nodes!r}: expected comma-separated ranks')
     requests, node, executor = SignalRequests().install(), None, None
-    if args.bus != 'none' and use_ros(args):    # a ROS 2 node named netmon_<rank>
+    if args.bus != 'none' and ros_path(parser, args, lifecycle=False):   # node netmon_<rank>
         from rog_ros.nodes import ros_node
         requests, node, executor = ros_node.plain_node(
             'netmon', args, sys.argv[1:] if argv is None else argv)

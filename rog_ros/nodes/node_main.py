@@ -57,6 +57,30 @@ def use_ros(args) -> bool:
     return rclpy_available()
 
 
+def ros_path(parser, args, lifecycle: bool = True) -> bool:
+    """
+    Tell whether this node runs as an rclpy node; refuse ``--bus rclpy`` where it cannot.
+
+    ``auto`` on a ROS 2 that cannot host the node (Foxy and Galactic have no
+    ``rclpy.lifecycle``) falls back to the embedded transport, which speaks the same topics
+    and types, with a warning; ``--bus rclpy`` there is a usage error (exit 2) instead of a
+    traceback from ``rclpy.init``.
+    """
+    if not use_ros(args):
+        return False
+    from rog_ros.nodes import ros_node
+    missing = ros_node.missing_ros(lifecycle)
+    if missing is None:
+        return True
+    if args.bus == 'rclpy':
+        parser.error(f'--bus rclpy: {missing}; or run with --bus dds (the embedded transport: '
+                     'the same ROS 2 topics and types)')
+    logging.getLogger(args.node_name).warning(
+        f'{missing}; running on the embedded DDS transport (the same ROS 2 topics and types)')
+    args.bus = 'dds'
+    return False
+
+
 def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_errors=()) -> int:
     """
     Run one training node; return its exit status.
@@ -93,7 +117,7 @@ def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_erro
     check_fleet_args(parser, args)
     if check is not None:
         check(parser, args)
-    if use_ros(args):
+    if ros_path(parser, args):
         from rog_ros.nodes import ros_node
         return ros_node.run(role, args, core_class, argv, finish, usage_errors)
     log = setup_logging(args.node_name)

@@ -112,7 +112,7 @@ def resolve(file_params=None, overrides=None) -> dict:
     accepted key, typed and range-checked by the settings table; unknown keys and bad values
     raise ConfigError (a ValueError) naming the key (a typo must not be silently ignored).
     """
-    file_params = file_params or {}
+    file_params = _without_rclpy_parameters(file_params or {})
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     known = set(DEFAULTS)
     taken = [ALL_NODES] + list(ROLE_KEYS)
@@ -147,6 +147,16 @@ def resolve(file_params=None, overrides=None) -> dict:
                 merged[key] = settings.BY_NAME[key].parse(value)
         resolved[exe] = dict({k: merged[k] for k in keys}, netmon=merged['netmon'])
     return resolved
+
+
+def _without_rclpy_parameters(file_params: dict) -> dict:
+    """Drop rclpy's own parameters (``use_sim_time: false``) from a file's sections."""
+    try:
+        return {section: {k: v for k, v in params.items()
+                          if not settings.rclpy_parameter(k, v, f'parameter file {section}')}
+                for section, params in file_params.items()}
+    except ValueError as err:
+        raise checks.ConfigError(str(err)) from None
 
 
 def _opt(key: str) -> str:

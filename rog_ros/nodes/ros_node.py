@@ -50,12 +50,31 @@ from rog_ros.nodes.signals import SignalRequests
 try:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
-    from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
-except ImportError:  # no ROS 2: node_main never calls in here (use_ros() is False)
+except ImportError:  # no ROS 2: node_main never calls in here (missing_ros() says why)
     rclpy = None
     SingleThreadedExecutor = None
+try:
+    from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+except ImportError:  # no ROS 2, or one older than Humble (Foxy, Galactic): no managed nodes
     LifecycleNode = object
     TransitionCallbackReturn = None
+
+
+def missing_ros(lifecycle: bool = True) -> str | None:
+    """
+    Return why this process cannot be a ROS 2 node, or None when it can.
+
+    ``lifecycle``: the node is a managed one (rog_server, rog_worker), which needs
+    ``rclpy.lifecycle`` (ROS 2 Humble or newer); netmon is a plain node.
+    """
+    from rog_ros.transport.choose import rclpy_available
+    if rclpy is None or not rclpy_available():
+        return ("rclpy or the built rog_ros messages do not import (source ROS 2's setup.bash "
+                "and the workspace's install/setup.bash)")
+    if lifecycle and TransitionCallbackReturn is None:
+        return ('this rclpy has no rclpy.lifecycle (ROS 2 Foxy or Galactic): rog_server and '
+                'rog_worker need ROS 2 Humble or newer')
+    return None
 
 
 class RogLifecycleNode(LifecycleNode):

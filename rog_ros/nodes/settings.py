@@ -481,10 +481,34 @@ def section_values(sections: dict, executable: str, node_name: str) -> dict:
     return out
 
 
+RCLPY_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
+"""Parameters every rclpy node declares itself: a ROS 2 parameter file may set them for
+``/**``; the nodes read none of them (they keep wall-clock time, see rclpy_parameter)."""
+
+
+def rclpy_parameter(key: str, value, where: str) -> bool:
+    """
+    Tell whether ``key`` is one of rclpy's own parameters (to be left alone); refuse sim time.
+
+    ``use_sim_time: true`` would be ignored, and a node on a replayed ``/clock`` would still
+    time its transfers, timeouts and link estimates in wall-clock seconds: a ValueError.
+    """
+    if key not in RCLPY_OWN_PARAMETERS:
+        return False
+    flag = _yaml_value(value) if isinstance(value, str) else value
+    if key == 'use_sim_time' and flag is not False:
+        raise ValueError(f'{where}: use_sim_time {value!r}: rog_ros nodes keep wall-clock time '
+                         '(their transfers, timeouts and link estimates are real seconds); '
+                         'remove it or set it to false')
+    return True
+
+
 def check_parameter_file(sections: dict, where: str = 'parameter file') -> None:
     """Raise ValueError naming any key no setting declares, or a value out of range."""
     for section, params in sections.items():
         for key, value in params.items():
+            if rclpy_parameter(key, value, where):
+                continue
             if key not in BY_NAME:
                 raise ValueError(f'{where}: unknown parameter {key!r} in {section}; known: '
                                  f'{", ".join(sorted(BY_NAME))}')
@@ -526,6 +550,8 @@ def resolve(role: str, parsed: argparse.Namespace, ros: dict) -> argparse.Namesp
     for key, text in flags.items():
         values[key] = BY_NAME[key].parse(text)
     for key, text in ros['params']:
+        if rclpy_parameter(key, text, '-p'):
+            continue
         if key not in accepted:
             raise ValueError(f'-p {key}: {role} has no parameter {key!r}; known: '
                              f'{", ".join(sorted(accepted))}')

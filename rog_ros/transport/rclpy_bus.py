@@ -135,8 +135,26 @@ def to_ros(msg):
     return ros
 
 
+def _standard_from_ros(ros, type_name: str):
+    """Return the standard message dataclass (DiagnosticArray ...) of an rclpy message."""
+    from rog_ros.transport import idl, standard_msgs
+    values = {}
+    for fdef in idl.msg_def(type_name).fields:
+        value = getattr(ros, fdef.name)
+        if fdef.nested and fdef.array:
+            value = [_standard_from_ros(v, fdef.base) for v in value]
+        elif fdef.nested:
+            value = _standard_from_ros(value, fdef.base)
+        elif fdef.base == 'byte' and not fdef.array:     # rclpy: bytes of length 1
+            value = value[0] if isinstance(value, (bytes, bytearray)) else int(value)
+        values[fdef.name] = value
+    return standard_msgs.CLASSES[type_name](**values)
+
+
 def from_ros(type_name: str, ros):
-    """Return the protocol dataclass of a generated rclpy message of type ``type_name``."""
+    """Return the protocol (or standard) dataclass of a generated rclpy message."""
+    if '/' in type_name:
+        return _standard_from_ros(ros, type_name)
     values = {}
     for dname, mname, kind, dtype in FIELD_PLANS[type_name]:
         value = getattr(ros, mname)
@@ -231,7 +249,7 @@ class RclpyBus(Bus):
                 self.rejects += 1
 
         self._subscriptions[ros_topic] = self._node.create_subscription(
-            ROS_CLASSES[msg_type], ros_topic, enqueue, _ros_qos(topic_qos(ros_topic, qos)))
+            ros_class(msg_type), ros_topic, enqueue, _ros_qos(topic_qos(ros_topic, qos)))
 
     def poll(self, timeout_s: float = 0.0) -> list:
         self._check_open()
