@@ -105,6 +105,16 @@ def test_fleet_key_unusable_fails_and_absent_is_information(tmp_path, monkeypatc
     assert found.level == 'info'
 
 
+def test_fleet_key_line_shows_the_fingerprint_the_nodes_log(tmp_path, monkeypatch):
+    from rog_ros.nodes.fleet_key import write_key_file
+    key = write_key_file(tmp_path / 'fleet.key')
+    monkeypatch.delenv('ROG_FLEET_KEY', raising=False)
+    monkeypatch.setenv('ROG_FLEET_KEY_FILE', str(tmp_path / 'fleet.key'))
+    (found,) = doctor_checks.check_fleet_key()
+    assert (found.level, found.detail) == (
+        'ok', f'fleet key from $ROG_FLEET_KEY_FILE (fingerprint {key.fingerprint})')
+
+
 def _binding_series() -> tuple:
     from importlib.metadata import version
     return tuple(int(part) for part in version('cyclonedds').split('.')[:2])

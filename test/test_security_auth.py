@@ -238,3 +238,104 @@ def test_key_sources(tmp_path):
         fleet_key.load_fleet_key(str(tmp_path / 'missing'), environ={})
     with pytest.raises(FileExistsError):
         fleet_key.write_key_file(path)
+
+
+HEX64 = 'ab' * 32
+
+
+@pytest.mark.parametrize('text', [HEX64, HEX64.upper(), f'\ufeff{HEX64}', f'{HEX64}\r\n',
+                                  f'\ufeff{HEX64}\r\n', f'  {HEX64}\n'.encode(),
+                                  b'\xef\xbb\xbf' + HEX64.encode() + b'\r\n'])
+def test_a_hex_key_reads_the_same_with_a_bom_crlf_or_spaces(text):
+    # a BOM in front made the text non-hex: it was taken raw, another key (all bad_tag)
+    assert auth.parse_key(text) == auth.FleetKey(bytes.fromhex(HEX64))
+
+
+@pytest.mark.parametrize('text, problem', [
+    (HEX64[:-1], 'malformed hex key: odd number of hex digits (63)'),
+    ('ab' * 24, 'fleet key too short (24 bytes from 48 hex digits, need 32 bytes = 64 hex '
+                'digits)'),
+    ('0x' + HEX64, 'malformed hex key: it starts with 0x'),
+    (' '.join([HEX64[:32], HEX64[32:]]), 'malformed hex key: hex digits split by spaces'),
+    (HEX64[:32] + '\n' + HEX64[32:], 'malformed hex key: hex digits split by spaces'),
+    (':'.join(HEX64[i:i + 2] for i in range(0, 64, 2)), 'malformed hex key: hex digits split'),
+    (HEX64[:20] + 'O' + HEX64[21:], 'malformed hex key: 1 character(s) that are not hex '
+                                    'digits among 64'),
+])
+def test_a_damaged_or_short_hex_key_is_refused_in_one_line(text, problem):
+    # each was read as raw bytes before (or, 48 digits, refused without saying why)
+    with pytest.raises(auth.FleetKeyError) as err:
+        auth.parse_key(text, 'fleet key file k')
+    message = str(err.value)
+    assert message.startswith('fleet key file k: ' + problem), message
+    assert '\n' not in message and HEX64[:16] not in message
+
+
+def test_text_that_is_not_hex_is_still_a_raw_key():
+    passphrase = 'a passphrase of at least 32 chars!'
+    assert auth.parse_key(passphrase) == auth.FleetKey(passphrase.encode())
+    assert auth.parse_key('\ufeff' + passphrase + '\r\n') == auth.FleetKey(passphrase.encode())
+    with pytest.raises(auth.FleetKeyError, match=r'too short \(31 bytes, need 32\)'):
+        auth.parse_key('x' * 31)
+
+
+@pytest.mark.parametrize('stamp', [m.Time(sec=2 ** 31, nanosec=0), m.Time(sec=-2 ** 31 - 1),
+                                   m.Time(sec=0, nanosec=-1), m.Time(sec=0, nanosec=2 ** 32)])
+def test_a_stamp_out_of_range_is_malformed_not_an_exception(stamp):
+    # struct.error escaped the verifier (and its bus's receive loop) before
+    signed = auth.sign(m.LinkStats(node=1, interface='x', stamp=m.Time(sec=5)), KEY, 9)
+    signed.stamp = stamp
+    verifier = auth.Verifier(KEY)
+    assert verifier.check(signed) == 'malformed'
+    assert verifier.rejects['malformed'] == 1
+    with pytest.raises(ValueError, match=r'^LinkStats\.stamp cannot be encoded: sec=.* out of '
+                                         r'range \(int32 sec, uint32 nanosec\)$'):
+        auth.sign(m.LinkStats(node=1, interface='x', stamp=stamp), KEY, 10)
+
+
+def test_a_key_file_larger_than_4_kib_is_refused_not_cut(tmp_path):
+    path = tmp_path / 'big.key'
+    path.write_text(HEX64 + '\n' + '#' * 4096)
+    os.chmod(path, 0o600)
+    with pytest.raises(auth.FleetKeyError) as err:
+        fleet_key.read_key_file(path)
+    assert str(err.value) == (f'fleet key file {path} is larger than 4096 bytes; a key file '
+                              'holds one key (64 hex digits)')
+    path.write_text(HEX64 + ' ' * (4096 - 64))                # 4096 bytes exactly: fine
+    assert fleet_key.read_key_file(path) == auth.FleetKey(bytes.fromhex(HEX64))
+
+
+def test_the_mode_checked_is_that_of_the_file_opened(tmp_path, monkeypatch):
+    # stat, then open: a file swapped in between was read unchecked; now the opened file's
+    # own mode (fstat) is what counts
+    import builtins
+    path = tmp_path / 'k.key'
+    path.write_text(HEX64)
+    os.chmod(path, 0o600)
+    loose = tmp_path / 'loose.key'
+    loose.write_text('cd' * 32)
+    os.chmod(loose, 0o644)
+
+    def swapping_open(file, *args, **kwargs):
+        """Open ``file`` after another user's file has taken its place (the race)."""
+        os.replace(loose, path)
+        return builtins.open(file, *args, **kwargs)
+    monkeypatch.setattr(fleet_key, 'open', swapping_open, raising=False)
+    with pytest.raises(auth.FleetKeyError, match='mode 644.*chmod 600'):
+        fleet_key.read_key_file(path)
+
+
+def test_a_failed_key_write_leaves_no_file_and_a_retry_works(tmp_path, monkeypatch):
+    path = tmp_path / 'fleet.key'
+    synced = []
+
+    def full_disk(fd):
+        """Fail like fsync on a full disk."""
+        raise OSError(28, 'No space left on device')
+    monkeypatch.setattr(fleet_key.os, 'fsync', full_disk)
+    with pytest.raises(OSError, match='No space left'):
+        fleet_key.write_key_file(path)
+    assert not path.exists()                         # before: an empty file, 'File exists'
+    monkeypatch.setattr(fleet_key.os, 'fsync', synced.append)
+    key = fleet_key.write_key_file(path)
+    assert len(synced) == 1 and fleet_key.read_key_file(path) == key

@@ -228,7 +228,7 @@ def test_rog_fleet_makes_a_fresh_private_key_per_run_or_uses_the_given_one(tmp_p
         os.environ.update(old)
     # Assert
     path = str(tmp_path / 'run' / 'fleet.key')
-    assert env1 == env2 == {fleet_key.KEY_FILE_ENV: path, fleet_key.KEY_ENV: ''}
+    assert env1 == env2 == {fleet_key.KEY_FILE_ENV: path}      # a path, never the key
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert key1 != key2 and fleet_key.read_key_file(path) == key2     # one key per run
     assert key3 == given_key and env3[fleet_key.KEY_FILE_ENV] == str(given)

@@ -53,6 +53,11 @@ def add_parser(subparsers):
 
 def _cmd_key(args) -> int:
     from rog_ros.nodes.fleet_key import write_key_file
+    if _names_a_directory(args.file):
+        example = shlex.quote(os.path.join(args.file, 'fleet.key'))
+        print(f'rog security key: {args.file} names a directory; give the path of the key '
+              f'file to create, such as {example}', file=sys.stderr)
+        return 2
     try:
         key = write_key_file(args.file)
     except OSError as err:
@@ -62,6 +67,11 @@ def _cmd_key(args) -> int:
     print(f'rog security key: wrote {args.file} (fingerprint {key.fingerprint}); give every '
           f'node --fleet-key-file {path} or ROG_FLEET_KEY_FILE={path}')
     return 0
+
+
+def _names_a_directory(path: str) -> bool:
+    """Tell whether ``path`` is an existing directory or is written as one (ends in /)."""
+    return os.path.isdir(path) or path.endswith(('/', os.sep))
 
 
 def _check_keystore(args) -> None:
@@ -85,8 +95,12 @@ def _cmd_keystore(args) -> int:
         enclaves = create_keystore(args.directory, namespace=args.namespace,
                                    domain_ids=args.domain_id, per_rank=args.per_rank,
                                    days=args.days)
-    except (KeystoreError, OSError) as err:
+    except KeystoreError as err:
         print(f'rog security keystore: {err}', file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f'rog security keystore: cannot create {args.directory}: '
+              f'{err.strerror or err}', file=sys.stderr)
         return 2
     print(f'rog security keystore: {args.directory} with enclaves {", ".join(enclaves)}; on '
           f'each robot: export ROS_SECURITY_KEYSTORE='

@@ -22,10 +22,14 @@ timeout and a diagnostic naming the topics still unmatched, replaces guessed sta
 
 from __future__ import annotations
 
+import logging
 import time
 
 from rog_ros.nodes.fleet_key import load_fleet_key
 from rog_ros.transport.choose import make_bus
+
+NO_KEY_WARNING = 'no fleet key: messages are not authenticated'
+"""What a node says at start without a fleet key (docs/security.md)."""
 
 
 class PeerTimeout(RuntimeError):
@@ -58,14 +62,23 @@ def open_bus(kind: str, namespace: str, key=None, record=None, node=None, execut
     return bus
 
 
-def fleet_key(args):
+def fleet_key(args, log=None):
     """
     Return the fleet key: ``--fleet-key-file``, else ``$ROG_FLEET_KEY_FILE``/``$ROG_FLEET_KEY``.
 
     None when none is configured (the node runs unauthenticated). Raises
     ``rog_ros.protocol.auth.FleetKeyError`` (a ValueError; the message never holds the key).
+    Says on ``log`` (default: the logger of ``args.node_name``) which key the node holds, by
+    its fingerprint, so mismatched keys show in the nodes' logs, or warns that there is none.
     """
-    return load_fleet_key(getattr(args, 'fleet_key_file', None))
+    key = load_fleet_key(getattr(args, 'fleet_key_file', None))
+    if log is None:
+        log = logging.getLogger(getattr(args, 'node_name', None) or 'rog_ros')
+    if key is None:
+        log.warning(NO_KEY_WARNING)
+    else:
+        log.info(f'fleet key {key.fingerprint}')
+    return key
 
 
 def reject_counts(bus) -> dict:

@@ -276,4 +276,5 @@ def check_fleet_key():
                         f'for robots on a shared network: rog security key FILE, then '
                         f'export {KEY_FILE_ENV}=FILE on every robot (docs/security.md)')]
     source = KEY_FILE_ENV if os.environ.get(KEY_FILE_ENV) else KEY_ENV
-    return [Finding('fleet key', 'ok', f'fleet key from ${source}')]
+    return [Finding('fleet key', 'ok', f'fleet key from ${source} (fingerprint '
+                                       f'{key.fingerprint})')]

@@ -28,8 +28,9 @@ from what exists, with an ``error`` saying the run was interrupted.
 pair instead of shaping in the application.
 
 Every message is authenticated with a fleet key (docs/security.md): ``--fleet-key-file``,
-else ``$ROG_FLEET_KEY_FILE``/``$ROG_FLEET_KEY``, else a new random key written (mode 0600) to
-``--out/fleet.key`` for this run; the nodes get it by path in ``$ROG_FLEET_KEY_FILE``.
+else ``$ROG_FLEET_KEY_FILE``, else ``$ROG_FLEET_KEY`` or a new random key, either written
+(mode 0600) to ``--out/fleet.key`` for this run; the nodes get it by path in
+``$ROG_FLEET_KEY_FILE``, never the key itself.
 """
 
 from __future__ import annotations
@@ -109,22 +110,42 @@ def fleet_key_env(args, out: str) -> tuple:
     """
     Return ``(key, env)``: the fleet's key and the variables that hand it to every node.
 
-    A key the user gives (``--fleet-key-file`` or the environment) is checked first; without
-    one a fresh random key is written to ``out/fleet.key`` (0600). Nodes always get a path,
-    never the key itself, in their environment.
+    A key the user gives (``--fleet-key-file``, ``$ROG_FLEET_KEY_FILE``, ``$ROG_FLEET_KEY``)
+    is used; without one a fresh random key is made. Nodes always get a path, never the key
+    itself: a key from ``$ROG_FLEET_KEY``, or a new one, is written to ``out/fleet.key``
+    (0600), and ``env`` holds ``$ROG_FLEET_KEY_FILE`` alone (``run`` leaves
+    ``$ROG_FLEET_KEY`` out of the nodes' environment).
     """
     from rog_ros.nodes import fleet_key as auth
-    if args.fleet_key_file:
-        path = os.path.abspath(args.fleet_key_file)
-        return auth.read_key_file(path), {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}
-    key = auth.load_fleet_key()
-    if key is not None:
-        return key, {}
+    given = args.fleet_key_file or os.environ.get(auth.KEY_FILE_ENV)
+    if given:
+        path = os.path.abspath(given)
+        return auth.read_key_file(path), {auth.KEY_FILE_ENV: path}
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, 'fleet.key')
     if os.path.lexists(path):
         os.unlink(path)     # one key per run: traffic recorded in earlier runs never verifies
-    return auth.write_key_file(path), {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}
+    return auth.write_key_file(path, os.environ.get(auth.KEY_ENV) or None), \
+        {auth.KEY_FILE_ENV: path}
+
+
+def _check_fleet_key(args) -> None:
+    """Check the key the nodes will get (FleetKeyError, one line) before anything is made."""
+    from rog_ros.nodes.fleet_key import load_fleet_key
+    path = os.path.abspath(args.fleet_key_file) if args.fleet_key_file else None
+    load_fleet_key(path)       # read again when the nodes get it (fleet_key_env)
+
+
+def _without_key(env: dict) -> None:
+    """Remove ``$ROG_FLEET_KEY`` from a node's ``env``: nodes get the key file, never the key."""
+    from rog_ros.nodes.fleet_key import KEY_ENV
+    env.pop(KEY_ENV, None)
+
+
+def _key_line(key, env: dict) -> str:
+    """Return the closing line naming the fleet key file and its fingerprint."""
+    from rog_ros.nodes.fleet_key import KEY_FILE_ENV
+    return f'fleet key {env[KEY_FILE_ENV]} (fingerprint {key.fingerprint})'
 
 
 def _status_bus(namespace: str, domain: int, config, key=None):
@@ -152,9 +173,7 @@ def run(args) -> int:
         checks.output_dir('--out', args.out)
         if specs[0].parameters.get('state_dir'):    # (a file, a damaged state: nodes untouched)
             check_state_dir('--state-dir', specs[0].parameters['state_dir'])
-        if args.fleet_key_file:          # read again when the nodes get it (fleet_key_env)
-            from rog_ros.nodes.fleet_key import read_key_file
-            read_key_file(os.path.abspath(args.fleet_key_file))
+        _check_fleet_key(args)
         if getattr(args, 'record', None):
             checks.output_file('--record', args.record)
     except (OSError, ValueError) as err:
@@ -218,6 +237,7 @@ def _run_in(args, out: str, specs) -> int:
     base_env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROG_BUS='dds',
                     PYTHONUNBUFFERED='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '1'),
                     PYTHONPATH=repo_pythonpath(), **key_env)
+    _without_key(base_env)
     envs = {s.name: dict(base_env, CYCLONEDDS_URI=loopback) for s in specs}
     prefixes, cleanup = {}, []
     if args.netns:
@@ -281,12 +301,14 @@ def _run_in(args, out: str, specs) -> int:
         print(f"rog fleet: the run's state is in {state_dir}: the same command resumes it "
               '(once the cause is mended)', file=sys.stderr)
     if failed or reason or not os.path.exists(summary):
+        print(f'rog fleet: {_key_line(key, key_env)}', file=sys.stderr)
         print('rog fleet: if the cause is not in the lines above, `rog doctor` checks this '
               'machine (torch, a DDS round trip, buffers) and says what to fix', file=sys.stderr)
         return 1
     for line in closing_lines(out, server.parameters['workload'], sup.log_dir,
                               [s.name for s in specs if s.name != server.name]):
         print(f'rog fleet: {line}')
+    print(f'rog fleet: {_key_line(key, key_env)}')
     return 0
 
 

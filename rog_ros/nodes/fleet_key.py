@@ -16,13 +16,15 @@ Fleet key files: create, load and check the secret that authenticates a fleet's 
 
 A node takes its key from ``--fleet-key-file``, else ``$ROG_FLEET_KEY_FILE`` (a path), else
 ``$ROG_FLEET_KEY`` (the key itself), else runs unauthenticated. A key file holds 64 hex digits
-(``rog security key FILE`` writes one) or any text of at least 32 bytes, and must not be
-accessible by other users (mode 0600), as ssh requires of its keys. Errors name the file,
-never its content. The key itself is a :class:`rog_ros.protocol.auth.FleetKey`.
+(``rog security key FILE`` writes one) or other text of at least 32 bytes (the rule is
+:func:`rog_ros.protocol.auth.parse_key`'s), and must not be accessible by other users (mode
+0600), as ssh requires of its keys. Errors name the file, never its content. The key
+itself is a :class:`rog_ros.protocol.auth.FleetKey`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
@@ -33,6 +35,8 @@ KEY_ENV = 'ROG_FLEET_KEY'
 """Environment variable holding the fleet key itself (hex, or text of >= 32 bytes)."""
 KEY_FILE_ENV = 'ROG_FLEET_KEY_FILE'
 """Environment variable holding the path of a fleet key file."""
+MAX_KEY_FILE_BYTES = 4096
+"""Largest key file read (a key is 64 hex digits; a larger file is the wrong file)."""
 
 __all__ = ['FleetKey', 'FleetKeyError', 'KEY_ENV', 'KEY_FILE_ENV', 'generate_key_text',
            'load_fleet_key', 'read_key_file', 'write_key_file']
@@ -47,28 +51,46 @@ def read_key_file(path) -> FleetKey:
     """
     Load a fleet key file; refuse one that other users may read (like ssh does).
 
-    Raises :class:`FleetKeyError` with a one-line reason.
+    The opened file is checked (no race between a check and the open), and one larger than
+    :data:`MAX_KEY_FILE_BYTES` is refused rather than read in part. Raises
+    :class:`FleetKeyError` with a one-line reason.
     """
     path = os.fspath(path)
     try:
-        st = os.stat(path)
-        if os.name == 'posix' and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise FleetKeyError(f'fleet key file {path} is accessible by other users (mode '
-                                f'{stat.S_IMODE(st.st_mode):o}); run chmod 600 {path}')
         with open(path, 'rb') as fh:
-            text = fh.read(4096)
+            st = os.fstat(fh.fileno())
+            if os.name == 'posix' and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+                raise FleetKeyError(f'fleet key file {path} is accessible by other users (mode '
+                                    f'{stat.S_IMODE(st.st_mode):o}); run chmod 600 {path}')
+            text = fh.read(MAX_KEY_FILE_BYTES + 1)
     except OSError as err:
         raise FleetKeyError(f'cannot read fleet key file {path}: {err.strerror}') from None
+    if len(text) > MAX_KEY_FILE_BYTES:
+        raise FleetKeyError(f'fleet key file {path} is larger than {MAX_KEY_FILE_BYTES} bytes; '
+                            'a key file holds one key (64 hex digits)')
     return parse_key(text, f'fleet key file {path}')
 
 
 def write_key_file(path, text=None) -> FleetKey:
-    """Create ``path`` (mode 0600, must not exist) holding ``text`` or a new random key."""
+    """
+    Create ``path`` (mode 0600, must not exist) holding ``text`` or a new random key.
+
+    The file is synced before it is closed; if writing fails (a full disk) or is interrupted,
+    the partial file is removed, so a retry does not meet 'File exists'.
+    """
     text = generate_key_text() if text is None else text
     key = parse_key(text)
-    fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, 'w') as fh:
-        fh.write(text.strip() + '\n')
+    path = os.fspath(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, 'w') as fh:
+            fh.write(text.strip() + '\n')
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
     return key
 
 

@@ -39,6 +39,8 @@ import datetime
 import os
 from pathlib import Path
 import re
+import secrets
+import shutil
 import sys
 
 ENCLAVES = {'/rog_ros/server': 'server', '/rog_ros/worker': 'worker',
@@ -171,7 +173,8 @@ def create_keystore(directory, namespace: str = '/rog', domain_ids=None, per_ran
     Parameters
     ----------
     directory : str or Path
-        Must not exist or be empty.
+        Must not exist or be empty. The keystore appears there whole, or not at all (a
+        failure or Ctrl-C midway removes what was made).
     namespace : str, default '/rog'
         The fleet's topic namespace (as ``--namespace``); permissions name ``rt/<ns>/...``.
     domain_ids : iterable of int, optional
@@ -191,11 +194,8 @@ def create_keystore(directory, namespace: str = '/rog', domain_ids=None, per_ran
 
     """
     root = Path(directory)
-    if root.exists() and any(root.iterdir()):
-        raise KeystoreError(f'{root} exists and is not empty; choose a new directory')
-    ns = namespace.strip('/')
-    if not namespace.startswith('/') or not re.match(r'^[A-Za-z][A-Za-z0-9_/]*$', ns or '-'):
-        raise KeystoreError(f'bad namespace {namespace!r}; use e.g. /rog')
+    _check_target(root)
+    ns = _check_namespace(namespace)
     if not 0 <= per_rank <= MAX_PER_RANK:
         raise KeystoreError(f'per_rank (--per-rank) must be in 0..{MAX_PER_RANK}, got '
                             f'{per_rank}')
@@ -210,9 +210,71 @@ def create_keystore(directory, namespace: str = '/rog', domain_ids=None, per_ran
     enclaves = {name: (role, 'w*') for name, role in ENCLAVES.items()}
     for r in range(per_rank):
         enclaves[f'/rog_ros/worker_{r}'] = ('worker', f'w{r}')
+    _build(Path(os.path.abspath(str(root))),
+           lambda where: _fill(where, ca, domains, values, enclaves))
+    return list(enclaves)
+
+
+def _check_target(root: Path) -> None:
+    """Refuse a keystore directory that is a file, is not empty, or is inside a file."""
+    if root.exists() and not root.is_dir():
+        raise KeystoreError(f'cannot create {root}: it exists and is not a directory')
+    for above in root.parents:
+        if above.exists():
+            if not above.is_dir():
+                raise KeystoreError(f'cannot create {root}: {above} is not a directory')
+            break
+    if root.exists() and any(root.iterdir()):
+        raise KeystoreError(f'{root} exists and is not empty; choose a new directory')
+
+
+def _check_namespace(namespace) -> str:
+    """Return ``namespace`` without its slashes; refuse one the nodes refuse, as they do."""
+    from rog_ros.checks import ConfigError
+    from rog_ros.checks import namespace as check
+    try:
+        check('--namespace', namespace)
+    except ConfigError as err:
+        raise KeystoreError(str(err)) from None
+    return namespace.strip('/')
+
+
+def _build(target: Path, fill) -> None:
+    """
+    Run ``fill(directory)`` so that ``target`` ends up complete or untouched.
+
+    A new ``target`` is filled as a hidden sibling and renamed into place (same parent:
+    atomic); an existing empty one (a mount point, someone's working directory) is filled
+    in a hidden subdirectory whose entries are then moved up. A failure or Ctrl-C removes
+    what was made, so a rerun does not meet 'exists and is not empty'.
+    """
+    token = secrets.token_hex(4)
+    inside = target.is_dir()
+    if not inside:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    work = target / f'.partial-{token}' if inside else target.parent / f'.{target.name}.{token}'
+    work.mkdir()
+    made = [work]
+    try:
+        fill(work)
+        if not inside:
+            os.rename(str(work), str(target))
+            return
+        for name in sorted(os.listdir(str(work))):
+            os.rename(str(work / name), str(target / name))
+            made.append(target / name)
+        work.rmdir()
+    except BaseException:      # a failure or Ctrl-C: leave nothing that blocks a rerun
+        for path in made:
+            shutil.rmtree(str(path), ignore_errors=True)
+        raise
+
+
+def _fill(root: Path, ca, domains: str, values: dict, enclaves: dict) -> None:
+    """Write the CA, the signed governance and every enclave of ``enclaves`` into ``root``."""
     public, private, encl = root / 'public', root / 'private', root / 'enclaves'
     for d in (public, private, encl):
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir()
     os.chmod(str(private), 0o700)
     _write(public / 'ca.cert.pem', ca.cert.public_bytes(ca.c[2].Encoding.PEM))
     _write(private / 'ca.key.pem', ca.pem_key(ca.key), 0o600)
@@ -235,4 +297,3 @@ def create_keystore(directory, namespace: str = '/rog', domain_ids=None, per_ran
         _link(path / 'governance.p7s', encl / 'governance.p7s')
         _link(path / 'identity_ca.cert.pem', public / 'identity_ca.cert.pem')
         _link(path / 'permissions_ca.cert.pem', public / 'permissions_ca.cert.pem')
-    return list(enclaves)

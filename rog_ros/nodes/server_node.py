@@ -230,7 +230,7 @@ class ServerNode:
                  for r in range(a.workers)}
         self.outbox = Outbox({r: shaper_for(link, epoch, a.burst_bytes)
                               for r, link in links.items() if link is not None})
-        self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a),
+        self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a, self.log),
                                          getattr(a, 'record', None), self.ros_node,
                                          self.ros_executor),
                                 a, salt=1000)

@@ -47,6 +47,7 @@ from collections import OrderedDict
 import dataclasses
 import hashlib
 import hmac
+import re
 import struct
 
 import numpy as np
@@ -62,6 +63,13 @@ REASONS = ('unauthenticated', 'bad_tag', 'replay', 'too_old', 'malformed')
 _DOMAIN = b'rog-auth-1\0'
 _KINDS = {'int': b'i', 'float': b'f', 'bool': b'b', 'str': b's', 'bytes': b'y',
           'np.ndarray': b'a', 'Time': b't'}
+_BOM = b'\xef\xbb\xbf'
+_HEX = re.compile(rb'[0-9a-fA-F]+')
+_NOT_HEX = re.compile(rb'[^0-9a-fA-F]')
+_SEPARATORS = re.compile(rb'[\s:-]+')
+_TYPOS = 2
+"""Most stray characters in an otherwise hex text of >= 62 characters that make it refused
+as a damaged hex key rather than taken raw (no passphrase looks like that)."""
 _SENDER_FIELD = {'RowChunk': 'sender', 'TransferAck': 'sender', 'LinkStats': 'node',
                  'TrainStatus': 'node'}
 """Field naming the sending node; RowVersions and Schedule come from the server."""
@@ -115,20 +123,56 @@ class FleetKey:
 
 def parse_key(text, source: str = 'fleet key') -> FleetKey:
     """
-    Return the FleetKey of ``text``: hex digits, else the raw bytes, >= 32 bytes either way.
+    Return the FleetKey of ``text`` (a key file's content, or ``$ROG_FLEET_KEY``).
 
+    The rule (docs/security.md): a leading UTF-8 byte-order mark and surrounding whitespace
+    are dropped; text made only of hex digits is hex, and must decode to >= 32 bytes (64
+    digits); text that is hex except for separators (spaces, line breaks, ``:``, ``-``), a
+    ``0x`` prefix or at most :data:`_TYPOS` stray characters is refused, since taking it
+    raw would silently give another key; anything else is used as raw bytes (>= 32).
     ``source`` names where it came from in the error message (never the key itself).
     """
     raw = text.encode('utf-8') if isinstance(text, str) else bytes(text)
     raw = raw.strip()
-    try:
-        secret = bytes.fromhex(raw.decode('ascii'))
-    except (UnicodeDecodeError, ValueError):
-        secret = raw
-    if len(secret) < MIN_KEY_BYTES:
-        raise FleetKeyError(f'{source}: fleet key too short ({len(secret)} bytes, need '
+    if raw.startswith(_BOM):
+        raw = raw[len(_BOM):].strip()
+    if _HEX.fullmatch(raw):
+        return FleetKey(_from_hex(raw, source))
+    problem = _almost_hex(raw)
+    if problem:
+        raise FleetKeyError(f'{source}: malformed hex key: {problem}; a key is 64 hex digits '
+                            'on one line (make one with `rog security key FILE`)')
+    if len(raw) < MIN_KEY_BYTES:
+        raise FleetKeyError(f'{source}: fleet key too short ({len(raw)} bytes, need '
                             f'{MIN_KEY_BYTES}); make one with `rog security key FILE`')
-    return FleetKey(secret)
+    return FleetKey(raw)
+
+
+def _from_hex(digits: bytes, source: str) -> bytes:
+    """Decode all-hex ``digits``; refuse an odd count or fewer than 32 bytes in one line."""
+    if len(digits) % 2:
+        raise FleetKeyError(f'{source}: malformed hex key: odd number of hex digits '
+                            f'({len(digits)}); a key is {2 * MIN_KEY_BYTES} hex digits '
+                            '(one lost or added?)')
+    secret = bytes.fromhex(digits.decode('ascii'))
+    if len(secret) < MIN_KEY_BYTES:
+        raise FleetKeyError(f'{source}: fleet key too short ({len(secret)} bytes from '
+                            f'{len(digits)} hex digits, need {MIN_KEY_BYTES} bytes = '
+                            f'{2 * MIN_KEY_BYTES} hex digits); make one with '
+                            '`rog security key FILE`')
+    return secret
+
+
+def _almost_hex(raw: bytes) -> str:
+    """Say how ``raw`` (not all hex) looks like a hex key with a flaw; '' when it does not."""
+    if len(raw) > 2 and raw[:2] in (b'0x', b'0X') and _HEX.fullmatch(raw[2:]):
+        return 'it starts with 0x'
+    if _HEX.fullmatch(_SEPARATORS.sub(b'', raw)):
+        return 'hex digits split by spaces, line breaks, : or -'
+    stray = len(_NOT_HEX.findall(raw))
+    if len(raw) >= 2 * MIN_KEY_BYTES - _TYPOS and stray <= _TYPOS:
+        return f'{stray} character(s) that are not hex digits among {len(raw)}'
+    return ''
 
 
 # ---------------------------------------------------------------------- canonical encoding
@@ -168,7 +212,11 @@ def _value_bytes(kind: str, dtype, value):
     if kind == 'bytes':
         return value if isinstance(value, bytes) else bytes(value)
     if kind == 'Time':
-        return _TIME.pack(int(value.sec), int(value.nanosec))
+        sec, nanosec = int(value.sec), int(value.nanosec)
+        if not (-2 ** 31 <= sec < 2 ** 31 and 0 <= nanosec < 2 ** 32):
+            raise ValueError(f'sec={sec}, nanosec={nanosec} out of range (int32 sec, uint32 '
+                             'nanosec)')
+        return _TIME.pack(sec, nanosec)
     return memoryview(np.ascontiguousarray(value, dtype=dtype).reshape(-1)).cast('B')
 
 
@@ -176,7 +224,7 @@ def compute_tag(msg, key: FleetKey) -> bytes:
     """
     Return the 16-byte tag of ``msg`` (its current ``auth_seq`` included, ``auth_tag`` not).
 
-    Raises TypeError/ValueError/OverflowError for a message that cannot be encoded.
+    Raises TypeError, or ValueError naming the field, for a message that cannot be encoded.
     """
     plan = _PLANS.get(getattr(msg, 'TYPE', None))
     if plan is None:
@@ -184,7 +232,10 @@ def compute_tag(msg, key: FleetKey) -> bytes:
     h = key.mac()
     h.update(_DOMAIN + msg.TYPE.encode('ascii') + b'\0')
     for name, head, kind, dtype in plan:
-        value = _value_bytes(kind, dtype, getattr(msg, name))
+        try:
+            value = _value_bytes(kind, dtype, getattr(msg, name))
+        except (ValueError, OverflowError, struct.error) as err:
+            raise ValueError(f'{msg.TYPE}.{name} cannot be encoded: {err}') from None
         h.update(head)
         h.update(_LEN.pack(len(value) if kind != 'np.ndarray' else value.nbytes))
         h.update(value)
@@ -192,7 +243,11 @@ def compute_tag(msg, key: FleetKey) -> bytes:
 
 
 def sign(msg, key: FleetKey, seq: int):
-    """Set ``msg.auth_seq = seq`` (>= 1) and ``msg.auth_tag``; return ``msg``."""
+    """
+    Set ``msg.auth_seq = seq`` (>= 1) and ``msg.auth_tag``; return ``msg``.
+
+    Raises ValueError naming the field when one cannot be encoded (a stamp out of range).
+    """
     if not 1 <= int(seq) < 2 ** 64:
         raise ValueError(f'auth_seq must be in [1, 2^64), got {seq}')
     msg.auth_seq = int(seq)
@@ -298,7 +353,7 @@ class Verifier:
                 return 'bad_tag'
             expected = compute_tag(msg, self.key)
             slot = (msg.TYPE, sender_of(msg), int(msg.incarnation))
-        except (AttributeError, TypeError, ValueError, OverflowError):
+        except (AttributeError, TypeError, ValueError, OverflowError, struct.error):
             return 'malformed'
         if not hmac.compare_digest(expected, tag):
             return 'bad_tag'

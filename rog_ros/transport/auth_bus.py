@@ -85,10 +85,17 @@ class AuthBus(Bus):
                 sender = sender_of(msg)
             except (TypeError, ValueError, AttributeError):
                 sender = '?'
-            self.log.warning('dropped %s on %s claiming sender %s: %s (%d %s so far)',
+            self.log.warning('dropped %s on %s claiming sender %s: %s (%d %s so far)%s',
                              getattr(msg, 'TYPE', type(msg).__name__), topic, sender, reason,
-                             count, reason)
+                             count, reason, self._hint(reason, count))
         return False
+
+    def _hint(self, reason: str, count: int) -> str:
+        """Return what repeated ``bad_tag`` drops most likely mean ('' otherwise)."""
+        if reason != 'bad_tag' or count < 2:
+            return ''
+        return (f'; a different fleet key? this node holds {self.signer.key.fingerprint}: '
+                'compare the fingerprints the nodes log at start')
 
     # ------------------------------------------------------------------ Bus
     def publish(self, topic: str, msg) -> None:
