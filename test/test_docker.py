@@ -98,7 +98,13 @@ def test_compose_runs_server_and_three_workers_on_the_host_network():
                    for s in services.values())
     assert roles == [('server', None), ('worker', '0'), ('worker', '1'), ('worker', '2')]
     assert all(s['network_mode'] == 'host' for s in services.values())
-    assert services['server']['build']['dockerfile'] == 'docker/Dockerfile'
+    assert services['server']['build']['dockerfile'] == '${ROG_DOCKERFILE:-docker/Dockerfile}'
+    # docker stop: SIGINT (ros2 launch forwards it; on SIGTERM it leaves its nodes unwritten)
+    # and more time than the nodes' 30 s between launch's SIGINT and SIGTERM
+    assert all(s['stop_signal'] == 'SIGINT' and s['stop_grace_period'] == '60s'
+               for s in services.values())
+    for name in ('Dockerfile', 'Dockerfile.l4t'):
+        assert 'STOPSIGNAL SIGINT' in (DOCKER / name).read_text().splitlines()
 
 
 def test_image_requirements_equal_setup_py():

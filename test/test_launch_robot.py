@@ -106,6 +106,8 @@ def test_robot_launch_worker_runs_its_worker_and_netmon(launch_file):
     worker, mon = (_flags(n) for n in nodes)
     assert worker['rank'] == '2' and worker['workers'] == '3' and mon['nodes'] == '2'
     assert worker['trace'] == 'none'                        # real links: no shaping
+    # Ctrl-C or docker stop: the nodes get time to write before launch's SIGTERM (default 5 s)
+    assert [n['sigterm_timeout'] for n in nodes] == ['30', '30']
     assert env['RMW_IMPLEMENTATION'] == 'rmw_cyclonedds_cpp'
     assert env['CYCLONEDDS_URI'].split(',')[0].endswith('config/cyclonedds_wifi.xml')
     assert '<Peer address="10.0.0.10"/>' in env['CYCLONEDDS_URI']

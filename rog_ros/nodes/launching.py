@@ -46,6 +46,12 @@ except ImportError:  # no ROS 2 here: generate() explains
     LaunchDescription = None
 
 ROBOT_LAUNCH_ARGUMENTS = dict(LAUNCH_ARGUMENTS, **ROBOT_ARGUMENTS)
+SIGTERM_AFTER_S = 30
+"""Seconds ``ros2 launch`` waits after forwarding Ctrl-C (SIGINT) before it sends SIGTERM.
+
+A stopped server writes its summary, model and checkpoint then, a worker its model; launch's
+default of 5 s cut a large model's write short, and a node that gets a second signal leaves
+without writing. ``docker stop`` must allow more (docker/compose.yaml: 60 s)."""
 """Launch arguments of robot.launch.py: every setting, role, rank, server_host, peers."""
 
 
@@ -114,7 +120,8 @@ def _describe(arguments: dict, specs_of) -> object:
         for spec in specs:
             def make(spec=spec):
                 return Node(package='rog_ros', executable=spec.executable, name=spec.name,
-                            arguments=spec.argv(), output='screen')
+                            arguments=spec.argv(), output='screen',
+                            sigterm_timeout=str(SIGTERM_AFTER_S))
             if limit and spec.role in ('server', 'worker'):
                 out += respawning(make, spec.name, limit)
             else:
