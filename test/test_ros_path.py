@@ -578,8 +578,10 @@ def settings_parser():
     return node_parser('rog_worker', 'rog_worker', 'rog_worker.')
 
 
-def test_bus_rclpy_without_ros_is_one_usage_line(capsys):
-    # Prepare: no rclpy in this process
+def test_bus_rclpy_without_ros_is_one_usage_line(capsys, monkeypatch):
+    # Prepare: no rclpy in this process (also where ROS 2 is sourced)
+    from rog_ros.nodes import ros_node
+    monkeypatch.setattr(ros_node, 'rclpy', None)
     assert node_main.use_ros(_parsed(['--bus', 'rclpy'])[1])
     # Execute
     with pytest.raises(SystemExit) as exit_:

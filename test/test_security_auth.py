@@ -245,7 +245,11 @@ HEX64 = 'ab' * 32
 
 @pytest.mark.parametrize('text', [HEX64, HEX64.upper(), f'\ufeff{HEX64}', f'{HEX64}\r\n',
                                   f'\ufeff{HEX64}\r\n', f'  {HEX64}\n'.encode(),
-                                  b'\xef\xbb\xbf' + HEX64.encode() + b'\r\n'])
+                                  b'\xef\xbb\xbf' + HEX64.encode() + b'\r\n',
+                                  # pairs split by whitespace: read as hex before, and now
+                                  ' '.join([HEX64[:32], HEX64[32:]]),
+                                  HEX64[:60] + '\n' + HEX64[60:] + '\n',        # xxd -p
+                                  ' '.join(HEX64[i:i + 2] for i in range(0, 64, 2))])
 def test_a_hex_key_reads_the_same_with_a_bom_crlf_or_spaces(text):
     # a BOM in front made the text non-hex: it was taken raw, another key (all bad_tag)
     assert auth.parse_key(text) == auth.FleetKey(bytes.fromhex(HEX64))
@@ -256,14 +260,15 @@ def test_a_hex_key_reads_the_same_with_a_bom_crlf_or_spaces(text):
     ('ab' * 24, 'fleet key too short (24 bytes from 48 hex digits, need 32 bytes = 64 hex '
                 'digits)'),
     ('0x' + HEX64, 'malformed hex key: it starts with 0x'),
-    (' '.join([HEX64[:32], HEX64[32:]]), 'malformed hex key: hex digits split by spaces'),
-    (HEX64[:32] + '\n' + HEX64[32:], 'malformed hex key: hex digits split by spaces'),
+    (HEX64[:31] + ' ' + HEX64[31:], 'malformed hex key: hex digits split by spaces'),
+    (HEX64[:31] + '\n' + HEX64[31:], 'malformed hex key: hex digits split by spaces'),
     (':'.join(HEX64[i:i + 2] for i in range(0, 64, 2)), 'malformed hex key: hex digits split'),
     (HEX64[:20] + 'O' + HEX64[21:], 'malformed hex key: 1 character(s) that are not hex '
                                     'digits among 64'),
 ])
 def test_a_damaged_or_short_hex_key_is_refused_in_one_line(text, problem):
-    # each was read as raw bytes before (or, 48 digits, refused without saying why)
+    # each was read as raw bytes before (or, 48 digits, refused without saying why): a key
+    # that lost a digit, or a 32-byte key with a pair split, would differ between robots
     with pytest.raises(auth.FleetKeyError) as err:
         auth.parse_key(text, 'fleet key file k')
     message = str(err.value)
@@ -275,6 +280,8 @@ def test_text_that_is_not_hex_is_still_a_raw_key():
     passphrase = 'a passphrase of at least 32 chars!'
     assert auth.parse_key(passphrase) == auth.FleetKey(passphrase.encode())
     assert auth.parse_key('\ufeff' + passphrase + '\r\n') == auth.FleetKey(passphrase.encode())
+    uuid = '0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0-extra'       # hex and '-', not 64 digits
+    assert auth.parse_key(uuid) == auth.FleetKey(uuid.encode())
     with pytest.raises(auth.FleetKeyError, match=r'too short \(31 bytes, need 32\)'):
         auth.parse_key('x' * 31)
 

@@ -15,9 +15,10 @@
 What the nodes, ``rog fleet``, ``rog security`` and the keystore do with fleet keys and paths.
 
 Each test names the defect it guards against: a node that never said which key it held, a
-fleet that handed its nodes the key itself, a keystore that a Ctrl-C left half made.
+fleet whose nodes might not hold its own key, a keystore that a Ctrl-C left half made.
 """
 
+import importlib.util
 import json
 import logging
 import os
@@ -105,13 +106,13 @@ def test_repeated_bad_tags_suggest_a_different_fleet_key(caplog):
 
 
 # ---------------------------------------------------------------------- rog fleet
-def test_the_fleet_writes_an_environment_key_to_a_file_for_its_nodes(tmp_path, monkeypatch):
+def test_an_environment_key_stays_in_the_environment_and_is_never_written(
+        tmp_path, monkeypatch):
+    # a long-lived key written into OUT would outlive the run in a folder that gets shared
     monkeypatch.delenv(fleet_key.KEY_FILE_ENV, raising=False)
     monkeypatch.setenv(fleet_key.KEY_ENV, '\ufeff' + HEX)
     key, env = fleet.fleet_key_env(SimpleNamespace(fleet_key_file=None), str(tmp_path / 'o'))
-    path = str(tmp_path / 'o' / 'fleet.key')
-    assert key == KEY and env == {fleet_key.KEY_FILE_ENV: path}
-    assert os.stat(path).st_mode & 0o777 == 0o600 and fleet_key.read_key_file(path) == KEY
+    assert key == KEY and env == {} and not (tmp_path / 'o').exists()
     monkeypatch.setenv(fleet_key.KEY_FILE_ENV, 'rel.key')       # a path: handed on, absolute
     monkeypatch.chdir(tmp_path)
     _key_file(tmp_path / 'rel.key')
@@ -163,22 +164,37 @@ class _FakeSupervisor:
         return {s.name: 0 for s in self.specs}
 
 
-def test_fleet_nodes_get_a_key_file_never_the_key_and_the_end_names_it(
-        tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize('given', ['file', 'environment', 'none'])
+def test_every_node_gets_the_fleets_key_and_the_end_names_it(tmp_path, monkeypatch, capsys,
+                                                             given):
+    # Prepare
     monkeypatch.delenv(fleet_key.KEY_FILE_ENV, raising=False)
-    monkeypatch.setenv(fleet_key.KEY_ENV, HEX)
+    monkeypatch.delenv(fleet_key.KEY_ENV, raising=False)
+    argv = ['fleet', '--out', str(tmp_path / 'run'), '--quiet', '--workers', '2']
+    if given == 'file':
+        _key_file(tmp_path / 'k.key')
+        argv += ['--fleet-key-file', str(tmp_path / 'k.key')]
+        monkeypatch.setenv(fleet_key.KEY_ENV, 'ab' * 40)       # below the file: left out
+    elif given == 'environment':
+        monkeypatch.setenv(fleet_key.KEY_ENV, HEX)
     monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare', lambda workload: '')
     monkeypatch.setattr(fleet, 'Supervisor', _FakeSupervisor)
-    out = tmp_path / 'run'
-    assert cli.main(['fleet', '--out', str(out), '--quiet', '--workers', '2']) == 0
-    path = str(out / 'fleet.key')
+    # Execute
+    assert cli.main(argv) == 0
+    # Assert: each node reads the key the fleet holds (what its status bus verifies with)
     envs = _FakeSupervisor.envs
     assert set(envs) >= {'rog_server', 'rog_worker_0', 'rog_worker_1'}
-    assert all(env[fleet_key.KEY_FILE_ENV] == path and fleet_key.KEY_ENV not in env
-               for env in envs.values())
-    assert fleet_key.read_key_file(path) == KEY
+    keys = {fleet_key.load_fleet_key(environ=env) for env in envs.values()}
+    assert len(keys) == 1
+    key = keys.pop()
+    where = {'file': str(tmp_path / 'k.key'), 'environment': f'from ${fleet_key.KEY_ENV}',
+             'none': str(tmp_path / 'run' / 'fleet.key')}[given]
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last == f'rog fleet: fleet key {path} (fingerprint {KEY.fingerprint})'
+    assert last == f'rog fleet: fleet key {where} (fingerprint {key.fingerprint})'
+    assert (key == KEY) == (given != 'none')
+    assert (tmp_path / 'run' / 'fleet.key').exists() == (given == 'none')
+    if given == 'file':
+        assert all(fleet_key.KEY_ENV not in env for env in envs.values())
 
 
 # ---------------------------------------------------------------------- rog security key
@@ -197,9 +213,12 @@ def test_security_key_given_a_directory_says_a_file_path_is_expected(tmp_path, m
 
 
 # ---------------------------------------------------------------------- rog security keystore
-pytest.importorskip('cryptography')
+needs_cryptography = pytest.mark.skipif(
+    importlib.util.find_spec('cryptography') is None,
+    reason='rog security keystore needs cryptography (pip install rog_ros[security])')
 
 
+@needs_cryptography
 def test_keystore_on_a_file_says_cannot_create_in_one_line(tmp_path, monkeypatch, capsys):
     # before: the raw "[Errno 20] Not a directory: 'fleet.key'"
     monkeypatch.chdir(tmp_path)
@@ -214,6 +233,7 @@ def test_keystore_on_a_file_says_cannot_create_in_one_line(tmp_path, monkeypatch
     assert os.listdir(tmp_path) == ['fleet.key']
 
 
+@needs_cryptography
 @pytest.mark.parametrize('namespace', ['/a//b', '/a__b', 'rog', '/1a', '/a b'])
 def test_keystore_refuses_the_namespaces_the_nodes_refuse_with_their_words(tmp_path,
                                                                            namespace):
@@ -239,6 +259,7 @@ def _interrupt_after(monkeypatch, calls):
     monkeypatch.setattr(keystore, '_write', write)
 
 
+@needs_cryptography
 @pytest.mark.parametrize('existing', [False, True])
 def test_an_interrupted_keystore_leaves_nothing_and_a_rerun_works(tmp_path, monkeypatch,
                                                                   existing):
@@ -259,6 +280,7 @@ def test_an_interrupted_keystore_leaves_nothing_and_a_rerun_works(tmp_path, monk
         == (root / 'public' / 'ca.cert.pem').read_bytes()  # the links still resolve
 
 
+@needs_cryptography
 def test_a_keystore_that_fails_midway_is_removed_and_the_error_is_one_line(
         tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

@@ -102,6 +102,8 @@ def test_rclpy_own_parameters_are_left_alone_and_sim_time_is_refused(tmp_path, c
     assert 'use_sim_time' not in plans['rog_server']
     with pytest.raises(ValueError, match='use_sim_time True: rog_ros nodes keep wall-clock'):
         settings.check_parameter_file({'/**': {'use_sim_time': True}})
+    with pytest.raises(ValueError, match="use_sim_time 'false': rog_ros nodes keep"):
+        settings.check_parameter_file({'/**': {'use_sim_time': 'false'}})   # rclpy: a string
     with pytest.raises(SystemExit) as exc:
         rog_worker.build_parser().parse_args(['--ros-args', '-p', 'use_sim_time:=true'])
     assert exc.value.code == 2

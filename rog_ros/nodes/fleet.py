@@ -28,9 +28,9 @@ from what exists, with an ``error`` saying the run was interrupted.
 pair instead of shaping in the application.
 
 Every message is authenticated with a fleet key (docs/security.md): ``--fleet-key-file``,
-else ``$ROG_FLEET_KEY_FILE``, else ``$ROG_FLEET_KEY`` or a new random key, either written
-(mode 0600) to ``--out/fleet.key`` for this run; the nodes get it by path in
-``$ROG_FLEET_KEY_FILE``, never the key itself.
+else ``$ROG_FLEET_KEY_FILE``, else ``$ROG_FLEET_KEY`` (which the nodes inherit), else a new
+random key written (mode 0600) to ``--out/fleet.key`` for this run; the nodes get a file by
+its path in ``$ROG_FLEET_KEY_FILE``.
 """
 
 from __future__ import annotations
@@ -110,23 +110,25 @@ def fleet_key_env(args, out: str) -> tuple:
     """
     Return ``(key, env)``: the fleet's key and the variables that hand it to every node.
 
-    A key the user gives (``--fleet-key-file``, ``$ROG_FLEET_KEY_FILE``, ``$ROG_FLEET_KEY``)
-    is used; without one a fresh random key is made. Nodes always get a path, never the key
-    itself: a key from ``$ROG_FLEET_KEY``, or a new one, is written to ``out/fleet.key``
-    (0600), and ``env`` holds ``$ROG_FLEET_KEY_FILE`` alone (``run`` leaves
-    ``$ROG_FLEET_KEY`` out of the nodes' environment).
+    A key the user gives is used: ``--fleet-key-file`` or ``$ROG_FLEET_KEY_FILE`` reach the
+    nodes as a path in ``$ROG_FLEET_KEY_FILE``; ``$ROG_FLEET_KEY`` stays where the user put
+    it, in the environment the nodes inherit (``env`` is empty: written into ``out``, a
+    long-lived secret would outlive the run in a folder that gets archived and shared).
+    Without one a fresh random key is written to ``out/fleet.key`` (0600), one per run.
     """
     from rog_ros.nodes import fleet_key as auth
     given = args.fleet_key_file or os.environ.get(auth.KEY_FILE_ENV)
     if given:
         path = os.path.abspath(given)
         return auth.read_key_file(path), {auth.KEY_FILE_ENV: path}
+    key = auth.load_fleet_key(environ={auth.KEY_ENV: os.environ.get(auth.KEY_ENV, '')})
+    if key is not None:
+        return key, {}
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, 'fleet.key')
     if os.path.lexists(path):
         os.unlink(path)     # one key per run: traffic recorded in earlier runs never verifies
-    return auth.write_key_file(path, os.environ.get(auth.KEY_ENV) or None), \
-        {auth.KEY_FILE_ENV: path}
+    return auth.write_key_file(path), {auth.KEY_FILE_ENV: path}
 
 
 def _check_fleet_key(args) -> None:
@@ -136,16 +138,18 @@ def _check_fleet_key(args) -> None:
     load_fleet_key(path)       # read again when the nodes get it (fleet_key_env)
 
 
-def _without_key(env: dict) -> None:
-    """Remove ``$ROG_FLEET_KEY`` from a node's ``env``: nodes get the key file, never the key."""
-    from rog_ros.nodes.fleet_key import KEY_ENV
-    env.pop(KEY_ENV, None)
+def _without_key(env: dict, key_env: dict) -> None:
+    """Leave ``$ROG_FLEET_KEY`` out of a node's ``env`` when the nodes get a key file."""
+    from rog_ros.nodes.fleet_key import KEY_ENV, KEY_FILE_ENV
+    if KEY_FILE_ENV in key_env:
+        env.pop(KEY_ENV, None)
 
 
 def _key_line(key, env: dict) -> str:
-    """Return the closing line naming the fleet key file and its fingerprint."""
-    from rog_ros.nodes.fleet_key import KEY_FILE_ENV
-    return f'fleet key {env[KEY_FILE_ENV]} (fingerprint {key.fingerprint})'
+    """Return the closing line naming where the fleet key is and its fingerprint."""
+    from rog_ros.nodes.fleet_key import KEY_ENV, KEY_FILE_ENV
+    where = env[KEY_FILE_ENV] if KEY_FILE_ENV in env else f'from ${KEY_ENV}'
+    return f'fleet key {where} (fingerprint {key.fingerprint})'
 
 
 def _status_bus(namespace: str, domain: int, config, key=None):
@@ -237,7 +241,7 @@ def _run_in(args, out: str, specs) -> int:
     base_env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROG_BUS='dds',
                     PYTHONUNBUFFERED='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '1'),
                     PYTHONPATH=repo_pythonpath(), **key_env)
-    _without_key(base_env)
+    _without_key(base_env, key_env)
     envs = {s.name: dict(base_env, CYCLONEDDS_URI=loopback) for s in specs}
     prefixes, cleanup = {}, []
     if args.netns:

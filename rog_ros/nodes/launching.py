@@ -46,13 +46,13 @@ except ImportError:  # no ROS 2 here: generate() explains
     LaunchDescription = None
 
 ROBOT_LAUNCH_ARGUMENTS = dict(LAUNCH_ARGUMENTS, **ROBOT_ARGUMENTS)
+"""Launch arguments of robot.launch.py: every setting, role, rank, server_host, peers."""
 SIGTERM_AFTER_S = 30
 """Seconds ``ros2 launch`` waits after forwarding Ctrl-C (SIGINT) before it sends SIGTERM.
 
 A stopped server writes its summary, model and checkpoint then, a worker its model; launch's
 default of 5 s cut a large model's write short, and a node that gets a second signal leaves
 without writing. ``docker stop`` must allow more (docker/compose.yaml: 60 s)."""
-"""Launch arguments of robot.launch.py: every setting, role, rank, server_host, peers."""
 
 
 def config_file(name: str) -> str:

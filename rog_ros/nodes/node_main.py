@@ -75,7 +75,7 @@ def ros_path(parser, args, lifecycle: bool = True) -> bool:
     if args.bus == 'rclpy':
         parser.error(f'--bus rclpy: {missing}; or run with --bus dds (the embedded transport: '
                      'the same ROS 2 topics and types)')
-    logging.getLogger(args.node_name).warning(
+    setup_logging(args.node_name).warning(
         f'{missing}; running on the embedded DDS transport (the same ROS 2 topics and types)')
     args.bus = 'dds'
     return False

@@ -486,16 +486,18 @@ RCLPY_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 ``/**``; the nodes read none of them (they keep wall-clock time, see rclpy_parameter)."""
 
 
-def rclpy_parameter(key: str, value, where: str) -> bool:
+def rclpy_parameter(key: str, value, where: str, text: bool = False) -> bool:
     """
     Tell whether ``key`` is one of rclpy's own parameters (to be left alone); refuse sim time.
 
     ``use_sim_time: true`` would be ignored, and a node on a replayed ``/clock`` would still
-    time its transfers, timeouts and link estimates in wall-clock seconds: a ValueError.
+    time its transfers, timeouts and link estimates in wall-clock seconds: a ValueError. A
+    file's value must be the boolean itself (rclpy refuses a quoted ``"false"`` for its bool
+    parameter); ``text`` values (``-p use_sim_time:=false``) are read as YAML, as ROS does.
     """
     if key not in RCLPY_OWN_PARAMETERS:
         return False
-    flag = _yaml_value(value) if isinstance(value, str) else value
+    flag = _yaml_value(value) if text and isinstance(value, str) else value
     if key == 'use_sim_time' and flag is not False:
         raise ValueError(f'{where}: use_sim_time {value!r}: rog_ros nodes keep wall-clock time '
                          '(their transfers, timeouts and link estimates are real seconds); '
@@ -550,7 +552,7 @@ def resolve(role: str, parsed: argparse.Namespace, ros: dict) -> argparse.Namesp
     for key, text in flags.items():
         values[key] = BY_NAME[key].parse(text)
     for key, text in ros['params']:
-        if rclpy_parameter(key, text, '-p'):
+        if rclpy_parameter(key, text, '-p', text=True):
             continue
         if key not in accepted:
             raise ValueError(f'-p {key}: {role} has no parameter {key!r}; known: '

@@ -67,6 +67,7 @@ _BOM = b'\xef\xbb\xbf'
 _HEX = re.compile(rb'[0-9a-fA-F]+')
 _NOT_HEX = re.compile(rb'[^0-9a-fA-F]')
 _SEPARATORS = re.compile(rb'[\s:-]+')
+_SPACED_HEX = re.compile(rb'[0-9a-fA-F]+(?:\s+[0-9a-fA-F]+)+')
 _TYPOS = 2
 """Most stray characters in an otherwise hex text of >= 62 characters that make it refused
 as a damaged hex key rather than taken raw (no passphrase looks like that)."""
@@ -127,9 +128,10 @@ def parse_key(text, source: str = 'fleet key') -> FleetKey:
 
     The rule (docs/security.md): a leading UTF-8 byte-order mark and surrounding whitespace
     are dropped; text made only of hex digits is hex, and must decode to >= 32 bytes (64
-    digits); text that is hex except for separators (spaces, line breaks, ``:``, ``-``), a
-    ``0x`` prefix or at most :data:`_TYPOS` stray characters is refused, since taking it
-    raw would silently give another key; anything else is used as raw bytes (>= 32).
+    digits), as must hex digit pairs split by whitespace (``xxd -p``; earlier versions read
+    them so); 64 hex digits split otherwise (``:``, ``-``, a pair split in two), a ``0x``
+    prefix or at most :data:`_TYPOS` stray characters among >= 62 are refused, since taking
+    them raw would silently give another key; anything else is raw bytes (>= 32).
     ``source`` names where it came from in the error message (never the key itself).
     """
     raw = text.encode('utf-8') if isinstance(text, str) else bytes(text)
@@ -138,6 +140,9 @@ def parse_key(text, source: str = 'fleet key') -> FleetKey:
         raw = raw[len(_BOM):].strip()
     if _HEX.fullmatch(raw):
         return FleetKey(_from_hex(raw, source))
+    spaced = _spaced_hex(raw)
+    if spaced is not None:             # as earlier versions read it: pairs split by whitespace
+        return FleetKey(_long_enough(spaced, source, f'{2 * len(spaced)} hex digits'))
     problem = _almost_hex(raw)
     if problem:
         raise FleetKeyError(f'{source}: malformed hex key: {problem}; a key is 64 hex digits '
@@ -154,20 +159,42 @@ def _from_hex(digits: bytes, source: str) -> bytes:
         raise FleetKeyError(f'{source}: malformed hex key: odd number of hex digits '
                             f'({len(digits)}); a key is {2 * MIN_KEY_BYTES} hex digits '
                             '(one lost or added?)')
-    secret = bytes.fromhex(digits.decode('ascii'))
+    return _long_enough(bytes.fromhex(digits.decode('ascii')), source,
+                        f'{len(digits)} hex digits')
+
+
+def _long_enough(secret: bytes, source: str, read_from: str) -> bytes:
+    """Return a decoded hex ``secret`` of >= 32 bytes; refuse a shorter one in one line."""
     if len(secret) < MIN_KEY_BYTES:
         raise FleetKeyError(f'{source}: fleet key too short ({len(secret)} bytes from '
-                            f'{len(digits)} hex digits, need {MIN_KEY_BYTES} bytes = '
+                            f'{read_from}, need {MIN_KEY_BYTES} bytes = '
                             f'{2 * MIN_KEY_BYTES} hex digits); make one with '
                             '`rog security key FILE`')
     return secret
+
+
+def _spaced_hex(raw: bytes):
+    """
+    Decode hex digit pairs split by ASCII whitespace (``xxd -p`` wraps at 60); else None.
+
+    Earlier versions read such text as hex (``bytes.fromhex`` skips whitespace between
+    pairs), so fleets set up with one keep their key.
+    """
+    if not _SPACED_HEX.fullmatch(raw):
+        return None
+    try:
+        return bytes.fromhex(raw.decode('ascii'))
+    except ValueError:                 # a pair split in two: not a key that ever decoded
+        return None
 
 
 def _almost_hex(raw: bytes) -> str:
     """Say how ``raw`` (not all hex) looks like a hex key with a flaw; '' when it does not."""
     if len(raw) > 2 and raw[:2] in (b'0x', b'0X') and _HEX.fullmatch(raw[2:]):
         return 'it starts with 0x'
-    if _HEX.fullmatch(_SEPARATORS.sub(b'', raw)):
+    digits = _SEPARATORS.sub(b'', raw)
+    if _HEX.fullmatch(digits) and len(digits) == 2 * MIN_KEY_BYTES:
+        # a 32-byte key written with separators (a UUID, 32 digits and '-', stays a passphrase)
         return 'hex digits split by spaces, line breaks, : or -'
     stray = len(_NOT_HEX.findall(raw))
     if len(raw) >= 2 * MIN_KEY_BYTES - _TYPOS and stray <= _TYPOS:
