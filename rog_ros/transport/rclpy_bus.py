@@ -39,6 +39,7 @@ from rog_ros import msg as ros_msg
 from rog_ros.protocol import messages
 from rog_ros.transport.bus import Bus, BusError
 from rog_ros.transport.convert import FIELD_PLANS, MESSAGE_CLASSES
+from rog_ros.transport.standard_msgs import from_sample
 from rog_ros.transport.topics import DEFAULT_NAMESPACE, resolve, topic_qos, topic_type
 
 try:
@@ -135,26 +136,10 @@ def to_ros(msg):
     return ros
 
 
-def _standard_from_ros(ros, type_name: str):
-    """Return the standard message dataclass (DiagnosticArray ...) of an rclpy message."""
-    from rog_ros.transport import idl, standard_msgs
-    values = {}
-    for fdef in idl.msg_def(type_name).fields:
-        value = getattr(ros, fdef.name)
-        if fdef.nested and fdef.array:
-            value = [_standard_from_ros(v, fdef.base) for v in value]
-        elif fdef.nested:
-            value = _standard_from_ros(value, fdef.base)
-        elif fdef.base == 'byte' and not fdef.array:     # rclpy: bytes of length 1
-            value = value[0] if isinstance(value, (bytes, bytearray)) else int(value)
-        values[fdef.name] = value
-    return standard_msgs.CLASSES[type_name](**values)
-
-
 def from_ros(type_name: str, ros):
     """Return the protocol (or standard) dataclass of a generated rclpy message."""
-    if '/' in type_name:
-        return _standard_from_ros(ros, type_name)
+    if '/' in type_name:               # DiagnosticArray ...: converted as a DDS sample is
+        return from_sample(ros, type_name)
     values = {}
     for dname, mname, kind, dtype in FIELD_PLANS[type_name]:
         value = getattr(ros, mname)

@@ -107,7 +107,12 @@ def to_sample(msg, type_name: str = None):
 
 
 def from_sample(sample, type_name: str):
-    """Return the dataclass of a DDS sample of ``type_name`` (recursively)."""
+    """
+    Return the dataclass of a DDS sample of ``type_name`` (recursively).
+
+    An rclpy message of the same type converts too: its fields have the same names, and its
+    ``byte`` fields are 1-length ``bytes`` where a DDS sample has an int.
+    """
     values = {}
     for fdef in idl.msg_def(type_name).fields:
         value = getattr(sample, fdef.name)
@@ -115,6 +120,8 @@ def from_sample(sample, type_name: str):
             value = [from_sample(v, fdef.base) for v in value]
         elif fdef.nested:
             value = from_sample(value, fdef.base)
+        elif fdef.base == 'byte' and not fdef.array and isinstance(value, (bytes, bytearray)):
+            value = value[0]
         values[fdef.name] = value
     return CLASSES[type_name](**values)
 
