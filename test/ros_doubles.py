@@ -416,12 +416,12 @@ class Ros:
     # -------------------------------------------------------------- the modules
     def build_modules(self) -> dict:
         """Return ``{module name: module}`` of every stand-in."""
-        from rog_ros.transport import idl
-        from rog_ros.transport.convert import MESSAGE_CLASSES
+        from rog_ros.transport import field_plans
+        from rog_ros.transport.field_plans import MESSAGE_CLASSES
         for full_name, fields in STANDARD.items():
             self.messages.define(full_name, fields, CONSTANTS.get(full_name))
         for name in MESSAGE_CLASSES:
-            self.messages.define_from_msg(f'rog_ros/{name}', idl.msg_def(name))
+            self.messages.define_from_msg(f'rog_ros/{name}', field_plans.msg_def(name))
         mods = {}
         for pkg in ('builtin_interfaces', 'std_msgs', 'diagnostic_msgs', 'rcl_interfaces'):
             mods[pkg] = types.ModuleType(pkg)

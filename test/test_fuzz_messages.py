@@ -48,11 +48,12 @@ hypothesis = pytest.importorskip('hypothesis')
 st = pytest.importorskip('hypothesis.strategies')
 idl = pytest.importorskip('rog_ros.transport.idl')
 convert = pytest.importorskip('rog_ros.transport.convert')
+field_plans = pytest.importorskip('rog_ros.transport.field_plans')
 given, settings, HealthCheck = hypothesis.given, hypothesis.settings, hypothesis.HealthCheck
 
 SHAPES = [(16, 3, 3, 3), (16,), (32, 16, 3, 3), (32,), (10, 32), (10,)]
 N_WORKERS = 2
-TYPES = sorted(convert.MESSAGE_CLASSES)
+TYPES = sorted(field_plans.MESSAGE_CLASSES)
 
 
 def fuzz_settings(examples):
@@ -81,7 +82,7 @@ _FLOATS = st.one_of(st.sampled_from([0.0, -0.0, 1.0, -1.0, float('nan'), float('
 
 
 def _array(base):
-    dtype = np.dtype(idl.NUMPY_DTYPES[base])
+    dtype = np.dtype(field_plans.NUMPY_DTYPES[base])
     if base.startswith('float'):
         element = _FLOATS
         width = 32 if base == 'float32' else 64
@@ -118,14 +119,14 @@ def _field_strategy(kind, base):
 
 def message_strategy(type_name, overrides=None):
     """Random instances of one message type: every field drawn over its wire range."""
-    bases = {f.name: f.base for f in idl.msg_def(type_name).fields}
+    bases = {f.name: f.base for f in field_plans.msg_def(type_name).fields}
     fields = {}
-    for dname, mname, kind, _ in convert.FIELD_PLANS[type_name]:
+    for dname, mname, kind, _ in field_plans.FIELD_PLANS[type_name]:
         fields[dname] = _field_strategy(kind, bases[mname])
     own = m.schema_version_of(type_name)
     fields['schema_version'] = st.one_of(st.just(own), st.just(own), _int(0, 2**16 - 1))
     fields.update(overrides or {})
-    return st.builds(convert.MESSAGE_CLASSES[type_name], **fields)
+    return st.builds(field_plans.MESSAGE_CLASSES[type_name], **fields)
 
 
 def wire(msg):
@@ -270,7 +271,7 @@ def test_random_cdr_bytes_decode_or_raise_decode_error(type_name, data):
         msg = convert.decode(data_type, raw)
     except convert.DecodeError:
         return
-    assert type(msg) is convert.MESSAGE_CLASSES[type_name]
+    assert type(msg) is field_plans.MESSAGE_CLASSES[type_name]
 
 
 @pytest.mark.parametrize('type_name', TYPES)
@@ -371,8 +372,8 @@ def _near_valid(recorded, type_name=None):
     def build(draw):
         index = draw(st.sampled_from(indices))
         msg = recorded[index]
-        bases = {f.name: f.base for f in idl.msg_def(msg.TYPE).fields}
-        plan = [p for p in convert.FIELD_PLANS[msg.TYPE]
+        bases = {f.name: f.base for f in field_plans.msg_def(msg.TYPE).fields}
+        plan = [p for p in field_plans.FIELD_PLANS[msg.TYPE]
                 if p[0] not in ('auth_seq', 'auth_tag', 'incarnation', 'target_incarnation')]
         dname, mname, kind, _ = draw(st.sampled_from(plan))
         value = draw(_field_strategy(kind, bases[mname]))

@@ -23,6 +23,7 @@ from rog_ros.protocol import messages as m
 rosbags_typesys = pytest.importorskip('rosbags.typesys')
 idl = pytest.importorskip('rog_ros.transport.idl')
 convert = pytest.importorskip('rog_ros.transport.convert')
+field_plans = pytest.importorskip('rog_ros.transport.field_plans')
 msgdef = pytest.importorskip('rog_ros.transport.msgdef')
 typehash = pytest.importorskip('rog_ros.transport.typehash')
 
@@ -71,7 +72,7 @@ def typestore():
 def _to_rosbags(store, msg):
     """Build the rosbags message of a dataclass, field by field, without our converters."""
     cls = store.types[f'rog_ros/msg/{msg.TYPE}']
-    renames = convert.FIELD_RENAMES.get(msg.TYPE, {})
+    renames = field_plans.FIELD_RENAMES.get(msg.TYPE, {})
     values = {}
     for name, value in vars(msg).items():
         if isinstance(value, bytes):
@@ -138,7 +139,7 @@ def test_cyclone_bytes_decode_with_rosbags(typestore, msg):
     decoded = typestore.deserialize_cdr(raw, f'rog_ros/msg/{msg.TYPE}')
     # Assert
     want = _to_rosbags(typestore, msg)
-    for name in convert.FIELD_PLANS[msg.TYPE]:
+    for name in field_plans.FIELD_PLANS[msg.TYPE]:
         got_value, want_value = getattr(decoded, name[1]), getattr(want, name[1])
         if isinstance(want_value, np.ndarray):
             assert got_value.dtype == want_value.dtype, name

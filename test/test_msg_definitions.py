@@ -23,7 +23,7 @@ from rog_ros.protocol import messages as m
 msgdef = pytest.importorskip('rog_ros.transport.msgdef')
 typehash = pytest.importorskip('rog_ros.transport.typehash')
 idl = pytest.importorskip('rog_ros.transport.idl')
-convert = pytest.importorskip('rog_ros.transport.convert')
+field_plans = pytest.importorskip('rog_ros.transport.field_plans')
 
 TYPES = ('RowChunk', 'RowVersions', 'TransferAck', 'Schedule', 'LinkStats', 'TrainStatus')
 
@@ -35,7 +35,7 @@ def test_every_message_has_a_msg_file_and_nothing_else():
 
 @pytest.mark.parametrize('name', TYPES)
 def test_schema_version_is_the_first_field(name):
-    fields = idl.msg_def(name).fields
+    fields = field_plans.msg_def(name).fields
     assert fields[0].name == 'schema_version' and fields[0].base == 'uint16'
     assert fields[0].array == ''
 
@@ -43,31 +43,31 @@ def test_schema_version_is_the_first_field(name):
 @pytest.mark.parametrize('name', TYPES)
 def test_fields_mirror_the_dataclass_one_to_one(name):
     # Prepare
-    cls = convert.MESSAGE_CLASSES[name]
-    renames = convert.FIELD_RENAMES.get(name, {})
+    cls = field_plans.MESSAGE_CLASSES[name]
+    renames = field_plans.FIELD_RENAMES.get(name, {})
     # Execute
     wanted = {renames.get(f.name, f.name) for f in dataclasses.fields(cls)}
-    have = {f.name for f in idl.msg_def(name).fields}
+    have = {f.name for f in field_plans.msg_def(name).fields}
     # Assert
     assert have == wanted
 
 
 def test_field_types_follow_the_mapping_rules():
-    chunk = {f.name: f for f in idl.msg_def('RowChunk').fields}
+    chunk = {f.name: f for f in field_plans.msg_def('RowChunk').fields}
     assert (chunk['payload'].base, chunk['payload'].array) == ('uint8', 'sequence')
     assert (chunk['row_ranges'].base, chunk['row_ranges'].array) == ('uint32', 'sequence')
     assert (chunk['scales'].base, chunk['scales'].array) == ('float32', 'sequence')
     assert chunk['transfer_id'].base == 'int64'
-    versions = {f.name: f for f in idl.msg_def('RowVersions').fields}
+    versions = {f.name: f for f in field_plans.msg_def('RowVersions').fields}
     assert versions['versions'].base == 'int32'
-    ack = {f.name: f for f in idl.msg_def('TransferAck').fields}
+    ack = {f.name: f for f in field_plans.msg_def('TransferAck').fields}
     assert ack['final'].base == 'bool' and ack['receive_time'].base == 'float64'
-    assert {f.name: f for f in idl.msg_def('LinkStats').fields}['interface_name'].base == \
+    assert {f.name: f for f in field_plans.msg_def('LinkStats').fields}['interface_name'].base == \
         'string'
 
 
 def test_constants_equal_messages_py():
-    consts = {c.name: c.value for c in idl.msg_def('RowChunk').constants}
+    consts = {c.name: c.value for c in field_plans.msg_def('RowChunk').constants}
     assert consts == {'SERVER': m.SERVER, 'KIND_GRAD': m.KIND_GRAD,
                       'KIND_UPDATE': m.KIND_UPDATE, 'FLAG_END': m.FLAG_END,
                       'FLAG_FRAGMENT': m.FLAG_FRAGMENT,

@@ -24,6 +24,7 @@ its own callbacks (rclpy would hang). A peer node on the same graph and scripted
 
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -613,3 +614,46 @@ def test_a_ros_2_without_lifecycle_refuses_rclpy_and_auto_falls_back(ros, monkey
     with pytest.raises(SystemExit) as exit_:
         node_main.ros_path(parser, args)
     assert exit_.value.code == 2
+
+
+# ---------------------------------------------------------------------- E: no DDS binding
+NO_BINDING_SCRIPT = r"""
+import sys
+sys.modules['cyclonedds'] = None          # any import of the binding fails
+from _pytest.monkeypatch import MonkeyPatch
+import numpy as np
+import ros_doubles
+ros = ros_doubles.install(MonkeyPatch(), deadline_s=10.0)
+sys.modules['rclpy'].init(args=[])
+from rog_ros.nodes import netmon, node_main, ros_node, rog_server, rog_worker  # noqa: F401
+from rog_ros.nodes.connect import open_bus
+from rog_ros.protocol.messages import RowChunk
+from rog_ros.protocol.auth import parse_key
+key = parse_key('ab' * 32)
+sender, receiver = (open_bus('rclpy', '/t', key, node=ros.Node(name)) for name in 'ab')
+receiver.subscribe('worker_1/chunks')
+sent = RowChunk(transfer_id=7, seq=0, sender=0, receiver=1, kind=0, clock=3,
+                row_ranges=np.array([2, 6], dtype=np.uint32), payload=b'rows')
+sender.publish('worker_1/chunks', sent)
+(topic, got), = receiver.poll(0.0)
+assert topic == '/t/worker_1/chunks' and got.transfer_id == 7 and got.payload == b'rows'
+assert np.array_equal(got.row_ranges, [2, 6]) and got.auth_tag != b''
+loaded = sorted(m for m, module in sys.modules.items() if module is not None
+                and ('cyclone' in m or m.endswith(('.idl', '.convert'))))
+print('DDS modules:', loaded)
+"""
+
+
+def test_the_rclpy_path_never_imports_the_cyclone_dds_binding(tmp_path):
+    # Prepare: a fresh interpreter (this one has the binding loaded), the binding made absent
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [here, os.path.dirname(here), os.environ.get('PYTHONPATH', '')]))
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE', 'ROG_BUS'):
+        env.pop(var, None)
+    # Execute: the nodes' modules, then a signed protocol message between two rclpy buses
+    done = subprocess.run([sys.executable, '-c', NO_BINDING_SCRIPT], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    # Assert
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert 'DDS modules: []' in done.stdout

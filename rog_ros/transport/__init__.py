@@ -21,7 +21,8 @@ never loads DDS):
   ``choose``: ``make_bus(kind='auto')``, RclpyBus where ROS 2 is built, else DdsBus;
 * ``dds_bus``: ``DdsBus`` on Cyclone DDS (embedded default); ``rclpy_bus``: ``RclpyBus``;
 * ``topics``: topic names, message type per topic, QoS profiles;
-* ``msgdef`` / ``typehash`` / ``idl`` / ``convert``: ``msg/*.msg`` -> parsed definitions ->
+* ``msgdef`` / ``field_plans`` / ``typehash`` / ``idl`` / ``convert``: ``msg/*.msg`` -> parsed
+  definitions and their Python field types (no DDS; the ROS 2 path needs no more) ->
   RIHS01 hashes -> Cyclone IDL types named as ROS 2 names them -> dataclass converters;
 * ``cyclone_config``: the ``config/cyclonedds_*.xml`` files and ``CYCLONEDDS_URI``.
 """

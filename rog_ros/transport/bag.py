@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 
-from rog_ros.transport import idl
+from rog_ros.transport import field_plans
 from rog_ros.transport.convert import to_sample
 from rog_ros.transport.msgdef import msg_dir, STANDARD_DIR, WELL_KNOWN
 from rog_ros.transport.topics import topic_qos, topic_type
@@ -48,7 +48,7 @@ def schema_text(name: str) -> str:
     """Return the ros2msg schema of ``pkg/Type``: its text, then each type it uses once."""
     seen, order, pending = {name}, [], [name]
     while pending:
-        for fdef in idl.msg_def(pending.pop(0)).fields:
+        for fdef in field_plans.msg_def(pending.pop(0)).fields:
             if fdef.nested and fdef.base not in seen:
                 seen.add(fdef.base)
                 order.append(fdef.base)
@@ -108,7 +108,7 @@ class McapRecorder:
             if schema is None:
                 schema = self._writer.register_schema(
                     name=_ros_name(type_name), encoding='ros2msg',
-                    data=schema_text(idl.msg_def(type_name).name).encode('utf-8'))
+                    data=schema_text(field_plans.msg_def(type_name).name).encode('utf-8'))
                 self._schemas[type_name] = schema
             channel = self._writer.register_channel(
                 topic=topic, message_encoding='cdr', schema_id=schema,

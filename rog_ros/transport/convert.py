@@ -19,74 +19,21 @@ Converters between protocol dataclasses (``rog_ros.protocol.messages``) and DDS 
 (``uint32[]`` <-> ``np.uint32`` ...), payloads stay ``bytes``. The mapping is checked at import
 time: a field of a dataclass without a ``.msg`` counterpart (or the reverse) is layout drift
 between ``messages.py`` and ``msg/`` and raises ``ImportError`` here rather than corrupting
-data on the wire.
+data on the wire (:mod:`rog_ros.transport.field_plans`, shared with the ROS 2 transport).
+Standard messages (:mod:`rog_ros.transport.standard_msgs`) convert generically, following
+their parsed ``.msg`` definitions (nested types and sequences of nested types).
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 
 from rog_ros.protocol import messages
 from rog_ros.transport import idl, standard_msgs
+from rog_ros.transport.field_plans import FIELD_PLANS, MESSAGE_CLASSES, msg_def, TIME
 
-MESSAGE_CLASSES = {
-    cls.TYPE: cls for cls in (messages.RowChunk, messages.RowVersions, messages.TransferAck,
-                              messages.Schedule, messages.LinkStats, messages.TrainStatus)
-}
-"""Protocol dataclass per message type name."""
-
-TIME = 'builtin_interfaces/Time'
-"""The one nested type of our messages (stamps); it maps to ``messages.Time``."""
-
-FIELD_RENAMES = {
-    'LinkStats': {'interface': 'interface_name'},
-}
-"""Dataclass field -> ``.msg`` field where the names differ (``interface`` is an IDL keyword)."""
-
-
-def _plan(type_name: str) -> tuple:
-    """Return ``((dataclass_field, msg_field, kind, dtype), ...)`` for one message type."""
-    cls = MESSAGE_CLASSES[type_name]
-    msgdef = idl.msg_def(type_name)
-    renames = FIELD_RENAMES.get(type_name, {})
-    by_msg = {f.name: f for f in msgdef.fields}
-    plan = []
-    for dfield in dataclasses.fields(cls):
-        mname = renames.get(dfield.name, dfield.name)
-        fdef = by_msg.pop(mname, None)
-        if fdef is None:
-            raise ImportError(f'{type_name}.{dfield.name} has no field {mname!r} in '
-                              f'{type_name}.msg: messages.py and msg/ disagree')
-        if fdef.base == TIME and not fdef.array:
-            kind, dtype = 'time', None
-        elif fdef.nested or fdef.array == 'array':
-            raise ImportError(f'{type_name}.{mname}: nested/fixed-array fields need a converter')
-        elif fdef.array == 'sequence' and fdef.base in idl.BYTE_TYPES:
-            kind, dtype = 'bytes', None
-        elif fdef.array == 'sequence':
-            kind, dtype = 'array', idl.NUMPY_DTYPES[fdef.base]
-        elif fdef.base == 'string':
-            kind, dtype = 'str', None
-        elif fdef.base == 'bool':
-            kind, dtype = 'bool', None
-        elif fdef.base.startswith('float'):
-            kind, dtype = 'float', None
-        else:
-            kind, dtype = 'int', None
-        plan.append((dfield.name, mname, kind, dtype))
-    if by_msg:
-        raise ImportError(f'{type_name}.msg fields {sorted(by_msg)} are missing in the '
-                          f'dataclass: messages.py and msg/ disagree')
-    return tuple(plan)
-
-
-FIELD_PLANS = {name: _plan(name) for name in MESSAGE_CLASSES}
-"""Per message type: ``((dataclass_field, msg_field, kind, dtype), ...)`` in wire order of the
-dataclass; kind is 'bytes', 'array' (NumPy ``dtype``), 'str', 'bool', 'float', 'int' or
-'time' (``messages.Time`` <-> ``builtin_interfaces/Time``)."""
 _TYPE_OF_SAMPLE = {idl.dds_type(name): name for name in MESSAGE_CLASSES}
+_STANDARD_OF_SAMPLE = {idl.dds_type(name): name for name in standard_msgs.CLASSES}
 _TIME_SAMPLE = idl.dds_type(TIME)
 _SCALAR = {'str': str, 'bool': bool, 'float': float, 'int': int}
 
@@ -95,7 +42,7 @@ def to_sample(msg):
     """Return the DDS sample of a protocol (or standard ROS 2) dataclass instance."""
     type_name = msg.TYPE
     if type_name not in FIELD_PLANS:
-        return standard_msgs.to_sample(msg)
+        return _standard_to_sample(msg, type_name)
     values = {}
     for dname, mname, kind, dtype in FIELD_PLANS[type_name]:
         value = getattr(msg, dname)
@@ -114,7 +61,7 @@ def to_sample(msg):
 
 def from_sample(sample):
     """Return the protocol (or standard ROS 2) dataclass instance of a DDS sample."""
-    standard = standard_msgs.sample_type(sample)
+    standard = _STANDARD_OF_SAMPLE.get(type(sample))
     if standard is not None:
         return standard_msgs.from_sample(sample, standard)
     type_name = sample_type(sample)
@@ -130,6 +77,22 @@ def from_sample(sample):
         else:
             values[dname] = _SCALAR[kind](value)
     return MESSAGE_CLASSES[type_name](**values)
+
+
+def _standard_to_sample(msg, type_name: str):
+    """Return the DDS sample of a dataclass of :mod:`standard_msgs` (recursively)."""
+    values = {}
+    for fdef in msg_def(type_name).fields:
+        value = getattr(msg, fdef.name)
+        if fdef.nested and fdef.array:
+            value = [_standard_to_sample(v, fdef.base) for v in value]
+        elif fdef.nested:
+            value = _standard_to_sample(value, fdef.base)
+        elif fdef.base in ('int8', 'uint8', 'byte', 'int16', 'uint16', 'int32', 'uint32',
+                           'int64', 'uint64'):
+            value = int(value)
+        values[fdef.name] = value
+    return idl.dds_type(type_name)(**values)
 
 
 class DecodeError(ValueError):

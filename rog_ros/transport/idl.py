@@ -40,7 +40,8 @@ from cyclonedds.idl import IdlStruct, make_idl_struct
 from cyclonedds.idl import types as t
 import numpy as np
 
-from rog_ros.transport.msgdef import load_msg_defs
+from rog_ros.transport.field_plans import BYTE_TYPES, full_name as _full, MSG_DEFS
+from rog_ros.transport.field_plans import NUMPY_DTYPES
 from rog_ros.transport.typehash import rihs01
 
 try:  # private API of the binding: see the module docstring
@@ -57,14 +58,6 @@ _IDL_PRIMITIVES = {
     'int16': t.int16, 'uint16': t.uint16, 'int32': t.int32, 'uint32': t.uint32,
     'int64': t.int64, 'uint64': t.uint64, 'float32': t.float32, 'float64': t.float64,
 }
-NUMPY_DTYPES = {
-    'bool': np.bool_, 'int8': np.int8, 'int16': np.int16, 'uint16': np.uint16,
-    'int32': np.int32, 'uint32': np.uint32, 'int64': np.int64, 'uint64': np.uint64,
-    'float32': np.float32, 'float64': np.float64,
-}
-"""NumPy dtype of the elements of a numeric sequence field, by ``.msg`` element type."""
-BYTE_TYPES = ('uint8', 'byte', 'char')
-"""Element types whose sequences are carried as Python ``bytes``."""
 
 
 class _BytesSequenceMachine(PlainCdrV2SequenceOfPrimitiveMachine or object):
@@ -136,10 +129,6 @@ def dds_type_name(name: str) -> str:
     """``pkg/Type`` (or ``Type`` of rog_ros) -> DDS type name ``pkg::msg::dds_::Type_``."""
     pkg, typ = _full(name).split('/')
     return f'{pkg}::msg::dds_::{typ}_'
-
-
-def _full(name: str) -> str:
-    return name if '/' in name else f'rog_ros/{name}'
 
 
 def _element_type(fdef, structs):
@@ -236,8 +225,6 @@ def build_types(defs: dict) -> dict:
     return structs
 
 
-MSG_DEFS = load_msg_defs(standard=True)
-"""All parsed messages, ``{'pkg/Type': MsgDef}`` (ours and the well-known ones they use)."""
 DDS_TYPES = build_types(MSG_DEFS)
 """IDL struct class per message, ``{'pkg/Type': class}``."""
 TYPE_HASHES = {name: rihs01(name, MSG_DEFS) for name in MSG_DEFS}
@@ -250,11 +237,6 @@ def dds_type(name: str) -> type:
         return DDS_TYPES[_full(name)]
     except KeyError:
         raise KeyError(f'no message {name!r}; known: {sorted(DDS_TYPES)}') from None
-
-
-def msg_def(name: str):
-    """Return the parsed :class:`~rog_ros.transport.msgdef.MsgDef` of ``Type`` / ``pkg/Type``."""
-    return MSG_DEFS[_full(name)]
 
 
 def type_hash(name: str) -> str:

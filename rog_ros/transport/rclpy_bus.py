@@ -38,7 +38,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rog_ros import msg as ros_msg
 from rog_ros.protocol import messages
 from rog_ros.transport.bus import Bus, BusError
-from rog_ros.transport.convert import FIELD_PLANS, MESSAGE_CLASSES
+from rog_ros.transport.field_plans import FIELD_PLANS, MESSAGE_CLASSES
 from rog_ros.transport.standard_msgs import from_sample
 from rog_ros.transport.topics import DEFAULT_NAMESPACE, resolve, topic_qos, topic_type
 

@@ -18,8 +18,9 @@ They mirror the ``.msg`` files of ``ros_interfaces/`` field for field, so the em
 transport publishes them with ROS 2's type names and layout, and ``/diagnostics`` tools
 (``rqt_runtime_monitor``, ``ros2 topic echo /diagnostics``, Foxglove) read them. They carry no
 authentication fields: diagnostics are for people and tools, no node acts on them.
-:func:`to_sample` / :func:`from_sample` convert them generically, following the parsed
-``.msg`` definitions (nested types and sequences of nested types).
+:func:`from_sample` turns a received DDS sample or rclpy message into them, following the
+parsed ``.msg`` definitions (nested types and sequences of nested types); no DDS binding is
+imported here (:mod:`rog_ros.transport.convert` builds the DDS samples).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import time
 from typing import ClassVar
 
 from rog_ros.protocol.messages import Time
-from rog_ros.transport import idl
+from rog_ros.transport.field_plans import msg_def
 
 OK, WARN, ERROR, STALE = 0, 1, 2, 3
 """DiagnosticStatus levels."""
@@ -89,23 +90,6 @@ def is_standard(msg) -> bool:
     return getattr(msg, 'TYPE', None) in CLASSES
 
 
-def to_sample(msg, type_name: str = None):
-    """Return the DDS sample of a dataclass of this module (recursively)."""
-    type_name = type_name or msg.TYPE
-    values = {}
-    for fdef in idl.msg_def(type_name).fields:
-        value = getattr(msg, fdef.name)
-        if fdef.nested and fdef.array:
-            value = [to_sample(v, fdef.base) for v in value]
-        elif fdef.nested:
-            value = to_sample(value, fdef.base)
-        elif fdef.base in ('int8', 'uint8', 'byte', 'int16', 'uint16', 'int32', 'uint32',
-                           'int64', 'uint64'):
-            value = int(value)
-        values[fdef.name] = value
-    return idl.dds_type(type_name)(**values)
-
-
 def from_sample(sample, type_name: str):
     """
     Return the dataclass of a DDS sample of ``type_name`` (recursively).
@@ -114,7 +98,7 @@ def from_sample(sample, type_name: str):
     ``byte`` fields are 1-length ``bytes`` where a DDS sample has an int.
     """
     values = {}
-    for fdef in idl.msg_def(type_name).fields:
+    for fdef in msg_def(type_name).fields:
         value = getattr(sample, fdef.name)
         if fdef.nested and fdef.array:
             value = [from_sample(v, fdef.base) for v in value]
@@ -124,11 +108,3 @@ def from_sample(sample, type_name: str):
             value = value[0]
         values[fdef.name] = value
     return CLASSES[type_name](**values)
-
-
-def sample_type(sample):
-    """Return ``pkg/Type`` of a sample of a standard message, else None."""
-    return _TYPE_OF_SAMPLE.get(type(sample))
-
-
-_TYPE_OF_SAMPLE = {idl.dds_type(name): name for name in CLASSES}
