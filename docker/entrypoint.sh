@@ -23,7 +23,8 @@
 #
 # ARGS come from ROG_ARGS (e.g. "workload:=mpcol sync:=rog staleness:=4 workers:=3"); a worker
 # writes its trained model to ROG_MODEL_OUT (default /runs/rog_robot_K_model.pt) unless
-# ROG_ARGS sets model_out.
+# ROG_ARGS sets model_out. server_host:= and peers:= in ROG_ARGS reach the launch, which adds
+# them as unicast peers to the CYCLONEDDS_URI set here (or given to the container).
 # Given a command (`docker run IMAGE bash`), runs that command in the same environment instead.
 set -eo pipefail   # no -u: ROS 2 setup files read unset variables
 

@@ -79,6 +79,22 @@ def test_entrypoint_keeps_the_users_dds_settings_and_runs_a_command(tmp_path):
                                             'uri=file:///etc/my.xml']
 
 
+def test_entrypoint_passes_server_host_and_peers_to_the_launch_which_adds_them(tmp_path):
+    # the entry point always sets CYCLONEDDS_URI, which made the launch drop server_host:=
+    from rog_ros.nodes.launching import launch_environment
+    proc = _run_entrypoint(tmp_path, {'ROLE': 'worker', 'RANK': '1',
+                                      'ROG_ARGS': 'server_host:=10.0.0.10 peers:=10.0.0.12'})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    values = dict(a.split(':=', 1) for a in lines[0].split()[4:])
+    assert (values['server_host'], values['peers']) == ('10.0.0.10', '10.0.0.12')
+    uri = next(line[len('uri='):] for line in lines if line.startswith('uri='))
+    assert launch_environment(values, {'CYCLONEDDS_URI': uri,
+                                       'RMW_IMPLEMENTATION': 'rmw_cyclonedds_cpp'}) == {
+        'CYCLONEDDS_URI': f'{uri},<Discovery><Peers><Peer address="10.0.0.12"/>'
+                          '<Peer address="10.0.0.10"/></Peers></Discovery>'}
+
+
 @pytest.mark.parametrize('env, message', [
     ({}, "ROLE must be server, worker or netmon, got ''"),
     ({'ROLE': 'robot'}, "got 'robot'"),

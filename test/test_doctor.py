@@ -14,6 +14,7 @@
 """``rog doctor``: each check finds what it is for, and a broken check does not stop the rest."""
 
 import json
+import os
 
 import pytest
 from rog_ros import cli
@@ -52,14 +53,150 @@ def test_torch_versions_of_jetson_wheels_are_read(version, parsed):
     assert doctor_checks._version_tuple(version) == parsed
 
 
-def test_torch_line_says_where_workers_compute(monkeypatch):
+def test_torch_line_says_where_workers_compute(tmp_path, monkeypatch):
     import torch
+    monkeypatch.setattr(doctor_checks, 'TEGRA_RELEASE', str(tmp_path / 'no_tegra'))
+    monkeypatch.setattr(torch, '__version__', '2.13.0+cpu')
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
     monkeypatch.setattr(torch.cuda, 'get_device_name', lambda index=0: 'Xavier')
     (found,) = doctor_checks.check_torch()
     assert found.level == 'ok' and 'CUDA: Xavier; workers compute gradients there' in found.detail
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
-    assert 'CPU only' in doctor_checks.check_torch()[0].detail
+    (found,) = doctor_checks.check_torch()
+    assert found.level == 'ok' and 'CPU only' in found.detail
+
+
+@pytest.mark.parametrize('tegra, version', [
+    (True, '2.13.0+cpu'), (False, '2.1.0a0+41361538.nv23.06'),
+])
+def test_a_jetson_whose_torch_sees_no_gpu_is_a_warning(tmp_path, monkeypatch, tegra, version):
+    # "ready" with training on a Jetson's CPU is many times slower than it should be
+    import torch
+    release = tmp_path / 'nv_tegra_release'
+    if tegra:
+        release.write_text('# R35 (release), REVISION: 4.1\n')
+    monkeypatch.setattr(doctor_checks, 'TEGRA_RELEASE', str(release))
+    monkeypatch.setattr(torch, '__version__', version)
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    (found,) = doctor_checks.check_torch()
+    assert found.level == 'warn'
+    assert f'torch {version} sees no GPU on this Jetson' in found.detail
+    assert 'training would run on the CPU' in found.detail
+    assert "NVIDIA's torch wheel" in found.fix and 'docker run --runtime nvidia' in found.fix
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'get_device_name', lambda index=0: 'Orin')
+    assert doctor_checks.check_torch()[0].level == 'ok'
+
+
+class CycloneDDSLoaderException(Exception):  # noqa: N818 - the binding's own name
+    """What the Cyclone DDS binding raises when it cannot load libddsc (an Exception only)."""
+
+
+def _binding_without_its_library(rclpy: bool):
+    """Return an ``import_module`` whose Cyclone DDS binding cannot load its C library."""
+    def _import(name):
+        if name.startswith('cyclonedds'):
+            raise CycloneDDSLoaderException('Failed to load CycloneDDS library from '
+                                            '/opt/empty/lib/libddsc.so')
+        if name == 'rclpy' and not rclpy:
+            raise ImportError('No module named rclpy')
+        return object()
+    return _import
+
+
+@pytest.mark.parametrize('rclpy, level', [(False, 'fail'), (True, 'warn')])
+def test_binding_without_its_c_library_is_unusable_with_the_cyclonedds_home_fix(
+        monkeypatch, rclpy, level):
+    # a source build with CYCLONEDDS_HOME at a prefix without libddsc (docs/troubleshooting.md,
+    # Jetson): one row with its fix, not "the check itself failed"; under ROS 2 a warning
+    import types
+    monkeypatch.setenv('CYCLONEDDS_HOME', '/opt/empty')
+    monkeypatch.setattr(doctor_checks, 'importlib',
+                        types.SimpleNamespace(import_module=_binding_without_its_library(rclpy)))
+    found = doctor.diagnose((doctor_checks.check_cyclonedds,))
+    assert [(f.check, f.level) for f in found] == [('cyclonedds', level)]
+    assert 'cannot load its C library' in found[0].detail
+    assert 'CYCLONEDDS_HOME=/opt/empty' in found[0].detail
+    assert 'set CYCLONEDDS_HOME to the prefix whose lib/ holds libddsc.so' in found[0].fix
+
+
+def test_the_bindings_own_loader_exception_means_unusable():
+    assert doctor_checks.binding_unusable(ImportError('no cyclonedds'))
+    assert doctor_checks.binding_unusable(CycloneDDSLoaderException('no libddsc'))
+    assert not doctor_checks.binding_unusable(RuntimeError('a real bug'))
+    try:
+        from cyclonedds.internal import CycloneDDSLoaderException as real
+    except ImportError:
+        return
+    assert doctor_checks.binding_unusable(real('no libddsc'))
+
+
+NO_TORCH = """
+import json, sys
+sys.modules['torch'] = None        # import torch raises ImportError, as without torch
+from rog_ros.nodes import doctor, doctor_checks
+found = doctor.diagnose((doctor_checks.check_torch, doctor_checks.check_cache))
+print(json.dumps([(f.check, f.level, f.detail) for f in found]))
+"""
+
+
+def test_without_torch_only_the_torch_check_fails(tmp_path):
+    # the cache check needs no torch: one failed row (with its fix), not a second one
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, ROG_CACHE_DIR=str(tmp_path / 'cache'))
+    done = subprocess.run([sys.executable, '-c', NO_TORCH], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [(check, level) for check, level, _ in rows] == [('torch', 'fail'), ('cache', 'info')]
+    assert rows[0][2].startswith('cannot import torch')
+
+
+@pytest.mark.parametrize('value, level', [
+    ('ddS', 'fail'), ('', 'fail'), ('none', 'fail'), ('dds', 'ok'), ('auto', 'ok'),
+])
+def test_rog_bus_that_the_nodes_refuse_fails(monkeypatch, value, level):
+    # every node would stop at start with "unknown bus kind": not "ready"
+    monkeypatch.setenv('ROG_BUS', value)
+    found = _by_check(doctor_checks.check_environment())['ROG_BUS']
+    assert found.level == level
+    if level == 'fail':
+        assert f'unknown bus kind {value!r}' in found.detail
+        assert found.fix == 'unset ROG_BUS, or one of auto, dds, rclpy (exactly, lower case)'
+    monkeypatch.delenv('ROG_BUS')
+    assert 'ROG_BUS' not in _by_check(doctor_checks.check_environment())
+
+
+def test_rog_bus_rclpy_without_rclpy_fails(monkeypatch):
+    from rog_ros.transport import choose
+    monkeypatch.setenv('ROG_BUS', 'rclpy')
+    monkeypatch.setattr(choose, 'rclpy_available', lambda: False)
+    found = _by_check(doctor_checks.check_environment())['ROG_BUS']
+    assert found.level == 'fail' and 'RclpyBus unavailable' in found.detail
+    monkeypatch.setattr(choose, 'rclpy_available', lambda: True)
+    assert _by_check(doctor_checks.check_environment())['ROG_BUS'].level == 'ok'
+
+
+def test_the_doctors_rog_bus_values_are_those_make_bus_accepts(monkeypatch):
+    # the buses are stand-ins: only which kinds make_bus takes is checked
+    import sys
+    import types
+    from rog_ros.transport import choose
+    for module, cls in (('dds_bus', 'DdsBus'), ('rclpy_bus', 'RclpyBus')):
+        fake = types.ModuleType(f'rog_ros.transport.{module}')
+        setattr(fake, cls, lambda namespace, _cls=cls, **kwargs: _cls)
+        monkeypatch.setitem(sys.modules, f'rog_ros.transport.{module}', fake)
+    made = []
+    for kind in doctor_checks.ROG_BUS_KINDS:
+        monkeypatch.setenv('ROG_BUS', kind)
+        made.append(choose.make_bus())
+    assert made == ['RclpyBus', 'DdsBus', 'RclpyBus']
+    for kind in ('ddS', '', 'none', 'DDS'):
+        monkeypatch.setenv('ROG_BUS', kind)
+        with pytest.raises(ValueError, match='unknown bus kind'):
+            choose.make_bus()
 
 
 def test_environment_refuses_a_domain_id_outside_ros_range(monkeypatch):
@@ -82,17 +219,47 @@ def test_receive_buffer_below_the_wifi_configuration_is_a_warning(tmp_path, monk
 
 def test_cache_that_cannot_be_written_warns_and_an_empty_one_says_it_will_pretrain(
         tmp_path, monkeypatch):
+    from rog_ros.workloads import cache
+    monkeypatch.setattr(cache.tempfile, 'gettempdir', lambda: str(tmp_path / 'tmp'))
     blocker = tmp_path / 'file'
     blocker.write_text('not a folder')
     monkeypatch.setenv('ROG_CACHE_DIR', str(blocker))
     (found,) = doctor_checks.check_cache()
     # runs fall back to the temporary folder (configuration.md): not a failure of the robot
     assert found.level == 'warn' and 'ROG_CACHE_DIR' in found.fix
-    assert 'temporary folder' in found.detail
+    assert 'temporary folder instead' in found.detail
+    assert str(tmp_path / 'tmp' / f'rog_ros_cache_{os.getuid()}') in found.detail
+    # a fallback that others may write is not used: every run pre-trains, and it says so
+    (tmp_path / 'tmp' / f'rog_ros_cache_{os.getuid()}').mkdir(parents=True, mode=0o777)
+    (tmp_path / 'tmp' / f'rog_ros_cache_{os.getuid()}').chmod(0o777)
+    (found,) = doctor_checks.check_cache()
+    assert found.level == 'warn' and 'every run pre-trains again' in found.detail
     monkeypatch.setenv('ROG_CACHE_DIR', str(tmp_path / 'cache'))
     (found,) = doctor_checks.check_cache()
     assert found.level == 'info' and 'pre-trains' in found.detail
     assert list((tmp_path / 'cache').iterdir()) == []        # the write probe is gone
+
+
+@pytest.mark.parametrize('which, returncode, stderr', [
+    (None, 0, ''),
+    ('/usr/bin/timedatectl', 1, 'System has not been booted with systemd as init system (PID '
+                                "1). Can't operate.\nFailed to connect to bus: Host is down"),
+])
+def test_a_clock_that_cannot_be_checked_says_so(monkeypatch, which, returncode, stderr):
+    # a container without systemd: a line saying so, not a silently missing one
+    import subprocess
+    monkeypatch.setattr(doctor_checks.shutil, 'which', lambda name: which)
+    monkeypatch.setattr(doctor_checks.subprocess, 'run', lambda *a, **k: (
+        subprocess.CompletedProcess(a[0], returncode, stdout='', stderr=stderr)))
+    (found,) = doctor_checks.check_clock()
+    assert (found.check, found.level) == ('clock', 'info')
+    assert found.detail.startswith('clock synchronisation could not be checked here (')
+    if which is None:
+        assert 'no timedatectl here' in found.detail
+    else:
+        assert 'System has not been booted with systemd' in found.detail
+        assert 'Host is down' not in found.detail
+    assert found.fix.startswith('on the host: timedatectl show -p NTPSynchronized --value')
 
 
 def test_fleet_key_unusable_fails_and_absent_is_information(tmp_path, monkeypatch):
@@ -146,6 +313,7 @@ def test_rog_doctor_json_lists_every_check_and_exits_1_on_a_failure(monkeypatch,
     checks = (doctor_checks.check_python, doctor_checks.check_environment)
     monkeypatch.setattr(doctor, 'CHECKS', checks)
     monkeypatch.setenv('ROS_DOMAIN_ID', '42')
+    monkeypatch.delenv('ROG_BUS', raising=False)
     assert cli.main(['doctor', '--json']) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r['check'] for r in rows] == ['python', 'ROS_DOMAIN_ID', 'ros2']
@@ -184,3 +352,23 @@ def test_sros2_asked_for_without_ros2_is_a_warning(monkeypatch):
     assert 'no DDS Security' in found['ROS_SECURITY_ENABLE'].detail
     monkeypatch.delenv('ROS_SECURITY_ENABLE')
     assert 'ROS_SECURITY_ENABLE' not in {f.check for f in doctor_checks.check_environment()}
+
+
+def test_the_dds_check_is_silent_when_the_binding_cannot_load_its_library(monkeypatch):
+    # Prepare: the binding's own loader error, as a source build without libddsc raises it
+    class CycloneDDSLoaderException(Exception):
+        """Stand-in of the binding's exception (matched by name)."""
+
+    def import_module(name):
+        raise CycloneDDSLoaderException('Failed to load CycloneDDS library')
+    monkeypatch.setattr(doctor_dds.importlib, 'import_module', import_module)
+    # Execute / Assert: one row says it (the cyclonedds check), this one adds nothing
+    assert doctor_dds.check_dds() == []
+
+
+def test_the_dds_check_lets_other_errors_through(monkeypatch):
+    def import_module(name):
+        raise RuntimeError('a bug')
+    monkeypatch.setattr(doctor_dds.importlib, 'import_module', import_module)
+    with pytest.raises(RuntimeError):
+        doctor_dds.check_dds()

@@ -137,10 +137,22 @@ def test_robot_launch_rejects_bad_arguments_in_one_line(launch_file, values, mes
         launch_file('robot.launch', **values)
 
 
-def test_user_environment_wins(monkeypatch):
-    env = robot.robot_environment({'RMW_IMPLEMENTATION': 'rmw_fastrtps_cpp',
-                                   'CYCLONEDDS_URI': 'file:///mine.xml'}, '10.0.0.1')
-    assert env == {}
+def test_user_environment_wins_and_peers_join_it(monkeypatch):
+    user = {'RMW_IMPLEMENTATION': 'rmw_fastrtps_cpp', 'CYCLONEDDS_URI': 'file:///mine.xml'}
+    assert robot.robot_environment(user) == {}
+    # server_host and peers were dropped when the user (or the image) set CYCLONEDDS_URI
+    assert robot.robot_environment(user, '10.0.0.1') == {
+        'CYCLONEDDS_URI': 'file:///mine.xml,<Discovery><Peers><Peer address="10.0.0.1"/>'
+                          '</Peers></Discovery>'}
+
+
+def test_robot_launch_adds_its_peers_to_the_users_cyclone_uri(launch_file, monkeypatch):
+    monkeypatch.setenv('CYCLONEDDS_URI', 'file:///etc/rog/cyclonedds.xml')
+    _, _, env = launch_file('robot.launch', role='worker', rank='0', workers='2',
+                            server_host='10.0.0.10', peers='10.0.0.11')
+    assert env['CYCLONEDDS_URI'] == (
+        'file:///etc/rog/cyclonedds.xml,<Discovery><Peers><Peer address="10.0.0.11"/>'
+        '<Peer address="10.0.0.10"/></Peers></Discovery>')
 
 
 @pytest.mark.parametrize('name', ['mpcol', 'eacol'])
@@ -322,10 +334,12 @@ def test_rog_robot_worker_leaves_its_model_in_a_file(started_robots, tmp_path, c
     assert f"this robot's model: {tmp_path / 'models' / 'model.pt'}" in capsys.readouterr().err
 
 
-def test_rog_robot_gives_its_own_nodes_the_robots_settings(started_robots):
+def test_rog_robot_gives_its_own_nodes_the_robots_settings(started_robots, monkeypatch):
     # a robot that leaves coverage for minutes, or whose Wi-Fi is not the interface netmon
     # picks: before, only a --config file could say so
     from rog_ros import cli
+    from rog_ros.nodes import linkprobe
+    monkeypatch.setattr(linkprobe, 'read_counters', lambda: {'wlan1': (0, 0), 'lo': (0, 0)})
 
     def parameters():
         return {s.executable: s.parameters for s in started_robots[-1]}

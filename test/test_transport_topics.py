@@ -87,12 +87,13 @@ def test_cyclone_uri_and_peer_validation(tmp_path):
     with pytest.raises(ValueError, match='does not resolve'):
         cyclone_config.cyclone_uri('wifi', peers=['no-such-host.invalid'])
     # the check rog robot makes before it starts nodes: a missing file is named, and a file
-    # in a folder with a space, percent-encoded as Path.as_uri (cyclone_uri) writes it, is found
+    # in a folder with a space is found as Cyclone reads it, written as it is; percent-encoded
+    # (Path.as_uri) it is not there for Cyclone, which does not decode it
     spaced = tmp_path / 'my robots' / 'cyclone.xml'
     spaced.parent.mkdir()
     spaced.write_text('<CycloneDDS/>')
-    assert cyclone_config.uri_problem(spaced.as_uri() + ',<Discovery/>') is None
-    assert cyclone_config.uri_problem(f'file://{spaced}') is None
+    assert cyclone_config.uri_problem(f'file://{spaced},<Discovery/>') is None
+    assert 'is not a file' in cyclone_config.uri_problem(spaced.as_uri() + ',<Discovery/>')
     assert 'is not a file' in cyclone_config.uri_problem(f'file://{tmp_path}/none.xml')
     # Cyclone takes a port after a peer's address; only the host is resolved (it was refused)
     uri = cyclone_config.cyclone_uri('wifi', peers=['127.0.0.1:7410', '[::1]:7412'])

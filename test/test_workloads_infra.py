@@ -254,11 +254,135 @@ def test_an_unusable_cache_folder_falls_back_to_the_temporary_one(tmp_path, monk
 
 def test_a_cache_that_cannot_be_written_still_gives_the_workload(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cache.tempfile, 'gettempdir', lambda: str(tmp_path / 'tmp'))
 
     def full_disk(obj, path):
         raise OSError(28, 'No space left on device')
 
     monkeypatch.setattr(cache, 'atomic_save', full_disk)
     assert cache.load_or_build('unit', {}, 'v1', lambda: {'x': 3}) == {'x': 3}
-    assert 'could not cache unit' in capsys.readouterr().err
-    assert not list(tmp_path.glob('unit-*'))
+    assert (f'rog_ros: could not cache unit in {tmp_path} (No space left on device); the next '
+            'run prepares it again') in capsys.readouterr().err
+    assert not list(tmp_path.glob('**/unit-*'))
+
+
+def _read_only(folder):
+    """Return a ``tempfile.mkstemp`` that fails in ``folder`` as a read-only mount does."""
+    real = cache.tempfile.mkstemp
+
+    def mkstemp(*args, **kwargs):
+        if os.path.abspath(str(kwargs.get('dir'))) == os.path.abspath(str(folder)):
+            raise OSError(30, 'Read-only file system')
+        return real(*args, **kwargs)
+    return mkstemp
+
+
+def test_a_read_only_cache_folder_caches_in_the_temporary_one_and_reads_it_back(
+        tmp_path, monkeypatch, capsys):
+    # a root-owned ~/.cache/rog_ros from a container volume: the folder exists, writes fail;
+    # every node start must not pre-train again
+    folder, tmp = tmp_path / 'cache', tmp_path / 'tmp'
+    folder.mkdir()
+    monkeypatch.setenv(cache.CACHE_ENV, str(folder))
+    monkeypatch.setattr(cache.tempfile, 'gettempdir', lambda: str(tmp))
+    monkeypatch.setattr(cache.tempfile, 'mkstemp', _read_only(folder))
+    calls = []
+
+    def build():
+        calls.append(1)
+        return {'w': torch.ones(2)}
+
+    assert torch.equal(cache.load_or_build('unit', {}, 'v1', build)['w'], torch.ones(2))
+    assert torch.equal(cache.load_or_build('unit', {}, 'v1', build)['w'], torch.ones(2))
+    assert len(calls) == 1
+    spare = tmp / f'rog_ros_cache_{os.getuid()}'
+    key = cache.cache_key('unit', {}, 'v1')
+    assert [p.name for p in spare.glob('unit-*')] == [f'unit-{key}.pt']
+    assert not list(folder.iterdir())
+    err = capsys.readouterr().err
+    assert err.count(f'rog_ros: cannot use the cache folder {folder} (Read-only file system); '
+                     f'caching in {spare} instead') == 2
+    assert f'cached in {spare}, later runs skip this' in err and 'could not cache' not in err
+    # entries the read-only folder holds are still read from it, without a warning
+    torch.save({'w': torch.zeros(1)}, folder / f'held-{cache.cache_key("held", {}, "v1")}.pt')
+    assert torch.equal(cache.load_or_build('held', {}, 'v1', build)['w'], torch.zeros(1))
+    assert len(calls) == 1 and capsys.readouterr().err == ''
+
+
+def test_a_write_that_fails_in_a_writable_looking_folder_is_cached_in_the_temporary_one(
+        tmp_path, monkeypatch, capsys):
+    # the probe file fits, the entry does not (a full disk, a root-squashed home): the entry
+    # goes to the fallback, where the next run finds it
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / 'cache'))
+    monkeypatch.setattr(cache.tempfile, 'gettempdir', lambda: str(tmp_path / 'tmp'))
+    real_save = cache.atomic_save
+
+    def full_here(obj, path):
+        if os.path.dirname(str(path)) == str(tmp_path / 'cache'):
+            raise OSError(28, 'No space left on device')
+        real_save(obj, path)
+
+    monkeypatch.setattr(cache, 'atomic_save', full_here)
+    calls = []
+
+    def build():
+        calls.append(1)
+        return {'x': 3}
+
+    assert cache.load_or_build('unit', {}, 'v1', build) == {'x': 3}
+    assert cache.load_or_build('unit', {}, 'v1', build) == {'x': 3}
+    assert len(calls) == 1
+    spare = tmp_path / 'tmp' / f'rog_ros_cache_{os.getuid()}'
+    assert (f'could not cache unit in {tmp_path / "cache"} (No space left on device); cached '
+            f'in {spare} instead') in capsys.readouterr().err
+    assert len(list(spare.glob('unit-*.pt'))) == 1
+    assert not list((tmp_path / 'cache').glob('unit-*.pt'))
+
+
+READ_ONLY_RUN = """
+import sys
+import torch
+from rog_ros.nodes import doctor_checks
+from rog_ros.workloads import cache
+calls = []
+def build():
+    calls.append(1)
+    return {'w': torch.ones(2)}
+for _ in range(2):
+    cache.load_or_build('unit', {}, 'v1', build)
+(found,) = doctor_checks.check_cache()
+print(len(calls), found.level, found.detail)
+"""
+
+
+def test_a_read_only_mount_as_cache_folder_pre_trains_once(tmp_path):
+    # as on a robot: a real read-only bind mount (root in a private mount namespace)
+    import shutil
+    import subprocess
+    import sys
+    if not hasattr(os, 'geteuid') or os.geteuid() != 0 or not shutil.which('unshare'):
+        pytest.skip('needs root and unshare for a read-only bind mount')
+    folder, tmp = tmp_path / 'cache', tmp_path / 'tmp'
+    folder.mkdir()
+    torn = f'unit-{cache.cache_key("unit", {}, "v1")}.pt'
+    (folder / torn).write_bytes(b'garbage')     # cannot be removed there: no traceback
+    script = tmp_path / 'run.py'
+    script.write_text(READ_ONLY_RUN)
+    shell = (f'mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} || exit 77; '
+             f'"{sys.executable}" {script}')
+    env = dict(os.environ, ROG_CACHE_DIR=str(folder), TMPDIR=str(tmp))
+    tmp.mkdir()
+    done = subprocess.run(['unshare', '-m', 'sh', '-c', shell], env=env, capture_output=True,
+                          text=True, timeout=300)
+    if done.returncode == 77 or 'unshare failed' in done.stderr:
+        pytest.skip(f'no read-only bind mount here: {done.stderr.strip()[-200:]}')
+    assert done.returncode == 0, done.stderr
+    builds, level, detail = done.stdout.strip().split(' ', 2)
+    assert (builds, level) == ('1', 'warn')
+    spare = tmp / f'rog_ros_cache_{os.getuid()}'
+    assert f'cannot write the cache folder {folder} (Read-only file system)' in detail
+    assert f'in the temporary folder instead ({spare};' in detail
+    assert 'could not cache' not in done.stderr and 'Traceback' not in done.stderr
+    assert len(list(spare.glob('unit-*.pt'))) == 1
+    assert sorted(p.name for p in folder.iterdir()) == [torn]
+    assert 'runs read the entries it holds (1), and cache' in detail

@@ -168,9 +168,9 @@ def _env(uri: str, domain: int) -> dict:
 
 def bench_loopback(duration_s: float = 3.0, domain: int | None = None) -> dict:
     """Saturated goodput and paced latency over loopback DDS."""
-    from rog_ros.transport.cyclone_config import config_path
+    from rog_ros.transport.cyclone_config import config_path, file_uri
     domain = domain if domain is not None else 1 + (os.getpid() * 13) % 200
-    env = _env(config_path('loopback').as_uri(), domain)
+    env = _env(file_uri(config_path('loopback')), domain)
     sat = _pair(env, env, [], [], duration_s, 0.0)
     bps, t0, t1 = goodput_bps(sat['arrivals'], sat['sizes'], sat['latency'])
     paced = _pair(env, env, [], [], min(duration_s, 2.0), 0.005)

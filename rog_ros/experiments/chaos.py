@@ -119,7 +119,7 @@ class Fleet:
                  key_env=None, iterations=None, server_extra=None):
         from rog_ros.nodes.fleet import default_domain
         from rog_ros.nodes.plan import plan
-        from rog_ros.transport.cyclone_config import config_path
+        from rog_ros.transport.cyclone_config import config_path, file_uri
         self.cfg, self.dir = cfg, run_dir
         self.ledger_dir = os.path.join(run_dir, 'ledger')
         self.state_dir = os.path.join(run_dir, 'state')
@@ -147,7 +147,7 @@ class Fleet:
         self.domain = default_domain()
         self.env = dict(os.environ, ROS_DOMAIN_ID=str(self.domain), ROG_BUS='dds',
                         PYTHONUNBUFFERED='1', OMP_NUM_THREADS='1',
-                        CYCLONEDDS_URI=config_path('loopback').as_uri(),
+                        CYCLONEDDS_URI=file_uri(config_path('loopback')),
                         PYTHONPATH=repo_pythonpath(), **(key_env or {}))
         self.env.pop('ROG_CHAOS_LEDGER', None)
         self.env.pop('ROG_CHAOS_FAULTS', None)

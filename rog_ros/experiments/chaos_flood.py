@@ -145,13 +145,13 @@ def flood(domain: int, namespace: str, workers: int, seconds: float, seed: int =
     Waits (up to 20 s) until every topic has its subscriber, so that every message published
     reaches a node (reliable topics deliver to matched readers).
     """
-    from rog_ros.transport.cyclone_config import config_path
+    from rog_ros.transport.cyclone_config import config_path, file_uri
     from rog_ros.transport.dds_bus import DdsBus
     rng = random.Random(seed)
     sent = {'fuzzed': 0, 'unauthenticated': 0}
     topics = _topics(workers)
     bus = DdsBus(namespace=namespace, domain_id=domain,
-                 config=config_path('loopback').as_uri())
+                 config=file_uri(config_path('loopback')))
     try:
         for topic, _ in topics:
             bus.advertise(topic)

@@ -18,8 +18,9 @@ A new robot, a fresh container or a colleague's laptop fails in a handful of kno
 the wrong torch (or none), no Cyclone DDS binding, DDS that cannot reach itself (multicast
 off, a ``CYCLONEDDS_URI`` pointing at a missing file, a peer that does not resolve), a kernel
 receive buffer below what the Wi-Fi configuration asks, clocks not synchronised between
-robots, a busy machine. Each shows up deep in a run as a stall or a traceback; here each is
-one line with its fix (the knobs of docs/troubleshooting.md), before anything starts.
+robots, a busy machine, a Jetson whose torch does not see its GPU, a ``ROG_BUS`` the nodes
+refuse. Each shows up deep in a run as a stall or a traceback; here each is one line with its
+fix (the knobs of docs/troubleshooting.md), before anything starts.
 
 This module runs the checks (``doctor_checks``: the machine; ``doctor_dds``: DDS round trips in
 a child process) and prints them; a check that breaks reports itself as failed and the rest
@@ -75,10 +76,11 @@ def format_report(found) -> str:
 def add_parser(sub) -> None:
     """Register ``rog doctor``."""
     p = sub.add_parser('doctor', help='check that this machine can run a fleet, with fixes',
-                       description='Check Python, torch, Cyclone DDS (a real round trip), '
-                                   'ROS 2 settings, kernel buffers, the cache, clocks and '
-                                   'the fleet key; print one line per check and its fix. '
-                                   'Exit status 1 when a check failed.')
+                       description='Check Python, torch (on a Jetson: with the GPU), '
+                                   'Cyclone DDS (a real round trip), ROS 2 settings and '
+                                   'ROG_BUS, kernel buffers, the cache, CPU and memory, '
+                                   'clocks and the fleet key; print one line per check and '
+                                   'its fix. Exit status 1 when a check failed.')
     p.add_argument('--json', action='store_true', help='print the findings as JSON')
     p.set_defaults(func=run)
 

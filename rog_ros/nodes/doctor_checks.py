@@ -14,9 +14,9 @@
 """
 The checks of ``rog doctor`` that look at this machine: one function per thing a fleet needs.
 
-Each returns a list of ``Finding`` rows (empty when there is nothing to say, as the clock check
-without ``timedatectl``) and may raise; ``doctor.diagnose`` turns a raise into a failed row.
-The DDS round trips are in ``doctor_dds`` (they need a child process).
+Each returns a list of ``Finding`` rows (empty when there is nothing to say, as the receive
+buffer check where ``/proc`` cannot be read) and may raise; ``doctor.diagnose`` turns a raise
+into a failed row. The DDS round trips are in ``doctor_dds`` (they need a child process).
 """
 
 from __future__ import annotations
@@ -29,11 +29,15 @@ import shutil
 import subprocess
 import sys
 
+from rog_ros.transport.choose import BUS_KINDS as ROG_BUS_KINDS
+
 RMEM_PATH = '/proc/sys/net/core/rmem_max'
 RMEM_WANTED = 8 * 1024 * 1024
 """Receive buffer the shipped Cyclone configurations ask for (config/cyclonedds_*.xml)."""
 MEMORY_WANTED_GB = 2.0
 """A local fleet (server, three robots, netmon, each with torch) needs about this much."""
+TEGRA_RELEASE = '/etc/nv_tegra_release'
+"""Present on a Jetson (L4T); torch's version names NVIDIA's wheels with ``nv``."""
 
 
 @dataclass
@@ -68,12 +72,23 @@ def check_torch():
     version = torch.__version__
     if _version_tuple(version) < (2, 0):
         return [Finding('torch', 'fail', f'torch {version}', 'rog_ros needs torch 2.0 or newer')]
+    threads = torch.get_num_threads()
     if torch.cuda.is_available():   # where workers compute with the default device: auto
         device = f'CUDA: {torch.cuda.get_device_name(0)}; workers compute gradients there'
+    elif _on_jetson(version):
+        return [Finding('torch', 'warn', f'torch {version} sees no GPU on this Jetson: '
+                        f'training would run on the CPU ({threads} threads), many times slower',
+                        "NVIDIA's torch wheel for your JetPack (pip install torch replaces it "
+                        'with a CPU build); in a container, start it with the NVIDIA runtime: '
+                        'docker run --runtime nvidia')]
     else:
         device = 'CPU only'
-    return [Finding('torch', 'ok', f'torch {version} ({device}; {torch.get_num_threads()} '
-                    'threads)')]
+    return [Finding('torch', 'ok', f'torch {version} ({device}; {threads} threads)')]
+
+
+def _on_jetson(torch_version: str) -> bool:
+    """Tell whether this is a Jetson: L4T's release file, or NVIDIA's torch wheel."""
+    return os.path.exists(TEGRA_RELEASE) or 'nv' in torch_version
 
 
 def _rclpy_available() -> bool:
@@ -84,15 +99,38 @@ def _rclpy_available() -> bool:
     return True
 
 
+def binding_unusable(exc: BaseException) -> bool:
+    """
+    Tell whether ``exc``, raised by importing the Cyclone DDS binding, means it cannot be used.
+
+    An ImportError (no binding), or the binding's ``CycloneDDSLoaderException`` (an Exception
+    only: a binding built from source whose C library, libddsc, is not where
+    ``CYCLONEDDS_HOME`` says). Matched by name: its module may be the one that failed.
+    """
+    return isinstance(exc, ImportError) or any(
+        cls.__name__ == 'CycloneDDSLoaderException' for cls in type(exc).__mro__)
+
+
 def check_cyclonedds():
     try:
         module = importlib.import_module('cyclonedds')
         importlib.import_module('cyclonedds.domain')
-    except ImportError as exc:
+    except Exception as exc:  # noqa: B902 - the binding's loader raises a bare Exception
+        if not binding_unusable(exc):
+            raise
         level = 'warn' if _rclpy_available() else 'fail'
-        return [Finding('cyclonedds', level, f'cannot import the Cyclone DDS binding ({exc})',
-                        'pip install cyclonedds (setup.sh does); without it only ROS 2 '
-                        '(rclpy) nodes can run, and rog fleet cannot')]
+        after = 'without it only ROS 2 (rclpy) nodes can run, and rog fleet cannot'
+        if isinstance(exc, ImportError):
+            return [Finding('cyclonedds', level, f'cannot import the Cyclone DDS binding '
+                            f'({exc})', f'pip install cyclonedds (setup.sh does); {after}')]
+        home = os.environ.get('CYCLONEDDS_HOME')
+        return [Finding('cyclonedds', level, 'the Cyclone DDS binding is installed but cannot '
+                        f'load its C library ({exc}; CYCLONEDDS_HOME='
+                        f'{home if home is not None else "(unset)"})',
+                        'set CYCLONEDDS_HOME to the prefix whose lib/ holds libddsc.so (on ROS '
+                        '2: /opt/ros/$ROS_DISTRO) and build the binding with it set: pip '
+                        'install --no-binary cyclonedds cyclonedds (the L4T image does); '
+                        f'{after}')]
     version = getattr(module, '__version__', None) or _distribution_version('cyclonedds')
     return [Finding('cyclonedds', 'ok', f'cyclonedds {version} (the embedded transport)')]
 
@@ -120,6 +158,7 @@ def check_environment():
     else:
         out.append(Finding('ROS_DOMAIN_ID', 'ok', f'domain {value or "0 (unset)"}; every '
                            'robot of a fleet needs the same'))
+    out.extend(_check_rog_bus())
     if _rclpy_available():
         rmw = os.environ.get('RMW_IMPLEMENTATION', '')
         distro = os.environ.get('ROS_DISTRO', '?')
@@ -149,6 +188,27 @@ def check_environment():
     return out
 
 
+def _check_rog_bus() -> list:
+    """Return a row for ``$ROG_BUS`` when set: a value the nodes refuse fails here already."""
+    if 'ROG_BUS' not in os.environ:
+        return []
+    value = os.environ['ROG_BUS']
+    if value not in ROG_BUS_KINDS:
+        return [Finding('ROG_BUS', 'fail', f'ROG_BUS={value!r}: rog robot and every node '
+                        f'would stop at start with "unknown bus kind {value!r}"',
+                        f'unset ROG_BUS, or one of {", ".join(ROG_BUS_KINDS)} (exactly, lower '
+                        'case)')]
+    if value == 'rclpy':
+        from rog_ros.transport.choose import rclpy_available
+        if not rclpy_available():
+            return [Finding('ROG_BUS', 'fail', 'ROG_BUS=rclpy, but rclpy and the rog_ros '
+                            'messages do not import here: rog robot and every node would stop '
+                            'at start (RclpyBus unavailable)',
+                            'source the ROS 2 install and the built rog_ros (install/'
+                            'setup.bash), or unset ROG_BUS')]
+    return [Finding('ROG_BUS', 'ok', f'ROG_BUS={value}: the nodes use this transport')]
+
+
 def check_rmem():
     try:
         with open(RMEM_PATH, encoding='ascii') as fh:
@@ -165,10 +225,9 @@ def check_rmem():
 
 
 def check_cache():
+    from rog_ros.workloads import cache     # no torch needed: that is the torch check's
+    path = cache.cache_dir_name()
     try:
-        from rog_ros.workloads.cache import CACHE_ENV
-        path = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser('~'), '.cache',
-                                                         'rog_ros')
         os.makedirs(path, exist_ok=True)
         probe = os.path.join(path, f'.doctor-{os.getpid()}')
         with open(probe, 'w', encoding='ascii') as fh:
@@ -176,16 +235,33 @@ def check_cache():
         os.unlink(probe)
     except OSError as exc:
         # not a failure: runs then cache in the system's temporary folder (workloads/cache.py)
-        return [Finding('cache', 'warn', f'cannot write the cache folder: {exc}; runs cache '
-                        'their pre-trained checkpoints in the temporary folder instead (gone '
-                        'after a reboot: pre-training again)',
-                        'set ROG_CACHE_DIR to a writable folder')]
+        return [_unwritable_cache(path, exc, cache)]
     entries = sorted(os.listdir(path))
     if any(e.startswith('mpcol-') for e in entries):
         return [Finding('cache', 'ok', f'{path}: {sum(e.endswith(".pt") for e in entries)} '
                         'cached starting checkpoints')]
     return [Finding('cache', 'info', f'{path}: no MPCOL starting policy yet; the first run '
                     'pre-trains it (about a minute) and caches it')]
+
+
+def _unwritable_cache(path: str, exc: OSError, cache) -> Finding:
+    """Return the row for a cache folder ``path`` that cannot be made or written (``exc``)."""
+    reason = exc.strerror or type(exc).__name__
+    fallback = cache.fallback_dir()
+    if fallback.exists() and not cache.fallback_private():
+        return Finding('cache', 'warn', f'cannot write the cache folder {path} ({reason}), and '
+                       f'{fallback} is not private to this user: every run pre-trains again '
+                       '(most of a minute or more at each node start)',
+                       'set ROG_CACHE_DIR to a writable folder')
+    try:
+        held = sum(e.endswith('.pt') for e in os.listdir(path))
+    except OSError:                         # not made, or not even readable
+        held = 0
+    return Finding('cache', 'warn', f'cannot write the cache folder {path} ({reason}): runs '
+                   + (f'read the entries it holds ({held}), and ' if held else '')
+                   + 'cache their pre-trained checkpoints in the temporary folder instead '
+                   f'({fallback}; one warning per run; emptied at a reboot on most systems, '
+                   'then pre-training again)', 'set ROG_CACHE_DIR to a writable folder')
 
 
 def check_netns():
@@ -244,20 +320,29 @@ def _mem_available_gb():
 
 def check_clock():
     if not shutil.which('timedatectl'):
-        return []
+        return [_clock_unknown('no timedatectl here')]
     try:
         done = subprocess.run(['timedatectl', 'show', '-p', 'NTPSynchronized', '--value'],
                               capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return []
+    except (OSError, subprocess.SubprocessError) as exc:
+        return [_clock_unknown(f'timedatectl: {type(exc).__name__}')]
     value = done.stdout.strip()
     if done.returncode != 0 or value not in ('yes', 'no'):
-        return []
+        said = ((done.stderr or done.stdout).strip().splitlines() or [''])[0][:100].rstrip('.')
+        return [_clock_unknown(f'timedatectl show: {said or f"status {done.returncode}"}')]
     if value == 'yes':
         return [Finding('clock', 'ok', 'system clock synchronised (NTP)')]
     return [Finding('clock', 'warn', 'system clock not synchronised (NTP)',
                     'robots of one fleet need synchronised clocks for a shared trace start '
                     '(epoch) and comparable logs: enable chrony or systemd-timesyncd')]
+
+
+def _clock_unknown(why: str) -> Finding:
+    """Return the row for a clock whose synchronisation cannot be read here (``why``)."""
+    return Finding('clock', 'info', f'clock synchronisation could not be checked here ({why}; '
+                   'a container without systemd shares the host clock)',
+                   'on the host: timedatectl show -p NTPSynchronized --value (yes), or '
+                   'chronyc tracking')
 
 
 def check_fleet_key():

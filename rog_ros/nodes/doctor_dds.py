@@ -26,12 +26,11 @@ import argparse
 import importlib
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 
-from rog_ros.nodes.doctor_checks import Finding
+from rog_ros.nodes.doctor_checks import binding_unusable, Finding
 
 ROUND_TRIP_TIMEOUT_S = 30.0
 """How long the child may take: discovery, one message and Cyclone's start and stop."""
@@ -74,20 +73,32 @@ def round_trip(config: str, domain: int, timeout_s: float = 10.0) -> dict:
         b.close()
 
 
-def _round_trip_child(config: str, label: str, fix: str):
-    """Run ``round_trip`` in a child process; a crash, abort or hang is a finding too."""
+def _round_trip_child(uri: str, label: str, fix: str):
+    """
+    Run ``round_trip`` in a child with ``CYCLONEDDS_URI=uri``; a crash or hang is a finding too.
+
+    The child gets the variable exactly as the nodes do (not a path of its own), so the round
+    trip reads the configuration the way they will. When it fails, Cyclone's own reason (the
+    line it logs before the traceback) is quoted: the traceback's last line says only
+    ``DDS_RETCODE_ERROR``.
+    """
+    from rog_ros.transport.cyclone_config import cyclone_said
     domain = 150 + os.getpid() % 80        # away from 0 and from rog fleet's domains
-    cmd = [sys.executable, '-m', 'rog_ros.nodes.doctor_dds', '--round-trip', config,
+    cmd = [sys.executable, '-m', 'rog_ros.nodes.doctor_dds', '--round-trip', '',
            '--domain', str(domain)]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=ROUND_TRIP_TIMEOUT_S)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=ROUND_TRIP_TIMEOUT_S,
+                              env=dict(os.environ, CYCLONEDDS_URI=uri))
     except subprocess.TimeoutExpired:
         return Finding(label, 'fail', f'DDS round trip hung for {ROUND_TRIP_TIMEOUT_S:g} s', fix)
     lines = done.stdout.strip().splitlines()
     try:
         result = json.loads(lines[-1])
     except (IndexError, ValueError):
+        said = cyclone_said(done.stderr or '')
         tail = ' '.join((done.stderr or done.stdout).strip().splitlines()[-2:])[:300]
+        if said:
+            tail = 'Cyclone DDS said: ' + ' / '.join(said)[:500]
         how = (f'was killed by signal {-done.returncode} (Cyclone aborts on a configuration '
                'it cannot use)' if done.returncode < 0 else f'ended with status {done.returncode}')
         return Finding(label, 'fail', f'DDS round trip {how}: {tail or "no output"}', fix)
@@ -98,28 +109,32 @@ def _round_trip_child(config: str, label: str, fix: str):
 
 
 def check_dds():
+    """Run a round trip with each configuration the nodes of this machine would get."""
     try:
         importlib.import_module('cyclonedds.domain')
-    except ImportError:
+    except Exception as exc:  # noqa: B902 - the binding's loader raises its own exception
+        if not binding_unusable(exc):
+            raise
         return []                           # said by the cyclonedds check
-    from rog_ros.transport.cyclone_config import config_path
-    out = [_round_trip_child(str(config_path('loopback')), 'dds (rog fleet)',
+    from rog_ros.nodes.robot import robot_environment
+    from rog_ros.transport.cyclone_config import cyclone_uri, uri_problem
+    out = [_round_trip_child(cyclone_uri('loopback'), 'dds (rog fleet)',
                              'see docs/troubleshooting.md, "Robots do not see each other"; '
                              'in a container: a loopback interface with multicast')]
     uri = os.environ.get('CYCLONEDDS_URI', '')
     if not uri:                             # what rog robot sets when the user has not
-        out.append(_round_trip_child(str(config_path('wifi')), 'dds (rog robot)',
+        out.append(_round_trip_child(robot_environment({})['CYCLONEDDS_URI'], 'dds (rog robot)',
                                      'rog robot uses config/cyclonedds_wifi.xml when '
                                      'CYCLONEDDS_URI is unset; see docs/troubleshooting.md'))
     else:
-        missing = [p for p in re.findall(r'file://([^,<\s]+)', uri) if not os.path.exists(p)]
-        if missing:
-            out.append(Finding('dds (CYCLONEDDS_URI)', 'fail', f'CYCLONEDDS_URI names '
-                               f'{", ".join(missing)}, which does not exist',
+        problem = uri_problem(uri)          # the check rog robot makes before it starts nodes
+        if problem:
+            out.append(Finding('dds (CYCLONEDDS_URI)', 'fail',
+                               problem.rsplit('; fix the path', 1)[0],
                                'point it at an existing file (config/cyclonedds_wifi.xml), '
                                'or unset it'))
         else:
-            out.append(_round_trip_child('', 'dds (CYCLONEDDS_URI)',
+            out.append(_round_trip_child(uri, 'dds (CYCLONEDDS_URI)',
                                          'check the configuration CYCLONEDDS_URI gives: '
                                          'its <Interfaces>, and every <Peer> must resolve'))
     return out

@@ -237,7 +237,7 @@ def _run_in(args, out: str, specs) -> int:
     n, iterations = server.parameters['workers'], server.parameters['iterations']
     namespace = server.parameters['namespace']
     domain = args.domain_id if args.domain_id is not None else default_domain()
-    loopback = config_path('loopback').as_uri()
+    loopback = 'file://' + str(config_path('loopback'))    # unencoded, as Cyclone reads it
     base_env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROG_BUS='dds',
                     PYTHONUNBUFFERED='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '1'),
                     PYTHONPATH=repo_pythonpath(), **key_env)

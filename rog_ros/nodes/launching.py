@@ -20,7 +20,8 @@ so the launch files can be parsed and tested anywhere. Every setting of
 default). Nodes receive their parameters as command-line flags; launch_ros appends
 ``--ros-args -r __node:=<name>``, which the nodes resolve like ROS 2 does. Unless the user set
 them, ``RMW_IMPLEMENTATION`` selects Cyclone DDS and ``CYCLONEDDS_URI`` the shipped Wi-Fi
-configuration (:func:`rog_ros.nodes.robot.robot_environment`).
+configuration; ``server_host:=`` and ``peers:=`` are added to either configuration as unicast
+peers (:func:`rog_ros.nodes.robot.robot_environment`).
 """
 
 from __future__ import annotations
@@ -96,7 +97,12 @@ def robot_node_specs(values: dict, default_config: str) -> list:
 
 
 def launch_environment(values: dict, environ=None) -> dict:
-    """Return the environment defaults a launch sets (the user's variables win)."""
+    """
+    Return the environment a launch sets: defaults, and the peers added to the DDS settings.
+
+    The user's variables win, except that ``server_host`` and ``peers`` are appended to a
+    ``CYCLONEDDS_URI`` of the user's (or of the images' entry point) instead of being ignored.
+    """
     environ = os.environ if environ is None else environ
     return robot_environment(environ, str(values.get('server_host') or ''),
                              split_peers(values.get('peers')))

@@ -22,9 +22,10 @@ The server robot runs ``rog_server`` and ``netmon``; worker robot K runs ``rog_w
 as everywhere (:mod:`rog_ros.nodes.settings`): defaults < config file < arguments. Links are
 real: nothing is shaped unless a ``trace`` is given. Unless the user set them, the environment
 selects Cyclone DDS (``RMW_IMPLEMENTATION=rmw_cyclonedds_cpp``) with the shipped Wi-Fi
-configuration (``CYCLONEDDS_URI``), plus ``server_host`` and ``peers`` as unicast discovery
-peers for access points that drop multicast. ``robot.launch.py`` and ``rog robot`` both use
-:func:`robot_plan` and :func:`robot_environment`, so they start the same processes.
+configuration (``CYCLONEDDS_URI``); ``server_host`` and ``peers`` are added as unicast
+discovery peers (for access points that drop multicast) to that file or to the user's own
+``CYCLONEDDS_URI``. ``robot.launch.py`` and ``rog robot`` both use :func:`robot_plan` and
+:func:`robot_environment`, so they start the same processes.
 """
 
 from __future__ import annotations
@@ -99,16 +100,21 @@ def robot_environment(environ, server_host: str = '', peers=()) -> dict:
     """
     Return the variables to set for the robot's nodes (the user's own settings win).
 
-    ``RMW_IMPLEMENTATION`` and ``CYCLONEDDS_URI`` (the shipped Wi-Fi file plus
-    ``server_host`` and ``peers`` as unicast peers) when not already in ``environ``.
+    ``RMW_IMPLEMENTATION`` when not already in ``environ``; ``CYCLONEDDS_URI``: the shipped
+    Wi-Fi file when not in ``environ``, and ``server_host`` and ``peers`` as unicast peers in
+    either case. Added after the user's own value (Cyclone merges comma-separated sources),
+    the peers join the user's configuration instead of being dropped for it (as in the
+    images, whose entry point always sets ``CYCLONEDDS_URI``).
     """
-    from rog_ros.transport.cyclone_config import cyclone_uri
+    from rog_ros.transport.cyclone_config import cyclone_uri, peer_fragment
     out = {}
     if not environ.get('RMW_IMPLEMENTATION'):
         out['RMW_IMPLEMENTATION'] = RMW
+    hosts = [h.strip() for h in list(peers) + [server_host] if h and h.strip()]
     if not environ.get('CYCLONEDDS_URI'):
-        hosts = [h.strip() for h in list(peers) + [server_host] if h and h.strip()]
         out['CYCLONEDDS_URI'] = cyclone_uri('wifi', hosts)
+    elif hosts:
+        out['CYCLONEDDS_URI'] = f"{environ['CYCLONEDDS_URI']},{peer_fragment(hosts)}"
     return out
 
 
@@ -153,11 +159,19 @@ def watch(sup, main: str, limit: int = 0, sleep=time.sleep) -> int:
     Wait for the training node ``main`` to end, restarting it after a crash; its exit status.
 
     At most ``limit`` restarts (``respawn``), each ``RESPAWN_DELAY_S`` after the crash; the
-    node restores its ``state_dir`` (``check_respawn`` made sure it has one).
+    node restores its ``state_dir`` (``check_respawn`` made sure it has one). A helper node
+    (netmon) that ends while ``main`` runs is reported once, with its log's last lines, and
+    the training goes on without it.
     """
     left = limit
+    ended = set()
     while True:
-        code = sup.codes()[main]
+        codes = sup.codes()
+        code = codes[main]
+        for name, helper in codes.items():
+            if code is None and name != main and helper is not None and name not in ended:
+                ended.add(name)
+                _helper_ended(sup, name, helper)
         if code is None:
             sleep(0.2)
             continue
@@ -168,6 +182,12 @@ def watch(sup, main: str, limit: int = 0, sleep=time.sleep) -> int:
               f'{RESPAWN_DELAY_S:g} s ({left} more restarts allowed)', file=sys.stderr)
         sleep(RESPAWN_DELAY_S)
         sup.restart(main)
+
+
+def _helper_ended(sup, name: str, code: int) -> None:
+    """Say that helper node ``name`` ended and why, as ``rog fleet`` does; training goes on."""
+    print(f'rog robot: {name} {describe_exit(code)}; the training goes on without it; last '
+          f'lines of its log ({sup.log_path(name)}):\n{sup.tail(name)}', file=sys.stderr)
 
 
 def run(args) -> int:
@@ -191,8 +211,11 @@ def run(args) -> int:
                              if args.role == 'server' else 'rog_robot_logs')
         if args.role == 'server':
             checks.output_dir('--out', specs[0].parameters['out'])
+        else:
+            _check_model_out(args, specs[0])
         checks.output_dir('--logs', logs)
         _check_robot_environment(args, env)
+        _check_interface(specs)
     except (OSError, ValueError) as err:
         print(f'rog robot: {err}', file=sys.stderr)
         return 2
@@ -221,7 +244,7 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int) -> int:
         specs[0] = dataclasses.replace(specs[0], parameters=dict(specs[0].parameters,
                                                                  record=args.record))
     if args.role == 'worker':
-        model_out = args.model_out or specs[0].parameters.get('model_out') or ROBOT_MODEL
+        model_out = _model_out(args, specs[0])
         folder = os.sep if model_out.endswith(os.sep) else ''    # 'models/': model.pt in it
         specs[0] = dataclasses.replace(specs[0], parameters=dict(
             specs[0].parameters, model_out=os.path.abspath(model_out) + folder))
@@ -257,6 +280,50 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int) -> int:
               'robot (torch, a DDS round trip with its configuration, buffers, clock)',
               file=sys.stderr)
     return code
+
+
+def _model_out(args, worker) -> str:
+    """Return where the worker robot writes its model: --model-out, model_out, the default."""
+    return args.model_out or worker.parameters.get('model_out') or ROBOT_MODEL
+
+
+def _check_model_out(args, worker) -> None:
+    """
+    Refuse a model path the worker node could not write, before any node starts (one line).
+
+    The node refused it at its start, after the robot had started every node; a model_out of
+    a --config file is checked with the other parameters.
+    """
+    from rog_ros import checks
+    from rog_ros.nodes.model_file import model_out_file
+    try:
+        model_out_file(_model_out(args, worker))
+    except ValueError as err:
+        name = ('--model-out' if args.model_out else 'model_out'
+                if worker.parameters.get('model_out') else "the robot's model (--model-out)")
+        raise checks.ConfigError(f'{name} {err}') from None
+
+
+def _check_interface(specs) -> None:
+    """
+    Refuse an ``interface`` for the robot's netmon that this machine does not have.
+
+    netmon ended at its start on a typo (``wlan9``) while the training ran on without it; its
+    list is the one netmon reads (``/proc/net/dev``). Not checked where there is none.
+    """
+    from rog_ros import checks
+    from rog_ros.nodes import linkprobe
+    wanted = [s.parameters.get('interface') for s in specs if s.role == 'netmon']
+    if not wanted or wanted[0] in (None, '', 'auto'):
+        return
+    try:
+        have = sorted(linkprobe.read_counters())
+    except OSError:
+        return
+    if wanted[0] not in have:
+        raise checks.ConfigError(f'interface (--interface) {wanted[0]!r}: this machine has no '
+                                 f'such network interface (it has {", ".join(have)}); give one '
+                                 'of them, or auto')
 
 
 def _check_robot_environment(args, env: dict) -> None:

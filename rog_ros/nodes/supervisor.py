@@ -124,8 +124,21 @@ class Supervisor:
         return sent
 
     def tail(self, name: str, lines: int = LOG_TAIL_LINES) -> str:
+        """
+        Return the last ``lines`` lines of node ``name``'s log, after Cyclone's reason.
+
+        Cyclone DDS says why it refused a configuration on a line of its own before the
+        node's traceback (``wlan0: does not match an available interface.``); the traceback's
+        last lines say only ``DDS_RETCODE_ERROR``. Such lines that the tail cut off come
+        first, then ``...``.
+        """
+        from rog_ros.transport.cyclone_config import cyclone_said
         try:
             with open(self.log_path(name), errors='replace') as fh:
-                return ''.join(fh.readlines()[-lines:])
+                text = fh.read()
         except OSError:
             return ''
+        last = text.splitlines(keepends=True)[-lines:]
+        shown = {line.strip() for line in last}
+        said = [line for line in cyclone_said(text, whole=True) if line not in shown]
+        return ''.join([f'{line}\n' for line in said] + (['...\n'] if said else []) + last)

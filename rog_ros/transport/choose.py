@@ -25,6 +25,9 @@ import os
 from rog_ros.transport.bus import Bus, BusError
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
 
+BUS_KINDS = ('auto', 'dds', 'rclpy')
+"""What ``make_bus`` and ``$ROG_BUS`` accept."""
+
 
 def rclpy_available() -> bool:
     """Whether rclpy and the generated ``rog_ros.msg`` interfaces import."""

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+import re
 import socket
 import sys
-from urllib.parse import unquote
 from xml.sax.saxutils import quoteattr
 
 CONFIGS = ('loopback', 'wifi')
@@ -61,16 +61,38 @@ def cyclone_uri(kind: str, peers=()) -> str:
     list: Cyclone merges comma-separated configuration sources in order. To pin the network
     interface of a multi-homed robot, edit ``<Interfaces>`` in a copy of the file instead.
     """
-    parts = [config_path(kind).as_uri()]
+    parts = [file_uri(config_path(kind))]
+    if peers:
+        parts.append(peer_fragment(peers))
+    return ','.join(parts)
+
+
+def file_uri(path) -> str:
+    """
+    Return ``file://`` and ``path`` as Cyclone reads it: not percent-encoded.
+
+    Cyclone opens what follows ``file://`` as it stands, so ``Path.as_uri`` (``%20`` for a
+    space, ``%C3%A9`` for an accented letter) named a file that is not there and every node of
+    a checkout in such a folder failed at its first participant.
+    """
+    return 'file://' + os.path.abspath(os.fspath(path))
+
+
+def peer_fragment(peers) -> str:
+    """
+    Return the Cyclone XML fragment that adds ``peers`` as unicast discovery peers.
+
+    Appended after a comma to any ``CYCLONEDDS_URI`` (the shipped file or the user's own):
+    Cyclone merges the sources, so the peers join the peer list the others give. Raises
+    ValueError (one line) for a peer that does not resolve.
+    """
     for peer in peers:  # Cyclone aborts the process on a peer it cannot resolve
         try:
             socket.getaddrinfo(_host_of(peer), None)
         except (socket.gaierror, UnicodeError) as exc:
             raise ValueError(f'DDS peer {peer!r} does not resolve: {exc}') from exc
-    if peers:
-        parts.append('<Discovery><Peers>%s</Peers></Discovery>'
-                     % ''.join('<Peer address=%s/>' % quoteattr(p) for p in peers))
-    return ','.join(parts)
+    return ('<Discovery><Peers>%s</Peers></Discovery>'
+            % ''.join('<Peer address=%s/>' % quoteattr(p) for p in peers))
 
 
 def _host_of(peer: str) -> str:
@@ -117,22 +139,82 @@ def domain_id_from_env(environ=None) -> int:
     return domain_id
 
 
+def uri_files(uri: str) -> list:
+    """
+    Return the files a ``CYCLONEDDS_URI`` value names, each as Cyclone will open it.
+
+    Cyclone splits the value at commas, skips leading white space, reads a source that starts
+    with ``<`` as XML and any other as a file: after ``file://``, or a bare path. Nothing is
+    decoded (``%20`` stays three characters) and trailing white space is part of the name.
+    """
+    files = []
+    for part in uri.split(','):
+        part = part.lstrip()
+        if not part or part.startswith('<'):
+            continue
+        files.append(part[len('file://'):] if part.startswith('file://') else part)
+    return files
+
+
 def uri_problem(uri: str | None = None) -> str | None:
     """
     Say why ``$CYCLONEDDS_URI`` (or ``uri``) names a configuration file that is not there.
 
     Cyclone reads the files when a node opens its first participant, so a typo in the path
-    ended every node in a DDS traceback after the robot had started them. Inline XML and
-    files that exist are not judged here (``rog doctor`` opens a participant with them).
+    ended every node in a DDS traceback after the robot had started them. Each file is
+    checked exactly as Cyclone will open it (:func:`uri_files`); a directory is refused too
+    (Cyclone reads it as an empty configuration). Inline XML and files that exist are not
+    judged here (``rog doctor`` opens a participant with them).
     """
     value = os.environ.get('CYCLONEDDS_URI', '') if uri is None else uri
-    for part in value.split(','):
-        part = part.strip()
-        if not part.startswith('file://'):
-            continue
-        path = part[len('file://'):]
-        # as typed, or percent-encoded as Path.as_uri writes it (a folder with a space)
-        if not (os.path.isfile(path) or os.path.isfile(unquote(path))):
-            return (f'CYCLONEDDS_URI names {part}, which is not a file; fix the path or '
-                    'unset CYCLONEDDS_URI')
+    for path in uri_files(value):
+        if not os.path.isfile(path):
+            shown = f'file://{path}' if f'file://{path}' in value else path
+            why = 'is a directory' if os.path.isdir(path) else 'is not a file'
+            if path != path.rstrip():
+                why += ' (the name ends in white space)'
+            elif '%' in path:
+                why += ' (Cyclone does not decode %-escapes: write the path as it is)'
+            return f'CYCLONEDDS_URI names {shown}, which {why}; fix the path or unset ' \
+                'CYCLONEDDS_URI'
     return None
+
+
+_CYCLONE_LINE = re.compile(r'^\s*\d+\.\d+ \[\d*\]\s+[^:\s][^:]*: (?P<msg>.*\S)')
+"""A line Cyclone DDS logs to stderr: ``<seconds>.<micro> [<domain>] <thread>: <message>``."""
+_TRACEBACK = 'Traceback (most recent call last):'
+_CHAINED = ('During handling of the above exception, another exception occurred:',
+            'The above exception was the direct cause of the following exception:')
+
+
+def cyclone_said(text: str, whole: bool = False, window: int = 8) -> list:
+    """
+    Return the lines Cyclone DDS logged just before a process failed (its own reason).
+
+    Cyclone prints why it refused a configuration (``wlan0: does not match an available
+    interface.``, ``can't open configuration file ...``, ``config: ... unknown element``) on
+    one line of its own, before the Python traceback, whose last lines only say
+    ``DDS_RETCODE_ERROR``. Looks at the ``window`` lines before the last traceback (the first
+    of a chain), or before the end of ``text`` when there is none (Cyclone aborted the
+    process). Returns the messages, or the whole lines when ``whole``; [] when Cyclone said
+    nothing there.
+    """
+    lines = text.splitlines()
+    end = len(lines)
+    starts = [i for i, line in enumerate(lines) if line.strip() == _TRACEBACK]
+    if starts:
+        end = starts[-1]
+        while True:
+            before = end - 1
+            while before >= 0 and not lines[before].strip():
+                before -= 1
+            earlier = [i for i in starts if i < before]
+            if before < 0 or lines[before].strip() not in _CHAINED or not earlier:
+                break
+            end = earlier[-1]
+    out = []
+    for line in lines[max(0, end - window):end]:
+        match = _CYCLONE_LINE.match(line)
+        if match:
+            out.append(line.strip() if whole else match.group('msg'))
+    return out

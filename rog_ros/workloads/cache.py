@@ -18,7 +18,10 @@ Pre-training takes tens of seconds; every simulator run, node start and test wou
 repeat it. Entries are written atomically (temp file in the same folder, fsync, rename, fsync of
 the folder), so a crash or two processes building the same entry never leave a torn file: a
 reader sees either no entry or a complete one. Location: `$ROG_CACHE_DIR`, default
-`~/.cache/rog_ros`.
+`~/.cache/rog_ros`; where that folder cannot be made or written (a container user's home, a
+read-only volume), entries are read from it still and written to (and then read from) a folder
+of this user's under the system's temporary one. No torch at import (``rog doctor`` checks the
+cache without it): torch is imported where an entry is saved or loaded.
 """
 
 from __future__ import annotations
@@ -31,8 +34,6 @@ from pathlib import Path
 import sys
 import tempfile
 import time
-
-import torch
 
 CACHE_ENV = 'ROG_CACHE_DIR'
 
@@ -64,6 +65,17 @@ def cache_dir():
     return path
 
 
+def cache_dir_name() -> str:
+    """Return the cache folder's path as `cache_dir` uses it, without making it."""
+    return os.environ.get(CACHE_ENV) or str(Path.home() / '.cache' / 'rog_ros')
+
+
+def fallback_dir() -> Path:
+    """Return the folder used where the cache folder cannot be written (not made here)."""
+    user = os.getuid() if hasattr(os, 'getuid') else 0
+    return Path(tempfile.gettempdir()) / f'rog_ros_cache_{user}'
+
+
 def _usable_cache_dir():
     """
     Return `cache_dir()`, or a folder under the system's temporary one if it cannot be made.
@@ -75,20 +87,54 @@ def _usable_cache_dir():
     try:
         return cache_dir()
     except OSError as err:
-        where = os.environ.get(CACHE_ENV) or str(Path.home() / '.cache' / 'rog_ros')
-        reason = err.strerror or type(err).__name__
-    user = os.getuid() if hasattr(os, 'getuid') else 0
-    fallback = Path(tempfile.gettempdir()) / f'rog_ros_cache_{user}'
-    try:
-        fallback.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _private(fallback, user):
-            fallback = None
-    except OSError:
-        fallback = None
+        return _fallback_for(cache_dir_name(), err.strerror or type(err).__name__)
+
+
+def _fallback_for(where: str, reason: str):
+    """Warn that ``where`` cannot be used (``reason``); return `fallback_dir()` or None."""
+    fallback = _private_fallback(create=True)
     print(f'rog_ros: cannot use the cache folder {where} ({reason}); '
           + (f'caching in {fallback} instead' if fallback else 'building without a cache')
           + f' (set {CACHE_ENV} to a writable folder)', file=sys.stderr, flush=True)
     return fallback
+
+
+def _private_fallback(create: bool):
+    """
+    Return `fallback_dir()` if it is ours alone, else None; ``create`` makes it first.
+
+    Without ``create`` a folder that does not exist is None too: that is a lookup only.
+    """
+    user = os.getuid() if hasattr(os, 'getuid') else 0
+    fallback = fallback_dir()
+    try:
+        if create:
+            fallback.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return fallback if _private(fallback, user) else None
+    except OSError:
+        return None
+
+
+def fallback_private() -> bool:
+    """Tell whether `fallback_dir()` exists and is this user's alone (else it is not used)."""
+    return _private_fallback(create=False) is not None
+
+
+def _write_error(folder: Path):
+    """
+    Return why no entry can be written in ``folder`` (a probe file), or None when one can.
+
+    A folder that exists but is read-only (a root-owned ``~/.cache/rog_ros`` from a container
+    volume, a read-only mount) would otherwise make every run pre-train again.
+    """
+    try:
+        fd, probe = tempfile.mkstemp(prefix='.probe-', suffix='.tmp', dir=folder)
+    except OSError as err:
+        return err.strerror or type(err).__name__
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return None
 
 
 def _private(folder, user) -> bool:
@@ -113,6 +159,7 @@ def cache_key(name, options, code_version):
 
 def atomic_save(obj, path):
     """`torch.save` to `path` so that the file appears complete or not at all."""
+    import torch
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
     try:
@@ -152,25 +199,42 @@ def load_or_build(name, options, code_version, build):
     folder = _usable_cache_dir()
     if folder is None:
         return build()
-    path = folder / f'{name}-{cache_key(name, options, code_version)}.pt'
-    cached = _load_entry(path)
+    entry = f'{name}-{cache_key(name, options, code_version)}.pt'
+    cached = _load_entry(folder / entry)    # a read-only folder still serves its entries
+    if cached is None and folder != fallback_dir():
+        reason = _write_error(folder)
+        if reason is not None:      # written to, and found next time in, the fallback
+            folder = _fallback_for(str(folder), reason)
+            if folder is None:
+                return build()
+        cached = _load_spare(entry)
     if cached is not None:
         return cached[0]
+    path = folder / entry
     with _build_lock(path):
-        cached = _load_entry(path)      # another process may have built it while we waited
+        # another process may have built it while we waited (here, or in the fallback)
+        cached = _load_entry(path) or _load_spare(entry)
         if cached is not None:
             return cached[0]
         return _build_and_save(name, path, build)
+
+
+def _load_spare(entry: str):
+    """Return ``(obj,)`` for ``entry`` in the fallback folder if that is ours alone, else None."""
+    spare = _private_fallback(create=False)
+    return None if spare is None else _load_entry(spare / entry)
 
 
 def _load_entry(path: Path):
     """Return ``(obj,)`` for a readable entry, else None (a corrupt one is removed)."""
     if not path.exists():
         return None
+    import torch
     try:
         return (torch.load(path, map_location='cpu', weights_only=False),)
     except Exception:  # noqa: BLE001 - a corrupt entry is rebuilt, never fatal
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # gone already, or a read-only folder's
+            path.unlink()
         return None
 
 
@@ -218,11 +282,35 @@ def _build_and_save(name: str, path: Path, build):
         obj = build()
     finally:
         _building.pop()
-    try:
-        atomic_save(obj, path)
-    except OSError as err:         # a full disk or a read-only folder: use it, uncached
-        print(f'rog_ros: could not cache {name} in {path.parent} ({err.strerror or err}); '
-              'the next run prepares it again', file=sys.stderr, flush=True)
+    _save_somewhere(name, obj, path)
     print(f'rog_ros: {name} ready in {time.perf_counter() - started:.0f} s', file=sys.stderr,
           flush=True)
     return obj
+
+
+def _save_somewhere(name: str, obj, path: Path) -> None:
+    """
+    Save ``obj`` at ``path``, else in `fallback_dir()`, where `load_or_build` looks next time.
+
+    A write that fails in a folder that took the probe file (a full disk, a root-squashed
+    network home) is tried once more in the fallback; where that fails too, the entry is used
+    uncached and the next run prepares it again.
+    """
+    try:
+        atomic_save(obj, path)
+        return
+    except OSError as err:         # a full disk or a read-only folder
+        reason = err.strerror or str(err)
+    spare = None if path.parent == fallback_dir() else _private_fallback(create=True)
+    if spare is not None:
+        try:
+            atomic_save(obj, spare / path.name)
+        except OSError:
+            pass
+        else:
+            print(f'rog_ros: could not cache {name} in {path.parent} ({reason}); cached in '
+                  f'{spare} instead (set {CACHE_ENV} to a writable folder)', file=sys.stderr,
+                  flush=True)
+            return
+    print(f'rog_ros: could not cache {name} in {path.parent} ({reason}); the next run '
+          'prepares it again', file=sys.stderr, flush=True)

@@ -1,0 +1,245 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+A robot's DDS configuration as Cyclone reads it, and what ``rog robot`` checks and reports.
+
+``CYCLONEDDS_URI`` paths are not percent-decoded by Cyclone; its own reason for refusing a
+configuration is quoted (not only the traceback's last lines); ``--server-host``/``--peers``
+join a user's ``CYCLONEDDS_URI``; a helper node that ends is reported; ``--model-out`` and
+``--interface`` are checked before any node starts.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rog_ros import cli
+from rog_ros.nodes import doctor_dds, launching, linkprobe, robot, supervisor
+from rog_ros.nodes.plan import NodeSpec
+from rog_ros.transport import cyclone_config
+
+PEER = '<Discovery><Peers><Peer address="10.0.0.10"/></Peers></Discovery>'
+CYCLONE_LINE = '1796350379.965415 [231]     python: wlan0: does not match an available interface.'
+TRACEBACK = ['Traceback (most recent call last):',
+             '  File "/x/rog_ros/transport/dds_bus.py", line 127, in __init__',
+             '    self._participant = DomainParticipant(self.domain_id, qos=qos)',
+             'cyclonedds.core.DDSException: [DDS_RETCODE_ERROR] Non specific error.']
+
+
+@pytest.fixture
+def spaced_config(tmp_path, monkeypatch):
+    """Return a copy of the loopback file in a folder with a space and an accent; use it."""
+    shipped = cyclone_config.config_path('loopback')
+    path = tmp_path / 'rv space é' / 'config' / 'cyclonedds_loopback.xml'
+    path.parent.mkdir(parents=True)
+    path.write_text(shipped.read_text())
+    monkeypatch.setattr(cyclone_config, 'config_path', lambda kind: path)
+    return path
+
+
+def test_cyclone_gets_the_path_as_it_is_not_percent_encoded(spaced_config):
+    # Path.as_uri() wrote file:///.../rv%20space%20%C3%A9/..., which Cyclone cannot open
+    assert cyclone_config.cyclone_uri('wifi') == f'file://{spaced_config}'
+    assert cyclone_config.cyclone_uri('wifi', ['10.0.0.10']) == f'file://{spaced_config},{PEER}'
+    assert cyclone_config.uri_problem(cyclone_config.cyclone_uri('wifi', ['10.0.0.10'])) is None
+
+
+def test_uri_problem_checks_each_file_exactly_as_cyclone_opens_it(spaced_config, tmp_path):
+    encoded = spaced_config.as_uri()
+    assert '%20' in encoded
+    assert cyclone_config.uri_problem(encoded) == (
+        f'CYCLONEDDS_URI names {encoded}, which is not a file (Cyclone does not decode '
+        '%-escapes: write the path as it is); fix the path or unset CYCLONEDDS_URI')
+    # a bare path is a file source too (it was skipped), leading blanks are skipped by Cyclone
+    assert cyclone_config.uri_problem(f' {spaced_config},<Discovery/>') is None
+    assert cyclone_config.uri_problem(f'{tmp_path}/none.xml') == (
+        f'CYCLONEDDS_URI names {tmp_path}/none.xml, which is not a file; fix the path or unset '
+        'CYCLONEDDS_URI')
+    assert 'which is a directory;' in cyclone_config.uri_problem(f'file://{tmp_path}')
+    assert '(the name ends in white space)' in cyclone_config.uri_problem(
+        f'file://{spaced_config} ')
+    assert cyclone_config.uri_files(f'<X/>, file://{spaced_config},/a b.xml,,') == [
+        str(spaced_config), '/a b.xml']
+
+
+def test_doctor_round_trips_with_the_uris_the_nodes_get(monkeypatch):
+    pytest.importorskip('cyclonedds')
+    seen = []
+
+    def child(uri, label, fix):
+        seen.append((label, uri))
+        return doctor_dds.Finding(label, 'ok', '')
+    monkeypatch.setattr(doctor_dds, '_round_trip_child', child)
+    monkeypatch.delenv('CYCLONEDDS_URI', raising=False)
+    doctor_dds.check_dds()
+    wifi = robot.robot_environment({})['CYCLONEDDS_URI']
+    assert seen == [('dds (rog fleet)', 'file://' + str(cyclone_config.config_path('loopback'))),
+                    ('dds (rog robot)', wifi)]
+    assert wifi == 'file://' + str(cyclone_config.config_path('wifi'))
+
+
+@pytest.mark.parametrize('uri, said', [
+    ('{tmp}', 'which is a directory'),                  # os.path.exists let it through
+    ('{tmp}/none.xml', '{tmp}/none.xml, which is not a file'),     # a bare path was skipped
+])
+def test_doctor_refuses_a_uri_file_as_rog_robot_does(monkeypatch, tmp_path, uri, said):
+    pytest.importorskip('cyclonedds')
+    monkeypatch.setattr(doctor_dds, '_round_trip_child',
+                        lambda uri, label, fix: doctor_dds.Finding(label, 'ok', 'round trip'))
+    monkeypatch.setenv('CYCLONEDDS_URI', uri.format(tmp=tmp_path))
+    found = {f.check: f for f in doctor_dds.check_dds()}['dds (CYCLONEDDS_URI)']
+    assert found.level == 'fail' and said.format(tmp=tmp_path) in found.detail, found
+
+
+def test_doctor_quotes_cyclones_own_reason(tmp_path, spaced_config):
+    pytest.importorskip('cyclonedds')
+    bad = doctor_dds._round_trip_child(
+        '<Domain><General><Interfaces><NetworkInterface name="rogtest9"/></Interfaces>'
+        '</General></Domain>', 'dds (CYCLONEDDS_URI)', 'fix')
+    assert bad.level == 'fail'
+    assert bad.detail == ('DDS round trip ended with status 1: Cyclone DDS said: rogtest9: does '
+                          'not match an available interface.')
+    encoded = doctor_dds._round_trip_child(spaced_config.as_uri(), 'dds', 'fix')
+    assert encoded.detail == ("DDS round trip ended with status 1: Cyclone DDS said: can't "
+                              f'open configuration file {spaced_config.as_uri()}')
+    # the same file, given as the nodes now get it, works
+    good = doctor_dds._round_trip_child(f'file://{spaced_config}', 'dds', 'fix')
+    assert good.level == 'ok', good.detail
+
+
+def test_cyclone_said_finds_the_lines_before_the_traceback():
+    log = ['[INFO] [1.0] [rog_worker_0]: starting', CYCLONE_LINE] + TRACEBACK
+    assert cyclone_config.cyclone_said('\n'.join(log)) == [
+        'wlan0: does not match an available interface.']
+    assert cyclone_config.cyclone_said('\n'.join(log), whole=True) == [CYCLONE_LINE]
+    chained = log + ['', 'During handling of the above exception, another exception occurred:',
+                     ''] + TRACEBACK
+    assert cyclone_config.cyclone_said('\n'.join(chained)) == [
+        'wlan0: does not match an available interface.']
+    aborted = '1.5 [0] python: no.such.host.invalid: unknown address\n'
+    assert cyclone_config.cyclone_said(aborted) == ['no.such.host.invalid: unknown address']
+    # a Cyclone line far above an unrelated traceback is not its reason
+    assert cyclone_config.cyclone_said('\n'.join([CYCLONE_LINE] + ['x'] * 20 + TRACEBACK)) == []
+
+
+def test_a_node_log_tail_quotes_cyclones_reason_cut_off_above_it(tmp_path):
+    log = (['[INFO] [1.0] [rog_worker_0]: starting', CYCLONE_LINE] + TRACEBACK[:1]
+           + [f'  frame {i}' for i in range(20)] + TRACEBACK[1:])
+    (tmp_path / 'rog_worker_0.log').write_text('\n'.join(log) + '\n')
+    sup = supervisor.Supervisor([], str(tmp_path), lambda spec: {})
+    tail = sup.tail('rog_worker_0', lines=5).splitlines()
+    assert tail == [CYCLONE_LINE, '...'] + log[-5:]
+    assert sup.tail('rog_worker_0', lines=40).splitlines() == log      # shown once only
+
+
+def test_peers_join_the_users_cyclone_configuration():
+    user = {'RMW_IMPLEMENTATION': 'rmw_cyclonedds_cpp', 'CYCLONEDDS_URI': 'file:///etc/my.xml'}
+    assert robot.robot_environment(user, '10.0.0.10') == {
+        'CYCLONEDDS_URI': f'file:///etc/my.xml,{PEER}'}
+    assert robot.robot_environment(user) == {}
+    assert launching.launch_environment({'server_host': '', 'peers': '10.0.0.10'}, user) == {
+        'CYCLONEDDS_URI': f'file:///etc/my.xml,{PEER}'}
+    with pytest.raises(ValueError, match='does not resolve'):
+        robot.robot_environment(user, 'no-such-host.invalid')
+
+
+class Helpers:
+    """A supervisor whose training node runs ``polls`` polls; netmon_0 ends at the first."""
+
+    def __init__(self, tmp_path, polls=3):
+        self.polls, self.log_dir = polls, str(tmp_path)
+        (tmp_path / 'netmon_0.log').write_text(
+            "[ERROR] [1.0] [netmon_0]: interface 'wlan9' not found; have ['eth0', 'lo']\n")
+
+    def codes(self):
+        self.polls -= 1
+        return {'rog_worker_0': None if self.polls > 0 else 0, 'netmon_0': 1}
+
+    def log_path(self, name):
+        return os.path.join(self.log_dir, f'{name}.log')
+
+    def tail(self, name):
+        return Path(self.log_path(name)).read_text()
+
+
+def test_rog_robot_reports_a_helper_node_that_ends_and_trains_on(tmp_path, capsys):
+    assert robot.watch(Helpers(tmp_path), 'rog_worker_0', sleep=lambda s: None) == 0
+    assert capsys.readouterr().err == (
+        f'rog robot: netmon_0 exited with status 1; the training goes on without it; last '
+        f'lines of its log ({tmp_path}/netmon_0.log):\n'
+        "[ERROR] [1.0] [netmon_0]: interface 'wlan9' not found; have ['eth0', 'lo']\n\n")
+
+
+@pytest.fixture
+def no_nodes(monkeypatch, tmp_path):
+    """Run ``rog robot`` in ``tmp_path`` with a supervisor that records its starts."""
+    started = []
+
+    class Started:
+        """Every node exits 0 at once."""
+
+        def __init__(self, specs, logs, env):
+            self.names = [s.name for s in specs]
+
+        def start(self, resuming=None):
+            started.append(self.names)
+
+        def codes(self):
+            return {name: 0 for name in self.names}
+
+        def stop(self):
+            pass
+    monkeypatch.setattr(supervisor, 'Supervisor', Started)
+    monkeypatch.setattr(linkprobe, 'read_counters', lambda: {'eth0': (0, 0), 'lo': (0, 0)})
+    monkeypatch.chdir(tmp_path)
+    return started
+
+
+WORKER = ['robot', '--role', 'worker', '--rank', '0', '--workers', '2']
+
+
+def test_rog_robot_refuses_an_interface_this_machine_lacks(no_nodes, capsys):
+    assert cli.main(WORKER + ['--interface', 'wlan9']) == 2
+    assert capsys.readouterr().err == (
+        "rog robot: interface (--interface) 'wlan9': this machine has no such network "
+        'interface (it has eth0, lo); give one of them, or auto\n')
+    assert no_nodes == [] and os.listdir('.') == []
+    assert cli.main(WORKER + ['--interface', 'eth0']) == 0
+    assert no_nodes == [['rog_worker_0', 'netmon_0']]
+
+
+def test_rog_robot_refuses_a_model_out_it_cannot_write_before_starting(no_nodes, capsys,
+                                                                       tmp_path):
+    (tmp_path / 'notes.txt').write_text('x')
+    assert cli.main(WORKER + ['--model-out', 'notes.txt/m.pt']) == 2
+    assert capsys.readouterr().err == (
+        f'rog robot: --model-out notes.txt/m.pt: {tmp_path}/notes.txt is a file, not a '
+        'folder\n')
+    assert no_nodes == [] and os.listdir('.') == ['notes.txt']
+
+
+def test_rog_robot_checks_the_model_out_of_its_default(no_nodes, capsys, monkeypatch):
+    monkeypatch.setattr(robot, 'ROBOT_MODEL', os.path.join('notes.txt', 'm.pt'))
+    Path('notes.txt').write_text('x')
+    assert cli.main(WORKER) == 2
+    assert "rog robot: the robot's model (--model-out) notes.txt/m.pt: " in \
+        capsys.readouterr().err
+
+
+def test_check_interface_skips_auto_and_robots_without_netmon():
+    worker = NodeSpec('rog_worker_0', 'rog_worker', {}, 'worker', 0)
+    robot._check_interface([worker])
+    robot._check_interface([worker, NodeSpec('netmon_0', 'netmon', {'interface': 'auto'},
+                                             'netmon', 0)])
