@@ -185,8 +185,9 @@ def test_out_must_name_a_file_and_plot_says_what_it_wrote(tmp_path, capsys, monk
 
 
 def test_traces_that_never_change_or_deliver_print_words_not_nan(tmp_path, capsys):
+    # a link that dies and is held dead (loop=0); one at 0 throughout is refused at load
     zeros, flat = tmp_path / 'zeros.csv', tmp_path / 'flat.csv'
-    zeros.write_text('0,0\n1,0\n')
+    zeros.write_text('# rog_ros trace: end_s=2 loop=0\n0,5\n1,0\n')
     flat.write_text('0,5\n1,5\n')
     with warnings.catch_warnings():
         warnings.simplefilter('error')
@@ -226,3 +227,30 @@ def test_a_short_outdoor_stretch_says_why_it_misses_the_presets_targets():
     assert ('note' in doc['targets']) == bool(missed)
     code, text = _run(['stats', 'indoors', '--duration', '3600'])
     assert 'OFF' not in text and 'note:' not in text
+
+
+@pytest.mark.parametrize('text, message', [
+    # accepted before: rog sim then ran an hour of virtual time to "no message delivered"
+    ('0,0\n1,0\n2,0\n', 'idle.csv: every rate is 0 (3 samples): the link never delivers'),
+    # accepted before: mean inf, with numpy RuntimeWarnings
+    ('0,5\n1,5\n2,1e308\n3,1e308\n4,5\n', 'idle.csv: the rates (up to 1e+308 Mbit/s) over 5 s'),
+])
+def test_stats_refuses_a_trace_that_never_delivers_or_overflows_in_one_line(
+        tmp_path, capsys, text, message):
+    path = tmp_path / 'idle.csv'
+    path.write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        code, table = _run(['stats', str(path)])
+    err = capsys.readouterr().err
+    assert (code, table) == (2, '') and err.count('\n') == 1
+    assert err.startswith(f'rog trace: {tmp_path}/{message}')
+
+
+def test_stats_of_a_camel_case_table_in_ms_and_kbps(tmp_path, capsys):
+    path = tmp_path / 'h.csv'
+    path.write_text('timeMs,throughputKbps\n0,5000\n500,4000\n1000,3000\n')
+    code, text = _run(['stats', str(path), '--json'])
+    st = json.loads(text)['stats']
+    assert code == 0 and st['duration_s'] == 1.5 and st['mean'] == pytest.approx(4.0)
+    assert capsys.readouterr().err == ''

@@ -150,3 +150,63 @@ def test_a_tab_separated_file_with_decimal_commas_reads(tmp_path):
 def test_excels_separator_line_is_passed_over(tmp_path, first):
     tr = _load(tmp_path, f'{first}\ntime_s;throughput_kbps\n0;10500\n1;12000\n')
     assert tr.t_s.tolist() == [0.0, 1.0] and tr.mbps.tolist() == [10.5, 12.0]
+
+
+@pytest.mark.parametrize('header, seconds_per_unit', [
+    # each was read as seconds: 1,000 ms of record lasted 1,000 s
+    ('timeMs', 1e-3), ('elapsedMs', 1e-3), ('msecs', 1e-3), ('time_msecs', 1e-3),
+    ('time_millisecond', 1e-3), ('time (millisec)', 1e-3), ('time_nsec', 1e-9),
+    ('time_usecs', 1e-6), ('timestamp_microsecond', 1e-6), ('time_\u00b5s', 1e-6),
+    ('time_\u03bcs', 1e-6), ('TimeUs', 1e-6), ('time_seconds', 1.0),
+])
+def test_time_units_in_camel_case_plural_or_micro_sign_convert(tmp_path, header,
+                                                               seconds_per_unit):
+    tr = _load(tmp_path, f'{header},throughputKbps\n0,5000\n500,4000\n1000,3000\n')
+    assert tr.t_s.tolist() == pytest.approx([0.0, 500 * seconds_per_unit,
+                                             1000 * seconds_per_unit])
+    assert tr.end_s == pytest.approx(1500 * seconds_per_unit)
+    assert tr.mbps.tolist() == [5.0, 4.0, 3.0]
+
+
+def test_the_reported_camel_case_record_lasts_one_and_a_half_seconds(tmp_path):
+    tr = _load(tmp_path, 'timeMs,throughputKbps\n0,5000\n500,4000\n1000,3000\n')
+    assert traces.stats(tr)['duration_s'] == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize('header, word', [
+    ('time_ps', 'ps'), ('time_ksec', 'ksec'), ('time_milisec', 'milisec'),
+    ('elapsed_decisecond', 'decisecond'), ('timeCs', 'cs'),
+])
+def test_a_time_unit_this_reader_does_not_know_is_refused_not_read_as_seconds(
+        tmp_path, header, word):
+    path = tmp_path / 'unit.csv'
+    path.write_text(f'{header},mbps\n0,5\n1,6\n')
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(path)
+    message = str(err.value)
+    assert message.startswith(f'{path}:1: time column {header!r}: {word!r} looks like a unit')
+    assert '\n' not in message
+
+
+@pytest.mark.parametrize('header', ['time_utc', 'timestamp', 'Zeit (s)', 't_seconds', 'time'])
+def test_time_headers_without_a_unit_or_with_seconds_still_read_as_seconds(tmp_path, header):
+    assert _load(tmp_path, f'{header},mbps\n0,5\n2,6\n').t_s.tolist() == [0.0, 2.0]
+
+
+def test_bare_columns_above_a_gigabit_warn_that_they_are_read_as_mbit_per_s(tmp_path, capsys):
+    # a slow link logged in kbit/s (3-8 Mbit/s) read as a 5 Gbit/s link without a word
+    tr = _load(tmp_path, '0,3000\n1,5000\n2,8000\n', 'kbit.csv')
+    assert tr.mbps.tolist() == [3000.0, 5000.0, 8000.0]        # not refused: a fast link may be
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and err.startswith('warning: ')
+    assert 'kbit.csv: the rates have no unit and are read as Mbit/s, median 5000' in err
+    assert 'name the unit in a header line such as "time_s,kbps"' in err
+    tr = _load(tmp_path, 'time,throughput\n0,3000\n1,5000\n', 'noun.csv')   # no unit named
+    assert 'noun.csv: the rates have no unit' in capsys.readouterr().err
+    # a unit in the header, or a median of a Wi-Fi link: no warning
+    assert _load(tmp_path, 'time_s,mbps\n0,3000\n1,5000\n', 'named.csv').mean_mbps == 4000.0
+    assert _load(tmp_path, '0,300\n1,500\n2,800\n', 'wifi.csv').mean_mbps == pytest.approx(
+        1600 / 3)
+    assert _load(tmp_path, 'time_s,kbps\n0,3000\n1,5000\n', 'kbps.csv').mbps.tolist() == [
+        3.0, 5.0]
+    assert capsys.readouterr().err == ''

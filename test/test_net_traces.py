@@ -310,3 +310,44 @@ def test_outages_are_long_near_zero_and_on_one_robot_at_a_time():
     assert traces.stats(traces.generate('outdoors', dur, seed=3))['near_zero_share_30s'] < 0.2
     with pytest.raises(ValueError, match='outside a fleet'):
         traces.generate('outages', 100.0, robot=4, fleet=4)
+
+
+def test_a_trace_whose_rates_are_all_zero_is_refused_at_load(tmp_path):
+    # it was accepted, and rog sim ran an hour of virtual time before "no message delivered"
+    path = tmp_path / 'idle.csv'
+    path.write_text('t_seconds,mbps\n0,0\n0.5,0\n1,0\n')
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(path)
+    assert str(err.value).startswith(f'{path}: every rate is 0 (3 samples): the link never '
+                                     'delivers')
+    path.write_text('t_seconds,mbps\n0,0\n0.5,2\n1,0\n')      # an outage with a rate: read
+    assert traces.load_trace(path).mean_mbps == pytest.approx(2.0 * 0.5 / 1.5)
+
+
+def test_rates_whose_integral_overflows_are_refused_without_numpy_warnings(tmp_path):
+    import warnings
+    path = tmp_path / 'huge.csv'
+    path.write_text('0,5\n1,5\n2,1e308\n3,1e308\n4,5\n')     # median 5: passes that check
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')                 # the RuntimeWarnings of the overflow
+        with pytest.raises(TraceFormatError) as err:
+            traces.load_trace(path)
+        with pytest.raises(TraceFormatError, match='add up to more data than a float holds'):
+            Trace([0.0, 1.0], [1e308, 1e308], 3.0)
+    assert str(err.value).startswith(f'{path}: the rates (up to 1e+308 Mbit/s) over 5 s add up')
+    assert Trace([0.0], [1e300], 1.0).mean_mbps == 1e300       # large but finite: kept
+
+
+@pytest.mark.parametrize('encoding', ['utf-16', 'utf-16-le', 'utf-16-be', 'utf-8-sig'])
+def test_a_file_in_utf16_with_a_byte_order_mark_reads(tmp_path, encoding):
+    # Windows PowerShell 5's "iperf3 ... > link.csv" writes UTF-16 LE with a BOM
+    path = tmp_path / 'ps.csv'
+    data = '\ufefftime_s,throughput_kbps\r\n0,5000\r\n0.5,6000\r\n'
+    path.write_bytes(data.encode(encoding) if encoding != 'utf-16' else
+                     data[1:].encode('utf-16'))       # Python's utf-16 writes its own BOM
+    tr = traces.load_trace(path)
+    assert tr.t_s.tolist() == [0.0, 0.5] and tr.mbps.tolist() == [5.0, 6.0]
+    assert traces.trace_file_format(path) == 'CSV columns'
+    path.write_bytes(b'\xff\xfe\x00\xd8')              # a lone surrogate: not text
+    with pytest.raises(TraceFormatError, match='not a text file'):
+        traces.load_trace(path)

@@ -37,14 +37,33 @@ import re
 META = re.compile(r'(end_s|resolution_s|loop)=([^\s,;]+)')
 """``# rog_ros trace: end_s=... loop=... resolution_s=...``, written by ``save_trace``."""
 
-_TIME_WORDS = {'t', 'time', 'times', 'timestamp', 'ts', 'sec', 'secs', 'second', 'seconds',
-               's', 'ms', 'msec', 'millis', 'milliseconds', 'us', 'usec', 'microseconds',
-               'ns', 'nanoseconds', 'elapsed', 'epoch', 'date', 'datetime', 'clock'}
-_TIME_UNITS = {'ms': 1e-3, 'msec': 1e-3, 'millis': 1e-3, 'milliseconds': 1e-3,
-               'us': 1e-6, 'usec': 1e-6, 'microseconds': 1e-6, 'ns': 1e-9,
-               'nanoseconds': 1e-9, 'min': 60.0, 'mins': 60.0, 'minute': 60.0,
-               'minutes': 60.0, 'h': 3600.0, 'hr': 3600.0, 'hrs': 3600.0, 'hour': 3600.0,
-               'hours': 3600.0}
+
+def _unit_words(seconds: float, *words) -> dict:
+    """Map each of ``words`` (spellings of one unit of time) to ``seconds``."""
+    return dict.fromkeys(words, seconds)
+
+
+_TIME_UNITS = {
+    **_unit_words(1.0, 's', 'sec', 'secs', 'second', 'seconds'),
+    **_unit_words(1e-3, 'ms', 'msec', 'msecs', 'milli', 'millis', 'millisec', 'millisecs',
+                  'millisecond', 'milliseconds'),
+    **_unit_words(1e-6, 'us', 'usec', 'usecs', 'micros', 'microsec', 'microsecs', 'microsecond',
+                  'microseconds'),
+    **_unit_words(1e-9, 'ns', 'nsec', 'nsecs', 'nanos', 'nanosec', 'nanosecs', 'nanosecond',
+                  'nanoseconds'),
+    **_unit_words(60.0, 'min', 'mins', 'minute', 'minutes'),
+    **_unit_words(3600.0, 'h', 'hr', 'hrs', 'hour', 'hours'),
+}
+"""Seconds per unit named by a word of the time column (``time_ms``, ``elapsedMs``,
+``timestamp_microsecond``, ``time (millisec)``, ``time_\u00b5s``: the micro sign is a u)."""
+_TIME_WORDS = ({'t', 'time', 'times', 'timestamp', 'ts', 'elapsed', 'epoch', 'date', 'datetime',
+                'clock'} | {w for w, f in _TIME_UNITS.items() if f <= 1.0})
+"""Words that name a time column (minutes and hours only convert: "min" may be a minimum)."""
+_UNKNOWN_TIME_UNIT = re.compile(r'[pfcdk]s|[a-z]{1,2}secs?|[a-z]{1,2}seconds?|'
+                                r'(?:mill?i|micro|mikro|nano|pico|femto|centi|deci|kilo)'
+                                r'(?:s|secs?|seconds?)?')
+"""A word of the time column that looks like a unit of time but is none of ``_TIME_UNITS``
+(another prefix, "ps", "ksec", "decisecond", a misspelt "milisec"): read as seconds before."""
 _CAPACITY_WORDS = ('throughput', 'goodput', 'bandwidth', 'capacity', 'bw')
 _LINK_WORDS = _CAPACITY_WORDS + ('rate', 'speed')     # 'rate' also names a PHY bitrate
 _PREFIX = {'': 1.0, 'k': 1e3, 'm': 1e6, 'g': 1e9, 'ki': 1024.0, 'mi': 1024.0 ** 2,
@@ -97,13 +116,23 @@ def rate_factor(name: str):
 
 
 def _words(name: str) -> list:
+    """Split a column name into lower-case words: ``elapsedMs`` is elapsed, ms; µs is us."""
+    name = re.sub(r'(?<=[a-z0-9])(?=[A-Z])', ' ', name)       # camelCase: timeMs, elapsedMs
+    name = name.replace('\u00b5', 'u').replace('\u03bc', 'u')   # the micro sign, Greek mu
     return [w for w in re.split(r'[^a-z]+', name.lower()) if w]
 
 
 def _time_factor(name: str) -> float:
+    """Return seconds per unit of the time column ``name``; ValueError for an unknown unit."""
     for word in _words(name):
         if word in _TIME_UNITS:
             return _TIME_UNITS[word]
+    for word in _words(name):
+        if word not in _TIME_WORDS and _UNKNOWN_TIME_UNIT.fullmatch(word):
+            raise ValueError(f'time column {name!r}: {word!r} looks like a unit of time that '
+                             'this reader does not know (it would be read as seconds); name '
+                             'the column with s, ms, us, ns, min or h (time_s, time_ms, '
+                             'elapsed_us, ...)')
     return 1.0
 
 
@@ -132,6 +161,7 @@ class Layout:
         self.width, self.time, self.rate = 2, 0, 1
         self.time_factor, self.rate_factor = 1.0, 1.0
         self.time_named = False
+        self.rate_named = False         # the header names the rate's unit (kbps, Mbit/s, ...)
         if names is not None:
             self._choose(names)
 
@@ -166,6 +196,7 @@ class Layout:
                              'know; give it in bits or bytes per second (kbps, Mbit/s, MB/s, '
                              'kbytes_per_s, ...) or as Mbit/s without a unit')
         self.rate_factor = 1.0 if factor is None else factor
+        self.rate_named = factor is not None
         self.time_factor = _time_factor(names[self.time])
 
 
@@ -208,9 +239,11 @@ def read_columns(path, lines) -> tuple:
     """
     Return ``(meta, times_s, rates_mbps)`` of a column file's lines.
 
-    Without a header (or with one that has no unit, as ``t_seconds,mbps``) the file has two
-    columns, seconds and Mbit/s. Raises ``ColumnError`` naming the file and line of the first
-    line that is not a sample, and the header when it leaves the columns open.
+    Without a header (or with one that names no unit, as ``time,throughput``) the file has two
+    columns, seconds and Mbit/s. ``meta['rate_unit']`` is the rate column's name when it names
+    a unit (``mbps``, ``throughput_kbps``), absent when Mbit/s is assumed. Raises
+    ``ColumnError`` naming the file and line of the first line that is not a sample, and the
+    header when it leaves the columns open.
     """
     meta, times, rates = {}, [], []
     layout = Layout()
@@ -252,6 +285,8 @@ def read_columns(path, lines) -> tuple:
         rates.append(r)
     if times and layout.time_factor == 1.0:
         times = _epoch_seconds(times)
+    if layout.rate_named:
+        meta['rate_unit'] = layout.names[layout.rate]
     return meta, times, rates
 
 

@@ -67,7 +67,9 @@ Read literally, a sample at 0 Mbit/s has ``tau = dt``. Looping traces search acr
 from __future__ import annotations
 
 import bisect
+import codecs
 from dataclasses import dataclass, field
+import io
 import math
 
 import os
@@ -136,7 +138,12 @@ class Trace:
             raise TraceFormatError(f'resolution_s={self.resolution_s} must be finite and > 0')
         t.flags.writeable = False
         r.flags.writeable = False
-        cum = np.concatenate(([0.0], np.cumsum(r * np.diff(np.append(t, end)))))
+        with np.errstate(over='ignore', invalid='ignore'):
+            cum = np.concatenate(([0.0], np.cumsum(r * np.diff(np.append(t, end)))))
+        if not math.isfinite(cum[-1]):
+            raise TraceFormatError(f'the rates (up to {float(r.max()):.6g} Mbit/s) over '
+                                   f'{end:g} s add up to more data than a float holds; rates '
+                                   'are Mbit/s')
         cum.flags.writeable = False
         object.__setattr__(self, 't_s', t)
         object.__setattr__(self, 'mbps', r)
@@ -338,6 +345,11 @@ Records from measurement tools are often in bit/s or kbit/s; read as Mbit/s they
 fleet a link 10^3-10^6 times too fast and every comparison on them would look network-free, so
 ``load_trace`` refuses them with the conversion to make instead."""
 
+ASSUMED_MBPS_WARN = 1_000.0
+"""Median rate (Mbit/s) of columns without a unit above which ``load_trace`` warns: a record
+of a slow link in kbit/s (3,000-8,000) reads as a multi-Gbit/s link, which a wired or 802.11ax
+link can be, so it is told, not refused."""
+
 ACCEPTED_FORMATS = ('CSV "t_seconds,mbps" or a table with units in its header, "t bw" lines, a '
                     'testbed bw_replay log, a Mahimahi trace, an iperf3 -J report or iperf text '
                     'output, an HSDPA or 4G/LTE drive log')
@@ -398,14 +410,23 @@ def check_trace_file(path) -> None:
         raise TraceFormatError(f'{path} is not a regular file; a trace is a text file')
 
 
+_BYTE_ORDER_MARKS = ((codecs.BOM_UTF8, 'utf-8-sig'), (codecs.BOM_UTF16_LE, 'utf-16'),
+                     (codecs.BOM_UTF16_BE, 'utf-16'))
+"""Encodings told by a file's first bytes: Windows PowerShell 5's ``>`` writes UTF-16 LE."""
+
+
 def _read_lines(path) -> list:
+    """Return the lines of a text file in UTF-8, or UTF-16 when a byte-order mark says so."""
     check_trace_file(path)
+    with open(path, 'rb') as fh:
+        data = fh.read()
+    encoding = next((enc for bom, enc in _BYTE_ORDER_MARKS if data.startswith(bom)), 'utf-8')
     try:
-        with open(path, encoding='utf-8-sig') as fh:
-            return fh.readlines()
+        text = data.decode(encoding)
     except UnicodeDecodeError:
         raise TraceFormatError(f'{path}: not a text file; a trace is text ({ACCEPTED_FORMATS})'
                                ) from None
+    return io.StringIO(text, newline=None).readlines()     # \r\n and \r read as \n
 
 
 def load_trace(path, loop: bool = True) -> Trace:
@@ -451,11 +472,19 @@ def load_trace(path, loop: bool = True) -> Trace:
         raise TraceFormatError(str(exc)) from None
     if not times:
         raise TraceFormatError(f'{path}: no samples')
+    if not any(r > 0 for r in rates):
+        raise TraceFormatError(f'{path}: every rate is 0 ({len(rates)} samples): the link '
+                               'never delivers, so nothing could be sent over it (a recording '
+                               'of an idle link? record while the link is loaded)')
     median = float(np.median(rates))
     if median > PLAUSIBLE_MEDIAN_MBPS:
         raise TraceFormatError(
             f'{path}: median rate {median:.6g} "Mbit/s" is above any Wi-Fi link '
             f'({PLAUSIBLE_MEDIAN_MBPS:g}); {_TOO_FAST[kind]}')
+    if median > ASSUMED_MBPS_WARN and kind == 'CSV columns' and not meta.get('rate_unit'):
+        iperf.warn(f'{path}: the rates have no unit and are read as Mbit/s, median '
+                   f'{median:.6g} Mbit/s (faster than most Wi-Fi links); if they are kbit/s, '
+                   'name the unit in a header line such as "time_s,kbps"')
     loop = meta['loop'] not in ('0', 'False', 'false') if 'loop' in meta else loop
     try:
         res = float(meta['resolution_s']) if 'resolution_s' in meta else None
@@ -884,6 +913,21 @@ def _runs_below(trace: Trace, mbps: float) -> np.ndarray:
     return edges[ends] - edges[starts]
 
 
+def _percentile(values: np.ndarray, q: float) -> float:
+    """
+    Return ``np.percentile(values, q)``, inf where it would interpolate towards an inf.
+
+    numpy computes ``inf - inf`` there: nan and a RuntimeWarning, and a link that dies (a
+    transfer started after the end of a held 0 never finishes) printed as 'no change'.
+    """
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    pos = q / 100.0 * (v.size - 1)
+    lo, hi = v[int(math.floor(pos))], v[int(math.ceil(pos))]
+    if math.isinf(lo) or (math.isinf(hi) and pos > math.floor(pos)):
+        return math.inf
+    return float(np.percentile(v, q))
+
+
 def stats(trace: Trace) -> dict:
     """
     Time-weighted statistics of one period of ``trace`` (the keys of ``TARGETS``).
@@ -922,7 +966,7 @@ def stats(trace: Trace) -> dict:
         'longest_near_zero_s': float(nz_len.max()) if nz_len.size else 0.0,
         'mean_time_to_20pct_change_s': mean_time_to_change(trace, 0.2),
         'mean_time_to_40pct_change_s': mean_time_to_change(trace, 0.4),
-        'transfer_slowdown_p99': (float(np.percentile(transfer_slowdowns(trace), 99))
+        'transfer_slowdown_p99': (_percentile(transfer_slowdowns(trace), 99.0)
                                   if trace.mean_mbps > 0 else math.inf),
         'duration_s': total,
         'resolution_s': trace.dt_s,

@@ -17,17 +17,25 @@ netmon: publishes LinkStats of this robot's network link (10 Hz), optionally rec
     netmon --interface wlan0 --nodes 2 --record-trace trace.csv
 
 Reports interface counters, the Wi-Fi bitrate/signal (``iw``) and, under emulation, the
-emulated rate. ``--record-trace`` writes ``t_seconds,mbps`` on exit; replay it with ``--trace``.
+emulated rate, for the ranks in ``--nodes`` (none given: every worker 0..N-1, as ``rog fleet``
+on one machine runs it; ``-1``: this robot alone). ``--record-trace`` writes ``t_seconds,mbps``
+on exit (its folder is checked at start) with a summary in the log; replay it with
+``--trace``. The default source, the measured throughput, is only the traffic the robot moves:
+load the link (iperf3) while recording, or an idle link records as an outage.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import time
 
+from rog_ros import checks
+from rog_ros.net.traces import save_trace
 from rog_ros.nodes.connect import fleet_key, open_bus
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, link_statuses
-from rog_ros.nodes.monitor import NetMonitor
+from rog_ros.nodes.monitor import NetMonitor, record_summary
 from rog_ros.nodes.node_main import ros_path, setup_logging
 from rog_ros.nodes.params import check_key_arg, node_parser
 from rog_ros.nodes.routing import link_stats
@@ -46,21 +54,29 @@ def main(argv=None) -> int:
     check_key_arg(parser, args)
     log = setup_logging(args.node_name)
     try:
-        nodes = [int(n) for n in (args.nodes or '-1').split(',') if n.strip()]
+        nodes = [int(n) for n in (args.nodes or '').split(',') if n.strip()]
     except ValueError:
         parser.error(f'--nodes {args.nodes!r}: expected comma-separated ranks')
+    nodes = nodes or list(range(args.workers))           # empty = every worker
+    if args.record_trace:
+        try:       # written at exit: a bad path must cost one line now, not the record then
+            checks.output_file('--record-trace', args.record_trace)
+        except checks.ConfigError as err:
+            log.error(str(err))
+            return 2
     requests, node, executor = SignalRequests().install(), None, None
     if args.bus != 'none' and ros_path(parser, args, lifecycle=False):   # node netmon_<rank>
         from rog_ros.nodes import ros_node
         requests, node, executor = ros_node.plain_node(
             'netmon', args, sys.argv[1:] if argv is None else argv)
     bus = monitor = None
+    status = 0
     try:
         if args.bus != 'none':
             bus = open_bus(args.bus, args.namespace, fleet_key(args), args.record, node,
                            executor)
             bus.advertise(link_stats(args.node_name))
-        monitor = NetMonitor(bus, args.interface, nodes, args, args.record_source)
+        monitor = NetMonitor(bus, args.interface, nodes, args, args.record_source, log)
         last = []
         diagnostics = DiagnosticsPublisher(bus, lambda now: link_statuses(args.node_name, last),
                                            args.diagnostics_hz)
@@ -81,7 +97,7 @@ def main(argv=None) -> int:
         pass
     except ValueError as err:
         log.error(str(err))
-        return 2
+        status = 2
     finally:
         try:
             if bus is not None:
@@ -90,12 +106,43 @@ def main(argv=None) -> int:
             if node is not None:
                 ros_node.close_node(node, executor)
     if args.record_trace and monitor is not None:
-        trace = monitor.save(args.record_trace)
-        if trace:
-            log.info(f'recorded {len(monitor.samples)} samples to {args.record_trace}')
-        else:
-            log.warning('too few samples to record a trace')
-    return 0
+        status = max(status, save_record(monitor, args.record_trace, log))
+    return status
+
+
+def save_record(monitor: NetMonitor, path: str, log) -> int:
+    """
+    Write the recorded trace to ``path`` and log its summary; the exit status (0, or 1).
+
+    A path that cannot be written at the end (its folder removed, a disk full) costs an error
+    line, not the samples: they go to a file in the temporary folder, which the line names.
+    """
+    trace = monitor.trace()
+    if trace is None:
+        log.warning('too few samples to record a trace')
+        return 0
+    summary, warnings = record_summary(trace, monitor.source)
+    try:
+        save_trace(trace, path)
+    except OSError as err:
+        name = os.path.basename(path.rstrip(os.sep)) or 'link.csv'
+        spare = os.path.join(tempfile.gettempdir(), f'netmon-{os.getpid()}-{name}')
+        try:
+            save_trace(trace, spare)
+        except OSError as again:
+            log.error(f'could not write the recorded trace to {path} ({err.strerror or err}) '
+                      f'nor to {spare} ({again.strerror or again}); {summary}')
+            return 1
+        log.error(f'could not write the recorded trace to {path} ({err.strerror or err}); '
+                  f'saved it to {spare} instead')
+        path = spare
+        status = 1
+    else:
+        status = 0
+    log.info(f'recorded {path}: {summary}')
+    for line in warnings:
+        log.warning(f'{path}: {line}')
+    return status
 
 
 if __name__ == '__main__':
