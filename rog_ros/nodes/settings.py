@@ -35,7 +35,7 @@ import fnmatch
 import math
 import sys
 
-from rog_ros.checks import ConfigError
+from rog_ros.checks import ConfigError, output_file
 from rog_ros.nodes.sync_names import SYNC_CHOICES
 from rog_ros.protocol.policy_defaults import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
 from rog_ros.protocol.policy_defaults import (DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR,
@@ -95,7 +95,7 @@ class Setting:
         files) accepts only values of the declared type, as ROS 2 does (``workers: "3"`` is
         not an integer there).
         """
-        if value is None or (self.none_text is not None and value == self.none_text) or (
+        if value is None or self.means_none(value, strict) or (
                 isinstance(value, str) and self.default is None and value.strip() in ('', 'none')
                 and self.kind is not str):
             return None
@@ -117,6 +117,24 @@ class Setting:
                               f'{_KIND_TEXT[self.kind]}') from None
         self.check(out)
         return out
+
+    def means_none(self, value, strict: bool = False) -> bool:
+        """
+        Tell whether ``value`` is the setting's ``none_text`` ("not set"), typed or as text.
+
+        ``--lr 0`` on a command line is the text ``'0'``, as ``--lr 0.0`` or ``--lr 0e0`` are:
+        each means what ``lr: 0.0`` means in a parameter file (the workload's own), not a
+        learning rate of zero. ``strict`` (parameter files) compares typed values only: a
+        quoted ``"0"`` there is a string, which ROS 2 refuses for a number.
+        """
+        if self.none_text is None:
+            return False
+        if isinstance(value, str) and not isinstance(self.none_text, str) and not strict:
+            try:
+                return self.kind(value.strip()) == self.none_text
+            except (TypeError, ValueError):
+                return False
+        return value == self.none_text
 
     def check(self, value) -> None:
         """Raise ConfigError when ``value`` is outside the declared range or choices."""
@@ -574,7 +592,8 @@ class SettingsParser(argparse.ArgumentParser):
 
     It accepts the flags of ``role``'s settings (added by :func:`add_arguments`) and
     ``--ros-args`` blocks, merges them as :func:`resolve` does and validates every value, so
-    a bad value is a usage error (exit 2) with a one-line message.
+    a bad value is a usage error (exit 2) with a one-line message. So is a ``record`` path
+    the node could not open (a missing folder, a directory), as ``rog fleet --record`` says.
     """
 
     def __init__(self, role: str, **kwargs):
@@ -590,7 +609,10 @@ class SettingsParser(argparse.ArgumentParser):
             self.error(str(err))
         parsed = super().parse_args(plain, namespace)
         try:
-            return resolve(self.role, parsed, ros)
+            out = resolve(self.role, parsed, ros)
+            if getattr(out, 'record', None):    # opened at start: a bad path, one line first
+                output_file('--record', out.record)
+            return out
         except (OSError, ValueError) as err:
             self.error(str(err))
 

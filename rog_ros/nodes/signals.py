@@ -15,9 +15,13 @@
 Signals -> lifecycle transition requests, applied by the node's loop, never in the handler.
 
 A handler may run between any two bytecodes, e.g. in the middle of a DDS publish; it therefore
-only records the request, and the loop applies it at its next turn. SIGINT/SIGTERM request
-``shutdown`` (a second one while shutting down raises KeyboardInterrupt: the user insists),
-SIGUSR1 ``deactivate`` (pause training, e.g. while the robot drives), SIGUSR2 ``activate``.
+only records the request, and the loop applies it at its next turn. SIGINT/SIGTERM/SIGHUP
+request ``shutdown`` (a second one while shutting down raises KeyboardInterrupt: the user
+insists), SIGUSR1 ``deactivate`` (pause training, e.g. while the robot drives), SIGUSR2
+``activate``. SIGHUP is what a node started from an SSH session gets when the session drops:
+by default it ended the node on the spot, and its ``--record`` bag stayed empty. A hang-up
+asks once and never insists (a dropped session sends several: the shell's, the kernel's). A
+SIGHUP ignored when the node starts (``nohup``) stays ignored: the node outlives the session.
 
 A second shutdown signal insists only when it comes ``INSIST_AFTER_S`` or more after the
 first. Signals that arrive together are one request: a supervisor killed with SIGKILL sends
@@ -28,7 +32,10 @@ leave without writing its summary and model.
 
 from __future__ import annotations
 
+import os
+import select
 import signal
+import sys
 import time
 
 INSIST_AFTER_S = 1.0
@@ -37,9 +44,45 @@ INSIST_AFTER_S = 1.0
 SIGNAL_TRANSITIONS = {
     signal.SIGINT: 'shutdown',
     signal.SIGTERM: 'shutdown',
+    signal.SIGHUP: 'shutdown',     # the terminal (an SSH session) went away
     signal.SIGUSR1: 'deactivate',
     signal.SIGUSR2: 'activate',
 }
+
+
+def nohup(signum) -> bool:
+    """Tell whether ``signum`` is SIGHUP and ignored (``nohup``): the process keeps running."""
+    return signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN
+
+
+def quiet_if_hung_up(streams=None) -> list:
+    """
+    Point stdout/stderr at /dev/null where their terminal hung up; return the fds moved.
+
+    After SIGHUP from a dropped SSH session every write to the terminal fails (EIO): a
+    ``print`` on the way out raised, and the cleanup after it (closing the bag, deleting the
+    network namespaces) never ran. A hung-up terminal (or a pipe whose reader left) polls as
+    POLLHUP/POLLERR; a live terminal, a file or a pipe is left alone, so ``kill -HUP`` from a
+    shell still shows the closing lines.
+    """
+    moved = []
+    for stream in (sys.stdout, sys.stderr) if streams is None else streams:
+        try:
+            fd = stream.fileno()
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            events = sum(ev for _, ev in poller.poll(0))
+            if not events & (select.POLLHUP | select.POLLERR):
+                continue
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, fd)
+            finally:
+                os.close(devnull)
+            moved.append(fd)
+        except (AttributeError, OSError, ValueError):   # no real file (a test's capture)
+            continue
+    return moved
 
 
 class SignalRequests:
@@ -54,10 +97,16 @@ class SignalRequests:
     def install(self) -> 'SignalRequests':
         """Install the handlers (main thread only); return self."""
         for signum in SIGNAL_TRANSITIONS:
-            signal.signal(signum, self._handle)
+            if not nohup(signum):
+                signal.signal(signum, self._handle)
         return self
 
     def _handle(self, signum, frame) -> None:
+        """Record the transition ``signum`` asks for (the loop applies it)."""
+        if signum == signal.SIGHUP:
+            quiet_if_hung_up()
+            if self._shutdown_at is not None:
+                return                  # a hang-up asks once; it never insists
         transition = SIGNAL_TRANSITIONS[signum]
         if transition == 'shutdown':
             now = self._clock()

@@ -19,10 +19,20 @@ Every channel is a ROS 2 topic (``/rog/status/rog_worker_0/train_status``) with
 ``.msg`` definition followed by those of the types it uses (the ``MSG: pkg/Type`` sections that
 rosbag2 writes), and the ``offered_qos_profiles`` metadata of rosbag2. Messages are the same
 CDR bytes (with encapsulation header) that the DDS transport puts on the wire.
+
+A recording survives the recorder's crash: the file is written in small chunks
+(:data:`CHUNK_BYTES`), and with the first message :data:`FLUSH_EVERY_S` seconds or more after
+the last flush the open chunk is closed and the file flushed to the kernel. A recorder killed
+with SIGKILL, or by the kernel out of memory, leaves a file without its summary whose complete
+chunks an MCAP reader still reads in streaming (non-seeking) mode
+(``mcap.reader.NonSeekingReader``; ``mcap recover`` writes a whole file of them). The mcap
+library's default 1 MiB chunk, never flushed, kept an hour of 10 Hz LinkStats in memory, and
+a killed recorder left a file of 0 bytes.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 from rog_ros.transport import field_plans
@@ -33,6 +43,14 @@ from rog_ros.transport.topics import topic_qos, topic_type
 _SEPARATOR = '=' * 80
 RECORDED_SUFFIXES = ('train_status', 'link_stats', 'schedule', 'diagnostics')
 """Topics ``--record`` keeps (by last segment): status, link, schedule and diagnostics."""
+CHUNK_BYTES = 64 * 1024
+"""Size (uncompressed) at which the recorder writes the open chunk to the file."""
+FLUSH_EVERY_S = 5.0
+"""Seconds after which the open chunk is written and the file flushed, however small."""
+
+
+class RecordError(OSError, ValueError):
+    """The ``--record`` file cannot be written (one line, the path and the reason)."""
 
 
 def msg_text(name: str) -> str:
@@ -91,14 +109,22 @@ class McapRecorder:
 
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, flush_every_s: float = FLUSH_EVERY_S,
+                 clock=time.monotonic):
         from mcap.writer import Writer
         self.path = path
-        self._fh = open(path, 'wb')
-        self._writer = Writer(self._fh)
+        try:
+            self._fh = open(path, 'wb')
+        except OSError as err:
+            raise RecordError(f'cannot write the recording {path}: '
+                              f'{err.strerror or err}') from None
+        self._writer = Writer(self._fh, chunk_size=CHUNK_BYTES)
         self._writer.start(profile='ros2', library='rog_ros')
         self._schemas, self._channels = {}, {}
         self.counts = {}             # topic -> messages written
+        self._lock = threading.Lock()   # bus callbacks may write from their own threads
+        self._clock, self.flush_every_s = clock, flush_every_s
+        self._flushed_at = clock()
 
     def _channel(self, topic: str) -> int:
         channel = self._channels.get(topic)
@@ -118,21 +144,41 @@ class McapRecorder:
 
     def write(self, topic: str, msg, stamp_ns: int = None) -> None:
         """Append ``msg`` (a dataclass the bus carries) on absolute ``topic``."""
-        if self._writer is None:
-            return
         now = time.time_ns() if stamp_ns is None else int(stamp_ns)
-        channel = self._channel(topic)
-        self.counts[topic] = self.counts.get(topic, 0) + 1
-        self._writer.add_message(channel, log_time=now, publish_time=now,
-                                 data=bytes(to_sample(msg).serialize()),
-                                 sequence=self.counts[topic])
+        data = bytes(to_sample(msg).serialize())
+        with self._lock:
+            if self._writer is None:
+                return
+            channel = self._channel(topic)
+            self.counts[topic] = self.counts.get(topic, 0) + 1
+            self._writer.add_message(channel, log_time=now, publish_time=now, data=data,
+                                     sequence=self.counts[topic])
+            if self._clock() - self._flushed_at >= self.flush_every_s:
+                self._flush()
+
+    def flush(self) -> None:
+        """Write the open chunk and flush the file (what is recorded so far survives a kill)."""
+        with self._lock:
+            if self._writer is not None:
+                self._flush()
+
+    def _flush(self) -> None:
+        """Close the open chunk and hand the file's buffer to the kernel (lock held)."""
+        finish_chunk = getattr(self._writer, 'flush', None)    # (older mcap: none)
+        if finish_chunk is not None:
+            finish_chunk()
+        self._fh.flush()
+        self._flushed_at = self._clock()
 
     def close(self) -> None:
         """Write the summary and close the file. Idempotent."""
-        if self._writer is not None:
-            self._writer.finish()
-            self._fh.close()
-            self._writer = None
+        with self._lock:
+            if self._writer is not None:
+                writer, self._writer = self._writer, None
+                try:
+                    writer.finish()
+                finally:
+                    self._fh.close()
 
 
 class RecordingBus:
