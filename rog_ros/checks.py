@@ -106,7 +106,15 @@ def workload(name: str, value) -> str:
 
 
 def system(name: str, value) -> str:
-    """Check a system spec (``bsp``, ``ssp:4``, ``rog:4``, a registered runner, ``#tag``)."""
+    """
+    Check a system spec (``bsp``, ``ssp:4``, ``rog:4``, a registered runner, ``#tag``).
+
+    The whole spec is checked as a run would read it, tags included: Rog's engine builds its
+    policy (``rog:4#bogus_field=1`` fails here), a reference system's runner module builds
+    its configuration with ``check_spec(spec)`` where it has one (``adacomp:0``, ``gsp:-1``,
+    ``dynsgd:2``, ``adacomp#alpha=x``), so that ``rog compare`` refuses before its first run.
+    """
+    import importlib
     from rog_ros.protocol.policies import make_policy
     from rog_ros.sim import systems
     text(name, value)
@@ -115,7 +123,14 @@ def system(name: str, value) -> str:
     if colon and not arg.strip():
         raise ConfigError(f"{name}: nothing after ':' in {value!r}; give a value (e.g. "
                           f"{system_name.strip() or 'rog'}:4) or leave out the ':'")
-    if systems.lookup(spec) is not None:
+    runner = systems.lookup(spec)
+    if runner is not None:
+        check = getattr(importlib.import_module(runner.__module__), 'check_spec', None)
+        try:
+            if check is not None:
+                check(value.strip())
+        except ValueError as err:
+            raise ConfigError(f'{name}: {" ".join(str(err).split())}') from None
         return value
     from rog_ros.protocol.policies import FACTORIES
     if system_name.strip().lower() not in FACTORIES:    # list every name, not only these
@@ -124,7 +139,7 @@ def system(name: str, value) -> str:
                           f'e.g. rog:4), or one with engines of its own: '
                           f'{", ".join(systems.names())}')
     try:
-        make_policy(spec)
+        make_policy(value.strip())         # with its tags: '#field=value' sets a field
     except ValueError as err:
         raise ConfigError(f'{name}: {err}') from None
     return value

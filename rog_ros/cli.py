@@ -123,7 +123,8 @@ def _add_model_options(p) -> None:
                    help='EACOL model (convmlp-cpu, convmlp-s, convmlp-m, convmlp-l). A big '
                         'model is simulated with surrogate compute: convmlp-cpu trains for '
                         'real and carries the big model as ballast, so messages have its '
-                        'size and rows (rog_ros.workloads.surrogate)')
+                        'size and rows (rog_ros.workloads.surrogate). Not for the reference '
+                        'systems (adacomp, gsp, aet, ...): they train the default model')
     p.add_argument('--real-compute', action='store_true',
                    help='with --model: run the real model (hours on a CPU for convmlp-m)')
     p.add_argument('--workload-option', action='append', default=None, metavar='KEY=VALUE',
@@ -146,12 +147,27 @@ def _workload_options(args) -> dict:
 
 
 def _check_workload_options(args, systems) -> None:
-    """Parse and check --workload-option against the workload (sets workload_options_given)."""
+    """
+    Parse and check --workload-option against the workload (sets workload_options_given).
+
+    The reference systems' runners train the workload's defaults, so --model (and with it
+    --real-compute) and --workload-option are refused when ``systems`` names one, before any
+    run (``rog compare`` would otherwise compare different models under one setting).
+    """
     from rog_ros import checks
     from rog_ros.sim.systems import lookup
     from rog_ros.workloads import options
     texts = getattr(args, 'workload_option', None)
     args.workload_options_given = {}
+    own = [s for s in systems if lookup(s) is not None]
+    if own and getattr(args, 'model', None) is not None:
+        flags = '--model' + (' and --real-compute' if args.real_compute else '')
+        other = ('' if getattr(args, 'sync', None) is not None else
+                 f', or run {", ".join(own)} in a comparison of their own')
+        raise checks.ConfigError(
+            f'{flags} {"do" if args.real_compute else "does"} not apply to {", ".join(own)} '
+            f"(the reference systems' runners train the workload's default model, not "
+            f'{args.model}); leave {flags} out{other}')
     if not texts:
         return
     taken = {'model': '--model', 'surrogate': '--model'} if args.model is not None else {}
@@ -279,11 +295,23 @@ def _check_toy_systems(text: str) -> None:
         checks.system('--systems', system)
 
 
+_THRESHOLD_IN_NAME = {'gsp': ('the SSP threshold inside its groups', 3),
+                      'gsp+gds': ('the SSP threshold inside its groups', 3),
+                      'aet': ('the delay checkpoint (rounds a neighbour may lag)', 1)}
+"""Reference systems whose ``name:N`` plays the part of a threshold: (what N is, default)."""
+
+
 def _check_staleness_fits_sync(sync: str, staleness: int) -> None:
     """Refuse an explicit --staleness that --sync overrides or does not use."""
     from rog_ros import checks
     from rog_ros.sim import systems
     name, colon, threshold = sync.split('#')[0].partition(':')
+    in_name = _THRESHOLD_IN_NAME.get(name.strip().lower())
+    if in_name is not None:
+        what, default = in_name
+        raise checks.ConfigError(f'--staleness does not apply to --sync {sync}: {what} goes in '
+                                 f'its name, --sync {name.strip()}:{staleness} (default '
+                                 f'{default})')
     if name.strip().lower() == 'bsp' or systems.lookup(sync) is not None:
         raise checks.ConfigError(f'--staleness does not apply to --sync {sync} (it has no '
                                  'staleness threshold); leave --staleness out')

@@ -85,7 +85,9 @@ class SimConfig:
     workload: str = 'mpcol'         # registry name (rog_ros.workloads.names())
     workload_options: dict = field(default_factory=dict)   # e.g. {'model': 'convmlp-m'}
     init_model: str | None = None   # start from these weights (a state_dict file, a run dir)
-    system: str = 'rog:4'           # 'bsp', 'ssp:S', 'rog:S', 'flown:S' ('#tag' is ignored)
+    system: str = 'rog:4'           # 'bsp', 'ssp:S', 'rog:S', 'flown:S', a reference system;
+    #                                 '#tag': a label, '#field=value': an option (make_policy,
+    #                                 the runners' tag_overrides)
     workers: int = 4
     trace: str = 'outdoors'         # preset name or a trace file (CSV or artifact format)
     seed: int = 0
@@ -197,8 +199,8 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
 
 def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     runner = systems.lookup(cfg.system)
-    if runner is not None:        # a system with engines of its own (AdaComp, GSP, ...)
-        return runner(cfg, progress)
+    if runner is not None:        # a system with engines of its own (AdaComp, GSP, ...): it
+        return runner(cfg, progress)   # reads the spec's argument and tags itself
     wl = config_workload(cfg)
     policy = make_policy(cfg.system, **cfg.policy_overrides)   # '#no-outage' etc.
     n = cfg.workers

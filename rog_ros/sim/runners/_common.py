@@ -12,21 +12,27 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-What the AdaComp, GSP and FLEET runners share with ``simulate``: links, harness, evaluation.
+What the reference systems' runners share with ``simulate``: links, harness, evaluation, tags.
 
 Each runner gets the same per-robot trace-driven links as :func:`rog_ros.sim.simulator.simulate`
 (one ``FluidLink`` per robot, its two directions sharing the airtime by default), drives its
 engines in one :class:`~rog_ros.sim.harness.Harness` with periodic and final evaluations,
 computes real gradients of the workload's model on the worker's own partition, and evaluates a
-flat model vector on the workload's held-out set.
+flat model vector on the workload's held-out set. The ``#field=value`` tags of a system spec
+set the runner's options (:func:`tag_overrides`), as ``rog:4#field=value`` sets a field of
+Rog's policy.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from rog_ros.core.rows import RowLayout
 from rog_ros.net import links
 from rog_ros.sim.harness import Harness
 import torch
+
+_TAG_TYPES = {'float': float, 'int': int, 'bool': bool, 'str': str}
 
 
 def parse_arg(system: str):
@@ -35,19 +41,94 @@ def parse_arg(system: str):
     return name.strip().lower(), arg.strip()
 
 
+def field_kinds(config_class, leave_out=()) -> dict:
+    """
+    Return ``{field: type}`` of a config dataclass's fields that a ``#field=value`` tag can set.
+
+    A type is the field's annotation as text (``'float'``, ``'int | None'``); fields of other
+    types (tuples, lists: a comma would split ``rog compare --systems``) and ``leave_out`` are
+    left out.
+    """
+    out = {}
+    for f in dataclasses.fields(config_class):
+        kind = f.type if isinstance(f.type, str) else getattr(f.type, '__name__', str(f.type))
+        if f.name not in leave_out and kind.replace(' | None', '') in _TAG_TYPES:
+            out[f.name] = kind
+    return out
+
+
+def tag_overrides(system: str, kinds: dict) -> dict:
+    """
+    Return the options that the ``#field=value`` tags of a system spec set.
+
+    ``kinds`` maps every option a tag may set to its type (``'float'``, ``'int'``, ``'bool'``,
+    ``'str'``, each also with ``' | None'``, where ``none`` is None). Dashes in a field name
+    read as underscores, as in Rog's tags (``rog_ros.protocol.policies``). A tag without
+    ``=`` is a label (``gsp#baseline-run``) and sets nothing, but one of Rog's engine tags
+    (``#no-outage``) is refused: it means nothing to a reference system. ValueError names an
+    unknown field (listing the valid ones) or a bad value in one line.
+    """
+    from rog_ros.protocol.policies import SYSTEM_TAGS
+    name = parse_arg(system)[0]
+    out = {}
+    for tag in (t.strip() for t in system.split('#')[1:]):
+        if '=' not in tag:
+            if tag in SYSTEM_TAGS:
+                raise ValueError(f"{name}: #{tag} is a tag of Rog's engine (bsp, ssp, rog, "
+                                 f'flown); {name} runs on its own engine')
+            continue
+        key, _, text = tag.partition('=')
+        key, text = key.strip().replace('-', '_'), text.strip()
+        kind = kinds.get(key)
+        if kind is None:
+            raise ValueError(f'{name}: unknown option {key!r} in tag #{tag}; a tag of {name} '
+                             f'sets one of {", ".join(sorted(kinds))}')
+        base = kind.replace(' | None', '')
+        try:
+            if kind != base and text.lower() == 'none':
+                out[key] = None
+            elif base == 'bool':
+                if text.lower() not in ('true', 'false', '1', '0'):
+                    raise ValueError(text)
+                out[key] = text.lower() in ('true', '1')
+            elif base == 'str':
+                out[key] = text
+            else:
+                out[key] = _TAG_TYPES[base](text)
+        except ValueError:
+            raise ValueError(f'{name}: bad value {text!r} for {key} ({kind}) in tag '
+                             f'#{tag}') from None
+    return out
+
+
+def with_tags(system: str, overrides: dict, kinds: dict) -> dict:
+    """Return ``overrides`` over the options that ``system``'s tags set (explicit ones win)."""
+    return {**tag_overrides(system, kinds), **dict(overrides or {})}
+
+
 def workload_of(cfg):
     """
     Return ``(workload, n, iterations)`` of a run configuration, checking ``n >= 1``.
 
     ``iterations`` is the per-worker budget: ``cfg.iterations``, else the workload's
-    ``adaptation_iterations``, else ``simulate``'s default.
+    ``adaptation_iterations``, else ``simulate``'s default. The runners train the workload's
+    defaults: ``cfg.workload_options`` (an EACOL ``--model``) raise ValueError rather than
+    be dropped while the summary records them.
     """
     from rog_ros.sim.simulator import config_workload, DEFAULT_ITERATIONS
+    refuse_workload_options(cfg)
     wl = config_workload(cfg, options=False)
     if cfg.workers < 1:
         raise ValueError('need at least one worker')
     iterations = cfg.iterations or getattr(wl, 'adaptation_iterations', DEFAULT_ITERATIONS)
     return wl, cfg.workers, iterations
+
+
+def refuse_workload_options(cfg) -> None:
+    """Raise ValueError if ``cfg`` asks a reference system for workload options it ignores."""
+    if cfg.workload_options:
+        raise ValueError(f"{parse_arg(cfg.system)[0]} trains the workload's defaults; it does "
+                         f'not take workload options ({dict(cfg.workload_options)})')
 
 
 def build_links(cfg, n: int):

@@ -15,8 +15,10 @@
 Simulation runner of ``adacomp``, ``asgd`` and ``comp-asgd`` (engines: policies/adacomp.py).
 
 System specs: ``adacomp`` (c = 0.01), ``adacomp:0.1`` (another c), ``comp-asgd[:c]``,
-``asgd``. Options through ``SimConfig.policy_overrides``: ``alpha`` (default: the workload's
-lr / (1 - momentum), the momentum-free equivalent step; 0.1 for MPCOL, as AdaComp's code),
+``asgd``. Options through ``SimConfig.policy_overrides``, or as ``#field=value`` tags of the
+spec (``adacomp#alpha=0.05#heterogeneity=true``; explicit overrides win): ``alpha``
+(default: the workload's lr / (1 - momentum), the momentum-free equivalent step; 0.1 for
+MPCOL, as AdaComp's code),
 ``push_delay_mean_s`` (default 0), ``crash_p`` (default 0), ``heterogeneity`` (True: classes
 30/40/30 % pushing at rates 100:10:1, via compute time and push delay), ``c``.
 
@@ -34,24 +36,38 @@ from rog_ros.protocol.policies.adacomp import (
     AdaCompConfig, AdaCompServer, AdaCompWorker, heterogeneity_factors)
 from rog_ros.sim import systems
 from rog_ros.sim.runners._common import (
-    final_eval, make_harness, ModelBench, workload_of)
+    final_eval, make_harness, ModelBench, with_tags, workload_of)
 import torch
+
+TAG_KINDS = {'alpha': 'float', 'push_delay_mean_s': 'float', 'crash_p': 'float',
+             'heterogeneity': 'bool', 'c': 'float'}
+"""The options a ``#field=value`` tag sets (``adacomp.SPEC_OPTIONS``), with their types."""
+
+
+def options(system: str, overrides: dict) -> dict:
+    """Return a run's options: ``overrides`` over those the spec's tags set."""
+    return with_tags(system, overrides, TAG_KINDS)
 
 
 def config_for(system: str, overrides: dict, wl) -> AdaCompConfig:
     """Build the AdaCompConfig of a system spec plus overrides, from workload ``wl``'s step."""
-    return adacomp.config_for(system, overrides, wl.lr, wl.momentum)
+    return adacomp.config_for(system, options(system, overrides), wl.lr, wl.momentum)
+
+
+def check_spec(system: str) -> None:
+    """Raise ValueError, in one line, if ``system`` (argument, tags) cannot run."""
+    adacomp.config_for(system, options(system, {}), 0.01, 0.0)   # any positive step
 
 
 def run(cfg, progress=None) -> RunRecorder:
     """Simulate one AdaComp-family run: the entry point of ``rog sim`` and ``rog compare``."""
     wl, n, iterations = workload_of(cfg)
-    acfg = config_for(cfg.system, dict(cfg.policy_overrides), wl)
+    opts = options(cfg.system, cfg.policy_overrides)
+    acfg = adacomp.config_for(cfg.system, opts, wl.lr, wl.momentum)
     torch.manual_seed(cfg.seed)
     bench = ModelBench(wl, n, cfg.seed)
     server = AdaCompServer(bench.w0, n, acfg, max_updates=iterations * n)
-    factors = ([1.0] * n if not cfg.policy_overrides.get('heterogeneity')
-               else heterogeneity_factors(n))
+    factors = [1.0] * n if not opts.get('heterogeneity') else heterogeneity_factors(n)
     workers = [AdaCompWorker(r, bench.w0, bench.sizes, acfg, slowdown=factors[r],
                              seed=cfg.seed) for r in range(n)]
     compute = cfg.compute_time_s or wl.compute_time_s

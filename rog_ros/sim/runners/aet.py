@@ -31,9 +31,10 @@ Names on the command line: ``aet`` or ``aet:D`` (delay checkpoint D rounds, defa
 ``localsgd`` or ``localsgd:S`` (S local steps per round, default 10), ``etsgd`` or ``etsgd:C``
 (threshold coefficient, v0 = C*N_p, default 0.2). Further knobs of
 :class:`rog_ros.protocol.policies.aet.AetConfig` (a, b, eta0, beta, topology, ...) come
-through ``SimConfig.policy_overrides``; ``batch_size`` there overrides the workload's. The
-step ``eta0`` defaults to the workload's learning rate (MPCOL: 0.01, the paper's value);
-updates are plain SGD (no momentum), as in the paper.
+through ``SimConfig.policy_overrides``, or as ``#field=value`` tags of the spec
+(``aet#topology=complete#eta0=0.05``; explicit overrides win); ``batch_size`` overrides the
+workload's. The step ``eta0`` defaults to the workload's learning rate (MPCOL: 0.01, the
+paper's value); updates are plain SGD (no momentum), as in the paper.
 """
 
 from __future__ import annotations
@@ -50,7 +51,12 @@ from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
 from rog_ros.protocol.peer import AetPeer, EtPeer
 from rog_ros.protocol.policies.aet import AetConfig, make_schedule, topology
 from rog_ros.sim import systems
+from rog_ros.sim.runners._common import (
+    field_kinds, parse_arg, refuse_workload_options, with_tags)
 import torch
+
+TAG_KINDS = {**field_kinds(AetConfig), 'batch_size': 'int'}
+"""The options a ``#field=value`` tag sets, with their types."""
 
 
 class PeerRun:
@@ -157,22 +163,37 @@ def run_peers(engines, grad_fn, compute_s, transmit, recorder=None, eval_fn=None
 
 
 def parse_system(spec: str, overrides: dict):
-    """``'aet:2'`` -> ('aet', AetConfig(d=2, ...)); unknown option names raise ValueError."""
-    name, _, arg = spec.split('#')[0].partition(':')
-    name = name.strip().lower()
-    opts = dict(overrides or {})
+    """``'aet:2'`` -> ('aet', {'d': 2}), with tags and overrides; unknown options raise."""
+    name, arg = parse_arg(spec)
+    opts = with_tags(spec, overrides, TAG_KINDS)
     opts.pop('batch_size', None)
     fields = {f.name for f in dataclasses.fields(AetConfig)}
     bad = sorted(set(opts) - fields)
     if bad:
         raise ValueError(f'{name}: unknown option(s) {bad}; known: {sorted(fields)}')
-    if arg.strip():
+    if arg:
         key = {'aet': 'd', 'localsgd': 'local_steps', 'etsgd': 'et_c'}[name]
         try:
             opts[key] = float(arg) if key == 'et_c' else int(arg)
         except ValueError:
             raise ValueError(f'bad argument in {spec!r}: {arg!r}') from None
     return name, opts
+
+
+def batch_size_of(spec: str, overrides: dict):
+    """Return the mini-batch size a spec's tags or ``overrides`` set (None: the workload's)."""
+    bs = with_tags(spec, overrides, TAG_KINDS).get('batch_size')
+    if bs is not None and (isinstance(bs, bool) or not isinstance(bs, int) or bs < 1):
+        raise ValueError(f'batch_size must be an integer >= 1, got {bs!r}')
+    return bs
+
+
+def check_spec(spec: str) -> None:
+    """Raise ValueError, in one line, if ``spec`` (argument, tags) cannot run."""
+    _, opts = parse_system(spec, {})
+    opts.setdefault('eta0', 0.01)                   # the run's default: the workload's step
+    AetConfig(**opts)
+    batch_size_of(spec, {})
 
 
 def build_peers(name: str, n: int, w0: torch.Tensor, iterations: int, cfg: AetConfig):
@@ -195,6 +216,8 @@ def run(cfg, progress=None) -> RunRecorder:
     """``rog sim`` runner of aet / etsgd / localsgd (see the module docstring)."""
     from rog_ros.sim.simulator import config_workload, DEFAULT_ITERATIONS, make_traces
     name, opts = parse_system(cfg.system, cfg.policy_overrides)
+    bs = batch_size_of(cfg.system, cfg.policy_overrides)
+    refuse_workload_options(cfg)
     wl = config_workload(cfg, options=False)
     n = cfg.workers
     if n < 1:
@@ -209,7 +232,6 @@ def run(cfg, progress=None) -> RunRecorder:
     for m, e in zip(models, engines):
         layout.bind(m, e.w)
         m.train()
-    bs = (cfg.policy_overrides or {}).get('batch_size')
     batches = [wl.worker_batches(r, n, cfg.seed, batch_size=bs) for r in range(n)]
 
     def grad_fn(rank, w):

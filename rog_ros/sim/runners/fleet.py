@@ -24,8 +24,10 @@ staleness arises from the real compute and transfer times. The server stops afte
 ``iterations x workers`` model updates (K = 1), the same number of gradients as the
 synchronous systems apply.
 
-Defaults and options (``SimConfig.policy_overrides``, keys of
-:class:`~rog_ros.protocol.policies.fleet.AdaSgdConfig`): the learning rate defaults to the
+The names take no argument (``dynsgd:2`` is refused). Defaults and options
+(``SimConfig.policy_overrides``, or ``#field=value`` tags of the spec such as
+``adasgd#q_size=10``, keys of :class:`~rog_ros.protocol.policies.fleet.AdaSgdConfig`; explicit
+overrides win): the learning rate defaults to the
 workload's (``SimConfig.lr`` overrides); the mini-batch size is the workload's, because the
 simulator's device profile has no device features for I-Prof to learn from (``rog reproduce
 fleet`` exercises I-Prof on a simulated device fleet); the controller's thresholds start at 0,
@@ -43,10 +45,13 @@ from rog_ros.protocol.policies.fleet import (AdaSgdConfig, AdaSgdServer, Control
                                              FleetServerEngine, FleetWorkerEngine,
                                              label_counts)
 from rog_ros.sim import systems
-from rog_ros.sim.runners._common import final_eval, make_harness, workload_of
+from rog_ros.sim.runners._common import (
+    field_kinds, final_eval, make_harness, parse_arg, with_tags, workload_of)
 import torch
 
 NAMES = {'adasgd': 'adasgd', 'dynsgd': 'dynsgd', 'fedavg-async': 'fedavg-async'}
+TAG_KINDS = field_kinds(AdaSgdConfig, leave_out=('dampening',))
+"""The options a ``#field=value`` tag sets, with their types (the name sets the dampening)."""
 
 
 def classes_of(wl) -> int:
@@ -57,15 +62,24 @@ def classes_of(wl) -> int:
     return int(y.shape[-1]) if y.dim() > 1 else int(y.max()) + 1
 
 
-def parse_system(spec: str, overrides: dict) -> AdaSgdConfig:
-    """``'adasgd'`` (+ overrides) -> AdaSgdConfig; unknown option names raise ValueError."""
-    name = spec.split('#')[0].partition(':')[0].strip().lower()
-    opts = dict(overrides or {})
+def parse_system(spec: str, overrides: dict) -> tuple:
+    """``'adasgd'`` (+ tags, overrides) -> (options, dampening); bad ones raise ValueError."""
+    name, arg = parse_arg(spec)
+    if arg:
+        raise ValueError(f'{name} takes no argument, got {spec.split("#")[0]!r} (its options '
+                         f'are tags, e.g. {name}#lr=0.01)')
+    opts = with_tags(spec, overrides, TAG_KINDS)
     fields = {f.name for f in dataclasses.fields(AdaSgdConfig)} - {'dampening'}
     bad = sorted(set(opts) - fields)
     if bad:
         raise ValueError(f'{name}: unknown option(s) {bad}; known: {sorted(fields)}')
     return opts, NAMES[name]
+
+
+def check_spec(spec: str) -> None:
+    """Raise ValueError, in one line, if ``spec`` (argument, tags) cannot run."""
+    opts, dampening = parse_system(spec, {})
+    AdaSgdConfig(dampening=dampening, **opts)
 
 
 def run(cfg, progress=None) -> RunRecorder:

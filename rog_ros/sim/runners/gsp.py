@@ -15,11 +15,15 @@
 Simulation runner of ``gsp``, ``gsp+gds`` and ``asp`` (engines: policies/gsp.py).
 
 System specs: ``gsp`` and ``gsp+gds`` (``:T`` sets the SSP threshold inside groups, default 3),
-``asp``; the dense BSP and SSP baselines of the GSP paper run on the same engine as ``gsp`` with
-the override ``{'baseline': 'bsp'}`` or ``{'baseline': 'ssp'}`` (``rog reproduce gsp`` does
-this; plain ``bsp``/``ssp:S`` are Rog's engine with its compression). Any field of
-:class:`~rog_ros.protocol.policies.gsp.GspConfig` can be overridden, plus ``speed_factors``
-(per-node compute-time multipliers, cycled over the nodes, e.g. ``[1, 1.5, 2, 4]``).
+``asp`` (no argument: every node is a group of its own, so there is no threshold, and its
+summary's ``staleness`` is null); the dense BSP and SSP baselines of the GSP paper run on the
+same engine as ``gsp`` with the override ``{'baseline': 'bsp'}`` or ``{'baseline': 'ssp'}``
+(``rog reproduce gsp`` does this; plain ``bsp``/``ssp:S`` are Rog's engine with its
+compression). Any field of :class:`~rog_ros.protocol.policies.gsp.GspConfig` can be
+overridden, plus ``speed_factors`` (per-node compute-time multipliers, cycled over the nodes,
+e.g. ``[1, 1.5, 2, 4]``). A field with a number, a boolean or a word can also be set by a
+``#field=value`` tag of the spec (``gsp#dis_thr=0.5``, ``gsp#gds=true``, ``gsp#baseline=ssp``;
+explicit overrides win).
 
 Learning rate and momentum are the workload's (momentum at the global server, G5). The budget
 is the per-worker iteration budget times the number of nodes, counted in pushes.
@@ -34,15 +38,24 @@ from rog_ros.metrics import RunRecorder
 from rog_ros.protocol.policies.gsp import baseline, GspConfig, GspNode, GspServer
 from rog_ros.sim import systems
 from rog_ros.sim.runners._common import (
-    final_eval, make_harness, ModelBench, parse_arg, workload_of)
+    field_kinds, final_eval, make_harness, ModelBench, parse_arg, with_tags, workload_of)
 import torch
 
 _FIELDS = {f.name for f in fields(GspConfig)}
+TAG_KINDS = {**field_kinds(GspConfig), 'baseline': 'str'}
+"""The options a ``#field=value`` tag sets, with their types (not the tuple ``assignment``)."""
+
+
+def is_asp(system: str, overrides: dict) -> bool:
+    """Say whether a spec plus overrides runs ASP: every node its own group, no threshold."""
+    chosen = with_tags(system, overrides, TAG_KINDS).get('baseline')
+    return chosen == 'asp' or (not chosen and parse_arg(system)[0] == 'asp')
 
 
 def config_for(system: str, overrides: dict, n: int) -> GspConfig:
-    """Build the GspConfig of a spec ('gsp', 'gsp+gds:3', 'asp') plus overrides."""
+    """Build the GspConfig of a spec ('gsp', 'gsp+gds:3', 'asp', tags) plus overrides."""
     name, arg = parse_arg(system)
+    overrides = with_tags(system, overrides, TAG_KINDS)
     opts = {k: v for k, v in overrides.items() if k not in ('speed_factors', 'baseline')}
     unknown = sorted(set(opts) - _FIELDS)
     if unknown:
@@ -51,14 +64,25 @@ def config_for(system: str, overrides: dict, n: int) -> GspConfig:
         cfg = baseline(overrides.get('baseline') or 'asp', n)
     else:
         cfg = GspConfig(gds=name == 'gsp+gds')
+    if arg and name == 'asp':
+        raise ValueError(f'asp takes no argument, got {system.split("#")[0]!r} (every node is '
+                         'a group of its own: there is no staleness threshold)')
     if arg:
         try:
-            cfg = replace(cfg, ssp_threshold=int(arg))
+            threshold = int(arg)
         except ValueError:
             raise ValueError(f'bad SSP threshold in {system!r}: {arg!r}') from None
+        if threshold < 0:
+            raise ValueError(f'the SSP threshold in {system!r} must be >= 0, got {threshold}')
+        cfg = replace(cfg, ssp_threshold=threshold)
     if 'assignment' in opts and opts['assignment'] is not None:
         opts['assignment'] = tuple(int(a) for a in opts['assignment'])
     return replace(cfg, **opts)
+
+
+def check_spec(system: str) -> None:
+    """Raise ValueError, in one line, if ``system`` (argument, tags) cannot run."""
+    config_for(system, {}, 1)
 
 
 def run(cfg, progress=None) -> RunRecorder:
@@ -81,7 +105,8 @@ def run(cfg, progress=None) -> RunRecorder:
     nodes = [GspNode(r, bench.w0, bench.sizes, gcfg, seed=cfg.seed) for r in range(n)]
     compute = cfg.compute_time_s or wl.compute_time_s
     label = cfg.label or cfg.system
-    recorder = RunRecorder(system=label, n_workers=n, staleness=gcfg.ssp_threshold,
+    threshold = None if is_asp(cfg.system, overrides) else gcfg.ssp_threshold
+    recorder = RunRecorder(system=label, n_workers=n, staleness=threshold,
                            trace=cfg.trace, seed=cfg.seed, workload=wl.name,
                            target_accuracy=wl.target_accuracy)
     harness = make_harness(cfg, server, nodes, lambda r, w, clock: bench.grad(r, w),
