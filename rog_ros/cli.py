@@ -770,30 +770,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, a CI timeout, a job scheduler), handled as Ctrl-C is."""
+    """SIGTERM (``kill``, a CI timeout, a job scheduler) or SIGHUP, handled as Ctrl-C is."""
 
     exit_status = 143       # 128 + SIGTERM (a plain KeyboardInterrupt: 130)
 
+    def __init__(self, signum: int = 15):
+        super().__init__()
+        self.exit_status = 128 + int(signum)
+
+    @property
+    def what(self) -> str:
+        """Return how the stop is said: ``terminated (SIGTERM)`` or ``hung up (SIGHUP)``."""
+        return 'hung up (SIGHUP)' if self.exit_status == 129 else 'terminated (SIGTERM)'
+
 
 def _raise_terminated(signum, frame) -> None:
-    raise Terminated()
+    raise Terminated(signum)
 
 
-def _sigterm_as_interrupt():
+def _sigterm_as_interrupt() -> dict:
     """
-    Make SIGTERM unwind like Ctrl-C; return the handler to restore (None: left as it was).
+    Make SIGTERM and SIGHUP unwind like Ctrl-C; return ``{signal: handler to restore}``.
 
-    By default SIGTERM ended the process on the spot: a pool of ``rog compare`` was never
-    shut down (the resource tracker then reported leaked semaphores) and nothing was tidied.
-    Only the main thread can set handlers, and a handler someone else set is kept.
+    By default they ended the process on the spot: a pool of ``rog compare`` was never
+    shut down (the resource tracker then reported leaked semaphores) and nothing was tidied,
+    and a dropped SSH session (SIGHUP) left ``rog robot`` without its closing lines. Only the
+    main thread can set handlers, and a handler someone else set (or ``nohup``'s ignored
+    SIGHUP) is kept.
     """
     import signal
     import threading
     if threading.current_thread() is not threading.main_thread():
-        return None
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return None
-    return signal.signal(signal.SIGTERM, _raise_terminated)
+        return {}
+    previous = {}
+    for sig in (signal.SIGTERM, getattr(signal, 'SIGHUP', None)):
+        if sig is not None and signal.getsignal(sig) is signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, _raise_terminated)
+    return previous
 
 
 def _version() -> str:
@@ -830,10 +843,10 @@ def main(argv=None) -> int:
         kept = (_finished_runs(args.out) if getattr(args, 'command', None)
                 in ('compare', 'reproduce') else 0)
         term = isinstance(stop, Terminated)
-        print(f'\nrog {name}: {"terminated (SIGTERM)" if term else "interrupted"}'
+        print(f'\nrog {name}: {stop.what if term else "interrupted"}'
               + (f'; {kept} finished run(s) in {args.out} are kept, and the same command '
                  'reuses them' if kept else ''), file=sys.stderr)
-        return 143 if term else 130
+        return stop.exit_status if term else 130
     except BrokenPipeError:
         # The reader of stdout went away (rog doctor | grep -q fail, rog report | head):
         # end as a shell tool killed by SIGPIPE would, without a traceback; stdout goes to
@@ -841,8 +854,8 @@ def main(argv=None) -> int:
         _quiet_stdout()
         return 128 + getattr(signal, 'SIGPIPE', 13)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _chosen_parser(parser, args):

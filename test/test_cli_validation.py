@@ -520,8 +520,10 @@ sys.exit(cli.main(['compare', '--workload', 'toy', '--out', sys.argv[1]]))
 """
 
 
-def test_sigterm_stops_compare_like_ctrl_c(tmp_path):
-    """SIGTERM ends the pool cleanly: no leaked semaphores, no empty output folder."""
+@pytest.mark.parametrize('signame, status, said', [
+    ('SIGTERM', 143, 'terminated (SIGTERM)'), ('SIGHUP', 129, 'hung up (SIGHUP)')])
+def test_sigterm_stops_compare_like_ctrl_c(tmp_path, signame, status, said):
+    """SIGTERM (or a hang-up) ends the pool cleanly: no leaked semaphores, no empty folder."""
     import signal
     import time
     out = tmp_path / 'cmp'
@@ -532,14 +534,14 @@ def test_sigterm_stops_compare_like_ctrl_c(tmp_path):
         first = proc.stderr.readline()             # the pool is up and its workers sleep
         assert 'pool running' in first, first
         time.sleep(0.5)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(getattr(signal, signame))
         err = proc.communicate(timeout=60)[1]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 143, err
-    assert 'rog compare: terminated (SIGTERM)' in err
+    assert proc.returncode == status, err
+    assert f'rog compare: {said}' in err
     assert 'leaked' not in err and 'Traceback' not in err, err
     assert not out.exists()
 

@@ -273,6 +273,8 @@ class FakeSupervisor:
     ([2], 5, 0, 2),                 # bad settings: restarting cannot help
     ([3], 5, 0, 3),                 # training diverged: restarted, it would diverge again
     ([0], 5, 0, 0),
+    ([129], 5, 0, 129),             # hung up (its session ended): stopped, not crashed
+    ([-1], 5, 0, -1),
 ])
 def test_rog_robot_restarts_only_crashes_and_at_most_respawn_times(codes, limit, restarts,
                                                                    status, capsys):
@@ -354,17 +356,19 @@ def test_rog_robot_gives_its_own_nodes_the_robots_settings(started_robots, monke
     assert seen['rog_worker']['server_timeout'] == 120.0 and seen['netmon']['interface'] == 'auto'
 
 
+@pytest.mark.parametrize('signum, status, said', [
+    (15, 143, 'terminated (SIGTERM)'), (1, 129, 'hung up (SIGHUP)')])
 def test_rog_robot_stopped_by_sigterm_says_so_and_exits_143(started_robots, monkeypatch,
-                                                            capsys):
+                                                            capsys, signum, status, said):
     from rog_ros import cli
     from rog_ros.nodes import robot
 
     def terminated(*args):
-        raise cli.Terminated()
+        raise cli.Terminated(signum)
     monkeypatch.setattr(robot, 'watch', terminated)
-    assert cli.main(['robot', '--role', 'worker', '--rank', '0', '--workers', '2']) == 143
+    assert cli.main(['robot', '--role', 'worker', '--rank', '0', '--workers', '2']) == status
     err = capsys.readouterr().err
-    assert 'rog robot: terminated (SIGTERM); stopped rog_worker_0, netmon_0' in err
+    assert f'rog robot: {said}; stopped rog_worker_0, netmon_0' in err
     assert 'exited with' not in err
 
 

@@ -80,3 +80,29 @@ def test_a_record_path_in_a_missing_folder_is_a_usage_error(role, tmp_path, caps
     assert _parse(role, ['--record', str(good)]).record == str(good)
     assert _parse(role, []).record is None
     assert not os.path.exists(good)                # checked, not created
+
+
+def test_a_recording_that_cannot_be_opened_at_start_is_a_usage_error(monkeypatch, caplog):
+    # Prepare: the folder check passed, the open fails (a permission changed in between)
+    from rog_ros.nodes import node_main, rog_worker
+    from rog_ros.transport.bus import RecordError
+
+    class Core:
+        """A core whose configure opens a recording that cannot be written."""
+
+        def __init__(self, args, requests):
+            self.shut = False
+
+        def configure(self):
+            raise RecordError('cannot write the recording /x/run.mcap: Permission denied')
+
+        def shutdown(self):
+            self.shut = True
+    monkeypatch.setenv('ROG_BUS', 'dds')
+    # Execute
+    with caplog.at_level('ERROR'):
+        status = node_main.run_node('rog_worker', rog_worker.__doc__, Core,
+                                    ['--workload', 'toy', '--workers', '1', '--bus', 'dds'])
+    # Assert: one line and the usage status, no traceback
+    assert status == 2
+    assert 'cannot write the recording /x/run.mcap: Permission denied' in caplog.text

@@ -33,6 +33,7 @@ from rog_ros.nodes.driver import EngineFailure, StateWriteError
 from rog_ros.nodes.params import check_fleet_args, node_parser
 from rog_ros.nodes.respawn import ENGINE_FAILED
 from rog_ros.nodes.signals import SignalRequests
+from rog_ros.transport.bus import RecordError
 
 LOG_FORMAT = '[%(levelname)s] [%(created).3f] [%(name)s]: %(message)s'
 """Like ROS 2's console output, so logs of both paths read alike."""
@@ -142,7 +143,7 @@ def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_erro
     except (PeerTimeout, TimeoutError, StateWriteError) as err:
         log.error(str(err))
         return 1
-    except usage_errors as err:
+    except tuple(usage_errors) + (RecordError,) as err:
         log.error(str(err))
         return 2
     finally:

@@ -39,7 +39,9 @@ ENGINE_FAILED = 3
 """A node's exit status when its engine cannot go on (a worker whose training diverged:
 restarted from its state, it would diverge again)."""
 _STOPPED = {0, USAGE_ERROR, ENGINE_FAILED, 128 + signal.SIGINT, 128 + signal.SIGTERM,
-            -signal.SIGINT, -signal.SIGTERM}
+            128 + signal.SIGHUP, -signal.SIGINT, -signal.SIGTERM, -signal.SIGHUP}
+"""Exit statuses of a node that was stopped (a hang-up too: its session ended) or cannot go
+on, rather than one that crashed."""
 
 
 def parse_respawn(value) -> int:

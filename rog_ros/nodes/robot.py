@@ -53,6 +53,8 @@ ROBOT_ARGUMENTS = {
 }
 """Launch arguments of robot.launch.py besides the settings."""
 RMW = 'rmw_cyclonedds_cpp'
+_STOPPED_BY = {130: 'interrupted', 143: 'terminated (SIGTERM)', 129: 'hung up (SIGHUP)'}
+"""Exit status of a stopped ``rog robot`` -> how its closing line says it."""
 ROBOT_MODEL = 'rog_robot_model.pt'
 """Where ``rog robot --role worker`` writes the robot's trained model unless told otherwise."""
 ROBOT_NODE_SETTINGS = {
@@ -256,12 +258,12 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int) -> int:
         print(f'rog robot: started {", ".join(s.name for s in specs)} (logs in {logs})',
               file=sys.stderr)
         code = watch(sup, main, limit)
-    except KeyboardInterrupt as stop:       # Ctrl-C, or SIGTERM (the CLI's Terminated)
+    except KeyboardInterrupt as stop:       # Ctrl-C, or SIGTERM/SIGHUP (the CLI's Terminated)
         code = getattr(stop, 'exit_status', 130)
     finally:
         sup.stop()
-    if code in (130, 143):
-        print(f'rog robot: {"terminated (SIGTERM)" if code == 143 else "interrupted"}; '
+    if code in _STOPPED_BY:
+        print(f'rog robot: {_STOPPED_BY[code]}; '
               f'stopped {", ".join(s.name for s in specs)} (logs in {logs})', file=sys.stderr)
     if code == 0 and args.role == 'server':
         _closing_lines(specs[0].parameters, logs)
@@ -273,7 +275,7 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int) -> int:
             written = ''     # (changed under us; the node's log says what it could write)
         if written and os.path.exists(written):
             print(f"rog robot: this robot's model: {written}", file=sys.stderr)
-    if code not in (0, 130, 143):
+    if code != 0 and code not in _STOPPED_BY:
         print(f'rog robot: {main} exited with {code}; last lines of its log:\n'
               f'{sup.tail(main)}', file=sys.stderr)
         print('rog robot: if the cause is not in the lines above, `rog doctor` checks this '

@@ -323,9 +323,14 @@ SETTINGS = (
        'empty = every worker.', (NETMON,), 'netmon', none_text=''),
     _s('rate_hz', float, 10.0, 'LinkStats samples per second.', (NETMON,), 'netmon',
        low=0.01, high=1000.0),
-    _s('record_trace', str, None, 'Write a bandwidth trace CSV here on exit; empty = none.',
-       (NETMON,), 'netmon', none_text=''),
-    _s('record_source', str, 'throughput', 'What the recorded trace holds.', (NETMON,),
+    _s('record_trace', str, None, 'Write a bandwidth trace CSV here on exit (its folder is '
+       'checked at start; the log gives its mean, median and share of time at 0); '
+       'empty = none.', (NETMON,), 'netmon', none_text=''),
+    _s('record_source', str, 'throughput', 'What the recorded trace holds: throughput (the '
+       'traffic this robot moves, not the link capacity: load the link, e.g. with iperf3, '
+       'while recording, or an idle link records as an outage), bitrate (the Wi-Fi PHY rate '
+       'from iw; needs iw and a Wi-Fi interface) or emulated (the rate --trace enforces; '
+       'needs --trace).', (NETMON,),
        'netmon', choices=('throughput', 'bitrate', 'emulated')),
     _s('duration', float, None, 'Exit after this many seconds; 0 = run until stopped.',
        (NETMON,), 'netmon', low=0.0, none_text=0.0),

@@ -36,6 +36,7 @@ import threading
 import time
 
 from rog_ros.transport import field_plans
+from rog_ros.transport.bus import RecordError
 from rog_ros.transport.convert import to_sample
 from rog_ros.transport.msgdef import msg_dir, STANDARD_DIR, WELL_KNOWN
 from rog_ros.transport.topics import topic_qos, topic_type
@@ -47,10 +48,6 @@ CHUNK_BYTES = 64 * 1024
 """Size (uncompressed) at which the recorder writes the open chunk to the file."""
 FLUSH_EVERY_S = 5.0
 """Seconds after which the open chunk is written and the file flushed, however small."""
-
-
-class RecordError(OSError, ValueError):
-    """The ``--record`` file cannot be written (one line, the path and the reason)."""
 
 
 def msg_text(name: str) -> str:

@@ -45,6 +45,10 @@ class BusError(RuntimeError):
     """The middleware refused an operation (e.g. a reliable publish timed out)."""
 
 
+class RecordError(OSError, ValueError):
+    """The ``--record`` file cannot be written (one line, the path and the reason)."""
+
+
 class Bus(abc.ABC):
     """
     Publish/subscribe of ``rog_ros.protocol.messages`` dataclasses under one namespace.
