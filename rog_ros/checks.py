@@ -254,19 +254,24 @@ def output_dir(name: str, value) -> str:
     return value
 
 
-def output_file(name: str, value) -> str:
+def output_file(name: str, value, in_place: bool = False) -> str:
     """
     Return ``value`` if a run can write a file there at its end; else raise ConfigError.
 
     A recording is written when the run ends (or as it goes): a path that is a directory, or
     whose folder is missing or read-only, must cost one line before the run, not the run's
     record after it. The folder is not created (the writers open the file in it).
+    ``in_place``: the writer opens the file itself (an MCAP bag), so a file that exists and
+    may be written (``/dev/null``, a prepared file in a read-only folder) is enough; a writer
+    that renames a temporary file into place (a trace) needs the folder.
     """
     text(name, value)
     target = os.path.abspath(value)
     if os.path.isdir(target) or value.endswith(os.sep):
         raise ConfigError(f'{name} {value}: is a directory; give the name of a file (in it, '
                           'or anywhere else)')
+    if in_place and os.path.exists(target) and os.access(target, os.W_OK):
+        return value
     folder = os.path.dirname(target)
     if not os.path.isdir(folder):
         raise ConfigError(f'{name} {value}: the folder {folder} does not exist (or is not a '

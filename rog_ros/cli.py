@@ -785,6 +785,14 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise_terminated(signum, frame) -> None:
+    import signal
+    if signum == getattr(signal, 'SIGHUP', None):
+        # A dropped session hangs up more than once (the shell's SIGHUP, then the kernel's):
+        # the first one stops the command, the others must not cut its cleanup short; and
+        # writes to the dead terminal would fail that cleanup with EIO.
+        from rog_ros.nodes.signals import quiet_if_hung_up
+        signal.signal(signum, signal.SIG_IGN)
+        quiet_if_hung_up()
     raise Terminated(signum)
 
 
@@ -843,9 +851,12 @@ def main(argv=None) -> int:
         kept = (_finished_runs(args.out) if getattr(args, 'command', None)
                 in ('compare', 'reproduce') else 0)
         term = isinstance(stop, Terminated)
-        print(f'\nrog {name}: {stop.what if term else "interrupted"}'
-              + (f'; {kept} finished run(s) in {args.out} are kept, and the same command '
-                 'reuses them' if kept else ''), file=sys.stderr)
+        try:
+            print(f'\nrog {name}: {stop.what if term else "interrupted"}'
+                  + (f'; {kept} finished run(s) in {args.out} are kept, and the same command '
+                     'reuses them' if kept else ''), file=sys.stderr)
+        except OSError:         # a terminal that went away: the status still says it
+            pass
         return stop.exit_status if term else 130
     except BrokenPipeError:
         # The reader of stdout went away (rog doctor | grep -q fail, rog report | head):

@@ -158,6 +158,9 @@ def test_excels_separator_line_is_passed_over(tmp_path, first):
     ('time_millisecond', 1e-3), ('time (millisec)', 1e-3), ('time_nsec', 1e-9),
     ('time_usecs', 1e-6), ('timestamp_microsecond', 1e-6), ('time_\u00b5s', 1e-6),
     ('time_\u03bcs', 1e-6), ('TimeUs', 1e-6), ('time_seconds', 1.0),
+    # a unit with a capital inside stays one word (split, mS was m, s: seconds)
+    ('time_mS', 1e-3), ('Time (mS)', 1e-3), ('Time(uS)', 1e-6), ('elapsed_uSec', 1e-6),
+    ('TimeMS', 1e-3),
 ])
 def test_time_units_in_camel_case_plural_or_micro_sign_convert(tmp_path, header,
                                                                seconds_per_unit):

@@ -178,12 +178,15 @@ def _main(monkeypatch, argv) -> tuple:
     return netmon.main(['--bus', 'none', '--interface', 'lo'] + argv), made
 
 
-def test_without_nodes_netmon_reports_every_worker(monkeypatch, tmp_path):
-    # '--nodes' empty is "every worker" (docs/configuration.md); it reported node -1 only, with
-    # no emulated rate, so a recorded emulated trace was all zeros
+def test_a_netmon_started_alone_reports_its_own_robot_unless_told(monkeypatch, tmp_path):
+    # alone, '--nodes' empty is this robot (-1): as every worker, one machine's counters
+    # would reach a FLOWN server as every link's; given the ranks, it reports for them
+    status, made = _main(monkeypatch, ['--workers', '2', '--duration', '0.05'])
+    assert status == 0 and made[0].nodes == [-1]
     out = tmp_path / 'emulated.csv'
-    status, made = _main(monkeypatch, ['--trace', 'indoors', '--workers', '2', '--duration',
-                                       '0.35', '--rate-hz', '20', '--record-trace', str(out),
+    status, made = _main(monkeypatch, ['--trace', 'indoors', '--workers', '2', '--nodes', '0,1',
+                                       '--duration', '0.35', '--rate-hz', '20',
+                                       '--record-trace', str(out),
                                        '--record-source', 'emulated'])
     assert status == 0 and made[0].nodes == [0, 1]
     stats = made[0].sample()
@@ -240,7 +243,8 @@ def test_an_interrupt_during_the_recording_still_saves_it(monkeypatch, tmp_path)
         return sample(self)
 
     monkeypatch.setattr(NetMonitor, 'sample', sample_then_interrupt)
-    status, made = _main(monkeypatch, ['--trace', 'clean', '--workers', '1', '--rate-hz', '50',
+    status, made = _main(monkeypatch, ['--trace', 'clean', '--workers', '1', '--nodes', '0',
+                                       '--rate-hz', '50',
                                        '--record-source', 'emulated', '--record-trace',
                                        str(out), '--duration', '30'])
     assert status == 0 and len(calls) == 4

@@ -82,6 +82,20 @@ def test_a_record_path_in_a_missing_folder_is_a_usage_error(role, tmp_path, caps
     assert not os.path.exists(good)                # checked, not created
 
 
+@pytest.mark.parametrize('role', settings.NODES)
+def test_a_writable_record_file_in_a_read_only_folder_is_enough(role, tmp_path, monkeypatch):
+    # the bag opens the file itself: /dev/null, or a prepared file where the folder is not ours
+    from rog_ros import checks
+    prepared = tmp_path / 'prepared.mcap'
+    prepared.write_bytes(b'')
+    access = os.access
+    monkeypatch.setattr(checks.os, 'access',
+                        lambda path, mode: path != str(tmp_path) and access(path, mode))
+    assert _parse(role, ['--record', str(prepared)]).record == str(prepared)
+    with pytest.raises(SystemExit):            # a new file there still needs the folder
+        _parse(role, ['--record', str(tmp_path / 'new.mcap')])
+
+
 def test_a_recording_that_cannot_be_opened_at_start_is_a_usage_error(monkeypatch, caplog):
     # Prepare: the folder check passed, the open fails (a permission changed in between)
     from rog_ros.nodes import node_main, rog_worker

@@ -74,6 +74,21 @@ def test_uri_problem_checks_each_file_exactly_as_cyclone_opens_it(spaced_config,
         str(spaced_config), '/a b.xml']
 
 
+@pytest.mark.parametrize('uri, files', [
+    # commas inside inline XML are the XML's (a Tracing category list), not source separators
+    ('<CycloneDDS><Domain><Tracing><Category>config,discovery</Category></Tracing></Domain>'
+     '</CycloneDDS>', []),
+    ('<Tracing><Category>a,b</Category></Tracing>,file:///z.xml', ['/z.xml']),
+    ('/x.xml,<!-- a, b --><General><Interfaces/></General>, /y.xml', ['/x.xml', '/y.xml']),
+    ('<Peer address="10.0.0.1"/>,/q.xml', ['/q.xml']),
+    ('<CycloneDDS><Domain>,/never/closed.xml', []),     # Cyclone says what is wrong
+])
+def test_inline_xml_with_commas_is_one_source(uri, files):
+    assert cyclone_config.uri_files(uri) == files
+    if not files:
+        assert cyclone_config.uri_problem(uri) is None
+
+
 def test_doctor_round_trips_with_the_uris_the_nodes_get(monkeypatch):
     pytest.importorskip('cyclonedds')
     seen = []

@@ -638,6 +638,13 @@ sender.publish('worker_1/chunks', sent)
 (topic, got), = receiver.poll(0.0)
 assert topic == '/t/worker_1/chunks' and got.transfer_id == 7 and got.payload == b'rows'
 assert np.array_equal(got.row_ranges, [2, 6]) and got.auth_tag != b''
+from rog_ros.transport.bus import RecordError
+try:                                      # the bag writer does need it: one clear error
+    open_bus('rclpy', '/t', key, record='run.mcap', node=ros.Node('c'))
+except RecordError as err:
+    assert 'needs the Cyclone DDS Python binding' in str(err), err
+else:
+    raise AssertionError('--record without the binding was accepted')
 loaded = sorted(m for m, module in sys.modules.items() if module is not None
                 and ('cyclone' in m or m.endswith(('.idl', '.convert'))))
 print('DDS modules:', loaded)

@@ -182,3 +182,42 @@ def test_netmon_stopped_by_sighup_closes_its_bag(tmp_path):
         topics = {c.topic for _, c, _ in bag.iter_messages()}
         assert bag.get_summary().statistics.message_count > 0
     assert f'/hup{os.getpid()}/status/netmon/link_stats' in topics
+
+
+STOPPED_COMMAND = """
+import os, signal, sys, time
+from rog_ros import cli
+
+
+def slow_cleanup(args):
+    print('running', flush=True)
+    try:
+        while True:
+            time.sleep(0.02)
+    finally:
+        os.kill(os.getpid(), signal.SIGHUP)      # the kernel's hang-up after the shell's
+        time.sleep(0.3)
+        with open(sys.argv[1], 'w') as fh:
+            fh.write('cleaned')
+
+
+parser = cli.build_parser()
+cli.build_parser = lambda: parser
+args = parser.parse_args(['doctor'])
+args.func = slow_cleanup
+parser.parse_known_args = lambda argv=None: (args, [])
+sys.exit(cli.main([]))
+"""
+
+
+def test_a_dropped_ssh_session_stops_a_rog_command_once_and_lets_it_clean_up(tmp_path):
+    # Prepare: a rog command on a terminal (rog robot, rog compare: cleanup in a finally)
+    done = tmp_path / 'cleaned'
+    proc, master = _on_a_terminal(STOPPED_COMMAND, str(done))
+    try:
+        assert b'running' in _read_until(master, b'running')
+    finally:
+        os.close(master)                                  # sshd closes the pty
+    # Assert: the status of a hang-up (not 1 from EIO on the closing line), cleanup whole
+    assert proc.wait(timeout=20) == 129
+    assert done.read_text() == 'cleaned'

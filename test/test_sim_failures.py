@@ -25,9 +25,10 @@ from rog_ros.sim.simulator import SimConfig, simulate
 
 
 def _zero_trace(tmp_path):
+    # (an all-zero trace is refused when it is loaded; one bit per hour never delivers)
     path = str(tmp_path / 'dead.csv')
     with open(path, 'w') as fh:
-        fh.write('t_seconds,mbps\n0,0\n10,0\n')
+        fh.write('t_seconds,mbps\n0,1e-9\n10,1e-9\n')
     return path
 
 

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -179,3 +180,24 @@ def test_every_key_of_a_reference_summary_is_in_outputs_md():
     for system in ('adacomp', 'gsp+gds', 'aet', 'adasgd'):
         missing = sorted(set(_tiny(system)) - documented)
         assert missing == [], f'{system} writes keys docs/outputs.md does not list: {missing}'
+
+
+def test_compare_does_not_reuse_a_tagged_run_made_when_tags_were_ignored(tmp_path):
+    # Prepare: a finished adacomp#alpha=0.5 run from before the runners applied tags
+    from rog_ros.experiments import compare
+    from rog_ros.sim.simulator import SimConfig
+    cfg = SimConfig(system='adacomp#alpha=0.5', workload='toy', trace='clean', workers=2,
+                    iterations=4, evaluations=2)
+    summary = {'trace': 'clean', 'workers': 2, 'iteration_budget': 4, 'evaluations': 2,
+               'workload_options': {}}
+    (tmp_path / 'summary.json').write_text(json.dumps(summary))
+    # Execute / Assert: redone; with the tags recorded it is reused; untagged runs always were
+    assert 'tags ignored' in compare._other_settings(str(tmp_path), cfg, None)
+    summary['option_tags'] = ['alpha=0.5']
+    (tmp_path / 'summary.json').write_text(json.dumps(summary))
+    assert compare._other_settings(str(tmp_path), cfg, None) is None
+    plain = SimConfig(system='adacomp', workload='toy', trace='clean', workers=2, iterations=4,
+                      evaluations=2)
+    del summary['option_tags']
+    (tmp_path / 'summary.json').write_text(json.dumps(summary))
+    assert compare._other_settings(str(tmp_path), plain, None) is None

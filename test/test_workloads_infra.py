@@ -252,6 +252,41 @@ def test_an_unusable_cache_folder_falls_back_to_the_temporary_one(tmp_path, monk
     assert not list(shared.glob('*/third-*'))
 
 
+def test_a_cache_folder_everyone_may_write_is_not_read(tmp_path, monkeypatch, capsys):
+    # Prepare: $HOME=/tmp: another user made ~/.cache/rog_ros writable by all and planted an
+    # entry under the (predictable) key; entries are unpickled, so it must not be loaded
+    shared = tmp_path / 'home_cache'
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv(cache.CACHE_ENV, str(shared))
+    monkeypatch.setattr(cache.tempfile, 'gettempdir', lambda: str(tmp_path / 'tmp'))
+    entry = f'unit-{cache.cache_key("unit", {}, "v1")}.pt'
+    torch.save({'w': torch.zeros(2)}, shared / entry)
+    calls = []
+
+    def build():
+        calls.append(1)
+        return {'w': torch.ones(2)}
+    # Execute
+    got = cache.load_or_build('unit', {}, 'v1', build)
+    # Assert: built and cached in the private temporary folder, the planted entry left alone
+    assert torch.equal(got['w'], torch.ones(2)) and len(calls) == 1
+    assert 'everyone may write it' in capsys.readouterr().err
+    assert len(list((tmp_path / 'tmp').glob(f'rog_ros_cache_*/{entry}'))) == 1
+
+
+def test_a_cached_entry_that_is_a_symbolic_link_is_not_read(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / 'cache'))
+    (tmp_path / 'cache').mkdir()
+    planted = tmp_path / 'elsewhere.pt'
+    torch.save({'w': torch.zeros(2)}, planted)
+    entry = tmp_path / 'cache' / f'unit-{cache.cache_key("unit", {}, "v1")}.pt'
+    entry.symlink_to(planted)
+    got = cache.load_or_build('unit', {}, 'v1', lambda: {'w': torch.ones(2)})
+    assert torch.equal(got['w'], torch.ones(2))
+    assert 'not reading the cached' in capsys.readouterr().err
+
+
 def test_a_cache_that_cannot_be_written_still_gives_the_workload(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(cache.tempfile, 'gettempdir', lambda: str(tmp_path / 'tmp'))
@@ -344,14 +379,14 @@ import sys
 import torch
 from rog_ros.nodes import doctor_checks
 from rog_ros.workloads import cache
-calls = []
+builds = [0]
 def build():
-    calls.append(1)
+    builds[0] += 1
     return {'w': torch.ones(2)}
 for _ in range(2):
     cache.load_or_build('unit', {}, 'v1', build)
 (found,) = doctor_checks.check_cache()
-print(len(calls), found.level, found.detail)
+print(builds[0], found.level, found.detail)
 """
 
 

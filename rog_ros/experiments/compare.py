@@ -33,7 +33,8 @@ import time
 from rog_ros.children import run_in_processes
 from rog_ros.experiments.comparison_report import run_dir, write_comparison
 from rog_ros.metrics import atomic_write
-from rog_ros.sim.simulator import DEFAULT_EVALUATIONS, SimConfig, simulate
+from rog_ros.sim import systems
+from rog_ros.sim.simulator import DEFAULT_EVALUATIONS, option_tags, SimConfig, simulate
 from rog_ros.workloads.base import checkpoint_source
 
 
@@ -75,9 +76,23 @@ def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None) -> st
          f'workload options {s.get("workload_options") or {}}'),
         (same_start, f'weights from {start.get("source")}'),
         (int(evaluations) == int(cfg.evaluations), f'{evaluations} evaluations'),
+        (_same_option_tags(s, cfg.system), 'its #tags ignored (made before they applied)'),
     ]
     wrong = [why for ok, why in checks if not ok]
     return ', '.join(wrong) if wrong else None
+
+
+def _same_option_tags(summary: dict, spec: str) -> bool:
+    """
+    Tell whether a reference system's run applied the ``#field=value`` tags of ``spec``.
+
+    Runs of AdaComp, GSP, AET and FLEET made before the runners applied their tags ran with
+    the defaults under the tagged label; their summaries record no ``option_tags``. Rog's
+    engines always applied theirs.
+    """
+    if systems.lookup(spec) is None:
+        return True
+    return summary.get('option_tags', []) == option_tags(spec)
 
 
 def _start_fingerprint(init_model) -> str | None:

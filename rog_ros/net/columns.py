@@ -115,16 +115,22 @@ def rate_factor(name: str):
     return None
 
 
-def _words(name: str) -> list:
-    """Split a column name into lower-case words: ``elapsedMs`` is elapsed, ms; µs is us."""
-    name = re.sub(r'(?<=[a-z0-9])(?=[A-Z])', ' ', name)       # camelCase: timeMs, elapsedMs
+def _words(name: str, camel: bool = True) -> list:
+    """
+    Split a column name into lower-case words: ``elapsedMs`` is elapsed, ms; µs is us.
+
+    ``camel=False`` leaves camelCase whole, so that a unit written with a capital inside
+    (``mS``, ``uSec``) stays one word instead of becoming m, s (read as seconds).
+    """
+    if camel:
+        name = re.sub(r'(?<=[a-z0-9])(?=[A-Z])', ' ', name)   # camelCase: timeMs, elapsedMs
     name = name.replace('\u00b5', 'u').replace('\u03bc', 'u')   # the micro sign, Greek mu
     return [w for w in re.split(r'[^a-z]+', name.lower()) if w]
 
 
 def _time_factor(name: str) -> float:
     """Return seconds per unit of the time column ``name``; ValueError for an unknown unit."""
-    for word in _words(name):
+    for word in _words(name, camel=False) + _words(name):    # mS and uSec whole first
         if word in _TIME_UNITS:
             return _TIME_UNITS[word]
     for word in _words(name):

@@ -26,6 +26,7 @@ import logging
 import time
 
 from rog_ros.nodes.fleet_key import load_fleet_key
+from rog_ros.transport.bus import RecordError
 from rog_ros.transport.choose import make_bus
 
 NO_KEY_WARNING = 'no fleet key: messages are not authenticated'
@@ -57,7 +58,13 @@ def open_bus(kind: str, namespace: str, key=None, record=None, node=None, execut
         from rog_ros.transport.auth_bus import AuthBus
         bus = AuthBus(bus, key)
     if record:
-        from rog_ros.transport.bag import McapRecorder, RecordingBus
+        try:
+            from rog_ros.transport.bag import McapRecorder, RecordingBus
+        except ImportError as err:       # the rclpy path runs without the DDS binding
+            bus.close()
+            raise RecordError(f'--record {record}: the bag writer needs the Cyclone DDS Python '
+                              f'binding, which does not import here ({err}); pip install '
+                              'cyclonedds, or record with `ros2 bag record`') from None
         bus = RecordingBus(bus, McapRecorder(record))
     return bus
 

@@ -57,7 +57,10 @@ def main(argv=None) -> int:
         nodes = [int(n) for n in (args.nodes or '').split(',') if n.strip()]
     except ValueError:
         parser.error(f'--nodes {args.nodes!r}: expected comma-separated ranks')
-    nodes = nodes or list(range(args.workers))           # empty = every worker
+    # Alone, netmon reports for its own robot (-1): reported as every worker's, one machine's
+    # counters would reach a FLOWN server as every link's. A fleet on one machine (rog fleet,
+    # fleet.launch.py) gives it every worker's rank (plan.py).
+    nodes = nodes or [-1]
     if args.record_trace:
         try:       # written at exit: a bad path must cost one line now, not the record then
             checks.output_file('--record-trace', args.record_trace)

@@ -320,7 +320,8 @@ SETTINGS = (
     _s('interface', str, 'auto', 'Interface to monitor (auto: Wi-Fi, else the busiest).',
        (NETMON,), 'netmon'),
     _s('nodes', str, None, 'Comma-separated worker ranks to report for (-1: this robot); '
-       'empty = every worker.', (NETMON,), 'netmon', none_text=''),
+       'empty = every worker in a fleet on one machine (rog fleet, fleet.launch.py), this '
+       'robot (-1) for a netmon started alone.', (NETMON,), 'netmon', none_text=''),
     _s('rate_hz', float, 10.0, 'LinkStats samples per second.', (NETMON,), 'netmon',
        low=0.01, high=1000.0),
     _s('record_trace', str, None, 'Write a bandwidth trace CSV here on exit (its folder is '
@@ -616,7 +617,7 @@ class SettingsParser(argparse.ArgumentParser):
         try:
             out = resolve(self.role, parsed, ros)
             if getattr(out, 'record', None):    # opened at start: a bad path, one line first
-                output_file('--record', out.record)
+                output_file('--record', out.record, in_place=True)
             return out
         except (OSError, ValueError) as err:
             self.error(str(err))

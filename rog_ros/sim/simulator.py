@@ -197,10 +197,19 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
         gc.collect()
 
 
+def option_tags(spec: str) -> list:
+    """Return the sorted ``field=value`` tags of a system spec (``adacomp#alpha=0.5``)."""
+    return sorted(t.strip() for t in spec.split('#')[1:] if '=' in t)
+
+
 def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     runner = systems.lookup(cfg.system)
     if runner is not None:        # a system with engines of its own (AdaComp, GSP, ...): it
-        return runner(cfg, progress)   # reads the spec's argument and tags itself
+        rec = runner(cfg, progress)    # reads the spec's argument and tags itself
+        # the tags it applied (rog compare reuses a run only if they are the same: before
+        # 2026-12-04 the runners ignored them)
+        rec.extra['option_tags'] = option_tags(cfg.system)
+        return rec
     wl = config_workload(cfg)
     policy = make_policy(cfg.system, **cfg.policy_overrides)   # '#no-outage' etc.
     n = cfg.workers

@@ -161,7 +161,7 @@ class McapRecorder:
 
     def _flush(self) -> None:
         """Close the open chunk and hand the file's buffer to the kernel (lock held)."""
-        finish_chunk = getattr(self._writer, 'flush', None)    # (older mcap: none)
+        finish_chunk = getattr(self._writer, 'flush', None)    # (mcap < 1.5: none)
         if finish_chunk is not None:
             finish_chunk()
         self._fh.flush()

@@ -143,17 +143,48 @@ def uri_files(uri: str) -> list:
     """
     Return the files a ``CYCLONEDDS_URI`` value names, each as Cyclone will open it.
 
-    Cyclone splits the value at commas, skips leading white space, reads a source that starts
-    with ``<`` as XML and any other as a file: after ``file://``, or a bare path. Nothing is
-    decoded (``%20`` stays three characters) and trailing white space is part of the name.
+    Cyclone reads the value source by source, skipping white space and commas between them:
+    a source that starts with ``<`` is XML and ends where its outermost element closes (commas
+    inside it, as in ``<Category>config,discovery</Category>``, are its own); any other runs
+    to the next comma and is a file: after ``file://``, or a bare path. Nothing is decoded
+    (``%20`` stays three characters) and trailing white space is part of the name. XML whose
+    end cannot be found stops the listing (Cyclone will say what is wrong with it).
     """
-    files = []
-    for part in uri.split(','):
-        part = part.lstrip()
-        if not part or part.startswith('<'):
-            continue
-        files.append(part[len('file://'):] if part.startswith('file://') else part)
+    files, pos = [], 0
+    while pos < len(uri):
+        if uri[pos] in ' \t\r\n,':
+            pos += 1
+        elif uri[pos] == '<':
+            pos = _xml_end(uri, pos)
+            if pos is None:
+                break
+        else:
+            end = uri.find(',', pos)
+            end = len(uri) if end < 0 else end
+            part = uri[pos:end]
+            files.append(part[len('file://'):] if part.startswith('file://') else part)
+            pos = end
     return files
+
+
+_XML_TAG = re.compile(r'<!--.*?-->|<\?.*?\?>|<!\[CDATA\[.*?\]\]>|<(/?)[^<>]*?(/?)>', re.S)
+
+
+def _xml_end(text: str, pos: int):
+    """Return the index after the XML element that starts at ``pos`` (None: not closed)."""
+    depth = 0
+    for match in _XML_TAG.finditer(text, pos):
+        if match.start() != pos and depth == 0:
+            return None                      # text between sources that is not XML
+        closing, empty = match.group(1), match.group(2)
+        if closing is None:                  # a comment, declaration or CDATA
+            pos = match.end()
+            continue
+        depth += -1 if closing else (0 if empty else 1)
+        pos = match.end()
+        if depth <= 0:
+            return pos
+    return None
 
 
 def uri_problem(uri: str | None = None) -> str | None:

@@ -20,7 +20,10 @@ the folder), so a crash or two processes building the same entry never leave a t
 reader sees either no entry or a complete one. Location: `$ROG_CACHE_DIR`, default
 `~/.cache/rog_ros`; where that folder cannot be made or written (a container user's home, a
 read-only volume), entries are read from it still and written to (and then read from) a folder
-of this user's under the system's temporary one. No torch at import (``rog doctor`` checks the
+of this user's under the system's temporary one. Entries are unpickled, so a folder or an
+entry that someone else could have written (another user's, or writable by everyone: a
+``$HOME`` of ``/tmp``) is not read; the private temporary folder is used instead. No torch at
+import (``rog doctor`` checks the
 cache without it): torch is imported where an entry is saved or loaded.
 """
 
@@ -31,6 +34,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+import stat
 import sys
 import tempfile
 import time
@@ -85,9 +89,13 @@ def _usable_cache_dir():
     instead of a traceback before training. None when neither can be made: build uncached.
     """
     try:
-        return cache_dir()
+        folder = cache_dir()
     except OSError as err:
         return _fallback_for(cache_dir_name(), err.strerror or type(err).__name__)
+    if not _trusted(folder):
+        return _fallback_for(str(folder), 'another user owns it or everyone may write it: '
+                                          'its entries would be unpickled')
+    return folder
 
 
 def _fallback_for(where: str, reason: str):
@@ -137,6 +145,25 @@ def _write_error(folder: Path):
     return None
 
 
+def _trusted(path: Path, follow: bool = True) -> bool:
+    """
+    Tell whether ``path`` can only have been written by this user or root.
+
+    Owned by one of them, not writable by everyone, and (``follow=False``, for entries) not a
+    symbolic link. Entries are unpickled: a file another local user planted, in a folder of
+    theirs or one everyone may write, would run their code here.
+    """
+    if not hasattr(os, 'getuid'):
+        return True
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except OSError:
+        return False
+    if not follow and stat.S_ISLNK(st.st_mode):
+        return False
+    return st.st_uid in (os.getuid(), 0) and not st.st_mode & 0o002
+
+
 def _private(folder, user) -> bool:
     """
     Whether ``folder`` is ours and only ours to write.
@@ -144,7 +171,9 @@ def _private(folder, user) -> bool:
     Cached files are unpickled (``weights_only=False``): in a folder of the shared temporary
     one that another user made or may write, a planted file would run code here.
     """
-    st = folder.stat()
+    st = os.lstat(folder)        # a symbolic link could be pointed elsewhere after the check
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        return False
     if hasattr(os, 'getuid') and st.st_uid != user:
         return False
     return not st.st_mode & 0o022
@@ -228,6 +257,10 @@ def _load_spare(entry: str):
 def _load_entry(path: Path):
     """Return ``(obj,)`` for a readable entry, else None (a corrupt one is removed)."""
     if not path.exists():
+        return None
+    if not _trusted(path, follow=False):
+        print(f'rog_ros: not reading the cached {path.name}: it is not yours (or everyone may '
+              'write it); building it again', file=sys.stderr, flush=True)
         return None
     import torch
     try:
