@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 
 from rog_ros.nodes.output_lock import OutputInUse
@@ -785,15 +786,18 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise_terminated(signum, frame) -> None:
-    import signal
     if signum == getattr(signal, 'SIGHUP', None):
         # A dropped session hangs up more than once (the shell's SIGHUP, then the kernel's):
         # the first one stops the command, the others must not cut its cleanup short; and
-        # writes to the dead terminal would fail that cleanup with EIO.
-        from rog_ros.nodes.signals import quiet_if_hung_up
+        # writes to the dead terminal would fail that cleanup with EIO. Ignoring comes
+        # first: a second hang-up that came while this handler still imported ran it again
+        # and raised in the middle of the cleanup (CI: status 129, no cleanup).
         signal.signal(signum, signal.SIG_IGN)
-        quiet_if_hung_up()
+        _QUIET_IF_HUNG_UP[0]()
     raise Terminated(signum)
+
+
+_QUIET_IF_HUNG_UP = [lambda: None]      # set by _sigterm_as_interrupt: no import in a handler
 
 
 def _sigterm_as_interrupt() -> dict:
@@ -806,10 +810,11 @@ def _sigterm_as_interrupt() -> dict:
     main thread can set handlers, and a handler someone else set (or ``nohup``'s ignored
     SIGHUP) is kept.
     """
-    import signal
     import threading
     if threading.current_thread() is not threading.main_thread():
         return {}
+    from rog_ros.nodes.signals import quiet_if_hung_up
+    _QUIET_IF_HUNG_UP[0] = quiet_if_hung_up
     previous = {}
     for sig in (signal.SIGTERM, getattr(signal, 'SIGHUP', None)):
         if sig is not None and signal.getsignal(sig) is signal.SIG_DFL:
@@ -832,7 +837,6 @@ def _version() -> str:
 
 
 def main(argv=None) -> int:
-    import signal
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:         # said by the subcommand's parser, with its usage line, not rog's

@@ -221,3 +221,33 @@ def test_a_dropped_ssh_session_stops_a_rog_command_once_and_lets_it_clean_up(tmp
     # Assert: the status of a hang-up (not 1 from EIO on the closing line), cleanup whole
     assert proc.wait(timeout=20) == 129
     assert done.read_text() == 'cleaned'
+
+
+def test_a_hang_up_is_ignored_before_the_handler_runs_any_other_python(monkeypatch):
+    # CI: the handler imported before it ignored SIGHUP; the kernel's hang-up came during
+    # that import, ran the handler again, and the cleanup was cut short (129, nothing written)
+    from rog_ros import cli
+    import builtins
+    before = signal.getsignal(signal.SIGHUP)
+    cli._sigterm_as_interrupt()
+    seen = []
+    real_import = builtins.__import__
+
+    def record_import(name, *args, **kwargs):
+        """Record an import made inside the handler."""
+        seen.append(('import', name))
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(cli, '_QUIET_IF_HUNG_UP',
+                        [lambda: seen.append(('quiet', signal.getsignal(signal.SIGHUP)))])
+    stopped = []
+    builtins.__import__ = record_import
+    try:
+        cli._raise_terminated(signal.SIGHUP, None)
+    except cli.Terminated as stop:
+        stopped.append(stop.exit_status)
+    finally:
+        builtins.__import__ = real_import
+        signal.signal(signal.SIGHUP, before)
+    assert stopped == [129]
+    assert seen == [('quiet', signal.SIG_IGN)]     # no import; ignored before anything else
