@@ -197,6 +197,25 @@ def test_every_node_gets_the_fleets_key_and_the_end_names_it(tmp_path, monkeypat
         assert all(fleet_key.KEY_ENV not in env for env in envs.values())
 
 
+def test_an_interrupted_fleet_names_its_key_too(tmp_path, monkeypatch, capsys):
+    # the same command resumes the run: the user needs to know which key it held
+    monkeypatch.delenv(fleet_key.KEY_FILE_ENV, raising=False)
+    monkeypatch.setenv(fleet_key.KEY_ENV, HEX)
+    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare', lambda workload: '')
+    monkeypatch.setattr(fleet, 'Supervisor', _FakeSupervisor)
+
+    def ctrl_c(*args, **kwargs):
+        """Interrupt the fleet as Ctrl-C does."""
+        raise KeyboardInterrupt
+    monkeypatch.setattr(fleet, '_watch', ctrl_c)
+    status = cli.main(['fleet', '--out', str(tmp_path / 'run'), '--quiet', '--workers', '2'])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 130
+    assert err[-2].startswith('rog fleet: interrupted; every node stopped')
+    assert err[-1] == (f'rog fleet: fleet key from ${fleet_key.KEY_ENV} '
+                       f'(fingerprint {KEY.fingerprint})')
+
+
 # ---------------------------------------------------------------------- rog security key
 @pytest.mark.parametrize('given', ['d', 'newdir/'])
 def test_security_key_given_a_directory_says_a_file_path_is_expected(tmp_path, monkeypatch,
@@ -210,6 +229,25 @@ def test_security_key_given_a_directory_says_a_file_path_is_expected(tmp_path, m
     assert err == [f'rog security key: {given} names a directory; give the path of the key '
                    f'file to create, such as {example}']
     assert sorted(os.listdir(tmp_path)) == ['d'] and os.listdir(tmp_path / 'd') == []
+
+
+def test_an_interrupted_fleet_names_its_key_too(tmp_path, monkeypatch, capsys):
+    # the same command resumes the run: the user needs to know which key it held
+    monkeypatch.delenv(fleet_key.KEY_FILE_ENV, raising=False)
+    monkeypatch.setenv(fleet_key.KEY_ENV, HEX)
+    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare', lambda workload: '')
+    monkeypatch.setattr(fleet, 'Supervisor', _FakeSupervisor)
+
+    def ctrl_c(*args, **kwargs):
+        """Interrupt the fleet as Ctrl-C does."""
+        raise KeyboardInterrupt
+    monkeypatch.setattr(fleet, '_watch', ctrl_c)
+    status = cli.main(['fleet', '--out', str(tmp_path / 'run'), '--quiet', '--workers', '2'])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 130
+    assert err[-2].startswith('rog fleet: interrupted; every node stopped')
+    assert err[-1] == (f'rog fleet: fleet key from ${fleet_key.KEY_ENV} '
+                       f'(fingerprint {KEY.fingerprint})')
 
 
 # ---------------------------------------------------------------------- rog security keystore

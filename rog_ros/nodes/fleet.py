@@ -292,6 +292,8 @@ def _run_in(args, out: str, specs) -> int:
         print(f'rog fleet: interrupted; every node stopped {time.monotonic() - since:.1f} s '
               f'after the request' + (f' ({escalated})' if escalated else '')
               + f'; logs in {sup.log_dir}; summary {summary}', file=sys.stderr)
+        # the same command resumes the run, and it must hold the same key to be heard
+        print(f'rog fleet: {_key_line(key, key_env)}', file=sys.stderr)
         return stop.exit_status()
     for name in failed:
         said = describe_exit(codes[name]) if codes[name] is not None else 'did not finish'
