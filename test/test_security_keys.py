@@ -231,25 +231,6 @@ def test_security_key_given_a_directory_says_a_file_path_is_expected(tmp_path, m
     assert sorted(os.listdir(tmp_path)) == ['d'] and os.listdir(tmp_path / 'd') == []
 
 
-def test_an_interrupted_fleet_names_its_key_too(tmp_path, monkeypatch, capsys):
-    # the same command resumes the run: the user needs to know which key it held
-    monkeypatch.delenv(fleet_key.KEY_FILE_ENV, raising=False)
-    monkeypatch.setenv(fleet_key.KEY_ENV, HEX)
-    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare', lambda workload: '')
-    monkeypatch.setattr(fleet, 'Supervisor', _FakeSupervisor)
-
-    def ctrl_c(*args, **kwargs):
-        """Interrupt the fleet as Ctrl-C does."""
-        raise KeyboardInterrupt
-    monkeypatch.setattr(fleet, '_watch', ctrl_c)
-    status = cli.main(['fleet', '--out', str(tmp_path / 'run'), '--quiet', '--workers', '2'])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert status == 130
-    assert err[-2].startswith('rog fleet: interrupted; every node stopped')
-    assert err[-1] == (f'rog fleet: fleet key from ${fleet_key.KEY_ENV} '
-                       f'(fingerprint {KEY.fingerprint})')
-
-
 # ---------------------------------------------------------------------- rog security keystore
 needs_cryptography = pytest.mark.skipif(
     importlib.util.find_spec('cryptography') is None,
