@@ -259,3 +259,55 @@ def test_no_empty_accuracy_plot_when_every_run_failed(tmp_path):
     names = [name for name, _ in write_plots(str(tmp_path), table, {'bsp': []})]
     assert not any(name.startswith('accuracy') for name in names)
     assert not list(tmp_path.glob('accuracy*.png'))
+
+
+def test_a_run_still_in_progress_is_said_so_not_taken_for_a_failed_one(tmp_path, capsys):
+    # rog report on the --out of a running fleet said 'no summary.json found', which reads as
+    # a run that failed; the fleet holds its folder's lock until it ends
+    from rog_ros.nodes.output_lock import OutputLock
+    out = tmp_path / 'fleet'
+    lock = OutputLock.take(str(out), 'rog fleet')
+    try:
+        (out / 'logs').mkdir()
+        (out / 'logs' / 'rog_server.log').write_text('iteration 3\n')
+        for run_dir in (out, tmp_path):          # the run's folder, and a folder above it
+            assert cli.main(['report', str(run_dir)]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and err[0].startswith(
+                f'rog report: {out}: the run there is still in progress (rog fleet, pid ')
+            assert err[0].endswith(f'its progress so far: {out}/logs/rog_server.log')
+            assert not (run_dir / 'report.md').exists()
+    finally:
+        lock.release()
+    assert cli.main(['report', str(out)]) == 2          # ended without a summary: as before
+    assert 'no summary.json found' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('key, text, expected', [
+    ('workers', '1e400', 'inf, not an integer from 1 to 1024'),
+    ('workers', '"many"', "'many', not an integer from 1 to 1024"),
+    ('workers', '0', '0, not an integer from 1 to 1024'),
+    ('final_accuracy', 'NaN', 'nan, not a finite number'),
+    ('sim_time_s', '1' + '0' * 400, '1' + '0' * 56 + '..., not a finite number'),
+    ('target_accuracy', '"0.8"', "'0.8', not a number"),
+    ('slack_raises', '-1', '-1, not an integer >= 0'),
+    ('outage_suspensions', '1e400', 'inf, not an integer >= 0'),
+    ('rejects_by_reason', '[3]', '[3], not a JSON object'),
+    ('start_model', '"model.pt"', "'model.pt', not a JSON object"),
+    ('duplicate_ranks', '1', '1, not a JSON list'),
+])
+def test_a_summary_field_of_the_wrong_kind_is_named_with_what_was_expected(
+        tmp_path, capsys, key, text, expected):
+    # "workers": 1e400 (inf to json) ended in an OverflowError traceback, "many" in a line
+    # that named neither the file nor the field
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    _fleet_run(tmp_path / 'b', 'rog:4', 1, 0.8)
+    path = tmp_path / 'b' / 'summary.json'
+    doc = json.loads(path.read_text())
+    doc[key] = '@'
+    path.write_text(json.dumps(doc).replace('"@"', text))
+    assert cli.main(['report', str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f'rog report: {path}: {key} is {expected} (a summary.json edited by hand, '
+                   'or not written by rog?)']
+    assert not (tmp_path / 'report.md').exists()

@@ -22,6 +22,8 @@ network-to-compute ratio that says which regime the numbers show.
 
 from __future__ import annotations
 
+import errno
+import math
 import os
 
 import numpy as np
@@ -29,6 +31,12 @@ from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.membership import plot_membership, read_events
 from rog_ros.experiments.seed_stats import aggregate, KEYS, MEMBERSHIP_KEYS
 from rog_ros.metrics import PREVIOUS_RUN_DIR, read_timeseries
+from rog_ros.nodes.output_lock import LOCK_FILE
+
+try:
+    import fcntl
+except ImportError:           # pragma: no cover - not a POSIX system: no run is seen running
+    fcntl = None
 
 
 def _f(v, fmt='{:.2f}'):
@@ -344,14 +352,58 @@ def load_runs(run_dir: str) -> list:
     return runs
 
 
+def _finite(value) -> str | None:
+    """Return what a figure should be when ``value`` is not a finite number, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 'a number'
+    try:
+        return None if math.isfinite(float(value)) else 'a finite number'
+    except OverflowError:             # an integer of hundreds of digits
+        return 'a finite number'
+
+
+def _count(value) -> str | None:
+    """Return what a per-run count should be when ``value`` is not one, else None."""
+    if _finite(value) == 'a number':
+        return 'a number'
+    ok = not _finite(value) and value >= 0 and float(value).is_integer()
+    return None if ok else 'an integer >= 0'
+
+
+def _fleet_size(value) -> str | None:
+    """Return what ``workers`` should be when ``value`` is not a fleet size, else None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1024
+    return None if ok else 'an integer from 1 to 1024'
+
+
+def _mapping(value) -> str | None:
+    """Return 'a JSON object' when ``value`` is not one, else None."""
+    return None if isinstance(value, dict) else 'a JSON object'
+
+
+def _sequence(value) -> str | None:
+    """Return 'a JSON list' when ``value`` is not one, else None."""
+    return None if isinstance(value, list) else 'a JSON list'
+
+
+SUMMARY_FIELDS = ((KEYS + ('target_accuracy',), _finite), (MEMBERSHIP_KEYS, _count),
+                  (('workers',), _fleet_size),
+                  (('rejects_by_reason', 'started_apart', 'start_model'), _mapping),
+                  (('duplicate_ranks',), _sequence))
+"""The fields of a run's summary that the report computes with, each with its check."""
+
+
 def _check_figures(path: str, summary: dict) -> None:
-    """Refuse a summary whose figures are not numbers, naming the file and the key."""
-    for key in KEYS + MEMBERSHIP_KEYS:
-        value = summary.get(key)
-        if value is not None and (isinstance(value, bool) or
-                                  not isinstance(value, (int, float))):
-            raise ValueError(f'{path}: {key} is {value!r}, not a number (a summary.json '
-                             'edited by hand, or not written by rog?)')
+    """Refuse a summary whose fields the report reads are of the wrong kind, naming them."""
+    for keys, check in SUMMARY_FIELDS:
+        for key in keys:
+            value = summary.get(key)
+            expected = None if value is None else check(value)
+            if expected:
+                shown = repr(value)
+                shown = shown if len(shown) <= 60 else shown[:57] + '...'
+                raise ValueError(f'{path}: {key} is {shown}, not {expected} (a summary.json '
+                                 'edited by hand, or not written by rog?)')
 
 
 def _read_text(read, path):
@@ -371,6 +423,9 @@ def _why_no_runs(run_dir: str) -> str:
     if not os.path.isdir(run_dir):
         return (f'{run_dir}: not a directory; RUN_DIR is the output directory of rog fleet, '
                 'rog sim --out, rog compare or rog_server')
+    running = _still_running(run_dir)
+    if running:
+        return running
     for root, _, files in sorted(os.walk(run_dir)):
         if 'summary.json' not in files or PREVIOUS_RUN_DIR in os.path.relpath(
                 root, run_dir).split(os.sep):
@@ -390,6 +445,52 @@ def _why_no_runs(run_dir: str) -> str:
         return (f'{path}: not a run summary ({kind}; the summary.json of a run is an object '
                 'naming its "system", as rog fleet, rog sim and rog compare write it)')
     return f'{run_dir}: no summary.json found (not a fleet or simulator run)'
+
+
+def _still_running(run_dir: str) -> str:
+    """
+    Say which run below ``run_dir`` is still in progress, and where its progress is ('').
+
+    A run holds its output folder's lock (``output_lock``) until it ends, however it ends,
+    and writes ``summary.json`` only then: a folder without one is not a failed run while
+    that lock is held.
+    """
+    for root, _, files in sorted(os.walk(run_dir)):
+        if LOCK_FILE not in files:
+            continue
+        holder = _lock_holder(os.path.join(root, LOCK_FILE))
+        if holder is None:
+            continue
+        log = next((p for p in (os.path.join(root, 'logs', 'rog_server.log'),
+                                os.path.join(root, 'logs')) if os.path.exists(p)), None)
+        return (f'{root}: the run there is still in progress ({holder}); it writes '
+                'summary.json when it ends, then rog report can draw it'
+                + (f'; its progress so far: {log}' if log else ''))
+    return ''
+
+
+def _lock_holder(path: str) -> str | None:
+    """Return the holder line of the run that holds the lock file ``path``; None when free."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            # a shared lock, dropped at once: only a run started in that same instant is
+            # refused, and the holder's line in the file is left as it is
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None
+            text = os.read(fd, 400).decode(errors='replace').strip()
+            return ' '.join(text.split()) or 'a process that has not said which'
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 MAX_TIMELINES = 6        # membership panels in one report (a compare directory has dozens)
