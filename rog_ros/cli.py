@@ -643,8 +643,8 @@ def _cmd_bench_faults(args) -> int:
 
 
 def _check_bench_transport(args) -> None:
-    from rog_ros import checks
-    checks.number('--duration', args.duration, hi=3600.0, positive=True)
+    from rog_ros.experiments.bench_transport import check_duration
+    check_duration(args.duration)
 
 
 def _cmd_bench_transport(args) -> int:

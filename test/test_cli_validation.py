@@ -313,6 +313,7 @@ SUB_CASES = [
     (['bench', 'transport', '--duration', 'nan'], '--duration must be finite'),
     (['bench', 'transport', '--duration', 'inf'], '--duration must be finite'),
     (['bench', 'transport', '--duration', '-1'], '--duration must be > 0'),
+    (['bench', 'transport', '--duration', '0.01'], '--duration must be >= 1 s'),
     (['bench', 'overhead', '--iterations', '0'], '--iterations must be >= 1'),
     (['bench', 'overhead', '--repeats', '0'], '--repeats must be >= 1'),
     (['bench', 'overhead', '--workers', '0'], '--workers must be >= 1'),

@@ -45,6 +45,22 @@ import numpy as np
 CHUNK_BYTES = 16 * 1024
 TOPIC = 'bench/chunks'
 _STAMP = struct.Struct('<d')
+WARMUP_S = 0.5          # goodput_bps drops the first half second (bucket burst, first RTTs)
+LATENCY_WARMUP = 10     # paced chunks whose latency is dropped (discovery, first allocations)
+# Twice the goodput warm-up: a shorter run timed the warm-up burst alone, and its paced
+# latency run (as long, 5 ms apart) kept a few samples or none (NaN percentiles).
+MIN_DURATION_S = 2 * WARMUP_S
+
+
+def check_duration(duration_s: float) -> float:
+    """Return ``duration_s``, or raise ConfigError (one line) below ``MIN_DURATION_S``."""
+    from rog_ros import checks
+    duration_s = checks.number('--duration', duration_s, hi=3600.0, positive=True)
+    if duration_s < MIN_DURATION_S:
+        raise checks.ConfigError(
+            f'--duration must be >= {MIN_DURATION_S:g} s (the goodput skips a {WARMUP_S:g} s '
+            f'warm-up and the latency needs enough paced chunks), got {duration_s:g}')
+    return duration_s
 
 
 def _chunk(seq: int, end: bool = False):
@@ -111,7 +127,7 @@ def subscribe(namespace: str, timeout_s: float) -> dict:
     return {'arrivals': arrivals, 'sizes': sizes, 'latency': latency, 'complete': done}
 
 
-def goodput_bps(arrivals, sizes, latency=None, warmup_s: float = 0.5) -> tuple:
+def goodput_bps(arrivals, sizes, latency=None, warmup_s: float = WARMUP_S) -> tuple:
     """
     Return (bits/s, t0, t1) of the payload sent after ``warmup_s``.
 
@@ -134,6 +150,29 @@ def goodput_bps(arrivals, sizes, latency=None, warmup_s: float = 0.5) -> tuple:
     return (bits / (t1 - t0) if t1 > t0 else 0.0), t0, t1
 
 
+def _start(cmd: list, env: dict):
+    """Start one side of the bench, out of reach of the terminal's Ctrl-C."""
+    from rog_ros.children import dies_with_this_process
+    # Its own session: Ctrl-C (and a hang-up) went to the whole process group, and each side
+    # died printing a KeyboardInterrupt traceback; the parent is the one to stop them (_stop),
+    # and if it is killed outright the kernel stops them (PR_SET_PDEATHSIG).
+    return subprocess.Popen(cmd, env=env, start_new_session=True,
+                            preexec_fn=dies_with_this_process())
+
+
+def _stop(procs, grace_s: float = 2.0) -> None:
+    """Terminate the processes still running and reap them all (SIGKILL after ``grace_s``)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def _pair(env_pub: dict, env_sub: dict, prefix_pub: list, prefix_sub: list, duration_s: float,
           interval_s: float) -> dict:
     """Run subscriber and publisher as two processes; the subscriber's measurements."""
@@ -141,25 +180,25 @@ def _pair(env_pub: dict, env_sub: dict, prefix_pub: list, prefix_sub: list, dura
     timeout = duration_s + 30.0
     with tempfile.NamedTemporaryFile('r', suffix='.json') as out:
         base = [sys.executable, '-m', 'rog_ros.experiments.bench_transport', '--namespace', ns]
-        sub = subprocess.Popen(prefix_sub + base + ['--role', 'sub', '--timeout', str(timeout),
-                                                    '--result', out.name], env=env_sub)
-        pub = subprocess.Popen(prefix_pub + base + [
-            '--role', 'pub', '--duration', str(duration_s), '--interval', str(interval_s),
-            '--timeout', str(timeout)], env=env_pub)
+        procs = []
         try:
+            procs.append(_start(prefix_sub + base + [
+                '--role', 'sub', '--timeout', str(timeout), '--result', out.name], env_sub))
+            procs.append(_start(prefix_pub + base + [
+                '--role', 'pub', '--duration', str(duration_s), '--interval', str(interval_s),
+                '--timeout', str(timeout)], env_pub))
+            sub, pub = procs
             rc_pub = pub.wait(timeout=timeout + 10)
             rc_sub = sub.wait(timeout=timeout + 10)
         finally:
-            for proc in (pub, sub):
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+            _stop(procs)    # on Ctrl-C too: cli.main then says 'interrupted' in one line
         if rc_pub or rc_sub:
             raise RuntimeError(f'bench processes failed (publisher {rc_pub}, subscriber {rc_sub})')
         return json.load(open(out.name))
 
 
 def _env(uri: str, domain: int) -> dict:
+    """Return the environment of a bench process: DDS config, domain, this source tree."""
     env = dict(os.environ, CYCLONEDDS_URI=uri, ROS_DOMAIN_ID=str(domain), ROG_BUS='dds')
     env['PYTHONPATH'] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(
         os.path.dirname(os.path.abspath(__file__)))), env.get('PYTHONPATH', '')] if p)
@@ -174,11 +213,22 @@ def bench_loopback(duration_s: float = 3.0, domain: int | None = None) -> dict:
     sat = _pair(env, env, [], [], duration_s, 0.0)
     bps, t0, t1 = goodput_bps(sat['arrivals'], sat['sizes'], sat['latency'])
     paced = _pair(env, env, [], [], min(duration_s, 2.0), 0.005)
-    lat = np.asarray(paced['latency'][10:] or [np.nan])
-    return {'loopback_goodput_MBps': bps / 8e6, 'loopback_chunks': len(sat['sizes']),
-            'latency_p50_ms': float(np.percentile(lat, 50) * 1e3),
-            'latency_p95_ms': float(np.percentile(lat, 95) * 1e3),
-            'latency_samples': int(lat.size), 'chunk_bytes': CHUNK_BYTES}
+    lat = np.asarray(paced['latency'][LATENCY_WARMUP:], dtype=np.float64)
+    out = {'loopback_goodput_MBps': bps / 8e6 if t1 > t0 else None,
+           'loopback_chunks': len(sat['sizes']),
+           'latency_p50_ms': _percentile_ms(lat, 50), 'latency_p95_ms': _percentile_ms(lat, 95),
+           'latency_samples': int(lat.size), 'chunk_bytes': CHUNK_BYTES}
+    if out['loopback_goodput_MBps'] is None or out['latency_p95_ms'] is None:
+        out['loopback_note'] = (f'too few chunks for a statistic (null); run --duration '
+                                f'{MIN_DURATION_S:g} s or longer')
+    return out
+
+
+def _percentile_ms(seconds, q: float):
+    """Return the ``q``-th percentile of ``seconds`` in ms; None (JSON null) under 2 samples."""
+    if len(seconds) < 2:
+        return None     # one sample is no distribution, none gave NaN (invalid JSON)
+    return float(np.percentile(seconds, q) * 1e3)
 
 
 def bench_netns(trace=None, duration_s: float = 4.0, domain: int | None = None) -> dict:
@@ -217,10 +267,15 @@ def bench_netns(trace=None, duration_s: float = 4.0, domain: int | None = None) 
     # arrival times are monotonic; map the window onto the trace's clock (wall since epoch)
     shift = time.time() - time.monotonic() - epoch
     want_mbit = trace.cumulative_mbit(t1 + shift) - trace.cumulative_mbit(t0 + shift)
-    configured = want_mbit / (t1 - t0) if t1 > t0 else float('nan')
-    return {'netns_goodput_mbps': bps / 1e6, 'netns_configured_mbps': configured,
-            'netns_goodput_fraction': bps / 1e6 / configured if configured else float('nan'),
-            'netns_rate_updates': follower.updates, 'netns_complete': res['complete']}
+    # no window (fewer than 3 chunks): null, not NaN, which JSON does not allow
+    configured = want_mbit / (t1 - t0) if t1 > t0 else None
+    out = {'netns_goodput_mbps': bps / 1e6 if t1 > t0 else None,
+           'netns_configured_mbps': configured,
+           'netns_goodput_fraction': bps / 1e6 / configured if configured else None,
+           'netns_rate_updates': follower.updates, 'netns_complete': res['complete']}
+    if out['netns_goodput_fraction'] is None:
+        out['netns_note'] = 'too few chunks through the shaped link for a goodput (null)'
+    return out
 
 
 def bench_transport(duration_s: float = 3.0, netns_duration_s: float = 4.0) -> dict:
@@ -241,9 +296,12 @@ def _main(argv=None) -> int:
     p.add_argument('--timeout', type=float, default=60.0)
     p.add_argument('--result', default=None)
     a = p.parse_args(argv)
-    if a.role == 'pub':
-        return publish(a.namespace, a.duration, a.interval, a.timeout)
-    res = subscribe(a.namespace, a.timeout)
+    try:
+        if a.role == 'pub':
+            return publish(a.namespace, a.duration, a.interval, a.timeout)
+        res = subscribe(a.namespace, a.timeout)
+    except KeyboardInterrupt:
+        return 130      # a SIGINT sent to this process itself: the parent reports the stop
     with open(a.result, 'w') as fh:
         json.dump(res, fh)
     return 0 if res['complete'] else 1
