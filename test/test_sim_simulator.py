@@ -243,3 +243,81 @@ def test_the_toy_compares_protocols_and_bsp_converges_on_it():
     short, long = run_toy('bsp', iterations=20), run_toy('bsp', iterations=120)
     assert 0 < long.excess < 0.5 * short.excess
     assert long.loss - long.excess == pytest.approx(short.loss - short.excess)   # one optimum
+
+
+def _finished_run(d, **summary):
+    """Write the summary of a finished toy run (clean trace, 2 robots, 2 evaluations) in d."""
+    summary = {'trace': 'clean', 'workers': 2, 'evaluations': 2, 'workload_options': {},
+               **summary}
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, 'summary.json'), 'w') as f:
+        json.dump(summary, f)
+
+
+def _toy_of_7_iterations():
+    """Build the toy workload with a budget of its own, as an EACOL surrogate has."""
+    from rog_ros.workloads.toy import make_toy
+    wl = make_toy()
+    wl.adaptation_iterations = 7
+    return wl
+
+
+def test_default_budget_reuses_only_runs_of_the_workloads_own(tmp_path, monkeypatch):
+    # a run made with --iterations 20 was reused by a later default-budget comparison
+    from rog_ros import workloads
+    from rog_ros.experiments.compare import _other_settings
+    from rog_ros.sim.simulator import DEFAULT_ITERATIONS
+    d = str(tmp_path / 'run')
+    cfg = SimConfig(workload='toy', system='bsp', trace='clean', workers=2, evaluations=2)
+    _finished_run(d, iteration_budget=20)
+    assert _other_settings(d, cfg, None) == '20 iterations'
+    _finished_run(d, iteration_budget=DEFAULT_ITERATIONS)
+    assert _other_settings(d, cfg, None) is None
+    # a workload's own budget is the one a default run gets
+    monkeypatch.setitem(workloads._FACTORIES, 'toy-7', _toy_of_7_iterations)
+    monkeypatch.setattr(workloads, '_BUILT', {})
+    short = SimConfig(workload='toy-7', system='bsp', trace='clean', workers=2, evaluations=2)
+    assert _other_settings(d, short, None) == f'{DEFAULT_ITERATIONS} iterations'
+    _finished_run(d, iteration_budget=7)
+    assert _other_settings(d, short, None) is None
+
+
+def test_a_reference_systems_default_budget_is_recorded(monkeypatch):
+    # the runners record no budget: without --iterations, reuse could only guess it
+    from rog_ros import workloads
+    from rog_ros.metrics import RunRecorder
+    from rog_ros.sim import systems
+
+    def runner(cfg, progress=None):
+        """Stand in for a reference system's runner: a run that records no budget."""
+        return RunRecorder(system=cfg.system, n_workers=cfg.workers)
+    monkeypatch.setattr(systems, 'lookup', lambda spec: runner)
+    monkeypatch.setitem(workloads._FACTORIES, 'toy-7', _toy_of_7_iterations)
+    monkeypatch.setattr(workloads, '_BUILT', {})
+    rec = simulate(SimConfig(workload='toy-7', system='adacomp', workers=2))
+    assert rec.extra['iteration_budget'] == 7
+    rec = simulate(SimConfig(workload='toy-7', system='adacomp', workers=2, iterations=5))
+    assert rec.extra['iteration_budget'] == 5
+
+
+def test_compare_reuses_runs_of_an_alias_workload(tmp_path):
+    # chaos builds a workload named toy: its runs recorded toy's checkpoint as their start and
+    # were never reused; a toy run must still not pass for a chaos run
+    from rog_ros import workloads
+    from rog_ros.experiments.compare import _other_settings
+    assert workloads.get('chaos').name == 'toy'
+    cfg = SimConfig(workload='chaos', system='bsp', trace='clean', workers=2, iterations=3,
+                    evaluations=2, eval_samples=64)
+    chaos = str(tmp_path / 'chaos')
+    summary = simulate(cfg).write(chaos)
+    assert _other_settings(chaos, cfg, None) is None
+    assert summary['start_model']['source'] == "workload chaos's pre-trained checkpoint"
+    # a summary from before, which named the builder's workload: reused, it is the same start
+    summary['start_model']['source'] = "workload toy's pre-trained checkpoint"
+    _finished_run(chaos, **summary)
+    assert _other_settings(chaos, cfg, None) is None
+    # a toy run records the same words, but another start
+    toy = str(tmp_path / 'toy')
+    simulate(SimConfig(workload='toy', system='bsp', trace='clean', workers=2, iterations=3,
+                       evaluations=2, eval_samples=64)).write(toy)
+    assert _other_settings(toy, cfg, None) == "weights from workload toy's pre-trained checkpoint"

@@ -34,7 +34,8 @@ from rog_ros.children import run_in_processes
 from rog_ros.experiments.comparison_report import run_dir, write_comparison
 from rog_ros.metrics import atomic_write
 from rog_ros.sim import systems
-from rog_ros.sim.simulator import DEFAULT_EVALUATIONS, option_tags, SimConfig, simulate
+from rog_ros.sim.simulator import (config_workload, DEFAULT_EVALUATIONS, iteration_budget,
+                                   option_tags, SimConfig, simulate)
 from rog_ros.workloads.base import checkpoint_source
 
 
@@ -43,15 +44,49 @@ DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 something (outdoor traces hold a rate for 10-90 s, and one unlucky alignment moves a mean)."""
 
 
-def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None) -> str | None:
+class _Workload:
+    """
+    The workload a comparison's runs train, built when first asked for, once per comparison.
+
+    Reuse needs it only for a run without ``--iterations`` (its budget is the workload's own)
+    and for a start recorded under an alias's builder name; most comparisons never build it.
+    """
+
+    def __init__(self, cfg: SimConfig):
+        """Remember ``cfg``: its workload, workload options and starting weights."""
+        self._cfg = cfg
+        self._built = {}
+
+    def get(self):
+        """Return the workload, or None when it cannot be built (its runs then say why)."""
+        if 'wl' not in self._built:
+            try:
+                self._built['wl'] = config_workload(self._cfg)
+            except Exception:  # noqa: B902 - a run that cannot build it is redone and says why
+                self._built['wl'] = None
+        return self._built['wl']
+
+    def start_fingerprint(self) -> str | None:
+        """Return the fingerprint of the workload's starting model (None: cannot be built)."""
+        if 'fingerprint' not in self._built:
+            from rog_ros.workloads.start_model import fingerprint
+            wl = self.get()
+            self._built['fingerprint'] = None if wl is None else fingerprint(wl.make_model())
+        return self._built['fingerprint']
+
+
+def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None,
+                    workload: _Workload | None = None) -> str | None:
     """
     Return None if run directory ``d`` holds a finished run of ``cfg``, else why not.
 
     '' when there is none or it failed (run it); a short phrase when the run there was made
     with other settings, which a comparison must not mix in: another trace, fleet size,
-    budget, workload options, starting weights (``start_fingerprint``: the ``init_model``
-    file's, None for the workload's checkpoint) or evaluation count (its time to target
-    would not be comparable; a summary without the count is from the default 24).
+    budget (without ``cfg.iterations``: the workload's own), workload options, starting
+    weights (``start_fingerprint``: the ``init_model`` file's, None for the workload's
+    checkpoint) or evaluation count (its time to target would not be comparable; a summary
+    without the count is from the default 24). ``workload``: ``cfg``'s, shared by the runs of
+    one comparison so that it is built at most once (default: built here when needed).
     """
     try:
         with open(os.path.join(d, 'summary.json')) as f:
@@ -60,10 +95,12 @@ def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None) -> st
         return ''
     if s.get('error'):
         return ''
+    workload = workload or _Workload(cfg)
+    wl = None if cfg.iterations else workload.get()
+    if not cfg.iterations and wl is None:
+        return ''       # its budget cannot be told: run it again, and the run says why
+    want = iteration_budget(cfg, wl)     # the budget a run of cfg would be given
     start = s.get('start_model') or {}
-    same_start = not start or (start.get('fingerprint') == start_fingerprint
-                               if start_fingerprint else
-                               start.get('source') == checkpoint_source(cfg.workload))
     evaluations = s.get('evaluations', DEFAULT_EVALUATIONS)
     # the budget the run was given (a summary before it was recorded: what the robots
     # computed on average, fewer than the budget when a robot skipped ahead after an outage)
@@ -71,15 +108,39 @@ def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None) -> st
     checks = [   # (the same?, what the run there was made with)
         (s.get('trace', cfg.trace) == cfg.trace, f'trace {s.get("trace")}'),
         (s.get('workers', cfg.workers) == cfg.workers, f'{s.get("workers")} workers'),
-        (cfg.iterations is None or budget == cfg.iterations, f'{budget} iterations'),
+        (budget == want, f'{budget} iterations'),
         ((s.get('workload_options') or {}) == dict(cfg.workload_options or {}),
          f'workload options {s.get("workload_options") or {}}'),
-        (same_start, f'weights from {start.get("source")}'),
+        (_same_start(start, cfg, start_fingerprint, workload),
+         f'weights from {start.get("source")}'),
         (int(evaluations) == int(cfg.evaluations), f'{evaluations} evaluations'),
         (_same_option_tags(s, cfg.system), 'its #tags ignored (made before they applied)'),
     ]
     wrong = [why for ok, why in checks if not ok]
     return ', '.join(wrong) if wrong else None
+
+
+def _same_start(start: dict, cfg: SimConfig, start_fingerprint: str | None,
+                workload: _Workload) -> bool:
+    """
+    Tell whether a run's recorded ``start_model`` is the start ``cfg`` asks for.
+
+    A run from the workload's checkpoint records the registry name asked for. Engine runs of
+    an alias (chaos, glyphs-lenet5) made before recorded the name of the workload its builder
+    makes (toy, glyphs) instead: such a run is the same start only if its model's fingerprint
+    is this workload's starting model's, since a run of that other workload records the same.
+    """
+    if not start:
+        return True
+    if start_fingerprint:
+        return start.get('fingerprint') == start_fingerprint
+    if start.get('source') == checkpoint_source(cfg.workload):
+        return True
+    if not start.get('fingerprint'):
+        return False
+    wl = workload.get()
+    return (wl is not None and start.get('source') == wl.describe_start()
+            and start['fingerprint'] == workload.start_fingerprint())
 
 
 def _same_option_tags(summary: dict, spec: str) -> bool:
@@ -144,6 +205,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     t_start = time.time()
     todo, stale = [], []
     start = _start_fingerprint((sim_options or {}).get('init_model'))
+    built = None      # the runs' workload, shared so that reuse builds it at most once
     for system, seed in jobs:
         label = labels.get(system, system)
         d = run_dir(out, label, seed)
@@ -151,7 +213,8 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
                         workload_options=dict(workload_options or {}),
                         trace=trace, seed=seed, iterations=iterations, label=label,
                         policy_overrides=overrides.get(system, {}), **(sim_options or {}))
-        why = _other_settings(d, cfg, start)
+        built = built or _Workload(cfg)
+        why = _other_settings(d, cfg, start, built)
         if why is not None:
             todo.append(cfg)
         if why:

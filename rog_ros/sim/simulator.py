@@ -161,6 +161,17 @@ def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> lis
     return out
 
 
+def iteration_budget(cfg: SimConfig, wl) -> int:
+    """
+    Return the per-worker budget a run of ``cfg`` on workload ``wl`` is given.
+
+    ``cfg.iterations``, else the workload's own ``adaptation_iterations`` (an EACOL surrogate
+    sets one), else DEFAULT_ITERATIONS. ``rog compare`` asks the same, so that a run made with
+    another budget is not reused for a run without ``--iterations``.
+    """
+    return int(cfg.iterations or getattr(wl, 'adaptation_iterations', DEFAULT_ITERATIONS))
+
+
 def _start_of(cfg: SimConfig) -> dict:
     """Return where a run's starting weights come from, without building its workload."""
     if not cfg.init_model:
@@ -183,8 +194,12 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
         rec = _simulate(cfg, progress)
         # what rog compare's reuse compares (the reference systems' runners record neither)
         rec.extra.setdefault('evaluations', int(cfg.evaluations))
-        if cfg.iterations is not None:     # (the engines' path records the resolved one)
-            rec.extra.setdefault('iteration_budget', int(cfg.iterations))
+        if 'iteration_budget' not in rec.extra:    # a reference system's runner: resolved as
+            # the runners do (they refuse workload options, so the registry's default build)
+            # so that a default-budget run is known as one and not reused for another budget
+            from rog_ros import workloads
+            rec.extra['iteration_budget'] = iteration_budget(
+                cfg, None if cfg.iterations else workloads.get(cfg.workload))
         rec.extra.setdefault('workload_options', dict(cfg.workload_options or {}))
         rec.extra.setdefault('start_model', _start_of(cfg))
         return rec
@@ -222,7 +237,7 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     w0 = layout.flatten([p.detach() for p in models[0].parameters()])
     lr = cfg.lr if cfg.lr is not None else wl.lr
     momentum = cfg.momentum if cfg.momentum is not None else wl.momentum
-    iterations = cfg.iterations or getattr(wl, 'adaptation_iterations', DEFAULT_ITERATIONS)
+    iterations = iteration_budget(cfg, wl)
     server = ServerEngine(layout, codec, policy, n, w0, lr=lr, max_iterations=iterations,
                           chunk_bytes=cfg.chunk_bytes, window=cfg.window)
     engines = [WorkerEngine(r, n, layout, codec, policy, w0, momentum=momentum,
@@ -284,7 +299,10 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     # the budget asked for: 'iterations' is what the robots computed, fewer for a robot that
     # was out for its link and skipped ahead when it caught up
     recorder.extra['iteration_budget'] = int(iterations)
-    recorder.extra['start_model'] = {'source': wl.describe_start(),
+    # named by the registry name asked for, as the reference systems' runs (``_start_of``) and
+    # rog compare's reuse check name it: an alias (chaos, glyphs-lenet5) builds a workload
+    # named after its builder (toy, glyphs), whose runs would pass for the alias's otherwise
+    recorder.extra['start_model'] = {'source': wl.describe_start(cfg.workload),
                                      'fingerprint': fingerprint(models[0])}
     harness = Harness(server, engines, grad_fn, compute_s=compute, up=up, down=down,
                       recorder=recorder, eval_fn=eval_fn,

@@ -146,10 +146,15 @@ class Workload:
         other._info = {**self._info, 'start_model': start_model.resolve_path(path)}
         return other
 
-    def describe_start(self) -> str:
-        """Say where the starting weights come from: a file, or the pre-trained checkpoint."""
+    def describe_start(self, name: str | None = None) -> str:
+        """
+        Say where the starting weights come from: a file, or the pre-trained checkpoint.
+
+        ``name``: the registry name the workload was asked for, when it is not this workload's
+        own (an alias: 'chaos' builds a workload named 'toy'); default ``self.name``.
+        """
         source = self._info.get('start_model')
-        return source if source else checkpoint_source(self.name)
+        return source if source else checkpoint_source(name or self.name)
 
     def partition(self, n_workers):
         """Index tensors of the adaptation pool, one per worker (cached per fleet size)."""
