@@ -41,7 +41,10 @@ worker's mean iteration update; ``recover_s`` is the time from the end of the fa
 affected node's next iteration (ctrl-c: the time the fleet took to stop); ``rejected`` sums
 the nodes' reject counts by reason. ``outcome`` is ``ok`` only when the fleet finished (ctrl-c:
 stopped cleanly), the ledger balances and every check of the scenario held. With ``--json``
-the last line printed is one JSON object ``{"scenarios": [...]}``.
+the last line printed is one JSON object ``{"scenarios": [...]}``; ``OUT/chaos.json`` holds it
+too (after Ctrl-C: the scenarios finished before it, with ``"interrupted": true``). Each
+scenario runs in a fresh ``OUT/<scenario>/``: an earlier run's folder is moved to
+``OUT/<scenario>.previous`` first, kept but never reused.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ import time
 
 from rog_ros import checks
 from rog_ros.atomic import atomic_write_text
-from rog_ros.nodes import chaos_ledger as lg
+from rog_ros.nodes import chaos_ledger as lg, settings
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
 
 SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
@@ -290,6 +293,50 @@ def _result(name: str, **kw) -> dict:
     return out
 
 
+PREVIOUS_SUFFIX = '.previous'
+"""``OUT/<scenario>.previous``: the scenario's folder of the ``rog chaos`` before."""
+FIRST_SUFFIX = '.first'
+"""``OUT/link-outage.first``: the first run of a link-outage run that was planned again."""
+
+
+def _set_aside(path: str, aside: str) -> bool:
+    """Move ``path`` to ``aside``, replacing what is there; False when there is no ``path``."""
+    if not os.path.lexists(path):
+        return False
+    _remove(aside)
+    os.replace(path, aside)
+    return True
+
+
+def _remove(path: str) -> None:
+    """Remove the folder or file ``path`` (a link itself, never what it points to)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def fresh_scenario_dir(out: str, name: str) -> str:
+    """
+    Return scenario ``name``'s folder under ``out``, with nothing of an earlier run in it.
+
+    A second ``rog chaos`` into the same ``--out`` reused the first one's folders: its nodes
+    restored the earlier state files and appended to the earlier ledgers (a false failure,
+    or a false ``lost``). An earlier folder is therefore moved to ``<name>.previous`` (its
+    link-outage first run, ``<name>.first``, to ``<name>.previous.first``), replacing the
+    generation before: the earlier results are kept, one generation, and never reused.
+    """
+    run_dir = os.path.abspath(os.path.join(out, name))
+    earlier = [p for p in (run_dir, run_dir + FIRST_SUFFIX) if os.path.lexists(p)]
+    if earlier:
+        previous = run_dir + PREVIOUS_SUFFIX
+        _remove(previous)          # one generation: none of the one before may stay beside it
+        _remove(previous + FIRST_SUFFIX)
+        _set_aside(run_dir, previous)
+        _set_aside(run_dir + FIRST_SUFFIX, previous + FIRST_SUFFIX)
+    return run_dir
+
+
 def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None,
                     key_env=None, extra_check=None, iterations=None,
                     server_extra=None) -> dict:
@@ -457,10 +504,7 @@ def _link_outage(cfg: ChaosConfig) -> dict:
     if again is None:
         return row
     run_dir = os.path.abspath(os.path.join(cfg.out, 'link-outage'))
-    first_dir = run_dir + '.first'
-    if os.path.isdir(first_dir):
-        shutil.rmtree(first_dir)
-    os.replace(run_dir, first_dir)
+    _set_aside(run_dir, run_dir + FIRST_SUFFIX)
     second = _link_outage_from(cfg, again, {})
     second['replanned'] = dict(again, measured={k: round(v, 3) for k, v in seen.items()},
                                first_detail=row['detail'])
@@ -586,7 +630,7 @@ def _ctrl_c(cfg: ChaosConfig) -> dict:
     cmd = [cfg.python, '-m', 'rog_ros.nodes.fleet', '--workload', WORKLOAD,
            '--workers', str(cfg.workers), '--iterations', '100000', '--trace', trace,
            '--out', run_dir, '--namespace', namespace, '--no-netmon', '--quiet',
-           '--seed', str(cfg.seed)]
+           '--seed', str(cfg.seed), '--sync', cfg.sync]
     env = dict(os.environ, PYTHONPATH=repo_pythonpath(), OMP_NUM_THREADS='1',
                ROG_CHAOS_LEDGER=ledger_dir)
     env.pop('ROG_CHAOS_FAULTS', None)
@@ -690,13 +734,20 @@ RUNNERS = {'worker-restart': _worker_restart, 'server-restart': _server_restart,
            'flood': _flood, 'ctrl-c': _ctrl_c}
 
 
-def run_scenarios(names, cfg: ChaosConfig, progress=None) -> list:
-    """Run the named scenarios one after the other; return their result rows."""
-    rows = []
+def run_scenarios(names, cfg: ChaosConfig, progress=None, rows=None) -> list:
+    """
+    Run the named scenarios one after the other; return their result rows.
+
+    Each scenario starts from a fresh folder (``fresh_scenario_dir``). The rows are appended
+    to ``rows`` when given, one as each scenario finishes: a caller interrupted (Ctrl-C, a
+    KeyboardInterrupt that this lets through) still has those finished before.
+    """
+    rows = [] if rows is None else rows
     for name in names:
         if progress:
             progress(f'rog chaos: {name} ...')
         try:
+            fresh_scenario_dir(cfg.out, name)
             row = RUNNERS[name](cfg)
         except Exception as err:  # noqa: B902 - one broken scenario must not hide the others
             row = _result(name, detail=f'{type(err).__name__}: {err}'[:600])
@@ -769,8 +820,17 @@ def run(args) -> int:
     """Run the scenarios; 0 when every one is ok, 1 otherwise, 2 on bad options."""
     try:
         names = parse_scenarios(args.scenario)
-        if args.workers < 2 or args.iterations < 10:
-            raise ValueError('--workers must be >= 2 and --iterations >= 10')
+        # the bounds of rog fleet itself (the settings table): beyond them every scenario's
+        # fleet was refused, one failed row each, instead of one usage error here
+        workers, seed = settings.BY_NAME['workers'], settings.BY_NAME['seed']
+        if not 2 <= args.workers <= workers.high:
+            raise ValueError(f'--workers must be in [2, {workers.high}] (at most what rog '
+                             f'fleet runs), got {args.workers}')
+        if args.iterations < 10:
+            raise ValueError(f'--iterations must be >= 10, got {args.iterations}')
+        if not seed.low <= args.seed <= seed.high:
+            raise ValueError(f'--seed must be in {seed.range_text()} (what rog fleet takes), '
+                             f'got {args.seed}')
         if not 0 < args.outage_s <= 3600 or not 0 < args.flood_s <= 600:
             raise ValueError('--outage-s must be in (0, 3600] and --flood-s in (0, 600]')
         if args.sync not in CHAOS_SYSTEMS:
@@ -784,7 +844,16 @@ def run(args) -> int:
                       iterations=args.iterations, outage_s=args.outage_s,
                       flood_s=args.flood_s, seed=args.seed, sync=args.sync)
     os.makedirs(cfg.out, exist_ok=True)
-    rows = run_scenarios(names, cfg, progress=lambda s: print(s, file=sys.stderr, flush=True))
+    rows = []
+    try:
+        run_scenarios(names, cfg, progress=lambda s: print(s, file=sys.stderr, flush=True),
+                      rows=rows)
+    except KeyboardInterrupt:
+        # Ctrl-C, SIGTERM or SIGHUP: the scenarios finished so far are written, marked, and
+        # the interrupt goes on to rog's main (one line; status 130, 143 or 129)
+        atomic_write_text(os.path.join(cfg.out, 'chaos.json'),
+                          json.dumps({'scenarios': rows, 'interrupted': True}, indent=1))
+        raise
     atomic_write_text(os.path.join(cfg.out, 'chaos.json'),
                       json.dumps({'scenarios': rows}, indent=1))
     if args.json:

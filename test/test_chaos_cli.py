@@ -1,0 +1,215 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+``rog chaos`` around its scenarios: fresh folders, options, an interrupted run.
+
+No fleet starts here: the scenario runners are replaced by stand-ins (test_chaos_fleet.py
+runs the real ones).
+"""
+
+import argparse
+import json
+import os
+
+import pytest
+from rog_ros import cli
+from rog_ros.experiments import chaos
+from rog_ros.nodes import settings
+
+
+def _stand_in(seen, outcome='ok'):
+    """Return a scenario runner that notes what its folder held, then leaves state in it."""
+    def runner(cfg):
+        name = runner.name
+        run_dir = os.path.join(cfg.out, name)
+        seen[name] = sorted(os.listdir(run_dir)) if os.path.isdir(run_dir) else None
+        for sub in ('state', 'ledger'):
+            os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
+        with open(os.path.join(run_dir, 'ledger', 'worker_0.jsonl'), 'a') as fh:
+            fh.write(f'{cfg.seed}\n')
+        return chaos._result(name, outcome=outcome, runtime_s=0.1)
+    return runner
+
+
+def _stand_ins(monkeypatch, seen, names=chaos.SCENARIOS):
+    for name in names:
+        runner = _stand_in(seen)
+        runner.name = name
+        monkeypatch.setitem(chaos.RUNNERS, name, runner)
+
+
+def test_every_scenario_starts_from_a_fresh_folder_and_the_earlier_one_is_kept(
+        tmp_path, monkeypatch):
+    # A second run into the same --out restored the first one's state files and appended to
+    # its ledgers (a false failure or a false 'lost'); only link-outage set its folder aside.
+    seen = {}
+    _stand_ins(monkeypatch, seen)
+    for seed in (1, 2, 3):
+        cfg = chaos.ChaosConfig(out=str(tmp_path), seed=seed)
+        rows = chaos.run_scenarios(list(chaos.SCENARIOS), cfg)
+        assert [r['outcome'] for r in rows] == ['ok'] * len(chaos.SCENARIOS)
+        assert seen == {name: None for name in chaos.SCENARIOS}     # nothing there at start
+        for name in chaos.SCENARIOS:
+            with open(tmp_path / name / 'ledger' / 'worker_0.jsonl') as fh:
+                assert fh.read() == f'{seed}\n'                      # this run's alone
+            if seed > 1:                                             # one generation kept
+                with open(tmp_path / f'{name}.previous' / 'ledger' / 'worker_0.jsonl') as fh:
+                    assert fh.read() == f'{seed - 1}\n'
+        seen.clear()
+
+
+def test_a_replanned_link_outage_first_run_goes_with_its_generation(tmp_path):
+    (tmp_path / 'link-outage' / 'state').mkdir(parents=True)
+    (tmp_path / 'link-outage.first' / 'ledger').mkdir(parents=True)
+    (tmp_path / 'link-outage.previous.first').mkdir()      # two runs ago: must not stay
+    (tmp_path / 'link-outage.previous.first' / 'old').write_text('x')
+    run_dir = chaos.fresh_scenario_dir(str(tmp_path), 'link-outage')
+    assert run_dir == str(tmp_path / 'link-outage') and not os.path.exists(run_dir)
+    assert not os.path.exists(run_dir + '.first')
+    assert os.listdir(tmp_path / 'link-outage.previous') == ['state']
+    assert os.listdir(tmp_path / 'link-outage.previous.first') == ['ledger']
+    # a folder that is not there moves nothing and removes nothing
+    assert chaos.fresh_scenario_dir(str(tmp_path), 'link-outage') == run_dir
+    assert sorted(os.listdir(tmp_path)) == ['link-outage.previous', 'link-outage.previous.first']
+
+
+def test_a_folder_that_cannot_be_set_aside_fails_its_scenario_only(tmp_path, monkeypatch):
+    seen = {}
+    _stand_ins(monkeypatch, seen, ('flood', 'ctrl-c'))
+    (tmp_path / 'flood').mkdir()
+
+    def refuse(src, dst):
+        raise PermissionError(13, 'Permission denied', src)
+    monkeypatch.setattr(chaos.os, 'replace', refuse)
+    rows = chaos.run_scenarios(['flood', 'ctrl-c'], chaos.ChaosConfig(out=str(tmp_path)))
+    assert rows[0]['outcome'] == 'failed' and 'Permission denied' in rows[0]['detail']
+    assert 'flood' not in seen                        # not run on the earlier folder
+    assert rows[1]['outcome'] == 'ok'
+
+
+class _Started(Exception):
+    pass
+
+
+def test_the_ctrl_c_fleet_gets_the_chosen_system(tmp_path, monkeypatch):
+    # `rog chaos --sync flown` ran the ctrl-c scenario's fleet with rog's default system
+    started = []
+
+    def popen(cmd, **kw):
+        started.append(cmd)
+        raise _Started
+    monkeypatch.setattr(chaos.subprocess, 'Popen', popen)
+    for sync in chaos.CHAOS_SYSTEMS:
+        cfg = chaos.ChaosConfig(out=str(tmp_path), sync=sync, seed=7)
+        with pytest.raises(_Started):
+            chaos._ctrl_c(cfg)
+        cmd = started[-1]
+        assert cmd[1:3] == ['-m', 'rog_ros.nodes.fleet']
+        # what rog fleet itself reads from that command line
+        args, extra = cli.build_parser().parse_known_args(['fleet'] + cmd[3:])
+        assert not extra and args.sync == sync and args.seed == '7'
+        assert args.workers == str(cfg.workers)
+
+
+BAD = [
+    (['--workers', '2000'], '--workers must be in [2, 1024]'),
+    (['--workers', '1025'], '--workers must be in [2, 1024]'),
+    (['--workers', '1'], '--workers must be in [2, 1024]'),
+    (['--seed', '-1'], '--seed must be in [0, 2147483647]'),
+    (['--seed', str(2 ** 31)], '--seed must be in [0, 2147483647]'),
+    (['--iterations', '9'], '--iterations must be >= 10'),
+]
+
+
+@pytest.mark.parametrize('argv,text', BAD, ids=[' '.join(c[0]) for c in BAD])
+def test_out_of_range_workers_and_seed_are_one_usage_line(argv, text, tmp_path, monkeypatch,
+                                                          capsys):
+    # they were one failed row per scenario (every fleet refused them), exit status 1
+    def forbidden(*args, **kwargs):
+        raise AssertionError('ran scenarios although the options were bad')
+    monkeypatch.setattr(chaos, 'run_scenarios', forbidden)
+    out = tmp_path / 'out'
+    assert cli.main(['chaos', '--out', str(out)] + argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count('\n') == 0 and err.startswith('rog chaos: ') and text in err, err
+    assert not out.exists()
+
+
+def test_the_bounds_are_rog_fleets_own(tmp_path, monkeypatch):
+    from rog_ros.checks import ConfigError
+    from rog_ros.nodes.plan import plan
+    workers, seed = settings.BY_NAME['workers'], settings.BY_NAME['seed']
+    assert (workers.high, seed.low, seed.high) == (1024, 0, 2 ** 31 - 1)
+    with pytest.raises(ConfigError, match='workers'):
+        plan(overrides={'workers': workers.high + 1, 'out': str(tmp_path)})
+    with pytest.raises(ConfigError, match='seed'):
+        plan(overrides={'seed': seed.low - 1, 'out': str(tmp_path)})
+    # and the edges themselves are taken
+    seen = {}
+    _stand_ins(monkeypatch, seen, ('flood',))
+    for argv in (['--workers', str(workers.high)], ['--seed', str(seed.high)],
+                 ['--seed', '0', '--workers', '2']):
+        assert cli.main(['chaos', '--scenario', 'flood', '--out', str(tmp_path / 'o')]
+                        + argv) == 0
+    assert 'flood' in seen
+
+
+@pytest.mark.parametrize('stop, status', [(KeyboardInterrupt(), 130),
+                                          (cli.Terminated(15), 143)])
+def test_an_interrupted_run_writes_the_scenarios_it_finished(stop, status, tmp_path,
+                                                             monkeypatch, capsys):
+    seen = {}
+    _stand_ins(monkeypatch, seen, ('worker-restart',))
+
+    def interrupted(cfg):
+        raise stop
+    monkeypatch.setitem(chaos.RUNNERS, 'flood', interrupted)
+    out = tmp_path / 'out'
+    argv = ['chaos', '--scenario', 'worker-restart,flood,ctrl-c', '--out', str(out), '--json']
+    assert cli.main(argv) == status
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1].startswith('rog chaos: ')
+    assert 'Traceback' not in captured.err
+    with open(out / 'chaos.json') as fh:
+        doc = json.load(fh)
+    assert doc['interrupted'] is True
+    assert [r['scenario'] for r in doc['scenarios']] == ['worker-restart']
+    assert doc['scenarios'][0]['outcome'] == 'ok'
+
+
+def test_a_finished_run_is_not_marked_interrupted(tmp_path, monkeypatch, capsys):
+    seen = {}
+    _stand_ins(monkeypatch, seen, ('flood',))
+    parser = argparse.ArgumentParser()
+    chaos.add_parser(parser.add_subparsers())
+    args = parser.parse_args(['chaos', '--scenario', 'flood', '--out', str(tmp_path), '--json'])
+    assert chaos.run(args) == 0
+    with open(tmp_path / 'chaos.json') as fh:
+        doc = json.load(fh)
+    assert 'interrupted' not in doc and doc['scenarios'][0]['scenario'] == 'flood'
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == doc
+
+
+def test_run_scenarios_hands_back_the_rows_as_they_finish(tmp_path, monkeypatch):
+    seen = {}
+    _stand_ins(monkeypatch, seen, ('worker-restart',))
+
+    def interrupted(cfg):
+        raise KeyboardInterrupt
+    monkeypatch.setitem(chaos.RUNNERS, 'flood', interrupted)
+    rows = []
+    with pytest.raises(KeyboardInterrupt):
+        chaos.run_scenarios(['worker-restart', 'flood'], chaos.ChaosConfig(out=str(tmp_path)),
+                            rows=rows)
+    assert [r['scenario'] for r in rows] == ['worker-restart']
