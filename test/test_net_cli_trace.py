@@ -233,7 +233,9 @@ def test_a_short_outdoor_stretch_says_why_it_misses_the_presets_targets():
     # accepted before: rog sim then ran an hour of virtual time to "no message delivered"
     ('0,0\n1,0\n2,0\n', 'idle.csv: every rate is 0 (3 samples): the link never delivers'),
     # accepted before: mean inf, with numpy RuntimeWarnings
-    ('0,5\n1,5\n2,1e308\n3,1e308\n4,5\n', 'idle.csv: the rates (up to 1e+308 Mbit/s) over 5 s'),
+    ('0,5\n1,5\n2,1e308\n3,1e308\n4,5\n',
+     'idle.csv: the rate at t=2 s is 1e+308 "Mbit/s", above 100000 Mbit/s (100 Gbit/s), more '
+     'than any link carries; fix or delete that sample'),
 ])
 def test_stats_refuses_a_trace_that_never_delivers_or_overflows_in_one_line(
         tmp_path, capsys, text, message):
@@ -254,3 +256,92 @@ def test_stats_of_a_camel_case_table_in_ms_and_kbps(tmp_path, capsys):
     st = json.loads(text)['stats']
     assert code == 0 and st['duration_s'] == 1.5 and st['mean'] == pytest.approx(4.0)
     assert capsys.readouterr().err == ''
+
+
+def test_convert_and_replay_refuse_to_overwrite_their_input(tmp_path, capsys, monkeypatch):
+    """Refuse an --out that is the input (by name or through a link), writing nothing."""
+    monkeypatch.chdir(tmp_path)
+    report = ('{"start": {"test_start": {"protocol": "TCP"}}, "intervals": ['
+              '{"sum": {"start": 0, "end": 1, "bits_per_second": 5e6}}, '
+              '{"sum": {"start": 1, "end": 2, "bits_per_second": 6e6}}]}\n')
+    (tmp_path / 'c.json').write_text(report)
+    record = 't_seconds,mbps\n0,10\n0.5,20\n1,30\n1.5,20\n'
+    (tmp_path / 'rec.txt').write_text(record)
+    (tmp_path / 'link.txt').symlink_to('rec.txt')
+    for argv, message in [
+            (['convert', 'c.json', '--out', 'c.json'], '--out c.json is the input file c.json'),
+            (['convert', 'link.txt', '--out', './rec.txt'],
+             '--out ./rec.txt is the input file link.txt'),
+            (['replay', 'rec.txt', '--out', 'rec.txt'], '--out rec.txt is the input file')]:
+        code, text = _run(argv)
+        err = capsys.readouterr().err
+        assert (code, text) == (2, '') and err.count('\n') == 1, err
+        assert err.startswith(f'rog trace: {message}') and 'name another file' in err
+    assert (tmp_path / 'c.json').read_text() == report
+    assert (tmp_path / 'rec.txt').read_text() == record
+    code, text = _run(['convert', 'c.json', '--out', 'c.csv'])
+    assert code == 0 and 'c.json read as iperf report, 2 segments' in text
+
+
+def test_plot_draws_a_file_name_with_dollars_as_written(tmp_path, capsys, monkeypatch):
+    """Plot a file whose name holds two dollar signs (was a mathtext error), old mpl too."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'r_$a_$.csv').write_text('0,10\n1,20\n')
+    code, text = _run(['plot', 'r_$a_$.csv', '--out', 'd.png'])
+    assert (code, text, capsys.readouterr().err) == (0, 'wrote d.png\n', '')
+    assert (tmp_path / 'd.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+    class OldText:
+        """A Text of matplotlib before 3.5, which has no set_parse_math."""
+
+        def __init__(self, text):
+            """Hold ``text``."""
+            self.text = text
+
+        def get_text(self):
+            """Return the text."""
+            return self.text
+
+        def set_text(self, text):
+            """Replace the text."""
+            self.text = text
+
+    old = OldText('r_$a_$.csv: mean 15.0 Mbit/s')
+    cli_trace._plain(old)
+    assert old.text == r'r_\$a_\$.csv: mean 15.0 Mbit/s'
+    from matplotlib.figure import Figure
+    figure = Figure()
+    figure.text(0.1, 0.5, old.text)                 # parsed for math as before 3.5: no math
+    figure.savefig(io.BytesIO(), format='png')
+
+
+@pytest.mark.parametrize('error, message', [
+    (RuntimeError('Matplotlib requires dateutil>=2.7\nsecond line'),
+     'plot needs matplotlib, whose import failed: RuntimeError: Matplotlib requires '
+     'dateutil>=2.7 (pip install --force-reinstall matplotlib)'),
+    (ModuleNotFoundError("No module named 'PIL'", name='PIL'),
+     "plot needs matplotlib, whose import failed: ModuleNotFoundError: No module named 'PIL' "
+     '(pip install pillow)'),
+    (ModuleNotFoundError("No module named 'matplotlib'", name='matplotlib'),
+     'plot needs matplotlib (a dependency of rog_ros that this Python lacks): pip install '
+     'matplotlib'),
+])
+def test_plot_quotes_the_error_of_a_matplotlib_that_fails_to_import(
+        tmp_path, capsys, monkeypatch, error, message):
+    """Quote a broken matplotlib's own error in one line; only a missing one is 'missing'."""
+    import builtins
+    real_import = builtins.__import__
+
+    def broken_import(name, *args, **kwargs):
+        """Raise ``error`` for matplotlib, as a broken install does; import the rest."""
+        if name.split('.')[0] == 'matplotlib':
+            raise error
+        return real_import(name, *args, **kwargs)
+
+    (tmp_path / 'x.csv').write_text('0,10\n1,20\n')
+    monkeypatch.setattr(builtins, '__import__', broken_import)
+    code, text = _run(['plot', str(tmp_path / 'x.csv'), '--out', str(tmp_path / 'x.png')])
+    monkeypatch.undo()
+    assert (code, text) == (2, '')
+    assert capsys.readouterr().err == f'rog trace: {message}\n'
+    assert not (tmp_path / 'x.png').exists()

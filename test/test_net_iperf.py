@@ -221,3 +221,23 @@ def test_a_report_faster_than_wifi_gets_iperf_advice(tmp_path):
         traces.load_trace(path)
     assert 'iperf measured a faster path than Wi-Fi (the loopback interface' in str(err.value)
     assert 'second column' not in str(err.value)
+
+
+@pytest.mark.parametrize('text, what', [
+    ('{"intervals": [5]}', 'run 1, interval 0 is a number where iperf3 writes an object'),
+    ('{"intervals": 5}', 'run 1: "intervals" is a number where iperf3 writes a list of objects'),
+    ('{"intervals": [{"sum": [1, 2]}]}',
+     'run 1, interval 0: "sum" is a list where iperf3 writes an object'),
+    ('{"event": "interval", "data": [1]}',
+     '"data" of event "interval" is a list where iperf3 writes an object'),
+    ('{"intervals": [], "start": {"test_start": "TCP"}}',
+     'run 1: "test_start" is a string where iperf3 writes an object'),
+    ('{"error": "interrupt - the client has terminated", "intervals": [true]}',
+     'run 1, interval 0 is a boolean where iperf3 writes an object'),
+])
+def test_json_of_the_wrong_shape_is_refused_in_one_line(tmp_path, text, what):
+    """Refuse JSON whose parts have the wrong types, naming the part (was a traceback)."""
+    with pytest.raises(TraceFormatError) as err:
+        _load(tmp_path, text)
+    message = str(err.value)
+    assert message == f'{tmp_path}/link.json: {what}: not an iperf3 -J report'

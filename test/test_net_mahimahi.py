@@ -86,3 +86,35 @@ def test_a_one_second_recording_is_long_enough(tmp_path):
     path.write_text('\n'.join(map(str, range(0, mahimahi.MIN_RECORD_MS + 1))) + '\n')
     tr = traces.load_trace(path)
     assert tr.end_s == pytest.approx(1.0) and len(tr) == 10
+
+
+@pytest.mark.parametrize('text, why', [
+    # epoch milliseconds: binning from 0 to them allocated 127 GiB (numpy _ArrayMemoryError)
+    ('1700000000000\n1700000000005\n1700000001500\n',
+     'epoch.mahi: its first timestamp 1700000000000 is 19,676 days: the stamps look like clock '
+     'times (ms since 1970), but Mahimahi stamps are milliseconds from the start of the '
+     'recording (at most 86400000 ms, 24 h): subtract the first stamp from every line'),
+    ('0\n100000000000\n', 'epoch.mahi: its timestamps span 100000000000 ms (2.78e+04 h); a '
+     'Mahimahi recording read here lasts at most 86400000 ms (24 h): cut it into shorter files'),
+])
+def test_stamps_no_recording_has_are_refused_before_binning(tmp_path, text, why):
+    """Refuse clock-time stamps and day-long spans with one line, allocating nothing."""
+    path = tmp_path / 'epoch.mahi'
+    path.write_text(text)
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(path)
+    assert str(err.value) == f'{tmp_path}/{why}'
+    ok = tmp_path / 'day.mahi'                # a whole day is still a recording
+    ok.write_text(f'0\n{mahimahi.MAX_RECORD_MS}\n')
+    assert traces.load_trace(ok).end_s == 86400.0
+
+
+def test_a_digit_that_is_not_ascii_names_the_file_and_line(tmp_path):
+    """Name the line of a superscript two, which str.isdigit takes and int() refuses."""
+    path = tmp_path / 'sup.mahi'
+    path.write_text('5\n1200\n\u00b2\n', encoding='utf-8')
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(path)
+    assert str(err.value).startswith(f'{path}:3: read as a Mahimahi trace')
+    assert "got '\u00b2'" in str(err.value)
+    assert not mahimahi.is_mahimahi(['\u00b2\n'])

@@ -327,14 +327,15 @@ def test_a_trace_whose_rates_are_all_zero_is_refused_at_load(tmp_path):
 def test_rates_whose_integral_overflows_are_refused_without_numpy_warnings(tmp_path):
     import warnings
     path = tmp_path / 'huge.csv'
-    path.write_text('0,5\n1,5\n2,1e308\n3,1e308\n4,5\n')     # median 5: passes that check
+    path.write_text('0,5\n1,5\n1e305,5e4\n')       # median 5, every rate below the ceiling
     with warnings.catch_warnings():
         warnings.simplefilter('error')                 # the RuntimeWarnings of the overflow
         with pytest.raises(TraceFormatError) as err:
             traces.load_trace(path)
         with pytest.raises(TraceFormatError, match='add up to more data than a float holds'):
             Trace([0.0, 1.0], [1e308, 1e308], 3.0)
-    assert str(err.value).startswith(f'{path}: the rates (up to 1e+308 Mbit/s) over 5 s add up')
+    assert str(err.value).startswith(f'{path}: the rates (up to 50000 Mbit/s) over 1.5e+305 s '
+                                     'add up')
     assert Trace([0.0], [1e300], 1.0).mean_mbps == 1e300       # large but finite: kept
 
 
@@ -350,4 +351,63 @@ def test_a_file_in_utf16_with_a_byte_order_mark_reads(tmp_path, encoding):
     assert traces.trace_file_format(path) == 'CSV columns'
     path.write_bytes(b'\xff\xfe\x00\xd8')              # a lone surrogate: not text
     with pytest.raises(TraceFormatError, match='not a text file'):
+        traces.load_trace(path)
+
+
+def test_rows_cut_after_the_end_comment_warn_and_rows_added_name_it(tmp_path, capsys):
+    """Warn when rows were cut under a kept end_s comment; name the comment when rows grew."""
+    full = tmp_path / 'full.csv'
+    traces.save_trace(traces.generate('indoors', 10.0, 0), full)
+    lines = full.read_text().splitlines(keepends=True)
+    assert lines[0].endswith(' last_s=9.9\n')
+    assert traces.load_trace(full).end_s == 10.0 and capsys.readouterr().err == ''
+    cut = tmp_path / 'cut.csv'
+    cut.write_text(''.join(lines[:4]))              # head -4: two rows, end_s=10.0 kept
+    assert traces.load_trace(cut).end_s == 10.0       # read as written, but told
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and err.startswith(
+        f'warning: {cut}:1: end_s=10 in its "# rog_ros trace:" comment ends the trace 9.9 s '
+        'after its last row, t=0.1 s (it was written for rows ending at t=9.9 s), so the last '
+        'rate')
+    assert 'if rows were cut, delete that line' in err
+    hand = tmp_path / 'hand.csv'                       # a comment without last_s=
+    hand.write_text('# rog_ros trace: end_s=10\n0,1\n0.1,2\n')
+    traces.load_trace(hand)
+    assert '(99 times the longest step between rows, 0.1 s)' in capsys.readouterr().err
+    hand.write_text('# rog_ros trace: end_s=20\n0,1\n10,3\n')     # one step after: no word
+    assert traces.load_trace(hand).end_s == 20.0 and capsys.readouterr().err == ''
+    grown = tmp_path / 'grown.csv'
+    grown.write_text(''.join(lines) + '20,5\n')
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(grown)
+    assert str(err.value) == (
+        f'{grown}: end_s=10.0 must be finite and exceed the last time 20 (the "# rog_ros '
+        'trace:" comment on line 1, written before rows were added?); fix end_s or delete that '
+        'line')
+
+
+def test_one_absurd_sample_is_refused_with_its_time(tmp_path):
+    """Refuse a sample above 100 Gbit/s even when the median is plausible."""
+    path = tmp_path / 'spike.csv'
+    path.write_text('0,10\n1,10\n2,1e15\n3,10\n')          # was: mean 2.5e14 Mbit/s, exit 0
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(path)
+    assert str(err.value) == (
+        f'{path}: the rate at t=2 s is 1e+15 "Mbit/s", above 100000 Mbit/s (100 Gbit/s), more '
+        'than any link carries; fix or delete that sample (rates are Mbit/s)')
+    path.write_text('0,10\n1,10\n2,1e5\n3,10\n')           # 100 Gbit/s itself is kept
+    assert traces.load_trace(path).mbps.max() == 1e5
+
+
+def test_text_that_is_not_utf8_is_read_as_windows_1252_with_a_warning(tmp_path, capsys):
+    """Read a cp1252 spreadsheet CSV (naming the byte and line), refuse binary as before."""
+    path = tmp_path / 'cp.csv'
+    path.write_bytes(b'Zeit [\xb5s];Durchsatz [kbit/s]\r\n0;1000,5\r\n500000;2000\r\n')
+    tr = traces.load_trace(path)
+    assert tr.t_s.tolist() == [0.0, 0.5] and tr.mbps.tolist() == [1.0005, 2.0]
+    assert capsys.readouterr().err == (
+        f'warning: {path}: not UTF-8 (byte 0xb5 at line 1); read as Windows-1252, in which '
+        "that byte is '\u00b5'; save it as UTF-8 if that is not what it holds\n")
+    path.write_bytes(b'GIF89a\x01\x02\x03\x04\x05\x06\x07\x08\xff\xfe' * 4)   # no NUL
+    with pytest.raises(TraceFormatError, match='cp.csv: not a text file'):
         traces.load_trace(path)

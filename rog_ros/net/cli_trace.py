@@ -22,8 +22,8 @@ The ``rog trace`` command: generate, summarise and plot bandwidth traces.
 
 ``rog_ros/cli.py`` calls ``add_parser(subparsers)`` and then ``run(args)`` (also stored as
 ``args.func``). Bad input (missing file, malformed line, unknown preset, an --out that is a
-directory, a --scale whose file the loader would refuse) prints one line that names the
-problem and returns 2, before anything is written.
+directory or the input file itself, a --scale whose file the loader would refuse) prints one
+line that names the problem and returns 2, before anything is written.
 """
 
 from __future__ import annotations
@@ -273,6 +273,17 @@ def _out_file(out, example):
                          f'{os.path.join(out, example)}')
 
 
+def _not_the_input(out, src):
+    """Refuse an --out that is the input file: writing it would replace what is being read."""
+    try:
+        same = os.path.samefile(src, out)
+    except OSError:                     # no --out file yet: the same path, through links
+        same = os.path.realpath(src) == os.path.realpath(out)
+    if same:
+        raise ValueError(f'--out {out} is the input file {src}; name another file (writing it '
+                         'would replace the record being read)')
+
+
 def _out_image(out, source):
     """Return the path and format plot writes: .png added when ``out`` has no extension."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -386,19 +397,57 @@ def _short_span_note(st: dict, verdict: dict) -> str:
             'report the statistics of the trace you ran')
 
 
+def _pyplot():
+    """
+    Return matplotlib's pyplot on the Agg backend, or say in one line why it cannot be had.
+
+    Not only a missing matplotlib: one whose own import fails (Pillow missing, a broken
+    install raising RuntimeError) is quoted with its error, not taken for a missing one.
+    """
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        from matplotlib import pyplot
+    except ImportError as exc:
+        if exc.name == 'matplotlib':
+            raise ValueError('plot needs matplotlib (a dependency of rog_ros that this Python '
+                             'lacks): pip install matplotlib') from None
+        fix = ('pip install pillow' if (exc.name or '').split('.')[0] == 'PIL' else
+               'install or repair what it names')
+        raise ValueError(f'plot needs matplotlib, whose import failed: {_first_line(exc)} '
+                         f'({fix})') from None
+    except Exception as exc:            # a broken install raises anything, not a traceback
+        raise ValueError(f'plot needs matplotlib, whose import failed: {_first_line(exc)} '
+                         '(pip install --force-reinstall matplotlib)') from None
+    return pyplot
+
+
+def _first_line(exc: BaseException) -> str:
+    """Return ``Type: message`` of ``exc``, its first line only (errors are one line)."""
+    text = str(exc).strip().splitlines()
+    return f'{type(exc).__name__}: {text[0]}' if text else type(exc).__name__
+
+
+def _plain(text) -> None:
+    """
+    Draw a matplotlib Text as written: a file name with two ``$`` is no TeX formula.
+
+    matplotlib 3.5 and later take ``parse_math=False``; before, a string with no unescaped
+    ``$`` is drawn as is (its ``$`` then show a backslash, which beats failing to plot).
+    """
+    if hasattr(text, 'set_parse_math'):
+        text.set_parse_math(False)
+    else:
+        text.set_text(text.get_text().replace('$', r'\$'))
+
+
 def _cmd_plot(args, out):
     if len(trace_spec.sources(args.source)) > 1:
         raise ValueError(f'plot takes one trace, got the list {args.source!r}; plot each entry '
                          f'(rog trace stats shows a list side by side)')
     _check_seed(args)
     trace, _ = _source(args)          # (its checks first: they need no matplotlib)
-    try:
-        import matplotlib
-    except ImportError:
-        raise ValueError('plot needs matplotlib (a dependency of rog_ros that this Python '
-                         'lacks): pip install matplotlib') from None
-    matplotlib.use('Agg')
-    from matplotlib import pyplot as plt
+    plt = _pyplot()
 
     path, kind = _out_image(args.out, args.source)
     fig, (ax_t, ax_h) = plt.subplots(1, 2, figsize=(12, 4),
@@ -408,7 +457,7 @@ def _cmd_plot(args, out):
     ax_t.step(t, r, where='post', linewidth=0.7)
     ax_t.set_xlabel('time (s)')
     ax_t.set_ylabel('capacity (Mbit/s)')
-    ax_t.set_title(f'{args.source}: mean {trace.mean_mbps:.1f} Mbit/s')
+    _plain(ax_t.set_title(f'{args.source}: mean {trace.mean_mbps:.1f} Mbit/s'))
     ax_t.set_xlim(0, trace.end_s)
     ax_t.set_ylim(bottom=0)
     weights = np.diff(t) / trace.end_s
@@ -430,6 +479,7 @@ def _cmd_replay(args, out):
     traces.check_trace_file(args.record)
     _check_scale(args.scale)
     _out_file(args.out, 'replayed.csv')
+    _not_the_input(args.out, args.record)
     record = traces.load_trace(args.record)
     _check_replay_span(args, record)
     trace = replay(record, rank=args.rank, scale=args.scale, holds=not args.no_holds,
@@ -449,13 +499,14 @@ def _cmd_convert(args, out):
     _check_scale(args.scale)
     name = os.path.splitext(os.path.basename(args.file))[0]
     _out_file(args.out, f'{name}_mbps.csv')
+    _not_the_input(args.out, args.file)
     trace = traces.load_trace(args.file)
+    read_as = traces.trace_file_format(args.file)      # (before --out is written)
     if args.scale != 1.0:
         trace = traces.Trace(trace.t_s, trace.mbps * args.scale, trace.end_s, trace.loop,
                              trace.resolution_s)
         _check_median(trace, args.scale)
     traces.save_trace(trace, args.out)
-    read_as = traces.trace_file_format(args.file)
     print(f'wrote {args.out}: {args.file} read as {read_as}, {len(trace)} segments over'
           f' {trace.duration_s:.6g} s, mean {trace.mean_mbps:.1f} Mbit/s', file=out)
     return 0

@@ -111,17 +111,51 @@ def _documents(path, text):
         yield doc
 
 
+_JSON_TYPES = ((dict, 'an object'), (list, 'a list'), (str, 'a string'), (bool, 'a boolean'),
+               ((int, float), 'a number'), (type(None), 'null'))
+"""JSON's names of the types ``json`` decodes to, for errors (bool before int: it is one)."""
+
+
+def _json_type(value) -> str:
+    """Name the JSON type of a decoded ``value``: 'an object', 'a list', 'a number', ..."""
+    return next(name for kind, name in _JSON_TYPES if isinstance(value, kind))
+
+
+def _object(path, value, where: str) -> dict:
+    """Return ``value`` (None as ``{}``) if it is a JSON object; else say what it is, not iperf."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f'{path}: {where} is {_json_type(value)} where iperf3 writes an object: '
+                         'not an iperf3 -J report')
+    return value
+
+
+def _run_intervals(path, number: int, run: dict) -> list:
+    """Return the ``sum`` objects of a run's intervals, or refuse a run that is not iperf3's."""
+    intervals = run.get('intervals')
+    if not isinstance(intervals, list):
+        raise ValueError(f'{path}: run {number}: "intervals" is {_json_type(intervals)} where '
+                         'iperf3 writes a list of objects: not an iperf3 -J report')
+    return [_object(path, _object(path, interval, f'run {number}, interval {k}').get('sum'),
+                    f'run {number}, interval {k}: "sum"')
+            for k, interval in enumerate(intervals)]
+
+
 def _json_intervals(path, text) -> list:
+    """Return ``(start_s, end_s, mbps)`` of the intervals of iperf3's ``-J`` or stream JSON."""
     runs, stream = [], None          # --json-stream: {"event": ..., "data": ...} per line
     for doc in _documents(path, text):
         if 'event' in doc:
             if doc['event'] == 'start' or stream is None:
                 stream = {'start': {}, 'intervals': []}
                 runs.append(stream)
+            if doc['event'] in ('start', 'interval'):
+                data = _object(path, doc.get('data'), f'"data" of event "{doc["event"]}"')
             if doc['event'] == 'start':
-                stream['start'] = doc.get('data') or {}
+                stream['start'] = data
             elif doc['event'] == 'interval':
-                stream['intervals'].append(doc.get('data') or {})
+                stream['intervals'].append(data)
             elif doc['event'] == 'error':
                 if not _interrupted(doc.get('data')):
                     raise ValueError(f'{path}: iperf3 reported an error: {doc.get("data")}')
@@ -134,16 +168,18 @@ def _json_intervals(path, text) -> list:
         runs.append(doc)
     out, notes = [], []
     for number, run in enumerate(runs, 1):
+        sums = _run_intervals(path, number, run)
         if run.get('error'):                # an interrupt (other errors were refused above)
-            kept = sum(not (i.get('sum') or {}).get('omitted') for i in run['intervals'])
+            kept = sum(not total.get('omitted') for total in sums)
             if not kept:
                 raise ValueError(f'{path}: iperf3 reported an error: {run["error"]}')
             notes.append(f'{path}: iperf3 run {number} was interrupted ({run["error"]}); '
                          f'using the {kept} intervals it measured')
-        udp = (run.get('start') or {}).get('test_start', {}).get('protocol') == 'UDP'
+        start = _object(path, run.get('start'), f'run {number}: "start"')
+        test_start = _object(path, start.get('test_start'), f'run {number}: "test_start"')
+        udp = test_start.get('protocol') == 'UDP'
         offset, first = (out[-1][1] if out else 0.0), len(out)
-        for k, interval in enumerate(run['intervals']):
-            total = interval.get('sum') or {}
+        for k, total in enumerate(sums):
             if total.get('omitted'):
                 continue
             if udp and total.get('sender'):

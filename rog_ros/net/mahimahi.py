@@ -25,7 +25,8 @@ One integer per line is also what a logger's bare list of rates looks like, so a
 as Mahimahi only if ``mm-link`` would play it as a recording: its timestamps never go back, the
 last one (the period) is above 0 ms, and a file whose timestamps differ spans at least
 ``MIN_RECORD_MS``. Anything else raises ``NotMahimahi``, which ``load_trace`` reports as no
-recognised format.
+recognised format. A file whose stamps run past ``MAX_RECORD_MS`` (clock times in ms since
+1970, say) is refused with a ``ValueError`` that says so, before any bin is allocated.
 """
 
 from __future__ import annotations
@@ -46,8 +47,19 @@ timestamps are all equal are ``mm-link``'s constant-rate idiom (``1``: one packe
 Mbit/s; ``5``: 2.4 Mbit/s) and may be shorter."""
 
 
+MAX_RECORD_MS = 86_400_000
+"""Longest Mahimahi recording read: 24 h (864,000 ``BIN_S`` bins). Public records last minutes
+and a day of them is a file of tens of millions of lines; a stamp beyond this is a clock time
+or a typo, and binning up to it would allocate gigabytes (epoch ms: 127 GiB)."""
+
+
 class NotMahimahi(ValueError):
     """One integer per line, but not a trace ``mm-link`` would play; the message says why."""
+
+
+def _is_stamp(text: str) -> bool:
+    """Tell whether ``text`` is one unsigned integer in ASCII digits, as ``mm-link`` reads."""
+    return text.isascii() and text.isdigit()    # str.isdigit alone takes a superscript two
 
 
 def is_mahimahi(lines) -> bool:
@@ -55,7 +67,7 @@ def is_mahimahi(lines) -> bool:
     for line in lines:
         text = line.strip()
         if text and not text.startswith('#'):
-            return text.isdigit()
+            return _is_stamp(text)
     return False
 
 
@@ -64,16 +76,16 @@ def read_mahimahi(path, lines, bin_s: float = BIN_S) -> tuple:
     Return ``(times_s, rates_mbps, end_s)`` of a Mahimahi trace's lines.
 
     The period is the last timestamp, as ``mm-link`` wraps; the last bin may be shorter than
-    ``bin_s``. A line that is not one integer raises ``ValueError`` naming the line; a timestamp
-    that goes back, a last timestamp of 0 ms, or a recording shorter than ``MIN_RECORD_MS``
-    raises ``NotMahimahi``.
+    ``bin_s``. A line that is not one integer raises ``ValueError`` naming the line, and so do
+    stamps beyond ``MAX_RECORD_MS``; a timestamp that goes back, a last timestamp of 0 ms, or a
+    recording shorter than ``MIN_RECORD_MS`` raises ``NotMahimahi``.
     """
     stamps = []
     for lineno, raw in enumerate(lines, 1):
         text = raw.strip()
         if not text or text.startswith('#'):
             continue
-        if not text.isdigit():
+        if not _is_stamp(text):
             raise ValueError(f'{path}:{lineno}: read as a Mahimahi trace (its first line is one '
                              f'integer), which has one integer (ms) per line; got {text[:60]!r}')
         ms = int(text)
@@ -85,6 +97,7 @@ def read_mahimahi(path, lines, bin_s: float = BIN_S) -> tuple:
     if not stamps:
         raise ValueError(f'{path}: no packet delivery opportunities')
     period_ms = stamps[-1]
+    _check_span(path, stamps[0], period_ms)
     if period_ms == 0:
         raise NotMahimahi(f'{path}: one integer per line, but not a Mahimahi trace: its last '
                           'timestamp (the period mm-link loops) is 0 ms, a trace that lasts no '
@@ -102,3 +115,16 @@ def read_mahimahi(path, lines, bin_s: float = BIN_S) -> tuple:
     widths_ms = np.minimum(starts_ms + bin_ms, period_ms) - starts_ms
     rates = counts * PACKET_BITS / (widths_ms * 1e3)     # bits per ms / 1e3 = Mbit/s
     return (starts_ms / 1e3).tolist(), rates.tolist(), period_ms / 1e3
+
+
+def _check_span(path, first_ms: int, period_ms: int) -> None:
+    """Refuse stamps past ``MAX_RECORD_MS``: clock times, or a span no recording has."""
+    if first_ms > MAX_RECORD_MS:
+        raise ValueError(f'{path}: its first timestamp {first_ms} is {first_ms / 86_400_000:,.0f} '
+                         'days: the stamps look like clock times (ms since 1970), but Mahimahi '
+                         'stamps are milliseconds from the start of the recording (at most '
+                         f'{MAX_RECORD_MS} ms, 24 h): subtract the first stamp from every line')
+    if period_ms > MAX_RECORD_MS:
+        raise ValueError(f'{path}: its timestamps span {period_ms} ms '
+                         f'({period_ms / 3_600_000:.3g} h); a Mahimahi recording read here lasts '
+                         f'at most {MAX_RECORD_MS} ms (24 h): cut it into shorter files')

@@ -21,7 +21,8 @@ token-bucket shaper, the transfer-time statistic) goes through the exact cumulat
 ``cumulative_mbit`` and its inverse ``time_for_mbit``.
 
 Files: CSV ``t_seconds,mbps`` (header optional, ``#`` comments; ``save_trace`` adds a
-``# rog_ros trace: end_s=... resolution_s=...`` comment so a round trip is exact) and the
+``# rog_ros trace: end_s=... resolution_s=... last_s=...`` comment so a round trip is exact,
+and ``load_trace`` warns when rows were cut after it was written) and the
 artifact's ``bw_records/*.txt`` format, one ``t bw`` pair per line separated by whitespace
 (specs/rog_artifact.md 5.1). Times are shifted so that the first sample is at 0 s. A record
 replayed the way the authors' testbed replayed it (offsets, 0.7, random holds) is
@@ -73,6 +74,7 @@ import io
 import math
 
 import os
+import re
 import stat
 
 import numpy as np
@@ -345,6 +347,17 @@ Records from measurement tools are often in bit/s or kbit/s; read as Mbit/s they
 fleet a link 10^3-10^6 times too fast and every comparison on them would look network-free, so
 ``load_trace`` refuses them with the conversion to make instead."""
 
+MAX_RATE_MBPS = 100_000.0
+"""Highest rate one sample may have (100 Gbit/s, ten times ``PLAUSIBLE_MEDIAN_MBPS``): the
+median check misses one absurd sample (``1e15`` in a record of 10 Mbit/s), which alone made
+the mean 2.5e14 Mbit/s; above this a sample is a typo or a unit slip, refused with its time."""
+
+END_GAP_STEPS = 4.0
+"""A ``# rog_ros trace: end_s=`` comment without ``last_s=`` (a hand-written one, or a file
+from before ``save_trace`` wrote it) that ends the trace more than this many times its longest
+step after the last row is warned about: rows were probably cut (``head``) after the comment
+was written. ``end_s`` is the end of the last row's hold, normally one step after it."""
+
 ASSUMED_MBPS_WARN = 1_000.0
 """Median rate (Mbit/s) of columns without a unit above which ``load_trace`` warns: a record
 of a slow link in kbit/s (3,000-8,000) reads as a multi-Gbit/s link, which a wired or 802.11ax
@@ -415,18 +428,52 @@ _BYTE_ORDER_MARKS = ((codecs.BOM_UTF8, 'utf-8-sig'), (codecs.BOM_UTF16_LE, 'utf-
 """Encodings told by a file's first bytes: Windows PowerShell 5's ``>`` writes UTF-16 LE."""
 
 
+_CONTROL_BYTES = bytes(set(range(32)) - set(b'\t\n\r\x0b\x0c\x1a') | {127})
+"""Bytes no text file holds (Ctrl-Z, 0x1a, ends old DOS files): their share tells binary."""
+
+
+def _binary(data: bytes) -> bool:
+    """Tell whether ``data`` is binary: a NUL byte, or more than 5% control bytes."""
+    sample = data[:65536]
+    controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
+    return b'\0' in data or controls > len(sample) / 20
+
+
 def _read_lines(path) -> list:
-    """Return the lines of a text file in UTF-8, or UTF-16 when a byte-order mark says so."""
+    """
+    Return the lines of a text file in UTF-8, or UTF-16 when a byte-order mark says so.
+
+    Text that is not UTF-8 (a spreadsheet's CSV saved in Windows-1252, its micro sign byte 0xb5)
+    is read as Windows-1252 with a warning that names the first such byte: every number, separator
+    and unit word is ASCII, which reads the same in either, and a non-ASCII byte becomes a
+    non-ASCII character, never a unit; at worst a name reads wrong and is refused as unknown.
+    A binary file (NUL or control bytes) is refused as not a text file.
+    """
     check_trace_file(path)
     with open(path, 'rb') as fh:
         data = fh.read()
     encoding = next((enc for bom, enc in _BYTE_ORDER_MARKS if data.startswith(bom)), 'utf-8')
     try:
         text = data.decode(encoding)
-    except UnicodeDecodeError:
-        raise TraceFormatError(f'{path}: not a text file; a trace is text ({ACCEPTED_FORMATS})'
-                               ) from None
+    except UnicodeDecodeError as exc:
+        if encoding != 'utf-8' or _binary(data):
+            raise TraceFormatError(f'{path}: not a text file; a trace is text '
+                                   f'({ACCEPTED_FORMATS})') from None
+        text = _legacy_text(path, data, exc.start)
     return io.StringIO(text, newline=None).readlines()     # \r\n and \r read as \n
+
+
+def _legacy_text(path, data: bytes, at: int) -> str:
+    """Decode text that is not UTF-8 (first bad byte at ``at``) as Windows-1252, and say so."""
+    try:
+        text, codec, name = data.decode('cp1252'), 'cp1252', 'Windows-1252'
+    except UnicodeDecodeError:          # its five unassigned bytes: Latin-1 maps every byte
+        text, codec, name = data.decode('latin-1'), 'latin-1', 'Latin-1'
+    line = data.count(b'\n', 0, at) + 1
+    char = data[at:at + 1].decode(codec)
+    iperf.warn(f'{path}: not UTF-8 (byte 0x{data[at]:02x} at line {line}); read as {name}, in '
+               f'which that byte is {char!r}; save it as UTF-8 if that is not what it holds')
+    return text
 
 
 def load_trace(path, loop: bool = True) -> Trace:
@@ -453,7 +500,9 @@ def load_trace(path, loop: bool = True) -> Trace:
     ------
     FileNotFoundError, TraceFormatError
         The latter names the file and line of the first bad line, or says that the rates are
-        not in Mbit/s (a median above ``PLAUSIBLE_MEDIAN_MBPS``).
+        not in Mbit/s (a median above ``PLAUSIBLE_MEDIAN_MBPS``), or names the time of a
+        sample above ``MAX_RATE_MBPS``, or the ``# rog_ros trace:`` comment line whose
+        ``end_s`` is not past the last row.
 
     """
     lines = _read_lines(path)
@@ -481,6 +530,12 @@ def load_trace(path, loop: bool = True) -> Trace:
         raise TraceFormatError(
             f'{path}: median rate {median:.6g} "Mbit/s" is above any Wi-Fi link '
             f'({PLAUSIBLE_MEDIAN_MBPS:g}); {_TOO_FAST[kind]}')
+    peak = int(np.argmax(rates))
+    if not rates[peak] <= MAX_RATE_MBPS:
+        raise TraceFormatError(
+            f'{path}: the rate at t={times[peak]:g} s is {rates[peak]:.6g} "Mbit/s", above '
+            f'{MAX_RATE_MBPS:g} Mbit/s (100 Gbit/s), more than any link carries; fix or delete '
+            'that sample (rates are Mbit/s)')
     if median > ASSUMED_MBPS_WARN and kind == 'CSV columns' and not meta.get('rate_unit'):
         iperf.warn(f'{path}: the rates have no unit and are read as Mbit/s, median '
                    f'{median:.6g} Mbit/s (faster than most Wi-Fi links); if they are kbit/s, '
@@ -495,10 +550,57 @@ def load_trace(path, loop: bool = True) -> Trace:
                                f'not a number (end_s={meta.get("end_s")!r}, resolution_s='
                                f'{meta.get("resolution_s")!r}); fix or delete that line'
                                ) from None
+    if 'end_s' in meta:
+        _check_end(path, lines, times, rates, end)
     try:
         return Trace.from_samples(times, rates, end, loop, res)
     except TraceFormatError as exc:
         raise TraceFormatError(f'{path}: {exc}') from None
+
+
+_LAST_S = re.compile(r'(?<![\w])last_s=([^\s,;]+)')
+"""The time of the last row that ``save_trace`` wrote, in its ``# rog_ros trace:`` comment."""
+
+
+def _check_end(path, lines, times, rates, end: float) -> None:
+    """
+    Check the ``end_s`` of a ``# rog_ros trace:`` comment against the rows (file time axis).
+
+    Rows appended after the comment was written (``end_s`` not past the last row) are refused,
+    naming the comment line; rows cut (``head``), so that the last rate would be held for far
+    longer than it was, are warned about: against ``last_s``, the last row ``save_trace`` wrote,
+    or, in a comment without it, against ``END_GAP_STEPS`` times the longest step.
+    """
+    lineno, last_s = 0, None
+    for number, raw in enumerate(lines, 1):
+        text = raw.strip()
+        if text.startswith('#') and any(k == 'end_s' for k, _ in columns.META.findall(text)):
+            lineno = number                     # the last one wins, as in read_columns
+            found = _LAST_S.search(text)
+            last_s = found.group(1) if found else None
+    where = f'the "# rog_ros trace:" comment on line {lineno}'
+    if not (math.isfinite(end) and end > times[-1]):
+        raise TraceFormatError(f'{path}: end_s={end} must be finite and exceed the last time '
+                               f'{times[-1]:g} ({where}, written before rows were added?); fix '
+                               'end_s or delete that line')
+    gap = end - times[-1]
+    try:
+        written = float(last_s) if last_s is not None else None
+    except ValueError:
+        written = None
+    if written is not None and math.isfinite(written):
+        if times[-1] >= written - 1e-9 * max(1.0, abs(written)):
+            return              # the rows save_trace wrote end where they did (or were added)
+        why = f'it was written for rows ending at t={written:g} s'
+    else:
+        longest = float(np.max(np.diff(times))) if len(times) > 1 else math.inf
+        if not gap > END_GAP_STEPS * longest:
+            return
+        why = f'{gap / longest:.3g} times the longest step between rows, {longest:g} s'
+    iperf.warn(f'{path}:{lineno}: end_s={end:g} in its "# rog_ros trace:" comment ends the trace '
+               f'{gap:g} s after its last row, t={times[-1]:g} s ({why}), so the last rate, '
+               f'{rates[-1]:g} Mbit/s, is held until then; if rows were cut, delete that line '
+               '(the trace then ends one step after its last row)')
 
 
 def save_trace(trace: Trace, path) -> None:
@@ -506,6 +608,7 @@ def save_trace(trace: Trace, path) -> None:
     head = f'# rog_ros trace: end_s={trace.end_s!r} loop={int(trace.loop)}'
     if trace.resolution_s is not None:
         head += f' resolution_s={trace.resolution_s!r}'
+    head += f' last_s={float(trace.t_s[-1])!r}'      # (tells load_trace if rows were cut)
     rows = '\n'.join(f'{a!r},{b!r}' for a, b in zip(trace.t_s.tolist(), trace.mbps.tolist()))
     atomic_write_text(path, f'{head}\nt_seconds,mbps\n{rows}\n')
 
