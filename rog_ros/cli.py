@@ -729,14 +729,17 @@ def _add_report(sub) -> None:
 def _cmd_report(args) -> int:
     from rog_ros.experiments.comparison_report import comparison_meta, report_comparison
     from rog_ros.experiments.report import report_run
+
+    def say(line: str) -> None:
+        """Print a warning line of the report (plots skipped, settings mixed) to stderr."""
+        print(f'rog report: {line}', file=sys.stderr)
     try:
         if comparison_meta(args.run_dir) is not None:
             # a rog compare folder: its own report again (ratios, equal-time accuracy, the
             # header that explains the columns), not the generic one of the runs below it
-            path = report_comparison(args.run_dir)
+            path = report_comparison(args.run_dir, say=say)
         else:
-            path = report_run(args.run_dir,
-                              say=lambda line: print(f'rog report: {line}', file=sys.stderr))
+            path = report_run(args.run_dir, say=say)
     except (OSError, ValueError) as err:
         print(f'rog report: {err}', file=sys.stderr)
         return 2

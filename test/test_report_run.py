@@ -311,3 +311,126 @@ def test_a_summary_field_of_the_wrong_kind_is_named_with_what_was_expected(
     assert err == [f'rog report: {path}: {key} is {expected} (a summary.json edited by hand, '
                    'or not written by rog?)']
     assert not (tmp_path / 'report.md').exists()
+
+
+def _fake_matplotlib(monkeypatch, tmp_path, line):
+    """Make ``import matplotlib`` run ``line`` (a missing or broken install) in this test."""
+    import sys
+    package = tmp_path / 'fake' / 'matplotlib'
+    package.mkdir(parents=True)
+    (package / '__init__.py').write_text(line + '\n')
+    for name in [n for n in sys.modules if n == 'matplotlib' or n.startswith('matplotlib.')]:
+        monkeypatch.delitem(sys.modules, name)        # put back after the test
+    monkeypatch.syspath_prepend(str(tmp_path / 'fake'))
+
+
+@pytest.mark.parametrize('line, reason', [
+    ("raise ImportError('No module named matplotlib')",
+     'matplotlib cannot be imported (No module named matplotlib); to draw them: pip install '
+     'matplotlib (or apt install python3-matplotlib), then rog report again'),
+    ("raise RuntimeError('libfreetype.so.6:\\n cannot open')",
+     'importing matplotlib failed (RuntimeError: libfreetype.so.6: cannot open); repair it: '
+     'pip install --force-reinstall matplotlib (or apt install --reinstall '
+     'python3-matplotlib), then rog report again'),
+])
+def test_without_matplotlib_the_report_is_written_and_says_why(
+        tmp_path, capsys, monkeypatch, line, reason):
+    # the plots were drawn before report.md: no matplotlib was an ImportError traceback,
+    # exit 1, and no report at all (rog doctor promises tables without plots)
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    _fake_matplotlib(monkeypatch, tmp_path, line)
+    assert cli.main(['report', str(tmp_path / 'a')]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == str(tmp_path / 'a' / 'report.md')
+    assert err.splitlines() == [f'rog report: plots skipped: {reason}']
+    text = (tmp_path / 'a' / 'report.md').read_text()
+    assert f'Plots skipped: {reason}.' in text and '| rog:4 |' in text and '![' not in text
+    assert not list((tmp_path / 'a').glob('*.png'))
+
+
+def _comparison(path, cut_series):
+    """Write a comparison folder of two runs by hand; the second one's timeseries.csv is cut."""
+    path.mkdir()
+    (path / 'summary.json').write_text(json.dumps({'meta': {
+        'workload': 'toy', 'trace': 'indoors', 'workers': 2, 'seeds': [0],
+        'systems': ['rog:4', 'bsp']}, 'systems': []}))
+    _fleet_run(path / 'runs' / 'rog-4-seed0', 'rog:4', 0, 0.9)
+    _fleet_run(path / 'runs' / 'bsp-seed0', 'bsp', 0, 0.8)
+    (path / 'runs' / 'bsp-seed0' / 'timeseries.csv').write_text(cut_series)
+
+
+def test_without_matplotlib_a_comparison_report_is_written_too(tmp_path, capsys, monkeypatch):
+    _comparison(tmp_path / 'cmp', 'time_s,iteration,accuracy\n0.0,0,0.3\n1.0,1,0.5\n')
+    _fake_matplotlib(monkeypatch, tmp_path, "raise ImportError('No module named matplotlib')")
+    assert cli.main(['report', str(tmp_path / 'cmp')]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith('rog report: plots skipped: matplotlib cannot')
+    text = (tmp_path / 'cmp' / 'report.md').read_text()
+    assert 'Plots skipped: matplotlib cannot be imported' in text and '![' not in text
+
+
+CUT = '; its last line is cut off (the run was stopped while writing it)'
+
+
+@pytest.mark.parametrize('series, why', [
+    (None, 'timeseries.csv is missing: no evaluations recorded'),
+    ('', 'no evaluation recorded (timeseries.csv is empty: the run stopped before its first)'),
+    ('time_s,iteration,accuracy\n', 'no evaluation recorded (timeseries.csv holds its header '
+     'only)'),
+    ('time_s,iteration,accuracy\n0.0,0,0.3\n1.0,10', 'only one evaluation in timeseries.csv '
+     '(a curve needs two)' + CUT),
+    ('time_s,iteration,accuracy\n0.0,0,0.3\n', 'only one evaluation in timeseries.csv (a '
+     'curve needs two)'),
+    ('time_s,iteration,accuracy\n0.0,0,', 'no evaluation with an accuracy in timeseries.csv'
+     + CUT),
+])
+def test_a_run_without_a_curve_is_named_with_why(tmp_path, capsys, series, why):
+    # a missing, empty or cut timeseries.csv is read (exit 0) and its run drew no accuracy
+    # curve, with nothing in report.md saying so
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    _fleet_run(tmp_path / 'b', 'rog:4', 1, 0.8)
+    path = tmp_path / 'b' / 'timeseries.csv'
+    if series is None:
+        path.unlink()
+    else:
+        path.write_text(series)
+    assert cli.main(['report', str(tmp_path)]) == 0
+    assert capsys.readouterr().err == ''
+    lines = (tmp_path / 'report.md').read_text().splitlines()
+    at = lines.index('No accuracy curve from:')
+    assert lines[at + 1:at + 3] == [f'- rog:4 seed 1 (`{path}`): {why}', '']
+    assert (tmp_path / 'accuracy_vs_time.png').exists()        # seed 0 still draws one
+
+
+def test_a_whole_run_says_nothing_about_missing_curves(tmp_path):
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    assert cli.main(['report', str(tmp_path)]) == 0
+    assert 'No accuracy curve' not in (tmp_path / 'report.md').read_text()
+
+
+def test_a_comparison_report_names_a_run_without_a_curve(tmp_path, capsys):
+    _comparison(tmp_path / 'cmp', 'time_s,iteration,accuracy\n0.0,0,0.3\n1.0,1')
+    assert cli.main(['report', str(tmp_path / 'cmp')]) == 0
+    assert capsys.readouterr().err == ''
+    text = (tmp_path / 'cmp' / 'report.md').read_text()
+    assert ('No accuracy curve from:\n- bsp seed 0 (`runs/bsp-seed0/timeseries.csv`): only one '
+            'evaluation in timeseries.csv (a curve needs two)' + CUT + '\n') in text
+
+
+def test_the_marks_of_a_missed_target_are_explained_where_they_are_shown(tmp_path):
+    # '> [>->]' in rog report's table was explained nowhere in its report.md
+    legend = ('`>` in a median [interquartile range] column: that quantile falls on a run that '
+              'never reached the target (counted as infinitely late).')
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
+    summary = tmp_path / 'a' / 'summary.json'
+    summary.write_text(json.dumps(dict(json.loads(summary.read_text()),
+                                       s_per_iteration_to_target=0.1)))
+    assert cli.main(['report', str(tmp_path)]) == 0
+    assert '>' not in (tmp_path / 'report.md').read_text()       # no mark: no legend
+    summary.write_text(json.dumps(dict(json.loads(summary.read_text()), time_to_target_s=None,
+                                       s_per_iteration_to_target=None)))
+    assert cli.main(['report', str(tmp_path)]) == 0
+    lines = (tmp_path / 'report.md').read_text().splitlines()
+    row = next(i for i, x in enumerate(lines) if x.startswith('| rog:4 |'))
+    assert lines[row].startswith('| rog:4 | > [>->] |')
+    assert lines[row + 1:row + 3] == ['', legend]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 
-from rog_ros.experiments.report import write_report
+from rog_ros.experiments.report import curve_gap, write_report
 from rog_ros.experiments.seed_stats import aggregate
 from rog_ros.metrics import accuracy_at_time, atomic_write, last_periodic_time, read_timeseries
 
@@ -38,18 +38,20 @@ def run_dir(out: str, label: str, seed: int) -> str:
     return os.path.join(out, 'runs', f'{label.replace(":", "-")}-seed{seed}')
 
 
-def write_comparison(out: str, meta: dict) -> list:
+def write_comparison(out: str, meta: dict, say=None) -> list:
     """
     Read every (system, seed) run of ``meta`` under ``out``, write the report; the table.
 
     ``meta`` names the systems (their labels) and seeds; each run's ``summary.json`` must be
     there (a failed run's says why, and it is counted as failed). ``meta`` gets the target
     accuracy; ``DIR/summary.json`` (meta and per-system aggregates), ``report.md`` and the
-    plots are written.
+    plots are written (without plots, saying why, and ``say(line)`` told, when matplotlib
+    does not import).
     """
     results: dict = {}
     series: dict = {}
     timeseries: dict = {}
+    gaps = []
     for label in meta['systems']:
         for seed in meta['seeds']:
             d = run_dir(out, label, seed)
@@ -57,7 +59,11 @@ def write_comparison(out: str, meta: dict) -> list:
                 results.setdefault(label, []).append(json.load(f))
             if results[label][-1].get('error'):
                 continue            # a failed run draws no curve (it did not finish)
-            rows = read_timeseries(os.path.join(d, 'timeseries.csv'))
+            path = os.path.join(d, 'timeseries.csv')
+            rows = read_timeseries(path)
+            why = curve_gap(rows, path)
+            if why:             # an empty or cut timeseries is read: say why no curve
+                gaps.append((f'{label} seed {seed} (`{os.path.relpath(path, out)}`)', why))
             series.setdefault(label, []).append(rows)
             timeseries[(label, seed)] = rows
     add_equal_time_accuracy(results, timeseries)
@@ -65,7 +71,7 @@ def write_comparison(out: str, meta: dict) -> list:
     meta['target_accuracy'] = next(iter(results.values()))[0].get('target_accuracy')
     atomic_write(os.path.join(out, 'summary.json'),
                  json.dumps({'meta': meta, 'systems': table}, indent=2) + '\n')
-    write_report(out, meta, table, series, title=meta.get('title'))
+    write_report(out, meta, table, series, title=meta.get('title'), gaps=gaps, say=say)
     return table
 
 
@@ -81,19 +87,19 @@ def comparison_meta(out: str) -> dict | None:
     return meta
 
 
-def report_comparison(out: str) -> str:
+def report_comparison(out: str, say=None) -> str:
     """
     Write the report of the comparison in ``out`` again from its runs; the report's path.
 
     Raises ValueError (one line) for a folder that holds no comparison, or one whose run is
-    missing its ``summary.json`` or ``timeseries.csv``.
+    missing its ``summary.json`` or ``timeseries.csv``. ``say(line)``: as ``write_comparison``.
     """
     meta = comparison_meta(out)
     if meta is None:
         raise ValueError(f'{out} holds no comparison (no summary.json with the meta that '
                          'rog compare writes)')
     try:
-        write_comparison(out, meta)
+        write_comparison(out, meta, say)
     except OSError as err:
         raise ValueError(f'{out}: a run of the comparison is missing or unreadable: '
                          f'{err.filename or err}') from err

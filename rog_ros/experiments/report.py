@@ -140,9 +140,124 @@ def ratios_markdown(table: list[dict]) -> str:
     return '\n'.join(out)
 
 
-def write_report(out: str, meta: dict, table: list[dict], series: dict, title=None) -> str:
-    """Write report.md and the plots; returns the report path."""
-    plots = write_plots(out, table, series, meta.get('target_accuracy'))
+class PlotsUnavailable(Exception):
+    """matplotlib does not import here: the report is written without its plots."""
+
+
+def _one_line(err: BaseException, limit: int = 160) -> str:
+    """Return ``err``'s message on one line, cut to ``limit`` characters."""
+    text = ' '.join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[:limit - 3] + '...'
+
+
+def _pyplot():
+    """Return matplotlib's pyplot on the Agg backend; PlotsUnavailable says why it cannot."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise PlotsUnavailable(
+            f'matplotlib cannot be imported ({_one_line(err)}); to draw them: pip install '
+            'matplotlib (or apt install python3-matplotlib), then rog report again') from None
+    except Exception as err:      # an install that is there but broken: say so, no traceback
+        raise PlotsUnavailable(
+            f'importing matplotlib failed ({type(err).__name__}: {_one_line(err)}); repair it: '
+            'pip install --force-reinstall matplotlib (or apt install --reinstall '
+            'python3-matplotlib), then rog report again') from None
+    return plt
+
+
+def _plots_or_why(say, draw, *args):
+    """
+    Return ``(draw(*args), '')``, or ``([], reason)`` when matplotlib does not import.
+
+    The tables need no matplotlib (``rog doctor``: "write tables without plots"); without
+    it the report is still written and says why its plots are missing; ``say`` is told once.
+    """
+    try:
+        return draw(*args), ''
+    except PlotsUnavailable as err:
+        if say is not None:
+            say(f'plots skipped: {err}')
+        return [], str(err)
+
+
+def curve_gap(rows: list, path: str) -> str | None:
+    """
+    Say why a run's ``rows`` (read from ``path``) draw no accuracy curve; None when they do.
+
+    A missing, empty or cut ``timeseries.csv`` is read (a run stopped by a crash or a kill
+    still has its summary and its table row), unlike one that is not a run's timeseries,
+    which is refused: the curve that cannot be drawn is named with the reason instead.
+    """
+    n = len(periodic_rows(rows))
+    if n > 1:
+        return None
+    name = os.path.basename(path)
+    if not os.path.exists(path):
+        return f'{name} is missing: no evaluations recorded'
+    cut = _cut(path)
+    if cut is None:
+        return f'no evaluation recorded ({name} is empty: the run stopped before its first)'
+    if not rows:
+        why = f'no evaluation recorded ({name} holds its header only)'
+    elif n == 0:
+        why = f'no evaluation with an accuracy in {name}'
+    else:
+        why = f'only one evaluation in {name} (a curve needs two)'
+    return why + ('; its last line is cut off (the run was stopped while writing it)'
+                  if cut else '')
+
+
+def _cut(path: str) -> bool | None:
+    """Return whether ``path`` ends inside a line; None when it is empty or unreadable."""
+    try:
+        with open(path, 'rb') as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() == 0:
+                return None
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) not in (b'\n', b'\r')
+    except OSError:
+        return None
+
+
+def plots_markdown(plots: list, skipped: str = '', gaps=()) -> list:
+    """Return the report lines of its plots, why they were skipped, and runs without curves."""
+    lines = []
+    if skipped:
+        lines += [f'Plots skipped: {skipped}.', '']
+    if gaps:
+        lines += ['No accuracy curve from:'] + [f'- {run}: {why}' for run, why in gaps] + ['']
+    return lines + [f'![{name}]({os.path.basename(p)})' for name, p in plots]
+
+
+MEDIAN_KEYS = ('time_to_target_s', 's_per_iteration_to_target')
+"""The columns shown as ``median [p25-p75]`` (``_med``), where ``>`` marks a missed target."""
+
+
+def marks_legend(table: list[dict]) -> str:
+    """Return the line that explains the table's ``>`` marks; '' when it shows none."""
+    marked = any(r.get(key + q) is None for r in table for key in MEDIAN_KEYS
+                 if key + '_median' in r for q in ('_median', '_p25', '_p75'))
+    if not marked:
+        return ''
+    return ('`>` in a median [interquartile range] column: that quantile falls on a run that '
+            'never reached the target (counted as infinitely late).')
+
+
+def write_report(out: str, meta: dict, table: list[dict], series: dict, title=None,
+                 gaps=(), say=None) -> str:
+    """
+    Write report.md and the plots; returns the report path.
+
+    ``gaps``: ``(run, reason)`` of each run that draws no accuracy curve (``curve_gap``).
+    Without a working matplotlib the report is written without plots, says why, and
+    ``say(line)`` is told.
+    """
+    plots, skipped = _plots_or_why(say, write_plots, out, table, series,
+                                   meta.get('target_accuracy'))
     lines = [f'# {title or "rog compare"}: {meta["workload"]} on {meta["trace"]}', '',
              f'{meta["workers"]} workers, seeds {meta["seeds"]}. Time to target: median and '
              'interquartile range over all seeds (a seed that never reached the target counts '
@@ -163,7 +278,7 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
     if membership:
         lines += ['## Robots out of the staleness check', '', membership, '']
     lines += ['## Ratios', '', ratios_markdown(table) or '-', '', '## Plots', '']
-    lines += [f'![{name}]({os.path.basename(p)})' for name, p in plots]
+    lines += plots_markdown(plots, skipped, gaps)
     lines += ['', '`(comm+stall)/compute` tells the regime: the paper studies networks where '
               'it is well above 1 (the artifact measured 12.6 s against 1.1 s under BSP).',
               '`s/iter to target` (median [IQR] over the seeds that reached it) is the regime '
@@ -178,10 +293,12 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
 
 def write_plots(out: str, table: list[dict], series: dict, target=None,
                 clock: str = 'simulated time (s)') -> list:
-    """Draw the report's plots into ``out``; ``[(name, path)]``. ``clock``: the time axis."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    """
+    Draw the report's plots into ``out``; ``[(name, path)]``. ``clock``: the time axis.
+
+    Raises PlotsUnavailable (its one-line reason) when matplotlib does not import.
+    """
+    plt = _pyplot()
     made = []
     for xkey, name, log in (('time_s', 'accuracy_vs_time', False),
                             ('time_s', 'accuracy_vs_time_log', True),
@@ -330,6 +447,11 @@ def load_runs(run_dir: str) -> list:
     ``events`` is [] for runs written before ``events.csv`` existed. The earlier run that a
     run set aside below itself (``previous/``) is not one of them.
     """
+    return [run[:3] for run in _load_runs(run_dir)]
+
+
+def _load_runs(run_dir: str) -> list:
+    """Return ``[(summary, timeseries rows, events, folder), ...]``: ``load_runs``, placed."""
     import json
     runs = []
     for root, _, files in sorted(os.walk(run_dir)):
@@ -348,7 +470,8 @@ def load_runs(run_dir: str) -> list:
         _check_figures(path, summary)
         series = os.path.join(root, 'timeseries.csv')
         rows = _read_text(read_timeseries, series) if os.path.exists(series) else []
-        runs.append((summary, rows, _read_text(read_events, os.path.join(root, 'events.csv'))))
+        runs.append((summary, rows, _read_text(read_events, os.path.join(root, 'events.csv')),
+                     root))
     return runs
 
 
@@ -592,9 +715,10 @@ def report_run(run_dir: str, say=None) -> str:
     """
     if not os.path.isdir(run_dir):
         raise ValueError(_why_no_runs(run_dir))
-    runs = load_runs(run_dir)
-    if not runs:
+    placed = _load_runs(run_dir)
+    if not placed:
         raise ValueError(_why_no_runs(run_dir))
+    runs = [run[:3] for run in placed]
     row_name, varying = setting_labels([s for s, _, _ in runs])
     by_system = {}
     for summary, rows, _ in runs:
@@ -607,8 +731,9 @@ def report_run(run_dir: str, say=None) -> str:
     series = {name: [rows for _, rows in items] for name, items in by_system.items()}
     first = runs[0][0]
     fleet = first.get('driver') == 'fleet'
-    plots = write_plots(run_dir, table, series, first.get('target_accuracy'),
-                        'wall-clock time (s)' if fleet else 'simulated time (s)')
+    plots, skipped = _plots_or_why(say, write_plots, run_dir, table, series,
+                                   first.get('target_accuracy'),
+                                   'wall-clock time (s)' if fleet else 'simulated time (s)')
     clock = ('wall-clock time of a real fleet (nodes over DDS)' if fleet else
              "simulated (virtual) time; compute charged from the workload's device profile")
     if varying:
@@ -623,6 +748,9 @@ def report_run(run_dir: str, say=None) -> str:
         lines = [f'# rog report: {first.get("workload", "?")} on {first.get("trace", "?")}',
                  '', f'{len(runs)} run(s) in `{run_dir}`, {first.get("workers", "?")} '
                  f'workers; times are {clock}.', '', table_markdown(table), '']
+    legend = marks_legend(table)
+    if legend:
+        lines += [legend, '']
     ratios = '' if varying else ratios_markdown(table)
     if ratios:
         lines += ['## Ratios', '', ratios, '']
@@ -638,7 +766,7 @@ def report_run(run_dir: str, say=None) -> str:
                          f'authenticated {summary.get("authenticated")}, '
                          f'rejected {rejects or "none"}' + _fault_handling(summary))
         lines.append('')
-    timeline = plot_membership(
+    timeline = None if skipped else plot_membership(      # (it draws with matplotlib too)
         os.path.join(run_dir, 'membership.png'),
         [(f'{m.get("system")} seed {m.get("seed")}', int(m.get('workers') or 0) or
           1 + max([e['robot'] for e in ev] or [0]), float(m.get('sim_time_s') or 0.0), ev)
@@ -647,7 +775,13 @@ def report_run(run_dir: str, say=None) -> str:
     if timeline:
         plots.append(('who was in the staleness check', timeline))
     lines += events_markdown(runs)
-    lines += ['## Plots', ''] + [f'![{name}]({os.path.basename(p)})' for name, p in plots]
+    gaps = []
+    for summary, rows, _, root in placed:
+        path = os.path.join(root, 'timeseries.csv')
+        why = curve_gap(rows, path)
+        if why:
+            gaps.append((f'{row_name(summary)} seed {summary.get("seed")} (`{path}`)', why))
+    lines += ['## Plots', ''] + plots_markdown(plots, skipped, gaps)
     path = os.path.join(run_dir, 'report.md')
     atomic_write_text(path, '\n'.join(lines) + '\n')
     return path
