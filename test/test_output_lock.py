@@ -130,3 +130,56 @@ def test_a_run_refused_once_started_leaves_no_folder_it_made(tmp_path, capsys, m
     (kept / 'notes.txt').write_text('mine')
     assert cli.main(['sim', '--workload', 'toy', '--sync', 'bsp', '--out', str(kept)]) == 2
     assert (kept / 'notes.txt').read_text() == 'mine'
+
+
+def _hold_in_another_process(out: str, command: str) -> subprocess.Popen:
+    """Start a process that holds ``out`` for ``command`` until killed; return it once held."""
+    holder = subprocess.Popen(
+        [sys.executable, '-c', 'import sys, time\n'
+         'from rog_ros.nodes.output_lock import OutputLock\n'
+         'lock = OutputLock.take(sys.argv[1], sys.argv[2])\n'
+         'print("held", flush=True)\n'
+         'time.sleep(60)\n', out, command],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == 'held'
+    return holder
+
+
+def test_a_run_into_a_folder_inside_a_held_one_runs_nothing(tmp_path, capsys, monkeypatch):
+    # rog compare --out rp3/toy-indoors ran while rog reproduce --out rp3 did, and mixed its
+    # runs into the reproduction's report
+    from rog_ros.experiments import compare
+    monkeypatch.setattr(compare, 'compare', _forbidden)
+    outer = tmp_path / 'rp3'
+    inner = outer / 'toy-indoors'
+    holder = _hold_in_another_process(str(outer), 'rog reproduce rog')
+    try:
+        line = (outer / LOCK_FILE).read_text()
+        assert cli.main(['compare', '--workload', 'toy', '--out', str(inner)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f'rog compare: {inner} is inside {outer}, which is in use by '
+                              f'another run (rog reproduce rog, pid {holder.pid}, since ')
+        assert err.endswith('); give this one an --out outside it, or wait until that one '
+                            'ends') and '\n' not in err
+        assert not inner.exists()                          # nothing made inside
+        assert (outer / LOCK_FILE).read_text() == line     # the holder's line left as it was
+        with pytest.raises(OutputInUse, match='is inside'):
+            OutputLock.take(str(inner / 'runs' / 'deeper'), 'rog sim')
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        holder.stdout.close()
+    OutputLock.take(str(inner), 'rog compare').release()    # its run ended: free again
+
+
+def test_an_outer_folder_this_process_holds_is_no_conflict(tmp_path):
+    # rog reproduce holds its folder and runs its comparisons in folders inside it
+    from rog_ros.nodes.output_lock import held_output
+    outer = tmp_path / 'rp3'
+    with held_output(str(outer), 'rog reproduce rog'):
+        with held_output(str(outer / 'toy-indoors'), 'rog compare') as inner:
+            assert inner.fd is not None
+            assert (outer / 'toy-indoors' / LOCK_FILE).read_text().startswith(
+                f'rog compare, pid {os.getpid()}')
+        with pytest.raises(OutputInUse, match='in use by another run .rog reproduce rog'):
+            OutputLock.take(str(outer), 'rog compare')     # the folder itself stays held

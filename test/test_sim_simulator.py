@@ -321,3 +321,96 @@ def test_compare_reuses_runs_of_an_alias_workload(tmp_path):
     simulate(SimConfig(workload='toy', system='bsp', trace='clean', workers=2, iterations=3,
                        evaluations=2, eval_samples=64)).write(toy)
     assert _other_settings(toy, cfg, None) == "weights from workload toy's pre-trained checkpoint"
+
+
+def _constant_trace(path, mbps):
+    """Write a trace file of ``mbps`` Mbit/s for 100 s at ``path``."""
+    with open(path, 'w') as f:
+        f.write(''.join(f'{t},{mbps}\n' for t in range(0, 101, 10)))
+
+
+def test_compare_reruns_runs_of_a_trace_file_rewritten_under_its_name(tmp_path, capsys):
+    # the summary recorded only the trace's name: a file rewritten from 50 to 0.05 Mbit/s
+    # gave the same table
+    out, trace = str(tmp_path / 'cmp'), str(tmp_path / 'tt.csv')
+    path = os.path.join(out, 'runs', 'bsp-seed0', 'summary.json')
+    _constant_trace(trace, 50)
+    compare('toy', trace, ['bsp'], 2, [0], out, iterations=6, quiet=True, jobs_parallel=1,
+            sim_options={'evaluations': 2})
+    fast = json.load(open(path))
+    assert len(fast['trace_digest']) == 12
+    _constant_trace(trace, 0.05)
+    compare('toy', trace, ['bsp'], 2, [0], out, iterations=6, sim_options={'evaluations': 2})
+    assert (f'were made with other settings (trace {trace} as it was before its file '
+            'changed): running them again') in capsys.readouterr().err
+    slow = json.load(open(path))
+    assert slow['trace_digest'] != fast['trace_digest']
+    assert slow['sim_time_s'] > 2 * fast['sim_time_s']          # run again on the slow link
+    # a run from before digests were recorded is reused as before; a preset records none
+    del slow['trace_digest']
+    with open(path, 'w') as f:
+        json.dump(slow, f)
+    compare('toy', trace, ['bsp'], 2, [0], out, iterations=6, sim_options={'evaluations': 2})
+    assert 'other settings' not in capsys.readouterr().err
+    assert 'trace_digest' not in json.load(open(path))
+    assert 'trace_digest' not in simulate(small('bsp')).summary()
+
+
+def _write_builder(folder, module: str, seed: int):
+    """Write a user's workload builder ``module:build``: the toy, built with ``seed``."""
+    (folder / f'{module}.py').write_text(
+        'from rog_ros.workloads.toy import make_toy\n\n\n'
+        f'def build():\n    return make_toy(seed={seed})\n')
+
+
+def test_a_run_of_a_builder_that_changed_is_not_reused(tmp_path, monkeypatch):
+    # a --workload module:function whose builder changed recorded the same source text, and
+    # its run was reused without its starting model's fingerprint being compared
+    import sys
+    from rog_ros import workloads
+    from rog_ros.experiments.compare import _other_settings
+    module = 'rog_test_changed_builder'
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _write_builder(tmp_path, module, 0)
+    cfg = SimConfig(workload=f'{module}:build', system='bsp', trace='clean', workers=2,
+                    iterations=3, evaluations=2, eval_samples=64)
+    d = str(tmp_path / 'run')
+    try:
+        simulate(cfg).write(d)
+        assert _other_settings(d, cfg, None) is None
+        _write_builder(tmp_path, module, 7)            # the user edits the builder
+        sys.modules.pop(module)
+        monkeypatch.setattr(workloads, '_BUILT', {})   # a new rog compare: built afresh
+        assert _other_settings(d, cfg, None) == \
+            f"weights from workload {module}:build's pre-trained checkpoint"
+    finally:
+        sys.modules.pop(module, None)
+
+
+def test_compare_reuses_runs_from_a_reordered_or_float64_model_file(tmp_path, capsys):
+    # the reuse check hashed the file while the run recorded the loaded model: a file with
+    # its keys in another order or float64 weights was never reused
+    import torch
+    from rog_ros.workloads.toy import make_toy
+    state = make_toy().make_model().state_dict()
+    assert list(state) == ['weight', 'bias']
+    files = {'reordered': {k: state[k] + 0.1 for k in reversed(list(state))},
+             'float64': {k: (v + 0.2).double() for k, v in state.items()}}
+    for name, weights in files.items():
+        model = str(tmp_path / f'{name}.pt')
+        torch.save(weights, model)
+        out = str(tmp_path / name)
+        paths = []
+        for system in ('bsp', 'adacomp'):          # an engine run and a reference runner's
+            run = os.path.join(out, 'runs', f'{system}-seed0')
+            simulate(SimConfig(workload='toy', system=system, workers=2, trace='clean',
+                               iterations=3, evaluations=2, label=system,
+                               init_model=model)).write(run)
+            paths.append(os.path.join(run, 'summary.json'))
+        starts = [json.load(open(p))['start_model'] for p in paths]
+        assert starts[0] == starts[1] and starts[0]['source'] == model
+        before = [os.stat(p).st_mtime_ns for p in paths]
+        compare('toy', 'clean', ['bsp', 'adacomp'], 2, [0], out, iterations=3,
+                jobs_parallel=1, sim_options={'init_model': model, 'evaluations': 2})
+        assert 'other settings' not in capsys.readouterr().err, name
+        assert [os.stat(p).st_mtime_ns for p in paths] == before, name     # reused

@@ -35,7 +35,7 @@ from rog_ros.experiments.comparison_report import run_dir, write_comparison
 from rog_ros.metrics import atomic_write
 from rog_ros.sim import systems
 from rog_ros.sim.simulator import (config_workload, DEFAULT_EVALUATIONS, iteration_budget,
-                                   option_tags, SimConfig, simulate)
+                                   option_tags, SimConfig, simulate, trace_digest)
 from rog_ros.workloads.base import checkpoint_source
 
 
@@ -48,8 +48,9 @@ class _Workload:
     """
     The workload a comparison's runs train, built when first asked for, once per comparison.
 
-    Reuse needs it only for a run without ``--iterations`` (its budget is the workload's own)
-    and for a start recorded under an alias's builder name; most comparisons never build it.
+    Reuse needs it only when a finished run is there: for its budget without ``--iterations``
+    (the workload's own) and for its starting model's fingerprint, which must be this
+    workload's (a user's builder or a checkpoint changed under the same name starts elsewhere).
     """
 
     def __init__(self, cfg: SimConfig):
@@ -75,18 +76,20 @@ class _Workload:
         return self._built['fingerprint']
 
 
-def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None,
+def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None = None,
                     workload: _Workload | None = None) -> str | None:
     """
     Return None if run directory ``d`` holds a finished run of ``cfg``, else why not.
 
     '' when there is none or it failed (run it); a short phrase when the run there was made
-    with other settings, which a comparison must not mix in: another trace, fleet size,
-    budget (without ``cfg.iterations``: the workload's own), workload options, starting
-    weights (``start_fingerprint``: the ``init_model`` file's, None for the workload's
-    checkpoint) or evaluation count (its time to target would not be comparable; a summary
-    without the count is from the default 24). ``workload``: ``cfg``'s, shared by the runs of
-    one comparison so that it is built at most once (default: built here when needed).
+    with other settings, which a comparison must not mix in: another trace (or the same trace
+    file with other contents), fleet size, budget (without ``cfg.iterations``: the workload's
+    own), workload options, starting weights or evaluation count (its time to target would not
+    be comparable; a summary without the count is from the default 24).
+    ``start_fingerprint``: the fingerprint of ``cfg``'s starting model when the caller has it
+    (None: ``workload``'s, worked out only if a run's start is to be checked). ``workload``:
+    ``cfg``'s, shared by the runs of one comparison so that it is built at most once (default:
+    built here when needed).
     """
     try:
         with open(os.path.join(d, 'summary.json')) as f:
@@ -107,6 +110,8 @@ def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None,
     budget = s.get('iteration_budget', s.get('iterations'))
     checks = [   # (the same?, what the run there was made with)
         (s.get('trace', cfg.trace) == cfg.trace, f'trace {s.get("trace")}'),
+        (s.get('trace', cfg.trace) != cfg.trace or _same_trace_files(s, cfg.trace),
+         f'trace {s.get("trace")} as it was before its file changed'),
         (s.get('workers', cfg.workers) == cfg.workers, f'{s.get("workers")} workers'),
         (budget == want, f'{budget} iterations'),
         ((s.get('workload_options') or {}) == dict(cfg.workload_options or {}),
@@ -120,27 +125,49 @@ def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None,
     return ', '.join(wrong) if wrong else None
 
 
+def _same_trace_files(summary: dict, spec: str) -> bool:
+    """
+    Tell whether the trace files ``spec`` names hold what they held for a run's ``summary``.
+
+    Only a run that recorded a ``trace_digest`` can be told: a summary from before it was
+    recorded is reused as it was, and presets and generator specs have no file to compare.
+    """
+    recorded = summary.get('trace_digest')
+    if not recorded:
+        return True          # made before digests were recorded: reused as it always was
+    now = trace_digest(spec)
+    return now is None or now == recorded      # None: presets only, or the file is gone
+
+
 def _same_start(start: dict, cfg: SimConfig, start_fingerprint: str | None,
                 workload: _Workload) -> bool:
     """
     Tell whether a run's recorded ``start_model`` is the start ``cfg`` asks for.
 
-    A run from the workload's checkpoint records the registry name asked for. Engine runs of
-    an alias (chaos, glyphs-lenet5) made before recorded the name of the workload its builder
-    makes (toy, glyphs) instead: such a run is the same start only if its model's fingerprint
-    is this workload's starting model's, since a run of that other workload records the same.
+    Both sides are the fingerprint of the starting model as loaded (an ``init_model`` file's
+    weights in the model's order and dtypes, not the file's bytes), compared whenever the run
+    recorded one: a user's builder or a checkpoint that changed under the same name records
+    the same source. A run from the workload's checkpoint records the registry name asked for.
+    Engine runs of an alias (chaos, glyphs-lenet5) made before recorded the name of the
+    workload its builder makes (toy, glyphs) instead: such a run is the same start only if its
+    model's fingerprint is this workload's starting model's, since a run of that other
+    workload records the same.
     """
     if not start:
         return True
-    if start_fingerprint:
-        return start.get('fingerprint') == start_fingerprint
-    if start.get('source') == checkpoint_source(cfg.workload):
-        return True
-    if not start.get('fingerprint'):
-        return False
-    wl = workload.get()
-    return (wl is not None and start.get('source') == wl.describe_start()
-            and start['fingerprint'] == workload.start_fingerprint())
+
+    def same_model():
+        """Tell whether the run's starting model is ``cfg``'s (built here at most once)."""
+        want = start_fingerprint or workload.start_fingerprint()
+        return want is not None and start['fingerprint'] == want
+    if cfg.init_model:
+        return bool(start.get('fingerprint')) and same_model()
+    if start.get('source') != checkpoint_source(cfg.workload):
+        wl = workload.get() if start.get('fingerprint') else None
+        if wl is None or start.get('source') != wl.describe_start():
+            return False
+    # a reference system's run records no fingerprint of a checkpoint start: its source tells
+    return not start.get('fingerprint') or same_model()
 
 
 def _same_option_tags(summary: dict, spec: str) -> bool:
@@ -156,14 +183,6 @@ def _same_option_tags(summary: dict, spec: str) -> bool:
     return summary.get('option_tags', []) == option_tags(spec)
 
 
-def _start_fingerprint(init_model) -> str | None:
-    """Return the fingerprint of an ``init_model`` file (None: the workload's checkpoint)."""
-    if not init_model:
-        return None
-    from rog_ros.workloads.start_model import fingerprint, read_state
-    return fingerprint(read_state(init_model))
-
-
 def _run_one(cfg: SimConfig, out_dir: str) -> dict:
     """
     Simulate one configuration and write its files (runs in a worker process).
@@ -173,11 +192,16 @@ def _run_one(cfg: SimConfig, out_dir: str) -> dict:
     try:
         return simulate(cfg).write(out_dir)
     except Exception as err:  # noqa: B902 - any failure of one run is reported, not raised
-        summary = {'system': cfg.label or cfg.system, 'seed': cfg.seed,
-                   'error': f'{type(err).__name__}: {" ".join(str(err).split())}'}
-        os.makedirs(out_dir, exist_ok=True)
-        atomic_write(os.path.join(out_dir, 'summary.json'), json.dumps(summary, indent=2) + '\n')
-        return summary
+        return _failed_run(cfg, out_dir, err)
+
+
+def _failed_run(cfg: SimConfig, out_dir: str, err: Exception) -> dict:
+    """Write and return the summary of a run that failed with ``err`` (or whose process died)."""
+    summary = {'system': cfg.label or cfg.system, 'seed': cfg.seed,
+               'error': f'{type(err).__name__}: {" ".join(str(err).split())}'}
+    os.makedirs(out_dir, exist_ok=True)
+    atomic_write(os.path.join(out_dir, 'summary.json'), json.dumps(summary, indent=2) + '\n')
+    return summary
 
 
 def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: list[int],
@@ -204,7 +228,6 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
             bar = None
     t_start = time.time()
     todo, stale = [], []
-    start = _start_fingerprint((sim_options or {}).get('init_model'))
     built = None      # the runs' workload, shared so that reuse builds it at most once
     for system, seed in jobs:
         label = labels.get(system, system)
@@ -214,7 +237,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
                         trace=trace, seed=seed, iterations=iterations, label=label,
                         policy_overrides=overrides.get(system, {}), **(sim_options or {}))
         built = built or _Workload(cfg)
-        why = _other_settings(d, cfg, start, built)
+        why = _other_settings(d, cfg, workload=built)
         if why is not None:
             todo.append(cfg)
         if why:
@@ -226,7 +249,9 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     calls = [(cfg, run_dir(out, cfg.label, cfg.seed)) for cfg in todo]
     try:
         # each run is single-threaded and independent: one process per core
-        finished = (run_in_processes(_run_one, calls, n_jobs) if n_jobs > 1
+        finished = (run_in_processes(_run_one, calls, n_jobs,
+                                     on_death=lambda i, err: _failed_run(*calls[i], err))
+                    if n_jobs > 1
                     else ((i, _run_one(*c)) for i, c in enumerate(calls)))
         for i, _ in finished:
             if bar is not None:

@@ -22,7 +22,6 @@ network-to-compute ratio that says which regime the numbers show.
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 
@@ -31,12 +30,7 @@ from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.membership import plot_membership, read_events
 from rog_ros.experiments.seed_stats import aggregate, KEYS, MEMBERSHIP_KEYS
 from rog_ros.metrics import PREVIOUS_RUN_DIR, read_timeseries
-from rog_ros.nodes.output_lock import LOCK_FILE
-
-try:
-    import fcntl
-except ImportError:           # pragma: no cover - not a POSIX system: no run is seen running
-    fcntl = None
+from rog_ros.nodes.output_lock import lock_holder, LOCK_FILE
 
 
 def _f(v, fmt='{:.2f}'):
@@ -581,7 +575,7 @@ def _still_running(run_dir: str) -> str:
     for root, _, files in sorted(os.walk(run_dir)):
         if LOCK_FILE not in files:
             continue
-        holder = _lock_holder(os.path.join(root, LOCK_FILE))
+        holder = lock_holder(os.path.join(root, LOCK_FILE))
         if holder is None:
             continue
         log = next((p for p in (os.path.join(root, 'logs', 'rog_server.log'),
@@ -590,30 +584,6 @@ def _still_running(run_dir: str) -> str:
                 'summary.json when it ends, then rog report can draw it'
                 + (f'; its progress so far: {log}' if log else ''))
     return ''
-
-
-def _lock_holder(path: str) -> str | None:
-    """Return the holder line of the run that holds the lock file ``path``; None when free."""
-    if fcntl is None:
-        return None
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        try:
-            # a shared lock, dropped at once: only a run started in that same instant is
-            # refused, and the holder's line in the file is left as it is
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                return None
-            text = os.read(fd, 400).decode(errors='replace').strip()
-            return ' '.join(text.split()) or 'a process that has not said which'
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 MAX_TIMELINES = 6        # membership panels in one report (a compare directory has dozens)

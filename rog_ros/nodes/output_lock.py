@@ -25,6 +25,11 @@ anything and names the run that holds the directory.
 The lock is an advisory ``flock`` on ``OUT/.rog.lock``, which the kernel drops when the
 holding process ends, however it ends: a crashed or killed run never leaves its directory
 locked, and there is no stale lock to clean up. The file stays (an empty-looking dot file).
+
+A folder inside a held one is refused too: ``rog compare --out rp/toy-indoors`` started while
+``rog reproduce --out rp`` ran mixed its runs into the reproduction's, which reads and writes
+that folder. The same process's own hold on an outer folder is no conflict (reproduce holds
+its folder and runs its comparisons in folders inside it).
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ except ImportError:           # pragma: no cover - not a POSIX system: runs go u
 LOCK_FILE = '.rog.lock'
 """Name of the lock file inside the output directory."""
 
+_HELD_HERE = set()
+"""Real paths of the folders this process holds (a flock of its own is no conflict for it)."""
+
 
 class OutputInUse(OSError):
     """The output directory is held by another run (the message names it)."""
@@ -51,7 +59,10 @@ class OutputLock:
     """Hold an output directory for this process until ``release`` (or the process ends)."""
 
     def __init__(self, fd: int | None, path: str):
+        """Keep the locked file descriptor (None: unlocked) and the lock file's path."""
         self.fd, self.path = fd, path
+        if fd is not None:
+            _HELD_HERE.add(_folder_key(os.path.dirname(path)))
 
     @classmethod
     def take(cls, out: str, command: str) -> 'OutputLock':
@@ -59,8 +70,10 @@ class OutputLock:
         Lock ``out`` (created if missing) for ``command``; raise ``OutputInUse`` if held.
 
         A file system without ``flock`` support gives an unlocked holder (the run goes on as
-        before rather than failing for want of a lock).
+        before rather than failing for want of a lock). A folder inside one that another run
+        holds is refused as well (``OutputInUse`` naming that run), before anything is made.
         """
+        _refuse_inside_held(out)
         os.makedirs(out, exist_ok=True)
         path = os.path.join(out, LOCK_FILE)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -85,8 +98,54 @@ class OutputLock:
     def release(self) -> None:
         """Let the directory go (idempotent)."""
         if self.fd is not None:
+            _HELD_HERE.discard(_folder_key(os.path.dirname(self.path)))
             os.close(self.fd)
             self.fd = None
+
+
+def lock_holder(path: str) -> str | None:
+    """Return the holder line of the run that holds the lock file ``path``; None when free."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            # a shared lock, dropped at once: only a run started in that same instant is
+            # refused, and the holder's line in the file is left as it is
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None
+            return ' '.join(_holder(fd).split())
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _refuse_inside_held(out: str) -> None:
+    """Raise ``OutputInUse`` if a folder above ``out`` is held by another process's run."""
+    folder = _folder_key(out)
+    while True:
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return
+        folder = parent
+        if folder in _HELD_HERE:
+            continue          # this process's own run: it writes into its own folders
+        holder = lock_holder(os.path.join(folder, LOCK_FILE))
+        if holder is not None:
+            raise OutputInUse(
+                f'{out} is inside {folder}, which is in use by another run ({holder}); give '
+                'this one an --out outside it, or wait until that one ends')
+
+
+def _folder_key(path: str) -> str:
+    """Return the real absolute path of ``path`` (one folder reached by two names is one)."""
+    return os.path.realpath(os.path.abspath(path))
 
 
 @contextlib.contextmanager

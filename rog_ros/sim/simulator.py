@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import gc
+import hashlib
 import math
 import os
 
@@ -172,13 +173,40 @@ def iteration_budget(cfg: SimConfig, wl) -> int:
     return int(cfg.iterations or getattr(wl, 'adaptation_iterations', DEFAULT_ITERATIONS))
 
 
+def trace_digest(spec) -> str | None:
+    """
+    Return a short digest of the bytes of the trace files ``spec`` names; None if it names none.
+
+    A summary records the spec's text, which stays the same when a file is rewritten under its
+    name: ``rog compare`` reuses a run only if the files hold what they held for it. Presets
+    (a preset name wins over a file of that name) and missing files have no bytes to digest.
+    """
+    try:
+        entries = trace_spec.sources(spec)
+    except ValueError:
+        return None
+    digest, files = hashlib.sha256(), 0
+    for entry in entries:
+        if entry in traces.PRESETS or not os.path.isfile(entry):
+            continue
+        try:
+            with open(entry, 'rb') as f:
+                digest.update(hashlib.sha256(f.read()).digest())
+        except OSError:
+            continue
+        files += 1
+    return digest.hexdigest()[:12] if files else None
+
+
 def _start_of(cfg: SimConfig) -> dict:
-    """Return where a run's starting weights come from, without building its workload."""
+    """Return where a run's starting weights come from (a reference system's runner's run)."""
     if not cfg.init_model:
         return {'source': checkpoint_source(cfg.workload)}
-    from rog_ros.workloads.start_model import read_state, resolve_path
+    from rog_ros.workloads.start_model import resolve_path
+    # the model the runner started from, as an engine run records it: the file's weights in
+    # the model's order and dtypes (the file's own bytes differ for reordered or float64 keys)
     return {'source': resolve_path(cfg.init_model),
-            'fingerprint': fingerprint(read_state(cfg.init_model))}
+            'fingerprint': fingerprint(config_workload(cfg, options=False).make_model())}
 
 
 def _params_grad(model) -> list:
@@ -191,7 +219,10 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)     # small per-worker tensors: one thread is faster and steadier
     try:
+        digest = trace_digest(cfg.trace)    # before the run reads the files
         rec = _simulate(cfg, progress)
+        if digest is not None:      # what rog compare checks of a file rewritten under its name
+            rec.extra.setdefault('trace_digest', digest)
         # what rog compare's reuse compares (the reference systems' runners record neither)
         rec.extra.setdefault('evaluations', int(cfg.evaluations))
         if 'iteration_budget' not in rec.extra:    # a reference system's runner: resolved as
