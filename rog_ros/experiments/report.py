@@ -30,7 +30,7 @@ from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.membership import plot_membership, read_events
 from rog_ros.experiments.seed_stats import aggregate, KEYS, MEMBERSHIP_KEYS
 from rog_ros.metrics import PREVIOUS_RUN_DIR, read_timeseries
-from rog_ros.nodes.output_lock import lock_holder, LOCK_FILE
+from rog_ros.nodes.output_lock import LOCK_FILE, lock_holder
 
 
 def _f(v, fmt='{:.2f}'):
