@@ -27,17 +27,26 @@ the experiments both use it.
 ``ProcessPoolExecutor`` it did not: each worker reported the interrupt as the result of the
 call it was running and took the next one from the queue, and leaving the executor's
 ``with`` block waited for every queued call, so an interrupted ``rog compare`` ran to its end.
+``multiprocessing.Pool`` then lost the call of a process that died (the out-of-memory killer's
+SIGKILL) for good: ``rog compare`` waited forever, and Ctrl-C blocked in ``Pool.terminate()``.
+So each worker here is a spawned process with a pipe of its own: the parent knows which call
+each one runs and sees a death at once (the process's sentinel), fails that call only, and
+ends every worker itself without waiting on any.
 """
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import functools
 import multiprocessing
+from multiprocessing import connection
 import os
 import signal
 import sys
 import threading
+import time
+import traceback
 from typing import Callable, Iterator, Sequence, Tuple
 
 PR_SET_PDEATHSIG = 1
@@ -78,52 +87,192 @@ def death_signal() -> int:
     return int(sig.value)
 
 
-def run_in_processes(fn: Callable, calls: Sequence[tuple],
-                     jobs: int) -> Iterator[Tuple[int, object]]:
+class ProcessDied(RuntimeError):
+    """A call's process ended before the call returned (a signal, e.g. the OOM killer's)."""
+
+
+def run_in_processes(fn: Callable, calls: Sequence[tuple], jobs: int,
+                     on_death: Callable[[int, ProcessDied], object] | None = None
+                     ) -> Iterator[Tuple[int, object]]:
     """
     Yield ``(i, fn(*calls[i]))`` as the calls finish, in ``jobs`` spawned processes.
 
     ``fn`` must be a module-level function (it is pickled). The workers ignore SIGINT and die
     with their parent; the parent's KeyboardInterrupt, or an exception from a call, ends every
     worker at once and is raised here. Spawned, not forked: the parent may hold threads and
-    DDS participants that a fork would copy half-way.
+    DDS participants that a fork would copy half-way. A call whose process dies (the
+    out-of-memory killer's SIGKILL) raises ``ProcessDied`` here as an exception would; with
+    ``on_death``, ``(i, on_death(i, err))`` is yielded instead, computed here, and the other
+    calls go on, a fresh process taking the dead one's place.
     """
-    pool = _pool_born_ignoring_sigint(jobs)
+    pending = collections.deque(enumerate(calls))
+    workers = []
     try:
-        tasks = [(fn, i, tuple(c)) for i, c in enumerate(calls)]
-        for i, result in pool.imap_unordered(_indexed_call, tasks, chunksize=1):
-            yield i, result
-        pool.close()
+        workers += _workers_born_ignoring_sigint(max(1, min(jobs, len(pending))))
+        for w in workers:
+            w.take(fn, pending)
+        while any(w.call is not None for w in workers):
+            busy = [w for w in workers if w.call is not None]
+            ready = set(connection.wait([w.conn for w in busy]
+                                        + [w.process.sentinel for w in busy]))
+            for w in busy:
+                if w.conn not in ready and w.process.sentinel not in ready:
+                    continue
+                i, message = w.call, w.receive()
+                if message is None:              # it died: only its own call is lost
+                    err = ProcessDied(w.how_it_ended())
+                    workers.remove(w)
+                    w.close()
+                    if on_death is None:
+                        raise err
+                    yield i, on_death(i, err)
+                    if pending:
+                        workers += _workers_born_ignoring_sigint(1)
+                        workers[-1].take(fn, pending)
+                    continue
+                if message[0] == 'raised':
+                    raise _with_its_traceback(*message[1:])
+                yield i, message[1]
+                w.take(fn, pending)
+        for w in workers:
+            w.process.join()                     # each was told that nothing is left
     except BaseException:
-        pool.terminate()
+        _end_all(workers)
         raise
     finally:
-        pool.join()
+        for w in workers:
+            w.close()
 
 
-def _pool_born_ignoring_sigint(jobs: int):
+class _Worker:
+    """One spawned process that runs the calls sent over its pipe, one at a time."""
+
+    def __init__(self, process, conn):
+        """Hold ``process`` and the parent's end ``conn`` of its pipe; no call yet."""
+        self.process, self.conn, self.call = process, conn, None
+
+    def take(self, fn: Callable, pending: collections.deque) -> None:
+        """Send it the next pending call, or tell it that none is left (it then exits)."""
+        self.call, task = None, None
+        if pending:
+            i, args = pending.popleft()
+            self.call, task = i, (fn, i, tuple(args))
+        try:
+            self.conn.send(task)
+        except (BrokenPipeError, ConnectionResetError):
+            pass      # it died meanwhile: its sentinel tells, and its call counts as lost
+
+    def receive(self):
+        """Return its message about the call, or None when it died without one."""
+        if not self.conn.poll():
+            return None
+        try:
+            return self.conn.recv()
+        except (EOFError, ConnectionResetError):
+            return None
+
+    def how_it_ended(self) -> str:
+        """Say, in one line, how the process ended (waiting briefly for its exit status)."""
+        self.process.join(5.0)
+        code = self.process.exitcode
+        if code is None:
+            return 'its process closed its pipe and went silent'
+        if code >= 0:
+            return f'its process exited with status {code} before the call returned'
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = 'unknown signal'
+        oom = ', as the out-of-memory killer does' if -code == signal.SIGKILL else ''
+        return f'its process was killed by signal {-code} ({name}{oom})'
+
+    def close(self) -> None:
+        """Close the parent's end of the pipe and release the process object."""
+        self.conn.close()
+        if self.process.exitcode is not None:
+            self.process.close()
+
+
+def _end_all(workers) -> None:
     """
-    Start the pool with SIGINT ignored in this process for the moment of the spawn.
+    End every worker at once: SIGTERM, then SIGKILL for those still there after a second.
 
-    An ignored signal stays ignored across ``exec``, so the pool processes ignore Ctrl-C from
-    their first instruction; set only in their initializer, a Ctrl-C while one still imported
-    printed its traceback (seen on a loaded machine).
+    Nothing here waits on a worker without a deadline, so that Ctrl-C and SIGTERM stop the
+    parent promptly whatever state a worker is in.
     """
+    for w in workers:
+        if w.process.exitcode is None:
+            w.process.terminate()
+    deadline = time.monotonic() + 1.0
+    for w in workers:
+        w.process.join(max(0.0, deadline - time.monotonic()))
+        if w.process.exitcode is None:
+            w.process.kill()
+            w.process.join(5.0)
+
+
+def _workers_born_ignoring_sigint(n: int) -> list:
+    """
+    Start ``n`` workers with SIGINT ignored in this process for the moment of the spawn.
+
+    An ignored signal stays ignored across ``exec``, so the workers ignore Ctrl-C from their
+    first instruction; set only once they run, a Ctrl-C while one still imported printed its
+    traceback (seen on a loaded machine). (A Ctrl-C within the milliseconds of the spawn itself
+    is lost: the disposition is the whole process's.)
+    """
+    context = multiprocessing.get_context('spawn')
     main = threading.current_thread() is threading.main_thread()   # (signals: main only)
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    workers = []
     try:
-        return multiprocessing.get_context('spawn').Pool(jobs, initializer=_pool_worker_started,
-                                                         initargs=(os.getpid(),))
+        for _ in range(n):
+            conn, child_conn = context.Pipe()
+            process = context.Process(target=_worker_main, args=(child_conn, os.getpid()),
+                                      daemon=True)
+            process.start()
+            child_conn.close()       # the worker's end: it is closed when the worker ends
+            workers.append(_Worker(process, conn))
+    except BaseException:
+        _end_all(workers)
+        raise
     finally:
         if main:
             signal.signal(signal.SIGINT, previous)
+    return workers
 
 
-def _pool_worker_started(parent_pid: int) -> None:
+def _worker_main(conn, parent_pid: int) -> None:
+    """Run the calls received over ``conn`` until told that none is left (in a worker)."""
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, ConnectionResetError):
+            return                                   # the parent is gone
+        if task is None:
+            return
+        fn, i, args = task
+        try:
+            message = ('done', fn(*args))
+        except Exception as err:  # noqa: B902 - any call's exception is the parent's to raise
+            message = ('raised', err, traceback.format_exc())
+        try:
+            conn.send(message)
+        except Exception as err:  # noqa: B902 - e.g. a result that cannot be pickled
+            conn.send(('raised', RuntimeError(f'call {i}: {type(err).__name__}: {err}'),
+                       traceback.format_exc()))
 
 
-def _indexed_call(task):
-    fn, i, args = task
-    return i, fn(*args)
+class _CallTraceback(Exception):
+    """The traceback of a call's exception in its process, shown as that exception's cause."""
+
+    def __str__(self) -> str:
+        """Return the traceback text."""
+        return f'\n"""\n{self.args[0]}"""'
+
+
+def _with_its_traceback(err: BaseException, text: str) -> BaseException:
+    """Return ``err`` with its traceback from the worker as its cause."""
+    err.__cause__ = _CallTraceback(text)
+    return err
