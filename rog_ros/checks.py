@@ -139,10 +139,51 @@ def system(name: str, value) -> str:
                           f'e.g. rog:4), or one with engines of its own: '
                           f'{", ".join(systems.names())}')
     try:
-        make_policy(value.strip())         # with its tags: '#field=value' sets a field
+        policy = make_policy(value.strip())    # with its tags: '#field=value' sets a field
     except ValueError as err:
         raise ConfigError(f'{name}: {err}') from None
+    high = max_staleness()
+    if policy.staleness > high:     # an OverflowError in the engines' masks, not a range
+        raise ConfigError(f'{name}: the staleness threshold S of {value.strip()!r} must be in '
+                          f'[0, {high}], got {policy.staleness}')
     return value
+
+
+def max_staleness() -> int:
+    """Return the largest staleness threshold S: rog fleet's bound, one range for every run."""
+    from rog_ros.nodes.settings import BY_NAME
+    return int(BY_NAME['staleness'].high)
+
+
+def max_seed() -> int:
+    """Return the largest seed (what torch and numpy take): rog fleet's bound."""
+    from rog_ros.nodes.settings import BY_NAME
+    return int(BY_NAME['seed'].high)
+
+
+def system_key(value: str) -> str:
+    """
+    Return what a system spec means, written one way: two specs that run the same give one.
+
+    Rog's engine reads a name in any case and its threshold as a number, with the system's
+    default where none is given: ``rog``, ``ROG: 04`` and ``rog:4`` are all ``rog:4`` (the
+    policy's own name), while ``bsp`` is not ``ssp:0``. A reference system's runner reads its
+    name in any case and its argument itself, so the argument is compared as written
+    (``gsp`` and ``gsp:3`` count as two). Tags are kept in order, without blanks around them
+    or empty ones: each sets an option or labels the run. A spec that does not parse is
+    returned stripped (``system`` says what is wrong with it).
+    """
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.sim import systems
+    base, _, tags = value.partition('#')
+    tags = ''.join(f'#{t.strip()}' for t in tags.split('#') if t.strip())
+    system_name, colon, arg = base.partition(':')
+    if systems.lookup(base) is not None:
+        return system_name.strip().lower() + (f':{arg.strip()}' if arg.strip() else '') + tags
+    try:
+        return make_policy(base).name + tags
+    except ValueError:
+        return value.strip()
 
 
 def trace(name: str, value, allow_none: bool = False) -> str:
@@ -176,8 +217,8 @@ def trace(name: str, value, allow_none: bool = False) -> str:
     return value
 
 
-def int_list(name: str, value: str, lo: int | None = None) -> list:
-    """Parse a comma-separated list of integers (at least one), each >= ``lo``."""
+def int_list(name: str, value: str, lo: int | None = None, hi: int | None = None) -> list:
+    """Parse a comma-separated list of integers (at least one), each in [``lo``, ``hi``]."""
     parts = [p.strip() for p in str(value).split(',') if p.strip()]
     if not parts:
         raise ConfigError(f'{name} must list at least one integer, got {value!r}')
@@ -187,21 +228,28 @@ def int_list(name: str, value: str, lo: int | None = None) -> list:
             v = int(p)
         except ValueError:
             raise ConfigError(f'{name}: {p!r} is not an integer') from None
-        out.append(integer(name, v, lo))
+        out.append(integer(name, v, lo, hi))
     return out
 
 
-def distinct(name: str, values: list) -> list:
+def distinct(name: str, values: list, key=None) -> list:
     """
     Return ``values`` if no entry repeats; else raise.
 
     A comparison that lists a system or a seed twice ran it once and counted it twice (two
-    of two seeds reached, from one run).
+    of two seeds reached, from one run). ``key(value)`` says what an entry means
+    (``system_key``): two spellings of one entry are refused as well, naming both.
     """
-    seen = set()
-    twice = [v for v in values if v in seen or seen.add(v)]
-    if twice:
-        raise ConfigError(f'{name} lists {twice[0]} more than once; list each once')
+    seen = {}
+    for v in values:
+        k = v if key is None else key(v)
+        if k not in seen:
+            seen[k] = v
+        elif seen[k] == v:
+            raise ConfigError(f'{name} lists {v} more than once; list each once')
+        else:
+            raise ConfigError(f'{name} lists {seen[k]} and {v}, two spellings of {k}; list it '
+                              'once')
     return values
 
 

@@ -53,6 +53,10 @@ one alone."""
 SIM_DEFAULTS = {'workload': 'mpcol', 'sync': 'rog', 'trace': 'outdoors', 'staleness': 4}
 """Defaults of `rog sim` options that --toy does not use (argparse leaves them None, so that
 an option the user gave can be told from a default)."""
+MAX_ITERATIONS = 1_000_000
+"""Most --iterations of `rog sim`, `rog compare` and `rog reproduce`: a simulated run stops at
+its budget of 10 million events (SimConfig.max_events), and a worker-iteration takes about 10
+of them, so a larger budget could only fail, after hours."""
 
 
 def _add_sim(sub) -> None:
@@ -106,9 +110,15 @@ def _init_model_error(args) -> str | None:
     try:
         config_workload(SimConfig(workload=args.workload, init_model=args.init_model,
                                   workload_options=_workload_options(args)))
-    except ValueError as err:
-        return f'--init-model: {err}'
+    except (ValueError, KeyError) as err:      # KeyError: a plug-in's registry
+        return f'--init-model: {_one_line(err)}'
     return None
+
+
+def _one_line(err: Exception) -> str:
+    """Return an error's message on one line; a KeyError's without the quotes str() adds."""
+    text = err.args[0] if isinstance(err, KeyError) and len(err.args) == 1 else err
+    return ' '.join(str(text).split())
 
 
 def _add_evaluations_option(p) -> None:
@@ -175,8 +185,8 @@ def _check_workload_options(args, systems) -> None:
     try:
         given = options.parse_all(texts, taken)
         options.check(args.workload, given)
-    except ValueError as err:
-        raise checks.ConfigError(f'--workload-option: {err}') from None
+    except (ValueError, KeyError) as err:      # KeyError: a plug-in's registry
+        raise checks.ConfigError(f'--workload-option: {_one_line(err)}') from None
     if args.workload == 'eacol' and 'model' in given:
         raise checks.ConfigError(f'--workload-option model={given["model"]}: give the EACOL '
                                  'model with --model (it simulates a big model with surrogate '
@@ -228,10 +238,11 @@ def _valid(prog: str, check, args) -> bool:
 
 
 def _check_common(args) -> None:
+    """Check the options sim, compare and reproduce share, each bounded: they reach torch."""
     from rog_ros import checks
     checks.integer('--workers', args.workers, 1, 1024)
     if args.iterations is not None:
-        checks.integer('--iterations', args.iterations, 1)
+        checks.integer('--iterations', args.iterations, 1, MAX_ITERATIONS)
     if getattr(args, 'evaluations', None) is not None:
         checks.integer('--evaluations', args.evaluations, 1, 100_000)
 
@@ -243,8 +254,8 @@ def _check_sim(args) -> None:
     for key in SIM_DEFAULTS:
         if getattr(args, key) is None:
             setattr(args, key, SIM_DEFAULTS[key])
-    checks.integer('--staleness', args.staleness, 0)
-    checks.integer('--seed', args.seed, 0)
+    checks.integer('--staleness', args.staleness, 0, checks.max_staleness())
+    checks.integer('--seed', args.seed, 0, checks.max_seed())
     if args.toy:
         if args.evaluations is not None:
             raise checks.ConfigError('--evaluations does not apply to --toy (it reports the '
@@ -288,12 +299,14 @@ def _check_toy_systems(text: str) -> None:
     """Check every system of ``rog sim --toy --systems`` before the first one runs."""
     from rog_ros import checks
     from rog_ros.sim import systems
-    for system in checks.name_list('--systems', text):
+    specs = checks.name_list('--systems', text)
+    for system in specs:
         if systems.lookup(system) is not None:
             raise checks.ConfigError(f'--systems: {system} has engines of its own, which --toy '
                                      'does not run; --toy runs bsp, ssp:S, rog:S and flown:S '
                                      f'(default {TOY_SYSTEMS}); run {system} with --sync')
         checks.system('--systems', system)
+    checks.distinct('--systems', specs, checks.system_key)
 
 
 _THRESHOLD_IN_NAME = {'gsp': ('the SSP threshold inside its groups', 3),
@@ -335,9 +348,11 @@ def _check_compare(args) -> None:
     _check_common(args)
     checks.workload('--workload', args.workload)
     checks.trace('--trace', args.trace)
-    for system in checks.distinct('--systems', checks.name_list('--systems', args.systems)):
+    specs = checks.name_list('--systems', args.systems)
+    for system in specs:
         checks.system('--systems', system)
-    checks.distinct('--seeds', checks.int_list('--seeds', args.seeds, 0))
+    checks.distinct('--systems', specs, checks.system_key)     # rog and rog:4: one system
+    checks.distinct('--seeds', checks.int_list('--seeds', args.seeds, 0, checks.max_seed()))
     if args.jobs is not None:
         checks.integer('--jobs', args.jobs, 1, 1024)
     _check_real_compute(args)
@@ -369,7 +384,7 @@ def _check_reproduce(args) -> None:
     for wl in checks.name_list('--workloads', args.workloads):
         checks.workload('--workloads', wl)
     if args.seeds is not None:
-        checks.distinct('--seeds', checks.int_list('--seeds', args.seeds, 0))
+        checks.distinct('--seeds', checks.int_list('--seeds', args.seeds, 0, checks.max_seed()))
     checks.output_dir('--out', args.out)
 
 
@@ -415,7 +430,7 @@ def _cmd_sim(args) -> int:
             try:
                 rec = simulate(cfg, progress=progress)
             except (ValueError, KeyError, FileNotFoundError) as err:
-                print(f'\nrog sim: {err}', file=sys.stderr)
+                print(f'\nrog sim: {_one_line(err)}', file=sys.stderr)
                 return 2
             print(file=sys.stderr)
             summary = rec.write(args.out) if args.out else rec.summary()
@@ -480,6 +495,9 @@ def _cmd_compare(args) -> int:
     except OutputInUse as err:
         print(f'rog compare: {err}', file=sys.stderr)
         return 2
+    except (ValueError, KeyError) as err:      # KeyError: a plug-in's workload registry
+        print(f'rog compare: {_one_line(err)}', file=sys.stderr)
+        return 2
     print(table_markdown(res['systems']))
     print(f'\nreport: {args.out}/report.md')
     failed = sum(r.get('failed', 0) for r in res['systems'])
@@ -534,6 +552,9 @@ def _cmd_reproduce(args) -> int:
                     eacol_m=not args.no_eacol_m)
     except OutputInUse as err:
         print(f'rog reproduce: {err}', file=sys.stderr)
+        return 2
+    except (ValueError, KeyError) as err:      # KeyError: a plug-in's workload registry
+        print(f'rog reproduce: {_one_line(err)}', file=sys.stderr)
         return 2
     print(f'report: {path}')
     return 0

@@ -271,6 +271,45 @@ MORE_CASES = [
     (['robot', '--role', 'worker', '--rank', '0', '--peers', '10.0.0.1,,x'], '--peers'),
     (['robot', '--role', 'worker', '--rank', '0', '--server-host', ''], '--server-host'),
     (['robot', '--role', 'worker', '--rank', '0', '--server-host', ' '], '--server-host'),
+    # integers past what torch and numpy take: an OverflowError traceback, or every run of a
+    # comparison failing one by one (bounds as rog fleet's settings table has them)
+    (['sim', '--staleness', '99999999999999999999'],
+     '--staleness must be <= 1000, got 99999999999999999999'),
+    (['sim', '--sync', 'rog:99999999999999999999'],
+     "--sync: the staleness threshold S of 'rog:99999999999999999999' must be in [0, 1000], "
+     'got 99999999999999999999'),
+    (['sim', '--sync', 'rog', '--staleness', '1001'], '--staleness must be <= 1000, got 1001'),
+    (['sim', '--seed', '99999999999999999999'],
+     '--seed must be <= 2147483647, got 99999999999999999999'),
+    (['sim', '--seed', '2147483648'], '--seed must be <= 2147483647, got 2147483648'),
+    (['sim', '--iterations', '99999999999999999999'],
+     '--iterations must be <= 1000000, got 99999999999999999999'),
+    (['sim', '--toy', '--iterations', '1000001'], '--iterations must be <= 1000000, got 1000001'),
+    (['sim', '--toy', '--systems', 'bsp,ssp:1001'],
+     "--systems: the staleness threshold S of 'ssp:1001' must be in [0, 1000], got 1001"),
+    (['compare', '--seeds', '0,99999999999999999999', '--out', 'x'],
+     '--seeds must be <= 2147483647, got 99999999999999999999'),
+    (['compare', '--systems', 'bsp,flown:5000#no-outage', '--out', 'x'],
+     "--systems: the staleness threshold S of 'flown:5000#no-outage' must be in [0, 1000], "
+     'got 5000'),
+    (['compare', '--iterations', '1000001', '--out', 'x'],
+     '--iterations must be <= 1000000, got 1000001'),
+    (['reproduce', '--seeds', '99999999999999999999', '--out', 'x'],
+     '--seeds must be <= 2147483647, got 99999999999999999999'),
+    (['reproduce', 'adacomp', '--seeds', '2147483648', '--out', 'x'],
+     '--seeds must be <= 2147483647, got 2147483648'),
+    (['reproduce', '--iterations', '1000001', '--out', 'x'],
+     '--iterations must be <= 1000000, got 1000001'),
+    # one system under two spellings: the same runs twice, reported as two systems
+    (['compare', '--systems', 'rog:4,rog,rog:04', '--out', 'x'],
+     '--systems lists rog:4 and rog, two spellings of rog:4; list it once'),
+    (['compare', '--systems', 'bsp,SSP:2#no-outage,ssp: 2 #no-outage', '--out', 'x'],
+     '--systems lists SSP:2#no-outage and ssp: 2 #no-outage, two spellings of '
+     'ssp:2#no-outage; list it once'),
+    (['compare', '--systems', 'gsp:3,GSP:3', '--out', 'x'],
+     '--systems lists gsp:3 and GSP:3, two spellings of gsp:3; list it once'),
+    (['sim', '--toy', '--systems', 'bsp,rog,rog:4'],
+     '--systems lists rog and rog:4, two spellings of rog:4; list it once'),
 ]
 
 
@@ -390,6 +429,57 @@ def test_the_output_probe_leaves_nothing_behind(tmp_path):
     assert os.listdir(tmp_path) == ['kept'] and not os.listdir(tmp_path / 'kept')
     with pytest.raises(checks.ConfigError, match='--out'):
         checks.output_dir('--out', '')
+
+
+def test_bounds_and_spellings_that_are_fine_pass(tmp_path):
+    """Check that the edges of each range, and systems that differ in meaning, are taken."""
+    from rog_ros import checks
+    for spec in ('rog:1000', 'ssp:0', 'flown:1000#no-outage', 'bsp', 'gsp:99999999999'):
+        assert checks.system('--systems', spec) == spec
+    assert checks.int_list('--seeds', '0,2147483647', 0, 2 ** 31 - 1) == [0, 2147483647]
+    # bsp is not ssp:0 (whole-model transfers), a tag changes the run, and a reference
+    # system's argument is read by its runner, so only its spelling is compared
+    specs = ['bsp', 'ssp:0', 'rog', 'rog#no-outage', 'rog:5', 'gsp', 'gsp:3', 'adacomp:0.1',
+             'adacomp:0.10']
+    assert checks.distinct('--systems', specs, checks.system_key) == specs
+    assert [checks.system_key(s) for s in ('rog', 'ROG: 04 ', 'rog:4#', 'rog#a # b')] == [
+        'rog:4', 'rog:4', 'rog:4', 'rog:4#a#b']
+    args = cli.build_parser().parse_args(['sim', '--workload', 'toy', '--trace', 'clean',
+                                          '--seed', '2147483647', '--staleness', '1000',
+                                          '--iterations', '1000000'])
+    cli._check_sim(args)
+
+
+@pytest.mark.parametrize('argv, target', [
+    (['sim', '--workload', 'toy', '--trace', 'clean'], 'rog_ros.sim.simulator.simulate'),
+    (['sim', '--workload', 'toy', '--trace', 'clean', '--workload-option', 'size=8'],
+     'rog_ros.workloads.options.check'),
+    (['sim', '--workload', 'toy', '--trace', 'clean', '--init-model', 'm.pt'],
+     'rog_ros.sim.simulator.config_workload'),
+    (['compare', '--workload', 'toy', '--out', 'out'], 'rog_ros.experiments.compare.compare'),
+    (['compare', '--workload', 'toy', '--out', 'out', '--workload-option', 'size=8'],
+     'rog_ros.workloads.options.check'),
+    (['reproduce', 'adacomp', '--out', 'out'], 'rog_ros.experiments.reproduce.REPRODUCTIONS'),
+])
+def test_a_key_error_of_a_workload_is_one_line_without_quotes(argv, target, capsys, tmp_path,
+                                                              monkeypatch):
+    """A plug-in's KeyError: its message on one line, exit 2 (was quoted, or a traceback)."""
+    from rog_ros.experiments import reproduce
+
+    def missing(*args, **kwargs):
+        """Fail as a workload registry that knows no such workload."""
+        raise KeyError('workload nope: not registered (registered: mpcol, toy)')
+    monkeypatch.chdir(tmp_path)
+    if target.endswith('REPRODUCTIONS'):
+        monkeypatch.setitem(reproduce.REPRODUCTIONS, 'adacomp', missing)
+    else:
+        monkeypatch.setattr(target, missing)
+    assert cli.main(argv) == 2
+    option = '--workload-option: ' if '--workload-option' in argv else (
+        '--init-model: ' if '--init-model' in argv else '')
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f'rog {argv[0]}: {option}workload nope: not registered (registered: mpcol, toy)']
+    assert not os.listdir(tmp_path)                # a folder it made is removed again
 
 
 def test_an_empty_staleness_is_refused_by_the_policy_parser():

@@ -269,7 +269,9 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
             'systems': [labels.get(s, s) for s in systems], 'wall_s': time.time() - t_start}
     if title:
         meta['title'] = title
-    table = write_comparison(out, meta)
+    table = write_comparison(
+        out, meta, say=None if quiet else
+        lambda line: print(f'rog compare: {line}', file=sys.stderr))
     return {'meta': meta, 'systems': table}
 
 

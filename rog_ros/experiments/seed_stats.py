@@ -59,6 +59,7 @@ def aggregate(summaries: list[dict]) -> dict:
     Means and standard deviations are over the seeds that have a value (for the time to
     target: the seeds that reached it). Medians and quartiles count a never-reached target as
     infinitely late, so they are honest about misses: ``None`` when the quantile falls on one.
+    A key that no run recorded (and not for a missed target) gets no quartiles: missing.
 
     A run whose summary carries an ``error`` (it did not finish: event budget, deadlock) is
     counted under ``failed`` and listed under ``errors``, never in a statistic (``reached``
@@ -81,13 +82,24 @@ def aggregate(summaries: list[dict]) -> dict:
         out[k + '_std'] = float(np.std(good)) if len(good) > 1 else 0.0
         arr = np.asarray([math.inf if v is None else float(v) for v in vals]
                          if k in TO_TARGET else good, dtype=np.float64)
-        out[k + '_median'] = _quantile(arr, 50)
-        out[k + '_p25'] = _quantile(arr, 25)
-        out[k + '_p75'] = _quantile(arr, 75)
         if k == 'time_to_target_s':
             out['reached_target'] = f'{len(good)}/{out["runs"]}'
             out['reached_target_count'] = len(good)
+        if not arr.size and not _missed_every_target(k, summaries):
+            # No run recorded it (a fleet run has no s_per_iteration_to_target): leaving
+            # the quartiles out makes the report show it as missing, while None would read
+            # as a target never reached ('>')
+            continue
+        out[k + '_median'] = _quantile(arr, 50)
+        out[k + '_p25'] = _quantile(arr, 25)
+        out[k + '_p75'] = _quantile(arr, 75)
     return out
+
+
+def _missed_every_target(key: str, summaries: list[dict]) -> bool:
+    """Tell whether ``key`` has no value because no run reached the target, or none finished."""
+    return key in TO_TARGET + ('s_per_iteration_to_target',) and all(
+        s.get('time_to_target_s') is None for s in summaries)
 
 
 def _with_derived(summary: dict) -> dict:
