@@ -15,6 +15,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -33,6 +34,20 @@ def make_task(features=8, seed=0):
 
 
 not_a_builder = 3
+
+
+def returns_nothing():
+    """A builder that forgot its return statement."""
+
+
+def raises():
+    """A builder whose own code fails."""
+    raise RuntimeError('no robots today')
+
+
+def needs_size(size):
+    """A builder with an argument that has no default."""
+    return make_toy(features=size)
 '''
 
 
@@ -65,8 +80,64 @@ def test_a_name_that_finds_no_builder_is_refused_before_anything_runs(user_folde
 @pytest.mark.parametrize('attr, message', [('make_nothing', "has no 'make_nothing'"),
                                            ('not_a_builder', 'is not callable')])
 def test_a_module_without_the_builder_is_named_when_it_is_built(user_folder, attr, message):
-    with pytest.raises(KeyError, match=message):
+    with pytest.raises(ValueError, match=message):
         workloads.get(f'{MODULE}:{attr}')
+
+
+@pytest.mark.parametrize('attr, message, cause', [
+    ('returns_nothing', 'the builder returned NoneType, not a rog_ros.workloads.Workload '
+                        '(docs/workloads.md)', None),
+    ('raises', 'the builder failed: RuntimeError: no robots today', RuntimeError),
+    ('needs_size', 'the builder failed: TypeError: needs_size() missing 1 required '
+                   "positional argument: 'size'", TypeError),
+])
+def test_a_faulty_builder_is_one_line_naming_it(user_folder, capsys, attr, message, cause):
+    name = f'{MODULE}:{attr}'
+    with pytest.raises(ValueError) as err:
+        workloads.get(name)
+    assert str(err.value) == f'workload {name}: {message}'
+    if cause is None:
+        assert err.value.__cause__ is None
+    else:
+        assert isinstance(err.value.__cause__, cause)
+    out = user_folder / 'run'
+    assert cli.main(['sim', '--workload', name, '--iterations', '1', '--out', str(out)]) == 2
+    assert capsys.readouterr().err.strip() == f'rog sim: workload {name}: {message}'
+    assert not out.exists()
+
+
+@pytest.mark.parametrize('source, message, cause', [
+    ('def make(:\n', "cannot import 'rog_user_broken_for_tests' (SyntaxError: invalid syntax",
+     SyntaxError),
+    ('1 / 0\n', "cannot import 'rog_user_broken_for_tests' (ZeroDivisionError: division "
+     'by zero)', ZeroDivisionError),
+])
+def test_a_module_that_fails_on_import_is_one_line(tmp_path, monkeypatch, capsys, source,
+                                                   message, cause):
+    (tmp_path / 'rog_user_broken_for_tests.py').write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = 'rog_user_broken_for_tests:make'
+    with pytest.raises(ValueError, match=re.escape(f'workload {name}: {message}')) as err:
+        workloads.get(name)
+    assert isinstance(err.value.__cause__, cause)
+    assert cli.main(['sim', '--workload', name, '--iterations', '1']) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f'rog sim: workload {name}: {message}') and '\n' not in line
+
+
+@pytest.mark.parametrize('extra, prefix', [
+    (['--workload-option', 'a=1'], 'rog sim: --workload-option: '), ([], 'rog sim: ')])
+def test_a_missing_builder_is_one_line_with_options_or_without(user_folder, capsys,
+                                                               extra, prefix):
+    name = f'{MODULE}:nothere'
+    assert cli.main(['sim', '--workload', name, *extra]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"{prefix}workload {name}: module '{MODULE}' has no 'nothere'")
+
+
+def test_an_unknown_name_is_a_value_error():
+    with pytest.raises(ValueError, match="^unknown workload 'nope'; registered: chaos, eacol"):
+        workloads.get('nope')
 
 
 def test_the_simulator_runs_a_users_workload_with_options(user_folder, capsys):

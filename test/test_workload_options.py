@@ -52,12 +52,87 @@ def test_malformed_options_are_refused(texts, taken, message):
     ({'size': 'big'}, "size='big': expected an integer .default 32."),
     ({'size': 4.5}, 'expected an integer'),
     ({'lr': 'fast'}, 'expected a number'),
-    ({'hidden': 400}, 'expected a comma-separated list'),
+    ({'hidden': 'wide'}, "hidden='wide': expected a comma-separated list of integers"),
+    ({'hidden': 'a,b'}, 'expected a comma-separated list of integers .default .400, 256..'),
+    ({'known': [1, 2]}, 'expected a comma-separated list of texts'),
+    ({'known': 'clutter,,rooms'}, 'expected a comma-separated list of texts'),
     ({'new': 3}, 'expected a text'),
 ])
 def test_options_are_checked_against_the_builder(given, message):
     with pytest.raises(ValueError, match=message):
         options.check('mpcol', given)
+
+
+@pytest.mark.parametrize('texts, expected', [
+    (['known=clutter,pillars'], {'known': ['clutter', 'pillars']}),
+    (['known=clutter, pillars , rooms'], {'known': ['clutter', 'pillars', 'rooms']}),
+    (['known=maze'], {'known': ['maze']}),                      # one item: a list of one
+    (['hidden=512'], {'hidden': [512]}),
+    (['hidden=64,32'], {'hidden': [64, 32]}),
+    (['hidden=[64, 32]', 'new=caves'], {'hidden': [64, 32], 'new': 'caves'}),
+])
+def test_lists_are_given_as_comma_separated_words_or_one_item(texts, expected):
+    given = options.parse_all(texts)
+    options.check('mpcol', given)
+    assert given == expected
+
+
+def test_a_refused_option_leaves_the_given_ones_as_they_were():
+    given = {'known': 'clutter,pillars', 'size': 'big'}
+    with pytest.raises(ValueError, match="size='big'"):
+        options.check('mpcol', given)
+    assert given == {'known': 'clutter,pillars', 'size': 'big'}
+
+
+def test_the_command_line_passes_a_list_of_words_to_the_run(tmp_path, capsys, monkeypatch):
+    from rog_ros.sim import simulator
+    seen = []
+
+    def stop(cfg, **kwargs):
+        """Record the options a run would get, and start none."""
+        seen.append(cfg.workload_options)
+        raise ValueError('stopped before the run')
+    monkeypatch.setattr(simulator, 'simulate', stop)
+    assert cli.main(['sim', '--workload', 'mpcol', '--workload-option', 'known=clutter,pillars',
+                     '--workload-option', 'hidden=512,256']) == 2
+    assert seen == [{'known': ['clutter', 'pillars'], 'hidden': [512, 256]}]
+    assert capsys.readouterr().err.strip() == 'rog sim: stopped before the run'
+
+
+@pytest.mark.parametrize('workload, option, message', [
+    ('toy', 'features=-5', 'toy: features=-5: expected an integer with 1 <= features <= '),
+    ('toy', 'pool=99999999999999999999', 'toy: pool=99999999999999999999: expected an '
+                                         'integer with 1 <= pool <= 1000000000'),
+    ('toy', 'noise=-1.5', 'toy: noise=-1.5: expected a number with 0 <= noise'),
+    ('mpcol', 'size=-3', 'mpcol: size=-3: expected an integer with 16 <= size <= 256'),
+    ('mpcol', 'hidden=512', 'mpcol: hidden=[512]: expected two widths, e.g. hidden=400,256'),
+    ('mpcol', 'known=clutter,lava', "mpcol: known='lava': expected one of 'clutter', "),
+    ('mpcol', 'momentum=1', 'mpcol: momentum=1: expected a number with 0 <= momentum < 1'),
+    ('eacol', 'partition=bogus', "eacol: partition='bogus': expected one of 'shards', "
+                                 "'dirichlet', 'pachinko', 'clients'"),
+    ('eacol', 'corruption=bogus', "eacol: corruption='bogus': unknown corruption 'bogus'; "
+                                  'expected a preset (fog, blur, fog+blur, mixed)'),
+    ('eacol', 'corruption=blur:x', "eacol: corruption='blur:x': invalid literal"),
+    ('eacol', 'data_dir=/x', "eacol: data_dir is read by dataset='cifar100' only, not by "
+                             "dataset='objects' (the built-in images): add dataset=cifar100, "
+                             'or leave data_dir out'),
+    ('eacol', 'train_h5=/x.h5', "eacol: train_h5 is read by dataset='fed-cifar100' only"),
+])
+def test_a_value_out_of_range_is_one_line_before_any_data_is_made(tmp_path, capsys, monkeypatch,
+                                                                  workload, option, message):
+    from rog_ros.workloads import cache
+
+    def forbidden(*args, **kwargs):
+        """Fail the test: a refused option must not reach the data."""
+        raise AssertionError('data was built for a refused option')
+    monkeypatch.setattr(cache, 'load_or_build', forbidden)
+    monkeypatch.setenv('ROG_CACHE_DIR', str(tmp_path / 'cache'))
+    out = tmp_path / 'run'
+    assert cli.main(['sim', '--workload', workload, '--workload-option', option,
+                     '--iterations', '1', '--out', str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f'rog sim: {message}') and '\n' not in err
+    assert not out.exists()
 
 
 def test_options_the_builder_takes_pass():

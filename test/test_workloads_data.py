@@ -18,6 +18,7 @@ The readers are tested on small fixtures written here in the exact on-disk forma
 pickle `cifar-100-python/{train,test,meta}`, TFF HDF5 `examples/<client>/{image,label}`).
 """
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -130,3 +131,97 @@ def test_corrupt_presets_deterministic_and_strength_ordered():
     assert fog8.float().std(dim=(1, 2, 3)).mean() < 0.6 * images.float().std(dim=(1, 2, 3)).mean()
     for spec in ('blur', 'mixed', 'brightness:3', 'contrast:2', 'rotation:5', 'translation:2'):
         assert not torch.equal(corrupt(images, spec), images), spec
+
+
+def _rewrite(path, change):
+    """Rewrite the pickled dict in ``path`` with ``change(dict)`` applied."""
+    with open(path, 'rb') as f:
+        data = pickle.load(f, encoding='bytes')
+    change(data)
+    with open(path, 'wb') as f:
+        pickle.dump(data, f)
+
+
+def _garble(path):
+    """Overwrite ``path`` with bytes that are no pickle."""
+    path.write_bytes(b'this is not a pickle at all')
+
+
+def _truncate(path):
+    """Cut ``path`` to half its length."""
+    path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+
+
+def _drop_data(path):
+    """Remove the images of the pickled split."""
+    _rewrite(path, lambda d: d.pop(b'data'))
+
+
+def _narrow_rows(path):
+    """Give the split rows of 3000 bytes instead of 3072."""
+    _rewrite(path, lambda d: d.update({b'data': d[b'data'][:, :3000].copy()}))
+
+
+def _label_100(path):
+    """Give image 4 the fine label 100 (CIFAR-100 has 0..99)."""
+    _rewrite(path, lambda d: d[b'fine_labels'].__setitem__(4, 100))
+
+
+def _short_labels(path):
+    """Drop the last coarse label."""
+    _rewrite(path, lambda d: d[b'coarse_labels'].pop())
+
+
+@pytest.mark.parametrize('damage, message', [
+    (_garble, r'not a CIFAR-100 pickle \(UnpicklingError: .*\); unpack the official'),
+    (_truncate, r'not a CIFAR-100 pickle \((EOFError|UnpicklingError): '),
+    (_drop_data, r"not a CIFAR-100 file: no 'data' entry \(it has batch_label, coarse_labels, "
+                 r'filenames, fine_labels\)$'),
+    (_narrow_rows, r'data must be rows of 3072 bytes 0\.\.255 \(3 x 32 x 32 per image\), got '
+                   r'uint8 of shape \(30, 3000\)$'),
+    (_label_100, r'fine_labels must be 0\.\.99; image 4 has 100$'),
+    (_short_labels, r'coarse_labels must be 30 integers \(one per image\), got int64 of shape '
+                    r'\(29,\)$'),
+])
+def test_a_damaged_cifar100_file_is_one_line_naming_it(tmp_path, damage, message):
+    _write_cifar(tmp_path)
+    path = tmp_path / 'cifar-100-python' / 'train'
+    damage(path)
+
+    with pytest.raises(ValueError) as err:
+        load_cifar100(tmp_path, 'train')
+
+    text = str(err.value)
+    assert text.startswith(f'{path}: ') and '\n' not in text
+    assert re.search(message, text), text
+    assert len(load_cifar100(tmp_path, 'test')['labels']) == 10      # the other split reads
+
+
+def _fed_file(path, image_shape=(4, 32, 32, 3), labels=(1, 2, 3, 4)):
+    """Write a one-client Fed-CIFAR100 file with these image shape and labels."""
+    h5py = pytest.importorskip('h5py')
+    with h5py.File(path, 'w') as f:
+        f.create_dataset('examples/c0/image', data=np.zeros(image_shape, dtype=np.uint8))
+        f.create_dataset('examples/c0/label', data=np.asarray(labels, dtype=np.int64))
+
+
+@pytest.mark.parametrize('write, message', [
+    (lambda p: p.write_text('not hdf5\n'), r'not an HDF5 file \(.*\); train_h5 and test_h5 '
+                                           r"name TFF's fed_cifar100_train\.h5"),
+    (lambda p: _fed_file(p, labels=(1, 2, 100, 4)),
+     r'examples/c0/label must be 0\.\.99; image 2 has 100$'),
+    (lambda p: _fed_file(p, image_shape=(4, 32, 32)),
+     r'examples/c0/image must be bytes 0\.\.255 of shape \(n, 32, 32, 3\), got uint8 of shape '
+     r'\(4, 32, 32\)$'),
+])
+def test_a_damaged_fed_cifar100_file_is_one_line_naming_it(tmp_path, write, message):
+    pytest.importorskip('h5py')
+    path = tmp_path / 'fed_cifar100_train.h5'
+    write(path)
+
+    with pytest.raises(ValueError) as err:
+        load_fed_cifar100(path)
+
+    text = str(err.value)
+    assert text.startswith(f'{path}: ') and '\n' not in text
+    assert re.search(message, text), text

@@ -160,3 +160,68 @@ def test_fed_cifar100_dataset_option(cache_dir, tmp_path):
     parts = w.partition(4)
     assert [len(p) for p in parts] == [20] * 4  # two whole clients of 10 images each
     assert w.describe()['evaluation_samples'] == 20
+
+
+def _checkpoints_built(monkeypatch):
+    """Count EACOL's pre-trainings from now on (the list grows by one per build)."""
+    built = []
+    real = eacol_module._build_checkpoint
+
+    def counting(opts, data):
+        """Pre-train as EACOL does, and count it."""
+        built.append(opts['data_dir'])   # the path as keyed
+        return real(opts, data)
+    monkeypatch.setattr(eacol_module, '_build_checkpoint', counting)
+    return built
+
+
+def test_replaced_cifar100_files_are_pre_trained_afresh(cache_dir, tmp_path, monkeypatch):
+    built = _checkpoints_built(monkeypatch)
+    (tmp_path / 'a' / 'data').mkdir(parents=True)
+    (tmp_path / 'b' / 'data').mkdir(parents=True)
+    _write_cifar(tmp_path / 'a' / 'data', 200, 50)
+    _write_cifar(tmp_path / 'b' / 'data', 300, 50)
+    options = {'dataset': 'cifar100', 'data_dir': 'data', 'pretrain_steps': 2,
+               'eval_samples': 20, 'seed': 7}
+
+    monkeypatch.chdir(tmp_path / 'a')
+    first = workloads.get('eacol', fresh=True, **options)
+    workloads.get('eacol', fresh=True, **options)                 # same files: cached
+    assert len(built) == 1
+    # the same relative name in another folder is other data
+    monkeypatch.chdir(tmp_path / 'b')
+    workloads.get('eacol', fresh=True, **options)
+    assert len(built) == 2
+    assert built == [str(tmp_path / 'a' / 'data'), str(tmp_path / 'b' / 'data')]
+    # files replaced in place: pre-trained on the new ones, not the stale checkpoint
+    monkeypatch.chdir(tmp_path / 'a')
+    folder = tmp_path / 'a' / 'data' / 'cifar-100-python'
+    for name in ('train', 'test', 'meta'):
+        (folder / name).unlink()
+    folder.rmdir()
+    _write_cifar(tmp_path / 'a' / 'data', 400, 50)
+    again = workloads.get('eacol', fresh=True, **options)
+    assert len(built) == 3 and again.describe()['adaptation_samples'] == 400
+    assert first.describe()['adaptation_samples'] == 200
+
+
+@pytest.mark.parametrize('options, message', [
+    ({'data_dir': '/data'}, "eacol: data_dir is read by dataset='cifar100' only, not by "
+                            "dataset='objects' (the built-in images): add dataset=cifar100, or "
+                            'leave data_dir out'),
+    ({'train_h5': '/t.h5', 'test_h5': '/e.h5'},
+     "eacol: train_h5 is read by dataset='fed-cifar100' only, not by dataset='objects' (the "
+     'built-in images): add dataset=fed-cifar100, or leave train_h5 out'),
+    ({'dataset': 'cifar100', 'data_dir': '/data', 'test_h5': '/e.h5'},
+     "eacol: test_h5 is read by dataset='fed-cifar100' only, not by dataset='cifar100': add "
+     'dataset=fed-cifar100, or leave test_h5 out'),
+    ({'dataset': 'fed-cifar100', 'train_h5': '/t.h5', 'test_h5': '/e.h5', 'data_dir': '/d'},
+     "eacol: data_dir is read by dataset='cifar100' only, not by dataset='fed-cifar100': add "
+     'dataset=cifar100, or leave data_dir out'),
+])
+def test_a_data_file_the_dataset_does_not_read_is_refused(cache_dir, monkeypatch, options,
+                                                          message):
+    monkeypatch.setattr(eacol_module, '_load', None)     # refused before any data is read
+    with pytest.raises(ValueError) as err:
+        workloads.get('eacol', fresh=True, **options)
+    assert str(err.value) == message

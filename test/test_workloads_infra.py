@@ -35,7 +35,7 @@ def test_registry_builtins_get_and_register():
         assert workloads.get('my-toy', classes=5).describe()['classes'] == 5
     finally:
         workloads._FACTORIES.pop('my-toy')
-    with pytest.raises(KeyError, match='unknown workload'):
+    with pytest.raises(ValueError, match='unknown workload'):
         workloads.get('nope')
 
 

@@ -78,21 +78,58 @@ def get(name, fresh=False, **options):
     Parameters
     ----------
     name : str
-        A name from `names()`.
+        A name from `names()`, or a user's builder as ``package.module:function``.
     fresh : bool
         Build a new object even if this process built one with the same options already;
         default False (the factory's result is remembered for the 8 latest option sets).
     **options
         Passed to the factory (see its docstring, e.g. `mpcol.make_mpcol`).
 
+    Raises
+    ------
+    ValueError
+        One line for every way the name finds no workload: unknown, a module that cannot be
+        imported, a user's builder that raises (its error is the ``__cause__``) or returns
+        something other than a `Workload`.
+
     """
     factory = _factory(name)
     key = (name, json.dumps(options, sort_keys=True, default=str))
     if fresh or key not in _BUILT:
+        built = _build(name, factory, options)
         if len(_BUILT) >= _BUILT_MAX:
             del _BUILT[next(iter(_BUILT))]
-        _BUILT[key] = factory(**options)
+        _BUILT[key] = built
     return _BUILT[key]
+
+
+def _build(name, factory, options):
+    """
+    Call ``factory(**options)`` and check that it gave a `Workload`.
+
+    A user's builder (``module:function``) is code this package knows nothing of: whatever
+    it raises becomes one ValueError line naming it (the commands print ValueError, not a
+    traceback). The built-in builders' own errors are one line already and pass unchanged.
+    """
+    from rog_ros.workloads.base import Workload
+    if is_import_path(name) and name not in _FACTORIES:
+        try:
+            built = factory(**options)
+        except Exception as err:
+            raise ValueError(f'workload {name}: the builder failed: {type(err).__name__}: '
+                             f'{_one_line(err)}') from err
+    else:
+        built = factory(**options)
+    if not isinstance(built, Workload):
+        raise ValueError(f'workload {name}: the builder returned {type(built).__name__}, not a '
+                         'rog_ros.workloads.Workload (docs/workloads.md)')
+    return built
+
+
+def _one_line(err) -> str:
+    """Return the message of ``err`` on one line (a KeyError's without its quotes)."""
+    text = err.args[0] if isinstance(err, KeyError) and len(err.args) == 1 else err
+    return ' '.join(str(text).split()) or '(no message)'
 
 
 def names():
@@ -119,8 +156,8 @@ def import_path_problem(name):
     _cwd_importable()
     try:
         found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError) as err:      # a parent package missing or broken
-        return f'cannot find module {module!r} ({err})'
+    except Exception as err:      # a parent package missing, broken, or raising on import
+        return f'cannot find module {module!r} ({type(err).__name__}: {_one_line(err)})'
     if not found:
         return (f'cannot find module {module!r}: every node imports it, so install its '
                 'package, or start the nodes in the folder that holds it (or name that folder '
@@ -156,18 +193,20 @@ def _factory(name):
     if name in _FACTORIES:
         return _FACTORIES[name]
     if not is_import_path(name):
-        raise KeyError(f'unknown workload {name!r}; registered: {names()}, or your own '
-                       "builder as 'package.module:function'")
+        raise ValueError(f'unknown workload {name!r}; registered: {", ".join(names())}, or '
+                         "your own builder as 'package.module:function'")
     module, _, attr = name.partition(':')
     _cwd_importable()
     try:
-        factory = getattr(importlib.import_module(module), attr)
-    except ImportError as err:
-        raise KeyError(f'workload {name}: cannot import {module!r} ({err})') from None
-    except AttributeError:
-        raise KeyError(f'workload {name}: module {module!r} has no {attr!r}') from None
+        imported = importlib.import_module(module)
+    except Exception as err:      # ImportError, or whatever the module's own code raises
+        raise ValueError(f'workload {name}: cannot import {module!r} ({type(err).__name__}: '
+                         f'{_one_line(err)})') from err
+    factory = getattr(imported, attr, None)
+    if factory is None and not hasattr(imported, attr):
+        raise ValueError(f'workload {name}: module {module!r} has no {attr!r}')
     if not callable(factory):
-        raise KeyError(f'workload {name}: {attr!r} is not callable')
+        raise ValueError(f'workload {name}: {attr!r} is not callable')
     return factory
 
 
@@ -184,7 +223,10 @@ def builder_parameters(name):
     if isinstance(target, str):
         module, _, attr = target.partition(':')
         target = getattr(importlib.import_module(module), attr)
-    params = inspect.signature(target).parameters
+    try:
+        params = inspect.signature(target).parameters
+    except (TypeError, ValueError):     # no signature to read (a builtin): pass every name
+        return None
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return None
     return {k: p for k, p in params.items()

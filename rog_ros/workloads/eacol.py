@@ -31,14 +31,16 @@ of the options, so every synchronisation system of every run chases the same num
 
 from __future__ import annotations
 
+import os
 import time
 
 from rog_ros.workloads import cache
 from rog_ros.workloads.base import Workload
-from rog_ros.workloads.cifar import load_cifar100, load_fed_cifar100
+from rog_ros.workloads.cifar import cifar_folder, load_cifar100, load_fed_cifar100
 from rog_ros.workloads.convmlp import convmlp
-from rog_ros.workloads.corruptions import corrupt
-from rog_ros.workloads.objects import render_objects, SHAPES
+from rog_ros.workloads.corruptions import _parse as parse_corruption, corrupt, PRESETS
+from rog_ros.workloads.objects import CLASS_NAMES, render_objects, SHAPES
+from rog_ros.workloads.options import integer, number, one_of
 from rog_ros.workloads.partition import (dirichlet_split, group_split, label_shards,
                                          pachinko_clients)
 from rog_ros.workloads.training import pretrain
@@ -48,6 +50,10 @@ CODE_VERSION = 'eacol-2'
 # Rog paper section 2.3: a Jetson Xavier NX computes one EACOL batch in 2.18 s.
 XAVIER_NX_SECONDS = 2.18
 _MODELS = {'convmlp-cpu': 'cpu', 'convmlp-s': 's', 'convmlp-m': 'm', 'convmlp-l': 'l'}
+DATASETS = ('objects', 'cifar100', 'fed-cifar100')
+PARTITIONS = ('shards', 'dirichlet', 'pachinko', 'clients')
+# The file options and the one dataset that reads each.
+_FILE_OPTIONS = {'data_dir': 'cifar100', 'train_h5': 'fed-cifar100', 'test_h5': 'fed-cifar100'}
 SURROGATE_ITERATIONS = 80
 """Adaptation budget per worker of a surrogate run (``rog compare --model convmlp-m``,
 ``rog reproduce``). On ``outdoors`` (5 seeds, 60 iterations) EACOL reached its target after
@@ -63,16 +69,103 @@ def _normalise(x):
 
 
 def _check_dataset(dataset, data_dir, train_h5, test_h5):
-    """Refuse a dataset without the files it reads, before anything is built or cached."""
+    """Refuse a dataset without the files it reads, or files it does not read, up front."""
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown EACOL dataset {dataset!r}; expected 'objects', 'cifar100' "
+                         "or 'fed-cifar100'")
+    given = {'data_dir': data_dir, 'train_h5': train_h5, 'test_h5': test_h5}
+    for name, value in given.items():
+        if value is None:
+            continue
+        if not isinstance(value, (str, os.PathLike)):
+            raise ValueError(f'eacol: {name}={value!r}: expected a path')
+        reader = _FILE_OPTIONS[name]
+        if dataset != reader:
+            # without this the run trained on another dataset and recorded the path as used
+            builtin = ' (the built-in images)' if dataset == 'objects' else ''
+            raise ValueError(f'eacol: {name} is read by dataset={reader!r} only, not by '
+                             f'dataset={dataset!r}{builtin}: add dataset={reader}, or leave '
+                             f'{name} out')
     if dataset == 'cifar100' and data_dir is None:
         raise ValueError("dataset='cifar100' needs data_dir: the folder holding (or being) "
                          'cifar-100-python/')
     if dataset == 'fed-cifar100' and (train_h5 is None or test_h5 is None):
         raise ValueError("dataset='fed-cifar100' needs train_h5 and test_h5: TFF's "
                          'fed_cifar100_train.h5 and fed_cifar100_test.h5')
-    if dataset not in ('objects', 'cifar100', 'fed-cifar100'):
-        raise ValueError(f"unknown EACOL dataset {dataset!r}; expected 'objects', 'cifar100' "
-                         "or 'fed-cifar100'")
+
+
+def _check_options(o):
+    """Refuse an option of `make_eacol` (``o``: its arguments) out of its range, up front."""
+    if o['model'] not in _MODELS:
+        raise ValueError(f"unknown EACOL model {o['model']!r}; expected one of "
+                         f'{sorted(_MODELS)}')
+    _check_dataset(o['dataset'], o['data_dir'], o['train_h5'], o['test_h5'])
+    _check_corruption(o['corruption'])
+    partition = one_of('eacol', 'partition', o['partition'], PARTITIONS)
+    if partition == 'clients' and o['dataset'] != 'fed-cifar100':
+        raise ValueError("eacol: partition='clients' needs dataset='fed-cifar100' (its own "
+                         'clients)')
+    if partition == 'pachinko' and o['dataset'] == 'fed-cifar100':
+        raise ValueError("eacol: partition='pachinko' needs coarse labels, which "
+                         "dataset='fed-cifar100' has not; use partition='clients'")
+    integer('eacol', 'num_classes', o['num_classes'], 2, len(CLASS_NAMES))
+    for name in ('pretrain_samples', 'adapt_samples', 'eval_samples'):
+        integer('eacol', name, o[name], 1, 1_000_000)
+    if o['pretrain_steps'] is not None:
+        integer('eacol', 'pretrain_steps', o['pretrain_steps'], 1, 10_000_000)
+    integer('eacol', 'pretrain_batch', o['pretrain_batch'], 1, 100_000)
+    number('eacol', 'pretrain_lr', o['pretrain_lr'], 0, above=True)
+    integer('eacol', 'batch_size', o['batch_size'], 1, 100_000)
+    number('eacol', 'lr', o['lr'], 0, above=True)
+    number('eacol', 'momentum', o['momentum'], 0, 1, below=True)
+    number('eacol', 'target_fraction', o['target_fraction'], 0, 1)
+    if o['target_accuracy'] is not None:
+        number('eacol', 'target_accuracy', o['target_accuracy'], 0, 1)
+    number('eacol', 'compute_time_s', o['compute_time_s'], 0, above=True)
+    number('eacol', 'dirichlet_alpha', o['dirichlet_alpha'], 0, above=True)
+    integer('eacol', 'seed', o['seed'], 0, 2 ** 32 - 1)
+
+
+def _check_corruption(corruption):
+    """Refuse a corruption `corruptions.corrupt` cannot apply, before the data is made."""
+    try:
+        parse_corruption(corruption)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f'eacol: corruption={corruption!r}: {err}; expected a preset '
+                         f'({", ".join(PRESETS)}), a name with a level (blur:7) or a list of '
+                         '(name, level) pairs') from None
+
+
+def _data_key(dataset, data_dir, train_h5, test_h5):
+    """
+    Return the cache-key entries of the data files: absolute paths, each file's identity.
+
+    Why: keyed on the path as typed, one relative name in two folders, or files replaced in
+    place, reused a checkpoint pre-trained on other data. Size and modification time (ns) of
+    every file read are cheap to take and change with any copy of other data.
+    """
+    def absolute(path):
+        """Return ``path`` absolute with ``~`` expanded, or None."""
+        return None if path is None else os.path.abspath(os.path.expanduser(os.fspath(path)))
+
+    paths = {'data_dir': absolute(data_dir), 'train_h5': absolute(train_h5),
+             'test_h5': absolute(test_h5)}
+    if dataset == 'cifar100':
+        folder = cifar_folder(paths['data_dir'])
+        files = [folder / name for name in ('train', 'test', 'meta')]
+    elif dataset == 'fed-cifar100':
+        files = [paths['train_h5'], paths['test_h5']]
+    else:
+        return {key: str(value) for key, value in paths.items()}   # the keys of old
+    identity = []
+    for path in files:
+        try:
+            st = os.stat(path)
+        except OSError:
+            identity.append([str(path), None])   # the reader says what is missing
+        else:
+            identity.append([str(path), st.st_size, st.st_mtime_ns])
+    return {**{key: str(value) for key, value in paths.items()}, 'data_files': identity}
 
 
 def _load(opts):
@@ -199,10 +292,12 @@ def make_eacol(model='convmlp-cpu', dataset='objects', corruption='fog+blur', pa
         ballast (``rog_ros.workloads.surrogate``): ``model``'s message sizes and rows at
         ``convmlp-cpu``'s cost. ``rog compare --model convmlp-m`` uses it.
 
+    Every option is checked first (ValueError, one line), before data or pre-training. The
+    cached checkpoint of 'cifar100' / 'fed-cifar100' is keyed on the files' absolute paths,
+    sizes and modification times: new files in the same place are trained on afresh.
+
     """
-    if model not in _MODELS:
-        raise ValueError(f'unknown EACOL model {model!r}; expected one of {sorted(_MODELS)}')
-    _check_dataset(dataset, data_dir, train_h5, test_h5)
+    _check_options(locals())
     if surrogate and model != 'convmlp-cpu':
         return _with_ballast(make_eacol(
             'convmlp-cpu', dataset, corruption, partition, num_classes, pretrain_samples,
@@ -214,8 +309,8 @@ def make_eacol(model='convmlp-cpu', dataset='objects', corruption='fog+blur', pa
     opts = {'model': model, 'dataset': dataset, 'num_classes': num_classes,
             'pretrain_samples': pretrain_samples, 'adapt_samples': adapt_samples,
             'eval_samples': eval_samples, 'pretrain_batch': pretrain_batch,
-            'pretrain_lr': pretrain_lr, 'seed': seed, 'data_dir': str(data_dir),
-            'train_h5': str(train_h5), 'test_h5': str(test_h5),
+            'pretrain_lr': pretrain_lr, 'seed': seed,
+            **_data_key(dataset, data_dir, train_h5, test_h5),
             'pretrain_steps': pretrain_steps or (1500 if model == 'convmlp-cpu' else 600)}
     if dataset == 'objects':
         # Rendered and corrupted data is cached too: it is what makes a cached build fast.

@@ -35,11 +35,12 @@ import time
 
 from rog_ros.workloads import cache
 from rog_ros.workloads.base import seeded, Workload
+from rog_ros.workloads.options import integer, number, one_of
 from rog_ros.workloads.partition import group_split
 from rog_ros.workloads.planning import distance_fields, Observer, optimal_moves, UNREACHABLE
 from rog_ros.workloads.policy import optimal_set_loss, picks_optimal, PlanningPolicy, rollout
 from rog_ros.workloads.training import pretrain
-from rog_ros.workloads.worlds import generate
+from rog_ros.workloads.worlds import FAMILIES, generate
 import torch
 
 CODE_VERSION = 'mpcol-2'
@@ -48,6 +49,11 @@ CODE_VERSION = 'mpcol-2'
 # 64 samples (about 10 ms on the NX GPU) plus batch preparation and DEFSGDM compression: we
 # assume 0.1 s.
 XAVIER_NX_SECONDS = 0.1
+# Smallest map side: below it a map of caves may have no free cell with a goal 8 steps away
+# for the roll-out episodes (measured: size 10 failed for seed 0, 12 and 16 held for seeds
+# 0-2); 16 leaves a margin.
+MIN_SIZE = 16
+MAX_SIZE = 256
 
 
 def _samples(obstacles, first_map, per_map, g, min_distance=1):
@@ -174,14 +180,16 @@ def make_mpcol(known=('clutter', 'pillars', 'rooms'), new='maze', size=32, radiu
     seed : int
         Seed of worlds, samples, initialisation and pre-training.
 
+    Every option is checked first (ValueError, one line), before data or pre-training.
+
     """
+    known = [known] if isinstance(known, str) else known
+    _check_mpcol(locals())
     opts = {'known': list(known), 'new': new, 'size': size, 'radius': radius,
             'hidden': list(hidden), 'pretrain_maps': pretrain_maps, 'adapt_maps': adapt_maps,
             'eval_maps': eval_maps, 'per_map': per_map, 'episodes': episodes,
             'pretrain_steps': pretrain_steps, 'pretrain_batch': pretrain_batch,
             'pretrain_lr': pretrain_lr, 'seed': seed}
-    if new in known:
-        raise ValueError(f'the new working space {new!r} must not be a pre-training family')
     ckpt = cache.load_or_build('mpcol', opts, CODE_VERSION, lambda: _build_checkpoint(opts))
     maps, parts = ckpt['maps'], ckpt['parts']
     observe = Observer(maps, radius)
@@ -204,3 +212,41 @@ def make_mpcol(known=('clutter', 'pillars', 'rooms'), new='maze', size=32, radiu
               'known_accuracy': known_acc, 'accuracy_before': before,
               'rollout_before': ckpt['rollout_before'],
               'pretrain_seconds': ckpt['pretrain_seconds']})
+
+
+def _check_mpcol(o):
+    """Refuse an option of `make_mpcol` (``o``: its arguments) out of its range."""
+    known = o['known']
+    if not isinstance(known, (list, tuple)) or not known:
+        raise ValueError(f'mpcol: known={known!r}: expected a comma-separated list of '
+                         f'families from {", ".join(FAMILIES)}')
+    for family in known:
+        one_of('mpcol', 'known', family, FAMILIES)
+    if len(set(known)) < len(known):
+        raise ValueError(f'mpcol: known={list(known)!r}: a family is given twice')
+    one_of('mpcol', 'new', o['new'], FAMILIES)
+    if o['new'] in known:
+        raise ValueError(f"mpcol: the new working space {o['new']!r} must not be a "
+                         f'pre-training family (known={list(known)!r})')
+    integer('mpcol', 'size', o['size'], MIN_SIZE, MAX_SIZE)
+    integer('mpcol', 'radius', o['radius'], 1, 64)
+    hidden = o['hidden']
+    if not isinstance(hidden, (list, tuple)) or len(hidden) != 2:
+        raise ValueError(f'mpcol: hidden={hidden!r}: expected two widths, e.g. hidden=400,256')
+    for width in hidden:
+        integer('mpcol', 'hidden', width, 1, 100_000)
+    for name in ('pretrain_maps', 'adapt_maps', 'per_map', 'episodes'):
+        integer('mpcol', name, o[name], 1, 100_000)
+    # split over the known families: each needs at least one held-out map
+    integer('mpcol', 'eval_maps', o['eval_maps'], len(known), 100_000)
+    integer('mpcol', 'pretrain_steps', o['pretrain_steps'], 1, 10_000_000)
+    integer('mpcol', 'pretrain_batch', o['pretrain_batch'], 1, 1_000_000)
+    number('mpcol', 'pretrain_lr', o['pretrain_lr'], 0, above=True)
+    integer('mpcol', 'batch_size', o['batch_size'], 1, 1_000_000)
+    number('mpcol', 'lr', o['lr'], 0, above=True)
+    number('mpcol', 'momentum', o['momentum'], 0, 1, below=True)
+    number('mpcol', 'target_fraction', o['target_fraction'], 0, 1)
+    if o['target_accuracy'] is not None:
+        number('mpcol', 'target_accuracy', o['target_accuracy'], 0, 1)
+    number('mpcol', 'compute_time_s', o['compute_time_s'], 0, above=True)
+    integer('mpcol', 'seed', o['seed'], 0, 2 ** 32 - 1)

@@ -25,13 +25,19 @@ compare`` would have failed all its runs one by one).
 Values are read as Python literals where they are one (``1200``, ``1e-3``, ``true``,
 ``400,256`` or ``(400, 256)``) and as text otherwise (``cifar100``, ``~/data``, with ``~``
 expanded); sequences become lists, so that the options survive a JSON round trip unchanged
-(``rog compare`` reuses a run only if its recorded options are equal).
+(``rog compare`` reuses a run only if its recorded options are equal). Where the builder's
+default is a list, text is split at its commas (``known=clutter,pillars``, each item read as
+the default's items are) and a single value is a list of one (``known=maze``).
+
+The builders check ranges themselves (``integer``, ``number``, ``one_of`` below), before any
+data is made: a kind is all a signature tells.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import math
 import os
 
 _SCALARS = (bool, int, float, str, type(None))
@@ -96,19 +102,53 @@ def check(workload: str, options: dict) -> None:
     Check ``options`` against the builder of ``workload``: names and kinds of values.
 
     A builder that takes ``**kwargs`` (a user's registered factory) accepts any name; a
-    value is checked against the kind of the builder's default where it has one.
+    value is checked against the kind of the builder's default where it has one. Text or a
+    single value given for a list option becomes that list in ``options``, once every option
+    has passed (a refused option leaves ``options`` as it was).
     """
     from rog_ros import workloads
     params = workloads.builder_parameters(workload)
     if params is None:
         return
+    listed = {}
     for key, value in options.items():
         if key not in params:
             raise ValueError(f'{workload} takes no option {key!r}; it takes '
                              f'{", ".join(sorted(params))} (docs/workloads.md)')
-        why = _kind_mismatch(value, params[key].default)
+        as_list = _listed(value, params[key].default)
+        why = _kind_mismatch(as_list, params[key].default)
         if why:
             raise ValueError(f'{key}={value!r}: {why}')
+        if as_list is not value:
+            listed[key] = as_list
+    options.update(listed)
+
+
+_ITEM_KINDS = {bool: 'true or false values', int: 'integers', float: 'numbers', str: 'texts'}
+
+
+def _item_kind(default):
+    """Return the one plain type of the items of a list default, or None (mixed or empty)."""
+    kinds = {type(item) for item in default}
+    return kinds.pop() if len(kinds) == 1 and next(iter(kinds), None) in _ITEM_KINDS else None
+
+
+def _listed(value, default):
+    """
+    Return ``value`` as the list a list option takes, or unchanged where it is no such text.
+
+    The command line gives ``known=clutter,pillars`` (not a Python literal: text) and
+    ``hidden=512`` (an integer) where the documentation promises comma-separated lists.
+    """
+    if not isinstance(default, (tuple, list)) or value is None or isinstance(value, list):
+        return value
+    if not isinstance(value, str):
+        return [value]
+    items = [item.strip() for item in value.split(',')]
+    if not all(items):
+        return value                    # an empty item: refused as not a list
+    kind = _item_kind(default)
+    return [item if kind is str else _value(item) for item in items]
 
 
 def _kind_mismatch(value, default) -> str | None:
@@ -126,7 +166,44 @@ def _kind_mismatch(value, default) -> str | None:
         # a text option may also take a list (EACOL's corruption: a preset or pairs)
         ok, kind = isinstance(value, (str, list)), 'a text'
     elif isinstance(default, (tuple, list)):
-        ok, kind = isinstance(value, list), 'a comma-separated list'
+        item = _item_kind(default)
+        ok = isinstance(value, list) and (item is None or all(
+            _kind_mismatch(v, default[0]) is None and (item is not str or isinstance(v, str))
+            for v in value))
+        kind = 'a comma-separated list' + (f' of {_ITEM_KINDS[item]}' if item else '')
     else:
         return None
     return None if ok else f'expected {kind} (default {default!r})'
+
+
+def integer(where: str, name: str, value, low: int, high: int) -> int:
+    """Return ``value`` if it is an integer from ``low`` to ``high``; else say so (ValueError)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f'{where}: {name}={value!r}: expected an integer with '
+                         f'{low} <= {name} <= {high}')
+    return value
+
+
+def number(where: str, name: str, value, low: float, high: float = math.inf, *,
+           above: bool = False, below: bool = False) -> float:
+    """
+    Return ``value`` if it is a finite number from ``low`` to ``high``; else say so.
+
+    ``above`` / ``below`` leave ``low`` / ``high`` themselves out of the range.
+    """
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and math.isfinite(value) and (low < value if above else low <= value)
+          and (value < high if below else value <= high))
+    if not ok:
+        upper = '' if high == math.inf else f' {"<" if below else "<="} {high}'
+        raise ValueError(f'{where}: {name}={value!r}: expected a number with '
+                         f'{low} {"<" if above else "<="} {name}{upper}')
+    return value
+
+
+def one_of(where: str, name: str, value, allowed) -> str:
+    """Return ``value`` if it is one of ``allowed``; else name them (ValueError)."""
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f'{where}: {name}={value!r}: expected one of '
+                         f'{", ".join(repr(a) for a in allowed)}')
+    return value

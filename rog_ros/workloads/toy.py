@@ -23,9 +23,13 @@ seeded linear layer, so accuracy starts near chance and rises within tens of ite
 from __future__ import annotations
 
 from rog_ros.workloads.base import seeded, Workload
+from rog_ros.workloads.options import integer, number
 from rog_ros.workloads.partition import label_shards
 import torch
 from torch import nn
+
+MAX_VALUES = 10 ** 9
+"""Most feature values of pool and evaluation set together (4 GB of float32)."""
 
 
 def _gaussian_classes(n, centres, noise, g):
@@ -38,6 +42,9 @@ def make_toy(features=16, classes=4, pool=4096, eval_samples=1024, noise=1.0, ba
              seed=0, compute_time_s=0.05, target_accuracy=0.8):
     """
     Build the toy workload (all options are plain numbers; < 10 ms).
+
+    Every option is range-checked first (ValueError, one line): torch's own errors for a
+    negative size or a number beyond 64 bits are tracebacks from deep inside.
 
     Parameters
     ----------
@@ -57,6 +64,8 @@ def make_toy(features=16, classes=4, pool=4096, eval_samples=1024, noise=1.0, ba
         Reached by synchronous SGD with the default lr in ~10 iterations of 4 workers.
 
     """
+    _check_toy(features, classes, pool, eval_samples, noise, batch_size, seed, compute_time_s,
+               target_accuracy)
     g = torch.Generator().manual_seed(seed)
     centres = 1.5 * torch.randn(classes, features, generator=g) / features ** 0.5 * 2
     train = _gaussian_classes(pool, centres, noise, g)
@@ -70,3 +79,20 @@ def make_toy(features=16, classes=4, pool=4096, eval_samples=1024, noise=1.0, ba
         target_accuracy=target_accuracy, compute_time_s=compute_time_s, lr=0.1, momentum=0.9,
         info={'what': 'logistic regression on synthetic Gaussian classes',
               'features': features, 'classes': classes})
+
+
+def _check_toy(features, classes, pool, eval_samples, noise, batch_size, seed, compute_time_s,
+               target_accuracy):
+    """Refuse an option of `make_toy` out of its range, before any tensor is made."""
+    integer('toy', 'features', features, 1, 1_000_000)
+    integer('toy', 'classes', classes, 2, 100_000)
+    integer('toy', 'pool', pool, 1, MAX_VALUES)
+    integer('toy', 'eval_samples', eval_samples, 1, MAX_VALUES)
+    if (pool + eval_samples) * features > MAX_VALUES:
+        raise ValueError(f'toy: (pool + eval_samples) x features = ({pool} + {eval_samples}) x '
+                         f'{features} values, more than {MAX_VALUES} (4 GB); give fewer')
+    number('toy', 'noise', noise, 0)
+    integer('toy', 'batch_size', batch_size, 1, 1_000_000)
+    integer('toy', 'seed', seed, 0, 2 ** 32 - 1)
+    number('toy', 'compute_time_s', compute_time_s, 0, above=True)
+    number('toy', 'target_accuracy', target_accuracy, 0, 1)
