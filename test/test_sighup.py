@@ -190,8 +190,8 @@ from rog_ros import cli
 
 
 def slow_cleanup(args):
-    print('running', flush=True)
     try:
+        print('running', flush=True)     # in the try: the hang-up may come as it returns
         while True:
             time.sleep(0.02)
     finally:
@@ -229,7 +229,7 @@ def test_a_hang_up_is_ignored_before_the_handler_runs_any_other_python(monkeypat
     from rog_ros import cli
     import builtins
     before = signal.getsignal(signal.SIGHUP)
-    cli._sigterm_as_interrupt()
+    previous = cli._sigterm_as_interrupt()
     seen = []
     real_import = builtins.__import__
 
@@ -248,6 +248,8 @@ def test_a_hang_up_is_ignored_before_the_handler_runs_any_other_python(monkeypat
         stopped.append(stop.exit_status)
     finally:
         builtins.__import__ = real_import
-        signal.signal(signal.SIGHUP, before)
+        for sig, handler in previous.items():      # SIGTERM's too: as the test found them
+            signal.signal(sig, handler)
+        signal.signal(signal.SIGHUP, before)       # (the handler set it to ignored)
     assert stopped == [129]
     assert seen == [('quiet', signal.SIG_IGN)]     # no import; ignored before anything else
