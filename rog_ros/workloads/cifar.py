@@ -78,18 +78,23 @@ def _field(data, key, path):
 
 def _labels(values, n, classes, what, path):
     """Return ``values`` as int64 (n,); ValueError names the file where they do not fit."""
+    return torch.from_numpy(_label_array(values, n, classes, f'{path}: {what}'))
+
+
+def _label_array(values, n, classes, named):
+    """Return ``values`` as an int64 array (n,) of labels below ``classes``; else say so."""
     try:
         labels = np.asarray(values)
     except (TypeError, ValueError) as err:
-        raise ValueError(f'{path}: {what} are not numbers ({err})') from err
+        raise ValueError(f'{named} are not numbers ({err})') from err
     if labels.shape != (n,) or labels.dtype.kind not in 'iu':
-        raise ValueError(f'{path}: {what} must be {n} integers (one per image), got '
+        raise ValueError(f'{named} must be {n} integers (one per image), got '
                          f'{labels.dtype} of shape {labels.shape}')
     bad = np.nonzero((labels < 0) | (labels >= classes))[0]
     if len(bad):
-        raise ValueError(f'{path}: {what} must be 0..{classes - 1}; image {bad[0]} has '
+        raise ValueError(f'{named} must be 0..{classes - 1}; image {bad[0]} has '
                          f'{labels[bad[0]]}')
-    return torch.from_numpy(labels.astype(np.int64))
+    return labels.astype(np.int64)
 
 
 def load_cifar100(root, split='train'):
@@ -203,15 +208,8 @@ def _client(group, where):
     if img.ndim != 4 or img.shape[1:] != (32, 32, 3) or not _bytes(img):
         raise ValueError(f'{where}/image must be bytes 0..255 of shape (n, 32, 32, 3), got '
                          f'{img.dtype} of shape {img.shape}')
-    lab = lab.reshape(-1)
-    if len(lab) != len(img) or lab.dtype.kind not in 'iu':
-        raise ValueError(f'{where}/label must be {len(img)} integers (one per image), got '
-                         f'{lab.dtype} of shape {lab.shape}')
-    bad = np.nonzero((lab < 0) | (lab >= FINE_CLASSES))[0]
-    if len(bad):
-        raise ValueError(f'{where}/label must be 0..{FINE_CLASSES - 1}; image {bad[0]} has '
-                         f'{lab[bad[0]]}')
-    return img.astype(np.uint8, copy=False), lab.astype(np.int64)
+    lab = _label_array(lab.reshape(-1), len(img), FINE_CLASSES, f'{where}/label')
+    return img.astype(np.uint8, copy=False), lab
 
 
 def _bytes(array) -> bool:

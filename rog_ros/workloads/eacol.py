@@ -40,7 +40,7 @@ from rog_ros.workloads.cifar import cifar_folder, load_cifar100, load_fed_cifar1
 from rog_ros.workloads.convmlp import convmlp
 from rog_ros.workloads.corruptions import _parse as parse_corruption, corrupt, PRESETS
 from rog_ros.workloads.objects import CLASS_NAMES, render_objects, SHAPES
-from rog_ros.workloads.options import integer, number, one_of
+from rog_ros.workloads.options import check_training, integer, number, one_of
 from rog_ros.workloads.partition import (dirichlet_split, group_split, label_shards,
                                          pachinko_clients)
 from rog_ros.workloads.training import pretrain
@@ -113,17 +113,8 @@ def _check_options(o):
         integer('eacol', name, o[name], 1, 1_000_000)
     if o['pretrain_steps'] is not None:
         integer('eacol', 'pretrain_steps', o['pretrain_steps'], 1, 10_000_000)
-    integer('eacol', 'pretrain_batch', o['pretrain_batch'], 1, 100_000)
-    number('eacol', 'pretrain_lr', o['pretrain_lr'], 0, above=True)
-    integer('eacol', 'batch_size', o['batch_size'], 1, 100_000)
-    number('eacol', 'lr', o['lr'], 0, above=True)
-    number('eacol', 'momentum', o['momentum'], 0, 1, below=True)
-    number('eacol', 'target_fraction', o['target_fraction'], 0, 1)
-    if o['target_accuracy'] is not None:
-        number('eacol', 'target_accuracy', o['target_accuracy'], 0, 1)
-    number('eacol', 'compute_time_s', o['compute_time_s'], 0, above=True)
     number('eacol', 'dirichlet_alpha', o['dirichlet_alpha'], 0, above=True)
-    integer('eacol', 'seed', o['seed'], 0, 2 ** 32 - 1)
+    check_training('eacol', o, batch_max=100_000)
 
 
 def _check_corruption(corruption):

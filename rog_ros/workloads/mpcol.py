@@ -35,7 +35,7 @@ import time
 
 from rog_ros.workloads import cache
 from rog_ros.workloads.base import seeded, Workload
-from rog_ros.workloads.options import integer, number, one_of
+from rog_ros.workloads.options import check_training, integer, one_of
 from rog_ros.workloads.partition import group_split
 from rog_ros.workloads.planning import distance_fields, Observer, optimal_moves, UNREACHABLE
 from rog_ros.workloads.policy import optimal_set_loss, picks_optimal, PlanningPolicy, rollout
@@ -240,13 +240,4 @@ def _check_mpcol(o):
     # split over the known families: each needs at least one held-out map
     integer('mpcol', 'eval_maps', o['eval_maps'], len(known), 100_000)
     integer('mpcol', 'pretrain_steps', o['pretrain_steps'], 1, 10_000_000)
-    integer('mpcol', 'pretrain_batch', o['pretrain_batch'], 1, 1_000_000)
-    number('mpcol', 'pretrain_lr', o['pretrain_lr'], 0, above=True)
-    integer('mpcol', 'batch_size', o['batch_size'], 1, 1_000_000)
-    number('mpcol', 'lr', o['lr'], 0, above=True)
-    number('mpcol', 'momentum', o['momentum'], 0, 1, below=True)
-    number('mpcol', 'target_fraction', o['target_fraction'], 0, 1)
-    if o['target_accuracy'] is not None:
-        number('mpcol', 'target_accuracy', o['target_accuracy'], 0, 1)
-    number('mpcol', 'compute_time_s', o['compute_time_s'], 0, above=True)
-    integer('mpcol', 'seed', o['seed'], 0, 2 ** 32 - 1)
+    check_training('mpcol', o, batch_max=1_000_000)

@@ -207,3 +207,22 @@ def one_of(where: str, name: str, value, allowed) -> str:
         raise ValueError(f'{where}: {name}={value!r}: expected one of '
                          f'{", ".join(repr(a) for a in allowed)}')
     return value
+
+
+def check_training(where: str, o: dict, batch_max: int) -> None:
+    """
+    Range-check the training options a pre-trained workload builder shares (``o``: its args).
+
+    MPCOL and EACOL take the same pre-training and adaptation settings; one place checks them,
+    so that the two cannot drift apart. ``batch_max`` bounds both batch sizes.
+    """
+    integer(where, 'pretrain_batch', o['pretrain_batch'], 1, batch_max)
+    number(where, 'pretrain_lr', o['pretrain_lr'], 0, above=True)
+    integer(where, 'batch_size', o['batch_size'], 1, batch_max)
+    number(where, 'lr', o['lr'], 0, above=True)
+    number(where, 'momentum', o['momentum'], 0, 1, below=True)
+    number(where, 'target_fraction', o['target_fraction'], 0, 1)
+    if o['target_accuracy'] is not None:
+        number(where, 'target_accuracy', o['target_accuracy'], 0, 1)
+    number(where, 'compute_time_s', o['compute_time_s'], 0, above=True)
+    integer(where, 'seed', o['seed'], 0, 2 ** 32 - 1)
