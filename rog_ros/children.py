@@ -41,7 +41,9 @@ import ctypes
 import functools
 import multiprocessing
 from multiprocessing import connection
+import numbers
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -95,7 +97,7 @@ def run_in_processes(fn: Callable, calls: Sequence[tuple], jobs: int,
                      on_death: Callable[[int, ProcessDied], object] | None = None
                      ) -> Iterator[Tuple[int, object]]:
     """
-    Yield ``(i, fn(*calls[i]))`` as the calls finish, in ``jobs`` spawned processes.
+    Return an iterator of ``(i, fn(*calls[i]))`` as the calls finish, in ``jobs`` processes.
 
     ``fn`` must be a module-level function (it is pickled). The workers ignore SIGINT and die
     with their parent; the parent's KeyboardInterrupt, or an exception from a call, ends every
@@ -104,11 +106,26 @@ def run_in_processes(fn: Callable, calls: Sequence[tuple], jobs: int,
     out-of-memory killer's SIGKILL) raises ``ProcessDied`` here as an exception would; with
     ``on_death``, ``(i, on_death(i, err))`` is yielded instead, computed here, and the other
     calls go on, a fresh process taking the dead one's place.
+
+    No calls start no process (whatever ``jobs``). Otherwise ``jobs`` must be a whole number
+    of at least 1: anything else raises ValueError here, before any process starts
+    (``multiprocessing.Pool`` refused it too; taking it for 1 hid the caller's mistake).
     """
     pending = collections.deque(enumerate(calls))
+    if not pending:
+        return iter(())
+    if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or jobs < 1:
+        raise ValueError(f'run_in_processes: jobs must be a whole number >= 1, got {jobs!r}')
+    return _run(fn, pending, min(int(jobs), len(pending)), on_death)
+
+
+def _run(fn: Callable, pending: collections.deque, jobs: int,
+         on_death: Callable[[int, ProcessDied], object] | None
+         ) -> Iterator[Tuple[int, object]]:
+    """Yield ``(i, fn(*args))`` for the ``(i, args)`` of ``pending`` (``run_in_processes``)."""
     workers = []
     try:
-        workers += _workers_born_ignoring_sigint(max(1, min(jobs, len(pending))))
+        workers += _workers_born_ignoring_sigint(jobs)
         for w in workers:
             w.take(fn, pending)
         while any(w.call is not None for w in workers):
@@ -227,13 +244,20 @@ def _workers_born_ignoring_sigint(n: int) -> list:
     try:
         for _ in range(n):
             conn, child_conn = context.Pipe()
-            process = context.Process(target=_worker_main, args=(child_conn, os.getpid()),
-                                      daemon=True)
-            process.start()
-            child_conn.close()       # the worker's end: it is closed when the worker ends
+            try:
+                process = context.Process(target=_worker_main, args=(child_conn, os.getpid()),
+                                          daemon=True)
+                process.start()
+            except BaseException:
+                conn.close()         # (a start that failed left both ends open)
+                raise
+            finally:
+                child_conn.close()   # the worker's end: it is closed when the worker ends
             workers.append(_Worker(process, conn))
     except BaseException:
         _end_all(workers)
+        for w in workers:
+            w.close()
         raise
     finally:
         if main:
@@ -256,12 +280,28 @@ def _worker_main(conn, parent_pid: int) -> None:
         try:
             message = ('done', fn(*args))
         except Exception as err:  # noqa: B902 - any call's exception is the parent's to raise
-            message = ('raised', err, traceback.format_exc())
+            message = ('raised', _sendable(i, err), traceback.format_exc())
         try:
             conn.send(message)
         except Exception as err:  # noqa: B902 - e.g. a result that cannot be pickled
             conn.send(('raised', RuntimeError(f'call {i}: {type(err).__name__}: {err}'),
                        traceback.format_exc()))
+
+
+def _sendable(i: int, err: Exception) -> Exception:
+    """
+    Return ``err`` if it survives a pickle round trip, else a RuntimeError that names it.
+
+    An exception that pickles but cannot be unpickled (its ``__init__`` takes other arguments
+    than those it passes on to ``Exception``) raised the unpickling TypeError in the parent,
+    in place of the call's own error.
+    """
+    try:
+        pickle.loads(pickle.dumps(err))
+    except Exception as why:  # noqa: B902 - whatever a class's own pickling raises
+        return RuntimeError(f'call {i}: {type(err).__name__}: {err} (the exception could not '
+                            f'be sent back as it is: {type(why).__name__}: {why})')
+    return err
 
 
 class _CallTraceback(Exception):

@@ -39,6 +39,7 @@ import os
 import signal
 import sys
 
+from rog_ros.children import ProcessDied
 from rog_ros.nodes.output_lock import OutputInUse
 
 TOY_SYSTEMS = 'bsp,ssp:4,rog:4'
@@ -874,8 +875,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt as stop:
         # Ctrl-C or SIGTERM: one line, not a traceback (finished runs of compare and
         # reproduce are kept and reused by the next call; rog fleet stops its nodes itself)
-        name = ' '.join(str(getattr(args, a)) for a in ('command', 'bench_command')
-                        if getattr(args, a, None))
+        name = _command_name(args, 'command', 'bench_command')
         kept = (_finished_runs(args.out) if getattr(args, 'command', None)
                 in ('compare', 'reproduce') else 0)
         term = isinstance(stop, Terminated)
@@ -886,6 +886,12 @@ def main(argv=None) -> int:
         except OSError:         # a terminal that went away: the status still says it
             pass
         return stop.exit_status if term else 130
+    except ProcessDied as err:
+        # a run's process died (the out-of-memory killer's SIGKILL) in a pool without its own
+        # handling of a death (rog reproduce aet|fleet, rog bench faults): one line, status 1
+        name = _command_name(args, 'command', 'bench_command', 'what')
+        print(f'rog {name}: a run failed: {_one_line(err)}', file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # The reader of stdout went away (rog doctor | grep -q fail, rog report | head):
         # end as a shell tool killed by SIGPIPE would, without a traceback; stdout goes to
@@ -895,6 +901,11 @@ def main(argv=None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _command_name(args, *parts: str) -> str:
+    """Name the command that ``args`` ran, from those of their ``parts`` that are set."""
+    return ' '.join(str(getattr(args, a)) for a in parts if getattr(args, a, None))
 
 
 def _chosen_parser(parser, args):

@@ -1,0 +1,122 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The pool's errors reach the user as what they are, and its mistakes leave nothing open.
+
+A call's process that died came out of ``rog reproduce aet|fleet`` and ``rog bench faults`` as
+a traceback; a call's exception that could not be unpickled came out as the unpickling
+TypeError; no calls still started a process, ``jobs`` of 0 was taken for 1, and a process that
+failed to start left its pipe open.
+"""
+
+import multiprocessing
+
+import pytest
+from rog_ros import cli
+from rog_ros.children import ProcessDied, run_in_processes
+
+SIGKILL_TEXT = 'its process was killed by signal 9 (SIGKILL, as the out-of-memory killer does)'
+
+
+class TwoArgsError(Exception):
+    """An exception that pickles but cannot be unpickled: ``args`` holds one value of two."""
+
+    def __init__(self, what, why):
+        """Keep ``what`` and ``why``, passing one text on to ``Exception``."""
+        super().__init__(f'{what} failed: {why}')
+        self.what, self.why = what, why
+
+
+def raise_two_args(what):
+    """Raise a TwoArgsError about ``what`` (a call run in a pool process)."""
+    raise TwoArgsError(what, 'the map is empty')
+
+
+def test_an_exception_that_cannot_be_unpickled_is_raised_as_what_it_was():
+    # the parent raised "TypeError: __init__() missing 1 required positional argument"
+    with pytest.raises(RuntimeError, match='call 0: TwoArgsError: mpcol failed: the map is '
+                                           'empty') as caught:
+        list(run_in_processes(raise_two_args, [('mpcol',)], 1))
+    assert 'raise_two_args' in str(caught.value.__cause__)     # the worker's traceback
+
+
+@pytest.fixture
+def no_process_starts(monkeypatch):
+    """Fail the test if the pool starts a process."""
+    def start(process):
+        """Refuse to start ``process``."""
+        raise AssertionError('a process was started')
+    monkeypatch.setattr(multiprocessing.get_context('spawn').Process, 'start', start)
+
+
+def test_no_calls_start_no_process(no_process_starts):
+    assert list(run_in_processes(abs, [], 4)) == []
+    assert list(run_in_processes(abs, (), 1)) == []
+
+
+@pytest.mark.parametrize('jobs', (0, -2, 1.5, '2', None, True))
+def test_jobs_that_are_not_a_whole_number_of_at_least_one_are_refused(no_process_starts, jobs):
+    # `jobs` of 0 or less was taken for 1, where multiprocessing.Pool raised ValueError
+    with pytest.raises(ValueError, match=f'jobs must be a whole number >= 1, got {jobs!r}'):
+        run_in_processes(abs, [(-1,), (2,)], jobs)
+
+
+def test_a_process_that_fails_to_start_leaves_no_pipe_open(monkeypatch):
+    spawn = multiprocessing.get_context('spawn')
+    real_pipe, real_start = spawn.Pipe, spawn.Process.start
+    pipes, started = [], []
+
+    def pipe(*args, **kwargs):
+        """Make a pipe as the context does, and note both of its ends."""
+        ends = real_pipe(*args, **kwargs)
+        pipes.extend(ends)
+        return ends
+
+    def start(process):
+        """Start the first process; fail the second, as a fork that ran out of memory."""
+        if started:
+            raise OSError(12, 'Cannot allocate memory')
+        started.append(process)
+        real_start(process)
+    monkeypatch.setattr(spawn, 'Pipe', pipe)
+    monkeypatch.setattr(spawn.Process, 'start', start)
+    with pytest.raises(OSError, match='Cannot allocate memory'):
+        list(run_in_processes(abs, [(-1,), (-2,)], 2))
+    assert len(pipes) == 4 and len(started) == 1
+    assert [end.closed for end in pipes] == [True] * 4        # the started one's too
+    with pytest.raises(ValueError, match='process object is closed'):     # it was ended
+        started[0].is_alive()
+
+
+def _process_died(*args, **kwargs):
+    """Stand in for a runner whose pool lost a call to the out-of-memory killer."""
+    raise ProcessDied(SIGKILL_TEXT)
+
+
+@pytest.mark.parametrize('argv, runner, said', (
+    (['reproduce', 'aet', '--quick'], 'aet', 'rog reproduce aet'),
+    (['reproduce', 'fleet', '--quick'], 'fleet', 'rog reproduce fleet'),
+    (['bench', 'faults', '--seeds', '0,1', '--jobs', '2'], None, 'rog bench faults')))
+def test_a_run_whose_process_died_is_one_line_and_status_1(tmp_path, monkeypatch, capsys,
+                                                           argv, runner, said):
+    # the ProcessDied of run_in_processes (no on_death there) came out as a traceback
+    from rog_ros.experiments import reproduce
+    if runner is None:
+        monkeypatch.setattr('rog_ros.experiments.bench_faults.bench_faults', _process_died)
+    else:
+        monkeypatch.setitem(reproduce.REPRODUCTIONS, runner, _process_died)
+        argv = argv + ['--out', str(tmp_path / 'out')]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err == f'{said}: a run failed: {SIGKILL_TEXT}\n', err
