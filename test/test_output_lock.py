@@ -183,3 +183,49 @@ def test_an_outer_folder_this_process_holds_is_no_conflict(tmp_path):
                 f'rog compare, pid {os.getpid()}')
         with pytest.raises(OutputInUse, match='in use by another run .rog reproduce rog'):
             OutputLock.take(str(outer), 'rog compare')     # the folder itself stays held
+
+
+def test_a_run_into_a_folder_that_holds_a_held_one_runs_nothing(tmp_path, capsys,
+                                                                monkeypatch):
+    # rog reproduce --out rp3 started while rog compare --out rp3/toy-indoors ran: it was
+    # refused only when it reached that comparison, after its other work
+    from rog_ros.experiments import compare
+    monkeypatch.setattr(compare, 'compare', _forbidden)
+    outer = tmp_path / 'rp3'
+    inner = outer / 'toy-indoors'
+    holder = _hold_in_another_process(str(inner), 'rog compare')
+    try:
+        assert cli.main(['compare', '--workload', 'toy', '--out', str(outer)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f'rog compare: {outer} holds {inner}, which is in use by '
+                              f'another run (rog compare, pid {holder.pid}, since ')
+        assert '\n' not in err
+        assert sorted(os.listdir(outer)) == ['toy-indoors']     # nothing made beside it
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        holder.stdout.close()
+    OutputLock.take(str(outer), 'rog compare').release()    # its run ended: free again
+
+
+def test_an_inner_folder_this_process_holds_is_no_conflict(tmp_path):
+    """Take an outer folder while this same process holds one inside it."""
+    from rog_ros.nodes.output_lock import held_output
+    inner = tmp_path / 'rp3' / 'toy-indoors'
+    with held_output(str(inner), 'rog compare'):
+        with held_output(str(tmp_path / 'rp3'), 'rog reproduce rog') as outer:
+            assert outer.fd is not None
+
+
+def test_a_release_after_a_change_of_folder_lets_the_right_folder_go(tmp_path, monkeypatch):
+    """Release the folder the lock was taken on, not the one its relative path names now."""
+    from rog_ros.nodes import output_lock
+    (tmp_path / 'a').mkdir()
+    (tmp_path / 'b').mkdir()
+    monkeypatch.chdir(tmp_path / 'a')
+    lock = OutputLock.take('run', 'rog sim')
+    key = os.path.realpath(str(tmp_path / 'a' / 'run'))
+    assert key in output_lock._HELD_HERE
+    monkeypatch.chdir(tmp_path / 'b')
+    lock.release()
+    assert key not in output_lock._HELD_HERE

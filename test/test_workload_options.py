@@ -70,6 +70,7 @@ def test_options_are_checked_against_the_builder(given, message):
     (['hidden=512'], {'hidden': [512]}),
     (['hidden=64,32'], {'hidden': [64, 32]}),
     (['hidden=[64, 32]', 'new=caves'], {'hidden': [64, 32], 'new': 'caves'}),
+    (['known=~/a,~/b'], {'known': [os.path.expanduser('~/a'), os.path.expanduser('~/b')]}),
 ])
 def test_lists_are_given_as_comma_separated_words_or_one_item(texts, expected):
     given = options.parse_all(texts)

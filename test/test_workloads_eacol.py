@@ -225,3 +225,15 @@ def test_a_data_file_the_dataset_does_not_read_is_refused(cache_dir, monkeypatch
     with pytest.raises(ValueError) as err:
         workloads.get('eacol', fresh=True, **options)
     assert str(err.value) == message
+
+
+def test_fed_cifar100_without_h5py_is_one_line_before_any_data(cache_dir, monkeypatch):
+    """Refuse dataset='fed-cifar100' up front when h5py is missing (was an ImportError)."""
+    real = eacol_module.importlib.util.find_spec
+    monkeypatch.setattr(eacol_module.importlib.util, 'find_spec',
+                        lambda name, *a: None if name == 'h5py' else real(name, *a))
+    monkeypatch.setattr(eacol_module, '_load', None)     # refused before any data is read
+    with pytest.raises(ValueError, match=r"dataset='fed-cifar100' reads HDF5 files and needs "
+                                         r'h5py, which is not installed: pip install h5py'):
+        workloads.get('eacol', fresh=True, dataset='fed-cifar100', train_h5='/t.h5',
+                      test_h5='/e.h5')

@@ -64,6 +64,7 @@ import time
 from rog_ros import checks
 from rog_ros.atomic import atomic_write_text
 from rog_ros.nodes import chaos_ledger as lg, settings
+from rog_ros.nodes.output_lock import held_within, OutputInUse
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
 
 SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
@@ -324,12 +325,22 @@ def fresh_scenario_dir(out: str, name: str) -> str:
     restored the earlier state files and appended to the earlier ledgers (a false failure,
     or a false ``lost``). An earlier folder is therefore moved to ``<name>.previous`` (its
     link-outage first run, ``<name>.first``, to ``<name>.previous.first``), replacing the
-    generation before: the earlier results are kept, one generation, and never reused.
+    generation before: the earlier results are kept, one generation, and never reused. A
+    folder a live run still holds (its output lock) is neither moved nor removed:
+    ``OutputInUse``, and the scenario fails.
     """
     run_dir = os.path.abspath(os.path.join(out, name))
     earlier = [p for p in (run_dir, run_dir + FIRST_SUFFIX) if os.path.lexists(p)]
     if earlier:
         previous = run_dir + PREVIOUS_SUFFIX
+        for folder in earlier + [previous, previous + FIRST_SUFFIX]:
+            # a fleet of an earlier run still going (its rog chaos killed, its nodes not)
+            # would go on writing into a folder moved or removed under it
+            held = held_within(folder)
+            if held is not None:
+                raise OutputInUse(f'{held[0]} is in use by a run still going ({held[1]}); '
+                                  'stop it or wait until it ends, or give --out another '
+                                  'folder')
         _remove(previous)          # one generation: none of the one before may stay beside it
         _remove(previous + FIRST_SUFFIX)
         _set_aside(run_dir, previous)

@@ -61,8 +61,11 @@ class OutputLock:
     def __init__(self, fd: int | None, path: str):
         """Keep the locked file descriptor (None: unlocked) and the lock file's path."""
         self.fd, self.path = fd, path
+        # the key is kept, not recomputed at release: a relative path names another folder
+        # once the process has changed its working directory
+        self._key = _folder_key(os.path.dirname(path))
         if fd is not None:
-            _HELD_HERE.add(_folder_key(os.path.dirname(path)))
+            _HELD_HERE.add(self._key)
 
     @classmethod
     def take(cls, out: str, command: str) -> 'OutputLock':
@@ -74,6 +77,7 @@ class OutputLock:
         holds is refused as well (``OutputInUse`` naming that run), before anything is made.
         """
         _refuse_inside_held(out)
+        _refuse_holding_held(out)
         os.makedirs(out, exist_ok=True)
         path = os.path.join(out, LOCK_FILE)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -98,7 +102,7 @@ class OutputLock:
     def release(self) -> None:
         """Let the directory go (idempotent)."""
         if self.fd is not None:
-            _HELD_HERE.discard(_folder_key(os.path.dirname(self.path)))
+            _HELD_HERE.discard(self._key)
             os.close(self.fd)
             self.fd = None
 
@@ -141,6 +145,54 @@ def _refuse_inside_held(out: str) -> None:
             raise OutputInUse(
                 f'{out} is inside {folder}, which is in use by another run ({holder}); give '
                 'this one an --out outside it, or wait until that one ends')
+
+
+NESTED_DEPTH = 3
+"""How many folder levels below an output folder are searched for a run that holds one."""
+
+_NESTED_FOLDERS = 2000
+"""At most this many folders are searched (``--out ~`` must not walk a whole home)."""
+
+
+def held_within(folder: str, depth: int = NESTED_DEPTH) -> tuple | None:
+    """
+    Return ``(path, holder)`` of a folder at or below ``folder`` held by another process.
+
+    None when there is none (this process's own holds do not count). The search goes
+    ``depth`` levels down and stops after ``_NESTED_FOLDERS`` folders: run folders nest
+    one or two levels (a comparison inside a reproduction, a fleet inside a chaos
+    scenario), and a folder that is no run folder must not cost a walk of everything in it.
+    """
+    top = _folder_key(folder)
+    if not os.path.isdir(top):
+        return None
+    seen = 0
+    for root, dirs, files in os.walk(top):
+        seen += 1
+        if seen > _NESTED_FOLDERS:
+            return None
+        if LOCK_FILE in files and root not in _HELD_HERE:
+            holder = lock_holder(os.path.join(root, LOCK_FILE))
+            if holder is not None:
+                return root, holder
+        if root[len(top):].count(os.sep) >= depth:
+            dirs[:] = []              # no deeper
+    return None
+
+
+def _refuse_holding_held(out: str) -> None:
+    """
+    Raise ``OutputInUse`` if a folder inside ``out`` is held by another process's run.
+
+    The opposite nesting of ``_refuse_inside_held``: ``rog reproduce --out rp`` started
+    while ``rog compare --out rp/toy-indoors`` runs would write into that comparison's
+    folder (and fail there, after its other work) instead of being refused up front.
+    """
+    found = held_within(out)
+    if found is not None and found[0] != _folder_key(out):   # out itself: flock says so
+        raise OutputInUse(
+            f'{out} holds {found[0]}, which is in use by another run ({found[1]}); give '
+            'this one another --out, or wait until that one ends')
 
 
 def _folder_key(path: str) -> str:

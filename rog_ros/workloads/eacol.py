@@ -31,6 +31,7 @@ of the options, so every synchronisation system of every run chases the same num
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 
@@ -92,6 +93,10 @@ def _check_dataset(dataset, data_dir, train_h5, test_h5):
     if dataset == 'fed-cifar100' and (train_h5 is None or test_h5 is None):
         raise ValueError("dataset='fed-cifar100' needs train_h5 and test_h5: TFF's "
                          'fed_cifar100_train.h5 and fed_cifar100_test.h5')
+    if dataset == 'fed-cifar100' and importlib.util.find_spec('h5py') is None:
+        # said before any data is made, as one line (an ImportError was a traceback)
+        raise ValueError("dataset='fed-cifar100' reads HDF5 files and needs h5py, which is "
+                         'not installed: pip install h5py')
 
 
 def _check_options(o):

@@ -61,7 +61,7 @@ def _value(raw: str):
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return os.path.expanduser(raw) if raw.startswith('~') else raw
+        return _home(raw)
     plain = _plain(value)
     return raw if plain is _NOT_PLAIN else plain    # a dict, a set, bytes: the text it is
 
@@ -148,7 +148,13 @@ def _listed(value, default):
     if not all(items):
         return value                    # an empty item: refused as not a list
     kind = _item_kind(default)
-    return [item if kind is str else _value(item) for item in items]
+    # each item as a single value would be read (``~/a,~/b``: both expanded, not the first)
+    return [_home(item) if kind is str else _value(item) for item in items]
+
+
+def _home(text: str) -> str:
+    """Return ``text`` with a leading ``~`` expanded to the home folder, as a value is."""
+    return os.path.expanduser(text) if text.startswith('~') else text
 
 
 def _kind_mismatch(value, default) -> str | None:
