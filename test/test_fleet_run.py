@@ -82,6 +82,10 @@ def test_fleet_exits_zero_with_every_node(run):
                     'rog_worker_2.log']
     assert summary['completed'] is True
     assert summary['worker_status_received'] == [0, 1, 2]      # every worker reported in
+    # the domain, said with what a ROS 2 shell on this machine needs to see the topics
+    assert re.search(r'rog fleet: DDS domain (\d+), this machine only; ROS 2 here sees its '
+                     r'topics with ROS_DOMAIN_ID=\1 and ROS_LOCALHOST_ONLY=1 \(Humble\) or '
+                     r'ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST', stderr), stderr[:2000]
     print(f'{summary["system"]}: {seconds:.1f} s, accuracy {summary["final_accuracy"]:.4f}')
 
 

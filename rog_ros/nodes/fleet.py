@@ -106,6 +106,20 @@ def default_domain() -> int:
     return 1 + (os.getpid() * 7919 + int(time.time())) % 200
 
 
+def ros2_watch_line(domain: int) -> str:
+    """
+    Say how a ROS 2 shell on this machine sees the fleet's topics.
+
+    The nodes talk on the loopback interface (multicast off) in a domain of their own: a ROS 2
+    install with its default discovery, or another machine, sees nothing, and the domain was
+    said nowhere. rmw_cyclonedds's own localhost settings use the same loopback discovery.
+    """
+    return (f'DDS domain {domain}, this machine only; ROS 2 here sees its topics with '
+            f'ROS_DOMAIN_ID={domain} and ROS_LOCALHOST_ONLY=1 (Humble) or '
+            'ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST (Jazzy and newer), e.g. ros2 topic list; '
+            '--domain-id chooses the domain')
+
+
 def fleet_key_env(args, out: str) -> tuple:
     """
     Return ``(key, env)``: the fleet's key and the variables that hand it to every node.
@@ -259,6 +273,8 @@ def _run_in(args, out: str, specs) -> int:
         print('rog fleet: --netns: the nodes live in their own namespaces; progress is in '
               f'{os.path.join(out, "logs")}', file=sys.stderr)
         args.quiet = True
+    if not args.quiet:
+        print(f'rog fleet: {ros2_watch_line(domain)}', file=sys.stderr)
     bus = None if args.quiet and not recorder else _status_bus(namespace, domain, loopback, key)
     if bus is not None:
         _watch_topics(bus, specs, n, progress, recorder)
