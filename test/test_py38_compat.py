@@ -47,7 +47,8 @@ CHECK = ROOT / 'test' / 'py38_check.py'
 # Requirements importable on 3.8 without torch (ranges from setup.py).
 LIGHT = ('numpy', 'pyyaml', 'zstandard', 'cyclonedds')
 # The embedded transport's tests, run by that Python 3.8 (they need neither torch nor rosbags).
-TRANSPORT_TESTS = ('test_transport_dds_loopback.py', 'test_wire_independent_client.py')
+TRANSPORT_TESTS = ('test_transport_dds_loopback.py', 'test_wire_independent_client.py',
+                   'test_transport_discovery_range.py', 'test_wire_writer_lifecycle.py')
 # torch APIs newer than 2.0 (first release that has them) that a contributor might reach for.
 NEWER_TORCH = {
     r'torch\.(uint16|uint32|uint64)\b': '2.3',

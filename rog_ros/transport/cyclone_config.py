@@ -22,6 +22,11 @@ variable must be set before the process creates its first DDS participant; both
 Symptom -> knob: a node sees no peers on Wi-Fi -> pass ``peers`` (the access point drops
 multicast); transfers stall for ~30 s after losses -> you are not using ``wifi`` (IP
 fragmentation); Cyclone warns about the receive buffer -> raise ``net.core.rmem_max``.
+
+ROS 2's discovery range variables (``ROS_LOCALHOST_ONLY``, ``ROS_AUTOMATIC_DISCOVERY_RANGE``,
+``ROS_STATIC_PEERS``) are not in ``CYCLONEDDS_URI``: ``rmw_cyclonedds`` puts a fragment of its
+own before that value when it creates a domain, and ``DdsBus`` does the same with
+:func:`discovery_config`, so both see each other under any setting.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from pathlib import Path
 import re
 import socket
 import sys
-from xml.sax.saxutils import quoteattr
+from xml.sax.saxutils import escape, quoteattr
 
 CONFIGS = ('loopback', 'wifi')
 
@@ -95,6 +100,15 @@ def peer_fragment(peers) -> str:
             % ''.join('<Peer address=%s/>' % quoteattr(p) for p in peers))
 
 
+def peer_resolves(peer: str) -> bool:
+    """Say whether the host of peer address ``peer`` resolves (Cyclone aborts if not)."""
+    try:
+        socket.getaddrinfo(_host_of(peer), None)
+    except (socket.gaierror, UnicodeError):
+        return False
+    return True
+
+
 def _host_of(peer: str) -> str:
     """
     Return the host part of a Cyclone peer address: ``host``, ``host:port``, ``[v6]:port``.
@@ -121,6 +135,171 @@ def use_cyclone_config(kind: str, peers=(), force: bool = False) -> str:
         return os.environ['CYCLONEDDS_URI']
     os.environ['CYCLONEDDS_URI'] = cyclone_uri(kind, peers)
     return os.environ['CYCLONEDDS_URI']
+
+
+DISCOVERY_RANGES = ('OFF', 'LOCALHOST', 'SUBNET', 'SYSTEM_DEFAULT')
+"""Values of ``$ROS_AUTOMATIC_DISCOVERY_RANGE`` (ROS 2 Iron and newer; unset is SUBNET)."""
+_HUMBLE_DISTROS = ('foxy', 'galactic', 'humble')
+"""``$ROS_DISTRO`` values whose rmw_cyclonedds reads only ``ROS_LOCALHOST_ONLY``."""
+_STATIC_PEER_MAX = 255
+"""Longest ``$ROS_STATIC_PEERS`` entry rcl keeps (RMW_DISCOVERY_OPTIONS_STATIC_PEERS_MAX_LENGTH
+less its terminating zero)."""
+_HUMBLE_LOCALHOST = ('<CycloneDDS><Domain><General><Interfaces>'
+                     '<NetworkInterface address="127.0.0.1"/>'
+                     '</Interfaces></General></Domain></CycloneDDS>')
+"""What rmw_cyclonedds (Humble) puts before ``$CYCLONEDDS_URI`` for ROS_LOCALHOST_ONLY=1."""
+
+
+def discovery_fragment(environ=None, pid=None, warn=None, resolves=None,
+                       unicast_loopback: bool = False) -> str:
+    """
+    Return the Cyclone XML that rmw_cyclonedds puts before ``$CYCLONEDDS_URI`` for ``environ``.
+
+    Mirrors ``check_create_domain`` of rmw_cyclonedds_cpp and the variables rcl reads for it:
+    on Humble (``$ROS_DISTRO`` humble, or only ``ROS_LOCALHOST_ONLY`` set and no distribution
+    named) ``ROS_LOCALHOST_ONLY=1`` pins the 127.0.0.1 interface; on Iron and newer
+    ``ROS_AUTOMATIC_DISCOVERY_RANGE`` (LOCALHOST, SUBNET, OFF, SYSTEM_DEFAULT; unset is
+    SUBNET) and ``ROS_STATIC_PEERS`` (``;``-separated) set multicast, participant indices,
+    the peers and, for OFF, a discovery tag with the process id ``pid`` (default: this
+    process's); an enabled ``ROS_LOCALHOST_ONLY`` wins over both, as in Jazzy. '' when nothing
+    applies. A bad or conflicting value gets what ROS 2 makes of it (an unknown range is
+    LOCALHOST, as rcl has it) and one line to ``warn``; ``resolves``, if given, says whether a
+    static peer resolves (Cyclone aborts the process on one that does not): the others are
+    left out, each with a line to ``warn``.
+
+    ``unicast_loopback`` marks Humble's 127.0.0.1 interface ``multicast="false"``: the Cyclone
+    0.10 under rmw_cyclonedds finds Linux's ``lo`` without multicast and discovers by unicast
+    to localhost, where Cyclone 0.11 and newer presume multicast works on a loopback interface
+    and would never meet it; the mark makes them do as 0.10 does.
+    """
+    env = os.environ if environ is None else environ
+    warn = warn if warn is not None else _ignore
+    distro = env.get('ROS_DISTRO', '').strip().lower()
+    localhost = env.get('ROS_LOCALHOST_ONLY', '')
+    span = env.get('ROS_AUTOMATIC_DISCOVERY_RANGE', '')
+    listed = env.get('ROS_STATIC_PEERS', '')
+    if distro in _HUMBLE_DISTROS or (not distro and not span and not listed):
+        if localhost not in ('', '0', '1'):
+            warn(f'ROS_LOCALHOST_ONLY={localhost!r} is neither 1 nor 0; ROS 2 takes it as 0')
+        if distro and (span or listed):
+            warn(f'ROS_AUTOMATIC_DISCOVERY_RANGE and ROS_STATIC_PEERS are ignored on ROS 2 '
+                 f'{distro} (rmw_cyclonedds reads them from Iron on)')
+        if localhost != '1':
+            return ''
+        if unicast_loopback:
+            return _HUMBLE_LOCALHOST.replace('"127.0.0.1"/>', '"127.0.0.1" multicast="false"/>')
+        return _HUMBLE_LOCALHOST
+    if localhost not in ('', '0', '1'):
+        warn(f'ROS_LOCALHOST_ONLY={localhost!r} is neither 1 nor 0; ROS 2 takes it as '
+             + ('1' if localhost.startswith('1') else '0'))
+    if localhost.startswith('1'):
+        if span or listed:
+            warn('ROS_LOCALHOST_ONLY=1 wins: ROS_AUTOMATIC_DISCOVERY_RANGE and ROS_STATIC_PEERS '
+                 'are ignored (as ROS 2 does)')
+        span, peers = 'LOCALHOST', []
+    else:
+        if span and span not in DISCOVERY_RANGES:
+            warn(f'ROS_AUTOMATIC_DISCOVERY_RANGE={span!r} is not one of '
+                 f'{", ".join(DISCOVERY_RANGES)}; assuming LOCALHOST, as ROS 2 does')
+            span = 'LOCALHOST'
+        span = span or 'SUBNET'
+        # rcl does not read the peers for OFF (rmw_cyclonedds would ignore them anyway)
+        peers = [p for p in listed.split(';') if p] if span == 'OFF' else \
+            _static_peers(listed, warn)
+        if span in ('OFF', 'SYSTEM_DEFAULT') and peers:
+            warn(f'ROS_STATIC_PEERS is ignored: ROS_AUTOMATIC_DISCOVERY_RANGE={span}')
+            peers = []
+    if resolves is not None:
+        for peer in [p for p in peers if not resolves(p)]:
+            warn(f'ROS_STATIC_PEERS: {peer!r} does not resolve; left out')
+            peers.remove(peer)
+    return _range_fragment(span, peers, os.getpid() if pid is None else pid)
+
+
+def _ignore(message: str) -> None:
+    """Drop ``message`` (the default of :func:`discovery_fragment`'s ``warn``)."""
+
+
+def _static_peers(value: str, warn) -> list:
+    """Split ``$ROS_STATIC_PEERS`` as rcl does: at ``;``, empty parts dropped, long ones too."""
+    peers = []
+    for peer in (p for p in value.split(';') if p):
+        if len(peer) > _STATIC_PEER_MAX:
+            warn(f'ROS_STATIC_PEERS: {peer[:40]!r}... is longer than {_STATIC_PEER_MAX} '
+                 'characters; skipped, as ROS 2 does')
+        else:
+            peers.append(peer)
+    return peers
+
+
+def _range_fragment(span: str, peers: list, pid: int) -> str:
+    """Build rmw_cyclonedds's (Iron and newer) fragment for range ``span``, element by element."""
+    add_localhost = span == 'LOCALHOST'
+    add_peers = span in ('LOCALHOST', 'SUBNET')
+    no_multicast = span in ('LOCALHOST', 'OFF')
+    if not (add_localhost or add_peers or no_multicast):
+        return ''                                        # SYSTEM_DEFAULT: Cyclone's own
+    text = '<CycloneDDS><Domain>'
+    if no_multicast:
+        text += '<General><AllowMulticast>false</AllowMulticast></General>'
+    if no_multicast and not add_localhost and not add_peers:
+        text += '<Discovery><ParticipantIndex>none</ParticipantIndex>'
+        text += f'<Tag>ros_discovery_off_{pid}</Tag>'
+    else:
+        text += '<Discovery><ParticipantIndex>auto</ParticipantIndex>'
+        text += '<MaxAutoParticipantIndex>32</MaxAutoParticipantIndex>'
+    if (add_peers and peers) or add_localhost:
+        text += '<Peers>'
+        if add_localhost:
+            text += '<Peer address="localhost"/>'
+        for peer in peers:
+            text += '<Peer address="%s"/>' % escape(peer, {'"': '&quot;'})
+        text += '</Peers>'
+    return text + '</Discovery></Domain></CycloneDDS>'
+
+
+def discovery_config(config=None, environ=None, warn=None, resolves=None,
+                     unicast_loopback: bool = False) -> str:
+    """
+    Return the configuration rmw_cyclonedds would create a domain with, ``config`` as the user's.
+
+    That is :func:`discovery_fragment`, a comma, then ``config`` (``$CYCLONEDDS_URI`` of
+    ``environ`` when None): Cyclone reads the sources in order and later ones override, so
+    the user's configuration and ours (``loopback``, ``wifi``) still have the last word.
+    """
+    env = os.environ if environ is None else environ
+    fragment = discovery_fragment(env, warn=warn, resolves=resolves,
+                                  unicast_loopback=unicast_loopback)
+    uri = env.get('CYCLONEDDS_URI', '') if config is None else config
+    if '<Interfaces>' in fragment and _selects_loopback(uri):
+        fragment = ''        # Humble's pin is there already; twice, Cyclone refuses the domain
+    return ','.join(part for part in (fragment, uri) if part)
+
+
+_LOOPBACK_INTERFACE = re.compile(
+    r'<NetworkInterface\b[^>]*\b(address\s*=\s*["\'](127\.0\.0\.1|localhost)["\']'
+    r'|name\s*=\s*["\']lo["\'])'
+    r'|<NetworkInterfaceAddress>\s*(127\.0\.0\.1|localhost|lo)\s*<')
+
+
+def _selects_loopback(uri: str) -> bool:
+    """
+    Say whether a ``CYCLONEDDS_URI`` value selects the loopback interface (``loopback`` does).
+
+    Humble's ROS_LOCALHOST_ONLY=1 fragment selects it too, and Cyclone refuses a domain that
+    selects one interface twice (``lo: the same interface may not be selected twice``; under
+    rmw_cyclonedds the node fails), so the fragment is left out where the configuration
+    already does what it asks. A file that cannot be read counts as not selecting it.
+    """
+    texts = [uri]
+    for path in uri_files(uri):
+        try:
+            with open(path, encoding='utf-8', errors='replace') as source:
+                texts.append(source.read())
+        except OSError:
+            continue
+    return any(_LOOPBACK_INTERFACE.search(re.sub(r'<!--.*?-->', '', text, flags=re.S))
+               for text in texts)
 
 
 def domain_id_from_env(environ=None) -> int:

@@ -25,6 +25,7 @@ contract.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 
 from cyclonedds.core import DDSException, InstanceState, ReadCondition, SampleState, \
@@ -39,7 +40,8 @@ from cyclonedds.util import duration
 from rog_ros.transport import idl
 from rog_ros.transport.bus import Bus, BusError
 from rog_ros.transport.convert import decode, DecodeError, from_sample, to_sample
-from rog_ros.transport.cyclone_config import domain_id_from_env
+from rog_ros.transport.cyclone_config import discovery_config, domain_id_from_env, \
+    file_uri, peer_resolves
 from rog_ros.transport.topics import dds_topic_name, DEFAULT_NAMESPACE, resolve, topic_qos, \
     topic_type
 
@@ -57,34 +59,101 @@ def _raw_take(ref):
 
 
 _DOMAINS = {}
-"""Domain id -> (config, Domain): a configured domain lives as long as the process."""
+"""Domain id -> (config, Domain or handle): a configured domain lives as long as the process."""
+LOG = logging.getLogger('rog_ros.dds')
 _TAKE_BATCH = 256
 
 # How often to ask again when a peer matches between the binding's count and its copy.
 _MATCH_RETRIES = 8
 
 
-def _configure_domain(domain_id: int, config: str) -> None:
-    """Create domain ``domain_id`` with ``config`` (XML text, ``file://`` URI or a path)."""
-    if os.path.exists(config):
-        config = 'file://' + os.path.abspath(config)
+def _configure_domain(domain_id: int, config=None) -> None:
+    """
+    Create domain ``domain_id`` as rmw_cyclonedds does: ROS 2's discovery fragment, ``config``.
+
+    ``config`` (XML text, ``file://`` URI or a path) stands where rmw_cyclonedds reads
+    ``$CYCLONEDDS_URI``; None takes that variable, and then nothing is created when no
+    discovery variable applies (Cyclone reads ``$CYCLONEDDS_URI`` itself, as before) or when
+    the domain exists already in this process (rclpy's, or another bus's). What is wrong with
+    the variables is logged, a line each, when the domain is created (without a fragment: by
+    each bus).
+    """
+    if config is not None and os.path.exists(config):
+        config = file_uri(config)
     known = _DOMAINS.get(domain_id)
+    if known is not None and config is None:
+        return
+    notes = []
+    full = discovery_config(config, warn=notes.append, resolves=peer_resolves,
+                            unicast_loopback=_unicast_loopback())
+    if config is None and full == os.environ.get('CYCLONEDDS_URI', ''):
+        for note in notes:              # no fragment: Cyclone reads the variable, as before
+            LOG.warning(note)
+        return
     if known is not None:
-        if known[0] != config:
+        if known[0] != full:
             raise BusError(f'domain {domain_id} already configured differently in this process')
         return
     try:
-        _DOMAINS[domain_id] = (config, Domain(domain_id, config))
+        _DOMAINS[domain_id] = (full, _create_domain(domain_id, full))
     except DDSException as exc:
+        if config is None:
+            return                      # it exists already: its creator configured it
         raise BusError(f'cannot configure DDS domain {domain_id} (a participant created '
                        f'before with another configuration?): {exc}') from exc
+    for note in notes:
+        LOG.warning(note)
 
 
-def _qos(profile, msg_type: str, block_s: float = 10.0) -> Qos:
+def _unicast_loopback() -> bool:
+    """
+    Say whether this Cyclone must be told that the loopback interface has no multicast.
+
+    rmw_cyclonedds pins 127.0.0.1 for Humble's ROS_LOCALHOST_ONLY=1 and leaves the rest to
+    its Cyclone 0.10, which finds Linux's ``lo`` without multicast and discovers by unicast;
+    the Cyclone of bindings 0.11 and newer presumes multicast works on a loopback interface,
+    so it has to be told when ``lo`` lacks the flag (IFF_MULTICAST), or unreadably so.
+    """
+    if idl.LEGACY_BINDING:
+        return False                 # the binding's own Cyclone 0.10 decides as rmw's does
+    try:
+        with open('/sys/class/net/lo/flags') as flags:
+            return not int(flags.read(), 16) & 0x1000
+    except (OSError, ValueError):
+        return True
+
+
+def _create_domain(domain_id: int, config: str):
+    """
+    Create a Cyclone domain with ``config``; return what keeps it (a Domain or its handle).
+
+    The binding hands a configuration to Cyclone as ASCII only, so one naming a file in a
+    folder with an accent (``rv é/cyclonedds_loopback.xml``) raised UnicodeEncodeError; such a
+    configuration goes to ``dds_create_domain`` as UTF-8, the bytes Cyclone opens the file by.
+    """
+    try:
+        config.encode('ascii')
+    except UnicodeEncodeError:
+        pass
+    else:
+        return Domain(domain_id, config)
+    from cyclonedds.internal import DDS, dds_c_t
+    call = DDS._dll_handle.dds_create_domain
+    call.argtypes = [dds_c_t.domainid, ctypes.c_char_p]
+    call.restype = dds_c_t.entity
+    handle = call(domain_id, config.encode('utf-8'))
+    if handle < 0:
+        raise DDSException(handle, f'Occurred upon creating domain {domain_id}')
+    return handle
+
+
+def _qos(profile, msg_type: str, block_s: float = 10.0, writer: bool = False) -> Qos:
     """
     Return the DDS QoS equal to the ROS 2 profile, with the ROS 2 type hash USER_DATA.
 
-    ``IgnoreLocal.Participant``: a bus never receives what it published itself.
+    ``IgnoreLocal.Participant``: a bus never receives what it published itself. A ``writer``'s
+    has ``WriterDataLifecycle(autodispose=False)``, as rmw_cyclonedds sets it: a writer that
+    closes leaves its readers NOT_ALIVE_NO_WRITERS, not NOT_ALIVE_DISPOSED.
     """
     if profile.reliable:
         reliability = Policy.Reliability.Reliable(max_blocking_time=duration(seconds=block_s))
@@ -92,9 +161,12 @@ def _qos(profile, msg_type: str, block_s: float = 10.0) -> Qos:
         reliability = Policy.Reliability.BestEffort
     history = Policy.History.KeepAll if profile.depth == 0 else \
         Policy.History.KeepLast(profile.depth)
-    return Qos(reliability, history, Policy.Durability.Volatile,
-               Policy.DataRepresentation(use_cdrv0_representation=True),
-               Policy.IgnoreLocal.Participant, Policy.Userdata(data=idl.user_data(msg_type)))
+    policies = [reliability, history, Policy.Durability.Volatile,
+                Policy.DataRepresentation(use_cdrv0_representation=True),
+                Policy.IgnoreLocal.Participant, Policy.Userdata(data=idl.user_data(msg_type))]
+    if writer:
+        policies.append(Policy.WriterDataLifecycle(autodispose=False))
+    return Qos(*policies)
 
 
 class DdsBus(Bus):
@@ -120,8 +192,7 @@ class DdsBus(Bus):
                  publish_timeout_s: float = 10.0):
         super().__init__(namespace)
         self.domain_id = domain_id_from_env() if domain_id is None else int(domain_id)
-        if config is not None:
-            _configure_domain(self.domain_id, config)
+        _configure_domain(self.domain_id, config)   # with ROS 2's discovery range settings
         self._publish_timeout_s = publish_timeout_s
         qos = Qos(Policy.Userdata(data=b'enclave=/;'))  # as rmw_cyclonedds (Iron+) does
         self._participant = DomainParticipant(self.domain_id, qos=qos)
@@ -145,7 +216,8 @@ class DdsBus(Bus):
     def _writer(self, ros_topic: str) -> DataWriter:
         writer = self._writers.get(ros_topic)
         if writer is None:
-            qos = _qos(topic_qos(ros_topic), topic_type(ros_topic), self._publish_timeout_s)
+            qos = _qos(topic_qos(ros_topic), topic_type(ros_topic), self._publish_timeout_s,
+                       writer=True)
             writer = DataWriter(self._participant, self._topic(ros_topic), qos=qos)
             self._writers[ros_topic] = writer
         return writer

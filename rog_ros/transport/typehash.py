@@ -28,10 +28,16 @@ import json
 
 _TYPE_IDS = {
     'int8': 2, 'uint8': 3, 'int16': 4, 'uint16': 5, 'int32': 6, 'uint32': 7, 'int64': 8,
-    'uint64': 9, 'float32': 10, 'float64': 11, 'char': 13, 'bool': 15, 'byte': 16,
+    'uint64': 9, 'float32': 10, 'float64': 11, 'char': 3, 'bool': 15, 'byte': 16,
     'string': 17,
 }
-"""``type_description_interfaces/FieldType`` ids of the primitive types."""
+"""
+``type_description_interfaces/FieldType`` ids of the ``.msg`` primitive types.
+
+``char`` is UINT8 (3), not CHAR (13): rosidl turns a ``.msg`` into IDL first and writes
+``char`` as ``uint8`` there (``rosidl_adapter.msg.MSG_TYPE_TO_IDL``), so only an ``.idl``
+``char`` is CHAR. ``byte`` is IDL ``octet``, BYTE (16).
+"""
 _NESTED_TYPE = 1
 _BOUNDED_STRING = 21
 _ARRAY_OFFSET = 48
