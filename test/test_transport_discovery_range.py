@@ -61,6 +61,12 @@ _CLOSE = '</Discovery></Domain></CycloneDDS>'
 JAZZY_LOCALHOST = (_OPEN + _NO_MULTICAST + _AUTO_INDEX
                    + '<Peers><Peer address="localhost"/></Peers>' + _CLOSE)
 JAZZY_SUBNET = _OPEN + _AUTO_INDEX + _CLOSE
+# ... and what a participant on Cyclone 0.11+ needs to meet rmw's Cyclone 0.10 in that range
+# (it drops discovery packets from an interface it does not use; 0.10 sends them to 127.0.0.1)
+JAZZY_LOCALHOST_PINNED = (_OPEN + '<General><Interfaces><NetworkInterface address="127.0.0.1" '
+                          'multicast="false"/></Interfaces><AllowMulticast>false</AllowMulticast>'
+                          '</General>' + _AUTO_INDEX + '<Peers><Peer address="localhost"/></Peers>'
+                          + _CLOSE)
 JAZZY_OFF_4242 = (_OPEN + _NO_MULTICAST + '<Discovery><ParticipantIndex>none</ParticipantIndex>'
                   '<Tag>ros_discovery_off_4242</Tag>' + _CLOSE)
 UNSET = ('ROS_LOCALHOST_ONLY', 'ROS_AUTOMATIC_DISCOVERY_RANGE', 'ROS_STATIC_PEERS',
@@ -168,6 +174,25 @@ def test_a_newer_cyclone_is_told_that_loopback_has_no_multicast_and_nothing_else
         'address': '127.0.0.1', 'multicast': 'false'}
 
 
+def test_a_newer_cyclone_pins_loopback_for_the_localhost_range_without_static_peers():
+    """Pin 127.0.0.1 (unicast) for LOCALHOST alone: Cyclone 11 drops packets from other links."""
+    pinned = JAZZY_LOCALHOST_PINNED
+    for environ in ({'ROS_AUTOMATIC_DISCOVERY_RANGE': 'LOCALHOST'},
+                    {'ROS_LOCALHOST_ONLY': '1', 'ROS_DISTRO': 'jazzy'}):
+        assert cyclone_config.discovery_fragment(environ, pid=1, pin_loopback=True) == pinned
+        assert cyclone_config.discovery_fragment(environ, pid=1) == JAZZY_LOCALHOST
+    # peers on other hosts must stay reachable; the other ranges are not this machine only
+    peers = {'ROS_AUTOMATIC_DISCOVERY_RANGE': 'LOCALHOST', 'ROS_STATIC_PEERS': '10.0.0.2'}
+    assert 'Interfaces' not in cyclone_config.discovery_fragment(peers, pin_loopback=True)
+    for span in ('SUBNET', 'OFF', 'SYSTEM_DEFAULT'):
+        assert 'Interfaces' not in cyclone_config.discovery_fragment(
+            {'ROS_AUTOMATIC_DISCOVERY_RANGE': span}, pin_loopback=True)
+    # a configuration that pins loopback itself (rog fleet's) takes no second pin
+    loopback = f'file://{ROOT / "config" / "cyclonedds_loopback.xml"}'
+    assert cyclone_config.discovery_config(
+        loopback, {'ROS_AUTOMATIC_DISCOVERY_RANGE': 'LOCALHOST'}, pin_loopback=True) == loopback
+
+
 def test_the_process_environment_and_pid_are_the_defaults(monkeypatch):
     # Prepare
     for name in UNSET:
@@ -272,6 +297,8 @@ def _matched_by_ros2_reader(fragment: str, domain: int, namespace: str, child) -
 
     if fragment == HUMBLE_LOCALHOST and dds_bus._unicast_loopback():
         fragment = HUMBLE_LOCALHOST_UNICAST
+    if fragment == JAZZY_LOCALHOST and not idl.LEGACY_BINDING:
+        fragment = JAZZY_LOCALHOST_PINNED     # (rmw's own Cyclone 0.10: test_py38_compat)
     domain_entity = Domain(domain, fragment)
     participant = DomainParticipant(domain)
     topic = Topic(participant, f'rt{namespace}/status/rog_worker_0/train_status',

@@ -85,7 +85,8 @@ def _configure_domain(domain_id: int, config=None) -> None:
         return
     notes = []
     full = discovery_config(config, warn=notes.append, resolves=peer_resolves,
-                            unicast_loopback=_unicast_loopback())
+                            unicast_loopback=_unicast_loopback(),
+                            pin_loopback=not idl.LEGACY_BINDING)
     if config is None and full == os.environ.get('CYCLONEDDS_URI', ''):
         for note in notes:              # no fragment: Cyclone reads the variable, as before
             LOG.warning(note)
