@@ -39,7 +39,6 @@ import os
 import signal
 import sys
 
-from rog_ros.children import ProcessDied
 from rog_ros.nodes.output_lock import OutputInUse
 
 TOY_SYSTEMS = 'bsp,ssp:4,rog:4'
@@ -886,18 +885,23 @@ def main(argv=None) -> int:
         except OSError:         # a terminal that went away: the status still says it
             pass
         return stop.exit_status if term else 130
-    except ProcessDied as err:
-        # a run's process died (the out-of-memory killer's SIGKILL) in a pool without its own
-        # handling of a death (rog reproduce aet|fleet, rog bench faults): one line, status 1
-        name = _command_name(args, 'command', 'bench_command', 'what')
-        print(f'rog {name}: a run failed: {_one_line(err)}', file=sys.stderr)
-        return 1
     except BrokenPipeError:
         # The reader of stdout went away (rog doctor | grep -q fail, rog report | head):
         # end as a shell tool killed by SIGPIPE would, without a traceback; stdout goes to
         # /dev/null so that the interpreter's final flush does not raise again.
         _quiet_stdout()
         return 128 + getattr(signal, 'SIGPIPE', 13)
+    except Exception as err:
+        # rog_ros.children is imported only by the commands that start processes (it pulls
+        # in multiprocessing and pickle): a ProcessDied can only come once it has been
+        died = getattr(sys.modules.get('rog_ros.children'), 'ProcessDied', None)
+        if died is None or not isinstance(err, died):
+            raise
+        # a run's process died (the out-of-memory killer's SIGKILL) in a pool without its own
+        # handling of a death (rog reproduce aet|fleet, rog bench faults): one line, status 1
+        name = _command_name(args, 'command', 'bench_command', 'what')
+        print(f'rog {name}: a run failed: {_one_line(err)}', file=sys.stderr)
+        return 1
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -21,10 +21,15 @@ failed to start left its pipe open.
 """
 
 import multiprocessing
+import os
+import subprocess
+import sys
 
 import pytest
 from rog_ros import cli
 from rog_ros.children import ProcessDied, run_in_processes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SIGKILL_TEXT = 'its process was killed by signal 9 (SIGKILL, as the out-of-memory killer does)'
 
@@ -120,3 +125,16 @@ def test_a_run_whose_process_died_is_one_line_and_status_1(tmp_path, monkeypatch
     assert cli.main(argv) == 1
     err = capsys.readouterr().err
     assert err == f'{said}: a run failed: {SIGKILL_TEXT}\n', err
+
+
+def test_the_cli_does_not_import_the_process_pool_until_a_command_needs_it():
+    """Import ``rog_ros.cli`` in a fresh interpreter: neither children nor multiprocessing."""
+    code = ('import sys\n'
+            'before = "multiprocessing" in sys.modules\n'
+            'import rog_ros.cli\n'
+            'print("rog_ros.children" in sys.modules, "multiprocessing" in sys.modules, before)\n')
+    out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, stdout=subprocess.PIPE,
+                         text=True, timeout=60, check=True).stdout.split()
+    assert out[0] == 'False', out                  # rog_ros.children
+    if out[2] == 'False':                          # multiprocessing not there before rog_ros
+        assert out[1] == 'False', out

@@ -229,3 +229,24 @@ def test_a_release_after_a_change_of_folder_lets_the_right_folder_go(tmp_path, m
     monkeypatch.chdir(tmp_path / 'b')
     lock.release()
     assert key not in output_lock._HELD_HERE
+
+
+def test_a_folder_that_holds_a_held_one_beside_a_wide_one_is_refused(tmp_path):
+    """Refuse ``rp`` whose ``toy-indoors`` is held, beside a folder of more than the cap."""
+    from rog_ros.nodes import output_lock
+    outer = tmp_path / 'rp'
+    wide = outer / 'data'
+    wide.mkdir(parents=True)
+    for i in range(output_lock._NESTED_FOLDERS + 100):     # a walk into it first hit the cap
+        os.mkdir(str(wide / str(i)))
+    inner = outer / 'toy-indoors'
+    holder = _hold_in_another_process(str(inner), 'rog compare')
+    try:
+        assert output_lock.held_within(str(outer))[0] == os.path.realpath(str(inner))
+        with pytest.raises(OutputInUse, match='which is in use by another run .rog compare'):
+            OutputLock.take(str(outer), 'rog reproduce rog')
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        holder.stdout.close()
+    OutputLock.take(str(outer), 'rog reproduce rog').release()    # its run ended: free again

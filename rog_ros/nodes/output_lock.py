@@ -34,6 +34,7 @@ its folder and runs its comparisons in folders inside it).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import os
@@ -166,17 +167,47 @@ def held_within(folder: str, depth: int = NESTED_DEPTH) -> tuple | None:
     top = _folder_key(folder)
     if not os.path.isdir(top):
         return None
+    queue = collections.deque([(top, 0)])     # breadth first: the shallow folders first
     seen = 0
-    for root, dirs, files in os.walk(top):
+    while queue:
+        root, level = queue.popleft()
         seen += 1
         if seen > _NESTED_FOLDERS:
             return None
-        if LOCK_FILE in files and root not in _HELD_HERE:
-            holder = lock_holder(os.path.join(root, LOCK_FILE))
-            if holder is not None:
-                return root, holder
-        if root[len(top):].count(os.sep) >= depth:
-            dirs[:] = []              # no deeper
+        room = _NESTED_FOLDERS - seen if level < depth else 0    # none queued past the cap
+        found = _held_here(root, queue, level + 1, room)
+        if found is not None:
+            return found
+    return None
+
+
+def _held_here(root: str, queue, level: int, room: int) -> tuple | None:
+    """
+    Return ``(root, holder)`` if ``root`` is held by another process, else None.
+
+    Scan ``root`` once: its lock file is looked for by name (no list of its files is made),
+    and its folders (not links to folders) go on ``queue`` at ``level`` while it has fewer
+    than ``room`` entries (those past the cap would never be searched). A folder that
+    cannot be read is skipped.
+    """
+    locked = False
+    try:
+        with os.scandir(root) as entries:
+            for entry in entries:
+                if entry.name == LOCK_FILE:
+                    locked = True
+                elif len(queue) < room:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            queue.append((entry.path, level))
+                    except OSError:
+                        pass
+    except OSError:
+        return None
+    if locked and root not in _HELD_HERE:
+        holder = lock_holder(os.path.join(root, LOCK_FILE))
+        if holder is not None:
+            return root, holder
     return None
 
 
