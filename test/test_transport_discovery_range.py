@@ -233,9 +233,14 @@ def test_humbles_interface_pin_is_left_out_where_the_configuration_pins_loopback
     assert cyclone_config.discovery_config(wifi, humble) == HUMBLE_LOCALHOST + ',' + wifi
     assert cyclone_config.discovery_config(f'file://{commented}', humble) == \
         HUMBLE_LOCALHOST + f',file://{commented}'
-    # Jazzy's fragments select no interface: they always go first
-    jazzy = {'ROS_AUTOMATIC_DISCOVERY_RANGE': 'LOCALHOST'}
-    assert cyclone_config.discovery_config(loopback, jazzy) == JAZZY_LOCALHOST + ',' + loopback
+    # a loopback-only configuration decides discovery for Jazzy's ranges too (OFF's tag of one
+    # process kept rog fleet's own nodes from ever meeting); others take the fragment first
+    for span, fragment in (('LOCALHOST', JAZZY_LOCALHOST), ('OFF', JAZZY_OFF_4242)):
+        jazzy = {'ROS_AUTOMATIC_DISCOVERY_RANGE': span}
+        assert cyclone_config.discovery_config(loopback, jazzy) == loopback
+        assert cyclone_config.discovery_fragment(jazzy, pid=4242) == fragment
+    assert cyclone_config.discovery_config(wifi, {'ROS_AUTOMATIC_DISCOVERY_RANGE': 'LOCALHOST'}
+                                           ) == JAZZY_LOCALHOST + ',' + wifi
 
 
 _CHILD = textwrap.dedent("""
@@ -392,3 +397,55 @@ def test_a_configuration_path_beyond_ascii_opens_with_the_fragment(tmp_path):
         finally:
             out, err = _stop(child)
         assert child.returncode == 0 and 'ready' in out, err[-2000:]
+
+
+_TURNS = textwrap.dedent("""
+    import os, sys
+    from rog_ros.transport.dds_bus import DdsBus
+    domain, loopback = int(sys.argv[1]), sys.argv[2]
+    def fds():
+        return len(os.listdir('/proc/self/fd')), len(os.listdir('/proc/self/task'))
+    DdsBus(domain_id=domain).close()          # the first one's threads stay: not counted
+    before = fds()
+    for _ in range(6):
+        DdsBus(domain_id=domain).close()
+    after = fds()
+    DdsBus(domain_id=domain, config=loopback).close()
+    print(before, after, flush=True)
+""")
+
+
+def test_buses_opened_in_turn_leak_nothing_and_a_later_configuration_opens():
+    """Free a config-less domain with its last bus, fragment or not (kept for ever before)."""
+    # Prepare: with ROS 2 Jazzy sourced, every bus takes the SUBNET fragment
+    domain = 210 + (os.getpid() * 2 + 3) % 22
+    loopback = str(ROOT / 'config' / 'cyclonedds_loopback.xml')
+    env = _child_env(ROS_DISTRO='jazzy', ROS_AUTOMATIC_DISCOVERY_RANGE='EVERYWHERE')
+    # Execute
+    proc = subprocess.run([sys.executable, '-c', _TURNS, str(domain), loopback], env=env,
+                          capture_output=True, text=True, timeout=60)
+    # Assert: no descriptor or thread left per bus; the configured bus opened (no BusError)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before, after = proc.stdout.strip().split(') (')
+    assert before + ')' == '(' + after, proc.stdout
+    said = [line for line in proc.stderr.splitlines() if 'EVERYWHERE' in line]
+    assert len(said) == 1, proc.stderr[-2000:]          # once per process, not per bus
+
+
+def test_a_peer_cyclone_would_abort_on_is_left_out():
+    """Refuse peers whose port Cyclone rejects (it aborted the whole process, status 134)."""
+    for peer in ('127.0.0.1:99999', 'localhost:0', '[::1]:0', '10.0.0.2:abc'):
+        assert not cyclone_config.peer_resolves(peer), peer
+    for peer in ('127.0.0.1', 'localhost:7410', '[::1]:7410', '[::1]'):
+        assert cyclone_config.peer_resolves(peer), peer
+
+
+def test_ros_localhost_only_is_ignored_after_jazzy():
+    """Ignore ROS_LOCALHOST_ONLY where rcl no longer reads it (removed after Jazzy)."""
+    environ = {'ROS_DISTRO': 'kilted', 'ROS_LOCALHOST_ONLY': '1',
+               'ROS_AUTOMATIC_DISCOVERY_RANGE': 'SUBNET'}
+    fragment, said = _fragment(**environ)
+    assert fragment == JAZZY_SUBNET
+    assert said == ['ROS_LOCALHOST_ONLY is ignored on ROS 2 kilted (removed after Jazzy); '
+                    'ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST does what it did']
+    assert _fragment(ROS_DISTRO='jazzy', ROS_LOCALHOST_ONLY='1')[0] == JAZZY_LOCALHOST

@@ -116,8 +116,9 @@ def ros2_watch_line(domain: int) -> str:
     """
     return (f'DDS domain {domain}, this machine only; ROS 2 here sees its topics with '
             f'ROS_DOMAIN_ID={domain} and ROS_LOCALHOST_ONLY=1 (Humble) or '
-            'ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST (Jazzy and newer), e.g. ros2 topic list; '
-            '--domain-id chooses the domain')
+            'ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST (Iron and newer) and '
+            'RMW_IMPLEMENTATION=rmw_cyclonedds_cpp, e.g. ros2 topic list; --domain-id chooses '
+            'the domain')
 
 
 def fleet_key_env(args, out: str) -> tuple:

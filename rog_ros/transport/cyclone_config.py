@@ -101,9 +101,18 @@ def peer_fragment(peers) -> str:
 
 
 def peer_resolves(peer: str) -> bool:
-    """Say whether the host of peer address ``peer`` resolves (Cyclone aborts if not)."""
+    """
+    Say whether peer address ``peer`` is one Cyclone takes (it aborts the process if not).
+
+    Its host must resolve, and a port after it (``host:7410``, ``[v6]:7410``) lie in 1..65535.
+    """
+    host = _host_of(peer)
+    rest = peer.strip()[len(host) + (2 if peer.strip().startswith('[') else 0):]
+    if rest and not (rest.startswith(':') and rest[1:].isdigit()
+                     and 1 <= int(rest[1:]) <= 65535):
+        return False
     try:
-        socket.getaddrinfo(_host_of(peer), None)
+        socket.getaddrinfo(host, None)
     except (socket.gaierror, UnicodeError):
         return False
     return True
@@ -141,6 +150,9 @@ DISCOVERY_RANGES = ('OFF', 'LOCALHOST', 'SUBNET', 'SYSTEM_DEFAULT')
 """Values of ``$ROS_AUTOMATIC_DISCOVERY_RANGE`` (ROS 2 Iron and newer; unset is SUBNET)."""
 _HUMBLE_DISTROS = ('foxy', 'galactic', 'humble')
 """``$ROS_DISTRO`` values whose rmw_cyclonedds reads only ``ROS_LOCALHOST_ONLY``."""
+_LOCALHOST_ONLY_DISTROS = ('iron', 'jazzy')
+"""Later ``$ROS_DISTRO`` values whose rcl still honours ``ROS_LOCALHOST_ONLY`` (deprecated in
+Iron and Jazzy, removed after Jazzy)."""
 _STATIC_PEER_MAX = 255
 """Longest ``$ROS_STATIC_PEERS`` entry rcl keeps (RMW_DISCOVERY_OPTIONS_STATIC_PEERS_MAX_LENGTH
 less its terminating zero)."""
@@ -200,6 +212,10 @@ def discovery_fragment(environ=None, pid=None, warn=None, resolves=None,
         if unicast_loopback:
             return _HUMBLE_LOCALHOST.replace('"127.0.0.1"/>', '"127.0.0.1" multicast="false"/>')
         return _HUMBLE_LOCALHOST
+    if localhost and distro and distro not in _LOCALHOST_ONLY_DISTROS:
+        warn(f'ROS_LOCALHOST_ONLY is ignored on ROS 2 {distro} (removed after Jazzy); '
+             'ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST does what it did')
+        localhost = ''
     if localhost not in ('', '0', '1'):
         warn(f'ROS_LOCALHOST_ONLY={localhost!r} is neither 1 nor 0; ROS 2 takes it as '
              + ('1' if localhost.startswith('1') else '0'))
@@ -288,8 +304,11 @@ def discovery_config(config=None, environ=None, warn=None, resolves=None,
     fragment = discovery_fragment(env, warn=warn, resolves=resolves,
                                   unicast_loopback=unicast_loopback, pin_loopback=pin_loopback)
     uri = env.get('CYCLONEDDS_URI', '') if config is None else config
-    if '<Interfaces>' in fragment and _selects_loopback(uri):
-        fragment = ''        # a loopback pin is there already; twice, Cyclone refuses the domain
+    if fragment and _selects_loopback(uri):
+        # a configuration that keeps to the loopback interface (rog fleet's) decides discovery
+        # itself: a second loopback pin makes Cyclone refuse the domain, and OFF's tag of one
+        # process kept the fleet's own nodes from ever meeting
+        fragment = ''
     return ','.join(part for part in (fragment, uri) if part)
 
 

@@ -24,6 +24,7 @@ contract.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -61,49 +62,75 @@ def _raw_take(ref):
 _DOMAINS = {}
 """Domain id -> (config, Domain or handle): a configured domain lives as long as the process."""
 LOG = logging.getLogger('rog_ros.dds')
+_LOGGED = set()
+"""Warnings about the discovery variables already logged by this process (once each)."""
 _TAKE_BATCH = 256
 
 # How often to ask again when a peer matches between the binding's count and its copy.
 _MATCH_RETRIES = 8
 
 
-def _configure_domain(domain_id: int, config=None) -> None:
+def _configure_domain(domain_id: int, config=None):
     """
-    Create domain ``domain_id`` as rmw_cyclonedds does: ROS 2's discovery fragment, ``config``.
+    Configure domain ``domain_id`` as rmw_cyclonedds does: ROS 2's discovery fragment, ``config``.
 
     ``config`` (XML text, ``file://`` URI or a path) stands where rmw_cyclonedds reads
-    ``$CYCLONEDDS_URI``; None takes that variable, and then nothing is created when no
-    discovery variable applies (Cyclone reads ``$CYCLONEDDS_URI`` itself, as before) or when
-    the domain exists already in this process (rclpy's, or another bus's). What is wrong with
-    the variables is logged, a line each, when the domain is created (without a fragment: by
-    each bus).
+    ``$CYCLONEDDS_URI`` and creates the domain here (it lives as long as the process, as
+    before). With None, Cyclone creates the domain from ``$CYCLONEDDS_URI`` with the first
+    participant and frees it with the last, as before: the value returned (the fragment
+    before the variable's value; None when no discovery variable applies) is what that
+    participant must be created under (``_uri_for_creation``). A domain created here once
+    was kept for ever: buses opened and closed in turn leaked 8 descriptors and 5 threads
+    each, and a later ``config`` on the same domain was refused. What is wrong with the
+    variables is logged once per process.
     """
     if config is not None and os.path.exists(config):
         config = file_uri(config)
     known = _DOMAINS.get(domain_id)
     if known is not None and config is None:
-        return
+        return None
     notes = []
     full = discovery_config(config, warn=notes.append, resolves=peer_resolves,
                             unicast_loopback=_unicast_loopback(),
                             pin_loopback=not idl.LEGACY_BINDING)
-    if config is None and full == os.environ.get('CYCLONEDDS_URI', ''):
-        for note in notes:              # no fragment: Cyclone reads the variable, as before
+    for note in notes:
+        if note not in _LOGGED:
+            _LOGGED.add(note)
             LOG.warning(note)
-        return
+    if config is None:
+        return None if full == os.environ.get('CYCLONEDDS_URI', '') else full
     if known is not None:
         if known[0] != full:
             raise BusError(f'domain {domain_id} already configured differently in this process')
-        return
+        return None
     try:
         _DOMAINS[domain_id] = (full, _create_domain(domain_id, full))
     except DDSException as exc:
-        if config is None:
-            return                      # it exists already: its creator configured it
         raise BusError(f'cannot configure DDS domain {domain_id} (a participant created '
                        f'before with another configuration?): {exc}') from exc
-    for note in notes:
-        LOG.warning(note)
+    return None
+
+
+@contextlib.contextmanager
+def _uri_for_creation(uri):
+    """
+    Set ``$CYCLONEDDS_URI`` to ``uri`` for the ``with`` block, then restore it (None: as is).
+
+    Cyclone reads the variable when a participant's domain does not exist yet; the process's
+    own value (what its children inherit) stays the user's.
+    """
+    if uri is None:
+        yield
+        return
+    before = os.environ.get('CYCLONEDDS_URI')
+    os.environ['CYCLONEDDS_URI'] = uri
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop('CYCLONEDDS_URI', None)
+        else:
+            os.environ['CYCLONEDDS_URI'] = before
 
 
 def _unicast_loopback() -> bool:
@@ -193,10 +220,11 @@ class DdsBus(Bus):
                  publish_timeout_s: float = 10.0):
         super().__init__(namespace)
         self.domain_id = domain_id_from_env() if domain_id is None else int(domain_id)
-        _configure_domain(self.domain_id, config)   # with ROS 2's discovery range settings
+        uri = _configure_domain(self.domain_id, config)   # with ROS 2's discovery settings
         self._publish_timeout_s = publish_timeout_s
         qos = Qos(Policy.Userdata(data=b'enclave=/;'))  # as rmw_cyclonedds (Iron+) does
-        self._participant = DomainParticipant(self.domain_id, qos=qos)
+        with _uri_for_creation(uri):
+            self._participant = DomainParticipant(self.domain_id, qos=qos)
         self._waitset = WaitSet(self._participant)
         self._topics = {}     # DDS topic name -> Topic
         self._writers = {}    # absolute ROS topic -> DataWriter
