@@ -21,8 +21,6 @@ runs the real ones).
 import argparse
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from rog_ros import cli
@@ -219,27 +217,16 @@ def test_run_scenarios_hands_back_the_rows_as_they_finish(tmp_path, monkeypatch)
 
 def test_a_folder_a_live_run_holds_is_not_moved(tmp_path):
     """Refuse to set aside a scenario folder (or its .previous) that a live fleet holds."""
+    from test_output_lock import held_by_another_process
     for held in ('flood', 'flood.previous'):
         base = tmp_path / held.replace('.', '_')
         (base / 'flood' / 'state').mkdir(parents=True)
         (base / 'flood.previous').mkdir()
-        holder = subprocess.Popen(
-            [sys.executable, '-c', 'import sys, time\n'
-             'from rog_ros.nodes.output_lock import OutputLock\n'
-             'lock = OutputLock.take(sys.argv[1], "rog fleet")\n'
-             'print("held", flush=True)\n'
-             'time.sleep(60)\n', str(base / held)],
-            stdout=subprocess.PIPE, text=True)
-        try:
-            assert holder.stdout.readline().strip() == 'held'
+        with held_by_another_process(str(base / held), 'rog fleet') as holder:
             with pytest.raises(OSError, match=f'{base / held} is in use by a run still going '
                                               rf'\(rog fleet, pid {holder.pid}, since '):
                 chaos.fresh_scenario_dir(str(base), 'flood')
             assert (base / 'flood' / 'state').is_dir()         # nothing moved
             assert (base / 'flood.previous').is_dir()          # nothing removed
-        finally:
-            holder.kill()
-            holder.wait(10)
-            holder.stdout.close()
         chaos.fresh_scenario_dir(str(base), 'flood')           # its run ended: set aside
         assert (base / 'flood.previous' / 'state').is_dir()

@@ -13,6 +13,7 @@
 # limitations under the License.
 """One run at a time in an output directory; a dead run's lock goes with it."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -132,8 +133,9 @@ def test_a_run_refused_once_started_leaves_no_folder_it_made(tmp_path, capsys, m
     assert (kept / 'notes.txt').read_text() == 'mine'
 
 
-def _hold_in_another_process(out: str, command: str) -> subprocess.Popen:
-    """Start a process that holds ``out`` for ``command`` until killed; return it once held."""
+@contextlib.contextmanager
+def held_by_another_process(out: str, command: str):
+    """Hold ``out`` for ``command`` in another process for the block; yield that process."""
     holder = subprocess.Popen(
         [sys.executable, '-c', 'import sys, time\n'
          'from rog_ros.nodes.output_lock import OutputLock\n'
@@ -141,8 +143,13 @@ def _hold_in_another_process(out: str, command: str) -> subprocess.Popen:
          'print("held", flush=True)\n'
          'time.sleep(60)\n', out, command],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == 'held'
-    return holder
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        yield holder
+    finally:
+        holder.send_signal(signal.SIGKILL)      # no clean-up of its own: the kernel's only
+        holder.wait(10)
+        holder.stdout.close()
 
 
 def test_a_run_into_a_folder_inside_a_held_one_runs_nothing(tmp_path, capsys, monkeypatch):
@@ -152,8 +159,7 @@ def test_a_run_into_a_folder_inside_a_held_one_runs_nothing(tmp_path, capsys, mo
     monkeypatch.setattr(compare, 'compare', _forbidden)
     outer = tmp_path / 'rp3'
     inner = outer / 'toy-indoors'
-    holder = _hold_in_another_process(str(outer), 'rog reproduce rog')
-    try:
+    with held_by_another_process(str(outer), 'rog reproduce rog') as holder:
         line = (outer / LOCK_FILE).read_text()
         assert cli.main(['compare', '--workload', 'toy', '--out', str(inner)]) == 2
         err = capsys.readouterr().err.strip()
@@ -165,10 +171,6 @@ def test_a_run_into_a_folder_inside_a_held_one_runs_nothing(tmp_path, capsys, mo
         assert (outer / LOCK_FILE).read_text() == line     # the holder's line left as it was
         with pytest.raises(OutputInUse, match='is inside'):
             OutputLock.take(str(inner / 'runs' / 'deeper'), 'rog sim')
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(10)
-        holder.stdout.close()
     OutputLock.take(str(inner), 'rog compare').release()    # its run ended: free again
 
 
@@ -193,18 +195,13 @@ def test_a_run_into_a_folder_that_holds_a_held_one_runs_nothing(tmp_path, capsys
     monkeypatch.setattr(compare, 'compare', _forbidden)
     outer = tmp_path / 'rp3'
     inner = outer / 'toy-indoors'
-    holder = _hold_in_another_process(str(inner), 'rog compare')
-    try:
+    with held_by_another_process(str(inner), 'rog compare') as holder:
         assert cli.main(['compare', '--workload', 'toy', '--out', str(outer)]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith(f'rog compare: {outer} holds {inner}, which is in use by '
                               f'another run (rog compare, pid {holder.pid}, since ')
         assert '\n' not in err
         assert sorted(os.listdir(outer)) == ['toy-indoors']     # nothing made beside it
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(10)
-        holder.stdout.close()
     OutputLock.take(str(outer), 'rog compare').release()    # its run ended: free again
 
 
@@ -240,13 +237,8 @@ def test_a_folder_that_holds_a_held_one_beside_a_wide_one_is_refused(tmp_path):
     for i in range(output_lock._NESTED_FOLDERS + 100):     # a walk into it first hit the cap
         os.mkdir(str(wide / str(i)))
     inner = outer / 'toy-indoors'
-    holder = _hold_in_another_process(str(inner), 'rog compare')
-    try:
+    with held_by_another_process(str(inner), 'rog compare'):
         assert output_lock.held_within(str(outer))[0] == os.path.realpath(str(inner))
         with pytest.raises(OutputInUse, match='which is in use by another run .rog compare'):
             OutputLock.take(str(outer), 'rog reproduce rog')
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(10)
-        holder.stdout.close()
     OutputLock.take(str(outer), 'rog reproduce rog').release()    # its run ended: free again

@@ -39,7 +39,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
@@ -168,28 +167,6 @@ def test_a_python38_robot_talks_to_a_node_on_the_newer_binding(py38):
     assert rc == 0
 
 
-_ROS2_READER = textwrap.dedent("""
-    import sys, time
-    from cyclonedds.domain import Domain, DomainParticipant
-    from cyclonedds.qos import Policy, Qos
-    from cyclonedds.sub import DataReader
-    from cyclonedds.topic import Topic
-    from rog_ros.transport import dds_bus, idl
-    domain, namespace, fragment = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    keep = Domain(domain, fragment)
-    participant = DomainParticipant(domain)
-    topic = Topic(participant, f'rt{namespace}/status/rog_worker_0/train_status',
-                  idl.dds_type('TrainStatus'))
-    reader = DataReader(participant, topic, qos=Qos(
-        Policy.Reliability.BestEffort, Policy.History.KeepLast(10),
-        Policy.DataRepresentation(use_cdrv0_representation=True)))
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline and not dds_bus._matched_peers(reader, writer=False):
-        time.sleep(0.05)
-    print(dds_bus._matched_peers(reader, writer=False))
-""")
-
-
 def test_a_ros2_node_that_starts_later_meets_a_bus_in_the_localhost_range(py38):
     """
     Match a later Cyclone 0.10 participant (rmw's) under ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST.
@@ -207,15 +184,12 @@ def test_a_ros2_node_that_starts_later_meets_a_bus_in_the_localhost_range(py38):
         assert child.stdout.readline().strip() == 'ready'
         time.sleep(2.0)
         # Execute: the ROS 2 side, on rmw's Cyclone 0.10, with the fragment rmw gives it
-        env = dict(ranges._child_env(), PYTHONPATH=str(ROOT))
-        proc = subprocess.run([py38, '-c', _ROS2_READER, str(domain), namespace,
-                               ranges.JAZZY_LOCALHOST], capture_output=True, text=True,
-                              timeout=60, env=env, cwd=str(ROOT))
+        matched = ranges.matched_by_ros2_reader(ranges.JAZZY_LOCALHOST, domain, namespace,
+                                                python=py38)
     finally:
         out, err = ranges._stop(child)
     # Assert
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == '1', proc.stdout + err[-2000:]
+    assert matched == 1, f'no match; the bus said: {out}{err[-2000:]}'
 
 
 def test_python38_check_catches_runtime_generics_and_new_stdlib(py38, tmp_path):

@@ -30,7 +30,6 @@ from pathlib import Path
 import subprocess
 import sys
 import textwrap
-import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -38,6 +37,7 @@ import pytest
 pytest.importorskip('cyclonedds')
 cyclone_config = pytest.importorskip('rog_ros.transport.cyclone_config')
 dds_bus = pytest.importorskip('rog_ros.transport.dds_bus')
+idl = pytest.importorskip('rog_ros.transport.idl')
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_S = 10.0
@@ -285,44 +285,50 @@ def _stop(child) -> tuple:
         return '', ''
 
 
-def _matched_by_ros2_reader(fragment: str, domain: int, namespace: str, child) -> int:
-    """
-    Count the child's writers that a participant configured with ``fragment`` matches.
-
-    The participant is what rmw_cyclonedds makes of the same environment: its domain is
-    created with exactly ``fragment`` (and an empty ``$CYCLONEDDS_URI``), the Humble one as
-    rmw's Cyclone 0.10 reads it on this host.
-    """
+_ROS2_READER = textwrap.dedent("""
+    import sys, time
     from cyclonedds.domain import Domain, DomainParticipant
     from cyclonedds.qos import Policy, Qos
     from cyclonedds.sub import DataReader
     from cyclonedds.topic import Topic
-
-    from rog_ros.transport import idl
-
-    if fragment == HUMBLE_LOCALHOST and dds_bus._unicast_loopback():
-        fragment = HUMBLE_LOCALHOST_UNICAST
-    if fragment == JAZZY_LOCALHOST and not idl.LEGACY_BINDING:
-        fragment = JAZZY_LOCALHOST_PINNED     # (rmw's own Cyclone 0.10: test_py38_compat)
-    domain_entity = Domain(domain, fragment)
+    from rog_ros.transport import dds_bus, idl
+    domain, namespace, fragment = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    keep = Domain(domain, fragment)
     participant = DomainParticipant(domain)
     topic = Topic(participant, f'rt{namespace}/status/rog_worker_0/train_status',
                   idl.dds_type('TrainStatus'))
     reader = DataReader(participant, topic, qos=Qos(
         Policy.Reliability.BestEffort, Policy.History.KeepLast(10),
         Policy.DataRepresentation(use_cdrv0_representation=True)))
-    try:
-        deadline = time.monotonic() + WAIT_S
-        count = 0
-        while time.monotonic() < deadline and child.poll() is None:
-            count = dds_bus._matched_peers(reader, writer=False)
-            if count:
-                break
-            time.sleep(0.05)
-        return count
-    finally:
-        for entity in (reader, topic, participant, domain_entity):
-            entity.__del__()
+    deadline = time.monotonic() + float(sys.argv[4])
+    while time.monotonic() < deadline and not dds_bus._matched_peers(reader, writer=False):
+        time.sleep(0.05)
+    print(dds_bus._matched_peers(reader, writer=False))
+""")
+
+
+def matched_by_ros2_reader(fragment: str, domain: int, namespace: str,
+                           python: str = sys.executable) -> int:
+    """
+    Count the writers on the bus's TrainStatus topic that a ROS 2 side configured so matches.
+
+    The ROS 2 side is what rmw_cyclonedds makes of the same environment: a process whose
+    domain is created with exactly ``fragment`` (and no ``$CYCLONEDDS_URI``), on ``python``'s
+    Cyclone binding (test_py38_compat runs it on binding 0.10, rmw's Cyclone). On this
+    process's newer binding the fragment is told what Cyclone 0.10 finds by itself: that
+    Linux's ``lo`` has no multicast (Humble), and the loopback interface its peers' discovery
+    arrives on (Jazzy's LOCALHOST).
+    """
+    if python == sys.executable and not idl.LEGACY_BINDING:
+        if fragment == HUMBLE_LOCALHOST and dds_bus._unicast_loopback():
+            fragment = HUMBLE_LOCALHOST_UNICAST
+        if fragment == JAZZY_LOCALHOST:
+            fragment = JAZZY_LOCALHOST_PINNED
+    proc = subprocess.run([python, '-c', _ROS2_READER, str(domain), namespace, fragment,
+                           str(WAIT_S)], capture_output=True, text=True, timeout=WAIT_S + 50,
+                          env=_child_env(), cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return int(proc.stdout.split()[-1])
 
 
 @pytest.mark.parametrize('variables, fragment, offset', (
@@ -336,7 +342,7 @@ def test_a_ros2_participant_with_the_same_setting_matches_the_bus(variables, fra
     child = _start_child(domain, namespace, _child_env(**variables))
     try:
         # Execute
-        matched = _matched_by_ros2_reader(fragment, domain, namespace, child)
+        matched = matched_by_ros2_reader(fragment, domain, namespace)
     finally:
         out, err = _stop(child)
     # Assert
