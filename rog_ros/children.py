@@ -180,13 +180,23 @@ class _Worker:
             pass      # it died meanwhile: its sentinel tells, and its call counts as lost
 
     def receive(self):
-        """Return its message about the call, or None when it died without one."""
+        """
+        Return its message about the call, or None when it died without one.
+
+        A result that pickles but cannot be unpickled here (a class whose ``__init__`` takes
+        other arguments than it passes on) comes back as the call's error, naming it: the
+        unpickling TypeError alone named neither the call nor its result.
+        """
         if not self.conn.poll():
             return None
         try:
             return self.conn.recv()
         except (EOFError, ConnectionResetError):
             return None
+        except Exception as err:  # noqa: B902 - whatever a result's own unpickling raises
+            return ('raised', RuntimeError(f'call {self.call}: its result could not be '
+                                           f'received: {type(err).__name__}: {err}'),
+                    traceback.format_exc())
 
     def how_it_ended(self) -> str:
         """Say, in one line, how the process ended (waiting briefly for its exit status)."""

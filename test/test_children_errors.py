@@ -15,9 +15,9 @@
 The pool's errors reach the user as what they are, and its mistakes leave nothing open.
 
 A call's process that died came out of ``rog reproduce aet|fleet`` and ``rog bench faults`` as
-a traceback; a call's exception that could not be unpickled came out as the unpickling
-TypeError; no calls still started a process, ``jobs`` of 0 was taken for 1, and a process that
-failed to start left its pipe open.
+a traceback; a call's exception, or its result, that could not be unpickled came out as the
+unpickling TypeError; no calls still started a process, ``jobs`` of 0 was taken for 1, and a
+process that failed to start left its pipe open.
 """
 
 import multiprocessing
@@ -54,6 +54,30 @@ def test_an_exception_that_cannot_be_unpickled_is_raised_as_what_it_was():
                                            'empty') as caught:
         list(run_in_processes(raise_two_args, [('mpcol',)], 1))
     assert 'raise_two_args' in str(caught.value.__cause__)     # the worker's traceback
+
+
+class TwoArgsResult:
+    """A result that pickles but cannot be unpickled: it reduces to one argument of two."""
+
+    def __init__(self, what, score):
+        """Keep ``what`` and ``score``."""
+        self.what, self.score = what, score
+
+    def __reduce__(self):
+        """Reduce to the class and one argument, as a careless ``__reduce__`` would."""
+        return (TwoArgsResult, (self.what,))
+
+
+def return_two_args(what):
+    """Return a TwoArgsResult about ``what``, a plain text for ``mpcol`` (a pool call)."""
+    return what if what == 'mpcol' else TwoArgsResult(what, 0.85)
+
+
+def test_a_result_that_cannot_be_unpickled_is_raised_naming_its_call():
+    # the parent raised the bare unpickling TypeError, naming neither the call nor its result
+    with pytest.raises(RuntimeError, match=r'call 1: its result could not be received: '
+                                           r'TypeError: .*score'):
+        list(run_in_processes(return_two_args, [('mpcol',), ('eacol',)], 1))
 
 
 @pytest.fixture
