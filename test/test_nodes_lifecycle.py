@@ -50,10 +50,15 @@ class HubBus(Bus):
 
     def __init__(self, hub, namespace):
         super().__init__(namespace)
-        self.hub, self.subs, self.queue = hub, {}, []
+        self.hub, self.subs, self.queue, self.writers = hub, {}, [], set()
+
+    def advertise(self, topic):
+        """Create the writer of ``topic``: peers' readers count it in ``matched`` from now."""
+        self.writers.add(resolve(topic, self.namespace))
 
     def publish(self, topic, msg):
         full = resolve(topic, self.namespace)
+        self.writers.add(full)
         self.hub.published[full] = self.hub.published.get(full, 0) + 1
         for bus in self.hub.buses:
             if bus is not self and full in bus.subs:
@@ -73,7 +78,16 @@ class HubBus(Bus):
         return out
 
     def matched(self, topic):
-        return 1
+        """
+        Count the other buses' endpoints that match ours on ``topic``, one per endpoint.
+
+        As DDS does: readers for our writer, writers for our reader. A constant would let a
+        server start with workers missing, and never see them leave.
+        """
+        full = resolve(topic, self.namespace)
+        return sum((full in self.writers and full in bus.subs)
+                   + (full in self.subs and full in bus.writers)
+                   for bus in self.hub.buses if bus is not self)
 
     def close(self):
         self.hub.buses.remove(self)

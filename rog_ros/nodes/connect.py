@@ -112,22 +112,50 @@ def node_reject_counts(node) -> dict:
 
 
 def wait_matched(bus, topics, timeout_s: float, keep_waiting=lambda: True,
-                 poll_s: float = 0.02) -> float:
+                 poll_s: float = 0.02, minimum=None) -> float:
     """
-    Wait until every topic in ``topics`` has at least one matched remote endpoint.
+    Wait until every topic in ``topics`` has its least number of matched remote endpoints.
 
-    Returns the seconds waited; raises :class:`PeerTimeout` naming the unmatched topics, or
-    returns early (``-1``) when ``keep_waiting()`` turns false (shutdown requested).
+    That least number is one, or ``minimum[topic]`` (a ``{topic: count}`` mapping; its topics
+    are waited for too). One matched endpoint is proof of a peer only on a topic that no one
+    else takes part in: any reader (``ros2 topic echo``) matches a writer. A topic on which
+    this bus only reads counts the writers, one per peer process, so a node that needs N
+    peers asks for N there (the server: one uplink writer per worker).
+
+    Returns the seconds waited; raises :class:`PeerTimeout` naming the topics still short,
+    with how many peers it saw of how many it needs, or returns early (``-1``) when
+    ``keep_waiting()`` turns false (shutdown requested).
     """
+    need = dict.fromkeys(topics, 1)
+    need.update(minimum or {})
     start = time.monotonic()
     while True:
-        missing = [t for t in topics if bus.matched(t) == 0]
-        if not missing:
+        short = []
+        for topic, least in need.items():
+            seen = bus.matched(topic)
+            if seen < least:
+                short.append((topic, seen, least))
+        if not short:
             return time.monotonic() - start
         if not keep_waiting():
             return -1.0
         if time.monotonic() - start > timeout_s:
-            raise PeerTimeout(f'no peer on {", ".join(missing)} after {timeout_s:.0f} s: is the '
-                              f'other side running with the same namespace ({bus.namespace}) '
-                              f'and ROS_DOMAIN_ID, and can DDS discovery reach it?')
+            raise PeerTimeout(f'{_shortfall(short)} after {timeout_s:.0f} s: is the other side '
+                              f'running with the same namespace ({bus.namespace}) and '
+                              'ROS_DOMAIN_ID, and can DDS discovery reach it?')
         time.sleep(poll_s)
+
+
+def _shortfall(short) -> str:
+    """
+    Say which topics lack peers: ``no peer on a, b; too few peers on c (1 of 3)``.
+
+    A topic that needs one peer reads as before (``no peer on ...``, which the docs' trouble
+    table quotes); one that needs several says how many were seen, so a fleet short of one
+    robot is told apart from a fleet that is not there at all.
+    """
+    none = [t for t, _, n in short if n <= 1]
+    few = [f'{t} ({seen} of {n})' for t, seen, n in short if n > 1]
+    parts = ([f'no peer on {", ".join(none)}'] if none else []) + \
+        ([f'too few peers on {", ".join(few)}'] if few else [])
+    return '; '.join(parts)

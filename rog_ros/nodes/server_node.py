@@ -272,7 +272,14 @@ class ServerNode:
                           f'{os.path.join(self.args.out, PREVIOUS)} ({", ".join(moved)})')
 
     def activate(self) -> bool:
-        """Wait until every worker's endpoints are matched; evaluate the starting model."""
+        """
+        Wait until every worker's endpoints are matched; evaluate the starting model.
+
+        A worker is counted by its writers on the uplink, one per worker process and topic
+        (only workers write there), not by readers on its downlink: any reader matches those,
+        so a ``ros2 topic echo /rog/w0/chunks`` started first would pass for worker 0. The
+        downlink readers are still waited for, so that the first sends reach each worker.
+        """
         if self._finished_before:
             a = self.args
             self.log.warning(f'the run in {a.state_dir} had finished (checkpoint '
@@ -280,9 +287,10 @@ class ServerNode:
                              f'{a.out}; move {a.state_dir} away to train again')
             self.life.trigger('activate')
             return True
-        topics = server_outbox(self.args.workers) + server_inbox()
-        waited = wait_matched(self.bus, topics, self.args.startup_timeout,
-                              keep_waiting=lambda: not self.requests.shutdown_requested)
+        waited = wait_matched(self.bus, server_outbox(self.args.workers),
+                              self.args.startup_timeout,
+                              keep_waiting=lambda: not self.requests.shutdown_requested,
+                              minimum=dict.fromkeys(server_inbox(), self.args.workers))
         if waited < 0:
             return False
         self.life.trigger('activate')
@@ -325,10 +333,7 @@ class ServerNode:
             return {}          # (a rewrite would replace the run's results with a restart's)
         end = time.monotonic()
         if self.engine.finished:
-            deadline = time.monotonic() + LEAVE_TIMEOUT_S
-            workers = [f'w{r}/chunks' for r in range(self.args.workers)]
-            while time.monotonic() < deadline and any(self.bus.matched(t) for t in workers):
-                self.driver.step(0.02)
+            self._wait_for_workers_to_leave()
             # After the workers left: the acks of late pulls that arrive while they leave
             # still change the consensus, and the run's last evaluation must be of the model
             # it leaves in model.pt (measured: 0.8390 in the file against 0.8381 evaluated).
@@ -342,6 +347,20 @@ class ServerNode:
         if saved:      # (results on disk: a server started again on this state leaves them)
             self.hooks.checkpoint_results_written()
         return summary
+
+    def _wait_for_workers_to_leave(self) -> None:
+        """
+        Serve until no worker writes to the uplink any more, for up to ``LEAVE_TIMEOUT_S``.
+
+        The stopped workers may still ack the last transfers; they leave by closing their
+        bus. Their uplink writers are the count, as at the start: a tool still reading a
+        worker's downlink (``ros2 topic echo /rog/w0/chunks``) would otherwise hold the
+        server here for the whole bound although every worker has left.
+        """
+        deadline = time.monotonic() + LEAVE_TIMEOUT_S
+        uplink = server_inbox()
+        while time.monotonic() < deadline and any(self.bus.matched(t) for t in uplink):
+            self.driver.step(0.02)
 
     def _save_model(self) -> bool:
         """Write the trained model to ``OUT/model.pt``; True if it was written."""

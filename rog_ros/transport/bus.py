@@ -105,7 +105,14 @@ class Bus(abc.ABC):
 
     @abc.abstractmethod
     def matched(self, topic: str) -> int:
-        """Return how many remote endpoints match this bus's writer/reader on ``topic``."""
+        """
+        Return how many remote endpoints match this bus's writer/reader on ``topic``.
+
+        One per endpoint, not one per topic: for a topic this bus only reads, the remote
+        writers (each peer process has its own), for one it only writes, the remote readers
+        (a tool such as ``ros2 topic echo`` among them). Nodes count their peers with it
+        (the server waits for one uplink writer per worker), so a bus must not round it.
+        """
 
     @abc.abstractmethod
     def close(self) -> None:
