@@ -41,3 +41,16 @@ def test_the_closing_evaluation_on_another_set_is_not_joined_to_the_curve():
     assert periodic_rows(same_set) == same_set
     assert periodic_rows(run[2:]) == run[2:]                   # one row: nothing to join
     assert periodic_rows([{'time_s': 0.0, 'loss': 1.0}] + run[:1]) == run[:1]
+
+
+def test_the_log_axis_starts_at_the_first_evaluation_after_the_start():
+    # a fleet stamps its starting evaluation 9.6e-6 s in: the log plot began there and drew
+    # six decades of flat line before the first training evaluation at 0.5 s
+    run = [{'time_s': 9.6e-6, 'iteration': 0, 'accuracy': 0.30},
+           {'time_s': 0.5, 'iteration': 5, 'accuracy': 0.60},
+           {'time_s': 12.0, 'iteration': 100, 'accuracy': 0.85}]
+    xs, ys = _mean_curve([run], 'time_s', log=True)
+    assert xs[0] == pytest.approx(0.5) and xs[-1] == pytest.approx(12.0)
+    assert ys[0] == pytest.approx(0.60)
+    simulated = [dict(run[0], time_s=0.0)] + run[1:]       # the simulator's start is at 0
+    assert _mean_curve([simulated], 'time_s', log=True)[0][0] == pytest.approx(0.5)

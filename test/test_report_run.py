@@ -78,6 +78,25 @@ def test_runs_of_other_settings_are_not_averaged_together(tmp_path, capsys):
                                 'between them')
 
 
+def test_a_folder_of_simulated_and_fleet_runs_says_which_clock_each_row_has(tmp_path):
+    # the header said "Times are wall-clock time of a real fleet" beside a simulated row, and
+    # the fleet section listed the simulated run with bus None
+    _fleet_run(tmp_path / 'fleet', 'rog:4', 0, 0.9)
+    sim = tmp_path / 'sim'
+    _fleet_run(sim, 'rog:4', 0, 0.8)
+    summary = json.loads((sim / 'summary.json').read_text())
+    del summary['driver'], summary['bus'], summary['authenticated']
+    (sim / 'summary.json').write_text(json.dumps(summary))
+    assert cli.main(['report', str(tmp_path)]) == 0
+    text = (tmp_path / 'report.md').read_text()
+    assert ('Times are simulated (virtual) time for the simulated rows and wall-clock time '
+            'for the fleet rows, which do not compare.') in text
+    assert 'wall-clock time of a real fleet' not in text
+    fleet_lines = [line for line in text.splitlines() if line.startswith('- rog:4 seed 0:')]
+    assert fleet_lines == ['- rog:4 seed 0: completed True, bus DdsBus, authenticated True, '
+                           "rejected {'replay': 3}"]
+
+
 def test_report_of_an_empty_directory_is_a_one_line_error(tmp_path, capsys):
     assert cli.main(['report', str(tmp_path)]) == 2
     assert 'no summary.json' in capsys.readouterr().err

@@ -405,6 +405,10 @@ def periodic_rows(rows: list) -> list:
     return rows
 
 
+LOG_AXIS_START_FRACTION = 1e-3
+"""Evaluations before this fraction of a plot's time span count as the start's (log axis)."""
+
+
 def _mean_curve(runs: list, xkey: str, log: bool = False):
     """
     Average accuracy over seeds on a common x grid (linear interpolation).
@@ -412,7 +416,9 @@ def _mean_curve(runs: list, xkey: str, log: bool = False):
     The grid runs to the *longest* run: a finished run keeps its final accuracy (its model no
     longer changes), so a system whose seeds differ in length is drawn over its whole span
     instead of being cut at its shortest seed. ``log``: a log-spaced grid from the earliest
-    evaluation after 0 (the one at 0 has no place on a log axis).
+    evaluation after the start: the one at 0 has no place on a log axis, and a fleet's is
+    stamped a few microseconds in (9.6e-6 s), which drew six decades of flat line before any
+    training; evaluations within the first thousandth of the span count as the start.
     """
     runs = [periodic_rows(run) for run in runs if run]
     curves = [(np.array([r[xkey] for r in run]), np.array([r['accuracy'] for r in run]))
@@ -422,7 +428,8 @@ def _mean_curve(runs: list, xkey: str, log: bool = False):
         return None, None
     hi = max(c[0].max() for c in curves)
     if log:
-        firsts = [x[x > 0].min() for x, _ in curves if (x > 0).any()]
+        start = hi * LOG_AXIS_START_FRACTION
+        firsts = [x[x > start].min() for x, _ in curves if (x > start).any()]
         if not firsts or min(firsts) >= hi:
             return None, None
         grid = np.geomspace(min(firsts), hi, 200)
@@ -700,11 +707,15 @@ def report_run(run_dir: str, say=None) -> str:
             'setting, no ratios between them')
     series = {name: [rows for _, rows in items] for name, items in by_system.items()}
     first = runs[0][0]
-    fleet = first.get('driver') == 'fleet'
+    fleets = [s.get('driver') == 'fleet' for s, _, _ in runs]
+    fleet, mixed = any(fleets), any(fleets) and not all(fleets)
+    axis = ('time (s): simulated for simulated runs, wall-clock for fleets' if mixed else
+            'wall-clock time (s)' if fleet else 'simulated time (s)')
     plots, skipped = _plots_or_why(say, write_plots, run_dir, table, series,
-                                   first.get('target_accuracy'),
-                                   'wall-clock time (s)' if fleet else 'simulated time (s)')
-    clock = ('wall-clock time of a real fleet (nodes over DDS)' if fleet else
+                                   first.get('target_accuracy'), axis)
+    clock = ('simulated (virtual) time for the simulated rows and wall-clock time for the '
+             'fleet rows, which do not compare' if mixed else
+             'wall-clock time of a real fleet (nodes over DDS)' if fleet else
              "simulated (virtual) time; compute charged from the workload's device profile")
     if varying:
         lines = [f'# rog report: runs of {len(set(map(_setting, (s for s, _, _ in runs))))} '
@@ -729,7 +740,7 @@ def report_run(run_dir: str, say=None) -> str:
         lines += ['## Robots out of the staleness check', '', membership, '']
     if fleet:
         lines += ['## Fleet', '']
-        for summary, _, _ in runs:
+        for summary, _, _ in (run for run, is_fleet in zip(runs, fleets) if is_fleet):
             rejects = {k: v for k, v in (summary.get('rejects_by_reason') or {}).items() if v}
             lines.append(f'- {summary.get("system")} seed {summary.get("seed")}: completed '
                          f'{summary.get("completed")}, bus {summary.get("bus")}, '
@@ -741,7 +752,7 @@ def report_run(run_dir: str, say=None) -> str:
         [(f'{m.get("system")} seed {m.get("seed")}', int(m.get('workers') or 0) or
           1 + max([e['robot'] for e in ev] or [0]), float(m.get('sim_time_s') or 0.0), ev)
          for m, _, ev in runs],
-        'wall-clock time (s)' if fleet else 'simulated time (s)', MAX_TIMELINES)
+        axis, MAX_TIMELINES)
     if timeline:
         plots.append(('who was in the staleness check', timeline))
     lines += events_markdown(runs)
