@@ -50,6 +50,14 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo '== PyTorch (pinned CPU wheel) and rog_ros'
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+# The CPU build: this machine's own wheel (pip's find-links) when it has one, else PyTorch's
+# CPU index; plain PyPI resolves torch==2.13.0 to the CUDA build (several GB of NVIDIA wheels).
+# The last line adds torch's own dependencies; 2.13.0+cpu satisfies its pin.
+if ! .venv/bin/python -m pip install -q --no-index --no-deps 'torch==2.13.0' >/dev/null 2>&1 &&
+    ! .venv/bin/python -m pip install -q --no-deps 'torch==2.13.0' \
+      --index-url https://download.pytorch.org/whl/cpu >/dev/null 2>&1; then
+  echo 'note: no CPU wheel of torch 2.13.0 here or at download.pytorch.org; taking the index default'
+fi
 .venv/bin/python -m pip install -q 'torch==2.13.0'
 # (setuptools warns on every editable install that a folder named like the package could
 # shadow it: the package is that folder here, so the warning says nothing)
