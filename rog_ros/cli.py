@@ -509,6 +509,16 @@ def _cmd_compare(args) -> int:
     return 0
 
 
+def _reproduce_seeds_help() -> str:
+    """Return ``--seeds``' help, written from the seeds each paper runs (it cannot drift)."""
+    from rog_ros.experiments.reproduce import DEFAULT_SEEDS
+    papers = {}
+    for name, seeds in DEFAULT_SEEDS.items():
+        papers.setdefault(','.join(map(str, seeds)), []).append(name)
+    said = '; '.join(f'{", ".join(names)}: {seeds}' for seeds, names in papers.items())
+    return f'comma-separated seeds (default by PAPER: {said})'
+
+
 def _add_reproduce(sub) -> None:
     p = sub.add_parser('reproduce', help="the paper's experiment set in the simulator",
                        description='Indoors/outdoors comparisons, threshold sensitivity and '
@@ -521,8 +531,7 @@ def _add_reproduce(sub) -> None:
     p.add_argument('--out', required=True, help='output directory')
     p.add_argument('--workloads', default=None,
                    help='comma-separated (default mpcol; rog only)')
-    p.add_argument('--seeds', default=None,
-                   help='seeds (default 0,1,2,3,4; with PAPER: its own, usually 0)')
+    p.add_argument('--seeds', default=None, help=_reproduce_seeds_help())
     p.add_argument('--workers', type=int, default=None, help='workers (default 4; rog only)')
     p.add_argument('--iterations', type=int, default=None,
                    help='iterations per worker (rog only)')
@@ -536,7 +545,7 @@ def _add_reproduce(sub) -> None:
 def _cmd_reproduce(args) -> int:
     if not _valid('rog reproduce', _check_reproduce, args):
         return 2
-    from rog_ros.experiments.reproduce import REPRODUCTIONS
+    from rog_ros.experiments.reproduce import DEFAULT_SEEDS, REPRODUCTIONS
     try:
         with _held(args.out, f'rog reproduce {args.what}'):
             if args.what != 'rog':
@@ -544,7 +553,8 @@ def _cmd_reproduce(args) -> int:
                     'seeds': [int(s) for s in args.seeds.split(',') if s.strip()]}   # theirs
                 path = REPRODUCTIONS[args.what](args.out, quick=args.quick, **opts)
             else:
-                seeds = [int(s) for s in (args.seeds or '0,1,2,3,4').split(',') if s.strip()]
+                seeds = ([int(s) for s in args.seeds.split(',') if s.strip()] if args.seeds
+                         else list(DEFAULT_SEEDS['rog']))
                 path = REPRODUCTIONS['rog'](
                     args.out, quick=args.quick, seeds=seeds,
                     workloads=[w for w in args.workloads.split(',') if w],

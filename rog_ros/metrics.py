@@ -42,6 +42,7 @@ import io
 import json
 import math
 import os
+from typing import Callable
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text as atomic_write
@@ -89,6 +90,11 @@ class RunRecorder:
     end_time_s: float = 0.0
     extra: dict = field(default_factory=dict)
     events: list = field(default_factory=list)    # (time_s, robot, event, value, info, text)
+    traffic: Callable[[], tuple] | None = field(default=None, repr=False, compare=False)
+    """``() -> (bytes_up, bytes_down)``: the server engine's own counts, which then stand for
+    ``bytes_up``/``bytes_down`` (timeseries and summary). A fleet's server never sees the
+    workers' ``push_done``, and the ``bytes`` of a Rog engine's ``push_done``/``pull_done`` are
+    those of its rate sample, which may leave the first chunk out."""
 
     def __post_init__(self):
         n = self.n_workers
@@ -139,7 +145,14 @@ class RunRecorder:
     def counters(self) -> dict:
         """Return the cumulative counters an evaluation row carries, as they are now."""
         return {'stall_s': sum(self.stall_s), 'triggers': sum(self.triggers),
-                'bytes': self.bytes_up + self.bytes_down}
+                'bytes': sum(self.traffic_bytes())}
+
+    def traffic_bytes(self) -> tuple:
+        """Return ``(bytes_up, bytes_down)`` so far: the ``traffic`` source's, if there is one."""
+        if self.traffic is None:
+            return self.bytes_up, self.bytes_down
+        up, down = self.traffic()
+        return int(up), int(down)
 
     def on_eval(self, now: float, iteration: float, metrics: dict,
                 counters: dict | None = None) -> None:
@@ -176,7 +189,7 @@ class RunRecorder:
         arrays (a checkpoint stores them as one tensor each, not as pickled floats).
         """
         out = {f.name: _plain(getattr(self, f.name)) for f in fields(self)
-               if f.name not in _SAMPLES}
+               if f.name not in _SAMPLES and f.name != 'traffic'}
         out.update({k: np.asarray(getattr(self, k), dtype=np.float64) for k in _SAMPLES})
         return out
 
@@ -196,7 +209,7 @@ class RunRecorder:
         per_worker = ('compute_s', 'stall_s', 'iterations', 'triggers')
         if any(len(state.get(k) or ()) != self.n_workers for k in per_worker):
             raise ValueError('run record: per-robot lists of another length')
-        names = {f.name for f in fields(self)}
+        names = {f.name for f in fields(self)} - {'traffic'}
         samples = {k: np.asarray(state.get(k, ()), dtype=np.float64).reshape(-1).tolist()
                    for k in _SAMPLES}
         for k, v in _plain({k: v for k, v in state.items() if k not in _SAMPLES}).items():
@@ -221,6 +234,7 @@ class RunRecorder:
                                        self.target_accuracy)
         smooth_dip = dip_after_target([r.get('accuracy_smoothed') for r in self.rows],
                                       self.target_accuracy)[0]
+        up, down = self.traffic_bytes()
         return {
             'system': self.system, 'staleness': self.staleness, 'workers': n,
             'workload': self.workload, 'trace': self.trace, 'seed': self.seed,
@@ -246,7 +260,7 @@ class RunRecorder:
             'comm_s_per_iteration': comm / iters,
             'stall_s_per_iteration': stall / iters,
             'network_to_compute_ratio': (comm + stall) / compute if compute > 0 else None,
-            'bytes_up': int(self.bytes_up), 'bytes_down': int(self.bytes_down),
+            'bytes_up': int(up), 'bytes_down': int(down),
             'mean_transfer_s': float(ts.mean()), 'p95_transfer_s': float(np.percentile(ts, 95)),
             # DESIGN 7: delivered rows / M per transfer (None where the engine reports none)
             'delivered_row_fraction_up': float(np.mean(self.rows_up)) if self.rows_up else None,

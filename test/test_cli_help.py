@@ -83,6 +83,21 @@ def test_sim_help_names_every_file_and_when_staleness_is_ignored(capsys, monkeyp
     assert 'not both with different values' in _option(text, '--staleness')
 
 
+def test_reproduce_seeds_help_says_the_seeds_each_paper_runs(capsys, monkeypatch):
+    """Read each paper's default seeds off its runner, so that the help cannot drift."""
+    import inspect
+    import re
+    from rog_ros.experiments.reproduce import REPRODUCTIONS
+    text = _option(_help(['reproduce'], capsys, monkeypatch), '--seeds')
+    found = re.search(r'default by PAPER: ([^)]*)\)', text)
+    assert found, text
+    said = {name: seeds for part in found.group(1).split('; ')
+            for names, seeds in [part.split(': ')] for name in names.split(', ')}
+    runs = {name: ','.join(map(str, inspect.signature(run).parameters['seeds'].default))
+            for name, run in REPRODUCTIONS.items()}
+    assert said == runs
+
+
 def test_module_docstring_lists_every_command_the_parser_has():
     parser = cli.build_parser()
     commands = parser._subparsers._group_actions[0].choices

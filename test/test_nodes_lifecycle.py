@@ -267,3 +267,30 @@ def test_each_robot_leaves_with_the_model_the_server_leaves(tmp_path, monkeypatc
         assert summary['final_model_delivered'] == 0
         assert gap > 1e-6                 # the robot stopped with its own model
         assert len(said) == 2 and all("this robot's own model" in m for m in said), said
+
+
+def test_timeseries_bytes_count_the_uplink_as_the_summary_does(tmp_path, monkeypatch):
+    """A fleet's ``bytes`` column is the server's uplink plus downlink count, as in summary."""
+    import csv
+    in_memory_fleet(monkeypatch)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    srv, workers = server_and_workers(tmp_path, '/bytes', 2, ['--iterations', '10',
+                                                              '--eval-every', '5'])
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        deadline = time.monotonic() + 120.0     # wall clock: the run waits on real timers
+        while time.monotonic() < deadline:
+            busy = [w.spin_once() for w in workers]
+            if not srv.spin_once() and not any(busy):
+                break
+        srv._last_evaluated = None      # finish() evaluates after the last transfer
+        summary = srv.finish()
+    finally:
+        for w in workers:
+            w.shutdown()
+        srv.shutdown()
+    with open(tmp_path / 'timeseries.csv', newline='') as f:
+        rows = list(csv.DictReader(f))
+    assert summary['completed'] and summary['bytes_up'] > 0
+    assert [float(r['bytes']) for r in rows] == sorted(float(r['bytes']) for r in rows)
+    assert float(rows[-1]['bytes']) == summary['bytes_up'] + summary['bytes_down']

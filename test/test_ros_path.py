@@ -594,6 +594,50 @@ def test_bus_rclpy_without_ros_is_one_usage_line(capsys, monkeypatch):
     assert '--bus dds' in err and 'Traceback' not in err
 
 
+def test_rog_bus_is_the_default_of_bus_for_the_ros_path(monkeypatch):
+    """ROG_BUS=rclpy makes an rclpy node, as make_bus then opens an RclpyBus; dds does not."""
+    from rog_ros.transport import choose
+    monkeypatch.setattr(choose, 'rclpy_available', lambda: True)
+    monkeypatch.setenv('ROG_BUS', 'rclpy')
+    assert node_main.use_ros(_parsed([])[1]) is True
+    assert node_main.use_ros(_parsed(['--bus', 'dds'])[1]) is False
+    monkeypatch.setenv('ROG_BUS', 'dds')
+    assert node_main.use_ros(_parsed([])[1]) is False
+    assert node_main.use_ros(_parsed(['--bus', 'rclpy'])[1]) is True
+    monkeypatch.setenv('ROG_BUS', 'auto')
+    assert node_main.use_ros(_parsed([])[1]) is True
+
+
+def test_rog_bus_rclpy_without_ros_is_one_usage_line(capsys, monkeypatch):
+    # Prepare: no rclpy in this process; --bus auto, ROG_BUS=rclpy
+    from rog_ros.nodes import ros_node
+    monkeypatch.setattr(ros_node, 'rclpy', None)
+    monkeypatch.setenv('ROG_BUS', 'rclpy')
+    parser, args = _parsed([])
+    # Execute
+    with pytest.raises(SystemExit) as exit_:
+        node_main.ros_path(parser, args)
+    # Assert: the variable named, and the way out
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert 'error: ROG_BUS=rclpy: rclpy or the built rog_ros messages do not import' in err
+    assert 'ROG_BUS=dds' in err and 'Traceback' not in err
+
+
+@pytest.mark.parametrize('lifecycle', [True, False])
+def test_an_unknown_rog_bus_is_one_usage_line(capsys, monkeypatch, lifecycle):
+    monkeypatch.setenv('ROG_BUS', 'ddS')
+    parser, args = _parsed([])
+    with pytest.raises(SystemExit) as exit_:
+        node_main.ros_path(parser, args, lifecycle=lifecycle)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err.strip().splitlines()[-1] == (
+        "rog_worker: error: ROG_BUS (the default of --bus): unknown bus kind 'ddS'; use auto, "
+        'dds, rclpy, or unset ROG_BUS')
+    assert node_main.ros_path(*_parsed(['--bus', 'dds'])) is False   # not asked for
+
+
 def test_a_ros_2_without_lifecycle_refuses_rclpy_and_auto_falls_back(ros, monkeypatch, caplog):
     # Prepare: Foxy's rclpy has no rclpy.lifecycle
     ros_node = _ros_node()

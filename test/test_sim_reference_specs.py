@@ -18,12 +18,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 
 import pytest
 from rog_ros import checks, cli
+from rog_ros.nodes import server_node
 from rog_ros.protocol.policies import adacomp as adacomp_policy
 from rog_ros.sim.runners import adacomp, aet, fleet, gsp
 from rog_ros.sim.simulator import SimConfig, simulate
+from test_nodes_lifecycle import in_memory_fleet, server_and_workers
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'docs')
 
@@ -174,12 +177,48 @@ def test_staleness_points_to_the_systems_own_threshold(capsys, monkeypatch, sync
         '; leave --staleness out' if sync == 'adacomp' else '')
 
 
-def test_every_key_of_a_reference_summary_is_in_outputs_md():
+def _documented() -> set:
+    """Return every name docs/outputs.md quotes, so that a key it never names is caught."""
     with open(os.path.join(DOCS, 'outputs.md')) as f:
-        documented = set(re.findall(r'`([A-Za-z_0-9]+)`', f.read()))
+        return set(re.findall(r'`([A-Za-z_0-9]+)`', f.read()))
+
+
+def _fleet_summary(out, monkeypatch, sync: str) -> dict:
+    """Return the summary of a two-robot, four-iteration toy fleet of ``sync``, in process."""
+    in_memory_fleet(monkeypatch)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    args = ['--sync', sync]
+    srv, workers = server_and_workers(out, '/keys', 2, args + ['--iterations', '4'], args)
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        deadline = time.monotonic() + 120.0     # wall clock: the run waits on real timers
+        while time.monotonic() < deadline:
+            busy = [w.spin_once() for w in workers]
+            if not srv.spin_once() and not any(busy):
+                break
+        return srv.finish()
+    finally:
+        for w in workers:
+            w.shutdown()
+        srv.shutdown()
+
+
+def test_every_key_of_a_reference_summary_is_in_outputs_md():
+    documented = _documented()
     for system in ('adacomp', 'gsp+gds', 'aet', 'adasgd'):
         missing = sorted(set(_tiny(system)) - documented)
         assert missing == [], f'{system} writes keys docs/outputs.md does not list: {missing}'
+
+
+@pytest.mark.parametrize('sync', ['rog', 'flown', 'adacomp', 'gsp'])
+def test_every_key_of_a_fleet_and_of_its_sim_is_in_outputs_md(tmp_path, monkeypatch, sync):
+    documented = _documented()
+    fleet_keys = set(_fleet_summary(tmp_path, monkeypatch, sync))
+    missing = sorted(fleet_keys - documented)
+    assert missing == [], f'a {sync} fleet writes keys docs/outputs.md does not list: {missing}'
+    missing = sorted(set(_tiny(f'{sync}:4' if sync in ('rog', 'flown') else sync))
+                     - documented)
+    assert missing == [], f'rog sim of {sync} writes keys docs/outputs.md does not list: {missing}'
 
 
 def test_compare_does_not_reuse_a_tagged_run_made_when_tags_were_ignored(tmp_path):

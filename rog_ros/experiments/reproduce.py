@@ -33,9 +33,6 @@ from __future__ import annotations
 
 import os
 
-from rog_ros.experiments.compare import compare
-from rog_ros.experiments.report import ratios_markdown, table_markdown
-
 MAIN_SYSTEMS = ['bsp', 'ssp:4', 'ssp:20', 'flown:4', 'rog:4', 'rog:20']
 THRESHOLDS = [2, 3, 4, 5, 6, 7, 8, 20, 30, 40]
 ABLATIONS = {
@@ -53,6 +50,11 @@ EACOL_M_ITERATIONS = None
 """None: the surrogate workload's own budget (``eacol.SURROGATE_ITERATIONS``, 80)."""
 
 
+DEFAULT_SEEDS = {'rog': (0, 1, 2, 3, 4), 'adacomp': (0, 1, 2), 'gsp': (0,), 'aet': (0,),
+                 'fleet': (0, 1, 2)}
+"""Seeds each ``rog reproduce NAME`` runs without ``--seeds``; its help is written from them."""
+
+
 def _paper(module: str, func: str, default_seeds=(0,)):
     def run(out, seeds=default_seeds, quick=False):
         import importlib
@@ -61,15 +63,19 @@ def _paper(module: str, func: str, default_seeds=(0,)):
 
 
 PAPERS = {
-    'adacomp': _paper('rog_ros.experiments.reproduce_refs', 'reproduce_adacomp', (0, 1, 2)),
-    'gsp': _paper('rog_ros.experiments.reproduce_refs', 'reproduce_gsp'),
+    'adacomp': _paper('rog_ros.experiments.reproduce_refs', 'reproduce_adacomp',
+                      DEFAULT_SEEDS['adacomp']),
+    'gsp': _paper('rog_ros.experiments.reproduce_refs', 'reproduce_gsp', DEFAULT_SEEDS['gsp']),
 }
 """Reference papers ``rog reproduce PAPER`` knows: name -> ``run(out, seeds, quick)``."""
 
 
-def reproduce(out: str, workloads=('mpcol',), seeds=(0, 1, 2, 3, 4), workers: int = 4,
+def reproduce(out: str, workloads=('mpcol',), seeds=DEFAULT_SEEDS['rog'], workers: int = 4,
               iterations: int | None = None, quick: bool = False, eacol_m: bool = True) -> str:
     """Run everything and write ``out/report.md``; returns its path."""
+    # here, not at the top: rog's help reads DEFAULT_SEEDS and must not import torch
+    from rog_ros.experiments.compare import compare
+    from rog_ros.experiments.report import ratios_markdown, table_markdown
     os.makedirs(out, exist_ok=True)
     if quick:
         seeds = seeds[:1]
@@ -116,18 +122,18 @@ def reproduce(out: str, workloads=('mpcol',), seeds=(0, 1, 2, 3, 4), workers: in
     return path
 
 
-def _aet(out, quick=False, seeds=(0,), **_ignored):
+def _aet(out, quick=False, seeds=DEFAULT_SEEDS['aet'], **_ignored):
     from rog_ros.experiments.repro_aet import reproduce_aet
     return reproduce_aet(out, quick=quick, seeds=tuple(seeds))
 
 
-def _fleet(out, quick=False, seeds=(0, 1, 2), **_ignored):
+def _fleet(out, quick=False, seeds=DEFAULT_SEEDS['fleet'], **_ignored):
     from rog_ros.experiments.repro_fleet import reproduce_fleet
     return reproduce_fleet(out, quick=quick, seeds=tuple(seeds))
 
 
 REPRODUCTIONS = {
-    'rog': lambda out, quick=False, seeds=(0, 1, 2, 3, 4), workloads=('mpcol',), workers=4,
+    'rog': lambda out, quick=False, seeds=DEFAULT_SEEDS['rog'], workloads=('mpcol',), workers=4,
     iterations=None, eacol_m=True: reproduce(out, workloads, seeds, workers, iterations, quick,
                                              eacol_m=eacol_m),
     'aet': _aet,

@@ -203,7 +203,8 @@ def _check_rog_bus() -> list:
         if not rclpy_available():
             return [Finding('ROG_BUS', 'fail', 'ROG_BUS=rclpy, but rclpy and the rog_ros '
                             'messages do not import here: rog robot and every node would stop '
-                            'at start (RclpyBus unavailable)',
+                            'at start with "ROG_BUS=rclpy: rclpy or the built rog_ros messages '
+                            'do not import"',
                             'source the ROS 2 install and the built rog_ros (install/'
                             'setup.bash), or unset ROG_BUS')]
     return [Finding('ROG_BUS', 'ok', f'ROG_BUS={value}: the nodes use this transport')]

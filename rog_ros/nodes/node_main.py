@@ -48,12 +48,29 @@ def setup_logging(name: str) -> logging.Logger:
     return logging.getLogger(name)
 
 
+def bus_kind(args) -> str:
+    """
+    Return the transport asked for: ``bus``, its ``auto`` replaced by ``$ROG_BUS`` when set.
+
+    ``$ROG_BUS`` is the default of ``bus``, so it decides here as it does in ``make_bus``:
+    else ``ROG_BUS=rclpy`` opened an RclpyBus in a node not started as an rclpy node. Raises
+    ValueError for a value ``make_bus`` does not know.
+    """
+    from rog_ros.transport.choose import BUS_KINDS
+    if args.bus != 'auto':
+        return args.bus
+    kind = os.environ.get('ROG_BUS', 'auto')
+    if kind not in BUS_KINDS:
+        raise ValueError(f'ROG_BUS (the default of --bus): unknown bus kind {kind!r}; use '
+                         f'{", ".join(BUS_KINDS)}, or unset ROG_BUS')
+    return kind
+
+
 def use_ros(args) -> bool:
     """Tell whether this node runs as an rclpy node (``bus`` rclpy, or auto with ROS 2)."""
-    if args.bus == 'rclpy':
-        return True
-    if args.bus != 'auto' or os.environ.get('ROG_BUS', 'auto') != 'auto':
-        return False
+    kind = bus_kind(args)
+    if kind != 'auto':
+        return kind == 'rclpy'
     from rog_ros.transport.choose import rclpy_available
     return rclpy_available()
 
@@ -64,17 +81,24 @@ def ros_path(parser, args, lifecycle: bool = True) -> bool:
 
     ``auto`` on a ROS 2 that cannot host the node (Foxy and Galactic have no
     ``rclpy.lifecycle``) falls back to the embedded transport, which speaks the same topics
-    and types, with a warning; ``--bus rclpy`` there is a usage error (exit 2) instead of a
-    traceback from ``rclpy.init``.
+    and types, with a warning; ``--bus rclpy`` (or ``ROG_BUS=rclpy`` under ``--bus auto``)
+    there is a usage error (exit 2) instead of a traceback from ``rclpy.init``, and so is an
+    unknown ``ROG_BUS``.
     """
+    try:
+        kind = bus_kind(args)
+    except ValueError as err:
+        parser.error(str(err))
     if not use_ros(args):
         return False
     from rog_ros.nodes import ros_node
     missing = ros_node.missing_ros(lifecycle)
     if missing is None:
         return True
-    if args.bus == 'rclpy':
-        parser.error(f'--bus rclpy: {missing}; or run with --bus dds (the embedded transport: '
+    if kind == 'rclpy':
+        asked, instead = (('--bus rclpy', '--bus dds') if args.bus == 'rclpy'
+                          else ('ROG_BUS=rclpy', 'ROG_BUS=dds'))
+        parser.error(f'{asked}: {missing}; or run with {instead} (the embedded transport: '
                      'the same ROS 2 topics and types)')
     setup_logging(args.node_name).warning(
         f'{missing}; running on the embedded DDS transport (the same ROS 2 topics and types)')

@@ -223,6 +223,8 @@ class ServerNode:
             system=policy_spec(a), n_workers=a.workers, staleness=tr.policy.staleness or 0,
             trace=a.trace, seed=a.seed, workload=a.workload,
             target_accuracy=tr.workload.target_accuracy)
+        # the engine's byte counts: the uplink's push_done is logged in the worker processes
+        self.recorder.traffic = lambda: (self.engine.bytes_up, self.engine.bytes_down)
         self.recorder.extra['start_model'] = {'source': tr.start, 'fingerprint': tr.fingerprint}
         self.log.info(tr.start_line())
         epoch = epoch_to_monotonic(a.epoch)
@@ -509,7 +511,6 @@ class ServerNode:
             st = self.status.get(r)
             rec.compute_s[r] = st.compute_s if st is not None else 0.0
             rec.iterations[r] = max(st.iteration if st is not None else 0, e.clock[r])
-        rec.bytes_up, rec.bytes_down = e.bytes_up, e.bytes_down
         rec.extra.update({
             'driver': 'fleet',
             'bus': type(getattr(self.bus, 'inner', self.bus)).__name__ if self.bus else '',

@@ -127,8 +127,9 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         This run's id (random non-zero 64-bit); None draws one. A restarted server (restored
         with ``load_state_dict``) must use a new one.
     absence_timeout_s : float or None
-        Suspend a worker from the staleness rules after this long without a chunk, ack, JOIN or
-        LinkStats from it (None: never).
+        Suspend a worker from the staleness rules after this long without a chunk, ack or JOIN
+        from it (None: never). Its netmon's LinkStats do not count: they go on after the
+        worker crashed.
     min_workers : int
         Quorum: pulls are served only while at least this many workers are active.
     clock_slack : int

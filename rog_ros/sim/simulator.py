@@ -338,6 +338,9 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     harness = Harness(server, engines, grad_fn, compute_s=compute, up=up, down=down,
                       recorder=recorder, eval_fn=eval_fn,
                       eval_every_iterations=max(1.0, iterations / max(cfg.evaluations, 1)))
+    # bytes as the server engine counts them, as a fleet's server records them (the engines'
+    # transfer Logs carry their rate sample's bytes); harness.server: a revived one too
+    recorder.traffic = lambda: (harness.server.bytes_up, harness.server.bytes_down)
     stats = harness.run(until=cfg.time_budget_s or math.inf, max_events=cfg.max_events,
                         max_quiet_s=cfg.max_quiet_s)
     if stats.error is not None:      # a truncated run: its summary says so (DESIGN 8)
@@ -345,6 +348,8 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     recorder.on_eval(harness.now, sum(harness.stats.iterations) / n,
                      eval_fn(cfg.final_eval_samples))
     recorder.end_time_s = harness.now
+    # kept as numbers: the source would hold the harness and its model-sized buffers
+    (recorder.bytes_up, recorder.bytes_down), recorder.traffic = recorder.traffic_bytes(), None
     recorder.extra['server_rejects'] = server.rejects
     recorder.extra['outage_suspensions'] = server.outage_suspensions   # outage-aware RSP
     recorder.extra['too_slow_suspensions'] = server.too_slow_suspensions   # free_stragglers

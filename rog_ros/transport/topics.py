@@ -15,9 +15,10 @@
 Topic names, their message types and QoS profiles, shared by every Bus implementation.
 
 A bus lives under a namespace (default ``/rog``). Its users name topics either relative
-(``'chunks'``) or absolute (``'/rog/chunks'``, ``'/rog/worker3/chunks'``); the *last* path
-segment selects the message type and default QoS from :data:`TOPICS`. On DDS a ROS 2 topic
-``/rog/chunks`` is the DDS topic ``rt/rog/chunks``.
+(``'up/chunks'``, a worker's uplink) or absolute (``'/rog/w3/chunks'``, worker 3's downlink:
+``rog_ros.nodes.routing``); the *last* path segment selects the message type and default QoS
+from :data:`TOPICS`. On DDS a ROS 2 topic ``/rog/up/chunks`` is the DDS topic
+``rt/rog/up/chunks``.
 
 QoS (equal to the ROS 2 profiles a ROS 2 node must use to match):
 
