@@ -141,7 +141,7 @@ class RowChunk:
     receiver: int               # worker rank, or SERVER
     kind: int                   # KIND_GRAD or KIND_UPDATE
     clock: int                  # sender's iteration clock (uplink: the stamp v[i][s] gets)
-    flags: int = 0              # FLAG_END | FLAG_FRAGMENT
+    flags: int = 0              # bit set of the FLAG_* constants above
     codec: int = 0              # codec id (see rog_ros.core.compress)
     row_ranges: np.ndarray = field(default_factory=_u32)   # uint32 pairs, ascending
     frag_offset: int = 0        # FLAG_FRAGMENT: byte offset inside the row
