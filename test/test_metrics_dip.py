@@ -72,11 +72,12 @@ def test_the_summary_carries_the_dip_of_its_evaluations(tmp_path):
     assert [r['stall_s'] for r in rec.rows] == [0.0, 0.5, 1.0, 1.5, 2.0]  # given counters
     line = result_line(str(tmp_path / 'summary.json'))
     assert 'max dip after target 5.00 points (iteration 30; smoothed over 3 ' in line
-    assert line.startswith('time to target 3.0 s (iteration 30), final accuracy 0.8300')
+    assert line.startswith('time to target 3.0 s (target accuracy 0.8000, reached at '
+                           'iteration 30), final accuracy 0.8300')
     assert 'trained for ' in line
     on_disk['iterations_to_target'] = 60.33333
     (tmp_path / 'summary.json').write_text(json.dumps(on_disk))
-    assert '(iteration 60.3)' in result_line(str(tmp_path / 'summary.json'))
+    assert 'reached at iteration 60.3)' in result_line(str(tmp_path / 'summary.json'))
     missed = dict(on_disk, time_to_target_s=None, iterations_to_target=None, sim_time_s=12.0,
                   max_dip_after_target=None)
     (tmp_path / 'summary.json').write_text(json.dumps(missed))
@@ -191,6 +192,20 @@ def test_delivered_row_fractions_and_transfer_durations_per_direction():
     assert s['bytes_up'] == 41 and s['bytes_down'] == 40
     empty = RunRecorder(system='bsp', n_workers=1).summary()
     assert empty['delivered_row_fraction_up'] is None and empty['mean_pull_s'] is None
+
+
+def test_a_traffic_source_stands_for_the_logged_bytes_and_stays_out_of_the_state():
+    """The server engine's counts are the row's ``bytes`` and the summary's traffic."""
+    from rog_ros.protocol.actions import Log
+    counts = [700, 300]
+    rec = RunRecorder(system='rog:4', n_workers=1, traffic=lambda: tuple(counts))
+    rec.on_log(0.0, -1, Log('pull_done', 1.0, 0, {'bytes': 40, 'seconds': 0.1}))
+    rec.on_eval(1.0, 1.0, {'accuracy': 0.5})
+    counts[0] += 24
+    s = rec.summary()
+    assert rec.rows[-1]['bytes'] == 1000
+    assert (s['bytes_up'], s['bytes_down']) == (724, 300)
+    assert 'traffic' not in rec.state()
 
 
 def test_tail_accuracy_is_the_mean_of_the_last_quarter_and_in_the_summary():

@@ -64,6 +64,44 @@ def test_results_move_to_previous_and_everything_else_stays(tmp_path):
     assert (prev / 'model.pt').exists()
 
 
+def test_a_fleet_s_node_logs_move_with_its_results_and_no_other_file(tmp_path):
+    # rog fleet starts its nodes' logs afresh in OUT/logs before its server could move
+    # anything: the earlier run's logs (who was suspended, and why) were lost
+    out = tmp_path / 'run'
+    _earlier_run(out)
+    (out / 'logs' / 'rog_worker_0.log').write_text('earlier worker log\n')
+    (out / 'logs' / 'notes.log').write_text("the user's own")
+    older = out / PREVIOUS / 'logs'
+    older.mkdir(parents=True)
+    (older / 'rog_worker_7.log').write_text('two runs ago')
+    (older / 'mine.log').write_text('a file the user put there')
+    # Execute
+    moved = set_aside_earlier_results(str(out), logs=True)
+    # Assert
+    assert moved == ['summary.json', 'timeseries.csv', 'model.pt', 'accuracy_vs_time.png',
+                     'logs/rog_server.log', 'logs/rog_worker_0.log']
+    assert sorted(p.name for p in older.iterdir()) == ['mine.log', 'rog_server.log',
+                                                       'rog_worker_0.log']
+    assert (older / 'rog_server.log').read_text() == 'earlier log\n'
+    assert sorted(p.name for p in (out / 'logs').iterdir()) == ['notes.log']
+
+
+def test_the_fleet_says_where_the_earlier_run_went_and_when_it_replaced_one(tmp_path):
+    from rog_ros.nodes.run_outputs import set_aside_earlier_run
+    out = tmp_path / 'run'
+    assert set_aside_earlier_run(str(out)) == ''             # nothing there: nothing to say
+    _earlier_run(out)
+    said = f'{out} held an earlier run; its results and logs moved to {out / PREVIOUS}'
+    # Execute, Assert: a second run; then a third replaces the second one's previous/
+    assert set_aside_earlier_run(str(out)) == said
+    _earlier_run(out)
+    assert set_aside_earlier_run(str(out)) == said + ' (the older run there is replaced)'
+    (out / 'summary.json').write_text('{}')                  # a run that left no logs
+    assert set_aside_earlier_run(str(out)) == (
+        f'{out} held an earlier run; its results moved to {out / PREVIOUS} (the older run '
+        'there is replaced)')
+
+
 def _server(tmp_path, hub, monkeypatch, *extra):
     monkeypatch.setattr(server_node, 'open_bus', hub.bus)
     args = ['--workload', 'toy', '--workers', '1', '--namespace', '/ro', '--iterations',

@@ -20,7 +20,9 @@ r"""
 Starts the nodes of the fleet plan (:mod:`rog_ros.nodes.plan`: server, workers,
 netmon) with a loopback Cyclone configuration and a DDS domain of their own, shows a progress
 line from their TrainStatus/LinkStats topics, and leaves ``summary.json`` and
-``timeseries.csv`` (the simulator's files) in ``--out``; node logs go to ``--out/logs``.
+``timeseries.csv`` (the simulator's files) in ``--out``; node logs go to ``--out/logs``. An
+earlier run's results and node logs there move to ``--out/previous`` first (replacing the run
+it held), unless the run resumes from its ``--state-dir``.
 Ctrl-C stops every node (SIGINT, then SIGTERM, then SIGKILL, each after a grace period; a
 second Ctrl-C skips the wait); none outlives this command, and ``summary.json`` is written
 from what exists, with an ``error`` saying the run was interrupted.
@@ -44,11 +46,11 @@ import time
 
 from rog_ros import checks
 from rog_ros.nodes import settings
-from rog_ros.nodes.fleet_progress import closing_lines, Progress
+from rog_ros.nodes.fleet_progress import closing_lines, legend, Progress
 from rog_ros.nodes.output_lock import OutputLock
 from rog_ros.nodes.plan import check_given_staleness, load_parameter_file, plan
 from rog_ros.nodes.respawn import describe_exit
-from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS
+from rog_ros.nodes.run_outputs import PREVIOUS, set_aside_earlier_run
 from rog_ros.nodes.state_dir import check_state_dir, state_files
 from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
@@ -186,7 +188,7 @@ def run(args) -> int:
         checks.number('--timeout', args.timeout, positive=True)
         if args.domain_id is not None:
             checks.integer('--domain-id', args.domain_id, 0, 232)
-        file_params = load_parameter_file(args.config) if args.config else {}
+        file_params = load_parameter_file(args.config, '--config') if args.config else {}
         specs = plan(file_params, _overrides(args, out))
         check_given_staleness(specs[0].parameters['sync'], args.staleness)
         checks.output_dir('--out', args.out)
@@ -243,12 +245,20 @@ def _run_in(args, out: str, specs) -> int:
     recorder = _recorder(args)
     if recorder is False:
         return 2
-    if not args.state_dir and earlier_results(out):   # the server sets them aside
-        print(f'rog fleet: {out} holds the results of an earlier run; they move to '
-              f'{os.path.join(out, PREVIOUS)} as this one starts', file=sys.stderr)
     resuming = _resuming(server.parameters.get('state_dir'))
     if resuming:
         print(f'rog fleet: {resuming}; the logs go on', file=sys.stderr)
+    else:       # before the nodes start their logs afresh (the server would move no log)
+        try:
+            said = set_aside_earlier_run(out)
+        except OSError as err:
+            print(f'rog fleet: {out} holds an earlier run, which could not be moved to '
+                  f'{PREVIOUS}/: {err.strerror or err}', file=sys.stderr)
+            if recorder:
+                recorder.close()
+            return 2
+        if said:
+            print(f'rog fleet: {said}', file=sys.stderr)
     n, iterations = server.parameters['workers'], server.parameters['iterations']
     namespace = server.parameters['namespace']
     domain = args.domain_id if args.domain_id is not None else default_domain()
@@ -276,6 +286,9 @@ def _run_in(args, out: str, specs) -> int:
         args.quiet = True
     if not args.quiet:
         print(f'rog fleet: {ros2_watch_line(domain)}', file=sys.stderr)
+        emulated = server.parameters.get('trace') not in (None, '', 'none') and any(
+            s.role == 'netmon' for s in specs)      # netmon reports the emulated rates
+        print(f'rog fleet: {legend(emulated)}', file=sys.stderr)
     bus = None if args.quiet and not recorder else _status_bus(namespace, domain, loopback, key)
     if bus is not None:
         _watch_topics(bus, specs, n, progress, recorder)

@@ -30,6 +30,22 @@ import sys
 import time
 
 
+def legend(emulated: bool) -> str:
+    """
+    Return the line that says once what the live line's fields mean.
+
+    ``Mb/s w0 8.55/95.3`` was explained in a code comment only: a user read 95.3 as a rate
+    robot 0 reached. ``emulated``: the links follow a trace (``--trace``), so each rate has
+    the emulated one after it.
+    """
+    rates = ('Mb/s wK A/B: robot K moves A Mbit/s (its traffic, measured; not what its link '
+             'could carry) over an emulated link (--trace) that allows B' if emulated else
+             'Mb/s wK A: robot K moves A Mbit/s (its traffic, measured; not what its link '
+             'could carry)')
+    return ("progress: it = iterations done, acc = the shared model's accuracy, stall = share "
+            f"of the robots' time spent waiting; {rates}")
+
+
 class Progress:
     """The live line: iteration, accuracy, stall %, per-link throughput (measured/emulated)."""
 
@@ -41,6 +57,7 @@ class Progress:
         self.emulated = {}           # rank -> emulated Mbit/s
         self.t0 = time.monotonic()
         self._shown = 0.0
+        self._said = None            # (iteration, accuracy) of the last line written
         self.tty = stream.isatty()
 
     def on_status(self, msg) -> None:
@@ -59,9 +76,9 @@ class Progress:
             self.emulated[msg.node] = msg.emulated_mbps
 
     def line(self) -> str:
+        """Return the live line; :func:`legend` says what its fields mean."""
         s, elapsed = self.server, time.monotonic() - self.t0
-        it = s.iteration if s else 0
-        acc = f'{s.accuracy:.3f}' if s and math.isfinite(s.accuracy) else '-'
+        it, acc = self._progress()
         stall = 100.0 * s.stall_s / (self.n * elapsed) if s and elapsed > 0 else 0.0
         links = ' '.join(f'w{r} {self.rate.get(r, 0.0):.3g}'
                          + (f'/{self.emulated[r]:.3g}' if r in self.emulated else '')
@@ -71,11 +88,26 @@ class Progress:
         return (f'[{"#" * done}{"." * (bar_w - done)}] it {it}/{self.iterations} acc {acc} '
                 f'stall {stall:.1f}% | Mb/s {links} | {elapsed:.0f}s')
 
+    def _progress(self) -> tuple:
+        """Return the iteration and the accuracy text the line shows: what the fleet did."""
+        s = self.server
+        return (s.iteration if s else 0,
+                f'{s.accuracy:.3f}' if s and math.isfinite(s.accuracy) else '-')
+
     def show(self, force: bool = False) -> None:
+        """
+        Write the live line: in place on a terminal, else one line every 5 s.
+
+        ``force`` (the fleet's last one, when it stops) writes it unless the last line
+        written to a file or a pipe already showed this iteration and accuracy: the fleet
+        that finished right after a periodic line printed ``it 100/100`` twice.
+        """
         now = time.monotonic()
         if not force and now - self._shown < (0.5 if self.tty else 5.0):
             return
-        self._shown = now
+        if force and not self.tty and self._progress() == self._said:
+            return
+        self._shown, self._said = now, self._progress()
         if self.tty:
             self.stream.write('\r' + self.line()[:160].ljust(120))
         else:
@@ -92,9 +124,11 @@ def result_line(path: str) -> str:
     """
     One line of the run's results from its ``summary.json`` ('' when unreadable).
 
-    Time and iterations to target, final accuracy and the largest accuracy dip after the
-    target was first reached (``rog_ros.metrics.dip_after_target``), in points (a run that
-    never reached it says so instead), and how long it trained; then what a
+    Time to target with the target accuracy and the iteration that reached it, final
+    accuracy and the largest accuracy dip after the target was first reached
+    (``rog_ros.metrics.dip_after_target``), in points (a run that never reached it says so
+    instead, and a run whose starting model was already at the target says that), and how
+    long it trained; then what a
     robotics engineer should not miss in a run: robots suspended for a dead link
     (outage-aware RSP), robots given straggler slack for a slow one, and rejected messages,
     when there were any.
@@ -113,13 +147,30 @@ def result_line(path: str) -> str:
         text = num(key, '.1f')
         return text[:-2] if text.endswith('.0') else text
 
-    if isinstance(s.get('time_to_target_s'), (int, float)):
-        reached = (f'time to target {num("time_to_target_s", ".1f")} s '
-                   f'(iteration {iteration("iterations_to_target")}), '
+    def dip(since):
+        """Say the largest dip; one of 0 has no iteration worth naming (it is the first)."""
+        if s.get('max_dip_after_target') == 0 and not s.get('max_dip_after_target_smoothed'):
+            return f'no dip {since}'
+        return (f'max dip {since} {num("max_dip_after_target", ".2f", 100.0)} points '
+                f'(iteration {iteration("max_dip_at_iteration")}; smoothed over 3 '
+                f'evaluations {num("max_dip_after_target_smoothed", ".2f", 100.0)})')
+
+    if isinstance(s.get('time_to_target_s'), (int, float)) and \
+            s.get('iterations_to_target') == 0:
+        # the starting model's own evaluation reached it (--init-model of a trained run): a
+        # time to target of 0.0 s said the fleet got there, and the dip counts from the start
+        start = s.get('start_model')
+        source = f' ({start["source"]})' if isinstance(start, dict) and start.get('source') \
+            else ''
+        reached = (f'the starting model{source} was already at the '
+                   f'target accuracy {num("target_accuracy", ".4f")}, final accuracy '
+                   f'{num("final_accuracy", ".4f")}, {dip("since the start")}')
+    elif isinstance(s.get('time_to_target_s'), (int, float)):
+        reached = (f'time to target {num("time_to_target_s", ".1f")} s (target accuracy '
+                   f'{num("target_accuracy", ".4f")}, reached at iteration '
+                   f'{iteration("iterations_to_target")}), '
                    f'final accuracy {num("final_accuracy", ".4f")}, '
-                   f'max dip after target {num("max_dip_after_target", ".2f", 100.0)} points'
-                   f' (iteration {iteration("max_dip_at_iteration")}; smoothed over 3 '
-                   f'evaluations {num("max_dip_after_target_smoothed", ".2f", 100.0)})')
+                   f'{dip("after target")}')
     else:                       # (no time and no dip to give: say so in words)
         reached = (f'target accuracy {num("target_accuracy", ".4f")} not reached, '
                    f'final accuracy {num("final_accuracy", ".4f")}')

@@ -85,10 +85,15 @@ def yaml_parameters(doc: dict, where: str = 'parameter file') -> dict:
     return settings.file_sections(doc, where)
 
 
-def load_parameter_file(path) -> dict:
-    """Read a ROS 2 parameter YAML file (see :func:`yaml_parameters`)."""
+def load_parameter_file(path, label: str = 'parameter file') -> dict:
+    """
+    Read a ROS 2 parameter YAML file (see :func:`yaml_parameters`).
+
+    ``label`` names the file in the error of a file that cannot be opened (``--config``:
+    how the user gave it), a sentence instead of Python's ``[Errno 2] ...``.
+    """
     import yaml
-    with open(path, encoding='utf-8') as fh:
+    with settings.open_parameter_file(path, label) as fh:
         try:
             doc = settings.load_yaml_document(fh)
         except UnicodeDecodeError:
@@ -112,8 +117,10 @@ def resolve(file_params=None, overrides=None) -> dict:
     accepted key, typed and range-checked by the settings table; unknown keys and bad values
     raise ConfigError (a ValueError) naming the key (a typo must not be silently ignored).
     """
-    file_params = _without_rclpy_parameters(file_params or {})
-    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    file_params = {section: settings.split_sync_spec(params, f'parameter file {section}')
+                   for section, params in _without_rclpy_parameters(file_params or {}).items()}
+    overrides = settings.split_sync_spec({k: v for k, v in (overrides or {}).items()
+                                          if v is not None})
     known = set(DEFAULTS)
     taken = [ALL_NODES] + list(ROLE_KEYS)
     for section in file_params:

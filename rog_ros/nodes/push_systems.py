@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rog_ros.checks import ConfigError
-from rog_ros.nodes.sync_names import PUSH_SYSTEMS, SIM_ONLY, SYNC_CHOICES
+from rog_ros.nodes.sync_names import PUSH_SYSTEMS, SIM_ONLY, sim_only_reason, SYNC_CHOICES
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import KIND_GRAD, RowChunk, Schedule, SERVER
 
@@ -57,8 +57,7 @@ def check(params: dict) -> None:
     """
     sync = str(params.get('sync', 'rog')).strip().lower()
     if sync in SIM_ONLY:
-        raise ConfigError(f'sync (--sync) {sync}: runs in the simulator only (rog sim, rog '
-                          f'compare): {SIM_ONLY[sync]}')
+        raise ConfigError(f'sync (--sync) {sync}: {sim_only_reason(sync)}')
     if sync not in PUSH_SYSTEMS:
         return
     if params.get('state_dir'):

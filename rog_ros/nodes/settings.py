@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+import errno
 import fnmatch
 import math
 import sys
 
 from rog_ros.checks import ConfigError, output_file
-from rog_ros.nodes.sync_names import SYNC_CHOICES
+from rog_ros.nodes.sync_names import FLEET_SYSTEMS, PUSH_SYSTEMS, ROG_SYSTEMS, sim_only_reason
 from rog_ros.protocol.policy_defaults import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
 from rog_ros.protocol.policy_defaults import (DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR,
                                               OUTAGE_BOUND_RANGE, ROG_FREE_STRAGGLERS)
@@ -71,6 +72,7 @@ class Setting:
     high: float = None
     choices: tuple = ()         # allowed values of a str setting (empty: any)
     none_text: object = None    # typed stand-in for None in ROS/launch/YAML (e.g. 0.0, '')
+    refusal: object = None      # name -> why a value outside choices is refused ('' if not)
 
     @property
     def flag(self) -> str:
@@ -141,6 +143,9 @@ class Setting:
         if value is None:
             return
         if self.choices and value not in self.choices:
+            why = self.refusal(value) if self.refusal is not None else ''
+            if why:
+                raise ConfigError(f'{self.label} {value}: {why}')
             raise ConfigError(f'{self.label} must be one of {", ".join(self.choices)}, '
                               f'got {value!r}')
         if self.kind in (int, float):
@@ -190,8 +195,9 @@ SETTINGS = (
     _s('sync', str, 'rog', 'Synchronisation system: rog, ssp, bsp or flown (whole-model '
        'transfers in two server-granted slots, laggards first, then the robot netmon reports '
        'the fastest link for); the reference push systems adacomp, asgd, comp-asgd and gsp '
-       '(docs/reference-systems.md); gsp+gds, adasgd and aet are refused (simulator only).',
-       TRAINING, choices=SYNC_CHOICES),
+       '(docs/reference-systems.md); gsp+gds, adasgd and aet are refused (simulator only). '
+       'rog:S, ssp:S and flown:S also set staleness to S, as in rog sim.',
+       TRAINING, choices=FLEET_SYSTEMS, refusal=sim_only_reason),
     _s('staleness', int, 4, 'Staleness threshold S (iterations a worker may run ahead).',
        TRAINING, low=0, high=1000),
     _s('workers', int, 3, 'Number of workers N in the fleet.', ALL, low=1, high=1024),
@@ -354,6 +360,56 @@ def defaults(role: str = None) -> dict:
     return {s.name: s.default for s in (for_role(role) if role else SETTINGS)}
 
 
+def split_sync_spec(params: dict, where: str = '') -> dict:
+    """
+    Return ``params`` with a ``sync`` written ``name:S`` as ``sync: name`` and ``staleness: S``.
+
+    ``rog sim``, ``rog compare`` and the README write a system with its threshold, ``rog:4``;
+    a node keeps the threshold in a setting of its own. The spec is read as ``rog sim`` reads
+    it (``make_policy``: ``rog: 04`` is rog:4, ``bsp:0`` is bsp, ``rog:`` is refused), one
+    source of parameters at a time (``params``: a file's section, the flags, the ``-p``
+    values), so that the later source wins as for any setting. A ConfigError (one line,
+    prefixed with ``where``) when that same source gives another staleness, when S is given
+    for a system without a threshold, or for a ``#tag`` (a simulator option).
+    """
+    value = params.get('sync')
+    if not isinstance(value, str) or (':' not in value and '#' not in value):
+        return params
+    sync = BY_NAME['sync']
+    prefix = f'{where}: ' if where else ''
+    if '#' in value:
+        raise ConfigError(f'{prefix}{sync.label} {value}: #tags are rog sim and rog compare '
+                          'options; a fleet takes each as a parameter of its own')
+    name = value.partition(':')[0].strip().lower()
+    if sim_only_reason(name):
+        raise ConfigError(f'{prefix}{sync.label} {value}: {sim_only_reason(name)}')
+    if name in PUSH_SYSTEMS:
+        raise ConfigError(f'{prefix}{sync.label} {value}: {name} has no staleness threshold S '
+                          f'in a fleet; write {name} alone')
+    if name not in ROG_SYSTEMS:
+        return params                   # the choices check names the systems a fleet runs
+    from rog_ros.protocol.policies import make_policy
+    try:
+        threshold = make_policy(value).staleness
+    except ValueError as err:
+        raise ConfigError(f'{prefix}{sync.label}: {err}') from None
+    out = dict(params, sync=name)
+    if name == 'bsp':                   # bsp:0, as rog sim reads it: bsp (no threshold)
+        return out
+    staleness = BY_NAME['staleness']
+    if threshold > staleness.high:
+        raise ConfigError(f'{prefix}{sync.label} {value}: the staleness threshold S must be in '
+                          f'{staleness.range_text()}, got {threshold}')
+    given = params.get('staleness')
+    if given is not None and staleness.parse(given) != threshold:
+        dash = '' if where else '--'          # flags as typed; a file's keys, -p names bare
+        raise ConfigError(f'{prefix}{dash}staleness {given} conflicts with the threshold in '
+                          f'{dash}sync {value}; give the threshold once ({dash}sync {name}:S, '
+                          f'or {dash}sync {name} {dash}staleness S)')
+    out['staleness'] = threshold
+    return out
+
+
 # ---------------------------------------------------------------------- argparse
 GROUP_TITLES = {'fleet': 'Fleet settings (identical on every node)',
                 'link': 'Link emulation (off unless `trace` is given)',
@@ -473,10 +529,33 @@ def load_yaml_document(fh):
     return yaml.load(fh, Loader=_Loader)
 
 
+def unreadable(label: str, path, err: OSError) -> ConfigError:
+    """
+    Return the one-line error for a file that could not be opened, in words.
+
+    ``str(err)`` reads ``[Errno 2] No such file or directory: '/tmp/nope.yaml'``: Python's
+    text, with a number the user has no use for and the path said twice.
+    """
+    why = {errno.ENOENT: 'no such file', errno.EISDIR: 'a directory, not a file',
+           errno.EACCES: 'no permission to read it'}.get(err.errno)
+    if why is None:
+        text = err.strerror or type(err).__name__
+        why = 'cannot be read (' + text[:1].lower() + text[1:] + ')'
+    return ConfigError(f'{label} {path}: {why}')
+
+
+def open_parameter_file(path, label: str = 'parameter file'):
+    """Open a parameter file for reading; ConfigError (:func:`unreadable`) if it cannot be."""
+    try:
+        return open(path, encoding='utf-8')
+    except OSError as err:
+        raise unreadable(label, path, err) from None
+
+
 def read_parameter_file(path) -> dict:
     """Read a ROS 2 parameter file; return :func:`file_sections` of it."""
     import yaml
-    with open(path, encoding='utf-8') as fh:
+    with open_parameter_file(path, '--params-file') as fh:
         try:
             doc = load_yaml_document(fh)
         except yaml.YAMLError as err:
@@ -532,7 +611,7 @@ def rclpy_parameter(key: str, value, where: str, text: bool = False) -> bool:
 def check_parameter_file(sections: dict, where: str = 'parameter file') -> None:
     """Raise ValueError naming any key no setting declares, or a value out of range."""
     for section, params in sections.items():
-        for key, value in params.items():
+        for key, value in split_sync_spec(params, f'{where} {section}').items():
             if rclpy_parameter(key, value, where):
                 continue
             if key not in BY_NAME:
@@ -568,21 +647,24 @@ def resolve(role: str, parsed: argparse.Namespace, ros: dict) -> argparse.Namesp
             provisional['rank'] = text
     name = ros.get('node') or node_name(role, provisional)
     for path in ros['params_files']:
-        sections = read_parameter_file(path)
+        sections = {section: split_sync_spec(params, f'{path} {section}')
+                    for section, params in read_parameter_file(path).items()}
         check_parameter_file(sections, path)
         for key, value in section_values(sections, role, name).items():
             if key in accepted:
                 values[key] = BY_NAME[key].parse(value)
-    for key, text in flags.items():
+    for key, text in split_sync_spec(flags).items():
         values[key] = BY_NAME[key].parse(text)
+    given = {}                  # -p values, in order (a later one wins)
     for key, text in ros['params']:
         if rclpy_parameter(key, text, '-p', text=True):
             continue
         if key not in accepted:
             raise ValueError(f'-p {key}: {role} has no parameter {key!r}; known: '
                              f'{", ".join(sorted(accepted))}')
-        values[key] = BY_NAME[key].parse(_yaml_value(text) if isinstance(text, str)
-                                         else text)
+        given[key] = _yaml_value(text) if isinstance(text, str) else text
+    for key, value in split_sync_spec(given, '-p').items():
+        values[key] = BY_NAME[key].parse(value)
     if ros.get('ns'):
         values['namespace'] = ros['ns'] if ros['ns'].startswith('/') else '/' + ros['ns']
     out = argparse.Namespace(**{k: v for k, v in vars(parsed).items() if k not in accepted})
@@ -686,14 +768,15 @@ def launch_arguments(roles=NODES) -> dict:
 def launch_overrides(values: dict, roles=NODES) -> dict:
     """Parse launch-argument strings (empty = not given); ValueError names a bad one."""
     known = launch_arguments(roles)
-    out = {}
+    given = {}
     for key, text in values.items():
         if text is None or str(text).strip() == '' or key not in BY_NAME:
             continue
         if key not in known:
             raise ValueError(f'unknown launch argument {key!r}')
-        out[key] = BY_NAME[key].parse(str(text))
-    return out
+        given[key] = str(text)
+    return {key: BY_NAME[key].parse(text)
+            for key, text in split_sync_spec(given, 'launch arguments').items()}
 
 
 # ---------------------------------------------------------------------- documentation

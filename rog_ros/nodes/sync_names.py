@@ -27,5 +27,20 @@ SIM_ONLY = {
     'aet': 'it has no server (decentralised peers); the fleet runs a server and workers',
 }
 """Reference systems refused by ``rog fleet``, with the reason."""
-SYNC_CHOICES = ('rog', 'ssp', 'bsp', 'flown') + PUSH_SYSTEMS + tuple(SIM_ONLY)
-"""Every ``sync`` value of a node."""
+ROG_SYSTEMS = ('rog', 'ssp', 'bsp', 'flown')
+"""``sync`` values run by Rog's engines (a policy each: ``make_policy``)."""
+FLEET_SYSTEMS = ROG_SYSTEMS + PUSH_SYSTEMS
+"""``sync`` values a fleet runs: the choices a node, ``rog fleet`` and ``rog robot`` offer."""
+SYNC_CHOICES = FLEET_SYSTEMS + tuple(SIM_ONLY)
+"""Every ``sync`` name a node knows: the ones it runs, and the ones it refuses with a reason."""
+
+
+def sim_only_reason(name: str) -> str:
+    """
+    Return why a fleet refuses simulator-only system ``name`` ('' for any other name).
+
+    A user who read ``rog sim --sync aet`` in the documentation learns why the fleet does not
+    run it, rather than only that it is not in the list.
+    """
+    why = SIM_ONLY.get(str(name).strip().lower())
+    return f'runs in the simulator only (rog sim, rog compare): {why}' if why else ''
