@@ -59,6 +59,32 @@ its budget of 10 million events (SimConfig.max_events), and a worker-iteration t
 of them, so a larger budget could only fail, after hours."""
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """
+    An ArgumentParser whose usage errors are one line: the command, the error, where to look.
+
+    argparse prints the whole usage before the error: 18 lines for ``rog fleet``, with the
+    mistyped option somewhere in the middle. Subcommands' parsers are of this class too
+    (``add_subparsers`` makes them of its parser's class), so each names itself.
+    """
+
+    def error(self, message: str):
+        """Print ``PROG: MESSAGE`` (with the closest option to a mistyped one); exit 2."""
+        hint = _closest_options(self, message) if message.startswith('unrecognized') else ''
+        self.exit(2, f'{self.prog}: {message}{hint}; see {self.prog} --help\n')
+
+
+def _closest_options(parser, message: str) -> str:
+    """Return `` (did you mean --x?)`` for the options ``message`` names that are near one."""
+    import difflib
+    known = [o for o in parser._option_string_actions if o.startswith('--')]
+    guesses = []
+    for word in message.split(':', 1)[-1].split():
+        if word.startswith('--') and word.split('=')[0] not in known:
+            guesses += difflib.get_close_matches(word.split('=')[0], known, n=1, cutoff=0.75)
+    return f' (did you mean {", ".join(guesses)}?)' if guesses else ''
+
+
 def _add_sim(sub) -> None:
     p = sub.add_parser('sim', help='run the protocol in virtual time',
                        description='Run one synchronisation system on a workload over '
@@ -421,18 +447,16 @@ def _cmd_sim(args) -> int:
         print(f'rog sim: {bad}', file=sys.stderr)
         return 2
 
-    def progress(now, iteration, metrics):
-        acc = metrics.get('accuracy', float('nan'))
-        print(f'\r  t={now:8.1f}s  iteration {iteration:7.1f}  accuracy {acc:.3f}', end='',
-              file=sys.stderr, flush=True)
+    progress = _SimProgress(sys.stderr)
     try:
         with _held(args.out, 'rog sim'):
             try:
                 rec = simulate(cfg, progress=progress)
             except (ValueError, KeyError, FileNotFoundError) as err:
-                print(f'\nrog sim: {_one_line(err)}', file=sys.stderr)
+                progress.close()
+                print(f'rog sim: {_one_line(err)}', file=sys.stderr)
                 return 2
-            print(file=sys.stderr)
+            progress.close()
             summary = rec.write(args.out) if args.out else rec.summary()
     except OutputInUse as err:
         print(f'rog sim: {err}', file=sys.stderr)
@@ -441,7 +465,49 @@ def _cmd_sim(args) -> int:
     if summary.get('error'):       # truncated: the summary says so, and so does the exit code
         print(f'rog sim: run failed: {summary["error"]}', file=sys.stderr)
         return 1
+    if args.out:                   # (the JSON above is for scripts; this is for the reader)
+        from rog_ros.nodes.fleet_progress import result_line
+        done = os.path.join(args.out, 'summary.json')
+        print(f'rog sim: done; {done}\nrog sim: {result_line(done)} (simulated time)\n'
+              f'rog sim: plots and a report: rog report {args.out}', file=sys.stderr)
     return 0
+
+
+class _SimProgress:
+    """
+    ``rog sim``'s progress: one line redrawn on a terminal, a line every 5 s in a log file.
+
+    Redrawn with a carriage return into a file, the whole run's progress was one long line.
+    """
+
+    def __init__(self, stream, every_s: float = 5.0):
+        """Write to ``stream``; off a terminal, at most one line per ``every_s`` seconds."""
+        self.stream, self.every_s = stream, every_s
+        self.tty = bool(getattr(stream, 'isatty', lambda: False)())
+        self._shown, self._last = None, ''
+
+    def __call__(self, now, iteration, metrics) -> None:
+        """Show the simulated time, the mean iteration and the latest accuracy."""
+        import time
+        acc = metrics.get('accuracy', float('nan'))
+        self._last = f'  t={now:8.1f}s  iteration {iteration:7.1f}  accuracy {acc:.3f}'
+        if self.tty:
+            self.stream.write('\r' + self._last)
+        elif self._shown is None or time.monotonic() - self._shown >= self.every_s:
+            self.stream.write(self._last + '\n')
+            self._last = ''
+        else:
+            return
+        self._shown = time.monotonic()
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the line on a terminal; in a file, write the last state if it is not there."""
+        if self.tty:
+            self.stream.write('\n')
+        elif self._last:
+            self.stream.write(self._last + '\n')
+        self.stream.flush()
 
 
 def _add_compare(sub) -> None:
@@ -779,7 +845,7 @@ def _cmd_report(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog='rog', description='Rog fleet training for ROS 2: simulate, benchmark, inspect.')
     parser.add_argument('--version', action='version', version=f'%(prog)s {_version()}')
     sub = parser.add_subparsers(dest='command', metavar='COMMAND')

@@ -14,6 +14,7 @@
 """What ``rog --help`` and the subcommands' help say: defaults, descriptions, the version."""
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -163,3 +164,39 @@ def test_help_does_not_import_torch():
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                          check=True, cwd=ROOT).stdout.split(maxsplit=1)
     assert int(out[0]) > 20 and out[1].strip() == '[]', out
+
+
+def test_rog_sim_ends_with_where_its_results_are_and_keeps_its_log_readable(tmp_path, capsys):
+    # it ended at the JSON's closing brace, and its progress, redrawn with a carriage return,
+    # was one long line in a log file (stderr is not a terminal here)
+    out = tmp_path / 'sim'
+    assert cli.main(['sim', '--workload', 'toy', '--workers', '2', '--iterations', '10',
+                     '--out', str(out)]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)['system'] == 'rog:4'          # scripts still get the JSON
+    assert '\r' not in captured.err
+    lines = captured.err.splitlines()
+    assert lines[0].startswith('  t=     0.0s  iteration     0.0  accuracy ')
+    assert lines[-3] == f'rog sim: done; {out / "summary.json"}'
+    assert lines[-2].startswith('rog sim: time to target ') and lines[-2].endswith(
+        ' s (simulated time)')
+    assert lines[-1] == f'rog sim: plots and a report: rog report {out}'
+    assert lines[-4].startswith('  t=') and ' iteration    10.0 ' in lines[-4]   # the end
+
+
+def test_rog_sim_progress_redraws_one_line_on_a_terminal():
+    """Drive the progress on a stream that says it is a terminal."""
+    import io
+
+    class Terminal(io.StringIO):
+        """A text stream that says it is a terminal."""
+
+        def isatty(self):
+            """Say yes."""
+            return True
+    stream = Terminal()
+    progress = cli._SimProgress(stream)
+    for i in range(3):
+        progress(float(i), float(i), {'accuracy': 0.5})
+    progress.close()
+    assert stream.getvalue().count('\r') == 3 and stream.getvalue().endswith('accuracy 0.500\n')

@@ -189,9 +189,8 @@ def _parse(argv: list, lenient: bool = False) -> tuple:
     with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
         try:
             args, extra = parser.parse_known_args(argv)
-        except SystemExit as stop:       # --version: 0; else usage, then 'rog ...: error: ...'
-            said = ' '.join(said.getvalue().split())
-            return None, [], '' if stop.code == 0 else said[said.rfind(' rog '):].strip()
+        except SystemExit as stop:       # --version: 0; else one line, 'rog ...: ...'
+            return None, [], '' if stop.code == 0 else ' '.join(said.getvalue().split())
     return args, extra, ''
 
 
