@@ -177,8 +177,31 @@ def test_rog_bus_rclpy_without_rclpy_fails(monkeypatch):
     assert found.level == 'fail'
     assert 'stop at start with "ROG_BUS=rclpy: rclpy or the built rog_ros messages do not ' \
         'import"' in found.detail
-    monkeypatch.setattr(choose, 'rclpy_available', lambda: True)
+    _ros_2(monkeypatch, lifecycle=True)                          # Humble or newer
     assert _by_check(doctor_checks.check_environment())['ROG_BUS'].level == 'ok'
+
+
+def _ros_2(monkeypatch, lifecycle: bool) -> None:
+    """Make this Python look like a sourced ROS 2, with or without ``rclpy.lifecycle``."""
+    import types
+    from rog_ros.nodes import ros_node
+    from rog_ros.transport import choose
+    monkeypatch.setattr(choose, 'rclpy_available', lambda: True)
+    monkeypatch.setattr(ros_node, 'rclpy', types.ModuleType('rclpy'))
+    monkeypatch.setattr(ros_node, 'TransitionCallbackReturn', object if lifecycle else None)
+
+
+def test_rog_bus_rclpy_on_a_ros_2_without_lifecycle_fails_as_the_nodes_do(monkeypatch):
+    # Foxy and Galactic: ROG_BUS=rclpy was "ok" while rog_server and rog_worker stopped at
+    # start with a usage error (node_main.ros_path)
+    from rog_ros.nodes import ros_node
+    monkeypatch.setenv('ROG_BUS', 'rclpy')
+    _ros_2(monkeypatch, lifecycle=False)
+    found = _by_check(doctor_checks.check_environment())['ROG_BUS']
+    assert found.level == 'fail'
+    assert found.detail.startswith(f'ROG_BUS=rclpy, but {ros_node.missing_ros()}; ')
+    assert 'no rclpy.lifecycle (ROS 2 Foxy or Galactic)' in found.detail
+    assert 'ROG_BUS=dds' in found.fix
 
 
 def test_the_doctors_rog_bus_values_are_those_make_bus_accepts(monkeypatch):

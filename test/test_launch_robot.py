@@ -184,6 +184,7 @@ def test_robot_plan_matches_the_fleet_plan_per_robot():
     (['--role', 'worker', '--rank', '0', '--server-timeout', '-1'], 'server_timeout'),
     (['--role', 'worker', '--rank', '0', '--netmon', 'false', '--interface', 'wlan0'],
      'with --netmon false no netmon runs'),
+    (['--role', 'server', '--config', 'nope.yaml'], 'rog robot: --config nope.yaml: no such file'),
 ])
 def test_rog_robot_refuses_bad_options_in_one_line(argv, message, capsys, monkeypatch, tmp_path):
     from rog_ros import cli
@@ -354,6 +355,83 @@ def test_rog_robot_gives_its_own_nodes_the_robots_settings(started_robots, monke
     assert cli.main(['robot', '--role', 'worker', '--rank', '1', '--workers', '2']) == 0
     seen = parameters()
     assert seen['rog_worker']['server_timeout'] == 120.0 and seen['netmon']['interface'] == 'auto'
+
+
+def _robot_server_logs(monkeypatch, tmp_path):
+    """
+    Run ``rog robot --role server`` without processes; return what each start found.
+
+    Each entry is ``(resuming, node logs in OUT/logs when the nodes started)``: the earlier
+    run must be set aside before its logs start afresh, not after.
+    """
+    from rog_ros.nodes import supervisor
+    seen = []
+
+    class Started:
+        """Stand-in supervisor whose nodes all exit 0 at once."""
+
+        def __init__(self, specs, logs, env):
+            self.names, self.logs = [s.name for s in specs], Path(logs)
+
+        def start(self, resuming=None):
+            seen.append((resuming, sorted(p.name for p in self.logs.glob('*.log'))))
+
+        def codes(self):
+            return {name: 0 for name in self.names}
+
+        def stop(self):
+            pass
+    monkeypatch.setattr(supervisor, 'Supervisor', Started)
+    monkeypatch.chdir(tmp_path)
+    return seen
+
+
+def _earlier_server_run(out: Path) -> None:
+    """Leave what a finished server robot run leaves in ``out``: results, logs, a note."""
+    (out / 'logs').mkdir(parents=True)
+    (out / 'summary.json').write_text('{"completed": true}')
+    (out / 'model.pt').write_bytes(b'earlier model')
+    (out / 'logs' / 'rog_server.log').write_text('earlier server log\n')
+    (out / 'logs' / 'netmon.log').write_text('earlier netmon log\n')
+    (out / 'notes.txt').write_text("the user's own")
+
+
+def test_a_rerun_of_the_server_robot_keeps_the_earlier_run_s_logs(monkeypatch, tmp_path,
+                                                                  capsys):
+    # before, the server robot's supervisor started OUT/logs afresh and only the server node
+    # moved the results: the earlier run's logs were lost, as they were in rog fleet
+    from rog_ros import cli
+    seen = _robot_server_logs(monkeypatch, tmp_path)
+    out = tmp_path / 'run'
+    _earlier_server_run(out)
+    # Execute
+    assert cli.main(['robot', '--role', 'server', '--workers', '2', '--out', 'run']) == 0
+    # Assert: moved before the nodes started, said in rog fleet's words
+    assert seen == [('', [])]
+    previous = out / 'previous'
+    assert (previous / 'logs' / 'rog_server.log').read_text() == 'earlier server log\n'
+    assert sorted(p.name for p in (previous / 'logs').iterdir()) == ['netmon.log',
+                                                                     'rog_server.log']
+    assert (previous / 'summary.json').exists() and (out / 'notes.txt').exists()
+    assert (f'rog robot: {out} held an earlier run; its results and logs moved to '
+            f'{previous}\n') in capsys.readouterr().err
+
+
+def test_a_server_robot_resuming_from_its_state_moves_nothing(monkeypatch, tmp_path, capsys):
+    from rog_ros import cli
+    seen = _robot_server_logs(monkeypatch, tmp_path)
+    out, state = tmp_path / 'run', tmp_path / 'state'
+    _earlier_server_run(out)
+    state.mkdir()
+    (state / 'server.pt').write_bytes(b'saved')
+    # Execute
+    assert cli.main(['robot', '--role', 'server', '--workers', '2', '--out', 'run',
+                     '--state-dir', 'state']) == 0
+    # Assert: the run it resumes keeps its results, and its logs go on
+    resuming = 'resuming from the state in state (server.pt)'
+    assert seen == [(resuming, ['netmon.log', 'rog_server.log'])]
+    assert not (out / 'previous').exists()
+    assert f'rog robot: {resuming}; the logs go on' in capsys.readouterr().err
 
 
 @pytest.mark.parametrize('signum, status, said', [

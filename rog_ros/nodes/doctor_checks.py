@@ -189,7 +189,13 @@ def check_environment():
 
 
 def _check_rog_bus() -> list:
-    """Return a row for ``$ROG_BUS`` when set: a value the nodes refuse fails here already."""
+    """
+    Return a row for ``$ROG_BUS`` when set: a value the nodes refuse fails here already.
+
+    ``ROG_BUS=rclpy`` is judged by the nodes' own test (``ros_node.missing_ros``, which
+    ``node_main.ros_path`` refuses it with): on a ROS 2 without ``rclpy.lifecycle`` (Foxy,
+    Galactic) it was reported ok while rog_server and rog_worker stopped with a usage error.
+    """
     if 'ROG_BUS' not in os.environ:
         return []
     value = os.environ['ROG_BUS']
@@ -199,14 +205,20 @@ def _check_rog_bus() -> list:
                         f'unset ROG_BUS, or one of {", ".join(ROG_BUS_KINDS)} (exactly, lower '
                         'case)')]
     if value == 'rclpy':
-        from rog_ros.transport.choose import rclpy_available
-        if not rclpy_available():
+        from rog_ros.nodes.ros_node import missing_ros
+        if missing_ros(lifecycle=False) is not None:      # no node can be an rclpy node
             return [Finding('ROG_BUS', 'fail', 'ROG_BUS=rclpy, but rclpy and the rog_ros '
                             'messages do not import here: rog robot and every node would stop '
                             'at start with "ROG_BUS=rclpy: rclpy or the built rog_ros messages '
                             'do not import"',
                             'source the ROS 2 install and the built rog_ros (install/'
                             'setup.bash), or unset ROG_BUS')]
+        missing = missing_ros(lifecycle=True)
+        if missing is not None:     # netmon, a plain node, would run; the training nodes not
+            return [Finding('ROG_BUS', 'fail', f'ROG_BUS=rclpy, but {missing}; they (and rog '
+                            'robot) would stop at start with a usage error',
+                            'unset ROG_BUS or set ROG_BUS=dds: the nodes then run on the '
+                            'embedded transport (the same ROS 2 topics and types)')]
     return [Finding('ROG_BUS', 'ok', f'ROG_BUS={value}: the nodes use this transport')]
 
 

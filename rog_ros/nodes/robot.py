@@ -25,7 +25,9 @@ selects Cyclone DDS (``RMW_IMPLEMENTATION=rmw_cyclonedds_cpp``) with the shipped
 configuration (``CYCLONEDDS_URI``); ``server_host`` and ``peers`` are added as unicast
 discovery peers (for access points that drop multicast) to that file or to the user's own
 ``CYCLONEDDS_URI``. ``robot.launch.py`` and ``rog robot`` both use :func:`robot_plan` and
-:func:`robot_environment`, so they start the same processes.
+:func:`robot_environment`, so they start the same processes. ``rog robot --role server``
+moves an earlier run in its ``out`` to ``out/previous`` before its nodes start, its node logs
+with its results, as ``rog fleet`` does, unless it resumes from its ``state_dir``.
 """
 
 from __future__ import annotations
@@ -201,7 +203,7 @@ def run(args) -> int:
     over.update({name: getattr(args, name, None) for name in ROBOT_NODE_SETTINGS})
     try:
         _check_robot_args(args)
-        file_params = load_parameter_file(args.config) if args.config else {}
+        file_params = load_parameter_file(args.config, '--config') if args.config else {}
         specs = robot_plan(args.role, args.rank or 0, file_params, over)
         check_given_staleness(specs[0].parameters['sync'], args.staleness)
         limit = parse_respawn(args.respawn)
@@ -231,14 +233,54 @@ def run(args) -> int:
             print(f'rog robot: {err}', file=sys.stderr)
             return 2
     try:
-        return _run_nodes(args, specs, env, logs, limit)
+        resuming = ''
+        if args.role == 'server':
+            resuming = _set_aside_earlier_run(specs[0].parameters)
+            if resuming is None:
+                return 2
+        return _run_nodes(args, specs, env, logs, limit, resuming)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _run_nodes(args, specs, env: dict, logs: str, limit: int) -> int:
-    """Start the checked robot ``specs``, watch its training node, stop; ``run``'s rest."""
+def _set_aside_earlier_run(server_params: dict):
+    """
+    Set an earlier run in the server's ``out`` aside as ``rog fleet`` does; return ``resuming``.
+
+    Why: the nodes' logs (``OUT/logs`` by default) start afresh before the server could move
+    anything, so a rerun overwrote the earlier run's logs while its results were kept. A run
+    that resumes from its ``state_dir`` moves nothing and its logs go on: the returned text
+    says so to the supervisor ('' for a fresh run). None when the earlier run could not be
+    moved (said in one line): starting would overwrite its logs.
+    """
+    from rog_ros.nodes.run_outputs import PREVIOUS, set_aside_earlier_run
+    from rog_ros.nodes.state_dir import state_files
+    state_dir = server_params.get('state_dir')
+    files = state_files(state_dir)
+    if files:
+        resuming = f'resuming from the state in {state_dir} ({", ".join(files)})'
+        print(f'rog robot: {resuming}; the logs go on', file=sys.stderr)
+        return resuming
+    out = os.path.abspath(server_params['out'])
+    try:
+        said = set_aside_earlier_run(out)
+    except OSError as err:
+        print(f'rog robot: {out} holds an earlier run, which could not be moved to '
+              f'{PREVIOUS}/: {err.strerror or err}', file=sys.stderr)
+        return None
+    if said:
+        print(f'rog robot: {said}', file=sys.stderr)
+    return ''
+
+
+def _run_nodes(args, specs, env: dict, logs: str, limit: int, resuming: str = '') -> int:
+    """
+    Start the checked robot ``specs``, watch its training node, stop; ``run``'s rest.
+
+    ``resuming`` (the server robot's saved state) makes the logs go on instead of starting
+    afresh: they are the run's that it resumes.
+    """
     from rog_ros.nodes.supervisor import Supervisor
     if args.fleet_key_file:
         env['ROG_FLEET_KEY_FILE'] = os.path.abspath(args.fleet_key_file)
@@ -254,7 +296,7 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int) -> int:
     main = specs[0].name
     code = 1
     try:
-        sup.start()
+        sup.start(resuming)
         print(f'rog robot: started {", ".join(s.name for s in specs)} (logs in {logs})',
               file=sys.stderr)
         code = watch(sup, main, limit)

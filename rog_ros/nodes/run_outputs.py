@@ -28,8 +28,8 @@ could move anything: the earlier run's logs (where the README sends a user to se
 suspended) were lost while its results were kept. The fleet, which holds ``OUT`` for the whole
 run, therefore sets the earlier run aside itself before its nodes start, the node logs it
 wrote (``logs/rog_server.log``, ...) with the results (:func:`set_aside_earlier_run`); its
-server then finds nothing to move. A server started alone keeps its logs where its
-supervisor put them.
+server then finds nothing to move. ``rog robot --role server`` does the same for the server
+robot. A server started alone keeps its logs where its supervisor put them.
 """
 
 from __future__ import annotations
