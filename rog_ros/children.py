@@ -191,8 +191,8 @@ class _Worker:
             return None
         try:
             return self.conn.recv()
-        except (EOFError, ConnectionResetError):
-            return None
+        except (EOFError, OSError):
+            return None     # (OSError: it died half-way through sending, e.g. the OOM killer)
         except Exception as err:  # noqa: B902 - whatever a result's own unpickling raises
             return ('raised', RuntimeError(f'call {self.call}: its result could not be '
                                            f'received: {type(err).__name__}: {err}'),

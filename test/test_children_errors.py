@@ -162,3 +162,18 @@ def test_the_cli_does_not_import_the_process_pool_until_a_command_needs_it():
     assert out[0] == 'False', out                  # rog_ros.children
     if out[2] == 'False':                          # multiprocessing not there before rog_ros
         assert out[1] == 'False', out
+
+
+def test_a_process_that_dies_half_way_through_its_result_counts_as_dead():
+    # recv raised OSError('got end of file during message'), taken since e9b6753 for a result
+    # that could not be unpickled: the pool then ended every call instead of counting one death
+    import struct
+    from multiprocessing.connection import Connection
+    from rog_ros.children import _Worker
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, struct.pack('!i', 1000) + b'x' * 10)     # a header for 1000 bytes, 10
+    os.close(write_fd)
+    worker = _Worker(None, Connection(read_fd, writable=False))
+    worker.call = 7
+    assert worker.receive() is None                            # as a death: its call is lost
+    worker.conn.close()
