@@ -32,12 +32,15 @@ one clock for every process and namespace on a machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -160,6 +163,32 @@ def _start(cmd: list, env: dict):
                             preexec_fn=dies_with_this_process())
 
 
+@contextlib.contextmanager
+def _sigint_deferred():
+    """
+    Hold a Ctrl-C back until the block ends, then act on it as the handler before would.
+
+    A Ctrl-C while ``subprocess.Popen`` waits for its child's ``exec`` raised inside Popen:
+    the child ran on with no Popen object to stop it, and outlived the bench, reaped by no
+    one (seen on a loaded CI machine). Held back, it is raised once the child is in the list
+    that ``_stop`` ends. (A handler, not a blocked signal mask: any other thread of the
+    process would take a signal that the main thread blocks.)
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(signal.SIGINT, caught[0])       # Python's: KeyboardInterrupt
+        elif caught and previous == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
 def _stop(procs, grace_s: float = 2.0) -> None:
     """Terminate the processes still running and reap them all (SIGKILL after ``grace_s``)."""
     for proc in procs:
@@ -182,11 +211,14 @@ def _pair(env_pub: dict, env_sub: dict, prefix_pub: list, prefix_sub: list, dura
         base = [sys.executable, '-m', 'rog_ros.experiments.bench_transport', '--namespace', ns]
         procs = []
         try:
-            procs.append(_start(prefix_sub + base + [
-                '--role', 'sub', '--timeout', str(timeout), '--result', out.name], env_sub))
-            procs.append(_start(prefix_pub + base + [
-                '--role', 'pub', '--duration', str(duration_s), '--interval', str(interval_s),
-                '--timeout', str(timeout)], env_pub))
+            with _sigint_deferred():
+                procs.append(_start(prefix_sub + base + [
+                    '--role', 'sub', '--timeout', str(timeout), '--result', out.name],
+                    env_sub))
+            with _sigint_deferred():
+                procs.append(_start(prefix_pub + base + [
+                    '--role', 'pub', '--duration', str(duration_s), '--interval',
+                    str(interval_s), '--timeout', str(timeout)], env_pub))
             sub, pub = procs
             rc_pub = pub.wait(timeout=timeout + 10)
             rc_sub = sub.wait(timeout=timeout + 10)
