@@ -100,14 +100,16 @@ def test_a_finished_run_closes_with_summary_result_warnings_model_and_report(tmp
 
 
 def test_a_fleet_knows_when_it_resumes_from_its_state(tmp_path):
-    from rog_ros.nodes.fleet import _resuming
-    assert _resuming(None) == '' and _resuming(str(tmp_path / 'none')) == ''
+    # only the server's checkpoint makes a run go on: the workers' files alone resumed nothing
+    from rog_ros.nodes.state_dir import resuming_line
+    assert resuming_line(None) == '' and resuming_line(str(tmp_path / 'none')) == ''
     (tmp_path / 'notes.txt').write_text('not a state file')
-    assert _resuming(str(tmp_path)) == ''
+    assert resuming_line(str(tmp_path)) == ''
     (tmp_path / 'worker_0.pt').write_bytes(b'x')
+    assert resuming_line(str(tmp_path)) == ''
     (tmp_path / 'server.pt').write_bytes(b'x')
-    assert _resuming(str(tmp_path)) == (f'resuming from the state in {tmp_path} '
-                                        '(server.pt, worker_0.pt)')
+    assert resuming_line(str(tmp_path)) == (f'resuming from the state in {tmp_path} '
+                                            '(server.pt, worker_0.pt)')
 
 
 def test_a_completed_run_is_not_offered_a_resume(tmp_path):

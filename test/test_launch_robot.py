@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 import sys
 import types
+import zipfile
 
 import pytest
 
@@ -294,33 +295,41 @@ def test_rog_robot_refuses_respawn_without_state_dir(capsys, monkeypatch, tmp_pa
     assert not list(tmp_path.iterdir())
 
 
-@pytest.fixture
-def started_robots(monkeypatch, tmp_path):
+def _stand_in_supervisors(monkeypatch, tmp_path) -> list:
     """
-    Run ``rog robot`` without processes, in ``tmp_path``; return what it started.
+    Run ``rog robot`` without processes, in ``tmp_path``; return what each start found.
 
-    Each start appends the robot's node specs; every node exits 0.
+    Each start appends ``(node specs, resuming, node logs in its log folder then)`` and every
+    node exits 0 at once: the earlier run must be set aside before the logs start afresh.
     """
     from rog_ros.nodes import supervisor
     seen = []
 
     class Started:
+        """Stand-in supervisor whose nodes all exit 0 at once."""
 
         def __init__(self, specs, logs, env):
-            seen.append(list(specs))
-            self.names = [s.name for s in specs]
+            self.specs, self.logs = list(specs), Path(logs)
 
         def start(self, resuming=None):
-            pass
+            """Record the nodes, the resume, and the logs already there."""
+            seen.append((self.specs, resuming, sorted(p.name for p in self.logs.glob('*.log'))))
 
         def codes(self):
-            return {name: 0 for name in self.names}
+            """Say every node exited 0."""
+            return {s.name: 0 for s in self.specs}
 
         def stop(self):
-            pass
+            """Stop nothing."""
     monkeypatch.setattr(supervisor, 'Supervisor', Started)
     monkeypatch.chdir(tmp_path)
     return seen
+
+
+@pytest.fixture
+def started_robots(monkeypatch, tmp_path):
+    """Run ``rog robot`` without processes, in ``tmp_path``; return what each start found."""
+    return _stand_in_supervisors(monkeypatch, tmp_path)
 
 
 def test_rog_robot_worker_leaves_its_model_in_a_file(started_robots, tmp_path, capsys):
@@ -329,7 +338,7 @@ def test_rog_robot_worker_leaves_its_model_in_a_file(started_robots, tmp_path, c
     worker = ['robot', '--role', 'worker', '--rank', '1', '--workers', '2']
     assert cli.main(worker) == 0
     assert cli.main(worker + ['--model-out', 'models' + os.sep]) == 0
-    assert [specs[0].parameters['model_out'] for specs in started_robots] == [
+    assert [specs[0].parameters['model_out'] for specs, _, _ in started_robots] == [
         str(tmp_path / 'rog_robot_model.pt'), str(tmp_path / 'models') + os.sep]
     (tmp_path / 'models').mkdir()
     (tmp_path / 'models' / 'model.pt').write_bytes(b'x')     # as the node would write it
@@ -345,7 +354,7 @@ def test_rog_robot_gives_its_own_nodes_the_robots_settings(started_robots, monke
     monkeypatch.setattr(linkprobe, 'read_counters', lambda: {'wlan1': (0, 0), 'lo': (0, 0)})
 
     def parameters():
-        return {s.executable: s.parameters for s in started_robots[-1]}
+        return {s.executable: s.parameters for s in started_robots[-1][0]}
     assert cli.main(['robot', '--role', 'worker', '--rank', '1', '--workers', '2',
                      '--server-timeout', '600', '--interface', 'wlan1']) == 0
     seen = parameters()
@@ -357,57 +366,34 @@ def test_rog_robot_gives_its_own_nodes_the_robots_settings(started_robots, monke
     assert seen['rog_worker']['server_timeout'] == 120.0 and seen['netmon']['interface'] == 'auto'
 
 
-def _robot_server_logs(monkeypatch, tmp_path):
-    """
-    Run ``rog robot --role server`` without processes; return what each start found.
-
-    Each entry is ``(resuming, node logs in OUT/logs when the nodes started)``: the earlier
-    run must be set aside before its logs start afresh, not after.
-    """
-    from rog_ros.nodes import supervisor
-    seen = []
-
-    class Started:
-        """Stand-in supervisor whose nodes all exit 0 at once."""
-
-        def __init__(self, specs, logs, env):
-            self.names, self.logs = [s.name for s in specs], Path(logs)
-
-        def start(self, resuming=None):
-            seen.append((resuming, sorted(p.name for p in self.logs.glob('*.log'))))
-
-        def codes(self):
-            return {name: 0 for name in self.names}
-
-        def stop(self):
-            pass
-    monkeypatch.setattr(supervisor, 'Supervisor', Started)
-    monkeypatch.chdir(tmp_path)
-    return seen
-
-
-def _earlier_server_run(out: Path) -> None:
+def _earlier_server_run(out: Path, logs: Path = None) -> None:
     """Leave what a finished server robot run leaves in ``out``: results, logs, a note."""
-    (out / 'logs').mkdir(parents=True)
+    logs = logs or out / 'logs'
+    logs.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
     (out / 'summary.json').write_text('{"completed": true}')
     (out / 'model.pt').write_bytes(b'earlier model')
-    (out / 'logs' / 'rog_server.log').write_text('earlier server log\n')
-    (out / 'logs' / 'netmon.log').write_text('earlier netmon log\n')
+    (logs / 'rog_server.log').write_text('earlier server log\n')
+    (logs / 'netmon.log').write_text('earlier netmon log\n')
     (out / 'notes.txt').write_text("the user's own")
 
 
-def test_a_rerun_of_the_server_robot_keeps_the_earlier_run_s_logs(monkeypatch, tmp_path,
+def _starts(seen) -> list:
+    """Return ``(resuming, logs found)`` of each start: what the set-aside tests compare."""
+    return [(resuming, found) for _, resuming, found in seen]
+
+
+def test_a_rerun_of_the_server_robot_keeps_the_earlier_run_s_logs(started_robots, tmp_path,
                                                                   capsys):
     # before, the server robot's supervisor started OUT/logs afresh and only the server node
     # moved the results: the earlier run's logs were lost, as they were in rog fleet
     from rog_ros import cli
-    seen = _robot_server_logs(monkeypatch, tmp_path)
     out = tmp_path / 'run'
     _earlier_server_run(out)
     # Execute
     assert cli.main(['robot', '--role', 'server', '--workers', '2', '--out', 'run']) == 0
     # Assert: moved before the nodes started, said in rog fleet's words
-    assert seen == [('', [])]
+    assert _starts(started_robots) == [('', [])]
     previous = out / 'previous'
     assert (previous / 'logs' / 'rog_server.log').read_text() == 'earlier server log\n'
     assert sorted(p.name for p in (previous / 'logs').iterdir()) == ['netmon.log',
@@ -417,21 +403,76 @@ def test_a_rerun_of_the_server_robot_keeps_the_earlier_run_s_logs(monkeypatch, t
             f'{previous}\n') in capsys.readouterr().err
 
 
-def test_a_server_robot_resuming_from_its_state_moves_nothing(monkeypatch, tmp_path, capsys):
+def test_a_server_robot_moves_its_own_logs_from_its_logs_folder_only(started_robots, tmp_path,
+                                                                     capsys):
+    # before, the server robot moved every node log in OUT/logs, whatever its --logs: the
+    # earlier run's logs in --logs were overwritten, and a worker robot's live log on the
+    # same machine, pointed at OUT/logs, was moved from under it
     from rog_ros import cli
-    seen = _robot_server_logs(monkeypatch, tmp_path)
+    out, logs = tmp_path / 'run', tmp_path / 'mylogs'
+    _earlier_server_run(out, logs)
+    (logs / 'rog_worker_1.log').write_text('a worker robot writes here\n')
+    (out / 'logs').mkdir()
+    with open(out / 'logs' / 'rog_worker_0.log', 'a') as live:   # a worker robot's, running
+        live.write('before\n')
+        (out / 'logs' / 'netmon_0.log').write_text("its netmon's\n")
+        # Execute
+        assert cli.main(['robot', '--role', 'server', '--workers', '2', '--out', 'run',
+                         '--logs', 'mylogs']) == 0
+        live.write('after\n')
+    # Assert: this robot's logs moved from --logs before its nodes started; nothing else
+    assert _starts(started_robots) == [('', ['rog_worker_1.log'])]
+    previous = out / 'previous' / 'logs'
+    assert sorted(p.name for p in previous.iterdir()) == ['netmon.log', 'rog_server.log']
+    assert (previous / 'rog_server.log').read_text() == 'earlier server log\n'
+    assert (out / 'logs' / 'rog_worker_0.log').read_text() == 'before\nafter\n'
+    assert sorted(p.name for p in (out / 'logs').iterdir()) == ['netmon_0.log',
+                                                                'rog_worker_0.log']
+    assert (f'rog robot: {out} held an earlier run; its results and logs moved to '
+            f'{out / "previous"}\n') in capsys.readouterr().err
+
+
+def _state(folder: Path, *names: str) -> None:
+    """Leave the state files ``names`` in ``folder`` (zip archives, as ``torch.save`` writes)."""
+    folder.mkdir()
+    for name in names:
+        with zipfile.ZipFile(folder / name, 'w') as archive:
+            archive.writestr('data.pkl', b'saved')
+
+
+def test_a_server_robot_resuming_from_its_state_moves_nothing(started_robots, tmp_path,
+                                                              capsys):
+    from rog_ros import cli
     out, state = tmp_path / 'run', tmp_path / 'state'
     _earlier_server_run(out)
-    state.mkdir()
-    (state / 'server.pt').write_bytes(b'saved')
+    _state(state, 'server.pt')
     # Execute
     assert cli.main(['robot', '--role', 'server', '--workers', '2', '--out', 'run',
                      '--state-dir', 'state']) == 0
     # Assert: the run it resumes keeps its results, and its logs go on
     resuming = 'resuming from the state in state (server.pt)'
-    assert seen == [(resuming, ['netmon.log', 'rog_server.log'])]
+    assert _starts(started_robots) == [(resuming, ['netmon.log', 'rog_server.log'])]
     assert not (out / 'previous').exists()
     assert f'rog robot: {resuming}; the logs go on' in capsys.readouterr().err
+
+
+def test_a_server_robot_with_its_workers_state_alone_starts_afresh(started_robots, tmp_path,
+                                                                   capsys):
+    # a run stopped before the server's first checkpoint leaves the workers' files only; the
+    # server then restores nothing and starts a new run: the supervisor said "resuming" and
+    # kept the earlier run's logs, which the new run's logs went on after
+    from rog_ros import cli
+    out, state = tmp_path / 'run', tmp_path / 'state'
+    _earlier_server_run(out)
+    _state(state, 'worker_0.pt', 'worker_1.pt')
+    # Execute
+    assert cli.main(['robot', '--role', 'server', '--workers', '2', '--out', 'run',
+                     '--state-dir', 'state']) == 0
+    # Assert: set aside as any fresh run
+    assert _starts(started_robots) == [('', [])]
+    assert (out / 'previous' / 'logs' / 'rog_server.log').exists()
+    err = capsys.readouterr().err
+    assert 'resuming' not in err and f'rog robot: {out} held an earlier run' in err
 
 
 @pytest.mark.parametrize('signum, status, said', [

@@ -20,11 +20,15 @@ true``), model and curves in place as if they were its own.
 """
 
 import json
+import os
+from pathlib import Path
+import zipfile
 
 import pytest
 
+from rog_ros import cli
 from rog_ros.experiments.report import load_runs
-from rog_ros.nodes import rog_server, server_node
+from rog_ros.nodes import fleet, rog_server, server_node
 from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS, set_aside_earlier_results
 from test_nodes_lifecycle import Hub
 
@@ -76,7 +80,7 @@ def test_a_fleet_s_node_logs_move_with_its_results_and_no_other_file(tmp_path):
     (older / 'rog_worker_7.log').write_text('two runs ago')
     (older / 'mine.log').write_text('a file the user put there')
     # Execute
-    moved = set_aside_earlier_results(str(out), logs=True)
+    moved = set_aside_earlier_results(str(out), logs=str(out / 'logs'))
     # Assert
     assert moved == ['summary.json', 'timeseries.csv', 'model.pt', 'accuracy_vs_time.png',
                      'logs/rog_server.log', 'logs/rog_worker_0.log']
@@ -89,17 +93,110 @@ def test_a_fleet_s_node_logs_move_with_its_results_and_no_other_file(tmp_path):
 def test_the_fleet_says_where_the_earlier_run_went_and_when_it_replaced_one(tmp_path):
     from rog_ros.nodes.run_outputs import set_aside_earlier_run
     out = tmp_path / 'run'
-    assert set_aside_earlier_run(str(out)) == ''             # nothing there: nothing to say
+    logs = str(out / 'logs')
+    assert set_aside_earlier_run(str(out), logs) == ''       # nothing there: nothing to say
     _earlier_run(out)
     said = f'{out} held an earlier run; its results and logs moved to {out / PREVIOUS}'
     # Execute, Assert: a second run; then a third replaces the second one's previous/
-    assert set_aside_earlier_run(str(out)) == said
+    assert set_aside_earlier_run(str(out), logs) == said
     _earlier_run(out)
-    assert set_aside_earlier_run(str(out)) == said + ' (the older run there is replaced)'
+    assert set_aside_earlier_run(str(out), logs) == said + ' (the older run there is replaced)'
     (out / 'summary.json').write_text('{}')                  # a run that left no logs
-    assert set_aside_earlier_run(str(out)) == (
+    assert set_aside_earlier_run(str(out), logs) == (
         f'{out} held an earlier run; its results moved to {out / PREVIOUS} (the older run '
         'there is replaced)')
+
+
+def test_previous_holds_one_run_its_older_logs_go_with_its_results(tmp_path):
+    # a server node started alone (logs stay where its supervisor put them) replaced the
+    # results in previous/ but left the node logs of an older rog fleet run in previous/logs:
+    # previous/ then held the results of one run and the logs of another
+    out = tmp_path / 'run'
+    _earlier_run(out)
+    older = out / PREVIOUS / 'logs'
+    older.mkdir(parents=True)
+    (out / PREVIOUS / 'summary.json').write_text('{"two runs ago": 1}')
+    (older / 'rog_server.log').write_text('two runs ago')
+    (older / 'rog_worker_3.log').write_text('two runs ago')
+    (older / 'mine.log').write_text('a file the user put there')
+    # Execute
+    moved = set_aside_earlier_results(str(out))
+    # Assert: the older run is gone whole, the user's file kept, this run's logs untouched
+    assert 'summary.json' in moved and not any(m.startswith('logs/') for m in moved)
+    assert sorted(p.name for p in older.iterdir()) == ['mine.log']
+    assert (out / 'logs' / 'rog_server.log').read_text() == 'earlier log\n'
+    # nothing to set aside: previous/ stays as it is, its logs too
+    (older / 'rog_server.log').write_text('kept')
+    assert set_aside_earlier_results(str(out)) == []
+    assert (older / 'rog_server.log').read_text() == 'kept'
+
+
+def _fleet_starts(monkeypatch) -> list:
+    """
+    Run ``rog fleet`` without processes; return what each start of its nodes found.
+
+    Each entry is ``(resuming, node logs in its log folder then)``: the decision to set the
+    earlier run aside is made before the nodes' logs start.
+    """
+    seen = []
+
+    class Started:
+        """Stand-in for the fleet's supervisor: nodes that all exit 0 and write nothing."""
+
+        def __init__(self, specs, log_dir, env_of, prefix_of):
+            self.specs, self.log_dir = specs, log_dir
+
+        def start(self, resuming=None):
+            """Record what the nodes would start with."""
+            seen.append((resuming, sorted(os.listdir(self.log_dir))
+                         if os.path.isdir(self.log_dir) else []))
+
+        def stop(self, hurry=None):
+            """Stop nothing."""
+            return []
+
+        def codes(self):
+            """Say every node exited 0."""
+            return {s.name: 0 for s in self.specs}
+    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare', lambda workload: '')
+    monkeypatch.setattr(fleet, 'Supervisor', Started)
+    monkeypatch.setattr(fleet, '_watch', lambda *args: ([], ''))
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
+        monkeypatch.delenv(var, raising=False)
+    return seen
+
+
+@pytest.mark.parametrize('saved, resuming', [
+    (['worker_0.pt', 'worker_1.pt'], ''),
+    (['server.pt', 'worker_0.pt'], 'resuming from the state in {state} (server.pt, worker_0.pt)'),
+])
+def test_a_fleet_resumes_only_from_its_server_s_checkpoint(tmp_path, monkeypatch, capsys,
+                                                           saved, resuming):
+    # a fleet stopped before its server's first checkpoint (every 10 iterations) left the
+    # workers' files only: rog fleet said it resumed and moved nothing, while its server
+    # restored nothing and moved the results without their logs
+    seen = _fleet_starts(monkeypatch)
+    out, state = tmp_path / 'run', tmp_path / 'state'
+    _earlier_run(out)
+    state.mkdir()
+    for name in saved:          # (a zip archive, as torch.save writes: the fleet checks them)
+        with zipfile.ZipFile(state / name, 'w') as archive:
+            archive.writestr('data.pkl', b'saved')
+    resuming = resuming.format(state=state)
+    # Execute
+    cli.main(['fleet', '--out', str(out), '--quiet', '--workers', '2',
+              '--state-dir', str(state)])
+    # Assert
+    err = capsys.readouterr().err
+    if resuming:
+        assert seen == [(resuming, ['rog_server.log'])] and not (out / PREVIOUS).exists()
+        assert f'rog fleet: {resuming}; the logs go on\n' in err
+    else:
+        assert seen == [('', [])] and 'resuming' not in err
+        assert (out / PREVIOUS / 'logs' / 'rog_server.log').read_text() == 'earlier log\n'
+        assert (f'rog fleet: {out} held an earlier run; its results and logs moved to '
+                f'{out / PREVIOUS}\n') in err
+    assert Path(state, saved[0]).exists()
 
 
 def _server(tmp_path, hub, monkeypatch, *extra):
@@ -129,12 +226,15 @@ def test_a_new_server_run_sets_the_earlier_results_aside(tmp_path, monkeypatch, 
 
 def test_a_server_restored_from_its_checkpoint_keeps_its_run_results(
         tmp_path, monkeypatch, no_fleet_key):
+    from rog_ros.nodes.state_dir import resumes
     # Prepare: a durable run that wrote a checkpoint and its interrupted summary
     (tmp_path / 'state').mkdir()
     state = ['--state-dir', str(tmp_path / 'state'), '--checkpoint-every', '1']
     first = _server(tmp_path, Hub(), monkeypatch, *state)
     first.configure()
+    assert not resumes(str(tmp_path / 'state'))
     first.hooks.checkpoint()
+    assert resumes(str(tmp_path / 'state'))   # the supervisors decide from the server's file
     first.requests.request('shutdown')
     first.finish()
     out = tmp_path / 'run'

@@ -125,7 +125,9 @@ def test_a_reader_on_an_absent_workers_downlink_does_not_start_the_server(tmp_pa
 
 def test_a_reader_left_on_a_downlink_does_not_hold_the_servers_end(tmp_path, monkeypatch):
     """End the leave wait when the workers' uplink writers are gone, whoever still reads."""
-    # Prepare: a fleet of 1 started; a tool reads w0/chunks (`ros2 topic echo`) and stays
+    # Prepare: a fleet of 1 started; a tool reads w0/chunks (`ros2 topic echo`) and stays. A
+    # leave bound far above the end's own time: a loaded machine cannot pass for the wait
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 60.0)
     namespace, open_dds = _bus_opener(monkeypatch, 'end')
     srv = _server(tmp_path, namespace, workers=1)
     tool = open_dds()
@@ -147,9 +149,8 @@ def test_a_reader_left_on_a_downlink_does_not_hold_the_servers_end(tmp_path, mon
         worker.close()                          # (idempotent: a failed test leaves none open)
         tool.close()
         srv.shutdown()
-    # Assert: no wait for the tool to go (LEAVE_TIMEOUT_S, 5 s), the run written as done
-    assert server_node.LEAVE_TIMEOUT_S == 5.0
-    assert took < 2.5, f'finish took {took:.1f} s: it waited for the reader on w0/chunks'
+    # Assert: no wait for the tool to go (the whole LEAVE_TIMEOUT_S), the run written as done
+    assert took < 30, f'finish took {took:.1f} s: it waited for the reader on w0/chunks'
     assert summary['completed'] is True
 
 

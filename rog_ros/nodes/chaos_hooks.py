@@ -44,6 +44,7 @@ import time
 from rog_ros.atomic import atomic_write_text
 from rog_ros.nodes import chaos_ledger as lg
 from rog_ros.nodes import durable
+from rog_ros.nodes.state_dir import SERVER_STATE_FILE
 from rog_ros.protocol.actions import Log, SaveState, Send
 from rog_ros.protocol.messages import FLAG_END, RowChunk
 import torch
@@ -355,7 +356,7 @@ class ServerHooks(_Hooks):
         self.every = int(checkpoint_every)
         self.state = None
         if state_dir and durable.supported(engine):
-            self.state = durable.StateFile(os.path.join(state_dir, 'server.pt'))
+            self.state = durable.StateFile(os.path.join(state_dir, SERVER_STATE_FILE))
         elif state_dir:
             print('rog_server: --state-dir ignored: this engine cannot save its state',
                   file=sys.stderr, flush=True)

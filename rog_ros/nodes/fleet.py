@@ -22,7 +22,7 @@ netmon) with a loopback Cyclone configuration and a DDS domain of their own, sho
 line from their TrainStatus/LinkStats topics, and leaves ``summary.json`` and
 ``timeseries.csv`` (the simulator's files) in ``--out``; node logs go to ``--out/logs``. An
 earlier run's results and node logs there move to ``--out/previous`` first (replacing the run
-it held), unless the run resumes from its ``--state-dir``.
+it held), unless its server resumes from the checkpoint in its ``--state-dir``.
 Ctrl-C stops every node (SIGINT, then SIGTERM, then SIGKILL, each after a grace period; a
 second Ctrl-C skips the wait); none outlives this command, and ``summary.json`` is written
 from what exists, with an ``error`` saying the run was interrupted.
@@ -50,8 +50,8 @@ from rog_ros.nodes.fleet_progress import closing_lines, legend, Progress
 from rog_ros.nodes.output_lock import OutputLock
 from rog_ros.nodes.plan import check_given_staleness, load_parameter_file, plan
 from rog_ros.nodes.respawn import describe_exit
-from rog_ros.nodes.run_outputs import PREVIOUS, set_aside_earlier_run
-from rog_ros.nodes.state_dir import check_state_dir, state_files
+from rog_ros.nodes.run_outputs import LOG_DIR, set_aside_unless_resuming
+from rog_ros.nodes.state_dir import check_state_dir, resumes
 from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
 
@@ -220,12 +220,6 @@ def _completed(out: str) -> bool:
         return False
 
 
-def _resuming(state_dir) -> str:
-    """Say which saved state the nodes will restore from ``state_dir`` ('' for none)."""
-    files = state_files(state_dir)
-    return f'resuming from the state in {state_dir} ({", ".join(files)})' if files else ''
-
-
 def _run_in(args, out: str, specs) -> int:
     """Run the checked fleet ``specs`` with ``out`` held (``run``'s second half)."""
     from rog_ros.transport.cyclone_config import config_path
@@ -245,20 +239,15 @@ def _run_in(args, out: str, specs) -> int:
     recorder = _recorder(args)
     if recorder is False:
         return 2
-    resuming = _resuming(server.parameters.get('state_dir'))
-    if resuming:
-        print(f'rog fleet: {resuming}; the logs go on', file=sys.stderr)
-    else:       # before the nodes start their logs afresh (the server would move no log)
-        try:
-            said = set_aside_earlier_run(out)
-        except OSError as err:
-            print(f'rog fleet: {out} holds an earlier run, which could not be moved to '
-                  f'{PREVIOUS}/: {err.strerror or err}', file=sys.stderr)
-            if recorder:
-                recorder.close()
-            return 2
-        if said:
-            print(f'rog fleet: {said}', file=sys.stderr)
+    log_dir = os.path.join(out, LOG_DIR)
+    # before the nodes start their logs afresh (the server would move no log); every node-log
+    # name: the fleet owns OUT/logs, and a rerun may have fewer workers than the earlier run
+    resuming = set_aside_unless_resuming('rog fleet', out, server.parameters.get('state_dir'),
+                                         log_dir)
+    if resuming is None:
+        if recorder:
+            recorder.close()
+        return 2
     n, iterations = server.parameters['workers'], server.parameters['iterations']
     namespace = server.parameters['namespace']
     domain = args.domain_id if args.domain_id is not None else default_domain()
@@ -277,12 +266,12 @@ def _run_in(args, out: str, specs) -> int:
                 fn()
             print(f'rog fleet: {err}', file=sys.stderr)
             return 2
-    sup = Supervisor(specs, os.path.join(out, 'logs'), lambda s: envs[s.name],
+    sup = Supervisor(specs, log_dir, lambda s: envs[s.name],
                      lambda s: prefixes.get(s.name, []))
     progress = Progress(n, iterations)
     if args.netns and not args.quiet:
         print('rog fleet: --netns: the nodes live in their own namespaces; progress is in '
-              f'{os.path.join(out, "logs")}', file=sys.stderr)
+              f'{log_dir}', file=sys.stderr)
         args.quiet = True
     if not args.quiet:
         print(f'rog fleet: {ros2_watch_line(domain)}', file=sys.stderr)
@@ -333,7 +322,7 @@ def _run_in(args, out: str, specs) -> int:
         print(f'rog fleet: {reason}', file=sys.stderr)
     summary = os.path.join(out, 'summary.json')
     state_dir = server.parameters.get('state_dir')
-    if (failed or reason) and state_dir and _resuming(state_dir) and not _completed(out):
+    if (failed or reason) and resumes(state_dir) and not _completed(out):
         print(f"rog fleet: the run's state is in {state_dir}: the same command resumes it "
               '(once the cause is mended)', file=sys.stderr)
     if failed or reason or not os.path.exists(summary):

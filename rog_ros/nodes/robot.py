@@ -26,8 +26,9 @@ configuration (``CYCLONEDDS_URI``); ``server_host`` and ``peers`` are added as u
 discovery peers (for access points that drop multicast) to that file or to the user's own
 ``CYCLONEDDS_URI``. ``robot.launch.py`` and ``rog robot`` both use :func:`robot_plan` and
 :func:`robot_environment`, so they start the same processes. ``rog robot --role server``
-moves an earlier run in its ``out`` to ``out/previous`` before its nodes start, its node logs
-with its results, as ``rog fleet`` does, unless it resumes from its ``state_dir``.
+moves an earlier run in its ``out`` to ``out/previous`` before its nodes start, its own nodes'
+logs (in ``--logs``) with its results, as ``rog fleet`` does, unless its server resumes from
+the checkpoint in its ``state_dir``.
 """
 
 from __future__ import annotations
@@ -235,7 +236,7 @@ def run(args) -> int:
     try:
         resuming = ''
         if args.role == 'server':
-            resuming = _set_aside_earlier_run(specs[0].parameters)
+            resuming = _set_aside_earlier_run(specs, logs)
             if resuming is None:
                 return 2
         return _run_nodes(args, specs, env, logs, limit, resuming)
@@ -244,34 +245,23 @@ def run(args) -> int:
             lock.release()
 
 
-def _set_aside_earlier_run(server_params: dict):
+def _set_aside_earlier_run(specs, logs: str):
     """
     Set an earlier run in the server's ``out`` aside as ``rog fleet`` does; return ``resuming``.
 
-    Why: the nodes' logs (``OUT/logs`` by default) start afresh before the server could move
-    anything, so a rerun overwrote the earlier run's logs while its results were kept. A run
-    that resumes from its ``state_dir`` moves nothing and its logs go on: the returned text
-    says so to the supervisor ('' for a fresh run). None when the earlier run could not be
-    moved (said in one line): starting would overwrite its logs.
+    Why: the nodes' logs (``--logs``, else ``OUT/logs``) start afresh before the server could
+    move anything, so a rerun overwrote the earlier run's logs while its results were kept.
+    Only this robot's nodes' logs move, from the folder its supervisor writes: a worker robot
+    on the same machine may be writing its own beside them. A run whose server restores its
+    checkpoint moves nothing and its logs go on: the returned text says so to the supervisor
+    ('' for a fresh run). None when the earlier run could not be moved (said in one line):
+    starting would overwrite its logs.
     """
-    from rog_ros.nodes.run_outputs import PREVIOUS, set_aside_earlier_run
-    from rog_ros.nodes.state_dir import state_files
-    state_dir = server_params.get('state_dir')
-    files = state_files(state_dir)
-    if files:
-        resuming = f'resuming from the state in {state_dir} ({", ".join(files)})'
-        print(f'rog robot: {resuming}; the logs go on', file=sys.stderr)
-        return resuming
-    out = os.path.abspath(server_params['out'])
-    try:
-        said = set_aside_earlier_run(out)
-    except OSError as err:
-        print(f'rog robot: {out} holds an earlier run, which could not be moved to '
-              f'{PREVIOUS}/: {err.strerror or err}', file=sys.stderr)
-        return None
-    if said:
-        print(f'rog robot: {said}', file=sys.stderr)
-    return ''
+    from rog_ros.nodes.run_outputs import set_aside_unless_resuming
+    server = specs[0].parameters
+    return set_aside_unless_resuming('rog robot', os.path.abspath(server['out']),
+                                     server.get('state_dir'), os.path.abspath(logs),
+                                     [spec.name for spec in specs])
 
 
 def _run_nodes(args, specs, env: dict, logs: str, limit: int, resuming: str = '') -> int:

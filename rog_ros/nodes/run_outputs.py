@@ -27,18 +27,24 @@ run's stay one generation (nothing is lost to a typo in ``--out``).
 could move anything: the earlier run's logs (where the README sends a user to see who was
 suspended) were lost while its results were kept. The fleet, which holds ``OUT`` for the whole
 run, therefore sets the earlier run aside itself before its nodes start, the node logs it
-wrote (``logs/rog_server.log``, ...) with the results (:func:`set_aside_earlier_run`); its
-server then finds nothing to move. ``rog robot --role server`` does the same for the server
-robot. A server started alone keeps its logs where its supervisor put them.
+wrote (``logs/rog_server.log``, ...) with the results (:func:`set_aside_unless_resuming`);
+its server then finds nothing to move. ``rog robot --role server`` does the same for the
+server robot, with the logs of its own nodes only, from its ``--logs`` folder (a worker robot
+on the same machine may write its logs beside them). A server started alone keeps its logs
+where its supervisor put them. Whenever ``previous/`` takes a run, the older run there goes,
+its node logs with its results: ``previous/`` holds one run, not parts of two.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import sys
 
 from rog_ros.metrics import PREVIOUS_RUN_DIR
 from rog_ros.nodes.model_file import MODEL_FILE
+from rog_ros.nodes.state_dir import resuming_line
 
 RESULT_FILES = ('summary.json', 'timeseries.csv', 'events.csv', MODEL_FILE, 'report.md',
                 'accuracy_vs_time.png', 'accuracy_vs_time_log.png',
@@ -57,29 +63,36 @@ def earlier_results(out: str) -> list:
     return [name for name in RESULT_FILES if os.path.isfile(os.path.join(out, name))]
 
 
-def node_logs(folder: str) -> list:
+def node_logs(folder: str, nodes=None) -> list:
     """
     Return the names of the node logs a fleet writes that ``folder`` holds (sorted).
 
     Only these move with a run: a file the user keeps beside them is not the fleet's to move.
+    ``nodes`` (node names) narrows them to those nodes' logs: a server robot's supervisor
+    wrote ``rog_server.log`` and ``netmon.log``, not the ``rog_worker_K.log`` that a worker
+    robot on the same machine may be writing in the same folder.
     """
     try:
         names = os.listdir(folder)
     except OSError:
         return []
+    mine = None if nodes is None else {f'{node}.log' for node in nodes}
     return sorted(name for name in names if _NODE_LOG.fullmatch(name)
+                  and (mine is None or name in mine)
                   and os.path.isfile(os.path.join(folder, name)))
 
 
-def set_aside_earlier_results(out: str, logs: bool = False) -> list:
+def set_aside_earlier_results(out: str, logs=None, nodes=None) -> list:
     """
     Move the results of an earlier run in ``out`` to ``out/previous``, replacing older ones.
 
-    Returns the names moved (none when ``out`` holds no results). Files that are not a run's
-    results (keys, recordings, the user's own, in ``out`` or in ``out/previous``) stay where
-    they are, and so do the logs unless ``logs``: then the node logs the fleet wrote in
-    ``out/logs`` (:func:`node_logs`) move to ``out/previous/logs`` with the results, named
-    ``logs/NAME`` in the list, replacing the older run's node logs there.
+    Returns the names moved (none when ``out`` holds no results). The older run in
+    ``out/previous`` goes, its results and its node logs (``previous/logs``), so that
+    ``previous`` holds one run. Files that are not a run's results or node logs (keys,
+    recordings, the user's own, in ``out`` or in ``out/previous``) stay where they are, and so
+    do the earlier run's logs unless ``logs`` names the folder its supervisor wrote them to:
+    then its node logs there (:func:`node_logs`, of ``nodes`` only when given) move to
+    ``out/previous/logs`` with the results, named ``logs/NAME`` in the list.
     """
     found = earlier_results(out)
     if not found:
@@ -89,24 +102,24 @@ def set_aside_earlier_results(out: str, logs: bool = False) -> list:
     for name in RESULT_FILES:         # the generation before: its results only, nothing else
         if os.path.isfile(os.path.join(previous, name)):
             os.unlink(os.path.join(previous, name))
+    old_logs = os.path.join(previous, LOG_DIR)
+    for name in node_logs(old_logs):  # ... and its node logs, whoever sets this run aside
+        os.unlink(os.path.join(old_logs, name))
     for name in found:
         os.replace(os.path.join(out, name), os.path.join(previous, name))
-    if not logs:
+    if logs is None:
         return found
-    old_logs, new_logs = os.path.join(previous, LOG_DIR), os.path.join(out, LOG_DIR)
-    for name in node_logs(old_logs):
-        os.unlink(os.path.join(old_logs, name))
-    moving = node_logs(new_logs)
+    moving = node_logs(logs, nodes)
     if moving:
         os.makedirs(old_logs, exist_ok=True)
-    for name in moving:
-        os.replace(os.path.join(new_logs, name), os.path.join(old_logs, name))
+    for name in moving:     # (shutil: a robot's --logs may be on another file system)
+        shutil.move(os.path.join(logs, name), os.path.join(old_logs, name))
     return found + [f'{LOG_DIR}/{name}' for name in moving]
 
 
-def set_aside_earlier_run(out: str) -> str:
+def set_aside_earlier_run(out: str, logs: str, nodes=None) -> str:
     """
-    Set an earlier fleet run in ``out`` aside, its node logs too; return the line to say.
+    Set an earlier run in ``out`` aside, its node logs in ``logs`` too; return the line to say.
 
     '' when ``out`` holds no results. The line says where they went, and when ``previous/``
     held a run already, that this older run was replaced: a third run into one ``--out``
@@ -114,10 +127,36 @@ def set_aside_earlier_run(out: str) -> str:
     """
     previous = os.path.join(out, PREVIOUS)
     older = earlier_results(previous) or node_logs(os.path.join(previous, LOG_DIR))
-    moved = set_aside_earlier_results(out, logs=True)
+    moved = set_aside_earlier_results(out, logs, nodes)
     if not moved:
         return ''
     what = 'its results and logs' if any(m.startswith(LOG_DIR + '/') for m in moved) \
         else 'its results'
     line = f'{out} held an earlier run; {what} moved to {previous}'
     return line + (' (the older run there is replaced)' if older else '')
+
+
+def set_aside_unless_resuming(who: str, out: str, state_dir, logs: str, nodes=None):
+    """
+    Set an earlier run in ``out`` aside before a supervisor starts its nodes' logs afresh.
+
+    Returns the ``resuming`` text for ``Supervisor.start`` ('' for a fresh run), or None when
+    the earlier run could not be moved: starting would overwrite its logs. Each outcome is one
+    line on stderr, after ``who`` (``rog fleet``, ``rog robot``). A run whose server restores
+    its checkpoint from ``state_dir`` (:func:`rog_ros.nodes.state_dir.resumes`) moves nothing:
+    its results and its logs go on. Why one function: the supervisors decided a resume each in
+    its own way, from any state file, while the server resumes only from its checkpoint.
+    """
+    resuming = resuming_line(state_dir)
+    if resuming:
+        print(f'{who}: {resuming}; the logs go on', file=sys.stderr)
+        return resuming
+    try:
+        said = set_aside_earlier_run(out, logs, nodes)
+    except OSError as err:
+        print(f'{who}: {out} holds an earlier run, which could not be moved to {PREVIOUS}/: '
+              f'{err.strerror or err}', file=sys.stderr)
+        return None
+    if said:
+        print(f'{who}: {said}', file=sys.stderr)
+    return ''

@@ -29,6 +29,8 @@ import zipfile
 
 from rog_ros import checks
 
+SERVER_STATE_FILE = 'server.pt'
+"""The server's checkpoint in a state directory: the file a server restores its run from."""
 STATE_FILE = re.compile(r'(server|worker_[0-9]+)\.pt')
 """Names of the nodes' state files in a state directory."""
 
@@ -40,6 +42,26 @@ def state_files(state_dir) -> list:
     except OSError:
         return []                       # (no folder yet: a first run)
     return sorted(n for n in names if STATE_FILE.fullmatch(n))
+
+
+def resumes(state_dir) -> bool:
+    """
+    Tell whether a server given ``state_dir`` restores a run from it (its checkpoint is there).
+
+    Why: only the server's checkpoint makes a run go on; the workers write theirs before every
+    push, the server every few iterations. A run stopped before the server's first checkpoint
+    leaves worker files only, and its server starts afresh and sets the earlier results aside:
+    a supervisor that took any state file for a resume kept the logs of a run that was not
+    resumed, and said it was.
+    """
+    return bool(state_dir) and os.path.isfile(os.path.join(state_dir, SERVER_STATE_FILE))
+
+
+def resuming_line(state_dir) -> str:
+    """Say which saved state a fleet restores from ``state_dir`` ('' when its server would not)."""
+    if not resumes(state_dir):
+        return ''
+    return f'resuming from the state in {state_dir} ({", ".join(state_files(state_dir))})'
 
 
 def unreadable_state_files(state_dir: str) -> list:
