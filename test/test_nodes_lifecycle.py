@@ -123,6 +123,28 @@ def server_and_workers(out, namespace, n, server_args=(), worker_args=()) -> tup
     return srv, workers
 
 
+def run_to_the_end(srv, workers, before_finish=lambda: None) -> dict:
+    """
+    Activate ``srv`` and ``workers``, spin them until all are idle, finish; the summary.
+
+    ``before_finish`` runs between the last spin and ``finish``. Every node is shut down,
+    whatever happens. Wall clock bounds the spinning: the run waits on real timers.
+    """
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        deadline = time.monotonic() + 120.0
+        while time.monotonic() < deadline:
+            busy = [w.spin_once() for w in workers]
+            if not srv.spin_once() and not any(busy):
+                break
+        before_finish()
+        return srv.finish()
+    finally:
+        for w in workers:
+            w.shutdown()
+        srv.shutdown()
+
+
 @pytest.fixture
 def fleet(tmp_path, monkeypatch):
     hub = in_memory_fleet(monkeypatch)
@@ -243,18 +265,7 @@ def test_each_robot_leaves_with_the_model_the_server_leaves(tmp_path, monkeypatc
         ['--iterations', '12', '--eval-every', '6', '--final-model', str(final).lower()],
         ['--model-out', str(robots) + os.sep])
     caplog.set_level(logging.INFO)
-    try:
-        assert srv.activate() and all(w.activate() for w in workers)
-        deadline = time.monotonic() + 120.0     # wall clock: the run waits on real timers
-        while time.monotonic() < deadline:
-            busy = [w.spin_once() for w in workers]
-            if not srv.spin_once() and not any(busy):
-                break
-        summary = srv.finish()
-    finally:
-        for w in workers:
-            w.shutdown()
-        srv.shutdown()
+    summary = run_to_the_end(srv, workers)
     server_model = torch.load(tmp_path / 'run' / 'model.pt', weights_only=True)
     robot_model = torch.load(robots / 'model.pt', weights_only=True)   # the last robot's
     gap = max(float((server_model[k] - robot_model[k]).abs().max()) for k in server_model)
@@ -276,19 +287,11 @@ def test_timeseries_bytes_count_the_uplink_as_the_summary_does(tmp_path, monkeyp
     monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
     srv, workers = server_and_workers(tmp_path, '/bytes', 2, ['--iterations', '10',
                                                               '--eval-every', '5'])
-    try:
-        assert srv.activate() and all(w.activate() for w in workers)
-        deadline = time.monotonic() + 120.0     # wall clock: the run waits on real timers
-        while time.monotonic() < deadline:
-            busy = [w.spin_once() for w in workers]
-            if not srv.spin_once() and not any(busy):
-                break
-        srv._last_evaluated = None      # finish() evaluates after the last transfer
-        summary = srv.finish()
-    finally:
-        for w in workers:
-            w.shutdown()
-        srv.shutdown()
+
+    def evaluate_at_the_end():
+        """Make finish() evaluate after the last transfer, as the run's last row."""
+        srv._last_evaluated = None
+    summary = run_to_the_end(srv, workers, evaluate_at_the_end)
     with open(tmp_path / 'timeseries.csv', newline='') as f:
         rows = list(csv.DictReader(f))
     assert summary['completed'] and summary['bytes_up'] > 0

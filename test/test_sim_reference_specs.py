@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 
 import pytest
 from rog_ros import checks, cli
@@ -26,7 +25,7 @@ from rog_ros.nodes import server_node
 from rog_ros.protocol.policies import adacomp as adacomp_policy
 from rog_ros.sim.runners import adacomp, aet, fleet, gsp
 from rog_ros.sim.simulator import SimConfig, simulate
-from test_nodes_lifecycle import in_memory_fleet, server_and_workers
+from test_nodes_lifecycle import in_memory_fleet, run_to_the_end, server_and_workers
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'docs')
 
@@ -189,18 +188,7 @@ def _fleet_summary(out, monkeypatch, sync: str) -> dict:
     monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
     args = ['--sync', sync]
     srv, workers = server_and_workers(out, '/keys', 2, args + ['--iterations', '4'], args)
-    try:
-        assert srv.activate() and all(w.activate() for w in workers)
-        deadline = time.monotonic() + 120.0     # wall clock: the run waits on real timers
-        while time.monotonic() < deadline:
-            busy = [w.spin_once() for w in workers]
-            if not srv.spin_once() and not any(busy):
-                break
-        return srv.finish()
-    finally:
-        for w in workers:
-            w.shutdown()
-        srv.shutdown()
+    return run_to_the_end(srv, workers)
 
 
 def test_every_key_of_a_reference_summary_is_in_outputs_md():
