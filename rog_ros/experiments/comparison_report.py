@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 
-from rog_ros.experiments.report import curve_gap, write_report
+from rog_ros.experiments.report import budget_phrase, curve_gap, write_report
 from rog_ros.experiments.seed_stats import aggregate
 from rog_ros.metrics import accuracy_at_time, atomic_write, last_periodic_time, read_timeseries
 
@@ -71,7 +71,9 @@ def write_comparison(out: str, meta: dict, say=None) -> list:
     meta['target_accuracy'] = next(iter(results.values()))[0].get('target_accuracy')
     atomic_write(os.path.join(out, 'summary.json'),
                  json.dumps({'meta': meta, 'systems': table}, indent=2) + '\n')
-    write_report(out, meta, table, series, title=meta.get('title'), gaps=gaps, say=say)
+    budget = budget_phrase(s for runs in results.values() for s in runs if not s.get('error'))
+    write_report(out, meta, table, series, title=meta.get('title'), gaps=gaps, say=say,
+                 budget=budget)
     return table
 
 

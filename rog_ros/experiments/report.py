@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import zlib
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text
@@ -114,18 +115,54 @@ def membership_markdown(table: list[dict]) -> str:
                                        '`rog report DIR/runs` draws them (`membership.png`).')
 
 
+TIME_RATIOS = (('time_to_target_s_median', 'median time to target'),
+               ('time_to_target_s', 'mean time to target'),
+               ('s_per_iteration_to_target_median', 'median s/iteration to target'))
+"""The ratios of the phase up to the target: each line says how many seeds reached it."""
+
+OTHER_RATIOS = (('s_per_iteration', 's/iteration'), ('stall_s_per_iteration', 'stall/iteration'))
+
+
+def _reached(row: dict):
+    """Return ``(seeds that reached the target, runs)`` of a table row."""
+    runs = row.get('runs') or 0
+    return int(row.get('reached_target_count') or 0), int(runs)
+
+
+def _time_ratios(a: str, ra: dict, b: str, rb: dict) -> list:
+    """Return the time-to-target parts of the line ``a / b``, with both reach counts."""
+    (na, ta), (nb, tb) = _reached(ra), _reached(rb)
+    missed = [f'{name} did not reach the target (0/{runs})'
+              for name, n, runs in ((a, na, ta), (b, nb, tb)) if not n]
+    if missed:
+        return missed
+    parts, counts = [], f'{na}/{ta} and {nb}/{tb} seeds reached'
+    for key, name in TIME_RATIOS:
+        x, y = ra.get(key), rb.get(key)
+        if x is not None and y:
+            parts.append(f'{name} {x / y:.2f}')
+        elif key.endswith('_median') and key in ra and key in rb and None in (x, y):
+            who = ' and '.join(n for n, v in ((a, x), (b, y)) if v is None)
+            parts.append(f'{name} - (that of {who} falls on a seed that missed it; {counts})')
+            counts = ''
+    if parts and counts:
+        parts[0] += f' ({counts})'
+    return parts
+
+
 def ratios_markdown(table: list[dict]) -> str:
+    """
+    Return one line per Rog system and other system: the ratios of their statistics.
+
+    The ratios of times to the target carry how many seeds of each side reached it; a side
+    that never reached it is said so (``rog:4 did not reach the target (0/3)``), not dropped.
+    """
     rows = {r['system']: r for r in table}
     out = []
     for a in [s for s in rows if s.startswith('rog')]:
         for b in [s for s in rows if not s.startswith('rog')]:
-            parts = []
-            for key, name in (('time_to_target_s_median', 'median time to target'),
-                              ('time_to_target_s', 'mean time to target'),
-                              ('s_per_iteration', 's/iteration'),
-                              ('s_per_iteration_to_target_median',
-                               'median s/iteration to target'),
-                              ('stall_s_per_iteration', 'stall/iteration')):
+            parts = _time_ratios(a, rows[a], b, rows[b])
+            for key, name in OTHER_RATIOS:
                 x, y = rows[a].get(key), rows[b].get(key)
                 if x is not None and y:
                     parts.append(f'{name} {x / y:.2f}')
@@ -241,22 +278,76 @@ def marks_legend(table: list[dict]) -> str:
             'never reached the target (counted as infinitely late).')
 
 
+def target_sentence(targets) -> str:
+    """
+    Return the report's sentence on the target accuracy of its runs; '' when none has one.
+
+    The workload sets the target, the same for every system (mpcol and eacol: the accuracy
+    before adaptation plus a set fraction of the way to the pre-trained domain's).
+    """
+    found = sorted({float(t) for t in targets if t is not None})
+    if not found:
+        return ''
+    what = ("the workload's accuracy on its held-out evaluation set that every system must "
+            'reach, the same for all (mpcol, eacol: the accuracy before adaptation plus a set '
+            "fraction of the way to the pre-trained domain's); time to target is the first "
+            'time the mean of the last 3 evaluations reached it.')
+    if len(found) == 1:
+        return f'Target accuracy {found[0]:.4g}: {what}'
+    return ('Target accuracies ' + ', '.join(f'{t:.4g}' for t in found) + ' (they differ '
+            f'between the workloads of the runs): {what}')
+
+
+def budget_phrase(summaries) -> str:
+    """Return ``'200 iterations per run'`` from the runs' ``iteration_budget``; '' if unknown."""
+    found = sorted({int(s['iteration_budget']) for s in summaries
+                    if isinstance(s.get('iteration_budget'), (int, float))
+                    and not isinstance(s.get('iteration_budget'), bool)})
+    if not found:
+        return ''
+    if len(found) == 1:
+        return f'{found[0]} iterations per run'
+    return f'iteration budgets {", ".join(map(str, found))} (they differ between runs)'
+
+
+INDICATIVE_BELOW = 5
+"""Fewer seeds than this: medians and interquartile ranges are said to be indicative only."""
+
+
+def seeds_note(table: list[dict]) -> str:
+    """Return the line under the table that says how far few seeds carry; '' from five on."""
+    counts = [int(r.get('runs') or 0) for r in table]
+    if not counts or max(counts) >= INDICATIVE_BELOW:
+        return ''
+    if max(counts) <= 1:
+        return ('One seed per system: each median [IQR] bracket is that single run, not a '
+                'spread, there is no ± and every ratio compares single runs.')
+    n = str(max(counts)) if min(counts) == max(counts) else f'{min(counts)}-{max(counts)}'
+    return (f'Medians and interquartile ranges of {n} seeds are indicative only (fewer than '
+            f'{INDICATIVE_BELOW} seeds: one more seed can move them past a neighbour).')
+
+
 def write_report(out: str, meta: dict, table: list[dict], series: dict, title=None,
-                 gaps=(), say=None) -> str:
+                 gaps=(), say=None, budget: str = '') -> str:
     """
     Write report.md and the plots; returns the report path.
 
     ``gaps``: ``(run, reason)`` of each run that draws no accuracy curve (``curve_gap``).
-    Without a working matplotlib the report is written without plots, says why, and
-    ``say(line)`` is told.
+    ``budget``: the runs' iteration budget (``budget_phrase``). Without a working matplotlib
+    the report is written without plots, says why, and ``say(line)`` is told.
     """
+    context = f'{meta["workload"]} on {meta["trace"]}'
     plots, skipped = _plots_or_why(say, write_plots, out, table, series,
-                                   meta.get('target_accuracy'))
+                                   meta.get('target_accuracy'), 'simulated time (s)', context)
+    target = target_sentence([meta.get('target_accuracy')])
     lines = [f'# {title or "rog compare"}: {meta["workload"]} on {meta["trace"]}', '',
-             f'{meta["workers"]} workers, seeds {meta["seeds"]}. Time to target: median and '
+             f'{meta["workers"]} workers, seeds {meta["seeds"]}'
+             + (f', {budget}' if budget else '') + '. ' + (target + ' ' if target else '')
+             + 'Time to target: median and '
              'interquartile range over all seeds (a seed that never reached the target counts '
-             'as infinitely late; ">" marks such a quartile), then mean ± std over the seeds '
-             'that reached it, and how many did; other columns: means over seeds. Final '
+             'as infinitely late; ">" marks such a quartile), then mean ± std (the population '
+             'standard deviation over the seeds, ddof 0) over the seeds that reached it, and '
+             'how many did; other columns: means (± population std) over seeds. Final '
              'accuracy: the last evaluation, and the mean of the evaluations in the last '
              "quarter of the run's iterations (where the optimiser settled; one evaluation "
              'moves by up to 1.6 points between neighbours): the systems at equal work. '
@@ -265,6 +356,9 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
              'accuracy then (the 3-evaluation mean time to target reads). '
              "Simulated (virtual) time; compute charged from the workload's device profile.",
              '', table_markdown(table), '']
+    note = seeds_note(table)
+    if note:
+        lines += [note, '']
     failures = failures_markdown(table)
     if failures:
         lines += ['## Failed runs (excluded from the means)', '', failures, '']
@@ -285,15 +379,117 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
     return path
 
 
+FAMILY_COLORS = {'bsp': '#1f77b4', 'ssp': '#ff7f0e', 'flown': '#2ca02c', 'rog': '#d62728'}
+"""The colour of each main family (tab10's first four), the same in every report."""
+
+CANONICAL_THRESHOLD = 4
+"""The threshold drawn in its family's own colour; other thresholds get shades of it."""
+
+SHADED_THRESHOLDS = (5, 6, 7, 8, 10, 12, 16, 20, 30, 40)
+"""Thresholds above 4 that get darker shades step by step (``rog reproduce``'s, and more)."""
+
+OTHER_COLORS = ('#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf',
+                '#c5b0d5', '#c49c94', '#f7b6d2', '#c7c7c7', '#dbdb8d', '#9edae5')
+"""tab10's last six and their tab20 light shades: the colours of every other system."""
+
+
+def _family_threshold(name: str):
+    """Return ``(family, threshold or None)`` of a main system's name, else None."""
+    family, _, rest = name.partition(':')
+    if family not in FAMILY_COLORS:
+        return None
+    if family == 'bsp':
+        return (family, None) if not rest else None
+    return (family, int(rest)) if rest.isdigit() and int(rest) > 0 else None
+
+
+def _shade(color: str, amount: float) -> str:
+    """Return ``color`` blended towards white (amount < 0) or black (amount > 0)."""
+    rgb = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    to = 255 if amount < 0 else 0
+    mixed = [round(c + (to - c) * min(abs(amount), 1.0)) for c in rgb]
+    return '#' + ''.join(f'{c:02x}' for c in mixed)
+
+
+def system_color(name: str) -> str:
+    """
+    Return the colour of system ``name``, the same in every report.
+
+    bsp, ssp:S, flown:S and rog:S have their family's colour (threshold 4 exactly, other
+    thresholds a lighter shade below 4 and a darker one above); any other name (an ablation,
+    a reference system) a colour of ``OTHER_COLORS`` picked by a checksum of the name.
+    """
+    main = _family_threshold(name)
+    if main is None:
+        return OTHER_COLORS[zlib.crc32(name.encode('utf-8')) % len(OTHER_COLORS)]
+    family, threshold = main
+    base = FAMILY_COLORS[family]
+    if threshold is None or threshold == CANONICAL_THRESHOLD:
+        return base
+    if threshold < CANONICAL_THRESHOLD:
+        return _shade(base, -0.2 * (CANONICAL_THRESHOLD - threshold))
+    if threshold in SHADED_THRESHOLDS:
+        return _shade(base, 0.06 * (SHADED_THRESHOLDS.index(threshold) + 1))
+    return _shade(base, min(0.65, 0.1 * math.log2(threshold / CANONICAL_THRESHOLD) + 0.03))
+
+
+def system_colors(names) -> dict:
+    """
+    Return ``{name: colour}`` for the systems of one plot: ``system_color``, told apart.
+
+    Two other systems whose checksums pick the same colour would read as one; the later of
+    them (in name order) takes the next free colour. Main systems never move.
+    """
+    colors = {n: system_color(n) for n in names}
+    taken = {c for n, c in colors.items() if _family_threshold(n) is not None}
+    for n in sorted(n for n in colors if _family_threshold(n) is None):
+        at = OTHER_COLORS.index(colors[n])
+        for k in range(len(OTHER_COLORS)):
+            pick = OTHER_COLORS[(at + k) % len(OTHER_COLORS)]
+            if pick not in taken:
+                colors[n] = pick
+                break
+        taken.add(colors[n])
+    return colors
+
+
+def plot_title(context: str, seeds: int, what: str = '') -> str:
+    """Return a plot's title: ``'mpcol on outdoors, mean of 2 seeds'`` (``what``: 'mean of')."""
+    n = f'{seeds} seed' + ('' if seeds == 1 else 's')
+    said = f'{what} {n}' if what else n
+    return f'{context}, {said}' if context else said
+
+
+def _seed_count(table: list[dict]) -> int:
+    """Return the most runs of one system in ``table`` (its seeds)."""
+    return max([int(r.get('runs') or 0) for r in table] or [0])
+
+
+def _system_ticks(ax, labels: list) -> None:
+    """Put the system names under their bars, slanted when they are long or many."""
+    ax.set_xticks(range(len(labels)))
+    slant = len(labels) > 1 and (max(len(x) for x in labels) > 6 or len(labels) > 6)
+    ax.set_xticklabels(labels, rotation=35 if slant else 0, ha='right' if slant else 'center',
+                       rotation_mode='anchor' if slant else 'default')
+
+
+def _bar_width(n: int) -> float:
+    """Return a bar plot's width in inches for ``n`` systems."""
+    return max(6.4, 0.75 * n + 2.0)
+
+
 def write_plots(out: str, table: list[dict], series: dict, target=None,
-                clock: str = 'simulated time (s)') -> list:
+                clock: str = 'simulated time (s)', context: str = '') -> list:
     """
     Draw the report's plots into ``out``; ``[(name, path)]``. ``clock``: the time axis.
 
+    ``context``: what the titles name before the seed count (``'mpcol on outdoors'``).
     Raises PlotsUnavailable (its one-line reason) when matplotlib does not import.
     """
     plt = _pyplot()
     made = []
+    seeds = _seed_count(table)
+    colors = system_colors(list(series) + [r['system'] for r in table])
     for xkey, name, log in (('time_s', 'accuracy_vs_time', False),
                             ('time_s', 'accuracy_vs_time_log', True),
                             ('iteration', 'accuracy_vs_iteration', False)):
@@ -301,90 +497,140 @@ def write_plots(out: str, table: list[dict], series: dict, target=None,
         for label, runs in series.items():
             xs, ys = _mean_curve(runs, xkey, log)
             if xs is not None:
-                ax.plot(xs, ys, label=label)
+                ax.plot(xs, ys, label=label, color=colors[label])
         if log:
             # the race to the target is over in the first tenth of a run; the rest is the
             # plateau where final accuracies are compared: a log axis shows both
             ax.set_xscale('log')
         ax.set_xlabel((clock + (', log scale' if log else ''))
                       if xkey == 'time_s' else 'iteration (mean over workers)')
-        ax.set_ylabel('accuracy')
+        ax.set_ylabel('accuracy (mean over seeds)')
+        ax.set_title(plot_title(context, seeds, 'mean of'), fontsize=10)
         ax.grid(alpha=0.3)
         if not ax.lines:       # no run with evaluations (every run failed): no empty plot
             plt.close(fig)
             continue
-        ax.legend()
         if target:
-            ax.axhline(target, color='grey', ls='--')
+            ax.axhline(target, color='grey', ls='--', label=f'target {target:.4g}')
+        ax.legend(fontsize=8)
         p = os.path.join(out, name + '.png')
         fig.tight_layout()
         fig.savefig(p, dpi=110)
         plt.close(fig)
         made.append((name, p))
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
     labels = [r['system'] for r in table]
+    fig, ax = plt.subplots(figsize=(_bar_width(len(labels)), 4.0))
     bottom = np.zeros(len(labels))
     for key, color in (('compute_s_per_iteration', '#4c72b0'), ('comm_s_per_iteration',
                                                                 '#dd8452'),
                        ('stall_s_per_iteration', '#c44e52')):
         vals = np.array([r.get(key) or 0.0 for r in table])
-        ax.bar(labels, vals, bottom=bottom, color=color,
+        ax.bar(range(len(labels)), vals, bottom=bottom, color=color,
                label=key.replace('_s_per_iteration', ''))
         bottom += vals
-    ax.set_ylabel('seconds per iteration')
-    ax.legend()
+    _system_ticks(ax, labels)
+    ax.set_ylabel('seconds per iteration (mean over seeds)')
+    ax.set_title(plot_title(context, seeds, 'mean of'), fontsize=10)
+    ax.legend(fontsize=8)
     p = os.path.join(out, 'time_composition.png')
     fig.tight_layout()
     fig.savefig(p, dpi=110)
     plt.close(fig)
     made.append(('time composition', p))
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    ax.bar(labels, [r.get('threshold_triggers') or 0 for r in table], color='#55a868')
+    fig, ax = plt.subplots(figsize=(_bar_width(len(labels)), 3.6))
+    ax.bar(range(len(labels)), [r.get('threshold_triggers') or 0 for r in table],
+           color=[colors[x] for x in labels])
+    _system_ticks(ax, labels)
     ax.set_ylabel('threshold triggers (mean over seeds)')
+    ax.set_title(plot_title(context, seeds, 'mean of'), fontsize=10)
     p = os.path.join(out, 'triggers.png')
     fig.tight_layout()
     fig.savefig(p, dpi=110)
     plt.close(fig)
     made.append(('threshold triggers', p))
-    p = _plot_times_per_seed(plt, out, table)
+    p = _plot_times_per_seed(plt, out, table, context)
     if p is not None:
         made.append(('time to target per seed', p))
     return made
 
 
-def _plot_times_per_seed(plt, out: str, table: list[dict]):
+LINEAR_TIME_SPAN = 5.0
+"""Times to target spanning less than this factor are drawn on a linear axis, else log."""
+
+
+def times_figure(plt, table: list[dict], context: str = ''):
     """
-    Draw every seed's time to target per system, and the median (``time_to_target.png``).
+    Return the figure of every seed's time to target per system and its median, or None.
 
     Medians hide how far apart seeds land (MPCOL ``outdoors``: BSP from 13 to 76 s): one dot
-    per seed, a bar at the median, a cross above the others for a seed that never reached
-    the target. Log-scaled time. None when no system has per-seed times.
+    per seed, a bar at the median, and a cross in a band of its own above the plot for a
+    seed that never reached the target. A log axis (plain numbers on its ticks) where the
+    times span more than ``LINEAR_TIME_SPAN``, else a linear one. None when no system has
+    per-seed times.
     """
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
     rows = [r for r in table if r.get('time_to_target_s_per_seed')]
     reached = [t for r in rows for t in r['time_to_target_s_per_seed'] if t is not None]
     if not reached:
         return None
-    top = max(reached) * 1.6
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    any_missed = any(t is None for r in rows for t in r['time_to_target_s_per_seed'])
+    colors = system_colors([r['system'] for r in rows])
+    if any_missed:
+        fig, (band, ax) = plt.subplots(
+            2, 1, sharex=True, figsize=(_bar_width(len(rows)), 4.2),
+            gridspec_kw={'height_ratios': [1, 6], 'hspace': 0.05})
+    else:
+        fig, ax = plt.subplots(figsize=(_bar_width(len(rows)), 3.8))
+        band = None
     for i, r in enumerate(rows):
         times = r['time_to_target_s_per_seed']
-        got = [t for t in times if t is not None]
         jitter = np.linspace(-0.12, 0.12, len(times)) if len(times) > 1 else [0.0]
-        ax.scatter([i + j for j, t in zip(jitter, times) if t is not None], got, s=22,
-                   color='#4c72b0', zorder=3)
+        ax.scatter([i + j for j, t in zip(jitter, times) if t is not None],
+                   [t for t in times if t is not None], s=22, color=colors[r['system']],
+                   zorder=3)
         missed = [i + j for j, t in zip(jitter, times) if t is None]
         if missed:
-            ax.scatter(missed, [top] * len(missed), marker='x', color='#c44e52', zorder=3)
+            band.scatter(missed, [0.5] * len(missed), marker='x', color='#c44e52', zorder=3)
         if r.get('time_to_target_s_median') is not None:
             ax.hlines(r['time_to_target_s_median'], i - 0.25, i + 0.25, color='black', lw=2)
-    ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels([r['system'] for r in rows])
-    ax.set_yscale('log')
+    if band is not None:
+        band.set_ylim(0, 1)
+        band.set_yticks([0.5])
+        band.set_yticklabels(['not reached'])
+        band.tick_params(axis='x', length=0)
+        band.set_facecolor('#f3f3f3')
+    (band or ax).set_title(plot_title(context, _seed_count(rows)), fontsize=10)
+    if max(reached) / max(min(reached), 1e-12) >= LINEAR_TIME_SPAN:
+        ax.set_yscale('log')
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    else:
+        ax.set_ylim(0, max(reached) * 1.1)
+    plain = ScalarFormatter()
+    plain.set_scientific(False)
+    ax.yaxis.set_major_formatter(plain)
+    _system_ticks(ax, [r['system'] for r in rows])
     ax.set_ylabel('time to target (s), per seed')
     ax.grid(alpha=0.3, axis='y', which='both')
+    handles = [Line2D([], [], ls='', marker='o', color='#555555', label='one seed'),
+               Line2D([], [], color='black', lw=2, label='median over seeds')]
+    if any_missed:
+        handles.append(Line2D([], [], ls='', marker='x', color='#c44e52',
+                              label='seed never reached the target'))
+    ax.legend(handles=handles, fontsize=8, loc='best')
+    if band is None:
+        fig.tight_layout()
+    return fig
+
+
+def _plot_times_per_seed(plt, out: str, table: list[dict], context: str = ''):
+    """Draw ``times_figure`` into ``time_to_target.png``; its path, or None when none."""
+    fig = times_figure(plt, table, context)
+    if fig is None:
+        return None
     p = os.path.join(out, 'time_to_target.png')
-    fig.tight_layout()
-    fig.savefig(p, dpi=110)
+    fig.savefig(p, dpi=110, bbox_inches='tight')
     plt.close(fig)
     return p
 
@@ -711,8 +957,16 @@ def report_run(run_dir: str, say=None) -> str:
     fleet, mixed = any(fleets), any(fleets) and not all(fleets)
     axis = ('time (s): simulated for simulated runs, wall-clock for fleets' if mixed else
             'wall-clock time (s)' if fleet else 'simulated time (s)')
+    context = ('runs of several settings' if varying else
+               f'{first.get("workload", "?")} on {first.get("trace", "?")}')
     plots, skipped = _plots_or_why(say, write_plots, run_dir, table, series,
-                                   first.get('target_accuracy'), axis)
+                                   first.get('target_accuracy'), axis, context)
+    summaries = [s for s, _, _ in runs]
+    target = target_sentence([s.get('target_accuracy') for s in summaries])
+    budget = budget_phrase(summaries)
+    said = ((f' {budget[0].upper()}{budget[1:]}.' if budget else '')
+            + (f' {target}' if target else '')
+            + ' `±`: the population standard deviation over seeds (ddof 0).')
     clock = ('simulated (virtual) time for the simulated rows and wall-clock time for the '
              'fleet rows, which do not compare' if mixed else
              'wall-clock time of a real fleet (nodes over DDS)' if fleet else
@@ -723,15 +977,18 @@ def report_run(run_dir: str, say=None) -> str:
                  f'{len(runs)} run(s) in `{run_dir}`, made with different '
                  f'{", ".join(varying)}: each row is one system at one setting, and no ratios '
                  'are drawn between them. To compare like with like, point `rog report` at '
-                 f"one run or one comparison's folder. Times are {clock}.", '',
+                 f"one run or one comparison's folder. Times are {clock}.{said}", '',
                  table_markdown(table), '']
     else:
         lines = [f'# rog report: {first.get("workload", "?")} on {first.get("trace", "?")}',
                  '', f'{len(runs)} run(s) in `{run_dir}`, {first.get("workers", "?")} '
-                 f'workers; times are {clock}.', '', table_markdown(table), '']
+                 f'workers; times are {clock}.{said}', '', table_markdown(table), '']
     legend = marks_legend(table)
     if legend:
         lines += [legend, '']
+    note = seeds_note(table)
+    if note:
+        lines += [note, '']
     ratios = '' if varying else ratios_markdown(table)
     if ratios:
         lines += ['## Ratios', '', ratios, '']
