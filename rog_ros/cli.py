@@ -108,8 +108,9 @@ def _add_sim(sub) -> None:
                         'table with units in its header, "t bw" lines, a testbed bw_replay '
                         'log, a Mahimahi trace, an iperf3 -J report or iperf output, an '
                         'HSDPA or 4G/LTE drive log), or a '
-                        'comma-separated list of them, robot r taking entry r mod k '
-                        '(default outdoors)')
+                        'comma-separated list of them, robot r taking entry r mod k; a '
+                        'file is replayed from a different offset per robot and seed, '
+                        'looping (default outdoors)')
     p.add_argument('--iterations', type=int, default=None,
                    help='iterations per worker (default: the workload budget; --toy: 40)')
     p.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
@@ -520,7 +521,9 @@ def _add_compare(sub) -> None:
     p.add_argument('--workload', default='mpcol', help='workload (default mpcol)')
     p.add_argument('--trace', default='outdoors',
                    help='trace preset or file (any format --trace of rog sim takes), or a '
-                        'comma-separated list, robot r taking entry r mod k (default outdoors)')
+                        'comma-separated list, robot r taking entry r mod k; a file is '
+                        'replayed from a different offset per robot and seed, looping '
+                        '(default outdoors)')
     p.add_argument('--systems', default=DEFAULT_COMPARE_SYSTEMS,
                    help=f'comma-separated systems (default {DEFAULT_COMPARE_SYSTEMS}, 5 '
                         'seeds in 7 to 17 minutes on 2 cores, by machine; add ssp:20,rog:20 '
@@ -601,7 +604,11 @@ def _add_reproduce(sub) -> None:
     p.add_argument('--workers', type=int, default=None, help='workers (default 4; rog only)')
     p.add_argument('--iterations', type=int, default=None,
                    help='iterations per worker (rog only)')
-    p.add_argument('--quick', action='store_true', help='one seed, fewer thresholds')
+    p.add_argument('--quick', action='store_true',
+                   help='one seed, fewer thresholds: 29 MPCOL runs and 4 EACOL ConvMLP-M runs, '
+                        'about 30 minutes on 2 cores (without --quick: 5 seeds and all '
+                        'thresholds, hours); interrupted, it resumes when run again into the '
+                        'same --out')
     p.add_argument('--no-eacol-m', action='store_true',
                    help='skip EACOL with ConvMLP-M messages (surrogate compute, outdoors; rog '
                         'only)')

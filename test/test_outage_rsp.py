@@ -288,6 +288,22 @@ def test_a_robot_still_out_when_the_fleet_finishes_stops_instead_of_training_alo
     check_invariants(harness, server, workers)
 
 
+def test_a_robot_stopped_after_the_fleet_says_what_it_computed_and_its_clock():
+    # the sentence said 'with its clock 1 iterations short of its budget' while the summary
+    # said the robot computed 13 of 100: its clock had jumped ahead when it caught up
+    from rog_ros.protocol import events
+    harness, server, _, _ = run(dip=(0.5, 60.0))
+    (_, stop), = logs(harness.stats, 'stopped_after_fleet')
+    computed = harness.stats.iterations[2]
+    assert stop.info == {'computed': computed, 'budget': 100, 'clock': server.clock[2]}
+    assert computed < server.clock[2]
+    text = events.describe(stop)[1]
+    assert text.startswith(f'robot 2 stopped having computed {computed} of its 100 '
+                           f'iterations (its clock {server.clock[2]}: it caught up with the '
+                           'fleet)')
+    assert 'short of its budget' not in text
+
+
 def test_a_start_up_period_does_not_set_the_fleets_pace():
     # The first push period holds a robot's start-up (first whole-model pull, the fleet
     # forming): seeded with it, the pace and so the outage bound stayed ~10x too long for a

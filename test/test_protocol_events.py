@@ -63,6 +63,11 @@ def test_the_sentences_carry_the_numbers_that_decided():
     assert level == logging.WARNING and '1 robots' in text and '2 needed' in text
     assert '3 iterations short' in events.describe(Log('stopped_after_fleet', 3.0, 1))[1]
     assert 'at its budget' in events.describe(Log('stopped_after_fleet', 0.0, 1))[1]
+    # the simulator adds what the robot computed: its clock jumped ahead when it caught up
+    text = events.describe(Log('stopped_after_fleet', 1.0, 1,
+                               {'computed': 13, 'budget': 100, 'clock': 99}))[1]
+    assert text.startswith('robot 1 stopped having computed 13 of its 100 iterations (its '
+                           'clock 99: it caught up with the fleet): the fleet finished')
 
 
 def test_metrics_are_not_logged():

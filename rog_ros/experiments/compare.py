@@ -31,7 +31,7 @@ import sys
 import time
 
 from rog_ros.children import run_in_processes
-from rog_ros.experiments.comparison_report import run_dir, write_comparison
+from rog_ros.experiments.comparison_report import comparison_meta, run_dir, write_comparison
 from rog_ros.metrics import atomic_write
 from rog_ros.sim import systems
 from rog_ros.sim.simulator import (config_workload, DEFAULT_EVALUATIONS, iteration_budget,
@@ -219,13 +219,6 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     labels = labels or {}
     overrides = overrides or {}
     jobs = [(s, seed) for s in systems for seed in seeds]
-    bar = None
-    if not quiet:
-        try:
-            from tqdm import tqdm
-            bar = tqdm(total=len(jobs), desc='rog compare', unit='run', file=sys.stderr)
-        except ImportError:
-            bar = None
     t_start = time.time()
     todo, stale = [], []
     built = None      # the runs' workload, shared so that reuse builds it at most once
@@ -245,6 +238,17 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     if stale and not quiet:
         print(f'rog compare: {len(stale)} run(s) in {os.path.join(out, "runs")} were made with '
               f'other settings ({stale[0]}): running them again', file=sys.stderr)
+    reused = len(jobs) - len(todo)
+    if reused and not quiet:
+        print(f'rog compare: {reused} finished run{"" if reused == 1 else "s"} in '
+              f'{os.path.join(out, "runs")} reused, {len(todo)} to run', file=sys.stderr)
+    bar = None
+    if todo and not quiet:      # the runs to run only: reused ones take no time
+        try:
+            from tqdm import tqdm
+            bar = tqdm(total=len(todo), desc='rog compare', unit='run', file=sys.stderr)
+        except ImportError:
+            bar = None
     n_jobs = max(1, min(jobs_parallel or (os.cpu_count() or 1), len(todo) or 1))
     calls = [(cfg, run_dir(out, cfg.label, cfg.seed)) for cfg in todo]
     try:
@@ -262,17 +266,54 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
             bar.close()            # (Ctrl-C: the CLI's last line goes below the bar)
         raise
     if bar is not None:
-        bar.update(len(jobs) - len(todo))
         bar.close()
+    this_call = time.time() - t_start
+    earlier = (comparison_meta(out) or {}) if reused else {}
     meta = {'workload': workload, 'trace': trace, 'workers': workers, 'seeds': seeds,
             'workload_options': dict(workload_options or {}),
-            'systems': [labels.get(s, s) for s in systems], 'wall_s': time.time() - t_start}
+            'systems': [labels.get(s, s) for s in systems],
+            'iteration_budget': _runs_budget(out, [labels.get(s, s) for s in systems], seeds,
+                                             iterations),
+            # the time the comparison took: a call that reuses runs adds its own to the time
+            # of the call(s) that made them, so that a rerun does not record 0.03 s
+            'wall_s': _number(earlier.get('wall_s')) + this_call,
+            'wall_s_this_call': this_call, 'runs_reused': reused}
     if title:
         meta['title'] = title
     table = write_comparison(
         out, meta, say=None if quiet else
         lambda line: print(f'rog compare: {line}', file=sys.stderr))
     return {'meta': meta, 'systems': table}
+
+
+def _number(value) -> float:
+    """Return ``value`` as a float, 0.0 for a missing or non-numeric one."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _runs_budget(out: str, labels: list, seeds: list, iterations: int | None) -> int | None:
+    """
+    Return the per-robot iteration budget the runs of a comparison in ``out`` were given.
+
+    What the runs' summaries record (``iteration_budget``, resolved from the workload without
+    ``--iterations``), else ``iterations`` (None: no finished run recorded one).
+    """
+    budgets = []
+    for label in labels:
+        for seed in seeds:
+            try:
+                with open(os.path.join(run_dir(out, label, seed), 'summary.json')) as f:
+                    budget = json.load(f).get('iteration_budget')
+            except (OSError, ValueError, AttributeError):
+                continue
+            if budget is not None:
+                budgets.append(int(budget))
+    if budgets:
+        return max(set(budgets), key=budgets.count)
+    return int(iterations) if iterations else None
 
 
 def ratio(table: list[dict], key: str, a: str, b: str) -> float | None:

@@ -133,6 +133,14 @@ def _diverged(log) -> Tuple[int, str]:
 
 def _after_fleet(log) -> Tuple[int, str]:
     short = int(log.value)
+    i = log.info
+    if i.get('computed') is not None and i.get('budget') is not None:    # the simulator's
+        clock = i.get('clock', int(i['budget']) - short)
+        caught_up = (f' (its clock {clock}: it caught up with the fleet)'
+                     if clock != i['computed'] else '')
+        return INFO, (f'robot {log.worker} stopped having computed {i["computed"]} of its '
+                      f'{i["budget"]} iterations{caught_up}: the fleet finished while it was '
+                      'out for its link')
     # (its clock, not its computations: a robot that catches up after an outage skips to the
     # fleet's clock minus S, so it computed fewer iterations than the clock says)
     done = (f'with its clock {short} iterations short of its budget' if short > 0

@@ -32,7 +32,7 @@ harness is what the protocol tests and ``rog sim --toy`` use.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import heapq
 import itertools
 import math
@@ -143,6 +143,21 @@ class Harness:
         for extra in delays:
             self._push(arrival + extra, 'deliver', src, dst, msg)
 
+    def _with_counts(self, log: Log) -> Log:
+        """
+        Return a robot's ``stopped_after_fleet`` log with what it computed, its clock and budget.
+
+        Its value is the budget minus its clock, and its clock is not what it computed: a robot
+        that catches up after an outage skips to the fleet's clock minus S, so the sentence
+        says both (``iterations_per_robot`` of the summary is ``computed``).
+        """
+        budget = getattr(self.server, 'max_iterations', None)
+        if budget is None or not 0 <= log.worker < len(self.stats.iterations):
+            return log
+        info = dict(log.info, computed=int(self.stats.iterations[log.worker]),
+                    budget=int(budget), clock=int(budget - log.value))
+        return replace(log, info=info)
+
     def _handle(self, node: int, actions: list) -> None:
         for a in actions:
             if isinstance(a, SaveState):
@@ -157,6 +172,8 @@ class Harness:
                         if a.overlapped else None)
                 self._push(t, 'compute', node, a.clock, self._gen[node], grad)
             elif isinstance(a, Log):
+                if a.name == 'stopped_after_fleet':
+                    a = self._with_counts(a)
                 if self.recorder is not None:
                     self.recorder.on_log(self.now, node, a)
                 if self.log_events:

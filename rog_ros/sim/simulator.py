@@ -162,6 +162,26 @@ def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> lis
     return out
 
 
+def trace_offsets(spec: str, n: int, seed: int) -> list | None:
+    """
+    Return where in its trace file each robot's replay starts (s), as ``make_traces`` does.
+
+    One entry per robot: ``file_offsets(...)[r]`` for a robot that replays a file (looping at
+    its end), None for one that follows a preset (generated for it, from its start). None
+    when no robot replays a file.
+    """
+    entries = trace_spec.sources(spec)
+    durations = {e: traces.load_trace(e, loop=True).duration_s for e in set(entries)
+                 if e not in traces.PRESETS and os.path.exists(e)}
+    if not durations:
+        return None
+    out = []
+    for r in range(n):
+        entry = entries[r % len(entries)]
+        out.append(file_offsets(durations[entry], n, seed)[r] if entry in durations else None)
+    return out
+
+
 def iteration_budget(cfg: SimConfig, wl) -> int:
     """
     Return the per-worker budget a run of ``cfg`` on workload ``wl`` is given.
@@ -233,6 +253,8 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
                 cfg, None if cfg.iterations else workloads.get(cfg.workload))
         rec.extra.setdefault('workload_options', dict(cfg.workload_options or {}))
         rec.extra.setdefault('start_model', _start_of(cfg))
+        # where each robot's replay of a trace file started (None: presets only)
+        rec.extra.setdefault('trace_offsets_s', trace_offsets(cfg.trace, cfg.workers, cfg.seed))
         return rec
     finally:
         torch.set_num_threads(threads)

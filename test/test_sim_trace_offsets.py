@@ -1,0 +1,73 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""A run's summary says where in a trace file each robot's replay started."""
+
+import os
+
+import pytest
+from rog_ros import cli
+from rog_ros.sim.simulator import file_offsets, make_traces, SimConfig, simulate
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _fifty_second_trace(path):
+    """Write a 50 s trace file: 50 Mbit/s for 10 s, then 2 Mbit/s."""
+    with open(path, 'w') as f:
+        f.write(''.join(f'{t},{50 if t < 10 else 2}\n' for t in range(0, 50, 5)))
+
+
+def _summary(trace: str, system: str = 'bsp', seed: int = 0) -> dict:
+    """Return the summary of a tiny four-robot toy run of ``system`` on ``trace``."""
+    return simulate(SimConfig(workload='toy', system=system, workers=4, trace=trace, seed=seed,
+                              iterations=3, evaluations=1, eval_samples=32)).summary()
+
+
+@pytest.mark.parametrize('system', ['bsp', 'adacomp'])
+def test_a_file_traces_offsets_are_in_the_summary(tmp_path, system):
+    trace = str(tmp_path / 'fifty.csv')
+    _fifty_second_trace(trace)
+    for seed in (0, 1):
+        offsets = _summary(trace, system, seed)['trace_offsets_s']
+        assert offsets == pytest.approx(file_offsets(50, 4, seed))
+        assert offsets == pytest.approx([off for _, off in make_traces(trace, 4, seed)])
+    assert _summary(trace)['trace_offsets_s'] == pytest.approx([4.6, 13.3, 26.7, 43.0],
+                                                               abs=0.05)
+
+
+def test_presets_are_not_offset(tmp_path):
+    trace = str(tmp_path / 'fifty.csv')
+    _fifty_second_trace(trace)
+    assert _summary('indoors')['trace_offsets_s'] is None
+    mixed = _summary(f'{trace},indoors')['trace_offsets_s']
+    assert mixed[1] is None and mixed[3] is None
+    assert mixed[0] == pytest.approx(file_offsets(50, 4, 0)[0])
+    assert mixed[2] == pytest.approx(file_offsets(50, 4, 0)[2])
+
+
+@pytest.mark.parametrize('command', ['sim', 'compare'])
+def test_trace_help_says_a_file_is_replayed_from_per_robot_offsets(command, capsys, monkeypatch):
+    monkeypatch.setenv('COLUMNS', '400')           # one line per option: no wrapping
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args([command, '--help'])
+    text = ' '.join(capsys.readouterr().out.split())
+    assert 'a file is replayed from a different offset per robot and seed, looping' in text
+
+
+def test_readme_says_a_file_is_replayed_from_per_robot_offsets():
+    with open(os.path.join(ROOT, 'README.md')) as f:
+        text = ' '.join(f.read().split())
+    assert 'a file is replayed from a different offset per robot and seed, looping' in text
+    assert '`trace_offsets_s`' in text
