@@ -151,15 +151,30 @@ def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> lis
                              f'{sorted(traces.PRESETS)}')
     files = {e: traces.load_trace(e, loop=True) for e in set(entries) if e not in traces.PRESETS}
     out = []
-    for r in range(n):
-        entry = entries[r % len(entries)]
-        if entry in files:
-            base = files[entry]
-            out.append((base, file_offsets(base.duration_s, n, seed)[r]))
+    for r, (entry, offset) in enumerate(_replay_plan(entries, n, seed, files)):
+        if offset is not None:
+            out.append((files[entry], offset))
         else:
             out.append((traces.generate(entry, duration_s=duration_s, seed=seed * 1000 + r,
                                         robot=r, fleet=n), 0.0))
     return out
+
+
+def _replay_plan(entries: list, n: int, seed: int, files: dict) -> list:
+    """
+    Return each robot's ``(entry, offset_s)``; a preset's offset is None (it starts at 0).
+
+    Robot r follows entry r mod k, a file from its seeded offset ``file_offsets(...)[r]``. One
+    plan for ``make_traces``, which builds the links, and ``trace_offsets``, which says
+    where they started, so the two cannot drift apart.
+    """
+    plan = []
+    for r in range(n):
+        entry = entries[r % len(entries)]
+        offset = (file_offsets(files[entry].duration_s, n, seed)[r] if entry in files
+                  else None)
+        plan.append((entry, offset))
+    return plan
 
 
 def trace_offsets(spec: str, n: int, seed: int) -> list | None:
@@ -171,15 +186,11 @@ def trace_offsets(spec: str, n: int, seed: int) -> list | None:
     when no robot replays a file.
     """
     entries = trace_spec.sources(spec)
-    durations = {e: traces.load_trace(e, loop=True).duration_s for e in set(entries)
-                 if e not in traces.PRESETS and os.path.exists(e)}
-    if not durations:
+    files = {e: traces.load_trace(e, loop=True) for e in set(entries)
+             if e not in traces.PRESETS and os.path.exists(e)}
+    if not files:
         return None
-    out = []
-    for r in range(n):
-        entry = entries[r % len(entries)]
-        out.append(file_offsets(durations[entry], n, seed)[r] if entry in durations else None)
-    return out
+    return [offset for _, offset in _replay_plan(entries, n, seed, files)]
 
 
 def iteration_budget(cfg: SimConfig, wl) -> int:
