@@ -272,8 +272,6 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     meta = {'workload': workload, 'trace': trace, 'workers': workers, 'seeds': seeds,
             'workload_options': dict(workload_options or {}),
             'systems': [labels.get(s, s) for s in systems],
-            'iteration_budget': _runs_budget(out, [labels.get(s, s) for s in systems], seeds,
-                                             iterations),
             # the time the comparison took: a call that reuses runs adds its own to the time
             # of the call(s) that made them, so that a rerun does not record 0.03 s
             'wall_s': _number(earlier.get('wall_s')) + this_call,
@@ -292,28 +290,6 @@ def _number(value) -> float:
         return float(value)
     except (TypeError, ValueError):
         return 0.0
-
-
-def _runs_budget(out: str, labels: list, seeds: list, iterations: int | None) -> int | None:
-    """
-    Return the per-robot iteration budget the runs of a comparison in ``out`` were given.
-
-    What the runs' summaries record (``iteration_budget``, resolved from the workload without
-    ``--iterations``), else ``iterations`` (None: no finished run recorded one).
-    """
-    budgets = []
-    for label in labels:
-        for seed in seeds:
-            try:
-                with open(os.path.join(run_dir(out, label, seed), 'summary.json')) as f:
-                    budget = json.load(f).get('iteration_budget')
-            except (OSError, ValueError, AttributeError):
-                continue
-            if budget is not None:
-                budgets.append(int(budget))
-    if budgets:
-        return max(set(budgets), key=budgets.count)
-    return int(iterations) if iterations else None
 
 
 def ratio(table: list[dict], key: str, a: str, b: str) -> float | None:

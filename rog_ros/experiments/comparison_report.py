@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import os
 
-from rog_ros.experiments.report import budget_phrase, curve_gap, write_report
+from rog_ros.experiments.report import budget_phrase, curve_gap, iteration_budgets, \
+    write_report
 from rog_ros.experiments.seed_stats import aggregate
 from rog_ros.metrics import accuracy_at_time, atomic_write, last_periodic_time, read_timeseries
 
@@ -69,11 +70,13 @@ def write_comparison(out: str, meta: dict, say=None) -> list:
     add_equal_time_accuracy(results, timeseries)
     table = [aggregate(v) for v in results.values()]
     meta['target_accuracy'] = next(iter(results.values()))[0].get('target_accuracy')
+    finished = [s for runs in results.values() for s in runs if not s.get('error')]
+    budgets = iteration_budgets(finished)      # the most common one (--iterations, or default)
+    meta['iteration_budget'] = max(set(budgets), key=budgets.count) if budgets else None
     atomic_write(os.path.join(out, 'summary.json'),
                  json.dumps({'meta': meta, 'systems': table}, indent=2) + '\n')
-    budget = budget_phrase(s for runs in results.values() for s in runs if not s.get('error'))
     write_report(out, meta, table, series, title=meta.get('title'), gaps=gaps, say=say,
-                 budget=budget)
+                 budget=budget_phrase(finished))
     return table
 
 

@@ -298,11 +298,16 @@ def target_sentence(targets) -> str:
             f'between the workloads of the runs): {what}')
 
 
+def iteration_budgets(summaries) -> list:
+    """Return the ``iteration_budget`` of each run summary that records a whole number."""
+    return [int(s['iteration_budget']) for s in summaries
+            if isinstance(s.get('iteration_budget'), (int, float))
+            and not isinstance(s.get('iteration_budget'), bool)]
+
+
 def budget_phrase(summaries) -> str:
     """Return ``'200 iterations per run'`` from the runs' ``iteration_budget``; '' if unknown."""
-    found = sorted({int(s['iteration_budget']) for s in summaries
-                    if isinstance(s.get('iteration_budget'), (int, float))
-                    and not isinstance(s.get('iteration_budget'), bool)})
+    found = sorted(set(iteration_budgets(summaries)))
     if not found:
         return ''
     if len(found) == 1:
