@@ -182,10 +182,11 @@ def _sigint_deferred():
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        # (None: a handler set outside Python, which cannot be put back: the default then)
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
         if caught and callable(previous):
             previous(signal.SIGINT, caught[0])       # Python's: KeyboardInterrupt
-        elif caught and previous == signal.SIG_DFL:
+        elif caught and previous != signal.SIG_IGN:   # SIG_DFL, or a handler set in C (None)
             os.kill(os.getpid(), signal.SIGINT)
 
 
