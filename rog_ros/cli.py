@@ -605,8 +605,9 @@ def _add_reproduce(sub) -> None:
     p.add_argument('--iterations', type=int, default=None,
                    help='iterations per worker (rog only)')
     p.add_argument('--quick', action='store_true',
-                   help='one seed, fewer thresholds: 29 MPCOL runs and 4 EACOL ConvMLP-M runs, '
-                        'about 30 minutes on 2 cores (without --quick: 5 seeds and all '
+                   help='one seed, fewer thresholds: 29 MPCOL runs (24 computed, 5 copies of '
+                        'an identical run another part made) and 4 EACOL ConvMLP-M runs, '
+                        'about 25 minutes on 2 cores (without --quick: 5 seeds and all '
                         'thresholds, hours); interrupted, it resumes when run again into the '
                         'same --out')
     p.add_argument('--no-eacol-m', action='store_true',

@@ -20,13 +20,18 @@ Each (system, seed) run is a ``simulate`` call writing its own ``summary.json`` 
 seeds, and how many seeds reached the target), ``DIR/report.md`` and PNG plots.
 A finished run in DIR is reused, so an interrupted comparison resumes; one made with other
 settings (another trace, fleet size, budget, workload options, starting weights or
-evaluation count: a rerun into the same DIR) is run again, and the comparison says so.
+evaluation count: a rerun into the same DIR) or by an older simulator (``RUN_VERSION``) is run
+again, and the comparison says so. A caller running several comparisons (``rog reproduce``)
+names the others' directories in ``reuse_from``: a run they hold of the identical
+configuration is copied, not run again.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -42,6 +47,21 @@ from rog_ros.workloads.base import checkpoint_source
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 """Seeds of a default ``rog compare``: five, so that a median and an interquartile range mean
 something (outdoor traces hold a rate for 10-90 s, and one unlucky alignment moves a mean)."""
+
+
+RUN_VERSION = 2
+"""
+Version of the numbers a comparison's run records, written to its summary as ``run_version``.
+
+A stored run of another version is run again, not reused: its numbers would not be this
+simulator's for the same configuration. 2: bytes are the server engine's counts (commit
+01bc429: 3-13 % above the earlier counts, which were the engines' rate samples' and could
+leave a transfer's first chunk out; times and accuracies identical), so a resumed comparison
+would mix two byte counts in its MB column. A run with no ``run_version`` counts as 1: that
+holds every run made before the field was written, including the few made after 01bc429,
+which cannot be told apart. Raise it, and say why here, when a change alters what a run of the
+same configuration records.
+"""
 
 
 class _Workload:
@@ -125,6 +145,81 @@ def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None = None
     return ', '.join(wrong) if wrong else None
 
 
+def _not_reusable(d: str, cfg: SimConfig, workload: _Workload | None = None) -> str | None:
+    """
+    Return None if run directory ``d`` holds a finished run of ``cfg`` to reuse, else why not.
+
+    The reuse check of a comparison: the settings ``_other_settings`` compares, a run of this
+    ``RUN_VERSION``, and every other field of its recorded ``run_config`` equal to ``cfg``'s
+    (policy overrides, latency, learning rate...: a rerun into the same DIR with any of them
+    changed runs again) ('' when there is no finished run: run it).
+    """
+    why = _other_settings(d, cfg, workload=workload)
+    if why is not None:
+        return why
+    with open(os.path.join(d, 'summary.json')) as f:
+        summary = json.load(f)
+    version = summary.get('run_version', 1)
+    if version != RUN_VERSION:
+        return (f'an older rog, run version {version} not {RUN_VERSION}: its byte counts were '
+                "not the server engine's")
+    recorded, wanted = summary.get('run_config') or {}, run_config(cfg)
+    other = sorted(k for k in wanted.keys() - _CHECKED_APART
+                   if recorded.get(k, wanted[k]) != wanted[k])
+    if other:
+        return ', '.join(f'{k} {recorded[k]!r}' for k in other)
+    return None
+
+
+_CHECKED_APART = frozenset({'trace', 'iterations', 'init_model', 'workers', 'evaluations',
+                            'workload_options'})
+"""
+Configuration fields ``_other_settings`` checks on what they mean, not as recorded.
+
+A trace file's contents, the budget (None: the workload's), the starting weights' fingerprint
+(the same weights under another path are the same start) and so on; every other field of a
+recorded ``run_config`` must equal the new run's for the run to be reused.
+"""
+
+
+def run_config(cfg: SimConfig) -> dict:
+    """Return every field of ``cfg`` as JSON data: a run's identity, as its summary records it."""
+    return json.loads(json.dumps(asdict(cfg), sort_keys=True, default=str))
+
+
+def _same_run(d: str, cfg: SimConfig, workload: _Workload) -> bool:
+    """
+    Tell whether run directory ``d`` (another comparison's) holds a run to copy for ``cfg``.
+
+    It must pass this comparison's own reuse check and have recorded a ``run_config`` equal to
+    ``cfg``'s in every field (system spec, policy overrides, seed, trace, budget, label...):
+    a run whose configuration differs in any way is not the same run.
+    """
+    if _not_reusable(d, cfg, workload) is not None:
+        return False
+    with open(os.path.join(d, 'summary.json')) as f:
+        return json.load(f).get('run_config') == run_config(cfg)
+
+
+def _copy_run(src: str, dst: str) -> None:
+    """
+    Copy the finished run in ``src`` into ``dst``, its ``summary.json`` last.
+
+    ``dst``'s summary goes first, so that a copy cut short leaves no finished run behind: the
+    next call copies it again (a run is finished when its summary says so).
+    """
+    os.makedirs(dst, exist_ok=True)
+    summary = os.path.join(dst, 'summary.json')
+    if os.path.exists(summary):
+        os.remove(summary)
+    names = sorted(n for n in os.listdir(src)
+                   if n != 'summary.json' and os.path.isfile(os.path.join(src, n)))
+    for name in names + ['summary.json']:
+        part = os.path.join(dst, f'.{name}.part')
+        shutil.copy2(os.path.join(src, name), part)
+        os.replace(part, os.path.join(dst, name))
+
+
 def _same_trace_files(summary: dict, spec: str) -> bool:
     """
     Tell whether the trace files ``spec`` names hold what they held for a run's ``summary``.
@@ -187,10 +282,14 @@ def _run_one(cfg: SimConfig, out_dir: str) -> dict:
     """
     Simulate one configuration and write its files (runs in a worker process).
 
-    A run that raises is a failed run, not a failed comparison: its summary says why.
+    A run that raises is a failed run, not a failed comparison: its summary says why. A run
+    records ``RUN_VERSION`` and its ``run_config``, which reuse and copies check.
     """
     try:
-        return simulate(cfg).write(out_dir)
+        rec = simulate(cfg)
+        rec.extra['run_version'] = RUN_VERSION
+        rec.extra['run_config'] = run_config(cfg)
+        return rec.write(out_dir)
     except Exception as err:  # noqa: B902 - any failure of one run is reported, not raised
         return _failed_run(cfg, out_dir, err)
 
@@ -208,19 +307,24 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
             out: str, iterations: int | None = None, overrides: dict | None = None,
             labels: dict | None = None, quiet: bool = False, title: str | None = None,
             jobs_parallel: int | None = None, sim_options: dict | None = None,
-            workload_options: dict | None = None) -> dict:
+            workload_options: dict | None = None, reuse_from: list | None = None,
+            prefix: str = 'rog compare') -> dict:
     """
     Run every system x seed (resuming finished runs) and write the report.
 
     ``sim_options`` sets further SimConfig fields of every run (e.g. ``evaluations``);
     ``workload_options`` is passed to the workload (e.g. the EACOL model, surrogate compute).
+    ``reuse_from``: other comparisons' directories; a run to run here whose configuration is
+    identical to a finished run's there (``_same_run``) is copied into ``out`` instead.
+    ``prefix``: what the progress bar and the messages on stderr are labelled with.
     """
     os.makedirs(out, exist_ok=True)
     labels = labels or {}
     overrides = overrides or {}
+    others = [o for o in (reuse_from or ()) if os.path.abspath(o) != os.path.abspath(out)]
     jobs = [(s, seed) for s in systems for seed in seeds]
     t_start = time.time()
-    todo, stale = [], []
+    todo, stale, copied = [], [], []
     built = None      # the runs' workload, shared so that reuse builds it at most once
     for system, seed in jobs:
         label = labels.get(system, system)
@@ -230,23 +334,33 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
                         trace=trace, seed=seed, iterations=iterations, label=label,
                         policy_overrides=overrides.get(system, {}), **(sim_options or {}))
         built = built or _Workload(cfg)
-        why = _other_settings(d, cfg, workload=built)
-        if why is not None:
-            todo.append(cfg)
+        why = _not_reusable(d, cfg, workload=built)
+        if why is None:
+            continue
+        same = [o for o in others if _same_run(run_dir(o, label, seed), cfg, built)]
+        if same:
+            _copy_run(run_dir(same[0], label, seed), d)
+            copied.append(same[0])
+            continue
+        todo.append(cfg)
         if why:
             stale.append(why)
     if stale and not quiet:
-        print(f'rog compare: {len(stale)} run(s) in {os.path.join(out, "runs")} were made with '
+        print(f'{prefix}: {len(stale)} run(s) in {os.path.join(out, "runs")} were made with '
               f'other settings ({stale[0]}): running them again', file=sys.stderr)
+    if copied and not quiet:
+        print(f'{prefix}: {len(copied)} run{"" if len(copied) == 1 else "s"} of the identical '
+              f'configuration copied from {", ".join(sorted(set(copied)))}, not run again',
+              file=sys.stderr)
     reused = len(jobs) - len(todo)
     if reused and not quiet:
-        print(f'rog compare: {reused} finished run{"" if reused == 1 else "s"} in '
+        print(f'{prefix}: {reused} finished run{"" if reused == 1 else "s"} in '
               f'{os.path.join(out, "runs")} reused, {len(todo)} to run', file=sys.stderr)
     bar = None
     if todo and not quiet:      # the runs to run only: reused ones take no time
         try:
             from tqdm import tqdm
-            bar = tqdm(total=len(todo), desc='rog compare', unit='run', file=sys.stderr)
+            bar = tqdm(total=len(todo), desc=prefix, unit='run', file=sys.stderr)
         except ImportError:
             bar = None
     n_jobs = max(1, min(jobs_parallel or (os.cpu_count() or 1), len(todo) or 1))
@@ -280,7 +394,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
         meta['title'] = title
     table = write_comparison(
         out, meta, say=None if quiet else
-        lambda line: print(f'rog compare: {line}', file=sys.stderr))
+        lambda line: print(f'{prefix}: {line}', file=sys.stderr))
     return {'meta': meta, 'systems': table}
 
 

@@ -14,7 +14,10 @@
 """
 ``rog reproduce``: the paper's experiment set in the simulator, one report.
 
-Parts (each a ``compare`` in its own sub-directory, so an interrupted run resumes):
+Parts (each a ``compare`` in its own sub-directory, so an interrupted run resumes; a run
+whose configuration is identical to one another part holds, such as ``rog:4`` on
+``outdoors`` in the main comparison, the thresholds and the ablations, is run once and copied
+into the other parts, so that each part's directory holds all of its runs):
 
 1. indoors and outdoors comparisons of BSP, SSP, FLOWN and Rog;
 2. threshold sensitivity: Rog and SSP at S = 2..8, 20, 30, 40;
@@ -82,35 +85,43 @@ def reproduce(out: str, workloads=('mpcol',), seeds=DEFAULT_SEEDS['rog'], worker
     sections = ['# rog reproduce', '',
                 f'Simulated, {workers} workers, seeds {list(seeds)}. Each section links its own '
                 'report with plots.', '']
+    parts = [os.path.join(out, f'{wl}-{part}') for wl in workloads
+             for part in ('indoors', 'outdoors', 'thresholds', 'ablations')]
+    parts += [os.path.join(out, 'eacol-convmlp-m-outdoors')] if eacol_m else []
+
+    def run_part(d, wl, trace, systems, iterations, **options):
+        """Compare in part ``d``, copying runs the other parts hold of the same configuration."""
+        return compare(wl, trace, systems, workers, list(seeds), d, iterations,
+                       reuse_from=parts, prefix=f'reproduce: {os.path.basename(d)}', **options)
     for wl in workloads:
         for trace in ('indoors', 'outdoors'):
             d = os.path.join(out, f'{wl}-{trace}')
-            res = compare(wl, trace, MAIN_SYSTEMS, workers, list(seeds), d, iterations,
-                          title=f'{wl} {trace}')
+            res = run_part(d, wl, trace, MAIN_SYSTEMS, iterations, title=f'{wl} {trace}')
             sections += [f'## {wl}, {trace}', '', table_markdown(res['systems']), '',
                          ratios_markdown(res['systems']), '',
                          f'[details]({os.path.relpath(d, out)}/report.md)', '']
         thresholds = THRESHOLDS[:4] + [20] if quick else THRESHOLDS
         systems = [f'rog:{s}' for s in thresholds] + [f'ssp:{s}' for s in thresholds]
         d = os.path.join(out, f'{wl}-thresholds')
-        res = compare(wl, 'outdoors', systems, workers, list(seeds), d, iterations,
-                      title=f'{wl} threshold sensitivity')
+        res = run_part(d, wl, 'outdoors', systems, iterations,
+                       title=f'{wl} threshold sensitivity')
         sections += [f'## {wl}: threshold sensitivity (outdoors)', '',
                      table_markdown(res['systems']), '',
                      f'[details]({os.path.relpath(d, out)}/report.md)', '']
         d = os.path.join(out, f'{wl}-ablations')
-        # 'rog:4#name' runs rog:4 with the ablation's policy overrides, labelled 'name'
-        systems = [f'rog:4#{k}' for k in ABLATIONS]
-        res = compare(wl, 'outdoors', systems, workers, list(seeds), d, iterations,
-                      overrides={f'rog:4#{k}': v for k, v in ABLATIONS.items()},
-                      labels={f'rog:4#{k}': k for k in ABLATIONS}, title=f'{wl} ablations')
+        # 'rog:4#name' runs rog:4 with the ablation's policy overrides, labelled 'name'; the
+        # baseline is plain rog:4, the very run of the main comparison (copied, not rerun)
+        specs = {k: k if k == 'rog:4' else f'rog:4#{k}' for k in ABLATIONS}
+        res = run_part(d, wl, 'outdoors', list(specs.values()), iterations,
+                       overrides={specs[k]: v for k, v in ABLATIONS.items()},
+                       labels={spec: k for k, spec in specs.items()}, title=f'{wl} ablations')
         sections += [f'## {wl}: ablations (outdoors)', '', table_markdown(res['systems']), '',
                      f'[details]({os.path.relpath(d, out)}/report.md)', '']
     if eacol_m:
         d = os.path.join(out, 'eacol-convmlp-m-outdoors')
-        res = compare('eacol', 'outdoors', EACOL_M_SYSTEMS, workers, list(seeds), d,
-                      iterations or EACOL_M_ITERATIONS, workload_options=EACOL_M_OPTIONS,
-                      title='eacol, ConvMLP-M messages (surrogate compute), outdoors')
+        res = run_part(d, 'eacol', 'outdoors', EACOL_M_SYSTEMS,
+                       iterations or EACOL_M_ITERATIONS, workload_options=EACOL_M_OPTIONS,
+                       title='eacol, ConvMLP-M messages (surrogate compute), outdoors')
         sections += ['## eacol with ConvMLP-M messages, outdoors', '',
                      'convmlp-cpu trains for real and carries ConvMLP-M as ballast '
                      '(2.16 MB messages, 33.5 k rows); see rog_ros/workloads/surrogate.py.',

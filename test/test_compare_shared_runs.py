@@ -1,0 +1,206 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""A run is computed once per configuration; old runs are redone; bars say whose they are."""
+
+import json
+import os
+
+from rog_ros.experiments import compare as compare_mod
+from rog_ros.experiments import reproduce as reproduce_mod
+from rog_ros.experiments.compare import compare, run_config, RUN_VERSION
+from rog_ros.experiments.comparison_report import run_dir
+
+TOY = {'iterations': 3, 'jobs_parallel': 1, 'sim_options': {'evaluations': 2}}
+"""A toy comparison's settings: three iterations, two evaluations, in this process."""
+
+
+def _count_runs(monkeypatch) -> list:
+    """Run compare's simulations in this process; return the list their configs go to."""
+    made = []
+    real = compare_mod.simulate
+
+    def counted(cfg, progress=None):
+        """Simulate ``cfg`` and note its configuration."""
+        made.append(run_config(cfg))
+        return real(cfg, progress)
+    monkeypatch.setattr(compare_mod, 'simulate', counted)
+    monkeypatch.setattr(os, 'cpu_count', lambda: 1)      # reproduce's compares: no processes
+    return made
+
+
+def _files(d: str) -> dict:
+    """Return the bytes of every file of run directory ``d``, by name."""
+    out = {}
+    for name in sorted(os.listdir(d)):
+        with open(os.path.join(d, name), 'rb') as f:
+            out[name] = f.read()
+    return out
+
+
+def _summary(d: str) -> dict:
+    """Return the ``summary.json`` of directory ``d``."""
+    with open(os.path.join(d, 'summary.json')) as f:
+        return json.load(f)
+
+
+def test_a_run_of_the_identical_configuration_is_copied_and_no_other(tmp_path, monkeypatch,
+                                                                     capsys):
+    # Prepare: a finished comparison of bsp and rog:4
+    made = _count_runs(monkeypatch)
+    a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
+    compare('toy', 'clean', ['bsp', 'rog:4'], 2, [0], a, quiet=True, **TOY)
+    assert [c['label'] for c in made] == ['bsp', 'rog:4']
+    made.clear()
+    # Execute: another comparison that shares rog:4, seed 0
+    compare('toy', 'clean', ['rog:4', 'ssp:4'], 2, [0], b, reuse_from=[a, b], **TOY)
+    # Assert: only ssp:4 was run; rog:4's files are a's, byte for byte; the part is complete
+    assert [c['label'] for c in made] == ['ssp:4']
+    assert _files(run_dir(b, 'rog:4', 0)) == _files(run_dir(a, 'rog:4', 0))
+    err = capsys.readouterr().err
+    assert f'rog compare: 1 run of the identical configuration copied from {a}' in err
+    assert f'1 finished run in {os.path.join(b, "runs")} reused, 1 to run' in err
+    table = {r['system']: r for r in _summary(b)['systems']}
+    assert sorted(table) == ['rog:4', 'ssp:4']
+    assert table['rog:4']['runs'] == 1 and table['rog:4']['failed'] == 0
+    assert table['rog:4']['bytes_up'] == _summary(run_dir(a, 'rog:4', 0))['bytes_up']
+    # Execute / Assert: a copy cut short (no summary yet) is copied again, not run
+    made.clear()
+    os.remove(os.path.join(run_dir(b, 'rog:4', 0), 'summary.json'))
+    compare('toy', 'clean', ['rog:4', 'ssp:4'], 2, [0], b, quiet=True, reuse_from=[a], **TOY)
+    assert made == []
+    assert _files(run_dir(b, 'rog:4', 0)) == _files(run_dir(a, 'rog:4', 0))
+    # Execute / Assert: the same label with any other setting is run, never copied
+    run_config_of_a = _summary(run_dir(a, 'rog:4', 0))['run_config']
+    made.clear()
+    others = [({'overrides': {'rog:4': {'ordering': False}}}, TOY),
+              ({'labels': {'rog:4#x': 'rog:4'}, 'systems': ['rog:4#x']}, TOY),
+              ({}, dict(TOY, iterations=4)),
+              ({}, dict(TOY, sim_options={'evaluations': 3})),
+              ({}, dict(TOY, sim_options={'evaluations': 2, 'latency_s': 0.01}))]
+    for i, (options, toy) in enumerate(others):
+        systems = options.pop('systems', ['rog:4'])
+        compare('toy', 'clean', systems, 2, [0], str(tmp_path / f'c{i}'), quiet=True,
+                reuse_from=[a], **options, **toy)
+    assert len(made) == len(others)
+    assert all(c['label'] == 'rog:4' and c != run_config_of_a for c in made)
+
+
+def test_a_run_made_before_the_server_engines_byte_counts_is_run_again(tmp_path, monkeypatch,
+                                                                       capsys):
+    # Prepare: a finished run, made as before run_version was recorded, with its old bytes
+    made = _count_runs(monkeypatch)
+    out = str(tmp_path / 'cmp')
+    compare('toy', 'clean', ['bsp'], 2, [0], out, quiet=True, **TOY)
+    path = os.path.join(run_dir(out, 'bsp', 0), 'summary.json')
+    summary = _summary(run_dir(out, 'bsp', 0))
+    assert summary['run_version'] == RUN_VERSION == 2
+    new_bytes = summary['bytes_up']
+    del summary['run_version']
+    summary['bytes_up'] = new_bytes - 1000
+    with open(path, 'w') as f:
+        json.dump(summary, f)
+    made.clear()
+    # Execute: the comparison again
+    compare('toy', 'clean', ['bsp'], 2, [0], out, **TOY)
+    # Assert: run again, and said why; its bytes are the server engine's again
+    assert len(made) == 1
+    err = capsys.readouterr().err
+    said = ('an older rog, run version 1 not 2: its byte counts were not the server '
+            "engine's")
+    assert (f'1 run(s) in {os.path.join(out, "runs")} were made with other settings ({said}): '
+            'running them again') in err
+    summary = _summary(run_dir(out, 'bsp', 0))
+    assert summary['bytes_up'] == new_bytes and summary['run_version'] == RUN_VERSION
+    # a run of this version is reused
+    made.clear()
+    compare('toy', 'clean', ['bsp'], 2, [0], out, quiet=True, **TOY)
+    assert made == []
+
+
+def test_a_rerun_into_the_same_folder_with_another_policy_or_latency_runs_again(
+        tmp_path, monkeypatch, capsys):
+    # Prepare: a finished rog:4 run
+    made = _count_runs(monkeypatch)
+    out = str(tmp_path / 'cmp')
+    compare('toy', 'clean', ['rog:4'], 2, [0], out, quiet=True, **TOY)
+    made.clear()
+    # Execute: the same label into the same folder with other policy overrides, then latency
+    compare('toy', 'clean', ['rog:4'], 2, [0], out,
+            overrides={'rog:4': {'ordering': False}}, **TOY)
+    err = capsys.readouterr().err
+    compare('toy', 'clean', ['rog:4'], 2, [0], out, quiet=True,
+            **dict(TOY, sim_options={'evaluations': 2, 'latency_s': 0.01}))
+    # Assert: each ran again (the stored run's setting named), and the last one is reused
+    assert [(c['policy_overrides'], c['latency_s']) for c in made] == [
+        ({'ordering': False}, 0.005), ({}, 0.01)]
+    assert 'other settings (policy_overrides {}): running them again' in err
+    made.clear()
+    compare('toy', 'clean', ['rog:4'], 2, [0], out, quiet=True,
+            **dict(TOY, sim_options={'evaluations': 2, 'latency_s': 0.01}))
+    assert made == []
+
+
+def test_the_progress_bar_and_the_lines_carry_the_callers_label(tmp_path, capsys):
+    out = str(tmp_path / 'cmp')
+    compare('toy', 'clean', ['bsp'], 2, [0], out, prefix='reproduce: thresholds', **TOY)
+    err = capsys.readouterr().err
+    assert 'reproduce: thresholds: 100%' in err and '1/1' in err
+    assert 'rog compare' not in err
+
+
+def test_reproduce_runs_each_configuration_once_and_every_part_is_complete(tmp_path,
+                                                                           monkeypatch, capsys):
+    # Prepare: a small paper: rog:4 on outdoors, seed 0, is in the main comparison, the
+    # thresholds and the ablations
+    made = _count_runs(monkeypatch)
+    monkeypatch.setattr(reproduce_mod, 'MAIN_SYSTEMS', ['bsp', 'rog:4'])
+    monkeypatch.setattr(reproduce_mod, 'THRESHOLDS', [4, 8])
+    monkeypatch.setattr(reproduce_mod, 'ABLATIONS',
+                        {'rog:4': {}, 'rog:4-no-ordering': {'ordering': False}})
+    out = str(tmp_path / 'repro')
+    parts = {'toy-indoors': ['bsp', 'rog:4'], 'toy-outdoors': ['bsp', 'rog:4'],
+             'toy-thresholds': ['rog:4', 'rog:8', 'ssp:4', 'ssp:8'],
+             'toy-ablations': ['rog:4', 'rog:4-no-ordering']}
+
+    def reproduce():
+        """Reproduce the small paper with two robots and three iterations, on seed 0."""
+        reproduce_mod.reproduce(out, workloads=('toy',), seeds=(0,), workers=2, iterations=3,
+                                eacol_m=False)
+    # Execute
+    reproduce()
+    # Assert: 10 runs in the parts, 8 computed, none twice; each part holds all of its runs
+    keys = [json.dumps(c, sort_keys=True) for c in made]
+    assert len(keys) == len(set(keys)) == 8
+    assert sum(len(v) for v in parts.values()) == 10
+    for part, labels in parts.items():
+        assert _summary(os.path.join(out, part))['meta']['systems'] == labels
+        assert all('error' not in _summary(run_dir(os.path.join(out, part), label, 0))
+                   for label in labels)
+    shared = [_files(run_dir(os.path.join(out, p), 'rog:4', 0))
+              for p in ('toy-outdoors', 'toy-thresholds', 'toy-ablations')]
+    assert shared[0] == shared[1] == shared[2]
+    err = capsys.readouterr().err
+    assert all(f'reproduce: {part}: 100%' in err for part in parts)
+    assert 'rog compare' not in err
+    # Execute / Assert: interrupted before the ablations' copy, and the main comparison's rog:4
+    # lost: a rerun copies both from the thresholds and runs nothing
+    made.clear()
+    os.remove(os.path.join(run_dir(os.path.join(out, 'toy-ablations'), 'rog:4', 0),
+                           'summary.json'))
+    os.remove(os.path.join(run_dir(os.path.join(out, 'toy-outdoors'), 'rog:4', 0),
+                           'summary.json'))
+    reproduce()
+    assert made == []
+    assert [_files(run_dir(os.path.join(out, p), 'rog:4', 0))
+            for p in ('toy-outdoors', 'toy-ablations')] == shared[1:]
