@@ -65,7 +65,7 @@ def test_a_comparison_report_states_its_target_and_iteration_budget(tmp_path):
     head = _header(tmp_path / 'cmp')
     assert 'seeds [0, 1], 100 iterations per run.' in head
     assert 'Target accuracy 0.8347: the workload' in head
-    assert 'population standard deviation' in head
+    assert 'the sample standard deviation over the seeds, ddof 1' in head
 
 
 def test_a_report_of_runs_states_its_target_and_iteration_budget(tmp_path):

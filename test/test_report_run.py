@@ -58,7 +58,7 @@ def test_report_of_fleet_runs_averages_seeds_and_lists_rejects(tmp_path):
     assert cli.main(['report', str(tmp_path)]) == 0
     text = (tmp_path / 'report.md').read_text()
     assert '3 run(s)' in text and 'wall-clock time of a real fleet' in text
-    assert '| rog:4 | 2.0 [2.0-2.0] | 2.0 | 2/2 | 0.850 ± 0.050 |' in text
+    assert '| rog:4 | 2.0 [2.0-2.0] | 2.0 ± 0.0 | 2/2 | 0.850 ± 0.071 |' in text
     assert "rejected {'replay': 3}" in text and '- rog:4 / ssp:4:' in text
 
 

@@ -26,7 +26,7 @@ import json
 import os
 
 from rog_ros.experiments.report import budget_phrase, curve_gap, iteration_budgets, \
-    write_report
+    system_order, write_report
 from rog_ros.experiments.seed_stats import aggregate
 from rog_ros.metrics import accuracy_at_time, atomic_write, last_periodic_time, read_timeseries
 
@@ -47,13 +47,14 @@ def write_comparison(out: str, meta: dict, say=None) -> list:
     there (a failed run's says why, and it is counted as failed). ``meta`` gets the target
     accuracy; ``DIR/summary.json`` (meta and per-system aggregates), ``report.md`` and the
     plots are written (without plots, saying why, and ``say(line)`` told, when matplotlib
-    does not import).
+    does not import). The systems are tabled and drawn in ``system_order``, as
+    ``rog report DIR/runs`` has them.
     """
     results: dict = {}
     series: dict = {}
     timeseries: dict = {}
     gaps = []
-    for label in meta['systems']:
+    for label in system_order(meta['systems']):
         for seed in meta['seeds']:
             d = run_dir(out, label, seed)
             with open(os.path.join(d, 'summary.json')) as f:

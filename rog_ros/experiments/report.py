@@ -35,15 +35,17 @@ from rog_ros.nodes.output_lock import LOCK_FILE, lock_holder
 
 
 def _f(v, fmt='{:.2f}'):
+    """Return ``v`` formatted with ``fmt``, or '-' when it is None."""
     return '-' if v is None else fmt.format(v)
 
 
 def _pm(row, key, fmt='{:.2f}'):
+    """Return ``mean ± sample std`` of ``key``; the mean alone where one seed has a value."""
     v = row.get(key)
     if v is None:
         return '-'
-    sd = row.get(key + '_std') or 0.0
-    return fmt.format(v) + (f' ± {fmt.format(sd)}' if sd else '')
+    sd = row.get(key + '_std')
+    return fmt.format(v) + ('' if sd is None else f' ± {fmt.format(sd)}')
 
 
 def _med(row, key, fmt='{:.2f}'):
@@ -55,10 +57,24 @@ def _med(row, key, fmt='{:.2f}'):
     return f'{m} [{lo}-{hi}]'
 
 
+STD_SENTENCE = ('`±`: the sample standard deviation over the seeds (ddof 1, n - 1); no `±` '
+                'where one seed has a value.')
+"""What the tables' ``±`` is, said in every report."""
+
+HELD_PULLS_SENTENCE = (
+    'Held pulls (threshold triggers): the pulls the staleness check held, summed over the '
+    'robots of a run (mean over seeds). Under BSP every pull waits at the barrier, so it '
+    'counts one per pull; under a staleness threshold (ssp:S, flown:S, rog:S) only the pulls '
+    'that the threshold held.')
+"""What the ``threshold_triggers`` column and plot count (``rog_ros.metrics``)."""
+
+
 def table_markdown(table: list[dict]) -> str:
+    """Return the Markdown table of ``table``'s rows (``aggregate``), one row per system."""
     head = ('| system | time to target s, median [IQR] | mean ± std | reached | final acc | '
             'final acc, last quarter | acc at equal time | s/iter | s/iter to target | compute | '
-            'comm | stall | stall cost | triggers | MB up+down | (comm+stall)/compute | failed |')
+            'comm | stall | stall cost | held pulls (threshold triggers) | MB up+down | '
+            '(comm+stall)/compute | failed |')
     sep = '|' + '---|' * 17
     lines = [head, sep]
     for r in table:
@@ -350,17 +366,18 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
              + (f', {budget}' if budget else '') + '. ' + (target + ' ' if target else '')
              + 'Time to target: median and '
              'interquartile range over all seeds (a seed that never reached the target counts '
-             'as infinitely late; ">" marks such a quartile), then mean ± std (the population '
-             'standard deviation over the seeds, ddof 0) over the seeds that reached it, and '
-             'how many did; other columns: means (± population std) over seeds. Final '
+             'as infinitely late; ">" marks such a quartile), then mean ± std (the sample '
+             'standard deviation over the seeds, ddof 1; no ± where one seed has a value) over '
+             'the seeds that reached it, and how many did; other columns: means (± sample std) '
+             'over seeds. Final '
              'accuracy: the last evaluation, and the mean of the evaluations in the last '
              "quarter of the run's iterations (where the optimiser settled; one evaluation "
              'moves by up to 1.6 points between neighbours): the systems at equal work. '
              'Accuracy at equal time: the systems at equal time instead, per seed when the '
              "first system's run ended (its last periodic evaluation), each system's smoothed "
              'accuracy then (the 3-evaluation mean time to target reads). '
-             "Simulated (virtual) time; compute charged from the workload's device profile.",
-             '', table_markdown(table), '']
+             f"Simulated (virtual) time; compute charged from the workload's device profile. "
+             f'{HELD_PULLS_SENTENCE}', '', table_markdown(table), '']
     note = seeds_note(table)
     if note:
         lines += [note, '']
@@ -406,6 +423,29 @@ def _family_threshold(name: str):
     if family == 'bsp':
         return (family, None) if not rest else None
     return (family, int(rest)) if rest.isdigit() and int(rest) > 0 else None
+
+
+FAMILY_ORDER = ('bsp', 'ssp', 'flown', 'rog')
+"""The order of the main families in every table, plot and legend; other systems follow."""
+
+
+def system_order(names) -> list:
+    """
+    Return ``names`` in the reports' order: BSP, SSP, FLOWN, Rog (each by threshold), others.
+
+    Other systems (ablations, reference systems) keep the order they come in (a comparison's
+    ``--systems``, the folders of ``rog report``). A name that carries its setting after the
+    system (``rog:4 (outdoors)``, ``setting_labels``) is placed by its system, and one system
+    at several settings keeps the order of its settings.
+    """
+    def key(item):
+        """Return the sort key of ``(position, name)``."""
+        at, name = item
+        main = _family_threshold(name.split(' (')[0])
+        if main is None:
+            return (len(FAMILY_ORDER), 0, at)
+        return (FAMILY_ORDER.index(main[0]), main[1] or 0, at)
+    return [name for _, name in sorted(enumerate(names), key=key)]
 
 
 def _shade(color: str, amount: float) -> str:
@@ -498,26 +538,15 @@ def write_plots(out: str, table: list[dict], series: dict, target=None,
     for xkey, name, log in (('time_s', 'accuracy_vs_time', False),
                             ('time_s', 'accuracy_vs_time_log', True),
                             ('iteration', 'accuracy_vs_iteration', False)):
-        fig, ax = plt.subplots(figsize=(6.4, 4.0))
-        for label, runs in series.items():
-            xs, ys = _mean_curve(runs, xkey, log)
-            if xs is not None:
-                ax.plot(xs, ys, label=label, color=colors[label])
-        if log:
-            # the race to the target is over in the first tenth of a run; the rest is the
-            # plateau where final accuracies are compared: a log axis shows both
-            ax.set_xscale('log')
+        fig = accuracy_figure(plt, series, xkey, log, target, colors)
+        if fig is None:        # no run with evaluations (every run failed): no empty plot
+            continue
+        ax = fig.axes[0]
         ax.set_xlabel((clock + (', log scale' if log else ''))
                       if xkey == 'time_s' else 'iteration (mean over workers)')
-        ax.set_ylabel('accuracy (mean over seeds)')
-        ax.set_title(plot_title(context, seeds, 'mean of'), fontsize=10)
-        ax.grid(alpha=0.3)
-        if not ax.lines:       # no run with evaluations (every run failed): no empty plot
-            plt.close(fig)
-            continue
-        if target:
-            ax.axhline(target, color='grey', ls='--', label=f'target {target:.4g}')
-        ax.legend(fontsize=8)
+        band = any(c.get_label() == BAND_LABEL for c in ax.collections)
+        ax.set_title(plot_title(context, seeds, 'mean of') + (f'; {BAND_LABEL}' if band else ''),
+                     fontsize=10)
         p = os.path.join(out, name + '.png')
         fig.tight_layout()
         fig.savefig(p, dpi=110)
@@ -546,17 +575,69 @@ def write_plots(out: str, table: list[dict], series: dict, target=None,
     ax.bar(range(len(labels)), [r.get('threshold_triggers') or 0 for r in table],
            color=[colors[x] for x in labels])
     _system_ticks(ax, labels)
-    ax.set_ylabel('threshold triggers (mean over seeds)')
-    ax.set_title(plot_title(context, seeds, 'mean of'), fontsize=10)
+    ax.set_ylabel('held pulls (threshold triggers)\nper run, mean over seeds', fontsize=9)
+    ax.set_title(plot_title(context, seeds, 'mean of') + '; BSP: every pull waits at the '
+                 'barrier', fontsize=9)
     p = os.path.join(out, 'triggers.png')
     fig.tight_layout()
     fig.savefig(p, dpi=110)
     plt.close(fig)
-    made.append(('threshold triggers', p))
+    made.append(('held pulls (threshold triggers)', p))
     p = _plot_times_per_seed(plt, out, table, context)
     if p is not None:
         made.append(('time to target per seed', p))
     return made
+
+
+BAND_LABEL = 'band: min-max over seeds'
+"""The legend entry of the shaded band around each system's mean accuracy curve."""
+
+CURVE_LABEL = 'accuracy, mean of the last 3 evaluations\n(what time to target reads)'
+"""The y label of the accuracy curves: the smoothing that time to target reads."""
+
+
+def accuracy_figure(plt, series: dict, xkey: str, log: bool = False, target=None,
+                    colors=None):
+    """
+    Return the figure of accuracy against ``xkey`` per system (``series``), or None.
+
+    Each system's curve is the mean over its seeds of the accuracy smoothed as time to target
+    reads it (the mean of the last 3 evaluations, held until the next one: ``curve_band``),
+    so a seed's curve crosses the target where its time to target says; a shaded band spans
+    the lowest and the highest seed (``BAND_LABEL``, drawn where a system has two seeds or
+    more), and a dashed line marks the target. None when no system has a curve (every run
+    failed).
+    """
+    from matplotlib.patches import Patch
+    colors = colors or system_colors(list(series))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    banded = False
+    for label, runs in series.items():
+        xs, ys, lo, hi = curve_band(runs, xkey, log)
+        if xs is None:
+            continue
+        ax.plot(xs, ys, label=label, color=colors[label], zorder=3, drawstyle='steps-post')
+        if len([r for r in runs if len(periodic_rows(r)) > 1]) > 1:
+            ax.fill_between(xs, lo, hi, color=colors[label], alpha=0.18, lw=0, step='post',
+                            label=BAND_LABEL, zorder=2)
+            banded = True
+    if not ax.lines:
+        plt.close(fig)
+        return None
+    if log:
+        # the race to the target is over in the first tenth of a run; the rest is the
+        # plateau where final accuracies are compared: a log axis shows both
+        ax.set_xscale('log')
+    ax.set_ylabel(CURVE_LABEL, fontsize=9)
+    ax.grid(alpha=0.3)
+    if target:
+        ax.axhline(target, color='black', ls='--', lw=1.2, zorder=4,
+                   label=f'target {target:.4g}')
+    handles = list(ax.lines)
+    if banded:
+        handles.append(Patch(color='#888888', alpha=0.35, label=BAND_LABEL))
+    ax.legend(handles=handles, fontsize=8)
+    return fig
 
 
 LINEAR_TIME_SPAN = 5.0
@@ -662,32 +743,72 @@ LOG_AXIS_START_FRACTION = 1e-3
 
 def _mean_curve(runs: list, xkey: str, log: bool = False):
     """
-    Average accuracy over seeds on a common x grid (linear interpolation).
+    Average accuracy over seeds on a common x grid (linear interpolation): ``(grid, mean)``.
 
-    The grid runs to the *longest* run: a finished run keeps its final accuracy (its model no
-    longer changes), so a system whose seeds differ in length is drawn over its whole span
-    instead of being cut at its shortest seed. ``log``: a log-spaced grid from the earliest
-    evaluation after the start: the one at 0 has no place on a log axis, and a fleet's is
-    stamped a few microseconds in (9.6e-6 s), which drew six decades of flat line before any
-    training; evaluations within the first thousandth of the span count as the start.
+    The raw evaluations (``curve_band`` with ``smoothed=False``); see there for the grid.
+    """
+    grid, mean, _, _ = curve_band(runs, xkey, log, smoothed=False)
+    return grid, mean
+
+
+def running_mean(values: np.ndarray, window: int = 3) -> np.ndarray:
+    """Return the mean of each value and the ``window - 1`` before it (fewer at the start)."""
+    values = np.asarray(values, dtype=np.float64)
+    sums = np.concatenate(([0.0], np.cumsum(values)))
+    end = np.arange(1, values.size + 1)
+    start = np.maximum(end - window, 0)
+    return (sums[end] - sums[start]) / (end - start)
+
+
+def _smoothed(run: list) -> np.ndarray:
+    """Return a run's accuracy smoothed as time to target read it (``accuracy_smoothed``)."""
+    recorded = [r.get('accuracy_smoothed') for r in run]
+    if all(v is not None for v in recorded):
+        return np.asarray(recorded, dtype=np.float64)
+    return running_mean([r['accuracy'] for r in run])
+
+
+def curve_band(runs: list, xkey: str, log: bool = False, smoothed: bool = True):
+    """
+    Return ``(grid, mean, low, high)`` of a system's seeds on a common x grid, or Nones.
+
+    ``smoothed``: each seed's accuracy is the mean of its last 3 evaluations, the one that
+    time to target and the accuracy at equal time read (``accuracy_smoothed`` as recorded,
+    else computed the same way), held from one evaluation to the next as they read it: the
+    grid is every seed's evaluation points, and the curve is a step at each (drawn
+    ``steps-post``), so a seed's curve reaches the target exactly at its time to target.
+    Else the raw evaluations, joined linearly on 200 points. ``low`` and ``high`` are the
+    lowest and highest seed at each grid point. The grid runs to the *longest* run: a
+    finished run keeps its final accuracy (its model no longer changes), so a system whose
+    seeds differ in length is drawn over its whole span instead of being cut at its shortest
+    seed. ``log``: the grid starts at the earliest evaluation after the start: the one at 0
+    has no place on a log axis, and a fleet's is stamped a few microseconds in (9.6e-6 s),
+    which drew six decades of flat line before any training; evaluations within the first
+    thousandth of the span count as the start.
     """
     runs = [periodic_rows(run) for run in runs if run]
-    curves = [(np.array([r[xkey] for r in run]), np.array([r['accuracy'] for r in run]))
-              for run in runs]
-    curves = [c for c in curves if c[0].size > 1]
+    curves = [(np.array([r[xkey] for r in run], dtype=np.float64),
+               _smoothed(run) if smoothed else np.array([r['accuracy'] for r in run]))
+              for run in runs if len(run) > 1]
     if not curves:
-        return None, None
+        return None, None, None, None
     hi = max(c[0].max() for c in curves)
+    lo = 0.0
     if log:
         start = hi * LOG_AXIS_START_FRACTION
         firsts = [x[x > start].min() for x, _ in curves if (x > start).any()]
         if not firsts or min(firsts) >= hi:
-            return None, None
-        grid = np.geomspace(min(firsts), hi, 200)
+            return None, None, None, None
+        lo = min(firsts)
+    if smoothed:
+        grid = np.unique(np.concatenate([x for x, _ in curves]))
+        grid = grid[grid >= lo] if log else grid
+        at = [np.clip(np.searchsorted(x, grid, side='right') - 1, 0, None) for x, _ in curves]
+        ys = np.array([y[i] for (_, y), i in zip(curves, at)])
     else:
-        grid = np.linspace(0.0, hi, 200)
-    ys = np.mean([np.interp(grid, x, y) for x, y in curves], axis=0)
-    return grid, ys
+        grid = np.geomspace(lo, hi, 200) if log else np.linspace(0.0, hi, 200)
+        ys = np.array([np.interp(grid, x, y) for x, y in curves])
+    return grid, ys.mean(axis=0), ys.min(axis=0), ys.max(axis=0)
 
 
 def load_runs(run_dir: str) -> list:
@@ -898,17 +1019,23 @@ def _fault_handling(summary: dict) -> str:
             + (f'; trained model `{model}`{held}' if model else ''))
 
 
-SETTINGS = ('workload', 'trace', 'workers', 'driver')
-"""What makes runs comparable: one workload, on one trace, with one fleet size, one driver."""
+SETTINGS = ('workload', 'trace', 'workers', 'driver', 'target_accuracy')
+"""What makes runs comparable: one workload, on one trace, with one fleet size, one driver,
+towards one target (times to different targets do not average)."""
 
 
 def _setting(summary: dict) -> tuple:
+    """Return the values of ``SETTINGS`` of a run, as its row names show them."""
     return tuple(_setting_value(summary, k) for k in SETTINGS)
 
 
 def _setting_value(summary: dict, key: str) -> str:
+    """Return one setting of a run as a row name shows it (``4 workers``, ``target 0.8``)."""
     if key == 'driver':                  # only real fleets name theirs
         return str(summary.get('driver') or 'simulated')
+    if key == 'target_accuracy':
+        target = summary.get(key)
+        return 'no target' if target is None else f'target {float(target):.4g}'
     value = str(summary.get(key, '?'))
     return f'{value} workers' if key == 'workers' else value
 
@@ -926,6 +1053,7 @@ def setting_labels(summaries: list):
     varying = [k for i, k in enumerate(SETTINGS) if len({st[i] for st in settings}) > 1]
 
     def name_of(summary: dict) -> str:
+        """Return the row name of a run: its system, with the settings that differ."""
         system = str(summary.get('system', '?'))
         if not varying:
             return system
@@ -933,24 +1061,84 @@ def setting_labels(summaries: list):
     return name_of, varying
 
 
+def _comparisons_below(run_dir: str) -> list:
+    """Return the folders at or below ``run_dir`` that hold a comparison's ``summary.json``."""
+    import json
+    found = []
+    for root, _, files in sorted(os.walk(run_dir)):
+        if 'summary.json' not in files or PREVIOUS_RUN_DIR in os.path.relpath(
+                root, run_dir).split(os.sep):
+            continue
+        try:
+            with open(os.path.join(root, 'summary.json'), encoding='utf-8') as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError):
+            continue                     # _load_runs names a summary it cannot read
+        if isinstance(doc, dict) and isinstance(doc.get('meta'), dict) and 'systems' in doc:
+            found.append(root)
+    return found
+
+
+def _one_comparison(run_dir: str, placed: list, say=None) -> None:
+    """
+    Refuse a folder whose runs belong to several comparisons (or to one and to none).
+
+    ``rog report /tmp`` gathered every run below ``/tmp`` into one table: the runs of
+    unrelated comparisons averaged as seeds of one another. Each run belongs to the deepest
+    comparison folder above it (``DIR`` of ``DIR/runs/rog-4-seed0``), or to none; more than
+    one such group is a ValueError naming them and the command for one. ``say(line)`` is
+    told when the runs are those of one comparison below ``run_dir`` (its own report is
+    ``rog report`` of that folder).
+    """
+    roots = sorted(_comparisons_below(run_dir), key=len, reverse=True)
+    groups = {}
+    for run in placed:
+        folder = run[3]
+        owner = next((r for r in roots if folder == r or folder.startswith(r + os.sep)), None)
+        groups.setdefault(owner, []).append(folder)
+    owners = sorted(r for r in groups if r is not None)
+    loose = len(groups.get(None, ()))
+    if len(groups) > 1:
+        outside = f' and {loose} run(s) outside any comparison' if loose else ''
+        raise ValueError(
+            f'{run_dir} holds the runs of {len(owners)} comparison(s) '
+            f'({", ".join(owners)}){outside}, which cannot share a table: point rog report at '
+            f'one comparison (rog report {owners[0]}) or at one run folder')
+    if owners and owners[0] != run_dir and say is not None:
+        say(f'the runs in {run_dir} are those of the comparison in {owners[0]}; its own '
+            f'report (ratios, equal-time accuracy): rog report {owners[0]}')
+
+
 def report_run(run_dir: str, say=None) -> str:
     """
     Write ``report.md`` and the plots of any fleet or simulator run directory; its path.
 
-    Runs of the same system and setting (seeds) are averaged; ``say(line)`` is told when the
-    folder mixes settings. Raises ValueError when ``run_dir`` is missing or holds no run's
-    ``summary.json`` (naming a ``summary.json`` that is not a run's).
+    Runs of the same system and setting (seeds) are averaged, rows in ``system_order``, and
+    compared at equal time as in a comparison (``add_equal_time_accuracy``) when the folder
+    holds one setting; ``say(line)`` is told when the folder mixes settings. Raises
+    ValueError when ``run_dir`` is missing, holds no run's ``summary.json`` (naming a
+    ``summary.json`` that is not a run's), or holds the runs of several comparisons
+    (``_one_comparison``).
     """
     if not os.path.isdir(run_dir):
         raise ValueError(_why_no_runs(run_dir))
     placed = _load_runs(run_dir)
     if not placed:
         raise ValueError(_why_no_runs(run_dir))
+    _one_comparison(run_dir, placed, say)
     runs = [run[:3] for run in placed]
     row_name, varying = setting_labels([s for s, _, _ in runs])
     by_system = {}
     for summary, rows, _ in runs:
         by_system.setdefault(row_name(summary), []).append((summary, rows))
+    by_system = {name: by_system[name] for name in system_order(by_system)}
+    if not varying:
+        # as in a comparison's report: each system at the seed's equal time
+        from rog_ros.experiments.comparison_report import add_equal_time_accuracy
+        add_equal_time_accuracy(
+            {name: [s for s, _ in items] for name, items in by_system.items()},
+            {(name, s.get('seed')): rows for name, items in by_system.items()
+             for s, rows in items if not s.get('error')})
     table = [dict(aggregate([s for s, _ in items]), system=label)
              for label, items in by_system.items()]
     if varying and say is not None:
@@ -971,7 +1159,7 @@ def report_run(run_dir: str, say=None) -> str:
     budget = budget_phrase(summaries)
     said = ((f' {budget[0].upper()}{budget[1:]}.' if budget else '')
             + (f' {target}' if target else '')
-            + ' `±`: the population standard deviation over seeds (ddof 0).')
+            + f' {STD_SENTENCE} {HELD_PULLS_SENTENCE}')
     clock = ('simulated (virtual) time for the simulated rows and wall-clock time for the '
              'fleet rows, which do not compare' if mixed else
              'wall-clock time of a real fleet (nodes over DDS)' if fleet else

@@ -14,9 +14,9 @@
 """
 Statistics over seeds: what ``rog compare`` and ``rog report`` say of several runs.
 
-Per key of a run's ``summary.json``: mean and standard deviation over the seeds that have a
-value, median and interquartile range counting a never-reached target as infinitely late,
-how many seeds reached the target, and per seed what outage-aware RSP did.
+Per key of a run's ``summary.json``: mean and sample standard deviation (n - 1) over the
+seeds that have a value, median and interquartile range counting a never-reached target as
+infinitely late, how many seeds reached the target, and per seed what outage-aware RSP did.
 """
 
 from __future__ import annotations
@@ -57,8 +57,11 @@ def aggregate(summaries: list[dict]) -> dict:
     Statistics over seeds: mean, std, median and quartiles of every key, and targets reached.
 
     Means and standard deviations are over the seeds that have a value (for the time to
-    target: the seeds that reached it). Medians and quartiles count a never-reached target as
-    infinitely late, so they are honest about misses: ``None`` when the quantile falls on one.
+    target: the seeds that reached it). The standard deviation is the sample one (ddof 1,
+    n - 1), as ``±`` over seeds is read; None with fewer than two values (one seed has no
+    spread to estimate, and 0 would claim one). Medians and quartiles count a never-reached
+    target as infinitely late, so they are honest about misses: ``None`` when the quantile
+    falls on one.
     A key that no run recorded (and not for a missed target) gets no quartiles: missing.
 
     A run whose summary carries an ``error`` (it did not finish: event budget, deadlock) is
@@ -79,7 +82,7 @@ def aggregate(summaries: list[dict]) -> dict:
         vals = [s.get(k) for s in summaries]
         good = [float(v) for v in vals if v is not None]
         out[k] = float(np.mean(good)) if good else None
-        out[k + '_std'] = float(np.std(good)) if len(good) > 1 else 0.0
+        out[k + '_std'] = float(np.std(good, ddof=1)) if len(good) > 1 else None
         arr = np.asarray([math.inf if v is None else float(v) for v in vals]
                          if k in TO_TARGET else good, dtype=np.float64)
         if k == 'time_to_target_s':

@@ -1,0 +1,116 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""``rog report`` of a folder of runs: the order, the equal-time column, one comparison."""
+
+import json
+
+import pytest
+
+from rog_ros import cli
+
+pytest.importorskip('matplotlib')
+
+SYSTEMS = ('rog:4', 'bsp', 'ssp:4')
+"""The systems of the hand-made comparisons, in the order their --systems named them."""
+
+
+def _run(path, system, seed, end, target=0.8):
+    """Write a simulated run whose periodic evaluations end at ``end`` s (then its final)."""
+    path.mkdir(parents=True)
+    (path / 'summary.json').write_text(json.dumps({
+        'system': system, 'seed': seed, 'workers': 2, 'workload': 'toy', 'trace': 'indoors',
+        'target_accuracy': target, 'final_accuracy': 0.85, 'time_to_target_s': 2.0,
+        's_per_iteration': 0.1, 'iteration_budget': 100}))
+    step = end / 4.0
+    rows = [f'{k * step},{k * 10},{0.5 + 0.1 * k},{0.5 + 0.05 * k},64' for k in range(5)]
+    (path / 'timeseries.csv').write_text(
+        'time_s,iteration,accuracy,accuracy_smoothed,samples\n' + '\n'.join(rows)
+        + f'\n{end + 1.0},40,0.95,0.95,128\n')
+
+
+def _comparison(path, seeds=(0, 1)):
+    """Write a comparison folder of ``SYSTEMS`` over ``seeds`` by hand."""
+    path.mkdir(parents=True)
+    (path / 'summary.json').write_text(json.dumps({'meta': {
+        'workload': 'toy', 'trace': 'indoors', 'workers': 2, 'seeds': list(seeds),
+        'systems': list(SYSTEMS)}, 'systems': []}))
+    for seed in seeds:
+        for k, system in enumerate(SYSTEMS):
+            _run(path / 'runs' / f'{system.replace(":", "-")}-seed{seed}', system, seed,
+                 8.0 + 5.0 * k + seed)
+
+
+def _table(path):
+    """Return ``{system: cells}`` of the report's table in ``path``, in the table's order."""
+    lines = [x for x in (path / 'report.md').read_text().splitlines()
+             if x.startswith('| ') and not x.startswith('| system')]
+    return {c[0]: c[1:] for c in ([p.strip() for p in x.strip('|').split('|')] for x in lines)}
+
+
+def test_systems_come_in_one_order_bsp_ssp_flown_rog_by_threshold_then_others():
+    from rog_ros.experiments.report import system_order
+    names = ['rog:20', 'aet', 'flown:4', 'bsp', 'ssp:20', 'rog:4', 'ssp:4', 'localsgd',
+             'rog:4 (outdoors)', 'rog:4#no-ordering']
+    assert system_order(names) == ['bsp', 'ssp:4', 'ssp:20', 'flown:4', 'rog:4',
+                                   'rog:4 (outdoors)', 'rog:20', 'aet', 'localsgd',
+                                   'rog:4#no-ordering']
+
+
+def test_runs_of_a_comparison_read_like_the_comparison(tmp_path):
+    # rog report DIR/runs left 'acc at equal time' empty and ordered rog:4 before ssp:4
+    _comparison(tmp_path / 'cmp')
+    # Execute
+    assert cli.main(['report', str(tmp_path / 'cmp')]) == 0
+    assert cli.main(['report', str(tmp_path / 'cmp' / 'runs')]) == 0
+    # Assert: one order, and the same accuracy at equal time, in both reports
+    compared, runs = _table(tmp_path / 'cmp'), _table(tmp_path / 'cmp' / 'runs')
+    assert list(compared) == list(runs) == ['bsp', 'ssp:4', 'rog:4']
+    equal_time = [runs[s][5] for s in runs]
+    assert equal_time == [compared[s][5] for s in compared]
+    # per seed the equal time is rog:4's last periodic evaluation (8 s, 9 s): bsp reads its
+    # third evaluation (6.5 s, 7 s: smoothed 0.6), ssp:4 its second (4.5 s, 4.75 s: 0.55)
+    assert equal_time == ['0.600 ± 0.000', '0.550 ± 0.000', '0.700 ± 0.000']
+
+
+def test_a_folder_of_two_comparisons_is_refused_naming_them(tmp_path, capsys):
+    _comparison(tmp_path / 'a')
+    _comparison(tmp_path / 'b', seeds=(0,))
+    assert cli.main(['report', str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and not (tmp_path / 'report.md').exists()
+    assert (f'{tmp_path} holds the runs of 2 comparison(s) ({tmp_path / "a"}, '
+            f'{tmp_path / "b"})') in err
+    assert f'point rog report at one comparison (rog report {tmp_path / "a"})' in err
+
+
+def test_a_comparison_beside_a_loose_run_is_refused(tmp_path, capsys):
+    _comparison(tmp_path / 'a')
+    _run(tmp_path / 'sim', 'rog:4', 0, 8.0)
+    assert cli.main(['report', str(tmp_path)]) == 2
+    assert 'and 1 run(s) outside any comparison' in capsys.readouterr().err
+
+
+def test_a_folder_above_one_comparison_says_where_its_report_is(tmp_path, capsys):
+    _comparison(tmp_path / 'a')
+    assert cli.main(['report', str(tmp_path)]) == 0
+    assert f'its own report (ratios, equal-time accuracy): rog report {tmp_path / "a"}' in (
+        capsys.readouterr().err)
+
+
+def test_runs_towards_other_targets_do_not_share_a_row(tmp_path, capsys):
+    _run(tmp_path / 'a', 'rog:4', 0, 8.0, target=0.8)
+    _run(tmp_path / 'b', 'rog:4', 1, 8.0, target=0.9)
+    assert cli.main(['report', str(tmp_path)]) == 0
+    assert list(_table(tmp_path)) == ['rog:4 (target 0.8)', 'rog:4 (target 0.9)']
+    assert 'differ in target_accuracy' in capsys.readouterr().err
