@@ -345,3 +345,58 @@ def test_plot_quotes_the_error_of_a_matplotlib_that_fails_to_import(
     assert (code, text) == (2, '')
     assert capsys.readouterr().err == f'rog trace: {message}\n'
     assert not (tmp_path / 'x.png').exists()
+
+
+def _outage_file(tmp_path):
+    """Write a 70 s trace: 25 s below 5 Mbit/s, 20 s of it at 0, 25 s below 0.5 Mbit/s."""
+    path = tmp_path / 'gaps.csv'
+    path.write_text('0,20\n10,0\n25,0.3\n30,40\n50,0\n55,12\n# rog_ros trace: end_s=70\n')
+    return path
+
+
+def test_stats_prints_every_quantity_with_its_unit_and_shares_in_percent(tmp_path):
+    """Print shares as '% of time' (targets too), every row with its unit; JSON unchanged."""
+    path = _outage_file(tmp_path)
+    code, table = _run(['stats', str(path), '--compare', 'outdoors'])
+    rows = {line[:42].strip(): line[42:].split() for line in table.splitlines()[1:]
+            if line.startswith('  ')}
+    assert code == 0 and len(rows) == len(cli_trace._ROWS)
+    assert rows['time below 5 Mbit/s'][:9] == ['35.714', '%', 'of', 'time', 'target', '35.7',
+                                               '%', 'of', 'time']
+    assert rows['time at 0 Mbit/s'][:9] == ['28.571', '%', 'of', 'time', 'target', '1.4', '%',
+                                            'of', 'time']
+    assert rows['mean'][:5] == ['16.879', 'Mbit/s', 'target', '54.5', 'Mbit/s']
+    assert rows['segments (distinct rates)'] == ['6']
+    for label, cells in rows.items():
+        assert len(cells) >= 2 or label.startswith('segments'), label     # a unit after each
+    code, text = _run(['stats', str(path), '--json'])
+    doc = json.loads(text)
+    assert doc['stats']['share_below_5mbps'] == pytest.approx(25 / 70)   # still a fraction
+    assert doc['stats']['outage_share'] == pytest.approx(20 / 70)
+    assert set(doc['units']) == set(doc['stats'])
+    assert doc['units']['outage_share'] == 'fraction of time' and doc['units']['mean'] == 'Mbit/s'
+    code, table = _run(['stats', f'{path},{path}'])
+    row = next(line for line in table.splitlines() if 'time at 0 Mbit/s' in line)
+    assert row.split()[-5:] == ['28.571', '28.571', '%', 'of', 'time']
+
+
+def test_plot_shades_outages_with_a_legend_and_starts_the_rate_axis_below_zero(tmp_path):
+    """Shade the time below 0.5 Mbit/s (a 0 Mbit/s line lay on the x axis, out of sight)."""
+    trace = traces.load_trace(_outage_file(tmp_path))
+    spans = cli_trace.outage_spans(trace)
+    assert spans == [(10.0, 30.0), (50.0, 55.0)]
+    plt = cli_trace._pyplot()
+    fig = cli_trace._figure(plt, trace, 'gaps.csv')
+    ax_t, ax_h = fig.axes
+    bottom, top = ax_t.get_ylim()
+    assert bottom < 0 < 40 < top and ax_h.get_ylim() == (bottom, top)
+    labels = [text.get_text() for text in ax_t.get_legend().get_texts()]
+    assert labels == ['rate', 'outage (< 0.5 Mbit/s): 35.7% of time']
+    drawn = [(float(p.vertices[:, 0].min()), float(p.vertices[:, 0].max()))
+             for c in ax_t.collections for p in c.get_paths()]
+    assert drawn == spans
+    plt.close(fig)
+    fig = cli_trace._figure(plt, traces.Trace(np.array([0.0, 1.0]), np.array([5.0, 9.0]), 2.0),
+                            'fine.csv')
+    assert fig.axes[0].get_legend() is None and not fig.axes[0].collections
+    plt.close(fig)

@@ -47,18 +47,27 @@ and summarise, so more than this is a typo in --duration or --dt, not a trace.""
 PRESET_DT_S = 0.1
 """Resolution of a preset that stats and plot generate (``traces.generate``'s default)."""
 
+SHARE = '% of time'
+"""Unit printed after a share of the trace's time: the table shows it in percent."""
 _ROWS = [
     ('mean', 'mean', 'Mbit/s'), ('median', 'median', 'Mbit/s'), ('p10', 'p10', 'Mbit/s'),
-    ('p90', 'p90', 'Mbit/s'), ('share_below_5mbps', 'time below 5 Mbit/s', ''),
-    ('outage_share', 'time at 0 Mbit/s', ''), ('hold_time_share_10s', 'time in holds >= 10 s', ''),
-    ('near_zero_share_30s', 'time in >= 30 s stretches < 0.5 Mbit/s', ''),
+    ('p90', 'p90', 'Mbit/s'), ('share_below_5mbps', 'time below 5 Mbit/s', SHARE),
+    ('outage_share', 'time at 0 Mbit/s', SHARE),
+    ('hold_time_share_10s', 'time in holds >= 10 s', SHARE),
+    ('near_zero_share_30s', 'time in >= 30 s stretches < 0.5 Mbit/s', SHARE),
     ('longest_near_zero_s', 'longest stretch < 0.5 Mbit/s', 's'),
     ('mean_time_to_20pct_change_s', 'mean time to >=20% change', 's'),
     ('mean_time_to_40pct_change_s', 'mean time to >=40% change', 's'),
     ('transfer_slowdown_p99', 'p99 slowdown of a 1.43 s transfer', 'x'),
     ('duration_s', 'duration', 's'), ('resolution_s', 'resolution', 's'),
-    ('segments', 'segments', ''),
+    ('segments', 'segments (distinct rates)', ''),
 ]
+"""Rows of the stats table: ``stats`` key, label, unit (the JSON keeps the keys and values)."""
+JSON_UNITS = {key: 'fraction of time' if unit == SHARE else unit or 'count'
+              for key, _, unit in _ROWS}
+"""Unit of each value of ``--json``'s ``stats`` (shares are fractions there, 0..1)."""
+OUTAGE_MBPS = traces.NEAR_ZERO_MBPS
+"""Plot shades the time below this rate as outage: at 0 Mbit/s a rate line lies on the axis."""
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -103,7 +112,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
     plot = sub.add_parser('plot', help='plot rate vs time and the rate histogram (PNG)',
                           description='Plot the rate of a trace file or a preset over time, '
-                                      'next to the share of time spent at each rate.')
+                                      f'outages (below {OUTAGE_MBPS:g} Mbit/s) shaded, next '
+                                      'to the share of time spent at each rate.')
     plot.add_argument('source', metavar='FILE_OR_PRESET',
                       help='a trace file (any format --trace takes) or a preset')
     plot.add_argument('--out', required=True,
@@ -152,6 +162,7 @@ def _add_source_options(parser, duration_s: float = 300.0, why: str = ''):
 
 
 def _unknown(name):
+    """Return the line that refuses an unknown preset ``name`` and lists the known ones."""
     return f'unknown preset {name!r}; known presets: {", ".join(traces.PRESETS)}'
 
 
@@ -225,6 +236,7 @@ def _source(args, src=None):
 
 
 def _fmt(value):
+    """Return ``value`` as the table prints it: 5 significant digits, words for nan."""
     if isinstance(value, (int, np.integer)):
         return str(value)
     if math.isnan(value):
@@ -232,6 +244,11 @@ def _fmt(value):
     if not math.isfinite(value):
         return str(value)
     return f'{value:.5g}'
+
+
+def _shown(value, unit):
+    """Return ``value`` in the unit the table prints: a share (0..1) in percent."""
+    return value * 100.0 if unit == SHARE else value
 
 
 def _unit(value, unit):
@@ -242,11 +259,13 @@ def _unit(value, unit):
 
 
 def _check_seed(args):
+    """Refuse a negative --seed."""
     if args.seed < 0:
         raise ValueError(f'--seed must be >= 0, got {args.seed}')
 
 
 def _check_scale(scale):
+    """Refuse a --scale that is not a finite number > 0."""
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f'--scale must be a positive number, got {scale}')
 
@@ -305,6 +324,7 @@ def _json_num(value):
 
 
 def _cmd_gen(args, out):
+    """Write a seeded synthetic trace of a preset (``rog trace gen``)."""
     if args.preset not in traces.PRESETS:
         raise KeyError(_unknown(args.preset))
     _check_seed(args)
@@ -327,7 +347,7 @@ def _cmd_stats_list(args, entries, out):
     if args.json:
         doc = {'source': args.source, 'entries': [
             {'source': e, 'stats': {k: _json_num(v) for k, v in st.items()}}
-            for e, st in zip(entries, rows)]}
+            for e, st in zip(entries, rows)], 'units': JSON_UNITS}
         print(json.dumps(doc, indent=2), file=out)
         return 0
     print(f'trace list {args.source} (robot r follows entry r mod {len(entries)})', file=out)
@@ -337,12 +357,13 @@ def _cmd_stats_list(args, entries, out):
     print(f'  {"":40s} ' + ' '.join(f'{f"entry {i}":>{width}s}' for i in range(len(entries))),
           file=out)
     for key, label, unit in _ROWS:
-        cells = ' '.join(f'{_fmt(st[key]):>{width}s}' for st in rows)
+        cells = ' '.join(f'{_fmt(_shown(st[key], unit)):>{width}s}' for st in rows)
         print(f'  {label:40s} {cells} {unit}'.rstrip(), file=out)
     return 0
 
 
 def _cmd_stats(args, out):
+    """Print the statistics of one trace or of a per-robot list (``rog trace stats``)."""
     _check_seed(args)
     entries = trace_spec.sources(args.source)
     if len(entries) > 1:
@@ -354,7 +375,8 @@ def _cmd_stats(args, out):
     st = traces.stats(trace)
     verdict = traces.check(st, compare) if compare else {}
     if args.json:
-        doc = {'source': args.source, 'stats': {k: _json_num(v) for k, v in st.items()}}
+        doc = {'source': args.source, 'stats': {k: _json_num(v) for k, v in st.items()},
+               'units': JSON_UNITS}
         if compare:
             doc['targets'] = {'preset': compare, 'rel_tol': 0.15, 'checks': {
                 k: {'target': t, 'achieved': _json_num(a), 'ok': ok}
@@ -368,10 +390,11 @@ def _cmd_stats(args, out):
     print(f'trace {args.source}{read_as}'
           + (f' (targets: {compare}, within 15%)' if compare else ''), file=out)
     for key, label, unit in _ROWS:
-        line = f'  {label:40s} {_fmt(st[key]):>10s} {_unit(st[key], unit):6s}'
+        line = f'  {label:40s} {_fmt(_shown(st[key], unit)):>10s} {_unit(st[key], unit):9s}'
         if key in verdict:
             target, _, ok = verdict[key]
-            line += f' target {_fmt(target):>8s}  {"ok" if ok else "OFF"}'
+            line += (f' target {_fmt(_shown(target, unit)):>8s} {unit:9s}  '
+                     f'{"ok" if ok else "OFF"}')
         print(line.rstrip(), file=out)
     note = _short_span_note(st, verdict)
     if note:
@@ -441,7 +464,55 @@ def _plain(text) -> None:
         text.set_text(text.get_text().replace('$', r'\$'))
 
 
+def outage_spans(trace, below: float = OUTAGE_MBPS) -> list:
+    """Return ``[(start_s, end_s), ...]`` of the stretches where the rate is below ``below``."""
+    low = trace.mbps < below
+    edges = np.append(trace.t_s, trace.end_s)
+    change = np.flatnonzero(low[1:] != low[:-1]) + 1
+    starts = np.concatenate(([0], change))
+    ends = np.concatenate((change, [len(low)]))
+    return [(float(edges[a]), float(edges[b])) for a, b in zip(starts, ends) if low[a]]
+
+
+def _figure(plt, trace, source: str):
+    """
+    Draw the rate of ``trace`` over time and its histogram; return the figure.
+
+    An outage is drawn where it can be seen: the time below ``OUTAGE_MBPS`` is shaded over the
+    whole height, with a legend entry that gives its share of time, and the rate axis starts
+    a little below 0 (a 0 Mbit/s stretch lay on the x axis itself, out of sight).
+    """
+    fig, (ax_t, ax_h) = plt.subplots(1, 2, figsize=(12, 4),
+                                     gridspec_kw={'width_ratios': [3, 1]})
+    t = np.append(trace.t_s, trace.end_s)
+    r = np.append(trace.mbps, trace.mbps[-1])
+    ax_t.step(t, r, where='post', linewidth=0.7, zorder=3, label='rate')
+    ax_t.set_xlabel('time (s)')
+    ax_t.set_ylabel('capacity (Mbit/s)')
+    _plain(ax_t.set_title(f'{source}: mean {trace.mean_mbps:.1f} Mbit/s'))
+    ax_t.set_xlim(0, trace.end_s)
+    top = 1.05 * max(float(r.max()), OUTAGE_MBPS)
+    bottom = -0.04 * top
+    ax_t.set_ylim(bottom, top)
+    spans = outage_spans(trace)
+    if spans:
+        share = sum(end - start for start, end in spans) / trace.end_s
+        ax_t.broken_barh([(start, end - start) for start, end in spans], (bottom, top - bottom),
+                         facecolor='tab:red', alpha=0.3, linewidth=0, zorder=2,
+                         label=f'outage (< {OUTAGE_MBPS:g} Mbit/s): {100 * share:.3g}% of time')
+        ax_t.legend(loc='upper right', fontsize='small')
+    weights = 100.0 * np.diff(t) / trace.end_s
+    ax_h.hist(trace.mbps, bins=50, weights=weights, orientation='horizontal')
+    if spans:
+        ax_h.axhspan(bottom, OUTAGE_MBPS, facecolor='tab:red', alpha=0.3, linewidth=0)
+    ax_h.set_xlabel('% of time')
+    ax_h.set_ylim(ax_t.get_ylim())
+    fig.tight_layout()
+    return fig
+
+
 def _cmd_plot(args, out):
+    """Plot one trace's rate over time and its histogram to an image (``rog trace plot``)."""
     if len(trace_spec.sources(args.source)) > 1:
         raise ValueError(f'plot takes one trace, got the list {args.source!r}; plot each entry '
                          f'(rog trace stats shows a list side by side)')
@@ -450,21 +521,7 @@ def _cmd_plot(args, out):
     plt = _pyplot()
 
     path, kind = _out_image(args.out, args.source)
-    fig, (ax_t, ax_h) = plt.subplots(1, 2, figsize=(12, 4),
-                                     gridspec_kw={'width_ratios': [3, 1]})
-    t = np.append(trace.t_s, trace.end_s)
-    r = np.append(trace.mbps, trace.mbps[-1])
-    ax_t.step(t, r, where='post', linewidth=0.7)
-    ax_t.set_xlabel('time (s)')
-    ax_t.set_ylabel('capacity (Mbit/s)')
-    _plain(ax_t.set_title(f'{args.source}: mean {trace.mean_mbps:.1f} Mbit/s'))
-    ax_t.set_xlim(0, trace.end_s)
-    ax_t.set_ylim(bottom=0)
-    weights = np.diff(t) / trace.end_s
-    ax_h.hist(trace.mbps, bins=50, weights=weights, orientation='horizontal')
-    ax_h.set_xlabel('share of time')
-    ax_h.set_ylim(ax_t.get_ylim())
-    fig.tight_layout()
+    fig = _figure(plt, trace, args.source)
     image = io.BytesIO()
     fig.savefig(image, format=kind, dpi=100)
     plt.close(fig)
@@ -474,6 +531,7 @@ def _cmd_plot(args, out):
 
 
 def _cmd_replay(args, out):
+    """Write the rates a testbed robot saw replaying a record (``rog trace replay``)."""
     if args.seed is not None:
         _check_seed(args)        # (Python's random takes |seed|: -1 would replay seed 1)
     traces.check_trace_file(args.record)
@@ -495,6 +553,7 @@ def _cmd_replay(args, out):
 
 
 def _cmd_convert(args, out):
+    """Write a trace file the loader reads as plain CSV (``rog trace convert``)."""
     traces.check_trace_file(args.file)
     _check_scale(args.scale)
     name = os.path.splitext(os.path.basename(args.file))[0]
