@@ -91,7 +91,10 @@ CASES = [
     (['fleet', '--sync', 'gsp+gds'], '--sync'),
     (['fleet', '--sync', 'adacomp', '--state-dir', 'st'], '--state-dir'),
     (['fleet', '--sync', 'asgd', '--min-workers', '2'], '--min-workers'),
-    (['fleet', '--sync', 'gsp', '--absence-timeout', '5'], '--absence-timeout'),
+    (['fleet', '--sync', 'gsp', '--absence-timeout', '20'], '--absence-timeout'),
+    (['fleet', '--absence-timeout', '5'], '--absence-timeout) 5: a worker waiting for its pull'),
+    (['robot', '--role', 'server', '--absence-timeout', '15.9'],
+     'absence_timeout (--absence-timeout) 15.9: '),
     (['fleet', '--iterations', '0'], '--iterations'),
     (['fleet', '--eval-every', '0'], '--eval-every'),
     (['fleet', '--lr', '-0.1'], '--lr'),
@@ -138,6 +141,7 @@ BAD_FILES = {
     'startup_timeout: -1': 'startup_timeout',
     'burst_bytes: 0': 'burst_bytes',
     'trace: missing.csv': 'trace',
+    'absence_timeout: 8.0': 'absence_timeout (--absence-timeout) 8: ',
 }
 
 

@@ -99,7 +99,7 @@ def test_adacomp_pushes_far_fewer_bytes_than_asgd(runs):
     ({'sync': 'gsp+gds'}, 'UploadDensity'),
     ({'sync': 'adacomp', 'state_dir': '/tmp/x'}, 'state_dir (--state-dir)'),
     ({'sync': 'comp-asgd', 'min_workers': 2}, 'min_workers (--min-workers)'),
-    ({'sync': 'gsp', 'absence_timeout': 3.0}, 'absence_timeout (--absence-timeout)'),
+    ({'sync': 'gsp', 'absence_timeout': 20.0}, 'absence_timeout (--absence-timeout): gsp'),
 ])
 def test_the_plan_refuses_what_a_fleet_cannot_run(overrides, message):
     with pytest.raises(ConfigError) as exc:

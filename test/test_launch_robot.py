@@ -475,6 +475,94 @@ def test_a_server_robot_with_its_workers_state_alone_starts_afresh(started_robot
     assert 'resuming' not in err and f'rog robot: {out} held an earlier run' in err
 
 
+def _earlier_worker_run(logs: Path, rank: int) -> None:
+    """Leave what a worker robot of ``rank`` leaves in ``logs``, beside another's and a note."""
+    logs.mkdir()
+    (logs / f'rog_worker_{rank}.log').write_text('earlier worker log\n')
+    (logs / f'netmon_{rank}.log').write_text('earlier netmon log\n')
+    (logs / 'rog_worker_7.log').write_text("another robot's\n")
+    (logs / 'notes.txt').write_text('mine\n')
+
+
+def test_a_rerun_of_a_worker_robot_keeps_the_earlier_run_s_logs(started_robots, tmp_path,
+                                                                capsys):
+    """Move a worker robot's earlier logs to LOGS/previous, its rank's only, in one line."""
+    # before, the worker robot's supervisor started ./rog_robot_logs afresh: the log of the
+    # run that went wrong was overwritten by the rerun meant to look into it
+    from rog_ros import cli
+    logs = tmp_path / 'rog_robot_logs'
+    _earlier_worker_run(logs, 1)
+    worker = ['robot', '--role', 'worker', '--rank', '1', '--workers', '2']
+    # Execute
+    assert cli.main(worker) == 0
+    # Assert: this rank's logs moved before its nodes started, said in one line
+    assert _starts(started_robots) == [('', ['rog_worker_7.log'])]
+    previous = logs / 'previous'
+    assert sorted(p.name for p in previous.iterdir()) == ['netmon_1.log', 'rog_worker_1.log']
+    assert (previous / 'rog_worker_1.log').read_text() == 'earlier worker log\n'
+    assert sorted(p.name for p in logs.iterdir() if p.is_file()) == [
+        '.rog_worker_1.lock', 'notes.txt', 'rog_worker_7.log']
+    said = [line for line in capsys.readouterr().err.splitlines() if 'earlier' in line]
+    assert said == [f"rog robot: {logs} held an earlier run's logs (netmon_1.log, "
+                    f'rog_worker_1.log); moved to {previous}']
+    # Execute: a third run replaces the older logs in previous, netmon's too (none now)
+    (logs / 'rog_worker_1.log').write_text('second worker log\n')
+    assert cli.main(worker + ['--netmon', 'false']) == 0
+    assert sorted(p.name for p in previous.iterdir()) == ['rog_worker_1.log']
+    assert (previous / 'rog_worker_1.log').read_text() == 'second worker log\n'
+    assert '(the older ones there are replaced)' in capsys.readouterr().err
+
+
+def test_a_worker_robot_resuming_from_its_state_keeps_its_logs_going(started_robots, tmp_path,
+                                                                     capsys):
+    """Move nothing when the worker restores its own state file: its logs go on."""
+    from rog_ros import cli
+    logs, state = tmp_path / 'rog_robot_logs', tmp_path / 'state'
+    _earlier_worker_run(logs, 1)
+    _state(state, 'worker_0.pt', 'worker_1.pt', 'server.pt')
+    worker = ['robot', '--role', 'worker', '--workers', '2', '--state-dir', 'state']
+    # Execute
+    assert cli.main(worker + ['--rank', '1']) == 0
+    # Assert: its node restores worker_1.pt; the logs of the run it resumes go on
+    resuming = 'resuming from the state in state (worker_1.pt)'
+    assert _starts(started_robots) == [
+        (resuming, ['netmon_1.log', 'rog_worker_1.log', 'rog_worker_7.log'])]
+    assert not (logs / 'previous').exists()
+    assert f'rog robot: {resuming}; the logs go on' in capsys.readouterr().err
+    (state / 'worker_1.pt').unlink()                  # its own file gone: a fresh start
+    assert cli.main(worker + ['--rank', '1']) == 0
+    assert _starts(started_robots)[1] == ('', ['rog_worker_7.log'])
+
+
+def test_a_worker_robot_moves_no_log_another_robot_of_its_rank_writes(
+        started_robots, tmp_path, capsys):
+    """Refuse a second worker robot of a rank on one --logs, moving nothing, in one line."""
+    # the lock a running worker robot of rank 1 holds on its log: a second one (another
+    # terminal) moved its live log to previous/ and then wrote over it
+    from rog_ros import cli
+    from rog_ros.nodes.run_outputs import NodeLogLock
+    logs = tmp_path / 'rog_robot_logs'
+    _earlier_worker_run(logs, 1)
+    running = NodeLogLock.take(str(logs), 'rog_worker_1', 'rog robot --role worker --rank 1')
+    worker = ['robot', '--role', 'worker', '--workers', '2']
+    try:
+        # Execute
+        assert cli.main(worker + ['--rank', '1']) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert cli.main(worker + ['--rank', '0']) == 0    # another rank: its own log
+    finally:
+        running.release()
+    # Assert: refused in one line, nothing started or moved; rank 0 had nothing to move
+    assert len(err) == 1 and err[0].startswith(
+        f'rog robot: {logs}/rog_worker_1.log is being written by another run (rog robot '
+        f'--role worker --rank 1, pid {os.getpid()}, since ')
+    assert _starts(started_robots) == [('', ['netmon_1.log', 'rog_worker_1.log',
+                                             'rog_worker_7.log'])]
+    assert not (logs / 'previous').exists()
+    assert cli.main(worker + ['--rank', '1']) == 0     # let go: the rerun goes ahead
+    assert (logs / 'previous' / 'rog_worker_1.log').exists()
+
+
 @pytest.mark.parametrize('signum, status, said', [
     (15, 143, 'terminated (SIGTERM)'), (1, 129, 'hung up (SIGHUP)')])
 def test_rog_robot_stopped_by_sigterm_says_so_and_exits_143(started_robots, monkeypatch,

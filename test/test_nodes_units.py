@@ -366,11 +366,23 @@ def test_the_outage_bound_setting_reaches_the_rog_policy():
         parse(['--sync', 'rog', '--outage-bound', '0.1'])     # below the policy's range
 
 
-@pytest.mark.parametrize('timeout, warned', [(5.0, True), (15.9, True), (16.0, False),
-                                             (None, False)])
-def test_the_server_warns_of_an_absence_timeout_a_waiting_robot_outlasts(
-        timeout, warned, caplog, tmp_path, monkeypatch):
-    """Below two pokes of a waiting robot (16 s), held robots flap suspended/readmitted."""
+@pytest.mark.parametrize('timeout', [5.0, 15.9])
+def test_the_server_refuses_an_absence_timeout_a_waiting_robot_outlasts(timeout, capsys):
+    """Refuse, as a usage error, a timeout below two pokes of a waiting robot (16 s)."""
+    from rog_ros.nodes import rog_server
+    argv = ['--workload', 'toy', '--workers', '2', '--absence-timeout', str(timeout)]
+    with pytest.raises(SystemExit) as stop:
+        rog_server.build_parser().parse_args(argv)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 2
+    assert f'absence_timeout (--absence-timeout) {timeout:g}: ' in err
+    assert 'a poke every 8 s' in err and 'give at least 16, or 0 for never' in err
+
+
+@pytest.mark.parametrize('timeout', [16.0, 0.0, None])
+def test_the_server_takes_an_absence_timeout_of_two_pokes_or_none_without_a_word(
+        timeout, caplog, tmp_path, monkeypatch):
+    """Take 16 s (two pokes of a waiting robot), 0 and no timeout, warning of none."""
     from rog_ros.nodes import rog_server, server_node
     from test_nodes_lifecycle import in_memory_fleet
     in_memory_fleet(monkeypatch)
@@ -380,8 +392,6 @@ def test_the_server_warns_of_an_absence_timeout_a_waiting_robot_outlasts(
     node = server_node.ServerNode(rog_server.build_parser().parse_args(argv))
     with caplog.at_level('WARNING'):
         node.configure()
+    assert node.engine.absence_timeout_s == (timeout or None)
     node.shutdown()
-    said = [r.getMessage() for r in caplog.records if 'absence_timeout' in r.getMessage()]
-    assert bool(said) == warned
-    if warned:
-        assert 'two of its pokes' in said[0] and '16 s' in said[0]
+    assert not [r for r in caplog.records if 'absence_timeout' in r.getMessage()]

@@ -247,3 +247,25 @@ def test_the_settings_defaults_are_the_policies_defaults():
     for name in ('rtt_floor', 'outage_bound'):
         declared = next(s.default for s in settings.SETTINGS if s.name == name)
         assert declared == getattr(SyncPolicy, name) == getattr(rog, name)
+
+
+def test_an_absence_timeout_must_outlast_two_pokes_of_a_waiting_worker():
+    """Refuse 0 < absence_timeout < 16 s (two pokes) as given or in a file; take 0 and 16."""
+    import inspect
+    from rog_ros.protocol.ps import ServerEngine
+    from rog_ros.protocol.revival import shortest_sound_absence_s
+    from rog_ros.protocol.worker import WorkerEngine
+    for engine in (ServerEngine, WorkerEngine):     # the nodes keep the engines' default
+        default = inspect.signature(engine).parameters['end_timeout_s'].default
+        assert shortest_sound_absence_s(default) == settings.LEAST_ABSENCE_TIMEOUT_S == 16.0
+    setting = settings.BY_NAME['absence_timeout']
+    for value, strict in (('15.99', False), ('1e-3', False), (8.0, True), (15, True)):
+        with pytest.raises(settings.ConfigError) as refused:
+            setting.parse(value, strict)
+        assert '\n' not in str(refused.value) and 'give at least 16, or 0 for never' in str(
+            refused.value)
+    assert [setting.parse(v, s) for v, s in (('16', False), ('0', False), (0.0, True),
+                                             (16, True), (600.0, True))] == [
+        16.0, None, None, 16.0, 600.0]
+    for path in sorted((ROOT / 'config').glob('*.yaml')):     # the shipped files still load
+        fleet.resolve(fleet.load_parameter_file(str(path)), {})

@@ -28,7 +28,9 @@ discovery peers (for access points that drop multicast) to that file or to the u
 :func:`robot_environment`, so they start the same processes. ``rog robot --role server``
 moves an earlier run in its ``out`` to ``out/previous`` before its nodes start, its own nodes'
 logs (in ``--logs``) with its results, as ``rog fleet`` does, unless its server resumes from
-the checkpoint in its ``state_dir``.
+the checkpoint in its ``state_dir``; ``rog robot --role worker`` moves its own nodes' earlier
+logs to ``LOGS/previous`` (``./rog_robot_logs/previous``), unless its worker resumes from its
+state file in ``state_dir``.
 """
 
 from __future__ import annotations
@@ -142,7 +144,9 @@ def add_parser(subparsers):
                         '(default: none; the flags and the built-in defaults)')
     p.add_argument('--respawn', default=0, metavar='N', help=ROBOT_ARGUMENTS['respawn'])
     p.add_argument('--logs', default=None, help='node logs directory (default: OUT/logs on '
-                                                'the server, ./rog_robot_logs otherwise)')
+                                                'the server, ./rog_robot_logs otherwise); a '
+                                                "worker robot's earlier logs there move to "
+                                                'LOGS/previous unless it resumes')
     p.add_argument('--model-out', default=None, metavar='PATH',
                    help="worker robots: write the robot's trained model here when training "
                         f'ends (default: model_out of --config, else ./{ROBOT_MODEL})')
@@ -224,25 +228,59 @@ def run(args) -> int:
     except (OSError, ValueError) as err:
         print(f'rog robot: {err}', file=sys.stderr)
         return 2
-    lock = None
-    if args.role == 'server':   # one server run at a time in its --out (output_lock)
-        from rog_ros.nodes.output_lock import OutputLock
-        try:
-            lock = OutputLock.take(os.path.abspath(specs[0].parameters['out']),
-                                   'rog robot --role server')
-        except OSError as err:
-            print(f'rog robot: {err}', file=sys.stderr)
-            return 2
+    try:                        # one server run at a time in its --out (output_lock), one
+        lock = _hold(args, specs, logs)     # worker robot of a rank in its --logs
+    except OSError as err:
+        print(f'rog robot: {err}', file=sys.stderr)
+        return 2
     try:
-        resuming = ''
         if args.role == 'server':
             resuming = _set_aside_earlier_run(specs, logs)
-            if resuming is None:
-                return 2
+        else:
+            resuming = _set_aside_earlier_logs(args, specs, logs)
+        if resuming is None:
+            return 2
         return _run_nodes(args, specs, env, logs, limit, resuming)
     finally:
         if lock is not None:
             lock.release()
+
+
+def _hold(args, specs, logs: str):
+    """
+    Hold what this robot writes for its run; return the lock (``release()`` lets it go).
+
+    The server robot holds its ``out`` (:class:`OutputLock`); a worker robot its training
+    node's log in ``logs`` (:class:`NodeLogLock`), so that a second robot of its rank pointed
+    at the same folder is refused before it moves or overwrites the first one's live logs.
+    OSError (one line) naming the run that holds it.
+    """
+    if args.role == 'server':
+        from rog_ros.nodes.output_lock import OutputLock
+        return OutputLock.take(os.path.abspath(specs[0].parameters['out']),
+                               'rog robot --role server')
+    from rog_ros.nodes.run_outputs import NodeLogLock
+    return NodeLogLock.take(os.path.abspath(logs), specs[0].name,
+                            f'rog robot --role worker --rank {args.rank}')
+
+
+def _set_aside_earlier_logs(args, specs, logs: str):
+    """
+    Move a worker robot's earlier logs to ``logs/previous`` unless it resumes; ``resuming``.
+
+    Why: the supervisor starts the logs afresh, so a rerun of ``rog robot --role worker``
+    overwrote the logs of the run before (the one that went wrong) while the server robot
+    kept its own. The logs of this rank's nodes move (its netmon's too, whether or not it
+    runs this time), not those of another robot writing in the same folder. A worker whose
+    node restores its state file from ``state_dir`` moves nothing and its logs go on; None
+    when the earlier logs could not be moved (said in one line).
+    """
+    from rog_ros.nodes.routing import worker_name
+    from rog_ros.nodes.run_outputs import set_aside_unless_worker_resumes
+    rank = int(args.rank)
+    return set_aside_unless_worker_resumes('rog robot', os.path.abspath(logs),
+                                           specs[0].parameters.get('state_dir'), rank,
+                                           [worker_name(rank), netmon_name(rank)])
 
 
 def _set_aside_earlier_run(specs, logs: str):

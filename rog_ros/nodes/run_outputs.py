@@ -33,14 +33,29 @@ server robot, with the logs of its own nodes only, from its ``--logs`` folder (a
 on the same machine may write its logs beside them). A server started alone keeps its logs
 where its supervisor put them. Whenever ``previous/`` takes a run, the older run there goes,
 its node logs with its results: ``previous/`` holds one run, not parts of two.
+
+A worker robot has no output directory, only its nodes' logs (``./rog_robot_logs`` unless
+``--logs``), which a rerun of ``rog robot --role worker`` started afresh: the log of the run
+that went wrong was gone. A fresh worker robot run therefore moves its own nodes' earlier logs
+to ``LOGS/previous/`` by the same rule (:func:`set_aside_unless_worker_resumes`), unless its
+node restores its state file, and holds its logs (:class:`NodeLogLock`) first, as a server
+robot holds its ``out``: a second robot of the same rank pointed at the same folder is
+refused instead of moving the live log of the first.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
 import sys
+import time
+
+try:
+    import fcntl
+except ImportError:           # pragma: no cover - not a POSIX system: logs go unlocked
+    fcntl = None
 
 from rog_ros.metrics import PREVIOUS_RUN_DIR
 from rog_ros.nodes.model_file import MODEL_FILE
@@ -160,3 +175,113 @@ def set_aside_unless_resuming(who: str, out: str, state_dir, logs: str, nodes=No
     if said:
         print(f'{who}: {said}', file=sys.stderr)
     return ''
+
+
+def set_aside_node_logs(logs: str, nodes) -> list:
+    """
+    Move the logs of ``nodes`` in ``logs`` to ``logs/previous``, replacing their older ones.
+
+    Returns the names moved (sorted; none when ``logs`` holds none of them). ``previous``
+    holds one run of these nodes: their older logs there go, whether or not this run has a
+    log of each; the logs of other nodes (another robot's, in a shared folder) and the user's
+    files stay where they are.
+    """
+    moving = node_logs(logs, nodes)
+    if not moving:
+        return []
+    previous = os.path.join(logs, PREVIOUS)
+    for name in node_logs(previous, nodes):
+        os.unlink(os.path.join(previous, name))
+    os.makedirs(previous, exist_ok=True)
+    for name in moving:
+        os.replace(os.path.join(logs, name), os.path.join(previous, name))
+    return moving
+
+
+def set_aside_unless_worker_resumes(who: str, logs: str, state_dir, rank: int, nodes):
+    """
+    Set a worker robot's earlier logs aside before its supervisor starts them afresh.
+
+    Returns the ``resuming`` text for ``Supervisor.start`` ('' for a fresh run), or None when
+    the earlier logs could not be moved (starting would overwrite them). Each outcome that
+    changes or keeps something is one line on stderr, after ``who``. A worker whose node
+    restores its own state file from ``state_dir`` (``resumes(state_dir, rank)``) moves
+    nothing: its logs go on, as a resuming server's do.
+    """
+    resuming = resuming_line(state_dir, rank)
+    if resuming:
+        print(f'{who}: {resuming}; the logs go on', file=sys.stderr)
+        return resuming
+    previous = os.path.join(logs, PREVIOUS)
+    older = node_logs(previous, nodes)
+    try:
+        moved = set_aside_node_logs(logs, nodes)
+    except OSError as err:
+        print(f'{who}: {logs} holds the logs of an earlier run, which could not be moved to '
+              f'{PREVIOUS}/: {err.strerror or err}', file=sys.stderr)
+        return None
+    if moved:
+        print(f"{who}: {logs} held an earlier run's logs ({', '.join(moved)}); moved to "
+              f'{previous}' + (' (the older ones there are replaced)' if older else ''),
+              file=sys.stderr)
+    return ''
+
+
+class NodeLogLock:
+    """
+    Hold one node's log in a folder for this process: one writer per log.
+
+    Why: two ``rog robot --role worker --rank K`` pointed at one ``--logs`` (a second
+    terminal, a script) wrote one log file, and the second moved the first's live log to
+    ``previous/``. The lock is an advisory ``flock`` on ``LOGS/.NODE.lock``, as
+    :mod:`rog_ros.nodes.output_lock` holds an output directory: the kernel drops it when the
+    holder ends, however it ends, so nothing stale is left to clean up.
+    """
+
+    def __init__(self, fd):
+        """Keep the locked file descriptor (None: a file system without ``flock``)."""
+        self.fd = fd
+
+    @classmethod
+    def take(cls, logs: str, node: str, command: str) -> 'NodeLogLock':
+        """
+        Hold ``logs/NODE.log`` for ``command``; raise OSError (one line) if a run holds it.
+
+        ``logs`` is created if missing. A file system without ``flock`` gives an unlocked
+        holder (the robot runs as before rather than failing for want of a lock).
+        """
+        os.makedirs(logs, exist_ok=True)
+        fd = os.open(os.path.join(logs, f'.{node}.lock'), os.O_RDWR | os.O_CREAT, 0o644)
+        if fcntl is None:
+            os.close(fd)
+            return cls(None)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = _holder_line(fd)
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise OSError(f'{os.path.join(logs, node)}.log is being written by another run '
+                              f'({holder}); give this one another --logs, or wait until that '
+                              'one ends') from None
+            return cls(None)
+        os.ftruncate(fd, 0)
+        os.write(fd, f'{command}, pid {os.getpid()}, since '
+                     f'{time.strftime("%Y-%m-%d %H:%M:%S")}\n'.encode())
+        return cls(fd)
+
+    def release(self) -> None:
+        """Let the log go (idempotent)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _holder_line(fd: int) -> str:
+    """Return the holder's line from a lock file, or words saying it is unknown."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        text = ' '.join(os.read(fd, 400).decode(errors='replace').split())
+    except OSError:
+        text = ''
+    return text or 'a process that has not said which'

@@ -41,6 +41,7 @@ from rog_ros.nodes.sync_names import FLEET_SYSTEMS, PUSH_SYSTEMS, ROG_SYSTEMS, s
 from rog_ros.protocol.policy_defaults import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
 from rog_ros.protocol.policy_defaults import (DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR,
                                               OUTAGE_BOUND_RANGE, ROG_FREE_STRAGGLERS)
+from rog_ros.protocol.revival import POKE_END_TIMEOUTS, shortest_sound_absence_s
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
 
 FREE_STRAGGLERS_DEFAULT = ROG_FREE_STRAGGLERS
@@ -73,6 +74,7 @@ class Setting:
     choices: tuple = ()         # allowed values of a str setting (empty: any)
     none_text: object = None    # typed stand-in for None in ROS/launch/YAML (e.g. 0.0, '')
     refusal: object = None      # name -> why a value outside choices is refused ('' if not)
+    vetting: object = None      # value in range -> why it still cannot work ('' if it can)
 
     @property
     def flag(self) -> str:
@@ -155,6 +157,9 @@ class Setting:
                     self.high is not None and value > self.high):
                 raise ConfigError(f'{self.label} must be in {self.range_text()}, '
                                   f'got {value!r}')
+        why = self.vetting(value) if self.vetting is not None else ''
+        if why:
+            raise ConfigError(f'{self.label} {_num(value)}: {why}')
 
     def range_text(self) -> str:
         """Return the range as text: ``[1, inf)``, ``[0, 10]``, or ''."""
@@ -182,6 +187,31 @@ def _typed(kind, value) -> bool:
 
 def _num(value) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f'{value:g}'
+
+
+SERVER_END_TIMEOUT_S = 2.0
+"""End timeout of the fleets' engines (``ServerEngine`` and ``WorkerEngine``'s default, which no
+setting changes): a worker waiting for its pull pokes every ``POKE_END_TIMEOUTS`` of them."""
+POKE_INTERVAL_S = POKE_END_TIMEOUTS * SERVER_END_TIMEOUT_S
+"""How often a worker that waits for its pull sends its poke, its only message meanwhile (s)."""
+LEAST_ABSENCE_TIMEOUT_S = shortest_sound_absence_s(SERVER_END_TIMEOUT_S)
+"""Shortest ``absence_timeout`` that a live, waiting worker outlasts: two poke intervals (16 s)."""
+
+
+def _absence_refusal(value) -> str:
+    """
+    Say why an ``absence_timeout`` cannot work ('' when it can: 0, never, or two pokes or more).
+
+    Why two pokes: a worker waiting for its pull sends nothing but a poke every
+    ``POKE_INTERVAL_S``, so a shorter timeout suspends live robots and readmits them at their
+    next poke, over and over (the server only warned, and every turn was an event in the log).
+    """
+    if not value or value >= LEAST_ABSENCE_TIMEOUT_S:
+        return ''
+    return (f'a worker waiting for its pull sends only a poke every {POKE_INTERVAL_S:g} s, so '
+            f'a timeout below two of them ({LEAST_ABSENCE_TIMEOUT_S:g} s) suspends live robots '
+            f'and readmits them over and over; give at least {LEAST_ABSENCE_TIMEOUT_S:g}, or 0 '
+            'for never')
 
 
 def _s(name, typ, default, description, roles=ALL, group='fleet', **kw) -> Setting:
@@ -298,8 +328,9 @@ SETTINGS = (
        'iterations (atomic; workers keep what came after it).', (SERVER, FLEET), 'server',
        low=1),
     _s('absence_timeout', float, None, 'Suspend a worker from the staleness rules after this '
-       'many seconds without a message from it (s); 0 = never.', (SERVER, FLEET), 'server',
-       low=0.0, none_text=0.0),
+       'many seconds without a message from it (s); 0 = never; else at least '
+       f'{LEAST_ABSENCE_TIMEOUT_S:g} (two pokes of a waiting worker).', (SERVER, FLEET),
+       'server', low=0.0, none_text=0.0, vetting=_absence_refusal),
     _s('min_workers', int, 1, 'Quorum: serve pulls only while at least this many workers are '
        'active.', (SERVER, FLEET), 'server', low=1, high=1024),
     _s('final_model', bool, True, "When training ends, send every robot the fleet's final "

@@ -44,7 +44,7 @@ def state_files(state_dir) -> list:
     return sorted(n for n in names if STATE_FILE.fullmatch(n))
 
 
-def resumes(state_dir) -> bool:
+def resumes(state_dir, rank=None) -> bool:
     """
     Tell whether a server given ``state_dir`` restores a run from it (its checkpoint is there).
 
@@ -52,16 +52,28 @@ def resumes(state_dir) -> bool:
     push, the server every few iterations. A run stopped before the server's first checkpoint
     leaves worker files only, and its server starts afresh and sets the earlier results aside:
     a supervisor that took any state file for a resume kept the logs of a run that was not
-    resumed, and said it was.
+    resumed, and said it was. ``rank`` asks the same of worker ``rank`` alone (a worker robot,
+    whose server's checkpoint is on another machine): its node restores its own state file,
+    ``worker_<rank>.pt``, whenever that file is there.
     """
-    return bool(state_dir) and os.path.isfile(os.path.join(state_dir, SERVER_STATE_FILE))
+    return bool(state_dir) and os.path.isfile(os.path.join(state_dir, _own_file(rank)))
 
 
-def resuming_line(state_dir) -> str:
-    """Say which saved state a fleet restores from ``state_dir`` ('' when its server would not)."""
-    if not resumes(state_dir):
+def _own_file(rank=None) -> str:
+    """Return the state file the server (``rank`` None) or worker ``rank`` restores from."""
+    return SERVER_STATE_FILE if rank is None else f'worker_{int(rank)}.pt'
+
+
+def resuming_line(state_dir, rank=None) -> str:
+    """
+    Say which saved state a fleet restores from ``state_dir`` ('' when its server would not).
+
+    With ``rank``: the state worker ``rank`` restores ('' when it has none there).
+    """
+    if not resumes(state_dir, rank):
         return ''
-    return f'resuming from the state in {state_dir} ({", ".join(state_files(state_dir))})'
+    names = state_files(state_dir) if rank is None else [_own_file(rank)]
+    return f'resuming from the state in {state_dir} ({", ".join(names)})'
 
 
 def unreadable_state_files(state_dir: str) -> list:
