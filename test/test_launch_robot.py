@@ -332,16 +332,28 @@ def started_robots(monkeypatch, tmp_path):
     return _stand_in_supervisors(monkeypatch, tmp_path)
 
 
-def test_rog_robot_worker_leaves_its_model_in_a_file(started_robots, tmp_path, capsys):
+def test_rog_robot_worker_leaves_its_model_in_a_file(started_robots, tmp_path, capsys,
+                                                     monkeypatch):
     """./rog_robot_model.pt unless told; a folder given with a trailing / gets model.pt."""
     from rog_ros import cli
+    from rog_ros.nodes import supervisor
+    from rog_ros.nodes.model_file import model_out_file
     worker = ['robot', '--role', 'worker', '--rank', '1', '--workers', '2']
     assert cli.main(worker) == 0
     assert cli.main(worker + ['--model-out', 'models' + os.sep]) == 0
     assert [specs[0].parameters['model_out'] for specs, _, _ in started_robots] == [
         str(tmp_path / 'rog_robot_model.pt'), str(tmp_path / 'models') + os.sep]
-    (tmp_path / 'models').mkdir()
-    (tmp_path / 'models' / 'model.pt').write_bytes(b'x')     # as the node would write it
+
+    class Writing(supervisor.Supervisor):
+        """Stand-in supervisor whose worker node writes its model, as when training ends."""
+
+        def start(self, resuming=None):
+            """Start, and write the model where the worker node was told to."""
+            super().start(resuming)
+            path = Path(model_out_file(self.specs[0].parameters['model_out']))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b'x')
+    monkeypatch.setattr(supervisor, 'Supervisor', Writing)
     assert cli.main(worker + ['--model-out', 'models' + os.sep]) == 0
     assert f"this robot's model: {tmp_path / 'models' / 'model.pt'}" in capsys.readouterr().err
 
@@ -532,6 +544,52 @@ def test_a_worker_robot_resuming_from_its_state_keeps_its_logs_going(started_rob
     (state / 'worker_1.pt').unlink()                  # its own file gone: a fresh start
     assert cli.main(worker + ['--rank', '1']) == 0
     assert _starts(started_robots)[1] == ('', ['rog_worker_7.log'])
+
+
+def test_a_rerun_of_a_worker_robot_sets_its_earlier_model_aside_with_its_logs(
+        started_robots, tmp_path, capsys):
+    """Move the earlier model to LOGS/previous with the logs, as the server's model.pt moves."""
+    # before, ./rog_robot_model.pt stayed: a rerun that ended before writing its own left the
+    # earlier run's model where `this robot's model` points, and a finished one replaced it
+    from rog_ros import cli
+    logs, previous = tmp_path / 'rog_robot_logs', tmp_path / 'rog_robot_logs' / 'previous'
+    _earlier_worker_run(logs, 1)
+    (tmp_path / 'rog_robot_model.pt').write_bytes(b'earlier model')
+    worker = ['robot', '--role', 'worker', '--rank', '1', '--workers', '2']
+    # Execute
+    assert cli.main(worker) == 0
+    # Assert: the model went with the logs, said in the same line
+    assert sorted(p.name for p in previous.iterdir()) == [
+        'netmon_1.log', 'rog_robot_model.pt', 'rog_worker_1.log']
+    assert (previous / 'rog_robot_model.pt').read_bytes() == b'earlier model'
+    assert not (tmp_path / 'rog_robot_model.pt').exists()
+    said = [line for line in capsys.readouterr().err.splitlines() if 'earlier' in line]
+    assert said == [f"rog robot: {logs} held an earlier run's logs (netmon_1.log, "
+                    f"rog_worker_1.log) and {tmp_path / 'rog_robot_model.pt'} its model; "
+                    f'moved to {previous}']
+    # Execute: a model alone (a folder's model.pt) replaces the older run there, logs too
+    (tmp_path / 'models').mkdir()
+    (tmp_path / 'models' / 'model.pt').write_bytes(b'second model')
+    assert cli.main(worker + ['--model-out', 'models' + os.sep]) == 0
+    assert sorted(p.name for p in previous.iterdir()) == ['model.pt', 'rog_robot_model.pt']
+    assert (previous / 'model.pt').read_bytes() == b'second model'
+    assert not (tmp_path / 'models' / 'model.pt').exists()
+    assert [line for line in capsys.readouterr().err.splitlines() if 'earlier' in line] == [
+        f"rog robot: {tmp_path / 'models' / 'model.pt'} is an earlier run's model; moved to "
+        f'{previous} (the older ones there are replaced)']
+
+
+def test_a_worker_robot_resuming_from_its_state_keeps_its_model(started_robots, tmp_path):
+    """Move no model when the worker restores its own state file: its run goes on."""
+    from rog_ros import cli
+    _state(tmp_path / 'state', 'worker_1.pt')
+    (tmp_path / 'rog_robot_model.pt').write_bytes(b'model of the run it resumes')
+    worker = ['robot', '--role', 'worker', '--rank', '1', '--workers', '2']
+    # Execute
+    assert cli.main(worker + ['--state-dir', 'state']) == 0
+    # Assert: nothing moved
+    assert (tmp_path / 'rog_robot_model.pt').read_bytes() == b'model of the run it resumes'
+    assert not (tmp_path / 'rog_robot_logs' / 'previous').exists()
 
 
 def test_a_worker_robot_moves_no_log_another_robot_of_its_rank_writes(

@@ -131,6 +131,31 @@ def test_previous_holds_one_run_its_older_logs_go_with_its_results(tmp_path):
     assert (older / 'rog_server.log').read_text() == 'kept'
 
 
+def test_a_worker_robot_s_previous_holds_the_logs_and_model_of_one_run(tmp_path):
+    """Replace the older run's model in LOGS/previous even when this run left no model."""
+    from rog_ros.nodes.run_outputs import set_aside_node_logs
+    logs, previous = tmp_path / 'logs', tmp_path / 'logs' / PREVIOUS
+    previous.mkdir(parents=True)
+    (previous / 'rog_worker_1.log').write_text('oldest log\n')
+    (previous / 'robot.pt').write_bytes(b'oldest model')
+    (previous / 'rog_worker_0.log').write_text("another robot's\n")
+    (logs / 'rog_worker_1.log').write_text('earlier log\n')
+    model = tmp_path / 'models' / 'robot.pt'          # no model: the earlier run crashed
+    nodes = ['rog_worker_1', 'netmon_1']
+    # Execute
+    moved = set_aside_node_logs(str(logs), nodes, str(model))
+    # Assert: its log replaced the oldest run, the oldest model went with it
+    assert moved == ['rog_worker_1.log']
+    assert sorted(p.name for p in previous.iterdir()) == ['rog_worker_0.log', 'rog_worker_1.log']
+    assert (previous / 'rog_worker_1.log').read_text() == 'earlier log\n'
+    # Execute: the next run's model, in another folder, moves under its own name
+    model.parent.mkdir()
+    model.write_bytes(b'next model')
+    assert set_aside_node_logs(str(logs), nodes, str(model)) == [str(model)]
+    assert sorted(p.name for p in previous.iterdir()) == ['robot.pt', 'rog_worker_0.log']
+    assert (previous / 'robot.pt').read_bytes() == b'next model' and not model.exists()
+
+
 def _fleet_starts(monkeypatch) -> list:
     """
     Run ``rog fleet`` without processes; return what each start of its nodes found.

@@ -29,8 +29,8 @@ discovery peers (for access points that drop multicast) to that file or to the u
 moves an earlier run in its ``out`` to ``out/previous`` before its nodes start, its own nodes'
 logs (in ``--logs``) with its results, as ``rog fleet`` does, unless its server resumes from
 the checkpoint in its ``state_dir``; ``rog robot --role worker`` moves its own nodes' earlier
-logs to ``LOGS/previous`` (``./rog_robot_logs/previous``), unless its worker resumes from its
-state file in ``state_dir``.
+logs and its model file (``--model-out``) to ``LOGS/previous`` (``./rog_robot_logs/previous``),
+unless its worker resumes from its state file in ``state_dir``.
 """
 
 from __future__ import annotations
@@ -146,10 +146,13 @@ def add_parser(subparsers):
     p.add_argument('--logs', default=None, help='node logs directory (default: OUT/logs on '
                                                 'the server, ./rog_robot_logs otherwise); a '
                                                 "worker robot's earlier logs there move to "
-                                                'LOGS/previous unless it resumes')
+                                                'LOGS/previous (its model too) unless it '
+                                                'resumes')
     p.add_argument('--model-out', default=None, metavar='PATH',
                    help="worker robots: write the robot's trained model here when training "
-                        f'ends (default: model_out of --config, else ./{ROBOT_MODEL})')
+                        f'ends (default: model_out of --config, else ./{ROBOT_MODEL}); '
+                        "an earlier run's model there moves to LOGS/previous unless it "
+                        'resumes')
     for s in settings.for_role('fleet'):
         if s.name not in ('rank',):
             p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),
@@ -266,21 +269,28 @@ def _hold(args, specs, logs: str):
 
 def _set_aside_earlier_logs(args, specs, logs: str):
     """
-    Move a worker robot's earlier logs to ``logs/previous`` unless it resumes; ``resuming``.
+    Move a worker robot's earlier logs and model to ``logs/previous`` unless it resumes.
 
     Why: the supervisor starts the logs afresh, so a rerun of ``rog robot --role worker``
     overwrote the logs of the run before (the one that went wrong) while the server robot
     kept its own. The logs of this rank's nodes move (its netmon's too, whether or not it
-    runs this time), not those of another robot writing in the same folder. A worker whose
-    node restores its state file from ``state_dir`` moves nothing and its logs go on; None
-    when the earlier logs could not be moved (said in one line).
+    runs this time), not those of another robot writing in the same folder, and so does the
+    robot's model file (``--model-out``): a rerun that ended before writing its own left the
+    earlier run's model where this run's is said to be, which the server robot's rerun does
+    not (its ``model.pt`` moves with its results). A worker whose node restores its state
+    file from ``state_dir`` moves nothing and its logs go on. Returns ``resuming``; None when
+    the earlier logs or model could not be moved (said in one line).
     """
+    from rog_ros.nodes.model_file import model_out_file
     from rog_ros.nodes.routing import worker_name
     from rog_ros.nodes.run_outputs import set_aside_unless_worker_resumes
     rank = int(args.rank)
+    model_out = _model_out(args, specs[0])
+    folder = os.sep if model_out.endswith(os.sep) else ''    # 'models/': model.pt in it
     return set_aside_unless_worker_resumes('rog robot', os.path.abspath(logs),
                                            specs[0].parameters.get('state_dir'), rank,
-                                           [worker_name(rank), netmon_name(rank)])
+                                           [worker_name(rank), netmon_name(rank)],
+                                           model_out_file(os.path.abspath(model_out) + folder))
 
 
 def _set_aside_earlier_run(specs, logs: str):

@@ -40,7 +40,11 @@ that went wrong was gone. A fresh worker robot run therefore moves its own nodes
 to ``LOGS/previous/`` by the same rule (:func:`set_aside_unless_worker_resumes`), unless its
 node restores its state file, and holds its logs (:class:`NodeLogLock`) first, as a server
 robot holds its ``out``: a second robot of the same rank pointed at the same folder is
-refused instead of moving the live log of the first.
+refused instead of moving the live log of the first. Its model file (``--model-out``,
+``./rog_robot_model.pt``) is its result, as ``model.pt`` is the server's: it moves to
+``LOGS/previous/`` with the logs, by the same rule, so that a rerun that ends before writing
+its own leaves no earlier model in its place, and ``previous/`` holds the logs and the model
+of one run.
 """
 
 from __future__ import annotations
@@ -177,53 +181,79 @@ def set_aside_unless_resuming(who: str, out: str, state_dir, logs: str, nodes=No
     return ''
 
 
-def set_aside_node_logs(logs: str, nodes) -> list:
+def set_aside_node_logs(logs: str, nodes, model=None) -> list:
     """
     Move the logs of ``nodes`` in ``logs`` to ``logs/previous``, replacing their older ones.
 
-    Returns the names moved (sorted; none when ``logs`` holds none of them). ``previous``
-    holds one run of these nodes: their older logs there go, whether or not this run has a
-    log of each; the logs of other nodes (another robot's, in a shared folder) and the user's
-    files stay where they are.
+    Returns the names of the logs moved (sorted), then ``model`` when it moved; [] when
+    nothing did. ``model``: the path of the robot's model file, which moves with the logs to
+    ``previous/`` under its own name when it exists (not one written into ``previous/``
+    itself). ``previous`` holds one run of these nodes: their older logs and model there go,
+    whether or not this run has each; the logs of other nodes (another robot's, in a shared
+    folder) and the user's files stay where they are.
     """
     moving = node_logs(logs, nodes)
-    if not moving:
-        return []
     previous = os.path.join(logs, PREVIOUS)
-    for name in node_logs(previous, nodes):
+    if model and os.path.dirname(os.path.abspath(model)) == os.path.abspath(previous):
+        model = None                  # (one written into previous/ itself: it stays there)
+    here = bool(model) and os.path.isfile(model)
+    if not moving and not here:
+        return []
+    older = node_logs(previous, nodes)
+    if model and os.path.isfile(os.path.join(previous, os.path.basename(model))):
+        older.append(os.path.basename(model))     # (whether or not this run left a model)
+    for name in older:
         os.unlink(os.path.join(previous, name))
     os.makedirs(previous, exist_ok=True)
     for name in moving:
         os.replace(os.path.join(logs, name), os.path.join(previous, name))
-    return moving
+    if not here:
+        return moving
+    # (shutil: --model-out may be on another file system than --logs)
+    shutil.move(model, os.path.join(previous, os.path.basename(model)))
+    return moving + [model]
 
 
-def set_aside_unless_worker_resumes(who: str, logs: str, state_dir, rank: int, nodes):
+def set_aside_unless_worker_resumes(who: str, logs: str, state_dir, rank: int, nodes,
+                                    model=None):
     """
-    Set a worker robot's earlier logs aside before its supervisor starts them afresh.
+    Set a worker robot's earlier logs and model aside before its run starts them afresh.
 
     Returns the ``resuming`` text for ``Supervisor.start`` ('' for a fresh run), or None when
-    the earlier logs could not be moved (starting would overwrite them). Each outcome that
-    changes or keeps something is one line on stderr, after ``who``. A worker whose node
-    restores its own state file from ``state_dir`` (``resumes(state_dir, rank)``) moves
-    nothing: its logs go on, as a resuming server's do.
+    the earlier logs or model could not be moved (starting would overwrite them). Each
+    outcome that changes or keeps something is one line on stderr, after ``who``. ``model``
+    (the file the worker writes its model to) moves to ``LOGS/previous`` with the logs, as a
+    server run's ``model.pt`` moves with its results: a rerun that crashed before writing
+    its own left the earlier run's model in place, as if it were its own, and a rerun that
+    finished replaced it. A worker whose node restores its own state file from ``state_dir``
+    (``resumes(state_dir, rank)``) moves nothing: its logs and model go on, as a resuming
+    server's do.
     """
     resuming = resuming_line(state_dir, rank)
     if resuming:
         print(f'{who}: {resuming}; the logs go on', file=sys.stderr)
         return resuming
     previous = os.path.join(logs, PREVIOUS)
-    older = node_logs(previous, nodes)
+    older = node_logs(previous, nodes) or (
+        bool(model) and os.path.isfile(os.path.join(previous, os.path.basename(model))))
     try:
-        moved = set_aside_node_logs(logs, nodes)
+        moved = set_aside_node_logs(logs, nodes, model)
     except OSError as err:
-        print(f'{who}: {logs} holds the logs of an earlier run, which could not be moved to '
-              f'{PREVIOUS}/: {err.strerror or err}', file=sys.stderr)
+        what = 'the logs of an earlier run' + (f' (or {model}, its model)' if model else '')
+        print(f'{who}: {logs} holds {what}, which could not be moved to {PREVIOUS}/: '
+              f'{err.strerror or err}', file=sys.stderr)
         return None
-    if moved:
-        print(f"{who}: {logs} held an earlier run's logs ({', '.join(moved)}); moved to "
-              f'{previous}' + (' (the older ones there are replaced)' if older else ''),
-              file=sys.stderr)
+    with_model = bool(model) and model in moved
+    logs_moved = moved[:-1] if with_model else moved
+    if logs_moved:
+        said = f"{logs} held an earlier run's logs ({', '.join(logs_moved)})" + (
+            f' and {model} its model' if with_model else '')
+    elif with_model:
+        said = f"{model} is an earlier run's model"
+    else:
+        return ''
+    print(f'{who}: {said}; moved to {previous}'
+          + (' (the older ones there are replaced)' if older else ''), file=sys.stderr)
     return ''
 
 
