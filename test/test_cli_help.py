@@ -84,6 +84,13 @@ def test_sim_help_names_every_file_and_when_staleness_is_ignored(capsys, monkeyp
     assert 'not both with different values' in _option(text, '--staleness')
 
 
+def test_report_help_says_what_a_folder_of_runs_may_hold(capsys, monkeypatch):
+    """Say that several comparisons are refused and a seed run twice counts once."""
+    text = ' '.join(_help(['report'], capsys, monkeypatch).split())
+    assert 'A folder holding the runs of several comparisons is refused' in text
+    assert "A system's seed run twice below RUN_DIR counts once, the newest run" in text
+
+
 def test_reproduce_seeds_help_says_the_seeds_each_paper_runs(capsys, monkeypatch):
     """Read each paper's default seeds off its runner, so that the help cannot drift."""
     import inspect

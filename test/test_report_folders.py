@@ -14,6 +14,7 @@
 """``rog report`` of a folder of runs: the order, the equal-time column, one comparison."""
 
 import json
+import os
 
 import pytest
 
@@ -114,3 +115,33 @@ def test_runs_towards_other_targets_do_not_share_a_row(tmp_path, capsys):
     assert cli.main(['report', str(tmp_path)]) == 0
     assert list(_table(tmp_path)) == ['rog:4 (target 0.8)', 'rog:4 (target 0.9)']
     assert 'differ in target_accuracy' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('newest', ['a', 'b'])
+def test_two_runs_of_one_system_and_seed_count_once_the_newest(tmp_path, capsys, newest):
+    """Count a system's seed run twice once, the run whose summary was written last."""
+    # two `rog sim --out X/a`, `--out X/b` with the default seed were averaged as two seeds
+    _run(tmp_path / 'a', 'bsp', 0, 8.0)
+    _run(tmp_path / 'b', 'bsp', 0, 8.0)
+    _run(tmp_path / 'c', 'bsp', 1, 8.0)
+    for name, accuracy in (('a', 0.70), ('b', 0.80), ('c', 0.90)):
+        summary = json.loads((tmp_path / name / 'summary.json').read_text())
+        (tmp_path / name / 'summary.json').write_text(
+            json.dumps(dict(summary, final_accuracy=accuracy)))
+    older = 'b' if newest == 'a' else 'a'
+    os.utime(tmp_path / older / 'summary.json', (1_000_000, 1_000_000))
+    os.utime(tmp_path / newest / 'summary.json', (2_000_000, 2_000_000))
+    # Execute
+    assert cli.main(['report', str(tmp_path)]) == 0
+    # Assert: seeds 0 (the newest run) and 1, each once; one line names both runs
+    cells = _table(tmp_path)['bsp']
+    kept = {'a': 0.70, 'b': 0.80}[newest]
+    assert cells[3] == f'{(kept + 0.90) / 2:.3f} ± {abs(0.90 - kept) / 2 ** 0.5:.3f}'
+    assert cells[-1] == '0/2'
+    said = [line for line in capsys.readouterr().err.splitlines() if 'seed 0' in line]
+    assert said == [f'rog report: bsp seed 0 was run 2 times in {tmp_path} ({tmp_path / "a"}, '
+                    f'{tmp_path / "b"}): counted once, as the newest ({tmp_path / newest}, by '
+                    'when its summary.json was written); give each run its own --seed to '
+                    'average them as seeds']
+    assert '3 run(s)' not in (tmp_path / 'report.md').read_text()
+    assert '2 run(s)' in (tmp_path / 'report.md').read_text()

@@ -1109,13 +1109,54 @@ def _one_comparison(run_dir: str, placed: list, say=None) -> None:
             f'report (ratios, equal-time accuracy): rog report {owners[0]}')
 
 
+def _written(folder: str) -> float:
+    """Return when a run's ``summary.json`` was last written (its mtime; 0 if unreadable)."""
+    try:
+        return os.path.getmtime(os.path.join(folder, 'summary.json'))
+    except OSError:
+        return 0.0
+
+
+def _newest_per_seed(run_dir: str, placed: list, row_name, say=None) -> list:
+    """
+    Keep one run of each system, seed and setting, the newest; say which, one line per clash.
+
+    Why: ``rog sim --out X/a`` and ``--out X/b`` with the default seed are the same seed run
+    twice, and ``rog report X`` averaged them as two seeds (n = 2, a ``±`` from nothing but
+    rerunning). The run kept is the one whose ``summary.json`` was written last (a summary
+    holds no time of its own; the later folder name on a tie): a rerun is what its user
+    looks at. The others are left out of the whole report (table, curves, lists), not
+    removed. Runs keep their ``_load_runs`` order; ``say(line)`` names the system, the seed
+    and the folders.
+    """
+    groups = {}
+    for run in placed:
+        summary = run[0]
+        key = (str(summary.get('system', '?')), str(summary.get('seed')), _setting(summary))
+        groups.setdefault(key, []).append(run)
+    left_out = set()
+    for runs in groups.values():
+        if len(runs) < 2:
+            continue
+        newest = max(runs, key=lambda run: (_written(run[3]), run[3]))
+        left_out.update(run[3] for run in runs if run is not newest)
+        if say is not None:
+            summary = newest[0]
+            say(f'{row_name(summary)} seed {summary.get("seed")} was run {len(runs)} times '
+                f'in {run_dir} ({", ".join(run[3] for run in runs)}): counted once, as the '
+                f'newest ({newest[3]}, by when its summary.json was written); give each run '
+                'its own --seed to average them as seeds')
+    return [run for run in placed if run[3] not in left_out]
+
+
 def report_run(run_dir: str, say=None) -> str:
     """
     Write ``report.md`` and the plots of any fleet or simulator run directory; its path.
 
     Runs of the same system and setting (seeds) are averaged, rows in ``system_order``, and
     compared at equal time as in a comparison (``add_equal_time_accuracy``) when the folder
-    holds one setting; ``say(line)`` is told when the folder mixes settings. Raises
+    holds one setting; ``say(line)`` is told when the folder mixes settings, and when runs
+    repeat a system's seed (the newest counts, ``_newest_per_seed``). Raises
     ValueError when ``run_dir`` is missing, holds no run's ``summary.json`` (naming a
     ``summary.json`` that is not a run's), or holds the runs of several comparisons
     (``_one_comparison``).
@@ -1126,8 +1167,9 @@ def report_run(run_dir: str, say=None) -> str:
     if not placed:
         raise ValueError(_why_no_runs(run_dir))
     _one_comparison(run_dir, placed, say)
+    row_name, varying = setting_labels([run[0] for run in placed])
+    placed = _newest_per_seed(run_dir, placed, row_name, say)
     runs = [run[:3] for run in placed]
-    row_name, varying = setting_labels([s for s, _, _ in runs])
     by_system = {}
     for summary, rows, _ in runs:
         by_system.setdefault(row_name(summary), []).append((summary, rows))
