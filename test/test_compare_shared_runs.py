@@ -16,6 +16,7 @@
 import json
 import os
 
+import pytest
 from rog_ros.experiments import compare as compare_mod
 from rog_ros.experiments import reproduce as reproduce_mod
 from rog_ros.experiments.compare import compare, run_config, RUN_VERSION
@@ -204,3 +205,24 @@ def test_reproduce_runs_each_configuration_once_and_every_part_is_complete(tmp_p
     assert made == []
     assert [_files(run_dir(os.path.join(out, p), 'rog:4', 0))
             for p in ('toy-outdoors', 'toy-ablations')] == shared[1:]
+
+
+@pytest.mark.parametrize('paper', ['adacomp', 'gsp'])
+def test_the_reference_reproductions_show_progress_under_their_name(tmp_path, monkeypatch,
+                                                                    paper):
+    # Prepare: compare stood in for by a recorder that stops the reproduction
+    from rog_ros.experiments import reproduce_refs
+    asked = []
+
+    def recorded(*args, **kw):
+        """Note compare's options and stop the reproduction there."""
+        asked.append(kw)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(reproduce_refs, 'compare', recorded)
+    run = getattr(reproduce_refs, f'reproduce_{paper}')
+    # Execute
+    with pytest.raises(KeyboardInterrupt):
+        run(str(tmp_path / paper), quick=True)
+    # Assert: its runs show a progress bar, labelled with the reproduction (it had none)
+    assert len(asked) == 1
+    assert not asked[0].get('quiet') and asked[0]['prefix'] == f'reproduce {paper}'

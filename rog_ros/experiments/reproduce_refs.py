@@ -101,8 +101,9 @@ def reproduce_adacomp(out: str, seeds=(0, 1, 2), workers: int = ADACOMP_WORKERS,
         seeds = seeds[:1]
     overrides = {s: {'push_delay_mean_s': 0.01, 'alpha': alpha} for s in systems}
     res = compare('glyphs', 'clean', list(systems), workers, seeds, out, iterations,
-                  overrides=overrides, labels=systems, quiet=True, jobs_parallel=jobs,
-                  title='AdaComp reproduction', sim_options=ADACOMP_EVALUATIONS)
+                  overrides=overrides, labels=systems, jobs_parallel=jobs,
+                  title='AdaComp reproduction', sim_options=ADACOMP_EVALUATIONS,
+                  prefix='reproduce adacomp')
     runs = {label: _runs(out, label, seeds) for label in systems.values()}
     best = {label: [_best(series) for _, series in rs] for label, rs in runs.items()}
     mean = {label: sum(v) / len(v) for label, v in best.items()}
@@ -178,7 +179,7 @@ def reproduce_gsp(out: str, seeds=(0,), workers: int = 16, iterations: int = 150
     if quick:
         iterations = min(iterations, 100)
     res = compare('glyphs-lenet5', 'clean', list(systems), workers, list(seeds), out,
-                  iterations, overrides=overrides, labels=systems, quiet=True,
+                  iterations, overrides=overrides, labels=systems, prefix='reproduce gsp',
                   jobs_parallel=jobs, title='GSP reproduction',
                   sim_options=dict(EVALUATIONS, lr=GSP_LR / workers, momentum=0.0))
     runs = {label: _runs(out, label, seeds) for label in systems.values()}
