@@ -219,7 +219,7 @@ def test_a_short_outdoor_stretch_says_why_it_misses_the_presets_targets():
     # targets with no word of why; the presets are calibrated over hours
     code, text = _run(['stats', 'outdoors', '--duration', '300'])
     assert code == 0
-    assert 'note: 6 of 7 targets missed over 16 distinct rates (0.0833 h)' in text
+    assert 'note: 6 of 7 targets missed over 16 rate segments (0.0833 h)' in text
     code, text = _run(['stats', 'outdoors', '--json'])
     doc = json.loads(text)
     assert doc['stats']['duration_s'] == pytest.approx(36000.0)      # ten hours by default
@@ -366,7 +366,7 @@ def test_stats_prints_every_quantity_with_its_unit_and_shares_in_percent(tmp_pat
     assert rows['time at 0 Mbit/s'][:9] == ['28.571', '%', 'of', 'time', 'target', '1.4', '%',
                                             'of', 'time']
     assert rows['mean'][:5] == ['16.879', 'Mbit/s', 'target', '54.5', 'Mbit/s']
-    assert rows['segments (distinct rates)'] == ['6']
+    assert rows['segments (trace rows, each one rate)'] == ['6']
     for label, cells in rows.items():
         assert len(cells) >= 2 or label.startswith('segments'), label     # a unit after each
     code, text = _run(['stats', str(path), '--json'])

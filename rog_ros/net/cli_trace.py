@@ -60,7 +60,7 @@ _ROWS = [
     ('mean_time_to_40pct_change_s', 'mean time to >=40% change', 's'),
     ('transfer_slowdown_p99', 'p99 slowdown of a 1.43 s transfer', 'x'),
     ('duration_s', 'duration', 's'), ('resolution_s', 'resolution', 's'),
-    ('segments', 'segments (distinct rates)', ''),
+    ('segments', 'segments (trace rows, each one rate)', ''),
 ]
 """Rows of the stats table: ``stats`` key, label, unit (the JSON keeps the keys and values)."""
 JSON_UNITS = {key: 'fraction of time' if unit == SHARE else unit or 'count'
@@ -414,7 +414,7 @@ def _short_span_note(st: dict, verdict: dict) -> str:
         return ''
     hours = st.get('duration_s', 0.0) / 3600.0
     return (f'note: {missed} of {len(verdict)} targets missed over {st.get("segments")} '
-            f'distinct rates ({hours:.3g} h); the presets meet them over thousands of hours: '
+            f'rate segments ({hours:.3g} h); the presets meet them over thousands of hours: '
             'an outdoor preset keeps a rate 25 s on average and stays in a regime for '
             'minutes, so even hours of one seed vary widely (try other --seed values); '
             'report the statistics of the trace you ran')
