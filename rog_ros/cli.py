@@ -825,10 +825,14 @@ def _add_report(sub) -> None:
                                    'also who was suspended, let go or readmitted, and when '
                                    '(membership.png). A rog compare folder gets its '
                                    'comparison report written again from its runs (RUN_DIR/'
-                                   "runs: the runs' report, with membership.png). A folder "
-                                   'holding the runs of several comparisons is refused: give '
-                                   "one comparison's folder. A system's seed run twice below "
-                                   'RUN_DIR counts once, the newest run (one warning line).')
+                                   "runs: the runs' report, with membership.png). Runs of "
+                                   'several settings (runs/cmp beside a fleet of another '
+                                   'size) get a row per system and setting. Refused: a '
+                                   'folder where one row (a system at one setting) would '
+                                   'average runs of two comparisons, or of a comparison and '
+                                   'runs outside it; the line names the row and the folders. '
+                                   "A system's seed run twice below RUN_DIR counts once, the "
+                                   'newest run (one warning line).')
     p.add_argument('run_dir', metavar='RUN_DIR', help='output directory of rog fleet, '
                    'rog_server, rog sim or rog compare')
     p.set_defaults(func=_cmd_report)

@@ -85,9 +85,11 @@ def test_sim_help_names_every_file_and_when_staleness_is_ignored(capsys, monkeyp
 
 
 def test_report_help_says_what_a_folder_of_runs_may_hold(capsys, monkeypatch):
-    """Say that several comparisons are refused and a seed run twice counts once."""
+    """Say that a row fed by two groups is refused and a seed run twice counts once."""
     text = ' '.join(_help(['report'], capsys, monkeypatch).split())
-    assert 'A folder holding the runs of several comparisons is refused' in text
+    assert ('Refused: a folder where one row (a system at one setting) would average runs of '
+            'two comparisons, or of a comparison and runs outside it') in text
+    assert 'get a row per system and setting' in text
     assert "A system's seed run twice below RUN_DIR counts once, the newest run" in text
 
 

@@ -85,21 +85,65 @@ def test_runs_of_a_comparison_read_like_the_comparison(tmp_path):
 
 
 def test_a_folder_of_two_comparisons_is_refused_naming_them(tmp_path, capsys):
+    """Refuse two comparisons of one setting: each row would average them as seeds."""
     _comparison(tmp_path / 'a')
     _comparison(tmp_path / 'b', seeds=(0,))
     assert cli.main(['report', str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and not (tmp_path / 'report.md').exists()
-    assert (f'{tmp_path} holds the runs of 2 comparison(s) ({tmp_path / "a"}, '
-            f'{tmp_path / "b"})') in err
-    assert f'point rog report at one comparison (rog report {tmp_path / "a"})' in err
+    a, b = tmp_path / 'a', tmp_path / 'b'
+    assert (f'{tmp_path} holds runs of one system and setting from different groups, which '
+            f"would be averaged as seeds of one another (rows 'bsp', 'ssp:4', 'rog:4' from the "
+            f'comparison in {a} and the comparison in {b}): point rog report at one comparison '
+            f'(rog report {a})') in err
 
 
-def test_a_comparison_beside_a_loose_run_is_refused(tmp_path, capsys):
+def test_a_comparison_beside_a_loose_run_of_its_setting_is_refused(tmp_path, capsys):
+    """Refuse a loose run that would be averaged into a comparison's row as a seed."""
     _comparison(tmp_path / 'a')
     _run(tmp_path / 'sim', 'rog:4', 0, 8.0)
     assert cli.main(['report', str(tmp_path)]) == 2
-    assert 'and 1 run(s) outside any comparison' in capsys.readouterr().err
+    assert (f"(row 'rog:4' from the comparison in {tmp_path / 'a'} and 1 run(s) outside any "
+            'comparison)') in capsys.readouterr().err
+
+
+def test_a_comparison_beside_a_fleet_of_another_size_reports_in_rows_of_their_own(
+        tmp_path, capsys):
+    """Report the README's runs/ (runs/cmp and runs/fleet): one row per system and size."""
+    # rog report runs refused this folder (rc 2), which the README's commands make
+    out = tmp_path / 'runs'
+    assert cli.main(['compare', '--workload', 'toy', '--trace', 'indoors', '--systems',
+                     'bsp,rog:4', '--seeds', '0', '--iterations', '30', '--workers', '4',
+                     '--out', str(out / 'cmp')]) == 0
+    assert cli.main(['sim', '--workload', 'toy', '--sync', 'rog', '--staleness', '4',
+                     '--workers', '3', '--trace', 'indoors', '--iterations', '30', '--out',
+                     str(out / 'fleet')]) == 0
+    capsys.readouterr()
+    # Execute
+    assert cli.main(['report', str(out)]) == 0
+    # Assert: three rows, each of one setting's single run
+    table = _table(out)
+    assert list(table) == ['bsp (4 workers)', 'rog:4 (4 workers)', 'rog:4 (3 workers)']
+    assert [cells[-1] for cells in table.values()] == ['0/1', '0/1', '0/1']
+    assert 'differ in workers' in capsys.readouterr().err
+
+
+def test_a_trailing_slash_still_finds_the_comparison_at_the_top(tmp_path):
+    """Name the groups of ``DIR/`` as those of ``DIR``: its own runs are its comparison's."""
+    # 'DIR/' made 'DIR//' the prefix of the comparison in DIR: its runs looked loose
+    from rog_ros.experiments.report import report_run
+    a = tmp_path / 'a'
+    _comparison(a)
+    _comparison(a / 'b', seeds=(0,))
+    said = []
+    for given in (str(a), str(a) + os.sep):
+        with pytest.raises(ValueError) as err:
+            report_run(given)
+        said.append(str(err.value))
+    assert said[0] == said[1]
+    assert said[0].startswith(f'{a} holds runs of one system and setting from different groups')
+    assert f"'rog:4' from the comparison in {a} and the comparison in {a / 'b'})" in said[0]
+    assert 'outside any comparison' not in said[0] and '//' not in said[0]
 
 
 def test_a_folder_above_one_comparison_says_where_its_report_is(tmp_path, capsys):

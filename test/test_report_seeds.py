@@ -11,7 +11,7 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""How a report reads its seeds: sample std, curves with a band, held pulls."""
+"""How a report reads its seeds: sample std, curves with a band, what the waits count."""
 
 import numpy as np
 import pytest
@@ -111,20 +111,64 @@ def test_the_accuracy_plot_crosses_the_target_where_time_to_target_says():
     plt.close(fig)
 
 
-def test_the_held_pulls_are_named_and_explained(tmp_path, monkeypatch):
-    from rog_ros.experiments.report import HELD_PULLS_SENTENCE, write_plots, write_report
-    row = _row('bsp', 'threshold_triggers', [900, 897])
-    assert 'held pulls (threshold triggers)' in table_markdown([row]).splitlines()[0]
-    assert 'Under BSP every pull waits at the barrier' in HELD_PULLS_SENTENCE
+def _waits(monkeypatch, system, iterations=8, workers=4):
+    """Simulate ``system`` on toy; return its recorder and its triggers and pulls served."""
+    from rog_ros import metrics
+    from rog_ros.sim.simulator import SimConfig, simulate
+    seen = []
+    real = metrics.RunRecorder.on_log
+
+    def on_log(recorder, now, node, log):
+        """Note each trigger's info and each pull served, then record as before."""
+        if log.name in ('trigger', 'pull_done'):
+            seen.append((log.name, log.worker, dict(log.info)))
+        return real(recorder, now, node, log)
+    monkeypatch.setattr(metrics.RunRecorder, 'on_log', on_log)
+    rec = simulate(SimConfig(workload='toy', system=system, workers=workers, trace='indoors',
+                             iterations=iterations, evaluations=2))
+    monkeypatch.setattr(metrics.RunRecorder, 'on_log', real)
+    return rec, seen
+
+
+def test_the_waits_are_what_the_report_says_they_count(tmp_path, monkeypatch):
+    """Check the waits sentence against simulations: BSP's barriers and FLOWN's slots."""
+    # the report said 'held pulls', and that under BSP every pull waits at the barrier: the
+    # last robot to reach a barrier is not held, and FLOWN counts its slot waits, pushes too
+    from rog_ros.experiments.report import report_run, WAITS_LABEL, WAITS_SENTENCE
+    # Execute: BSP and FLOWN, 4 robots, 8 iterations each
+    bsp, bsp_logs = _waits(monkeypatch, 'bsp')
+    flown, flown_logs = _waits(monkeypatch, 'flown:2')
+    # Assert: BSP holds 3 of the 4 pulls of each of its 7 barriers (the 8th push gets a stop)
+    pulls = sum(1 for name, _, _ in bsp_logs if name == 'pull_done')
+    held = [(w, info['clock']) for name, w, info in bsp_logs if name == 'trigger']
+    assert pulls == 7 * 4 and len(held) == len(set(held)) == 7 * 3
+    assert sorted({c for _, c in held}) == list(range(1, 8))
+    assert all(sum(1 for _, c in held if c == k) == 3 for k in range(1, 8))
+    assert bsp.summary()['threshold_triggers'] == len(held) == pulls * 3 // 4
+    # ... FLOWN counts the pushes and the pulls that waited for their slot
+    slots = [info.get('slot') for name, _, info in flown_logs if name == 'trigger']
+    assert set(slots) == {'push', 'pull'}
+    assert flown.summary()['threshold_triggers'] == len(slots)
+    # ... and the report says so, in its column, its plot and its sentence
+    for name, rec in (('bsp', bsp), ('flown', flown)):
+        rec.write(str(tmp_path / name))
     plt.close('all')
     monkeypatch.setattr(plt, 'close', lambda *args: None)       # keep the figures to read
-    made = dict(write_plots(str(tmp_path), [row], {}))
+    text = open(report_run(str(tmp_path))).read()
     figs = [plt.figure(n) for n in plt.get_fignums()]
     monkeypatch.undo()
-    assert 'held pulls (threshold triggers)' in made
-    labels = [f.axes[0].get_ylabel() for f in figs]
-    assert any(x.startswith('held pulls (threshold triggers)') for x in labels)
     plt.close('all')
-    meta = {'workload': 'toy', 'trace': 'indoors', 'workers': 2, 'seeds': [0, 1]}
-    text = open(write_report(str(tmp_path), meta, [row], {})).read()
-    assert HELD_PULLS_SENTENCE in text
+    lines = [x for x in text.splitlines() if x.startswith('| ')]
+    head = [c.strip() for c in lines[0].strip('|').split('|')]
+    cells = {c[0]: c for c in ([p.strip() for p in x.strip('|').split('|')] for x in lines[1:])}
+    column = head.index(WAITS_LABEL)
+    assert cells['bsp'][column] == '21'
+    assert cells['flown:2'][column] == str(len(slots))
+    assert WAITS_LABEL == 'waits (threshold triggers)'
+    assert any(f.axes[0].get_ylabel().startswith(WAITS_LABEL) for f in figs)
+    assert f'![{WAITS_LABEL}](triggers.png)' in text
+    assert WAITS_SENTENCE in text
+    assert ('under BSP every robot but the last to reach each barrier, (iterations - 1) x '
+            '(workers - 1) in a run, not one per pull') in WAITS_SENTENCE
+    assert 'under FLOWN, a push or a pull that waited for its slot' in WAITS_SENTENCE
+    assert 'held pulls' not in text and 'every pull waits' not in text

@@ -61,19 +61,26 @@ STD_SENTENCE = ('`±`: the sample standard deviation over the seeds (ddof 1, n -
                 'where one seed has a value.')
 """What the tables' ``±`` is, said in every report."""
 
-HELD_PULLS_SENTENCE = (
-    'Held pulls (threshold triggers): the pulls the staleness check held, summed over the '
-    'robots of a run (mean over seeds). Under BSP every pull waits at the barrier, so it '
-    'counts one per pull; under a staleness threshold (ssp:S, flown:S, rog:S) only the pulls '
-    'that the threshold held.')
-"""What the ``threshold_triggers`` column and plot count (``rog_ros.metrics``)."""
+WAITS_LABEL = 'waits (threshold triggers)'
+"""The name of the ``threshold_triggers`` column and plot: what they count is a wait."""
+
+WAITS_SENTENCE = (
+    'Waits (threshold triggers): the times a robot was made to wait, each counted once however '
+    'long it lasted, summed over the robots of a run (mean over seeds). Under BSP, SSP and Rog '
+    'a wait is a pull that the staleness check (or a missing quorum) held: under BSP every '
+    'robot but the last to reach each barrier, (iterations - 1) x (workers - 1) in a run, not '
+    'one per pull (the last push of a robot is answered by a stop); under FLOWN, a push or a '
+    'pull that waited for its slot; under GSP, AET-SGD and local SGD, a robot their own '
+    'staleness rule held; systems without such a rule (asgd, adacomp, etsgd) count none.')
+"""What the ``threshold_triggers`` column and plot count (``rog_ros.metrics``: every
+``trigger`` log; ``ps_downlink._try_serve``, ``ps._dispatch_slots``, ``gsp``, ``peer``)."""
 
 
 def table_markdown(table: list[dict]) -> str:
     """Return the Markdown table of ``table``'s rows (``aggregate``), one row per system."""
     head = ('| system | time to target s, median [IQR] | mean ± std | reached | final acc | '
             'final acc, last quarter | acc at equal time | s/iter | s/iter to target | compute | '
-            'comm | stall | stall cost | held pulls (threshold triggers) | MB up+down | '
+            f'comm | stall | stall cost | {WAITS_LABEL} | MB up+down | '
             '(comm+stall)/compute | failed |')
     sep = '|' + '---|' * 17
     lines = [head, sep]
@@ -377,7 +384,7 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
              "first system's run ended (its last periodic evaluation), each system's smoothed "
              'accuracy then (the 3-evaluation mean time to target reads). '
              f"Simulated (virtual) time; compute charged from the workload's device profile. "
-             f'{HELD_PULLS_SENTENCE}', '', table_markdown(table), '']
+             f'{WAITS_SENTENCE}', '', table_markdown(table), '']
     note = seeds_note(table)
     if note:
         lines += [note, '']
@@ -575,14 +582,14 @@ def write_plots(out: str, table: list[dict], series: dict, target=None,
     ax.bar(range(len(labels)), [r.get('threshold_triggers') or 0 for r in table],
            color=[colors[x] for x in labels])
     _system_ticks(ax, labels)
-    ax.set_ylabel('held pulls (threshold triggers)\nper run, mean over seeds', fontsize=9)
-    ax.set_title(plot_title(context, seeds, 'mean of') + '; BSP: every pull waits at the '
-                 'barrier', fontsize=9)
+    ax.set_ylabel(f'{WAITS_LABEL}\nper run, mean over seeds', fontsize=9)
+    ax.set_title(plot_title(context, seeds, 'mean of') + '; BSP: all robots but the last at '
+                 'each barrier', fontsize=9)
     p = os.path.join(out, 'triggers.png')
     fig.tight_layout()
     fig.savefig(p, dpi=110)
     plt.close(fig)
-    made.append(('held pulls (threshold triggers)', p))
+    made.append((WAITS_LABEL, p))
     p = _plot_times_per_seed(plt, out, table, context)
     if p is not None:
         made.append(('time to target per seed', p))
@@ -1079,34 +1086,57 @@ def _comparisons_below(run_dir: str) -> list:
     return found
 
 
-def _one_comparison(run_dir: str, placed: list, say=None) -> None:
-    """
-    Refuse a folder whose runs belong to several comparisons (or to one and to none).
+def _group_name(owner, loose: int) -> str:
+    """Return how a refusal names a group of runs: its comparison, or the loose runs."""
+    if owner is None:
+        return f'{loose} run(s) outside any comparison'
+    return f'the comparison in {owner}'
 
-    ``rog report /tmp`` gathered every run below ``/tmp`` into one table: the runs of
-    unrelated comparisons averaged as seeds of one another. Each run belongs to the deepest
-    comparison folder above it (``DIR`` of ``DIR/runs/rog-4-seed0``), or to none; more than
-    one such group is a ValueError naming them and the command for one. ``say(line)`` is
-    told when the runs are those of one comparison below ``run_dir`` (its own report is
+
+def _one_comparison(run_dir: str, placed: list, row_name, say=None) -> None:
+    """
+    Refuse a folder where runs of different groups would be averaged in one table row.
+
+    ``rog report /tmp`` gathered every run below ``/tmp`` into one table: two comparisons of
+    one setting averaged as seeds of one another. Each run belongs to the deepest comparison
+    folder above it (``DIR`` of ``DIR/runs/rog-4-seed0``), or to none (a loose run); a row
+    (``row_name``, which carries the settings that differ) fed by the runs of more than one
+    such group is a ValueError naming the row, its groups and the command for one. Groups
+    whose runs land in rows of their own (``runs/cmp`` beside a fleet of another size in
+    ``runs/fleet``) share the report, one row per system and setting. ``say(line)`` is told
+    when the runs are those of one comparison below ``run_dir`` (its own report is
     ``rog report`` of that folder).
     """
-    roots = sorted(_comparisons_below(run_dir), key=len, reverse=True)
-    groups = {}
+    run_dir = os.path.normpath(run_dir)
+    roots = sorted((os.path.normpath(r) for r in _comparisons_below(run_dir)), key=len,
+                   reverse=True)
+    owners, rows = {}, {}
     for run in placed:
-        folder = run[3]
+        folder = os.path.normpath(run[3])
         owner = next((r for r in roots if folder == r or folder.startswith(r + os.sep)), None)
-        groups.setdefault(owner, []).append(folder)
-    owners = sorted(r for r in groups if r is not None)
-    loose = len(groups.get(None, ()))
-    if len(groups) > 1:
-        outside = f' and {loose} run(s) outside any comparison' if loose else ''
+        owners.setdefault(owner, []).append(folder)
+        rows.setdefault(row_name(run[0]), {}).setdefault(owner, []).append(folder)
+    shared = {}                          # the groups that feed one row: the rows they feed
+    for row in system_order(rows):
+        groups = rows[row]
+        if len(groups) > 1:
+            key = tuple((o, len(groups[o]) if o is None else 0) for o in sorted(
+                groups, key=lambda o: (o is None, o or '')))
+            shared.setdefault(key, []).append(row)
+    if shared:
+        said = '; '.join(
+            ('row ' if len(names) == 1 else 'rows ') + ', '.join(map(repr, names)) + ' from '
+            + ' and '.join(_group_name(owner, n) for owner, n in key)
+            for key, names in shared.items())
+        first = min(o for key in shared for o, _ in key if o is not None)
         raise ValueError(
-            f'{run_dir} holds the runs of {len(owners)} comparison(s) '
-            f'({", ".join(owners)}){outside}, which cannot share a table: point rog report at '
-            f'one comparison (rog report {owners[0]}) or at one run folder')
-    if owners and owners[0] != run_dir and say is not None:
-        say(f'the runs in {run_dir} are those of the comparison in {owners[0]}; its own '
-            f'report (ratios, equal-time accuracy): rog report {owners[0]}')
+            f'{run_dir} holds runs of one system and setting from different groups, which '
+            f'would be averaged as seeds of one another ({said}): point rog report at one '
+            f'comparison (rog report {first}) or at one run folder')
+    found = sorted(o for o in owners if o is not None)
+    if len(owners) == 1 and found and found[0] != run_dir and say is not None:
+        say(f'the runs in {run_dir} are those of the comparison in {found[0]}; its own '
+            f'report (ratios, equal-time accuracy): rog report {found[0]}')
 
 
 def _written(folder: str) -> float:
@@ -1158,16 +1188,16 @@ def report_run(run_dir: str, say=None) -> str:
     holds one setting; ``say(line)`` is told when the folder mixes settings, and when runs
     repeat a system's seed (the newest counts, ``_newest_per_seed``). Raises
     ValueError when ``run_dir`` is missing, holds no run's ``summary.json`` (naming a
-    ``summary.json`` that is not a run's), or holds the runs of several comparisons
-    (``_one_comparison``).
+    ``summary.json`` that is not a run's), or when runs of different comparisons (or of one
+    and runs outside it) would share a row (``_one_comparison``).
     """
     if not os.path.isdir(run_dir):
         raise ValueError(_why_no_runs(run_dir))
     placed = _load_runs(run_dir)
     if not placed:
         raise ValueError(_why_no_runs(run_dir))
-    _one_comparison(run_dir, placed, say)
     row_name, varying = setting_labels([run[0] for run in placed])
+    _one_comparison(run_dir, placed, row_name, say)
     placed = _newest_per_seed(run_dir, placed, row_name, say)
     runs = [run[:3] for run in placed]
     by_system = {}
@@ -1201,7 +1231,7 @@ def report_run(run_dir: str, say=None) -> str:
     budget = budget_phrase(summaries)
     said = ((f' {budget[0].upper()}{budget[1:]}.' if budget else '')
             + (f' {target}' if target else '')
-            + f' {STD_SENTENCE} {HELD_PULLS_SENTENCE}')
+            + f' {STD_SENTENCE} {WAITS_SENTENCE}')
     clock = ('simulated (virtual) time for the simulated rows and wall-clock time for the '
              'fleet rows, which do not compare' if mixed else
              'wall-clock time of a real fleet (nodes over DDS)' if fleet else
