@@ -41,9 +41,11 @@ def _count_runs(monkeypatch) -> list:
 
 
 def _files(d: str) -> dict:
-    """Return the bytes of every file of run directory ``d``, by name."""
+    """Return the bytes of every file of run directory ``d``, by name (not its folders)."""
     out = {}
     for name in sorted(os.listdir(d)):
+        if os.path.isdir(os.path.join(d, name)):
+            continue
         with open(os.path.join(d, name), 'rb') as f:
             out[name] = f.read()
     return out
@@ -95,6 +97,42 @@ def test_a_run_of_the_identical_configuration_is_copied_and_no_other(tmp_path, m
                 reuse_from=[a], **options, **toy)
     assert len(made) == len(others)
     assert all(c['label'] == 'rog:4' and c != run_config_of_a for c in made)
+
+
+def test_a_copy_over_a_run_of_other_settings_leaves_none_of_its_files_and_says_so(
+        tmp_path, monkeypatch, capsys):
+    """Replace every file of a stale run by the copy, and count it among the stale runs."""
+    # the copy overwrote only the files its source had: an older report.md and plot stayed
+    # beside the copied data, and the stale run it replaced went unmentioned
+    made = _count_runs(monkeypatch)
+    a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
+    compare('toy', 'clean', ['rog:4'], 2, [0], a, quiet=True, **TOY)
+    slow = dict(TOY, sim_options={'evaluations': 2, 'latency_s': 0.01})
+    compare('toy', 'clean', ['rog:4', 'ssp:4'], 2, [0], b, quiet=True, **slow)
+    stale = run_dir(b, 'rog:4', 0)
+    for name in ('report.md', 'accuracy_vs_time.png'):
+        with open(os.path.join(stale, name), 'w') as f:
+            f.write('of the run made with latency_s 0.01\n')
+    os.makedirs(os.path.join(stale, 'previous'))
+    made.clear()
+    # Execute: b again at the default latency, with a to copy from
+    compare('toy', 'clean', ['rog:4', 'ssp:4'], 2, [0], b, reuse_from=[a], **TOY)
+    # Assert: rog:4 is a's copy, file for file (the folder below is kept); ssp:4 ran again
+    assert [c['label'] for c in made] == ['ssp:4']
+    assert _files(stale) == _files(run_dir(a, 'rog:4', 0)) and 'report.md' not in _files(stale)
+    assert os.path.isdir(os.path.join(stale, 'previous'))
+    assert not any(n.endswith('.part') for n in os.listdir(stale))
+    err = capsys.readouterr().err
+    assert (f'rog compare: 2 run(s) in {os.path.join(b, "runs")} were made with other settings '
+            '(latency_s 0.01): replacing them (1 with copies, 1 run again)') in err
+    # Execute / Assert: only a copy replaces it: said so
+    compare('toy', 'clean', ['rog:4'], 2, [0], b, quiet=True, **slow)
+    made.clear()
+    compare('toy', 'clean', ['rog:4'], 2, [0], b, reuse_from=[a], **TOY)
+    assert made == []
+    assert (f'rog compare: 1 run(s) in {os.path.join(b, "runs")} were made with other settings '
+            '(latency_s 0.01): replacing them with copies') in capsys.readouterr().err
+    assert _files(stale) == _files(run_dir(a, 'rog:4', 0))
 
 
 def test_a_run_made_before_the_server_engines_byte_counts_is_run_again(tmp_path, monkeypatch,

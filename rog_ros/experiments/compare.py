@@ -38,6 +38,7 @@ import time
 from rog_ros.children import run_in_processes
 from rog_ros.experiments.comparison_report import comparison_meta, run_dir, write_comparison
 from rog_ros.metrics import atomic_write
+from rog_ros.nodes.output_lock import LOCK_FILE
 from rog_ros.sim import systems
 from rog_ros.sim.simulator import (config_workload, DEFAULT_EVALUATIONS, iteration_budget,
                                    option_tags, SimConfig, simulate, trace_digest)
@@ -205,13 +206,20 @@ def _copy_run(src: str, dst: str) -> None:
     """
     Copy the finished run in ``src`` into ``dst``, its ``summary.json`` last.
 
-    ``dst``'s summary goes first, so that a copy cut short leaves no finished run behind: the
-    next call copies it again (a run is finished when its summary says so).
+    ``dst``'s summary goes first, then every other file there (a ``report.md`` or a plot of
+    an earlier run, perhaps of other settings, would stay beside the copied data), so that a
+    copy cut short leaves no finished run behind: the next call copies it again (a run is
+    finished when its summary says so). Folders in ``dst`` (``previous/``) and the lock of a
+    run in progress there (``output_lock``) are left alone.
     """
     os.makedirs(dst, exist_ok=True)
     summary = os.path.join(dst, 'summary.json')
     if os.path.exists(summary):
         os.remove(summary)
+    for name in sorted(os.listdir(dst)):
+        path = os.path.join(dst, name)
+        if name != LOCK_FILE and (os.path.isfile(path) or os.path.islink(path)):
+            os.remove(path)
     names = sorted(n for n in os.listdir(src)
                    if n != 'summary.json' and os.path.isfile(os.path.join(src, n)))
     for name in names + ['summary.json']:
@@ -325,6 +333,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     jobs = [(s, seed) for s in systems for seed in seeds]
     t_start = time.time()
     todo, stale, copied = [], [], []
+    replaced = 0      # of the stale runs, those a copy replaced
     built = None      # the runs' workload, shared so that reuse builds it at most once
     for system, seed in jobs:
         label = labels.get(system, system)
@@ -337,17 +346,22 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
         why = _not_reusable(d, cfg, workload=built)
         if why is None:
             continue
+        if why:             # a run of other settings there, replaced by a rerun or a copy
+            stale.append(why)
         same = [o for o in others if _same_run(run_dir(o, label, seed), cfg, built)]
         if same:
             _copy_run(run_dir(same[0], label, seed), d)
             copied.append(same[0])
+            if why:
+                replaced += 1
             continue
         todo.append(cfg)
-        if why:
-            stale.append(why)
     if stale and not quiet:
+        again = ('running them again' if not replaced else 'replacing them with copies'
+                 if replaced == len(stale) else
+                 f'replacing them ({replaced} with copies, {len(stale) - replaced} run again)')
         print(f'{prefix}: {len(stale)} run(s) in {os.path.join(out, "runs")} were made with '
-              f'other settings ({stale[0]}): running them again', file=sys.stderr)
+              f'other settings ({stale[0]}): {again}', file=sys.stderr)
     if copied and not quiet:
         print(f'{prefix}: {len(copied)} run{"" if len(copied) == 1 else "s"} of the identical '
               f'configuration copied from {", ".join(sorted(set(copied)))}, not run again',
