@@ -161,6 +161,26 @@ def test_runs_towards_other_targets_do_not_share_a_row(tmp_path, capsys):
     assert 'differ in target_accuracy' in capsys.readouterr().err
 
 
+def test_runs_of_one_seed_made_with_other_budgets_are_both_kept_and_said(tmp_path, capsys):
+    """Keep two runs of one seed with other budgets (not one run made twice); say so."""
+    # Prepare: `rog sim --iterations 5 --out Y/short`, `--iterations 40 --out Y/long`
+    _run(tmp_path / 'short', 'bsp', 0, 8.0)
+    _run(tmp_path / 'long', 'bsp', 0, 8.0)
+    for name, budget, accuracy in (('short', 5, 0.70), ('long', 40, 0.80)):
+        summary = json.loads((tmp_path / name / 'summary.json').read_text())
+        (tmp_path / name / 'summary.json').write_text(
+            json.dumps(dict(summary, iteration_budget=budget, final_accuracy=accuracy)))
+    # Execute
+    assert cli.main(['report', str(tmp_path)]) == 0
+    # Assert: both runs in the row (not one dropped as a rerun), and one line says why
+    assert _table(tmp_path)['bsp'][3] == f'0.750 ± {0.10 / 2 ** 0.5:.3f}'
+    said = [line for line in capsys.readouterr().err.splitlines() if 'seed 0' in line]
+    assert said == [f'rog report: bsp seed 0 was run with other settings in {tmp_path} '
+                    f'({tmp_path / "long"}, {tmp_path / "short"} differ in iteration_budget): '
+                    'averaged in one row as if they were seeds; give each setting its own '
+                    'folder to report it alone']
+
+
 @pytest.mark.parametrize('newest', ['a', 'b'])
 def test_two_runs_of_one_system_and_seed_count_once_the_newest(tmp_path, capsys, newest):
     """Count a system's seed run twice once, the run whose summary was written last."""

@@ -22,6 +22,7 @@ network-to-compute ratio that says which regime the numbers show.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import zlib
@@ -832,7 +833,6 @@ def load_runs(run_dir: str) -> list:
 
 def _load_runs(run_dir: str) -> list:
     """Return ``[(summary, timeseries rows, events, folder), ...]``: ``load_runs``, placed."""
-    import json
     runs = []
     for root, _, files in sorted(os.walk(run_dir)):
         if PREVIOUS_RUN_DIR in os.path.relpath(root, run_dir).split(os.sep):
@@ -920,7 +920,6 @@ def _read_text(read, path):
 
 def _why_no_runs(run_dir: str) -> str:
     """Say why ``run_dir`` has no run: it is missing, or what its summary.json files are."""
-    import json
     if not os.path.exists(run_dir):
         return f'{run_dir}: no such directory'
     if not os.path.isdir(run_dir):
@@ -1070,7 +1069,6 @@ def setting_labels(summaries: list):
 
 def _comparisons_below(run_dir: str) -> list:
     """Return the folders at or below ``run_dir`` that hold a comparison's ``summary.json``."""
-    import json
     found = []
     for root, _, files in sorted(os.walk(run_dir)):
         if 'summary.json' not in files or PREVIOUS_RUN_DIR in os.path.relpath(
@@ -1147,23 +1145,48 @@ def _written(folder: str) -> float:
         return 0.0
 
 
+RUN_CONFIGURATION_KEYS = ('run_config', 'iteration_budget', 'evaluations', 'eval_samples',
+                          'start_model', 'workload_options', 'duplex', 'trace_scale', 'bus')
+"""What a run's summary records of how it was made, beyond ``SETTINGS``: two runs of one
+system and seed are the same run made twice only when these are equal too."""
+
+
+def _run_configuration(summary: dict) -> str:
+    """Return the ``RUN_CONFIGURATION_KEYS`` of a run as one comparable string."""
+    return json.dumps({k: summary.get(k) for k in RUN_CONFIGURATION_KEYS}, sort_keys=True,
+                      default=str)
+
+
 def _newest_per_seed(run_dir: str, placed: list, row_name, say=None) -> list:
     """
     Keep one run of each system, seed and setting, the newest; say which, one line per clash.
 
     Why: ``rog sim --out X/a`` and ``--out X/b`` with the default seed are the same seed run
     twice, and ``rog report X`` averaged them as two seeds (n = 2, a ``±`` from nothing but
-    rerunning). The run kept is the one whose ``summary.json`` was written last (a summary
-    holds no time of its own; the later folder name on a tie): a rerun is what its user
-    looks at. The others are left out of the whole report (table, curves, lists), not
-    removed. Runs keep their ``_load_runs`` order; ``say(line)`` names the system, the seed
-    and the folders.
+    rerunning). Only runs made alike (``RUN_CONFIGURATION_KEYS``) are one run made twice: runs
+    of one seed with another budget or start stay, averaged, with one line saying so. The
+    run kept is the one whose ``summary.json`` was written last (a summary holds no time of
+    its own; the later folder name on a tie): a rerun is what its user looks at. The others
+    are left out of the whole report (table, curves, lists), not removed. Runs keep their
+    ``_load_runs`` order; ``say(line)`` names the system, the seed and the folders.
     """
-    groups = {}
+    groups, made_as = {}, {}
     for run in placed:
         summary = run[0]
-        key = (str(summary.get('system', '?')), str(summary.get('seed')), _setting(summary))
-        groups.setdefault(key, []).append(run)
+        seed_key = (str(summary.get('system', '?')), str(summary.get('seed')),
+                    _setting(summary))
+        config = _run_configuration(summary)
+        groups.setdefault(seed_key + (config,), []).append(run)
+        made_as.setdefault(seed_key, {}).setdefault(config, []).append(run)
+    for configs in made_as.values():
+        if len(configs) > 1 and say is not None:
+            runs = [run for group in configs.values() for run in group]
+            differ = sorted({k for run in runs for k in RUN_CONFIGURATION_KEYS
+                             if run[0].get(k) != runs[0][0].get(k)})
+            say(f'{row_name(runs[0][0])} seed {runs[0][0].get("seed")} was run with other '
+                f'settings in {run_dir} ({", ".join(sorted(run[3] for run in runs))} differ in '
+                f'{", ".join(differ)}): averaged in one row as if they were seeds; give each '
+                'setting its own folder to report it alone')
     left_out = set()
     for runs in groups.values():
         if len(runs) < 2:
