@@ -390,7 +390,7 @@ def _cmd_stats(args, out):
     print(f'trace {args.source}{read_as}'
           + (f' (targets: {compare}, within 15%)' if compare else ''), file=out)
     for key, label, unit in _ROWS:
-        line = f'  {label:40s} {_fmt(_shown(st[key], unit)):>10s} {_unit(st[key], unit):9s}'
+        line = f'  {label:40s} {_fmt(_shown(st[key], unit)):>10s} {_unit(st[key], unit):10s}'
         if key in verdict:
             target, _, ok = verdict[key]
             line += (f' target {_fmt(_shown(target, unit)):>8s} {unit:9s}  '
