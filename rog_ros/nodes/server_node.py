@@ -51,7 +51,6 @@ from rog_ros.protocol.actions import Log
 from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import LinkStats, SERVER, TRAIN_STATUS_SCHEMA, TrainStatus
 from rog_ros.protocol.ps import ServerEngine
-from rog_ros.protocol.revival import shortest_sound_absence_s
 import torch
 
 LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the workers to leave
@@ -184,15 +183,6 @@ class ServerNode:
         self._last_evaluated = None  # the consensus model the last evaluation was given
         self.last_metrics = {}
 
-    def _warn_short_absence(self, timeout_s) -> None:
-        """Warn at start when the absence timeout is shorter than a waiting robot's silence."""
-        sound = shortest_sound_absence_s(self.engine.end_timeout_s)
-        if timeout_s and timeout_s < sound:
-            self.log.warning(
-                f'absence_timeout {timeout_s:g} s is shorter than a robot waiting for its pull '
-                f'may stay silent ({sound:g} s: two of its pokes): such robots will be '
-                'suspended and readmitted in turn; choose at least that')
-
     def reject_counts(self) -> dict:
         """Return ``{reason: count}`` of every message this node dropped (see connect)."""
         return node_reject_counts(self)
@@ -212,7 +202,6 @@ class ServerNode:
                 absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
                 min_workers=getattr(a, 'min_workers', 1),
                 final_model=getattr(a, 'final_model', True))
-            self._warn_short_absence(getattr(a, 'absence_timeout', None))
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
         self.evaluator = BackgroundEvaluator(lambda: tr.workload.evaluate(tr.model), self.eval_w,
