@@ -558,25 +558,94 @@ def test_a_rerun_of_a_worker_robot_sets_its_earlier_model_aside_with_its_logs(
     worker = ['robot', '--role', 'worker', '--rank', '1', '--workers', '2']
     # Execute
     assert cli.main(worker) == 0
-    # Assert: the model went with the logs, said in the same line
+    # Assert: the model went with the logs as its rank's, said in the same line
     assert sorted(p.name for p in previous.iterdir()) == [
-        'netmon_1.log', 'rog_robot_model.pt', 'rog_worker_1.log']
-    assert (previous / 'rog_robot_model.pt').read_bytes() == b'earlier model'
+        'netmon_1.log', 'rog_worker_1.log', 'rog_worker_1.model.pt']
+    assert (previous / 'rog_worker_1.model.pt').read_bytes() == b'earlier model'
     assert not (tmp_path / 'rog_robot_model.pt').exists()
     said = [line for line in capsys.readouterr().err.splitlines() if 'earlier' in line]
     assert said == [f"rog robot: {logs} held an earlier run's logs (netmon_1.log, "
-                    f"rog_worker_1.log) and {tmp_path / 'rog_robot_model.pt'} its model; "
-                    f'moved to {previous}']
-    # Execute: a model alone (a folder's model.pt) replaces the older run there, logs too
+                    f'rog_worker_1.log), moved to {previous}, and '
+                    f"{tmp_path / 'rog_robot_model.pt'} its model, moved to {previous} as "
+                    'rog_worker_1.model.pt']
+    # Execute: a model alone (a folder's model.pt) replaces the older model of the rank only
     (tmp_path / 'models').mkdir()
     (tmp_path / 'models' / 'model.pt').write_bytes(b'second model')
     assert cli.main(worker + ['--model-out', 'models' + os.sep]) == 0
-    assert sorted(p.name for p in previous.iterdir()) == ['model.pt', 'rog_robot_model.pt']
-    assert (previous / 'model.pt').read_bytes() == b'second model'
+    assert sorted(p.name for p in previous.iterdir()) == [
+        'netmon_1.log', 'rog_worker_1.log', 'rog_worker_1.model.pt']
+    assert (previous / 'rog_worker_1.model.pt').read_bytes() == b'second model'
     assert not (tmp_path / 'models' / 'model.pt').exists()
     assert [line for line in capsys.readouterr().err.splitlines() if 'earlier' in line] == [
         f"rog robot: {tmp_path / 'models' / 'model.pt'} is an earlier run's model; moved to "
-        f'{previous} (the older ones there are replaced)']
+        f'{previous} as rog_worker_1.model.pt (the older ones there are replaced)']
+
+
+def _toy_model(path: Path) -> None:
+    """Write a state_dict that fits workload toy to ``path`` (a worker's earlier model)."""
+    from rog_ros.nodes.assembly import load_workload
+    from rog_ros.nodes.model_file import save_state_dict
+    save_state_dict(path, load_workload('toy').make_model())
+
+
+def test_a_worker_robot_s_failed_rerun_keeps_the_last_model_aside(started_robots, tmp_path):
+    """Keep the last model in LOGS/previous when reruns leave logs but no model."""
+    # before, the second rerun after a run that wrote no model deleted the model kept in
+    # previous/ (rog_robot_model.pt there) while it moved that run's logs
+    from rog_ros import cli
+    logs, previous = tmp_path / 'rog_robot_logs', tmp_path / 'rog_robot_logs' / 'previous'
+    _earlier_worker_run(logs, 0)
+    (tmp_path / 'rog_robot_model.pt').write_bytes(b'good model')
+    worker = ['robot', '--role', 'worker', '--rank', '0', '--workers', '2']
+    # Execute: a rerun sets the good run aside; it fails, leaving a log; another rerun
+    assert cli.main(worker) == 0
+    (logs / 'rog_worker_0.log').write_text('failed run\n')
+    assert cli.main(worker) == 0
+    # Assert
+    assert sorted(p.name for p in previous.iterdir()) == ['rog_worker_0.log',
+                                                          'rog_worker_0.model.pt']
+    assert (previous / 'rog_worker_0.log').read_text() == 'failed run\n'
+    assert (previous / 'rog_worker_0.model.pt').read_bytes() == b'good model'
+
+
+def test_a_worker_robot_goes_on_from_its_own_model(started_robots, tmp_path, capsys):
+    """Copy the model aside, not move it, when the rerun's --init-model is that file."""
+    # before, the model went to previous/ before the node started from it, and the worker
+    # exited with `--init-model: no such file: ./rog_robot_model.pt`
+    from rog_ros import cli
+    model, previous = tmp_path / 'rog_robot_model.pt', tmp_path / 'rog_robot_logs' / 'previous'
+    _toy_model(model)
+    earlier = model.read_bytes()
+    worker = ['robot', '--role', 'worker', '--rank', '0', '--workers', '2', '--workload', 'toy',
+              '--init-model', './rog_robot_model.pt']
+    # Execute
+    assert cli.main(worker) == 0
+    # Assert: the node finds its model; a copy is in previous/, said so
+    assert started_robots[0][0][0].parameters['init_model'] == './rog_robot_model.pt'
+    assert model.read_bytes() == earlier
+    assert (previous / 'rog_worker_0.model.pt').read_bytes() == earlier
+    assert [line for line in capsys.readouterr().err.splitlines() if 'earlier' in line] == [
+        f"rog robot: {model} is an earlier run's model; copied to {previous} as "
+        'rog_worker_0.model.pt (this run starts from it)']
+
+
+def test_worker_robots_sharing_logs_keep_each_their_model_aside(started_robots, tmp_path):
+    """Keep both ranks' models in a shared LOGS/previous though both are named model.pt."""
+    # before, previous/ kept them as model.pt: rank 1's rerun replaced rank 0's model
+    from rog_ros import cli
+    previous = tmp_path / 'rog_robot_logs' / 'previous'
+    for rank in (0, 1):
+        (tmp_path / f'r{rank}').mkdir()
+        (tmp_path / f'r{rank}' / 'model.pt').write_bytes(f'model {rank}'.encode())
+    # Execute
+    for rank in (0, 1):
+        assert cli.main(['robot', '--role', 'worker', '--rank', str(rank), '--workers', '2',
+                         '--model-out', f'r{rank}' + os.sep]) == 0
+    # Assert
+    assert sorted(p.name for p in previous.iterdir()) == ['rog_worker_0.model.pt',
+                                                          'rog_worker_1.model.pt']
+    assert [(previous / f'rog_worker_{rank}.model.pt').read_bytes() for rank in (0, 1)] == [
+        b'model 0', b'model 1']
 
 
 def test_a_worker_robot_resuming_from_its_state_keeps_its_model(started_robots, tmp_path):

@@ -131,29 +131,79 @@ def test_previous_holds_one_run_its_older_logs_go_with_its_results(tmp_path):
     assert (older / 'rog_server.log').read_text() == 'kept'
 
 
-def test_a_worker_robot_s_previous_holds_the_logs_and_model_of_one_run(tmp_path):
-    """Replace the older run's model in LOGS/previous even when this run left no model."""
-    from rog_ros.nodes.run_outputs import set_aside_node_logs
+def _worker_set_aside(logs, rank: int, model, init_model=None) -> str:
+    """Set worker ``rank``'s earlier logs and model in ``logs`` aside as its fresh rerun does."""
+    from rog_ros.nodes.run_outputs import set_aside_unless_worker_resumes
+    given = {'init_model': init_model} if init_model else {}
+    return set_aside_unless_worker_resumes('rog robot', str(logs), None, rank,
+                                           [f'rog_worker_{rank}', f'netmon_{rank}'],
+                                           str(model), **given)
+
+
+def test_a_worker_robot_s_previous_replaces_a_model_only_with_a_newer_one(tmp_path):
+    """Keep the last model in LOGS/previous when a rerun moves its logs but has no model."""
+    # before, a rerun that failed before writing a model (logs only) deleted the model kept in
+    # previous/: two reruns after a failure erased the last good model
     logs, previous = tmp_path / 'logs', tmp_path / 'logs' / PREVIOUS
-    previous.mkdir(parents=True)
-    (previous / 'rog_worker_1.log').write_text('oldest log\n')
-    (previous / 'robot.pt').write_bytes(b'oldest model')
-    (previous / 'rog_worker_0.log').write_text("another robot's\n")
-    (logs / 'rog_worker_1.log').write_text('earlier log\n')
-    model = tmp_path / 'models' / 'robot.pt'          # no model: the earlier run crashed
-    nodes = ['rog_worker_1', 'netmon_1']
-    # Execute
-    moved = set_aside_node_logs(str(logs), nodes, str(model))
-    # Assert: its log replaced the oldest run, the oldest model went with it
-    assert moved == ['rog_worker_1.log']
-    assert sorted(p.name for p in previous.iterdir()) == ['rog_worker_0.log', 'rog_worker_1.log']
-    assert (previous / 'rog_worker_1.log').read_text() == 'earlier log\n'
-    # Execute: the next run's model, in another folder, moves under its own name
+    logs.mkdir()
+    (logs / 'rog_worker_1.log').write_text('good run\n')
+    (logs / 'rog_worker_0.log').write_text("another robot's\n")
+    model = tmp_path / 'robot.pt'
+    model.write_bytes(b'good model')
+    # Execute: the good run is set aside, then a failed one (a log, no model)
+    assert _worker_set_aside(logs, 1, model) == ''
+    (logs / 'rog_worker_1.log').write_text('failed run\n')
+    assert _worker_set_aside(logs, 1, model) == ''
+    # Assert: this rank's log is replaced, its last model stays; another robot's log stays
+    assert sorted(p.name for p in previous.iterdir()) == ['rog_worker_1.log',
+                                                          'rog_worker_1.model.pt']
+    assert (previous / 'rog_worker_1.log').read_text() == 'failed run\n'
+    assert (previous / 'rog_worker_1.model.pt').read_bytes() == b'good model'
+    assert (logs / 'rog_worker_0.log').exists()
+    # Execute: a newer model of the rank replaces it
+    model.write_bytes(b'newer model')
+    assert _worker_set_aside(logs, 1, model) == ''
+    assert (previous / 'rog_worker_1.model.pt').read_bytes() == b'newer model'
+    assert not model.exists()
+
+
+def test_a_worker_robot_s_init_model_is_copied_aside_not_moved(tmp_path, monkeypatch):
+    """Copy the model that the rerun starts from (--init-model, a file or its folder)."""
+    # before, the robot moved it to previous/ before its node started from it: the node
+    # then exited with `--init-model: no such file`
+    logs, previous = tmp_path / 'logs', tmp_path / 'logs' / PREVIOUS
+    model = tmp_path / 'models' / 'model.pt'
     model.parent.mkdir()
+    model.write_bytes(b'last model')
+    # Execute: the same file named otherwise (relative to here), then its folder
+    monkeypatch.chdir(tmp_path)
+    assert _worker_set_aside(logs, 0, model, init_model='models/model.pt') == ''
+    assert model.read_bytes() == b'last model'
+    assert (previous / 'rog_worker_0.model.pt').read_bytes() == b'last model'
     model.write_bytes(b'next model')
-    assert set_aside_node_logs(str(logs), nodes, str(model)) == [str(model)]
-    assert sorted(p.name for p in previous.iterdir()) == ['robot.pt', 'rog_worker_0.log']
-    assert (previous / 'robot.pt').read_bytes() == b'next model' and not model.exists()
+    assert _worker_set_aside(logs, 0, model, init_model=str(model.parent)) == ''
+    # Assert: both times, the model stays for the node and a copy is in previous/
+    assert model.read_bytes() == b'next model'
+    assert (previous / 'rog_worker_0.model.pt').read_bytes() == b'next model'
+    assert sorted(p.name for p in previous.iterdir()) == ['rog_worker_0.model.pt']
+
+
+def test_worker_robots_sharing_logs_keep_each_their_own_model_aside(tmp_path):
+    """Keep each rank's model in a shared LOGS/previous, though both files are model.pt."""
+    # before, previous/ kept a model under its bare file name: rank 1's rerun replaced rank
+    # 0's model.pt there
+    logs, previous = tmp_path / 'logs', tmp_path / 'logs' / PREVIOUS
+    for rank in (0, 1):
+        (tmp_path / f'r{rank}').mkdir()
+        (tmp_path / f'r{rank}' / 'model.pt').write_bytes(f'model {rank}'.encode())
+    # Execute
+    for rank in (0, 1):
+        assert _worker_set_aside(logs, rank, tmp_path / f'r{rank}' / 'model.pt') == ''
+    # Assert
+    assert sorted(p.name for p in previous.iterdir()) == ['rog_worker_0.model.pt',
+                                                          'rog_worker_1.model.pt']
+    assert [(previous / f'rog_worker_{rank}.model.pt').read_bytes() for rank in (0, 1)] == [
+        b'model 0', b'model 1']
 
 
 def _fleet_starts(monkeypatch) -> list:

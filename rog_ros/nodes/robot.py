@@ -29,8 +29,9 @@ discovery peers (for access points that drop multicast) to that file or to the u
 moves an earlier run in its ``out`` to ``out/previous`` before its nodes start, its own nodes'
 logs (in ``--logs``) with its results, as ``rog fleet`` does, unless its server resumes from
 the checkpoint in its ``state_dir``; ``rog robot --role worker`` moves its own nodes' earlier
-logs and its model file (``--model-out``) to ``LOGS/previous`` (``./rog_robot_logs/previous``),
-unless its worker resumes from its state file in ``state_dir``.
+logs and its model file (``--model-out``, as ``rog_worker_K.model.pt``; copied when it is the
+``--init-model``) to ``LOGS/previous`` (``./rog_robot_logs/previous``), unless its worker
+resumes from its state file in ``state_dir``.
 """
 
 from __future__ import annotations
@@ -146,12 +147,13 @@ def add_parser(subparsers):
     p.add_argument('--logs', default=None, help='node logs directory (default: OUT/logs on '
                                                 'the server, ./rog_robot_logs otherwise); a '
                                                 "worker robot's earlier logs there move to "
-                                                'LOGS/previous (its model too) unless it '
-                                                'resumes')
+                                                'LOGS/previous unless it resumes, its model '
+                                                'too, as rog_worker_K.model.pt')
     p.add_argument('--model-out', default=None, metavar='PATH',
                    help="worker robots: write the robot's trained model here when training "
                         f'ends (default: model_out of --config, else ./{ROBOT_MODEL}); '
-                        "an earlier run's model there moves to LOGS/previous unless it "
+                        "an earlier run's model there moves to LOGS/previous (as "
+                        'rog_worker_K.model.pt; copied if it is the --init-model) unless it '
                         'resumes')
     for s in settings.for_role('fleet'):
         if s.name not in ('rank',):
@@ -277,9 +279,11 @@ def _set_aside_earlier_logs(args, specs, logs: str):
     runs this time), not those of another robot writing in the same folder, and so does the
     robot's model file (``--model-out``): a rerun that ended before writing its own left the
     earlier run's model where this run's is said to be, which the server robot's rerun does
-    not (its ``model.pt`` moves with its results). A worker whose node restores its state
-    file from ``state_dir`` moves nothing and its logs go on. Returns ``resuming``; None when
-    the earlier logs or model could not be moved (said in one line).
+    not (its ``model.pt`` moves with its results). The model is kept there as
+    ``rog_worker_K.model.pt`` (ranks may share ``logs``), replaces only an older model of
+    rank K, and is copied, not moved, when it is this run's ``--init-model``. A worker whose
+    node restores its state file from ``state_dir`` moves nothing and its logs go on. Returns
+    ``resuming``; None when the earlier logs or model could not be set aside (one line).
     """
     from rog_ros.nodes.model_file import model_out_file
     from rog_ros.nodes.routing import worker_name
@@ -290,7 +294,8 @@ def _set_aside_earlier_logs(args, specs, logs: str):
     return set_aside_unless_worker_resumes('rog robot', os.path.abspath(logs),
                                            specs[0].parameters.get('state_dir'), rank,
                                            [worker_name(rank), netmon_name(rank)],
-                                           model_out_file(os.path.abspath(model_out) + folder))
+                                           model_out_file(os.path.abspath(model_out) + folder),
+                                           specs[0].parameters.get('init_model'))
 
 
 def _set_aside_earlier_run(specs, logs: str):

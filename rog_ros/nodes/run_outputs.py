@@ -37,14 +37,20 @@ its node logs with its results: ``previous/`` holds one run, not parts of two.
 A worker robot has no output directory, only its nodes' logs (``./rog_robot_logs`` unless
 ``--logs``), which a rerun of ``rog robot --role worker`` started afresh: the log of the run
 that went wrong was gone. A fresh worker robot run therefore moves its own nodes' earlier logs
-to ``LOGS/previous/`` by the same rule (:func:`set_aside_unless_worker_resumes`), unless its
-node restores its state file, and holds its logs (:class:`NodeLogLock`) first, as a server
+to ``LOGS/previous/`` (:func:`set_aside_unless_worker_resumes`), replacing the older logs of
+these nodes there as a server run replaces the older run, unless its node restores its state
+file, and holds its logs (:class:`NodeLogLock`) first, as a server
 robot holds its ``out``: a second robot of the same rank pointed at the same folder is
 refused instead of moving the live log of the first. Its model file (``--model-out``,
-``./rog_robot_model.pt``) is its result, as ``model.pt`` is the server's: it moves to
-``LOGS/previous/`` with the logs, by the same rule, so that a rerun that ends before writing
-its own leaves no earlier model in its place, and ``previous/`` holds the logs and the model
-of one run.
+``./rog_robot_model.pt``) is its result, as ``model.pt`` is the server's: it goes to
+``LOGS/previous/`` with the logs, so that a rerun that ends before writing its own leaves no
+earlier model in its place. Not by quite the same rule, since a model is worth more than a log
+and a worker robot's ``previous/`` may be shared: the model is stored there under its rank's
+name (``rog_worker_K.model.pt``, :func:`previous_model_name`: ranks sharing one ``--logs``
+with models named alike in other folders keep each their own); an older model there is
+replaced only by a newer model of the same rank (a rerun that failed before writing one moves
+its logs, and the last good model stays); and a model that is this run's ``--init-model`` (it
+goes on from its last model) is copied, not moved, so that its node still finds it.
 """
 
 from __future__ import annotations
@@ -181,16 +187,44 @@ def set_aside_unless_resuming(who: str, out: str, state_dir, logs: str, nodes=No
     return ''
 
 
-def set_aside_node_logs(logs: str, nodes, model=None) -> list:
+def previous_model_name(rank: int) -> str:
+    """Return the name a worker robot's model of rank ``rank`` has in ``LOGS/previous``."""
+    return f'rog_worker_{int(rank)}.{MODEL_FILE}'
+
+
+def init_model_file(init_model) -> str:
+    """
+    Return the file the node starts from for setting ``init_model`` ('' when none).
+
+    A folder names its ``model.pt``, as the node resolves it
+    (:func:`rog_ros.workloads.start_model.resolve_path`, which imports torch).
+    """
+    if not init_model:
+        return ''
+    path = os.fspath(init_model)
+    return os.path.join(path, MODEL_FILE) if os.path.isdir(path) else path
+
+
+def _same_file(path: str, other: str) -> bool:
+    """Return whether ``path`` and ``other`` are one existing file (False if either is not)."""
+    try:
+        return bool(other) and os.path.samefile(path, other)
+    except OSError:
+        return False
+
+
+def set_aside_node_logs(logs: str, nodes, model=None, model_as=None, keep_model=False) -> list:
     """
     Move the logs of ``nodes`` in ``logs`` to ``logs/previous``, replacing their older ones.
 
-    Returns the names of the logs moved (sorted), then ``model`` when it moved; [] when
-    nothing did. ``model``: the path of the robot's model file, which moves with the logs to
-    ``previous/`` under its own name when it exists (not one written into ``previous/``
-    itself). ``previous`` holds one run of these nodes: their older logs and model there go,
-    whether or not this run has each; the logs of other nodes (another robot's, in a shared
-    folder) and the user's files stay where they are.
+    Returns the names of the logs moved (sorted), then ``model`` when it went; [] when nothing
+    did. The older logs of ``nodes`` in ``previous`` go whenever one of their logs moves; the
+    logs of other nodes (another robot's, in a shared folder) and the user's files stay.
+    ``model``: the path of the robot's model file, which goes to ``previous/`` as ``model_as``
+    (default: its own name) when it exists (not one written into ``previous/`` itself),
+    replacing the older model of that name there; copied instead of moved when
+    ``keep_model`` (the run starts from it). An older model there stays when this run has
+    none: it is the last model that run's rank left.
     """
     moving = node_logs(logs, nodes)
     previous = os.path.join(logs, PREVIOUS)
@@ -199,61 +233,73 @@ def set_aside_node_logs(logs: str, nodes, model=None) -> list:
     here = bool(model) and os.path.isfile(model)
     if not moving and not here:
         return []
-    older = node_logs(previous, nodes)
-    if model and os.path.isfile(os.path.join(previous, os.path.basename(model))):
-        older.append(os.path.basename(model))     # (whether or not this run left a model)
-    for name in older:
-        os.unlink(os.path.join(previous, name))
+    if moving:
+        for name in node_logs(previous, nodes):
+            os.unlink(os.path.join(previous, name))
     os.makedirs(previous, exist_ok=True)
     for name in moving:
         os.replace(os.path.join(logs, name), os.path.join(previous, name))
     if not here:
         return moving
-    # (shutil: --model-out may be on another file system than --logs)
-    shutil.move(model, os.path.join(previous, os.path.basename(model)))
+    target = os.path.join(previous, model_as or os.path.basename(model))
+    if keep_model:                    # (a copy beside it, then replaced at once: no half file)
+        shutil.copy2(model, target + '.part')
+        os.replace(target + '.part', target)
+    else:     # (shutil: --model-out may be on another file system than --logs)
+        shutil.move(model, target)
     return moving + [model]
 
 
 def set_aside_unless_worker_resumes(who: str, logs: str, state_dir, rank: int, nodes,
-                                    model=None):
+                                    model=None, init_model=None):
     """
     Set a worker robot's earlier logs and model aside before its run starts them afresh.
 
     Returns the ``resuming`` text for ``Supervisor.start`` ('' for a fresh run), or None when
-    the earlier logs or model could not be moved (starting would overwrite them). Each
+    the earlier logs or model could not be set aside (starting would overwrite them). Each
     outcome that changes or keeps something is one line on stderr, after ``who``. ``model``
-    (the file the worker writes its model to) moves to ``LOGS/previous`` with the logs, as a
-    server run's ``model.pt`` moves with its results: a rerun that crashed before writing
-    its own left the earlier run's model in place, as if it were its own, and a rerun that
-    finished replaced it. A worker whose node restores its own state file from ``state_dir``
-    (``resumes(state_dir, rank)``) moves nothing: its logs and model go on, as a resuming
-    server's do.
+    (the file the worker writes its model to) goes to ``LOGS/previous`` with the logs, as a
+    server run's ``model.pt`` goes with its results: a rerun that crashed before writing its
+    own left the earlier run's model in place, as if it were its own, and a rerun that
+    finished replaced it. There it is ``rog_worker_RANK.model.pt`` (:func:`previous_model_name`:
+    ranks that share ``logs`` keep their own), replacing only an older model of this rank,
+    and it is copied, not moved, when it is the file ``init_model`` names (the run goes on
+    from it: :func:`init_model_file`). A worker whose node restores its own state file from
+    ``state_dir`` (``resumes(state_dir, rank)``) sets nothing aside: its logs and model go on,
+    as a resuming server's do.
     """
     resuming = resuming_line(state_dir, rank)
     if resuming:
         print(f'{who}: {resuming}; the logs go on', file=sys.stderr)
         return resuming
     previous = os.path.join(logs, PREVIOUS)
-    older = node_logs(previous, nodes) or (
-        bool(model) and os.path.isfile(os.path.join(previous, os.path.basename(model))))
+    name = previous_model_name(rank)
+    keep = bool(model) and _same_file(model, init_model_file(init_model))
+    older_logs = node_logs(previous, nodes)
+    older_model = os.path.isfile(os.path.join(previous, name))
     try:
-        moved = set_aside_node_logs(logs, nodes, model)
+        moved = set_aside_node_logs(logs, nodes, model, name, keep)
     except OSError as err:
         what = 'the logs of an earlier run' + (f' (or {model}, its model)' if model else '')
-        print(f'{who}: {logs} holds {what}, which could not be moved to {PREVIOUS}/: '
+        print(f'{who}: {logs} holds {what}, which could not be set aside in {PREVIOUS}/: '
               f'{err.strerror or err}', file=sys.stderr)
         return None
     with_model = bool(model) and model in moved
     logs_moved = moved[:-1] if with_model else moved
-    if logs_moved:
-        said = f"{logs} held an earlier run's logs ({', '.join(logs_moved)})" + (
-            f' and {model} its model' if with_model else '')
+    how = (f'copied to {previous} as {name} (this run starts from it)' if keep
+           else f'moved to {previous} as {name}')
+    if logs_moved and with_model:
+        said = (f"{logs} held an earlier run's logs ({', '.join(logs_moved)}), moved to "
+                f'{previous}, and {model} its model, {how}')
+    elif logs_moved:
+        said = f"{logs} held an earlier run's logs ({', '.join(logs_moved)}); moved to {previous}"
     elif with_model:
-        said = f"{model} is an earlier run's model"
+        said = f"{model} is an earlier run's model; {how}"
     else:
         return ''
-    print(f'{who}: {said}; moved to {previous}'
-          + (' (the older ones there are replaced)' if older else ''), file=sys.stderr)
+    replaced = (older_logs and logs_moved) or (older_model and with_model)
+    print(f'{who}: {said}' + (' (the older ones there are replaced)' if replaced else ''),
+          file=sys.stderr)
     return ''
 
 
