@@ -81,23 +81,10 @@ class OutputLock:
         _refuse_holding_held(out)
         os.makedirs(out, exist_ok=True)
         path = os.path.join(out, LOCK_FILE)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if fcntl is None:
-            os.close(fd)
-            return cls(None, path)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = _holder(fd)
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise OutputInUse(
-                    f'{out} is in use by another run ({holder}); give this one another '
-                    '--out, or wait until that one ends') from None
-            return cls(None, path)
-        os.ftruncate(fd, 0)
-        os.write(fd, f'{command}, pid {os.getpid()}, since '
-                     f'{time.strftime("%Y-%m-%d %H:%M:%S")}\n'.encode())
+        fd, holder = hold_lock_file(path, command)
+        if holder is not None:
+            raise OutputInUse(f'{out} is in use by another run ({holder}); give this one '
+                              'another --out, or wait until that one ends')
         return cls(fd, path)
 
     def release(self) -> None:
@@ -106,6 +93,34 @@ class OutputLock:
             _HELD_HERE.discard(self._key)
             os.close(self.fd)
             self.fd = None
+
+
+def hold_lock_file(path: str, command: str):
+    """
+    Take the ``flock`` of lock file ``path`` for ``command``: ``(fd, None)`` or ``(None, who)``.
+
+    On success the file says who holds it (``command``, pid, since when) and the open ``fd``
+    is the hold (closing it lets go). When another process holds it: ``(None, its line)``.
+    A file system without ``flock`` support gives ``(None, None)``: an unlocked hold, so that
+    the run goes on as before rather than failing for want of a lock. One function for every
+    lock of the package (an output directory, a robot's node log).
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    if fcntl is None:
+        os.close(fd)
+        return None, None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = ' '.join(_holder(fd).split())
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return None, holder
+        return None, None
+    os.ftruncate(fd, 0)
+    os.write(fd, f'{command}, pid {os.getpid()}, since '
+                 f'{time.strftime("%Y-%m-%d %H:%M:%S")}\n'.encode())
+    return fd, None
 
 
 def lock_holder(path: str) -> str | None:

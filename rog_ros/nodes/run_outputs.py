@@ -55,20 +55,14 @@ goes on from its last model) is copied, not moved, so that its node still finds 
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import shutil
 import sys
-import time
-
-try:
-    import fcntl
-except ImportError:           # pragma: no cover - not a POSIX system: logs go unlocked
-    fcntl = None
 
 from rog_ros.metrics import PREVIOUS_RUN_DIR
 from rog_ros.nodes.model_file import MODEL_FILE
+from rog_ros.nodes.output_lock import hold_lock_file
 from rog_ros.nodes.state_dir import resuming_line
 
 RESULT_FILES = ('summary.json', 'timeseries.csv', 'events.csv', MODEL_FILE, 'report.md',
@@ -327,23 +321,11 @@ class NodeLogLock:
         holder (the robot runs as before rather than failing for want of a lock).
         """
         os.makedirs(logs, exist_ok=True)
-        fd = os.open(os.path.join(logs, f'.{node}.lock'), os.O_RDWR | os.O_CREAT, 0o644)
-        if fcntl is None:
-            os.close(fd)
-            return cls(None)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = _holder_line(fd)
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise OSError(f'{os.path.join(logs, node)}.log is being written by another run '
-                              f'({holder}); give this one another --logs, or wait until that '
-                              'one ends') from None
-            return cls(None)
-        os.ftruncate(fd, 0)
-        os.write(fd, f'{command}, pid {os.getpid()}, since '
-                     f'{time.strftime("%Y-%m-%d %H:%M:%S")}\n'.encode())
+        fd, holder = hold_lock_file(os.path.join(logs, f'.{node}.lock'), command)
+        if holder is not None:
+            raise OSError(f'{os.path.join(logs, node)}.log is being written by another run '
+                          f'({holder}); give this one another --logs, or wait until that one '
+                          'ends')
         return cls(fd)
 
     def release(self) -> None:
@@ -351,13 +333,3 @@ class NodeLogLock:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-
-
-def _holder_line(fd: int) -> str:
-    """Return the holder's line from a lock file, or words saying it is unknown."""
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        text = ' '.join(os.read(fd, 400).decode(errors='replace').split())
-    except OSError:
-        text = ''
-    return text or 'a process that has not said which'
