@@ -80,14 +80,20 @@ def test_the_simulations_of_a_runner_stopped_with_sigterm_stop_too(tmp_path):
 # run started in the background by a shell without job control inherits SIGINT ignored (the
 # stop this test checks then never comes, and all eight calls run).
 INTERRUPTED_RUNNER = """
-import signal, sys, time
+import os, signal, sys, time
 from rog_ros.children import run_in_processes
 
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def say(*words):
+    # one write per line (PYTHONUNBUFFERED=1 made print write each word apart, and the lines
+    # of the processes that share the pipe were interleaved mid-line: CI at 4a84271)
+    os.write(1, (' '.join(map(str, words)) + '\\n').encode())
+
+
 def task(i):
-    print('running', i, flush=True)
+    say('running', i)
     time.sleep(2.0)
     return i
 
@@ -95,9 +101,9 @@ def task(i):
 if __name__ == '__main__':
     try:
         for i, _ in run_in_processes(task, [(i,) for i in range(8)], 2):
-            print('finished', i, flush=True)
+            say('finished', i)
     except KeyboardInterrupt:
-        print('interrupted', flush=True)
+        say('interrupted')
 """
 
 

@@ -70,10 +70,16 @@ from rog_ros.children import run_in_processes
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def say(*words):
+    # one write per line (PYTHONUNBUFFERED=1 made print write each word apart, and the lines
+    # of the processes that share the pipe were interleaved mid-line: CI at 4a84271)
+    os.write(1, (' '.join(map(str, words)) + '\\n').encode())
+
+
 def task(x):
     if x == 0:
         os.kill(os.getpid(), signal.SIGKILL)
-    print('running', x, flush=True)
+    say('running', x)
     time.sleep(60)
     return x
 
@@ -82,9 +88,9 @@ if __name__ == '__main__':
     try:
         for i, r in run_in_processes(task, [(x,) for x in range(4)], 2,
                                      on_death=lambda i, err: str(err)):
-            print('finished', i, r, flush=True)
+            say('finished', i, r)
     except KeyboardInterrupt:
-        print('interrupted', flush=True)
+        say('interrupted')
 """
 
 SIGKILL_TEXT = 'its process was killed by signal 9 (SIGKILL, as the out-of-memory killer does)'
