@@ -44,7 +44,7 @@ import time
 from rog_ros.atomic import atomic_write_text
 from rog_ros.nodes import chaos_ledger as lg
 from rog_ros.nodes import durable
-from rog_ros.nodes.state_dir import SERVER_STATE_FILE
+from rog_ros.nodes.state_dir import SERVER_STATE_FILE, worker_state_file
 from rog_ros.protocol.actions import Log, SaveState, Send
 from rog_ros.protocol.messages import FLAG_END, RowChunk
 import torch
@@ -217,7 +217,7 @@ class WorkerHooks(_Hooks):
         self.restored_node_state = {}
         self.state = None
         if state_dir and durable.supported(engine):
-            self.state = durable.StateFile(os.path.join(state_dir, f'worker_{rank}.pt'))
+            self.state = durable.StateFile(os.path.join(state_dir, worker_state_file(rank)))
         elif state_dir:
             print(f'rog_worker {rank}: --state-dir ignored: this engine cannot save its state',
                   file=sys.stderr, flush=True)

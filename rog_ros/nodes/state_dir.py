@@ -59,9 +59,14 @@ def resumes(state_dir, rank=None) -> bool:
     return bool(state_dir) and os.path.isfile(os.path.join(state_dir, _own_file(rank)))
 
 
+def worker_state_file(rank) -> str:
+    """Return the name of worker ``rank``'s state file in a state directory (``STATE_FILE``)."""
+    return f'worker_{int(rank)}.pt'
+
+
 def _own_file(rank=None) -> str:
     """Return the state file the server (``rank`` None) or worker ``rank`` restores from."""
-    return SERVER_STATE_FILE if rank is None else f'worker_{int(rank)}.pt'
+    return SERVER_STATE_FILE if rank is None else worker_state_file(rank)
 
 
 def resuming_line(state_dir, rank=None) -> str:
