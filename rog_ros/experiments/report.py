@@ -1068,20 +1068,16 @@ def setting_labels(summaries: list):
 
 
 def _comparisons_below(run_dir: str) -> list:
-    """Return the folders at or below ``run_dir`` that hold a comparison's ``summary.json``."""
-    found = []
-    for root, _, files in sorted(os.walk(run_dir)):
-        if 'summary.json' not in files or PREVIOUS_RUN_DIR in os.path.relpath(
-                root, run_dir).split(os.sep):
-            continue
-        try:
-            with open(os.path.join(root, 'summary.json'), encoding='utf-8') as fh:
-                doc = json.load(fh)
-        except (OSError, ValueError):
-            continue                     # _load_runs names a summary it cannot read
-        if isinstance(doc, dict) and isinstance(doc.get('meta'), dict) and 'systems' in doc:
-            found.append(root)
-    return found
+    """
+    Return the folders at or below ``run_dir`` that hold a comparison (``comparison_meta``).
+
+    A summary that cannot be read is no comparison here: ``_load_runs`` names it.
+    """
+    from rog_ros.experiments.comparison_report import comparison_meta
+    return [root for root, _, files in sorted(os.walk(run_dir))
+            if 'summary.json' in files
+            and PREVIOUS_RUN_DIR not in os.path.relpath(root, run_dir).split(os.sep)
+            and comparison_meta(root) is not None]
 
 
 def _group_name(owner, loose: int) -> str:
