@@ -827,7 +827,8 @@ def _add_report(sub) -> None:
                                    'comparison report written again from its runs (RUN_DIR/'
                                    "runs: the runs' report, with membership.png). Runs of "
                                    'several settings (runs/cmp beside a fleet of another '
-                                   'size) get a row per system and setting. Refused: a '
+                                   'size) get a row per system and setting; rows of two '
+                                   'comparisons get no ratios between them. Refused: a '
                                    'folder where one row (a system at one setting) would '
                                    'average runs of two comparisons, or of a comparison and '
                                    'runs outside it; the line names the row and the folders. '

@@ -280,11 +280,14 @@ class RunRecorder:
         }
 
     def write(self, out_dir: str) -> dict:
-        """Write summary.json, timeseries.csv and events.csv atomically; returns the summary."""
+        """
+        Write timeseries.csv, events.csv and then summary.json atomically; return the summary.
+
+        The summary goes last because it is what marks a run finished (reuse, reports): a
+        process killed between the files leaves no summary beside another run's curves.
+        """
         os.makedirs(out_dir, exist_ok=True)
         summary = self.summary()
-        atomic_write(os.path.join(out_dir, 'summary.json'),
-                     json.dumps(_jsonable(summary), indent=2) + '\n')
         first = ['time_s', 'iteration']
         cols = first + sorted({k for r in self.rows for k in r} - set(first))
         lines = [','.join(cols)]
@@ -299,6 +302,8 @@ class RunRecorder:
              json.dumps(_jsonable(info), sort_keys=True, default=str), text)
             for t, w, name, v, info, text in self.events)
         atomic_write(os.path.join(out_dir, 'events.csv'), buf.getvalue())
+        atomic_write(os.path.join(out_dir, 'summary.json'),
+                     json.dumps(_jsonable(summary), indent=2) + '\n')
         return summary
 
 

@@ -135,6 +135,65 @@ def test_a_copy_over_a_run_of_other_settings_leaves_none_of_its_files_and_says_s
     assert _files(stale) == _files(run_dir(a, 'rog:4', 0))
 
 
+def test_a_rerun_over_a_run_of_other_settings_leaves_none_of_its_files(tmp_path, monkeypatch):
+    """Replace every file of a stale run that is run again, as a copy over it does."""
+    # a rerun wrote its three files over the stale run's: its report.md and plots stayed
+    made = _count_runs(monkeypatch)
+    out = str(tmp_path / 'cmp')
+    compare('toy', 'clean', ['rog:4'], 2, [0], out, quiet=True,
+            **dict(TOY, sim_options={'evaluations': 2, 'latency_s': 0.01}))
+    stale = run_dir(out, 'rog:4', 0)
+    for name in ('report.md', 'accuracy_vs_time.png'):
+        with open(os.path.join(stale, name), 'w') as f:
+            f.write('of the run made with latency_s 0.01\n')
+    os.makedirs(os.path.join(stale, 'previous'))
+    made.clear()
+    # Execute: the comparison at the default latency
+    compare('toy', 'clean', ['rog:4'], 2, [0], out, quiet=True, **TOY)
+    # Assert: run again; only its own files are left, and the folder below
+    assert len(made) == 1
+    assert sorted(_files(stale)) == ['events.csv', 'summary.json', 'timeseries.csv']
+    assert _summary(stale)['run_config']['latency_s'] == 0.005
+    assert os.path.isdir(os.path.join(stale, 'previous'))
+
+
+def test_a_stale_run_stays_until_its_rerun_has_finished(tmp_path, monkeypatch):
+    """Keep a stale run's files while its replacement runs: a failed start loses nothing."""
+    _count_runs(monkeypatch)
+    out = str(tmp_path / 'cmp')
+    compare('toy', 'clean', ['bsp'], 2, [0], out, quiet=True,
+            **dict(TOY, sim_options={'evaluations': 2, 'latency_s': 0.01}))
+    stale = run_dir(out, 'bsp', 0)
+    before = _files(stale)
+    seen = []
+
+    def interrupted(cfg, progress=None):
+        """Look at the run's folder as the run starts, then stop as Ctrl-C would."""
+        seen.append(_files(stale))
+        raise KeyboardInterrupt
+    monkeypatch.setattr(compare_mod, 'simulate', interrupted)
+    # Execute
+    with pytest.raises(KeyboardInterrupt):
+        compare('toy', 'clean', ['bsp'], 2, [0], out, quiet=True, **TOY)
+    # Assert: the stale run was whole while the new one ran, and still is
+    assert seen == [before] and _files(stale) == before
+
+
+def test_a_run_writes_its_summary_after_its_curves(tmp_path, monkeypatch):
+    """Write ``summary.json`` last: it marks the run finished for reuse and reports."""
+    from rog_ros import metrics
+    order = []
+    real = metrics.atomic_write
+
+    def noted(path, data, *args, **kwargs):
+        """Note the file's name, then write it."""
+        order.append(os.path.basename(path))
+        return real(path, data, *args, **kwargs)
+    monkeypatch.setattr(metrics, 'atomic_write', noted)
+    compare('toy', 'clean', ['bsp'], 2, [0], str(tmp_path / 'cmp'), quiet=True, **TOY)
+    assert order[-3:] == ['timeseries.csv', 'events.csv', 'summary.json']
+
+
 def test_a_run_made_before_the_server_engines_byte_counts_is_run_again(tmp_path, monkeypatch,
                                                                        capsys):
     # Prepare: a finished run, made as before run_version was recorded, with its old bytes

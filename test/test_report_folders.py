@@ -40,14 +40,14 @@ def _run(path, system, seed, end, target=0.8):
         + f'\n{end + 1.0},40,0.95,0.95,128\n')
 
 
-def _comparison(path, seeds=(0, 1)):
-    """Write a comparison folder of ``SYSTEMS`` over ``seeds`` by hand."""
+def _comparison(path, seeds=(0, 1), systems=SYSTEMS):
+    """Write a comparison folder of ``systems`` over ``seeds`` by hand."""
     path.mkdir(parents=True)
     (path / 'summary.json').write_text(json.dumps({'meta': {
         'workload': 'toy', 'trace': 'indoors', 'workers': 2, 'seeds': list(seeds),
-        'systems': list(SYSTEMS)}, 'systems': []}))
+        'systems': list(systems)}, 'systems': []}))
     for seed in seeds:
-        for k, system in enumerate(SYSTEMS):
+        for k, system in enumerate(systems):
             _run(path / 'runs' / f'{system.replace(":", "-")}-seed{seed}', system, seed,
                  8.0 + 5.0 * k + seed)
 
@@ -126,6 +126,38 @@ def test_a_comparison_beside_a_fleet_of_another_size_reports_in_rows_of_their_ow
     assert list(table) == ['bsp (4 workers)', 'rog:4 (4 workers)', 'rog:4 (3 workers)']
     assert [cells[-1] for cells in table.values()] == ['0/1', '0/1', '0/1']
     assert 'differ in workers' in capsys.readouterr().err
+
+
+def test_two_comparisons_of_one_setting_without_a_common_system_draw_no_ratios(
+        tmp_path, capsys):
+    """Keep each row whole but compare nothing across comparisons made apart."""
+    # rog report runs/ drew 'rog:4 vs bsp' and an equal-time column from bsp of one
+    # comparison (seeds 0, 1) and rog:4 of another (seed 0 only, maybe another budget)
+    _comparison(tmp_path / 'a', systems=('bsp',))
+    _comparison(tmp_path / 'b', seeds=(0,), systems=('rog:4',))
+    _run(tmp_path / 'loose', 'flown:4', 0, 8.0)
+    capsys.readouterr()
+    # Execute
+    assert cli.main(['report', str(tmp_path)]) == 0
+    # Assert: both rows, no ratios, no equal-time accuracy, and the reason said twice
+    table = _table(tmp_path)
+    assert list(table) == ['bsp', 'flown:4', 'rog:4']
+    assert [cells[5] for cells in table.values()] == ['-', '-', '-']
+    report = (tmp_path / 'report.md').read_text()
+    assert '## Ratios' not in report and ' vs ' not in report
+    groups = (f'the comparisons in {tmp_path / "a"} and {tmp_path / "b"} and 1 run(s) '
+              'outside any comparison')
+    assert f'The rows come from {groups}, made apart' in report
+    assert f'the runs in {tmp_path} are of {groups}: one row per system, no ratios' in (
+        capsys.readouterr().err)
+
+
+def test_one_comparison_with_loose_runs_of_its_own_folder_keeps_its_ratios(tmp_path):
+    """Draw ratios as before where every run is of one comparison (``DIR/runs``)."""
+    _comparison(tmp_path / 'cmp', systems=('bsp', 'rog:4'))
+    assert cli.main(['report', str(tmp_path / 'cmp' / 'runs')]) == 0
+    report = (tmp_path / 'cmp' / 'runs' / 'report.md').read_text()
+    assert '## Ratios' in report and 'made apart' not in report
 
 
 def test_a_trailing_slash_still_finds_the_comparison_at_the_top(tmp_path):

@@ -202,24 +202,33 @@ def _same_run(d: str, cfg: SimConfig, workload: _Workload) -> bool:
         return json.load(f).get('run_config') == run_config(cfg)
 
 
-def _copy_run(src: str, dst: str) -> None:
+def _clear_run(d: str) -> None:
     """
-    Copy the finished run in ``src`` into ``dst``, its ``summary.json`` last.
+    Remove the files of an earlier run in ``d`` before another run's are written there.
 
-    ``dst``'s summary goes first, then every other file there (a ``report.md`` or a plot of
-    an earlier run, perhaps of other settings, would stay beside the copied data), so that a
-    copy cut short leaves no finished run behind: the next call copies it again (a run is
-    finished when its summary says so). Folders in ``dst`` (``previous/``) and the lock of a
-    run in progress there (``output_lock``) are left alone.
+    Its summary goes first, then every other file (a ``report.md``, a plot or an
+    ``events.csv`` of a run of other settings would stay beside the new run's data), so that
+    a process killed in between leaves no finished run (a run is finished when its summary
+    says so). Folders (``previous/``) and the lock of a run in progress (``output_lock``) are
+    left alone.
     """
-    os.makedirs(dst, exist_ok=True)
-    summary = os.path.join(dst, 'summary.json')
+    os.makedirs(d, exist_ok=True)
+    summary = os.path.join(d, 'summary.json')
     if os.path.exists(summary):
         os.remove(summary)
-    for name in sorted(os.listdir(dst)):
-        path = os.path.join(dst, name)
+    for name in sorted(os.listdir(d)):
+        path = os.path.join(d, name)
         if name != LOCK_FILE and (os.path.isfile(path) or os.path.islink(path)):
             os.remove(path)
+
+
+def _copy_run(src: str, dst: str) -> None:
+    """
+    Copy the finished run in ``src`` into ``dst`` (cleared first), its ``summary.json`` last.
+
+    A copy cut short leaves no finished run behind: the next call copies it again.
+    """
+    _clear_run(dst)
     names = sorted(n for n in os.listdir(src)
                    if n != 'summary.json' and os.path.isfile(os.path.join(src, n)))
     for name in names + ['summary.json']:
@@ -291,12 +300,15 @@ def _run_one(cfg: SimConfig, out_dir: str) -> dict:
     Simulate one configuration and write its files (runs in a worker process).
 
     A run that raises is a failed run, not a failed comparison: its summary says why. A run
-    records ``RUN_VERSION`` and its ``run_config``, which reuse and copies check.
+    records ``RUN_VERSION`` and its ``run_config``, which reuse and copies check. A stale
+    run of other settings in ``out_dir`` stays until this one has finished, then its files
+    give way to this run's (``_clear_run``).
     """
     try:
         rec = simulate(cfg)
         rec.extra['run_version'] = RUN_VERSION
         rec.extra['run_config'] = run_config(cfg)
+        _clear_run(out_dir)
         return rec.write(out_dir)
     except Exception as err:  # noqa: B902 - any failure of one run is reported, not raised
         return _failed_run(cfg, out_dir, err)
@@ -306,7 +318,7 @@ def _failed_run(cfg: SimConfig, out_dir: str, err: Exception) -> dict:
     """Write and return the summary of a run that failed with ``err`` (or whose process died)."""
     summary = {'system': cfg.label or cfg.system, 'seed': cfg.seed,
                'error': f'{type(err).__name__}: {" ".join(str(err).split())}'}
-    os.makedirs(out_dir, exist_ok=True)
+    _clear_run(out_dir)
     atomic_write(os.path.join(out_dir, 'summary.json'), json.dumps(summary, indent=2) + '\n')
     return summary
 

@@ -1087,7 +1087,7 @@ def _group_name(owner, loose: int) -> str:
     return f'the comparison in {owner}'
 
 
-def _one_comparison(run_dir: str, placed: list, row_name, say=None) -> None:
+def _one_comparison(run_dir: str, placed: list, row_name, say=None) -> dict:
     """
     Refuse a folder where runs of different groups would be averaged in one table row.
 
@@ -1099,7 +1099,8 @@ def _one_comparison(run_dir: str, placed: list, row_name, say=None) -> None:
     whose runs land in rows of their own (``runs/cmp`` beside a fleet of another size in
     ``runs/fleet``) share the report, one row per system and setting. ``say(line)`` is told
     when the runs are those of one comparison below ``run_dir`` (its own report is
-    ``rog report`` of that folder).
+    ``rog report`` of that folder). Returns the groups: ``{owner: [run folders]}``, the
+    owner a comparison's folder or None for the loose runs.
     """
     run_dir = os.path.normpath(run_dir)
     roots = sorted((os.path.normpath(r) for r in _comparisons_below(run_dir)), key=len,
@@ -1131,6 +1132,17 @@ def _one_comparison(run_dir: str, placed: list, row_name, say=None) -> None:
     if len(owners) == 1 and found and found[0] != run_dir and say is not None:
         say(f'the runs in {run_dir} are those of the comparison in {found[0]}; its own '
             f'report (ratios, equal-time accuracy): rog report {found[0]}')
+    return owners
+
+
+def groups_phrase(owners: dict) -> str:
+    """Name the groups of a folder's runs: ``the comparisons in A and B and 2 loose runs``."""
+    found = sorted(o for o in owners if o is not None)
+    parts = ([('the comparison in ' if len(found) == 1 else 'the comparisons in ')
+              + ' and '.join(found)] if found else [])
+    if None in owners:
+        parts.append(f'{len(owners[None])} run(s) outside any comparison')
+    return ' and '.join(parts)
 
 
 def _written(folder: str) -> float:
@@ -1216,14 +1228,18 @@ def report_run(run_dir: str, say=None) -> str:
     if not placed:
         raise ValueError(_why_no_runs(run_dir))
     row_name, varying = setting_labels([run[0] for run in placed])
-    _one_comparison(run_dir, placed, row_name, say)
+    owners = _one_comparison(run_dir, placed, row_name, say)
+    # Rows of one setting from different groups (two comparisons of one setting, each with
+    # its own systems): each row is whole, but ratios and equal-time accuracy between rows
+    # of different groups would compare runs made apart (other seeds, budgets, revisions).
+    apart = not varying and len(owners) > 1
     placed = _newest_per_seed(run_dir, placed, row_name, say)
     runs = [run[:3] for run in placed]
     by_system = {}
     for summary, rows, _ in runs:
         by_system.setdefault(row_name(summary), []).append((summary, rows))
     by_system = {name: by_system[name] for name in system_order(by_system)}
-    if not varying:
+    if not varying and not apart:
         # as in a comparison's report: each system at the seed's equal time
         from rog_ros.experiments.comparison_report import add_equal_time_accuracy
         add_equal_time_accuracy(
@@ -1235,6 +1251,10 @@ def report_run(run_dir: str, say=None) -> str:
     if varying and say is not None:
         say(f'the runs in {run_dir} differ in {", ".join(varying)}: one row per system and '
             'setting, no ratios between them')
+    if apart and say is not None:
+        say(f'the runs in {run_dir} are of {groups_phrase(owners)}: one row per system, no '
+            'ratios or equal-time accuracy between rows made apart; rog report of one '
+            'comparison compares its systems')
     series = {name: [rows for _, rows in items] for name, items in by_system.items()}
     first = runs[0][0]
     fleets = [s.get('driver') == 'fleet' for s, _, _ in runs]
@@ -1264,16 +1284,21 @@ def report_run(run_dir: str, say=None) -> str:
                  f"one run or one comparison's folder. Times are {clock}.{said}", '',
                  table_markdown(table), '']
     else:
+        made_apart = (f' The rows come from {groups_phrase(owners)}, made apart (their '
+                      'seeds, budgets and revisions need not match): no ratios or equal-time '
+                      'accuracy are drawn between them; `rog report` of one comparison '
+                      'compares its systems.' if apart else '')
         lines = [f'# rog report: {first.get("workload", "?")} on {first.get("trace", "?")}',
                  '', f'{len(runs)} run(s) in `{run_dir}`, {first.get("workers", "?")} '
-                 f'workers; times are {clock}.{said}', '', table_markdown(table), '']
+                 f'workers; times are {clock}.{said}{made_apart}', '', table_markdown(table),
+                 '']
     legend = marks_legend(table)
     if legend:
         lines += [legend, '']
     note = seeds_note(table)
     if note:
         lines += [note, '']
-    ratios = '' if varying else ratios_markdown(table)
+    ratios = '' if varying or apart else ratios_markdown(table)
     if ratios:
         lines += ['## Ratios', '', ratios, '']
     membership = membership_markdown(table)
