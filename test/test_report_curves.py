@@ -15,7 +15,12 @@
 
 import numpy as np
 import pytest
-from rog_ros.experiments.report import _mean_curve, periodic_rows
+from rog_ros.experiments.report import curve_band, periodic_rows
+
+
+def _mean_curve(runs: list, xkey: str, log: bool = False):
+    """Return ``(grid, mean)`` of the raw evaluations over seeds, as ``curve_band`` draws."""
+    return curve_band(runs, xkey, log, smoothed=False)[:2]
 
 
 def test_mean_curve_spans_the_longest_run_and_holds_finished_ones():

@@ -749,16 +749,6 @@ LOG_AXIS_START_FRACTION = 1e-3
 """Evaluations before this fraction of a plot's time span count as the start's (log axis)."""
 
 
-def _mean_curve(runs: list, xkey: str, log: bool = False):
-    """
-    Average accuracy over seeds on a common x grid (linear interpolation): ``(grid, mean)``.
-
-    The raw evaluations (``curve_band`` with ``smoothed=False``); see there for the grid.
-    """
-    grid, mean, _, _ = curve_band(runs, xkey, log, smoothed=False)
-    return grid, mean
-
-
 def running_mean(values: np.ndarray, window: int = 3) -> np.ndarray:
     """Return the mean of each value and the ``window - 1`` before it (fewer at the start)."""
     values = np.asarray(values, dtype=np.float64)
