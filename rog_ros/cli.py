@@ -607,7 +607,8 @@ def _add_reproduce(sub) -> None:
     p.add_argument('--quick', action='store_true',
                    help='one seed, fewer thresholds: 29 MPCOL runs (24 computed, 5 copies of '
                         'an identical run another part made) and 4 EACOL ConvMLP-M runs, '
-                        'about 25 minutes on 2 cores (without --quick: 5 seeds and all '
+                        '14 to 25 minutes on 2 cores, by machine (without --quick: 5 seeds '
+                        'and all '
                         'thresholds, hours); interrupted, it resumes when run again into the '
                         'same --out')
     p.add_argument('--no-eacol-m', action='store_true',
