@@ -51,6 +51,14 @@ def _files(d: str) -> dict:
     return out
 
 
+def _add_report_files(stale: str) -> None:
+    """Give the run in ``stale`` a report and a plot of its own, and a folder below it."""
+    for name in ('report.md', 'accuracy_vs_time.png'):
+        with open(os.path.join(stale, name), 'w') as f:
+            f.write('of the run made with latency_s 0.01\n')
+    os.makedirs(os.path.join(stale, 'previous'))
+
+
 def _summary(d: str) -> dict:
     """Return the ``summary.json`` of directory ``d``."""
     with open(os.path.join(d, 'summary.json')) as f:
@@ -110,10 +118,7 @@ def test_a_copy_over_a_run_of_other_settings_leaves_none_of_its_files_and_says_s
     slow = dict(TOY, sim_options={'evaluations': 2, 'latency_s': 0.01})
     compare('toy', 'clean', ['rog:4', 'ssp:4'], 2, [0], b, quiet=True, **slow)
     stale = run_dir(b, 'rog:4', 0)
-    for name in ('report.md', 'accuracy_vs_time.png'):
-        with open(os.path.join(stale, name), 'w') as f:
-            f.write('of the run made with latency_s 0.01\n')
-    os.makedirs(os.path.join(stale, 'previous'))
+    _add_report_files(stale)
     made.clear()
     # Execute: b again at the default latency, with a to copy from
     compare('toy', 'clean', ['rog:4', 'ssp:4'], 2, [0], b, reuse_from=[a], **TOY)
@@ -143,10 +148,7 @@ def test_a_rerun_over_a_run_of_other_settings_leaves_none_of_its_files(tmp_path,
     compare('toy', 'clean', ['rog:4'], 2, [0], out, quiet=True,
             **dict(TOY, sim_options={'evaluations': 2, 'latency_s': 0.01}))
     stale = run_dir(out, 'rog:4', 0)
-    for name in ('report.md', 'accuracy_vs_time.png'):
-        with open(os.path.join(stale, name), 'w') as f:
-            f.write('of the run made with latency_s 0.01\n')
-    os.makedirs(os.path.join(stale, 'previous'))
+    _add_report_files(stale)
     made.clear()
     # Execute: the comparison at the default latency
     compare('toy', 'clean', ['rog:4'], 2, [0], out, quiet=True, **TOY)
