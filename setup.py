@@ -24,7 +24,9 @@ setup(
     python_requires='>=3.8',
     packages=find_packages(include=['rog_ros', 'rog_ros.*']),
     # standard ROS 2 messages the embedded transport publishes (/diagnostics)
-    package_data={'rog_ros.transport': ['ros_interfaces/*/*.msg']},
+    # and the workloads' shipped pre-trained starts (rog_ros/workloads/shipped.py)
+    package_data={'rog_ros.transport': ['ros_interfaces/*/*.msg'],
+                  'rog_ros.workloads': ['pretrained/*.pt', 'pretrained/SHA256SUMS']},
     # msg/, config/ and launch/ live at the repository root (the ROS 2 package layout); pip
     # installs them under <prefix>/share/rog_ros like colcon does, where the code finds them.
     data_files=[

@@ -242,7 +242,7 @@ def test_receive_buffer_below_the_wifi_configuration_is_a_warning(tmp_path, monk
     assert ('sysctl -w net.core.rmem_max=8388608' in found.fix) == (level == 'warn')
 
 
-def test_cache_that_cannot_be_written_warns_and_an_empty_one_says_it_will_pretrain(
+def test_cache_that_cannot_be_written_warns_and_an_empty_one_says_what_the_first_run_does(
         tmp_path, monkeypatch):
     from rog_ros.workloads import cache
     monkeypatch.setattr(cache.tempfile, 'gettempdir', lambda: str(tmp_path / 'tmp'))
@@ -258,10 +258,10 @@ def test_cache_that_cannot_be_written_warns_and_an_empty_one_says_it_will_pretra
     (tmp_path / 'tmp' / f'rog_ros_cache_{os.getuid()}').mkdir(parents=True, mode=0o777)
     (tmp_path / 'tmp' / f'rog_ros_cache_{os.getuid()}').chmod(0o777)
     (found,) = doctor_checks.check_cache()
-    assert found.level == 'warn' and 'every run pre-trains again' in found.detail
+    assert found.level == 'warn' and 'every run prepares its workload again' in found.detail
     monkeypatch.setenv('ROG_CACHE_DIR', str(tmp_path / 'cache'))
     (found,) = doctor_checks.check_cache()
-    assert found.level == 'info' and 'pre-trains' in found.detail
+    assert found.level == 'info' and 'takes the shipped pre-trained start' in found.detail
     assert list((tmp_path / 'cache').iterdir()) == []        # the write probe is gone
 
 

@@ -253,8 +253,9 @@ def check_cache():
     if any(e.startswith('mpcol-') for e in entries):
         return [Finding('cache', 'ok', f'{path}: {sum(e.endswith(".pt") for e in entries)} '
                         'cached starting checkpoints')]
-    return [Finding('cache', 'info', f'{path}: no MPCOL starting policy yet; the first run '
-                    'pre-trains it (about a minute) and caches it')]
+    return [Finding('cache', 'info', f'{path}: no MPCOL entry yet; the first run makes its '
+                    'data and takes the shipped pre-trained start (seconds; other workload '
+                    'options pre-train, about a minute) and caches them')]
 
 
 def _unwritable_cache(path: str, exc: OSError, cache) -> Finding:
@@ -263,8 +264,9 @@ def _unwritable_cache(path: str, exc: OSError, cache) -> Finding:
     fallback = cache.fallback_dir()
     if fallback.exists() and not cache.fallback_private():
         return Finding('cache', 'warn', f'cannot write the cache folder {path} ({reason}), and '
-                       f'{fallback} is not private to this user: every run pre-trains again '
-                       '(most of a minute or more at each node start)',
+                       f'{fallback} is not private to this user: every run prepares its '
+                       "workload again at each node start (seconds for MPCOL's shipped start, "
+                       'a minute or more where it pre-trains: EACOL, other options)',
                        'set ROG_CACHE_DIR to a writable folder')
     try:
         held = sum(e.endswith('.pt') for e in os.listdir(path))

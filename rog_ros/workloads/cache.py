@@ -307,8 +307,8 @@ def _build_lock(path: Path):
 def _build_and_save(name: str, path: Path, build):
     """Build an entry with progress lines and save it atomically; return it."""
     # tens of seconds with no other output: say what happens, once per entry and machine
-    print(f'rog_ros: preparing {name} on first use (data and pre-training; cached in '
-          f'{path.parent}, later runs skip this) ...', file=sys.stderr, flush=True)
+    print(f'rog_ros: preparing {name} on first use (its data and pre-trained start; cached '
+          f'in {path.parent}, later runs skip this) ...', file=sys.stderr, flush=True)
     started = time.perf_counter()
     _building.append(name)
     try:

@@ -44,10 +44,11 @@ from rog_ros.workloads.objects import CLASS_NAMES, render_objects, SHAPES
 from rog_ros.workloads.options import check_training, integer, number, one_of
 from rog_ros.workloads.partition import (dirichlet_split, group_split, label_shards,
                                          pachinko_clients)
+from rog_ros.workloads.shipped import shipped_start
 from rog_ros.workloads.training import pretrain
 import torch
 
-CODE_VERSION = 'eacol-2'
+CODE_VERSION = 'eacol-3'  # 3: the default start is shipped (``shipped``), not pre-trained here
 # Rog paper section 2.3: a Jetson Xavier NX computes one EACOL batch in 2.18 s.
 XAVIER_NX_SECONDS = 2.18
 _MODELS = {'convmlp-cpu': 'cpu', 'convmlp-s': 's', 'convmlp-m': 'm', 'convmlp-l': 'l'}
@@ -222,19 +223,67 @@ def _accuracy(model, x, y):
     return acc
 
 
-def _build_checkpoint(opts, data):
-    """Pre-train on clean data; measure the clean accuracy of the result."""
-    t0 = time.perf_counter()
-    pre_x, pre_y = _pretrain_pool(opts, data)
+def _pretrained(opts, data, use_shipped=True):
+    """
+    Return ``(net, pre-training loss, where it was pre-trained)`` for ``opts``.
+
+    The default configuration starts from the weights shipped with rog_ros (``shipped``):
+    every machine and torch release then starts from the same model. Other options, or a
+    shipped file that cannot be used, pre-train here on clean data.
+    """
     net = _model_fn(opts, data['classes'])()
-    net.freeze_bn = False  # learn BN statistics on clean data; frozen again for adaptation
-    loss = pretrain(net, pre_x, pre_y, torch.nn.functional.cross_entropy,
-                    steps=opts['pretrain_steps'], batch_size=opts['pretrain_batch'],
-                    lr=opts['pretrain_lr'], seed=opts['seed'], transform=_normalise)
+    start = (shipped_start('eacol', cache.cache_key('eacol', opts, CODE_VERSION))
+             if use_shipped else None)
+    if start is not None:
+        net.load_state_dict(start['state'])
+        made = start.get('made_with') or {}
+        loss, where = float(start.get('pretrain_loss', float('nan'))), (
+            f"shipped (torch {made.get('torch', '?')}, {made.get('cpu', '?')})")
+    else:
+        pre_x, pre_y = _pretrain_pool(opts, data)
+        net.freeze_bn = False  # learn BN statistics on clean data; frozen again for adaptation
+        loss = pretrain(net, pre_x, pre_y, torch.nn.functional.cross_entropy,
+                        steps=opts['pretrain_steps'], batch_size=opts['pretrain_batch'],
+                        lr=opts['pretrain_lr'], seed=opts['seed'], transform=_normalise)
+        where = 'here'
     net.freeze_bn = True
+    return net, loss, where
+
+
+def _build_checkpoint(opts, data):
+    """Pre-train on clean data (or take the shipped start); measure its clean accuracy."""
+    t0 = time.perf_counter()
+    net, loss, where = _pretrained(opts, data)
     return {'state': net.state_dict(), 'pretrain_loss': loss,
-            'pretrain_seconds': time.perf_counter() - t0,
+            'pretrain_seconds': time.perf_counter() - t0, 'pretrained': where,
             'clean_accuracy': _accuracy(net, *data['eval'])}
+
+
+def _checkpoint_options(model='convmlp-cpu', dataset='objects', num_classes=20,
+                        pretrain_samples=20000, adapt_samples=8000, eval_samples=1000,
+                        pretrain_steps=None, pretrain_batch=64, pretrain_lr=2e-3, data_dir=None,
+                        train_h5=None, test_h5=None, seed=0):
+    """Return the options of the clean checkpoint (its cache key): not the corruption."""
+    return {'model': model, 'dataset': dataset, 'num_classes': num_classes,
+            'pretrain_samples': pretrain_samples, 'adapt_samples': adapt_samples,
+            'eval_samples': eval_samples, 'pretrain_batch': pretrain_batch,
+            'pretrain_lr': pretrain_lr, 'seed': seed,
+            **_data_key(dataset, data_dir, train_h5, test_h5),
+            'pretrain_steps': pretrain_steps or (1500 if model == 'convmlp-cpu' else 600)}
+
+
+def pretrain_default(corruption='fog+blur'):
+    """
+    Pre-train the default configuration here, ignoring any shipped weights.
+
+    Returns ``(cache key, state_dict, loss)``: what ``python -m rog_ros.workloads.shipped
+    eacol`` ships.
+    """
+    opts = _checkpoint_options()
+    data = cache.load_or_build('eacol-data', {**opts, 'corruption': corruption},
+                               CODE_VERSION, lambda: _domain(opts, corruption))
+    net, loss, _ = _pretrained(opts, data, use_shipped=False)
+    return cache.cache_key('eacol', opts, CODE_VERSION), net.state_dict(), loss
 
 
 def make_eacol(model='convmlp-cpu', dataset='objects', corruption='fog+blur', partition='shards',
@@ -244,7 +293,7 @@ def make_eacol(model='convmlp-cpu', dataset='objects', corruption='fog+blur', pa
                compute_time_s=XAVIER_NX_SECONDS, data_dir=None, train_h5=None, test_h5=None,
                dirichlet_alpha=0.5, seed=0, surrogate=False):
     """
-    Build the EACOL workload (pre-training on first use, then cached).
+    Build the EACOL workload (data on first use, the shipped start or pre-training, cached).
 
     Parameters
     ----------
@@ -302,12 +351,9 @@ def make_eacol(model='convmlp-cpu', dataset='objects', corruption='fog+blur', pa
             momentum, target_fraction, target_accuracy, compute_time_s, data_dir, train_h5,
             test_h5, dirichlet_alpha, seed), model)
     # Options of the clean checkpoint only: trying another corruption needs no pre-training.
-    opts = {'model': model, 'dataset': dataset, 'num_classes': num_classes,
-            'pretrain_samples': pretrain_samples, 'adapt_samples': adapt_samples,
-            'eval_samples': eval_samples, 'pretrain_batch': pretrain_batch,
-            'pretrain_lr': pretrain_lr, 'seed': seed,
-            **_data_key(dataset, data_dir, train_h5, test_h5),
-            'pretrain_steps': pretrain_steps or (1500 if model == 'convmlp-cpu' else 600)}
+    opts = _checkpoint_options(model, dataset, num_classes, pretrain_samples, adapt_samples,
+                               eval_samples, pretrain_steps, pretrain_batch, pretrain_lr,
+                               data_dir, train_h5, test_h5, seed)
     if dataset == 'objects':
         # Rendered and corrupted data is cached too: it is what makes a cached build fast.
         data = cache.load_or_build('eacol-data', {**opts, 'corruption': corruption},
@@ -332,6 +378,7 @@ def make_eacol(model='convmlp-cpu', dataset='objects', corruption='fog+blur', pa
               'model': model, 'dataset': dataset, 'corruption': corruption,
               'partition': partition, 'classes': k, 'clean_accuracy': clean,
               'accuracy_before': before, 'pretrain_seconds': ckpt['pretrain_seconds'],
+              'pretrained': ckpt.get('pretrained', 'here'),
               'pretrain_steps': opts['pretrain_steps']})
 
 

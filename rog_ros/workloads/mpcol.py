@@ -39,11 +39,12 @@ from rog_ros.workloads.options import check_training, integer, one_of
 from rog_ros.workloads.partition import group_split
 from rog_ros.workloads.planning import distance_fields, Observer, optimal_moves, UNREACHABLE
 from rog_ros.workloads.policy import optimal_set_loss, picks_optimal, PlanningPolicy, rollout
+from rog_ros.workloads.shipped import shipped_start
 from rog_ros.workloads.training import pretrain
 from rog_ros.workloads.worlds import FAMILIES, generate
 import torch
 
-CODE_VERSION = 'mpcol-2'
+CODE_VERSION = 'mpcol-3'  # 3: the default start is shipped (``shipped``), not pre-trained here
 # Assumed Jetson Xavier NX seconds per MPCOL iteration (the paper gives none). Our MPCOL is
 # supervised imitation, so an iteration is the 0.8 M-parameter policy's forward/backward on
 # 64 samples (about 10 ms on the NX GPU) plus batch preparation and DEFSGDM compression: we
@@ -108,22 +109,56 @@ def _accuracy(model, observe, rows, labels):
     return acc
 
 
+def _pretrained(opts, maps, parts, use_shipped=True):
+    """
+    Return ``(model, pre-training loss, where it was pre-trained)`` for ``opts``.
+
+    The default configuration starts from the weights shipped with rog_ros (``shipped``):
+    every machine and torch release then starts from the same model. Other options, or a
+    shipped file that cannot be used, pre-train here.
+    """
+    model = seeded(opts['seed'], lambda: PlanningPolicy(opts['radius'], tuple(opts['hidden'])))
+    start = (shipped_start('mpcol', cache.cache_key('mpcol', opts, CODE_VERSION))
+             if use_shipped else None)
+    if start is not None:
+        model.load_state_dict(start['state'])
+        made = start.get('made_with') or {}
+        return model, float(start.get('pretrain_loss', float('nan'))), (
+            f"shipped (torch {made.get('torch', '?')}, {made.get('cpu', '?')})")
+    rows, labels = parts['pretrain']
+    loss = pretrain(model, rows, labels, optimal_set_loss, steps=opts['pretrain_steps'],
+                    batch_size=opts['pretrain_batch'], lr=opts['pretrain_lr'],
+                    seed=opts['seed'], transform=Observer(maps, opts['radius']),
+                    weight_decay=1e-4)
+    return model, loss, 'here'
+
+
 def _build_checkpoint(opts):
     t0 = time.perf_counter()
     maps, parts = _build_data(opts)
     observe = Observer(maps, opts['radius'])
-    model = seeded(opts['seed'], lambda: PlanningPolicy(opts['radius'], tuple(opts['hidden'])))
-    rows, labels = parts['pretrain']
-    loss = pretrain(model, rows, labels, optimal_set_loss, steps=opts['pretrain_steps'],
-                    batch_size=opts['pretrain_batch'], lr=opts['pretrain_lr'],
-                    seed=opts['seed'], transform=observe, weight_decay=1e-4)
+    model, loss, where = _pretrained(opts, maps, parts)
     episodes = _episodes(maps, parts)
     return {'state': model.state_dict(), 'maps': maps,
             'parts': {k: v for k, v in parts.items() if k != 'pretrain'},
             'pretrain_loss': loss, 'pretrain_seconds': time.perf_counter() - t0,
+            'pretrained': where,
             'known_accuracy': _accuracy(model, observe, *parts['known_eval']),
             'accuracy_before': _accuracy(model, observe, *parts['eval']),
             'rollout_before': rollout(model, *episodes, opts['radius'])}
+
+
+def pretrain_default():
+    """
+    Pre-train the default configuration here, ignoring any shipped weights.
+
+    Returns ``(cache key, state_dict, loss)``: what ``python -m rog_ros.workloads.shipped
+    mpcol`` ships.
+    """
+    opts = _options()
+    maps, parts = _build_data(opts)
+    model, loss, _ = _pretrained(opts, maps, parts, use_shipped=False)
+    return cache.cache_key('mpcol', opts, CODE_VERSION), model.state_dict(), loss
 
 
 def _episodes(maps, parts):
@@ -147,13 +182,24 @@ class MpcolWorkload(Workload):
         return rollout(model, *self._episodes, self._radius)
 
 
+def _options(known=('clutter', 'pillars', 'rooms'), new='maze', size=32, radius=8,
+             hidden=(400, 256), pretrain_maps=200, adapt_maps=200, eval_maps=48, per_map=48,
+             episodes=128, pretrain_steps=1200, pretrain_batch=128, pretrain_lr=1e-3, seed=0):
+    """Return the options that make the data and the pre-trained start (the cache key's)."""
+    return {'known': list(known), 'new': new, 'size': size, 'radius': radius,
+            'hidden': list(hidden), 'pretrain_maps': pretrain_maps, 'adapt_maps': adapt_maps,
+            'eval_maps': eval_maps, 'per_map': per_map, 'episodes': episodes,
+            'pretrain_steps': pretrain_steps, 'pretrain_batch': pretrain_batch,
+            'pretrain_lr': pretrain_lr, 'seed': seed}
+
+
 def make_mpcol(known=('clutter', 'pillars', 'rooms'), new='maze', size=32, radius=8,
                hidden=(400, 256), pretrain_maps=200, adapt_maps=200, eval_maps=48, per_map=48,
                episodes=128, pretrain_steps=1200, pretrain_batch=128, pretrain_lr=1e-3,
                batch_size=64, lr=0.01, momentum=0.9, target_fraction=0.55,
                target_accuracy=None, compute_time_s=XAVIER_NX_SECONDS, seed=0):
     """
-    Build the MPCOL workload (data and pre-training on first use, then cached).
+    Build the MPCOL workload (data on first use, the shipped start or pre-training, cached).
 
     Parameters
     ----------
@@ -185,11 +231,8 @@ def make_mpcol(known=('clutter', 'pillars', 'rooms'), new='maze', size=32, radiu
     """
     known = [known] if isinstance(known, str) else known
     _check_mpcol(locals())
-    opts = {'known': list(known), 'new': new, 'size': size, 'radius': radius,
-            'hidden': list(hidden), 'pretrain_maps': pretrain_maps, 'adapt_maps': adapt_maps,
-            'eval_maps': eval_maps, 'per_map': per_map, 'episodes': episodes,
-            'pretrain_steps': pretrain_steps, 'pretrain_batch': pretrain_batch,
-            'pretrain_lr': pretrain_lr, 'seed': seed}
+    opts = _options(known, new, size, radius, hidden, pretrain_maps, adapt_maps, eval_maps,
+                    per_map, episodes, pretrain_steps, pretrain_batch, pretrain_lr, seed)
     ckpt = cache.load_or_build('mpcol', opts, CODE_VERSION, lambda: _build_checkpoint(opts))
     maps, parts = ckpt['maps'], ckpt['parts']
     observe = Observer(maps, radius)
@@ -211,7 +254,8 @@ def make_mpcol(known=('clutter', 'pillars', 'rooms'), new='maze', size=32, radiu
               'known_families': list(known), 'new_family': new,
               'known_accuracy': known_acc, 'accuracy_before': before,
               'rollout_before': ckpt['rollout_before'],
-              'pretrain_seconds': ckpt['pretrain_seconds']})
+              'pretrain_seconds': ckpt['pretrain_seconds'],
+              'pretrained': ckpt.get('pretrained', 'here')})
 
 
 def _check_mpcol(o):
