@@ -249,3 +249,14 @@ def test_an_interrupt_during_the_recording_still_saves_it(monkeypatch, tmp_path)
                                        str(out), '--duration', '30'])
     assert status == 0 and len(calls) == 4
     assert len(load_trace(out)) == 3
+
+
+def test_link_stats_carry_this_runs_incarnation(probes):
+    """Stamp every LinkStats with the run of netmon that measured it (it said 0)."""
+    first, second = NetMonitor(None, 'wlan9', [0, 1], _args()), NetMonitor(
+        None, 'wlan9', [0], _args())
+    probes['clock'].step(0.1)
+    stats = first.sample()
+    assert len(stats) == 2 and {m.incarnation for m in stats} == {first.incarnation}
+    assert 0 not in (first.incarnation, second.incarnation)
+    assert first.incarnation != second.incarnation

@@ -38,7 +38,7 @@ from rog_ros.net.traces import NEAR_ZERO_MBPS, save_trace, Trace
 from rog_ros.nodes import linkprobe
 from rog_ros.nodes.emulated_link import link_for
 from rog_ros.nodes.routing import link_stats
-from rog_ros.protocol.messages import LinkStats
+from rog_ros.protocol.messages import LinkStats, new_incarnation
 
 IW_PERIOD_S = 1.0
 RECORD_SOURCES = ('throughput', 'bitrate', 'emulated')
@@ -78,6 +78,7 @@ class NetMonitor:
         if self.interface not in counters:
             raise ValueError(f'interface {self.interface!r} not found; have {sorted(counters)}')
         self.bus, self.nodes, self.source = bus, list(nodes), record_source
+        self.incarnation = new_incarnation()     # this run of netmon, on every LinkStats
         self.log = log if log is not None else logging.getLogger('netmon')
         self.links = {n: link_for(args.trace, n, args.workers, args.seed, args.trace_scale)
                       for n in self.nodes if n >= 0}
@@ -122,6 +123,7 @@ class NetMonitor:
             link = self.links.get(node)
             emulated = link.rate_mbps(t) if link is not None else -1.0
             out.append(LinkStats(node=node, interface=self.interface, stamp=time.time(),
+                                 incarnation=self.incarnation,
                                  tx_bytes=tx, rx_bytes=rx, tx_mbps=tx_mbps, rx_mbps=rx_mbps,
                                  bitrate_mbps=bitrate, signal_dbm=signal,
                                  emulated_mbps=emulated))

@@ -453,7 +453,8 @@ class ServerNode:
                 loss=metrics.get('loss', float('nan')),
                 accuracy=metrics.get('accuracy', float('nan')), stall_s=sum(e.stall_time),
                 bytes_up=e.bytes_up, bytes_down=e.bytes_down, triggers=sum(e.triggers),
-                state=self.life.state, start_model=self.training.fingerprint))
+                state=self.life.state, start_model=self.training.fingerprint,
+                incarnation=e.incarnation))
 
     def _on_log(self, now: float, log) -> None:
         self.recorder.on_log(now - (self.t0 or now), SERVER, log)

@@ -81,6 +81,8 @@ class WorkerNode:
         self.engine = None
         self.compute_s = 0.0
         self.compute_before_s = 0.0   # compute time of the run before a restore (its state)
+        self._computing_since = None  # start of the computation under way (compute thread)
+        self._comm_s = 0.0            # the comm_s last published: it only grows
         self.loss = float('nan')
         self.started_at = None
         self._status_due = 0.0      # next periodic status (a stored deadline)
@@ -305,10 +307,11 @@ class WorkerNode:
     # ------------------------------------------------------------------ work
     def _compute(self, clock: int) -> torch.Tensor:
         """One real forward/backward pass on this worker's data; the flat gradient."""
-        t0 = time.monotonic()
+        t0 = self._computing_since = time.monotonic()
         grad, self.loss = self.gradients.compute(self.workload.loss, next(self.batches))
         self._progress_at = time.monotonic()
         self.compute_s += self._progress_at - t0
+        self._computing_since = None
         self._status_due = 0.0      # the loop publishes it (only its thread uses the bus)
         return grad
 
@@ -319,10 +322,14 @@ class WorkerNode:
         self._status_due = now + STATUS_PERIOD_S
         wall = now - self.started_at if self.started_at else 0.0
         e = self.engine
+        # comm: this process's wall time less what it computed itself, the computation under
+        # way included (it counted as comm until it ended, and the next status took it back:
+        # the .msg's cumulative comm_s went down); never below what an earlier status said
+        since = self._computing_since
+        self._comm_s = max(self._comm_s, wall - (self.compute_s - self.compute_before_s)
+                           - (now - since if since is not None else 0.0))
         self.bus.publish(self.status_topic, TrainStatus(
             node=self.rank, stamp=time.time(), iteration=e.clock, loss=self.loss,
-            # (comm: this process's wall time less what it computed itself)
-            compute_s=self.compute_s,
-            comm_s=max(0.0, wall - (self.compute_s - self.compute_before_s)),
+            compute_s=self.compute_s, comm_s=self._comm_s,
             bytes_up=e.bytes_up, bytes_down=e.bytes_down, state=f'{self.life.state}:{e.state}',
-            start_model=self.start_fingerprint))
+            start_model=self.start_fingerprint, incarnation=e.incarnation))

@@ -27,6 +27,7 @@ receiver rejects a message whose version it does not speak (see ``validate``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import random
 from typing import ClassVar, Union
 
 import numpy as np
@@ -420,6 +421,11 @@ def check_schema(msg) -> None:
         raise MessageError(
             f'{msg.TYPE}: schema_version {msg.schema_version}, this build speaks '
             f'{want}; rebuild all nodes from the same release')
+
+
+def new_incarnation() -> int:
+    """Draw a random non-zero 64-bit incarnation id (drivers: one per process start)."""
+    return random.SystemRandom().getrandbits(64) or 1
 
 
 def stamp_incarnations(msg, incarnation: int, target_incarnation: int | None) -> None:

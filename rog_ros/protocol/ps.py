@@ -70,7 +70,6 @@ Faults (DESIGN section 10, docs/faults.md):
 from __future__ import annotations
 
 import math
-import random
 
 from rog_ros.core.atp import Ewma, Smoothed
 from rog_ros.core.compress.base import RowCodec
@@ -84,7 +83,8 @@ from rog_ros.core.versions import VersionTable
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     check_schema, FLAG_END, FLAG_JOIN, FLAG_LATE, FLAG_REQUEST, KIND_GRAD, LinkStats,
-    MAX_CLOCK, MessageError, RowChunk, Schedule, SERVER, stamp_incarnations, TransferAck)
+    MAX_CLOCK, MessageError, new_incarnation, RowChunk, Schedule, SERVER, stamp_incarnations,
+    TransferAck)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.policies.flown import SlotScheduler
 from rog_ros.protocol.ps_checkpoint import CheckpointMixin
@@ -220,7 +220,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.revivals = 0             # retired worker runs taken back (protocol.revival)
         # incarnations (DESIGN section 10)
         self.incarnation = (int(incarnation) if incarnation is not None
-                            else random.SystemRandom().getrandbits(64) or 1)
+                            else new_incarnation())
         self.worker_inc = [0] * n_workers          # 0 = not heard yet
         self.retired: list[list[int]] = [[] for _ in range(n_workers)]
         self._retired_pokes = RevivalWatch()   # (worker, retired run) -> its pokes since

@@ -60,7 +60,6 @@ Faults (DESIGN section 10, docs/faults.md):
 from __future__ import annotations
 
 import math
-import random
 
 import numpy as np
 from rog_ros.core.atp import Ewma, expected_rows, infinite_mask, priority_order, Smoothed
@@ -78,8 +77,8 @@ from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
     check_schema, check_versions, FLAG_END, FLAG_FINAL, FLAG_FREE, FLAG_LATE, FLAG_REQUEST,
     FLAG_SNAPSHOT, FleetSizeError, ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK,
-    MessageError, RowChunk, RowVersions, Schedule, SERVER, stamp_incarnations, TransferAck,
-    validate_ranges)
+    MessageError, new_incarnation, RowChunk, RowVersions, Schedule, SERVER, stamp_incarnations,
+    TransferAck, validate_ranges)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import OutgoingTransfer, Receiver, snapshot_layout
@@ -96,11 +95,6 @@ NONFINITE_LIMIT = 5
 """Non-finite gradients in a row at which a worker gives up: training diverged. One is dropped
 and computed again (a bad batch); the same model failing this often will not recover, and a
 worker that went on would compute for ever without a step (``rog fleet --lr 1e12`` did)."""
-
-
-def new_incarnation() -> int:
-    """Draw a random non-zero 64-bit incarnation id (drivers: one per process start)."""
-    return random.SystemRandom().getrandbits(64) or 1
 
 
 class WorkerEngine(OverlapMixin, RejoinMixin):
