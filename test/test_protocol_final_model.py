@@ -115,6 +115,30 @@ def test_a_worker_whose_link_died_at_the_end_is_given_up_and_the_run_ends():
     assert FINAL_PATIENCE_S <= gave_up - done <= FINAL_PATIENCE_S + 5
 
 
+@pytest.mark.parametrize('spec', ['rog:4', 'rog:2'])
+def test_a_worker_whose_uplink_died_for_good_mid_run_is_let_go_and_the_run_ends(spec):
+    # a robot frozen (or powered off) before its budget never pulls again: it was never
+    # stopped, and the server ran on after the others held the final model (a real fleet
+    # ran into its timeout). Rog only: SSP and BSP hold the others for it (no suspension)
+    def uplink_of_2_dies(msg, src, dst, now):
+        return [] if src == 2 and now >= 2.0 else [0.0]
+    harness, server, workers = _build(spec, n=3, iters=40, dtype=torch.float64,
+                                      fault=uplink_of_2_dies, final_model=True)
+    stats = harness.run(until=1000)
+    assert stats.error is None and server.finished and all(harness.stopped)
+    assert server.clock[2] < 40 and server.suspended_reason.get(2) == 'link'
+    missed = _logs(harness, 'final_model_missed')
+    assert [(a.worker, a.info['reason'].split(', ')[1]) for a in missed] == [
+        (2, 'out for its link before its budget')]
+    assert (server.final_delivered, server.final_missed) == (2, 1)
+    for r in (0, 1):
+        assert torch.equal(workers[r].w, server.final_values)
+    # let go the patience after it was last heard, not before, and not much later
+    gave_up = next(t for t, _, a in harness.stats.logs if a.name == 'final_model_missed')
+    assert FINAL_PATIENCE_S <= gave_up - server.last_heard[2] <= FINAL_PATIENCE_S + 5
+    check_invariants(harness, server, workers)
+
+
 def test_done_workers_wait_for_the_slowest_and_the_model_waits_for_its_last_push():
     # worker 2 computes 4x slower: the others finish first and wait (they poke; answered)
     harness, server, workers = _build('rog:4', n=3, iters=12, dtype=torch.float64,

@@ -151,7 +151,42 @@ class FinalModelMixin:
         for r, heard in sorted(self._final_heard.items()):
             if now >= heard + FINAL_PATIENCE_S:
                 out += self._give_up_final(r, f'silent for {now - heard:.0f} s')
+        for r in self._gone_for_good(now):
+            out += self._let_go(r, now)
         return out
+
+    def _silent_out_for_link(self) -> list:
+        """Workers not stopped, before their budget, suspended for their link (last heard)."""
+        if not self.final_model or not self._fleet_finished():
+            return []
+        return [a for a in range(self.n)
+                if not self.stopped[a] and a not in self._owed_final and not self.active[a]
+                and self.suspended_reason.get(a) == 'link' and self.last_heard[a] is not None]
+
+    def _gone_for_good(self, now: float) -> list:
+        """
+        Workers out for their link and silent for the patience after the fleet finished.
+
+        Such a robot stops at its next pull (``stopped_after_fleet``), but one whose uplink
+        died for good before its budget (frozen, powered off, a dead radio) never pulls: it
+        held the server's end for ever once the others had theirs (a fleet with one robot
+        frozen ran into its 240 s timeout). It is let go as its final model would be.
+        """
+        return [a for a in self._silent_out_for_link()
+                if now >= self.last_heard[a] + FINAL_PATIENCE_S]
+
+    def _let_go(self, r: int, now: float) -> list:
+        """Stop worker r, silent and out for its link, without its final model."""
+        self.stopped[r] = True
+        self.pending.pop(r, None)
+        self._forget_encoding(r)
+        self._end_stall(r, now)
+        self.final_missed += 1
+        silent = now - self.last_heard[r]
+        return [Log('final_model_missed', 1.0, r,
+                    {'reason': f'silent for {silent:.0f} s, out for its link before its budget'}),
+                Send(r, Schedule(worker=r, clock=self.clock[r], push_deadline_s=-1.0,
+                                 stop=True))]
 
     def _final_deadline(self) -> float | None:
         """When a final model is given up, or the silence of one out for its link ends."""
@@ -161,4 +196,5 @@ class FinalModelMixin:
             times += [t for t in (self.last_heard[a] + FINAL_PATIENCE_S
                                   for a in self._final_waits_for(checked)
                                   if not self.active[a]) if t > checked]
+        times += [self.last_heard[a] + FINAL_PATIENCE_S for a in self._silent_out_for_link()]
         return min(times) if times else None
