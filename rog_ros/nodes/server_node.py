@@ -49,7 +49,8 @@ from rog_ros.nodes.run_outputs import PREVIOUS, set_aside_earlier_results
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.actions import Log
 from rog_ros.protocol.events import say as say_event
-from rog_ros.protocol.messages import LinkStats, SERVER, TRAIN_STATUS_SCHEMA, TrainStatus
+from rog_ros.protocol.messages import (LinkStats, new_incarnation, SERVER, TRAIN_STATUS_SCHEMA,
+                                       TrainStatus)
 from rog_ros.protocol.ps import ServerEngine
 import torch
 
@@ -175,6 +176,8 @@ class ServerNode:
         self.log = logging.getLogger(getattr(args, 'node_name', 'rog_server'))
         self.status = {}             # worker rank -> newest TrainStatus
         self._resynced = set()       # (rank, incarnation) started apart, sent our model
+        # this process's id on its statuses where the engine has none (the push systems')
+        self.run_id = new_incarnation()
         self.t0 = None
         self.evaluations = 0
         self._resumed = None         # (seconds into the run, seconds away) after a restore
@@ -454,7 +457,7 @@ class ServerNode:
                 accuracy=metrics.get('accuracy', float('nan')), stall_s=sum(e.stall_time),
                 bytes_up=e.bytes_up, bytes_down=e.bytes_down, triggers=sum(e.triggers),
                 state=self.life.state, start_model=self.training.fingerprint,
-                incarnation=e.incarnation))
+                incarnation=getattr(e, 'incarnation', None) or self.run_id))
 
     def _on_log(self, now: float, log) -> None:
         self.recorder.on_log(now - (self.t0 or now), SERVER, log)

@@ -39,7 +39,7 @@ from rog_ros.nodes.reject_notes import RejectNotes
 from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.events import say as say_event
-from rog_ros.protocol.messages import SERVER, TrainStatus, TransferAck
+from rog_ros.protocol.messages import new_incarnation, SERVER, TrainStatus, TransferAck
 from rog_ros.protocol.worker import WorkerEngine
 import torch
 
@@ -83,6 +83,8 @@ class WorkerNode:
         self.compute_before_s = 0.0   # compute time of the run before a restore (its state)
         self._computing_since = None  # start of the computation under way (compute thread)
         self._comm_s = 0.0            # the comm_s last published: it only grows
+        # this process's id on its statuses where the engine has none (the push systems')
+        self.run_id = new_incarnation()
         self.loss = float('nan')
         self.started_at = None
         self._status_due = 0.0      # next periodic status (a stored deadline)
@@ -332,4 +334,5 @@ class WorkerNode:
             node=self.rank, stamp=time.time(), iteration=e.clock, loss=self.loss,
             compute_s=self.compute_s, comm_s=self._comm_s,
             bytes_up=e.bytes_up, bytes_down=e.bytes_down, state=f'{self.life.state}:{e.state}',
-            start_model=self.start_fingerprint, incarnation=e.incarnation))
+            start_model=self.start_fingerprint,
+            incarnation=getattr(e, 'incarnation', None) or self.run_id))
