@@ -139,6 +139,36 @@ def test_a_worker_whose_uplink_died_for_good_mid_run_is_let_go_and_the_run_ends(
     check_invariants(harness, server, workers)
 
 
+@pytest.mark.parametrize('both_ways', [False, True])
+def test_a_worker_let_go_whose_link_comes_back_at_once_is_stopped_once(both_ways):
+    """Stop a let-go worker once, whatever of its crosses the stop order (a review's case)."""
+    # its push crossing the stop order made it pending again: stopped a second time and
+    # owed the final model, which it never acknowledged (the end took another 60 s), or,
+    # with both directions back, counted as delivered and missed at once
+    let_go = []
+
+    def back_after_let_go(msg, src, dst, now):
+        dead = 2.0 <= now and not (let_go and now >= let_go[0] + 0.1)
+        return [] if dead and (src == 2 or (both_ways and dst == 2)) else [0.0]
+    harness, server, workers = _build('rog:4', n=3, iters=40, dtype=torch.float64,
+                                      fault=back_after_let_go, final_model=True)
+    real = server._let_go
+
+    def noted(r, now):
+        """Note when worker r is let go."""
+        let_go.append(now)
+        return real(r, now)
+    server._let_go = noted
+    stats = harness.run(until=1000)
+    assert stats.error is None and server.finished and all(harness.stopped)
+    assert len(let_go) == 1
+    assert (server.final_delivered, server.final_missed) == (2, 1)
+    ends = [t for t, _, a in harness.stats.logs if a.name in ('final_model', 'final_model_missed')]
+    assert max(ends) - let_go[0] < 5.0          # not another patience
+    assert not any(a.name == 'worker_done' and a.worker == 2 for _, _, a in harness.stats.logs)
+    check_invariants(harness, server, workers)
+
+
 def test_done_workers_wait_for_the_slowest_and_the_model_waits_for_its_last_push():
     # worker 2 computes 4x slower: the others finish first and wait (they poke; answered)
     harness, server, workers = _build('rog:4', n=3, iters=12, dtype=torch.float64,

@@ -265,8 +265,8 @@ def _unwritable_cache(path: str, exc: OSError, cache) -> Finding:
     if fallback.exists() and not cache.fallback_private():
         return Finding('cache', 'warn', f'cannot write the cache folder {path} ({reason}), and '
                        f'{fallback} is not private to this user: every run prepares its '
-                       "workload again at each node start (seconds for MPCOL's shipped start, "
-                       'a minute or more where it pre-trains: EACOL, other options)',
+                       "workload again at each node start (seconds for MPCOL's and EACOL's "
+                       'shipped starts, a minute or more where other options pre-train)',
                        'set ROG_CACHE_DIR to a writable folder')
     try:
         held = sum(e.endswith('.pt') for e in os.listdir(path))

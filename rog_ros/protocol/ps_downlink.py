@@ -67,6 +67,11 @@ class DownlinkMixin:
             self._encodings[r].clear()
 
     def _try_serve(self, r: int, now: float) -> list:
+        if r in self.pending and self.stopped[r]:
+            # a worker let go at the end (``_let_go``) whose push crossed its stop order:
+            # stopped once, never served, done or owed a final model again
+            del self.pending[r]
+            return self._answer_stopped(r)
         if r not in self.pending or self.downlinks[r] is not None:
             return []
         if self.slots is not None:

@@ -165,7 +165,9 @@ class FinalModelMixin:
 
     def _gone_for_good(self, now: float) -> list:
         """
-        Workers out for their link and silent for the patience after the fleet finished.
+        Workers out for their link, silent for the patience (from when each was last heard).
+
+        Only once the fleet finished (``_silent_out_for_link``).
 
         Such a robot stops at its next pull (``stopped_after_fleet``), but one whose uplink
         died for good before its budget (frozen, powered off, a dead radio) never pulls: it
