@@ -43,35 +43,31 @@ def test_a_start_is_shipped_for_the_default_configuration_of_this_code():
         shipped.file_name(n, _default_key(n)) for n in shipped.SHIPPED_WORKLOADS)
 
 
-def test_the_default_build_takes_the_shipped_start_and_never_pretrains(tmp_path, monkeypatch):
+def _built_without_pretraining(name, tmp_path, monkeypatch):
+    """Build workload ``name``'s default in a fresh cache, failing on any pre-training."""
     monkeypatch.setenv('ROG_CACHE_DIR', str(tmp_path))
+    module = {'mpcol': mpcol, 'eacol': eacol}[name]
 
     def no_pretraining(*args, **kwargs):
         """Fail: the default configuration must not pre-train."""
         raise AssertionError('pre-trained although a start is shipped')
-    monkeypatch.setattr(mpcol, 'pretrain', no_pretraining)
-    # Execute: a fresh cache, the default workload
-    w = mpcol.make_mpcol()
-    # Assert: the model starts from the shipped weights, bit for bit, and says so
-    start = shipped.shipped_start('mpcol', _default_key())
+    monkeypatch.setattr(module, 'pretrain', no_pretraining)
+    w = module.make_mpcol() if name == 'mpcol' else module.make_eacol()
+    # the model starts from the shipped weights, bit for bit, and says so
+    start = shipped.shipped_start(name, _default_key(name))
     state = w.make_model().state_dict()
     assert all(torch.equal(state[k], start['state'][k]) for k in start['state'])
     assert w.describe()['pretrained'].startswith('shipped (torch ')
+    return w
+
+
+def test_the_default_build_takes_the_shipped_start_and_never_pretrains(tmp_path, monkeypatch):
+    w = _built_without_pretraining('mpcol', tmp_path, monkeypatch)
     assert 0.6 < w.describe()['accuracy_before'] < 0.7 < w.target_accuracy
 
 
 def test_the_default_eacol_build_takes_the_shipped_start(tmp_path, monkeypatch):
-    monkeypatch.setenv('ROG_CACHE_DIR', str(tmp_path))
-
-    def no_pretraining(*args, **kwargs):
-        """Fail: the default configuration must not pre-train."""
-        raise AssertionError('pre-trained although a start is shipped')
-    monkeypatch.setattr(eacol, 'pretrain', no_pretraining)
-    w = eacol.make_eacol()
-    start = shipped.shipped_start('eacol', _default_key('eacol'))
-    state = w.make_model().state_dict()
-    assert all(torch.equal(state[k], start['state'][k]) for k in start['state'])
-    assert w.describe()['pretrained'].startswith('shipped (torch ')
+    w = _built_without_pretraining('eacol', tmp_path, monkeypatch)
     assert w.describe()['accuracy_before'] < w.target_accuracy < w.describe()['clean_accuracy']
 
 
