@@ -185,10 +185,9 @@ class FinalModelMixin:
         self._end_stall(r, now)
         self.final_missed += 1
         silent = now - self.last_heard[r]
-        return [Log('final_model_missed', 1.0, r,
-                    {'reason': f'silent for {silent:.0f} s, out for its link before its budget'}),
-                Send(r, Schedule(worker=r, clock=self.clock[r], push_deadline_s=-1.0,
-                                 stop=True))]
+        return [Log('final_model_missed', 1.0, r, {
+            'reason': f'silent for {silent:.0f} s, out for its link before its budget'})
+        ] + self._answer_stopped(r)      # its stop order, should it ever hear it
 
     def _final_deadline(self) -> float | None:
         """When a final model is given up, or the silence of one out for its link ends."""

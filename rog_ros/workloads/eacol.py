@@ -35,7 +35,7 @@ import importlib.util
 import os
 import time
 
-from rog_ros.workloads import cache
+from rog_ros.workloads import cache, shipped
 from rog_ros.workloads.base import Workload
 from rog_ros.workloads.cifar import cifar_folder, load_cifar100, load_fed_cifar100
 from rog_ros.workloads.convmlp import convmlp
@@ -44,7 +44,6 @@ from rog_ros.workloads.objects import CLASS_NAMES, render_objects, SHAPES
 from rog_ros.workloads.options import check_training, integer, number, one_of
 from rog_ros.workloads.partition import (dirichlet_split, group_split, label_shards,
                                          pachinko_clients)
-from rog_ros.workloads.shipped import shipped_start
 from rog_ros.workloads.training import pretrain
 import torch
 
@@ -232,13 +231,10 @@ def _pretrained(opts, data, use_shipped=True):
     shipped file that cannot be used, pre-train here on clean data.
     """
     net = _model_fn(opts, data['classes'])()
-    start = (shipped_start('eacol', cache.cache_key('eacol', opts, CODE_VERSION))
-             if use_shipped else None)
+    start = shipped.start_for('eacol', opts, CODE_VERSION) if use_shipped else None
     if start is not None:
         net.load_state_dict(start['state'])
-        made = start.get('made_with') or {}
-        loss, where = float(start.get('pretrain_loss', float('nan'))), (
-            f"shipped (torch {made.get('torch', '?')}, {made.get('cpu', '?')})")
+        loss, where = float(start.get('pretrain_loss', float('nan'))), shipped.origin(start)
     else:
         pre_x, pre_y = _pretrain_pool(opts, data)
         net.freeze_bn = False  # learn BN statistics on clean data; frozen again for adaptation

@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import time
 
-from rog_ros.workloads import cache
+from rog_ros.workloads import cache, shipped
 from rog_ros.workloads.base import seeded, Workload
 from rog_ros.workloads.options import check_training, integer, one_of
 from rog_ros.workloads.partition import group_split
 from rog_ros.workloads.planning import distance_fields, Observer, optimal_moves, UNREACHABLE
 from rog_ros.workloads.policy import optimal_set_loss, picks_optimal, PlanningPolicy, rollout
-from rog_ros.workloads.shipped import shipped_start
 from rog_ros.workloads.training import pretrain
 from rog_ros.workloads.worlds import FAMILIES, generate
 import torch
@@ -118,13 +117,10 @@ def _pretrained(opts, maps, parts, use_shipped=True):
     shipped file that cannot be used, pre-train here.
     """
     model = seeded(opts['seed'], lambda: PlanningPolicy(opts['radius'], tuple(opts['hidden'])))
-    start = (shipped_start('mpcol', cache.cache_key('mpcol', opts, CODE_VERSION))
-             if use_shipped else None)
+    start = shipped.start_for('mpcol', opts, CODE_VERSION) if use_shipped else None
     if start is not None:
         model.load_state_dict(start['state'])
-        made = start.get('made_with') or {}
-        return model, float(start.get('pretrain_loss', float('nan'))), (
-            f"shipped (torch {made.get('torch', '?')}, {made.get('cpu', '?')})")
+        return model, float(start.get('pretrain_loss', float('nan'))), shipped.origin(start)
     rows, labels = parts['pretrain']
     loss = pretrain(model, rows, labels, optimal_set_loss, steps=opts['pretrain_steps'],
                     batch_size=opts['pretrain_batch'], lr=opts['pretrain_lr'],

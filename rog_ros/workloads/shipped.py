@@ -104,6 +104,18 @@ def shipped_start(name: str, key: str, folder: Path = SHIPPED_DIR) -> dict | Non
     return start
 
 
+def start_for(name: str, options: dict, code_version: str) -> dict | None:
+    """Return ``shipped_start`` for the cache key of ``options`` under ``code_version``."""
+    from rog_ros.workloads.cache import cache_key
+    return shipped_start(name, cache_key(name, options, code_version))
+
+
+def origin(start: dict) -> str:
+    """Say where a shipped start was made: ``shipped (torch 2.13.0+cpu, AMD EPYC)``."""
+    made = start.get('made_with') or {}
+    return f"shipped (torch {made.get('torch', '?')}, {made.get('cpu', '?')})"
+
+
 def _unusable(path: Path, why: str) -> None:
     """Say in one line that a shipped start is not used, and why; return None."""
     print(f'rog_ros: the shipped pre-trained start {path} {why}: pre-training here instead',
