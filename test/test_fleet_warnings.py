@@ -121,3 +121,23 @@ def test_a_completed_run_is_not_offered_a_resume(tmp_path):
     assert _completed(str(tmp_path))
     (tmp_path / 'summary.json').write_text('[1, 2]')           # not a run's summary
     assert not _completed(str(tmp_path))
+
+
+def test_a_run_that_completed_though_a_frozen_robot_was_killed_still_gives_its_result(tmp_path):
+    # a robot frozen for good is let go and the run completes, but its process never exits:
+    # rog fleet killed it and printed only the failure, not the run's result or its model
+    from rog_ros.nodes.fleet import _completed_anyway
+    (tmp_path / 'model.pt').write_bytes(b'x')
+    logs = tmp_path / 'logs'
+    logs.mkdir()
+    args = ('toy', str(logs), ['rog_worker_1'])
+    (tmp_path / 'summary.json').write_text(json.dumps(
+        {'completed': False, 'error': 'interrupted', 'final_accuracy': 0.9}))
+    assert _completed_anyway(str(tmp_path), ['rog_worker_1'], *args) == []
+    (tmp_path / 'summary.json').write_text(json.dumps(
+        {'completed': True, 'final_accuracy': 0.9, 'time_to_target_s': 1.5}))
+    assert _completed_anyway(str(tmp_path), [], *args) == []
+    lines = _completed_anyway(str(tmp_path), ['rog_worker_1'], *args)
+    assert [x.split(' ')[0] for x in lines] == ['done;', 'time', 'trained', 'plots', 'the']
+    assert 'final accuracy 0.9000' in lines[1]
+    assert lines[-1] == 'the run completed; exit status 1 for rog_worker_1 (named above)'

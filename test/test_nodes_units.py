@@ -395,3 +395,21 @@ def test_the_server_takes_an_absence_timeout_of_two_pokes_or_none_without_a_word
     assert node.engine.absence_timeout_s == (timeout or None)
     node.shutdown()
     assert not [r for r in caplog.records if 'absence_timeout' in r.getMessage()]
+
+
+@pytest.mark.parametrize('final', ['true', 'false'])
+def test_the_server_lets_a_robot_gone_for_good_go_with_or_without_the_final_model(
+        final, tmp_path, monkeypatch):
+    """Build the server's engine with the let-go rule on whatever ``--final-model`` says."""
+    from rog_ros.nodes import rog_server, server_node
+    from test_nodes_lifecycle import in_memory_fleet
+    in_memory_fleet(monkeypatch)
+    argv = ['--workload', 'toy', '--workers', '2', '--out', str(tmp_path),
+            '--final-model', final]
+    node = server_node.ServerNode(rog_server.build_parser().parse_args(argv))
+    node.configure()
+    try:
+        assert node.engine.final_model is (final == 'true')
+        assert node.engine.let_go_silent is True
+    finally:
+        node.shutdown()

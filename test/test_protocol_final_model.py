@@ -139,6 +139,32 @@ def test_a_worker_whose_uplink_died_for_good_mid_run_is_let_go_and_the_run_ends(
     check_invariants(harness, server, workers)
 
 
+@pytest.mark.parametrize('let_go', [True, False])
+def test_without_a_final_model_a_worker_gone_for_good_is_let_go_when_asked(let_go):
+    """Let a robot gone for good go also without the final model (the nodes ask; sim not)."""
+    # a fleet with --final-model false and one robot frozen before its budget ran until its
+    # timeout: the let-go rule was tied to the final model
+    def uplink_of_2_dies(msg, src, dst, now):
+        return [] if src == 2 and now >= 2.0 else [0.0]
+    harness, server, workers = _build('rog:4', n=3, iters=40, dtype=torch.float64,
+                                      fault=uplink_of_2_dies, let_go_silent=let_go)
+    stats = harness.run(until=1000)
+    assert stats.error is None and server.final_delivered == server.final_missed == 0
+    assert not _logs(harness, 'final_model_missed')
+    if not let_go:                     # the simulator's engines: as before, it holds the end
+        assert not server.finished and not server.stopped[2]
+        assert not _logs(harness, 'worker_let_go')
+        return
+    assert server.finished and all(harness.stopped)
+    went = _logs(harness, 'worker_let_go')
+    assert [(a.worker, a.info['reason'].split(', ')[1]) for a in went] == [
+        (2, 'out for its link before its budget')]
+    gave_up = next(t for t, _, a in harness.stats.logs if a.name == 'worker_let_go')
+    assert FINAL_PATIENCE_S <= gave_up - server.last_heard[2] <= FINAL_PATIENCE_S + 5
+    assert server.clock[2] < 40 and [w.clock for w in workers][:2] == [40, 40]
+    check_invariants(harness, server, workers)
+
+
 @pytest.mark.parametrize('both_ways', [False, True])
 def test_a_worker_let_go_whose_link_comes_back_at_once_is_stopped_once(both_ways):
     """Stop a let-go worker once, whatever of its crosses the stop order (a review's case)."""

@@ -11,11 +11,21 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Status messages say which run of a node sent them, and their cumulative times only grow."""
+"""
+Status messages: who sent them, times that only grow, numbers that can be progress.
+
+They say which run of a node sent them, their cumulative times only grow, and ones whose
+numbers cannot be a node's progress are dropped before they reach a run's record.
+"""
+
+import io
+import logging
+import math
 
 import pytest
 from rog_ros.nodes import worker_node
-from rog_ros.protocol.messages import TrainStatus
+from rog_ros.nodes.fleet_progress import Progress
+from rog_ros.protocol.messages import SERVER, train_status_problem, TrainStatus
 from test_nodes_lifecycle import in_memory_fleet, server_and_worker
 
 pytest.importorskip('torch')
@@ -87,3 +97,72 @@ def test_comm_time_never_goes_down_while_a_computation_is_under_way(tmp_path, mo
         wrk.shutdown()
         srv.shutdown()
     assert said == [6.0, 6.0, 6.0, 8.0]
+
+
+def _status(**fields):
+    """Return a plausible worker 0 status, ``fields`` changed."""
+    base = {'node': 0, 'stamp': 1.0, 'iteration': 3, 'loss': 0.5, 'accuracy': 0.8,
+            'stall_s': 0.1, 'compute_s': 1.0, 'comm_s': 0.2, 'bytes_up': 10, 'bytes_down': 20,
+            'triggers': 1}
+    base.update(fields)
+    return TrainStatus(**base)
+
+
+@pytest.mark.parametrize('field, value, said', [
+    ('iteration', -1, 'iteration -1 outside [0, 100]'),
+    ('iteration', 101, 'iteration 101 outside [0, 100]'),
+    ('iteration', 10 ** 9, 'iteration 1000000000 outside'),
+    ('accuracy', 7.0, 'accuracy 7.0 outside [0, 1]'),
+    ('accuracy', -0.01, 'accuracy -0.01 outside'),
+    ('accuracy', math.inf, 'accuracy inf'),
+    ('loss', -math.inf, 'loss -inf'),
+    ('stall_s', -1.0, 'stall_s -1.0 is not a duration'),
+    ('compute_s', math.nan, 'compute_s nan'),
+    ('comm_s', math.inf, 'comm_s inf'),
+    ('bytes_up', -5, 'bytes_up -5 below 0'),
+    ('bytes_down', -1, 'bytes_down -1'),
+    ('triggers', -2, 'triggers -2'),
+])
+def test_a_status_whose_numbers_cannot_be_progress_is_named(field, value, said):
+    assert train_status_problem(_status(), 100) is None
+    problem = train_status_problem(_status(**{field: value}), 100)
+    assert problem is not None and problem.startswith(said)
+
+
+def test_a_status_with_nothing_measured_yet_or_at_the_limits_is_progress():
+    assert train_status_problem(TrainStatus(node=0, stamp=1.0)) is None    # NaN loss, accuracy
+    assert train_status_problem(_status(iteration=100, accuracy=1.0, loss=-3.0), 100) is None
+    assert train_status_problem(_status(iteration=10 ** 9, accuracy=0.0)) is None   # no bound
+
+
+def test_the_server_drops_a_status_out_of_range_counts_it_and_says_so_once(
+        tmp_path, monkeypatch, caplog):
+    # a worker's iteration and compute time go into summary.json: a status with iteration
+    # 10^9 made the run's record say the robot trained 10^9 iterations
+    in_memory_fleet(monkeypatch)
+    srv, wrk = server_and_worker(tmp_path / 'out', '/status_range', ['--iterations', '3'])
+    try:
+        with caplog.at_level(logging.WARNING):
+            srv._on_status(_status(iteration=10 ** 9, compute_s=500.0))
+            srv._on_status(_status(iteration=2 * 10 ** 9))
+            srv._on_status(_status(accuracy=7.0))
+        assert 0 not in srv.status
+        srv._on_status(_status(iteration=2, compute_s=1.5))
+        assert srv.status[0].iteration == 2
+        counts = srv.reject_counts()
+        summary = srv._write(srv.t0 or 0.0)
+    finally:
+        wrk.shutdown()
+        srv.shutdown()
+    assert counts['invalid_status'] == 3
+    said = [r.getMessage() for r in caplog.records if 'TrainStatus' in r.getMessage()]
+    assert len(said) == 2 and 'robot 0' in said[0] and 'iteration 1000000000' in said[0]
+    assert summary['iterations_per_robot'] == [2]
+    assert summary['rejects_by_reason']['invalid_status'] == 3
+
+
+def test_the_progress_line_shows_no_status_out_of_range():
+    shown = Progress(1, 10, stream=io.StringIO())
+    shown.on_status(_status(node=SERVER, iteration=4, accuracy=0.75))
+    shown.on_status(_status(node=SERVER, iteration=5, accuracy=7.0))
+    assert ' it 4/10 acc 0.750 ' in shown.line()

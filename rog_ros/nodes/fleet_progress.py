@@ -29,6 +29,8 @@ import re
 import sys
 import time
 
+from rog_ros.protocol.messages import train_status_problem
+
 
 def legend(emulated: bool) -> str:
     """
@@ -61,6 +63,8 @@ class Progress:
         self.tty = stream.isatty()
 
     def on_status(self, msg) -> None:
+        if train_status_problem(msg) is not None:     # the server says why in its log
+            return
         if msg.node < 0:
             self.server = msg
             return

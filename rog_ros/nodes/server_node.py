@@ -49,8 +49,8 @@ from rog_ros.nodes.run_outputs import PREVIOUS, set_aside_earlier_results
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.protocol.actions import Log
 from rog_ros.protocol.events import say as say_event
-from rog_ros.protocol.messages import (LinkStats, new_incarnation, SERVER, TRAIN_STATUS_SCHEMA,
-                                       TrainStatus)
+from rog_ros.protocol.messages import (LinkStats, new_incarnation, SERVER, train_status_problem,
+                                       TRAIN_STATUS_SCHEMA, TrainStatus)
 from rog_ros.protocol.ps import ServerEngine
 import torch
 
@@ -175,6 +175,7 @@ class ServerNode:
         self.reject_notes = RejectNotes()  # why a message was dropped, once per kind
         self.log = logging.getLogger(getattr(args, 'node_name', 'rog_server'))
         self.status = {}             # worker rank -> newest TrainStatus
+        self.bad_statuses = 0        # TrainStatus dropped for numbers out of range
         self._resynced = set()       # (rank, incarnation) started apart, sent our model
         # this process's id on its statuses where the engine has none (the push systems')
         self.run_id = new_incarnation()
@@ -188,7 +189,10 @@ class ServerNode:
 
     def reject_counts(self) -> dict:
         """Return ``{reason: count}`` of every message this node dropped (see connect)."""
-        return node_reject_counts(self)
+        counts = node_reject_counts(self)
+        if self.bad_statuses:
+            counts['invalid_status'] = self.bad_statuses
+        return counts
 
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
@@ -204,7 +208,7 @@ class ServerNode:
                 chunk_bytes=a.chunk_bytes, window=a.window, max_iterations=a.iterations,
                 absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
                 min_workers=getattr(a, 'min_workers', 1),
-                final_model=getattr(a, 'final_model', True))
+                final_model=getattr(a, 'final_model', True), let_go_silent=True)
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
         self.evaluator = BackgroundEvaluator(lambda: tr.workload.evaluate(tr.model), self.eval_w,
@@ -466,6 +470,13 @@ class ServerNode:
 
     def _on_status(self, msg: TrainStatus) -> None:
         if 0 <= msg.node < self.args.workers:
+            problem = train_status_problem(msg, self.engine.max_clock if hasattr(
+                self.engine, 'max_clock') else None)
+            if problem is not None:       # it would go into summary.json: dropped, said once
+                self.bad_statuses += 1
+                self.reject_notes.on_log(Log('reject', 1.0, msg.node, {
+                    'error': f'a TrainStatus with {problem}'}), self.log)
+                return
             self.status[msg.node] = msg
             if msg.start_model and msg.start_model != self.training.fingerprint and \
                     msg.schema_version == TRAIN_STATUS_SCHEMA:
@@ -514,7 +525,7 @@ class ServerNode:
             'eval_busy_s': self.evaluator.busy_s, 'eval_max_s': self.evaluator.max_s,
             'eval_loop_s': self.eval_loop_s, 'eval_in_background': self.background_eval,
             'rejects': e.rejects + (self.bus.rejects if self.bus else 0)
-            + self.driver.engine_errors,
+            + self.driver.engine_errors + self.bad_statuses,
             'rejects_by_reason': self.reject_counts(),
             'trace_scale': self.args.trace_scale, 'stall_s_per_worker': list(e.stall_time),
             'triggers_per_worker': list(e.triggers),

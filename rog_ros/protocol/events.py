@@ -178,6 +178,11 @@ def _final_missed(log) -> Tuple[int, str]:
                      f"({log.info.get('reason', '?')}); the server's model.pt has it")
 
 
+def _let_go(log) -> Tuple[int, str]:
+    return WARNING, (f'robot {log.worker} was let go so that the run could end '
+                     f"({log.info.get('reason', '?')})")
+
+
 _DESCRIBE = {
     'worker_suspended': _suspended,
     'worker_readmitted': _readmitted,
@@ -198,6 +203,7 @@ _DESCRIBE = {
     'start_mismatch': _start_mismatch,
     'final_model': _final_model,
     'final_model_missed': _final_missed,
+    'worker_let_go': _let_go,
 }
 
 NOTABLE = frozenset(_DESCRIBE)

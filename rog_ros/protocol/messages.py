@@ -27,6 +27,7 @@ receiver rejects a message whose version it does not speak (see ``validate``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import math
 import random
 from typing import ClassVar, Union
 
@@ -326,6 +327,35 @@ class TrainStatus:
 
     def wire_size(self) -> int:
         return _HEADER_BYTES + len(self.state) + len(self.start_model)
+
+
+def train_status_problem(msg: TrainStatus, max_iteration: int | None = None) -> str | None:
+    """
+    Return why ``msg``'s numbers cannot be a node's progress, or None when they can.
+
+    A status steers nothing, but the server copies a worker's iteration and compute time
+    into the run's record (``summary.json``) and ``rog fleet`` shows the accuracy: one
+    status with ``iteration`` 10^9 or ``accuracy`` 7.0 (a bug, a foreign publisher on the
+    topic, a key holder) would have gone into both. NaN stands for "not measured yet" in the
+    loss and the accuracy and is accepted there.
+    """
+    it = int(msg.iteration)
+    if it < 0 or (max_iteration is not None and it > max_iteration):
+        return (f'iteration {it} outside [0, {max_iteration}]' if max_iteration is not None
+                else f'iteration {it} below 0')
+    acc, loss = float(msg.accuracy), float(msg.loss)
+    if not (math.isnan(acc) or 0.0 <= acc <= 1.0):
+        return f'accuracy {acc} outside [0, 1]'
+    if math.isinf(loss):
+        return f'loss {loss}'
+    for name in ('stall_s', 'compute_s', 'comm_s'):
+        v = float(getattr(msg, name))
+        if not (math.isfinite(v) and v >= 0.0):
+            return f'{name} {v} is not a duration'
+    for name in ('bytes_up', 'bytes_down', 'triggers'):
+        if int(getattr(msg, name)) < 0:
+            return f'{name} {int(getattr(msg, name))} below 0'
+    return None
 
 
 Message = Union[RowChunk, RowVersions, TransferAck, Schedule, LinkStats, TrainStatus]

@@ -144,6 +144,11 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         model first, the consensus as the fleet finished (``ps_final``): every robot leaves
         with the trained model. Off, a worker stops at its last pull with its own model (the
         simulator: runs end where they did).
+    let_go_silent : bool or None
+        Let a worker go once the others finished when it is out for its link and silent for
+        ``ps_final.FINAL_PATIENCE_S`` (frozen, powered off, a dead radio), so that the run
+        ends; None: as ``final_model``. The server node turns it on whatever ``final_model``
+        says; the simulator leaves it off (its runs end where they did).
 
     """
 
@@ -153,7 +158,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                  stall_warn_s: float = 30.0, end_timeout_s: float = 2.0,
                  incarnation: int | None = None, absence_timeout_s: float | None = None,
                  min_workers: int = 1, clock_slack: int = 16,
-                 track_conservation: bool = False, final_model: bool = False):
+                 track_conservation: bool = False, final_model: bool = False,
+                 let_go_silent: bool | None = None):
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if n_workers < 1:
@@ -237,7 +243,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self._init_checkpoints(n_workers)
         self._init_outage(n_workers, track_conservation)
         self._init_slack(n_workers)
-        self._init_final(final_model)
+        self._init_final(final_model, let_go_silent)
         self.late_pushes = 0          # FLAG_LATE pushes applied (rows sent while computing)
         self.late_rows = 0            # ... and the rows they delivered
         self.late_pulls = 0           # FLAG_LATE downlinks completed (rows sent while the

@@ -36,6 +36,11 @@ acknowledgement for ``FINAL_PATIENCE_S``, gets its stop order without the model
 out for their link once silent for ``FINAL_PATIENCE_S`` (until then their last pushes may
 still change the model).
 
+A robot gone for good (out for its link and silent for ``FINAL_PATIENCE_S`` once the others
+finished) is let go so that the run ends, with or without a final model: ``let_go_silent``,
+which the server node turns on also when ``final_model`` is off (the simulator leaves both
+off, so its runs end where they did).
+
 ``FinalModelMixin`` is one part of ``ServerEngine`` (``ps.py``) and works on its state.
 """
 
@@ -53,8 +58,9 @@ count: a robot whose pokes arrive while its model does not would otherwise hold 
 class FinalModelMixin:
     """The final model of a ``ServerEngine``'s robots before their stop orders."""
 
-    def _init_final(self, final_model: bool) -> None:
+    def _init_final(self, final_model: bool, let_go_silent: bool | None = None) -> None:
         self.final_model = bool(final_model)
+        self.let_go_silent = self.final_model if let_go_silent is None else bool(let_go_silent)
         self._owed_final: dict = {}      # worker -> clock: done, stop order held for the model
         self._final_heard: dict = {}     # worker -> its model's last progress (ack), under way
         self.final_delivered = 0         # robots that received the final model
@@ -157,7 +163,7 @@ class FinalModelMixin:
 
     def _silent_out_for_link(self) -> list:
         """Workers not stopped, before their budget, suspended for their link (last heard)."""
-        if not self.final_model or not self._fleet_finished():
+        if not self.let_go_silent or not self._fleet_finished():
             return []
         return [a for a in range(self.n)
                 if not self.stopped[a] and a not in self._owed_final and not self.active[a]
@@ -183,11 +189,13 @@ class FinalModelMixin:
         self.pending.pop(r, None)
         self._forget_encoding(r)
         self._end_stall(r, now)
-        self.final_missed += 1
-        silent = now - self.last_heard[r]
-        return [Log('final_model_missed', 1.0, r, {
-            'reason': f'silent for {silent:.0f} s, out for its link before its budget'})
-        ] + self._answer_stopped(r)      # its stop order, should it ever hear it
+        reason = f'silent for {now - self.last_heard[r]:.0f} s, out for its link before its budget'
+        if self.final_model:
+            self.final_missed += 1
+            said = Log('final_model_missed', 1.0, r, {'reason': reason})
+        else:
+            said = Log('worker_let_go', 1.0, r, {'reason': reason})
+        return [said] + self._answer_stopped(r)      # its stop order, should it ever hear it
 
     def _final_deadline(self) -> float | None:
         """When a final model is given up, or the silence of one out for its link ends."""

@@ -46,7 +46,7 @@ def quadratic_fleet(spec, n=4, iters=20, codec='row', dtype=torch.float32, lr=0.
                     bandwidths=(1e6, 0.5e6, 2e6, 0.3e6), compute=(0.05, 0.07, 0.11, 0.06),
                     latency=0.001, fault=None, seed=0, noise=0.1, policy=None,
                     end_timeout_s=0.5, track=True, save_states=False, absence_timeout_s=None,
-                    min_workers=1, final_model=False):
+                    min_workers=1, final_model=False, let_go_silent=None):
     """
     Build a server and ``n`` workers of system ``spec`` (``rog:4``, ``bsp``, ...) in a harness.
 
@@ -67,7 +67,7 @@ def quadratic_fleet(spec, n=4, iters=20, codec='row', dtype=torch.float32, lr=0.
                             chunk_bytes=chunk_bytes, window=window,
                             end_timeout_s=end_timeout_s, absence_timeout_s=absence_timeout_s,
                             min_workers=min_workers, track_conservation=track,
-                            final_model=final_model,
+                            final_model=final_model, let_go_silent=let_go_silent,
                             incarnation=incarnations.getrandbits(64) or 1)
 
     def new_worker(r):
