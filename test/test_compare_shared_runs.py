@@ -325,3 +325,27 @@ def test_the_reference_reproductions_show_progress_under_their_name(tmp_path, mo
     # Assert: its runs show a progress bar, labelled with the reproduction (it had none)
     assert len(asked) == 1
     assert not asked[0].get('quiet') and asked[0]['prefix'] == f'reproduce {paper}'
+
+
+def test_a_stored_run_is_judged_from_one_read_of_its_summary(tmp_path, monkeypatch):
+    # reuse read a stored summary up to three times (a file rewritten in between could
+    # pass one check on one version and another on the next); one that is JSON but not an
+    # object raised AttributeError out of rog compare
+    a = str(tmp_path / 'a')
+    compare('toy', 'clean', ['bsp'], 2, [0], a, quiet=True, **TOY)
+    reads = []
+    real = compare_mod._stored_summary
+
+    def counted(d):
+        """Read ``d``'s summary; note it."""
+        reads.append(d)
+        return real(d)
+    monkeypatch.setattr(compare_mod, '_stored_summary', counted)
+    made = _count_runs(monkeypatch)
+    compare('toy', 'clean', ['bsp'], 2, [0], str(tmp_path / 'b'), quiet=True, reuse_from=[a],
+            **TOY)
+    assert made == [] and reads.count(run_dir(a, 'bsp', 0)) == 1
+    with open(os.path.join(run_dir(a, 'bsp', 0), 'summary.json'), 'w') as f:
+        f.write('[1, 2]')
+    compare('toy', 'clean', ['bsp'], 2, [0], a, quiet=True, **TOY)
+    assert len(made) == 1 and _summary(run_dir(a, 'bsp', 0))['system'] == 'bsp'

@@ -97,8 +97,18 @@ class _Workload:
         return self._built['fingerprint']
 
 
+def _stored_summary(d: str) -> dict | None:
+    """Return the summary of the run in ``d`` (None: none, unreadable or not an object)."""
+    try:
+        with open(os.path.join(d, 'summary.json')) as f:
+            s = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return s if isinstance(s, dict) else None
+
+
 def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None = None,
-                    workload: _Workload | None = None) -> str | None:
+                    workload: _Workload | None = None, summary: dict | None = None) -> str | None:
     """
     Return None if run directory ``d`` holds a finished run of ``cfg``, else why not.
 
@@ -110,14 +120,10 @@ def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None = None
     ``start_fingerprint``: the fingerprint of ``cfg``'s starting model when the caller has it
     (None: ``workload``'s, worked out only if a run's start is to be checked). ``workload``:
     ``cfg``'s, shared by the runs of one comparison so that it is built at most once (default:
-    built here when needed).
+    built here when needed). ``summary``: ``d``'s, when the caller read it already.
     """
-    try:
-        with open(os.path.join(d, 'summary.json')) as f:
-            s = json.load(f)
-    except (OSError, ValueError):
-        return ''
-    if s.get('error'):
+    s = summary if summary is not None else _stored_summary(d)
+    if s is None or s.get('error'):
         return ''
     workload = workload or _Workload(cfg)
     wl = None if cfg.iterations else workload.get()
@@ -155,11 +161,20 @@ def _not_reusable(d: str, cfg: SimConfig, workload: _Workload | None = None) -> 
     (policy overrides, latency, learning rate...: a rerun into the same DIR with any of them
     changed runs again) ('' when there is no finished run: run it).
     """
-    why = _other_settings(d, cfg, workload=workload)
+    return _reuse_check(d, cfg, workload)[0]
+
+
+def _reuse_check(d: str, cfg: SimConfig, workload: _Workload | None = None) -> tuple:
+    """Return ``(_not_reusable's answer, the summary it read)``: ``d``'s summary read once."""
+    summary = _stored_summary(d)
+    why = _other_settings(d, cfg, workload=workload, summary=summary)
     if why is not None:
-        return why
-    with open(os.path.join(d, 'summary.json')) as f:
-        summary = json.load(f)
+        return why, summary
+    return _other_run(summary, cfg), summary
+
+
+def _other_run(summary: dict, cfg: SimConfig) -> str | None:
+    """Return why a finished run of ``cfg``'s settings is still another run (None: not)."""
     version = summary.get('run_version', 1)
     if version != RUN_VERSION:
         return (f'an older rog, run version {version} not {RUN_VERSION}: its byte counts were '
@@ -196,10 +211,8 @@ def _same_run(d: str, cfg: SimConfig, workload: _Workload) -> bool:
     ``cfg``'s in every field (system spec, policy overrides, seed, trace, budget, label...):
     a run whose configuration differs in any way is not the same run.
     """
-    if _not_reusable(d, cfg, workload) is not None:
-        return False
-    with open(os.path.join(d, 'summary.json')) as f:
-        return json.load(f).get('run_config') == run_config(cfg)
+    why, summary = _reuse_check(d, cfg, workload)
+    return why is None and summary.get('run_config') == run_config(cfg)
 
 
 def _clear_run(d: str) -> None:
