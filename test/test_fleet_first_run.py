@@ -30,7 +30,6 @@ import os
 from pathlib import Path
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 
@@ -38,6 +37,7 @@ from rog_ros.checks import ConfigError
 from rog_ros.nodes import fleet, rog_server, settings
 from rog_ros.nodes.fleet_progress import Progress, result_line
 from rog_ros.nodes.plan import load_parameter_file, plan
+from rog_ros.protocol.messages import SERVER, TrainStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -153,8 +153,7 @@ def test_other_reasons_a_file_cannot_be_read_are_words_too():
 # ---------------------------------------------------------------- D: the fleet's lines
 def _status(iteration, accuracy):
     """Return a server TrainStatus as the progress display reads it."""
-    return SimpleNamespace(node=-1, iteration=iteration, accuracy=accuracy, stall_s=0.0,
-                           bytes_up=0, bytes_down=0)
+    return TrainStatus(node=SERVER, stamp=1.0, iteration=iteration, accuracy=accuracy)
 
 
 def test_the_last_progress_line_is_written_once():

@@ -28,7 +28,7 @@ from rog_ros.nodes.fleet_progress import Progress
 from rog_ros.protocol.messages import SERVER, train_status_problem, TrainStatus
 from test_nodes_lifecycle import in_memory_fleet, server_and_worker
 
-pytest.importorskip('torch')
+torch = pytest.importorskip('torch')
 
 
 class _Published:
@@ -166,3 +166,25 @@ def test_the_progress_line_shows_no_status_out_of_range():
     shown.on_status(_status(node=SERVER, iteration=4, accuracy=0.75))
     shown.on_status(_status(node=SERVER, iteration=5, accuracy=7.0))
     assert ' it 4/10 acc 0.750 ' in shown.line()
+
+
+def test_the_servers_status_counts_the_robots_in_the_check(tmp_path, monkeypatch):
+    # the live line showed the slowest robot of all: one frozen for good held it at its
+    # last iteration while the others trained on, and the finished run closed on
+    # "it 254/3000"
+    in_memory_fleet(monkeypatch)
+    srv, wrk = server_and_worker(tmp_path / 'out', '/status_it', ['--iterations', '3'])
+    published = _Published()
+    srv.bus, kept = published, srv.bus
+    try:
+        e = srv.engine
+        e.clock = [3000, 254, 2990]
+        e.active = torch.tensor([True, False, True])
+        srv._publish_eval({'accuracy': 0.5, 'loss': 1.0})
+        e.active = torch.tensor([False, False, False])
+        srv._publish_eval({'accuracy': 0.5, 'loss': 1.0})
+    finally:
+        srv.bus = kept
+        wrk.shutdown()
+        srv.shutdown()
+    assert [m.iteration for m in published.sent] == [2990, 254]

@@ -422,6 +422,19 @@ class ServerNode:
         self.evaluations = evaluations
         self._resumed = (elapsed + away, away)
 
+    def _progress_iteration(self) -> int:
+        """
+        Return the fleet's iteration for the live line: the slowest robot's in the check.
+
+        A robot out (its link, absent, let go when frozen for good) stays where it stopped:
+        with it counted, ``rog fleet``'s line stood still while the others trained on and
+        closed at "it 254/3000" on a run that had ended. The minimum of all while none counts.
+        """
+        e = self.engine
+        active = getattr(e, 'active', None)
+        counted = [int(c) for r, c in enumerate(e.clock) if active is None or bool(active[r])]
+        return min(counted or [int(c) for c in e.clock])
+
     def _mean_iteration(self) -> float:
         return sum(self.engine.clock) / len(self.engine.clock)
 
@@ -456,7 +469,7 @@ class ServerNode:
         e = self.engine
         if self.bus is not None:
             self.bus.publish(self.status_topic, TrainStatus(
-                node=SERVER, stamp=time.time(), iteration=min(e.clock),
+                node=SERVER, stamp=time.time(), iteration=self._progress_iteration(),
                 loss=metrics.get('loss', float('nan')),
                 accuracy=metrics.get('accuracy', float('nan')), stall_s=sum(e.stall_time),
                 bytes_up=e.bytes_up, bytes_down=e.bytes_down, triggers=sum(e.triggers),
