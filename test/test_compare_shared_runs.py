@@ -345,6 +345,16 @@ def test_a_stored_run_is_judged_from_one_read_of_its_summary(tmp_path, monkeypat
     compare('toy', 'clean', ['bsp'], 2, [0], str(tmp_path / 'b'), quiet=True, reuse_from=[a],
             **TOY)
     assert made == [] and reads.count(run_dir(a, 'bsp', 0)) == 1
+    # a summary missing at that one read (a concurrent comparison writes it just after)
+    # is run, with no second look: the second read found it and the check then raised
+    missing = {run_dir(a, 'bsp', 0)}
+    monkeypatch.setattr(compare_mod, '_stored_summary',
+                        lambda d: None if d in missing and not missing.discard(d) else real(d))
+    compare('toy', 'clean', ['bsp'], 2, [0], str(tmp_path / 'c'), quiet=True, reuse_from=[a],
+            **TOY)
+    assert len(made) == 1
+    made.clear()
+    monkeypatch.setattr(compare_mod, '_stored_summary', counted)
     with open(os.path.join(run_dir(a, 'bsp', 0), 'summary.json'), 'w') as f:
         f.write('[1, 2]')
     compare('toy', 'clean', ['bsp'], 2, [0], a, quiet=True, **TOY)

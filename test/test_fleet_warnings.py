@@ -140,4 +140,5 @@ def test_a_run_that_completed_though_a_frozen_robot_was_killed_still_gives_its_r
     lines = _completed_anyway(str(tmp_path), ['rog_worker_1'], *args)
     assert [x.split(' ')[0] for x in lines] == ['done;', 'time', 'trained', 'plots', 'the']
     assert 'final accuracy 0.9000' in lines[1]
-    assert lines[-1] == 'the run completed; exit status 1 for rog_worker_1 (named above)'
+    assert lines[-1] == ('the run completed; rog fleet exits with status 1 because '
+                         'rog_worker_1 failed (above)')

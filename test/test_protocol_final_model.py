@@ -165,6 +165,61 @@ def test_without_a_final_model_a_worker_gone_for_good_is_let_go_when_asked(let_g
     check_invariants(harness, server, workers)
 
 
+@pytest.mark.parametrize('spec, absence', [
+    ('ssp:2', 5.0), ('bsp', 5.0), ('flown:2', 5.0), ('rog:4', 0.3)])
+@pytest.mark.parametrize('final', [True, False])
+def test_a_worker_absent_for_good_is_let_go_and_the_run_ends(spec, absence, final):
+    """Let a robot suspended as absent go too: the absence timeout freed the others only."""
+    # the others finished, the final model went out, but the absent robot was never stopped,
+    # so the run never ended (SSP, BSP and FLOWN suspend nobody for a link; Rog's absence
+    # timeout can fire before its outage check)
+    def uplink_of_2_dies(msg, src, dst, now):
+        return [] if src == 2 and now >= 2.0 else [0.0]
+    harness, server, workers = _build(spec, n=3, iters=40, dtype=torch.float64,
+                                      fault=uplink_of_2_dies, absence_timeout_s=absence,
+                                      final_model=final, let_go_silent=True)
+    stats = harness.run(until=1000)
+    assert stats.error is None and server.finished and all(harness.stopped)
+    assert server.suspended_reason.get(2) == 'absent' and server.clock[2] < 40
+    went = _logs(harness, 'final_model_missed' if final else 'worker_let_go')
+    assert [(a.worker, a.info['reason'].split(', ')[1]) for a in went] == [
+        (2, 'absent before its budget')]
+    assert server.let_go == 1 and server.final_missed == (1 if final else 0)
+    gave_up = next(t for t, _, a in harness.stats.logs if a is went[0])
+    assert FINAL_PATIENCE_S <= gave_up - server.last_heard[2] <= FINAL_PATIENCE_S + 5
+    check_invariants(harness, server, workers)
+
+
+@pytest.mark.parametrize('final', [True, False])
+def test_a_server_restored_after_a_robot_froze_lets_it_go_and_the_run_ends(final):
+    """Count a frozen robot's silence from the restore: the restored server never heard it."""
+    import copy
+
+    # last_heard is not in the checkpoint: the robot, never heard again, was never let go
+    def uplink_of_2_dies(msg, src, dst, now):
+        return [] if src == 2 and now >= 2.0 else [0.0]
+    harness, server, workers = _build('rog:4', n=3, iters=40, dtype=torch.float64,
+                                      fault=uplink_of_2_dies, final_model=final,
+                                      let_go_silent=True, save_states=True)
+    restored_at = []
+
+    def crash():
+        """Checkpoint the server, kill it and restore it 0.2 s later."""
+        harness.checkpoint = copy.deepcopy(harness.server.state_dict())
+        harness.server.checkpoint_confirmed(harness.checkpoint['state_id'])
+        harness.kill(SERVER)
+        restored_at.append(harness.now + 0.2)
+        harness.at(restored_at[0], lambda: restart_server(harness))
+    harness.at(30.0, crash)
+    stats = harness.run(until=2000)
+    server = harness.server
+    assert stats.error is None and server.finished and all(harness.stopped)
+    went = _logs(harness, 'final_model_missed' if final else 'worker_let_go')
+    assert [a.worker for a in went] == [2] and server.clock[2] < 40
+    gave_up = next(t for t, _, a in harness.stats.logs if a is went[0])
+    assert FINAL_PATIENCE_S <= gave_up - restored_at[0] <= FINAL_PATIENCE_S + 5
+
+
 @pytest.mark.parametrize('both_ways', [False, True])
 def test_a_worker_let_go_whose_link_comes_back_at_once_is_stopped_once(both_ways):
     """Stop a let-go worker once, whatever of its crosses the stop order (a review's case)."""

@@ -115,7 +115,6 @@ def _status(**fields):
     ('accuracy', 7.0, 'accuracy 7.0 outside [0, 1]'),
     ('accuracy', -0.01, 'accuracy -0.01 outside'),
     ('accuracy', math.inf, 'accuracy inf'),
-    ('loss', -math.inf, 'loss -inf'),
     ('stall_s', -1.0, 'stall_s -1.0 is not a duration'),
     ('compute_s', math.nan, 'compute_s nan'),
     ('comm_s', math.inf, 'comm_s inf'),
@@ -133,14 +132,18 @@ def test_a_status_with_nothing_measured_yet_or_at_the_limits_is_progress():
     assert train_status_problem(TrainStatus(node=0, stamp=1.0)) is None    # NaN loss, accuracy
     assert train_status_problem(_status(iteration=100, accuracy=1.0, loss=-3.0), 100) is None
     assert train_status_problem(_status(iteration=10 ** 9, accuracy=0.0)) is None   # no bound
+    for loss in (math.inf, -math.inf, -3.0):      # a diverging run's loss is still progress
+        assert train_status_problem(_status(loss=loss), 100) is None
 
 
+@pytest.mark.parametrize('sync', ['rog', 'adacomp'])
 def test_the_server_drops_a_status_out_of_range_counts_it_and_says_so_once(
-        tmp_path, monkeypatch, caplog):
+        sync, tmp_path, monkeypatch, caplog):
     # a worker's iteration and compute time go into summary.json: a status with iteration
     # 10^9 made the run's record say the robot trained 10^9 iterations
     in_memory_fleet(monkeypatch)
-    srv, wrk = server_and_worker(tmp_path / 'out', '/status_range', ['--iterations', '3'])
+    srv, wrk = server_and_worker(tmp_path / 'out', '/status_range',
+                                 ['--iterations', '3', '--sync', sync], ['--sync', sync])
     try:
         with caplog.at_level(logging.WARNING):
             srv._on_status(_status(iteration=10 ** 9, compute_s=500.0))
@@ -165,7 +168,10 @@ def test_the_progress_line_shows_no_status_out_of_range():
     shown = Progress(1, 10, stream=io.StringIO())
     shown.on_status(_status(node=SERVER, iteration=4, accuracy=0.75))
     shown.on_status(_status(node=SERVER, iteration=5, accuracy=7.0))
+    shown.on_status(_status(node=SERVER, iteration=10 ** 9, accuracy=0.8))
     assert ' it 4/10 acc 0.750 ' in shown.line()
+    shown.on_status(_status(node=SERVER, iteration=10, accuracy=0.1, loss=math.inf))
+    assert ' it 10/10 acc 0.100 ' in shown.line()
 
 
 def test_the_servers_status_counts_the_robots_in_the_check(tmp_path, monkeypatch):

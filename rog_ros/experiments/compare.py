@@ -167,6 +167,8 @@ def _not_reusable(d: str, cfg: SimConfig, workload: _Workload | None = None) -> 
 def _reuse_check(d: str, cfg: SimConfig, workload: _Workload | None = None) -> tuple:
     """Return ``(_not_reusable's answer, the summary it read)``: ``d``'s summary read once."""
     summary = _stored_summary(d)
+    if summary is None:
+        return '', None          # none (or unreadable): run it, without a second look
     why = _other_settings(d, cfg, workload=workload, summary=summary)
     if why is not None:
         return why, summary

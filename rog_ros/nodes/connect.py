@@ -101,7 +101,8 @@ def node_reject_counts(node) -> dict:
     Return ``{reason: count}`` of every message a server or worker node dropped.
 
     ``undecodable`` and the authentication reasons come from the bus, ``invalid`` from the
-    engine's validation, ``engine_error`` from the driver (the engine raised).
+    engine's validation, ``engine_error`` from the driver (the engine raised); the server
+    node adds ``invalid_status`` (``ServerNode.reject_counts``).
     """
     counts = reject_counts(getattr(node, 'bus', None))
     if getattr(node, 'engine', None) is not None:

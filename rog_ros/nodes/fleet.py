@@ -225,14 +225,15 @@ def _completed_anyway(out: str, failed, workload: str, log_dir: str, log_names) 
     Return the result lines of a run that completed although nodes in ``failed`` failed.
 
     A robot frozen for good (SIGSTOP, a hung driver) is let go by the server and the run
-    completes, but its process never exits and is killed: the exit status says so (1), and
-    these lines still give the result, the model and the report. Empty when the run did not
-    complete or nothing failed.
+    completes, but its process never exits and is killed: ``rog fleet``'s exit status says
+    so (1), and these lines still give the result, the model and the report. Empty when the
+    run did not complete or nothing failed.
     """
     if not failed or not _completed(out):
         return []
     return closing_lines(out, workload, log_dir, log_names) + [
-        f'the run completed; exit status 1 for {", ".join(failed)} (named above)']
+        f'the run completed; rog fleet exits with status 1 because {", ".join(failed)} '
+        'failed (above)']
 
 
 def _run_in(args, out: str, specs) -> int:
@@ -341,12 +342,15 @@ def _run_in(args, out: str, specs) -> int:
         print(f"rog fleet: the run's state is in {state_dir}: the same command resumes it "
               '(once the cause is mended)', file=sys.stderr)
     if failed or reason or not os.path.exists(summary):
-        for line in _completed_anyway(out, failed, server.parameters['workload'], sup.log_dir,
-                                      [s.name for s in specs if s.name != server.name]):
-            print(f'rog fleet: {line}', file=sys.stderr)
+        anyway = _completed_anyway(out, failed, server.parameters['workload'], sup.log_dir,
+                                   [s.name for s in specs if s.name != server.name])
+        for line in anyway:           # the result, as a clean run prints it
+            print(f'rog fleet: {line}')
         print(f'rog fleet: {_key_line(key, key_env)}', file=sys.stderr)
-        print('rog fleet: if the cause is not in the lines above, `rog doctor` checks this '
-              'machine (torch, a DDS round trip, buffers) and says what to fix', file=sys.stderr)
+        if not anyway:
+            print('rog fleet: if the cause is not in the lines above, `rog doctor` checks this '
+                  'machine (torch, a DDS round trip, buffers) and says what to fix',
+                  file=sys.stderr)
         return 1
     for line in closing_lines(out, server.parameters['workload'], sup.log_dir,
                               [s.name for s in specs if s.name != server.name]):

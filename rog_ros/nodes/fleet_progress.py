@@ -60,10 +60,12 @@ class Progress:
         self.t0 = time.monotonic()
         self._shown = 0.0
         self._said = None            # (iteration, accuracy) of the last line written
+        # no status says more (the budget, its slack; a push system's pushes of every robot)
+        self._bound = int(iterations) * max(1, int(n_workers)) + 16 if iterations else None
         self.tty = stream.isatty()
 
     def on_status(self, msg) -> None:
-        if train_status_problem(msg) is not None:     # the server says why in its log
+        if train_status_problem(msg, self._bound) is not None:   # a worker's: the server's log
             return
         if msg.node < 0:
             self.server = msg

@@ -481,10 +481,23 @@ class ServerNode:
         say_event(self.log, log)
         self.reject_notes.on_log(log, self.log)
 
+    def _status_bound(self) -> int | None:
+        """
+        Return the highest iteration a worker's status may say (None: no budget, no bound).
+
+        The engine's own clock bound (the budget and its slack) where it has one; a push
+        system (AdaComp, GSP) caps the fleet's pushes at the budget times the workers, which
+        one fast worker may nearly all make.
+        """
+        bound = getattr(self.engine, 'max_clock', None)
+        if bound is not None:
+            return int(bound)
+        budget = self.args.iterations
+        return None if budget is None else int(budget) * int(self.args.workers) + 16
+
     def _on_status(self, msg: TrainStatus) -> None:
         if 0 <= msg.node < self.args.workers:
-            problem = train_status_problem(msg, self.engine.max_clock if hasattr(
-                self.engine, 'max_clock') else None)
+            problem = train_status_problem(msg, self._status_bound())
             if problem is not None:       # it would go into summary.json: dropped, said once
                 self.bad_statuses += 1
                 self.reject_notes.on_log(Log('reject', 1.0, msg.node, {
@@ -557,6 +570,8 @@ class ServerNode:
             # robots that left holding model.pt's model, and those stopped without it
             'final_model_delivered': getattr(e, 'final_delivered', 0),
             'final_model_missed': getattr(e, 'final_missed', 0),
+            # robots out and silent when the others had finished, stopped so the run could end
+            'workers_let_go': getattr(e, 'let_go', 0),
         })
         if hasattr(e, 'stats'):     # a push system's own figures (bytes per push, staleness)
             rec.extra.update(e.stats())

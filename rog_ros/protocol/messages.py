@@ -337,17 +337,16 @@ def train_status_problem(msg: TrainStatus, max_iteration: int | None = None) -> 
     into the run's record (``summary.json``) and ``rog fleet`` shows the accuracy: one
     status with ``iteration`` 10^9 or ``accuracy`` 7.0 (a bug, a foreign publisher on the
     topic, a key holder) would have gone into both. NaN stands for "not measured yet" in the
-    loss and the accuracy and is accepted there.
+    loss and the accuracy and is accepted there; so is any loss, infinite ones included (a
+    diverging run's, which is shown, never summed).
     """
     it = int(msg.iteration)
     if it < 0 or (max_iteration is not None and it > max_iteration):
         return (f'iteration {it} outside [0, {max_iteration}]' if max_iteration is not None
                 else f'iteration {it} below 0')
-    acc, loss = float(msg.accuracy), float(msg.loss)
+    acc = float(msg.accuracy)
     if not (math.isnan(acc) or 0.0 <= acc <= 1.0):
         return f'accuracy {acc} outside [0, 1]'
-    if math.isinf(loss):
-        return f'loss {loss}'
     for name in ('stall_s', 'compute_s', 'comm_s'):
         v = float(getattr(msg, name))
         if not (math.isfinite(v) and v >= 0.0):

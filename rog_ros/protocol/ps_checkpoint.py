@@ -95,6 +95,7 @@ class CheckpointMixin:
             'final_values': None if self.final_values is None else self.final_values.clone(),
             'owed_final': dict(self._owed_final),
             'final_delivered': self.final_delivered, 'final_missed': self.final_missed,
+            'let_go': self.let_go,
         }
 
     def checkpoint_confirmed(self, state_id: int) -> None:
@@ -161,6 +162,7 @@ class CheckpointMixin:
         self._owed_final = {int(r): int(c) for r, c in sd.get('owed_final', {}).items()}
         self.final_delivered = int(sd.get('final_delivered', 0))
         self.final_missed = int(sd.get('final_missed', 0))
+        self.let_go = int(sd.get('let_go', 0))
         # What each worker holds now is unknown: every pull starts with a snapshot.
         for r in range(self.n):
             self._new_snapshot_epoch(r)

@@ -36,10 +36,10 @@ acknowledgement for ``FINAL_PATIENCE_S``, gets its stop order without the model
 out for their link once silent for ``FINAL_PATIENCE_S`` (until then their last pushes may
 still change the model).
 
-A robot gone for good (out for its link and silent for ``FINAL_PATIENCE_S`` once the others
-finished) is let go so that the run ends, with or without a final model: ``let_go_silent``,
-which the server node turns on also when ``final_model`` is off (the simulator leaves both
-off, so its runs end where they did).
+A robot gone for good (out for its link or absent, and silent for ``FINAL_PATIENCE_S`` once
+the others finished) is let go so that the run ends, with or without a final model
+(``let_go_silent``, which the server node turns on also when ``final_model`` is off; the
+simulator leaves both off, so its runs end where they did).
 
 ``FinalModelMixin`` is one part of ``ServerEngine`` (``ps.py``) and works on its state.
 """
@@ -65,6 +65,7 @@ class FinalModelMixin:
         self._final_heard: dict = {}     # worker -> its model's last progress (ack), under way
         self.final_delivered = 0         # robots that received the final model
         self.final_missed = 0            # ... and that were given up
+        self.let_go = 0                  # robots out and silent, stopped to end the run
         self.final_values = None         # the model sent, taken once when the fleet is done
         self._final_checked = 0.0        # when _start_final last looked (timers after it)
 
@@ -153,7 +154,7 @@ class FinalModelMixin:
 
     def _final_tick(self, now: float) -> list:
         """Give up the final model of robots whose model made no progress for the patience."""
-        out = self._start_final(now)      # a silent robot out for its link may be let go
+        out = self._start_final(now)      # a robot out and silent may be let go
         for r, heard in sorted(self._final_heard.items()):
             if now >= heard + FINAL_PATIENCE_S:
                 out += self._give_up_final(r, f'silent for {now - heard:.0f} s')
@@ -161,35 +162,46 @@ class FinalModelMixin:
             out += self._let_go(r, now)
         return out
 
-    def _silent_out_for_link(self) -> list:
-        """Workers not stopped, before their budget, suspended for their link (last heard)."""
+    def _out_and_silent(self) -> list:
+        """Workers not stopped, before their budget, out (for their link, or absent)."""
         if not self.let_go_silent or not self._fleet_finished():
             return []
         return [a for a in range(self.n)
                 if not self.stopped[a] and a not in self._owed_final and not self.active[a]
-                and self.suspended_reason.get(a) == 'link' and self.last_heard[a] is not None]
+                and self.suspended_reason.get(a) in ('link', 'absent')]
 
     def _gone_for_good(self, now: float) -> list:
         """
-        Workers out for their link, silent for the patience (from when each was last heard).
+        Workers out, silent for the patience (from when each was last heard).
 
-        Only once the fleet finished (``_silent_out_for_link``).
+        Only once the fleet finished (``_out_and_silent``).
 
-        Such a robot stops at its next pull (``stopped_after_fleet``), but one whose uplink
-        died for good before its budget (frozen, powered off, a dead radio) never pulls: it
-        held the server's end for ever once the others had theirs (a fleet with one robot
-        frozen ran into its 240 s timeout). It is let go as its final model would be.
+        One out for its link stops at its next pull (``stopped_after_fleet``), but one whose
+        uplink died for good before its budget (frozen, powered off, a dead radio) never
+        pulls: it held the server's end for ever once the others had theirs (a fleet with one
+        robot frozen ran into its 240 s timeout). So did one suspended as absent (the
+        absence timeout, or SSP, BSP and FLOWN, which suspend nobody for a link). It is let
+        go as its final model would be. A server restored from a checkpoint never heard it:
+        its silence counts from the restored server's first look.
         """
-        return [a for a in self._silent_out_for_link()
-                if now >= self.last_heard[a] + FINAL_PATIENCE_S]
+        gone = []
+        for a in self._out_and_silent():
+            if self.last_heard[a] is None:
+                self.last_heard[a] = now
+            elif now >= self.last_heard[a] + FINAL_PATIENCE_S:
+                gone.append(a)
+        return gone
 
     def _let_go(self, r: int, now: float) -> list:
-        """Stop worker r, silent and out for its link, without its final model."""
+        """Stop worker r, out and silent, without its final model."""
         self.stopped[r] = True
         self.pending.pop(r, None)
         self._forget_encoding(r)
         self._end_stall(r, now)
-        reason = f'silent for {now - self.last_heard[r]:.0f} s, out for its link before its budget'
+        out_for = ('out for its link' if self.suspended_reason.get(r) == 'link'
+                   else 'absent')
+        reason = f'silent for {now - self.last_heard[r]:.0f} s, {out_for} before its budget'
+        self.let_go += 1
         if self.final_model:
             self.final_missed += 1
             said = Log('final_model_missed', 1.0, r, {'reason': reason})
@@ -198,12 +210,13 @@ class FinalModelMixin:
         return [said] + self._answer_stopped(r)      # its stop order, should it ever hear it
 
     def _final_deadline(self) -> float | None:
-        """When a final model is given up, or the silence of one out for its link ends."""
+        """When a final model is given up, or the silence of one out ends."""
         times = [t + FINAL_PATIENCE_S for t in self._final_heard.values()]
         if self._owed_final:
             checked = self._final_checked
             times += [t for t in (self.last_heard[a] + FINAL_PATIENCE_S
                                   for a in self._final_waits_for(checked)
                                   if not self.active[a]) if t > checked]
-        times += [self.last_heard[a] + FINAL_PATIENCE_S for a in self._silent_out_for_link()]
+        times += [self._final_checked if self.last_heard[a] is None      # look at once
+                  else self.last_heard[a] + FINAL_PATIENCE_S for a in self._out_and_silent()]
         return min(times) if times else None
