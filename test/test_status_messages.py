@@ -152,6 +152,7 @@ def test_the_server_drops_a_status_out_of_range_counts_it_and_says_so_once(
         assert 0 not in srv.status
         srv._on_status(_status(iteration=2, compute_s=1.5))
         assert srv.status[0].iteration == 2
+        assert not srv.reject_notes.kinds     # the engine's rejects keep their own notes
         counts = srv.reject_counts()
         summary = srv._write(srv.t0 or 0.0)
     finally:

@@ -176,6 +176,7 @@ class ServerNode:
         self.log = logging.getLogger(getattr(args, 'node_name', 'rog_server'))
         self.status = {}             # worker rank -> newest TrainStatus
         self.bad_statuses = 0        # TrainStatus dropped for numbers out of range
+        self.status_notes = RejectNotes(limit=4)   # apart: they must not use up the others'
         self._resynced = set()       # (rank, incarnation) started apart, sent our model
         # this process's id on its statuses where the engine has none (the push systems')
         self.run_id = new_incarnation()
@@ -500,7 +501,7 @@ class ServerNode:
             problem = train_status_problem(msg, self._status_bound())
             if problem is not None:       # it would go into summary.json: dropped, said once
                 self.bad_statuses += 1
-                self.reject_notes.on_log(Log('reject', 1.0, msg.node, {
+                self.status_notes.on_log(Log('reject', 1.0, msg.node, {
                     'error': f'a TrainStatus with {problem}'}), self.log)
                 return
             self.status[msg.node] = msg
