@@ -21,6 +21,7 @@ usually), not the temporary file's 0600; a caller writing a secret passes ``mode
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import tempfile
@@ -62,9 +63,12 @@ def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+            # a full disk fails the write or the flush, on a descriptor: name the file
+            raise type(exc)(exc.errno, exc.strerror, path) from None
         raise
     try:  # make the rename itself durable (a power cut must not bring the old file back)
         dfd = os.open(directory, os.O_RDONLY)
@@ -105,3 +109,16 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def atomic_save_figure(fig, path, **savefig_kwargs) -> None:
+    """
+    Save a matplotlib figure to ``path`` atomically (its format from the file's extension).
+
+    ``savefig`` writes the file as it draws it: a full disk left a truncated PNG beside the
+    report, with an error that named no file. The image is drawn in memory first.
+    """
+    image = io.BytesIO()
+    fmt = os.path.splitext(os.fspath(path))[1].lstrip('.').lower() or 'png'
+    fig.savefig(image, format=fmt, **savefig_kwargs)
+    atomic_write_bytes(path, image.getvalue())

@@ -34,6 +34,7 @@ The ``rog`` command: simulate, benchmark and inspect fleet training.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -984,6 +985,16 @@ def main(argv=None) -> int:
         # /dev/null so that the interpreter's final flush does not raise again.
         _quiet_stdout()
         return 128 + getattr(signal, 'SIGPIPE', 13)
+    except OSError as err:
+        if err.errno not in _FULL_OR_READ_ONLY:
+            raise
+        # a full disk or a read-only one under the output: one line, status 1, what was
+        # finished before stays (every result file is written whole or not at all)
+        name = _command_name(args, 'command', 'bench_command', 'what')
+        where = f': {err.filename}' if err.filename else ''
+        print(f'rog {name}: cannot write{where}: {err.strerror}; free some space or choose '
+              'another output folder', file=sys.stderr)
+        return 1
     except Exception as err:
         # rog_ros.children is imported only by the commands that start processes (it pulls
         # in multiprocessing and pickle): a ProcessDied can only come once it has been
@@ -998,6 +1009,10 @@ def main(argv=None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+_FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+"""Write errors a command reports in one line: no space, no quota, a read-only disk."""
 
 
 def _command_name(args, *parts: str) -> str:

@@ -35,9 +35,29 @@ def test_a_write_that_fails_keeps_the_old_file_and_removes_its_temp(tmp_path, mo
         raise OSError(28, 'No space left on device')
 
     monkeypatch.setattr(atomic.os, 'fsync', _fail)
-    with pytest.raises(OSError, match='No space left'):
+    with pytest.raises(OSError, match='No space left') as failed:
         atomic.atomic_write_bytes(path, b'new')
     assert path.read_text() == 'old' and os.listdir(tmp_path) == ['summary.json']
+    # the error names the file asked for (a write on a descriptor names none)
+    assert failed.value.errno == 28 and failed.value.filename == str(path)
+
+
+def test_a_figure_is_saved_whole_or_not_at_all(tmp_path, monkeypatch):
+    plt = pytest.importorskip('matplotlib.pyplot')
+    fig = plt.figure(figsize=(2, 2))
+    path = tmp_path / 'plot.png'
+    atomic.atomic_save_figure(fig, path, dpi=50)
+    assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    before = path.read_bytes()
+
+    def _fail(fd):
+        raise OSError(28, 'No space left on device')
+    monkeypatch.setattr(atomic.os, 'fsync', _fail)
+    with pytest.raises(OSError) as failed:
+        atomic.atomic_save_figure(fig, path, dpi=80)
+    plt.close(fig)
+    assert failed.value.filename == str(path) and path.read_bytes() == before
+    assert os.listdir(tmp_path) == ['plot.png']
 
 
 def test_a_missing_folder_is_named_by_the_path_asked_for(tmp_path):

@@ -229,6 +229,40 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     assert err == ''
 
 
+@pytest.mark.parametrize('errno_', [28, 30])
+def test_a_full_or_read_only_disk_is_one_line_naming_the_file(errno_, tmp_path, capsys,
+                                                              monkeypatch):
+    # rog sim on a full disk ended in a 40-line traceback whose error named no file
+    from rog_ros import atomic, cli
+
+    def _fail(fd):
+        raise OSError(errno_, os.strerror(errno_))
+    monkeypatch.setattr(atomic.os, 'fsync', _fail)
+    out = tmp_path / 'run'
+    status = cli.main(['sim', '--workload', 'toy', '--workers', '2', '--iterations', '5',
+                       '--out', str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 1 and 'Traceback' not in '\n'.join(err)
+    assert err[-1].startswith(f'rog sim: cannot write: {out}{os.sep}')
+    assert err[-1].endswith(f'{os.strerror(errno_)}; free some space or choose another '
+                            'output folder')
+    assert not (out / 'summary.json').exists()
+
+
+def test_other_os_errors_are_not_hidden(monkeypatch):
+    from rog_ros import cli
+
+    def _fail(args):
+        raise OSError(5, 'Input/output error')
+    parser = cli.build_parser()
+    args = parser.parse_args(['sim', '--workload', 'toy'])
+    monkeypatch.setattr(cli, 'build_parser', lambda: parser)
+    monkeypatch.setattr(parser, 'parse_known_args', lambda argv: (args, []))
+    monkeypatch.setattr(args, 'func', _fail)
+    with pytest.raises(OSError, match='Input/output'):
+        cli.main(['sim'])
+
+
 @pytest.mark.parametrize('good', ['/rog', '/lab/fleet_2', '/x_1', '/A1'])
 def test_absolute_ros_namespaces_pass(good):
     from rog_ros import checks

@@ -27,6 +27,8 @@ import csv
 import json
 import os
 
+from rog_ros.atomic import atomic_save_figure
+
 KINDS = {              # why a robot was out: colour and legend
     'link': ('#dd8452', 'out: link outage'),
     'too_slow': ('#c44e52', 'out: too slow, ran free'),
@@ -135,6 +137,6 @@ def plot_membership(path: str, runs: list, clock: str = 'time (s)',
     handles.append(Line2D([], [], marker='^', ls='', color=SLACK_COLOUR, label='slack changed'))
     fig.legend(handles=handles, loc='upper right', fontsize=7, ncol=4)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
-    fig.savefig(path, dpi=110)
+    atomic_save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

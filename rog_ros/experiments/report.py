@@ -28,7 +28,7 @@ import os
 import zlib
 
 import numpy as np
-from rog_ros.atomic import atomic_write_text
+from rog_ros.atomic import atomic_save_figure, atomic_write_text
 from rog_ros.experiments.membership import plot_membership, read_events
 from rog_ros.experiments.seed_stats import aggregate, KEYS, MEMBERSHIP_KEYS
 from rog_ros.metrics import PREVIOUS_RUN_DIR, read_timeseries
@@ -557,7 +557,7 @@ def write_plots(out: str, table: list[dict], series: dict, target=None,
                      fontsize=10)
         p = os.path.join(out, name + '.png')
         fig.tight_layout()
-        fig.savefig(p, dpi=110)
+        atomic_save_figure(fig, p, dpi=110)
         plt.close(fig)
         made.append((name, p))
     labels = [r['system'] for r in table]
@@ -576,7 +576,7 @@ def write_plots(out: str, table: list[dict], series: dict, target=None,
     ax.legend(fontsize=8)
     p = os.path.join(out, 'time_composition.png')
     fig.tight_layout()
-    fig.savefig(p, dpi=110)
+    atomic_save_figure(fig, p, dpi=110)
     plt.close(fig)
     made.append(('time composition', p))
     fig, ax = plt.subplots(figsize=(_bar_width(len(labels)), 3.6))
@@ -588,7 +588,7 @@ def write_plots(out: str, table: list[dict], series: dict, target=None,
                  'each barrier', fontsize=9)
     p = os.path.join(out, 'triggers.png')
     fig.tight_layout()
-    fig.savefig(p, dpi=110)
+    atomic_save_figure(fig, p, dpi=110)
     plt.close(fig)
     made.append((WAITS_LABEL, p))
     p = _plot_times_per_seed(plt, out, table, context)
@@ -724,7 +724,7 @@ def _plot_times_per_seed(plt, out: str, table: list[dict], context: str = ''):
     if fig is None:
         return None
     p = os.path.join(out, 'time_to_target.png')
-    fig.savefig(p, dpi=110, bbox_inches='tight')
+    atomic_save_figure(fig, p, dpi=110, bbox_inches='tight')
     plt.close(fig)
     return p
 

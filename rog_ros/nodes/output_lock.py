@@ -117,9 +117,12 @@ def hold_lock_file(path: str, command: str):
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             return None, holder
         return None, None
-    os.ftruncate(fd, 0)
-    os.write(fd, f'{command}, pid {os.getpid()}, since '
-                 f'{time.strftime("%Y-%m-%d %H:%M:%S")}\n'.encode())
+    try:      # the holder line only names us to a second command: the lock holds without
+        os.ftruncate(fd, 0)
+        os.write(fd, f'{command}, pid {os.getpid()}, since '
+                     f'{time.strftime("%Y-%m-%d %H:%M:%S")}\n'.encode())
+    except OSError:   # (a full disk: the run's own writes then say so, naming their files)
+        pass
     return fd, None
 
 
