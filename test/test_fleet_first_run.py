@@ -188,6 +188,15 @@ def test_the_done_line_names_the_target_it_reached(tmp_path):
         'evaluations 0.12), trained for 13.7 s')
 
 
+def test_the_done_line_counts_robots_let_go_and_says_where_to_read(tmp_path):
+    # a robot frozen for good was let go so that the run ended: the line said nothing of it
+    line = result_line(_summary(tmp_path, workers_let_go=1, outage_suspensions=1))
+    assert line.endswith('; 1 suspension of a robot for its link (outage-aware RSP); 1 robot '
+                         'let go before the budget, silent for good once the others had '
+                         f'finished (when and why: {tmp_path / "events.csv"})')
+    assert 'let go' not in result_line(_summary(tmp_path, workers_let_go=0))
+
+
 def test_a_start_already_at_the_target_is_said_so(tmp_path):
     # rog fleet --init-model runs/fleet: the starting model's evaluation is at the target
     line = result_line(_summary(tmp_path, time_to_target_s=7e-06, iterations_to_target=0.0,

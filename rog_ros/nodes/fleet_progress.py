@@ -193,7 +193,7 @@ def result_line(path: str) -> str:
 
 def notable_clauses(summary: dict, events: str = 'events.csv') -> list:
     """
-    Clauses for the result line: suspensions, straggler slack and rejects, when any.
+    Clauses for the result line: suspensions, straggler slack, robots let go and rejects.
 
     After the membership clauses, where to read when and why (``events``, the run's
     ``events.csv``: ``rog_ros.metrics``).
@@ -210,6 +210,10 @@ def notable_clauses(summary: dict, events: str = 'events.csv') -> list:
     if isinstance(n, int) and n > 0:
         out.append(f'; {n} straggler slack raise{"s" if n != 1 else ""} for a slow link '
                    f'(slack per robot at the end: {slack})')
+    n = summary.get('workers_let_go')
+    if isinstance(n, int) and n > 0:
+        out.append(f'; {n} robot{"s" if n != 1 else ""} let go before the budget, silent for '
+                   'good once the others had finished')
     if out:
         out.append(f' (when and why: {events})')
     n = summary.get('rejects')
