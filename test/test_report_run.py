@@ -174,7 +174,7 @@ def test_report_of_a_fleet_run_says_what_fault_handling_did(tmp_path):
     summary.update(superseded=7, repairs=0, pull_repeats=1, worker_revivals=4,
                    duplicate_ranks=[1], model_file='model.pt', started_apart={'2': 'd28364e5fdd5'},
                    start_model={'source': '/runs/day1/model.pt', 'fingerprint': 'c6df0af05f8a'},
-                   final_model_delivered=2, final_model_missed=1)
+                   final_model_delivered=2, final_model_missed=1, workers_let_go=1)
     (tmp_path / 'a' / 'summary.json').write_text(json.dumps(summary))
     _fleet_run(tmp_path / 'b', 'rog:4', 1, 0.8)      # nothing happened: nothing said
     assert cli.main(['report', str(tmp_path)]) == 0
@@ -182,7 +182,7 @@ def test_report_of_a_fleet_run_says_what_fault_handling_did(tmp_path):
     a = next(x for x in lines if x.startswith('- rog:4 seed 0:'))
     b = next(x for x in lines if x.startswith('- rog:4 seed 1:'))
     assert ('7 messages of replaced runs, 1 pulls served again, 4 runs taken back, '
-            '**two processes ran as robot 1** (give every robot its own rank), '
+            '1 robots let go silent before the budget, **two processes ran as robot 1** (give every robot its own rank), '
             '**robots that started from other weights '
             '(events.csv: start_mismatch): 2 (d28364e5fdd5)**') in a
     assert 'repaired' not in a and a.endswith(

@@ -991,7 +991,8 @@ def _fault_handling(summary: dict) -> str:
     """Return what fault handling did in a fleet run (docs/faults.md), its start and model."""
     said = [f'{summary[k]} {name}' for k, name in (
         ('superseded', 'messages of replaced runs'), ('repairs', 'repaired pulls'),
-        ('pull_repeats', 'pulls served again'), ('worker_revivals', 'runs taken back'))
+        ('pull_repeats', 'pulls served again'), ('worker_revivals', 'runs taken back'),
+        ('workers_let_go', 'robots let go silent before the budget'))
         if isinstance(summary.get(k), int) and summary[k] > 0]
     dup = summary.get('duplicate_ranks')
     if dup:
