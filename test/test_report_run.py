@@ -182,7 +182,8 @@ def test_report_of_a_fleet_run_says_what_fault_handling_did(tmp_path):
     a = next(x for x in lines if x.startswith('- rog:4 seed 0:'))
     b = next(x for x in lines if x.startswith('- rog:4 seed 1:'))
     assert ('7 messages of replaced runs, 1 pulls served again, 4 runs taken back, '
-            '1 robots let go silent before the budget, **two processes ran as robot 1** (give every robot its own rank), '
+            '1 robots let go silent before the budget, **two processes ran as robot 1** '
+            '(give every robot its own rank), '
             '**robots that started from other weights '
             '(events.csv: start_mismatch): 2 (d28364e5fdd5)**') in a
     assert 'repaired' not in a and a.endswith(
