@@ -295,6 +295,9 @@ def test_fleet_key_unusable_fails_and_absent_is_information(tmp_path, monkeypatc
     monkeypatch.delenv('ROG_FLEET_KEY_FILE')
     (found,) = doctor_checks.check_fleet_key()
     assert found.level == 'info'
+    # rog fleet makes a key per run (it said: messages are not authenticated, and the run
+    # then recorded authenticated: true)
+    assert 'rog fleet makes one per run' in found.detail
 
 
 def test_fleet_key_line_shows_the_fingerprint_the_nodes_log(tmp_path, monkeypatch):

@@ -145,3 +145,14 @@ def test_a_repeated_join_is_one_event():
             assert any(isinstance(a, Send) for a in out)     # every copy is answered
             said += [a for a in out if isinstance(a, Log) and a.name == 'join']
     assert len(said) == 1 and said[0].worker == 0
+
+
+def test_short_holds_and_bounds_are_said_to_two_figures():
+    # a toy fleet said "held robot 1 for 0.1 s (outage bound 0.0 s ...)": a bound of 0.0488 s
+    log = Log('outage_suspend', 0.1234, 0,
+              {'held': 1, 'bound_s': 0.0488, 'clock': 5, 'fleet_clock': 7})
+    assert events.describe(log)[1] == ('robot 0 held robot 1 for 0.12 s (outage bound '
+                                       '0.049 s; clock 5, fleet at 7)')
+    long = Log('outage_suspend', 12.34, 0,
+               {'held': 1, 'bound_s': 3.0, 'clock': 5, 'fleet_clock': 7})
+    assert 'for 12.3 s (outage bound 3.0 s;' in events.describe(long)[1]

@@ -372,7 +372,9 @@ def check_fleet_key():
         return [Finding('fleet key', 'fail', str(exc), f'fix or unset ${KEY_FILE_ENV} / '
                         f'${KEY_ENV}; rog security key FILE writes a new one')]
     if key is None:
-        return [Finding('fleet key', 'info', 'no fleet key: messages are not authenticated',
+        return [Finding('fleet key', 'info', f'no fleet key in ${KEY_FILE_ENV} or ${KEY_ENV}: '
+                        'rog fleet makes one per run; rog robot and ROS 2 nodes run '
+                        'unauthenticated without one',
                         f'for robots on a shared network: rog security key FILE, then '
                         f'export {KEY_FILE_ENV}=FILE on every robot (docs/security.md)')]
     source = KEY_FILE_ENV if os.environ.get(KEY_FILE_ENV) else KEY_ENV

@@ -42,7 +42,7 @@ def _robots(ranks) -> str:
 
 def _suspended(log) -> Tuple[int, str]:
     why = log.info.get('reason', '?')
-    cause = {'link': "its link cannot keep the fleet's pace",
+    cause = {'link': "its link, or a CPU too busy, cannot keep the fleet's pace",
              'absent': 'not heard from within the absence timeout'}.get(why, why)
     return INFO, (f'robot {log.worker} suspended from the staleness check ({cause}); '
                   f'robots in the check: {_robots(log.info.get("active"))}')
@@ -61,10 +61,16 @@ def _too_slow(log) -> Tuple[int, str]:
                   'for it until its link keeps the pace')
 
 
+def _seconds(value) -> str:
+    """Say a duration to two significant figures: 0.049 s, not 0.0 s (a toy's bounds)."""
+    v = float(value)
+    return f'{v:.1f} s' if v >= 1.0 else f'{v:.2g} s'
+
+
 def _outage(log) -> Tuple[int, str]:
     i = log.info
-    return INFO, (f'robot {log.worker} held robot {i.get("held")} for {log.value:.1f} s '
-                  f'(outage bound {float(i.get("bound_s", 0)):.1f} s; clock {i.get("clock")}, '
+    return INFO, (f'robot {log.worker} held robot {i.get("held")} for {_seconds(log.value)} '
+                  f'(outage bound {_seconds(i.get("bound_s", 0))}; clock {i.get("clock")}, '
                   f'fleet at {i.get("fleet_clock")})')
 
 
