@@ -168,6 +168,20 @@ def test_events_without_sentences_are_listed_by_name(tmp_path):
     assert '  - 1.5 s: worker_suspended' in (tmp_path / 'report.md').read_text()
 
 
+def test_report_of_an_interrupted_run_says_why_and_how_far_it_got(tmp_path):
+    # the table said "failed 1/1" and nothing else: not the reason, not how far it got
+    _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.81)
+    summary = json.loads((tmp_path / 'a' / 'summary.json').read_text())
+    summary.update(completed=False, error='interrupted: training did not complete',
+                   iterations=21, iteration_budget=100, sim_time_s=7.2049)
+    (tmp_path / 'a' / 'summary.json').write_text(json.dumps(summary))
+    assert cli.main(['report', str(tmp_path / 'a')]) == 0
+    text = (tmp_path / 'a' / 'report.md').read_text()
+    assert ('## Failed runs (excluded from the means)\n\n- rog:4 seed 0: FAILED: interrupted: '
+            'training did not complete (it stopped after 21 of 100 iterations in 7.2 s)\n'
+            ) in text
+
+
 def test_report_of_a_fleet_run_says_what_fault_handling_did(tmp_path):
     _fleet_run(tmp_path / 'a', 'rog:4', 0, 0.9)
     summary = json.loads((tmp_path / 'a' / 'summary.json').read_text())

@@ -106,9 +106,19 @@ def table_markdown(table: list[dict]) -> str:
 
 
 def failures_markdown(table: list[dict]) -> str:
-    """One line per failed run (excluded from every mean); empty when all finished."""
-    return '\n'.join(f"- {r['system']} seed {e['seed']}: FAILED: {e['error']}"
+    """One line per failed run (excluded from every mean), how far it got; empty when none."""
+    return '\n'.join(f"- {r['system']} seed {e['seed']}: FAILED: {e['error']}{_how_far(e)}"
                      for r in table for e in r.get('errors', ()))
+
+
+def _how_far(error: dict) -> str:
+    """Say how far a failed run got (its iterations, of its budget, and time); '' unknown."""
+    it, budget, t = error.get('iterations'), error.get('budget'), error.get('time_s')
+    if not isinstance(it, (int, float)) or isinstance(it, bool):
+        return ''
+    of = f' of {budget}' if isinstance(budget, int) and not isinstance(budget, bool) else ''
+    when = f' in {t:.1f} s' if isinstance(t, (int, float)) and not isinstance(t, bool) else ''
+    return f' (it stopped after {it:g}{of} iterations{when})'
 
 
 def membership_markdown(table: list[dict]) -> str:
@@ -1289,6 +1299,9 @@ def report_run(run_dir: str, say=None) -> str:
     note = seeds_note(table)
     if note:
         lines += [note, '']
+    failures = failures_markdown(table)
+    if failures:
+        lines += ['## Failed runs (excluded from the means)', '', failures, '']
     ratios = '' if varying or apart else ratios_markdown(table)
     if ratios:
         lines += ['## Ratios', '', ratios, '']

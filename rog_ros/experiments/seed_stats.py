@@ -71,7 +71,7 @@ def aggregate(summaries: list[dict]) -> dict:
     failed = [s for s in summaries if s.get('error')]
     out = {'system': summaries[0]['system'], 'seeds': [s.get('seed') for s in summaries],
            'runs': len(summaries), 'failed': len(failed),
-           'errors': [{'seed': s.get('seed'), 'error': str(s['error'])} for s in failed]}
+           'errors': [_failure(s) for s in failed]}
     summaries = [_with_derived(s) for s in summaries if not s.get('error')]
     for k in MEMBERSHIP_KEYS:     # per seed, not averaged: "robot let go on seeds 0 and 3"
         out[k] = [int(s.get(k) or 0) for s in summaries]
@@ -96,6 +96,16 @@ def aggregate(summaries: list[dict]) -> dict:
         out[k + '_median'] = _quantile(arr, 50)
         out[k + '_p25'] = _quantile(arr, 25)
         out[k + '_p75'] = _quantile(arr, 75)
+    return out
+
+
+def _failure(summary: dict) -> dict:
+    """Return a failed run's entry: its seed, its error and how far it got where recorded."""
+    out = {'seed': summary.get('seed'), 'error': str(summary['error'])}
+    for key, name in (('iterations', 'iterations'), ('iteration_budget', 'budget'),
+                      ('sim_time_s', 'time_s')):
+        if summary.get(key) is not None:
+            out[name] = summary[key]
     return out
 
 
