@@ -47,8 +47,13 @@ def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
     if _special(path):
         # /dev/null, /dev/stdout, a FIFO: written to, never renamed over (run as root, a
         # rename replaced the system's /dev/null with a regular file holding the output)
-        with open(path, 'wb') as f:
-            f.write(data)
+        try:
+            with open(path, 'wb') as f:
+                f.write(data)
+        except OSError as exc:
+            if exc.filename is not None or exc.errno is None:
+                raise
+            raise type(exc)(exc.errno, exc.strerror, path) from None
         return
     directory = os.path.dirname(os.path.abspath(path))
     try:

@@ -992,8 +992,11 @@ def main(argv=None) -> int:
         # finished before stays (every result file is written whole or not at all)
         name = _command_name(args, 'command', 'bench_command', 'what')
         where = f': {err.filename}' if err.filename else ''
-        print(f'rog {name}: cannot write{where}: {err.strerror}; free some space or choose '
-              'another output folder', file=sys.stderr)
+        try:
+            print(f'rog {name}: cannot write{where}: {err.strerror}; free some space or choose '
+                  'another output folder', file=sys.stderr)
+        except OSError:         # stderr on the same full disk: the status still says it
+            pass
         return 1
     except Exception as err:
         # rog_ros.children is imported only by the commands that start processes (it pulls
@@ -1012,7 +1015,8 @@ def main(argv=None) -> int:
 
 
 _FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
-"""Write errors a command reports in one line: no space, no quota, a read-only disk."""
+"""Write errors a command reports in one line: no space, no quota, a read-only disk, a file
+over the size limit."""
 
 
 def _command_name(args, *parts: str) -> str:

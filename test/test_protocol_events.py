@@ -156,3 +156,8 @@ def test_short_holds_and_bounds_are_said_to_two_figures():
     long = Log('outage_suspend', 12.34, 0,
                {'held': 1, 'bound_s': 3.0, 'clock': 5, 'fleet_clock': 7})
     assert 'for 12.3 s (outage bound 3.0 s;' in events.describe(long)[1]
+
+
+def test_durations_read_the_same_around_a_second_and_never_in_exponents():
+    assert [events._seconds(v) for v in (0.0, 0.004, 0.0488, 0.5, 0.949, 0.996, 1.0, 12.34)] == [
+        '0 s', 'under 0.01 s', '0.049 s', '0.5 s', '0.95 s', '1.0 s', '1.0 s', '12.3 s']

@@ -178,8 +178,13 @@ def test_report_of_an_interrupted_run_says_why_and_how_far_it_got(tmp_path):
     assert cli.main(['report', str(tmp_path / 'a')]) == 0
     text = (tmp_path / 'a' / 'report.md').read_text()
     assert ('## Failed runs (excluded from the means)\n\n- rog:4 seed 0: FAILED: interrupted: '
-            'training did not complete (it stopped after 21 of 100 iterations in 7.2 s)\n'
-            ) in text
+            'training did not complete (it stopped after a mean of 21 of 100 iterations in '
+            '7.2 s)\n') in text
+    summary.update(iterations_per_robot=[40, 40, 11])      # the robots' own counts
+    (tmp_path / 'a' / 'summary.json').write_text(json.dumps(summary))
+    assert cli.main(['report', str(tmp_path / 'a')]) == 0
+    assert ('(it stopped after 11 to 40 (by robot) of 100 iterations in 7.2 s)'
+            in (tmp_path / 'a' / 'report.md').read_text())
 
 
 def test_report_of_a_fleet_run_says_what_fault_handling_did(tmp_path):

@@ -48,6 +48,7 @@ import os
 import random
 import time
 
+from rog_ros.atomic import atomic_write_text
 from rog_ros.children import run_in_processes
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.policies.aet import AetConfig, make_schedule, topology
@@ -341,8 +342,7 @@ def reproduce_aet(out: str, quick: bool = False, seeds=(0,), k: int | None = Non
               '1 - 2 cos(36 deg) = -0.618 of I + A grows by about exp(0.618 L sum_t eta_t), '
               'slowly for small steps.', '']
     path = os.path.join(out, 'report.md')
-    with open(path, 'w') as f:
-        f.write('\n'.join(lines))
+    atomic_write_text(path, '\n'.join(lines))
     print(f"  vs paper-text ET: {v_spec['ratio']:.1f}x, {v_spec['gap']:+.4f}: "
           f"{yes[v_spec['holds']]}; vs authors'-code ET: {v_code['ratio']:.1f}x, "
           f"{v_code['gap']:+.4f}: {yes[v_code['holds']]} ({wall:.0f} s)")

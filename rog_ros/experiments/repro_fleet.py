@@ -41,6 +41,7 @@ import time
 
 import numpy as np
 
+from rog_ros.atomic import atomic_write_text
 from rog_ros.children import run_in_processes
 from rog_ros.core.iprof import IProf, Maui
 from rog_ros.core.rows import RowLayout
@@ -368,6 +369,5 @@ def reproduce_fleet(out: str, quick: bool = False, seeds=(0, 1, 2), dists=('D2',
               'SLO (paper 19x) uses the same code path and is not simulated here.', '',
               f'Wall time {time.time() - t0:.0f} s.', '']
     path = os.path.join(out, 'report.md')
-    with open(path, 'w') as f:
-        f.write('\n'.join(lines))
+    atomic_write_text(path, '\n'.join(lines))
     return path

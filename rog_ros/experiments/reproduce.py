@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import os
 
+from rog_ros.atomic import atomic_write_text
+
 MAIN_SYSTEMS = ['bsp', 'ssp:4', 'ssp:20', 'flown:4', 'rog:4', 'rog:20']
 THRESHOLDS = [2, 3, 4, 5, 6, 7, 8, 20, 30, 40]
 ABLATIONS = {
@@ -128,8 +130,7 @@ def reproduce(out: str, workloads=('mpcol',), seeds=DEFAULT_SEEDS['rog'], worker
                      '', table_markdown(res['systems']), '', ratios_markdown(res['systems']),
                      '', f'[details]({os.path.relpath(d, out)}/report.md)', '']
     path = os.path.join(out, 'report.md')
-    with open(path, 'w') as f:
-        f.write('\n'.join(sections))
+    atomic_write_text(path, '\n'.join(sections))
     return path
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 
+from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.compare import compare, run_dir
 from rog_ros.experiments.report import table_markdown
 from rog_ros.metrics import read_timeseries
@@ -231,6 +232,5 @@ def _finish(out: str, lines: list) -> str:
     if os.path.exists(compare_report):
         os.replace(compare_report, os.path.join(out, 'report_compare.md'))
     path = os.path.join(out, 'report.md')
-    with open(path, 'w') as f:
-        f.write('\n'.join(lines))
+    atomic_write_text(path, '\n'.join(lines))
     return path

@@ -102,8 +102,9 @@ def aggregate(summaries: list[dict]) -> dict:
 def _failure(summary: dict) -> dict:
     """Return a failed run's entry: its seed, its error and how far it got where recorded."""
     out = {'seed': summary.get('seed'), 'error': str(summary['error'])}
-    for key, name in (('iterations', 'iterations'), ('iteration_budget', 'budget'),
-                      ('sim_time_s', 'time_s')):
+    for key, name in (('iterations', 'iterations'),
+                      ('iterations_per_robot', 'iterations_per_robot'),
+                      ('iteration_budget', 'budget'), ('sim_time_s', 'time_s')):
         if summary.get(key) is not None:
             out[name] = summary[key]
     return out

@@ -30,6 +30,7 @@ nothing else would show it).
 from __future__ import annotations
 
 import logging
+import math
 from typing import Optional, Tuple
 
 INFO, WARNING = logging.INFO, logging.WARNING
@@ -62,9 +63,11 @@ def _too_slow(log) -> Tuple[int, str]:
 
 
 def _seconds(value) -> str:
-    """Say a duration to two significant figures: 0.049 s, not 0.0 s (a toy's bounds)."""
+    """Say a duration: to 0.1 s from 0.95 s up, else to two figures (0.049 s, not 0.0 s)."""
     v = float(value)
-    return f'{v:.1f} s' if v >= 1.0 else f'{v:.2g} s'
+    if not math.isfinite(v) or v >= 0.95:
+        return f'{v:.1f} s'
+    return f'{v:.2g} s' if v == 0.0 or v >= 0.01 else 'under 0.01 s'
 
 
 def _outage(log) -> Tuple[int, str]:

@@ -280,6 +280,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 self.stall_warned[r] = now + self.stall_warn_s
                 out.append(self._stall_diagnostic(r, now))
         # membership: fires when now >= the stored deadline (the value next_wakeup returned)
+        self._arm_absence(now)
         for r in self._absence_watch():
             if now >= self.absent_at[r]:
                 out += self.suspend(r, now, 'absent')
@@ -292,6 +293,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         times += [self.stall_warned.get(r, t0 + self.stall_warn_s)
                   for r, t0 in self.stall_since.items()]
         times += [self.absent_at[r] for r in self._absence_watch()]
+        times.append(self._absence_arm_deadline())
         times.append(self._outage_deadline())
         times.append(self._final_deadline())
         times = [t for t in times if t is not None]

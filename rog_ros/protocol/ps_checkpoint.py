@@ -131,6 +131,7 @@ class CheckpointMixin:
         self.applied_push = [dict(d) for d in sd['applied_push']]
         self.confirmed_push = [dict(d) for d in self.applied_push]   # durable: we loaded it
         self.restored = True
+        self._absence_unarmed = True     # absence deadlines are not checkpointed: set anew
         self.join_tid = [{} for _ in range(self.n)]
         self.next_tid = list(sd['next_tid'])
         self.active.copy_(sd['active'])

@@ -66,6 +66,8 @@ class FinalModelMixin:
         self.final_delivered = 0         # robots that received the final model
         self.final_missed = 0            # ... and that were given up
         self.let_go = 0                  # robots out and silent, stopped to end the run
+        self._first_looked: dict = {}    # worker -> when a restored server, never having
+        #                                  heard it, first counted its silence
         self.final_values = None         # the model sent, taken once when the fleet is done
         self._final_checked = 0.0        # when _start_final last looked (timers after it)
 
@@ -186,11 +188,17 @@ class FinalModelMixin:
         """
         gone = []
         for a in self._out_and_silent():
-            if self.last_heard[a] is None:
-                self.last_heard[a] = now
-            elif now >= self.last_heard[a] + FINAL_PATIENCE_S:
+            since = self._silent_since(a)
+            if since is None:
+                self._first_looked[a] = now
+            elif now >= since + FINAL_PATIENCE_S:
                 gone.append(a)
         return gone
+
+    def _silent_since(self, a: int) -> float | None:
+        """When worker a was last heard, or a restored server first looked (None: neither)."""
+        heard = self.last_heard[a]
+        return heard if heard is not None else self._first_looked.get(a)
 
     def _let_go(self, r: int, now: float) -> list:
         """Stop worker r, out and silent, without its final model."""
@@ -200,7 +208,7 @@ class FinalModelMixin:
         self._end_stall(r, now)
         out_for = ('out for its link' if self.suspended_reason.get(r) == 'link'
                    else 'absent')
-        reason = f'silent for {now - self.last_heard[r]:.0f} s, {out_for} before its budget'
+        reason = f'silent for {now - self._silent_since(r):.0f} s, {out_for} before its budget'
         self.let_go += 1
         if self.final_model:
             self.final_missed += 1
@@ -217,6 +225,6 @@ class FinalModelMixin:
             times += [t for t in (self.last_heard[a] + FINAL_PATIENCE_S
                                   for a in self._final_waits_for(checked)
                                   if not self.active[a]) if t > checked]
-        times += [self._final_checked if self.last_heard[a] is None      # look at once
-                  else self.last_heard[a] + FINAL_PATIENCE_S for a in self._out_and_silent()]
+        times += [self._final_checked if self._silent_since(a) is None      # look at once
+                  else self._silent_since(a) + FINAL_PATIENCE_S for a in self._out_and_silent()]
         return min(times) if times else None

@@ -48,6 +48,7 @@ class MembershipMixin:
         self.suspended_reason: dict[int, str] = {}
         self.absent_at: list[float | None] = [None] * n_workers   # absence deadlines
         self.last_heard: list[float | None] = [None] * n_workers  # last message admitted
+        self._absence_unarmed = False   # restored: deadlines to set at the first look
         self._readmitted_at: dict[int, float] = {}  # readmission backoff: when, how many
         self._flaps: dict[int, int] = {}            # quick re-suspensions in a row, and the
         self._hold_until: dict[int, float] = {}     # earliest readmission that follows
@@ -59,6 +60,28 @@ class MembershipMixin:
         if not self.active[r] and self.suspended_reason.get(r) in ('absent', 'link'):
             return self._maybe_readmit(r, now)
         return []
+
+    def _arm_absence(self, now: float) -> None:
+        """
+        Set the absence deadline of every worker a restored server has not heard yet.
+
+        Deadlines are set when a worker is heard and are not checkpointed: a robot that went
+        silent before a server restart (frozen, powered off) was never suspended as absent
+        by the restored server, so the others' run never ended. Its silence counts from the
+        restored server's first look.
+        """
+        if not self._absence_unarmed:
+            return
+        self._absence_unarmed = False
+        if self.absence_timeout_s is None:
+            return
+        for r in range(self.n):
+            if self.absent_at[r] is None and not self.stopped[r]:
+                self.absent_at[r] = now + self.absence_timeout_s
+
+    def _absence_arm_deadline(self) -> float | None:
+        """Return 0.0 (at once) while a restored server's absence deadlines are to be set."""
+        return 0.0 if self._absence_unarmed and self.absence_timeout_s is not None else None
 
     def _absence_watch(self) -> list:
         """Workers whose silence counts: active, not done, not held by us (a pull stall)."""
