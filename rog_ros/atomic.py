@@ -51,16 +51,14 @@ def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
             with open(path, 'wb') as f:
                 f.write(data)
         except OSError as exc:
-            if exc.filename is not None or exc.errno is None:
-                raise
-            raise type(exc)(exc.errno, exc.strerror, path) from None
+            raise _naming(exc, path) from None
         return
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX,
                                    suffix=os.path.basename(path))
     except OSError as exc:  # name the file the caller asked for, not the temp file
-        raise type(exc)(exc.errno, exc.strerror, path) from None
+        raise _naming(exc, path, always=True) from None
     try:
         with os.fdopen(fd, 'wb') as f:
             os.fchmod(f.fileno(), 0o666 & ~_umask() if mode is None else mode)
@@ -71,9 +69,8 @@ def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
     except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
-            # a full disk fails the write or the flush, on a descriptor: name the file
-            raise type(exc)(exc.errno, exc.strerror, path) from None
+        if isinstance(exc, OSError):
+            raise _naming(exc, path) from None
         raise
     try:  # make the rename itself durable (a power cut must not bring the old file back)
         dfd = os.open(directory, os.O_RDONLY)
@@ -114,6 +111,18 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def _naming(exc: OSError, path, always: bool = False) -> OSError:
+    """
+    Return ``exc`` as the same error about ``path``, or ``exc`` itself when it names a file.
+
+    A full disk fails a write or a flush on a descriptor, and the error names no file; a
+    temporary file's name (``always``) is not the one the caller asked for either.
+    """
+    if exc.errno is None or (exc.filename is not None and not always):
+        return exc
+    return type(exc)(exc.errno, exc.strerror, path)
 
 
 def atomic_save_figure(fig, path, **savefig_kwargs) -> None:

@@ -114,24 +114,18 @@ def failures_markdown(table: list[dict]) -> str:
 def _how_far(error: dict) -> str:
     """Say how far a failed run got (its robots' iterations, of its budget, time); '' unknown."""
     per_robot = [int(i) for i in error.get('iterations_per_robot') or ()
-                 if _number(i)]
+                 if _finite(i) is None]
     it, budget, t = error.get('iterations'), error.get('budget'), error.get('time_s')
     if per_robot:
         lo, hi = min(per_robot), max(per_robot)
         done = f'{lo}' if lo == hi else f'{lo} to {hi} (by robot)'
-    elif _number(it):
+    elif _finite(it) is None:
         done = f'a mean of {int(it)}'      # (a summary's iterations: the robots' mean)
     else:
         return ''
-    of = f' of {int(budget)}' if _number(budget) else ''
-    when = f' in {float(t):.1f} s' if _number(t) else ''
+    of = f' of {int(budget)}' if _finite(budget) is None else ''
+    when = f' in {float(t):.1f} s' if _finite(t) is None else ''
     return f' (it stopped after {done}{of} iterations{when})'
-
-
-def _number(value) -> bool:
-    """Tell whether ``value`` is a JSON number (not a bool, not NaN)."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
 
 
 def membership_markdown(table: list[dict]) -> str:
