@@ -54,6 +54,8 @@ one alone."""
 SIM_DEFAULTS = {'workload': 'mpcol', 'sync': 'rog', 'trace': 'outdoors', 'staleness': 4}
 """Defaults of `rog sim` options that --toy does not use (argparse leaves them None, so that
 an option the user gave can be told from a default)."""
+_WORKLOAD_CHOICES = ('workload: mpcol, eacol, glyphs, toy, chaos, or your own builder as '
+                     'module:function (docs/workloads.md)')
 MAX_ITERATIONS = 1_000_000
 """Most --iterations of `rog sim`, `rog compare` and `rog reproduce`: a simulated run stops at
 its budget of 10 million events (SimConfig.max_events), and a worker-iteration takes about 10
@@ -96,7 +98,8 @@ def _add_sim(sub) -> None:
     p.add_argument('--systems', default=None,
                    help=f'--toy: comma-separated systems (default {TOY_SYSTEMS}); one system of '
                         'a workload is --sync, several are rog compare')
-    p.add_argument('--workload', default=None, help='workload name (default mpcol)')
+    p.add_argument('--workload', default=None,
+                   help=f'{_WORKLOAD_CHOICES} (default mpcol)')
     p.add_argument('--sync', default=None,
                    help='bsp | ssp | rog | flown, or a system with its own engines such as '
                         'adacomp[:c], asgd, comp-asgd[:c], gsp, gsp+gds, asp (default rog)')
@@ -212,7 +215,7 @@ def _check_workload_options(args, systems) -> None:
     taken = {'model': '--model', 'surrogate': '--model'} if args.model is not None else {}
     try:
         given = options.parse_all(texts, taken)
-        options.check(args.workload, given)
+        options.check(args.workload, given, texts)
     except (ValueError, KeyError) as err:      # KeyError: a plug-in's registry
         raise checks.ConfigError(f'--workload-option: {_one_line(err)}') from None
     if args.workload == 'eacol' and 'model' in given:
@@ -519,7 +522,8 @@ def _add_compare(sub) -> None:
                                    'DIR/report.md and PNG plots. Finished runs of the same '
                                    'settings are reused (an interrupted comparison resumes); '
                                    'runs in DIR made with other settings are run again.')
-    p.add_argument('--workload', default='mpcol', help='workload (default mpcol)')
+    p.add_argument('--workload', default='mpcol',
+                   help=f'{_WORKLOAD_CHOICES} (default mpcol)')
     p.add_argument('--trace', default='outdoors',
                    help='trace preset or file (any format --trace of rog sim takes), or a '
                         'comma-separated list, robot r taking entry r mod k; a file is '

@@ -288,7 +288,9 @@ class RunRecorder:
         """
         os.makedirs(out_dir, exist_ok=True)
         summary = self.summary()
-        first = ['time_s', 'iteration']
+        # accuracy always has a column (first of the sorted rest, as the rows put it): a run
+        # without evaluations wrote a header `rog report` could not tell from another file's
+        first = ['time_s', 'iteration', 'accuracy']
         cols = first + sorted({k for r in self.rows for k in r} - set(first))
         lines = [','.join(cols)]
         for r in self.rows:

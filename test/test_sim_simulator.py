@@ -320,7 +320,9 @@ def test_compare_reuses_runs_of_an_alias_workload(tmp_path):
     toy = str(tmp_path / 'toy')
     simulate(SimConfig(workload='toy', system='bsp', trace='clean', workers=2, iterations=3,
                        evaluations=2, eval_samples=64)).write(toy)
-    assert _other_settings(toy, cfg, None) == "weights from workload toy's pre-trained checkpoint"
+    assert _other_settings(toy, cfg, None) == (
+        "weights from workload toy's pre-trained checkpoint, other data (its data_fingerprint "
+        'differs)')
 
 
 def _constant_trace(path, mbps):
@@ -381,8 +383,45 @@ def test_a_run_of_a_builder_that_changed_is_not_reused(tmp_path, monkeypatch):
         _write_builder(tmp_path, module, 7)            # the user edits the builder
         sys.modules.pop(module)
         monkeypatch.setattr(workloads, '_BUILT', {})   # a new rog compare: built afresh
-        assert _other_settings(d, cfg, None) == \
-            f"weights from workload {module}:build's pre-trained checkpoint"
+        assert _other_settings(d, cfg, None) == (
+            f"weights from workload {module}:build's pre-trained checkpoint, other data (its "
+            'data_fingerprint differs)')
+    finally:
+        sys.modules.pop(module, None)
+
+
+def test_a_run_on_data_that_changed_on_disk_is_not_reused(tmp_path, monkeypatch):
+    # a user's builder reading its files: same options, same start model, other data; the
+    # comparison reused the runs of the old data (a 4-class set after it became 2-class)
+    import sys
+    import numpy as np
+    from rog_ros import workloads
+    from rog_ros.experiments.compare import _other_settings
+    module = 'rog_test_builder_reading_files'
+    data = tmp_path / 'labels.npy'
+    (tmp_path / f'{module}.py').write_text(
+        'import numpy as np\nimport torch\nfrom rog_ros.workloads.toy import make_toy\n\n\n'
+        'def build():\n    task = make_toy(classes=4)\n'
+        f'    labels = torch.from_numpy(np.load({str(data)!r}))\n'
+        '    task._train_y = labels[:len(task._train_y)]\n    return task\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    np.save(data, np.arange(4096) % 4)
+    cfg = SimConfig(workload=f'{module}:build', system='bsp', trace='clean', workers=2,
+                    iterations=3, evaluations=2, eval_samples=64)
+    d = str(tmp_path / 'run')
+    try:
+        simulate(cfg).write(d)
+        with open(os.path.join(d, 'summary.json')) as fh:
+            recorded = json.load(fh)['data_fingerprint']
+        assert len(recorded) == 16
+        assert _other_settings(d, cfg, None) is None
+        np.save(data, np.arange(4096) % 2)            # the user's files change
+        monkeypatch.setattr(workloads, '_BUILT', {})     # a new rog compare: built afresh
+        assert _other_settings(d, cfg, None) == (
+            'other data (its data_fingerprint differs)')
+        np.save(data, np.arange(4096) % 4)            # and back: the same data again
+        monkeypatch.setattr(workloads, '_BUILT', {})
+        assert _other_settings(d, cfg, None) is None
     finally:
         sys.modules.pop(module, None)
 

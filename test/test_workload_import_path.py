@@ -48,6 +48,18 @@ def raises():
 def needs_size(size):
     """A builder with an argument that has no default."""
     return make_toy(features=size)
+
+
+def counts_to_eight():
+    """A task whose metric fails on the server's whole evaluation set (not on 8 samples)."""
+    task = make_toy(features=4, classes=3)
+
+    def correct(out, y):
+        if len(y) > 8:
+            raise RuntimeError('cannot count past eight')
+        return out.argmax(-1) == y
+    task._correct_fn = correct
+    return task
 '''
 
 
@@ -95,6 +107,10 @@ def test_a_faulty_builder_is_one_line_naming_it(user_folder, capsys, attr, messa
     name = f'{MODULE}:{attr}'
     with pytest.raises(ValueError) as err:
         workloads.get(name)
+    if attr == 'raises':        # the line of the user's code that raised (a TypeError of
+        # the call itself has none), in this folder's module or an earlier test's
+        line = next(i for i, text in enumerate(TASK.splitlines(), 1) if 'no robots' in text)
+        message += f' (at {sys.modules[MODULE].__file__}:{line})'
     assert str(err.value) == f'workload {name}: {message}'
     if cause is None:
         assert err.value.__cause__ is None
@@ -146,8 +162,8 @@ def test_the_simulator_runs_a_users_workload_with_options(user_folder, capsys):
                      '--workers', '2', '--iterations', '3', '--evaluations', '2',
                      '--workload-option', 'features=5', '--out', str(out)]) == 0
     summary = json.loads((out / 'summary.json').read_text())
-    # (the summary names the workload as its builder does: make_toy's 'toy' here)
-    assert summary['workload'] == 'toy' and summary['params'] == 5 * 3 + 3
+    # (the summary names the workload as it was asked for, as a fleet's does)
+    assert summary['workload'] == f'{MODULE}:make_task' and summary['params'] == 5 * 3 + 3
     assert cli.main(['sim', '--workload', f'{MODULE}:make_task', '--workload-option',
                      'classes=4']) == 2          # not an option of the user's builder
     assert "takes no option 'classes'; it takes features, seed" in capsys.readouterr().err
@@ -164,6 +180,25 @@ def test_a_node_process_started_in_the_users_folder_builds_it(user_folder):
                               timeout=120)
         assert proc.returncode == status, proc.stdout + proc.stderr
         assert said in proc.stdout
+
+
+def test_a_fleet_whose_every_evaluation_failed_ends_with_status_1_saying_so(user_folder):
+    # it said "done" with status 0 and no accuracy; the error was in the server's log only
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = user_folder / 'run'
+    proc = subprocess.run([sys.executable, '-m', 'rog_ros.cli', 'fleet', '--workload',
+                           f'{MODULE}:counts_to_eight', '--workers', '2', '--iterations', '6',
+                           '--out', str(out), '--quiet'],
+                          cwd=user_folder, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['evaluations'] == 0 and summary['evaluation_errors'] >= 1
+    assert 'RuntimeError: cannot count past eight (at ' in summary['evaluation_error']
+    assert 'no evaluation succeeded' in proc.stdout
+    assert 'every evaluation failed' in proc.stderr
+    assert (out / 'timeseries.csv').read_text() == 'time_s,iteration,accuracy\n'
+    assert cli.main(['report', str(out)]) == 0     # (it refused the header it got before)
 
 
 def test_the_rog_command_finds_a_module_in_its_working_directory(tmp_path, monkeypatch):

@@ -78,6 +78,24 @@ def test_lists_are_given_as_comma_separated_words_or_one_item(texts, expected):
     assert given == expected
 
 
+@pytest.mark.parametrize('text, expected', [
+    ('new=20261204', '20261204'),        # a folder named by its date: the text as typed
+    ('new=1e3', '1e3'), ('new=0x10', '0x10'), ('new=1_000', '1_000'),
+    ("new='42'", '42'),                  # quoted: a text already
+    ('new=caves', 'caves'),
+])
+def test_a_number_given_for_a_text_option_is_the_text_as_typed(text, expected):
+    given = options.parse_all([text])
+    options.check('mpcol', given, [text])
+    assert given == {'new': expected}
+
+
+def test_a_number_for_a_text_option_is_refused_without_the_typed_texts():
+    # (what a caller that has only the parsed values gets: the kind check, as before)
+    with pytest.raises(ValueError, match='new=20261204: expected a text'):
+        options.check('mpcol', {'new': 20261204})
+
+
 def test_a_refused_option_leaves_the_given_ones_as_they_were():
     given = {'known': 'clutter,pillars', 'size': 'big'}
     with pytest.raises(ValueError, match="size='big'"):

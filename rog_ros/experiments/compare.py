@@ -88,6 +88,11 @@ class _Workload:
                 self._built['wl'] = None
         return self._built['wl']
 
+    def data_fingerprint(self) -> str | None:
+        """Return the hash of the workload's data (None: cannot be built, or not arrays)."""
+        wl = self.get()
+        return None if wl is None else wl.data_fingerprint()
+
     def start_fingerprint(self) -> str | None:
         """Return the fingerprint of the workload's starting model (None: cannot be built)."""
         if 'fingerprint' not in self._built:
@@ -115,8 +120,9 @@ def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None = None
     '' when there is none or it failed (run it); a short phrase when the run there was made
     with other settings, which a comparison must not mix in: another trace (or the same trace
     file with other contents), fleet size, budget (without ``cfg.iterations``: the workload's
-    own), workload options, starting weights or evaluation count (its time to target would not
-    be comparable; a summary without the count is from the default 24).
+    own), workload options, starting weights, data (``data_fingerprint``, when recorded) or
+    evaluation count (its time to target would not be comparable; a summary without the
+    count is from the default 24).
     ``start_fingerprint``: the fingerprint of ``cfg``'s starting model when the caller has it
     (None: ``workload``'s, worked out only if a run's start is to be checked). ``workload``:
     ``cfg``'s, shared by the runs of one comparison so that it is built at most once (default:
@@ -145,6 +151,11 @@ def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None = None
          f'workload options {s.get("workload_options") or {}}'),
         (_same_start(start, cfg, start_fingerprint, workload),
          f'weights from {start.get("source")}'),
+        # (a run before it was recorded is taken as it is; other data under equal options
+        # come from a user's builder reading files that changed)
+        (s.get('data_fingerprint') is None
+         or s.get('data_fingerprint') == workload.data_fingerprint(),
+         'other data (its data_fingerprint differs)'),
         (int(evaluations) == int(cfg.evaluations), f'{evaluations} evaluations'),
         (_same_option_tags(s, cfg.system), 'its #tags ignored (made before they applied)'),
     ]

@@ -46,7 +46,8 @@ import time
 
 from rog_ros import checks
 from rog_ros.nodes import settings
-from rog_ros.nodes.fleet_progress import closing_lines, legend, Progress
+from rog_ros.nodes.fleet_progress import (
+    closing_lines, every_evaluation_failed, legend, Progress)
 from rog_ros.nodes.output_lock import OutputLock
 from rog_ros.nodes.plan import check_given_staleness, load_parameter_file, plan
 from rog_ros.nodes.respawn import describe_exit
@@ -356,6 +357,11 @@ def _run_in(args, out: str, specs) -> int:
                               [s.name for s in specs if s.name != server.name]):
         print(f'rog fleet: {line}')
     print(f'rog fleet: {_key_line(key, key_env)}')
+    if every_evaluation_failed(summary):
+        print('rog fleet: every evaluation failed, so nothing says how well the model '
+              f"trained; the server's log says why ({sup.log_path(server.name)})",
+              file=sys.stderr)
+        return 1
     return 0
 
 

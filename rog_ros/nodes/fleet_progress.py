@@ -161,7 +161,13 @@ def result_line(path: str) -> str:
                 f'(iteration {iteration("max_dip_at_iteration")}; smoothed over 3 '
                 f'evaluations {num("max_dip_after_target_smoothed", ".2f", 100.0)})')
 
-    if isinstance(s.get('time_to_target_s'), (int, float)) and \
+    failed = s.get('evaluation_errors')
+    failed = failed if isinstance(failed, int) and failed > 0 else 0
+    if failed and not s.get('evaluations'):
+        reached = (f'no evaluation succeeded ({failed} failed, the first '
+                   f'{s.get("evaluation_error") or "in the server log"}): the workload '
+                   'cannot evaluate its model, so there is no accuracy to report')
+    elif isinstance(s.get('time_to_target_s'), (int, float)) and \
             s.get('iterations_to_target') == 0:
         # the starting model's own evaluation reached it (--init-model of a trained run): a
         # time to target of 0.0 s said the fleet got there, and the dip counts from the start
@@ -187,8 +193,22 @@ def result_line(path: str) -> str:
             # above the target before that average gets there
             reached += (' (time to target reads the mean of the last 3 evaluations, still '
                         'below it at the end: run more iterations)')
+    if failed and s.get('evaluations'):
+        reached += (f' ({failed} evaluation{"s" if failed != 1 else ""} failed, the first '
+                    f'{s.get("evaluation_error") or "in the server log"})')
     return (f'{reached}, trained for {num("sim_time_s", ".1f")} s'
             + ''.join(notable_clauses(s, os.path.join(os.path.dirname(path), 'events.csv'))))
+
+
+def every_evaluation_failed(path: str) -> bool:
+    """Tell whether the run of ``summary.json`` at ``path`` had evaluations and none worked."""
+    try:
+        with open(path) as fh:
+            s = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    failed = s.get('evaluation_errors') if isinstance(s, dict) else None
+    return isinstance(failed, int) and failed > 0 and not s.get('evaluations')
 
 
 def notable_clauses(summary: dict, events: str = 'events.csv') -> list:

@@ -182,6 +182,10 @@ class ServerNode:
         self.run_id = new_incarnation()
         self.t0 = None
         self.evaluations = 0
+        # evaluations that raised (a user's workload, a full memory): counted and the first
+        # one kept for summary.json, where `rog fleet` reads them (a fleet whose every
+        # evaluation failed said "done" with status 0, the error only in this node's log)
+        self.evaluation_errors, self.first_evaluation_error = 0, None
         self._resumed = None         # (seconds into the run, seconds away) after a restore
         self._finished_before = False  # restored a run that had finished: write nothing
         self._next_eval = 0.0
@@ -457,6 +461,11 @@ class ServerNode:
             t = time.perf_counter()
             if isinstance(metrics, Exception):
                 self.log.error(f'evaluation at iteration {iteration:g} failed: {metrics!r}')
+                self.evaluation_errors += 1
+                if self.first_evaluation_error is None:
+                    text = ' '.join(f'{type(metrics).__name__}: {metrics}'.split())
+                    self.first_evaluation_error = (f'at iteration {iteration:g}: '
+                                                   f'{text[:300]}')
                 continue
             self.eval_samples = metrics.get('samples', self.eval_samples)
             metrics = {k: float(v) for k, v in metrics.items() if k in ('accuracy', 'loss')}
@@ -548,6 +557,9 @@ class ServerNode:
             'authenticated': hasattr(self.bus, 'verifier'),
             'completed': bool(e.finished), 'iteration_budget': self.args.iterations,
             'evaluations': self.evaluations,
+            'evaluation_errors': self.evaluation_errors,
+            **({'evaluation_error': self.first_evaluation_error}
+               if self.first_evaluation_error else {}),
             'eval_samples': self.eval_samples,
             'eval_busy_s': self.evaluator.busy_s, 'eval_max_s': self.evaluator.max_s,
             'eval_loop_s': self.eval_loop_s, 'eval_in_background': self.background_eval,

@@ -353,7 +353,8 @@ def _simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     compute = cfg.compute_time_s or wl.compute_time_s
     recorder = RunRecorder(system=cfg.label or policy.name, n_workers=n,
                            staleness=policy.staleness, trace=cfg.trace, seed=cfg.seed,
-                           workload=wl.name, target_accuracy=wl.target_accuracy)
+                           workload=wl.users_code or wl.name, target_accuracy=wl.target_accuracy)
+    recorder.extra['data_fingerprint'] = wl.data_fingerprint()   # (compare reuse)
     recorder.extra['message_bytes'] = int(codec.row_nbytes(layout).sum())
     recorder.extra['params'] = layout.n_params
     recorder.extra['rows'] = layout.n_rows

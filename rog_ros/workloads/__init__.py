@@ -108,21 +108,28 @@ def _build(name, factory, options):
     Call ``factory(**options)`` and check that it gave a `Workload`.
 
     A user's builder (``module:function``) is code this package knows nothing of: whatever
-    it raises becomes one ValueError line naming it (the commands print ValueError, not a
-    traceback). The built-in builders' own errors are one line already and pass unchanged.
+    it raises becomes one ValueError line naming it and the line of the user's code it came
+    from (the commands print ValueError, not a traceback). The built-in builders' own errors
+    are one line already and pass unchanged. A workload the package does not ship is tried
+    once on a few samples (`self_check`), so that a wrong label or a model that does not fit
+    its data is said now, not as a traceback mid-run or as a fleet with no evaluations.
     """
     from rog_ros.workloads.base import Workload
+    from rog_ros.workloads.self_check import check_workload, where
     if is_import_path(name) and name not in _FACTORIES:
         try:
             built = factory(**options)
         except Exception as err:
             raise ValueError(f'workload {name}: the builder failed: {type(err).__name__}: '
-                             f'{_one_line(err)}') from err
+                             f'{_one_line(err)}{where(err)}') from err
     else:
         built = factory(**options)
     if not isinstance(built, Workload):
         raise ValueError(f'workload {name}: the builder returned {type(built).__name__}, not a '
                          'rog_ros.workloads.Workload (docs/workloads.md)')
+    if not hasattr(factory, 'builder'):         # not one of ours (they set it, see below)
+        check_workload(name, built)
+        built.users_code = name
     return built
 
 

@@ -52,6 +52,12 @@ def parse(text: str) -> tuple[str, object]:
     return key, _value(raw.strip())
 
 
+def parse_raw(text: str) -> tuple[str, str]:
+    """Return ``(key, the value's text as typed)`` of one ``KEY=VALUE`` (`parse` checks it)."""
+    key, _, raw = text.partition('=')
+    return key.strip(), raw.strip()
+
+
 def _value(raw: str):
     """Read one option value: a literal of plain types where it is one, else the text."""
     if raw.lower() in ('true', 'false'):
@@ -97,24 +103,30 @@ def parse_all(texts, taken=None) -> dict:
     return options
 
 
-def check(workload: str, options: dict) -> None:
+def check(workload: str, options: dict, texts=None) -> None:
     """
     Check ``options`` against the builder of ``workload``: names and kinds of values.
 
     A builder that takes ``**kwargs`` (a user's registered factory) accepts any name; a
     value is checked against the kind of the builder's default where it has one. Text or a
     single value given for a list option becomes that list in ``options``, once every option
-    has passed (a refused option leaves ``options`` as it was).
+    has passed (a refused option leaves ``options`` as it was). ``texts``: the ``KEY=VALUE``
+    texts ``options`` were parsed from; a number given for a text option is then the text as
+    typed (``data_dir=20261204``, a folder named by its date, was refused as not a text).
     """
     from rog_ros import workloads
     params = workloads.builder_parameters(workload)
     if params is None:
         return
+    typed = dict(parse_raw(t) for t in texts or ())
     listed = {}
     for key, value in options.items():
         if key not in params:
             raise ValueError(f'{workload} takes no option {key!r}; it takes '
                              f'{", ".join(sorted(params))} (docs/workloads.md)')
+        if (isinstance(params[key].default, str) and key in typed
+                and isinstance(value, (int, float)) and not isinstance(value, bool)):
+            value = listed[key] = _home(typed[key])
         as_list = _listed(value, params[key].default)
         why = _kind_mismatch(as_list, params[key].default)
         if why:

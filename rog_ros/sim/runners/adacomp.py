@@ -73,7 +73,9 @@ def run(cfg, progress=None) -> RunRecorder:
     compute = cfg.compute_time_s or wl.compute_time_s
     label = cfg.label or cfg.system
     recorder = RunRecorder(system=label, n_workers=n, staleness=0, trace=cfg.trace,
-                           seed=cfg.seed, workload=wl.name, target_accuracy=wl.target_accuracy)
+                           seed=cfg.seed,
+                           workload=wl.users_code or wl.name, target_accuracy=wl.target_accuracy)
+    recorder.extra['data_fingerprint'] = wl.data_fingerprint()   # (compare reuse)
     harness = make_harness(cfg, server, workers, lambda r, w, clock: bench.grad(r, w),
                            [compute * f for f in factors], recorder,
                            lambda max_samples: bench.evaluate(server.model(), max_samples),

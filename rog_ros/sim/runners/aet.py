@@ -251,8 +251,9 @@ def run(cfg, progress=None) -> RunRecorder:
     compute = cfg.compute_time_s or wl.compute_time_s
     recorder = RunRecorder(system=cfg.label or cfg.system.split('#')[0], n_workers=n,
                            staleness=max(acfg.d, 0) if name != 'etsgd' else 0,
-                           trace=cfg.trace, seed=cfg.seed, workload=wl.name,
+                           trace=cfg.trace, seed=cfg.seed, workload=wl.users_code or wl.name,
                            target_accuracy=wl.target_accuracy)
+    recorder.extra['data_fingerprint'] = wl.data_fingerprint()   # (compare reuse)
 
     def evaluate(max_samples):
         accs = [wl.evaluate(m, max_samples=max_samples) for m in models]

@@ -129,8 +129,10 @@ def run(cfg, progress=None) -> RunRecorder:
         return wl.evaluate(eval_model, max_samples=max_samples)
 
     recorder = RunRecorder(system=cfg.label or cfg.system.split('#')[0], n_workers=n,
-                           staleness=0, trace=cfg.trace, seed=cfg.seed, workload=wl.name,
+                           staleness=0, trace=cfg.trace, seed=cfg.seed,
+                           workload=wl.users_code or wl.name,
                            target_accuracy=wl.target_accuracy)
+    recorder.extra['data_fingerprint'] = wl.data_fingerprint()   # (compare reuse)
     harness = make_harness(cfg, server, engines, grad_fn, compute, recorder, evaluate,
                            iterations, progress)
     with torch.random.fork_rng(devices=[]):

@@ -107,8 +107,9 @@ def run(cfg, progress=None) -> RunRecorder:
     label = cfg.label or cfg.system
     threshold = None if is_asp(cfg.system, overrides) else gcfg.ssp_threshold
     recorder = RunRecorder(system=label, n_workers=n, staleness=threshold,
-                           trace=cfg.trace, seed=cfg.seed, workload=wl.name,
+                           trace=cfg.trace, seed=cfg.seed, workload=wl.users_code or wl.name,
                            target_accuracy=wl.target_accuracy)
+    recorder.extra['data_fingerprint'] = wl.data_fingerprint()   # (compare reuse)
     harness = make_harness(cfg, server, nodes, lambda r, w, clock: bench.grad(r, w),
                            [compute * f for f in factors], recorder,
                            lambda max_samples: bench.evaluate(server.model(), max_samples),
