@@ -144,6 +144,26 @@ def test_cifar100_dataset_option(cache_dir, tmp_path):
     assert sum(len(p) for p in w.partition(2)) == 400
 
 
+def test_a_target_from_a_pre_training_that_learned_little_is_said(cache_dir, tmp_path,
+                                                                    capsys):
+    # two pre-training steps on random images learn nothing: the target is the starting
+    # accuracy, and every run read "already at the target" without a word
+    _write_cifar(tmp_path, 400, 100)
+    w = workloads.get('eacol', dataset='cifar100', data_dir=tmp_path, pretrain_steps=2,
+                      eval_samples=50, partition='pachinko')
+    said = capsys.readouterr().err
+    assert 'so the target (' in said and 'is no test of adaptation' in said
+    assert f'({w.target_accuracy:.4f})' in said
+    workloads.get('eacol', fresh=True, dataset='cifar100', data_dir=tmp_path,
+                  pretrain_steps=2, eval_samples=50, partition='pachinko', target_accuracy=0.5)
+    assert 'no test of adaptation' not in capsys.readouterr().err   # a target given: silent
+
+
+def test_num_classes_is_refused_for_a_real_dataset(tmp_path):
+    with pytest.raises(ValueError, match="eacol: num_classes applies to dataset='objects' only"):
+        workloads.get('eacol', dataset='cifar100', data_dir=tmp_path, num_classes=5)
+
+
 def test_fed_cifar100_dataset_option(cache_dir, tmp_path):
     h5py = pytest.importorskip('h5py')
     rng = np.random.default_rng(0)
