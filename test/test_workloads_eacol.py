@@ -144,8 +144,8 @@ def test_cifar100_dataset_option(cache_dir, tmp_path):
     assert sum(len(p) for p in w.partition(2)) == 400
 
 
-def test_a_target_from_a_pre_training_that_learned_little_is_said(cache_dir, tmp_path,
-                                                                    capsys):
+def test_a_target_from_a_pre_training_that_learned_little_is_said(
+        cache_dir, tmp_path, capsys):
     # two pre-training steps on random images learn nothing: the target is the starting
     # accuracy, and every run read "already at the target" without a word
     _write_cifar(tmp_path, 400, 100)
