@@ -96,13 +96,27 @@ def workload(name: str, value) -> str:
     known = workloads.names()
     if value in known:
         return value
-    if workloads.is_import_path(value):
+    if workloads.is_import_path(value) and not value.partition(':')[0].endswith('.py'):
         problem = workloads.import_path_problem(value)
         if problem:
             raise ConfigError(f'{name}: workload {value}: {problem}')
         return value
     raise ConfigError(f'{name}: unknown workload {value!r}; known: {", ".join(known)}, or '
-                      "your own builder as 'package.module:function' (docs/workloads.md)")
+                      "your own builder as 'package.module:function' (docs/workloads.md)"
+                      + _as_import_path(value))
+
+
+def _as_import_path(value: str) -> str:
+    """Return `` (did you mean my_tasks:make?)`` for a file path given as a builder's name."""
+    from rog_ros import workloads
+    module, colon, attr = str(value).partition(':')
+    stem = module[:-3] if module.endswith('.py') else module
+    dotted = stem.replace('\\', '/').strip('/').lstrip('./').replace('/', '.')
+    guess = f'{dotted}:{attr}' if colon else ''
+    if guess != value and workloads.is_import_path(guess):
+        return (f' (did you mean {guess}? a module name, without .py or a path; start in the '
+                'folder that holds it)')
+    return ''
 
 
 def system(name: str, value) -> str:

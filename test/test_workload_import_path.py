@@ -82,6 +82,9 @@ def test_a_builder_named_by_import_path_is_built_with_its_options(user_folder):
     ('no_such_package.tasks:make', "cannot find module 'no_such_package.tasks'"),
     ('my tasks:make', "unknown workload 'my tasks:make'; known: chaos, eacol"),
     ('tasks:', "unknown workload 'tasks:'"),
+    # a file path where the module's name goes: its error read "__path__ attribute not found"
+    ('my_tasks.py:make', r'\(did you mean my_tasks:make\? a module name, without \.py'),
+    ('./robots/my_tasks.py:make', r'\(did you mean robots\.my_tasks:make\?'),
 ])
 def test_a_name_that_finds_no_builder_is_refused_before_anything_runs(user_folder, name,
                                                                       message):
