@@ -49,7 +49,7 @@ import pytest
 from rog_ros import checks, cli
 from rog_ros.experiments import chaos
 from rog_ros.net import cli_trace, trace_spec, traces
-from rog_ros.nodes import cli_security, fleet, plan, respawn, robot, settings
+from rog_ros.nodes import cli_security, fleet, plan, prepare_workload, respawn, robot, settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ('README.md',) + tuple(sorted(f'docs/{p.name}' for p in (ROOT / 'docs').glob('*.md')))
@@ -321,6 +321,16 @@ def _value_checks(args) -> tuple:
     }.get(command, ())
 
 
+def _options_here(name: str, text: str):
+    """Check workload options as the fleet's child process does, in this process (no child)."""
+    from rog_ros.workloads.options import from_text
+    try:
+        from_text(name, text)
+    except ValueError as err:
+        return ' '.join(str(err).split())
+    return None
+
+
 def _refusal(args) -> str:
     """Run the value checks of ``args``' command; return what the first refusal says, or ''."""
     for check in _value_checks(args):
@@ -341,6 +351,7 @@ def checks_only(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, 'path', list(sys.path))    # (a user's module: cwd is added)
     monkeypatch.setattr(subprocess, 'Popen', forbidden)
     monkeypatch.setattr(checks, 'trace', _trace_names)
+    monkeypatch.setattr(prepare_workload, 'check_options', _options_here)
     user = types.ModuleType(USER_MODULE)
     user.__spec__ = importlib.machinery.ModuleSpec(USER_MODULE, None)
 

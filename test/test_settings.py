@@ -39,7 +39,8 @@ def test_every_node_flag_is_a_declared_setting_and_vice_versa(role):
     parser = PARSERS[role]()
     flags = {opt for action in parser._actions for opt in action.option_strings
              if opt.startswith('--') and opt != '--help'}
-    assert flags == {s.flag for s in settings.for_role(role)}
+    extra = {settings.WORKLOAD_OPTION_FLAG} if role in settings.TRAINING else set()
+    assert flags == {s.flag for s in settings.for_role(role)} | extra
     args = parser.parse_args([])
     assert {k: getattr(args, k) for k in settings.defaults(role)} == settings.defaults(role)
 

@@ -43,16 +43,29 @@ BUILDERS = {'toy': ('rog_ros.workloads.toy', 'make_toy'),
 """Fallback when ``rog_ros.workloads`` has no registry (``get``) yet."""
 
 
-def load_workload(name: str):
-    """``rog_ros.workloads.get(name)``, or the known builder of ``name``."""
+def load_workload(name: str, options=None):
+    """
+    Return ``rog_ros.workloads.get(name, **options)``, or the known builder of ``name``.
+
+    ``options``: the setting ``workload_options`` as text (``'data_dir=/data;hidden=128'``,
+    parsed and checked against the builder: ValueError, one line) or as a dict already
+    checked (:func:`workload_options`); None or '' for the builder's defaults.
+    """
     from rog_ros import workloads
+    kwargs = workload_options(name, options) if isinstance(options, str) else (options or {})
     get = getattr(workloads, 'get', None)
     if get is not None:
-        return get(name)
+        return get(name, **kwargs)
     if name not in BUILDERS:
         raise ValueError(f'unknown workload {name!r}; known: {", ".join(BUILDERS)}')
     module, builder = BUILDERS[name]
-    return getattr(importlib.import_module(module), builder)()
+    return getattr(importlib.import_module(module), builder)(**kwargs)
+
+
+def workload_options(name: str, text) -> dict:
+    """Return the options of a ``workload_options`` text for workload ``name`` (ValueError)."""
+    from rog_ros.workloads.options import from_text
+    return from_text(name, text)
 
 
 @dataclass
@@ -68,6 +81,7 @@ class Training:
     lr: float
     start: str = ''          # where the starting weights come from (init_model or checkpoint)
     fingerprint: str = ''    # of the starting weights: equal on every node of a fleet
+    options: dict = None     # the workload's builder options (setting workload_options)
 
     def start_line(self) -> str:
         """Return the log line naming the starting weights (compare it across robots)."""
@@ -77,11 +91,13 @@ class Training:
 def build_training(args) -> Training:
     """Build the shared training objects from fleet parameters (deterministic)."""
     from rog_ros.nodes import push_systems
-    workload = load_workload(args.workload)
+    options = workload_options(args.workload, getattr(args, 'workload_options', None))
+    workload = load_workload(args.workload, options)
     if getattr(args, 'init_model', None):
         workload = workload.starting_from(args.init_model)
     model = workload.make_model()
-    start = {'start': workload.describe_start(), 'fingerprint': start_model.fingerprint(model)}
+    start = {'start': workload.describe_start(), 'fingerprint': start_model.fingerprint(model),
+             'options': options}
     lr = args.lr if args.lr is not None else workload.lr
     if push_systems.is_push(getattr(args, 'sync', 'rog')):   # AdaComp, GSP: flat, no policy
         layout = push_systems.layout([tuple(p.shape) for p in model.parameters()])

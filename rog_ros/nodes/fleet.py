@@ -70,9 +70,11 @@ def add_parser(subparsers):
                               description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip()
                               .replace('``', ''))
     for s in settings.for_role('fleet'):      # generated from the settings table
-        if s.name not in FLEET_OWN:
-            p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),
-                           help=f'{s.description}{s.default_text}'.replace('%', '%%'))
+        text = f'{s.description}{s.default_text}'.replace('%', '%%')
+        if s.name == 'workload_options':      # and --workload-option KEY=VALUE, repeatable
+            settings.add_workload_options(p, None, text)
+        elif s.name not in FLEET_OWN:
+            p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(), help=text)
     p.add_argument('--out', default='rog_fleet_run',
                    help='output directory (default rog_fleet_run)')
     p.add_argument('--config', default=None,
@@ -244,7 +246,7 @@ def _run_in(args, out: str, specs) -> int:
     # build (and cache) the workload once, not in every node at the same time; in a child
     # process, so that this one, which supervises the whole run, holds no torch
     from rog_ros.nodes.prepare_workload import prepare
-    failed = prepare(server.parameters['workload'])
+    failed = prepare(server.parameters['workload'], server.parameters.get('workload_options'))
     if failed:
         print(f'rog fleet: {failed}', file=sys.stderr)
         return 2

@@ -242,26 +242,36 @@ def notable_clauses(summary: dict, events: str = 'events.csv') -> list:
     return out
 
 
-def closing_lines(out: str, workload: str, log_dir: str, log_names) -> list:
+def closing_lines(out: str, workload: str, log_dir: str, log_names, options=None) -> list:
     """
     Return the last lines of a finished run (``rog fleet``, ``rog robot --role server``).
 
     Where the summary is, the result line, the warnings of the named logs, the trained model
-    and the report command.
+    and the report command. ``options``: the workload's builder options (a dict; None: those
+    the run's summary.json records).
     """
     summary = os.path.join(out, 'summary.json')
     lines = [f'done; {summary}', result_line(summary), robot_warnings(log_dir, log_names)]
-    return [line for line in lines if line] + output_lines(out, workload)
+    return [line for line in lines if line] + output_lines(out, workload, options)
 
 
-def output_lines(out: str, workload: str) -> list:
-    """Return the closing lines on what a finished run left: the trained model, the report."""
+def output_lines(out: str, workload: str, options=None) -> list:
+    """
+    Return the closing lines on what a finished run left: the trained model, the report.
+
+    The model's line names the Python call that loads it, with the workload's builder
+    ``options`` (a dict; None: those the run's summary.json records) as keyword arguments:
+    they may shape the model.
+    """
     from rog_ros.nodes.model_file import MODEL_FILE
     lines = []
     model = os.path.join(out, MODEL_FILE)
+    if options is None:
+        options = _summary_options(os.path.join(out, 'summary.json'))
     if os.path.exists(model):
+        kwargs = ''.join(f', {key}={value!r}' for key, value in (options or {}).items())
         lines.append(f'trained model (a state_dict): {model}; in Python: '
-                     f'rog_ros.nodes.model_file.load_trained({workload!r}, {model!r})'
+                     f'rog_ros.nodes.model_file.load_trained({workload!r}, {model!r}{kwargs})'
                      + _robots_hold_it(os.path.join(out, 'summary.json')))
     else:     # (a full disk: the server's log said so, the console did not)
         lines.append(f'WARNING: no trained model in {model}: the server could not write it '
@@ -270,6 +280,16 @@ def output_lines(out: str, workload: str) -> list:
     lines.append('plots and a report (accuracy, time composition, who was out when): '
                  f'rog report {out}')
     return lines
+
+
+def _summary_options(summary_path: str) -> dict:
+    """Return the workload options a run's summary records ({} when none or unreadable)."""
+    try:
+        with open(summary_path) as fh:
+            options = json.load(fh).get('workload_options')
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return options if isinstance(options, dict) else {}
 
 
 def _robots_hold_it(summary_path: str) -> str:

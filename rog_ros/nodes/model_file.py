@@ -72,15 +72,19 @@ def model_out_file(path) -> str:
     return path
 
 
-def load_trained(workload: str, path) -> torch.nn.Module:
+def load_trained(workload: str, path, **options) -> torch.nn.Module:
     """
     Return the workload's model with the weights of a run's ``model.pt``, in eval mode.
 
+    ``options``: the builder options the run trained with (its ``workload_options``, in its
+    summary.json), which may shape the model (toy's ``features``).
+
     >>> model = load_trained('mpcol', 'runs/fleet/model.pt')   # doctest: +SKIP
+    >>> model = load_trained('my_tasks:make', 'run/model.pt', data_dir='/data')  # doctest: +SKIP
     """
     from rog_ros import workloads          # (the registry: nodes.assembly imports us)
     import torch
-    model = workloads.get(workload).make_model()
+    model = workloads.get(workload, **options).make_model()
     state = torch.load(os.fspath(path), map_location='cpu', weights_only=True)
     model.load_state_dict(state)
     return model.eval()

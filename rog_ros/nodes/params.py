@@ -78,11 +78,18 @@ def check_fleet_args(parser, args) -> None:
             resolve_device(args.device)
         except ValueError as err:
             parser.error(f'--device {err}')
+    options = {}
+    if getattr(args, 'workload_options', None) and getattr(args, 'workload', None):
+        from rog_ros.workloads.options import from_text
+        try:
+            options = from_text(args.workload, args.workload_options)
+        except ValueError as err:
+            parser.error(f'--workload-options: {" ".join(str(err).split())}')
     if getattr(args, 'init_model', None) and \
             getattr(args, 'workload', None) in _known_workloads():
         from rog_ros import workloads
         try:
-            workloads.get(args.workload).starting_from(args.init_model)
+            workloads.get(args.workload, **options).starting_from(args.init_model)
         except ValueError as err:
             parser.error(f'--init-model: {err}')
     if getattr(args, 'model_out', None):

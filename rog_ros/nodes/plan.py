@@ -42,8 +42,8 @@ ROLE_KEYS = {exe: tuple(s.name for s in settings.for_role(exe)
 """Executable -> parameters the plan passes it (from the settings table; the fleet hands the
 key over in the environment and records the bag itself)."""
 DEFAULTS = settings.defaults()
-AGREED = ('workload', 'sync', 'staleness', 'init_model', 'seed', 'lr', 'chunk_bytes',
-          'namespace', 'bus')
+AGREED = ('workload', 'workload_options', 'sync', 'staleness', 'init_model', 'seed', 'lr',
+          'chunk_bytes', 'namespace', 'bus')
 """Settings every node of one fleet must share (a server and workers that disagree on them
 train different things or never meet); ``workers`` is checked on its own."""
 ALL_NODES = '/**'
@@ -218,15 +218,32 @@ def _check_device(key: str, value) -> None:
         raise checks.ConfigError(f'{key}: {err}') from None
 
 
-def _check_init_model(workload: str, path: str, seen: dict) -> None:
+def _check_init_model(workload: str, path: str, seen: dict, options: str = None) -> None:
     """Check that ``path`` holds weights that fit ``workload``'s model (once per pair)."""
-    if seen.get('init_model fits') == (path, workload):
+    if seen.get('init_model fits') == (path, workload, options):
         return
     from rog_ros.nodes.prepare_workload import check_start
-    why = check_start(workload, path)     # (a child: this process may run for the whole run)
+    # (a child: this process may run for the whole run)
+    why = check_start(workload, path, options)
     if why:
         raise checks.ConfigError(f"{_opt('init_model')}: {why}")
-    seen['init_model fits'] = (path, workload)
+    seen['init_model fits'] = (path, workload, options)
+
+
+def _check_workload_options(workload: str, text, seen: dict) -> None:
+    """
+    Check ``workload_options`` against the builder of ``workload`` (once per pair).
+
+    A malformed pair, a key given twice, a key the builder does not take or a value of the
+    wrong kind: one ConfigError line naming the setting, before any node starts.
+    """
+    if not text or seen.get('workload_options fit') == (workload, text):
+        return
+    from rog_ros.nodes.prepare_workload import check_options
+    why = check_options(workload, text)    # (a child: reading the builder imports torch)
+    if why:
+        raise checks.ConfigError(f"{_opt('workload_options')}: {why}")
+    seen['workload_options fit'] = (workload, text)
 
 
 def validate(params: dict) -> None:
@@ -247,8 +264,13 @@ def validate(params: dict) -> None:
                 _CHECKS[key](_opt(key), value, n)
             seen[key] = (value,)
     for exe in ROLE_KEYS:
+        if 'workload' in params[exe]:
+            _check_workload_options(params[exe]['workload'],
+                                    params[exe].get('workload_options'), seen)
+    for exe in ROLE_KEYS:
         if params[exe].get('init_model'):
-            _check_init_model(params[exe]['workload'], params[exe]['init_model'], seen)
+            _check_init_model(params[exe]['workload'], params[exe]['init_model'], seen,
+                              params[exe].get('workload_options'))
     for exe in ROLE_KEYS:
         if params[exe].get('workers', n) != n:
             raise checks.ConfigError('every node of a fleet needs the same number of workers')

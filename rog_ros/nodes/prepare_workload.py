@@ -37,21 +37,61 @@ INTERRUPTED = 130
 """The child's exit status when Ctrl-C stopped it (the fleet then stops as on Ctrl-C)."""
 
 
-def prepare(name: str) -> str | None:
+USAGE = ('usage: python -m rog_ros.nodes.prepare_workload WORKLOAD [--init-model PATH] '
+         '[--workload-options TEXT [--options-only]]')
+
+
+def prepare(name: str, options: str = None) -> str | None:
     """
     Build workload ``name`` in a child process; return None, or why it failed (one line).
 
+    ``options``: the fleet's ``workload_options`` text (``KEY=VALUE;...``), None for none.
     Raises KeyboardInterrupt when Ctrl-C stopped the child (the terminal sends it to both).
     """
-    return _in_child([name])
+    return _in_child([name] + _options_args(options))
 
 
-def check_start(name: str, init_model: str) -> str | None:
+def check_start(name: str, init_model: str, options: str = None) -> str | None:
     """Check in a child process that ``init_model`` fits workload ``name``; None or why not."""
-    return _in_child([name, '--init-model', str(init_model)])
+    return _in_child([name, '--init-model', str(init_model)] + _options_args(options))
+
+
+def check_options(name: str, options: str) -> str | None:
+    """
+    Check in a child process that workload ``name``'s builder takes ``options``; None or why not.
+
+    Only the builder's signature is read (nothing is built), but reading it imports the
+    builder's module, and with it torch, which the processes that check a fleet's settings
+    (``rog fleet``, ``rog robot``, a launch file's) should not hold for the whole run.
+    """
+    return _in_child([name, '--workload-options', str(options), '--options-only'])
+
+
+def _options_args(options) -> list:
+    """Return the child's arguments that pass a ``workload_options`` text ([] for none)."""
+    return ['--workload-options', str(options)] if options else []
+
+
+def _parse_args(args: list):
+    """
+    Return ``(workload, init_model, options, options_only)`` of the child's arguments.
+
+    None when they are malformed (the usage line is printed then).
+    """
+    only = args[-1:] == ['--options-only']
+    args = args[:-1] if only else args
+    if not args or args[0].startswith('-') or len(args) % 2 != 1:
+        return None
+    given = dict(zip(args[1::2], args[2::2]))
+    if len(given) != len(args) // 2 or set(given) - {'--init-model', '--workload-options'}:
+        return None
+    if only and ('--workload-options' not in given or '--init-model' in given):
+        return None
+    return args[0], given.get('--init-model'), given.get('--workload-options'), only
 
 
 def _in_child(args: list) -> str | None:
+    """Run this module in a child process with ``args``; None, or its last line of failure."""
     from rog_ros.nodes.supervisor import repo_pythonpath
     name = args[0]
     env = dict(os.environ, PYTHONPATH=repo_pythonpath(), ROG_PARENT_PID=str(os.getpid()))
@@ -69,15 +109,20 @@ def _in_child(args: list) -> str | None:
 
 def main(argv=None) -> int:
     """Build the workload (and check the starting weights); 0, 2 (cannot be) or 130."""
-    args = sys.argv[1:] if argv is None else list(argv)
-    if len(args) not in (1, 3) or (len(args) == 3 and args[1] != '--init-model'):
-        print('usage: python -m rog_ros.nodes.prepare_workload WORKLOAD [--init-model PATH]')
+    parsed = _parse_args(sys.argv[1:] if argv is None else list(argv))
+    if parsed is None:
+        print(USAGE)
         return 2
+    name, init_model, options, options_only = parsed
     try:
+        if options_only:        # the builder's signature only: nothing is built
+            from rog_ros.workloads.options import from_text
+            from_text(name, options)
+            return 0
         from rog_ros.nodes.assembly import load_workload
-        workload = load_workload(args[0])
-        if len(args) == 3:
-            workload.starting_from(args[2])
+        workload = load_workload(name, options)
+        if init_model is not None:
+            workload.starting_from(init_model)
     except KeyboardInterrupt:
         return INTERRUPTED
     except (ImportError, KeyError, OSError, ValueError) as err:

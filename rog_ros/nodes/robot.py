@@ -156,9 +156,11 @@ def add_parser(subparsers):
                         'rog_worker_K.model.pt; copied if it is the --init-model) unless it '
                         'resumes')
     for s in settings.for_role('fleet'):
-        if s.name not in ('rank',):
-            p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),
-                           help=f'{s.description}{s.default_text}'.replace('%', '%%'))
+        text = f'{s.description}{s.default_text}'.replace('%', '%%')
+        if s.name == 'workload_options':      # and --workload-option KEY=VALUE, repeatable
+            settings.add_workload_options(p, None, text)
+        elif s.name not in ('rank',):
+            p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(), help=text)
     for name, whose in ROBOT_NODE_SETTINGS.items():
         s = settings.BY_NAME[name]
         p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),

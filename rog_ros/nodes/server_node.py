@@ -585,6 +585,7 @@ class ServerNode:
             'final_model_missed': getattr(e, 'final_missed', 0),
             # robots out and silent when the others had finished, stopped so the run could end
             'workers_let_go': getattr(e, 'let_go', 0),
+            'workload_options': dict(getattr(self.training, 'options', None) or {}),
         })
         if hasattr(e, 'stats'):     # a push system's own figures (bytes per push, staleness)
             rec.extra.update(e.stats())

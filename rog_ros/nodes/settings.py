@@ -159,7 +159,8 @@ class Setting:
                                   f'got {value!r}')
         why = self.vetting(value) if self.vetting is not None else ''
         if why:
-            raise ConfigError(f'{self.label} {_num(value)}: {why}')
+            shown = _num(value) if self.kind in (int, float) else repr(value)
+            raise ConfigError(f'{self.label} {shown}: {why}')
 
     def range_text(self) -> str:
         """Return the range as text: ``[1, inf)``, ``[0, 10]``, or ''."""
@@ -214,6 +215,12 @@ def _absence_refusal(value) -> str:
             'for never')
 
 
+def _workload_options_refusal(value) -> str:
+    """Say why a ``workload_options`` text cannot be read ('' when each pair is KEY=VALUE)."""
+    from rog_ros.workloads.options import text_error
+    return text_error(value)
+
+
 def _s(name, typ, default, description, roles=ALL, group='fleet', **kw) -> Setting:
     return Setting(name, typ, default, description, roles, group, **kw)
 
@@ -236,6 +243,13 @@ SETTINGS = (
        'model.pt); give every node the same file (the server sends a robot that started '
        'from other weights its own model); empty = the checkpoint.',
        TRAINING, none_text=''),
+    _s('workload_options', str, None, "Options of the workload's builder as KEY=VALUE pairs "
+       'separated by semicolons, each value read as rog sim reads --workload-option (a '
+       'number, true/false, text, or a comma-separated list such as hidden=512,256), e.g. '
+       "data_dir=/data;hidden=128 (under ROS 2: workload_options:='data_dir=/data'); on a "
+       'command line also --workload-option KEY=VALUE, repeatable; checked against the '
+       'builder before anything starts; every node takes the same; empty = none.',
+       TRAINING, none_text='', vetting=_workload_options_refusal),
     _s('seed', int, 0, 'Seed of data order and generated traces.', ALL, low=0,
        high=2 ** 31 - 1),
     _s('lr', float, None, "Learning rate; 0 = the workload's own.", TRAINING, low=0.0,
@@ -450,6 +464,42 @@ GROUP_TITLES = {'fleet': 'Fleet settings (identical on every node)',
                 'fleet only': '`rog fleet` and `rog robot` only'}
 
 
+WORKLOAD_OPTION_FLAG = '--workload-option'
+"""A second flag of ``workload_options``: one ``KEY=VALUE`` pair, repeatable (as in rog sim)."""
+
+
+class JoinedPairs(argparse.Action):
+    """
+    Store ``--workload-options TEXT``; each ``--workload-option KEY=VALUE`` adds a pair to it.
+
+    Both flags write the one setting ``workload_options``, its pairs joined with ``;`` in the
+    order given (a key given twice is refused when the text is read, as rog sim refuses it).
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        """Join ``values`` to the pairs given before it on the command line."""
+        before = getattr(namespace, self.dest, None)
+        pairs = [before] if isinstance(before, str) and before.strip() else []
+        setattr(namespace, self.dest, ';'.join(pairs + [values]))
+
+
+def add_workload_options(parser, default, help_text: str) -> None:
+    """
+    Add ``--workload-options TEXT`` and ``--workload-option KEY=VALUE`` (repeatable).
+
+    Both are registered by their full names: argparse would otherwise read
+    ``--workload-option`` as an abbreviation of ``--workload-options`` (one pair replacing,
+    not joining, another). ``default``: argparse.SUPPRESS in the nodes' parsers.
+    """
+    name = BY_NAME['workload_options'].name
+    parser.add_argument(BY_NAME['workload_options'].flag, action=JoinedPairs, dest=name,
+                        default=default, metavar='TEXT', help=help_text)
+    parser.add_argument(WORKLOAD_OPTION_FLAG, action=JoinedPairs, dest=name, default=default,
+                        metavar='KEY=VALUE', help='one pair of --workload-options, repeatable '
+                        '(the spelling of rog sim): --workload-option data_dir=/data '
+                        '--workload-option hidden=512,256')
+
+
 def add_arguments(parser: argparse.ArgumentParser, role: str, suppress: bool = True) -> None:
     """
     Add one flag per setting of ``role``, grouped; help text and range from the declaration.
@@ -465,7 +515,9 @@ def add_arguments(parser: argparse.ArgumentParser, role: str, suppress: bool = T
         text = s.description + (f' Range {s.range_text()}.' if s.range_text() else '')
         text = text.replace('%', '%%') + s.default_text
         kw = {'default': default, 'help': text, 'dest': s.name}
-        if s.kind is bool:
+        if s.name == 'workload_options':
+            add_workload_options(g, default, text)
+        elif s.kind is bool:
             g.add_argument(s.flag, type=s.parse, metavar='{true,false}', **kw)
         else:
             g.add_argument(s.flag, type=str, metavar=s.kind.__name__.upper(), **kw)

@@ -103,6 +103,43 @@ def parse_all(texts, taken=None) -> dict:
     return options
 
 
+def split_text(text) -> list:
+    """
+    Return the ``KEY=VALUE`` pairs of a fleet's ``workload_options`` text (``'a=1;b=x,y'``).
+
+    Pairs are separated by semicolons (a comma stays inside its value: ``hidden=512,256``);
+    empty pieces (a trailing ``;``) are dropped, and None or '' gives no pair.
+    """
+    return [piece.strip() for piece in str(text or '').split(';') if piece.strip()]
+
+
+def from_text(workload: str, text) -> dict:
+    """
+    Return the options of a ``workload_options`` text, parsed and checked against the builder.
+
+    Each pair is read as ``--workload-option`` reads it (:func:`parse_all`, :func:`check`);
+    ValueError (one line) for a malformed pair, a key given twice, an unknown key or a value
+    of the wrong kind.
+    """
+    pairs = split_text(text)
+    options = parse_all(pairs)
+    if options:
+        try:
+            check(workload, options, pairs)
+        except KeyError as err:         # a plug-in's registry
+            raise ValueError(err.args[0] if err.args else str(err)) from None
+    return options
+
+
+def text_error(text) -> str:
+    """Say why a ``workload_options`` text has a malformed pair or a repeated key ('' if none)."""
+    try:
+        parse_all(split_text(text))
+    except ValueError as err:
+        return str(err)
+    return ''
+
+
 def check(workload: str, options: dict, texts=None) -> None:
     """
     Check ``options`` against the builder of ``workload``: names and kinds of values.

@@ -1,0 +1,186 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Workload options for fleets and nodes: the setting ``workload_options`` (``KEY=VALUE;...``).
+
+``rog sim`` took ``--workload-option KEY=VALUE``; ``rog fleet``, ``rog robot`` and the nodes
+took none, so a fleet could not be given its data path or a model size. Tested: the pairs as
+the setting reads them, ``--workload-option`` joined on every parser that takes the setting,
+one-line refusals before anything starts (an unknown key, a value of the wrong kind, a
+malformed pair, nodes that disagree), and a real two-robot fleet of the toy workload with 5
+features (this module starts processes: the check's child and the fleet).
+"""
+
+import json
+import os
+from pathlib import Path
+import subprocess
+import sys
+
+import pytest
+from rog_ros import checks, cli
+from rog_ros.nodes import fleet_progress, params, plan, prepare_workload, rog_server, \
+    rog_worker, settings
+from rog_ros.workloads import options
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_TIMEOUT_S = 300
+
+
+def test_the_setting_reads_semicolon_separated_pairs():
+    """Read pairs split at semicolons, a comma kept in its value, each value as rog sim does."""
+    # Execute
+    pairs = options.split_text(' size=48 ;hidden=512,256;; ')
+    toy = options.from_text('toy', 'features=5;noise=0.5')
+    mpcol = options.from_text('mpcol', 'size=48;hidden=512,256')
+    # Assert
+    assert pairs == ['size=48', 'hidden=512,256']
+    assert toy == {'features': 5, 'noise': 0.5}
+    assert mpcol == {'size': 48, 'hidden': [512, 256]}
+    assert options.split_text(None) == [] and options.from_text('toy', '') == {}
+    assert settings.BY_NAME['workload_options'].parse('') is None       # none_text: not set
+    assert settings.BY_NAME['workload_options'].roles == settings.BY_NAME['workload'].roles
+    assert 'workload_options' in plan.AGREED
+
+
+def _fleet_args(argv: list):
+    """Parse ``rog`` command-line arguments as the rog CLI does."""
+    return cli.build_parser().parse_args(argv)
+
+
+@pytest.mark.parametrize('command', [['fleet'], ['robot', '--role', 'server']])
+def test_repeated_workload_option_flags_join_on_rog_fleet_and_rog_robot(command):
+    """Join every --workload-option (and --workload-options) into one text, in order."""
+    # Execute
+    joined = _fleet_args(command + ['--workload-option', 'features=5',
+                                    '--workload-option', 'classes=3'])
+    mixed = _fleet_args(command + ['--workload-options', 'features=5;noise=0.5',
+                                   '--workload-option', 'classes=3'])
+    none = _fleet_args(command)
+    # Assert
+    assert joined.workload_options == 'features=5;classes=3'
+    assert mixed.workload_options == 'features=5;noise=0.5;classes=3'
+    assert none.workload_options is None
+
+
+@pytest.mark.parametrize('build', [rog_server.build_parser, rog_worker.build_parser])
+def test_nodes_take_both_flags_and_the_ros_parameter(build):
+    """Take the flags on a node's own command line, and -p workload_options:=... above them."""
+    # Prepare
+    parser = build()
+    flags = {o for a in parser._actions for o in a.option_strings}
+    # Execute
+    joined = parser.parse_args(['--workload-option', 'features=5', '--workload-option',
+                                'classes=3'])
+    ros = parser.parse_args(['--workload-option', 'features=5', '--ros-args', '-p',
+                             'workload_options:=features=7;classes=3'])
+    # Assert
+    assert {'--workload-options', '--workload-option'} <= flags     # each by its full name
+    assert joined.workload_options == 'features=5;classes=3'
+    assert ros.workload_options == 'features=7;classes=3'
+    assert parser.parse_args([]).workload_options is None
+
+
+@pytest.mark.parametrize('text, said', [
+    ('feature=5', "toy takes no option 'feature'; it takes batch_size, classes"),
+    ('features=many', "features='many': expected an integer (default 16)"),
+    ('features', "'features' is not KEY=VALUE"),
+    ('features=5;features=6', 'features is given twice'),
+])
+def test_a_fleet_with_bad_options_is_refused_in_one_line(text, said):
+    """Refuse an unknown key, a wrong kind, a malformed pair or a repeated key before a start."""
+    # Execute
+    with pytest.raises(checks.ConfigError) as err:
+        plan.plan(None, {'workload': 'toy', 'workload_options': text})
+    # Assert
+    message = str(err.value)
+    assert message.startswith('workload_options (--workload-options)'), message
+    assert said in message and '\n' not in message
+
+
+def test_nodes_that_disagree_on_the_options_are_refused():
+    """Refuse a parameter file whose server section gives options the workers lack."""
+    # Prepare
+    file_params = {'rog_server': {'workload_options': 'features=5'},
+                   'rog_worker': {'workload_options': 'features=6'}}
+    # Execute
+    with pytest.raises(checks.ConfigError) as err:
+        plan.plan(file_params, {'workload': 'toy'})
+    # Assert
+    assert 'workload_options (--workload-options) differs between the nodes' in str(err.value)
+    assert plan.plan({'/**': {'workload_options': 'features=5'}}, {})[0].parameters[
+        'workload_options'] == 'features=5'
+
+
+def test_a_node_refuses_an_option_its_workload_does_not_take(capsys):
+    """Exit 2 with one usage line when a node is started by hand with an unknown key."""
+    # Prepare
+    parser = rog_worker.build_parser()
+    args = parser.parse_args(['--workload-option', 'feature=5'])
+    # Execute
+    with pytest.raises(SystemExit) as exc:
+        params.check_fleet_args(parser, args)
+    # Assert
+    assert exc.value.code == 2
+    assert "--workload-options: toy takes no option 'feature'" in capsys.readouterr().err
+
+
+def test_the_child_checks_and_builds_with_the_options(capsys):
+    """Run the check and the build of the fleet's child (its main) with a workload_options."""
+    # Execute
+    refused = prepare_workload.main(['toy', '--workload-options', 'feature=5', '--options-only'])
+    said = capsys.readouterr().out
+    built = prepare_workload.main(['toy', '--workload-options', 'features=5'])
+    malformed = prepare_workload.main(['toy', '--options-only'])
+    # Assert
+    assert refused == 2 and "toy takes no option 'feature'" in said
+    assert built == 0 and malformed == 2
+
+
+def test_the_closing_line_loads_the_model_with_the_options(tmp_path):
+    """Name the options in the load_trained hint, given or read from summary.json."""
+    # Prepare
+    (tmp_path / 'model.pt').write_bytes(b'')
+    (tmp_path / 'summary.json').write_text(json.dumps({'workload_options': {'features': 5}}))
+    model = str(tmp_path / 'model.pt')
+    # Execute
+    given = fleet_progress.output_lines(str(tmp_path), 'my_tasks:make', {'data_dir': '/data'})
+    recorded = fleet_progress.output_lines(str(tmp_path), 'toy')
+    # Assert
+    assert f"load_trained('my_tasks:make', {model!r}, data_dir='/data')" in given[0]
+    assert f"load_trained('toy', {model!r}, features=5)" in recorded[0]
+
+
+def test_a_fleet_trains_the_workload_with_its_options(tmp_path):
+    """Run a real two-robot toy fleet with features=5: its summary, model and closing line."""
+    # Prepare
+    pytest.importorskip('cyclonedds')
+    import torch
+    from rog_ros.nodes.model_file import load_trained
+    out = tmp_path / 'run'
+    command = [sys.executable, '-m', 'rog_ros.cli', 'fleet', '--workload', 'toy',
+               '--workload-option', 'features=5', '--workers', '2', '--iterations', '6',
+               '--namespace', f'/rog_test_{os.getpid()}_options', '--out', str(out), '--quiet']
+    # Execute
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                          cwd=ROOT)
+    # Assert
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['workload_options'] == {'features': 5}
+    state = torch.load(str(out / 'model.pt'), map_location='cpu', weights_only=True)
+    assert {k: tuple(v.shape) for k, v in state.items()} == {'weight': (4, 5), 'bias': (4,)}
+    assert sum(p.numel() for p in load_trained('toy', out / 'model.pt', features=5)
+               .parameters()) == 4 * 5 + 4
+    assert f"load_trained('toy', {str(out / 'model.pt')!r}, features=5)" in proc.stdout
