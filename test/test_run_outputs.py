@@ -233,7 +233,8 @@ def _fleet_starts(monkeypatch) -> list:
         def codes(self):
             """Say every node exited 0."""
             return {s.name: 0 for s in self.specs}
-    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare', lambda workload: '')
+    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare',
+                        lambda workload, options=None: '')
     monkeypatch.setattr(fleet, 'Supervisor', Started)
     monkeypatch.setattr(fleet, '_watch', lambda *args: ([], ''))
     for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):

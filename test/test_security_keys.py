@@ -177,7 +177,8 @@ def test_every_node_gets_the_fleets_key_and_the_end_names_it(tmp_path, monkeypat
         monkeypatch.setenv(fleet_key.KEY_ENV, 'ab' * 40)       # below the file: left out
     elif given == 'environment':
         monkeypatch.setenv(fleet_key.KEY_ENV, HEX)
-    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare', lambda workload: '')
+    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare',
+                        lambda workload, options=None: '')
     monkeypatch.setattr(fleet, 'Supervisor', _FakeSupervisor)
     # Execute
     assert cli.main(argv) == 0
@@ -201,7 +202,8 @@ def test_an_interrupted_fleet_names_its_key_too(tmp_path, monkeypatch, capsys):
     # the same command resumes the run: the user needs to know which key it held
     monkeypatch.delenv(fleet_key.KEY_FILE_ENV, raising=False)
     monkeypatch.setenv(fleet_key.KEY_ENV, HEX)
-    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare', lambda workload: '')
+    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare',
+                        lambda workload, options=None: '')
     monkeypatch.setattr(fleet, 'Supervisor', _FakeSupervisor)
 
     def ctrl_c(*args, **kwargs):
