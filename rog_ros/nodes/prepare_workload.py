@@ -17,6 +17,8 @@ Build (and cache) a fleet's workload once, in a process of its own, before the n
 It also checks a run's starting weights (``init_model``) there: that check builds the workload
 and reads the file, and it runs in every process that checks a fleet's settings (``rog fleet``,
 ``rog robot``, a launch file's process), which then held torch and the workload for the run.
+So does the check of the builder's options (``workload_options``, ``--options-only``): reading
+the builder's signature imports its module, and torch with it.
 
 ``rog fleet`` prepares the workload before its nodes start, so that they do not all generate
 the data and pre-train at the same time on a first run. It does so in a child process: the
