@@ -275,6 +275,14 @@ def test_random_cdr_bytes_decode_or_raise_decode_error(type_name, data):
 
 
 @pytest.mark.parametrize('type_name', TYPES)
+def test_no_bytes_at_all_are_a_decode_error(type_name):
+    # the binding decoded an empty sample as a message of zeros (a TrainStatus of them
+    # reached the server's status table)
+    with pytest.raises(convert.DecodeError, match='shorter than a CDR header'):
+        convert.decode(idl.dds_type(type_name), b'')
+
+
+@pytest.mark.parametrize('type_name', TYPES)
 @fuzz_settings(40)
 @given(data=st.data())
 def test_random_fields_survive_the_wire_or_are_refused_by_the_sender(type_name, data):

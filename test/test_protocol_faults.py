@@ -28,8 +28,9 @@ import torch
 ROW = RowScaledSign.codec_id    # the default codec (the fixtures' 'row')
 
 
-def end_chunk(sender, tid, clock=1, inc=0):
-    return RowChunk(transfer_id=tid, seq=0, sender=sender, receiver=SERVER, kind=KIND_GRAD,
+def end_chunk(sender, tid, clock=1, inc=0, seq=0):
+    """Return the END of a transfer (``seq``: how many data chunks its sender sent)."""
+    return RowChunk(transfer_id=tid, seq=seq, sender=sender, receiver=SERVER, kind=KIND_GRAD,
                     clock=clock, flags=FLAG_END, codec=ROW, incarnation=inc)
 
 
@@ -144,7 +145,7 @@ def test_identity_rows_are_checked_before_they_are_written():
     server.on_message(row_chunk(layout, seq=0, row=0, codec=0), 0.0)
     server.on_message(row_chunk(layout, seq=1, row=1, codec=0, payload=bad.tobytes()), 0.0)
     assert server.rejects == 1
-    server.on_message(end_chunk(0, 1), 0.0)
+    server.on_message(end_chunk(0, 1, seq=2), 0.0)      # (the sender sent chunks 0 and 1)
     assert bool(torch.isfinite(server.w_srv).all())
     assert int(server.versions.v[1, 0]) == 0 and int(server.versions.v[0, 0]) == 1
 

@@ -279,3 +279,25 @@ def test_a_whole_pickled_model_is_named_as_such_on_jetpacks_torch_too():
                  'torch.nn.modules.linear.Linear was not an allowed global'):
         line = _unreadable('m.pt', RuntimeError(text))
         assert 'holds Python objects' in line and 'torch.nn.modules.linear.Linear' in line
+
+
+def test_a_status_of_no_run_the_server_knows_sends_no_model():
+    """A status names the run that sent it: one of another run must not cost a whole model."""
+    from types import SimpleNamespace
+    from rog_ros.nodes.server_node import ServerNode
+    from rog_ros.protocol import messages as m
+    sent = []
+    node = SimpleNamespace(
+        engine=SimpleNamespace(worker_inc=[111, 222],
+                               resync=lambda rank, info: sent.append(rank) or []),
+        _resynced={}, recorder=SimpleNamespace(extra={}),
+        training=SimpleNamespace(fingerprint='aaaaaaaaaaaa'),
+        driver=SimpleNamespace(handle=lambda actions, now: None, clock=lambda: 0.0))
+    for incarnation in range(1000, 1100):      # a hundred runs nobody started
+        ServerNode._started_apart(node, m.TrainStatus(node=0, stamp=0.0, incarnation=incarnation,
+                                                      start_model='bbbbbbbbbbbb'))
+    assert sent == [] and node._resynced == {}
+    for _ in range(3):                          # the engine's run: once
+        ServerNode._started_apart(node, m.TrainStatus(node=0, stamp=0.0, incarnation=111,
+                                                      start_model='bbbbbbbbbbbb'))
+    assert sent == [0] and node._resynced == {0: 111}

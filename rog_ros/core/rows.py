@@ -248,9 +248,15 @@ class RowLayout:
         return out
 
     def mask_rows_(self, flat: torch.Tensor, row_mask: torch.Tensor) -> torch.Tensor:
-        """Zero every row of ``flat`` whose mask is False (in place)."""
+        """
+        Zero every row of ``flat`` whose mask is False (in place).
+
+        Filled, not multiplied by the mask: a row left out holds whatever its incomplete
+        transfer put there, and NaN times 0 is NaN (one NaN fragment of a row that never
+        completed made the server's model NaN).
+        """
         for m, g in zip(self.expand_rows(row_mask), self.group_views(flat)):
-            g.mul_(m)
+            g.masked_fill_(~m, 0.0)
         return flat
 
     def gather_rows(self, flat: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

@@ -177,7 +177,7 @@ class ServerNode:
         self.status = {}             # worker rank -> newest TrainStatus
         self.bad_statuses = 0        # TrainStatus dropped for numbers out of range
         self.status_notes = RejectNotes(limit=4)   # apart: they must not use up the others'
-        self._resynced = set()       # (rank, incarnation) started apart, sent our model
+        self._resynced = {}          # rank -> its run (incarnation) we sent our model to
         # this process's id on its statuses where the engine has none (the push systems')
         self.run_id = new_incarnation()
         self.t0 = None
@@ -525,10 +525,14 @@ class ServerNode:
         It would otherwise add every update to its own copy and train apart all run long.
         The engines of the reference push systems cannot send a model: they only say so.
         """
-        key = (msg.node, msg.incarnation)
-        if key in self._resynced:
+        known = getattr(self.engine, 'worker_inc', None)
+        if known is not None and int(msg.incarnation) != int(known[msg.node]):
+            # not the run whose messages the engine takes (yet): a status of an older run, or
+            # one no run of that robot sent, would make us send whole models on its word
             return
-        self._resynced.add(key)
+        if self._resynced.get(msg.node) == msg.incarnation:
+            return
+        self._resynced[msg.node] = msg.incarnation        # (one entry per robot)
         info = {'fingerprint': msg.start_model, 'server': self.training.fingerprint}
         self.recorder.extra.setdefault('started_apart', {})[str(msg.node)] = msg.start_model
         resync = getattr(self.engine, 'resync', None)
@@ -585,7 +589,10 @@ class ServerNode:
             'final_model_missed': getattr(e, 'final_missed', 0),
             # robots out and silent when the others had finished, stopped so the run could end
             'workers_let_go': getattr(e, 'let_go', 0),
-            'workload_options': dict(getattr(self.training, 'options', None) or {}),
+            # (only when given, as rog sim's: a report keeps runs apart that record other
+            # settings, and fleets made before this recorded none)
+            **({'workload_options': dict(self.training.options)}
+               if getattr(self.training, 'options', None) else {}),
         })
         if hasattr(e, 'stats'):     # a push system's own figures (bytes per push, staleness)
             rec.extra.update(e.stats())

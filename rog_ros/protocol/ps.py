@@ -458,6 +458,9 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 raise MessageError(f'clock {msg.clock} outside [0, {self.max_clock}]')
             if not msg.flags & (FLAG_END | FLAG_JOIN | FLAG_REQUEST):
                 check_chunk(msg, self.layout, self.codec, self.receiver.row_nbytes)
+            if msg.flags & FLAG_REQUEST and self.slots is None:
+                # (refused later too: here, before a new run of its sender retires the old)
+                raise MessageError('transfer-slot request, but this server schedules no slots')
         elif isinstance(msg, TransferAck) and msg.receiver != SERVER:
             raise MessageError('ack not addressed to the server')
 
@@ -547,6 +550,11 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 if chunk.flags & FLAG_END:
                     return [Send(s, self._answer_end(s, chunk.incarnation, chunk, now))]
                 return [Log('superseded', 1.0, s, {'from': 'before its rejoin'})]
+        if self.stopped[s] and self._new_push_after_stop(s, chunk):
+            # A push of a worker we stopped (its budget done, or let go): applied, it changed
+            # the model after that worker's end, and after the fleet's end the final model
+            # the robots hold. (A repeated END of a push we applied gets its final ack.)
+            return self._answer_stopped(s) if chunk.flags & FLAG_END else []
         acks, closed = self.receiver.on_chunk(chunk, now)
         out = [Send(s, a) for a in acks]
         if closed is not None:
@@ -563,6 +571,20 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             out.append(Log('pull_repeated', 1.0, s, {'clock': int(chunk.clock)}))
             out += self._resume_pull(s, int(chunk.clock), now)
         return out
+
+    def _new_push_after_stop(self, s: int, chunk: RowChunk) -> bool:
+        """
+        Tell whether ``chunk`` of stopped worker s belongs to a push it began after its stop.
+
+        Not: a copy of a push we closed (its final ack is repeated), and, until the fleet
+        finished, a push open before the stop or late rows of an earlier push.
+        """
+        inc, tid = chunk.incarnation, chunk.transfer_id
+        if self.receiver.cached_answer(s, inc, tid) is not None:
+            return False
+        if self.finished:
+            return True
+        return not chunk.flags & FLAG_LATE and (s, inc, tid) not in self.receiver.open
 
     def _waits_after_its_pull(self, s: int, end: RowChunk, now: float) -> bool:
         """

@@ -419,6 +419,8 @@ class IncomingTransfer:
                            if self.per_row_scales else None)
         self.seqs: set[int] = set()
         self.fragments: dict[int, list] = {}   # fragmented row -> its chunks' seqs
+        self.spans: dict[int, list] = {}       # fragmented row -> its (offset, end) received
+        self.end_seq = None                    # the END's seq: chunks sent number 0..end_seq-1
         self.bytes = 0
         self.first_time = now
         self.last_time = now
@@ -431,13 +433,24 @@ class IncomingTransfer:
             return False
         rows, tids, scales, payload = check_chunk(chunk, self.layout, self.codec,
                                                   self.row_nbytes)
-        # Everything is validated: from here on nothing can fail half-way.
+        # A sender's chunk k always carries the same rows (its plan): data that another seq
+        # of this transfer brought already is no copy of ours. Counted twice, a row was
+        # "complete" with bytes never sent in it (and decoded them as updates).
         if chunk.flags & FLAG_FRAGMENT:
             r, off = int(rows[0]), int(chunk.frag_offset)
+            end = off + payload.size
+            if (r not in self.spans and self.have[r]) or any(
+                    lo < end and off < hi for lo, hi in self.spans.get(r, ())):
+                raise MessageError(f'fragment of row {r} overlaps data the transfer has')
+        elif self.have[rows].any():
+            raise MessageError('chunk carries rows the transfer has from another chunk')
+        # Everything is validated: from here on nothing can fail half-way.
+        if chunk.flags & FLAG_FRAGMENT:
             start = int(self.row_offset[r]) + off
             self.buf[start:start + payload.size] = payload
             self.have[r] += payload.size
             self.fragments.setdefault(r, []).append(int(chunk.seq))
+            self.spans.setdefault(r, []).append((off, end))
         else:
             self.bytes_of.scatter(self.buf, rows, payload)
             self.have[rows] += self.row_nbytes[rows]
@@ -468,6 +481,12 @@ class IncomingTransfer:
         The scales are per row [M] if ``per_row_scales`` (decode with ``per_row=True``),
         else per tensor [T].
         """
+        if self.end_seq is not None and self.seqs and max(self.seqs) >= self.end_seq:
+            # a chunk numbered beyond the sender's last one is not the sender's: which rows
+            # it brought cannot be told apart, so nothing counts (the sender keeps them all)
+            self.seqs.clear()
+            self.have[:] = 0
+            self.fragments.clear()
         complete = self.have == self.row_nbytes
         if self.row_scales is not None:
             complete &= np.isfinite(self.row_scales)
@@ -524,6 +543,8 @@ def check_chunk(chunk: RowChunk, layout: RowLayout, codec: RowCodec, row_nbytes:
         raise MessageError('tensor_ids/scales malformed')
     if not np.all(np.isfinite(scales)):
         raise MessageError('non-finite scale')
+    if (scales < 0).any():          # (a mean magnitude, or 1: negative flips every sign)
+        raise MessageError('negative scale')
     payload = np.frombuffer(chunk.payload, dtype=np.uint8)
     if chunk.flags & FLAG_FRAGMENT:
         if rows.size != 1:
@@ -614,7 +635,10 @@ class Receiver:
                                       now=now, incarnation=inc,
                                       flags=chunk.flags & ~(FLAG_END | FLAG_FRAGMENT))
         if chunk.flags & FLAG_END:
+            if chunk.clock != inc_tr.clock or chunk.kind != inc_tr.kind:
+                raise MessageError('END clock/kind differs from its transfer')
             self.open.pop(key, None)
+            inc_tr.end_seq = int(chunk.seq)
             return [], inc_tr
         fresh = inc_tr.on_chunk(chunk, now)
         self.open[key] = inc_tr

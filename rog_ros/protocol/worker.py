@@ -96,6 +96,10 @@ NONFINITE_LIMIT = 5
 and computed again (a bad batch); the same model failing this often will not recover, and a
 worker that went on would compute for ever without a step (``rog fleet --lr 1e12`` did)."""
 
+MAX_COMPUTE_SLEEP_S = 60.0
+"""Most idle time a Schedule may ask for before a computation (compute equalisation idles a
+fast robot for a fraction of an iteration; a larger value only parks a robot)."""
+
 
 class WorkerEngine(OverlapMixin, RejoinMixin):
     """
@@ -656,6 +660,11 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             raise MessageError('schedule for another worker')
         if not math.isfinite(msg.push_deadline_s) or not math.isfinite(msg.compute_sleep_s):
             raise MessageError('non-finite schedule')
+        if msg.compute_sleep_s > MAX_COMPUTE_SLEEP_S:
+            # (equalising compute times idles a fast robot for a fraction of an iteration;
+            # a day of sleep parked the robot for good)
+            raise MessageError(f'compute sleep of {msg.compute_sleep_s:g} s, above '
+                               f'{MAX_COMPUTE_SLEEP_S:g} s')
         if len(msg.urgent_rows):
             validate_ranges(np.asarray(msg.urgent_rows, dtype=np.int64), self.layout.n_rows,
                             'urgent rows')

@@ -107,6 +107,11 @@ def decode(data_type, data: bytes):
     (truncation, absurd lengths, bad UTF-8, wrong type) raises :class:`DecodeError` and
     nothing else, so a malformed sample can never end a node's loop.
     """
+    if len(data) < 4:
+        # (the binding decodes no bytes at all as a message of zeros; any real sample has
+        # at least its 4-byte encapsulation header)
+        raise DecodeError(f'undecodable {getattr(data_type, "__name__", data_type)}: '
+                          f'{len(data)} bytes, shorter than a CDR header')
     try:
         return from_sample(data_type.deserialize(data))
     except Exception as exc:  # noqa: B902 - any malformed input becomes one error type

@@ -64,7 +64,7 @@ class Identity(RowCodec):
 
 
 def _masked(layout, out: torch.Tensor, row_mask: torch.Tensor | None) -> torch.Tensor:
-    """Zero the rows outside ``row_mask`` (a debugging codec: a plain multiply will do)."""
+    """Zero the rows outside ``row_mask`` (whatever they hold, NaN included)."""
     if row_mask is None:
         return out
     if layout.whole_model:

@@ -1,0 +1,257 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Near-valid messages a fuzzer of the engines found harmful, one test each.
+
+Each case was a message that a receiver took although its sender could never have sent it:
+a fragment counted twice, a chunk numbered past its transfer's END, an END of another clock,
+a NaN in a row that never completed, a push of a worker that had been stopped. Every one
+now leaves the model as it was, and no worker waits for ever.
+"""
+
+import copy
+
+import numpy as np
+from rog_ros.core.compress import make_codec
+from rog_ros.core.rows import RowLayout
+from rog_ros.protocol import messages as m
+from rog_ros.protocol.actions import Send
+from rog_ros.protocol.policies import make_policy
+from rog_ros.protocol.ps import ServerEngine
+from rog_ros.protocol.worker import WorkerEngine
+import torch
+
+SHAPES = [(16, 3, 3, 3), (16,), (32, 16, 3, 3), (32,), (10, 32), (10,)]
+
+
+def _fleet(codec='row_sign', chunk_bytes=256, **server_options):
+    """Return a rog:4 server engine and its two workers, started, on a small CNN layout."""
+    policy, coder = make_policy('rog:4'), make_codec(codec)
+    layout = RowLayout(SHAPES)
+    w0 = torch.zeros(layout.n_params)
+    server = ServerEngine(layout, coder, policy, 2, w0, lr=0.1, chunk_bytes=chunk_bytes,
+                          **server_options)
+    workers = [WorkerEngine(r, 2, layout, coder, policy, w0, chunk_bytes=chunk_bytes)
+               for r in range(2)]
+    for w in workers:
+        w.start(0.0)
+    return server, workers
+
+
+def _deliver(server, workers, queue, now, intercept=None):
+    """Deliver ``queue``'s sends and everything they cause; ``intercept(msg)`` -> keep it."""
+    uplink = []
+    while queue:
+        send = queue.pop(0)
+        if intercept is not None and not intercept(send.msg):
+            continue
+        if send.dest == m.SERVER:
+            uplink.append(copy.deepcopy(send.msg))
+            out = server.on_message(send.msg, now)
+        else:
+            out = workers[send.dest].on_message(send.msg, now)
+        queue += [a for a in out if isinstance(a, Send)]
+    return uplink
+
+
+def _iterate(server, workers, gen, now, intercept=None):
+    """Run one iteration of both workers (random gradients); return the uplink messages."""
+    queue = [a for w in workers
+             for a in w.on_compute_done(torch.randn(w.w.numel(), generator=gen), now)
+             if isinstance(a, Send)]
+    return _deliver(server, workers, queue, now, intercept)
+
+
+def _tick(server, workers, start, seconds):
+    """Tick every engine every 50 ms for ``seconds`` (retries, pokes); return the time."""
+    now = start
+    for _ in range(int(seconds / 0.05)):
+        now += 0.05
+        queue = [a for e in [*workers, server] for a in e.on_tick(now) if isinstance(a, Send)]
+        _deliver(server, workers, queue, now)
+    return now
+
+
+def _chunk(server, workers, rank, **fields):
+    """Return a RowChunk of worker ``rank`` to the server with the engines' incarnations."""
+    head = {'transfer_id': 10 ** 4, 'sender': rank, 'receiver': m.SERVER,
+            'kind': m.KIND_GRAD, 'clock': server.clock[rank], 'codec': 2,
+            'incarnation': workers[rank].incarnation,
+            'target_incarnation': server.incarnation}
+    return m.RowChunk(**{**head, **fields})
+
+
+def test_one_fragment_counted_twice_is_refused_and_applies_nothing():
+    # the same 11 bytes of a 22-byte row under seqs 0 and 1 made the row "complete": the
+    # 11 bytes never sent decoded as sign bits and were applied
+    server, workers = _fleet('row_sign', chunk_bytes=16)
+    _iterate(server, workers, torch.Generator().manual_seed(5), 0.0)
+    row = 36
+    assert int(server.receiver.row_nbytes[row]) == 22
+    before, rejects = server.w_srv.clone(), server.rejects
+    fragment = np.float32(1.0).tobytes() + b'\xff' * 7
+    tensor = np.array([int(server.layout.row_tensor[row])], np.uint32)
+    for seq in (0, 1):
+        server.on_message(_chunk(server, workers, 0, seq=seq, flags=m.FLAG_FRAGMENT,
+                                 frag_offset=0, payload=fragment, tensor_ids=tensor,
+                                 scales=np.ones(1, np.float32),
+                                 row_ranges=np.array([row, row + 1], np.uint32)), 1.0)
+    out = server.on_message(_chunk(server, workers, 0, seq=2, flags=m.FLAG_END), 1.0)
+    assert server.rejects == rejects + 1
+    finals = [a.msg for a in out if isinstance(a, Send) and a.msg.TYPE == 'TransferAck']
+    # half a row is acked as nothing: the sender keeps the row for its next push
+    assert [list(f.chunk_ranges) for f in finals] == [[]]
+    assert torch.equal(server.w_srv, before)        # the half row is not applied
+
+
+def test_a_chunk_carrying_rows_of_another_chunk_is_refused():
+    server, workers = _fleet('scaled_sign')
+    gen = torch.Generator().manual_seed(1)
+    _iterate(server, workers, gen, 0.0)
+    copies = []
+
+    def copy_first_data_chunk(msg):
+        """Send a copy of worker 1's first data chunk under another seq, before it."""
+        if not copies and msg.TYPE == 'RowChunk' and msg.sender == 1 and \
+                not msg.flags & m.FLAG_END and msg.receiver == m.SERVER:
+            copies.append(copy.deepcopy(msg))
+            copies[0].seq = msg.seq + 1000
+            server.on_message(copies[0], 1.0)
+        return True
+    rejects = server.rejects
+    _iterate(server, workers, gen, 1.0, copy_first_data_chunk)
+    # the copy came first and opened the transfer; the real chunk carries the same rows
+    assert copies and server.rejects == rejects + 1
+
+
+def test_a_chunk_numbered_past_the_end_leaves_no_worker_waiting():
+    # an ack naming chunk 40 of a 10-chunk push was refused by the worker, whose END
+    # retries got the same answer for ever: it stayed in 'pushing' although the server
+    # had applied the push
+    server, workers = _fleet('scaled_sign')
+    gen = torch.Generator().manual_seed(1)
+    _iterate(server, workers, gen, 0.0)
+    state = {'done': False}
+
+    def renumbered_copy(msg):
+        """Send the server a copy of worker 1's first data chunk numbered 40, then it."""
+        if not state['done'] and msg.TYPE == 'RowChunk' and msg.sender == 1 and \
+                not msg.flags & m.FLAG_END and msg.receiver == m.SERVER:
+            state['done'] = True
+            other = copy.deepcopy(msg)
+            other.seq = 40
+            server.on_message(other, 1.0)
+        return True
+    _iterate(server, workers, gen, 1.0, renumbered_copy)
+    _tick(server, workers, 1.0, 20.0)
+    assert state['done']
+    assert workers[1].push is None and workers[1].state != 'pushing'
+    assert min(server.clock) >= 2
+
+
+def test_an_end_of_another_clock_does_not_close_the_transfer():
+    server, workers = _fleet('scaled_sign')
+    gen = torch.Generator().manual_seed(2)
+    _iterate(server, workers, gen, 0.0)
+    rejects, seen = server.rejects, []
+
+    def shifted_end(msg):
+        """Send worker 0's END once with a clock 2000 ahead, then the real one."""
+        if not seen and msg.TYPE == 'RowChunk' and msg.sender == 0 and \
+                msg.flags & m.FLAG_END and msg.receiver == m.SERVER:
+            seen.append(copy.deepcopy(msg))
+            seen[0].clock += 2000
+            server.on_message(seen[0], 1.0)
+        return True
+    _iterate(server, workers, gen, 1.0, shifted_end)
+    assert seen and server.rejects == rejects + 1
+    assert server.clock[0] == 2                     # the real END closed it at its clock
+
+
+def test_a_nan_fragment_of_a_row_that_never_completed_leaves_the_model_finite():
+    # the identity codec zeroed the rows left out by multiplying by the mask: NaN x 0 = NaN
+    server, workers = _fleet('identity')
+    gen = torch.Generator().manual_seed(5)
+    _iterate(server, workers, gen, 0.0)
+    state = {'done': False}
+
+    def nan_fragment(msg):
+        """Replace the first fragment worker 0 sends by NaN floats."""
+        if not state['done'] and msg.TYPE == 'RowChunk' and msg.sender == 0 and \
+                msg.flags & m.FLAG_FRAGMENT:
+            state['done'] = True
+            msg.payload = b'\xff' * len(msg.payload)
+        return True
+    _iterate(server, workers, gen, 1.0, nan_fragment)
+    assert state['done']
+    assert bool(torch.isfinite(server.w_srv).all())
+
+
+def test_a_push_of_a_stopped_worker_changes_nothing():
+    server, workers = _fleet('row_sign', max_iterations=1)
+    uplink = _iterate(server, workers, torch.Generator().manual_seed(0), 0.0)
+    assert server.finished and all(server.stopped)
+    model, clock = server.w_srv.clone(), list(server.clock)
+    for msg in [x for x in uplink if x.TYPE == 'RowChunk' and x.sender == 0]:
+        msg = copy.deepcopy(msg)
+        msg.transfer_id += 7
+        msg.clock = 2
+        out = server.on_message(msg, 5.0)
+        if msg.flags & m.FLAG_END:      # answered with the stop order
+            assert [a.msg.stop for a in out if isinstance(a, Send)] == [True]
+    assert torch.equal(server.w_srv, model) and server.clock == clock
+
+
+def test_a_negative_scale_is_refused():
+    # a scale is a mean magnitude (or 1): negative, it flipped every sign of its rows
+    server, workers = _fleet('scaled_sign')
+    _iterate(server, workers, torch.Generator().manual_seed(3), 0.0)
+    before, rejects = server.w_srv.clone(), server.rejects
+    row = 0
+    size = int(server.receiver.row_nbytes[row])
+    out = server.on_message(_chunk(server, workers, 0, seq=0, codec=server.codec.codec_id,
+                                   payload=bytes(size), tensor_ids=np.array([0], np.uint32),
+                                   scales=np.array([-1.0], np.float32),
+                                   row_ranges=np.array([row, row + 1], np.uint32)), 1.0)
+    assert [a.info for a in out] == [{'error': 'negative scale'}]
+    assert server.rejects == rejects + 1 and not server.receiver.open
+    assert torch.equal(server.w_srv, before)
+
+
+def test_a_schedule_asking_for_a_day_of_sleep_is_refused():
+    server, workers = _fleet()
+    _iterate(server, workers, torch.Generator().manual_seed(4), 0.0)
+    worker = workers[0]
+    rejects, sleep = worker.rejects, worker.compute_sleep_s
+    worker.on_message(m.Schedule(worker=0, clock=worker.clock, push_deadline_s=-1.0,
+                                 compute_sleep_s=86400.0,
+                                 incarnation=server.incarnation,
+                                 target_incarnation=worker.incarnation), 1.0)
+    assert worker.rejects == rejects + 1 and worker.compute_sleep_s == sleep
+
+
+def test_a_refused_slot_request_leaves_the_workers_run_in_place():
+    # a rog server schedules no slots: the request was refused after its new incarnation had
+    # retired the worker's live run, whose next push was then dropped as superseded
+    server, workers = _fleet()
+    gen = torch.Generator().manual_seed(0)
+    _iterate(server, workers, gen, 0.0)
+    live, rejects = server.worker_inc[0], server.rejects
+    server.on_message(m.RowChunk(transfer_id=5, seq=0, sender=0, receiver=m.SERVER,
+                                 kind=m.KIND_GRAD, clock=1, flags=m.FLAG_REQUEST, codec=2,
+                                 incarnation=12345), 1.0)
+    assert server.rejects == rejects + 1
+    assert server.worker_inc[0] == live and live not in server.retired[0]
+    _iterate(server, workers, gen, 1.1)
+    assert server.superseded == 0 and server.clock == [2, 2]
