@@ -255,3 +255,15 @@ def test_a_refused_slot_request_leaves_the_workers_run_in_place():
     assert server.worker_inc[0] == live and live not in server.retired[0]
     _iterate(server, workers, gen, 1.1)
     assert server.superseded == 0 and server.clock == [2, 2]
+
+
+def test_the_join_book_keeps_only_runs_the_engine_knows():
+    # every made-up run of a worker left an entry: 20,000 acks, 20,001 entries
+    server, workers = _fleet()
+    _iterate(server, workers, torch.Generator().manual_seed(0), 0.0)
+    for i in range(200):
+        server.on_message(m.TransferAck(transfer_id=0, sender=0, receiver=m.SERVER, seq=0,
+                                        incarnation=1000 + i), 1.0)
+    assert server.worker_inc[0] == 1199
+    assert set(server.join_tid[0]) <= {1199, *server.retired[0]}
+    assert len(server.join_tid[0]) <= 1 + len(server.retired[0]) <= 9

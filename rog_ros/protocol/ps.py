@@ -383,12 +383,12 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             if not int(msg.target_incarnation):
                 # It never heard of any server run: a fresh start with nothing to resend (a
                 # restored worker knows a server run and JOINs before its pushes count).
-                self.join_tid[r][inc] = -1
+                self._joined(r, inc, -1)
         elif not known:
             self._precheck(msg)
             self.worker_inc[r] = inc
             if not int(msg.target_incarnation):
-                self.join_tid[r][inc] = -1
+                self._joined(r, inc, -1)
         target = int(msg.target_incarnation)
         if target and target != self.incarnation:
             # Addressed to an earlier run of this server: apply nothing, tell it we restarted.
@@ -448,6 +448,19 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             self.slots.request(r, 'pull', clock, now)
             return self._dispatch_slots(now)
         return self._try_serve(r, now)
+
+    def _joined(self, r: int, inc: int, transfer_id: int) -> None:
+        """
+        Note the newest push run ``inc`` of worker r had sent when it joined this run.
+
+        The book keeps the runs the engine knows of r (its live one and the retired ones):
+        one entry per run that ever spoke grew it without bound (20,000 acks, 20,001 entries).
+        """
+        book = self.join_tid[r]
+        book[inc] = transfer_id
+        keep = {self.worker_inc[r], *self.retired[r]}
+        for old in [k for k in book if k not in keep]:
+            del book[old]
 
     def _precheck(self, msg) -> None:
         """Stateless validation of a message from an unknown incarnation (before a reset)."""
@@ -516,8 +529,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             lo, hi = (int(x) for x in chunk.tensor_ids)
             return [Send(s, self._hello(s, lo | hi << 32))]
         if chunk.flags & FLAG_JOIN:
-            book = self.join_tid[s]
-            book[chunk.incarnation] = max(book.get(chunk.incarnation, -1), chunk.transfer_id)
+            self._joined(s, chunk.incarnation, max(
+                self.join_tid[s].get(chunk.incarnation, -1), chunk.transfer_id))
             # A (re)joining worker holds a model we do not know: its next pull is a snapshot.
             join = (chunk.incarnation, chunk.transfer_id, chunk.clock)
             out = [Send(s, self._hello(s, 0, chunk.transfer_id))]
