@@ -235,13 +235,8 @@ class Workload:
         label it never saw, a size it did not expect) ended ``rog sim`` in a traceback into
         torch; the line of the user's file that raised is what they need.
         """
-        try:
-            return call()
-        except Exception as err:
-            from rog_ros.workloads.self_check import where
-            message = ' '.join(str(err).split()) or '(no message)'
-            raise ValueError(f'workload {self.users_code or self.name}: {what} failed: '
-                             f'{type(err).__name__}: {message}{where(err)}') from err
+        from rog_ros.workloads.self_check import run_users_code
+        return run_users_code(self.users_code or self.name, what, call)
 
     @torch.no_grad()
     def evaluate(self, model, chunk=2048, max_samples=None):

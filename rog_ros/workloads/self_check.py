@@ -63,18 +63,18 @@ def _check(name: str, wl) -> None:
         if len(x) != len(y):
             raise ValueError(f'workload {name}: its {what} has {len(x)} inputs and {len(y)} '
                              'labels')
-    model = _attempt(name, 'building its start model', wl.make_model)
+    model = run_users_code(name, 'building its start model', wl.make_model)
     inputs, targets = _few(wl, wl._eval_x, wl._eval_y)[0]
-    outputs = _attempt(name, 'running its start model on a few held-out samples',
-                       lambda: _outputs(model, inputs))
+    outputs = run_users_code(name, 'running its start model on a few held-out samples',
+                             lambda: _outputs(model, inputs))
     if wl._loss_fn in (cross_entropy, F.cross_entropy) and outputs.dim() >= 2:
         classes = int(outputs.shape[-1])
         for what, y in (('training', wl._train_y), ('evaluation', wl._eval_y)):
             _check_labels(name, what, y, classes)
-    _attempt(name, 'evaluating its start model on a few held-out samples',
-             lambda: (wl._loss_fn(outputs, targets), wl._correct_fn(outputs, targets)))
-    loss = _attempt(name, 'the loss of its start model on a few training samples',
-                    lambda: wl.loss(model, _few(wl, wl._train_x, wl._train_y)[0]))
+    run_users_code(name, 'evaluating its start model on a few held-out samples',
+                   lambda: (wl._loss_fn(outputs, targets), wl._correct_fn(outputs, targets)))
+    loss = run_users_code(name, 'the loss of its start model on a few training samples',
+                          lambda: wl.loss(model, _few(wl, wl._train_x, wl._train_y)[0]))
     if not torch.is_tensor(loss) or loss.dim() != 0:
         shape = tuple(loss.shape) if torch.is_tensor(loss) else type(loss).__name__
         raise ValueError(f'workload {name}: its loss must be a scalar tensor (got {shape})')
@@ -113,8 +113,13 @@ def _check_labels(name, what, y, classes) -> None:
                          f'(the model has {classes} outputs; labels span {low}..{high})')
 
 
-def _attempt(name: str, what: str, call):
-    """Return ``call()``; what it raises becomes one ValueError line saying where."""
+def run_users_code(name: str, what: str, call):
+    """
+    Return ``call()``; what it raises becomes one ValueError line saying where.
+
+    ``name``: the workload as the user named it; ``what``: what was being done
+    (``evaluating the model``). The line ends with the user's file and line (`where`).
+    """
     try:
         return call()
     except Exception as err:
