@@ -73,6 +73,41 @@ def _iterate(server, workers, gen, now, intercept=None):
     return _deliver(server, workers, queue, now, intercept)
 
 
+def _once(sender, wanted, act):
+    """
+    Return ``(intercept, acted)``: ``act(msg)`` on the first uplink chunk ``wanted`` of it.
+
+    ``intercept`` is `_deliver`'s: it lets every message through after ``act`` ran on it;
+    ``acted`` lists the messages ``act`` ran on (one at most).
+    """
+    acted = []
+
+    def intercept(msg):
+        """Run ``act`` on the first matching chunk; deliver every message."""
+        if not acted and msg.TYPE == 'RowChunk' and msg.sender == sender and \
+                msg.receiver == m.SERVER and wanted(msg):
+            acted.append(msg)
+            act(msg)
+        return True
+    return intercept, acted
+
+
+def _data(msg):
+    """Tell whether ``msg`` is a data chunk (not an END)."""
+    return not msg.flags & m.FLAG_END
+
+
+def _copy_to(server, **changes):
+    """Return an act that sends the server a copy of the chunk with ``changes``, first."""
+    def act(msg):
+        """Send the changed copy before the chunk itself."""
+        other = copy.deepcopy(msg)
+        for name, value in changes.items():
+            setattr(other, name, value(msg) if callable(value) else value)
+        server.on_message(other, 1.0)
+    return act
+
+
 def _tick(server, workers, start, seconds):
     """Tick every engine every 50 ms for ``seconds`` (retries, pokes); return the time."""
     now = start
@@ -119,20 +154,11 @@ def test_a_chunk_carrying_rows_of_another_chunk_is_refused():
     server, workers = _fleet('scaled_sign')
     gen = torch.Generator().manual_seed(1)
     _iterate(server, workers, gen, 0.0)
-    copies = []
-
-    def copy_first_data_chunk(msg):
-        """Send a copy of worker 1's first data chunk under another seq, before it."""
-        if not copies and msg.TYPE == 'RowChunk' and msg.sender == 1 and \
-                not msg.flags & m.FLAG_END and msg.receiver == m.SERVER:
-            copies.append(copy.deepcopy(msg))
-            copies[0].seq = msg.seq + 1000
-            server.on_message(copies[0], 1.0)
-        return True
+    intercept, copied = _once(1, _data, _copy_to(server, seq=lambda msg: msg.seq + 1000))
     rejects = server.rejects
-    _iterate(server, workers, gen, 1.0, copy_first_data_chunk)
+    _iterate(server, workers, gen, 1.0, intercept)
     # the copy came first and opened the transfer; the real chunk carries the same rows
-    assert copies and server.rejects == rejects + 1
+    assert copied and server.rejects == rejects + 1
 
 
 def test_a_chunk_numbered_past_the_end_leaves_no_worker_waiting():
@@ -142,20 +168,10 @@ def test_a_chunk_numbered_past_the_end_leaves_no_worker_waiting():
     server, workers = _fleet('scaled_sign')
     gen = torch.Generator().manual_seed(1)
     _iterate(server, workers, gen, 0.0)
-    state = {'done': False}
-
-    def renumbered_copy(msg):
-        """Send the server a copy of worker 1's first data chunk numbered 40, then it."""
-        if not state['done'] and msg.TYPE == 'RowChunk' and msg.sender == 1 and \
-                not msg.flags & m.FLAG_END and msg.receiver == m.SERVER:
-            state['done'] = True
-            other = copy.deepcopy(msg)
-            other.seq = 40
-            server.on_message(other, 1.0)
-        return True
-    _iterate(server, workers, gen, 1.0, renumbered_copy)
+    intercept, copied = _once(1, _data, _copy_to(server, seq=40))
+    _iterate(server, workers, gen, 1.0, intercept)
     _tick(server, workers, 1.0, 20.0)
-    assert state['done']
+    assert copied
     assert workers[1].push is None and workers[1].state != 'pushing'
     assert min(server.clock) >= 2
 
@@ -164,18 +180,11 @@ def test_an_end_of_another_clock_does_not_close_the_transfer():
     server, workers = _fleet('scaled_sign')
     gen = torch.Generator().manual_seed(2)
     _iterate(server, workers, gen, 0.0)
-    rejects, seen = server.rejects, []
-
-    def shifted_end(msg):
-        """Send worker 0's END once with a clock 2000 ahead, then the real one."""
-        if not seen and msg.TYPE == 'RowChunk' and msg.sender == 0 and \
-                msg.flags & m.FLAG_END and msg.receiver == m.SERVER:
-            seen.append(copy.deepcopy(msg))
-            seen[0].clock += 2000
-            server.on_message(seen[0], 1.0)
-        return True
-    _iterate(server, workers, gen, 1.0, shifted_end)
-    assert seen and server.rejects == rejects + 1
+    rejects = server.rejects
+    intercept, copied = _once(0, lambda msg: not _data(msg),
+                              _copy_to(server, clock=lambda msg: msg.clock + 2000))
+    _iterate(server, workers, gen, 1.0, intercept)
+    assert copied and server.rejects == rejects + 1
     assert server.clock[0] == 2                     # the real END closed it at its clock
 
 
@@ -184,17 +193,10 @@ def test_a_nan_fragment_of_a_row_that_never_completed_leaves_the_model_finite():
     server, workers = _fleet('identity')
     gen = torch.Generator().manual_seed(5)
     _iterate(server, workers, gen, 0.0)
-    state = {'done': False}
-
-    def nan_fragment(msg):
-        """Replace the first fragment worker 0 sends by NaN floats."""
-        if not state['done'] and msg.TYPE == 'RowChunk' and msg.sender == 0 and \
-                msg.flags & m.FLAG_FRAGMENT:
-            state['done'] = True
-            msg.payload = b'\xff' * len(msg.payload)
-        return True
-    _iterate(server, workers, gen, 1.0, nan_fragment)
-    assert state['done']
+    intercept, spoiled = _once(0, lambda msg: msg.flags & m.FLAG_FRAGMENT,
+                               lambda msg: setattr(msg, 'payload', b'\xff' * len(msg.payload)))
+    _iterate(server, workers, gen, 1.0, intercept)
+    assert spoiled
     assert bool(torch.isfinite(server.w_srv).all())
 
 
