@@ -139,10 +139,8 @@ def result_line(path: str) -> str:
     (outage-aware RSP), robots given straggler slack for a slow one, and rejected messages,
     when there were any.
     """
-    try:
-        with open(path) as fh:
-            s = json.load(fh)
-    except (OSError, ValueError):
+    s = read_summary(path)
+    if s is None:
         return ''
 
     def num(key, fmt, scale=1.0):
@@ -202,13 +200,19 @@ def result_line(path: str) -> str:
 
 def every_evaluation_failed(path: str) -> bool:
     """Tell whether the run of ``summary.json`` at ``path`` had evaluations and none worked."""
+    s = read_summary(path) or {}
+    failed = s.get('evaluation_errors')
+    return isinstance(failed, int) and failed > 0 and not s.get('evaluations')
+
+
+def read_summary(path: str) -> dict | None:
+    """Return a run's ``summary.json`` at ``path`` (None: missing, unreadable, not an object)."""
     try:
         with open(path) as fh:
             s = json.load(fh)
     except (OSError, ValueError):
-        return False
-    failed = s.get('evaluation_errors') if isinstance(s, dict) else None
-    return isinstance(failed, int) and failed > 0 and not s.get('evaluations')
+        return None
+    return s if isinstance(s, dict) else None
 
 
 def notable_clauses(summary: dict, events: str = 'events.csv') -> list:
@@ -284,21 +288,16 @@ def output_lines(out: str, workload: str, options=None) -> list:
 
 def _summary_options(summary_path: str) -> dict:
     """Return the workload options a run's summary records ({} when none or unreadable)."""
-    try:
-        with open(summary_path) as fh:
-            options = json.load(fh).get('workload_options')
-    except (OSError, ValueError, AttributeError):
-        return {}
+    options = (read_summary(summary_path) or {}).get('workload_options')
     return options if isinstance(options, dict) else {}
 
 
 def _robots_hold_it(summary_path: str) -> str:
     """Say how many robots left with that model (``final_model``); '' if the run says not."""
+    s = read_summary(summary_path) or {}
     try:
-        with open(summary_path) as fh:
-            s = json.load(fh)
         got, missed = int(s['final_model_delivered']), int(s['final_model_missed'])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return ''
     if not got and not missed:
         return ''
