@@ -757,6 +757,12 @@ def test_an_unknown_command_is_one_line_with_the_commands():
     ('1:\n  ros__parameters:\n    workers: 3\n', 'section 1 is not a node name'),
     ('/**:\n  ros__parameters:\n    seed: [1, 2]\n',
      'seed (--seed) in the parameter file is a list, [1, 2]; it takes one value'),
+    # read as its Python text, the list was "not KEY=VALUE" (ROS 2 refuses it as well)
+    ("/**:\n  ros__parameters:\n    workload_options: ['hidden=64', 'x=1']\n",
+     "workload_options (--workload-options): a list (['hidden=64', 'x=1']) where one string "
+     "is expected; write the items in one string: 'hidden=64;x=1'"),
+    ('/**:\n  ros__parameters:\n    trace: [indoors, outdoors]\n',
+     "write the items in one string: 'indoors,outdoors'"),
     # PyYAML keeps the last of two equal keys: this ran a fleet of 5 robots, not 3
     ('/**:\n  ros__parameters:\n    workers: 3\n    workers: 5\n',
      "line 4: not valid YAML ('workers' is given twice in one section)"),
@@ -772,6 +778,15 @@ def test_a_parameter_file_section_or_value_that_would_not_apply_is_refused(
         assert cli.main(command + ['--config', str(cfg)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and what in err[0], err
+
+
+def test_a_list_for_a_text_setting_on_a_node_says_how_to_write_it(capsys):
+    from rog_ros.nodes import netmon
+    with pytest.raises(SystemExit) as stop:
+        netmon.main(['--ros-args', '-p', 'nodes:=[0,1]'])
+    assert stop.value.code == 2
+    assert ('nodes (--nodes): a list ([0, 1]) where one string is expected; write the items '
+            "in one string: '0,1'") in capsys.readouterr().err
 
 
 def test_a_node_reading_a_broken_params_file_says_so_in_one_line(tmp_path, capsys):

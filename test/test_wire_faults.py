@@ -269,3 +269,17 @@ def test_the_join_book_keeps_only_runs_the_engine_knows():
     assert server.worker_inc[0] == 1199
     assert set(server.join_tid[0]) <= {1199, *server.retired[0]}
     assert len(server.join_tid[0]) <= 1 + len(server.retired[0]) <= 9
+
+
+def test_a_refused_first_message_does_not_name_the_server_run():
+    # a worker took the incarnation of the first server message it saw before checking it:
+    # after one malformed RowVersions the real server's first message was a "server restart"
+    server, workers = _fleet()
+    worker = workers[0]
+    assert worker.server_incarnation == 0
+    worker.on_message(m.RowVersions(receiver=1, n_workers=2, transfer_id=3,
+                                    incarnation=server.incarnation + 5), 0.0)
+    assert worker.rejects == 1 and worker.server_incarnation == 0
+    _iterate(server, workers, torch.Generator().manual_seed(0), 0.0)
+    assert worker.server_incarnation == server.incarnation and worker.retired_servers == []
+    assert server.clock == [1, 1] and worker.clock == 1

@@ -137,12 +137,14 @@ def resolve(file_params=None, overrides=None) -> dict:
                                      f'{sorted(known)}')
     for params in file_params.values():     # a file's values must have the declared type
         for key, value in params.items():
-            if not isinstance(value, (list, tuple)):
-                settings.BY_NAME[key].parse(value, strict=True)
-            elif key != 'nodes' and settings.BY_NAME[key].kind is not str:
-                # (text settings check their own lists: 'trace' says it wants commas)
+            listed = isinstance(value, (list, tuple))
+            if listed and key == 'nodes':
+                continue        # netmon's ranks: the list rog fleet itself writes for it
+            if listed and settings.BY_NAME[key].kind is not str:
                 raise checks.ConfigError(f'{_opt(key)} in the parameter file is a list, '
                                          f'{value!r}; it takes one value')
+            # (a list for a text setting: the setting says how to write it as one text)
+            settings.BY_NAME[key].parse(value, strict=True)
     resolved = {}
     for exe, keys in ROLE_KEYS.items():
         merged = dict(DEFAULTS)

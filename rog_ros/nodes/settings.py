@@ -75,6 +75,7 @@ class Setting:
     none_text: object = None    # typed stand-in for None in ROS/launch/YAML (e.g. 0.0, '')
     refusal: object = None      # name -> why a value outside choices is refused ('' if not)
     vetting: object = None      # value in range -> why it still cannot work ('' if it can)
+    joiner: str = ''            # a str setting that lists items: what separates them
 
     @property
     def flag(self) -> str:
@@ -103,6 +104,8 @@ class Setting:
                 isinstance(value, str) and self.default is None and value.strip() in ('', 'none')
                 and self.kind is not str):
             return None
+        if self.kind is str and isinstance(value, (list, tuple, dict)):
+            raise ConfigError(self._not_one_text(value))
         if strict and not _typed(self.kind, value):
             raise ConfigError(f'{self.label} must be {_KIND_TEXT[self.kind]}, got {value!r}')
         if self.kind is bool:
@@ -121,6 +124,20 @@ class Setting:
                               f'{_KIND_TEXT[self.kind]}') from None
         self.check(out)
         return out
+
+    def _not_one_text(self, value) -> str:
+        """
+        Say that a YAML list or mapping was given for this one-string setting, and how to write it.
+
+        ROS 2 refuses a list for a string parameter as well; read as its Python text, the
+        list reached the value check, which then called ``['hidden=64']`` not ``KEY=VALUE``.
+        """
+        what = 'a mapping' if isinstance(value, dict) else 'a list'
+        line = f'{self.label}: {what} ({value!r}) where one string is expected'
+        if self.joiner and not isinstance(value, dict):
+            joined = self.joiner.join(str(v) for v in value)
+            line += f'; write the items in one string: {joined!r}'
+        return line + ' (ROS 2 refuses a list for it too)'
 
     def means_none(self, value, strict: bool = False) -> bool:
         """
@@ -249,7 +266,7 @@ SETTINGS = (
        "data_dir=/data;hidden=128 (under ROS 2: workload_options:='data_dir=/data'); on a "
        'command line also --workload-option KEY=VALUE, repeatable; checked against the '
        'builder before anything starts; every node takes the same; empty = none.',
-       TRAINING, none_text='', vetting=_workload_options_refusal),
+       TRAINING, none_text='', vetting=_workload_options_refusal, joiner=';'),
     _s('seed', int, 0, 'Seed of data order and generated traces.', ALL, low=0,
        high=2 ** 31 - 1),
     _s('lr', float, None, "Learning rate; 0 = the workload's own.", TRAINING, low=0.0,
@@ -324,7 +341,7 @@ SETTINGS = (
        '-J report or iperf text output; an HSDPA or 4G/LTE drive log), a comma-separated list '
        'of them (worker r follows entry r mod k: each robot its own recorded link), or none '
        '(real links, no shaping).', ALL,
-       'link'),
+       'link', joiner=','),
     _s('trace_scale', float, 1.0, 'Multiply the trace rates.', ALL, 'link', low=1e-6),
     _s('epoch', float, None, 'Wall-clock time (time.time()) at which every trace starts; '
        '0 = node start.', NODES, 'link', low=0.0, none_text=0.0),
@@ -372,7 +389,8 @@ SETTINGS = (
        (NETMON,), 'netmon'),
     _s('nodes', str, None, 'Comma-separated worker ranks to report for (-1: this robot); '
        'empty = every worker in a fleet on one machine (rog fleet, fleet.launch.py), this '
-       'robot (-1) for a netmon started alone.', (NETMON,), 'netmon', none_text=''),
+       'robot (-1) for a netmon started alone.', (NETMON,), 'netmon', none_text='',
+       joiner=','),
     _s('rate_hz', float, 10.0, 'LinkStats samples per second.', (NETMON,), 'netmon',
        low=0.01, high=1000.0),
     _s('record_trace', str, None, 'Write a bandwidth trace CSV here on exit (its folder is '

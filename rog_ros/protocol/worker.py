@@ -356,6 +356,9 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                                       flags=FLAG_REQUEST, codec=self.codec.codec_id))]
 
     def on_message(self, msg, now: float) -> list:
+        # the first server message names the server run; a rejected one must not (it would
+        # make the real server's first message look like a server restart)
+        unknown_server = self.server_incarnation == 0
         try:
             check_schema(msg)
             out = self._admit(msg, now)
@@ -372,6 +375,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             raise MessageError(f'worker does not accept {type(msg).__name__}')
         except MessageError as err:
             self.rejects += 1
+            if unknown_server:
+                self.server_incarnation = 0
             info = {'error': str(err)}
             if isinstance(err, FleetSizeError):
                 info['fleet_size'] = err.theirs     # a setting, not a damaged message
