@@ -18,7 +18,11 @@ A signed worker, an attacker on a plain DdsBus (no key) and a server behind an A
 one loopback domain and the fleet's uplink topic. Deadlines only bound waiting.
 """
 
+import json
 import os
+from pathlib import Path
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -28,6 +32,7 @@ from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.protocol import auth
 from rog_ros.protocol import messages as m
+from rog_ros.protocol.robot_keys import derive_robot_key
 
 pytest.importorskip('cyclonedds')
 dds_bus = pytest.importorskip('rog_ros.transport.dds_bus')
@@ -366,3 +371,26 @@ def test_rejects_are_logged_by_reason_and_count_never_the_key(caplog):
     text = ' '.join(lines) + repr(bus) + str(bus.reject_counts())
     assert secret.hex() not in text and secret.hex()[:8] not in text
     assert bus.reject_counts()['bad_tag'] == 5 and bus.rejects == 6
+
+
+def test_a_fleet_with_robot_keys_trains_and_each_robot_holds_only_its_own_key(tmp_path):
+    """Run a two-robot toy fleet with robot keys: it completes, nothing is refused."""
+    # Prepare
+    out = tmp_path / 'run'
+    command = [sys.executable, '-m', 'rog_ros.cli', 'fleet', '--robot-keys', 'true',
+               '--workers', '2', '--iterations', '6', '--namespace',
+               f'/rog_test_{os.getpid()}_robot_keys', '--out', str(out), '--quiet']
+    # Execute
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parent.parent)
+    # Assert
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['completed'] and summary['authenticated'] and summary['rejects'] == 0
+    fleet = auth.parse_key((out / 'fleet.key').read_text())
+    for rank in (0, 1):
+        log = (out / 'logs' / f'rog_worker_{rank}.log').read_text()
+        own = derive_robot_key(fleet, rank).fingerprint
+        assert f'RobotKeyring(robot={rank}, key={own})' in log
+    server_log = (out / 'logs' / 'rog_server.log').read_text()
+    assert f'FleetKeyring(fleet={fleet.fingerprint})' in server_log

@@ -34,8 +34,14 @@ def add_parser(subparsers):
                               description=__doc__.split('\n')[1].replace('``', ''))
     sub = p.add_subparsers(dest='security_command', metavar='WHAT')
     sub.required = True
-    k = sub.add_parser('key', help='write a new random fleet key file (mode 0600)')
+    k = sub.add_parser('key', help='write a new random fleet key file (mode 0600), or with '
+                                   '--robot a robot key file made from the fleet key')
     k.add_argument('file', help='key file to create (must not exist)')
+    k.add_argument('--robot', type=int, default=None, metavar='RANK',
+                   help="write worker robot RANK's key (robot_keys: that robot can then tag "
+                        'only its own messages), made from --fleet-key')
+    k.add_argument('--fleet-key', default=None, metavar='FILE',
+                   help='the fleet key file a robot key is made from (with --robot)')
     k.set_defaults(func=_cmd_key)
     s = sub.add_parser('keystore', help='SROS2 keystore: CA, enclaves, signed governance and '
                                         'permissions for /rog_ros/server, worker, netmon')
@@ -52,18 +58,36 @@ def add_parser(subparsers):
 
 
 def _cmd_key(args) -> int:
-    from rog_ros.nodes.fleet_key import write_key_file
+    from rog_ros.nodes.fleet_key import FleetKeyError, read_key_file, write_key_file
     if _names_a_directory(args.file):
-        example = shlex.quote(os.path.join(args.file, 'fleet.key'))
+        name = 'fleet.key' if args.robot is None else f'robot{args.robot}.key'
+        example = shlex.quote(os.path.join(args.file, name))
         print(f'rog security key: {args.file} names a directory; give the path of the key '
               f'file to create, such as {example}', file=sys.stderr)
         return 2
+    if (args.robot is None) != (args.fleet_key is None):
+        print('rog security key: --robot RANK and --fleet-key FILE go together (a robot key '
+              'is made from the fleet key)', file=sys.stderr)
+        return 2
+    text = None
     try:
-        key = write_key_file(args.file)
+        if args.robot is not None:
+            from rog_ros.protocol.robot_keys import robot_key_text
+            text = robot_key_text(read_key_file(args.fleet_key), args.robot)
+        key = write_key_file(args.file, text)
+    except FleetKeyError as err:
+        print(f'rog security key: {err}', file=sys.stderr)
+        return 2
     except OSError as err:
         print(f'rog security key: cannot create {args.file}: {err.strerror}', file=sys.stderr)
         return 2
     path = shlex.quote(os.path.abspath(args.file))     # pasted into a shell, on a robot
+    if args.robot is not None:
+        print(f"rog security key: wrote {args.file}, robot {args.robot}'s key (fingerprint "
+              f'{key.fingerprint}, from fleet key {key.fleet_fingerprint}); give robot '
+              f'{args.robot} only this file (--fleet-key-file {path}) and every node '
+              '--robot-keys true; the server keeps the fleet key')
+        return 0
     print(f'rog security key: wrote {args.file} (fingerprint {key.fingerprint}); give every '
           f'node --fleet-key-file {path} or ROG_FLEET_KEY_FILE={path}')
     return 0

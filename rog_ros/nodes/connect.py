@@ -69,23 +69,32 @@ def open_bus(kind: str, namespace: str, key=None, record=None, node=None, execut
     return bus
 
 
-def fleet_key(args, log=None):
+def fleet_key(args, log=None, rank=None):
     """
     Return the fleet key: ``--fleet-key-file``, else ``$ROG_FLEET_KEY_FILE``/``$ROG_FLEET_KEY``.
 
-    None when none is configured (the node runs unauthenticated). Raises
-    ``rog_ros.protocol.auth.FleetKeyError`` (a ValueError; the message never holds the key).
-    Says on ``log`` (default: the logger of ``args.node_name``) which key the node holds, by
-    its fingerprint, so mismatched keys show in the nodes' logs, or warns that there is none.
+    None when none is configured (the node runs unauthenticated). With ``robot_keys`` a
+    keyring instead (``rog_ros.protocol.robot_keys.keyring_for``): the server's (``rank``
+    None) or robot ``rank``'s. Raises ``rog_ros.protocol.auth.FleetKeyError`` (a ValueError;
+    the message never holds the key). Says on ``log`` (default: the logger of
+    ``args.node_name``) which key the node holds, by its fingerprint, so mismatched keys show
+    in the nodes' logs, or warns that there is none.
     """
-    key = load_fleet_key(getattr(args, 'fleet_key_file', None))
+    from rog_ros.protocol.robot_keys import keyring_for
+    path = getattr(args, 'fleet_key_file', None)
+    key = load_fleet_key(path)
+    robot_keys = bool(getattr(args, 'robot_keys', False))
+    keys = keyring_for(key, robot_keys, rank, f'fleet key file {path}' if path else
+                       'the fleet key')
     if log is None:
         log = logging.getLogger(getattr(args, 'node_name', None) or 'rog_ros')
     if key is None:
         log.warning(NO_KEY_WARNING)
+    elif robot_keys:
+        log.info(f'robot keys: {keys!r} (fleet key {key.fleet_fingerprint or key.fingerprint})')
     else:
         log.info(f'fleet key {key.fingerprint}')
-    return key
+    return keys
 
 
 def reject_counts(bus) -> dict:

@@ -151,11 +151,25 @@ def fleet_key_env(args, out: str) -> tuple:
     return auth.write_key_file(path), {auth.KEY_FILE_ENV: path}
 
 
-def _check_fleet_key(args) -> None:
+def _check_fleet_key(args, parameters: dict) -> None:
     """Check the key the nodes will get (FleetKeyError, one line) before anything is made."""
     from rog_ros.nodes.fleet_key import load_fleet_key
     path = os.path.abspath(args.fleet_key_file) if args.fleet_key_file else None
-    load_fleet_key(path)       # read again when the nodes get it (fleet_key_env)
+    key = load_fleet_key(path)       # read again when the nodes get it (fleet_key_env)
+    if key is not None:       # (none: rog fleet makes one)
+        _watch_key(key, parameters)
+
+
+def _watch_key(key, parameters: dict):
+    """
+    Return what ``rog fleet`` verifies the status topics with: the server's keys.
+
+    With ``robot_keys`` every robot on this machine holds only its own key, derived from
+    the fleet key, and ``rog fleet`` holds the fleet key as the server does; a robot key
+    file given to ``rog fleet`` is refused (FleetKeyError): the server needs the fleet key.
+    """
+    from rog_ros.protocol.robot_keys import keyring_for
+    return keyring_for(key, bool(parameters.get('robot_keys')), None, 'the fleet key file')
 
 
 def _without_key(env: dict, key_env: dict) -> None:
@@ -197,7 +211,7 @@ def run(args) -> int:
         checks.output_dir('--out', args.out)
         if specs[0].parameters.get('state_dir'):    # (a file, a damaged state: nodes untouched)
             check_state_dir('--state-dir', specs[0].parameters['state_dir'])
-        _check_fleet_key(args)
+        _check_fleet_key(args, specs[0].parameters)
         if getattr(args, 'record', None):
             checks.output_file('--record', args.record)
     except (OSError, ValueError) as err:
@@ -252,6 +266,7 @@ def _run_in(args, out: str, specs) -> int:
         return 2
     try:
         key, key_env = fleet_key_env(args, out)
+        watch_key = _watch_key(key, server.parameters)
     except (OSError, ValueError) as err:
         print(f'rog fleet: {err}', file=sys.stderr)
         return 2
@@ -297,7 +312,8 @@ def _run_in(args, out: str, specs) -> int:
         emulated = server.parameters.get('trace') not in (None, '', 'none') and any(
             s.role == 'netmon' for s in specs)      # netmon reports the emulated rates
         print(f'rog fleet: {legend(emulated)}', file=sys.stderr)
-    bus = None if args.quiet and not recorder else _status_bus(namespace, domain, loopback, key)
+    watching = not args.quiet or recorder
+    bus = _status_bus(namespace, domain, loopback, watch_key) if watching else None
     if bus is not None:
         _watch_topics(bus, specs, n, progress, recorder)
     failed, reason = [], ''

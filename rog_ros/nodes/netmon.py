@@ -51,12 +51,14 @@ def main(argv=None) -> int:
     """Run netmon until shut down (or ``--duration``); the exit status."""
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    check_key_arg(parser, args)
     log = setup_logging(args.node_name)
     try:
         nodes = [int(n) for n in (args.nodes or '').split(',') if n.strip()]
     except ValueError:
         parser.error(f'--nodes {args.nodes!r}: expected comma-separated ranks')
+    # with robot keys, a netmon on robot K (reporting for K alone) holds K's key only
+    robot = nodes[0] if len(nodes) == 1 and nodes[0] >= 0 else None
+    check_key_arg(parser, args, robot)
     # Alone, netmon reports for its own robot (-1): reported as every worker's, one machine's
     # counters would reach a FLOWN server as every link's. A fleet on one machine (rog fleet,
     # fleet.launch.py) gives it every worker's rank (plan.py).
@@ -76,8 +78,8 @@ def main(argv=None) -> int:
     status = 0
     try:
         if args.bus != 'none':
-            bus = open_bus(args.bus, args.namespace, fleet_key(args), args.record, node,
-                           executor)
+            bus = open_bus(args.bus, args.namespace, fleet_key(args, rank=robot), args.record,
+                           node, executor)
             bus.advertise(link_stats(args.node_name))
         monitor = NetMonitor(bus, args.interface, nodes, args, args.record_source, log)
         last = []

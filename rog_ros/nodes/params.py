@@ -38,10 +38,18 @@ def strip_ros_args(argv) -> list:
     return split_ros_args(argv)[0]
 
 
-def check_key_arg(parser, args) -> None:
-    """Reject an unusable fleet key with a one-line usage error (never showing the key)."""
+def check_key_arg(parser, args, rank=None) -> None:
+    """
+    Reject an unusable fleet key with a one-line usage error (never showing the key).
+
+    ``rank``: the robot the node speaks for (a worker's rank, a netmon's one robot), which
+    a robot key must be made for (``robot_keys``); None for the server.
+    """
+    from rog_ros.protocol.robot_keys import keyring_for
+    path = getattr(args, 'fleet_key_file', None)
     try:
-        load_fleet_key(getattr(args, 'fleet_key_file', None))
+        keyring_for(load_fleet_key(path), bool(getattr(args, 'robot_keys', False)), rank,
+                    f'fleet key file {path}' if path else 'the fleet key')
     except FleetKeyError as err:
         parser.error(str(err))
 
@@ -98,4 +106,4 @@ def check_fleet_args(parser, args) -> None:
             model_out_file(args.model_out)
         except ValueError as err:
             parser.error(f'--model-out {err}')
-    check_key_arg(parser, args)
+    check_key_arg(parser, args, rank if getattr(parser, 'role', '') == 'rog_worker' else None)

@@ -43,7 +43,7 @@ ROLE_KEYS = {exe: tuple(s.name for s in settings.for_role(exe)
 key over in the environment and records the bag itself)."""
 DEFAULTS = settings.defaults()
 AGREED = ('workload', 'workload_options', 'sync', 'staleness', 'init_model', 'seed', 'lr',
-          'chunk_bytes', 'namespace', 'bus')
+          'chunk_bytes', 'namespace', 'bus', 'robot_keys')
 """Settings every node of one fleet must share (a server and workers that disagree on them
 train different things or never meet); ``workers`` is checked on its own."""
 ALL_NODES = '/**'

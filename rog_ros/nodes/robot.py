@@ -230,7 +230,7 @@ def run(args) -> int:
         else:
             _check_model_out(args, specs[0])
         checks.output_dir('--logs', logs)
-        _check_robot_environment(args, env)
+        _check_robot_environment(args, env, specs[0])
         _check_interface(specs)
     except (OSError, ValueError) as err:
         print(f'rog robot: {err}', file=sys.stderr)
@@ -415,18 +415,25 @@ def _check_interface(specs) -> None:
                                  'of them, or auto')
 
 
-def _check_robot_environment(args, env: dict) -> None:
+def _check_robot_environment(args, env: dict, first) -> None:
     """
     Refuse what every node would trip over at its start, before any node starts.
 
     The fleet key, ``ROS_DOMAIN_ID``, a ``CYCLONEDDS_URI`` file and the ``--record`` path were
     read by the nodes themselves: a bad one ended each node in a usage message or a traceback
     after the robot had started them (and ``--respawn`` restarted them to fail again).
+    ``first``: the robot's first node (its server or worker), whose rank a robot key must
+    be made for.
     """
     from rog_ros import checks
     from rog_ros.nodes.fleet_key import load_fleet_key
+    from rog_ros.protocol.robot_keys import keyring_for
     from rog_ros.transport.cyclone_config import domain_id_from_env, uri_problem
-    load_fleet_key(args.fleet_key_file, env)       # FleetKeyError (a ValueError): one line
+    key = load_fleet_key(args.fleet_key_file, env)   # FleetKeyError (a ValueError): one line
+    keyring_for(key, bool(first.parameters.get('robot_keys')),
+                first.rank if first.role == 'worker' else None,
+                f'fleet key file {args.fleet_key_file}' if args.fleet_key_file else
+                'the fleet key')
     domain_id_from_env(env)                        # ValueError: one line
     problem = uri_problem(env.get('CYCLONEDDS_URI', ''))
     if problem:

@@ -327,6 +327,11 @@ SETTINGS = (
        'message; empty = $ROG_FLEET_KEY_FILE, else $ROG_FLEET_KEY, else none '
        '(unauthenticated; rog fleet writes a new key to OUT/fleet.key instead).', ALL,
        none_text=''),
+    _s('robot_keys', bool, False, "Tag each robot's messages, and the server's to it, with a "
+       "key of that robot's own derived from the fleet key, so that a robot can speak only "
+       'for itself; the server holds the fleet key, each robot its robot key file (rog '
+       'security key --robot R --fleet-key FLEET_KEY FILE) or, on one machine, the fleet key '
+       '(docs/security.md). Every node must agree.', ALL),
     _s('diagnostics_hz', float, 1.0, 'Rate of /diagnostics (DiagnosticArray); 0 = off.',
        ALL, low=0.0, high=100.0),
     _s('autostart', bool, True, 'Configure and activate at start; false: wait for SIGUSR2 '

@@ -120,7 +120,7 @@ class WorkerNode:
         link = link_for(a.trace, self.rank, a.workers, a.seed, a.trace_scale)
         epoch = epoch_to_monotonic(a.epoch)
         self.outbox = Outbox({SERVER: shaper_for(link, epoch, a.burst_bytes)} if link else {})
-        self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a, self.log),
+        self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a, self.log, self.rank),
                                          getattr(a, 'record', None), self.ros_node,
                                          self.ros_executor),
                                 a, salt=self.rank)

@@ -38,7 +38,9 @@ name, addressing, transfer ids, clocks, flags, row ranges, scales, payload, ``in
 
 What it does not do: it gives no confidentiality (payloads travel in clear), and one key is
 shared by the whole fleet, so it authenticates membership of the fleet, not which member sent
-a message.
+a message. With robot keys (``rog_ros.protocol.robot_keys``) each robot's messages, and the
+server's messages to it, are tagged with a key of that robot's own, derived from the fleet key,
+which only the server holds: a robot can then speak only for itself.
 """
 
 from __future__ import annotations
@@ -91,9 +93,10 @@ class FleetKey:
 
     """
 
-    __slots__ = ('_secret', 'fingerprint')
+    __slots__ = ('_secret', 'fingerprint', 'robot', 'fleet_fingerprint')
 
-    def __init__(self, secret: bytes):
+    def __init__(self, secret: bytes, robot: int | None = None,
+                 fleet_fingerprint: str = ''):
         if not isinstance(secret, (bytes, bytearray)):
             raise FleetKeyError('fleet key must be bytes')
         if len(secret) < MIN_KEY_BYTES:
@@ -102,13 +105,22 @@ class FleetKey:
         self._secret = bytes(secret)
         self.fingerprint = hashlib.sha256(b'rog-key-id\0' + self._secret).hexdigest()[:12]
         """Public identifier of the key (to compare nodes' keys in logs); not secret."""
+        self.robot = robot
+        """The rank whose robot key this is (``robot_keys``); None for a fleet key."""
+        self.fleet_fingerprint = fleet_fingerprint
+        """A robot key's fleet key, by its fingerprint ('' for a fleet key)."""
+
+    def key_for(self, msg) -> FleetKey:
+        """Return the key that tags ``msg``: this one, for every message (one shared key)."""
+        return self
 
     def mac(self):
         """Return a fresh HMAC-SHA256 object keyed with the secret."""
         return hmac.new(self._secret, digestmod=hashlib.sha256)
 
     def __repr__(self) -> str:
-        return f'FleetKey(fingerprint={self.fingerprint})'
+        robot = '' if self.robot is None else f', robot={self.robot}'
+        return f'FleetKey(fingerprint={self.fingerprint}{robot})'
 
     __str__ = __repr__
 
@@ -138,6 +150,8 @@ def parse_key(text, source: str = 'fleet key') -> FleetKey:
     raw = raw.strip()
     if raw.startswith(_BOM):
         raw = raw[len(_BOM):].strip()
+    if raw.startswith(ROBOT_KEY_HEADER):
+        return _robot_key(raw, source)
     if _HEX.fullmatch(raw):
         return FleetKey(_from_hex(raw, source))
     spaced = _spaced_hex(raw)
@@ -151,6 +165,22 @@ def parse_key(text, source: str = 'fleet key') -> FleetKey:
         raise FleetKeyError(f'{source}: fleet key too short ({len(raw)} bytes, need '
                             f'{MIN_KEY_BYTES}); make one with `rog security key FILE`')
     return FleetKey(raw)
+
+
+ROBOT_KEY_HEADER = b'rog-robot-key-1 '
+"""How a robot key file starts: ``rog-robot-key-1 rank=R fleet=FINGERPRINT HEX`` (one line)."""
+_ROBOT_KEY = re.compile(rb'rog-robot-key-1 rank=(\d{1,4}) fleet=([0-9a-f]{12}) ([0-9a-fA-F]+)')
+
+
+def _robot_key(raw: bytes, source: str) -> FleetKey:
+    """Parse a robot key file's line (``robot_keys.robot_key_text`` writes it)."""
+    m = _ROBOT_KEY.fullmatch(raw)
+    if m is None:
+        raise FleetKeyError(f'{source}: malformed robot key: it must be one line '
+                            '"rog-robot-key-1 rank=R fleet=FINGERPRINT HEX", as `rog security '
+                            'key --robot R --fleet-key FLEET_KEY FILE` writes it')
+    return FleetKey(_from_hex(m.group(3), source), robot=int(m.group(1)),
+                    fleet_fingerprint=m.group(2).decode('ascii'))
 
 
 def _from_hex(digits: bytes, source: str) -> bytes:
@@ -283,6 +313,15 @@ def sign(msg, key: FleetKey, seq: int):
     return msg
 
 
+def _robot_of(msg) -> str:
+    """Say which robot ``msg`` belongs to, for an error message ('?' if it cannot)."""
+    from rog_ros.protocol.robot_keys import robot_of
+    try:
+        return str(robot_of(msg))
+    except (AttributeError, TypeError, ValueError):
+        return '?'
+
+
 def sender_of(msg) -> int:
     """Return the node that sent ``msg`` (a rank, or SERVER for RowVersions/Schedule)."""
     name = _SENDER_FIELD.get(msg.TYPE)
@@ -298,7 +337,7 @@ class Signer:
     as its clock does not step back and it sent fewer than a million messages a second.
     """
 
-    def __init__(self, key: FleetKey, first_seq: int = 1):
+    def __init__(self, key, first_seq: int = 1):
         if not 1 <= int(first_seq) < 2 ** 63:
             raise ValueError(f'first_seq must be in [1, 2^63), got {first_seq}')
         self.key = key
@@ -307,9 +346,13 @@ class Signer:
 
     def sign(self, msg):
         """Return a signed shallow copy of ``msg`` (the caller's object is left alone)."""
+        key = self.key.key_for(msg)
+        if key is None:
+            raise ValueError(f'{self.key!r} cannot sign a {msg.TYPE} of robot '
+                             f'{_robot_of(msg)}: a robot key signs for its own robot only')
         self.seq += 1
         self.signed += 1
-        return sign(dataclasses.replace(msg), self.key, self.seq)
+        return sign(dataclasses.replace(msg), key, self.seq)
 
     def __repr__(self) -> str:
         return f'Signer(key={self.key!r}, seq={self.seq})'
@@ -335,8 +378,9 @@ class Verifier:
 
     Parameters
     ----------
-    key : FleetKey or None
-        None: no key configured, every message is accepted as it is.
+    key : FleetKey, a keyring of ``robot_keys`` or None
+        None: no key configured, every message is accepted as it is. A keyring tags each
+        message with its robot's key; a message no key of it may tag is ``bad_tag``.
     window : int, default 1024
         Width of the replay window in sequence numbers.
     max_windows : int, default 4096
@@ -378,7 +422,10 @@ class Verifier:
                 return 'unauthenticated'
             if not isinstance(tag, bytes) or len(tag) != TAG_BYTES:
                 return 'bad_tag'
-            expected = compute_tag(msg, self.key)
+            key = self.key.key_for(msg)
+            if key is None:
+                return 'bad_tag'
+            expected = compute_tag(msg, key)
             slot = (msg.TYPE, sender_of(msg), int(msg.incarnation))
         except (AttributeError, TypeError, ValueError, OverflowError, struct.error):
             return 'malformed'
