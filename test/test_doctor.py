@@ -310,6 +310,20 @@ def test_fleet_key_line_shows_the_fingerprint_the_nodes_log(tmp_path, monkeypatc
         'ok', f'fleet key from $ROG_FLEET_KEY_FILE (fingerprint {key.fingerprint})')
 
 
+def test_a_robot_key_says_whose_it_is_and_what_the_robot_needs(tmp_path, monkeypatch):
+    from rog_ros.nodes.fleet_key import write_key_file
+    from rog_ros.protocol.robot_keys import robot_key_text
+    fleet = write_key_file(tmp_path / 'fleet.key')
+    robot = write_key_file(tmp_path / 'robot3.key', robot_key_text(fleet, 3))
+    monkeypatch.delenv('ROG_FLEET_KEY', raising=False)
+    monkeypatch.setenv('ROG_FLEET_KEY_FILE', str(tmp_path / 'robot3.key'))
+    (found,) = doctor_checks.check_fleet_key()
+    assert (found.level, found.detail) == (
+        'ok', f"robot 3's key from $ROG_FLEET_KEY_FILE (fingerprint {robot.fingerprint}, made "
+              f'from fleet key {fleet.fingerprint}): give this robot --rank 3 and every node '
+              '--robot-keys true')
+
+
 def _binding_series() -> tuple:
     from importlib.metadata import version
     return tuple(int(part) for part in version('cyclonedds').split('.')[:2])

@@ -378,5 +378,11 @@ def check_fleet_key():
                         f'for robots on a shared network: rog security key FILE, then '
                         f'export {KEY_FILE_ENV}=FILE on every robot (docs/security.md)')]
     source = KEY_FILE_ENV if os.environ.get(KEY_FILE_ENV) else KEY_ENV
+    if key.robot is not None:      # (robot_keys: docs/security.md)
+        return [Finding('fleet key', 'ok', f"robot {key.robot}'s key from ${source} "
+                                           f'(fingerprint {key.fingerprint}, made from fleet '
+                                           f'key {key.fleet_fingerprint}): give this robot '
+                                           f'--rank {key.robot} and every node --robot-keys '
+                                           'true')]
     return [Finding('fleet key', 'ok', f'fleet key from ${source} (fingerprint '
                                        f'{key.fingerprint})')]
