@@ -184,3 +184,22 @@ def test_rog_security_key_writes_a_robot_key_file(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and problem in err[0], err
     assert not (tmp_path / 'x.key').exists() and not (tmp_path / 'y.key').exists()
+
+
+@pytest.mark.parametrize('node, argv, problem', [
+    ('rog_worker', ['--rank', '0'], "robot 1's key, given to robot 0"),
+    ('netmon', ['--nodes', '0'], "robot 1's key, given to robot 0"),
+    ('netmon', ['--nodes', '0,1'], 'a netmon reporting for several robots'),
+    ('rog_server', [], 'the server (and a netmon'),
+])
+def test_a_node_given_a_key_that_is_not_its_own_stops_in_one_line(
+        tmp_path, capsys, node, argv, problem):
+    import importlib
+    from rog_ros.nodes.fleet_key import write_key_file
+    path = tmp_path / 'robot1.key'
+    write_key_file(path, robot_key_text(FLEET, 1))
+    main = importlib.import_module(f'rog_ros.nodes.{node}').main
+    with pytest.raises(SystemExit) as stop:
+        main(argv + ['--robot-keys', 'true', '--fleet-key-file', str(path)])
+    assert stop.value.code == 2
+    assert problem in capsys.readouterr().err
