@@ -39,6 +39,21 @@ def test_registry_builtins_get_and_register():
         workloads.get('nope')
 
 
+def test_described_rows_are_the_rows_rog_synchronises():
+    # 'rows' counted every tensor row (4 here); Rog makes each small tensor one row (2)
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.protocol.policies.base import layout_for
+    for w in (workloads.get('toy', features=8, classes=3),
+              workloads.get('toy', features=600, classes=4)):
+        shapes = [tuple(p.shape) for p in w.make_model().parameters()]
+        described = w.describe()
+        assert described['rows'] == layout_for(make_policy('rog:4'), shapes).n_rows
+        assert described['tensor_rows'] == sum(s[0] if len(s) >= 2 else 1 for s in shapes)
+    assert (described['rows'], described['tensor_rows']) == (5, 5)
+    small = workloads.get('toy', features=8, classes=3).describe()
+    assert (small['rows'], small['tensor_rows']) == (2, 4)
+
+
 def test_get_reuses_built_workloads_unless_fresh():
     a = workloads.get('toy', seed=3)
 

@@ -280,7 +280,8 @@ class Workload:
             'name': self.name,
             'parameters': n_params,
             'parameter_tensors': len(params),
-            'rows': sum(p.shape[0] if p.dim() >= 2 else 1 for p in params),
+            'rows': _synchronised_rows(params),
+            'tensor_rows': sum(p.shape[0] if p.dim() >= 2 else 1 for p in params),
             'gradient_mb_fp32': n_params * 4 / 1e6,
             'adaptation_samples': len(self._train_y),
             'evaluation_samples': len(self._eval_y),
@@ -291,3 +292,17 @@ class Workload:
             'momentum': self.momentum,
             **self._info,
         }
+
+
+def _synchronised_rows(params) -> int:
+    """
+    Return how many rows Rog synchronises for these parameters (its policies' layout).
+
+    A tensor below ``small_tensor_threshold`` elements is one row, so this is fewer than the
+    tensors' rows (``tensor_rows``), which ``describe`` gave as ``rows`` before: a number no
+    transfer, report or log of a run ever showed.
+    """
+    from rog_ros.core.rows import RowLayout
+    from rog_ros.protocol.policies.base import SyncPolicy
+    return RowLayout([tuple(p.shape) for p in params],
+                     small_tensor_threshold=SyncPolicy.small_tensor_threshold).n_rows
