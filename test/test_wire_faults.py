@@ -223,7 +223,9 @@ def test_a_negative_scale_is_refused():
     row = 0
     size = int(server.receiver.row_nbytes[row])
     out = server.on_message(_chunk(server, workers, 0, seq=0, codec=server.codec.codec_id,
-                                   payload=bytes(size), tensor_ids=np.array([0], np.uint32),
+                                   payload=bytes(size),
+                                   tensor_ids=np.array([server.layout.row_tensor[row]],
+                                                       np.uint32),
                                    scales=np.array([-1.0], np.float32),
                                    row_ranges=np.array([row, row + 1], np.uint32)), 1.0)
     assert [a.info for a in out] == [{'error': 'negative scale'}]
@@ -283,3 +285,21 @@ def test_a_refused_first_message_does_not_name_the_server_run():
     _iterate(server, workers, torch.Generator().manual_seed(0), 0.0)
     assert worker.server_incarnation == server.incarnation and worker.retired_servers == []
     assert server.clock == [1, 1] and worker.clock == 1
+
+
+def test_a_chunk_without_the_scales_of_its_rows_is_refused_not_acked_as_applied():
+    # its rows stayed without a scale, so they were not applied, but the final ack listed the
+    # chunk as arrived and the worker dropped them: lost gradient, and a pull that never came
+    server, workers = _fleet()
+    intercept, acted = _once(0, _data, _strip_scales)
+    _iterate(server, workers, torch.Generator().manual_seed(6), 0.0, intercept)
+    assert acted and server.rejects == 1
+    now = _tick(server, workers, 0.0, 6.0)            # the END's retry: the rows again
+    _iterate(server, workers, torch.Generator().manual_seed(7), now)
+    assert server.clock == [2, 2] and server.rejects == 1
+
+
+def _strip_scales(msg):
+    """Take the tensor ids and scales out of a chunk, as an independent sender did."""
+    msg.tensor_ids = np.zeros(0, dtype=np.uint32)
+    msg.scales = np.zeros(0, dtype=np.float32)

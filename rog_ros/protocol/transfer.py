@@ -541,6 +541,12 @@ def check_chunk(chunk: RowChunk, layout: RowLayout, codec: RowCodec, row_nbytes:
     if tids.size != scales.size or (tids.size and (tids.min() < 0 or
                                                    tids.max() >= layout.n_tensors)):
         raise MessageError('tensor_ids/scales malformed')
+    if codec.lossy and not layout.whole_model and int(chunk.frag_offset) == 0 and \
+            not np.isin(layout.row_tensor.numpy()[rows], tids).all():
+        # the rows would stay without a scale: not applied, yet their chunk acked as arrived,
+        # so the sender dropped them (a fragment's scale comes with its row's first fragment)
+        raise MessageError('chunk without the scale of a tensor its rows belong to '
+                           '(tensor_ids must list every tensor of its rows)')
     if not np.all(np.isfinite(scales)):
         raise MessageError('non-finite scale')
     if (scales < 0).any():          # (a mean magnitude, or 1: negative flips every sign)
