@@ -346,3 +346,54 @@ def test_a_failed_key_write_leaves_no_file_and_a_retry_works(tmp_path, monkeypat
     monkeypatch.setattr(fleet_key.os, 'fsync', synced.append)
     key = fleet_key.write_key_file(path)
     assert len(synced) == 1 and fleet_key.read_key_file(path) == key
+
+
+def _documented_plan() -> dict:
+    """Read docs/security.md's field table: type -> [(name, kind byte, dtype or None)]."""
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parent.parent / 'docs' / 'security.md').read_text()
+    plan = {}
+    for type_name, cells in re.findall(r'^\| `(\w+)` \| (`.+) \|$', text, re.M):
+        plan[type_name] = [(name, kind, dtype or None) for name, kind, dtype in re.findall(
+            r'`(\w+)` (\w) \((?:(\w+) array|[^)]*)\)', cells)]
+    return plan
+
+
+def _documented_tag(msg, secret: bytes) -> bytes:
+    """Compute a tag as docs/security.md's words say, from its table (not from auth.py)."""
+    import hashlib
+    import hmac
+    import struct
+    digest = hmac.new(secret, b'rog-auth-1\0' + msg.TYPE.encode() + b'\0', hashlib.sha256)
+    for name, kind, dtype in _documented_plan()[msg.TYPE]:
+        value = getattr(msg, name)
+        if kind == 'i':
+            data = int(value).to_bytes(int(value).bit_length() // 8 + 1, 'little', signed=True)
+        elif kind == 'f':
+            data = struct.pack('<d', float(value))
+        elif kind == 'b':
+            data = b'\1' if value else b'\0'
+        elif kind == 's':
+            data = value.encode('utf-8')
+        elif kind == 'y':
+            data = bytes(value)
+        elif kind == 't':
+            data = struct.pack('<iI', value.sec, value.nanosec)
+        else:
+            data = np.asarray(value, dtype=np.dtype(dtype).newbyteorder('<')).tobytes()
+        digest.update(name.encode() + b'\0' + kind.encode() + struct.pack('<Q', len(data)))
+        digest.update(data)
+    return digest.digest()[:16]
+
+
+def test_the_documented_encoding_gives_the_tags_the_nodes_compute():
+    # a client written from the docs got bad_tag on every message: the docs said "declaration
+    # order", meaning the Python classes', and never listed the fields, names or kind bytes
+    from pathlib import Path
+    docs = (Path(__file__).resolve().parent.parent / 'docs' / 'security.md').read_text()
+    assert auth.encoding_reference() in docs
+    secret = bytes(range(32))
+    for msg in sample_messages():
+        signed = auth.sign(copy.deepcopy(msg), auth.FleetKey(secret), 4242)
+        assert _documented_tag(signed, secret) == signed.auth_tag, msg.TYPE

@@ -26,8 +26,14 @@ Not the CDR bytes (the rclpy path has no CDR serialiser of its own in Python), b
 deterministic encoding of the dataclass that both sides compute from the same field values::
 
     b'rog-auth-1\0' + TYPE + b'\0'
-    then, for every field in declaration order except auth_tag:
+    then, for every field in the order of the message's dataclass (``messages``), which is
+    not the order of its .msg file, except auth_tag:
         name + b'\0' + kind (1 byte) + length (8 bytes, little endian) + value bytes
+
+Names are the dataclass fields' (LinkStats ``interface``, not the wire's ``interface_name``);
+:func:`encoding_reference` lists every type's fields in order with their kinds and array
+dtypes (docs/security.md carries it, tested equal), so that a client written from the docs
+alone computes the same tags.
 
 with ints as minimal little-endian two's complement, floats as IEEE binary64 (the bit pattern,
 so NaN payloads count), stamps as int32 sec + uint32 nanosec, bools as one byte, strings as
@@ -254,6 +260,27 @@ _PLANS = {cls.TYPE: _plan(cls) for cls in (
 _LEN = struct.Struct('<Q')
 _F64 = struct.Struct('<d')
 _TIME = struct.Struct('<iI')
+
+
+_KIND_WORDS = {'int': 'integer', 'float': 'float64', 'bool': 'bool', 'str': 'UTF-8 text',
+               'bytes': 'bytes', 'np.ndarray': 'array', 'Time': 'time'}
+
+
+def encoding_reference() -> str:
+    """
+    Return the canonical encoding's field table (markdown): per type, the fields in order.
+
+    Each field as ``name`` kind-byte (what it holds); arrays name their little-endian dtype.
+    docs/security.md holds this text; a test keeps the two equal.
+    """
+    lines = ['| type | fields hashed, in this order: name, kind byte (value) |', '|---|---|']
+    for type_name, plan in _PLANS.items():
+        cells = []
+        for name, _, kind, dtype in plan:
+            what = f'{dtype.name} array' if kind == 'np.ndarray' else _KIND_WORDS[kind]
+            cells.append(f'`{name}` {_KINDS[kind].decode()} ({what})')
+        lines.append(f'| `{type_name}` | {", ".join(cells)} |')
+    return '\n'.join(lines) + '\n'
 
 
 def _value_bytes(kind: str, dtype, value):
