@@ -80,7 +80,7 @@ def test_a_logging_scripts_table_gives_the_link_column_in_seconds(tmp_path):
     ('t;frames/s\n0;30\n', 1, "'frames/s' names a rate in a unit"),
     ('time_s;rssi;throughput_mbps\n0;-60;5\n1;-61\n', 3, 'expected 3 numbers as the header'),
     ('time_s,mbps\n0,5\n0.5,fast\n', 3, "expected two numbers as the header .* 'mbps'"),
-    ('timestamp,mbps\n2026-13-45T00:00:00,5\n', 2, 'expected two numbers'),
+    ('timestamp,mbps\n2026-13-45T00:00:00,5\n', 2, 'is neither a number nor an ISO'),
     ('35.5\n4.2\n', 1, 'one number per line has no time: .*awk'),     # a logger's rates only
     ('time_s,mbps\n0,5\n7\n', 3, "as the header .* says, .*got '7'$"),   # no hint: a short row
 ])

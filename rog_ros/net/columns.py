@@ -23,9 +23,14 @@ the columns, often with their units (``time_ms,throughput_kbps``, ``timestamp;rs
 header decides: the time column is the one named like a time (else the first), the rate column
 the one that names a rate unit or is called throughput, bandwidth and the like, and the units
 in the names convert both to seconds and Mbit/s. A header that leaves the rate column open
-(two rate columns) or names a byte count instead of a rate is refused with the names it saw.
-Separators: comma, semicolon (with decimal commas, as spreadsheets in many locales save), tab
-or spaces.
+(two rate columns) or names a byte count instead of a rate is refused with the names it saw,
+and so is a second column named as something else (packets, frame lengths, a signal measure).
+A byte counter that only grows (``rx_bytes``, ``tx_bytes``: an interface's statistics logged
+with their time) becomes the rate of the bytes between one row and the next. G-NetTrack Pro's
+drive logs (the Raca et al. 4G/5G datasets) name their rates ``DL_bitrate`` and ``UL_bitrate``
+in kbit/s and write times as ``2019.12.16_11.23.06``; their download rate is the link (the
+uplink carried the downloads' acknowledgements). Separators: comma, semicolon (with decimal
+commas, as spreadsheets in many locales save), tab or spaces.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 import math
 import re
+
+import numpy as np
 
 META = re.compile(r'(end_s|resolution_s|loop)=([^\s,;]+)')
 """``# rog_ros trace: end_s=... loop=... resolution_s=...``, written by ``save_trace``."""
@@ -81,6 +88,19 @@ _PREFIX_WORDS = {'kilo': 'k', 'mega': 'm', 'giga': 'g', 'kibi': 'ki', 'mebi': 'm
 _PER_SECOND = re.compile(r'(?:/|(?<![a-z])per)[\s_]*(?:s|secs?|seconds?)(?![a-z])',
                          re.IGNORECASE)
 _COUNT = re.compile(r'(?i)(bytes?|bits?)$')
+_COUNTER_WORDS = {'rx', 'tx', 'total', 'cumulative', 'counter', 'received', 'sent'}
+"""Words that, beside ``bytes`` or ``bits``, name a counter that only grows (``rx_bytes``)."""
+_NOT_RATE = {'packets', 'packet', 'pkts', 'pkt', 'frames', 'frame', 'len', 'length', 'size',
+             'count', 'cnt', 'datagrams', 'rssi', 'snr', 'sinr', 'rsrp', 'rsrq', 'cqi', 'dbm',
+             'db', 'mcs', 'channel', 'latency', 'rtt', 'ping', 'jitter', 'loss', 'retries'}
+"""Words of a column that is not a rate (Wireshark's "All Packets", tshark's ``frame.len``, a
+signal measure): with one other column, it was read as Mbit/s."""
+_KNOWN_UNITS = {'dl_bitrate': 1e-3, 'ul_bitrate': 1e-3}
+"""Columns whose unit the name does not say but a tool's format does: G-NetTrack Pro (the
+Raca et al. 4G/5G drive datasets) writes kbit/s."""
+_GNETTRACK_TIME = re.compile(r'(\d{4})\.(\d\d)\.(\d\d)_(\d\d)\.(\d\d)\.(\d\d)')
+"""G-NetTrack Pro's time stamp, ``2019.12.16_11.23.06`` (read as UTC, as ISO times without a
+zone are)."""
 _FRACTION = re.compile(r'(\d\d:\d\d:\d\d)\.(\d+)')
 EXCEL_SEPARATOR = re.compile(r'(?i)"?sep=.?"?')
 """The first line Excel writes to name a CSV file's separator (``sep=;``)."""
@@ -97,8 +117,11 @@ def rate_factor(name: str):
     """
     Return Mbit/s per unit of a column called ``name``, or None if it names no rate unit.
 
-    ``kbps`` 1e-3, ``Mbit/s`` 1, ``Gbps`` 1e3, ``bps`` 1e-6, ``MB/s`` 8, ``KiB/s`` 8 * 1024 / 1e6.
+    ``kbps`` 1e-3, ``Mbit/s`` 1, ``Gbps`` 1e3, ``bps`` 1e-6, ``MB/s`` 8, ``KiB/s`` 8 * 1024 / 1e6,
+    and G-NetTrack Pro's ``DL_bitrate`` 1e-3.
     """
+    if name.strip().lower() in _KNOWN_UNITS:
+        return _KNOWN_UNITS[name.strip().lower()]
     for word in re.split(r'[\s_()\[\],;:=-]+', name.strip()):
         for pattern, bits in ((_BITS, 1.0), (_BYTES, 8.0)):
             match = pattern.search(word)
@@ -143,15 +166,18 @@ def _time_factor(name: str) -> float:
 
 
 def _is_time(name: str) -> bool:
+    """Tell whether ``name`` names a time column (a word such as time, timestamp, ms)."""
     return any(w in _TIME_WORDS for w in _words(name))
 
 
 def _is_link(name: str) -> bool:
+    """Tell whether ``name`` names a link's rate (throughput, bandwidth, a rate unit)."""
     low = name.lower()
     return any(w in low for w in _LINK_WORDS) or rate_factor(name) is not None
 
 
 def _split(line: str) -> list:
+    """Split a line at its separator: semicolon, tab, comma, or else spaces."""
     # ';' and tab before ',': their files write decimal commas ("0,5;35,2", "0,5<TAB>35,2")
     for sep in (';', '\t', ','):
         if sep in line:
@@ -167,6 +193,7 @@ class Layout:
         self.width, self.time, self.rate = 2, 0, 1
         self.time_factor, self.rate_factor = 1.0, 1.0
         self.time_named = False
+        self.counter = 0.0              # Mbit per unit of a counter column (rx_bytes), or 0
         self.rate_named = False         # the header names the rate's unit (kbps, Mbit/s, ...)
         if names is not None:
             self._choose(names)
@@ -186,6 +213,8 @@ class Layout:
             if len(rates) > 1:      # "phy_rate_mbps,throughput_mbps": the link's, not the PHY's
                 rates = [i for i in rates
                          if any(w in names[i].lower() for w in _CAPACITY_WORDS)] or rates
+            if sorted(names[i].lower() for i in rates) == ['dl_bitrate', 'ul_bitrate']:
+                rates = [i for i in rates if names[i].lower() == 'dl_bitrate']   # G-NetTrack
         if len(rates) != 1:
             which = ', '.join(repr(names[i]) for i in rates) if rates else 'none'
             raise ValueError(f'cannot tell the rate column among {names} (candidates: {which}); '
@@ -194,13 +223,24 @@ class Layout:
         self.rate = rates[0]
         name = names[self.rate]
         factor = rate_factor(name)
-        if factor is None and _COUNT.search(name.strip()):
+        words = set(_words(name))
+        if factor is None and _COUNT.search(name.strip()) and words & _COUNTER_WORDS:
+            self.counter = (8.0 if _COUNT.search(name.strip())[1][:4].lower() == 'byte'
+                            else 1.0) / 1e6
+        elif factor is None and _COUNT.search(name.strip()):
             raise ValueError(f'column {name!r} holds a count, not a rate; a trace needs a rate '
-                             'per time (Mbit/s, or a unit such as kbps or MB/s in the header)')
+                             'per time (Mbit/s, or a unit such as kbps or MB/s in the header); '
+                             'a counter that only grows is read if named so (rx_bytes, '
+                             'tx_bytes)')
         if factor is None and _PER_SECOND.search(name):
             raise ValueError(f'column {name!r} names a rate in a unit this reader does not '
                              'know; give it in bits or bytes per second (kbps, Mbit/s, MB/s, '
                              'kbytes_per_s, ...) or as Mbit/s without a unit')
+        if factor is None and not self.counter and not _is_link(name) and words & _NOT_RATE:
+            raise ValueError(f'column {name!r} is not a rate (it names packets, lengths or a '
+                             'signal measure, read as Mbit/s it would make a link of them); a '
+                             'trace needs a rate per time: Mbit/s, or a unit such as kbps or '
+                             'MB/s in the header')
         self.rate_factor = 1.0 if factor is None else factor
         self.rate_named = factor is not None
         self.time_factor = _time_factor(names[self.time])
@@ -231,6 +271,10 @@ def _seconds(text: str) -> float:
     except ValueError:
         pass
     stamp = text.strip().strip('"\'')
+    gnettrack = _GNETTRACK_TIME.fullmatch(stamp)
+    if gnettrack:
+        when = datetime(*map(int, gnettrack.groups()), tzinfo=timezone.utc)
+        return when.timestamp()
     if stamp.endswith('Z'):
         stamp = stamp[:-1] + '+00:00'
     # Python 3.8's parser takes fractions of exactly 3 or 6 digits only ("08:00:00.5" fails)
@@ -251,7 +295,7 @@ def read_columns(path, lines) -> tuple:
     ``ColumnError`` naming the file and line of the first line that is not a sample, and the
     header when it leaves the columns open.
     """
-    meta, times, rates = {}, [], []
+    meta, times, rates, linenos = {}, [], [], []
     layout = Layout()
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
@@ -275,6 +319,13 @@ def read_columns(path, lines) -> tuple:
                 except ValueError as exc:
                     raise ColumnError(f'{path}:{lineno}: {exc}') from None
                 continue
+            rest = fields[:layout.time] + fields[layout.time + 1:]
+            if (len(fields) == layout.width and any(map(_is_number, rest))
+                    and not _is_time_field(fields[layout.time])):
+                raise ColumnError(f'{path}:{lineno}: time {fields[layout.time]!r} is neither a '
+                                  'number nor an ISO 8601 time; write times as seconds (or ms, '
+                                  'with a header such as time_ms) or as ISO 8601, such as '
+                                  '2026-11-29T08:00:00.250+01:00') from None
             hint = ''
             if len(fields) == 1 and _is_number(fields[0]) and layout.names is None:
                 # a logger's bare list of rates: the step between samples is not in the file
@@ -289,11 +340,46 @@ def read_columns(path, lines) -> tuple:
                               f'(previous {times[-1]}){_time_guess(layout)}')
         times.append(t)
         rates.append(r)
+        linenos.append(lineno)
     if times and layout.time_factor == 1.0:
         times = _epoch_seconds(times)
+    if layout.counter:
+        times, rates, meta['counter_end'] = _counter_rates(path, layout, linenos, times, rates)
     if layout.rate_named:
         meta['rate_unit'] = layout.names[layout.rate]
     return meta, times, rates
+
+
+def _is_time_field(text: str) -> bool:
+    """Tell whether ``text`` reads as a time: a number or a clock time ``_seconds`` knows."""
+    try:
+        _seconds(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _counter_rates(path, layout: Layout, linenos: list, times: list, counts: list) -> tuple:
+    """
+    Return ``(times, rates_mbps, end)`` of a counter column: the bytes between rows, per time.
+
+    Row k's rate holds from its time to the next row's; a counter that goes down (a reset, a
+    32-bit wrap, a reboot) raises ``ColumnError`` naming the line: what moved then is unknown.
+    """
+    name = layout.names[layout.rate]
+    if len(counts) < 2:
+        raise ColumnError(f'{path}: column {name!r} is a counter; the rate is the difference '
+                          'of two rows, and it has fewer than two')
+    value = np.asarray(counts, dtype=np.float64)
+    grew = np.diff(value)
+    if np.any(grew < 0):
+        k = int(np.argmax(grew < 0)) + 1
+        raise ColumnError(f'{path}:{linenos[k]}: counter {name!r} goes down ({counts[k]:.15g} '
+                          f'after {counts[k - 1]:.15g}): a reset or a wrap, across which the '
+                          'bytes moved are unknown; cut the file there into two records')
+    t = np.asarray(times, dtype=np.float64)
+    rates = grew * layout.counter / np.diff(t)
+    return t[:-1].tolist(), rates.tolist(), float(t[-1])
 
 
 EPOCH_UNITS = ((1e17, 1e-9), (1e14, 1e-6), (1e11, 1e-3))
@@ -302,6 +388,7 @@ after 1970) is an epoch in ms, above 1e14 in us, above 1e17 in ns (loggers write
 
 
 def _epoch_seconds(times: list) -> list:
+    """Return ``times`` in seconds when the first is an epoch in ms, us or ns (else as is)."""
     for above, factor in EPOCH_UNITS:
         if times[0] >= above:
             return [t * factor for t in times]
@@ -318,6 +405,7 @@ def _time_guess(layout: Layout) -> str:
 
 
 def _expected(layout: Layout) -> str:
+    """Say what a line of ``layout`` holds, for the error about a line that does not."""
     if layout.names is None:
         return 'expected two numbers "t_seconds,mbps" or "t bw"'
     count = 'two' if layout.width == 2 else str(layout.width)

@@ -70,6 +70,7 @@ from __future__ import annotations
 import bisect
 import codecs
 from dataclasses import dataclass, field
+import gzip
 import io
 import math
 
@@ -363,9 +364,14 @@ ASSUMED_MBPS_WARN = 1_000.0
 of a slow link in kbit/s (3,000-8,000) reads as a multi-Gbit/s link, which a wired or 802.11ax
 link can be, so it is told, not refused."""
 
+GAP_STEPS = 10.0
+"""A step between two rows of a table longer than this many median steps is a gap in the
+record (the logger stopped, often because the link did): its rate is held through the gap,
+which ``load_trace`` warns about."""
+
 ACCEPTED_FORMATS = ('CSV "t_seconds,mbps" or a table with units in its header, "t bw" lines, a '
                     'testbed bw_replay log, a Mahimahi trace, an iperf3 -J report or iperf text '
-                    'output, an HSDPA or 4G/LTE drive log')
+                    'output, an HSDPA or 4G/LTE drive log, any of them gzip-compressed')
 """What ``load_trace`` reads, in the words its errors use."""
 
 _TOO_FAST = {
@@ -443,6 +449,7 @@ def _read_lines(path) -> list:
     """
     Return the lines of a text file in UTF-8, or UTF-16 when a byte-order mark says so.
 
+    A gzip-compressed file (its first two bytes say so) is read decompressed.
     Text that is not UTF-8 (a spreadsheet's CSV saved in Windows-1252, its micro sign byte 0xb5)
     is read as Windows-1252 with a warning that names the first such byte: every number, separator
     and unit word is ASCII, which reads the same in either, and a non-ASCII byte becomes a
@@ -452,6 +459,12 @@ def _read_lines(path) -> list:
     check_trace_file(path)
     with open(path, 'rb') as fh:
         data = fh.read()
+    if data[:2] == b'\x1f\x8b':
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, ValueError) as exc:
+            raise TraceFormatError(f'{path}: starts as a gzip file but does not decompress '
+                                   f'({exc}); check the download, or gunzip it') from None
     encoding = next((enc for bom, enc in _BYTE_ORDER_MARKS if data.startswith(bom)), 'utf-8')
     try:
         text = data.decode(encoding)
@@ -525,11 +538,19 @@ def load_trace(path, loop: bool = True) -> Trace:
         raise TraceFormatError(f'{path}: every rate is 0 ({len(rates)} samples): the link '
                                'never delivers, so nothing could be sent over it (a recording '
                                'of an idle link? record while the link is loaded)')
+    if 'counter_end' in meta:
+        end = meta.pop('counter_end')
     median = float(np.median(rates))
     if median > PLAUSIBLE_MEDIAN_MBPS:
+        advice = _TOO_FAST[kind]
+        if kind == 'CSV columns' and not meta.get('rate_unit') and _grows(rates):
+            advice = (f'the second column never decreases ({rates[0]:.15g} to '
+                      f'{rates[-1]:.15g}): a byte counter, not a rate; name it in a header '
+                      'line such as "time_s,rx_bytes" (or tx_bytes), and the bytes between '
+                      'rows are read as the rate')
         raise TraceFormatError(
             f'{path}: median rate {median:.6g} "Mbit/s" is above any Wi-Fi link '
-            f'({PLAUSIBLE_MEDIAN_MBPS:g}); {_TOO_FAST[kind]}')
+            f'({PLAUSIBLE_MEDIAN_MBPS:g}); {advice}')
     peak = int(np.argmax(rates))
     if not rates[peak] <= MAX_RATE_MBPS:
         raise TraceFormatError(
@@ -552,10 +573,36 @@ def load_trace(path, loop: bool = True) -> Trace:
                                ) from None
     if 'end_s' in meta:
         _check_end(path, lines, times, rates, end)
+    if kind == 'CSV columns' and 'end_s' not in meta:     # save_trace's rows are exact
+        _warn_gaps(path, times, rates)
     try:
         return Trace.from_samples(times, rates, end, loop, res)
     except TraceFormatError as exc:
         raise TraceFormatError(f'{path}: {exc}') from None
+
+
+def _grows(values) -> bool:
+    """Tell whether ``values`` never decrease and do increase: a counter, not a rate."""
+    v = np.asarray(values, dtype=np.float64)
+    return v.size >= 3 and bool(np.all(np.diff(v) >= 0)) and v[-1] > v[0]
+
+
+def _warn_gaps(path, times, rates) -> None:
+    """Warn once when a step between rows exceeds ``GAP_STEPS`` median steps (a gap)."""
+    if len(times) < 3:
+        return
+    t = np.asarray(times, dtype=np.float64)
+    step = np.diff(t)
+    median = float(np.median(step))
+    gaps = np.flatnonzero(step > GAP_STEPS * median)
+    if not gaps.size:
+        return
+    k = int(gaps[np.argmax(step[gaps])])
+    more = f' ({gaps.size} such gaps; this is the longest)' if gaps.size > 1 else ''
+    iperf.warn(f'{path}: no sample for {step[k]:.6g} s after t={t[k] - t[0]:.6g} s, '
+               f'{step[k] / median:.3g} times the median step of {median:.6g} s{more}: the '
+               f'rate before it, {rates[k]:.6g} Mbit/s, is held through it; if the link was '
+               'down then, add a row with rate 0 where the gap starts')
 
 
 _LAST_S = re.compile(r'(?<![\w])last_s=([^\s,;]+)')

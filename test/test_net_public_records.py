@@ -1,0 +1,146 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Records in the layouts of public datasets and tools: read right, or refused in one line."""
+
+import gzip
+
+import numpy as np
+import pytest
+from rog_ros.net import traces
+from rog_ros.net.traces import TraceFormatError
+
+
+def _write(tmp_path, text, name='link.csv'):
+    """Write ``text`` to ``tmp_path / name`` and return the path."""
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _refusal(path) -> str:
+    """Return the one-line message with which ``load_trace`` refuses ``path``."""
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(path)
+    message = str(err.value)
+    assert '\n' not in message
+    return message
+
+
+@pytest.mark.parametrize('header', [
+    '"Interval start","All Packets"',      # Wireshark's I/O graph saved as CSV
+    'frame.time_epoch,frame.len',          # tshark -T fields -e frame.time_epoch -e frame.len
+    'Time,Length', 'time_s,pkts', 'time,size', 'time_s,rssi', 'time,snr_db', 'time,mcs',
+])
+def test_a_second_column_that_is_no_rate_is_refused_not_read_as_mbit_per_s(tmp_path, header):
+    # each was read as Mbit/s: 1,514-byte frames made a 1.5 Gbit/s link with only a warning
+    path = _write(tmp_path, f'{header}\n0.5,1514\n1.0,66\n1.5,1514\n2.0,1514\n')
+    message = _refusal(path)
+    assert message.startswith(f'{path}:1: column ')
+    assert 'not a rate' in message
+
+
+def test_a_column_named_like_a_link_is_still_read(tmp_path):
+    path = _write(tmp_path, 'time,Durchsatz\n0,5\n1,6\n')
+    assert traces.load_trace(path).mbps.tolist() == [5.0, 6.0]
+
+
+def test_a_gap_in_the_samples_is_warned_about(tmp_path, capsys):
+    rows = [f'{k * 0.5},{10 + k % 3}' for k in range(20)]
+    rows += [f'{300 + k * 0.5},{10 + k % 3}' for k in range(20)]
+    path = _write(tmp_path, 'time_s,mbps\n' + '\n'.join(rows) + '\n', 'gap.csv')
+    tr = traces.load_trace(path)
+    assert tr.duration_s == pytest.approx(310.0)
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and 'gap.csv' in err
+    assert 'no sample for 290.5 s after t=9.5 s' in err
+    path = _write(tmp_path, 'time_s,mbps\n' + '\n'.join(rows[:20]) + '\n', 'even.csv')
+    traces.load_trace(path)
+    assert capsys.readouterr().err == ''
+
+
+def test_a_bare_byte_counter_is_not_told_to_be_divided_into_mbit_per_s(tmp_path):
+    # /sys/class/net/wlan0/statistics/rx_bytes logged with its time: the old advice (divide
+    # the column by 1e6) made a rising counter a rate without a word
+    rows = ''.join(f'{1576495386 + k} {8123456789 + k * 2_500_000}\n' for k in range(10))
+    message = _refusal(_write(tmp_path, rows, 'counter.txt'))
+    assert 'never decreases' in message and 'rx_bytes' in message
+    assert 'divide the second column' not in message
+
+
+def test_an_interface_byte_counter_is_read_as_the_rate_between_rows(tmp_path):
+    text = 'timestamp,rx_bytes\n100,8000000000\n101,8002500000\n103,8002500000\n104,8003750000\n'
+    tr = traces.load_trace(_write(tmp_path, text))
+    assert tr.t_s.tolist() == [0.0, 1.0, 3.0]
+    assert tr.mbps.tolist() == pytest.approx([20.0, 0.0, 10.0])
+    assert tr.end_s == pytest.approx(4.0)
+
+
+def test_a_byte_counter_that_goes_down_is_refused_naming_the_line(tmp_path):
+    path = _write(tmp_path, 'time_s,tx_bytes\n0,5000\n1,9000\n2,100\n3,900\n')
+    message = _refusal(path)
+    assert message.startswith(f'{path}:4: ') and 'tx_bytes' in message and 'reset' in message
+
+
+def _gnettrack(rows) -> str:
+    """Return a G-NetTrack Pro / Raca et al. drive log with ``rows`` of (stamp, DL, UL)."""
+    head = ('Timestamp,Longitude,Latitude,Speed,Operatorname,CellID,NetworkMode,RSRP,RSRQ,SNR,'
+            'CQI,RSSI,DL_bitrate,UL_bitrate,State,PINGAVG,PINGMIN,PINGMAX,PINGSTDEV,PINGLOSS,'
+            'CELLHEX,NODEHEX,LACHEX,RAWCELLID,NRxRSRP,NRxRSRQ\n')
+    return head + ''.join(f'{t},-8.469,51.896,12,A,2,5G,-92,-11,7.0,11,-69,{dl},{ul},D,-,-,-,-,'
+                          '-,-,-,-,-,-85,-12\n' for t, dl, ul in rows)
+
+
+def test_a_gnettrack_drive_log_reads_its_download_rate_in_kbit_per_s(tmp_path):
+    # the Raca et al. 4G/5G datasets: DL_bitrate in kbit/s, times as 2019.12.16_11.23.06
+    rows = [('2019.12.16_11.23.06', 45000, 800), ('2019.12.16_11.23.07', 3000, 120),
+            ('2019.12.16_11.23.09', 0, 0)]
+    tr = traces.load_trace(_write(tmp_path, _gnettrack(rows)))
+    assert tr.t_s.tolist() == [0.0, 1.0, 3.0]
+    assert tr.mbps.tolist() == [45.0, 3.0, 0.0]
+    two = 'Timestamp,DL_bitrate\n2019.12.16_11.23.06,4134\n2019.12.16_11.23.07,5120\n'
+    assert traces.load_trace(_write(tmp_path, two, 'cut.csv')).mbps.tolist() == [4.134, 5.12]
+
+
+@pytest.mark.parametrize('stamp', ['29.03.2026 00:59:50', '12/31/2026 11:59:50 PM', '00:59:50',
+                                   'Mon Dec 16 11:23:06 2019'])
+def test_a_time_that_is_not_a_number_nor_iso_8601_is_named_in_the_refusal(tmp_path, stamp):
+    path = _write(tmp_path, f'timestamp;throughput_mbps\n{stamp};5\n')
+    message = _refusal(path)
+    assert message.startswith(f'{path}:2: time {stamp!r} ')
+    assert 'ISO 8601' in message
+
+
+def test_a_gzip_compressed_record_reads(tmp_path):
+    path = tmp_path / 'link.csv.gz'
+    path.write_bytes(gzip.compress(b'time_ms,throughput_kbps\n0,5000\n500,6000\n'))
+    tr = traces.load_trace(path)
+    assert tr.t_s.tolist() == [0.0, 0.5] and tr.mbps.tolist() == [5.0, 6.0]
+    assert traces.trace_file_format(path) == 'CSV columns'
+    path.write_bytes(gzip.compress(b'time_ms,throughput_kbps\n0,5000\n500,6000\n')[:-9])
+    message = _refusal(path)
+    assert message.startswith(f'{path}: ') and 'gzip' in message
+
+
+def test_a_day_of_samples_at_10_hz_reads_in_seconds(tmp_path):
+    t = np.arange(864_000) / 10.0
+    body = '\n'.join(f'{a:.1f},{50 + (k % 7)}' for k, a in enumerate(t.tolist()))
+    tr = traces.load_trace(_write(tmp_path, 'time_s,mbps\n' + body + '\n'))
+    assert tr.duration_s == pytest.approx(86_400.0) and len(tr) == 864_000
+
+
+def test_the_holds_of_a_saved_trace_are_not_warned_about_as_gaps(tmp_path, capsys):
+    path = tmp_path / 'outdoors.csv'
+    traces.save_trace(traces.generate('outdoors', 600, seed=1), path)
+    traces.load_trace(path)
+    assert capsys.readouterr().err == ''
