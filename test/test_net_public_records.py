@@ -144,3 +144,25 @@ def test_the_holds_of_a_saved_trace_are_not_warned_about_as_gaps(tmp_path, capsy
     traces.save_trace(traces.generate('outdoors', 600, seed=1), path)
     traces.load_trace(path)
     assert capsys.readouterr().err == ''
+
+
+def test_thousands_separators_beside_decimal_commas_read_or_are_refused(tmp_path):
+    # a German spreadsheet's "#.##0,0": 1.234,5 kbit/s is 1234.5 kbit/s
+    path = _write(tmp_path, 'Zeit (s);Durchsatz (kbit/s)\n0;1.234,5\n1;987,5\n2;12.000,0\n')
+    assert traces.load_trace(path).mbps.tolist() == pytest.approx([1.2345, 0.9875, 12.0])
+    # "#.##0": 1.234 beside 987,5 was read as 1.234 kbit/s, a thousand times too slow
+    path = _write(tmp_path, 'Zeit (s);Durchsatz (kbit/s)\n0;1.234\n1;987,5\n', 'mixed.csv')
+    message = _refusal(path)
+    assert message.startswith(f'{path}:2: ') and "'1.234'" in message and 'thousands' in message
+
+
+def test_a_long_step_in_a_time_column_without_a_unit_is_warned_about(tmp_path, capsys):
+    # a logger's elapsed milliseconds in a bare column: 500 ms steps read as 500 s
+    path = _write(tmp_path, ''.join(f'{k * 500},{20 + k % 3}\n' for k in range(8)), 'ms.csv')
+    assert traces.load_trace(path).duration_s == pytest.approx(4000.0)
+    err = capsys.readouterr().err
+    assert 'ms.csv' in err and 'read as seconds' in err and 'time_ms' in err
+    path = _write(tmp_path, 'time_s,mbps\n' + ''.join(f'{k * 500},{20 + k % 3}\n'
+                                                      for k in range(8)), 'named.csv')
+    traces.load_trace(path)
+    assert capsys.readouterr().err == ''

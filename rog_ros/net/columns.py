@@ -246,6 +246,12 @@ class Layout:
         self.time_factor = _time_factor(names[self.time])
 
 
+_GROUPED = re.compile(r'[+-]?\d{1,3}(?:\.\d{3})+,\d*')
+"""A decimal comma after thousands grouped by points, as German spreadsheets write 1.234,5."""
+_DOT_GROUPS = re.compile(r'[+-]?\d{1,3}(?:\.\d{3})+')
+"""A number such as 1.234: a decimal point, or thousands grouped where commas are decimal."""
+
+
 def _number(text: str) -> float:
     """Read a number, with a decimal point or, as spreadsheets in many locales write, comma."""
     try:
@@ -253,7 +259,27 @@ def _number(text: str) -> float:
     except ValueError:
         if text.count(',') == 1 and '.' not in text:
             return float(text.replace(',', '.'))
+        if _GROUPED.fullmatch(text):
+            return float(text.replace('.', '').replace(',', '.'))
         raise
+
+
+def _decimal_marks(path, lines, linenos, column: int, comma: int) -> None:
+    """
+    Refuse a column that mixes decimal commas with numbers such as 1.234 (thousands?).
+
+    ``column`` is the field's index, ``comma`` the sample whose field has a decimal comma (the
+    samples' lines are re-split: only files with decimal commas come here): where commas are
+    decimal, the point groups thousands, and 1.234 kbit/s read as a decimal was a thousand
+    times too slow.
+    """
+    texts = [_split(lines[lineno - 1].strip())[column] for lineno in linenos]
+    dots = next((k for k, text in enumerate(texts) if _DOT_GROUPS.fullmatch(text)), None)
+    if dots is not None:
+        raise ColumnError(f'{path}:{linenos[dots]}: {texts[dots]!r} in a column whose decimal '
+                          f'mark is a comma (line {linenos[comma]}: {texts[comma]!r}): a point '
+                          'there groups thousands, or is a decimal point; write every number '
+                          'of the column the same way, without thousands separators')
 
 
 def _is_number(text: str) -> bool:
@@ -295,7 +321,7 @@ def read_columns(path, lines) -> tuple:
     ``ColumnError`` naming the file and line of the first line that is not a sample, and the
     header when it leaves the columns open.
     """
-    meta, times, rates, linenos = {}, [], [], []
+    meta, times, rates, linenos, commas = {}, [], [], [], {}
     layout = Layout()
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
@@ -332,6 +358,9 @@ def read_columns(path, lines) -> tuple:
                 hint = f'; {NO_TIME_HINT}'
             raise ColumnError(f'{path}:{lineno}: {_expected(layout)}, got {line[:60]!r}'
                               f'{hint}') from None
+        for column in (layout.time, layout.rate):
+            if ',' in fields[column] and column not in commas:
+                commas[column] = len(times)
         if not (math.isfinite(t) and math.isfinite(r)) or r < 0:
             raise ColumnError(f'{path}:{lineno}: need a finite time and a finite rate '
                               f'>= 0, got {line[:60]!r}')
@@ -341,12 +370,17 @@ def read_columns(path, lines) -> tuple:
         times.append(t)
         rates.append(r)
         linenos.append(lineno)
+    for column, comma in commas.items():
+        _decimal_marks(path, lines, linenos, column, comma)
     if times and layout.time_factor == 1.0:
         times = _epoch_seconds(times)
     if layout.counter:
         times, rates, meta['counter_end'] = _counter_rates(path, layout, linenos, times, rates)
     if layout.rate_named:
         meta['rate_unit'] = layout.names[layout.rate]
+    if layout.names is None or not any(w in _TIME_UNITS for w in _words(layout.names[layout.time])
+                                       + _words(layout.names[layout.time], camel=False)):
+        meta['time_unit_assumed'] = True       # seconds, or an epoch's unit told by its size
     return meta, times, rates
 
 

@@ -80,7 +80,7 @@ import stat
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text
-from rog_ros.net import columns, iperf, mahimahi, mobile_log, replay_log
+from rog_ros.net import columns, iperf, mahimahi, mobile_log, replay_log, sysstat
 
 PAYLOAD_S = 1.43
 """Ideal transfer time of one compressed gradient [P 2.2]; the slowdown statistic's payload."""
@@ -369,9 +369,15 @@ GAP_STEPS = 10.0
 record (the logger stopped, often because the link did): its rate is held through the gap,
 which ``load_trace`` warns about."""
 
+LONG_STEP_S = 60.0
+"""Median step (s) of a table whose time column names no unit above which ``load_trace`` warns
+that its times are read as seconds: a logger's elapsed milliseconds (500 ms steps) read as
+500 s steps, a record stretched a thousand times, without a word."""
+
 ACCEPTED_FORMATS = ('CSV "t_seconds,mbps" or a table with units in its header, "t bw" lines, a '
                     'testbed bw_replay log, a Mahimahi trace, an iperf3 -J report or iperf text '
-                    'output, an HSDPA or 4G/LTE drive log, any of them gzip-compressed')
+                    'output, an HSDPA or 4G/LTE drive log, a sar -n DEV report, any of them '
+                    'gzip-compressed')
 """What ``load_trace`` reads, in the words its errors use."""
 
 _TOO_FAST = {
@@ -381,6 +387,7 @@ _TOO_FAST = {
     'testbed replay log': 'a replay log holds Mbit/s; this one is not from a Wi-Fi link',
     'Mahimahi trace': 'that is more than 800 packets per ms; this is not a Mahimahi trace of a '
                       'Wi-Fi link',
+    'sar -n DEV report': 'that is more than 1.25 GB/s; this interface is not a Wi-Fi link',
     'iperf report': 'iperf measured a faster path than Wi-Fi (the loopback interface, a wired '
                     'link, or client and server on one host); run iperf3 -c SERVER on the robot '
                     'over its wireless link',
@@ -393,6 +400,7 @@ _TOO_FAST.update({name: 'its byte counts or milliseconds are not those of an HSD
 
 _READERS = {'testbed replay log': replay_log.read_replay_log,
             'Mahimahi trace': mahimahi.read_mahimahi, 'iperf report': iperf.read_iperf,
+            'sar -n DEV report': sysstat.read_sar,
             **{name: mobile_log.read_mobile_log for name, *_ in mobile_log.FORMATS.values()}}
 
 
@@ -404,6 +412,8 @@ def file_format(lines) -> str:
         return 'Mahimahi trace'
     if iperf.is_iperf(lines):
         return 'iperf report'
+    if sysstat.is_sar(lines):
+        return 'sar -n DEV report'
     return mobile_log.log_name(lines) or 'CSV columns'
 
 
@@ -491,7 +501,7 @@ def _legacy_text(path, data: bytes, at: int) -> str:
 
 def load_trace(path, loop: bool = True) -> Trace:
     """
-    Read a trace file: columns, a replay log, Mahimahi, an iperf report or a mobile drive log.
+    Read a trace file: columns, a replay log, Mahimahi, iperf, sar or a mobile drive log.
 
     Columns are CSV ``t_seconds,mbps``, the artifact's ``t bw`` records, or a table whose
     header names time and rate columns and their units (``rog_ros.net.columns``); a replay log
@@ -500,7 +510,9 @@ def load_trace(path, loop: bool = True) -> Trace:
     format of most public records of real wireless links; iperf3's ``-J`` JSON and iperf3's or
     iperf2's text output are how engineers measure their own links (``rog_ros.net.iperf``);
     the HSDPA and 4G/LTE drive logs are the public records of moving mobile links
-    (``rog_ros.net.mobile_log``).
+    (``rog_ros.net.mobile_log``); a ``sar -n DEV`` report is an interface's traffic
+    (``rog_ros.net.sysstat``). Tables also take G-NetTrack Pro drive logs and interface byte
+    counters (``rx_bytes``); any of these may be gzip-compressed.
 
     Parameters
     ----------
@@ -575,6 +587,11 @@ def load_trace(path, loop: bool = True) -> Trace:
         _check_end(path, lines, times, rates, end)
     if kind == 'CSV columns' and 'end_s' not in meta:     # save_trace's rows are exact
         _warn_gaps(path, times, rates)
+        step = float(np.median(np.diff(times))) if len(times) > 1 else 0.0
+        if meta.get('time_unit_assumed') and step > LONG_STEP_S:
+            iperf.warn(f'{path}: its times name no unit and are read as seconds, a median step '
+                       f'of {step:g} s; if they are milliseconds, name the time column in a '
+                       'header line such as "time_ms,mbps"')
     try:
         return Trace.from_samples(times, rates, end, loop, res)
     except TraceFormatError as exc:
