@@ -166,3 +166,58 @@ def test_a_long_step_in_a_time_column_without_a_unit_is_warned_about(tmp_path, c
                                                       for k in range(8)), 'named.csv')
     traces.load_trace(path)
     assert capsys.readouterr().err == ''
+
+
+_IPERF3_UDP_CLIENT = """Connecting to host 10.0.0.1, port 5201
+[  5] local 10.0.0.2 port 41234 connected to 10.0.0.1 port 5201
+[ ID] Interval           Transfer     Bitrate         Total Datagrams
+[  5]   0.00-1.00   sec   129 KBytes  1.05 Mbits/sec  91
+[  5]   1.00-2.00   sec   127 KBytes  1.04 Mbits/sec  90
+- - - - - - - - - - - - - - - - - - - - - - - - -
+[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams
+[  5]   0.00-2.00   sec   256 KBytes  1.05 Mbits/sec  0.000 ms  0/181 (0%)  sender
+[  5]   0.00-2.04   sec   256 KBytes  1.03 Mbits/sec  0.123 ms  0/181 (0%)  receiver
+"""
+_IPERF2_UDP_CLIENT = """------------------------------------------------------------
+Client connecting to 10.0.0.1, UDP port 5001
+Sending 1470 byte datagrams, IPG target: 11215.21 us (kalman adjust)
+UDP buffer size:  208 KByte (default)
+------------------------------------------------------------
+[  3] local 10.0.0.2 port 41234 connected with 10.0.0.1 port 5001
+[ ID] Interval       Transfer     Bandwidth
+[  3]  0.0- 1.0 sec   129 KBytes  1.06 Mbits/sec
+[  3]  1.0- 2.0 sec   128 KBytes  1.05 Mbits/sec
+[  3]  0.0- 2.0 sec   257 KBytes  1.05 Mbits/sec
+[  3] Sent 179 datagrams
+[  3] Server Report:
+[  3]  0.0- 2.0 sec   257 KBytes  1.05 Mbits/sec   0.012 ms    0/  179 (0%)
+"""
+
+
+@pytest.mark.parametrize('text, line', [(_IPERF3_UDP_CLIENT, 3), (_IPERF2_UDP_CLIENT, 2)])
+def test_the_text_of_a_udp_client_is_refused_as_its_json_is(tmp_path, text, line):
+    # its intervals are the rate it sent (-b, 1 Mbit/s by default): a constant 1.05 Mbit/s
+    # link was replayed without a word
+    path = _write(tmp_path, text, 'udp.txt')
+    message = _refusal(path)
+    assert message.startswith(f'{path}:{line}: ') and 'UDP client' in message
+    assert 'server side' in message
+
+
+def test_the_text_of_a_udp_server_still_reads(tmp_path):
+    text = ('[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total '
+            'Datagrams\n'
+            '[  5]   0.00-1.00   sec   120 KBytes   983 Kbits/sec  0.010 ms  0/85 (0%)\n'
+            '[  5]   1.00-2.00   sec   125 KBytes  1.02 Mbits/sec  0.011 ms  0/88 (0%)\n')
+    tr = traces.load_trace(_write(tmp_path, text, 'udp.txt'))
+    assert tr.mbps.tolist() == pytest.approx([0.983, 1.02])
+
+
+def test_times_that_are_a_spreadsheets_day_serials_are_warned_about(tmp_path, capsys):
+    # Excel's date cells saved as numbers: days since 1899, one row per second read as steps
+    # of 12 us, so the record lasted 0.7 ms and looped through its rates without a word
+    rows = ''.join(f'{45234.5 + k / 86400:.8f};{20 + k % 3}\n' for k in range(60))
+    path = _write(tmp_path, 'Datum;Durchsatz (Mbit/s)\n' + rows, 'excel.csv')
+    assert traces.load_trace(path).duration_s < 1e-3
+    err = capsys.readouterr().err
+    assert 'excel.csv' in err and 'read as seconds' in err and 'days' in err

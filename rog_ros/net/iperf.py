@@ -23,8 +23,11 @@ after the other. With parallel streams (``-P``) the ``[SUM]`` lines are the link
 ``--bidir`` the first direction in the file is kept.
 
 A UDP client's intervals are the rate it *sent* (``-b``), not what the link delivered, so a
-JSON report that says so is refused; record UDP on the server side (``iperf3 -s -J``) or use
-TCP. Text reports do not say which side wrote them.
+report that says so is refused: JSON by its ``protocol`` and ``sender``, iperf3's text by its
+client's interval header (``Total Datagrams`` without ``Jitter``), iperf2's by the lines only
+its UDP client writes (``Client connecting to ..., UDP port``, ``Sending 1470 byte
+datagrams``, ``Sent 179 datagrams``); record UDP on the server side (``iperf3 -s -J``) or use
+TCP.
 
 A report in which iperf wrote an error (``"error"`` in the JSON, an ``iperf3: error - ...`` line
 in the text) is refused with iperf's words. A run stopped by Ctrl-C (``interrupt - the client
@@ -43,6 +46,11 @@ _LINE = re.compile(
     r'\s+[\d.]+\s+[KMGT]?Bytes\s+(?P<rate>[\d.]+)\s+(?P<unit>[KMGT]?)(?P<kind>bits|Bytes)/sec'
     r'(?P<rest>.*)$')
 _CSV_INTERVAL = re.compile(r'^(?P<a>[\d.]+)-(?P<b>[\d.]+)$')
+_UDP_CLIENT = re.compile(r'^(?:Client connecting to .*, UDP port \d+|Sending \d+ byte datagrams.*|'
+                         r'\[\s*\d+\] Sent \d+ datagrams|\[ ID\] Interval\s+Transfer\s+'
+                         r'(?:Bitrate|Bandwidth)\s+Total Datagrams)$')
+"""Lines only a UDP client writes: iperf2's banner, its count of datagrams sent, and iperf3's
+interval header (a server's, or a client's with -R, says ``Jitter  Lost/Total Datagrams``)."""
 _ERROR = re.compile(r'^iperf3?: (?P<kind>error|interrupt) - (?P<message>.*)$')
 """iperf3's own error lines: ``iperf3: error - unable to connect to server: ...``."""
 EPS_S = 1e-6
@@ -226,6 +234,7 @@ def _csv_fields(text):
 
 
 def _text_intervals(path, lines) -> list:
+    """Return ``(start_s, end_s, mbps)`` of the intervals of iperf3's or iperf2's text."""
     rows = []                                   # (lineno, stream, role, a, b, mbps, rest)
     interrupt = None
     for lineno, raw in enumerate(lines, 1):
@@ -236,6 +245,10 @@ def _text_intervals(path, lines) -> list:
         if error:
             interrupt = interrupt or (lineno, error['message'])
             continue
+        if _UDP_CLIENT.match(text):
+            raise ValueError(f'{path}:{lineno}: the text of a UDP client: its intervals are the '
+                             'rate it sent (-b), not what the link delivered; record on the '
+                             'server side (iperf3 -s, iperf -s -u -i 0.5) or use TCP')
         match = _LINE.search(text)        # iperf3 --timestamps puts the time first
         if match:
             rate = float(match['rate']) * _UNIT[match['unit']] / 1e6

@@ -374,6 +374,11 @@ LONG_STEP_S = 60.0
 that its times are read as seconds: a logger's elapsed milliseconds (500 ms steps) read as
 500 s steps, a record stretched a thousand times, without a word."""
 
+SHORT_STEP_S = 1e-3
+"""Median step (s) of such a table below which ``load_trace`` warns likewise: rates are not
+logged every millisecond, but a spreadsheet's dates saved as numbers (days, 45234.5) one
+second apart are steps of 12 us."""
+
 ACCEPTED_FORMATS = ('CSV "t_seconds,mbps" or a table with units in its header, "t bw" lines, a '
                     'testbed bw_replay log, a Mahimahi trace, an iperf3 -J report or iperf text '
                     'output, an HSDPA or 4G/LTE drive log, a sar -n DEV report, any of them '
@@ -592,6 +597,10 @@ def load_trace(path, loop: bool = True) -> Trace:
             iperf.warn(f'{path}: its times name no unit and are read as seconds, a median step '
                        f'of {step:g} s; if they are milliseconds, name the time column in a '
                        'header line such as "time_ms,mbps"')
+        elif meta.get('time_unit_assumed') and 0 < step < SHORT_STEP_S:
+            iperf.warn(f'{path}: its times name no unit and are read as seconds, a median step '
+                       f'of {step:.3g} s; if they are days (dates of a spreadsheet saved as '
+                       'numbers, 45234.5), write them as seconds or ISO 8601 times')
     try:
         return Trace.from_samples(times, rates, end, loop, res)
     except TraceFormatError as exc:
