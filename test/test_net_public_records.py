@@ -17,7 +17,7 @@ import gzip
 
 import numpy as np
 import pytest
-from rog_ros.net import traces
+from rog_ros.net import columns, traces
 from rog_ros.net.traces import TraceFormatError
 
 
@@ -221,3 +221,52 @@ def test_times_that_are_a_spreadsheets_day_serials_are_warned_about(tmp_path, ca
     assert traces.load_trace(path).duration_s < 1e-3
     err = capsys.readouterr().err
     assert 'excel.csv' in err and 'read as seconds' in err and 'days' in err
+
+
+@pytest.mark.parametrize('name, mbit_per_unit', [
+    ('bytes_sec', 8e-6), ('bits_sec', 1e-6), ('kbytes_sec', 8e-3), ('Mbits_second', 1.0),
+    ('bytes_sec_interval', 8e-6),
+])
+def test_a_unit_joined_to_sec_by_an_underscore_converts(name, mbit_per_unit):
+    # FCC Measuring Broadband America's bytes_sec was read as Mbit/s; the advice to divide it
+    # by 1e6 (bit/s) then left it 8 times too slow
+    assert columns.rate_factor(name) == pytest.approx(mbit_per_unit)
+
+
+def test_a_column_of_the_fcc_broadband_data_cut_to_two_reads_in_mbit_per_s(tmp_path):
+    text = 'dtime,bytes_sec\n2020-01-01 00:03:52,2500000\n2020-01-01 01:03:52,1250000\n'
+    tr = traces.load_trace(_write(tmp_path, text))
+    assert tr.t_s.tolist() == [0.0, 3600.0] and tr.mbps.tolist() == pytest.approx([20.0, 10.0])
+
+
+@pytest.mark.parametrize('name', ['bits_sent', 'rx_bytes', 'bytes_seen'])
+def test_words_that_only_start_like_sec_are_no_unit(name):
+    assert columns.rate_factor(name) is None
+
+
+_IW_LOG = """Mon Dec 16 11:23:06 UTC 2019
+Station aa:bb:cc:dd:ee:ff (on wlan0)
+\ttx bitrate:\t866.7 MBit/s VHT-MCS 9 80MHz short GI VHT-NSS 2
+"""
+_IFSTAT = """  Time           wlan0
+HH:MM:SS   KB/s in  KB/s out
+11:23:00   1250.00     12.00
+"""
+_VNSTAT = """ Monitoring wlan0...    (press CTRL-C to stop)
+
+   rx:    12.34 Mbit/s  1234 p/s          tx:   456 kbit/s   321 p/s
+"""
+
+
+@pytest.mark.parametrize('text, line', [(_IW_LOG, 1), (_IFSTAT, 2), (_VNSTAT, 1)])
+def test_a_tool_output_no_reader_knows_is_refused_naming_the_formats_read(tmp_path, text,
+                                                                          line):
+    path = _write(tmp_path, text, 'tool.log')
+    message = _refusal(path)
+    assert message.startswith(f'{path}:{line}: ')
+    assert 'no trace format this reader knows' in message and 'iperf3 -J' in message
+
+
+def test_a_bad_row_after_samples_does_not_list_the_formats(tmp_path):
+    message = _refusal(_write(tmp_path, 'time_s,mbps\n0,5\n1,6\n2,x\n'))
+    assert 'no trace format' not in message

@@ -79,9 +79,11 @@ _PREFIX = {'': 1.0, 'k': 1e3, 'm': 1e6, 'g': 1e9, 'ki': 1024.0, 'mi': 1024.0 ** 
 # Bits and bytes differ in case only in "Mbps"/"MBps", so the byte forms are case-sensitive.
 _BITS = re.compile(r'([kKmMgG]i?)?(?:bps|b/s|b/sec|bits?/s|bits?/sec|BPS)$')
 _BYTES = re.compile(r'([kKmMgG]i?)?(?:B/s|Bps|B/sec|[bB]ytes?/s|[bB]ytes?/sec)$')
-# The same written out: "kbytes_per_s", "KB per sec", "Mbits per second", "megabit/second".
+# The same written out: "kbytes_per_s", "KB per sec", "Mbits per second", "megabit/second",
+# or joined by an underscore to sec, as FCC Measuring Broadband America's "bytes_sec".
 _PHRASE = re.compile(r'(?<![a-z])(kilo|mega|giga|kibi|mebi|gibi|[kmg]i?)?(bytes?|bits?|b)'
-                     r'[\s_]*(?:/|per)[\s_]*(?:s|secs?|seconds?)(?![a-z])', re.IGNORECASE)
+                     r'(?:[\s_]*(?:/|per)[\s_]*(?:s|secs?|seconds?)|_(?:secs?|seconds?))'
+                     r'(?![a-z])', re.IGNORECASE)
 _PREFIX_WORDS = {'kilo': 'k', 'mega': 'm', 'giga': 'g', 'kibi': 'ki', 'mebi': 'mi',
                  'gibi': 'gi'}
 # Any other "... per second" or ".../s" names a rate in a unit this reader does not know.
@@ -110,7 +112,17 @@ NO_TIME_HINT = ('one number per line has no time: give each rate its time, for a
 
 
 class ColumnError(ValueError):
-    """A table whose header or lines cannot be read as time and rate; names file and line."""
+    """
+    A table whose header or lines cannot be read as time and rate; names file and line.
+
+    ``before_samples``: the line is not a sample and none came before it, so the file may be
+    no table at all (the output of a tool no reader knows).
+    """
+
+    def __init__(self, message: str, before_samples: bool = False):
+        """Keep the message and whether the line came before any sample."""
+        super().__init__(message)
+        self.before_samples = before_samples
 
 
 def rate_factor(name: str):
@@ -343,7 +355,7 @@ def read_columns(path, lines) -> tuple:
                 try:
                     layout = Layout(fields)
                 except ValueError as exc:
-                    raise ColumnError(f'{path}:{lineno}: {exc}') from None
+                    raise ColumnError(f'{path}:{lineno}: {exc}', before_samples=True) from None
                 continue
             rest = fields[:layout.time] + fields[layout.time + 1:]
             if (len(fields) == layout.width and any(map(_is_number, rest))
@@ -357,7 +369,7 @@ def read_columns(path, lines) -> tuple:
                 # a logger's bare list of rates: the step between samples is not in the file
                 hint = f'; {NO_TIME_HINT}'
             raise ColumnError(f'{path}:{lineno}: {_expected(layout)}, got {line[:60]!r}'
-                              f'{hint}') from None
+                              f'{hint}', before_samples=not times and not hint) from None
         for column in (layout.time, layout.rate):
             if ',' in fields[column] and column not in commas:
                 commas[column] = len(times)

@@ -547,6 +547,10 @@ def load_trace(path, loop: bool = True) -> Trace:
     except mahimahi.NotMahimahi as exc:
         raise TraceFormatError(f'{exc}; not a recognised trace format (accepted: '
                                f'{ACCEPTED_FORMATS}); {columns.NO_TIME_HINT}') from None
+    except columns.ColumnError as exc:
+        more = (f'; if it is no table, it is no trace format this reader knows (accepted: '
+                f'{ACCEPTED_FORMATS})' if exc.before_samples else '')
+        raise TraceFormatError(f'{exc}{more}') from None
     except ValueError as exc:
         raise TraceFormatError(str(exc)) from None
     if not times:
