@@ -270,3 +270,8 @@ def test_a_tool_output_no_reader_knows_is_refused_naming_the_formats_read(tmp_pa
 def test_a_bad_row_after_samples_does_not_list_the_formats(tmp_path):
     message = _refusal(_write(tmp_path, 'time_s,mbps\n0,5\n1,6\n2,x\n'))
     assert 'no trace format' not in message
+
+
+def test_a_table_refused_for_its_header_does_not_list_the_formats(tmp_path):
+    message = _refusal(_write(tmp_path, 'time,All Packets\n0,5\n1,6\n'))
+    assert 'not a rate' in message and 'no trace format' not in message

@@ -197,6 +197,10 @@ def _split(line: str) -> list:
     return [f.strip('"') for f in line.split()]
 
 
+class _NoRateColumn(ValueError):
+    """A first line read as a header names no rate: perhaps no table at all."""
+
+
 class Layout:
     """Which field is time and which is rate, and the factors to seconds and Mbit/s."""
 
@@ -229,9 +233,10 @@ class Layout:
                 rates = [i for i in rates if names[i].lower() == 'dl_bitrate']   # G-NetTrack
         if len(rates) != 1:
             which = ', '.join(repr(names[i]) for i in rates) if rates else 'none'
-            raise ValueError(f'cannot tell the rate column among {names} (candidates: {which}); '
-                             'keep two columns, time and rate in Mbit/s (for example with '
-                             '"cut -d, -f1,3")')
+            error = ValueError if rates else _NoRateColumn
+            raise error(f'cannot tell the rate column among {names} (candidates: {which}); keep '
+                        'two columns, time and rate in Mbit/s (for example with "cut -d, '
+                        '-f1,3")')
         self.rate = rates[0]
         name = names[self.rate]
         factor = rate_factor(name)
@@ -355,7 +360,8 @@ def read_columns(path, lines) -> tuple:
                 try:
                     layout = Layout(fields)
                 except ValueError as exc:
-                    raise ColumnError(f'{path}:{lineno}: {exc}', before_samples=True) from None
+                    raise ColumnError(f'{path}:{lineno}: {exc}', before_samples=isinstance(
+                        exc, _NoRateColumn)) from None
                 continue
             rest = fields[:layout.time] + fields[layout.time + 1:]
             if (len(fields) == layout.width and any(map(_is_number, rest))
