@@ -111,9 +111,9 @@ def _add_sim(sub) -> None:
                    help='bandwidth trace: preset name or file (CSV t_seconds,mbps or a '
                         'table with units in its header, "t bw" lines, a testbed bw_replay '
                         'log, a Mahimahi trace, an iperf3 -J report or iperf output, an '
-                        'HSDPA or 4G/LTE drive log, a G-NetTrack Pro log, a time,rx_bytes '
-                        'counter, a sar -n DEV report; gzip-compressed too), or a '
-                        'comma-separated list of them, robot r taking entry r mod k; a '
+                        'HSDPA or 4G/LTE drive log, a G-NetTrack Pro or Lumos5G CSV, a '
+                        'time,rx_bytes counter, a sar -n DEV report; gzip-compressed too), '
+                        'or a comma-separated list of them, robot r taking entry r mod k; a '
                         'file is replayed from a different offset per robot and seed, '
                         'looping (default outdoors)')
     p.add_argument('--iterations', type=int, default=None,

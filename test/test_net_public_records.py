@@ -275,3 +275,25 @@ def test_a_bad_row_after_samples_does_not_list_the_formats(tmp_path):
 def test_a_table_refused_for_its_header_does_not_list_the_formats(tmp_path):
     message = _refusal(_write(tmp_path, 'time,All Packets\n0,5\n1,6\n'))
     assert 'not a rate' in message and 'no trace format' not in message
+
+
+def _lumos5g(rows) -> str:
+    """Return a Lumos5G CSV whose ``rows`` are (run_num, seq_num, Throughput in Mbit/s)."""
+    head = ('run_num,seq_num,abstractSignalStr,latitude,longitude,movingSpeed,compassDirection,'
+            'nrStatus,lte_rssi,lte_rsrp,lte_rsrq,lte_rssnr,nr_ssRsrp,nr_ssRsrq,nr_ssSinr,'
+            'Throughput,mobility_mode,trajectory_direction,tower_id\n')
+    return head + ''.join(f'{run},{seq},2,44.975,-93.258,1.2,180,CONNECTED,-61,-94,-11,12,-85,'
+                          f'-11,15,{mbps},walking,CW,16\n' for run, seq, mbps in rows)
+
+
+def test_a_lumos5g_csv_reads_one_sample_per_second_and_plays_its_runs_in_turn(tmp_path):
+    # it was refused: no column named like a time, and the first, run_num, repeats
+    rows = [(1, 1, 880.5), (1, 2, 912.0), (1, 3, 15.2), (2, 1, 0.0), (2, 2, 1200.0)]
+    tr = traces.load_trace(_write(tmp_path, _lumos5g(rows), 'Lumos5G-v1.0.csv'))
+    assert tr.t_s.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0] and tr.end_s == 5.0
+    assert tr.mbps.tolist() == [880.5, 912.0, 15.2, 0.0, 1200.0]
+
+
+def test_a_lumos5g_run_whose_samples_go_back_is_refused_naming_the_line(tmp_path):
+    path = _write(tmp_path, _lumos5g([(1, 1, 10.0), (1, 3, 11.0), (1, 2, 12.0)]))
+    assert _refusal(path).startswith(f'{path}:4: time ')

@@ -29,7 +29,9 @@ A byte counter that only grows (``rx_bytes``, ``tx_bytes``: an interface's stati
 with their time) becomes the rate of the bytes between one row and the next. G-NetTrack Pro's
 drive logs (the Raca et al. 4G/5G datasets) name their rates ``DL_bitrate`` and ``UL_bitrate``
 in kbit/s and write times as ``2019.12.16_11.23.06``; their download rate is the link (the
-uplink carried the downloads' acknowledgements). Separators: comma, semicolon (with decimal
+uplink carried the downloads' acknowledgements). The Lumos5G dataset's CSV names no time: its
+``seq_num`` counts seconds within each ``run_num``, and its runs play one after the other.
+Separators: comma, semicolon (with decimal
 commas, as spreadsheets in many locales save), tab or spaces.
 """
 
@@ -197,6 +199,12 @@ def _split(line: str) -> list:
     return [f.strip('"') for f in line.split()]
 
 
+_LUMOS5G = {'run_num', 'seq_num', 'throughput'}
+_LUMOS5G_MORE = {'nrstatus', 'abstractsignalstr', 'nr_ssrsrp'}
+"""Columns of the Lumos5G dataset's CSV (Narayanan et al., IMC 2020): Throughput in Mbit/s once
+a second, numbered by seq_num within each run (run_num); no column is named like a time."""
+
+
 class _NoRateColumn(ValueError):
     """A first line read as a header names no rate: perhaps no table at all."""
 
@@ -210,6 +218,7 @@ class Layout:
         self.time_factor, self.rate_factor = 1.0, 1.0
         self.time_named = False
         self.counter = 0.0              # Mbit per unit of a counter column (rx_bytes), or 0
+        self.run = None                 # Lumos5G's run_num: its runs play one after the other
         self.rate_named = False         # the header names the rate's unit (kbps, Mbit/s, ...)
         if names is not None:
             self._choose(names)
@@ -218,6 +227,10 @@ class Layout:
         """Pick the columns of a header; raise ``ValueError`` saying what is ambiguous."""
         self.width = len(names)
         times = [i for i, n in enumerate(names) if _is_time(n) and rate_factor(n) is None]
+        low = [n.strip().lower() for n in names]
+        if _LUMOS5G <= set(low) and set(low) & _LUMOS5G_MORE:
+            times = [low.index('seq_num')]          # one sample per second, numbered per run
+            self.run = low.index('run_num')
         self.time = times[0] if times else 0
         self.time_named = bool(times)
         others = [i for i in range(len(names)) if i != self.time]
@@ -339,7 +352,7 @@ def read_columns(path, lines) -> tuple:
     header when it leaves the columns open.
     """
     meta, times, rates, linenos, commas = {}, [], [], [], {}
-    layout = Layout()
+    layout, run, offset = Layout(), None, 0.0
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line:
@@ -376,6 +389,11 @@ def read_columns(path, lines) -> tuple:
                 hint = f'; {NO_TIME_HINT}'
             raise ColumnError(f'{path}:{lineno}: {_expected(layout)}, got {line[:60]!r}'
                               f'{hint}', before_samples=not times and not hint) from None
+        if layout.run is not None:          # Lumos5G: a new run starts a second after the last
+            if times and fields[layout.run] != run:
+                offset = times[-1] + 1.0 - t
+            run = fields[layout.run]
+            t += offset
         for column in (layout.time, layout.rate):
             if ',' in fields[column] and column not in commas:
                 commas[column] = len(times)

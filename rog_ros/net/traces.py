@@ -516,8 +516,8 @@ def load_trace(path, loop: bool = True) -> Trace:
     iperf2's text output are how engineers measure their own links (``rog_ros.net.iperf``);
     the HSDPA and 4G/LTE drive logs are the public records of moving mobile links
     (``rog_ros.net.mobile_log``); a ``sar -n DEV`` report is an interface's traffic
-    (``rog_ros.net.sysstat``). Tables also take G-NetTrack Pro drive logs and interface byte
-    counters (``rx_bytes``); any of these may be gzip-compressed.
+    (``rog_ros.net.sysstat``). Tables also take G-NetTrack Pro and Lumos5G CSVs and interface
+    byte counters (``rx_bytes``); any of these may be gzip-compressed.
 
     Parameters
     ----------

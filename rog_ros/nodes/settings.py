@@ -343,12 +343,10 @@ SETTINGS = (
        'outdoors, ...), a file (CSV t_seconds,mbps, or a table whose header names the time '
        'and rate columns and units such as time_ms,throughput_kbps; "t bw" lines; the '
        'bw_replay-<rank>.txt logs of the Rog testbed; a Mahimahi packet-delivery trace; an iperf3 '
-       '-J report or iperf text output; an HSDPA or 4G/LTE drive log; a G-NetTrack Pro drive '
-       'log; an interface byte counter such as time,rx_bytes; a sar -n DEV report; any of '
-       'them gzip-compressed), a '
-       'comma-separated list of them (worker r follows entry r mod k: each robot its own '
-       'recorded link), or none '
-       '(real links, no shaping).', ALL,
+       '-J report or iperf text output; an HSDPA or 4G/LTE drive log; a G-NetTrack Pro or '
+       'Lumos5G CSV; an interface byte counter such as time,rx_bytes; a sar -n DEV report; '
+       'any of them gzip-compressed), a comma-separated list of them (worker r follows entry r '
+       'mod k: each robot its own recorded link), or none (real links, no shaping).', ALL,
        'link', joiner=','),
     _s('trace_scale', float, 1.0, 'Multiply the trace rates.', ALL, 'link', low=1e-6),
     _s('epoch', float, None, 'Wall-clock time (time.time()) at which every trace starts; '
