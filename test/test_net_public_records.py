@@ -297,3 +297,10 @@ def test_a_lumos5g_csv_reads_one_sample_per_second_and_plays_its_runs_in_turn(tm
 def test_a_lumos5g_run_whose_samples_go_back_is_refused_naming_the_line(tmp_path):
     path = _write(tmp_path, _lumos5g([(1, 1, 10.0), (1, 3, 11.0), (1, 2, 12.0)]))
     assert _refusal(path).startswith(f'{path}:4: time ')
+
+
+def test_a_lumos5g_run_that_comes_back_after_another_is_refused(tmp_path):
+    # rows of two runs interleaved would have played as one made-up run
+    path = _write(tmp_path, _lumos5g([(1, 1, 10.0), (2, 1, 11.0), (1, 2, 12.0)]))
+    message = _refusal(path)
+    assert message.startswith(f'{path}:4: run_num 1 again') and 'sort' in message

@@ -352,7 +352,7 @@ def read_columns(path, lines) -> tuple:
     header when it leaves the columns open.
     """
     meta, times, rates, linenos, commas = {}, [], [], [], {}
-    layout, run, offset = Layout(), None, 0.0
+    layout, run, runs, offset = Layout(), None, set(), 0.0
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line:
@@ -391,8 +391,13 @@ def read_columns(path, lines) -> tuple:
                               f'{hint}', before_samples=not times and not hint) from None
         if layout.run is not None:          # Lumos5G: a new run starts a second after the last
             if times and fields[layout.run] != run:
+                if fields[layout.run] in runs:
+                    raise ColumnError(f'{path}:{lineno}: run_num {fields[layout.run]} again, '
+                                      f'after run {run}: sort the rows by run_num, then '
+                                      'seq_num (sort -t, -k1,1n -k2,2n)')
                 offset = times[-1] + 1.0 - t
             run = fields[layout.run]
+            runs.add(run)
             t += offset
         for column in (layout.time, layout.rate):
             if ',' in fields[column] and column not in commas:
