@@ -304,3 +304,24 @@ def test_a_lumos5g_run_that_comes_back_after_another_is_refused(tmp_path):
     path = _write(tmp_path, _lumos5g([(1, 1, 10.0), (2, 1, 11.0), (1, 2, 12.0)]))
     message = _refusal(path)
     assert message.startswith(f'{path}:4: run_num 1 again') and 'sort' in message
+
+
+def test_the_sums_of_iperf_2_1_parallel_streams_are_the_link(tmp_path):
+    # iperf 2.1 writes [SUM-2]: the sums were skipped and the streams refused, with the advice
+    # to run with -P that the run already had
+    text = ('[  1] 0.00-1.00 sec  5.00 MBytes  41.9 Mbits/sec\n'
+            '[  2] 0.00-1.00 sec  6.00 MBytes  50.3 Mbits/sec\n'
+            '[SUM-2] 0.00-1.00 sec  11.0 MBytes  92.2 Mbits/sec\n'
+            '[  1] 1.00-2.00 sec  4.00 MBytes  33.6 Mbits/sec\n'
+            '[  2] 1.00-2.00 sec  4.00 MBytes  33.6 Mbits/sec\n'
+            '[SUM-2] 1.00-2.00 sec  8.00 MBytes  67.1 Mbits/sec\n')
+    assert traces.load_trace(_write(tmp_path, text, 'p2.txt')).mbps.tolist() == [92.2, 67.1]
+
+
+def test_the_sums_of_iperf2_csv_parallel_streams_are_the_link(tmp_path):
+    # iperf -y C -P 2: the sum of the streams is the line with transfer id -1
+    rows = [('3', '0.0-1.0', 5e6), ('4', '0.0-1.0', 6e6), ('-1', '0.0-1.0', 11e6),
+            ('3', '1.0-2.0', 4e6), ('4', '1.0-2.0', 4e6), ('-1', '1.0-2.0', 8e6)]
+    text = ''.join(f'20191216112306,10.0.0.2,53012,10.0.0.1,5001,{i},{span},1000,{bps:.0f}\n'
+                   for i, span, bps in rows)
+    assert traces.load_trace(_write(tmp_path, text, 'p2.csv')).mbps.tolist() == [11.0, 8.0]

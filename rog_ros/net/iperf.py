@@ -19,7 +19,8 @@ link.json`` on the robot while it drives its route. Each report interval becomes
 at the rate iperf measured over it; the run's own summary lines (``sender`` / ``receiver``,
 iperf2's whole-run line) and the ``-O`` warm-up intervals (TCP slow start, not the link) are
 left out. Several runs appended to one file (a loop of ``iperf3 -J >> link.json``) play one
-after the other. With parallel streams (``-P``) the ``[SUM]`` lines are the link; with
+after the other. With parallel streams (``-P``) the ``[SUM]`` lines are the link (iperf 2.1's
+``[SUM-2]``, transfer id -1 in iperf2's CSV); with
 ``--bidir`` the first direction in the file is kept.
 
 A UDP client's intervals are the rate it *sent* (``-b``), not what the link delivered, so a
@@ -42,9 +43,9 @@ import sys
 
 _UNIT = {'': 1.0, 'K': 1e3, 'M': 1e6, 'G': 1e9, 'T': 1e12}
 _LINE = re.compile(
-    r'\[\s*(?P<id>\d+|SUM)\](?P<role>\[[A-Z-]+\])?\s+(?P<a>[\d.]+)\s*-\s*(?P<b>[\d.]+)\s+sec'
-    r'\s+[\d.]+\s+[KMGT]?Bytes\s+(?P<rate>[\d.]+)\s+(?P<unit>[KMGT]?)(?P<kind>bits|Bytes)/sec'
-    r'(?P<rest>.*)$')
+    r'\[\s*(?P<id>\d+|SUM)(?:-\d+)?\](?P<role>\[[A-Z-]+\])?\s+(?P<a>[\d.]+)\s*-\s*'
+    r'(?P<b>[\d.]+)\s+sec\s+[\d.]+\s+[KMGT]?Bytes\s+(?P<rate>[\d.]+)\s+(?P<unit>[KMGT]?)'
+    r'(?P<kind>bits|Bytes)/sec(?P<rest>.*)$')
 _CSV_INTERVAL = re.compile(r'^(?P<a>[\d.]+)-(?P<b>[\d.]+)$')
 _UDP_CLIENT = re.compile(r'^(?:Client connecting to .*, UDP port \d+|Sending \d+ byte datagrams.*|'
                          r'\[\s*\d+\] Sent \d+ datagrams|\[ ID\] Interval\s+Transfer\s+'
@@ -259,7 +260,9 @@ def _text_intervals(path, lines) -> list:
         csv = _csv_fields(text)
         if csv is not None:
             a, b = _CSV_INTERVAL.match(csv[0]).groups()
-            rows.append((lineno, text.split(',')[5], None, float(a), float(b), csv[1] / 1e6, ''))
+            stream = text.split(',')[5]
+            stream = 'SUM' if stream == '-1' else stream      # the sum of -P streams
+            rows.append((lineno, stream, None, float(a), float(b), csv[1] / 1e6, ''))
     roles = [row[2] for row in rows if row[2]]          # --bidir: [TX-C] and [RX-C]
     rows = [row for row in rows if row[2] == (roles[0] if roles else None)]
     streams = {row[1] for row in rows}
