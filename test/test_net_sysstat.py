@@ -69,3 +69,12 @@ def test_a_damaged_line_of_a_report_is_refused_naming_it(tmp_path):
     with pytest.raises(TraceFormatError, match=r'dev.txt:4: expected a time, an interface and '
                                                r'8 numbers'):
         traces.load_trace(path)
+
+
+def test_a_report_in_a_decimal_comma_locale_reads(tmp_path):
+    # sar under LANG=de_DE.UTF-8 writes 1187,53
+    path = tmp_path / 'dev.txt'
+    text = _report([{'wlan0': (1250.0, 0.0)}, {'wlan0': (625.0, 0.0)}],
+                   clock=lambda k: f'13:00:{k:02d}')
+    path.write_text(text.replace('.', ','))
+    assert traces.load_trace(path).mbps.tolist() == pytest.approx([10.0, 5.0])

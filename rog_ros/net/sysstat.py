@@ -21,7 +21,8 @@ rates are the means over the interval that ends at its time. The trace takes the
 larger direction, ``max(rxkB/s, txkB/s)`` in kB/s of 1000 bytes, as netmon records the
 throughput of a robot's link; the interface is the only one besides ``lo``, or the only
 Wi-Fi one (``wl...``), else the report is refused naming them. Times are times of day (12 or
-24 hours, as the locale wrote them); a time that goes back is the next day. ``Average:`` lines
+24 hours, as the locale wrote them); a time that goes back is the next day; a decimal comma
+reads as a point. ``Average:`` lines
 are left out. Like netmon's throughput, it is the traffic the robot moved, not the link's
 capacity: record while the link is loaded.
 """
@@ -67,6 +68,11 @@ def _seconds(match) -> float:
     return hour * 3600.0 + minute * 60.0 + second
 
 
+def _number(text: str) -> float:
+    """Read a rate, with a decimal point or, as sar writes in many locales, a comma."""
+    return float(text.replace(',', '.', 1) if '.' not in text else text)
+
+
 def _interface(path, rows) -> str:
     """Pick the interface of the trace: the only one but ``lo``, or the only Wi-Fi one."""
     names = sorted({name for name, *_ in rows} - {'lo'})
@@ -104,8 +110,8 @@ def read_sar(path, lines) -> tuple:
         try:
             if len(fields) != len(names):
                 raise ValueError
-            rx = float(fields[names.index('rxkB/s')])
-            tx = float(fields[names.index('txkB/s')])
+            rx = _number(fields[names.index('rxkB/s')])
+            tx = _number(fields[names.index('txkB/s')])
         except ValueError:
             raise ValueError(f'{path}:{lineno}: expected a time, an interface and '
                              f'{len(names) - 1} numbers as the header {" ".join(names)} says, '
