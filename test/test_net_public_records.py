@@ -325,3 +325,16 @@ def test_the_sums_of_iperf2_csv_parallel_streams_are_the_link(tmp_path):
     text = ''.join(f'20191216112306,10.0.0.2,53012,10.0.0.1,5001,{i},{span},1000,{bps:.0f}\n'
                    for i, span, bps in rows)
     assert traces.load_trace(_write(tmp_path, text, 'p2.csv')).mbps.tolist() == [11.0, 8.0]
+
+
+def test_clock_times_an_hour_apart_are_not_suspected_of_being_milliseconds(tmp_path, capsys):
+    # FCC Measuring Broadband America: one test an hour, dtime a clock time
+    text = 'dtime,bytes_sec\n' + ''.join(f'2020-01-01 {h:02d}:03:52,2500000\n' for h in range(4))
+    assert traces.load_trace(_write(tmp_path, text)).duration_s == pytest.approx(4 * 3600.0)
+    assert capsys.readouterr().err == ''
+
+
+def test_the_gigabit_rates_of_a_lumos5g_csv_are_not_thought_kbit_per_s(tmp_path, capsys):
+    rows = [(1, k, 1500.0 + k) for k in range(1, 6)]
+    traces.load_trace(_write(tmp_path, _lumos5g(rows)))
+    assert capsys.readouterr().err == ''

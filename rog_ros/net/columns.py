@@ -272,7 +272,7 @@ class Layout:
                              'trace needs a rate per time: Mbit/s, or a unit such as kbps or '
                              'MB/s in the header')
         self.rate_factor = 1.0 if factor is None else factor
-        self.rate_named = factor is not None
+        self.rate_named = factor is not None or self.run is not None   # Lumos5G: Mbit/s
         self.time_factor = _time_factor(names[self.time])
 
 
@@ -352,7 +352,7 @@ def read_columns(path, lines) -> tuple:
     header when it leaves the columns open.
     """
     meta, times, rates, linenos, commas = {}, [], [], [], {}
-    layout, run, runs, offset = Layout(), None, set(), 0.0
+    layout, run, runs, offset, clock = Layout(), None, set(), 0.0, False
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line:
@@ -408,6 +408,8 @@ def read_columns(path, lines) -> tuple:
         if times and t <= times[-1]:
             raise ColumnError(f'{path}:{lineno}: time {t} does not increase '
                               f'(previous {times[-1]}){_time_guess(layout)}')
+        if not times:
+            clock = not _is_number(fields[layout.time])     # ISO 8601: seconds, no doubt
         times.append(t)
         rates.append(r)
         linenos.append(lineno)
@@ -419,8 +421,8 @@ def read_columns(path, lines) -> tuple:
         times, rates, meta['counter_end'] = _counter_rates(path, layout, linenos, times, rates)
     if layout.rate_named:
         meta['rate_unit'] = layout.names[layout.rate]
-    if layout.names is None or not any(w in _TIME_UNITS for w in _words(layout.names[layout.time])
-                                       + _words(layout.names[layout.time], camel=False)):
+    name = layout.names[layout.time] if layout.names is not None else ''
+    if not clock and not any(w in _TIME_UNITS for w in _words(name) + _words(name, False)):
         meta['time_unit_assumed'] = True       # seconds, or an epoch's unit told by its size
     return meta, times, rates
 
