@@ -338,3 +338,28 @@ def test_the_gigabit_rates_of_a_lumos5g_csv_are_not_thought_kbit_per_s(tmp_path,
     rows = [(1, k, 1500.0 + k) for k in range(1, 6)]
     traces.load_trace(_write(tmp_path, _lumos5g(rows)))
     assert capsys.readouterr().err == ''
+
+
+def test_a_speedtest_cli_csv_reads_its_download_rate_in_bit_per_s(tmp_path):
+    # speedtest-cli --csv in a cron loop, with its --csv-header; a sponsor's name may hold a comma
+    text = ('Server ID,Sponsor,Server Name,Timestamp,Distance,Ping,Download,Upload,Share,'
+            'IP Address\n'
+            '21541,"Telenet, BVBA",Ghent,2019-12-16T11:23:06.123456Z,12.3,14.2,93245678.12,'
+            '9245678.5,,10.0.0.2\n'
+            '21541,"Telenet, BVBA",Ghent,2019-12-16T11:28:06.123456Z,12.3,15.0,41000000.0,'
+            '8000000.0,,10.0.0.2\n')
+    tr = traces.load_trace(_write(tmp_path, text, 'speedtest.csv'))
+    assert tr.t_s.tolist() == [0.0, 300.0]
+    assert tr.mbps.tolist() == pytest.approx([93.24567812, 41.0])
+
+
+def test_a_quoted_field_holding_the_separator_stays_one_field(tmp_path):
+    text = 'time_s,place,throughput_mbps\n0,"hall, east",5\n1,"yard",6\n'
+    assert traces.load_trace(_write(tmp_path, text)).mbps.tolist() == [5.0, 6.0]
+
+
+def test_python_loggings_comma_before_the_milliseconds_is_read_in_a_comma_csv(tmp_path):
+    text = ('time,throughput_mbps\n2026-03-29 00:59:50,000,20.5\n'
+            '2026-03-29 00:59:50,500,21.5\n2026-03-29 00:59:51,250,22.5\n')
+    tr = traces.load_trace(_write(tmp_path, text))
+    assert tr.t_s.tolist() == [0.0, 0.5, 1.25] and tr.mbps.tolist() == [20.5, 21.5, 22.5]

@@ -31,12 +31,16 @@ drive logs (the Raca et al. 4G/5G datasets) name their rates ``DL_bitrate`` and 
 in kbit/s and write times as ``2019.12.16_11.23.06``; their download rate is the link (the
 uplink carried the downloads' acknowledgements). The Lumos5G dataset's CSV names no time: its
 ``seq_num`` counts seconds within each ``run_num``, and its runs play one after the other.
+speedtest-cli's ``--csv`` is read as its Download column in bit/s, one test per line. A quoted
+field may hold the separator; Python logging's ``2026-03-29 00:59:50,123`` keeps its
+milliseconds in a comma-separated file.
 Separators: comma, semicolon (with decimal
 commas, as spreadsheets in many locales save), tab or spaces.
 """
 
 from __future__ import annotations
 
+import csv
 from datetime import datetime, timezone
 import math
 import re
@@ -191,14 +195,21 @@ def _is_link(name: str) -> bool:
 
 
 def _split(line: str) -> list:
-    """Split a line at its separator: semicolon, tab, comma, or else spaces."""
+    """Split a line at its separator: semicolon, tab, comma, or else spaces; quotes group."""
     # ';' and tab before ',': their files write decimal commas ("0,5;35,2", "0,5<TAB>35,2")
     for sep in (';', '\t', ','):
         if sep in line:
-            return [f.strip().strip('"') for f in line.split(sep)]
+            parts = next(csv.reader([line], delimiter=sep)) if '"' in line else line.split(sep)
+            return [f.strip().strip('"') for f in parts]
     return [f.strip('"') for f in line.split()]
 
 
+_LOGGING = re.compile(r'\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d')
+"""A clock time that Python's logging follows with a comma and milliseconds (``asctime``): in a
+comma-separated file the comma splits it, and the milliseconds are joined back."""
+_SPEEDTEST_CLI = {'server id', 'sponsor', 'timestamp', 'download', 'upload'}
+"""Columns of speedtest-cli's ``--csv`` (``--csv-header``): Download and Upload in bit/s; the
+trace is the download rate, one test per line."""
 _LUMOS5G = {'run_num', 'seq_num', 'throughput'}
 _LUMOS5G_MORE = {'nrstatus', 'abstractsignalstr', 'nr_ssrsrp'}
 """Columns of the Lumos5G dataset's CSV (Narayanan et al., IMC 2020): Throughput in Mbit/s once
@@ -244,6 +255,9 @@ class Layout:
                          if any(w in names[i].lower() for w in _CAPACITY_WORDS)] or rates
             if sorted(names[i].lower() for i in rates) == ['dl_bitrate', 'ul_bitrate']:
                 rates = [i for i in rates if names[i].lower() == 'dl_bitrate']   # G-NetTrack
+        forced = None
+        if _SPEEDTEST_CLI <= set(low):
+            rates, forced = [low.index('download')], 1e-6
         if len(rates) != 1:
             which = ', '.join(repr(names[i]) for i in rates) if rates else 'none'
             error = ValueError if rates else _NoRateColumn
@@ -252,7 +266,7 @@ class Layout:
                         '-f1,3")')
         self.rate = rates[0]
         name = names[self.rate]
-        factor = rate_factor(name)
+        factor = rate_factor(name) if forced is None else forced
         words = set(_words(name))
         if factor is None and _COUNT.search(name.strip()) and words & _COUNTER_WORDS:
             self.counter = (8.0 if _COUNT.search(name.strip())[1][:4].lower() == 'byte'
@@ -363,6 +377,9 @@ def read_columns(path, lines) -> tuple:
         if lineno == 1 and EXCEL_SEPARATOR.fullmatch(line):
             continue          # Excel's "sep=;" line: the separator is found on every line
         fields = _split(line)
+        if (len(fields) == layout.width + 1 and layout.time == 0 and _LOGGING.fullmatch(fields[0])
+                and len(fields[1]) == 3 and fields[1].isdigit()):
+            fields = [f'{fields[0]}.{fields[1]}'] + fields[2:]     # "08:00:00,250,35.5"
         try:
             if len(fields) != layout.width:
                 raise ValueError
