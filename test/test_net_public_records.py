@@ -14,6 +14,7 @@
 """Records in the layouts of public datasets and tools: read right, or refused in one line."""
 
 import gzip
+import json
 
 import numpy as np
 import pytest
@@ -363,3 +364,25 @@ def test_python_loggings_comma_before_the_milliseconds_is_read_in_a_comma_csv(tm
             '2026-03-29 00:59:50,500,21.5\n2026-03-29 00:59:51,250,22.5\n')
     tr = traces.load_trace(_write(tmp_path, text))
     assert tr.t_s.tolist() == [0.0, 0.5, 1.25] and tr.mbps.tolist() == [20.5, 21.5, 22.5]
+
+
+def _old_udp_report(start: dict) -> str:
+    """Return an iperf3 -u -J report of an older version: no "sender" in its sums."""
+    sums = [{'start': k, 'end': k + 1, 'seconds': 1, 'bytes': 131072,
+             'bits_per_second': 1048576} for k in range(3)]
+    start = dict(start, test_start=dict({'protocol': 'UDP', 'num_streams': 1},
+                                        **start.get('test_start', {})))
+    return json.dumps({'start': start, 'intervals': [{'streams': [s], 'sum': s} for s in sums],
+                       'end': {}})
+
+
+def test_an_old_udp_clients_json_without_sender_flags_is_refused(tmp_path):
+    # older iperf3 versions wrote no "sender" in interval sums: the client's -b rate was read
+    client = {'connecting_to': {'host': '10.0.0.1', 'port': 5201}}
+    message = _refusal(_write(tmp_path, _old_udp_report(client), 'old.json'))
+    assert 'report of a UDP client' in message
+    reverse = dict(client, test_start={'reverse': 1})                 # the client received
+    server = {'accepted_connection': {'host': '10.0.0.2', 'port': 41234}}
+    for start in (reverse, server):
+        tr = traces.load_trace(_write(tmp_path, _old_udp_report(start), 'ok.json'))
+        assert tr.mbps.tolist() == pytest.approx([1.048576] * 3)

@@ -24,7 +24,8 @@ after the other. With parallel streams (``-P``) the ``[SUM]`` lines are the link
 ``--bidir`` the first direction in the file is kept.
 
 A UDP client's intervals are the rate it *sent* (``-b``), not what the link delivered, so a
-report that says so is refused: JSON by its ``protocol`` and ``sender``, iperf3's text by its
+report that says so is refused: JSON by its ``protocol`` and ``sender`` (in older iperf3 versions,
+which wrote no ``sender``, by ``connecting_to`` without ``reverse``), iperf3's text by its
 client's interval header (``Total Datagrams`` without ``Jitter``), iperf2's by the lines only
 its UDP client writes (``Client connecting to ..., UDP port``, ``Sending 1470 byte
 datagrams``, ``Sent 179 datagrams``); record UDP on the server side (``iperf3 -s -J``) or use
@@ -187,11 +188,13 @@ def _json_intervals(path, text) -> list:
         start = _object(path, run.get('start'), f'run {number}: "start"')
         test_start = _object(path, start.get('test_start'), f'run {number}: "test_start"')
         udp = test_start.get('protocol') == 'UDP'
+        # older iperf3 wrote no "sender" in its sums: a client that did not -R sent them
+        client_sent = 'connecting_to' in start and not test_start.get('reverse')
         offset, first = (out[-1][1] if out else 0.0), len(out)
         for k, total in enumerate(sums):
             if total.get('omitted'):
                 continue
-            if udp and total.get('sender'):
+            if udp and total.get('sender', client_sent):
                 raise ValueError(
                     f'{path}: run {number} is the report of a UDP client: its intervals are '
                     'the rate it sent (-b), not what the link delivered; record on the server '
