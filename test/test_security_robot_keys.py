@@ -203,3 +203,19 @@ def test_a_node_given_a_key_that_is_not_its_own_stops_in_one_line(
         main(argv + ['--robot-keys', 'true', '--fleet-key-file', str(path)])
     assert stop.value.code == 2
     assert problem in capsys.readouterr().err
+
+
+def test_a_robot_cannot_silence_the_servers_messages_to_others_where_several_are_watched():
+    """Keep one replay window per robot for the server's messages (rog fleet's watcher)."""
+    server = auth.Signer(keyring_for(FLEET, True), 100)
+    watcher = auth.Verifier(keyring_for(FLEET, True))
+
+    def schedule(worker):
+        """Return a Schedule of the server's run 77 to ``worker``."""
+        return m.Schedule(worker=worker, clock=1, push_deadline_s=1.0, incarnation=77)
+
+    assert watcher.check(server.sign(schedule(0))) is None
+    # robot 1 stamps a message to itself (its own key) far ahead in the server's name
+    assert watcher.check(auth.sign(schedule(1), keyring_for(FLEET, True, 1).key,
+                                   10 ** 12)) is None
+    assert [watcher.check(server.sign(schedule(w))) for w in (0, 2)] == [None, None]

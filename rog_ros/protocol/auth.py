@@ -400,8 +400,11 @@ class Verifier:
 
     One window per (message type, sender, incarnation): each type travels on its own topic,
     whose order DDS keeps per writer, so a slow topic cannot push another's messages out of
-    the window. A window accepts a sequence number once, in any order, while it is within
-    ``window`` of the highest one seen.
+    the window. With robot keys, also one per robot whose key tags the message: the
+    server's messages to robot r, which r can tag too, cannot move those to robot s where
+    both are verified (``rog fleet``'s watcher holds the fleet key). A window accepts a
+    sequence number once, in any order, while it is within ``window`` of the highest one
+    seen.
 
     Parameters
     ----------
@@ -453,7 +456,9 @@ class Verifier:
             if key is None:
                 return 'bad_tag'
             expected = compute_tag(msg, key)
-            slot = (msg.TYPE, sender_of(msg), int(msg.incarnation))
+            # (robot keys: the server's messages to each robot have windows of their own,
+            # so one robot's cannot move another's; key.robot is None for a fleet key)
+            slot = (msg.TYPE, sender_of(msg), key.robot, int(msg.incarnation))
         except (AttributeError, TypeError, ValueError, OverflowError, struct.error):
             return 'malformed'
         if not hmac.compare_digest(expected, tag):
