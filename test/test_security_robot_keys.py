@@ -205,6 +205,59 @@ def test_a_node_given_a_key_that_is_not_its_own_stops_in_one_line(
     assert problem in capsys.readouterr().err
 
 
+class _Inbox:
+    """A bus that hands out ``received`` once (what an AuthBus wraps)."""
+
+    namespace, rejects = '/rog', 0
+
+    def __init__(self, received):
+        self.received = received
+
+    def poll(self, timeout_s=0.0):
+        """Return the received messages once."""
+        out, self.received = self.received, []
+        return out
+
+
+def _bad_tag_hints(keys, sent, caplog):
+    """Return the hints an AuthBus holding ``keys`` logs for four copies of ``sent``."""
+    import logging
+    from rog_ros.transport.auth_bus import AuthBus
+    received = [('t/chunks', sent(i)) for i in range(4)]
+    bus = AuthBus(_Inbox(received), keys, logger=logging.getLogger('rog_robot_keys_test'))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger='rog_robot_keys_test'):
+        assert bus.poll() == []
+    return [r.getMessage().split('so far)', 1)[1] for r in caplog.records][1:]
+
+
+def test_a_robot_keys_setting_that_differs_between_nodes_is_named_not_a_key(caplog):
+    """Name robot_keys on at one end only; the old hint blamed a key both ends share."""
+    server_on, worker_off = keyring_for(FLEET, True), keyring_for(FLEET, False, 0)
+    hints = _bad_tag_hints(worker_off, lambda i: auth.Signer(server_on, 10 + i).sign(
+        _chunk(m.SERVER, 0)), caplog)
+    assert len(hints) == 2 and all("robot 0's key: robot_keys is on at its sender and "
+                                   'off here' in h for h in hints), hints
+    hints = _bad_tag_hints(server_on, lambda i: auth.Signer(worker_off, 10 + i).sign(
+        _chunk(0, m.SERVER)), caplog)
+    assert hints and all('robot_keys is off at its sender and on here' in h
+                         for h in hints), hints
+
+
+def test_a_robot_that_drops_the_servers_messages_names_the_fleet_key_it_was_made_from(caplog):
+    """Name the fleet fingerprint a robot key comes from, the one the server logs."""
+    other = auth.FleetKey(bytes(range(1, 33)))
+    robot = keyring_for(auth.parse_key(robot_key_text(FLEET, 0)), True, 0)
+    hints = _bad_tag_hints(robot, lambda i: auth.Signer(keyring_for(other, True), 10 + i).sign(
+        _chunk(m.SERVER, 0)), caplog)
+    assert hints and all(f'made from fleet key {FLEET.fingerprint}' in h for h in hints)
+    assert not any(robot.fingerprint in h for h in hints), hints
+    server = keyring_for(other, True)
+    hints = _bad_tag_hints(server, lambda i: auth.Signer(robot, 10 + i).sign(
+        _chunk(0, m.SERVER)), caplog)
+    assert hints and all(f'fleet={other.fingerprint}' in h for h in hints), hints
+
+
 def test_a_robot_cannot_silence_the_servers_messages_to_others_where_several_are_watched():
     """Keep one replay window per robot for the server's messages (rog fleet's watcher)."""
     server = auth.Signer(keyring_for(FLEET, True), 100)

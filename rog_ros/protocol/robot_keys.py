@@ -37,8 +37,10 @@ differs, so the wire format is the same and a fleet without ``robot_keys`` is un
 
 from __future__ import annotations
 
+import hmac
+
 from rog_ros.protocol import messages
-from rog_ros.protocol.auth import FleetKey, FleetKeyError, ROBOT_KEY_HEADER
+from rog_ros.protocol.auth import compute_tag, FleetKey, FleetKeyError, ROBOT_KEY_HEADER
 
 _DERIVE = b'rog-robot-key-1\0'
 _MAX_CACHED = 4096
@@ -166,3 +168,52 @@ def keyring_for(key, robot_keys: bool, rank=None, source: str = 'the fleet key')
     if rank is None:
         return FleetKeyring(key)
     return RobotKeyring(derive_robot_key(key, rank), rank)
+
+
+def bad_tag_hint(keys, msg) -> str:
+    """
+    Say what most likely made ``msg``'s tag fail with ``keys`` (the node's), for its log.
+
+    Nodes that disagree on ``robot_keys`` hold the same fleet key and still drop each
+    other's every message; a hint to compare fingerprints would find them equal. So this
+    tries the key the other setting would tag with, where the node can make it: the fleet
+    key itself (on here, off at the sender) or the sender's robot key (off here, on there).
+    A robot can try neither (it holds its own key only); it names the fleet key its key was
+    made from, which is the fingerprint the server logs. One tag more: call it only for the
+    drops that are logged.
+    """
+    try:
+        rank = robot_of(msg)
+    except (AttributeError, TypeError, ValueError):
+        rank = None
+    if isinstance(keys, RobotKeyring):
+        if rank is not None and rank != keys.rank:
+            whose = "the server's own" if rank < 0 else f"robot {rank}'s"
+            return (f"a message of {whose} link, which robot {keys.rank}'s key cannot check "
+                    '(sent to this robot by mistake, or replayed)')
+        return (f"this robot holds robot {keys.rank}'s key, made from fleet key "
+                f'{keys.key.fleet_fingerprint}: does the server log that fleet key, with '
+                'robot_keys on?')
+    fleet = keys.fleet if isinstance(keys, FleetKeyring) else keys
+    mine = isinstance(keys, FleetKeyring) or fleet.robot is None
+    if mine and rank is not None and 0 <= rank <= MAX_RANK:
+        if isinstance(keys, FleetKeyring):
+            if _tagged_with(msg, fleet):
+                return (f"tagged with the fleet key itself, not robot {rank}'s key: "
+                        'robot_keys is off at its sender and on here; every node must agree')
+        elif _tagged_with(msg, derive_robot_key(fleet, rank)):
+            return (f"tagged with robot {rank}'s key: robot_keys is on at its sender and off "
+                    'here; every node must agree')
+    if isinstance(keys, FleetKeyring) and rank is not None and rank >= 0:
+        return (f'a different fleet key? this node holds fleet key {fleet.fingerprint}; '
+                f"robot {rank}'s key file must say fleet={fleet.fingerprint}")
+    return (f'a different fleet key? this node holds {fleet.fingerprint}: compare the '
+            'fingerprints the nodes log at start')
+
+
+def _tagged_with(msg, key: FleetKey) -> bool:
+    """Tell whether ``msg``'s tag is ``key``'s."""
+    try:
+        return hmac.compare_digest(compute_tag(msg, key), bytes(msg.auth_tag))
+    except (AttributeError, TypeError, ValueError):
+        return False

@@ -42,7 +42,7 @@ class AuthBus(Bus):
     inner : Bus
         The bus that moves the bytes; owned by this wrapper from now on (``close`` closes it).
     key : rog_ros.protocol.auth.FleetKey
-        The fleet key.
+        The fleet key, or a keyring of ``rog_ros.protocol.robot_keys`` (``robot_keys``).
     window : int, default 1024
         Replay window in sequence numbers.
     logger : logging.Logger, optional
@@ -87,15 +87,15 @@ class AuthBus(Bus):
                 sender = '?'
             self.log.warning('dropped %s on %s claiming sender %s: %s (%d %s so far)%s',
                              getattr(msg, 'TYPE', type(msg).__name__), topic, sender, reason,
-                             count, reason, self._hint(reason, count))
+                             count, reason, self._hint(reason, count, msg))
         return False
 
-    def _hint(self, reason: str, count: int) -> str:
+    def _hint(self, reason: str, count: int, msg) -> str:
         """Return what repeated ``bad_tag`` drops most likely mean ('' otherwise)."""
         if reason != 'bad_tag' or count < 2:
             return ''
-        return (f'; a different fleet key? this node holds {self.signer.key.fingerprint}: '
-                'compare the fingerprints the nodes log at start')
+        from rog_ros.protocol.robot_keys import bad_tag_hint
+        return '; ' + bad_tag_hint(self.verifier.key, msg)
 
     # ------------------------------------------------------------------ Bus
     def publish(self, topic: str, msg) -> None:
