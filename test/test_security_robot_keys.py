@@ -272,3 +272,12 @@ def test_a_robot_cannot_silence_the_servers_messages_to_others_where_several_are
     assert watcher.check(auth.sign(schedule(1), keyring_for(FLEET, True, 1).key,
                                    10 ** 12)) is None
     assert [watcher.check(server.sign(schedule(w))) for w in (0, 2)] == [None, None]
+
+
+@pytest.mark.parametrize('digits', [62, 66, 128])
+def test_a_robot_key_file_with_more_or_fewer_than_64_hex_digits_is_refused(digits):
+    """Refuse a robot key of another length: it would be another key, every tag bad."""
+    text = robot_key_text(FLEET, 3)
+    head, secret = text.rsplit(' ', 1)
+    with pytest.raises(auth.FleetKeyError, match='64 hex digits'):
+        auth.parse_key(f'{head} {(secret * 2)[:digits]}')

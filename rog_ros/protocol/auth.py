@@ -185,7 +185,11 @@ def _robot_key(raw: bytes, source: str) -> FleetKey:
         raise FleetKeyError(f'{source}: malformed robot key: it must be one line '
                             '"rog-robot-key-1 rank=R fleet=FINGERPRINT HEX", as `rog security '
                             'key --robot R --fleet-key FLEET_KEY FILE` writes it')
-    return FleetKey(_from_hex(m.group(3), source), robot=int(m.group(1)),
+    digits = m.group(3)
+    if len(digits) != 2 * MIN_KEY_BYTES:    # an HMAC-SHA256: any other length is another key
+        raise FleetKeyError(f'{source}: malformed robot key: {len(digits)} hex digits; a robot '
+                            f'key is {2 * MIN_KEY_BYTES} hex digits (some lost or added?)')
+    return FleetKey(bytes.fromhex(digits.decode('ascii')), robot=int(m.group(1)),
                     fleet_fingerprint=m.group(2).decode('ascii'))
 
 
