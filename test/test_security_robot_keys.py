@@ -281,3 +281,26 @@ def test_a_robot_key_file_with_more_or_fewer_than_64_hex_digits_is_refused(digit
     head, secret = text.rsplit(' ', 1)
     with pytest.raises(auth.FleetKeyError, match='64 hex digits'):
         auth.parse_key(f'{head} {(secret * 2)[:digits]}')
+
+
+def test_rog_robot_warns_when_a_worker_robot_is_given_the_fleet_key(tmp_path, capsys):
+    """Warn that a worker robot holding the fleet key keeps every robot's key with it."""
+    from types import SimpleNamespace
+    from rog_ros.nodes import robot
+    from rog_ros.nodes.fleet_key import write_key_file
+    from rog_ros.nodes.plan import NodeSpec
+    path = tmp_path / 'fleet.key'
+    write_key_file(path, FLEET.mac().digest().hex())
+    args = SimpleNamespace(fleet_key_file=str(path), record=None)
+    worker = NodeSpec('rog_worker_2', 'rog_worker', {'robot_keys': True}, 'worker', 2)
+    robot._check_robot_environment(args, {}, worker)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'the fleet key' in err[0] and '--robot 2' in err[0], err
+    write_key_file(tmp_path / 'robot2.key', robot_key_text(auth.parse_key(
+        path.read_text()), 2))
+    for key_file, spec in ((tmp_path / 'robot2.key', worker),
+                           (path, NodeSpec('rog_server', 'rog_server', {'robot_keys': True},
+                                           'server'))):
+        robot._check_robot_environment(SimpleNamespace(fleet_key_file=str(key_file),
+                                                       record=None), {}, spec)
+        assert capsys.readouterr().err == ''

@@ -423,17 +423,25 @@ def _check_robot_environment(args, env: dict, first) -> None:
     read by the nodes themselves: a bad one ended each node in a usage message or a traceback
     after the robot had started them (and ``--respawn`` restarted them to fail again).
     ``first``: the robot's first node (its server or worker), whose rank a robot key must
-    be made for.
+    be made for. A worker robot given the fleet key with ``robot_keys`` on is warned (its
+    nodes derive their own key, but the fleet key is on the robot).
     """
     from rog_ros import checks
     from rog_ros.nodes.fleet_key import load_fleet_key
     from rog_ros.protocol.robot_keys import keyring_for
     from rog_ros.transport.cyclone_config import domain_id_from_env, uri_problem
     key = load_fleet_key(args.fleet_key_file, env)   # FleetKeyError (a ValueError): one line
-    keyring_for(key, bool(first.parameters.get('robot_keys')),
-                first.rank if first.role == 'worker' else None,
+    robot_keys = bool(first.parameters.get('robot_keys'))
+    keyring_for(key, robot_keys, first.rank if first.role == 'worker' else None,
                 f'fleet key file {args.fleet_key_file}' if args.fleet_key_file else
                 'the fleet key')
+    if robot_keys and first.role == 'worker' and key.robot is None:
+        # the nodes derive their own key from it, but the fleet key stays on this robot
+        print(f'rog robot: warning: robot_keys is on, but this worker robot holds the fleet '
+              f"key ({key.fingerprint}), from which every robot's key is made: taken over, "
+              'it still speaks for all; give it only its own key file (rog security key '
+              f'--robot {first.rank} --fleet-key FLEET_KEY FILE) and keep the fleet key on '
+              'the server robot', file=sys.stderr)
     domain_id_from_env(env)                        # ValueError: one line
     problem = uri_problem(env.get('CYCLONEDDS_URI', ''))
     if problem:
