@@ -346,11 +346,31 @@ def sign(msg, key: FleetKey, seq: int):
 
 def _robot_of(msg) -> str:
     """Say which robot ``msg`` belongs to, for an error message ('?' if it cannot)."""
-    from rog_ros.protocol.robot_keys import robot_of
     try:
         return str(robot_of(msg))
     except (AttributeError, TypeError, ValueError):
         return '?'
+
+
+def robot_of(msg) -> int:
+    """
+    Return the robot whose link ``msg`` crosses: its rank, or SERVER for the server's own.
+
+    Chunks and acks belong to the worker end (the sender, or the receiver when the server
+    sent it), versions and schedules to the robot they are for, link reports and training
+    status to the node they report on.
+    """
+    kind = msg.TYPE
+    if kind in ('RowChunk', 'TransferAck'):
+        sender = int(msg.sender)
+        return int(msg.receiver) if sender == messages.SERVER else sender
+    if kind == 'RowVersions':
+        return int(msg.receiver)
+    if kind == 'Schedule':
+        return int(msg.worker)
+    if kind in ('LinkStats', 'TrainStatus'):
+        return int(msg.node)
+    raise TypeError(f'not a rog_ros message: {type(msg).__name__}')
 
 
 def sender_of(msg) -> int:

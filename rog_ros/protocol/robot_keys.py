@@ -23,7 +23,7 @@ bound on sequence numbers, clocks or transfer ids closes that while they may law
 
 * the server holds the fleet key K and derives robot r's key
   ``k_r = HMAC-SHA256(K, b'rog-robot-key-1\0' + decimal r)`` (32 bytes);
-* a message is tagged with the key of the robot whose link it crosses (:func:`robot_of`): a
+* a message is tagged with the key of the robot whose link it crosses (``auth.robot_of``): a
   worker's chunks, acks and status with its own, the server's chunks, acks, versions and
   schedules *to* robot r with ``k_r``, a netmon's report on robot r's link with ``k_r``; the
   server's own status with K;
@@ -39,34 +39,13 @@ from __future__ import annotations
 
 import hmac
 
-from rog_ros.protocol import messages
-from rog_ros.protocol.auth import compute_tag, FleetKey, FleetKeyError, ROBOT_KEY_HEADER
+from rog_ros.protocol.auth import (compute_tag, FleetKey, FleetKeyError, ROBOT_KEY_HEADER,
+                                   robot_of)
 
 _DERIVE = b'rog-robot-key-1\0'
 _MAX_CACHED = 4096
 MAX_RANK = 9999
 """Highest rank a robot key is made for (a robot key file writes at most 4 digits)."""
-
-
-def robot_of(msg) -> int:
-    """
-    Return the robot whose link ``msg`` crosses: its rank, or SERVER for the server's own.
-
-    Chunks and acks belong to the worker end (the sender, or the receiver when the server
-    sent it), versions and schedules to the robot they are for, link reports and training
-    status to the node they report on.
-    """
-    kind = msg.TYPE
-    if kind in ('RowChunk', 'TransferAck'):
-        sender = int(msg.sender)
-        return int(msg.receiver) if sender == messages.SERVER else sender
-    if kind == 'RowVersions':
-        return int(msg.receiver)
-    if kind == 'Schedule':
-        return int(msg.worker)
-    if kind in ('LinkStats', 'TrainStatus'):
-        return int(msg.node)
-    raise TypeError(f'not a rog_ros message: {type(msg).__name__}')
 
 
 def derive_robot_key(fleet: FleetKey, rank: int) -> FleetKey:
