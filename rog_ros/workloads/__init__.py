@@ -115,7 +115,8 @@ def _build(name, factory, options):
     its data is said now, not as a traceback mid-run or as a fleet with no evaluations.
     """
     from rog_ros.workloads.base import Workload
-    from rog_ros.workloads.self_check import check_workload, where
+    from rog_ros.workloads.self_check import check_workload
+    from rog_ros.workloads.users_code import where
     if is_import_path(name) and name not in _FACTORIES:
         try:
             built = factory(**options)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 
+from rog_ros.workloads.users_code import run_users_code
 import torch
 from torch.nn import functional as F
 
@@ -235,7 +236,6 @@ class Workload:
         label it never saw, a size it did not expect) ended ``rog sim`` in a traceback into
         torch; the line of the user's file that raised is what they need.
         """
-        from rog_ros.workloads.self_check import run_users_code
         return run_users_code(self.users_code or self.name, what, call)
 
     @torch.no_grad()

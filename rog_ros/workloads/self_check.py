@@ -29,12 +29,9 @@ byte-identical: nothing here draws from a random generator the runs use).
 from __future__ import annotations
 
 import math
-import os
-import sys
-import sysconfig
-import traceback
 
 from rog_ros.workloads.base import cross_entropy, seeded
+from rog_ros.workloads.users_code import run_users_code, where  # noqa: F401
 import torch
 from torch.nn import functional as F
 
@@ -111,41 +108,3 @@ def _check_labels(name, what, y, classes) -> None:
         bad = int(((y < 0) | (y >= classes)).sum())
         raise ValueError(f'workload {name}: {bad} {what} label(s) outside 0..{classes - 1} '
                          f'(the model has {classes} outputs; labels span {low}..{high})')
-
-
-def run_users_code(name: str, what: str, call):
-    """
-    Return ``call()``; what it raises becomes one ValueError line saying where.
-
-    ``name``: the workload as the user named it; ``what``: what was being done
-    (``evaluating the model``). The line ends with the user's file and line (`where`).
-    """
-    try:
-        return call()
-    except Exception as err:
-        message = ' '.join(str(err).split()) or '(no message)'
-        raise ValueError(f'workload {name}: {what} failed: {type(err).__name__}: '
-                         f'{message}{where(err)}') from err
-
-
-def where(err: BaseException) -> str:
-    """
-    Return `` (at FILE:LINE)`` of the deepest frame of ``err`` in the user's own code, or ''.
-
-    The deepest frame is usually inside torch or the standard library, which tells a user
-    nothing; the last one outside those (and outside this package) is the line they wrote.
-    """
-    skip = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
-    for key in ('stdlib', 'platstdlib', 'purelib', 'platlib'):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            skip.add(os.path.abspath(path))
-    skip.add(os.path.dirname(os.path.abspath(torch.__file__)))
-    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
-        skip.add(os.path.join(os.path.abspath(prefix), 'lib'))
-    for frame in reversed(traceback.extract_tb(err.__traceback__)):
-        path = os.path.abspath(frame.filename)
-        if not frame.filename.startswith('<') and not any(
-                path.startswith(s + os.sep) for s in skip):
-            return f' (at {frame.filename}:{frame.lineno})'
-    return ''
