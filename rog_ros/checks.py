@@ -163,16 +163,20 @@ def system(name: str, value) -> str:
     return value
 
 
+MAX_STALENESS = 1000
+"""Largest staleness threshold S, for every run (the settings table's bound)."""
+MAX_SEED = 2 ** 31 - 1
+"""Largest seed, what torch and numpy take (the settings table's bound)."""
+
+
 def max_staleness() -> int:
     """Return the largest staleness threshold S: rog fleet's bound, one range for every run."""
-    from rog_ros.nodes.settings import BY_NAME
-    return int(BY_NAME['staleness'].high)
+    return MAX_STALENESS
 
 
 def max_seed() -> int:
     """Return the largest seed (what torch and numpy take): rog fleet's bound."""
-    from rog_ros.nodes.settings import BY_NAME
-    return int(BY_NAME['seed'].high)
+    return MAX_SEED
 
 
 def system_key(value: str) -> str:

@@ -36,7 +36,7 @@ import fnmatch
 import math
 import sys
 
-from rog_ros.checks import ConfigError, output_file
+from rog_ros.checks import ConfigError, MAX_SEED, MAX_STALENESS, output_file
 from rog_ros.nodes.sync_names import FLEET_SYSTEMS, PUSH_SYSTEMS, ROG_SYSTEMS, sim_only_reason
 from rog_ros.protocol.policy_defaults import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
 from rog_ros.protocol.policy_defaults import (DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR,
@@ -253,7 +253,7 @@ SETTINGS = (
        'rog:S, ssp:S and flown:S also set staleness to S, as in rog sim.',
        TRAINING, choices=FLEET_SYSTEMS, refusal=sim_only_reason),
     _s('staleness', int, 4, 'Staleness threshold S (iterations a worker may run ahead).',
-       TRAINING, low=0, high=1000),
+       TRAINING, low=0, high=MAX_STALENESS),
     _s('workers', int, 3, 'Number of workers N in the fleet.', ALL, low=1, high=1024),
     _s('init_model', str, None, "Start from these weights instead of the workload's "
        "pre-trained checkpoint: a state_dict file or an earlier run's --out directory (its "
@@ -268,7 +268,7 @@ SETTINGS = (
        'builder before anything starts; every node takes the same; empty = none.',
        TRAINING, none_text='', vetting=_workload_options_refusal, joiner=';'),
     _s('seed', int, 0, 'Seed of data order and generated traces.', ALL, low=0,
-       high=2 ** 31 - 1),
+       high=MAX_SEED),
     _s('lr', float, None, "Learning rate; 0 = the workload's own.", TRAINING, low=0.0,
        none_text=0.0),
     _s('chunk_bytes', int, 16384, 'Row chunk payload cap in bytes (below 64 KiB: DDS '
