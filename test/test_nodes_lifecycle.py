@@ -297,3 +297,32 @@ def test_timeseries_bytes_count_the_uplink_as_the_summary_does(tmp_path, monkeyp
     assert summary['completed'] and summary['bytes_up'] > 0
     assert [float(r['bytes']) for r in rows] == sorted(float(r['bytes']) for r in rows)
     assert float(rows[-1]['bytes']) == summary['bytes_up'] + summary['bytes_down']
+
+
+@pytest.mark.parametrize('drops, said', [
+    ({'bad_tag': 7, 'undecodable': 0}, '; yet it dropped 7 received messages (bad_tag 7)'),
+    ({'bad_tag': 0, 'undecodable': 0}, None)])
+def test_a_worker_that_hears_the_server_only_as_drops_says_so_when_it_gives_up(
+        tmp_path, monkeypatch, drops, said):
+    # every message of a server with another fleet key (or robot_keys set otherwise) fails its
+    # tag: the worker's last line said only that the server had been silent for 120 s
+    in_memory_fleet(monkeypatch)
+    srv, wrk = server_and_worker(tmp_path, '/quiet', worker_args=['--server-timeout', '0.3'])
+    # the server is configured (its endpoints on the hub) but never spun: the worker starts
+    # and hears nothing
+    monkeypatch.setattr(wrk.bus, 'reject_counts', lambda: dict(drops), raising=False)
+    try:
+        assert wrk.activate()
+        deadline = time.monotonic() + 30.0
+        with pytest.raises(TimeoutError) as err:
+            while time.monotonic() < deadline:
+                wrk.spin_once()
+    finally:
+        wrk.shutdown()
+        srv.shutdown()
+    message = str(err.value)
+    assert message.startswith('worker 0: no message from the server for 0 s')
+    if said is None:
+        assert 'dropped' not in message
+    else:
+        assert said in message and 'fleet key' in message

@@ -269,10 +269,27 @@ class WorkerNode:
         if waiting and time.monotonic() - progress > self.args.server_timeout:
             raise TimeoutError(f'worker {self.rank}: no message from the server for '
                                f'{self.args.server_timeout:.0f} s (engine state '
-                               f'{self.engine.state}, clock {self.engine.clock})')
+                               f'{self.engine.state}, clock {self.engine.clock})'
+                               f'{self._drops_said()}')
         if time.monotonic() >= self._status_due:
             self._publish_status()
         return True
+
+    def _drops_said(self) -> str:
+        """
+        Say what this robot's bus dropped of what it received ('' if nothing).
+
+        A fleet key or ``robot_keys`` that differ between the robots make every message of the
+        server fail its tag: the robot hears nothing it can use, and the line it ends with
+        said only that the server was silent (the warnings that name the cause were above).
+        """
+        counts = getattr(self.bus, 'reject_counts', None)
+        counts = {k: v for k, v in (counts() if counts else {}).items() if v}
+        if not counts:
+            return ''
+        said = ', '.join(f'{reason} {n}' for reason, n in sorted(counts.items()))
+        return (f'; yet it dropped {sum(counts.values())} received messages ({said}): see the '
+                "warnings above (a fleet key, or robot_keys, other than the server's?)")
 
     def cleanup(self) -> None:
         """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""
