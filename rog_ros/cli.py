@@ -847,7 +847,8 @@ def _add_report(sub) -> None:
 
 
 def _cmd_report(args) -> int:
-    from rog_ros.experiments.comparison_report import comparison_meta, report_comparison
+    from rog_ros.experiments.comparison_folder import comparison_meta
+    from rog_ros.experiments.comparison_report import report_comparison
     from rog_ros.experiments.report import report_run
 
     def say(line: str) -> None:

@@ -20,7 +20,7 @@ import pytest
 from rog_ros.experiments import compare as compare_mod
 from rog_ros.experiments import reproduce as reproduce_mod
 from rog_ros.experiments.compare import compare, run_config, RUN_VERSION
-from rog_ros.experiments.comparison_report import run_dir
+from rog_ros.experiments.comparison_folder import run_dir
 
 TOY = {'iterations': 3, 'jobs_parallel': 1, 'sim_options': {'evaluations': 2}}
 """A toy comparison's settings: three iterations, two evaluations, in this process."""

@@ -202,7 +202,7 @@ def test_seconds_per_iteration_to_target_is_reported_and_derived_for_old_summari
 def test_accuracy_at_equal_time_reads_every_system_when_the_first_run_ended():
     # Two systems, two seeds: per seed the equal time is the earliest last periodic
     # evaluation; the final evaluation (last row, whole set) is never read.
-    from rog_ros.experiments.comparison_report import add_equal_time_accuracy
+    from rog_ros.experiments.seed_stats import add_equal_time_accuracy
     from rog_ros.experiments.seed_stats import aggregate
     from rog_ros.experiments.report import table_markdown
 

@@ -36,7 +36,8 @@ import sys
 import time
 
 from rog_ros.children import run_in_processes
-from rog_ros.experiments.comparison_report import comparison_meta, run_dir, write_comparison
+from rog_ros.experiments.comparison_folder import comparison_meta, run_dir
+from rog_ros.experiments.comparison_report import write_comparison
 from rog_ros.metrics import atomic_write
 from rog_ros.nodes.output_lock import LOCK_FILE
 from rog_ros.sim import systems

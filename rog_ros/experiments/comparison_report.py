@@ -25,18 +25,11 @@ from __future__ import annotations
 import json
 import os
 
+from rog_ros.experiments.comparison_folder import comparison_meta, run_dir
 from rog_ros.experiments.report import budget_phrase, curve_gap, iteration_budgets, \
     system_order, write_report
-from rog_ros.experiments.seed_stats import aggregate
-from rog_ros.metrics import accuracy_at_time, atomic_write, last_periodic_time, read_timeseries
-
-META_KEYS = ('workload', 'trace', 'workers', 'seeds', 'systems')
-"""What a comparison's ``summary.json`` meta must hold for its report to be written again."""
-
-
-def run_dir(out: str, label: str, seed: int) -> str:
-    """Return the folder of one run of a comparison: ``DIR/runs/rog-4-seed0``."""
-    return os.path.join(out, 'runs', f'{label.replace(":", "-")}-seed{seed}')
+from rog_ros.experiments.seed_stats import add_equal_time_accuracy, aggregate
+from rog_ros.metrics import atomic_write, read_timeseries
 
 
 def write_comparison(out: str, meta: dict, say=None) -> list:
@@ -81,18 +74,6 @@ def write_comparison(out: str, meta: dict, say=None) -> list:
     return table
 
 
-def comparison_meta(out: str) -> dict | None:
-    """Return the meta of the comparison in folder ``out``, or None if it holds none."""
-    try:
-        with open(os.path.join(out, 'summary.json')) as f:
-            meta = json.load(f).get('meta')
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(meta, dict) or any(k not in meta for k in META_KEYS):
-        return None
-    return meta
-
-
 def report_comparison(out: str, say=None) -> str:
     """
     Write the report of the comparison in ``out`` again from its runs; the report's path.
@@ -110,34 +91,3 @@ def report_comparison(out: str, say=None) -> str:
         raise ValueError(f'{out}: a run of the comparison is missing or unreadable: '
                          f'{err.filename or err}') from err
     return os.path.join(out, 'report.md')
-
-
-def add_equal_time_accuracy(results: dict, timeseries: dict) -> None:
-    """
-    Give each run of ``results`` its accuracy at the seed's equal time (in place).
-
-    Runs of one iteration budget end at different times; the final accuracies compare the
-    systems at equal work. This compares them at equal time, the question of a fleet that
-    adapts while the fog lasts: per seed, the time of the earliest last periodic evaluation
-    over the systems (``equal_time_s``), and each system's smoothed accuracy then
-    (``accuracy_at_equal_time``, ``accuracy_at_time``). ``timeseries`` maps (label, seed) to
-    a finished run's rows; failed runs have none and take no part. A comparison of one system,
-    or a seed on which only one system finished, says nothing here and gets nothing.
-    """
-    if len(results) < 2:
-        return
-    ends: dict[int, list] = {}
-    for (label, seed), rows in timeseries.items():
-        end = last_periodic_time(rows)
-        if end is not None:
-            ends.setdefault(seed, []).append(end)
-    # a seed where fewer than two systems finished compares nothing
-    ends = {seed: min(e) for seed, e in ends.items() if len(e) >= 2}
-    for label, summaries in results.items():
-        for summary in summaries:
-            rows = timeseries.get((label, summary.get('seed')))
-            t = ends.get(summary.get('seed'))
-            if rows is None or t is None:
-                continue
-            summary['equal_time_s'] = t
-            summary['accuracy_at_equal_time'] = accuracy_at_time(rows, t)

@@ -1081,7 +1081,7 @@ def _comparisons_below(run_dir: str) -> list:
 
     A summary that cannot be read is no comparison here: ``_load_runs`` names it.
     """
-    from rog_ros.experiments.comparison_report import comparison_meta
+    from rog_ros.experiments.comparison_folder import comparison_meta
     return [root for root, _, files in sorted(os.walk(run_dir))
             if 'summary.json' in files
             and PREVIOUS_RUN_DIR not in os.path.relpath(root, run_dir).split(os.sep)
@@ -1249,7 +1249,7 @@ def report_run(run_dir: str, say=None) -> str:
     by_system = {name: by_system[name] for name in system_order(by_system)}
     if not varying and not apart:
         # as in a comparison's report: each system at the seed's equal time
-        from rog_ros.experiments.comparison_report import add_equal_time_accuracy
+        from rog_ros.experiments.seed_stats import add_equal_time_accuracy
         add_equal_time_accuracy(
             {name: [s for s, _ in items] for name, items in by_system.items()},
             {(name, s.get('seed')): rows for name, items in by_system.items()

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from rog_ros.metrics import per_iteration_to_target
+from rog_ros.metrics import accuracy_at_time, last_periodic_time, per_iteration_to_target
 
 KEYS = ('time_to_target_s', 'iterations_to_target', 'final_accuracy', 'final_accuracy_tail',
         'accuracy_at_equal_time', 'equal_time_s',
@@ -122,3 +122,34 @@ def _with_derived(summary: dict) -> dict:
         return summary
     return {**summary, 's_per_iteration_to_target': per_iteration_to_target(
         summary.get('time_to_target_s'), summary.get('iterations_to_target'))}
+
+
+def add_equal_time_accuracy(results: dict, timeseries: dict) -> None:
+    """
+    Give each run of ``results`` its accuracy at the seed's equal time (in place).
+
+    Runs of one iteration budget end at different times; the final accuracies compare the
+    systems at equal work. This compares them at equal time, the question of a fleet that
+    adapts while the fog lasts: per seed, the time of the earliest last periodic evaluation
+    over the systems (``equal_time_s``), and each system's smoothed accuracy then
+    (``accuracy_at_equal_time``, ``accuracy_at_time``). ``timeseries`` maps (label, seed) to
+    a finished run's rows; failed runs have none and take no part. A comparison of one system,
+    or a seed on which only one system finished, says nothing here and gets nothing.
+    """
+    if len(results) < 2:
+        return
+    ends: dict[int, list] = {}
+    for (label, seed), rows in timeseries.items():
+        end = last_periodic_time(rows)
+        if end is not None:
+            ends.setdefault(seed, []).append(end)
+    # a seed where fewer than two systems finished compares nothing
+    ends = {seed: min(e) for seed, e in ends.items() if len(e) >= 2}
+    for label, summaries in results.items():
+        for summary in summaries:
+            rows = timeseries.get((label, summary.get('seed')))
+            t = ends.get(summary.get('seed'))
+            if rows is None or t is None:
+                continue
+            summary['equal_time_s'] = t
+            summary['accuracy_at_equal_time'] = accuracy_at_time(rows, t)
