@@ -383,8 +383,6 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             return [Log('reject', 1.0, self.rank, info)]
 
     def on_tick(self, now: float) -> list:
-        if self.state == 'stopped':
-            return []       # a push in flight at the stop order is never finished: not resent
         if self._grad_held and self.push is None and self.state == 'computing':
             self._grad_held = False
             return self._out([Log('held_gradient_taken', 1.0, self.rank)] +
@@ -404,8 +402,6 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         return []
 
     def next_wakeup(self) -> float | None:
-        if self.state == 'stopped':
-            return None
         if self._grad_held and self.push is None and self.state == 'computing':
             return self._compute_started_at     # a held gradient is due: at once (past)
         if self.push is not None:
