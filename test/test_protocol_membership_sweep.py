@@ -29,7 +29,6 @@ it failed on, and a handful of others.
 
 import pytest
 from rog_ros.sim.fault_sweep import random_membership_run, run_problems
-from rog_ros.sim.harness import QUIESCE_HORIZON_S
 
 
 def check_membership_run(harness):
@@ -57,4 +56,4 @@ def test_the_check_delivers_what_is_in_flight_for_a_bounded_virtual_time():
     harness = random_membership_run('bsp', 4)
     ended = harness.now
     check_membership_run(harness)
-    assert harness.now <= ended + QUIESCE_HORIZON_S
+    assert harness.now <= ended + 3600.0     # (a million events reached a day)
