@@ -304,3 +304,20 @@ def test_rog_robot_warns_when_a_worker_robot_is_given_the_fleet_key(tmp_path, ca
         robot._check_robot_environment(SimpleNamespace(fleet_key_file=str(key_file),
                                                        record=None), {}, spec)
         assert capsys.readouterr().err == ''
+
+
+@pytest.mark.parametrize('rank', [10 ** 4, 1703797118])
+def test_a_forgery_claiming_a_rank_no_robot_key_is_made_for_is_a_bad_tag(rank):
+    """Count a forged message of a rank past MAX_RANK as bad_tag, as the fleet key does."""
+    def forged(kind):
+        """Return a message of ``kind`` in the name of robot ``rank`` with a made-up tag."""
+        msg = {'RowChunk': _chunk(rank, m.SERVER),
+               'RowChunk to': _chunk(m.SERVER, rank),
+               'TrainStatus': m.TrainStatus(node=rank, stamp=1.0, incarnation=7)}[kind]
+        msg.auth_seq, msg.auth_tag = 5, b'\x07' * auth.TAG_BYTES
+        return msg
+    kinds = ('RowChunk', 'RowChunk to', 'TrainStatus')
+    # (the flood of rog chaos sends these: with robot keys they were counted malformed)
+    for key in (FLEET, keyring_for(FLEET, True), keyring_for(FLEET, True, 0)):
+        verifier = auth.Verifier(key)
+        assert [verifier.check(forged(k)) for k in kinds] == ['bad_tag'] * 3, key
