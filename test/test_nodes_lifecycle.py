@@ -326,3 +326,32 @@ def test_a_worker_that_hears_the_server_only_as_drops_says_so_when_it_gives_up(
         assert 'dropped' not in message
     else:
         assert said in message and 'fleet key' in message
+
+
+def test_a_finished_run_started_again_from_its_state_ends_at_once_for_every_robot(
+        tmp_path, monkeypatch, caplog):
+    # the server said the run had finished and left; its robots, restored, waited for it
+    # until rog fleet killed them and exited with status 1 ("did not exit after the server
+    # finished")
+    import logging
+    in_memory_fleet(monkeypatch)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    (tmp_path / 'state').mkdir()
+    state = ['--state-dir', str(tmp_path / 'state')]
+    srv, workers = server_and_workers(tmp_path / 'run', '/again', 2,
+                                      ['--iterations', '8', '--eval-every', '4', *state], state)
+    assert run_to_the_end(srv, workers)['iterations'] == 8
+    caplog.set_level(logging.WARNING)
+    srv, workers = server_and_workers(tmp_path / 'run', '/again', 2,
+                                      ['--iterations', '8', '--eval-every', '4', *state], state)
+    try:
+        started = time.monotonic()
+        assert srv.activate() and all(w.activate() for w in workers)
+        assert not any(w.spin_once() for w in workers)
+        assert time.monotonic() - started < 5.0
+    finally:
+        for w in workers:
+            w.shutdown()
+        srv.shutdown()
+    said = [r.getMessage() for r in caplog.records if 'had finished the run' in r.getMessage()]
+    assert [m.split(' had')[0] for m in said] == ['robot 0', 'robot 1'], said

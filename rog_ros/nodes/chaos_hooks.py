@@ -45,7 +45,7 @@ from rog_ros.atomic import atomic_write_text
 from rog_ros.nodes import chaos_ledger as lg
 from rog_ros.nodes import durable
 from rog_ros.nodes.state_dir import SERVER_STATE_FILE, worker_state_file
-from rog_ros.protocol.actions import Log, SaveState, Send
+from rog_ros.protocol.actions import Log, SaveState, Send, Stopped
 from rog_ros.protocol.messages import FLAG_END, RowChunk
 import torch
 
@@ -252,6 +252,22 @@ class WorkerHooks(_Hooks):
         self.restored = True
         return True
 
+    def finished_before(self) -> bool:
+        """
+        Tell whether the saved state is of a robot the server had told to stop (run over).
+
+        Such a robot, started again, would wait for a server that has nothing more to say
+        (its own restored run is finished too) until the fleet killed it as failed. A state
+        that cannot be read is not finished here: ``restore`` says what is wrong with it.
+        """
+        if self.state is None or not self.state.exists():
+            return False
+        try:
+            node = self.state.load().get('node') or {}
+        except durable.StateError:
+            return False
+        return bool(node.get('finished'))
+
     # ------------------------------------------------------------------ engine calls
     def start(self, now: float) -> list:
         return self._observe(lambda: self.engine.start(now))
@@ -296,8 +312,11 @@ class WorkerHooks(_Hooks):
                   for a in actions)
         committed = any(isinstance(a, Log) and a.name == 'push_done' for a in actions)
         asked = any(isinstance(a, SaveState) for a in actions)
-        if self.state is not None and (event or end or committed or asked):
-            self.state.save({'engine': e.state_dict(), 'node': self.node_state(),
+        # told to stop: a node started again on this state has nothing to resume
+        finished = any(isinstance(a, Stopped) and not a.failed for a in actions)
+        if self.state is not None and (event or end or committed or asked or finished):
+            node = dict(self.node_state(), finished=True) if finished else self.node_state()
+            self.state.save({'engine': e.state_dict(), 'node': node,
                              'ledger_tail': list(self.ledger.pending) if self.ledger else []})
         if self.ledger is not None:
             self.ledger.flush()

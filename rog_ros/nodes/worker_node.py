@@ -148,6 +148,7 @@ class WorkerNode:
                                                            (TransferAck,)),
                                    on_log=self._on_log, on_stopped=self._on_stopped)
         self.failure = ''
+        self._finished_before = False   # a restored robot that the server had told to stop
         self.life.trigger('configure')
 
     def _on_stopped(self, now: float, stopped) -> None:
@@ -224,6 +225,13 @@ class WorkerNode:
 
     def activate(self) -> bool:
         """Wait for the server's endpoints, then start training; False if shut down first."""
+        if self.hooks.finished_before():
+            self.log.warning(f'robot {self.rank} had finished the run in {self.args.state_dir} '
+                             '(the server told it to stop): nothing to resume; move '
+                             f'{self.args.state_dir} away to train again')
+            self._finished_before = True
+            self.life.trigger('activate')
+            return True
         waited = wait_matched(self.bus, worker_outbox(), self.args.startup_timeout,
                               keep_waiting=self._starting)
         if waited < 0 or self._wait_for_downlink(waited) < 0:
@@ -248,6 +256,8 @@ class WorkerNode:
         ``inactive`` (paused) keeps answering the protocol but starts no computation, so no
         new push either; ``activate`` resumes with the computation that was due.
         """
+        if self._finished_before:
+            return False
         if self.driver.stopped:
             if self.failure:
                 raise EngineFailure(self.failure)
