@@ -175,4 +175,5 @@ def test_a_resumed_run_keeps_its_counts(tmp_path):
     chaos_hooks.ServerHooks(fresh, fresh.w_srv.clone(), str(tmp_path)).restore()
     assert {k: getattr(fresh, k) for k in counts} == counts
     again = chaos_hooks.WorkerHooks(fresh_workers[0], 0, str(tmp_path))
-    assert again.restore() and again.restored_node_state == {'compute_s': 12.5}
+    # (the run went to its end: the robot was told to stop, which its state says too)
+    assert again.restore() and again.restored_node_state == {'compute_s': 12.5, 'finished': True}
