@@ -287,14 +287,13 @@ class WorkerNode:
 
     def _drops_said(self) -> str:
         """
-        Say what this robot's bus dropped of what it received ('' if nothing).
+        Say what this robot dropped of what it received ('' if nothing).
 
         A fleet key or ``robot_keys`` that differ between the robots make every message of the
         server fail its tag: the robot hears nothing it can use, and the line it ends with
         said only that the server was silent (the warnings that name the cause were above).
         """
-        counts = getattr(self.bus, 'reject_counts', None)
-        counts = {k: v for k, v in (counts() if counts else {}).items() if v}
+        counts = {k: v for k, v in self.reject_counts().items() if v}
         if not counts:
             return ''
         said = ', '.join(f'{reason} {n}' for reason, n in sorted(counts.items()))
