@@ -44,7 +44,7 @@ def test_a_worker_node_told_of_another_fleet_size_stops_with_a_usage_error(caplo
     node = WorkerNode.__new__(WorkerNode)          # only what _on_log and spin_once use
     node.log = logging.getLogger('rog_worker_size_test')
     node.reject_notes = RejectNotes(sender='the server')
-    node._misconfigured, node.rank = 0, 0
+    node._misconfigured, node.rank, node._finished_before = 0, 0, False
     node.args = SimpleNamespace(workers=3)
     node.driver = SimpleNamespace(stopped=False)
     with caplog.at_level(logging.INFO, logger='rog_worker_size_test'):
