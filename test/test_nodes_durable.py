@@ -177,3 +177,21 @@ def test_a_resumed_run_keeps_its_counts(tmp_path):
     again = chaos_hooks.WorkerHooks(fresh_workers[0], 0, str(tmp_path))
     # (the run went to its end: the robot was told to stop, which its state says too)
     assert again.restore() and again.restored_node_state == {'compute_s': 12.5, 'finished': True}
+
+
+def test_a_resuming_worker_reads_its_state_file_once(tmp_path, monkeypatch):
+    # activate asks whether the robot had finished, then restores: two loads of a file the
+    # size of the model on every resumed start
+    from protocol_fixtures import build
+    harness, _, workers, _, _ = build('rog:4', n=2, iters=4, save_states=True)
+    saver = chaos_hooks.WorkerHooks(workers[0], 0, str(tmp_path))
+    harness.workers[0] = saver
+    harness.run(until=0.5)                  # mid-run: pushes saved, not yet told to stop
+    _, _, fresh_workers, _, _ = build('rog:4', n=2, iters=4, save_states=True, seed=1)
+    again = chaos_hooks.WorkerHooks(fresh_workers[0], 0, str(tmp_path))
+    loads = []
+    real_load = again.state.load
+    monkeypatch.setattr(again.state, 'load', lambda: loads.append(1) or real_load())
+    assert not again.finished_before()
+    assert again.restore() and torch.equal(fresh_workers[0].residual, workers[0].residual)
+    assert len(loads) == 1

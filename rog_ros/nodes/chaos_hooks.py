@@ -228,13 +228,14 @@ class WorkerHooks(_Hooks):
             self.ledger = _Ledger(os.path.join(ledger_dir, f'worker_{rank}.jsonl'), self.run)
             self.proj = lg.projections(engine.residual.numel())
         self.restored = False
+        self._read = None       # the state file as finished_before read it, for restore
 
     # ------------------------------------------------------------------ restart
     def restore(self) -> bool:
         """Load the saved state, if any, and re-append the ledger lines it carries."""
         if self.state is None or not self.state.exists():
             return False
-        obj = self.state.load()
+        obj, self._read = self._read or self.state.load(), None
         self.restored_node_state = dict(obj.get('node') or {})
         try:
             self.engine.load_state_dict(obj['engine'])
@@ -263,10 +264,10 @@ class WorkerHooks(_Hooks):
         if self.state is None or not self.state.exists():
             return False
         try:
-            node = self.state.load().get('node') or {}
+            self._read = self._read or self.state.load()    # restore takes it: read once
         except durable.StateError:
             return False
-        return bool(node.get('finished'))
+        return bool((self._read.get('node') or {}).get('finished'))
 
     # ------------------------------------------------------------------ engine calls
     def start(self, now: float) -> list:
