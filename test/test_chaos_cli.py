@@ -230,3 +230,200 @@ def test_a_folder_a_live_run_holds_is_not_moved(tmp_path):
             assert (base / 'flood.previous').is_dir()          # nothing removed
         chaos.fresh_scenario_dir(str(base), 'flood')           # its run ended: set aside
         assert (base / 'flood.previous' / 'state').is_dir()
+
+
+# ---------------------------------------------------------------------------------- the key
+def _no_key_around(monkeypatch):
+    """Remove a fleet key of the environment the tests run in."""
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _key_file(path, text=None):
+    """Write a fleet key file (0600) at ``path``; return the key."""
+    from rog_ros.nodes.fleet_key import write_key_file
+    return write_key_file(path, text)
+
+
+def _config_of(monkeypatch, argv) -> tuple:
+    """Run ``rog chaos argv`` with the scenarios replaced; return (status, the config)."""
+    got = []
+
+    def capture(names, cfg, progress=None, rows=None):
+        """Note the config instead of running the scenarios."""
+        got.append(cfg)
+        return []
+    monkeypatch.setattr(chaos, 'run_scenarios', capture)
+    status = cli.main(['chaos'] + argv)
+    return status, (got[0] if got else None)
+
+
+def test_the_key_options_are_rog_fleets_and_reach_the_config(tmp_path, monkeypatch):
+    _no_key_around(monkeypatch)
+    _key_file(tmp_path / 'fleet.key')
+    out = str(tmp_path / 'o')
+    status, cfg = _config_of(monkeypatch, ['--out', out])
+    assert status == 0 and (cfg.fleet_key_file, cfg.auth, cfg.robot_keys) == ('', False, False)
+    status, cfg = _config_of(monkeypatch, ['--out', out, '--fleet-key-file',
+                                           str(tmp_path / 'fleet.key'), '--robot-keys', 'true'])
+    assert status == 0 and cfg.fleet_key_file == str(tmp_path / 'fleet.key') and cfg.robot_keys
+    status, cfg = _config_of(monkeypatch, ['--out', out, '--auth'])
+    assert status == 0 and cfg.auth and not cfg.robot_keys
+    # the same names as rog fleet's (and rog robot's)
+    fleet_args = cli.build_parser().parse_args(['fleet', '--fleet-key-file', 'k',
+                                                '--robot-keys', 'true'])
+    assert (fleet_args.fleet_key_file, fleet_args.robot_keys) == ('k', 'true')
+
+
+def _robot_key(tmp_path):
+    """Write robot 0's key file made from a fleet key; return its path."""
+    from rog_ros.protocol.robot_keys import robot_key_text
+    fleet = _key_file(tmp_path / 'made_from.key')
+    _key_file(tmp_path / 'robot0.key', robot_key_text(fleet, 0))
+    return str(tmp_path / 'robot0.key')
+
+
+BAD_KEYS = [
+    (lambda p: ['--fleet-key-file', str(p / 'missing.key')], {},
+     'cannot read fleet key file'),
+    (lambda p: ['--fleet-key-file', str(p / 'short.key')], {}, 'too short'),
+    (lambda p: ['--fleet-key-file', str(p / 'open.key')], {}, 'chmod 600'),
+    (lambda p: ['--fleet-key-file', _robot_key(p), '--robot-keys', 'true'], {},
+     'the server (and a netmon'),
+    (lambda p: ['--fleet-key-file', _robot_key(p)], {}, 'set robot_keys true'),
+    (lambda p: [], {'ROG_FLEET_KEY_FILE': 'missing.key'}, 'cannot read fleet key file'),
+    (lambda p: [], {'ROG_FLEET_KEY': 'short'}, '$ROG_FLEET_KEY: fleet key too short'),
+    (lambda p: ['--robot-keys', 'maybe'], {}, "'maybe' is not a bool"),
+]
+
+
+@pytest.mark.parametrize('argv, env, text', BAD_KEYS, ids=[c[2] for c in BAD_KEYS])
+def test_a_key_the_nodes_could_not_use_is_one_line_before_anything_starts(
+        argv, env, text, tmp_path, monkeypatch, capsys):
+    _no_key_around(monkeypatch)
+    (tmp_path / 'short.key').write_text('abcd\n')
+    (tmp_path / 'short.key').chmod(0o600)
+    (tmp_path / 'open.key').write_text('ab' * 32 + '\n')
+    (tmp_path / 'open.key').chmod(0o644)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    out = tmp_path / 'out'
+    status, cfg = _config_of(monkeypatch, ['--out', str(out)] + argv(tmp_path))
+    assert status == 2 and cfg is None
+    err = capsys.readouterr().err.strip()
+    assert err.count('\n') == 0 and err.startswith('rog chaos: ') and text in err, err
+    assert not out.exists()
+
+
+def test_scenario_key_takes_the_key_as_rog_fleet_does(tmp_path, monkeypatch):
+    from rog_ros.nodes.fleet_key import KEY_ENV, KEY_FILE_ENV, read_key_file
+    _no_key_around(monkeypatch)
+    run_dir = str(tmp_path / 'flood')
+    # none given: no key, and none inherited; the flood (fresh) makes one
+    env, key = chaos.scenario_key(chaos.ChaosConfig(out=str(tmp_path)), run_dir)
+    assert key is None and env == {KEY_FILE_ENV: '', KEY_ENV: ''}
+    assert not os.path.exists(run_dir)
+    for cfg, fresh in ((chaos.ChaosConfig(out=str(tmp_path)), True),
+                       (chaos.ChaosConfig(out=str(tmp_path), auth=True), False),
+                       (chaos.ChaosConfig(out=str(tmp_path), robot_keys=True), False)):
+        env, key = chaos.scenario_key(cfg, run_dir, fresh=fresh)
+        path = os.path.join(run_dir, 'fleet.key')
+        assert env[KEY_FILE_ENV] == path and read_key_file(path) == key
+        assert os.stat(path).st_mode & 0o077 == 0
+        assert chaos.scenario_key(cfg, run_dir, fresh=fresh)[1] != key   # one per scenario
+    # given: --fleet-key-file, else $ROG_FLEET_KEY_FILE, else $ROG_FLEET_KEY
+    given = _key_file(tmp_path / 'given.key')
+    other = _key_file(tmp_path / 'other.key')
+    monkeypatch.setenv(KEY_FILE_ENV, str(tmp_path / 'other.key'))
+    cfg = chaos.ChaosConfig(out=str(tmp_path), fleet_key_file=str(tmp_path / 'given.key'))
+    assert chaos.scenario_key(cfg, run_dir, fresh=True) == (
+        {KEY_FILE_ENV: str(tmp_path / 'given.key'), KEY_ENV: ''}, given)
+    cfg = chaos.ChaosConfig(out=str(tmp_path), auth=True)
+    assert chaos.scenario_key(cfg, run_dir) == (
+        {KEY_FILE_ENV: str(tmp_path / 'other.key'), KEY_ENV: ''}, other)
+    monkeypatch.delenv(KEY_FILE_ENV)
+    monkeypatch.setenv(KEY_ENV, 'cd' * 32)
+    env, key = chaos.scenario_key(cfg, run_dir)
+    assert env == {} and key.fingerprint == chaos.given_key(cfg)[1].fingerprint
+
+
+def test_the_key_and_robot_keys_reach_every_node_of_a_scenario(tmp_path, monkeypatch):
+    from rog_ros.nodes import rog_server, rog_worker
+    from rog_ros.nodes.fleet_key import KEY_FILE_ENV, load_fleet_key
+    _no_key_around(monkeypatch)
+    _key_file(tmp_path / 'fleet.key')
+    cfg = chaos.ChaosConfig(out=str(tmp_path), workers=3, robot_keys=True,
+                            fleet_key_file=str(tmp_path / 'fleet.key'))
+    run_dir = str(tmp_path / 'worker-restart')
+    trace = str(tmp_path / 'trace.csv')
+    chaos.write_trace(trace, cfg.workers, chaos.RATE_MBPS)
+    key_env, key = chaos.scenario_key(cfg, run_dir)
+    fleet = chaos.Fleet(cfg, run_dir, trace, key_env=key_env)
+    assert sorted(fleet.specs) == ['rog_server', 'rog_worker_0', 'rog_worker_1', 'rog_worker_2']
+    for name, spec in fleet.specs.items():
+        env = fleet.sup.env_for(spec)                      # what the supervisor gives it
+        assert env[KEY_FILE_ENV] == str(tmp_path / 'fleet.key')
+        assert load_fleet_key(environ=env) == key          # what the node reads
+        node = rog_server if spec.role == 'server' else rog_worker
+        args, _ = node.build_parser().parse_known_args(spec.command()[3:])   # (hidden ones)
+        assert args.robot_keys is True, name
+
+
+def _log(log_dir, name, *lines):
+    """Write node ``name``'s log in ``log_dir``."""
+    os.makedirs(log_dir, exist_ok=True)
+    with open(os.path.join(log_dir, f'{name}.log'), 'w') as fh:
+        fh.write(''.join(f'[INFO] [1.0] [{name}]: {line}\n' for line in lines))
+
+
+def test_a_node_without_the_key_or_dropping_the_fleets_messages_fails_the_scenario(tmp_path):
+    from rog_ros.nodes.connect import NO_KEY_WARNING
+    from rog_ros.protocol.auth import FleetKey
+    key = FleetKey(bytes(range(32)))
+    logs = str(tmp_path / 'logs')
+    _log(logs, 'rog_server', f'fleet key {key.fingerprint}')
+    _log(logs, 'rog_worker_0', f'fleet key {key.fingerprint}')
+    _log(logs, 'rog_worker_1', NO_KEY_WARNING)
+    names = ['rog_server', 'rog_worker_0', 'rog_worker_1', 'rog_worker_2']
+    assert chaos.key_problems(logs, names, key, False) == [
+        f'rog_worker_1 did not hold the fleet key (fleet key {key.fingerprint})',
+        'rog_worker_2: no log']
+    assert chaos.key_problems(logs, names[:2], key, True) == [
+        'rog_server did not turn robot_keys on', 'rog_worker_0 did not turn robot_keys on']
+    assert chaos.key_problems(logs, names, None, False) == []        # no key: nothing to hold
+    # drops: the final reports', and at least what a log says (a node killed on the way)
+    _log(logs, 'rog_worker_0', f'fleet key {key.fingerprint}')
+    with open(os.path.join(logs, 'rog_worker_0.log'), 'a') as fh:
+        fh.write('[WARNING] [2.0] [rog_ros.auth]: dropped RowChunk on /ns/w0/chunks claiming '
+                 'sender -1: bad_tag (4 bad_tag so far); a different fleet key?\n'
+                 '[WARNING] [2.0] [rog_ros.auth]: dropped RowChunk on /ns/w0/chunks claiming '
+                 'sender -1: replay (8 replay so far)\n')
+    assert chaos.auth_drops({'replay': 3, 'invalid': 2, 'too_old': 1}, logs) == {
+        'bad_tag': 4, 'too_old': 1}
+    res = chaos._result('worker-restart', rejected={'replay': 3})
+    problems = chaos._auth_result(res, logs, names[:2], key, False)
+    assert problems == ['messages of the fleet dropped for their authentication: bad_tag=4']
+    assert res['fleet_key'] == key.fingerprint and res['robot_keys'] is False
+    assert chaos._auth_result(chaos._result('flood'), logs, names[:2], key, False,
+                              expect_drops=True) == []
+
+
+def test_the_ctrl_c_fleet_gets_the_key_and_robot_keys(tmp_path, monkeypatch):
+    _no_key_around(monkeypatch)
+    _key_file(tmp_path / 'fleet.key')
+    started = []
+
+    def popen(cmd, **kw):
+        """Note the command instead of starting rog fleet."""
+        started.append(cmd)
+        raise _Started
+    monkeypatch.setattr(chaos.subprocess, 'Popen', popen)
+    for cfg in (chaos.ChaosConfig(out=str(tmp_path), robot_keys=True,
+                                  fleet_key_file=str(tmp_path / 'fleet.key')),
+                chaos.ChaosConfig(out=str(tmp_path), auth=True)):
+        with pytest.raises(_Started):
+            chaos._ctrl_c(cfg)
+        args, extra = cli.build_parser().parse_known_args(['fleet'] + started[-1][3:])
+        assert not extra
+        assert args.fleet_key_file == (cfg.fleet_key_file or None)   # none: rog fleet's own
+        assert args.robot_keys == ('true' if cfg.robot_keys else None)

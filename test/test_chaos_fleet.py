@@ -140,3 +140,21 @@ def test_table_and_json_carry_the_same_rows():
     assert 'unauthenticated=3' in table
     assert set(rows[0]) >= {'scenario', 'outcome', 'lost', 'duplicated', 'recover_s',
                             'rejected'}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', ['loss-dup-reorder', 'flood'])
+def test_robot_keys_survive_message_faults_and_a_flood_is_still_rejected(
+        name, tmp_path, monkeypatch):
+    # rog chaos --auth --robot-keys true: every node holds its key (its log says so) and, the
+    # flood's forgeries apart, no message of the fleet is dropped for its authentication
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
+        monkeypatch.delenv(var, raising=False)
+    row = _run(name, tmp_path, auth=True, robot_keys=True)
+    _assert_clean(row)
+    assert row['robot_keys'] is True and row['fleet_key']
+    if name == 'flood':
+        assert row['rejected']['bad_tag'] > 0 and row['rejected']['unauthenticated'] > 0
+        assert sum(row['rejected'].values()) >= sum(row['flood_sent'].values()) > 0
+    else:
+        assert not set(row['rejected']) & set(chaos.AUTH_DROPS), row['rejected']

@@ -36,6 +36,15 @@ chunks and tens of milliseconds, injects its fault, and waits for the fleet to f
 * ``ctrl-c``: SIGINT to a ``rog fleet`` supervisor: every node stops within a bound and the
   summary is written.
 
+The nodes authenticate their messages as ``rog fleet``'s do (docs/security.md) when given a
+fleet key: ``--fleet-key-file``, else ``$ROG_FLEET_KEY_FILE``, else ``$ROG_FLEET_KEY``, else,
+with ``--auth`` or ``--robot-keys true``, a new key per scenario in ``OUT/<scenario>/fleet.key``
+(the flood makes one anyway; ``rog fleet``, in ctrl-c, too); ``--robot-keys true`` turns
+``robot_keys`` on at every node. With a key every node's log must name it, and no message may
+have been dropped for its authentication (``bad_tag``, ``unauthenticated``, ``too_old``,
+``malformed``; a ``replay`` is a duplicate, which the faults make), except in the flood, whose
+forgeries must be.
+
 ``lost`` and ``duplicated`` come from the independent ledger (:mod:`.ledger`), in units of one
 worker's mean iteration update; ``recover_s`` is the time from the end of the fault to the
 affected node's next iteration (ctrl-c: the time the fleet took to stop); ``rejected`` sums
@@ -55,6 +64,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -66,6 +76,7 @@ from rog_ros.atomic import atomic_write_text
 from rog_ros.nodes import chaos_ledger as lg, settings
 from rog_ros.nodes.output_lock import held_within, OutputInUse
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
+from rog_ros.protocol.auth import REASONS
 
 SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
              'ctrl-c')
@@ -96,6 +107,9 @@ class ChaosConfig:
     timeout_s: float = 120.0         # per scenario, on top of the outage
     restart_gap_s: float = 0.5       # worker-restart: seconds between the kill and the restart
     python: str = sys.executable
+    fleet_key_file: str = ''         # the key of every scenario's nodes ('': scenario_key)
+    auth: bool = False               # no key given: a new one per scenario
+    robot_keys: bool = False         # robot_keys on every node (with no key given: auth)
 
 
 # ---------------------------------------------------------------------------------- the fleet
@@ -142,6 +156,8 @@ class Fleet:
             params = dict(spec.parameters, state_dir=self.state_dir,
                           chaos_ledger=self.ledger_dir)
             params.update(extra or {})
+            if cfg.robot_keys:
+                params['robot_keys'] = True
             if spec.role == 'server':
                 params['checkpoint_every'] = 5
                 params.update(server_extra or {})
@@ -294,6 +310,116 @@ def _result(name: str, **kw) -> dict:
     return out
 
 
+# ---------------------------------------------------------------------------------- the key
+AUTH_DROPS = tuple(r for r in REASONS if r != 'replay')
+"""Reject reasons of the authentication that a fleet with one key must never count: a
+``replay`` is a copy of a message already taken (the faults duplicate messages, and a sender
+may resend one unchanged), the others a message of another key or of none."""
+_DROP_LINE = re.compile(r'dropped \S+ on \S+ claiming sender \S+: (\w+) \((\d+) ')
+"""An AuthBus's line for a dropped message: its reason and the count so far."""
+
+
+def given_key(cfg: ChaosConfig, environ=None) -> tuple:
+    """
+    Return ``(path, key)``: the fleet key given, as ``rog fleet`` takes one, or ``(None, None)``.
+
+    ``--fleet-key-file`` (``cfg.fleet_key_file``), else ``$ROG_FLEET_KEY_FILE`` (``path`` is
+    then the absolute path), else ``$ROG_FLEET_KEY`` (``path`` None: the nodes inherit the
+    variable). Raises FleetKeyError (a ValueError, one line) for a key that cannot be read or
+    that is a robot's (the server holds the fleet key).
+    """
+    from rog_ros.nodes import fleet_key as auth
+    from rog_ros.protocol.robot_keys import keyring_for
+    env = os.environ if environ is None else environ
+    path = cfg.fleet_key_file or env.get(auth.KEY_FILE_ENV) or None
+    if path:
+        path = os.path.abspath(path)
+        key = auth.read_key_file(path)
+    else:
+        key = auth.load_fleet_key(environ={auth.KEY_ENV: env.get(auth.KEY_ENV, '')})
+    if key is not None:
+        keyring_for(key, cfg.robot_keys, None,
+                    f'fleet key file {path}' if path else f'${auth.KEY_ENV}')
+    return path, key
+
+
+def scenario_key(cfg: ChaosConfig, run_dir: str, fresh: bool = False) -> tuple:
+    """
+    Return ``(env, key)``: the variables that hand the scenario's nodes their key, and the key.
+
+    The key given (``given_key``), else with ``cfg.auth``, ``cfg.robot_keys`` or ``fresh``
+    a new one in ``run_dir/fleet.key``, one per scenario (as ``rog fleet`` makes one per
+    run), else none: ``key`` None, and ``env`` clears both variables.
+    """
+    from rog_ros.experiments.chaos_flood import fleet_key_env
+    from rog_ros.nodes import fleet_key as auth
+    path, key = given_key(cfg)
+    if path:
+        return {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}, key
+    if key is not None:
+        return {}, key              # $ROG_FLEET_KEY, which the nodes inherit
+    if cfg.auth or cfg.robot_keys or fresh:
+        return fleet_key_env(run_dir)
+    return {auth.KEY_FILE_ENV: '', auth.KEY_ENV: ''}, None
+
+
+def auth_drops(rejects: dict, log_dir: str) -> dict:
+    """
+    Return ``{reason: count}`` of the messages the nodes dropped for their authentication.
+
+    The nodes' final reports (``rejects``, summed) miss a node killed on the way (its
+    restarted process reports only its own): its log's drop lines count too, as a least count.
+    """
+    out = {r: int(rejects.get(r, 0)) for r in AUTH_DROPS}
+    for path in sorted(glob.glob(os.path.join(log_dir, '*.log'))):
+        with open(path, encoding='utf-8', errors='replace') as fh:
+            for line in fh:
+                m = _DROP_LINE.search(line)
+                if m and m.group(1) in out:
+                    out[m.group(1)] = max(out[m.group(1)], int(m.group(2)))
+    return {r: n for r, n in out.items() if n}
+
+
+def key_problems(log_dir: str, names, key, robot_keys: bool) -> list:
+    """
+    Return what is wrong with the key of the nodes ``names`` (their logs in ``log_dir``).
+
+    Every node logs the key it holds at start, by the fleet key's fingerprint (with
+    ``robot_keys`` as ``robot keys: ...``), or warns that it has none: each must name
+    ``key``, every time it started.
+    """
+    if key is None:
+        return []
+    from rog_ros.nodes.connect import NO_KEY_WARNING
+    want = f'fleet key {key.fleet_fingerprint or key.fingerprint}'
+    problems = []
+    for name in names:
+        try:
+            with open(os.path.join(log_dir, f'{name}.log'), encoding='utf-8',
+                      errors='replace') as fh:
+                text = fh.read()
+        except OSError:
+            problems.append(f'{name}: no log')
+            continue
+        if NO_KEY_WARNING in text or want not in text:
+            problems.append(f'{name} did not hold the fleet key ({want})')
+        elif robot_keys and 'robot keys: ' not in text:
+            problems.append(f'{name} did not turn robot_keys on')
+    return problems
+
+
+def _auth_result(res: dict, log_dir: str, names, key, robot_keys: bool,
+                 expect_drops: bool = False) -> list:
+    """Note the key in ``res``; return its problems (``expect_drops``: the flood's)."""
+    res.update(fleet_key=key.fingerprint if key is not None else None, robot_keys=robot_keys)
+    problems = key_problems(log_dir, names, key, robot_keys)
+    drops = auth_drops(res['rejected'], log_dir)
+    if drops and not expect_drops:
+        problems.append('messages of the fleet dropped for their authentication: ' +
+                        ', '.join(f'{r}={n}' for r, n in sorted(drops.items())))
+    return problems
+
+
 PREVIOUS_SUFFIX = '.previous'
 """``OUT/<scenario>.previous``: the scenario's folder of the ``rog chaos`` before."""
 FIRST_SUFFIX = '.first'
@@ -349,13 +475,19 @@ def fresh_scenario_dir(out: str, name: str) -> str:
 
 
 def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None,
-                    key_env=None, extra_check=None, iterations=None,
-                    server_extra=None) -> dict:
-    """Start a fleet, run ``inject(fleet) -> (recover_s, detail)``, wait, check the ledger."""
+                    extra_check=None, iterations=None, server_extra=None,
+                    flood: bool = False) -> dict:
+    """
+    Start a fleet, run ``inject(fleet) -> (recover_s, detail)``, wait, check the ledger.
+
+    The fleet's key is ``scenario_key``'s; ``flood``: a key always, and the drops that its
+    authentication counts are the flood's (``extra_check`` judges them).
+    """
     run_dir = os.path.abspath(os.path.join(cfg.out, name))
     trace = os.path.join(run_dir, 'trace.csv')
     os.makedirs(run_dir, exist_ok=True)
     write_trace(trace, cfg.workers, RATE_MBPS, outage)
+    key_env, key = scenario_key(cfg, run_dir, fresh=flood)
     fleet = Fleet(cfg, run_dir, trace, extra, key_env, iterations, server_extra)
     t0 = time.monotonic()
     recover, detail, finished, reason = None, '', False, ''
@@ -375,6 +507,8 @@ def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None
         problems += [f'{n}: {fleet.tail(n, 3).strip()}' for n, c in fleet.codes().items()
                      if c not in (None, 0)]
     problems += _ledger_problems(res, verdict)
+    problems += _auth_result(res, os.path.join(run_dir, 'logs'), list(fleet.specs), key,
+                             cfg.robot_keys, expect_drops=flood)
     if extra_check is not None:
         problems += extra_check(res, fleet)
     ok = finished and verdict is not None and verdict.ok and not problems
@@ -642,6 +776,12 @@ def _ctrl_c(cfg: ChaosConfig) -> dict:
            '--workers', str(cfg.workers), '--iterations', '100000', '--trace', trace,
            '--out', run_dir, '--namespace', namespace, '--no-netmon', '--quiet',
            '--seed', str(cfg.seed), '--sync', cfg.sync]
+    # rog fleet takes the key as given here; none given, it makes one in run_dir/fleet.key
+    key_path, key = given_key(cfg)
+    if key_path:
+        cmd += ['--fleet-key-file', key_path]
+    if cfg.robot_keys:
+        cmd += ['--robot-keys', 'true']
     env = dict(os.environ, PYTHONPATH=repo_pythonpath(), OMP_NUM_THREADS='1',
                ROG_CHAOS_LEDGER=ledger_dir)
     env.pop('ROG_CHAOS_FAULTS', None)
@@ -689,6 +829,13 @@ def _ctrl_c(cfg: ChaosConfig) -> dict:
     res = _result(name, recover_s=stop_s, rejected=rejects,
                   runtime_s=round(time.monotonic() - t0, 1))
     problems += _ledger_problems(res, verdict)
+    if key is None and os.path.exists(os.path.join(run_dir, 'fleet.key')):
+        from rog_ros.nodes.fleet_key import read_key_file
+        key = read_key_file(os.path.join(run_dir, 'fleet.key'))
+    log_dir = os.path.join(run_dir, 'logs')
+    names = sorted(os.path.basename(p)[:-len('.log')]
+                   for p in glob.glob(os.path.join(log_dir, '*.log')))
+    problems += _auth_result(res, log_dir, names, key, cfg.robot_keys)
     res['outcome'] = 'ok' if not problems else 'failed'
     res['detail'] = '; '.join(problems)[:600]
     return res
@@ -711,12 +858,7 @@ def _node_pids(namespace: str) -> list:
 
 
 def _flood(cfg: ChaosConfig) -> dict:
-    from rog_ros.experiments.chaos_flood import fleet_key_env, flood
-    key_env, key = fleet_key_env(os.path.abspath(os.path.join(cfg.out, 'flood')))
-    if key is None:
-        return _result('flood', runtime_s=0.0, detail='this build has no message '
-                       'authentication (rog_ros.nodes.fleet_key): unauthenticated messages '
-                       'cannot be rejected')
+    from rog_ros.experiments.chaos_flood import flood
     sent = {}
 
     def inject(fleet):
@@ -730,13 +872,18 @@ def _flood(cfg: ChaosConfig) -> dict:
         return None, ''
 
     def all_rejected(res, fleet):
+        """Check that every hostile message was dropped; the fuzzed ones (a tag) as bad_tag."""
         total = sum(sent.values())
         got = sum(v for k, v in res['rejected'].items() if k != 'replay')
         res['flood_sent'] = dict(sent)
-        return [] if got >= total else [f'{total} hostile messages sent, {got} rejected']
+        problems = [] if got >= total else [f'{total} hostile messages sent, {got} rejected']
+        if sent.get('fuzzed') and not res['rejected'].get('bad_tag'):
+            problems.append(f"{sent['fuzzed']} fuzzed messages with a made-up tag sent, none "
+                            'dropped as bad_tag')
+        return problems
     # training must outlast the flood, so that every hostile message meets a node (~0.2 s
     # per iteration)
-    return _fleet_scenario('flood', cfg, inject, key_env=key_env, extra_check=all_rejected,
+    return _fleet_scenario('flood', cfg, inject, extra_check=all_rejected, flood=True,
                            iterations=max(cfg.iterations, 20 + int(25 * cfg.flood_s)))
 
 
@@ -789,6 +936,17 @@ def add_parser(subparsers):
     p.add_argument('--seed', type=int, default=0, help='seed (default 0)')
     p.add_argument('--sync', default='rog',
                    help=f'the fleet\'s system: {", ".join(CHAOS_SYSTEMS)} (default rog)')
+    p.add_argument('--fleet-key-file', default=None,
+                   help="fleet key file (0600) every scenario's nodes authenticate their "
+                        "messages with, as rog fleet's (default: $ROG_FLEET_KEY_FILE, "
+                        '$ROG_FLEET_KEY, else none, or with --auth a new one per scenario)')
+    p.add_argument('--auth', action='store_true',
+                   help='with no key given, a new fleet key per scenario in '
+                        'OUT/SCENARIO/fleet.key (as rog fleet makes one per run)')
+    p.add_argument('--robot-keys', default=None, metavar='BOOL',
+                   help='robot_keys on every node: each robot tags with a key of its own, '
+                        'derived from the fleet key (docs/security.md; default false; true '
+                        'with no key given implies --auth)')
     p.set_defaults(func=run)
     return p
 
@@ -848,12 +1006,17 @@ def run(args) -> int:
             raise ValueError(f'--sync must be one of {", ".join(CHAOS_SYSTEMS)}, got '
                              f'{args.sync!r} (the push systems keep no state to restart from)')
         checks.output_dir('--out', args.out)
+        robot_keys = bool(settings.BY_NAME['robot_keys'].parse(args.robot_keys))
+        cfg = ChaosConfig(out=os.path.abspath(args.out), workers=args.workers,
+                          iterations=args.iterations, outage_s=args.outage_s,
+                          flood_s=args.flood_s, seed=args.seed, sync=args.sync,
+                          fleet_key_file=os.path.abspath(args.fleet_key_file)
+                          if args.fleet_key_file else '',
+                          auth=args.auth, robot_keys=robot_keys)
+        given_key(cfg)      # the nodes read it again: refused here, before any starts
     except ValueError as err:
-        print(f'rog chaos: {err}', file=sys.stderr)
+        print(f'rog chaos: {" ".join(str(err).split())}', file=sys.stderr)
         return 2
-    cfg = ChaosConfig(out=os.path.abspath(args.out), workers=args.workers,
-                      iterations=args.iterations, outage_s=args.outage_s,
-                      flood_s=args.flood_s, seed=args.seed, sync=args.sync)
     os.makedirs(cfg.out, exist_ok=True)
     rows = []
     try:
