@@ -355,3 +355,82 @@ def test_a_finished_run_started_again_from_its_state_ends_at_once_for_every_robo
         srv.shutdown()
     said = [r.getMessage() for r in caplog.records if 'had finished the run' in r.getMessage()]
     assert [m.split(' had')[0] for m in said] == ['robot 0', 'robot 1'], said
+
+
+def _keyed_worker(tmp_path, monkeypatch, key_file, robot_keys='true', bus=None):
+    """Return worker 1 of two, given ``key_file`` (robot_keys as said), on ``bus`` or a Hub."""
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE', 'ROG_FLEET_KEY_SAID'):
+        monkeypatch.delenv(var, raising=False)
+    if bus is None:
+        monkeypatch.setattr(worker_node, 'open_bus', Hub().bus)
+    argv = ['--workload', 'toy', '--workers', '2', '--rank', '1', '--fleet-key-file',
+            str(key_file), '--robot-keys', robot_keys]
+    return worker_node.WorkerNode(rog_worker.build_parser().parse_args(
+        argv + (['--bus', bus, '--namespace', f'/rog_key_{os.getpid()}'] if bus else [])))
+
+
+def _key_warnings(caplog, wrk, times=1) -> list:
+    """Configure ``wrk`` (``times`` times, cleaning up between); return its key warnings."""
+    import logging
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        try:
+            for i in range(times):
+                if i:
+                    wrk.cleanup()
+                wrk.configure()
+        finally:
+            wrk.shutdown()
+    return [r.getMessage() for r in caplog.records if 'holds the fleet key' in r.getMessage()]
+
+
+def test_a_worker_node_holding_the_fleet_key_with_robot_keys_on_warns_once(
+        tmp_path, monkeypatch, caplog):
+    # rog robot warned, the same worker started by ros2 launch / ros2 run said nothing: the
+    # node itself warns now (both transports load the key in configure), once
+    from rog_ros.nodes.fleet_key import write_key_file
+    from rog_ros.protocol.robot_keys import robot_key_text
+    key = write_key_file(tmp_path / 'fleet.key')
+    wrk = _keyed_worker(tmp_path, monkeypatch, tmp_path / 'fleet.key')
+    said = _key_warnings(caplog, wrk, times=2)
+    assert len(said) == 1 and key.fingerprint in said[0] and '--robot 1' in said[0], said
+    # what it should hold: its own key; or robot_keys off: the fleet key is what it needs
+    write_key_file(tmp_path / 'robot1.key', robot_key_text(key, 1))
+    assert _key_warnings(caplog, _keyed_worker(tmp_path, monkeypatch,
+                                               tmp_path / 'robot1.key')) == []
+    assert _key_warnings(caplog, _keyed_worker(tmp_path, monkeypatch, tmp_path / 'fleet.key',
+                                               robot_keys='false')) == []
+    # started by what said it already (rog robot), or a fleet on one machine: not again
+    wrk = _keyed_worker(tmp_path, monkeypatch, tmp_path / 'fleet.key')
+    monkeypatch.setenv('ROG_FLEET_KEY_SAID', '1')
+    assert _key_warnings(caplog, wrk) == []
+
+
+def test_a_worker_node_on_the_embedded_dds_warns_of_the_fleet_key(
+        tmp_path, monkeypatch, caplog):
+    pytest.importorskip('cyclonedds')
+    from rog_ros.nodes.fleet_key import write_key_file
+    key = write_key_file(tmp_path / 'fleet.key')
+    wrk = _keyed_worker(tmp_path, monkeypatch, tmp_path / 'fleet.key', bus='dds')
+    said = _key_warnings(caplog, wrk)
+    assert len(said) == 1 and key.fingerprint in said[0], said
+
+
+def test_what_starts_the_workers_tells_them_whether_the_fleet_key_was_said(tmp_path):
+    from types import SimpleNamespace
+    from rog_ros.nodes import fleet, launching, robot
+    from rog_ros.nodes.connect import FLEET_KEY_SAID_ENV
+    from rog_ros.nodes.fleet_key import write_key_file
+    from rog_ros.nodes.plan import NodeSpec
+    write_key_file(tmp_path / 'fleet.key')
+    args = SimpleNamespace(fleet_key_file=str(tmp_path / 'fleet.key'), record=None)
+    for params, said in (({'robot_keys': True}, True), ({'robot_keys': False}, False)):
+        env = {}      # rog robot warned on its terminal: its worker node does not again
+        robot._check_robot_environment(args, env, NodeSpec('rog_worker_2', 'rog_worker',
+                                                           params, 'worker', 2))
+        assert (env.get(FLEET_KEY_SAID_ENV) == '1') is said
+    env = {}          # a fleet on one machine: every robot with the fleet key, as meant
+    fleet._without_key(env, {})
+    assert env[FLEET_KEY_SAID_ENV] == '1'
+    assert launching.launch_environment({}, {}, one_host=True)[FLEET_KEY_SAID_ENV] == '1'
+    assert FLEET_KEY_SAID_ENV not in launching.launch_environment({}, {})   # robot.launch.py

@@ -135,6 +135,7 @@ class Fleet:
 
     def __init__(self, cfg: ChaosConfig, run_dir: str, trace: str, extra=None,
                  key_env=None, iterations=None, server_extra=None):
+        from rog_ros.nodes.connect import FLEET_KEY_SAID_ENV
         from rog_ros.nodes.fleet import default_domain
         from rog_ros.nodes.plan import plan
         from rog_ros.transport.cyclone_config import config_path, file_uri
@@ -169,6 +170,7 @@ class Fleet:
                         PYTHONUNBUFFERED='1', OMP_NUM_THREADS='1',
                         CYCLONEDDS_URI=file_uri(config_path('loopback')),
                         PYTHONPATH=repo_pythonpath(), **(key_env or {}))
+        self.env[FLEET_KEY_SAID_ENV] = '1'     # (every robot on this machine: as rog fleet)
         self.env.pop('ROG_CHAOS_LEDGER', None)
         self.env.pop('ROG_CHAOS_FAULTS', None)
         self.sup = Supervisor(list(self.specs.values()), os.path.join(run_dir, 'logs'),

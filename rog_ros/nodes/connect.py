@@ -23,6 +23,7 @@ timeout and a diagnostic naming the topics still unmatched, replaces guessed sta
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 from rog_ros.nodes.fleet_key import load_fleet_key
@@ -31,6 +32,19 @@ from rog_ros.transport.choose import make_bus
 
 NO_KEY_WARNING = 'no fleet key: messages are not authenticated'
 """What a node says at start without a fleet key (docs/security.md)."""
+FLEET_KEY_SAID_ENV = 'ROG_FLEET_KEY_SAID'
+"""Set (``1``) by what starts worker nodes and has said itself what a worker holding the fleet
+key with ``robot_keys`` on means (``rog robot``), or starts the whole fleet on one machine,
+where it means nothing (``rog fleet``, ``rog chaos``, fleet.launch.py): the worker node does
+not warn (``fleet_key_on_robot``)."""
+
+
+def fleet_key_on_robot(key, rank) -> str:
+    """Return the warning for worker robot ``rank`` holding the fleet ``key`` (robot_keys on)."""
+    return (f'robot_keys is on, but this worker robot holds the fleet key ({key.fingerprint}), '
+            "from which every robot's key is made: taken over, it still speaks for all; give "
+            f'it only its own key file (rog security key --robot {rank} --fleet-key FLEET_KEY '
+            'FILE) and keep the fleet key on the server robot')
 
 
 class PeerTimeout(RuntimeError):
@@ -69,7 +83,7 @@ def open_bus(kind: str, namespace: str, key=None, record=None, node=None, execut
     return bus
 
 
-def fleet_key(args, log=None, rank=None):
+def fleet_key(args, log=None, rank=None, worker=False):
     """
     Return the fleet key: ``--fleet-key-file``, else ``$ROG_FLEET_KEY_FILE``/``$ROG_FLEET_KEY``.
 
@@ -78,7 +92,9 @@ def fleet_key(args, log=None, rank=None):
     None) or robot ``rank``'s. Raises ``rog_ros.protocol.auth.FleetKeyError`` (a ValueError;
     the message never holds the key). Says on ``log`` (default: the logger of
     ``args.node_name``) which key the node holds, by its fingerprint, so mismatched keys show
-    in the nodes' logs, or warns that there is none.
+    in the nodes' logs, or warns that there is none. A ``worker`` node (robot ``rank``) given
+    the fleet key with ``robot_keys`` on also warns that the whole fleet key is on its robot,
+    as ``rog robot`` does, unless what started it said so already (``$ROG_FLEET_KEY_SAID``).
     """
     from rog_ros.protocol.robot_keys import keyring_for
     path = getattr(args, 'fleet_key_file', None)
@@ -92,6 +108,8 @@ def fleet_key(args, log=None, rank=None):
         log.warning(NO_KEY_WARNING)
     elif robot_keys:
         log.info(f'robot keys: {keys!r} (fleet key {key.fleet_fingerprint or key.fingerprint})')
+        if worker and key.robot is None and not os.environ.get(FLEET_KEY_SAID_ENV):
+            log.warning(fleet_key_on_robot(key, rank))
     else:
         log.info(f'fleet key {key.fingerprint}')
     return keys

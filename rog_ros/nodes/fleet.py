@@ -173,10 +173,17 @@ def _watch_key(key, parameters: dict):
 
 
 def _without_key(env: dict, key_env: dict) -> None:
-    """Leave ``$ROG_FLEET_KEY`` out of a node's ``env`` when the nodes get a key file."""
+    """
+    Leave ``$ROG_FLEET_KEY`` out of a node's ``env`` when the nodes get a key file.
+
+    And tell the workers that their holding the fleet key (with ``robot_keys``) is meant: every
+    robot is on this machine, the fleet key with them (``connect.FLEET_KEY_SAID_ENV``).
+    """
+    from rog_ros.nodes.connect import FLEET_KEY_SAID_ENV
     from rog_ros.nodes.fleet_key import KEY_ENV, KEY_FILE_ENV
     if KEY_FILE_ENV in key_env:
         env.pop(KEY_ENV, None)
+    env[FLEET_KEY_SAID_ENV] = '1'
 
 
 def _key_line(key, env: dict) -> str:

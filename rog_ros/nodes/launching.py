@@ -96,16 +96,22 @@ def robot_node_specs(values: dict, default_config: str) -> list:
                       overrides)
 
 
-def launch_environment(values: dict, environ=None) -> dict:
+def launch_environment(values: dict, environ=None, one_host: bool = False) -> dict:
     """
     Return the environment a launch sets: defaults, and the peers added to the DDS settings.
 
     The user's variables win, except that ``server_host`` and ``peers`` are appended to a
     ``CYCLONEDDS_URI`` of the user's (or of the images' entry point) instead of being ignored.
+    ``one_host`` (fleet.launch.py: every robot on this machine, as ``rog fleet``'s): its
+    workers holding the fleet key with ``robot_keys`` on is meant, and they do not warn.
     """
+    from rog_ros.nodes.connect import FLEET_KEY_SAID_ENV
     environ = os.environ if environ is None else environ
-    return robot_environment(environ, str(values.get('server_host') or ''),
-                             split_peers(values.get('peers')))
+    env = robot_environment(environ, str(values.get('server_host') or ''),
+                            split_peers(values.get('peers')))
+    if one_host:
+        env[FLEET_KEY_SAID_ENV] = '1'
+    return env
 
 
 def _require_ros() -> None:
@@ -115,10 +121,11 @@ def _require_ros() -> None:
                            'same nodes')
 
 
-def _describe(arguments: dict, specs_of) -> object:
+def _describe(arguments: dict, specs_of, one_host: bool = False) -> object:
     def _nodes(context):
         values = {k: LaunchConfiguration(k).perform(context) for k in arguments}
-        env = [SetEnvironmentVariable(k, v) for k, v in launch_environment(values).items()]
+        env = [SetEnvironmentVariable(k, v)
+               for k, v in launch_environment(values, one_host=one_host).items()]
         specs = specs_of(values)
         limit = parse_respawn(values.get('respawn'))
         check_respawn(limit, specs)
@@ -173,7 +180,7 @@ def generate(default_config: str):
     """Return the one-host fleet's LaunchDescription (server, workers, netmon)."""
     _require_ros()
     return _describe(dict(LAUNCH_ARGUMENTS, peers=ROBOT_ARGUMENTS['peers']),
-                     lambda values: node_specs(values, default_config))
+                     lambda values: node_specs(values, default_config), one_host=True)
 
 
 def generate_robot(default_config: str):

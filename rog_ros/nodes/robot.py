@@ -424,9 +424,11 @@ def _check_robot_environment(args, env: dict, first) -> None:
     after the robot had started them (and ``--respawn`` restarted them to fail again).
     ``first``: the robot's first node (its server or worker), whose rank a robot key must
     be made for. A worker robot given the fleet key with ``robot_keys`` on is warned (its
-    nodes derive their own key, but the fleet key is on the robot).
+    nodes derive their own key, but the fleet key is on the robot), here on the terminal; its
+    worker node, told so in ``env`` (``$ROG_FLEET_KEY_SAID``), does not warn again.
     """
     from rog_ros import checks
+    from rog_ros.nodes.connect import FLEET_KEY_SAID_ENV, fleet_key_on_robot
     from rog_ros.nodes.fleet_key import load_fleet_key
     from rog_ros.protocol.robot_keys import keyring_for
     from rog_ros.transport.cyclone_config import domain_id_from_env, uri_problem
@@ -437,11 +439,8 @@ def _check_robot_environment(args, env: dict, first) -> None:
                 'the fleet key')
     if robot_keys and first.role == 'worker' and key.robot is None:
         # the nodes derive their own key from it, but the fleet key stays on this robot
-        print(f'rog robot: warning: robot_keys is on, but this worker robot holds the fleet '
-              f"key ({key.fingerprint}), from which every robot's key is made: taken over, "
-              'it still speaks for all; give it only its own key file (rog security key '
-              f'--robot {first.rank} --fleet-key FLEET_KEY FILE) and keep the fleet key on '
-              'the server robot', file=sys.stderr)
+        print(f'rog robot: warning: {fleet_key_on_robot(key, first.rank)}', file=sys.stderr)
+        env[FLEET_KEY_SAID_ENV] = '1'
     domain_id_from_env(env)                        # ValueError: one line
     problem = uri_problem(env.get('CYCLONEDDS_URI', ''))
     if problem:

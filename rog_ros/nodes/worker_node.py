@@ -77,6 +77,7 @@ class WorkerNode:
         self.ros_executor = None     # and the executor of that node, which the bus spins
         self.reject_notes = RejectNotes(sender='the server')   # why a message was dropped
         self._misconfigured = 0       # the server's fleet size, where it differs from ours
+        self._key_said = False        # the fleet key's warning was given (fleet_key)
         self.log = logging.getLogger(getattr(args, 'node_name', f'rog_worker_{args.rank}'))
         self.engine = None
         self.compute_s = 0.0
@@ -120,9 +121,11 @@ class WorkerNode:
         link = link_for(a.trace, self.rank, a.workers, a.seed, a.trace_scale)
         epoch = epoch_to_monotonic(a.epoch)
         self.outbox = Outbox({SERVER: shaper_for(link, epoch, a.burst_bytes)} if link else {})
-        self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a, self.log, self.rank),
-                                         getattr(a, 'record', None), self.ros_node,
-                                         self.ros_executor),
+        # (the warning of a worker robot holding the fleet key: once, not at a configure again)
+        keys = fleet_key(a, self.log, self.rank, worker=not self._key_said)
+        self._key_said = True
+        self.bus = maybe_faulty(open_bus(a.bus, a.namespace, keys, getattr(a, 'record', None),
+                                         self.ros_node, self.ros_executor),
                                 a, salt=self.rank)
         self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None))
