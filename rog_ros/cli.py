@@ -78,18 +78,25 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def _closest_options(parser, message: str) -> str:
-    """Return `` (did you mean --x?)`` for the options ``message`` names that are near one."""
+    """
+    Return `` (did you mean --x?)`` for the options ``message`` names that are near one.
+
+    A flag given in part (``--iter``: options are taken in full only, ``allow_abbrev`` off) is
+    near the options it begins.
+    """
     import difflib
     known = [o for o in parser._option_string_actions if o.startswith('--')]
     guesses = []
     for word in message.split(':', 1)[-1].split():
-        if word.startswith('--') and word.split('=')[0] not in known:
-            guesses += difflib.get_close_matches(word.split('=')[0], known, n=1, cutoff=0.75)
+        flag = word.split('=')[0]
+        if word.startswith('--') and flag not in known:
+            begun = sorted(o for o in known if o.startswith(flag)) if len(flag) > 3 else []
+            guesses += begun or difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
     return f' (did you mean {", ".join(guesses)}?)' if guesses else ''
 
 
 def _add_sim(sub) -> None:
-    p = sub.add_parser('sim', help='run the protocol in virtual time',
+    p = sub.add_parser('sim', allow_abbrev=False, help='run the protocol in virtual time',
                        description='Run one synchronisation system on a workload over '
                                    'trace-driven Wi-Fi links in virtual time (real training, '
                                    'device-profile compute time), or --toy: BSP/SSP/Rog on a '
@@ -311,7 +318,7 @@ def _check_sim(args) -> None:
             args.systems = TOY_SYSTEMS
         _check_toy_systems(args.systems)
         return
-    if args.systems is not None:    # (argparse also takes --system for it)
+    if args.systems is not None:
         raise checks.ConfigError(f'--systems {args.systems} applies to --toy only: run one '
                                  'system with --sync (e.g. --sync adacomp), several with '
                                  'rog compare --systems')
@@ -517,7 +524,8 @@ class _SimProgress:
 
 
 def _add_compare(sub) -> None:
-    p = sub.add_parser('compare', help='several systems x seeds, with report and plots',
+    p = sub.add_parser('compare', allow_abbrev=False,
+                       help='several systems x seeds, with report and plots',
                        description='Compare synchronisation systems on one workload and '
                                    'trace in the simulator; writes DIR/summary.json, '
                                    'DIR/report.md and PNG plots. Finished runs of the same '
@@ -595,7 +603,8 @@ def _reproduce_seeds_help() -> str:
 
 
 def _add_reproduce(sub) -> None:
-    p = sub.add_parser('reproduce', help="the paper's experiment set in the simulator",
+    p = sub.add_parser('reproduce', allow_abbrev=False,
+                       help="the paper's experiment set in the simulator",
                        description='Indoors/outdoors comparisons, threshold sensitivity and '
                                    'ablations on MPCOL (and EACOL with --workloads), EACOL '
                                    'with ConvMLP-M messages on outdoors, one report. '
@@ -652,11 +661,12 @@ def _cmd_reproduce(args) -> int:
 
 
 def _add_bench(sub) -> None:
-    p = sub.add_parser('bench', help='benchmarks (JSON on stdout)')
+    p = sub.add_parser('bench', allow_abbrev=False, help='benchmarks (JSON on stdout)')
     bsub = p.add_subparsers(dest='bench_command',
                             metavar='{overhead,codec,transport,server,faults}')
     bsub.required = True
-    o = bsub.add_parser('overhead', help='per-iteration cost of row granularity vs SSP',
+    o = bsub.add_parser('overhead', allow_abbrev=False,
+                        help='per-iteration cost of row granularity vs SSP',
                         description='Run rog and ssp alternately on synthetic workers of a '
                                     'model in virtual time and report what row granularity '
                                     'costs per iteration, relative to the compute time '
@@ -670,7 +680,8 @@ def _add_bench(sub) -> None:
     o.add_argument('--threads', type=int, default=None,
                    help="torch intra-op threads (default: torch's own choice)")
     o.set_defaults(func=_cmd_bench_overhead)
-    c = bsub.add_parser('codec', help='DEFSGDM encode + decode time of a whole model',
+    c = bsub.add_parser('codec', allow_abbrev=False,
+                        help='DEFSGDM encode + decode time of a whole model',
                         description='Time DEFSGDM scaled-sign encoding (scales and sign '
                                     'packing) and decoding of a whole model of --params values. '
                                     'Prints JSON.')
@@ -678,7 +689,8 @@ def _add_bench(sub) -> None:
                    help='model size (default: ConvMLP-M, 16,948,804)')
     c.add_argument('--repeats', type=int, default=5, help='timed repeats (default 5)')
     c.set_defaults(func=_cmd_bench_codec)
-    t = bsub.add_parser('transport', help='RowChunk goodput and latency over DDS and netns',
+    t = bsub.add_parser('transport', allow_abbrev=False,
+                        help='RowChunk goodput and latency over DDS and netns',
                         description='Measure RowChunk goodput over loopback Cyclone DDS, '
                                     'goodput over a trace-shaped veth pair between network '
                                     'namespaces (root only; skipped otherwise) and p95 chunk '
@@ -687,7 +699,8 @@ def _add_bench(sub) -> None:
                    help='seconds of the loopback goodput measurement (default 3); the '
                         'netns one runs 4 s, one period of its 40/15 Mbit/s trace')
     t.set_defaults(func=_cmd_bench_transport)
-    v = bsub.add_parser('server', help='server CPU time per worker-iteration vs fleet size',
+    v = bsub.add_parser('server', allow_abbrev=False,
+                        help='server CPU time per worker-iteration vs fleet size',
                         description="Time the parameter server's handlers (process CPU time) "
                                     'per worker-iteration for fleets of 4, 8, ... up to '
                                     '--workers synthetic workers, without training. Prints '
@@ -701,7 +714,8 @@ def _add_bench(sub) -> None:
     v.add_argument('--model', default='convmlp-m',
                    help='model whose rows and tensors to use (default convmlp-m)')
     v.set_defaults(func=_cmd_bench_server)
-    f = bsub.add_parser('faults', help='random crash and membership sweeps: invariants kept?',
+    f = bsub.add_parser('faults', allow_abbrev=False,
+                        help='random crash and membership sweeps: invariants kept?',
                         description='Random runs of the protocol engines in virtual time '
                                     'with message loss, duplication and reordering, worker '
                                     'and server crashes and restores, link outages and '
@@ -826,7 +840,8 @@ def _cmd_bench_codec(args) -> int:
 
 
 def _add_report(sub) -> None:
-    p = sub.add_parser('report', help='plots and a Markdown summary of a fleet or sim run',
+    p = sub.add_parser('report', allow_abbrev=False,
+                       help='plots and a Markdown summary of a fleet or sim run',
                        description='Write report.md and PNG plots into RUN_DIR from every '
                                    'summary.json/timeseries.csv below it; with events.csv, '
                                    'also who was suspended, let go or readmitted, and when '
@@ -870,7 +885,8 @@ def _cmd_report(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
-        prog='rog', description='Rog fleet training for ROS 2: simulate, benchmark, inspect.')
+        prog='rog', allow_abbrev=False,
+        description='Rog fleet training for ROS 2: simulate, benchmark, inspect.')
     parser.add_argument('--version', action='version', version=f'%(prog)s {_version()}')
     sub = parser.add_subparsers(dest='command', metavar='COMMAND')
     sub.required = True

@@ -54,7 +54,6 @@ CASES = [
     (['sim', '--toy', '--systems', 'bsp,zzz:4'], '--systems'),
     (['sim', '--toy', '--systems', ','], '--systems'),
     (['sim', '--systems', 'bsp,rog:4'], '--systems'),      # not --toy: would run rog silently
-    (['sim', '--system', 'adacomp'], '--systems'),         # argparse's prefix of --systems
     (['compare', '--workers', '-3', '--out', 'x'], '--workers'),
     (['compare', '--iterations', '0', '--out', 'x'], '--iterations'),
     (['compare', '--seeds', '0,x', '--out', 'x'], '--seeds'),

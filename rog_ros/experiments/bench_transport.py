@@ -321,7 +321,8 @@ def bench_transport(duration_s: float = 3.0, netns_duration_s: float = 4.0) -> d
 
 def _main(argv=None) -> int:
     """Entry point of the publisher / subscriber processes (internal)."""
-    p = argparse.ArgumentParser(description='internal: one side of rog bench transport')
+    p = argparse.ArgumentParser(description='internal: one side of rog bench transport',
+                                allow_abbrev=False)
     p.add_argument('--role', choices=('pub', 'sub'), required=True)
     p.add_argument('--namespace', required=True)
     p.add_argument('--duration', type=float, default=3.0)

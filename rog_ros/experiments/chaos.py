@@ -921,7 +921,8 @@ def run_scenarios(names, cfg: ChaosConfig, progress=None, rows=None) -> list:
 # ---------------------------------------------------------------------------------- the CLI
 def add_parser(subparsers):
     """Add the ``chaos`` subcommand."""
-    p = subparsers.add_parser('chaos', help='fault scenarios against a real local fleet',
+    p = subparsers.add_parser('chaos', allow_abbrev=False,
+                              help='fault scenarios against a real local fleet',
                               description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip()
                               .replace('``', ''))
     p.add_argument('--scenario', default='all',

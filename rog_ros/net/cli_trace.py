@@ -72,14 +72,15 @@ OUTAGE_MBPS = traces.NEAR_ZERO_MBPS
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``trace`` (``gen``, ``stats``, ``plot``, ``replay``, ``convert``) to subparsers."""
-    parser = subparsers.add_parser('trace', help='generate, summarise and plot bandwidth traces')
+    parser = subparsers.add_parser('trace', allow_abbrev=False,
+                                   help='generate, summarise and plot bandwidth traces')
     sub = parser.add_subparsers(dest='trace_command',
                                 metavar='{gen,stats,plot,replay,convert}')
     sub.required = True
     presets = ', '.join(traces.PRESETS)
 
     gen = sub.add_parser(
-        'gen', help='write a synthetic trace CSV from a preset',
+        'gen', allow_abbrev=False, help='write a synthetic trace CSV from a preset',
         description='Write a seeded synthetic trace of PRESET as t_seconds,mbps CSV (the same '
                     'seed gives the same trace). The presets are calibrated to the Rog '
                     "paper's indoor and outdoor links over long spans (hours): an outdoor "
@@ -95,7 +96,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                           'default 1)')
     gen.add_argument('--dt', type=float, default=0.1, help='resolution in s (default 0.1)')
 
-    st = sub.add_parser('stats', help='statistics of a trace file or a preset, or of each '
+    st = sub.add_parser('stats', allow_abbrev=False,
+                        help='statistics of a trace file or a preset, or of each '
                         'entry of a per-robot list side by side',
                         description='Print the statistics of a trace file or a preset (mean, '
                                     'quantiles, outages, holds, time to a 20%/40% change, '
@@ -110,7 +112,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                          'itself when FILE_OR_PRESET is a preset)')
     _add_source_options(st, STATS_DURATION_S, ': a preset is calibrated over hours')
 
-    plot = sub.add_parser('plot', help='plot rate vs time and the rate histogram (PNG)',
+    plot = sub.add_parser('plot', allow_abbrev=False,
+                          help='plot rate vs time and the rate histogram (PNG)',
                           description='Plot the rate of a trace file or a preset over time, '
                                       f'outages (below {OUTAGE_MBPS:g} Mbit/s) shaded, next '
                                       'to the share of time spent at each rate.')
@@ -122,7 +125,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     _add_source_options(plot)
 
     rep = sub.add_parser(
-        'replay', help="replay a record file the way the Rog authors' testbed did",
+        'replay', allow_abbrev=False,
+        help="replay a record file the way the Rog authors' testbed did",
         description="Write the rates robot RANK saw when the authors' testbed replayed RECORD "
                     '(specs/rog_artifact.md 5.1): start at RANK/6 of the record, rates x 0.7, '
                     'and after each step, with probability 1/2, the rate held another 10-90 s '
@@ -141,7 +145,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     rep.add_argument('--duration', type=float, default=None,
                      help='replay at least this many seconds (default: one pass)')
     conv = sub.add_parser(
-        'convert', help='write any trace file the loader reads as a plain t_seconds,mbps CSV',
+        'convert', allow_abbrev=False,
+        help='write any trace file the loader reads as a plain t_seconds,mbps CSV',
         description='Read FILE as --trace would (CSV or a headed table with units, "t bw" '
                     'lines, a testbed replay log, a Mahimahi trace, an iperf3 -J report, '
                     'iperf text output, an HSDPA or 4G/LTE drive log, a G-NetTrack Pro or '
@@ -590,7 +595,7 @@ def run(args, out=None) -> int:
 
 def main(argv=None) -> int:
     """Stand-alone entry point: ``python -m rog_ros.net.cli_trace gen ...``."""
-    parser = argparse.ArgumentParser(prog='rog')
+    parser = argparse.ArgumentParser(prog='rog', allow_abbrev=False)
     add_parser(parser.add_subparsers(dest='command', required=True))
     return run(parser.parse_args(['trace'] + list(sys.argv[1:] if argv is None else argv)))
 

@@ -30,12 +30,13 @@ import sys
 
 def add_parser(subparsers):
     """Add the ``security`` subcommand."""
-    p = subparsers.add_parser('security', help='fleet key and SROS2 keystore',
+    p = subparsers.add_parser('security', allow_abbrev=False, help='fleet key and SROS2 keystore',
                               description=__doc__.split('\n')[1].replace('``', ''))
     sub = p.add_subparsers(dest='security_command', metavar='WHAT')
     sub.required = True
-    k = sub.add_parser('key', help='write a new random fleet key file (mode 0600), or with '
-                                   '--robot a robot key file made from the fleet key')
+    k = sub.add_parser('key', allow_abbrev=False,
+                       help='write a new random fleet key file (mode 0600), or with '
+                            '--robot a robot key file made from the fleet key')
     k.add_argument('file', help='key file to create (must not exist)')
     k.add_argument('--robot', type=int, default=None, metavar='RANK',
                    help="write worker robot RANK's key (robot_keys: that robot can then tag "
@@ -43,8 +44,9 @@ def add_parser(subparsers):
     k.add_argument('--fleet-key', default=None, metavar='FILE',
                    help='the fleet key file a robot key is made from (with --robot)')
     k.set_defaults(func=_cmd_key)
-    s = sub.add_parser('keystore', help='SROS2 keystore: CA, enclaves, signed governance and '
-                                        'permissions for /rog_ros/server, worker, netmon')
+    s = sub.add_parser('keystore', allow_abbrev=False,
+                       help='SROS2 keystore: CA, enclaves, signed governance and '
+                            'permissions for /rog_ros/server, worker, netmon')
     s.add_argument('directory', help='new (or empty) keystore directory')
     s.add_argument('--namespace', default='/rog', help='fleet topic namespace (default /rog)')
     s.add_argument('--domain-id', type=int, action='append', default=None,

@@ -75,7 +75,8 @@ def format_report(found) -> str:
 
 def add_parser(sub) -> None:
     """Register ``rog doctor``."""
-    p = sub.add_parser('doctor', help='check that this machine can run a fleet, with fixes',
+    p = sub.add_parser('doctor', allow_abbrev=False,
+                       help='check that this machine can run a fleet, with fixes',
                        description='Check Python, torch (on a Jetson: with the GPU), '
                                    'Cyclone DDS (a real round trip), ROS 2 settings and '
                                    'ROG_BUS, kernel buffers, the cache, CPU and memory, '

@@ -141,7 +141,7 @@ def check_dds():
 
 
 def _child(argv) -> int:
-    p = argparse.ArgumentParser(prog='python -m rog_ros.nodes.doctor_dds')
+    p = argparse.ArgumentParser(prog='python -m rog_ros.nodes.doctor_dds', allow_abbrev=False)
     p.add_argument('--round-trip', required=True, metavar='CONFIG',
                    help="DdsBus configuration ('' for the environment's)")
     p.add_argument('--domain', type=int, required=True)

@@ -66,7 +66,8 @@ FLEET_OWN = ('out', 'netmon', 'fleet_key_file')
 
 def add_parser(subparsers):
     """Add the ``fleet`` subcommand."""
-    p = subparsers.add_parser('fleet', help='run a fleet of node processes on this machine',
+    p = subparsers.add_parser('fleet', allow_abbrev=False,
+                              help='run a fleet of node processes on this machine',
                               description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip()
                               .replace('``', ''))
     for s in settings.for_role('fleet'):      # generated from the settings table
@@ -546,7 +547,7 @@ def _netns_setup(specs, envs, prefixes, cleanup, base_env) -> list:
 def main(argv=None) -> int:
     """``python -m rog_ros.nodes.fleet ...``: ``rog fleet`` without the rog CLI."""
     import argparse
-    parser = argparse.ArgumentParser(prog='rog')
+    parser = argparse.ArgumentParser(prog='rog', allow_abbrev=False)
     add_parser(parser.add_subparsers(dest='command', required=True))
     args = parser.parse_args(['fleet'] + list(sys.argv[1:] if argv is None else argv))
     return args.func(args)

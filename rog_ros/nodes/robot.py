@@ -134,7 +134,8 @@ def split_peers(text) -> list:
 # ---------------------------------------------------------------------- rog robot
 def add_parser(subparsers):
     """Add the ``robot`` subcommand: the nodes of one robot, without ROS 2."""
-    p = subparsers.add_parser('robot', help="run one robot's nodes (server or worker robot)",
+    p = subparsers.add_parser('robot', allow_abbrev=False,
+                              help="run one robot's nodes (server or worker robot)",
                               description=__doc__.strip().split('\n')[0].replace('``', ''))
     p.add_argument('--role', required=True, choices=ROLES, help=ROBOT_ARGUMENTS['role'])
     p.add_argument('--rank', type=int, default=None, help=ROBOT_ARGUMENTS['rank'])

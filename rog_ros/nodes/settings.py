@@ -789,9 +789,12 @@ class SettingsParser(argparse.ArgumentParser):
     ``--ros-args`` blocks, merges them as :func:`resolve` does and validates every value, so
     a bad value is a usage error (exit 2) with a one-line message. So is a ``record`` path
     the node could not open (a missing folder, a directory), as ``rog fleet --record`` says.
+    Flags are taken in full only (``allow_abbrev`` off): a launch file's ``--iter`` that
+    argparse completes today would mean nothing, or another flag, once a flag shares it.
     """
 
     def __init__(self, role: str, **kwargs):
+        kwargs.setdefault('allow_abbrev', False)
         super().__init__(**kwargs)
         self.role = role
         add_arguments(self, role)

@@ -83,7 +83,8 @@ def check(name, iterations=200, eval_every=10, n_workers=4, **options):
 
 def main(argv=None):
     """Run the acceptance check from the command line; prints JSON lines."""
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0].replace('``', ''))
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0].replace('``', ''),
+                                     allow_abbrev=False)
     parser.add_argument('names', nargs='*', default=['mpcol', 'eacol'])
     parser.add_argument('--iterations', type=int, default=200)
     parser.add_argument('--eval-every', type=int, default=10)

@@ -155,7 +155,7 @@ def write_shipped(name: str, key: str, state: dict, pretrain_loss: float,
 def main(argv=None) -> int:
     """Pre-train a workload's default configuration here and ship its weights."""
     parser = argparse.ArgumentParser(
-        prog='python -m rog_ros.workloads.shipped',
+        prog='python -m rog_ros.workloads.shipped', allow_abbrev=False,
         description='Pre-train the default configuration of a workload on this machine and '
                     'write its weights into rog_ros/workloads/pretrained/ with their SHA-256 '
                     '(for maintainers: after a change of its data or pre-training code, with '
