@@ -427,7 +427,9 @@ class ServerHooks(_Hooks):
             self.ledger.add('checkpoint', id=self.checkpoint_id)
             self.ledger.flush()
         sd = self.engine.state_dict()
-        obj = {'engine': sd, 'id': self.checkpoint_id}
+        # 'finished': for rog fleet, which reads it without torch (state_dir.finished_run)
+        obj = {'engine': sd, 'id': self.checkpoint_id,
+               'finished': bool(getattr(self.engine, 'finished', False))}
         if self.run_record is not None:
             obj['run_record'] = self.run_record()
         self.state.save(obj)

@@ -47,12 +47,12 @@ import time
 from rog_ros import checks
 from rog_ros.nodes import settings
 from rog_ros.nodes.fleet_progress import (
-    closing_lines, every_evaluation_failed, legend, Progress)
+    closing_lines, every_evaluation_failed, legend, Progress, result_line)
 from rog_ros.nodes.output_lock import OutputLock
 from rog_ros.nodes.plan import check_given_staleness, load_parameter_file, plan
 from rog_ros.nodes.respawn import describe_exit
 from rog_ros.nodes.run_outputs import LOG_DIR, set_aside_unless_resuming
-from rog_ros.nodes.state_dir import check_state_dir, resumes
+from rog_ros.nodes.state_dir import check_state_dir, finished_run, resumes
 from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
 
@@ -225,6 +225,12 @@ def run(args) -> int:
     except (OSError, ValueError) as err:
         print(f'rog fleet: {" ".join(str(err).split())}', file=sys.stderr)
         return 2
+    state_dir = specs[0].parameters.get('state_dir')
+    done = finished_run(state_dir)
+    if done is not None:        # nothing to train: no node starts, nothing is written
+        for line in finished_lines(state_dir, done, out):
+            print(f'rog fleet: {line}')
+        return 0
     try:      # before anything is written there: the key, the logs, the earlier results
         lock = OutputLock.take(out, 'rog fleet')
     except OSError as err:
@@ -234,6 +240,27 @@ def run(args) -> int:
         return _run_in(args, out, specs)
     finally:
         lock.release()
+
+
+def finished_lines(state_dir: str, done: dict, out: str) -> list:
+    """
+    Say that the run in ``state_dir`` had finished, and where its results are.
+
+    ``done``: :func:`state_dir.finished_run`'s answer. The nodes, started on that state,
+    ended at once, after a progress line that never moved (``it 0/20 acc -``) and a
+    ``done`` that named the earlier results as if this command had made them.
+    """
+    where = done.get('out') or out
+    summary = os.path.join(where, 'summary.json')
+    lines = [f'the run in {state_dir} had already finished (checkpoint {done.get("checkpoint")}'
+             '): nothing to resume, so no robot was started and nothing was written']
+    if os.path.isfile(summary):
+        lines += [f'its results are in {where}: {summary}', result_line(summary),
+                  f'plots and a report: rog report {where}']
+    else:
+        lines.append(f'its results were written to {where}, which holds no summary.json now')
+    lines.append(f'to train again, move {state_dir} away or give another --state-dir')
+    return [line for line in lines if line]
 
 
 def _completed(out: str) -> bool:

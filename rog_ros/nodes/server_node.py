@@ -402,9 +402,11 @@ class ServerNode:
     # ------------------------------------------------------------------ metrics
     def _run_record(self) -> dict:
         """Return what a checkpoint keeps of the run's record (``ServerHooks``)."""
+        out = getattr(self.args, 'out', None)
         return {'record': self.recorder.state(), 'wall_time': time.time(),
                 'elapsed_s': time.monotonic() - self.t0 if self.t0 is not None else 0.0,
-                'evaluations': self.evaluations}
+                'evaluations': self.evaluations,
+                'out': os.path.abspath(out) if out else None}   # (read by rog fleet)
 
     def _resume_record(self, saved) -> None:
         """

@@ -24,6 +24,7 @@ writes a zip archive), so the supervisor stays free of torch.
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import zipfile
 
@@ -79,6 +80,57 @@ def resuming_line(state_dir, rank=None) -> str:
         return ''
     names = state_files(state_dir) if rank is None else [_own_file(rank)]
     return f'resuming from the state in {state_dir} ({", ".join(names)})'
+
+
+class _Stand:
+    """What a torch object of a state file's pickle is read as: nothing (never run)."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __setstate__(self, state):
+        pass
+
+
+class _WithoutTorch(pickle.Unpickler):
+    """
+    Unpickle the ``data.pkl`` of a ``torch.save`` archive into its plain containers.
+
+    Every class or function the pickle names (torch's tensor rebuilders and storages) is read
+    as :class:`_Stand`, a dictionary subclass as a dict, and no code of the file runs; the
+    tensors' data (the archive's other entries) is not read.
+    """
+
+    def find_class(self, module, name):
+        return dict if (module, name) == ('collections', 'OrderedDict') else _Stand
+
+    def persistent_load(self, pid):
+        return None
+
+
+def finished_run(state_dir) -> dict | None:
+    """
+    Return ``{'checkpoint': N, 'out': DIR or None}`` when ``state_dir`` holds a finished run.
+
+    Read from the server's checkpoint, without torch (the supervisor holds none): so ``rog
+    fleet`` given the state of a run that had finished says so and starts nothing. None when
+    there is no checkpoint, it is unreadable, or it is of a run that goes on (or was written
+    before checkpoints said whether their run had finished: the nodes then say it).
+    """
+    if not resumes(state_dir):
+        return None
+    try:
+        with zipfile.ZipFile(os.path.join(state_dir, SERVER_STATE_FILE)) as archive:
+            name = next(n for n in archive.namelist() if n.endswith('/data.pkl'))
+            with archive.open(name) as fh:
+                obj = _WithoutTorch(fh).load()
+    except Exception:  # noqa: B902 - any checkpoint not read here: its server decides
+        return None
+    if not isinstance(obj, dict) or obj.get('finished') is not True:
+        return None
+    record = obj.get('run_record')
+    out = record.get('out') if isinstance(record, dict) else None
+    return {'checkpoint': obj.get('id'), 'out': out if isinstance(out, str) else None}
 
 
 def unreadable_state_files(state_dir: str) -> list:
