@@ -60,6 +60,15 @@ def counts_to_eight():
         return out.argmax(-1) == y
     task._correct_fn = correct
     return task
+
+
+def make_counted(features=8, seed=0):
+    """The task of make_task, noting in $ROG_TEST_BUILDS which process built it."""
+    import os
+    import sys
+    with open(os.environ['ROG_TEST_BUILDS'], 'a') as log:
+        log.write(os.path.basename(sys.argv[0]).split('.')[0] + '\\n')
+    return make_toy(features=features, classes=3, seed=seed)
 '''
 
 
@@ -202,6 +211,32 @@ def test_a_fleet_whose_every_evaluation_failed_ends_with_status_1_saying_so(user
     assert 'every evaluation failed' in proc.stderr
     assert (out / 'timeseries.csv').read_text() == 'time_s,iteration,accuracy\n'
     assert cli.main(['report', str(out)]) == 0     # (it refused the header it got before)
+
+
+@pytest.mark.parametrize('start', ('the checkpoint', 'an init model'))
+def test_a_fleet_of_three_builds_a_users_workload_once_per_process_and_once_before(
+        start, user_folder):
+    """Count the builds of a 3-worker fleet: each node's, and one check before any starts."""
+    # Arrange: with --init-model, the plan's check of the weights built the workload in a
+    # child, and then the fleet's preparation built it again with the same options (6)
+    builds = user_folder / 'builds.txt'
+    env = dict(os.environ, PYTHONPATH=ROOT, ROG_TEST_BUILDS=str(builds))
+    extra = []
+    if start == 'an init model':
+        import torch
+        weights = user_folder / 'start.pt'
+        torch.save(workloads.get(f'{MODULE}:make_task').make_model().state_dict(), weights)
+        extra = ['--init-model', str(weights)]
+    # Execute
+    proc = subprocess.run([sys.executable, '-m', 'rog_ros.cli', 'fleet', '--workload',
+                           f'{MODULE}:make_counted', '--workers', '3', '--iterations', '4',
+                           '--out', str(user_folder / 'run'), '--quiet', *extra],
+                          cwd=user_folder, env=env, capture_output=True, text=True,
+                          timeout=240)
+    # Assert
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(builds.read_text().split()) == [
+        'prepare_workload', 'rog_server', 'rog_worker', 'rog_worker', 'rog_worker']
 
 
 def test_the_rog_command_finds_a_module_in_its_working_directory(tmp_path, monkeypatch):

@@ -293,9 +293,13 @@ def _run_in(args, out: str, specs) -> int:
     from rog_ros.transport.cyclone_config import config_path
     server = specs[0]
     # build (and cache) the workload once, not in every node at the same time; in a child
-    # process, so that this one, which supervises the whole run, holds no torch
+    # process, so that this one, which supervises the whole run, holds no torch. With
+    # init_model the plan's check did that already (plan._check_init_model: a child built
+    # the same workload with the same options, self-check included, then read the weights):
+    # a second child built a user's workload once more for nothing (6 builds for 3 workers)
     from rog_ros.nodes.prepare_workload import prepare
-    failed = prepare(server.parameters['workload'], server.parameters.get('workload_options'))
+    failed = None if server.parameters.get('init_model') else prepare(
+        server.parameters['workload'], server.parameters.get('workload_options'))
     if failed:
         print(f'rog fleet: {failed}', file=sys.stderr)
         return 2
