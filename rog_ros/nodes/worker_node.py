@@ -290,13 +290,20 @@ class WorkerNode:
 
     def _drops_said(self) -> str:
         """
-        Say what this robot dropped of what it received ('' if nothing).
+        Say what this robot dropped of what it received, or that it received nothing at all.
 
         A fleet key or ``robot_keys`` that differ between the robots make every message of the
         server fail its tag: the robot hears nothing it can use, and the line it ends with
         said only that the server was silent (the warnings that name the cause were above).
         """
         counts = {k: v for k, v in self.reject_counts().items() if v}
+        if not counts and self.driver.last_receive is None:
+            # the server answers its robots only: one that drops all of this robot's messages
+            # (another fleet key, robot_keys set otherwise) sends it nothing to drop
+            return ('; it heard nothing from the server since it started: is the server '
+                    'running, with the same namespace and ROS_DOMAIN_ID? if its log shows '
+                    "bad_tag drops of this robot's messages, its fleet key or robot_keys "
+                    "differs from this robot's")
         if not counts:
             return ''
         said = ', '.join(f'{reason} {n}' for reason, n in sorted(counts.items()))
