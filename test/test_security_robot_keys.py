@@ -153,7 +153,8 @@ def test_every_message_of_a_real_exchange_verifies_under_robot_keys():
 @pytest.mark.parametrize('key, robot_keys, rank, problem', [
     (derive_robot_key(FLEET, 1), False, 1, 'set robot_keys true on every node'),
     (derive_robot_key(FLEET, 1), True, None, 'the server (and a netmon'),
-    (derive_robot_key(FLEET, 1), True, 0, "robot 1's key, given to robot 0"),
+    (derive_robot_key(FLEET, 1), True, 0, "robot 1's key, given to robot 0: give robot 0 "
+                                          'its own key file (rog security key --robot 0'),
     (None, True, 0, 'robot_keys needs a fleet key'),
 ])
 def test_a_key_that_does_not_fit_the_node_is_refused_in_one_line(

@@ -140,7 +140,9 @@ def keyring_for(key, robot_keys: bool, rank=None, source: str = 'the fleet key')
             raise FleetKeyError(f"{source} is robot {key.robot}'s key; the server (and a "
                                 'netmon reporting for several robots) needs the fleet key')
         if int(rank) != key.robot:
-            raise FleetKeyError(f"{source} is robot {key.robot}'s key, given to robot {rank}")
+            raise FleetKeyError(f"{source} is robot {key.robot}'s key, given to robot {rank}: "
+                                f'give robot {rank} its own key file (rog security key --robot '
+                                f'{rank} --fleet-key FLEET_KEY FILE), or check its rank')
         return RobotKeyring(key, rank)
     if not robot_keys:
         return key
