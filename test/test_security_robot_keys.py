@@ -307,6 +307,23 @@ def test_rog_robot_warns_when_a_worker_robot_is_given_the_fleet_key(tmp_path, ca
         assert capsys.readouterr().err == ''
 
 
+def test_a_robot_key_of_another_rank_in_the_environment_is_named_by_its_file(
+        tmp_path, capsys, monkeypatch):
+    """Name the key file of $ROG_FLEET_KEY_FILE: the line said only 'the fleet key'."""
+    from rog_ros.nodes.fleet_key import write_key_file
+    path = tmp_path / 'robot2.key'
+    write_key_file(path, robot_key_text(FLEET, 2))
+    monkeypatch.setenv('ROG_FLEET_KEY_FILE', str(path))
+    monkeypatch.delenv('ROG_FLEET_KEY', raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(['robot', '--role', 'worker', '--rank', '1', '--workers', '3',
+                     '--robot-keys', 'true']) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f'{path} ($ROG_FLEET_KEY_FILE)' in err[0], err
+    assert "robot 2's key, given to robot 1" in err[0], err
+    assert not (tmp_path / 'rog_robot_logs').exists()      # refused before anything started
+
+
 @pytest.mark.parametrize('rank', [10 ** 4, 1703797118])
 def test_a_forgery_claiming_a_rank_no_robot_key_is_made_for_is_a_bad_tag(rank):
     """Count a forged message of a rank past MAX_RANK as bad_tag, as the fleet key does."""

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 
-from rog_ros.nodes.fleet_key import load_fleet_key
+from rog_ros.nodes.fleet_key import key_source, load_fleet_key
 from rog_ros.transport.bus import RecordError
 from rog_ros.transport.choose import make_bus
 
@@ -100,8 +100,7 @@ def fleet_key(args, log=None, rank=None, worker=False):
     path = getattr(args, 'fleet_key_file', None)
     key = load_fleet_key(path)
     robot_keys = bool(getattr(args, 'robot_keys', False))
-    keys = keyring_for(key, robot_keys, rank, f'fleet key file {path}' if path else
-                       'the fleet key')
+    keys = keyring_for(key, robot_keys, rank, key_source(path))
     if log is None:
         log = logging.getLogger(getattr(args, 'node_name', None) or 'rog_ros')
     if key is None:

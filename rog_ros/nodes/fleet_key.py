@@ -39,7 +39,7 @@ MAX_KEY_FILE_BYTES = 4096
 """Largest key file read (a key is 64 hex digits; a larger file is the wrong file)."""
 
 __all__ = ['FleetKey', 'FleetKeyError', 'KEY_ENV', 'KEY_FILE_ENV', 'generate_key_text',
-           'load_fleet_key', 'read_key_file', 'write_key_file']
+           'key_source', 'load_fleet_key', 'read_key_file', 'write_key_file']
 
 
 def generate_key_text() -> str:
@@ -109,3 +109,20 @@ def load_fleet_key(path=None, environ=None):
     if env.get(KEY_ENV):
         return parse_key(env[KEY_ENV], f'${KEY_ENV}')
     return None
+
+
+def key_source(path=None, environ=None) -> str:
+    """
+    Name where :func:`load_fleet_key` takes the key from, for a line that refuses it.
+
+    A robot key of another rank given in ``$ROG_FLEET_KEY_FILE`` (as docs/robots-commands.md
+    sets it) was named 'the fleet key', which said neither the variable nor the file.
+    """
+    env = os.environ if environ is None else environ
+    if path:
+        return f'fleet key file {path}'
+    if env.get(KEY_FILE_ENV):
+        return f'fleet key file {env[KEY_FILE_ENV]} (${KEY_FILE_ENV})'
+    if env.get(KEY_ENV):
+        return f'${KEY_ENV}'
+    return 'the fleet key'

@@ -21,7 +21,7 @@ the parser resolves as ROS 2 does) or a user types it.
 
 from __future__ import annotations
 
-from rog_ros.nodes.fleet_key import FleetKeyError, load_fleet_key
+from rog_ros.nodes.fleet_key import FleetKeyError, key_source, load_fleet_key
 from rog_ros.nodes.settings import DEFAULT_DEADLINE_FLOOR, SettingsParser, split_ros_args
 
 __all__ = ['DEFAULT_DEADLINE_FLOOR', 'check_fleet_args', 'check_key_arg', 'node_parser',
@@ -49,7 +49,7 @@ def check_key_arg(parser, args, rank=None) -> None:
     path = getattr(args, 'fleet_key_file', None)
     try:
         keyring_for(load_fleet_key(path), bool(getattr(args, 'robot_keys', False)), rank,
-                    f'fleet key file {path}' if path else 'the fleet key')
+                    key_source(path))
     except FleetKeyError as err:
         parser.error(str(err))
 

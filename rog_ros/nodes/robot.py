@@ -430,14 +430,13 @@ def _check_robot_environment(args, env: dict, first) -> None:
     """
     from rog_ros import checks
     from rog_ros.nodes.connect import FLEET_KEY_SAID_ENV, fleet_key_on_robot
-    from rog_ros.nodes.fleet_key import load_fleet_key
+    from rog_ros.nodes.fleet_key import key_source, load_fleet_key
     from rog_ros.protocol.robot_keys import keyring_for
     from rog_ros.transport.cyclone_config import domain_id_from_env, uri_problem
     key = load_fleet_key(args.fleet_key_file, env)   # FleetKeyError (a ValueError): one line
     robot_keys = bool(first.parameters.get('robot_keys'))
     keyring_for(key, robot_keys, first.rank if first.role == 'worker' else None,
-                f'fleet key file {args.fleet_key_file}' if args.fleet_key_file else
-                'the fleet key')
+                key_source(args.fleet_key_file, env))
     if robot_keys and first.role == 'worker' and key.robot is None:
         # the nodes derive their own key from it, but the fleet key stays on this robot
         print(f'rog robot: warning: {fleet_key_on_robot(key, first.rank)}', file=sys.stderr)
