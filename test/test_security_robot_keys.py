@@ -324,6 +324,25 @@ def test_a_robot_key_of_another_rank_in_the_environment_is_named_by_its_file(
     assert not (tmp_path / 'rog_robot_logs').exists()      # refused before anything started
 
 
+@pytest.mark.parametrize('robot_keys', ['true', 'false'])
+def test_rog_fleet_given_a_robot_key_file_says_it_needs_the_fleet_key(
+        tmp_path, capsys, monkeypatch, robot_keys):
+    """Refuse a robot key file in rog fleet with what it needs, robot_keys on or off."""
+    # off, the refusal said to set robot_keys true, which rog fleet then refused as well
+    from rog_ros.nodes.fleet_key import write_key_file
+    path = tmp_path / 'robot0.key'
+    write_key_file(path, robot_key_text(FLEET, 0))
+    monkeypatch.delenv('ROG_FLEET_KEY_FILE', raising=False)
+    monkeypatch.delenv('ROG_FLEET_KEY', raising=False)
+    assert cli.main(['fleet', '--workers', '2', '--robot-keys', robot_keys, '--fleet-key-file',
+                     str(path), '--out', str(tmp_path / 'run'), '--quiet']) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0], err
+    assert 'rog fleet runs the server and every robot, and needs the fleet key' in err[0], err
+    assert 'set robot_keys true' not in err[0], err
+    assert not (tmp_path / 'run').exists()
+
+
 @pytest.mark.parametrize('rank', [10 ** 4, 1703797118])
 def test_a_forgery_claiming_a_rank_no_robot_key_is_made_for_is_a_bad_tag(rank):
     """Count a forged message of a rank past MAX_RANK as bad_tag, as the fleet key does."""

@@ -154,23 +154,31 @@ def fleet_key_env(args, out: str) -> tuple:
 
 def _check_fleet_key(args, parameters: dict) -> None:
     """Check the key the nodes will get (FleetKeyError, one line) before anything is made."""
-    from rog_ros.nodes.fleet_key import load_fleet_key
+    from rog_ros.nodes.fleet_key import key_source, load_fleet_key
     path = os.path.abspath(args.fleet_key_file) if args.fleet_key_file else None
     key = load_fleet_key(path)       # read again when the nodes get it (fleet_key_env)
     if key is not None:       # (none: rog fleet makes one)
-        _watch_key(key, parameters)
+        _watch_key(key, parameters, key_source(args.fleet_key_file))
 
 
-def _watch_key(key, parameters: dict):
+def _watch_key(key, parameters: dict, source: str = 'the fleet key file'):
     """
     Return what ``rog fleet`` verifies the status topics with: the server's keys.
 
     With ``robot_keys`` every robot on this machine holds only its own key, derived from
     the fleet key, and ``rog fleet`` holds the fleet key as the server does; a robot key
-    file given to ``rog fleet`` is refused (FleetKeyError): the server needs the fleet key.
+    file given to ``rog fleet`` is refused (FleetKeyError), with or without ``robot_keys``:
+    the server needs the fleet key (the node's rule said 'set robot_keys true' without it,
+    which a fleet on one machine cannot follow).
     """
+    from rog_ros.nodes.fleet_key import FleetKeyError
     from rog_ros.protocol.robot_keys import keyring_for
-    return keyring_for(key, bool(parameters.get('robot_keys')), None, 'the fleet key file')
+    if key.robot is not None:
+        raise FleetKeyError(f"{source} is robot {key.robot}'s key (a robot key file, for "
+                            f'rog robot --role worker --rank {key.robot}); rog fleet runs the '
+                            'server and every robot, and needs the fleet key the robot keys '
+                            'are made from')
+    return keyring_for(key, bool(parameters.get('robot_keys')), None, source)
 
 
 def _without_key(env: dict, key_env: dict) -> None:
