@@ -303,13 +303,16 @@ def test_timeseries_bytes_count_the_uplink_as_the_summary_does(tmp_path, monkeyp
     ({'bad_tag': 7, 'undecodable': 0}, False, '; yet it dropped 7 received messages (bad_tag 7)'),
     ({'bad_tag': 0, 'undecodable': 0}, False, '; it heard nothing from the server since it '
                                               'started'),
-    ({'bad_tag': 0, 'undecodable': 0}, True, None)])
+    ({'bad_tag': 0, 'undecodable': 0}, True, None),
+    ({'bad_tag': 0, 'invalid': 5}, True, '; yet it dropped 5 received messages (invalid 5): '
+                                         'see the warnings above')])
 def test_a_worker_that_hears_the_server_only_as_drops_says_so_when_it_gives_up(
         tmp_path, monkeypatch, drops, heard, said):
     # every message of a server with another fleet key (or robot_keys set otherwise) fails its
     # tag: the worker's last line said only that the server had been silent for 120 s. A
     # server that drops every message of the worker (robot_keys on there, off here) sends it
-    # nothing at all: the line said only that, too
+    # nothing at all: the line said only that, too. Messages the engine refused (a second
+    # robot of the same rank) were blamed on the keys
     in_memory_fleet(monkeypatch)
     srv, wrk = server_and_worker(tmp_path, '/quiet', worker_args=['--server-timeout', '0.3'])
     # the server is configured (its endpoints on the hub) but never spun: the worker starts
@@ -319,6 +322,7 @@ def test_a_worker_that_hears_the_server_only_as_drops_says_so_when_it_gives_up(
         assert wrk.activate()
         if heard:                     # as if the server had spoken once, then fallen silent
             wrk.driver.last_receive = wrk.driver.clock()
+        wrk.engine.rejects = drops.get('invalid', 0)     # the engine counts these itself
         deadline = time.monotonic() + 30.0
         with pytest.raises(TimeoutError) as err:
             while time.monotonic() < deadline:
@@ -330,6 +334,8 @@ def test_a_worker_that_hears_the_server_only_as_drops_says_so_when_it_gives_up(
     assert message.startswith('worker 0: no message from the server for 0 s')
     if said is None:
         assert message.endswith(')'), message      # the engine's state and clock, nothing more
+    elif drops.get('invalid'):        # refused by the engine: nothing to do with the keys
+        assert message.endswith(said), message
     else:
         assert said in message and 'fleet key' in message, message
         assert 'robot_keys' in message, message

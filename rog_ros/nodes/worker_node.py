@@ -307,8 +307,11 @@ class WorkerNode:
         if not counts:
             return ''
         said = ', '.join(f'{reason} {n}' for reason, n in sorted(counts.items()))
+        # only a failed tag points at the keys; messages the engine refused (invalid) do not
+        cause = (" (a fleet key, or robot_keys, other than the server's?)"
+                 if counts.get('bad_tag') else '')
         return (f'; yet it dropped {sum(counts.values())} received messages ({said}): see the '
-                "warnings above (a fleet key, or robot_keys, other than the server's?)")
+                f'warnings above{cause}')
 
     def cleanup(self) -> None:
         """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""
