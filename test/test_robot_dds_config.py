@@ -253,6 +253,46 @@ def test_rog_robot_checks_the_model_out_of_its_default(no_nodes, capsys, monkeyp
         capsys.readouterr().err
 
 
+def test_a_stopped_rog_robot_names_the_warnings_in_its_logs(monkeypatch, tmp_path, capsys):
+    """Name the server's bad_tag warnings when it is stopped, as a finished run does."""
+    # a server that drops its robots' every message waits for them until it is stopped,
+    # and its console said only 'terminated'
+    logs = tmp_path / 'logs'
+
+    class Waiting:
+        """A server that logged its drops and waits until it is stopped."""
+
+        def __init__(self, specs, log_dir, env):
+            self.log_dir = log_dir
+
+        def start(self, resuming=None):
+            os.makedirs(self.log_dir, exist_ok=True)
+            Path(self.log_dir, 'rog_server.log').write_text(
+                '[INFO] [1.0] [rog_server]: active\n'
+                '[WARNING] [2.0] [rog_ros.auth]: dropped RowChunk on /rog/up/chunks claiming '
+                'sender 0: bad_tag (2 bad_tag so far)\n')
+
+        def stop(self):
+            pass
+
+    def stopped(*args):
+        """Stop the robot as SIGTERM does."""
+        stop = KeyboardInterrupt()
+        stop.exit_status = 143
+        raise stop
+    monkeypatch.setattr(supervisor, 'Supervisor', Waiting)
+    monkeypatch.setattr(robot, 'watch', stopped)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(['robot', '--role', 'server', '--workers', '2', '--netmon', 'false',
+                     '--logs', str(logs)]) == 143
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith('rog robot: terminated (SIGTERM); stopped rog_server'), err
+    assert err[-1] == (
+        "rog robot: warnings in the robots' logs: rog_server 1 (first: dropped RowChunk on "
+        '/rog/up/chunks claiming sender 0: bad_tag (2 bad_tag so far)); logs in '
+        f'{logs}'), err
+
+
 def test_check_interface_skips_auto_and_robots_without_netmon():
     worker = NodeSpec('rog_worker_0', 'rog_worker', {}, 'worker', 0)
     robot._check_interface([worker])

@@ -353,6 +353,7 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int, resuming: str = ''
     if code in _STOPPED_BY:
         print(f'rog robot: {_STOPPED_BY[code]}; '
               f'stopped {", ".join(s.name for s in specs)} (logs in {logs})', file=sys.stderr)
+        _stopped_warnings(specs, logs)
     if code == 0 and args.role == 'server':
         _closing_lines(specs[0].parameters, logs)
     if code == 0 and args.role == 'worker':
@@ -370,6 +371,20 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int, resuming: str = ''
               'robot (torch, a DDS round trip with its configuration, buffers, clock)',
               file=sys.stderr)
     return code
+
+
+def _stopped_warnings(specs, logs: str) -> None:
+    """
+    Name the warnings in the nodes' logs of a robot that was stopped, as a finished one does.
+
+    A server that drops every message of its robots (another fleet key, ``robot_keys`` set
+    otherwise) waits for them until it is stopped, and said on the console only that it was:
+    its warnings, which name the cause, were in its log alone.
+    """
+    from rog_ros.nodes.fleet_progress import robot_warnings
+    said = robot_warnings(logs, [spec.name for spec in specs])
+    if said:
+        print(f'rog robot: {said}', file=sys.stderr)
 
 
 def _model_out(args, worker) -> str:
