@@ -665,7 +665,8 @@ def test_a_worker_robot_moves_no_log_another_robot_of_its_rank_writes(
         started_robots, tmp_path, capsys):
     """Refuse a second worker robot of a rank on one --logs, moving nothing, in one line."""
     # the lock a running worker robot of rank 1 holds on its log: a second one (another
-    # terminal) moved its live log to previous/ and then wrote over it
+    # terminal) moved its live log to previous/ and then wrote over it. The refusal said to
+    # give it another --logs, also to a second robot started with a copied --rank
     from rog_ros import cli
     from rog_ros.nodes.run_outputs import NodeLogLock
     logs = tmp_path / 'rog_robot_logs'
@@ -683,6 +684,9 @@ def test_a_worker_robot_moves_no_log_another_robot_of_its_rank_writes(
     assert len(err) == 1 and err[0].startswith(
         f'rog robot: {logs}/rog_worker_1.log is being written by another run (rog robot '
         f'--role worker --rank 1, pid {os.getpid()}, since ')
+    assert err[0].endswith('if this is another robot, give it a rank of its own (--rank: '
+                           '0..workers-1, each once; two robots of rank 1 would keep '
+                           'replacing each other)'), err
     assert _starts(started_robots) == [('', ['netmon_1.log', 'rog_worker_1.log',
                                              'rog_worker_7.log'])]
     assert not (logs / 'previous').exists()

@@ -268,8 +268,13 @@ def _hold(args, specs, logs: str):
         return OutputLock.take(os.path.abspath(specs[0].parameters['out']),
                                'rog robot --role server')
     from rog_ros.nodes.run_outputs import NodeLogLock
-    return NodeLogLock.take(os.path.abspath(logs), specs[0].name,
-                            f'rog robot --role worker --rank {args.rank}')
+    try:
+        return NodeLogLock.take(os.path.abspath(logs), specs[0].name,
+                                f'rog robot --role worker --rank {args.rank}')
+    except OSError as err:     # a copied command line: the other robot meant another rank
+        raise OSError(f'{err}; or, if this is another robot, give it a rank of its own '
+                      f'(--rank: 0..workers-1, each once; two robots of rank {args.rank} '
+                      'would keep replacing each other)') from None
 
 
 def _set_aside_earlier_logs(args, specs, logs: str):
