@@ -259,6 +259,21 @@ def test_a_robot_that_drops_the_servers_messages_names_the_fleet_key_it_was_made
     assert hints and all(f'fleet={other.fingerprint}' in h for h in hints), hints
 
 
+def test_a_robot_key_file_whose_rank_was_edited_is_named_by_the_servers_hint(caplog):
+    """Name whose secret a robot's edited key file carries; the hint blamed the fleet key."""
+    edited = auth.parse_key(robot_key_text(FLEET, 3).replace('rank=3', 'rank=1'))
+    robot = keyring_for(edited, True, 1)          # starts: its label says robot 1
+    hints = _bad_tag_hints(keyring_for(FLEET, True), lambda i: auth.Signer(robot, 10 + i).sign(
+        _chunk(1, m.SERVER)), caplog)
+    assert hints and all("tagged with robot 3's key, not robot 1's" in h and
+                         '--robot 1 ' in h for h in hints), hints
+    assert not any('different fleet key' in h for h in hints), hints
+    # the robot's own hint asks whether its file was made for it
+    hints = _bad_tag_hints(robot, lambda i: auth.Signer(keyring_for(FLEET, True), 10 + i).sign(
+        _chunk(m.SERVER, 1)), caplog)
+    assert hints and all('its rank= not edited' in h for h in hints), hints
+
+
 def test_a_robot_cannot_silence_the_servers_messages_to_others_where_several_are_watched():
     """Keep one replay window per robot for the server's messages (rog fleet's watcher)."""
     server = auth.Signer(keyring_for(FLEET, True), 100)

@@ -44,6 +44,8 @@ from rog_ros.protocol.auth import (compute_tag, FleetKey, FleetKeyError, ROBOT_K
 
 _DERIVE = b'rog-robot-key-1\0'
 _MAX_CACHED = 4096
+_HINT_RANKS = 64
+"""A bad tag's hint tries the keys of ranks below this and of this many ranks heard from."""
 MAX_RANK = 9999
 """Highest rank a robot key is made for (a robot key file writes at most 4 digits)."""
 
@@ -88,6 +90,10 @@ class FleetKeyring:
         rank = robot_of(msg)
         if rank < 0:
             return self.fleet
+        return self.key_for_rank(rank)
+
+    def key_for_rank(self, rank: int) -> FleetKey:
+        """Return robot ``rank``'s key (derived once, kept for the few ranks of a fleet)."""
         key = self._robots.get(rank)
         if key is None:
             if len(self._robots) >= _MAX_CACHED:    # forged ranks: derive again, keep few
@@ -174,7 +180,8 @@ def bad_tag_hint(keys, msg) -> str:
                     '(sent to this robot by mistake, or replayed)')
         return (f"this robot holds robot {keys.rank}'s key, made from fleet key "
                 f'{keys.key.fleet_fingerprint}: does the server log that fleet key, with '
-                'robot_keys on?')
+                f'robot_keys on, and was this key file made for robot {keys.rank} (rog '
+                f'security key --robot {keys.rank}), its rank= not edited?')
     fleet = keys.fleet if isinstance(keys, FleetKeyring) else keys
     mine = isinstance(keys, FleetKeyring) or fleet.robot is None
     if mine and rank is not None and 0 <= rank <= MAX_RANK:
@@ -182,6 +189,12 @@ def bad_tag_hint(keys, msg) -> str:
             if _tagged_with(msg, fleet):
                 return (f"tagged with the fleet key itself, not robot {rank}'s key: "
                         'robot_keys is off at its sender and on here; every node must agree')
+            other = _other_robot_tagging(keys, msg, rank)
+            if other is not None:
+                return (f"tagged with robot {other}'s key, not robot {rank}'s: the robot "
+                        f"that runs as robot {rank} holds robot {other}'s key file (its rank= "
+                        f'edited, or its rank set wrong); give it its own (rog security key '
+                        f'--robot {rank} --fleet-key FLEET_KEY FILE)')
         elif _tagged_with(msg, derive_robot_key(fleet, rank)):
             return (f"tagged with robot {rank}'s key: robot_keys is on at its sender and off "
                     'here; every node must agree')
@@ -190,6 +203,23 @@ def bad_tag_hint(keys, msg) -> str:
                 f"robot {rank}'s key file must say fleet={fleet.fingerprint}")
     return (f'a different fleet key? this node holds {fleet.fingerprint}: compare the '
             'fingerprints the nodes log at start')
+
+
+def _other_robot_tagging(keys: FleetKeyring, msg, rank: int):
+    """
+    Return the rank whose robot key tags ``msg`` (which claims robot ``rank``), or None.
+
+    A robot key file's ``rank=`` is a label beside its secret: a file of robot 3 edited to
+    say ``rank=1`` starts robot 1, and only the fleet key's holder can tell whose secret it
+    carries. Tries the ranks the server has heard from and the first ``_HINT_RANKS`` (a few
+    milliseconds, and only for the drops that are logged).
+    """
+    heard = list(keys._robots)[:_HINT_RANKS]      # forged ranks may fill the cache
+    ranks = sorted(set(heard) | set(range(min(_HINT_RANKS, MAX_RANK + 1))))
+    for other in ranks:
+        if other != rank and _tagged_with(msg, keys.key_for_rank(other)):
+            return other
+    return None
 
 
 def _tagged_with(msg, key: FleetKey) -> bool:
