@@ -24,7 +24,7 @@ import os
 
 import pytest
 from rog_ros import cli
-from rog_ros.experiments import chaos
+from rog_ros.experiments import chaos, chaos_fleet
 from rog_ros.nodes import settings
 
 
@@ -56,7 +56,7 @@ def test_every_scenario_starts_from_a_fresh_folder_and_the_earlier_one_is_kept(
     seen = {}
     _stand_ins(monkeypatch, seen)
     for seed in (1, 2, 3):
-        cfg = chaos.ChaosConfig(out=str(tmp_path), seed=seed)
+        cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), seed=seed)
         rows = chaos.run_scenarios(list(chaos.SCENARIOS), cfg)
         assert [r['outcome'] for r in rows] == ['ok'] * len(chaos.SCENARIOS)
         assert seen == {name: None for name in chaos.SCENARIOS}     # nothing there at start
@@ -92,7 +92,7 @@ def test_a_folder_that_cannot_be_set_aside_fails_its_scenario_only(tmp_path, mon
     def refuse(src, dst):
         raise PermissionError(13, 'Permission denied', src)
     monkeypatch.setattr(chaos.os, 'replace', refuse)
-    rows = chaos.run_scenarios(['flood', 'ctrl-c'], chaos.ChaosConfig(out=str(tmp_path)))
+    rows = chaos.run_scenarios(['flood', 'ctrl-c'], chaos_fleet.ChaosConfig(out=str(tmp_path)))
     assert rows[0]['outcome'] == 'failed' and 'Permission denied' in rows[0]['detail']
     assert 'flood' not in seen                        # not run on the earlier folder
     assert rows[1]['outcome'] == 'ok'
@@ -110,8 +110,8 @@ def test_the_ctrl_c_fleet_gets_the_chosen_system(tmp_path, monkeypatch):
         started.append(cmd)
         raise _Started
     monkeypatch.setattr(chaos.subprocess, 'Popen', popen)
-    for sync in chaos.CHAOS_SYSTEMS:
-        cfg = chaos.ChaosConfig(out=str(tmp_path), sync=sync, seed=7)
+    for sync in chaos_fleet.CHAOS_SYSTEMS:
+        cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), sync=sync, seed=7)
         with pytest.raises(_Started):
             chaos._ctrl_c(cfg)
         cmd = started[-1]
@@ -210,8 +210,8 @@ def test_run_scenarios_hands_back_the_rows_as_they_finish(tmp_path, monkeypatch)
     monkeypatch.setitem(chaos.RUNNERS, 'flood', interrupted)
     rows = []
     with pytest.raises(KeyboardInterrupt):
-        chaos.run_scenarios(['worker-restart', 'flood'], chaos.ChaosConfig(out=str(tmp_path)),
-                            rows=rows)
+        chaos.run_scenarios(['worker-restart', 'flood'],
+                            chaos_fleet.ChaosConfig(out=str(tmp_path)), rows=rows)
     assert [r['scenario'] for r in rows] == ['worker-restart']
 
 
@@ -320,12 +320,12 @@ def test_scenario_key_takes_the_key_as_rog_fleet_does(tmp_path, monkeypatch):
     _no_key_around(monkeypatch)
     run_dir = str(tmp_path / 'flood')
     # none given: no key, and none inherited; the flood (fresh) makes one
-    env, key = chaos.scenario_key(chaos.ChaosConfig(out=str(tmp_path)), run_dir)
+    env, key = chaos.scenario_key(chaos_fleet.ChaosConfig(out=str(tmp_path)), run_dir)
     assert key is None and env == {KEY_FILE_ENV: '', KEY_ENV: ''}
     assert not os.path.exists(run_dir)
-    for cfg, fresh in ((chaos.ChaosConfig(out=str(tmp_path)), True),
-                       (chaos.ChaosConfig(out=str(tmp_path), auth=True), False),
-                       (chaos.ChaosConfig(out=str(tmp_path), robot_keys=True), False)):
+    for cfg, fresh in ((chaos_fleet.ChaosConfig(out=str(tmp_path)), True),
+                       (chaos_fleet.ChaosConfig(out=str(tmp_path), auth=True), False),
+                       (chaos_fleet.ChaosConfig(out=str(tmp_path), robot_keys=True), False)):
         env, key = chaos.scenario_key(cfg, run_dir, fresh=fresh)
         path = os.path.join(run_dir, 'fleet.key')
         assert env[KEY_FILE_ENV] == path and read_key_file(path) == key
@@ -335,10 +335,10 @@ def test_scenario_key_takes_the_key_as_rog_fleet_does(tmp_path, monkeypatch):
     given = _key_file(tmp_path / 'given.key')
     other = _key_file(tmp_path / 'other.key')
     monkeypatch.setenv(KEY_FILE_ENV, str(tmp_path / 'other.key'))
-    cfg = chaos.ChaosConfig(out=str(tmp_path), fleet_key_file=str(tmp_path / 'given.key'))
+    cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), fleet_key_file=str(tmp_path / 'given.key'))
     assert chaos.scenario_key(cfg, run_dir, fresh=True) == (
         {KEY_FILE_ENV: str(tmp_path / 'given.key'), KEY_ENV: ''}, given)
-    cfg = chaos.ChaosConfig(out=str(tmp_path), auth=True)
+    cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), auth=True)
     assert chaos.scenario_key(cfg, run_dir) == (
         {KEY_FILE_ENV: str(tmp_path / 'other.key'), KEY_ENV: ''}, other)
     monkeypatch.delenv(KEY_FILE_ENV)
@@ -352,13 +352,13 @@ def test_the_key_and_robot_keys_reach_every_node_of_a_scenario(tmp_path, monkeyp
     from rog_ros.nodes.fleet_key import KEY_FILE_ENV, load_fleet_key
     _no_key_around(monkeypatch)
     _key_file(tmp_path / 'fleet.key')
-    cfg = chaos.ChaosConfig(out=str(tmp_path), workers=3, robot_keys=True,
-                            fleet_key_file=str(tmp_path / 'fleet.key'))
+    cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), workers=3, robot_keys=True,
+                                  fleet_key_file=str(tmp_path / 'fleet.key'))
     run_dir = str(tmp_path / 'worker-restart')
     trace = str(tmp_path / 'trace.csv')
-    chaos.write_trace(trace, cfg.workers, chaos.RATE_MBPS)
+    chaos_fleet.write_trace(trace, cfg.workers, chaos_fleet.RATE_MBPS)
     key_env, key = chaos.scenario_key(cfg, run_dir)
-    fleet = chaos.Fleet(cfg, run_dir, trace, key_env=key_env)
+    fleet = chaos_fleet.Fleet(cfg, run_dir, trace, key_env=key_env)
     assert sorted(fleet.specs) == ['rog_server', 'rog_worker_0', 'rog_worker_1', 'rog_worker_2']
     for name, spec in fleet.specs.items():
         env = fleet.sup.env_for(spec)                      # what the supervisor gives it
@@ -418,9 +418,9 @@ def test_the_ctrl_c_fleet_gets_the_key_and_robot_keys(tmp_path, monkeypatch):
         started.append(cmd)
         raise _Started
     monkeypatch.setattr(chaos.subprocess, 'Popen', popen)
-    for cfg in (chaos.ChaosConfig(out=str(tmp_path), robot_keys=True,
-                                  fleet_key_file=str(tmp_path / 'fleet.key')),
-                chaos.ChaosConfig(out=str(tmp_path), auth=True)):
+    for cfg in (chaos_fleet.ChaosConfig(out=str(tmp_path), robot_keys=True,
+                                        fleet_key_file=str(tmp_path / 'fleet.key')),
+                chaos_fleet.ChaosConfig(out=str(tmp_path), auth=True)):
         with pytest.raises(_Started):
             chaos._ctrl_c(cfg)
         args, extra = cli.build_parser().parse_known_args(['fleet'] + started[-1][3:])

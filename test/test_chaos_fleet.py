@@ -28,7 +28,7 @@ import pytest
 
 pytest.importorskip('cyclonedds')
 
-from rog_ros.experiments import chaos  # noqa: E402
+from rog_ros.experiments import chaos, chaos_fleet  # noqa: E402
 from rog_ros.nodes.settings import defaults  # noqa: E402
 
 HAS_AUTH = importlib.util.find_spec('rog_ros.nodes.fleet_key') is not None
@@ -36,7 +36,7 @@ CI = {'workers': 2, 'iterations': 16, 'outage_s': 6.0, 'flood_s': 2.0, 'timeout_
 
 
 def _run(name, tmp_path, **over):
-    cfg = chaos.ChaosConfig(out=str(tmp_path), **dict(CI, **over))
+    cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), **dict(CI, **over))
     row = chaos.run_scenarios([name], cfg)[0]
     print(json.dumps(row), file=sys.stderr)
     return row

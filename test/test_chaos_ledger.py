@@ -179,7 +179,7 @@ def test_a_link_outage_run_that_missed_its_scenario_is_planned_again(tmp_path, m
     # The outage sits at a fixed trace time within a fixed budget; a slow machine's fleet can
     # start training after it began, a fast one's finish before it ended. Such a failed run
     # is run again, planned from what it measured.
-    from rog_ros.experiments import chaos
+    from rog_ros.experiments import chaos, chaos_fleet
     plans = []
 
     def fake_run(cfg, plan, seen):
@@ -191,7 +191,7 @@ def test_a_link_outage_run_that_missed_its_scenario_is_planned_again(tmp_path, m
         return {'outcome': 'failed' if len(plans) == 1 else 'ok', 'detail': 'held'}
 
     monkeypatch.setattr(chaos, '_link_outage_from', fake_run)
-    cfg = chaos.ChaosConfig(out=str(tmp_path), outage_s=6.0, iterations=16)
+    cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), outage_s=6.0, iterations=16)
     first = {'start_s': chaos.LINK_OUTAGE_START_S, 'iterations': 80 + 30 * 6}
     # began training 3 s after the outage did, 3 s of it left: the outage moves 8 s past that
     # start (a budget for 1.5 x (19 + 6 + 8 - 11) / 0.15 = 220 iterations: the first one's 260)

@@ -47,7 +47,7 @@ import types
 
 import pytest
 from rog_ros import checks, cli
-from rog_ros.experiments import chaos
+from rog_ros.experiments import chaos, chaos_fleet
 from rog_ros.net import cli_trace, trace_spec, traces
 from rog_ros.nodes import cli_security, fleet, plan, prepare_workload, respawn, robot, settings
 
@@ -286,8 +286,8 @@ def _check_bench_faults(args) -> None:
 def _check_chaos(args) -> None:
     """Check ``rog chaos`` --scenario and --sync as ``chaos.run`` does."""
     chaos.parse_scenarios(args.scenario)
-    if args.sync not in chaos.CHAOS_SYSTEMS:
-        raise ValueError(f'--sync must be one of {", ".join(chaos.CHAOS_SYSTEMS)}')
+    if args.sync not in chaos_fleet.CHAOS_SYSTEMS:
+        raise ValueError(f'--sync must be one of {", ".join(chaos_fleet.CHAOS_SYSTEMS)}')
 
 
 def _check_model(args) -> None:

@@ -58,7 +58,6 @@ scenario runs in a fresh ``OUT/<scenario>/``: an earlier run's folder is moved t
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import json
 import math
@@ -73,143 +72,18 @@ import time
 
 from rog_ros import checks
 from rog_ros.atomic import atomic_write_text
+from rog_ros.experiments.chaos_fleet import (CHAOS_SYSTEMS, ChaosConfig, Fleet, RATE_MBPS,
+                                             wait_for, WORKLOAD, write_trace)
 from rog_ros.nodes import chaos_ledger as lg, settings
 from rog_ros.nodes.output_lock import held_within, OutputInUse
-from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
+from rog_ros.nodes.supervisor import repo_pythonpath
 from rog_ros.protocol.auth import REASONS
 
 SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
              'ctrl-c')
-WORKLOAD = 'chaos'
-RATE_MBPS = 0.1          # 12.5 kB/s: a push of the chaos model (~0.8 kB in 3 chunks) ~70 ms
-CHUNK_BYTES = 256        # several chunks per transfer, so a kill lands mid-transfer
-BURST_BYTES = 512
-TRACE_PERIOD_S = 10000.0  # per-worker slice of the outage trace: no other worker meets it
 FAULTS = 'loss=0.05,dup=0.05,reorder=0.05'
 STOP_BOUND_S = 30.0      # ctrl-c: every node gone within this
 VICTIM = 1               # the worker that is killed / loses its link
-CHAOS_SYSTEMS = ('rog', 'ssp', 'bsp', 'flown')
-"""Systems the scenarios run: those with server checkpoints and worker state (the push
-systems keep none, so a restart could not resume them)."""
-
-
-@dataclasses.dataclass
-class ChaosConfig:
-    """What every scenario shares."""
-
-    out: str = 'rog_chaos'           # one sub-directory per scenario
-    workers: int = 3
-    iterations: int = 30
-    outage_s: float = 90.0           # link-outage: seconds at 0 Mbit/s
-    flood_s: float = 3.0             # flood: seconds of hostile traffic
-    seed: int = 0
-    sync: str = 'rog'                # the fleet's system (CHAOS_SYSTEMS; staleness 4)
-    timeout_s: float = 120.0         # per scenario, on top of the outage
-    restart_gap_s: float = 0.5       # worker-restart: seconds between the kill and the restart
-    python: str = sys.executable
-    fleet_key_file: str = ''         # the key of every scenario's nodes ('': scenario_key)
-    auth: bool = False               # no key given: a new one per scenario
-    robot_keys: bool = False         # robot_keys on every node (with no key given: auth)
-
-
-# ---------------------------------------------------------------------------------- the fleet
-def write_trace(path: str, workers: int, rate: float, outage=None) -> None:
-    """
-    Write a constant-rate trace file; ``outage=(rank, start_s, seconds)`` puts a link at 0.
-
-    ``link_for`` reads a file trace at ``t + rank * end / N``: with ``end = N * P`` each rank
-    has its own slice of length P, so the outage reaches only ``rank``.
-    """
-    from rog_ros.net.traces import save_trace, Trace
-    end = workers * TRACE_PERIOD_S
-    t, r = [0.0], [rate]
-    if outage is not None:
-        rank, start, seconds = outage
-        t += [rank * TRACE_PERIOD_S + start, rank * TRACE_PERIOD_S + start + seconds]
-        r += [0.0, rate]
-    save_trace(Trace(t, r, end), path)
-
-
-class Fleet:
-    """The nodes of one scenario: start, kill, restart, wait."""
-
-    def __init__(self, cfg: ChaosConfig, run_dir: str, trace: str, extra=None,
-                 key_env=None, iterations=None, server_extra=None):
-        from rog_ros.nodes.connect import FLEET_KEY_SAID_ENV
-        from rog_ros.nodes.fleet import default_domain
-        from rog_ros.nodes.plan import plan
-        from rog_ros.transport.cyclone_config import config_path, file_uri
-        self.cfg, self.dir = cfg, run_dir
-        self.ledger_dir = os.path.join(run_dir, 'ledger')
-        self.state_dir = os.path.join(run_dir, 'state')
-        os.makedirs(os.path.join(run_dir, 'logs'), exist_ok=True)
-        self.namespace = f'/rog_chaos_{os.getpid()}_{random.getrandbits(24)}'
-        self.iterations = iterations or cfg.iterations
-        specs = plan(overrides={
-            'workload': WORKLOAD, 'sync': cfg.sync, 'workers': cfg.workers,
-            'iterations': self.iterations,
-            'seed': cfg.seed, 'trace': trace, 'chunk_bytes': CHUNK_BYTES,
-            'burst_bytes': BURST_BYTES, 'eval_every': max(1, self.iterations // 3),
-            'out': run_dir, 'bus': 'dds', 'epoch': time.time(), 'namespace': self.namespace,
-            'netmon': False, 'startup_timeout': 60.0})
-        self.specs = {}
-        for spec in specs:
-            params = dict(spec.parameters, state_dir=self.state_dir,
-                          chaos_ledger=self.ledger_dir)
-            params.update(extra or {})
-            if cfg.robot_keys:
-                params['robot_keys'] = True
-            if spec.role == 'server':
-                params['checkpoint_every'] = 5
-                params.update(server_extra or {})
-            if spec.role == 'worker':
-                params['server_timeout'] = 60.0 + cfg.outage_s
-            self.specs[spec.name] = dataclasses.replace(spec, parameters=params)
-        self.domain = default_domain()
-        self.env = dict(os.environ, ROS_DOMAIN_ID=str(self.domain), ROG_BUS='dds',
-                        PYTHONUNBUFFERED='1', OMP_NUM_THREADS='1',
-                        CYCLONEDDS_URI=file_uri(config_path('loopback')),
-                        PYTHONPATH=repo_pythonpath(), **(key_env or {}))
-        self.env[FLEET_KEY_SAID_ENV] = '1'     # (every robot on this machine: as rog fleet)
-        self.env.pop('ROG_CHAOS_LEDGER', None)
-        self.env.pop('ROG_CHAOS_FAULTS', None)
-        self.sup = Supervisor(list(self.specs.values()), os.path.join(run_dir, 'logs'),
-                              lambda spec: self.env, python=cfg.python)
-
-    def start(self, name=None) -> None:
-        """Start every node, or one again (after ``kill``: its log is appended to)."""
-        if name is None:
-            self.sup.start()
-        else:
-            self.sup.restart(name)
-
-    def kill(self, name: str, sig=signal.SIGKILL) -> None:
-        self.sup.kill(name, sig)
-
-    def codes(self) -> dict:
-        return self.sup.codes()
-
-    def wait(self, timeout_s: float, poll=None) -> tuple:
-        """Wait until every node exited; return (finished, reason)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            codes = self.codes()
-            bad = {n: c for n, c in codes.items() if c not in (None, 0)}
-            if bad:
-                return False, f'exited with error: {bad}'
-            if all(c == 0 for c in codes.values()):
-                return True, ''
-            if poll is not None:
-                poll()
-            time.sleep(0.1)
-        return False, f'not finished after {timeout_s:.0f} s'
-
-    def stop(self) -> None:
-        """Stop whatever still runs: SIGINT, SIGTERM, SIGKILL (the supervisor's bounds)."""
-        self.sup.stop()
-
-    def tail(self, name: str, lines: int = 8) -> str:
-        return self.sup.tail(name, lines)
 
 
 # ---------------------------------------------------------------------------------- the ledger
@@ -282,17 +156,6 @@ def _runs(path: str) -> list:
             if r.get('run') not in runs:
                 runs.append(r.get('run'))
         return runs
-
-
-def _wait_for(cond, timeout_s: float, fleet: Fleet) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        if any(c not in (None, 0) for c in fleet.codes().values()):
-            return False
-        time.sleep(0.02)
-    return False
 
 
 # ---------------------------------------------------------------------------------- scenarios
@@ -525,7 +388,7 @@ def _worker_restart(cfg: ChaosConfig) -> dict:
     def inject(fleet):
         path = os.path.join(fleet.ledger_dir, f'worker_{VICTIM}.jsonl')
         target = max(3, cfg.iterations // 3)
-        if not _wait_for(lambda: _count(path, 'computed') >= target, 90, fleet):
+        if not wait_for(lambda: _count(path, 'computed') >= target, 90, fleet):
             return None, f'worker {VICTIM} never reached iteration {target}'
         # The next computation's line is appended after its state was saved, right before its
         # push leaves (one chunk or three, a few ms to the commit): kill on sight.
@@ -551,7 +414,7 @@ def _worker_restart(cfg: ChaosConfig) -> dict:
         def resumed():
             new = [r for r in _runs(path) if r not in old]
             return bool(new) and _count(path, 'computed', new[0]) > 0
-        if not _wait_for(resumed, 90, fleet):
+        if not wait_for(resumed, 90, fleet):
             return None, f'worker {VICTIM} did not compute again after its restart'
         return round(time.monotonic() - t, 3), ''
 
@@ -576,15 +439,15 @@ def _server_restart(cfg: ChaosConfig) -> dict:
 
     def inject(fleet):
         path = os.path.join(fleet.ledger_dir, 'server.jsonl')
-        if not _wait_for(lambda: _count(path, 'checkpoint') >= 1 and _count(path, 'applied')
-                         >= cfg.workers * (5 + 2), 90, fleet):
+        if not wait_for(lambda: _count(path, 'checkpoint') >= 1 and _count(path, 'applied')
+                        >= cfg.workers * (5 + 2), 90, fleet):
             return None, 'the server never checkpointed'
         fleet.kill('rog_server')
         applied = _count(path, 'applied')
         time.sleep(0.5)
         fleet.start('rog_server')
         t = time.monotonic()
-        if not _wait_for(lambda: _count(path, 'applied') > applied, 90, fleet):
+        if not wait_for(lambda: _count(path, 'applied') > applied, 90, fleet):
             return None, 'no push applied after the server restarted'
         return round(time.monotonic() - t, 3), ''
 
@@ -700,9 +563,9 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
             if any(c not in (None, 0) for c in fleet.codes().values()):
                 return None, 'a node failed during the outage'
             time.sleep(0.1)
-        _wait_for(lambda: any(r['kind'] == 'computed' and r['t'] > window['up']
-                              for r in _records(path))
-                  or fleet.codes().get(f'rog_worker_{VICTIM}') == 0, 60, fleet)
+        wait_for(lambda: any(r['kind'] == 'computed' and r['t'] > window['up']
+                             for r in _records(path))
+                 or fleet.codes().get(f'rog_worker_{VICTIM}') == 0, 60, fleet)
         return None, ''
 
     def measure(fleet):
@@ -865,7 +728,7 @@ def _flood(cfg: ChaosConfig) -> dict:
 
     def inject(fleet):
         path = os.path.join(fleet.ledger_dir, 'server.jsonl')
-        if not _wait_for(lambda: _count(path, 'applied') >= cfg.workers * 3, 90, fleet):
+        if not wait_for(lambda: _count(path, 'applied') >= cfg.workers * 3, 90, fleet):
             return None, 'the fleet did not train before the flood'
         sent.update(flood(fleet.domain, fleet.namespace, cfg.workers, cfg.flood_s,
                           seed=cfg.seed))
