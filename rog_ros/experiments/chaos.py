@@ -74,7 +74,9 @@ from rog_ros import checks
 from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.chaos_fleet import (CHAOS_SYSTEMS, ChaosConfig, Fleet, RATE_MBPS,
                                              wait_for, WORKLOAD, write_trace)
-from rog_ros.nodes import chaos_ledger as lg, settings
+from rog_ros.experiments.chaos_ledger_folder import (check_ledger, count_records, ledger_runs,
+                                                     read_json, read_ledger_file)
+from rog_ros.nodes import settings
 from rog_ros.nodes.output_lock import held_within, OutputInUse
 from rog_ros.nodes.supervisor import repo_pythonpath
 from rog_ros.protocol.auth import REASONS
@@ -84,78 +86,6 @@ SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorde
 FAULTS = 'loss=0.05,dup=0.05,reorder=0.05'
 STOP_BOUND_S = 30.0      # ctrl-c: every node gone within this
 VICTIM = 1               # the worker that is killed / loses its link
-
-
-# ---------------------------------------------------------------------------------- the ledger
-def read_ledger(ledger_dir: str) -> tuple:
-    """Return (worker records, worker finals, server records, server final, rejects)."""
-    records, finals, rejects = {}, {}, {}
-    for path in glob.glob(os.path.join(ledger_dir, 'worker_*.jsonl')):
-        rank = int(os.path.basename(path)[len('worker_'):-len('.jsonl')])
-        with open(path, encoding='utf-8') as fh:
-            records[rank] = lg.read_records(fh)
-        final = _read_json(os.path.join(ledger_dir, f'worker_{rank}.final.json'))
-        if final is not None:
-            finals[rank] = final
-    server_records = []
-    path = os.path.join(ledger_dir, 'server.jsonl')
-    if os.path.exists(path):
-        with open(path, encoding='utf-8') as fh:
-            server_records = lg.read_records(fh)
-    server_final = _read_json(os.path.join(ledger_dir, 'server.final.json'))
-    for rep in list(finals.values()) + [server_final or {}]:
-        for reason, count in (rep.get('rejects') or {}).items():
-            if count:
-                rejects[reason] = rejects.get(reason, 0) + int(count)
-    return records, finals, server_records, server_final, rejects
-
-
-def _read_json(path: str):
-    try:
-        with open(path, encoding='utf-8') as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
-
-
-def check_ledger(ledger_dir: str) -> tuple:
-    """
-    Return (Verdict or None, rejects, injected faults, state-save stats).
-
-    The Verdict is None when the server's final report is missing.
-    """
-    records, finals, server_records, server_final, rejects = read_ledger(ledger_dir)
-    injected, saves = {}, {}
-    for name, rep in [(f'worker_{r}', f) for r, f in finals.items()] + [
-            ('server', server_final or {})]:
-        for k, v in (rep.get('injected') or {}).items():
-            injected[k] = injected.get(k, 0) + int(v)
-        if rep.get('state'):
-            saves[name] = rep['state']
-    if server_final is None:
-        return None, rejects, injected, saves
-    return (lg.reconcile(records, finals, server_records, server_final), rejects, injected,
-            saves)
-
-
-def _count(path: str, kind: str, run=None) -> int:
-    """Count the records of ``kind`` in a ledger file (of process ``run``, or any)."""
-    if not os.path.exists(path):
-        return 0
-    with open(path, encoding='utf-8') as fh:
-        return sum(1 for r in lg.read_records(fh)
-                   if r['kind'] == kind and (run is None or r.get('run') == run))
-
-
-def _runs(path: str) -> list:
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding='utf-8') as fh:
-        runs = []
-        for r in lg.read_records(fh):
-            if r.get('run') not in runs:
-                runs.append(r.get('run'))
-        return runs
 
 
 # ---------------------------------------------------------------------------------- scenarios
@@ -388,7 +318,7 @@ def _worker_restart(cfg: ChaosConfig) -> dict:
     def inject(fleet):
         path = os.path.join(fleet.ledger_dir, f'worker_{VICTIM}.jsonl')
         target = max(3, cfg.iterations // 3)
-        if not wait_for(lambda: _count(path, 'computed') >= target, 90, fleet):
+        if not wait_for(lambda: count_records(path, 'computed') >= target, 90, fleet):
             return None, f'worker {VICTIM} never reached iteration {target}'
         # The next computation's line is appended after its state was saved, right before its
         # push leaves (one chunk or three, a few ms to the commit): kill on sight.
@@ -404,16 +334,16 @@ def _worker_restart(cfg: ChaosConfig) -> dict:
                     break
             time.sleep(0.0005)
         fleet.kill(f'rog_worker_{VICTIM}')
-        old = _runs(path)
-        last = [r for r in _records(path) if r['kind'] in ('computed', 'commit')][-1]
+        old = ledger_runs(path)
+        last = [r for r in read_ledger_file(path) if r['kind'] in ('computed', 'commit')][-1]
         killed['mid_transfer'] = last['kind'] == 'computed'    # pushed, not yet committed
         time.sleep(cfg.restart_gap_s)
         fleet.start(f'rog_worker_{VICTIM}')
         t = time.monotonic()
 
         def resumed():
-            new = [r for r in _runs(path) if r not in old]
-            return bool(new) and _count(path, 'computed', new[0]) > 0
+            new = [r for r in ledger_runs(path) if r not in old]
+            return bool(new) and count_records(path, 'computed', new[0]) > 0
         if not wait_for(resumed, 90, fleet):
             return None, f'worker {VICTIM} did not compute again after its restart'
         return round(time.monotonic() - t, 3), ''
@@ -439,20 +369,21 @@ def _server_restart(cfg: ChaosConfig) -> dict:
 
     def inject(fleet):
         path = os.path.join(fleet.ledger_dir, 'server.jsonl')
-        if not wait_for(lambda: _count(path, 'checkpoint') >= 1 and _count(path, 'applied')
-                        >= cfg.workers * (5 + 2), 90, fleet):
+        if not wait_for(lambda: count_records(path, 'checkpoint') >= 1
+                        and count_records(path, 'applied') >= cfg.workers * (5 + 2),
+                        90, fleet):
             return None, 'the server never checkpointed'
         fleet.kill('rog_server')
-        applied = _count(path, 'applied')
+        applied = count_records(path, 'applied')
         time.sleep(0.5)
         fleet.start('rog_server')
         t = time.monotonic()
-        if not wait_for(lambda: _count(path, 'applied') > applied, 90, fleet):
+        if not wait_for(lambda: count_records(path, 'applied') > applied, 90, fleet):
             return None, 'no push applied after the server restarted'
         return round(time.monotonic() - t, 3), ''
 
     def restored(res, fleet):
-        final = _read_json(os.path.join(fleet.ledger_dir, 'server.final.json')) or {}
+        final = read_json(os.path.join(fleet.ledger_dir, 'server.final.json')) or {}
         if not final.get('restored_from'):
             return ['the server did not restore a checkpoint']
         return _record_goes_on(fleet.dir)
@@ -564,15 +495,15 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
                 return None, 'a node failed during the outage'
             time.sleep(0.1)
         wait_for(lambda: any(r['kind'] == 'computed' and r['t'] > window['up']
-                             for r in _records(path))
+                             for r in read_ledger_file(path))
                  or fleet.codes().get(f'rog_worker_{VICTIM}') == 0, 60, fleet)
         return None, ''
 
     def measure(fleet):
         """Note when the others trained, in trace time, and their pace."""
         epoch = window['down'] - start_s
-        runs = [[x['t'] - epoch for x in _records(os.path.join(fleet.ledger_dir,
-                                                               f'worker_{r}.jsonl'))
+        runs = [[x['t'] - epoch for x in read_ledger_file(os.path.join(fleet.ledger_dir,
+                                                                       f'worker_{r}.jsonl'))
                  if x['kind'] == 'computed'] for r in range(cfg.workers) if r != VICTIM]
         runs = [sorted(t) for t in runs if len(t) >= 2]
         if runs:
@@ -582,8 +513,8 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
 
     def hit(res, fleet):
         """Check that the outage fell inside the victim's training and stopped it."""
-        times = [r['t'] for r in _records(os.path.join(fleet.ledger_dir,
-                                                       f'worker_{VICTIM}.jsonl'))
+        times = [r['t'] for r in read_ledger_file(os.path.join(fleet.ledger_dir,
+                                                               f'worker_{VICTIM}.jsonl'))
                  if r['kind'] == 'computed']
         before = [t for t in times if t < window['down']]
         measure(fleet)
@@ -596,7 +527,7 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
         # outage-aware RSP: the others go on training while the victim's link is down
         # (the paper's RSP would hold them S + 1 iterations after the victim's last push)
         res['others_during_outage'] = {
-            r: sum(1 for x in _records(os.path.join(fleet.ledger_dir, f'worker_{r}.jsonl'))
+            r: sum(1 for x in read_ledger_file(os.path.join(fleet.ledger_dir, f'worker_{r}.jsonl'))
                    if x['kind'] == 'computed' and window['down'] + 0.5 < x['t'] < window['up'])
             for r in range(cfg.workers) if r != VICTIM}
         if not after:    # (none before: the outage covered the start of its training)
@@ -614,13 +545,6 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
     return _fleet_scenario('link-outage', cfg, inject, extra_check=hit,
                            outage=(VICTIM, start_s, cfg.outage_s),
                            iterations=plan['iterations'])
-
-
-def _records(path: str) -> list:
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding='utf-8') as fh:
-        return lg.read_records(fh)
 
 
 def _loss_dup_reorder(cfg: ChaosConfig) -> dict:
@@ -658,7 +582,7 @@ def _ctrl_c(cfg: ChaosConfig) -> dict:
         paths = [os.path.join(ledger_dir, f'worker_{r}.jsonl') for r in range(cfg.workers)]
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:
-            if all(_count(p, 'computed') >= 5 for p in paths):
+            if all(count_records(p, 'computed') >= 5 for p in paths):
                 break
             time.sleep(0.1)
         else:
@@ -728,7 +652,7 @@ def _flood(cfg: ChaosConfig) -> dict:
 
     def inject(fleet):
         path = os.path.join(fleet.ledger_dir, 'server.jsonl')
-        if not wait_for(lambda: _count(path, 'applied') >= cfg.workers * 3, 90, fleet):
+        if not wait_for(lambda: count_records(path, 'applied') >= cfg.workers * 3, 90, fleet):
             return None, 'the fleet did not train before the flood'
         sent.update(flood(fleet.domain, fleet.namespace, cfg.workers, cfg.flood_s,
                           seed=cfg.seed))
