@@ -24,7 +24,7 @@ import os
 
 import pytest
 from rog_ros import cli
-from rog_ros.experiments import chaos, chaos_fleet
+from rog_ros.experiments import chaos, chaos_auth, chaos_fleet
 from rog_ros.nodes import settings
 
 
@@ -320,31 +320,31 @@ def test_scenario_key_takes_the_key_as_rog_fleet_does(tmp_path, monkeypatch):
     _no_key_around(monkeypatch)
     run_dir = str(tmp_path / 'flood')
     # none given: no key, and none inherited; the flood (fresh) makes one
-    env, key = chaos.scenario_key(chaos_fleet.ChaosConfig(out=str(tmp_path)), run_dir)
+    env, key = chaos_auth.scenario_key(chaos_fleet.ChaosConfig(out=str(tmp_path)), run_dir)
     assert key is None and env == {KEY_FILE_ENV: '', KEY_ENV: ''}
     assert not os.path.exists(run_dir)
     for cfg, fresh in ((chaos_fleet.ChaosConfig(out=str(tmp_path)), True),
                        (chaos_fleet.ChaosConfig(out=str(tmp_path), auth=True), False),
                        (chaos_fleet.ChaosConfig(out=str(tmp_path), robot_keys=True), False)):
-        env, key = chaos.scenario_key(cfg, run_dir, fresh=fresh)
+        env, key = chaos_auth.scenario_key(cfg, run_dir, fresh=fresh)
         path = os.path.join(run_dir, 'fleet.key')
         assert env[KEY_FILE_ENV] == path and read_key_file(path) == key
         assert os.stat(path).st_mode & 0o077 == 0
-        assert chaos.scenario_key(cfg, run_dir, fresh=fresh)[1] != key   # one per scenario
+        assert chaos_auth.scenario_key(cfg, run_dir, fresh=fresh)[1] != key   # one per scenario
     # given: --fleet-key-file, else $ROG_FLEET_KEY_FILE, else $ROG_FLEET_KEY
     given = _key_file(tmp_path / 'given.key')
     other = _key_file(tmp_path / 'other.key')
     monkeypatch.setenv(KEY_FILE_ENV, str(tmp_path / 'other.key'))
     cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), fleet_key_file=str(tmp_path / 'given.key'))
-    assert chaos.scenario_key(cfg, run_dir, fresh=True) == (
+    assert chaos_auth.scenario_key(cfg, run_dir, fresh=True) == (
         {KEY_FILE_ENV: str(tmp_path / 'given.key'), KEY_ENV: ''}, given)
     cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), auth=True)
-    assert chaos.scenario_key(cfg, run_dir) == (
+    assert chaos_auth.scenario_key(cfg, run_dir) == (
         {KEY_FILE_ENV: str(tmp_path / 'other.key'), KEY_ENV: ''}, other)
     monkeypatch.delenv(KEY_FILE_ENV)
     monkeypatch.setenv(KEY_ENV, 'cd' * 32)
-    env, key = chaos.scenario_key(cfg, run_dir)
-    assert env == {} and key.fingerprint == chaos.given_key(cfg)[1].fingerprint
+    env, key = chaos_auth.scenario_key(cfg, run_dir)
+    assert env == {} and key.fingerprint == chaos_auth.given_key(cfg)[1].fingerprint
 
 
 def test_the_key_and_robot_keys_reach_every_node_of_a_scenario(tmp_path, monkeypatch):
@@ -357,7 +357,7 @@ def test_the_key_and_robot_keys_reach_every_node_of_a_scenario(tmp_path, monkeyp
     run_dir = str(tmp_path / 'worker-restart')
     trace = str(tmp_path / 'trace.csv')
     chaos_fleet.write_trace(trace, cfg.workers, chaos_fleet.RATE_MBPS)
-    key_env, key = chaos.scenario_key(cfg, run_dir)
+    key_env, key = chaos_auth.scenario_key(cfg, run_dir)
     fleet = chaos_fleet.Fleet(cfg, run_dir, trace, key_env=key_env)
     assert sorted(fleet.specs) == ['rog_server', 'rog_worker_0', 'rog_worker_1', 'rog_worker_2']
     for name, spec in fleet.specs.items():
@@ -385,12 +385,12 @@ def test_a_node_without_the_key_or_dropping_the_fleets_messages_fails_the_scenar
     _log(logs, 'rog_worker_0', f'fleet key {key.fingerprint}')
     _log(logs, 'rog_worker_1', NO_KEY_WARNING)
     names = ['rog_server', 'rog_worker_0', 'rog_worker_1', 'rog_worker_2']
-    assert chaos.key_problems(logs, names, key, False) == [
+    assert chaos_auth.key_problems(logs, names, key, False) == [
         f'rog_worker_1 did not hold the fleet key (fleet key {key.fingerprint})',
         'rog_worker_2: no log']
-    assert chaos.key_problems(logs, names[:2], key, True) == [
+    assert chaos_auth.key_problems(logs, names[:2], key, True) == [
         'rog_server did not turn robot_keys on', 'rog_worker_0 did not turn robot_keys on']
-    assert chaos.key_problems(logs, names, None, False) == []        # no key: nothing to hold
+    assert chaos_auth.key_problems(logs, names, None, False) == []        # no key: nothing to hold
     # drops: the final reports', and at least what a log says (a node killed on the way)
     _log(logs, 'rog_worker_0', f'fleet key {key.fingerprint}')
     with open(os.path.join(logs, 'rog_worker_0.log'), 'a') as fh:
@@ -398,14 +398,14 @@ def test_a_node_without_the_key_or_dropping_the_fleets_messages_fails_the_scenar
                  'sender -1: bad_tag (4 bad_tag so far); a different fleet key?\n'
                  '[WARNING] [2.0] [rog_ros.auth]: dropped RowChunk on /ns/w0/chunks claiming '
                  'sender -1: replay (8 replay so far)\n')
-    assert chaos.auth_drops({'replay': 3, 'invalid': 2, 'too_old': 1}, logs) == {
+    assert chaos_auth.auth_drops({'replay': 3, 'invalid': 2, 'too_old': 1}, logs) == {
         'bad_tag': 4, 'too_old': 1}
     res = chaos._result('worker-restart', rejected={'replay': 3})
-    problems = chaos._auth_result(res, logs, names[:2], key, False)
+    problems = chaos_auth.auth_result(res, logs, names[:2], key, False)
     assert problems == ['messages of the fleet dropped for their authentication: bad_tag=4']
     assert res['fleet_key'] == key.fingerprint and res['robot_keys'] is False
-    assert chaos._auth_result(chaos._result('flood'), logs, names[:2], key, False,
-                              expect_drops=True) == []
+    assert chaos_auth.auth_result(chaos._result('flood'), logs, names[:2], key, False,
+                                  expect_drops=True) == []
 
 
 def test_the_ctrl_c_fleet_gets_the_key_and_robot_keys(tmp_path, monkeypatch):

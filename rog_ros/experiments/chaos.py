@@ -63,7 +63,6 @@ import json
 import math
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -72,6 +71,7 @@ import time
 
 from rog_ros import checks
 from rog_ros.atomic import atomic_write_text
+from rog_ros.experiments.chaos_auth import auth_result, given_key, scenario_key
 from rog_ros.experiments.chaos_fleet import (CHAOS_SYSTEMS, ChaosConfig, Fleet, RATE_MBPS,
                                              wait_for, WORKLOAD, write_trace)
 from rog_ros.experiments.chaos_ledger_folder import (check_ledger, count_records, ledger_runs,
@@ -79,7 +79,6 @@ from rog_ros.experiments.chaos_ledger_folder import (check_ledger, count_records
 from rog_ros.nodes import settings
 from rog_ros.nodes.output_lock import held_within, OutputInUse
 from rog_ros.nodes.supervisor import repo_pythonpath
-from rog_ros.protocol.auth import REASONS
 
 SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
              'ctrl-c')
@@ -103,116 +102,6 @@ def _result(name: str, **kw) -> dict:
            'recover_s': None, 'rejected': {}, 'runtime_s': None, 'detail': ''}
     out.update(kw)
     return out
-
-
-# ---------------------------------------------------------------------------------- the key
-AUTH_DROPS = tuple(r for r in REASONS if r != 'replay')
-"""Reject reasons of the authentication that a fleet with one key must never count: a
-``replay`` is a copy of a message already taken (the faults duplicate messages, and a sender
-may resend one unchanged), the others a message of another key or of none."""
-_DROP_LINE = re.compile(r'dropped \S+ on \S+ claiming sender \S+: (\w+) \((\d+) ')
-"""An AuthBus's line for a dropped message: its reason and the count so far."""
-
-
-def given_key(cfg: ChaosConfig, environ=None) -> tuple:
-    """
-    Return ``(path, key)``: the fleet key given, as ``rog fleet`` takes one, or ``(None, None)``.
-
-    ``--fleet-key-file`` (``cfg.fleet_key_file``), else ``$ROG_FLEET_KEY_FILE`` (``path`` is
-    then the absolute path), else ``$ROG_FLEET_KEY`` (``path`` None: the nodes inherit the
-    variable). Raises FleetKeyError (a ValueError, one line) for a key that cannot be read or
-    that is a robot's (the server holds the fleet key).
-    """
-    from rog_ros.nodes import fleet_key as auth
-    from rog_ros.protocol.robot_keys import keyring_for
-    env = os.environ if environ is None else environ
-    path = cfg.fleet_key_file or env.get(auth.KEY_FILE_ENV) or None
-    if path:
-        path = os.path.abspath(path)
-        key = auth.read_key_file(path)
-    else:
-        key = auth.load_fleet_key(environ={auth.KEY_ENV: env.get(auth.KEY_ENV, '')})
-    if key is not None:
-        keyring_for(key, cfg.robot_keys, None,
-                    f'fleet key file {path}' if path else f'${auth.KEY_ENV}')
-    return path, key
-
-
-def scenario_key(cfg: ChaosConfig, run_dir: str, fresh: bool = False) -> tuple:
-    """
-    Return ``(env, key)``: the variables that hand the scenario's nodes their key, and the key.
-
-    The key given (``given_key``), else with ``cfg.auth``, ``cfg.robot_keys`` or ``fresh``
-    a new one in ``run_dir/fleet.key``, one per scenario (as ``rog fleet`` makes one per
-    run), else none: ``key`` None, and ``env`` clears both variables.
-    """
-    from rog_ros.experiments.chaos_flood import fleet_key_env
-    from rog_ros.nodes import fleet_key as auth
-    path, key = given_key(cfg)
-    if path:
-        return {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}, key
-    if key is not None:
-        return {}, key              # $ROG_FLEET_KEY, which the nodes inherit
-    if cfg.auth or cfg.robot_keys or fresh:
-        return fleet_key_env(run_dir)
-    return {auth.KEY_FILE_ENV: '', auth.KEY_ENV: ''}, None
-
-
-def auth_drops(rejects: dict, log_dir: str) -> dict:
-    """
-    Return ``{reason: count}`` of the messages the nodes dropped for their authentication.
-
-    The nodes' final reports (``rejects``, summed) miss a node killed on the way (its
-    restarted process reports only its own): its log's drop lines count too, as a least count.
-    """
-    out = {r: int(rejects.get(r, 0)) for r in AUTH_DROPS}
-    for path in sorted(glob.glob(os.path.join(log_dir, '*.log'))):
-        with open(path, encoding='utf-8', errors='replace') as fh:
-            for line in fh:
-                m = _DROP_LINE.search(line)
-                if m and m.group(1) in out:
-                    out[m.group(1)] = max(out[m.group(1)], int(m.group(2)))
-    return {r: n for r, n in out.items() if n}
-
-
-def key_problems(log_dir: str, names, key, robot_keys: bool) -> list:
-    """
-    Return what is wrong with the key of the nodes ``names`` (their logs in ``log_dir``).
-
-    Every node logs the key it holds at start, by the fleet key's fingerprint (with
-    ``robot_keys`` as ``robot keys: ...``), or warns that it has none: each must name
-    ``key``, every time it started.
-    """
-    if key is None:
-        return []
-    from rog_ros.nodes.connect import NO_KEY_WARNING
-    want = f'fleet key {key.fleet_fingerprint or key.fingerprint}'
-    problems = []
-    for name in names:
-        try:
-            with open(os.path.join(log_dir, f'{name}.log'), encoding='utf-8',
-                      errors='replace') as fh:
-                text = fh.read()
-        except OSError:
-            problems.append(f'{name}: no log')
-            continue
-        if NO_KEY_WARNING in text or want not in text:
-            problems.append(f'{name} did not hold the fleet key ({want})')
-        elif robot_keys and 'robot keys: ' not in text:
-            problems.append(f'{name} did not turn robot_keys on')
-    return problems
-
-
-def _auth_result(res: dict, log_dir: str, names, key, robot_keys: bool,
-                 expect_drops: bool = False) -> list:
-    """Note the key in ``res``; return its problems (``expect_drops``: the flood's)."""
-    res.update(fleet_key=key.fingerprint if key is not None else None, robot_keys=robot_keys)
-    problems = key_problems(log_dir, names, key, robot_keys)
-    drops = auth_drops(res['rejected'], log_dir)
-    if drops and not expect_drops:
-        problems.append('messages of the fleet dropped for their authentication: ' +
-                        ', '.join(f'{r}={n}' for r, n in sorted(drops.items())))
-    return problems
 
 
 PREVIOUS_SUFFIX = '.previous'
@@ -302,8 +191,8 @@ def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None
         problems += [f'{n}: {fleet.tail(n, 3).strip()}' for n, c in fleet.codes().items()
                      if c not in (None, 0)]
     problems += _ledger_problems(res, verdict)
-    problems += _auth_result(res, os.path.join(run_dir, 'logs'), list(fleet.specs), key,
-                             cfg.robot_keys, expect_drops=flood)
+    problems += auth_result(res, os.path.join(run_dir, 'logs'), list(fleet.specs), key,
+                            cfg.robot_keys, expect_drops=flood)
     if extra_check is not None:
         problems += extra_check(res, fleet)
     ok = finished and verdict is not None and verdict.ok and not problems
@@ -624,7 +513,7 @@ def _ctrl_c(cfg: ChaosConfig) -> dict:
     log_dir = os.path.join(run_dir, 'logs')
     names = sorted(os.path.basename(p)[:-len('.log')]
                    for p in glob.glob(os.path.join(log_dir, '*.log')))
-    problems += _auth_result(res, log_dir, names, key, cfg.robot_keys)
+    problems += auth_result(res, log_dir, names, key, cfg.robot_keys)
     res['outcome'] = 'ok' if not problems else 'failed'
     res['detail'] = '; '.join(problems)[:600]
     return res
