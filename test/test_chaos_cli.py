@@ -24,7 +24,7 @@ import os
 
 import pytest
 from rog_ros import cli
-from rog_ros.experiments import chaos, chaos_auth, chaos_fleet
+from rog_ros.experiments import chaos, chaos_auth, chaos_fleet, chaos_folders
 from rog_ros.nodes import settings
 
 
@@ -74,13 +74,13 @@ def test_a_replanned_link_outage_first_run_goes_with_its_generation(tmp_path):
     (tmp_path / 'link-outage.first' / 'ledger').mkdir(parents=True)
     (tmp_path / 'link-outage.previous.first').mkdir()      # two runs ago: must not stay
     (tmp_path / 'link-outage.previous.first' / 'old').write_text('x')
-    run_dir = chaos.fresh_scenario_dir(str(tmp_path), 'link-outage')
+    run_dir = chaos_folders.fresh_scenario_dir(str(tmp_path), 'link-outage')
     assert run_dir == str(tmp_path / 'link-outage') and not os.path.exists(run_dir)
     assert not os.path.exists(run_dir + '.first')
     assert os.listdir(tmp_path / 'link-outage.previous') == ['state']
     assert os.listdir(tmp_path / 'link-outage.previous.first') == ['ledger']
     # a folder that is not there moves nothing and removes nothing
-    assert chaos.fresh_scenario_dir(str(tmp_path), 'link-outage') == run_dir
+    assert chaos_folders.fresh_scenario_dir(str(tmp_path), 'link-outage') == run_dir
     assert sorted(os.listdir(tmp_path)) == ['link-outage.previous', 'link-outage.previous.first']
 
 
@@ -91,7 +91,7 @@ def test_a_folder_that_cannot_be_set_aside_fails_its_scenario_only(tmp_path, mon
 
     def refuse(src, dst):
         raise PermissionError(13, 'Permission denied', src)
-    monkeypatch.setattr(chaos.os, 'replace', refuse)
+    monkeypatch.setattr(chaos_folders.os, 'replace', refuse)
     rows = chaos.run_scenarios(['flood', 'ctrl-c'], chaos_fleet.ChaosConfig(out=str(tmp_path)))
     assert rows[0]['outcome'] == 'failed' and 'Permission denied' in rows[0]['detail']
     assert 'flood' not in seen                        # not run on the earlier folder
@@ -225,10 +225,10 @@ def test_a_folder_a_live_run_holds_is_not_moved(tmp_path):
         with held_by_another_process(str(base / held), 'rog fleet') as holder:
             with pytest.raises(OSError, match=f'{base / held} is in use by a run still going '
                                               rf'\(rog fleet, pid {holder.pid}, since '):
-                chaos.fresh_scenario_dir(str(base), 'flood')
+                chaos_folders.fresh_scenario_dir(str(base), 'flood')
             assert (base / 'flood' / 'state').is_dir()         # nothing moved
             assert (base / 'flood.previous').is_dir()          # nothing removed
-        chaos.fresh_scenario_dir(str(base), 'flood')           # its run ended: set aside
+        chaos_folders.fresh_scenario_dir(str(base), 'flood')           # its run ended: set aside
         assert (base / 'flood.previous' / 'state').is_dir()
 
 

@@ -63,7 +63,6 @@ import json
 import math
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -74,10 +73,10 @@ from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.chaos_auth import auth_result, given_key, scenario_key
 from rog_ros.experiments.chaos_fleet import (CHAOS_SYSTEMS, ChaosConfig, Fleet, RATE_MBPS,
                                              wait_for, WORKLOAD, write_trace)
+from rog_ros.experiments.chaos_folders import FIRST_SUFFIX, fresh_scenario_dir, set_aside
 from rog_ros.experiments.chaos_ledger_folder import (check_ledger, count_records, ledger_runs,
                                                      read_json, read_ledger_file)
 from rog_ros.nodes import settings
-from rog_ros.nodes.output_lock import held_within, OutputInUse
 from rog_ros.nodes.supervisor import repo_pythonpath
 
 SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
@@ -102,60 +101,6 @@ def _result(name: str, **kw) -> dict:
            'recover_s': None, 'rejected': {}, 'runtime_s': None, 'detail': ''}
     out.update(kw)
     return out
-
-
-PREVIOUS_SUFFIX = '.previous'
-"""``OUT/<scenario>.previous``: the scenario's folder of the ``rog chaos`` before."""
-FIRST_SUFFIX = '.first'
-"""``OUT/link-outage.first``: the first run of a link-outage run that was planned again."""
-
-
-def _set_aside(path: str, aside: str) -> bool:
-    """Move ``path`` to ``aside``, replacing what is there; False when there is no ``path``."""
-    if not os.path.lexists(path):
-        return False
-    _remove(aside)
-    os.replace(path, aside)
-    return True
-
-
-def _remove(path: str) -> None:
-    """Remove the folder or file ``path`` (a link itself, never what it points to)."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        os.unlink(path)
-
-
-def fresh_scenario_dir(out: str, name: str) -> str:
-    """
-    Return scenario ``name``'s folder under ``out``, with nothing of an earlier run in it.
-
-    A second ``rog chaos`` into the same ``--out`` reused the first one's folders: its nodes
-    restored the earlier state files and appended to the earlier ledgers (a false failure,
-    or a false ``lost``). An earlier folder is therefore moved to ``<name>.previous`` (its
-    link-outage first run, ``<name>.first``, to ``<name>.previous.first``), replacing the
-    generation before: the earlier results are kept, one generation, and never reused. A
-    folder a live run still holds (its output lock) is neither moved nor removed:
-    ``OutputInUse``, and the scenario fails.
-    """
-    run_dir = os.path.abspath(os.path.join(out, name))
-    earlier = [p for p in (run_dir, run_dir + FIRST_SUFFIX) if os.path.lexists(p)]
-    if earlier:
-        previous = run_dir + PREVIOUS_SUFFIX
-        for folder in earlier + [previous, previous + FIRST_SUFFIX]:
-            # a fleet of an earlier run still going (its rog chaos killed, its nodes not)
-            # would go on writing into a folder moved or removed under it
-            held = held_within(folder)
-            if held is not None:
-                raise OutputInUse(f'{held[0]} is in use by a run still going ({held[1]}); '
-                                  'stop it or wait until it ends, or give --out another '
-                                  'folder')
-        _remove(previous)          # one generation: none of the one before may stay beside it
-        _remove(previous + FIRST_SUFFIX)
-        _set_aside(run_dir, previous)
-        _set_aside(run_dir + FIRST_SUFFIX, previous + FIRST_SUFFIX)
-    return run_dir
 
 
 def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None,
@@ -334,7 +279,7 @@ def _link_outage(cfg: ChaosConfig) -> dict:
     if again is None:
         return row
     run_dir = os.path.abspath(os.path.join(cfg.out, 'link-outage'))
-    _set_aside(run_dir, run_dir + FIRST_SUFFIX)
+    set_aside(run_dir, run_dir + FIRST_SUFFIX)
     second = _link_outage_from(cfg, again, {})
     second['replanned'] = dict(again, measured={k: round(v, 3) for k, v in seen.items()},
                                first_detail=row['detail'])
