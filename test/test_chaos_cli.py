@@ -24,7 +24,7 @@ import os
 
 import pytest
 from rog_ros import cli
-from rog_ros.experiments import chaos, chaos_auth, chaos_fleet, chaos_folders
+from rog_ros.experiments import chaos, chaos_auth, chaos_fleet, chaos_fleet_scenario, chaos_folders
 from rog_ros.nodes import settings
 
 
@@ -38,7 +38,7 @@ def _stand_in(seen, outcome='ok'):
             os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
         with open(os.path.join(run_dir, 'ledger', 'worker_0.jsonl'), 'a') as fh:
             fh.write(f'{cfg.seed}\n')
-        return chaos._result(name, outcome=outcome, runtime_s=0.1)
+        return chaos_fleet_scenario.result_row(name, outcome=outcome, runtime_s=0.1)
     return runner
 
 
@@ -400,12 +400,12 @@ def test_a_node_without_the_key_or_dropping_the_fleets_messages_fails_the_scenar
                  'sender -1: replay (8 replay so far)\n')
     assert chaos_auth.auth_drops({'replay': 3, 'invalid': 2, 'too_old': 1}, logs) == {
         'bad_tag': 4, 'too_old': 1}
-    res = chaos._result('worker-restart', rejected={'replay': 3})
+    res = chaos_fleet_scenario.result_row('worker-restart', rejected={'replay': 3})
     problems = chaos_auth.auth_result(res, logs, names[:2], key, False)
     assert problems == ['messages of the fleet dropped for their authentication: bad_tag=4']
     assert res['fleet_key'] == key.fingerprint and res['robot_keys'] is False
-    assert chaos_auth.auth_result(chaos._result('flood'), logs, names[:2], key, False,
-                                  expect_drops=True) == []
+    flood = chaos_fleet_scenario.result_row('flood')
+    assert chaos_auth.auth_result(flood, logs, names[:2], key, False, expect_drops=True) == []
 
 
 def test_the_ctrl_c_fleet_gets_the_key_and_robot_keys(tmp_path, monkeypatch):

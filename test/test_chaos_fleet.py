@@ -28,7 +28,7 @@ import pytest
 
 pytest.importorskip('cyclonedds')
 
-from rog_ros.experiments import chaos, chaos_auth, chaos_fleet  # noqa: E402
+from rog_ros.experiments import chaos, chaos_auth, chaos_fleet, chaos_fleet_scenario  # noqa: E402
 from rog_ros.nodes.settings import defaults  # noqa: E402
 
 HAS_AUTH = importlib.util.find_spec('rog_ros.nodes.fleet_key') is not None
@@ -61,7 +61,7 @@ def test_a_killed_node_restarts_from_its_state(name, gap_s, tmp_path):
     # a worker saves before every push END; the counts are the last process's, and a
     # restarted worker's last process computes only from the fleet's clock on (outage
     # catch-up), so it must have saved, not once per iteration of the run
-    restarted = {chaos.VICTIM} if name == 'worker-restart' else set()
+    restarted = {chaos_fleet_scenario.VICTIM} if name == 'worker-restart' else set()
     assert saves['server']['saves'] >= 1
     for r in range(CI['workers']):
         least = 1 if r in restarted else CI['iterations']
@@ -132,8 +132,9 @@ def test_bad_options_get_one_line_and_change_nothing(tmp_path, capsys):
 
 
 def test_table_and_json_carry_the_same_rows():
-    rows = [chaos._result('flood', outcome='ok', lost=0.0, duplicated=0.0, recover_s=None,
-                          rejected={'unauthenticated': 3}, runtime_s=1.5)]
+    rows = [chaos_fleet_scenario.result_row('flood', outcome='ok', lost=0.0, duplicated=0.0,
+                                            recover_s=None, rejected={'unauthenticated': 3},
+                                            runtime_s=1.5)]
     table = chaos.format_table(rows)
     assert table.splitlines()[0].split()[:5] == ['scenario', 'outcome', 'lost', 'duplicated',
                                                  'recover_s']

@@ -70,9 +70,11 @@ import time
 
 from rog_ros import checks
 from rog_ros.atomic import atomic_write_text
-from rog_ros.experiments.chaos_auth import auth_result, given_key, scenario_key
-from rog_ros.experiments.chaos_fleet import (CHAOS_SYSTEMS, ChaosConfig, Fleet, RATE_MBPS,
-                                             wait_for, WORKLOAD, write_trace)
+from rog_ros.experiments.chaos_auth import auth_result, given_key
+from rog_ros.experiments.chaos_fleet import (CHAOS_SYSTEMS, ChaosConfig, RATE_MBPS, wait_for,
+                                             WORKLOAD, write_trace)
+from rog_ros.experiments.chaos_fleet_scenario import (fleet_scenario, ledger_problems, result_row,
+                                                      VICTIM)
 from rog_ros.experiments.chaos_folders import FIRST_SUFFIX, fresh_scenario_dir, set_aside
 from rog_ros.experiments.chaos_ledger_folder import (check_ledger, count_records, ledger_runs,
                                                      read_json, read_ledger_file)
@@ -83,67 +85,6 @@ SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorde
              'ctrl-c')
 FAULTS = 'loss=0.05,dup=0.05,reorder=0.05'
 STOP_BOUND_S = 30.0      # ctrl-c: every node gone within this
-VICTIM = 1               # the worker that is killed / loses its link
-
-
-# ---------------------------------------------------------------------------------- scenarios
-def _ledger_problems(res: dict, verdict) -> list:
-    """Put the server's ledger verdict into ``res``; return what it found wrong."""
-    if verdict is None:
-        return ['no ledger report from the server']
-    res.update(lost=round(verdict.lost, 6), duplicated=round(verdict.duplicated, 6),
-               discarded=round(verdict.discarded, 6))
-    return list(verdict.problems[:5])
-
-
-def _result(name: str, **kw) -> dict:
-    out = {'scenario': name, 'outcome': 'failed', 'lost': None, 'duplicated': None,
-           'recover_s': None, 'rejected': {}, 'runtime_s': None, 'detail': ''}
-    out.update(kw)
-    return out
-
-
-def _fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None,
-                    extra_check=None, iterations=None, server_extra=None,
-                    flood: bool = False) -> dict:
-    """
-    Start a fleet, run ``inject(fleet) -> (recover_s, detail)``, wait, check the ledger.
-
-    The fleet's key is ``scenario_key``'s; ``flood``: a key always, and the drops that its
-    authentication counts are the flood's (``extra_check`` judges them).
-    """
-    run_dir = os.path.abspath(os.path.join(cfg.out, name))
-    trace = os.path.join(run_dir, 'trace.csv')
-    os.makedirs(run_dir, exist_ok=True)
-    write_trace(trace, cfg.workers, RATE_MBPS, outage)
-    key_env, key = scenario_key(cfg, run_dir, fresh=flood)
-    fleet = Fleet(cfg, run_dir, trace, extra, key_env, iterations, server_extra)
-    t0 = time.monotonic()
-    recover, detail, finished, reason = None, '', False, ''
-    try:
-        fleet.start()
-        recover, detail = inject(fleet)
-        finished, reason = fleet.wait(cfg.timeout_s + (3 * outage[2] if outage else 0.0))
-    finally:
-        fleet.stop()
-    verdict, rejects, injected, saves = check_ledger(fleet.ledger_dir)
-    res = _result(name, recover_s=recover, rejected=rejects,
-                  runtime_s=round(time.monotonic() - t0, 1), injected=injected,
-                  state_saves=saves)
-    problems = [detail] if detail else []
-    if not finished:
-        problems.append(reason)
-        problems += [f'{n}: {fleet.tail(n, 3).strip()}' for n, c in fleet.codes().items()
-                     if c not in (None, 0)]
-    problems += _ledger_problems(res, verdict)
-    problems += auth_result(res, os.path.join(run_dir, 'logs'), list(fleet.specs), key,
-                            cfg.robot_keys, expect_drops=flood)
-    if extra_check is not None:
-        problems += extra_check(res, fleet)
-    ok = finished and verdict is not None and verdict.ok and not problems
-    res['outcome'] = 'ok' if ok else 'failed'
-    res['detail'] = '; '.join(p for p in problems if p)[:600]
-    return res
 
 
 def _worker_restart(cfg: ChaosConfig) -> dict:
@@ -190,16 +131,16 @@ def _worker_restart(cfg: ChaosConfig) -> dict:
     # it within a second or two, and without a quorum the others may then finish the run before
     # a slow restart (torch import, DDS discovery: 3-10 s on a loaded machine) is back, which
     # leaves it nothing to compute (stop-after-fleet) and this scenario nothing to check.
-    return _fleet_scenario('worker-restart', cfg, inject, extra_check=mid_transfer,
-                           server_extra={'min_workers': cfg.workers})
+    return fleet_scenario('worker-restart', cfg, inject, extra_check=mid_transfer,
+                          server_extra={'min_workers': cfg.workers})
 
 
 def _server_restart(cfg: ChaosConfig) -> dict:
     from rog_ros.nodes import durable
     from rog_ros.protocol.ps import ServerEngine
     if not durable.supported(ServerEngine):
-        return _result('server-restart', runtime_s=0.0, detail='the server engine cannot '
-                       'save its state (no state_dict): nothing to restart from')
+        return result_row('server-restart', runtime_s=0.0, detail='the server engine cannot '
+                          'save its state (no state_dict): nothing to restart from')
 
     def inject(fleet):
         path = os.path.join(fleet.ledger_dir, 'server.jsonl')
@@ -221,7 +162,7 @@ def _server_restart(cfg: ChaosConfig) -> dict:
         if not final.get('restored_from'):
             return ['the server did not restore a checkpoint']
         return _record_goes_on(fleet.dir)
-    return _fleet_scenario('server-restart', cfg, inject, extra_check=restored)
+    return fleet_scenario('server-restart', cfg, inject, extra_check=restored)
 
 
 def _record_goes_on(run_dir: str) -> list:
@@ -376,15 +317,15 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
             return [f'workers {sorted(held)} were held during the outage ({held} iterations): '
                     'outage-aware RSP did not suspend the victim']
         return []
-    return _fleet_scenario('link-outage', cfg, inject, extra_check=hit,
-                           outage=(VICTIM, start_s, cfg.outage_s),
-                           iterations=plan['iterations'])
+    return fleet_scenario('link-outage', cfg, inject, extra_check=hit,
+                          outage=(VICTIM, start_s, cfg.outage_s),
+                          iterations=plan['iterations'])
 
 
 def _loss_dup_reorder(cfg: ChaosConfig) -> dict:
     faults = f'{FAULTS},seed={cfg.seed + 1}'
-    return _fleet_scenario('loss-dup-reorder', cfg, lambda fleet: (None, ''),
-                           extra={'chaos_faults': faults})
+    return fleet_scenario('loss-dup-reorder', cfg, lambda fleet: (None, ''),
+                          extra={'chaos_faults': faults})
 
 
 def _ctrl_c(cfg: ChaosConfig) -> dict:
@@ -449,9 +390,9 @@ def _ctrl_c(cfg: ChaosConfig) -> dict:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     verdict, rejects, _, _ = check_ledger(ledger_dir)
-    res = _result(name, recover_s=stop_s, rejected=rejects,
-                  runtime_s=round(time.monotonic() - t0, 1))
-    problems += _ledger_problems(res, verdict)
+    res = result_row(name, recover_s=stop_s, rejected=rejects,
+                     runtime_s=round(time.monotonic() - t0, 1))
+    problems += ledger_problems(res, verdict)
     if key is None and os.path.exists(os.path.join(run_dir, 'fleet.key')):
         from rog_ros.nodes.fleet_key import read_key_file
         key = read_key_file(os.path.join(run_dir, 'fleet.key'))
@@ -506,8 +447,8 @@ def _flood(cfg: ChaosConfig) -> dict:
         return problems
     # training must outlast the flood, so that every hostile message meets a node (~0.2 s
     # per iteration)
-    return _fleet_scenario('flood', cfg, inject, extra_check=all_rejected, flood=True,
-                           iterations=max(cfg.iterations, 20 + int(25 * cfg.flood_s)))
+    return fleet_scenario('flood', cfg, inject, extra_check=all_rejected, flood=True,
+                          iterations=max(cfg.iterations, 20 + int(25 * cfg.flood_s)))
 
 
 RUNNERS = {'worker-restart': _worker_restart, 'server-restart': _server_restart,
@@ -531,7 +472,7 @@ def run_scenarios(names, cfg: ChaosConfig, progress=None, rows=None) -> list:
             fresh_scenario_dir(cfg.out, name)
             row = RUNNERS[name](cfg)
         except Exception as err:  # noqa: B902 - one broken scenario must not hide the others
-            row = _result(name, detail=f'{type(err).__name__}: {err}'[:600])
+            row = result_row(name, detail=f'{type(err).__name__}: {err}'[:600])
         rows.append(row)
         if progress:
             progress(f'rog chaos: {name}: {row["outcome"]} ({row["runtime_s"]} s) '
