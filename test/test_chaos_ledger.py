@@ -179,7 +179,7 @@ def test_a_link_outage_run_that_missed_its_scenario_is_planned_again(tmp_path, m
     # The outage sits at a fixed trace time within a fixed budget; a slow machine's fleet can
     # start training after it began, a fast one's finish before it ended. Such a failed run
     # is run again, planned from what it measured.
-    from rog_ros.experiments import chaos, chaos_fleet
+    from rog_ros.experiments import chaos_fleet, chaos_link_outage
     plans = []
 
     def fake_run(cfg, plan, seen):
@@ -190,13 +190,13 @@ def test_a_link_outage_run_that_missed_its_scenario_is_planned_again(tmp_path, m
         seen.update(measured)
         return {'outcome': 'failed' if len(plans) == 1 else 'ok', 'detail': 'held'}
 
-    monkeypatch.setattr(chaos, '_link_outage_from', fake_run)
+    monkeypatch.setattr(chaos_link_outage, '_link_outage_from', fake_run)
     cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), outage_s=6.0, iterations=16)
-    first = {'start_s': chaos.LINK_OUTAGE_START_S, 'iterations': 80 + 30 * 6}
+    first = {'start_s': chaos_link_outage.LINK_OUTAGE_START_S, 'iterations': 80 + 30 * 6}
     # began training 3 s after the outage did, 3 s of it left: the outage moves 8 s past that
     # start (a budget for 1.5 x (19 + 6 + 8 - 11) / 0.15 = 220 iterations: the first one's 260)
     measured = {'training_s': 11.0, 'end_s': 40.0, 'period_s': 0.15}
-    row = chaos._link_outage(cfg)
+    row = chaos_link_outage.link_outage(cfg)
     assert plans == [first, {'start_s': 19.0, 'iterations': 260}]
     assert row['outcome'] == 'ok' and row['replanned']['first_detail'] == 'held'
     with open(tmp_path / 'link-outage.first' / 'attempt') as fh:
@@ -205,7 +205,7 @@ def test_a_link_outage_run_that_missed_its_scenario_is_planned_again(tmp_path, m
     # from the start to 8 s after the outage
     plans.clear()
     measured = {'training_s': 3.0, 'end_s': 14.5, 'period_s': 0.02}
-    chaos._link_outage(cfg)
+    chaos_link_outage.link_outage(cfg)
     assert plans[1]['start_s'] == 8.0
     assert 1425 <= plans[1]['iterations'] <= 1426       # 1.5 x (8 + 6 + 8 - 3) / 0.02
     # trained through the outage, or began inside it with 4.5 s of it left (a robot dead from
@@ -213,5 +213,5 @@ def test_a_link_outage_run_that_missed_its_scenario_is_planned_again(tmp_path, m
     for training_s in (3.0, 9.5):
         plans.clear()
         measured = {'training_s': training_s, 'end_s': 30.0, 'period_s': 0.07}
-        row = chaos._link_outage(cfg)
+        row = chaos_link_outage.link_outage(cfg)
         assert plans == [first] and row['outcome'] == 'failed' and 'replanned' not in row
