@@ -24,7 +24,8 @@ import os
 
 import pytest
 from rog_ros import cli
-from rog_ros.experiments import chaos, chaos_auth, chaos_fleet, chaos_fleet_scenario, chaos_folders
+from rog_ros.experiments import (chaos, chaos_auth, chaos_fleet, chaos_fleet_scenario,
+                                 chaos_folders, chaos_scenarios)
 from rog_ros.nodes import settings
 
 
@@ -42,11 +43,11 @@ def _stand_in(seen, outcome='ok'):
     return runner
 
 
-def _stand_ins(monkeypatch, seen, names=chaos.SCENARIOS):
+def _stand_ins(monkeypatch, seen, names=chaos_scenarios.SCENARIOS):
     for name in names:
         runner = _stand_in(seen)
         runner.name = name
-        monkeypatch.setitem(chaos.RUNNERS, name, runner)
+        monkeypatch.setitem(chaos_scenarios.RUNNERS, name, runner)
 
 
 def test_every_scenario_starts_from_a_fresh_folder_and_the_earlier_one_is_kept(
@@ -57,10 +58,11 @@ def test_every_scenario_starts_from_a_fresh_folder_and_the_earlier_one_is_kept(
     _stand_ins(monkeypatch, seen)
     for seed in (1, 2, 3):
         cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), seed=seed)
-        rows = chaos.run_scenarios(list(chaos.SCENARIOS), cfg)
-        assert [r['outcome'] for r in rows] == ['ok'] * len(chaos.SCENARIOS)
-        assert seen == {name: None for name in chaos.SCENARIOS}     # nothing there at start
-        for name in chaos.SCENARIOS:
+        rows = chaos.run_scenarios(list(chaos_scenarios.SCENARIOS), cfg)
+        assert [r['outcome'] for r in rows] == ['ok'] * len(chaos_scenarios.SCENARIOS)
+        # nothing there at start
+        assert seen == {name: None for name in chaos_scenarios.SCENARIOS}
+        for name in chaos_scenarios.SCENARIOS:
             with open(tmp_path / name / 'ledger' / 'worker_0.jsonl') as fh:
                 assert fh.read() == f'{seed}\n'                      # this run's alone
             if seed > 1:                                             # one generation kept
@@ -109,11 +111,11 @@ def test_the_ctrl_c_fleet_gets_the_chosen_system(tmp_path, monkeypatch):
     def popen(cmd, **kw):
         started.append(cmd)
         raise _Started
-    monkeypatch.setattr(chaos.subprocess, 'Popen', popen)
+    monkeypatch.setattr(chaos_scenarios.subprocess, 'Popen', popen)
     for sync in chaos_fleet.CHAOS_SYSTEMS:
         cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), sync=sync, seed=7)
         with pytest.raises(_Started):
-            chaos._ctrl_c(cfg)
+            chaos_scenarios._ctrl_c(cfg)
         cmd = started[-1]
         assert cmd[1:3] == ['-m', 'rog_ros.nodes.fleet']
         # what rog fleet itself reads from that command line
@@ -174,7 +176,7 @@ def test_an_interrupted_run_writes_the_scenarios_it_finished(stop, status, tmp_p
 
     def interrupted(cfg):
         raise stop
-    monkeypatch.setitem(chaos.RUNNERS, 'flood', interrupted)
+    monkeypatch.setitem(chaos_scenarios.RUNNERS, 'flood', interrupted)
     out = tmp_path / 'out'
     argv = ['chaos', '--scenario', 'worker-restart,flood,ctrl-c', '--out', str(out), '--json']
     assert cli.main(argv) == status
@@ -207,7 +209,7 @@ def test_run_scenarios_hands_back_the_rows_as_they_finish(tmp_path, monkeypatch)
 
     def interrupted(cfg):
         raise KeyboardInterrupt
-    monkeypatch.setitem(chaos.RUNNERS, 'flood', interrupted)
+    monkeypatch.setitem(chaos_scenarios.RUNNERS, 'flood', interrupted)
     rows = []
     with pytest.raises(KeyboardInterrupt):
         chaos.run_scenarios(['worker-restart', 'flood'],
@@ -417,12 +419,12 @@ def test_the_ctrl_c_fleet_gets_the_key_and_robot_keys(tmp_path, monkeypatch):
         """Note the command instead of starting rog fleet."""
         started.append(cmd)
         raise _Started
-    monkeypatch.setattr(chaos.subprocess, 'Popen', popen)
+    monkeypatch.setattr(chaos_scenarios.subprocess, 'Popen', popen)
     for cfg in (chaos_fleet.ChaosConfig(out=str(tmp_path), robot_keys=True,
                                         fleet_key_file=str(tmp_path / 'fleet.key')),
                 chaos_fleet.ChaosConfig(out=str(tmp_path), auth=True)):
         with pytest.raises(_Started):
-            chaos._ctrl_c(cfg)
+            chaos_scenarios._ctrl_c(cfg)
         args, extra = cli.build_parser().parse_known_args(['fleet'] + started[-1][3:])
         assert not extra
         assert args.fleet_key_file == (cfg.fleet_key_file or None)   # none: rog fleet's own

@@ -54,270 +54,27 @@ the last line printed is one JSON object ``{"scenarios": [...]}``; ``OUT/chaos.j
 too (after Ctrl-C: the scenarios finished before it, with ``"interrupted": true``). Each
 scenario runs in a fresh ``OUT/<scenario>/``: an earlier run's folder is moved to
 ``OUT/<scenario>.previous`` first, kept but never reused.
+
+This module is the command: its options, the run of the scenarios one after the other and
+the table. The scenarios are :mod:`.chaos_scenarios` (link-outage: :mod:`.chaos_link_outage`),
+each on the fleet of :mod:`.chaos_fleet`, judged from the ledger (:mod:`.chaos_ledger_folder`)
+and the key (:mod:`.chaos_auth`), in a folder of :mod:`.chaos_folders`.
 """
 
 from __future__ import annotations
 
-import glob
 import json
 import os
-import random
-import signal
-import subprocess
 import sys
-import time
 
 from rog_ros import checks
 from rog_ros.atomic import atomic_write_text
-from rog_ros.experiments.chaos_auth import auth_result, given_key
-from rog_ros.experiments.chaos_fleet import (CHAOS_SYSTEMS, ChaosConfig, RATE_MBPS, wait_for,
-                                             WORKLOAD, write_trace)
-from rog_ros.experiments.chaos_fleet_scenario import (fleet_scenario, ledger_problems, result_row,
-                                                      VICTIM)
+from rog_ros.experiments.chaos_auth import given_key
+from rog_ros.experiments.chaos_fleet import CHAOS_SYSTEMS, ChaosConfig
+from rog_ros.experiments.chaos_fleet_scenario import result_row
 from rog_ros.experiments.chaos_folders import fresh_scenario_dir
-from rog_ros.experiments.chaos_ledger_folder import (check_ledger, count_records, ledger_runs,
-                                                     read_json, read_ledger_file)
-from rog_ros.experiments.chaos_link_outage import link_outage
+from rog_ros.experiments.chaos_scenarios import RUNNERS, SCENARIOS
 from rog_ros.nodes import settings
-from rog_ros.nodes.supervisor import repo_pythonpath
-
-SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
-             'ctrl-c')
-FAULTS = 'loss=0.05,dup=0.05,reorder=0.05'
-STOP_BOUND_S = 30.0      # ctrl-c: every node gone within this
-
-
-def _worker_restart(cfg: ChaosConfig) -> dict:
-    killed = {}
-
-    def inject(fleet):
-        path = os.path.join(fleet.ledger_dir, f'worker_{VICTIM}.jsonl')
-        target = max(3, cfg.iterations // 3)
-        if not wait_for(lambda: count_records(path, 'computed') >= target, 90, fleet):
-            return None, f'worker {VICTIM} never reached iteration {target}'
-        # The next computation's line is appended after its state was saved, right before its
-        # push leaves (one chunk or three, a few ms to the commit): kill on sight.
-        size = os.path.getsize(path)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if os.path.getsize(path) > size:
-                with open(path, encoding='utf-8') as fh:
-                    fh.seek(size)
-                    new = fh.read()
-                size += len(new.encode('utf-8'))
-                if '"computed"' in new:
-                    break
-            time.sleep(0.0005)
-        fleet.kill(f'rog_worker_{VICTIM}')
-        old = ledger_runs(path)
-        last = [r for r in read_ledger_file(path) if r['kind'] in ('computed', 'commit')][-1]
-        killed['mid_transfer'] = last['kind'] == 'computed'    # pushed, not yet committed
-        time.sleep(cfg.restart_gap_s)
-        fleet.start(f'rog_worker_{VICTIM}')
-        t = time.monotonic()
-
-        def resumed():
-            new = [r for r in ledger_runs(path) if r not in old]
-            return bool(new) and count_records(path, 'computed', new[0]) > 0
-        if not wait_for(resumed, 90, fleet):
-            return None, f'worker {VICTIM} did not compute again after its restart'
-        return round(time.monotonic() - t, 3), ''
-
-    def mid_transfer(res, fleet):
-        res['killed_mid_transfer'] = killed.get('mid_transfer')
-        return [] if killed.get('mid_transfer') else [
-            f'worker {VICTIM} was not killed in the middle of a push']
-    # A quorum of the whole fleet: the killed worker's dead push makes the outage rule suspend
-    # it within a second or two, and without a quorum the others may then finish the run before
-    # a slow restart (torch import, DDS discovery: 3-10 s on a loaded machine) is back, which
-    # leaves it nothing to compute (stop-after-fleet) and this scenario nothing to check.
-    return fleet_scenario('worker-restart', cfg, inject, extra_check=mid_transfer,
-                          server_extra={'min_workers': cfg.workers})
-
-
-def _server_restart(cfg: ChaosConfig) -> dict:
-    from rog_ros.nodes import durable
-    from rog_ros.protocol.ps import ServerEngine
-    if not durable.supported(ServerEngine):
-        return result_row('server-restart', runtime_s=0.0, detail='the server engine cannot '
-                          'save its state (no state_dict): nothing to restart from')
-
-    def inject(fleet):
-        path = os.path.join(fleet.ledger_dir, 'server.jsonl')
-        if not wait_for(lambda: count_records(path, 'checkpoint') >= 1
-                        and count_records(path, 'applied') >= cfg.workers * (5 + 2),
-                        90, fleet):
-            return None, 'the server never checkpointed'
-        fleet.kill('rog_server')
-        applied = count_records(path, 'applied')
-        time.sleep(0.5)
-        fleet.start('rog_server')
-        t = time.monotonic()
-        if not wait_for(lambda: count_records(path, 'applied') > applied, 90, fleet):
-            return None, 'no push applied after the server restarted'
-        return round(time.monotonic() - t, 3), ''
-
-    def restored(res, fleet):
-        final = read_json(os.path.join(fleet.ledger_dir, 'server.final.json')) or {}
-        if not final.get('restored_from'):
-            return ['the server did not restore a checkpoint']
-        return _record_goes_on(fleet.dir)
-    return fleet_scenario('server-restart', cfg, inject, extra_check=restored)
-
-
-def _record_goes_on(run_dir: str) -> list:
-    """Return what is wrong with a restored server's run record (it must start with the run)."""
-    from rog_ros.experiments.membership import read_events
-    from rog_ros.metrics import read_timeseries
-    try:
-        rows = read_timeseries(os.path.join(run_dir, 'timeseries.csv'))
-        events = read_events(os.path.join(run_dir, 'events.csv'))
-    except (OSError, ValueError) as err:
-        return [f'no run record after the restart ({err})']
-    problems = []
-    if not rows or rows[0].get('iteration') != 0:
-        problems.append('timeseries.csv does not start at iteration 0: the record of the run '
-                        'before the restart was lost')
-    times = [r.get('time_s') or 0.0 for r in rows]
-    if times != sorted(times):
-        problems.append('timeseries.csv goes back in time after the restart')
-    if not any(e.get('event') == 'server_restored' for e in events):
-        problems.append('events.csv does not say that the server restarted')
-    return problems
-
-
-def _loss_dup_reorder(cfg: ChaosConfig) -> dict:
-    faults = f'{FAULTS},seed={cfg.seed + 1}'
-    return fleet_scenario('loss-dup-reorder', cfg, lambda fleet: (None, ''),
-                          extra={'chaos_faults': faults})
-
-
-def _ctrl_c(cfg: ChaosConfig) -> dict:
-    name = 'ctrl-c'
-    run_dir = os.path.abspath(os.path.join(cfg.out, name))
-    ledger_dir = os.path.join(run_dir, 'ledger')
-    os.makedirs(run_dir, exist_ok=True)
-    trace = os.path.join(run_dir, 'trace.csv')
-    write_trace(trace, cfg.workers, RATE_MBPS)
-    namespace = f'/rog_chaos_{os.getpid()}_{random.getrandbits(24)}'
-    cmd = [cfg.python, '-m', 'rog_ros.nodes.fleet', '--workload', WORKLOAD,
-           '--workers', str(cfg.workers), '--iterations', '100000', '--trace', trace,
-           '--out', run_dir, '--namespace', namespace, '--no-netmon', '--quiet',
-           '--seed', str(cfg.seed), '--sync', cfg.sync]
-    # rog fleet takes the key as given here; none given, it makes one in run_dir/fleet.key
-    key_path, key = given_key(cfg)
-    if key_path:
-        cmd += ['--fleet-key-file', key_path]
-    if cfg.robot_keys:
-        cmd += ['--robot-keys', 'true']
-    env = dict(os.environ, PYTHONPATH=repo_pythonpath(), OMP_NUM_THREADS='1',
-               ROG_CHAOS_LEDGER=ledger_dir)
-    env.pop('ROG_CHAOS_FAULTS', None)
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            text=True, start_new_session=True)
-    problems, stop_s = [], None
-    try:
-        paths = [os.path.join(ledger_dir, f'worker_{r}.jsonl') for r in range(cfg.workers)]
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None:
-            if all(count_records(p, 'computed') >= 5 for p in paths):
-                break
-            time.sleep(0.1)
-        else:
-            problems.append('the fleet did not train before Ctrl-C')
-        t_int = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        try:
-            _, stderr = proc.communicate(timeout=STOP_BOUND_S + 30)
-        except subprocess.TimeoutExpired:
-            problems.append(f'rog fleet still running {STOP_BOUND_S + 30:.0f} s after SIGINT')
-            os.killpg(proc.pid, signal.SIGKILL)
-            _, stderr = proc.communicate()
-        stop_s = round(time.monotonic() - t_int, 3)
-        if stop_s > STOP_BOUND_S:
-            problems.append(f'stopping took {stop_s:.1f} s (bound {STOP_BOUND_S:.0f} s)')
-        if proc.returncode != 130:
-            problems.append(f'rog fleet exited {proc.returncode}: {stderr.strip()[-300:]}')
-        if not os.path.exists(os.path.join(run_dir, 'summary.json')):
-            problems.append('no summary.json after Ctrl-C')
-        alive = _node_pids(namespace)
-        if alive:
-            problems.append(f'node processes still alive: {alive}')
-            for pid in alive:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    verdict, rejects, _, _ = check_ledger(ledger_dir)
-    res = result_row(name, recover_s=stop_s, rejected=rejects,
-                     runtime_s=round(time.monotonic() - t0, 1))
-    problems += ledger_problems(res, verdict)
-    if key is None and os.path.exists(os.path.join(run_dir, 'fleet.key')):
-        from rog_ros.nodes.fleet_key import read_key_file
-        key = read_key_file(os.path.join(run_dir, 'fleet.key'))
-    log_dir = os.path.join(run_dir, 'logs')
-    names = sorted(os.path.basename(p)[:-len('.log')]
-                   for p in glob.glob(os.path.join(log_dir, '*.log')))
-    problems += auth_result(res, log_dir, names, key, cfg.robot_keys)
-    res['outcome'] = 'ok' if not problems else 'failed'
-    res['detail'] = '; '.join(problems)[:600]
-    return res
-
-
-def _node_pids(namespace: str) -> list:
-    """Live processes whose command line names ``namespace`` (a fleet's nodes)."""
-    pids = []
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f'/proc/{entry}/cmdline', 'rb') as fh:
-                cmd = fh.read().split(b'\0')
-        except OSError:
-            continue
-        if b'rog_ros.nodes' in b' '.join(cmd) and namespace.encode() in cmd:
-            pids.append(int(entry))
-    return pids
-
-
-def _flood(cfg: ChaosConfig) -> dict:
-    from rog_ros.experiments.chaos_flood import flood
-    sent = {}
-
-    def inject(fleet):
-        path = os.path.join(fleet.ledger_dir, 'server.jsonl')
-        if not wait_for(lambda: count_records(path, 'applied') >= cfg.workers * 3, 90, fleet):
-            return None, 'the fleet did not train before the flood'
-        sent.update(flood(fleet.domain, fleet.namespace, cfg.workers, cfg.flood_s,
-                          seed=cfg.seed))
-        if any(c is not None for c in fleet.codes().values()):
-            return None, 'the fleet stopped during the flood (raise --iterations)'
-        return None, ''
-
-    def all_rejected(res, fleet):
-        """Check that every hostile message was dropped; the fuzzed ones (a tag) as bad_tag."""
-        total = sum(sent.values())
-        got = sum(v for k, v in res['rejected'].items() if k != 'replay')
-        res['flood_sent'] = dict(sent)
-        problems = [] if got >= total else [f'{total} hostile messages sent, {got} rejected']
-        if sent.get('fuzzed') and not res['rejected'].get('bad_tag'):
-            problems.append(f"{sent['fuzzed']} fuzzed messages with a made-up tag sent, none "
-                            'dropped as bad_tag')
-        return problems
-    # training must outlast the flood, so that every hostile message meets a node (~0.2 s
-    # per iteration)
-    return fleet_scenario('flood', cfg, inject, extra_check=all_rejected, flood=True,
-                          iterations=max(cfg.iterations, 20 + int(25 * cfg.flood_s)))
-
-
-RUNNERS = {'worker-restart': _worker_restart, 'server-restart': _server_restart,
-           'link-outage': link_outage, 'loss-dup-reorder': _loss_dup_reorder,
-           'flood': _flood, 'ctrl-c': _ctrl_c}
 
 
 def run_scenarios(names, cfg: ChaosConfig, progress=None, rows=None) -> list:
