@@ -45,15 +45,16 @@ have been dropped for its authentication (``bad_tag``, ``unauthenticated``, ``to
 ``malformed``; a ``replay`` is a duplicate, which the faults make), except in the flood, whose
 forgeries must be.
 
-``lost`` and ``duplicated`` come from the independent ledger (:mod:`.ledger`), in units of one
-worker's mean iteration update; ``recover_s`` is the time from the end of the fault to the
-affected node's next iteration (ctrl-c: the time the fleet took to stop); ``rejected`` sums
-the nodes' reject counts by reason. ``outcome`` is ``ok`` only when the fleet finished (ctrl-c:
-stopped cleanly), the ledger balances and every check of the scenario held. With ``--json``
-the last line printed is one JSON object ``{"scenarios": [...]}``; ``OUT/chaos.json`` holds it
-too (after Ctrl-C: the scenarios finished before it, with ``"interrupted": true``). Each
-scenario runs in a fresh ``OUT/<scenario>/``: an earlier run's folder is moved to
-``OUT/<scenario>.previous`` first, kept but never reused.
+``lost`` and ``duplicated`` come from the independent ledger
+(:mod:`rog_ros.nodes.chaos_ledger`), in units of one worker's mean iteration update;
+``recover_s`` is the time from the end of the fault to the affected node's next iteration
+(ctrl-c: the time the fleet took to stop); ``rejected`` sums the nodes' reject counts by
+reason. ``outcome`` is ``ok`` only when the fleet finished (ctrl-c: stopped cleanly), the
+ledger balances and every check of the scenario held. With ``--json`` the last line printed is
+one JSON object ``{"scenarios": [...]}``; ``OUT/chaos.json`` holds it too (after Ctrl-C: the
+scenarios finished before it, with ``"interrupted": true``). Each scenario runs in a fresh
+``OUT/<scenario>/``: an earlier run's folder is moved to ``OUT/<scenario>.previous`` first,
+kept but never reused.
 
 This module is the command: its options, the run of the scenarios one after the other and
 the table. The scenarios are :mod:`.chaos_scenarios` (link-outage: :mod:`.chaos_link_outage`),

@@ -72,7 +72,6 @@ def scenario_key(cfg: ChaosConfig, run_dir: str, fresh: bool = False) -> tuple:
     a new one in ``run_dir/fleet.key``, one per scenario (as ``rog fleet`` makes one per
     run), else none: ``key`` None, and ``env`` clears both variables.
     """
-    from rog_ros.experiments.chaos_flood import fleet_key_env
     from rog_ros.nodes import fleet_key as auth
     path, key = given_key(cfg)
     if path:
@@ -80,8 +79,26 @@ def scenario_key(cfg: ChaosConfig, run_dir: str, fresh: bool = False) -> tuple:
     if key is not None:
         return {}, key              # $ROG_FLEET_KEY, which the nodes inherit
     if cfg.auth or cfg.robot_keys or fresh:
-        return fleet_key_env(run_dir)
+        return _fresh_key_env(run_dir)
     return {auth.KEY_FILE_ENV: '', auth.KEY_ENV: ''}, None
+
+
+def _fresh_key_env(run_dir: str) -> tuple:
+    """
+    Return ``(env, key)``: a fresh fleet key file for the nodes, or ``({}, None)``.
+
+    ``({}, None)`` means this build has no message authentication (rog_ros.nodes.fleet_key).
+    """
+    try:
+        from rog_ros.nodes import fleet_key as auth
+    except ImportError:
+        return {}, None
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, 'fleet.key')
+    if os.path.lexists(path):
+        os.unlink(path)
+    key = auth.write_key_file(path)
+    return {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}, key
 
 
 def auth_drops(rejects: dict, log_dir: str) -> dict:

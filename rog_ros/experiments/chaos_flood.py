@@ -28,7 +28,6 @@ A node with a fleet key must drop and count every one of them before its engine 
 
 from __future__ import annotations
 
-import os
 import random
 import time
 
@@ -38,24 +37,6 @@ from rog_ros.protocol.messages import RowChunk, RowVersions, Schedule, SERVER, T
 from rog_ros.transport.topics import DEFAULT_TOPIC
 
 RATE_HZ = 100.0          # hostile messages per second (the nodes must keep training)
-
-
-def fleet_key_env(run_dir: str) -> tuple:
-    """
-    Return ``(env, key)``: a fresh fleet key file for the nodes, or ``({}, None)``.
-
-    ``({}, None)`` means this build has no message authentication (rog_ros.nodes.fleet_key).
-    """
-    try:
-        from rog_ros.nodes import fleet_key as auth
-    except ImportError:
-        return {}, None
-    os.makedirs(run_dir, exist_ok=True)
-    path = os.path.join(run_dir, 'fleet.key')
-    if os.path.lexists(path):
-        os.unlink(path)
-    key = auth.write_key_file(path)
-    return {auth.KEY_FILE_ENV: path, auth.KEY_ENV: ''}, key
 
 
 def _topics(workers: int) -> list:
