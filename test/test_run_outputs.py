@@ -27,7 +27,7 @@ import zipfile
 import pytest
 
 from rog_ros import cli
-from rog_ros.experiments.report import load_runs
+from rog_ros.experiments.report_runs import load_runs
 from rog_ros.nodes import fleet, rog_server, server_node
 from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS, set_aside_earlier_results
 from test_nodes_lifecycle import Hub

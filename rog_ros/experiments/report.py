@@ -29,10 +29,11 @@ import zlib
 
 import numpy as np
 from rog_ros.atomic import atomic_save_figure, atomic_write_text
-from rog_ros.experiments.membership import plot_membership, read_events
-from rog_ros.experiments.seed_stats import aggregate, KEYS, MEMBERSHIP_KEYS
-from rog_ros.metrics import PREVIOUS_RUN_DIR, read_timeseries
-from rog_ros.nodes.output_lock import LOCK_FILE, lock_holder
+from rog_ros.experiments.membership import plot_membership
+from rog_ros.experiments.report_runs import placed_runs, why_no_runs
+from rog_ros.experiments.seed_stats import aggregate
+from rog_ros.experiments.summary_checks import expected_number
+from rog_ros.metrics import PREVIOUS_RUN_DIR
 
 
 def _f(v, fmt='{:.2f}'):
@@ -114,17 +115,17 @@ def failures_markdown(table: list[dict]) -> str:
 def _how_far(error: dict) -> str:
     """Say how far a failed run got (its robots' iterations, of its budget, time); '' unknown."""
     per_robot = [int(i) for i in error.get('iterations_per_robot') or ()
-                 if _finite(i) is None]
+                 if expected_number(i) is None]
     it, budget, t = error.get('iterations'), error.get('budget'), error.get('time_s')
     if per_robot:
         lo, hi = min(per_robot), max(per_robot)
         done = f'{lo}' if lo == hi else f'{lo} to {hi} (by robot)'
-    elif _finite(it) is None:
+    elif expected_number(it) is None:
         done = f'a mean of {int(it)}'      # (a summary's iterations: the robots' mean)
     else:
         return ''
-    of = f' of {int(budget)}' if _finite(budget) is None else ''
-    when = f' in {float(t):.1f} s' if _finite(t) is None else ''
+    of = f' of {int(budget)}' if expected_number(budget) is None else ''
+    when = f' in {float(t):.1f} s' if expected_number(t) is None else ''
     return f' (it stopped after {done}{of} iterations{when})'
 
 
@@ -826,158 +827,6 @@ def curve_band(runs: list, xkey: str, log: bool = False, smoothed: bool = True):
     return grid, ys.mean(axis=0), ys.min(axis=0), ys.max(axis=0)
 
 
-def load_runs(run_dir: str) -> list:
-    """
-    Return ``[(summary, timeseries rows, events), ...]`` of every run under ``run_dir``.
-
-    A run is a directory holding ``summary.json`` (and ``timeseries.csv``, ``events.csv``), as
-    written by ``rog fleet``, ``rog_server``, ``rog sim`` and each run of ``rog compare``;
-    ``events`` is [] for runs written before ``events.csv`` existed. The earlier run that a
-    run set aside below itself (``previous/``) is not one of them.
-    """
-    return [run[:3] for run in _load_runs(run_dir)]
-
-
-def _load_runs(run_dir: str) -> list:
-    """Return ``[(summary, timeseries rows, events, folder), ...]``: ``load_runs``, placed."""
-    runs = []
-    for root, _, files in sorted(os.walk(run_dir)):
-        if PREVIOUS_RUN_DIR in os.path.relpath(root, run_dir).split(os.sep):
-            continue                     # the run before, set aside below a run
-        if 'summary.json' not in files:
-            continue
-        path = os.path.join(root, 'summary.json')
-        with open(path, encoding='utf-8') as fh:
-            try:
-                summary = json.load(fh)
-            except ValueError as err:
-                raise ValueError(f'{path}: not a summary ({err})') from None
-        if not isinstance(summary, dict) or 'system' not in summary:
-            continue        # a comparison's own summary (its runs are below it), or foreign
-        _check_figures(path, summary)
-        series = os.path.join(root, 'timeseries.csv')
-        rows = _read_text(read_timeseries, series) if os.path.exists(series) else []
-        runs.append((summary, rows, _read_text(read_events, os.path.join(root, 'events.csv')),
-                     root))
-    return runs
-
-
-def _finite(value) -> str | None:
-    """Return what a figure should be when ``value`` is not a finite number, else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return 'a number'
-    try:
-        return None if math.isfinite(float(value)) else 'a finite number'
-    except OverflowError:             # an integer of hundreds of digits
-        return 'a finite number'
-
-
-def _count(value) -> str | None:
-    """Return what a per-run count should be when ``value`` is not one, else None."""
-    if _finite(value) == 'a number':
-        return 'a number'
-    ok = not _finite(value) and value >= 0 and float(value).is_integer()
-    return None if ok else 'an integer >= 0'
-
-
-def _fleet_size(value) -> str | None:
-    """Return what ``workers`` should be when ``value`` is not a fleet size, else None."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1024
-    return None if ok else 'an integer from 1 to 1024'
-
-
-def _mapping(value) -> str | None:
-    """Return 'a JSON object' when ``value`` is not one, else None."""
-    return None if isinstance(value, dict) else 'a JSON object'
-
-
-def _sequence(value) -> str | None:
-    """Return 'a JSON list' when ``value`` is not one, else None."""
-    return None if isinstance(value, list) else 'a JSON list'
-
-
-SUMMARY_FIELDS = ((KEYS + ('target_accuracy',), _finite), (MEMBERSHIP_KEYS, _count),
-                  (('workers',), _fleet_size),
-                  (('rejects_by_reason', 'started_apart', 'start_model'), _mapping),
-                  (('duplicate_ranks',), _sequence))
-"""The fields of a run's summary that the report computes with, each with its check."""
-
-
-def _check_figures(path: str, summary: dict) -> None:
-    """Refuse a summary whose fields the report reads are of the wrong kind, naming them."""
-    for keys, check in SUMMARY_FIELDS:
-        for key in keys:
-            value = summary.get(key)
-            expected = None if value is None else check(value)
-            if expected:
-                shown = repr(value)
-                shown = shown if len(shown) <= 60 else shown[:57] + '...'
-                raise ValueError(f'{path}: {key} is {shown}, not {expected} (a summary.json '
-                                 'edited by hand, or not written by rog?)')
-
-
-def _read_text(read, path):
-    """Return ``read(path)``; a file that is not UTF-8 text is a ValueError naming it."""
-    try:
-        return read(path)
-    except UnicodeDecodeError:
-        raise ValueError(f'{path}: not a text file (rog writes {os.path.basename(path)} as '
-                         'UTF-8 CSV)') from None
-
-
-def _why_no_runs(run_dir: str) -> str:
-    """Say why ``run_dir`` has no run: it is missing, or what its summary.json files are."""
-    if not os.path.exists(run_dir):
-        return f'{run_dir}: no such directory'
-    if not os.path.isdir(run_dir):
-        return (f'{run_dir}: not a directory; RUN_DIR is the output directory of rog fleet, '
-                'rog sim --out, rog compare or rog_server')
-    running = _still_running(run_dir)
-    if running:
-        return running
-    for root, _, files in sorted(os.walk(run_dir)):
-        if 'summary.json' not in files or PREVIOUS_RUN_DIR in os.path.relpath(
-                root, run_dir).split(os.sep):
-            continue
-        path = os.path.join(root, 'summary.json')
-        try:
-            with open(path, encoding='utf-8') as fh:
-                doc = json.load(fh)         # load_runs read it already
-        except (OSError, ValueError) as err:
-            return f'{path}: not a summary ({err})'
-        if isinstance(doc, dict) and 'systems' in doc:
-            return (f"{path} is a comparison's summary, but none of its runs is below it "
-                    '(each run has a summary.json of its own)')
-        kind = 'an empty object' if doc == {} else (
-            f'a JSON {type(doc).__name__}' if not isinstance(doc, dict) else 'an object without '
-            '"system"')
-        return (f'{path}: not a run summary ({kind}; the summary.json of a run is an object '
-                'naming its "system", as rog fleet, rog sim and rog compare write it)')
-    return f'{run_dir}: no summary.json found (not a fleet or simulator run)'
-
-
-def _still_running(run_dir: str) -> str:
-    """
-    Say which run below ``run_dir`` is still in progress, and where its progress is ('').
-
-    A run holds its output folder's lock (``output_lock``) until it ends, however it ends,
-    and writes ``summary.json`` only then: a folder without one is not a failed run while
-    that lock is held.
-    """
-    for root, _, files in sorted(os.walk(run_dir)):
-        if LOCK_FILE not in files:
-            continue
-        holder = lock_holder(os.path.join(root, LOCK_FILE))
-        if holder is None:
-            continue
-        log = next((p for p in (os.path.join(root, 'logs', 'rog_server.log'),
-                                os.path.join(root, 'logs')) if os.path.exists(p)), None)
-        return (f'{root}: the run there is still in progress ({holder}); it writes '
-                'summary.json when it ends, then rog report can draw it'
-                + (f'; its progress so far: {log}' if log else ''))
-    return ''
-
-
 MAX_TIMELINES = 6        # membership panels in one report (a compare directory has dozens)
 MAX_EVENT_LINES = 12     # sentences per run in report.md (events.csv has them all)
 
@@ -1079,7 +928,7 @@ def _comparisons_below(run_dir: str) -> list:
     """
     Return the folders at or below ``run_dir`` that hold a comparison (``comparison_meta``).
 
-    A summary that cannot be read is no comparison here: ``_load_runs`` names it.
+    A summary that cannot be read is no comparison here: ``placed_runs`` names it.
     """
     from rog_ros.experiments.comparison_folder import comparison_meta
     return [root for root, _, files in sorted(os.walk(run_dir))
@@ -1184,7 +1033,7 @@ def _newest_per_seed(run_dir: str, placed: list, row_name, say=None) -> list:
     run kept is the one whose ``summary.json`` was written last (a summary holds no time of
     its own; the later folder name on a tie): a rerun is what its user looks at. The others
     are left out of the whole report (table, curves, lists), not removed. Runs keep their
-    ``_load_runs`` order; ``say(line)`` names the system, the seed and the folders.
+    ``placed_runs`` order; ``say(line)`` names the system, the seed and the folders.
     """
     groups, made_as = {}, {}
     for run in placed:
@@ -1231,10 +1080,10 @@ def report_run(run_dir: str, say=None) -> str:
     and runs outside it) would share a row (``_one_comparison``).
     """
     if not os.path.isdir(run_dir):
-        raise ValueError(_why_no_runs(run_dir))
-    placed = _load_runs(run_dir)
+        raise ValueError(why_no_runs(run_dir))
+    placed = placed_runs(run_dir)
     if not placed:
-        raise ValueError(_why_no_runs(run_dir))
+        raise ValueError(why_no_runs(run_dir))
     row_name, varying = setting_labels([run[0] for run in placed])
     owners = _one_comparison(run_dir, placed, row_name, say)
     # Rows of one setting from different groups (two comparisons of one setting, each with
