@@ -60,7 +60,7 @@ def _table(path):
 
 
 def test_systems_come_in_one_order_bsp_ssp_flown_rog_by_threshold_then_others():
-    from rog_ros.experiments.report import system_order
+    from rog_ros.experiments.report_systems import system_order
     names = ['rog:20', 'aet', 'flown:4', 'bsp', 'ssp:20', 'rog:4', 'ssp:4', 'localsgd',
              'rog:4 (outdoors)', 'rog:4#no-ordering']
     assert system_order(names) == ['bsp', 'ssp:4', 'ssp:20', 'flown:4', 'rog:4',

@@ -170,7 +170,7 @@ def test_misses_go_to_a_band_of_their_own_and_long_names_are_slanted():
 
 
 def test_each_system_keeps_its_colour_in_every_report():
-    from rog_ros.experiments.report import system_color, system_colors
+    from rog_ros.experiments.report_systems import system_color, system_colors
     assert system_color('flown:4') == '#2ca02c' and system_color('bsp') == '#1f77b4'
     assert system_color('rog:4') == '#d62728' and system_color('ssp:4') == '#ff7f0e'
     thresholds = [system_color(f'rog:{s}') for s in (1, 2, 3, 4, 5, 6, 7, 8, 20, 30, 40)]

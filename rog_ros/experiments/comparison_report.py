@@ -27,7 +27,8 @@ import os
 
 from rog_ros.experiments.comparison_folder import comparison_meta, run_dir
 from rog_ros.experiments.report import budget_phrase, curve_gap, iteration_budgets, \
-    system_order, write_report
+    write_report
+from rog_ros.experiments.report_systems import system_order
 from rog_ros.experiments.seed_stats import add_equal_time_accuracy, aggregate
 from rog_ros.metrics import atomic_write, read_timeseries
 
