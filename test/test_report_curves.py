@@ -15,7 +15,7 @@
 
 import numpy as np
 import pytest
-from rog_ros.experiments.report import curve_band, periodic_rows
+from rog_ros.experiments.report_curves import curve_band, periodic_rows
 
 
 def _mean_curve(runs: list, xkey: str, log: bool = False):

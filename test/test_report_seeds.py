@@ -58,7 +58,7 @@ def test_one_seed_has_no_plus_minus_and_two_equal_seeds_show_zero():
 
 
 def test_the_curve_band_spans_the_seeds_of_the_smoothed_accuracy():
-    from rog_ros.experiments.report import curve_band, running_mean
+    from rog_ros.experiments.report_curves import curve_band, running_mean
     # Prepare: two seeds; the smoothing is the mean of the last 3 evaluations
     a, b = _rows([0.3, 0.6, 0.9, 0.9]), _rows([0.5, 0.5, 0.8, 0.7])
     assert np.allclose(running_mean([0.3, 0.6, 0.9, 0.9]), [0.3, 0.45, 0.6, 0.8])
@@ -72,7 +72,7 @@ def test_the_curve_band_spans_the_seeds_of_the_smoothed_accuracy():
 
 
 def test_a_short_seed_holds_its_last_smoothed_accuracy_between_and_after():
-    from rog_ros.experiments.report import curve_band
+    from rog_ros.experiments.report_curves import curve_band
     short, long = _rows([0.4, 0.6], times=[0, 5]), _rows([0.2, 0.4, 0.6], times=[0, 3, 9])
     grid, mean, lo, hi = curve_band([short, long], 'time_s')
     assert np.allclose(grid, [0, 3, 5, 9])
@@ -80,7 +80,7 @@ def test_a_short_seed_holds_its_last_smoothed_accuracy_between_and_after():
 
 
 def test_the_recorded_smoothing_is_the_one_drawn():
-    from rog_ros.experiments.report import curve_band
+    from rog_ros.experiments.report_curves import curve_band
     run = _rows([0.3, 0.6, 0.9], smoothed=[0.3, 0.4, 0.5])
     grid, mean, lo, hi = curve_band([run], 'time_s')
     assert mean[-1] == pytest.approx(0.5) and np.allclose(lo, hi)
