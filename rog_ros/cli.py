@@ -560,7 +560,7 @@ def _cmd_compare(args) -> int:
     if not _valid('rog compare', _check_compare, args):
         return 2
     from rog_ros.experiments.compare import compare
-    from rog_ros.experiments.report import table_markdown
+    from rog_ros.experiments.report_table import table_markdown
     seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
     systems = [s.strip() for s in args.systems.split(',') if s.strip()]
     bad = _bad_model(args) or _init_model_error(args)

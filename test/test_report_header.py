@@ -18,7 +18,7 @@ import json
 import pytest
 
 from rog_ros import cli
-from rog_ros.experiments.report import ratios_markdown
+from rog_ros.experiments.report_ratios import ratios_markdown
 from rog_ros.experiments.seed_stats import aggregate
 
 plt = pytest.importorskip('matplotlib.pyplot')
@@ -93,7 +93,7 @@ def test_few_seeds_are_said_to_be_indicative_under_the_table(tmp_path, seeds, sa
 
 
 def test_seeds_note_counts_the_runs_of_each_row():
-    from rog_ros.experiments.report import seeds_note
+    from rog_ros.experiments.report_table import seeds_note
     assert seeds_note([_table('bsp', [1.0, 2.0]), _table('rog:4', [1.0, 2.0, 3.0])]).startswith(
         'Medians and interquartile ranges of 2-3 seeds are indicative only')
 

@@ -16,7 +16,7 @@
 import numpy as np
 import pytest
 
-from rog_ros.experiments.report import table_markdown
+from rog_ros.experiments.report_table import table_markdown
 from rog_ros.experiments.seed_stats import aggregate
 
 plt = pytest.importorskip('matplotlib.pyplot')
@@ -134,7 +134,8 @@ def test_the_waits_are_what_the_report_says_they_count(tmp_path, monkeypatch):
     """Check the waits sentence against simulations: BSP's barriers and FLOWN's slots."""
     # the report said 'held pulls', and that under BSP every pull waits at the barrier: the
     # last robot to reach a barrier is not held, and FLOWN counts its slot waits, pushes too
-    from rog_ros.experiments.report import report_run, WAITS_LABEL, WAITS_SENTENCE
+    from rog_ros.experiments.report import report_run
+    from rog_ros.experiments.report_table import WAITS_LABEL, WAITS_SENTENCE
     # Execute: BSP and FLOWN, 4 robots, 8 iterations each
     bsp, bsp_logs = _waits(monkeypatch, 'bsp')
     flown, flown_logs = _waits(monkeypatch, 'flown:2')

@@ -13,7 +13,7 @@
 # limitations under the License.
 """Statistics over seeds: a value a run does not record is shown as missing, not as a miss."""
 
-from rog_ros.experiments.report import marks_legend, table_markdown
+from rog_ros.experiments.report_table import marks_legend, table_markdown
 from rog_ros.experiments.seed_stats import aggregate
 
 COLUMN = 8

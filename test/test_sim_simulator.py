@@ -160,7 +160,7 @@ def test_a_trace_file_is_replayed_at_per_seed_offsets(tmp_path):
 
 def test_aggregate_reports_median_iqr_and_targets_reached():
     from rog_ros.experiments.seed_stats import aggregate
-    from rog_ros.experiments.report import table_markdown
+    from rog_ros.experiments.report_table import table_markdown
     runs = [{'system': 'rog:4', 'seed': k, 'time_to_target_s': t, 'final_accuracy': 0.8}
             for k, t in enumerate([10.0, 20.0, 30.0, 40.0, None])]
     row = aggregate(runs)
@@ -178,7 +178,8 @@ def test_seconds_per_iteration_to_target_is_reported_and_derived_for_old_summari
     # The phase that time-to-target measures has its own regime: 12 s over 60 iterations is
     # 0.2 s per iteration whatever the whole run averaged.
     from rog_ros.experiments.seed_stats import aggregate
-    from rog_ros.experiments.report import ratios_markdown, table_markdown
+    from rog_ros.experiments.report_ratios import ratios_markdown
+    from rog_ros.experiments.report_table import table_markdown
     from rog_ros.metrics import per_iteration_to_target
     assert per_iteration_to_target(12.0, 60.0) == pytest.approx(0.2)
     assert per_iteration_to_target(None, 60.0) is None
@@ -204,7 +205,7 @@ def test_accuracy_at_equal_time_reads_every_system_when_the_first_run_ended():
     # evaluation; the final evaluation (last row, whole set) is never read.
     from rog_ros.experiments.seed_stats import add_equal_time_accuracy
     from rog_ros.experiments.seed_stats import aggregate
-    from rog_ros.experiments.report import table_markdown
+    from rog_ros.experiments.report_table import table_markdown
 
     def run(times, accs, final=0.99):
         rows = [{'time_s': t, 'accuracy': a, 'accuracy_smoothed': a}

@@ -26,9 +26,10 @@ import json
 import os
 
 from rog_ros.experiments.comparison_folder import comparison_meta, run_dir
-from rog_ros.experiments.report import budget_phrase, iteration_budgets, write_report
+from rog_ros.experiments.report import write_report
 from rog_ros.experiments.report_curves import curve_gap
 from rog_ros.experiments.report_systems import system_order
+from rog_ros.experiments.report_table import budget_phrase, iteration_budgets
 from rog_ros.experiments.seed_stats import add_equal_time_accuracy, aggregate
 from rog_ros.metrics import atomic_write, read_timeseries
 

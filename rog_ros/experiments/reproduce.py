@@ -80,7 +80,8 @@ def reproduce(out: str, workloads=('mpcol',), seeds=DEFAULT_SEEDS['rog'], worker
     """Run everything and write ``out/report.md``; returns its path."""
     # here, not at the top: rog's help reads DEFAULT_SEEDS and must not import torch
     from rog_ros.experiments.compare import compare
-    from rog_ros.experiments.report import ratios_markdown, table_markdown
+    from rog_ros.experiments.report_ratios import ratios_markdown
+    from rog_ros.experiments.report_table import table_markdown
     os.makedirs(out, exist_ok=True)
     if quick:
         seeds = seeds[:1]

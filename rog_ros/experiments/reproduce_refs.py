@@ -34,7 +34,7 @@ import os
 
 from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.compare import compare, run_dir
-from rog_ros.experiments.report import table_markdown
+from rog_ros.experiments.report_table import table_markdown
 from rog_ros.metrics import read_timeseries
 
 
