@@ -115,7 +115,7 @@ def test_a_side_that_never_reached_the_target_is_said_so_not_dropped():
 
 def test_the_target_line_of_the_accuracy_plots_has_a_legend_entry_and_titles_say_the_mean(
         tmp_path, monkeypatch):
-    from rog_ros.experiments.report import write_plots
+    from rog_ros.experiments.report_plots import write_plots
     plt.close('all')
     monkeypatch.setattr(plt, 'close', lambda *args: None)       # keep the figures to read
     rows = [{'time_s': t, 'iteration': t * 10, 'accuracy': 0.5 + t / 10} for t in range(4)]
@@ -134,7 +134,7 @@ def test_the_target_line_of_the_accuracy_plots_has_a_legend_entry_and_titles_say
 
 def _times(table):
     """Return ``times_figure`` of ``table`` and its time axes (the last one)."""
-    from rog_ros.experiments.report import times_figure
+    from rog_ros.experiments.report_plots import times_figure
     fig = times_figure(plt, table, 'toy on indoors')
     return fig, fig.axes[-1]
 

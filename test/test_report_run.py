@@ -104,7 +104,7 @@ def test_report_of_an_empty_directory_is_a_one_line_error(tmp_path, capsys):
 
 def test_times_per_seed_are_drawn_with_misses_and_aligned_with_the_seeds(tmp_path):
     # Prepare: two systems, one seed of one never reached the target, one run failed
-    from rog_ros.experiments.report import write_plots
+    from rog_ros.experiments.report_plots import write_plots
     from rog_ros.experiments.seed_stats import aggregate
     runs = {'bsp': [12.0, None, 75.0], 'rog:4': [9.0, 9.3, 16.0]}
     table = [aggregate([{'system': name, 'seed': k, 'time_to_target_s': t}
@@ -122,7 +122,7 @@ def test_times_per_seed_are_drawn_with_misses_and_aligned_with_the_seeds(tmp_pat
 
 
 def test_no_time_plot_when_no_seed_reached_the_target(tmp_path):
-    from rog_ros.experiments.report import write_plots
+    from rog_ros.experiments.report_plots import write_plots
     from rog_ros.experiments.seed_stats import aggregate
     table = [aggregate([{'system': 'bsp', 'seed': 0, 'time_to_target_s': None}])]
     assert 'time to target per seed' not in dict(write_plots(str(tmp_path), table, {}))
@@ -292,7 +292,7 @@ def test_report_of_a_comparison_folder_writes_the_comparison_report_again(tmp_pa
 
 def test_no_empty_accuracy_plot_when_every_run_failed(tmp_path):
     # every run failed (a zero-rate trace): empty axes were drawn and embedded in report.md
-    from rog_ros.experiments.report import write_plots
+    from rog_ros.experiments.report_plots import write_plots
     from rog_ros.experiments.seed_stats import aggregate
     table = [aggregate([{'system': 'bsp', 'seed': 0, 'error': 'no progress'}])]
     names = [name for name, _ in write_plots(str(tmp_path), table, {'bsp': []})]

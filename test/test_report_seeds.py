@@ -89,7 +89,7 @@ def test_the_recorded_smoothing_is_the_one_drawn():
 def test_the_accuracy_plot_crosses_the_target_where_time_to_target_says():
     # Prepare: raw evaluations reach 0.9 at 10 s, but their 3-evaluation mean (what time to
     # target reads) reaches the target 0.8 only at 30 s: the curve must not cross earlier
-    from rog_ros.experiments.report import accuracy_figure, BAND_LABEL
+    from rog_ros.experiments.report_plots import accuracy_figure, BAND_LABEL
     runs = [_rows([0.5, 0.9, 0.9, 0.9], times=[0, 10, 20, 30]),
             _rows([0.5, 0.8, 0.9, 0.9], times=[0, 10, 20, 30])]
     # Execute
