@@ -90,7 +90,7 @@ def test_rog_report_draws_the_timeline_and_lists_the_events(tmp_path, capsys):
 
 
 def test_the_report_lists_the_events_of_six_runs_at_most():
-    from rog_ros.experiments.report import events_markdown, MAX_EVENT_LINES, MAX_TIMELINES
+    from rog_ros.experiments.membership import events_markdown, MAX_EVENT_LINES, MAX_TIMELINES
     many = [{'event': 'straggler_slack', 'time_s': float(t), 'what': f'slack {t}'}
             for t in range(MAX_EVENT_LINES + 3)]
     runs = [({'system': 'rog:4', 'seed': s}, [], many) for s in range(MAX_TIMELINES + 2)]
@@ -103,7 +103,7 @@ def test_the_report_lists_the_events_of_six_runs_at_most():
 
 def test_the_comparison_says_on_which_seeds_robots_were_out():
     from rog_ros.experiments.seed_stats import aggregate
-    from rog_ros.experiments.report import membership_markdown
+    from rog_ros.experiments.membership import membership_markdown
     rog = [{'system': 'rog:4', 'seed': s, 'time_to_target_s': 9.0,
             'outage_suspensions': n, 'too_slow_suspensions': k, 'slack_raises': 1}
            for s, n, k in ((0, 1, 0), (1, 0, 0), (2, 3, 2))]

@@ -18,7 +18,9 @@ Outage-aware RSP suspends robots whose link cannot keep the pace, lets one that 
 for any slack run free, and gives slow links straggler slack; a run's accuracy curve only
 makes sense next to that. Read as rows of ``events.csv`` (``rog_ros.metrics``) the story
 takes a while to put together; drawn as one bar per robot, shaded while it was out and
-coloured by why, it does not. ``rog report`` draws it for every run that had such events.
+coloured by why, it does not. ``rog report`` draws it for every run that had such events,
+and lists them; a report's table says per system on how many seeds a robot was let go
+(``membership_markdown``), which a median or a mean does not.
 """
 
 from __future__ import annotations
@@ -140,3 +142,59 @@ def plot_membership(path: str, runs: list, clock: str = 'time (s)',
     atomic_save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
+
+
+def membership_markdown(table: list[dict]) -> str:
+    """
+    Per system whose robots were ever suspended or given slack: the counts, seed by seed.
+
+    A median time or a mean accuracy does not say that a robot was let go on two seeds of
+    five; these counts do, and each run's ``events.csv`` says when and why (``rog report``
+    draws it). Empty when no system had any (BSP, SSP, FLOWN, a run on clean links).
+    """
+    rows = []
+    for r in table:
+        out = r.get('outage_suspensions') or []
+        slow = r.get('too_slow_suspensions') or []
+        slack = r.get('slack_raises') or []
+        if not any(out) and not any(slack):
+            continue
+        seeds = r.get('finished_seeds') or []
+        hit = sum(1 for v in out if v)
+        rows.append(f'| {r["system"]} | {hit}/{len(out)} | {", ".join(map(str, out))} | '
+                    f'{", ".join(map(str, slow))} | {", ".join(map(str, slack))} | '
+                    f'{", ".join(map(str, seeds))} |')
+    if not rows:
+        return ''
+    head = ('| system | seeds with a suspension | suspensions for the link, per seed | of them '
+            'too slow, ran free | straggler slack raises | seeds |\n|---|---|---|---|---|---|')
+    return '\n'.join([head] + rows) + ("\n\nWhen and why: each run's `events.csv`; "
+                                       '`rog report DIR/runs` draws them (`membership.png`).')
+
+
+MAX_TIMELINES = 6        # membership panels in one report (a compare directory has dozens)
+
+
+MAX_EVENT_LINES = 12     # sentences per run in report.md (events.csv has them all)
+
+
+def events_markdown(runs: list) -> list:
+    """Report lines: per run with events (the first six), their counts and first sentences."""
+    lines, with_events = [], [r for r in runs if r[2]]
+    for summary, _, events in with_events[:MAX_TIMELINES]:
+        counts = {}
+        for e in events:
+            counts[e['event']] = counts.get(e['event'], 0) + 1
+        lines.append(f'- {summary.get("system")} seed {summary.get("seed")}: '
+                     + ', '.join(f'{k} {v}' for k, v in sorted(counts.items())))
+        lines += [f'  - {e["time_s"]:.1f} s: {e.get("what") or e["event"]}'
+                  for e in events[:MAX_EVENT_LINES]]
+        if len(events) > MAX_EVENT_LINES:
+            lines.append(f'  - ... {len(events) - MAX_EVENT_LINES} more in events.csv')
+    if len(with_events) > MAX_TIMELINES:
+        lines.append(f'- ... {len(with_events) - MAX_TIMELINES} more runs with events '
+                     '(their events.csv)')
+    if not lines:
+        return []
+    title = '## Events (who was suspended, let go, readmitted, given slack; restarts)'
+    return [title, ''] + lines + ['']

@@ -12,12 +12,16 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Markdown report and PNG plots of a comparison (``rog compare`` / ``rog reproduce``).
+The Markdown report of runs, ``report.md`` with its plots, laid out section by section.
 
-The table follows the artifact's outdoors-case0 table: time-to-target, final accuracy,
-seconds per iteration split into compute / communication / stall, stall cost, threshold
-triggers and bytes; plus the ratios the paper reports (Rog vs SSP and BSP) and the
-network-to-compute ratio that says which regime the numbers show.
+Two reports share their parts: a comparison's (``write_report``: ``rog compare``,
+``rog reproduce``, and ``rog report`` of a comparison's folder, via ``comparison_report``)
+and that of any folder of runs (``report_run``: ``rog report`` of a fleet, a simulation, a
+folder of many). Only the layout and its wording live here; each part is a module of its
+own: the runs read back (``report_runs``) and grouped into rows (``report_groups``), the
+table and its notes (``report_table``), the paper's ratios (``report_ratios``), the plots
+(``report_plots`` drawing ``report_curves`` in the colours of ``report_systems``), and
+who was out of the staleness check (``membership``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from __future__ import annotations
 import os
 
 from rog_ros.atomic import atomic_write_text
-from rog_ros.experiments.membership import plot_membership
+from rog_ros.experiments.membership import events_markdown, MAX_TIMELINES, membership_markdown, \
+    plot_membership
 from rog_ros.experiments.report_curves import curve_gap
 from rog_ros.experiments.report_groups import groups_phrase, newest_per_seed, one_comparison, \
     run_setting, setting_labels
@@ -35,35 +40,7 @@ from rog_ros.experiments.report_runs import placed_runs, why_no_runs
 from rog_ros.experiments.report_systems import system_order
 from rog_ros.experiments.report_table import budget_phrase, failures_markdown, marks_legend, \
     seeds_note, STD_SENTENCE, table_markdown, target_sentence, WAITS_SENTENCE
-from rog_ros.experiments.seed_stats import aggregate
-
-
-def membership_markdown(table: list[dict]) -> str:
-    """
-    Per system whose robots were ever suspended or given slack: the counts, seed by seed.
-
-    A median time or a mean accuracy does not say that a robot was let go on two seeds of
-    five; these counts do, and each run's ``events.csv`` says when and why (``rog report``
-    draws it). Empty when no system had any (BSP, SSP, FLOWN, a run on clean links).
-    """
-    rows = []
-    for r in table:
-        out = r.get('outage_suspensions') or []
-        slow = r.get('too_slow_suspensions') or []
-        slack = r.get('slack_raises') or []
-        if not any(out) and not any(slack):
-            continue
-        seeds = r.get('finished_seeds') or []
-        hit = sum(1 for v in out if v)
-        rows.append(f'| {r["system"]} | {hit}/{len(out)} | {", ".join(map(str, out))} | '
-                    f'{", ".join(map(str, slow))} | {", ".join(map(str, slack))} | '
-                    f'{", ".join(map(str, seeds))} |')
-    if not rows:
-        return ''
-    head = ('| system | seeds with a suspension | suspensions for the link, per seed | of them '
-            'too slow, ran free | straggler slack raises | seeds |\n|---|---|---|---|---|---|')
-    return '\n'.join([head] + rows) + ("\n\nWhen and why: each run's `events.csv`; "
-                                       '`rog report DIR/runs` draws them (`membership.png`).')
+from rog_ros.experiments.seed_stats import add_equal_time_accuracy, aggregate
 
 
 def write_report(out: str, meta: dict, table: list[dict], series: dict, title=None,
@@ -117,32 +94,6 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
     path = os.path.join(out, 'report.md')
     atomic_write_text(path, '\n'.join(lines))
     return path
-
-
-MAX_TIMELINES = 6        # membership panels in one report (a compare directory has dozens)
-MAX_EVENT_LINES = 12     # sentences per run in report.md (events.csv has them all)
-
-
-def events_markdown(runs: list) -> list:
-    """Report lines: per run with events (the first six), their counts and first sentences."""
-    lines, with_events = [], [r for r in runs if r[2]]
-    for summary, _, events in with_events[:MAX_TIMELINES]:
-        counts = {}
-        for e in events:
-            counts[e['event']] = counts.get(e['event'], 0) + 1
-        lines.append(f'- {summary.get("system")} seed {summary.get("seed")}: '
-                     + ', '.join(f'{k} {v}' for k, v in sorted(counts.items())))
-        lines += [f'  - {e["time_s"]:.1f} s: {e.get("what") or e["event"]}'
-                  for e in events[:MAX_EVENT_LINES]]
-        if len(events) > MAX_EVENT_LINES:
-            lines.append(f'  - ... {len(events) - MAX_EVENT_LINES} more in events.csv')
-    if len(with_events) > MAX_TIMELINES:
-        lines.append(f'- ... {len(with_events) - MAX_TIMELINES} more runs with events '
-                     '(their events.csv)')
-    if not lines:
-        return []
-    title = '## Events (who was suspended, let go, readmitted, given slack; restarts)'
-    return [title, ''] + lines + ['']
 
 
 def _fault_handling(summary: dict) -> str:
@@ -205,7 +156,6 @@ def report_run(run_dir: str, say=None) -> str:
     by_system = {name: by_system[name] for name in system_order(by_system)}
     if not varying and not apart:
         # as in a comparison's report: each system at the seed's equal time
-        from rog_ros.experiments.seed_stats import add_equal_time_accuracy
         add_equal_time_accuracy(
             {name: [s for s, _ in items] for name, items in by_system.items()},
             {(name, s.get('seed')): rows for name, items in by_system.items()
