@@ -14,9 +14,10 @@
 """
 The ratios the paper reports: each Rog system's statistics over each other system's.
 
-Rog's claim is a ratio (its time to target over SSP's and BSP's); a ratio of two medians
-says nothing where a side never reached the target, so each line carries how many seeds of
-each side reached it, and a side that never did is said so instead of dropped.
+Rog's claim is a ratio (its time to target over SSP's and BSP's); a ratio of times says
+nothing of the seeds that never reached the target, so each line carries how many seeds of
+each side reached it, and a side that never did is said so (``rog:4 did not reach the target
+(0/3)``) instead of dropped.
 """
 
 from __future__ import annotations
