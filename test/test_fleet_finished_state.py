@@ -121,3 +121,45 @@ def test_rog_fleet_on_a_finished_run_says_so_and_starts_nothing(same_out, tmp_pa
     assert 'it 0/' not in said.err and 'progress' not in said.err
     assert same_out or not out.exists()
     assert sorted(p.name for p in first.iterdir()) == ['summary.json']   # no key, no logs
+
+
+def test_rog_robot_server_on_a_finished_run_says_so_as_rog_fleet_does(
+        tmp_path, monkeypatch, capsys):
+    """Say what rog fleet says (no node started) and exit 0 before any node starts."""
+    # Arrange
+    from rog_ros import cli
+    from rog_ros.nodes import robot
+    first = tmp_path / 'first'
+    first.mkdir()
+    (first / 'summary.json').write_text(json.dumps(
+        {'driver': 'fleet', 'completed': True, 'final_accuracy': 0.93, 'iterations': 8,
+         'workers': 2}))
+    hooks = _finished_state(tmp_path, out=str(first))
+    assert hooks.checkpoint_results_written()
+
+    def forbidden(*args, **kwargs):
+        """Fail: nothing is to be started."""
+        raise AssertionError('a process was started')
+    monkeypatch.setattr(subprocess, 'Popen', forbidden)
+    monkeypatch.setattr(subprocess, 'run', forbidden)
+    state = str(tmp_path / 'state')
+    args = cli.build_parser().parse_args(['robot', '--role', 'server', '--workers', '2',
+                                          '--iterations', '8', '--state-dir', state,
+                                          '--out', str(first)])
+    # Execute
+    code = robot.run(args)
+    said = capsys.readouterr()
+    fleet_said = fleet.run(_fleet_args(['--workers', '2', '--iterations', '8', '--state-dir',
+                                        state, '--out', str(first)]))
+    fleet_lines = capsys.readouterr().out.splitlines()
+    lines = said.out.splitlines()
+    # Assert
+    assert code == 0 and fleet_said == 0, said
+    assert lines[0] == (f'rog robot: the run in {state} had already finished (checkpoint '
+                        f'{hooks.checkpoint_id}): nothing to resume, so no node was started '
+                        'and nothing was written')
+    assert [line.replace('rog robot: ', 'rog fleet: ', 1) for line in lines[1:]] == \
+        fleet_lines[1:]                                     # results, how to train again
+    assert lines[-1] == f'rog robot: {state_dir.train_again(state)}'
+    assert 'started' not in said.err
+    assert sorted(p.name for p in first.iterdir()) == ['summary.json']   # no lock, no logs

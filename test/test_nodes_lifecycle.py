@@ -366,8 +366,12 @@ def test_a_finished_run_started_again_from_its_state_ends_at_once_for_every_robo
         for w in workers:
             w.shutdown()
         srv.shutdown()
-    said = [r.getMessage() for r in caplog.records if 'had finished the run' in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records
+            if 'had already finished the run' in r.getMessage()]
     assert [m.split(' had')[0] for m in said] == ['robot 0', 'robot 1'], said
+    # in the words of rog fleet and rog robot --role server (state_dir.train_again)
+    assert all(m.endswith(f'nothing to resume; to train again, move {tmp_path / "state"} away '
+                          'or give another --state-dir') for m in said), said
 
 
 def _keyed_worker(tmp_path, monkeypatch, key_file, robot_keys='true', bus=None):

@@ -160,7 +160,9 @@ def test_a_server_restored_from_a_finished_run_leaves_its_results_alone(tmp_path
     with caplog.at_level(logging.WARNING, logger='rog_server_finished_test'):
         assert node.activate() is True
     said = ' '.join(r.getMessage() for r in caplog.records)
-    assert 'had finished (checkpoint 7)' in said and 'move' in said
+    assert 'had already finished (checkpoint 7): nothing to resume' in said  # as rog fleet
+    assert said.endswith(f'to train again, move {node.args.state_dir} away or give another '
+                         '--state-dir')
     assert node.finish() == {}
     assert not (tmp_path / 'out').exists()
 

@@ -47,7 +47,7 @@ import time
 from rog_ros import checks
 from rog_ros.nodes import settings
 from rog_ros.nodes.fleet_progress import (
-    closing_lines, every_evaluation_failed, legend, Progress, result_line)
+    closing_lines, every_evaluation_failed, finished_lines, legend, Progress)
 from rog_ros.nodes.output_lock import OutputLock
 from rog_ros.nodes.plan import check_given_staleness, load_parameter_file, plan
 from rog_ros.nodes.respawn import describe_exit
@@ -248,27 +248,6 @@ def run(args) -> int:
         return _run_in(args, out, specs)
     finally:
         lock.release()
-
-
-def finished_lines(state_dir: str, done: dict, out: str) -> list:
-    """
-    Say that the run in ``state_dir`` had finished, and where its results are.
-
-    ``done``: :func:`state_dir.finished_run`'s answer. The nodes, started on that state,
-    ended at once, after a progress line that never moved (``it 0/20 acc -``) and a
-    ``done`` that named the earlier results as if this command had made them.
-    """
-    where = done.get('out') or out
-    summary = os.path.join(where, 'summary.json')
-    lines = [f'the run in {state_dir} had already finished (checkpoint {done.get("checkpoint")}'
-             '): nothing to resume, so no robot was started and nothing was written']
-    if os.path.isfile(summary):
-        lines += [f'its results are in {where}: {summary}', result_line(summary),
-                  f'plots and a report: rog report {where}']
-    else:
-        lines.append(f'its results were written to {where}, which holds no summary.json now')
-    lines.append(f'to train again, move {state_dir} away or give another --state-dir')
-    return [line for line in lines if line]
 
 
 def _completed(out: str) -> bool:

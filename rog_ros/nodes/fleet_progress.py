@@ -286,6 +286,29 @@ def output_lines(out: str, workload: str, options=None) -> list:
     return lines
 
 
+def finished_lines(state_dir: str, done: dict, out: str, started: str = 'robot') -> list:
+    """
+    Say that the run in ``state_dir`` had finished, and where its results are.
+
+    ``done``: :func:`state_dir.finished_run`'s answer; ``started``: what the command did not
+    start (``rog fleet``: a robot, ``rog robot --role server``: a node). The nodes, started
+    on that state, ended at once, after a progress line that never moved (``it 0/20 acc -``)
+    and a ``done`` that named the earlier results as if this command had made them.
+    """
+    from rog_ros.nodes.state_dir import train_again
+    where = done.get('out') or out
+    summary = os.path.join(where, 'summary.json')
+    lines = [f'the run in {state_dir} had already finished (checkpoint {done.get("checkpoint")}'
+             f'): nothing to resume, so no {started} was started and nothing was written']
+    if os.path.isfile(summary):
+        lines += [f'its results are in {where}: {summary}', result_line(summary),
+                  f'plots and a report: rog report {where}']
+    else:
+        lines.append(f'its results were written to {where}, which holds no summary.json now')
+    lines.append(train_again(state_dir))
+    return [line for line in lines if line]
+
+
 def _summary_options(summary_path: str) -> dict:
     """Return the workload options a run's summary records ({} when none or unreadable)."""
     options = (read_summary(summary_path) or {}).get('workload_options')

@@ -236,6 +236,8 @@ def run(args) -> int:
     except (OSError, ValueError) as err:
         print(f'rog robot: {err}', file=sys.stderr)
         return 2
+    if args.role == 'server' and _finished_before(specs[0].parameters):
+        return 0                # nothing to train: no node starts, nothing is written
     try:                        # one server run at a time in its --out (output_lock), one
         lock = _hold(args, specs, logs)     # worker robot of a rank in its --logs
     except OSError as err:
@@ -252,6 +254,25 @@ def run(args) -> int:
     finally:
         if lock is not None:
             lock.release()
+
+
+def _finished_before(server: dict) -> bool:
+    """
+    Say so and return True when the server's ``state_dir`` holds a run that had finished.
+
+    As ``rog fleet`` does (:func:`state_dir.finished_run`, read without torch): the robot
+    started its nodes, and its server node then said the run had finished. A worker robot
+    is told by its own node, which ends at once (status 0).
+    """
+    from rog_ros.nodes.fleet_progress import finished_lines
+    from rog_ros.nodes.state_dir import finished_run
+    state_dir = server.get('state_dir')
+    done = finished_run(state_dir)
+    if done is None:
+        return False
+    for line in finished_lines(state_dir, done, os.path.abspath(server['out']), 'node'):
+        print(f'rog robot: {line}')
+    return True
 
 
 def _hold(args, specs, logs: str):

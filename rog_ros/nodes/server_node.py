@@ -47,6 +47,7 @@ from rog_ros.nodes.routing import (link_stats, netmon_names, server_inbox, serve
                                    train_status, worker_name)
 from rog_ros.nodes.run_outputs import PREVIOUS, set_aside_earlier_results
 from rog_ros.nodes.signals import SignalRequests
+from rog_ros.nodes.state_dir import train_again
 from rog_ros.protocol.actions import Log
 from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import (LinkStats, new_incarnation, SERVER, train_status_problem,
@@ -285,9 +286,9 @@ class ServerNode:
         """
         if self._finished_before:
             a = self.args
-            self.log.warning(f'the run in {a.state_dir} had finished (checkpoint '
-                             f'{self.hooks.restored}): its results stay as written in '
-                             f'{a.out}; move {a.state_dir} away to train again')
+            self.log.warning(f'the run in {a.state_dir} had already finished (checkpoint '
+                             f'{self.hooks.restored}): nothing to resume; its results stay as '
+                             f'written in {a.out}; {train_again(a.state_dir)}')
             self.life.trigger('activate')
             return True
         waited = wait_matched(self.bus, server_outbox(self.args.workers),

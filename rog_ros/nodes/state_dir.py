@@ -82,6 +82,15 @@ def resuming_line(state_dir, rank=None) -> str:
     return f'resuming from the state in {state_dir} ({", ".join(names)})'
 
 
+def train_again(state_dir) -> str:
+    """
+    Say how to train again on the state of a finished run (``rog fleet``, ``rog robot``, nodes).
+
+    One wording for every command and node that finds the run in ``state_dir`` finished.
+    """
+    return f'to train again, move {state_dir} away or give another --state-dir'
+
+
 class _Stand:
     """What a torch object of a state file's pickle is read as: nothing (never run)."""
 

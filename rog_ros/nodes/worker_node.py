@@ -38,6 +38,7 @@ from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.reject_notes import RejectNotes
 from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
 from rog_ros.nodes.signals import SignalRequests
+from rog_ros.nodes.state_dir import train_again
 from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import new_incarnation, SERVER, TrainStatus, TransferAck
 from rog_ros.protocol.worker import WorkerEngine
@@ -229,9 +230,9 @@ class WorkerNode:
     def activate(self) -> bool:
         """Wait for the server's endpoints, then start training; False if shut down first."""
         if self.hooks.finished_before():
-            self.log.warning(f'robot {self.rank} had finished the run in {self.args.state_dir} '
-                             '(the server told it to stop): nothing to resume; move '
-                             f'{self.args.state_dir} away to train again')
+            self.log.warning(f'robot {self.rank} had already finished the run in '
+                             f'{self.args.state_dir} (the server told it to stop): nothing to '
+                             f'resume; {train_again(self.args.state_dir)}')
             self._finished_before = True
             self.life.trigger('activate')
             return True
