@@ -142,3 +142,38 @@ def test_a_run_that_completed_though_a_frozen_robot_was_killed_still_gives_its_r
     assert 'final accuracy 0.9000' in lines[1]
     assert lines[-1] == ('the run completed; rog fleet exits with status 1 because '
                          'rog_worker_1 failed (above)')
+
+
+def test_a_dropped_message_is_quoted_with_the_hint_of_a_later_drop(tmp_path):
+    """Quote the first bad_tag drop that says why (the bus hints from the second drop on)."""
+    # Arrange: the server's bus drops four messages tagged with another fleet key
+    import logging
+    from types import SimpleNamespace
+    from rog_ros.protocol import auth
+    from rog_ros.protocol import messages as m
+    from rog_ros.transport.auth_bus import AuthBus
+    key = auth.FleetKey(b'the fleet key of thirty-two bytes')
+    other = auth.Signer(auth.FleetKey(b'another fleet key of 32 bytes...'))
+    received = [('up/link', other.sign(m.LinkStats(node=1, interface='x', stamp=1.0)))
+                for _ in range(4)]
+    said = []
+    log = logging.getLogger('rog_fleet_warnings_test')
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())
+    log.addHandler(handler)
+    try:
+        AuthBus(SimpleNamespace(namespace='/w', rejects=0, poll=lambda timeout_s: received),
+                key, logger=log).poll()
+    finally:
+        log.removeHandler(handler)
+    _write(os.path.join(str(tmp_path), 'rog_server.log'),
+           ['[INFO] [1.0] [rog_server]: active']
+           + [f'[WARNING] [2.0] [rog_ros.auth]: {text}' for text in said])
+    _write(os.path.join(str(tmp_path), 'rog_worker_0.log'), [   # one drop: nothing better
+        '[WARNING] [2.0] [rog_ros.auth]: ' + said[0]])
+    # Execute
+    line = robot_warnings(str(tmp_path), ['rog_server', 'rog_worker_0'])
+    # Assert
+    assert len(said) == 3 and 'so far); a different fleet key?' in said[1]
+    assert f'rog_server 3 (first with its cause: {said[1]}); ' in line
+    assert f'rog_worker_0 1 (first: {said[0]});' in line
