@@ -165,6 +165,30 @@ def test_the_server_drops_a_status_out_of_range_counts_it_and_says_so_once(
     assert summary['rejects_by_reason']['invalid_status'] == 3
 
 
+def test_the_summary_has_every_reject_reason_the_docs_name_zero_or_not(tmp_path, monkeypatch):
+    """Write every reason of rejects_by_reason, 0 when none, as docs/outputs.md lists them."""
+    # Arrange: a fleet without a fleet key (its bus has no authentication reasons of its own)
+    import os
+    import re
+    in_memory_fleet(monkeypatch)
+    srv, wrk = server_and_worker(tmp_path / 'out', '/reject_keys', ['--iterations', '3'], [])
+    try:
+        # Execute
+        summary = srv._write(srv.t0 or 0.0)
+    finally:
+        wrk.shutdown()
+        srv.shutdown()
+    docs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'docs',
+                        'outputs.md')
+    with open(docs, encoding='utf-8') as fh:
+        row = next(line for line in fh if line.startswith('| `rejects`, `rejects_by_reason`'))
+    # Assert
+    keys = ['undecodable', 'unauthenticated', 'bad_tag', 'replay', 'too_old', 'malformed',
+            'invalid', 'engine_error', 'invalid_status']
+    assert summary['rejects_by_reason'] == dict.fromkeys(keys, 0)
+    assert re.findall(r'always the keys (.*?)[:;]', row) == [', '.join(f'`{k}`' for k in keys)]
+
+
 def test_the_progress_line_shows_no_status_out_of_range():
     shown = Progress(1, 10, stream=io.StringIO())
     shown.on_status(_status(node=SERVER, iteration=4, accuracy=0.75))

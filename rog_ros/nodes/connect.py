@@ -27,6 +27,7 @@ import os
 import time
 
 from rog_ros.nodes.fleet_key import key_source, load_fleet_key
+from rog_ros.protocol.auth import REASONS as AUTH_REASONS
 from rog_ros.transport.bus import RecordError
 from rog_ros.transport.choose import make_bus
 
@@ -114,6 +115,10 @@ def fleet_key(args, log=None, rank=None, worker=False):
     return keys
 
 
+NODE_REJECT_REASONS = ('undecodable',) + AUTH_REASONS + ('invalid', 'engine_error')
+"""Why a server or worker node drops a message (:func:`node_reject_counts`), in order."""
+
+
 def reject_counts(bus) -> dict:
     """Return ``{reason: count}`` of the messages ``bus`` dropped (empty without a bus)."""
     if bus is None:
@@ -128,9 +133,12 @@ def node_reject_counts(node) -> dict:
 
     ``undecodable`` and the authentication reasons come from the bus, ``invalid`` from the
     engine's validation, ``engine_error`` from the driver (the engine raised); the server
-    node adds ``invalid_status`` (``ServerNode.reject_counts``).
+    node adds ``invalid_status`` (``ServerNode.reject_counts``). Every reason of
+    :data:`NODE_REJECT_REASONS` is there, 0 when none (a bus without a fleet key has no
+    authentication reasons of its own), so ``summary.json`` always has the same keys.
     """
-    counts = reject_counts(getattr(node, 'bus', None))
+    counts = dict.fromkeys(NODE_REJECT_REASONS, 0)
+    counts.update(reject_counts(getattr(node, 'bus', None)))
     if getattr(node, 'engine', None) is not None:
         counts['invalid'] = node.engine.rejects
     if getattr(node, 'driver', None) is not None:

@@ -196,8 +196,7 @@ class ServerNode:
     def reject_counts(self) -> dict:
         """Return ``{reason: count}`` of every message this node dropped (see connect)."""
         counts = node_reject_counts(self)
-        if self.bad_statuses:
-            counts['invalid_status'] = self.bad_statuses
+        counts['invalid_status'] = self.bad_statuses     # (0 too: summary.json's keys)
         return counts
 
     # ------------------------------------------------------------------ lifecycle
