@@ -148,6 +148,69 @@ def test_the_child_checks_and_builds_with_the_options(capsys):
     assert built == 0 and malformed == 2
 
 
+def _children(monkeypatch, build_says=None) -> list:
+    """Record the arguments of every prepare_workload child; a build answers ``build_says``."""
+    started = []
+
+    def child(args):
+        """Stand for a child: record it; its options check passes."""
+        started.append(list(args))
+        return None if args[-1:] == ['--options-only'] else build_says
+    monkeypatch.setattr(prepare_workload, '_in_child', child)
+    return started
+
+
+def test_rog_fleet_checks_the_options_in_the_child_that_builds_the_workload(
+        tmp_path, monkeypatch, capsys):
+    """Start one child for the options and the build (a child of its own took 2 s more)."""
+    # Arrange
+    started = _children(monkeypatch, build_says='stopped here')
+    # Execute
+    code = cli.main(['fleet', '--workload', 'toy', '--workload-option', 'features=5',
+                     '--out', str(tmp_path / 'run')])
+    # Assert
+    assert code == 2 and 'rog fleet: stopped here' in capsys.readouterr().err
+    assert started == [['toy', '--workload-options', 'features=5']]
+
+
+def test_init_model_checks_the_options_in_its_own_child(monkeypatch, tmp_path):
+    """Check the options of a run with init_model in its child (rog robot, the launch files)."""
+    # Arrange
+    started = _children(monkeypatch)
+    (tmp_path / 'start.pt').write_bytes(b'')
+    # Execute
+    plan.plan(None, {'workload': 'toy', 'workload_options': 'features=5',
+                     'init_model': str(tmp_path / 'start.pt')})
+    # Assert
+    assert started == [['toy', '--init-model', str(tmp_path / 'start.pt'),
+                        '--workload-options', 'features=5']]
+
+
+@pytest.mark.parametrize('init_model', (False, True), ids=('prepared', 'init_model'))
+def test_a_fleet_with_a_bad_option_says_it_in_one_line_before_any_node(
+        init_model, tmp_path, monkeypatch, capsys):
+    """Refuse an unknown key in the child that builds (or checks init_model), no node started."""
+    # Arrange
+    from rog_ros.nodes import supervisor
+
+    def forbidden(*args, **kwargs):
+        """Fail: no node is to start."""
+        raise AssertionError('a node was started')
+    monkeypatch.setattr(supervisor.Supervisor, 'start', forbidden)
+    extra = ['--init-model', str(tmp_path / 'start.pt')] if init_model else []
+    (tmp_path / 'start.pt').write_bytes(b'')
+    # Execute
+    code = cli.main(['fleet', '--workload', 'toy', '--workload-option', 'feature=5',
+                     '--out', str(tmp_path / 'run')] + extra)
+    err = capsys.readouterr().err.strip().splitlines()
+    # Assert
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith(
+        "rog fleet: workload_options (--workload-options): toy takes no option 'feature'; "
+        'it takes'), err
+    assert not (tmp_path / 'run').exists()     # (the lock it took is removed with it)
+
+
 def test_the_closing_line_loads_the_model_with_the_options(tmp_path):
     """Name the options in the load_trained hint, given or read from summary.json."""
     # Prepare

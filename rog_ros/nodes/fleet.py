@@ -222,7 +222,8 @@ def run(args) -> int:
         if args.domain_id is not None:
             checks.integer('--domain-id', args.domain_id, 0, 232)
         file_params = load_parameter_file(args.config, '--config') if args.config else {}
-        specs = plan(file_params, _overrides(args, out))
+        # the workload options are checked where the workload is built (prepare, below)
+        specs = plan(file_params, _overrides(args, out), built_later=True)
         check_given_staleness(specs[0].parameters['sync'], args.staleness)
         checks.output_dir('--out', args.out)
         if specs[0].parameters.get('state_dir'):    # (a file, a damaged state: nodes untouched)
@@ -239,12 +240,18 @@ def run(args) -> int:
         for line in finished_lines(state_dir, done, out):
             print(f'rog fleet: {line}')
         return 0
+    made = _made_by_lock(out)        # (removed again if the workload is refused)
     try:      # before anything is written there: the key, the logs, the earlier results
         lock = OutputLock.take(out, 'rog fleet')
     except OSError as err:
         print(f'rog fleet: {err}', file=sys.stderr)
         return 2
     try:
+        failed = _prepare(specs[0])
+        if failed:          # a bad workload option, a broken builder: one line, no node
+            print(f'rog fleet: {failed}', file=sys.stderr)
+            _unmake(made)
+            return 2
         return _run_in(args, out, specs)
     finally:
         lock.release()
@@ -275,21 +282,53 @@ def _completed_anyway(out: str, failed, workload: str, log_dir: str, log_names) 
         'failed (above)']
 
 
+def _prepare(server) -> str | None:
+    """
+    Build (and cache) the workload of the ``server`` NodeSpec once; None, or why not (a line).
+
+    Once, not in every node at the same time; in a child process, so that this one, which
+    supervises the whole run, holds no torch. With init_model the plan's check did that
+    already (plan._check_init_model: a child built the same workload with the same options,
+    self-check included, then read the weights): a second child built a user's workload once
+    more for nothing (6 builds for 3 workers). The child checks the workload options first
+    (refused in plan's words): plan leaves them to it (``built_later``), a child of its own
+    loaded torch and the user's module once more (about 2 s before the first node).
+    """
+    from rog_ros.nodes.prepare_workload import prepare
+    if server.parameters.get('init_model'):
+        return None
+    return prepare(server.parameters['workload'], server.parameters.get('workload_options'))
+
+
+def _made_by_lock(out: str) -> list:
+    """Return what taking the lock of ``out`` makes: its lock file, folders (deepest first)."""
+    from rog_ros.nodes.output_lock import LOCK_FILE
+    made = [] if os.path.lexists(os.path.join(out, LOCK_FILE)) else [
+        os.path.join(out, LOCK_FILE)]
+    while out and not os.path.lexists(out) and os.path.dirname(out) != out:
+        made.append(out)
+        out = os.path.dirname(out)
+    return made
+
+
+def _unmake(made: list) -> None:
+    """
+    Remove what the lock made (``_made_by_lock``) for a run refused before it wrote anything.
+
+    A refused workload option left a new ``--out`` holding only the lock file (the plan's
+    check, which ran before the lock, left nothing); a folder that holds more stays.
+    """
+    try:
+        for path in made:
+            (os.rmdir if os.path.isdir(path) else os.remove)(path)
+    except OSError:
+        pass
+
+
 def _run_in(args, out: str, specs) -> int:
-    """Run the checked fleet ``specs`` with ``out`` held (``run``'s second half)."""
+    """Run the checked fleet ``specs`` with ``out`` held and its workload built."""
     from rog_ros.transport.cyclone_config import config_path
     server = specs[0]
-    # build (and cache) the workload once, not in every node at the same time; in a child
-    # process, so that this one, which supervises the whole run, holds no torch. With
-    # init_model the plan's check did that already (plan._check_init_model: a child built
-    # the same workload with the same options, self-check included, then read the weights):
-    # a second child built a user's workload once more for nothing (6 builds for 3 workers)
-    from rog_ros.nodes.prepare_workload import prepare
-    failed = None if server.parameters.get('init_model') else prepare(
-        server.parameters['workload'], server.parameters.get('workload_options'))
-    if failed:
-        print(f'rog fleet: {failed}', file=sys.stderr)
-        return 2
     try:
         key, key_env = fleet_key_env(args, out)
         watch_key = _watch_key(key, server.parameters)

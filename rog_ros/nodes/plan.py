@@ -224,11 +224,12 @@ def _check_init_model(workload: str, path: str, seen: dict, options: str = None)
     """Check that ``path`` holds weights that fit ``workload``'s model (once per pair)."""
     if seen.get('init_model fits') == (path, workload, options):
         return
-    from rog_ros.nodes.prepare_workload import check_start
-    # (a child: this process may run for the whole run)
+    from rog_ros.nodes.prepare_workload import check_start, OPTIONS
+    # (a child: this process may run for the whole run); it checks the options first
     why = check_start(workload, path, options)
     if why:
-        raise checks.ConfigError(f"{_opt('init_model')}: {why}")
+        raise checks.ConfigError(why if why.startswith(f'{OPTIONS}: ')
+                                 else f"{_opt('init_model')}: {why}")
     seen['init_model fits'] = (path, workload, options)
 
 
@@ -241,19 +242,24 @@ def _check_workload_options(workload: str, text, seen: dict) -> None:
     """
     if not text or seen.get('workload_options fit') == (workload, text):
         return
-    from rog_ros.nodes.prepare_workload import check_options
+    from rog_ros.nodes.prepare_workload import check_options, OPTIONS
     why = check_options(workload, text)    # (a child: reading the builder imports torch)
     if why:
-        raise checks.ConfigError(f"{_opt('workload_options')}: {why}")
+        raise checks.ConfigError(why if why.startswith(f'{OPTIONS}: ') else f'{OPTIONS}: {why}')
     seen['workload_options fit'] = (workload, text)
 
 
-def validate(params: dict) -> None:
+def validate(params: dict, built_later: bool = False) -> None:
     """
     Check every resolved parameter of every executable before anything starts.
 
     Raises ConfigError (a ValueError) with one line naming the key and option, e.g.
     ``trace (--trace): 'missing.csv' is neither a preset (...) nor an existing file``.
+    ``built_later``: the caller builds the workload before any node starts, in a child that
+    checks ``workload_options`` first, in the same words (``rog fleet``: ``prepare``); they
+    are not checked here then, in a child of their own (torch and the user's module loaded
+    once more, about 2 s). Nor are they where ``init_model`` is given: its check's child
+    checks them first.
     """
     n = params['rog_server']['workers']
     checks.integer(_opt('workers'), n, 1, 1024)
@@ -266,7 +272,7 @@ def validate(params: dict) -> None:
                 _CHECKS[key](_opt(key), value, n)
             seen[key] = (value,)
     for exe in ROLE_KEYS:
-        if 'workload' in params[exe]:
+        if 'workload' in params[exe] and not built_later and not params[exe].get('init_model'):
             _check_workload_options(params[exe]['workload'],
                                     params[exe].get('workload_options'), seen)
     for exe in ROLE_KEYS:
@@ -320,10 +326,15 @@ class _Args:
         self.__dict__.update(params)
 
 
-def plan(file_params=None, overrides=None) -> list:
-    """Return the fleet's NodeSpecs: server, workers 0..N-1, then netmon (if enabled)."""
+def plan(file_params=None, overrides=None, built_later: bool = False) -> list:
+    """
+    Return the fleet's NodeSpecs: server, workers 0..N-1, then netmon (if enabled).
+
+    ``built_later``: see :func:`validate` (``rog fleet`` builds the workload before its
+    nodes start, and that checks the workload options).
+    """
     params = resolve(file_params, overrides)
-    validate(params)
+    validate(params, built_later)
     srv = params['rog_server']
     n = int(srv['workers'])
     specs = [NodeSpec('rog_server', 'rog_server', _strip(srv), 'server')]

@@ -25,7 +25,10 @@ the data and pre-train at the same time on a first run. It does so in a child pr
 fleet's own process supervises the nodes for the whole run and trains nothing, and building
 the workload there left torch and the workload's data in it (304 MB resident against 50 MB
 without, measured with MPCOL on an x86 machine). The child shows its progress on stderr as
-before and reports a failure as one line on stdout, which the fleet prints as its own.
+before and reports a failure as one line on stdout, which the fleet prints as its own. It
+checks the builder's options first, refused as ``workload_options (--workload-options): ...``
+as ``plan`` would say it, so the fleet's plan leaves them to it (``built_later``): a child of
+their own loaded torch and the user's module once more, about 2 s before the first node.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ import signal
 import subprocess
 import sys
 
+OPTIONS = 'workload_options (--workload-options)'
+"""How a refusal of the builder's options names the setting (as ``plan`` names settings)."""
 INTERRUPTED = 130
 """The child's exit status when Ctrl-C stopped it (the fleet then stops as on Ctrl-C)."""
 
@@ -117,12 +122,15 @@ def main(argv=None) -> int:
         return 2
     name, init_model, options, options_only = parsed
     try:
-        if options_only:        # the builder's signature only: nothing is built
-            from rog_ros.workloads.options import from_text
-            from_text(name, options)
+        # the options first (the builder's signature only), refused in the words of plan's
+        # checks: rog fleet checks them here only, in the step that builds the workload
+        kwargs = _checked_options(name, options)
+        if kwargs is None:
+            return 2
+        if options_only:        # nothing is built
             return 0
         from rog_ros.nodes.assembly import load_workload
-        workload = load_workload(name, options)
+        workload = load_workload(name, kwargs)
         if init_model is not None:
             workload.starting_from(init_model)
     except KeyboardInterrupt:
@@ -132,6 +140,16 @@ def main(argv=None) -> int:
         print(' '.join(str(text).split()))
         return 2
     return 0
+
+
+def _checked_options(name: str, options) -> dict | None:
+    """Return the builder's ``options`` checked, or None once their refusal is printed."""
+    from rog_ros.workloads.options import from_text
+    try:
+        return from_text(name, options)
+    except ValueError as err:
+        print(f'{OPTIONS}: {" ".join(str(err).split())}')
+        return None
 
 
 if __name__ == '__main__':
