@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 import pytest
-from rog_ros import cli
+from rog_ros import cli, cli_sim
 from rog_ros.nodes.push_systems import PUSH_SYSTEMS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -204,7 +204,7 @@ def test_rog_sim_progress_redraws_one_line_on_a_terminal():
             """Say yes."""
             return True
     stream = Terminal()
-    progress = cli._SimProgress(stream)
+    progress = cli_sim._SimProgress(stream)
     for i in range(3):
         progress(float(i), float(i), {'accuracy': 0.5})
     progress.close()

@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from rog_ros import cli
+from rog_ros import cli, cli_sim
 from rog_ros.experiments import compare as compare_mod
 from rog_ros.nodes import fleet as cli_fleet
 from rog_ros.nodes import plan as fleet
@@ -484,7 +484,7 @@ def test_bounds_and_spellings_that_are_fine_pass(tmp_path):
     args = cli.build_parser().parse_args(['sim', '--workload', 'toy', '--trace', 'clean',
                                           '--seed', '2147483647', '--staleness', '1000',
                                           '--iterations', '1000000'])
-    cli._check_sim(args)
+    cli_sim._check_sim(args)
 
 
 @pytest.mark.parametrize('argv, target', [
@@ -564,7 +564,7 @@ def test_the_toy_still_runs_its_default_systems(monkeypatch, capsys):
         return Result()
     monkeypatch.setattr('rog_ros.experiments.toy.run_toy', run_toy)
     assert cli.main(['sim', '--toy', '--iterations', '2', '--workers', '2']) == 0
-    assert seen == cli.TOY_SYSTEMS.split(',')
+    assert seen == cli_sim.TOY_SYSTEMS.split(',')
 
 
 TRACE_CASES = [
@@ -675,7 +675,7 @@ def test_sigterm_stops_compare_like_ctrl_c(tmp_path, signame, status, said):
 
 
 def test_a_tagged_sync_without_a_threshold_takes_the_staleness():
-    from rog_ros.cli import _system_spec
+    from rog_ros.cli_sim import _system_spec
     from rog_ros.protocol.policies import make_policy
     assert _system_spec('rog#late_rows=0', 7) == 'rog:7#late_rows=0'
     pol = make_policy(_system_spec('rog#late_rows=0', 7))

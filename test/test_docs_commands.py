@@ -19,7 +19,7 @@ the parser or the command's own up-front checks refuse is a defect of the docs (
 CLI). The command lines are read from fenced code blocks, indented code blocks and inline
 code spans; each is parsed by ``cli.build_parser()`` (flags spelled in full: a prefix that
 argparse completes today breaks when a flag that shares it is added) and then given to the
-checks its command runs before it starts anything (``cli._check_sim``, ``plan.plan``, ...).
+checks its command runs before it starts anything (``cli_sim._check_sim``, ``plan.plan``, ...).
 A command line the docs show being refused must be refused (``REFUSED``). Nothing is trained,
 simulated or started: trace files the docs name are checked by name only (they are the
 user's), and a process that would start fails the test.
@@ -46,7 +46,7 @@ import sys
 import types
 
 import pytest
-from rog_ros import checks, cli
+from rog_ros import checks, cli, cli_bench, cli_compare, cli_options, cli_sim
 from rog_ros.experiments import chaos, chaos_fleet
 from rog_ros.net import cli_trace, trace_spec, traces
 from rog_ros.nodes import cli_security, fleet, plan, prepare_workload, respawn, robot, settings
@@ -291,8 +291,8 @@ def _check_chaos(args) -> None:
 
 
 def _check_model(args) -> None:
-    """Refuse a --model the simulator's commands refuse (``cli._bad_model``)."""
-    bad = cli._bad_model(args)
+    """Refuse a --model the simulator's commands refuse (``cli_options.bad_model``)."""
+    bad = cli_options.bad_model(args)
     if bad:
         raise ValueError(bad)
 
@@ -302,15 +302,15 @@ def _value_checks(args) -> tuple:
     command = (args.command, getattr(args, 'bench_command', None) or
                getattr(args, 'trace_command', None) or getattr(args, 'security_command', None))
     return {
-        ('sim', None): (cli._check_sim, _check_model),
-        ('compare', None): (cli._check_compare, _check_model),
-        ('reproduce', None): (cli._check_reproduce,),
+        ('sim', None): (cli_sim._check_sim, _check_model),
+        ('compare', None): (cli_compare._check_compare, _check_model),
+        ('reproduce', None): (cli_compare._check_reproduce,),
         ('fleet', None): (_check_fleet,),
         ('robot', None): (_check_robot,),
         ('chaos', None): (_check_chaos,),
-        ('bench', 'overhead'): (cli._check_bench_overhead,),
-        ('bench', 'codec'): (cli._check_bench_codec,),
-        ('bench', 'transport'): (cli._check_bench_transport,),
+        ('bench', 'overhead'): (cli_bench._check_bench_overhead,),
+        ('bench', 'codec'): (cli_bench._check_bench_codec,),
+        ('bench', 'transport'): (cli_bench._check_bench_transport,),
         ('bench', 'faults'): (_check_bench_faults,),
         ('trace', 'gen'): (_check_trace_gen,),
         ('trace', 'stats'): (_check_trace_source,),
