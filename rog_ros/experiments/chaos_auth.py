@@ -27,17 +27,15 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 
 from rog_ros.experiments.chaos_fleet import ChaosConfig
 from rog_ros.protocol.auth import REASONS
+from rog_ros.transport.auth_bus import DROP_LINE
 
 AUTH_DROPS = tuple(r for r in REASONS if r != 'replay')
 """Reject reasons of the authentication that a fleet with one key must never count: a
 ``replay`` is a copy of a message already taken (the faults duplicate messages, and a sender
 may resend one unchanged), the others a message of another key or of none."""
-_DROP_LINE = re.compile(r'dropped \S+ on \S+ claiming sender \S+: (\w+) \((\d+) ')
-"""An AuthBus's line for a dropped message: its reason and the count so far."""
 
 
 def given_key(cfg: ChaosConfig, environ=None) -> tuple:
@@ -112,7 +110,7 @@ def auth_drops(rejects: dict, log_dir: str) -> dict:
     for path in sorted(glob.glob(os.path.join(log_dir, '*.log'))):
         with open(path, encoding='utf-8', errors='replace') as fh:
             for line in fh:
-                m = _DROP_LINE.search(line)
+                m = DROP_LINE.search(line)
                 if m and m.group(1) in out:
                     out[m.group(1)] = max(out[m.group(1)], int(m.group(2)))
     return {r: n for r, n in out.items() if n}

@@ -332,28 +332,18 @@ def _robots_hold_it(summary_path: str) -> str:
 _WARNING_LINE = re.compile(r'^\[(WARN|WARNING|ERROR|FATAL)\]\s+\[[^\]]*\]\s+\[[^\]]*\]:\s*(.*)$')
 
 
-# an authenticated bus's drop (transport.auth_bus): ``dropped T on TOPIC claiming sender S:
-# REASON (N REASON so far)``, and from the second drop of a reason on, ``; HINT``
-_DROP_LINE = re.compile(r'^dropped \S+ on \S+ claiming sender \S+: (\w+) \(\d+ \1 so far\)(; )?')
-
-
 def _quoted(hits: list) -> str:
     """
     Return how the closing line quotes a log's warnings ``hits``: the first, cut to 120.
 
-    Where the first is a dropped message without a hint (the bus adds what most likely made
-    it fail, ``bad_tag``: another key, ``robot_keys`` set otherwise, only from the second
-    drop of a reason on), the first drop of that reason that carries its hint is quoted
-    instead, hint whole: it is what the user needs, and the first said only ``bad_tag``.
+    A dropped message's line keeps its hint whole (up to 400): the authenticated bus says
+    there what most likely made it fail (another key, ``robot_keys`` set otherwise), which
+    is what the user needs; cut at 120 it said only ``bad_tag``.
     """
-    first = _DROP_LINE.match(hits[0])
-    if first and not first.group(2):
-        for hit in hits[1:]:
-            said = _DROP_LINE.match(hit)
-            if said and said.group(1) == first.group(1) and said.group(2):
-                text = hit if len(hit) <= 400 else hit[:397] + '...'
-                return f'first with its cause: {text}'
-    return 'first: ' + (hits[0] if len(hits[0]) <= 120 else hits[0][:117] + '...')
+    from rog_ros.transport.auth_bus import DROP_LINE
+    said = DROP_LINE.match(hits[0])
+    limit = 400 if said and said.group(3) else 120
+    return 'first: ' + (hits[0] if len(hits[0]) <= limit else hits[0][:limit - 3] + '...')
 
 
 def robot_warnings(log_dir: str, names) -> str:
@@ -362,8 +352,8 @@ def robot_warnings(log_dir: str, names) -> str:
 
     What a robot's engine notices (a non-finite gradient, messages it dropped and why) is said
     in that robot's log only: the run's ``events.csv`` is the server's. Names each log with
-    warnings, how many, and the first of them (or the first that says why, :func:`_quoted`),
-    so that a user who reads only the console still learns that there is something to read.
+    warnings, how many, and the first of them (:func:`_quoted`), so that a user who reads
+    only the console still learns that there is something to read.
     """
     found = []
     for name in names:

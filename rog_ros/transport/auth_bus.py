@@ -25,12 +25,18 @@ engine or callback ever sees them. Works over any Bus (``DdsBus``, ``RclpyBus``)
 from __future__ import annotations
 
 import logging
+import re
 import time
 
 from rog_ros.protocol.auth import DEFAULT_WINDOW, sender_of, Signer, Verifier
 from rog_ros.transport.bus import Bus
 
 LOG = logging.getLogger('rog_ros.auth')
+DROP_LINE = re.compile(r'dropped \S+ on \S+ claiming sender \S+: (\w+) \((\d+) \1 so far\)(; )?')
+"""The form of this bus's warning for a dropped message (logged at the 1st, 2nd, 4th, ...
+drop of a reason): groups the reason, its count so far, and ``'; '`` where a hint follows.
+What reads the nodes' logs (``rog fleet``'s closing lines, ``rog chaos``'s verdicts) parses
+them with it."""
 
 
 class AuthBus(Bus):
@@ -91,8 +97,13 @@ class AuthBus(Bus):
         return False
 
     def _hint(self, reason: str, count: int, msg) -> str:
-        """Return what repeated ``bad_tag`` drops most likely mean ('' otherwise)."""
-        if reason != 'bad_tag' or count < 2:
+        """
+        Return what a ``bad_tag`` drop most likely means ('' otherwise), from the first on.
+
+        One tag more per logged drop (the 1st, 2nd, 4th, ...); the first drop is the one a
+        user reads first, and the closing lines of a run quote it.
+        """
+        if reason != 'bad_tag':
             return ''
         from rog_ros.protocol.robot_keys import bad_tag_hint
         return '; ' + bad_tag_hint(self.verifier.key, msg)
