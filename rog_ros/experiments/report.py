@@ -27,6 +27,7 @@ who was out of the staleness check (``membership``).
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.membership import events_markdown, MAX_TIMELINES, membership_markdown, \
@@ -73,15 +74,9 @@ def write_report(out: str, meta: dict, table: list[dict], series: dict, title=No
              'accuracy then (the 3-evaluation mean time to target reads). '
              f"Simulated (virtual) time; compute charged from the workload's device profile. "
              f'{WAITS_SENTENCE}', '', table_markdown(table), '']
-    note = seeds_note(table)
-    if note:
-        lines += [note, '']
-    failures = failures_markdown(table)
-    if failures:
-        lines += ['## Failed runs (excluded from the means)', '', failures, '']
-    membership = membership_markdown(table)
-    if membership:
-        lines += ['## Robots out of the staleness check', '', membership, '']
+    lines += _paragraph(seeds_note(table))
+    lines += _section('Failed runs (excluded from the means)', failures_markdown(table))
+    lines += _section('Robots out of the staleness check', membership_markdown(table))
     lines += ['## Ratios', '', ratios_markdown(table) or '-', '', '## Plots', '']
     lines += plots_markdown(plots, skipped, gaps)
     lines += ['', '`(comm+stall)/compute` tells the regime: the paper studies networks where '
@@ -137,6 +132,54 @@ def report_run(run_dir: str, say=None) -> str:
     ``summary.json`` that is not a run's), or when runs of different comparisons (or of one
     and runs outside it) would share a row (``one_comparison``).
     """
+    folder = _folder_rows(run_dir, say)
+    _say_what_does_not_compare(folder, say)
+    clock = _Clock([s.get('driver') == 'fleet' for s, _, _ in folder.runs])
+    first = folder.runs[0][0]
+    context = ('runs of several settings' if folder.varying else
+               f'{first.get("workload", "?")} on {first.get("trace", "?")}')
+    series = {name: [rows for _, rows in items] for name, items in folder.by_system.items()}
+    plots, skipped = plots_or_why(say, write_plots, run_dir, folder.table, series,
+                                  first.get('target_accuracy'), clock.axis, context)
+    lines = _folder_heading(folder, clock) + _folder_notes(folder)
+    if clock.fleet:
+        lines += _fleet_section(run for run, is_fleet in zip(folder.runs, clock.fleets)
+                                if is_fleet)
+    timeline = None if skipped else _membership_timeline(folder, clock.axis)
+    if timeline:
+        plots.append(('who was in the staleness check', timeline))
+    lines += events_markdown(folder.runs)
+    lines += ['## Plots', ''] + plots_markdown(plots, skipped, _curve_gaps(folder))
+    path = os.path.join(run_dir, 'report.md')
+    atomic_write_text(path, '\n'.join(lines) + '\n')
+    return path
+
+
+class _Folder(NamedTuple):
+    """A folder's runs read back and grouped into the rows of its report (``_folder_rows``)."""
+
+    run_dir: str
+    placed: list        # (summary, rows, events, root) of each run that counts (newest per seed)
+    row_name: object    # summary -> its row's label (``setting_labels``)
+    varying: list       # the settings that differ between the runs (none: one setting)
+    owners: dict        # the comparisons (and loose runs) the rows come from
+    apart: bool         # rows of one setting from different groups: not compared
+    by_system: dict     # row label -> [(summary, rows), ...], in ``system_order``
+    table: list         # one aggregated row per label
+
+    @property
+    def runs(self) -> list:
+        """Return ``(summary, rows, events)`` of each run."""
+        return [run[:3] for run in self.placed]
+
+
+def _folder_rows(run_dir: str, say) -> _Folder:
+    """
+    Read the runs below ``run_dir`` and group them into rows, one per system and setting.
+
+    Seeds of a row are averaged; with one setting and one group the rows are also compared at
+    the seed's equal time, as in a comparison's report. ValueError as ``report_run`` says.
+    """
     if not os.path.isdir(run_dir):
         raise ValueError(why_no_runs(run_dir))
     placed = placed_runs(run_dir)
@@ -149,9 +192,8 @@ def report_run(run_dir: str, say=None) -> str:
     # of different groups would compare runs made apart (other seeds, budgets, revisions).
     apart = not varying and len(owners) > 1
     placed = newest_per_seed(run_dir, placed, row_name, say)
-    runs = [run[:3] for run in placed]
     by_system = {}
-    for summary, rows, _ in runs:
+    for summary, rows, _, _ in placed:
         by_system.setdefault(row_name(summary), []).append((summary, rows))
     by_system = {name: by_system[name] for name in system_order(by_system)}
     if not varying and not apart:
@@ -162,90 +204,125 @@ def report_run(run_dir: str, say=None) -> str:
              for s, rows in items if not s.get('error')})
     table = [dict(aggregate([s for s, _ in items]), system=label)
              for label, items in by_system.items()]
-    if varying and say is not None:
-        say(f'the runs in {run_dir} differ in {", ".join(varying)}: one row per system and '
-            'setting, no ratios between them')
-    if apart and say is not None:
-        say(f'the runs in {run_dir} are of {groups_phrase(owners)}: one row per system, no '
-            'ratios or equal-time accuracy between rows made apart; rog report of one '
-            'comparison compares its systems')
-    series = {name: [rows for _, rows in items] for name, items in by_system.items()}
-    first = runs[0][0]
-    fleets = [s.get('driver') == 'fleet' for s, _, _ in runs]
-    fleet, mixed = any(fleets), any(fleets) and not all(fleets)
-    axis = ('time (s): simulated for simulated runs, wall-clock for fleets' if mixed else
-            'wall-clock time (s)' if fleet else 'simulated time (s)')
-    context = ('runs of several settings' if varying else
-               f'{first.get("workload", "?")} on {first.get("trace", "?")}')
-    plots, skipped = plots_or_why(say, write_plots, run_dir, table, series,
-                                  first.get('target_accuracy'), axis, context)
+    return _Folder(run_dir, placed, row_name, varying, owners, apart, by_system, table)
+
+
+def _say_what_does_not_compare(folder: _Folder, say) -> None:
+    """Tell ``say`` why rows of the folder are not compared: other settings, other groups."""
+    if say is None:
+        return
+    if folder.varying:
+        say(f'the runs in {folder.run_dir} differ in {", ".join(folder.varying)}: one row per '
+            'system and setting, no ratios between them')
+    if folder.apart:
+        say(f'the runs in {folder.run_dir} are of {groups_phrase(folder.owners)}: one row per '
+            'system, no ratios or equal-time accuracy between rows made apart; rog report of '
+            'one comparison compares its systems')
+
+
+class _Clock:
+    """Which clock a folder's times are on: simulated, a fleet's wall clock, or both (mixed)."""
+
+    def __init__(self, fleets: list):
+        """Take, per run, whether it is a fleet's; word the plots' axis and the report's clock."""
+        self.fleets = fleets
+        self.fleet = any(fleets)
+        self.mixed = self.fleet and not all(fleets)   # times that do not compare
+        self.axis = ('time (s): simulated for simulated runs, wall-clock for fleets'
+                     if self.mixed else
+                     'wall-clock time (s)' if self.fleet else 'simulated time (s)')
+        self.words = ('simulated (virtual) time for the simulated rows and wall-clock time '
+                      'for the fleet rows, which do not compare' if self.mixed else
+                      'wall-clock time of a real fleet (nodes over DDS)' if self.fleet else
+                      "simulated (virtual) time; compute charged from the workload's device "
+                      'profile')
+
+
+def _folder_heading(folder: _Folder, clock: _Clock) -> list:
+    """
+    Return the report's title, its opening paragraph and the table, as lines.
+
+    A folder of several settings says that its rows do not compare; one of rows made apart
+    (several groups of one setting) says so after the usual opening.
+    """
+    runs = folder.runs
     summaries = [s for s, _, _ in runs]
     target = target_sentence([s.get('target_accuracy') for s in summaries])
     budget = budget_phrase(summaries)
     said = ((f' {budget[0].upper()}{budget[1:]}.' if budget else '')
             + (f' {target}' if target else '')
             + f' {STD_SENTENCE} {WAITS_SENTENCE}')
-    clock = ('simulated (virtual) time for the simulated rows and wall-clock time for the '
-             'fleet rows, which do not compare' if mixed else
-             'wall-clock time of a real fleet (nodes over DDS)' if fleet else
-             "simulated (virtual) time; compute charged from the workload's device profile")
-    if varying:
-        lines = [f'# rog report: runs of {len(set(map(run_setting, (s for s, _, _ in runs))))} '
-                 'settings', '',
-                 f'{len(runs)} run(s) in `{run_dir}`, made with different '
-                 f'{", ".join(varying)}: each row is one system at one setting, and no ratios '
-                 'are drawn between them. To compare like with like, point `rog report` at '
-                 f"one run or one comparison's folder. Times are {clock}.{said}", '',
-                 table_markdown(table), '']
-    else:
-        made_apart = (f' The rows come from {groups_phrase(owners)}, made apart (their '
-                      'seeds, budgets and revisions need not match): no ratios or equal-time '
-                      'accuracy are drawn between them; `rog report` of one comparison '
-                      'compares its systems.' if apart else '')
-        lines = [f'# rog report: {first.get("workload", "?")} on {first.get("trace", "?")}',
-                 '', f'{len(runs)} run(s) in `{run_dir}`, {first.get("workers", "?")} '
-                 f'workers; times are {clock}.{said}{made_apart}', '', table_markdown(table),
-                 '']
-    legend = marks_legend(table)
-    if legend:
-        lines += [legend, '']
-    note = seeds_note(table)
-    if note:
-        lines += [note, '']
-    failures = failures_markdown(table)
-    if failures:
-        lines += ['## Failed runs (excluded from the means)', '', failures, '']
-    ratios = '' if varying or apart else ratios_markdown(table)
-    if ratios:
-        lines += ['## Ratios', '', ratios, '']
-    membership = membership_markdown(table)
-    if membership:
-        lines += ['## Robots out of the staleness check', '', membership, '']
-    if fleet:
-        lines += ['## Fleet', '']
-        for summary, _, _ in (run for run, is_fleet in zip(runs, fleets) if is_fleet):
-            rejects = {k: v for k, v in (summary.get('rejects_by_reason') or {}).items() if v}
-            lines.append(f'- {summary.get("system")} seed {summary.get("seed")}: completed '
-                         f'{summary.get("completed")}, bus {summary.get("bus")}, '
-                         f'authenticated {summary.get("authenticated")}, '
-                         f'rejected {rejects or "none"}' + _fault_handling(summary))
-        lines.append('')
-    timeline = None if skipped else plot_membership(      # (it draws with matplotlib too)
-        os.path.join(run_dir, 'membership.png'),
+    table = table_markdown(folder.table)
+    if folder.varying:
+        return [f'# rog report: runs of {len(set(map(run_setting, summaries)))} settings', '',
+                f'{len(runs)} run(s) in `{folder.run_dir}`, made with different '
+                f'{", ".join(folder.varying)}: each row is one system at one setting, and no '
+                'ratios are drawn between them. To compare like with like, point `rog report` '
+                f"at one run or one comparison's folder. Times are {clock.words}.{said}", '',
+                table, '']
+    made_apart = (f' The rows come from {groups_phrase(folder.owners)}, made apart (their '
+                  'seeds, budgets and revisions need not match): no ratios or equal-time '
+                  'accuracy are drawn between them; `rog report` of one comparison '
+                  'compares its systems.' if folder.apart else '')
+    first = summaries[0]
+    return [f'# rog report: {first.get("workload", "?")} on {first.get("trace", "?")}', '',
+            f'{len(runs)} run(s) in `{folder.run_dir}`, {first.get("workers", "?")} workers; '
+            f'times are {clock.words}.{said}{made_apart}', '', table, '']
+
+
+def _folder_notes(folder: _Folder) -> list:
+    """
+    Return the lines under the table: its marks, few seeds, failures, ratios, membership.
+
+    Ratios only between rows that compare (one setting, one group).
+    """
+    table = folder.table
+    lines = _paragraph(marks_legend(table)) + _paragraph(seeds_note(table))
+    lines += _section('Failed runs (excluded from the means)', failures_markdown(table))
+    if not folder.varying and not folder.apart:
+        lines += _section('Ratios', ratios_markdown(table))
+    return lines + _section('Robots out of the staleness check', membership_markdown(table))
+
+
+def _paragraph(text: str) -> list:
+    """Return ``text`` as report lines followed by a blank one; none for no text."""
+    return [text, ''] if text else []
+
+
+def _section(title: str, body: str) -> list:
+    """Return a ``## title`` section holding ``body``; none when there is no body."""
+    return ['## ' + title, '', body, ''] if body else []
+
+
+def _fleet_section(fleet_runs) -> list:
+    """Return the ``## Fleet`` section: per fleet run, how it ended and what went wrong."""
+    lines = ['## Fleet', '']
+    for summary, _, _ in fleet_runs:
+        rejects = {k: v for k, v in (summary.get('rejects_by_reason') or {}).items() if v}
+        lines.append(f'- {summary.get("system")} seed {summary.get("seed")}: completed '
+                     f'{summary.get("completed")}, bus {summary.get("bus")}, '
+                     f'authenticated {summary.get("authenticated")}, '
+                     f'rejected {rejects or "none"}' + _fault_handling(summary))
+    return lines + ['']
+
+
+def _membership_timeline(folder: _Folder, axis: str):
+    """Draw who was in the staleness check, per run (``membership.png``); its path or None."""
+    return plot_membership(
+        os.path.join(folder.run_dir, 'membership.png'),
         [(f'{m.get("system")} seed {m.get("seed")}', int(m.get('workers') or 0) or
           1 + max([e['robot'] for e in ev] or [0]), float(m.get('sim_time_s') or 0.0), ev)
-         for m, _, ev in runs],
+         for m, _, ev in folder.runs],
         axis, MAX_TIMELINES)
-    if timeline:
-        plots.append(('who was in the staleness check', timeline))
-    lines += events_markdown(runs)
+
+
+def _curve_gaps(folder: _Folder) -> list:
+    """Return ``(run, reason)`` of each run that draws no accuracy curve (``curve_gap``)."""
     gaps = []
-    for summary, rows, _, root in placed:
+    for summary, rows, _, root in folder.placed:
         path = os.path.join(root, 'timeseries.csv')
         why = curve_gap(rows, path)
         if why:
-            gaps.append((f'{row_name(summary)} seed {summary.get("seed")} (`{path}`)', why))
-    lines += ['## Plots', ''] + plots_markdown(plots, skipped, gaps)
-    path = os.path.join(run_dir, 'report.md')
-    atomic_write_text(path, '\n'.join(lines) + '\n')
-    return path
+            gaps.append((f'{folder.row_name(summary)} seed {summary.get("seed")} (`{path}`)',
+                         why))
+    return gaps
