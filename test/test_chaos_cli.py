@@ -115,7 +115,7 @@ def test_the_ctrl_c_fleet_gets_the_chosen_system(tmp_path, monkeypatch):
     for sync in chaos_fleet.CHAOS_SYSTEMS:
         cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), sync=sync, seed=7)
         with pytest.raises(_Started):
-            chaos_scenarios._ctrl_c(cfg)
+            chaos_scenarios.ctrl_c(cfg)
         cmd = started[-1]
         assert cmd[1:3] == ['-m', 'rog_ros.nodes.fleet']
         # what rog fleet itself reads from that command line
@@ -424,7 +424,7 @@ def test_the_ctrl_c_fleet_gets_the_key_and_robot_keys(tmp_path, monkeypatch):
                                         fleet_key_file=str(tmp_path / 'fleet.key')),
                 chaos_fleet.ChaosConfig(out=str(tmp_path), auth=True)):
         with pytest.raises(_Started):
-            chaos_scenarios._ctrl_c(cfg)
+            chaos_scenarios.ctrl_c(cfg)
         args, extra = cli.build_parser().parse_known_args(['fleet'] + started[-1][3:])
         assert not extra
         assert args.fleet_key_file == (cfg.fleet_key_file or None)   # none: rog fleet's own

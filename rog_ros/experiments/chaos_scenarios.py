@@ -46,7 +46,8 @@ FAULTS = 'loss=0.05,dup=0.05,reorder=0.05'
 STOP_BOUND_S = 30.0      # ctrl-c: every node gone within this
 
 
-def _worker_restart(cfg: ChaosConfig) -> dict:
+def worker_restart(cfg: ChaosConfig) -> dict:
+    """Kill a worker right after it computed (mid-push), start it again, check it resumes."""
     killed = {}
 
     def inject(fleet):
@@ -94,7 +95,8 @@ def _worker_restart(cfg: ChaosConfig) -> dict:
                           server_extra={'min_workers': cfg.workers})
 
 
-def _server_restart(cfg: ChaosConfig) -> dict:
+def server_restart(cfg: ChaosConfig) -> dict:
+    """Kill the server once it checkpointed, start it again, check it restored and went on."""
     from rog_ros.nodes import durable
     from rog_ros.protocol.ps import ServerEngine
     if not durable.supported(ServerEngine):
@@ -145,13 +147,15 @@ def _record_goes_on(run_dir: str) -> list:
     return problems
 
 
-def _loss_dup_reorder(cfg: ChaosConfig) -> dict:
+def loss_dup_reorder(cfg: ChaosConfig) -> dict:
+    """Run a fleet whose every message may be lost, duplicated or reordered (``FAULTS``)."""
     faults = f'{FAULTS},seed={cfg.seed + 1}'
     return fleet_scenario('loss-dup-reorder', cfg, lambda fleet: (None, ''),
                           extra={'chaos_faults': faults})
 
 
-def _ctrl_c(cfg: ChaosConfig) -> dict:
+def ctrl_c(cfg: ChaosConfig) -> dict:
+    """Send SIGINT to a ``rog fleet`` and check that every node stopped within ``STOP_BOUND_S``."""
     name = 'ctrl-c'
     run_dir = os.path.abspath(os.path.join(cfg.out, name))
     ledger_dir = os.path.join(run_dir, 'ledger')
@@ -244,16 +248,17 @@ def _node_pids(namespace: str) -> list:
     return pids
 
 
-def _flood(cfg: ChaosConfig) -> dict:
-    from rog_ros.experiments.chaos_flood import flood
+def flood(cfg: ChaosConfig) -> dict:
+    """Flood a training fleet with hostile messages and check that every one was dropped."""
+    from rog_ros.experiments import chaos_flood
     sent = {}
 
     def inject(fleet):
         path = os.path.join(fleet.ledger_dir, 'server.jsonl')
         if not wait_for(lambda: count_records(path, 'applied') >= cfg.workers * 3, 90, fleet):
             return None, 'the fleet did not train before the flood'
-        sent.update(flood(fleet.domain, fleet.namespace, cfg.workers, cfg.flood_s,
-                          seed=cfg.seed))
+        sent.update(chaos_flood.flood(fleet.domain, fleet.namespace, cfg.workers, cfg.flood_s,
+                                      seed=cfg.seed))
         if any(c is not None for c in fleet.codes().values()):
             return None, 'the fleet stopped during the flood (raise --iterations)'
         return None, ''
@@ -274,6 +279,6 @@ def _flood(cfg: ChaosConfig) -> dict:
                           iterations=max(cfg.iterations, 20 + int(25 * cfg.flood_s)))
 
 
-RUNNERS = {'worker-restart': _worker_restart, 'server-restart': _server_restart,
-           'link-outage': link_outage, 'loss-dup-reorder': _loss_dup_reorder,
-           'flood': _flood, 'ctrl-c': _ctrl_c}
+RUNNERS = {'worker-restart': worker_restart, 'server-restart': server_restart,
+           'link-outage': link_outage, 'loss-dup-reorder': loss_dup_reorder,
+           'flood': flood, 'ctrl-c': ctrl_c}
