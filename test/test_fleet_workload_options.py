@@ -191,12 +191,20 @@ def test_a_fleet_with_a_bad_option_says_it_in_one_line_before_any_node(
         init_model, tmp_path, monkeypatch, capsys):
     """Refuse an unknown key in the child that builds (or checks init_model), no node started."""
     # Arrange
-    from rog_ros.nodes import supervisor
+    from rog_ros.nodes import output_lock, supervisor
 
     def forbidden(*args, **kwargs):
         """Fail: no node is to start."""
         raise AssertionError('a node was started')
     monkeypatch.setattr(supervisor.Supervisor, 'start', forbidden)
+    taken = []
+    take = output_lock.OutputLock.take
+
+    def recorded(cls, out, command):
+        """Take the lock of ``out`` as OutputLock.take does, and record it."""
+        taken.append(out)
+        return take.__func__(cls, out, command)
+    monkeypatch.setattr(output_lock.OutputLock, 'take', classmethod(recorded))
     extra = ['--init-model', str(tmp_path / 'start.pt')] if init_model else []
     (tmp_path / 'start.pt').write_bytes(b'')
     # Execute
@@ -208,7 +216,7 @@ def test_a_fleet_with_a_bad_option_says_it_in_one_line_before_any_node(
     assert len(err) == 1 and err[0].startswith(
         "rog fleet: workload_options (--workload-options): toy takes no option 'feature'; "
         'it takes'), err
-    assert not (tmp_path / 'run').exists()     # (the lock it took is removed with it)
+    assert not (tmp_path / 'run').exists() and taken == []    # never made, not even the lock
 
 
 def test_the_closing_line_loads_the_model_with_the_options(tmp_path):

@@ -48,7 +48,7 @@ from rog_ros import checks
 from rog_ros.nodes import settings
 from rog_ros.nodes.fleet_progress import (
     closing_lines, every_evaluation_failed, finished_lines, legend, Progress)
-from rog_ros.nodes.output_lock import OutputLock
+from rog_ros.nodes.output_lock import OutputLock, refuse_held
 from rog_ros.nodes.plan import check_given_staleness, load_parameter_file, plan
 from rog_ros.nodes.respawn import describe_exit
 from rog_ros.nodes.run_outputs import LOG_DIR, set_aside_unless_resuming
@@ -240,18 +240,21 @@ def run(args) -> int:
         for line in finished_lines(state_dir, done, out):
             print(f'rog fleet: {line}')
         return 0
-    made = _made_by_lock(out)        # (removed again if the workload is refused)
+    try:        # said at once, though --out is taken once the workload is built
+        refuse_held(out)
+    except OSError as err:
+        print(f'rog fleet: {err}', file=sys.stderr)
+        return 2
+    failed = _prepare(specs[0])
+    if failed:      # a bad workload option, a broken builder: one line, no node, no --out
+        print(f'rog fleet: {failed}', file=sys.stderr)
+        return 2
     try:      # before anything is written there: the key, the logs, the earlier results
         lock = OutputLock.take(out, 'rog fleet')
     except OSError as err:
         print(f'rog fleet: {err}', file=sys.stderr)
         return 2
     try:
-        failed = _prepare(specs[0])
-        if failed:          # a bad workload option, a broken builder: one line, no node
-            print(f'rog fleet: {failed}', file=sys.stderr)
-            _unmake(made)
-            return 2
         return _run_in(args, out, specs)
     finally:
         lock.release()
@@ -292,37 +295,14 @@ def _prepare(server) -> str | None:
     self-check included, then read the weights): a second child built a user's workload once
     more for nothing (6 builds for 3 workers). The child checks the workload options first
     (refused in plan's words): plan leaves them to it (``built_later``), a child of its own
-    loaded torch and the user's module once more (about 2 s before the first node).
+    loaded torch and the user's module once more (about 2 s before the first node). It runs
+    before ``--out`` is taken (``refuse_held`` says another run's hold first), so that a
+    refused option leaves no ``--out`` (a lock taken first made the folder and its lock file).
     """
     from rog_ros.nodes.prepare_workload import prepare
     if server.parameters.get('init_model'):
         return None
     return prepare(server.parameters['workload'], server.parameters.get('workload_options'))
-
-
-def _made_by_lock(out: str) -> list:
-    """Return what taking the lock of ``out`` makes: its lock file, folders (deepest first)."""
-    from rog_ros.nodes.output_lock import LOCK_FILE
-    made = [] if os.path.lexists(os.path.join(out, LOCK_FILE)) else [
-        os.path.join(out, LOCK_FILE)]
-    while out and not os.path.lexists(out) and os.path.dirname(out) != out:
-        made.append(out)
-        out = os.path.dirname(out)
-    return made
-
-
-def _unmake(made: list) -> None:
-    """
-    Remove what the lock made (``_made_by_lock``) for a run refused before it wrote anything.
-
-    A refused workload option left a new ``--out`` holding only the lock file (the plan's
-    check, which ran before the lock, left nothing); a folder that holds more stays.
-    """
-    try:
-        for path in made:
-            (os.rmdir if os.path.isdir(path) else os.remove)(path)
-    except OSError:
-        pass
 
 
 def _run_in(args, out: str, specs) -> int:

@@ -83,8 +83,7 @@ class OutputLock:
         path = os.path.join(out, LOCK_FILE)
         fd, holder = hold_lock_file(path, command)
         if holder is not None:
-            raise OutputInUse(f'{out} is in use by another run ({holder}); give this one '
-                              'another --out, or wait until that one ends')
+            raise _in_use(out, holder)
         return cls(fd, path)
 
     def release(self) -> None:
@@ -93,6 +92,28 @@ class OutputLock:
             _HELD_HERE.discard(self._key)
             os.close(self.fd)
             self.fd = None
+
+
+def refuse_held(out: str) -> None:
+    """
+    Raise ``OutputInUse`` where ``OutputLock.take`` would, making nothing (no folder, no file).
+
+    For a run with a slow check to make before it takes ``out`` (``rog fleet`` builds its
+    workload, which checks the workload options): another run's hold is said at once, and a
+    refusal of the check leaves no ``out`` behind. ``take`` still decides: another run may
+    take ``out`` in between.
+    """
+    _refuse_inside_held(out)
+    _refuse_holding_held(out)
+    holder = lock_holder(os.path.join(out, LOCK_FILE))
+    if holder is not None:
+        raise _in_use(out, holder)
+
+
+def _in_use(out: str, holder: str) -> OutputInUse:
+    """Return the refusal of ``out``, which another run (``holder``'s line) holds."""
+    return OutputInUse(f'{out} is in use by another run ({holder}); give this one another '
+                       '--out, or wait until that one ends')
 
 
 def hold_lock_file(path: str, command: str):
