@@ -205,6 +205,36 @@ def reconcile(worker_records: dict, worker_finals: dict, server_records: list,
     scale = float(server_final['scale'])
     wmax = float(server_final['weight_max'])
     rmax = max([float(f.get('residual_max', 0.0)) for f in worker_finals.values()] + [0.0])
+    commits, sizes, returned = _worker_ledgers(v, worker_records, worker_finals, zero)
+    v.entries, v.pushes = len(sizes), len(commits)
+    unit = float(np.mean(sizes)) if sizes else 1.0
+    applied, weights, twice = _applied_pushes(v, server_records, zero)
+    if np.any(twice != 0):
+        _add(v, 'duplicated', twice)
+    # 2. per push; unmatched mass must balance
+    inflight = {f['inflight'] for f in worker_finals.values() if f.get('inflight')}
+    _match_pushes(v, commits, applied, weights, inflight, returned,
+                  lambda n: fp32_tolerance(norms, n, n, rmax, wmax, scale))
+    # 3. the server's records add up to its model
+    total_applied = sum(applied.values(), zero) + twice
+    d = _vec(server_final['applied']) - total_applied
+    tol = fp32_tolerance(norms, 0, max(len(applied), 1), 0.0, wmax, scale)
+    if np.any(np.abs(d) > tol):
+        v.problems.append('server model != its applied records')
+        _add(v, 'lost' if d @ total_applied < 0 else 'duplicated', d)
+    v.lost, v.duplicated = v.lost / unit, v.duplicated / unit
+    v.discarded /= unit
+    return v
+
+
+def _worker_ledgers(v: Verdict, worker_records: dict, worker_finals: dict, zero):
+    """
+    Balance each worker's ledger against its final report (check 1); the pushes it committed.
+
+    Return ``(commits, sizes, returned)``: push key -> committed mass, the size of every
+    computed gradient (the unit of the verdict), and the mass handed back to residuals
+    (``uncommit``), which check 2 balances against unmatched pushes.
+    """
     commits, sizes, returned = {}, [], zero.copy()
     for rank, recs in sorted(worker_records.items()):
         seen, computed, back, out, mag = set(), zero.copy(), zero.copy(), zero.copy(), 0.0
@@ -234,8 +264,16 @@ def reconcile(worker_records: dict, worker_finals: dict, server_records: list,
         if np.any(np.abs(d) > F64_RELATIVE * (mag + 1.0)):
             v.problems.append(f'worker {rank}: computed + returned != committed + held')
             _add(v, 'lost' if d @ computed < 0 else 'duplicated', d)
-    v.entries, v.pushes = len(sizes), len(commits)
-    unit = float(np.mean(sizes)) if sizes else 1.0
+    return commits, sizes, returned
+
+
+def _applied_pushes(v: Verdict, server_records: list, zero):
+    """
+    Return ``(applied, weights, twice)`` of the server's valid ``applied`` records.
+
+    Push key -> applied mass and the weight it was applied at, and the mass of pushes applied
+    a second time (each a problem of ``v``; not in ``applied``).
+    """
     applied, weights, twice = {}, {}, zero.copy()
     for rec in valid_applied(server_records):
         key = push_key(rec['rank'], rec['incarnation'], rec['tid'])
@@ -251,13 +289,21 @@ def reconcile(worker_records: dict, worker_finals: dict, server_records: list,
         if not (0.0 < weights[key] and math.isfinite(weights[key])):
             v.problems.append(f'push {key}: weight {weights[key]} is not a positive factor')
             weights[key] = 1.0
-    if np.any(twice != 0):
-        _add(v, 'duplicated', twice)
-    # 2. per push; unmatched mass must balance
-    inflight = {f['inflight'] for f in worker_finals.values() if f.get('inflight')}
-    tol_push = fp32_tolerance(norms, 1, 1, rmax, wmax, scale)
-    left, arrived = -returned, zero.copy()
-    n_unmatched = 0
+    return applied, weights, twice
+
+
+def _match_pushes(v: Verdict, commits: dict, applied: dict, weights: dict, inflight: set,
+                  returned, tolerance) -> None:
+    """
+    Match each committed push with its applied one (check 2); the unmatched mass must balance.
+
+    A push committed under one key may arrive under another (re-sent after a restart), so the
+    unmatched commits, net of the ``returned`` mass, must equal the unmatched applied pushes
+    (those still ``inflight`` at the end aside). ``tolerance(n)``: float32 rounding of ``n``
+    pushes (``fp32_tolerance``).
+    """
+    left, arrived = -returned, np.zeros_like(returned)
+    n_unmatched, tol_push = 0, tolerance(1)
     for key, c in commits.items():
         a = applied.get(key)
         if a is None:
@@ -274,23 +320,12 @@ def reconcile(worker_records: dict, worker_finals: dict, server_records: list,
         if key not in commits and key not in inflight:
             arrived += a / weights[key]
             n_unmatched += 1
-    tol = fp32_tolerance(norms, n_unmatched, n_unmatched, rmax, wmax, scale)
     d = arrived - left
-    if np.any(np.abs(d) > tol):
+    if np.any(np.abs(d) > tolerance(n_unmatched)):
         more_left = np.linalg.norm(left) > np.linalg.norm(arrived)
         v.problems.append('pushes committed but never applied' if more_left
                           else 'pushes applied but never committed')
         _add(v, 'lost' if more_left else 'duplicated', d)
-    # 3. the server's records add up to its model
-    total_applied = sum(applied.values(), zero) + twice
-    d = _vec(server_final['applied']) - total_applied
-    tol = fp32_tolerance(norms, 0, max(len(applied), 1), 0.0, wmax, scale)
-    if np.any(np.abs(d) > tol):
-        v.problems.append('server model != its applied records')
-        _add(v, 'lost' if d @ total_applied < 0 else 'duplicated', d)
-    v.lost, v.duplicated = v.lost / unit, v.duplicated / unit
-    v.discarded /= unit
-    return v
 
 
 def _add(v: Verdict, kind: str, d: np.ndarray) -> None:
