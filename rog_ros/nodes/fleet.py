@@ -331,32 +331,14 @@ def _run_in(args, out: str, specs) -> int:
     namespace = server.parameters['namespace']
     domain = args.domain_id if args.domain_id is not None else default_domain()
     loopback = 'file://' + str(config_path('loopback'))    # unencoded, as Cyclone reads it
-    base_env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROG_BUS='dds',
-                    PYTHONUNBUFFERED='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '1'),
-                    PYTHONPATH=repo_pythonpath(), **key_env)
-    _without_key(base_env, key_env)
-    envs = {s.name: dict(base_env, CYCLONEDDS_URI=loopback) for s in specs}
-    prefixes, cleanup = {}, []
-    if args.netns:
-        try:
-            specs = _netns_setup(specs, envs, prefixes, cleanup, base_env)
-        except Exception as err:  # noqa: B902 - any set-up failure: clean up and explain
-            for fn in reversed(cleanup):
-                fn()
-            print(f'rog fleet: {err}', file=sys.stderr)
-            return 2
+    placed = _node_environments(args, specs, domain, loopback, key_env)
+    if placed is None:
+        return 2
+    specs, envs, prefixes, cleanup = placed
     sup = Supervisor(specs, log_dir, lambda s: envs[s.name],
                      lambda s: prefixes.get(s.name, []))
     progress = Progress(n, iterations)
-    if args.netns and not args.quiet:
-        print('rog fleet: --netns: the nodes live in their own namespaces; progress is in '
-              f'{log_dir}', file=sys.stderr)
-        args.quiet = True
-    if not args.quiet:
-        print(f'rog fleet: {ros2_watch_line(domain)}', file=sys.stderr)
-        emulated = server.parameters.get('trace') not in (None, '', 'none') and any(
-            s.role == 'netmon' for s in specs)      # netmon reports the emulated rates
-        print(f'rog fleet: {legend(emulated)}', file=sys.stderr)
+    _announce(args, server, specs, domain, log_dir)
     watching = not args.quiet or recorder
     bus = _status_bus(namespace, domain, loopback, watch_key) if watching else None
     if bus is not None:
@@ -385,15 +367,84 @@ def _run_in(args, out: str, specs) -> int:
     codes = sup.codes()
     failed = sorted(set(failed) | {k for k, c in codes.items() if c not in (0, None)})
     if stop.count:
-        summary = _summary_from_what_exists(out, progress, n, iterations)
-        escalated = ', '.join(f'{sig} to {len(names)}' for sig, names in sent[1:])
-        since = stop.first_at if stop.first_at is not None else t_stop
-        print(f'rog fleet: interrupted; every node stopped {time.monotonic() - since:.1f} s '
-              f'after the request' + (f' ({escalated})' if escalated else '')
-              + f'; logs in {sup.log_dir}; summary {summary}', file=sys.stderr)
-        # the same command resumes the run, and it must hold the same key to be heard
-        print(f'rog fleet: {_key_line(key, key_env)}', file=sys.stderr)
-        return stop.exit_status()
+        return _interrupted(out, progress, server, sup, stop, sent, t_stop,
+                            _key_line(key, key_env))
+    return _outcome(out, server, specs, sup, codes, failed, reason, _key_line(key, key_env))
+
+
+def _node_environments(args, specs, domain: int, loopback: str, key_env: dict):
+    """
+    Return ``(specs, envs, prefixes, cleanup)``: each node's environment, its place.
+
+    Every node gets the fleet's domain, the key (``key_env``) and the loopback DDS
+    configuration; with ``--netns`` each lives in a namespace of its own (``_netns_setup``:
+    the specs to start, the command prefixes that enter them, what undoes them). None once a
+    set-up failure is said (what was set up is undone).
+    """
+    base_env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROG_BUS='dds',
+                    PYTHONUNBUFFERED='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '1'),
+                    PYTHONPATH=repo_pythonpath(), **key_env)
+    _without_key(base_env, key_env)
+    envs = {s.name: dict(base_env, CYCLONEDDS_URI=loopback) for s in specs}
+    prefixes, cleanup = {}, []
+    if args.netns:
+        try:
+            specs = _netns_setup(specs, envs, prefixes, cleanup, base_env)
+        except Exception as err:  # noqa: B902 - any set-up failure: clean up and explain
+            for fn in reversed(cleanup):
+                fn()
+            print(f'rog fleet: {err}', file=sys.stderr)
+            return None
+    return specs, envs, prefixes, cleanup
+
+
+def _announce(args, server, specs, domain: int, log_dir: str) -> None:
+    """
+    Say, before the nodes start, how to watch them and how to read the progress line.
+
+    With ``--netns`` the status topics are out of reach: it says where the progress is
+    instead, and the run goes on quiet.
+    """
+    if args.netns and not args.quiet:
+        print('rog fleet: --netns: the nodes live in their own namespaces; progress is in '
+              f'{log_dir}', file=sys.stderr)
+        args.quiet = True
+    if not args.quiet:
+        print(f'rog fleet: {ros2_watch_line(domain)}', file=sys.stderr)
+        emulated = server.parameters.get('trace') not in (None, '', 'none') and any(
+            s.role == 'netmon' for s in specs)      # netmon reports the emulated rates
+        print(f'rog fleet: {legend(emulated)}', file=sys.stderr)
+
+
+def _interrupted(out: str, progress: Progress, server, sup: Supervisor, stop, sent,
+                 t_stop: float, key_line: str) -> int:
+    """
+    Say how a run stopped on request (Ctrl-C, SIGTERM) ended; its exit status.
+
+    How soon every node stopped after the first request (and what it took: ``sent``), the
+    summary written from what exists, and the key: the same command resumes the run, and it
+    must hold the same key to be heard.
+    """
+    summary = _summary_from_what_exists(out, progress, server.parameters['workers'],
+                                        server.parameters['iterations'])
+    escalated = ', '.join(f'{sig} to {len(names)}' for sig, names in sent[1:])
+    since = stop.first_at if stop.first_at is not None else t_stop
+    print(f'rog fleet: interrupted; every node stopped {time.monotonic() - since:.1f} s '
+          f'after the request' + (f' ({escalated})' if escalated else '')
+          + f'; logs in {sup.log_dir}; summary {summary}', file=sys.stderr)
+    print(f'rog fleet: {key_line}', file=sys.stderr)
+    return stop.exit_status()
+
+
+def _outcome(out: str, server, specs, sup: Supervisor, codes: dict, failed: list, reason: str,
+             key_line: str) -> int:
+    """
+    Say how a run that was not interrupted ended; its exit status (0, or 1 on any failure).
+
+    Each failed node with its log's last lines, and the reason the watch stopped; then the
+    result as a clean run gives it (also of a run that completed although a node failed),
+    whether the same command resumes it, and the key.
+    """
     for name in failed:
         said = describe_exit(codes[name]) if codes[name] is not None else 'did not finish'
         print(f'rog fleet: {name} {said}; last lines of its log '
@@ -405,21 +456,21 @@ def _run_in(args, out: str, specs) -> int:
     if (failed or reason) and resumes(state_dir) and not _completed(out):
         print(f"rog fleet: the run's state is in {state_dir}: the same command resumes it "
               '(once the cause is mended)', file=sys.stderr)
+    workload = server.parameters['workload']
+    log_names = [s.name for s in specs if s.name != server.name]
     if failed or reason or not os.path.exists(summary):
-        anyway = _completed_anyway(out, failed, server.parameters['workload'], sup.log_dir,
-                                   [s.name for s in specs if s.name != server.name])
+        anyway = _completed_anyway(out, failed, workload, sup.log_dir, log_names)
         for line in anyway:           # the result, as a clean run prints it
             print(f'rog fleet: {line}')
-        print(f'rog fleet: {_key_line(key, key_env)}', file=sys.stderr)
+        print(f'rog fleet: {key_line}', file=sys.stderr)
         if not anyway:
             print('rog fleet: if the cause is not in the lines above, `rog doctor` checks this '
                   'machine (torch, a DDS round trip, buffers) and says what to fix',
                   file=sys.stderr)
         return 1
-    for line in closing_lines(out, server.parameters['workload'], sup.log_dir,
-                              [s.name for s in specs if s.name != server.name]):
+    for line in closing_lines(out, workload, sup.log_dir, log_names):
         print(f'rog fleet: {line}')
-    print(f'rog fleet: {_key_line(key, key_env)}')
+    print(f'rog fleet: {key_line}')
     if every_evaluation_failed(summary):
         print('rog fleet: every evaluation failed, so nothing says how well the model '
               f"trained; the server's log says why ({sup.log_path(server.name)})",
