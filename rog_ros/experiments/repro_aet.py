@@ -243,6 +243,36 @@ def reproduce_aet(out: str, quick: bool = False, seeds=(0,), k: int | None = Non
     os.makedirs(out, exist_ok=True)
     k = k or (K_QUICK if quick else K_DEFAULT)
     data_key = (n_train or (6000 if quick else 60_000), 10_000, 0)
+    specs = _specs(seeds, k)
+    jobs = jobs or min(2, os.cpu_count() or 1)
+    start = time.time()
+    rows = _run_specs(specs, data_key, jobs)
+    wall = time.time() - start
+    avg = _averages(rows)
+    v_spec, v_code = verdict(avg['aet'], avg['spec']), verdict(avg['aet'], avg['code'])
+    lines = ['# rog reproduce aet', '',
+             f'AET-SGD vs event-triggered SGD: {N_PEERS}-node ring, K = {k} local iterations per '
+             f'node, eta0 = {ETA0:g}, beta = {BETA:g}, d = 1, iid sampling from the whole '
+             f'training set; generated 28 x 28 digits ({data_key[0]} training, '
+             f'{data_key[1]} test images), LeNet with {rows[0]["params"]:,} parameters; seeds '
+             f'{list(seeds)}; virtual time with compute U(0.1, 1) ms per iteration and network '
+             f'U(0.1, 1.5) ms per message. Wall time {wall:.0f} s with {jobs} processes.', '']
+    lines += _table_lines(rows) + _headline_lines(v_spec, v_code, avg, k)
+    lines += _stability_lines(rows) + _quadratic_lines()
+    path = os.path.join(out, 'report.md')
+    atomic_write_text(path, '\n'.join(lines))
+    print(f"  vs paper-text ET: {v_spec['ratio']:.1f}x, {v_spec['gap']:+.4f}: "
+          f"{_HOLDS[v_spec['holds']]}; vs authors'-code ET: {v_code['ratio']:.1f}x, "
+          f"{v_code['gap']:+.4f}: {_HOLDS[v_code['holds']]} ({wall:.0f} s)")
+    return path
+
+
+_HOLDS = {True: 'holds', False: 'does not hold'}
+"""How the report words a verdict on the headline."""
+
+
+def _specs(seeds, k: int) -> list:
+    """Return the runs of each seed: AET-SGD, event-triggered SGD as the text and the code."""
     specs = []
     for seed in seeds:
         specs += [{'system': 'aet', 'opts': {'d': 1}, 'batch': AET_BATCH, 'k': k, 'seed': seed,
@@ -251,37 +281,39 @@ def reproduce_aet(out: str, quick: bool = False, seeds=(0,), k: int | None = Non
                    'batch': ET_SPEC['batch'], 'k': k, 'seed': seed},
                   {'system': 'etsgd', 'opts': {'et_c': ET_CODE['et_c']},
                    'batch': ET_CODE['batch'], 'k': k, 'seed': seed}]
-    jobs = jobs or min(2, os.cpu_count() or 1)
-    start = time.time()
+    return specs
+
+
+def _run_specs(specs: list, data_key: tuple, jobs: int) -> list:
+    """Run ``specs`` (in ``jobs`` processes), label and print each; their rows, in order."""
     if jobs > 1:
         done = dict(run_in_processes(_job, [((data_key, s),) for s in specs], jobs))
         rows = [done[i] for i in range(len(specs))]
     else:
         rows = [_job((data_key, s)) for s in specs]
-    wall = time.time() - start
     for r in rows:
         r['label'] = label(r)
         print(f"  {r['label']:<50} seed {r['seed']}: {r['rounds']:7.1f} rounds, best accuracy "
               f"{r['best_accuracy']:.4f}, mean {r['mean_accuracy']:.4f} ({r['wall_s']:.0f} s)",
               flush=True)
+    return rows
 
+
+def _averages(rows: list) -> dict:
+    """Return the means over seeds of AET-SGD (aet) and event-triggered SGD (spec, code)."""
     def mean(system, c, key):
         sel = [r[key] for r in rows if r['system'] == system
                and (c is None or r['opts'].get('et_c') == c)]
         return sum(sel) / len(sel)
 
-    avg = {name: {key: mean(s, c, key) for key in ('rounds', 'best_accuracy', 'mean_accuracy')}
-           for name, s, c in (('aet', 'aet', None), ('spec', 'etsgd', ET_SPEC['et_c']),
-                              ('code', 'etsgd', ET_CODE['et_c']))}
-    v_spec, v_code = verdict(avg['aet'], avg['spec']), verdict(avg['aet'], avg['code'])
-    lines = ['# rog reproduce aet', '',
-             f'AET-SGD vs event-triggered SGD: {N_PEERS}-node ring, K = {k} local iterations per '
-             f'node, eta0 = {ETA0:g}, beta = {BETA:g}, d = 1, iid sampling from the whole '
-             f'training set; generated 28 x 28 digits ({data_key[0]} training, '
-             f'{data_key[1]} test images), LeNet with {rows[0]["params"]:,} parameters; seeds '
-             f'{list(seeds)}; virtual time with compute U(0.1, 1) ms per iteration and network '
-             f'U(0.1, 1.5) ms per message. Wall time {wall:.0f} s with {jobs} processes.', '',
-             '| system | eta0 | seed | rounds per node | best-node acc. | mean-node acc. | '
+    return {name: {key: mean(s, c, key) for key in ('rounds', 'best_accuracy', 'mean_accuracy')}
+            for name, s, c in (('aet', 'aet', None), ('spec', 'etsgd', ET_SPEC['et_c']),
+                               ('code', 'etsgd', ET_CODE['et_c']))}
+
+
+def _table_lines(rows: list) -> list:
+    """Return the table of every run, with its rounds against its seed's AET-SGD run."""
+    lines = ['| system | eta0 | seed | rounds per node | best-node acc. | mean-node acc. | '
              'rounds / AET-SGD rounds |', '|---|---|---|---|---|---|---|']
     for r in rows:
         aet_rounds = [a['rounds'] for a in rows if a['system'] == 'aet'
@@ -289,61 +321,69 @@ def reproduce_aet(out: str, quick: bool = False, seeds=(0,), k: int | None = Non
         lines.append(f"| {r['label']} | {r['eta0']:g} | {r['seed']} | {r['rounds']:.1f} | "
                      f"{r['best_accuracy']:.4f} | {r['mean_accuracy']:.4f} | "
                      f"{r['rounds'] / aet_rounds:.1f}x |")
-    yes = {True: 'holds', False: 'does not hold'}
-    lines += ['', f'Headline (>= {ROUND_RATIO:g}x fewer rounds, best-node accuracy within '
-              f'{ACCURACY_GAP:g}):', '',
-              f"* against event-triggered SGD as the paper's text states it (v0 = 0.2 N_p): "
-              f"{v_spec['ratio']:.1f}x fewer rounds, accuracy difference {v_spec['gap']:+.4f}: "
-              f"**{yes[v_spec['holds']]}**;",
-              f"* against event-triggered SGD as the authors' code ran it for the paper's "
-              f"tables (v0 = 0.2 N_p / (n * num_edge) = {ET_CODE['et_c']:g} N_p, mini-batch 1): "
-              f"{v_code['ratio']:.1f}x fewer rounds, accuracy difference {v_code['gap']:+.4f}: "
-              f"**{yes[v_code['holds']]}**.", '',
-              "The paper's round counts for event-triggered SGD (Table 1: 1,085 at K = 10,000; "
-              'Table 2: 4,980 at K = 60,000) come from the second configuration; with the '
-              'threshold its text states, event-triggered SGD fires '
-              f"{avg['code']['rounds'] / avg['spec']['rounds']:.1f}x less often here and the "
-              'ratio stays small.', '']
+    return lines
+
+
+def _headline_lines(v_spec: dict, v_code: dict, avg: dict, k: int) -> list:
+    """Return the verdicts on the headline, against both event-triggered SGDs, as lines."""
+    lines = ['', f'Headline (>= {ROUND_RATIO:g}x fewer rounds, best-node accuracy within '
+             f'{ACCURACY_GAP:g}):', '',
+             f"* against event-triggered SGD as the paper's text states it (v0 = 0.2 N_p): "
+             f"{v_spec['ratio']:.1f}x fewer rounds, accuracy difference {v_spec['gap']:+.4f}: "
+             f"**{_HOLDS[v_spec['holds']]}**;",
+             f"* against event-triggered SGD as the authors' code ran it for the paper's "
+             f"tables (v0 = 0.2 N_p / (n * num_edge) = {ET_CODE['et_c']:g} N_p, mini-batch 1): "
+             f"{v_code['ratio']:.1f}x fewer rounds, accuracy difference {v_code['gap']:+.4f}: "
+             f"**{_HOLDS[v_code['holds']]}**.", '',
+             "The paper's round counts for event-triggered SGD (Table 1: 1,085 at K = 10,000; "
+             'Table 2: 4,980 at K = 60,000) come from the second configuration; with the '
+             'threshold its text states, event-triggered SGD fires '
+             f"{avg['code']['rounds'] / avg['spec']['rounds']:.1f}x less often here and the "
+             'ratio stays small.', '']
     if k < K_DEFAULT:
         lines += [f'K = {k} is a smoke run (``--quick``: K = {K_QUICK}, 6,000 training images, '
                   "under 3 minutes); at K = 1,000 the round ratio against the authors' "
                   'threshold was 17.9x. The reproduction is the default K = '
                   f'{K_DEFAULT:,}.', '']
+    return lines
+
+
+def _stability_lines(rows: list) -> list:
+    """Return where the AET-SGD run sits against the receive rule's bound (none without L)."""
     aet_row = [r for r in rows if r.get('top_eigenvalue') is not None]
-    if aet_row and aet_row[0].get('last_round'):
-        r = aet_row[0]
-        lr = r['last_round']
-        lam = r['top_eigenvalue']
-        lines += ["## Where the run sits against the receive rule's stability bound", '',
-                  f"Top Hessian eigenvalue of the best AET-SGD node's final loss: L = {lam:.3g}. "
-                  f"Last full round: s = {lr['s']}, eta = {lr['eta']:.4g}, so "
-                  f"(1 + deg) * s * eta * L = {(1 + lr['deg']) * lr['s'] * lr['eta'] * lam:.3g} "
-                  '(a quadratic with this curvature overshoots above 2), but eta * L = '
-                  f"{lr['eta'] * lam:.3g} per local step: a neighbour's sum that kicks a node "
-                  'along the top eigenvector decays by (1 - eta L) per local step, within about '
-                  f"{1 / max(lr['eta'] * lam, 1e-12):.0f} of the node's own steps, far fewer "
-                  'than s, so the overshoot shows as node-to-node fluctuation (mean vs best node '
-                  'accuracy), not as divergence.', '']
-    lines += ['## The sum rule on a quadratic', '',
-              f'{N_PEERS} peers, f(w) = |w|^2/2 in 6 dimensions (L = 1), gradient noise 0.1, '
-              'K = 6000, w0 = 1: distance of the mean model from the optimum, spread of the '
-              'node models, and the largest (1 + deg) * s_r * eta_r * L of the schedule.', '',
-              '| graph | eta0 | mean error | spread | max (1+deg) s eta L |',
-              '|---|---|---|---|---|']
+    if not (aet_row and aet_row[0].get('last_round')):
+        return []
+    r = aet_row[0]
+    lr = r['last_round']
+    lam = r['top_eigenvalue']
+    return ["## Where the run sits against the receive rule's stability bound", '',
+            f"Top Hessian eigenvalue of the best AET-SGD node's final loss: L = {lam:.3g}. "
+            f"Last full round: s = {lr['s']}, eta = {lr['eta']:.4g}, so "
+            f"(1 + deg) * s * eta * L = {(1 + lr['deg']) * lr['s'] * lr['eta'] * lam:.3g} "
+            '(a quadratic with this curvature overshoots above 2), but eta * L = '
+            f"{lr['eta'] * lam:.3g} per local step: a neighbour's sum that kicks a node "
+            'along the top eigenvector decays by (1 - eta L) per local step, within about '
+            f"{1 / max(lr['eta'] * lam, 1e-12):.0f} of the node's own steps, far fewer "
+            'than s, so the overshoot shows as node-to-node fluctuation (mean vs best node '
+            'accuracy), not as divergence.', '']
+
+
+def _quadratic_lines() -> list:
+    """Run the sum rule on the ``QUADRATICS`` and print them; their section of the report."""
+    lines = ['## The sum rule on a quadratic', '',
+             f'{N_PEERS} peers, f(w) = |w|^2/2 in 6 dimensions (L = 1), gradient noise 0.1, '
+             'K = 6000, w0 = 1: distance of the mean model from the optimum, spread of the '
+             'node models, and the largest (1 + deg) * s_r * eta_r * L of the schedule.', '',
+             '| graph | eta0 | mean error | spread | max (1+deg) s eta L |',
+             '|---|---|---|---|---|']
     for eta0, top in QUADRATICS:
         q = quadratic_drift(eta0, top)
         lines.append(f"| {top} | {eta0:g} | {q['mean_error']:.3g} | {q['spread']:.3g} | "
                      f"{q['bound']:.2f} |")
         print(f"  quadratic {top:<8} eta0 {eta0:g}: mean error {q['mean_error']:.3g}, spread "
               f"{q['spread']:.3g}, bound {q['bound']:.2f}")
-    lines += ['', 'On the complete graph every node applies the same set of updates, so the '
-              'models agree, and the common mode converges while (1 + deg) s eta L < 2 and '
-              'overshoots above. On the 5-node ring the disagreement mode with eigenvalue '
-              '1 - 2 cos(36 deg) = -0.618 of I + A grows by about exp(0.618 L sum_t eta_t), '
-              'slowly for small steps.', '']
-    path = os.path.join(out, 'report.md')
-    atomic_write_text(path, '\n'.join(lines))
-    print(f"  vs paper-text ET: {v_spec['ratio']:.1f}x, {v_spec['gap']:+.4f}: "
-          f"{yes[v_spec['holds']]}; vs authors'-code ET: {v_code['ratio']:.1f}x, "
-          f"{v_code['gap']:+.4f}: {yes[v_code['holds']]} ({wall:.0f} s)")
-    return path
+    return lines + ['', 'On the complete graph every node applies the same set of updates, so '
+                    'the models agree, and the common mode converges while (1 + deg) s eta L '
+                    '< 2 and overshoots above. On the 5-node ring the disagreement mode with '
+                    'eigenvalue 1 - 2 cos(36 deg) = -0.618 of I + A grows by about '
+                    'exp(0.618 L sum_t eta_t), slowly for small steps.', '']
