@@ -122,13 +122,17 @@ def test_a_time_that_is_not_a_number_nor_iso_8601_is_named_in_the_refusal(tmp_pa
     assert 'ISO 8601' in message
 
 
-def test_a_gzip_compressed_record_reads(tmp_path):
+def test_a_gzip_compressed_record_reads(tmp_path, capsys):
     path = tmp_path / 'link.csv.gz'
     path.write_bytes(gzip.compress(b'time_ms,throughput_kbps\n0,5000\n500,6000\n'))
     tr = traces.load_trace(path)
     assert tr.t_s.tolist() == [0.0, 0.5] and tr.mbps.tolist() == [5.0, 6.0]
     assert traces.trace_file_format(path) == 'CSV columns'
+    # cut in its trailer: the text is whole, read with a warning (test_net_field_records)
     path.write_bytes(gzip.compress(b'time_ms,throughput_kbps\n0,5000\n500,6000\n')[:-9])
+    assert traces.load_trace(path).mbps.tolist() == [5.0, 6.0]
+    assert f'{path}: its gzip stream is cut short' in capsys.readouterr().err
+    path.write_bytes(gzip.compress(b'time_ms,throughput_kbps\n0,5000\n500,6000\n')[:10])
     message = _refusal(path)
     assert message.startswith(f'{path}: ') and 'gzip' in message
 

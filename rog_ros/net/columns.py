@@ -35,7 +35,9 @@ speedtest-cli's ``--csv`` is read as its Download column in bit/s, one test per 
 field may hold the separator; Python logging's ``2026-03-29 00:59:50,123`` keeps its
 milliseconds in a comma-separated file.
 Separators: comma, semicolon (with decimal
-commas, as spreadsheets in many locales save), tab or spaces.
+commas, as spreadsheets in many locales save), tab or spaces. A last line cut short (no line
+end, a field missing: the logger was stopped while writing it) is left out, and
+``load_trace`` says so; times that repeat or go back are refused, saying which.
 """
 
 from __future__ import annotations
@@ -386,6 +388,9 @@ def read_columns(path, lines) -> tuple:
             t = _seconds(fields[layout.time]) * layout.time_factor
             r = _number(fields[layout.rate]) * layout.rate_factor
         except ValueError:
+            if times and _cut_short(lines, lineno, fields, layout):
+                meta['cut_short'] = (lineno, line)      # load_trace warns: read the rest
+                break
             if not times and layout.names is None and not any(map(_is_number, fields)):
                 try:
                     layout = Layout(fields)
@@ -424,7 +429,7 @@ def read_columns(path, lines) -> tuple:
                               f'>= 0, got {line[:60]!r}')
         if times and t <= times[-1]:
             raise ColumnError(f'{path}:{lineno}: time {t} does not increase '
-                              f'(previous {times[-1]}){_time_guess(layout)}')
+                              f'(previous {times[-1]}){_order_advice(layout, t == times[-1])}')
         if not times:
             clock = not _is_number(fields[layout.time])     # ISO 8601: seconds, no doubt
         times.append(t)
@@ -487,6 +492,30 @@ def _epoch_seconds(times: list) -> list:
         if times[0] >= above:
             return [t * factor for t in times]
     return times
+
+
+def _cut_short(lines: list, lineno: int, fields: list, layout: Layout) -> bool:
+    """
+    Tell whether line ``lineno`` is a last line cut short: a logger stopped while writing it.
+
+    It is the file's last line, has no line end, and lacks a field (fewer than the layout's,
+    or one empty): ``2,`` or ``2`` after rows of ``time_s,mbps``.
+    """
+    if lineno != len(lines) or lines[-1].endswith('\n'):
+        return False
+    return len(fields) < layout.width or not all(fields)
+
+
+def _order_advice(layout: Layout, equal: bool) -> str:
+    """Say what to do about a time that does not increase: which column, or the rows."""
+    guess = _time_guess(layout)
+    if guess:
+        return guess
+    if equal:
+        return ('; two rows at one time: keep one of them, or log times with fractions of a '
+                'second (a clock in whole seconds gives two rows of a 2 Hz logger one time)')
+    return ('; the rows are out of order (sort them by time) or the clock was set back (cut '
+            'the file there into two records)')
 
 
 def _time_guess(layout: Layout) -> str:

@@ -77,6 +77,7 @@ import math
 import os
 import re
 import stat
+import zlib
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text
@@ -464,7 +465,8 @@ def _read_lines(path) -> list:
     """
     Return the lines of a text file in UTF-8, or UTF-16 when a byte-order mark says so.
 
-    A gzip-compressed file (its first two bytes say so) is read decompressed.
+    A gzip-compressed file (its first two bytes say so) is read decompressed; one cut short (a
+    logger piping into gzip was stopped) up to the cut, with a warning.
     Text that is not UTF-8 (a spreadsheet's CSV saved in Windows-1252, its micro sign byte 0xb5)
     is read as Windows-1252 with a warning that names the first such byte: every number, separator
     and unit word is ASCII, which reads the same in either, and a non-ASCII byte becomes a
@@ -477,7 +479,14 @@ def _read_lines(path) -> list:
     if data[:2] == b'\x1f\x8b':
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError, ValueError) as exc:
+        except EOFError as exc:             # cut short: a logger piping into gzip was stopped
+            data = _gunzip_cut(data)
+            if b'\n' not in data:          # not one whole line before the cut
+                raise TraceFormatError(f'{path}: starts as a gzip file but does not decompress '
+                                       f'({exc}); check the download, or gunzip it') from None
+            iperf.warn(f'{path}: its gzip stream is cut short (a logger stopped while writing '
+                       f'it, or a download cut off); read the {len(data)} bytes before the cut')
+        except (OSError, ValueError, zlib.error) as exc:      # zlib.error: corrupt data
             raise TraceFormatError(f'{path}: starts as a gzip file but does not decompress '
                                    f'({exc}); check the download, or gunzip it') from None
     encoding = next((enc for bom, enc in _BYTE_ORDER_MARKS if data.startswith(bom)), 'utf-8')
@@ -489,6 +498,21 @@ def _read_lines(path) -> list:
                                    f'({ACCEPTED_FORMATS})') from None
         text = _legacy_text(path, data, exc.start)
     return io.StringIO(text, newline=None).readlines()     # \r\n and \r read as \n
+
+
+def _gunzip_cut(data: bytes) -> bytes:
+    """Return what decompresses of gzip members of which the last is cut short."""
+    out, rest = [], data
+    while rest[:2] == b'\x1f\x8b':
+        member = zlib.decompressobj(16 + zlib.MAX_WBITS)     # a gzip header and trailer
+        try:
+            out.append(member.decompress(rest))
+        except zlib.error:
+            break
+        if not member.eof:
+            break
+        rest = member.unused_data
+    return b''.join(out)
 
 
 def _legacy_text(path, data: bytes, at: int) -> str:
@@ -553,6 +577,10 @@ def load_trace(path, loop: bool = True) -> Trace:
         raise TraceFormatError(f'{exc}{more}') from None
     except ValueError as exc:
         raise TraceFormatError(str(exc)) from None
+    if 'cut_short' in meta:
+        lineno, text = meta.pop('cut_short')
+        iperf.warn(f'{path}:{lineno}: its last line, {text[:60]!r}, is cut short (no line end, '
+                   'a field missing: the logger stopped while writing it?) and is left out')
     if not times:
         raise TraceFormatError(f'{path}: no samples')
     if not any(r > 0 for r in rates):

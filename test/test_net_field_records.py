@@ -1,0 +1,119 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Records as loggers leave them in the field: cut short, out of order, compressed."""
+
+import gzip
+
+import pytest
+from rog_ros.net import traces
+from rog_ros.net.traces import TraceFormatError
+
+ROWS = 'time_s,mbps\n0,10\n0.5,20\n1,30\n1.5,40\n'
+"""Four rows of 0.5 s: mean 25 Mbit/s over 2 s."""
+
+
+def _write(tmp_path, data, name='link.csv'):
+    """Write ``data`` (text or bytes) to ``tmp_path / name`` and return the path."""
+    path = tmp_path / name
+    if isinstance(data, str):
+        data = data.encode()
+    path.write_bytes(data)
+    return path
+
+
+def _refusal(path) -> str:
+    """Return the one-line message with which ``load_trace`` refuses ``path``."""
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(path)
+    message = str(err.value)
+    assert '\n' not in message
+    return message
+
+
+def _assert_rows(trace) -> None:
+    """Assert that ``trace`` is ROWS: mean 25 Mbit/s, 2 s, 0.5 s steps."""
+    assert trace.mean_mbps == pytest.approx(25.0)
+    assert trace.duration_s == pytest.approx(2.0)
+    assert trace.dt_s == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize('text, cut', [
+    (ROWS + '2,', "'2,'"),                          # killed between the comma and the rate
+    (ROWS + '2', "'2'"),                            # killed inside the time
+    ('time_s,rssi,mbps\n0,-40,10\n0.5,-41,20\n1,-40,30\n1.5,-42,40\n2,-4', "'2,-4'"),  # wider
+    (ROWS.replace('\n', '\r\n') + '2,', "'2,'"),    # CRLF line ends, as on Windows
+])
+def test_a_last_line_cut_short_by_a_killed_logger_is_left_out_with_a_warning(
+        tmp_path, capsys, text, cut):
+    # refused before: the whole record failed on the half line its logger left at the end
+    path = _write(tmp_path, text)
+    _assert_rows(traces.load_trace(path))
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1
+    assert f'{path}:6: its last line, {cut}, is cut short' in err and 'left out' in err
+
+
+def test_a_short_line_that_is_not_the_last_or_ends_its_line_is_still_refused(tmp_path):
+    message = _refusal(_write(tmp_path, ROWS + '2,\n'))
+    assert message.startswith(f'{tmp_path / "link.csv"}:6: expected two numbers')
+    message = _refusal(_write(tmp_path, ROWS.replace('0.5,20', '0.5,') + '2,50'))
+    assert message.startswith(f'{tmp_path / "link.csv"}:3: expected two numbers')
+
+
+def test_a_whole_last_line_without_a_line_end_is_read(tmp_path, capsys):
+    path = _write(tmp_path, ROWS.rstrip('\n'))
+    _assert_rows(traces.load_trace(path))
+    assert capsys.readouterr().err == ''
+
+
+def test_a_gzip_record_cut_short_reads_up_to_the_cut_with_a_warning(tmp_path, capsys):
+    # a logger piping into gzip that was stopped leaves no end-of-stream: refused before
+    head = ''.join(f'{k * 0.5},{10 * (k % 4 + 1)}\n' for k in range(400))
+    tail = ''.join(f'{k * 0.5},{10 * (k % 4 + 1)}\n' for k in range(400, 800))
+    whole = gzip.compress(tail.encode())
+    path = _write(tmp_path, gzip.compress(('time_s,mbps\n' + head).encode())
+                  + whole[:len(whole) // 2], 'link.csv.gz')
+    trace = traces.load_trace(path)
+    rows = len(trace)
+    assert 400 < rows < 800
+    assert trace.t_s.tolist() == [k * 0.5 for k in range(rows)]
+    assert trace.mbps.tolist() == [10.0 * (k % 4 + 1) for k in range(rows)]
+    err = capsys.readouterr().err
+    assert f'{path}: its gzip stream is cut short' in err
+
+
+@pytest.mark.parametrize('cut', [10, 12, 'corrupt'])
+def test_a_gzip_record_that_does_not_decompress_is_refused_in_one_line(tmp_path, cut):
+    data = gzip.compress(''.join(f'{k},{k % 7}\n' for k in range(4000)).encode(), mtime=0)
+    # cut in its header, or after a few letters; or corrupt: a zlib.error, a crash before
+    data = data[:20] + b'\xff' * 50 + data[70:] if cut == 'corrupt' else data[:cut]
+    path = _write(tmp_path, data, 'link.csv.gz')
+    message = _refusal(path)
+    assert message.startswith(f'{path}: starts as a gzip file but does not decompress (')
+    assert message.endswith('check the download, or gunzip it')
+
+
+@pytest.mark.parametrize('rows, line, advice', [
+    ('0,10\n1,20\n1,30\n2,40\n', 4, 'two rows at one time: keep one of them'),
+    ('0,10\n1,20\n3,30\n2,40\n4,50\n', 5, 'the rows are out of order (sort them by time)'),
+    ('2026-03-01T10:00:00Z,10\n2026-03-01T10:00:01Z,20\n2026-03-01T10:00:01Z,30\n', 4,
+     'two rows at one time'),
+])
+def test_times_that_repeat_or_go_back_are_refused_saying_what_to_do(
+        tmp_path, rows, line, advice):
+    # the refusal named the line and said only "does not increase"
+    path = _write(tmp_path, 'time,mbps\n' + rows)
+    message = _refusal(path)
+    assert message.startswith(f'{path}:{line}: time ')
+    assert 'does not increase' in message and advice in message
