@@ -151,10 +151,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     'lines, a testbed replay log, a Mahimahi trace, an iperf3 -J report, '
                     'iperf text output, an HSDPA or 4G/LTE drive log, a G-NetTrack Pro or '
                     'Lumos5G CSV, a time,rx_bytes counter, a sar -n DEV report; '
-                    'gzip-compressed too) and write it as t_seconds,mbps: to see exactly what a '
+                    "gzip-compressed too; or a ROS 2 bag of netmon's LinkStats) and write it as "
+                    't_seconds,mbps: to see exactly what a '
                     'fleet will replay, to edit it, or to share it without the original tool.')
     conv.add_argument('file', metavar='FILE', help='the trace file to read')
     conv.add_argument('--out', required=True, help='output CSV file')
+    conv.add_argument('--node', type=int, default=None,
+                      help="the robot whose link to write from a ROS 2 bag of several robots' "
+                           'LinkStats (rog fleet --record)')
     conv.add_argument('--scale', type=float, default=1.0,
                       help='rate multiplier, > 0 (default 1)')
     parser.set_defaults(func=run)
@@ -565,8 +569,10 @@ def _cmd_convert(args, out):
     name = os.path.splitext(os.path.basename(args.file))[0]
     _out_file(args.out, f'{name}_mbps.csv')
     _not_the_input(args.out, args.file)
-    trace = traces.load_trace(args.file)
+    trace = traces.load_trace(args.file, node=args.node)
     read_as = traces.trace_file_format(args.file)      # (before --out is written)
+    if args.node is not None:
+        read_as += f', node {args.node}'
     if args.scale != 1.0:
         trace = traces.Trace(trace.t_s, trace.mbps * args.scale, trace.end_s, trace.loop,
                              trace.resolution_s)

@@ -81,7 +81,7 @@ import zlib
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text
-from rog_ros.net import columns, iperf, mahimahi, mobile_log, replay_log, sysstat
+from rog_ros.net import columns, iperf, mahimahi, mobile_log, replay_log, ros_bag, sysstat
 
 PAYLOAD_S = 1.43
 """Ideal transfer time of one compressed gradient [P 2.2]; the slowdown statistic's payload."""
@@ -383,7 +383,7 @@ second apart are steps of 12 us."""
 ACCEPTED_FORMATS = ('CSV "t_seconds,mbps" or a table with units in its header, "t bw" lines, a '
                     'testbed bw_replay log, a Mahimahi trace, an iperf3 -J report or iperf text '
                     'output, an HSDPA or 4G/LTE drive log, a sar -n DEV report, any of them '
-                    'gzip-compressed')
+                    "gzip-compressed, or a ROS 2 bag of netmon's LinkStats")
 """What ``load_trace`` reads, in the words its errors use."""
 
 _TOO_FAST = {
@@ -397,7 +397,10 @@ _TOO_FAST = {
     'iperf report': 'iperf measured a faster path than Wi-Fi (the loopback interface, a wired '
                     'link, or client and server on one host); run iperf3 -c SERVER on the robot '
                     'over its wireless link',
+    'MCAP bag': 'netmon measured a faster interface than Wi-Fi (the loopback interface of a '
+                "fleet on one machine?); record on the robot's wireless interface",
 }
+_TOO_FAST['SQLite bag'] = _TOO_FAST['MCAP bag']
 """Advice per format when ``load_trace`` finds a median above ``PLAUSIBLE_MEDIAN_MBPS``."""
 _TOO_FAST.update({name: 'its byte counts or milliseconds are not those of an HSDPA or 4G/LTE '
                         'drive log (bytes received since the line before, and the ms that took)'
@@ -406,7 +409,8 @@ _TOO_FAST.update({name: 'its byte counts or milliseconds are not those of an HSD
 
 _READERS = {'testbed replay log': replay_log.read_replay_log,
             'Mahimahi trace': mahimahi.read_mahimahi, 'iperf report': iperf.read_iperf,
-            'sar -n DEV report': sysstat.read_sar,
+            'sar -n DEV report': sysstat.read_sar, 'MCAP bag': ros_bag.read_bag,
+            'SQLite bag': ros_bag.read_bag,
             **{name: mobile_log.read_mobile_log for name, *_ in mobile_log.FORMATS.values()}}
 
 
@@ -424,8 +428,8 @@ def file_format(lines) -> str:
 
 
 def trace_file_format(path) -> str:
-    """Name the format ``load_trace`` reads ``path`` as (``file_format`` of its lines)."""
-    return file_format(_read_lines(path))
+    """Name the format ``load_trace`` reads ``path`` as (a bag's, or its lines' format)."""
+    return ros_bag.bag_kind(path) or file_format(_read_lines(path))
 
 
 def check_trace_file(path) -> None:
@@ -439,6 +443,9 @@ def check_trace_file(path) -> None:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         raise FileNotFoundError(f'no such file: {path}') from None
+    if stat.S_ISDIR(mode) and ros_bag.bag_files(path):
+        raise TraceFormatError(f'{path} is the folder of a ROS 2 bag; give its file, '
+                               f'{ros_bag.bag_files(path)[0]}')
     if stat.S_ISDIR(mode):
         raise TraceFormatError(f'{path} is a directory, not a trace file')
     if not stat.S_ISREG(mode):
@@ -490,6 +497,11 @@ def _read_lines(path) -> list:
             raise TraceFormatError(f'{path}: starts as a gzip file but does not decompress '
                                    f'({exc}); check the download, or gunzip it') from None
     encoding = next((enc for bom, enc in _BYTE_ORDER_MARKS if data.startswith(bom)), 'utf-8')
+    if encoding != 'utf-16' and data.endswith(b'\0') and data.strip(b'\0'):
+        nuls = len(data) - len(data.rstrip(b'\0'))
+        iperf.warn(f'{path}: ends in {nuls} NUL bytes, room the file system kept for text that '
+                   'was never written (a power cut while logging?); the text before them is read')
+        data = data.rstrip(b'\0')
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
@@ -497,6 +509,10 @@ def _read_lines(path) -> list:
             raise TraceFormatError(f'{path}: not a text file; a trace is text '
                                    f'({ACCEPTED_FORMATS})') from None
         text = _legacy_text(path, data, exc.start)
+    if encoding != 'utf-16' and '\0' in text:       # valid UTF-8, and binary all the same
+        raise TraceFormatError(f'{path}: not a text file (a NUL byte at line '
+                               f'{text.count(chr(10), 0, text.index(chr(0))) + 1}); a trace is '
+                               f'text ({ACCEPTED_FORMATS})')
     return io.StringIO(text, newline=None).readlines()     # \r\n and \r read as \n
 
 
@@ -528,7 +544,7 @@ def _legacy_text(path, data: bytes, at: int) -> str:
     return text
 
 
-def load_trace(path, loop: bool = True) -> Trace:
+def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
     """
     Read a trace file: columns, a replay log, Mahimahi, iperf, sar or a mobile drive log.
 
@@ -549,6 +565,8 @@ def load_trace(path, loop: bool = True) -> Trace:
         The file.
     loop : bool, default True
         Loop flag of the result (a ``loop=`` comment written by ``save_trace`` wins).
+    node : int or None, default None
+        The robot whose link to read from a ROS 2 bag of several (``rog_ros.net.ros_bag``).
 
     Raises
     ------
@@ -559,12 +577,19 @@ def load_trace(path, loop: bool = True) -> Trace:
         ``end_s`` is not past the last row.
 
     """
-    lines = _read_lines(path)
+    check_trace_file(path)
+    bag = ros_bag.bag_kind(path)
+    if node is not None and bag is None:
+        raise TraceFormatError(f'{path}: not a ROS 2 bag; a robot (node) is picked only from '
+                               "a bag of several robots' links")
+    lines = [] if bag else _read_lines(path)
     meta, end = {}, None
-    kind = file_format(lines)
+    kind = bag or file_format(lines)
     read = _READERS.get(kind)
     try:
-        if read is not None:
+        if bag:
+            times, rates, end = ros_bag.read_bag(path, node=node)
+        elif read is not None:
             times, rates, end = read(path, lines)
         else:
             meta, times, rates = columns.read_columns(path, lines)

@@ -1,0 +1,191 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Read a robot's link from a ROS 2 bag of the LinkStats that its netmon published.
+
+The bag is MCAP (``rog fleet --record``, ``ros2 bag record`` from Iron on) or SQLite (``.db3``,
+``ros2 bag record`` before Iron). Of the folder that ``ros2 bag record -o NAME`` writes, its
+file is read (``NAME/NAME_0.mcap``); the folder is refused, naming the file.
+
+netmon publishes a LinkStats ten times a second on ``.../status/<netmon>/link_stats``; the
+rate read is what netmon records by default (``record_source`` ``throughput``): the larger of
+the interface's two directions, ``max(tx_mbps, rx_mbps)``, from the message's ``stamp`` on.
+The first message of each netmon run (a new ``incarnation``) is left out, as netmon leaves it
+out of its own record: its counters had no earlier reading, so its rates are no measurement.
+Messages whose stamp does not increase (a message recorded twice) are left out too. A bag
+with the links of several robots (``rog fleet --record`` on one machine reports every robot)
+is read for one robot only when it is told which (``node``); else it is refused, naming them.
+
+The CDR of a LinkStats is read here field by field (XCDR1, as ``rog_ros.transport.idl``
+writes it and ROS 2 does), so reading a bag needs no DDS. MCAP needs the ``mcap`` package
+(``pip install mcap``); a recording cut short (a recorder killed, a disk full) is read up to
+its last whole chunk.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import struct
+
+from rog_ros.net import iperf
+from rog_ros.protocol.messages import SCHEMA_VERSION
+
+MCAP_MAGIC = b'\x89MCAP0\r\n'
+SQLITE_MAGIC = b'SQLite format 3\x00'
+LINK_STATS_TYPE = 'rog_ros/msg/LinkStats'
+BAG_SUFFIXES = ('.mcap', '.db3')
+
+
+class BagError(ValueError):
+    """A bag that holds no link this reader can take; the message says what to do."""
+
+
+def bag_kind(path) -> str | None:
+    """Return 'MCAP bag' or 'SQLite bag' by a regular file's first bytes, else None."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, 'rb') as fh:
+            head = fh.read(16)
+    except OSError:
+        return None
+    if head.startswith(MCAP_MAGIC):
+        return 'MCAP bag'
+    if head.startswith(SQLITE_MAGIC):
+        return 'SQLite bag'
+    return None
+
+
+def bag_files(folder) -> list:
+    """Return the bag files of a ``ros2 bag record`` folder, in order; [] if it is none."""
+    if not os.path.isfile(os.path.join(folder, 'metadata.yaml')):
+        return []
+    names = [n for n in os.listdir(folder) if n.endswith(BAG_SUFFIXES)]
+    return [os.path.join(folder, n) for n in sorted(names, key=lambda n: (len(n), n))]
+
+
+def link_stats(data: bytes) -> tuple:
+    """
+    Return ``(node, stamp_ns, rate_mbps, incarnation)`` of a LinkStats's CDR bytes.
+
+    ``rate_mbps`` is ``max(tx_mbps, rx_mbps)``. Raises ``ValueError`` for bytes too short, an
+    encapsulation other than plain CDR, or another ``schema_version``.
+    """
+    if len(data) < 4 or data[0] != 0 or data[1] not in (0, 1):
+        raise ValueError('not plain CDR')
+    order = '<' if data[1] == 1 else '>'
+    body = memoryview(data)[4:]
+
+    def read(fmt: str, pos: int, align: int) -> tuple:
+        pos = (pos + align - 1) // align * align
+        return struct.unpack_from(order + fmt, body, pos), pos + struct.calcsize(order + fmt)
+
+    (version,), pos = read('H', 0, 2)
+    if version != SCHEMA_VERSION:
+        raise ValueError(f'schema_version {version}, not {SCHEMA_VERSION}')
+    (node,), pos = read('q', pos, 8)
+    (length,), pos = read('I', pos, 4)
+    (sec, nanosec), pos = read('iI', pos + length, 4)
+    (_, _, tx, rx, _, _, _, incarnation), pos = read('qqdddddQ', pos, 8)
+    return node, sec * 10 ** 9 + nanosec, max(tx, rx), incarnation
+
+
+def _mcap_messages(path, cut: list):
+    """Yield ``(topic, type, data)`` of an MCAP file; ``cut`` gets a note if it ends early."""
+    try:
+        from mcap.exceptions import McapError
+        from mcap.reader import NonSeekingReader
+    except ImportError:
+        raise BagError(f'{path}: an MCAP bag; reading one needs the mcap package (pip install '
+                       'mcap)') from None
+    with open(path, 'rb') as fh:
+        try:
+            for schema, channel, message in NonSeekingReader(fh).iter_messages():
+                yield channel.topic, schema.name if schema else '', message.data
+        except (McapError, EOFError, struct.error, ValueError) as exc:
+            cut.append(type(exc).__name__)
+
+
+def _sqlite_messages(path):
+    """Yield ``(topic, type, data)`` of a rosbag2 SQLite file in time order."""
+    try:
+        con = sqlite3.connect(f'file:{os.path.abspath(path)}?mode=ro', uri=True)
+        try:
+            rows = con.execute('SELECT t.name, t.type, m.data FROM messages m JOIN topics t '
+                               'ON m.topic_id = t.id ORDER BY m.timestamp').fetchall()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise BagError(f'{path}: a SQLite file but not a readable ROS 2 bag ({exc}); record '
+                       'the link with netmon (record_trace:=link.csv) instead') from None
+    yield from rows
+
+
+def read_bag(path, lines=None, node=None) -> tuple:
+    """
+    Return ``(times_s, rates_mbps, end_s)`` of the LinkStats in a bag (``lines`` unused).
+
+    ``node``: the robot whose link to read (None: the bag's only one). Raises ``BagError``
+    when the bag has no LinkStats, several robots and no ``node``, or LinkStats of another
+    version; a file cut short is read up to the cut, with a warning.
+    """
+    links, cut, topics, bad, first = {}, [], set(), 0, ''
+    mcap = bag_kind(path) == 'MCAP bag'
+    for topic, type_name, data in _mcap_messages(path, cut) if mcap else _sqlite_messages(path):
+        topics.add(topic)
+        if type_name != LINK_STATS_TYPE:
+            continue
+        try:
+            who, stamp, rate, incarnation = link_stats(bytes(data))
+        except (ValueError, struct.error) as exc:
+            bad += 1
+            first = first or str(exc)
+            continue
+        links.setdefault(who, []).append((stamp, rate, incarnation))
+    if cut:
+        iperf.warn(f'{path}: the bag ends early ({cut[0]}: its recorder was stopped?); its '
+                   'messages before that are read')
+    if not links:
+        listed = ', '.join(sorted(topics)[:4]) + (', ...' if len(topics) > 4 else '')
+        why = (f': its LinkStats do not read ({first}; recorded by another version of '
+               'rog_ros?)' if bad else f' (its topics: {listed})' if topics
+               else ' (it holds no message)')
+        raise BagError(f'{path}: a ROS 2 bag without a LinkStats{why}; record '
+                       "netmon's .../link_stats topic in it, or record the link with netmon "
+                       '(record_trace:=link.csv)')
+    nodes = ', '.join(map(str, sorted(links)))
+    if node is None and len(links) > 1:
+        raise BagError(f'{path}: a ROS 2 bag with the links of {len(links)} robots (nodes '
+                       f'{nodes}); a trace is one link: write the link of each with "rog trace '
+                       'convert BAG --node K --out linkK.csv" and give them as a list, '
+                       '--trace link0.csv,link1.csv,...')
+    who = next(iter(links)) if node is None else node
+    if who not in links:
+        raise BagError(f'{path}: no LinkStats of node {who} in it (its nodes: {nodes})')
+    stamps, rates, seen = [], [], set()
+    for stamp, rate, incarnation in links[who]:
+        if incarnation not in seen:
+            seen.add(incarnation)        # netmon's first message of a run measured nothing
+            continue
+        if stamps and stamp <= stamps[-1]:
+            continue
+        stamps.append(stamp)
+        rates.append(rate)
+    times = [(ns - stamps[0]) * 1e-9 for ns in stamps]   # whole ns: exact before the float
+    if len(times) < 2:
+        raise BagError(f'{path}: node {who} has {len(times)} LinkStats with a measured rate; '
+                       'a trace needs two or more (netmon publishes ten a second)')
+    step = sorted(b - a for a, b in zip(times, times[1:]))[(len(times) - 1) // 2]
+    return times, rates, times[-1] + step

@@ -1,0 +1,143 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""A robot's link read from a ROS 2 bag of its netmon's LinkStats (MCAP or SQLite)."""
+
+import sqlite3
+
+import pytest
+from rog_ros.net import ros_bag, traces
+from rog_ros.net.traces import TraceFormatError
+from rog_ros.protocol.messages import LinkStats, Time
+from rog_ros.transport.convert import to_sample
+
+TOPIC = '/rog/status/netmon_0/link_stats'
+START_NS = 1_767_225_600 * 10 ** 9
+
+
+def _messages(node, rates, incarnation=7):
+    """Return LinkStats of ``node`` 0.1 s apart with tx ``rates`` (rx half of it)."""
+    out = []
+    for k, rate in enumerate(rates):
+        ns = START_NS + k * 10 ** 8
+        out.append(LinkStats(node=node, interface='wlan0', stamp=Time(ns // 10 ** 9, ns % 10 ** 9),
+                             tx_mbps=rate, rx_mbps=rate / 2, incarnation=incarnation))
+    return out
+
+
+def _mcap(path, messages, topic=TOPIC):
+    """Record ``messages`` on ``topic`` into the MCAP file ``path`` as rog fleet --record does."""
+    bag = pytest.importorskip('rog_ros.transport.bag')
+    pytest.importorskip('mcap.writer')
+    recorder = bag.McapRecorder(str(path))
+    for msg in messages:
+        recorder.write(topic, msg, stamp_ns=msg.stamp.sec * 10 ** 9 + msg.stamp.nanosec)
+    recorder.close()
+    return path
+
+
+def _db3(path, messages, type_name='rog_ros/msg/LinkStats'):
+    """Write ``messages`` into a rosbag2 SQLite file ``path`` (the tables ros2 bag writes)."""
+    con = sqlite3.connect(str(path))
+    con.execute('CREATE TABLE topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT '
+                'NULL, serialization_format TEXT NOT NULL, offered_qos_profiles TEXT NOT NULL)')
+    con.execute('CREATE TABLE messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL, '
+                'timestamp INTEGER NOT NULL, data BLOB NOT NULL)')
+    con.execute('INSERT INTO topics VALUES (1, ?, ?, ?, ?)', (TOPIC, type_name, 'cdr', ''))
+    for k, msg in enumerate(messages):
+        con.execute('INSERT INTO messages(topic_id, timestamp, data) VALUES (1, ?, ?)',
+                    (START_NS + k, bytes(to_sample(msg).serialize())))
+    con.commit()
+    con.close()
+    return path
+
+
+def _refusal(path, **kw) -> str:
+    """Return the one-line message with which ``load_trace`` refuses ``path``."""
+    with pytest.raises(TraceFormatError) as err:
+        traces.load_trace(path, **kw)
+    message = str(err.value)
+    assert '\n' not in message
+    return message
+
+
+def test_the_cdr_of_a_linkstats_reads_field_by_field():
+    msg = _messages(3, [0.0, 12.5])[1]
+    node, stamp_ns, rate, incarnation = ros_bag.link_stats(bytes(to_sample(msg).serialize()))
+    assert (node, stamp_ns, rate, incarnation) == (3, START_NS + 10 ** 8, 12.5, 7)
+
+
+@pytest.mark.parametrize('write', [_mcap, _db3], ids=['mcap', 'db3'])
+def test_a_bag_of_one_robots_linkstats_reads_as_its_throughput(tmp_path, write):
+    # refused before (the MCAP as not a text file, the .db3 with its header as a table)
+    path = write(tmp_path / 'run.bag', _messages(0, [0.0, 10, 20, 30, 40]))
+    trace = traces.load_trace(path)
+    # netmon's first message measured nothing and is left out; rates are max(tx, rx)
+    assert trace.mbps.tolist() == [10.0, 20.0, 30.0, 40.0]
+    assert trace.t_s.tolist() == pytest.approx([0.0, 0.1, 0.2, 0.3], abs=1e-12)
+    assert trace.mean_mbps == pytest.approx(25.0)
+    assert trace.duration_s == pytest.approx(0.4)
+    assert traces.trace_file_format(path) in ('MCAP bag', 'SQLite bag')
+
+
+def test_a_bag_of_several_robots_is_refused_unless_told_which(tmp_path):
+    path = _mcap(tmp_path / 'fleet.mcap', _messages(0, [0.0, 10, 20]) + _messages(1, [0, 5, 5]))
+    message = _refusal(path)
+    assert message.startswith(f'{path}: a ROS 2 bag with the links of 2 robots (nodes 0, 1)')
+    assert 'rog trace convert BAG --node K --out linkK.csv' in message
+    assert traces.load_trace(path, node=1).mbps.tolist() == [5.0, 5.0]
+    assert 'its nodes: 0, 1' in _refusal(path, node=2)
+
+
+def test_a_bag_without_linkstats_or_of_another_version_is_refused_saying_why(tmp_path):
+    path = _db3(tmp_path / 'status.db3', _messages(0, [1, 2, 3]), 'rog_ros/msg/TrainStatus')
+    assert f'without a LinkStats (its topics: {TOPIC})' in _refusal(path)
+    old = _messages(0, [1, 2, 3])
+    for msg in old:
+        msg.schema_version = 1
+    path = _db3(tmp_path / 'old.db3', old)
+    assert 'do not read (schema_version 1, not ' in _refusal(path)
+
+
+def test_a_ros2_bag_folder_is_refused_naming_its_file(tmp_path):
+    folder = tmp_path / 'run'
+    folder.mkdir()
+    (folder / 'metadata.yaml').write_text('rosbag2_bagfile_information:\n')
+    _db3(folder / 'run_0.db3', _messages(0, [0.0, 10, 20]))
+    message = _refusal(folder)
+    assert message == f'{folder} is the folder of a ROS 2 bag; give its file, {folder}/run_0.db3'
+
+
+def test_rog_trace_convert_writes_one_robot_of_a_fleet_bag(tmp_path, capsys):
+    from rog_ros.net import cli_trace
+    path = _mcap(tmp_path / 'fleet.mcap', _messages(0, [0.0, 10, 20]) + _messages(1, [0, 5, 5]))
+    out = tmp_path / 'link1.csv'
+    assert cli_trace.main(['convert', str(path), '--node', '1', '--out', str(out)]) == 0
+    assert 'read as MCAP bag, node 1' in capsys.readouterr().out
+    assert traces.load_trace(out).mbps.tolist() == [5.0, 5.0]
+    csv = tmp_path / 'link.csv'
+    csv.write_text('0,1\n1,2\n')
+    assert cli_trace.main(['convert', str(csv), '--node', '1', '--out', str(out)]) == 2
+    assert 'not a ROS 2 bag' in capsys.readouterr().err
+
+
+def test_a_text_record_ending_in_nul_bytes_after_a_power_cut_reads(tmp_path, capsys):
+    # ext4 after a power cut: the file's length was kept, its last block never written
+    path = tmp_path / 'link.csv'
+    path.write_bytes(b'time_s,mbps\n0,10\n0.5,20\n1,30\n1.5,40\n2,' + b'\0' * 4096)
+    trace = traces.load_trace(path)
+    assert trace.mean_mbps == pytest.approx(25.0) and trace.duration_s == pytest.approx(2.0)
+    err = capsys.readouterr().err
+    assert f'{path}: ends in 4096 NUL bytes' in err and 'is cut short' in err
+    path.write_bytes(b'time_s,mbps\n0,10\n\0\0\n0.5,20\n')
+    assert _refusal(path).startswith(f'{path}: not a text file (a NUL byte at line 3)')
