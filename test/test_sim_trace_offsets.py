@@ -71,3 +71,29 @@ def test_readme_says_a_file_is_replayed_from_per_robot_offsets():
         text = ' '.join(f.read().split())
     assert 'a file is replayed from a different offset per robot and seed, looping' in text
     assert '`trace_offsets_s`' in text
+
+
+def test_a_trace_file_is_read_once_while_its_bytes_stay(tmp_path, monkeypatch):
+    # a run read its file twice (links, offsets) and rog compare's workers once per run: a
+    # record of a million rows took seconds each time
+    from rog_ros.net import traces
+    from rog_ros.sim import simulator
+    reads = []
+    real = traces.load_trace
+
+    def counting(path, *args, **kwargs):
+        """Count the reads of ``path`` and read it."""
+        reads.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(traces, 'load_trace', counting)
+    trace = str(tmp_path / 'fifty.csv')
+    _fifty_second_trace(trace)
+    for seed in (0, 1):
+        make_traces(trace, 4, seed)
+        simulator.trace_offsets(trace, 4, seed)
+    assert reads == [trace]
+    with open(trace, 'a') as f:
+        f.write('50,7\n')                # rewritten under its name: read anew
+    assert make_traces(trace, 1, 0)[0][0].duration_s == pytest.approx(55.0)
+    assert reads == [trace, trace]

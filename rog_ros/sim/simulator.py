@@ -29,6 +29,7 @@ accuracy curve is real while the clock is the robots'. Deterministic for a seed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import functools
 import gc
 import hashlib
 import math
@@ -136,6 +137,26 @@ def file_offsets(duration_s: float, n: int, seed: int) -> list:
     return [float(f % 1.0) * duration_s for f in frac]
 
 
+@functools.lru_cache(maxsize=4)
+def _read_trace_file(path: str, digest: bytes) -> traces.Trace:
+    """Return ``load_trace(path)`` of the file whose bytes hash to ``digest``."""
+    return traces.load_trace(path, loop=True)
+
+
+def trace_file(path: str) -> traces.Trace:
+    """
+    Return the looping trace of the file ``path``, read once per process while its bytes stay.
+
+    A run reads its trace files twice (its links, and where each robot's replay starts) and
+    ``rog compare``'s workers run many: a record of a million rows took seconds each time.
+    The key is the file's bytes (their hash), so a file rewritten under its name is read anew.
+    """
+    traces.check_trace_file(path)       # a directory or a pipe: says which (open would wait)
+    with open(path, 'rb') as fh:
+        digest = hashlib.sha256(fh.read()).digest()
+    return _read_trace_file(path, digest)
+
+
 def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> list:
     """
     One ``(trace, offset_s)`` per robot: presets with per-robot seeds, files at seeded offsets.
@@ -149,7 +170,7 @@ def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> lis
         if not os.path.exists(entry) and entry not in traces.PRESETS:
             raise ValueError(f'unknown trace {entry!r}: not a file and not one of '
                              f'{sorted(traces.PRESETS)}')
-    files = {e: traces.load_trace(e, loop=True) for e in set(entries) if e not in traces.PRESETS}
+    files = {e: trace_file(e) for e in set(entries) if e not in traces.PRESETS}
     out = []
     for r, (entry, offset) in enumerate(_replay_plan(entries, n, seed, files)):
         if offset is not None:
@@ -186,7 +207,7 @@ def trace_offsets(spec: str, n: int, seed: int) -> list | None:
     when no robot replays a file.
     """
     entries = trace_spec.sources(spec)
-    files = {e: traces.load_trace(e, loop=True) for e in set(entries)
+    files = {e: trace_file(e) for e in set(entries)
              if e not in traces.PRESETS and os.path.exists(e)}
     if not files:
         return None
