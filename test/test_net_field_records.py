@@ -117,3 +117,66 @@ def test_times_that_repeat_or_go_back_are_refused_saying_what_to_do(
     message = _refusal(path)
     assert message.startswith(f'{path}:{line}: time ')
     assert 'does not increase' in message and advice in message
+
+
+IOSTAT = """
+=================================================================
+| IO Statistics                                                 |
+|                                                               |
+| Duration: 3.5 secs                                            |
+| Interval: 1 secs                                              |
+|                                                               |
+| Col 1: Frames and bytes                                       |
+|---------------------------------------------------------------|
+|          |1                 |                                 |
+| Interval | Frames |  Bytes  |                                 |
+|-------------------------------|                               |
+| 0 <> 1   |    100 | 1250000 |
+| 1 <> 2   |    200 | 2500000 |
+| 2 <> 3   |    300 | 3750000 |
+| 3 <> Dur |    400 | 2500000 |
+=================================================================
+"""
+"""``tshark -q -z io,stat,1`` of a 3.5 s capture: 10, 20, 30 Mbit/s, then 40 for half a second."""
+
+
+@pytest.mark.parametrize('text', [
+    IOSTAT,
+    IOSTAT.replace('\n', '\r\n'),
+    IOSTAT.replace('| Interval |', '| Time     |').replace('| 0 <> 1   |', '| 10:00:00 |')
+    .replace('| 1 <> 2   |', '| 10:00:01 |').replace('| 2 <> 3   |', '| 10:00:02 |')
+    .replace('| 3 <> Dur |', '| 10:00:03 |'),                            # tshark -t a
+], ids=['relative', 'crlf', 'clock'])
+def test_a_tshark_io_stat_table_reads_as_the_rate_of_its_bytes(tmp_path, text):
+    # refused before: "cannot tell the rate column among ['=====...']"
+    path = _write(tmp_path, text, 'iostat.txt')
+    trace = traces.load_trace(path)
+    assert trace.t_s.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert trace.mbps.tolist() == pytest.approx([10.0, 20.0, 30.0, 40.0])
+    assert trace.duration_s == pytest.approx(3.5)
+    assert trace.mean_mbps == pytest.approx(80.0 / 3.5)
+    assert traces.trace_file_format(path) == 'tshark io,stat table'
+
+
+def test_an_older_tsharks_table_with_its_interval_size_reads(tmp_path):
+    rows = ''.join(f'| {k / 2:.1f} <> {k / 2 + 0.5:.1f} |     10 | {625000 * (1 + k % 2):7d} |\n'
+                   for k in range(4))
+    text = ('=' * 40 + '\n| IO Statistics                        |\n| Interval size: 0.5 secs'
+            '              |\n| Col 1: Frames and bytes              |\n|            |1       |\n'
+            '| Interval   | Frames |  Bytes  |\n|--------------------------------|\n' + rows)
+    trace = traces.load_trace(_write(tmp_path, text, 'iostat.txt'))
+    assert trace.mbps.tolist() == pytest.approx([10.0, 20.0, 10.0, 20.0])
+    assert trace.duration_s == pytest.approx(2.0) and trace.dt_s == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize('labels, what', [
+    ('| Interval | Frames |  Bytes  | Frames |  Bytes  |', 'several columns of bytes'),
+    ('| Interval | FRAMES |', 'no column of bytes'),
+])
+def test_a_tshark_table_without_one_column_of_bytes_is_refused_saying_how(
+        tmp_path, labels, what):
+    path = _write(tmp_path, IOSTAT.replace('| Interval | Frames |  Bytes  |', labels))
+    message = _refusal(path)
+    assert message.startswith(f'{path}:11: a tshark io,stat table with {what}')
+    assert message.endswith('tshark -r CAPTURE -q -z io,stat,0.5 (or with one filter: -z '
+                            'io,stat,0.5,tcp)')

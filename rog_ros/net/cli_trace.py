@@ -150,10 +150,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description='Read FILE as --trace would (CSV or a headed table with units, "t bw" '
                     'lines, a testbed replay log, a Mahimahi trace, an iperf3 -J report, '
                     'iperf text output, an HSDPA or 4G/LTE drive log, a G-NetTrack Pro or '
-                    'Lumos5G CSV, a time,rx_bytes counter, a sar -n DEV report; '
-                    "gzip-compressed too; or a ROS 2 bag of netmon's LinkStats) and write it as "
-                    't_seconds,mbps: to see exactly what a '
-                    'fleet will replay, to edit it, or to share it without the original tool.')
+                    'Lumos5G CSV, a time,rx_bytes counter, a sar -n DEV report, a tshark -z '
+                    "io,stat table; gzip-compressed too; or a ROS 2 bag of netmon's LinkStats) "
+                    'and write it as t_seconds,mbps: to see exactly what a fleet will replay, to '
+                    'edit it, or to share it without the original tool.')
     conv.add_argument('file', metavar='FILE', help='the trace file to read')
     conv.add_argument('--out', required=True, help='output CSV file')
     conv.add_argument('--node', type=int, default=None,

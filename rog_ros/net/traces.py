@@ -81,7 +81,8 @@ import zlib
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text
-from rog_ros.net import columns, iperf, mahimahi, mobile_log, replay_log, ros_bag, sysstat
+from rog_ros.net import (columns, iperf, mahimahi, mobile_log, replay_log, ros_bag, sysstat,
+                         tshark)
 
 PAYLOAD_S = 1.43
 """Ideal transfer time of one compressed gradient [P 2.2]; the slowdown statistic's payload."""
@@ -382,8 +383,9 @@ second apart are steps of 12 us."""
 
 ACCEPTED_FORMATS = ('CSV "t_seconds,mbps" or a table with units in its header, "t bw" lines, a '
                     'testbed bw_replay log, a Mahimahi trace, an iperf3 -J report or iperf text '
-                    'output, an HSDPA or 4G/LTE drive log, a sar -n DEV report, any of them '
-                    "gzip-compressed, or a ROS 2 bag of netmon's LinkStats")
+                    'output, an HSDPA or 4G/LTE drive log, a sar -n DEV report, a tshark -z '
+                    "io,stat table, any of them gzip-compressed, or a ROS 2 bag of netmon's "
+                    'LinkStats')
 """What ``load_trace`` reads, in the words its errors use."""
 
 _TOO_FAST = {
@@ -397,6 +399,8 @@ _TOO_FAST = {
     'iperf report': 'iperf measured a faster path than Wi-Fi (the loopback interface, a wired '
                     'link, or client and server on one host); run iperf3 -c SERVER on the robot '
                     'over its wireless link',
+    'tshark io,stat table': 'that is more than 1.25 GB per second; this capture is not of a '
+                            'Wi-Fi link',
     'MCAP bag': 'netmon measured a faster interface than Wi-Fi (the loopback interface of a '
                 "fleet on one machine?); record on the robot's wireless interface",
 }
@@ -410,6 +414,7 @@ _TOO_FAST.update({name: 'its byte counts or milliseconds are not those of an HSD
 _READERS = {'testbed replay log': replay_log.read_replay_log,
             'Mahimahi trace': mahimahi.read_mahimahi, 'iperf report': iperf.read_iperf,
             'sar -n DEV report': sysstat.read_sar, 'MCAP bag': ros_bag.read_bag,
+            'tshark io,stat table': tshark.read_tshark_iostat,
             'SQLite bag': ros_bag.read_bag,
             **{name: mobile_log.read_mobile_log for name, *_ in mobile_log.FORMATS.values()}}
 
@@ -424,6 +429,8 @@ def file_format(lines) -> str:
         return 'iperf report'
     if sysstat.is_sar(lines):
         return 'sar -n DEV report'
+    if tshark.is_tshark_iostat(lines):
+        return 'tshark io,stat table'
     return mobile_log.log_name(lines) or 'CSV columns'
 
 
