@@ -118,7 +118,7 @@ def test_a_header_with_no_time_column_says_which_column_was_read_as_time(tmp_pat
     guess = r"lumos.csv:3: time 1.0 does not increase .*the first, 'run_num', was read as"
     with pytest.raises(TraceFormatError, match=guess):
         traces.load_trace(path)
-    path.write_text('t_s,Throughput\n1,310.5\n1,290.2\n')     # a named time: no guess to name
+    path.write_text('t_s,Throughput\n1,310.5\n0,290.2\n')     # a named time: no guess to name
     with pytest.raises(TraceFormatError) as err:
         traces.load_trace(path)
     assert 'does not increase' in str(err.value) and 'was read as seconds' not in str(err.value)

@@ -104,19 +104,48 @@ def test_a_gzip_record_that_does_not_decompress_is_refused_in_one_line(tmp_path,
     assert message.endswith('check the download, or gunzip it')
 
 
-@pytest.mark.parametrize('rows, line, advice', [
-    ('0,10\n1,20\n1,30\n2,40\n', 4, 'two rows at one time: keep one of them'),
-    ('0,10\n1,20\n3,30\n2,40\n4,50\n', 5, 'the rows are out of order (sort them by time)'),
-    ('2026-03-01T10:00:00Z,10\n2026-03-01T10:00:01Z,20\n2026-03-01T10:00:01Z,30\n', 4,
-     'two rows at one time'),
-])
-def test_times_that_repeat_or_go_back_are_refused_saying_what_to_do(
-        tmp_path, rows, line, advice):
+@pytest.mark.parametrize('rows', [
+    '0,10\n1,20\n3,30\n2,40\n4,50\n',
+    '2026-03-01T10:00:00Z,10\n2026-03-01T10:00:01Z,20\n2026-03-01T10:00:03Z,30\n'
+    '2026-03-01T10:00:02Z,30\n',
+], ids=['seconds', 'iso'])
+def test_times_that_go_back_are_refused_saying_what_to_do(tmp_path, rows):
     # the refusal named the line and said only "does not increase"
     path = _write(tmp_path, 'time,mbps\n' + rows)
     message = _refusal(path)
-    assert message.startswith(f'{path}:{line}: time ')
-    assert 'does not increase' in message and advice in message
+    assert message.startswith(f'{path}:5: time ') and 'does not increase' in message
+    assert message.endswith('the rows are out of order (sort them by time) or the clock was set '
+                            'back (cut the file there into two records)')
+
+
+GNETTRACK = ('Timestamp,Longitude,Latitude,Speed,Operatorname,CellID,NetworkMode,RSRP,RSRQ,SNR,'
+             'CQI,RSSI,DL_bitrate,UL_bitrate,State,PINGAVG,PINGMIN,PINGMAX,PINGSTDEV,PINGLOSS,'
+             'CELLHEX,NODEHEX,LACHEX,RAWCELLID,NRxRSRP,NRxRSRQ\n')
+"""The header of G-NetTrack Pro's drive logs in the Raca et al. 5G dataset."""
+
+
+def test_rows_that_share_a_second_of_a_drive_log_are_one_sample_of_their_mean(
+        tmp_path, capsys):
+    # G-NetTrack Pro stamps whole seconds and now and then writes two rows in one: the whole
+    # log was refused ("time ... does not increase") on its first such pair
+    stamps = ['07.00.00', '07.00.01', '07.00.01', '07.00.03', '07.00.04', '07.00.04', '07.00.04']
+    rates = [10000, 20000, 40000, 30000, 30000, 60000, 0]         # kbit/s
+    path = _write(tmp_path, GNETTRACK + ''.join(
+        f'2019.11.28_{s},-8.38,51.93,0,B,12,5G,-100,-10,8.0,10,-,{r},0,D,-,-,-,-,-,C,A,B,1,-100,'
+        '-1\n' for s, r in zip(stamps, rates)))
+    trace = traces.load_trace(path)
+    assert trace.t_s.tolist() == [0.0, 1.0, 3.0, 4.0]
+    assert trace.mbps.tolist() == pytest.approx([10.0, 30.0, 30.0, 30.0])
+    assert trace.duration_s == pytest.approx(5.0)
+    assert trace.mean_mbps == pytest.approx((10 + 2 * 30 + 30 + 30) / 5.0)
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and f'{path}:4: 3 rows with the time of the row before' in err
+
+
+def test_a_counter_read_twice_in_one_second_keeps_its_later_reading(tmp_path):
+    path = _write(tmp_path, 'time_s,rx_bytes\n0,0\n1,1250000\n1,2500000\n2,3750000\n')
+    trace = traces.load_trace(path)
+    assert trace.mbps.tolist() == pytest.approx([20.0, 10.0])   # every byte, none twice
 
 
 IOSTAT = """

@@ -37,7 +37,9 @@ milliseconds in a comma-separated file.
 Separators: comma, semicolon (with decimal
 commas, as spreadsheets in many locales save), tab or spaces. A last line cut short (no line
 end, a field missing: the logger was stopped while writing it) is left out, and
-``load_trace`` says so; times that repeat or go back are refused, saying which.
+``load_trace`` says so. Rows that repeat the time of the row before (a clock in whole seconds,
+as G-NetTrack Pro's, under a logger that wrote two rows in one second) are one sample of their
+mean rate, with a warning; times that go back are refused, saying what to do.
 """
 
 from __future__ import annotations
@@ -367,7 +369,7 @@ def read_columns(path, lines) -> tuple:
     ``ColumnError`` naming the file and line of the first line that is not a sample, and the
     header when it leaves the columns open.
     """
-    meta, times, rates, linenos, commas = {}, [], [], [], {}
+    meta, times, rates, linenos, commas, merged, same = {}, [], [], [], {}, {}, 1
     layout, run, runs, offset, clock = Layout(), None, set(), 0.0, False
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
@@ -427,9 +429,18 @@ def read_columns(path, lines) -> tuple:
         if not (math.isfinite(t) and math.isfinite(r)) or r < 0:
             raise ColumnError(f'{path}:{lineno}: need a finite time and a finite rate '
                               f'>= 0, got {line[:60]!r}')
+        if times and t == times[-1] and not _time_guess(layout):
+            # a clock in whole seconds (G-NetTrack Pro's) under a logger that wrote two rows
+            # in one second: one sample of their mean rate (a counter: its later reading)
+            merged.setdefault('first', lineno)
+            merged['rows'] = merged.get('rows', 0) + 1
+            same += 1
+            rates[-1] = r if layout.counter else rates[-1] + (r - rates[-1]) / same
+            continue
         if times and t <= times[-1]:
             raise ColumnError(f'{path}:{lineno}: time {t} does not increase '
-                              f'(previous {times[-1]}){_order_advice(layout, t == times[-1])}')
+                              f'(previous {times[-1]}){_order_advice(layout)}')
+        same = 1
         if not times:
             clock = not _is_number(fields[layout.time])     # ISO 8601: seconds, no doubt
         times.append(t)
@@ -441,6 +452,8 @@ def read_columns(path, lines) -> tuple:
         times = _epoch_seconds(times)
     if layout.counter:
         times, rates, meta['counter_end'] = _counter_rates(path, layout, linenos, times, rates)
+    if merged:
+        meta['merged_rows'] = (merged['rows'], merged['first'])
     if layout.rate_named:
         meta['rate_unit'] = layout.names[layout.rate]
     name = layout.names[layout.time] if layout.names is not None else ''
@@ -506,14 +519,11 @@ def _cut_short(lines: list, lineno: int, fields: list, layout: Layout) -> bool:
     return len(fields) < layout.width or not all(fields)
 
 
-def _order_advice(layout: Layout, equal: bool) -> str:
+def _order_advice(layout: Layout) -> str:
     """Say what to do about a time that does not increase: which column, or the rows."""
     guess = _time_guess(layout)
     if guess:
         return guess
-    if equal:
-        return ('; two rows at one time: keep one of them, or log times with fractions of a '
-                'second (a clock in whole seconds gives two rows of a 2 Hz logger one time)')
     return ('; the rows are out of order (sort them by time) or the clock was set back (cut '
             'the file there into two records)')
 

@@ -609,6 +609,12 @@ def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
         raise TraceFormatError(f'{exc}{more}') from None
     except ValueError as exc:
         raise TraceFormatError(str(exc)) from None
+    if 'merged_rows' in meta:
+        rows, lineno = meta.pop('merged_rows')
+        iperf.warn(f'{path}:{lineno}: {rows} row{"s" if rows > 1 else ""} with the time of the '
+                   'row before (a clock in whole seconds under a faster logger, or a row written '
+                   'twice); one sample per time, of their mean rate (of a counter, its later '
+                   'reading)')
     if 'cut_short' in meta:
         lineno, text = meta.pop('cut_short')
         iperf.warn(f'{path}:{lineno}: its last line, {text[:60]!r}, is cut short (no line end, '
