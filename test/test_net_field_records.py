@@ -209,3 +209,32 @@ def test_a_tshark_table_without_one_column_of_bytes_is_refused_saying_how(
     assert message.startswith(f'{path}:11: a tshark io,stat table with {what}')
     assert message.endswith('tshark -r CAPTURE -q -z io,stat,0.5 (or with one filter: -z '
                             'io,stat,0.5,tcp)')
+
+
+def test_a_quoted_number_with_a_comma_and_three_digits_is_refused_as_ambiguous(tmp_path):
+    # Excel's "1,234" kbit/s (a thousands separator) was read as 1.234 kbit/s: every rate a
+    # thousand times too slow, without a word
+    path = _write(tmp_path, 'time_s,throughput_kbps\n0,"1,234"\n1,"2,500"\n2,"12,000"\n3,"900"\n')
+    message = _refusal(path)
+    assert message.startswith(f"{path}:2: '1,234' in a comma-separated file, quoted: a "
+                              'thousands separator')
+    assert message.endswith('write the numbers without thousands separators, with a decimal '
+                            'point')
+    path = _write(tmp_path, 'time_s,throughput_kbps\n0,"1,234,000"\n1,"2,500,000"\n')
+    assert _refusal(path).endswith("'1,234,000' has thousands separators: write the numbers "
+                                   'without them, with a decimal point')
+
+
+@pytest.mark.parametrize('text', [
+    'time_s,mbps\n"0,5","35,2"\n"1,0","40,0"\n"1,5","20,1"\n',   # quoted decimal commas
+    'time_s;mbps\n0,5;35,2\n1,0;40,0\n1,5;20,1\n',                # semicolons: commas decimal
+])
+def test_decimal_commas_that_cannot_be_thousands_still_read(tmp_path, text):
+    trace = traces.load_trace(_write(tmp_path, text))
+    assert trace.mbps.tolist() == pytest.approx([35.2, 40.0, 20.1])
+    assert trace.mean_mbps == pytest.approx((35.2 + 40.0 + 20.1) / 3)
+
+
+def test_a_semicolon_file_with_three_decimals_after_a_comma_reads_as_decimals(tmp_path):
+    trace = traces.load_trace(_write(tmp_path, 'time_s;mbps\n0;1,234\n1;2,500\n'))
+    assert trace.mbps.tolist() == pytest.approx([1.234, 2.5])

@@ -300,6 +300,12 @@ _DOT_GROUPS = re.compile(r'[+-]?\d{1,3}(?:\.\d{3})+')
 """A number such as 1.234: a decimal point, or thousands grouped where commas are decimal."""
 
 
+_THOUSANDS = re.compile(r'[+-]?\d{1,3}(?:,\d{3}){2,}(?:\.\d*)?|[+-]?\d{1,3}(?:,\d{3})+\.\d*')
+"""A number whose commas can only group thousands: 1,234,567 or 1,234.5."""
+_COMMA_GROUPS = re.compile(r'[+-]?\d{1,3},\d{3}')
+"""A number such as 1,234: a decimal comma, or thousands grouped where points are decimal."""
+
+
 def _number(text: str) -> float:
     """Read a number, with a decimal point or, as spreadsheets in many locales write, comma."""
     try:
@@ -322,6 +328,15 @@ def _decimal_marks(path, lines, linenos, column: int, comma: int) -> None:
     times too slow.
     """
     texts = [_split(lines[lineno - 1].strip())[column] for lineno in linenos]
+    line = lines[linenos[comma] - 1]
+    with_commas = [text for text in texts if ',' in text]
+    if (';' not in line and '\t' not in line
+            and all(_COMMA_GROUPS.fullmatch(text) for text in with_commas)):
+        raise ColumnError(f'{path}:{linenos[comma]}: {texts[comma]!r} in a comma-separated '
+                          'file, quoted: a thousands separator (as Excel writes 1,234) or a '
+                          'decimal comma (1.234)? every such number of the column has three '
+                          'digits after its comma, so either reads; write the numbers without '
+                          'thousands separators, with a decimal point')
     dots = next((k for k, text in enumerate(texts) if _DOT_GROUPS.fullmatch(text)), None)
     if dots is not None:
         raise ColumnError(f'{path}:{linenos[dots]}: {texts[dots]!r} in a column whose decimal '
@@ -411,6 +426,10 @@ def read_columns(path, lines) -> tuple:
             if len(fields) == 1 and _is_number(fields[0]) and layout.names is None:
                 # a logger's bare list of rates: the step between samples is not in the file
                 hint = f'; {NO_TIME_HINT}'
+            grouped = next((f for f in fields if _THOUSANDS.fullmatch(f)), None)
+            if grouped is not None:
+                hint = (f'; {grouped!r} has thousands separators: write the numbers without '
+                        'them, with a decimal point')
             raise ColumnError(f'{path}:{lineno}: {_expected(layout)}, got {line[:60]!r}'
                               f'{hint}', before_samples=not times and not hint) from None
         if layout.run is not None:          # Lumos5G: a new run starts a second after the last
