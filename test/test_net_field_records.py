@@ -238,3 +238,14 @@ def test_decimal_commas_that_cannot_be_thousands_still_read(tmp_path, text):
 def test_a_semicolon_file_with_three_decimals_after_a_comma_reads_as_decimals(tmp_path):
     trace = traces.load_trace(_write(tmp_path, 'time_s;mbps\n0;1,234\n1;2,500\n'))
     assert trace.mbps.tolist() == pytest.approx([1.234, 2.5])
+
+
+@pytest.mark.parametrize('first', ['Station 00:11:22:33:44:55 (on wlan0)',
+                                   'Connected to 00:11:22:33:44:55 (on wlan0)'])
+def test_the_output_of_iw_is_refused_saying_how_to_record_the_link(tmp_path, first):
+    # refused before as a table: "cannot tell the rate column among ['Station', ...]"
+    path = _write(tmp_path, f'{first}\n\trx bytes:\t123456\n\ttx bitrate:\t144.4 MBit/s MCS 15\n',
+                  'iw.txt')
+    message = _refusal(path)
+    assert message.startswith(f'{path}:1: the output of iw (station dump or link)')
+    assert 'record the link over time with netmon: --record-source bitrate' in message

@@ -593,6 +593,8 @@ def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
     meta, end = {}, None
     kind = bag or file_format(lines)
     read = _READERS.get(kind)
+    if kind == 'CSV columns':
+        _refuse_iw(path, lines)
     try:
         if bag:
             times, rates, end = ros_bag.read_bag(path, node=node)
@@ -675,6 +677,21 @@ def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
         return Trace.from_samples(times, rates, end, loop, res)
     except TraceFormatError as exc:
         raise TraceFormatError(f'{path}: {exc}') from None
+
+
+_IW = re.compile(r'(?:Station|Connected to) [0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5} \(on \S+\)')
+"""The first line of ``iw dev wlan0 station dump`` and of ``iw dev wlan0 link``."""
+
+
+def _refuse_iw(path, lines) -> None:
+    """Refuse the output of ``iw``: a moment's PHY rate and counters, with no time."""
+    first = next((n for n, line in enumerate(lines, 1) if line.strip()), None)
+    if first is not None and _IW.match(lines[first - 1].strip()):
+        raise TraceFormatError(f'{path}:{first}: the output of iw (station dump or link): the '
+                               'Wi-Fi PHY rate and counters of one moment, with no time; record '
+                               'the link over time with netmon: --record-source bitrate logs the '
+                               'PHY rate iw reports each second, throughput (the default) what '
+                               'the link moved')
 
 
 def _grows(values) -> bool:
