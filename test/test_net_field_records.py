@@ -249,3 +249,31 @@ def test_the_output_of_iw_is_refused_saying_how_to_record_the_link(tmp_path, fir
     message = _refusal(path)
     assert message.startswith(f'{path}:1: the output of iw (station dump or link)')
     assert 'record the link over time with netmon: --record-source bitrate' in message
+
+
+MM_LOG_HEAD = ('# mahimahi mm-link (downlink) [/traces/TMobile-LTE-driving.down] > down.log\n'
+               '# command line: mm-link up down --downlink-log=down.log\n# queue: infinite\n'
+               '# init timestamp: 1516828812345\n# base timestamp: 1000\n')
+"""The header ``mm-link --downlink-log`` writes (Pantheon keeps such logs of its runs)."""
+
+
+def test_an_mm_link_log_reads_as_the_rate_of_its_delivery_opportunities(tmp_path):
+    # refused before: "expected two numbers ..., got '1000 # 1500'"
+    events = [f'{1000 + 10 * k} # 1500' for k in range(100)]        # 1.2 Mbit/s for 1 s
+    events += [f'{2000 + 5 * k} # 1500' for k in range(200)]        # 2.4 Mbit/s for 1 s
+    events[5:5] = ['1040 + 1448', '1045 - 1448 5']                   # what the run sent
+    path = _write(tmp_path, MM_LOG_HEAD + '\n'.join(events + ['3000 + 100']) + '\n', 'down.log')
+    trace = traces.load_trace(path)
+    assert trace.duration_s == pytest.approx(2.0) and trace.dt_s == pytest.approx(0.1)
+    assert trace.mbps.tolist() == pytest.approx([1.2] * 10 + [2.4] * 10)
+    assert trace.mean_mbps == pytest.approx(1.8)
+    assert traces.trace_file_format(path) == 'mm-link log'
+
+
+def test_an_mm_link_log_without_delivery_opportunities_is_refused(tmp_path):
+    path = _write(tmp_path, MM_LOG_HEAD + '1000 + 1448\n1500 - 1448 3\n', 'down.log')
+    assert _refusal(path) == (f'{path}: an mm-link log without a delivery opportunity (a line '
+                              '"ms # bytes"): it holds what was sent, not what the link could '
+                              'carry')
+    path = _write(tmp_path, MM_LOG_HEAD + '1000 # 1500\n1500 x 3\n', 'bad.log')
+    assert _refusal(path).startswith(f'{path}:7: read as an mm-link log (it has a "# base')

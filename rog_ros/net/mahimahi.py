@@ -21,6 +21,12 @@ several could, and the file wraps around at its last timestamp. ``load_trace`` r
 a file and turns it into Mbit/s over bins of ``BIN_S`` (packet counts per bin, so no byte is
 gained or lost), which keeps the sub-second swings Wi-Fi has and that ATP reacts to.
 
+The log ``mm-link`` writes of a run (``--downlink-log``, as Pantheon keeps them) is read too:
+after its ``# base timestamp:`` line, one event per line, ``ms + bytes`` (a packet arrived),
+``ms # bytes`` (the link could deliver that many bytes then) and ``ms - bytes delay`` (a packet
+left). The link's rate is that of its ``#`` lines, binned the same way from the base timestamp
+to the last event: what the link could carry, whatever the run sent.
+
 One integer per line is also what a logger's bare list of rates looks like, so a file is read
 as Mahimahi only if ``mm-link`` would play it as a recording: its timestamps never go back, the
 last one (the period) is above 0 ms, and a file whose timestamps differ spans at least
@@ -30,6 +36,8 @@ recognised format. A file whose stamps run past ``MAX_RECORD_MS`` (clock times i
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -128,3 +136,53 @@ def _check_span(path, first_ms: int, period_ms: int) -> None:
         raise ValueError(f'{path}: its timestamps span {period_ms} ms '
                          f'({period_ms / 3_600_000:.3g} h); a Mahimahi recording read here lasts '
                          f'at most {MAX_RECORD_MS} ms (24 h): cut it into shorter files')
+
+
+_LOG_EVENT = re.compile(r'(\d+) ([-+#]) (\d+)(?: \d+)?')
+"""An event of an ``mm-link`` log: ``ms + bytes``, ``ms # bytes``, ``ms - bytes delay``."""
+
+
+def is_mm_log(lines) -> bool:
+    """Tell whether ``lines`` are an ``mm-link`` log: its ``# base timestamp:`` header line."""
+    return any(line.startswith('# base timestamp:') for line in lines[:20])
+
+
+def read_mm_log(path, lines, bin_s: float = BIN_S) -> tuple:
+    """
+    Return ``(times_s, rates_mbps, end_s)`` of the delivery opportunities of an ``mm-link`` log.
+
+    Each ``#`` line's bytes go into the bin of its time since the base timestamp; the record
+    ends at the last event. Raises ``ValueError`` naming the line of an event that is none of
+    the three, and for a log without a ``#`` line or one that lasts no time.
+    """
+    base, last, stamps, sizes = None, None, [], []
+    for lineno, raw in enumerate(lines, 1):
+        text = raw.strip()
+        if text.startswith('# base timestamp:'):
+            base = int(text.split(':', 1)[1])
+        if not text or text.startswith('#'):
+            continue
+        event = _LOG_EVENT.fullmatch(text)
+        if event is None or base is None:
+            raise ValueError(f'{path}:{lineno}: read as an mm-link log (it has a "# base '
+                             'timestamp:" line), whose events follow that line as "ms + bytes", '
+                             f'"ms # bytes" or "ms - bytes delay"; got {text[:60]!r}')
+        ms = int(event[1]) - base
+        last = ms if last is None else max(last, ms)
+        if event[2] == '#':
+            stamps.append(ms)
+            sizes.append(int(event[3]))
+    if not stamps:
+        raise ValueError(f'{path}: an mm-link log without a delivery opportunity (a line "ms # '
+                         'bytes"): it holds what was sent, not what the link could carry')
+    _check_span(path, max(stamps[0], 0), last)
+    if last <= 0:
+        raise ValueError(f'{path}: an mm-link log whose events last no time')
+    bin_ms = min(bin_s * 1000.0, float(last))
+    n_bins = int(np.ceil(last / bin_ms - 1e-9))
+    index = np.clip((np.asarray(stamps, dtype=np.float64) // bin_ms).astype(np.int64), 0,
+                    n_bins - 1)
+    bits = np.bincount(index, weights=np.asarray(sizes, dtype=np.float64) * 8, minlength=n_bins)
+    starts_ms = np.arange(n_bins) * bin_ms
+    widths_ms = np.minimum(starts_ms + bin_ms, last) - starts_ms
+    return (starts_ms / 1e3).tolist(), (bits / (widths_ms * 1e3)).tolist(), last / 1e3

@@ -382,7 +382,8 @@ logged every millisecond, but a spreadsheet's dates saved as numbers (days, 4523
 second apart are steps of 12 us."""
 
 ACCEPTED_FORMATS = ('CSV "t_seconds,mbps" or a table with units in its header, "t bw" lines, a '
-                    'testbed bw_replay log, a Mahimahi trace, an iperf3 -J report or iperf text '
+                    'testbed bw_replay log, a Mahimahi trace or mm-link log, an iperf3 -J '
+                    'report or iperf text '
                     'output, an HSDPA or 4G/LTE drive log, a sar -n DEV report, a tshark -z '
                     "io,stat table, any of them gzip-compressed, or a ROS 2 bag of netmon's "
                     'LinkStats')
@@ -399,6 +400,7 @@ _TOO_FAST = {
     'iperf report': 'iperf measured a faster path than Wi-Fi (the loopback interface, a wired '
                     'link, or client and server on one host); run iperf3 -c SERVER on the robot '
                     'over its wireless link',
+    'mm-link log': 'that is more than 1.25 GB per second; this log is not of a Wi-Fi link',
     'tshark io,stat table': 'that is more than 1.25 GB per second; this capture is not of a '
                             'Wi-Fi link',
     'MCAP bag': 'netmon measured a faster interface than Wi-Fi (the loopback interface of a '
@@ -415,6 +417,7 @@ _READERS = {'testbed replay log': replay_log.read_replay_log,
             'Mahimahi trace': mahimahi.read_mahimahi, 'iperf report': iperf.read_iperf,
             'sar -n DEV report': sysstat.read_sar, 'MCAP bag': ros_bag.read_bag,
             'tshark io,stat table': tshark.read_tshark_iostat,
+            'mm-link log': mahimahi.read_mm_log,
             'SQLite bag': ros_bag.read_bag,
             **{name: mobile_log.read_mobile_log for name, *_ in mobile_log.FORMATS.values()}}
 
@@ -425,6 +428,8 @@ def file_format(lines) -> str:
         return 'testbed replay log'
     if mahimahi.is_mahimahi(lines):
         return 'Mahimahi trace'
+    if mahimahi.is_mm_log(lines):
+        return 'mm-link log'
     if iperf.is_iperf(lines):
         return 'iperf report'
     if sysstat.is_sar(lines):
