@@ -141,3 +141,20 @@ def test_a_text_record_ending_in_nul_bytes_after_a_power_cut_reads(tmp_path, cap
     assert f'{path}: ends in 4096 NUL bytes' in err and 'is cut short' in err
     path.write_bytes(b'time_s,mbps\n0,10\n\0\0\n0.5,20\n')
     assert _refusal(path).startswith(f'{path}: not a text file (a NUL byte at line 3)')
+
+
+def test_a_bag_in_a_compression_this_machine_cannot_read_says_what_to_install(
+        tmp_path, monkeypatch):
+    # it was reported as a bag that ends early, and then as one without a LinkStats
+    reader = pytest.importorskip('mcap.reader')
+    from mcap.exceptions import UnsupportedCompressionError
+    path = _mcap(tmp_path / 'run.mcap', _messages(0, [0.0, 10, 20]))
+
+    def unsupported(self, *args, **kwargs):
+        """Fail as the mcap reader does on lz4 chunks without the lz4 package."""
+        raise UnsupportedCompressionError('lz4')
+        yield
+
+    monkeypatch.setattr(reader.NonSeekingReader, 'iter_messages', unsupported)
+    message = _refusal(path)
+    assert message.startswith(f'{path}: unsupported compression type lz4; install the package')

@@ -105,7 +105,7 @@ def link_stats(data: bytes) -> tuple:
 def _mcap_messages(path, cut: list):
     """Yield ``(topic, type, data)`` of an MCAP file; ``cut`` gets a note if it ends early."""
     try:
-        from mcap.exceptions import McapError
+        from mcap.exceptions import McapError, UnsupportedCompressionError
         from mcap.reader import NonSeekingReader
     except ImportError:
         raise BagError(f'{path}: an MCAP bag; reading one needs the mcap package (pip install '
@@ -114,6 +114,9 @@ def _mcap_messages(path, cut: list):
         try:
             for schema, channel, message in NonSeekingReader(fh).iter_messages():
                 yield channel.topic, schema.name if schema else '', message.data
+        except UnsupportedCompressionError as exc:      # lz4 chunks without the lz4 package
+            raise BagError(f'{path}: {exc}; install the package for it (pip install lz4) or '
+                           'record the bag uncompressed or with zstd') from None
         except (McapError, EOFError, struct.error, ValueError) as exc:
             cut.append(type(exc).__name__)
 
