@@ -277,3 +277,14 @@ def test_an_mm_link_log_without_delivery_opportunities_is_refused(tmp_path):
                               'carry')
     path = _write(tmp_path, MM_LOG_HEAD + '1000 # 1500\n1500 x 3\n', 'bad.log')
     assert _refusal(path).startswith(f'{path}:7: read as an mm-link log (it has a "# base')
+
+
+def test_a_growing_rate_column_of_a_wide_table_is_named_in_the_refusal(tmp_path):
+    # the advice said "the second column never decreases" of a table whose second column is
+    # a signal level
+    path = _write(tmp_path, 'time_s,rssi_dbm,throughput\n0,-40,1000000\n1,-41,2500000\n'
+                            '2,-40,4000000\n')
+    message = _refusal(path)
+    assert "column 'throughput' never decreases (1000000 to 4000000)" in message
+    path = _write(tmp_path, '0,1000000\n1,2500000\n2,4000000\n', 'bare.csv')
+    assert 'the second column never decreases' in _refusal(path)

@@ -379,7 +379,8 @@ def read_columns(path, lines) -> tuple:
     Return ``(meta, times_s, rates_mbps)`` of a column file's lines.
 
     Without a header (or with one that names no unit, as ``time,throughput``) the file has two
-    columns, seconds and Mbit/s. ``meta['rate_unit']`` is the rate column's name when it names
+    columns, seconds and Mbit/s. ``meta['rate_column']`` is the rate column's name in a header,
+    ``meta['rate_unit']`` the same when it names
     a unit (``mbps``, ``throughput_kbps``), absent when Mbit/s is assumed. Raises
     ``ColumnError`` naming the file and line of the first line that is not a sample, and the
     header when it leaves the columns open.
@@ -475,6 +476,8 @@ def read_columns(path, lines) -> tuple:
         meta['merged_rows'] = (merged['rows'], merged['first'])
     if layout.rate_named:
         meta['rate_unit'] = layout.names[layout.rate]
+    if layout.names is not None:
+        meta['rate_column'] = layout.names[layout.rate]
     name = layout.names[layout.time] if layout.names is not None else ''
     if not clock and not any(w in _TIME_UNITS for w in _words(name) + _words(name, False)):
         meta['time_unit_assumed'] = True       # seconds, or an epoch's unit told by its size

@@ -638,7 +638,9 @@ def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
     if median > PLAUSIBLE_MEDIAN_MBPS:
         advice = _TOO_FAST[kind]
         if kind == 'CSV columns' and not meta.get('rate_unit') and _grows(rates):
-            advice = (f'the second column never decreases ({rates[0]:.15g} to '
+            which = (f'column {meta["rate_column"]!r}' if 'rate_column' in meta
+                     else 'the second column')
+            advice = (f'{which} never decreases ({rates[0]:.15g} to '
                       f'{rates[-1]:.15g}): a byte counter, not a rate; name it in a header '
                       'line such as "time_s,rx_bytes" (or tx_bytes), and the bytes between '
                       'rows are read as the rate')
