@@ -275,6 +275,9 @@ def test_an_mm_link_log_without_delivery_opportunities_is_refused(tmp_path):
     assert _refusal(path) == (f'{path}: an mm-link log without a delivery opportunity (a line '
                               '"ms # bytes"): it holds what was sent, not what the link could '
                               'carry')
+    path = _write(tmp_path, MM_LOG_HEAD + '1000 # 1500\n1065 - 1448 9\n', 'short.log')
+    assert _refusal(path).startswith(f'{path}: an mm-link log whose events span 65 ms from its '
+                                     'base timestamp: too short to replay')
     path = _write(tmp_path, MM_LOG_HEAD + '1000 # 1500\n1500 x 3\n', 'bad.log')
     assert _refusal(path).startswith(f'{path}:7: read as an mm-link log (it has a "# base')
 

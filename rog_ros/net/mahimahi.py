@@ -153,7 +153,7 @@ def read_mm_log(path, lines, bin_s: float = BIN_S) -> tuple:
 
     Each ``#`` line's bytes go into the bin of its time since the base timestamp; the record
     ends at the last event. Raises ``ValueError`` naming the line of an event that is none of
-    the three, and for a log without a ``#`` line or one that lasts no time.
+    the three, and for a log without a ``#`` line or shorter than ``MIN_RECORD_MS``.
     """
     base, last, stamps, sizes = None, None, [], []
     for lineno, raw in enumerate(lines, 1):
@@ -176,8 +176,10 @@ def read_mm_log(path, lines, bin_s: float = BIN_S) -> tuple:
         raise ValueError(f'{path}: an mm-link log without a delivery opportunity (a line "ms # '
                          'bytes"): it holds what was sent, not what the link could carry')
     _check_span(path, max(stamps[0], 0), last)
-    if last <= 0:
-        raise ValueError(f'{path}: an mm-link log whose events last no time')
+    if last < MIN_RECORD_MS:
+        raise ValueError(f'{path}: an mm-link log whose events span {max(last, 0)} ms from its '
+                         f'base timestamp: too short to replay (a recording spans at least '
+                         f'{MIN_RECORD_MS} ms); log a longer run')
     bin_ms = min(bin_s * 1000.0, float(last))
     n_bins = int(np.ceil(last / bin_ms - 1e-9))
     index = np.clip((np.asarray(stamps, dtype=np.float64) // bin_ms).astype(np.int64), 0,
