@@ -82,7 +82,7 @@ def test_an_unknown_entry_is_named(tmp_path):
     with pytest.raises(ConfigError, match=named):
         checks.trace('--trace', f'{fast},nowhere.csv')
     bad = tmp_path / 'bad.csv'
-    bad.write_text('0,1\n0,2\n')
+    bad.write_text('1,1\n0,2\n')          # a time that goes back (repeated times are merged)
     with pytest.raises(ConfigError, match=r'--trace entry 0 \(.*\): .*bad.csv:2: time 0.0'):
         checks.trace('--trace', f'{bad},{fast}')
 
