@@ -595,8 +595,31 @@ def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
         raise TraceFormatError(f'{path}: not a ROS 2 bag; a robot (node) is picked only from '
                                "a bag of several robots' links")
     lines = [] if bag else _read_lines(path)
-    meta, end = {}, None
     kind = bag or file_format(lines)
+    meta, times, rates, end = _samples(path, lines, kind, bag, node)
+    _check_rates(path, kind, meta, times, rates)
+    loop = meta['loop'] not in ('0', 'False', 'false') if 'loop' in meta else loop
+    res, end = _comment_numbers(path, meta, end)
+    if 'end_s' in meta:
+        _check_end(path, lines, times, rates, end)
+    if kind == 'CSV columns' and 'end_s' not in meta:     # save_trace's rows are exact
+        _warn_columns(path, meta, times, rates)
+    try:
+        return Trace.from_samples(times, rates, end, loop, res)
+    except TraceFormatError as exc:
+        raise TraceFormatError(f'{path}: {exc}') from None
+
+
+def _samples(path, lines: list, kind: str, bag, node) -> tuple:
+    """
+    Return ``(meta, times, rates, end)`` of a trace file's ``lines`` in format ``kind``.
+
+    ``meta``: what a table's header and comments say (none for the other formats); ``end``:
+    where the samples end, if the format says so (a counter's last reading counts). A ROS 2
+    bag (``bag`` its kind, else None) is read for robot ``node``. Every reader's refusal
+    becomes a TraceFormatError naming the formats accepted.
+    """
+    meta, end = {}, None
     read = _READERS.get(kind)
     if kind == 'CSV columns':
         _refuse_iw(path, lines)
@@ -628,12 +651,22 @@ def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
                    'a field missing: the logger stopped while writing it?) and is left out')
     if not times:
         raise TraceFormatError(f'{path}: no samples')
+    if 'counter_end' in meta:
+        end = meta.pop('counter_end')
+    return meta, times, rates, end
+
+
+def _check_rates(path, kind: str, meta: dict, times: list, rates: list) -> None:
+    """
+    Refuse rates that cannot be a link's in Mbit/s; warn of unitless ones that look fast.
+
+    A link that never delivers, a median above any Wi-Fi link (bytes, kbit/s, a byte counter
+    read as rates: ``_TOO_FAST`` says which), one sample above ``MAX_RATE_MBPS``.
+    """
     if not any(r > 0 for r in rates):
         raise TraceFormatError(f'{path}: every rate is 0 ({len(rates)} samples): the link '
                                'never delivers, so nothing could be sent over it (a recording '
                                'of an idle link? record while the link is loaded)')
-    if 'counter_end' in meta:
-        end = meta.pop('counter_end')
     median = float(np.median(rates))
     if median > PLAUSIBLE_MEDIAN_MBPS:
         advice = _TOO_FAST[kind]
@@ -657,7 +690,15 @@ def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
         iperf.warn(f'{path}: the rates have no unit and are read as Mbit/s, median '
                    f'{median:.6g} Mbit/s (faster than most Wi-Fi links); if they are kbit/s, '
                    'name the unit in a header line such as "time_s,kbps"')
-    loop = meta['loop'] not in ('0', 'False', 'false') if 'loop' in meta else loop
+
+
+def _comment_numbers(path, meta: dict, end) -> tuple:
+    """
+    Return ``(resolution_s, end)`` as a ``# rog_ros trace:`` comment gives them.
+
+    ``resolution_s`` None and ``end`` as given where the comment does not say; its ``end_s``
+    is on the file's time axis.
+    """
     try:
         res = float(meta['resolution_s']) if 'resolution_s' in meta else None
         if 'end_s' in meta:
@@ -667,23 +708,21 @@ def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
                                f'not a number (end_s={meta.get("end_s")!r}, resolution_s='
                                f'{meta.get("resolution_s")!r}); fix or delete that line'
                                ) from None
-    if 'end_s' in meta:
-        _check_end(path, lines, times, rates, end)
-    if kind == 'CSV columns' and 'end_s' not in meta:     # save_trace's rows are exact
-        _warn_gaps(path, times, rates)
-        step = float(np.median(np.diff(times))) if len(times) > 1 else 0.0
-        if meta.get('time_unit_assumed') and step > LONG_STEP_S:
-            iperf.warn(f'{path}: its times name no unit and are read as seconds, a median step '
-                       f'of {step:g} s; if they are milliseconds, name the time column in a '
-                       'header line such as "time_ms,mbps"')
-        elif meta.get('time_unit_assumed') and 0 < step < SHORT_STEP_S:
-            iperf.warn(f'{path}: its times name no unit and are read as seconds, a median step '
-                       f'of {step:.3g} s; if they are days (dates of a spreadsheet saved as '
-                       'numbers, 45234.5), write them as seconds or ISO 8601 times')
-    try:
-        return Trace.from_samples(times, rates, end, loop, res)
-    except TraceFormatError as exc:
-        raise TraceFormatError(f'{path}: {exc}') from None
+    return res, end
+
+
+def _warn_columns(path, meta: dict, times: list, rates: list) -> None:
+    """Warn of a table's gaps, and of unitless times whose step looks like ms or days."""
+    _warn_gaps(path, times, rates)
+    step = float(np.median(np.diff(times))) if len(times) > 1 else 0.0
+    if meta.get('time_unit_assumed') and step > LONG_STEP_S:
+        iperf.warn(f'{path}: its times name no unit and are read as seconds, a median step '
+                   f'of {step:g} s; if they are milliseconds, name the time column in a '
+                   'header line such as "time_ms,mbps"')
+    elif meta.get('time_unit_assumed') and 0 < step < SHORT_STEP_S:
+        iperf.warn(f'{path}: its times name no unit and are read as seconds, a median step '
+                   f'of {step:.3g} s; if they are days (dates of a spreadsheet saved as '
+                   'numbers, 45234.5), write them as seconds or ISO 8601 times')
 
 
 _IW = re.compile(r'(?:Station|Connected to) [0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5} \(on \S+\)')
