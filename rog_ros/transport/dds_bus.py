@@ -28,6 +28,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import time
 
 from cyclonedds.core import DDSException, InstanceState, ReadCondition, SampleState, \
     ViewState, WaitSet
@@ -68,6 +69,13 @@ _TAKE_BATCH = 256
 
 # How often to ask again when a peer matches between the binding's count and its copy.
 _MATCH_RETRIES = 8
+_QOS_CHECK_S = 1.0
+"""How often poll() looks for peers whose QoS cannot match (seconds)."""
+_POLICIES = {1: 'USER_DATA', 2: 'DURABILITY', 3: 'PRESENTATION', 4: 'DEADLINE',
+             5: 'LATENCY_BUDGET', 6: 'OWNERSHIP', 8: 'LIVELINESS', 10: 'PARTITION',
+             11: 'RELIABILITY', 12: 'DESTINATION_ORDER', 13: 'HISTORY', 21: 'LIFESPAN',
+             24: 'TYPE_CONSISTENCY', 25: 'DATA_REPRESENTATION'}
+"""The names of DDS QoS policy ids (``dds_qos_policy_id_t``), as rclpy's warnings give them."""
 
 
 def _configure_domain(domain_id: int, config=None):
@@ -229,6 +237,10 @@ class DdsBus(Bus):
         self._topics = {}     # DDS topic name -> Topic
         self._writers = {}    # absolute ROS topic -> DataWriter
         self._readers = {}    # absolute ROS topic -> (DataReader, ReadCondition, callback)
+        self._reader_qos = {}  # absolute ROS topic -> the QoS profile its reader was given
+        self._incompatible = {}   # (absolute ROS topic, is writer) -> peers refused so far
+        self._qos_warned = set()  # (absolute ROS topic, is writer, policy) already logged
+        self._next_qos_check = 0.0
         self._closed = False
 
     def _topic(self, ros_topic: str) -> Topic:
@@ -278,6 +290,7 @@ class DdsBus(Bus):
         condition = ReadCondition(reader, SampleState.Any | ViewState.Any | InstanceState.Any)
         self._waitset.attach(condition)
         self._readers[ros_topic] = (reader, condition, callback)
+        self._reader_qos[ros_topic] = profile
 
     def _take(self, reader) -> list:
         """Take everything ``reader`` holds, as messages; undecodable ones are counted."""
@@ -319,6 +332,10 @@ class DdsBus(Bus):
 
     def poll(self, timeout_s: float = 0.0) -> list:
         self._check_open()
+        if time.monotonic() >= self._next_qos_check:
+            self._next_qos_check = time.monotonic() + _QOS_CHECK_S
+            for ros_topic in set(self._writers) | set(self._readers):
+                self._check_qos(ros_topic)
         out, delivered = self._drain()
         if delivered or timeout_s <= 0 or not self._readers:
             return out
@@ -328,12 +345,37 @@ class DdsBus(Bus):
     def matched(self, topic: str) -> int:
         self._check_open()
         ros_topic = resolve(topic, self.namespace)
+        self._check_qos(ros_topic)
         count = 0
         if ros_topic in self._writers:
             count += _matched_peers(self._writers[ros_topic], writer=True)
         if ros_topic in self._readers:
             count += _matched_peers(self._readers[ros_topic][0], writer=False)
         return count
+
+    def _check_qos(self, ros_topic: str) -> None:
+        """
+        Log, once per topic, side and policy, a peer whose QoS cannot match ours on a topic.
+
+        DDS matches no such pair and tells neither side's user: a ROS 2 node (rclpy warns on
+        its own side) or tool that subscribes to a best-effort status topic with RELIABLE, or
+        publishes row chunks BEST_EFFORT, got no data, and this node, no data from it, without
+        a word. Says what the topic's QoS is and what a ROS 2 node uses to match it.
+        """
+        for writer, entities in ((True, self._writers), (False, self._readers)):
+            entity = entities.get(ros_topic)
+            if entity is None:
+                continue
+            total, policy_id = _incompatible_status(entity if writer else entity[0], writer)
+            if total <= self._incompatible.get((ros_topic, writer), 0):
+                continue
+            self._incompatible[(ros_topic, writer)] = total
+            policy = _POLICIES.get(policy_id, f'policy {policy_id}')
+            if (ros_topic, writer, policy) in self._qos_warned:
+                continue
+            self._qos_warned.add((ros_topic, writer, policy))
+            profile = topic_qos(ros_topic) if writer else self._reader_qos[ros_topic]
+            LOG.warning(_qos_hint(ros_topic, writer, policy, profile))
 
     def close(self) -> None:
         if self._closed:
@@ -348,6 +390,40 @@ class DdsBus(Bus):
         for entity in entities:  # children first: the binding deletes entities in __del__
             entity.__del__()
         self._readers, self._writers, self._topics = {}, {}, {}
+
+
+def _qos_hint(ros_topic: str, writer: bool, policy: str, profile) -> str:
+    """Say that a peer's QoS cannot match this bus's ``writer`` or reader, and what would."""
+    if profile.reliable:
+        qos, ros2 = 'RELIABLE, VOLATILE', "rclpy's default profile (a depth, e.g. 10)"
+    else:
+        qos, ros2 = 'BEST_EFFORT, VOLATILE', 'qos_profile_sensor_data'
+    if writer:
+        return (f'a reader of {ros_topic} asks for QoS that this writer does not offer '
+                f'({policy}), so it receives nothing from this node: {ros_topic} is {qos}; '
+                f'subscribe with that (a ROS 2 node: {ros2}; ros2 topic echo picks it itself)')
+    return (f'a writer on {ros_topic} offers QoS that this reader does not accept ({policy}), '
+            f'so nothing it publishes reaches this node: {ros_topic} is {qos}; publish with '
+            f'that (a ROS 2 node: {ros2})')
+
+
+def _incompatible_status(entity, writer: bool) -> tuple:
+    """
+    Return (peers refused so far, the last refusing policy's id) of a writer or reader.
+
+    Asked of the C library, as :func:`_matched_status` does: bindings 0.10 cannot.
+    """
+    from cyclonedds.internal import DDS, dds_c_t
+    name = ('dds_get_offered_incompatible_qos_status' if writer
+            else 'dds_get_requested_incompatible_qos_status')
+    status = (dds_c_t.offered_incompatible_qos_status() if writer
+              else dds_c_t.requested_incompatible_qos_status())
+    call = getattr(DDS._dll_handle, name)
+    call.argtypes = [dds_c_t.entity, ctypes.POINTER(type(status))]
+    call.restype = ctypes.c_int32
+    if call(entity._ref, ctypes.byref(status)) != 0:
+        return 0, 0                  # a deleted entity: nothing to say
+    return int(status.total_count), int(status.last_policy_id)
 
 
 def _matched_peers(entity, writer: bool) -> int:

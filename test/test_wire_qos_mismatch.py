@@ -1,0 +1,166 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+A peer whose QoS cannot match a DdsBus's is named in the bus's log, with what would match.
+
+DDS matches no such pair and says nothing to the user: a ROS 2 node that subscribes to a
+best-effort status topic with ROS 2's default (RELIABLE) profile, asks for TRANSIENT_LOCAL, or
+publishes row chunks with ``qos_profile_sensor_data`` (BEST_EFFORT) gets no data, and the
+fleet's node no data from it (found by an outside ROS 2 client, 2026-12-06: the server only
+said ``no peer on up/chunks``). The peer here is a plain participant of this process with the
+QoS a ROS 2 node would give; the bus is the one under test.
+"""
+
+import logging
+import os
+import time
+
+import pytest
+
+pytest.importorskip('cyclonedds')
+dds_bus = pytest.importorskip('rog_ros.transport.dds_bus')
+cyclone_config = pytest.importorskip('rog_ros.transport.cyclone_config')
+
+WAIT_S = 10.0
+STATUS = 'status/rog_worker_0/train_status'
+
+
+def _domain(offset: int) -> int:
+    """Return this module's domain ``offset`` (one of 110..159, by process id)."""
+    return 110 + (os.getpid() * 5 + offset) % 50
+
+
+def _bus(offset: int):
+    """Open a DdsBus on the loopback configuration and this module's domain ``offset``."""
+    return dds_bus.DdsBus(namespace=f'/rog_qos_{os.getpid()}_{offset}',
+                          domain_id=_domain(offset),
+                          config=str(cyclone_config.config_path('loopback')))
+
+
+def _ros2_qos(reliable: bool, transient_local: bool = False):
+    """Return the DDS QoS of a ROS 2 endpoint: reliable or best effort, KEEP_LAST(10)."""
+    from cyclonedds.qos import Policy, Qos
+    from cyclonedds.util import duration
+
+    return Qos(Policy.Reliability.Reliable(duration(milliseconds=100)) if reliable
+               else Policy.Reliability.BestEffort,
+               Policy.History.KeepLast(10),
+               Policy.Durability.TransientLocal if transient_local
+               else Policy.Durability.Volatile,
+               Policy.DataRepresentation(use_cdrv0_representation=True))
+
+
+def _peer(bus, topic: str, msg_type: str, writer: bool, qos):
+    """Create the ROS 2 peer's writer or reader on ``topic`` of ``bus``; return its entities."""
+    from cyclonedds.domain import DomainParticipant
+    from cyclonedds.pub import DataWriter
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+
+    from rog_ros.transport import idl
+
+    participant = DomainParticipant(bus.domain_id)
+    dds_topic = Topic(participant, f'rt{bus.namespace}/{topic}', idl.dds_type(msg_type))
+    entity = (DataWriter if writer else DataReader)(participant, dds_topic, qos=qos)
+    return participant, dds_topic, entity
+
+
+def _hints(bus, caplog, seconds: float = WAIT_S) -> list:
+    """Poll ``bus`` for up to ``seconds`` until it logs a QoS hint; return the hints logged."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        bus.poll(0.05)
+        hints = [r.getMessage() for r in caplog.records
+                 if r.name == 'rog_ros.dds' and 'QoS' in r.getMessage()]
+        if hints:
+            return hints
+    return []
+
+
+def _close(bus, peer) -> None:
+    """Delete the peer's entities, then close the bus."""
+    for entity in reversed(peer):
+        entity.__del__()
+    bus.close()
+
+
+def test_a_reliable_subscriber_of_a_status_topic_is_named_with_the_profile_to_use(caplog):
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    bus = _bus(0)
+    bus.advertise(STATUS)
+    peer = _peer(bus, STATUS, 'TrainStatus', writer=False, qos=_ros2_qos(reliable=True))
+    try:
+        hints = _hints(bus, caplog)
+        assert len(hints) == 1, hints
+        assert f'a reader of {bus.namespace}/{STATUS} asks for QoS' in hints[0]
+        assert '(RELIABILITY)' in hints[0] and 'BEST_EFFORT' in hints[0]
+        assert 'qos_profile_sensor_data' in hints[0]
+        assert bus.matched(STATUS) == 0
+        assert _hints(bus, caplog, 1.5) == hints          # once, not at every poll
+    finally:
+        _close(bus, peer)
+
+
+def test_a_transient_local_subscriber_is_named_for_durability(caplog):
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    bus = _bus(1)
+    bus.advertise(STATUS)
+    peer = _peer(bus, STATUS, 'TrainStatus', writer=False,
+                 qos=_ros2_qos(reliable=False, transient_local=True))
+    try:
+        hints = _hints(bus, caplog)
+        assert len(hints) == 1 and '(DURABILITY)' in hints[0], hints
+    finally:
+        _close(bus, peer)
+
+
+def test_a_best_effort_publisher_of_row_chunks_is_named_while_waiting_for_peers(caplog):
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    bus = _bus(2)
+    bus.subscribe('up/chunks')
+    peer = _peer(bus, 'up/chunks', 'RowChunk', writer=True, qos=_ros2_qos(reliable=False))
+    try:
+        deadline = time.monotonic() + WAIT_S     # a node waiting for its peers calls matched()
+        while time.monotonic() < deadline and not caplog.records:
+            assert bus.matched('up/chunks') == 0
+            time.sleep(0.05)
+        hints = [r.getMessage() for r in caplog.records]
+        assert len(hints) == 1, hints
+        assert f'a writer on {bus.namespace}/up/chunks offers QoS' in hints[0]
+        assert '(RELIABILITY)' in hints[0] and 'RELIABLE, VOLATILE' in hints[0]
+        assert "rclpy's default profile" in hints[0]
+    finally:
+        _close(bus, peer)
+
+
+def test_ros2_default_and_sensor_profiles_that_match_say_nothing(caplog):
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    bus = _bus(3)
+    bus.advertise(STATUS)
+    bus.subscribe('up/chunks')
+    status_reader = _peer(bus, STATUS, 'TrainStatus', writer=False,
+                          qos=_ros2_qos(reliable=False))
+    chunk_writer = _peer(bus, 'up/chunks', 'RowChunk', writer=True,
+                         qos=_ros2_qos(reliable=True))
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and not (bus.matched(STATUS) and
+                                                   bus.matched('up/chunks')):
+            bus.poll(0.05)
+        assert bus.matched(STATUS) == 1 and bus.matched('up/chunks') == 1
+        assert _hints(bus, caplog, 1.5) == []
+    finally:
+        _close(bus, chunk_writer)
+        for entity in reversed(status_reader):
+            entity.__del__()
