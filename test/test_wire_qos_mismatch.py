@@ -12,14 +12,16 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-A peer whose QoS cannot match a DdsBus's is named in the bus's log, with what would match.
+A peer that cannot match a DdsBus, or carries another type hash, is named in the bus's log.
 
 DDS matches no such pair and says nothing to the user: a ROS 2 node that subscribes to a
 best-effort status topic with ROS 2's default (RELIABLE) profile, asks for TRANSIENT_LOCAL, or
 publishes row chunks with ``qos_profile_sensor_data`` (BEST_EFFORT) gets no data, and the
 fleet's node no data from it (found by an outside ROS 2 client, 2026-12-06: the server only
 said ``no peer on up/chunks``). The peer here is a plain participant of this process with the
-QoS a ROS 2 node would give; the bus is the one under test.
+QoS a ROS 2 node would give; the bus is the one under test. A peer built from other .msg files
+matches by type name where it sends no type information (rmw_cyclonedds): its
+``typehash=RIHS01_...;`` USER_DATA (Iron and newer) is then the only early sign of it.
 """
 
 import logging
@@ -164,3 +166,73 @@ def test_ros2_default_and_sensor_profiles_that_match_say_nothing(caplog):
         _close(bus, chunk_writer)
         for entity in reversed(status_reader):
             entity.__del__()
+
+
+def _writer_with_user_data(bus, topic: str, msg_type: str, user_data: bytes):
+    """Create a ROS 2 writer on ``topic`` of ``bus`` whose USER_DATA is ``user_data``."""
+    from cyclonedds.qos import Policy, Qos
+
+    qos = _ros2_qos(reliable=True)
+    policies = list(qos) + ([Policy.Userdata(data=user_data)] if user_data else [])
+    return _peer(bus, topic, msg_type, writer=True, qos=Qos(*policies))
+
+
+def test_a_peer_of_another_msg_build_is_named_by_its_type_hash(caplog):
+    from rog_ros.transport import idl
+
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    bus = _bus(4)
+    bus.subscribe('up/chunks')
+    other = 'RIHS01_' + '0' * 64                      # a RowChunk.msg of another version
+    peer = _writer_with_user_data(bus, 'up/chunks', 'RowChunk', f'typehash={other};'.encode())
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and not caplog.records:
+            bus.poll(0.05)
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 1, lines                       # and no QoS hint: it matches
+        assert f'a writer on {bus.namespace}/up/chunks has type hash {other}' in lines[0]
+        assert idl.type_hash('RowChunk') in lines[0] and 'other .msg files' in lines[0]
+        bus.poll(1.5)
+        assert len(caplog.records) == 1                      # once
+    finally:
+        _close(bus, peer)
+
+
+@pytest.mark.parametrize('user_data, offset', [(b'', 5), (b'typehash=%s;', 6)])
+def test_peers_of_this_build_or_without_a_hash_say_nothing(caplog, user_data, offset):
+    from rog_ros.transport import idl
+
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    bus = _bus(offset)
+    bus.subscribe('up/chunks')
+    data = user_data.replace(b'%s', idl.type_hash('RowChunk').encode())   # b'': Humble
+    peer = _writer_with_user_data(bus, 'up/chunks', 'RowChunk', data)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and not bus.matched('up/chunks'):
+            bus.poll(0.05)
+        assert bus.matched('up/chunks') == 1
+        bus.poll(1.5)
+        assert [r.getMessage() for r in caplog.records] == []
+    finally:
+        _close(bus, peer)
+
+
+def test_a_bus_that_only_publishes_names_the_reader_too(caplog):
+    from rog_ros.protocol import messages as m
+
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    bus = _bus(7)                                   # netmon: publishes, never polls
+    topic = 'status/netmon_0/link_stats'
+    bus.advertise(topic)
+    peer = _peer(bus, topic, 'LinkStats', writer=False, qos=_ros2_qos(reliable=True))
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and not caplog.records:
+            bus.publish(topic, m.LinkStats(node=0, interface='wlan0', stamp=0.0))
+            time.sleep(0.1)
+        hints = [r.getMessage() for r in caplog.records]
+        assert len(hints) == 1 and f'a reader of {bus.namespace}/{topic}' in hints[0], hints
+    finally:
+        _close(bus, peer)

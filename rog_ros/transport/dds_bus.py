@@ -30,6 +30,8 @@ import logging
 import os
 import time
 
+from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication, \
+    BuiltinTopicDcpsSubscription
 from cyclonedds.core import DDSException, InstanceState, ReadCondition, SampleState, \
     ViewState, WaitSet
 from cyclonedds.domain import Domain, DomainParticipant
@@ -234,6 +236,11 @@ class DdsBus(Bus):
         with _uri_for_creation(uri):
             self._participant = DomainParticipant(self.domain_id, qos=qos)
         self._waitset = WaitSet(self._participant)
+        self._discovery = {side: BuiltinDataReader(self._participant, builtin)
+                           for side, builtin in (('writer', BuiltinTopicDcpsPublication),
+                                                 ('reader', BuiltinTopicDcpsSubscription))}
+        self._foreign_types = {}  # absolute ROS topic -> {(side, type hash)} of other builds
+        self._types_warned = set()
         self._topics = {}     # DDS topic name -> Topic
         self._writers = {}    # absolute ROS topic -> DataWriter
         self._readers = {}    # absolute ROS topic -> (DataReader, ReadCondition, callback)
@@ -274,6 +281,7 @@ class DdsBus(Bus):
         if msg.TYPE != msg_type:
             raise ValueError(f'{ros_topic} carries {msg_type}, not {msg.TYPE}')
         writer = self._writer(ros_topic)
+        self._check_peers_now_and_then()   # a node that only publishes (netmon) polls never
         try:
             writer.write(to_sample(msg))
         except DDSException as exc:
@@ -332,10 +340,7 @@ class DdsBus(Bus):
 
     def poll(self, timeout_s: float = 0.0) -> list:
         self._check_open()
-        if time.monotonic() >= self._next_qos_check:
-            self._next_qos_check = time.monotonic() + _QOS_CHECK_S
-            for ros_topic in set(self._writers) | set(self._readers):
-                self._check_qos(ros_topic)
+        self._check_peers_now_and_then()
         out, delivered = self._drain()
         if delivered or timeout_s <= 0 or not self._readers:
             return out
@@ -345,6 +350,7 @@ class DdsBus(Bus):
     def matched(self, topic: str) -> int:
         self._check_open()
         ros_topic = resolve(topic, self.namespace)
+        self._take_discovery()
         self._check_qos(ros_topic)
         count = 0
         if ros_topic in self._writers:
@@ -352,6 +358,43 @@ class DdsBus(Bus):
         if ros_topic in self._readers:
             count += _matched_peers(self._readers[ros_topic][0], writer=False)
         return count
+
+    def _check_peers_now_and_then(self) -> None:
+        """Look for peers that cannot match or are of another build, once a second at most."""
+        if time.monotonic() < self._next_qos_check:
+            return
+        self._next_qos_check = time.monotonic() + _QOS_CHECK_S
+        self._take_discovery()
+        for ros_topic in set(self._writers) | set(self._readers):
+            self._check_qos(ros_topic)
+
+    def _take_discovery(self) -> None:
+        """
+        Note the remote endpoints whose ``typehash=`` differs from this build's, on any topic.
+
+        rmw_cyclonedds (Iron and newer) and this bus put the RIHS01 hash of the message type
+        in each endpoint's USER_DATA, and neither refuses a peer whose hash differs: a node
+        built from other msg/ files matched by type name, and what it sent was dropped by
+        Cyclone (``deserialization ... failed``, on stderr only) or read with fields missing
+        or shifted, and only ``schema_version`` (when bumped) said so, at the first message.
+        Peers without a hash (Humble) are taken as they come.
+        """
+        for side, reader in self._discovery.items():
+            while True:
+                endpoints = reader.take(N=_TAKE_BATCH)
+                for endpoint in endpoints:
+                    name = getattr(endpoint, 'topic_name', None) or ''
+                    theirs = _typehash(getattr(endpoint, 'qos', None))
+                    if not name.startswith('rt/') or theirs is None:
+                        continue
+                    try:
+                        ours = idl.type_hash(topic_type(name[2:]))
+                    except (KeyError, ValueError):
+                        continue
+                    if theirs != ours:
+                        self._foreign_types.setdefault(name[2:], set()).add((side, theirs))
+                if len(endpoints) < _TAKE_BATCH:
+                    break
 
     def _check_qos(self, ros_topic: str) -> None:
         """
@@ -376,6 +419,15 @@ class DdsBus(Bus):
             self._qos_warned.add((ros_topic, writer, policy))
             profile = topic_qos(ros_topic) if writer else self._reader_qos[ros_topic]
             LOG.warning(_qos_hint(ros_topic, writer, policy, profile))
+        for side, theirs in sorted(self._foreign_types.get(ros_topic, ())):
+            if (ros_topic, side, theirs) not in self._types_warned:
+                self._types_warned.add((ros_topic, side, theirs))
+                msg_type = topic_type(ros_topic)
+                LOG.warning(f'a {side} on {ros_topic} has type hash {theirs}, this node '
+                            f'{idl.type_hash(msg_type)}: its {msg_type} was built from other '
+                            '.msg files (another rog_ros version?), so the messages between '
+                            'it and this node are dropped or misread; run the same rog_ros '
+                            'on every robot')
 
     def close(self) -> None:
         if self._closed:
@@ -386,14 +438,35 @@ class DdsBus(Bus):
             self._waitset.detach(condition)
             entities += [condition, reader]
         entities += list(self._writers.values()) + [self._waitset]
+        entities += list(self._discovery.values())
         entities += list(self._topics.values()) + [self._participant]
         for entity in entities:  # children first: the binding deletes entities in __del__
             entity.__del__()
         self._readers, self._writers, self._topics = {}, {}, {}
 
 
+def _typehash(qos):
+    """Return the ``typehash=`` of an endpoint's USER_DATA (``RIHS01_<hex>``), or None."""
+    try:
+        data = qos[Policy.Userdata].data if qos is not None and Policy.Userdata in qos else b''
+    except (KeyError, TypeError, AttributeError):
+        return None
+    for part in bytes(data).decode('ascii', 'replace').split(';'):
+        if part.startswith('typehash='):
+            return part[len('typehash='):]
+    return None
+
+
 def _qos_hint(ros_topic: str, writer: bool, policy: str, profile) -> str:
     """Say that a peer's QoS cannot match this bus's ``writer`` or reader, and what would."""
+    peer = 'a reader of' if writer else 'a writer on'
+    if policy == 'TYPE_CONSISTENCY':
+        return (f'{peer} {ros_topic} has a {topic_type(ros_topic)} of other members, so DDS '
+                'does not match it with this node: it was built from other .msg files '
+                '(another rog_ros version?); run the same rog_ros on every robot')
+    if policy == 'DATA_REPRESENTATION':
+        return (f'{peer} {ros_topic} uses XCDR2 only, so DDS does not match it with this '
+                'node, which uses plain CDR (XCDR1) as ROS 2 does; give it XCDR1')
     if profile.reliable:
         qos, ros2 = 'RELIABLE, VOLATILE', "rclpy's default profile (a depth, e.g. 10)"
     else:
