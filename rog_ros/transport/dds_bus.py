@@ -71,6 +71,10 @@ _TAKE_BATCH = 256
 
 # How often to ask again when a peer matches between the binding's count and its copy.
 _MATCH_RETRIES = 8
+_RETCODE_TIMEOUT = -10
+"""``DDS_RETCODE_TIMEOUT``: a reliable write waited ``max_blocking_time`` for acknowledgements."""
+_HELD_WARN_S = 2.0
+"""A publish held this long by unacknowledged data is logged (seconds)."""
 _QOS_CHECK_S = 1.0
 """How often poll() looks for peers whose QoS cannot match (seconds)."""
 _POLICIES = {1: 'USER_DATA', 2: 'DURABILITY', 3: 'PRESENTATION', 4: 'DEADLINE',
@@ -222,16 +226,22 @@ class DdsBus(Bus):
         ``$CYCLONEDDS_URI`` or Cyclone's defaults. A process can configure a domain only
         before its first participant in that domain exists, and only once.
     publish_timeout_s : float, default 10.0
-        How long a reliable publish may block on a full history before :class:`BusError`.
+        How long one try of a reliable publish may block on unacknowledged data.
+    publish_give_up_s : float, default 120.0
+        How long a reliable publish keeps trying before :class:`BusError`: a reader that
+        stopped acknowledging (a suspended or vanished ``ros2 topic echo``) holds every write
+        until DDS drops it at the end of its participant's lease, which that participant
+        chooses (Cyclone's default 10 s, longer on many Wi-Fi set-ups).
 
     """
 
     def __init__(self, namespace: str = DEFAULT_NAMESPACE, domain_id=None, config=None,
-                 publish_timeout_s: float = 10.0):
+                 publish_timeout_s: float = 10.0, publish_give_up_s: float = 120.0):
         super().__init__(namespace)
         self.domain_id = domain_id_from_env() if domain_id is None else int(domain_id)
         uri = _configure_domain(self.domain_id, config)   # with ROS 2's discovery settings
         self._publish_timeout_s = publish_timeout_s
+        self._publish_give_up_s = publish_give_up_s
         qos = Qos(Policy.Userdata(data=b'enclave=/;'))  # as rmw_cyclonedds (Iron+) does
         with _uri_for_creation(uri):
             self._participant = DomainParticipant(self.domain_id, qos=qos)
@@ -282,10 +292,21 @@ class DdsBus(Bus):
             raise ValueError(f'{ros_topic} carries {msg_type}, not {msg.TYPE}')
         writer = self._writer(ros_topic)
         self._check_peers_now_and_then()   # a node that only publishes (netmon) polls never
-        try:
-            writer.write(to_sample(msg))
-        except DDSException as exc:
-            raise BusError(f'publish on {ros_topic} failed: {exc}') from exc
+        sample, start = to_sample(msg), time.monotonic()
+        while True:
+            try:
+                writer.write(sample)
+                break
+            except DDSException as exc:
+                held = time.monotonic() - start
+                if getattr(exc, 'code', None) != _RETCODE_TIMEOUT:
+                    raise BusError(f'publish on {ros_topic} failed: {exc}') from exc
+                if held >= self._publish_give_up_s:
+                    raise BusError(f'{_held_hint(ros_topic, held)}; gave up') from exc
+                LOG.warning(f'{_held_hint(ros_topic, held)}; still trying')
+        held = time.monotonic() - start
+        if held >= _HELD_WARN_S:
+            LOG.warning(_held_hint(ros_topic, held))
 
     def subscribe(self, topic: str, callback=None, qos=None) -> None:
         self._check_open()
@@ -443,6 +464,15 @@ class DdsBus(Bus):
         for entity in entities:  # children first: the binding deletes entities in __del__
             entity.__del__()
         self._readers, self._writers, self._topics = {}, {}, {}
+
+
+def _held_hint(ros_topic: str, held: float) -> str:
+    """Say that a publish on ``ros_topic`` waited ``held`` seconds for a reader, and why."""
+    return (f'publish on {ros_topic} held {held:.0f} s: a reliable reader of it does not '
+            'acknowledge (a robot out of range, or a ROS 2 tool that was suspended, killed or '
+            'lost its link, such as ros2 topic echo or ros2 bag record), and DDS keeps this '
+            "node's writes until it does or its participant's lease ends; tools should read "
+            'data topics best effort (ros2 topic echo --qos-reliability best_effort)')
 
 
 def _typehash(qos):

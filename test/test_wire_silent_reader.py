@@ -1,0 +1,133 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+A reliable reader that stops acknowledging holds a DdsBus's writes until DDS drops it; no crash.
+
+What a ROS 2 tool does to a fleet: ``ros2 topic echo /rog/up/chunks`` and ``ros2 bag record``
+read RELIABLE (they take the publishers' QoS), and when such a process is suspended (Ctrl-Z),
+killed or loses its link, DDS keeps every write of the topic's writers until the reader
+acknowledges or its participant's lease ends, a lease that participant chooses. A write waited
+one ``publish_timeout_s`` (10 s, Cyclone's default lease too) and raised: with a 30 s lease on
+the tool's side a worker exited with ``publish on /rog/up/chunks failed: [DDS_RETCODE_TIMEOUT]``
+and the fleet stopped (found by an outside ROS 2 client, 2026-12-06). The tool here is a plain
+Cyclone reader in a child process, with a lease longer than one try; the bus is under test.
+"""
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from rog_ros.protocol import messages as m
+
+pytest.importorskip('cyclonedds')
+dds_bus = pytest.importorskip('rog_ros.transport.dds_bus')
+cyclone_config = pytest.importorskip('rog_ros.transport.cyclone_config')
+
+LEASE_S = 4
+TRY_S = 1.0
+
+_TOOL = """
+import sys, time
+from cyclonedds.domain import DomainParticipant
+from cyclonedds.qos import Policy, Qos
+from cyclonedds.sub import DataReader
+from cyclonedds.topic import Topic
+from cyclonedds.util import duration
+from rog_ros.transport import idl
+participant = DomainParticipant(int(sys.argv[1]))
+topic = Topic(participant, sys.argv[2], idl.dds_type('RowChunk'))
+reader = DataReader(participant, topic, qos=Qos(
+    Policy.Reliability.Reliable(duration(milliseconds=100)), Policy.History.KeepLast(10),
+    Policy.Durability.Volatile, Policy.DataRepresentation(use_cdrv0_representation=True)))
+print('up', flush=True)
+while True:
+    reader.take(N=100)
+    time.sleep(0.01)
+"""
+
+
+def _chunk(seq: int) -> m.RowChunk:
+    """Return a 16 KiB downlink chunk numbered ``seq``."""
+    return m.RowChunk(transfer_id=1, seq=seq, sender=-1, receiver=0, kind=1, clock=0, flags=0,
+                      codec=0, row_ranges=np.array([0, 1], dtype=np.uint32),
+                      payload=bytes(16384))
+
+
+def test_a_suspended_reliable_reader_holds_writes_until_its_lease_ends_without_a_crash(caplog):
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    loopback = cyclone_config.config_path('loopback')
+    domain = 110 + (os.getpid() * 13) % 50
+    bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}', domain_id=domain,
+                         config=str(loopback), publish_timeout_s=TRY_S)
+    lease = (f'<CycloneDDS><Domain><Discovery><LeaseDuration>{LEASE_S}s</LeaseDuration>'
+             '</Discovery></Domain></CycloneDDS>')
+    env = dict(os.environ, CYCLONEDDS_URI=f'{cyclone_config.file_uri(loopback)},{lease}')
+    tool = subprocess.Popen([sys.executable, '-c', _TOOL, str(domain),
+                             f'rt{bus.namespace}/w0/chunks'], env=env, stdout=subprocess.PIPE)
+    try:
+        assert tool.stdout.readline().strip() == b'up'
+        bus.advertise('w0/chunks')
+        deadline = time.monotonic() + 20
+        while bus.matched('w0/chunks') < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert bus.matched('w0/chunks') == 1
+        os.kill(tool.pid, signal.SIGSTOP)            # the tool goes silent: Ctrl-Z
+        start = time.monotonic()
+        seq = 0
+        while time.monotonic() - start < LEASE_S + 4:
+            bus.publish('w0/chunks', _chunk(seq))   # raised BusError after TRY_S
+            seq += 1
+        assert bus.matched('w0/chunks') == 0        # DDS dropped it at the end of its lease
+        held = [r.getMessage() for r in caplog.records if 'held' in r.getMessage()]
+        assert held, 'a held publish says so'
+        assert held[0].startswith(f'publish on {bus.namespace}/w0/chunks held ')
+        assert 'does not acknowledge' in held[0] and '--qos-reliability best_effort' in held[0]
+        assert seq > 100                             # and goes on once it was dropped
+    finally:
+        tool.kill()
+        tool.wait()
+        bus.close()
+
+
+def test_a_publish_gives_up_with_the_cause_after_publish_give_up_s():
+    loopback = cyclone_config.config_path('loopback')
+    domain = 110 + (os.getpid() * 13 + 1) % 50
+    bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_b', domain_id=domain,
+                         config=str(loopback), publish_timeout_s=0.5, publish_give_up_s=1.0)
+    lease = ('<CycloneDDS><Domain><Discovery><LeaseDuration>60s</LeaseDuration>'
+             '</Discovery></Domain></CycloneDDS>')
+    env = dict(os.environ, CYCLONEDDS_URI=f'{cyclone_config.file_uri(loopback)},{lease}')
+    tool = subprocess.Popen([sys.executable, '-c', _TOOL, str(domain),
+                             f'rt{bus.namespace}/w0/chunks'], env=env, stdout=subprocess.PIPE)
+    try:
+        assert tool.stdout.readline().strip() == b'up'
+        bus.advertise('w0/chunks')
+        deadline = time.monotonic() + 20
+        while bus.matched('w0/chunks') < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(tool.pid, signal.SIGSTOP)
+        with pytest.raises(dds_bus.BusError, match=r'^publish on /rog_silent_\d+_b/w0/chunks '
+                           r'held [1-9] s: a reliable reader .*; gave up$'):
+            for seq in range(100000):
+                bus.publish('w0/chunks', _chunk(seq))
+    finally:
+        tool.kill()
+        tool.wait()
+        bus.close()
