@@ -24,6 +24,7 @@ and the fleet stopped (found by an outside ROS 2 client, 2026-12-06). The tool h
 Cyclone reader in a child process, with a lease longer than one try; the bus is under test.
 """
 
+import contextlib
 import logging
 import os
 import signal
@@ -70,14 +71,17 @@ def _chunk(seq: int) -> m.RowChunk:
                       payload=bytes(16384))
 
 
-def test_a_suspended_reliable_reader_holds_writes_until_its_lease_ends_without_a_crash(caplog):
-    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
-    loopback = cyclone_config.config_path('loopback')
-    domain = 110 + (os.getpid() * 13) % 50
-    bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}', domain_id=domain,
-                         config=str(loopback), publish_timeout_s=TRY_S)
-    lease = (f'<CycloneDDS><Domain><Discovery><LeaseDuration>{LEASE_S}s</LeaseDuration>'
+@contextlib.contextmanager
+def _suspended_tool(bus, domain: int, lease_s: float):
+    """
+    Match a reliable reader of ``w0/chunks`` with a lease of ``lease_s`` to ``bus``, then stop it.
+
+    The reader runs in a child process (the tool) and is suspended (SIGSTOP, as Ctrl-Z) once
+    the bus's writer has matched it; on leaving, the tool is killed and the bus closed.
+    """
+    lease = (f'<CycloneDDS><Domain><Discovery><LeaseDuration>{lease_s}s</LeaseDuration>'
              '</Discovery></Domain></CycloneDDS>')
+    loopback = cyclone_config.config_path('loopback')
     env = dict(os.environ, CYCLONEDDS_URI=f'{cyclone_config.file_uri(loopback)},{lease}')
     tool = subprocess.Popen([sys.executable, '-c', _TOOL, str(domain),
                              f'rt{bus.namespace}/w0/chunks'], env=env, stdout=subprocess.PIPE)
@@ -89,6 +93,20 @@ def test_a_suspended_reliable_reader_holds_writes_until_its_lease_ends_without_a
             time.sleep(0.05)
         assert bus.matched('w0/chunks') == 1
         os.kill(tool.pid, signal.SIGSTOP)            # the tool goes silent: Ctrl-Z
+        yield tool
+    finally:
+        tool.kill()
+        tool.wait()
+        bus.close()
+
+
+def test_a_suspended_reliable_reader_holds_writes_until_its_lease_ends_without_a_crash(caplog):
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    loopback = cyclone_config.config_path('loopback')
+    domain = 110 + (os.getpid() * 13) % 50
+    bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}', domain_id=domain,
+                         config=str(loopback), publish_timeout_s=TRY_S)
+    with _suspended_tool(bus, domain, LEASE_S):
         start = time.monotonic()
         seq = 0
         while time.monotonic() - start < LEASE_S + 4:
@@ -100,10 +118,6 @@ def test_a_suspended_reliable_reader_holds_writes_until_its_lease_ends_without_a
         assert held[0].startswith(f'publish on {bus.namespace}/w0/chunks held ')
         assert 'does not acknowledge' in held[0] and '--qos-reliability best_effort' in held[0]
         assert seq > 100                             # and goes on once it was dropped
-    finally:
-        tool.kill()
-        tool.wait()
-        bus.close()
 
 
 def test_a_publish_gives_up_with_the_cause_after_publish_give_up_s():
@@ -111,23 +125,8 @@ def test_a_publish_gives_up_with_the_cause_after_publish_give_up_s():
     domain = 110 + (os.getpid() * 13 + 1) % 50
     bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_b', domain_id=domain,
                          config=str(loopback), publish_timeout_s=0.5, publish_give_up_s=1.0)
-    lease = ('<CycloneDDS><Domain><Discovery><LeaseDuration>60s</LeaseDuration>'
-             '</Discovery></Domain></CycloneDDS>')
-    env = dict(os.environ, CYCLONEDDS_URI=f'{cyclone_config.file_uri(loopback)},{lease}')
-    tool = subprocess.Popen([sys.executable, '-c', _TOOL, str(domain),
-                             f'rt{bus.namespace}/w0/chunks'], env=env, stdout=subprocess.PIPE)
-    try:
-        assert tool.stdout.readline().strip() == b'up'
-        bus.advertise('w0/chunks')
-        deadline = time.monotonic() + 20
-        while bus.matched('w0/chunks') < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(tool.pid, signal.SIGSTOP)
+    with _suspended_tool(bus, domain, 60):
         with pytest.raises(dds_bus.BusError, match=r'^publish on /rog_silent_\d+_b/w0/chunks '
                            r'held [1-9] s: a reliable reader .*; gave up$'):
             for seq in range(100000):
                 bus.publish('w0/chunks', _chunk(seq))
-    finally:
-        tool.kill()
-        tool.wait()
-        bus.close()
