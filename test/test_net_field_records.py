@@ -282,6 +282,28 @@ def test_an_mm_link_log_without_delivery_opportunities_is_refused(tmp_path):
     assert _refusal(path).startswith(f'{path}:7: read as an mm-link log (it has a "# base')
 
 
+def test_an_mm_link_log_whose_base_timestamp_is_no_number_is_refused_naming_its_line(
+        tmp_path):
+    # refused before as "invalid literal for int() with base 10: ' abc'", naming no file
+    path = _write(tmp_path, MM_LOG_HEAD.replace('base timestamp: 1000', 'base timestamp: abc')
+                  + '1000 # 1500\n3000 # 1500\n', 'down.log')
+    assert _refusal(path).startswith(f'{path}:5: an mm-link log whose base timestamp is not a '
+                                     "whole number of ms ('abc')")
+
+
+@pytest.mark.parametrize('old, new, lineno', [
+    ('Interval: 1 secs', 'Interval: 1.0.0 secs', 6),
+    ('Duration: 3.5 secs', 'Duration: 3..5 secs', 5),
+    ('| 3 <> Dur |', '| 3 <> 3.. |', 16),
+])
+def test_a_tshark_table_with_seconds_that_are_no_number_is_refused_naming_its_line(
+        tmp_path, old, new, lineno):
+    # refused before as "could not convert string to float", naming no file
+    assert old in IOSTAT
+    path = _write(tmp_path, IOSTAT.replace(old, new))
+    assert _refusal(path).startswith(f'{path}:{lineno}: a tshark io,stat table with ')
+
+
 def test_a_growing_rate_column_of_a_wide_table_is_named_in_the_refusal(tmp_path):
     # the advice said "the second column never decreases" of a table whose second column is
     # a signal level

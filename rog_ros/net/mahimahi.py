@@ -147,6 +147,16 @@ def is_mm_log(lines) -> bool:
     return any(line.startswith('# base timestamp:') for line in lines[:20])
 
 
+def _base_timestamp(path, lineno: int, text: str) -> int:
+    """Return the ms of a ``# base timestamp: MS`` line; ``ValueError`` naming it if none."""
+    value = text.split(':', 1)[1].strip()
+    if not value.isdigit():
+        raise ValueError(f'{path}:{lineno}: an mm-link log whose base timestamp is not a whole '
+                         f'number of ms ({value[:30]!r}); it is the first line of the log '
+                         'mm-link writes: check that the file is not edited or cut')
+    return int(value)
+
+
 def read_mm_log(path, lines, bin_s: float = BIN_S) -> tuple:
     """
     Return ``(times_s, rates_mbps, end_s)`` of the delivery opportunities of an ``mm-link`` log.
@@ -159,7 +169,7 @@ def read_mm_log(path, lines, bin_s: float = BIN_S) -> tuple:
     for lineno, raw in enumerate(lines, 1):
         text = raw.strip()
         if text.startswith('# base timestamp:'):
-            base = int(text.split(':', 1)[1])
+            base = _base_timestamp(path, lineno, text)
         if not text or text.startswith('#'):
             continue
         event = _LOG_EVENT.fullmatch(text)

@@ -58,11 +58,11 @@ def read_tshark_iostat(path, lines) -> tuple:
         line = raw.strip()
         found = _INTERVAL.match(line)
         if found and interval is None:
-            interval = float(found[1])
+            interval = _seconds(path, lineno, found[1])
             continue
         found = _DURATION.match(line)
         if found:
-            duration = float(found[1])
+            duration = _seconds(path, lineno, found[1])
             continue
         cells = [c.strip() for c in line.strip('|').split('|')]
         if bytes_at is None and any(c in ('Interval', 'Time', 'Date and time') for c in cells):
@@ -91,7 +91,7 @@ def read_tshark_iostat(path, lines) -> tuple:
     lengths = [interval] * len(rows)
     _, start, stop, _ = rows[-1]
     if start is not None and stop != 'Dur':
-        last = float(stop) - float(start)
+        last = _seconds(path, rows[-1][0], stop) - _seconds(path, rows[-1][0], start)
     elif duration is not None:
         last = duration - times[-1]
     else:
@@ -100,3 +100,12 @@ def read_tshark_iostat(path, lines) -> tuple:
         lengths[-1] = last
     rates = [count * 8 / 1e6 / length for (_, _, _, count), length in zip(rows, lengths)]
     return times, rates, times[-1] + lengths[-1]
+
+
+def _seconds(path, lineno: int, text: str) -> float:
+    """Return the seconds ``text`` of a table's line; ``ValueError`` naming the line if none."""
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f'{path}:{lineno}: a tshark io,stat table with {text!r} where a '
+                         f'number of seconds belongs; {HINT}') from None
