@@ -158,3 +158,42 @@ def test_a_bag_in_a_compression_this_machine_cannot_read_says_what_to_install(
     monkeypatch.setattr(reader.NonSeekingReader, 'iter_messages', unsupported)
     message = _refusal(path)
     assert message.startswith(f'{path}: unsupported compression type lz4; install the package')
+
+
+def _chunk_spans(data: bytes) -> list:
+    """Return ``(start, end)`` of each Chunk record's compressed records in MCAP ``data``."""
+    spans, pos = [], len(ros_bag.MCAP_MAGIC)
+    while pos + 9 <= len(data):
+        opcode, length = data[pos], int.from_bytes(data[pos + 1:pos + 9], 'little')
+        if opcode == 0x06:                    # Chunk: times, sizes, crc, compression, records
+            at = pos + 9 + 8 + 8 + 8 + 4
+            at += 4 + int.from_bytes(data[at:at + 4], 'little') + 8
+            spans.append((at, pos + 9 + length))
+        pos += 9 + length
+    return spans
+
+
+def test_a_bag_cut_short_or_damaged_reads_its_chunks_before_that(tmp_path, capsys):
+    # a bag cut anywhere was read as holding no message (the reader sorted it all first), and
+    # a damaged zstd chunk raised zstandard.ZstdError, a traceback
+    whole = _mcap(tmp_path / 'whole.mcap', _messages(0, [float(k % 50) for k in range(20000)]))
+    data = whole.read_bytes()
+    spans = _chunk_spans(data)
+    assert len(spans) > 4
+    cut = _write_bytes(tmp_path / 'cut.mcap', data[:spans[3][0] + 20])      # in the 4th
+    damaged = bytearray(data)
+    start, end = spans[3]
+    damaged[start:end] = bytes(end - start)
+    damaged = _write_bytes(tmp_path / 'damaged.mcap', bytes(damaged))
+    rates = traces.load_trace(whole).mbps.tolist()
+    for path in (cut, damaged):
+        trace = traces.load_trace(path)          # the messages of the first three chunks
+        assert len(rates) * 2 // len(spans) < trace.mbps.size < len(rates) * 4 // len(spans)
+        assert trace.mbps.tolist() == rates[:trace.mbps.size]
+        assert f'{path}: the bag ends early or is damaged there' in capsys.readouterr().err
+
+
+def _write_bytes(path, data: bytes):
+    """Write ``data`` to ``path`` and return it."""
+    path.write_bytes(data)
+    return path
