@@ -130,3 +130,26 @@ def test_a_publish_gives_up_with_the_cause_after_publish_give_up_s():
                            r'held [1-9] s: a reliable reader .*; gave up$'):
             for seq in range(100000):
                 bus.publish('w0/chunks', _chunk(seq))
+
+
+def test_held_publishes_are_logged_once_a_minute_per_topic(caplog, monkeypatch):
+    # every publish held over 2 s was logged: over a slow link (the writer waits for the
+    # acknowledgements of half a megabyte) that is a warning every few seconds of a push
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    monkeypatch.setattr(dds_bus, '_HELD_WARN_S', 0.0)       # every publish counts as held
+    loopback = cyclone_config.config_path('loopback')
+    domain = 110 + (os.getpid() * 13 + 2) % 50
+    bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_c', domain_id=domain,
+                         config=str(loopback))
+    try:
+        for seq in range(20):
+            bus.publish('w0/chunks', _chunk(seq))
+            bus.publish('w1/chunks', _chunk(seq))
+        held = [r.getMessage() for r in caplog.records if ' held ' in r.getMessage()]
+        assert [h.split(' held ')[0] for h in held] == [
+            f'publish on {bus.namespace}/w0/chunks', f'publish on {bus.namespace}/w1/chunks']
+        monkeypatch.setattr(dds_bus, '_HELD_REPEAT_S', 0.0)
+        bus.publish('w0/chunks', _chunk(20))
+        assert caplog.records[-1].getMessage().endswith(' (19 more held since it was last said)')
+    finally:
+        bus.close()

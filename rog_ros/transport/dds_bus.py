@@ -75,6 +75,9 @@ _RETCODE_TIMEOUT = -10
 """``DDS_RETCODE_TIMEOUT``: a reliable write waited ``max_blocking_time`` for acknowledgements."""
 _HELD_WARN_S = 2.0
 """A publish held this long by unacknowledged data is logged (seconds)."""
+_HELD_REPEAT_S = 60.0
+"""After a held publish was logged, the next on its topic is logged this much later at most
+(seconds), with the count held in between: over a slow link every write may wait seconds."""
 _QOS_CHECK_S = 1.0
 """How often poll() looks for peers whose QoS cannot match (seconds)."""
 _POLICIES = {1: 'USER_DATA', 2: 'DURABILITY', 3: 'PRESENTATION', 4: 'DEADLINE',
@@ -258,6 +261,7 @@ class DdsBus(Bus):
         self._incompatible = {}   # (absolute ROS topic, is writer) -> peers refused so far
         self._qos_warned = set()  # (absolute ROS topic, is writer, policy) already logged
         self._next_qos_check = 0.0
+        self._held = {}     # absolute ROS topic -> (when a held publish was last logged, since)
         self._closed = False
 
     def _topic(self, ros_topic: str) -> Topic:
@@ -306,7 +310,18 @@ class DdsBus(Bus):
                 LOG.warning(f'{_held_hint(ros_topic, held)}; still trying')
         held = time.monotonic() - start
         if held >= _HELD_WARN_S:
-            LOG.warning(_held_hint(ros_topic, held))
+            self._say_held(ros_topic, held)
+
+    def _say_held(self, ros_topic: str, held: float) -> None:
+        """Log a publish on ``ros_topic`` held ``held`` s, once per ``_HELD_REPEAT_S`` at most."""
+        now = time.monotonic()
+        said_at, since = self._held.get(ros_topic, (None, 0))
+        if said_at is not None and now - said_at < _HELD_REPEAT_S:
+            self._held[ros_topic] = (said_at, since + 1)
+            return
+        more = f' ({since} more held since it was last said)' if since else ''
+        LOG.warning(_held_hint(ros_topic, held) + more)
+        self._held[ros_topic] = (now, 0)
 
     def subscribe(self, topic: str, callback=None, qos=None) -> None:
         self._check_open()
