@@ -118,6 +118,19 @@ def test_a_ros2_bag_folder_is_refused_naming_its_file(tmp_path):
     assert message == f'{folder} is the folder of a ROS 2 bag; give its file, {folder}/run_0.db3'
 
 
+def test_the_folder_of_a_killed_recorder_is_refused_naming_its_file(tmp_path):
+    # ros2 bag record (Humble) writes metadata.yaml when it stops: a recorder killed left a
+    # folder without it, refused as "a directory, not a trace file"
+    folder = tmp_path / 'run'
+    folder.mkdir()
+    _mcap(folder / 'run_0.mcap', _messages(0, [0.0, 10, 20]))
+    (folder / 'notes.mcap').write_text('not a bag\n')
+    message = _refusal(folder)
+    assert message == f'{folder} is the folder of a ROS 2 bag; give its file, {folder}/run_0.mcap'
+    (folder / 'run_0.mcap').unlink()
+    assert _refusal(folder) == f'{folder} is a directory, not a trace file'
+
+
 def test_rog_trace_convert_writes_one_robot_of_a_fleet_bag(tmp_path, capsys):
     from rog_ros.net import cli_trace
     path = _mcap(tmp_path / 'fleet.mcap', _messages(0, [0.0, 10, 20]) + _messages(1, [0, 5, 5]))

@@ -69,11 +69,20 @@ def bag_kind(path) -> str | None:
 
 
 def bag_files(folder) -> list:
-    """Return the bag files of a ``ros2 bag record`` folder, in order; [] if it is none."""
-    if not os.path.isfile(os.path.join(folder, 'metadata.yaml')):
+    """
+    Return the bag files of a ``ros2 bag record`` folder, in order; [] if it is none.
+
+    A recorder killed before it closed the bag (Humble writes ``metadata.yaml`` at the end)
+    left no ``metadata.yaml``: then its files are told by their first bytes.
+    """
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(BAG_SUFFIXES)]
+    except OSError:
         return []
-    names = [n for n in os.listdir(folder) if n.endswith(BAG_SUFFIXES)]
-    return [os.path.join(folder, n) for n in sorted(names, key=lambda n: (len(n), n))]
+    paths = [os.path.join(folder, n) for n in sorted(names, key=lambda n: (len(n), n))]
+    if os.path.isfile(os.path.join(folder, 'metadata.yaml')):
+        return paths
+    return [path for path in paths if bag_kind(path)]
 
 
 def link_stats(data: bytes) -> tuple:
