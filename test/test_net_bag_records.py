@@ -131,6 +131,25 @@ def test_the_folder_of_a_killed_recorder_is_refused_naming_its_file(tmp_path):
     assert _refusal(folder) == f'{folder} is a directory, not a trace file'
 
 
+def test_a_db3_bag_is_read_for_its_linkstats_only(tmp_path):
+    # every message of every topic was fetched into memory: the row chunks of a fleet's
+    # ros2 bag record -a too
+    path = _db3(tmp_path / 'all.db3', _messages(0, [0.0, 10, 20]))
+    con = sqlite3.connect(str(path))
+    con.execute('INSERT INTO topics VALUES (2, ?, ?, ?, ?)',
+                ('/rog/up/chunks', 'rog_ros/msg/RowChunk', 'cdr', ''))
+    con.executemany('INSERT INTO messages(topic_id, timestamp, data) VALUES (2, ?, ?)',
+                    [(START_NS + k, bytes(1000)) for k in range(50)])
+    con.commit()
+    con.close()
+    topics = set()
+    read = list(ros_bag._sqlite_messages(path, topics))
+    assert [(topic, type_name) for topic, type_name, _ in read] == [
+        (TOPIC, 'rog_ros/msg/LinkStats')] * 3
+    assert topics == {TOPIC, '/rog/up/chunks'}
+    assert traces.load_trace(path).mbps.tolist() == [10.0, 20.0]
+
+
 def test_rog_trace_convert_writes_one_robot_of_a_fleet_bag(tmp_path, capsys):
     from rog_ros.net import cli_trace
     path = _mcap(tmp_path / 'fleet.mcap', _messages(0, [0.0, 10, 20]) + _messages(1, [0, 5, 5]))

@@ -131,13 +131,20 @@ def _mcap_messages(path, cut: list):
             cut.append(type(exc).__name__)
 
 
-def _sqlite_messages(path):
-    """Yield ``(topic, type, data)`` of a rosbag2 SQLite file in time order."""
+def _sqlite_messages(path, topics: set):
+    """
+    Yield ``(topic, type, data)`` of the LinkStats in a rosbag2 SQLite file, in time order.
+
+    Every topic's name goes into ``topics``. Only LinkStats are read: ``ros2 bag record -a``
+    of a fleet holds its row chunks too, gigabytes that the reader does not need in memory.
+    """
     try:
         con = sqlite3.connect(f'file:{os.path.abspath(path)}?mode=ro', uri=True)
         try:
+            topics.update(name for name, in con.execute('SELECT name FROM topics'))
             rows = con.execute('SELECT t.name, t.type, m.data FROM messages m JOIN topics t '
-                               'ON m.topic_id = t.id ORDER BY m.timestamp').fetchall()
+                               'ON m.topic_id = t.id WHERE t.type = ? ORDER BY m.timestamp',
+                               (LINK_STATS_TYPE,)).fetchall()
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
@@ -156,7 +163,8 @@ def read_bag(path, lines=None, node=None) -> tuple:
     """
     links, cut, topics, bad, first = {}, [], set(), 0, ''
     mcap = bag_kind(path) == 'MCAP bag'
-    for topic, type_name, data in _mcap_messages(path, cut) if mcap else _sqlite_messages(path):
+    messages = _mcap_messages(path, cut) if mcap else _sqlite_messages(path, topics)
+    for topic, type_name, data in messages:
         topics.add(topic)
         if type_name != LINK_STATS_TYPE:
             continue
