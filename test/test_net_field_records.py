@@ -142,6 +142,15 @@ def test_rows_that_share_a_second_of_a_drive_log_are_one_sample_of_their_mean(
     assert err.count('\n') == 1 and f'{path}:4: 3 rows with the time of the row before' in err
 
 
+def test_a_row_merged_into_the_one_before_has_its_decimal_comma_checked(tmp_path):
+    # the first comma of a column was looked up among the samples by the number read so far:
+    # in a merged row, the next sample's line, or past the last (IndexError, a traceback)
+    trace = traces.load_trace(_write(tmp_path, 'time_s;mbps\n0;1\n1;2\n1;2,5\n'))
+    assert trace.mbps.tolist() == [1.0, 2.25]
+    path = _write(tmp_path, 'time_s,mbps\n0,1\n1,2\n1,"2,345"\n2,3\n', 'excel.csv')
+    assert _refusal(path).startswith(f"{path}:4: '2,345' in a comma-separated file, quoted")
+
+
 def test_a_counter_read_twice_in_one_second_keeps_its_later_reading(tmp_path):
     path = _write(tmp_path, 'time_s,rx_bytes\n0,0\n1,1250000\n1,2500000\n2,3750000\n')
     trace = traces.load_trace(path)

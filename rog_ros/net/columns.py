@@ -322,10 +322,10 @@ def _decimal_marks(path, lines, linenos, column: int, comma: int) -> None:
     """
     Refuse a column that mixes decimal commas with numbers such as 1.234 (thousands?).
 
-    ``column`` is the field's index, ``comma`` the sample whose field has a decimal comma (the
-    samples' lines are re-split: only files with decimal commas come here): where commas are
-    decimal, the point groups thousands, and 1.234 kbit/s read as a decimal was a thousand
-    times too slow.
+    ``column`` is the field's index, ``comma`` the index in ``linenos`` (the rows read) of the
+    first whose field has a decimal comma (the rows are re-split: only files with decimal
+    commas come here): where commas are decimal, the point groups thousands, and 1.234 kbit/s
+    read as a decimal was a thousand times too slow.
     """
     texts = [_split(lines[lineno - 1].strip())[column] for lineno in linenos]
     line = lines[linenos[comma] - 1]
@@ -386,6 +386,7 @@ def read_columns(path, lines) -> tuple:
     header when it leaves the columns open.
     """
     meta, times, rates, linenos, commas, merged, same = {}, [], [], [], {}, {}, 1
+    rows_read = []      # the line of every row read, a sample's or one merged into it
     layout, run, runs, offset, clock = Layout(), None, set(), 0.0, False
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
@@ -445,7 +446,7 @@ def read_columns(path, lines) -> tuple:
             t += offset
         for column in (layout.time, layout.rate):
             if ',' in fields[column] and column not in commas:
-                commas[column] = len(times)
+                commas[column] = len(rows_read)
         if not (math.isfinite(t) and math.isfinite(r)) or r < 0:
             raise ColumnError(f'{path}:{lineno}: need a finite time and a finite rate '
                               f'>= 0, got {line[:60]!r}')
@@ -456,6 +457,7 @@ def read_columns(path, lines) -> tuple:
             merged['rows'] = merged.get('rows', 0) + 1
             same += 1
             rates[-1] = r if layout.counter else rates[-1] + (r - rates[-1]) / same
+            rows_read.append(lineno)
             continue
         if times and t <= times[-1]:
             raise ColumnError(f'{path}:{lineno}: time {t} does not increase '
@@ -466,8 +468,9 @@ def read_columns(path, lines) -> tuple:
         times.append(t)
         rates.append(r)
         linenos.append(lineno)
+        rows_read.append(lineno)
     for column, comma in commas.items():
-        _decimal_marks(path, lines, linenos, column, comma)
+        _decimal_marks(path, lines, rows_read, column, comma)
     if times and layout.time_factor == 1.0:
         times = _epoch_seconds(times)
     if layout.counter:
