@@ -242,3 +242,32 @@ def test_a_folder_that_holds_a_held_one_beside_a_wide_one_is_refused(tmp_path):
         with pytest.raises(OutputInUse, match='which is in use by another run .rog compare'):
             OutputLock.take(str(outer), 'rog reproduce rog')
     OutputLock.take(str(outer), 'rog reproduce rog').release()    # its run ended: free again
+
+
+def test_a_fleet_whose_out_is_taken_while_it_builds_its_workload_says_it_in_one_line(
+        tmp_path, capsys, monkeypatch):
+    # rog fleet says another run's hold before it builds its workload (refuse_held), and takes
+    # --out only once that is built: a run that took --out in between is still said, not
+    # written over
+    from rog_ros.nodes import fleet
+    out = tmp_path / 'fleet'
+    taken = []
+
+    def build_while_another_run_starts(server):
+        """Build nothing; meanwhile another run takes ``out``."""
+        taken.append(OutputLock.take(str(out), 'rog compare'))
+        (out / 'summary.json').write_text('{"theirs": true}')
+
+    monkeypatch.setattr(fleet, '_prepare', build_while_another_run_starts)
+    monkeypatch.setattr(subprocess, 'Popen', _forbidden)
+    try:
+        assert cli.main(['fleet', '--workload', 'toy', '--workers', '2', '--iterations', '5',
+                         '--out', str(out)]) == 2
+    finally:
+        for lock in taken:
+            lock.release()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f'rog fleet: {out} is in use by another run (rog compare, pid {os.getpid()}'), err
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, 'summary.json']
+    assert (out / 'summary.json').read_text() == '{"theirs": true}'
