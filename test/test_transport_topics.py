@@ -53,6 +53,8 @@ def test_last_segment_selects_type_and_default_qos():
         topics.topic_type('/rog/unknown')
     with pytest.raises(ValueError):
         topics.topic_qos('chunks', 'fast')
+    with pytest.raises(ValueError, match=r"unknown topic '/rog/unknown': its last segment"):
+        topics.topic_qos('/rog/unknown')     # was a bare KeyError
 
 
 def test_every_message_type_has_a_default_topic():

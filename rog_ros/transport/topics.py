@@ -99,6 +99,7 @@ def topic_type(topic: str) -> str:
 def topic_qos(topic: str, qos=None) -> QosProfile:
     """Return the QoS profile of ``topic``: ``qos`` (a name or profile) or its default."""
     if qos is None:
+        topic_type(topic)            # an unknown topic: the same one-line refusal
         return TOPICS[topic.rstrip('/').rsplit('/', 1)[-1]][1]
     if isinstance(qos, QosProfile):
         return qos
