@@ -21,6 +21,7 @@ from protocol_fixtures import build
 import pytest
 from rog_ros.net.links import FluidLink
 from rog_ros.net.traces import Trace
+from rog_ros.protocol.messages import FLAG_END
 from rog_ros.protocol.policies import make_policy
 from test_protocol_conservation import check_invariants
 import torch
@@ -321,3 +322,62 @@ def test_a_start_up_period_does_not_set_the_fleets_pace():
     # and a long period later (a hold, an outage) counts as 4x the pace, no restart
     server._note_push_period(0, 60.0)
     assert server.iter_est[0].value == pytest.approx(0.7 * 0.1 + 0.3 * 0.4)
+
+
+def silent_robot_run(spec, start_s):
+    """Run ``spec`` with robot 2's link dead from ``start_s`` for 30 s; return what 2 got."""
+    harness, server, _, _, _ = build(spec, n=3, iters=100, dtype=torch.float64,
+                                     bandwidths=(BW, BW, BW), policy=make_policy(spec),
+                                     chunk_bytes=64)   # the first pull: several windows
+    dead = (start_s, start_s + 30.0)
+    harness.up[2], harness.down[2] = (dipping_link(*dead, low_mbps=1e-12),
+                                      dipping_link(*dead, low_mbps=1e-12))
+    sent, heard = [], []
+    send, on_message = harness._send, server.on_message
+
+    def recording_send(src, dst, msg):
+        """Note what goes to robot 2, then send it."""
+        if dst == 2:
+            sent.append((harness.now, msg))
+        return send(src, dst, msg)
+
+    def recording_on_message(msg, now):
+        """Note when the server hears from robot 2, then let it handle the message."""
+        if getattr(msg, 'sender', None) == 2:
+            heard.append(now)
+        return on_message(msg, now)
+    harness._send, server.on_message = recording_send, recording_on_message
+    harness.run(until=400)
+    assert server.finished
+    silent = (dead[0] + 0.05, dead[1])
+    assert not [t for t in heard if silent[0] <= t < silent[1]]   # the link was dead
+    assert [t for t in heard if t >= dead[1]]                     # and came back
+    return server, sent, silent
+
+
+@pytest.mark.parametrize('spec', ['rog:2', 'flown:2'])
+def test_a_silent_robot_gets_no_new_transfer_only_the_rest_of_one(spec):
+    # On DDS a dead link is a reader that stops acknowledging: the server's reliable writer to
+    # that robot keeps all it writes, and its write() blocks the server's one loop (and so
+    # every robot) once that passes Cyclone's writer-history high watermark (WhcHigh, 500 kB
+    # by default) until the link comes back or the robot's lease ends. What bounds it: the
+    # engines start no transfer to a robot that is silent, and a transfer in flight sends its
+    # remaining windows (one per end_timeout_s without acks) and then its END once per
+    # end_timeout_s; nothing else (measured with rog fleet --netns, docs/faults.md)
+    in_flight = 0
+    for start_s in (0.126, 0.13, 0.134, 0.138):     # while the first pull is on its way
+        server, sent, silent = silent_robot_run(spec, start_s)
+        before = {m.transfer_id for t, m in sent if t < silent[0] and hasattr(m, 'transfer_id')}
+        during = [m for t, m in sent if silent[0] <= t < silent[1]]
+        chunks = [m for m in during if type(m).__name__ == 'RowChunk']
+        assert {m.transfer_id for m in chunks} <= before, 'a transfer started to a silent robot'
+        ends = [m for m in chunks if m.flags & FLAG_END]
+        data = [(m.transfer_id, m.seq) for m in chunks if not m.flags & FLAG_END]
+        assert len(data) == len(set(data)), 'a data chunk was sent twice to a silent robot'
+        span = silent[1] - silent[0]
+        assert len(ends) <= len({m.transfer_id for m in chunks}) * (
+            span / server.end_timeout_s + 1)
+        others = [m for m in during if type(m).__name__ not in ('RowChunk', 'RowVersions')]
+        assert len(others) <= 2, others
+        in_flight += len(chunks) > len(ends)
+    assert in_flight, 'no run had a transfer in flight as the link died: move the starts'
