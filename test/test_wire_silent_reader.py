@@ -153,3 +153,21 @@ def test_held_publishes_are_logged_once_a_minute_per_topic(caplog, monkeypatch):
         assert caplog.records[-1].getMessage().endswith(' (19 more held since it was last said)')
     finally:
         bus.close()
+
+
+def test_a_robot_that_falls_silent_mid_transfer_does_not_block_the_next_write():
+    # A robot's link dies while a downlink transfer to it is on its way (measured with rog
+    # fleet --netns, docs/faults.md): its reader stops acknowledging the chunks written, and
+    # the engine writes the rest of the transfer, one 4 x 16 KiB window per 2 s, then its END.
+    # Past Cyclone's adaptive high watermark (30 kB when a writer starts) each such write
+    # blocked the server's one loop, and so every robot, for publish_timeout_s (10 s) until
+    # the robot's lease ended: every robot stalled 10 s for one robot's outage
+    loopback = cyclone_config.config_path('loopback')
+    domain = 110 + (os.getpid() * 13 + 3) % 50
+    bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_d', domain_id=domain,
+                         config=str(loopback), publish_timeout_s=TRY_S, publish_give_up_s=TRY_S)
+    with _suspended_tool(bus, domain, 60):
+        for seq in range(32):                         # 512 KiB: 8 windows, 16 s of an outage
+            start = time.monotonic()
+            bus.publish('w0/chunks', _chunk(seq))     # raised BusError after TRY_S
+            assert time.monotonic() - start < 0.5, seq

@@ -87,6 +87,24 @@ _POLICIES = {1: 'USER_DATA', 2: 'DURABILITY', 3: 'PRESENTATION', 4: 'DEADLINE',
 """The names of DDS QoS policy ids (``dds_qos_policy_id_t``), as rclpy's warnings give them."""
 
 
+WRITER_WATERMARKS = ('<CycloneDDS><Domain Id="any"><Internal><Watermarks>'
+                     '<WhcHighInit>8MB</WhcHighInit><WhcHigh>8MB</WhcHigh>'
+                     '<WhcAdaptive>false</WhcAdaptive></Watermarks></Internal></Domain>'
+                     '</CycloneDDS>')
+"""
+Cyclone's writer-history high watermark, first in every domain's configuration (the user's wins).
+
+A reliable writer blocks in write() while its unacknowledged data is past the mark: with
+Cyclone's defaults (30 kB when a writer starts, adapting up to 500 kB) a robot whose link died
+while a downlink transfer to it was on its way held the server's one loop, and so every robot,
+at its next write to that robot for ``publish_timeout_s`` (measured: 10 s, with ``rog fleet
+--netns``; docs/faults.md), the straggler wait outage-aware RSP exists to end. The engines
+bound what a silent robot is sent (the rest of one transfer, one window per
+``end_timeout_s``), and the windows bound what a live one has in flight, so the mark only
+has to stay above that: 8 MB, past the workloads' whole models.
+"""
+
+
 def _configure_domain(domain_id: int, config=None):
     """
     Configure domain ``domain_id`` as rmw_cyclonedds does: ROS 2's discovery fragment, ``config``.
@@ -94,9 +112,9 @@ def _configure_domain(domain_id: int, config=None):
     ``config`` (XML text, ``file://`` URI or a path) stands where rmw_cyclonedds reads
     ``$CYCLONEDDS_URI`` and creates the domain here (it lives as long as the process, as
     before). With None, Cyclone creates the domain from ``$CYCLONEDDS_URI`` with the first
-    participant and frees it with the last, as before: the value returned (the fragment
-    before the variable's value; None when no discovery variable applies) is what that
-    participant must be created under (``_uri_for_creation``). A domain created here once
+    participant and frees it with the last, as before: the value returned
+    (:data:`WRITER_WATERMARKS` and the discovery fragment before the variable's value) is what
+    that participant must be created under (``_uri_for_creation``). A domain created here once
     was kept for ever: buses opened and closed in turn leaked 8 descriptors and 5 threads
     each, and a later ``config`` on the same domain was refused. What is wrong with the
     variables is logged once per process.
@@ -110,6 +128,7 @@ def _configure_domain(domain_id: int, config=None):
     full = discovery_config(config, warn=notes.append, resolves=peer_resolves,
                             unicast_loopback=_unicast_loopback(),
                             pin_loopback=not idl.LEGACY_BINDING)
+    full = ','.join(part for part in (WRITER_WATERMARKS, full) if part)
     for note in notes:
         if note not in _LOGGED:
             _LOGGED.add(note)
