@@ -117,3 +117,9 @@ def test_wifi_config_keeps_datagrams_below_the_mtu():
         assert int(general.find(f'c:{tag}', ns).text.rstrip('B')) <= 1472  # 1500 - IP - UDP
     assert root.find('c:Domain/c:Internal/c:SocketReceiveBufferSize', ns) is not None
     assert root.find('c:Domain/c:Discovery/c:Peers', ns) is not None
+    # rmw_cyclonedds reads only this file: the embedded bus's writer-history mark, so that a
+    # robot dying mid-transfer does not hold the server's loop (docs/faults.md)
+    marks = root.find('c:Domain/c:Internal/c:Watermarks', ns)
+    assert {tag: marks.find(f'c:{tag}', ns).text for tag in (
+        'WhcHighInit', 'WhcHigh', 'WhcAdaptive')} == {
+        'WhcHighInit': '8MB', 'WhcHigh': '8MB', 'WhcAdaptive': 'false'}
