@@ -550,15 +550,10 @@ def _incompatible_status(entity, writer: bool) -> tuple:
 
     Asked of the C library, as :func:`_matched_status` does: bindings 0.10 cannot.
     """
-    from cyclonedds.internal import DDS, dds_c_t
-    name = ('dds_get_offered_incompatible_qos_status' if writer
-            else 'dds_get_requested_incompatible_qos_status')
-    status = (dds_c_t.offered_incompatible_qos_status() if writer
-              else dds_c_t.requested_incompatible_qos_status())
-    call = getattr(DDS._dll_handle, name)
-    call.argtypes = [dds_c_t.entity, ctypes.POINTER(type(status))]
-    call.restype = ctypes.c_int32
-    if call(entity._ref, ctypes.byref(status)) != 0:
+    status = _c_status(entity, writer, ('dds_get_offered_incompatible_qos_status',
+                                        'dds_get_requested_incompatible_qos_status'),
+                       ('offered_incompatible_qos_status', 'requested_incompatible_qos_status'))
+    if status is None:
         return 0, 0                  # a deleted entity: nothing to say
     return int(status.total_count), int(status.last_policy_id)
 
@@ -580,17 +575,28 @@ def _matched_status(entity, writer: bool) -> int:
     (JetPack 5), pair with the 0.10 binding, whose entities cannot list their matches; the C
     call ``dds_get_{publication,subscription}_matched_status`` it wraps is in every version.
     """
-    from cyclonedds.internal import DDS, dds_c_t
-    name = ('dds_get_publication_matched_status' if writer
-            else 'dds_get_subscription_matched_status')
-    status = (dds_c_t.publication_matched_status() if writer
-              else dds_c_t.subscription_matched_status())
-    call = getattr(DDS._dll_handle, name)
-    call.argtypes = [dds_c_t.entity, ctypes.POINTER(type(status))]
-    call.restype = ctypes.c_int32
-    if call(entity._ref, ctypes.byref(status)) != 0:
+    status = _c_status(entity, writer, ('dds_get_publication_matched_status',
+                                        'dds_get_subscription_matched_status'),
+                       ('publication_matched_status', 'subscription_matched_status'))
+    if status is None:
         return 0                     # a deleted entity: nothing matched (callers poll)
     return int(status.current_count)
+
+
+def _c_status(entity, writer: bool, calls: tuple, structs: tuple):
+    """
+    Return a status struct of ``entity`` read by the C library, or None for a deleted entity.
+
+    ``calls`` and ``structs`` name the C function and its ``dds_c_t`` struct for a writer and
+    for a reader, in that order; the binding wraps few of these calls, and 0.10 none.
+    """
+    from cyclonedds.internal import DDS, dds_c_t
+    side = 0 if writer else 1
+    status = getattr(dds_c_t, structs[side])()
+    call = getattr(DDS._dll_handle, calls[side])
+    call.argtypes = [dds_c_t.entity, ctypes.POINTER(type(status))]
+    call.restype = ctypes.c_int32
+    return status if call(entity._ref, ctypes.byref(status)) == 0 else None
 
 
 def _matched_count(get_matched) -> int:
