@@ -236,3 +236,57 @@ def test_a_bus_that_only_publishes_names_the_reader_too(caplog):
         assert len(hints) == 1 and f'a reader of {bus.namespace}/{topic}' in hints[0], hints
     finally:
         _close(bus, peer)
+
+
+def _status():
+    """Return a TrainStatus to publish."""
+    from rog_ros.protocol import messages
+
+    return messages.TrainStatus(node=0, stamp=1.0)
+
+
+def _failure_lines(caplog) -> list:
+    """Return the bus's log lines about a failed discovery reader."""
+    return [r.getMessage() for r in caplog.records
+            if r.name == 'rog_ros.dds' and 'discovery reader failed' in r.getMessage()]
+
+
+def test_a_failing_discovery_reader_is_said_once_and_publish_goes_on(caplog):
+    from cyclonedds.internal import DDS
+
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    bus = _bus(5)
+    try:
+        # Prepare: the built-in publication reader fails under the bus (its entity is gone)
+        DDS._dll_handle.dds_delete(bus._discovery['writer']._ref)
+        # Execute: publish runs the once-a-second peer check; then poll and matched do too
+        bus.publish(STATUS, _status())
+        time.sleep(1.1)
+        bus.publish(STATUS, _status())
+        bus.poll(0.05)
+        assert bus.matched(STATUS) == 0
+        # Assert: one clear line, and the node carries on
+        lines = _failure_lines(caplog)
+        assert len(lines) == 1, lines
+        assert 'BAD_PARAMETER' in lines[0] and 'carries on' in lines[0]
+    finally:
+        bus.close()
+
+
+def test_discovery_readers_that_cannot_be_created_leave_a_working_bus(caplog, monkeypatch):
+    from cyclonedds.core import DDSException
+
+    def refuse(*_args):
+        """Fail as Cyclone does when it cannot create an entity."""
+        raise DDSException(-1, 'injected')
+
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    monkeypatch.setattr(dds_bus, 'BuiltinDataReader', refuse)
+    bus = _bus(6)
+    try:
+        bus.publish(STATUS, _status())
+        bus.poll(0.05)
+        lines = _failure_lines(caplog)
+        assert len(lines) == 1 and 'injected' in lines[0], lines
+    finally:
+        bus.close()

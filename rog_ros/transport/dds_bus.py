@@ -268,9 +268,7 @@ class DdsBus(Bus):
         with _uri_for_creation(uri):
             self._participant = DomainParticipant(self.domain_id, qos=qos)
         self._waitset = WaitSet(self._participant)
-        self._discovery = {side: BuiltinDataReader(self._participant, builtin)
-                           for side, builtin in (('writer', BuiltinTopicDcpsPublication),
-                                                 ('reader', BuiltinTopicDcpsSubscription))}
+        self._discovery = _discovery_readers(self._participant)
         self._foreign_types = {}  # absolute ROS topic -> {(side, type hash)} of other builds
         self._types_warned = set()
         self._topics = {}     # DDS topic name -> Topic
@@ -434,9 +432,13 @@ class DdsBus(Bus):
         or shifted, and only ``schema_version`` (when bumped) said so, at the first message.
         Peers without a hash (Humble) are taken as they come.
         """
-        for side, reader in self._discovery.items():
+        for side, reader in list(self._discovery.items()):
             while True:
-                endpoints = reader.take(N=_TAKE_BATCH)
+                try:
+                    endpoints = reader.take(N=_TAKE_BATCH)
+                except DDSException as exc:
+                    self._drop_discovery(exc)
+                    return
                 for endpoint in endpoints:
                     name = getattr(endpoint, 'topic_name', None) or ''
                     theirs = _typehash(getattr(endpoint, 'qos', None))
@@ -450,6 +452,20 @@ class DdsBus(Bus):
                         self._foreign_types.setdefault(name[2:], set()).add((side, theirs))
                 if len(endpoints) < _TAKE_BATCH:
                     break
+
+    def _drop_discovery(self, exc) -> None:
+        """
+        Delete the discovery readers after one failed (``exc``): say so once, carry on without.
+
+        A failing reader raised its raw DDSException from publish(), poll() or matched(), the
+        once-a-second check's callers, so a check that only names a peer of another build
+        ended the node. The QoS check (the C library's status counts) stays.
+        """
+        readers, self._discovery = list(self._discovery.values()), {}
+        for reader in readers:
+            with contextlib.suppress(DDSException):
+                reader.__del__()
+        LOG.warning(_NO_TYPE_CHECK.format(exc=exc))
 
     def _check_qos(self, ros_topic: str) -> None:
         """
@@ -498,6 +514,32 @@ class DdsBus(Bus):
         for entity in entities:  # children first: the binding deletes entities in __del__
             entity.__del__()
         self._readers, self._writers, self._topics = {}, {}, {}
+
+
+_NO_TYPE_CHECK = ('DDS discovery reader failed ({exc}); this node no longer checks peers for '
+                  'the type hash of another rog_ros build and carries on (peers whose QoS '
+                  'cannot match are still named)')
+
+
+def _discovery_readers(participant) -> dict:
+    """
+    Return ``{'writer': reader, 'reader': reader}`` of DDS's built-in endpoint topics.
+
+    Readers that cannot be created are said once and left out ({}): the bus works without
+    the type-hash check they feed (:meth:`DdsBus._take_discovery`).
+    """
+    readers = {}
+    try:
+        for side, builtin in (('writer', BuiltinTopicDcpsPublication),
+                              ('reader', BuiltinTopicDcpsSubscription)):
+            readers[side] = BuiltinDataReader(participant, builtin)
+    except DDSException as exc:
+        for reader in readers.values():
+            with contextlib.suppress(DDSException):
+                reader.__del__()
+        LOG.warning(_NO_TYPE_CHECK.format(exc=exc))
+        return {}
+    return readers
 
 
 def _held_hint(ros_topic: str, held: float) -> str:
