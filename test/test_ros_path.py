@@ -359,7 +359,8 @@ def test_the_cores_hand_their_node_and_its_executor_to_the_bus(role, tmp_path, m
     from rog_ros.nodes import rog_server, server_node, worker_node
     seen = []
 
-    def open_bus_(kind, namespace, key=None, record=None, node=None, executor=None):
+    def open_bus_(kind, namespace, key=None, record=None, node=None, executor=None,
+                  node_name=None):
         seen.append((node, executor))
         raise Opened
 

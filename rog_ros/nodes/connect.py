@@ -52,7 +52,8 @@ class PeerTimeout(RuntimeError):
     """The peers did not appear in time."""
 
 
-def open_bus(kind: str, namespace: str, key=None, record=None, node=None, executor=None):
+def open_bus(kind: str, namespace: str, key=None, record=None, node=None, executor=None,
+             node_name=None):
     """
     Open the node's bus (``auto``: rclpy when ROS 2 is sourced, else the embedded DDS).
 
@@ -62,13 +63,16 @@ def open_bus(kind: str, namespace: str, key=None, record=None, node=None, execut
     status, link, schedule and diagnostics traffic the node sees is also written to that
     ROS 2 MCAP file (:class:`~rog_ros.transport.bag.RecordingBus`). With an rclpy ``node``
     (the process's lifecycle node) the bus is an RclpyBus on that node, which spins
-    ``executor`` (the one the node was added to; None: a private one).
+    ``executor`` (the one the node was added to; None: a private one). Without ``node``,
+    ``node_name`` (the node's ``args.node_name``) names the bus's own ROS 2 node, the one
+    ``ros2 node list`` shows (an embedded bus publishes it on ``ros_discovery_info``).
     """
     if node is not None:
         from rog_ros.transport.rclpy_bus import RclpyBus
         bus = RclpyBus(namespace=namespace, node=node, executor=executor)
     else:
-        bus = make_bus(kind, namespace=namespace)
+        bus = make_bus(kind, namespace=namespace,
+                       **({'node_name': node_name} if node_name else {}))
     if key is not None:
         from rog_ros.transport.auth_bus import AuthBus
         bus = AuthBus(bus, key)

@@ -207,7 +207,7 @@ def _status_bus(namespace: str, domain: int, config, key=None):
     try:
         from rog_ros.transport.auth_bus import AuthBus
         from rog_ros.transport.dds_bus import DdsBus
-        bus = DdsBus(namespace=namespace, domain_id=domain, config=config)
+        bus = DdsBus(namespace=namespace, domain_id=domain, config=config, node_name='rog_fleet')
         return bus if key is None else AuthBus(bus, key)
     except Exception as exc:  # noqa: B902 - the fleet runs without a progress display
         print(f'rog fleet: no progress display ({exc})', file=sys.stderr)

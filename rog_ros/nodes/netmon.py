@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     try:
         if args.bus != 'none':
             bus = open_bus(args.bus, args.namespace, fleet_key(args, rank=robot), args.record,
-                           node, executor)
+                           node, executor, node_name=args.node_name)
             bus.advertise(link_stats(args.node_name))
         monitor = NetMonitor(bus, args.interface, nodes, args, args.record_source, log)
         last = []

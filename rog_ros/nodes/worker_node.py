@@ -126,7 +126,8 @@ class WorkerNode:
         keys = fleet_key(a, self.log, self.rank, worker=not self._key_said)
         self._key_said = True
         self.bus = maybe_faulty(open_bus(a.bus, a.namespace, keys, getattr(a, 'record', None),
-                                         self.ros_node, self.ros_executor),
+                                         self.ros_node, self.ros_executor,
+                                         node_name=getattr(a, 'node_name', None)),
                                 a, salt=self.rank)
         self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None))

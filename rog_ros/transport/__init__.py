@@ -20,6 +20,7 @@ never loads DDS):
 * ``bus``: the :class:`~rog_ros.transport.bus.Bus` interface and its threading contract;
   ``choose``: ``make_bus(kind='auto')``, RclpyBus where ROS 2 is built, else DdsBus;
 * ``dds_bus``: ``DdsBus`` on Cyclone DDS (embedded default); ``rclpy_bus``: ``RclpyBus``;
+  ``discovery_info``: a DdsBus's node on ``ros_discovery_info`` (``ros2 node list``);
 * ``topics``: topic names, message type per topic, QoS profiles;
 * ``msgdef`` / ``field_plans`` / ``typehash`` / ``idl`` / ``convert``: ``msg/*.msg`` -> parsed
   definitions and their Python field types (no DDS; the ROS 2 path needs no more) ->

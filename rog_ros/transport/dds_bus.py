@@ -18,8 +18,9 @@ Topic ``/rog/chunks`` is DDS topic ``rt/rog/chunks`` with type ``rog_ros::msg::d
 (XCDR1), and readers/writers carry ``typehash=RIHS01_...;`` in USER_DATA as ``rmw_cyclonedds``
 does on Iron and newer, so ``ros2 topic echo /rog/chunks`` and rosbag2 see ordinary ROS 2
 traffic. One DDS participant per bus; one writer per published topic and one reader per
-subscribed topic, created on first use. See :mod:`rog_ros.transport.bus` for the threading
-contract.
+subscribed topic, created on first use; the bus's node, with those readers and writers, is
+published on ``ros_discovery_info`` (:mod:`rog_ros.transport.discovery_info`), so
+``ros2 node list`` shows it. See :mod:`rog_ros.transport.bus` for the threading contract.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from rog_ros.transport.bus import Bus, BusError
 from rog_ros.transport.convert import decode, DecodeError, from_sample, to_sample
 from rog_ros.transport.cyclone_config import discovery_config, domain_id_from_env, \
     file_uri, peer_resolves
+from rog_ros.transport.discovery_info import open_info
 from rog_ros.transport.topics import dds_topic_name, DEFAULT_NAMESPACE, resolve, topic_qos, \
     topic_type
 
@@ -254,11 +256,16 @@ class DdsBus(Bus):
         stopped acknowledging (a suspended or vanished ``ros2 topic echo``) holds every write
         until DDS drops it at the end of its participant's lease, which that participant
         chooses (Cyclone's default 10 s, longer on many Wi-Fi set-ups).
+    node_name : str or None, default 'rog_bus'
+        The ROS 2 node this bus is, in ``/`` (as RclpyBus names its own node): published on
+        ``ros_discovery_info`` with the bus's readers and writers, so ``ros2 node list``
+        shows it (:mod:`rog_ros.transport.discovery_info`); None publishes no node.
 
     """
 
     def __init__(self, namespace: str = DEFAULT_NAMESPACE, domain_id=None, config=None,
-                 publish_timeout_s: float = 10.0, publish_give_up_s: float = 120.0):
+                 publish_timeout_s: float = 10.0, publish_give_up_s: float = 120.0,
+                 node_name='rog_bus'):
         super().__init__(namespace)
         self.domain_id = domain_id_from_env() if domain_id is None else int(domain_id)
         uri = _configure_domain(self.domain_id, config)   # with ROS 2's discovery settings
@@ -269,6 +276,7 @@ class DdsBus(Bus):
             self._participant = DomainParticipant(self.domain_id, qos=qos)
         self._waitset = WaitSet(self._participant)
         self._discovery = _discovery_readers(self._participant)
+        self._graph = open_info(self._participant, node_name)   # None: no ROS 2 node entry
         self._foreign_types = {}  # absolute ROS topic -> {(side, type hash)} of other builds
         self._types_warned = set()
         self._topics = {}     # DDS topic name -> Topic
@@ -299,6 +307,8 @@ class DdsBus(Bus):
                        writer=True)
             writer = DataWriter(self._participant, self._topic(ros_topic), qos=qos)
             self._writers[ros_topic] = writer
+            if self._graph is not None:
+                self._graph.add(writer, writer=True)
         return writer
 
     def advertise(self, topic: str) -> None:
@@ -352,6 +362,8 @@ class DdsBus(Bus):
         self._waitset.attach(condition)
         self._readers[ros_topic] = (reader, condition, callback)
         self._reader_qos[ros_topic] = profile
+        if self._graph is not None:
+            self._graph.add(reader, writer=False)
 
     def _take(self, reader) -> list:
         """Take everything ``reader`` holds, as messages; undecodable ones are counted."""
@@ -510,6 +522,7 @@ class DdsBus(Bus):
             entities += [condition, reader]
         entities += list(self._writers.values()) + [self._waitset]
         entities += list(self._discovery.values())
+        entities += self._graph.entities() if self._graph is not None else []
         entities += list(self._topics.values()) + [self._participant]
         for entity in entities:  # children first: the binding deletes entities in __del__
             entity.__del__()
