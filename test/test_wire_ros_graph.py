@@ -277,3 +277,26 @@ def test_a_name_ros2_would_refuse_is_said_once_and_the_bus_works(caplog):
         assert 'not a valid ROS 2 node name' in lines[0]
     finally:
         bus.close()
+
+
+@pytest.mark.parametrize('size', (16, 24))
+def test_the_entry_is_the_bytes_rosbags_writes_for_the_same_message(size):
+    import numpy as np
+
+    from rog_ros.transport import discovery_info
+
+    # Prepare: one entry as the bus builds it, and the same one built by rosbags
+    info, node, gid_type = discovery_info.message_types(size)[:3]
+    gid = bytes(range(1, 17)).ljust(size, b'\0')
+    ours = info(gid=gid_type(data=list(gid)), node_entities_info_seq=[node(
+        node_namespace='/', node_name='rog_worker_3',
+        reader_gid_seq=[gid_type(data=list(gid))] * 2, writer_gid_seq=[])])
+    store = _rosbags_store(size)
+    types = {name: store.types[f'rmw_dds_common/msg/{name}']
+             for name in ('Gid', 'NodeEntitiesInfo', 'ParticipantEntitiesInfo')}
+    theirs_gid = types['Gid'](data=np.frombuffer(gid, dtype=np.uint8))
+    theirs = types['ParticipantEntitiesInfo'](gid=theirs_gid, node_entities_info_seq=[
+        types['NodeEntitiesInfo'](node_namespace='/', node_name='rog_worker_3',
+                                  reader_gid_seq=[theirs_gid] * 2, writer_gid_seq=[])])
+    # Execute / Assert: the same CDR bytes, header included
+    assert bytes(ours.serialize()) == bytes(store.serialize_cdr(theirs, INFO))
