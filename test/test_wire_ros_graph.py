@@ -103,7 +103,8 @@ class Observer:
                 self.infos.append(self.store.deserialize_cdr(bytes(data), INFO))
         for side, reader in self.endpoints.items():
             for sample in reader.take(N=256):
-                self.seen[side][sample.key.bytes] = sample
+                if sample.topic_name is not None:    # None: an endpoint that went away
+                    self.seen[side][sample.key.bytes] = sample
 
     def entry_of(self, participant: bytes):
         """Return the newest graph sample whose GID starts with ``participant``, or None."""
