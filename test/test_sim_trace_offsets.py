@@ -97,3 +97,34 @@ def test_a_trace_file_is_read_once_while_its_bytes_stay(tmp_path, monkeypatch):
         f.write('50,7\n')                # rewritten under its name: read anew
     assert make_traces(trace, 1, 0)[0][0].duration_s == pytest.approx(55.0)
     assert reads == [trace, trace]
+
+
+def test_a_file_rewritten_between_its_hash_and_its_read_is_not_cached_under_the_old_bytes(
+        tmp_path, monkeypatch):
+    # the cache hashed the file and then read it again: a file rewritten in between was
+    # cached under the old bytes' hash, and every later run on those bytes got the new trace
+    import hashlib
+    from rog_ros.sim import simulator
+    trace = str(tmp_path / 'fifty.csv')
+    _fifty_second_trace(trace)
+    with open(trace, 'rb') as f:
+        first = f.read()
+    real = hashlib.sha256
+
+    class Rewriting:
+        """A hashlib whose sha256 rewrites the trace file once it has hashed its bytes."""
+
+        @staticmethod
+        def sha256(data=b''):
+            """Hash ``data``, then append a row to the file (a writer beside the run)."""
+            digest = real(data)
+            with open(trace, 'a') as f:
+                f.write('50,7\n')
+            return digest
+
+    monkeypatch.setattr(simulator, 'hashlib', Rewriting)
+    simulator.trace_file(trace)
+    monkeypatch.setattr(simulator, 'hashlib', hashlib)
+    with open(trace, 'wb') as f:
+        f.write(first)                  # the bytes hashed first, again
+    assert simulator.trace_file(trace).duration_s == pytest.approx(50.0)

@@ -35,9 +35,11 @@ its last whole chunk.
 
 from __future__ import annotations
 
+import io
 import os
 import sqlite3
 import struct
+import tempfile
 
 from rog_ros.net import iperf
 from rog_ros.protocol.messages import SCHEMA_VERSION
@@ -61,9 +63,14 @@ def bag_kind(path) -> str | None:
             head = fh.read(16)
     except OSError:
         return None
-    if head.startswith(MCAP_MAGIC):
+    return bag_kind_of(head)
+
+
+def bag_kind_of(data: bytes) -> str | None:
+    """Return 'MCAP bag' or 'SQLite bag' by a file's first bytes ``data``, else None."""
+    if data.startswith(MCAP_MAGIC):
         return 'MCAP bag'
-    if head.startswith(SQLITE_MAGIC):
+    if data.startswith(SQLITE_MAGIC):
         return 'SQLite bag'
     return None
 
@@ -111,15 +118,19 @@ def link_stats(data: bytes) -> tuple:
     return node, sec * 10 ** 9 + nanosec, max(tx, rx), incarnation
 
 
-def _mcap_messages(path, cut: list):
-    """Yield ``(topic, type, data)`` of an MCAP file; ``cut`` gets a note if it ends early."""
+def _mcap_messages(path, cut: list, data: bytes | None = None):
+    """
+    Yield ``(topic, type, data)`` of an MCAP file; ``cut`` gets a note if it ends early.
+
+    ``data``: the file's bytes, read already (else ``path`` is read).
+    """
     try:
         from mcap.exceptions import UnsupportedCompressionError
         from mcap.reader import NonSeekingReader
     except ImportError:
         raise BagError(f'{path}: an MCAP bag; reading one needs the mcap package (pip install '
                        'mcap)') from None
-    with open(path, 'rb') as fh:
+    with (open(path, 'rb') if data is None else io.BytesIO(data)) as fh:
         try:        # in file order: sorting by time first read it all, and a cut, nothing
             for schema, channel, message in NonSeekingReader(fh).iter_messages(
                     log_time_order=False):
@@ -131,12 +142,13 @@ def _mcap_messages(path, cut: list):
             cut.append(type(exc).__name__)
 
 
-def _sqlite_messages(path, topics: set):
+def _sqlite_messages(path, topics: set, shown=None):
     """
     Yield ``(topic, type, data)`` of the LinkStats in a rosbag2 SQLite file, in time order.
 
-    Every topic's name goes into ``topics``. Only LinkStats are read: ``ros2 bag record -a``
-    of a fleet holds its row chunks too, gigabytes that the reader does not need in memory.
+    Every topic's name goes into ``topics``; ``shown`` is the file's name in messages (default
+    ``path``: another when ``path`` is a private copy). Only LinkStats are read: ``ros2 bag
+    record -a`` of a fleet holds its row chunks too, gigabytes the reader does not need.
     """
     try:
         con = sqlite3.connect(f'file:{os.path.abspath(path)}?mode=ro', uri=True)
@@ -148,22 +160,35 @@ def _sqlite_messages(path, topics: set):
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
-        raise BagError(f'{path}: a SQLite file but not a readable ROS 2 bag ({exc}); record '
-                       'the link with netmon (record_trace:=link.csv) instead') from None
+        raise BagError(f'{shown or path}: a SQLite file but not a readable ROS 2 bag ({exc}); '
+                       'record the link with netmon (record_trace:=link.csv) instead') from None
     yield from rows
 
 
-def read_bag(path, lines=None, node=None) -> tuple:
+def read_bag(path, lines=None, node=None, data: bytes | None = None) -> tuple:
     """
     Return ``(times_s, rates_mbps, end_s)`` of the LinkStats in a bag (``lines`` unused).
 
-    ``node``: the robot whose link to read (None: the bag's only one). Raises ``BagError``
+    ``node``: the robot whose link to read (None: the bag's only one); ``data``: the bag's
+    bytes, read already (a SQLite bag's are read from a private copy). Raises ``BagError``
     when the bag has no LinkStats, several robots and no ``node``, or LinkStats of another
     version; a file cut short is read up to the cut, with a warning.
     """
-    links, cut, topics, bad, first = {}, [], set(), 0, ''
-    mcap = bag_kind(path) == 'MCAP bag'
-    messages = _mcap_messages(path, cut) if mcap else _sqlite_messages(path, topics)
+    cut, topics = [], set()
+    if data is not None and bag_kind_of(data) == 'SQLite bag':
+        with tempfile.TemporaryDirectory(prefix='rog_bag_') as folder:    # SQLite opens files
+            copy = os.path.join(folder, os.path.basename(str(path)))
+            with open(copy, 'wb') as fh:
+                fh.write(data)
+            return _read_links(path, _sqlite_messages(copy, topics, path), node, cut, topics)
+    mcap = (bag_kind(path) if data is None else bag_kind_of(data)) == 'MCAP bag'
+    messages = _mcap_messages(path, cut, data) if mcap else _sqlite_messages(path, topics)
+    return _read_links(path, messages, node, cut, topics)
+
+
+def _read_links(path, messages, node, cut: list, topics: set) -> tuple:
+    """Return ``read_bag``'s result of a bag's ``messages`` (``(topic, type, data)``)."""
+    links, bad, first = {}, 0, ''
     for topic, type_name, data in messages:
         topics.add(topic)
         if type_name != LINK_STATS_TYPE:

@@ -480,7 +480,7 @@ def _binary(data: bytes) -> bool:
     return b'\0' in data or controls > len(sample) / 20
 
 
-def _read_lines(path) -> list:
+def _read_lines(path, data: bytes | None = None) -> list:
     """
     Return the lines of a text file in UTF-8, or UTF-16 when a byte-order mark says so.
 
@@ -490,11 +490,13 @@ def _read_lines(path) -> list:
     is read as Windows-1252 with a warning that names the first such byte: every number, separator
     and unit word is ASCII, which reads the same in either, and a non-ASCII byte becomes a
     non-ASCII character, never a unit; at worst a name reads wrong and is refused as unknown.
-    A binary file (NUL or control bytes) is refused as not a text file.
+    A binary file (NUL or control bytes) is refused as not a text file. ``data``: the file's
+    bytes, read already (``path`` then only names it).
     """
-    check_trace_file(path)
-    with open(path, 'rb') as fh:
-        data = fh.read()
+    if data is None:
+        check_trace_file(path)
+        with open(path, 'rb') as fh:
+            data = fh.read()
     if data[:2] == b'\x1f\x8b':
         try:
             data = gzip.decompress(data)
@@ -556,7 +558,8 @@ def _legacy_text(path, data: bytes, at: int) -> str:
     return text
 
 
-def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
+def load_trace(path, loop: bool = True, node: int | None = None,
+               data: bytes | None = None) -> Trace:
     """
     Read a trace file: columns, a replay log, Mahimahi, iperf, sar or a mobile drive log.
 
@@ -579,6 +582,9 @@ def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
         Loop flag of the result (a ``loop=`` comment written by ``save_trace`` wins).
     node : int or None, default None
         The robot whose link to read from a ROS 2 bag of several (``rog_ros.net.ros_bag``).
+    data : bytes or None, default None
+        The file's bytes, read already (the simulator's cache hashes them): they are parsed,
+        and ``path`` only names the file in messages. None: read ``path``.
 
     Raises
     ------
@@ -589,14 +595,15 @@ def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
         ``end_s`` is not past the last row.
 
     """
-    check_trace_file(path)
-    bag = ros_bag.bag_kind(path)
+    if data is None:
+        check_trace_file(path)
+    bag = ros_bag.bag_kind(path) if data is None else ros_bag.bag_kind_of(data)
     if node is not None and bag is None:
         raise TraceFormatError(f'{path}: not a ROS 2 bag; a robot (node) is picked only from '
                                "a bag of several robots' links")
-    lines = [] if bag else _read_lines(path)
+    lines = [] if bag else _read_lines(path, data)
     kind = bag or file_format(lines)
-    meta, times, rates, end = _samples(path, lines, kind, bag, node)
+    meta, times, rates, end = _samples(path, lines, kind, bag, node, data)
     _check_rates(path, kind, meta, times, rates)
     loop = meta['loop'] not in ('0', 'False', 'false') if 'loop' in meta else loop
     res, end = _comment_numbers(path, meta, end)
@@ -610,13 +617,14 @@ def load_trace(path, loop: bool = True, node: int | None = None) -> Trace:
         raise TraceFormatError(f'{path}: {exc}') from None
 
 
-def _samples(path, lines: list, kind: str, bag, node) -> tuple:
+def _samples(path, lines: list, kind: str, bag, node, data=None) -> tuple:
     """
     Return ``(meta, times, rates, end)`` of a trace file's ``lines`` in format ``kind``.
 
     ``meta``: what a table's header and comments say (none for the other formats); ``end``:
     where the samples end, if the format says so (a counter's last reading counts). A ROS 2
-    bag (``bag`` its kind, else None) is read for robot ``node``. Every reader's refusal
+    bag (``bag`` its kind, else None) is read for robot ``node``, from ``data`` when given
+    (its bytes, read already). Every reader's refusal
     becomes a TraceFormatError naming the formats accepted.
     """
     meta, end = {}, None
@@ -625,7 +633,7 @@ def _samples(path, lines: list, kind: str, bag, node) -> tuple:
         _refuse_iw(path, lines)
     try:
         if bag:
-            times, rates, end = ros_bag.read_bag(path, node=node)
+            times, rates, end = ros_bag.read_bag(path, node=node, data=data)
         elif read is not None:
             times, rates, end = read(path, lines)
         else:

@@ -28,8 +28,8 @@ accuracy curve is real while the clock is the robots'. Deterministic for a seed.
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
-import functools
 import gc
 import hashlib
 import math
@@ -137,10 +137,9 @@ def file_offsets(duration_s: float, n: int, seed: int) -> list:
     return [float(f % 1.0) * duration_s for f in frac]
 
 
-@functools.lru_cache(maxsize=4)
-def _read_trace_file(path: str, digest: bytes) -> traces.Trace:
-    """Return ``load_trace(path)`` of the file whose bytes hash to ``digest``."""
-    return traces.load_trace(path, loop=True)
+TRACE_CACHE_SIZE = 4
+"""Trace files a process keeps parsed (by path and bytes): a run's, and a compare's few."""
+_trace_cache = collections.OrderedDict()     # (path, sha256 of its bytes) -> Trace, newest last
 
 
 def trace_file(path: str) -> traces.Trace:
@@ -149,12 +148,23 @@ def trace_file(path: str) -> traces.Trace:
 
     A run reads its trace files twice (its links, and where each robot's replay starts) and
     ``rog compare``'s workers run many: a record of a million rows took seconds each time.
-    The key is the file's bytes (their hash), so a file rewritten under its name is read anew.
+    The key is the file's bytes (their hash), so a file rewritten under its name is read anew;
+    the bytes hashed are the bytes parsed (read once), so a file rewritten between the two is
+    never cached under the hash of what it held before.
     """
     traces.check_trace_file(path)       # a directory or a pipe: says which (open would wait)
     with open(path, 'rb') as fh:
-        digest = hashlib.sha256(fh.read()).digest()
-    return _read_trace_file(path, digest)
+        data = fh.read()
+    key = (path, hashlib.sha256(data).digest())
+    trace = _trace_cache.get(key)
+    if trace is None:
+        trace = traces.load_trace(path, loop=True, data=data)
+        _trace_cache[key] = trace
+        while len(_trace_cache) > TRACE_CACHE_SIZE:
+            _trace_cache.popitem(last=False)
+    else:
+        _trace_cache.move_to_end(key)
+    return trace
 
 
 def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> list:
