@@ -94,7 +94,8 @@ def test_a_bag_of_several_robots_is_refused_unless_told_which(tmp_path):
     path = _mcap(tmp_path / 'fleet.mcap', _messages(0, [0.0, 10, 20]) + _messages(1, [0, 5, 5]))
     message = _refusal(path)
     assert message.startswith(f'{path}: a ROS 2 bag with the links of 2 robots (nodes 0, 1)')
-    assert 'rog trace convert BAG --node K --out linkK.csv' in message
+    assert ('write one trace per robot with "rog trace convert BAG --out DIR" and give the '
+            '--trace list it prints') in message
     assert traces.load_trace(path, node=1).mbps.tolist() == [5.0, 5.0]
     assert 'its nodes: 0, 1' in _refusal(path, node=2)
 
@@ -239,3 +240,69 @@ def test_a_bag_given_as_bytes_is_read_from_them_not_from_its_file(tmp_path, writ
     write(tmp_path / 'other.bag', _messages(0, [0.0, 3, 3, 3])).replace(path)
     assert traces.load_trace(path, data=data).mbps.tolist() == [10.0, 20.0]
     assert traces.load_trace(path).mbps.tolist() == [3.0, 3.0, 3.0]
+
+
+def _run(node, rates, start_s, incarnation):
+    """Return ``_messages`` of one netmon run that starts ``start_s`` after ``START_NS``."""
+    out = _messages(node, rates, incarnation)
+    for msg in out:
+        ns = msg.stamp.sec * 10 ** 9 + msg.stamp.nanosec + int(start_s * 1e9)
+        msg.stamp = Time(ns // 10 ** 9, ns % 10 ** 9)
+    return out
+
+
+@pytest.mark.parametrize('write', [_mcap, _db3], ids=['mcap', 'db3'])
+def test_a_bag_of_two_netmon_runs_warns_of_the_gap_between_them_as_tables_do(
+        tmp_path, capsys, write):
+    # the rate of the first run's end was held across the minute between the runs, silently
+    runs = _run(0, [0.0, 10, 20, 30, 40], 0.0, 7) + _run(0, [0.0, 5, 5, 5], 60.0, 8)
+    path = write(tmp_path / 'two_runs.bag', runs)
+    trace = traces.load_trace(path)
+    assert trace.mbps.tolist() == [10.0, 20.0, 30.0, 40.0, 5.0, 5.0, 5.0]
+    err = ' '.join(capsys.readouterr().err.split())
+    assert err.count('warning:') == 1
+    assert f'{path}: no sample for 59.7 s after t=0.3 s' in err
+    assert 'the rate before it, 40 Mbit/s, is held through it' in err
+    assert 'rog trace convert' in err
+    traces.load_trace(write(tmp_path / 'one_run.bag', _run(0, [0.0, 10, 20, 30, 40], 0.0, 7)))
+    assert capsys.readouterr().err == ''
+
+
+@pytest.mark.parametrize('write', [_mcap, _db3], ids=['mcap', 'db3'])
+def test_rog_trace_convert_writes_each_robot_of_a_fleet_bag_and_the_trace_list(
+        tmp_path, capsys, write):
+    # a bag of a fleet was refused, and the user ran rog trace convert --node K per robot
+    from rog_ros.net import cli_trace, trace_spec
+    from rog_ros.sim.simulator import make_traces
+    path = write(tmp_path / 'fleet.bag', _messages(0, [0.0, 10, 20]) + _messages(3, [0, 5, 5])
+                 + _messages(1, [0, 7, 8, 9]))
+    folder = tmp_path / 'links'
+    assert cli_trace.main(['convert', str(path), '--out', f'{folder}/']) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = [str(folder / f'fleet_node{k}.csv') for k in (0, 1, 3)]
+    assert lines[1].startswith(f'wrote {names[1]}: {path} read as ')
+    assert ', node 1 (robot 1), 3 segments' in lines[1]
+    assert lines[-1] == f'--trace {",".join(names)}'
+    spec = lines[-1].split(' ', 1)[1]
+    assert trace_spec.sources(spec) == names
+    rates = [trace.mbps.tolist() for trace, _ in make_traces(spec, 3, 0)]
+    assert rates == [[10.0, 20.0], [7.0, 8.0, 9.0], [5.0, 5.0]]
+    assert cli_trace.main(['convert', str(path), '--out', str(folder), '--scale', '2']) == 0
+    assert traces.load_trace(names[2]).mbps.tolist() == [10.0, 10.0]
+
+
+def test_rog_trace_convert_into_a_folder_refuses_what_it_cannot_write(tmp_path, capsys):
+    from rog_ros.net import cli_trace
+    few = _mcap(tmp_path / 'few.mcap', _messages(0, [0.0, 10, 20]) + _messages(1, [0, 5]))
+    assert cli_trace.main(['convert', str(few), '--out', f'{tmp_path}/links/']) == 2
+    err = capsys.readouterr().err
+    assert err == (f'rog trace: {few}: node 1 has 1 LinkStats with a measured rate; a trace '
+                   'needs two or more (netmon publishes ten a second)\n')
+    assert not (tmp_path / 'links').exists()
+    path = _mcap(tmp_path / 'fleet.mcap', _messages(0, [0.0, 10, 20]) + _messages(1, [0, 5, 5]))
+    assert cli_trace.main(['convert', str(path), '--out', f'{tmp_path}/a,b/']) == 2
+    assert 'cannot be in a --trace list' in capsys.readouterr().err
+    csv = tmp_path / 'link.csv'
+    csv.write_text('0,1\n1,2\n')
+    assert cli_trace.main(['convert', str(csv), '--out', str(tmp_path)]) == 2
+    assert 'is a directory; name a file in it' in capsys.readouterr().err

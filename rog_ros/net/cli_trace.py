@@ -18,7 +18,8 @@ The ``rog trace`` command: generate, summarise and plot bandwidth traces.
     rog trace stats FILE_OR_PRESET[,FILE_OR_PRESET...] [--json] [--compare PRESET]
     rog trace plot FILE_OR_PRESET --out FILE.png
     rog trace replay RECORD --out FILE.csv [--rank K] [--scale 0.7] [--no-holds]
-    rog trace convert FILE --out FILE.csv [--scale X]
+    rog trace convert FILE --out FILE.csv [--scale X] [--node K]
+    rog trace convert BAG --out DIR/                (one CSV per robot, and the --trace list)
 
 ``rog_ros/cli.py`` calls ``add_parser(subparsers)`` and then ``run(args)`` (also stored as
 ``args.func``). Bad input (missing file, malformed line, unknown preset, an --out that is a
@@ -38,7 +39,7 @@ import sys
 import numpy as np
 
 from rog_ros.atomic import atomic_write_bytes
-from rog_ros.net import trace_spec, traces
+from rog_ros.net import ros_bag, trace_spec, traces
 from rog_ros.net.replay import HOLD_DRAW_ABOVE, HOLD_RANGE_S, MAX_REPLAY_STEPS, replay
 
 MAX_SAMPLES = 2_000_000
@@ -155,10 +156,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     'and write it as t_seconds,mbps: to see exactly what a fleet will replay, to '
                     'edit it, or to share it without the original tool.')
     conv.add_argument('file', metavar='FILE', help='the trace file to read')
-    conv.add_argument('--out', required=True, help='output CSV file')
+    conv.add_argument('--out', required=True,
+                      help='output CSV file; for a ROS 2 bag of several robots, a folder (an '
+                           'existing one, or a path ending in /): one CSV per robot, '
+                           'NAME_nodeK.csv, and the --trace list that gives each robot its '
+                           'own link is printed')
     conv.add_argument('--node', type=int, default=None,
                       help="the robot whose link to write from a ROS 2 bag of several robots' "
-                           'LinkStats (rog fleet --record)')
+                           'LinkStats (rog fleet --record) into one CSV file')
     conv.add_argument('--scale', type=float, default=1.0,
                       help='rate multiplier, > 0 (default 1)')
     parser.set_defaults(func=run)
@@ -567,6 +572,9 @@ def _cmd_convert(args, out):
     traces.check_trace_file(args.file)
     _check_scale(args.scale)
     name = os.path.splitext(os.path.basename(args.file))[0]
+    fleet = os.path.isdir(args.out) or args.out.endswith(('/', os.sep))
+    if fleet and args.node is None and ros_bag.bag_kind(args.file):
+        return _convert_fleet(args, name, out)
     _out_file(args.out, f'{name}_mbps.csv')
     _not_the_input(args.out, args.file)
     trace = traces.load_trace(args.file, node=args.node)
@@ -580,6 +588,36 @@ def _cmd_convert(args, out):
     traces.save_trace(trace, args.out)
     print(f'wrote {args.out}: {args.file} read as {read_as}, {len(trace)} segments over'
           f' {trace.duration_s:.6g} s, mean {trace.mean_mbps:.1f} Mbit/s', file=out)
+    return 0
+
+
+def _convert_fleet(args, name: str, out) -> int:
+    """
+    Write each robot's link of a ROS 2 bag into the folder ``--out``, one CSV per robot.
+
+    Robot r (the r-th node, in increasing order) gets ``NAME_nodeK.csv``; the last line
+    printed is the ``--trace`` list that gives each robot its own link.
+    """
+    folder = args.out
+    if trace_spec.SEPARATOR in folder:
+        raise ValueError(f'--out {folder}: a folder with a comma in its name cannot be in a '
+                         '--trace list (its entries are separated by commas); name another')
+    links = traces.load_bag_traces(args.file)
+    read_as = traces.trace_file_format(args.file)
+    paths = [os.path.join(folder, f'{name}_node{who}.csv') for who in links]
+    for path in paths:
+        _not_the_input(path, args.file)
+    if args.scale != 1.0:
+        links = {who: trace.scaled(args.scale) for who, trace in links.items()}
+        for trace in links.values():
+            _check_median(trace, args.scale)
+    os.makedirs(folder, exist_ok=True)
+    for rank, ((who, trace), path) in enumerate(zip(links.items(), paths)):
+        traces.save_trace(trace, path)
+        print(f'wrote {path}: {args.file} read as {read_as}, node {who} (robot {rank}), '
+              f'{len(trace)} segments over {trace.duration_s:.6g} s, mean '
+              f'{trace.mean_mbps:.1f} Mbit/s', file=out)
+    print(f'--trace {trace_spec.SEPARATOR.join(paths)}', file=out)
     return 0
 
 

@@ -23,9 +23,12 @@ rate read is what netmon records by default (``record_source`` ``throughput``): 
 the interface's two directions, ``max(tx_mbps, rx_mbps)``, from the message's ``stamp`` on.
 The first message of each netmon run (a new ``incarnation``) is left out, as netmon leaves it
 out of its own record: its counters had no earlier reading, so its rates are no measurement.
-Messages whose stamp does not increase (a message recorded twice) are left out too. A bag
+Messages whose stamp does not increase (a message recorded twice) are left out too. The
+runs of a bag that holds several (netmon restarted) follow one another on the stamps' time
+axis: ``load_trace`` warns of the gap between them, as of a gap in a table. A bag
 with the links of several robots (``rog fleet --record`` on one machine reports every robot)
 is read for one robot only when it is told which (``node``); else it is refused, naming them.
+``read_bag_links`` reads every robot's link at once (``rog trace convert BAG --out DIR``).
 
 The CDR of a LinkStats is read here field by field (XCDR1, as ``rog_ros.transport.idl``
 writes it and ROS 2 does), so reading a bag needs no DDS. MCAP needs the ``mcap`` package
@@ -174,20 +177,45 @@ def read_bag(path, lines=None, node=None, data: bytes | None = None) -> tuple:
     when the bag has no LinkStats, several robots and no ``node``, or LinkStats of another
     version; a file cut short is read up to the cut, with a warning.
     """
+    links = _links(path, data)
+    nodes = ', '.join(map(str, sorted(links)))
+    if node is None and len(links) > 1:
+        raise BagError(f'{path}: a ROS 2 bag with the links of {len(links)} robots (nodes '
+                       f'{nodes}); a trace is one link: write one trace per robot with "rog '
+                       'trace convert BAG --out DIR" and give the --trace list it prints (or '
+                       'pick one robot with --node K)')
+    who = next(iter(links)) if node is None else node
+    if who not in links:
+        raise BagError(f'{path}: no LinkStats of node {who} in it (its nodes: {nodes})')
+    return _link(path, who, links[who])
+
+
+def read_bag_links(path, data: bytes | None = None) -> dict:
+    """
+    Return ``{node: (times_s, rates_mbps, end_s)}`` of every robot in a bag, reading it once.
+
+    Raises ``BagError`` as ``read_bag`` does, also when one robot has too few LinkStats.
+    """
+    links = _links(path, data)
+    return {who: _link(path, who, links[who]) for who in sorted(links)}
+
+
+def _links(path, data: bytes | None) -> dict:
+    """Return ``{node: [(stamp_ns, rate_mbps, incarnation), ...]}`` of a bag's LinkStats."""
     cut, topics = [], set()
     if data is not None and bag_kind_of(data) == 'SQLite bag':
         with tempfile.TemporaryDirectory(prefix='rog_bag_') as folder:    # SQLite opens files
             copy = os.path.join(folder, os.path.basename(str(path)))
             with open(copy, 'wb') as fh:
                 fh.write(data)
-            return _read_links(path, _sqlite_messages(copy, topics, path), node, cut, topics)
+            return _collect(path, _sqlite_messages(copy, topics, path), cut, topics)
     mcap = (bag_kind(path) if data is None else bag_kind_of(data)) == 'MCAP bag'
     messages = _mcap_messages(path, cut, data) if mcap else _sqlite_messages(path, topics)
-    return _read_links(path, messages, node, cut, topics)
+    return _collect(path, messages, cut, topics)
 
 
-def _read_links(path, messages, node, cut: list, topics: set) -> tuple:
-    """Return ``read_bag``'s result of a bag's ``messages`` (``(topic, type, data)``)."""
+def _collect(path, messages, cut: list, topics: set) -> dict:
+    """Return ``_links``'s result of a bag's ``messages`` (``(topic, type, data)``)."""
     links, bad, first = {}, 0, ''
     for topic, type_name, data in messages:
         topics.add(topic)
@@ -211,17 +239,13 @@ def _read_links(path, messages, node, cut: list, topics: set) -> tuple:
         raise BagError(f'{path}: a ROS 2 bag without a LinkStats{why}; record '
                        "netmon's .../link_stats topic in it, or record the link with netmon "
                        '(record_trace:=link.csv)')
-    nodes = ', '.join(map(str, sorted(links)))
-    if node is None and len(links) > 1:
-        raise BagError(f'{path}: a ROS 2 bag with the links of {len(links)} robots (nodes '
-                       f'{nodes}); a trace is one link: write the link of each with "rog trace '
-                       'convert BAG --node K --out linkK.csv" and give them as a list, '
-                       '--trace link0.csv,link1.csv,...')
-    who = next(iter(links)) if node is None else node
-    if who not in links:
-        raise BagError(f'{path}: no LinkStats of node {who} in it (its nodes: {nodes})')
+    return links
+
+
+def _link(path, who: int, messages: list) -> tuple:
+    """Return ``(times_s, rates_mbps, end_s)`` of robot ``who``'s LinkStats ``messages``."""
     stamps, rates, seen = [], [], set()
-    for stamp, rate, incarnation in links[who]:
+    for stamp, rate, incarnation in messages:
         if incarnation not in seen:
             seen.add(incarnation)        # netmon's first message of a run measured nothing
             continue

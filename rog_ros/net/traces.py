@@ -367,9 +367,10 @@ of a slow link in kbit/s (3,000-8,000) reads as a multi-Gbit/s link, which a wir
 link can be, so it is told, not refused."""
 
 GAP_STEPS = 10.0
-"""A step between two rows of a table longer than this many median steps is a gap in the
-record (the logger stopped, often because the link did): its rate is held through the gap,
-which ``load_trace`` warns about."""
+"""A step between two rows of a table (or two LinkStats of a ROS 2 bag) longer than this many
+median steps is a gap in the record (the logger stopped, often because the link did, or a bag
+holds several netmon runs): its rate is held through the gap, which ``load_trace`` warns
+about."""
 
 LONG_STEP_S = 60.0
 """Median step (s) of a table whose time column names no unit above which ``load_trace`` warns
@@ -611,10 +612,42 @@ def load_trace(path, loop: bool = True, node: int | None = None,
         _check_end(path, lines, times, rates, end)
     if kind == 'CSV columns' and 'end_s' not in meta:     # save_trace's rows are exact
         _warn_columns(path, meta, times, rates)
+    elif bag:       # netmon stopped, or the bag holds several netmon runs
+        _warn_gaps(path, times, rates, BAG_GAP_ADVICE)
     try:
         return Trace.from_samples(times, rates, end, loop, res)
     except TraceFormatError as exc:
         raise TraceFormatError(f'{path}: {exc}') from None
+
+
+def load_bag_traces(path, loop: bool = True) -> dict:
+    """
+    Return ``{node: Trace}`` of every robot's link in a ROS 2 bag of netmon's LinkStats.
+
+    The bag is read once. Each link is checked and warned about as ``load_trace`` checks a
+    bag's (rates, gaps), the messages naming ``PATH (node K)``. Raises ``TraceFormatError``
+    for a file that is no bag, or one robot's link that is no trace (the others are of no
+    use without it: a ``--trace`` list gives robot r the entry r).
+    """
+    check_trace_file(path)
+    bag = ros_bag.bag_kind(path)
+    if bag is None:
+        raise TraceFormatError(f'{path}: not a ROS 2 bag; only a bag holds the links of '
+                               'several robots (give another file with --out FILE.csv)')
+    try:
+        links = ros_bag.read_bag_links(path)
+    except ValueError as exc:
+        raise TraceFormatError(str(exc)) from None
+    out = {}
+    for who, (times, rates, end) in links.items():
+        name = f'{path} (node {who})'
+        _check_rates(name, bag, {}, times, rates)
+        _warn_gaps(name, times, rates, BAG_GAP_ADVICE)
+        try:
+            out[who] = Trace.from_samples(times, rates, end, loop)
+        except TraceFormatError as exc:
+            raise TraceFormatError(f'{name}: {exc}') from None
+    return out
 
 
 def _samples(path, lines: list, kind: str, bag, node, data=None) -> tuple:
@@ -754,7 +787,15 @@ def _grows(values) -> bool:
     return v.size >= 3 and bool(np.all(np.diff(v) >= 0)) and v[-1] > v[0]
 
 
-def _warn_gaps(path, times, rates) -> None:
+TABLE_GAP_ADVICE = 'if the link was down then, add a row with rate 0 where the gap starts'
+"""What to do about a gap in a table (``_warn_gaps``)."""
+BAG_GAP_ADVICE = ('netmon stopped, or the bag holds several netmon runs; if the link was down '
+                  'then, write the bag as a table (rog trace convert BAG --out link.csv) and '
+                  'add a row with rate 0 where the gap starts')
+"""What to do about a gap in a ROS 2 bag's LinkStats: a bag has no rows to add."""
+
+
+def _warn_gaps(path, times, rates, advice: str = TABLE_GAP_ADVICE) -> None:
     """Warn once when a step between rows exceeds ``GAP_STEPS`` median steps (a gap)."""
     if len(times) < 3:
         return
@@ -768,8 +809,7 @@ def _warn_gaps(path, times, rates) -> None:
     more = f' ({gaps.size} such gaps; this is the longest)' if gaps.size > 1 else ''
     iperf.warn(f'{path}: no sample for {step[k]:.6g} s after t={t[k] - t[0]:.6g} s, '
                f'{step[k] / median:.3g} times the median step of {median:.6g} s{more}: the '
-               f'rate before it, {rates[k]:.6g} Mbit/s, is held through it; if the link was '
-               'down then, add a row with rate 0 where the gap starts')
+               f'rate before it, {rates[k]:.6g} Mbit/s, is held through it; {advice}')
 
 
 _LAST_S = re.compile(r'(?<![\w])last_s=([^\s,;]+)')
