@@ -44,6 +44,7 @@ VIRTUAL_TIME_MODULES = ('test_protocol_*', 'test_core_*', 'test_policy_*', 'test
 PROCESS_FREE_MODULES = ('test_lint', 'test_fuzz_messages', 'test_net_duplex',
                         'test_net_estimator', 'test_net_links', 'test_net_mahimahi',
                         'test_net_replay', 'test_net_replay_log', 'test_net_columns',
+                        'test_net_columns_bulk',
                         'test_msg_definitions', 'test_model_file', 'test_reject_notes',
                         'test_net_mobile_log', 'test_workload_options', 'test_signals',
                         'test_workload_self_check', 'test_wire_faults',

@@ -42,6 +42,8 @@ import json
 import re
 import sys
 
+import numpy as np
+
 _UNIT = {'': 1.0, 'K': 1e3, 'M': 1e6, 'G': 1e9, 'T': 1e12}
 _LINE = re.compile(
     r'\[\s*(?P<id>\d+|SUM)(?:-\d+)?\](?P<role>\[[A-Z-]+\])?\s+(?P<a>[\d.]+)\s*-\s*'
@@ -71,8 +73,36 @@ def _interrupted(error) -> bool:
     return str(error).strip().lower().startswith('interrupt')
 
 
+_DIGIT_OR_POINT = np.zeros(256, dtype=bool)
+_DIGIT_OR_POINT[list(b'0123456789.')] = True
+
+
+def _may_be_iperf(lines, block: int = 16384) -> bool:
+    """
+    Tell whether some line may pass ``is_iperf``'s tests: False only where none can.
+
+    Each test needs something in its line: a ``{``, ``bits/sec`` or ``Bytes/sec``, ``iperf``,
+    or eight commas and an iperf2 ``-y C`` interval (``0.0-1.0``: a digit or point, a hyphen,
+    a digit or point). Looked for ``block`` lines at a time with C loops and numpy, so that a
+    table of a million rows is not split line by line into fields.
+    """
+    for start in range(0, len(lines), block):
+        text = ''.join(lines[start:start + block])
+        if '{' in text or 'bits/sec' in text or 'Bytes/sec' in text or 'iperf' in text:
+            return True
+        if text.count(',') < 8:
+            continue
+        raw = np.frombuffer(text.encode('utf-8', 'surrogatepass'), dtype=np.uint8)
+        at = np.flatnonzero(raw[1:-1] == ord('-')) + 1
+        if np.any(_DIGIT_OR_POINT[raw[at - 1]] & _DIGIT_OR_POINT[raw[at + 1]]):
+            return True
+    return False
+
+
 def is_iperf(lines) -> bool:
     """Tell whether ``lines`` look like an iperf report (JSON, text or iperf2's ``-y C``)."""
+    if not _may_be_iperf(lines):
+        return False        # (a table of a million rows: 0.5 to 2 s line by line)
     for line in lines:
         text = line.strip()
         if not text:
