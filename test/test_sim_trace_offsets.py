@@ -128,3 +128,28 @@ def test_a_file_rewritten_between_its_hash_and_its_read_is_not_cached_under_the_
     with open(trace, 'wb') as f:
         f.write(first)                  # the bytes hashed first, again
     assert simulator.trace_file(trace).duration_s == pytest.approx(50.0)
+
+
+def test_a_run_records_the_offsets_and_digest_of_the_bytes_it_replayed(tmp_path, monkeypatch):
+    # the summary's offsets were worked out after the run from the file read again, and its
+    # digest from the file read before the run: a file rewritten meanwhile (a recorder still
+    # writing it) gave a summary of other bytes than the ones replayed
+    import hashlib
+    from rog_ros.net import traces
+    trace = str(tmp_path / 'fifty.csv')
+    _fifty_second_trace(trace)
+    with open(trace, 'rb') as f:
+        replayed = hashlib.sha256(hashlib.sha256(f.read()).digest()).hexdigest()[:12]
+    real = traces.load_trace
+
+    def rewriting(path, *args, **kwargs):
+        """Read ``path``, then append a row to it (a writer beside the run)."""
+        out = real(path, *args, **kwargs)
+        with open(path, 'a') as f:
+            f.write(f'{out.duration_s:g},7\n')
+        return out
+
+    monkeypatch.setattr(traces, 'load_trace', rewriting)
+    summary = _summary(trace)
+    assert summary['trace_offsets_s'] == pytest.approx(file_offsets(50, 4, 0))
+    assert summary['trace_digest'] == replayed

@@ -34,6 +34,7 @@ import gc
 import hashlib
 import math
 import os
+import threading
 
 import numpy as np
 from rog_ros.core.compress import make_codec
@@ -140,6 +141,15 @@ def file_offsets(duration_s: float, n: int, seed: int) -> list:
 TRACE_CACHE_SIZE = 4
 """Trace files a process keeps parsed (by path and bytes): a run's, and a compare's few."""
 _trace_cache = collections.OrderedDict()     # (path, sha256 of its bytes) -> Trace, newest last
+_runs = threading.local()   # .pins: per simulate() in progress in this thread, the trace
+#                             files it read first, {path: (sha256, Trace)}
+
+
+def _pins_of_runs() -> list:
+    """Return this thread's stack of the runs' pinned trace files (``trace_file``)."""
+    if not hasattr(_runs, 'pins'):
+        _runs.pins = []
+    return _runs.pins
 
 
 def trace_file(path: str) -> traces.Trace:
@@ -150,8 +160,13 @@ def trace_file(path: str) -> traces.Trace:
     ``rog compare``'s workers run many: a record of a million rows took seconds each time.
     The key is the file's bytes (their hash), so a file rewritten under its name is read anew;
     the bytes hashed are the bytes parsed (read once), so a file rewritten between the two is
-    never cached under the hash of what it held before.
+    never cached under the hash of what it held before. Inside ``simulate`` a file is read
+    once per run: its links, its offsets and its digest in the summary are of the same bytes,
+    even when the file is rewritten during the run.
     """
+    pins = _pins_of_runs()[-1] if _pins_of_runs() else None
+    if pins is not None and path in pins:
+        return pins[path][1]
     traces.check_trace_file(path)       # a directory or a pipe: says which (open would wait)
     with open(path, 'rb') as fh:
         data = fh.read()
@@ -164,6 +179,8 @@ def trace_file(path: str) -> traces.Trace:
             _trace_cache.popitem(last=False)
     else:
         _trace_cache.move_to_end(key)
+    if pins is not None:
+        pins[path] = (key[1], trace)
     return trace
 
 
@@ -235,13 +252,15 @@ def iteration_budget(cfg: SimConfig, wl) -> int:
     return int(cfg.iterations or getattr(wl, 'adaptation_iterations', DEFAULT_ITERATIONS))
 
 
-def trace_digest(spec) -> str | None:
+def trace_digest(spec, pins=None) -> str | None:
     """
     Return a short digest of the bytes of the trace files ``spec`` names; None if it names none.
 
     A summary records the spec's text, which stays the same when a file is rewritten under its
     name: ``rog compare`` reuses a run only if the files hold what they held for it. Presets
     (a preset name wins over a file of that name) and missing files have no bytes to digest.
+    ``pins``: ``{path: (sha256, trace)}`` of the bytes a run replayed, digested instead of the
+    file's bytes now.
     """
     try:
         entries = trace_spec.sources(spec)
@@ -249,7 +268,13 @@ def trace_digest(spec) -> str | None:
         return None
     digest, files = hashlib.sha256(), 0
     for entry in entries:
-        if entry in traces.PRESETS or not os.path.isfile(entry):
+        if entry in traces.PRESETS:
+            continue
+        if pins and entry in pins:
+            digest.update(pins[entry][0])
+            files += 1
+            continue
+        if not os.path.isfile(entry):
             continue
         try:
             with open(entry, 'rb') as f:
@@ -280,9 +305,10 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
     torch.manual_seed(cfg.seed)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)     # small per-worker tensors: one thread is faster and steadier
+    _pins_of_runs().append({})      # the trace files' bytes this run reads first, by path
     try:
-        digest = trace_digest(cfg.trace)    # before the run reads the files
         rec = _simulate(cfg, progress)
+        digest = trace_digest(cfg.trace, _pins_of_runs()[-1])   # of the bytes it replayed
         if digest is not None:      # what rog compare checks of a file rewritten under its name
             rec.extra.setdefault('trace_digest', digest)
         # what rog compare's reuse compares (the reference systems' runners record neither)
@@ -299,6 +325,7 @@ def simulate(cfg: SimConfig, progress=None) -> RunRecorder:
         rec.extra.setdefault('trace_offsets_s', trace_offsets(cfg.trace, cfg.workers, cfg.seed))
         return rec
     finally:
+        _pins_of_runs().pop()
         torch.set_num_threads(threads)
         # The engines, harness and closures of a run form reference cycles that hold its
         # model-sized buffers (3 GB for EACOL with ConvMLP-M messages): without a collection
