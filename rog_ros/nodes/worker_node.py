@@ -42,6 +42,7 @@ from rog_ros.nodes.state_dir import train_again
 from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import new_incarnation, SERVER, TrainStatus, TransferAck
 from rog_ros.protocol.worker import WorkerEngine
+from rog_ros.transport.auth_bus import signer_of
 import torch
 
 STATUS_PERIOD_S = 0.5
@@ -131,7 +132,7 @@ class WorkerNode:
                                 a, salt=self.rank)
         self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None))
-        self.hooks.node_state = lambda: {'compute_s': self.compute_s}
+        self.hooks.node_state = self._node_state
         # Versions first: a poll hands topics over in subscription order, and the engine takes
         # a downlink END only once its RowVersions is in (both are sent back to back).
         for topic in sorted(worker_inbox(self.rank), key=lambda t: not t.endswith('versions')):
@@ -228,6 +229,20 @@ class WorkerNode:
         raise PeerTimeout(f'no peer on {", ".join(downlink)} after '
                           f'{self.args.startup_timeout:.0f} s: {hint}')
 
+    def _node_state(self) -> dict:
+        """
+        Return what the state file keeps of the node: its compute time, its ``auth_seq``.
+
+        The restored run signs above that number whatever its wall clock says (a robot
+        rebooted before NTP set its clock): the END it re-sends for its earlier run's push
+        was ``too_old`` for that run's replay window, and the push was never settled.
+        """
+        signer = signer_of(self.bus)
+        out = {'compute_s': self.compute_s}
+        if signer is not None:
+            out['auth_seq'] = int(signer.seq)
+        return out
+
     def activate(self) -> bool:
         """Wait for the server's endpoints, then start training; False if shut down first."""
         if self.hooks.finished_before():
@@ -243,8 +258,12 @@ class WorkerNode:
             return False
         self.life.trigger('activate')
         if self.hooks.restore():
-            self.compute_s = float(self.hooks.restored_node_state.get('compute_s', 0.0))
+            restored = self.hooks.restored_node_state
+            self.compute_s = float(restored.get('compute_s', 0.0))
             self.compute_before_s = self.compute_s
+            signer = signer_of(self.bus)
+            if signer is not None and 'auth_seq' in restored:   # (not in states before it)
+                signer.continue_after(int(restored['auth_seq']))
         self.started_at = self._progress_at = time.monotonic()
         self.driver.handle(self.hooks.start(self.started_at), self.started_at)
         return True

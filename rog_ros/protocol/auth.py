@@ -379,13 +379,24 @@ def sender_of(msg) -> int:
     return messages.SERVER if name is None else int(getattr(msg, name))
 
 
+RESTART_GAP = 2 ** 32
+"""How far above the number its saved state names a restored node's signer goes on
+(:meth:`Signer.continue_after`): more messages than a node can send between two saves."""
+
+
 class Signer:
     """
     Stamp outgoing messages of one node with increasing sequence numbers from ``first_seq``.
 
-    Nodes start at the wall clock in microseconds (``AuthBus`` does), so a restarted node,
-    even one that kept its incarnation, continues above every number it used before, as long
-    as its clock does not step back and it sent fewer than a million messages a second.
+    Nodes start at the wall clock in microseconds (``AuthBus`` does), so a restarted node
+    continues above every number it used before as long as its clock did not step back
+    and it sent fewer than a million messages a second. That matters only for what a
+    restarted node sends under the incarnation of its earlier run (a worker's recovered
+    push END; every other message has a window of its own incarnation): a robot rebooted
+    with a flat RTC starts at 1970 or its image's build date, before NTP sets its clock, and
+    its END fell below the window of its earlier run (``too_old``). A node that saves
+    state therefore saves :attr:`seq` with it, and its restored run calls
+    :meth:`continue_after`, whatever its clock says.
     """
 
     def __init__(self, key, first_seq: int = 1):
@@ -394,6 +405,17 @@ class Signer:
         self.key = key
         self.seq = int(first_seq) - 1
         self.signed = 0
+
+    def continue_after(self, seq: int) -> None:
+        """
+        Go on above ``seq`` + :data:`RESTART_GAP` (a number this node's saved state names).
+
+        Never goes back: a signer already above (a clock that did not step back) stays.
+        """
+        floor = int(seq) + RESTART_GAP
+        if not 0 <= int(seq) or floor >= 2 ** 63:
+            raise ValueError(f'a saved auth_seq must be in [0, 2^63 - 2^32), got {seq}')
+        self.seq = max(self.seq, floor)
 
     def sign(self, msg):
         """Return a signed shallow copy of ``msg`` (the caller's object is left alone)."""

@@ -63,7 +63,7 @@ class AuthBus(Bus):
             raise ValueError('AuthBus needs a fleet key')
         self.inner = inner
         self.namespace = inner.namespace
-        self.signer = Signer(key, first_seq=int(time.time() * 1e6))  # see Signer
+        self.signer = Signer(key, first_seq=max(1, int(time.time() * 1e6)))  # see Signer
         self.verifier = Verifier(key, window)
         self.log = logger or LOG
 
@@ -140,3 +140,18 @@ class AuthBus(Bus):
 def _is_standard(msg) -> bool:
     """Tell if ``msg`` is a standard ROS 2 message (``'pkg/Type'``): neither signed nor checked."""
     return '/' in getattr(msg, 'TYPE', '')
+
+
+def signer_of(bus):
+    """
+    Return the Signer of the AuthBus that ``bus`` is or wraps (``inner``), or None.
+
+    A worker saves its number with its state and its restored run goes on above it
+    (:meth:`rog_ros.protocol.auth.Signer.continue_after`), whatever the wall clock says.
+    """
+    seen = 0
+    while bus is not None and seen < 16:
+        if isinstance(bus, AuthBus):
+            return bus.signer
+        bus, seen = getattr(bus, '__dict__', {}).get('inner'), seen + 1
+    return None

@@ -1,0 +1,118 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Wall-clock steps, as robots see them (docs/faults.md, "Clocks").
+
+A Jetson with a flat RTC boots at 1970 or at its image's build date and NTP steps its clock
+minutes or years later; robots' clocks disagree by seconds. Durations must not follow such a
+step. Each test steps the wall clock (``time.time``) of one module with monkeypatch, so no
+other clock of the process moves.
+"""
+
+import os
+import time
+import types
+
+import pytest
+
+from rog_ros.nodes import rog_worker, server_node, worker_node
+from rog_ros.protocol import auth
+from rog_ros.protocol import messages as m
+from test_nodes_lifecycle import Hub, server_and_workers
+
+YEAR_S = 365.0 * 86400.0
+
+
+def _stepped(offset_s: float):
+    """Return a stand-in for the ``time`` module whose wall clock is ``offset_s`` off."""
+    return types.SimpleNamespace(time=lambda: time.time() + offset_s, monotonic=time.monotonic,
+                                 perf_counter=time.perf_counter, sleep=time.sleep)
+
+
+def _signed_fleet(monkeypatch, key):
+    """Make nodes built next talk over one Hub, every bus an AuthBus with ``key``."""
+    from rog_ros.transport.auth_bus import AuthBus
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
+        monkeypatch.delenv(var, raising=False)
+    hub = Hub()
+
+    def open_bus(kind, namespace, *rest, **kw):
+        """Open a signed bus on the hub."""
+        return AuthBus(hub.bus(kind, namespace), key)
+
+    monkeypatch.setattr(server_node, 'open_bus', open_bus)
+    monkeypatch.setattr(worker_node, 'open_bus', open_bus)
+    monkeypatch.setattr('rog_ros.nodes.driver.IDLE_POLL_S', 0.0)
+    return hub
+
+
+def test_a_worker_restored_on_a_clock_a_year_back_settles_its_push(tmp_path, monkeypatch):
+    # A robot crashed with its push's END out, rebooted with a flat RTC (a year back) and
+    # restarted from its state: the END it re-sends for its earlier run (the only way to
+    # learn what became of its push), signed from the wall clock, was too_old for that
+    # run's replay window at the server, every 2 s, and the robot waited for ever.
+    from rog_ros.transport import auth_bus
+    _signed_fleet(monkeypatch, auth.FleetKey(os.urandom(32)))
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    state = ['--state-dir', str(tmp_path / 'state')]
+    (tmp_path / 'state').mkdir()
+    server_args = ['--iterations', '10', '--eval-every', '5']
+    srv, (wrk,) = server_and_workers(tmp_path / 'run', '/clk', 1, server_args, state)
+    restored = None
+    try:
+        assert srv.activate() and wrk.activate()
+        deadline = time.monotonic() + 60.0
+        while wrk.engine.clock < 3 or wrk.hooks.state.load()['engine']['push'] is None:
+            assert time.monotonic() < deadline, 'no push in flight'
+            assert wrk.spin_once()
+            if wrk.engine.clock < 3 or wrk.hooks.state.load()['engine']['push'] is None:
+                assert srv.spin_once()
+        assert srv.spin_once()           # the server applies the push and answers; the
+        wrk.bus.close()                  # robot loses power before the answer arrives
+        wrk.bus = None
+        monkeypatch.setattr(auth_bus, 'time', _stepped(-YEAR_S))    # and boots a year back
+        restored = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
+            ['--workload', 'toy', '--workers', '1', '--namespace', '/clk', '--rank', '0',
+             *state]))
+        restored.configure()
+        assert restored.activate() and restored.hooks.restored
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            busy = restored.spin_once()
+            if not srv.spin_once() and not busy:
+                break
+        # Assert
+        assert srv.engine.finished, f'the run did not end: {srv.reject_counts()}'
+        assert srv.reject_counts().get('too_old', 0) == 0
+        assert restored.engine.clock == 10
+    finally:
+        for node in (restored, wrk, srv):
+            if node is not None:
+                node.shutdown()
+
+
+def test_a_restored_signer_goes_on_above_its_saved_number_and_never_back():
+    # Prepare
+    key = auth.FleetKey(os.urandom(32))
+    early = auth.Signer(key, first_seq=1000)          # a clock a year back
+    late = auth.Signer(key, first_seq=10 ** 16)       # a clock already far above
+    # Execute
+    early.continue_after(5 * 10 ** 15)
+    late.continue_after(5 * 10 ** 15)
+    # Assert
+    assert early.sign(m.TrainStatus(node=1, stamp=1.0)).auth_seq == 5 * 10 ** 15 + 2 ** 32 + 1
+    assert late.sign(m.TrainStatus(node=1, stamp=1.0)).auth_seq == 10 ** 16
+    for bad in (-1, 2 ** 63):
+        with pytest.raises(ValueError, match='saved auth_seq'):
+            early.continue_after(bad)
