@@ -116,3 +116,50 @@ def test_a_restored_signer_goes_on_above_its_saved_number_and_never_back():
     for bad in (-1, 2 ** 63):
         with pytest.raises(ValueError, match='saved auth_seq'):
             early.continue_after(bad)
+
+
+def _record_across_a_step(tmp_path, monkeypatch, offset_s, same_boot=True):
+    """
+    Return the (run time, time away) a restored server takes from its record.
+
+    The record was saved just before the wall clock stepped by ``offset_s``.
+    """
+    _signed_fleet(monkeypatch, auth.FleetKey(os.urandom(32)))
+    srv, (wrk,) = server_and_workers(tmp_path / 'run', '/away', 1)
+    try:
+        srv.t0 = time.monotonic() - 7.0           # 7 s into the run
+        saved = srv._run_record()
+        if not same_boot:
+            saved['boot_id'] = 'another boot'
+        real = time.time
+        with monkeypatch.context() as step:       # every module's wall clock, this once
+            step.setattr(time, 'time', lambda: real() + offset_s)
+            srv._resume_record(saved)
+        return srv._resumed
+    finally:
+        wrk.shutdown()
+        srv.shutdown()
+
+
+def test_a_restored_server_counts_its_time_away_on_the_boot_clock(tmp_path, monkeypatch):
+    # NTP stepped the clock an hour (or a year) forward while the server was away: the
+    # run's clock went on an hour (a year) later, time to target and timeseries.csv with it
+    for step in (3600.0, YEAR_S, -3600.0):
+        # Execute
+        elapsed, away = _record_across_a_step(tmp_path / str(step), monkeypatch, step)
+        # Assert
+        assert 0.0 <= away < 5.0 and 7.0 <= elapsed < 12.0, (step, elapsed, away)
+
+
+def test_across_a_reboot_a_stepped_wall_clock_is_not_counted_as_time_away(
+        tmp_path, monkeypatch, caplog):
+    import logging
+    caplog.set_level(logging.WARNING)
+    # Execute: a reboot of a minute (counted), then one the clock says took a year or -1 h
+    _, minute = _record_across_a_step(tmp_path / 'a', monkeypatch, 60.0, same_boot=False)
+    _, year = _record_across_a_step(tmp_path / 'b', monkeypatch, YEAR_S, same_boot=False)
+    _, back = _record_across_a_step(tmp_path / 'c', monkeypatch, -3600.0, same_boot=False)
+    # Assert
+    assert 60.0 <= minute < 65.0 and year == 0.0 and back == 0.0
+    said = [r.getMessage() for r in caplog.records if 'was away is unknown' in r.getMessage()]
+    assert len(said) == 2 and 'the wall clock says 31536' in said[0], said

@@ -33,7 +33,7 @@ import time
 
 from rog_ros.core.slack import slack_summary
 from rog_ros.metrics import RunRecorder
-from rog_ros.nodes import lifecycle as lc, push_systems
+from rog_ros.nodes import clocks, lifecycle as lc, push_systems
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
 from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
@@ -404,7 +404,7 @@ class ServerNode:
     def _run_record(self) -> dict:
         """Return what a checkpoint keeps of the run's record (``ServerHooks``)."""
         out = getattr(self.args, 'out', None)
-        return {'record': self.recorder.state(), 'wall_time': time.time(),
+        return {'record': self.recorder.state(), **clocks.stamp(),
                 'elapsed_s': time.monotonic() - self.t0 if self.t0 is not None else 0.0,
                 'evaluations': self.evaluations,
                 'out': os.path.abspath(out) if out else None}   # (read by rog fleet)
@@ -414,19 +414,24 @@ class ServerNode:
         Go on with the run record of the checkpoint this server restored (if it has one).
 
         The run's clock goes on from the checkpoint's time plus the time the server was away
-        (by the wall clock), so a crash costs the run its downtime, as it would a user; the
-        evaluations between the checkpoint and the crash are lost with the model they saw.
+        (``clocks.seconds_since``: the boot clock within one boot, the wall clock across a
+        reboot unless it stepped), so a crash costs the run its downtime, as it would a user;
+        the evaluations between the checkpoint and the crash are lost with the model they saw.
         """
         if saved is None:
             return
         try:
             elapsed, evaluations = float(saved['elapsed_s']), int(saved['evaluations'])
-            away = max(0.0, time.time() - float(saved['wall_time']))
+            away, how = clocks.seconds_since(saved)
             self.recorder.load_state(saved['record'])
         except (KeyError, TypeError, ValueError) as err:
             self.log.warning(f"the checkpoint's run record is not used ({err}): "
                              'timeseries.csv and events.csv start at this restart')
             return
+        if away is None:
+            self.log.warning(f"the time this server was away is unknown ({how}); the run's "
+                             'clock goes on from its checkpoint, without the downtime')
+            away = 0.0
         self.evaluations = evaluations
         self._resumed = (elapsed + away, away)
 
