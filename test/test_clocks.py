@@ -163,3 +163,38 @@ def test_across_a_reboot_a_stepped_wall_clock_is_not_counted_as_time_away(
     assert 60.0 <= minute < 65.0 and year == 0.0 and back == 0.0
     said = [r.getMessage() for r in caplog.records if 'was away is unknown' in r.getMessage()]
     assert len(said) == 2 and 'the wall clock says 31536' in said[0], said
+
+
+class _Fleet:
+    """The part of a NetnsFleet a RateFollower uses: the rates it set, per rank."""
+
+    def __init__(self):
+        self.rates, self.set = {}, []
+
+    def set_rate(self, rank, mbps):
+        """Record the rate set."""
+        self.set.append(mbps)
+        self.rates[(rank, 'up')] = mbps
+
+
+class _Ramp:
+    """A link whose rate in Mbit/s is its trace time in seconds (plus 1)."""
+
+    def rate_mbps(self, t):
+        """Return ``1 + t``."""
+        return 1.0 + t
+
+
+def test_rog_fleet_netns_links_follow_the_trace_on_the_monotonic_clock(monkeypatch):
+    # NTP stepped the clock an hour forward: rog fleet --netns set every link to the rate
+    # its trace has an hour later, while the nodes' own clocks (monotonic) went on from now
+    from rog_ros.net import netns
+    fleet = _Fleet()
+    follower = netns.RateFollower(fleet, {0: _Ramp()}, time.time() - 2.0, period_s=60.0)
+    real = time.time
+    # Execute
+    monkeypatch.setattr(time, 'time', lambda: real() + 3600.0)
+    follower.start()
+    follower.stop()
+    # Assert
+    assert len(fleet.set) == 1 and 3.0 <= fleet.set[0] < 8.0, fleet.set

@@ -260,3 +260,20 @@ def test_link_stats_carry_this_runs_incarnation(probes):
     assert len(stats) == 2 and {m.incarnation for m in stats} == {first.incarnation}
     assert 0 not in (first.incarnation, second.incarnation)
     assert first.incarnation != second.incarnation
+
+
+def test_a_wall_clock_step_does_not_move_the_emulated_rate_it_reports(probes):
+    # NTP stepped the clock an hour forward mid-run: netmon read the trace at wall time
+    # minus the epoch and reported the rate an hour later, while the nodes' own links, whose
+    # trace time is on the monotonic clock, went on enforcing the rate of now
+    mon = NetMonitor(None, 'wlan9', [0], _args(trace='outages'))
+    link = mon.links[0]
+    jump = 3600.5                 # (the presets repeat within an hour)
+    late = [t for t in (0.4, 0.5, 0.6) if link.rate_mbps(t) != link.rate_mbps(t + jump)]
+    assert late, 'pick trace times whose rates differ a jump apart'
+    _run(mon, probes, [1.0] * 3)
+    # Execute
+    probes['clock'].step(late[0] - 0.3, wall_jump=jump)
+    msg = mon.sample()[0]
+    # Assert
+    assert msg.emulated_mbps == pytest.approx(link.rate_mbps(late[0]))

@@ -234,7 +234,8 @@ class RateFollower:
     links : dict
         Rank -> object with ``rate_mbps(t_since_epoch)`` (e.g. ``EmulatedLink``).
     epoch : float
-        Wall time (``time.time()``) at which the traces start.
+        Wall time (``time.time()``) at which the traces start; read once, onto the
+        monotonic clock, as the nodes' own links do (a later NTP step moves neither).
     period_s : float
         Update period (the presets change every 0.1 s; tc costs ~2 ms per call).
 
@@ -242,13 +243,18 @@ class RateFollower:
 
     def __init__(self, fleet: NetnsFleet, links: dict, epoch: float, period_s: float = 0.1):
         self.fleet, self.links, self.epoch, self.period_s = fleet, links, epoch, period_s
+        self.origin = time.monotonic() - (time.time() - float(epoch))   # trace time 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name='netns-rate', daemon=True)
         self.updates = 0
         self.error = None
 
+    def trace_time(self) -> float:
+        """Return the traces' time now: seconds since the epoch, on the monotonic clock."""
+        return time.monotonic() - self.origin
+
     def start(self) -> 'RateFollower':
-        self.apply(time.time() - self.epoch)
+        self.apply(self.trace_time())
         self._thread.start()
         return self
 
@@ -263,7 +269,7 @@ class RateFollower:
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):
             try:
-                self.apply(time.time() - self.epoch)
+                self.apply(self.trace_time())
             except NetnsError as exc:   # namespaces deleted under us: stop quietly
                 self.error = exc
                 return

@@ -36,7 +36,7 @@ import time
 import numpy as np
 from rog_ros.net.traces import NEAR_ZERO_MBPS, save_trace, Trace
 from rog_ros.nodes import linkprobe
-from rog_ros.nodes.emulated_link import link_for
+from rog_ros.nodes.emulated_link import epoch_to_monotonic, link_for
 from rog_ros.nodes.routing import link_stats
 from rog_ros.protocol.messages import LinkStats, new_incarnation
 
@@ -83,7 +83,9 @@ class NetMonitor:
         self.links = {n: link_for(args.trace, n, args.workers, args.seed, args.trace_scale)
                       for n in self.nodes if n >= 0}
         self._check_source()
-        self.epoch = time.time() if args.epoch is None else float(args.epoch)
+        # the emulators' trace time 0 on the monotonic clock, read once (as the nodes' own
+        # links do): a wall clock that NTP steps later moves neither
+        self.epoch_mono = epoch_to_monotonic(args.epoch)
         self.meter = linkprobe.RateMeter()
         self._iw_due, self._iw = -float('inf'), (-1.0, 0.0)   # next iw read (a deadline)
         self.start_mono = time.monotonic()   # the record's time 0 (a clock NTP cannot step)
@@ -112,7 +114,8 @@ class NetMonitor:
 
     def sample(self) -> list:
         """Read the link once; publish and return the LinkStats messages."""
-        mono, t = time.monotonic(), time.time() - self.epoch    # t: the emulators' epoch
+        mono = time.monotonic()
+        t = mono - self.epoch_mono                 # t: the emulators' trace time
         rx, tx = linkprobe.read_counters().get(self.interface, (0, 0))
         rx_mbps, tx_mbps = self.meter.update(mono, rx, tx)
         if mono >= self._iw_due:
