@@ -136,3 +136,20 @@ def test_ctrl_c_ends_a_command_with_one_line_and_130(capsys, monkeypatch):
     assert cli.main(['bench', 'faults', '--seeds', '0']) == 130
     err = capsys.readouterr().err.strip()
     assert err == 'rog bench faults: interrupted'
+
+
+def test_the_sweep_time_is_measured_on_the_monotonic_clock(capsys, monkeypatch):
+    # NTP stepped the clock an hour back during a sweep: it printed wall_s -3600
+    import time
+    real = time.time
+    steps = iter([0.0])
+
+    def stepped():
+        """Return the wall clock, an hour back from its second reading on."""
+        return real() - 3600.0 * (next(steps, 1.0))
+
+    monkeypatch.setattr(time, 'time', stepped)
+    rc = cli.main(['bench', 'faults', '--kind', 'crash', '--systems', 'rog:2', '--seeds', '0',
+                   '--jobs', '1'])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and 0.0 <= out['wall_s'] < 600.0

@@ -61,7 +61,7 @@ def bench_faults(kinds, systems, seeds, final_model: bool = True, jobs: int | No
                  progress: bool = True) -> dict:
     """Run every (kind, system, seed) case and summarise; see the module docstring."""
     cases = [(k, s, seed) for seed in seeds for k in kinds for s in systems]
-    t0 = time.time()
+    t0 = time.monotonic()
     n_jobs = max(1, min(jobs or os.cpu_count() or 1, len(cases)))
     bar = _progress_bar(len(cases)) if progress else None
     results = []
@@ -75,7 +75,7 @@ def bench_faults(kinds, systems, seeds, final_model: bool = True, jobs: int | No
     finally:
         if bar is not None:
             bar.close()
-    return summarise(results, kinds, systems, seeds, final_model, n_jobs, time.time() - t0)
+    return summarise(results, kinds, systems, seeds, final_model, n_jobs, time.monotonic() - t0)
 
 
 def summarise(results, kinds, systems, seeds, final_model, jobs, wall_s) -> dict:

@@ -370,7 +370,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     overrides = overrides or {}
     others = [o for o in (reuse_from or ()) if os.path.abspath(o) != os.path.abspath(out)]
     jobs = [(s, seed) for s in systems for seed in seeds]
-    t_start = time.time()
+    t_start = time.monotonic()
     todo, stale, copied = [], [], []
     replaced = 0      # of the stale runs, those a copy replaced
     built = None      # the runs' workload, shared so that reuse builds it at most once
@@ -434,7 +434,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
         raise
     if bar is not None:
         bar.close()
-    this_call = time.time() - t_start
+    this_call = time.monotonic() - t_start
     earlier = (comparison_meta(out) or {}) if reused else {}
     meta = {'workload': workload, 'trace': trace, 'workers': workers, 'seeds': seeds,
             'workload_options': dict(workload_options or {}),

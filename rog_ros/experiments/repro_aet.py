@@ -160,7 +160,7 @@ def run_system(data: Digits, system: str, opts: dict, batch: int, n: int = N_PEE
         return layout.flatten([p.grad for p in model.parameters()])
 
     rng_c, rng_n = random.Random(seed * 7 + 1), random.Random(seed * 7 + 2)
-    start = time.time()
+    start = time.monotonic()
     res = run_peers(engines, grad_fn, lambda r: rng_c.uniform(1e-4, 1e-3),
                     lambda s, d, nbytes, now: now + rng_n.uniform(1e-4, 1.5e-3))
     accs = [data.accuracy(m) for m in models]
@@ -177,7 +177,7 @@ def run_system(data: Digits, system: str, opts: dict, batch: int, n: int = N_PEE
             last = int(sch.sizes.argmax())            # the last full round
             row['last_round'] = {'s': int(sch.sizes[last]), 'eta': float(sch.steps[last]),
                                  'deg': len(topology(cfg.topology, n)[0])}
-    row['wall_s'] = time.time() - start
+    row['wall_s'] = time.monotonic() - start
     return row
 
 
@@ -245,9 +245,9 @@ def reproduce_aet(out: str, quick: bool = False, seeds=(0,), k: int | None = Non
     data_key = (n_train or (6000 if quick else 60_000), 10_000, 0)
     specs = _specs(seeds, k)
     jobs = jobs or min(2, os.cpu_count() or 1)
-    start = time.time()
+    start = time.monotonic()
     rows = _run_specs(specs, data_key, jobs)
-    wall = time.time() - start
+    wall = time.monotonic() - start
     avg = _averages(rows)
     v_spec, v_code = verdict(avg['aet'], avg['spec']), verdict(avg['aet'], avg['code'])
     lines = ['# rog reproduce aet', '',
