@@ -263,7 +263,11 @@ class WorkerNode:
             self.compute_before_s = self.compute_s
             signer = signer_of(self.bus)
             if signer is not None and 'auth_seq' in restored:   # (not in states before it)
-                signer.continue_after(int(restored['auth_seq']))
+                try:
+                    signer.continue_after(int(restored['auth_seq']))
+                except (TypeError, ValueError) as err:
+                    self.log.warning(f"the state file's auth_seq is not used ({err}): this "
+                                     'run signs from its clock, as a run without one does')
         self.started_at = self._progress_at = time.monotonic()
         self.driver.handle(self.hooks.start(self.started_at), self.started_at)
         return True
