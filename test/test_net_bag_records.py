@@ -13,6 +13,7 @@
 # limitations under the License.
 """A robot's link read from a ROS 2 bag of its netmon's LinkStats (MCAP or SQLite)."""
 
+import dataclasses
 import sqlite3
 
 import pytest
@@ -306,3 +307,19 @@ def test_rog_trace_convert_into_a_folder_refuses_what_it_cannot_write(tmp_path, 
     csv.write_text('0,1\n1,2\n')
     assert cli_trace.main(['convert', str(csv), '--out', str(tmp_path)]) == 2
     assert 'is a directory; name a file in it' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('write', [_mcap, _db3], ids=['mcap', 'db3'])
+def test_a_robot_clock_stepped_back_mid_recording_loses_no_sample(tmp_path, write):
+    # NTP stepped the robot's clock back an hour: every LinkStats of the next hour was left
+    # out as a repeat (its stamp did not increase), so the trace lost that hour of samples
+    messages = _messages(0, [0.0, 10, 20, 30, 40, 50])
+    for msg in messages[3:]:
+        msg.stamp = Time(msg.stamp.sec - 3600, msg.stamp.nanosec)
+    messages.insert(4, dataclasses.replace(messages[3]))      # one recorded twice
+    path = write(tmp_path / 'run.bag', messages)
+    # Execute
+    trace = traces.load_trace(path)
+    # Assert: the samples go on one period after the last; the repeat is still left out
+    assert trace.mbps.tolist() == [10.0, 20.0, 30.0, 40.0, 50.0]
+    assert trace.t_s.tolist() == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4], abs=1e-9)

@@ -23,9 +23,13 @@ rate read is what netmon records by default (``record_source`` ``throughput``): 
 the interface's two directions, ``max(tx_mbps, rx_mbps)``, from the message's ``stamp`` on.
 The first message of each netmon run (a new ``incarnation``) is left out, as netmon leaves it
 out of its own record: its counters had no earlier reading, so its rates are no measurement.
-Messages whose stamp does not increase (a message recorded twice) are left out too. The
-runs of a bag that holds several (netmon restarted) follow one another on the stamps' time
-axis: ``load_trace`` warns of the gap between them, as of a gap in a table. A bag
+Messages whose stamp does not increase (a message recorded twice) are left out too, but a
+stamp more than :data:`STEP_BACK_NS` behind the last one of its netmon run is the robot's
+wall clock stepping back (NTP): the samples after it go on one sampling period after the
+last, instead of being left out until the clock caught up (docs/faults.md, "Clocks"). A
+step forward cannot be told from a pause of netmon and is kept as a gap. The runs of a bag
+that holds several (netmon restarted) follow one another on the stamps' time axis:
+``load_trace`` warns of the gap between them, as of a gap in a table. A bag
 with the links of several robots (``rog fleet --record`` on one machine reports every robot)
 is read for one robot only when it is told which (``node``); else it is refused, naming them.
 ``read_bag_links`` reads every robot's link at once (``rog trace convert BAG --out DIR``).
@@ -51,6 +55,11 @@ MCAP_MAGIC = b'\x89MCAP0\r\n'
 SQLITE_MAGIC = b'SQLite format 3\x00'
 LINK_STATS_TYPE = 'rog_ros/msg/LinkStats'
 BAG_SUFFIXES = ('.mcap', '.db3')
+STEP_BACK_NS = 10 ** 9
+"""A stamp this far behind the last of its netmon run is a clock step, not a message recorded
+twice or out of order."""
+NETMON_PERIOD_NS = 10 ** 8
+"""netmon's sampling period at its default 10 Hz."""
 
 
 class BagError(ValueError):
@@ -245,13 +254,21 @@ def _collect(path, messages, cut: list, topics: set) -> dict:
 def _link(path, who: int, messages: list) -> tuple:
     """Return ``(times_s, rates_mbps, end_s)`` of robot ``who``'s LinkStats ``messages``."""
     stamps, rates, seen = [], [], set()
+    shift, run = 0, None     # ns added to a run's stamps after its clock stepped back
     for stamp, rate, incarnation in messages:
         if incarnation not in seen:
             seen.add(incarnation)        # netmon's first message of a run measured nothing
             continue
-        if stamps and stamp <= stamps[-1]:
+        if incarnation != run:
+            shift, run = 0, incarnation
+        ns = stamp + shift
+        if stamps and ns <= stamps[-1] - STEP_BACK_NS:      # the clock stepped back
+            period = _period_ns(stamps)
+            shift += stamps[-1] + period - ns
+            ns = stamps[-1] + period
+        if stamps and ns <= stamps[-1]:
             continue
-        stamps.append(stamp)
+        stamps.append(ns)
         rates.append(rate)
     times = [(ns - stamps[0]) * 1e-9 for ns in stamps]   # whole ns: exact before the float
     if len(times) < 2:
@@ -259,3 +276,10 @@ def _link(path, who: int, messages: list) -> tuple:
                        'a trace needs two or more (netmon publishes ten a second)')
     step = sorted(b - a for a, b in zip(times, times[1:]))[(len(times) - 1) // 2]
     return times, rates, times[-1] + step
+
+
+def _period_ns(stamps) -> int:
+    """Return the median gap of the last stamps (ns), netmon's 0.1 s before there are two."""
+    last = stamps[-51:]
+    gaps = sorted(b - a for a, b in zip(last, last[1:]))
+    return gaps[len(gaps) // 2] if gaps else NETMON_PERIOD_NS
