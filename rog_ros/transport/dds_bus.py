@@ -529,9 +529,9 @@ class DdsBus(Bus):
         self._readers, self._writers, self._topics = {}, {}, {}
 
 
-_NO_TYPE_CHECK = ('DDS discovery reader failed ({exc}); this node no longer checks peers for '
-                  'the type hash of another rog_ros build and carries on (peers whose QoS '
-                  'cannot match are still named)')
+_NO_TYPE_CHECK = ('DDS discovery reader failed ({exc}); this node carries on without checking '
+                  'peers for the type hash of another rog_ros build (peers whose QoS cannot '
+                  'match are still named)')
 
 
 def _discovery_readers(participant) -> dict:
