@@ -265,7 +265,7 @@ class WorkerNode:
             if signer is not None and 'auth_seq' in restored:   # (not in states before it)
                 try:
                     signer.continue_after(int(restored['auth_seq']))
-                except (TypeError, ValueError) as err:
+                except (TypeError, ValueError, OverflowError) as err:   # (int of inf)
                     self.log.warning(f"the state file's auth_seq is not used ({err}): this "
                                      'run signs from its clock, as a run without one does')
         self.started_at = self._progress_at = time.monotonic()
