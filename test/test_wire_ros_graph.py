@@ -280,6 +280,20 @@ def test_a_name_ros2_would_refuse_is_said_once_and_the_bus_works(caplog):
         bus.close()
 
 
+@pytest.mark.parametrize('name, namespace', [('rog_worker\n', '/'), ('rog_worker', '/\n'),
+                                             ('rog_worker', '/fleet\n')])
+def test_a_name_with_a_line_end_is_refused_as_ros2_would(caplog, name, namespace):
+    # (re's $ matches before a last line end: such a name was published as valid)
+    import logging
+
+    from rog_ros.transport import discovery_info
+
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    assert discovery_info.open_info(None, name, namespace) is None      # before any DDS call
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and 'not a valid ROS 2 node name' in lines[0], lines
+
+
 @pytest.mark.parametrize('size', (16, 24))
 def test_the_entry_is_the_bytes_rosbags_writes_for_the_same_message(size):
     import numpy as np

@@ -68,8 +68,8 @@ MESSAGES = {
 }
 """The ``.msg`` files of ros2/rmw_dds_common (branches humble, iron, jazzy, rolling)."""
 PARTICIPANT_INFO = 'rmw_dds_common/ParticipantEntitiesInfo'
-_NODE_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]{0,255}$')
-_NAMESPACE = re.compile(r'^(/|(/[A-Za-z_][A-Za-z0-9_]*)+)$')
+_NODE_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,255}')
+_NAMESPACE = re.compile(r'/|(/[A-Za-z_][A-Za-z0-9_]*)+')
 LOG = logging.getLogger('rog_ros.dds')
 
 
@@ -177,7 +177,7 @@ def open_info(participant, node_name, node_namespace: str = '/'):
     """
     if node_name is None or not enabled():
         return None
-    if not _NODE_NAME.match(node_name) or not _NAMESPACE.match(node_namespace):
+    if not _NODE_NAME.fullmatch(node_name) or not _NAMESPACE.fullmatch(node_namespace):
         LOG.warning(f'node name {node_name!r} in {node_namespace!r} is not a valid ROS 2 node '
                     'name (letters, digits and _, not starting with a digit): this node is '
                     f'not published on {TOPIC}, so ros2 node list does not show it')
