@@ -153,3 +153,13 @@ def test_lines_end_where_a_text_files_reader_ends_them(tmp_path):
         text = ''.join(rng.choice(alphabet, int(rng.integers(0, 30))).tolist())
         path.write_bytes(text.encode('utf-8'))
         assert traces._read_lines(path) == io.StringIO(text, newline=None).readlines()
+
+
+def test_the_block_test_for_iperf_sees_an_interval_in_any_scripts_digits():
+    # iperf2 -y C's interval is matched with re's \d, which takes Arabic-Indic digits (and
+    # float() reads them): the block test looked for ASCII digits only
+    lines = ['time,mbps\n', '0,1\n', 'a,b,c,d,e,f,\u0661-\u0662,h,5\n']
+    one_by_one = any(iperf._LINE.search(line) or iperf._csv_fields(line.strip()) is not None
+                     for line in lines)
+    assert one_by_one and iperf.is_iperf(lines)
+    assert not iperf.is_iperf(['time,mbps\n', '0,1\n', 'a,b,c,d,e,f,\u0661\u0662,h,5\n'])

@@ -73,6 +73,8 @@ def _interrupted(error) -> bool:
     return str(error).strip().lower().startswith('interrupt')
 
 
+_ANY_INTERVAL = re.compile(r'[\d.]-[\d.]')
+"""What an iperf2 ``-y C`` interval holds, in any script's digits (as ``_CSV_INTERVAL``)."""
 _DIGIT_OR_POINT = np.zeros(256, dtype=bool)
 _DIGIT_OR_POINT[list(b'0123456789.')] = True
 
@@ -91,6 +93,10 @@ def _may_be_iperf(lines, block: int = 16384) -> bool:
         if '{' in text or 'bits/sec' in text or 'Bytes/sec' in text or 'iperf' in text:
             return True
         if text.count(',') < 8:
+            continue
+        if not text.isascii():      # re's \d (so _CSV_INTERVAL's) takes any script's digits
+            if _ANY_INTERVAL.search(text):
+                return True
             continue
         raw = np.frombuffer(text.encode('utf-8', 'surrogatepass'), dtype=np.uint8)
         at = np.flatnonzero(raw[1:-1] == ord('-')) + 1
