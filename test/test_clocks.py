@@ -211,3 +211,15 @@ def test_rog_fleet_netns_links_follow_the_trace_on_the_monotonic_clock(monkeypat
     follower.stop()
     # Assert
     assert len(fleet.set) == 1 and 3.0 <= fleet.set[0] < 8.0, fleet.set
+
+
+@pytest.mark.parametrize('boot_s', [-1e12, float('-inf'), float('nan'), 1e15])
+def test_a_boot_clock_stamp_that_cannot_be_of_this_boot_falls_back_to_the_wall_clock(boot_s):
+    # a damaged checkpoint's boot_s (below 0, past now, not finite) was taken as this boot's:
+    # -1e12 gave a run's clock 30,000 years on, -inf an infinite one
+    from rog_ros.nodes import clocks
+    saved = dict(clocks.stamp(), boot_s=boot_s)
+    # Execute
+    away, how = clocks.seconds_since(saved)
+    # Assert
+    assert how == 'wall clock' and 0.0 <= away < 5.0, (away, how)

@@ -60,14 +60,17 @@ def seconds_since(saved: dict) -> tuple:
     Return ``(seconds since the stamp saved, how it was measured)``, or ``(None, why not)``.
 
     ``saved`` is a :func:`stamp` (or a dict with ``wall_time`` only, as older checkpoints
-    have). One boot: the boot clock, exact whatever the wall clock did. Across a reboot: the
-    wall clock, when the difference lies in [0, MAX_WALL_AWAY_S]. Raises KeyError,
-    TypeError or ValueError for a stamp that is not one.
+    have). One boot: the boot clock, exact whatever the wall clock did (a ``boot_s`` that no
+    reading of it can be, below 0, past now or not a number, is taken as another boot's).
+    Across a reboot: the wall clock, when the difference lies in [0, MAX_WALL_AWAY_S].
+    Raises KeyError, TypeError or ValueError for a stamp that is not one.
     """
     wall = float(saved['wall_time'])
-    here = boot_id()
+    here, now = boot_id(), boot_clock()
     if here and saved.get('boot_id') == here and saved.get('boot_s') is not None:
-        return max(0.0, boot_clock() - float(saved['boot_s'])), 'boot clock'
+        then = float(saved['boot_s'])
+        if 0.0 <= then <= now:      # else damaged: no reading of this boot's clock
+            return now - then, 'boot clock'
     away = time.time() - wall
     if 0.0 <= away <= MAX_WALL_AWAY_S:
         return away, 'wall clock'
