@@ -163,3 +163,27 @@ def test_the_block_test_for_iperf_sees_an_interval_in_any_scripts_digits():
                      for line in lines)
     assert one_by_one and iperf.is_iperf(lines)
     assert not iperf.is_iperf(['time,mbps\n', '0,1\n', 'a,b,c,d,e,f,\u0661\u0662,h,5\n'])
+
+
+@pytest.mark.parametrize('spoil', ['cut', 'comment', 'repeat'])
+def test_a_long_table_with_a_row_the_loop_must_read_is_read_at_once_up_to_it(
+        tmp_path, monkeypatch, capsys, spoil):
+    # a logger that crashed mid-line (or a comment, a repeated time, late in the file): every
+    # row went through the loop, after the blocks before it had been read at once for nothing
+    # (twice the time of the loop alone)
+    n = 3 * columns.BULK_ROWS + 5
+    rows = [f'{100 * k},{k % 997}\n' for k in range(n)]
+    if spoil == 'cut':
+        rows[-1] = rows[-1].split(',')[0] + ','
+    elif spoil == 'comment':
+        rows.insert(2 * columns.BULK_ROWS + 7, '# moved the robot\n')
+    else:
+        rows.insert(2 * columns.BULK_ROWS + 7, rows[2 * columns.BULK_ROWS + 6])
+    path = tmp_path / 'big.csv'
+    path.write_text('time_ms,throughput_kbps\n' + ''.join(rows))
+    taken = []
+    bulk = _outcome(path, monkeypatch, capsys, True, taken)
+    assert taken == [True]
+    assert bulk == _outcome(path, monkeypatch, capsys, False)
+    assert len(bulk[0][0]) == (n - 1 if spoil == 'cut' else n)
+    assert bool(bulk[1]) == (spoil != 'comment')       # cut short, rows merged: a warning

@@ -44,8 +44,10 @@ mean rate, with a warning; times that go back are refused, saying what to do.
 
 from __future__ import annotations
 
+import collections
 import csv
 from datetime import datetime, timezone
+import itertools
 import math
 import re
 
@@ -388,7 +390,8 @@ def read_columns(path, lines) -> tuple:
     meta, times, rates, linenos, commas, merged, same = {}, [], [], [], {}, {}, 1
     rows_read = []      # the line of every row read, a sample's or one merged into it
     layout, run, runs, offset, clock = Layout(), None, set(), 0.0, False
-    for lineno, raw in enumerate(lines, 1):
+    numbered = enumerate(lines, 1)
+    for lineno, raw in numbered:
         line = raw.strip()
         if not line:
             continue
@@ -471,12 +474,13 @@ def read_columns(path, lines) -> tuple:
         rows_read.append(lineno)
         if len(times) == 1 and not commas and layout.run is None:
             bulk = _plain_rows(lines, lineno, layout, fields, times[0])
-            if bulk is not None:        # every later row plain: read at once, as the loop would
+            if bulk is not None:    # plain rows up to line upto: read at once, as the loop would
+                upto = bulk[2]
                 times.extend(bulk[0])
                 rates.extend(bulk[1])
                 linenos.extend(range(lineno + 1, lineno + 1 + len(bulk[0])))
-                rows_read = linenos
-                break
+                rows_read.extend(range(lineno + 1, lineno + 1 + len(bulk[0])))
+                collections.deque(itertools.islice(numbered, upto - lineno), maxlen=0)  # skip
     for column, comma in commas.items():
         _decimal_marks(path, lines, rows_read, column, comma)
     if times and layout.time_factor == 1.0:
@@ -503,15 +507,17 @@ _SEPARATORS = (';', '\t', ',')
 
 def _plain_rows(lines: list, lineno: int, layout: Layout, fields: list, first: float):
     """
-    Return ``(times, rates)`` of the rows after line ``lineno`` if all are plain, else None.
+    Return ``(times, rates, upto)`` of the plain rows after line ``lineno``, or None if none.
 
     Plain: the same separator as the first sample's ``fields``, the layout's number of fields,
-    ASCII, no quote, comment or blank line before the last row (blank lines after it are
-    skipped), time and rate fields that ``float`` reads, finite, rates >= 0, times that
-    increase from ``first``. Such rows give what ``read_columns``'s loop gives (the same
-    ``float`` of the same text, the same factors), found with numpy and C loops instead of
-    line by line; anything else is None, and the loop reads the rows (and refuses or warns,
-    naming the line) as before.
+    ASCII, no quote, comment or blank line, time and rate fields that ``float`` reads, finite,
+    rates >= 0, times that increase from ``first``. Rows are taken ``BULK_ROWS`` at a time
+    while every row of a block is plain, up to line ``upto`` (the end of the file when all
+    are: blank lines after the last row are skipped). Such rows give what ``read_columns``'s
+    loop gives (the same ``float`` of the same text, the same factors), found with numpy and
+    C loops instead of line by line; the loop reads the rows after ``upto`` (and refuses or
+    warns, naming the line) as before, so a file whose last line was cut short (a logger that
+    crashed) is read at once up to its last block.
     """
     sep = next((c for c in _SEPARATORS if c in lines[lineno - 1].strip()), None)
     if '"' in lines[lineno - 1] or len(fields) != layout.width:
@@ -520,27 +526,41 @@ def _plain_rows(lines: list, lineno: int, layout: Layout, fields: list, first: f
     end = len(lines)
     while end > lineno and not lines[end - 1].strip():
         end -= 1                                    # trailing blank lines: skipped
-    times, rates = np.empty(end - lineno), np.empty(end - lineno)
+    times, rates, upto, last = [], [], lineno, first
     for start in range(lineno, end, BULK_ROWS):
-        chunk = list(map(str.strip, lines[start:min(start + BULK_ROWS, end)]))
-        text = '\n'.join(chunk) + '\n'
-        if ('"' in text or '#' in text or '' in chunk or any(c in text for c in absent)
-                or not text.isascii()):
-            return None
-        if sep is None:
-            values = _spaced_fields(chunk, layout)
-        else:
-            values = _separated_fields(text, len(chunk), sep, layout)
-        if values is None:
-            return None
-        times[start - lineno:start - lineno + len(chunk)] = values[0]
-        rates[start - lineno:start - lineno + len(chunk)] = values[1]
-    times *= layout.time_factor
-    rates *= layout.rate_factor
-    if not (np.all(np.isfinite(times)) and np.all(np.isfinite(rates)) and np.all(rates >= 0)
-            and np.all(np.diff(times, prepend=first) > 0)):
+        block = _plain_block(lines[start:min(start + BULK_ROWS, end)], sep, absent, layout,
+                             last)
+        if block is None:
+            break
+        times.append(block[0])
+        rates.append(block[1])
+        upto, last = start + len(block[0]), float(block[0][-1])
+    else:
+        upto = len(lines)
+    if upto == lineno:
         return None
-    return times.tolist(), rates.tolist()
+    return (np.concatenate(times).tolist() if times else [],
+            np.concatenate(rates).tolist() if rates else [], upto)
+
+
+def _plain_block(block: list, sep, absent: tuple, layout: Layout, last: float):
+    """Return ``(times, rates)`` arrays of ``block``'s lines if all are plain, else None."""
+    chunk = list(map(str.strip, block))
+    text = '\n'.join(chunk) + '\n'
+    if ('"' in text or '#' in text or '' in chunk or any(c in text for c in absent)
+            or not text.isascii()):
+        return None
+    if sep is None:
+        values = _spaced_fields(chunk, layout)
+    else:
+        values = _separated_fields(text, len(chunk), sep, layout)
+    if values is None:
+        return None
+    times, rates = values[0] * layout.time_factor, values[1] * layout.rate_factor
+    if not (np.all(np.isfinite(times)) and np.all(np.isfinite(rates)) and np.all(rates >= 0)
+            and np.all(np.diff(times, prepend=last) > 0)):
+        return None
+    return times, rates
 
 
 def _separated_fields(text: str, rows: int, sep: str, layout: Layout):
