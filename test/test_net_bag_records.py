@@ -323,3 +323,19 @@ def test_a_robot_clock_stepped_back_mid_recording_loses_no_sample(tmp_path, writ
     # Assert: the samples go on one period after the last; the repeat is still left out
     assert trace.mbps.tolist() == [10.0, 20.0, 30.0, 40.0, 50.0]
     assert trace.t_s.tolist() == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4], abs=1e-9)
+
+
+def test_the_gap_advice_for_one_robot_of_a_fleet_bag_names_that_robot(tmp_path, capsys):
+    # the advice, "rog trace convert BAG --out link.csv", is refused for a bag of several
+    # robots (which one?): it must name the robot whose link has the gap
+    from rog_ros.net import cli_trace
+    path = _mcap(tmp_path / 'fleet.mcap', _messages(0, [0.0, 10, 20, 30]) +
+                 _run(1, [0.0, 10, 20, 30, 40], 0.0, 7) + _run(1, [0.0, 5, 5, 5], 60.0, 8))
+    assert cli_trace.main(['convert', str(path), '--out', f'{tmp_path}/links/']) == 0
+    err = ' '.join(capsys.readouterr().err.split())
+    assert err.count('warning:') == 1 and f'{path} (node 1): no sample for' in err, err
+    assert 'rog trace convert BAG --node 1 --out link.csv' in err, err
+    out = tmp_path / 'link1.csv'
+    assert cli_trace.main(['convert', str(path), '--node', '1', '--out', str(out)]) == 0
+    err = ' '.join(capsys.readouterr().err.split())        # (the advice followed)
+    assert f'{path}: no sample for' in err and 'BAG --node 1 --out link.csv' in err, err

@@ -622,7 +622,7 @@ def load_trace(path, loop: bool = True, node: int | None = None,
     if kind == 'CSV columns' and 'end_s' not in meta:     # save_trace's rows are exact
         _warn_columns(path, meta, times, rates)
     elif bag:       # netmon stopped, or the bag holds several netmon runs
-        _warn_gaps(path, times, rates, BAG_GAP_ADVICE)
+        _warn_gaps(path, times, rates, _bag_gap_advice(node))
     try:
         return Trace.from_samples(times, rates, end, loop, res)
     except TraceFormatError as exc:
@@ -651,7 +651,7 @@ def load_bag_traces(path, loop: bool = True) -> dict:
     for who, (times, rates, end) in links.items():
         name = f'{path} (node {who})'
         _check_rates(name, bag, {}, times, rates)
-        _warn_gaps(name, times, rates, BAG_GAP_ADVICE)
+        _warn_gaps(name, times, rates, _bag_gap_advice(who if len(links) > 1 else None))
         try:
             out[who] = Trace.from_samples(times, rates, end, loop)
         except TraceFormatError as exc:
@@ -803,6 +803,13 @@ BAG_GAP_ADVICE = ('netmon stopped, or the bag holds several netmon runs; if the 
                   'then, write the bag as a table (rog trace convert BAG --out link.csv) and '
                   'add a row with rate 0 where the gap starts')
 """What to do about a gap in a ROS 2 bag's LinkStats: a bag has no rows to add."""
+
+
+def _bag_gap_advice(node) -> str:
+    """Return ``BAG_GAP_ADVICE`` for robot ``node`` of a bag (None: its only robot)."""
+    if node is None:
+        return BAG_GAP_ADVICE
+    return BAG_GAP_ADVICE.replace('BAG --out link.csv', f'BAG --node {node} --out link.csv')
 
 
 def _warn_gaps(path, times, rates, advice: str = TABLE_GAP_ADVICE) -> None:
