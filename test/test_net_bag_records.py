@@ -339,3 +339,16 @@ def test_the_gap_advice_for_one_robot_of_a_fleet_bag_names_that_robot(tmp_path, 
     assert cli_trace.main(['convert', str(path), '--node', '1', '--out', str(out)]) == 0
     err = ' '.join(capsys.readouterr().err.split())        # (the advice followed)
     assert f'{path}: no sample for' in err and 'BAG --node 1 --out link.csv' in err, err
+
+
+def test_a_fleet_bag_with_a_comma_in_its_name_gives_a_trace_list_that_reads(tmp_path, capsys):
+    # the files were named after the bag, comma and all, so the --trace list printed split
+    # each robot's file in two
+    import os
+    from rog_ros.net import cli_trace, trace_spec
+    path = _mcap(tmp_path / 'day 1,lab.mcap', _messages(0, [0.0, 10, 20]) +
+                 _messages(1, [0, 5, 5]))
+    assert cli_trace.main(['convert', str(path), '--out', f'{tmp_path}/links/']) == 0
+    spec = capsys.readouterr().out.splitlines()[-1].split(' ', 1)[1]
+    entries = trace_spec.sources(spec)
+    assert len(entries) == 2 and all(map(os.path.isfile, entries)), entries

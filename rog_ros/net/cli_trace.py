@@ -595,8 +595,9 @@ def _convert_fleet(args, name: str, out) -> int:
     """
     Write each robot's link of a ROS 2 bag into the folder ``--out``, one CSV per robot.
 
-    Robot r (the r-th node, in increasing order) gets ``NAME_nodeK.csv``; the last line
-    printed is the ``--trace`` list that gives each robot its own link.
+    Robot r (the r-th node, in increasing order) gets ``NAME_nodeK.csv`` (NAME: the bag's,
+    a comma made ``_``); the last line printed is the ``--trace`` list that gives each robot
+    its own link.
     """
     folder = args.out
     if trace_spec.SEPARATOR in folder:
@@ -604,6 +605,7 @@ def _convert_fleet(args, name: str, out) -> int:
                          '--trace list (its entries are separated by commas); name another')
     links = traces.load_bag_traces(args.file)
     read_as = traces.trace_file_format(args.file)
+    name = name.replace(trace_spec.SEPARATOR, '_')     # (a bag's: the list must split right)
     paths = [os.path.join(folder, f'{name}_node{who}.csv') for who in links]
     for path in paths:
         _not_the_input(path, args.file)
