@@ -153,3 +153,41 @@ def test_a_run_records_the_offsets_and_digest_of_the_bytes_it_replayed(tmp_path,
     summary = _summary(trace)
     assert summary['trace_offsets_s'] == pytest.approx(file_offsets(50, 4, 0))
     assert summary['trace_digest'] == replayed
+
+
+def test_the_trace_cache_serves_threads_at_once(tmp_path, monkeypatch):
+    # the cache (an lru_cache before) looked a file up and then moved it to the newest end:
+    # another thread's eviction in between raised a KeyError out of trace_file
+    import collections
+    import threading
+    from rog_ros.net import traces
+    from rog_ros.sim import simulator
+    files = []
+    for k in range(3):
+        files.append(str(tmp_path / f'{k}.csv'))
+        with open(files[-1], 'w') as f:
+            f.write(f'0,{k + 1}\n1,{k + 2}\n2,{k + 3}\n')
+    parsed = {path: traces.load_trace(path) for path in files}
+    monkeypatch.setattr(traces, 'load_trace', lambda path, **_: parsed[path])
+    monkeypatch.setattr(simulator, 'TRACE_CACHE_SIZE', 2)
+    other = threading.Thread(target=lambda: [simulator.trace_file(p) for p in files[1:]])
+
+    class Interleaved(collections.OrderedDict):
+        """A cache whose first hit lets another thread read the two other files first."""
+
+        def get(self, key, default=None):
+            """Look ``key`` up; at the first hit, run the other thread (1 s at most)."""
+            got = super().get(key, default)
+            if got is not None and not other.is_alive() and other.ident is None:
+                other.start()
+                other.join(timeout=1.0)     # (it waits for the cache where that is locked)
+            return got
+
+    monkeypatch.setattr(simulator, '_trace_cache', Interleaved())
+    simulator.trace_file(files[0])
+    # Execute: a hit, and another thread that evicts it meanwhile
+    got = simulator.trace_file(files[0])
+    other.join()
+    # Assert
+    assert got is parsed[files[0]]
+    assert all(simulator.trace_file(p) is parsed[p] for p in files)

@@ -141,6 +141,7 @@ def file_offsets(duration_s: float, n: int, seed: int) -> list:
 TRACE_CACHE_SIZE = 4
 """Trace files a process keeps parsed (by path and bytes): a run's, and a compare's few."""
 _trace_cache = collections.OrderedDict()     # (path, sha256 of its bytes) -> Trace, newest last
+_trace_cache_lock = threading.Lock()    # (runs in threads: a lookup, a move and an eviction)
 _runs = threading.local()   # .pins: per simulate() in progress in this thread, the trace
 #                             files it read first, {path: (sha256, Trace)}
 
@@ -171,14 +172,16 @@ def trace_file(path: str) -> traces.Trace:
     with open(path, 'rb') as fh:
         data = fh.read()
     key = (path, hashlib.sha256(data).digest())
-    trace = _trace_cache.get(key)
+    with _trace_cache_lock:
+        trace = _trace_cache.get(key)
+        if trace is not None:
+            _trace_cache.move_to_end(key)
     if trace is None:
-        trace = traces.load_trace(path, loop=True, data=data)
-        _trace_cache[key] = trace
-        while len(_trace_cache) > TRACE_CACHE_SIZE:
-            _trace_cache.popitem(last=False)
-    else:
-        _trace_cache.move_to_end(key)
+        trace = traces.load_trace(path, loop=True, data=data)     # (parsed outside the lock)
+        with _trace_cache_lock:
+            _trace_cache[key] = trace
+            while len(_trace_cache) > TRACE_CACHE_SIZE:
+                _trace_cache.popitem(last=False)
     if pins is not None:
         pins[path] = (key[1], trace)
     return trace
