@@ -24,14 +24,15 @@ the interface's two directions, ``max(tx_mbps, rx_mbps)``, from the message's ``
 The first message of each netmon run (a new ``incarnation``) is left out, as netmon leaves it
 out of its own record: its counters had no earlier reading, so its rates are no measurement.
 Messages whose stamp does not increase (a message recorded twice) are left out too, but a
-stamp more than :data:`STEP_BACK_NS` behind the last one of its netmon run is the robot's
-wall clock stepping back (NTP): the samples after it go on one sampling period after the
-last, instead of being left out until the clock caught up (docs/faults.md, "Clocks"). A
-step forward cannot be told from a pause of netmon and is kept as a gap. The runs of a bag
-that holds several (netmon restarted) follow one another on the stamps' time axis:
-``load_trace`` warns of the gap between them, as of a gap in a table. A bag
-with the links of several robots (``rog fleet --record`` on one machine reports every robot)
-is read for one robot only when it is told which (``node``); else it is refused, naming them.
+stamp more than :data:`STEP_BACK_NS` behind the last one read (of its netmon run or of the run
+before it) is the robot's wall clock stepping back (NTP): the samples after it go on one
+sampling period after the last (not left out until the clock caught up; docs/faults.md,
+"Clocks"), so a run recorded after a reboot whose clock is behind is joined to the run before
+it end to end. A step forward cannot be told from a pause of netmon and is kept as a gap. The
+runs of a bag that holds several (netmon restarted) follow one another on the stamps' time
+axis: ``load_trace`` warns of the gap between them, as of a gap in a table. A bag with the
+links of several robots (``rog fleet --record`` on one machine reports every robot) is read
+for one robot only when it is told which (``node``); else it is refused, naming them.
 ``read_bag_links`` reads every robot's link at once (``rog trace convert BAG --out DIR``).
 
 The CDR of a LinkStats is read here field by field (XCDR1, as ``rog_ros.transport.idl``
@@ -56,8 +57,8 @@ SQLITE_MAGIC = b'SQLite format 3\x00'
 LINK_STATS_TYPE = 'rog_ros/msg/LinkStats'
 BAG_SUFFIXES = ('.mcap', '.db3')
 STEP_BACK_NS = 10 ** 9
-"""A stamp this far behind the last of its netmon run is a clock step, not a message recorded
-twice or out of order."""
+"""A stamp this far behind the last one read (this netmon run's or the one before) is a clock
+step, not a message recorded twice or out of order."""
 NETMON_PERIOD_NS = 10 ** 8
 """netmon's sampling period at its default 10 Hz."""
 
