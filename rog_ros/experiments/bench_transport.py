@@ -75,14 +75,14 @@ def _chunk(seq: int, end: bool = False):
                       payload=b'' if end else payload)
 
 
-def _bus(namespace: str):
+def _bus(namespace: str, node_name: str):
     from rog_ros.transport.dds_bus import DdsBus
-    return DdsBus(namespace=namespace)
+    return DdsBus(namespace=namespace, node_name=node_name)
 
 
 def publish(namespace: str, duration_s: float, interval_s: float, timeout_s: float) -> int:
     """Run the publisher process: wait for the subscriber, send for ``duration_s``, then END."""
-    bus = _bus(namespace)
+    bus = _bus(namespace, 'rog_bench_publisher')
     try:
         bus.advertise(TOPIC)
         deadline = time.monotonic() + timeout_s
@@ -110,7 +110,7 @@ def publish(namespace: str, duration_s: float, interval_s: float, timeout_s: flo
 def subscribe(namespace: str, timeout_s: float) -> dict:
     """Run the subscriber process: receive until END; arrival times, sizes and latencies."""
     from rog_ros.protocol.messages import FLAG_END
-    bus = _bus(namespace)
+    bus = _bus(namespace, 'rog_bench_subscriber')
     arrivals, sizes, latency = [], [], []
     try:
         bus.subscribe(TOPIC)

@@ -132,7 +132,7 @@ def flood(domain: int, namespace: str, workers: int, seconds: float, seed: int =
     sent = {'fuzzed': 0, 'unauthenticated': 0}
     topics = _topics(workers)
     bus = DdsBus(namespace=namespace, domain_id=domain,
-                 config=file_uri(config_path('loopback')))
+                 config=file_uri(config_path('loopback')), node_name='rog_chaos_flood')
     try:
         for topic, _ in topics:
             bus.advertise(topic)

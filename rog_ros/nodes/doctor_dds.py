@@ -47,8 +47,10 @@ def round_trip(config: str, domain: int, timeout_s: float = 10.0) -> dict:
     from rog_ros.transport.dds_bus import DdsBus
     namespace = f'/rog_doctor_{os.getpid()}'
     start = time.monotonic()
-    a = DdsBus(namespace=namespace, domain_id=domain, config=config or None)
-    b = DdsBus(namespace=namespace, domain_id=domain, config=config or None)
+    a = DdsBus(namespace=namespace, domain_id=domain, config=config or None,
+               node_name='rog_doctor_a')
+    b = DdsBus(namespace=namespace, domain_id=domain, config=config or None,
+               node_name='rog_doctor_b')
     try:
         b.subscribe('doctor/train_status')
         a.advertise('doctor/train_status')
