@@ -94,12 +94,17 @@ class Fleet:
         os.makedirs(os.path.join(run_dir, 'logs'), exist_ok=True)
         self.namespace = f'/rog_chaos_{os.getpid()}_{random.getrandbits(24)}'
         self.iterations = iterations or cfg.iterations
+        # the nodes' trace time 0: a wall time for them (each reads it onto its monotonic
+        # clock at its start), and the same instant on this process's monotonic clock, which
+        # the ledgers' ``mono`` stamps share (one host), for timing a scenario without the
+        # wall clock, which NTP may step during the run
+        wall, self.epoch_mono = time.time(), time.monotonic()
         specs = plan(overrides={
             'workload': WORKLOAD, 'sync': cfg.sync, 'workers': cfg.workers,
             'iterations': self.iterations,
             'seed': cfg.seed, 'trace': trace, 'chunk_bytes': CHUNK_BYTES,
             'burst_bytes': BURST_BYTES, 'eval_every': max(1, self.iterations // 3),
-            'out': run_dir, 'bus': 'dds', 'epoch': time.time(), 'namespace': self.namespace,
+            'out': run_dir, 'bus': 'dds', 'epoch': wall, 'namespace': self.namespace,
             'netmon': False, 'startup_timeout': 60.0})
         self.specs = {}
         for spec in specs:

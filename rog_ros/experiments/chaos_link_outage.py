@@ -107,14 +107,16 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
     window = {}
 
     def inject(fleet):
-        epoch = fleet.specs['rog_server'].parameters['epoch']
+        # on the monotonic clock, as the ledgers' ``mono`` stamps (a step of the wall clock
+        # during the run would move wall-clock stamps against the nodes' trace time)
+        epoch = fleet.epoch_mono
         window.update(down=epoch + start_s, up=epoch + start_s + cfg.outage_s)
         path = os.path.join(fleet.ledger_dir, f'worker_{VICTIM}.jsonl')
-        while time.time() < window['up'] + 1.0:
+        while time.monotonic() < window['up'] + 1.0:
             if any(c not in (None, 0) for c in fleet.codes().values()):
                 return None, 'a node failed during the outage'
             time.sleep(0.1)
-        wait_for(lambda: any(r['kind'] == 'computed' and r['t'] > window['up']
+        wait_for(lambda: any(r['kind'] == 'computed' and r['mono'] > window['up']
                              for r in read_ledger_file(path))
                  or fleet.codes().get(f'rog_worker_{VICTIM}') == 0, 60, fleet)
         return None, ''
@@ -122,8 +124,8 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
     def measure(fleet):
         """Note when the others trained, in trace time, and their pace."""
         epoch = window['down'] - start_s
-        runs = [[x['t'] - epoch for x in read_ledger_file(os.path.join(fleet.ledger_dir,
-                                                                       f'worker_{r}.jsonl'))
+        runs = [[x['mono'] - epoch for x in read_ledger_file(os.path.join(fleet.ledger_dir,
+                                                                          f'worker_{r}.jsonl'))
                  if x['kind'] == 'computed'] for r in range(cfg.workers) if r != VICTIM]
         runs = [sorted(t) for t in runs if len(t) >= 2]
         if runs:
@@ -133,8 +135,8 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
 
     def hit(res, fleet):
         """Check that the outage fell inside the victim's training and stopped it."""
-        times = [r['t'] for r in read_ledger_file(os.path.join(fleet.ledger_dir,
-                                                               f'worker_{VICTIM}.jsonl'))
+        times = [r['mono'] for r in read_ledger_file(os.path.join(fleet.ledger_dir,
+                                                                  f'worker_{VICTIM}.jsonl'))
                  if r['kind'] == 'computed']
         before = [t for t in times if t < window['down']]
         measure(fleet)
@@ -148,7 +150,7 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
         # (the paper's RSP would hold them S + 1 iterations after the victim's last push)
         res['others_during_outage'] = {
             r: sum(1 for x in read_ledger_file(os.path.join(fleet.ledger_dir, f'worker_{r}.jsonl'))
-                   if x['kind'] == 'computed' and window['down'] + 0.5 < x['t'] < window['up'])
+                   if x['kind'] == 'computed' and window['down'] + 0.5 < x['mono'] < window['up'])
             for r in range(cfg.workers) if r != VICTIM}
         if not after:    # (none before: the outage covered the start of its training)
             return [f"the outage did not fall inside worker {VICTIM}'s training "
