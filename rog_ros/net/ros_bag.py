@@ -31,8 +31,9 @@ sampling period after the last (not left out until the clock caught up; docs/fau
 it end to end. A step forward cannot be told from a pause of netmon and is kept as a gap. The
 runs of a bag that holds several (netmon restarted) follow one another on the stamps' time
 axis: ``load_trace`` warns of the gap between them, as of a gap in a table. A bag with the
-links of several robots (``rog fleet --record`` on one machine reports every robot) is read
-for one robot only when it is told which (``node``); else it is refused, naming them.
+links of several robots (each robot's netmon recorded together; ``rog fleet --record`` on one
+machine reports every robot, but each with this machine's interface, the links being emulated)
+is read for one robot only when it is told which (``node``); else it is refused, naming them.
 ``read_bag_links`` reads every robot's link at once (``rog trace convert BAG --out DIR``).
 
 The CDR of a LinkStats is read here field by field (XCDR1, as ``rog_ros.transport.idl``
