@@ -56,6 +56,21 @@ def test_a_corrupt_state_file_is_refused_in_one_line(tmp_path):
     assert '\n' not in str(err.value)
 
 
+def test_a_state_file_with_a_flipped_bit_in_a_tensor_is_refused(tmp_path):
+    # torch.load does not check the archive's checksums: the run went on from wrong numbers
+    f = durable.StateFile(str(tmp_path / 'worker_0.pt'))
+    values = torch.arange(1000, dtype=torch.float32)
+    f.save({'engine': {'residual': values}})
+    data = bytearray((tmp_path / 'worker_0.pt').read_bytes())
+    at = data.find(values.numpy().tobytes()[:64])
+    assert at > 0
+    data[at + 400] ^= 0x01              # one bit of element 100
+    (tmp_path / 'worker_0.pt').write_bytes(bytes(data))
+    with pytest.raises(ValueError, match='unreadable .*fails its checksum') as err:
+        f.load()
+    assert '\n' not in str(err.value)
+
+
 def test_fault_spec_is_parsed_strictly():
     assert chaos_hooks.parse_faults('loss=0.1,dup=0.2,seed=3') == {
         'loss': 0.1, 'dup': 0.2, 'reorder': 0.0, 'seed': 3}

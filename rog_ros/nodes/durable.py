@@ -42,6 +42,7 @@ import time
 import numpy as np
 from rog_ros.atomic import atomic_write_bytes, TEMP_NAME_LENGTH, TEMP_PREFIX
 from rog_ros.nodes.driver import StateWriteError
+from rog_ros.nodes.state_dir import damage
 import torch
 
 FORMAT = 1
@@ -139,12 +140,21 @@ class StateFile:
         self.max_save_s = max(self.max_save_s, dt)
 
     def load(self) -> dict:
-        """Read the file; ValueError with a one-line reason when it is unusable."""
+        """
+        Read the file; ValueError with a one-line reason when it is unusable.
+
+        The archive's checksums are checked first (``state_dir.damage``): ``torch.load``
+        alone took a state file with a flipped bit in a tensor as valid.
+        """
+        why = damage(self.path)
         try:
+            if why:
+                raise StateError(why)
             obj = torch.load(self.path, map_location='cpu', weights_only=True)
         except Exception as err:  # noqa: B902 - any corruption: one clear line
             first = (str(err).strip().splitlines() or [''])[0][:120]
-            raise StateError(f'state file {self.path} is unreadable ({type(err).__name__}: '
+            kind = '' if isinstance(err, StateError) else f'{type(err).__name__}: '
+            raise StateError(f'state file {self.path} is unreadable ({kind}'
                              f'{first}); move the whole state directory '
                              f'{os.path.dirname(os.path.abspath(self.path))} away to start the '
                              'run afresh (without this file alone, the run would go on with '
