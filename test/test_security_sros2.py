@@ -180,3 +180,21 @@ def test_bad_options_are_refused_in_one_line(tmp_path):
         keystore.create_keystore(tmp_path / 'a', namespace='rog')
     with pytest.raises(keystore.KeystoreError, match='domain'):
         keystore.create_keystore(tmp_path / 'b', domain_ids=[300])
+
+
+def test_copies_made_where_symlinks_fail_keep_the_private_keys_private(tmp_path, monkeypatch):
+    # (a file system without symlinks: the CA key's copies were written 0644)
+    def no_symlinks(*args, **kwargs):
+        """Refuse to make a link, as such a file system does."""
+        raise OSError(1, 'Operation not permitted')
+
+    monkeypatch.setattr(os, 'symlink', no_symlinks)
+    root = tmp_path / 'keystore'
+    keystore.create_keystore(root, namespace=NS)
+    for name in ('ca', 'identity_ca', 'permissions_ca'):
+        path = root / 'private' / f'{name}.key.pem'
+        assert not path.is_symlink()
+        assert path.read_bytes() == (root / 'private/ca.key.pem').read_bytes()
+        assert os.stat(path).st_mode & 0o077 == 0, name
+    assert os.stat(root / 'public/identity_ca.cert.pem').st_mode & 0o777 == \
+        os.stat(root / 'public/ca.cert.pem').st_mode & 0o777

@@ -41,6 +41,7 @@ from pathlib import Path
 import re
 import secrets
 import shutil
+import stat
 import sys
 
 ENCLAVES = {'/rog_ros/server': 'server', '/rog_ros/worker': 'worker',
@@ -117,12 +118,16 @@ def _write(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 def _link(path: Path, target: Path) -> None:
-    """Relative symlink ``path`` -> ``target`` (a copy where symlinks are unavailable)."""
+    """
+    Relative symlink ``path`` -> ``target`` (a copy where symlinks are unavailable).
+
+    The copy has the target's mode: copies of the CA's private key were 0644.
+    """
     rel = os.path.relpath(str(target), str(path.parent))
     try:
         os.symlink(rel, str(path))
     except (OSError, NotImplementedError):
-        _write(path, target.read_bytes())
+        _write(path, target.read_bytes(), stat.S_IMODE(os.stat(str(target)).st_mode))
 
 
 class _Ca:
