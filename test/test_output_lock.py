@@ -133,6 +133,40 @@ def test_a_run_refused_once_started_leaves_no_folder_it_made(tmp_path, capsys, m
     assert (kept / 'notes.txt').read_text() == 'mine'
 
 
+def test_a_run_taking_the_lock_as_an_empty_run_lets_go_holds_it_alone(tmp_path, monkeypatch):
+    # A run that wrote nothing removes its folder and lock file as it lets go. A second run
+    # had opened that lock file and got its flock once the first let go: it held a file no
+    # longer there, in a folder removed under it, and a third run made a new lock file and
+    # held it too: two runs in one folder.
+    import fcntl
+    from rog_ros.nodes import output_lock
+    out = str(tmp_path / 'new' / 'run')
+    first = output_lock.held_output(out, 'rog sim')
+    first.__enter__()
+    ends = []
+
+    def flock_once_the_first_has_ended(fd, operation):
+        """Let the first run end (its lock goes) just before the second's flock."""
+        if not ends:
+            ends.append(first.__exit__(None, None, None))
+        return fcntl.flock(fd, operation)
+
+    monkeypatch.setattr(output_lock, 'fcntl', type(
+        'Fcntl', (), {'flock': staticmethod(flock_once_the_first_has_ended),
+                      'LOCK_EX': fcntl.LOCK_EX, 'LOCK_NB': fcntl.LOCK_NB,
+                      'LOCK_SH': fcntl.LOCK_SH, 'LOCK_UN': fcntl.LOCK_UN}))
+    second = OutputLock.take(out, 'rog compare')
+    assert ends
+    monkeypatch.undo()
+    try:
+        assert os.path.isfile(os.path.join(out, LOCK_FILE))
+        with pytest.raises(OutputInUse, match='rog compare, pid'):
+            OutputLock.take(out, 'rog fleet').release()
+    finally:
+        second.release()
+    OutputLock.take(out, 'rog fleet').release()     # once it is let go, the next one gets in
+
+
 @contextlib.contextmanager
 def held_by_another_process(out: str, command: str):
     """Hold ``out`` for ``command`` in another process for the block; yield that process."""

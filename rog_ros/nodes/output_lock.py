@@ -125,19 +125,30 @@ def hold_lock_file(path: str, command: str):
     A file system without ``flock`` support gives ``(None, None)``: an unlocked hold, so that
     the run goes on as before rather than failing for want of a lock. One function for every
     lock of the package (an output directory, a robot's node log).
+
+    A run that lets go of a folder it leaves empty removes the lock file (and the folder)
+    while it still holds it: a flock got on that file afterwards is a hold on nothing, so it
+    is let go and taken again on the file now at ``path`` (its folder made again).
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    if fcntl is None:
-        os.close(fd)
-        return None, None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        holder = ' '.join(_holder(fd).split())
-        os.close(fd)
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return None, holder
-        return None, None
+    for _ in range(_RETAKES):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if fcntl is None:
+            os.close(fd)
+            return None, None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = ' '.join(_holder(fd).split())
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None, holder
+            return None, None
+        if _still_there(fd, path):
+            break
+        os.close(fd)                  # removed by the run that held it: take the new one
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    else:
+        raise OSError(errno.EAGAIN, 'its lock file was removed again and again', path)
     try:      # the holder line only names us to a second command: the lock holds without
         os.ftruncate(fd, 0)
         os.write(fd, f'{command}, pid {os.getpid()}, since '
@@ -145,6 +156,19 @@ def hold_lock_file(path: str, command: str):
     except OSError:   # (a full disk: the run's own writes then say so, naming their files)
         pass
     return fd, None
+
+
+_RETAKES = 10
+"""How often a lock file removed under a new holder is taken again before giving up."""
+
+
+def _still_there(fd: int, path: str) -> bool:
+    """Tell whether ``path`` still names the file open as ``fd`` (not removed or replaced)."""
+    try:
+        here, held = os.stat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
 
 
 def lock_holder(path: str) -> str | None:
@@ -284,9 +308,11 @@ def held_output(out: str, command: str):
     try:
         yield lock
     finally:
-        lock.release()
-        if made is not None:
-            _remove_if_empty(os.path.abspath(out), made)
+        try:
+            if made is not None:      # (still held: a run taking it now sees the file go)
+                _remove_if_empty(os.path.abspath(out), made)
+        finally:
+            lock.release()
 
 
 def _first_missing(path: str) -> str | None:
