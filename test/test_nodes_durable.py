@@ -71,6 +71,19 @@ def test_a_state_file_with_a_flipped_bit_in_a_tensor_is_refused(tmp_path):
     assert '\n' not in str(err.value)
 
 
+def test_a_state_file_of_an_unknown_compression_is_refused_in_one_line(tmp_path):
+    # (zipfile raises NotImplementedError for it, not BadZipFile)
+    f = durable.StateFile(str(tmp_path / 'worker_0.pt'))
+    f.save({'engine': {'residual': torch.zeros(8)}})
+    data = bytearray((tmp_path / 'worker_0.pt').read_bytes())
+    entry = data.find(b'PK\x01\x02')             # the first central directory entry
+    data[entry + 10:entry + 12] = (99).to_bytes(2, 'little')     # its compression method
+    (tmp_path / 'worker_0.pt').write_bytes(bytes(data))
+    with pytest.raises(ValueError, match='unreadable .NotImplementedError') as err:
+        f.load()
+    assert '\n' not in str(err.value)
+
+
 def test_fault_spec_is_parsed_strictly():
     assert chaos_hooks.parse_faults('loss=0.1,dup=0.2,seed=3') == {
         'loss': 0.1, 'dup': 0.2, 'reorder': 0.0, 'seed': 3}
