@@ -167,6 +167,23 @@ def test_a_run_taking_the_lock_as_an_empty_run_lets_go_holds_it_alone(tmp_path, 
     OutputLock.take(out, 'rog fleet').release()     # once it is let go, the next one gets in
 
 
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_left_alone(tmp_path, capsys):
+    # (another user's link, in a folder they can write to: its target was overwritten)
+    out = tmp_path / 'run'
+    out.mkdir()
+    victim = tmp_path / 'notes.txt'
+    victim.write_text('mine')
+    os.symlink(victim, out / LOCK_FILE)
+    with pytest.raises(OutputInUse, match='symbolic link'):
+        OutputLock.take(str(out), 'rog fleet')
+    assert victim.read_text() == 'mine'
+    assert cli.main(['sim', '--workload', 'toy', '--sync', 'bsp', '--out', str(out)]) == 2
+    assert 'is a symbolic link or not a plain file' in capsys.readouterr().err
+    assert victim.read_text() == 'mine'
+    os.unlink(out / LOCK_FILE)
+    OutputLock.take(str(out), 'rog fleet').release()
+
+
 @contextlib.contextmanager
 def held_by_another_process(out: str, command: str):
     """Hold ``out`` for ``command`` in another process for the block; yield that process."""

@@ -38,6 +38,7 @@ import collections
 import contextlib
 import errno
 import os
+import stat
 import time
 
 try:
@@ -53,7 +54,7 @@ _HELD_HERE = set()
 
 
 class OutputInUse(OSError):
-    """The output directory is held by another run (the message names it)."""
+    """The output directory is held by another run, or cannot be held (the message says)."""
 
 
 class OutputLock:
@@ -131,7 +132,7 @@ def hold_lock_file(path: str, command: str):
     is let go and taken again on the file now at ``path`` (its folder made again).
     """
     for _ in range(_RETAKES):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock_file(path)
         if fcntl is None:
             os.close(fd)
             return None, None
@@ -158,6 +159,29 @@ def hold_lock_file(path: str, command: str):
     return fd, None
 
 
+def _open_lock_file(path: str) -> int:
+    """
+    Open (create) the lock file ``path`` for writing; refuse one that is no plain file.
+
+    Its holder writes its line into it: a lock file that was a symbolic link (another user's,
+    in a folder they can write to) had the file it points to truncated and overwritten.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        fd = None
+    if fd is not None and stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    if fd is not None:
+        os.close(fd)
+    raise OutputInUse(f'{path} is a symbolic link or not a plain file, not a lock file of '
+                      'rog_ros; nothing was written to it: remove it (or give another '
+                      'folder) and run again')
+
+
+_NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
 _RETAKES = 10
 """How often a lock file removed under a new holder is taken again before giving up."""
 
@@ -176,7 +200,7 @@ def lock_holder(path: str) -> str | None:
     if fcntl is None:
         return None
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
     except OSError:
         return None
     try:
