@@ -131,7 +131,7 @@ def hold_lock_file(path: str, command: str):
     while it still holds it: a flock got on that file afterwards is a hold on nothing, so it
     is let go and taken again on the file now at ``path`` (its folder made again).
     """
-    for _ in range(_RETAKES):
+    for attempt in range(_RETAKES):
         fd = _open_lock_file(path)
         if fcntl is None:
             os.close(fd)
@@ -144,12 +144,12 @@ def hold_lock_file(path: str, command: str):
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 return None, holder
             return None, None
-        if _still_there(fd, path):
+        # (the last try holds what it got: a file system whose file numbers do not match
+        # between stat and fstat runs locked as it did before, not refused)
+        if attempt == _RETAKES - 1 or _still_there(fd, path):
             break
         os.close(fd)                  # removed by the run that held it: take the new one
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    else:
-        raise OSError(errno.EAGAIN, 'its lock file was removed again and again', path)
     try:      # the holder line only names us to a second command: the lock holds without
         os.ftruncate(fd, 0)
         os.write(fd, f'{command}, pid {os.getpid()}, since '
