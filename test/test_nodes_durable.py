@@ -84,6 +84,21 @@ def test_a_state_file_of_an_unknown_compression_is_refused_in_one_line(tmp_path)
     assert '\n' not in str(err.value)
 
 
+def test_a_state_file_has_checksums_even_where_torch_was_told_to_leave_them_out(tmp_path):
+    # (load checks them: without them every state file of the node would be refused)
+    if not hasattr(torch.serialization, 'set_crc32_options'):
+        pytest.skip('torch < 2.5 always writes them')
+    was = torch.serialization.get_crc32_options()
+    torch.serialization.set_crc32_options(False)
+    try:
+        f = durable.StateFile(str(tmp_path / 'worker_0.pt'))
+        f.save({'engine': {'residual': torch.arange(8.0)}})
+        assert torch.serialization.get_crc32_options() is False     # (left as it was set)
+    finally:
+        torch.serialization.set_crc32_options(was)
+    assert torch.equal(f.load()['engine']['residual'], torch.arange(8.0))
+
+
 def test_fault_spec_is_parsed_strictly():
     assert chaos_hooks.parse_faults('loss=0.1,dup=0.2,seed=3') == {
         'loss': 0.1, 'dup': 0.2, 'reorder': 0.0, 'seed': 3}

@@ -35,6 +35,7 @@ Files hold plain tensors and containers only (NumPy arrays travel as tensors, se
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import time
@@ -126,7 +127,8 @@ class StateFile:
         """Serialise ``obj`` (tensors, numbers, strings, containers) and replace the file."""
         t0 = time.perf_counter()
         buf = io.BytesIO()
-        torch.save(pack(dict(obj, format=FORMAT)), buf)
+        with _checksums():
+            torch.save(pack(dict(obj, format=FORMAT)), buf)
         try:
             atomic_write_bytes(self.path, buf.getvalue())
         except OSError as err:
@@ -168,6 +170,26 @@ class StateFile:
         return {'saves': self.saves,
                 'save_ms_mean': 1e3 * self.save_s / self.saves if self.saves else 0.0,
                 'save_ms_max': 1e3 * self.max_save_s}
+
+
+@contextlib.contextmanager
+def _checksums():
+    """
+    Have ``torch.save`` write its archive's checksums for the block, whatever was set.
+
+    ``load`` refuses a state file whose checksums do not match (``state_dir.damage``); a
+    workload's code that turned them off (``torch.serialization.set_crc32_options``, torch
+    >= 2.5) would have made every state file of the node unreadable to it.
+    """
+    get = getattr(torch.serialization, 'get_crc32_options', None)
+    was = get() if get is not None else True
+    if not was:
+        torch.serialization.set_crc32_options(True)
+    try:
+        yield
+    finally:
+        if not was:
+            torch.serialization.set_crc32_options(False)
 
 
 _ND = '__ndarray__'
