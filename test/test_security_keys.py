@@ -140,6 +140,30 @@ def test_a_bad_environment_key_stops_the_fleet_before_anything_is_made(
     assert text not in err[0] and not out.exists()
 
 
+@pytest.mark.parametrize('given', ['environment', 'option'])
+def test_a_key_given_where_its_files_path_belongs_is_not_printed(
+        tmp_path, monkeypatch, capsys, given):
+    # (ROG_FLEET_KEY_FILE for ROG_FLEET_KEY: 'cannot read fleet key file KEY' printed it)
+    monkeypatch.delenv(fleet_key.KEY_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    args = ['fleet', '--out', str(tmp_path / 'run'), '--quiet']
+    if given == 'environment':
+        monkeypatch.setenv(fleet_key.KEY_FILE_ENV, HEX)
+    else:
+        monkeypatch.delenv(fleet_key.KEY_FILE_ENV, raising=False)
+        args += ['--fleet-key-file', HEX]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'the path given is a key itself' in err[0]
+    assert HEX not in err[0] and fleet_key.KEY_ENV in err[0]
+    robot = auth.ROBOT_KEY_HEADER.decode() + f'rank=0 fleet={KEY.fingerprint} {HEX}'
+    with pytest.raises(auth.FleetKeyError, match='a key itself') as err:
+        fleet_key.read_key_file(robot)
+    assert HEX not in str(err.value)
+    with pytest.raises(auth.FleetKeyError, match='cannot read fleet key file nothing.key: No '):
+        fleet_key.read_key_file('nothing.key')          # a file's path is named, as before
+
+
 class _FakeSupervisor:
     """Stands in for the fleet's Supervisor: records the nodes' environments, runs nothing."""
 

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import stat
 
-from rog_ros.protocol.auth import FleetKey, FleetKeyError, MIN_KEY_BYTES, parse_key
+from rog_ros.protocol.auth import (FleetKey, FleetKeyError, MIN_KEY_BYTES, parse_key,
+                                   ROBOT_KEY_HEADER)
 
 KEY_ENV = 'ROG_FLEET_KEY'
 """Environment variable holding the fleet key itself (hex, or text of >= 32 bytes)."""
@@ -64,11 +66,32 @@ def read_key_file(path) -> FleetKey:
                                     f'{stat.S_IMODE(st.st_mode):o}); run chmod 600 {path}')
             text = fh.read(MAX_KEY_FILE_BYTES + 1)
     except OSError as err:
+        if _names_a_key(path):
+            raise FleetKeyError(
+                'cannot read the fleet key file: the path given is a key itself (its name is '
+                'a key, not repeated here), not the path of a key file; write the key to a '
+                'file with mode 0600 and give that path (--fleet-key-file or '
+                f'${KEY_FILE_ENV}), or give the key itself in ${KEY_ENV}') from None
         raise FleetKeyError(f'cannot read fleet key file {path}: {err.strerror}') from None
     if len(text) > MAX_KEY_FILE_BYTES:
         raise FleetKeyError(f'fleet key file {path} is larger than {MAX_KEY_FILE_BYTES} bytes; '
                             'a key file holds one key (64 hex digits)')
     return parse_key(text, f'fleet key file {path}')
+
+
+def _names_a_key(path: str) -> bool:
+    """
+    Tell whether ``path`` (one that cannot be read) is a key rather than a file's path.
+
+    The key given where its file's path belongs (``ROG_FLEET_KEY_FILE`` for ``ROG_FLEET_KEY``)
+    was printed and logged in 'cannot read fleet key file KEY'. A name of 64 or more hex digits
+    (``rog security key``, ``openssl rand -hex 32``) or a robot key's line is taken for one.
+    """
+    name = os.path.basename(os.fspath(path).rstrip(os.sep)) or os.fspath(path)
+    return bool(_KEY_LIKE.fullmatch(name)) or ROBOT_KEY_HEADER.decode('ascii') in path
+
+
+_KEY_LIKE = re.compile(r'\s*[0-9a-fA-F]{64,}\s*')
 
 
 def write_key_file(path, text=None) -> FleetKey:
