@@ -130,8 +130,19 @@ def load_fleet_key(path=None, environ=None):
     if env.get(KEY_FILE_ENV):
         return read_key_file(env[KEY_FILE_ENV])
     if env.get(KEY_ENV):
+        if _PATH_LIKE.fullmatch(env[KEY_ENV].strip()):
+            raise FleetKeyError(
+                f'${KEY_ENV} holds a file path, not a key (the value is not repeated here): a '
+                f"key file's path goes in ${KEY_FILE_ENV} (or --fleet-key-file); ${KEY_ENV} "
+                'holds the key itself (64 hex digits, `rog security key FILE` writes one)')
         return parse_key(env[KEY_ENV], f'${KEY_ENV}')
     return None
+
+
+_PATH_LIKE = re.compile(r'(~|\.{1,2})?/\S*')
+"""What ``$ROG_FLEET_KEY`` holding a key file's path looks like (``/etc/rog/fleet.key``): taken
+as a passphrase, a path of 32 or more characters became the fleet's key, which anyone who
+knows the path has."""
 
 
 def key_source(path=None, environ=None) -> str:
