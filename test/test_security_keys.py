@@ -164,18 +164,20 @@ def test_a_key_given_where_its_files_path_belongs_is_not_printed(
         fleet_key.read_key_file('nothing.key')          # a file's path is named, as before
 
 
-@pytest.mark.parametrize('path', ['/home/ubuntu/ros2_ws/config/rog/fleet.key',
-                                  '~/keys/this-robots-own/fleet.key',
-                                  './config/keys/fleet/fleet.key'])
-def test_a_key_files_path_given_as_the_key_is_refused(path):
+def test_a_key_files_path_given_as_the_key_is_refused(tmp_path, monkeypatch):
     # (a path of 32 or more characters was taken as a passphrase: a key anyone may know)
-    said = f'holds a file path, not a key.*{fleet_key.KEY_FILE_ENV}'
-    with pytest.raises(auth.FleetKeyError, match=said) as err:
-        fleet_key.load_fleet_key(environ={fleet_key.KEY_ENV: path})
-    assert path not in str(err.value)
-    passphrase = 'correct horse battery staple / 2026 rog'       # text with a / is still one
-    assert fleet_key.load_fleet_key(environ={fleet_key.KEY_ENV: passphrase}) == \
-        auth.parse_key(passphrase)
+    (tmp_path / 'config').mkdir()
+    path = _key_file(tmp_path / 'config' / 'fleet.key')
+    assert len(path) >= 32
+    monkeypatch.setenv('HOME', str(tmp_path))
+    said = f'holds the path of a file, not a key.*{fleet_key.KEY_FILE_ENV}'
+    for given in (path, f' {path}\n', '~/config/fleet.key'):
+        with pytest.raises(auth.FleetKeyError, match=said) as err:
+            fleet_key.load_fleet_key(environ={fleet_key.KEY_ENV: given})
+        assert path not in str(err.value)
+    missing = '/nowhere/on/this/robot/rog/fleet.key'      # a passphrase, as it always was
+    assert fleet_key.load_fleet_key(environ={fleet_key.KEY_ENV: missing}) == \
+        auth.parse_key(missing)
 
 
 class _FakeSupervisor:

@@ -130,19 +130,27 @@ def load_fleet_key(path=None, environ=None):
     if env.get(KEY_FILE_ENV):
         return read_key_file(env[KEY_FILE_ENV])
     if env.get(KEY_ENV):
-        if _PATH_LIKE.fullmatch(env[KEY_ENV].strip()):
+        if _names_a_file(env[KEY_ENV]):
             raise FleetKeyError(
-                f'${KEY_ENV} holds a file path, not a key (the value is not repeated here): a '
-                f"key file's path goes in ${KEY_FILE_ENV} (or --fleet-key-file); ${KEY_ENV} "
-                'holds the key itself (64 hex digits, `rog security key FILE` writes one)')
+                f'${KEY_ENV} holds the path of a file, not a key (the value is not repeated '
+                f"here): a key file's path goes in ${KEY_FILE_ENV} (or --fleet-key-file); "
+                f'${KEY_ENV} holds the key itself (64 hex digits, `rog security key FILE` '
+                'writes one)')
         return parse_key(env[KEY_ENV], f'${KEY_ENV}')
     return None
 
 
-_PATH_LIKE = re.compile(r'(~|\.{1,2})?/\S*')
-"""What ``$ROG_FLEET_KEY`` holding a key file's path looks like (``/etc/rog/fleet.key``): taken
-as a passphrase, a path of 32 or more characters became the fleet's key, which anyone who
-knows the path has."""
+def _names_a_file(text: str) -> bool:
+    """
+    Tell whether ``$ROG_FLEET_KEY``'s ``text`` is the path of an existing file.
+
+    A key file's path put there (``/etc/rog/fleet.key``) was taken as a passphrase once 32
+    characters long: the fleet's key was then a text anyone who knows the path has.
+    """
+    try:
+        return os.path.isfile(os.path.expanduser(text.strip()))
+    except (ValueError, OSError):          # (a NUL byte, a name too long: not a path)
+        return False
 
 
 def key_source(path=None, environ=None) -> str:
