@@ -209,10 +209,13 @@ def trace(name: str, value, allow_none: bool = False) -> str:
     Check a trace: a preset, a readable trace file, a list of them, or (``allow_none``) ``none``.
 
     A comma-separated list gives robot r entry r mod k (``rog_ros.net.trace_spec``); every
-    entry is checked, and an error names the one that failed.
+    entry is checked, and an error names the one that failed. A ROS 2 bag's entry may name a
+    robot and a rate (``run.mcap#netmon_2#emulated``); a bag of several robots named without
+    one is checked for every robot, and refused when a rank is missing (robot r follows the
+    bag's robot of rank r).
     """
-    from rog_ros.net.trace_spec import sources
-    from rog_ros.net.traces import load_trace, PRESETS
+    from rog_ros.net.trace_spec import bag_entries, parse, sources
+    from rog_ros.net.traces import load_entry, PRESETS
     text(name, value)
     if allow_none and value in ('none', ''):
         return value
@@ -225,11 +228,24 @@ def trace(name: str, value, allow_none: bool = False) -> str:
                  f'{name} entry {i} (robot r follows entry r mod {len(entries)})')
         if entry in PRESETS:
             continue
-        if not os.path.exists(entry):
+        try:
+            source = parse(entry).source
+        except ValueError as err:
+            raise ConfigError(f'{label}: {err}') from None
+        if source in PRESETS:
+            raise ConfigError(f'{label}: {entry!r}: a preset takes no #tag (a robot or a rate '
+                              "is picked only from a ROS 2 bag of netmon's LinkStats)")
+        if not os.path.exists(source):
             raise ConfigError(f'{label}: {entry!r} is neither a preset '
                               f'({", ".join(sorted(PRESETS))}) nor an existing file')
         try:
-            load_trace(entry)
+            robots = bag_entries(entry)
+            if len(robots) > 1:         # the robots that ranks follow, not the server's
+                from rog_ros.net.ros_bag import rank_plan, robots as bag_robots
+                names, _ = rank_plan(source, bag_robots(source))
+                robots = [parse(entry)._replace(robot=name).text for name in names]
+            for robot in robots:
+                load_entry(robot)
         except (OSError, ValueError) as err:
             raise ConfigError(f'{label}: {" ".join(str(err).split())}') from None
     return value

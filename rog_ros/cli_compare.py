@@ -96,8 +96,9 @@ def _add_compare(sub) -> None:
     p.add_argument('--workload', default='mpcol',
                    help=f'{WORKLOAD_CHOICES} (default mpcol)')
     p.add_argument('--trace', default='outdoors',
-                   help='trace preset or file (any format --trace of rog sim takes), or a '
-                        'comma-separated list, robot r taking entry r mod k; a file is '
+                   help='trace preset or file (any format --trace of rog sim takes: a ROS 2 '
+                        "bag of several robots' links as it is, BAG#NAME one robot of it), "
+                        'or a comma-separated list, robot r taking entry r mod k; a file is '
                         'replayed from a different offset per robot and seed, looping '
                         '(default outdoors)')
     p.add_argument('--systems', default=DEFAULT_COMPARE_SYSTEMS,

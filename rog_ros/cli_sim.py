@@ -59,7 +59,9 @@ def add_parser(sub) -> None:
                         'table with units in its header, "t bw" lines, a testbed bw_replay '
                         'log, a Mahimahi trace, an iperf3 -J report or iperf output, an '
                         'HSDPA or 4G/LTE drive log, a G-NetTrack Pro or Lumos5G CSV, a '
-                        'time,rx_bytes counter, a sar -n DEV report; gzip-compressed too), '
+                        'time,rx_bytes counter, a sar -n DEV report; gzip-compressed too; a '
+                        "ROS 2 bag of netmon's LinkStats, robot r taking the bag's robot of "
+                        'rank r, BAG#NAME one robot, BAG#emulated the emulated_mbps), '
                         'or a comma-separated list of them, robot r taking entry r mod k; a '
                         'file is replayed from a different offset per robot and seed, '
                         'looping (default outdoors)')

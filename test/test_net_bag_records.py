@@ -94,11 +94,18 @@ def test_a_bag_of_one_robots_linkstats_reads_as_its_throughput(tmp_path, write):
 def test_a_bag_of_several_robots_is_refused_unless_told_which(tmp_path):
     path = _mcap(tmp_path / 'fleet.mcap', _messages(0, [0.0, 10, 20]) + _messages(1, [0, 5, 5]))
     message = _refusal(path)
-    assert message.startswith(f'{path}: a ROS 2 bag with the links of 2 robots (nodes 0, 1)')
-    assert ('write one trace per robot with "rog trace convert BAG --out DIR" and give the '
-            '--trace list it prints') in message
+    assert message.startswith(f'{path}: a ROS 2 bag with the links of 2 robots '
+                              '(netmon_0:0 (rank 0), netmon_0:1 (rank 1))')
+    assert f'pick one robot with --trace {path}#NAME' in message
     assert traces.load_trace(path, node=1).mbps.tolist() == [5.0, 5.0]
-    assert 'its nodes: 0, 1' in _refusal(path, node=2)
+    assert traces.load_trace(path, node='netmon_0:1').mbps.tolist() == [5.0, 5.0]
+    assert message_end(_refusal(path, node=2)) == ('no robot 2 in the bag; its robots: '
+                                                   'netmon_0:0 (rank 0), netmon_0:1 (rank 1)')
+
+
+def message_end(message: str) -> str:
+    """Return a refusal without the path it starts with."""
+    return message.split(': ', 1)[1]
 
 
 def test_a_bag_without_linkstats_or_of_another_version_is_refused_saying_why(tmp_path):
@@ -157,7 +164,7 @@ def test_rog_trace_convert_writes_one_robot_of_a_fleet_bag(tmp_path, capsys):
     path = _mcap(tmp_path / 'fleet.mcap', _messages(0, [0.0, 10, 20]) + _messages(1, [0, 5, 5]))
     out = tmp_path / 'link1.csv'
     assert cli_trace.main(['convert', str(path), '--node', '1', '--out', str(out)]) == 0
-    assert 'read as MCAP bag, node 1' in capsys.readouterr().out
+    assert 'read as MCAP bag, robot 1' in capsys.readouterr().out
     assert traces.load_trace(out).mbps.tolist() == [5.0, 5.0]
     csv = tmp_path / 'link.csv'
     csv.write_text('0,1\n1,2\n')
@@ -275,14 +282,14 @@ def test_rog_trace_convert_writes_each_robot_of_a_fleet_bag_and_the_trace_list(
     # a bag of a fleet was refused, and the user ran rog trace convert --node K per robot
     from rog_ros.net import cli_trace, trace_spec
     from rog_ros.sim.simulator import make_traces
-    path = write(tmp_path / 'fleet.bag', _messages(0, [0.0, 10, 20]) + _messages(3, [0, 5, 5])
+    path = write(tmp_path / 'fleet.bag', _messages(0, [0.0, 10, 20]) + _messages(2, [0, 5, 5])
                  + _messages(1, [0, 7, 8, 9]))
     folder = tmp_path / 'links'
     assert cli_trace.main(['convert', str(path), '--out', f'{folder}/']) == 0
     lines = capsys.readouterr().out.splitlines()
-    names = [str(folder / f'fleet_node{k}.csv') for k in (0, 1, 3)]
+    names = [str(folder / f'fleet_node{k}.csv') for k in (0, 1, 2)]
     assert lines[1].startswith(f'wrote {names[1]}: {path} read as ')
-    assert ', node 1 (robot 1), 3 segments' in lines[1]
+    assert ', robot netmon_0:1 (rank 1), 3 segments' in lines[1]
     assert lines[-1] == f'--trace {",".join(names)}'
     spec = lines[-1].split(' ', 1)[1]
     assert trace_spec.sources(spec) == names
@@ -297,7 +304,8 @@ def test_rog_trace_convert_into_a_folder_refuses_what_it_cannot_write(tmp_path, 
     few = _mcap(tmp_path / 'few.mcap', _messages(0, [0.0, 10, 20]) + _messages(1, [0, 5]))
     assert cli_trace.main(['convert', str(few), '--out', f'{tmp_path}/links/']) == 2
     err = capsys.readouterr().err
-    assert err == (f'rog trace: {few}: node 1 has 1 LinkStats with a measured rate; a trace '
+    assert err == (f'rog trace: {few}: robot netmon_0:1 has 1 LinkStats with a measured rate; '
+                   'a trace '
                    'needs two or more (netmon publishes ten a second)\n')
     assert not (tmp_path / 'links').exists()
     path = _mcap(tmp_path / 'fleet.mcap', _messages(0, [0.0, 10, 20]) + _messages(1, [0, 5, 5]))
@@ -333,12 +341,12 @@ def test_the_gap_advice_for_one_robot_of_a_fleet_bag_names_that_robot(tmp_path, 
                  _run(1, [0.0, 10, 20, 30, 40], 0.0, 7) + _run(1, [0.0, 5, 5, 5], 60.0, 8))
     assert cli_trace.main(['convert', str(path), '--out', f'{tmp_path}/links/']) == 0
     err = ' '.join(capsys.readouterr().err.split())
-    assert err.count('warning:') == 1 and f'{path} (node 1): no sample for' in err, err
-    assert 'rog trace convert BAG --node 1 --out link.csv' in err, err
+    assert err.count('warning:') == 1 and f'{path} (robot netmon_0:1): no sample for' in err, err
+    assert 'rog trace convert BAG#netmon_0:1 --out link.csv' in err, err
     out = tmp_path / 'link1.csv'
     assert cli_trace.main(['convert', str(path), '--node', '1', '--out', str(out)]) == 0
     err = ' '.join(capsys.readouterr().err.split())        # (the advice followed)
-    assert f'{path}: no sample for' in err and 'BAG --node 1 --out link.csv' in err, err
+    assert f'{path}: no sample for' in err and 'BAG#1 --out link.csv' in err, err
 
 
 def test_a_fleet_bag_with_a_comma_in_its_name_gives_a_trace_list_that_reads(tmp_path, capsys):
@@ -352,3 +360,176 @@ def test_a_fleet_bag_with_a_comma_in_its_name_gives_a_trace_list_that_reads(tmp_
     spec = capsys.readouterr().out.splitlines()[-1].split(' ', 1)[1]
     entries = trace_spec.sources(spec)
     assert len(entries) == 2 and all(map(os.path.isfile, entries)), entries
+
+
+def _robots_bag(path, robots: dict, db3: bool = False):
+    """Write a bag of several robots' netmons: ``{netmon name: messages}``, one topic each."""
+    if db3:
+        con = sqlite3.connect(str(path))
+        con.execute('CREATE TABLE topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT '
+                    'NOT NULL, serialization_format TEXT NOT NULL, offered_qos_profiles TEXT '
+                    'NOT NULL)')
+        con.execute('CREATE TABLE messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL, '
+                    'timestamp INTEGER NOT NULL, data BLOB NOT NULL)')
+        for k, (name, messages) in enumerate(robots.items()):
+            con.execute('INSERT INTO topics VALUES (?, ?, ?, ?, ?)',
+                        (k + 1, f'/rog/status/{name}/link_stats', 'rog_ros/msg/LinkStats',
+                         'cdr', ''))
+            for j, msg in enumerate(messages):
+                con.execute('INSERT INTO messages(topic_id, timestamp, data) VALUES (?, ?, ?)',
+                            (k + 1, START_NS + j, bytes(to_sample(msg).serialize())))
+        con.commit()
+        con.close()
+        return path
+    bag = pytest.importorskip('rog_ros.transport.bag')
+    pytest.importorskip('mcap.writer')
+    recorder = bag.McapRecorder(str(path))
+    for name, messages in robots.items():
+        for msg in messages:
+            recorder.write(f'/rog/status/{name}/link_stats', msg,
+                           stamp_ns=msg.stamp.sec * 10 ** 9 + msg.stamp.nanosec)
+    recorder.close()
+    return path
+
+
+def _emulated(messages, rates):
+    """Return ``messages`` with ``emulated_mbps`` set to ``rates``."""
+    return [dataclasses.replace(m, emulated_mbps=r) for m, r in zip(messages, rates)]
+
+
+def _fleet_bag(path, db3=False, ranks=(0, 1, 2), server=True):
+    """Write a bag of worker robots ``ranks`` (netmon_K, rate 10 (K + 1)) and the server's."""
+    robots = {f'netmon_{k}': _emulated(_messages(k, [0.0] + [10.0 * (k + 1)] * 3),
+                                       [-1.0] + [k + 0.5] * 3) for k in ranks}
+    if server:
+        robots['netmon'] = _messages(-1, [0.0, 99, 99, 99])
+    return _robots_bag(path, robots, db3)
+
+
+@pytest.mark.parametrize('db3', [False, True], ids=['mcap', 'db3'])
+def test_a_bag_of_several_robots_gives_robot_r_rank_r_in_every_consumer(tmp_path, capsys, db3):
+    # --trace BAG was refused by rog sim / compare / fleet (convert it first, and its list gave
+    # robot r the r-th node of the bag); now every consumer resolves it alike: robot r follows
+    # the bag's robot of rank r, and says so once
+    from rog_ros import checks
+    from rog_ros.net import cli_trace, trace_spec
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import make_traces, trace_offsets
+    path = str(_fleet_bag(tmp_path / ('fleet.db3' if db3 else 'fleet.mcap'), db3))
+    assert ros_bag.robots(path) == [('netmon', -1), ('netmon_0', 0), ('netmon_1', 1),
+                                    ('netmon_2', 2)]
+    want = [[10.0] * 3, [20.0] * 3, [30.0] * 3, [10.0] * 3]        # 4 robots: rank r mod 3
+    sim = [trace.mbps.tolist() for trace, _ in make_traces(path, 4, 0)]
+    nodes = [link_for(path, r, 4).trace.mbps.tolist() for r in range(4)]
+    assert sim == want and nodes == want
+    assert len(trace_offsets(path, 4, 0)) == 4
+    assert [trace_spec.entry_for(path, r) for r in range(2)] == [f'{path}#netmon_0',
+                                                                 f'{path}#netmon_1']
+    assert checks.trace('--trace', path) == path
+    err = ' '.join(capsys.readouterr().err.split())
+    assert err.count('note:') == 1, err
+    assert ('robot r follows the bag robot of rank r mod 3 (netmon_0, netmon_1, netmon_2); '
+            "netmon (rank -1, the server's) is no worker's link") in err
+    assert cli_trace.main(['stats', path]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f'trace {path}: a ROS 2 bag of 4 robots\n  entry 0: {path}#netmon\n')
+
+
+@pytest.mark.parametrize('db3', [False, True], ids=['mcap', 'db3'])
+def test_one_robot_of_a_bag_is_picked_by_name_the_same_everywhere(tmp_path, capsys, db3):
+    from rog_ros import checks
+    from rog_ros.net import cli_trace
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import make_traces
+    path = str(_fleet_bag(tmp_path / ('fleet.db3' if db3 else 'fleet.mcap'), db3))
+    one = f'{path}#netmon_1'
+    assert [t.mbps.tolist() for t, _ in make_traces(one, 2, 0)] == [[20.0] * 3] * 2
+    assert link_for(one, 0, 2).trace.mbps.tolist() == [20.0] * 3
+    assert link_for(f'{path}#1', 0, 2).trace.mbps.tolist() == [20.0] * 3      # by its rank
+    assert checks.trace('--trace', f'{path}#netmon,{one}') == f'{path}#netmon,{one}'
+    assert cli_trace.main(['stats', one, '--json']) == 0
+    assert '"mean": 20.0' in capsys.readouterr().out
+    want = (f'{path}: no robot netmon_7 in the bag; its robots: netmon (rank -1), netmon_0 '
+            '(rank 0), netmon_1 (rank 1), netmon_2 (rank 2)')
+    for consumer in (lambda s: make_traces(s, 2, 0), lambda s: link_for(s, 0, 2),
+                     lambda s: checks.trace('--trace', s)):
+        with pytest.raises(ValueError) as err:
+            consumer(f'{path}#netmon_7')
+        assert str(err.value).endswith(want), err.value
+    assert cli_trace.main(['plot', f'{path}#netmon_7', '--out', str(tmp_path / 'p.png')]) == 2
+    assert capsys.readouterr().err == f'rog trace: {want}\n'
+
+
+def test_a_bag_that_misses_a_rank_is_refused_not_shifted(tmp_path, capsys):
+    # robots 0 and 2 recorded, robot 1's netmon was off: robot 1 took robot 2's link (and
+    # robot 2 robot 0's) without a word
+    from rog_ros import checks
+    from rog_ros.net import cli_trace
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import make_traces
+    path = str(_fleet_bag(tmp_path / 'fleet.mcap', ranks=(0, 2), server=False))
+    want = (f'{path}: no link of rank 1 in the bag (netmon_0 (rank 0), netmon_2 (rank 2)), so '
+            'robot 1 has none and robot r cannot follow rank r; give each robot its own with a '
+            f'--trace list, {path}#netmon_0,{path}#netmon_2,...')
+    for consumer in (lambda s: make_traces(s, 3, 0), lambda s: link_for(s, 0, 3),
+                     lambda s: checks.trace('--trace', s)):
+        with pytest.raises(ValueError) as err:
+            consumer(path)
+        assert str(err.value).endswith(want), err.value
+    spec = f'{path}#netmon_0,{path}#netmon_2'
+    assert [t.mbps.tolist() for t, _ in make_traces(spec, 2, 0)] == [[10.0] * 3, [30.0] * 3]
+    assert cli_trace.main(['convert', path, '--out', f'{tmp_path}/links/']) == 0
+    out, err = capsys.readouterr()
+    assert not any(line.startswith('--trace') for line in out.splitlines()), out
+    assert 'no link of rank 1 in the bag' in err and 'no --trace list printed' in err
+
+
+def test_robots_without_ranks_follow_in_name_order_and_say_so(tmp_path, capsys):
+    # netmons started alone on each robot (rank -1), named by hand
+    from rog_ros.sim.simulator import make_traces
+    path = str(_robots_bag(tmp_path / 'alone.mcap', {
+        'netmon_b10': _messages(-1, [0.0, 3, 3]), 'netmon_b2': _messages(-1, [0.0, 2, 2]),
+        'netmon_a': _messages(-1, [0.0, 1, 1])}))
+    rates = [t.mbps.tolist() for t, _ in make_traces(path, 4, 0)]
+    assert rates == [[1.0] * 2, [2.0] * 2, [3.0] * 2, [1.0] * 2]
+    err = ' '.join(capsys.readouterr().err.split())
+    assert ('robot r follows the r-th by name, mod 3: netmon_a, netmon_b2, netmon_b10') in err
+
+
+@pytest.mark.parametrize('db3', [False, True], ids=['mcap', 'db3'])
+def test_a_bags_emulated_rate_is_a_trace_source_on_request(tmp_path, capsys, db3):
+    # a bag of an emulated fleet held the rate each link was given, but only the measured
+    # rate (this machine's loopback interface) could be read
+    from rog_ros import checks
+    from rog_ros.net import cli_trace
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import make_traces
+    path = str(_fleet_bag(tmp_path / ('fleet.db3' if db3 else 'fleet.mcap'), db3))
+    emulated = f'{path}#emulated'
+    assert [t.mbps.tolist() for t, _ in make_traces(emulated, 3, 0)] == [
+        [0.5] * 3, [1.5] * 3, [2.5] * 3]
+    assert link_for(f'{path}#netmon_2#emulated', 0, 3).trace.mbps.tolist() == [2.5] * 3
+    assert traces.load_trace(path, node='netmon_1', field='emulated').mbps.tolist() == [1.5] * 3
+    assert checks.trace('--trace', emulated) == emulated
+    out = tmp_path / 'one.csv'
+    assert cli_trace.main(['convert', f'{path}#netmon_0#emulated', '--out', str(out)]) == 0
+    assert 'robot netmon_0, emulated_mbps' in capsys.readouterr().out
+    assert traces.load_trace(str(out)).mbps.tolist() == [0.5] * 3
+    with pytest.raises(ValueError) as err:       # the server's netmon emulates no link
+        make_traces(f'{path}#netmon#emulated', 1, 0)
+    assert str(err.value) == (f'{path}: robot netmon has no emulated_mbps in its LinkStats '
+                              '(every one -1: its link was not emulated: netmon reports the '
+                              'rate that --trace enforces on a worker rank); drop "#emulated" '
+                              'to read the measured rate')
+    csv = tmp_path / 'link.csv'
+    csv.write_text('0,1\n1,2\n')
+    with pytest.raises(ValueError) as err:
+        make_traces(f'{csv}#emulated', 1, 0)
+    assert str(err.value) == (f'{csv}: not a ROS 2 bag; a rate (emulated) is picked only from '
+                              "a bag of netmon's LinkStats")
+    for bad, why in ((f'{path}#emulated#bitrate', 'names two rates, emulated and bitrate'),
+                     (f'{path}#netmon_0#netmon_1', 'names two robots, netmon_0 and netmon_1'),
+                     (f'{path}#', 'an empty tag'), ('outdoors#emulated', 'a preset takes no')):
+        with pytest.raises(ValueError) as err:
+            make_traces(bad, 1, 0)
+        assert why in str(err.value)

@@ -18,8 +18,11 @@ The ``rog trace`` command: generate, summarise and plot bandwidth traces.
     rog trace stats FILE_OR_PRESET[,FILE_OR_PRESET...] [--json] [--compare PRESET]
     rog trace plot FILE_OR_PRESET --out FILE.png
     rog trace replay RECORD --out FILE.csv [--rank K] [--scale 0.7] [--no-holds]
-    rog trace convert FILE --out FILE.csv [--scale X] [--node K]
+    rog trace convert FILE --out FILE.csv [--scale X] [--node NAME]
     rog trace convert BAG --out DIR/                (one CSV per robot, and the --trace list)
+
+A FILE may be a ROS 2 bag entry as ``--trace`` takes it (``rog_ros.net.trace_spec``):
+``run.mcap#netmon_2`` one robot of it, ``run.mcap#emulated`` the rate its emulator enforced.
 
 ``rog_ros/cli.py`` calls ``add_parser(subparsers)`` and then ``run(args)`` (also stored as
 ``args.func``). Bad input (missing file, malformed line, unknown preset, an --out that is a
@@ -39,7 +42,7 @@ import sys
 import numpy as np
 
 from rog_ros.atomic import atomic_write_bytes
-from rog_ros.net import ros_bag, trace_spec, traces
+from rog_ros.net import iperf, ros_bag, trace_spec, traces
 from rog_ros.net.replay import HOLD_DRAW_ABOVE, HOLD_RANGE_S, MAX_REPLAY_STEPS, replay
 
 MAX_SAMPLES = 2_000_000
@@ -106,7 +109,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                     'list side by side.')
     st.add_argument('source', metavar='FILE_OR_PRESET',
                     help='a file or preset, or a comma-separated list (the --trace of rog sim '
-                         'and rog fleet: robot r follows entry r mod k)')
+                         'and rog fleet: robot r follows entry r mod k); a ROS 2 bag of '
+                         'several robots shows each side by side, BAG#NAME one of them, '
+                         'BAG#emulated its emulated_mbps')
     st.add_argument('--json', action='store_true', help='print JSON instead of a table')
     st.add_argument('--compare', metavar='PRESET',
                     help="check against a preset's calibration targets (default: the preset "
@@ -119,7 +124,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                       f'outages (below {OUTAGE_MBPS:g} Mbit/s) shaded, next '
                                       'to the share of time spent at each rate.')
     plot.add_argument('source', metavar='FILE_OR_PRESET',
-                      help='a trace file (any format --trace takes) or a preset')
+                      help='a trace file (any format --trace takes, BAG#NAME for one robot '
+                           'of a ROS 2 bag) or a preset')
     plot.add_argument('--out', required=True,
                       help='output image: FILE.png (.png is added to a name without an '
                            'extension; .pdf and .svg work too)')
@@ -155,15 +161,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "io,stat table; gzip-compressed too; or a ROS 2 bag of netmon's LinkStats) "
                     'and write it as t_seconds,mbps: to see exactly what a fleet will replay, to '
                     'edit it, or to share it without the original tool.')
-    conv.add_argument('file', metavar='FILE', help='the trace file to read')
+    conv.add_argument('file', metavar='FILE',
+                      help='the trace file to read; of a ROS 2 bag, BAG#NAME reads robot NAME '
+                           '(its netmon node name, or its rank), BAG#emulated the rate its '
+                           'link emulator enforced (emulated_mbps), BAG#bitrate the Wi-Fi '
+                           'bitrate; default: the measured max(tx_mbps, rx_mbps)')
     conv.add_argument('--out', required=True,
                       help='output CSV file; for a ROS 2 bag of several robots, a folder (an '
                            'existing one, or a path ending in /): one CSV per robot, '
-                           'NAME_nodeK.csv, and the --trace list that gives each robot its '
-                           'own link is printed')
-    conv.add_argument('--node', type=int, default=None,
+                           'NAME_nodeK.csv (K its rank), and the --trace list that gives robot '
+                           'r the link of rank r is printed')
+    conv.add_argument('--node', default=None, metavar='NAME',
                       help="the robot whose link to write from a ROS 2 bag of several robots' "
-                           'LinkStats (rog fleet --record) into one CSV file')
+                           'LinkStats into one CSV file: its name (netmon_2) or rank (2); '
+                           'the same as FILE#NAME')
     conv.add_argument('--scale', type=float, default=1.0,
                       help='rate multiplier, > 0 (default 1)')
     parser.set_defaults(func=run)
@@ -239,6 +250,8 @@ def _source(args, src=None):
     src = args.source if src is None else src
     if os.path.isfile(src):
         return traces.load_trace(src), None
+    if src not in traces.PRESETS and os.path.isfile(trace_spec.parse(src).source):
+        return traces.load_entry(src), None
     if src in traces.PRESETS:
         _check_span(args.duration)
         return traces.generate(src, args.duration, args.seed), src
@@ -354,8 +367,12 @@ def _cmd_gen(args, out):
     return 0
 
 
-def _cmd_stats_list(args, entries, out):
-    """Print the statistics of each entry of a per-robot list, one column per entry."""
+def _cmd_stats_list(args, entries, out, bag: bool = False):
+    """
+    Print the statistics of each entry of a per-robot list, one column per entry.
+
+    ``bag``: the entries are the robots of the one ROS 2 bag ``args.source``.
+    """
     if args.compare:
         raise ValueError('--compare takes one trace; run rog trace stats on each entry')
     rows = [traces.stats(_source(args, entry)[0]) for entry in entries]
@@ -365,7 +382,8 @@ def _cmd_stats_list(args, entries, out):
             for e, st in zip(entries, rows)], 'units': JSON_UNITS}
         print(json.dumps(doc, indent=2), file=out)
         return 0
-    print(f'trace list {args.source} (robot r follows entry r mod {len(entries)})', file=out)
+    print(f'trace {args.source}: a ROS 2 bag of {len(entries)} robots' if bag else
+          f'trace list {args.source} (robot r follows entry r mod {len(entries)})', file=out)
     width = 11
     for i, entry in enumerate(entries):
         print(f'  entry {i}: {entry}', file=out)
@@ -383,6 +401,8 @@ def _cmd_stats(args, out):
     entries = trace_spec.sources(args.source)
     if len(entries) > 1:
         return _cmd_stats_list(args, entries, out)
+    if entries[0] not in traces.PRESETS and len(trace_spec.bag_entries(entries[0])) > 1:
+        return _cmd_stats_list(args, trace_spec.bag_entries(entries[0]), out, bag=True)
     trace, preset = _source(args)
     compare = args.compare or preset
     if compare is not None and compare not in traces.TARGETS:
@@ -401,7 +421,8 @@ def _cmd_stats(args, out):
                 doc['targets']['note'] = note
         print(json.dumps(doc, indent=2), file=out)
         return 0
-    read_as = f' (read as {traces.trace_file_format(args.source)})' if preset is None else ''
+    read_as = (f' (read as {traces.trace_file_format(trace_spec.parse(args.source).source)})'
+               if preset is None else '')
     print(f'trace {args.source}{read_as}'
           + (f' (targets: {compare}, within 15%)' if compare else ''), file=out)
     for key, label, unit in _ROWS:
@@ -569,57 +590,77 @@ def _cmd_replay(args, out):
 
 def _cmd_convert(args, out):
     """Write a trace file the loader reads as plain CSV (``rog trace convert``)."""
-    traces.check_trace_file(args.file)
+    parsed = trace_spec.parse(args.file)
+    path, field = parsed.source, parsed.field
+    if args.node is not None and parsed.robot is not None and args.node != parsed.robot:
+        raise ValueError(f'--node {args.node} and {args.file} name two robots; name one')
+    node = parsed.robot if args.node is None else args.node
+    traces.check_trace_file(path)
     _check_scale(args.scale)
-    name = os.path.splitext(os.path.basename(args.file))[0]
+    name = os.path.splitext(os.path.basename(path))[0]
     fleet = os.path.isdir(args.out) or args.out.endswith(('/', os.sep))
-    if fleet and args.node is None and ros_bag.bag_kind(args.file):
-        return _convert_fleet(args, name, out)
+    if fleet and node is None and ros_bag.bag_kind(path):
+        return _convert_fleet(args, path, field, name, out)
     _out_file(args.out, f'{name}_mbps.csv')
-    _not_the_input(args.out, args.file)
-    trace = traces.load_trace(args.file, node=args.node)
-    read_as = traces.trace_file_format(args.file)      # (before --out is written)
-    if args.node is not None:
-        read_as += f', node {args.node}'
+    _not_the_input(args.out, path)
+    trace = traces.load_trace(path, node=node, field=field)
+    read_as = traces.trace_file_format(path)      # (before --out is written)
+    if node is not None:
+        read_as += f', robot {node}'
+    if field is not None:
+        read_as += f', {ros_bag.FIELD_NAMES[field]}'
     if args.scale != 1.0:
         trace = traces.Trace(trace.t_s, trace.mbps * args.scale, trace.end_s, trace.loop,
                              trace.resolution_s)
         _check_median(trace, args.scale)
     traces.save_trace(trace, args.out)
-    print(f'wrote {args.out}: {args.file} read as {read_as}, {len(trace)} segments over'
+    print(f'wrote {args.out}: {path} read as {read_as}, {len(trace)} segments over'
           f' {trace.duration_s:.6g} s, mean {trace.mean_mbps:.1f} Mbit/s', file=out)
     return 0
 
 
-def _convert_fleet(args, name: str, out) -> int:
+def _convert_fleet(args, path: str, field, name: str, out) -> int:
     """
     Write each robot's link of a ROS 2 bag into the folder ``--out``, one CSV per robot.
 
-    Robot r (the r-th node, in increasing order) gets ``NAME_nodeK.csv`` (NAME: the bag's,
-    a comma made ``_``); the last line printed is the ``--trace`` list that gives each robot
-    its own link.
+    Robot ``NAME`` of rank K gets ``BAG_nodeK.csv`` (``BAG_NAME.csv`` when ranks repeat; BAG:
+    the bag's name, a comma made ``_``); the last line printed is the ``--trace`` list that
+    gives robot r the link of rank r (``ros_bag.rank_plan``). A bag that misses a rank gets
+    no list (robot r would take another robot's link): a warning says which rank is missing.
     """
     folder = args.out
     if trace_spec.SEPARATOR in folder:
         raise ValueError(f'--out {folder}: a folder with a comma in its name cannot be in a '
                          '--trace list (its entries are separated by commas); name another')
-    links = traces.load_bag_traces(args.file)
-    read_as = traces.trace_file_format(args.file)
+    links = traces.load_bag_traces(path, field=field)
+    named = ros_bag.robots(path)
+    ranks = dict(named)
+    read_as = traces.trace_file_format(path)
+    if field is not None:
+        read_as += f', {ros_bag.FIELD_NAMES[field]}'
     name = name.replace(trace_spec.SEPARATOR, '_')     # (a bag's: the list must split right)
-    paths = [os.path.join(folder, f'{name}_node{who}.csv') for who in links]
-    for path in paths:
-        _not_the_input(path, args.file)
+    by_rank = len(set(ranks.values())) == len(ranks)
+    files = {who: os.path.join(folder, f'{name}_node{ranks[who]}.csv' if by_rank else
+                               f'{name}_{who.replace(":", "_")}.csv') for who in links}
+    for file in files.values():
+        _not_the_input(file, path)
     if args.scale != 1.0:
         links = {who: trace.scaled(args.scale) for who, trace in links.items()}
         for trace in links.values():
             _check_median(trace, args.scale)
     os.makedirs(folder, exist_ok=True)
-    for rank, ((who, trace), path) in enumerate(zip(links.items(), paths)):
-        traces.save_trace(trace, path)
-        print(f'wrote {path}: {args.file} read as {read_as}, node {who} (robot {rank}), '
-              f'{len(trace)} segments over {trace.duration_s:.6g} s, mean '
+    for who, trace in links.items():
+        traces.save_trace(trace, files[who])
+        print(f'wrote {files[who]}: {path} read as {read_as}, robot {who} (rank {ranks[who]}),'
+              f' {len(trace)} segments over {trace.duration_s:.6g} s, mean '
               f'{trace.mean_mbps:.1f} Mbit/s', file=out)
-    print(f'--trace {trace_spec.SEPARATOR.join(paths)}', file=out)
+    try:
+        plan, _ = ros_bag.rank_plan(path, named)
+    except ros_bag.BagError as exc:
+        iperf.warn(f'{exc}; no --trace list printed: list the files above in the order '
+                   'of the ranks')
+        return 0
+    print(f'--trace {trace_spec.SEPARATOR.join(files[who] for who in plan)}', file=out)
     return 0
 
 

@@ -68,6 +68,13 @@ def warn(message: str) -> None:
         print(f'warning: {message}', file=sys.stderr)
 
 
+def note(message: str) -> None:
+    """Print ``note: message`` on stderr, once per message in this process ('' prints none)."""
+    if message and message not in _warned:
+        _warned.add(message)
+        print(f'note: {message}', file=sys.stderr)
+
+
 def _interrupted(error) -> bool:
     """Tell whether iperf3's error text says the run was stopped (Ctrl-C), not that it failed."""
     return str(error).strip().lower().startswith('interrupt')

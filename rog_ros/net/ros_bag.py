@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sqlite3
 import struct
 import tempfile
@@ -62,6 +63,20 @@ STEP_BACK_NS = 10 ** 9
 step, not a message recorded twice or out of order."""
 NETMON_PERIOD_NS = 10 ** 8
 """netmon's sampling period at its default 10 Hz."""
+
+
+FIELDS = ('throughput', 'emulated', 'bitrate')
+"""Which rate of a LinkStats a trace follows, by netmon's ``record_source`` names: the measured
+``max(tx_mbps, rx_mbps)`` (the default), ``emulated_mbps`` (the rate the link emulator
+enforced) or ``bitrate_mbps`` (the Wi-Fi bitrate); the last two are -1 when not known."""
+FIELD_NAMES = {'throughput': 'max(tx_mbps, rx_mbps)', 'emulated': 'emulated_mbps',
+               'bitrate': 'bitrate_mbps'}
+"""The LinkStats field (or fields) each of ``FIELDS`` reads."""
+
+
+_UNKNOWN = {'emulated': 'its link was not emulated: netmon reports the rate that --trace '
+                        'enforces on a worker rank', 'bitrate': 'iw gave no Wi-Fi bitrate'}
+"""Why a LinkStats field of ``FIELDS`` holds -1."""
 
 
 class BagError(ValueError):
@@ -106,12 +121,13 @@ def bag_files(folder) -> list:
     return [path for path in paths if bag_kind(path)]
 
 
-def link_stats(data: bytes) -> tuple:
+def link_stats(data: bytes, field: str = 'throughput') -> tuple:
     """
     Return ``(node, stamp_ns, rate_mbps, incarnation)`` of a LinkStats's CDR bytes.
 
-    ``rate_mbps`` is ``max(tx_mbps, rx_mbps)``. Raises ``ValueError`` for bytes too short, an
-    encapsulation other than plain CDR, or another ``schema_version``.
+    ``rate_mbps`` is ``max(tx_mbps, rx_mbps)``, or the field ``field`` names (``FIELDS``).
+    Raises ``ValueError`` for bytes too short, an encapsulation other than plain CDR, or
+    another ``schema_version``.
     """
     if len(data) < 4 or data[0] != 0 or data[1] not in (0, 1):
         raise ValueError('not plain CDR')
@@ -128,8 +144,10 @@ def link_stats(data: bytes) -> tuple:
     (node,), pos = read('q', pos, 8)
     (length,), pos = read('I', pos, 4)
     (sec, nanosec), pos = read('iI', pos + length, 4)
-    (_, _, tx, rx, _, _, _, incarnation), pos = read('qqdddddQ', pos, 8)
-    return node, sec * 10 ** 9 + nanosec, max(tx, rx), incarnation
+    (_, _, tx, rx, bitrate, _, emulated, incarnation), pos = read('qqdddddQ', pos, 8)
+    rate = (max(tx, rx) if field == 'throughput' else emulated if field == 'emulated'
+            else bitrate)
+    return node, sec * 10 ** 9 + nanosec, rate, incarnation
 
 
 def _mcap_messages(path, cut: list, data: bytes | None = None):
@@ -179,53 +197,147 @@ def _sqlite_messages(path, topics: set, shown=None):
     yield from rows
 
 
-def read_bag(path, lines=None, node=None, data: bytes | None = None) -> tuple:
+def read_bag(path, lines=None, node=None, data: bytes | None = None,
+             field: str = 'throughput') -> tuple:
     """
     Return ``(times_s, rates_mbps, end_s)`` of the LinkStats in a bag (``lines`` unused).
 
-    ``node``: the robot whose link to read (None: the bag's only one); ``data``: the bag's
-    bytes, read already (a SQLite bag's are read from a private copy). Raises ``BagError``
-    when the bag has no LinkStats, several robots and no ``node``, or LinkStats of another
+    ``node``: the robot whose link to read (None: the bag's only one), by its name
+    (``robots``) or the rank in its LinkStats (an int, or a str of one); ``data``: the bag's
+    bytes, read already (a SQLite bag's are read from a private copy); ``field``: the rate
+    read (``FIELDS``). Raises ``BagError`` when the bag has no LinkStats, several robots and
+    no ``node``, a ``node`` it does not hold, no value of ``field``, or LinkStats of another
     version; a file cut short is read up to the cut, with a warning.
     """
-    links = _links(path, data)
-    nodes = ', '.join(map(str, sorted(links)))
+    links = _links(path, data, field)
     if node is None and len(links) > 1:
-        raise BagError(f'{path}: a ROS 2 bag with the links of {len(links)} robots (nodes '
-                       f'{nodes}); a trace is one link: write one trace per robot with "rog '
-                       'trace convert BAG --out DIR" and give the --trace list it prints (or '
-                       'pick one robot with --node K)')
-    who = next(iter(links)) if node is None else node
-    if who not in links:
-        raise BagError(f'{path}: no LinkStats of node {who} in it (its nodes: {nodes})')
-    return _link(path, who, links[who])
+        raise BagError(f'{path}: a ROS 2 bag with the links of {len(links)} robots '
+                       f'({_listed(links)}); a trace is one link: pick one robot with '
+                       f'--trace {path}#NAME, or give the bag to rog sim / compare / fleet, '
+                       'whose robot r follows the bag robot of rank r')
+    who = next(iter(links)) if node is None else pick(path, links, node)
+    return _link(path, who, links[who][1], field)
 
 
-def read_bag_links(path, data: bytes | None = None) -> dict:
+def read_bag_links(path, data: bytes | None = None, field: str = 'throughput') -> dict:
     """
-    Return ``{node: (times_s, rates_mbps, end_s)}`` of every robot in a bag, reading it once.
+    Return ``{name: (times_s, rates_mbps, end_s)}`` of every robot in a bag, reading it once.
 
-    Raises ``BagError`` as ``read_bag`` does, also when one robot has too few LinkStats.
+    In ``robots``'s order. Raises ``BagError`` as ``read_bag`` does, also when one robot has
+    too few LinkStats.
     """
-    links = _links(path, data)
-    return {who: _link(path, who, links[who]) for who in sorted(links)}
+    links = _links(path, data, field)
+    return {who: _link(path, who, links[who][1], field) for who in links}
 
 
-def _links(path, data: bytes | None) -> dict:
-    """Return ``{node: [(stamp_ns, rate_mbps, incarnation), ...]}`` of a bag's LinkStats."""
+def robots(path, data: bytes | None = None) -> list:
+    """
+    Return ``[(name, rank), ...]`` of the robots whose links a bag holds, sorted by name.
+
+    A robot's name is its netmon's node name, the topic's segment before ``link_stats``
+    (``netmon_2``, ``netmon``); a netmon that reported several robots (``rog fleet`` on one
+    machine reports every worker) gives each ``NETMON:RANK`` (``netmon:0``). ``rank`` is the
+    ``node`` its LinkStats carry: the worker's rank, -1 for a netmon that reported its own
+    robot alone (the server's). Names sort with their numbers in numeric order.
+    """
+    return [(name, rank) for name, (rank, _) in _links(path, data, 'throughput').items()]
+
+
+def rank_plan(path, named: list) -> tuple:
+    """
+    Return ``(names, note)``: robot r of a fleet follows ``names[r % len(names)]`` of a bag.
+
+    ``named``: the bag's ``robots``. Robot r follows the bag's robot of rank r (the node in
+    its LinkStats; the server's netmon, rank -1, is no worker's link) when the bag holds
+    workers' links, else (netmons that reported their robot alone) the r-th robot by name.
+    ``note`` says so in one line ('' for a bag of one robot). Raises ``BagError`` when ranks
+    are missing (0, 1, 3: robot 2 would take robot 3's link and every later robot its
+    neighbour's) or repeat (two netmons reported one rank).
+    """
+    if len(named) == 1:
+        return [named[0][0]], ''
+    workers = sorted((rank, name) for name, rank in named if rank >= 0)
+    shown = ', '.join(f'{name} (rank {rank})' for name, rank in named)
+    explicit = (f'give each robot its own with a --trace list, '
+                f'{path}#{named[0][0]},{path}#{named[1][0]},...')
+    if not workers:
+        names = [name for name, _ in named]
+        return names, (f'{path}: its {len(names)} robots carry no worker rank (each netmon '
+                       f'reported its own robot); robot r follows the r-th by name, mod '
+                       f'{len(names)}: {", ".join(names)}')
+    ranks = [rank for rank, _ in workers]
+    if len(set(ranks)) < len(ranks):
+        twice = sorted({rank for rank in ranks if ranks.count(rank) > 1})
+        raise BagError(f'{path}: rank {twice[0]} has the links of several robots ({shown}); '
+                       f'{explicit}')
+    missing = sorted(set(range(ranks[-1] + 1)) - set(ranks))
+    if missing:
+        raise BagError(f'{path}: no link of rank {missing[0]} in the bag ({shown}), so robot '
+                       f'{missing[0]} has none and robot r cannot follow rank r; {explicit}')
+    names = [name for _, name in workers]
+    server = [name for name, rank in named if rank < 0]
+    return names, (f'{path}: robot r follows the bag robot of rank r mod {len(names)} '
+                   f'({", ".join(names)})'
+                   + (f'; {", ".join(server)} (rank -1, the server\'s) is no worker\'s link'
+                      if server else ''))
+
+
+def pick(path, links, node) -> str:
+    """
+    Return the name of the robot ``node`` selects among a bag's ``links`` (or ``robots``).
+
+    ``node``: a robot's name, or a rank (an int, or a str of digits) that one robot carries.
+    Raises ``BagError`` naming the robots present when none or several match.
+    """
+    named = ({name: rank for name, (rank, _) in links.items()} if isinstance(links, dict)
+             else dict(links))
+    if str(node) in named:
+        return str(node)
+    if re.fullmatch(r'-?\d+', str(node).strip()):
+        match = [name for name, rank in named.items() if rank == int(node)]
+        if len(match) == 1:
+            return match[0]
+        if match:
+            raise BagError(f'{path}: several robots carry rank {node} ({", ".join(match)}); '
+                           'pick one by its name')
+    shown = ', '.join(f'{name} (rank {rank})' for name, rank in named.items())
+    raise BagError(f'{path}: no robot {node} in the bag; its robots: {shown}')
+
+
+def _listed(links: dict) -> str:
+    """Return the robots of ``links`` as messages list them: ``netmon_0 (rank 0), ...``."""
+    return ', '.join(f'{name} (rank {rank})' for name, (rank, _) in links.items())
+
+
+def _natural(name: str) -> list:
+    """Return a sort key of ``name`` whose digit runs compare as numbers (netmon_2 < _10)."""
+    return [(int(part), '') if part.isdigit() else (-1, part)
+            for part in re.split(r'(\d+)', name)]
+
+
+def _netmon(topic: str) -> str:
+    """Return the netmon node name of a LinkStats topic (``/rog/status/netmon_2/link_stats``)."""
+    parts = [p for p in str(topic).split('/') if p]
+    return parts[-2] if len(parts) >= 2 else str(topic)
+
+
+def _links(path, data: bytes | None, field: str = 'throughput') -> dict:
+    """Return ``{name: (rank, [(stamp_ns, rate_mbps, incarnation), ...])}`` of a bag's robots."""
+    if field not in FIELDS:
+        raise BagError(f'{path}: no rate {field!r} in a LinkStats; one of {", ".join(FIELDS)}')
     cut, topics = [], set()
     if data is not None and bag_kind_of(data) == 'SQLite bag':
         with tempfile.TemporaryDirectory(prefix='rog_bag_') as folder:    # SQLite opens files
             copy = os.path.join(folder, os.path.basename(str(path)))
             with open(copy, 'wb') as fh:
                 fh.write(data)
-            return _collect(path, _sqlite_messages(copy, topics, path), cut, topics)
+            return _collect(path, _sqlite_messages(copy, topics, path), cut, topics, field)
     mcap = (bag_kind(path) if data is None else bag_kind_of(data)) == 'MCAP bag'
     messages = _mcap_messages(path, cut, data) if mcap else _sqlite_messages(path, topics)
-    return _collect(path, messages, cut, topics)
+    return _collect(path, messages, cut, topics, field)
 
 
-def _collect(path, messages, cut: list, topics: set) -> dict:
+def _collect(path, messages, cut: list, topics: set, field: str = 'throughput') -> dict:
     """Return ``_links``'s result of a bag's ``messages`` (``(topic, type, data)``)."""
     links, bad, first = {}, 0, ''
     for topic, type_name, data in messages:
@@ -233,12 +345,12 @@ def _collect(path, messages, cut: list, topics: set) -> dict:
         if type_name != LINK_STATS_TYPE:
             continue
         try:
-            who, stamp, rate, incarnation = link_stats(bytes(data))
+            who, stamp, rate, incarnation = link_stats(bytes(data), field)
         except (ValueError, struct.error) as exc:
             bad += 1
             first = first or str(exc)
             continue
-        links.setdefault(who, []).append((stamp, rate, incarnation))
+        links.setdefault((_netmon(topic), who), []).append((stamp, rate, incarnation))
     if cut:
         iperf.warn(f'{path}: the bag ends early or is damaged there ({cut[0]}: its recorder '
                    'was stopped?); its messages before that are read')
@@ -250,16 +362,27 @@ def _collect(path, messages, cut: list, topics: set) -> dict:
         raise BagError(f'{path}: a ROS 2 bag without a LinkStats{why}; record '
                        "netmon's .../link_stats topic in it, or record the link with netmon "
                        '(record_trace:=link.csv)')
-    return links
+    per_netmon = {}
+    for netmon, who in links:
+        per_netmon[netmon] = per_netmon.get(netmon, 0) + 1
+    named = {(netmon if per_netmon[netmon] == 1 else f'{netmon}:{who}'): (who, messages)
+             for (netmon, who), messages in links.items()}
+    return {name: named[name] for name in sorted(named, key=_natural)}
 
 
-def _link(path, who: int, messages: list) -> tuple:
+def _link(path, who: str, messages: list, field: str = 'throughput') -> tuple:
     """Return ``(times_s, rates_mbps, end_s)`` of robot ``who``'s LinkStats ``messages``."""
+    if field != 'throughput' and all(m[1] < 0 for m in messages):
+        raise BagError(f'{path}: robot {who} has no {FIELD_NAMES[field]} in its LinkStats '
+                       f'(every one -1: {_UNKNOWN[field]}); drop "#{field}" to read the '
+                       'measured rate')
     stamps, rates, seen = [], [], set()
     shift, run = 0, None     # ns added to a run's stamps after its clock stepped back
     for stamp, rate, incarnation in messages:
         if incarnation not in seen:
             seen.add(incarnation)        # netmon's first message of a run measured nothing
+            continue
+        if rate < 0 and field != 'throughput':   # -1: not emulated (yet), bitrate unknown
             continue
         if incarnation != run:
             shift, run = 0, incarnation
@@ -274,7 +397,7 @@ def _link(path, who: int, messages: list) -> tuple:
         rates.append(rate)
     times = [(ns - stamps[0]) * 1e-9 for ns in stamps]   # whole ns: exact before the float
     if len(times) < 2:
-        raise BagError(f'{path}: node {who} has {len(times)} LinkStats with a measured rate; '
+        raise BagError(f'{path}: robot {who} has {len(times)} LinkStats with a measured rate; '
                        'a trace needs two or more (netmon publishes ten a second)')
     step = sorted(b - a for a, b in zip(times, times[1:]))[(len(times) - 1) // 2]
     return times, rates, times[-1] + step

@@ -22,15 +22,44 @@ robot r the entry r mod k, so a fleet can be replayed on the links it had. Prese
 listed too (``indoors,through_wall``: one robot behind a wall). A file whose name contains a
 comma is read as one file when it exists.
 
-The simulator (``make_traces``) and the nodes (``link_for``) both resolve a robot's entry here
-and then apply their own offset rule to a file, so a list means the same in both.
+An entry that is a ROS 2 bag of netmon's LinkStats may name what to read of it after ``#``:
+``run.mcap#netmon_2`` is the link of the bag's robot ``netmon_2`` (its netmon's node name, or
+a rank its LinkStats carry: ``run.mcap#2``), ``run.mcap#emulated`` the rate its link emulator
+enforced (``emulated_mbps``) instead of the measured one (``#throughput``, the default; also
+``#bitrate``, the Wi-Fi bitrate), and both combine (``run.mcap#netmon_2#emulated``). A bag of
+several robots named without one gives robot r the bag's robot of rank r
+(``rog_ros.net.ros_bag.rank_plan``: a rank missing from the bag is refused, not filled by
+the next robot's link). A file whose name contains ``#`` is read as one file when it exists.
+
+Every consumer resolves a robot's entry here (``entry_for``) and reads it with
+``rog_ros.net.traces.load_entry``: the simulator (``make_traces``), the nodes and netns
+emulation (``link_for``), the checks and ``rog trace``; a file's offset is each one's own
+rule, so a list or a bag means the same in all of them.
 """
 
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
+
+from rog_ros.net import iperf, ros_bag
 
 SEPARATOR = ','
+TAG = '#'
+"""Separates a bag from the robot and the rate read of it: ``run.mcap#netmon_2#emulated``."""
+
+
+class Entry(NamedTuple):
+    """One entry of a ``--trace`` value: its ``source`` (a preset or a file) and tags."""
+
+    source: str
+    robot: str | None = None        # a bag's robot: its name or a rank
+    field: str | None = None        # the rate read of a bag (ros_bag.FIELDS); None: measured
+
+    @property
+    def text(self) -> str:
+        """Return the entry as written: ``source[#robot][#field]``."""
+        return TAG.join([self.source] + [t for t in (self.robot, self.field) if t])
 
 
 def sources(spec) -> list:
@@ -56,3 +85,69 @@ def source_for(spec, rank: int) -> str:
         raise ValueError(f'rank must be >= 0, got {rank}')
     entries = sources(spec)
     return entries[rank % len(entries)]
+
+
+def parse(entry) -> Entry:
+    """
+    Return the ``Entry`` of one entry of a ``--trace`` value (``run.mcap#netmon_2#emulated``).
+
+    Tags after ``#`` are a rate (``ros_bag.FIELDS``) or else a robot. Raises ``ValueError``
+    for an empty tag, two robots or two rates.
+    """
+    entry = str(entry)
+    if TAG not in entry or os.path.exists(entry):
+        return Entry(entry)
+    source, *tags = [part.strip() for part in entry.split(TAG)]
+    robot = field = None
+    for tag in tags:
+        if not tag or not source:
+            raise ValueError(f'trace {entry!r}: an empty {"tag" if source else "file"}; write '
+                             'BAG#ROBOT, BAG#RATE or BAG#ROBOT#RATE (RATE one of '
+                             f'{", ".join(ros_bag.FIELDS)})')
+        if tag in ros_bag.FIELDS:
+            if field is not None:
+                raise ValueError(f'trace {entry!r} names two rates, {field} and {tag}; '
+                                 'name one')
+            field = tag
+        elif robot is not None:
+            raise ValueError(f'trace {entry!r} names two robots, {robot} and {tag} (or a '
+                             f'rate not one of {", ".join(ros_bag.FIELDS)}); a trace is one '
+                             f'link: list them, {source}#{robot},{source}#{tag}')
+        else:
+            robot = tag
+    return Entry(source, robot, field)
+
+
+def resolve(entry, rank: int, robots_of=None) -> str:
+    """
+    Return ``entry`` with the bag robot that robot ``rank`` follows named, when it has none.
+
+    Only a bag of several robots changes: robot ``rank`` follows the bag's robot of that rank
+    (``ros_bag.rank_plan``, which also says so once on stderr). ``robots_of(path)`` returns a
+    bag's ``ros_bag.robots`` (default: read the file). Raises ``ros_bag.BagError`` (a
+    ``ValueError``) for a bag that misses a rank.
+    """
+    parsed = parse(entry)
+    if parsed.robot is not None or not ros_bag.bag_kind(parsed.source):
+        return str(entry)
+    named = (robots_of or ros_bag.robots)(parsed.source)
+    if len(named) == 1:
+        return str(entry)
+    names, note = ros_bag.rank_plan(parsed.source, named)
+    iperf.note(note)
+    return parsed._replace(robot=names[rank % len(names)]).text
+
+
+def entry_for(spec, rank: int, robots_of=None) -> str:
+    """Return the entry robot ``rank`` follows: ``source_for``'s, a bag's robot resolved."""
+    return resolve(source_for(spec, rank), rank, robots_of)
+
+
+def bag_entries(entry, robots_of=None) -> list:
+    """Return one entry per robot of a bag named without a robot, else ``[entry]``."""
+    parsed = parse(entry)
+    if parsed.robot is not None or not ros_bag.bag_kind(parsed.source):
+        return [str(entry)]
+    named = (robots_of or ros_bag.robots)(parsed.source)
+    return [parsed._replace(robot=name).text if len(named) > 1 else str(entry)
+            for name, _ in named]

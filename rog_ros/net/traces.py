@@ -568,8 +568,8 @@ def _legacy_text(path, data: bytes, at: int) -> str:
     return text
 
 
-def load_trace(path, loop: bool = True, node: int | None = None,
-               data: bytes | None = None) -> Trace:
+def load_trace(path, loop: bool = True, node=None, data: bytes | None = None,
+               field: str | None = None) -> Trace:
     """
     Read a trace file: columns, a replay log, Mahimahi, iperf, sar or a mobile drive log.
 
@@ -590,11 +590,14 @@ def load_trace(path, loop: bool = True, node: int | None = None,
         The file.
     loop : bool, default True
         Loop flag of the result (a ``loop=`` comment written by ``save_trace`` wins).
-    node : int or None, default None
-        The robot whose link to read from a ROS 2 bag of several (``rog_ros.net.ros_bag``).
+    node : str, int or None, default None
+        The robot whose link to read from a ROS 2 bag of several (``rog_ros.net.ros_bag``):
+        its name (``netmon_2``) or a rank its LinkStats carry.
     data : bytes or None, default None
         The file's bytes, read already (the simulator's cache hashes them): they are parsed,
         and ``path`` only names the file in messages. None: read ``path``.
+    field : str or None, default None
+        The rate read of a ROS 2 bag (``ros_bag.FIELDS``; None: the measured throughput).
 
     Raises
     ------
@@ -608,12 +611,13 @@ def load_trace(path, loop: bool = True, node: int | None = None,
     if data is None:
         check_trace_file(path)
     bag = ros_bag.bag_kind(path) if data is None else ros_bag.bag_kind_of(data)
-    if node is not None and bag is None:
-        raise TraceFormatError(f'{path}: not a ROS 2 bag; a robot (node) is picked only from '
-                               "a bag of several robots' links")
+    if (node is not None or field is not None) and bag is None:
+        what = f'a robot ({node})' if node is not None else f'a rate ({field})'
+        raise TraceFormatError(f'{path}: not a ROS 2 bag; {what} is picked only from a bag of '
+                               "netmon's LinkStats")
     lines = [] if bag else _read_lines(path, data)
     kind = bag or file_format(lines)
-    meta, times, rates, end = _samples(path, lines, kind, bag, node, data)
+    meta, times, rates, end = _samples(path, lines, kind, bag, node, data, field)
     _check_rates(path, kind, meta, times, rates)
     loop = meta['loop'] not in ('0', 'False', 'false') if 'loop' in meta else loop
     res, end = _comment_numbers(path, meta, end)
@@ -629,12 +633,28 @@ def load_trace(path, loop: bool = True, node: int | None = None,
         raise TraceFormatError(f'{path}: {exc}') from None
 
 
-def load_bag_traces(path, loop: bool = True) -> dict:
+def load_entry(entry, loop: bool = True, data: bytes | None = None) -> Trace:
+    """
+    Read one entry of a ``--trace`` value that names a file (``rog_ros.net.trace_spec``).
+
+    ``run.mcap#netmon_2#emulated`` reads robot ``netmon_2``'s emulated rate from the bag
+    ``run.mcap``; a plain path is ``load_trace``'s. ``data``: the file's bytes, read already.
+    """
+    from rog_ros.net.trace_spec import parse
+    parsed = parse(entry)
+    if parsed.robot is None and parsed.field is None:
+        return load_trace(parsed.source, loop=loop, data=data)
+    return load_trace(parsed.source, loop=loop, node=parsed.robot, data=data,
+                      field=parsed.field)
+
+
+def load_bag_traces(path, loop: bool = True, field: str | None = None) -> dict:
     """
     Return ``{node: Trace}`` of every robot's link in a ROS 2 bag of netmon's LinkStats.
 
     The bag is read once. Each link is checked and warned about as ``load_trace`` checks a
-    bag's (rates, gaps), the messages naming ``PATH (node K)``. Raises ``TraceFormatError``
+    bag's (rates, gaps), the messages naming ``PATH (robot NAME)``; ``field``: the rate read
+    (``ros_bag.FIELDS``; None: the measured throughput). Raises ``TraceFormatError``
     for a file that is no bag, or one robot's link that is no trace (the others are of no
     use without it: a ``--trace`` list gives robot r the entry r).
     """
@@ -644,12 +664,12 @@ def load_bag_traces(path, loop: bool = True) -> dict:
         raise TraceFormatError(f'{path}: not a ROS 2 bag; only a bag holds the links of '
                                'several robots (give another file with --out FILE.csv)')
     try:
-        links = ros_bag.read_bag_links(path)
+        links = ros_bag.read_bag_links(path, field=field or 'throughput')
     except ValueError as exc:
         raise TraceFormatError(str(exc)) from None
     out = {}
     for who, (times, rates, end) in links.items():
-        name = f'{path} (node {who})'
+        name = f'{path} (robot {who})'
         _check_rates(name, bag, {}, times, rates)
         _warn_gaps(name, times, rates, _bag_gap_advice(who if len(links) > 1 else None))
         try:
@@ -659,7 +679,7 @@ def load_bag_traces(path, loop: bool = True) -> dict:
     return out
 
 
-def _samples(path, lines: list, kind: str, bag, node, data=None) -> tuple:
+def _samples(path, lines: list, kind: str, bag, node, data=None, field=None) -> tuple:
     """
     Return ``(meta, times, rates, end)`` of a trace file's ``lines`` in format ``kind``.
 
@@ -675,7 +695,8 @@ def _samples(path, lines: list, kind: str, bag, node, data=None) -> tuple:
         _refuse_iw(path, lines)
     try:
         if bag:
-            times, rates, end = ros_bag.read_bag(path, node=node, data=data)
+            times, rates, end = ros_bag.read_bag(path, node=node, data=data,
+                                                 field=field or 'throughput')
         elif read is not None:
             times, rates, end = read(path, lines)
         else:
@@ -809,7 +830,7 @@ def _bag_gap_advice(node) -> str:
     """Return ``BAG_GAP_ADVICE`` for robot ``node`` of a bag (None: its only robot)."""
     if node is None:
         return BAG_GAP_ADVICE
-    return BAG_GAP_ADVICE.replace('BAG --out link.csv', f'BAG --node {node} --out link.csv')
+    return BAG_GAP_ADVICE.replace('BAG --out link.csv', f'BAG#{node} --out link.csv')
 
 
 def _warn_gaps(path, times, rates, advice: str = TABLE_GAP_ADVICE) -> None:

@@ -27,8 +27,8 @@ import os
 import time
 
 from rog_ros.net.shaper import TokenBucketShaper
-from rog_ros.net.trace_spec import source_for
-from rog_ros.net.traces import generate, load_trace, PRESETS, Trace
+from rog_ros.net.trace_spec import parse, resolve, source_for
+from rog_ros.net.traces import generate, load_entry, PRESETS, Trace
 
 PRESET_DURATION_S = 600.0   # generated preset traces loop after this long
 
@@ -51,11 +51,12 @@ def link_for(spec: str, rank: int, n_workers: int, seed: int = 0,
     """
     Return the emulated link of worker ``rank``: None, a preset or a file.
 
-    ``spec`` may list one entry per worker (``rog_ros.net.trace_spec``: worker r follows entry
-    r mod k). Presets are generated per worker (seed ``1000 * seed + rank``, the simulator's)
-    so robots fluctuate independently, and ``outages`` takes one robot out at a time as in the
-    simulator; a file is read with a per-worker offset of ``rank / N`` of its period for the
-    same reason.
+    ``spec`` may list one entry per worker, and name one robot or rate of a ROS 2 bag
+    (``rog_ros.net.trace_spec``: worker r follows entry r mod k, of a bag of several robots
+    its robot of rank r), resolved as the simulator resolves it. Presets are generated per
+    worker (seed ``1000 * seed + rank``, the simulator's) so robots fluctuate independently,
+    and ``outages`` takes one robot out at a time as in the simulator; a file is read with a
+    per-worker offset of ``rank / N`` of its period for the same reason.
     """
     if spec in (None, '', 'none'):
         return None
@@ -64,8 +65,9 @@ def link_for(spec: str, rank: int, n_workers: int, seed: int = 0,
         trace = generate(entry, PRESET_DURATION_S, seed=1000 * seed + rank, robot=rank,
                          fleet=max(n_workers, rank + 1))
         offset = 0.0
-    elif os.path.isfile(entry):
-        trace = load_trace(entry)
+    elif os.path.isfile(parse(entry).source):
+        entry = resolve(entry, rank)
+        trace = load_entry(entry)
         offset = rank * trace.end_s / max(n_workers, 1)
     else:
         raise ValueError(f'--trace {entry!r} is neither a preset ({", ".join(PRESETS)}) nor a '

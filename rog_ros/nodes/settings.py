@@ -345,7 +345,9 @@ SETTINGS = (
        'bw_replay-<rank>.txt logs of the Rog testbed; a Mahimahi packet-delivery trace; an iperf3 '
        '-J report or iperf text output; an HSDPA or 4G/LTE drive log; a G-NetTrack Pro or '
        'Lumos5G CSV; an interface byte counter such as time,rx_bytes; a sar -n DEV report; '
-       'any of them gzip-compressed), a comma-separated list of them (worker r follows entry r '
+       "any of them gzip-compressed; a ROS 2 bag of netmon's LinkStats, worker r following "
+       "the bag's robot of rank r, BAG#NAME one robot of it, BAG#emulated its emulated_mbps), "
+       'a comma-separated list of them (worker r follows entry r '
        'mod k: each robot its own recorded link), or none (real links, no shaping).', ALL,
        'link', joiner=','),
     _s('trace_scale', float, 1.0, 'Multiply the trace rates.', ALL, 'link', low=1e-6),

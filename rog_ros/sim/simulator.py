@@ -40,7 +40,7 @@ import numpy as np
 from rog_ros.core.compress import make_codec
 from rog_ros.core.slack import slack_summary
 from rog_ros.metrics import RunRecorder
-from rog_ros.net import links, trace_spec, traces
+from rog_ros.net import links, ros_bag, trace_spec, traces
 from rog_ros.protocol.policies import layout_for, make_policy
 from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.worker import WorkerEngine
@@ -141,6 +141,7 @@ def file_offsets(duration_s: float, n: int, seed: int) -> list:
 TRACE_CACHE_SIZE = 4
 """Trace files a process keeps parsed (by path and bytes): a run's, and a compare's few."""
 _trace_cache = collections.OrderedDict()     # (path, sha256 of its bytes) -> Trace, newest last
+_bag_robots_cache = {}      # (path, sha256 of its bytes) -> ros_bag.robots of a bag
 _trace_cache_lock = threading.Lock()    # (runs in threads: a lookup, a move and an eviction)
 _runs = threading.local()   # .pins: per simulate() in progress in this thread, the trace
 #                             files it read first, {path: (sha256, Trace)}
@@ -157,8 +158,10 @@ def trace_file(path: str) -> traces.Trace:
     """
     Return the looping trace of the file ``path``, read once per process while its bytes stay.
 
-    A run reads its trace files twice (its links, and where each robot's replay starts) and
-    ``rog compare``'s workers run many: a record of a million rows took seconds each time.
+    ``path`` is an entry of a ``--trace`` value that names a file (``trace_spec``: a bag's
+    robot and rate after ``#``, ``run.mcap#netmon_2``). A run reads its trace files twice (its
+    links, and where each robot's replay starts) and ``rog compare``'s workers run many: a
+    record of a million rows took seconds each time.
     The key is the file's bytes (their hash), so a file rewritten under its name is read anew;
     the bytes hashed are the bytes parsed (read once), so a file rewritten between the two is
     never cached under the hash of what it held before. Inside ``simulate`` a file is read
@@ -168,16 +171,14 @@ def trace_file(path: str) -> traces.Trace:
     pins = _pins_of_runs()[-1] if _pins_of_runs() else None
     if pins is not None and path in pins:
         return pins[path][1]
-    traces.check_trace_file(path)       # a directory or a pipe: says which (open would wait)
-    with open(path, 'rb') as fh:
-        data = fh.read()
+    data = _file_bytes(trace_spec.parse(path).source)
     key = (path, hashlib.sha256(data).digest())
     with _trace_cache_lock:
         trace = _trace_cache.get(key)
         if trace is not None:
             _trace_cache.move_to_end(key)
     if trace is None:
-        trace = traces.load_trace(path, loop=True, data=data)     # (parsed outside the lock)
+        trace = traces.load_entry(path, loop=True, data=data)     # (parsed outside the lock)
         with _trace_cache_lock:
             _trace_cache[key] = trace
             while len(_trace_cache) > TRACE_CACHE_SIZE:
@@ -187,19 +188,59 @@ def trace_file(path: str) -> traces.Trace:
     return trace
 
 
+def _file_bytes(path: str) -> bytes:
+    """Return the bytes of the trace file ``path`` (a directory or a pipe: says which)."""
+    traces.check_trace_file(path)       # (open would wait on a pipe)
+    with open(path, 'rb') as fh:
+        return fh.read()
+
+
+def _bag_robots(path: str) -> list:
+    """Return the robots of the bag ``path`` (``trace_spec.resolve``), read once per bytes."""
+    data = _file_bytes(path)
+    key = (path, hashlib.sha256(data).digest())
+    with _trace_cache_lock:
+        named = _bag_robots_cache.get(key)
+    if named is None:
+        named = ros_bag.robots(path, data=data)
+        with _trace_cache_lock:
+            if len(_bag_robots_cache) >= TRACE_CACHE_SIZE:
+                _bag_robots_cache.clear()
+            _bag_robots_cache[key] = named
+    return named
+
+
+def rank_entries(spec: str, n: int) -> list:
+    """
+    Return the entry of the ``--trace`` value ``spec`` that each of ``n`` robots follows.
+
+    Robot r follows entry r mod k (``trace_spec``), a bag of several robots named without
+    one its robot of rank r (``trace_spec.resolve``), as the nodes' ``link_for`` does.
+    A preset name wins over a file of that name, as in the nodes and the checks.
+    """
+    entries = trace_spec.sources(spec)
+    for entry in entries:
+        source = trace_spec.parse(entry).source
+        if not os.path.exists(source) and source not in traces.PRESETS:
+            raise ValueError(f'unknown trace {entry!r}: not a file and not one of '
+                             f'{sorted(traces.PRESETS)}')
+        if source in traces.PRESETS and source != entry:
+            raise ValueError(f'trace {entry!r}: a preset takes no #tag (a robot or a rate is '
+                             "picked only from a ROS 2 bag of netmon's LinkStats)")
+    return [entries[r % len(entries)] if entries[r % len(entries)] in traces.PRESETS
+            else trace_spec.resolve(entries[r % len(entries)], r, _bag_robots)
+            for r in range(n)]
+
+
 def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> list:
     """
     One ``(trace, offset_s)`` per robot: presets with per-robot seeds, files at seeded offsets.
 
     ``spec`` may list one entry per robot (``rog_ros.net.trace_spec``); robot r follows entry
-    r mod k, a file at its offset ``file_offsets(...)[r]`` and a preset generated for robot r.
-    A preset name wins over a file of that name, as in the nodes (``link_for``) and the checks.
+    r mod k (``rank_entries``), a file at its offset ``file_offsets(...)[r]`` and a preset
+    generated for robot r.
     """
-    entries = trace_spec.sources(spec)
-    for entry in entries:
-        if not os.path.exists(entry) and entry not in traces.PRESETS:
-            raise ValueError(f'unknown trace {entry!r}: not a file and not one of '
-                             f'{sorted(traces.PRESETS)}')
+    entries = rank_entries(spec, n)
     files = {e: trace_file(e) for e in set(entries) if e not in traces.PRESETS}
     out = []
     for r, (entry, offset) in enumerate(_replay_plan(entries, n, seed, files)):
@@ -215,9 +256,9 @@ def _replay_plan(entries: list, n: int, seed: int, files: dict) -> list:
     """
     Return each robot's ``(entry, offset_s)``; a preset's offset is None (it starts at 0).
 
-    Robot r follows entry r mod k, a file from its seeded offset ``file_offsets(...)[r]``. One
-    plan for ``make_traces``, which builds the links, and ``trace_offsets``, which says
-    where they started, so the two cannot drift apart.
+    ``entries``: robot r's at ``r``, ``rank_entries``'s. Robot r follows a file from its
+    seeded offset ``file_offsets(...)[r]``. One plan for ``make_traces``, which builds the
+    links, and ``trace_offsets``, which says where they started, so the two cannot drift apart.
     """
     plan = []
     for r in range(n):
@@ -236,9 +277,9 @@ def trace_offsets(spec: str, n: int, seed: int) -> list | None:
     its end), None for one that follows a preset (generated for it, from its start). None
     when no robot replays a file.
     """
-    entries = trace_spec.sources(spec)
+    entries = rank_entries(spec, n)
     files = {e: trace_file(e) for e in set(entries)
-             if e not in traces.PRESETS and os.path.exists(e)}
+             if e not in traces.PRESETS and os.path.exists(trace_spec.parse(e).source)}
     if not files:
         return None
     return [offset for _, offset in _replay_plan(entries, n, seed, files)]
@@ -270,17 +311,22 @@ def trace_digest(spec, pins=None) -> str | None:
     except ValueError:
         return None
     digest, files = hashlib.sha256(), 0
+    pinned = {trace_spec.parse(e).source: sha for e, (sha, _) in (pins or {}).items()}
     for entry in entries:
         if entry in traces.PRESETS:
             continue
-        if pins and entry in pins:
-            digest.update(pins[entry][0])
+        try:
+            path = trace_spec.parse(entry).source
+        except ValueError:
+            continue
+        if path in pinned:
+            digest.update(pinned[path])
             files += 1
             continue
-        if not os.path.isfile(entry):
+        if not os.path.isfile(path):
             continue
         try:
-            with open(entry, 'rb') as f:
+            with open(path, 'rb') as f:
                 digest.update(hashlib.sha256(f.read()).digest())
         except OSError:
             continue
