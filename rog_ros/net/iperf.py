@@ -142,7 +142,16 @@ def read_iperf(path, lines) -> tuple:
         intervals = _text_intervals(path, lines)
     if not intervals:
         raise ValueError(f'{path}: an iperf report without intervals (nothing was measured)')
-    return ([a for a, _, _ in intervals], [r for _, _, r in intervals], intervals[-1][1])
+    times, rates = [a for a, _, _ in intervals], [r for _, _, r in intervals]
+    from rog_ros.net.gaps import warn_gaps      # (gaps imports warn from here)
+    warn_gaps(path, times, rates, GAP_ADVICE)
+    return times, rates, intervals[-1][1]
+
+
+GAP_ADVICE = ('the report has no interval then (lines left out of it?); if the link was down '
+              'then, write it as a table (rog trace convert FILE --out link.csv) and add a row '
+              'with rate 0 where the gap starts')
+"""What to do about a gap between an iperf report's intervals (``warn_gaps``)."""
 
 
 # ----------------------------------------------------------------------------------------- JSON

@@ -28,12 +28,15 @@ fade, hand over and drop out as a moving robot's do, which makes them stress rec
 fleet beside its own Wi-Fi records. Line i becomes the rate that carries its bytes from the
 end of line i - 1 to its own end (the first line's interval is its ``elapsed_ms``), so the
 trace delivers exactly the bytes of the log, also where the clock and ``elapsed_ms``
-disagree by some jitter.
+disagree by some jitter. A line far later than the one before (the client stopped) is warned
+about as a gap (``rog_ros.net.gaps``).
 """
 
 from __future__ import annotations
 
 import math
+
+from rog_ros.net.gaps import warn_gaps
 
 FORMATS = {
     6: ('HSDPA log', 'unix_s clock_ms latitude longitude bytes elapsed_ms', 1, 1e-3, (1e8, 1e10)),
@@ -112,4 +115,11 @@ def read_mobile_log(path, lines) -> tuple:
         counts.append(values[-2])
     rates = [count * 8.0 / ((stop - start) * 1e6)
              for count, start, stop in zip(counts, ends, ends[1:])]
+    warn_gaps(path, ends, rates, GAP_ADVICE)
     return ends[:-1], rates, ends[-1]
+
+
+GAP_ADVICE = ('the log has no line then (the client stopped, or lost its connection): the '
+              'bytes of the line after it are spread over it; if the link was down then, it '
+              'replays as a slow link, not an outage')
+"""What to do about a gap in a drive log (``warn_gaps``)."""

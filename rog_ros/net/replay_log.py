@@ -24,8 +24,10 @@ real outdoor Wi-Fi rates of that testbed anyone can measure on. A log is a strea
 * start-up output of ``tc`` and the interface lookup (``wnic_name ...``, ``Error: ...``,
   ``RTNETLINK answers ...``), which the testbed ignored and so does this reader.
 
-``load_trace`` recognises a log by its first stamped line and reads it here, so ``--trace
-bw_replay-1.txt`` replays that worker's link as the testbed applied it.
+A stamp far later than the one before, beyond the hold its ``Stop`` line logged, is warned
+about as a gap (``rog_ros.net.gaps``). ``load_trace`` recognises a log by its first stamped
+line and reads it here, so ``--trace bw_replay-1.txt`` replays that worker's link as the
+testbed applied it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from __future__ import annotations
 from datetime import datetime
 import math
 import re
+
+from rog_ros.net.gaps import warn_gaps
 
 STAMPED = re.compile(r'^(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[,.](\d{1,6}))?\s+(\S+)$')
 """A value line: wall-clock stamp (milliseconds after a comma, as Python's logging writes them)
@@ -60,7 +64,7 @@ def read_replay_log(path, lines) -> tuple:
     raises ``ValueError`` naming the line: such a log is damaged, and skipping it would shift
     the rates that follow.
     """
-    times, rates, last_stop = [], [], None
+    times, rates, last_stop, holds = [], [], None, []
     for lineno, raw in enumerate(lines, 1):
         text = raw.strip()
         stop = STOP.match(text)
@@ -84,9 +88,17 @@ def read_replay_log(path, lines) -> tuple:
             raise ValueError(f'{path}:{lineno}: need a finite rate >= 0, got {text[:60]!r}')
         if times and t <= times[-1]:
             raise ValueError(f'{path}:{lineno}: time stamp does not increase')
+        if times:
+            holds.append(last_stop or 0.0)      # the step before t held this long on purpose
         times.append(t)
         rates.append(rate)
         last_stop = None
     if not times:
         raise ValueError(f'{path}: no stamped rates')
+    warn_gaps(path, times, rates, GAP_ADVICE, explained=holds)
     return times, rates, (times[-1] + last_stop if last_stop is not None else None)
+
+
+GAP_ADVICE = ('the log has no rate then beyond its "Stop for N seconds" holds (the run was '
+              'paused, or lines were cut out); the testbed applied that rate through it')
+"""What to do about a gap in a testbed replay log (``warn_gaps``)."""

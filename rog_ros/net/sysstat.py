@@ -23,7 +23,8 @@ throughput of a robot's link; the interface is the only one besides ``lo``, or t
 Wi-Fi one (``wl...``), else the report is refused naming them. Times are times of day (12 or
 24 hours, as the locale wrote them); a time that goes back is the next day; a decimal comma
 reads as a point. ``Average:`` lines
-are left out. Like netmon's throughput, it is the traffic the robot moved, not the link's
+are left out; a time far later than the one before (sar restarted) is warned about as a gap
+(``rog_ros.net.gaps``). Like netmon's throughput, it is the traffic the robot moved, not the link's
 capacity: record while the link is loaded.
 """
 
@@ -31,6 +32,8 @@ from __future__ import annotations
 
 import math
 import re
+
+from rog_ros.net.gaps import warn_gaps
 
 _TIME = re.compile(r'(\d\d):(\d\d):(\d\d)(?:\s+([AP]M))?\s+', re.IGNORECASE)
 """The time of day that starts each line of a report: ``11:23:07 AM`` or ``23:23:07``."""
@@ -134,4 +137,12 @@ def read_sar(path, lines) -> tuple:
                              'a time that does not increase')
     step = ends[1] - ends[0] if len(ends) > 1 else 1.0
     starts = [ends[0] - step] + ends[:-1]       # a line's rates are over the interval before it
-    return starts, [rate for *_, rate in mine], ends[-1]
+    rates = [rate for *_, rate in mine]
+    warn_gaps(path, starts, rates, GAP_ADVICE)
+    return starts, rates, ends[-1]
+
+
+GAP_ADVICE = ('sar was stopped or restarted (a reboot) and its line after the gap is the rate '
+              'of one interval; if the link was down then, write it as a table (rog trace '
+              'convert FILE --out link.csv) and add a row with rate 0 where the gap starts')
+"""What to do about a gap in a ``sar -n DEV`` report (``warn_gaps``)."""

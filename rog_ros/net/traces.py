@@ -81,8 +81,8 @@ import zlib
 
 import numpy as np
 from rog_ros.atomic import atomic_write_text
-from rog_ros.net import (columns, iperf, mahimahi, mobile_log, replay_log, ros_bag, sysstat,
-                         tshark)
+from rog_ros.net import (columns, gaps, iperf, mahimahi, mobile_log, replay_log, ros_bag,
+                         sysstat, tshark)
 
 PAYLOAD_S = 1.43
 """Ideal transfer time of one compressed gradient [P 2.2]; the slowdown statistic's payload."""
@@ -366,11 +366,9 @@ ASSUMED_MBPS_WARN = 1_000.0
 of a slow link in kbit/s (3,000-8,000) reads as a multi-Gbit/s link, which a wired or 802.11ax
 link can be, so it is told, not refused."""
 
-GAP_STEPS = 10.0
+GAP_STEPS = gaps.GAP_STEPS
 """A step between two rows of a table (or two LinkStats of a ROS 2 bag) longer than this many
-median steps is a gap in the record (the logger stopped, often because the link did, or a bag
-holds several netmon runs): its rate is held through the gap, which ``load_trace`` warns
-about."""
+median steps is a gap in the record (``rog_ros.net.gaps``)."""
 
 LONG_STEP_S = 60.0
 """Median step (s) of a table whose time column names no unit above which ``load_trace`` warns
@@ -835,19 +833,7 @@ def _bag_gap_advice(node) -> str:
 
 def _warn_gaps(path, times, rates, advice: str = TABLE_GAP_ADVICE) -> None:
     """Warn once when a step between rows exceeds ``GAP_STEPS`` median steps (a gap)."""
-    if len(times) < 3:
-        return
-    t = np.asarray(times, dtype=np.float64)
-    step = np.diff(t)
-    median = float(np.median(step))
-    gaps = np.flatnonzero(step > GAP_STEPS * median)
-    if not gaps.size:
-        return
-    k = int(gaps[np.argmax(step[gaps])])
-    more = f' ({gaps.size} such gaps; this is the longest)' if gaps.size > 1 else ''
-    iperf.warn(f'{path}: no sample for {step[k]:.6g} s after t={t[k] - t[0]:.6g} s, '
-               f'{step[k] / median:.3g} times the median step of {median:.6g} s{more}: the '
-               f'rate before it, {rates[k]:.6g} Mbit/s, is held through it; {advice}')
+    gaps.warn_gaps(path, times, rates, advice)
 
 
 _LAST_S = re.compile(r'(?<![\w])last_s=([^\s,;]+)')
