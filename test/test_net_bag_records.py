@@ -533,3 +533,23 @@ def test_a_bags_emulated_rate_is_a_trace_source_on_request(tmp_path, capsys, db3
         with pytest.raises(ValueError) as err:
             make_traces(bad, 1, 0)
         assert why in str(err.value)
+
+
+def test_a_bag_of_several_robots_is_parsed_once_per_run(tmp_path, monkeypatch):
+    # the run listed its robots, then read each robot's link: one parse of the whole bag each
+    # (an hour of three robots' LinkStats: 2 s a parse)
+    from rog_ros.sim.simulator import make_traces, trace_offsets
+    path = str(_fleet_bag(tmp_path / 'fleet.mcap'))
+    parses = []
+    real = ros_bag._collect
+
+    def counting(*args, **kw):
+        """Count a parse of a bag's messages."""
+        parses.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(ros_bag, '_collect', counting)
+    make_traces(path, 3, 0)
+    trace_offsets(path, 3, 0)
+    assert traces.load_trace(path, node='netmon_2', field='emulated').mbps.tolist() == [2.5] * 3
+    assert parses == [path]

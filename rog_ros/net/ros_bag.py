@@ -44,12 +44,15 @@ its last whole chunk.
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import io
 import os
 import re
 import sqlite3
 import struct
 import tempfile
+import threading
 
 from rog_ros.net import iperf
 from rog_ros.protocol.messages import SCHEMA_VERSION
@@ -125,7 +128,8 @@ def link_stats(data: bytes, field: str = 'throughput') -> tuple:
     """
     Return ``(node, stamp_ns, rate_mbps, incarnation)`` of a LinkStats's CDR bytes.
 
-    ``rate_mbps`` is ``max(tx_mbps, rx_mbps)``, or the field ``field`` names (``FIELDS``).
+    ``rate_mbps`` is ``max(tx_mbps, rx_mbps)``, or the field ``field`` names (``FIELDS``; None:
+    the tuple of the three).
     Raises ``ValueError`` for bytes too short, an encapsulation other than plain CDR, or
     another ``schema_version``.
     """
@@ -145,9 +149,9 @@ def link_stats(data: bytes, field: str = 'throughput') -> tuple:
     (length,), pos = read('I', pos, 4)
     (sec, nanosec), pos = read('iI', pos + length, 4)
     (_, _, tx, rx, bitrate, _, emulated, incarnation), pos = read('qqdddddQ', pos, 8)
-    rate = (max(tx, rx) if field == 'throughput' else emulated if field == 'emulated'
-            else bitrate)
-    return node, sec * 10 ** 9 + nanosec, rate, incarnation
+    rates = (max(tx, rx), emulated, bitrate)       # FIELDS' order
+    return node, sec * 10 ** 9 + nanosec, rates if field is None else rates[
+        FIELDS.index(field)], incarnation
 
 
 def _mcap_messages(path, cut: list, data: bytes | None = None):
@@ -322,35 +326,70 @@ def _netmon(topic: str) -> str:
 
 
 def _links(path, data: bytes | None, field: str = 'throughput') -> dict:
-    """Return ``{name: (rank, [(stamp_ns, rate_mbps, incarnation), ...])}`` of a bag's robots."""
+    """
+    Return ``{name: (rank, [(stamp_ns, rate_mbps, incarnation), ...])}`` of a bag's robots.
+
+    ``rate_mbps`` is the rate ``field`` names. A bag's messages are parsed once per process
+    while its bytes stay (``CACHE_SIZE`` bags, keyed by their SHA-256): a run that resolves a
+    bag of several robots reads its robots and then each robot's link, and a parse of an
+    hour of three robots' LinkStats takes seconds.
+    """
     if field not in FIELDS:
         raise BagError(f'{path}: no rate {field!r} in a LinkStats; one of {", ".join(FIELDS)}')
+    if data is None and bag_kind(path) == 'MCAP bag':
+        with open(path, 'rb') as fh:        # (a SQLite bag is opened as a file, not hashed)
+            data = fh.read()
+    key = (str(path), hashlib.sha256(data).digest()) if data is not None else None
+    with _CACHE_LOCK:
+        parsed = _CACHE.get(key) if key else None
+        if parsed is not None:
+            _CACHE.move_to_end(key)
+    if parsed is None:
+        parsed = _parse(path, data)
+        if key:
+            with _CACHE_LOCK:
+                _CACHE[key] = parsed
+                while len(_CACHE) > CACHE_SIZE:
+                    _CACHE.popitem(last=False)
+    index = FIELDS.index(field)
+    return {name: (rank, [(stamp, rates[index], run) for stamp, rates, run in messages])
+            for name, (rank, messages) in parsed.items()}
+
+
+CACHE_SIZE = 2
+"""Bags whose parsed LinkStats a process keeps (``_links``)."""
+_CACHE = collections.OrderedDict()      # (path, sha256 of its bytes) -> _parse's result
+_CACHE_LOCK = threading.Lock()
+
+
+def _parse(path, data: bytes | None) -> dict:
+    """Return ``{name: (rank, [(stamp_ns, rates, incarnation), ...])}``, rates per FIELDS."""
     cut, topics = [], set()
     if data is not None and bag_kind_of(data) == 'SQLite bag':
         with tempfile.TemporaryDirectory(prefix='rog_bag_') as folder:    # SQLite opens files
             copy = os.path.join(folder, os.path.basename(str(path)))
             with open(copy, 'wb') as fh:
                 fh.write(data)
-            return _collect(path, _sqlite_messages(copy, topics, path), cut, topics, field)
+            return _collect(path, _sqlite_messages(copy, topics, path), cut, topics)
     mcap = (bag_kind(path) if data is None else bag_kind_of(data)) == 'MCAP bag'
     messages = _mcap_messages(path, cut, data) if mcap else _sqlite_messages(path, topics)
-    return _collect(path, messages, cut, topics, field)
+    return _collect(path, messages, cut, topics)
 
 
-def _collect(path, messages, cut: list, topics: set, field: str = 'throughput') -> dict:
-    """Return ``_links``'s result of a bag's ``messages`` (``(topic, type, data)``)."""
+def _collect(path, messages, cut: list, topics: set) -> dict:
+    """Return ``_parse``'s result of a bag's ``messages`` (``(topic, type, data)``)."""
     links, bad, first = {}, 0, ''
     for topic, type_name, data in messages:
         topics.add(topic)
         if type_name != LINK_STATS_TYPE:
             continue
         try:
-            who, stamp, rate, incarnation = link_stats(bytes(data), field)
+            who, stamp, rates, incarnation = link_stats(bytes(data), None)
         except (ValueError, struct.error) as exc:
             bad += 1
             first = first or str(exc)
             continue
-        links.setdefault((_netmon(topic), who), []).append((stamp, rate, incarnation))
+        links.setdefault((_netmon(topic), who), []).append((stamp, rates, incarnation))
     if cut:
         iperf.warn(f'{path}: the bag ends early or is damaged there ({cut[0]}: its recorder '
                    'was stopped?); its messages before that are read')
