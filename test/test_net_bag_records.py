@@ -432,7 +432,8 @@ def test_a_bag_of_several_robots_gives_robot_r_rank_r_in_every_consumer(tmp_path
             "netmon (rank -1, the server's) is no worker's link") in err
     assert cli_trace.main(['stats', path]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f'trace {path}: a ROS 2 bag of 4 robots\n  entry 0: {path}#netmon\n')
+    assert out.startswith(f'trace {path}: a ROS 2 bag of 4 robots\n  netmon: {path}#netmon\n')
+    assert '     netmon    netmon_0    netmon_1    netmon_2\n' in out
 
 
 @pytest.mark.parametrize('db3', [False, True], ids=['mcap', 'db3'])
@@ -553,3 +554,18 @@ def test_a_bag_of_several_robots_is_parsed_once_per_run(tmp_path, monkeypatch):
     trace_offsets(path, 3, 0)
     assert traces.load_trace(path, node='netmon_2', field='emulated').mbps.tolist() == [2.5] * 3
     assert parses == [path]
+
+
+def test_convert_writes_each_emulated_link_leaving_out_the_server(tmp_path, capsys):
+    # the server's netmon emulates no link (emulated_mbps -1), and its refusal stopped the
+    # conversion of every worker's
+    from rog_ros.net import cli_trace
+    path = str(_fleet_bag(tmp_path / 'fleet.mcap'))
+    assert cli_trace.main(['convert', f'{path}#emulated', '--out', f'{tmp_path}/links/']) == 0
+    out, err = capsys.readouterr()
+    names = [str(tmp_path / 'links' / f'fleet_node{k}.csv') for k in range(3)]
+    assert out.splitlines()[-1] == f'--trace {",".join(names)}'
+    assert 'read as MCAP bag, emulated_mbps, robot netmon_1 (rank 1)' in out
+    rates = [traces.load_trace(n).mbps.tolist() for n in names]
+    assert rates == [[0.5] * 3, [1.5] * 3, [2.5] * 3]
+    assert 'robot netmon left out: no emulated_mbps in its LinkStats (every one -1)' in err

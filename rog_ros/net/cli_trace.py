@@ -385,9 +385,12 @@ def _cmd_stats_list(args, entries, out, bag: bool = False):
     print(f'trace {args.source}: a ROS 2 bag of {len(entries)} robots' if bag else
           f'trace list {args.source} (robot r follows entry r mod {len(entries)})', file=out)
     width = 11
-    for i, entry in enumerate(entries):
-        print(f'  entry {i}: {entry}', file=out)
-    print(f'  {"":40s} ' + ' '.join(f'{f"entry {i}":>{width}s}' for i in range(len(entries))),
+    labels = ([trace_spec.parse(e).robot for e in entries] if bag else
+              [f'entry {i}' for i in range(len(entries))])
+    width = max([width] + [len(label) + 1 for label in labels])
+    for label, entry in zip(labels, entries):
+        print(f'  {label}: {entry}', file=out)
+    print(f'  {"":40s} ' + ' '.join(f'{label:>{width}s}' for label in labels),
           file=out)
     for key, label, unit in _ROWS:
         cells = ' '.join(f'{_fmt(_shown(st[key], unit)):>{width}s}' for st in rows)
@@ -632,8 +635,20 @@ def _convert_fleet(args, path: str, field, name: str, out) -> int:
     if trace_spec.SEPARATOR in folder:
         raise ValueError(f'--out {folder}: a folder with a comma in its name cannot be in a '
                          '--trace list (its entries are separated by commas); name another')
-    links = traces.load_bag_traces(path, field=field)
     named = ros_bag.robots(path)
+    if field is not None:       # a robot whose link was not emulated (the server's): left out
+        left = []
+        for who, _ in named:
+            try:
+                ros_bag.read_bag(path, node=who, field=field)
+            except ros_bag.NoRateError:
+                left.append(who)
+        if len(left) < len(named) and left:
+            named = [(who, rank) for who, rank in named if who not in left]
+            iperf.warn(f'{path}: robot{"s" if len(left) > 1 else ""} {", ".join(left)} '
+                       f'left out: no {ros_bag.FIELD_NAMES[field]} in its LinkStats (every one '
+                       '-1)')
+    links = traces.load_bag_traces(path, field=field, only=[who for who, _ in named])
     ranks = dict(named)
     read_as = traces.trace_file_format(path)
     if field is not None:

@@ -86,6 +86,10 @@ class BagError(ValueError):
     """A bag that holds no link this reader can take; the message says what to do."""
 
 
+class NoRateError(BagError):
+    """A robot whose LinkStats hold no value of the rate asked for (every one -1)."""
+
+
 def bag_kind(path) -> str | None:
     """Return 'MCAP bag' or 'SQLite bag' by a regular file's first bytes, else None."""
     if not os.path.isfile(path):
@@ -223,15 +227,17 @@ def read_bag(path, lines=None, node=None, data: bytes | None = None,
     return _link(path, who, links[who][1], field)
 
 
-def read_bag_links(path, data: bytes | None = None, field: str = 'throughput') -> dict:
+def read_bag_links(path, data: bytes | None = None, field: str = 'throughput',
+                   only=None) -> dict:
     """
     Return ``{name: (times_s, rates_mbps, end_s)}`` of every robot in a bag, reading it once.
 
-    In ``robots``'s order. Raises ``BagError`` as ``read_bag`` does, also when one robot has
-    too few LinkStats.
+    In ``robots``'s order; ``only``: the names of the robots to read (None: every one).
+    Raises ``BagError`` as ``read_bag`` does, also when one robot has too few LinkStats.
     """
     links = _links(path, data, field)
-    return {who: _link(path, who, links[who][1], field) for who in links}
+    return {who: _link(path, who, links[who][1], field) for who in links
+            if only is None or who in only}
 
 
 def robots(path, data: bytes | None = None) -> list:
@@ -412,9 +418,9 @@ def _collect(path, messages, cut: list, topics: set) -> dict:
 def _link(path, who: str, messages: list, field: str = 'throughput') -> tuple:
     """Return ``(times_s, rates_mbps, end_s)`` of robot ``who``'s LinkStats ``messages``."""
     if field != 'throughput' and all(m[1] < 0 for m in messages):
-        raise BagError(f'{path}: robot {who} has no {FIELD_NAMES[field]} in its LinkStats '
-                       f'(every one -1: {_UNKNOWN[field]}); drop "#{field}" to read the '
-                       'measured rate')
+        raise NoRateError(f'{path}: robot {who} has no {FIELD_NAMES[field]} in its '
+                          f'LinkStats (every one -1: {_UNKNOWN[field]}); drop "#{field}" to '
+                          'read the measured rate')
     stamps, rates, seen = [], [], set()
     shift, run = 0, None     # ns added to a run's stamps after its clock stepped back
     for stamp, rate, incarnation in messages:

@@ -646,13 +646,14 @@ def load_entry(entry, loop: bool = True, data: bytes | None = None) -> Trace:
                       field=parsed.field)
 
 
-def load_bag_traces(path, loop: bool = True, field: str | None = None) -> dict:
+def load_bag_traces(path, loop: bool = True, field: str | None = None, only=None) -> dict:
     """
     Return ``{node: Trace}`` of every robot's link in a ROS 2 bag of netmon's LinkStats.
 
     The bag is read once. Each link is checked and warned about as ``load_trace`` checks a
     bag's (rates, gaps), the messages naming ``PATH (robot NAME)``; ``field``: the rate read
-    (``ros_bag.FIELDS``; None: the measured throughput). Raises ``TraceFormatError``
+    (``ros_bag.FIELDS``; None: the measured throughput); ``only``: the names of the robots
+    to read (None: every one). Raises ``TraceFormatError``
     for a file that is no bag, or one robot's link that is no trace (the others are of no
     use without it: a ``--trace`` list gives robot r the entry r).
     """
@@ -662,7 +663,7 @@ def load_bag_traces(path, loop: bool = True, field: str | None = None) -> dict:
         raise TraceFormatError(f'{path}: not a ROS 2 bag; only a bag holds the links of '
                                'several robots (give another file with --out FILE.csv)')
     try:
-        links = ros_bag.read_bag_links(path, field=field or 'throughput')
+        links = ros_bag.read_bag_links(path, field=field or 'throughput', only=only)
     except ValueError as exc:
         raise TraceFormatError(str(exc)) from None
     out = {}
