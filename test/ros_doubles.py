@@ -553,10 +553,11 @@ class Ros:
         class Node:
             """rclpy.node.Node."""
 
-            def __init__(self, node_name, *, context=None, **kwargs):
+            def __init__(self, node_name, *, context=None, namespace=None, **kwargs):
                 if not ros.ok:
                     raise RCLError('Failed to create node: the given context is not valid')
                 self._name = node_name
+                self._namespace = '/' + (namespace or '').strip('/')   # as rcl makes it
                 self._parameters, self._descriptors, self._on_set = {}, {}, []
                 self._parameter_overrides = ros.overrides(node_name)
                 self._executor_ref = None
@@ -570,6 +571,9 @@ class Ros:
 
             def get_name(self):
                 return self._name
+
+            def get_namespace(self):
+                return self._namespace
 
             def get_logger(self):
                 return Logger(self._name)

@@ -70,3 +70,14 @@ def test_the_names_written_out_are_valid_and_distinct():
     for name, sites in names.items():
         assert _NODE_NAME.fullmatch(name), f'{name!r} ({sites}) is not a ROS 2 node name'
         assert len(sites) == 1, f'{name!r} is used at {sites}'
+
+
+def test_a_node_named_by_its_settings_is_given_its_namespace_too():
+    """Check that a node passing a computed ``node_name`` passes ``node_namespace`` with it."""
+    computed = [where for where, call in _bus_calls() if where.startswith('rog_ros/nodes/') and
+                any(k.arg == 'node_name' and not isinstance(k.value, ast.Constant)
+                    for k in call.keywords)]
+    assert computed, 'the nodes (worker, server, netmon) name their buses from their settings'
+    without = [where for where, call in _bus_calls() if where in computed and
+               not any(k.arg in ('node_namespace', None) for k in call.keywords)]
+    assert without == [], f'-r __ns:= and the fleet namespace do not reach: {without}'

@@ -360,7 +360,7 @@ def test_the_cores_hand_their_node_and_its_executor_to_the_bus(role, tmp_path, m
     seen = []
 
     def open_bus_(kind, namespace, key=None, record=None, node=None, executor=None,
-                  node_name=None):
+                  node_name=None, node_namespace=None):
         seen.append((node, executor))
         raise Opened
 
@@ -546,6 +546,25 @@ def test_netmon_serves_its_parameters_and_leaves_rclpy_clean(ros, world):
     assert len(got) >= 3 and got[-1].status[0].level in (b'\x00', b'\x01')
     node = [n for n in ros.nodes if n.get_name().startswith('netmon')][0]
     assert node.destroyed and not ros.ok and ros.violations == []
+
+
+def test_the_rclpy_nodes_are_where_ros_args_put_them(ros):
+    # Prepare: a worker and a netmon started with launch_ros's remap rules
+    ros_node = _ros_node()
+    argv = ['--ros-args', '-r', '__ns:=/robot1', '-r', '__node:=arm']
+    sys.modules['rclpy'].init(args=['rog'] + argv)
+    _, args = _worker_args(*argv)
+    from rog_ros.nodes import netmon
+    from rog_ros.nodes.signals import SignalRequests
+    # Execute
+    node = ros_node.RogLifecycleNode('rog_worker', args, Core(args, SignalRequests()))
+    sys.modules['rclpy'].shutdown()
+    mon_argv = ['--nodes', '1', '--ros-args', '-r', '__ns:=/robot2']
+    _, plain, _ = ros_node.plain_node('netmon', netmon.build_parser().parse_args(mon_argv),
+                                      mon_argv)
+    # Assert: what DdsBus publishes for the same arguments (test_wire_ros_graph)
+    assert (node.get_namespace(), node.get_name()) == ('/robot1', 'arm')
+    assert (plain.get_namespace(), plain.get_name()) == ('/robot2', 'netmon_1')
 
 
 # ---------------------------------------------------------------------- H: run-time settings

@@ -127,9 +127,47 @@ def test_bad_values_are_one_line_usage_errors(argv, message, capsys):
     assert exc.value.code == 2 and message in err
 
 
-def test_ros_namespace_remap_sets_the_fleet_namespace():
-    args = rog_server.build_parser().parse_args(['--ros-args', '-r', '__ns:=/lab/fleet1'])
-    assert args.namespace == '/lab/fleet1'
+def test_ros_namespace_remap_moves_the_node_not_its_topics():
+    # Execute: as ros2 run ... --ros-args -r __ns:= -r __node:= (or launch_ros's Node) passes
+    args = rog_server.build_parser().parse_args(
+        ['--ros-args', '-r', '__ns:=/robot1', '-r', '__node:=arm_server'])
+    # Assert: the node is /robot1/arm_server; its topics stay the fleet's (robots in other
+    # namespaces still talk to it), and so does its status topic's name
+    assert (args.node_namespace, args.node_name) == ('/robot1', 'arm_server')
+    assert args.namespace == '/rog' and args.status_name == 'rog_server'
+
+
+def test_a_node_is_in_its_fleet_namespace_unless_remapped():
+    args = rog_worker.build_parser().parse_args(['--rank', '1', '--workers', '2',
+                                                 '--namespace', '/lab2'])
+    assert (args.node_namespace, args.node_name) == ('/lab2', 'rog_worker_1')
+
+
+@pytest.mark.parametrize('rules, expected', [
+    (['-r', '__ns:=/a', '-r', '__ns:=/b'], ('/a', 'rog_server')),        # rcl: first match
+    (['-r', 'rog_worker_0:__ns:=/w', '-r', '__ns:=/s'], ('/s', 'rog_server')),  # not ours
+    (['-r', '__name:=srv', '-r', 'srv:__ns:=/x'], ('/x', 'srv')),       # after the renaming
+    (['-r', '/rog/up/chunks:=/other'], ('/rog', 'rog_server')),          # a topic remap
+])
+def test_remap_rules_apply_as_rcl_applies_them(rules, expected):
+    args = rog_server.build_parser().parse_args(['--ros-args'] + rules)
+    assert (args.node_namespace, args.node_name) == expected
+
+
+@pytest.mark.parametrize('rule, message', [
+    ('__ns:=robot1', 'a namespace must be fully qualified'),
+    ('__ns:=/robot-1', 'a namespace must be fully qualified'),
+    ('__node:=2nd', 'is not a valid node name'),
+])
+def test_a_remap_rcl_would_refuse_is_a_usage_error(rule, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        rog_server.build_parser().parse_args(['--ros-args', '-r', rule])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_ros_namespace_variable_is_not_read_as_rcl_does_not(monkeypatch):
+    monkeypatch.setenv('ROS_NAMESPACE', '/robot9')
+    assert rog_server.build_parser().parse_args([]).node_namespace == '/rog'
 
 
 @pytest.mark.parametrize('name', ['fleet', 'mpcol', 'eacol'])
@@ -270,3 +308,17 @@ def test_an_absence_timeout_must_outlast_two_pokes_of_a_waiting_worker():
         16.0, None, None, 16.0, 600.0]
     for path in sorted((ROOT / 'config').glob('*.yaml')):     # the shipped files still load
         fleet.resolve(fleet.load_parameter_file(str(path)), {})
+
+
+def test_a_renamed_netmon_still_publishes_on_the_topic_the_server_reads(monkeypatch):
+    # Prepare: robot 0's netmon, renamed in the graph (as a launch file's name= would)
+    from rog_ros.nodes import linkprobe, monitor
+
+    monkeypatch.setattr(linkprobe, 'read_counters', lambda: {'lo': (0, 0)})
+    args = netmon.build_parser().parse_args(['--nodes', '0', '--interface', 'lo',
+                                             '--ros-args', '-r', '__node:=arm_netmon'])
+    # Execute
+    mon = monitor.NetMonitor(None, 'lo', [0], args)
+    # Assert: the graph has the new name, the LinkStats topic the one the server subscribes
+    assert args.node_name == 'arm_netmon'
+    assert mon.topic == 'status/netmon_0/link_stats'

@@ -165,13 +165,13 @@ def _gids(seq, size: int) -> set:
     return out
 
 
-def _check_entry(observer, participant: bytes, size: int, node: str):
-    """Assert the bus's entry names ``node`` and every endpoint of it by its GUID; return it."""
+def _check_entry(observer, participant: bytes, size: int, node: str, namespace: str):
+    """Assert the entry names ``namespace``/``node`` and every endpoint by GUID; return it."""
     entry = observer.entry_of(participant)
     assert entry is not None, 'no ros_discovery_info sample of the bus'
     assert bytes(entry.gid.data) == participant.ljust(size, b'\0')
     assert [(n.node_namespace, n.node_name) for n in entry.node_entities_info_seq] == \
-        [('/', node)]
+        [(namespace, node)]
     writers = {k for k, s in observer.endpoints_of(participant, 'writer').items()
                if s.topic_name != 'ros_discovery_info'}
     readers = set(observer.endpoints_of(participant, 'reader'))
@@ -192,14 +192,15 @@ def test_a_late_ros2_tool_reads_the_node_and_its_endpoint_gids():
         participant = _bus_participant(observer, bus)
         _wait(observer, lambda: observer.entry_of(participant) is not None and
               len(observer.endpoints_of(participant, 'reader')) == 1)
-        first = _check_entry(observer, participant, 16, 'rog_bus')
+        first = _check_entry(observer, participant, 16, 'rog_bus', bus.namespace)
         bus.subscribe('w0/acks')
         _wait(observer, lambda: len(observer.entry_of(participant).node_entities_info_seq[0]
                                     .reader_gid_seq) == 2 and
               len(observer.endpoints_of(participant, 'reader')) == 2)
         # Assert: one writer, one then two readers, each named by its DDS GUID
         assert len(first.writer_gid_seq) == 1 and len(first.reader_gid_seq) == 1
-        assert len(_check_entry(observer, participant, 16, 'rog_bus').reader_gid_seq) == 2
+        assert len(_check_entry(observer, participant, 16, 'rog_bus', bus.namespace)
+                   .reader_gid_seq) == 2
     finally:
         observer.close()
         bus.close()
@@ -242,10 +243,58 @@ def test_on_humble_gids_are_24_bytes_and_the_node_is_the_one_of_open_bus(monkeyp
         participant = _bus_participant(observer, bus)
         _wait(observer, lambda: observer.entry_of(participant) is not None and
               observer.endpoints_of(participant, 'reader'))
-        _check_entry(observer, participant, 24, 'rog_worker_3')
+        _check_entry(observer, participant, 24, 'rog_worker_3', bus.namespace)
     finally:
         observer.close()
         bus.close()
+
+
+def test_the_entry_carries_the_namespace_and_name_of_the_ros_args(monkeypatch):
+    # Prepare: worker 3's settings as ros2 run/launch_ros pass them, its bus as the node opens it
+    from rog_ros.nodes import rog_worker
+    from rog_ros.nodes.connect import open_bus
+
+    monkeypatch.setenv('ROS_DOMAIN_ID', str(_domain(5)))
+    monkeypatch.setenv('CYCLONEDDS_URI', str(cyclone_config.config_path('loopback')))
+    a = rog_worker.build_parser().parse_args([
+        '--rank', '3', '--workers', '4', '--namespace', f'/rog_graph_{os.getpid()}_5',
+        '--ros-args', '-r', '__ns:=/robot1', '-r', '__node:=arm'])
+    # Execute
+    bus = open_bus('dds', a.namespace, node_name=a.node_name, node_namespace=a.node_namespace)
+    bus.publish(STATUS, _status())
+    observer = Observer(bus.domain_id, 16)
+    try:
+        participant = _bus_participant(observer, bus)
+        _wait(observer, lambda: observer.entry_of(participant) is not None)
+        # Assert: ros2 node list says /robot1/arm; the topics stay under the fleet namespace
+        _check_entry(observer, participant, 16, 'arm', '/robot1')
+    finally:
+        observer.close()
+        bus.close()
+
+
+def test_two_fleets_on_one_domain_have_no_node_name_in_common(monkeypatch):
+    # Prepare: the status buses of two rog fleets on one domain, two fleet namespaces
+    from rog_ros.nodes import fleet
+
+    config = str(cyclone_config.config_path('loopback'))
+    buses = [fleet._status_bus(f'/rog_graph_{os.getpid()}_{k}', _domain(6), config)
+             for k in ('a', 'b')]
+    observer = Observer(_domain(6), 16)
+    try:
+        for bus in buses:
+            bus.publish(STATUS, _status())
+        # Execute: read both entries as ros2 node list would
+        keys = [_bus_participant(observer, bus) for bus in buses]
+        _wait(observer, lambda: all(observer.entry_of(k) is not None for k in keys))
+        names = [[(n.node_namespace, n.node_name) for n in
+                  observer.entry_of(k).node_entities_info_seq] for k in keys]
+        # Assert: /<fleet namespace>/rog_fleet each, not /rog_fleet twice
+        assert names == [[(bus.namespace, 'rog_fleet')] for bus in buses]
+    finally:
+        observer.close()
+        for bus in buses:
+            bus.close()
 
 
 def test_rog_discovery_info_0_publishes_no_entry(monkeypatch):

@@ -53,7 +53,7 @@ class PeerTimeout(RuntimeError):
 
 
 def open_bus(kind: str, namespace: str, key=None, record=None, node=None, executor=None,
-             node_name=None):
+             node_name=None, node_namespace=None):
     """
     Open the node's bus (``auto``: rclpy when ROS 2 is sourced, else the embedded DDS).
 
@@ -64,15 +64,18 @@ def open_bus(kind: str, namespace: str, key=None, record=None, node=None, execut
     ROS 2 MCAP file (:class:`~rog_ros.transport.bag.RecordingBus`). With an rclpy ``node``
     (the process's lifecycle node) the bus is an RclpyBus on that node, which spins
     ``executor`` (the one the node was added to; None: a private one). Without ``node``,
-    ``node_name`` (the node's ``args.node_name``) names the bus's own ROS 2 node, the one
-    ``ros2 node list`` shows (an embedded bus publishes it on ``ros_discovery_info``).
+    ``node_name`` and ``node_namespace`` (the node's ``args.node_name`` and
+    ``args.node_namespace``) name the bus's own ROS 2 node, the one ``ros2 node list`` shows
+    (an embedded bus publishes it on ``ros_discovery_info``).
     """
     if node is not None:
         from rog_ros.transport.rclpy_bus import RclpyBus
         bus = RclpyBus(namespace=namespace, node=node, executor=executor)
     else:
-        bus = make_bus(kind, namespace=namespace,
-                       **({'node_name': node_name} if node_name else {}))
+        names = {'node_name': node_name} if node_name else {}
+        if node_name and node_namespace:
+            names['node_namespace'] = node_namespace
+        bus = make_bus(kind, namespace=namespace, **names)
     if key is not None:
         from rog_ros.transport.auth_bus import AuthBus
         bus = AuthBus(bus, key)

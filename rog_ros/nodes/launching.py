@@ -18,7 +18,9 @@ Import-guarded: without ROS 2 this module imports fine and ``generate*`` raise a
 so the launch files can be parsed and tested anywhere. Every setting of
 :mod:`rog_ros.nodes.settings` is a launch argument (empty = from the config file, else the
 default). Nodes receive their parameters as command-line flags; launch_ros appends
-``--ros-args -r __node:=<name>``, which the nodes resolve like ROS 2 does. Unless the user set
+``--ros-args -r __node:=<name>`` (and ``-r __ns:=`` under a ``PushRosNamespace`` of an
+including launch file), which the nodes resolve like rcl does (:mod:`rog_ros.nodes.ros_names`:
+the node moves in the graph, its topics stay the fleet's). Unless the user set
 them, ``RMW_IMPLEMENTATION`` selects Cyclone DDS and ``CYCLONEDDS_URI`` the shipped Wi-Fi
 configuration; ``server_host:=`` and ``peers:=`` are added to either configuration as unicast
 peers (:func:`rog_ros.nodes.robot.robot_environment`).

@@ -93,7 +93,10 @@ class NetMonitor:
         self.left_out = 0            # samples whose source had no value (no bitrate)
         self._metered = False        # the counters were read once: throughput has a rate
         self.published = 0
-        self.topic = link_stats(getattr(args, 'node_name', 'netmon'))
+        # the netmon's own name (netmon_<rank>), which the server subscribes to, whatever
+        # -r __node:= calls the node in the ROS 2 graph
+        self.topic = link_stats(getattr(args, 'status_name', None) or
+                                getattr(args, 'node_name', 'netmon'))
 
     def _check_source(self) -> None:
         """Refuse a record source that this interface or these settings cannot give."""

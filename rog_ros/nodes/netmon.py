@@ -79,8 +79,9 @@ def main(argv=None) -> int:
     try:
         if args.bus != 'none':
             bus = open_bus(args.bus, args.namespace, fleet_key(args, rank=robot), args.record,
-                           node, executor, node_name=args.node_name)
-            bus.advertise(link_stats(args.node_name))
+                           node, executor, node_name=args.node_name,
+                           node_namespace=args.node_namespace)
+            bus.advertise(link_stats(args.status_name))   # not a remapped name: the server's
         monitor = NetMonitor(bus, args.interface, nodes, args, args.record_source, log)
         last = []
         diagnostics = DiagnosticsPublisher(bus, lambda now: link_statuses(args.node_name, last),

@@ -16,7 +16,7 @@ rog_worker: the training node every robot runs (WorkerEngine over DDS / ROS 2 to
 
     rog_worker --rank 0 --workers 3 --workload mpcol --sync rog --staleness 4 --trace indoors
 
-Pause training while the robot works: ``ros2 lifecycle set /rog_worker_0 deactivate`` under
+Pause training while the robot works: ``ros2 lifecycle set /rog/rog_worker_0 deactivate`` under
 ROS 2, ``kill -USR1 <pid>`` otherwise (resume: ``activate`` / ``-USR2``); Ctrl-C leaves
 cleanly. Exit status 0 when the server ended training or a shutdown was requested.
 """

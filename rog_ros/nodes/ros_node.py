@@ -16,7 +16,8 @@ ros_node: a training core inside a managed rclpy lifecycle node (ROS 2 only, imp
 
 The node is thin: it declares every setting as a ROS 2 parameter with its descriptor, logs
 through ``get_logger()``, hands itself and its executor to the core's RclpyBus (so the process
-is one ROS node named ``rog_server`` / ``rog_worker_<rank>``, spun by one executor) and maps
+is one ROS node named ``rog_server`` / ``rog_worker_<rank>`` in the fleet namespace, or as
+``-r __node:=`` / ``-r __ns:=`` say, spun by one executor) and maps
 the lifecycle services to the core:
 
 * configure -> ``core.configure()`` (workload, engine, bus); cleanup -> ``core.cleanup()``;
@@ -81,7 +82,8 @@ class RogLifecycleNode(LifecycleNode):
     """A managed node around a ServerNode/WorkerNode core (see the module docstring)."""
 
     def __init__(self, role: str, args, core):
-        super().__init__(args.node_name)
+        # rcl applies the -r __node:= / __ns:= rules again: the same result (ros_names)
+        super().__init__(args.node_name, namespace=args.node_namespace)
         declare_ros_parameters(self, role, args)
         follow_runtime_settings(self, args, lambda: getattr(core, 'diagnostics', None))
         self.core = core
@@ -194,7 +196,7 @@ def plain_node(role: str, args, argv) -> tuple:
     """
     from rclpy.node import Node
     requests = init_rclpy(['rog'] + list(argv))
-    node = Node(args.node_name)
+    node = Node(args.node_name, namespace=args.node_namespace)
     declare_ros_parameters(node, role, args)
     return requests, node, node_executor(node)
 

@@ -236,7 +236,8 @@ class ServerNode:
         self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a, self.log),
                                          getattr(a, 'record', None), self.ros_node,
                                          self.ros_executor,
-                                         node_name=getattr(a, 'node_name', None)),
+                                         node_name=getattr(a, 'node_name', None),
+                                         node_namespace=getattr(a, 'node_namespace', None)),
                                 a, salt=1000)
         self.hooks = ServerHooks(self.engine, tr.w0, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None),

@@ -37,6 +37,7 @@ import math
 import sys
 
 from rog_ros.checks import ConfigError, MAX_SEED, MAX_STALENESS, output_file
+from rog_ros.nodes import ros_names
 from rog_ros.nodes.sync_names import FLEET_SYSTEMS, PUSH_SYSTEMS, ROG_SYSTEMS, sim_only_reason
 from rog_ros.protocol.policy_defaults import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
 from rog_ros.protocol.policy_defaults import (DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_FLOOR,
@@ -555,10 +556,11 @@ def split_ros_args(argv) -> tuple:
     Split ``argv`` into (plain arguments, ros arguments) at ``--ros-args ... [--]`` blocks.
 
     Returns ``(plain, ros)`` where ``ros`` is a dict: ``params`` (list of (name, text) from
-    ``-p``/``--param``), ``params_files`` (paths), ``node`` and ``ns`` (from ``-r __node:=``
-    / ``-r __ns:=``, else None). Unknown ROS options are kept for rclpy and ignored here.
+    ``-p``/``--param``), ``params_files`` (paths), ``remaps`` (the ``-r __node:=`` /
+    ``-r __ns:=`` rules, :func:`rog_ros.nodes.ros_names.parse_rule`). Unknown ROS options and
+    topic remaps are kept for rclpy and ignored here.
     """
-    plain, ros = [], {'params': [], 'params_files': [], 'node': None, 'ns': None}
+    plain, ros = [], {'params': [], 'params_files': [], 'remaps': []}
     args, i, inside = list(argv), 0, False
     while i < len(args):
         a = args[i]
@@ -573,16 +575,14 @@ def split_ros_args(argv) -> tuple:
             value = args[i]
             if a == '--params-file':
                 ros['params_files'].append(value)
+            elif a in ('-r', '--remap'):
+                rule = ros_names.parse_rule(value)
+                if rule is not None:
+                    ros['remaps'].append(rule)
             elif ':=' not in value:
                 raise ValueError(f'--ros-args {a} {value!r}: expected name:=value')
             else:
-                name, text = value.split(':=', 1)
-                if a in ('-p', '--param'):
-                    ros['params'].append((name, text))
-                elif name == '__node':
-                    ros['node'] = text
-                elif name == '__ns':
-                    ros['ns'] = text
+                ros['params'].append(tuple(value.split(':=', 1)))
         i += 1
     return plain, ros
 
@@ -754,7 +754,7 @@ def resolve(role: str, parsed: argparse.Namespace, ros: dict) -> argparse.Namesp
     for name, text in ros['params']:
         if name == 'rank':
             provisional['rank'] = text
-    name = ros.get('node') or node_name(role, provisional)
+    name = ros_names.node_name(ros.get('remaps', ()), node_name(role, provisional))
     for path in ros['params_files']:
         sections = {section: split_sync_spec(params, f'{path} {section}')
                     for section, params in read_parameter_file(path).items()}
@@ -774,12 +774,14 @@ def resolve(role: str, parsed: argparse.Namespace, ros: dict) -> argparse.Namesp
         given[key] = _yaml_value(text) if isinstance(text, str) else text
     for key, value in split_sync_spec(given, '-p').items():
         values[key] = BY_NAME[key].parse(value)
-    if ros.get('ns'):
-        values['namespace'] = ros['ns'] if ros['ns'].startswith('/') else '/' + ros['ns']
     out = argparse.Namespace(**{k: v for k, v in vars(parsed).items() if k not in accepted})
     for key, value in values.items():
         setattr(out, key, value)
-    out.node_name = ros.get('node') or node_name(role, values)
+    # the graph: -r __node:= / __ns:= as rcl applies them (the topics stay the fleet's)
+    out.status_name = node_name(role, values)
+    out.node_name = ros_names.node_name(ros.get('remaps', ()), out.status_name)
+    out.node_namespace = ros_names.node_namespace(ros.get('remaps', ()), out.node_name,
+                                                  values.get('namespace', DEFAULT_NAMESPACE))
     return out
 
 

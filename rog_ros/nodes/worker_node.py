@@ -128,7 +128,8 @@ class WorkerNode:
         self._key_said = True
         self.bus = maybe_faulty(open_bus(a.bus, a.namespace, keys, getattr(a, 'record', None),
                                          self.ros_node, self.ros_executor,
-                                         node_name=getattr(a, 'node_name', None)),
+                                         node_name=getattr(a, 'node_name', None),
+                                         node_namespace=getattr(a, 'node_namespace', None)),
                                 a, salt=self.rank)
         self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None))

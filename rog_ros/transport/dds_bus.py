@@ -257,15 +257,18 @@ class DdsBus(Bus):
         until DDS drops it at the end of its participant's lease, which that participant
         chooses (Cyclone's default 10 s, longer on many Wi-Fi set-ups).
     node_name : str or None, default 'rog_bus'
-        The ROS 2 node this bus is, in ``/`` (as RclpyBus names its own node): published on
-        ``ros_discovery_info`` with the bus's readers and writers, so ``ros2 node list``
-        shows it (:mod:`rog_ros.transport.discovery_info`); None publishes no node.
+        The ROS 2 node this bus is: published on ``ros_discovery_info`` with the bus's readers
+        and writers, so ``ros2 node list`` shows it
+        (:mod:`rog_ros.transport.discovery_info`); None publishes no node.
+    node_namespace : str or None, default None
+        The node's ROS 2 namespace; None: the bus's ``namespace`` (``/rog``), so that the
+        nodes of two fleets on one domain have different names (``rog_ros.nodes.ros_names``).
 
     """
 
     def __init__(self, namespace: str = DEFAULT_NAMESPACE, domain_id=None, config=None,
                  publish_timeout_s: float = 10.0, publish_give_up_s: float = 120.0,
-                 node_name='rog_bus'):
+                 node_name='rog_bus', node_namespace=None):
         super().__init__(namespace)
         self.domain_id = domain_id_from_env() if domain_id is None else int(domain_id)
         uri = _configure_domain(self.domain_id, config)   # with ROS 2's discovery settings
@@ -276,7 +279,8 @@ class DdsBus(Bus):
             self._participant = DomainParticipant(self.domain_id, qos=qos)
         self._waitset = WaitSet(self._participant)
         self._discovery = _discovery_readers(self._participant)
-        self._graph = open_info(self._participant, node_name)   # None: no ROS 2 node entry
+        self._graph = open_info(self._participant, node_name,   # None: no ROS 2 node entry
+                                self.namespace if node_namespace is None else node_namespace)
         self._foreign_types = {}  # absolute ROS topic -> {(side, type hash)} of other builds
         self._types_warned = set()
         self._topics = {}     # DDS topic name -> Topic

@@ -118,7 +118,8 @@ class DiscoveryInfo:
     node_name : str
         The node's ROS 2 name (``rog_server``, ``rog_worker_0``, ``netmon_1``).
     node_namespace : str, default '/'
-        The node's ROS 2 namespace (the launch files start the nodes in ``/``).
+        The node's ROS 2 namespace (the nodes' is their fleet namespace, or ``-r __ns:=``'s:
+        :mod:`rog_ros.nodes.ros_names`).
     size : int or None, default None
         Bytes of a GID; None follows ``$ROS_DISTRO`` (:func:`gid_size`).
 

@@ -169,6 +169,8 @@ class RclpyBus(Bus):
         rclpy if needed) and destroys it on :meth:`close`.
     node_name : str, default 'rog_bus'
         Name of the node created when ``node`` is None.
+    node_namespace : str or None, default None
+        Its namespace; None: ``namespace`` (as DdsBus names its node).
     executor : rclpy.executors.Executor or None, default None
         The executor that ``node`` belongs to, which :meth:`poll` spins (the process's one
         executor: rclpy moves a node to every executor it is added to, so a second one would
@@ -179,13 +181,13 @@ class RclpyBus(Bus):
     """
 
     def __init__(self, namespace: str = DEFAULT_NAMESPACE, node=None,
-                 node_name: str = 'rog_bus', executor=None):
+                 node_name: str = 'rog_bus', executor=None, node_namespace=None):
         super().__init__(namespace)
         self._own_node = node is None
         if node is None:
             if not rclpy.ok():
                 rclpy.init()
-            node = rclpy.create_node(node_name)
+            node = rclpy.create_node(node_name, namespace=node_namespace or namespace)
         self._node = node
         self._own_executor = executor is None
         if executor is None:
