@@ -23,8 +23,9 @@ refuse. Each shows up deep in a run as a stall or a traceback; here each is one 
 fix (the knobs of docs/troubleshooting.md), before anything starts.
 
 This module runs the checks (``doctor_checks``: the machine; ``doctor_dds``: DDS round trips in
-a child process) and prints them; a check that breaks reports itself as failed and the rest
-still run. Exit status 1 when a check failed.
+a child process; ``doctor_graph``: node names used twice and the other GID layout among the
+ROS 2 participants of ``$ROS_DOMAIN_ID``) and prints them; a check that breaks reports itself
+as failed and the rest still run. Exit status 1 when a check failed.
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ from rog_ros.nodes.doctor_checks import (check_cache, check_clock, check_cyclone
                                          check_netns, check_package, check_plots, check_python,
                                          check_rmem, check_torch, Finding)
 from rog_ros.nodes.doctor_dds import check_dds
+from rog_ros.nodes.doctor_graph import check_graph
 
 LEVELS = ('ok', 'info', 'warn', 'fail')
 
-CHECKS = (check_python, check_package, check_torch, check_cyclonedds, check_dds,
+CHECKS = (check_python, check_package, check_torch, check_cyclonedds, check_dds, check_graph,
           check_environment, check_rmem, check_netns, check_cache, check_plots, check_machine,
           check_clock, check_fleet_key)
 
@@ -78,7 +80,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser('doctor', allow_abbrev=False,
                        help='check that this machine can run a fleet, with fixes',
                        description='Check Python, torch (on a Jetson: with the GPU), '
-                                   'Cyclone DDS (a real round trip), ROS 2 settings and '
+                                   'Cyclone DDS (a real round trip), the ROS 2 graph on '
+                                   'ROS_DOMAIN_ID (node names used twice, the other GID '
+                                   'layout), ROS 2 settings and '
                                    'ROG_BUS, kernel buffers, the cache, CPU and memory, '
                                    'clocks and the fleet key; print one line per check and '
                                    'its fix. Exit status 1 when a check failed.')
