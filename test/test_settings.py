@@ -88,6 +88,29 @@ def test_params_file_section_of_the_node_name_applies(tmp_path):
     assert (args.window, args.staleness) == (9, 1)
 
 
+@pytest.mark.parametrize('argv, expected', [
+    ([], (4, 2)),                                   # /rog/rog_server: its bare name only
+    (['-r', '__ns:=/robot1'], (7, 2)),
+    (['-r', '__ns:=/robot2'], (9, 5)),              # ** is zero or more names
+    (['-r', '__ns:=/lab/robot2'], (4, 5)),          # /**/robot2/rog_s* only
+    (['-p', 'namespace:=/robot2'], (9, 5)),         # the fleet namespace, not remapped
+])
+def test_params_file_sections_of_a_namespace_apply_to_the_nodes_in_it(tmp_path, argv,
+                                                                      expected):
+    # Prepare: one file for two robots, keyed by fully qualified node names, as rcl reads them
+    params = tmp_path / 'p.yaml'
+    params.write_text(yaml.safe_dump({
+        '/robot1/rog_server': {'ros__parameters': {'staleness': 7}},
+        '/robot2/rog_server': {'ros__parameters': {'staleness': 9}},
+        '/**/robot2/rog_s*': {'ros__parameters': {'window': 5}},
+        'rog_server': {'ros__parameters': {'window': 2}}}))
+    # Execute
+    args = rog_server.build_parser().parse_args(['--ros-args', '--params-file', str(params)] +
+                                                argv)
+    # Assert: each robot's own section, a namespaced one over the bare name's
+    assert (args.staleness, args.window) == expected
+
+
 def test_rclpy_own_parameters_are_left_alone_and_sim_time_is_refused(tmp_path, capsys):
     # Prepare: what a ROS 2 launch setup writes for every node
     params = tmp_path / 'p.yaml'

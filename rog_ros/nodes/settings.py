@@ -21,7 +21,8 @@ From :data:`SETTINGS` come the command-line flags of each node and of ``rog flee
 ``docs/configuration.md`` (:func:`configuration_reference`).
 
 Values are resolved as ROS 2 resolves parameters, later wins: declared defaults, then
-``--params-file`` (sections ``/**``, the executable and the node name, ``*`` globs allowed),
+``--params-file`` (sections ``/**``, the executable, the node name and its fully qualified
+name, ``*`` and ``**`` globs allowed),
 then command-line flags, then ``--ros-args -p name:=value``. Settings whose default is None
 ("not set") are written ``none_text`` where a typed value is required (ROS parameters,
 launch arguments): ``lr: 0.0`` means "the workload's learning rate".
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 import errno
 import fnmatch
 import math
+import re
 import sys
 
 from rog_ros.checks import ConfigError, MAX_SEED, MAX_STALENESS, output_file
@@ -679,18 +681,34 @@ def read_parameter_file(path) -> dict:
     return file_sections(doc, str(path))
 
 
-def section_values(sections: dict, executable: str, node_name: str) -> dict:
-    """Merge the sections that apply to a node: ``/**``, then globs/executable, then its name."""
+def section_values(sections: dict, executable: str, node_name: str, fqn=None) -> dict:
+    """
+    Merge the sections that apply to a node: ``/**``, globs, executable, name, then namespaced.
+
+    A section with a namespace (``/robot1/rog_server``, ``/**/netmon_*``; stored without the
+    leading ``/``) applies to the node whose fully qualified name ``fqn`` it matches, as rcl
+    matches it (``*`` one name, ``**`` any number of them); one without (``rog_server``,
+    ``rog_worker_*``) to the node of that name in any namespace.
+    """
     out = dict(sections.get(ALL_NODES, {}))
     for key in sorted(sections):
-        bare = key.split('/')[-1]
-        if key != ALL_NODES and bare not in (node_name, executable) and (
-                fnmatch.fnmatchcase(node_name, bare)):
+        if key != ALL_NODES and '/' not in key and key not in (node_name, executable) and (
+                fnmatch.fnmatchcase(node_name, key)):
             out.update(sections[key])
     out.update(sections.get(executable, {}))
     if node_name != executable:
         out.update(sections.get(node_name, {}))
+    for key in sorted(sections):
+        if key != ALL_NODES and '/' in key and fqn is not None and _fqn_match(key, fqn):
+            out.update(sections[key])
     return out
+
+
+def _fqn_match(key: str, fqn: str) -> bool:
+    """Tell whether section ``key`` (no leading ``/``) names node ``fqn`` (rcl's wildcards)."""
+    parts = ['(/[^/]+)*' if t == '**' else '/' + re.escape(t).replace(r'\*', '[^/]*')
+             for t in key.split('/')]
+    return re.fullmatch(''.join(parts), fqn) is not None
 
 
 RCLPY_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
@@ -755,11 +773,16 @@ def resolve(role: str, parsed: argparse.Namespace, ros: dict) -> argparse.Namesp
         if name == 'rank':
             provisional['rank'] = text
     name = ros_names.node_name(ros.get('remaps', ()), node_name(role, provisional))
+    # the namespace before the files are read (a file's own namespace: for the topics only)
+    given_ns = ([t for k, t in ros['params'] if k == 'namespace'] or
+                [flags.get('namespace') or values.get('namespace') or DEFAULT_NAMESPACE])[-1]
+    fqn = ros_names.qualified(ros_names.node_namespace(ros.get('remaps', ()), name, given_ns),
+                              name)
     for path in ros['params_files']:
         sections = {section: split_sync_spec(params, f'{path} {section}')
                     for section, params in read_parameter_file(path).items()}
         check_parameter_file(sections, path)
-        for key, value in section_values(sections, role, name).items():
+        for key, value in section_values(sections, role, name, fqn).items():
             if key in accepted:
                 values[key] = BY_NAME[key].parse(value)
     for key, text in split_sync_spec(flags).items():
@@ -904,12 +927,15 @@ def configuration_reference() -> str:
         '<!-- Generated from rog_ros/nodes/settings.py (SETTINGS); do not edit here.',
         '     Regenerate: python -m rog_ros.nodes.settings docs/configuration.md -->', '',
         'Precedence, later wins: default < parameter file (sections `/**`, the executable',
-        'such as `rog_worker`, then the node name such as `rog_worker_2`; `*` globs allowed) <',
+        'such as `rog_worker`, then the node name such as `rog_worker_2`, then a fully',
+        'qualified one such as `/robot2/rog_worker_2`; `*` and `**` globs allowed, as rcl) <',
         'command-line flag < `-p`. `rog fleet --config`, `rog robot --config` and the launch',
         "files' `config:=` take the `/**` and executable sections and refuse any other (a",
         "section for one node: that robot's own flags or file); node-name and glob sections",
         'apply to nodes started with `--ros-args --params-file`. Node names are unique:',
-        '`rog_server`, `rog_worker_<rank>`, `netmon_<rank>`. A "not set" value is written as',
+        '`rog_server`, `rog_worker_<rank>`, `netmon_<rank>`, in the fleet namespace',
+        '(`/rog/rog_server`) unless `--ros-args -r __ns:=` moves them (docs/architecture.md,',
+        '"Node names and namespaces"). A "not set" value is written as',
         'the stand-in in the table (`lr: 0.0`',
         "means the workload's learning rate). Ranges are in the ROS 2 parameter descriptors",
         '(`ros2 param describe`); only `diagnostics_hz` may change at run time.', '']
