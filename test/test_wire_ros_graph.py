@@ -273,24 +273,33 @@ def test_the_entry_carries_the_namespace_and_name_of_the_ros_args(monkeypatch):
         bus.close()
 
 
-def test_two_fleets_on_one_domain_have_no_node_name_in_common(monkeypatch):
-    # Prepare: the status buses of two rog fleets on one domain, two fleet namespaces
+@pytest.mark.parametrize('namespaces', [('a', 'b'), ('a', 'a')])
+def test_two_fleets_on_one_domain_have_no_node_name_in_common(namespaces):
+    # Prepare: the status buses of two rog fleets on one domain (as --domain-id 7 twice),
+    # under two fleet namespaces or one, each with the node namespace of its run
     from rog_ros.nodes import fleet
 
     config = str(cyclone_config.config_path('loopback'))
-    buses = [fleet._status_bus(f'/rog_graph_{os.getpid()}_{k}', _domain(6), config)
-             for k in ('a', 'b')]
+    spaces = [f'/rog_graph_{os.getpid()}_{k}' for k in namespaces]
+    runs = [fleet.run_namespace(ns, f'/tmp/runs/{out}') for ns, out in zip(spaces, ('x', 'y'))]
+    buses = [fleet._status_bus(ns, _domain(6), config, node_namespace=run)
+             for ns, run in zip(spaces, runs)]
     observer = Observer(_domain(6), 16)
     try:
         for bus in buses:
             bus.publish(STATUS, _status())
-        # Execute: read both entries as ros2 node list would
-        keys = [_bus_participant(observer, bus) for bus in buses]
-        _wait(observer, lambda: all(observer.entry_of(k) is not None for k in keys))
-        names = [[(n.node_namespace, n.node_name) for n in
-                  observer.entry_of(k).node_entities_info_seq] for k in keys]
-        # Assert: /<fleet namespace>/rog_fleet each, not /rog_fleet twice
-        assert names == [[(bus.namespace, 'rog_fleet')] for bus in buses]
+        # Execute: read the entries of both participants as ros2 node list would
+        wanted = {bus._participant.guid.bytes for bus in buses}
+
+        def names():
+            """Return {participant: its nodes} of the newest entries of the two buses."""
+            return {bytes(i.gid.data[:16]): [(n.node_namespace, n.node_name)
+                                             for n in i.node_entities_info_seq]
+                    for i in observer.infos if bytes(i.gid.data[:16]) in wanted}
+        _wait(observer, lambda: len(names()) == 2)
+        # Assert: /<fleet namespace>/<run>/rog_fleet each, not /rog_fleet twice
+        assert sorted(names().values()) == [[(f'{ns}/{out}', 'rog_fleet')]
+                                            for ns, out in zip(spaces, 'xy')]
     finally:
         observer.close()
         for bus in buses:

@@ -202,12 +202,29 @@ def _key_line(key, env: dict) -> str:
     return f'fleet key {where} (fingerprint {key.fingerprint})'
 
 
-def _status_bus(namespace: str, domain: int, config, key=None):
+def run_namespace(namespace: str, out: str) -> str:
+    """
+    Return the ROS 2 namespace of one run's nodes: the fleet namespace, then the --out folder.
+
+    ``/rog`` and ``runs/a`` -> ``/rog/a`` (``/rog/a/rog_server``): two fleets on one domain
+    and one fleet namespace (``--domain-id`` given alike) share no node name, since they
+    cannot share ``--out``; the folder's name made a ROS 2 name (letters, digits, ``_``).
+    """
+    import re
+    from rog_ros.nodes.ros_names import NAMESPACE, qualified
+    tag = re.sub(r'[^A-Za-z0-9_]', '_', os.path.basename(os.path.abspath(out))) or 'run'
+    tag = 'run_' + tag if tag[0].isdigit() else tag
+    ns = qualified(namespace.rstrip('/') or '/', tag)
+    return ns if NAMESPACE.fullmatch(ns) else '/' + tag
+
+
+def _status_bus(namespace: str, domain: int, config, key=None, node_namespace=None):
     """Open a bus of our own to watch the fleet's status topics (None if DDS is unavailable)."""
     try:
         from rog_ros.transport.auth_bus import AuthBus
         from rog_ros.transport.dds_bus import DdsBus
-        bus = DdsBus(namespace=namespace, domain_id=domain, config=config, node_name='rog_fleet')
+        bus = DdsBus(namespace=namespace, domain_id=domain, config=config, node_name='rog_fleet',
+                     node_namespace=node_namespace)
         return bus if key is None else AuthBus(bus, key)
     except Exception as exc:  # noqa: B902 - the fleet runs without a progress display
         print(f'rog fleet: no progress display ({exc})', file=sys.stderr)
@@ -331,6 +348,8 @@ def _run_in(args, out: str, specs) -> int:
     namespace = server.parameters['namespace']
     domain = args.domain_id if args.domain_id is not None else default_domain()
     loopback = 'file://' + str(config_path('loopback'))    # unencoded, as Cyclone reads it
+    graph_ns = run_namespace(namespace, out)      # the nodes' place in the ROS 2 graph
+    specs = [dataclasses.replace(s, ros_args=('-r', f'__ns:={graph_ns}')) for s in specs]
     placed = _node_environments(args, specs, domain, loopback, key_env)
     if placed is None:
         return 2
@@ -340,7 +359,7 @@ def _run_in(args, out: str, specs) -> int:
     progress = Progress(n, iterations)
     _announce(args, server, specs, domain, log_dir)
     watching = not args.quiet or recorder
-    bus = _status_bus(namespace, domain, loopback, watch_key) if watching else None
+    bus = _status_bus(namespace, domain, loopback, watch_key, graph_ns) if watching else None
     if bus is not None:
         _watch_topics(bus, specs, n, progress, recorder)
     failed, reason = [], ''

@@ -58,6 +58,7 @@ class NodeSpec:
     parameters: dict = field(default_factory=dict)   # key -> value (None: not passed)
     role: str = ''                  # 'server', 'worker', 'netmon'
     rank: int = -1                  # worker rank, -1 otherwise
+    ros_args: tuple = ()            # after --ros-args in command() (rog fleet: -r __ns:=)
 
     @property
     def module(self) -> str:
@@ -77,7 +78,8 @@ class NodeSpec:
 
     def command(self, python: str = sys.executable) -> list:
         """Return a command line that runs the node without ROS 2."""
-        return [python, '-m', self.module] + self.argv()
+        ros = ['--ros-args', *self.ros_args] if self.ros_args else []
+        return [python, '-m', self.module] + self.argv() + ros
 
 
 def yaml_parameters(doc: dict, where: str = 'parameter file') -> dict:
