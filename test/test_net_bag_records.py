@@ -569,3 +569,54 @@ def test_convert_writes_each_emulated_link_leaving_out_the_server(tmp_path, caps
     rates = [traces.load_trace(n).mbps.tolist() for n in names]
     assert rates == [[0.5] * 3, [1.5] * 3, [2.5] * 3]
     assert 'robot netmon left out: no emulated_mbps in its LinkStats (every one -1)' in err
+
+
+def _outage_bag(path, db3=False):
+    """Write a bag of netmon_0 (0-60 s) and netmon_1 (5-60 s), both down at 20-30 s."""
+    def rates(start_s):
+        """Return the 0.1 s rates from ``start_s`` to 60 s: 50 Mbit/s, 0 from 20 s to 30 s."""
+        steps = range(int(round(start_s * 10)), 600)
+        return [0.0 if 200 <= k < 300 else 50.0 for k in steps]
+    return _robots_bag(path, {'netmon_0': _run(0, rates(0.0), 0.0, 1),
+                              'netmon_1': _run(1, rates(5.0), 5.0, 2)}, db3)
+
+
+def _down(rate_at, period) -> list:
+    """Return at which of 0.5 s steps over two periods ``rate_at`` is 0 (an outage)."""
+    return [k for k in range(int(4 * period)) if rate_at(k * 0.5) == 0]
+
+
+@pytest.mark.parametrize('db3', [False, True], ids=['mcap', 'db3'])
+def test_robots_of_one_bag_replay_in_step_on_its_clock_in_the_simulator_and_the_nodes(
+        tmp_path, db3):
+    # robots recorded together lost their links together (an outage at 20-30 s of the bag's
+    # clock); each was replayed from its own offset (the nodes at rank/N of its period, the
+    # simulator at seeded offsets) and from its own first sample (netmon_1 started 5 s
+    # later), so their outages fell apart. Now both are on the bag's clock at one offset
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import file_offsets, make_traces, trace_offsets
+    path = str(_outage_bag(tmp_path / ('run.db3' if db3 else 'run.mcap'), db3))
+    for seed in (0, 1, 2):
+        sim = make_traces(path, 2, seed)
+        (a, off_a), (b, off_b) = sim
+        assert off_a == off_b == trace_offsets(path, 2, seed)[1]
+        down = [_down(lambda t, tr=tr, off=off: tr.rate_at(t + off), a.end_s)
+                for tr, off in sim]
+        assert down[0] == down[1] and 38 <= len(down[0]) <= 42, down     # 2 periods x 10 s
+        assert off_a == file_offsets(a.end_s, 2, seed)[0]
+    nodes = [link_for(path, r, 2) for r in range(2)]
+    assert nodes[0].offset_s == nodes[1].offset_s == 0.0
+    down = [_down(link.rate_mbps, a.end_s) for link in nodes]
+    assert down[0] == down[1] and down[0][:20] == list(range(40, 60))   # at 19.9-29.9 s
+    for link, (trace, _) in zip(nodes, sim):        # the simulator's links, the nodes'
+        assert link.trace.t_s.tolist() == trace.t_s.tolist()
+        assert link.trace.mbps.tolist() == trace.mbps.tolist()
+        assert link.trace.end_s == trace.end_s == pytest.approx(59.9)   # (0.1 s: not read)
+    assert nodes[1].trace.t_s[1] == pytest.approx(5.0)   # netmon_1 holds its first rate to 5 s
+    # the robots named one by one are the same recording; one robot's link for every robot,
+    # unrelated files and presets keep one offset per robot
+    listed = f'{path}#netmon_0,{path}#netmon_1'
+    assert [link_for(listed, r, 2).offset_s for r in range(2)] == [0.0, 0.0]
+    one = f'{path}#netmon_0'
+    assert [link_for(one, r, 2).offset_s for r in range(2)] == [0.0, pytest.approx(29.95)]
+    assert trace_offsets(one, 2, 1) == file_offsets(make_traces(one, 1, 0)[0][0].end_s, 2, 1)

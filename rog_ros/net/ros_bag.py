@@ -415,8 +415,29 @@ def _collect(path, messages, cut: list, topics: set) -> dict:
     return {name: named[name] for name in sorted(named, key=_natural)}
 
 
+def first_stamp_s(path, node, data: bytes | None = None, field: str = 'throughput') -> float:
+    """
+    Return the stamp (s since the epoch) of robot ``node``'s first sample in a bag.
+
+    The sample ``read_bag`` puts at time 0: the recording's clock, on which the robots of one
+    bag are replayed in step (``rog_ros.net.trace_spec.recordings``). ``node``, ``data`` and
+    ``field`` as ``read_bag`` takes them.
+    """
+    links = _links(path, data, field)
+    who = pick(path, links, node)
+    return _stamps(path, who, links[who][1], field)[0][0] * 1e-9
+
+
 def _link(path, who: str, messages: list, field: str = 'throughput') -> tuple:
     """Return ``(times_s, rates_mbps, end_s)`` of robot ``who``'s LinkStats ``messages``."""
+    stamps, rates = _stamps(path, who, messages, field)
+    times = [(ns - stamps[0]) * 1e-9 for ns in stamps]   # whole ns: exact before the float
+    step = sorted(b - a for a, b in zip(times, times[1:]))[(len(times) - 1) // 2]
+    return times, rates, times[-1] + step
+
+
+def _stamps(path, who: str, messages: list, field: str = 'throughput') -> tuple:
+    """Return ``(stamps_ns, rates_mbps)`` of robot ``who``'s samples (``_link``'s rules)."""
     if field != 'throughput' and all(m[1] < 0 for m in messages):
         raise NoRateError(f'{path}: robot {who} has no {FIELD_NAMES[field]} in its '
                           f'LinkStats (every one -1: {_UNKNOWN[field]}); drop "#{field}" to '
@@ -440,12 +461,10 @@ def _link(path, who: str, messages: list, field: str = 'throughput') -> tuple:
             continue
         stamps.append(ns)
         rates.append(rate)
-    times = [(ns - stamps[0]) * 1e-9 for ns in stamps]   # whole ns: exact before the float
-    if len(times) < 2:
-        raise BagError(f'{path}: robot {who} has {len(times)} LinkStats with a measured rate; '
+    if len(stamps) < 2:
+        raise BagError(f'{path}: robot {who} has {len(stamps)} LinkStats with a measured rate; '
                        'a trace needs two or more (netmon publishes ten a second)')
-    step = sorted(b - a for a, b in zip(times, times[1:]))[(len(times) - 1) // 2]
-    return times, rates, times[-1] + step
+    return stamps, rates
 
 
 def _period_ns(stamps) -> int:

@@ -35,6 +35,17 @@ Every consumer resolves a robot's entry here (``entry_for``) and reads it with
 ``rog_ros.net.traces.load_entry``: the simulator (``make_traces``), the nodes and netns
 emulation (``link_for``), the checks and ``rog trace``; a file's offset is each one's own
 rule, so a list or a bag means the same in all of them.
+
+Robots of one recording are replayed in step (``recordings``): the links of two or more
+robots of one bag (all of a bag given alone, or ``run.mcap#netmon_0,run.mcap#netmon_1``) were
+recorded together, on one clock, and an outage that hit them together (the fleet drove into
+one building) must hit them together in the replay, or a run sees a fleet whose robots never
+lose their links at once. Their links are put on the bag's clock (``traces.in_step``: time 0
+is the first sample of any of them, whatever time each netmon started) and they share one
+offset, that of the lowest rank among them, where unrelated files (and one robot's link
+replayed by every robot) keep one offset per robot. A robot that follows a link already
+followed by a lower rank (robot 3 of 4 on a bag of 3) replays the recording's next copy, in
+step with the other robots of that copy.
 """
 
 from __future__ import annotations
@@ -151,3 +162,27 @@ def bag_entries(entry, robots_of=None) -> list:
     named = (robots_of or ros_bag.robots)(parsed.source)
     return [parsed._replace(robot=name).text if len(named) > 1 else str(entry)
             for name, _ in named]
+
+
+def recordings(entries) -> list:
+    """
+    Return, for each robot's resolved entry, ``(bag, leader)``: the robots it is in step with.
+
+    ``entries``: robot r's at ``r`` (``entry_for``'s). A robot that follows one of two or more
+    robots of one bag gets that bag's path and the lowest rank of the robots of its copy of
+    the recording (copy c: the robots that follow a link c lower ranks followed already); its
+    replay starts where that rank's does. Any other robot gets ``(None, r)``: its own offset.
+    """
+    parsed = [parse(entry) for entry in entries]
+    named = {}
+    for p in parsed:
+        if p.robot is not None and ros_bag.bag_kind(p.source):
+            named.setdefault(p.source, set()).add(p.robot)
+    out, leaders = [], {}
+    for r, (entry, p) in enumerate(zip(entries, parsed)):
+        if len(named.get(p.source, ())) < 2:
+            out.append((None, r))
+            continue
+        copy = sum(1 for other in entries[:r] if other == entry)
+        out.append((p.source, leaders.setdefault((p.source, copy), r)))
+    return out

@@ -646,6 +646,38 @@ def load_entry(entry, loop: bool = True, data: bytes | None = None) -> Trace:
                       field=parsed.field)
 
 
+def in_step(links: dict) -> dict:
+    """
+    Return the links of robots recorded together on their recording's clock.
+
+    ``links``: ``{key: (trace, start_s)}``, each link with the absolute time of its first
+    sample (``ros_bag.first_stamp_s``). Time 0 of every returned trace is the earliest start
+    and its period ends with the latest link's end, so that a time means the same moment for
+    every robot (``trace_spec.recordings``: replayed in step). A robot whose netmon started
+    later holds its first rate until then, one that stopped earlier its last rate to the end.
+    """
+    origin = min(start for _, start in links.values())
+    end = max(start + trace.end_s for trace, start in links.values()) - origin
+    out = {}
+    for key, (trace, start) in links.items():
+        lead = start - origin
+        t, mbps = trace.t_s + lead, trace.mbps
+        if lead > 0:
+            t, mbps = np.concatenate(([0.0], t)), np.concatenate((mbps[:1], mbps))
+        out[key] = Trace(t, mbps, max(end, float(t[-1]) + trace.dt_s), trace.loop,
+                         trace.resolution_s)
+    return out
+
+
+def entry_start_s(entry, data: bytes | None = None) -> float | None:
+    """Return when the first sample of a bag's robot was taken (s since the epoch), else None."""
+    from rog_ros.net.trace_spec import parse
+    parsed = parse(entry)
+    if parsed.robot is None:
+        return None
+    return ros_bag.first_stamp_s(parsed.source, parsed.robot, data, parsed.field or 'throughput')
+
+
 def load_bag_traces(path, loop: bool = True, field: str | None = None, only=None) -> dict:
     """
     Return ``{node: Trace}`` of every robot's link in a ROS 2 bag of netmon's LinkStats.

@@ -27,8 +27,8 @@ import os
 import time
 
 from rog_ros.net.shaper import TokenBucketShaper
-from rog_ros.net.trace_spec import parse, resolve, source_for
-from rog_ros.net.traces import generate, load_entry, PRESETS, Trace
+from rog_ros.net.trace_spec import entry_for, parse, recordings, resolve, source_for
+from rog_ros.net.traces import entry_start_s, generate, in_step, load_entry, PRESETS, Trace
 
 PRESET_DURATION_S = 600.0   # generated preset traces loop after this long
 
@@ -56,7 +56,10 @@ def link_for(spec: str, rank: int, n_workers: int, seed: int = 0,
     its robot of rank r), resolved as the simulator resolves it. Presets are generated per
     worker (seed ``1000 * seed + rank``, the simulator's) so robots fluctuate independently,
     and ``outages`` takes one robot out at a time as in the simulator; a file is read with a
-    per-worker offset of ``rank / N`` of its period for the same reason.
+    per-worker offset of ``rank / N`` of its period for the same reason. Robots of one
+    recording (two or more robots of a bag) replay it in step, as in the simulator: on the
+    bag's clock, all from the offset of the lowest rank among them (``recordings``; 0 for a
+    bag that has a robot for every worker), so outages they had together they have together.
     """
     if spec in (None, '', 'none'):
         return None
@@ -67,14 +70,34 @@ def link_for(spec: str, rank: int, n_workers: int, seed: int = 0,
         offset = 0.0
     elif os.path.isfile(parse(entry).source):
         entry = resolve(entry, rank)
-        trace = load_entry(entry)
-        offset = rank * trace.end_s / max(n_workers, 1)
+        trace, leader = _in_step(spec, entry, rank, n_workers)
+        offset = leader * trace.end_s / max(n_workers, 1)
     else:
         raise ValueError(f'--trace {entry!r} is neither a preset ({", ".join(PRESETS)}) nor a '
                          f'file')
     if scale != 1.0:
         trace = trace.scaled(scale)
     return EmulatedLink(trace, offset, entry)
+
+
+def _in_step(spec: str, entry: str, rank: int, n_workers: int) -> tuple:
+    """
+    Return ``(trace, leader)`` of worker ``rank``'s file ``entry``: its rank's offset rule.
+
+    ``leader`` is ``rank``, and the trace the file's, unless the worker is one of several
+    robots of one bag (``recordings``): then the lowest rank of its copy of the recording and
+    its link on the bag's clock (``in_step``), as the simulator's ``_replay_plan`` has them.
+    """
+    if parse(entry).robot is None:
+        return load_entry(entry), rank
+    entries = [entry_for(spec, r) for r in range(max(n_workers, rank + 1))]
+    groups = recordings(entries)
+    bag, leader = groups[rank]
+    if bag is None:
+        return load_entry(entry), rank
+    together = {e for e, (b, _) in zip(entries, groups) if b == bag}
+    links = in_step({e: (load_entry(e), entry_start_s(e)) for e in together})
+    return links[entry], leader
 
 
 def epoch_to_monotonic(epoch: float | None) -> float:

@@ -16,7 +16,7 @@ The trace-driven simulator behind ``rog sim``: real engines, real training, virt
 
 Each robot gets a half-duplex Wi-Fi link (``FluidLink``) that follows its own bandwidth trace
 (a preset generated with a per-robot seed, or a recorded file replayed at per-robot offsets that
-differ between seeds, ``file_offsets``).
+differ between seeds, ``file_offsets``; robots recorded together, of one bag, replay in step).
 By default (``duplex='shared'``) its two directions queue separately and share the airtime
 (``DuplexLink``), so acknowledgements cross a long transfer as on a real station; ``'fifo'``
 keeps the older model, one queue for both directions, where acks wait behind the whole window
@@ -238,14 +238,16 @@ def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> lis
 
     ``spec`` may list one entry per robot (``rog_ros.net.trace_spec``); robot r follows entry
     r mod k (``rank_entries``), a file at its offset ``file_offsets(...)[r]`` and a preset
-    generated for robot r.
+    generated for robot r. Robots of one recording (two or more robots of a bag) replay it in
+    step: on the bag's clock, all from the offset of the lowest rank among them
+    (``trace_spec.recordings``), so outages they had together they have together.
     """
     entries = rank_entries(spec, n)
     files = {e: trace_file(e) for e in set(entries) if e not in traces.PRESETS}
     out = []
-    for r, (entry, offset) in enumerate(_replay_plan(entries, n, seed, files)):
+    for r, (entry, trace, offset) in enumerate(_replay_plan(entries, n, seed, files)):
         if offset is not None:
-            out.append((files[entry], offset))
+            out.append((trace, offset))
         else:
             out.append((traces.generate(entry, duration_s=duration_s, seed=seed * 1000 + r,
                                         robot=r, fleet=n), 0.0))
@@ -254,18 +256,30 @@ def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> lis
 
 def _replay_plan(entries: list, n: int, seed: int, files: dict) -> list:
     """
-    Return each robot's ``(entry, offset_s)``; a preset's offset is None (it starts at 0).
+    Return each robot's ``(entry, trace, offset_s)``; a preset's trace and offset are None.
 
     ``entries``: robot r's at ``r``, ``rank_entries``'s. Robot r follows a file from its
-    seeded offset ``file_offsets(...)[r]``. One plan for ``make_traces``, which builds the
-    links, and ``trace_offsets``, which says where they started, so the two cannot drift apart.
+    seeded offset ``file_offsets(...)[r]``; robots of one recording its link on the
+    recording's clock from the offset of their leader (``trace_spec.recordings``). One plan
+    for ``make_traces``, which builds the links, and ``trace_offsets``, which says where they
+    started, so the two cannot drift apart.
     """
+    groups = trace_spec.recordings(entries)
+    aligned = {}
+    for bag in {bag for bag, _ in groups if bag is not None}:
+        data = _file_bytes(bag)
+        together = {e for e, (b, _) in zip(entries, groups) if b == bag}
+        aligned.update(traces.in_step({e: (files[e], traces.entry_start_s(e, data))
+                                       for e in together}))
     plan = []
     for r in range(n):
         entry = entries[r % len(entries)]
-        offset = (file_offsets(files[entry].duration_s, n, seed)[r] if entry in files
-                  else None)
-        plan.append((entry, offset))
+        if entry not in files:
+            plan.append((entry, None, None))
+            continue
+        bag, leader = groups[r]
+        trace = aligned[entry] if bag is not None else files[entry]
+        plan.append((entry, trace, file_offsets(trace.duration_s, n, seed)[leader]))
     return plan
 
 
@@ -274,15 +288,16 @@ def trace_offsets(spec: str, n: int, seed: int) -> list | None:
     Return where in its trace file each robot's replay starts (s), as ``make_traces`` does.
 
     One entry per robot: ``file_offsets(...)[r]`` for a robot that replays a file (looping at
-    its end), None for one that follows a preset (generated for it, from its start). None
-    when no robot replays a file.
+    its end; robots of one recording: their leader's, on the recording's clock), None for one
+    that follows a preset (generated for it, from its start). None when no robot replays a
+    file.
     """
     entries = rank_entries(spec, n)
     files = {e: trace_file(e) for e in set(entries)
              if e not in traces.PRESETS and os.path.exists(trace_spec.parse(e).source)}
     if not files:
         return None
-    return [offset for _, offset in _replay_plan(entries, n, seed, files)]
+    return [offset for _, _, offset in _replay_plan(entries, n, seed, files)]
 
 
 def iteration_budget(cfg: SimConfig, wl) -> int:
