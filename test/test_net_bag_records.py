@@ -620,3 +620,33 @@ def test_robots_of_one_bag_replay_in_step_on_its_clock_in_the_simulator_and_the_
     one = f'{path}#netmon_0'
     assert [link_for(one, r, 2).offset_s for r in range(2)] == [0.0, pytest.approx(29.95)]
     assert trace_offsets(one, 2, 1) == file_offsets(make_traces(one, 1, 0)[0][0].end_s, 2, 1)
+
+
+def test_the_files_convert_writes_of_a_bag_replay_in_step_as_the_bag_does(tmp_path, capsys):
+    # rog trace convert BAG --out DIR/ printed a --trace list of one file per robot, each
+    # from its own first sample and replayed at its own offset as unrelated files; now the
+    # files are on the bag's clock and carry its id, and the list replays as the bag does
+    from rog_ros.net import cli_trace
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import make_traces
+    path = str(_outage_bag(tmp_path / 'run.mcap'))
+    assert cli_trace.main(['convert', path, '--out', str(tmp_path / 'links') + '/']) == 0
+    listed = capsys.readouterr().out.strip().splitlines()[-1].split()[-1]
+    assert listed == f'{tmp_path}/links/run_node0.csv,{tmp_path}/links/run_node1.csv'
+    for seed in (0, 3):
+        sim, bag = make_traces(listed, 2, seed), make_traces(path, 2, seed)
+        assert sim[0][1] == sim[1][1] == bag[0][1]
+        for (trace, _), (want, _) in zip(sim, bag):
+            assert trace.t_s.tolist() == pytest.approx(want.t_s.tolist())
+            assert trace.mbps.tolist() == want.mbps.tolist()
+        down = [_down(lambda t, tr=tr, off=off: tr.rate_at(t + off), sim[0][0].end_s)
+                for tr, off in sim]
+        assert down[0] == down[1] and down[0]
+    nodes = [link_for(listed, r, 2) for r in range(2)]
+    assert [link.offset_s for link in nodes] == [0.0, 0.0]
+    assert _down(nodes[0].rate_mbps, 60)[:20] == _down(nodes[1].rate_mbps, 60)[:20]
+    # a file of another recording (or none) in the list is unrelated: its own offset
+    mixed = f'{tmp_path}/links/run_node0.csv,{tmp_path}/other.csv'
+    traces.save_trace(traces.load_trace(f'{tmp_path}/links/run_node1.csv'),
+                      f'{tmp_path}/other.csv')
+    assert [link_for(mixed, r, 2).offset_s for r in range(2)] == [0.0, pytest.approx(29.95)]

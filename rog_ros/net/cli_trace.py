@@ -33,6 +33,7 @@ line that names the problem and returns 2, before anything is written.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import math
@@ -630,6 +631,8 @@ def _convert_fleet(args, path: str, field, name: str, out) -> int:
     the bag's name, a comma made ``_``); the last line printed is the ``--trace`` list that
     gives robot r the link of rank r (``ros_bag.rank_plan``). A bag that misses a rank gets
     no list (robot r would take another robot's link): a warning says which rank is missing.
+    The links are written on the bag's clock (``traces.in_step``) with an id of the bag, so
+    that a list of them is replayed in step as the bag is (``trace_spec.recordings``).
     """
     folder = args.out
     if trace_spec.SEPARATOR in folder:
@@ -649,6 +652,13 @@ def _convert_fleet(args, path: str, field, name: str, out) -> int:
                        f'left out: no {ros_bag.FIELD_NAMES[field]} in its LinkStats (every one '
                        '-1)')
     links = traces.load_bag_traces(path, field=field, only=[who for who, _ in named])
+    recording = None
+    if len(links) > 1:          # on the bag's clock, with its id: replayed in step, as the bag
+        with open(path, 'rb') as fh:
+            recording = hashlib.sha256(fh.read()).hexdigest()[:16]
+        links = traces.in_step({who: (trace, ros_bag.first_stamp_s(path, who, None,
+                                                                   field or 'throughput'))
+                                for who, trace in links.items()})
     ranks = dict(named)
     read_as = traces.trace_file_format(path)
     if field is not None:
@@ -665,7 +675,7 @@ def _convert_fleet(args, path: str, field, name: str, out) -> int:
             _check_median(trace, args.scale)
     os.makedirs(folder, exist_ok=True)
     for who, trace in links.items():
-        traces.save_trace(trace, files[who])
+        traces.save_trace(trace, files[who], recording)
         print(f'wrote {files[who]}: {path} read as {read_as}, robot {who} (rank {ranks[who]}),'
               f' {len(trace)} segments over {trace.duration_s:.6g} s, mean '
               f'{trace.mean_mbps:.1f} Mbit/s', file=out)

@@ -37,7 +37,8 @@ emulation (``link_for``), the checks and ``rog trace``; a file's offset is each 
 rule, so a list or a bag means the same in all of them.
 
 Robots of one recording are replayed in step (``recordings``): the links of two or more
-robots of one bag (all of a bag given alone, or ``run.mcap#netmon_0,run.mcap#netmon_1``) were
+robots of one bag (all of a bag given alone, or ``run.mcap#netmon_0,run.mcap#netmon_1``, or
+the files ``rog trace convert run.mcap --out DIR/`` wrote of it, which carry its id) were
 recorded together, on one clock, and an outage that hit them together (the fleet drove into
 one building) must hit them together in the replay, or a run sees a fleet whose robots never
 lose their links at once. Their links are put on the bag's clock (``traces.in_step``: time 0
@@ -169,20 +170,30 @@ def recordings(entries) -> list:
     Return, for each robot's resolved entry, ``(bag, leader)``: the robots it is in step with.
 
     ``entries``: robot r's at ``r`` (``entry_for``'s). A robot that follows one of two or more
-    robots of one bag gets that bag's path and the lowest rank of the robots of its copy of
-    the recording (copy c: the robots that follow a link c lower ranks followed already); its
-    replay starts where that rank's does. Any other robot gets ``(None, r)``: its own offset.
+    links of one recording (robots of one bag, or files that ``rog trace convert BAG --out
+    DIR/`` wrote of one bag: ``traces.recording_of``) gets the lowest rank of the robots of
+    its copy of the recording (copy c: the robots that follow a link c lower ranks followed
+    already), where its replay starts, and the bag's path (to put its link on the bag's clock;
+    None for the files, which are on it already). Any other robot gets ``(None, r)``.
     """
+    from rog_ros.net.traces import recording_of
     parsed = [parse(entry) for entry in entries]
-    named = {}
+    keys, links = [], {}
     for p in parsed:
         if p.robot is not None and ros_bag.bag_kind(p.source):
-            named.setdefault(p.source, set()).add(p.robot)
+            key, link = ('bag', p.source), p.robot
+        elif os.path.isfile(p.source) and not ros_bag.bag_kind(p.source):
+            key, link = ('file', recording_of(p.source)), os.path.realpath(p.source)
+        else:
+            key, link = None, None
+        keys.append(key if key and key[1] else None)
+        if keys[-1]:
+            links.setdefault(key, set()).add(link)
     out, leaders = [], {}
-    for r, (entry, p) in enumerate(zip(entries, parsed)):
-        if len(named.get(p.source, ())) < 2:
+    for r, (entry, key) in enumerate(zip(entries, keys)):
+        if key is None or len(links[key]) < 2:
             out.append((None, r))
             continue
         copy = sum(1 for other in entries[:r] if other == entry)
-        out.append((p.source, leaders.setdefault((p.source, copy), r)))
+        out.append((key[1] if key[0] == 'bag' else None, leaders.setdefault((key, copy), r)))
     return out

@@ -678,6 +678,26 @@ def entry_start_s(entry, data: bytes | None = None) -> float | None:
     return ros_bag.first_stamp_s(parsed.source, parsed.robot, data, parsed.field or 'throughput')
 
 
+RECORDING = re.compile(r'#\s*rog_ros trace:.*\brecording=([0-9A-Za-z_-]+)')
+"""The recording a ``save_trace`` file's link was cut from, on its ``# rog_ros trace:`` line."""
+
+
+def recording_of(path) -> str | None:
+    """
+    Return the recording id ``save_trace`` wrote into a trace file's first line, else None.
+
+    Files with one id hold links of robots recorded together, on that recording's clock
+    (``rog trace convert BAG --out DIR/``): ``trace_spec.recordings`` replays them in step.
+    """
+    try:
+        with open(path, 'rb') as fh:
+            head = fh.readline(4096).decode('utf-8', 'replace')
+    except OSError:
+        return None
+    match = RECORDING.match(head)
+    return match.group(1) if match else None
+
+
 def load_bag_traces(path, loop: bool = True, field: str | None = None, only=None) -> dict:
     """
     Return ``{node: Trace}`` of every robot's link in a ROS 2 bag of netmon's LinkStats.
@@ -914,12 +934,19 @@ def _check_end(path, lines, times, rates, end: float) -> None:
                '(the trace then ends one step after its last row)')
 
 
-def save_trace(trace: Trace, path) -> None:
-    """Write ``trace`` as CSV (atomically: temp file, fsync, rename); ``load_trace`` reads it."""
+def save_trace(trace: Trace, path, recording: str | None = None) -> None:
+    """
+    Write ``trace`` as CSV (atomically: temp file, fsync, rename); ``load_trace`` reads it.
+
+    ``recording``: the id of the recording whose clock the trace is on, shared by the links of
+    robots recorded together (``rog trace convert BAG --out DIR/``; ``recording_of``).
+    """
     head = f'# rog_ros trace: end_s={trace.end_s!r} loop={int(trace.loop)}'
     if trace.resolution_s is not None:
         head += f' resolution_s={trace.resolution_s!r}'
     head += f' last_s={float(trace.t_s[-1])!r}'      # (tells load_trace if rows were cut)
+    if recording:
+        head += f' recording={recording}'
     rows = '\n'.join(f'{a!r},{b!r}' for a, b in zip(trace.t_s.tolist(), trace.mbps.tolist()))
     atomic_write_text(path, f'{head}\nt_seconds,mbps\n{rows}\n')
 

@@ -85,16 +85,15 @@ def _in_step(spec: str, entry: str, rank: int, n_workers: int) -> tuple:
     Return ``(trace, leader)`` of worker ``rank``'s file ``entry``: its rank's offset rule.
 
     ``leader`` is ``rank``, and the trace the file's, unless the worker is one of several
-    robots of one bag (``recordings``): then the lowest rank of its copy of the recording and
-    its link on the bag's clock (``in_step``), as the simulator's ``_replay_plan`` has them.
+    robots of one recording (``recordings``): then the lowest rank of its copy of the
+    recording, and a bag's link on the bag's clock (``in_step``), as the simulator's
+    ``_replay_plan`` has them.
     """
-    if parse(entry).robot is None:
-        return load_entry(entry), rank
     entries = [entry_for(spec, r) for r in range(max(n_workers, rank + 1))]
     groups = recordings(entries)
     bag, leader = groups[rank]
-    if bag is None:
-        return load_entry(entry), rank
+    if bag is None:             # (a file of one recording is on its clock already)
+        return load_entry(entry), leader
     together = {e for e, (b, _) in zip(entries, groups) if b == bag}
     links = in_step({e: (load_entry(e), entry_start_s(e)) for e in together})
     return links[entry], leader
