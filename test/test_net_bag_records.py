@@ -341,8 +341,9 @@ def test_the_gap_advice_for_one_robot_of_a_fleet_bag_names_that_robot(tmp_path, 
                  _run(1, [0.0, 10, 20, 30, 40], 0.0, 7) + _run(1, [0.0, 5, 5, 5], 60.0, 8))
     assert cli_trace.main(['convert', str(path), '--out', f'{tmp_path}/links/']) == 0
     err = ' '.join(capsys.readouterr().err.split())
-    assert err.count('warning:') == 1 and f'{path} (robot netmon_0:1): no sample for' in err, err
+    assert err.count('no sample for') == 1 and f'{path} (robot netmon_0:1): no sample for' in err
     assert 'rog trace convert BAG#netmon_0:1 --out link.csv' in err, err
+    assert err.count('warning:') == 2 and f'{path}#netmon_0:0: its samples end 60 s before' in err
     out = tmp_path / 'link1.csv'
     assert cli_trace.main(['convert', str(path), '--node', '1', '--out', str(out)]) == 0
     err = ' '.join(capsys.readouterr().err.split())        # (the advice followed)
@@ -588,7 +589,7 @@ def _down(rate_at, period) -> list:
 
 @pytest.mark.parametrize('db3', [False, True], ids=['mcap', 'db3'])
 def test_robots_of_one_bag_replay_in_step_on_its_clock_in_the_simulator_and_the_nodes(
-        tmp_path, db3):
+        tmp_path, capsys, db3):
     # robots recorded together lost their links together (an outage at 20-30 s of the bag's
     # clock); each was replayed from its own offset (the nodes at rank/N of its period, the
     # simulator at seeded offsets) and from its own first sample (netmon_1 started 5 s
@@ -613,6 +614,10 @@ def test_robots_of_one_bag_replay_in_step_on_its_clock_in_the_simulator_and_the_
         assert link.trace.mbps.tolist() == trace.mbps.tolist()
         assert link.trace.end_s == trace.end_s == pytest.approx(59.9)   # (0.1 s: not read)
     assert nodes[1].trace.t_s[1] == pytest.approx(5.0)   # netmon_1 holds its first rate to 5 s
+    err = ' '.join(capsys.readouterr().err.split())
+    assert (f'warning: {path}#netmon_1: its first sample is 5 s after the first of the robots '
+            'recorded with it (its netmon started later): its first rate is held for that '
+            'time, so that it replays in step with them') in err
     # the robots named one by one are the same recording; one robot's link for every robot,
     # unrelated files and presets keep one offset per robot
     listed = f'{path}#netmon_0,{path}#netmon_1'

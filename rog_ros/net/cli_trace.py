@@ -656,9 +656,9 @@ def _convert_fleet(args, path: str, field, name: str, out) -> int:
     if len(links) > 1:          # on the bag's clock, with its id: replayed in step, as the bag
         with open(path, 'rb') as fh:
             recording = hashlib.sha256(fh.read()).hexdigest()[:16]
-        links = traces.in_step({who: (trace, ros_bag.first_stamp_s(path, who, None,
-                                                                   field or 'throughput'))
-                                for who, trace in links.items()})
+        aligned = traces.in_step({f'{path}#{who}': (trace, ros_bag.first_stamp_s(
+            path, who, None, field or 'throughput')) for who, trace in links.items()})
+        links = {who: aligned[f'{path}#{who}'] for who in links}
     ranks = dict(named)
     read_as = traces.trace_file_format(path)
     if field is not None:

@@ -654,13 +654,23 @@ def in_step(links: dict) -> dict:
     sample (``ros_bag.first_stamp_s``). Time 0 of every returned trace is the earliest start
     and its period ends with the latest link's end, so that a time means the same moment for
     every robot (``trace_spec.recordings``: replayed in step). A robot whose netmon started
-    later holds its first rate until then, one that stopped earlier its last rate to the end.
+    later holds its first rate until then, one that stopped earlier its last rate to the end,
+    warned about when that is longer than a gap (``GAP_STEPS`` of its median steps).
     """
     origin = min(start for _, start in links.values())
     end = max(start + trace.end_s for trace, start in links.values()) - origin
     out = {}
     for key, (trace, start) in links.items():
         lead = start - origin
+        step = float(np.median(np.diff(trace.t_s))) if len(trace) > 1 else trace.end_s
+        for held, what in ((lead, 'first sample is {:g} s after the first of the robots '
+                                  'recorded with it (its netmon started later): its first'),
+                           (end - lead - trace.end_s, 'samples end {:g} s before the last '
+                                                      'of the robots recorded with it: its '
+                                                      'last')):
+            if held > GAP_STEPS * step:
+                iperf.warn(f'{key}: its {what.format(held)} rate is held for that time, so '
+                           'that it replays in step with them')
         t, mbps = trace.t_s + lead, trace.mbps
         if lead > 0:
             t, mbps = np.concatenate(([0.0], t)), np.concatenate((mbps[:1], mbps))
