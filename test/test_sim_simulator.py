@@ -359,6 +359,33 @@ def test_compare_reruns_runs_of_a_trace_file_rewritten_under_its_name(tmp_path, 
     assert 'trace_digest' not in simulate(small('bsp')).summary()
 
 
+def test_compare_reruns_runs_whose_robots_started_their_files_elsewhere(tmp_path, capsys):
+    # robots of one recording replay in step since 2026-12-06: a run made before, with the
+    # same file bytes, placed them apart and was reused as if it were the same run
+    out, trace = str(tmp_path / 'cmp'), str(tmp_path / 'tt.csv')
+    path = os.path.join(out, 'runs', 'bsp-seed0', 'summary.json')
+    _constant_trace(trace, 50)
+    compare('toy', trace, ['bsp'], 2, [0], out, iterations=6, quiet=True, jobs_parallel=1,
+            sim_options={'evaluations': 2})
+    first = json.load(open(path))
+    assert len(first['trace_offsets_s']) == 2
+    moved = dict(first, trace_offsets_s=[o + 7.0 for o in first['trace_offsets_s']])
+    with open(path, 'w') as f:
+        json.dump(moved, f)
+    compare('toy', trace, ['bsp'], 2, [0], out, iterations=6, sim_options={'evaluations': 2})
+    assert 'replayed from other offsets' in capsys.readouterr().err
+    assert json.load(open(path))['trace_offsets_s'] == first['trace_offsets_s']
+    # the same offsets, or a run from before they were recorded: reused
+    compare('toy', trace, ['bsp'], 2, [0], out, iterations=6, sim_options={'evaluations': 2})
+    assert 'other settings' not in capsys.readouterr().err
+    older = json.load(open(path))
+    del older['trace_offsets_s']
+    with open(path, 'w') as f:
+        json.dump(older, f)
+    compare('toy', trace, ['bsp'], 2, [0], out, iterations=6, sim_options={'evaluations': 2})
+    assert 'other settings' not in capsys.readouterr().err
+
+
 def _write_builder(folder, module: str, seed: int):
     """Write a user's workload builder ``module:build``: the toy, built with ``seed``."""
     (folder / f'{module}.py').write_text(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 import json
+import math
 import os
 import shutil
 import sys
@@ -42,7 +43,8 @@ from rog_ros.metrics import atomic_write
 from rog_ros.nodes.output_lock import LOCK_FILE
 from rog_ros.sim import systems
 from rog_ros.sim.simulator import (config_workload, DEFAULT_EVALUATIONS, iteration_budget,
-                                   option_tags, SimConfig, simulate, trace_digest)
+                                   option_tags, SimConfig, simulate, trace_digest,
+                                   trace_offsets)
 from rog_ros.workloads.base import checkpoint_source
 
 
@@ -146,6 +148,10 @@ def _other_settings(d: str, cfg: SimConfig, start_fingerprint: str | None = None
         (s.get('trace', cfg.trace) == cfg.trace, f'trace {s.get("trace")}'),
         (s.get('trace', cfg.trace) != cfg.trace or _same_trace_files(s, cfg.trace),
          f'trace {s.get("trace")} as it was before its file changed'),
+        (s.get('trace', cfg.trace) != cfg.trace or s.get('workers', cfg.workers) != cfg.workers
+         or _same_offsets(s, cfg),
+         f'trace {s.get("trace")} replayed from other offsets (robots of one recording '
+         'replay in step since 2026-12-06)'),
         (s.get('workers', cfg.workers) == cfg.workers, f'{s.get("workers")} workers'),
         (budget == want, f'{budget} iterations'),
         ((s.get('workload_options') or {}) == dict(cfg.workload_options or {}),
@@ -276,6 +282,25 @@ def _same_trace_files(summary: dict, spec: str) -> bool:
         return True          # made before digests were recorded: reused as it always was
     now = trace_digest(spec)
     return now is None or now == recorded      # None: presets only, or the file is gone
+
+
+def _same_offsets(summary: dict, cfg: SimConfig) -> bool:
+    """
+    Tell whether a run's robots started their trace files where a run of ``cfg`` would.
+
+    The files' bytes can be the same while the placement changed: robots of one recording
+    (a bag's) replay in step since 2026-12-06, and a run made before that has each robot at
+    its own offset. Only a run that recorded ``trace_offsets_s`` can be told (one made before
+    is reused as it was); a run of presets only recorded None.
+    """
+    recorded = summary.get('trace_offsets_s')
+    if recorded is None:
+        return True
+    now = trace_offsets(cfg.trace, cfg.workers, cfg.seed)
+    if now is None or len(now) != len(recorded):
+        return now is None      # the files are gone (_same_trace_files' answer) or other n
+    return all((a is None) == (b is None) and (a is None or math.isclose(a, b, abs_tol=1e-6))
+               for a, b in zip(recorded, now))
 
 
 def _same_start(start: dict, cfg: SimConfig, start_fingerprint: str | None,
