@@ -115,6 +115,12 @@ CASES = [
     (['fleet', '--namespace', '/lab-a'], '--namespace'),
     (['fleet', '--namespace', '/_lab'], '--namespace'),           # the transport's rule
     (['fleet', '--namespace', '/lab__a'], '--namespace'),
+    # 0 s was in range: every node of the fleet started and failed at once ('no peer ...
+    # after 0 s'), a worker robot stopped the first time it waited for a pull
+    (['fleet', '--startup-timeout', '0'], 'startup_timeout (--startup-timeout) 0: 0 gives up'),
+    (['robot', '--role', 'server', '--startup-timeout', '0.0'], '--startup-timeout) 0: 0 gives'),
+    (['robot', '--role', 'worker', '--rank', '0', '--server-timeout', '0'],
+     'server_timeout (--server-timeout) 0: 0 gives up at once'),
 ]
 
 
@@ -141,6 +147,7 @@ BAD_FILES = {
     'burst_bytes: 0': 'burst_bytes',
     'trace: missing.csv': 'trace',
     'absence_timeout: 8.0': 'absence_timeout (--absence-timeout) 8: ',
+    'startup_timeout: 0.0': 'startup_timeout (--startup-timeout) 0: 0 gives up at once',
 }
 
 

@@ -235,6 +235,20 @@ def _absence_refusal(value) -> str:
             'for never')
 
 
+def _zero_wait_refusal(value) -> str:
+    """
+    Say why a wait of 0 s cannot work ('' for any other): it gives up at once, it is no 'never'.
+
+    ``startup_timeout: 0`` failed every node of a fleet before its peers could be discovered
+    (after starting them all); ``server_timeout: 0`` stopped a worker the first time it waited
+    for a pull. Other settings read 0 as off (``absence_timeout``, ``diagnostics_hz``).
+    """
+    if value:
+        return ''
+    return ('0 gives up at once (before any peer can answer), it does not mean never; give '
+            'the seconds to wait')
+
+
 def _workload_options_refusal(value) -> str:
     """Say why a ``workload_options`` text cannot be read ('' when each pair is KEY=VALUE)."""
     from rog_ros.workloads.options import text_error
@@ -323,7 +337,7 @@ SETTINGS = (
     _s('bus', str, 'auto', 'Transport: rclpy when ROS 2 is sourced, else the embedded DDS '
        '(none: netmon only measures).', NODES, choices=('auto', 'dds', 'rclpy', 'none')),
     _s('startup_timeout', float, 60.0, 'Seconds to wait for the peers to appear.', TRAINING,
-       low=0.0),
+       low=0.0, vetting=_zero_wait_refusal),
     _s('record', str, None, 'Write status, link, schedule and diagnostics topics to this '
        'ROS 2 MCAP file; empty = no recording.', ALL, none_text=''),
     _s('fleet_key_file', str, None, 'Fleet key file (mode 0600) that signs and verifies every '
@@ -387,7 +401,7 @@ SETTINGS = (
     # -------------------------------------------------- rog_worker
     _s('rank', int, 0, 'This worker, 0..N-1.', (WORKER,), 'worker', low=0, high=1023),
     _s('server_timeout', float, 120.0, 'Give up after this long without a message from '
-       'the server (s).', (WORKER,), 'worker', low=0.0),
+       'the server (s).', (WORKER,), 'worker', low=0.0, vetting=_zero_wait_refusal),
     _s('model_out', str, None, "Write this robot's model here when training ends: a "
        "state_dict file like the server's model.pt (the fleet's final model unless the "
        'server runs with final_model false); empty = not written (rog robot --role worker '
