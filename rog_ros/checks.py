@@ -336,6 +336,25 @@ def output_dir(name: str, value) -> str:
     return value
 
 
+def result_paths(name: str, out: str, files=(), folders=()) -> str:
+    """
+    Return ``out`` unless a result's name in it is taken by the other kind; else raise.
+
+    A folder named like a result file (``summary.json``, ``report.md``), or a file named like a
+    result folder (a comparison's ``runs``), made the run fail with a traceback when it wrote
+    its results, after all its work. ``files`` and ``folders`` are the names the command writes
+    directly in ``out``.
+    """
+    for entry, want_dir in [(f, False) for f in files] + [(d, True) for d in folders]:
+        path = os.path.join(out, entry)
+        if os.path.lexists(path) and os.path.isdir(path) != want_dir:
+            what = 'a folder' if os.path.isdir(path) else 'a file'
+            raise ConfigError(f'{name} {out}: {path} is {what}, where this command writes its '
+                              f'{"folder" if want_dir else "file"} {entry}; move it away or '
+                              'give another folder')
+    return out
+
+
 def output_file(name: str, value, in_place: bool = False) -> str:
     """
     Return ``value`` if a run can write a file there at its end; else raise ConfigError.

@@ -201,6 +201,8 @@ def main(argv=None) -> int:
         _quiet_stdout()
         return 128 + getattr(signal, 'SIGPIPE', 13)
     except OSError as err:
+        if err.errno in _IN_THE_WAY:
+            return _in_the_way(args, err)
         if err.errno not in _FULL_OR_READ_ONLY:
             raise
         # a full disk or a read-only one under the output: one line, status 1, what was
@@ -232,6 +234,29 @@ def main(argv=None) -> int:
 _FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
 """Write errors a command reports in one line: no space, no quota, a read-only disk, a file
 over the size limit."""
+
+
+_IN_THE_WAY = frozenset({errno.EISDIR, errno.ENOTDIR})
+"""Write errors of a path taken by the other kind: a folder where a result file goes, a file
+where a folder goes."""
+
+
+def _in_the_way(args, err: OSError) -> int:
+    """
+    Say in one line that a folder or a file is in the way of a result; return status 1.
+
+    The commands check the names they write before they start (``checks.result_paths``); this
+    is the line for one they did not foresee, instead of a traceback.
+    """
+    name = _command_name(args, 'command', 'bench_command', 'what')
+    path = err.filename2 or err.filename
+    what = 'is a folder' if err.errno == errno.EISDIR else 'is under a file, not a folder'
+    try:
+        print(f'rog {name}: cannot write {path}: it {what}; move what is in the way or choose '
+              'another output folder', file=sys.stderr)
+    except OSError:
+        pass
+    return 1
 
 
 def _command_name(args, *parts: str) -> str:

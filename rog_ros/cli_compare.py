@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from rog_ros.cli_options import (add_evaluations_option, add_init_model_option,
@@ -55,6 +56,34 @@ def _check_compare(args) -> None:
     check_real_compute(args)
     check_workload_options(args, checks.name_list('--systems', args.systems))
     checks.output_dir('--out', args.out)
+    check_comparison_folder(args.out)
+
+
+COMPARISON_FILES = ('summary.json', 'report.md')
+"""Files a comparison writes in its folder (besides its plots), and its folder of runs."""
+COMPARISON_FOLDERS = ('runs',)
+
+
+def check_comparison_folder(out: str) -> None:
+    """
+    Refuse an ``--out`` that a comparison cannot write, or holds one run's results.
+
+    A fleet's or a simulated run's ``summary.json`` (it names its ``system``) was replaced by
+    the comparison's, and its ``model.pt`` stayed beside a comparison that did not make it.
+    """
+    import json
+    from rog_ros import checks
+    checks.result_paths('--out', out, COMPARISON_FILES, COMPARISON_FOLDERS)
+    try:
+        with open(os.path.join(out, 'summary.json'), encoding='utf-8') as fh:
+            summary = json.load(fh)
+    except (OSError, ValueError):
+        return
+    if isinstance(summary, dict) and 'system' in summary:
+        driver = 'a fleet run' if summary.get('driver') == 'fleet' else 'a run'
+        raise checks.ConfigError(f'--out {out}: holds the results of {driver} '
+                                 f'({summary["system"]}: its summary.json), which a comparison '
+                                 'would overwrite; give another folder')
 
 
 REPRODUCE_ROG_ONLY = {'workloads': 'mpcol', 'workers': 4, 'iterations': None,

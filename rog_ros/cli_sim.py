@@ -131,6 +131,22 @@ def _check_sim(args) -> None:
     check_workload_options(args, [args.sync])
     if args.out is not None:
         checks.output_dir('--out', args.out)
+        checks.result_paths('--out', args.out, SIM_RESULTS)
+        _check_not_a_comparison(args.out)
+
+
+SIM_RESULTS = ('summary.json', 'timeseries.csv', 'events.csv')
+"""The files ``rog sim --out`` writes."""
+
+
+def _check_not_a_comparison(out: str) -> None:
+    """Refuse an ``--out`` that holds a comparison: the run's summary.json would replace its."""
+    from rog_ros import checks
+    from rog_ros.experiments.comparison_folder import comparison_meta
+    if comparison_meta(out) is not None:
+        raise checks.ConfigError(f'--out {out}: holds a comparison of rog compare (its '
+                                 'summary.json, report.md and runs/), which this run would '
+                                 'overwrite; give another folder')
 
 
 def _check_toy_systems(text: str) -> None:
@@ -216,6 +232,8 @@ def _cmd_sim(args) -> int:
                 print(f'rog sim: {one_line(err)}', file=sys.stderr)
                 return 2
             progress.close()
+            if args.out:
+                _set_aside_earlier_run(args.out)
             summary = rec.write(args.out) if args.out else rec.summary()
     except OutputInUse as err:
         print(f'rog sim: {err}', file=sys.stderr)
@@ -230,6 +248,20 @@ def _cmd_sim(args) -> int:
         print(f'rog sim: done; {done}\nrog sim: {result_line(done)} (simulated time)\n'
               f'rog sim: plots and a report: rog report {args.out}', file=sys.stderr)
     return 0
+
+
+def _set_aside_earlier_run(out: str) -> None:
+    """
+    Move an earlier run's results in ``out`` to ``out/previous`` (as a fleet does), and say so.
+
+    Before, this run's summary.json and CSVs replaced them, and the earlier run's report.md,
+    plots and (a fleet's) model.pt stayed beside results they were not made from. Done just
+    before writing: a run that fails or is stopped leaves the earlier one as it was.
+    """
+    from rog_ros.nodes.run_outputs import set_aside_earlier_run
+    line = set_aside_earlier_run(out, None)
+    if line:
+        print(f'rog sim: {line}', file=sys.stderr)
 
 
 class _SimProgress:
