@@ -166,11 +166,16 @@ def _cmd_bench_server(args) -> int:
 def _check_bench_overhead(args) -> None:
     from rog_ros import checks
     checks.integer('--workers', args.workers, 1, 1024)
-    checks.integer('--staleness', args.staleness, 0)
+    checks.integer('--staleness', args.staleness, 0, checks.max_staleness())
     checks.integer('--iterations', args.iterations, 1)
     checks.integer('--repeats', args.repeats, 1)
-    if args.threads is not None:
-        checks.integer('--threads', args.threads, 1)
+    if args.threads is not None:        # torch's thread pool crashes (SIGSEGV) at 32768
+        checks.integer('--threads', args.threads, 1, MAX_THREADS)
+
+
+MAX_THREADS = 1024
+"""Most torch intra-op threads ``rog bench overhead --threads`` takes (the fleet's most
+workers): torch.set_num_threads(32768) ended the process with a segmentation fault."""
 
 
 def _cmd_bench_overhead(args) -> int:

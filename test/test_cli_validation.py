@@ -137,6 +137,18 @@ def test_bad_option_is_one_line_exit_2_and_starts_nothing(argv, option, nothing_
     assert not os.listdir(tmp_path)                # no output directory, no logs
 
 
+@pytest.mark.parametrize('argv, said', [
+    (['--threads', '100000'], '--threads must be <= 1024, got 100000'),   # SIGSEGV in torch
+    (['--staleness', '1001'], '--staleness must be <= 1000, got 1001'),   # the engines' bound
+])
+def test_bench_overhead_bounds_threads_and_staleness(argv, said, capsys, monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError('the benchmark started although the options were bad')
+    monkeypatch.setattr('rog_ros.experiments.bench.bench_overhead', forbidden)
+    assert cli.main(['bench', 'overhead'] + argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f'rog bench overhead: {said}']
+
+
 BAD_FILES = {
     'chunk_bytes: 10': 'chunk_bytes',
     'window: 0': 'window',
