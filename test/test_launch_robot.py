@@ -196,6 +196,26 @@ def test_rog_robot_refuses_bad_options_in_one_line(argv, message, capsys, monkey
     assert not list(tmp_path.iterdir())                     # nothing started, no logs
 
 
+@pytest.mark.parametrize('argv, said', [
+    (['--server-host', '127.0.0.1:99999'], "--server-host '127.0.0.1:99999': not an address"),
+    (['--peers', '127.0.0.1,localhost:0'], "--peers 'localhost:0': not an address DDS can use"),
+    (['--peers', 'no-such-host.invalid'], "--peers 'no-such-host.invalid': not an address"),
+])
+def test_rog_robot_refuses_a_peer_address_dds_would_abort_on(argv, said, capsys, monkeypatch,
+                                                             tmp_path):
+    # before: a port over 65535 passed; both nodes died of SIGABRT (status 250, 9 lines)
+    from rog_ros import cli
+
+    def no_process(*args, **kwargs):
+        raise AssertionError('a node started although the address was bad')
+    monkeypatch.setattr('subprocess.Popen', no_process)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(['robot', '--role', 'worker', '--rank', '0'] + argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f'rog robot: {said}'), err
+    assert not list(tmp_path.iterdir())
+
+
 class Exited:
     """Stand-in for launch's ProcessExited event."""
 

@@ -520,6 +520,26 @@ def _check_robot_args(args) -> None:
     if args.peers is not None and len(split_peers(args.peers)) != len(args.peers.split(',')):
         raise checks.ConfigError(f'--peers {args.peers!r} has an empty entry; give '
                                  'comma-separated addresses such as 10.0.0.11,10.0.0.12')
+    _check_peer_addresses(args)
+
+
+def _check_peer_addresses(args) -> None:
+    """
+    Refuse a ``--server-host`` or ``--peers`` address Cyclone DDS would abort on, in one line.
+
+    A port outside 1..65535 (``10.0.0.10:99999``) passed: every node of the robot then died
+    of SIGABRT at its first participant (``add_peer_address: not a valid address``), after
+    the robot had started them and made its logs folder.
+    """
+    from rog_ros import checks
+    from rog_ros.transport.cyclone_config import peer_resolves
+    given = [('--server-host', args.server_host)] + [
+        ('--peers', peer) for peer in split_peers(args.peers or '')]
+    for flag, peer in given:
+        if peer and peer.strip() and not peer_resolves(peer):
+            raise checks.ConfigError(f'{flag} {peer.strip()!r}: not an address DDS can use (a '
+                                     'host name or IP address that resolves here, with an '
+                                     'optional :PORT in 1..65535); correct it, or leave it out')
 
 
 def _closing_lines(server_params: dict, logs: str) -> None:
