@@ -131,6 +131,16 @@ BAD = [
     (['--seed', '-1'], '--seed must be in [0, 2147483647]'),
     (['--seed', str(2 ** 31)], '--seed must be in [0, 2147483647]'),
     (['--iterations', '9'], '--iterations must be >= 10'),
+    # one line said both ranges whichever was wrong, without the value
+    (['--outage-s', 'nan'], '--outage-s must be in (0, 3600] seconds, got nan'),
+    (['--scenario', 'flood', '--flood-s', '0'], '--flood-s must be in (0, 600] seconds, got 0'),
+    # given for a run without its scenario, they changed nothing, silently
+    (['--scenario', 'flood', '--outage-s', '5'], '--outage-s applies to the link-outage'),
+    (['--scenario', 'ctrl-c', '--flood-s', '5'], '--flood-s applies to the flood scenario'),
+    # run twice, the second moved the first one's folder aside
+    (['--scenario', 'ctrl-c,flood,ctrl-c'], '--scenario lists ctrl-c more than once'),
+    # said 'the push systems keep no state' of rog's threshold
+    (['--sync', 'rog:4'], "got 'rog:4' (the scenarios run its default threshold; give the name"),
 ]
 
 

@@ -116,10 +116,10 @@ def add_parser(subparsers):
     p.add_argument('--out', default='rog_chaos', help='run directory (default rog_chaos)')
     p.add_argument('--workers', type=int, default=3, help='workers (default 3)')
     p.add_argument('--iterations', type=int, default=30, help='iterations (default 30)')
-    p.add_argument('--outage-s', type=float, default=90.0,
-                   help='link-outage: seconds at 0 Mbit/s (default 90)')
-    p.add_argument('--flood-s', type=float, default=3.0,
-                   help='flood: seconds of hostile traffic (default 3)')
+    p.add_argument('--outage-s', type=float, default=None,
+                   help=f'link-outage: seconds at 0 Mbit/s (default {OUTAGE_S[0]:g})')
+    p.add_argument('--flood-s', type=float, default=None,
+                   help=f'flood: seconds of hostile traffic (default {FLOOD_S[0]:g})')
     p.add_argument('--seed', type=int, default=0, help='seed (default 0)')
     p.add_argument('--sync', default='rog',
                    help=f'the fleet\'s system: {", ".join(CHAOS_SYSTEMS)} (default rog)')
@@ -138,6 +138,36 @@ def add_parser(subparsers):
     return p
 
 
+OUTAGE_S = (ChaosConfig.outage_s, 3600.0)
+"""``--outage-s``: its default and its largest value."""
+FLOOD_S = (ChaosConfig.flood_s, 600.0)
+"""``--flood-s``: its default and its largest value."""
+
+
+def _scenario_seconds(args, names: list) -> tuple:
+    """
+    Return ``(outage_s, flood_s)``: the defaults where not given; ValueError for a bad one.
+
+    Each must be in (0, largest]; before, one line said both ranges whichever was wrong, and
+    not the value. One given for a run without its scenario is refused: it changed nothing.
+    """
+    out = []
+    for flag, value, (default, high), scenario in (
+            ('--outage-s', args.outage_s, OUTAGE_S, 'link-outage'),
+            ('--flood-s', args.flood_s, FLOOD_S, 'flood')):
+        if value is None:
+            out.append(default)
+            continue
+        if not 0 < value <= high:
+            raise ValueError(f'{flag} must be in (0, {high:g}] seconds, got {value:g}')
+        if scenario not in names:
+            raise ValueError(f'{flag} applies to the {scenario} scenario, which this run '
+                             f'does not include ({", ".join(names)}); leave {flag} out or '
+                             f'add {scenario} to --scenario')
+        out.append(value)
+    return tuple(out)
+
+
 def parse_scenarios(text: str) -> list:
     """``'all'`` or a comma-separated list -> scenario names; ValueError names a bad one."""
     if text.strip() == 'all':
@@ -151,6 +181,9 @@ def parse_scenarios(text: str) -> list:
     if bad or not names:
         raise ValueError(f'unknown scenario {", ".join(bad) or repr(text)}; choose from '
                          f'{", ".join(SCENARIOS)} or all')
+    twice = sorted({s for s in names if names.count(s) > 1})
+    if twice:       # the second run moved the first's folder aside: one row hid the other
+        raise ValueError(f'--scenario lists {", ".join(twice)} more than once; list each once')
     return names
 
 
@@ -187,16 +220,19 @@ def run(args) -> int:
         if not seed.low <= args.seed <= seed.high:
             raise ValueError(f'--seed must be in {seed.range_text()} (what rog fleet takes), '
                              f'got {args.seed}')
-        if not 0 < args.outage_s <= 3600 or not 0 < args.flood_s <= 600:
-            raise ValueError('--outage-s must be in (0, 3600] and --flood-s in (0, 600]')
+        outage_s, flood_s = _scenario_seconds(args, names)
         if args.sync not in CHAOS_SYSTEMS:
+            name = args.sync.partition(':')[0].strip().lower()
+            why = ('the scenarios run its default threshold; give the name alone'
+                   if name in CHAOS_SYSTEMS else
+                   'the push systems keep no state to restart from')
             raise ValueError(f'--sync must be one of {", ".join(CHAOS_SYSTEMS)}, got '
-                             f'{args.sync!r} (the push systems keep no state to restart from)')
+                             f'{args.sync!r} ({why})')
         checks.output_dir('--out', args.out)
         robot_keys = bool(settings.BY_NAME['robot_keys'].parse(args.robot_keys))
         cfg = ChaosConfig(out=os.path.abspath(args.out), workers=args.workers,
-                          iterations=args.iterations, outage_s=args.outage_s,
-                          flood_s=args.flood_s, seed=args.seed, sync=args.sync,
+                          iterations=args.iterations, outage_s=outage_s,
+                          flood_s=flood_s, seed=args.seed, sync=args.sync,
                           fleet_key_file=os.path.abspath(args.fleet_key_file)
                           if args.fleet_key_file else '',
                           auth=args.auth, robot_keys=robot_keys)
