@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 
 
@@ -56,8 +57,30 @@ def _cmd_report(args) -> int:
             path = report_comparison(args.run_dir, say=say)
         else:
             path = report_run(args.run_dir, say=say)
-    except (OSError, ValueError) as err:
+    except OSError as err:
+        print(f'rog report: {_os_error_line(err, args.run_dir)}', file=sys.stderr)
+        return 2
+    except ValueError as err:
         print(f'rog report: {err}', file=sys.stderr)
         return 2
     print(path)
     return 0
+
+
+def _os_error_line(err: OSError, run_dir: str) -> str:
+    """
+    Say what a file error of the report means and what to do, in one line.
+
+    It printed Python's text (``[Errno 30] Read-only file system: '.../accuracy_vs_time.png'``),
+    which names neither the cause nor a way out: the report is written into RUN_DIR.
+    """
+    path = err.filename2 or err.filename
+    what = err.strerror or str(err)
+    if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return (f'cannot write {path} ({what}): the report and its plots are written into '
+                f'{run_dir}; make it writable, or copy the run to a folder you can write and '
+                'report that')
+    if err.errno in (errno.EISDIR, errno.ENOTDIR):
+        kind = 'a folder' if err.errno == errno.EISDIR else 'under a file, not a folder'
+        return f'{path} is {kind}, where the report reads or writes a file; move it away'
+    return f'{path}: {what}' if path else what

@@ -136,3 +136,37 @@ def _parser_with(func):
         p.add_argument('--toy', action='store_true')
         p.set_defaults(func=func)
     return add_parser
+
+
+def _a_run(folder) -> None:
+    """Write a simulated run's summary.json and timeseries.csv into ``folder``."""
+    folder.mkdir()
+    (folder / 'summary.json').write_text(json.dumps({'system': 'rog:4', 'workload': 'toy'}))
+    (folder / 'timeseries.csv').write_text('time_s,iteration,accuracy\n0,0,0.5\n1,1,0.6\n')
+
+
+def test_report_into_a_folder_it_cannot_write_says_why_and_what_to_do(capsys, tmp_path,
+                                                                      monkeypatch):
+    # before: 'rog report: [Errno 30] Read-only file system: .../accuracy_vs_time.png'
+    run = tmp_path / 'run'
+    _a_run(run)
+
+    def read_only(path, *args, **kwargs):
+        raise OSError(errno.EROFS, 'Read-only file system', str(path))
+    monkeypatch.setattr('rog_ros.experiments.report.report_run', read_only)
+    assert cli.main(['report', str(run)]) == 2
+    line = _one_line(capsys, 'report')
+    assert line == (f'rog report: cannot write {run} (Read-only file system): the report and '
+                    f'its plots are written into {run}; make it writable, or copy the run to a '
+                    'folder you can write and report that')
+
+
+def test_report_names_a_folder_in_the_way(capsys, tmp_path):
+    # before: 'rog report: [Errno 21] Is a directory: ...'
+    run = tmp_path / 'run'
+    _a_run(run)
+    (run / 'report.md').mkdir()
+    assert cli.main(['report', str(run)]) == 2
+    line = _one_line(capsys, 'report')
+    assert line == (f'rog report: {run / "report.md"} is a folder, where the report reads or '
+                    'writes a file; move it away')
