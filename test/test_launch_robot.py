@@ -197,6 +197,29 @@ def test_rog_robot_refuses_bad_options_in_one_line(argv, message, capsys, monkey
 
 
 @pytest.mark.parametrize('argv, said', [
+    # before: started as if they were not there (only the server robot reads them)
+    (['--role', 'worker', '--rank', '0', '--iterations', '500'],
+     '--iterations applies to the server robot; no node of a worker robot reads it'),
+    (['--role', 'worker', '--rank', '0', '--out', 'runs/x'], '--out applies to the server'),
+    (['--role', 'worker', '--rank', '1', '--min-workers', '2'], '--min-workers applies to'),
+    (['--role', 'server', '--device', 'cpu'],
+     '--device applies to worker robots; no node of a server robot reads it: leave it out'),
+])
+def test_rog_robot_refuses_a_flag_no_node_of_its_role_reads(argv, said, capsys, monkeypatch,
+                                                            tmp_path):
+    from rog_ros import cli
+
+    def no_process(*args, **kwargs):
+        raise AssertionError('a node started although the flag was not for this robot')
+    monkeypatch.setattr('subprocess.Popen', no_process)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(['robot'] + argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f'rog robot: {said}'), err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize('argv, said', [
     (['--server-host', '127.0.0.1:99999'], "--server-host '127.0.0.1:99999': not an address"),
     (['--peers', '127.0.0.1,localhost:0'], "--peers 'localhost:0': not an address DDS can use"),
     (['--peers', 'no-such-host.invalid'], "--peers 'no-such-host.invalid': not an address"),

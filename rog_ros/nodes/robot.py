@@ -521,6 +521,27 @@ def _check_robot_args(args) -> None:
         raise checks.ConfigError(f'--peers {args.peers!r} has an empty entry; give '
                                  'comma-separated addresses such as 10.0.0.11,10.0.0.12')
     _check_peer_addresses(args)
+    _check_role_reads(args)
+
+
+def _check_role_reads(args) -> None:
+    """
+    Refuse a flag that no node of this robot reads, in one line naming the robot that does.
+
+    ``rog robot --role worker --iterations 500 --out runs/x`` started the worker as if they
+    were not there (the server robot decides both), and ``--role server --device cuda`` the
+    server: a robot's command line that says more than it does.
+    """
+    from rog_ros import checks
+    nodes = {'server': (settings.SERVER, settings.NETMON),
+             'worker': (settings.WORKER, settings.NETMON)}[args.role]
+    for s in settings.for_role('fleet'):
+        if getattr(args, s.name, None) is None or s.name == 'netmon' or \
+                any(node in s.roles for node in nodes):
+            continue
+        other = 'the server robot' if settings.SERVER in s.roles else 'worker robots'
+        raise checks.ConfigError(f'{s.flag} applies to {other}; no node of a {args.role} '
+                                 f'robot reads it: leave it out here')
 
 
 def _check_peer_addresses(args) -> None:
