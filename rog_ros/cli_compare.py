@@ -107,7 +107,7 @@ def _check_reproduce(args) -> None:
         if getattr(args, key) is None:
             setattr(args, key, default)
     check_common(args)
-    for wl in checks.name_list('--workloads', args.workloads):
+    for wl in checks.distinct('--workloads', checks.name_list('--workloads', args.workloads)):
         checks.workload('--workloads', wl)
     if args.seeds is not None:
         checks.distinct('--seeds', checks.int_list('--seeds', args.seeds, 0, checks.max_seed()))

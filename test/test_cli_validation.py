@@ -62,6 +62,9 @@ CASES = [
     (['compare', '--systems', 'rog:4,bsp,rog:4', '--out', 'x'],
      '--systems lists rog:4 more than once'),
     (['reproduce', '--seeds', '2,2', '--out', 'x'], '--seeds lists 2 more than once'),
+    # ran (each part of) mpcol's set twice into one folder
+    (['reproduce', '--workloads', 'mpcol,mpcol', '--out', 'x'],
+     '--workloads lists mpcol more than once'),
     (['compare', '--systems', 'rog:4,unknown', '--out', 'x'], '--systems'),
     (['compare', '--systems', 'ssp:-2', '--out', 'x'], '--systems'),
     (['compare', '--jobs', '0', '--out', 'x'], '--jobs'),
