@@ -42,6 +42,16 @@ def test_malformed_seeds_are_refused(text):
         parse_seeds(text)
 
 
+@pytest.mark.parametrize('text, said', [
+    ('-1', "seeds: '-1': seeds are non-negative"),           # was: 'is not a number'
+    ('5-2', "seeds: '5-2' ends below its start; write the range low-high (2-5)"),
+])
+def test_a_negative_seed_and_a_reversed_range_are_said_as_such(text, said):
+    with pytest.raises(ValueError) as err:
+        parse_seeds(text)
+    assert str(err.value).startswith(said)
+
+
 def test_a_membership_case_with_crashes_keeps_every_invariant():
     # rog:4 69 hung until 2026-12-02 (docs/faults.md); the final model is on, as in fleets
     case = sweep_case('membership', 'rog:4', 69)

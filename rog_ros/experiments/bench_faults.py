@@ -42,13 +42,17 @@ def parse_seeds(text: str) -> list:
     for part in (p.strip() for p in str(text).split(',')):
         if not part:
             continue
+        if part.startswith('-') or '--' in part:    # was said to be 'not a number'
+            raise ValueError(f'seeds: {part!r}: seeds are non-negative (0, 1, ...); give a '
+                             'number or a range like 0-19')
         lo, sep, hi = part.partition('-')
         try:
             first, last = int(lo), int(hi if sep else lo)
         except ValueError:
             raise ValueError(f'seeds: {part!r} is not a number or a range like 0-19') from None
-        if first < 0 or last < first:
-            raise ValueError(f'seeds: {part!r} is not a range of non-negative seeds')
+        if last < first:
+            raise ValueError(f'seeds: {part!r} ends below its start; write the range low-high '
+                             f'({last}-{first})')
         if last - first >= MAX_SEEDS:
             raise ValueError(f'seeds: {part!r} is more than {MAX_SEEDS:,} seeds')
         seeds.extend(range(first, last + 1))
