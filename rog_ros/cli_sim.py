@@ -69,7 +69,8 @@ def add_parser(sub) -> None:
                    help='iterations per worker (default: the workload budget; --toy: 40)')
     p.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
     p.add_argument('--out', default=None,
-                   help='write summary.json, timeseries.csv and events.csv here')
+                   help='write summary.json, timeseries.csv and events.csv here (an '
+                        "earlier run's results there move to OUT/previous first)")
     add_init_model_option(p)
     add_evaluations_option(p)
     add_model_options(p)
