@@ -43,7 +43,8 @@ import time
 import numpy as np
 from rog_ros.atomic import atomic_write_bytes, TEMP_NAME_LENGTH, TEMP_PREFIX
 from rog_ros.nodes.driver import StateWriteError
-from rog_ros.nodes.state_dir import damage
+from rog_ros.nodes.output_lock import hold_lock_file
+from rog_ros.nodes.state_dir import damage, lock_file
 import torch
 
 FORMAT = 1
@@ -76,6 +77,41 @@ def check_durable_args(parser, args) -> None:
             parser.error(f'--state-dir {d}: {err.strerror}')
         if not os.access(d, os.W_OK):
             parser.error(f'--state-dir {d}: not writable')
+
+
+_HELD = {}
+"""Real paths of the state files' locks this process holds -> their descriptors (until exit)."""
+
+
+def hold(path, command: str) -> None:
+    """
+    Hold state file ``path`` for this process until it ends; StateError if another node does.
+
+    Two nodes given one state file (two ``ros2 run rog_ros rog_worker`` of one rank on one
+    ``--state-dir``, a launch file started twice) wrote their checkpoints over each other's,
+    and each restored the other's after a restart. The hold is the output lock's
+    (``output_lock.hold_lock_file``): a ``flock`` the kernel drops when the process ends,
+    however it ends, so a node killed with SIGKILL never blocks its own restart (``rog fleet
+    --respawn``, ``rog robot``), and no process id is judged (a reused one cannot make a dead
+    holder look alive); a lock file that is a symbolic link is refused and left as it is.
+    The nodes of one fleet share a state directory, each with a file of its own: the hold is
+    of the file, not the folder. This process's own hold is no conflict (a node configured
+    again, tests that restart nodes in one process).
+    """
+    lock = lock_file(path)
+    key = os.path.realpath(lock)
+    if key in _HELD:
+        return
+    try:
+        os.makedirs(os.path.dirname(lock), exist_ok=True)
+        fd, holder = hold_lock_file(lock, command)
+    except OSError as err:             # (OutputInUse: a link; says what to do)
+        raise StateError(f'cannot lock state file {path}: {err.strerror or err}') from None
+    if holder is not None:
+        raise StateError(f'state file {path} is in use by another node ({holder}); stop that '
+                         'one first, or give this one another --state-dir (two nodes on one '
+                         "state file overwrite each other's checkpoints)")
+    _HELD[key] = fd
 
 
 def supported(engine) -> bool:

@@ -39,6 +39,7 @@ from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
 from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
+from rog_ros.nodes.durable import hold
 from rog_ros.nodes.model_file import MODEL_FILE, save_state_dict
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
@@ -47,7 +48,7 @@ from rog_ros.nodes.routing import (link_stats, netmon_names, server_inbox, serve
                                    train_status, worker_name)
 from rog_ros.nodes.run_outputs import PREVIOUS, set_aside_earlier_results
 from rog_ros.nodes.signals import SignalRequests
-from rog_ros.nodes.state_dir import train_again
+from rog_ros.nodes.state_dir import SERVER_STATE_FILE, train_again
 from rog_ros.protocol.actions import Log
 from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import (LinkStats, new_incarnation, SERVER, train_status_problem,
@@ -239,6 +240,8 @@ class ServerNode:
                                          node_name=getattr(a, 'node_name', None),
                                          node_namespace=getattr(a, 'node_namespace', None)),
                                 a, salt=1000)
+        if getattr(a, 'state_dir', None):     # one node per state file (before it is read)
+            hold(os.path.join(a.state_dir, SERVER_STATE_FILE), 'rog_server')
         self.hooks = ServerHooks(self.engine, tr.w0, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None),
                                  getattr(a, 'checkpoint_every', 10),

@@ -29,6 +29,7 @@ import re
 import zipfile
 
 from rog_ros import checks
+from rog_ros.nodes.output_lock import lock_holder
 
 SERVER_STATE_FILE = 'server.pt'
 """The server's checkpoint in a state directory: the file a server restores its run from."""
@@ -160,6 +161,27 @@ def damage(path) -> str:
     return f'{broken} fails its checksum' if broken is not None else ''
 
 
+def lock_file(path) -> str:
+    """Return the lock file of state file ``path``: ``.<name>.lock`` beside it (durable.hold)."""
+    path = os.path.abspath(os.fspath(path))
+    return os.path.join(os.path.dirname(path), f'.{os.path.basename(path)}.lock')
+
+
+def held_state_files(state_dir: str) -> list:
+    """Return ``[(file name, holder line), ...]`` for state files a running node holds."""
+    try:
+        names = os.listdir(state_dir) if state_dir else []
+    except OSError:
+        return []
+    held = []
+    for name in sorted(names):
+        if name.startswith('.') and name.endswith('.lock') and STATE_FILE.fullmatch(name[1:-5]):
+            holder = lock_holder(os.path.join(state_dir, name))
+            if holder is not None:
+                held.append((name[1:-5], holder))
+    return held
+
+
 def unreadable_state_files(state_dir: str) -> list:
     """Return ``[(file name, reason), ...]`` for state files in ``state_dir`` that are damaged."""
     bad = []
@@ -174,10 +196,17 @@ def check_state_dir(name: str, state_dir: str) -> str:
     """
     Return ``state_dir`` if the nodes can keep and restore their state there; else raise.
 
-    ConfigError (one line) for a place that cannot be a writable directory, or a directory
-    holding a damaged state file.
+    ConfigError (one line) for a place that cannot be a writable directory, a directory
+    holding a damaged state file, or one whose state files running nodes hold (another
+    fleet's: its nodes would have stopped ours one by one).
     """
     checks.output_dir(name, state_dir)
+    held = held_state_files(state_dir)
+    if held:
+        file, holder = held[0]
+        raise checks.ConfigError(
+            f'{name} {state_dir}: state file {file} is in use by another node ({holder}); '
+            'give this run another --state-dir, or wait until that one ends')
     bad = unreadable_state_files(state_dir)
     if bad:
         file, why = bad[0]

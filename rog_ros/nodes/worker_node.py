@@ -23,6 +23,7 @@ running, no new computation starts).
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 from rog_ros.nodes import lifecycle as lc, push_systems
@@ -33,12 +34,13 @@ from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus, Peer
                                    wait_matched)
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver, EngineFailure
+from rog_ros.nodes.durable import hold
 from rog_ros.nodes.model_file import model_out_file, save_state_dict
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.reject_notes import RejectNotes
 from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
 from rog_ros.nodes.signals import SignalRequests
-from rog_ros.nodes.state_dir import train_again
+from rog_ros.nodes.state_dir import train_again, worker_state_file
 from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import new_incarnation, SERVER, TrainStatus, TransferAck
 from rog_ros.protocol.worker import WorkerEngine
@@ -131,6 +133,9 @@ class WorkerNode:
                                          node_name=getattr(a, 'node_name', None),
                                          node_namespace=getattr(a, 'node_namespace', None)),
                                 a, salt=self.rank)
+        if getattr(a, 'state_dir', None):     # one node per state file (before it is read)
+            hold(os.path.join(a.state_dir, worker_state_file(self.rank)),
+                 f'rog_worker {self.rank}')
         self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None))
         self.hooks.node_state = self._node_state

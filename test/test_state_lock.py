@@ -1,0 +1,142 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+One node per state file: a second node started on a state file another process holds stops.
+
+Two workers of one rank on one ``--state-dir`` (two ``ros2 run rog_ros rog_worker``, a launch
+file started twice) wrote their checkpoints over each other's. The hold is a flock the kernel
+drops when its process ends: a node killed with SIGKILL does not block its restart.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from rog_ros.checks import ConfigError
+from rog_ros.nodes import durable, rog_server, rog_worker, server_node, state_dir, worker_node
+from test_nodes_lifecycle import in_memory_fleet
+
+HOLD = ('import sys, time\n'
+        'from rog_ros.nodes.durable import hold\n'
+        "hold(sys.argv[1], 'rog_worker 0')\n"
+        "print('held', flush=True)\n"
+        'time.sleep(120)\n')
+
+
+def _holder(path):
+    """Start a process holding state file ``path``; return it once it holds it."""
+    proc = subprocess.Popen([sys.executable, '-c', HOLD, str(path)], stdout=subprocess.PIPE,
+                            text=True, env=dict(os.environ))
+    assert proc.stdout.readline().strip() == 'held'
+    return proc
+
+
+def _worker(state, rank=0):
+    """Return a toy worker node of a two-worker fleet on ``state``, not configured."""
+    return worker_node.WorkerNode(rog_worker.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', '2', '--namespace', '/lock', '--rank', str(rank),
+         '--state-dir', str(state)]))
+
+
+def test_a_worker_on_a_state_file_another_node_holds_stops_and_names_it(
+        tmp_path, monkeypatch):
+    """Refuse in one line naming the holder; another rank in the same folder starts."""
+    # Arrange
+    in_memory_fleet(monkeypatch)
+    holder = _holder(tmp_path / 'worker_0.pt')
+    try:
+        wrk, other = _worker(tmp_path), _worker(tmp_path, rank=1)
+        # Execute
+        with pytest.raises(durable.StateError) as refused:
+            wrk.configure()
+        other.configure()            # (a fleet's nodes share the folder: no conflict)
+        other.shutdown()
+    finally:
+        holder.kill()
+        holder.wait()
+    # Assert
+    said = str(refused.value)
+    assert '\n' not in said
+    assert f'state file {tmp_path / "worker_0.pt"} is in use by another node' in said
+    assert f'rog_worker 0, pid {holder.pid}' in said
+
+
+def test_a_server_on_a_checkpoint_another_server_holds_stops(tmp_path, monkeypatch):
+    """Refuse a second server on one --state-dir before it reads or writes anything."""
+    # Arrange
+    in_memory_fleet(monkeypatch)
+    holder = _holder(tmp_path / 'state' / 'server.pt')
+    try:
+        srv = server_node.ServerNode(rog_server.build_parser().parse_args(
+            ['--workload', 'toy', '--workers', '1', '--namespace', '/lock2', '--out',
+             str(tmp_path / 'out'), '--state-dir', str(tmp_path / 'state')]))
+        # Execute
+        with pytest.raises(durable.StateError) as refused:
+            srv.configure()
+    finally:
+        holder.kill()
+        holder.wait()
+    # Assert
+    assert 'server.pt is in use by another node (rog_worker 0, pid' in str(refused.value)
+
+
+def test_a_node_killed_with_sigkill_does_not_block_its_restart(tmp_path, monkeypatch):
+    """Take the state file of a killed holder (its lock file stays, with its line)."""
+    # Arrange
+    in_memory_fleet(monkeypatch)
+    holder = _holder(tmp_path / 'worker_0.pt')
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    wrk = _worker(tmp_path)
+    # Execute
+    wrk.configure()
+    wrk.shutdown()
+    # Assert
+    lock = state_dir.lock_file(tmp_path / 'worker_0.pt')
+    assert f'pid {os.getpid()}' in open(lock).read()
+
+
+def test_a_state_lock_file_that_is_a_link_is_refused_and_its_target_kept(tmp_path):
+    """Refuse a lock file that is a symbolic link; the file it points to is not written."""
+    # Arrange
+    target = tmp_path / 'precious'
+    target.write_text('keep me\n')
+    os.symlink(str(target), state_dir.lock_file(tmp_path / 'worker_3.pt'))
+    # Execute
+    with pytest.raises(durable.StateError) as refused:
+        durable.hold(str(tmp_path / 'worker_3.pt'), 'rog_worker 3')
+    # Assert
+    assert 'symbolic link' in str(refused.value)
+    assert target.read_text() == 'keep me\n'
+
+
+def test_rog_fleet_refuses_a_state_dir_whose_files_a_running_node_holds(tmp_path):
+    """Say which file and holder before any node starts (check_state_dir)."""
+    # Arrange
+    holder = _holder(tmp_path / 'worker_0.pt')
+    try:
+        # Execute
+        with pytest.raises(ConfigError) as refused:
+            state_dir.check_state_dir('--state-dir', str(tmp_path))
+    finally:
+        holder.kill()
+        holder.wait()
+    # Assert
+    assert str(refused.value).startswith(
+        f'--state-dir {tmp_path}: state file worker_0.pt is in use by another node '
+        f'(rog_worker 0, pid {holder.pid}')
+    assert state_dir.check_state_dir('--state-dir', str(tmp_path)) == str(tmp_path)
