@@ -21,6 +21,7 @@ usually), not the temporary file's 0600; a caller writing a secret passes ``mode
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import stat
@@ -72,8 +73,19 @@ def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
         if isinstance(exc, OSError):
             raise _naming(exc, path) from None
         raise
-    try:  # make the rename itself durable (a power cut must not bring the old file back)
-        dfd = os.open(directory, os.O_RDONLY)
+    fsync_dir(directory)  # the rename itself (a power cut must not bring the old file back)
+
+
+def fsync_dir(directory) -> None:
+    """
+    Make the entries of ``directory`` durable (files created, renamed or removed in it).
+
+    A file's own fsync does not write its name: after a power cut a new file could be
+    missing, or a rename undone. Best effort: a file system that cannot sync a folder (some
+    network and FUSE ones) is left as it is.
+    """
+    try:
+        dfd = os.open(os.fspath(directory), os.O_RDONLY)
     except OSError:
         return
     try:
@@ -82,6 +94,47 @@ def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
         pass
     finally:
         os.close(dfd)
+
+
+def create_new_bytes(path, data: bytes, mode: int = 0o600) -> None:
+    """
+    Create the file ``path``, which must not exist, holding ``data``: whole or not at all.
+
+    For files made once and never replaced (a fleet key): FileExistsError when ``path``
+    exists, as ``O_EXCL`` gives. The data goes to a temporary file beside it (``mode`` from
+    the start: a key is never readable by others), is synced, and is then linked to
+    ``path`` and the folder synced: a power cut or SIGKILL midway leaves no file, or an
+    empty one, at ``path`` (a created file filled afterwards did: 'File exists' on a retry,
+    an empty key after a power cut). A file system without hard links gets a rename after
+    a check that ``path`` is still free.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.lexists(path):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX,
+                                   suffix=os.path.basename(path))
+    except OSError as exc:
+        raise _naming(exc, path, always=True) from None
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except OSError as exc:
+            if exc.errno == errno.EEXIST or os.path.lexists(path):
+                raise
+            os.rename(tmp, path)      # (no hard links here: FAT, some FUSE file systems)
+    except OSError as exc:            # (named by the target: not the temporary file)
+        raise _naming(exc, path, always=True) from None
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    fsync_dir(directory)
 
 
 def _special(path: str) -> bool:

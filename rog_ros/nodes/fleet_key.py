@@ -24,12 +24,12 @@ itself is a :class:`rog_ros.protocol.auth.FleetKey`.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import secrets
 import stat
 
+from rog_ros.atomic import create_new_bytes
 from rog_ros.protocol.auth import (FleetKey, FleetKeyError, MIN_KEY_BYTES, parse_key,
                                    ROBOT_KEY_HEADER)
 
@@ -98,22 +98,15 @@ def write_key_file(path, text=None) -> FleetKey:
     """
     Create ``path`` (mode 0600, must not exist) holding ``text`` or a new random key.
 
-    The file is synced before it is closed; if writing fails (a full disk) or is interrupted,
-    the partial file is removed, so a retry does not meet 'File exists'.
+    Whole or not at all (:func:`rog_ros.atomic.create_new_bytes`): the key is written to a
+    temporary file, synced, then given its name and the folder synced. Created in place
+    before, a key file cut short by a power cut or SIGKILL was left empty (a retry met
+    'File exists'), and its name was never synced (after a power cut it could be gone while
+    ``rog security key`` had said it was written).
     """
     text = generate_key_text() if text is None else text
     key = parse_key(text)
-    path = os.fspath(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, 'w') as fh:
-            fh.write(text.strip() + '\n')
-            fh.flush()
-            os.fsync(fh.fileno())
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise
+    create_new_bytes(path, (text.strip() + '\n').encode(), 0o600)
     return key
 
 

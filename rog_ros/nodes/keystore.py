@@ -44,6 +44,8 @@ import shutil
 import stat
 import sys
 
+from rog_ros.atomic import fsync_dir
+
 ENCLAVES = {'/rog_ros/server': 'server', '/rog_ros/worker': 'worker',
             '/rog_ros/netmon': 'netmon'}
 """Enclave -> permissions template (``config/sros2/permissions_<role>.xml``)."""
@@ -112,9 +114,24 @@ def _crypto():
 
 
 def _write(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """
+    Create ``path`` (must not exist) with ``data`` and ``mode``, synced to the disk.
+
+    Its name is made durable with its folder's (``_sync_tree``), before the keystore gets
+    its name: a power cut after ``rog security keystore`` said it was done could leave empty
+    keys and certificates (nothing was synced).
+    """
     fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     with os.fdopen(fd, 'wb') as fh:
         fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _sync_tree(root: Path) -> None:
+    """Sync every folder of ``root`` (the names of the files, links and folders in them)."""
+    for folder, _, _ in os.walk(str(root), topdown=False):
+        fsync_dir(folder)
 
 
 def _link(path: Path, target: Path) -> None:
@@ -262,13 +279,16 @@ def _build(target: Path, fill) -> None:
     made = [work]
     try:
         fill(work)
+        _sync_tree(work)           # every file's name, before the keystore gets its own
         if not inside:
             os.rename(str(work), str(target))
+            fsync_dir(target.parent)
             return
         for name in sorted(os.listdir(str(work))):
             os.rename(str(work / name), str(target / name))
             made.append(target / name)
         work.rmdir()
+        fsync_dir(target)
     except BaseException:      # a failure or Ctrl-C: leave nothing that blocks a rerun
         for path in made:
             shutil.rmtree(str(path), ignore_errors=True)

@@ -1,0 +1,116 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Files a robot keeps reach the disk whole: synced, and their names synced with their folders.
+
+A power cut right after ``rog security key`` or ``rog security keystore`` said they were done
+could leave an empty key or certificate, or none: nothing of the keystore was synced, and a
+key file was created under its name before it was filled (a crash midway left it empty, and
+'File exists' refused the retry).
+"""
+
+import os
+import stat
+
+import pytest
+
+from rog_ros.nodes import fleet_key
+
+
+class _Syncs:
+    """Record what each ``os.fsync`` synced: (device, inode, folder?, ``watch`` existed?)."""
+
+    def __init__(self, monkeypatch, watch=None):
+        """Wrap ``os.fsync``; ``watch``: a path whose existence is noted at every sync."""
+        self.calls, self.watch = [], watch
+        real = os.fsync
+
+        def fsync(fd):
+            """Note what ``fd`` is, then sync it."""
+            st = os.fstat(fd)
+            there = self.watch is not None and os.path.lexists(self.watch)
+            self.calls.append((st.st_dev, st.st_ino, stat.S_ISDIR(st.st_mode), there))
+            return real(fd)
+        monkeypatch.setattr(os, 'fsync', fsync)
+
+    def synced(self, path) -> bool:
+        """Tell whether the file or folder at ``path`` was synced."""
+        st = os.lstat(path)
+        return any(c[:2] == (st.st_dev, st.st_ino) for c in self.calls)
+
+
+def test_a_key_file_gets_its_name_only_once_its_key_is_on_the_disk(tmp_path, monkeypatch):
+    """Sync the key before it has its name, then its folder; mode 0600 from the start."""
+    # Arrange
+    path = tmp_path / 'fleet.key'
+    syncs = _Syncs(monkeypatch, watch=str(path))
+    # Execute
+    key = fleet_key.write_key_file(str(path))
+    # Assert
+    st = os.stat(path)
+    data_syncs = [c for c in syncs.calls if c[:2] == (st.st_dev, st.st_ino)]
+    assert data_syncs and not any(c[3] for c in data_syncs)    # named only once synced
+    assert syncs.synced(tmp_path)                               # and the name synced
+    assert stat.S_IMODE(st.st_mode) == 0o600
+    assert fleet_key.read_key_file(str(path)).fingerprint == key.fingerprint
+    assert sorted(os.listdir(tmp_path)) == ['fleet.key']       # no temporary file left
+
+
+def test_a_key_file_is_still_created_only_where_none_is(tmp_path):
+    """Refuse an existing file (left as it was), as O_EXCL did; a link too."""
+    # Arrange
+    (tmp_path / 'fleet.key').write_text('mine\n')
+    os.symlink(str(tmp_path / 'elsewhere'), str(tmp_path / 'link.key'))
+    # Execute, Assert
+    for name in ('fleet.key', 'link.key'):
+        with pytest.raises(FileExistsError) as refused:
+            fleet_key.write_key_file(str(tmp_path / name))
+        assert refused.value.filename == str(tmp_path / name)
+    assert (tmp_path / 'fleet.key').read_text() == 'mine\n'
+    assert not (tmp_path / 'elsewhere').exists()
+    assert sorted(os.listdir(tmp_path)) == ['fleet.key', 'link.key']
+
+
+def test_a_key_file_cut_short_leaves_no_file_behind(tmp_path, monkeypatch):
+    """A write that fails (a full disk) leaves nothing: a retry does not meet 'File exists'."""
+    # Arrange
+    def full(fd):
+        """Fail as a full disk does."""
+        raise OSError(28, 'No space left on device')
+    monkeypatch.setattr(os, 'fsync', full)
+    # Execute
+    with pytest.raises(OSError) as refused:
+        fleet_key.write_key_file(str(tmp_path / 'fleet.key'))
+    # Assert
+    assert refused.value.filename == str(tmp_path / 'fleet.key')
+    assert os.listdir(tmp_path) == []
+
+
+def test_every_keystore_file_and_folder_is_synced(tmp_path, monkeypatch):
+    """Sync every key, certificate and signed file, every folder, and the keystore's name."""
+    # Arrange
+    pytest.importorskip('cryptography.x509')
+    from rog_ros.nodes import keystore
+    syncs = _Syncs(monkeypatch)
+    root = tmp_path / 'keystore'
+    # Execute
+    keystore.create_keystore(root, namespace='/ks', per_rank=1)
+    # Assert
+    unsynced = []
+    for folder, _, files in os.walk(str(root)):
+        for path in [folder] + [os.path.join(folder, f) for f in files]:
+            if not os.path.islink(path) and not syncs.synced(path):
+                unsynced.append(os.path.relpath(path, str(root)))
+    assert unsynced == []
+    assert syncs.synced(tmp_path)          # the keystore's own name (renamed into place)
