@@ -37,3 +37,62 @@ def test_a_model_of_another_workload_is_refused(tmp_path):
     save_state_dict(tmp_path / 'model.pt', torch.nn.Linear(3, 2))
     with pytest.raises(RuntimeError, match='state_dict'):
         load_trained('toy', tmp_path / 'model.pt')
+
+
+def _flipped_model(tmp_path, crc=True):
+    """Save a toy-sized model (checksums on or off in torch), flip one weight's bit; its path."""
+    model = torch.nn.Linear(25, 40)           # 1000 weights: one found by its bytes
+    with torch.no_grad():
+        model.weight.copy_(torch.arange(1000, dtype=torch.float32).reshape(40, 25))
+    path = tmp_path / 'model.pt'
+    was = torch.serialization.get_crc32_options()
+    torch.serialization.set_crc32_options(crc)
+    try:
+        save_state_dict(path, model)
+    finally:
+        torch.serialization.set_crc32_options(was)
+    data = bytearray(path.read_bytes())
+    at = data.find(model.weight.detach().numpy().tobytes()[:64])
+    assert at > 0
+    data[at + 400] ^= 0x01              # one bit of weight 100
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_model_file_rog_ros_wrote_with_a_flipped_bit_is_refused(tmp_path):
+    # torch.load does not check the archive's checksums: a worn SD card's model loaded as valid
+    from rog_ros.workloads.start_model import read_state
+    path = _flipped_model(tmp_path)
+    with pytest.raises(ValueError, match='is damaged .*fails its checksum') as err:
+        read_state(path)                # init_model: every robot would start from it
+    assert '\n' not in str(err.value)
+    with pytest.raises(ValueError, match='is damaged .*fails its checksum'):
+        load_trained('toy', path)
+
+
+def test_rog_ros_writes_a_models_checksums_even_where_torch_was_told_not_to(tmp_path):
+    # read back, they are checked: a model written without them would load damaged
+    from rog_ros.workloads.start_model import read_state
+    path = _flipped_model(tmp_path, crc=False)
+    with pytest.raises(ValueError, match='fails its checksum'):
+        read_state(path)
+
+
+@pytest.mark.parametrize('how', ['crc-off', 'legacy'])
+def test_a_users_model_file_without_checksums_is_read_as_before(tmp_path, how):
+    # torch's older format, or an archive whose checksums were turned off: nothing to check
+    from rog_ros.workloads.start_model import read_state
+    model = load_workload('toy').make_model()
+    path = tmp_path / 'mine.pt'
+    if how == 'legacy':
+        torch.save(model.state_dict(), path, _use_new_zipfile_serialization=False)
+    else:
+        torch.serialization.set_crc32_options(False)
+        try:
+            torch.save(model.state_dict(), path)
+        finally:
+            torch.serialization.set_crc32_options(True)
+    state = read_state(path)
+    back = load_trained('toy', path)
+    for name, t in model.state_dict().items():
+        assert torch.equal(state[name], t) and torch.equal(back.state_dict()[name], t)

@@ -163,7 +163,7 @@ class StateFile:
         """Serialise ``obj`` (tensors, numbers, strings, containers) and replace the file."""
         t0 = time.perf_counter()
         buf = io.BytesIO()
-        with _checksums():
+        with checksums_written():
             torch.save(pack(dict(obj, format=FORMAT)), buf)
         try:
             atomic_write_bytes(self.path, buf.getvalue())
@@ -209,10 +209,11 @@ class StateFile:
 
 
 @contextlib.contextmanager
-def _checksums():
+def checksums_written():
     """
     Have ``torch.save`` write its archive's checksums for the block, whatever was set.
 
+    For every file rog_ros writes with torch (state files, ``model.pt``, ``model_out``).
     ``load`` refuses a state file whose checksums do not match (``state_dir.damage``); a
     workload's code that turned them off (``torch.serialization.set_crc32_options``, torch
     >= 2.5) would have made every state file of the node unreadable to it.

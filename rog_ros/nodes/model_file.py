@@ -31,6 +31,7 @@ import os
 from typing import TYPE_CHECKING
 
 from rog_ros.atomic import atomic_write_bytes
+from rog_ros.nodes.state_dir import model_damage
 
 if TYPE_CHECKING:                            # pragma: no cover - annotations only
     import torch
@@ -40,10 +41,12 @@ MODEL_FILE = 'model.pt'
 
 def save_state_dict(path, module: torch.nn.Module) -> int:
     """Write ``module``'s state_dict (detached CPU copies) to ``path`` atomically; its bytes."""
+    from rog_ros.nodes.durable import checksums_written
     import torch
     state = {name: t.detach().to('cpu', copy=True) for name, t in module.state_dict().items()}
     buf = io.BytesIO()
-    torch.save(state, buf)
+    with checksums_written():     # (read back, they are checked: state_dir.model_damage)
+        torch.save(state, buf)
     os.makedirs(os.path.dirname(os.path.abspath(os.fspath(path))), exist_ok=True)
     atomic_write_bytes(path, buf.getvalue())
     return buf.tell()
@@ -79,12 +82,18 @@ def load_trained(workload: str, path, **options) -> torch.nn.Module:
     ``options``: the builder options the run trained with (its ``workload_options``, in its
     summary.json), which may shape the model (toy's ``features``).
 
+    A file whose archive fails its checksums is refused (ValueError, one line): torch.load
+    alone loads one with a flipped bit as valid (``state_dir.model_damage``).
+
     >>> model = load_trained('mpcol', 'runs/fleet/model.pt')   # doctest: +SKIP
     >>> model = load_trained('my_tasks:make', 'run/model.pt', data_dir='/data')  # doctest: +SKIP
     """
     from rog_ros import workloads          # (the registry: nodes.assembly imports us)
     import torch
     model = workloads.get(workload, **options).make_model()
+    why = model_damage(os.fspath(path))
+    if why:
+        raise ValueError(f'{os.fspath(path)} is damaged ({why}); use another copy of it')
     state = torch.load(os.fspath(path), map_location='cpu', weights_only=True)
     model.load_state_dict(state)
     return model.eval()

@@ -161,6 +161,32 @@ def damage(path) -> str:
     return f'{broken} fails its checksum' if broken is not None else ''
 
 
+def model_damage(path) -> str:
+    """
+    Say what is wrong with the model file at ``path`` ('' when whole or when it cannot say).
+
+    A model file rog_ros wrote (a fleet's ``model.pt``, a robot's ``model_out``) carries its
+    archive's checksums (``durable.checksums_written``), checked here as a state file's are:
+    ``torch.load`` alone loaded one with a flipped bit as valid. A user's own file may carry
+    none and is not refused for it: one in torch's older format (not a zip archive), or
+    written with its checksums turned off (``torch.serialization.set_crc32_options(False)``
+    writes 0 in every entry's CRC-32). An archive carries checksums when an entry holding
+    data has a CRC-32 other than 0: every ``torch.save`` archive has several such entries
+    (``version``, ``byteorder``, ``data.pkl``), so one flipped bit cannot make a file with
+    checksums look like one without; and a CRC-32 of 0 for a whole file's entries by chance
+    (2^-32 each) does not happen.
+    """
+    try:
+        if not zipfile.is_zipfile(path):
+            return ''                   # (torch.load says what a file it cannot read is)
+        with zipfile.ZipFile(path) as archive:
+            if not any(info.CRC for info in archive.infolist() if info.file_size):
+                return ''
+    except Exception:  # noqa: B902 - damage says what is wrong with it
+        pass
+    return damage(path)
+
+
 def lock_file(path) -> str:
     """Return the lock file of state file ``path``: ``.<name>.lock`` beside it (durable.hold)."""
     path = os.path.abspath(os.fspath(path))
