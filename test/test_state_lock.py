@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -108,6 +109,32 @@ def test_a_node_killed_with_sigkill_does_not_block_its_restart(tmp_path, monkeyp
     # Assert
     lock = state_dir.lock_file(tmp_path / 'worker_0.pt')
     assert f'pid {os.getpid()}' in open(lock).read()
+
+
+FORKED = ('import os, sys, time\n'
+          'from rog_ros.nodes.durable import hold\n'
+          "hold(sys.argv[1], 'rog_worker 0')\n"
+          'if os.fork() == 0:\n'
+          '    time.sleep(2.0)\n'          # (a DataLoader worker, until it sees its parent gone)
+          '    os._exit(0)\n'
+          "print('held', flush=True)\n"
+          'time.sleep(120)\n')
+
+
+def test_a_restart_waits_for_a_child_of_its_killed_node_to_let_go(tmp_path):
+    """Wait while the named holder has ended and a child it forked holds the lock."""
+    # Arrange
+    proc = subprocess.Popen([sys.executable, '-c', FORKED, str(tmp_path / 'worker_0.pt')],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == 'held'
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    # Execute
+    started = time.monotonic()
+    durable.hold(str(tmp_path / 'worker_0.pt'), 'rog_worker 0')
+    # Assert
+    assert time.monotonic() - started < durable.HOLD_WAIT_S
+    assert f'pid {os.getpid()}' in open(state_dir.lock_file(tmp_path / 'worker_0.pt')).read()
 
 
 def test_a_state_lock_file_that_is_a_link_is_refused_and_its_target_kept(tmp_path):

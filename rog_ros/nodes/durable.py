@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import io
 import os
+import re
 import time
 
 import numpy as np
@@ -92,8 +93,10 @@ def hold(path, command: str) -> None:
     and each restored the other's after a restart. The hold is the output lock's
     (``output_lock.hold_lock_file``): a ``flock`` the kernel drops when the process ends,
     however it ends, so a node killed with SIGKILL never blocks its own restart (``rog fleet
-    --respawn``, ``rog robot``), and no process id is judged (a reused one cannot make a dead
-    holder look alive); a lock file that is a symbolic link is refused and left as it is.
+    --respawn``, ``rog robot``), and no process id decides who holds it (a reused one cannot
+    make a dead holder look alive); one whose holder has ended is waited for, a while
+    (``HOLD_WAIT_S``: a child it forked still holds it). A lock file that is a symbolic link
+    is refused and left as it is.
     The nodes of one fleet share a state directory, each with a file of its own: the hold is
     of the file, not the folder. This process's own hold is no conflict (a node configured
     again, tests that restart nodes in one process).
@@ -102,16 +105,49 @@ def hold(path, command: str) -> None:
     key = os.path.realpath(lock)
     if key in _HELD:
         return
-    try:
-        os.makedirs(os.path.dirname(lock), exist_ok=True)
-        fd, holder = hold_lock_file(lock, command)
-    except OSError as err:             # (OutputInUse: a link; says what to do)
-        raise StateError(f'cannot lock state file {path}: {err.strerror or err}') from None
-    if holder is not None:
-        raise StateError(f'state file {path} is in use by another node ({holder}); stop that '
-                         'one first, or give this one another --state-dir (two nodes on one '
-                         "state file overwrite each other's checkpoints)")
+    deadline = time.monotonic() + HOLD_WAIT_S
+    while True:
+        try:
+            os.makedirs(os.path.dirname(lock), exist_ok=True)
+            fd, holder = hold_lock_file(lock, command)
+        except OSError as err:             # (OutputInUse: a link; says what to do)
+            raise StateError(f'cannot lock state file {path}: {err.strerror or err}') from None
+        if holder is None:
+            break
+        ended = _ended(holder)
+        if not ended or time.monotonic() >= deadline:
+            who = (f'a process started by a node that has ended ({holder})' if ended
+                   else f'another node ({holder})')
+            raise StateError(f'state file {path} is in use by {who}; stop that one first, or '
+                             'give this one another --state-dir (two nodes on one state file '
+                             "overwrite each other's checkpoints)")
+        time.sleep(0.2)
     _HELD[key] = fd
+
+
+HOLD_WAIT_S = 10.0
+"""
+How long a node waits for a state file whose holder has ended (seconds).
+
+A process the holder forked (a workload's DataLoader workers) keeps its flock until it
+notices that its parent died and exits, within a few seconds: a node restarted after a
+SIGKILL (``--respawn``) waits for it instead of stopping. A holder that still runs (or whose
+process id another process now has) is refused at once.
+"""
+
+
+def _ended(holder: str) -> bool:
+    """Tell whether the process named in a lock's ``holder`` line has ended."""
+    found = re.search(r', pid ([0-9]+),', holder)
+    if not found:
+        return False
+    try:
+        os.kill(int(found.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:                 # (another user's: alive)
+        return False
+    return False
 
 
 def supported(engine) -> bool:
