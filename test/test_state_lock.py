@@ -64,6 +64,7 @@ def test_a_worker_on_a_state_file_another_node_holds_stops_and_names_it(
         # Execute
         with pytest.raises(durable.StateError) as refused:
             wrk.configure()
+        wrk.shutdown()               # (as run_node does: refused before its bus, no traceback)
         other.configure()            # (a fleet's nodes share the folder: no conflict)
         other.shutdown()
     finally:
@@ -88,6 +89,7 @@ def test_a_server_on_a_checkpoint_another_server_holds_stops(tmp_path, monkeypat
         # Execute
         with pytest.raises(durable.StateError) as refused:
             srv.configure()
+        srv.shutdown()
     finally:
         holder.kill()
         holder.wait()

@@ -125,7 +125,7 @@ def hold_lock_file(path: str, command: str):
     is the hold (closing it lets go). When another process holds it: ``(None, its line)``.
     A file system without ``flock`` support gives ``(None, None)``: an unlocked hold, so that
     the run goes on as before rather than failing for want of a lock. One function for every
-    lock of the package (an output directory, a robot's node log).
+    lock of the package (an output directory, a robot's node log, a node's state file).
 
     A run that lets go of a folder it leaves empty removes the lock file (and the folder)
     while it still holds it: a flock got on that file afterwards is a hold on nothing, so it

@@ -204,6 +204,9 @@ class ServerNode:
     def configure(self) -> None:
         """Build engine, evaluation model, recorder, bus and downlink shapers."""
         a = self.args
+        if getattr(a, 'state_dir', None):   # one node per state file, held before anything
+            hold(os.path.join(a.state_dir, SERVER_STATE_FILE),   # (refused: no bus to close)
+                 'rog_server')
         tr = build_training(a)
         self.training = tr
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
@@ -240,8 +243,6 @@ class ServerNode:
                                          node_name=getattr(a, 'node_name', None),
                                          node_namespace=getattr(a, 'node_namespace', None)),
                                 a, salt=1000)
-        if getattr(a, 'state_dir', None):     # one node per state file (before it is read)
-            hold(os.path.join(a.state_dir, SERVER_STATE_FILE), 'rog_server')
         self.hooks = ServerHooks(self.engine, tr.w0, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None),
                                  getattr(a, 'checkpoint_every', 10),

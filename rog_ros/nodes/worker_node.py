@@ -103,6 +103,9 @@ class WorkerNode:
     def configure(self) -> None:
         """Build model, engine, bus and emulated link; create every endpoint."""
         a = self.args
+        if getattr(a, 'state_dir', None):   # one node per state file, held before anything
+            hold(os.path.join(a.state_dir, worker_state_file(self.rank)),   # (refused: no bus)
+                 f'rog_worker {self.rank}')
         tr = build_training(a)
         durable_run = bool(getattr(a, 'state_dir', None))   # nodes may restart: see durable
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
@@ -133,9 +136,6 @@ class WorkerNode:
                                          node_name=getattr(a, 'node_name', None),
                                          node_namespace=getattr(a, 'node_namespace', None)),
                                 a, salt=self.rank)
-        if getattr(a, 'state_dir', None):     # one node per state file (before it is read)
-            hold(os.path.join(a.state_dir, worker_state_file(self.rank)),
-                 f'rog_worker {self.rank}')
         self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None))
         self.hooks.node_state = self._node_state
