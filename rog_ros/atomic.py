@@ -96,6 +96,24 @@ def fsync_dir(directory) -> None:
         os.close(dfd)
 
 
+def makedirs_synced(path) -> None:
+    """
+    Make folder ``path`` and its missing parents (as ``os.makedirs(exist_ok=True)``), synced.
+
+    Each folder made is synced in its parent: a file synced in a new folder is not durable
+    while the folder's own name is not (after a power cut, a first checkpoint could be gone
+    with the ``--state-dir`` made for it, and the run start afresh).
+    """
+    path = os.path.abspath(os.fspath(path))
+    missing, folder = [], path
+    while not os.path.lexists(folder) and os.path.dirname(folder) != folder:
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    os.makedirs(path, exist_ok=True)          # (its errors as they were)
+    for folder in reversed(missing):
+        fsync_dir(os.path.dirname(folder))
+
+
 def create_new_bytes(path, data: bytes, mode: int = 0o600) -> None:
     """
     Create the file ``path``, which must not exist, holding ``data``: whole or not at all.

@@ -114,3 +114,22 @@ def test_every_keystore_file_and_folder_is_synced(tmp_path, monkeypatch):
                 unsynced.append(os.path.relpath(path, str(root)))
     assert unsynced == []
     assert syncs.synced(tmp_path)          # the keystore's own name (renamed into place)
+
+
+def test_a_state_dir_and_a_models_folder_made_for_them_are_synced_in_their_parents(
+        tmp_path, monkeypatch):
+    """Sync each folder made (--state-dir, model_out's) where its name is: its parent."""
+    # Arrange
+    import argparse
+    import torch
+    from rog_ros.nodes import durable
+    from rog_ros.nodes.model_file import save_state_dict
+    syncs = _Syncs(monkeypatch)
+    parser = argparse.ArgumentParser()
+    # Execute
+    durable.check_durable_args(parser, argparse.Namespace(
+        state_dir=str(tmp_path / 'robot' / 'state'), checkpoint_every=10))
+    save_state_dict(tmp_path / 'out' / 'run' / 'model.pt', torch.nn.Linear(2, 2))
+    # Assert
+    for folder in (tmp_path, tmp_path / 'robot', tmp_path / 'out', tmp_path / 'out' / 'run'):
+        assert syncs.synced(folder), folder

@@ -42,7 +42,7 @@ import re
 import time
 
 import numpy as np
-from rog_ros.atomic import atomic_write_bytes, TEMP_NAME_LENGTH, TEMP_PREFIX
+from rog_ros.atomic import atomic_write_bytes, makedirs_synced, TEMP_NAME_LENGTH, TEMP_PREFIX
 from rog_ros.nodes.driver import StateWriteError
 from rog_ros.nodes.output_lock import hold_lock_file
 from rog_ros.nodes.state_dir import damage, lock_file
@@ -73,7 +73,7 @@ def check_durable_args(parser, args) -> None:
     d = getattr(args, 'state_dir', None)
     if d is not None:
         try:
-            os.makedirs(d, exist_ok=True)
+            makedirs_synced(d)        # (its name durable with the first state saved in it)
         except OSError as err:
             parser.error(f'--state-dir {d}: {err.strerror}')
         if not os.access(d, os.W_OK):
@@ -108,7 +108,7 @@ def hold(path, command: str) -> None:
     deadline = time.monotonic() + HOLD_WAIT_S
     while True:
         try:
-            os.makedirs(os.path.dirname(lock), exist_ok=True)
+            makedirs_synced(os.path.dirname(lock))
             fd, holder = hold_lock_file(lock, command)
         except OSError as err:             # (OutputInUse: a link; says what to do)
             raise StateError(f'cannot lock state file {path}: {err.strerror or err}') from None

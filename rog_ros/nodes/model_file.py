@@ -30,7 +30,7 @@ import io
 import os
 from typing import TYPE_CHECKING
 
-from rog_ros.atomic import atomic_write_bytes
+from rog_ros.atomic import atomic_write_bytes, makedirs_synced
 from rog_ros.nodes.state_dir import model_damage
 
 if TYPE_CHECKING:                            # pragma: no cover - annotations only
@@ -47,7 +47,7 @@ def save_state_dict(path, module: torch.nn.Module) -> int:
     buf = io.BytesIO()
     with checksums_written():     # (read back, they are checked: state_dir.model_damage)
         torch.save(state, buf)
-    os.makedirs(os.path.dirname(os.path.abspath(os.fspath(path))), exist_ok=True)
+    makedirs_synced(os.path.dirname(os.path.abspath(os.fspath(path))))
     atomic_write_bytes(path, buf.getvalue())
     return buf.tell()
 
