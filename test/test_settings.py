@@ -111,6 +111,19 @@ def test_params_file_sections_of_a_namespace_apply_to_the_nodes_in_it(tmp_path, 
     assert (args.staleness, args.window) == expected
 
 
+def test_a_namespace_given_in_the_params_file_is_the_one_its_sections_match(tmp_path):
+    # Prepare: the fleet namespace (the node's, unless -r __ns:=) set by the file's /**
+    params = tmp_path / 'p.yaml'
+    params.write_text(yaml.safe_dump({
+        '/**': {'ros__parameters': {'namespace': '/lab'}},
+        '/lab/rog_server': {'ros__parameters': {'staleness': 7}},
+        '/rog/rog_server': {'ros__parameters': {'staleness': 3}}}))
+    # Execute
+    args = rog_server.build_parser().parse_args(['--ros-args', '--params-file', str(params)])
+    # Assert: the node is /lab/rog_server, and so is the section that applies to it
+    assert (args.node_namespace, args.staleness) == ('/lab', 7)
+
+
 def test_rclpy_own_parameters_are_left_alone_and_sim_time_is_refused(tmp_path, capsys):
     # Prepare: what a ROS 2 launch setup writes for every node
     params = tmp_path / 'p.yaml'

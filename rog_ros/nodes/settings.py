@@ -787,15 +787,21 @@ def resolve(role: str, parsed: argparse.Namespace, ros: dict) -> argparse.Namesp
         if name == 'rank':
             provisional['rank'] = text
     name = ros_names.node_name(ros.get('remaps', ()), node_name(role, provisional))
-    # the namespace before the files are read (a file's own namespace: for the topics only)
-    given_ns = ([t for k, t in ros['params'] if k == 'namespace'] or
-                [flags.get('namespace') or values.get('namespace') or DEFAULT_NAMESPACE])[-1]
-    fqn = ros_names.qualified(ros_names.node_namespace(ros.get('remaps', ()), name, given_ns),
-                              name)
+    files = []
     for path in ros['params_files']:
         sections = {section: split_sync_spec(params, f'{path} {section}')
                     for section, params in read_parameter_file(path).items()}
         check_parameter_file(sections, path)
+        files.append(sections)
+    # the node's namespace, which namespaced sections match: -r __ns:=, else the fleet
+    # namespace of -p, the flags or the files' other sections (/**, the executable, the name)
+    file_ns = [section_values(sections, role, name).get('namespace') for sections in files]
+    given_ns = ([t for k, t in ros['params'] if k == 'namespace'] or
+                [flags.get('namespace') or ([n for n in file_ns if n] or [None])[-1] or
+                 values.get('namespace') or DEFAULT_NAMESPACE])[-1]
+    fqn = ros_names.qualified(ros_names.node_namespace(ros.get('remaps', ()), name, given_ns),
+                              name)
+    for sections in files:
         for key, value in section_values(sections, role, name, fqn).items():
             if key in accepted:
                 values[key] = BY_NAME[key].parse(value)
