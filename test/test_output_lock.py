@@ -167,6 +167,32 @@ def test_a_run_taking_the_lock_as_an_empty_run_lets_go_holds_it_alone(tmp_path, 
     OutputLock.take(out, 'rog fleet').release()     # once it is let go, the next one gets in
 
 
+def test_a_run_starting_as_an_empty_run_removes_the_folder_gets_it_anew(tmp_path, monkeypatch):
+    # The second run made (found) the folder; the first, which wrote nothing, removed it
+    # with its lock file as it let go, just before the second opened the lock file there.
+    from rog_ros.nodes import output_lock
+    out = str(tmp_path / 'new' / 'run')
+    first = output_lock.held_output(out, 'rog sim')
+    first.__enter__()
+    opened, ends = output_lock._open_lock_file, []
+
+    def open_once_the_first_has_ended(path):
+        """Let the first run end (its folder goes) just before the second opens the file."""
+        if not ends:
+            ends.append(first.__exit__(None, None, None))
+        return opened(path)
+
+    monkeypatch.setattr(output_lock, '_open_lock_file', open_once_the_first_has_ended)
+    second = OutputLock.take(out, 'rog compare')
+    monkeypatch.undo()
+    try:
+        assert ends and os.path.isfile(os.path.join(out, LOCK_FILE))
+        with pytest.raises(OutputInUse, match='rog compare, pid'):
+            OutputLock.take(out, 'rog fleet').release()
+    finally:
+        second.release()
+
+
 def test_a_lock_file_that_is_a_link_is_refused_and_its_target_left_alone(tmp_path, capsys):
     # (another user's link, in a folder they can write to: its target was overwritten)
     out = tmp_path / 'run'

@@ -129,10 +129,18 @@ def hold_lock_file(path: str, command: str):
 
     A run that lets go of a folder it leaves empty removes the lock file (and the folder)
     while it still holds it: a flock got on that file afterwards is a hold on nothing, so it
-    is let go and taken again on the file now at ``path`` (its folder made again).
+    is let go and taken again on the file now at ``path`` (its folder made again, as it is
+    when the folder went before the file could be opened).
     """
     for attempt in range(_RETAKES):
-        fd = _open_lock_file(path)
+        try:
+            fd = _open_lock_file(path)
+        except FileNotFoundError:
+            if attempt == _RETAKES - 1:
+                raise
+            # (its folder removed, with the file, by a run that let go of it empty)
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            continue
         if fcntl is None:
             os.close(fd)
             return None, None
