@@ -557,6 +557,35 @@ def test_a_bag_of_several_robots_is_parsed_once_per_run(tmp_path, monkeypatch):
     assert parses == [path]
 
 
+@pytest.mark.parametrize('db3', [False, True], ids=['mcap', 'db3'])
+def test_a_bag_read_by_path_is_parsed_once_by_the_checks_and_the_nodes(
+        tmp_path, monkeypatch, db3):
+    # the checks and each node's link_for read the bag by its path: a SQLite bag (rosbag2's
+    # default storage up to Humble) was parsed again by each of them, 11 times here
+    from rog_ros import checks
+    from rog_ros.nodes.emulated_link import link_for
+    path = str(_fleet_bag(tmp_path / ('fleet.db3' if db3 else 'fleet.mcap'), db3))
+    parses = []
+    real = ros_bag._collect
+
+    def counting(*args, **kw):
+        """Count a parse of a bag's messages."""
+        parses.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(ros_bag, '_collect', counting)
+    checks.trace('trace', path)
+    links = [link_for(path, rank, 3) for rank in range(3)]
+    assert parses == [path] and all(links)
+    if db3:                 # a bag rewritten under its name is read anew
+        con = sqlite3.connect(path)
+        con.execute('DELETE FROM messages WHERE id = (SELECT MAX(id) FROM messages)')
+        con.commit()
+        con.close()
+        link_for(path, 0, 3)
+        assert parses == [path, path]
+
+
 def test_convert_writes_each_emulated_link_leaving_out_the_server(tmp_path, capsys):
     # the server's netmon emulates no link (emulated_mbps -1), and its refusal stopped the
     # conversion of every worker's

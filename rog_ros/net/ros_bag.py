@@ -342,10 +342,14 @@ def _links(path, data: bytes | None, field: str = 'throughput') -> dict:
     """
     if field not in FIELDS:
         raise BagError(f'{path}: no rate {field!r} in a LinkStats; one of {", ".join(FIELDS)}')
-    if data is None and bag_kind(path) == 'MCAP bag':
-        with open(path, 'rb') as fh:        # (a SQLite bag is opened as a file, not hashed)
+    kind = bag_kind(path) if data is None else None
+    if kind == 'MCAP bag':
+        with open(path, 'rb') as fh:
             data = fh.read()
-    key = (str(path), hashlib.sha256(data).digest()) if data is not None else None
+    if data is not None:
+        key = (str(path), hashlib.sha256(data).digest())
+    else:       # a SQLite bag is opened as a file (with its -wal): hashed as it is read
+        key = (str(path), _sqlite_digest(path)) if kind == 'SQLite bag' else None
     with _CACHE_LOCK:
         parsed = _CACHE.get(key) if key else None
         if parsed is not None:
@@ -360,6 +364,25 @@ def _links(path, data: bytes | None, field: str = 'throughput') -> dict:
     index = FIELDS.index(field)
     return {name: (rank, [(stamp, rates[index], run) for stamp, rates, run in messages])
             for name, (rank, messages) in parsed.items()}
+
+
+def _sqlite_digest(path) -> bytes:
+    """
+    Return the SHA-256 of a SQLite bag's file and its ``-wal`` file, if any, read in blocks.
+
+    SQLite reads both (a bag whose recorder still runs, or was killed, has its last messages
+    in the ``-wal`` file), so both key its parse; a bag of gigabytes is not held in memory.
+    """
+    digest = hashlib.sha256()
+    for name in (str(path), f'{path}-wal'):
+        try:
+            with open(name, 'rb') as fh:
+                for block in iter(lambda: fh.read(1 << 20), b''):
+                    digest.update(block)
+        except FileNotFoundError:
+            pass
+        digest.update(b'\0')
+    return digest.digest()
 
 
 CACHE_SIZE = 2
