@@ -117,12 +117,15 @@ def test_launch_files_import_without_ros_and_plan_their_config(name):
     ('/lab/rog', 'runs/run-2.b', '/lab/rog/run_2_b'),
     ('/rog', '/tmp/7', '/rog/run_7'),                 # a ROS 2 name starts with no digit
     ('/', '/tmp/x', '/x'),
+    ('/rog', 'runs/mpcol--rog 4', '/rog/mpcol_rog_4'),    # rcl refuses __ in a remap rule
 ])
 def test_a_fleet_run_puts_its_nodes_in_a_namespace_of_its_own(namespace, out, expected):
     from rog_ros.nodes import fleet
     from rog_ros.nodes.plan import NodeSpec
+    from rog_ros.nodes.ros_names import parse_rule
 
     assert fleet.run_namespace(namespace, out) == expected
+    assert parse_rule(f'__ns:={expected}') == (None, 'ns', expected)   # the nodes take it
     spec = NodeSpec('rog_server', 'rog_server', {'workers': 2}, ros_args=('-r', '__ns:=/x'))
     assert spec.command('py') == ['py', '-m', 'rog_ros.nodes.rog_server', '--workers', '2',
                                   '--ros-args', '-r', '__ns:=/x']

@@ -194,6 +194,10 @@ def test_remap_rules_apply_as_rcl_applies_them(rules, expected):
     ('__ns:=robot1', 'a namespace must be fully qualified'),
     ('__ns:=/robot-1', 'a namespace must be fully qualified'),
     ('__node:=2nd', 'is not a valid node name'),
+    ('__ns:=/robot1/', 'no / at the end), e.g. __ns:=/robot1'),
+    ('__ns:=/lab/robot__1', 'two _ in a row in a remap rule (rclpy.init refuses it); e.g. '
+                            '/lab/robot_1'),
+    ('__node:=arm__server', 'two _ in a row'),
 ])
 def test_a_remap_rcl_would_refuse_is_a_usage_error(rule, message, capsys):
     with pytest.raises(SystemExit) as exc:

@@ -208,11 +208,13 @@ def run_namespace(namespace: str, out: str) -> str:
 
     ``/rog`` and ``runs/a`` -> ``/rog/a`` (``/rog/a/rog_server``): two fleets on one domain
     and one fleet namespace (``--domain-id`` given alike) share no node name, since they
-    cannot share ``--out``; the folder's name made a ROS 2 name (letters, digits, ``_``).
+    cannot share ``--out``; the folder's name made a ROS 2 name (letters, digits, single
+    ``_``: ``mpcol--rog4`` is ``mpcol_rog4``).
     """
     import re
     from rog_ros.nodes.ros_names import NAMESPACE, qualified
-    tag = re.sub(r'[^A-Za-z0-9_]', '_', os.path.basename(os.path.abspath(out))) or 'run'
+    tag = re.sub(r'[^A-Za-z0-9_]', '_', os.path.basename(os.path.abspath(out)))
+    tag = re.sub(r'__+', '_', tag) or 'run'     # (rcl's remap rules refuse __ in a name)
     tag = 'run_' + tag if tag[0].isdigit() else tag
     ns = qualified(namespace.rstrip('/') or '/', tag)
     return ns if NAMESPACE.fullmatch(ns) else '/' + tag

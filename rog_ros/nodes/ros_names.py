@@ -71,14 +71,31 @@ def parse_rule(rule: str):
         if not NAME.fullmatch(value):
             raise ValueError(f'--ros-args -r {rule}: {value!r} is not a valid node name '
                              '(letters, digits and _, not starting with a digit)')
+        _refuse_double_underscore(rule, value)
         return node, 'node', value
     if left == NS_RULE:
         if not NAMESPACE.fullmatch(value):
-            hint = '/' + value.strip('/') if value and not value.startswith('/') else '/robot1'
+            hint = '/' + '/'.join(p for p in value.split('/') if p)
+            hint = hint if hint != '/' and NAMESPACE.fullmatch(hint) else '/robot1'
             raise ValueError(f'--ros-args -r {rule}: a namespace must be fully qualified '
-                             f'(/ then names of letters, digits and _), e.g. {NS_RULE}:={hint}')
+                             f'(/ then names of letters, digits and _, no / at the end), e.g. '
+                             f'{NS_RULE}:={hint}')
+        _refuse_double_underscore(rule, value)
         return node, 'ns', value
     return None
+
+
+def _refuse_double_underscore(rule: str, value: str) -> None:
+    """
+    Refuse a replacement with ``__`` in a name, as rcl's remap rules do.
+
+    rcl's lexer ends a name at the second ``_`` of a row (``__`` starts ``__ns``/``__node``),
+    so ``-r __ns:=/robot__1`` is no valid rule and ``rclpy.init`` fails on it.
+    """
+    if '__' in value:
+        fixed = re.sub(r'__+', '_', value)
+        raise ValueError(f'--ros-args -r {rule}: rcl takes no name with two _ in a row in a '
+                         f'remap rule (rclpy.init refuses it); e.g. {fixed}')
 
 
 def _first(rules, kind: str, name: str):
