@@ -208,8 +208,9 @@ def run_namespace(namespace: str, out: str) -> str:
 
     ``/rog`` and ``runs/a`` -> ``/rog/a`` (``/rog/a/rog_server``): two fleets on one domain
     and one fleet namespace (``--domain-id`` given alike) share no node name, since they
-    cannot share ``--out``; the folder's name made a ROS 2 name (letters, digits, single
-    ``_``: ``mpcol--rog4`` is ``mpcol_rog4``).
+    cannot share ``--out`` (unless two ``--out`` folders have one name: ``runs/a``,
+    ``old/a``); the folder's name made a ROS 2 name (letters, digits, single ``_``:
+    ``mpcol--rog4`` is ``mpcol_rog4``).
     """
     import re
     from rog_ros.nodes.ros_names import NAMESPACE, qualified
