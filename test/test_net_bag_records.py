@@ -586,6 +586,36 @@ def test_a_bag_read_by_path_is_parsed_once_by_the_checks_and_the_nodes(
         assert parses == [path, path]
 
 
+def test_a_large_bag_read_by_path_is_not_held_in_memory(tmp_path):
+    # a bag recorded with ros2 bag record -a holds the fleet's row chunks, gigabytes: the
+    # cache's hash read the whole file into memory before a parse (68 MB for 64 MB here)
+    import os
+    import tracemalloc
+    writer = pytest.importorskip('mcap.writer')
+    path = tmp_path / 'all.mcap'
+    with open(path, 'wb') as fh:
+        bag = writer.Writer(fh)
+        bag.start()
+        stats = bag.register_channel(TOPIC, 'cdr', bag.register_schema(
+            ros_bag.LINK_STATS_TYPE, 'ros2msg', b''))
+        rows = bag.register_channel('/rog/w0/chunks', 'cdr', bag.register_schema(
+            'rog_ros/msg/RowChunk', 'ros2msg', b''))
+        for msg in _messages(0, [0.0] + [10.0] * 5):
+            ns = msg.stamp.sec * 10 ** 9 + msg.stamp.nanosec
+            bag.add_message(stats, ns, bytes(to_sample(msg).serialize()), ns)
+        blob = os.urandom(1 << 20)
+        for k in range(32):
+            bag.add_message(rows, ns + k, blob, ns + k)
+        bag.finish()
+    tracemalloc.start()
+    try:
+        assert ros_bag.robots(path) == [('netmon_0', 0)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < os.path.getsize(path) / 4, peak
+
+
 def test_convert_writes_each_emulated_link_leaving_out_the_server(tmp_path, capsys):
     # the server's netmon emulates no link (emulated_mbps -1), and its refusal stopped the
     # conversion of every worker's

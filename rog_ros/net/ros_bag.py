@@ -343,13 +343,10 @@ def _links(path, data: bytes | None, field: str = 'throughput') -> dict:
     if field not in FIELDS:
         raise BagError(f'{path}: no rate {field!r} in a LinkStats; one of {", ".join(FIELDS)}')
     kind = bag_kind(path) if data is None else None
-    if kind == 'MCAP bag':
-        with open(path, 'rb') as fh:
-            data = fh.read()
     if data is not None:
         key = (str(path), hashlib.sha256(data).digest())
-    else:       # a SQLite bag is opened as a file (with its -wal): hashed as it is read
-        key = (str(path), _sqlite_digest(path)) if kind == 'SQLite bag' else None
+    else:       # (hashed and parsed in blocks: a bag of gigabytes is not held in memory)
+        key = (str(path), _file_digest(path, kind)) if kind else None
     with _CACHE_LOCK:
         parsed = _CACHE.get(key) if key else None
         if parsed is not None:
@@ -366,22 +363,27 @@ def _links(path, data: bytes | None, field: str = 'throughput') -> dict:
             for name, (rank, messages) in parsed.items()}
 
 
-def _sqlite_digest(path) -> bytes:
+def _file_digest(path, kind: str) -> bytes:
     """
-    Return the SHA-256 of a SQLite bag's file and its ``-wal`` file, if any, read in blocks.
+    Return the SHA-256 of the bag file ``path`` (of ``bag_kind`` ``kind``), read in blocks.
 
-    SQLite reads both (a bag whose recorder still runs, or was killed, has its last messages
-    in the ``-wal`` file), so both key its parse; a bag of gigabytes is not held in memory.
+    A bag of gigabytes (``ros2 bag record -a`` holds the fleet's row chunks) is not held in
+    memory: it is parsed from the file too, as it was before the cache. A SQLite bag's
+    ``-wal`` file is hashed with it: SQLite reads both (a bag whose recorder still runs, or
+    was killed, has its last messages there). Without one, the key is the one of the file's
+    bytes read already (``hashlib.sha256(data)``): a bag read both ways is parsed once.
     """
     digest = hashlib.sha256()
-    for name in (str(path), f'{path}-wal'):
+    for k, name in enumerate((str(path),) + ((f'{path}-wal',) if kind == 'SQLite bag' else ())):
         try:
             with open(name, 'rb') as fh:
+                if k:
+                    digest.update(b'\0-wal\0')
                 for block in iter(lambda: fh.read(1 << 20), b''):
                     digest.update(block)
         except FileNotFoundError:
-            pass
-        digest.update(b'\0')
+            if not k:
+                raise
     return digest.digest()
 
 
