@@ -173,6 +173,18 @@ def test_ros_namespace_remap_moves_the_node_not_its_topics():
     assert args.namespace == '/rog' and args.status_name == 'rog_server'
 
 
+def test_a_ros_namespace_over_the_default_fleet_namespace_is_warned_about():
+    # before 2026-12-06 -r __ns:= (PushRosNamespace) also moved the topics: two fleets
+    # launched under /lab1 and /lab2 were two fleets, now they share /rog's topics
+    moved = rog_server.build_parser().parse_args(['--ros-args', '-r', '__ns:=/lab1'])
+    assert 'at /lab1/rog_server' in moved.namespace_note
+    assert moved.namespace_note.endswith('-p namespace:=/lab1')
+    apart = rog_server.build_parser().parse_args(
+        ['--namespace', '/lab1', '--ros-args', '-r', '__ns:=/lab1'])
+    assert apart.namespace_note is None
+    assert rog_server.build_parser().parse_args([]).namespace_note is None
+
+
 def test_a_node_is_in_its_fleet_namespace_unless_remapped():
     args = rog_worker.build_parser().parse_args(['--rank', '1', '--workers', '2',
                                                  '--namespace', '/lab2'])

@@ -146,6 +146,8 @@ def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_erro
         from rog_ros.nodes import ros_node
         return ros_node.run(role, args, core_class, argv, finish, usage_errors)
     log = setup_logging(args.node_name)
+    if getattr(args, 'namespace_note', None):
+        log.warning(args.namespace_note)
     requests = SignalRequests().install()
     core = core_class(args, requests)
     core.log = log

@@ -89,6 +89,8 @@ class RogLifecycleNode(LifecycleNode):
         self.core = core
         core.ros_node = self                 # the core's RclpyBus uses this node
         core.log = self.get_logger()
+        if getattr(args, 'namespace_note', None):
+            core.log.warning(args.namespace_note)
         self.started = False                 # core.activate() done: the core is training
         self.activation_requested = False    # activate accepted; run() activates the core
         self.cleanup_requested = False       # cleanup accepted while training; run() does it

@@ -825,7 +825,28 @@ def resolve(role: str, parsed: argparse.Namespace, ros: dict) -> argparse.Namesp
     out.node_name = ros_names.node_name(ros.get('remaps', ()), out.status_name)
     out.node_namespace = ros_names.node_namespace(ros.get('remaps', ()), out.node_name,
                                                   values.get('namespace', DEFAULT_NAMESPACE))
+    out.namespace_note = namespace_note(out.node_namespace, out.node_name,
+                                        values.get('namespace', DEFAULT_NAMESPACE))
     return out
+
+
+def namespace_note(node_namespace: str, node_name: str, fleet_namespace: str) -> str | None:
+    """
+    Return the warning for a node a ROS namespace moved while its fleet's topics did not.
+
+    ``-r __ns:=`` (a launch file's ``PushRosNamespace``) moves the node in the ROS graph only;
+    before 2026-12-06 it also moved the fleet's topics, so two fleets launched under two ROS
+    namespaces were two fleets. Now they share the default fleet namespace's topics and train
+    as one unless each gets its own ``namespace``: said once at start (None: nothing to say,
+    the node is in its fleet namespace or the fleet namespace was set to something of its own).
+    """
+    if fleet_namespace != DEFAULT_NAMESPACE or node_namespace == fleet_namespace:
+        return None
+    return (f'-r __ns:={node_namespace} places this node at '
+            f'{ros_names.qualified(node_namespace, node_name)} in the ROS graph; its topics stay '
+            f'under the fleet namespace {fleet_namespace}, so nodes started under other ROS '
+            f'namespaces on this domain are the same fleet: to keep this fleet apart, give '
+            f'all its nodes -p namespace:={node_namespace}')
 
 
 class SettingsParser(argparse.ArgumentParser):
