@@ -386,6 +386,22 @@ def test_compare_reruns_runs_whose_robots_started_their_files_elsewhere(tmp_path
     assert 'other settings' not in capsys.readouterr().err
 
 
+def test_compare_reuses_runs_of_a_trace_file_gone_since(tmp_path):
+    # a comparison whose trace file was removed reused its runs (nothing to tell them apart
+    # by); the offsets check added for in-step replay raised "unknown trace" instead
+    out, trace = str(tmp_path / 'cmp'), str(tmp_path / 'tt.csv')
+    _constant_trace(trace, 50)
+    compare('toy', trace, ['bsp'], 2, [0], out, iterations=6, quiet=True, jobs_parallel=1,
+            sim_options={'evaluations': 2})
+    path = os.path.join(out, 'runs', 'bsp-seed0', 'summary.json')
+    first = json.load(open(path))
+    assert first['trace_offsets_s']
+    os.remove(trace)
+    compare('toy', trace, ['bsp'], 2, [0], out, iterations=6, quiet=True, jobs_parallel=1,
+            sim_options={'evaluations': 2})
+    assert json.load(open(path)) == first
+
+
 def _write_builder(folder, module: str, seed: int):
     """Write a user's workload builder ``module:build``: the toy, built with ``seed``."""
     (folder / f'{module}.py').write_text(

@@ -291,12 +291,16 @@ def _same_offsets(summary: dict, cfg: SimConfig) -> bool:
     The files' bytes can be the same while the placement changed: robots of one recording
     (a bag's) replay in step since 2026-12-06, and a run made before that has each robot at
     its own offset. Only a run that recorded ``trace_offsets_s`` can be told (one made before
-    is reused as it was); a run of presets only recorded None.
+    is reused as it was); a run of presets only recorded None. A trace file gone since (or one
+    that cannot be read now) cannot be told either: reused, as ``_same_trace_files`` has it.
     """
     recorded = summary.get('trace_offsets_s')
     if recorded is None:
         return True
-    now = trace_offsets(cfg.trace, cfg.workers, cfg.seed)
+    try:
+        now = trace_offsets(cfg.trace, cfg.workers, cfg.seed)
+    except (OSError, ValueError):
+        return True     # a file is gone or unreadable now: _same_trace_files' answer
     if now is None or len(now) != len(recorded):
         return now is None      # the files are gone (_same_trace_files' answer) or other n
     return all((a is None) == (b is None) and (a is None or math.isclose(a, b, abs_tol=1e-6))
