@@ -714,3 +714,25 @@ def test_the_files_convert_writes_of_a_bag_replay_in_step_as_the_bag_does(tmp_pa
     traces.save_trace(traces.load_trace(f'{tmp_path}/links/run_node1.csv'),
                       f'{tmp_path}/other.csv')
     assert [link_for(mixed, r, 2).offset_s for r in range(2)] == [0.0, pytest.approx(29.95)]
+
+
+def test_the_files_convert_writes_of_a_bag_replay_in_step_gzip_compressed_too(tmp_path):
+    # load_trace reads a gzip-compressed file; its recording id was read from the compressed
+    # bytes (none found), so the gzipped list of a bag's robots replayed each robot at its
+    # own offset, their outages apart, without a word
+    import gzip
+    from rog_ros.net import cli_trace
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import make_traces
+    path = str(_outage_bag(tmp_path / 'run.mcap'))
+    assert cli_trace.main(['convert', path, '--out', str(tmp_path / 'links') + '/']) == 0
+    listed = []
+    for name in ('run_node0.csv', 'run_node1.csv'):
+        with open(tmp_path / 'links' / name, 'rb') as fh:
+            (tmp_path / f'{name}.gz').write_bytes(gzip.compress(fh.read()))
+        listed.append(str(tmp_path / f'{name}.gz'))
+        assert traces.recording_of(listed[-1]) == traces.recording_of(tmp_path / 'links' / name)
+    listed = ','.join(listed)
+    assert [link_for(listed, r, 2).offset_s for r in range(2)] == [0.0, 0.0]
+    sim = make_traces(listed, 2, 1)
+    assert sim[0][1] == sim[1][1] == make_traces(path, 2, 1)[0][1]

@@ -698,12 +698,18 @@ def recording_of(path) -> str | None:
 
     Files with one id hold links of robots recorded together, on that recording's clock
     (``rog trace convert BAG --out DIR/``): ``trace_spec.recordings`` replays them in step.
+    A gzip-compressed file (``load_trace`` reads it decompressed) is read so too.
     """
     try:
         with open(path, 'rb') as fh:
-            head = fh.readline(4096).decode('utf-8', 'replace')
-    except OSError:
+            head = fh.readline(4096)
+            if head[:2] == b'\x1f\x8b':
+                fh.seek(0)
+                with gzip.GzipFile(fileobj=fh) as unzipped:
+                    head = unzipped.readline(4096)
+    except (OSError, EOFError):
         return None
+    head = head.decode('utf-8', 'replace')
     match = RECORDING.match(head)
     return match.group(1) if match else None
 
