@@ -134,6 +134,22 @@ def _check_sim(args) -> None:
         checks.output_dir('--out', args.out)
         checks.result_paths('--out', args.out, SIM_RESULTS)
         _check_not_a_comparison(args.out)
+        _check_previous(args.out)
+
+
+def _check_previous(out: str) -> None:
+    """
+    Refuse an ``--out`` whose earlier run cannot be moved to ``out/previous`` at the run's end.
+
+    A file named ``previous`` there (or a folder named like a result in it) failed the move
+    after the whole run, with a traceback, and the run's results were not written.
+    """
+    from rog_ros import checks
+    from rog_ros.nodes.run_outputs import earlier_results, PREVIOUS, RESULT_FILES
+    if earlier_results(out):
+        checks.result_paths('--out', out, folders=(PREVIOUS,))
+        if os.path.isdir(os.path.join(out, PREVIOUS)):
+            checks.result_paths('--out', os.path.join(out, PREVIOUS), RESULT_FILES)
 
 
 SIM_RESULTS = ('summary.json', 'timeseries.csv', 'events.csv')

@@ -67,6 +67,26 @@ def test_a_result_name_taken_by_the_other_kind_is_refused_before_the_run(
     assert sorted(os.listdir(out)) == [in_the_way]
 
 
+@pytest.mark.parametrize('in_the_way, kind', [
+    ('previous', 'file'), ('previous/summary.json', 'dir')])
+def test_sim_refuses_an_earlier_run_it_could_not_move_to_previous_before_the_run(
+        in_the_way, kind, nothing_runs, capsys, tmp_path):
+    # before: the whole run went, then moving the earlier run failed with a traceback
+    # (FileExistsError: OUT/previous) and the run's results were not written
+    out = tmp_path / 'out'
+    out.mkdir()
+    (out / 'summary.json').write_text('{}')
+    path = out / in_the_way
+    if kind == 'dir':
+        path.mkdir(parents=True)
+    else:
+        path.write_text('mine')
+    assert cli.main(SIM + ['--out', str(out)]) == 2
+    line = _one_line(capsys, 'sim')
+    assert f'{path} is a {"folder" if kind == "dir" else "file"}' in line, line
+    assert (out / 'summary.json').read_text() == '{}'
+
+
 def test_compare_refuses_a_fleet_runs_folder_and_leaves_it_as_it_was(nothing_runs, capsys,
                                                                      tmp_path):
     # before: the comparison's summary.json replaced the fleet's, beside the fleet's model.pt
