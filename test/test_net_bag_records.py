@@ -736,3 +736,21 @@ def test_the_files_convert_writes_of_a_bag_replay_in_step_gzip_compressed_too(tm
     assert [link_for(listed, r, 2).offset_s for r in range(2)] == [0.0, 0.0]
     sim = make_traces(listed, 2, 1)
     assert sim[0][1] == sim[1][1] == make_traces(path, 2, 1)[0][1]
+
+
+def test_convert_of_a_sqlite_bag_of_several_robots_parses_it_once_more_not_once_per_robot(
+        tmp_path, monkeypatch):
+    # the in-step replay read each robot's first stamp with the bag's bytes not given: a
+    # SQLite bag (not cached without them) was parsed again for every robot, 5 parses for 3
+    from rog_ros.net import cli_trace
+    robots = {f'netmon_{i}': _run(i, [50.0] * 20, i * 1.0, i + 1) for i in range(3)}
+    path = str(_robots_bag(tmp_path / 'run.db3', robots, db3=True))
+    parsed, parse = [], ros_bag._parse
+
+    def counting(*args):
+        """Count the parses of the bag."""
+        parsed.append(args[0])
+        return parse(*args)
+    monkeypatch.setattr(ros_bag, '_parse', counting)
+    assert cli_trace.main(['convert', path, '--out', str(tmp_path / 'links') + '/']) == 0
+    assert len(parsed) <= 3, parsed

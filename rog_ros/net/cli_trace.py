@@ -655,9 +655,10 @@ def _convert_fleet(args, path: str, field, name: str, out) -> int:
     recording = None
     if len(links) > 1:          # on the bag's clock, with its id: replayed in step, as the bag
         with open(path, 'rb') as fh:
-            recording = hashlib.sha256(fh.read()).hexdigest()[:16]
+            data = fh.read()      # (given: a SQLite bag is parsed once, not once per robot)
+        recording = hashlib.sha256(data).hexdigest()[:16]
         aligned = traces.in_step({f'{path}#{who}': (trace, ros_bag.first_stamp_s(
-            path, who, None, field or 'throughput')) for who, trace in links.items()})
+            path, who, data, field or 'throughput')) for who, trace in links.items()})
         links = {who: aligned[f'{path}#{who}'] for who in links}
     ranks = dict(named)
     read_as = traces.trace_file_format(path)
