@@ -20,6 +20,7 @@ drops when its process ends: a node killed with SIGKILL does not block its resta
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -169,3 +170,36 @@ def test_rog_fleet_refuses_a_state_dir_whose_files_a_running_node_holds(tmp_path
         f'--state-dir {tmp_path}: state file worker_0.pt is in use by another node '
         f'(rog_worker 0, pid {holder.pid}')
     assert state_dir.check_state_dir('--state-dir', str(tmp_path)) == str(tmp_path)
+
+
+HOLD_ONCE = ('import os, sys\n'
+             'from rog_ros.nodes.durable import hold\n'
+             "hold(sys.argv[1], 'rog_worker 0')\n"
+             "print('held by', os.getpid(), flush=True)\n")
+
+
+def _without_file_rights():
+    """Return the command prefix that runs a process without root's file rights ([]: none)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which('setpriv') is None:
+        pytest.skip('root without setpriv: cannot run a process bound by file permissions')
+    caps = '-dac_override,-dac_read_search'
+    return ['setpriv', f'--inh-caps={caps}', f'--bounding-set={caps}']
+
+
+def test_a_lock_file_this_user_may_not_write_does_not_block_the_state_file(tmp_path):
+    """Hold a state file whose lock file an earlier run left read-only to this user."""
+    # Arrange: as a run as root in a container leaves it for the robot's user (0644, root's)
+    lock = state_dir.lock_file(tmp_path / 'worker_0.pt')
+    with open(lock, 'w') as fh:
+        fh.write('rog_worker 0, pid 1, since 2026-01-01 00:00:00\n')
+    os.chmod(lock, 0o444)
+    # Execute
+    done = subprocess.run(_without_file_rights() + [
+        sys.executable, '-c', HOLD_ONCE, str(tmp_path / 'worker_0.pt')],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    # Assert
+    assert done.returncode == 0, done.stderr
+    pid = done.stdout.split()[-1]
+    assert f'rog_worker 0, pid {pid}, since' in open(lock).read()

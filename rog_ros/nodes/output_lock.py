@@ -134,7 +134,7 @@ def hold_lock_file(path: str, command: str):
     """
     for attempt in range(_RETAKES):
         try:
-            fd = _open_lock_file(path)
+            fd, writable = _open_lock_file(path)
         except FileNotFoundError:
             if attempt == _RETAKES - 1:
                 raise
@@ -154,10 +154,15 @@ def hold_lock_file(path: str, command: str):
             return None, None
         # (the last try holds what it got: a file system whose file numbers do not match
         # between stat and fstat runs locked as it did before, not refused)
+        if not writable and attempt < _RETAKES - 1 and _removed(fd, path):
+            os.close(fd)              # another user's lock file, free: ours in its place
+            continue
         if attempt == _RETAKES - 1 or _still_there(fd, path):
             break
         os.close(fd)                  # removed by the run that held it: take the new one
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    if not writable:      # (another user's, in a folder we cannot change: held unnamed)
+        return fd, None
     try:      # the holder line only names us to a second command: the lock holds without
         os.ftruncate(fd, 0)
         os.write(fd, f'{command}, pid {os.getpid()}, since '
@@ -167,21 +172,30 @@ def hold_lock_file(path: str, command: str):
     return fd, None
 
 
-def _open_lock_file(path: str) -> int:
+def _open_lock_file(path: str) -> tuple:
     """
-    Open (create) the lock file ``path`` for writing; refuse one that is no plain file.
+    Open (create) the lock file ``path``: ``(fd, writable)``; refuse one that is no plain file.
 
     Its holder writes its line into it: a lock file that was a symbolic link (another user's,
-    in a folder they can write to) had the file it points to truncated and overwritten.
+    in a folder they can write to) had the file it points to truncated and overwritten. One
+    this user may not write (left by a run as another user: root in a container, then the
+    robot's user) is opened for reading, which a flock needs no more than: before, it stopped
+    every later run of this user in that folder ('Permission denied').
     """
+    writable = True
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644)
     except OSError as exc:
-        if exc.errno != errno.ELOOP:
+        if exc.errno not in (errno.ELOOP, errno.EACCES):
             raise
-        fd = None
+        fd, writable = None, False
+        if exc.errno == errno.EACCES:
+            try:
+                fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+            except OSError:
+                raise exc from None
     if fd is not None and stat.S_ISREG(os.fstat(fd).st_mode):
-        return fd
+        return fd, writable
     if fd is not None:
         os.close(fd)
     raise OutputInUse(f'{path} is a symbolic link or not a plain file, not a lock file of '
@@ -192,6 +206,23 @@ def _open_lock_file(path: str) -> int:
 _NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
 _RETAKES = 10
 """How often a lock file removed under a new holder is taken again before giving up."""
+
+
+def _removed(fd: int, path: str) -> bool:
+    """
+    Remove lock file ``path`` if it is still the file open (and held) as ``fd``; True if so.
+
+    For another user's lock file that this process holds (so no run does): removed, it is
+    made again as this user's, with this run's line. A folder that does not let us remove
+    it (sticky, as /tmp) keeps it: held all the same.
+    """
+    if not _still_there(fd, path):
+        return False
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    return True
 
 
 def _still_there(fd: int, path: str) -> bool:
