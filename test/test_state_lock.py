@@ -203,3 +203,42 @@ def test_a_lock_file_this_user_may_not_write_does_not_block_the_state_file(tmp_p
     assert done.returncode == 0, done.stderr
     pid = done.stdout.split()[-1]
     assert f'rog_worker 0, pid {pid}, since' in open(lock).read()
+
+
+ELSEWHERE = ('echo {last} > /proc/sys/kernel/ns_last_pid\n'     # (its pid: free out here)
+             '{python} -c "$0" "$1"\n')
+
+
+def _pid_namespace():
+    """Return the command prefix that runs a process in a pid namespace of its own."""
+    own = ['unshare', '--pid', '--fork', '--mount-proc']
+    if os.geteuid() != 0:
+        own[1:1] = ['--user', '--map-root-user']
+    if shutil.which('unshare') is None or subprocess.run(
+            own + ['true'], capture_output=True, timeout=30).returncode != 0:
+        pytest.skip('no pid namespace can be made here')
+    return own
+
+
+def test_a_node_out_of_sight_holding_the_state_file_is_refused_at_once(tmp_path):
+    """Refuse at once, saying so, a holder in another pid namespace (another container)."""
+    # Arrange: a live node whose pid names no process here (as in another container)
+    own = _pid_namespace()
+    pid = next(p for p in range(20000, 30000) if not os.path.exists(f'/proc/{p}'))
+    script = ELSEWHERE.format(last=pid - 1, python=sys.executable)
+    proc = subprocess.Popen(own + ['sh', '-c', script, HOLD, str(tmp_path / 'worker_0.pt')],
+                            stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        assert proc.stdout.readline().strip() == 'held'
+        # Execute
+        started = time.monotonic()
+        with pytest.raises(durable.StateError) as refused:
+            durable.hold(str(tmp_path / 'worker_0.pt'), 'rog_worker 0')
+        took = time.monotonic() - started
+    finally:
+        proc.kill()
+        proc.wait()
+    # Assert
+    assert f'rog_worker 0, pid {pid},' in str(refused.value)
+    assert 'a node out of sight of this one' in str(refused.value)
+    assert took < durable.HOLD_WAIT_S / 2

@@ -95,7 +95,8 @@ def hold(path, command: str) -> None:
     however it ends, so a node killed with SIGKILL never blocks its own restart (``rog fleet
     --respawn``, ``rog robot``), and no process id decides who holds it (a reused one cannot
     make a dead holder look alive); one whose holder has ended is waited for, a while
-    (``HOLD_WAIT_S``: a child it forked still holds it). A lock file that is a symbolic link
+    (``HOLD_WAIT_S``: a child it forked still holds it), unless no process here has it open
+    (a node in another container or on another machine). A lock file that is a symbolic link
     is refused and left as it is.
     The nodes of one fleet share a state directory, each with a file of its own: the hold is
     of the file, not the folder. This process's own hold is no conflict (a node configured
@@ -106,6 +107,7 @@ def hold(path, command: str) -> None:
     if key in _HELD:
         return
     deadline = time.monotonic() + HOLD_WAIT_S
+    unseen = 0
     while True:
         try:
             makedirs_synced(os.path.dirname(lock))
@@ -115,9 +117,16 @@ def hold(path, command: str) -> None:
         if holder is None:
             break
         ended = _ended(holder)
-        if not ended or time.monotonic() >= deadline:
-            who = (f'a process started by a node that has ended ({holder})' if ended
-                   else f'another node ({holder})')
+        if ended and not _open_here(lock):   # (a child that let go since: one more try)
+            unseen += 1
+        if not ended or unseen > 1 or time.monotonic() >= deadline:
+            if not ended:
+                who = f'another node ({holder})'
+            elif unseen > 1:
+                who = (f'a node out of sight of this one ({holder}: no such process here; '
+                       'in another container, or on another machine sharing this folder)')
+            else:
+                who = f'a process started by a node that has ended ({holder})'
             raise StateError(f'state file {path} is in use by {who}; stop that one first, or '
                              'give this one another --state-dir (two nodes on one state file '
                              "overwrite each other's checkpoints)")
@@ -134,6 +143,40 @@ notices that its parent died and exits, within a few seconds: a node restarted a
 SIGKILL (``--respawn``) waits for it instead of stopping. A holder that still runs (or whose
 process id another process now has) is refused at once.
 """
+
+
+def _open_here(lock: str) -> bool:
+    """
+    Tell whether another process of this one's pid namespace has ``lock`` open.
+
+    Whose holder has ended: a process it forked (waited for), or a node in another container
+    or on another machine (its process id names none here; refused at once, not after
+    ``HOLD_WAIT_S``). Processes of another user cannot be looked at (not counted). True
+    where it cannot be told (no ``/proc``): waited for, as before.
+    """
+    try:
+        st, ns = os.stat(lock), os.readlink('/proc/self/ns/pid')
+        pids = os.listdir('/proc')
+    except OSError:
+        return True
+    me = str(os.getpid())
+    for pid in pids:
+        if not pid.isdigit() or pid == me:
+            continue
+        try:
+            if os.readlink(f'/proc/{pid}/ns/pid') != ns:
+                continue                  # (its pids are not ours: a holder line's neither)
+            fds = os.listdir(f'/proc/{pid}/fd')
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                found = os.stat(f'/proc/{pid}/fd/{fd}')
+            except OSError:
+                continue
+            if (found.st_dev, found.st_ino) == (st.st_dev, st.st_ino):
+                return True
+    return False
 
 
 def _ended(holder: str) -> bool:
