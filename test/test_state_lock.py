@@ -230,6 +230,8 @@ def test_a_node_out_of_sight_holding_the_state_file_is_refused_at_once(tmp_path)
                             stdout=subprocess.PIPE, text=True, env=dict(os.environ))
     try:
         assert proc.stdout.readline().strip() == 'held'
+        if f'pid {pid},' not in open(state_dir.lock_file(tmp_path / 'worker_0.pt')).read():
+            pytest.skip('no pid of a new pid namespace can be chosen here')
         # Execute
         started = time.monotonic()
         with pytest.raises(durable.StateError) as refused:
