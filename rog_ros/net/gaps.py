@@ -25,7 +25,7 @@ missing delivery opportunities are the link's zeros, and tshark's intervals) nee
 from __future__ import annotations
 
 import numpy as np
-from rog_ros.net.iperf import warn
+from rog_ros.net.notices import warn
 
 GAP_STEPS = 10.0
 """A step between two samples longer than this many median steps is a gap in the record (the

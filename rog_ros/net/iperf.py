@@ -40,9 +40,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
 import numpy as np
+from rog_ros.net.gaps import warn_gaps
+from rog_ros.net.notices import _warned, note, warn  # noqa: F401 - iperf.warn, as before
 
 _UNIT = {'': 1.0, 'K': 1e3, 'M': 1e6, 'G': 1e9, 'T': 1e12}
 _LINE = re.compile(
@@ -58,21 +59,6 @@ interval header (a server's, or a client's with -R, says ``Jitter  Lost/Total Da
 _ERROR = re.compile(r'^iperf3?: (?P<kind>error|interrupt) - (?P<message>.*)$')
 """iperf3's own error lines: ``iperf3: error - unable to connect to server: ...``."""
 EPS_S = 1e-6
-_warned = set()
-
-
-def warn(message: str) -> None:
-    """Print ``warning: message`` on stderr, once per message in this process."""
-    if message not in _warned:
-        _warned.add(message)
-        print(f'warning: {message}', file=sys.stderr)
-
-
-def note(message: str) -> None:
-    """Print ``note: message`` on stderr, once per message in this process ('' prints none)."""
-    if message and message not in _warned:
-        _warned.add(message)
-        print(f'note: {message}', file=sys.stderr)
 
 
 def _interrupted(error) -> bool:
@@ -143,7 +129,6 @@ def read_iperf(path, lines) -> tuple:
     if not intervals:
         raise ValueError(f'{path}: an iperf report without intervals (nothing was measured)')
     times, rates = [a for a, _, _ in intervals], [r for _, _, r in intervals]
-    from rog_ros.net.gaps import warn_gaps      # (gaps imports warn from here)
     warn_gaps(path, times, rates, GAP_ADVICE)
     return times, rates, intervals[-1][1]
 
@@ -259,8 +244,8 @@ def _json_intervals(path, text) -> list:
                                  'bits_per_second in its "sum"') from None
             _append(out, first, offset + a, offset + b, rate, f'{path}: run {number}, '
                                                               f'interval {k}')
-    for note in notes:                      # once the report has been read without an error
-        warn(note)
+    for said in notes:                      # once the report has been read without an error
+        warn(said)
     return out
 
 

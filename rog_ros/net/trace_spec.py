@@ -51,7 +51,9 @@ step with the other robots of that copy.
 
 from __future__ import annotations
 
+import gzip
 import os
+import re
 from typing import NamedTuple
 
 from rog_ros.net import iperf, ros_bag
@@ -165,18 +167,43 @@ def bag_entries(entry, robots_of=None) -> list:
             for name, _ in named]
 
 
+RECORDING = re.compile(r'#\s*rog_ros trace:.*\brecording=([0-9A-Za-z_-]+)')
+"""The recording a ``save_trace`` file's link was cut from, on its ``# rog_ros trace:`` line."""
+
+
+def recording_of(path) -> str | None:
+    """
+    Return the recording id ``save_trace`` wrote into a trace file's first line, else None.
+
+    Files with one id hold links of robots recorded together, on that recording's clock
+    (``rog trace convert BAG --out DIR/``): ``recordings`` replays them in step.
+    A gzip-compressed file (``load_trace`` reads it decompressed) is read so too.
+    """
+    try:
+        with open(path, 'rb') as fh:
+            head = fh.readline(4096)
+            if head[:2] == b'\x1f\x8b':
+                fh.seek(0)
+                with gzip.GzipFile(fileobj=fh) as unzipped:
+                    head = unzipped.readline(4096)
+    except (OSError, EOFError):
+        return None
+    head = head.decode('utf-8', 'replace')
+    match = RECORDING.match(head)
+    return match.group(1) if match else None
+
+
 def recordings(entries) -> list:
     """
     Return, for each robot's resolved entry, ``(bag, leader)``: the robots it is in step with.
 
     ``entries``: robot r's at ``r`` (``entry_for``'s). A robot that follows one of two or more
     links of one recording (robots of one bag, or files that ``rog trace convert BAG --out
-    DIR/`` wrote of one bag: ``traces.recording_of``) gets the lowest rank of the robots of
+    DIR/`` wrote of one bag: ``recording_of``) gets the lowest rank of the robots of
     its copy of the recording (copy c: the robots that follow a link c lower ranks followed
     already), where its replay starts, and the bag's path (to put its link on the bag's clock;
     None for the files, which are on it already). Any other robot gets ``(None, r)``.
     """
-    from rog_ros.net.traces import recording_of
     parsed = [parse(entry) for entry in entries]
     keys, links = [], {}
     for p in parsed:

@@ -83,6 +83,7 @@ import numpy as np
 from rog_ros.atomic import atomic_write_text
 from rog_ros.net import (columns, gaps, iperf, mahimahi, mobile_log, replay_log, ros_bag,
                          sysstat, tshark)
+from rog_ros.net.trace_spec import parse, recording_of  # noqa: F401 - traces.recording_of
 
 PAYLOAD_S = 1.43
 """Ideal transfer time of one compressed gradient [P 2.2]; the slowdown statistic's payload."""
@@ -638,7 +639,6 @@ def load_entry(entry, loop: bool = True, data: bytes | None = None) -> Trace:
     ``run.mcap#netmon_2#emulated`` reads robot ``netmon_2``'s emulated rate from the bag
     ``run.mcap``; a plain path is ``load_trace``'s. ``data``: the file's bytes, read already.
     """
-    from rog_ros.net.trace_spec import parse
     parsed = parse(entry)
     if parsed.robot is None and parsed.field is None:
         return load_trace(parsed.source, loop=loop, data=data)
@@ -681,37 +681,10 @@ def in_step(links: dict) -> dict:
 
 def entry_start_s(entry, data: bytes | None = None) -> float | None:
     """Return when the first sample of a bag's robot was taken (s since the epoch), else None."""
-    from rog_ros.net.trace_spec import parse
     parsed = parse(entry)
     if parsed.robot is None:
         return None
     return ros_bag.first_stamp_s(parsed.source, parsed.robot, data, parsed.field or 'throughput')
-
-
-RECORDING = re.compile(r'#\s*rog_ros trace:.*\brecording=([0-9A-Za-z_-]+)')
-"""The recording a ``save_trace`` file's link was cut from, on its ``# rog_ros trace:`` line."""
-
-
-def recording_of(path) -> str | None:
-    """
-    Return the recording id ``save_trace`` wrote into a trace file's first line, else None.
-
-    Files with one id hold links of robots recorded together, on that recording's clock
-    (``rog trace convert BAG --out DIR/``): ``trace_spec.recordings`` replays them in step.
-    A gzip-compressed file (``load_trace`` reads it decompressed) is read so too.
-    """
-    try:
-        with open(path, 'rb') as fh:
-            head = fh.readline(4096)
-            if head[:2] == b'\x1f\x8b':
-                fh.seek(0)
-                with gzip.GzipFile(fileobj=fh) as unzipped:
-                    head = unzipped.readline(4096)
-    except (OSError, EOFError):
-        return None
-    head = head.decode('utf-8', 'replace')
-    match = RECORDING.match(head)
-    return match.group(1) if match else None
 
 
 def load_bag_traces(path, loop: bool = True, field: str | None = None, only=None) -> dict:

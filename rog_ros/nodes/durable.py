@@ -42,10 +42,11 @@ import re
 import time
 
 import numpy as np
+from rog_ros.archives import damage
 from rog_ros.atomic import atomic_write_bytes, makedirs_synced, TEMP_NAME_LENGTH, TEMP_PREFIX
 from rog_ros.nodes.driver import StateWriteError
 from rog_ros.nodes.output_lock import hold_lock_file
-from rog_ros.nodes.state_dir import damage, lock_file
+from rog_ros.nodes.state_dir import lock_file
 import torch
 
 FORMAT = 1
@@ -260,7 +261,7 @@ class StateFile:
         """
         Read the file; ValueError with a one-line reason when it is unusable.
 
-        The archive's checksums are checked first (``state_dir.damage``): ``torch.load``
+        The archive's checksums are checked first (``archives.damage``): ``torch.load``
         alone took a state file with a flipped bit in a tensor as valid.
         """
         why = damage(self.path)
@@ -293,7 +294,7 @@ def checksums_written():
     Have ``torch.save`` write its archive's checksums for the block, whatever was set.
 
     For every file rog_ros writes with torch (state files, ``model.pt``, ``model_out``).
-    ``load`` refuses a state file whose checksums do not match (``state_dir.damage``); a
+    ``load`` refuses a state file whose checksums do not match (``archives.damage``); a
     workload's code that turned them off (``torch.serialization.set_crc32_options``, torch
     >= 2.5) would have made every state file of the node unreadable to it.
     """

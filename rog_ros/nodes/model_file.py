@@ -30,8 +30,8 @@ import io
 import os
 from typing import TYPE_CHECKING
 
+from rog_ros.archives import model_damage
 from rog_ros.atomic import atomic_write_bytes, makedirs_synced
-from rog_ros.nodes.state_dir import model_damage
 
 if TYPE_CHECKING:                            # pragma: no cover - annotations only
     import torch
@@ -45,7 +45,7 @@ def save_state_dict(path, module: torch.nn.Module) -> int:
     import torch
     state = {name: t.detach().to('cpu', copy=True) for name, t in module.state_dict().items()}
     buf = io.BytesIO()
-    with checksums_written():     # (read back, they are checked: state_dir.model_damage)
+    with checksums_written():     # (read back, they are checked: archives.model_damage)
         torch.save(state, buf)
     makedirs_synced(os.path.dirname(os.path.abspath(os.fspath(path))))
     atomic_write_bytes(path, buf.getvalue())
@@ -83,7 +83,7 @@ def load_trained(workload: str, path, **options) -> torch.nn.Module:
     summary.json), which may shape the model (toy's ``features``).
 
     A file whose archive fails its checksums is refused (ValueError, one line): torch.load
-    alone loads one with a flipped bit as valid (``state_dir.model_damage``).
+    alone loads one with a flipped bit as valid (``archives.model_damage``).
 
     >>> model = load_trained('mpcol', 'runs/fleet/model.pt')   # doctest: +SKIP
     >>> model = load_trained('my_tasks:make', 'run/model.pt', data_dir='/data')  # doctest: +SKIP

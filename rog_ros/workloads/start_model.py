@@ -29,6 +29,7 @@ import hashlib
 import os
 import re
 
+from rog_ros.archives import model_damage
 import torch
 
 RUN_MODEL_FILE = 'model.pt'
@@ -60,14 +61,13 @@ def read_state(path) -> dict:
     Read a state_dict (parameter name -> tensor) from ``path``, checked, on the CPU.
 
     ``torch.load(..., weights_only=True)``: a file cannot run code on the robot. Refused with
-    one line: a file whose archive fails its checksums (``state_dir.model_damage``: one
+    one line: a file whose archive fails its checksums (``archives.model_damage``: one
     rog_ros wrote always has them; a user's file without them is read as before), a file
     that is not a state_dict (a whole pickled module, another format), names
     that are not strings, values that are not tensors, and NaN or infinite weights (a diverged
     run's model would spread them to every robot).
     """
     file = resolve_path(path)
-    from rog_ros.nodes.state_dir import model_damage   # (torch-free: no import cycle)
     why = model_damage(file)
     if why:
         raise ValueError(f'{file} is damaged ({why}); start from another copy of it')
