@@ -86,7 +86,7 @@ def main(argv=None) -> int:
         last = []
         diagnostics = DiagnosticsPublisher(bus, lambda now: link_statuses(args.node_name, last),
                                            args.diagnostics_hz)
-        if node is not None:      # ros2 param set netmon_<rank> diagnostics_hz ...
+        if node is not None:      # ros2 param set /rog/netmon_<rank> diagnostics_hz ...
             ros_node.follow_runtime_settings(node, args, lambda: diagnostics)
         period, start = 1.0 / args.rate_hz, time.monotonic()
         nxt = start

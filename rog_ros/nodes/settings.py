@@ -352,8 +352,9 @@ SETTINGS = (
     _s('diagnostics_hz', float, 1.0, 'Rate of /diagnostics (DiagnosticArray); 0 = off.',
        ALL, low=0.0, high=100.0),
     _s('autostart', bool, True, 'Configure and activate at start; false: wait for SIGUSR2 '
-       '(configures if need be, then activates) or, under ROS 2, ros2 lifecycle set <node> '
-       'configure, then activate.', (SERVER, WORKER),
+       '(configures if need be, then activates) or, under ROS 2, ros2 lifecycle set '
+       '/rog/rog_server configure (its fully qualified name), then activate.',
+       (SERVER, WORKER),
        'lifecycle'),
     # -------------------------------------------------- emulated links
     _s('trace', str, 'none', 'Emulated bandwidth trace per worker link: a preset (indoors, '
