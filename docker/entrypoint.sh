@@ -21,7 +21,8 @@
 #   ROLE=worker RANK=K       ros2 launch rog_ros robot.launch.py role:=worker rank:=K ARGS
 #   ROLE=netmon              ros2 run rog_ros netmon ARGS
 #
-# ARGS come from ROG_ARGS (e.g. "workload:=mpcol sync:=rog staleness:=4 workers:=3"); a worker
+# ARGS come from ROG_ARGS (e.g. "workload:=mpcol sync:=rog staleness:=4 workers:=3"; for
+# ROLE=netmon netmon's own flags, e.g. "--interface wlan0 --nodes 1"); a worker
 # writes its trained model to ROG_MODEL_OUT (default /runs/rog_robot_K_model.pt) unless
 # ROG_ARGS sets model_out. server_host:= and peers:= in ROG_ARGS reach the launch, which adds
 # them as unicast peers to the CYCLONEDDS_URI set here (or given to the container).
@@ -74,6 +75,14 @@ case "${ROLE:-}" in
     exec ros2 launch rog_ros robot.launch.py role:=worker "rank:=${RANK}" "${args[@]}"
     ;;
   netmon)
+    # ros2 run takes netmon's own flags; launch arguments (workers:=3) would stop it
+    for a in "${args[@]}"; do
+      [ "$a" = --ros-args ] && break
+      if [[ "$a" == *:=* ]]; then
+        echo "rog-entrypoint: ROLE=netmon runs netmon alone (ros2 run), so ROG_ARGS holds its flags (e.g. --interface wlan0 --nodes 1), not launch arguments such as '$a'" >&2
+        exit 2
+      fi
+    done
     exec ros2 run rog_ros netmon "${args[@]}"
     ;;
   *)

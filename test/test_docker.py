@@ -154,3 +154,61 @@ def test_hadolint(name):
     proc = subprocess.run([exe, '--no-color', str(DOCKER / name)], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _launched_by_the_image(tmp_path: Path, load, env: dict) -> list:
+    """Return the fully qualified names of the nodes the image starts with ``env``."""
+    from test_ros_graph_names import node_fqn
+    proc = _run_entrypoint(tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    words = proc.stdout.splitlines()[0].split()
+    if words[:2] == ['ros2', 'run']:            # ROLE=netmon: the node itself, in no launch
+        return [node_fqn(words[3], words[4:])]
+    assert words[:4] == ['ros2', 'launch', 'rog_ros', 'robot.launch.py']
+    values = dict(w.split(':=', 1) for w in words[4:])
+    return [fqn for _, _, fqn in load('robot.launch', values)]
+
+
+def test_compose_services_start_nodes_of_distinct_fully_qualified_names(tmp_path):
+    # Prepare: each service's environment, ROG_ARGS as compose fills it by default
+    from test_ros_graph_names import launch_loader
+    doc = yaml.safe_load((DOCKER / 'compose.yaml').read_text())
+    default_args = re.fullmatch(r'\$\{ROG_ARGS:-(.*)\}', doc['x-rog']['environment']['ROG_ARGS'])
+    names = []
+    with launch_loader() as load:
+        for service in doc['services'].values():
+            env = {k: str(v) for k, v in service['environment'].items() if k != 'ROS_DOMAIN_ID'}
+            env['ROG_ARGS'] = default_args.group(1)
+            # Execute
+            names += _launched_by_the_image(tmp_path, load, env)
+    # Assert: one host network, one domain: every node its own name, in the fleet namespace
+    assert sorted(names) == ['/rog/netmon', '/rog/netmon_0', '/rog/netmon_1', '/rog/netmon_2',
+                             '/rog/rog_server', '/rog/rog_worker_0', '/rog/rog_worker_1',
+                             '/rog/rog_worker_2']
+
+
+def test_entrypoint_netmon_alone_takes_netmons_flags(tmp_path):
+    # Prepare
+    from test_ros_graph_names import launch_loader
+    with launch_loader() as load:
+        # Execute: the robot's link monitor alone, for robot 1, fleet namespace /lab2
+        names = _launched_by_the_image(tmp_path, load, {
+            'ROLE': 'netmon', 'ROG_ARGS': '--nodes 1 --namespace /lab2 --bus none'})
+    # Assert
+    assert names == ['/lab2/netmon_1']
+
+
+def test_entrypoint_netmon_refuses_launch_arguments_in_one_line(tmp_path):
+    # ROG_ARGS as docs/robots.md writes it for the launches: ros2 run netmon would stop on
+    # 'unrecognized arguments: workers:=3'
+    proc = _run_entrypoint(tmp_path, {'ROLE': 'netmon', 'ROG_ARGS': 'workers:=3 sync:=rog'})
+    assert proc.returncode == 2 and proc.stdout == ''
+    assert proc.stderr.count('\n') == 1
+    assert 'ROLE=netmon' in proc.stderr and "'workers:=3'" in proc.stderr
+    assert '--interface' in proc.stderr
+    # ros2's own arguments after --ros-args keep their :=
+    proc = _run_entrypoint(tmp_path, {'ROLE': 'netmon',
+                                      'ROG_ARGS': '--nodes 1 --ros-args -p rate_hz:=5'})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == 'ros2 run rog_ros netmon --nodes 1 --ros-args -p ' \
+        'rate_hz:=5'

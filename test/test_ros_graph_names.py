@@ -30,6 +30,7 @@ qualified name the node takes in the graph. Against those names:
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import importlib
 import importlib.util
@@ -132,9 +133,9 @@ def node_fqn(executable: str, argv: list) -> str:
     return qualified(args.node_namespace, args.node_name)
 
 
-@pytest.fixture(scope='module')
-def launched():
-    """Return a loader: launch file and arguments -> ``[(executable, Node kwargs, fqn)]``."""
+@contextlib.contextmanager
+def launch_loader():
+    """Yield a loader: launch file and arguments -> ``[(executable, Node kwargs, fqn)]``."""
     with pytest.MonkeyPatch.context() as patch:
         for name, module in _stand_ins().items():
             patch.setitem(sys.modules, name, module)
@@ -152,8 +153,18 @@ def launched():
             return [(n['executable'], n, node_fqn(n['executable'], launch_ros_argv(n, pushed)))
                     for n in nodes]
 
+        try:
+            yield load
+        finally:                        # the real launching module again (no ROS 2 here)
+            patch.undo()
+            importlib.reload(launching)
+
+
+@pytest.fixture(scope='module')
+def launched():
+    """Return :func:`launch_loader`'s loader for this module's tests."""
+    with launch_loader() as load:
         yield load
-    importlib.reload(launching)
 
 
 @pytest.fixture(scope='module')
