@@ -63,8 +63,9 @@ LAUNCHES = ([('robot.launch', {'role': 'server', 'workers': str(ROBOTS)})] +
             [(name, {'workers': str(ROBOTS)})
              for name in ('fleet.launch', 'mpcol.launch', 'eacol.launch')])
 """Launch files and arguments whose nodes make up the names the docs may use."""
-SHOWN_WRONG = ('ros2 param get rog_server staleness',)
-"""Commands the docs show failing (a name without its namespace, docs/robots.md)."""
+SHOWN_WRONG = ('ros2 param get rog_server staleness',
+               'ros2 lifecycle set rog_worker_1 deactivate')
+"""Commands the docs show failing: a name without its namespace (robots.md, troubleshooting)."""
 LIFECYCLE_NODES = (settings.SERVER, settings.WORKER)
 """Executables that are managed (lifecycle) nodes; netmon is a plain node."""
 
