@@ -53,6 +53,7 @@ COMMAND = re.compile(r'ros2\s+(lifecycle\s+(?:get|set|list)|param\s+(?:get|set|l
                      r'|dump|load|delete)|node\s+info|service\s+(?:call|type))\s+([^\s`]+)'
                      r'(?:\s+([^\s`]+))?')
 NODE_LIST = re.compile(r'ros2\s+node\s+list')
+RUN = re.compile(r'ros2\s+run\s+rog_ros\s+(rog_server|rog_worker|netmon)((?:[^\S\n]+[^\s`|#(),]+)*)')
 LISTED = re.compile(r'(?<![\w/])((?:/[A-Za-z_]\w*)+)(?:\.\.(\d+))?')
 PUNCTUATION = '\'",.;:)'
 ROBOTS = 3
@@ -251,6 +252,7 @@ def test_the_checked_texts_hold_ros2_commands_of_every_kind():
     verbs = {verb.split()[0] + ' ' + verb.split()[1] for _, verb, _, _ in ros2_commands()}
     assert {'lifecycle get', 'lifecycle set', 'param get', 'param set', 'node info'} <= verbs
     assert len(listed_nodes()) >= 8
+    assert {executable for _, executable, _ in ros2_runs()} >= {'rog_worker', 'netmon'}
 
 
 @pytest.mark.parametrize('where, verb, name, param', ros2_commands())
@@ -277,6 +279,32 @@ def test_ros2_command_names_a_node_by_its_fully_qualified_name(known, where, ver
 @pytest.mark.parametrize('where, name', listed_nodes())
 def test_ros2_node_list_shows_the_nodes_the_docs_list(known, where, name):
     assert name in known, f'{where}: ros2 node list shows no {name}; it shows {sorted(known)}'
+
+
+def ros2_runs() -> list:
+    """Return ``(where, executable, argv)`` of every ``ros2 run rog_ros NODE ...`` shown."""
+    out = []
+    for path in TEXTS:
+        text = (ROOT / path).read_text()
+        for match in RUN.finditer(text):
+            argv = [a for a in match.group(2).split() if a != '...']   # ... : options left out
+            if any('$' in a or a.isupper() for a in argv):     # ARGS, "${args[@]}": the user's
+                continue
+            out.append((f'{path}:{text.count(chr(10), 0, match.start()) + 1}', match.group(1),
+                        argv))
+    return out
+
+
+@pytest.mark.parametrize('where, executable, argv', ros2_runs())
+def test_ros2_run_command_starts_a_node_the_docs_name(known, where, executable, argv,
+                                                      monkeypatch, tmp_path):
+    # Prepare: files it names (--record-trace link.csv) are checked where it would run
+    monkeypatch.chdir(tmp_path)
+    # Execute: the node's own parser, as ros2 run starts it (a usage error exits 2)
+    fqn = node_fqn(executable, argv)
+    # Assert
+    assert fqn in known, f'{where}: ros2 run rog_ros {executable} {" ".join(argv)} starts ' \
+        f'{fqn}, which the launches do not: {sorted(known)}'
 
 
 def sections_no_node_takes(sections: dict, nodes) -> list:
