@@ -53,7 +53,8 @@ COMMAND = re.compile(r'ros2\s+(lifecycle\s+(?:get|set|list)|param\s+(?:get|set|l
                      r'|dump|load|delete)|node\s+info|service\s+(?:call|type))\s+([^\s`]+)'
                      r'(?:\s+([^\s`]+))?')
 NODE_LIST = re.compile(r'ros2\s+node\s+list')
-RUN = re.compile(r'ros2\s+run\s+rog_ros\s+(rog_server|rog_worker|netmon)((?:[^\S\n]+[^\s`|#(),]+)*)')
+RUN = re.compile(r'ros2\s+run\s+rog_ros\s+(rog_server|rog_worker|netmon)'
+                 r'((?:[^\S\n]+[^\s`|#(),]+)*)')
 LISTED = re.compile(r'(?<![\w/])((?:/[A-Za-z_]\w*)+)(?:\.\.(\d+))?')
 PUNCTUATION = '\'",.;:)'
 ROBOTS = 3
