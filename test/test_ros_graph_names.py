@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import importlib
+import importlib.machinery
 import importlib.util
 from pathlib import Path
 import re
@@ -55,6 +56,10 @@ COMMAND = re.compile(r'ros2\s+(lifecycle\s+(?:get|set|list)|param\s+(?:get|set|l
 NODE_LIST = re.compile(r'ros2\s+node\s+list')
 RUN = re.compile(r'ros2\s+run\s+rog_ros\s+(rog_server|rog_worker|netmon)'
                  r'((?:[^\S\n]+[^\s`|#(),]+)*)')
+LAUNCH = re.compile(r'ros2\s+launch\s+rog_ros\s+(\w+)\.launch\.py((?:[^\S\n]+[^\s`|#()\\]+'
+                    r'|[^\S\n]+\\\n)*)')
+USER_MODULE = 'my_tasks'
+"""The module of docs/workloads.md's own workload (``workload:=my_tasks:make_my_task``)."""
 LISTED = re.compile(r'(?<![\w/])((?:/[A-Za-z_]\w*)+)(?:\.\.(\d+))?')
 PUNCTUATION = '\'",.;:)'
 ROBOTS = 3
@@ -150,6 +155,11 @@ def launch_loader():
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             entities = module.generate_launch_description()
+            declared = {e.args[0] for e in entities
+                        if type(e).__name__ == 'DeclareLaunchArgument'}
+            unknown = sorted(set(values) - declared)
+            if unknown:                     # ros2 launch would ignore it without a word
+                raise ValueError(f'{name}.py declares no argument {unknown}')
             opaque = [e for e in entities if type(e).__name__ == 'OpaqueFunction'][0]
             nodes = [e.kwargs for e in opaque.kwargs['function'](dict(values))
                      if type(e).__name__ == 'Node']
@@ -254,6 +264,8 @@ def test_the_checked_texts_hold_ros2_commands_of_every_kind():
     assert {'lifecycle get', 'lifecycle set', 'param get', 'param set', 'node info'} <= verbs
     assert len(listed_nodes()) >= 8
     assert {executable for _, executable, _ in ros2_runs()} >= {'rog_worker', 'netmon'}
+    assert {name for _, name, _ in ros2_launches()} == {'robot.launch', 'fleet.launch',
+                                                        'mpcol.launch', 'eacol.launch'}
 
 
 @pytest.mark.parametrize('where, verb, name, param', ros2_commands())
@@ -306,6 +318,40 @@ def test_ros2_run_command_starts_a_node_the_docs_name(known, where, executable, 
     # Assert
     assert fqn in known, f'{where}: ros2 run rog_ros {executable} {" ".join(argv)} starts ' \
         f'{fqn}, which the launches do not: {sorted(known)}'
+
+
+def ros2_launches() -> list:
+    """Return ``(where, launch file, {argument: value})`` of every ``ros2 launch`` shown."""
+    out = []
+    for path in TEXTS:
+        text = (ROOT / path).read_text()
+        for match in LAUNCH.finditer(text):
+            words = match.group(2).replace('\\\n', ' ').split()
+            if not words or any('$' in w or w.isupper() for w in words):
+                continue            # prose naming the file; ARGS, "${args[@]}": the user's
+            values = dict(w.split(':=', 1) for w in words if ':=' in w)
+            values = {k: '1' if v == 'K' else v.strip("'") for k, v in values.items()}
+            out.append((f'{path}:{text.count(chr(10), 0, match.start()) + 1}',
+                        f'{match.group(1)}.launch', values))
+    return out
+
+
+@pytest.mark.parametrize('where, name, values', ros2_launches())
+def test_ros2_launch_command_starts_nodes_the_docs_name(launched, known, where, name, values,
+                                                        monkeypatch):
+    # Prepare: docs/workloads.md's own workload, importable as the docs have it installed
+    user = types.ModuleType(USER_MODULE)
+    user.__spec__ = importlib.machinery.ModuleSpec(USER_MODULE, None)
+
+    def make_my_task(seed=0, hidden=64):
+        """Stand for docs/workloads.md's builder: its options, nothing built."""
+        raise AssertionError('a check built the workload')
+    user.make_my_task = make_my_task
+    monkeypatch.setitem(sys.modules, USER_MODULE, user)
+    # Execute: the launch file with the arguments shown, its nodes resolved as they start
+    names = [fqn for _, _, fqn in launched(name, values)]
+    # Assert
+    assert names and set(names) <= set(known), f'{where}: {name} starts {names}'
 
 
 def sections_no_node_takes(sections: dict, nodes) -> list:
