@@ -45,10 +45,10 @@ from rog_ros.nodes import keystore, plan, settings
 from rog_ros.nodes.ros_names import NAMESPACE, qualified
 
 ROOT = Path(__file__).resolve().parent.parent
-TEXTS = (['README.md', 'docker/README.md', 'docker/entrypoint.sh'] +
-         sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'docs').glob('*.md')) +
-         sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'rog_ros').rglob('*.py')) +
-         sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'launch').glob('*.py')))
+TEXTS = tuple(['README.md', 'docker/README.md', 'docker/entrypoint.sh'] +
+              sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'docs').glob('*.md')) +
+              sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'rog_ros').rglob('*.py')) +
+              sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'launch').glob('*.py')))
 """Files whose ``ros2 ...`` commands are checked (docs, the images, docstrings, comments)."""
 COMMAND = re.compile(r'ros2\s+(lifecycle\s+(?:get|set|list)|param\s+(?:get|set|list|describe'
                      r'|dump|load|delete)|node\s+info|service\s+(?:call|type))\s+([^\s`]+)'
@@ -64,11 +64,11 @@ LISTED = re.compile(r'(?<![\w/])((?:/[A-Za-z_]\w*)+)(?:\.\.(\d+))?')
 PUNCTUATION = '\'",.;:)'
 ROBOTS = 3
 """Workers of the fleets below (the docs' robots: three)."""
-LAUNCHES = ([('robot.launch', {'role': 'server', 'workers': str(ROBOTS)})] +
-            [('robot.launch', {'role': 'worker', 'rank': str(k), 'workers': str(ROBOTS)})
-             for k in range(ROBOTS)] +
-            [(name, {'workers': str(ROBOTS)})
-             for name in ('fleet.launch', 'mpcol.launch', 'eacol.launch')])
+LAUNCHES = tuple([('robot.launch', (('role', 'server'), ('workers', str(ROBOTS))))] +
+                 [('robot.launch', (('role', 'worker'), ('rank', str(k)),
+                                    ('workers', str(ROBOTS)))) for k in range(ROBOTS)] +
+                 [(name, (('workers', str(ROBOTS)),))
+                  for name in ('fleet.launch', 'mpcol.launch', 'eacol.launch')])
 """Launch files and arguments whose nodes make up the names the docs may use."""
 SHOWN_WRONG = ('ros2 param get rog_server staleness',
                'ros2 lifecycle set rog_worker_1 deactivate')
@@ -185,7 +185,7 @@ def known(launched) -> dict:
     """Return ``{fqn: executable}`` of every node the docs' launches start."""
     out = {}
     for name, values in LAUNCHES:
-        for executable, _, fqn in launched(name, values):
+        for executable, _, fqn in launched(name, dict(values)):
             out[fqn] = executable
     return out
 
