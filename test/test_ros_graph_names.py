@@ -385,6 +385,25 @@ def test_every_parameter_file_section_is_taken_by_a_node(launched, name):
     assert sections_no_node_takes(sections, nodes) == []
 
 
+@pytest.mark.parametrize('name', sorted(p.name for p in (ROOT / 'config').glob('*.yaml')))
+def test_a_node_given_the_parameter_file_takes_its_section(name):
+    # Prepare: each node as ros2 run starts it with --ros-args --params-file config/NAME
+    import yaml
+    path = str(ROOT / 'config' / name)
+    sections = yaml.safe_load(Path(path).read_text())
+    for executable, extra in (('rog_server', []), ('rog_worker', ['-p', 'rank:=1']),
+                              ('netmon', ['-p', 'nodes:=1'])):
+        module = importlib.import_module(f'rog_ros.nodes.{executable}')
+        # Execute
+        args = module.build_parser().parse_args(['--ros-args', '--params-file', path] + extra)
+        # Assert: in the fleet namespace, with its executable's section applied
+        assert (args.node_namespace, args.node_name) == ('/rog', {
+            'rog_server': 'rog_server', 'rog_worker': 'rog_worker_1',
+            'netmon': 'netmon_1'}[executable])
+        for key, value in (sections.get(executable) or {}).get('ros__parameters', {}).items():
+            assert getattr(args, key) == settings.BY_NAME[key].parse(value), (executable, key)
+
+
 def test_a_section_no_node_takes_is_found():
     nodes = [('rog_server', '/rog/rog_server'), ('rog_worker', '/rog/rog_worker_0')]
     sections = {'/**': {}, 'rog_worker': {}, '/rog/rog_server': {}, '/rog/rog_worker': {},
