@@ -14,6 +14,7 @@
 """A robot's link read from a ROS 2 bag of its netmon's LinkStats (MCAP or SQLite)."""
 
 import dataclasses
+import os
 import sqlite3
 
 import pytest
@@ -754,3 +755,190 @@ def test_convert_of_a_sqlite_bag_of_several_robots_parses_it_once_more_not_once_
     monkeypatch.setattr(ros_bag, '_parse', counting)
     assert cli_trace.main(['convert', path, '--out', str(tmp_path / 'links') + '/']) == 0
     assert len(parsed) <= 3, parsed
+
+
+def _three_robots_bag(path):
+    """
+    Write a bag of netmon_0 (0-40 s), netmon_1 (5-60 s), netmon_2 (10-50 s), down at 20-30.
+
+    Their emulated_mbps is 5 Mbit/s, netmon_0's not known (-1) for its first 3 s.
+    """
+    def rates(start_s, stop_s):
+        """Return the 0.1 s rates from ``start_s`` to ``stop_s``: 50 Mbit/s, 0 at 20-30 s."""
+        steps = range(int(round(start_s * 10)), int(round(stop_s * 10)))
+        return [0.0 if 200 <= k < 300 else 50.0 + k % 7 for k in steps]
+
+    def run(node, start_s, stop_s, unknown=0):
+        """Return netmon_``node``'s messages, emulated_mbps -1 for the first ``unknown``."""
+        out = _run(node, rates(start_s, stop_s), start_s, node + 1)
+        return _emulated(out, [-1.0] * unknown + [5.0] * (len(out) - unknown))
+    return _robots_bag(path, {'netmon_0': run(0, 0.0, 40.0, 30), 'netmon_1': run(1, 5.0, 60.0),
+                              'netmon_2': run(2, 10.0, 50.0)})
+
+
+def _same(got, want):
+    """Assert that two lists of ``(trace, offset_s)`` are equal, number for number."""
+    assert len(got) == len(want)
+    for (trace, offset), (other, other_offset) in zip(got, want):
+        assert trace.t_s.tolist() == other.t_s.tolist()
+        assert trace.mbps.tolist() == other.mbps.tolist()
+        assert (trace.end_s, trace.loop, offset) == (other.end_s, other.loop, other_offset)
+
+
+def test_any_robots_of_a_bag_and_of_its_converted_list_replay_alike_on_the_whole_clock(
+        tmp_path, capsys):
+    # a bag used by fewer robots than it holds took time 0 and its period from the robots
+    # used (netmon_1 and netmon_2: time 0 at 5 s), its converted list from all of them (0 s),
+    # so the two replayed different links; both are now on the whole recording's clock
+    from rog_ros.net import cli_trace
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import make_traces
+    path = str(_three_robots_bag(tmp_path / 'run.mcap'))
+    assert cli_trace.main(['convert', path, '--out', f'{tmp_path}/links/']) == 0
+    assert cli_trace.main(['convert', f'{path}#netmon_2', '--out', f'{tmp_path}/two.csv']) == 0
+    capsys.readouterr()
+    csv = {k: f'{tmp_path}/links/run_node{k}.csv' for k in range(3)}
+    for ranks in ((0, 1, 2), (1, 2), (0, 2), (2,), (1,)):
+        bag = ','.join(f'{path}#netmon_{k}' for k in ranks)
+        files = ','.join(csv[k] for k in ranks)
+        for n, seed in ((len(ranks), 0), (3, 1), (4, 2)):
+            _same(make_traces(files, n, seed), make_traces(bag, n, seed))
+        for r in range(3):
+            mine, want = link_for(files, r, 3), link_for(bag, r, 3)
+            _same([(mine.trace, mine.offset_s)], [(want.trace, want.offset_s)])
+    one = traces.load_trace(f'{tmp_path}/two.csv')
+    _same([(one, 0.0)], [(traces.load_trace(csv[2]), 0.0)])
+    assert traces.recording_of(f'{tmp_path}/two.csv') == traces.recording_of(csv[0])
+    # the clock is the bag's: time 0 at its earliest first sample (netmon_0's, 0.1 s), one
+    # period to its latest end (netmon_1's, 60 s), the outage at 20-30 s for every robot
+    (a, off), (b, _) = make_traces(f'{path}#netmon_1,{path}#netmon_2', 2, 0)
+    assert a.end_s == b.end_s == pytest.approx(59.9)
+    assert (a.t_s[1], b.t_s[1]) == (pytest.approx(5.0), pytest.approx(10.0))
+    for trace in (a, b):
+        assert trace.rate_at(19.85) > 0 and trace.rate_at(19.95) == 0 == trace.rate_at(29.85)
+        assert trace.rate_at(29.95) > 0
+
+
+def test_a_robot_named_like_a_rate_is_picked_by_robot_or_rank_and_the_errors_say_so(
+        tmp_path, capsys):
+    # BAG#emulated reads the rate emulated_mbps: a netmon node named emulated could not be
+    # picked by name, the refusal did not say how, and a bag of it given to rog sim broke
+    # (robot 0 resolved to BAG#emulated#emulated, "two rates")
+    from rog_ros.net import cli_trace
+    from rog_ros.sim.simulator import make_traces
+    path = str(_robots_bag(tmp_path / 'run.mcap', {
+        'emulated': _emulated(_messages(0, [0.0] + [10.0] * 3), [-1.0] + [0.5] * 3),
+        'netmon_1': _emulated(_messages(1, [0.0] + [20.0] * 3), [-1.0] + [1.5] * 3)}))
+    for entry in (f'{path}#0', f'{path}#robot=emulated', f'{path}#robot=emulated#throughput'):
+        assert traces.load_entry(entry).mbps.tolist() == [10.0] * 3
+    assert traces.load_entry(f'{path}#robot=emulated#emulated').mbps.tolist() == [0.5] * 3
+    capsys.readouterr()
+    assert cli_trace.main(['convert', f'{path}#emulated', '--out', f'{tmp_path}/x.csv']) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and not (tmp_path / 'x.csv').exists()
+    assert (f'emulated is a rate, so the robot named emulated is {path}#robot=emulated'
+            in err)
+    assert [t.mbps.tolist() for t, _ in make_traces(path, 2, 0)] == [[10.0] * 3, [20.0] * 3]
+    assert [t.mbps.tolist() for t, _ in make_traces(f'{path}#emulated', 2, 0)] == [
+        [0.5] * 3, [1.5] * 3]
+    err = ' '.join(capsys.readouterr().err.split())
+    assert (f'note: {path}#emulated reads the rate emulated_mbps (throughput, emulated, bitrate '
+            f"are rates); the bag's robot named emulated is {path}#robot=emulated") in err
+    with pytest.raises(ValueError, match=f'a robot named emulated is {path}#robot=emulated'):
+        make_traces(f'{path}#emulated#bitrate', 1, 0)
+
+
+def test_a_converted_file_converted_again_keeps_its_recording(tmp_path, capsys):
+    # rog trace convert of a file that rog trace convert BAG --out DIR/ wrote dropped its
+    # recording= id: the list of the files converted again replayed unrelated, out of step
+    from rog_ros.net import cli_trace, trace_spec
+    from rog_ros.sim.simulator import make_traces
+    path = str(_three_robots_bag(tmp_path / 'run.mcap'))
+    assert cli_trace.main(['convert', path, '--out', f'{tmp_path}/links/']) == 0
+    again = []
+    for k, scale in ((0, '1'), (1, '0.5')):
+        again.append(f'{tmp_path}/again{k}.csv')
+        assert cli_trace.main(['convert', f'{tmp_path}/links/run_node{k}.csv', '--scale', scale,
+                               '--out', again[-1]]) == 0
+        assert trace_spec.recording_of(again[-1]) == trace_spec.recording_of(
+            f'{tmp_path}/links/run_node{k}.csv') is not None
+    (a, off_a), (b, off_b) = make_traces(','.join(again), 2, 3)
+    (want_a, want_off), (want_b, _) = make_traces(f'{path}#netmon_0,{path}#netmon_1', 2, 3)
+    assert off_a == off_b == want_off
+    assert (a.t_s.tolist(), a.mbps.tolist()) == (want_a.t_s.tolist(), want_a.mbps.tolist())
+    assert (b.t_s.tolist(), b.end_s) == (want_b.t_s.tolist(), want_b.end_s)
+    assert b.mbps.tolist() == (want_b.mbps * 0.5).tolist()
+    other = tmp_path / 'other.csv'
+    other.write_text('0,1\n1,2\n')
+    assert cli_trace.main(['convert', str(other), '--out', f'{tmp_path}/other2.csv']) == 0
+    assert trace_spec.recording_of(f'{tmp_path}/other2.csv') is None
+
+
+def test_conversions_of_one_bag_at_other_rates_share_its_clock_and_id_and_mix_in_step(
+        tmp_path, capsys):
+    # two conversions of one bag (measured and #emulated, or another --scale) carried one id
+    # on different clocks (the emulated one's time 0 at the first emulated_mbps, 2.9 s later),
+    # so a list mixing their files was replayed "in step", 2.9 s apart. Every conversion of a
+    # bag is now on its one clock: files of any two mix as the bag's entries do
+    from rog_ros.net import cli_trace, trace_spec
+    from rog_ros.sim.simulator import make_traces
+    path = str(_three_robots_bag(tmp_path / 'run.mcap'))
+    assert cli_trace.main(['convert', path, '--out', f'{tmp_path}/a/']) == 0
+    assert cli_trace.main(['convert', f'{path}#emulated', '--out', f'{tmp_path}/b/']) == 0
+    assert cli_trace.main(['convert', path, '--scale', '0.5', '--out', f'{tmp_path}/c/']) == 0
+    ids = {trace_spec.recording_of(f'{tmp_path}/{d}/run_node{k}.csv')
+           for d in 'abc' for k in range(3)}
+    assert len(ids) == 1 and None not in ids
+    mixed = f'{tmp_path}/b/run_node0.csv,{tmp_path}/a/run_node1.csv,{tmp_path}/c/run_node2.csv'
+    bag = f'{path}#netmon_0#emulated,{path}#netmon_1,{path}#netmon_2'
+    for seed in (0, 1):
+        got, want = make_traces(mixed, 3, seed), make_traces(bag, 3, seed)
+        assert [off for _, off in got] == [off for _, off in want] == [want[0][1]] * 3
+        for (trace, _), (other, _) in zip(got, want):
+            assert (trace.t_s.tolist(), trace.end_s) == (other.t_s.tolist(), other.end_s)
+        assert got[0][0].mbps.tolist() == want[0][0].mbps.tolist()
+        assert got[2][0].mbps.tolist() == (want[2][0].mbps * 0.5).tolist()
+    emulated = traces.load_trace(f'{tmp_path}/b/run_node0.csv')
+    assert emulated.t_s[1] == pytest.approx(2.9) and emulated.end_s == pytest.approx(59.9)
+
+
+def test_bad_bags_and_tags_are_refused_in_one_line_and_nothing_is_written(tmp_path, capsys):
+    # a byte flipped in a LinkStats of an uncompressed chunk was read as its rate, silently;
+    # an empty file named .mcap was "no samples", a bag damaged before its first LinkStats a
+    # warning and a refusal that said it held no message, and BAG#robot= looked for a robot
+    # named robot=
+    from rog_ros.net import cli_trace
+    writer = pytest.importorskip('mcap.writer')
+    path = _three_robots_bag(tmp_path / 'run.mcap')
+    data = path.read_bytes()
+    with open(tmp_path / 'plain.mcap', 'wb') as fh:        # (uncompressed: bytes to flip)
+        bag = writer.Writer(fh, compression=writer.CompressionType.NONE)
+        bag.start()
+        stats = bag.register_channel(TOPIC, 'cdr', bag.register_schema(
+            ros_bag.LINK_STATS_TYPE, 'ros2msg', b''))
+        for msg in _messages(0, [0.0] + [10.0] * 5):
+            ns = msg.stamp.sec * 10 ** 9 + msg.stamp.nanosec
+            bag.add_message(stats, ns, bytes(to_sample(msg).serialize()), ns)
+        bag.finish()
+    damaged = bytearray((tmp_path / 'plain.mcap').read_bytes())
+    at = bytes(damaged).find(bytes(to_sample(_messages(0, [0.0, 10.0])[1]).serialize()))
+    assert at > 0 and traces.load_trace(tmp_path / 'plain.mcap').mbps.tolist() == [10.0] * 5
+    damaged[at + 38] ^= 0x10          # (its stamp's nanosec, 0.1 s more: read so, silently)
+    (tmp_path / 'damaged.mcap').write_bytes(bytes(damaged))
+    (tmp_path / 'empty.mcap').write_bytes(b'')
+    (tmp_path / 'renamed.db3').write_text('0,1\n1,2\n')
+    (tmp_path / 'head.mcap').write_bytes(data[:len(ros_bag.MCAP_MAGIC) + 3])
+    for entry, why in (
+            (tmp_path / 'damaged.mcap', 'a ROS 2 bag that ends early or is damaged before its '
+                                        'first LinkStats (CRCValidationError'),
+            (tmp_path / 'head.mcap', 'a ROS 2 bag that ends early or is damaged before its '
+                                     'first LinkStats ('),
+            (tmp_path / 'empty.mcap', 'named like a ROS 2 bag but empty (0 bytes'),
+            (tmp_path / 'renamed.db3', 'named like a ROS 2 bag but not one'),
+            (f'{path}#robot=', 'robot= names no robot; write'),
+            (f'{tmp_path}/renamed.db3#netmon_0', 'named like a ROS 2 bag but not one')):
+        for out in (f'{tmp_path}/out/', f'{tmp_path}/out.csv'):
+            assert cli_trace.main(['convert', str(entry), '--out', out]) == 2
+            err = capsys.readouterr().err
+            assert len(err.splitlines()) == 1 and why in err, err
+            assert not os.path.exists(out)

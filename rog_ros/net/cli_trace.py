@@ -164,9 +164,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     'edit it, or to share it without the original tool.')
     conv.add_argument('file', metavar='FILE',
                       help='the trace file to read; of a ROS 2 bag, BAG#NAME reads robot NAME '
-                           '(its netmon node name, or its rank), BAG#emulated the rate its '
-                           'link emulator enforced (emulated_mbps), BAG#bitrate the Wi-Fi '
-                           'bitrate; default: the measured max(tx_mbps, rx_mbps)')
+                           '(its netmon node name, or its rank; BAG#robot=NAME for a robot '
+                           'named like a rate), BAG#emulated the rate its link emulator '
+                           'enforced (emulated_mbps), BAG#bitrate the Wi-Fi bitrate; default: '
+                           'the measured max(tx_mbps, rx_mbps), BAG#throughput. A robot of a '
+                           "bag of several is written on the bag's clock, with its id, as "
+                           'with --out DIR/; a file converted so keeps its id')
     conv.add_argument('--out', required=True,
                       help='output CSV file; for a ROS 2 bag of several robots, a folder (an '
                            'existing one, or a path ending in /): one CSV per robot, '
@@ -607,7 +610,16 @@ def _cmd_convert(args, out):
         return _convert_fleet(args, path, field, name, out)
     _out_file(args.out, f'{name}_mbps.csv')
     _not_the_input(args.out, path)
-    trace = traces.load_trace(path, node=node, field=field)
+    if ros_bag.bag_kind(path):      # a robot of several on the bag's clock, with its id
+        with open(path, 'rb') as fh:
+            data = fh.read()
+        trace = traces.load_trace(path, node=node, field=field, data=data)
+        recording = _recording(path, data) if node is not None else None
+        if recording:
+            trace = traces.on_clock(trace_spec.Entry(path, str(node), field).text, trace, data)
+    else:                           # a file converted before keeps its recording's id
+        trace = traces.load_trace(path, node=node, field=field)     # (refuses a tag)
+        recording = trace_spec.recording_of(path)
     read_as = traces.trace_file_format(path)      # (before --out is written)
     if node is not None:
         read_as += f', robot {node}'
@@ -617,7 +629,7 @@ def _cmd_convert(args, out):
         trace = traces.Trace(trace.t_s, trace.mbps * args.scale, trace.end_s, trace.loop,
                              trace.resolution_s)
         _check_median(trace, args.scale)
-    traces.save_trace(trace, args.out)
+    traces.save_trace(trace, args.out, recording)
     print(f'wrote {args.out}: {path} read as {read_as}, {len(trace)} segments over'
           f' {trace.duration_s:.6g} s, mean {trace.mean_mbps:.1f} Mbit/s', file=out)
     return 0
@@ -652,14 +664,12 @@ def _convert_fleet(args, path: str, field, name: str, out) -> int:
                        f'left out: no {ros_bag.FIELD_NAMES[field]} in its LinkStats (every one '
                        '-1)')
     links = traces.load_bag_traces(path, field=field, only=[who for who, _ in named])
-    recording = None
-    if len(links) > 1:          # on the bag's clock, with its id: replayed in step, as the bag
-        with open(path, 'rb') as fh:
-            data = fh.read()      # (given: a SQLite bag is parsed once, not once per robot)
-        recording = hashlib.sha256(data).hexdigest()[:16]
-        aligned = traces.in_step({f'{path}#{who}': (trace, ros_bag.first_stamp_s(
-            path, who, data, field or 'throughput')) for who, trace in links.items()})
-        links = {who: aligned[f'{path}#{who}'] for who in links}
+    with open(path, 'rb') as fh:
+        data = fh.read()      # (given: a SQLite bag is parsed once, not once per robot)
+    recording = _recording(path, data)
+    if recording:           # on the bag's clock, with its id: replayed in step, as the bag
+        links = {who: traces.on_clock(trace_spec.Entry(path, who, field).text, trace, data)
+                 for who, trace in links.items()}
     ranks = dict(named)
     read_as = traces.trace_file_format(path)
     if field is not None:
@@ -688,6 +698,26 @@ def _convert_fleet(args, path: str, field, name: str, out) -> int:
         return 0
     print(f'--trace {trace_spec.SEPARATOR.join(files[who] for who in plan)}', file=out)
     return 0
+
+
+def _recording(path, data: bytes) -> str | None:
+    """
+    Return the recording id of a bag of several robots (its ``data``), else None.
+
+    The files ``rog trace convert`` writes of a bag's robots carry it (``save_trace``) so that
+    a list of them replays in step, as the bag does (``trace_spec.recordings``). Every
+    conversion of one bag is on its one clock (``ros_bag.recording_clock``: whatever the
+    rate read, --scale or robot), so all share the id; the clock's version is hashed in, so
+    files written before the clock was the whole recording's (2026-12-06, each conversion's
+    robots') are no recording of these.
+    """
+    if len(ros_bag.robots(path, data)) < 2:
+        return None
+    return hashlib.sha256(CLOCK_VERSION + data).hexdigest()[:16]
+
+
+CLOCK_VERSION = b'rog_ros recording clock 2\0'
+"""Hashed into a recording id with the bag's bytes (``_recording``)."""
 
 
 def run(args, out=None) -> int:

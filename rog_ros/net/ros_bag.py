@@ -72,6 +72,9 @@ FIELDS = ('throughput', 'emulated', 'bitrate')
 """Which rate of a LinkStats a trace follows, by netmon's ``record_source`` names: the measured
 ``max(tx_mbps, rx_mbps)`` (the default), ``emulated_mbps`` (the rate the link emulator
 enforced) or ``bitrate_mbps`` (the Wi-Fi bitrate); the last two are -1 when not known."""
+ROBOT_TAG = 'robot='
+"""Written before a robot's name in a ``--trace`` entry, ``BAG#robot=NAME``: the robot ``NAME``
+even when that is one of ``FIELDS`` (``rog_ros.net.trace_spec.parse``)."""
 FIELD_NAMES = {'throughput': 'max(tx_mbps, rx_mbps)', 'emulated': 'emulated_mbps',
                'bitrate': 'bitrate_mbps'}
 """The LinkStats field (or fields) each of ``FIELDS`` reads."""
@@ -172,14 +175,15 @@ def _mcap_messages(path, cut: list, data: bytes | None = None):
                        'mcap)') from None
     with (open(path, 'rb') if data is None else io.BytesIO(data)) as fh:
         try:        # in file order: sorting by time first read it all, and a cut, nothing
-            for schema, channel, message in NonSeekingReader(fh).iter_messages(
-                    log_time_order=False):
+            for schema, channel, message in NonSeekingReader(fh, validate_crcs=True).iter_messages(
+                    log_time_order=False):      # (a damaged chunk: not read as garbled rates)
                 yield channel.topic, schema.name if schema else '', message.data
         except UnsupportedCompressionError as exc:      # lz4 chunks without the lz4 package
             raise BagError(f'{path}: {exc}; install the package for it (pip install lz4) or '
                            'record the bag uncompressed or with zstd') from None
         except Exception as exc:  # noqa: B902 - the decompressors' own (zstandard.ZstdError)
-            cut.append(type(exc).__name__)
+            text = str(exc).strip().splitlines()
+            cut.append(f'{type(exc).__name__}: {text[0][:80]}' if text else type(exc).__name__)
 
 
 def _sqlite_messages(path, topics: set, shown=None):
@@ -222,7 +226,8 @@ def read_bag(path, lines=None, node=None, data: bytes | None = None,
         raise BagError(f'{path}: a ROS 2 bag with the links of {len(links)} robots '
                        f'({_listed(links)}); a trace is one link: pick one robot with '
                        f'--trace {path}#NAME, or give the bag to rog sim / compare / fleet, '
-                       'whose robot r follows the bag robot of rank r')
+                       'whose robot r follows the bag robot of rank r'
+                       + _robot_tags(path, links))
     who = next(iter(links)) if node is None else pick(path, links, node)
     return _link(path, who, links[who][1], field)
 
@@ -269,7 +274,7 @@ def rank_plan(path, named: list) -> tuple:
     workers = sorted((rank, name) for name, rank in named if rank >= 0)
     shown = ', '.join(f'{name} (rank {rank})' for name, rank in named)
     explicit = (f'give each robot its own with a --trace list, '
-                f'{path}#{named[0][0]},{path}#{named[1][0]},...')
+                f'{robot_entry(path, named[0][0])},{robot_entry(path, named[1][0])},...')
     if not workers:
         names = [name for name, _ in named]
         return names, (f'{path}: its {len(names)} robots carry no worker rank (each netmon '
@@ -312,6 +317,35 @@ def pick(path, links, node) -> str:
                            'pick one by its name')
     shown = ', '.join(f'{name} (rank {rank})' for name, rank in named.items())
     raise BagError(f'{path}: no robot {node} in the bag; its robots: {shown}')
+
+
+def robot_entry(path, name: str) -> str:
+    """Return the ``--trace`` entry of the bag ``path``'s robot ``name``: ``path#name``."""
+    tag = ROBOT_TAG if name in FIELDS or name.startswith(ROBOT_TAG) else ''
+    return f'{path}#{tag}{name}'
+
+
+def reserved_note(path, field: str, data: bytes | None = None) -> str:
+    """
+    Return a line saying that ``#field`` is a rate, not the bag's robot of that name ('').
+
+    ``BAG#emulated`` reads the rate ``emulated`` (``rog_ros.net.trace_spec.parse``), so a
+    netmon node named ``emulated`` (or ``throughput``, ``bitrate``) is ``BAG#robot=emulated``.
+    """
+    named = dict(robots(path, data))
+    if field not in named:
+        return ''
+    return (f'{path}#{field} reads the rate {FIELD_NAMES[field]} ({", ".join(FIELDS)} are '
+            f"rates); the bag's robot named {field} is {robot_entry(path, field)}")
+
+
+def _robot_tags(path, links: dict) -> str:
+    """Return how to pick the robots of ``links`` named like a rate ('' when none is)."""
+    named = [name for name in links if name in FIELDS]
+    if not named:
+        return ''
+    return '; ' + ', '.join(f'{name} is a rate, so the robot named {name} is '
+                            f'{robot_entry(path, name)}' for name in named)
 
 
 def _listed(links: dict) -> str:
@@ -421,14 +455,18 @@ def _collect(path, messages, cut: list, topics: set) -> dict:
             first = first or str(exc)
             continue
         links.setdefault((_netmon(topic), who), []).append((stamp, rates, incarnation))
-    if cut:
-        iperf.warn(f'{path}: the bag ends early or is damaged there ({cut[0]}: its recorder '
+    if cut and links:
+        iperf.warn(f'{path}: the bag ends early or is damaged there ({cut[0]}; its recorder '
                    'was stopped?); its messages before that are read')
     if not links:
         listed = ', '.join(sorted(topics)[:4]) + (', ...' if len(topics) > 4 else '')
         why = (f': its LinkStats do not read ({first}; recorded by another version of '
                'rog_ros?)' if bad else f' (its topics: {listed})' if topics
                else ' (it holds no message)')
+        if cut and not bad:
+            raise BagError(f'{path}: a ROS 2 bag that ends early or is damaged before its first '
+                           f'LinkStats ({cut[0]}); record it again, or record the link with '
+                           'netmon (record_trace:=link.csv)')
         raise BagError(f'{path}: a ROS 2 bag without a LinkStats{why}; record '
                        "netmon's .../link_stats topic in it, or record the link with netmon "
                        '(record_trace:=link.csv)')
@@ -451,6 +489,34 @@ def first_stamp_s(path, node, data: bytes | None = None, field: str = 'throughpu
     links = _links(path, data, field)
     who = pick(path, links, node)
     return _stamps(path, who, links[who][1], field)[0][0] * 1e-9
+
+
+def recording_clock(path, data: bytes | None = None) -> tuple:
+    """
+    Return ``(start_s, end_s)`` of a bag's recording: the clock its robots replay in step on.
+
+    ``start_s`` (s since the epoch) is the earliest first sample of any robot of the bag,
+    ``end_s`` the latest end of any robot's link (``read_bag``'s ``end_s`` after its first
+    stamp), both of the measured rate, which every LinkStats carries: one clock for the whole
+    recording, whichever robots a run uses and whichever rate (``FIELDS``) it reads, so that a
+    bag and the files ``rog trace convert`` wrote of it replay alike (``traces.in_step``). A
+    robot with fewer than two samples is no link and does not count. Raises ``BagError`` when
+    no robot has a link.
+    """
+    links = _links(path, data, 'throughput')
+    spans = []
+    for who, (_, messages) in links.items():
+        try:
+            stamps, _ = _stamps(path, who, messages)
+        except BagError:
+            continue
+        times = [(ns - stamps[0]) * 1e-9 for ns in stamps]      # (as _link: its end_s)
+        step = sorted(b - a for a, b in zip(times, times[1:]))[(len(times) - 1) // 2]
+        spans.append((stamps[0] * 1e-9, stamps[0] * 1e-9 + (times[-1] + step)))
+    if not spans:
+        raise BagError(f'{path}: no robot of the bag has two or more LinkStats; a trace needs '
+                       'two or more (netmon publishes ten a second)')
+    return min(start for start, _ in spans), max(end for _, end in spans)
 
 
 def _link(path, who: str, messages: list, field: str = 'throughput') -> tuple:

@@ -26,7 +26,9 @@ An entry that is a ROS 2 bag of netmon's LinkStats may name what to read of it a
 ``run.mcap#netmon_2`` is the link of the bag's robot ``netmon_2`` (its netmon's node name, or
 a rank its LinkStats carry: ``run.mcap#2``), ``run.mcap#emulated`` the rate its link emulator
 enforced (``emulated_mbps``) instead of the measured one (``#throughput``, the default; also
-``#bitrate``, the Wi-Fi bitrate), and both combine (``run.mcap#netmon_2#emulated``). A bag of
+``#bitrate``, the Wi-Fi bitrate), and both combine (``run.mcap#netmon_2#emulated``). Those
+three tags are reserved: a robot whose netmon is named like one is ``run.mcap#robot=emulated``
+(``ROBOT``; any robot may be written so) or its rank. A bag of
 several robots named without one gives robot r the bag's robot of rank r
 (``rog_ros.net.ros_bag.rank_plan``: a rank missing from the bag is refused, not filled by
 the next robot's link). A file whose name contains ``#`` is read as one file when it exists.
@@ -41,8 +43,10 @@ robots of one bag (all of a bag given alone, or ``run.mcap#netmon_0,run.mcap#net
 the files ``rog trace convert run.mcap --out DIR/`` wrote of it, which carry its id) were
 recorded together, on one clock, and an outage that hit them together (the fleet drove into
 one building) must hit them together in the replay, or a run sees a fleet whose robots never
-lose their links at once. Their links are put on the bag's clock (``traces.in_step``: time 0
-is the first sample of any of them, whatever time each netmon started) and they share one
+lose their links at once. A bag's robot is read on the bag's clock (``traces.load_entry``,
+``traces.in_step``, ``ros_bag.recording_clock``: time 0 is the first sample of any robot of
+the bag and the period ends with its last, whichever robots a run uses and whatever time each
+netmon started), as ``rog trace convert`` writes it, and the robots of one recording share one
 offset, that of the lowest rank among them, where unrelated files (and one robot's link
 replayed by every robot) keep one offset per robot. A robot that follows a link already
 followed by a lower rank (robot 3 of 4 on a bag of 3) replays the recording's next copy, in
@@ -63,6 +67,11 @@ TAG = '#'
 """Separates a bag from the robot and the rate read of it: ``run.mcap#netmon_2#emulated``."""
 
 
+ROBOT = ros_bag.ROBOT_TAG
+"""Marks a tag as a robot's name: ``run.mcap#robot=emulated`` is the robot named ``emulated``,
+where ``run.mcap#emulated`` is the rate (``ros_bag.FIELDS`` are the reserved tags)."""
+
+
 class Entry(NamedTuple):
     """One entry of a ``--trace`` value: its ``source`` (a preset or a file) and tags."""
 
@@ -72,8 +81,11 @@ class Entry(NamedTuple):
 
     @property
     def text(self) -> str:
-        """Return the entry as written: ``source[#robot][#field]``."""
-        return TAG.join([self.source] + [t for t in (self.robot, self.field) if t])
+        """Return the entry as written: ``source[#robot][#field]`` (``parse`` reads it back)."""
+        robot = self.robot
+        if robot is not None and (robot in ros_bag.FIELDS or robot.startswith(ROBOT)):
+            robot = ROBOT + robot           # (a robot named like a rate)
+        return TAG.join([self.source] + [t for t in (robot, self.field) if t])
 
 
 def sources(spec) -> list:
@@ -105,8 +117,9 @@ def parse(entry) -> Entry:
     """
     Return the ``Entry`` of one entry of a ``--trace`` value (``run.mcap#netmon_2#emulated``).
 
-    Tags after ``#`` are a rate (``ros_bag.FIELDS``) or else a robot. Raises ``ValueError``
-    for an empty tag, two robots or two rates.
+    Tags after ``#`` are a rate (``ros_bag.FIELDS``) or else a robot; ``robot=NAME`` is the
+    robot ``NAME`` even when that is a rate's name. Raises ``ValueError`` for an empty tag,
+    two robots or two rates.
     """
     entry = str(entry)
     if TAG not in entry or os.path.exists(entry):
@@ -118,15 +131,23 @@ def parse(entry) -> Entry:
             raise ValueError(f'trace {entry!r}: an empty {"tag" if source else "file"}; write '
                              'BAG#ROBOT, BAG#RATE or BAG#ROBOT#RATE (RATE one of '
                              f'{", ".join(ros_bag.FIELDS)})')
-        if tag in ros_bag.FIELDS:
+        if tag.startswith(ROBOT):
+            tag = tag[len(ROBOT):].strip()
+            if not tag:
+                raise ValueError(f'trace {entry!r}: {ROBOT} names no robot; write '
+                                 f'{source}#{ROBOT}NAME')
+        elif tag in ros_bag.FIELDS:
             if field is not None:
                 raise ValueError(f'trace {entry!r} names two rates, {field} and {tag}; '
-                                 'name one')
+                                 f'name one (a robot named {field} is '
+                                 f'{source}#{ROBOT}{field})')
             field = tag
-        elif robot is not None:
+            continue
+        if robot is not None:
             raise ValueError(f'trace {entry!r} names two robots, {robot} and {tag} (or a '
                              f'rate not one of {", ".join(ros_bag.FIELDS)}); a trace is one '
-                             f'link: list them, {source}#{robot},{source}#{tag}')
+                             f'link: list them, {Entry(source, robot).text},'
+                             f'{Entry(source, tag).text}')
         else:
             robot = tag
     return Entry(source, robot, field)
@@ -145,6 +166,8 @@ def resolve(entry, rank: int, robots_of=None) -> str:
     if parsed.robot is not None or not ros_bag.bag_kind(parsed.source):
         return str(entry)
     named = (robots_of or ros_bag.robots)(parsed.source)
+    if parsed.field in dict(named):     # (BAG#emulated: the rate, not a robot so named)
+        iperf.note(ros_bag.reserved_note(parsed.source, parsed.field))
     if len(named) == 1:
         return str(entry)
     names, note = ros_bag.rank_plan(parsed.source, named)
@@ -201,8 +224,9 @@ def recordings(entries) -> list:
     links of one recording (robots of one bag, or files that ``rog trace convert BAG --out
     DIR/`` wrote of one bag: ``recording_of``) gets the lowest rank of the robots of
     its copy of the recording (copy c: the robots that follow a link c lower ranks followed
-    already), where its replay starts, and the bag's path (to put its link on the bag's clock;
-    None for the files, which are on it already). Any other robot gets ``(None, r)``.
+    already), where its replay starts, and the bag's path (None for the files; either is on
+    the recording's clock already: ``traces.load_entry``). Any other robot gets
+    ``(None, r)``.
     """
     parsed = [parse(entry) for entry in entries]
     keys, links = [], {}

@@ -610,6 +610,12 @@ def load_trace(path, loop: bool = True, node=None, data: bytes | None = None,
     if data is None:
         check_trace_file(path)
     bag = ros_bag.bag_kind(path) if data is None else ros_bag.bag_kind_of(data)
+    if bag is None and str(path).lower().endswith(ros_bag.BAG_SUFFIXES):
+        size = len(data) if data is not None else os.path.getsize(path)
+        raise TraceFormatError(f'{path}: named like a ROS 2 bag but ' + (
+            'empty (0 bytes: its recorder wrote nothing?)' if not size else
+            "not one (its first bytes are neither MCAP's nor SQLite's: damaged, or another "
+            'file renamed?)') + '; record the bag again, or give a trace file')
     if (node is not None or field is not None) and bag is None:
         what = f'a robot ({node})' if node is not None else f'a rate ({field})'
         raise TraceFormatError(f'{path}: not a ROS 2 bag; {what} is picked only from a bag of '
@@ -617,6 +623,8 @@ def load_trace(path, loop: bool = True, node=None, data: bytes | None = None,
     lines = [] if bag else _read_lines(path, data)
     kind = bag or file_format(lines)
     meta, times, rates, end = _samples(path, lines, kind, bag, node, data, field)
+    if bag and field is not None and node is None:      # a robot named like the rate: not it
+        iperf.note(ros_bag.reserved_note(path, field, data))
     _check_rates(path, kind, meta, times, rates)
     loop = meta['loop'] not in ('0', 'False', 'false') if 'loop' in meta else loop
     res, end = _comment_numbers(path, meta, end)
@@ -638,30 +646,59 @@ def load_entry(entry, loop: bool = True, data: bytes | None = None) -> Trace:
 
     ``run.mcap#netmon_2#emulated`` reads robot ``netmon_2``'s emulated rate from the bag
     ``run.mcap``; a plain path is ``load_trace``'s. ``data``: the file's bytes, read already.
+    A robot of a bag of several robots is put on the recording's clock (``on_clock``), as
+    ``rog trace convert BAG --out DIR/`` writes it: time 0 is the bag's earliest first sample
+    and its period the whole recording's, whichever robots a run uses.
     """
     parsed = parse(entry)
     if parsed.robot is None and parsed.field is None:
         return load_trace(parsed.source, loop=loop, data=data)
-    return load_trace(parsed.source, loop=loop, node=parsed.robot, data=data,
-                      field=parsed.field)
+    trace = load_trace(parsed.source, loop=loop, node=parsed.robot, data=data,
+                       field=parsed.field)
+    if parsed.robot is None:
+        return trace
+    return on_clock(str(entry), trace, data)
 
 
-def in_step(links: dict) -> dict:
+def on_clock(entry, trace: Trace, data: bytes | None = None) -> Trace:
+    """
+    Return the link ``trace`` of a bag's robot ``entry`` on the bag's recording clock.
+
+    ``entry`` names the bag and the robot (``run.mcap#netmon_2[#RATE]``). The robots of one
+    recording replay in step on it (``trace_spec.recordings``; ``in_step`` with
+    ``ros_bag.recording_clock``); a bag of one robot is its clock, and ``trace`` is returned.
+    """
+    parsed = parse(entry)
+    if parsed.robot is None or len(ros_bag.robots(parsed.source, data)) < 2:
+        return trace
+    start = ros_bag.first_stamp_s(parsed.source, parsed.robot, data,
+                                  parsed.field or 'throughput')
+    clock = ros_bag.recording_clock(parsed.source, data)
+    return in_step({entry: (trace, start)}, clock)[entry]
+
+
+def in_step(links: dict, clock: tuple | None = None) -> dict:
     """
     Return the links of robots recorded together on their recording's clock.
 
     ``links``: ``{key: (trace, start_s)}``, each link with the absolute time of its first
-    sample (``ros_bag.first_stamp_s``). Time 0 of every returned trace is the earliest start
-    and its period ends with the latest link's end, so that a time means the same moment for
-    every robot (``trace_spec.recordings``: replayed in step). A robot whose netmon started
+    sample (``ros_bag.first_stamp_s``). ``clock``: the recording's ``(start_s, end_s)``
+    (``ros_bag.recording_clock``: of all its robots, whichever are in ``links``); None: that
+    of ``links``. Time 0 of every returned trace is the clock's start and its period ends
+    with the clock's end, so that a time means the same moment for every robot
+    (``trace_spec.recordings``: replayed in step), and each link is placed alone: a robot's
+    link is the same whichever other robots are given with it. A robot whose netmon started
     later holds its first rate until then, one that stopped earlier its last rate to the end,
     warned about when that is longer than a gap (``GAP_STEPS`` of its median steps).
     """
-    origin = min(start for _, start in links.values())
-    end = max(start + trace.end_s for trace, start in links.values()) - origin
+    if clock is None:
+        clock = (min(start for _, start in links.values()),
+                 max(start + trace.end_s for trace, start in links.values()))
+    origin = clock[0]
+    end = clock[1] - origin
     out = {}
     for key, (trace, start) in links.items():
-        lead = start - origin
+        lead = max(start - origin, 0.0)
         step = float(np.median(np.diff(trace.t_s))) if len(trace) > 1 else trace.end_s
         for held, what in ((lead, 'first sample is {:g} s after the first of the robots '
                                   'recorded with it (its netmon started later): its first'),

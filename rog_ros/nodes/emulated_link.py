@@ -28,9 +28,10 @@ import os
 import threading
 import time
 
+from rog_ros.net import ros_bag
 from rog_ros.net.shaper import TokenBucketShaper
 from rog_ros.net.trace_spec import entry_for, parse, recordings, resolve, source_for
-from rog_ros.net.traces import entry_start_s, generate, in_step, load_entry, PRESETS, Trace
+from rog_ros.net.traces import generate, load_entry, PRESETS, Trace
 
 PRESET_DURATION_S = 600.0   # generated preset traces loop after this long
 
@@ -86,33 +87,31 @@ def _in_step(spec: str, entry: str, rank: int, n_workers: int) -> tuple:
     """
     Return ``(trace, leader)`` of worker ``rank``'s file ``entry``: its rank's offset rule.
 
-    ``leader`` is ``rank``, and the trace the file's, unless the worker is one of several
-    robots of one recording (``recordings``): then the lowest rank of its copy of the
-    recording, and a bag's link on the bag's clock (``in_step``), as the simulator's
-    ``_replay_plan`` has them.
+    ``leader`` is ``rank`` unless the worker is one of several robots of one recording
+    (``recordings``): then the lowest rank of its copy of the recording, as the simulator's
+    ``_replay_plan`` has it. A bag's robot is read on the bag's clock (``load_entry``), once
+    per bag bytes (a server builds every rank's link).
     """
     entries = [entry_for(spec, r) for r in range(max(n_workers, rank + 1))]
-    groups = recordings(entries)
-    bag, leader = groups[rank]
-    if bag is None:             # (a file of one recording is on its clock already)
+    _, leader = recordings(entries)[rank]
+    source = parse(entry).source
+    if not ros_bag.bag_kind(source):
         return load_entry(entry), leader
-    together = tuple(sorted({e for e, (b, _) in zip(entries, groups) if b == bag}))
-    with open(bag, 'rb') as fh:
+    with open(source, 'rb') as fh:
         data = fh.read()
-    key = (together, hashlib.sha256(data).digest())
+    key = (entry, hashlib.sha256(data).digest())
     with _IN_STEP_LOCK:
-        links = _IN_STEP.get(key)
-    if links is None:
-        links = in_step({e: (load_entry(e, data=data), entry_start_s(e, data))
-                         for e in together})
+        trace = _IN_STEP.get(key)
+    if trace is None:
+        trace = load_entry(entry, data=data)
         with _IN_STEP_LOCK:
-            if len(_IN_STEP) >= 2:
+            if len(_IN_STEP) >= 16:
                 _IN_STEP.clear()
-            _IN_STEP[key] = links
-    return links[entry], leader
+            _IN_STEP[key] = trace
+    return trace, leader
 
 
-_IN_STEP = {}       # (the entries of a bag's robots, sha256 of its bytes) -> in_step's links
+_IN_STEP = {}       # (a bag robot's entry, sha256 of the bag's bytes) -> its link on the clock
 _IN_STEP_LOCK = threading.Lock()    # (a server builds every rank's link: read the bag once)
 
 

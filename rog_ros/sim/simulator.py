@@ -265,20 +265,14 @@ def _replay_plan(entries: list, n: int, seed: int, files: dict) -> list:
     started, so the two cannot drift apart.
     """
     groups = trace_spec.recordings(entries)
-    aligned = {}
-    for bag in {bag for bag, _ in groups if bag is not None}:
-        data = _file_bytes(bag)
-        together = {e for e, (b, _) in zip(entries, groups) if b == bag}
-        aligned.update(traces.in_step({e: (files[e], traces.entry_start_s(e, data))
-                                       for e in together}))
     plan = []
     for r in range(n):
         entry = entries[r % len(entries)]
         if entry not in files:
             plan.append((entry, None, None))
             continue
-        bag, leader = groups[r]
-        trace = aligned[entry] if bag is not None else files[entry]
+        _, leader = groups[r]
+        trace = files[entry]        # (a bag's robot is on the bag's clock: load_entry)
         plan.append((entry, trace, file_offsets(trace.duration_s, n, seed)[leader]))
     return plan
 
