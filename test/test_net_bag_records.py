@@ -942,3 +942,29 @@ def test_bad_bags_and_tags_are_refused_in_one_line_and_nothing_is_written(tmp_pa
             err = capsys.readouterr().err
             assert len(err.splitlines()) == 1 and why in err, err
             assert not os.path.exists(out)
+
+
+def test_a_bag_whose_name_holds_a_hash_or_that_is_gzipped(tmp_path, capsys):
+    # a bag named run#1.mcap was read alone, but each of its robots' entries split at the
+    # first '#' (robots run and 1.mcap#netmon_0: "names two robots"), so rog trace stats, sim
+    # and convert of it failed; a gzipped bag was refused as "not a text file"
+    import gzip
+    from rog_ros.net import cli_trace, trace_spec
+    from rog_ros.sim.simulator import make_traces
+    path = str(_three_robots_bag(tmp_path / 'run#1.mcap'))
+    assert trace_spec.parse(f'{path}#netmon_1#emulated') == (path, 'netmon_1', 'emulated')
+    assert trace_spec.parse(f'{tmp_path}/other#netmon_1') == (f'{tmp_path}/other', 'netmon_1',
+                                                              None)
+    assert len(make_traces(path, 3, 0)) == 3
+    assert cli_trace.main(['stats', path]) == 0
+    assert cli_trace.main(['convert', path, '--out', f'{tmp_path}/links/']) == 0
+    want = traces.load_entry(f'{path}#netmon_1')
+    got = traces.load_trace(f'{tmp_path}/links/run#1_node1.csv')
+    assert (got.t_s.tolist(), got.mbps.tolist()) == (want.t_s.tolist(), want.mbps.tolist())
+    capsys.readouterr()
+    (tmp_path / 'run.mcap.gz').write_bytes(gzip.compress((tmp_path / 'run#1.mcap').read_bytes()))
+    assert cli_trace.main(['stats', f'{tmp_path}/run.mcap.gz']) == 2
+    err = capsys.readouterr().err
+    assert err == (f'rog trace: {tmp_path}/run.mcap.gz: a gzip-compressed MCAP bag, which is '
+                   f'read uncompressed only: gunzip it (gunzip -k {tmp_path}/run.mcap.gz) and '
+                   'give the bag\n')

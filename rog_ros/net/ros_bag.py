@@ -255,7 +255,7 @@ def robots(path, data: bytes | None = None) -> list:
     ``node`` its LinkStats carry: the worker's rank, -1 for a netmon that reported its own
     robot alone (the server's). Names sort with their numbers in numeric order.
     """
-    return [(name, rank) for name, (rank, _) in _links(path, data, 'throughput').items()]
+    return [(name, rank) for name, (rank, _) in _parsed(path, data)[1].items()]
 
 
 def rank_plan(path, named: list) -> tuple:
@@ -376,6 +376,14 @@ def _links(path, data: bytes | None, field: str = 'throughput') -> dict:
     """
     if field not in FIELDS:
         raise BagError(f'{path}: no rate {field!r} in a LinkStats; one of {", ".join(FIELDS)}')
+    _, parsed = _parsed(path, data)
+    index = FIELDS.index(field)
+    return {name: (rank, [(stamp, rates[index], run) for stamp, rates, run in messages])
+            for name, (rank, messages) in parsed.items()}
+
+
+def _parsed(path, data: bytes | None) -> tuple:
+    """Return ``(key, _parse's result)`` of a bag, parsed once while its bytes stay."""
     kind = bag_kind(path) if data is None else None
     if data is not None:
         key = (str(path), hashlib.sha256(data).digest())
@@ -392,9 +400,7 @@ def _links(path, data: bytes | None, field: str = 'throughput') -> dict:
                 _CACHE[key] = parsed
                 while len(_CACHE) > CACHE_SIZE:
                     _CACHE.popitem(last=False)
-    index = FIELDS.index(field)
-    return {name: (rank, [(stamp, rates[index], run) for stamp, rates, run in messages])
-            for name, (rank, messages) in parsed.items()}
+    return key, parsed
 
 
 def _file_digest(path, kind: str) -> bytes:
@@ -424,6 +430,7 @@ def _file_digest(path, kind: str) -> bytes:
 CACHE_SIZE = 2
 """Bags whose parsed LinkStats a process keeps (``_links``)."""
 _CACHE = collections.OrderedDict()      # (path, sha256 of its bytes) -> _parse's result
+_CLOCKS = {}                            # (path, sha256 of its bytes) -> recording_clock's
 _CACHE_LOCK = threading.Lock()
 
 
@@ -503,9 +510,13 @@ def recording_clock(path, data: bytes | None = None) -> tuple:
     robot with fewer than two samples is no link and does not count. Raises ``BagError`` when
     no robot has a link.
     """
-    links = _links(path, data, 'throughput')
+    key, _ = _parsed(path, data)
+    with _CACHE_LOCK:
+        clock = _CLOCKS.get(key) if key else None
+    if clock is not None:
+        return clock
     spans = []
-    for who, (_, messages) in links.items():
+    for who, (_, messages) in _links(path, data, 'throughput').items():
         try:
             stamps, _ = _stamps(path, who, messages)
         except BagError:
@@ -516,7 +527,13 @@ def recording_clock(path, data: bytes | None = None) -> tuple:
     if not spans:
         raise BagError(f'{path}: no robot of the bag has two or more LinkStats; a trace needs '
                        'two or more (netmon publishes ten a second)')
-    return min(start for start, _ in spans), max(end for _, end in spans)
+    clock = min(start for start, _ in spans), max(end for _, end in spans)
+    if key:
+        with _CACHE_LOCK:
+            _CLOCKS[key] = clock
+            while len(_CLOCKS) > CACHE_SIZE:
+                _CLOCKS.pop(next(iter(_CLOCKS)))
+    return clock
 
 
 def _link(path, who: str, messages: list, field: str = 'throughput') -> tuple:

@@ -31,7 +31,9 @@ three tags are reserved: a robot whose netmon is named like one is ``run.mcap#ro
 (``ROBOT``; any robot may be written so) or its rank. A bag of
 several robots named without one gives robot r the bag's robot of rank r
 (``rog_ros.net.ros_bag.rank_plan``: a rank missing from the bag is refused, not filled by
-the next robot's link). A file whose name contains ``#`` is read as one file when it exists.
+the next robot's link). A file whose name contains ``#`` is read as one file when it exists,
+and takes tags after its name (``run#1.mcap#netmon_0``: the longest leading part that is a
+file is the file).
 
 Every consumer resolves a robot's entry here (``entry_for``) and reads it with
 ``rog_ros.net.traces.load_entry``: the simulator (``make_traces``), the nodes and netns
@@ -124,7 +126,10 @@ def parse(entry) -> Entry:
     entry = str(entry)
     if TAG not in entry or os.path.exists(entry):
         return Entry(entry)
-    source, *tags = [part.strip() for part in entry.split(TAG)]
+    parts = entry.split(TAG)
+    cut = next((k for k in range(len(parts) - 1, 1, -1)      # a file whose name holds a '#'
+                if os.path.isfile(TAG.join(parts[:k]))), 1)
+    source, *tags = [TAG.join(parts[:cut]).strip()] + [part.strip() for part in parts[cut:]]
     robot = field = None
     for tag in tags:
         if not tag or not source:

@@ -510,6 +510,10 @@ def _read_lines(path, data: bytes | None = None) -> list:
         except (OSError, ValueError, zlib.error) as exc:      # zlib.error: corrupt data
             raise TraceFormatError(f'{path}: starts as a gzip file but does not decompress '
                                    f'({exc}); check the download, or gunzip it') from None
+        if ros_bag.bag_kind_of(data[:16]):
+            raise TraceFormatError(f'{path}: a gzip-compressed {ros_bag.bag_kind_of(data[:16])}'
+                                   ', which is read uncompressed only: gunzip it (gunzip -k '
+                                   f'{path}) and give the bag')
     encoding = next((enc for bom, enc in _BYTE_ORDER_MARKS if data.startswith(bom)), 'utf-8')
     if encoding != 'utf-16' and data.endswith(b'\0') and data.strip(b'\0'):
         nuls = len(data) - len(data.rstrip(b'\0'))
