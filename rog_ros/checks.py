@@ -44,6 +44,19 @@ def integer(name: str, value, lo: int | None = None, hi: int | None = None) -> i
     return value
 
 
+def count(name: str, value, lo: int, hi: int) -> int:
+    """
+    Return ``value``, an integer in ``[lo, hi]``; ConfigError, naming the range, otherwise.
+
+    For counts of work (iterations, repeats, runs in parallel): an absurd one (10**12) took
+    hours or all memory before it failed; the line above ``hi`` says the whole range.
+    """
+    value = integer(name, value, lo)
+    if value > hi:
+        raise ConfigError(f'{name} must be in [{lo}, {hi}], got {value}')
+    return value
+
+
 def number(name: str, value, lo: float | None = None, hi: float | None = None,
            positive: bool = False) -> float:
     """Return ``value`` as a finite float in range (``positive``: > 0), or raise ConfigError."""

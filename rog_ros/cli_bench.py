@@ -36,9 +36,11 @@ def add_parser(sub) -> None:
     o.add_argument('--model', default='convmlp-m', help='convmlp-s|m|l (default convmlp-m)')
     o.add_argument('--workers', type=int, default=4, help='workers (default 4)')
     o.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
-    o.add_argument('--iterations', type=int, default=8, help='iterations (default 8)')
+    o.add_argument('--iterations', type=int, default=8,
+                   help=f'iterations, 1 to {MAX_ITERATIONS} (default 8)')
     o.add_argument('--repeats', type=int, default=3,
-                   help='alternating rog/ssp runs; medians are reported (default 3)')
+                   help='alternating rog/ssp runs; medians are reported (1 to '
+                        f'{MAX_REPEATS}, default 3)')
     o.add_argument('--threads', type=int, default=None,
                    help="torch intra-op threads (default: torch's own choice)")
     o.set_defaults(func=_cmd_bench_overhead)
@@ -49,7 +51,8 @@ def add_parser(sub) -> None:
                                     'Prints JSON.')
     c.add_argument('--params', type=int, default=16_948_804,
                    help='model size (default: ConvMLP-M, 16,948,804)')
-    c.add_argument('--repeats', type=int, default=5, help='timed repeats (default 5)')
+    c.add_argument('--repeats', type=int, default=5,
+                   help=f'timed repeats, 1 to {MAX_REPEATS} (default 5)')
     c.set_defaults(func=_cmd_bench_codec)
     t = bsub.add_parser('transport', allow_abbrev=False,
                         help='RowChunk goodput and latency over DDS and netns',
@@ -68,11 +71,14 @@ def add_parser(sub) -> None:
                                     '--workers synthetic workers, without training. Prints '
                                     'JSON.')
     v.add_argument('--workers', type=int, default=64,
-                   help='largest fleet; runs 4, 8, ... doubling up to it (default 64)')
-    v.add_argument('--iterations', type=int, default=3, help='iterations per worker (default 3)')
+                   help='largest fleet; runs 4, 8, ... doubling up to it (1 to '
+                        f'{MAX_WORKERS}, default 64)')
+    v.add_argument('--iterations', type=int, default=3,
+                   help=f'iterations per worker, 1 to {MAX_ITERATIONS} (default 3)')
     v.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
     v.add_argument('--row-params', type=int, default=4,
-                   help='values per row of a split tensor (default 4)')
+                   help=f'values per row of a split tensor, 1 to {MAX_ROW_PARAMS} (default 4; '
+                        f'the fleet holds at most {MAX_FLEET_VALUES:,} model values in all)')
     v.add_argument('--model', default='convmlp-m',
                    help='model whose rows and tensors to use (default convmlp-m)')
     v.set_defaults(func=_cmd_bench_server)
@@ -96,15 +102,32 @@ def add_parser(sub) -> None:
     f.add_argument('--final-model', choices=('on', 'off'), default='on',
                    help="send every robot the fleet's final model, as fleets do (default on)")
     f.add_argument('--jobs', type=int, default=None,
-                   help='runs in parallel (default: one per CPU core)')
+                   help=f'runs in parallel, 1 to {MAX_JOBS} (default: one per CPU core)')
     f.set_defaults(func=_cmd_bench_faults)
+
+
+MAX_ITERATIONS = 10_000
+"""Most ``--iterations`` of ``rog bench overhead`` and ``rog bench server`` (their defaults: 8
+and 3; 10**12 ran for days, or filled the memory with the server's history)."""
+MAX_REPEATS = 10_000
+"""Most ``--repeats`` of ``rog bench overhead`` and ``rog bench codec`` (defaults 3 and 5)."""
+MAX_WORKERS = 1024
+"""Most ``--workers`` of ``rog bench server``: the most a fleet runs."""
+MAX_ROW_PARAMS = 65_536
+"""Most ``--row-params`` of ``rog bench server`` (ConvMLP-M's real rows hold about 500)."""
+MAX_FLEET_VALUES = 2 ** 30
+"""Most model values, all synthetic workers together, of ``rog bench server`` (4 GiB a copy):
+``--row-params`` 10**12 asked torch for 132 PB and ended in a traceback."""
+MAX_JOBS = 1024
+"""Most ``--jobs`` of ``rog bench faults`` (as ``rog compare --jobs``)."""
 
 
 def _cmd_bench_faults(args) -> int:
     from rog_ros.experiments.bench_faults import bench_faults, parse_seeds
     from rog_ros.protocol.policies import make_policy
     from rog_ros.sim.fault_sweep import KINDS
-    systems = list(dict.fromkeys(s.strip() for s in args.systems.split(',') if s.strip()))
+    from rog_ros import checks
+    systems = [s.strip() for s in args.systems.split(',') if s.strip()]
     try:
         seeds = parse_seeds(args.seeds)
         if not systems:
@@ -114,8 +137,10 @@ def _cmd_bench_faults(args) -> int:
                 make_policy(spec)
             except ValueError as err:
                 raise ValueError(f'--systems: {err}') from None
-        if args.jobs is not None and args.jobs < 1:
-            raise ValueError('--jobs must be >= 1')
+        # as rog compare: a system given twice (or rog and rog:4) was run once, silently
+        checks.distinct('--systems', systems, checks.system_key)
+        if args.jobs is not None:
+            checks.count('--jobs', args.jobs, 1, MAX_JOBS)
     except ValueError as err:
         print(f'rog bench faults: {err}', file=sys.stderr)
         return 2
@@ -143,12 +168,31 @@ def _cmd_bench_transport(args) -> int:
     return 0
 
 
+def _check_bench_server(args) -> None:
+    from rog_ros import checks
+    from rog_ros.experiments.bench_server import scaled_layout
+    from rog_ros.protocol.policies import make_policy
+    checks.count('--workers', args.workers, 1, MAX_WORKERS)
+    checks.count('--iterations', args.iterations, 1, MAX_ITERATIONS)
+    checks.integer('--staleness', args.staleness, 0, checks.max_staleness())
+    checks.count('--row-params', args.row_params, 1, MAX_ROW_PARAMS)
+    try:
+        layout = scaled_layout(args.model, make_policy(f'rog:{args.staleness}')
+                               .small_tensor_threshold, args.row_params)
+    except ValueError:
+        return                  # (an unknown model: bench_server says so)
+    if layout.n_params * args.workers > MAX_FLEET_VALUES:
+        raise checks.ConfigError(
+            f'--workers {args.workers} with --row-params {args.row_params} is '
+            f'{layout.n_params * args.workers:,} model values in the fleet ({args.model}), '
+            f'more than the {MAX_FLEET_VALUES:,} this benchmark holds; lower --workers or '
+            '--row-params')
+
+
 def _cmd_bench_server(args) -> int:
-    from rog_ros.experiments.bench_server import bench_server
-    if args.workers < 1 or args.iterations < 1 or args.row_params < 1 or args.staleness < 0:
-        print('rog bench server: --workers, --iterations and --row-params must be >= 1, '
-              '--staleness >= 0', file=sys.stderr)
+    if not valid('rog bench server', _check_bench_server, args):
         return 2
+    from rog_ros.experiments.bench_server import bench_server
     sizes, n = [], min(4, args.workers)
     while n < args.workers:
         sizes.append(n)
@@ -167,8 +211,8 @@ def _check_bench_overhead(args) -> None:
     from rog_ros import checks
     checks.integer('--workers', args.workers, 1, 1024)
     checks.integer('--staleness', args.staleness, 0, checks.max_staleness())
-    checks.integer('--iterations', args.iterations, 1)
-    checks.integer('--repeats', args.repeats, 1)
+    checks.count('--iterations', args.iterations, 1, MAX_ITERATIONS)
+    checks.count('--repeats', args.repeats, 1, MAX_REPEATS)
     if args.threads is not None:        # torch's thread pool crashes (SIGSEGV) at 32768
         checks.integer('--threads', args.threads, 1, MAX_THREADS)
 
@@ -195,7 +239,7 @@ def _cmd_bench_overhead(args) -> int:
 def _check_bench_codec(args) -> None:
     from rog_ros import checks
     checks.integer('--params', args.params, 1, 500_000_000)     # (2 GB per fp32 vector)
-    checks.integer('--repeats', args.repeats, 1)
+    checks.count('--repeats', args.repeats, 1, MAX_REPEATS)
 
 
 def _cmd_bench_codec(args) -> int:

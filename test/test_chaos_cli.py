@@ -131,6 +131,8 @@ BAD = [
     (['--seed', '-1'], '--seed must be in [0, 2147483647]'),
     (['--seed', str(2 ** 31)], '--seed must be in [0, 2147483647]'),
     (['--iterations', '9'], '--iterations must be >= 10'),
+    # each scenario's fleet trained until stopped
+    (['--iterations', str(10 ** 12)], '--iterations must be in [10, 100000], got 1000000000000'),
     # one line said both ranges whichever was wrong, without the value
     (['--outage-s', 'nan'], '--outage-s must be in (0, 3600] seconds, got nan'),
     (['--scenario', 'flood', '--flood-s', '0'], '--flood-s must be in (0, 600] seconds, got 0'),

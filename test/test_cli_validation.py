@@ -378,6 +378,8 @@ def nothing_runs(nothing_starts, monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError('started work although the options were bad')
     for target in ('rog_ros.experiments.bench.bench_codec',
+                   'rog_ros.experiments.bench_server.bench_server',
+                   'rog_ros.experiments.bench_faults.bench_faults',
                    'rog_ros.experiments.bench.bench_overhead',
                    'rog_ros.experiments.bench_transport.bench_transport',
                    'rog_ros.experiments.chaos.run_scenarios',
@@ -416,6 +418,25 @@ SUB_CASES = [
     (['bench', 'overhead', '--repeats', '0'], '--repeats must be >= 1'),
     (['bench', 'overhead', '--workers', '0'], '--workers must be >= 1'),
     (['bench', 'overhead', '--threads', '0'], '--threads must be >= 1'),
+    # absurd counts: hours of work or a memory blow-up, now one line with the range
+    (['bench', 'codec', '--params', '100', '--repeats', str(10 ** 12)],
+     '--repeats must be in [1, 10000], got 1000000000000'),
+    (['bench', 'overhead', '--repeats', str(10 ** 12)], '--repeats must be in [1, 10000]'),
+    (['bench', 'overhead', '--iterations', str(10 ** 12)], '--iterations must be in [1, 10000]'),
+    (['bench', 'server', '--iterations', str(10 ** 12)], '--iterations must be in [1, 10000]'),
+    (['bench', 'server', '--iterations', '0'], '--iterations must be >= 1'),
+    (['bench', 'server', '--workers', '4096'], '--workers must be in [1, 1024]'),
+    (['bench', 'server', '--staleness', str(10 ** 12)], '--staleness must be <= 1000'),   # hung
+    (['bench', 'server', '--row-params', str(10 ** 12)],     # asked torch for 132 PB: traceback
+     '--row-params must be in [1, 65536]'),
+    (['bench', 'server', '--row-params', '60000'], 'lower --workers or --row-params'),
+    (['bench', 'faults', '--jobs', str(10 ** 12)], '--jobs must be in [1, 1024]'),
+    (['bench', 'faults', '--jobs', '0'], '--jobs must be >= 1'),
+    (['bench', 'faults', '--seeds', '0-99999,100000-199999'], 'is more than 100,000 seeds'),
+    (['bench', 'faults', '--seeds', str(2 ** 31)], 'seeds go up to 2147483647'),   # 'broken'
+    # a system given twice was run once, silently (rog compare refuses it)
+    (['bench', 'faults', '--systems', 'bsp,rog:4,bsp'], '--systems lists bsp more than once'),
+    (['bench', 'faults', '--systems', 'rog,rog:4'], 'rog and rog:4, two spellings of rog:4'),
     (['security', 'keystore', 'ks', '--per-rank', '100000'], '--per-rank must be <= 1000'),
     (['security', 'keystore', 'ks', '--per-rank', '-1'], '--per-rank must be >= 0'),
     (['security', 'keystore', 'ks', '--days', '0'], '--days must be >= 1'),

@@ -27,6 +27,7 @@ import os
 import sys
 import time
 
+from rog_ros.checks import max_seed
 from rog_ros.children import run_in_processes
 from rog_ros.sim.fault_sweep import sweep_case
 
@@ -53,9 +54,15 @@ def parse_seeds(text: str) -> list:
         if last < first:
             raise ValueError(f'seeds: {part!r} ends below its start; write the range low-high '
                              f'({last}-{first})')
+        if last > max_seed():       # numpy's generators refused it: a 'broken' run
+            raise ValueError(f'seeds: {part!r}: seeds go up to {max_seed()} (what torch and '
+                             'numpy take)')
         if last - first >= MAX_SEEDS:
             raise ValueError(f'seeds: {part!r} is more than {MAX_SEEDS:,} seeds')
         seeds.extend(range(first, last + 1))
+        if len(seeds) > MAX_SEEDS and len(set(seeds)) > MAX_SEEDS:
+            # (each range was bounded, not their sum: 0-99999,100000-199999 passed)
+            raise ValueError(f'seeds: {text!r} is more than {MAX_SEEDS:,} seeds')
     if not seeds:
         raise ValueError('seeds: none given')
     return sorted(set(seeds))

@@ -115,7 +115,8 @@ def add_parser(subparsers):
     p.add_argument('--json', action='store_true', help='print one JSON object last')
     p.add_argument('--out', default='rog_chaos', help='run directory (default rog_chaos)')
     p.add_argument('--workers', type=int, default=3, help='workers (default 3)')
-    p.add_argument('--iterations', type=int, default=30, help='iterations (default 30)')
+    p.add_argument('--iterations', type=int, default=30,
+                   help=f'iterations, {MIN_ITERATIONS} to {MAX_ITERATIONS} (default 30)')
     p.add_argument('--outage-s', type=float, default=None,
                    help=f'link-outage: seconds at 0 Mbit/s (default {OUTAGE_S[0]:g})')
     p.add_argument('--flood-s', type=float, default=None,
@@ -138,6 +139,9 @@ def add_parser(subparsers):
     return p
 
 
+MIN_ITERATIONS, MAX_ITERATIONS = 10, 100_000
+"""``--iterations``: fewer leave a scenario no time for its fault; 10**12 was taken, and each
+scenario's fleet trained until it was stopped (the default is 30)."""
 OUTAGE_S = (ChaosConfig.outage_s, 3600.0)
 """``--outage-s``: its default and its largest value."""
 FLOOD_S = (ChaosConfig.flood_s, 600.0)
@@ -215,8 +219,7 @@ def run(args) -> int:
         if not 2 <= args.workers <= workers.high:
             raise ValueError(f'--workers must be in [2, {workers.high}] (at most what rog '
                              f'fleet runs), got {args.workers}')
-        if args.iterations < 10:
-            raise ValueError(f'--iterations must be >= 10, got {args.iterations}')
+        checks.count('--iterations', args.iterations, MIN_ITERATIONS, MAX_ITERATIONS)
         if not seed.low <= args.seed <= seed.high:
             raise ValueError(f'--seed must be in {seed.range_text()} (what rog fleet takes), '
                              f'got {args.seed}')
