@@ -20,6 +20,7 @@ the launch arguments all come from ``settings.SETTINGS``; ``--ros-args -p`` and
 ranges (with a stand-in ``rcl_interfaces`` module); docs/configuration.md is up to date.
 """
 
+import os
 from pathlib import Path
 import sys
 import types
@@ -250,6 +251,40 @@ def test_docs_configuration_reference_is_up_to_date():
         'regenerate: python -m rog_ros.nodes.settings docs/configuration.md'
     for s in settings.SETTINGS:
         assert f'| `{s.name}` |' in section
+
+
+def test_generator_refuses_a_missing_folder_in_one_line(tmp_path, capsys):
+    # a traceback (FileNotFoundError) before
+    target = tmp_path / 'nowhere' / 'configuration.md'
+    assert settings.main([str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and 'Traceback' not in err, err
+    assert err.startswith('python -m rog_ros.nodes.settings: cannot update ')
+    assert f'its folder {tmp_path / "nowhere"} does not exist' in err
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize('name, said', [
+    ('missing.md', 'does not exist; the generator rewrites'),
+    ('.', 'is a folder'),
+    ('plain.md', 'lacks the'),
+])
+def test_generator_refuses_other_bad_targets_in_one_line(name, said, tmp_path, capsys):
+    (tmp_path / 'plain.md').write_text('no markers\n', encoding='utf-8')
+    assert settings.main([str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and said in err, err
+    assert sorted(os.listdir(tmp_path)) == ['plain.md']
+    assert (tmp_path / 'plain.md').read_text(encoding='utf-8') == 'no markers\n'
+
+
+def test_generator_rewrites_a_copy_of_the_reference(tmp_path):
+    copy = tmp_path / 'configuration.md'
+    text = (ROOT / 'docs' / 'configuration.md').read_text(encoding='utf-8')
+    copy.write_text(text.replace('| `workers` |', '| `old` |'), encoding='utf-8')
+    assert settings.main([str(copy)]) == 0
+    assert copy.read_text(encoding='utf-8') == text
+    assert os.listdir(tmp_path) == ['configuration.md']
 
 
 class _Msg:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import errno
 import fnmatch
 import math
+import os
 import re
 import sys
 
@@ -1019,10 +1020,55 @@ def update_reference(path: str) -> bool:
         return False
     start = text.index(BEGIN_MARK) + len(BEGIN_MARK)
     end = text.index(END_MARK, start)
-    with open(path, 'w', encoding='utf-8') as fh:
-        fh.write(text[:start] + '\n\n' + new + '\n\n' + text[end:])
+    from rog_ros.atomic import atomic_write_text     # (whole or not at all)
+    atomic_write_text(path, text[:start] + '\n\n' + new + '\n\n' + text[end:])
     return True
 
 
+GENERATOR = 'python -m rog_ros.nodes.settings'
+"""How the generator of docs/configuration.md's tables is run (and names itself)."""
+
+
+def main(argv=None) -> int:
+    """
+    Regenerate the tables of a configuration reference (default docs/configuration.md).
+
+    Bad input is one line and status 2, with nothing written: a path whose folder does not
+    exist printed a traceback (FileNotFoundError) before.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) > 1 or any(a.startswith('-') for a in argv):
+        print(f'{GENERATOR}: usage: {GENERATOR} [docs/configuration.md] (one file, which it '
+              'rewrites between its markers)', file=sys.stderr)
+        return 2
+    path = argv[0] if argv else 'docs/configuration.md'
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        problem = (f'its folder {folder} does not exist' if not os.path.lexists(folder)
+                   else f'{folder} is not a folder')
+        return _refuse(f'cannot update {path}: {problem}; give the path of an existing '
+                       'configuration reference (docs/configuration.md, from the repository '
+                       'root)')
+    if os.path.isdir(path):
+        return _refuse(f'{path} is a folder; give the configuration reference file in it '
+                       '(configuration.md)')
+    try:
+        update_reference(path)
+    except FileNotFoundError:
+        return _refuse(f'{path} does not exist; the generator rewrites the tables of an '
+                       'existing configuration reference (docs/configuration.md)')
+    except (OSError, UnicodeDecodeError) as err:
+        return _refuse(f'cannot update {path}: {getattr(err, "strerror", None) or err}')
+    except ValueError as err:
+        return _refuse(f'{path}: {err}')
+    return 0
+
+
+def _refuse(line: str) -> int:
+    """Print the generator's one-line error; return status 2."""
+    print(f'{GENERATOR}: {line}', file=sys.stderr)
+    return 2
+
+
 if __name__ == '__main__':
-    update_reference(sys.argv[1] if len(sys.argv) > 1 else 'docs/configuration.md')
+    sys.exit(main())
