@@ -114,45 +114,150 @@ def makedirs_synced(path) -> None:
         fsync_dir(os.path.dirname(folder))
 
 
-def create_new_bytes(path, data: bytes, mode: int = 0o600) -> None:
+NEW_TEMP_PREFIX = '.tmp-new-'
+"""Named temporaries of :func:`create_new_bytes` (keys): ``NEW_TEMP_PREFIX`` + random + name.
+Distinct from ``TEMP_PREFIX``: a later call removes those no process still writes."""
+
+
+def create_new_bytes(path, data: bytes, mode: int = 0o600) -> int:
     """
     Create the file ``path``, which must not exist, holding ``data``: whole or not at all.
 
     For files made once and never replaced (a fleet key): FileExistsError when ``path``
-    exists, as ``O_EXCL`` gives. The data goes to a temporary file beside it (``mode`` from
-    the start: a key is never readable by others), is synced, and is then linked to
-    ``path`` and the folder synced: a power cut or SIGKILL midway leaves no file, or an
-    empty one, at ``path`` (a created file filled afterwards did: 'File exists' on a retry,
-    an empty key after a power cut). A file system without hard links gets a rename after
-    a check that ``path`` is still free.
+    exists, as ``O_EXCL`` gives. The data goes to a file without a name in the same folder
+    (``O_TMPFILE``, ``mode`` from the start: a key is never readable by others), is synced,
+    and is then linked to ``path`` and the folder synced: a power cut or SIGKILL midway
+    leaves no file at ``path``, and no copy of the data under another name. Where the file
+    system has no ``O_TMPFILE`` (or no /proc to link it by), a temporary file beside it
+    (``NEW_TEMP_PREFIX``, locked while it is written) takes its place, and is linked, or
+    renamed where there are no hard links. A SIGKILL there left a 0600 copy of the key
+    beside the target; each call removes such leftovers of earlier ones in the folder (those
+    no live process holds) and returns how many.
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.lexists(path):
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
+    removed = remove_new_file_leftovers(directory, os.path.basename(path))
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX,
-                                   suffix=os.path.basename(path))
-    except OSError as exc:
+        if not _create_unnamed(path, directory, data, mode):
+            _create_named(path, directory, data, mode)
+    except OSError as exc:            # (named by the target: not the temporary file)
         raise _naming(exc, path, always=True) from None
+    fsync_dir(directory)
+    return removed
+
+
+def _create_unnamed(path: str, directory: str, data: bytes, mode: int) -> bool:
+    """
+    Write ``data`` to an unnamed file in ``directory`` and link it to ``path``.
+
+    Return False, having made nothing, where ``O_TMPFILE`` or /proc is missing.
+    """
+    flag = getattr(os, 'O_TMPFILE', None)
+    proc = '/proc/self/fd'
+    if flag is None or not os.path.isdir(proc):
+        return False
     try:
-        with os.fdopen(fd, 'wb') as f:
-            os.fchmod(f.fileno(), mode)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        fd = os.open(directory, flag | os.O_WRONLY, mode)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOTSUP):
+            return False        # (a file system or kernel without O_TMPFILE)
+        raise
+    dfd = None
+    try:
+        os.fchmod(fd, mode)
+        _write_all(fd, data)
+        os.fsync(fd)
+        # linkat(AT_SYMLINK_FOLLOW) of /proc/self/fd/N needs no privilege; os.link takes it
+        # only with a dir_fd given (a plain link(2) refused the /proc link: EXDEV)
+        dfd = os.open(directory, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0))
+        try:
+            os.link(f'{proc}/{fd}', os.path.basename(path), dst_dir_fd=dfd,
+                    follow_symlinks=True)
+        except OSError as exc:
+            if exc.errno == errno.EEXIST or os.path.lexists(path):
+                raise
+            return False        # (no hard links here: the named way renames instead)
+    finally:
+        os.close(fd)            # (never linked, the unnamed file goes with its descriptor)
+        if dfd is not None:
+            os.close(dfd)
+    return True
+
+
+def _create_named(path: str, directory: str, data: bytes, mode: int) -> None:
+    """Write ``data`` to a locked temporary file beside ``path``, then link or rename it."""
+    import fcntl
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=NEW_TEMP_PREFIX,
+                               suffix=os.path.basename(path))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)      # (not a leftover: see remove_new_file_leftovers)
+        os.fchmod(fd, mode)
+        _write_all(fd, data)
+        os.fsync(fd)
+        if os.stat(tmp).st_ino != os.fstat(fd).st_ino:      # removed before it was locked
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
         try:
             os.link(tmp, path)
         except OSError as exc:
             if exc.errno == errno.EEXIST or os.path.lexists(path):
                 raise
             os.rename(tmp, path)      # (no hard links here: FAT, some FUSE file systems)
-    except OSError as exc:            # (named by the target: not the temporary file)
-        raise _naming(exc, path, always=True) from None
     finally:
+        os.close(fd)
         if os.path.lexists(tmp):
             os.unlink(tmp)
-    fsync_dir(directory)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def remove_new_file_leftovers(directory, name: str = '') -> int:
+    """
+    Remove the temporaries a killed :func:`create_new_bytes` left in ``directory``.
+
+    Each is a regular file of this user named ``NEW_TEMP_PREFIX`` + random + a name, or, left
+    by versions before it, ``TEMP_PREFIX`` + random + ``name`` (the file being made now);
+    one that a live process holds locked (a call writing it now) is kept. Return how many
+    were removed.
+    """
+    import fcntl
+    try:
+        names = os.listdir(os.fspath(directory))
+    except OSError:
+        return 0
+    removed = 0
+    for entry in names:
+        if not (entry.startswith(NEW_TEMP_PREFIX) or (
+                name and entry.startswith(TEMP_PREFIX) and entry.endswith(name)
+                and len(entry) == len(TEMP_PREFIX) + TEMP_NAME_LENGTH + len(name))):
+            continue
+        leftover = os.path.join(os.fspath(directory), entry)
+        try:
+            fd = os.open(leftover, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue                        # (being written now)
+            if os.lstat(leftover).st_ino == st.st_ino:
+                os.unlink(leftover)
+                removed += 1
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
 
 
 def _special(path: str) -> bool:

@@ -97,6 +97,74 @@ def test_a_key_file_cut_short_leaves_no_file_behind(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+def _unnamed_files_here(folder) -> bool:
+    """Tell whether ``folder``'s file system makes unnamed files (``O_TMPFILE``)."""
+    try:
+        os.close(os.open(str(folder), getattr(os, 'O_TMPFILE', 0) | os.O_WRONLY, 0o600))
+    except (OSError, ValueError):
+        return False
+    return hasattr(os, 'O_TMPFILE') and os.path.isdir('/proc/self/fd')
+
+
+def test_a_key_being_written_has_no_other_name_a_sigkill_could_leave(tmp_path, monkeypatch):
+    """Hold the key in an unnamed file until it is linked: a kill leaves no copy behind."""
+    # Arrange
+    if not _unnamed_files_here(tmp_path):
+        pytest.skip('no O_TMPFILE on this file system')
+    seen = []
+    real = os.fsync
+
+    def fsync(fd):
+        """Note the folder's names at each sync (the key's own before it is named)."""
+        seen.append(sorted(os.listdir(str(tmp_path))))
+        return real(fd)
+    monkeypatch.setattr(os, 'fsync', fsync)
+    # Execute
+    fleet_key.write_key_file(str(tmp_path / 'fleet.key'))
+    # Assert: before, '.tmp-XXXXXXXXfleet.key' (0600, the key) was there at the first sync
+    assert seen[0] == []
+    assert os.listdir(str(tmp_path)) == ['fleet.key']
+
+
+def test_a_key_is_written_whole_where_there_are_no_unnamed_files(tmp_path, monkeypatch):
+    """Fall back to a locked temporary file beside the key, removed once it is linked."""
+    # Arrange
+    monkeypatch.delattr(os, 'O_TMPFILE', raising=False)
+    # Execute
+    key = fleet_key.write_key_file(str(tmp_path / 'fleet.key'))
+    # Assert
+    assert fleet_key.read_key_file(str(tmp_path / 'fleet.key')).fingerprint == key.fingerprint
+    assert stat.S_IMODE(os.stat(tmp_path / 'fleet.key').st_mode) == 0o600
+    assert os.listdir(str(tmp_path)) == ['fleet.key']
+
+
+def test_key_temporaries_a_killed_run_left_are_removed_by_the_next(tmp_path, capsys):
+    """Remove the 0600 copies a SIGKILL left; keep one being written and others' files."""
+    # Arrange: what a SIGKILL midway left (this version's name, and the earlier one's)
+    import fcntl
+    from rog_ros import cli
+    secret = fleet_key.generate_key_text() + '\n'
+    left = ['.tmp-new-k1l2m3n4fleet.key', '.tmp-new-a1b2c3d4robot1.key',
+            '.tmp-abcd1234fleet.key']
+    kept = ['.tmp-abcd1234summary.json',        # a result being written: not a key's
+            '.tmp-new-busy0000robot2.key']      # a key being written by a live process
+    for name in left + kept:
+        (tmp_path / name).write_text(secret)
+        os.chmod(str(tmp_path / name), 0o600)
+    busy = os.open(str(tmp_path / kept[1]), os.O_RDONLY)
+    fcntl.flock(busy, fcntl.LOCK_EX)
+    # Execute
+    try:
+        status = cli.main(['security', 'key', str(tmp_path / 'fleet.key')])
+    finally:
+        os.close(busy)
+    # Assert
+    err = capsys.readouterr().err
+    assert status == 0
+    assert f'removed 3 temporary key file(s) that an interrupted run left in {tmp_path}' in err
+    assert sorted(os.listdir(str(tmp_path))) == sorted(kept + ['fleet.key'])
+
+
 def test_every_keystore_file_and_folder_is_synced(tmp_path, monkeypatch):
     """Sync every key, certificate and signed file, every folder, and the keystore's name."""
     # Arrange

@@ -72,6 +72,7 @@ def _cmd_key(args) -> int:
               'is made from the fleet key)', file=sys.stderr)
         return 2
     text = None
+    _remove_leftovers(args.file)
     try:
         if args.robot is not None:
             from rog_ros.protocol.robot_keys import robot_key_text
@@ -93,6 +94,21 @@ def _cmd_key(args) -> int:
     print(f'rog security key: wrote {args.file} (fingerprint {key.fingerprint}); give every '
           f'node --fleet-key-file {path} or ROG_FLEET_KEY_FILE={path}')
     return 0
+
+
+def _remove_leftovers(path: str) -> None:
+    """
+    Remove, saying so, the temporary key files a killed ``rog security key`` left by ``path``.
+
+    Each holds a key (mode 0600) under a name no node reads; a SIGKILL midway left one
+    beside the key file, which then stayed (:func:`rog_ros.atomic.remove_new_file_leftovers`).
+    """
+    from rog_ros.atomic import remove_new_file_leftovers
+    folder = os.path.dirname(os.path.abspath(path))
+    removed = remove_new_file_leftovers(folder, os.path.basename(path))
+    if removed:
+        print(f'rog security key: removed {removed} temporary key file(s) that an interrupted '
+              f'run left in {folder}', file=sys.stderr)
 
 
 def _names_a_directory(path: str) -> bool:
