@@ -38,6 +38,7 @@ its path in ``$ROG_FLEET_KEY_FILE``.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -45,6 +46,7 @@ import sys
 import time
 
 from rog_ros import checks
+from rog_ros.atomic import fsync_dir
 from rog_ros.nodes import settings
 from rog_ros.nodes.fleet_progress import (
     closing_lines, every_evaluation_failed, finished_lines, legend, Progress)
@@ -75,6 +77,9 @@ def add_parser(subparsers):
         if s.name == 'workload_options':      # and --workload-option KEY=VALUE, repeatable
             settings.add_workload_options(p, None, text)
         elif s.name not in FLEET_OWN:
+            if s.name == 'record':
+                text += (' An earlier recording at FILE is kept: moved to the first free '
+                         'numbered name (run.mcap -> run.1.mcap, run.2.mcap, ...)')
             p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(), help=text)
     p.add_argument('--out', default='rog_fleet_run',
                    help='output directory (default rog_fleet_run)')
@@ -511,11 +516,54 @@ def _recorder(args):
         return False
     try:
         from rog_ros.transport.bag import McapRecorder
+        _keep_earlier_recording(args.record)
         return McapRecorder(args.record)
     except (ImportError, OSError) as err:
         hint = ' (pip install mcap)' if isinstance(err, ImportError) else ''
         print(f'rog fleet: --record {args.record}: {err}{hint}', file=sys.stderr)
         return False
+
+
+MAX_KEPT_RECORDINGS = 10_000
+"""Most numbered names tried for an earlier ``--record`` file (then the run is refused)."""
+
+
+def _keep_earlier_recording(path: str) -> str | None:
+    """
+    Move an earlier recording at ``path`` to its first free numbered name; return that name.
+
+    ``--record FILE`` truncated FILE: resuming a fleet with the same command (``--state-dir``)
+    lost the recording of the run before. Refusing would break that command, so the earlier
+    file goes to ``run.1.mcap`` (``run.2.mcap`` if taken, ...), and one line says where. An
+    empty file (a recording that never started) is replaced. OSError when no name is free.
+    """
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) == 0:
+            return None
+    except OSError:
+        return None                  # (none there)
+    stem, ext = os.path.splitext(path)
+    if not ext or os.sep in ext:
+        stem, ext = path, ''
+    for number in range(1, MAX_KEPT_RECORDINGS + 1):
+        kept = f'{stem}.{number}{ext}'
+        if os.path.lexists(kept):
+            continue
+        try:
+            os.link(path, kept)      # (no race with a file made there meanwhile)
+            os.unlink(path)
+        except FileExistsError:
+            continue
+        except OSError as err:
+            if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                raise
+            os.rename(path, kept)    # (no hard links here)
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+        print(f'rog fleet: --record {path}: kept the earlier recording as {kept}',
+              file=sys.stderr)
+        return kept
+    raise OSError(f'the earlier recording there cannot be kept: {stem}.1{ext} to '
+                  f'{stem}.{MAX_KEPT_RECORDINGS}{ext} all exist; move or remove some')
 
 
 def _watch_topics(bus, specs, n: int, progress: Progress, recorder) -> None:

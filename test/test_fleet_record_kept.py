@@ -1,0 +1,88 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+``rog fleet --record FILE`` keeps an earlier recording at FILE under a numbered name.
+
+It truncated FILE: resuming a fleet with the same command (``--state-dir``) lost the
+recording of the run before. Refusing would break that command; the earlier file is moved
+aside and one line says where.
+"""
+
+import argparse
+import os
+
+import pytest
+from rog_ros.nodes import fleet
+
+pytest.importorskip('mcap.writer')
+
+
+def _record(path) -> object:
+    """Open ``rog fleet``'s recorder of ``--record path`` and close it again."""
+    recorder = fleet._recorder(argparse.Namespace(record=str(path), netns=False))
+    if recorder:
+        recorder.close()
+    return recorder
+
+
+def test_an_earlier_recording_is_moved_to_the_next_numbered_name(tmp_path, capsys):
+    # Arrange
+    path = tmp_path / 'run.mcap'
+    path.write_bytes(b'first run')
+    # Execute
+    assert _record(path)
+    first = capsys.readouterr().err
+    path.write_bytes(b'second run')        # (the first rerun's own, as a test stands it)
+    assert _record(path)
+    second = capsys.readouterr().err
+    # Assert: before, each run truncated run.mcap
+    assert first == f'rog fleet: --record {path}: kept the earlier recording as ' \
+                    f'{tmp_path / "run.1.mcap"}\n'
+    assert second.endswith(f'kept the earlier recording as {tmp_path / "run.2.mcap"}\n')
+    assert (tmp_path / 'run.1.mcap').read_bytes() == b'first run'
+    assert (tmp_path / 'run.2.mcap').read_bytes() == b'second run'
+    assert path.stat().st_size > 0         # this run's recording
+    assert sorted(os.listdir(tmp_path)) == ['run.1.mcap', 'run.2.mcap', 'run.mcap']
+
+
+@pytest.mark.parametrize('name, kept', [('bag', 'bag.1'), ('run.1.mcap', 'run.1.1.mcap')])
+def test_a_name_without_extension_or_numbered_already_gets_one(name, kept, tmp_path,
+                                                               capsys):
+    (tmp_path / name).write_bytes(b'earlier')
+    assert _record(tmp_path / name)
+    assert capsys.readouterr().err.endswith(f'as {tmp_path / kept}\n')
+    assert (tmp_path / kept).read_bytes() == b'earlier'
+
+
+def test_an_empty_file_or_none_is_simply_written(tmp_path, capsys):
+    (tmp_path / 'empty.mcap').write_bytes(b'')
+    assert _record(tmp_path / 'empty.mcap') and _record(tmp_path / 'new.mcap')
+    assert capsys.readouterr().err == ''
+    assert sorted(os.listdir(tmp_path)) == ['empty.mcap', 'new.mcap']
+
+
+def test_no_free_name_is_one_line_and_the_earlier_recording_stays(tmp_path, capsys,
+                                                                  monkeypatch):
+    # Arrange
+    monkeypatch.setattr(fleet, 'MAX_KEPT_RECORDINGS', 2)
+    for name in ('run.mcap', 'run.1.mcap', 'run.2.mcap'):
+        (tmp_path / name).write_bytes(name.encode())
+    # Execute
+    assert _record(tmp_path / 'run.mcap') is False
+    # Assert
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and 'Traceback' not in err
+    assert err.startswith(f'rog fleet: --record {tmp_path / "run.mcap"}: the earlier '
+                          f'recording there cannot be kept: {tmp_path / "run.1.mcap"} to ')
+    assert (tmp_path / 'run.mcap').read_bytes() == b'run.mcap'
