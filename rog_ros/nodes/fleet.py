@@ -78,7 +78,7 @@ def add_parser(subparsers):
             settings.add_workload_options(p, None, text)
         elif s.name not in FLEET_OWN:
             if s.name == 'record':
-                text += (' An earlier recording at FILE is kept: moved to the first free '
+                text += (' An earlier recording there is kept: moved to the first free '
                          'numbered name (run.mcap -> run.1.mcap, run.2.mcap, ...)')
             p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(), help=text)
     p.add_argument('--out', default='rog_fleet_run',
