@@ -120,18 +120,26 @@ def launch_ros_argv(node: dict, pushed: str | None = None) -> list:
     """
     Return the arguments launch_ros gives ``Node(**node)`` under ``PushRosNamespace(pushed)``.
 
-    As launch_ros's ``Node``: ``arguments``, then ``--ros-args -r __node:=NAME`` for a
-    ``name``, and ``-r __ns:=`` for the namespace, the pushed one prefixed to a relative
-    ``namespace`` (an absolute one stands alone), made absolute; none when neither is given.
+    As launch_ros's ``Node`` (``actions/node.py``): ``arguments``, then ``--ros-args`` and
+    ``ros_arguments`` (before the name: rcl's first matching rule wins), then ``--ros-args
+    -r __node:=NAME`` for a ``name``, and ``-r __ns:=`` for the namespace whenever a
+    ``namespace`` (even ``''``: the root) or a pushed one is given: ``prefix_namespace(pushed,
+    namespace)`` made absolute (``utilities/namespace_utils.py``).
     """
     ns = node.get('namespace')
-    if pushed and not (ns or '').startswith('/'):
-        ns = '/'.join(p.strip('/') for p in (pushed, ns) if p)
-    ros = ['-r', f'__node:={node["name"]}'] if node.get('name') else []
-    if ns:
-        ros += ['-r', '__ns:=/' + ns.strip('/')]
-    return list(node.get('arguments', ())) + ['--ros-args'] + ros + \
-        list(node.get('ros_arguments', ()))
+    if ns is None:
+        ns = pushed
+    elif pushed and not ns.startswith('/'):
+        ns = ('' if pushed == '/' else pushed) + '/' + ns
+    if ns is not None:
+        ns = ns if ns == '/' else ns.rstrip('/')
+        ns = ns if ns.startswith('/') else '/' + ns
+    ros = ['-r', f'__node:={node["name"]}'] if node.get('name') is not None else []
+    if ns is not None:
+        ros += ['-r', f'__ns:={ns}']
+    extra = list(node.get('ros_arguments') or ())
+    return list(node.get('arguments') or ()) + (['--ros-args'] + extra if extra else []) + \
+        ['--ros-args'] + ros
 
 
 def node_fqn(executable: str, argv: list) -> str:
@@ -256,6 +264,26 @@ def test_launch_namespace_arguments_move_the_nodes_as_the_docs_say(launched):
     # Assert
     assert [fqn for _, _, fqn in lab] == ['/lab2/rog_worker_1', '/lab2/netmon_1']
     assert [fqn for _, _, fqn in pushed] == ['/robot1/rog_server', '/robot1/netmon']
+
+
+@pytest.mark.parametrize('node, pushed, fqn', [
+    # launch_ros puts ros_arguments before its own -r __node:=, and rcl's first rule wins
+    ({'name': 'rog_server', 'ros_arguments': ['-r', '__node:=arm']}, None, '/rog/arm'),
+    # namespace='' is the root, not "no namespace" (make_namespace_absolute(''))
+    ({'name': 'rog_server', 'namespace': ''}, None, '/rog_server'),
+    ({'name': 'rog_server', 'namespace': ''}, 'robot1', '/robot1/rog_server'),
+    ({'name': 'rog_server', 'namespace': 'arm'}, '/', '/arm/rog_server'),
+    ({'name': 'rog_server', 'namespace': '/arm/'}, 'robot1', '/arm/rog_server'),
+    ({'name': 'rog_server'}, '/robot1/', '/robot1/rog_server'),
+    ({'name': 'rog_server'}, None, '/rog/rog_server'),
+])
+def test_launch_ros_command_lines_are_resolved_as_launch_ros_builds_them(node, pushed, fqn):
+    # Prepare: launch_ros's Node(...) and PushRosNamespace, as actions/node.py builds them
+    node = dict(node, executable='rog_server')
+    # Execute
+    argv = launch_ros_argv(node, pushed)
+    # Assert
+    assert node_fqn('rog_server', argv) == fqn, argv
 
 
 def test_the_checked_texts_hold_ros2_commands_of_every_kind():
