@@ -317,6 +317,48 @@ def test_ros2_command_names_a_node_by_its_fully_qualified_name(known, where, ver
             f'{where}: {param} is read-only while the node runs'
 
 
+def ros2cli_lookup(verb: str, name: str) -> str:
+    """
+    Return the node name ``ros2 VERB NAME`` looks up, as ros2cli does.
+
+    ``ros2 param`` and ``ros2 lifecycle`` put a ``/`` before a relative name
+    (``ros2node.api.get_absolute_node_name``); ``ros2 node info`` compares it as given.
+    """
+    if verb.split()[0] in ('param', 'lifecycle') and not name.startswith('/'):
+        return '/' + name
+    return name
+
+
+def shown_wrong() -> list:
+    """Return ``(where, command, the docs' words around it)`` of each failing command shown."""
+    out = []
+    for path in TEXTS:
+        if not path.endswith('.md'):
+            continue
+        text = (ROOT / path).read_text()
+        blocks = [b for p in text.split('\n\n')
+                  for b in (p.splitlines() if p.startswith('|') else [p])]
+        for block in blocks:
+            flat = ' '.join(block.split())
+            out += [(path, command, flat) for command in SHOWN_WRONG if command in flat]
+    return out
+
+
+def test_the_docs_say_which_name_a_failing_ros2_command_looks_for(known):
+    # Prepare
+    found = shown_wrong()
+    assert {command for _, command, _ in found} == set(SHOWN_WRONG)
+    for where, command, words in found:
+        verb, name = ' '.join(command.split()[1:3]), command.split()[3]
+        # Execute
+        looked_up = ros2cli_lookup(verb, name)
+        # Assert: it fails (no node of that name), and the docs name what it looks for
+        assert looked_up not in known, command
+        assert f'`{looked_up}`' in words, f'{where}: {command} looks for {looked_up}: {words}'
+        assert 'as it is' not in words and 'bare name' not in words, \
+            f'{where}: ros2 {verb} puts a / before a relative name: {words}'
+
+
 @pytest.mark.parametrize('where, name', listed_nodes())
 def test_ros2_node_list_shows_the_nodes_the_docs_list(known, where, name):
     assert name in known, f'{where}: ros2 node list shows no {name}; it shows {sorted(known)}'
