@@ -14,7 +14,11 @@
 """
 Diagnostics: what each node reports on ``/diagnostics`` (diagnostic_msgs/DiagnosticArray).
 
-One status per concern, named ``<node>: <concern>`` so ``rqt_runtime_monitor`` groups them:
+One status per concern, named ``<node>: <concern>`` so ``rqt_runtime_monitor`` groups them.
+``<node>`` is the node's own name as it runs, after ``-r __node:=`` (``args.node_name``,
+:func:`status_prefix`), as ROS 2's ``diagnostic_updater`` prefixes its statuses with
+``node.get_name()``: the worker, the server and netmon alike.
+
 
 * ``training``: lifecycle state, iteration, staleness headroom (how many iterations the node
   may still run ahead before the staleness bound stalls it) and, while stalled, the cause;
@@ -38,6 +42,16 @@ DIAGNOSTICS = '/diagnostics'
 HOST = socket.gethostname()
 
 
+def status_prefix(args, default: str) -> str:
+    """
+    Return the node name a node's statuses start with: ``args.node_name``, else ``default``.
+
+    ``args.node_name`` is the name the node runs under (``-r __node:=`` applied,
+    ``rog_ros.nodes.ros_names``); ``default``, its code's name, serves args built without it.
+    """
+    return getattr(args, 'node_name', None) or default
+
+
 def _kv(**values) -> list:
     return [KeyValue(k, f'{v:.6g}' if isinstance(v, float) else str(v))
             for k, v in values.items()]
@@ -53,7 +67,7 @@ def rejects_status(name: str, counts: dict) -> DiagnosticStatus:
 
 def worker_statuses(node, now: float) -> list:
     """Return the statuses of a WorkerNode (``now``: its monotonic clock)."""
-    name = f'rog_worker_{node.rank}'
+    name = status_prefix(getattr(node, 'args', None), f'rog_worker_{node.rank}')
     e = node.engine
     out = []
     if e is not None:
@@ -91,6 +105,7 @@ def worker_statuses(node, now: float) -> list:
 
 def server_statuses(node, now: float) -> list:
     """Return the statuses of a ServerNode."""
+    name = status_prefix(getattr(node, 'args', None), 'rog_server')
     e = getattr(node, 'engine', None)
     out = []
     if e is not None:
@@ -104,7 +119,7 @@ def server_statuses(node, now: float) -> list:
             cause = (f'workers {stalled} wait for the staleness bound; slowest is worker '
                      f'{slowest} at iteration {e.clock[slowest]}')
             level, message = WARN, cause
-        out.append(DiagnosticStatus(level, 'rog_server: training', message, HOST, _kv(
+        out.append(DiagnosticStatus(level, f'{name}: training', message, HOST, _kv(
             lifecycle=node.life.state, min_iteration=min(e.clock), max_iteration=max(e.clock),
             staleness_threshold=staleness,
             staleness_headroom=(staleness - spread) if staleness is not None else -1,
@@ -112,7 +127,7 @@ def server_statuses(node, now: float) -> list:
             stall_s_total=float(sum(e.stall_time)), triggers=int(sum(e.triggers)),
             bytes_up=e.bytes_up, bytes_down=e.bytes_down,
             accuracy=float(node.last_metrics.get('accuracy', float('nan'))))))
-    out.append(rejects_status('rog_server', node.reject_counts()))
+    out.append(rejects_status(name, node.reject_counts()))
     return out
 
 

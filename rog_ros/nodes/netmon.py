@@ -34,7 +34,7 @@ import time
 from rog_ros import checks
 from rog_ros.net.traces import save_trace
 from rog_ros.nodes.connect import fleet_key, open_bus
-from rog_ros.nodes.diagnostics import DiagnosticsPublisher, link_statuses
+from rog_ros.nodes.diagnostics import DiagnosticsPublisher, link_statuses, status_prefix
 from rog_ros.nodes.monitor import NetMonitor, record_summary
 from rog_ros.nodes.node_main import ros_path, setup_logging
 from rog_ros.nodes.params import check_key_arg, node_parser
@@ -84,7 +84,8 @@ def main(argv=None) -> int:
             bus.advertise(link_stats(args.status_name))   # not a remapped name: the server's
         monitor = NetMonitor(bus, args.interface, nodes, args, args.record_source, log)
         last = []
-        diagnostics = DiagnosticsPublisher(bus, lambda now: link_statuses(args.node_name, last),
+        name = status_prefix(args, 'netmon')
+        diagnostics = DiagnosticsPublisher(bus, lambda now: link_statuses(name, last),
                                            args.diagnostics_hz)
         if node is not None:      # ros2 param set /rog/netmon_<rank> diagnostics_hz ...
             ros_node.follow_runtime_settings(node, args, lambda: diagnostics)
