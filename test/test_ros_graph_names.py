@@ -499,6 +499,20 @@ def test_security_docs_name_the_enclaves_the_keystore_makes():
     assert all(NAMESPACE.fullmatch(n) for n in made)
 
 
+def test_security_docs_create_a_tools_enclave_for_the_fleets_domain():
+    # Prepare: sros2's create_enclave grants the domain of ROS_DOMAIN_ID alone (0 when unset:
+    # sros2/_utilities.py domain_id()); rog security keystore --domain-id 7 makes a fleet of 7
+    text = ' '.join((ROOT / 'docs' / 'security.md').read_text().split())
+    # Execute
+    commands = re.findall(r'`([^`]*ros2 security create_enclave[^`]*)`', text)
+    # Assert
+    assert commands, 'docs/security.md shows no ros2 security create_enclave'
+    for command in commands:
+        assert re.match(r'ROS_DOMAIN_ID=\S+ ros2 security create_enclave ', command), (
+            f'docs/security.md: {command}: sros2 grants only the domain of ROS_DOMAIN_ID '
+            '(0 unset), so a fleet made with --domain-id would deny the enclave')
+
+
 @pytest.mark.parametrize('namespace', ['/rog', '/lab2'])
 def test_sros2_grants_cover_each_nodes_own_services_and_events(launched, namespace):
     # Prepare: every node of a robot fleet, and the DDS topics of its ROS 2 infrastructure
