@@ -455,23 +455,40 @@ def test_every_parameter_file_section_is_taken_by_a_node(launched, name):
     assert sections_no_node_takes(sections, nodes) == []
 
 
+PROBE_HZ = 7.5
+"""A ``diagnostics_hz`` no file and no default has: a section it reaches was applied."""
+
+
 @pytest.mark.parametrize('name', sorted(p.name for p in (ROOT / 'config').glob('*.yaml')))
-def test_a_node_given_the_parameter_file_takes_its_section(name):
-    # Prepare: each node as ros2 run starts it with --ros-args --params-file config/NAME
+def test_a_node_given_the_parameter_file_takes_its_section(name, tmp_path):
+    # Prepare: each node as ros2 run starts it with --ros-args --params-file config/NAME; a
+    # copy whose executable sections also set diagnostics_hz tells a section taken from one
+    # left out (most values in the files are the defaults: equal either way)
     import yaml
-    path = str(ROOT / 'config' / name)
-    sections = yaml.safe_load(Path(path).read_text())
-    for executable, extra in (('rog_server', []), ('rog_worker', ['-p', 'rank:=1']),
-                              ('netmon', ['-p', 'nodes:=1'])):
-        module = importlib.import_module(f'rog_ros.nodes.{executable}')
-        # Execute
-        args = module.build_parser().parse_args(['--ros-args', '--params-file', path] + extra)
-        # Assert: in the fleet namespace, with its executable's section applied
-        assert (args.node_namespace, args.node_name) == ('/rog', {
-            'rog_server': 'rog_server', 'rog_worker': 'rog_worker_1',
-            'netmon': 'netmon_1'}[executable])
-        for key, value in (sections.get(executable) or {}).get('ros__parameters', {}).items():
-            assert getattr(args, key) == settings.BY_NAME[key].parse(value), (executable, key)
+    sections = yaml.safe_load((ROOT / 'config' / name).read_text())
+    probed = {key: ({'ros__parameters': dict(body.get('ros__parameters') or {},
+                                             diagnostics_hz=PROBE_HZ)}
+                    if key in ('rog_server', 'rog_worker', 'netmon') else body)
+              for key, body in sections.items()}
+    assert settings.defaults('netmon')['diagnostics_hz'] != PROBE_HZ
+    for path in (str(ROOT / 'config' / name), str(tmp_path / name)):
+        (tmp_path / name).write_text(yaml.safe_dump(probed))
+        for executable, extra in (('rog_server', []), ('rog_worker', ['-p', 'rank:=1']),
+                                  ('netmon', ['-p', 'nodes:=1'])):
+            module = importlib.import_module(f'rog_ros.nodes.{executable}')
+            # Execute
+            args = module.build_parser().parse_args(['--ros-args', '--params-file', path] +
+                                                    extra)
+            # Assert: in the fleet namespace, with its executable's section applied
+            assert (args.node_namespace, args.node_name) == ('/rog', {
+                'rog_server': 'rog_server', 'rog_worker': 'rog_worker_1',
+                'netmon': 'netmon_1'}[executable])
+            body = (sections.get(executable) or {}).get('ros__parameters', {})
+            for key, value in body.items():
+                assert getattr(args, key) == settings.BY_NAME[key].parse(value), \
+                    (executable, key)
+            assert path == str(ROOT / 'config' / name) or not body or \
+                args.diagnostics_hz == PROBE_HZ, (executable, 'section left out')
 
 
 def test_a_section_no_node_takes_is_found():
