@@ -354,7 +354,8 @@ SETTINGS = (
        ALL, low=0.0, high=100.0),
     _s('autostart', bool, True, 'Configure and activate at start; false: wait for SIGUSR2 '
        '(configures if need be, then activates) or, under ROS 2, ros2 lifecycle set '
-       '/rog/rog_server configure (its fully qualified name), then activate.',
+       '/rog/rog_server configure (fully qualified node names: workers are '
+       '/rog/rog_worker_K), then activate.',
        (SERVER, WORKER),
        'lifecycle'),
     # -------------------------------------------------- emulated links
