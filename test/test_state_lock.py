@@ -244,3 +244,66 @@ def test_a_node_out_of_sight_holding_the_state_file_is_refused_at_once(tmp_path)
     assert f'rog_worker 0, pid {pid},' in str(refused.value)
     assert 'a node out of sight of this one' in str(refused.value)
     assert took < durable.HOLD_WAIT_S / 2
+
+
+TRY_HOLD = ('import sys\n'
+            'from rog_ros.nodes.durable import hold, StateError\n'
+            'try:\n'
+            "    hold(sys.argv[1], 'rog_worker 0')\n"
+            'except StateError:\n'
+            "    print('refused', flush=True)\n"
+            'else:\n'
+            "    print('held', flush=True)\n")
+
+
+def _another_takes(path) -> bool:
+    """Tell whether another process can take state file ``path`` now (and let it go)."""
+    done = subprocess.run([sys.executable, '-c', TRY_HOLD, str(path)], capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip() == 'held'
+
+
+def test_a_cleaned_up_node_lets_go_of_its_state_file_and_takes_it_again_at_configure(
+        tmp_path, monkeypatch):
+    """Hold from configure to cleanup, again from the next configure, and let go at shutdown."""
+    # Arrange
+    in_memory_fleet(monkeypatch)
+    wrk, path = _worker(tmp_path), tmp_path / 'worker_0.pt'
+    # Execute
+    wrk.configure()
+    configured = _another_takes(path)
+    wrk.cleanup()
+    cleaned_up = _another_takes(path)
+    started = time.monotonic()
+    wrk.configure()                  # (its own hold, let go: taken again, no wait)
+    took = time.monotonic() - started
+    configured_again = _another_takes(path)
+    wrk.shutdown()
+    shut_down = _another_takes(path)
+    # Assert
+    assert (configured, cleaned_up, configured_again, shut_down) == (False, True, False, True)
+    assert took < durable.HOLD_WAIT_S / 2
+
+
+def test_a_shut_down_server_lets_go_though_a_process_it_forked_still_runs(tmp_path, monkeypatch):
+    """Unlock at shutdown: a DataLoader worker forked with the lock open must not keep it."""
+    # Arrange
+    in_memory_fleet(monkeypatch)
+    srv = server_node.ServerNode(rog_server.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', '1', '--namespace', '/lock3', '--out',
+         str(tmp_path / 'out'), '--state-dir', str(tmp_path / 'state')]))
+    srv.configure()
+    child = os.fork()
+    if child == 0:                   # (the lock's descriptor is open here too)
+        time.sleep(60)
+        os._exit(0)
+    try:
+        # Execute
+        srv.shutdown()
+        taken = _another_takes(tmp_path / 'state' / 'server.pt')
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    # Assert
+    assert taken

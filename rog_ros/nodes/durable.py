@@ -45,7 +45,7 @@ import numpy as np
 from rog_ros.archives import damage
 from rog_ros.atomic import atomic_write_bytes, makedirs_synced, TEMP_NAME_LENGTH, TEMP_PREFIX
 from rog_ros.nodes.driver import StateWriteError
-from rog_ros.nodes.output_lock import hold_lock_file
+from rog_ros.nodes.output_lock import hold_lock_file, let_go_of_lock_file
 from rog_ros.nodes.state_dir import lock_file
 import torch
 
@@ -82,12 +82,17 @@ def check_durable_args(parser, args) -> None:
 
 
 _HELD = {}
-"""Real paths of the state files' locks this process holds -> their descriptors (until exit)."""
+"""
+Real paths of the state files' locks this process holds -> ``[descriptor, holds]``.
+
+``holds`` counts the nodes of this process that hold the file (:func:`hold`): the lock is let
+go when the last of them lets go (:func:`release`), or when the process ends.
+"""
 
 
 def hold(path, command: str) -> None:
     """
-    Hold state file ``path`` for this process until it ends; StateError if another node does.
+    Hold state file ``path`` for this process until :func:`release`; StateError if another does.
 
     Two nodes given one state file (two ``ros2 run rog_ros rog_worker`` of one rank on one
     ``--state-dir``, a launch file started twice) wrote their checkpoints over each other's,
@@ -100,12 +105,13 @@ def hold(path, command: str) -> None:
     (a node in another container or on another machine). A lock file that is a symbolic link
     is refused and left as it is.
     The nodes of one fleet share a state directory, each with a file of its own: the hold is
-    of the file, not the folder. This process's own hold is no conflict (a node configured
-    again, tests that restart nodes in one process).
+    of the file, not the folder. This process's own hold is no conflict (tests that restart
+    nodes in one process): it is counted, and each hold is let go by one :func:`release`.
     """
     lock = lock_file(path)
     key = os.path.realpath(lock)
     if key in _HELD:
+        _HELD[key][1] += 1
         return
     deadline = time.monotonic() + HOLD_WAIT_S
     unseen = 0
@@ -132,7 +138,53 @@ def hold(path, command: str) -> None:
                              'give this one another --state-dir (two nodes on one state file '
                              "overwrite each other's checkpoints)")
         time.sleep(0.2)
-    _HELD[key] = fd
+    _HELD[key] = [fd, 1]
+
+
+def release(path) -> None:
+    """
+    Let go of one of this process's holds of state file ``path`` (:func:`hold`'s).
+
+    The last one unlocks it, for every process that shares the lock (the workload's
+    DataLoader workers forked with it open), so that another node, or this one configured
+    again, takes it at once. A state file not held here is no error.
+    """
+    key = os.path.realpath(lock_file(path))
+    entry = _HELD.get(key)
+    if entry is None:
+        return
+    entry[1] -= 1
+    if entry[1] <= 0:
+        del _HELD[key]
+        let_go_of_lock_file(entry[0])
+
+
+class StateHold:
+    """
+    One node's hold on its state file: taken at ``configure``, let go at cleanup and shutdown.
+
+    A managed node that was cleaned up (or shut down) kept its hold until its process ended,
+    so neither another node nor the same node configured again elsewhere could take the file
+    it no longer used.
+    """
+
+    def __init__(self):
+        self.path = None
+
+    def take(self, path, command: str) -> None:
+        """Hold state file ``path`` (``hold``), letting go of the one held before, if other."""
+        path = os.fspath(path)
+        if path == self.path:
+            return
+        self.release()
+        hold(path, command)
+        self.path = path
+
+    def release(self) -> None:
+        """Let go of the state file held (idempotent)."""
+        path, self.path = self.path, None
+        if path is not None:
+            release(path)
 
 
 HOLD_WAIT_S = 10.0

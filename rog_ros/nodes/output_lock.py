@@ -172,6 +172,24 @@ def hold_lock_file(path: str, command: str):
     return fd, None
 
 
+def let_go_of_lock_file(fd) -> None:
+    """
+    Unlock and close ``fd``, a hold of :func:`hold_lock_file` (None: an unlocked one).
+
+    Unlocked first: closing alone lets go only where no process forked since has it open
+    (a workload's DataLoader workers keep it until they end).
+    """
+    if fd is None:
+        return
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def _open_lock_file(path: str) -> tuple:
     """
     Open (create) the lock file ``path``: ``(fd, writable)``; refuse one that is no plain file.

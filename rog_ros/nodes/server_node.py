@@ -39,7 +39,7 @@ from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
 from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
-from rog_ros.nodes.durable import hold
+from rog_ros.nodes.durable import StateHold
 from rog_ros.nodes.model_file import MODEL_FILE, save_state_dict
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
@@ -172,6 +172,7 @@ class ServerNode:
         self.requests = requests or SignalRequests()
         self.life = lc.Lifecycle()
         self.bus = None
+        self.state_hold = StateHold()  # the state file's: from configure to cleanup/shutdown
         self.ros_node = None         # set by rog_ros.nodes.ros_node under ROS 2
         self.ros_executor = None     # and the executor of that node, which the bus spins
         self.reject_notes = RejectNotes()  # why a message was dropped, once per kind
@@ -205,8 +206,8 @@ class ServerNode:
         """Build engine, evaluation model, recorder, bus and downlink shapers."""
         a = self.args
         if getattr(a, 'state_dir', None):   # one node per state file, held before anything
-            hold(os.path.join(a.state_dir, SERVER_STATE_FILE),   # (refused: no bus to close)
-                 'rog_server')
+            self.state_hold.take(os.path.join(a.state_dir, SERVER_STATE_FILE),
+                                 'rog_server')   # (refused: no bus to close)
         tr = build_training(a)
         self.training = tr
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
@@ -393,9 +394,10 @@ class ServerNode:
             self.bus.close()
             self.bus = None
         self.engine = None
+        self.state_hold.release()      # (configure takes it again)
 
     def shutdown(self) -> None:
-        """Release the bus. Idempotent."""
+        """Release the bus and the state file. Idempotent."""
         self.life.request('shutdown')
         if getattr(self, 'evaluator', None) is not None:
             self.evaluator.close()
@@ -404,6 +406,7 @@ class ServerNode:
         if self.bus is not None:
             self.bus.close()
             self.bus = None
+        self.state_hold.release()
 
     # ------------------------------------------------------------------ metrics
     def _run_record(self) -> dict:

@@ -34,7 +34,7 @@ from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus, Peer
                                    wait_matched)
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver, EngineFailure
-from rog_ros.nodes.durable import hold
+from rog_ros.nodes.durable import StateHold
 from rog_ros.nodes.model_file import model_out_file, save_state_dict
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.reject_notes import RejectNotes
@@ -77,6 +77,7 @@ class WorkerNode:
         self.requests = requests or SignalRequests()
         self.life = lc.Lifecycle(on_change=lambda old, new, tr: self._publish_status())
         self.bus = None
+        self.state_hold = StateHold()  # the state file's: from configure to cleanup/shutdown
         self.ros_node = None         # set by rog_ros.nodes.ros_node under ROS 2
         self.ros_executor = None     # and the executor of that node, which the bus spins
         self.reject_notes = RejectNotes(sender='the server')   # why a message was dropped
@@ -104,8 +105,8 @@ class WorkerNode:
         """Build model, engine, bus and emulated link; create every endpoint."""
         a = self.args
         if getattr(a, 'state_dir', None):   # one node per state file, held before anything
-            hold(os.path.join(a.state_dir, worker_state_file(self.rank)),   # (refused: no bus)
-                 f'rog_worker {self.rank}')
+            self.state_hold.take(os.path.join(a.state_dir, worker_state_file(self.rank)),
+                                 f'rog_worker {self.rank}')   # (refused: no bus)
         tr = build_training(a)
         durable_run = bool(getattr(a, 'state_dir', None))   # nodes may restart: see durable
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
@@ -353,10 +354,12 @@ class WorkerNode:
             self.bus.close()
             self.bus = None
         self.engine = None
+        self.state_hold.release()      # (configure takes it again)
 
     def shutdown(self) -> None:
-        """Leave: final status, release the bus. Idempotent."""
+        """Leave: final status, release the bus and the state file. Idempotent."""
         if self.bus is None:
+            self.state_hold.release()
             return
         self.life.request('shutdown')
         try:
@@ -375,6 +378,7 @@ class WorkerNode:
             self.driver.close()
             self.bus.close()
             self.bus = None
+            self.state_hold.release()
 
     # ------------------------------------------------------------------ work
     def _compute(self, clock: int) -> torch.Tensor:
