@@ -307,3 +307,41 @@ def test_a_shut_down_server_lets_go_though_a_process_it_forked_still_runs(tmp_pa
         os.waitpid(child, 0)
     # Assert
     assert taken
+
+
+ON_NFS = ('import errno, fcntl, os, sys\n'
+          'real = fcntl.flock\n'
+          'def flock(fd, op):\n'                 # (as NFS's: its exclusive lock needs writing)
+          '    if op & fcntl.LOCK_EX and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == '
+          'os.O_RDONLY:\n'
+          '        raise OSError(errno.{code}, os.strerror(errno.{code}))\n'
+          '    return real(fd, op)\n'
+          'fcntl.flock = flock\n'
+          'from rog_ros.nodes.durable import hold, StateError\n'
+          'try:\n'
+          "    hold(sys.argv[1], 'rog_worker 0')\n"
+          'except StateError as exc:\n'
+          "    print('refused:', exc, flush=True)\n"
+          'else:\n'
+          "    print('held', flush=True)\n")
+
+
+@pytest.mark.parametrize('code', ['EBADF', 'ENOLCK'])
+def test_another_users_lock_file_that_nfs_will_not_lock_read_only_is_one_line(tmp_path, code):
+    """Refuse, naming the lock file and a local --state-dir, where NFS refuses the flock."""
+    # Arrange: another user's lock file (read-only to this one), on a file system like NFS
+    lock = state_dir.lock_file(tmp_path / 'worker_0.pt')
+    with open(lock, 'w') as fh:
+        fh.write('rog_worker 0, pid 1, since 2026-01-01 00:00:00\n')
+    os.chmod(lock, 0o444)
+    # Execute
+    done = subprocess.run(_without_file_rights() + [
+        sys.executable, '-c', ON_NFS.format(code=code), str(tmp_path / 'worker_0.pt')],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    # Assert
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.strip()
+    assert said.startswith('refused: cannot lock state file '), said
+    assert '\n' not in said
+    assert f'its lock file {lock} is another user' in said
+    assert f'({code}; NFS?); give this node a --state-dir on a local disk' in said

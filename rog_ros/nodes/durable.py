@@ -45,7 +45,7 @@ import numpy as np
 from rog_ros.archives import damage
 from rog_ros.atomic import atomic_write_bytes, makedirs_synced, TEMP_NAME_LENGTH, TEMP_PREFIX
 from rog_ros.nodes.driver import StateWriteError
-from rog_ros.nodes.output_lock import hold_lock_file, let_go_of_lock_file
+from rog_ros.nodes.output_lock import hold_lock_file, let_go_of_lock_file, ReadOnlyLockRefused
 from rog_ros.nodes.state_dir import lock_file
 import torch
 
@@ -119,6 +119,11 @@ def hold(path, command: str) -> None:
         try:
             makedirs_synced(os.path.dirname(lock))
             fd, holder = hold_lock_file(lock, command)
+        except ReadOnlyLockRefused as err:
+            raise StateError(f'cannot lock state file {path}: its lock file {lock} is another '
+                             "user's, which this file system cannot flock read-only "
+                             f'({err.code}; NFS?); give this node a --state-dir on a local '
+                             'disk, or have that user remove the lock file') from None
         except OSError as err:             # (OutputInUse: a link; says what to do)
             raise StateError(f'cannot lock state file {path}: {err.strerror or err}') from None
         if holder is None:

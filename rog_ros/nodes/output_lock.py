@@ -57,6 +57,23 @@ class OutputInUse(OSError):
     """The output directory is held by another run, or cannot be held (the message says)."""
 
 
+class ReadOnlyLockRefused(OutputInUse):
+    """
+    Another user's lock file, open read-only, that this file system will not ``flock``.
+
+    Some NFS mounts emulate ``flock`` with POSIX locks, whose exclusive kind needs a
+    descriptor open for writing (``EBADF``), or have no lock manager at all (``ENOLCK``): such
+    a hold was no lock at all, and nothing said so. ``path`` is the lock file, ``code`` the
+    errno's name; the message says what to do in one line.
+    """
+
+    def __init__(self, path: str, code: str):
+        self.path, self.code = path, code
+        super().__init__(f"cannot lock {path}: it is another user's lock file, which this "
+                         f'file system cannot flock read-only ({code}; NFS?); use a folder '
+                         'on a local disk, or have its owner remove it')
+
+
 class OutputLock:
     """Hold an output directory for this process until ``release`` (or the process ends)."""
 
@@ -124,7 +141,9 @@ def hold_lock_file(path: str, command: str):
     On success the file says who holds it (``command``, pid, since when) and the open ``fd``
     is the hold (closing it lets go). When another process holds it: ``(None, its line)``.
     A file system without ``flock`` support gives ``(None, None)``: an unlocked hold, so that
-    the run goes on as before rather than failing for want of a lock. One function for every
+    the run goes on as before rather than failing for want of a lock; but another user's lock
+    file, open read-only, that it will not lock raises ``ReadOnlyLockRefused`` (some NFS
+    mounts: a file of our own there would be locked). One function for every
     lock of the package (an output directory, a robot's node log, a node's state file).
 
     A run that lets go of a folder it leaves empty removes the lock file (and the folder)
@@ -151,6 +170,9 @@ def hold_lock_file(path: str, command: str):
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 return None, holder
+            if not writable:      # (ours would be writable: another user's file on NFS)
+                raise ReadOnlyLockRefused(path, errno.errorcode.get(exc.errno, str(exc))) \
+                    from None
             return None, None
         # (the last try holds what it got: a file system whose file numbers do not match
         # between stat and fstat runs locked as it did before, not refused)
