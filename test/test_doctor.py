@@ -18,7 +18,7 @@ import os
 
 import pytest
 from rog_ros import cli
-from rog_ros.nodes import doctor, doctor_checks, doctor_dds
+from rog_ros.nodes import doctor, doctor_checks, doctor_dds, doctor_graph
 from rog_ros.nodes.doctor_checks import Finding
 
 
@@ -396,21 +396,29 @@ def test_sros2_asked_for_without_ros2_is_a_warning(monkeypatch):
     assert 'ROS_SECURITY_ENABLE' not in {f.check for f in doctor_checks.check_environment()}
 
 
-def test_the_dds_check_is_silent_when_the_binding_cannot_load_its_library(monkeypatch):
+NEEDS_CYCLONE = [pytest.param(doctor_dds.check_dds, id='dds'),
+                 pytest.param(doctor_graph.check_graph, id='ros graph')]
+"""The checks that need the Cyclone DDS binding (doctor_checks.cyclone_unusable)."""
+
+
+@pytest.mark.parametrize('check', NEEDS_CYCLONE)
+def test_the_dds_checks_are_silent_when_the_binding_cannot_load_its_library(
+        monkeypatch, check):
     # Prepare: the binding's own loader error, as a source build without libddsc raises it
     class CycloneDDSLoaderException(Exception):
         """Stand-in of the binding's exception (matched by name)."""
 
     def import_module(name):
         raise CycloneDDSLoaderException('Failed to load CycloneDDS library')
-    monkeypatch.setattr(doctor_dds.importlib, 'import_module', import_module)
+    monkeypatch.setattr(doctor_checks.importlib, 'import_module', import_module)
     # Execute / Assert: one row says it (the cyclonedds check), this one adds nothing
-    assert doctor_dds.check_dds() == []
+    assert check() == []
 
 
-def test_the_dds_check_lets_other_errors_through(monkeypatch):
+@pytest.mark.parametrize('check', NEEDS_CYCLONE)
+def test_the_dds_checks_let_other_errors_through(monkeypatch, check):
     def import_module(name):
         raise RuntimeError('a bug')
-    monkeypatch.setattr(doctor_dds.importlib, 'import_module', import_module)
+    monkeypatch.setattr(doctor_checks.importlib, 'import_module', import_module)
     with pytest.raises(RuntimeError):
-        doctor_dds.check_dds()
+        check()

@@ -111,6 +111,22 @@ def binding_unusable(exc: BaseException) -> bool:
         cls.__name__ == 'CycloneDDSLoaderException' for cls in type(exc).__mro__)
 
 
+def cyclone_unusable() -> bool:
+    """
+    Tell whether the Cyclone DDS binding cannot be imported (the cyclonedds check says why).
+
+    For the checks that need it (dds round trips, the ROS 2 graph): they find nothing to say
+    where it is unusable. An exception of another kind is raised (a bug, not a set-up).
+    """
+    try:
+        importlib.import_module('cyclonedds.domain')
+    except Exception as exc:  # noqa: B902 - the binding's loader raises its own exception
+        if not binding_unusable(exc):
+            raise
+        return True
+    return False
+
+
 def check_cyclonedds():
     try:
         module = importlib.import_module('cyclonedds')

@@ -23,14 +23,13 @@ child ended. Checked: the loopback file ``rog fleet`` uses, and what robots use,
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import subprocess
 import sys
 import time
 
-from rog_ros.nodes.doctor_checks import binding_unusable, Finding
+from rog_ros.nodes.doctor_checks import cyclone_unusable, Finding
 
 ROUND_TRIP_TIMEOUT_S = 30.0
 """How long the child may take: discovery, one message and Cyclone's start and stop."""
@@ -112,11 +111,7 @@ def _round_trip_child(uri: str, label: str, fix: str):
 
 def check_dds():
     """Run a round trip with each configuration the nodes of this machine would get."""
-    try:
-        importlib.import_module('cyclonedds.domain')
-    except Exception as exc:  # noqa: B902 - the binding's loader raises its own exception
-        if not binding_unusable(exc):
-            raise
+    if cyclone_unusable():
         return []                           # said by the cyclonedds check
     from rog_ros.nodes.robot import robot_environment
     from rog_ros.transport.cyclone_config import cyclone_uri, uri_problem

@@ -44,7 +44,7 @@ import subprocess
 import sys
 import time
 
-from rog_ros.nodes.doctor_checks import binding_unusable, Finding
+from rog_ros.nodes.doctor_checks import cyclone_unusable, Finding
 from rog_ros.nodes.ros_names import qualified
 
 CHECK = 'ros graph'
@@ -239,12 +239,7 @@ def graph_findings(result: dict, domain: int, size: int, distro: str) -> list:
 
 def check_graph():
     """Read this domain's ROS 2 graph in a child; one line per problem, one if it failed."""
-    import importlib
-    try:
-        importlib.import_module('cyclonedds.domain')
-    except Exception as exc:  # noqa: B902 - the binding's loader raises its own exception
-        if not binding_unusable(exc):
-            raise
+    if cyclone_unusable():
         return []                           # said by the cyclonedds check
     from rog_ros.nodes.robot import robot_environment
     from rog_ros.transport.cyclone_config import domain_id_from_env, uri_problem
