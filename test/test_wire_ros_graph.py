@@ -116,11 +116,14 @@ class Observer:
         Return ``{GUID: DCPS sample}`` of ``participant``'s ``side`` endpoints.
 
         Leaves out its readers of DDS's built-in topics (``DCPSPublication`` ...): Cyclone
-        shows them to the participants of its own process only, and rmw lists none either.
+        shows them to the participants of its own process only, and rmw lists none either;
+        and its ``ros_discovery_info`` reader (the bus reads the graph for a while after it
+        starts): a participant's, as rmw's graph reader is, no node's.
         """
         return {key: s for key, s in self.seen[side].items()
                 if s.participant_key.bytes == participant and
-                not s.topic_name.startswith('DCPS')}
+                not s.topic_name.startswith('DCPS') and
+                not (side == 'reader' and s.topic_name == 'ros_discovery_info')}
 
     def close(self) -> None:
         """Delete the observer's entities."""

@@ -45,7 +45,7 @@ import sys
 import time
 
 from rog_ros.nodes.doctor_checks import cyclone_unusable, Finding
-from rog_ros.nodes.ros_names import qualified
+from rog_ros.transport.topics import NAMESAKE_FIX, qualified
 
 CHECK = 'ros graph'
 LISTEN_S = 3.0
@@ -148,22 +148,15 @@ def read_graph(domain: int, listen_s: float = LISTEN_S) -> dict:
     """
     from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
     from cyclonedds.domain import DomainParticipant
-    from cyclonedds.qos import Policy, Qos
-    from cyclonedds.sub import DataReader
-    from cyclonedds.topic import Topic
-    from cyclonedds.util import duration
+    from cyclonedds.qos import Policy
 
     from rog_ros.transport.dds_bus import _raw_take
-    from rog_ros.transport.discovery_info import message_types, TOPIC
+    from rog_ros.transport.discovery_info import open_reader, TOPIC
 
-    qos = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepAll,
-              Policy.Durability.TransientLocal,
-              Policy.DataRepresentation(use_cdrv0_representation=True))
     participants, readers, seen = [], [], {}
     for size in LAYOUTS:     # one participant per layout: one topic name, two types
         participants.append(DomainParticipant(domain))
-        readers.append(DataReader(participants[-1], Topic(participants[-1], TOPIC,
-                                                          message_types(size)[0]), qos=qos))
+        readers.append(open_reader(participants[-1], size))
     publications = BuiltinDataReader(participants[0], BuiltinTopicDcpsPublication)
     ours = {p.guid.bytes for p in participants}
     end = time.monotonic() + listen_s
@@ -211,10 +204,7 @@ def graph_findings(result: dict, domain: int, size: int, distro: str) -> list:
     if twice:
         said = _names(f'{fqn} ({len(keys)}x)' for fqn, keys in sorted(twice.items()))
         out.append(Finding(CHECK, 'warn', f'{where}: node names used more than once: {said}; '
-                           'ROS 2 tools mix such nodes up',
-                           'two fleets on one domain need two namespaces (namespace:=) or '
-                           'domains (ROS_DOMAIN_ID); a renamed node needs a -r __ns:= of its '
-                           'own; see docs/architecture.md, "Node names and namespaces"'))
+                           'ROS 2 tools mix such nodes up', NAMESAKE_FIX))
     other = {k: p for k, p in participants.items() if p.get('layout') not in (size, None)}
     if other:
         theirs = 24 if size == 16 else 16

@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import re
 
+from rog_ros.transport.topics import qualified  # noqa: F401 - ros_names' as before
+
 NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 """A valid node name (rmw_validate_node_name: letters, digits and _, not starting with a digit)."""
 NAMESPACE = re.compile(r'/|(/[A-Za-z_][A-Za-z0-9_]*)+')
@@ -121,8 +123,3 @@ def node_namespace(rules, name: str, default: str) -> str:
     ns = _first(rules, 'ns', name) or default or '/'
     ns = ns if ns.startswith('/') else '/' + ns
     return ns.rstrip('/') or '/'
-
-
-def qualified(namespace: str, name: str) -> str:
-    """Return the fully qualified node name: ``/rog`` and ``rog_server`` -> ``/rog/rog_server``."""
-    return f'{namespace.rstrip("/")}/{name}'

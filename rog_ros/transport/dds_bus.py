@@ -47,7 +47,7 @@ from rog_ros.transport.bus import Bus, BusError
 from rog_ros.transport.convert import decode, DecodeError, from_sample, to_sample
 from rog_ros.transport.cyclone_config import discovery_config, domain_id_from_env, \
     file_uri, peer_resolves
-from rog_ros.transport.discovery_info import open_info
+from rog_ros.transport.discovery_info import open_info, open_namesakes
 from rog_ros.transport.topics import dds_topic_name, DEFAULT_NAMESPACE, resolve, topic_qos, \
     topic_type
 
@@ -281,6 +281,8 @@ class DdsBus(Bus):
         self._discovery = _discovery_readers(self._participant)
         self._graph = open_info(self._participant, node_name,   # None: no ROS 2 node entry
                                 self.namespace if node_namespace is None else node_namespace)
+        # (another node of this name on the domain: said once, from the peer check)
+        self._namesakes = open_namesakes(self._graph, self._participant, self.domain_id)
         self._foreign_types = {}  # absolute ROS topic -> {(side, type hash)} of other builds
         self._types_warned = set()
         self._topics = {}     # DDS topic name -> Topic
@@ -433,6 +435,9 @@ class DdsBus(Bus):
         if time.monotonic() < self._next_qos_check:
             return
         self._next_qos_check = time.monotonic() + _QOS_CHECK_S
+        if self._namesakes is not None and not self._namesakes.look():
+            self._namesakes.close()
+            self._namesakes = None
         self._take_discovery()
         for ros_topic in set(self._writers) | set(self._readers):
             self._check_qos(ros_topic)
@@ -526,6 +531,8 @@ class DdsBus(Bus):
             entities += [condition, reader]
         entities += list(self._writers.values()) + [self._waitset]
         entities += list(self._discovery.values())
+        if self._namesakes is not None:
+            self._namesakes.close()
         entities += self._graph.entities() if self._graph is not None else []
         entities += list(self._topics.values()) + [self._participant]
         for entity in entities:  # children first: the binding deletes entities in __del__

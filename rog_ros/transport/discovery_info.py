@@ -36,19 +36,23 @@ environment. ``ROG_DISCOVERY_INFO=0`` turns the entry off.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
 import re
+import time
 
 from cyclonedds.core import DDSException
 from cyclonedds.pub import DataWriter
 from cyclonedds.qos import Policy, Qos
+from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
 from rog_ros.transport.idl import build_types
 from rog_ros.transport.msgdef import parse_msg
+from rog_ros.transport.topics import NAMESAKE_FIX, qualified
 from rog_ros.transport.typehash import rihs01
 
 TOPIC = 'ros_discovery_info'
@@ -105,6 +109,25 @@ def writer_qos(type_hash: str) -> Qos:
                Policy.DataRepresentation(use_cdrv0_representation=True),
                Policy.WriterDataLifecycle(autodispose=False),
                Policy.Userdata(data=f'typehash={type_hash};'.encode('ascii')))
+
+
+def reader_qos() -> Qos:
+    """Return the QoS of a ``ros_discovery_info`` reader: every participant's entry, late too."""
+    return Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepAll,
+               Policy.Durability.TransientLocal,
+               Policy.DataRepresentation(use_cdrv0_representation=True))
+
+
+def open_reader(participant, size: int, topic=None) -> DataReader:
+    """
+    Return a reader of the ``size``-byte layout's entries (``rog doctor``, :class:`Namesakes`).
+
+    ``topic``: the participant's ``ros_discovery_info`` Topic where it has one (a participant
+    has one type per topic name); None makes it.
+    """
+    if topic is None:
+        topic = Topic(participant, TOPIC, message_types(size)[0])
+    return DataReader(participant, topic, qos=reader_qos())
 
 
 class DiscoveryInfo:
@@ -188,4 +211,77 @@ def open_info(participant, node_name, node_namespace: str = '/'):
     except DDSException as exc:
         LOG.warning(f'cannot create the {TOPIC} writer ({exc}): ros2 node list does not show '
                     'this node; its topics work as before')
+        return None
+
+
+LOOK_S = 5.0
+"""How long after its start a bus looks for another node of its name (once a second, no wait)."""
+
+
+class Namesakes:
+    """
+    Look at the graph for a while after a bus starts: warn once if its node's name is taken.
+
+    Two robot fleets started on one DDS domain and one namespace have nodes of one fully
+    qualified name (``/rog/rog_worker_0`` twice): ROS 2 tools mix them up and their traffic
+    mixes, and only ``rog doctor`` said so. The bus reads the ``ros_discovery_info`` entries
+    (what ``rog doctor``'s ros graph check reads, in this node's GID layout) for
+    :data:`LOOK_S` after it starts, from its once-a-second peer check (:meth:`look`): nothing
+    waits for it, and the reader is deleted once the look is over.
+
+    Parameters
+    ----------
+    info : DiscoveryInfo
+        The bus's own entry (its node's name, its participant's GID and topic).
+    domain_id : int
+        The DDS domain, for the warning.
+
+    """
+
+    def __init__(self, info: DiscoveryInfo, participant, domain_id: int, look_s=None):
+        self.name = qualified(info.node_namespace, info.node_name)
+        self.domain_id = domain_id
+        self.said = None                  # the warning, once given
+        self._own = bytes(info.gid[:16])
+        self._until = time.monotonic() + (LOOK_S if look_s is None else look_s)
+        self._reader = open_reader(participant, info.size, info._topic)
+
+    def look(self, now=None) -> bool:
+        """Take the entries that came; warn once for another node of this name. True: go on."""
+        try:
+            samples = self._reader.take(N=256)
+        except DDSException:
+            return False
+        for sample in samples:
+            try:
+                gid = bytes(sample.gid.data)[:16]
+                names = {qualified(n.node_namespace, n.node_name)
+                         for n in sample.node_entities_info_seq}
+            except (AttributeError, TypeError):   # (an unregistered writer's: no data)
+                continue
+            if gid != self._own and self.name in names:
+                self.said = (f'another participant on DDS domain {self.domain_id} already '
+                             f'announces a node named {self.name} (a second fleet or robot '
+                             'with this namespace on this domain?): ROS 2 tools mix the two '
+                             f'up and their traffic mixes; {NAMESAKE_FIX}')
+                LOG.warning(self.said)
+                return False
+        return (time.monotonic() if now is None else now) < self._until
+
+    def close(self) -> None:
+        """Delete the reader (idempotent)."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            with contextlib.suppress(DDSException):
+                reader.__del__()
+
+
+def open_namesakes(info, participant, domain_id: int):
+    """Return the :class:`Namesakes` look of a bus's entry ``info`` (None: none, no reader)."""
+    if info is None:
+        return None
+    try:
+        return Namesakes(info, participant, domain_id)
+    except DDSException as exc:
+        LOG.debug(f'no look for another node of this name ({exc})')
         return None

@@ -107,3 +107,14 @@ def topic_qos(topic: str, qos=None) -> QosProfile:
         return PROFILES[qos]
     except KeyError:
         raise ValueError(f'unknown QoS {qos!r}; use one of {sorted(PROFILES)}') from None
+
+
+def qualified(namespace: str, name: str) -> str:
+    """Return the fully qualified node name: ``/rog`` and ``rog_server`` -> ``/rog/rog_server``."""
+    return f'{namespace.rstrip("/")}/{name}'
+
+
+NAMESAKE_FIX = ('two fleets on one domain need two namespaces (namespace:=, --namespace) or '
+                'domains (ROS_DOMAIN_ID); a renamed node needs a -r __ns:= of its own; see '
+                'docs/architecture.md, "Node names and namespaces"')
+"""What to set where two nodes have one fully qualified name (a node's warning, rog doctor's)."""

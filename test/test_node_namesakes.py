@@ -1,0 +1,106 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Two nodes of one fully qualified name on one DDS domain: each says so once, at its start.
+
+Two robot fleets started on one domain and one namespace have nodes of one name: ROS 2 tools
+mix them up and their traffic mixes, and only ``rog doctor`` said so. An embedded bus reads
+the ``ros_discovery_info`` entries (what the doctor's ros graph check reads) for a few seconds
+after it starts, from its once-a-second peer check, and warns in one line.
+"""
+
+import logging
+import os
+import time
+
+import pytest
+
+pytest.importorskip('cyclonedds')
+dds_bus = pytest.importorskip('rog_ros.transport.dds_bus')
+discovery_info = pytest.importorskip('rog_ros.transport.discovery_info')
+cyclone_config = pytest.importorskip('rog_ros.transport.cyclone_config')
+
+WAIT_S = 10.0
+
+
+def _domain() -> int:
+    """Return this module's DDS domain (one of 200..229, by process id)."""
+    return 200 + os.getpid() % 30
+
+
+def _bus(namespace: str, name: str):
+    """Open a DdsBus named ``name`` in ``namespace`` on the loopback configuration."""
+    return dds_bus.DdsBus(namespace=namespace, domain_id=_domain(),
+                          config=str(cyclone_config.config_path('loopback')), node_name=name)
+
+
+def _said(caplog) -> list:
+    """Return the warnings of the embedded transport that name another node of one name."""
+    return [r.getMessage() for r in caplog.records
+            if r.name == 'rog_ros.dds' and 'already announces a node named' in r.getMessage()]
+
+
+def _poll(buses, seconds: float, until=lambda: False) -> None:
+    """Poll ``buses`` for ``seconds``, or until ``until()``."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not until():
+        for bus in buses:
+            bus.poll(0.05)
+
+
+def test_a_second_node_of_one_name_on_one_domain_is_said_once_in_one_line(caplog):
+    """Warn once, naming the node, the domain and what to set, without ROS 2."""
+    # Arrange: a node of a fleet, then the same node of a second fleet of that namespace
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    namespace = f'/twins_{os.getpid()}'
+    first = _bus(namespace, 'rog_worker_0')
+    started = time.monotonic()
+    second = _bus(namespace, 'rog_worker_0')
+    took = time.monotonic() - started
+    try:
+        # Execute
+        _poll([first, second], WAIT_S, until=lambda: getattr(second, '_namesakes', None) is None)
+        _poll([first, second], 2.5)       # (more checks: nothing said again)
+    finally:
+        second.close()
+        first.close()
+    # Assert
+    said = _said(caplog)
+    assert 1 <= len(said) <= 2, said  # (the first node may see the second one in its look)
+    line = said[-1]
+    assert '\n' not in line
+    assert (f'another participant on DDS domain {_domain()} already announces a node named '
+            f'{namespace}/rog_worker_0') in line
+    assert 'namespace:=, --namespace' in line and 'ROS_DOMAIN_ID' in line
+    assert took < 1.0                 # (nothing waits for the look at start)
+
+
+def test_nodes_of_other_names_are_not_said_and_the_look_ends(caplog, monkeypatch):
+    """Say nothing for another name or namespace; delete the reader after the look."""
+    # Arrange
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    monkeypatch.setattr(discovery_info, 'LOOK_S', 1.5)
+    namespace = f'/others_{os.getpid()}'
+    buses = [_bus(namespace, 'rog_worker_0'), _bus(namespace, 'rog_worker_1'),
+             _bus(namespace + '_b', 'rog_worker_0')]
+    try:
+        # Execute
+        _poll(buses, WAIT_S, until=lambda: all(b._namesakes is None for b in buses))
+        looking = [b._namesakes is not None for b in buses]
+    finally:
+        for bus in buses:
+            bus.close()
+    # Assert
+    assert _said(caplog) == []
+    assert looking == [False, False, False]
