@@ -691,6 +691,9 @@ class Ros:
             def count_publishers(self, topic):
                 return sum(1 for p in ros.publishers if p.topic == topic)
 
+            def get_node_names_and_namespaces(self):
+                return [(n._name, n._namespace) for n in ros.nodes if not n.destroyed]
+
             def destroy_node(self):
                 for pub in [p for p in ros.publishers if p.node is self]:
                     self.destroy_publisher(pub)

@@ -286,6 +286,29 @@ def test_diagnostics_and_protocol_messages_publish_on_rclpy(ros):
     assert ros.violations == []
 
 
+def test_a_second_node_of_one_name_in_the_graph_is_said_once_in_one_line(ros, monkeypatch):
+    from rog_ros.transport.rclpy_bus import RclpyBus
+    monkeypatch.setenv('ROS_DOMAIN_ID', '7')
+    sys.modules['rclpy'].init(args=[])
+    ros.Node('rog_worker_0', namespace='/rog')     # the same node of another robot fleet
+    twin, alone = (RclpyBus(namespace='/rog', node=ros.Node(name, namespace='/rog'))
+                   for name in ('rog_worker_0', 'rog_worker_1'))
+    # Execute
+    for _ in range(3):
+        twin.poll(0.0)
+        alone.poll(0.0)
+    # Assert
+    said = [(name, m) for _, name, m in ros.logs if 'already announces a node named' in m]
+    assert said == [('rog_worker_0', twin.namesake_said)]
+    assert twin.namesake_said.startswith('another participant on DDS domain 7 already '
+                                         'announces a node named /rog/rog_worker_0 (')
+    assert 'namespace:=, --namespace' in said[0][1] and '\n' not in said[0][1]
+    assert alone.namesake_said is None
+    twin.close()
+    alone.close()
+    assert ros.violations == []
+
+
 # ---------------------------------------------------------------------- B: overrides
 def test_rclpy_overrides_of_another_type_do_not_abort_the_node(ros, tmp_path):
     params = tmp_path / 'fleet.yaml'

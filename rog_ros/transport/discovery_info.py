@@ -52,7 +52,7 @@ from cyclonedds.util import duration
 
 from rog_ros.transport.idl import build_types
 from rog_ros.transport.msgdef import parse_msg
-from rog_ros.transport.topics import NAMESAKE_FIX, qualified
+from rog_ros.transport.topics import namesake_line, NAMESAKE_LOOK_S, qualified
 from rog_ros.transport.typehash import rihs01
 
 TOPIC = 'ros_discovery_info'
@@ -214,7 +214,7 @@ def open_info(participant, node_name, node_namespace: str = '/'):
         return None
 
 
-LOOK_S = 5.0
+LOOK_S = NAMESAKE_LOOK_S
 """How long after its start a bus looks for another node of its name (once a second, no wait)."""
 
 
@@ -260,10 +260,7 @@ class Namesakes:
             except (AttributeError, TypeError):   # (an unregistered writer's: no data)
                 continue
             if gid != self._own and self.name in names:
-                self.said = (f'another participant on DDS domain {self.domain_id} already '
-                             f'announces a node named {self.name} (a second fleet or robot '
-                             'with this namespace on this domain?): ROS 2 tools mix the two '
-                             f'up and their traffic mixes; {NAMESAKE_FIX}')
+                self.said = namesake_line(self.domain_id, self.name)
                 LOG.warning(self.said)
                 return False
         return (time.monotonic() if now is None else now) < self._until

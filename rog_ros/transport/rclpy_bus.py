@@ -28,6 +28,7 @@ import array
 from collections import deque
 import dataclasses
 import importlib
+import os
 import time
 
 import numpy as np
@@ -37,10 +38,12 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 from rog_ros import msg as ros_msg
 from rog_ros.protocol import messages
+from rog_ros.transport import topics
 from rog_ros.transport.bus import Bus, BusError
 from rog_ros.transport.field_plans import FIELD_PLANS, MESSAGE_CLASSES
 from rog_ros.transport.standard_msgs import from_sample
-from rog_ros.transport.topics import DEFAULT_NAMESPACE, resolve, topic_qos, topic_type
+from rog_ros.transport.topics import DEFAULT_NAMESPACE, namesake_line, qualified, resolve, \
+    topic_qos, topic_type
 
 try:
     ROS_CLASSES = {name: getattr(ros_msg, name) for name in MESSAGE_CLASSES}
@@ -198,6 +201,10 @@ class RclpyBus(Bus):
         self._subscriptions = {}
         self._queue = deque()   # (topic, msg, callback) queued by executor callbacks
         self._closed = False
+        # another node of this one's name in the graph: said once, looked for a while
+        self._look_until = time.monotonic() + topics.NAMESAKE_LOOK_S
+        self._next_look = 0.0
+        self.namesake_said = None
 
     def _publisher(self, ros_topic: str):
         pub = self._publishers.get(ros_topic)
@@ -217,6 +224,7 @@ class RclpyBus(Bus):
         ros_topic = resolve(topic, self.namespace)
         if msg.TYPE != topic_type(ros_topic):
             raise ValueError(f'{ros_topic} carries {topic_type(ros_topic)}, not {msg.TYPE}')
+        self._look_for_namesakes()          # (a node that only publishes, netmon, polls never)
         try:
             self._publisher(ros_topic).publish(to_ros(msg))
         except Exception as exc:  # noqa: B902 - rclpy raises several unrelated types
@@ -238,8 +246,38 @@ class RclpyBus(Bus):
         self._subscriptions[ros_topic] = self._node.create_subscription(
             ros_class(msg_type), ros_topic, enqueue, _ros_qos(topic_qos(ros_topic, qos)))
 
+    def _look_for_namesakes(self) -> None:
+        """
+        Warn once if the graph holds another node of this node's name (as DdsBus does).
+
+        Looked at once a second for ``NAMESAKE_LOOK_S`` after the bus starts, from
+        :meth:`poll` (nothing waits for it): ``get_node_names_and_namespaces`` lists this
+        node, and every other of its fully qualified name (two robot fleets on one domain and
+        one namespace).
+        """
+        now = time.monotonic()
+        if self._look_until is None or now < self._next_look:
+            return
+        self._next_look = now + 1.0
+        try:
+            name = qualified(self._node.get_namespace(), self._node.get_name())
+            count = sum(1 for n, ns in self._node.get_node_names_and_namespaces()
+                        if qualified(ns, n) == name)
+        except Exception:  # noqa: B902 - a graph query that fails only ends the look
+            self._look_until = None
+            return
+        if count > 1:
+            get_domain_id = getattr(self._node.context, 'get_domain_id', None)
+            domain = get_domain_id() if get_domain_id else os.environ.get('ROS_DOMAIN_ID', 0)
+            self.namesake_said = namesake_line(domain, name)
+            self._node.get_logger().warning(self.namesake_said)
+            self._look_until = None
+        elif now >= self._look_until:
+            self._look_until = None
+
     def poll(self, timeout_s: float = 0.0) -> list:
         self._check_open()
+        self._look_for_namesakes()
         deadline = time.monotonic() + max(timeout_s, 0.0)
         self._executor.spin_once(timeout_sec=0.0)
         while not self._queue and self._subscriptions and not self._closed:

@@ -118,3 +118,12 @@ NAMESAKE_FIX = ('two fleets on one domain need two namespaces (namespace:=, --na
                 'domains (ROS_DOMAIN_ID); a renamed node needs a -r __ns:= of its own; see '
                 'docs/architecture.md, "Node names and namespaces"')
 """What to set where two nodes have one fully qualified name (a node's warning, rog doctor's)."""
+NAMESAKE_LOOK_S = 5.0
+"""How long after its start a bus looks for another node of its name (once a second, no wait)."""
+
+
+def namesake_line(domain, name: str) -> str:
+    """Return the one-line warning of a node whose fully qualified ``name`` another announces."""
+    return (f'another participant on DDS domain {domain} already announces a node named {name} '
+            '(a second fleet or robot with this namespace on this domain?): ROS 2 tools mix '
+            f'the two up and their traffic mixes; {NAMESAKE_FIX}')
