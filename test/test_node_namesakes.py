@@ -104,3 +104,21 @@ def test_nodes_of_other_names_are_not_said_and_the_look_ends(caplog, monkeypatch
     # Assert
     assert _said(caplog) == []
     assert looking == [False, False, False]
+
+
+def test_a_look_that_fails_ends_the_look_not_the_node():
+    """End the look on a failing take (a sample the binding cannot read); poll goes on."""
+    # Arrange
+    bus = _bus(f'/failing_{os.getpid()}', 'rog_worker_0')
+
+    def take(N):
+        raise ValueError('cannot deserialize')
+    bus._namesakes._reader.take = take
+    try:
+        # Execute
+        got = bus.poll(0.0)
+        looking = bus._namesakes is not None
+    finally:
+        bus.close()
+    # Assert
+    assert got == [] and not looking

@@ -247,10 +247,14 @@ class Namesakes:
         self._reader = open_reader(participant, info.size, info._topic)
 
     def look(self, now=None) -> bool:
-        """Take the entries that came; warn once for another node of this name. True: go on."""
+        """
+        Take the entries that came; warn once for another node of this name. True: go on.
+
+        A failing take ends the look (False), never the node.
+        """
         try:
             samples = self._reader.take(N=256)
-        except DDSException:
+        except Exception:  # noqa: B902 - the binding's take raises more than DDSException
             return False
         for sample in samples:
             try:
