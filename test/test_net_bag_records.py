@@ -968,3 +968,25 @@ def test_a_bag_whose_name_holds_a_hash_or_that_is_gzipped(tmp_path, capsys):
     assert err == (f'rog trace: {tmp_path}/run.mcap.gz: a gzip-compressed MCAP bag, which is '
                    f'read uncompressed only: gunzip it (gunzip -k {tmp_path}/run.mcap.gz) and '
                    'give the bag\n')
+
+
+def test_a_rate_read_with_gaps_ends_with_the_recordings_clock_and_replays_in_step(
+        tmp_path, capsys):
+    # netmon_1's emulated_mbps known at one sample of three (-1 between): its median step,
+    # 0.3 s, put its link's end 0.2 s past the recording's, so its period was longer than
+    # netmon_0's, and the two robots of one recording started at different offsets
+    from rog_ros.sim.simulator import make_traces
+
+    def run(node, start_s, stop_s, every):
+        """Return netmon_``node``'s messages, emulated_mbps known at one of ``every``."""
+        out = _run(node, [50.0 + k % 7 for k in range(int(start_s * 10), int(stop_s * 10))],
+                   start_s, node + 1)
+        return _emulated(out, [5.0 if k % every == 0 else -1.0 for k in range(len(out))])
+    path = str(_robots_bag(tmp_path / 'run.mcap', {'netmon_0': run(0, 0.0, 40.0, 1),
+                                                   'netmon_1': run(1, 5.0, 60.0, 3)}))
+    bag = f'{path}#netmon_0#emulated,{path}#netmon_1#emulated'
+    for seed in (0, 1):
+        (a, off_a), (b, off_b) = make_traces(bag, 2, seed)
+        assert off_a == off_b and a.end_s == b.end_s == traces.load_entry(
+            f'{path}#netmon_1').end_s
+    capsys.readouterr()

@@ -681,23 +681,22 @@ def on_clock(entry, trace: Trace, data: bytes | None = None) -> Trace:
     return in_step({entry: (trace, start)}, clock)[entry]
 
 
-def in_step(links: dict, clock: tuple | None = None) -> dict:
+def in_step(links: dict, clock: tuple) -> dict:
     """
     Return the links of robots recorded together on their recording's clock.
 
     ``links``: ``{key: (trace, start_s)}``, each link with the absolute time of its first
     sample (``ros_bag.first_stamp_s``). ``clock``: the recording's ``(start_s, end_s)``
-    (``ros_bag.recording_clock``: of all its robots, whichever are in ``links``); None: that
-    of ``links``. Time 0 of every returned trace is the clock's start and its period ends
-    with the clock's end, so that a time means the same moment for every robot
-    (``trace_spec.recordings``: replayed in step), and each link is placed alone: a robot's
-    link is the same whichever other robots are given with it. A robot whose netmon started
-    later holds its first rate until then, one that stopped earlier its last rate to the end,
-    warned about when that is longer than a gap (``GAP_STEPS`` of its median steps).
+    (``ros_bag.recording_clock``: of all its robots, whichever are in ``links``). Time 0 of
+    every returned trace is the clock's start and its period is the clock's, so that a time
+    means the same moment for every robot (``trace_spec.recordings``: replayed in step, from
+    one offset, which the period sets), and each link is placed alone: a robot's link is the
+    same whichever other robots are given with it. A robot whose netmon started later holds
+    its first rate until then, one that stopped earlier its last rate to the end, warned
+    about when that is longer than a gap (``GAP_STEPS`` of its median steps). A rate read
+    with gaps (``#bitrate`` -1 at times) has a longer median step than the measured rate the
+    clock is of: its last segment ends at the clock's end, not past it.
     """
-    if clock is None:
-        clock = (min(start for _, start in links.values()),
-                 max(start + trace.end_s for trace, start in links.values()))
     origin = clock[0]
     end = clock[1] - origin
     out = {}
@@ -715,17 +714,9 @@ def in_step(links: dict, clock: tuple | None = None) -> dict:
         t, mbps = trace.t_s + lead, trace.mbps
         if lead > 0:
             t, mbps = np.concatenate(([0.0], t)), np.concatenate((mbps[:1], mbps))
-        out[key] = Trace(t, mbps, max(end, float(t[-1]) + trace.dt_s), trace.loop,
-                         trace.resolution_s)
+        out[key] = Trace(t, mbps, end if t[-1] < end else float(t[-1]) + trace.dt_s,
+                         trace.loop, trace.resolution_s)
     return out
-
-
-def entry_start_s(entry, data: bytes | None = None) -> float | None:
-    """Return when the first sample of a bag's robot was taken (s since the epoch), else None."""
-    parsed = parse(entry)
-    if parsed.robot is None:
-        return None
-    return ros_bag.first_stamp_s(parsed.source, parsed.robot, data, parsed.field or 'throughput')
 
 
 def load_bag_traces(path, loop: bool = True, field: str | None = None, only=None) -> dict:
