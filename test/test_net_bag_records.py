@@ -990,3 +990,20 @@ def test_a_rate_read_with_gaps_ends_with_the_recordings_clock_and_replays_in_ste
         assert off_a == off_b and a.end_s == b.end_s == traces.load_entry(
             f'{path}#netmon_1').end_s
     capsys.readouterr()
+
+
+def test_robots_of_one_bag_named_by_two_paths_replay_in_step(tmp_path, capsys):
+    # the robots of a bag were grouped by the path as written: run.mcap#netmon_0 and
+    # ./run.mcap#netmon_1 (or a link to it) were two recordings, at two offsets
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import make_traces
+    path = _three_robots_bag(tmp_path / 'run.mcap')
+    os.symlink(path, tmp_path / 'link.mcap')
+    want = make_traces(f'{path}#netmon_0,{path}#netmon_1,{path}#netmon_2', 3, 1)
+    mixed = f'{path}#netmon_0,{tmp_path}/./run.mcap#netmon_1,{tmp_path}/link.mcap#netmon_2'
+    _same(make_traces(mixed, 3, 1), want)
+    one = ','.join(f'{path}#netmon_{k}' for k in range(1, 3))
+    two = f'{path}#netmon_1,{tmp_path}/link.mcap#netmon_2'
+    assert [link_for(two, r, 2).offset_s for r in range(2)] == [
+        link_for(one, r, 2).offset_s for r in range(2)] == [0.0, 0.0]
+    capsys.readouterr()

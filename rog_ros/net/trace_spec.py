@@ -223,21 +223,20 @@ def recording_of(path) -> str | None:
 
 def recordings(entries) -> list:
     """
-    Return, for each robot's resolved entry, ``(bag, leader)``: the robots it is in step with.
+    Return, for each robot's resolved entry, its leader: the robot it replays in step with.
 
     ``entries``: robot r's at ``r`` (``entry_for``'s). A robot that follows one of two or more
-    links of one recording (robots of one bag, or files that ``rog trace convert BAG --out
-    DIR/`` wrote of one bag: ``recording_of``) gets the lowest rank of the robots of
-    its copy of the recording (copy c: the robots that follow a link c lower ranks followed
-    already), where its replay starts, and the bag's path (None for the files; either is on
-    the recording's clock already: ``traces.load_entry``). Any other robot gets
-    ``(None, r)``.
+    links of one recording (robots of one bag, by whichever path it is named, or files that
+    ``rog trace convert BAG --out DIR/`` wrote of one bag: ``recording_of``) gets the lowest
+    rank of the robots of its copy of the recording (copy c: the robots that follow a link c
+    lower ranks followed already), where its replay starts; each is on the recording's clock
+    already (``traces.load_entry``). Any other robot r gets r.
     """
     parsed = [parse(entry) for entry in entries]
     keys, links = [], {}
     for p in parsed:
         if p.robot is not None and ros_bag.bag_kind(p.source):
-            key, link = ('bag', p.source), p.robot
+            key, link = ('bag', os.path.realpath(p.source)), p.robot
         elif os.path.isfile(p.source) and not ros_bag.bag_kind(p.source):
             key, link = ('file', recording_of(p.source)), os.path.realpath(p.source)
         else:
@@ -248,8 +247,8 @@ def recordings(entries) -> list:
     out, leaders = [], {}
     for r, (entry, key) in enumerate(zip(entries, keys)):
         if key is None or len(links[key]) < 2:
-            out.append((None, r))
+            out.append(r)
             continue
         copy = sum(1 for other in entries[:r] if other == entry)
-        out.append((key[1] if key[0] == 'bag' else None, leaders.setdefault((key, copy), r)))
+        out.append(leaders.setdefault((key, copy), r))
     return out

@@ -93,7 +93,7 @@ def _in_step(spec: str, entry: str, rank: int, n_workers: int) -> tuple:
     per bag bytes (a server builds every rank's link).
     """
     entries = [entry_for(spec, r) for r in range(max(n_workers, rank + 1))]
-    _, leader = recordings(entries)[rank]
+    leader = recordings(entries)[rank]
     source = parse(entry).source
     if not ros_bag.bag_kind(source):
         return load_entry(entry), leader

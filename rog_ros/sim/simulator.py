@@ -264,14 +264,14 @@ def _replay_plan(entries: list, n: int, seed: int, files: dict) -> list:
     for ``make_traces``, which builds the links, and ``trace_offsets``, which says where they
     started, so the two cannot drift apart.
     """
-    groups = trace_spec.recordings(entries)
+    leaders = trace_spec.recordings(entries)
     plan = []
     for r in range(n):
         entry = entries[r % len(entries)]
         if entry not in files:
             plan.append((entry, None, None))
             continue
-        _, leader = groups[r]
+        leader = leaders[r]
         trace = files[entry]        # (a bag's robot is on the bag's clock: load_entry)
         plan.append((entry, trace, file_offsets(trace.duration_s, n, seed)[leader]))
     return plan
