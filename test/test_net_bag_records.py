@@ -1007,3 +1007,42 @@ def test_robots_of_one_bag_named_by_two_paths_replay_in_step(tmp_path, capsys):
     assert [link_for(two, r, 2).offset_s for r in range(2)] == [
         link_for(one, r, 2).offset_s for r in range(2)] == [0.0, 0.0]
     capsys.readouterr()
+
+
+def test_convert_of_a_large_bag_of_several_robots_does_not_hold_it_in_memory(tmp_path, capsys):
+    # rog trace convert BAG#NAME (and BAG --out DIR/) read a bag of several robots whole into
+    # memory to put a robot on its clock and hash its id: 64 MB held for a bag of 64 MB
+    import tracemalloc
+    from rog_ros.net import cli_trace, trace_spec
+    writer = pytest.importorskip('mcap.writer')
+    path = tmp_path / 'all.mcap'
+    with open(path, 'wb') as fh:
+        bag = writer.Writer(fh)
+        bag.start()
+        schema = bag.register_schema(ros_bag.LINK_STATS_TYPE, 'ros2msg', b'')
+        rows = bag.register_channel('/rog/w0/chunks', 'cdr', bag.register_schema(
+            'rog_ros/msg/RowChunk', 'ros2msg', b''))
+        for k in range(2):
+            stats = bag.register_channel(f'/rog/status/netmon_{k}/link_stats', 'cdr', schema)
+            for msg in _run(k, [0.0] + [10.0] * 5, k, 1):
+                ns = msg.stamp.sec * 10 ** 9 + msg.stamp.nanosec
+                bag.add_message(stats, ns, bytes(to_sample(msg).serialize()), ns)
+        blob = os.urandom(1 << 20)
+        for k in range(32):
+            bag.add_message(rows, ns + k, blob, ns + k)
+        bag.finish()
+    outs = (f'{tmp_path}/one.csv', f'{tmp_path}/links/')
+    for entry, out in ((f'{path}#netmon_1', outs[0]), (str(path), outs[1])):
+        tracemalloc.start()
+        try:
+            assert cli_trace.main(['convert', entry, '--out', out]) == 0
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < os.path.getsize(path) / 4, (entry, peak)
+    one, both = traces.load_trace(outs[0]), traces.load_trace(f'{outs[1]}all_node1.csv')
+    assert (one.t_s.tolist(), one.end_s) == (both.t_s.tolist(), both.end_s)
+    assert one.t_s[1] == pytest.approx(1.0)
+    assert trace_spec.recording_of(outs[0]) == trace_spec.recording_of(
+        f'{outs[1]}all_node0.csv') is not None
+    capsys.readouterr()

@@ -376,7 +376,11 @@ def _links(path, data: bytes | None, field: str = 'throughput') -> dict:
     """
     if field not in FIELDS:
         raise BagError(f'{path}: no rate {field!r} in a LinkStats; one of {", ".join(FIELDS)}')
-    _, parsed = _parsed(path, data)
+    return _rates(_parsed(path, data)[1], field)
+
+
+def _rates(parsed: dict, field: str) -> dict:
+    """Return ``_links``'s result of a bag's ``_parse`` result ``parsed``."""
     index = FIELDS.index(field)
     return {name: (rank, [(stamp, rates[index], run) for stamp, rates, run in messages])
             for name, (rank, messages) in parsed.items()}
@@ -485,19 +489,6 @@ def _collect(path, messages, cut: list, topics: set) -> dict:
     return {name: named[name] for name in sorted(named, key=_natural)}
 
 
-def first_stamp_s(path, node, data: bytes | None = None, field: str = 'throughput') -> float:
-    """
-    Return the stamp (s since the epoch) of robot ``node``'s first sample in a bag.
-
-    The sample ``read_bag`` puts at time 0: the recording's clock, on which the robots of one
-    bag are replayed in step (``rog_ros.net.trace_spec.recordings``). ``node``, ``data`` and
-    ``field`` as ``read_bag`` takes them.
-    """
-    links = _links(path, data, field)
-    who = pick(path, links, node)
-    return _stamps(path, who, links[who][1], field)[0][0] * 1e-9
-
-
 def recording_clock(path, data: bytes | None = None) -> tuple:
     """
     Return ``(start_s, end_s)`` of a bag's recording: the clock its robots replay in step on.
@@ -510,13 +501,35 @@ def recording_clock(path, data: bytes | None = None) -> tuple:
     robot with fewer than two samples is no link and does not count. Raises ``BagError`` when
     no robot has a link.
     """
-    key, _ = _parsed(path, data)
+    return _clock(path, *_parsed(path, data))
+
+
+def placement(path, node, data: bytes | None = None, field: str = 'throughput') -> tuple:
+    """
+    Return ``(first_stamp_s, recording_clock)`` of robot ``node`` of a bag of several robots.
+
+    ``(None, None)`` for a bag of one robot, which is its own clock. The bag is hashed and
+    looked up once (``_parsed``; a bag of gigabytes read by path is read in blocks), where
+    ``robots``, a robot's links and ``recording_clock`` each would. ``first_stamp_s``: the
+    stamp of the sample ``read_bag`` puts at time 0 (s since the epoch); ``node``, ``data``
+    and ``field`` as ``read_bag`` takes them.
+    """
+    key, parsed = _parsed(path, data)
+    if len(parsed) < 2:
+        return None, None
+    links = _rates(parsed, field)
+    who = pick(path, links, node)
+    return _stamps(path, who, links[who][1], field)[0][0] * 1e-9, _clock(path, key, parsed)
+
+
+def _clock(path, key, parsed: dict) -> tuple:
+    """Return ``recording_clock``'s of a bag's ``_parsed`` result, once per ``key``."""
     with _CACHE_LOCK:
         clock = _CLOCKS.get(key) if key else None
     if clock is not None:
         return clock
     spans = []
-    for who, (_, messages) in _links(path, data, 'throughput').items():
+    for who, (_, messages) in _rates(parsed, 'throughput').items():
         try:
             stamps, _ = _stamps(path, who, messages)
         except BagError:

@@ -673,12 +673,11 @@ def on_clock(entry, trace: Trace, data: bytes | None = None) -> Trace:
     ``ros_bag.recording_clock``); a bag of one robot is its clock, and ``trace`` is returned.
     """
     parsed = parse(entry)
-    if parsed.robot is None or len(ros_bag.robots(parsed.source, data)) < 2:
+    if parsed.robot is None:
         return trace
-    start = ros_bag.first_stamp_s(parsed.source, parsed.robot, data,
-                                  parsed.field or 'throughput')
-    clock = ros_bag.recording_clock(parsed.source, data)
-    return in_step({entry: (trace, start)}, clock)[entry]
+    start, clock = ros_bag.placement(parsed.source, parsed.robot, data,
+                                     parsed.field or 'throughput')
+    return trace if clock is None else in_step({entry: (trace, start)}, clock)[entry]
 
 
 def in_step(links: dict, clock: tuple) -> dict:
@@ -686,7 +685,7 @@ def in_step(links: dict, clock: tuple) -> dict:
     Return the links of robots recorded together on their recording's clock.
 
     ``links``: ``{key: (trace, start_s)}``, each link with the absolute time of its first
-    sample (``ros_bag.first_stamp_s``). ``clock``: the recording's ``(start_s, end_s)``
+    sample (``ros_bag.placement``). ``clock``: the recording's ``(start_s, end_s)``
     (``ros_bag.recording_clock``: of all its robots, whichever are in ``links``). Time 0 of
     every returned trace is the clock's start and its period is the clock's, so that a time
     means the same moment for every robot (``trace_spec.recordings``: replayed in step, from
