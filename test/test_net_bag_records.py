@@ -1009,20 +1009,16 @@ def test_robots_of_one_bag_named_by_two_paths_replay_in_step(tmp_path, capsys):
     capsys.readouterr()
 
 
-def test_convert_of_a_large_bag_of_several_robots_does_not_hold_it_in_memory(tmp_path, capsys):
-    # rog trace convert BAG#NAME (and BAG --out DIR/) read a bag of several robots whole into
-    # memory to put a robot on its clock and hash its id: 64 MB held for a bag of 64 MB
-    import tracemalloc
-    from rog_ros.net import cli_trace, trace_spec
+def _large_bag(path, robots: int):
+    """Write an MCAP bag of ``robots`` netmons' LinkStats and 32 MB of row chunks."""
     writer = pytest.importorskip('mcap.writer')
-    path = tmp_path / 'all.mcap'
     with open(path, 'wb') as fh:
         bag = writer.Writer(fh)
         bag.start()
         schema = bag.register_schema(ros_bag.LINK_STATS_TYPE, 'ros2msg', b'')
         rows = bag.register_channel('/rog/w0/chunks', 'cdr', bag.register_schema(
             'rog_ros/msg/RowChunk', 'ros2msg', b''))
-        for k in range(2):
+        for k in range(robots):
             stats = bag.register_channel(f'/rog/status/netmon_{k}/link_stats', 'cdr', schema)
             for msg in _run(k, [0.0] + [10.0] * 5, k, 1):
                 ns = msg.stamp.sec * 10 ** 9 + msg.stamp.nanosec
@@ -1031,6 +1027,15 @@ def test_convert_of_a_large_bag_of_several_robots_does_not_hold_it_in_memory(tmp
         for k in range(32):
             bag.add_message(rows, ns + k, blob, ns + k)
         bag.finish()
+    return path
+
+
+def test_convert_of_a_large_bag_of_several_robots_does_not_hold_it_in_memory(tmp_path, capsys):
+    # rog trace convert BAG#NAME (and BAG --out DIR/) read a bag of several robots whole into
+    # memory to put a robot on its clock and hash its id: 64 MB held for a bag of 64 MB
+    import tracemalloc
+    from rog_ros.net import cli_trace, trace_spec
+    path = _large_bag(tmp_path / 'all.mcap', 2)
     outs = (f'{tmp_path}/one.csv', f'{tmp_path}/links/')
     for entry, out in ((f'{path}#netmon_1', outs[0]), (str(path), outs[1])):
         tracemalloc.start()
@@ -1045,4 +1050,22 @@ def test_convert_of_a_large_bag_of_several_robots_does_not_hold_it_in_memory(tmp
     assert one.t_s[1] == pytest.approx(1.0)
     assert trace_spec.recording_of(outs[0]) == trace_spec.recording_of(
         f'{outs[1]}all_node0.csv') is not None
+    capsys.readouterr()
+
+
+def test_the_nodes_do_not_hold_a_large_bag_in_memory(tmp_path, capsys):
+    # link_for read a bag whole into memory (a worker's node: gigabytes of a ros2 bag record
+    # -a), for a bag of one robot too, which 768e180 read in blocks
+    import tracemalloc
+    from rog_ros.nodes.emulated_link import link_for
+    for robots in (1, 2):
+        path = _large_bag(tmp_path / f'all{robots}.mcap', robots)
+        tracemalloc.start()
+        try:
+            links = [link_for(str(path), r, robots) for r in range(robots)]
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < os.path.getsize(path) / 4, (robots, peak)
+        assert [set(link.trace.mbps.tolist()) for link in links] == [{10.0}] * robots
     capsys.readouterr()

@@ -23,12 +23,9 @@ seconds of a torch import in a process that never trains.
 from __future__ import annotations
 
 from dataclasses import dataclass
-import hashlib
 import os
-import threading
 import time
 
-from rog_ros.net import ros_bag
 from rog_ros.net.shaper import TokenBucketShaper
 from rog_ros.net.trace_spec import entry_for, parse, recordings, resolve, source_for
 from rog_ros.net.traces import generate, load_entry, PRESETS, Trace
@@ -89,30 +86,12 @@ def _in_step(spec: str, entry: str, rank: int, n_workers: int) -> tuple:
 
     ``leader`` is ``rank`` unless the worker is one of several robots of one recording
     (``recordings``): then the lowest rank of its copy of the recording, as the simulator's
-    ``_replay_plan`` has it. A bag's robot is read on the bag's clock (``load_entry``), once
-    per bag bytes (a server builds every rank's link).
+    ``_replay_plan`` has it. A bag's robot is read on the bag's clock (``load_entry``), the
+    bag in blocks (a bag of gigabytes, ``ros2 bag record -a``, is not held in memory) and
+    parsed once per bag bytes (``ros_bag``'s cache: a server builds every rank's link).
     """
     entries = [entry_for(spec, r) for r in range(max(n_workers, rank + 1))]
-    leader = recordings(entries)[rank]
-    source = parse(entry).source
-    if not ros_bag.bag_kind(source):
-        return load_entry(entry), leader
-    with open(source, 'rb') as fh:
-        data = fh.read()
-    key = (entry, hashlib.sha256(data).digest())
-    with _IN_STEP_LOCK:
-        trace = _IN_STEP.get(key)
-    if trace is None:
-        trace = load_entry(entry, data=data)
-        with _IN_STEP_LOCK:
-            if len(_IN_STEP) >= 16:
-                _IN_STEP.clear()
-            _IN_STEP[key] = trace
-    return trace, leader
-
-
-_IN_STEP = {}       # (a bag robot's entry, sha256 of the bag's bytes) -> its link on the clock
-_IN_STEP_LOCK = threading.Lock()    # (a server builds every rank's link: read the bag once)
+    return load_entry(entry), recordings(entries)[rank]
 
 
 def epoch_to_monotonic(epoch: float | None) -> float:
