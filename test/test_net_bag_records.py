@@ -1069,3 +1069,20 @@ def test_the_nodes_do_not_hold_a_large_bag_in_memory(tmp_path, capsys):
         assert peak < os.path.getsize(path) / 4, (robots, peak)
         assert [set(link.trace.mbps.tolist()) for link in links] == [{10.0}] * robots
     capsys.readouterr()
+
+
+def test_the_recording_clock_is_exact_to_the_ns(tmp_path, capsys):
+    # the clock was subtracted in float seconds since the epoch (1.77e9 s: steps of 0.24 us),
+    # so the robot that starts first and ends last replayed a period 95 ns longer than its own
+    # link, and a robot that started 5.0537 s later had its samples shifted by up to 0.2 us
+    from rog_ros.sim.simulator import make_traces
+    path = str(_robots_bag(tmp_path / 'run.mcap', {
+        'netmon_0': _run(0, [0.0] + [10.0 + k % 3 for k in range(599)], 0.0, 1),
+        'netmon_1': _run(1, [0.0] + [20.0] * 99, 5.0537, 2)}))
+    links = ros_bag.read_bag_links(path)
+    (first, _), (later, _) = make_traces(f'{path}#netmon_0,{path}#netmon_1', 2, 0)
+    assert first.end_s == later.end_s == links['netmon_0'][2]
+    assert first.t_s.tolist() == links['netmon_0'][0]
+    lead = 5053700000 * 1e-9
+    assert later.t_s.tolist() == [0.0] + [t + lead for t in links['netmon_1'][0]]
+    capsys.readouterr()

@@ -702,7 +702,7 @@ def _recording(path) -> str | None:
 
     The files ``rog trace convert`` writes of a bag's robots carry it (``save_trace``) so that
     a list of them replays in step, as the bag does (``trace_spec.recordings``). Every
-    conversion of one bag is on its one clock (``ros_bag.recording_clock``: whatever the
+    conversion of one bag is on its one clock (``ros_bag.placement``: whatever the
     rate read, --scale or robot), so all share the id; the clock's version is hashed in, so
     files written before the clock was the whole recording's (2026-12-06, each conversion's
     robots') are no recording of these. The bag is read in blocks, not held in memory.

@@ -434,7 +434,7 @@ def _file_digest(path, kind: str) -> bytes:
 CACHE_SIZE = 2
 """Bags whose parsed LinkStats a process keeps (``_links``)."""
 _CACHE = collections.OrderedDict()      # (path, sha256 of its bytes) -> _parse's result
-_CLOCKS = {}                            # (path, sha256 of its bytes) -> recording_clock's
+_CLOCKS = {}                            # (path, sha256 of its bytes) -> _clock's
 _CACHE_LOCK = threading.Lock()
 
 
@@ -489,41 +489,34 @@ def _collect(path, messages, cut: list, topics: set) -> dict:
     return {name: named[name] for name in sorted(named, key=_natural)}
 
 
-def recording_clock(path, data: bytes | None = None) -> tuple:
-    """
-    Return ``(start_s, end_s)`` of a bag's recording: the clock its robots replay in step on.
-
-    ``start_s`` (s since the epoch) is the earliest first sample of any robot of the bag,
-    ``end_s`` the latest end of any robot's link (``read_bag``'s ``end_s`` after its first
-    stamp), both of the measured rate, which every LinkStats carries: one clock for the whole
-    recording, whichever robots a run uses and whichever rate (``FIELDS``) it reads, so that a
-    bag and the files ``rog trace convert`` wrote of it replay alike (``traces.in_step``). A
-    robot with fewer than two samples is no link and does not count. Raises ``BagError`` when
-    no robot has a link.
-    """
-    return _clock(path, *_parsed(path, data))
-
-
 def placement(path, node, data: bytes | None = None, field: str = 'throughput') -> tuple:
     """
-    Return ``(first_stamp_s, recording_clock)`` of robot ``node`` of a bag of several robots.
+    Return ``(lead_s, period_s)`` of robot ``node`` of a bag of several robots on its clock.
 
-    ``(None, None)`` for a bag of one robot, which is its own clock. The bag is hashed and
-    looked up once (``_parsed``; a bag of gigabytes read by path is read in blocks), where
-    ``robots``, a robot's links and ``recording_clock`` each would. ``first_stamp_s``: the
-    stamp of the sample ``read_bag`` puts at time 0 (s since the epoch); ``node``, ``data``
-    and ``field`` as ``read_bag`` takes them.
+    The recording's clock, on which its robots replay in step (``traces.in_step``): time 0
+    is the earliest first sample of any robot of the bag, and ``period_s`` ends with the
+    latest end of any robot's link (``read_bag``'s ``end_s`` after its first stamp), both of
+    the measured rate, which every LinkStats carries: one clock for the whole recording,
+    whichever robots a run uses and whichever rate (``FIELDS``) it reads, so that a bag and
+    the files ``rog trace convert`` wrote of it replay alike. ``lead_s``: the time on it of
+    the robot's first sample (``read_bag``'s time 0); stamps are subtracted in whole ns, so a
+    time is the recording's to the ns, not to the 0.2 us of an epoch in float seconds. A robot
+    with fewer than two samples is no link and does not count. ``node``, ``data`` and
+    ``field`` as ``read_bag`` takes them. ``(None, None)`` for a bag of one robot, which is its
+    own clock. The bag is hashed and looked up once (``_parsed``: a bag read by path is read
+    in blocks), and its clock computed once per bag bytes.
     """
     key, parsed = _parsed(path, data)
     if len(parsed) < 2:
         return None, None
     links = _rates(parsed, field)
     who = pick(path, links, node)
-    return _stamps(path, who, links[who][1], field)[0][0] * 1e-9, _clock(path, key, parsed)
+    start_ns, period_s = _clock(path, key, parsed)
+    return (_stamps(path, who, links[who][1], field)[0][0] - start_ns) * 1e-9, period_s
 
 
 def _clock(path, key, parsed: dict) -> tuple:
-    """Return ``recording_clock``'s of a bag's ``_parsed`` result, once per ``key``."""
+    """Return ``(start_ns, period_s)`` of a bag's ``_parsed`` result (``placement``)."""
     with _CACHE_LOCK:
         clock = _CLOCKS.get(key) if key else None
     if clock is not None:
@@ -536,11 +529,12 @@ def _clock(path, key, parsed: dict) -> tuple:
             continue
         times = [(ns - stamps[0]) * 1e-9 for ns in stamps]      # (as _link: its end_s)
         step = sorted(b - a for a, b in zip(times, times[1:]))[(len(times) - 1) // 2]
-        spans.append((stamps[0] * 1e-9, stamps[0] * 1e-9 + (times[-1] + step)))
+        spans.append((stamps[0], times[-1] + step))
     if not spans:
         raise BagError(f'{path}: no robot of the bag has two or more LinkStats; a trace needs '
                        'two or more (netmon publishes ten a second)')
-    clock = min(start for start, _ in spans), max(end for _, end in spans)
+    start = min(first for first, _ in spans)
+    clock = start, max((first - start) * 1e-9 + end for first, end in spans)
     if key:
         with _CACHE_LOCK:
             _CLOCKS[key] = clock

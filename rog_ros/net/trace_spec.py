@@ -46,7 +46,7 @@ the files ``rog trace convert run.mcap --out DIR/`` wrote of it, which carry its
 recorded together, on one clock, and an outage that hit them together (the fleet drove into
 one building) must hit them together in the replay, or a run sees a fleet whose robots never
 lose their links at once. A bag's robot is read on the bag's clock (``traces.load_entry``,
-``traces.in_step``, ``ros_bag.recording_clock``: time 0 is the first sample of any robot of
+``traces.in_step``, ``ros_bag.placement``: time 0 is the first sample of any robot of
 the bag and the period ends with its last, whichever robots a run uses and whatever time each
 netmon started), as ``rog trace convert`` writes it, and the robots of one recording share one
 offset, that of the lowest rank among them, where unrelated files (and one robot's link

@@ -670,37 +670,36 @@ def on_clock(entry, trace: Trace, data: bytes | None = None) -> Trace:
 
     ``entry`` names the bag and the robot (``run.mcap#netmon_2[#RATE]``). The robots of one
     recording replay in step on it (``trace_spec.recordings``; ``in_step`` with
-    ``ros_bag.recording_clock``); a bag of one robot is its clock, and ``trace`` is returned.
+    ``ros_bag.placement``); a bag of one robot is its clock, and ``trace`` is returned.
     """
     parsed = parse(entry)
     if parsed.robot is None:
         return trace
-    start, clock = ros_bag.placement(parsed.source, parsed.robot, data,
+    lead, period = ros_bag.placement(parsed.source, parsed.robot, data,
                                      parsed.field or 'throughput')
-    return trace if clock is None else in_step({entry: (trace, start)}, clock)[entry]
+    return trace if period is None else in_step({entry: (trace, lead)}, period)[entry]
 
 
-def in_step(links: dict, clock: tuple) -> dict:
+def in_step(links: dict, period_s: float) -> dict:
     """
     Return the links of robots recorded together on their recording's clock.
 
-    ``links``: ``{key: (trace, start_s)}``, each link with the absolute time of its first
-    sample (``ros_bag.placement``). ``clock``: the recording's ``(start_s, end_s)``
-    (``ros_bag.recording_clock``: of all its robots, whichever are in ``links``). Time 0 of
-    every returned trace is the clock's start and its period is the clock's, so that a time
-    means the same moment for every robot (``trace_spec.recordings``: replayed in step, from
-    one offset, which the period sets), and each link is placed alone: a robot's link is the
-    same whichever other robots are given with it. A robot whose netmon started later holds
-    its first rate until then, one that stopped earlier its last rate to the end, warned
-    about when that is longer than a gap (``GAP_STEPS`` of its median steps). A rate read
-    with gaps (``#bitrate`` -1 at times) has a longer median step than the measured rate the
-    clock is of: its last segment ends at the clock's end, not past it.
+    ``links``: ``{key: (trace, lead_s)}``, each link with the time of its first sample on the
+    recording's clock, whose period is ``period_s`` (``ros_bag.placement``: of all its robots,
+    whichever are in ``links``). Time 0 of every returned trace is the clock's start and its
+    period is the clock's, so that a time means the same moment for every robot
+    (``trace_spec.recordings``: replayed in step, from one offset, which the period sets), and
+    each link is placed alone: a robot's link is the same whichever other robots are given
+    with it. A robot whose netmon started later holds its first rate until then, one that
+    stopped earlier its last rate to the end, warned about when that is longer than a gap
+    (``GAP_STEPS`` of its median steps). A rate read with gaps (``#bitrate`` -1 at times) has
+    a longer median step than the measured rate the clock is of: its last segment ends at the
+    clock's end, not past it.
     """
-    origin = clock[0]
-    end = clock[1] - origin
+    end = period_s
     out = {}
-    for key, (trace, start) in links.items():
-        lead = max(start - origin, 0.0)
+    for key, (trace, lead) in links.items():
+        lead = max(lead, 0.0)
         step = float(np.median(np.diff(trace.t_s))) if len(trace) > 1 else trace.end_s
         for held, what in ((lead, 'first sample is {:g} s after the first of the robots '
                                   'recorded with it (its netmon started later): its first'),
