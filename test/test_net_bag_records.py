@@ -1086,3 +1086,31 @@ def test_the_recording_clock_is_exact_to_the_ns(tmp_path, capsys):
     lead = 5053700000 * 1e-9
     assert later.t_s.tolist() == [0.0] + [t + lead for t in links['netmon_1'][0]]
     capsys.readouterr()
+
+
+def test_chunk_crcs_catch_a_damaged_zstd_chunk_and_a_crc_of_zero_is_not_checked(
+        tmp_path, capsys):
+    # a chunk's CRC is of its uncompressed records (MCAP spec), so a byte flipped in a zstd
+    # chunk that still decompresses is caught, never read as garbled rates; a CRC of 0 means
+    # "not computed" (the spec; rosbag2's writer with noChunkCRC) and is read unchecked
+    whole = _mcap(tmp_path / 'whole.mcap', _messages(0, [float(k % 50) for k in range(2000)]))
+    data = whole.read_bytes()
+    (_, first_end), (start, end) = _chunk_spans(data)[:2]       # (compressed: zstd)
+    rates = traces.load_trace(whole).mbps.tolist()
+    for off in range(0, min(end - start, 700), 7):
+        damaged = bytearray(data)
+        damaged[start + off] ^= 0x04
+        path = _write_bytes(tmp_path / f'damaged{off}.mcap', bytes(damaged))
+        read = traces.load_trace(path).mbps.tolist()        # (the first chunk's rates)
+        assert len(read) < len(rates) and read == rates[:len(read)], off
+        assert f'{path}: the bag ends early or is damaged there' in capsys.readouterr().err
+    unchecked = bytearray(data)
+    at = first_end         # (the first chunk's message indexes, then the second chunk)
+    while data[at] != 0x06:
+        at += 9 + int.from_bytes(data[at + 1:at + 9], 'little')
+    at += 1 + 8 + 8 + 8 + 8                    # its uncompressed_crc
+    assert unchecked[at:at + 4] != bytes(4)
+    unchecked[at:at + 4] = bytes(4)
+    path = _write_bytes(tmp_path / 'unchecked.mcap', bytes(unchecked))
+    assert traces.load_trace(path).mbps.tolist() == rates
+    assert 'damaged' not in capsys.readouterr().err
