@@ -1114,3 +1114,43 @@ def test_chunk_crcs_catch_a_damaged_zstd_chunk_and_a_crc_of_zero_is_not_checked(
     path = _write_bytes(tmp_path / 'unchecked.mcap', bytes(unchecked))
     assert traces.load_trace(path).mbps.tolist() == rates
     assert 'damaged' not in capsys.readouterr().err
+
+
+def test_a_sqlite_bag_of_a_killed_recorder_replays_its_wal_in_the_simulator_too(
+        tmp_path, capsys):
+    # a recorder killed before it closed its SQLite bag left its messages in the bag's -wal:
+    # rog trace stats / convert read them (by path), rog sim read the bag's bytes alone and
+    # refused it as "a ROS 2 bag without a LinkStats", so the bag and its converted list
+    # could not replay alike
+    import shutil
+    from rog_ros.net import cli_trace
+    from rog_ros.sim.simulator import make_traces
+    live = tmp_path / 'live.db3'
+    con = sqlite3.connect(str(live))
+    try:
+        con.execute('PRAGMA journal_mode=WAL')
+        con.execute('PRAGMA wal_autocheckpoint=0')
+        con.execute('CREATE TABLE topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT '
+                    'NOT NULL, serialization_format TEXT NOT NULL, offered_qos_profiles TEXT '
+                    'NOT NULL)')
+        con.execute('CREATE TABLE messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL, '
+                    'timestamp INTEGER NOT NULL, data BLOB NOT NULL)')
+        con.commit()
+        con.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+        for k in range(2):
+            con.execute('INSERT INTO topics VALUES (?, ?, ?, ?, ?)',
+                        (k + 1, f'/rog/status/netmon_{k}/link_stats', 'rog_ros/msg/LinkStats',
+                         'cdr', ''))
+            for j, msg in enumerate(_run(k, [0.0] + [10.0 + k] * 50, k * 0.5, 1)):
+                con.execute('INSERT INTO messages(topic_id, timestamp, data) VALUES (?, ?, ?)',
+                            (k + 1, START_NS + j, bytes(to_sample(msg).serialize())))
+        con.commit()
+        bag = tmp_path / 'killed.db3'          # (copied while the recorder holds it open)
+        shutil.copy(live, bag)
+        shutil.copy(f'{live}-wal', f'{bag}-wal')
+    finally:
+        con.close()
+    assert cli_trace.main(['convert', str(bag), '--out', f'{tmp_path}/links/']) == 0
+    files = f'{tmp_path}/links/killed_node0.csv,{tmp_path}/links/killed_node1.csv'
+    _same(make_traces(str(bag), 2, 1), make_traces(files, 2, 1))
+    capsys.readouterr()

@@ -389,8 +389,12 @@ def _rates(parsed: dict, field: str) -> dict:
 def _parsed(path, data: bytes | None) -> tuple:
     """Return ``(key, _parse's result)`` of a bag, parsed once while its bytes stay."""
     kind = bag_kind(path) if data is None else None
-    if data is not None:
-        key = (str(path), hashlib.sha256(data).digest())
+    wal = _wal(path, data)
+    if data is not None:        # (as _file_digest hashes the file and its -wal)
+        digest = hashlib.sha256(data)
+        if wal is not None:
+            digest.update(b'\0-wal\0' + wal)
+        key = (str(path), digest.digest())
     else:       # (hashed and parsed in blocks: a bag of gigabytes is not held in memory)
         key = (str(path), _file_digest(path, kind)) if kind else None
     with _CACHE_LOCK:
@@ -398,7 +402,7 @@ def _parsed(path, data: bytes | None) -> tuple:
         if parsed is not None:
             _CACHE.move_to_end(key)
     if parsed is None:
-        parsed = _parse(path, data)
+        parsed = _parse(path, data, wal)
         if key:
             with _CACHE_LOCK:
                 _CACHE[key] = parsed
@@ -438,14 +442,33 @@ _CLOCKS = {}                            # (path, sha256 of its bytes) -> _clock'
 _CACHE_LOCK = threading.Lock()
 
 
-def _parse(path, data: bytes | None) -> dict:
+def _wal(path, data: bytes | None) -> bytes | None:
+    """
+    Return the ``-wal`` file's bytes of a SQLite bag given as its bytes ``data``, else None.
+
+    A recorder killed before it closed the bag left its last messages there (all of them, in
+    a short recording): SQLite reads them with the file, so a bag read from its bytes is read
+    with them too, as it is read by path (``_file_digest``).
+    """
+    if data is None or bag_kind_of(data) != 'SQLite bag':
+        return None
+    try:
+        with open(f'{path}-wal', 'rb') as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _parse(path, data: bytes | None, wal: bytes | None = None) -> dict:
     """Return ``{name: (rank, [(stamp_ns, rates, incarnation), ...])}``, rates per FIELDS."""
     cut, topics = [], set()
     if data is not None and bag_kind_of(data) == 'SQLite bag':
         with tempfile.TemporaryDirectory(prefix='rog_bag_') as folder:    # SQLite opens files
             copy = os.path.join(folder, os.path.basename(str(path)))
-            with open(copy, 'wb') as fh:
-                fh.write(data)
+            for name, content in ((copy, data), (f'{copy}-wal', wal)):
+                if content is not None:
+                    with open(name, 'wb') as fh:
+                        fh.write(content)
             return _collect(path, _sqlite_messages(copy, topics, path), cut, topics)
     mcap = (bag_kind(path) if data is None else bag_kind_of(data)) == 'MCAP bag'
     messages = _mcap_messages(path, cut, data) if mcap else _sqlite_messages(path, topics)
