@@ -1154,3 +1154,20 @@ def test_a_sqlite_bag_of_a_killed_recorder_replays_its_wal_in_the_simulator_too(
     files = f'{tmp_path}/links/killed_node0.csv,{tmp_path}/links/killed_node1.csv'
     _same(make_traces(str(bag), 2, 1), make_traces(files, 2, 1))
     capsys.readouterr()
+
+
+def test_a_list_mixing_a_bags_robots_and_its_converted_files_replays_in_step(
+        tmp_path, capsys):
+    # run.mcap#netmon_0 with links/run_node1.csv (netmon_1 converted) were two recordings,
+    # at two offsets (15.7 and 42.2 s, seed 1), though the file replays as netmon_1 does
+    from rog_ros.net import cli_trace
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import make_traces
+    path = str(_three_robots_bag(tmp_path / 'run.mcap'))
+    assert cli_trace.main(['convert', path, '--out', f'{tmp_path}/links/']) == 0
+    bag = f'{path}#netmon_0,{path}#netmon_1'
+    mixed = f'{path}#netmon_0,{tmp_path}/links/run_node1.csv'
+    for seed in (0, 1):
+        _same(make_traces(mixed, 2, seed), make_traces(bag, 2, seed))
+    assert [link_for(mixed, r, 2).offset_s for r in range(2)] == [0.0, 0.0]
+    capsys.readouterr()

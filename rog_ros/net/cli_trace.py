@@ -33,7 +33,6 @@ line that names the problem and returns 2, before anything is written.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import math
@@ -612,7 +611,7 @@ def _cmd_convert(args, out):
     _not_the_input(args.out, path)
     if ros_bag.bag_kind(path):      # a robot of several on the bag's clock, with its id
         trace = traces.load_trace(path, node=node, field=field)     # (read in blocks)
-        recording = _recording(path) if node is not None else None
+        recording = ros_bag.recording_id(path) if node is not None else None
         if recording:
             trace = traces.on_clock(trace_spec.Entry(path, str(node), field).text, trace)
     else:                           # a file converted before keeps its recording's id
@@ -662,7 +661,7 @@ def _convert_fleet(args, path: str, field, name: str, out) -> int:
                        f'left out: no {ros_bag.FIELD_NAMES[field]} in its LinkStats (every one '
                        '-1)')
     links = traces.load_bag_traces(path, field=field, only=[who for who, _ in named])
-    recording = _recording(path)
+    recording = ros_bag.recording_id(path)
     if recording:           # on the bag's clock, with its id: replayed in step, as the bag
         links = {who: traces.on_clock(trace_spec.Entry(path, who, field).text, trace)
                  for who, trace in links.items()}
@@ -694,30 +693,6 @@ def _convert_fleet(args, path: str, field, name: str, out) -> int:
         return 0
     print(f'--trace {trace_spec.SEPARATOR.join(files[who] for who in plan)}', file=out)
     return 0
-
-
-def _recording(path) -> str | None:
-    """
-    Return the recording id of a bag of several robots, else None.
-
-    The files ``rog trace convert`` writes of a bag's robots carry it (``save_trace``) so that
-    a list of them replays in step, as the bag does (``trace_spec.recordings``). Every
-    conversion of one bag is on its one clock (``ros_bag.placement``: whatever the
-    rate read, --scale or robot), so all share the id; the clock's version is hashed in, so
-    files written before the clock was the whole recording's (2026-12-06, each conversion's
-    robots') are no recording of these. The bag is read in blocks, not held in memory.
-    """
-    if len(ros_bag.robots(path)) < 2:
-        return None
-    digest = hashlib.sha256(CLOCK_VERSION)
-    with open(path, 'rb') as fh:
-        for block in iter(lambda: fh.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()[:16]
-
-
-CLOCK_VERSION = b'rog_ros recording clock 2\0'
-"""Hashed into a recording id with the bag's bytes (``_recording``)."""
 
 
 def run(args, out=None) -> int:

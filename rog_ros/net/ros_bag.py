@@ -512,6 +512,31 @@ def _collect(path, messages, cut: list, topics: set) -> dict:
     return {name: named[name] for name in sorted(named, key=_natural)}
 
 
+def recording_id(path) -> str | None:
+    """
+    Return the recording id of the bag ``path`` of several robots, else None.
+
+    The files ``rog trace convert`` writes of a bag's robots carry it (``traces.save_trace``)
+    so that a list of them, or of them and the bag's robots, replays in step, as the bag does
+    (``rog_ros.net.trace_spec.recordings``). Every conversion of one bag is on its one clock
+    (``placement``: whatever the rate read, --scale or robot), so all share the id; the
+    clock's version is hashed in, so files written before the clock was the whole
+    recording's (2026-12-06, each conversion's robots') are no recording of these. The bag is
+    read in blocks, not held in memory.
+    """
+    if len(robots(path)) < 2:
+        return None
+    digest = hashlib.sha256(CLOCK_VERSION)
+    with open(path, 'rb') as fh:
+        for block in iter(lambda: fh.read(1 << 20), b''):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+CLOCK_VERSION = b'rog_ros recording clock 2\0'
+"""Hashed into a recording id with the bag's bytes (``recording_id``)."""
+
+
 def placement(path, node, data: bytes | None = None, field: str = 'throughput') -> tuple:
     """
     Return ``(lead_s, period_s)`` of robot ``node`` of a bag of several robots on its clock.

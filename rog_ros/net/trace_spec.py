@@ -226,22 +226,26 @@ def recordings(entries) -> list:
     Return, for each robot's resolved entry, its leader: the robot it replays in step with.
 
     ``entries``: robot r's at ``r`` (``entry_for``'s). A robot that follows one of two or more
-    links of one recording (robots of one bag, by whichever path it is named, or files that
-    ``rog trace convert BAG --out DIR/`` wrote of one bag: ``recording_of``) gets the lowest
+    links of one recording (robots of one bag, by whichever path it is named, files that
+    ``rog trace convert BAG --out DIR/`` wrote of one bag, ``recording_of``, or both: one
+    ``ros_bag.recording_id``) gets the lowest
     rank of the robots of its copy of the recording (copy c: the robots that follow a link c
     lower ranks followed already), where its replay starts; each is on the recording's clock
     already (``traces.load_entry``). Any other robot r gets r.
     """
     parsed = [parse(entry) for entry in entries]
-    keys, links = [], {}
+    keys, links, ids = [], {}, {}
     for p in parsed:
         if p.robot is not None and ros_bag.bag_kind(p.source):
-            key, link = ('bag', os.path.realpath(p.source)), p.robot
+            real = os.path.realpath(p.source)
+            if real not in ids:         # (hashed once a call, by any path)
+                ids[real] = ros_bag.recording_id(p.source)
+            key, link = ids[real], p.robot
         elif os.path.isfile(p.source) and not ros_bag.bag_kind(p.source):
-            key, link = ('file', recording_of(p.source)), os.path.realpath(p.source)
+            key, link = recording_of(p.source), os.path.realpath(p.source)
         else:
             key, link = None, None
-        keys.append(key if key and key[1] else None)
+        keys.append(key)
         if keys[-1]:
             links.setdefault(key, set()).add(link)
     out, leaders = [], {}
