@@ -52,6 +52,27 @@ def test_a_negative_seed_and_a_reversed_range_are_said_as_such(text, said):
     assert str(err.value).startswith(said)
 
 
+def test_seeds_given_many_times_over_are_read_in_bounded_memory():
+    # the seeds were kept in a list of every range given, deduplicated at each range once
+    # past 100,000: 0-99999 given 30 times held 3,000,000 ints (quadratic time: 80 took 20 s)
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        seeds = parse_seeds(','.join(['0-99999'] * 30))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert seeds == list(range(100_000))
+    assert peak < 40 * 2 ** 20, peak
+
+
+def test_too_many_seeds_in_all_are_refused_in_a_short_line():
+    text = ','.join(f'{k * 1000}-{k * 1000 + 999}' for k in range(101))
+    with pytest.raises(ValueError) as err:
+        parse_seeds(text)
+    assert 'is more than 100,000 seeds' in str(err.value) and len(str(err.value)) < 120
+
+
 def test_a_membership_case_with_crashes_keeps_every_invariant():
     # rog:4 69 hung until 2026-12-02 (docs/faults.md); the final model is on, as in fleets
     case = sweep_case('membership', 'rog:4', 69)
