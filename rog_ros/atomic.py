@@ -217,11 +217,24 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+MAX_KEY_BYTES = 4096
+"""Largest file :func:`remove_new_file_leftovers` takes for a key's temporary (a key: 65)."""
+_TEMP_CHARACTERS = frozenset('abcdefghijklmnopqrstuvwxyz0123456789_')
+
+
+def _random_named(entry: str, prefix: str) -> bool:
+    """Tell whether ``entry`` is ``prefix`` + ``mkstemp``'s random characters + a name."""
+    middle = entry[len(prefix):len(prefix) + TEMP_NAME_LENGTH]
+    return (entry.startswith(prefix) and len(entry) > len(prefix) + TEMP_NAME_LENGTH
+            and len(middle) == TEMP_NAME_LENGTH and set(middle) <= _TEMP_CHARACTERS)
+
+
 def remove_new_file_leftovers(directory, name: str = '') -> int:
     """
     Remove the temporaries a killed :func:`create_new_bytes` left in ``directory``.
 
-    Each is a regular file of this user named ``NEW_TEMP_PREFIX`` + random + a name, or, left
+    Each is a regular file of this user, mode 0600 and at most ``MAX_KEY_BYTES``, named
+    ``NEW_TEMP_PREFIX`` + ``TEMP_NAME_LENGTH`` random characters + a name, or, left
     by versions before it, ``TEMP_PREFIX`` + random + ``name`` (the file being made now);
     one that a live process holds locked (a call writing it now) is kept. Return how many
     were removed.
@@ -233,8 +246,8 @@ def remove_new_file_leftovers(directory, name: str = '') -> int:
         return 0
     removed = 0
     for entry in names:
-        if not (entry.startswith(NEW_TEMP_PREFIX) or (
-                name and entry.startswith(TEMP_PREFIX) and entry.endswith(name)
+        if not (_random_named(entry, NEW_TEMP_PREFIX) or (
+                name and _random_named(entry, TEMP_PREFIX) and entry.endswith(name)
                 and len(entry) == len(TEMP_PREFIX) + TEMP_NAME_LENGTH + len(name))):
             continue
         leftover = os.path.join(os.fspath(directory), entry)
@@ -244,7 +257,9 @@ def remove_new_file_leftovers(directory, name: str = '') -> int:
             continue
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            # (a user's own .tmp-new-notes.txt, 0644, was removed as well)
+            if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
+                    or stat.S_IMODE(st.st_mode) != 0o600 or st.st_size > MAX_KEY_BYTES):
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

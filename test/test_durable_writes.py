@@ -25,6 +25,7 @@ import stat
 
 import pytest
 
+from rog_ros import atomic
 from rog_ros.nodes import fleet_key
 
 
@@ -163,6 +164,81 @@ def test_key_temporaries_a_killed_run_left_are_removed_by_the_next(tmp_path, cap
     assert status == 0
     assert f'removed 3 temporary key file(s) that an interrupted run left in {tmp_path}' in err
     assert sorted(os.listdir(str(tmp_path))) == sorted(kept + ['fleet.key'])
+
+
+def test_a_users_own_files_named_like_key_temporaries_are_kept(tmp_path):
+    """Remove only what a key write leaves: mkstemp's name, mode 0600, a key's size."""
+    # Arrange: a user's files that start with .tmp-new- (all were removed before)
+    own = {'.tmp-new-notes.txt': 0o600,             # not 8 random characters then a name
+           '.tmp-new-x': 0o600,                     # no name after them
+           '.tmp-new-abcd1234plan.md': 0o644,       # not a key's mode
+           '.tmp-new-abcd1234backup.tar': 0o600}    # larger than any key
+    for name, mode in own.items():
+        (tmp_path / name).write_text('x' * (10_000 if name.endswith('.tar') else 10))
+        os.chmod(str(tmp_path / name), mode)
+    (tmp_path / '.tmp-new-k1l2m3n4fleet.key').write_text(fleet_key.generate_key_text())
+    os.chmod(str(tmp_path / '.tmp-new-k1l2m3n4fleet.key'), 0o600)
+    # Execute
+    removed = atomic.remove_new_file_leftovers(str(tmp_path), 'fleet.key')
+    # Assert
+    assert removed == 1
+    assert sorted(os.listdir(str(tmp_path))) == sorted(own)
+
+
+@pytest.mark.parametrize('refusal', ['EOPNOTSUPP', 'EISDIR', 'EINVAL'])
+def test_a_file_system_refusing_unnamed_files_gets_the_named_way(
+        tmp_path, monkeypatch, refusal):
+    """Fall back where O_TMPFILE is refused as old kernels and some file systems do."""
+    # Arrange
+    import errno
+    real = os.open
+
+    def refusing(path, flags, *args, **kwargs):
+        """Refuse an O_TMPFILE open as such a file system does."""
+        if flags & getattr(os, 'O_TMPFILE', 0) == getattr(os, 'O_TMPFILE', -1):
+            raise OSError(getattr(errno, refusal), os.strerror(getattr(errno, refusal)))
+        return real(path, flags, *args, **kwargs)
+    monkeypatch.setattr(os, 'open', refusing)
+    old = os.umask(0o277)
+    # Execute
+    try:
+        key = fleet_key.write_key_file(str(tmp_path / 'fleet.key'))
+    finally:
+        os.umask(old)
+    # Assert
+    assert fleet_key.read_key_file(str(tmp_path / 'fleet.key')).fingerprint == key.fingerprint
+    assert stat.S_IMODE(os.stat(tmp_path / 'fleet.key').st_mode) == 0o600
+    assert os.listdir(str(tmp_path)) == ['fleet.key']
+
+
+def test_an_unnamed_key_is_0600_whatever_the_umask(tmp_path):
+    """Give the linked key mode 0600 under umask 0o277 (O_TMPFILE alone gave 0400)."""
+    old = os.umask(0o277)
+    try:
+        fleet_key.write_key_file(str(tmp_path / 'fleet.key'))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / 'fleet.key').st_mode) == 0o600
+
+
+def test_a_key_file_made_meanwhile_is_never_replaced(tmp_path, monkeypatch):
+    """Refuse (File exists) when another process names the key file just before the link."""
+    # Arrange: the other process's key appears between the check and the link
+    real = os.link
+    theirs = tmp_path / 'fleet.key'
+
+    def racing(*args, **kwargs):
+        """Let the other process write its key first."""
+        if not theirs.exists():
+            theirs.write_text('theirs\n')
+        return real(*args, **kwargs)
+    monkeypatch.setattr(os, 'link', racing)
+    # Execute
+    with pytest.raises(FileExistsError):
+        fleet_key.write_key_file(str(theirs))
+    # Assert
+    assert theirs.read_text() == 'theirs\n'
+    assert os.listdir(str(tmp_path)) == ['fleet.key']
 
 
 def test_every_keystore_file_and_folder_is_synced(tmp_path, monkeypatch):
