@@ -86,3 +86,20 @@ def test_no_free_name_is_one_line_and_the_earlier_recording_stays(tmp_path, caps
     assert err.startswith(f'rog fleet: --record {tmp_path / "run.mcap"}: the earlier '
                           f'recording there cannot be kept: {tmp_path / "run.1.mcap"} to ')
     assert (tmp_path / 'run.mcap').read_bytes() == b'run.mcap'
+
+
+def test_a_record_file_that_is_a_link_keeps_recording_where_it_points(tmp_path, capsys):
+    # Arrange: run.mcap links to a recording on another disk (as a user puts a big file)
+    disk = tmp_path / 'disk'
+    disk.mkdir()
+    (disk / 'run.mcap').write_bytes(b'first run')
+    link = tmp_path / 'run.mcap'
+    link.symlink_to(disk / 'run.mcap')
+    # Execute
+    assert _record(link)
+    # Assert: before, the link was moved to run.1.mcap and run.mcap became a plain file here
+    assert link.is_symlink()
+    assert (disk / 'run.1.mcap').read_bytes() == b'first run'
+    assert (disk / 'run.mcap').stat().st_size > 0      # this run's recording, on that disk
+    assert sorted(os.listdir(tmp_path)) == ['disk', 'run.mcap']
+    assert str(disk / 'run.1.mcap') in capsys.readouterr().err

@@ -536,7 +536,10 @@ def _keep_earlier_recording(path: str) -> str | None:
     lost the recording of the run before. Refusing would break that command, so the earlier
     file goes to ``run.1.mcap`` (``run.2.mcap`` if taken, ...), and one line says where. An
     empty file (a recording that never started) is replaced. OSError when no name is free.
+    A symbolic link is kept and followed: the recording it names is moved beside itself, and
+    this run records there again (the link itself was moved, and the run recorded here).
     """
+    given, path = path, os.path.realpath(path) if os.path.islink(path) else path
     try:
         if not os.path.isfile(path) or os.path.getsize(path) == 0:
             return None
@@ -559,7 +562,7 @@ def _keep_earlier_recording(path: str) -> str | None:
                 raise
             os.rename(path, kept)    # (no hard links here)
         fsync_dir(os.path.dirname(os.path.abspath(path)))
-        print(f'rog fleet: --record {path}: kept the earlier recording as {kept}',
+        print(f'rog fleet: --record {given}: kept the earlier recording as {kept}',
               file=sys.stderr)
         return kept
     raise OSError(f'the earlier recording there cannot be kept: {stem}.1{ext} to '
