@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from rog_ros.nodes import fleet as cli_fleet
@@ -88,9 +89,10 @@ def test_stop_requests_raise_nothing():
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     stop = StopRequests().install()
     try:
-        os.kill(os.getpid(), signal.SIGINT)
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.05)
+        # to this thread: handled before pthread_kill returns (os.kill to the process and a
+        # 0.05 s sleep raced under load: another thread could take it, handled later)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
         assert stop.count == 2
     finally:
         stop.restore()

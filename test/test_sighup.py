@@ -19,6 +19,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -61,14 +62,14 @@ def test_sighup_stops_a_fleet_with_status_129():
     stop = StopRequests().install()
     try:
         assert signal.getsignal(signal.SIGHUP) == stop._handle
-        os.kill(os.getpid(), signal.SIGHUP)
-        time.sleep(0.05)
+        # to this thread: handled before pthread_kill returns (os.kill to the process and a
+        # 0.05 s sleep raced under load: another thread could take it, handled later)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGHUP)
         assert (stop.count, stop.first_signal) == (1, signal.SIGHUP)
         stop.restore()
         # stopping: the shell's SIGHUP and then the kernel's must not cut the cleanup short
         assert signal.getsignal(signal.SIGHUP) == stop._handle
-        os.kill(os.getpid(), signal.SIGHUP)
-        time.sleep(0.05)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGHUP)
         assert stop.count == 1                     # a hang-up does not insist
         stop._handle(signal.SIGINT, None)
         assert stop.count == 2                     # Ctrl-C does (the grace periods are cut)
