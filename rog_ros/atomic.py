@@ -327,3 +327,43 @@ def atomic_save_figure(fig, path, **savefig_kwargs) -> None:
     fmt = os.path.splitext(os.fspath(path))[1].lstrip('.').lower() or 'png'
     fig.savefig(image, format=fmt, **savefig_kwargs)
     atomic_write_bytes(path, image.getvalue())
+
+def keep_earlier_file(path, most: int = 10_000, what: str = 'file') -> str | None:
+    """
+    Move a non-empty file at ``path`` to its first free numbered name; return that name.
+
+    For outputs a rerun of the same command writes again (``--record run.mcap``): the earlier
+    one goes to ``run.1.mcap`` (``run.2.mcap`` if taken, ... up to ``most``) instead of being
+    truncated. None, and nothing moved, when ``path`` is no file or an empty one. The move is
+    a hard link then an unlink (a name made there meanwhile is never replaced; a crash
+    between leaves both names), a rename where there are no hard links, and the folder is
+    synced. A symbolic link is kept and followed: the file it names is moved beside itself,
+    so the next write goes through the link to where the user put it. OSError naming
+    ``what`` when no name is free.
+    """
+    path = os.fspath(path)
+    if os.path.islink(path):
+        path = os.path.realpath(path)
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) == 0:
+            return None
+    except OSError:
+        return None                  # (none there)
+    stem, ext = os.path.splitext(path)
+    for number in range(1, most + 1):
+        kept = f'{stem}.{number}{ext}'
+        if os.path.lexists(kept):
+            continue
+        try:
+            os.link(path, kept)      # (no race with a file made there meanwhile)
+            os.unlink(path)
+        except FileExistsError:
+            continue
+        except OSError as err:
+            if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                raise
+            os.rename(path, kept)    # (no hard links here)
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+        return kept
+    raise OSError(f'the earlier {what} there cannot be kept: {stem}.1{ext} to '
+                  f'{stem}.{most}{ext} all exist; move or remove some')

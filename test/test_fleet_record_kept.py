@@ -103,3 +103,51 @@ def test_a_record_file_that_is_a_link_keeps_recording_where_it_points(tmp_path, 
     assert (disk / 'run.mcap').stat().st_size > 0      # this run's recording, on that disk
     assert sorted(os.listdir(tmp_path)) == ['disk', 'run.mcap']
     assert str(disk / 'run.1.mcap') in capsys.readouterr().err
+
+
+class _Bus:
+    """Stand in for a node's bus: closed or not."""
+
+    closed = False
+
+    def close(self):
+        """Note that the bus was closed."""
+        self.closed = True
+
+
+def test_a_nodes_record_keeps_an_earlier_recording_as_rog_fleet_does(
+        tmp_path, capsys, monkeypatch):
+    # Arrange: a node's (and rog robot's) --record run.mcap, run again
+    from rog_ros.nodes import connect
+    monkeypatch.setattr(connect, 'make_bus', lambda *args, **kwargs: _Bus())
+    path = tmp_path / 'run.mcap'
+    path.write_bytes(b'first run')
+    # Execute
+    bus = connect.open_bus('dds', '/rog', record=str(path))
+    bus.recorder.close()
+    # Assert: before, the node truncated run.mcap
+    assert (tmp_path / 'run.1.mcap').read_bytes() == b'first run'
+    assert path.stat().st_size > 0
+    assert capsys.readouterr().err == (f'--record {path}: kept the earlier recording as '
+                                       f'{tmp_path / "run.1.mcap"}\n')
+
+
+def test_a_node_with_no_free_numbered_name_is_refused_in_one_line(tmp_path, monkeypatch):
+    # Arrange
+    from rog_ros import atomic
+    from rog_ros.nodes import connect
+    from rog_ros.transport.bus import RecordError
+    inner = _Bus()
+    monkeypatch.setattr(connect, 'make_bus', lambda *args, **kwargs: inner)
+    real = atomic.keep_earlier_file
+    monkeypatch.setattr(atomic, 'keep_earlier_file',
+                        lambda path, most=2, what='file': real(path, 2, what))
+    for name in ('run.mcap', 'run.1.mcap', 'run.2.mcap'):
+        (tmp_path / name).write_bytes(name.encode())
+    # Execute
+    with pytest.raises(RecordError) as err:
+        connect.open_bus('dds', '/rog', record=str(tmp_path / 'run.mcap'))
+    # Assert
+    assert str(err.value).startswith(f'--record {tmp_path / "run.mcap"}: the earlier recording '
+                                     'there cannot be kept')
+    assert inner.closed and (tmp_path / 'run.mcap').read_bytes() == b'run.mcap'

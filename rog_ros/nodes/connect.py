@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 
 from rog_ros.nodes.fleet_key import key_source, load_fleet_key
@@ -87,8 +88,27 @@ def open_bus(kind: str, namespace: str, key=None, record=None, node=None, execut
             raise RecordError(f'--record {record}: the bag writer needs the Cyclone DDS Python '
                               f'binding, which does not import here ({err}); pip install '
                               'cyclonedds, or record with `ros2 bag record`') from None
-        bus = RecordingBus(bus, McapRecorder(record))
+        bus = RecordingBus(bus, McapRecorder(_keep_earlier_recording(bus, record)))
     return bus
+
+
+def _keep_earlier_recording(bus, record: str) -> str:
+    """
+    Keep an earlier recording at ``record`` under a numbered name, as ``rog fleet`` does.
+
+    A restarted node (or ``rog robot --record`` run again) truncated it before. Return
+    ``record``; RecordError, with ``bus`` closed, when no numbered name is free.
+    """
+    from rog_ros.atomic import keep_earlier_file
+    try:
+        kept = keep_earlier_file(record, what='recording')
+    except OSError as err:
+        bus.close()
+        raise RecordError(f'--record {record}: {getattr(err, "strerror", None) or err}') \
+            from None
+    if kept:
+        print(f'--record {record}: kept the earlier recording as {kept}', file=sys.stderr)
+    return record
 
 
 def fleet_key(args, log=None, rank=None, worker=False):

@@ -38,7 +38,6 @@ its path in ``$ROG_FLEET_KEY_FILE``.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import json
 import math
 import os
@@ -46,7 +45,6 @@ import sys
 import time
 
 from rog_ros import checks
-from rog_ros.atomic import fsync_dir
 from rog_ros.nodes import settings
 from rog_ros.nodes.fleet_progress import (
     closing_lines, every_evaluation_failed, finished_lines, legend, Progress)
@@ -77,9 +75,6 @@ def add_parser(subparsers):
         if s.name == 'workload_options':      # and --workload-option KEY=VALUE, repeatable
             settings.add_workload_options(p, None, text)
         elif s.name not in FLEET_OWN:
-            if s.name == 'record':
-                text += (' An earlier recording there is kept: moved to the first free '
-                         'numbered name (run.mcap -> run.1.mcap, run.2.mcap, ...)')
             p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(), help=text)
     p.add_argument('--out', default='rog_fleet_run',
                    help='output directory (default rog_fleet_run)')
@@ -534,39 +529,16 @@ def _keep_earlier_recording(path: str) -> str | None:
 
     ``--record FILE`` truncated FILE: resuming a fleet with the same command (``--state-dir``)
     lost the recording of the run before. Refusing would break that command, so the earlier
-    file goes to ``run.1.mcap`` (``run.2.mcap`` if taken, ...), and one line says where. An
-    empty file (a recording that never started) is replaced. OSError when no name is free.
-    A symbolic link is kept and followed: the recording it names is moved beside itself, and
-    this run records there again (the link itself was moved, and the run recorded here).
+    file goes to ``run.1.mcap`` (``run.2.mcap`` if taken, ...), and one line says where
+    (:func:`rog_ros.atomic.keep_earlier_file`, which the nodes' ``--record`` use too).
+    OSError when no name is free.
     """
-    given, path = path, os.path.realpath(path) if os.path.islink(path) else path
-    try:
-        if not os.path.isfile(path) or os.path.getsize(path) == 0:
-            return None
-    except OSError:
-        return None                  # (none there)
-    stem, ext = os.path.splitext(path)
-    if not ext or os.sep in ext:
-        stem, ext = path, ''
-    for number in range(1, MAX_KEPT_RECORDINGS + 1):
-        kept = f'{stem}.{number}{ext}'
-        if os.path.lexists(kept):
-            continue
-        try:
-            os.link(path, kept)      # (no race with a file made there meanwhile)
-            os.unlink(path)
-        except FileExistsError:
-            continue
-        except OSError as err:
-            if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-                raise
-            os.rename(path, kept)    # (no hard links here)
-        fsync_dir(os.path.dirname(os.path.abspath(path)))
-        print(f'rog fleet: --record {given}: kept the earlier recording as {kept}',
+    from rog_ros.atomic import keep_earlier_file
+    kept = keep_earlier_file(path, MAX_KEPT_RECORDINGS, 'recording')
+    if kept:
+        print(f'rog fleet: --record {path}: kept the earlier recording as {kept}',
               file=sys.stderr)
-        return kept
-    raise OSError(f'the earlier recording there cannot be kept: {stem}.1{ext} to '
-                  f'{stem}.{MAX_KEPT_RECORDINGS}{ext} all exist; move or remove some')
+    return kept
 
 
 def _watch_topics(bus, specs, n: int, progress: Progress, recorder) -> None:

@@ -340,7 +340,9 @@ SETTINGS = (
     _s('startup_timeout', float, 60.0, 'Seconds to wait for the peers to appear.', TRAINING,
        low=0.0, vetting=_zero_wait_refusal),
     _s('record', str, None, 'Write status, link, schedule and diagnostics topics to this '
-       'ROS 2 MCAP file; empty = no recording.', ALL, none_text=''),
+       'ROS 2 MCAP file; empty = no recording. An earlier recording there is kept: moved '
+       'to the first free numbered name (run.mcap -> run.1.mcap, run.2.mcap, ...).', ALL,
+       none_text=''),
     _s('fleet_key_file', str, None, 'Fleet key file (mode 0600) that signs and verifies every '
        'message; empty = $ROG_FLEET_KEY_FILE, else $ROG_FLEET_KEY, else none '
        '(unauthenticated; rog fleet writes a new key to OUT/fleet.key instead).', ALL,
