@@ -186,18 +186,40 @@ def _create_unnamed(path: str, directory: str, data: bytes, mode: int) -> bool:
     return True
 
 
+NAMED_TRIES = 5
+"""Temporary files :func:`_create_named` makes before it gives up (each removed unlocked)."""
+
+
 def _create_named(path: str, directory: str, data: bytes, mode: int) -> None:
     """Write ``data`` to a locked temporary file beside ``path``, then link or rename it."""
+    for _ in range(NAMED_TRIES):
+        if _create_named_once(path, directory, data, mode):
+            return
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+
+
+def _create_named_once(path: str, directory: str, data: bytes, mode: int) -> bool:
+    """
+    Do :func:`_create_named` once; return False when the temporary file was taken away.
+
+    Another call's :func:`remove_new_file_leftovers` may remove it between ``mkstemp`` and
+    the lock (it was then refused: 'No such file or directory' for the key file).
+    """
     import fcntl
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=NEW_TEMP_PREFIX,
                                suffix=os.path.basename(path))
+    ours = True
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)      # (not a leftover: see remove_new_file_leftovers)
+        try:
+            ours = os.stat(tmp).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            ours = False
+        if not ours:
+            return False                    # (removed before it was locked: try again)
         os.fchmod(fd, mode)
         _write_all(fd, data)
         os.fsync(fd)
-        if os.stat(tmp).st_ino != os.fstat(fd).st_ino:      # removed before it was locked
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
         try:
             os.link(tmp, path)
         except OSError as exc:
@@ -206,8 +228,9 @@ def _create_named(path: str, directory: str, data: bytes, mode: int) -> None:
             os.rename(tmp, path)      # (no hard links here: FAT, some FUSE file systems)
     finally:
         os.close(fd)
-        if os.path.lexists(tmp):
+        if ours and os.path.lexists(tmp):
             os.unlink(tmp)
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -327,6 +350,7 @@ def atomic_save_figure(fig, path, **savefig_kwargs) -> None:
     fmt = os.path.splitext(os.fspath(path))[1].lstrip('.').lower() or 'png'
     fig.savefig(image, format=fmt, **savefig_kwargs)
     atomic_write_bytes(path, image.getvalue())
+
 
 def keep_earlier_file(path, most: int = 10_000, what: str = 'file') -> str | None:
     """

@@ -241,6 +241,28 @@ def test_a_key_file_made_meanwhile_is_never_replaced(tmp_path, monkeypatch):
     assert os.listdir(str(tmp_path)) == ['fleet.key']
 
 
+def test_a_temporary_removed_before_it_was_locked_is_made_again(tmp_path, monkeypatch):
+    """Write the key anyway when another run's clean-up took the fresh temporary file."""
+    # Arrange: the other run removes it between mkstemp and the lock, once
+    import fcntl
+    monkeypatch.delattr(os, 'O_TMPFILE', raising=False)
+    real, taken = fcntl.flock, []
+
+    def flock(fd, operation):
+        """Remove the temporary file first, as a clean-up racing this write does."""
+        if not taken:
+            taken.extend(n for n in os.listdir(str(tmp_path)) if n.startswith('.tmp-new-'))
+            os.unlink(str(tmp_path / taken[0]))
+        return real(fd, operation)
+    monkeypatch.setattr(fcntl, 'flock', flock)
+    # Execute
+    key = fleet_key.write_key_file(str(tmp_path / 'fleet.key'))
+    # Assert: before, 'No such file or directory' for fleet.key
+    assert len(taken) == 1
+    assert fleet_key.read_key_file(str(tmp_path / 'fleet.key')).fingerprint == key.fingerprint
+    assert os.listdir(str(tmp_path)) == ['fleet.key']
+
+
 def test_every_keystore_file_and_folder_is_synced(tmp_path, monkeypatch):
     """Sync every key, certificate and signed file, every folder, and the keystore's name."""
     # Arrange
