@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import sys
 
+from rog_ros.checks import max_staleness
 from rog_ros.cli_options import valid
 
 
@@ -34,8 +35,10 @@ def add_parser(sub) -> None:
                                     'costs per iteration, relative to the compute time '
                                     '(target < 5%). Prints JSON.')
     o.add_argument('--model', default='convmlp-m', help='convmlp-s|m|l (default convmlp-m)')
-    o.add_argument('--workers', type=int, default=4, help='workers (default 4)')
-    o.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
+    o.add_argument('--workers', type=int, default=4,
+                   help=f'workers, 1 to {MAX_WORKERS} (default 4)')
+    o.add_argument('--staleness', type=int, default=4,
+                   help=f'threshold S, 0 to {max_staleness()} (default 4)')
     o.add_argument('--iterations', type=int, default=8,
                    help=f'iterations, 1 to {MAX_ITERATIONS} (default 8)')
     o.add_argument('--repeats', type=int, default=3,
@@ -75,7 +78,8 @@ def add_parser(sub) -> None:
                         f'{MAX_WORKERS}, default 64)')
     v.add_argument('--iterations', type=int, default=3,
                    help=f'iterations per worker, 1 to {MAX_ITERATIONS} (default 3)')
-    v.add_argument('--staleness', type=int, default=4, help='threshold S (default 4)')
+    v.add_argument('--staleness', type=int, default=4,
+                   help=f'threshold S, 0 to {max_staleness()} (default 4)')
     v.add_argument('--row-params', type=int, default=4,
                    help=f'values per row of a split tensor, 1 to {MAX_ROW_PARAMS} (default 4; '
                         f'the fleet holds at most {MAX_FLEET_VALUES:,} model values in all)')
@@ -209,7 +213,7 @@ def _cmd_bench_server(args) -> int:
 
 def _check_bench_overhead(args) -> None:
     from rog_ros import checks
-    checks.integer('--workers', args.workers, 1, 1024)
+    checks.count('--workers', args.workers, 1, MAX_WORKERS)
     checks.integer('--staleness', args.staleness, 0, checks.max_staleness())
     checks.count('--iterations', args.iterations, 1, MAX_ITERATIONS)
     checks.count('--repeats', args.repeats, 1, MAX_REPEATS)

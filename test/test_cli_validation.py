@@ -908,3 +908,17 @@ def test_a_saves_leftover_from_a_crash_is_removed_when_the_node_starts(tmp_path)
     f = durable.StateFile(str(tmp_path / 'worker_0.pt'))
     assert f.removed_leftovers == 1
     assert sorted(os.listdir(tmp_path)) == ['.tmp-abcd1234worker_10.pt', 'worker_0.pt']
+
+
+@pytest.mark.parametrize('command, said', [
+    (['bench', 'overhead'], ['workers, 1 to 1024', 'threshold S, 0 to 1000']),
+    (['bench', 'server'], ['threshold S, 0 to 1000', '1 to 1024, default 64']),
+])
+def test_bench_help_gives_the_ranges_it_enforces(command, said, capsys):
+    # --staleness was refused above 1000 and overhead's --workers above 1024, unsaid in --help
+    with pytest.raises(SystemExit):
+        cli.main(command + ['--help'])
+    text = ' '.join(capsys.readouterr().out.split())
+    assert all(s in text for s in said), text
+    assert cli.main(command + ['--staleness', '1001']) == 2
+    assert '--staleness must be <= 1000' in capsys.readouterr().err
