@@ -409,3 +409,16 @@ def test_a_renamed_netmon_still_publishes_on_the_topic_the_server_reads(monkeypa
     # Assert: the graph has the new name, the LinkStats topic the one the server subscribes
     assert args.node_name == 'arm_netmon'
     assert mon.topic == 'status/netmon_0/link_stats'
+
+
+def test_generator_keeps_a_reference_that_is_a_link_and_writes_through_it(tmp_path):
+    # the atomic rewrite put a plain file in the link's place (open(path, 'w') wrote through)
+    real = tmp_path / 'shared' / 'configuration.md'
+    real.parent.mkdir()
+    text = (ROOT / 'docs' / 'configuration.md').read_text(encoding='utf-8')
+    real.write_text(text.replace('| `workers` |', '| `old` |'), encoding='utf-8')
+    link = tmp_path / 'configuration.md'
+    link.symlink_to(real)
+    assert settings.main([str(link)]) == 0
+    assert link.is_symlink() and real.read_text(encoding='utf-8') == text
+    assert sorted(os.listdir(tmp_path)) == ['configuration.md', 'shared']

@@ -1024,7 +1024,8 @@ def update_reference(path: str) -> bool:
     start = text.index(BEGIN_MARK) + len(BEGIN_MARK)
     end = text.index(END_MARK, start)
     from rog_ros.atomic import atomic_write_text     # (whole or not at all)
-    atomic_write_text(path, text[:start] + '\n\n' + new + '\n\n' + text[end:])
+    # (through a symbolic link, as open(path, 'w') wrote: the link itself stays)
+    atomic_write_text(os.path.realpath(path), text[:start] + '\n\n' + new + '\n\n' + text[end:])
     return True
 
 
