@@ -385,9 +385,18 @@ def keep_earlier_file(path, most: int = 10_000, what: str = 'file') -> str | Non
             continue
         except OSError as err:
             if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-                raise
-            os.rename(path, kept)    # (no hard links here)
+                raise _not_kept(err, what, kept) from None
+            try:
+                os.rename(path, kept)    # (no hard links here)
+            except OSError as again:
+                raise _not_kept(again, what, kept) from None
         fsync_dir(os.path.dirname(os.path.abspath(path)))
         return kept
     raise OSError(f'the earlier {what} there cannot be kept: {stem}.1{ext} to '
                   f'{stem}.{most}{ext} all exist; move or remove some')
+
+
+def _not_kept(err: OSError, what: str, kept: str) -> OSError:
+    """Return the one-line error of an earlier file that cannot be moved to ``kept``."""
+    return OSError(f'the earlier {what} there cannot be kept as {kept} '
+                   f'({err.strerror or err}); move it away or give another file')

@@ -151,3 +151,24 @@ def test_a_node_with_no_free_numbered_name_is_refused_in_one_line(tmp_path, monk
     assert str(err.value).startswith(f'--record {tmp_path / "run.mcap"}: the earlier recording '
                                      'there cannot be kept')
     assert inner.closed and (tmp_path / 'run.mcap').read_bytes() == b'run.mcap'
+
+
+def test_an_earlier_recording_that_cannot_be_moved_is_refused_in_plain_words(
+        tmp_path, capsys, monkeypatch):
+    # Arrange: a prepared recording file, writable, in a folder that is not (as for a user)
+    import errno
+
+    def refused(*args, **kwargs):
+        """Refuse a new name in the folder, as a read-only folder does."""
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(tmp_path))
+    (tmp_path / 'run.mcap').write_bytes(b'earlier')
+    monkeypatch.setattr(os, 'link', refused)
+    # Execute
+    assert _record(tmp_path / 'run.mcap') is False
+    # Assert: kept as it was, and the line says why (was '[Errno 13] Permission denied: ...')
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1, err
+    assert err.startswith(f'rog fleet: --record {tmp_path / "run.mcap"}: the earlier recording '
+                          f'there cannot be kept as {tmp_path / "run.1.mcap"} (Permission '
+                          'denied); move it away or give another file')
+    assert (tmp_path / 'run.mcap').read_bytes() == b'earlier'
