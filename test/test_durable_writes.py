@@ -211,6 +211,22 @@ def test_a_file_system_refusing_unnamed_files_gets_the_named_way(
     assert os.listdir(str(tmp_path)) == ['fleet.key']
 
 
+def test_a_key_is_written_whole_without_proc(tmp_path, monkeypatch):
+    """Take the named way where /proc is not mounted (no /proc/self/fd to link by)."""
+    real, asked = os.path.isdir, []
+
+    def isdir(path):
+        """Tell that /proc/self/fd is missing, as in a chroot without /proc."""
+        asked.append(path)
+        return False if str(path).startswith('/proc') else real(path)
+    monkeypatch.setattr(os.path, 'isdir', isdir)
+    key = fleet_key.write_key_file(str(tmp_path / 'fleet.key'))
+    assert '/proc/self/fd' in asked
+    assert fleet_key.read_key_file(str(tmp_path / 'fleet.key')).fingerprint == key.fingerprint
+    assert stat.S_IMODE(os.stat(tmp_path / 'fleet.key').st_mode) == 0o600
+    assert os.listdir(str(tmp_path)) == ['fleet.key']
+
+
 def test_an_unnamed_key_is_0600_whatever_the_umask(tmp_path):
     """Give the linked key mode 0600 under umask 0o277 (O_TMPFILE alone gave 0400)."""
     old = os.umask(0o277)
