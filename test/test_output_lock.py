@@ -148,7 +148,8 @@ def test_a_run_taking_the_lock_as_an_empty_run_lets_go_holds_it_alone(tmp_path, 
     def flock_once_the_first_has_ended(fd, operation):
         """Let the first run end (its lock goes) just before the second's flock."""
         if not ends:
-            ends.append(first.__exit__(None, None, None))
+            ends.append(True)       # (first: the first's release unlocks through here too)
+            first.__exit__(None, None, None)
         return fcntl.flock(fd, operation)
 
     monkeypatch.setattr(output_lock, 'fcntl', type(
@@ -179,7 +180,8 @@ def test_a_run_starting_as_an_empty_run_removes_the_folder_gets_it_anew(tmp_path
     def open_once_the_first_has_ended(path):
         """Let the first run end (its folder goes) just before the second opens the file."""
         if not ends:
-            ends.append(first.__exit__(None, None, None))
+            ends.append(True)       # (first: the first's release unlocks through here too)
+            first.__exit__(None, None, None)
         return opened(path)
 
     monkeypatch.setattr(output_lock, '_open_lock_file', open_once_the_first_has_ended)
@@ -348,3 +350,46 @@ def test_a_fleet_whose_out_is_taken_while_it_builds_its_workload_says_it_in_one_
         f'rog fleet: {out} is in use by another run (rog compare, pid {os.getpid()}'), err
     assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, 'summary.json']
     assert (out / 'summary.json').read_text() == '{"theirs": true}'
+
+
+TRY_LOCK = ('import fcntl, sys\n'
+            "fd = open(sys.argv[1], 'r')\n"
+            'try:\n'
+            '    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n'
+            'except OSError:\n'
+            "    print('refused')\n"
+            'else:\n'
+            "    print('taken')\n")
+
+
+def _another_process_takes(path: str) -> bool:
+    """Tell whether another process can flock ``path`` now (and let it go)."""
+    done = subprocess.run([sys.executable, '-c', TRY_LOCK, path], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip() == 'taken'
+
+
+@pytest.mark.parametrize('kind', ['out', 'log'])
+def test_a_released_lock_is_free_though_a_child_with_its_descriptor_still_runs(tmp_path, kind):
+    """Unlock at release: a child forked with the lock open (a DataLoader worker) keeps none."""
+    # Arrange: the lock held, then a child that inherited its descriptor
+    from rog_ros.nodes.run_outputs import NodeLogLock
+    if kind == 'out':
+        lock, path = OutputLock.take(str(tmp_path / 'run'), 'rog fleet'), str(
+            tmp_path / 'run' / LOCK_FILE)
+    else:
+        lock = NodeLogLock.take(str(tmp_path / 'logs'), 'rog_worker_0', 'rog robot')
+        path = str(tmp_path / 'logs' / '.rog_worker_0.lock')
+    child = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'],
+                             stdin=subprocess.PIPE, pass_fds=(lock.fd,))
+    try:
+        held = _another_process_takes(path)
+        # Execute
+        lock.release()
+        taken = _another_process_takes(path)
+    finally:
+        child.stdin.close()
+        child.wait(10)
+    # Assert
+    assert (held, taken) == (False, True)

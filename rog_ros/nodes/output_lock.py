@@ -105,11 +105,16 @@ class OutputLock:
         return cls(fd, path)
 
     def release(self) -> None:
-        """Let the directory go (idempotent)."""
+        """
+        Let the directory go (idempotent).
+
+        Unlocked, not only closed: a process forked while it was held (a DataLoader worker,
+        a child with the descriptor) would keep the folder locked until it ended.
+        """
         if self.fd is not None:
             _HELD_HERE.discard(self._key)
-            os.close(self.fd)
-            self.fd = None
+            fd, self.fd = self.fd, None
+            let_go_of_lock_file(fd)
 
 
 def refuse_held(out: str) -> None:

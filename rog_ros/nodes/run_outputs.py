@@ -62,7 +62,7 @@ import sys
 
 from rog_ros.metrics import PREVIOUS_RUN_DIR
 from rog_ros.nodes.model_file import MODEL_FILE
-from rog_ros.nodes.output_lock import hold_lock_file
+from rog_ros.nodes.output_lock import hold_lock_file, let_go_of_lock_file
 from rog_ros.nodes.state_dir import resuming_line
 
 RESULT_FILES = ('summary.json', 'timeseries.csv', 'events.csv', MODEL_FILE, 'report.md',
@@ -329,7 +329,7 @@ class NodeLogLock:
         return cls(fd)
 
     def release(self) -> None:
-        """Let the log go (idempotent)."""
+        """Let the log go (idempotent): unlocked, so that no forked child keeps it."""
         if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+            fd, self.fd = self.fd, None
+            let_go_of_lock_file(fd)
