@@ -345,3 +345,47 @@ def test_another_users_lock_file_that_nfs_will_not_lock_read_only_is_one_line(tm
     assert '\n' not in said
     assert f'its lock file {lock} is another user' in said
     assert f'({code}; NFS?); give this node a --state-dir on a local disk' in said
+
+
+def _failing_build(args):
+    """Stand in for build_training: a configure that fails after the hold (bad input)."""
+    raise ConfigError('--workload: no such data set')
+
+
+@pytest.mark.parametrize('role', ['worker', 'server'])
+def test_a_failed_configure_lets_go_of_the_state_file_it_took(tmp_path, monkeypatch, role):
+    """Let go when configure fails: the node stays unconfigured and uses no state file."""
+    # Arrange
+    in_memory_fleet(monkeypatch)
+    if role == 'worker':
+        node, path, module = _worker(tmp_path), tmp_path / 'worker_0.pt', worker_node
+    else:
+        node = server_node.ServerNode(rog_server.build_parser().parse_args(
+            ['--workload', 'toy', '--workers', '1', '--namespace', '/lock4', '--out',
+             str(tmp_path / 'out'), '--state-dir', str(tmp_path)]))
+        path, module = tmp_path / 'server.pt', server_node
+    monkeypatch.setattr(module, 'build_training', _failing_build)
+    # Execute
+    with pytest.raises(ConfigError):
+        node.configure()
+    failed = _another_takes(path)
+    node.shutdown()
+    # Assert
+    assert failed
+
+
+def test_a_configure_refused_to_a_configured_node_keeps_its_hold(tmp_path, monkeypatch):
+    """Keep the hold of a configured node that a second configure (refused) found in use."""
+    # Arrange
+    in_memory_fleet(monkeypatch)
+    wrk, path = _worker(tmp_path), tmp_path / 'worker_0.pt'
+    wrk.configure()
+    # Execute
+    with pytest.raises(Exception):
+        wrk.configure()                  # (not from inactive: refused)
+    again = _another_takes(path)
+    wrk.cleanup()
+    cleaned_up = _another_takes(path)
+    wrk.shutdown()
+    # Assert: held once (not counted twice), let go at cleanup
+    assert (again, cleaned_up) == (False, True)

@@ -203,6 +203,21 @@ class ServerNode:
 
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
+        """
+        Build engine, evaluation model, recorder, bus and downlink shapers.
+
+        A configure that fails lets go of the state file it took: the node stays
+        unconfigured, and another node may take the file (this one takes it again when
+        configured again).
+        """
+        try:
+            self._configure()
+        except BaseException:
+            if self.life.state == lc.UNCONFIGURED:   # (not a configured node's own hold)
+                self.state_hold.release()
+            raise
+
+    def _configure(self) -> None:
         """Build engine, evaluation model, recorder, bus and downlink shapers."""
         a = self.args
         if getattr(a, 'state_dir', None):   # one node per state file, held before anything
