@@ -309,6 +309,27 @@ def test_a_second_node_of_one_name_in_the_graph_is_said_once_in_one_line(ros, mo
     assert ros.violations == []
 
 
+def _no_domain_id():
+    """Stand in for a context whose domain cannot be read (rclpy's RCLError, shut down)."""
+    raise RuntimeError('rcl context is invalid')
+
+
+def test_a_domain_that_cannot_be_read_leaves_the_namesake_line_and_the_node(ros, monkeypatch):
+    """Say the namesake with $ROS_DOMAIN_ID's domain where the context's cannot be read."""
+    from rog_ros.transport.rclpy_bus import RclpyBus
+    monkeypatch.setenv('ROS_DOMAIN_ID', '9')
+    sys.modules['rclpy'].init(args=[])
+    ros.get_domain_id = _no_domain_id
+    ros.Node('rog_worker_0', namespace='/rog')     # the same node of another robot fleet
+    twin = RclpyBus(namespace='/rog', node=ros.Node('rog_worker_0', namespace='/rog'))
+    # Execute: a diagnostics look never ends the node
+    got = twin.poll(0.0)
+    # Assert
+    assert got == []
+    assert twin.namesake_said.startswith('another participant on DDS domain 9 already ')
+    twin.close()
+
+
 # ---------------------------------------------------------------------- B: overrides
 def test_rclpy_overrides_of_another_type_do_not_abort_the_node(ros, tmp_path):
     params = tmp_path / 'fleet.yaml'

@@ -267,13 +267,18 @@ class RclpyBus(Bus):
             self._look_until = None
             return
         if count > 1:
-            get_domain_id = getattr(self._node.context, 'get_domain_id', None)
-            domain = get_domain_id() if get_domain_id else os.environ.get('ROS_DOMAIN_ID', 0)
-            self.namesake_said = namesake_line(domain, name)
+            self.namesake_said = namesake_line(self._domain_id(), name)
             self._node.get_logger().warning(self.namesake_said)
             self._look_until = None
         elif now >= self._look_until:
             self._look_until = None
+
+    def _domain_id(self):
+        """Return this node's DDS domain, for a warning (``$ROS_DOMAIN_ID``'s where unread)."""
+        try:
+            return self._node.context.get_domain_id()
+        except Exception:  # noqa: B902 - older rclpy (none), a context shut down (RCLError)
+            return os.environ.get('ROS_DOMAIN_ID', 0)
 
     def poll(self, timeout_s: float = 0.0) -> list:
         self._check_open()
