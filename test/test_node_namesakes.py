@@ -122,3 +122,38 @@ def test_a_look_that_fails_ends_the_look_not_the_node():
         bus.close()
     # Assert
     assert got == [] and not looking
+
+
+ONE_NODE = ('import sys, time\n'
+            'from rog_ros.transport import cyclone_config, dds_bus\n'
+            'bus = dds_bus.DdsBus(namespace=sys.argv[1], domain_id=int(sys.argv[2]), '
+            "config=str(cyclone_config.config_path('loopback')), node_name='rog_worker_0')\n"
+            "print('up', flush=True)\n"
+            'time.sleep(120)\n')
+
+
+def test_a_node_started_again_after_a_crash_says_nothing_of_its_dead_self(caplog):
+    """Say nothing of the killed node's entry: its participant lingers, its entry comes not."""
+    # Arrange: the node, killed (no clean-up: its participant lingers until its lease ends)
+    import signal
+    import subprocess
+    import sys
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    namespace = f'/respawned_{os.getpid()}'
+    dead = subprocess.Popen([sys.executable, '-c', ONE_NODE, namespace, str(_domain())],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert dead.stdout.readline().strip() == 'up'
+        time.sleep(1.0)                  # (its entry out on the domain)
+    finally:
+        dead.send_signal(signal.SIGKILL)
+        dead.wait(10)
+        dead.stdout.close()
+    # Execute: started again at once, with the same name
+    again = _bus(namespace, 'rog_worker_0')
+    try:
+        _poll([again], WAIT_S, until=lambda: again._namesakes is None)
+    finally:
+        again.close()
+    # Assert
+    assert _said(caplog) == []
