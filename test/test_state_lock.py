@@ -389,3 +389,30 @@ def test_a_configure_refused_to_a_configured_node_keeps_its_hold(tmp_path, monke
     wrk.shutdown()
     # Assert: held once (not counted twice), let go at cleanup
     assert (again, cleaned_up) == (False, True)
+
+
+def test_a_cleaned_up_node_whose_file_another_took_meanwhile_is_refused_in_one_line(
+        tmp_path, monkeypatch):
+    """Refuse the re-configure in one line, and leave the other node's state file alone."""
+    # Arrange: configured, cleaned up, then another node takes the file and writes it
+    in_memory_fleet(monkeypatch)
+    monkeypatch.setattr(durable, 'HOLD_WAIT_S', 1.0)
+    wrk, path = _worker(tmp_path), tmp_path / 'worker_0.pt'
+    wrk.configure()
+    wrk.cleanup()
+    other = _holder(path)
+    path.write_bytes(b'the other node state')
+    try:
+        # Execute
+        with pytest.raises(durable.StateError) as refused:
+            wrk.configure()
+        wrk.shutdown()
+    finally:
+        other.kill()
+        other.wait(10)
+        other.stdout.close()
+    # Assert
+    assert '\n' not in str(refused.value)
+    assert f'rog_worker 0, pid {other.pid},' in str(refused.value)
+    assert path.read_bytes() == b'the other node state'
+    assert wrk.bus is None
