@@ -191,6 +191,21 @@ class StateHold:
         if path is not None:
             release(path)
 
+    def configuring(self, build, unconfigured) -> None:
+        """
+        Run ``build`` (a node's configure); if it fails, let go of the file it took.
+
+        The node stays unconfigured, so another node may take the file (this one takes it
+        again when configured again). ``unconfigured()`` tells whether the node still is:
+        a configure refused to a configured node keeps that node's own hold.
+        """
+        try:
+            build()
+        except BaseException:
+            if unconfigured():
+                self.release()
+            raise
+
 
 HOLD_WAIT_S = 10.0
 """

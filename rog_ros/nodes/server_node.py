@@ -203,19 +203,10 @@ class ServerNode:
 
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
-        """
-        Build engine, evaluation model, recorder, bus and downlink shapers.
-
-        A configure that fails lets go of the state file it took: the node stays
-        unconfigured, and another node may take the file (this one takes it again when
-        configured again).
-        """
-        try:
-            self._configure()
-        except BaseException:
-            if self.life.state == lc.UNCONFIGURED:   # (not a configured node's own hold)
-                self.state_hold.release()
-            raise
+        """Build engine, evaluation model, recorder, bus and downlink shapers."""
+        # (a failure lets go of the state file it took: StateHold.configuring)
+        self.state_hold.configuring(self._configure,
+                                    lambda: self.life.state == lc.UNCONFIGURED)
 
     def _configure(self) -> None:
         """Build engine, evaluation model, recorder, bus and downlink shapers."""

@@ -102,19 +102,10 @@ class WorkerNode:
 
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
-        """
-        Build model, engine, bus and emulated link; create every endpoint.
-
-        A configure that fails lets go of the state file it took: the node stays
-        unconfigured, and another node may take the file (this one takes it again when
-        configured again).
-        """
-        try:
-            self._configure()
-        except BaseException:
-            if self.life.state == lc.UNCONFIGURED:   # (not a configured node's own hold)
-                self.state_hold.release()
-            raise
+        """Build model, engine, bus and emulated link; create every endpoint."""
+        # (a failure lets go of the state file it took: StateHold.configuring)
+        self.state_hold.configuring(self._configure,
+                                    lambda: self.life.state == lc.UNCONFIGURED)
 
     def _configure(self) -> None:
         """Build model, engine, bus and emulated link; create every endpoint."""
