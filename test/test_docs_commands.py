@@ -341,6 +341,18 @@ def _refusal(args) -> str:
     return ''
 
 
+def install_docs_workload(monkeypatch) -> None:
+    """Make docs/workloads.md's own workload module importable, as the docs have it installed."""
+    user = types.ModuleType(USER_MODULE)
+    user.__spec__ = importlib.machinery.ModuleSpec(USER_MODULE, None)
+
+    def make_my_task(seed=0, hidden=64):
+        """Stand for docs/workloads.md's builder: its options, nothing built."""
+        raise AssertionError('a check built the workload')
+    user.make_my_task = make_my_task
+    monkeypatch.setitem(sys.modules, USER_MODULE, user)
+
+
 @pytest.fixture
 def checks_only(monkeypatch, tmp_path):
     """Run checks in an empty folder, trace files by name, and fail if a process starts."""
@@ -352,14 +364,7 @@ def checks_only(monkeypatch, tmp_path):
     monkeypatch.setattr(subprocess, 'Popen', forbidden)
     monkeypatch.setattr(checks, 'trace', _trace_names)
     monkeypatch.setattr(prepare_workload, 'check_options', _options_here)
-    user = types.ModuleType(USER_MODULE)
-    user.__spec__ = importlib.machinery.ModuleSpec(USER_MODULE, None)
-
-    def make_my_task(seed=0, hidden=64):
-        """Stand for docs/workloads.md's builder: its options, nothing built."""
-        raise AssertionError('a check built the workload')
-    user.make_my_task = make_my_task
-    monkeypatch.setitem(sys.modules, USER_MODULE, user)
+    install_docs_workload(monkeypatch)
 
 
 def test_the_docs_hold_commands_of_every_kind():

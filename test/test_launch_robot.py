@@ -24,9 +24,9 @@ import importlib.util
 import os
 from pathlib import Path
 import sys
-import types
 import zipfile
 
+from launch_stand_ins import stand_in_modules
 import pytest
 
 from rog_ros.nodes import robot, settings
@@ -34,43 +34,10 @@ from rog_ros.nodes import robot, settings
 ROOT = Path(__file__).resolve().parent.parent
 
 
-class Recorded:
-    """What a stand-in launch action was built with."""
-
-    def __init__(self, *args, **kwargs):
-        self.args, self.kwargs = args, kwargs
-
-
-class LaunchConfiguration:
-    """Stand-in: the value of a launch argument in a context."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def perform(self, context):
-        return context.get(self.name, '')
-
-
 @pytest.fixture
 def launch_file(monkeypatch):
     """Load a launch file against stand-in launch modules; return a loader."""
-    launch = types.ModuleType('launch')
-    launch.LaunchDescription = lambda entities: list(entities)
-    actions = types.ModuleType('launch.actions')
-    for name in ('DeclareLaunchArgument', 'OpaqueFunction', 'SetEnvironmentVariable', 'LogInfo',
-                 'RegisterEventHandler', 'TimerAction'):
-        setattr(actions, name, type(name, (Recorded,), {}))
-    handlers = types.ModuleType('launch.event_handlers')
-    handlers.OnProcessExit = type('OnProcessExit', (Recorded,), {})
-    subs = types.ModuleType('launch.substitutions')
-    subs.LaunchConfiguration = LaunchConfiguration
-    launch_ros = types.ModuleType('launch_ros')
-    ros_actions = types.ModuleType('launch_ros.actions')
-    ros_actions.Node = type('Node', (Recorded,), {})
-    for name, mod in (('launch', launch), ('launch.actions', actions),
-                      ('launch.event_handlers', handlers),
-                      ('launch.substitutions', subs), ('launch_ros', launch_ros),
-                      ('launch_ros.actions', ros_actions)):
+    for name, mod in stand_in_modules().items():
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.delenv('RMW_IMPLEMENTATION', raising=False)
     monkeypatch.delenv('CYCLONEDDS_URI', raising=False)

@@ -33,16 +33,16 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import importlib
-import importlib.machinery
 import importlib.util
 from pathlib import Path
 import re
 import sys
-import types
 
+from launch_stand_ins import stand_in_modules
 import pytest
 from rog_ros.nodes import keystore, plan, settings
 from rog_ros.nodes.ros_names import NAMESPACE, qualified
+from test_docs_commands import install_docs_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXTS = tuple(['README.md', 'docker/README.md', 'docker/entrypoint.sh'] +
@@ -58,8 +58,6 @@ RUN = re.compile(r'ros2\s+run\s+rog_ros\s+(rog_server|rog_worker|netmon)'
                  r'((?:[^\S\n]+[^\s`|#(),]+)*)')
 LAUNCH = re.compile(r'ros2\s+launch\s+rog_ros\s+(\w+)\.launch\.py((?:[^\S\n]+[^\s`|#()\\]+'
                     r'|[^\S\n]+\\\n)*)')
-USER_MODULE = 'my_tasks'
-"""The module of docs/workloads.md's own workload (``workload:=my_tasks:make_my_task``)."""
 LISTED = re.compile(r'(?<![\w/])((?:/[A-Za-z_]\w*)+)(?:\.\.(\d+))?')
 PUNCTUATION = '\'",.;:)'
 ROBOTS = 3
@@ -75,45 +73,6 @@ SHOWN_WRONG = ('ros2 param get rog_server staleness',
 """Commands the docs show failing: a name without its namespace (robots.md, troubleshooting)."""
 LIFECYCLE_NODES = (settings.SERVER, settings.WORKER)
 """Executables that are managed (lifecycle) nodes; netmon is a plain node."""
-
-
-class Recorded:
-    """What a stand-in launch action was built with."""
-
-    def __init__(self, *args, **kwargs):
-        """Keep the arguments."""
-        self.args, self.kwargs = args, kwargs
-
-
-class LaunchConfiguration:
-    """Stand-in: the value of a launch argument in a context (a dict here)."""
-
-    def __init__(self, name):
-        """Name the argument."""
-        self.name = name
-
-    def perform(self, context):
-        """Return the argument's value, '' when not given."""
-        return context.get(self.name, '')
-
-
-def _stand_ins() -> dict:
-    """Return stand-in ``launch`` and ``launch_ros`` modules that record what is built."""
-    launch = types.ModuleType('launch')
-    launch.LaunchDescription = lambda entities: list(entities)
-    actions = types.ModuleType('launch.actions')
-    for name in ('DeclareLaunchArgument', 'OpaqueFunction', 'SetEnvironmentVariable', 'LogInfo',
-                 'RegisterEventHandler', 'TimerAction'):
-        setattr(actions, name, type(name, (Recorded,), {}))
-    handlers = types.ModuleType('launch.event_handlers')
-    handlers.OnProcessExit = type('OnProcessExit', (Recorded,), {})
-    subs = types.ModuleType('launch.substitutions')
-    subs.LaunchConfiguration = LaunchConfiguration
-    ros_actions = types.ModuleType('launch_ros.actions')
-    ros_actions.Node = type('Node', (Recorded,), {})
-    return {'launch': launch, 'launch.actions': actions, 'launch.event_handlers': handlers,
-            'launch.substitutions': subs, 'launch_ros': types.ModuleType('launch_ros'),
-            'launch_ros.actions': ros_actions}
 
 
 def launch_ros_argv(node: dict, pushed: str | None = None) -> list:
@@ -153,7 +112,7 @@ def node_fqn(executable: str, argv: list) -> str:
 def launch_loader():
     """Yield a loader: launch file and arguments -> ``[(executable, Node kwargs, fqn)]``."""
     with pytest.MonkeyPatch.context() as patch:
-        for name, module in _stand_ins().items():
+        for name, module in stand_in_modules().items():
             patch.setitem(sys.modules, name, module)
         launching = importlib.reload(importlib.import_module('rog_ros.nodes.launching'))
 
@@ -410,14 +369,7 @@ def ros2_launches() -> list:
 def test_ros2_launch_command_starts_nodes_the_docs_name(launched, known, where, name, values,
                                                         monkeypatch):
     # Prepare: docs/workloads.md's own workload, importable as the docs have it installed
-    user = types.ModuleType(USER_MODULE)
-    user.__spec__ = importlib.machinery.ModuleSpec(USER_MODULE, None)
-
-    def make_my_task(seed=0, hidden=64):
-        """Stand for docs/workloads.md's builder: its options, nothing built."""
-        raise AssertionError('a check built the workload')
-    user.make_my_task = make_my_task
-    monkeypatch.setitem(sys.modules, USER_MODULE, user)
+    install_docs_workload(monkeypatch)
     # Execute: the launch file with the arguments shown, its nodes resolved as they start
     names = [fqn for _, _, fqn in launched(name, values)]
     # Assert

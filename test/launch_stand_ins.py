@@ -1,0 +1,61 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Stand-in ``launch`` and ``launch_ros`` modules: load our launch files without ROS 2.
+
+Each action records what it was built with (``Recorded``), so a test reads the nodes a launch
+file starts and their arguments as launch_ros would get them. Shared by the launch-file tests
+(``test_launch_robot``) and the ROS 2 name tests (``test_ros_graph_names``).
+"""
+
+import types
+
+
+class Recorded:
+    """What a stand-in launch action was built with."""
+
+    def __init__(self, *args, **kwargs):
+        """Keep the arguments."""
+        self.args, self.kwargs = args, kwargs
+
+
+class LaunchConfiguration:
+    """Stand-in: the value of a launch argument in a context (a dict here)."""
+
+    def __init__(self, name):
+        """Name the argument."""
+        self.name = name
+
+    def perform(self, context):
+        """Return the argument's value, '' when not given."""
+        return context.get(self.name, '')
+
+
+def stand_in_modules() -> dict:
+    """Return ``{module name: stand-in module}`` for ``launch`` and ``launch_ros``."""
+    launch = types.ModuleType('launch')
+    launch.LaunchDescription = lambda entities: list(entities)
+    actions = types.ModuleType('launch.actions')
+    for name in ('DeclareLaunchArgument', 'OpaqueFunction', 'SetEnvironmentVariable', 'LogInfo',
+                 'RegisterEventHandler', 'TimerAction'):
+        setattr(actions, name, type(name, (Recorded,), {}))
+    handlers = types.ModuleType('launch.event_handlers')
+    handlers.OnProcessExit = type('OnProcessExit', (Recorded,), {})
+    subs = types.ModuleType('launch.substitutions')
+    subs.LaunchConfiguration = LaunchConfiguration
+    ros_actions = types.ModuleType('launch_ros.actions')
+    ros_actions.Node = type('Node', (Recorded,), {})
+    return {'launch': launch, 'launch.actions': actions, 'launch.event_handlers': handlers,
+            'launch.substitutions': subs, 'launch_ros': types.ModuleType('launch_ros'),
+            'launch_ros.actions': ros_actions}
