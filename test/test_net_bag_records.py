@@ -13,9 +13,11 @@
 # limitations under the License.
 """A robot's link read from a ROS 2 bag of its netmon's LinkStats (MCAP or SQLite)."""
 
+import base64
 import dataclasses
 import os
 import sqlite3
+import zlib
 
 import pytest
 from rog_ros.net import ros_bag, traces
@@ -25,6 +27,53 @@ from rog_ros.transport.convert import to_sample
 
 TOPIC = '/rog/status/netmon_0/link_stats'
 START_NS = 1_767_225_600 * 10 ** 9
+# a bag of two robots (netmon_0, netmon_1; _fleet_bag's, ranks 0 and 1, no server) as written
+# on 2026-12-06, zlib-compressed, base64: its recording id is in the files converted of it
+FIXED_BAG = (
+    'eNrtWHtUE1canwCKBFBErCA+roCSWAgkhocRlHdBXkIEESxxkkxgIJmBmQkRtFVRKwUfoFgVrajQCihFrYhUpdbH'
+    '0qqlIq71zbpWbVFrfVZdWvdOXoitf+ye7n875yRz7/fd73e/951zP4wPD53ha8/lDEMMjxX8USQtsta/s2RwPHDS'
+    'ACMTeXEvifrAGam5/JJ9tw42UDNc13iyckU0o7Q2ruU1+/w2t9X+nifSE8GzD3OQVg4+ovtpFm/MGAT5OoyDbIVL'
+    'ZiAXVqXtXXfhqWrT5ZEVsZcOUGPGT6yyRoRuQTf2rU59rNa13In7du0iLGrrfssvkGbkIDLh2u+reibQn7aX37rx'
+    'KL2tvGDesr2Z+2t23r94zsWvoSFN+SxTKt5zvunBPtkm94KKWOsh47eutXPfNXStnceIkI8SR276/nFDZ9da2SqP'
+    'zG11pfwCXoC8qSiyaf7n08+WpZ78pOfbyslVh8JSRgz3GHLxUNux0drKcY3K1uwobveD+cErWjrmOXY1uswcub33'
+    '48dPVu5fWLuguvx57eyrz0tpS3mJ5Ib45mdNxdGTqDMlki4xFhtxcfLyI0mjFiOIRYVV9aEwLb9yNr+nxrFmYrQ7'
+    '+VNz9Q9+nStEBQd2Pbl8t7FeqHz4ItCqif9z85XU0vTEbd9veLJgjuwhN+Vk5j3yrfDsS1V7TtYtq+vZO3vX7VE/'
+    'XD9OPfvoy0OXM2q+v9JZcDbyppbf/VR1ZGzmNq/P4lPW3zqxe9CXaNWIttGHA7hZHg9cEp8XXey+vmB5XEvXmsxt'
+    'gXN5zxd4Jsyp3RuknNp62DFl/mkVKah9NDrx44oGSduNOqKr86ktuSP95FO3ES7Csh99dyb47S3Q5L7YXp5Jb4w6'
+    'fXOfx6k7nx1P2Hbs8L4sRWs7J2upVWWrrzzsIXeZ/PIXRxrvl2p/rsshc9b/4nCqpXqLl3d1wDHX7gcrilzmP9Hc'
+    'G9m9zsWy5eHOw71bdn6T9SJq5aGea2UUvocnjbi7YWT4xlW3XZZV1z/YxNl82bmRfHhQ9U2qJEDSPV944tYW/L3k'
+    'U/62obFt/NLRVMVpCy/O4oRbUZ54jtt67/Qcu4/FNQvOlduAoLeYEB5wdbAUp/eWd7qFcFx9i84t4iw6uoJrPdHL'
+    'YfeSDwaPEodsdv/Frb1sVNJS29tXkNs8m1TfEtepo2w55/YvuDAtuB4/e+rSnXUjo3KKzj/NwLVNeFtyNeWw+NGR'
+    'YduGLe7aOESyZaCDZIjEtWPay/rvOnjXM84HvtycUyl8vH3O7/Xl306rSU9/Jt20MCEut71zUkfSxPhWpV8k+tUn'
+    'Ha2WHUk830ObaeTS2aVpVed7djYOTTofeNspkDsgEpF0B+34qvm9hCUL/RfF8Wwqf0wZNh7crX3kOGZRa904/pKv'
+    'T5eUlERX1Z7h5FlUbGxosHZE/MbFFJ92KC4JifYQfRUndhMtFq35VKjYIVGovqO3El6Uww95X9ef3BBY1jXdMWP/'
+    'mo73c0f/NkbwNnoiwdMBj/kpavY4cezJZcPxmOa/7XCybUd2+PwmTxRdm7d2uWLsW9xl+1cnqE+Iiarhbseub7Z5'
+    'ZzdnlYV3zLA5Jf96P7Q33/lq0OpQxyWp9ueC4yIe3Jhztfh+D5hQPOfq1fRMu6oRjt+tyJ4unjL77K8Jw5eG927x'
+    'qLJSOlsU5+ie5UfsfpoWfv9S++d7Oj5aM7r9+C0yKfjtRFHtC2ZxRmmrs52l8J2VrtwpE+0Ddh0VzogltSnRHU1W'
+    'I2KwyMwNqqiotK7WohLUJeTaXN7p5PqW6osDksb/Y+aG9UeRpLSDna5ds6cHeSaM7f7nHuTggfm37TxpxzODRxUK'
+    'Gs7/uCk/rq337x+WHvWTJha9K645k+J+48DSI7UTkprDqsfmWxLLW1ZnXp0XvHtqb8Uq53UVrdw7L5d6ruywcDjT'
+    '2NWbVcfXRNzVdTiPH95VsufXK5+/V+zvJLWx2V51YfxYJ5tZJ9BzZR4/H7e0jjJ2Tg4S8koHXT7ISL5+/xE7H2Nj'
+    'nB+9+ZydN5vmxk4bxzVMzXAW/eDetesP99iuP1yZfX84N2PjHmKF9D2WVtYmVYf3NX8fDZ3lE4cTuVIGZWhr4+kA'
+    'iZcGIog7IDBGQxLAeypA1WoJ0GWjDCAJDFCknGQ8aZavI6lcgBMMRqlQBQZwGihJnMgCvDytXI3T2ZgSQCGhL4gu'
+    '4gu47iAepyiSooFRAUEeRTKkglQLNBhNo1kYLTCrA1Q4plYCFUkZRgIulJ+FUxhQo4WklgEFGEXjUD/em8Gk4dGR'
+    '8aGy1MhkaUxiAn8KRKJoBtAkwOG/lirACzCoMoWrGAFXC+0Q+gNakY1pUJkRHe6ZQCoxwGMtxShAoUSuF4A6eQv1'
+    'qjHZGKAxCq7mQweRNPaKN5hs6A+cFnAhyV8MCIjDwv3BawSqwbwAJsgSAJ0aJXwB74/eEJiXTwFzzeO5rMdRAsRE'
+    'xEHkXKwQIkOPE/AHNKiCgnYS0GeEktTRIBtDldAoL9Z8Vm0d60t2b6DEVSrIgRGiGYoNn3kDGcuH0DOM4aRg2HUw'
+    'G4BCTSpyocUYocdSkFpWBDIxCErBnQAvOVEKRIDBNRgElmtxNYMTMjMy7TMTcgDNoJo8uEFMn9egi2kNjI+8kDED'
+    'm3zIzJOxZLqfBIUpMBjIPxWg+gRmmoAplGHDBOLlOONDAw2GwlSAmaqiSE1/a0gYVz1FjcK0ycMonIR5qFKTqFEZ'
+    'jTyPhU42avBXIVNm5Fm4dxQO1DANAMR8DZ+H62BOw0zUx0FL5BKkjuhDMQr0h0qWSmNYCGWYZgrwfYMkjWcRqFqm'
+    'lGtY4/pvqlea1QfTaNUoA2sAI2AlwIjCDNf1qUOQjHEJ9oplJopJqRhCgVIEyrCFTKqM5UQo2SRk6wWmG6UlJGzZ'
+    'KaEL/cXeUAkvWMbzMKW5/tS4CjMJwx4ANaEFIJTLNjAdKEDVWoyNBGFQnUWFGQPzjoJqeOmLhaUbk4gCeg6sW/iD'
+    'Q2i6YRvYxvSiqAoKZxu6BbQH79OfLROM8mbVhzDGEjZF3KwsheXB/gWLjy1KwPMFwdD9qBayCAZXsK7hm8FZsozG'
+    '8iFydHxouLc0OlTk5w94hi4Ge5U+tfls4UN3yAv1G6jUGMawJMAzbWns15DG9+rLPH1XZWOAG2oYtg7IYf2BEQpS'
+    'HwIlqaB9aEyhpXCmUKBRgix9w+SxsdV3NxWuZmOkF4WpiGnymEJoEQGPCYMVgRnvGsxg0Cxu8F/8cOOl70jAG1oL'
+    '2wAmiWA2KfSKwCGBEiQ7tcrnmA5DDjIWvn3gCeLDBltL+xgOPZmvD5vjMpZIW8IlCiU1DUo5wSHJNkuYwfkkLYPp'
+    'xrqAdoc8bwA9AuuhUAKEXACUWB6TDYe+cExhahyV42roRQkQsUwt1X8OOybcEJPAMWB1hmShOEAcOMlfHKCnEXqi'
+    'WDRZPNk/QDTZDxLZvKfzUOI/FCrA2J1oWqaG7QmTsaqw6ftfohiMRQtIXMkewvoDAyoFjw4FSRSwSU0ScJEKVdNY'
+    'n+ct3ux54f89/z/wvG2Y8UtwkPmb1eKV70POn9wAOOnpVuaPUtNoUBry51cGHkZqkPGawAAwd4AJoMk42vLKdcSr'
+    '1wqmK4fBQ01frbYDDQN769c4Vs7Gr97HFq9xbO0cDINY5DXOoFlGDvo6h3vAAen3mDn2r3MsnEz7GFUzLRAd3zD0'
+    'Q+OFy78BYI/tlw==')
+FIXED_BAG_ID = '9b4f526dbe1ed2a1'
 
 
 def _messages(node, rates, incarnation=7):
@@ -1009,8 +1058,8 @@ def test_robots_of_one_bag_named_by_two_paths_replay_in_step(tmp_path, capsys):
     capsys.readouterr()
 
 
-def _large_bag(path, robots: int):
-    """Write an MCAP bag of ``robots`` netmons' LinkStats and 32 MB of row chunks."""
+def _large_bag(path, robots: int, megabytes: int = 32):
+    """Write an MCAP bag of ``robots`` netmons' LinkStats and ``megabytes`` of row chunks."""
     writer = pytest.importorskip('mcap.writer')
     with open(path, 'wb') as fh:
         bag = writer.Writer(fh)
@@ -1024,7 +1073,7 @@ def _large_bag(path, robots: int):
                 ns = msg.stamp.sec * 10 ** 9 + msg.stamp.nanosec
                 bag.add_message(stats, ns, bytes(to_sample(msg).serialize()), ns)
         blob = os.urandom(1 << 20)
-        for k in range(32):
+        for k in range(megabytes):
             bag.add_message(rows, ns + k, blob, ns + k)
         bag.finish()
     return path
@@ -1170,4 +1219,114 @@ def test_a_list_mixing_a_bags_robots_and_its_converted_files_replays_in_step(
     for seed in (0, 1):
         _same(make_traces(mixed, 2, seed), make_traces(bag, 2, seed))
     assert [link_for(mixed, r, 2).offset_s for r in range(2)] == [0.0, 0.0]
+    capsys.readouterr()
+
+
+def _live_db3(path, robots: int, samples: int):
+    """Return a connection to a SQLite bag ``path`` whose messages stay in its -wal."""
+    con = sqlite3.connect(str(path))
+    con.execute('PRAGMA journal_mode=WAL')
+    con.execute('PRAGMA wal_autocheckpoint=0')
+    con.execute('CREATE TABLE topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT '
+                'NOT NULL, serialization_format TEXT NOT NULL, offered_qos_profiles TEXT '
+                'NOT NULL)')
+    con.execute('CREATE TABLE messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL, '
+                'timestamp INTEGER NOT NULL, data BLOB NOT NULL)')
+    con.commit()
+    con.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+    for k in range(robots):
+        con.execute('INSERT INTO topics VALUES (?, ?, ?, ?, ?)',
+                    (k + 1, f'/rog/status/netmon_{k}/link_stats', 'rog_ros/msg/LinkStats',
+                     'cdr', ''))
+    _add_samples(con, robots, 0, samples)
+    return con
+
+
+def _add_samples(con, robots: int, first: int, samples: int):
+    """Record LinkStats ``first`` to ``first + samples - 1`` of each robot (0.1 s apart)."""
+    for k in range(robots):
+        messages = _run(k, [0.0] + [10.0 + k] * (first + samples), 0, 1)
+        for j in range(first, first + samples):
+            con.execute('INSERT INTO messages(topic_id, timestamp, data) VALUES (?, ?, ?)',
+                        (k + 1, START_NS + j, bytes(to_sample(messages[j]).serialize())))
+    con.commit()
+
+
+def test_a_sqlite_bag_whose_wal_alone_grew_is_read_anew_by_the_simulator(tmp_path, capsys):
+    # the simulator's trace cache (and rog compare's trace_digest) keyed a SQLite bag by its
+    # main file alone: a recorder that went on writing into the -wal gave the old links again
+    # in one process, and rog compare reused runs of the shorter bag
+    from rog_ros.sim.simulator import make_traces, trace_digest
+    bag = tmp_path / 'live.db3'
+    con = _live_db3(bag, 2, 20)
+    try:
+        main = bag.read_bytes()
+        before = make_traces(str(bag), 2, 1)
+        digest = trace_digest(str(bag))
+        _add_samples(con, 2, 20, 30)
+        assert bag.read_bytes() == main         # (the messages went into the -wal alone)
+        after = make_traces(str(bag), 2, 1)
+        assert [t.end_s for t, _ in after] > [t.end_s for t, _ in before]
+        assert [len(t) for t, _ in after] == [len(t) for t, _ in make_traces(
+            f'{bag}#netmon_0,{bag}#netmon_1', 2, 1)]
+        assert trace_digest(str(bag)) != digest
+    finally:
+        con.close()
+    capsys.readouterr()
+
+
+def test_the_recording_id_of_a_bag_is_the_one_its_converted_files_carry(tmp_path, capsys):
+    # the id is in every file rog trace convert wrote: hashing a bag once per process must
+    # not change it, or a list of files converted before and the bag no longer replay in step
+    from rog_ros.net import cli_trace, trace_spec
+    path = _write_bytes(tmp_path / 'run.mcap', zlib.decompress(base64.b64decode(FIXED_BAG)))
+    assert ros_bag.recording_id(str(path)) == FIXED_BAG_ID
+    assert ros_bag.recording_id(str(path)) == FIXED_BAG_ID         # (hashed before)
+    assert cli_trace.main(['convert', str(path), '--out', f'{tmp_path}/links/']) == 0
+    assert trace_spec.recording_of(f'{tmp_path}/links/run_node1.csv') == FIXED_BAG_ID
+    capsys.readouterr()
+
+
+class _Counted:
+    """A file opened by ``ros_bag`` whose bytes read are added to a tally."""
+
+    def __init__(self, fh, tally: list):
+        """Wrap the open file ``fh``."""
+        self._fh, self._tally = fh, tally
+
+    def read(self, *args):
+        """Read as the file does, and count the bytes."""
+        data = self._fh.read(*args)
+        self._tally[0] += len(data)
+        return data
+
+    def __getattr__(self, name):
+        """Return the file's own attribute ``name``."""
+        return getattr(self._fh, name)
+
+    def __enter__(self):
+        """Enter as the file does."""
+        return self
+
+    def __exit__(self, *exc):
+        """Close the file."""
+        self._fh.close()
+
+
+def test_a_bag_is_hashed_once_a_process_not_once_per_rank_and_id(tmp_path, capsys, monkeypatch):
+    # link_for resolved the bag once per rank (each rank's list of every rank's entry: n * n
+    # hashes of the bag for a server's n links) and recording_id hashed it after robots()
+    # did: seconds for a bag of gigabytes (ros2 bag record -a), for each rank
+    from rog_ros.nodes.emulated_link import link_for
+    path = str(_large_bag(tmp_path / 'all.mcap', 3, megabytes=4))
+    read = [0]
+    monkeypatch.setattr(ros_bag, 'open', lambda *a, **kw: _Counted(open(*a, **kw), read),
+                        raising=False)
+    links = [link_for(path, r, 3) for r in range(3)]
+    assert [set(link.trace.mbps.tolist()) for link in links] == [{10.0}] * 3
+    size = os.path.getsize(path)
+    assert read[0] < 2.1 * size, read[0] / size         # hashed once, parsed once
+    read[0] = 0
+    assert ros_bag.recording_id(path) is not None
+    assert read[0] < 1024, read[0]      # (its first bytes: bag_kind)
     capsys.readouterr()

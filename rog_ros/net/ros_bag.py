@@ -391,10 +391,7 @@ def _parsed(path, data: bytes | None) -> tuple:
     kind = bag_kind(path) if data is None else None
     wal = _wal(path, data)
     if data is not None:        # (as _file_digest hashes the file and its -wal)
-        digest = hashlib.sha256(data)
-        if wal is not None:
-            digest.update(b'\0-wal\0' + wal)
-        key = (str(path), digest.digest())
+        key = (str(path), data_digest(data, wal))
     else:       # (hashed and parsed in blocks: a bag of gigabytes is not held in memory)
         key = (str(path), _file_digest(path, kind)) if kind else None
     with _CACHE_LOCK:
@@ -419,9 +416,92 @@ def _file_digest(path, kind: str) -> bytes:
     memory: it is parsed from the file too, as it was before the cache. A SQLite bag's
     ``-wal`` file is hashed with it: SQLite reads both (a bag whose recorder still runs, or
     was killed, has its last messages there). Without one, the key is the one of the file's
-    bytes read already (``hashlib.sha256(data)``): a bag read both ways is parsed once.
+    bytes read already (``data_digest``): a bag read both ways is parsed once. Hashed once
+    per process while the files stay as they were (``_identity``).
     """
-    digest = hashlib.sha256()
+    return _identity(path, kind)[0]
+
+
+def data_digest(data: bytes, wal: bytes | None = None) -> bytes:
+    """
+    Return the SHA-256 that keys a file's bytes ``data`` (``file_bytes``'s), its -wal's too.
+
+    ``wal``: a SQLite bag's ``-wal`` bytes (default: those ``file_bytes`` read with ``data``).
+    A file without one is keyed by ``hashlib.sha256(data)``, as it always was; with one, by
+    both, as ``_file_digest`` hashes a bag read by path.
+    """
+    digest = hashlib.sha256(data)
+    wal = getattr(data, 'wal', None) if wal is None else wal
+    if wal is not None:
+        digest.update(b'\0-wal\0' + wal)
+    return digest.digest()
+
+
+class BagBytes(bytes):
+    """The bytes of a SQLite bag with those of its ``-wal`` file (``wal``), read together."""
+
+    wal = None
+
+
+def file_bytes(path) -> bytes:
+    """
+    Return the bytes of the file ``path`` that a reader reads: a SQLite bag's with its -wal.
+
+    A SQLite bag whose recorder still runs (or was killed) has its last messages in its
+    ``-wal``: a ``BagBytes`` carries them, so that what is hashed (``data_digest``) is what is
+    parsed (``read_bag(data=...)``), even when the ``-wal`` grows in between. Its ``-shm`` is
+    not read: a bag given as bytes is read from a private copy of the two (``_parse``).
+    """
+    with open(path, 'rb') as fh:
+        data = fh.read()
+    if bag_kind_of(data) != 'SQLite bag':
+        return data
+    data = BagBytes(data)
+    try:
+        with open(f'{path}-wal', 'rb') as fh:
+            data.wal = fh.read()
+    except FileNotFoundError:
+        pass
+    return data
+
+
+IDENTITY_CACHE_SIZE = 16
+"""Bags whose hashes a process keeps by the files' stat (``_identity``)."""
+_IDENTITIES = collections.OrderedDict()     # _stat_key -> (bag digest, recording id's hex)
+
+
+def _stat_key(path, kind) -> tuple:
+    """Return what says that a bag (and a SQLite bag's -wal) is the file it was: its stat."""
+    key = ()
+    for k, name in enumerate((str(path),) + ((f'{path}-wal',) if kind == 'SQLite bag' else ())):
+        try:
+            st = os.stat(name)
+        except FileNotFoundError:
+            if not k:
+                raise
+            key += (None,)
+            continue
+        key += (os.path.realpath(name), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                st.st_ctime_ns)
+    return key
+
+
+def _identity(path, kind) -> tuple:
+    """
+    Return ``(digest, recording)`` of a bag: ``_file_digest``'s, and ``recording_id``'s hex.
+
+    Both are hashed in one pass over the bag, read in blocks, once per process per bag file
+    (its path, inode, size, mtime and ctime, and its -wal's): ``link_for`` resolves a bag for
+    every rank and ``recordings`` names its id for each, and a bag of gigabytes (``ros2 bag
+    record -a``) took seconds to hash each time. A bag rewritten while it is read is hashed
+    again at the next call.
+    """
+    before = _stat_key(path, kind)
+    with _CACHE_LOCK:
+        found = _IDENTITIES.get(before)
+    if found is not None:
+        return found
+    digest, recording = hashlib.sha256(), hashlib.sha256(CLOCK_VERSION)
     for k, name in enumerate((str(path),) + ((f'{path}-wal',) if kind == 'SQLite bag' else ())):
         try:
             with open(name, 'rb') as fh:
@@ -429,10 +509,18 @@ def _file_digest(path, kind: str) -> bytes:
                     digest.update(b'\0-wal\0')
                 for block in iter(lambda: fh.read(1 << 20), b''):
                     digest.update(block)
+                    if not k:
+                        recording.update(block)
         except FileNotFoundError:
             if not k:
                 raise
-    return digest.digest()
+    found = digest.digest(), recording.hexdigest()[:16]
+    if _stat_key(path, kind) == before:
+        with _CACHE_LOCK:
+            _IDENTITIES[before] = found
+            while len(_IDENTITIES) > IDENTITY_CACHE_SIZE:
+                _IDENTITIES.popitem(last=False)
+    return found
 
 
 CACHE_SIZE = 2
@@ -452,6 +540,8 @@ def _wal(path, data: bytes | None) -> bytes | None:
     """
     if data is None or bag_kind_of(data) != 'SQLite bag':
         return None
+    if isinstance(data, BagBytes):      # (read with the bag: file_bytes)
+        return data.wal
     try:
         with open(f'{path}-wal', 'rb') as fh:
             return fh.read()
@@ -522,15 +612,13 @@ def recording_id(path) -> str | None:
     (``placement``: whatever the rate read, --scale or robot), so all share the id; the
     clock's version is hashed in, so files written before the clock was the whole
     recording's (2026-12-06, each conversion's robots') are no recording of these. The bag is
-    read in blocks, not held in memory.
+    read in blocks, not held in memory, and hashed once per process while it stays as it was
+    (``_identity``, in the pass that keys its parse: ``robots``). Of a SQLite bag the id is
+    of the bag file alone, its ``-wal`` not hashed in (as it always was).
     """
     if len(robots(path)) < 2:
         return None
-    digest = hashlib.sha256(CLOCK_VERSION)
-    with open(path, 'rb') as fh:
-        for block in iter(lambda: fh.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()[:16]
+    return _identity(path, bag_kind(path))[1]
 
 
 CLOCK_VERSION = b'rog_ros recording clock 2\0'

@@ -140,8 +140,8 @@ def file_offsets(duration_s: float, n: int, seed: int) -> list:
 
 TRACE_CACHE_SIZE = 4
 """Trace files a process keeps parsed (by path and bytes): a run's, and a compare's few."""
-_trace_cache = collections.OrderedDict()     # (path, sha256 of its bytes) -> Trace, newest last
-_bag_robots_cache = {}      # (path, sha256 of its bytes) -> ros_bag.robots of a bag
+_trace_cache = collections.OrderedDict()     # (path, data_digest of its bytes) -> Trace, newest
+_bag_robots_cache = {}      # (path, data_digest of its bytes) -> ros_bag.robots of a bag
 _trace_cache_lock = threading.Lock()    # (runs in threads: a lookup, a move and an eviction)
 _runs = threading.local()   # .pins: per simulate() in progress in this thread, the trace
 #                             files it read first, {path: (sha256, Trace)}
@@ -164,7 +164,9 @@ def trace_file(path: str) -> traces.Trace:
     record of a million rows took seconds each time.
     The key is the file's bytes (their hash), so a file rewritten under its name is read anew;
     the bytes hashed are the bytes parsed (read once), so a file rewritten between the two is
-    never cached under the hash of what it held before. Inside ``simulate`` a file is read
+    never cached under the hash of what it held before. A SQLite bag's bytes are its file's
+    and its ``-wal``'s (``ros_bag.file_bytes``): a recorder that is still writing adds its
+    messages to the ``-wal`` alone. Inside ``simulate`` a file is read
     once per run: its links, its offsets and its digest in the summary are of the same bytes,
     even when the file is rewritten during the run.
     """
@@ -172,7 +174,7 @@ def trace_file(path: str) -> traces.Trace:
     if pins is not None and path in pins:
         return pins[path][1]
     data = _file_bytes(trace_spec.parse(path).source)
-    key = (path, hashlib.sha256(data).digest())
+    key = (path, ros_bag.data_digest(data))
     with _trace_cache_lock:
         trace = _trace_cache.get(key)
         if trace is not None:
@@ -191,14 +193,13 @@ def trace_file(path: str) -> traces.Trace:
 def _file_bytes(path: str) -> bytes:
     """Return the bytes of the trace file ``path`` (a directory or a pipe: says which)."""
     traces.check_trace_file(path)       # (open would wait on a pipe)
-    with open(path, 'rb') as fh:
-        return fh.read()
+    return ros_bag.file_bytes(path)     # (a SQLite bag's with its -wal's)
 
 
 def _bag_robots(path: str) -> list:
     """Return the robots of the bag ``path`` (``trace_spec.resolve``), read once per bytes."""
     data = _file_bytes(path)
-    key = (path, hashlib.sha256(data).digest())
+    key = (path, ros_bag.data_digest(data))
     with _trace_cache_lock:
         named = _bag_robots_cache.get(key)
     if named is None:
@@ -313,7 +314,8 @@ def trace_digest(spec, pins=None) -> str | None:
     name: ``rog compare`` reuses a run only if the files hold what they held for it. Presets
     (a preset name wins over a file of that name) and missing files have no bytes to digest.
     ``pins``: ``{path: (sha256, trace)}`` of the bytes a run replayed, digested instead of the
-    file's bytes now.
+    file's bytes now. A SQLite bag's bytes include its ``-wal``'s (``ros_bag.data_digest``),
+    so a run of a bag whose recorder went on writing is not reused.
     """
     try:
         entries = trace_spec.sources(spec)
@@ -335,8 +337,7 @@ def trace_digest(spec, pins=None) -> str | None:
         if not os.path.isfile(path):
             continue
         try:
-            with open(path, 'rb') as f:
-                digest.update(hashlib.sha256(f.read()).digest())
+            digest.update(ros_bag.data_digest(ros_bag.file_bytes(path)))
         except OSError:
             continue
         files += 1
