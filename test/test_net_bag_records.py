@@ -1330,3 +1330,30 @@ def test_a_bag_is_hashed_once_a_process_not_once_per_rank_and_id(tmp_path, capsy
     assert ros_bag.recording_id(path) is not None
     assert read[0] < 1024, read[0]      # (its first bytes: bag_kind)
     capsys.readouterr()
+
+
+def test_one_robot_named_by_rank_and_by_name_is_one_link(tmp_path, capsys):
+    # run.mcap#0,run.mcap#netmon_0 counted as two links of one recording: both robots replayed
+    # robot 0's link in step, from one offset, where run.mcap#netmon_0 twice (and a.csv twice)
+    # gives each robot its own offset
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import trace_offsets
+    path = str(_three_robots_bag(tmp_path / 'run.mcap'))
+    twice = f'{path}#netmon_0,{path}#netmon_0'
+    for spec in (f'{path}#0,{path}#netmon_0', f'{path}#netmon_0,{path}#robot=0'):
+        for seed in (0, 1):
+            assert trace_offsets(spec, 2, seed) == trace_offsets(twice, 2, seed)
+        assert [link_for(spec, r, 2).offset_s for r in range(2)] == [
+            link_for(twice, r, 2).offset_s for r in range(2)]
+    offsets = trace_offsets(twice, 2, 1)
+    assert offsets[0] != offsets[1]
+    # with another robot of the bag: robot 1 replays robot 0's link as the next copy of the
+    # recording, and robot 2 (netmon_1, by rank) in step with robot 0
+    assert _leaders(f'{path}#0,{path}#netmon_0,{path}#1', 3) == [0, 1, 0]
+    capsys.readouterr()
+
+
+def _leaders(spec: str, n: int) -> list:
+    """Return ``trace_spec.recordings`` of the first ``n`` robots of ``spec``."""
+    from rog_ros.net import trace_spec
+    return trace_spec.recordings([trace_spec.entry_for(spec, r) for r in range(n)])

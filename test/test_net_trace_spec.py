@@ -117,3 +117,24 @@ def test_a_preset_name_wins_over_a_file_of_that_name_in_the_simulator_and_the_no
     np.testing.assert_array_equal(sim.mbps, ref.mbps)
     np.testing.assert_array_equal(fleet.trace.mbps, ref.mbps)
     assert checks.trace('--trace', 'indoors') == 'indoors'
+
+
+@pytest.mark.parametrize('entry, robot', [('run.mcap# robot = x', 'x'),
+                                          ('run.mcap#robot =emulated', 'emulated'),
+                                          ('run.mcap# netmon_0 #emulated', 'netmon_0'),
+                                          ('run.mcap#robot= 2', '2')])
+def test_spaces_around_a_tag_and_its_robot_equals_are_no_part_of_it(entry, robot):
+    # 'run.mcap# robot = x' was read as a robot named 'robot = x', never in any bag
+    assert trace_spec.parse(entry).robot == robot
+
+
+@pytest.mark.parametrize('entry', ['run.mcap#net mon_0', 'run.mcap#robot=net mon',
+                                   'run.mcap#netmon_0#emu lated'])
+def test_a_tag_with_a_space_inside_is_refused_in_one_line_naming_the_forms(entry):
+    with pytest.raises(ValueError) as err:
+        trace_spec.parse(entry)
+    message = str(err.value)
+    assert '\n' not in message and 'holds a space' in message
+    assert 'BAG#robot=ROBOT' in message and 'throughput, emulated, bitrate' in message
+    with pytest.raises(ConfigError, match='holds a space'):
+        checks.trace('--trace', entry)

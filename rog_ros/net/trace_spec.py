@@ -28,7 +28,8 @@ a rank its LinkStats carry: ``run.mcap#2``), ``run.mcap#emulated`` the rate its 
 enforced (``emulated_mbps``) instead of the measured one (``#throughput``, the default; also
 ``#bitrate``, the Wi-Fi bitrate), and both combine (``run.mcap#netmon_2#emulated``). Those
 three tags are reserved: a robot whose netmon is named like one is ``run.mcap#robot=emulated``
-(``ROBOT``; any robot may be written so) or its rank. A bag of
+(``ROBOT``; any robot may be written so) or its rank; spaces around a tag and the ``=`` are
+no part of it, and a tag with a space inside is refused (``parse``). A bag of
 several robots named without one gives robot r the bag's robot of rank r
 (``rog_ros.net.ros_bag.rank_plan``: a rank missing from the bag is refused, not filled by
 the next robot's link). A file whose name contains ``#`` is read as one file when it exists,
@@ -120,8 +121,10 @@ def parse(entry) -> Entry:
     Return the ``Entry`` of one entry of a ``--trace`` value (``run.mcap#netmon_2#emulated``).
 
     Tags after ``#`` are a rate (``ros_bag.FIELDS``) or else a robot; ``robot=NAME`` is the
-    robot ``NAME`` even when that is a rate's name. Raises ``ValueError`` for an empty tag,
-    two robots or two rates.
+    robot ``NAME`` even when that is a rate's name. Spaces around a tag and around the ``=``
+    of ``robot=`` are no part of it (``BAG# robot = x`` is ``BAG#robot=x``). Raises
+    ``ValueError`` for an empty tag, two robots, two rates or a tag with a space inside it
+    (no robot's name and no rate holds one: ``BAG#net mon_0``).
     """
     entry = str(entry)
     if TAG not in entry or os.path.exists(entry):
@@ -136,8 +139,9 @@ def parse(entry) -> Entry:
             raise ValueError(f'trace {entry!r}: an empty {"tag" if source else "file"}; write '
                              'BAG#ROBOT, BAG#RATE or BAG#ROBOT#RATE (RATE one of '
                              f'{", ".join(ros_bag.FIELDS)})')
-        if tag.startswith(ROBOT):
-            tag = tag[len(ROBOT):].strip()
+        named = _ROBOT_FORM.match(tag)
+        if named:
+            tag = tag[named.end():].strip()
             if not tag:
                 raise ValueError(f'trace {entry!r}: {ROBOT} names no robot; write '
                                  f'{source}#{ROBOT}NAME')
@@ -148,6 +152,11 @@ def parse(entry) -> Entry:
                                  f'{source}#{ROBOT}{field})')
             field = tag
             continue
+        if any(c.isspace() for c in tag):
+            raise ValueError(f'trace {entry!r}: the tag {tag!r} holds a space, and no robot '
+                             'name or rate does; write BAG#ROBOT, BAG#robot=ROBOT, BAG#RATE or '
+                             f'BAG#ROBOT#RATE (ROBOT a name or rank, RATE one of '
+                             f'{", ".join(ros_bag.FIELDS)})')
         if robot is not None:
             raise ValueError(f'trace {entry!r} names two robots, {robot} and {tag} (or a '
                              f'rate not one of {", ".join(ros_bag.FIELDS)}); a trace is one '
@@ -195,6 +204,10 @@ def bag_entries(entry, robots_of=None) -> list:
             for name, _ in named]
 
 
+_ROBOT_FORM = re.compile(r'robot\s*=\s*')
+"""``ROBOT`` as ``parse`` reads it: spaces around its ``=`` are no part of the name."""
+
+
 RECORDING = re.compile(r'#\s*rog_ros trace:.*\brecording=([0-9A-Za-z_-]+)')
 """The recording a ``save_trace`` file's link was cut from, on its ``# rog_ros trace:`` line."""
 
@@ -232,27 +245,39 @@ def recordings(entries) -> list:
     rank of the robots of its copy of the recording (copy c: the robots that follow a link c
     lower ranks followed already), where its replay starts; each is on the recording's clock
     already (``traces.load_entry``). Any other robot r gets r.
+    One link is one link however it is named: a bag's robot by its rank or its name
+    (``run.mcap#0``, ``run.mcap#netmon_0``), a bag or a file by two paths; named twice it is
+    followed twice, as one file listed twice is (``a.csv,a.csv``: an offset per robot).
     """
     parsed = [parse(entry) for entry in entries]
-    keys, links, ids = [], {}, {}
+    keys, links, ids, same = [], {}, {}, []
     for p in parsed:
         if p.robot is not None and ros_bag.bag_kind(p.source):
             real = os.path.realpath(p.source)
-            if real not in ids:         # (hashed once a call, by any path)
+            if real not in ids:         # (hashed once a process, by any path: _identity)
                 ids[real] = ros_bag.recording_id(p.source)
-            key, link = ids[real], p.robot
+            key, link = ids[real], _robot_name(p)
         elif os.path.isfile(p.source) and not ros_bag.bag_kind(p.source):
             key, link = recording_of(p.source), os.path.realpath(p.source)
         else:
             key, link = None, None
         keys.append(key)
+        same.append((key, link, p.field))
         if keys[-1]:
             links.setdefault(key, set()).add(link)
     out, leaders = [], {}
-    for r, (entry, key) in enumerate(zip(entries, keys)):
+    for r, key in enumerate(keys):
         if key is None or len(links[key]) < 2:
             out.append(r)
             continue
-        copy = sum(1 for other in entries[:r] if other == entry)
+        copy = sum(1 for other in same[:r] if other == same[r])
         out.append(leaders.setdefault((key, copy), r))
     return out
+
+
+def _robot_name(parsed: Entry) -> str:
+    """Return the name of the bag robot ``parsed`` names by its name or its rank."""
+    try:
+        return ros_bag.pick(parsed.source, ros_bag.robots(parsed.source), parsed.robot)
+    except ros_bag.BagError:    # (refused where its link is read)
+        return parsed.robot
