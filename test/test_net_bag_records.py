@@ -1357,3 +1357,34 @@ def _leaders(spec: str, n: int) -> list:
     """Return ``trace_spec.recordings`` of the first ``n`` robots of ``spec``."""
     from rog_ros.net import trace_spec
     return trace_spec.recordings([trace_spec.entry_for(spec, r) for r in range(n)])
+
+
+def test_a_bag_robot_and_the_file_converted_of_it_are_one_link(tmp_path, capsys):
+    # run.mcap#netmon_1,links/run_node1.csv counted as two links of one recording: both
+    # robots replayed netmon_1's link in step from one offset, where run.mcap#netmon_1 twice
+    # gives each robot its own offset; the files now name their robot (and rate)
+    from rog_ros.net import cli_trace, trace_spec
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import trace_offsets
+    path = str(_three_robots_bag(tmp_path / 'run.mcap'))
+    assert cli_trace.main(['convert', path, '--out', f'{tmp_path}/links/']) == 0
+    assert cli_trace.main(['convert', f'{path}#1', '--out', f'{tmp_path}/one.csv']) == 0
+    assert cli_trace.main(['convert', f'{tmp_path}/one.csv', '--out', f'{tmp_path}/again.csv',
+                           '--scale', '2']) == 0
+    assert cli_trace.main(['convert', f'{path}#netmon_1#emulated', '--out',
+                           f'{tmp_path}/emulated.csv']) == 0
+    converted = f'{tmp_path}/links/run_node1.csv'
+    for file in (converted, f'{tmp_path}/one.csv', f'{tmp_path}/again.csv'):
+        assert trace_spec.link_of(file) == ('netmon_1', 'throughput')
+    assert trace_spec.link_of(f'{tmp_path}/emulated.csv') == ('netmon_1', 'emulated')
+    twice = f'{path}#netmon_1,{path}#netmon_1'
+    for spec in (f'{path}#netmon_1,{converted}', f'{converted},{tmp_path}/again.csv'):
+        for seed in (0, 1):
+            assert trace_offsets(spec, 2, seed) == trace_offsets(twice, 2, seed)
+        assert [link_for(spec, r, 2).offset_s for r in range(2)] == [
+            link_for(twice, r, 2).offset_s for r in range(2)]
+    assert _leaders(f'{path}#netmon_1,{converted},{tmp_path}/links/run_node0.csv', 3) == [
+        0, 1, 0]
+    assert _leaders(f'{path}#netmon_1#emulated,{tmp_path}/emulated.csv,{path}#0', 3) == [
+        0, 1, 0]
+    capsys.readouterr()

@@ -612,11 +612,14 @@ def _cmd_convert(args, out):
     if ros_bag.bag_kind(path):      # a robot of several on the bag's clock, with its id
         trace = traces.load_trace(path, node=node, field=field)     # (read in blocks)
         recording = ros_bag.recording_id(path) if node is not None else None
+        robot, rate = None, field
         if recording:
             trace = traces.on_clock(trace_spec.Entry(path, str(node), field).text, trace)
+            robot = ros_bag.pick(path, ros_bag.robots(path), node)     # (by its name)
     else:                           # a file converted before keeps its recording's id
         trace = traces.load_trace(path, node=node, field=field)     # (refuses a tag)
         recording = trace_spec.recording_of(path)
+        robot, rate = trace_spec.link_of(path)
     read_as = traces.trace_file_format(path)      # (before --out is written)
     if node is not None:
         read_as += f', robot {node}'
@@ -626,7 +629,7 @@ def _cmd_convert(args, out):
         trace = traces.Trace(trace.t_s, trace.mbps * args.scale, trace.end_s, trace.loop,
                              trace.resolution_s)
         _check_median(trace, args.scale)
-    traces.save_trace(trace, args.out, recording)
+    traces.save_trace(trace, args.out, recording, robot, rate)
     print(f'wrote {args.out}: {path} read as {read_as}, {len(trace)} segments over'
           f' {trace.duration_s:.6g} s, mean {trace.mean_mbps:.1f} Mbit/s', file=out)
     return 0
@@ -681,7 +684,7 @@ def _convert_fleet(args, path: str, field, name: str, out) -> int:
             _check_median(trace, args.scale)
     os.makedirs(folder, exist_ok=True)
     for who, trace in links.items():
-        traces.save_trace(trace, files[who], recording)
+        traces.save_trace(trace, files[who], recording, who, field)
         print(f'wrote {files[who]}: {path} read as {read_as}, robot {who} (rank {ranks[who]}),'
               f' {len(trace)} segments over {trace.duration_s:.6g} s, mean '
               f'{trace.mean_mbps:.1f} Mbit/s', file=out)

@@ -220,6 +220,30 @@ def recording_of(path) -> str | None:
     (``rog trace convert BAG --out DIR/``): ``recordings`` replays them in step.
     A gzip-compressed file (``load_trace`` reads it decompressed) is read so too.
     """
+    match = RECORDING.match(_head(path))
+    return match.group(1) if match else None
+
+
+LINK = re.compile(r'#\s*rog_ros trace:.*\brecording=\S+(?: robot=(\S+))?(?: rate=(\S+))?')
+"""The robot and rate of a recording a ``save_trace`` file holds (after its ``recording=``)."""
+
+
+def link_of(path) -> tuple:
+    """
+    Return ``(robot, rate)`` of the recording's link a converted file holds, else ``(None, None)``.
+
+    ``rog trace convert`` writes them with the recording's id (since 2026-12-06; a file
+    converted before has none): the file is that robot's link, the one ``BAG#ROBOT#RATE``
+    names (``rate``: ``throughput`` when the file names none).
+    """
+    match = LINK.match(_head(path))
+    if not match or match.group(1) is None:
+        return None, None
+    return match.group(1), match.group(2) or 'throughput'
+
+
+def _head(path) -> str:
+    """Return the first line of a trace file, decompressed if gzipped ('' if unreadable)."""
     try:
         with open(path, 'rb') as fh:
             head = fh.readline(4096)
@@ -228,10 +252,8 @@ def recording_of(path) -> str | None:
                 with gzip.GzipFile(fileobj=fh) as unzipped:
                     head = unzipped.readline(4096)
     except (OSError, EOFError):
-        return None
-    head = head.decode('utf-8', 'replace')
-    match = RECORDING.match(head)
-    return match.group(1) if match else None
+        return ''
+    return head.decode('utf-8', 'replace')
 
 
 def recordings(entries) -> list:
@@ -246,8 +268,9 @@ def recordings(entries) -> list:
     lower ranks followed already), where its replay starts; each is on the recording's clock
     already (``traces.load_entry``). Any other robot r gets r.
     One link is one link however it is named: a bag's robot by its rank or its name
-    (``run.mcap#0``, ``run.mcap#netmon_0``), a bag or a file by two paths; named twice it is
-    followed twice, as one file listed twice is (``a.csv,a.csv``: an offset per robot).
+    (``run.mcap#0``, ``run.mcap#netmon_0``), a bag or a file by two paths, a robot and the
+    file converted of it (``link_of``); named twice it is followed twice, as one file listed
+    twice is (``a.csv,a.csv``: an offset per robot).
     """
     parsed = [parse(entry) for entry in entries]
     keys, links, ids, same = [], {}, {}, []
@@ -256,13 +279,15 @@ def recordings(entries) -> list:
             real = os.path.realpath(p.source)
             if real not in ids:         # (hashed once a process, by any path: _identity)
                 ids[real] = ros_bag.recording_id(p.source)
-            key, link = ids[real], _robot_name(p)
+            key, link, rate = ids[real], _robot_name(p), p.field or 'throughput'
         elif os.path.isfile(p.source) and not ros_bag.bag_kind(p.source):
-            key, link = recording_of(p.source), os.path.realpath(p.source)
+            key, (link, rate) = recording_of(p.source), link_of(p.source)
+            if link is None:    # (converted before files named their robot)
+                link = os.path.realpath(p.source)
         else:
-            key, link = None, None
+            key, link, rate = None, None, None
         keys.append(key)
-        same.append((key, link, p.field))
+        same.append((key, link, rate))
         if keys[-1]:
             links.setdefault(key, set()).add(link)
     out, leaders = [], {}

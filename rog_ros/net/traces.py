@@ -953,12 +953,16 @@ def _check_end(path, lines, times, rates, end: float) -> None:
                '(the trace then ends one step after its last row)')
 
 
-def save_trace(trace: Trace, path, recording: str | None = None) -> None:
+def save_trace(trace: Trace, path, recording: str | None = None,
+               robot: str | None = None, rate: str | None = None) -> None:
     """
     Write ``trace`` as CSV (atomically: temp file, fsync, rename); ``load_trace`` reads it.
 
     ``recording``: the id of the recording whose clock the trace is on, shared by the links of
-    robots recorded together (``rog trace convert BAG --out DIR/``; ``recording_of``).
+    robots recorded together (``rog trace convert BAG --out DIR/``; ``recording_of``);
+    ``robot`` and ``rate``: which robot's link of it and which rate (``ros_bag.FIELDS``;
+    None: the measured one), written with an id only (``trace_spec.link_of``: a file and the
+    bag robot it was cut from are one link).
     """
     head = f'# rog_ros trace: end_s={trace.end_s!r} loop={int(trace.loop)}'
     if trace.resolution_s is not None:
@@ -966,6 +970,10 @@ def save_trace(trace: Trace, path, recording: str | None = None) -> None:
     head += f' last_s={float(trace.t_s[-1])!r}'      # (tells load_trace if rows were cut)
     if recording:
         head += f' recording={recording}'
+        if robot is not None:
+            head += f' robot={robot}'
+        if rate not in (None, 'throughput'):
+            head += f' rate={rate}'
     rows = '\n'.join(f'{a!r},{b!r}' for a, b in zip(trace.t_s.tolist(), trace.mbps.tolist()))
     atomic_write_text(path, f'{head}\nt_seconds,mbps\n{rows}\n')
 
