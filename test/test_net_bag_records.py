@@ -1388,3 +1388,23 @@ def test_a_bag_robot_and_the_file_converted_of_it_are_one_link(tmp_path, capsys)
     assert _leaders(f'{path}#netmon_1#emulated,{tmp_path}/emulated.csv,{path}#0', 3) == [
         0, 1, 0]
     capsys.readouterr()
+
+
+def test_the_simulator_reads_a_bag_once_a_call_not_once_per_robot_and_link(
+        tmp_path, capsys, monkeypatch):
+    # make_traces read a bag of 3 robots 6 times a call (each robot's entry resolved from the
+    # bag's bytes, then each robot's link): seconds a run for a bag of gigabytes
+    from rog_ros.sim.simulator import make_traces, trace_offsets
+    path = str(_large_bag(tmp_path / 'all.mcap', 3, megabytes=4))
+    want = make_traces(path, 3, 1)
+    read = [0]
+    monkeypatch.setattr(ros_bag, 'open', lambda *a, **kw: _Counted(open(*a, **kw), read),
+                        raising=False)
+    size = os.path.getsize(path)
+    for call in (lambda: make_traces(path, 3, 1), lambda: trace_offsets(path, 3, 1)):
+        read[0] = 0
+        got = call()
+        assert read[0] < 1.1 * size, read[0] / size
+    _same(make_traces(path, 3, 1), want)
+    assert got == [offset for _, offset in want]
+    capsys.readouterr()

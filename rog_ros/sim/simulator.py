@@ -154,7 +154,7 @@ def _pins_of_runs() -> list:
     return _runs.pins
 
 
-def trace_file(path: str) -> traces.Trace:
+def trace_file(path: str, read: dict | None = None) -> traces.Trace:
     """
     Return the looping trace of the file ``path``, read once per process while its bytes stay.
 
@@ -166,14 +166,15 @@ def trace_file(path: str) -> traces.Trace:
     the bytes hashed are the bytes parsed (read once), so a file rewritten between the two is
     never cached under the hash of what it held before. A SQLite bag's bytes are its file's
     and its ``-wal``'s (``ros_bag.file_bytes``): a recorder that is still writing adds its
-    messages to the ``-wal`` alone. Inside ``simulate`` a file is read
-    once per run: its links, its offsets and its digest in the summary are of the same bytes,
-    even when the file is rewritten during the run.
+    messages to the ``-wal`` alone. ``read``: ``{file: bytes}`` read already by the caller's
+    other entries (``rank_entries``): one file (a bag's robots) is read once a call. Inside
+    ``simulate`` a file is read once per run: its links, its offsets and its digest in the
+    summary are of the same bytes, even when the file is rewritten during the run.
     """
     pins = _pins_of_runs()[-1] if _pins_of_runs() else None
     if pins is not None and path in pins:
         return pins[path][1]
-    data = _file_bytes(trace_spec.parse(path).source)
+    data = _file_bytes(trace_spec.parse(path).source, read)
     key = (path, ros_bag.data_digest(data))
     with _trace_cache_lock:
         trace = _trace_cache.get(key)
@@ -190,15 +191,24 @@ def trace_file(path: str) -> traces.Trace:
     return trace
 
 
-def _file_bytes(path: str) -> bytes:
-    """Return the bytes of the trace file ``path`` (a directory or a pipe: says which)."""
+def _file_bytes(path: str, read: dict | None = None) -> bytes:
+    """
+    Return the bytes of the trace file ``path`` (a directory or a pipe: says which).
+
+    ``read``: ``{path: bytes}`` of the files read already in this call (None: none kept).
+    """
+    if read is not None and path in read:
+        return read[path]
     traces.check_trace_file(path)       # (open would wait on a pipe)
-    return ros_bag.file_bytes(path)     # (a SQLite bag's with its -wal's)
+    data = ros_bag.file_bytes(path)     # (a SQLite bag's with its -wal's)
+    if read is not None:
+        read[path] = data
+    return data
 
 
-def _bag_robots(path: str) -> list:
+def _bag_robots(path: str, read: dict | None = None) -> list:
     """Return the robots of the bag ``path`` (``trace_spec.resolve``), read once per bytes."""
-    data = _file_bytes(path)
+    data = _file_bytes(path, read)
     key = (path, ros_bag.data_digest(data))
     with _trace_cache_lock:
         named = _bag_robots_cache.get(key)
@@ -211,14 +221,19 @@ def _bag_robots(path: str) -> list:
     return named
 
 
-def rank_entries(spec: str, n: int) -> list:
+def rank_entries(spec: str, n: int, read: dict | None = None) -> list:
     """
     Return the entry of the ``--trace`` value ``spec`` that each of ``n`` robots follows.
 
     Robot r follows entry r mod k (``trace_spec``), a bag of several robots named without
     one its robot of rank r (``trace_spec.resolve``), as the nodes' ``link_for`` does.
     A preset name wins over a file of that name, as in the nodes and the checks.
+    ``read``: ``{file: bytes}``, where the files read are kept for the caller's
+    ``trace_file`` (a bag is read once, not once per robot and once per robot's link: a bag
+    of gigabytes, ``ros2 bag record -a``, took seconds each time).
     """
+    if read is None:
+        read = {}
     entries = trace_spec.sources(spec)
     for entry in entries:
         source = trace_spec.parse(entry).source
@@ -229,7 +244,8 @@ def rank_entries(spec: str, n: int) -> list:
             raise ValueError(f'trace {entry!r}: a preset takes no #tag (a robot or a rate is '
                              "picked only from a ROS 2 bag of netmon's LinkStats)")
     return [entries[r % len(entries)] if entries[r % len(entries)] in traces.PRESETS
-            else trace_spec.resolve(entries[r % len(entries)], r, _bag_robots)
+            else trace_spec.resolve(entries[r % len(entries)], r,
+                                    lambda path: _bag_robots(path, read))
             for r in range(n)]
 
 
@@ -243,8 +259,9 @@ def make_traces(spec: str, n: int, seed: int, duration_s: float = 3600.0) -> lis
     step: on the bag's clock, all from the offset of the lowest rank among them
     (``trace_spec.recordings``), so outages they had together they have together.
     """
-    entries = rank_entries(spec, n)
-    files = {e: trace_file(e) for e in set(entries) if e not in traces.PRESETS}
+    read = {}
+    entries = rank_entries(spec, n, read)
+    files = {e: trace_file(e, read) for e in set(entries) if e not in traces.PRESETS}
     out = []
     for r, (entry, trace, offset) in enumerate(_replay_plan(entries, n, seed, files)):
         if offset is not None:
@@ -287,8 +304,9 @@ def trace_offsets(spec: str, n: int, seed: int) -> list | None:
     that follows a preset (generated for it, from its start). None when no robot replays a
     file.
     """
-    entries = rank_entries(spec, n)
-    files = {e: trace_file(e) for e in set(entries)
+    read = {}
+    entries = rank_entries(spec, n, read)
+    files = {e: trace_file(e, read) for e in set(entries)
              if e not in traces.PRESETS and os.path.exists(trace_spec.parse(e).source)}
     if not files:
         return None
