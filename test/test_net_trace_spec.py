@@ -138,3 +138,19 @@ def test_a_tag_with_a_space_inside_is_refused_in_one_line_naming_the_forms(entry
     assert 'BAG#robot=ROBOT' in message and 'throughput, emulated, bitrate' in message
     with pytest.raises(ConfigError, match='holds a space'):
         checks.trace('--trace', entry)
+
+
+def test_spaces_around_one_entry_are_no_part_of_it_as_in_a_list(tmp_path):
+    # ' indoors' (a YAML value's newline, a quoted argument) was an unknown trace where
+    # 'indoors, outdoors' and ' run.mcap#netmon_0' had their spaces stripped
+    assert trace_spec.sources(' indoors\n') == ['indoors']
+    assert trace_spec.parse(' link.csv ') == trace_spec.Entry('link.csv')
+    path = _record(tmp_path / 'link.csv', 5.0)
+    assert checks.trace('--trace', f' {path} ') == f' {path} '
+    (trace, offset), = make_traces(f'{path}\n', 1, seed=0)
+    assert float(trace.mbps.max()) == 10.0
+    assert link_for(f' {path}', 0, 1).name == path
+    np.testing.assert_array_equal(link_for('outages ', 1, 3, seed=2).trace.mbps,
+                                  link_for('outages', 1, 3, seed=2).trace.mbps)
+    spaced = _record(tmp_path / 'spaced.csv ', 7.0)        # (a file named so is itself)
+    assert trace_spec.sources(spaced) == [spaced] and trace_spec.parse(spaced).source == spaced

@@ -96,11 +96,15 @@ def sources(spec) -> list:
     Return the entries of a ``--trace`` value: ``[spec]``, or the list's entries in order.
 
     Raises ``ValueError`` for an empty entry (``a.txt,,b.txt``, a trailing comma): skipping it
-    would shift every later robot onto another robot's link.
+    would shift every later robot onto another robot's link. Spaces around an entry are no
+    part of it, of a list's entries as of one entry (``' indoors'``, a YAML value's
+    newline), unless an existing file's name has them.
     """
     spec = str(spec)
-    if SEPARATOR not in spec or os.path.exists(spec):
+    if os.path.exists(spec):
         return [spec]
+    if SEPARATOR not in spec:
+        return [spec.strip()]
     parts = [p.strip() for p in spec.split(SEPARATOR)]
     if not all(parts):
         raise ValueError(f'trace list {spec!r} has an empty entry (robot r takes entry r mod '
@@ -127,8 +131,10 @@ def parse(entry) -> Entry:
     (no robot's name and no rate holds one: ``BAG#net mon_0``).
     """
     entry = str(entry)
-    if TAG not in entry or os.path.exists(entry):
+    if os.path.exists(entry):
         return Entry(entry)
+    if TAG not in entry:
+        return Entry(entry.strip())         # (as sources has it)
     parts = entry.split(TAG)
     cut = next((k for k in range(len(parts) - 1, 1, -1)      # a file whose name holds a '#'
                 if os.path.isfile(TAG.join(parts[:k]))), 1)

@@ -87,8 +87,9 @@ def _in_step(spec: str, entry: str, rank: int, n_workers: int) -> tuple:
     ``leader`` is ``rank`` unless the worker is one of several robots of one recording
     (``recordings``): then the lowest rank of its copy of the recording, as the simulator's
     ``_replay_plan`` has it. A bag's robot is read on the bag's clock (``load_entry``), the
-    bag in blocks (a bag of gigabytes, ``ros2 bag record -a``, is not held in memory) and
-    parsed once per bag bytes (``ros_bag``'s cache: a server builds every rank's link).
+    bag in blocks (a bag of gigabytes, ``ros2 bag record -a``, is not held in memory),
+    hashed once per process while its file stays as it was and parsed once per bag bytes
+    (``ros_bag``'s caches: a server builds every rank's link, each resolving every rank).
     """
     entries = [entry_for(spec, r) for r in range(max(n_workers, rank + 1))]
     return load_entry(entry), recordings(entries)[rank]
