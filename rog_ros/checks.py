@@ -180,6 +180,10 @@ MAX_STALENESS = 1000
 """Largest staleness threshold S, for every run (the settings table's bound)."""
 MAX_SEED = 2 ** 31 - 1
 """Largest seed, what torch and numpy take (the settings table's bound)."""
+MAX_FLEET_ITERATIONS = 1_000_000
+"""Most ``iterations`` of a fleet (the settings table's bound, also of ``eval_every`` and
+``checkpoint_every``): at one iteration a second, 11 days of training; 10**15 was taken, and
+the fleet trained until it was stopped."""
 
 
 def max_staleness() -> int:

@@ -13,6 +13,7 @@
 # limitations under the License.
 """Bad options are refused up front: one line naming the option, exit 2, nothing started."""
 
+import argparse
 import os
 import subprocess
 import sys
@@ -922,3 +923,32 @@ def test_bench_help_gives_the_ranges_it_enforces(command, said, capsys):
     assert all(s in text for s in said), text
     assert cli.main(command + ['--staleness', '1001']) == 2
     assert '--staleness must be <= 1000' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('name', ['iterations', 'eval_every', 'checkpoint_every'])
+def test_a_fleet_s_counts_are_bounded_on_every_path(name, nothing_starts, capsys, tmp_path,
+                                                    monkeypatch):
+    # 10**15 iterations was taken: the fleet trained until it was stopped (rog chaos and rog
+    # bench bound theirs); the bound holds for a flag, a parameter file, a ROS parameter and a
+    # launch argument alike, and --help and docs/configuration.md say the range
+    from rog_ros.nodes import rog_server, settings
+    monkeypatch.chdir(tmp_path)
+    flag, huge, said = '--' + name.replace('_', '-'), str(10 ** 15), 'must be in [1, 1000000]'
+    assert cli.main(['fleet', flag, huge]) == 2
+    assert said in _one_line(capsys, 'rog fleet: ')
+    cfg = tmp_path / 'big.yaml'
+    cfg.write_text(f'/**:\n  ros__parameters:\n    {name}: {huge}\n')
+    assert cli.main(['fleet', '--config', str(cfg)]) == 2
+    assert said in _one_line(capsys, 'rog fleet: ')
+    assert os.listdir(tmp_path) == ['big.yaml']
+    with pytest.raises(SystemExit):
+        rog_server.build_parser().parse_args(['--ros-args', '-p', f'{name}:={huge}'])
+    assert said in capsys.readouterr().err
+    with pytest.raises(ValueError, match=said.replace('[', r'\[')):
+        fleet.launch_overrides({name: huge})
+    parser = cli_fleet.add_parser(argparse.ArgumentParser().add_subparsers())
+    help_text = ' '.join(parser.format_help().split())
+    assert 'Range [1, 1000000].' in help_text.split(f'{flag} INT ', 1)[1].split(' --', 1)[0]
+    reference = settings.configuration_reference()
+    assert f'| `{name}` | int | `{settings.BY_NAME[name].default}` | [1, 1000000] |' in reference
+

@@ -71,7 +71,7 @@ def add_parser(subparsers):
                               description=__doc__.split('\n\n')[0].split('\n', 1)[1].strip()
                               .replace('``', ''))
     for s in settings.for_role('fleet'):      # generated from the settings table
-        text = f'{s.description}{s.default_text}'.replace('%', '%%')
+        text = s.help_text                    # with its range, as the nodes' --help
         if s.name == 'workload_options':      # and --workload-option KEY=VALUE, repeatable
             settings.add_workload_options(p, None, text)
         elif s.name not in FLEET_OWN:

@@ -39,7 +39,8 @@ import os
 import re
 import sys
 
-from rog_ros.checks import ConfigError, MAX_SEED, MAX_STALENESS, output_file
+from rog_ros.checks import ConfigError, MAX_FLEET_ITERATIONS, MAX_SEED, MAX_STALENESS, \
+    output_file
 from rog_ros.nodes import ros_names
 from rog_ros.nodes.sync_names import FLEET_SYSTEMS, PUSH_SYSTEMS, ROG_SYSTEMS, sim_only_reason
 from rog_ros.protocol.policy_defaults import DEFAULT_DEADLINE_FLOOR as POLICY_DEADLINE_FLOOR
@@ -90,6 +91,12 @@ class Setting:
     def default_text(self) -> str:
         """Return ``' (default X)'`` for --help; '' when unset (the description says what then)."""
         return '' if self.default is None else f' (default {self.default!r})'
+
+    @property
+    def help_text(self) -> str:
+        """Return the flag's --help text: description, range, default (``%`` escaped)."""
+        text = self.description + (f' Range {self.range_text()}.' if self.range_text() else '')
+        return text.replace('%', '%%') + self.default_text
 
     @property
     def label(self) -> str:
@@ -379,15 +386,15 @@ SETTINGS = (
        'link', low=1),
     # -------------------------------------------------- rog_server
     _s('iterations', int, 100, 'Stop the fleet once every worker pushed this many.',
-       (SERVER, FLEET), 'server', low=1),
+       (SERVER, FLEET), 'server', low=1, high=MAX_FLEET_ITERATIONS),
     _s('eval_every', int, 10, 'Evaluate the consensus model every K iterations.',
-       (SERVER, FLEET), 'server', low=1),
+       (SERVER, FLEET), 'server', low=1, high=MAX_FLEET_ITERATIONS),
     _s('out', str, 'rog_run', 'Directory for summary.json, timeseries.csv, events.csv and '
        'the trained model.pt (rog fleet: default rog_fleet_run).',
        (SERVER, FLEET), 'server'),
     _s('checkpoint_every', int, 10, 'With state_dir: checkpoint the server every K '
        'iterations (atomic; workers keep what came after it).', (SERVER, FLEET), 'server',
-       low=1),
+       low=1, high=MAX_FLEET_ITERATIONS),
     _s('absence_timeout', float, None, 'Suspend a worker from the staleness rules after this '
        'many seconds without a message from it (s); 0 = never; else at least '
        f'{LEAST_ABSENCE_TIMEOUT_S:g} (two pokes of a waiting worker).', (SERVER, FLEET),
@@ -560,8 +567,7 @@ def add_arguments(parser: argparse.ArgumentParser, role: str, suppress: bool = T
         title = GROUP_TITLES.get(s.group, f'{s.group} options')
         g = groups.get(title) or groups.setdefault(title, parser.add_argument_group(title))
         default = argparse.SUPPRESS if suppress else s.default
-        text = s.description + (f' Range {s.range_text()}.' if s.range_text() else '')
-        text = text.replace('%', '%%') + s.default_text
+        text = s.help_text
         kw = {'default': default, 'help': text, 'dest': s.name}
         if s.name == 'workload_options':
             add_workload_options(g, default, text)
