@@ -297,11 +297,16 @@ def distinct(name: str, values: list, key=None) -> list:
         if k not in seen:
             seen[k] = v
         elif seen[k] == v:
-            raise ConfigError(f'{name} lists {v} more than once; list each once')
+            raise repeated(name, v)
         else:
             raise ConfigError(f'{name} lists {seen[k]} and {v}, two spellings of {k}; list it '
                               'once')
     return values
+
+
+def repeated(name: str, value) -> ConfigError:
+    """Return the error for an entry listed twice (``distinct``'s, and a seed range's)."""
+    return ConfigError(f'{name} lists {value} more than once; list each once')
 
 
 def name_list(name: str, value: str) -> list:

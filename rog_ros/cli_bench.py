@@ -101,7 +101,7 @@ def add_parser(sub) -> None:
     f.add_argument('--systems', default='rog:2,rog:4,ssp:2,bsp,flown:2',
                    help='comma-separated systems (default rog:2,rog:4,ssp:2,bsp,flown:2)')
     f.add_argument('--seeds', default='0-9',
-                   help='seeds, e.g. 0-99 or 3,7 (default 0-9: 100 runs, about 75 s '
+                   help='seeds, each once, e.g. 0-99 or 3,7 (default 0-9: 100 runs, about 75 s '
                         'on 2 cores)')
     f.add_argument('--final-model', choices=('on', 'off'), default='on',
                    help="send every robot the fleet's final model, as fleets do (default on)")

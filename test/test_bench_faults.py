@@ -31,7 +31,7 @@ import torch
 
 
 @pytest.mark.parametrize('text, seeds', [
-    ('0-4', [0, 1, 2, 3, 4]), ('3,7', [3, 7]), ('0-2,10,1', [0, 1, 2, 10]), ('5', [5])])
+    ('0-4', [0, 1, 2, 3, 4]), ('3,7', [3, 7]), ('0-2,10,3', [0, 1, 2, 3, 10]), ('5', [5])])
 def test_seeds_read_as_ranges_and_lists(text, seeds):
     assert parse_seeds(text) == seeds
 
@@ -43,8 +43,8 @@ def test_malformed_seeds_are_refused(text):
 
 
 @pytest.mark.parametrize('text, said', [
-    ('-1', "seeds: '-1': seeds are non-negative"),           # was: 'is not a number'
-    ('5-2', "seeds: '5-2' ends below its start; write the range low-high (2-5)"),
+    ('-1', "--seeds: '-1': seeds are non-negative"),         # was: 'is not a number'
+    ('5-2', "--seeds: '5-2' ends below its start; write the range low-high (2-5)"),
 ])
 def test_a_negative_seed_and_a_reversed_range_are_said_as_such(text, said):
     with pytest.raises(ValueError) as err:
@@ -52,18 +52,30 @@ def test_a_negative_seed_and_a_reversed_range_are_said_as_such(text, said):
     assert str(err.value).startswith(said)
 
 
-def test_seeds_given_many_times_over_are_read_in_bounded_memory():
+def test_seeds_given_many_times_over_are_refused_in_bounded_memory():
     # the seeds were kept in a list of every range given, deduplicated at each range once
-    # past 100,000: 0-99999 given 30 times held 3,000,000 ints (quadratic time: 80 took 20 s)
+    # past 100,000: 0-99999 given 30 times held 3,000,000 ints (quadratic time: 80 took 20 s);
+    # a repeat is refused now, at the first one
     import tracemalloc
     tracemalloc.start()
     try:
-        seeds = parse_seeds(','.join(['0-99999'] * 30))
+        with pytest.raises(ValueError) as err:
+            parse_seeds(','.join(['0-99999'] * 30))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert seeds == list(range(100_000))
+    assert str(err.value) == '--seeds lists 0 more than once; list each once'
     assert peak < 40 * 2 ** 20, peak
+
+
+@pytest.mark.parametrize('text, again', [
+    ('0-2,1', 1), ('1,0-2', 1), ('3,3', 3), ('0-9,5-20', 5), ('5-20,0-9', 5),
+    (','.join(map(str, range(5000))) + ',4999', 4999)])
+def test_a_seed_listed_twice_is_refused_as_rog_compare_refuses_it(text, again):
+    # 0-2,1 ran seeds 0, 1, 2 quietly: fewer runs than the list said (rog compare refuses)
+    with pytest.raises(ValueError) as err:
+        parse_seeds(text)
+    assert str(err.value) == f'--seeds lists {again} more than once; list each once'
 
 
 def test_too_many_seeds_in_all_are_refused_in_a_short_line():

@@ -952,3 +952,17 @@ def test_a_fleet_s_counts_are_bounded_on_every_path(name, nothing_starts, capsys
     reference = settings.configuration_reference()
     assert f'| `{name}` | int | `{settings.BY_NAME[name].default}` | [1, 1000000] |' in reference
 
+
+def test_bench_faults_and_compare_refuse_a_repeated_seed_in_the_same_line(nothing_starts,
+                                                                          capsys, tmp_path,
+                                                                          monkeypatch):
+    # rog bench faults merged 0-2,1 into 0,1,2 quietly while rog compare refused 0,1,1
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(['compare', '--seeds', '0,1,1', '--out', 'x']) == 2
+    compare_line = _one_line(capsys, 'rog compare: ')
+    for seeds in ('0,1,1', '0-2,1'):
+        assert cli.main(['bench', 'faults', '--seeds', seeds]) == 2
+        line = _one_line(capsys, 'rog bench faults: ')
+        assert line.split(': ', 1)[1] == compare_line.split(': ', 1)[1] == (
+            '--seeds lists 1 more than once; list each once')
+    assert not os.listdir(tmp_path)

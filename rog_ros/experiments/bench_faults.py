@@ -27,7 +27,7 @@ import os
 import sys
 import time
 
-from rog_ros.checks import max_seed
+from rog_ros.checks import max_seed, repeated
 from rog_ros.children import run_in_processes
 from rog_ros.sim.fault_sweep import sweep_case
 
@@ -37,35 +37,51 @@ _COUNTS = ('workers', 'held_final_model', 'final_model_missed', 'worker_crashes'
            'server_crashes')
 
 
-def parse_seeds(text: str) -> list:
-    """Read seeds from ``'0-19'``, ``'3,7,9'`` or a mix (``'0-4,10'``); ValueError if bad."""
+def parse_seeds(text: str, name: str = '--seeds') -> list:
+    """
+    Read seeds from ``'0-19'``, ``'3,7,9'`` or a mix (``'0-4,10'``); ValueError if bad.
+
+    A seed listed twice (``0-2,1``) is refused as ``rog compare`` refuses one
+    (``checks.repeated``): it was merged quietly, so the runs were fewer than the list said.
+    """
     seeds = set()       # (a list grew with every repeat: 0-99999 given 80 times took 20 s)
     for part in (p.strip() for p in str(text).split(',')):
         if not part:
             continue
         if part.startswith('-') or '--' in part:    # was said to be 'not a number'
-            raise ValueError(f'seeds: {part!r}: seeds are non-negative (0, 1, ...); give a '
+            raise ValueError(f'{name}: {part!r}: seeds are non-negative (0, 1, ...); give a '
                              'number or a range like 0-19')
         lo, sep, hi = part.partition('-')
         try:
             first, last = int(lo), int(hi if sep else lo)
         except ValueError:
-            raise ValueError(f'seeds: {part!r} is not a number or a range like 0-19') from None
+            raise ValueError(f'{name}: {part!r} is not a number or a range like 0-19') from None
         if last < first:
-            raise ValueError(f'seeds: {part!r} ends below its start; write the range low-high '
+            raise ValueError(f'{name}: {part!r} ends below its start; write the range low-high '
                              f'({last}-{first})')
         if last > max_seed():       # numpy's generators refused it: a 'broken' run
-            raise ValueError(f'seeds: {part!r}: seeds go up to {max_seed()} (what torch and '
+            raise ValueError(f'{name}: {part!r}: seeds go up to {max_seed()} (what torch and '
                              'numpy take)')
         if last - first >= MAX_SEEDS:
-            raise ValueError(f'seeds: {part!r} is more than {MAX_SEEDS:,} seeds')
+            raise ValueError(f'{name}: {part!r} is more than {MAX_SEEDS:,} seeds')
+        again = _first_in(seeds, first, last)
+        if again is not None:
+            raise repeated(name, again)
         seeds.update(range(first, last + 1))
         if len(seeds) > MAX_SEEDS:
             # (each range was bounded, not their sum: 0-99999,100000-199999 passed)
-            raise ValueError(f'seeds: {_short(text)!r} is more than {MAX_SEEDS:,} seeds')
+            raise ValueError(f'{name}: {_short(text)!r} is more than {MAX_SEEDS:,} seeds')
     if not seeds:
-        raise ValueError('seeds: none given')
+        raise ValueError(f'{name}: none given')
     return sorted(seeds)
+
+
+def _first_in(seeds: set, first: int, last: int):
+    """Return the smallest seed of ``first..last`` already in ``seeds``, or None."""
+    if len(seeds) < last - first + 1:       # the smaller side: at most MAX_SEEDS steps
+        inside = [s for s in seeds if first <= s <= last]
+        return min(inside) if inside else None
+    return next((s for s in range(first, last + 1) if s in seeds), None)
 
 
 def _short(text: str, most: int = 60) -> str:
