@@ -22,6 +22,7 @@ ranges (with a stand-in ``rcl_interfaces`` module); docs/configuration.md is up 
 
 import os
 from pathlib import Path
+import stat
 import sys
 import types
 
@@ -422,3 +423,28 @@ def test_generator_keeps_a_reference_that_is_a_link_and_writes_through_it(tmp_pa
     assert settings.main([str(link)]) == 0
     assert link.is_symlink() and real.read_text(encoding='utf-8') == text
     assert sorted(os.listdir(tmp_path)) == ['configuration.md', 'shared']
+
+
+@pytest.mark.parametrize('mode', [0o664, 0o600, 0o640])
+@pytest.mark.parametrize('linked', [False, True])
+def test_generator_keeps_the_reference_s_mode(tmp_path, mode, linked):
+    # the atomic rewrite gave the file the umask's mode (0644): a group-writable reference
+    # lost its group's write, a private one became world-readable; open(path, 'w') kept it
+    real = tmp_path / 'shared' / 'configuration.md'
+    real.parent.mkdir()
+    text = (ROOT / 'docs' / 'configuration.md').read_text(encoding='utf-8')
+    real.write_text(text.replace('| `workers` |', '| `old` |'), encoding='utf-8')
+    real.chmod(mode)
+    target = real
+    if linked:
+        target = tmp_path / 'configuration.md'
+        target.symlink_to(real)
+    old_umask = os.umask(0o022)
+    try:
+        assert settings.main([str(target)]) == 0
+    finally:
+        os.umask(old_umask)
+    assert real.read_text(encoding='utf-8') == text
+    assert stat.S_IMODE(real.stat().st_mode) == mode
+    assert target.is_symlink() == linked
+    assert sorted(os.listdir(real.parent)) == ['configuration.md']      # no temporary left

@@ -37,6 +37,7 @@ import fnmatch
 import math
 import os
 import re
+import stat
 import sys
 
 from rog_ros.checks import ConfigError, MAX_FLEET_ITERATIONS, MAX_SEED, MAX_STALENESS, \
@@ -1023,6 +1024,7 @@ def update_reference(path: str) -> bool:
     """Rewrite the generated section of ``path``; tell whether it changed."""
     with open(path, encoding='utf-8') as fh:
         text = fh.read()
+        mode = stat.S_IMODE(os.fstat(fh.fileno()).st_mode)
     old = generated_section(text)
     new = configuration_reference().strip('\n')
     if old == new:
@@ -1030,8 +1032,10 @@ def update_reference(path: str) -> bool:
     start = text.index(BEGIN_MARK) + len(BEGIN_MARK)
     end = text.index(END_MARK, start)
     from rog_ros.atomic import atomic_write_text     # (whole or not at all)
-    # (through a symbolic link, as open(path, 'w') wrote: the link itself stays)
-    atomic_write_text(os.path.realpath(path), text[:start] + '\n\n' + new + '\n\n' + text[end:])
+    # (through a symbolic link, as open(path, 'w') wrote: the link itself stays; with the
+    # file's own mode, as open(path, 'w') kept it, not the umask's for a new file)
+    atomic_write_text(os.path.realpath(path), text[:start] + '\n\n' + new + '\n\n' + text[end:],
+                      mode=mode)
     return True
 
 
