@@ -30,4 +30,4 @@ DEFAULT_CONFIG = config_file('eacol.yaml')
 
 
 def generate_launch_description():
-    return generate(DEFAULT_CONFIG)
+    return generate(DEFAULT_CONFIG, __file__)

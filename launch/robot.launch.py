@@ -31,4 +31,4 @@ DEFAULT_CONFIG = config_file('fleet.yaml')
 
 
 def generate_launch_description():
-    return generate_robot(DEFAULT_CONFIG)
+    return generate_robot(DEFAULT_CONFIG, __file__)

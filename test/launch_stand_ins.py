@@ -39,7 +39,25 @@ class LaunchConfiguration:
 
     def perform(self, context):
         """Return the argument's value, '' when not given."""
-        return context.get(self.name, '')
+        return getattr(context, 'launch_configurations', context).get(self.name, '')
+
+
+class LaunchContext(dict):
+    """
+    Stand-in: a launch context whose launch configurations are the dict itself.
+
+    ``argv`` is what ``ros2 launch`` keeps of its command line: the ``name:=value`` words.
+    """
+
+    def __init__(self, configurations=None, argv=()):
+        """Hold the launch configurations and the command line's launch arguments."""
+        super().__init__(configurations or {})
+        self.argv = list(argv)
+
+    @property
+    def launch_configurations(self):
+        """Return the launch configurations (this dict)."""
+        return self
 
 
 def stand_in_modules() -> dict:

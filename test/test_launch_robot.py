@@ -26,7 +26,7 @@ from pathlib import Path
 import sys
 import zipfile
 
-from launch_stand_ins import stand_in_modules
+from launch_stand_ins import LaunchContext, stand_in_modules
 import pytest
 
 from rog_ros.nodes import robot, settings
@@ -43,14 +43,14 @@ def launch_file(monkeypatch):
     monkeypatch.delenv('CYCLONEDDS_URI', raising=False)
     launching = importlib.reload(importlib.import_module('rog_ros.nodes.launching'))
 
-    def load(name, **values):
+    def load(name, context=None, **values):
         spec = importlib.util.spec_from_file_location(name, ROOT / 'launch' / f'{name}.py')
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         entities = module.generate_launch_description()
         declared = {e.args[0]: e for e in entities if type(e).__name__ == 'DeclareLaunchArgument'}
         opaque = [e for e in entities if type(e).__name__ == 'OpaqueFunction'][0]
-        made = opaque.kwargs['function'](values)
+        made = opaque.kwargs['function'](values if context is None else context)
         nodes = [e.kwargs for e in made if type(e).__name__ == 'Node']
         env = {e.args[0]: e.args[1] for e in made if type(e).__name__ == 'SetEnvironmentVariable'}
         load.made = made
@@ -103,6 +103,66 @@ def test_robot_launch_server_and_every_setting_is_an_argument(launch_file):
 def test_robot_launch_rejects_bad_arguments_in_one_line(launch_file, values, message):
     with pytest.raises(ValueError, match=message):
         launch_file('robot.launch', **values)
+
+
+def _ros2_launch(monkeypatch, words, extra=None):
+    """
+    Set the command line of ``ros2 launch WORDS``; return its launch context (stand-in).
+
+    As ros2 launch: the ``name:=value`` words are the context's argv and its launch
+    configurations, with ``extra`` entries (an including file's, SetLaunchConfiguration's).
+    """
+    monkeypatch.setattr(sys, 'argv', ['/opt/ros/humble/bin/ros2', 'launch'] + words)
+    given = [w for w in words if ':=' in w]
+    configurations = dict(w.split(':=', 1) for w in given)
+    configurations.update(extra or {})
+    return LaunchContext(configurations, argv=given)
+
+
+@pytest.mark.parametrize('name', ['mpcol', 'eacol', 'fleet', 'robot'])
+def test_a_misspelt_launch_argument_is_refused_with_the_closest_one(launch_file, monkeypatch,
+                                                                    name):
+    # ros2 launch ignores an argument no launch file declares: stalenes:=3 ran with the
+    # default staleness of 4, without a word
+    words = ['rog_ros', f'{name}.launch.py', 'workers:=2', 'stalenes:=3']
+    if name == 'robot':
+        words += ['role:=server']
+    for form in (words, [str(ROOT / 'launch' / f'{name}.launch.py')] + words[2:]):
+        context = _ros2_launch(monkeypatch, form)
+        with pytest.raises(ValueError) as err:
+            launch_file(f'{name}.launch', context)
+        assert '\n' not in str(err.value)
+        assert str(err.value).startswith(f'{name}.launch.py has no launch argument stalenes:=3 '
+                                         '(did you mean staleness?); ')
+        assert f'ros2 launch rog_ros {name}.launch.py --show-args' in str(err.value)
+    # spelt right, it runs as given
+    context = _ros2_launch(monkeypatch, [w.replace('stalenes', 'staleness') for w in words])
+    _, nodes, _ = launch_file(f'{name}.launch', context)
+    assert {_flags(n)['staleness'] for n in nodes if 'staleness' in _flags(n)} == {'3'}
+
+
+def test_a_robot_argument_given_to_a_fleet_launch_file_names_robot_launch(launch_file,
+                                                                          monkeypatch):
+    context = _ros2_launch(monkeypatch, ['rog_ros', 'fleet.launch.py', 'role:=server',
+                                         'nodez:=1', 'xyz:=2'])
+    with pytest.raises(ValueError) as err:
+        launch_file('fleet.launch', context)
+    assert str(err.value).startswith(
+        'fleet.launch.py has no launch argument role:=server (an argument of robot.launch.py, '
+        'one robot of a fleet), nodez:=1 (did you mean nodes?), xyz:=2; ')
+
+
+def test_arguments_of_a_launch_file_that_includes_ours_are_left_to_it(launch_file, monkeypatch):
+    # ros2 launch my_robot bringup.launch.py use_sim:=true, which includes fleet.launch.py:
+    # the command line's arguments, and what bringup sets, are bringup's, not typos of ours
+    context = _ros2_launch(monkeypatch, ['my_robot', 'bringup.launch.py', 'use_sim:=true'],
+                           extra={'workers': '2', 'map_name': 'lab'})
+    _, nodes, _ = launch_file('fleet.launch', context)
+    assert [n['name'] for n in nodes] == ['rog_server', 'rog_worker_0', 'rog_worker_1',
+                                          'netmon']
+    # a launch file of another package with our file's name is not ours either
+    context = _ros2_launch(monkeypatch, ['my_robot', 'fleet.launch.py', 'use_sim:=true'])
+    assert launch_file('fleet.launch', context)[1]
 
 
 def test_user_environment_wins_and_peers_join_it(monkeypatch):

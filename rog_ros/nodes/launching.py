@@ -28,7 +28,9 @@ peers (:func:`rog_ros.nodes.robot.robot_environment`).
 
 from __future__ import annotations
 
+import difflib
 import os
+import sys
 import time
 
 from rog_ros.nodes.plan import LAUNCH_ARGUMENTS, launch_overrides, \
@@ -50,6 +52,8 @@ except ImportError:  # no ROS 2 here: generate() explains
 
 ROBOT_LAUNCH_ARGUMENTS = dict(LAUNCH_ARGUMENTS, **ROBOT_ARGUMENTS)
 """Launch arguments of robot.launch.py: every setting, role, rank, server_host, peers."""
+FLEET_LAUNCH_ARGUMENTS = dict(LAUNCH_ARGUMENTS, peers=ROBOT_ARGUMENTS['peers'])
+"""Launch arguments of fleet.launch.py, mpcol.launch.py and eacol.launch.py."""
 SIGTERM_AFTER_S = 30
 """Seconds ``ros2 launch`` waits after forwarding Ctrl-C (SIGINT) before it sends SIGTERM.
 
@@ -116,6 +120,66 @@ def launch_environment(values: dict, environ=None, one_host: bool = False) -> di
     return env
 
 
+def command_line_arguments(context, launch_file: str, argv=None) -> dict:
+    """
+    Return ``{name: value}`` of the ``name:=value`` arguments given to ``launch_file`` itself.
+
+    ``ros2 launch`` keeps its command line's launch arguments in ``context.argv`` and passes
+    them to the file it was given, which is ``launch_file`` when the command line (``argv``,
+    default ``sys.argv``) names it: ``rog_ros <file name>`` or a path to it. Launched from
+    another launch file (which includes ours), the command line's arguments are that file's,
+    and its entries in the launch configurations (its own, ``SetLaunchConfiguration``'s) say
+    nothing of ours: nothing is returned then, nor without a command line (a plain dict).
+    """
+    given = getattr(context, 'argv', None)
+    if not given or not launch_file:
+        return {}
+    argv = sys.argv if argv is None else argv
+    words = [w for w in argv if ':=' not in w]
+    base = os.path.basename(launch_file)
+    ours = any(a == 'rog_ros' and b == base for a, b in zip(words, words[1:])) or any(
+        os.path.basename(w) == base and _same_file(w, launch_file) for w in words)
+    if not ours:
+        return {}
+    return dict(a.split(':=', 1) for a in given if ':=' in a and not a.startswith(':='))
+
+
+def _same_file(path: str, other: str) -> bool:
+    """Tell whether ``path`` and ``other`` are one existing file (False if either is not)."""
+    try:
+        return os.path.isfile(path) and os.path.samefile(path, other)
+    except OSError:
+        return False
+
+
+def unknown_arguments(given: dict, declared, launch_file: str) -> str:
+    """
+    Say which of ``given`` (``{name: value}``) ``launch_file`` does not declare ('' if none).
+
+    ``ros2 launch`` ignores an argument no launch file declares: ``stalenes:=3`` ran with the
+    default staleness, without a word. Each unknown one is named with the closest declared
+    argument (``difflib``), or with the launch file of ours that takes it (``role:=`` is
+    robot.launch.py's).
+    """
+    name = os.path.basename(launch_file)
+    parts = []
+    for key, value in given.items():
+        if key in declared:
+            continue
+        part = f'{key}:={value}'
+        if key in ROBOT_LAUNCH_ARGUMENTS:
+            part += ' (an argument of robot.launch.py, one robot of a fleet)'
+        else:
+            close = difflib.get_close_matches(key, list(declared), n=1)
+            part += f' (did you mean {close[0]}?)' if close else ''
+        parts.append(part)
+    if not parts:
+        return ''
+    return (f'{name} has no launch argument {", ".join(parts)}; ros2 launch would ignore it '
+            f'and run with the default: ros2 launch rog_ros {name} --show-args lists those '
+            'it takes')
+
+
 def _require_ros() -> None:
     if LaunchDescription is None:
         raise RuntimeError('launch files need ROS 2 (launch, launch_ros); without ROS 2 run '
@@ -123,8 +187,13 @@ def _require_ros() -> None:
                            'same nodes')
 
 
-def _describe(arguments: dict, specs_of, one_host: bool = False) -> object:
+def _describe(arguments: dict, specs_of, one_host: bool = False,
+              launch_file: str = None) -> object:
     def _nodes(context):
+        unknown = unknown_arguments(command_line_arguments(context, launch_file), arguments,
+                                    launch_file or '')
+        if unknown:     # before any node starts or any setting is read
+            raise ValueError(unknown)
         values = {k: LaunchConfiguration(k).perform(context) for k in arguments}
         env = [SetEnvironmentVariable(k, v)
                for k, v in launch_environment(values, one_host=one_host).items()]
@@ -178,15 +247,21 @@ def respawning(make, name: str, limit: int) -> list:
     return [first, watch(first)]
 
 
-def generate(default_config: str):
-    """Return the one-host fleet's LaunchDescription (server, workers, netmon)."""
+def generate(default_config: str, launch_file: str = None):
+    """
+    Return the one-host fleet's LaunchDescription (server, workers, netmon).
+
+    ``launch_file``: the calling launch file (``__file__``), whose command-line arguments are
+    checked against those it declares (``unknown_arguments``); None checks nothing.
+    """
     _require_ros()
-    return _describe(dict(LAUNCH_ARGUMENTS, peers=ROBOT_ARGUMENTS['peers']),
-                     lambda values: node_specs(values, default_config), one_host=True)
+    return _describe(FLEET_LAUNCH_ARGUMENTS, lambda values: node_specs(values, default_config),
+                     one_host=True, launch_file=launch_file)
 
 
-def generate_robot(default_config: str):
-    """Return one robot's LaunchDescription (``role:=server|worker rank:=K``)."""
+def generate_robot(default_config: str, launch_file: str = None):
+    """Return one robot's LaunchDescription (``role:=server|worker rank:=K``), as ``generate``."""
     _require_ros()
     return _describe(ROBOT_LAUNCH_ARGUMENTS,
-                     lambda values: robot_node_specs(values, default_config))
+                     lambda values: robot_node_specs(values, default_config),
+                     launch_file=launch_file)
