@@ -103,6 +103,9 @@ CASES = [
     (['fleet', '--lr', '-0.1'], '--lr'),
     (['fleet', '--lr', 'nan'], '--lr'),
     (['fleet', '--trace-scale', '0'], '--trace-scale'),
+    # every node started, then refused its trace (rates not finite): now one line, up front
+    (['fleet', '--trace', 'indoors', '--trace-scale', '1e308'],
+     'trace_scale (--trace-scale) must be in [1e-06, 1000000], got 1e+308'),
     (['fleet', '--deadline-floor', '11'], '--deadline-floor'),
     (['fleet', '--timeout', '-1'], '--timeout'),
     (['fleet', '--domain-id', '999'], '--domain-id'),

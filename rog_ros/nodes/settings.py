@@ -50,6 +50,9 @@ from rog_ros.protocol.policy_defaults import (DEFAULT_OUTAGE_BOUND, DEFAULT_RTT_
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS, shortest_sound_absence_s
 from rog_ros.transport.topics import DEFAULT_NAMESPACE
 
+MAX_TRACE_SCALE = 1e6
+"""Largest ``trace_scale``: 1e308 passed the check, then every node's trace was refused at its
+start (rates not finite), after the fleet had started."""
 FREE_STRAGGLERS_DEFAULT = ROG_FREE_STRAGGLERS
 """Whether a robot too slow for any slack runs free by default (Rog's policy decides)."""
 
@@ -380,7 +383,8 @@ SETTINGS = (
        'a comma-separated list of them (worker r follows entry r '
        'mod k: each robot its own recorded link), or none (real links, no shaping).', ALL,
        'link', joiner=','),
-    _s('trace_scale', float, 1.0, 'Multiply the trace rates.', ALL, 'link', low=1e-6),
+    _s('trace_scale', float, 1.0, 'Multiply the trace rates.', ALL, 'link', low=1e-6,
+       high=MAX_TRACE_SCALE),
     _s('epoch', float, None, 'Wall-clock time (time.time()) at which every trace starts; '
        '0 = node start.', NODES, 'link', low=0.0, none_text=0.0),
     _s('burst_bytes', int, 65536, 'Token bucket size of the emulated link.', TRAINING,
