@@ -21,7 +21,8 @@ import sys
 from rog_ros.cli_options import (add_evaluations_option, add_init_model_option,
                                  add_model_options, bad_model, check_common,
                                  check_real_compute, check_workload_options, held,
-                                 init_model_error, one_line, sim_options, valid,
+                                 init_model_error, MAX_ITERATIONS, one_line, sim_options,
+                                 valid,
                                  WORKLOAD_CHOICES, workload_options)
 from rog_ros.nodes.output_lock import OutputInUse
 
@@ -138,7 +139,8 @@ def _add_compare(sub) -> None:
     p.add_argument('--seeds', default='0,1,2,3,4',
                    help='comma-separated seeds (default 0,1,2,3,4: medians need several)')
     p.add_argument('--iterations', type=int, default=None,
-                   help='iterations per worker (default: the workload budget)')
+                   help=f'iterations per worker, 1 to {MAX_ITERATIONS} (default: the '
+                        'workload budget)')
     p.add_argument('--jobs', type=int, default=None,
                    help='runs in parallel (default: one per CPU core)')
     p.add_argument('--out', required=True, help='output directory')
@@ -210,7 +212,7 @@ def _add_reproduce(sub) -> None:
     p.add_argument('--seeds', default=None, help=_reproduce_seeds_help())
     p.add_argument('--workers', type=int, default=None, help='workers (default 4; rog only)')
     p.add_argument('--iterations', type=int, default=None,
-                   help='iterations per worker (rog only)')
+                   help=f'iterations per worker, 1 to {MAX_ITERATIONS} (rog only)')
     p.add_argument('--quick', action='store_true',
                    help='one seed, fewer thresholds: 29 MPCOL runs (24 computed, 5 copies of '
                         'an identical run another part made) and 4 EACOL ConvMLP-M runs, '

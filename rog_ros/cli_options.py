@@ -172,7 +172,7 @@ def check_common(args) -> None:
     from rog_ros import checks
     checks.integer('--workers', args.workers, 1, 1024)
     if args.iterations is not None:
-        checks.integer('--iterations', args.iterations, 1, MAX_ITERATIONS)
+        checks.count('--iterations', args.iterations, 1, MAX_ITERATIONS)
     if getattr(args, 'evaluations', None) is not None:
         checks.integer('--evaluations', args.evaluations, 1, 100_000)
 

@@ -22,7 +22,8 @@ import sys
 from rog_ros.cli_options import (add_evaluations_option, add_init_model_option,
                                  add_model_options, bad_model, check_common,
                                  check_real_compute, check_workload_options, held,
-                                 init_model_error, one_line, sim_options, valid,
+                                 init_model_error, MAX_ITERATIONS, one_line, sim_options,
+                                 valid,
                                  WORKLOAD_CHOICES, workload_options)
 from rog_ros.nodes.output_lock import OutputInUse
 
@@ -66,7 +67,8 @@ def add_parser(sub) -> None:
                         'file is replayed from a different offset per robot and seed, '
                         'looping (default outdoors)')
     p.add_argument('--iterations', type=int, default=None,
-                   help='iterations per worker (default: the workload budget; --toy: 40)')
+                   help=f'iterations per worker, 1 to {MAX_ITERATIONS} (default: the workload '
+                        'budget; --toy: 40)')
     p.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
     p.add_argument('--out', default=None,
                    help='write summary.json, timeseries.csv and events.csv here (an '
