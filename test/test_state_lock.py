@@ -416,3 +416,66 @@ def test_a_cleaned_up_node_whose_file_another_took_meanwhile_is_refused_in_one_l
     assert f'rog_worker 0, pid {other.pid},' in str(refused.value)
     assert path.read_bytes() == b'the other node state'
     assert wrk.bus is None
+
+
+def _eval_threads() -> int:
+    """Count the server's evaluation threads alive in this process."""
+    import threading
+    return sum(t.name == 'rog-server-eval' for t in threading.enumerate())
+
+
+def test_a_server_configure_failing_after_its_bus_closes_it_and_a_later_one_works(
+        tmp_path, monkeypatch):
+    """Close the bus (and the evaluation thread) of a failed configure: none left at the next."""
+    # Arrange: a corrupt checkpoint, found after the bus is open (restore)
+    hub = in_memory_fleet(monkeypatch)
+    state = tmp_path / 'state'
+    state.mkdir()
+    (state / 'server.pt').write_bytes(b'\x80\x02not a checkpoint')
+    threads = _eval_threads()
+    srv = server_node.ServerNode(rog_server.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', '1', '--namespace', '/lock5', '--out',
+         str(tmp_path / 'out'), '--state-dir', str(state)]))
+    try:
+        # Execute
+        with pytest.raises(durable.StateError):
+            srv.configure()
+        failed = (len(hub.buses), srv.bus, _eval_threads() - threads,
+                  _another_takes(state / 'server.pt'))
+        (state / 'server.pt').unlink()       # (the user set it right)
+        srv.configure()
+        again = (len(hub.buses), srv.life.state, _eval_threads() - threads)
+    finally:
+        srv.shutdown()
+    # Assert
+    assert failed == (0, None, 0, True)
+    assert again == (1, 'inactive', 1)
+    assert hub.buses == []
+
+
+def test_a_worker_configure_failing_after_its_bus_closes_it_and_a_later_one_works(
+        tmp_path, monkeypatch):
+    """Close the bus of a failed worker configure (its ledger not writable): one at the next."""
+    # Arrange: --chaos-ledger names a file, found after the bus is open (the node's hooks)
+    hub = in_memory_fleet(monkeypatch)
+    ledger = tmp_path / 'ledger'
+    ledger.write_text('a file, not a folder')
+    args = rog_worker.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', '2', '--namespace', '/lock6', '--rank', '0',
+         '--state-dir', str(tmp_path)])
+    args.chaos_ledger = str(ledger)          # (--chaos-ledger: a hidden option of rog fleet)
+    wrk = worker_node.WorkerNode(args)
+    try:
+        # Execute
+        with pytest.raises(OSError):
+            wrk.configure()
+        failed = (len(hub.buses), wrk.bus, _another_takes(tmp_path / 'worker_0.pt'))
+        ledger.unlink()
+        wrk.configure()
+        again = (len(hub.buses), wrk.life.state)
+    finally:
+        wrk.shutdown()
+    # Assert
+    assert failed == (0, None, True)
+    assert again == (1, 'inactive')
+    assert hub.buses == []

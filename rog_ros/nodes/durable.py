@@ -191,20 +191,41 @@ class StateHold:
         if path is not None:
             release(path)
 
-    def configuring(self, build, unconfigured) -> None:
+    def configuring(self, build, unconfigured, undo=None) -> None:
         """
-        Run ``build`` (a node's configure); if it fails, let go of the file it took.
+        Run ``build`` (a node's configure); if it fails, let go of what it took, file last.
 
         The node stays unconfigured, so another node may take the file (this one takes it
         again when configured again). ``unconfigured()`` tells whether the node still is:
-        a configure refused to a configured node keeps that node's own hold.
+        a configure refused to a configured node keeps that node's own hold. ``undo()``
+        lets go of the rest the failed configure took (its bus: a configure that failed after
+        opening it left its DDS participant, or its rclpy publishers and subscriptions, open,
+        and a configure again opened a second one beside it), before the file is let go.
         """
         try:
             build()
         except BaseException:
             if unconfigured():
-                self.release()
+                try:
+                    if undo is not None:
+                        undo()
+                finally:
+                    self.release()
             raise
+
+
+def let_go_in_turn(log, steps) -> None:
+    """
+    Run every ``(what, close)`` of ``steps`` in turn; one that fails is logged, the next run.
+
+    For a node letting go of what it took (a failed configure, a cleanup), in reverse order
+    of taking: a close that fails must not keep the next one from running.
+    """
+    for what, close in steps:
+        try:
+            close()
+        except Exception as exc:  # noqa: B902 - logged; the rest is let go all the same
+            log.warning(f'could not close {what} cleanly: {type(exc).__name__}: {exc}')
 
 
 HOLD_WAIT_S = 10.0

@@ -39,7 +39,7 @@ from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
 from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
-from rog_ros.nodes.durable import StateHold
+from rog_ros.nodes.durable import let_go_in_turn, StateHold
 from rog_ros.nodes.model_file import MODEL_FILE, save_state_dict
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
@@ -58,6 +58,10 @@ import torch
 
 LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the workers to leave
 EVAL_DRAIN_S = 120.0    # at the end: how long to wait for the evaluations still queued
+
+
+def _nothing() -> None:
+    """Close nothing (what a configure did not get to)."""
 
 
 class BackgroundEvaluator:
@@ -204,9 +208,10 @@ class ServerNode:
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
         """Build engine, evaluation model, recorder, bus and downlink shapers."""
-        # (a failure lets go of the state file it took: StateHold.configuring)
+        # (a failure lets go of what it took, the state file last: StateHold.configuring)
         self.state_hold.configuring(self._configure,
-                                    lambda: self.life.state == lc.UNCONFIGURED)
+                                    lambda: self.life.state == lc.UNCONFIGURED,
+                                    undo=lambda: self._let_go(failed=True))
 
     def _configure(self) -> None:
         """Build engine, evaluation model, recorder, bus and downlink shapers."""
@@ -244,12 +249,11 @@ class ServerNode:
                  for r in range(a.workers)}
         self.outbox = Outbox({r: shaper_for(link, epoch, a.burst_bytes)
                               for r, link in links.items() if link is not None})
-        self.bus = maybe_faulty(open_bus(a.bus, a.namespace, fleet_key(a, self.log),
-                                         getattr(a, 'record', None), self.ros_node,
-                                         self.ros_executor,
-                                         node_name=getattr(a, 'node_name', None),
-                                         node_namespace=getattr(a, 'node_namespace', None)),
-                                a, salt=1000)
+        self.bus = open_bus(a.bus, a.namespace, fleet_key(a, self.log),
+                            getattr(a, 'record', None), self.ros_node, self.ros_executor,
+                            node_name=getattr(a, 'node_name', None),
+                            node_namespace=getattr(a, 'node_namespace', None))
+        self.bus = maybe_faulty(self.bus, a, salt=1000)   # (kept first: closed if refused)
         self.hooks = ServerHooks(self.engine, tr.w0, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None),
                                  getattr(a, 'checkpoint_every', 10),
@@ -394,13 +398,30 @@ class ServerNode:
     def cleanup(self) -> None:
         """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""
         self.life.trigger('cleanup')
-        if getattr(self, 'evaluator', None) is not None:
-            self.evaluator.close()
-        if self.bus is not None:
-            self.bus.close()
-            self.bus = None
-        self.engine = None
+        self._let_go()
         self.state_hold.release()      # (configure takes it again)
+
+    def _let_go(self, failed: bool = False) -> None:
+        """
+        Let go of what configure took, the state file aside, in reverse order (idempotent).
+
+        ``failed``: of a configure that failed, whose chaos ledger is closed too.
+
+        A cleanup's, and a failed configure's: one that failed after opening the bus (a
+        corrupt checkpoint, an earlier run's results that cannot be moved) left it open, with
+        the evaluation thread, and the configure asked again opened a second participant
+        (or set of rclpy endpoints) beside it.
+        """
+        hooks, bus = getattr(self, 'hooks', None), self.bus
+        evaluator = getattr(self, 'evaluator', None)
+        self.bus, self.engine = None, None
+        ledger = getattr(hooks, 'ledger', None) if failed else None
+        if ledger is not None:     # (a cleaned-up node's: its final report, at shutdown)
+            hooks.ledger = None       # (shutdown writes no final report of an unrun engine)
+        let_go_in_turn(self.log, [('the bus', bus.close if bus else _nothing),
+                                  ('the evaluation thread',
+                                   evaluator.close if evaluator else _nothing),
+                                  ('the chaos ledger', ledger.close if ledger else _nothing)])
 
     def shutdown(self) -> None:
         """Release the bus and the state file. Idempotent."""

@@ -34,7 +34,7 @@ from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus, Peer
                                    wait_matched)
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver, EngineFailure
-from rog_ros.nodes.durable import StateHold
+from rog_ros.nodes.durable import let_go_in_turn, StateHold
 from rog_ros.nodes.model_file import model_out_file, save_state_dict
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.reject_notes import RejectNotes
@@ -52,6 +52,10 @@ DOWNLINK_GRACE_S = 10.0
 """Seconds a worker waits for the server's writers on its topics once the server's readers
 are matched: both are created in one step and discovered together, so far longer than a
 discovery round (``WorkerNode._wait_for_downlink``)."""
+
+
+def _nothing() -> None:
+    """Close nothing (what a configure did not get to)."""
 
 
 class FleetMismatch(ValueError):
@@ -103,9 +107,10 @@ class WorkerNode:
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
         """Build model, engine, bus and emulated link; create every endpoint."""
-        # (a failure lets go of the state file it took: StateHold.configuring)
+        # (a failure lets go of what it took, the state file last: StateHold.configuring)
         self.state_hold.configuring(self._configure,
-                                    lambda: self.life.state == lc.UNCONFIGURED)
+                                    lambda: self.life.state == lc.UNCONFIGURED,
+                                    undo=lambda: self._let_go(failed=True))
 
     def _configure(self) -> None:
         """Build model, engine, bus and emulated link; create every endpoint."""
@@ -138,11 +143,11 @@ class WorkerNode:
         # (the warning of a worker robot holding the fleet key: once, not at a configure again)
         keys = fleet_key(a, self.log, self.rank, worker=not self._key_said)
         self._key_said = True
-        self.bus = maybe_faulty(open_bus(a.bus, a.namespace, keys, getattr(a, 'record', None),
-                                         self.ros_node, self.ros_executor,
-                                         node_name=getattr(a, 'node_name', None),
-                                         node_namespace=getattr(a, 'node_namespace', None)),
-                                a, salt=self.rank)
+        self.bus = open_bus(a.bus, a.namespace, keys, getattr(a, 'record', None),
+                            self.ros_node, self.ros_executor,
+                            node_name=getattr(a, 'node_name', None),
+                            node_namespace=getattr(a, 'node_namespace', None))
+        self.bus = maybe_faulty(self.bus, a, salt=self.rank)   # (kept first: closed if refused)
         self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None))
         self.hooks.node_state = self._node_state
@@ -354,13 +359,28 @@ class WorkerNode:
     def cleanup(self) -> None:
         """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""
         self.life.trigger('cleanup')
-        if getattr(self, 'driver', None) is not None:
-            self.driver.close()
-        if self.bus is not None:
-            self.bus.close()
-            self.bus = None
-        self.engine = None
+        self._let_go()
         self.state_hold.release()      # (configure takes it again)
+
+    def _let_go(self, failed: bool = False) -> None:
+        """
+        Let go of what configure took, the state file aside, in reverse order (idempotent).
+
+        ``failed``: of a configure that failed, whose chaos ledger is closed too.
+
+        A cleanup's, and a failed configure's: one that failed after opening the bus (an
+        endpoint refused, a ledger folder not writable) left it open, and the configure
+        asked again opened a second participant (or set of rclpy endpoints) beside it.
+        """
+        hooks, driver, bus = (getattr(self, 'hooks', None), getattr(self, 'driver', None),
+                              self.bus)
+        self.bus, self.engine = None, None
+        ledger = getattr(hooks, 'ledger', None) if failed else None
+        if ledger is not None:     # (a cleaned-up node's: its final report, at shutdown)
+            hooks.ledger = None       # (shutdown writes no final report of an unrun engine)
+        let_go_in_turn(self.log, [('the compute thread', driver.close if driver else _nothing),
+                                  ('the bus', bus.close if bus else _nothing),
+                                  ('the chaos ledger', ledger.close if ledger else _nothing)])
 
     def shutdown(self) -> None:
         """Leave: final status, release the bus and the state file. Idempotent."""
