@@ -393,3 +393,52 @@ def test_a_released_lock_is_free_though_a_child_with_its_descriptor_still_runs(t
         child.wait(10)
     # Assert
     assert (held, taken) == (False, True)
+
+
+class _Statvfs:
+    """Stand in for ``os.statvfs_result``: only its flags."""
+
+    def __init__(self, flags):
+        self.f_flag = flags
+
+
+@pytest.mark.parametrize('case, said', [
+    ('mount', 'the lock file is on a read-only mount, which this file system cannot flock '
+              'read-only (ENOLCK; NFS?); use a folder on a local disk, or mount it read-write'),
+    ('own', "the lock file is this user's own, without write permission, which this file "
+            'system cannot flock read-only (ENOLCK; NFS?); use a folder on a local disk, or '
+            'give it back its write permission (chmod u+w), or remove it'),
+    ('other', "the lock file is another user's (uid "),
+])
+def test_a_read_only_lock_file_nfs_will_not_lock_is_said_as_it_is(
+        tmp_path, monkeypatch, case, said):
+    """Say read-only mount, this user's own file or another user's: not always another's."""
+    import errno
+    import fcntl
+    from rog_ros.nodes import output_lock
+    # Arrange: a lock file open read-only, on a file system that refuses its flock
+    path = tmp_path / LOCK_FILE
+    path.write_text('rog fleet, pid 1, since 2026-01-01 00:00:00\n')
+
+    def read_only(name):
+        """Open the lock file as a user who may not write it would."""
+        return os.open(name, os.O_RDONLY), False
+
+    def no_lock(fd, op):
+        """Refuse every flock, as an NFS mount without a lock manager."""
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(output_lock, '_open_lock_file', read_only)
+    monkeypatch.setattr(fcntl, 'flock', no_lock)
+    real_statvfs, owner = os.fstatvfs, path.stat().st_uid
+    flags = os.ST_RDONLY if case == 'mount' else 0
+    monkeypatch.setattr(os, 'fstatvfs', lambda fd: _Statvfs(real_statvfs(fd).f_flag | flags))
+    monkeypatch.setattr(os, 'geteuid', lambda: owner + (1 if case == 'other' else 0))
+    # Execute
+    with pytest.raises(output_lock.ReadOnlyLockRefused) as refused:
+        output_lock.hold_lock_file(str(path), 'rog fleet')
+    # Assert
+    text = str(refused.value)
+    assert '\n' not in text
+    assert text.startswith(f'cannot lock {path}: {said}'), text
+    assert (case == 'other') == ('another user' in text)

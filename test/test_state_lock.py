@@ -327,9 +327,10 @@ ON_NFS = ('import errno, fcntl, os, sys\n'
 
 
 @pytest.mark.parametrize('code', ['EBADF', 'ENOLCK'])
-def test_another_users_lock_file_that_nfs_will_not_lock_read_only_is_one_line(tmp_path, code):
-    """Refuse, naming the lock file and a local --state-dir, where NFS refuses the flock."""
-    # Arrange: another user's lock file (read-only to this one), on a file system like NFS
+def test_a_read_only_lock_file_that_nfs_will_not_lock_is_one_line_saying_whose(tmp_path, code):
+    """Refuse, naming the lock file, whose it is and a local --state-dir, where NFS refuses."""
+    # Arrange: this user's own lock file made read-only, on a file system like NFS (it was
+    # called another user's: test_output_lock has another user's and a read-only mount)
     lock = state_dir.lock_file(tmp_path / 'worker_0.pt')
     with open(lock, 'w') as fh:
         fh.write('rog_worker 0, pid 1, since 2026-01-01 00:00:00\n')
@@ -343,8 +344,9 @@ def test_another_users_lock_file_that_nfs_will_not_lock_read_only_is_one_line(tm
     said = done.stdout.strip()
     assert said.startswith('refused: cannot lock state file '), said
     assert '\n' not in said
-    assert f'its lock file {lock} is another user' in said
-    assert f'({code}; NFS?); give this node a --state-dir on a local disk' in said
+    assert f"its lock file {lock} is this user's own, without write permission" in said
+    assert f'({code}; NFS?); give this node a --state-dir on a local disk, or give it back its ' \
+        'write permission (chmod u+w), or remove it' in said
 
 
 def _failing_build(args):

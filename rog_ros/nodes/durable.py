@@ -120,10 +120,10 @@ def hold(path, command: str) -> None:
             makedirs_synced(os.path.dirname(lock))
             fd, holder = hold_lock_file(lock, command)
         except ReadOnlyLockRefused as err:
-            raise StateError(f'cannot lock state file {path}: its lock file {lock} is another '
-                             "user's, which this file system cannot flock read-only "
+            raise StateError(f'cannot lock state file {path}: its lock file {lock} is '
+                             f'{err.whose}, which this file system cannot flock read-only '
                              f'({err.code}; NFS?); give this node a --state-dir on a local '
-                             'disk, or have that user remove the lock file') from None
+                             f'disk, or {err.fix}') from None
         except OSError as err:             # (OutputInUse: a link; says what to do)
             raise StateError(f'cannot lock state file {path}: {err.strerror or err}') from None
         if holder is None:

@@ -59,19 +59,44 @@ class OutputInUse(OSError):
 
 class ReadOnlyLockRefused(OutputInUse):
     """
-    Another user's lock file, open read-only, that this file system will not ``flock``.
+    A lock file open read-only that this file system will not ``flock``.
 
     Some NFS mounts emulate ``flock`` with POSIX locks, whose exclusive kind needs a
     descriptor open for writing (``EBADF``), or have no lock manager at all (``ENOLCK``): such
     a hold was no lock at all, and nothing said so. ``path`` is the lock file, ``code`` the
-    errno's name; the message says what to do in one line.
+    errno's name; ``whose`` says why it was open read-only (:func:`read_only_why`: another
+    user's, this user's own without write permission, or on a read-only mount) and ``fix``
+    what to do besides a folder on a local disk: the message says both in one line.
     """
 
-    def __init__(self, path: str, code: str):
+    def __init__(self, path: str, code: str, why=None):
         self.path, self.code = path, code
-        super().__init__(f"cannot lock {path}: it is another user's lock file, which this "
+        self.whose, self.fix = why or ("another user's", 'have its owner remove it')
+        super().__init__(f'cannot lock {path}: the lock file is {self.whose}, which this '
                          f'file system cannot flock read-only ({code}; NFS?); use a folder '
-                         'on a local disk, or have its owner remove it')
+                         f'on a local disk, or {self.fix}')
+
+
+def read_only_why(fd: int) -> tuple:
+    """
+    Return ``(whose, fix)``: why lock file ``fd`` could only be opened read-only, and the fix.
+
+    A read-only mount (``statvfs``'s ``ST_RDONLY``), another owner (``st_uid`` not this
+    process's effective user), or this user's own file without its write permission: the
+    refusal called each of them another user's file.
+    """
+    try:
+        on_read_only = bool(os.fstatvfs(fd).f_flag & getattr(os, 'ST_RDONLY', 1))
+        owner = os.fstat(fd).st_uid
+    except (OSError, AttributeError):       # (no statvfs: not a POSIX system)
+        return "another user's", 'have its owner remove it'
+    if on_read_only:
+        return ('on a read-only mount', 'mount it read-write (nothing can be written there '
+                'either)')
+    if owner != os.geteuid():
+        return f"another user's (uid {owner})", 'have its owner remove it'
+    return ("this user's own, without write permission",
+            'give it back its write permission (chmod u+w), or remove it')
 
 
 class OutputLock:
@@ -146,9 +171,17 @@ def hold_lock_file(path: str, command: str):
     On success the file says who holds it (``command``, pid, since when) and the open ``fd``
     is the hold (closing it lets go). When another process holds it: ``(None, its line)``.
     A file system without ``flock`` support gives ``(None, None)``: an unlocked hold, so that
-    the run goes on as before rather than failing for want of a lock; but another user's lock
-    file, open read-only, that it will not lock raises ``ReadOnlyLockRefused`` (some NFS
-    mounts: a file of our own there would be locked). One function for every
+    the run goes on as before rather than failing for want of a lock; but a lock file open
+    read-only (another user's, or this user's own without write permission, or on a
+    read-only mount) that it will not lock raises ``ReadOnlyLockRefused`` (some NFS mounts:
+    a writable file of our own there would be locked).
+
+    No POSIX-lock (``fcntl.lockf``) fallback for a file system that refuses ``flock``: Linux's
+    NFS client makes ``flock`` a POSIX lock over the lock manager (lockd/NLM, NFSv4's own
+    locks) already, so where ``flock`` fails there (``ENOLCK``: no lock manager) ``lockf``
+    fails the same way, and a ``nolock`` mount locks both locally. A POSIX lock would also
+    be let go when this process closes any descriptor of the file (reading its holder line)
+    and is not held by the processes it forks. One function for every
     lock of the package (an output directory, a robot's node log, a node's state file).
 
     A run that lets go of a folder it leaves empty removes the lock file (and the folder)
@@ -172,12 +205,13 @@ def hold_lock_file(path: str, command: str):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             holder = ' '.join(_holder(fd).split())
+            why = None if writable else read_only_why(fd)
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 return None, holder
-            if not writable:      # (ours would be writable: another user's file on NFS)
-                raise ReadOnlyLockRefused(path, errno.errorcode.get(exc.errno, str(exc))) \
-                    from None
+            if not writable:      # (another user's file on NFS, or a read-only one)
+                raise ReadOnlyLockRefused(path, errno.errorcode.get(exc.errno, str(exc)),
+                                          why) from None
             return None, None
         # (the last try holds what it got: a file system whose file numbers do not match
         # between stat and fstat runs locked as it did before, not refused)
