@@ -111,9 +111,10 @@ def test_a_look_that_fails_ends_the_look_not_the_node():
     # Arrange
     bus = _bus(f'/failing_{os.getpid()}', 'rog_worker_0')
 
-    def take(N):
+    def take():
+        """Fail as a take of a sample the binding cannot read."""
         raise ValueError('cannot deserialize')
-    bus._namesakes._reader.take = take
+    bus._namesakes._take = take
     try:
         # Execute
         got = bus.poll(0.0)
@@ -157,3 +158,54 @@ def test_a_node_started_again_after_a_crash_says_nothing_of_its_dead_self(caplog
         again.close()
     # Assert
     assert _said(caplog) == []
+
+
+def test_the_node_already_running_warns_of_a_namesake_started_long_after_it(caplog):
+    """Warn in the earlier node too: it looks for its whole life, not its first seconds."""
+    # Arrange: a node running for longer than the look used to last (5 s)
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    namespace = f'/later_{os.getpid()}'
+    first = _bus(namespace, 'rog_worker_0')
+    second = None
+    try:
+        _poll([first], 6.0)
+        # Execute: the same node of a second fleet, started now
+        second = _bus(namespace, 'rog_worker_0')
+        _poll([first, second], WAIT_S, until=lambda: first._namesakes is None)
+        first_said = first._namesakes is None and bool(_said(caplog))
+    finally:
+        if second is not None:
+            second.close()
+        first.close()
+    # Assert
+    assert first_said
+
+
+def test_a_namesake_in_the_other_gid_layout_is_warned_of(caplog, monkeypatch):
+    """Read a 24-byte-GID entry (rmw_cyclonedds up to Humble, matched by name) as well."""
+    from types import SimpleNamespace
+    from test_doctor_graph import _sample
+    # Arrange: a Humble node of this name whose entry DDS hands to this 16-byte bus
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    monkeypatch.setenv('ROS_DISTRO', 'jazzy')
+    namespace = f'/humble_{os.getpid()}'
+    bus = _bus(namespace, 'rog_worker_0')
+    real, handed = dds_bus._raw_take, []
+
+    def take(ref, *rest):
+        """Hand the Humble entry over once, with what the namesakes reader really got."""
+        got = list(real(ref, *rest))
+        if bus._namesakes is not None and ref is bus._namesakes._reader._ref and not handed:
+            handed.append(True)
+            got.append((_sample(24, [(namespace, 'rog_worker_0')]),
+                        SimpleNamespace(valid_data=True)))
+        return got
+    monkeypatch.setattr(dds_bus, '_raw_take', take)
+    try:
+        # Execute
+        _poll([bus], 3.0, until=lambda: bus._namesakes is None)
+    finally:
+        bus.close()
+    # Assert
+    said = _said(caplog)
+    assert len(said) == 1 and f'a node named {namespace}/rog_worker_0' in said[0]

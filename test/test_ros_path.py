@@ -309,6 +309,48 @@ def test_a_second_node_of_one_name_in_the_graph_is_said_once_in_one_line(ros, mo
     assert ros.violations == []
 
 
+class _Clock:
+    """Stand in for rclpy_bus's ``time``: a monotonic clock the test moves."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        """Return the test's time."""
+        return self.now
+
+
+def test_the_node_already_running_warns_of_a_namesake_started_long_after_it_rclpy(
+        ros, monkeypatch):
+    """Look for the bus's whole life (every few seconds after the first): the earlier warns."""
+    from rog_ros.transport import rclpy_bus, topics
+    monkeypatch.setenv('ROS_DOMAIN_ID', '7')
+    clock = _Clock()
+    monkeypatch.setattr(rclpy_bus, 'time', clock)
+    sys.modules['rclpy'].init(args=[])
+    first = rclpy_bus.RclpyBus(namespace='/rog', node=ros.Node('rog_worker_0', namespace='/rog'))
+    for _ in range(20):                            # a minute alone: nothing to say
+        first.poll(0.0)
+        clock.now += 3.0
+    alone = first.namesake_said
+    # Execute: the same node of another robot fleet, a minute later
+    ros.Node('rog_worker_0', namespace='/rog')
+    looks = 0
+    while first.namesake_said is None and looks < 10:
+        first.poll(0.0)
+        clock.now += 1.0
+        looks += 1
+    # Assert: said within one later period, once
+    assert alone is None
+    assert first.namesake_said is not None and looks <= topics.NAMESAKE_LATER_S + 1
+    clock.now += 2 * topics.NAMESAKE_LATER_S
+    first.poll(0.0)                                # (said once: no look after it)
+    said = [m for _, _, m in ros.logs if 'already announces a node named' in m]
+    assert len(said) == 1
+    first.close()
+    assert ros.violations == []
+
+
 def _no_domain_id():
     """Stand in for a context whose domain cannot be read (rclpy's RCLError, shut down)."""
     raise RuntimeError('rcl context is invalid')

@@ -39,12 +39,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
 
 from rog_ros.nodes.doctor_checks import cyclone_unusable, Finding
+from rog_ros.transport.graph_entry import LAYOUTS, parse_entry
 from rog_ros.transport.topics import NAMESAKE_FIX, qualified
 
 CHECK = 'ros graph'
@@ -52,79 +52,10 @@ LISTEN_S = 3.0
 """How long the child listens: discovery on a quiet network, then the transient-local samples."""
 CHILD_TIMEOUT_S = 30.0
 """How long the child may take in all (Cyclone's start and stop included)."""
-LAYOUTS = (16, 24)
-"""Bytes of an ``rmw_dds_common/Gid``: Iron and newer, then Foxy to Humble."""
 HUMBLE_OR_OLDER = 'Humble or older'
 ROS_DISTRO_FOR = {16: 'iron, jazzy or newer: unset ROS_DISTRO, or set the distribution the '
                       'ROS 2 side runs', 24: 'ROS_DISTRO=humble'}
 """What to set where this machine's embedded nodes must use the peers' layout."""
-
-
-def _entry(body: bytes, size: int, little: bool):
-    """Return ``(gid, [(namespace, name)])`` if ``body`` is one entry of ``size`` exactly."""
-    order = '<' if little else '>'
-    pos = 0
-
-    def u32():
-        nonlocal pos
-        pos += -pos % 4
-        if pos + 4 > len(body):
-            raise ValueError('short')
-        (value,) = struct.unpack_from(order + 'I', body, pos)
-        pos += 4
-        return value
-
-    def take(n: int) -> bytes:
-        nonlocal pos
-        if n < 0 or pos + n > len(body):
-            raise ValueError('short')
-        pos += n
-        return body[pos - n:pos]
-
-    def string() -> str:
-        n = u32()
-        if not 1 <= n <= 257:
-            raise ValueError('string bound')
-        text = take(n)
-        if text[-1:] != b'\0':
-            raise ValueError('no terminator')
-        return text[:-1].decode('utf-8')
-
-    try:
-        gid = take(size)
-        nodes = []
-        for _ in range(u32()):
-            ns, name = string(), string()
-            for _side in range(2):
-                count = u32()
-                if count > len(body):
-                    raise ValueError('count')
-                take(count * size)
-            nodes.append((ns, name))
-    except (ValueError, UnicodeDecodeError, struct.error):
-        return None
-    rest = body[pos:]
-    return (gid, nodes) if len(rest) < 4 and not rest.strip(b'\0') else None
-
-
-def parse_entry(data: bytes):
-    """
-    Return ``(gid size, participant GUID, [(namespace, name)])`` of a serialised sample, or None.
-
-    ``data`` is one ``ParticipantEntitiesInfo`` in CDR with its encapsulation header; the GID
-    size is the one of the two layouts that reads it exactly (None: neither does).
-    """
-    if len(data) < 4 or data[0] != 0 or data[1] not in (0, 1):
-        return None
-    little, body = data[1] == 1, bytes(data[4:])
-    read = [(size, _entry(body, size, little)) for size in LAYOUTS]
-    fits = [(size, found) for size, found in read if found is not None]
-    if len(fits) != 1:
-        return None
-    size, (gid, nodes) = fits[0]
-    if size == 24 and gid[16:] != bytes(8):    # rmw pads the GUID with zeros
-        return None
-    return size, gid[:16], nodes
 
 
 def _layout_of_writer(user_data: bytes):

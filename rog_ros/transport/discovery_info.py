@@ -50,9 +50,10 @@ from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
+from rog_ros.transport.graph_entry import parse_entry
 from rog_ros.transport.idl import build_types
 from rog_ros.transport.msgdef import parse_msg
-from rog_ros.transport.topics import namesake_line, NAMESAKE_LOOK_S, qualified
+from rog_ros.transport.topics import namesake_line, qualified
 from rog_ros.transport.typehash import rihs01
 
 TOPIC = 'ros_discovery_info'
@@ -214,20 +215,31 @@ def open_info(participant, node_name, node_namespace: str = '/'):
         return None
 
 
-LOOK_S = NAMESAKE_LOOK_S
-"""How long after its start a bus looks for another node of its name (once a second, no wait)."""
+LOOK_S = None
+"""
+How long a bus looks for another node of its name (seconds; None: for as long as it runs).
+
+The look is one take a second, from the bus's peer check, of a reader that gets a sample only
+when a participant's entry changes (it starts, or creates an endpoint): about 10 us when
+nothing came. Looking for the bus's whole life, the node already running also warns of a
+namesake started later, not that one alone.
+"""
 
 
 class Namesakes:
     """
-    Look at the graph for a while after a bus starts: warn once if its node's name is taken.
+    Look at the graph while a bus runs: warn once if its node's name is taken.
 
     Two robot fleets started on one DDS domain and one namespace have nodes of one fully
     qualified name (``/rog/rog_worker_0`` twice): ROS 2 tools mix them up and their traffic
     mixes, and only ``rog doctor`` said so. The bus reads the ``ros_discovery_info`` entries
-    (what ``rog doctor``'s ros graph check reads, in this node's GID layout) for
-    :data:`LOOK_S` after it starts, from its once-a-second peer check (:meth:`look`): nothing
-    waits for it, and the reader is deleted once the look is over.
+    (what ``rog doctor``'s ros graph check reads) for :data:`LOOK_S` (its whole life), from
+    its once-a-second peer check (:meth:`look`): nothing waits for it, and the reader is
+    deleted once the warning is given. Each sample is read from its bytes in either GID
+    layout (:func:`rog_ros.transport.graph_entry.parse_entry`): a writer of the other one
+    that DDS matches (rmw_cyclonedds up to Humble sends no type information) was misread, or
+    ended the look, and its node went unseen; one that DDS does not match (two builds that
+    both send type information) is seen by ``rog doctor`` alone.
 
     Parameters
     ----------
@@ -239,12 +251,15 @@ class Namesakes:
     """
 
     def __init__(self, info: DiscoveryInfo, participant, domain_id: int, look_s=None):
+        from rog_ros.transport import dds_bus      # (it imports this module)
         self.name = qualified(info.node_namespace, info.node_name)
         self.domain_id = domain_id
         self.said = None                  # the warning, once given
         self._own = bytes(info.gid[:16])
-        self._until = time.monotonic() + (LOOK_S if look_s is None else look_s)
+        look_s = LOOK_S if look_s is None else look_s
+        self._until = None if look_s is None else time.monotonic() + look_s
         self._reader = open_reader(participant, info.size, info._topic)
+        self._take = lambda: dds_bus._raw_take(self._reader._ref)
 
     def look(self, now=None) -> bool:
         """
@@ -253,21 +268,19 @@ class Namesakes:
         A failing take ends the look (False), never the node.
         """
         try:
-            samples = self._reader.take(N=256)
+            samples = self._take()
         except Exception:  # noqa: B902 - the binding's take raises more than DDSException
             return False
-        for sample in samples:
-            try:
-                gid = bytes(sample.gid.data)[:16]
-                names = {qualified(n.node_namespace, n.node_name)
-                         for n in sample.node_entities_info_seq}
-            except (AttributeError, TypeError):   # (an unregistered writer's: no data)
+        for data, sample_info in samples:
+            parsed = parse_entry(bytes(data)) if sample_info.valid_data else None
+            if parsed is None:            # (an unregistered writer's, a layout of neither)
                 continue
-            if gid != self._own and self.name in names:
+            _, gid, nodes = parsed
+            if gid != self._own and self.name in {qualified(ns, n) for ns, n in nodes}:
                 self.said = namesake_line(self.domain_id, self.name)
                 LOG.warning(self.said)
                 return False
-        return (time.monotonic() if now is None else now) < self._until
+        return self._until is None or (time.monotonic() if now is None else now) < self._until
 
     def close(self) -> None:
         """Delete the reader (idempotent)."""

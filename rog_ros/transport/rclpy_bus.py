@@ -201,7 +201,7 @@ class RclpyBus(Bus):
         self._subscriptions = {}
         self._queue = deque()   # (topic, msg, callback) queued by executor callbacks
         self._closed = False
-        # another node of this one's name in the graph: said once, looked for a while
+        # another node of this one's name in the graph: said once, looked for while it runs
         self._look_until = time.monotonic() + topics.NAMESAKE_LOOK_S
         self._next_look = 0.0
         self.namesake_said = None
@@ -250,15 +250,17 @@ class RclpyBus(Bus):
         """
         Warn once if the graph holds another node of this node's name (as DdsBus does).
 
-        Looked at once a second for ``NAMESAKE_LOOK_S`` after the bus starts, from
-        :meth:`poll` (nothing waits for it): ``get_node_names_and_namespaces`` lists this
-        node, and every other of its fully qualified name (two robot fleets on one domain and
-        one namespace).
+        Looked at once a second for ``NAMESAKE_LOOK_S`` after the bus starts, then every
+        ``NAMESAKE_LATER_S`` for as long as it runs (the node already running warns of a
+        namesake started later too), from :meth:`poll` and :meth:`publish` (nothing waits for
+        it): ``get_node_names_and_namespaces`` lists this node, and every other of its fully
+        qualified name (two robot fleets on one domain and one namespace). The list is rcl's
+        graph cache, read without a round trip.
         """
         now = time.monotonic()
         if self._look_until is None or now < self._next_look:
             return
-        self._next_look = now + 1.0
+        self._next_look = now + (1.0 if now < self._look_until else topics.NAMESAKE_LATER_S)
         try:
             name = qualified(self._node.get_namespace(), self._node.get_name())
             count = sum(1 for n, ns in self._node.get_node_names_and_namespaces()
@@ -269,8 +271,6 @@ class RclpyBus(Bus):
         if count > 1:
             self.namesake_said = namesake_line(self._domain_id(), name)
             self._node.get_logger().warning(self.namesake_said)
-            self._look_until = None
-        elif now >= self._look_until:
             self._look_until = None
 
     def _domain_id(self):

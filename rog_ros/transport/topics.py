@@ -119,7 +119,9 @@ NAMESAKE_FIX = ('two fleets on one domain need two namespaces (namespace:=, --na
                 'docs/architecture.md, "Node names and namespaces"')
 """What to set where two nodes have one fully qualified name (a node's warning, rog doctor's)."""
 NAMESAKE_LOOK_S = 5.0
-"""How long after its start a bus looks for another node of its name (once a second, no wait)."""
+"""How long after its start an rclpy bus looks for another node of its name once a second."""
+NAMESAKE_LATER_S = 5.0
+"""How often an rclpy bus looks for one after that, for as long as it runs (seconds)."""
 
 
 def namesake_line(domain, name: str) -> str:
