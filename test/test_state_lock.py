@@ -481,3 +481,32 @@ def test_a_worker_configure_failing_after_its_bus_closes_it_and_a_later_one_work
     assert failed == (0, None, True)
     assert again == (1, 'inactive')
     assert hub.buses == []
+
+
+def _failing_report(*args, **kwargs):
+    """Stand in for the chaos ledger's final report on a full disk."""
+    raise OSError(28, 'No space left on device')
+
+
+@pytest.mark.parametrize('role', ['worker', 'server'])
+def test_a_shutdown_whose_ledger_report_fails_still_closes_the_bus_and_lets_go(
+        tmp_path, monkeypatch, role):
+    """Close the bus and let go of the state file though the ledger's report raises."""
+    # Arrange
+    from rog_ros.nodes import chaos_hooks
+    hub = in_memory_fleet(monkeypatch)
+    if role == 'worker':
+        node, path = _worker(tmp_path), tmp_path / 'worker_0.pt'
+        monkeypatch.setattr(chaos_hooks.WorkerHooks, 'close', _failing_report)
+    else:
+        node = server_node.ServerNode(rog_server.build_parser().parse_args(
+            ['--workload', 'toy', '--workers', '1', '--namespace', '/lock7', '--out',
+             str(tmp_path / 'out'), '--state-dir', str(tmp_path)]))
+        path = tmp_path / 'server.pt'
+        monkeypatch.setattr(chaos_hooks.ServerHooks, 'close', _failing_report)
+    node.configure()
+    # Execute
+    with pytest.raises(OSError):
+        node.shutdown()
+    # Assert
+    assert (hub.buses, node.bus, _another_takes(path)) == ([], None, True)

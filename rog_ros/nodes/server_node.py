@@ -424,16 +424,25 @@ class ServerNode:
                                   ('the chaos ledger', ledger.close if ledger else _nothing)])
 
     def shutdown(self) -> None:
-        """Release the bus and the state file. Idempotent."""
+        """
+        Release the bus and the state file. Idempotent.
+
+        Both are let go though the chaos ledger's final report fails (its error is raised
+        after): the bus stayed open and the state file held, until the process ended.
+        """
         self.life.request('shutdown')
-        if getattr(self, 'evaluator', None) is not None:
-            self.evaluator.close()
-        if getattr(self, 'hooks', None) is not None:
-            self.hooks.close(self.reject_counts(), getattr(self.bus, 'injected', None))
-        if self.bus is not None:
-            self.bus.close()
-            self.bus = None
-        self.state_hold.release()
+        try:
+            if getattr(self, 'evaluator', None) is not None:
+                self.evaluator.close()
+            if getattr(self, 'hooks', None) is not None:
+                self.hooks.close(self.reject_counts(), getattr(self.bus, 'injected', None))
+        finally:
+            bus, self.bus = self.bus, None
+            try:
+                if bus is not None:
+                    bus.close()
+            finally:
+                self.state_hold.release()
 
     # ------------------------------------------------------------------ metrics
     def _run_record(self) -> dict:

@@ -400,11 +400,15 @@ class WorkerNode:
             counts = {k: v for k, v in self.reject_counts().items() if v}
             if counts:
                 self.log.warning(f'dropped messages {counts}')   # rclpy loggers: one string
-            self.hooks.close(self.reject_counts(), getattr(self.bus, 'injected', None))
-            self.driver.close()
-            self.bus.close()
-            self.bus = None
-            self.state_hold.release()
+            try:       # (a ledger report that fails still lets go of the bus and the file)
+                self.hooks.close(self.reject_counts(), getattr(self.bus, 'injected', None))
+            finally:
+                bus, self.bus = self.bus, None
+                try:
+                    self.driver.close()
+                    bus.close()
+                finally:
+                    self.state_hold.release()
 
     # ------------------------------------------------------------------ work
     def _compute(self, clock: int) -> torch.Tensor:
