@@ -1408,3 +1408,65 @@ def test_the_simulator_reads_a_bag_once_a_call_not_once_per_robot_and_link(
     _same(make_traces(path, 3, 1), want)
     assert got == [offset for _, offset in want]
     capsys.readouterr()
+
+
+@pytest.mark.parametrize('call', ['make_traces', 'trace_offsets', 'trace_digest'])
+def test_the_simulator_does_not_hold_a_bag_in_memory(tmp_path, capsys, call):
+    # make_traces, trace_offsets and rog compare's trace_digest read a bag's whole bytes for
+    # its key on every call (gigabytes for a ros2 bag record -a bag); it is hashed and parsed
+    # in blocks now, to the same digest and links
+    import tracemalloc
+    from rog_ros.sim import simulator
+    path = str(_large_bag(tmp_path / 'all.mcap', 3, megabytes=16))
+    size = os.path.getsize(path)
+    run = {'make_traces': lambda: simulator.make_traces(path, 3, 1),
+           'trace_offsets': lambda: simulator.trace_offsets(path, 3, 1),
+           'trace_digest': lambda: simulator.trace_digest(path)}[call]
+    tracemalloc.start()
+    try:
+        got = run()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < size / 3, peak / size       # (an MCAP chunk, a block hashed)
+    data = ros_bag.file_bytes(path)
+    assert ros_bag.file_digest(path) == ros_bag.data_digest(data)
+    if call == 'trace_digest':      # (the digest of today's files: of the bag's bytes)
+        import hashlib
+        assert got == hashlib.sha256(hashlib.sha256(data).digest()).hexdigest()[:12]
+    elif call == 'trace_offsets':
+        assert got == [offset for _, offset in simulator.make_traces(path, 3, 1)]
+    else:       # (the links of the bag's bytes, as they were read)
+        for r, (trace, _) in enumerate(got):
+            want = traces.load_entry(f'{path}#netmon_{r}', loop=True, data=data)
+            assert (trace.t_s.tolist(), trace.mbps.tolist(), trace.end_s) == (
+                want.t_s.tolist(), want.mbps.tolist(), want.end_s)
+    capsys.readouterr()
+
+
+def test_a_bag_rewritten_while_the_simulator_parses_it_is_not_kept_under_its_old_hash(
+        tmp_path, capsys, monkeypatch):
+    # a bag is hashed, then parsed from its file: one rewritten in between must not leave its
+    # new links cached under the old bytes' hash (the old bytes back under the name replayed
+    # the new links)
+    from rog_ros.sim import simulator
+    path = tmp_path / 'run.mcap'
+    old = _three_robots_bag(tmp_path / 'old.mcap').read_bytes()
+    new = _large_bag(tmp_path / 'new.mcap', 3, megabytes=0).read_bytes()
+    want = {data: simulator.make_traces(str(_write_bytes(tmp_path / f'{k}.mcap', data)), 3, 1)
+            for k, data in enumerate((old, new))}
+    _write_bytes(path, old)
+    hashed = ros_bag.file_digest
+
+    def rewritten(name):
+        """Hash the bag, then rewrite it with the other bag's bytes (a recorder writing)."""
+        digest = hashed(name)
+        monkeypatch.setattr(ros_bag, 'file_digest', hashed)
+        _write_bytes(path, new)
+        return digest
+
+    monkeypatch.setattr(ros_bag, 'file_digest', rewritten)
+    _same(simulator.make_traces(str(path), 3, 1), want[new])
+    _write_bytes(path, old)
+    _same(simulator.make_traces(str(path), 3, 1), want[old])
+    capsys.readouterr()

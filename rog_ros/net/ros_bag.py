@@ -422,6 +422,20 @@ def _file_digest(path, kind: str) -> bytes:
     return _identity(path, kind)[0]
 
 
+def file_digest(path) -> bytes:
+    """
+    Return ``data_digest(file_bytes(path))`` of the bag ``path``, hashed in blocks.
+
+    The same value, without the bag in memory (a bag of gigabytes, ``ros2 bag record -a``),
+    and hashed once per process while the bag (and a SQLite bag's -wal) stays as it was
+    (``_identity``). Raises ``BagError`` for a file that is no bag.
+    """
+    kind = bag_kind(path)
+    if not kind:
+        raise BagError(f'{path}: not a ROS 2 bag (MCAP or SQLite)')
+    return _file_digest(path, kind)
+
+
 def data_digest(data: bytes, wal: bytes | None = None) -> bytes:
     """
     Return the SHA-256 that keys a file's bytes ``data`` (``file_bytes``'s), its -wal's too.

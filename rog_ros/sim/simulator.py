@@ -166,22 +166,28 @@ def trace_file(path: str, read: dict | None = None) -> traces.Trace:
     the bytes hashed are the bytes parsed (read once), so a file rewritten between the two is
     never cached under the hash of what it held before. A SQLite bag's bytes are its file's
     and its ``-wal``'s (``ros_bag.file_bytes``): a recorder that is still writing adds its
-    messages to the ``-wal`` alone. ``read``: ``{file: bytes}`` read already by the caller's
-    other entries (``rank_entries``): one file (a bag's robots) is read once a call. Inside
+    messages to the ``-wal`` alone. A bag is not held in memory (``_read``: hashed and parsed
+    in blocks, a bag of gigabytes, ``ros2 bag record -a``, as the nodes read it), and is read
+    from its bytes only when it changes while it is parsed. ``read``: ``{file: (digest,
+    bytes)}`` read already by the caller's other entries (``rank_entries``): one file (a bag's
+    robots) is read once a call. Inside
     ``simulate`` a file is read once per run: its links, its offsets and its digest in the
     summary are of the same bytes, even when the file is rewritten during the run.
     """
     pins = _pins_of_runs()[-1] if _pins_of_runs() else None
     if pins is not None and path in pins:
         return pins[path][1]
-    data = _file_bytes(trace_spec.parse(path).source, read)
-    key = (path, ros_bag.data_digest(data))
+    source = trace_spec.parse(path).source
+    digest, data = _read(source, read)
+    key = (path, digest)
     with _trace_cache_lock:
         trace = _trace_cache.get(key)
         if trace is not None:
             _trace_cache.move_to_end(key)
-    if trace is None:
-        trace = traces.load_entry(path, loop=True, data=data)     # (parsed outside the lock)
+    if trace is None:       # (parsed outside the lock)
+        digest, trace = _parse_read(source, read, digest, data,
+                                    lambda data: traces.load_entry(path, loop=True, data=data))
+        key = (path, digest)
         with _trace_cache_lock:
             _trace_cache[key] = trace
             while len(_trace_cache) > TRACE_CACHE_SIZE:
@@ -191,29 +197,57 @@ def trace_file(path: str, read: dict | None = None) -> traces.Trace:
     return trace
 
 
-def _file_bytes(path: str, read: dict | None = None) -> bytes:
+def _read(path: str, read: dict | None = None) -> tuple:
     """
-    Return the bytes of the trace file ``path`` (a directory or a pipe: says which).
+    Return ``(digest, bytes)`` of the trace file ``path`` (a directory or a pipe: says which).
 
-    ``read``: ``{path: bytes}`` of the files read already in this call (None: none kept).
+    ``digest`` is ``ros_bag.data_digest`` of its bytes (a SQLite bag's with its -wal's). A
+    bag's bytes are None: it is hashed in blocks (``ros_bag.file_digest``, once per process
+    while it stays as it was) and parsed from its file, not held in memory (``_parse_read``).
+    ``read``: ``{path: (digest, bytes)}`` of the files read already in this call (None: none
+    kept).
     """
     if read is not None and path in read:
         return read[path]
     traces.check_trace_file(path)       # (open would wait on a pipe)
-    data = ros_bag.file_bytes(path)     # (a SQLite bag's with its -wal's)
+    if ros_bag.bag_kind(path):
+        got = ros_bag.file_digest(path), None
+    else:
+        data = ros_bag.file_bytes(path)
+        got = ros_bag.data_digest(data), data
     if read is not None:
-        read[path] = data
-    return data
+        read[path] = got
+    return got
+
+
+def _parse_read(path: str, read: dict | None, digest: bytes, data, parse) -> tuple:
+    """
+    Return ``(digest, parse(data))`` of the file ``path`` that ``_read`` gave ``digest``.
+
+    A bag (``data`` None) is parsed from its file: when it is no longer the file hashed (a
+    recorder still writing it), it is read once into memory, and that is hashed and parsed,
+    so that a parse is never kept under the hash of other bytes.
+    """
+    parsed = parse(data)
+    if data is not None or ros_bag.file_digest(path) == digest:
+        return digest, parsed
+    data = ros_bag.file_bytes(path)
+    digest = ros_bag.data_digest(data)
+    if read is not None:
+        read[path] = digest, data
+    return digest, parse(data)
 
 
 def _bag_robots(path: str, read: dict | None = None) -> list:
     """Return the robots of the bag ``path`` (``trace_spec.resolve``), read once per bytes."""
-    data = _file_bytes(path, read)
-    key = (path, ros_bag.data_digest(data))
+    digest, data = _read(path, read)
+    key = (path, digest)
     with _trace_cache_lock:
         named = _bag_robots_cache.get(key)
     if named is None:
-        named = ros_bag.robots(path, data=data)
+        digest, named = _parse_read(path, read, digest, data,
+                                    lambda data: ros_bag.robots(path, data=data))
+        key = (path, digest)
         with _trace_cache_lock:
             if len(_bag_robots_cache) >= TRACE_CACHE_SIZE:
                 _bag_robots_cache.clear()
@@ -228,9 +262,9 @@ def rank_entries(spec: str, n: int, read: dict | None = None) -> list:
     Robot r follows entry r mod k (``trace_spec``), a bag of several robots named without
     one its robot of rank r (``trace_spec.resolve``), as the nodes' ``link_for`` does.
     A preset name wins over a file of that name, as in the nodes and the checks.
-    ``read``: ``{file: bytes}``, where the files read are kept for the caller's
-    ``trace_file`` (a bag is read once, not once per robot and once per robot's link: a bag
-    of gigabytes, ``ros2 bag record -a``, took seconds each time).
+    ``read``: ``{file: (digest, bytes)}``, where the files read are kept for the caller's
+    ``trace_file`` (``_read``: a file is read once, not once per robot and once per robot's
+    link; a bag of gigabytes, ``ros2 bag record -a``, took seconds each time).
     """
     if read is None:
         read = {}
@@ -333,7 +367,8 @@ def trace_digest(spec, pins=None) -> str | None:
     (a preset name wins over a file of that name) and missing files have no bytes to digest.
     ``pins``: ``{path: (sha256, trace)}`` of the bytes a run replayed, digested instead of the
     file's bytes now. A SQLite bag's bytes include its ``-wal``'s (``ros_bag.data_digest``),
-    so a run of a bag whose recorder went on writing is not reused.
+    so a run of a bag whose recorder went on writing is not reused; a bag is hashed in
+    blocks (``ros_bag.file_digest``: the same digest, without the bag in memory).
     """
     try:
         entries = trace_spec.sources(spec)
@@ -355,7 +390,8 @@ def trace_digest(spec, pins=None) -> str | None:
         if not os.path.isfile(path):
             continue
         try:
-            digest.update(ros_bag.data_digest(ros_bag.file_bytes(path)))
+            digest.update(ros_bag.file_digest(path) if ros_bag.bag_kind(path)   # (in blocks)
+                          else ros_bag.data_digest(ros_bag.file_bytes(path)))
         except OSError:
             continue
         files += 1
