@@ -601,6 +601,7 @@ def test_a_bag_of_several_robots_is_parsed_once_per_run(tmp_path, monkeypatch):
         return real(*args, **kw)
 
     monkeypatch.setattr(ros_bag, '_collect', counting)
+    _cold_caches(monkeypatch)       # (another test parsed the same bytes: one cache by them)
     make_traces(path, 3, 0)
     trace_offsets(path, 3, 0)
     assert traces.load_trace(path, node='netmon_2', field='emulated').mbps.tolist() == [2.5] * 3
@@ -624,6 +625,7 @@ def test_a_bag_read_by_path_is_parsed_once_by_the_checks_and_the_nodes(
         return real(*args, **kw)
 
     monkeypatch.setattr(ros_bag, '_collect', counting)
+    _cold_caches(monkeypatch)       # (another test parsed the same bytes: one cache by them)
     checks.trace('trace', path)
     links = [link_for(path, rank, 3) for rank in range(3)]
     assert parses == [path] and all(links)
@@ -1470,3 +1472,49 @@ def test_a_bag_rewritten_while_the_simulator_parses_it_is_not_kept_under_its_old
     _write_bytes(path, old)
     _same(simulator.make_traces(str(path), 3, 1), want[old])
     capsys.readouterr()
+
+
+def test_one_bag_named_by_two_paths_is_parsed_once(tmp_path, monkeypatch):
+    # the parse cache was keyed by the path and the bytes: a bag named through a link (or a
+    # copy) was parsed again, seconds for an hour of a fleet's LinkStats
+    path = _three_robots_bag(tmp_path / 'run.mcap')
+    os.symlink(path, tmp_path / 'link.mcap')
+    _cold_caches(monkeypatch)
+    parse, parsed = ros_bag._parse, []
+    monkeypatch.setattr(ros_bag, '_parse', lambda *a: parsed.append(a[0]) or parse(*a))
+    named = ros_bag.robots(str(path))
+    assert ros_bag.robots(str(tmp_path / 'link.mcap')) == named
+    assert ros_bag.robots(str(path), data=path.read_bytes()) == named
+    assert parsed == [str(path)]
+
+
+def _cold_caches(monkeypatch):
+    """Give ``ros_bag`` empty caches of parsed bags (another test's of the same bytes)."""
+    monkeypatch.setattr(ros_bag, '_CACHE', type(ros_bag._CACHE)())
+    monkeypatch.setattr(ros_bag, '_CLOCKS', {})
+
+
+def test_a_bag_rewritten_while_it_is_parsed_is_not_kept_under_its_old_hash(
+        tmp_path, monkeypatch):
+    # a bag read by path is hashed, then parsed from its file: one rewritten in between kept
+    # its new robots under the old bytes' hash (the old bytes back under the name: the new
+    # robots)
+    path = tmp_path / 'run.mcap'
+    old = _three_robots_bag(tmp_path / 'old.mcap').read_bytes()
+    new = _large_bag(tmp_path / 'new.mcap', 2, megabytes=0).read_bytes()
+    _write_bytes(path, old)
+    _cold_caches(monkeypatch)
+    hashed = ros_bag._file_digest
+
+    def rewritten(*args):
+        """Hash the bag, then rewrite it with the other bag's bytes (a recorder writing)."""
+        digest = hashed(*args)
+        monkeypatch.setattr(ros_bag, '_file_digest', hashed)
+        _write_bytes(path, new)
+        return digest
+
+    monkeypatch.setattr(ros_bag, '_file_digest', rewritten)
+    assert [name for name, _ in ros_bag.robots(str(path))] == ['netmon_0', 'netmon_1']
+    _write_bytes(path, old)
+    assert [name for name, _ in ros_bag.robots(str(path))] == [
+        'netmon_0', 'netmon_1', 'netmon_2']

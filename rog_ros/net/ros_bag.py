@@ -387,25 +387,43 @@ def _rates(parsed: dict, field: str) -> dict:
 
 
 def _parsed(path, data: bytes | None) -> tuple:
-    """Return ``(key, _parse's result)`` of a bag, parsed once while its bytes stay."""
+    """
+    Return ``(key, _parse's result)`` of a bag, parsed once while its bytes stay.
+
+    The key is the bag's bytes' digest alone: one bag named by two paths (a link, a copy) is
+    parsed once. A bag read by path that changes while it is hashed and parsed (a recorder
+    still writing it) is parsed again at the next call, not kept under the hash of what it
+    held before.
+    """
     kind = bag_kind(path) if data is None else None
     wal = _wal(path, data)
+    before = _stat_key(path, kind) if kind else None
     if data is not None:        # (as _file_digest hashes the file and its -wal)
-        key = (str(path), data_digest(data, wal))
+        key = data_digest(data, wal)
     else:       # (hashed and parsed in blocks: a bag of gigabytes is not held in memory)
-        key = (str(path), _file_digest(path, kind)) if kind else None
+        key = _file_digest(path, kind) if kind else None
     with _CACHE_LOCK:
         parsed = _CACHE.get(key) if key else None
         if parsed is not None:
             _CACHE.move_to_end(key)
     if parsed is None:
         parsed = _parse(path, data, wal)
+        if before is not None and not _unchanged(path, kind, before):
+            key = None      # (neither it nor its clock is kept: _clock)
         if key:
             with _CACHE_LOCK:
                 _CACHE[key] = parsed
                 while len(_CACHE) > CACHE_SIZE:
                     _CACHE.popitem(last=False)
     return key, parsed
+
+
+def _unchanged(path, kind, before: tuple) -> bool:
+    """Return whether a bag's files still have the ``_stat_key`` ``before``."""
+    try:
+        return _stat_key(path, kind) == before
+    except OSError:
+        return False
 
 
 def _file_digest(path, kind: str) -> bytes:
@@ -539,8 +557,8 @@ def _identity(path, kind) -> tuple:
 
 CACHE_SIZE = 2
 """Bags whose parsed LinkStats a process keeps (``_links``)."""
-_CACHE = collections.OrderedDict()      # (path, sha256 of its bytes) -> _parse's result
-_CLOCKS = {}                            # (path, sha256 of its bytes) -> _clock's
+_CACHE = collections.OrderedDict()      # data_digest of a bag's bytes -> _parse's result
+_CLOCKS = {}                            # data_digest of a bag's bytes -> _clock's
 _CACHE_LOCK = threading.Lock()
 
 
