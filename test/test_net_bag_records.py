@@ -1518,3 +1518,29 @@ def test_a_bag_rewritten_while_it_is_parsed_is_not_kept_under_its_old_hash(
     _write_bytes(path, old)
     assert [name for name, _ in ros_bag.robots(str(path))] == [
         'netmon_0', 'netmon_1', 'netmon_2']
+
+
+def test_a_sqlite_bag_checkpointed_between_its_file_and_its_wal_is_read_again(
+        tmp_path, monkeypatch):
+    # file_bytes read the bag file, then its -wal: a checkpoint in between (the recorder's
+    # SQLite moves the -wal's messages into the file and empties the -wal) gave the file
+    # before and the -wal after, a bag without those messages
+    bag = tmp_path / 'live.db3'
+    con = _live_db3(bag, 2, 20)
+    try:
+        checkpointed = []
+
+        def opening(name, *args, **kw):
+            """Open ``name``; before the first -wal, checkpoint the bag (as a recorder may)."""
+            if str(name).endswith('-wal') and not checkpointed:
+                checkpointed.append(con.execute('PRAGMA wal_checkpoint(TRUNCATE)').fetchone())
+            return open(name, *args, **kw)
+
+        monkeypatch.setattr(ros_bag, 'open', opening, raising=False)
+        data = ros_bag.file_bytes(str(bag))
+        assert checkpointed == [(0, 0, 0)] and os.path.getsize(f'{bag}-wal') == 0
+        monkeypatch.undo()
+        assert [len(ros_bag.read_bag(str(bag), node=r, data=data)[0]) for r in range(2)] == [
+            19, 19]
+    finally:
+        con.close()

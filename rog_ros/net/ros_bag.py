@@ -483,18 +483,30 @@ def file_bytes(path) -> bytes:
     ``-wal``: a ``BagBytes`` carries them, so that what is hashed (``data_digest``) is what is
     parsed (``read_bag(data=...)``), even when the ``-wal`` grows in between. Its ``-shm`` is
     not read: a bag given as bytes is read from a private copy of the two (``_parse``).
+    The two are read again while the bag file changed as they were read (``READS``): a
+    checkpoint in between (the recorder's SQLite moving the -wal's messages into the file)
+    gave the file before it and the -wal after it, a bag without those messages (a -wal that
+    only grew is read with the file it belongs to).
     """
-    with open(path, 'rb') as fh:
-        data = fh.read()
-    if bag_kind_of(data) != 'SQLite bag':
-        return data
-    data = BagBytes(data)
-    try:
-        with open(f'{path}-wal', 'rb') as fh:
-            data.wal = fh.read()
-    except FileNotFoundError:
-        pass
+    for _ in range(READS):
+        before = _stat_key(path, None)
+        with open(path, 'rb') as fh:
+            data = fh.read()
+        if bag_kind_of(data) != 'SQLite bag':
+            return data
+        data = BagBytes(data)
+        try:
+            with open(f'{path}-wal', 'rb') as fh:
+                data.wal = fh.read()
+        except FileNotFoundError:
+            pass
+        if _unchanged(path, None, before):
+            break
     return data
+
+
+READS = 3
+"""Reads of a SQLite bag and its -wal that ``file_bytes`` tries for an unchanged pair."""
 
 
 IDENTITY_CACHE_SIZE = 16
