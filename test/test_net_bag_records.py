@@ -1544,3 +1544,25 @@ def test_a_sqlite_bag_checkpointed_between_its_file_and_its_wal_is_read_again(
             19, 19]
     finally:
         con.close()
+
+
+def test_a_bag_removed_while_the_simulator_parsed_it_is_said_to_be_missing(
+        tmp_path, monkeypatch):
+    # the check that a bag parsed from its file is still the bag hashed said of a removed bag
+    # that it is no ROS 2 bag (MCAP or SQLite)
+    from rog_ros.sim import simulator
+    path = _three_robots_bag(tmp_path / 'run.mcap')
+    with pytest.raises(ros_bag.BagError, match='not a ROS 2 bag'):
+        ros_bag.file_digest(str(_write_bytes(tmp_path / 'link.csv', b't,mbps\n0,1\n')))
+    load = traces.load_entry
+
+    def removed(*args, **kw):
+        """Parse the bag, then remove it."""
+        trace = load(*args, **kw)
+        if path.exists():
+            path.unlink()
+        return trace
+
+    monkeypatch.setattr(traces, 'load_entry', removed)
+    with pytest.raises(FileNotFoundError, match=f'no such file: {path}'):
+        simulator.trace_file(f'{path}#netmon_1')

@@ -446,9 +446,12 @@ def file_digest(path) -> bytes:
 
     The same value, without the bag in memory (a bag of gigabytes, ``ros2 bag record -a``),
     and hashed once per process while the bag (and a SQLite bag's -wal) stays as it was
-    (``_identity``). Raises ``BagError`` for a file that is no bag.
+    (``_identity``). Raises ``FileNotFoundError`` for a path that is no file (a bag removed
+    since it was read) and ``BagError`` for a file that is no bag.
     """
     kind = bag_kind(path)
+    if not kind and not os.path.isfile(path):
+        raise FileNotFoundError(f'no such file: {path}')
     if not kind:
         raise BagError(f'{path}: not a ROS 2 bag (MCAP or SQLite)')
     return _file_digest(path, kind)
