@@ -1566,3 +1566,19 @@ def test_a_bag_removed_while_the_simulator_parsed_it_is_said_to_be_missing(
     monkeypatch.setattr(traces, 'load_entry', removed)
     with pytest.raises(FileNotFoundError, match=f'no such file: {path}'):
         simulator.trace_file(f'{path}#netmon_1')
+
+
+def test_a_sqlite_bags_wal_is_hashed_without_a_copy_of_it(tmp_path):
+    # data_digest joined b'\0-wal\0' and the -wal's bytes: a copy of a -wal of megabytes (a
+    # recorder killed before a checkpoint), for the same digest
+    import hashlib
+    import tracemalloc
+    data, wal = ros_bag.SQLITE_MAGIC + bytes(100), os.urandom(8 << 20)
+    tracemalloc.start()
+    try:
+        digest = ros_bag.data_digest(data, wal)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < len(wal) / 4, peak / len(wal)
+    assert digest == hashlib.sha256(data + b'\0-wal\0' + wal).digest()

@@ -467,8 +467,9 @@ def data_digest(data: bytes, wal: bytes | None = None) -> bytes:
     """
     digest = hashlib.sha256(data)
     wal = getattr(data, 'wal', None) if wal is None else wal
-    if wal is not None:
-        digest.update(b'\0-wal\0' + wal)
+    if wal is not None:         # (not joined: a copy of a -wal of megabytes)
+        digest.update(b'\0-wal\0')
+        digest.update(wal)
     return digest.digest()
 
 
