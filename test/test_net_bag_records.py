@@ -1177,25 +1177,8 @@ def test_a_sqlite_bag_of_a_killed_recorder_replays_its_wal_in_the_simulator_too(
     from rog_ros.net import cli_trace
     from rog_ros.sim.simulator import make_traces
     live = tmp_path / 'live.db3'
-    con = sqlite3.connect(str(live))
+    con = _live_db3(live, 2, 51)
     try:
-        con.execute('PRAGMA journal_mode=WAL')
-        con.execute('PRAGMA wal_autocheckpoint=0')
-        con.execute('CREATE TABLE topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT '
-                    'NOT NULL, serialization_format TEXT NOT NULL, offered_qos_profiles TEXT '
-                    'NOT NULL)')
-        con.execute('CREATE TABLE messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL, '
-                    'timestamp INTEGER NOT NULL, data BLOB NOT NULL)')
-        con.commit()
-        con.execute('PRAGMA wal_checkpoint(TRUNCATE)')
-        for k in range(2):
-            con.execute('INSERT INTO topics VALUES (?, ?, ?, ?, ?)',
-                        (k + 1, f'/rog/status/netmon_{k}/link_stats', 'rog_ros/msg/LinkStats',
-                         'cdr', ''))
-            for j, msg in enumerate(_run(k, [0.0] + [10.0 + k] * 50, k * 0.5, 1)):
-                con.execute('INSERT INTO messages(topic_id, timestamp, data) VALUES (?, ?, ?)',
-                            (k + 1, START_NS + j, bytes(to_sample(msg).serialize())))
-        con.commit()
         bag = tmp_path / 'killed.db3'          # (copied while the recorder holds it open)
         shutil.copy(live, bag)
         shutil.copy(f'{live}-wal', f'{bag}-wal')
