@@ -165,6 +165,33 @@ def test_arguments_of_a_launch_file_that_includes_ours_are_left_to_it(launch_fil
     assert launch_file('fleet.launch', context)[1]
 
 
+@pytest.mark.parametrize('words', [
+    # ros2 launch --launch-prefix P adds launch-prefix:=P (and launch-prefix-filter:=F) to the
+    # launch arguments (ros2launch.api.launch_a_launch_file, Humble on)
+    ['--launch-prefix', 'xterm -e gdb --args', '--launch-prefix-filter', 'rog_worker',
+     'rog_ros', 'NAME', 'workers:=2', 'launch-prefix:=xterm -e gdb --args',
+     'launch-prefix-filter:=rog_worker'],
+    # launch configurations that launch and launch_ros read themselves, undeclared
+    ['rog_ros', 'NAME', 'workers:=2', 'launch-prefix:=nice -n 5', 'emulate_tty:=false',
+     'ros_namespace:=/lab'],
+])
+@pytest.mark.parametrize('name', ['fleet', 'robot'])
+def test_launch_arguments_that_ros2_launch_itself_takes_are_not_refused(launch_file,
+                                                                        monkeypatch, words,
+                                                                        name):
+    words = [f'{name}.launch.py' if w == 'NAME' else w for w in words]
+    if name == 'robot':
+        words += ['role:=server']
+    context = _ros2_launch(monkeypatch, words)
+    _, nodes, _ = launch_file(f'{name}.launch', context)
+    assert nodes
+    # a typo next to them is still refused, and only the typo is named
+    context = _ros2_launch(monkeypatch, words + ['stalenes:=3'])
+    with pytest.raises(ValueError, match=f'^{name}.launch.py has no launch argument '
+                                         r'stalenes:=3 \(did you mean staleness\?\); '):
+        launch_file(f'{name}.launch', context)
+
+
 def test_user_environment_wins_and_peers_join_it(monkeypatch):
     user = {'RMW_IMPLEMENTATION': 'rmw_fastrtps_cpp', 'CYCLONEDDS_URI': 'file:///mine.xml'}
     assert robot.robot_environment(user) == {}

@@ -54,6 +54,12 @@ ROBOT_LAUNCH_ARGUMENTS = dict(LAUNCH_ARGUMENTS, **ROBOT_ARGUMENTS)
 """Launch arguments of robot.launch.py: every setting, role, rank, server_host, peers."""
 FLEET_LAUNCH_ARGUMENTS = dict(LAUNCH_ARGUMENTS, peers=ROBOT_ARGUMENTS['peers'])
 """Launch arguments of fleet.launch.py, mpcol.launch.py and eacol.launch.py."""
+LAUNCH_SYSTEM_ARGUMENTS = frozenset(('launch-prefix', 'launch-prefix-filter', 'emulate_tty',
+                                     'ros_namespace'))
+"""Launch arguments that launch and launch_ros read themselves, declared by no launch file:
+``ros2 launch --launch-prefix P`` adds ``launch-prefix:=P`` (``--launch-prefix-filter``
+likewise) to the file's arguments, every process honours ``launch-prefix`` and
+``emulate_tty``, every Node ``ros_namespace``. Never refused as unknown."""
 SIGTERM_AFTER_S = 30
 """Seconds ``ros2 launch`` waits after forwarding Ctrl-C (SIGINT) before it sends SIGTERM.
 
@@ -159,12 +165,12 @@ def unknown_arguments(given: dict, declared, launch_file: str) -> str:
     ``ros2 launch`` ignores an argument no launch file declares: ``stalenes:=3`` ran with the
     default staleness, without a word. Each unknown one is named with the closest declared
     argument (``difflib``), or with the launch file of ours that takes it (``role:=`` is
-    robot.launch.py's).
+    robot.launch.py's). Those of the launch system (``LAUNCH_SYSTEM_ARGUMENTS``) are known.
     """
     name = os.path.basename(launch_file)
     parts = []
     for key, value in given.items():
-        if key in declared:
+        if key in declared or key in LAUNCH_SYSTEM_ARGUMENTS:
             continue
         part = f'{key}:={value}'
         if key in ROBOT_LAUNCH_ARGUMENTS:
