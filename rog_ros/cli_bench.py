@@ -19,7 +19,7 @@ import json
 import sys
 
 from rog_ros.checks import max_staleness
-from rog_ros.cli_options import valid
+from rog_ros.cli_options import MAX_JOBS, valid
 
 
 def add_parser(sub) -> None:
@@ -122,8 +122,6 @@ MAX_ROW_PARAMS = 65_536
 MAX_FLEET_VALUES = 2 ** 30
 """Most model values, all synthetic workers together, of ``rog bench server`` (4 GiB a copy):
 ``--row-params`` 10**12 asked torch for 132 PB and ended in a traceback."""
-MAX_JOBS = 1024
-"""Most ``--jobs`` of ``rog bench faults`` (as ``rog compare --jobs``)."""
 
 
 def _cmd_bench_faults(args) -> int:

@@ -21,8 +21,8 @@ import sys
 from rog_ros.cli_options import (add_evaluations_option, add_init_model_option,
                                  add_model_options, bad_model, check_common,
                                  check_real_compute, check_workload_options, held,
-                                 init_model_error, MAX_ITERATIONS, one_line, sim_options,
-                                 valid,
+                                 init_model_error, MAX_ITERATIONS, MAX_JOBS, one_line,
+                                 sim_options, valid,
                                  WORKLOAD_CHOICES, workload_options)
 from rog_ros.nodes.output_lock import OutputInUse
 
@@ -53,7 +53,7 @@ def _check_compare(args) -> None:
     checks.distinct('--systems', specs, checks.system_key)     # rog and rog:4: one system
     checks.distinct('--seeds', checks.int_list('--seeds', args.seeds, 0, checks.max_seed()))
     if args.jobs is not None:
-        checks.integer('--jobs', args.jobs, 1, 1024)
+        checks.count('--jobs', args.jobs, 1, MAX_JOBS)
     check_real_compute(args)
     check_workload_options(args, checks.name_list('--systems', args.systems))
     checks.output_dir('--out', args.out)
@@ -142,7 +142,7 @@ def _add_compare(sub) -> None:
                    help=f'iterations per worker, 1 to {MAX_ITERATIONS} (default: the '
                         'workload budget)')
     p.add_argument('--jobs', type=int, default=None,
-                   help='runs in parallel (default: one per CPU core)')
+                   help=f'runs in parallel, 1 to {MAX_JOBS} (default: one per CPU core)')
     p.add_argument('--out', required=True, help='output directory')
     add_init_model_option(p)
     add_evaluations_option(p)

@@ -29,6 +29,10 @@ MAX_ITERATIONS = 1_000_000
 """Most --iterations of `rog sim`, `rog compare` and `rog reproduce`: a simulated run stops at
 its budget of 10 million events (SimConfig.max_events), and a worker-iteration takes about 10
 of them, so a larger budget could only fail, after hours."""
+MAX_EVALUATIONS = 100_000
+"""Most --evaluations of `rog sim` and `rog compare`."""
+MAX_JOBS = 1024
+"""Most --jobs (runs in parallel) of `rog compare` and `rog bench faults`."""
 
 
 def add_init_model_option(p) -> None:
@@ -61,7 +65,8 @@ def one_line(err: Exception) -> str:
 def add_evaluations_option(p) -> None:
     """Add ``--evaluations`` to the parser ``p``."""
     p.add_argument('--evaluations', type=int, default=None,
-                   help='evaluations of the shared model over each run (default 24). Time '
+                   help=f'evaluations of the shared model over each run, 1 to '
+                        f'{MAX_EVALUATIONS} (default 24). Time '
                         'to target is read from the 3-evaluation moving average, which '
                         'lags the model by one to two evaluation intervals: raise this for '
                         'a short iteration budget (EACOL: 80, one per iteration)')
@@ -174,7 +179,7 @@ def check_common(args) -> None:
     if args.iterations is not None:
         checks.count('--iterations', args.iterations, 1, MAX_ITERATIONS)
     if getattr(args, 'evaluations', None) is not None:
-        checks.integer('--evaluations', args.evaluations, 1, 100_000)
+        checks.count('--evaluations', args.evaluations, 1, MAX_EVALUATIONS)
 
 
 def check_real_compute(args) -> None:

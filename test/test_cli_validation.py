@@ -358,6 +358,11 @@ MORE_CASES = [
      'got 5000'),
     (['compare', '--iterations', '1000001', '--out', 'x'],
      '--iterations must be in [1, 1000000], got 1000001'),
+    # said as rog bench faults --jobs and --iterations say theirs: the whole range
+    (['compare', '--jobs', '1025', '--out', 'x'], '--jobs must be in [1, 1024], got 1025'),
+    (['compare', '--evaluations', str(10 ** 12), '--out', 'x'],
+     '--evaluations must be in [1, 100000], got 1000000000000'),
+    (['sim', '--toy', '--evaluations', '100001'], '--evaluations must be in [1, 100000]'),
     (['reproduce', '--seeds', '99999999999999999999', '--out', 'x'],
      '--seeds must be <= 2147483647, got 99999999999999999999'),
     (['reproduce', 'adacomp', '--seeds', '2147483648', '--out', 'x'],
@@ -922,6 +927,10 @@ def test_simulated_runs_help_gives_the_iterations_range_it_enforces(command, cap
         cli.main([command, '--help'])
     text = ' '.join(capsys.readouterr().out.split())
     assert 'iterations per worker, 1 to 1000000' in text, text
+    if command != 'reproduce':
+        assert 'evaluations of the shared model over each run, 1 to 100000' in text, text
+    if command == 'compare':
+        assert 'runs in parallel, 1 to 1024' in text, text
 
 
 @pytest.mark.parametrize('command, said', [
