@@ -988,3 +988,23 @@ def test_bench_faults_and_compare_refuse_a_repeated_seed_in_the_same_line(nothin
         assert line.split(': ', 1)[1] == compare_line.split(': ', 1)[1] == (
             '--seeds lists 1 more than once; list each once')
     assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize('epoch', ['1e308', '1e20'])
+def test_an_epoch_past_any_wall_time_is_refused_on_every_path(epoch, capsys):
+    # epoch:=1e308 was taken: every link's trace time became -1e308 + t, one float for the
+    # whole run, and the emulated link froze at one rate without a word
+    from rog_ros.nodes import netmon, rog_server, rog_worker, settings
+    said = 'epoch (--epoch) must be in [0, 10000000000]'
+    for node in (rog_server, rog_worker, netmon):
+        for argv in (['--epoch', epoch], ['--ros-args', '-p', f'epoch:={epoch}']):
+            with pytest.raises(SystemExit):
+                node.build_parser().parse_args(argv)
+            assert said in capsys.readouterr().err
+    with pytest.raises(ValueError) as err:
+        fleet.launch_overrides({'epoch': epoch})
+    assert said in str(err.value)
+    assert '| `epoch` | float | not set (`0.0`) | [0, 10000000000] |' in (
+        settings.configuration_reference())
+    # a wall time, this year's or one far ahead, is taken
+    assert fleet.launch_overrides({'epoch': '4102444800'}) == {'epoch': 4102444800.0}

@@ -53,6 +53,9 @@ from rog_ros.transport.topics import DEFAULT_NAMESPACE
 MAX_TRACE_SCALE = 1e6
 """Largest ``trace_scale``: 1e308 passed the check, then every node's trace was refused at its
 start (rates not finite), after the fleet had started."""
+MAX_EPOCH = 1e10
+"""Latest ``epoch``, a wall time (the year 2286): 1e308 passed the check, and every link's
+trace time, -1e308 + t, stayed one float for the whole run (the link froze at one rate)."""
 FREE_STRAGGLERS_DEFAULT = ROG_FREE_STRAGGLERS
 """Whether a robot too slow for any slack runs free by default (Rog's policy decides)."""
 
@@ -386,7 +389,7 @@ SETTINGS = (
     _s('trace_scale', float, 1.0, 'Multiply the trace rates.', ALL, 'link', low=1e-6,
        high=MAX_TRACE_SCALE),
     _s('epoch', float, None, 'Wall-clock time (time.time()) at which every trace starts; '
-       '0 = node start.', NODES, 'link', low=0.0, none_text=0.0),
+       '0 = node start.', NODES, 'link', low=0.0, high=MAX_EPOCH, none_text=0.0),
     _s('burst_bytes', int, 65536, 'Token bucket size of the emulated link.', TRAINING,
        'link', low=1),
     # -------------------------------------------------- rog_server
