@@ -968,9 +968,11 @@ def test_a_fleet_s_counts_are_bounded_on_every_path(name, nothing_starts, capsys
     assert said in capsys.readouterr().err
     with pytest.raises(ValueError, match=said.replace('[', r'\[')):
         fleet.launch_overrides({name: huge})
-    parser = cli_fleet.add_parser(argparse.ArgumentParser().add_subparsers())
-    help_text = ' '.join(parser.format_help().split())
-    assert 'Range [1, 1000000].' in help_text.split(f'{flag} INT ', 1)[1].split(' --', 1)[0]
+    from rog_ros.nodes import robot
+    for command in (cli_fleet, robot):        # rog fleet and rog robot --help
+        parser = command.add_parser(argparse.ArgumentParser().add_subparsers())
+        help_text = ' '.join(parser.format_help().split())
+        assert 'Range [1, 1000000].' in help_text.split(f'{flag} INT ', 1)[1].split(' --')[0]
     reference = settings.configuration_reference()
     assert f'| `{name}` | int | `{settings.BY_NAME[name].default}` | [1, 1000000] |' in reference
 

@@ -157,7 +157,7 @@ def add_parser(subparsers):
                         'rog_worker_K.model.pt; copied if it is the --init-model) unless it '
                         'resumes')
     for s in settings.for_role('fleet'):
-        text = f'{s.description}{s.default_text}'.replace('%', '%%')
+        text = s.help_text                    # with its range, as rog fleet --help
         if s.name == 'workload_options':      # and --workload-option KEY=VALUE, repeatable
             settings.add_workload_options(p, None, text)
         elif s.name not in ('rank',):
