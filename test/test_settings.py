@@ -20,6 +20,7 @@ the launch arguments all come from ``settings.SETTINGS``; ``--ros-args -p`` and
 ranges (with a stand-in ``rcl_interfaces`` module); docs/configuration.md is up to date.
 """
 
+import argparse
 import os
 from pathlib import Path
 import stat
@@ -448,3 +449,12 @@ def test_generator_keeps_the_reference_s_mode(tmp_path, mode, linked):
     assert stat.S_IMODE(real.stat().st_mode) == mode
     assert target.is_symlink() == linked
     assert sorted(os.listdir(real.parent)) == ['configuration.md']      # no temporary left
+
+
+def test_help_text_escapes_a_percent_in_its_default_too():
+    # help_text escaped the description and range for argparse, not the default it appends
+    # (rog fleet's own text had escaped it): a default with '%' broke --help
+    setting = settings.Setting('share', str, '50%', 'Share of 100% kept.')
+    parser = argparse.ArgumentParser(prog='x')
+    parser.add_argument('--share', help=setting.help_text)
+    assert "Share of 100% kept. (default '50%')" in ' '.join(parser.format_help().split())

@@ -103,7 +103,7 @@ class Setting:
     def help_text(self) -> str:
         """Return the flag's --help text: description, range, default (``%`` escaped)."""
         text = self.description + (f' Range {self.range_text()}.' if self.range_text() else '')
-        return text.replace('%', '%%') + self.default_text
+        return (text + self.default_text).replace('%', '%%')
 
     @property
     def label(self) -> str:
