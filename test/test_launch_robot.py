@@ -192,6 +192,22 @@ def test_launch_arguments_that_ros2_launch_itself_takes_are_not_refused(launch_f
         launch_file(f'{name}.launch', context)
 
 
+def test_a_value_with_colon_equals_and_an_argument_given_twice_are_taken(launch_file,
+                                                                         monkeypatch):
+    # as ros2 launch reads them: name up to the first ':=', and the last of two wins
+    context = _ros2_launch(monkeypatch, ['rog_ros', 'fleet.launch.py', 'staleness:=2',
+                                         'out:=/tmp/a:=b', 'staleness:=3'])
+    _, nodes, _ = launch_file('fleet.launch', context)
+    server = _flags([n for n in nodes if n['name'] == 'rog_server'][0])
+    assert (server['staleness'], server['out']) == ('3', '/tmp/a:=b')
+    # an unknown name is named once, with its value up to the end
+    context = _ros2_launch(monkeypatch, ['rog_ros', 'fleet.launch.py', 'outt:=x:=y',
+                                         'outt:=z'])
+    with pytest.raises(ValueError, match=r'^fleet.launch.py has no launch argument outt:=z '
+                                         r'\(did you mean out\?\); '):
+        launch_file('fleet.launch', context)
+
+
 def test_user_environment_wins_and_peers_join_it(monkeypatch):
     user = {'RMW_IMPLEMENTATION': 'rmw_fastrtps_cpp', 'CYCLONEDDS_URI': 'file:///mine.xml'}
     assert robot.robot_environment(user) == {}
