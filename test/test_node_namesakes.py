@@ -12,12 +12,12 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Two nodes of one fully qualified name on one DDS domain: each says so once, at its start.
+Two nodes of one fully qualified name on one DDS domain: each says so once, while it runs.
 
 Two robot fleets started on one domain and one namespace have nodes of one name: ROS 2 tools
 mix them up and their traffic mixes, and only ``rog doctor`` said so. An embedded bus reads
-the ``ros_discovery_info`` entries (what the doctor's ros graph check reads) for a few seconds
-after it starts, from its once-a-second peer check, and warns in one line.
+the ``ros_discovery_info`` entries (what the doctor's ros graph check reads) for as long as it
+runs, from its once-a-second peer check, and warns in one line.
 """
 
 import logging
@@ -115,6 +115,21 @@ def test_a_look_that_fails_ends_the_look_not_the_node():
         """Fail as a take of a sample the binding cannot read."""
         raise ValueError('cannot deserialize')
     bus._namesakes._take = take
+    try:
+        # Execute
+        got = bus.poll(0.0)
+        looking = bus._namesakes is not None
+    finally:
+        bus.close()
+    # Assert
+    assert got == [] and not looking
+
+
+def test_a_take_that_returns_a_dds_return_code_ends_the_look_not_the_node():
+    """End the look where the take answers a DDS return code (an int), not samples."""
+    # Arrange
+    bus = _bus(f'/retcode_{os.getpid()}', 'rog_worker_0')
+    bus._namesakes._take = lambda: -1          # (DDS_RETCODE_ERROR, as ddspy_take gives it)
     try:
         # Execute
         got = bus.poll(0.0)

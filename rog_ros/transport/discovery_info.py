@@ -265,11 +265,14 @@ class Namesakes:
         """
         Take the entries that came; warn once for another node of this name. True: go on.
 
-        A failing take ends the look (False), never the node.
+        A failing take ends the look (False), never the node: one that raises, or answers a
+        DDS return code (an int) instead of samples.
         """
         try:
             samples = self._take()
         except Exception:  # noqa: B902 - the binding's take raises more than DDSException
+            return False
+        if isinstance(samples, int):
             return False
         for data, sample_info in samples:
             parsed = parse_entry(bytes(data)) if sample_info.valid_data else None
