@@ -510,3 +510,31 @@ def test_a_shutdown_whose_ledger_report_fails_still_closes_the_bus_and_lets_go(
         node.shutdown()
     # Assert
     assert (hub.buses, node.bus, _another_takes(path)) == ([], None, True)
+
+
+def _no_training(args):
+    """Stand in for a training build that fails (a model file gone meanwhile)."""
+    raise RuntimeError('no model')
+
+
+def test_a_configure_again_failing_early_keeps_the_earlier_runs_ledger_report(
+        tmp_path, monkeypatch):
+    """Leave the cleaned-up run's ledger to shutdown's final report: not this configure's."""
+    # Arrange: a server configured, cleaned up, then configured again in vain
+    in_memory_fleet(monkeypatch)
+    args = rog_server.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', '1', '--namespace', '/lock8', '--out',
+         str(tmp_path / 'out'), '--state-dir', str(tmp_path / 'state')])
+    args.chaos_ledger = str(tmp_path / 'ledger')   # (--chaos-ledger: a hidden option)
+    srv = server_node.ServerNode(args)
+    srv.configure()
+    srv.cleanup()
+    monkeypatch.setattr(server_node, 'build_training', _no_training)
+    try:
+        with pytest.raises(RuntimeError):
+            srv.configure()
+    finally:
+        # Execute
+        srv.shutdown()
+    # Assert
+    assert (tmp_path / 'ledger' / 'server.final.json').is_file()

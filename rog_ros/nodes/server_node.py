@@ -208,10 +208,12 @@ class ServerNode:
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
         """Build engine, evaluation model, recorder, bus and downlink shapers."""
-        # (a failure lets go of what it took, the state file last: StateHold.configuring)
-        self.state_hold.configuring(self._configure,
-                                    lambda: self.life.state == lc.UNCONFIGURED,
-                                    undo=lambda: self._let_go(failed=True))
+        # (a failure lets go of what it took, the state file last: StateHold.configuring;
+        # the hooks of a cleaned-up run are not its own: their ledger reports at shutdown)
+        kept = getattr(self, 'hooks', None)
+        self.state_hold.configuring(
+            self._configure, lambda: self.life.state == lc.UNCONFIGURED,
+            undo=lambda: self._let_go(failed=getattr(self, 'hooks', None) is not kept))
 
     def _configure(self) -> None:
         """Build engine, evaluation model, recorder, bus and downlink shapers."""
@@ -405,7 +407,9 @@ class ServerNode:
         """
         Let go of what configure took, the state file aside, in reverse order (idempotent).
 
-        ``failed``: of a configure that failed, whose chaos ledger is closed too.
+        ``failed``: of a configure that failed after making its hooks, whose chaos ledger is
+        closed too (a cleaned-up run's hooks, kept by a configure again that failed before
+        making its own, keep their ledger for shutdown's final report).
 
         A cleanup's, and a failed configure's: one that failed after opening the bus (a
         corrupt checkpoint, an earlier run's results that cannot be moved) left it open, with

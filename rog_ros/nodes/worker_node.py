@@ -107,10 +107,12 @@ class WorkerNode:
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
         """Build model, engine, bus and emulated link; create every endpoint."""
-        # (a failure lets go of what it took, the state file last: StateHold.configuring)
-        self.state_hold.configuring(self._configure,
-                                    lambda: self.life.state == lc.UNCONFIGURED,
-                                    undo=lambda: self._let_go(failed=True))
+        # (a failure lets go of what it took, the state file last: StateHold.configuring;
+        # the hooks of a cleaned-up run are not its own: their ledger reports at shutdown)
+        kept = getattr(self, 'hooks', None)
+        self.state_hold.configuring(
+            self._configure, lambda: self.life.state == lc.UNCONFIGURED,
+            undo=lambda: self._let_go(failed=getattr(self, 'hooks', None) is not kept))
 
     def _configure(self) -> None:
         """Build model, engine, bus and emulated link; create every endpoint."""
@@ -366,7 +368,9 @@ class WorkerNode:
         """
         Let go of what configure took, the state file aside, in reverse order (idempotent).
 
-        ``failed``: of a configure that failed, whose chaos ledger is closed too.
+        ``failed``: of a configure that failed after making its hooks, whose chaos ledger is
+        closed too (a cleaned-up run's hooks, kept by a configure again that failed before
+        making its own, keep their ledger for shutdown's final report).
 
         A cleanup's, and a failed configure's: one that failed after opening the bus (an
         endpoint refused, a ledger folder not writable) left it open, and the configure
