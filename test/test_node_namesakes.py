@@ -106,30 +106,22 @@ def test_nodes_of_other_names_are_not_said_and_the_look_ends(caplog, monkeypatch
     assert looking == [False, False, False]
 
 
-def test_a_look_that_fails_ends_the_look_not_the_node():
-    """End the look on a failing take (a sample the binding cannot read); poll goes on."""
+def _failing_take():
+    """Fail as a take of a sample the binding cannot read."""
+    raise ValueError('cannot deserialize')
+
+
+def _return_code_take() -> int:
+    """Answer a DDS return code (DDS_RETCODE_ERROR), as ddspy_take does, not samples."""
+    return -1
+
+
+@pytest.mark.parametrize('take', [_failing_take, _return_code_take])
+def test_a_look_that_fails_ends_the_look_not_the_node(take):
+    """End the look on a take that raises or answers a return code; poll goes on."""
     # Arrange
     bus = _bus(f'/failing_{os.getpid()}', 'rog_worker_0')
-
-    def take():
-        """Fail as a take of a sample the binding cannot read."""
-        raise ValueError('cannot deserialize')
     bus._namesakes._take = take
-    try:
-        # Execute
-        got = bus.poll(0.0)
-        looking = bus._namesakes is not None
-    finally:
-        bus.close()
-    # Assert
-    assert got == [] and not looking
-
-
-def test_a_take_that_returns_a_dds_return_code_ends_the_look_not_the_node():
-    """End the look where the take answers a DDS return code (an int), not samples."""
-    # Arrange
-    bus = _bus(f'/retcode_{os.getpid()}', 'rog_worker_0')
-    bus._namesakes._take = lambda: -1          # (DDS_RETCODE_ERROR, as ddspy_take gives it)
     try:
         # Execute
         got = bus.poll(0.0)

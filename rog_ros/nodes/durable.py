@@ -216,14 +216,16 @@ class StateHold:
 
 def let_go_in_turn(log, steps) -> None:
     """
-    Run every ``(what, close)`` of ``steps`` in turn; one that fails is logged, the next run.
+    Close every ``(what, thing)`` of ``steps`` in turn (None: not taken); a failure is logged.
 
     For a node letting go of what it took (a failed configure, a cleanup), in reverse order
     of taking: a close that fails must not keep the next one from running.
     """
-    for what, close in steps:
+    for what, thing in steps:
+        if thing is None:
+            continue
         try:
-            close()
+            thing.close()
         except Exception as exc:  # noqa: B902 - logged; the rest is let go all the same
             log.warning(f'could not close {what} cleanly: {type(exc).__name__}: {exc}')
 

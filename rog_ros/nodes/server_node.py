@@ -60,10 +60,6 @@ LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the worker
 EVAL_DRAIN_S = 120.0    # at the end: how long to wait for the evaluations still queued
 
 
-def _nothing() -> None:
-    """Close nothing (what a configure did not get to)."""
-
-
 class BackgroundEvaluator:
     """
     Evaluates model snapshots in order, in a thread of its own; the loop collects the results.
@@ -422,10 +418,8 @@ class ServerNode:
         ledger = getattr(hooks, 'ledger', None) if failed else None
         if ledger is not None:     # (a cleaned-up node's: its final report, at shutdown)
             hooks.ledger = None       # (shutdown writes no final report of an unrun engine)
-        let_go_in_turn(self.log, [('the bus', bus.close if bus else _nothing),
-                                  ('the evaluation thread',
-                                   evaluator.close if evaluator else _nothing),
-                                  ('the chaos ledger', ledger.close if ledger else _nothing)])
+        let_go_in_turn(self.log, [('the chaos ledger', ledger), ('the bus', bus),
+                                  ('the evaluation thread', evaluator)])
 
     def shutdown(self) -> None:
         """

@@ -54,10 +54,6 @@ are matched: both are created in one step and discovered together, so far longer
 discovery round (``WorkerNode._wait_for_downlink``)."""
 
 
-def _nothing() -> None:
-    """Close nothing (what a configure did not get to)."""
-
-
 class FleetMismatch(ValueError):
     """This worker and the server were started for fleets of different sizes (exit 2)."""
 
@@ -382,9 +378,8 @@ class WorkerNode:
         ledger = getattr(hooks, 'ledger', None) if failed else None
         if ledger is not None:     # (a cleaned-up node's: its final report, at shutdown)
             hooks.ledger = None       # (shutdown writes no final report of an unrun engine)
-        let_go_in_turn(self.log, [('the compute thread', driver.close if driver else _nothing),
-                                  ('the bus', bus.close if bus else _nothing),
-                                  ('the chaos ledger', ledger.close if ledger else _nothing)])
+        let_go_in_turn(self.log, [('the compute thread', driver), ('the chaos ledger', ledger),
+                                  ('the bus', bus)])
 
     def shutdown(self) -> None:
         """Leave: final status, release the bus and the state file. Idempotent."""
