@@ -538,3 +538,18 @@ def test_a_configure_again_failing_early_keeps_the_earlier_runs_ledger_report(
         srv.shutdown()
     # Assert
     assert (tmp_path / 'ledger' / 'server.final.json').is_file()
+
+
+def test_a_cleaned_up_worker_writes_its_ledger_report_at_shutdown(tmp_path, monkeypatch):
+    """Write the chaos ledger's final report of a cleaned-up worker at shutdown, as a server."""
+    # Arrange
+    in_memory_fleet(monkeypatch)
+    wrk = _worker(tmp_path / 'state')
+    wrk.args.chaos_ledger = str(tmp_path / 'ledger')   # (--chaos-ledger: a hidden option)
+    wrk.configure()
+    wrk.cleanup()
+    # Execute
+    wrk.shutdown()
+    # Assert
+    assert (tmp_path / 'ledger' / 'worker_0.final.json').is_file()
+    assert wrk.hooks.ledger is None                      # (closed)

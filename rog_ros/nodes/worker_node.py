@@ -383,8 +383,12 @@ class WorkerNode:
 
     def shutdown(self) -> None:
         """Leave: final status, release the bus and the state file. Idempotent."""
-        if self.bus is None:
-            self.state_hold.release()
+        if self.bus is None:       # (never configured, or cleaned up: a ledger to report)
+            try:
+                if getattr(self, 'hooks', None) is not None:
+                    self.hooks.close(self.reject_counts())
+            finally:
+                self.state_hold.release()
             return
         self.life.request('shutdown')
         try:
