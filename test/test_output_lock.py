@@ -409,6 +409,10 @@ class _Statvfs:
             'system cannot flock read-only (ENOLCK; NFS?); use a folder on a local disk, or '
             'give it back its write permission (chmod u+w), or remove it'),
     ('other', "the lock file is another user's (uid "),
+    ('export', "the lock file is this user's own, which this machine may not write though "
+               'its mode allows it (a read-only NFS export?), which this file system cannot '
+               'flock read-only (ENOLCK; NFS?); use a folder on a local disk, or have the '
+               'folder exported read-write'),
 ])
 def test_a_read_only_lock_file_nfs_will_not_lock_is_said_as_it_is(
         tmp_path, monkeypatch, case, said):
@@ -419,6 +423,7 @@ def test_a_read_only_lock_file_nfs_will_not_lock_is_said_as_it_is(
     # Arrange: a lock file open read-only, on a file system that refuses its flock
     path = tmp_path / LOCK_FILE
     path.write_text('rog fleet, pid 1, since 2026-01-01 00:00:00\n')
+    path.chmod(0o644 if case == 'export' else 0o444)  # (an export's: writable, as it says)
 
     def read_only(name):
         """Open the lock file as a user who may not write it would."""

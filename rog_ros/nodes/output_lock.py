@@ -65,7 +65,8 @@ class ReadOnlyLockRefused(OutputInUse):
     descriptor open for writing (``EBADF``), or have no lock manager at all (``ENOLCK``): such
     a hold was no lock at all, and nothing said so. ``path`` is the lock file, ``code`` the
     errno's name; ``whose`` says why it was open read-only (:func:`read_only_why`: another
-    user's, this user's own without write permission, or on a read-only mount) and ``fix``
+    user's, this user's own without write permission or on a read-only export, or on a
+    read-only mount) and ``fix``
     what to do besides a folder on a local disk: the message says both in one line.
     """
 
@@ -82,19 +83,23 @@ def read_only_why(fd: int) -> tuple:
     Return ``(whose, fix)``: why lock file ``fd`` could only be opened read-only, and the fix.
 
     A read-only mount (``statvfs``'s ``ST_RDONLY``), another owner (``st_uid`` not this
-    process's effective user), or this user's own file without its write permission: the
+    process's effective user), this user's own file without its write permission, or one
+    with it that the file server still would not open for writing (a read-only export): the
     refusal called each of them another user's file.
     """
     try:
         on_read_only = bool(os.fstatvfs(fd).f_flag & getattr(os, 'ST_RDONLY', 1))
-        owner = os.fstat(fd).st_uid
+        st = os.fstat(fd)
     except (OSError, AttributeError):       # (no statvfs: not a POSIX system)
         return "another user's", 'have its owner remove it'
     if on_read_only:
         return ('on a read-only mount', 'mount it read-write (nothing can be written there '
                 'either)')
-    if owner != os.geteuid():
-        return f"another user's (uid {owner})", 'have its owner remove it'
+    if st.st_uid != os.geteuid():
+        return f"another user's (uid {st.st_uid})", 'have its owner remove it'
+    if st.st_mode & stat.S_IWUSR:           # (the server refused: not the file's mode)
+        return ("this user's own, which this machine may not write though its mode allows it "
+                '(a read-only NFS export?)', 'have the folder exported read-write')
     return ("this user's own, without write permission",
             'give it back its write permission (chmod u+w), or remove it')
 
