@@ -29,6 +29,7 @@ import pytest
 pytest.importorskip('cyclonedds')
 dds_bus = pytest.importorskip('rog_ros.transport.dds_bus')
 discovery_info = pytest.importorskip('rog_ros.transport.discovery_info')
+raw_take = pytest.importorskip('rog_ros.transport.raw_take')
 cyclone_config = pytest.importorskip('rog_ros.transport.cyclone_config')
 
 WAIT_S = 10.0
@@ -197,7 +198,7 @@ def test_a_namesake_in_the_other_gid_layout_is_warned_of(caplog, monkeypatch):
     monkeypatch.setenv('ROS_DISTRO', 'jazzy')
     namespace = f'/humble_{os.getpid()}'
     bus = _bus(namespace, 'rog_worker_0')
-    real, handed = dds_bus._raw_take, []
+    real, handed = raw_take.take_serialised, []
 
     def take(ref, *rest):
         """Hand the Humble entry over once, with what the namesakes reader really got."""
@@ -207,7 +208,7 @@ def test_a_namesake_in_the_other_gid_layout_is_warned_of(caplog, monkeypatch):
             got.append((_sample(24, [(namespace, 'rog_worker_0')]),
                         SimpleNamespace(valid_data=True)))
         return got
-    monkeypatch.setattr(dds_bus, '_raw_take', take)
+    monkeypatch.setattr(raw_take, 'take_serialised', take)
     try:
         # Execute
         _poll([bus], 3.0, until=lambda: bus._namesakes is None)

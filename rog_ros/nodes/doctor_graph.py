@@ -81,7 +81,7 @@ def read_graph(domain: int, listen_s: float = LISTEN_S) -> dict:
     from cyclonedds.domain import DomainParticipant
     from cyclonedds.qos import Policy
 
-    from rog_ros.transport.dds_bus import _raw_take
+    from rog_ros.transport.raw_take import take_serialised
     from rog_ros.transport.discovery_info import open_reader, TOPIC
 
     participants, readers, seen = [], [], {}
@@ -93,7 +93,7 @@ def read_graph(domain: int, listen_s: float = LISTEN_S) -> dict:
     end = time.monotonic() + listen_s
     while True:
         for reader in readers:
-            for data, info in _raw_take(reader._ref):
+            for data, info in take_serialised(reader._ref):
                 parsed = parse_entry(bytes(data)) if info.valid_data else None
                 if parsed is not None and parsed[1] not in ours:
                     seen[parsed[1].hex()] = {'layout': parsed[0],

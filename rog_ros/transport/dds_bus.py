@@ -48,20 +48,10 @@ from rog_ros.transport.convert import decode, DecodeError, from_sample, to_sampl
 from rog_ros.transport.cyclone_config import discovery_config, domain_id_from_env, \
     file_uri, peer_resolves
 from rog_ros.transport.discovery_info import open_info, open_namesakes
+from rog_ros.transport.raw_take import ddspy_take, TAKE_BATCH as _TAKE_BATCH, \
+    take_serialised as _raw_take
 from rog_ros.transport.topics import dds_topic_name, DEFAULT_NAMESPACE, resolve, topic_qos, \
     topic_type
-
-try:  # raw take, so that one undecodable sample does not take its batch down with it
-    from cyclonedds._clayer import ddspy_take
-except ImportError:  # pragma: no cover - other binding versions
-    ddspy_take = None
-
-
-def _raw_take(ref):
-    """Take up to ``_TAKE_BATCH`` serialised samples of a reader, of any state."""
-    if idl.LEGACY_BINDING:         # binding 0.10 takes every state and has no mask argument
-        return ddspy_take(ref, _TAKE_BATCH)
-    return ddspy_take(ref, SampleState.Any | ViewState.Any | InstanceState.Any, _TAKE_BATCH)
 
 
 _DOMAINS = {}
@@ -69,7 +59,6 @@ _DOMAINS = {}
 LOG = logging.getLogger('rog_ros.dds')
 _LOGGED = set()
 """Warnings about the discovery variables already logged by this process (once each)."""
-_TAKE_BATCH = 256
 
 # How often to ask again when a peer matches between the binding's count and its copy.
 _MATCH_RETRIES = 8

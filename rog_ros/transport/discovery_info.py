@@ -50,6 +50,7 @@ from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
+from rog_ros.transport import raw_take
 from rog_ros.transport.graph_entry import parse_entry
 from rog_ros.transport.idl import build_types
 from rog_ros.transport.msgdef import parse_msg
@@ -251,7 +252,6 @@ class Namesakes:
     """
 
     def __init__(self, info: DiscoveryInfo, participant, domain_id: int, look_s=None):
-        from rog_ros.transport import dds_bus      # (it imports this module)
         self.name = qualified(info.node_namespace, info.node_name)
         self.domain_id = domain_id
         self.said = None                  # the warning, once given
@@ -259,7 +259,7 @@ class Namesakes:
         look_s = LOOK_S if look_s is None else look_s
         self._until = None if look_s is None else time.monotonic() + look_s
         self._reader = open_reader(participant, info.size, info._topic)
-        self._take = lambda: dds_bus._raw_take(self._reader._ref)
+        self._take = lambda: raw_take.take_serialised(self._reader._ref)
 
     def look(self, now=None) -> bool:
         """
