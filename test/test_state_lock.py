@@ -553,3 +553,25 @@ def test_a_cleaned_up_worker_writes_its_ledger_report_at_shutdown(tmp_path, monk
     # Assert
     assert (tmp_path / 'ledger' / 'worker_0.final.json').is_file()
     assert wrk.hooks.ledger is None                      # (closed)
+
+
+@pytest.mark.parametrize('code', ['EROFS', 'EACCES'])
+def test_a_state_folder_this_node_cannot_write_is_one_line_saying_what_to_do(
+        tmp_path, monkeypatch, code):
+    """Name the fix (a --state-dir it can write) when the lock file cannot be created."""
+    # Arrange: the lock file's open refused as on a read-only mount or another user's folder
+    import errno
+
+    def refused(path, command):
+        """Refuse the lock file as the kernel would."""
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)), path)
+    monkeypatch.setattr(durable, 'hold_lock_file', refused)
+    # Execute
+    with pytest.raises(durable.StateError) as refused_hold:
+        durable.hold(str(tmp_path / 'worker_0.pt'), 'rog_worker 0')
+    # Assert: one line, the error and the fix, naming the folder
+    said = str(refused_hold.value)
+    assert '\n' not in said and os.strerror(getattr(errno, code)) in said, said
+    assert f'give this node a --state-dir it can write (a local disk), or make {tmp_path} ' \
+        'writable' in said, said
+    assert not os.path.exists(tmp_path / 'worker_0.pt')

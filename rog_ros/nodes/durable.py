@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import io
 import os
 import re
@@ -125,7 +126,8 @@ def hold(path, command: str) -> None:
                              f'({err.code}; NFS?); give this node a --state-dir on a local '
                              f'disk, or {err.fix}') from None
         except OSError as err:             # (OutputInUse: a link; says what to do)
-            raise StateError(f'cannot lock state file {path}: {err.strerror or err}') from None
+            raise StateError(f'cannot lock state file {path}: {err.strerror or err}'
+                             f'{_where_to_write(err, lock)}') from None
         if holder is None:
             break
         ended = _ended(holder)
@@ -162,6 +164,19 @@ def release(path) -> None:
     if entry[1] <= 0:
         del _HELD[key]
         let_go_of_lock_file(entry[0])
+
+
+def _where_to_write(err: OSError, lock: str) -> str:
+    """
+    Say what to do about a state folder this node may not write ('' for other errors).
+
+    A read-only mount (EROFS: the lock file cannot even be created) or a folder of another
+    user (EACCES, EPERM) is no fault of the lock; the node needs a state folder of its own.
+    """
+    if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return ('; give this node a --state-dir it can write (a local disk), or make '
+                f'{os.path.dirname(os.path.abspath(lock))} writable for this user')
+    return ''
 
 
 class StateHold:
