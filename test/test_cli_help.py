@@ -209,3 +209,74 @@ def test_rog_sim_progress_redraws_one_line_on_a_terminal():
         progress(float(i), float(i), {'accuracy': 0.5})
     progress.close()
     assert stream.getvalue().count('\r') == 3 and stream.getvalue().endswith('accuracy 0.500\n')
+
+
+def _numeric_options(parser):
+    """
+    Yield ``(action, setting or None)`` for each option of ``parser`` that takes a number.
+
+    A number: a numeric setting's flag, or an option of the command's own typed or shown
+    (metavar) as INT or FLOAT; so that an option added later without a range is caught.
+    """
+    from rog_ros.nodes import settings
+    for action in parser._actions:
+        setting = settings.BY_NAME.get(action.dest)
+        if setting is not None and setting.kind not in (int, float):
+            continue
+        if setting is not None or action.type in (int, float) or \
+                action.metavar in ('INT', 'FLOAT', 'N'):
+            yield action, setting
+
+
+@pytest.mark.parametrize('command', ['fleet', 'robot'])
+def test_fleet_and_robot_help_state_every_numeric_range(command, capsys, monkeypatch):
+    """Find a range, as the settings write it, in the help of each option taking a number."""
+    # rog robot --help said no range for --server-timeout (its flag was built in robot.py
+    # from the description alone), none for --rank and --respawn, and rog fleet none for
+    # --timeout and --domain-id; the timeouts said [0, inf) though 0 is refused
+    import re
+    text = ' '.join(_help([command], capsys, monkeypatch).split())
+    parser = cli.build_parser()._subparsers._group_actions[0].choices[command]
+    pattern = r'Range ([\[(](?:-inf|-?[0-9.e+-]+), (?:inf|-?[0-9.e+-]+)[\])])\.'
+    seen = []
+    for action, setting in _numeric_options(parser):
+        flag = action.option_strings[-1]
+        assert action.metavar in ('INT', 'FLOAT'), flag
+        said = text.split(f' {flag} {action.metavar} ', 1)[1].split(' --', 1)[0]
+        found = re.search(pattern, said)
+        assert found, (flag, said)
+        if setting is not None:
+            assert found.group(1) == setting.range_text(), flag
+        seen.append(flag)
+    if command == 'robot':
+        assert {'--server-timeout', '--rank', '--respawn', '--workers'} <= set(seen)
+        assert 'Range (0, inf).' in text.split(' --server-timeout FLOAT ', 1)[1]
+    else:
+        assert {'--timeout', '--domain-id', '--startup-timeout'} <= set(seen)
+    assert len(seen) >= 20
+
+
+def test_every_numeric_setting_accepts_exactly_the_range_its_help_states():
+    """Check each bound: accepted where the range text includes it, refused past it."""
+    # startup_timeout and server_timeout said [0, inf) and refused 0: the range is (0, inf)
+    from rog_ros.checks import ConfigError
+    from rog_ros.nodes import settings
+    numeric = [s for s in settings.SETTINGS if s.kind in (int, float)]
+    assert len(numeric) == 23
+    opened = sorted(s.name for s in numeric if s.range_text().startswith('('))
+    assert opened == ['server_timeout', 'startup_timeout']
+    for s in numeric:
+        assert s.range_text(), s.name
+        step = 1 if s.kind is int else 1e-9 * max(1.0, abs(s.low or 0), abs(s.high or 0))
+        if s.low is not None:
+            with pytest.raises(ConfigError):
+                s.check(s.kind(s.low - step))
+            if s.name in opened:
+                with pytest.raises(ConfigError):
+                    s.check(s.kind(s.low))
+            else:
+                s.check(s.kind(s.low))
+        if s.high is not None:
+            s.check(s.kind(s.high))
+            with pytest.raises(ConfigError):
+                s.check(s.kind(s.high + step))

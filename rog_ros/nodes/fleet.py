@@ -55,6 +55,7 @@ from rog_ros.nodes.run_outputs import LOG_DIR, set_aside_unless_resuming
 from rog_ros.nodes.state_dir import check_state_dir, finished_run, resumes
 from rog_ros.nodes.stop_requests import StopRequests
 from rog_ros.nodes.supervisor import repo_pythonpath, Supervisor
+from rog_ros.transport.cyclone_config import MAX_DOMAIN_ID
 
 BUS_CLOSE_S = 2.0        # the progress display's DDS bus gets this long to close
 """Ctrl-C stops the fleet within the supervisor's grace periods (``supervisor.STOP_GRACE_S``
@@ -81,13 +82,16 @@ def add_parser(subparsers):
     p.add_argument('--config', default=None,
                    help='ROS 2 parameter file to start from, such as config/fleet.yaml '
                         '(default: none; the flags and the built-in defaults)')
-    p.add_argument('--domain-id', type=int, default=None,
-                   help='DDS domain (default: a free-looking one derived from the pid)')
+    p.add_argument('--domain-id', type=int, default=None, metavar='INT',
+                   help='DDS domain.' + settings.range_note(settings.range_text(0, MAX_DOMAIN_ID))
+                   + ' (default: a free-looking one derived from the pid)')
     p.add_argument('--no-netmon', action='store_true', help='do not start netmon')
     p.add_argument('--netns', action='store_true',
                    help='kernel shaping: one network namespace per robot (root only)')
-    p.add_argument('--timeout', type=float, default=1800.0,
-                   help='give up after this many seconds (default 1800)')
+    p.add_argument('--timeout', type=float, default=1800.0, metavar='FLOAT',
+                   help='give up after this many seconds.' +
+                   settings.range_note(settings.range_text(0, None, low_open=True)) +
+                   ' (default 1800)')
     p.add_argument('--quiet', action='store_true', help='no progress line')
     p.add_argument('--fleet-key-file', default=None,
                    help='fleet key file (0600) for message authentication (default: '
@@ -240,7 +244,7 @@ def run(args) -> int:
     try:   # the whole plan is checked before any node starts (one line, exit 2)
         checks.number('--timeout', args.timeout, positive=True)
         if args.domain_id is not None:
-            checks.integer('--domain-id', args.domain_id, 0, 232)
+            checks.integer('--domain-id', args.domain_id, 0, MAX_DOMAIN_ID)
         file_params = load_parameter_file(args.config, '--config') if args.config else {}
         # the workload options are checked where the workload is built (prepare, below)
         specs = plan(file_params, _overrides(args, out), built_later=True)

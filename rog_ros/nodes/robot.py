@@ -44,7 +44,7 @@ import time
 from rog_ros.nodes import settings
 from rog_ros.nodes.plan import check_given_staleness, NodeSpec, resolve, validate
 from rog_ros.nodes.respawn import (
-    check_respawn, crashed, describe_exit, parse_respawn, RESPAWN_DELAY_S)
+    check_respawn, crashed, describe_exit, MAX_RESPAWNS, parse_respawn, RESPAWN_DELAY_S)
 from rog_ros.nodes.routing import netmon_name
 
 ROLES = ('server', 'worker')
@@ -138,13 +138,17 @@ def add_parser(subparsers):
                               help="run one robot's nodes (server or worker robot)",
                               description=__doc__.strip().split('\n')[0].replace('``', ''))
     p.add_argument('--role', required=True, choices=ROLES, help=ROBOT_ARGUMENTS['role'])
-    p.add_argument('--rank', type=int, default=None, help=ROBOT_ARGUMENTS['rank'])
+    rank = settings.BY_NAME['rank']
+    p.add_argument('--rank', type=int, default=None, metavar='INT',
+                   help=ROBOT_ARGUMENTS['rank'] + '.' + settings.range_note(rank.range_text()))
     p.add_argument('--server-host', default=None, help=ROBOT_ARGUMENTS['server_host'])
     p.add_argument('--peers', default=None, help=ROBOT_ARGUMENTS['peers'])
     p.add_argument('--config', default=None,
                    help='ROS 2 parameter file to start from, such as config/fleet.yaml '
                         '(default: none; the flags and the built-in defaults)')
-    p.add_argument('--respawn', default=0, metavar='N', help=ROBOT_ARGUMENTS['respawn'])
+    p.add_argument('--respawn', default=0, metavar='INT',
+                   help=ROBOT_ARGUMENTS['respawn'] + '.' +
+                   settings.range_note(settings.range_text(0, MAX_RESPAWNS)))
     p.add_argument('--logs', default=None, help='node logs directory (default: OUT/logs on '
                                                 'the server, ./rog_robot_logs otherwise); a '
                                                 "worker robot's earlier logs there move to "
@@ -162,11 +166,10 @@ def add_parser(subparsers):
             settings.add_workload_options(p, None, text)
         elif s.name not in ('rank',):
             p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(), help=text)
-    for name, whose in ROBOT_NODE_SETTINGS.items():
+    for name, whose in ROBOT_NODE_SETTINGS.items():   # with its range too (help_text)
         s = settings.BY_NAME[name]
         p.add_argument(s.flag, default=None, metavar=s.kind.__name__.upper(),
-                       help=f'{whose}: {s.description[0].lower()}{s.description[1:]}'
-                            f'{s.default_text}'.replace('%', '%%'))
+                       help=f'{whose}: {s.help_text[0].lower()}{s.help_text[1:]}')
     p.set_defaults(func=run)
     return p
 

@@ -83,6 +83,7 @@ class Setting:
     group: str = 'fleet'        # 'fleet' (identical on every node), 'link', or a role's own
     low: float = None           # inclusive range; None = open
     high: float = None
+    low_open: bool = False      # low itself is refused too: the range is (low, high]
     choices: tuple = ()         # allowed values of a str setting (empty: any)
     none_text: object = None    # typed stand-in for None in ROS/launch/YAML (e.g. 0.0, '')
     refusal: object = None      # name -> why a value outside choices is refused ('' if not)
@@ -102,8 +103,8 @@ class Setting:
     @property
     def help_text(self) -> str:
         """Return the flag's --help text: description, range, default (``%`` escaped)."""
-        text = self.description + (f' Range {self.range_text()}.' if self.range_text() else '')
-        return (text + self.default_text).replace('%', '%%')
+        return (self.description + range_note(self.range_text()) +
+                self.default_text).replace('%', '%%')
 
     @property
     def label(self) -> str:
@@ -188,8 +189,13 @@ class Setting:
         if self.kind in (int, float):
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f'{self.label} must be a finite number, got {value}')
+            if self.low_open and value == self.low:     # (its vetting says why, if it can)
+                why = self.vetting(value) if self.vetting is not None else ''
+                if why:
+                    raise ConfigError(f'{self.label} {_num(value)}: {why}')
             if (self.low is not None and value < self.low) or (
-                    self.high is not None and value > self.high):
+                    self.high is not None and value > self.high) or (
+                    self.low_open and value == self.low):
                 raise ConfigError(f'{self.label} must be in {self.range_text()}, '
                                   f'got {value!r}')
         why = self.vetting(value) if self.vetting is not None else ''
@@ -198,12 +204,8 @@ class Setting:
             raise ConfigError(f'{self.label} {shown}: {why}')
 
     def range_text(self) -> str:
-        """Return the range as text: ``[1, inf)``, ``[0, 10]``, or ''."""
-        if self.low is None and self.high is None:
-            return ''
-        lo = '(-inf' if self.low is None else f'[{_num(self.low)}'
-        hi = 'inf)' if self.high is None else f'{_num(self.high)}]'
-        return f'{lo}, {hi}'
+        """Return the range as text: ``[1, inf)``, ``(0, inf)``, ``[0, 10]``, or ''."""
+        return range_text(self.low, self.high, self.low_open)
 
     def ros_default(self):
         """Return the typed default for ROS parameters and launch arguments."""
@@ -222,7 +224,28 @@ def _typed(kind, value) -> bool:
 
 
 def _num(value) -> str:
+    """Return a bound as --help and errors write it: ``1`` for 1.0, ``1e-06``."""
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f'{value:g}'
+
+
+def range_text(low=None, high=None, low_open: bool = False) -> str:
+    """
+    Return a numeric range as every --help writes it: ``[1, inf)``, ``(0, inf)``, ``[0, 10]``.
+
+    One spelling for the settings' flags and the options ``rog fleet`` and ``rog robot`` add
+    of their own (``--timeout``, ``--respawn``), so that a user reads each range alike; ''
+    when unbounded. ``low_open``: ``low`` itself is refused (a wait of 0 s).
+    """
+    if low is None and high is None:
+        return ''
+    lo = '(-inf' if low is None else ('(' if low_open else '[') + _num(low)
+    hi = 'inf)' if high is None else f'{_num(high)}]'
+    return f'{lo}, {hi}'
+
+
+def range_note(text: str) -> str:
+    """Return ``' Range TEXT.'``, the sentence --help appends for a range ('' for none)."""
+    return f' Range {text}.' if text else ''
 
 
 SERVER_END_TIMEOUT_S = 2.0
@@ -352,7 +375,7 @@ SETTINGS = (
     _s('bus', str, 'auto', 'Transport: rclpy when ROS 2 is sourced, else the embedded DDS '
        '(none: netmon only measures).', NODES, choices=('auto', 'dds', 'rclpy', 'none')),
     _s('startup_timeout', float, 60.0, 'Seconds to wait for the peers to appear.', TRAINING,
-       low=0.0, vetting=_zero_wait_refusal),
+       low=0.0, low_open=True, vetting=_zero_wait_refusal),
     _s('record', str, None, 'Write status, link, schedule and diagnostics topics to this '
        'ROS 2 MCAP file; empty = no recording. An earlier recording there is kept: moved '
        'to the first free numbered name (run.mcap -> run.1.mcap, run.2.mcap, ...).', ALL,
@@ -421,7 +444,8 @@ SETTINGS = (
     # -------------------------------------------------- rog_worker
     _s('rank', int, 0, 'This worker, 0..N-1.', (WORKER,), 'worker', low=0, high=1023),
     _s('server_timeout', float, 120.0, 'Give up after this long without a message from '
-       'the server (s).', (WORKER,), 'worker', low=0.0, vetting=_zero_wait_refusal),
+       'the server (s).', (WORKER,), 'worker', low=0.0, low_open=True,
+       vetting=_zero_wait_refusal),
     _s('model_out', str, None, "Write this robot's model here when training ends: a "
        "state_dict file like the server's model.pt (the fleet's final model unless the "
        'server runs with final_model false); empty = not written (rog robot --role worker '

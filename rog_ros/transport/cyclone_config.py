@@ -39,6 +39,9 @@ import sys
 from xml.sax.saxutils import escape, quoteattr
 
 CONFIGS = ('loopback', 'wifi')
+MAX_DOMAIN_ID = 232
+"""Highest DDS domain ID a participant can take (RTPS port arithmetic: 7400 + 250 * 232 + ...
+stays below 65536); ``ROS_DOMAIN_ID`` and ``rog fleet --domain-id`` are refused above it."""
 
 
 def config_path(kind: str) -> Path:
@@ -347,10 +350,10 @@ def domain_id_from_env(environ=None) -> int:
         domain_id = int(value)
     except ValueError:
         raise ValueError(f"ROS_DOMAIN_ID={value!r} is not a number; give the fleet's domain, "
-                         '0..232 (0..101 leaves room for many nodes per robot), or unset '
-                         'it') from None
-    if not 0 <= domain_id <= 232:
-        raise ValueError(f'ROS_DOMAIN_ID={domain_id} outside 0..232')
+                         f'0..{MAX_DOMAIN_ID} (0..101 leaves room for many nodes per robot), '
+                         'or unset it') from None
+    if not 0 <= domain_id <= MAX_DOMAIN_ID:
+        raise ValueError(f'ROS_DOMAIN_ID={domain_id} outside 0..{MAX_DOMAIN_ID}')
     return domain_id
 
 
