@@ -17,9 +17,11 @@ import base64
 import dataclasses
 import os
 import sqlite3
+import time
 import zlib
 
 import pytest
+from rog_ros import file_identity
 from rog_ros.net import ros_bag, traces
 from rog_ros.net.traces import TraceFormatError
 from rog_ros.protocol.messages import LinkStats, Time
@@ -1304,6 +1306,7 @@ def test_a_bag_is_hashed_once_a_process_not_once_per_rank_and_id(tmp_path, capsy
     # did: seconds for a bag of gigabytes (ros2 bag record -a), for each rank
     from rog_ros.nodes.emulated_link import link_for
     path = str(_large_bag(tmp_path / 'all.mcap', 3, megabytes=4))
+    _an_hour_later(monkeypatch)         # (a bag written just now is hashed at each call)
     read = [0]
     monkeypatch.setattr(ros_bag, 'open', lambda *a, **kw: _Counted(open(*a, **kw), read),
                         raising=False)
@@ -1315,6 +1318,63 @@ def test_a_bag_is_hashed_once_a_process_not_once_per_rank_and_id(tmp_path, capsy
     assert ros_bag.recording_id(path) is not None
     assert read[0] < 1024, read[0]      # (its first bytes: bag_kind)
     capsys.readouterr()
+
+
+def _an_hour_later(monkeypatch):
+    """Take files' identities an hour after now: the files a test wrote are old, not racy."""
+    monkeypatch.setattr(file_identity, 'now_ns', lambda: time.time_ns() + 3600 * 10 ** 9)
+
+
+class _WithoutChangeTime:
+    """An ``os.stat`` result of a filesystem that keeps no change time (FAT): its mtime."""
+
+    def __init__(self, st):
+        """Wrap the stat result ``st``."""
+        self._st = st
+
+    def __getattr__(self, name):
+        """Return the stat's own field ``name``, the modification time as the change time."""
+        return getattr(self._st, 'st_mtime_ns' if name == 'st_ctime_ns' else name)
+
+
+def test_a_bag_rewritten_within_a_tick_of_its_filesystems_clock_is_read_again(
+        tmp_path, capsys, monkeypatch):
+    # a bag's hash was kept by its stat: a bag rewritten with as many bytes within one tick of
+    # its filesystem's clock (2 s on FAT, which keeps no change time) kept it, and its old
+    # links were replayed and its old digest said that a run of it could be reused. A stat
+    # taken within file_identity.RACY_NS of the file's times keys no cache now (git's racily
+    # clean rule). The tick is os.utime here, the change time emulated as FAT's
+    from rog_ros.sim import simulator
+    stat = os.stat
+    monkeypatch.setattr(os, 'stat', lambda *a, **kw: _WithoutChangeTime(stat(*a, **kw)))
+    path = _mcap(tmp_path / 'run.mcap', _messages(0, [0.0, 10, 20]))
+    assert traces.load_trace(path).mbps.tolist() == [10.0, 20.0]
+    digest = simulator.trace_digest(str(path))
+    new = _mcap(tmp_path / 'new.mcap', _messages(0, [0.0, 20, 10])).read_bytes()
+    mtime = os.stat(path).st_mtime_ns
+    assert len(new) == os.path.getsize(path)
+    with open(path, 'r+b') as fh:           # (in place: the same inode)
+        fh.write(new)
+    os.utime(path, ns=(mtime, mtime))
+    assert traces.load_trace(path).mbps.tolist() == [20.0, 10.0]
+    assert simulator.trace_digest(str(path)) != digest
+    capsys.readouterr()
+
+
+def test_a_young_bag_is_hashed_at_each_call_and_an_old_one_once(tmp_path, monkeypatch):
+    # (a bag of 67 MB took a second to hash: only one written in the last RACY_NS is hashed
+    # again, until it is old)
+    path = str(_large_bag(tmp_path / 'all.mcap', 3, megabytes=4))
+    size, written = os.path.getsize(path), os.stat(path).st_ctime_ns
+    read = [0]
+    monkeypatch.setattr(ros_bag, 'open', lambda *a, **kw: _Counted(open(*a, **kw), read),
+                        raising=False)
+    for late_ns, hashed in ((file_identity.RACY_NS // 2, 3), (file_identity.RACY_NS, 1)):
+        monkeypatch.setattr(file_identity, 'now_ns', lambda late_ns=late_ns: written + late_ns)
+        read[0] = 0
+        digests = {ros_bag.file_digest(path) for _ in range(3)}
+        assert len(digests) == 1
+        assert hashed * size <= read[0] < hashed * size + 4096, (read[0] / size, hashed)
 
 
 def test_one_robot_named_by_rank_and_by_name_is_one_link(tmp_path, capsys):
@@ -1381,6 +1441,7 @@ def test_the_simulator_reads_a_bag_once_a_call_not_once_per_robot_and_link(
     # bag's bytes, then each robot's link): seconds a run for a bag of gigabytes
     from rog_ros.sim.simulator import make_traces, trace_offsets
     path = str(_large_bag(tmp_path / 'all.mcap', 3, megabytes=4))
+    _an_hour_later(monkeypatch)         # (a bag written just now is hashed at each call)
     want = make_traces(path, 3, 1)
     read = [0]
     monkeypatch.setattr(ros_bag, 'open', lambda *a, **kw: _Counted(open(*a, **kw), read),

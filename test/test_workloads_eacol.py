@@ -17,11 +17,13 @@ Tests of the EACOL workload at a small size: checkpoint, corruption cost, adapta
 Sizes are cut down (6 classes, 250 pre-training steps) so the module runs in seconds; the
 defaults' numbers are measured by docs/workloads.md's benchmark, not here.
 """
+import os
 import pickle
+import time
 
 import numpy as np
 import pytest
-from rog_ros import workloads
+from rog_ros import file_identity, workloads
 from rog_ros.workloads import eacol as eacol_module
 from rog_ros.workloads.training import emulate_fleet
 import torch
@@ -197,6 +199,7 @@ def _checkpoints_built(monkeypatch):
 
 def test_replaced_cifar100_files_are_pre_trained_afresh(cache_dir, tmp_path, monkeypatch):
     built = _checkpoints_built(monkeypatch)
+    _an_hour_later(monkeypatch)     # (files written within RACY_NS are keyed by their bytes)
     (tmp_path / 'a' / 'data').mkdir(parents=True)
     (tmp_path / 'b' / 'data').mkdir(parents=True)
     _write_cifar(tmp_path / 'a' / 'data', 200, 50)
@@ -223,6 +226,34 @@ def test_replaced_cifar100_files_are_pre_trained_afresh(cache_dir, tmp_path, mon
     again = workloads.get('eacol', fresh=True, **options)
     assert len(built) == 3 and again.describe()['adaptation_samples'] == 400
     assert first.describe()['adaptation_samples'] == 200
+
+
+def _an_hour_later(monkeypatch):
+    """Take files' identities an hour after now: the files a test wrote are old, not racy."""
+    monkeypatch.setattr(file_identity, 'now_ns', lambda: time.time_ns() + 3600 * 10 ** 9)
+
+
+def test_a_data_file_rewritten_within_a_tick_of_its_filesystems_clock_is_other_data(
+        tmp_path, monkeypatch):
+    # the checkpoint was keyed by each data file's size and mtime: a file rewritten with as
+    # many bytes within one tick of its filesystem's clock (2 s on FAT; os.utime here) kept
+    # its key, and the checkpoint pre-trained on the old data was reused. A file that young
+    # is keyed by its bytes too; an old one by its size and mtime alone, as before
+    train, test = tmp_path / 'train.h5', tmp_path / 'test.h5'
+    train.write_bytes(b'a' * 64)
+    test.write_bytes(b't' * 64)
+
+    def key():
+        """Return the data files' entry of the checkpoint's key."""
+        return eacol_module._data_key('fed-cifar100', None, str(train), str(test))['data_files']
+
+    first, again = key(), key()
+    mtime = os.stat(train).st_mtime_ns
+    train.write_bytes(b'b' * 64)
+    os.utime(train, ns=(mtime, mtime))
+    assert again == first and key() != first
+    _an_hour_later(monkeypatch)
+    assert key() == [[str(train), 64, mtime], [str(test), 64, os.stat(test).st_mtime_ns]]
 
 
 @pytest.mark.parametrize('options, message', [

@@ -54,6 +54,7 @@ import struct
 import tempfile
 import threading
 
+from rog_ros import file_identity
 from rog_ros.net import iperf
 from rog_ros.protocol.messages import SCHEMA_VERSION
 
@@ -523,14 +524,11 @@ def _stat_key(path, kind) -> tuple:
     key = ()
     for k, name in enumerate((str(path),) + ((f'{path}-wal',) if kind == 'SQLite bag' else ())):
         try:
-            st = os.stat(name)
+            key += (file_identity.identity(name),)
         except FileNotFoundError:
             if not k:
                 raise
             key += (None,)
-            continue
-        key += (os.path.realpath(name), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
-                st.st_ctime_ns)
     return key
 
 
@@ -542,8 +540,11 @@ def _identity(path, kind) -> tuple:
     (its path, inode, size, mtime and ctime, and its -wal's): ``link_for`` resolves a bag for
     every rank and ``recordings`` names its id for each, and a bag of gigabytes (``ros2 bag
     record -a``) took seconds to hash each time. A bag rewritten while it is read is hashed
-    again at the next call.
+    again at the next call, and so is a bag written within ``file_identity.RACY_NS`` of the
+    call: a rewrite of as many bytes in the same tick of the filesystem's clock (2 s on FAT)
+    would keep its stat, and the old hash was used (``file_identity.racy``).
     """
+    taken = file_identity.now_ns()
     before = _stat_key(path, kind)
     with _CACHE_LOCK:
         found = _IDENTITIES.get(before)
@@ -563,7 +564,7 @@ def _identity(path, kind) -> tuple:
             if not k:
                 raise
     found = digest.digest(), recording.hexdigest()[:16]
-    if _stat_key(path, kind) == before:
+    if _unchanged(path, kind, before) and not file_identity.racy(before, taken):
         with _CACHE_LOCK:
             _IDENTITIES[before] = found
             while len(_IDENTITIES) > IDENTITY_CACHE_SIZE:

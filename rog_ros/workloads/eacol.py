@@ -31,10 +31,12 @@ of the options, so every synchronisation system of every run chases the same num
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import time
 
+from rog_ros import file_identity
 from rog_ros.workloads import cache, shipped
 from rog_ros.workloads.base import Workload
 from rog_ros.workloads.cifar import cifar_folder, load_cifar100, load_fed_cifar100
@@ -158,7 +160,9 @@ def _data_key(dataset, data_dir, train_h5, test_h5):
 
     Why: keyed on the path as typed, one relative name in two folders, or files replaced in
     place, reused a checkpoint pre-trained on other data. Size and modification time (ns) of
-    every file read are cheap to take and change with any copy of other data.
+    every file read are cheap to take and change with any copy of other data, unless it was
+    written within the tick of the filesystem's clock (2 s on FAT) of the file before it:
+    a file that young (``file_identity.racy``) is keyed by its bytes' SHA-256 too.
     """
     def absolute(path):
         """Return ``path`` absolute with ``~`` expanded, or None."""
@@ -175,13 +179,25 @@ def _data_key(dataset, data_dir, train_h5, test_h5):
         return {key: str(value) for key, value in paths.items()}   # the keys of old
     identity = []
     for path in files:
+        taken = file_identity.now_ns()
         try:
-            st = os.stat(path)
+            found = file_identity.identity(path)
         except OSError:
             identity.append([str(path), None])   # the reader says what is missing
-        else:
-            identity.append([str(path), st.st_size, st.st_mtime_ns])
+            continue
+        identity.append([str(path), found.size, found.mtime_ns])
+        if file_identity.racy(found, taken):
+            identity[-1].append(_sha256(path))
     return {**{key: str(value) for key, value in paths.items()}, 'data_files': identity}
+
+
+def _sha256(path) -> str:
+    """Return the SHA-256 of the file ``path``, read in blocks (a data set of 160 MB)."""
+    digest = hashlib.sha256()
+    with open(path, 'rb') as fh:
+        for block in iter(lambda: fh.read(1 << 20), b''):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _load(opts):
