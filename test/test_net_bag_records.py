@@ -1435,6 +1435,34 @@ def test_a_bag_robot_and_the_file_converted_of_it_are_one_link(tmp_path, capsys)
     capsys.readouterr()
 
 
+def test_one_robots_link_at_two_rates_or_scales_is_one_link_whatever_else_is_listed(
+        tmp_path, capsys):
+    # BAG#netmon_1,BAG#netmon_1#emulated gave each robot its own offset (one robot's link
+    # twice), but with BAG#0 added robots 0 and 1 replayed in step from one offset (the rate
+    # made them two links of the recording once it held two robots): a third robot changed
+    # how the first two replayed. A robot's link at any rate or --scale is one link now
+    from rog_ros.net import cli_trace
+    from rog_ros.nodes.emulated_link import link_for
+    from rog_ros.sim.simulator import trace_offsets
+    path = str(_three_robots_bag(tmp_path / 'run.mcap'))
+    one, fast, emulated = (f'{tmp_path}/{name}.csv' for name in ('one', 'fast', 'emulated'))
+    assert cli_trace.main(['convert', f'{path}#netmon_1', '--out', one]) == 0
+    assert cli_trace.main(['convert', one, '--out', fast, '--scale', '2']) == 0
+    assert cli_trace.main(['convert', f'{path}#netmon_1#emulated', '--out', emulated]) == 0
+    for first, second in ((f'{path}#netmon_1', f'{path}#netmon_1#emulated'), (one, fast),
+                          (one, emulated), (f'{path}#netmon_1#emulated', fast)):
+        assert _leaders(f'{first},{second}', 2) == [0, 1]
+        assert _leaders(f'{first},{second},{path}#0', 3) == [0, 1, 0]
+        assert _leaders(f'{path}#0,{first},{second}', 3) == [0, 0, 2]
+    spec = f'{path}#netmon_1,{path}#netmon_1#emulated,{path}#0'
+    for seed in (0, 1):
+        offsets = trace_offsets(spec, 3, seed)
+        assert offsets[0] == offsets[2] != offsets[1]
+    nodes = [link_for(spec, r, 3).offset_s for r in range(3)]
+    assert nodes[0] == nodes[2] != nodes[1]
+    capsys.readouterr()
+
+
 def test_the_simulator_reads_a_bag_once_a_call_not_once_per_robot_and_link(
         tmp_path, capsys, monkeypatch):
     # make_traces read a bag of 3 robots 6 times a call (each robot's entry resolved from the

@@ -53,7 +53,10 @@ netmon started), as ``rog trace convert`` writes it, and the robots of one recor
 offset, that of the lowest rank among them, where unrelated files (and one robot's link
 replayed by every robot) keep one offset per robot. A robot that follows a link already
 followed by a lower rank (robot 3 of 4 on a bag of 3) replays the recording's next copy, in
-step with the other robots of that copy.
+step with the other robots of that copy. A robot's link is one link at whatever rate or scale
+it is read (``run.mcap#netmon_1``, ``run.mcap#netmon_1#emulated``, a file converted of it
+with ``--scale``): given to two robots, it is followed twice, each from its own offset, as
+one file listed twice is, whichever other robots of the recording are listed with it.
 """
 
 from __future__ import annotations
@@ -275,8 +278,10 @@ def recordings(entries) -> list:
     already (``traces.load_entry``). Any other robot r gets r.
     One link is one link however it is named: a bag's robot by its rank or its name
     (``run.mcap#0``, ``run.mcap#netmon_0``), a bag or a file by two paths, a robot and the
-    file converted of it (``link_of``); named twice it is followed twice, as one file listed
-    twice is (``a.csv,a.csv``: an offset per robot).
+    file converted of it (``link_of``), at any rate and scale (``run.mcap#netmon_0#emulated``,
+    a file converted with ``--scale``: the same robot's link, its outages at the same times);
+    named twice it is followed twice, as one file listed twice is (``a.csv,a.csv``: an offset
+    per robot), whichever other robots are listed with it.
     """
     parsed = [parse(entry) for entry in entries]
     keys, links, ids, same = [], {}, {}, []
@@ -285,15 +290,15 @@ def recordings(entries) -> list:
             real = os.path.realpath(p.source)
             if real not in ids:         # (hashed once a process, by any path: _identity)
                 ids[real] = ros_bag.recording_id(p.source)
-            key, link, rate = ids[real], _robot_name(p), p.field or 'throughput'
+            key, link = ids[real], _robot_name(p)
         elif os.path.isfile(p.source) and not ros_bag.bag_kind(p.source):
-            key, (link, rate) = recording_of(p.source), link_of(p.source)
+            key, (link, _) = recording_of(p.source), link_of(p.source)
             if link is None:    # (converted before files named their robot)
                 link = os.path.realpath(p.source)
         else:
-            key, link, rate = None, None, None
+            key, link = None, None
         keys.append(key)
-        same.append((key, link, rate))
+        same.append((key, link))     # (not its rate: the robot's link, however measured)
         if keys[-1]:
             links.setdefault(key, set()).add(link)
     out, leaders = [], {}
