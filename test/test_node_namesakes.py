@@ -217,3 +217,59 @@ def test_a_namesake_in_the_other_gid_layout_is_warned_of(caplog, monkeypatch):
     # Assert
     said = _said(caplog)
     assert len(said) == 1 and f'a node named {namespace}/rog_worker_0' in said[0]
+
+
+def _xcdr2_writer(participant, namespace: str, name: str):
+    """
+    Return a ``ros_discovery_info`` writer offering XCDR2 only, its entry naming one node.
+
+    As an XTypes rmw would write it: rmw_cyclonedds and rmw_fastrtps of Humble offer XCDR1.
+    """
+    from cyclonedds.pub import DataWriter
+    from cyclonedds.qos import Policy, Qos
+    from cyclonedds.topic import Topic
+    info, node, gid, type_hash = discovery_info.message_types(16)
+    qos = Qos(*[p for p in discovery_info.writer_qos(type_hash)
+                if not isinstance(p, Policy.DataRepresentation)],
+              Policy.DataRepresentation(use_xcdrv2_representation=True))
+    topic = Topic(participant, discovery_info.TOPIC, info)
+    writer = DataWriter(participant, topic, qos=qos)
+    g = gid(data=list(participant.guid.bytes))
+    writer.write(info(gid=g, node_entities_info_seq=[node(
+        node_namespace=namespace, node_name=name, reader_gid_seq=[], writer_gid_seq=[g])]))
+    return writer, topic
+
+
+def test_an_entry_written_in_xcdr2_is_read_and_the_bus_still_writes_xcdr1(caplog):
+    """Warn of a namesake whose writer offers XCDR2 only; the bus's own entry stays XCDR1."""
+    # The readers offered XCDR1 alone: DDS matched no writer offering XCDR2 only, so its
+    # node went unseen (by this look and rog doctor) though parse_entry reads XCDR2
+    from cyclonedds.domain import DomainParticipant
+    from rog_ros.transport.graph_entry import parse_entry
+    # Arrange: a node of this name, then an XCDR2-only writer announcing it too
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    namespace = f'/xcdr2_{os.getpid()}'
+    bus = _bus(namespace, 'rog_worker_0')
+    participant = DomainParticipant(_domain())
+    theirs, ours = participant.guid.bytes, bus._graph.gid[:16]
+    entities = list(_xcdr2_writer(participant, namespace, 'rog_worker_0'))
+    entities.insert(0, discovery_info.open_reader(participant, 16))
+    encodings = {}
+    try:
+        # Execute
+        _poll([bus], WAIT_S, until=lambda: bus._namesakes is None)
+        end = time.monotonic() + WAIT_S
+        while time.monotonic() < end and len(encodings) < 2:
+            for data, info in raw_take.take_serialised(entities[0]._ref):
+                parsed = parse_entry(bytes(data)) if info.valid_data else None
+                if parsed is not None:
+                    encodings[parsed[1]] = bytes(data[:2])
+            time.sleep(0.05)
+    finally:
+        bus.close()
+        for entity in entities + [participant]:
+            entity.__del__()
+    # Assert
+    said = _said(caplog)
+    assert len(said) == 1 and f'a node named {namespace}/rog_worker_0' in said[0], said
+    assert encodings == {theirs: b'\0\7', ours: b'\0\1'}        # (XCDR2 LE, XCDR1 LE)

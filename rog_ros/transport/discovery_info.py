@@ -114,10 +114,19 @@ def writer_qos(type_hash: str) -> Qos:
 
 
 def reader_qos() -> Qos:
-    """Return the QoS of a ``ros_discovery_info`` reader: every participant's entry, late too."""
+    """
+    Return the QoS of a ``ros_discovery_info`` reader: every participant's entry, late too.
+
+    It accepts XCDR1 and XCDR2: DDS matches a writer whose first offered representation the
+    reader lists, and with XCDR1 alone a writer offering XCDR2 only (an XTypes rmw) went
+    unmatched, its node unseen, though :func:`~rog_ros.transport.graph_entry.parse_entry`
+    reads both. XCDR1 writers (rmw_cyclonedds, rmw_fastrtps of Humble, this package's) match
+    as before; what this package writes stays XCDR1 (:func:`writer_qos`).
+    """
     return Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepAll,
                Policy.Durability.TransientLocal,
-               Policy.DataRepresentation(use_cdrv0_representation=True))
+               Policy.DataRepresentation(use_cdrv0_representation=True,
+                                         use_xcdrv2_representation=True))
 
 
 def open_reader(participant, size: int, topic=None) -> DataReader:
