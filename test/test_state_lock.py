@@ -555,6 +555,50 @@ def test_a_cleaned_up_worker_writes_its_ledger_report_at_shutdown(tmp_path, monk
     assert wrk.hooks.ledger is None                      # (closed)
 
 
+@pytest.mark.parametrize('role', ['worker', 'server'])
+def test_a_configure_again_closes_the_replaced_ledger_and_one_report_is_the_last_runs(
+        tmp_path, monkeypatch, role):
+    """Close each replaced run's ledger file at once; shutdown reports the last run alone."""
+    # A configure after a cleanup replaced the hooks and left their ledger file to the
+    # garbage collector: open until it ran, then a ResourceWarning, once per cycle
+    import gc
+    import json
+    import warnings
+    # Arrange
+    in_memory_fleet(monkeypatch)
+    if role == 'worker':
+        node, name = _worker(tmp_path / 'state'), 'worker_0'
+    else:
+        node, name = server_node.ServerNode(rog_server.build_parser().parse_args(
+            ['--workload', 'toy', '--workers', '1', '--namespace', '/lock9', '--out',
+             str(tmp_path / 'out'), '--state-dir', str(tmp_path / 'state')])), 'server'
+    node.args.chaos_ledger = str(tmp_path / 'ledger')   # (--chaos-ledger: a hidden option)
+    files = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always', ResourceWarning)
+        try:
+            # Execute: three runs, each cleaned up, then configured again
+            for _ in range(3):
+                node.configure()
+                files.append(node.hooks.ledger._fh)
+                node.cleanup()
+            node.configure()
+            replaced_open = [not fh.closed for fh in files]
+        finally:
+            node.shutdown()
+        del files
+        gc.collect()
+    # Assert
+    leaked = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)
+              and 'ledger' in str(w.message)]
+    assert (replaced_open, leaked) == ([False] * 3, [])
+    report = json.loads((tmp_path / 'ledger' / f'{name}.final.json').read_text())
+    if role == 'worker':
+        assert report['run'] == node.hooks.run            # (the last run's, not an earlier one)
+    assert sorted(p.name for p in (tmp_path / 'ledger').iterdir()) == [
+        f'{name}.final.json', f'{name}.jsonl']
+
+
 @pytest.mark.parametrize('code', ['EROFS', 'EACCES'])
 def test_a_state_folder_this_node_cannot_write_is_one_line_saying_what_to_do(
         tmp_path, monkeypatch, code):

@@ -190,6 +190,21 @@ class _Hooks:
     def __getattr__(self, name):
         return getattr(self.engine, name)
 
+    def close_replaced(self) -> None:
+        """
+        Close the ledger file of hooks a configure again replaced, without a final report.
+
+        Why: a configure after a cleanup builds new hooks, whose ledger appends to the same
+        file and whose shutdown writes the rank's one final report (the state the node ends
+        in; a later run's records follow in the file, keyed by their own run). A report of
+        the replaced run would be overwritten by it, or, were the later run killed, be read
+        as its end. Left to the garbage collector, the file stayed open until it ran, then
+        was closed with a ResourceWarning.
+        """
+        ledger, self.ledger = getattr(self, 'ledger', None), None
+        if ledger is not None:
+            ledger.close()
+
     def _count_rejects(self, actions) -> None:
         for a in actions:
             if isinstance(a, Log) and a.name == 'reject':

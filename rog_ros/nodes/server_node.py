@@ -252,10 +252,13 @@ class ServerNode:
                             node_name=getattr(a, 'node_name', None),
                             node_namespace=getattr(a, 'node_namespace', None))
         self.bus = maybe_faulty(self.bus, a, salt=1000)   # (kept first: closed if refused)
+        replaced = getattr(self, 'hooks', None)       # (a cleaned-up run's: its ledger closed)
         self.hooks = ServerHooks(self.engine, tr.w0, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None),
                                  getattr(a, 'checkpoint_every', 10),
                                  run_record=self._run_record)
+        if replaced is not None:
+            replaced.close_replaced()
         self.hooks.restore()
         self._finished_before = self.hooks.restored is not None and bool(self.engine.finished)
         if self.hooks.restored is None:     # a new run: OUT's results are an earlier run's

@@ -146,8 +146,11 @@ class WorkerNode:
                             node_name=getattr(a, 'node_name', None),
                             node_namespace=getattr(a, 'node_namespace', None))
         self.bus = maybe_faulty(self.bus, a, salt=self.rank)   # (kept first: closed if refused)
+        replaced = getattr(self, 'hooks', None)       # (a cleaned-up run's: its ledger closed)
         self.hooks = WorkerHooks(self.engine, self.rank, getattr(a, 'state_dir', None),
                                  getattr(a, 'chaos_ledger', None))
+        if replaced is not None:
+            replaced.close_replaced()
         self.hooks.node_state = self._node_state
         # Versions first: a poll hands topics over in subscription order, and the engine takes
         # a downlink END only once its RowVersions is in (both are sent back to back).
