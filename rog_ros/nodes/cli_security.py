@@ -27,6 +27,8 @@ import os
 import shlex
 import sys
 
+from rog_ros.transport.cyclone_config import MAX_DOMAIN_ID
+
 
 def add_parser(subparsers):
     """Add the ``security`` subcommand."""
@@ -50,7 +52,7 @@ def add_parser(subparsers):
     s.add_argument('directory', help='new (or empty) keystore directory')
     s.add_argument('--namespace', default='/rog', help='fleet topic namespace (default /rog)')
     s.add_argument('--domain-id', type=int, action='append', default=None,
-                   help='allowed DDS domain (repeatable; default all 0..232)')
+                   help=f'allowed DDS domain (repeatable; default all 0..{MAX_DOMAIN_ID})')
     s.add_argument('--per-rank', type=int, default=0,
                    help='also make /rog_ros/worker_<r> enclaves, r < N, each reading only its '
                         'own downlink (default 0)')
@@ -122,7 +124,7 @@ def _check_keystore(args) -> None:
     checks.integer('--per-rank', args.per_rank, 0, MAX_PER_RANK)
     checks.integer('--days', args.days, 1, MAX_DAYS)
     for domain in args.domain_id or ():
-        checks.integer('--domain-id', domain, 0, 232)
+        checks.integer('--domain-id', domain, 0, MAX_DOMAIN_ID)
 
 
 def _cmd_keystore(args) -> int:

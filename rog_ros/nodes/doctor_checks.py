@@ -30,6 +30,7 @@ import subprocess
 import sys
 
 from rog_ros.transport.choose import BUS_KINDS as ROG_BUS_KINDS
+from rog_ros.transport.cyclone_config import MAX_DOMAIN_ID
 
 RMEM_PATH = '/proc/sys/net/core/rmem_max'
 RMEM_WANTED = 8 * 1024 * 1024
@@ -168,9 +169,9 @@ def check_package():
 def check_environment():
     out = []
     value = os.environ.get('ROS_DOMAIN_ID', '').strip()
-    if value and not (value.isdigit() and 0 <= int(value) <= 232):
+    if value and not (value.isdigit() and 0 <= int(value) <= MAX_DOMAIN_ID):
         out.append(Finding('ROS_DOMAIN_ID', 'fail', f'ROS_DOMAIN_ID={value!r}',
-                           'an integer 0..232, the same on every robot'))
+                           f'an integer 0..{MAX_DOMAIN_ID}, the same on every robot'))
     else:
         out.append(Finding('ROS_DOMAIN_ID', 'ok', f'domain {value or "0 (unset)"}; every '
                            'robot of a fleet needs the same'))

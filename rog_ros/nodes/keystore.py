@@ -45,6 +45,7 @@ import stat
 import sys
 
 from rog_ros.atomic import fsync_dir
+from rog_ros.transport.cyclone_config import MAX_DOMAIN_ID
 
 ENCLAVES = {'/rog_ros/server': 'server', '/rog_ros/worker': 'worker',
             '/rog_ros/netmon': 'netmon'}
@@ -79,10 +80,10 @@ def template_dir() -> Path:
 
 def _domains_xml(domain_ids) -> str:
     if domain_ids is None:
-        return '<id_range><min>0</min><max>232</max></id_range>'
+        return f'<id_range><min>0</min><max>{MAX_DOMAIN_ID}</max></id_range>'
     ids = sorted({int(d) for d in domain_ids})
-    if not ids or ids[0] < 0 or ids[-1] > 232:
-        raise KeystoreError(f'domain ids (--domain-id) must be in 0..232, got '
+    if not ids or ids[0] < 0 or ids[-1] > MAX_DOMAIN_ID:
+        raise KeystoreError(f'domain ids (--domain-id) must be in 0..{MAX_DOMAIN_ID}, got '
                             f'{", ".join(str(d) for d in ids) or "none"}')
     return ''.join(f'<id>{d}</id>' for d in ids)
 
