@@ -28,7 +28,13 @@ written long ago (the common case) stays cached.
 The change time counts with the modification time: a write sets both, but ``os.utime`` (a
 copy with ``cp -p``, ``touch -d``) sets the modification time back, never the change time.
 A clock of the file's server ahead of this machine's makes files look young (read again,
-cost only); one behind by more than ``RACY_NS`` is not covered.
+cost only); one behind by more than ``RACY_NS`` is not covered. A modification time more
+than ``RACY_NS`` ahead of now is no write's (a bag copied with ``cp -p`` or ``rsync -a`` from
+a robot whose clock ran ahead, ``touch -d``): only the change time, which the copy set and
+any later write sets again, says whether such a file is young, else it was read again at
+every lookup until this machine's clock passed it (a bag of gigabytes for each run that
+``rog compare`` checks; a data set's SHA-256 in EACOL's key, then a key without it: a second
+pre-training). Where the change time is the modification time (FAT), it stays young.
 """
 
 from __future__ import annotations
@@ -71,11 +77,13 @@ def racy(found, taken_ns: int) -> bool:
 
     ``found``: an ``Identity``, or several (None for a file that was missing: a file made
     later changes the key). True when a file's modification or change time is within
-    ``RACY_NS`` of ``taken_ns``, or after it: a rewrite of the same size in the same tick of
-    the filesystem's clock would keep the identity.
+    ``RACY_NS`` of ``taken_ns``, or its change time after it: a rewrite of the same size in
+    the same tick of the filesystem's clock would keep the identity. A modification time more
+    than ``RACY_NS`` after ``taken_ns`` was set (``cp -p``), not written: the change time says.
     """
     if found is None:
         return False
     if not isinstance(found, Identity):
         return any(racy(one, taken_ns) for one in found)
-    return max(found.mtime_ns, found.ctime_ns) > taken_ns - RACY_NS
+    return (found.ctime_ns > taken_ns - RACY_NS
+            or taken_ns - RACY_NS < found.mtime_ns <= taken_ns + RACY_NS)

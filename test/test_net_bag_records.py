@@ -1377,6 +1377,29 @@ def test_a_young_bag_is_hashed_at_each_call_and_an_old_one_once(tmp_path, monkey
         assert hashed * size <= read[0] < hashed * size + 4096, (read[0] / size, hashed)
 
 
+def test_a_bag_whose_mtime_is_ahead_of_the_clock_is_hashed_once_when_its_ctime_is_old(
+        tmp_path, monkeypatch):
+    # a bag copied with cp -p (rsync -a) from a robot whose clock ran an hour ahead has its
+    # mtime in the future: it counted as young until this machine's clock passed it, and was
+    # hashed at each lookup (each run rog compare checks) long after the copy. The copy set
+    # its change time, which any later write sets again: that one says whether it is young
+    path = str(_large_bag(tmp_path / 'all.mcap', 3, megabytes=4))
+    ahead = time.time_ns() + 3600 * 10 ** 9
+    os.utime(path, ns=(ahead, ahead))
+    size, copied = os.path.getsize(path), os.stat(path).st_ctime_ns
+    read = [0]
+    monkeypatch.setattr(ros_bag, 'open', lambda *a, **kw: _Counted(open(*a, **kw), read),
+                        raising=False)
+    for late_ns, hashed in ((file_identity.RACY_NS // 2, 3), (file_identity.RACY_NS, 1)):
+        monkeypatch.setattr(file_identity, 'now_ns', lambda late_ns=late_ns: copied + late_ns)
+        read[0] = 0
+        assert len({ros_bag.file_digest(path) for _ in range(3)}) == 1
+        assert hashed * size <= read[0] < hashed * size + 4096, (read[0] / size, hashed)
+    found = file_identity.identity(path)
+    assert file_identity.racy(found._replace(ctime_ns=ahead), copied + file_identity.RACY_NS)
+    assert file_identity.racy(found._replace(mtime_ns=copied), copied + 1)
+
+
 def test_one_robot_named_by_rank_and_by_name_is_one_link(tmp_path, capsys):
     # run.mcap#0,run.mcap#netmon_0 counted as two links of one recording: both robots replayed
     # robot 0's link in step, from one offset, where run.mcap#netmon_0 twice (and a.csv twice)
