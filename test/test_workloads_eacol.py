@@ -17,6 +17,7 @@ Tests of the EACOL workload at a small size: checkpoint, corruption cost, adapta
 Sizes are cut down (6 classes, 250 pre-training steps) so the module runs in seconds; the
 defaults' numbers are measured by docs/workloads.md's benchmark, not here.
 """
+import hashlib
 import os
 import pickle
 import time
@@ -238,7 +239,39 @@ def test_a_data_file_rewritten_within_a_tick_of_its_filesystems_clock_is_other_d
     # the checkpoint was keyed by each data file's size and mtime: a file rewritten with as
     # many bytes within one tick of its filesystem's clock (2 s on FAT; os.utime here) kept
     # its key, and the checkpoint pre-trained on the old data was reused. A file that young
-    # is keyed by its bytes too; an old one by its size and mtime alone, as before
+    # is waited for until the tick is over (its stat then keys the bytes read after it), and
+    # keyed by its bytes too when it was rewritten during the wait
+    train, test = tmp_path / 'train.h5', tmp_path / 'test.h5'
+    train.write_bytes(b'a' * 64)
+    test.write_bytes(b't' * 64)
+    mtime, clock, waits = os.stat(train).st_mtime_ns, [time.time_ns()], []
+    monkeypatch.setattr(file_identity, 'now_ns', lambda: clock[0])
+
+    def rewritten(seconds):
+        """Wait ``seconds`` (on ``clock``); train.h5 rewritten within its tick in the wait."""
+        waits.append(seconds)
+        clock[0] += round(seconds * 1e9)
+        if len(waits) == 1:     # (its mtime set back; its change time late in the wait)
+            train.write_bytes(b'b' * 64)
+            os.utime(train, ns=(mtime, mtime))
+            clock[0] = os.stat(train).st_ctime_ns + file_identity.RACY_NS // 2
+
+    def key():
+        """Return the data files' entry of the checkpoint's key."""
+        return eacol_module._data_key('fed-cifar100', None, str(train), str(test))['data_files']
+
+    monkeypatch.setattr(time, 'sleep', rewritten)
+    young = key()
+    assert 0 < waits[0] <= file_identity.RACY_NS / 1e9 + 0.01, waits
+    assert young == [[str(train), 64, mtime, hashlib.sha256(b'b' * 64).hexdigest()],
+                     [str(test), 64, os.stat(test).st_mtime_ns]]
+
+
+def test_a_data_file_placed_just_before_a_run_has_the_key_of_later_runs(tmp_path, monkeypatch):
+    # a data file written in the last RACY_NS was keyed by its SHA-256 too, and by its size
+    # and mtime alone once old: a run started just after the data was placed (tar x, cp)
+    # pre-trained a checkpoint that every later run missed, and they pre-trained again. It is
+    # waited for until it is old (at most RACY_NS), once
     train, test = tmp_path / 'train.h5', tmp_path / 'test.h5'
     train.write_bytes(b'a' * 64)
     test.write_bytes(b't' * 64)
@@ -247,13 +280,16 @@ def test_a_data_file_rewritten_within_a_tick_of_its_filesystems_clock_is_other_d
         """Return the data files' entry of the checkpoint's key."""
         return eacol_module._data_key('fed-cifar100', None, str(train), str(test))['data_files']
 
-    first, again = key(), key()
-    mtime = os.stat(train).st_mtime_ns
-    train.write_bytes(b'b' * 64)
-    os.utime(train, ns=(mtime, mtime))
-    assert again == first and key() != first
+    start = time.monotonic()
+    first = key()
+    waited = time.monotonic() - start
+    assert file_identity.RACY_NS / 1e9 - 1 < waited < file_identity.RACY_NS / 1e9 + 1, waited
+    start = time.monotonic()
+    assert key() == first
+    assert time.monotonic() - start < 0.5        # (old now: no wait)
     _an_hour_later(monkeypatch)
-    assert key() == [[str(train), 64, mtime], [str(test), 64, os.stat(test).st_mtime_ns]]
+    assert first == key() == [[str(train), 64, os.stat(train).st_mtime_ns],
+                              [str(test), 64, os.stat(test).st_mtime_ns]]
 
 
 @pytest.mark.parametrize('options, message', [

@@ -162,7 +162,8 @@ def _data_key(dataset, data_dir, train_h5, test_h5):
     place, reused a checkpoint pre-trained on other data. Size and modification time (ns) of
     every file read are cheap to take and change with any copy of other data, unless it was
     written within the tick of the filesystem's clock (2 s on FAT) of the file before it:
-    a file that young (``file_identity.racy``) is keyed by its bytes' SHA-256 too.
+    a file that young (``file_identity.racy``) is waited for until it is old (``_settled``),
+    and keyed by its bytes' SHA-256 too when it is young still.
     """
     def absolute(path):
         """Return ``path`` absolute with ``~`` expanded, or None."""
@@ -179,9 +180,8 @@ def _data_key(dataset, data_dir, train_h5, test_h5):
         return {key: str(value) for key, value in paths.items()}   # the keys of old
     identity = []
     for path in files:
-        taken = file_identity.now_ns()
         try:
-            found = file_identity.identity(path)
+            found, taken = _settled(path)
         except OSError:
             identity.append([str(path), None])   # the reader says what is missing
             continue
@@ -189,6 +189,31 @@ def _data_key(dataset, data_dir, train_h5, test_h5):
         if file_identity.racy(found, taken):
             identity[-1].append(_sha256(path))
     return {**{key: str(value) for key, value in paths.items()}, 'data_files': identity}
+
+
+def _settled(path) -> tuple:
+    """
+    Return ``(file_identity.identity(path), when it was taken)``, the file old if it can be.
+
+    Why: a data file written in the last ``file_identity.RACY_NS`` was keyed by its SHA-256
+    too, and by its size and mtime alone once old: a run started just after the data was
+    placed (``tar x``, ``cp``) pre-trained a checkpoint that every later run missed, and
+    pre-trained again. The tick of a write before now ends within ``RACY_NS``: the identity
+    taken after it keys the bytes read after it. So one written just now is waited for (at
+    most ``RACY_NS``, once for each data set placed), and taken again; one rewritten during
+    the wait, or whose change time is ahead of the clock (a server's clock), stays racy.
+    """
+    taken = file_identity.now_ns()
+    found = file_identity.identity(path)
+    if not file_identity.racy(found, taken):
+        return found, taken
+    racy_ns = file_identity.RACY_NS
+    written = max(found.ctime_ns, found.mtime_ns if found.mtime_ns <= taken + racy_ns else 0)
+    if written > taken:
+        return found, taken
+    time.sleep((written + racy_ns - taken) / 1e9 + 0.001)
+    taken = file_identity.now_ns()      # (before the stat: racy's rule)
+    return file_identity.identity(path), taken
 
 
 def _sha256(path) -> str:
