@@ -292,6 +292,20 @@ def test_a_data_file_placed_just_before_a_run_has_the_key_of_later_runs(tmp_path
                               [str(test), 64, os.stat(test).st_mtime_ns]]
 
 
+def test_a_young_folder_given_as_a_data_file_is_left_to_the_reader(tmp_path, monkeypatch):
+    # a data file still young after the wait was hashed outside the stat's error handling: a
+    # folder given as train_h5 (or a file unreadable or gone since its stat) was an
+    # IsADirectoryError traceback, where the reader says in one line what is wrong
+    folder, test = tmp_path / 'train.h5', tmp_path / 'test.h5'
+    folder.mkdir()
+    test.write_bytes(b't' * 64)
+    ahead = os.stat(folder).st_ctime_ns - 10 * 10 ** 9     # (its change time ahead: no wait)
+    monkeypatch.setattr(file_identity, 'now_ns', lambda: ahead)
+    got = eacol_module._data_key('fed-cifar100', None, str(folder), str(test))['data_files']
+    tested = [str(test), 64, os.stat(test).st_mtime_ns, hashlib.sha256(b't' * 64).hexdigest()]
+    assert got == [[str(folder), None], tested]
+
+
 @pytest.mark.parametrize('options, message', [
     ({'data_dir': '/data'}, "eacol: data_dir is read by dataset='cifar100' only, not by "
                             "dataset='objects' (the built-in images): add dataset=cifar100, or "

@@ -182,12 +182,12 @@ def _data_key(dataset, data_dir, train_h5, test_h5):
     for path in files:
         try:
             found, taken = _settled(path)
-        except OSError:
-            identity.append([str(path), None])   # the reader says what is missing
-            continue
-        identity.append([str(path), found.size, found.mtime_ns])
-        if file_identity.racy(found, taken):
-            identity[-1].append(_sha256(path))
+            entry = [str(path), found.size, found.mtime_ns]
+            if file_identity.racy(found, taken):
+                entry.append(_sha256(path))
+        except OSError:     # (a folder, or a file gone or unreadable since its stat)
+            entry = [str(path), None]   # the reader says what is missing
+        identity.append(entry)
     return {**{key: str(value) for key, value in paths.items()}, 'data_files': identity}
 
 
