@@ -34,7 +34,9 @@ a robot whose clock ran ahead, ``touch -d``): only the change time, which the co
 any later write sets again, says whether such a file is young, else it was read again at
 every lookup until this machine's clock passed it (a bag of gigabytes for each run that
 ``rog compare`` checks; a data set's SHA-256 in EACOL's key, then a key without it: a second
-pre-training). Where the change time is the modification time (FAT), it stays young.
+pre-training). Where the change time is the modification time (FAT), it stays young; where
+it is the creation time (Windows), a server's clock more than ``RACY_NS`` ahead is not
+covered, as one behind is not.
 """
 
 from __future__ import annotations
