@@ -292,6 +292,26 @@ def test_a_data_file_placed_just_before_a_run_has_the_key_of_later_runs(tmp_path
                               [str(test), 64, os.stat(test).st_mtime_ns]]
 
 
+def test_a_data_file_on_a_server_whose_clock_is_ahead_is_waited_for_too(tmp_path, monkeypatch):
+    # a file server's clock a few milliseconds ahead of this machine's stamps a copy made just
+    # now after now: it was not waited for, keyed by its SHA-256 too, then by its size and
+    # mtime once old (a second pre-training). One ahead by up to RACY_NS is waited for
+    train, test = tmp_path / 'train.h5', tmp_path / 'test.h5'     # (test.h5 missing)
+    train.write_bytes(b'a' * 64)
+    clock, waits = [os.stat(train).st_ctime_ns - 10 ** 9], []     # (the server 1 s ahead)
+    monkeypatch.setattr(file_identity, 'now_ns', lambda: clock[0])
+
+    def wait(seconds):
+        """Wait ``seconds`` on ``clock``."""
+        waits.append(seconds)
+        clock[0] += round(seconds * 1e9)
+
+    monkeypatch.setattr(time, 'sleep', wait)
+    got = eacol_module._data_key('fed-cifar100', None, str(train), str(test))['data_files']
+    assert len(waits) == 1 and 4 <= waits[0] <= 4 + 0.01, waits
+    assert got == [[str(train), 64, os.stat(train).st_mtime_ns], [str(test), None]]
+
+
 def test_a_young_folder_given_as_a_data_file_is_left_to_the_reader(tmp_path, monkeypatch):
     # a data file still young after the wait was hashed outside the stat's error handling: a
     # folder given as train_h5 (or a file unreadable or gone since its stat) was an

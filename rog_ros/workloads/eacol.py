@@ -200,8 +200,10 @@ def _settled(path) -> tuple:
     placed (``tar x``, ``cp``) pre-trained a checkpoint that every later run missed, and
     pre-trained again. The tick of a write before now ends within ``RACY_NS``: the identity
     taken after it keys the bytes read after it. So one written just now is waited for (at
-    most ``RACY_NS``, once for each data set placed), and taken again; one rewritten during
-    the wait, or whose change time is ahead of the clock (a server's clock), stays racy.
+    most ``RACY_NS``, once for each data set placed; twice that on a file server whose clock
+    is ahead of this machine's by up to ``RACY_NS``: by milliseconds, the stamp of a copy
+    made just now is after now), and taken again; one rewritten during the wait, or whose
+    change time is further ahead of the clock, stays racy.
     """
     taken = file_identity.now_ns()
     found = file_identity.identity(path)
@@ -209,7 +211,7 @@ def _settled(path) -> tuple:
         return found, taken
     racy_ns = file_identity.RACY_NS
     written = max(found.ctime_ns, found.mtime_ns if found.mtime_ns <= taken + racy_ns else 0)
-    if written > taken:
+    if written > taken + racy_ns:
         return found, taken
     time.sleep((written + racy_ns - taken) / 1e9 + 0.001)
     taken = file_identity.now_ns()      # (before the stat: racy's rule)
