@@ -1365,15 +1365,18 @@ def test_a_young_bag_is_hashed_at_each_call_and_an_old_one_once(tmp_path, monkey
     # (a bag of 67 MB took a second to hash: only one written in the last RACY_NS is hashed
     # again, until it is old)
     path = str(_large_bag(tmp_path / 'all.mcap', 3, megabytes=4))
-    size, written = os.path.getsize(path), os.stat(path).st_ctime_ns
-    read = [0]
+    _assert_hashed_while_young(path, os.stat(path).st_ctime_ns, monkeypatch)
+
+
+def _assert_hashed_while_young(path, written_ns, monkeypatch):
+    """Assert that 3 digests of the bag read it 3 times while young, once when old."""
+    size, read = os.path.getsize(path), [0]
     monkeypatch.setattr(ros_bag, 'open', lambda *a, **kw: _Counted(open(*a, **kw), read),
                         raising=False)
     for late_ns, hashed in ((file_identity.RACY_NS // 2, 3), (file_identity.RACY_NS, 1)):
-        monkeypatch.setattr(file_identity, 'now_ns', lambda late_ns=late_ns: written + late_ns)
+        monkeypatch.setattr(file_identity, 'now_ns', lambda late_ns=late_ns: written_ns + late_ns)
         read[0] = 0
-        digests = {ros_bag.file_digest(path) for _ in range(3)}
-        assert len(digests) == 1
+        assert len({ros_bag.file_digest(path) for _ in range(3)}) == 1
         assert hashed * size <= read[0] < hashed * size + 4096, (read[0] / size, hashed)
 
 
@@ -1386,15 +1389,8 @@ def test_a_bag_whose_mtime_is_ahead_of_the_clock_is_hashed_once_when_its_ctime_i
     path = str(_large_bag(tmp_path / 'all.mcap', 3, megabytes=4))
     ahead = time.time_ns() + 3600 * 10 ** 9
     os.utime(path, ns=(ahead, ahead))
-    size, copied = os.path.getsize(path), os.stat(path).st_ctime_ns
-    read = [0]
-    monkeypatch.setattr(ros_bag, 'open', lambda *a, **kw: _Counted(open(*a, **kw), read),
-                        raising=False)
-    for late_ns, hashed in ((file_identity.RACY_NS // 2, 3), (file_identity.RACY_NS, 1)):
-        monkeypatch.setattr(file_identity, 'now_ns', lambda late_ns=late_ns: copied + late_ns)
-        read[0] = 0
-        assert len({ros_bag.file_digest(path) for _ in range(3)}) == 1
-        assert hashed * size <= read[0] < hashed * size + 4096, (read[0] / size, hashed)
+    copied = os.stat(path).st_ctime_ns
+    _assert_hashed_while_young(path, copied, monkeypatch)
     found = file_identity.identity(path)
     assert file_identity.racy(found._replace(ctime_ns=ahead), copied + file_identity.RACY_NS)
     assert file_identity.racy(found._replace(mtime_ns=copied), copied + 1)
