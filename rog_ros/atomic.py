@@ -44,13 +44,27 @@ def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
 
     ``mode``: the file's permission bits; None (default) honours the umask as ``open`` does.
     """
+    atomic_write_with(path, lambda f: f.write(data), mode)
+
+
+def atomic_write_with(path, write, mode: int | None = None) -> None:
+    """
+    Replace the file at ``path`` with what ``write(f)`` writes to ``f``, atomically.
+
+    For data too large to hold twice: a state file or model written by ``torch.save``
+    straight into the temporary file (the bytes of a 38 MB model's server checkpoint were
+    first built in memory, one more copy of the state at every save). ``f`` is a binary file
+    whose first failed write's OSError is the one raised, whatever ``write`` made of it
+    (torch turns it into a RuntimeError without the errno); ``f.written`` counts the bytes
+    written. ``mode`` as :func:`atomic_write_bytes`.
+    """
     path = os.fspath(path)
     if _special(path):
         # /dev/null, /dev/stdout, a FIFO: written to, never renamed over (run as root, a
         # rename replaced the system's /dev/null with a regular file holding the output)
         try:
             with open(path, 'wb') as f:
-                f.write(data)
+                _write_through(write, f)
         except OSError as exc:
             raise _naming(exc, path) from None
         return
@@ -63,7 +77,7 @@ def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
     try:
         with os.fdopen(fd, 'wb') as f:
             os.fchmod(f.fileno(), 0o666 & ~_umask() if mode is None else mode)
-            f.write(data)
+            _write_through(write, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -74,6 +88,46 @@ def atomic_write_bytes(path, data: bytes, mode: int | None = None) -> None:
             raise _naming(exc, path) from None
         raise
     fsync_dir(directory)  # the rename itself (a power cut must not bring the old file back)
+
+
+class _Sink:
+    """
+    A binary file that keeps its first failed write's OSError (see atomic_write_with).
+
+    ``written`` counts the bytes written, for callers that report a size: a FIFO has no
+    ``tell``.
+    """
+
+    def __init__(self, f):
+        self._f = f
+        self.error = None
+        self.written = 0
+
+    def write(self, data):
+        """Write ``data`` to the file; remember an OSError before raising it, for the caller."""
+        try:
+            n = self._f.write(data)
+            self.written += memoryview(data).nbytes
+            return n
+        except OSError as exc:
+            if self.error is None:
+                self.error = exc
+            raise
+
+    def __getattr__(self, name):
+        """Give the file's other methods (flush, seek, tell) as they are."""
+        return getattr(self._f, name)
+
+
+def _write_through(write, f) -> None:
+    """Call ``write`` on ``f``; raise the file's own OSError if a write of it failed."""
+    sink = _Sink(f)
+    try:
+        write(sink)
+    except Exception:  # noqa: B902 - whatever the writer made of a failed write
+        if sink.error is not None:
+            raise sink.error from None
+        raise
 
 
 def fsync_dir(directory) -> None:

@@ -19,7 +19,7 @@ this module decides *when* and *how* it reaches the disk:
 
 * ``rog_server --state-dir DIR --checkpoint-every K`` writes ``DIR/server.pt`` every K
   iterations (the slowest worker's clock crossing a multiple of K), atomically (temp file,
-  fsync, rename: :func:`rog_ros.atomic.atomic_write_bytes`), then tells the engine
+  fsync, rename: :func:`rog_ros.atomic.atomic_write_with`), then tells the engine
   (``checkpoint_confirmed``) so it can tell the workers which of their pushes the checkpoint
   covers. On start, an existing checkpoint is restored: the engine keeps the new incarnation
   it was built with, so workers see a restarted server.
@@ -37,14 +37,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import io
 import os
 import re
 import time
 
 import numpy as np
 from rog_ros.archives import damage
-from rog_ros.atomic import atomic_write_bytes, makedirs_synced, TEMP_NAME_LENGTH, TEMP_PREFIX
+from rog_ros.atomic import atomic_write_with, makedirs_synced, TEMP_NAME_LENGTH, TEMP_PREFIX
 from rog_ros.nodes.driver import StateWriteError
 from rog_ros.nodes.output_lock import hold_lock_file, let_go_of_lock_file, ReadOnlyLockRefused
 from rog_ros.nodes.state_dir import lock_file
@@ -352,11 +351,14 @@ class StateFile:
     def save(self, obj: dict) -> None:
         """Serialise ``obj`` (tensors, numbers, strings, containers) and replace the file."""
         t0 = time.perf_counter()
-        buf = io.BytesIO()
-        with checksums_written():
-            torch.save(pack(dict(obj, format=FORMAT)), buf)
+        packed = pack(dict(obj, format=FORMAT))
+
+        def _write(f):
+            """Serialise into the temporary file itself: no copy of the state in memory."""
+            with checksums_written():
+                torch.save(packed, f)
         try:
-            atomic_write_bytes(self.path, buf.getvalue())
+            atomic_write_with(self.path, _write)
         except OSError as err:
             raise StateWriteError(
                 f"cannot save this node's state to {self.path}: {err.strerror or err}; free "

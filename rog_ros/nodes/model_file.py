@@ -26,12 +26,11 @@ through this module (via ``nodes.run_outputs``), and torch takes seconds to impo
 
 from __future__ import annotations
 
-import io
 import os
 from typing import TYPE_CHECKING
 
 from rog_ros.archives import model_damage
-from rog_ros.atomic import atomic_write_bytes, makedirs_synced
+from rog_ros.atomic import atomic_write_with, makedirs_synced
 
 if TYPE_CHECKING:                            # pragma: no cover - annotations only
     import torch
@@ -44,12 +43,16 @@ def save_state_dict(path, module: torch.nn.Module) -> int:
     from rog_ros.nodes.durable import checksums_written
     import torch
     state = {name: t.detach().to('cpu', copy=True) for name, t in module.state_dict().items()}
-    buf = io.BytesIO()
-    with checksums_written():     # (read back, they are checked: archives.model_damage)
-        torch.save(state, buf)
+    written = []
+
+    def _write(f):
+        """Serialise into the temporary file itself: no copy of the model's bytes in memory."""
+        with checksums_written():  # (read back, they are checked: archives.model_damage)
+            torch.save(state, f)
+        written.append(f.written)
     makedirs_synced(os.path.dirname(os.path.abspath(os.fspath(path))))
-    atomic_write_bytes(path, buf.getvalue())
-    return buf.tell()
+    atomic_write_with(path, _write)
+    return written[0]
 
 
 def model_out_file(path) -> str:
