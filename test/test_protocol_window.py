@@ -19,7 +19,8 @@ import pytest
 
 from rog_ros.core.compress import ScaledSign
 from rog_ros.core.rows import RowLayout
-from rog_ros.protocol.transfer import MAX_WINDOW, OutgoingTransfer, window_for_rate
+from rog_ros.protocol.transfer import MAX_WINDOW, MAX_WINDOW_BYTES, OutgoingTransfer, \
+    window_for_rate
 import torch
 
 
@@ -29,6 +30,22 @@ def test_window_holds_20_ms_at_the_measured_rate():
     assert window_for_rate(4, 150e6, 16384) == math.ceil(150e6 * 0.02 / (8 * 16384)) == 23
     assert window_for_rate(4, 1e12, 16384) == MAX_WINDOW
     assert window_for_rate(8, 20e6, 16384) == 8                # never below the configured one
+
+
+def test_a_window_never_holds_more_than_half_the_writer_history_mark():
+    # --window 1024 (the setting's top) of 16 KiB chunks kept 16 MiB unacknowledged: past
+    # Cyclone's 8 MiB mark, a write to a robot whose link died held the server's loop
+    import re
+    from rog_ros.transport.dds_bus import WRITER_WATERMARKS
+    mark = int(re.search(r'<WhcHigh>(\d+)MB</WhcHigh>', WRITER_WATERMARKS).group(1)) << 20
+    assert MAX_WINDOW_BYTES <= mark // 2
+    for window, rate, chunk in [(1024, 0.0, 16384), (1024, 1e12, 16384), (300, 50e6, 65000),
+                                (1024, 1e12, 256), (64, 1e12, 65000)]:
+        w = window_for_rate(window, rate, chunk)
+        assert 1 <= w and w * chunk <= MAX_WINDOW_BYTES, (window, chunk, w)
+    assert window_for_rate(1024, 0.0, 16384) == 256          # was 1024
+    assert window_for_rate(1024, 0.0, 256) == 1024           # small chunks: as configured
+    assert window_for_rate(4, 1e12, 65000) == MAX_WINDOW     # the defaults' reach unchanged
 
 
 def test_a_fast_transfer_keeps_more_chunks_in_flight():

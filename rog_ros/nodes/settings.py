@@ -328,7 +328,9 @@ SETTINGS = (
        none_text=0.0),
     _s('chunk_bytes', int, 16384, 'Row chunk payload cap in bytes (below 64 KiB: DDS '
        'fragments it on Wi-Fi).', TRAINING, low=256, high=65000),
-    _s('window', int, 4, 'Unacknowledged chunks per transfer.', TRAINING, low=1, high=1024),
+    _s('window', int, 4, 'Unacknowledged chunks per transfer (at most 4 MiB of them: half '
+       'of the DDS writer-history mark, past which a write to a robot whose link is down '
+       'holds the sending node).', TRAINING, low=1, high=1024),
     _s('deadline_floor', float, DEFAULT_DEADLINE_FLOOR, 'rog: keep sending optional rows for '
        "at least this many compute times (0: the paper's MTA-time deadline).", TRAINING,
        low=0.0, high=10.0),

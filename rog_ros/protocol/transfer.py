@@ -61,6 +61,15 @@ def snapshot_layout(layout: RowLayout) -> RowLayout:
 WINDOW_DRAIN_S = 0.02
 """A window may hold this much time at the measured link rate (more than ``window`` chunks)."""
 MAX_WINDOW = 64
+MAX_WINDOW_BYTES = 4 << 20
+"""
+Most payload bytes one transfer keeps unacknowledged, whatever ``window`` x ``chunk_bytes``.
+
+Half of the DDS writer-history mark (8 MiB, ``transport.dds_bus.WRITER_WATERMARKS``), so
+that a second transfer to the same robot fits too: past the mark a reliable write blocks the
+sending node's loop, every robot's, for ``publish_timeout_s`` while that robot's link is down.
+``window`` 1024 (the setting's top) of 16 KiB chunks was 16 MiB.
+"""
 
 
 def window_for_rate(window: int, rate_bps: float, chunk_bytes: int) -> int:
@@ -72,12 +81,14 @@ def window_for_rate(window: int, rate_bps: float, chunk_bytes: int) -> int:
     window grows to hold ``WINDOW_DRAIN_S`` of data at the measured rate, so it covers the
     bandwidth-delay product of a Wi-Fi round trip, while the bytes still queued when a
     deadline passes never take more than ~20 ms to drain (the reason for a small window).
+    Never more than ``MAX_WINDOW_BYTES`` of chunks, however large ``window`` is.
     """
-    base = max(1, int(window))
+    cap = max(1, MAX_WINDOW_BYTES // chunk_bytes) if chunk_bytes > 0 else MAX_WINDOW
+    base = min(max(1, int(window)), cap)
     if not rate_bps > 0 or chunk_bytes <= 0 or rate_bps == float('inf'):
         return base
     need = int(math.ceil(rate_bps * WINDOW_DRAIN_S / (8.0 * chunk_bytes)))
-    return max(base, min(need, MAX_WINDOW))
+    return max(base, min(need, MAX_WINDOW, cap))
 
 
 class RowBytes:
