@@ -293,3 +293,28 @@ def test_a_full_disk_during_a_streamed_save_is_the_state_write_error(tmp_path, m
     with pytest.raises(StateWriteError, match=r'server.pt: No space left on device; free '):
         f.save({'w_srv': torch.ones(1000)})
     assert os.listdir(tmp_path) == []
+
+
+def test_the_nodes_save_the_engines_own_model_sized_tensors_not_copies(tmp_path, monkeypatch):
+    # state_dict() cloned the model, mirrors, residual and momentum just to serialise them
+    # at once: 2 + N model sizes more per server checkpoint, 3 per robot save (twice an
+    # iteration); measured with a 37.9 MB model, 126 MB more peak RSS on each robot
+    from protocol_fixtures import build
+    from rog_ros.protocol.actions import SaveState
+    _, server, workers, _, _ = build('rog:4', n=2)
+    saved = []
+    monkeypatch.setattr(durable.StateFile, 'save', lambda self, obj: saved.append(obj))
+    chaos_hooks.ServerHooks(server, server.w_srv.clone(), str(tmp_path)).checkpoint()
+    sd = saved[-1]['engine']
+    assert sd['w_srv'].data_ptr() == server.w_srv.data_ptr()
+    assert sd['mirror'].data_ptr() == server.mirror.data_ptr()
+    w = workers[0]
+    hooks = chaos_hooks.WorkerHooks(w, 0, str(tmp_path))
+    hooks._observe(lambda: [SaveState()])
+    sd = saved[-1]['engine']
+    assert sd['residual'].data_ptr() == w.residual.data_ptr()
+    assert sd['w'].data_ptr() == w.w.data_ptr() or w._late_q_pending
+    # a caller that keeps the state (tests, the fault sweeps) still gets copies
+    assert server.state_dict()['w_srv'].data_ptr() != server.w_srv.data_ptr()
+    assert w.state_dict()['residual'].data_ptr() != w.residual.data_ptr()
+    assert torch.equal(w.state_dict(copy=False)['w'], w.state_dict()['w'])

@@ -335,7 +335,8 @@ class WorkerHooks(_Hooks):
         finished = any(isinstance(a, Stopped) and not a.failed for a in actions)
         if self.state is not None and (event or end or committed or asked or finished):
             node = dict(self.node_state(), finished=True) if finished else self.node_state()
-            self.state.save({'engine': e.state_dict(), 'node': node,
+            # (saved at once, here: the engine's own tensors, no model-sized copies)
+            self.state.save({'engine': e.state_dict(copy=False), 'node': node,
                              'ledger_tail': list(self.ledger.pending) if self.ledger else []})
         if self.ledger is not None:
             self.ledger.flush()
@@ -444,7 +445,7 @@ class ServerHooks(_Hooks):
         if self.ledger is not None:   # the marker first: applied records after it are not in
             self.ledger.add('checkpoint', id=self.checkpoint_id)
             self.ledger.flush()
-        sd = self.engine.state_dict()
+        sd = self.engine.state_dict(copy=False)     # (saved at once, below: no copies)
         # 'finished': for rog fleet, which reads it without torch (state_dir.finished_run)
         obj = {'engine': sd, 'id': self.checkpoint_id,
                'finished': bool(getattr(self.engine, 'finished', False))}

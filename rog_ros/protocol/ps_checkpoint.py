@@ -49,9 +49,13 @@ class CheckpointMixin:
         """Newest push of run ``inc`` of r (default: its current run) a durable state holds."""
         return self.confirmed_push[r].get(inc or self.worker_inc[r], -1)
 
-    def state_dict(self) -> dict:
+    def state_dict(self, copy: bool = True) -> dict:
         """
         Return the server's durable state (copies).
+
+        With ``copy`` False, the model, the mirrors and the ledger are the engine's own
+        tensors, for a caller that serialises them at once on the engine's thread (the nodes:
+        the copies were 2 + N model sizes more at each checkpoint).
 
         Model, mirrors, versions, clocks, incarnations, closed-transfer answers, each
         worker's newest applied push, outage-aware RSP's ledger (``discarded``), and the
@@ -70,7 +74,8 @@ class CheckpointMixin:
                   for key, book in self.receiver.closed.items()}
         return {
             'version': 1, 'state_id': sid, 'n_workers': self.n,
-            'w_srv': self.w_srv.clone(), 'mirror': self.mirror.clone(),
+            'w_srv': self.w_srv.clone() if copy else self.w_srv,
+            'mirror': self.mirror.clone() if copy else self.mirror,
             'versions': self.versions.v.clone(),
             'clock': list(self.clock), 'stopped': list(self.stopped),
             'worker_inc': list(self.worker_inc), 'retired': [list(x) for x in self.retired],
@@ -83,7 +88,8 @@ class CheckpointMixin:
             'triggers': list(self.triggers), 'stall_time': list(self.stall_time),
             'bytes_up': self.bytes_up, 'bytes_down': self.bytes_down,
             # outage-aware RSP's ledger of late pushes discarded on purpose (conservation)
-            'discarded': None if self.discarded is None else self.discarded.clone(),
+            'discarded': (None if self.discarded is None
+                          else self.discarded.clone() if copy else self.discarded),
             'weighted_pushes': self.weighted_pushes,
             'rescaled_pushes': self.rescaled_pushes,
             'outage_suspensions': self.outage_suspensions,
