@@ -359,3 +359,24 @@ def test_runs_of_the_membership_sweep_with_the_final_model(spec, seed):
     for w in harness.workers:
         if w.holds_final:
             assert torch.equal(w.w, server.final_values)
+
+
+def test_the_final_model_is_encoded_once_for_every_robot():
+    # each robot's final snapshot cloned the final model and encoded a copy of it: 2 N model
+    # sizes held at the end of a run (N robots; 152 MB with 2 robots of a 37.9 MB model)
+    harness, server, workers = _build('rog:4', n=4, iters=8, dtype=torch.float64,
+                                      final_model=True)
+    encoded = []
+    encode = server.snap_codec.encode
+
+    def spy(layout, values, scales, *rest):
+        """Count the snapshots encoded, and what they encode, then encode as before."""
+        out = encode(layout, values, scales, *rest)
+        encoded.append((values, out))
+        return out
+    server.snap_codec.encode = spy
+    harness.run(until=120.0)
+    finals = [(v, b) for v, b in encoded if v is server.final_values]
+    assert server.final_delivered == 4 and len(finals) == 1      # was 4 copies of each
+    _every_worker_holds_the_servers_model(server, workers)
+    assert torch.equal(finals[0][1].view(torch.float64), server.final_values)

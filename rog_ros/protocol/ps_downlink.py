@@ -371,7 +371,7 @@ class DownlinkMixin:
             self.snap_v[r] = self.versions.v.clone()
             self.snap_event[r] = self.delivered.pin(('snap', r))
         values = self._snapshot_values(r)      # w_srv; the final model (ps_final)
-        rowbytes = self.snap_codec.encode(layout, values, None)
+        rowbytes = self._snapshot_bytes(values)
         scales = torch.zeros(layout.n_tensors, dtype=torch.float32)
         self.next_tid[r] += 1
         tr = OutgoingTransfer(transfer_id=self.next_tid[r], sender=SERVER, receiver=r,

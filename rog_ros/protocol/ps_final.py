@@ -69,6 +69,7 @@ class FinalModelMixin:
         self._first_looked: dict = {}    # worker -> when a restored server, never having
         #                                  heard it, first counted its silence
         self.final_values = None         # the model sent, taken once when the fleet is done
+        self._final_bytes = None         # (final_values, its snapshot encoding): one for all
         self._final_checked = 0.0        # when _start_final last looked (timers after it)
 
     def _stop_order(self, r: int, c: int) -> list:
@@ -150,9 +151,28 @@ class FinalModelMixin:
         return [Send(r, self._hello(r))]
 
     def _snapshot_values(self, r: int):
-        """Return what a snapshot to worker r carries: the final model, or ``w_srv`` (rejoin)."""
-        final = r in self._owed_final and self.final_values is not None
-        return (self.final_values if final else self.w_srv).clone()
+        """
+        Return what a snapshot to worker r carries: the final model, or ``w_srv`` (rejoin).
+
+        The final model itself (nothing changes it once taken), a copy of ``w_srv``.
+        """
+        if r in self._owed_final and self.final_values is not None:
+            return self.final_values
+        return self.w_srv.clone()
+
+    def _snapshot_bytes(self, values):
+        """
+        Return the lossless encoding of snapshot ``values``: the final model's once for all.
+
+        Every robot's final snapshot carries the same bytes, which no transfer changes; each
+        robot's copy of the values and of their bytes were 2 N model sizes at the end of a
+        run (N robots; 4 x 37.9 MB with 2), on top of the server's steady state.
+        """
+        if values is not self.final_values:
+            return self.snap_codec.encode(self.snap_layout, values, None)
+        if self._final_bytes is None or self._final_bytes[0] is not values:
+            self._final_bytes = (values, self.snap_codec.encode(self.snap_layout, values, None))
+        return self._final_bytes[1]
 
     def _final_tick(self, now: float) -> list:
         """Give up the final model of robots whose model made no progress for the patience."""
