@@ -28,6 +28,7 @@ import sys
 import types
 
 import pytest
+from rog_ros.nodes import fleet as fleet_cli
 from rog_ros.nodes import netmon, rog_server, rog_worker, settings
 from rog_ros.nodes import plan as fleet
 import yaml
@@ -186,6 +187,21 @@ def test_a_ros_namespace_over_the_default_fleet_namespace_is_warned_about():
         ['--namespace', '/lab1', '--ros-args', '-r', '__ns:=/lab1'])
     assert apart.namespace_note is None
     assert rog_server.build_parser().parse_args([]).namespace_note is None
+
+
+def test_rog_fleet_places_its_nodes_below_the_fleet_namespace_without_a_warning():
+    # Setup: the -r __ns:= that rog fleet gives every node of a run into --out runs/fleet
+    graph_ns = fleet_cli.run_namespace(settings.DEFAULT_NAMESPACE, 'runs/fleet')
+    remap = ['--ros-args', '-r', f'__ns:={graph_ns}']
+    # Execute: each node parses it as its own command line
+    parsed = [parser.parse_args(remap) for parser in
+              (rog_server.build_parser(), rog_worker.build_parser(), netmon.build_parser())]
+    # Assert: the nodes are /rog/fleet/..., still in the fleet /rog (their names say so): the
+    # README's first command logged the warning for every node ("warnings in the robots'
+    # logs" on every run); a namespace beside /rog is still warned about
+    assert [args.node_namespace for args in parsed] == ['/rog/fleet'] * 3
+    assert [args.namespace_note for args in parsed] == [None] * 3
+    assert settings.namespace_note('/rogue', 'rog_server', '/rog') is not None
 
 
 def test_a_node_is_in_its_fleet_namespace_unless_remapped():

@@ -883,9 +883,12 @@ def namespace_note(node_namespace: str, node_name: str, fleet_namespace: str) ->
     before 2026-12-06 it also moved the fleet's topics, so two fleets launched under two ROS
     namespaces were two fleets. Now they share the default fleet namespace's topics and train
     as one unless each gets its own ``namespace``: said once at start (None: nothing to say,
-    the node is in its fleet namespace or the fleet namespace was set to something of its own).
+    the node is in its fleet namespace or below it, where its full name shows the fleet it
+    trains in, as ``rog fleet`` places its runs' nodes: ``/rog/<--out folder>/rog_server``; or
+    the fleet namespace was set to something of its own).
     """
-    if fleet_namespace != DEFAULT_NAMESPACE or node_namespace == fleet_namespace:
+    if fleet_namespace != DEFAULT_NAMESPACE or node_namespace == fleet_namespace or \
+            node_namespace.startswith(fleet_namespace.rstrip('/') + '/'):
         return None
     return (f'-r __ns:={node_namespace} places this node at '
             f'{ros_names.qualified(node_namespace, node_name)} in the ROS graph; its topics stay '
