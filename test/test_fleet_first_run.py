@@ -30,6 +30,7 @@ import os
 from pathlib import Path
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -167,6 +168,41 @@ def test_the_last_progress_line_is_written_once():
     progress.show(force=True)
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2 and 'it 100/100 acc 0.860' in lines[1]
+
+
+class _Terminal(io.StringIO):
+    """A stream that says it is a terminal, as a shell's stderr is."""
+
+    def isatty(self):
+        """Say yes, so that the progress line is redrawn in place with a carriage return."""
+        return True
+
+
+def _rows_on_a_terminal(workers, monkeypatch, columns=80) -> list:
+    """Show a fleet's live line on a ``columns``-wide terminal; return each redrawn row."""
+    monkeypatch.setenv('COLUMNS', str(columns))
+    stream = _Terminal()
+    progress = Progress(workers, 100, stream=stream)
+    progress.on_status(_status(46, 0.812))
+    for rank in range(workers):
+        progress.on_link(types.SimpleNamespace(node=rank, emulated_mbps=95.3))
+    progress.show(force=True)
+    return stream.getvalue().split('\r')[1:]
+
+
+def test_the_live_line_fits_an_80_column_terminal(monkeypatch):
+    # the README's fleet (3 robots) drew a 120-column row: on 80 columns it wrapped, and each
+    # carriage return redrew only the last of its two rows, leaving one stale row per update
+    (row,) = _rows_on_a_terminal(3, monkeypatch)
+    assert len(row) <= 79 and row.rstrip().endswith('s')
+    assert 'it 46/100 acc 0.812' in row and 'w0 0/95.3 w1 0/95.3 w2 0/95.3 | ' in row
+    # twelve robots: the rates that do not fit end in '...', the seconds stay
+    (row,) = _rows_on_a_terminal(12, monkeypatch)
+    assert len(row) <= 79 and 'w0 0/95.3 ' in row and '... | ' in row
+    assert row.rstrip().endswith('s')
+    # a wide terminal shows it whole, with the bar
+    (row,) = _rows_on_a_terminal(3, monkeypatch, columns=200)
+    assert row.startswith('[#########...........] it 46/100') and len(row) == 199
 
 
 def _summary(tmp_path, **keys) -> str:

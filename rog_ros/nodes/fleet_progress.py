@@ -48,6 +48,25 @@ def legend(emulated: bool) -> str:
             f"of the robots' time spent waiting; {rates}")
 
 
+def terminal_width(stream) -> int:
+    """
+    Return the columns a line on ``stream``'s terminal may fill without wrapping.
+
+    The stream's own terminal first (stdout may be redirected while the line goes to a
+    terminal on stderr), then ``$COLUMNS`` and stdout's as Python finds them, else 80; one
+    column is left free, since a line that fills the last one wraps on some terminals.
+    """
+    import shutil
+    columns = 0
+    if not os.environ.get('COLUMNS'):
+        try:
+            columns = os.get_terminal_size(stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            columns = 0
+    columns = columns or shutil.get_terminal_size((80, 24)).columns
+    return max(20, columns - 1)
+
+
 class Progress:
     """The live line: iteration, accuracy, stall %, per-link throughput (measured/emulated)."""
 
@@ -81,18 +100,37 @@ class Progress:
         if msg.emulated_mbps >= 0:
             self.emulated[msg.node] = msg.emulated_mbps
 
-    def line(self) -> str:
-        """Return the live line; :func:`legend` says what its fields mean."""
+    def line(self, width: int | None = None) -> str:
+        """
+        Return the live line; :func:`legend` says what its fields mean.
+
+        ``width`` (a terminal's columns) keeps it on one row: the bar goes first (``it N/M``
+        says as much), then the robots' rates that do not fit end in ``...``; the seconds
+        stay last. A longer line wraps, and the carriage return then redraws only its last
+        row: on an 80-column terminal the README's three-robot fleet left one stale row per
+        update.
+        """
         s, elapsed = self.server, time.monotonic() - self.t0
         it, acc = self._progress()
         stall = 100.0 * s.stall_s / (self.n * elapsed) if s and elapsed > 0 else 0.0
-        links = ' '.join(f'w{r} {self.rate.get(r, 0.0):.3g}'
-                         + (f'/{self.emulated[r]:.3g}' if r in self.emulated else '')
-                         for r in range(self.n))
+        links = [f'w{r} {self.rate.get(r, 0.0):.3g}'
+                 + (f'/{self.emulated[r]:.3g}' if r in self.emulated else '')
+                 for r in range(self.n)]
         bar_w = 20
         done = int(bar_w * min(1.0, it / max(1, self.iterations)))
-        return (f'[{"#" * done}{"." * (bar_w - done)}] it {it}/{self.iterations} acc {acc} '
-                f'stall {stall:.1f}% | Mb/s {links} | {elapsed:.0f}s')
+        bar = f'[{"#" * done}{"." * (bar_w - done)}] '
+        head = f'it {it}/{self.iterations} acc {acc} stall {stall:.1f}% | Mb/s '
+        tail = f' | {elapsed:.0f}s'
+        for line in (bar + head + ' '.join(links) + tail, head + ' '.join(links) + tail):
+            if width is None or len(line) <= width:
+                return line
+        room = width - len(head) - len(tail) - len('...')
+        shown = []
+        for link in links:
+            if len(' '.join(shown + [link, ''])) > room:
+                break
+            shown.append(link)
+        return (head + ' '.join(shown + ['...']) + tail)[:width]
 
     def _progress(self) -> tuple:
         """Return the iteration and the accuracy text the line shows: what the fleet did."""
@@ -115,7 +153,8 @@ class Progress:
             return
         self._shown, self._said = now, self._progress()
         if self.tty:
-            self.stream.write('\r' + self.line()[:160].ljust(120))
+            width = terminal_width(self.stream)
+            self.stream.write('\r' + self.line(width).ljust(width))
         else:
             self.stream.write(self.line() + '\n')
         self.stream.flush()
