@@ -283,3 +283,28 @@ def test_a_second_fleet_keeps_the_first_one_s_logs_and_reads_name_s(tmp_path):
         'netmon.log', 'rog_server.log', 'rog_worker_0.log', 'rog_worker_1.log']
     assert (out / 'logs' / 'rog_server.log').read_text() != first_log
     assert 'rog fleet: progress: it = iterations done' in first.stderr    # the legend, once
+
+
+def test_a_node_sigkilled_before_any_stop_is_said_not_to_be_rog_fleets(tmp_path, capsys):
+    # Setup: a worker of 14 nodes SIGKILLed while the fleet trained (the watch saw it first,
+    # so rog fleet had sent nothing yet); its log ends at 'active', nothing says why
+    server = types.SimpleNamespace(name='rog_server',
+                                   parameters={'state_dir': None, 'workload': 'mpcol'})
+    specs = [server] + [types.SimpleNamespace(name=f'rog_worker_{r}') for r in range(12)]
+    specs.append(types.SimpleNamespace(name='netmon'))
+    sup = types.SimpleNamespace(log_dir=str(tmp_path), log_path=lambda name: f'{name}.log',
+                                tail=lambda name: '[INFO] active')
+    # Execute
+    status = fleet._outcome(str(tmp_path), server, specs, sup, {'rog_worker_1': -9},
+                            ['rog_worker_1'], '', 'fleet key K')
+    # Assert: it names the usual sender and the fix, where it said 'killed by SIGKILL' and
+    # pointed at rog doctor, which checks neither
+    err = capsys.readouterr().err
+    assert status == 1
+    assert ('rog_worker_1 was killed by SIGKILL (not by rog fleet: the out-of-memory killer '
+            'sends it') in err
+    assert '14 nodes run here: fewer --workers need less memory' in err
+    # one that rog fleet's own stop had to SIGKILL is not said to be someone else's doing
+    fleet._outcome(str(tmp_path), server, specs, sup, {'rog_worker_1': -9}, ['rog_worker_1'],
+                   '', 'fleet key K', killed={'rog_worker_1'})
+    assert 'not by rog fleet' not in capsys.readouterr().err

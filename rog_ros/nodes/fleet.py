@@ -395,7 +395,9 @@ def _run_in(args, out: str, specs) -> int:
     if stop.count:
         return _interrupted(out, progress, server, sup, stop, sent, t_stop,
                             _key_line(key, key_env))
-    return _outcome(out, server, specs, sup, codes, failed, reason, _key_line(key, key_env))
+    killed = {name for sig, names in sent if sig == 'SIGKILL' for name in names}
+    return _outcome(out, server, specs, sup, codes, failed, reason, _key_line(key, key_env),
+                    killed)
 
 
 def _node_environments(args, specs, domain: int, loopback: str, key_env: dict):
@@ -463,16 +465,21 @@ def _interrupted(out: str, progress: Progress, server, sup: Supervisor, stop, se
 
 
 def _outcome(out: str, server, specs, sup: Supervisor, codes: dict, failed: list, reason: str,
-             key_line: str) -> int:
+             key_line: str, killed=()) -> int:
     """
     Say how a run that was not interrupted ended; its exit status (0, or 1 on any failure).
 
-    Each failed node with its log's last lines, and the reason the watch stopped; then the
-    result as a clean run gives it (also of a run that completed although a node failed),
-    whether the same command resumes it, and the key.
+    Each failed node with its log's last lines (one SIGKILLed but not among ``killed``, the
+    nodes the stop sent it to, with who sends it: its log ends mid-run and says nothing), and
+    the reason the watch stopped; then the result as a clean run gives it (also of a run
+    that completed although a node failed), whether the same command resumes it, and the key.
     """
     for name in failed:
         said = describe_exit(codes[name]) if codes[name] is not None else 'did not finish'
+        if said == 'was killed by SIGKILL' and name not in killed:
+            said += (' (not by rog fleet: the out-of-memory killer sends it, `dmesg` names the '
+                     f'process it killed, or another program did; {len(specs)} nodes run here: '
+                     'fewer --workers need less memory)')
         print(f'rog fleet: {name} {said}; last lines of its log '
               f'({sup.log_path(name)}):\n{sup.tail(name)}', file=sys.stderr)
     if reason:
