@@ -150,6 +150,28 @@ def _add_compare(sub) -> None:
     p.set_defaults(func=_cmd_compare)
 
 
+def unreached_line(res: dict) -> str:
+    """
+    Return the line that says why times to target read ``>`` ('' when every run reached it).
+
+    The table marks a median or quartile that falls on a run that never reached the target
+    with ``>``, explained only in report.md: a short --iterations budget gave a terminal of
+    ``> [>->]`` cells and no word of what to change.
+    """
+    rows = res.get('systems', [])
+    runs = sum(int(r.get('runs') or 0) - int(r.get('failed') or 0) for r in rows)
+    missed = runs - sum(int(r.get('reached_target_count') or 0) for r in rows)
+    if missed <= 0:
+        return ''
+    meta = res.get('meta', {})
+    target, budget = meta.get('target_accuracy'), meta.get('iteration_budget')
+    within = f' within {budget} iterations' if budget else ''
+    accuracy = f' {target:g}' if isinstance(target, (int, float)) else ''
+    return (f'{missed} of {runs} runs did not reach the target accuracy{accuracy}{within} '
+            "('>' in the table: a time past the run's end); more --iterations give them "
+            'the time')
+
+
 def _cmd_compare(args) -> int:
     if not valid('rog compare', _check_compare, args):
         return 2
@@ -177,6 +199,9 @@ def _cmd_compare(args) -> int:
         return 2
     print(table_markdown(res['systems']))
     print(f'\nreport: {args.out}/report.md')
+    unreached = unreached_line(res)
+    if unreached:
+        print(f'rog compare: {unreached}', file=sys.stderr)
     failed = sum(r.get('failed', 0) for r in res['systems'])
     if failed:
         runs = sum(r.get('runs', 0) for r in res['systems'])

@@ -309,6 +309,27 @@ def test_an_interrupted_compare_says_which_runs_it_keeps(tmp_path, capsys, monke
         'command reuses them')
 
 
+def test_a_compare_whose_runs_missed_the_target_says_what_its_marks_mean(tmp_path, capsys,
+                                                                         monkeypatch):
+    # Setup: 30 iterations, where no MPCOL run reaches the target: every time cell is '>'
+    rows = [{'system': s, 'runs': 1, 'failed': 0, 'reached_target': '0/1',
+             'reached_target_count': 0} for s in ('bsp', 'rog:4')]
+    rows[1].update(reached_target='1/1', reached_target_count=1)
+    result = {'meta': {'target_accuracy': 0.8347, 'iteration_budget': 30}, 'systems': rows}
+    monkeypatch.setattr(compare_mod, 'compare', lambda *args, **kwargs: result)
+    # Execute
+    status = cli.main(['compare', '--workload', 'toy', '--out', str(tmp_path)])
+    # Assert: one line names the runs, the target, the budget and the option to change
+    assert status == 0
+    assert capsys.readouterr().err.strip() == (
+        'rog compare: 1 of 2 runs did not reach the target accuracy 0.8347 within 30 '
+        "iterations ('>' in the table: a time past the run's end); more --iterations give "
+        'them the time')
+    rows[0].update(reached_target='1/1', reached_target_count=1)
+    cli.main(['compare', '--workload', 'toy', '--out', str(tmp_path)])
+    assert 'did not reach' not in capsys.readouterr().err
+
+
 # ----------------------------------------------------------------- robustness of every command
 MORE_CASES = [
     (['sim', '--sync', 'rog:'], '--sync'),                          # was taken as rog:4
