@@ -308,3 +308,33 @@ def test_a_node_sigkilled_before_any_stop_is_said_not_to_be_rog_fleets(tmp_path,
     fleet._outcome(str(tmp_path), server, specs, sup, {'rog_worker_1': -9}, ['rog_worker_1'],
                    '', 'fleet key K', killed={'rog_worker_1'})
     assert 'not by rog fleet' not in capsys.readouterr().err
+
+
+class _Started(Exception):
+    """Raised where the fleet would announce its nodes: what it said before is the test's."""
+
+
+def test_a_fleet_too_big_for_the_memory_is_warned_about_before_it_starts(tmp_path, capsys,
+                                                                         monkeypatch):
+    # Setup: 20.7 GB available (this machine, beside other work); stop where the nodes start
+    from rog_ros.nodes import doctor_checks
+    monkeypatch.setattr(doctor_checks, 'mem_available_gb', lambda: 20.7)
+
+    def started(*args, **kwargs):
+        """Stand in for the announcement that comes just before the nodes start."""
+        raise _Started
+
+    monkeypatch.setattr(fleet, '_announce', started)
+    # Execute: --workers admits up to 1024; 40 robots and a server at 0.6 GB each are 25 GB
+    with pytest.raises(_Started):
+        fleet.main(['--workload', 'toy', '--workers', '40', '--no-netmon',
+                    '--out', str(tmp_path / 'run')])
+    # Assert: one line says it, with the number of robots that fit; a fleet that fits, none
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        'rog fleet: warning: 41 training processes (the server and 40 robots) need 25 GB or '
+        'more, 0.6 GB each, and 20.7 GB is available: the out-of-memory killer may end some '
+        'mid-run; --workers 33 or fewer fit')
+    with pytest.raises(_Started):
+        fleet.main(['--workload', 'toy', '--workers', '3', '--no-netmon',
+                    '--out', str(tmp_path / 'run3')])
+    assert 'warning' not in capsys.readouterr().err

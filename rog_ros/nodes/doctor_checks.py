@@ -329,7 +329,7 @@ def check_machine():
     else:
         shown = 'unknown' if load is None else f'{load:.1f}'
         out.append(Finding('cpu', 'ok', f'{cores} cores, load {shown}'))
-    available = _mem_available_gb()
+    available = mem_available_gb()
     if available is not None and available < MEMORY_WANTED_GB:
         out.append(Finding('memory', 'warn', f'{available:.1f} GB available',
                            f'a local fleet needs about {MEMORY_WANTED_GB:g} GB; fewer '
@@ -339,7 +339,8 @@ def check_machine():
     return out
 
 
-def _mem_available_gb():
+def mem_available_gb():
+    """Return the memory this machine has available in GB (None where /proc says nothing)."""
     try:
         with open('/proc/meminfo', encoding='ascii') as fh:
             for line in fh:

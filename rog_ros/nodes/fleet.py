@@ -116,6 +116,30 @@ def default_domain() -> int:
     return 1 + (os.getpid() * 7919 + int(time.time())) % 200
 
 
+NODE_MEMORY_GB = 0.6
+"""What one training node (the server or a robot: torch, MPCOL's model and data) holds at least:
+593 MB resident, measured, the largest of a 12-robot MPCOL fleet's; bigger workloads hold more."""
+
+
+def memory_warning(training_nodes: int, available_gb) -> str:
+    """
+    Return the warning for a fleet whose training nodes may not fit in memory ('' if they do).
+
+    ``--workers`` admits 1024 whatever the machine: too many for its memory started them all,
+    and the out-of-memory killer then ended some mid-run with a SIGKILL their logs do not
+    show. Said before the nodes start, with the number that fits (not refused: the estimate
+    is a lower bound, and memory may be freed meanwhile).
+    """
+    need = training_nodes * NODE_MEMORY_GB
+    if available_gb is None or need <= available_gb:
+        return ''
+    fit = max(1, int(available_gb / NODE_MEMORY_GB) - 1)
+    return (f'warning: {training_nodes} training processes (the server and '
+            f'{training_nodes - 1} robots) need {need:.0f} GB or more, {NODE_MEMORY_GB:g} GB '
+            f'each, and {available_gb:.1f} GB is available: the out-of-memory killer may end '
+            f'some mid-run; --workers {fit} or fewer fit')
+
+
 def ros2_watch_line(domain: int) -> str:
     """
     Say how a ROS 2 shell on this machine sees the fleet's topics.
@@ -364,6 +388,10 @@ def _run_in(args, out: str, specs) -> int:
     sup = Supervisor(specs, log_dir, lambda s: envs[s.name],
                      lambda s: prefixes.get(s.name, []))
     progress = Progress(n, iterations)
+    from rog_ros.nodes.doctor_checks import mem_available_gb
+    crowded = memory_warning(n + 1, mem_available_gb())
+    if crowded:
+        print(f'rog fleet: {crowded}', file=sys.stderr)
     _announce(args, server, specs, domain, log_dir)
     watching = not args.quiet or recorder
     bus = _status_bus(namespace, domain, loopback, watch_key, graph_ns) if watching else None
