@@ -325,15 +325,15 @@ def test_a_fleet_too_big_for_the_memory_is_warned_about_before_it_starts(tmp_pat
         raise _Started
 
     monkeypatch.setattr(fleet, '_announce', started)
-    # Execute: --workers admits up to 1024; 40 robots and a server at 0.6 GB each are 25 GB
+    # Execute: --workers admits up to 1024; 70 robots and a server at 0.35 GB each are 25 GB
     with pytest.raises(_Started):
-        fleet.main(['--workload', 'toy', '--workers', '40', '--no-netmon',
+        fleet.main(['--workload', 'toy', '--workers', '70', '--no-netmon',
                     '--out', str(tmp_path / 'run')])
     # Assert: one line says it, with the number of robots that fit; a fleet that fits, none
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        'rog fleet: warning: 41 training processes (the server and 40 robots) need 25 GB or '
-        'more, 0.6 GB each, and 20.7 GB is available: the out-of-memory killer may end some '
-        'mid-run; --workers 33 or fewer fit')
+        'rog fleet: warning: 71 training processes (the server and 70 robots) need 25 GB or '
+        'more, 0.35 GB each, and 20.7 GB is available: the out-of-memory killer may end some '
+        'mid-run; --workers 58 or fewer fit')
     with pytest.raises(_Started):
         fleet.main(['--workload', 'toy', '--workers', '3', '--no-netmon',
                     '--out', str(tmp_path / 'run3')])

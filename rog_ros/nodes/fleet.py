@@ -116,9 +116,10 @@ def default_domain() -> int:
     return 1 + (os.getpid() * 7919 + int(time.time())) % 200
 
 
-NODE_MEMORY_GB = 0.6
-"""What one training node (the server or a robot: torch, MPCOL's model and data) holds at least:
-593 MB resident, measured, the largest of a 12-robot MPCOL fleet's; bigger workloads hold more."""
+NODE_MEMORY_GB = 0.35
+"""What one training node (the server or a robot: torch, MPCOL's model and data) holds: the
+README's fleet measured 375 MB resident in its server, 317-325 MB in each robot (netmon 59 MB,
+left out); bigger workloads hold more, so a fleet this figure fits may still not fit."""
 
 
 def memory_warning(training_nodes: int, available_gb) -> str:
@@ -128,7 +129,7 @@ def memory_warning(training_nodes: int, available_gb) -> str:
     ``--workers`` admits 1024 whatever the machine: too many for its memory started them all,
     and the out-of-memory killer then ended some mid-run with a SIGKILL their logs do not
     show. Said before the nodes start, with the number that fits (not refused: the estimate
-    is a lower bound, and memory may be freed meanwhile).
+    is rough, and memory may be freed meanwhile).
     """
     need = training_nodes * NODE_MEMORY_GB
     if available_gb is None or need <= available_gb:
