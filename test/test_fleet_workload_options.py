@@ -148,6 +148,32 @@ def test_the_child_checks_and_builds_with_the_options(capsys):
     assert built == 0 and malformed == 2
 
 
+@pytest.mark.parametrize('load, given, threads',
+                         [(2.5, None, '1'), (1.2, None, None), (2.5, '2', '2')],
+                         ids=('busy', 'idle', 'user-set'))
+def test_the_preparing_child_takes_one_thread_on_a_busy_machine(load, given, threads,
+                                                                monkeypatch):
+    """Give the child one OpenMP thread where the load fills the cores (12-50 s -> 3.8 s)."""
+    # Arrange: 2 cores; what the child is started with is recorded, not run
+    monkeypatch.setattr(os, 'cpu_count', lambda: 2)
+    monkeypatch.setattr(os, 'getloadavg', lambda: (load, load, load))
+    if given is None:
+        monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
+    else:
+        monkeypatch.setenv('OMP_NUM_THREADS', given)
+    seen = []
+
+    def run(cmd, **kwargs):
+        """Record the child's environment; it succeeds."""
+        seen.append(kwargs['env'])
+        return subprocess.CompletedProcess(cmd, 0, stdout='')
+    monkeypatch.setattr(subprocess, 'run', run)
+    # Execute
+    assert prepare_workload.prepare('toy') is None
+    # Assert
+    assert seen[0].get('OMP_NUM_THREADS') == threads
+
+
 def _children(monkeypatch, build_says=None) -> list:
     """Record the arguments of every prepare_workload child; a build answers ``build_says``."""
     started = []
