@@ -19,6 +19,7 @@ import os
 import pytest
 from rog_ros.experiments.compare import compare
 from rog_ros.sim.simulator import make_traces, SimConfig, simulate
+import torch
 
 SUMMARY_KEYS = {'system', 'staleness', 'workers', 'trace', 'seed', 'iterations', 'sim_time_s',
                 'target_accuracy', 'time_to_target_s', 'final_accuracy', 'stall_cost',
@@ -244,6 +245,28 @@ def test_the_toy_compares_protocols_and_bsp_converges_on_it():
     short, long = run_toy('bsp', iterations=20), run_toy('bsp', iterations=120)
     assert 0 < long.excess < 0.5 * short.excess
     assert long.loss - long.excess == pytest.approx(short.loss - short.excess)   # one optimum
+
+
+def test_the_toy_runs_on_one_torch_thread_and_gives_the_callers_back(monkeypatch):
+    # with a thread per core the toy's small tensors spun against a busy machine's other
+    # load: rog sim --toy --systems bsp took 20-43 s instead of 3 s on 2 cores
+    from rog_ros.experiments import toy
+    seen, run = [], toy.Harness.run
+
+    def counted(harness):
+        """Run the harness, noting torch's thread count in it."""
+        seen.append(torch.get_num_threads())
+        return run(harness)
+
+    monkeypatch.setattr(toy.Harness, 'run', counted)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        toy.run_toy('bsp', iterations=2)
+        assert seen == [1]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(previous)
 
 
 def _finished_run(d, **summary):
