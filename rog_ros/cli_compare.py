@@ -176,7 +176,7 @@ def _cmd_compare(args) -> int:
     if not valid('rog compare', _check_compare, args):
         return 2
     from rog_ros.experiments.compare import compare
-    from rog_ros.experiments.report_table import table_markdown
+    from rog_ros.experiments.report_table import table_terminal
     seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
     systems = [s.strip() for s in args.systems.split(',') if s.strip()]
     bad = bad_model(args) or init_model_error(args)
@@ -197,8 +197,8 @@ def _cmd_compare(args) -> int:
     except (ValueError, KeyError) as err:      # KeyError: a plug-in's workload registry
         print(f'rog compare: {one_line(err)}', file=sys.stderr)
         return 2
-    print(table_markdown(res['systems']))
-    print(f'\nreport: {args.out}/report.md')
+    print(table_terminal(res['systems']))
+    print(f'\nreport (every column, plots): {args.out}/report.md')
     unreached = unreached_line(res)
     if unreached:
         print(f'rog compare: {unreached}', file=sys.stderr)

@@ -330,6 +330,30 @@ def test_a_compare_whose_runs_missed_the_target_says_what_its_marks_mean(tmp_pat
     assert 'did not reach' not in capsys.readouterr().err
 
 
+def test_a_compare_prints_its_main_columns_aligned_and_names_the_full_report(
+        tmp_path, capsys, monkeypatch):
+    # Setup: two systems with the cells of an aggregate; the report's 17-column Markdown
+    # table (about 250 characters a row) was printed as it was, wrapped by every terminal
+    rows = [{'system': s, 'runs': 5, 'failed': 0, 'reached_target': '5/5',
+             'reached_target_count': 5, 'time_to_target_s_median': t,
+             'time_to_target_s_p25': t - 1, 'time_to_target_s_p75': t + 2,
+             'final_accuracy': a, 'final_accuracy_std': 0.002, 's_per_iteration': 1.25,
+             'stall_s_per_iteration': 0.5, 'bytes_up': 2e6, 'bytes_down': 3e6}
+            for s, t, a in (('bsp', 27.1, 0.861), ('rog:4', 9.3, 0.855))]
+    result = {'meta': {'target_accuracy': 0.8347, 'iteration_budget': 300}, 'systems': rows}
+    monkeypatch.setattr(compare_mod, 'compare', lambda *args, **kwargs: result)
+    # Execute
+    assert cli.main(['compare', '--workload', 'toy', '--out', str(tmp_path)]) == 0
+    # Assert: a header and one line per system, columns aligned, under 90 characters
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split('  ')[0] == 'system' and 'time to target s [IQR]' in lines[0]
+    assert lines[1].startswith('bsp ') and '27.1 [26.1-29.1]' in lines[1]
+    assert lines[2].startswith('rog:4 ') and ' 0.855 ' in lines[2]
+    assert lines[1].index('5/5') == lines[2].index('5/5')
+    assert max(len(line) for line in lines[:3]) < 90
+    assert lines[-1] == f'report (every column, plots): {tmp_path}/report.md'
+
+
 # ----------------------------------------------------------------- robustness of every command
 MORE_CASES = [
     (['sim', '--sync', 'rog:'], '--sync'),                          # was taken as rog:4

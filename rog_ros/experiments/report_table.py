@@ -99,6 +99,39 @@ def table_markdown(table: list[dict]) -> str:
     return '\n'.join(lines)
 
 
+TERMINAL_COLUMNS = (
+    ('system', lambda r: r['system']),
+    ('time to target s [IQR]', lambda r: _med(r, 'time_to_target_s', '{:.1f}')),
+    ('reached', lambda r: str(r.get('reached_target', '-'))),
+    ('final acc', lambda r: _f(r.get('final_accuracy'), '{:.3f}')),
+    ('equal-time acc', lambda r: _f(r.get('accuracy_at_equal_time'), '{:.3f}')),
+    ('s/iter', lambda r: _f(r.get('s_per_iteration'), '{:.3f}')),
+    ('stall s/iter', lambda r: _f(r.get('stall_s_per_iteration'), '{:.3f}')),
+)
+"""
+The columns `rog compare` prints, medians and means over the seeds: the ones a comparison is
+read by (the spreads, bytes, waits and failures: report.md; failures also on stderr).
+"""
+
+
+def table_terminal(table: list[dict]) -> str:
+    """
+    Return the main columns of ``table``'s rows as aligned plain text, for a terminal.
+
+    The report's Markdown table has 17 columns, about 250 characters a row: printed as it
+    was, a terminal wrapped every row into unreadable lines (a new user's first comparison).
+    The cells are the report's, so the two never disagree.
+    """
+    rows = [[str(cell(r)) for _, cell in TERMINAL_COLUMNS] for r in table]
+    head = [name for name, _ in TERMINAL_COLUMNS]
+    widths = [max(len(x) for x in column) for column in zip(head, *rows)]
+    lines = []
+    for row in [head] + rows:
+        cells = [c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(row, widths))]
+        lines.append('  '.join(cells).rstrip())
+    return '\n'.join(lines)
+
+
 def failures_markdown(table: list[dict]) -> str:
     """One line per failed run (excluded from every mean), how far it got; empty when none."""
     return '\n'.join(f"- {r['system']} seed {e['seed']}: FAILED: {e['error']}{_how_far(e)}"
