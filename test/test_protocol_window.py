@@ -14,14 +14,17 @@
 """The unacknowledged-chunk window grows with the measured link rate (docs/scheduling.md)."""
 
 import math
+from pathlib import Path
 
 import pytest
 
-from rog_ros.core.compress import ScaledSign
+from rog_ros.core.compress import Identity, ScaledSign
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.transfer import MAX_WINDOW, MAX_WINDOW_BYTES, OutgoingTransfer, \
     window_for_rate
 import torch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_window_holds_20_ms_at_the_measured_rate():
@@ -46,6 +49,45 @@ def test_a_window_never_holds_more_than_half_the_writer_history_mark():
     assert window_for_rate(1024, 0.0, 16384) == 256          # was 1024
     assert window_for_rate(1024, 0.0, 256) == 1024           # small chunks: as configured
     assert window_for_rate(4, 1e12, 65000) == MAX_WINDOW     # the defaults' reach unchanged
+
+
+def _silent_past_mark(window, chunk_bytes, rate_bps, mark=8 << 20):
+    """
+    Return when a whole-model transfer to a robot that never answers has sent over ``mark``.
+
+    What the server's DDS writer to that robot holds until its link or lease comes back
+    (docs/workloads.md, Large models): a 37.7 MB model of 4 KiB rows, no ack ever.
+    """
+    layout, codec = RowLayout([(9216, 1024)]), Identity(torch.float32)
+    p = torch.ones(layout.n_params)
+    tr = OutgoingTransfer(transfer_id=1, sender=-1, receiver=0, kind=2, clock=1, layout=layout,
+                          codec=codec, rowbytes=codec.encode(layout, p, None),
+                          scales=torch.zeros(1), order=torch.arange(layout.n_rows),
+                          n_mandatory=layout.n_rows, deadline=0.0, now=0.0, window=window,
+                          chunk_bytes=chunk_bytes, rate_bps=rate_bps)
+    sent = sum(len(c.payload) for c in tr.pump(0.0))
+    for step in range(1, 601):
+        sent += sum(len(c.payload) for c in tr.on_tick(step * 0.05))
+        if sent > mark:
+            return round(step * 0.05, 2)
+    return None
+
+
+def test_a_robot_whose_link_died_is_sent_past_the_mark_by_a_large_model():
+    # The 4 MiB cap bounds what a live robot has unacknowledged, not what a silent one is
+    # sent: the rest of the transfer goes one window per end_timeout_s (2 s). The docs said
+    # "no model size makes a write wait on a robot whose link is down"; with a 38 MB model
+    # the writer to that robot passes Cyclone's 8 MiB mark within its 10 s lease
+    assert _silent_past_mark(1024, 16384, 0.0) == 4.0      # 4 MiB windows: the third
+    assert _silent_past_mark(4, 65000, 1e9) == 6.0         # 39 chunks of 60 KiB: the fourth
+    assert _silent_past_mark(4, 16384, 1e9) == 16.0        # defaults, grown to 64: the ninth
+    assert _silent_past_mark(4, 16384, 0.0) is None        # 64 KiB per 2 s: none in 30 s
+    doc = ' '.join((ROOT / 'docs' / 'workloads.md').read_text().split())
+    large = doc[doc.index('### Large models'):doc.index('Measured on 2026-12-06')]
+    assert 'no model size makes a write wait' not in large
+    for said in ('pass the mark 4 s into the outage', '--chunk-bytes 65000` 6 s into it',
+                 'pass it after 16 s'):
+        assert said in large, said
 
 
 def test_a_fast_transfer_keeps_more_chunks_in_flight():
