@@ -88,6 +88,9 @@ def test_a_robot_whose_link_died_is_sent_past_the_mark_by_a_large_model():
     for said in ('pass the mark 4 s into the outage', '--chunk-bytes 65000` 6 s into it',
                  'pass it after 16 s'):
         assert said in large, said
+    faults = ' '.join((ROOT / 'docs' / 'faults.md').read_text().split())
+    assert 'about 4 minutes (2 s per 64 KiB window)' not in faults    # not on a fast link
+    assert '16 s once a fast link grew the window to 64 chunks' in faults
 
 
 def test_a_fast_transfer_keeps_more_chunks_in_flight():
