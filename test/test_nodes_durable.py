@@ -318,3 +318,16 @@ def test_the_nodes_save_the_engines_own_model_sized_tensors_not_copies(tmp_path,
     assert server.state_dict()['w_srv'].data_ptr() != server.w_srv.data_ptr()
     assert w.state_dict()['residual'].data_ptr() != w.residual.data_ptr()
     assert torch.equal(w.state_dict(copy=False)['w'], w.state_dict()['w'])
+
+
+def test_a_checkpoint_after_the_final_model_saves_it_without_a_copy(tmp_path, monkeypatch):
+    # the checkpoints of the run's end (stop orders, results written) still cloned the final
+    # model: one model size more at the server's peak with --state-dir (38 MB here)
+    from protocol_fixtures import build
+    _, server, _, _, _ = build('rog:4', n=2)
+    server.final_values = server.mirror.mean(0)
+    saved = []
+    monkeypatch.setattr(durable.StateFile, 'save', lambda self, obj: saved.append(obj))
+    chaos_hooks.ServerHooks(server, server.w_srv.clone(), str(tmp_path)).checkpoint()
+    assert saved[-1]['engine']['final_values'].data_ptr() == server.final_values.data_ptr()
+    assert server.state_dict()['final_values'].data_ptr() != server.final_values.data_ptr()

@@ -53,9 +53,10 @@ class CheckpointMixin:
         """
         Return the server's durable state (copies).
 
-        With ``copy`` False, the model, the mirrors and the ledger are the engine's own
-        tensors, for a caller that serialises them at once on the engine's thread (the nodes:
-        the copies were 2 + N model sizes more at each checkpoint).
+        With ``copy`` False, the model, the mirrors, the ledger and the final model are the
+        engine's own tensors, for a caller that serialises them at once on the engine's thread
+        (the nodes: the copies were 2 + N model sizes more at each checkpoint, 3 + N at the
+        run's end).
 
         Model, mirrors, versions, clocks, incarnations, closed-transfer answers, each
         worker's newest applied push, outage-aware RSP's ledger (``discarded``), and the
@@ -98,7 +99,9 @@ class CheckpointMixin:
             'late_pushes': self.late_pushes, 'late_rows': self.late_rows,
             'late_pulls': self.late_pulls, 'late_pull_rows': self.late_pull_rows,
             # the end of a run (ps_final): the model sent, and to whom it is still owed
-            'final_values': None if self.final_values is None else self.final_values.clone(),
+            # (never changed once taken: shared by the nodes' saves as by every robot's send)
+            'final_values': (None if self.final_values is None
+                             else self.final_values.clone() if copy else self.final_values),
             'owed_final': dict(self._owed_final),
             'final_delivered': self.final_delivered, 'final_missed': self.final_missed,
             'let_go': self.let_go,
