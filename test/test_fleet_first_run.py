@@ -338,3 +338,31 @@ def test_a_fleet_too_big_for_the_memory_is_warned_about_before_it_starts(tmp_pat
         fleet.main(['--workload', 'toy', '--workers', '3', '--no-netmon',
                     '--out', str(tmp_path / 'run3')])
     assert 'warning' not in capsys.readouterr().err
+
+
+def test_rog_fleet_s_nodes_say_nothing_of_the_namespace_it_placed_them_in(
+        tmp_path, monkeypatch):
+    # Setup: record each node's command and environment where the supervisor would start them
+    started = {}
+
+    def supervisor(specs, log_dir, env, prefix):
+        """Record what each node would be started with, then stop where the nodes start."""
+        started.update({s.name: (s.argv() + ['--ros-args', *s.ros_args], env(s))
+                        for s in specs})
+        raise _Started
+
+    monkeypatch.setattr(fleet, 'Supervisor', supervisor)
+    # Execute
+    with pytest.raises(_Started):
+        fleet.main(['--workload', 'toy', '--workers', '2', '--no-netmon',
+                    '--out', str(tmp_path / 'run')])
+    argv, env = started['rog_server']
+    for key in (settings.FLEET_PLACED_ENV, 'ROS_DOMAIN_ID'):
+        monkeypatch.setenv(key, env[key])
+    args = rog_server.build_parser().parse_args(argv)
+    # Assert: placed at /rog/run, which rog fleet chose (no warning in every node's log), while
+    # a user's -r __ns:=/rog/lab1 still is warned about (two such fleets are one)
+    assert args.node_namespace == '/rog/run' and args.namespace_note is None
+    assert {e[settings.FLEET_PLACED_ENV] for _, e in started.values()} == {'/rog/run'}
+    moved = rog_server.build_parser().parse_args(argv[:-1] + ['__ns:=/rog/lab1'])
+    assert moved.namespace_note.endswith('-p namespace:=/rog/lab1')

@@ -189,10 +189,12 @@ def test_a_ros_namespace_over_the_default_fleet_namespace_is_warned_about():
     assert rog_server.build_parser().parse_args([]).namespace_note is None
 
 
-def test_rog_fleet_places_its_nodes_below_the_fleet_namespace_without_a_warning():
-    # Setup: the -r __ns:= that rog fleet gives every node of a run into --out runs/fleet
+def test_rog_fleet_places_its_nodes_below_the_fleet_namespace_without_a_warning(monkeypatch):
+    # Setup: the -r __ns:= that rog fleet gives every node of a run into --out runs/fleet,
+    # and the variable in their environment that says rog fleet placed them there
     graph_ns = fleet_cli.run_namespace(settings.DEFAULT_NAMESPACE, 'runs/fleet')
     remap = ['--ros-args', '-r', f'__ns:={graph_ns}']
+    monkeypatch.setenv(settings.FLEET_PLACED_ENV, graph_ns)
     # Execute: each node parses it as its own command line
     parsed = [parser.parse_args(remap) for parser in
               (rog_server.build_parser(), rog_worker.build_parser(), netmon.build_parser())]
@@ -202,6 +204,21 @@ def test_rog_fleet_places_its_nodes_below_the_fleet_namespace_without_a_warning(
     assert [args.node_namespace for args in parsed] == ['/rog/fleet'] * 3
     assert [args.namespace_note for args in parsed] == [None] * 3
     assert settings.namespace_note('/rogue', 'rog_server', '/rog') is not None
+
+
+def test_a_user_s_ros_namespace_below_the_default_fleet_namespace_is_warned_about(monkeypatch):
+    # Setup: two launch files under PushRosNamespace('/rog/lab1') and ('/rog/lab2') on one
+    # domain, with no namespace of their own: both fleets' topics are /rog's, one fleet
+    monkeypatch.delenv('ROG_FLEET_NODE_NAMESPACE', raising=False)
+    # Execute
+    notes = [rog_server.build_parser().parse_args(['--ros-args', '-r', f'__ns:={ns}'])
+             .namespace_note for ns in ('/rog/lab1', '/rog/lab2')]
+    # Assert: each says it (the exemption of rog fleet's own /rog/<out> silenced them), and
+    # rog fleet's placement exempts its own namespace only
+    assert [note.endswith(f'-p namespace:={ns}') for note, ns in
+            zip(notes, ('/rog/lab1', '/rog/lab2'))] == [True, True]
+    assert settings.namespace_note('/rog/lab1', 'rog_server', '/rog', '/rog/fleet') is not None
+    assert settings.namespace_note('/rog/fleet', 'rog_server', '/rog', '/rog/fleet') is None
 
 
 def test_a_node_is_in_its_fleet_namespace_unless_remapped():

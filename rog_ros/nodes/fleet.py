@@ -386,6 +386,8 @@ def _run_in(args, out: str, specs) -> int:
     if placed is None:
         return 2
     specs, envs, prefixes, cleanup = placed
+    for env in envs.values():       # no namespace warning for the place rog fleet chose
+        env[settings.FLEET_PLACED_ENV] = graph_ns
     sup = Supervisor(specs, log_dir, lambda s: envs[s.name],
                      lambda s: prefixes.get(s.name, []))
     progress = Progress(n, iterations)

@@ -871,11 +871,18 @@ def resolve(role: str, parsed: argparse.Namespace, ros: dict) -> argparse.Namesp
     out.node_namespace = ros_names.node_namespace(ros.get('remaps', ()), out.node_name,
                                                   values.get('namespace', DEFAULT_NAMESPACE))
     out.namespace_note = namespace_note(out.node_namespace, out.node_name,
-                                        values.get('namespace', DEFAULT_NAMESPACE))
+                                        values.get('namespace', DEFAULT_NAMESPACE),
+                                        os.environ.get(FLEET_PLACED_ENV))
     return out
 
 
-def namespace_note(node_namespace: str, node_name: str, fleet_namespace: str) -> str | None:
+FLEET_PLACED_ENV = 'ROG_FLEET_NODE_NAMESPACE'
+"""Set by ``rog fleet`` in its nodes' environment: the ``-r __ns:=`` it gave them
+(``/rog/<--out folder>``); it keeps its runs apart by their domain and fleet key."""
+
+
+def namespace_note(node_namespace: str, node_name: str, fleet_namespace: str,
+                   placed: str = None) -> str | None:
     """
     Return the warning for a node a ROS namespace moved while its fleet's topics did not.
 
@@ -883,12 +890,13 @@ def namespace_note(node_namespace: str, node_name: str, fleet_namespace: str) ->
     before 2026-12-06 it also moved the fleet's topics, so two fleets launched under two ROS
     namespaces were two fleets. Now they share the default fleet namespace's topics and train
     as one unless each gets its own ``namespace``: said once at start (None: nothing to say,
-    the node is in its fleet namespace or below it, where its full name shows the fleet it
-    trains in, as ``rog fleet`` places its runs' nodes: ``/rog/<--out folder>/rog_server``; or
-    the fleet namespace was set to something of its own).
+    the node is in its fleet namespace, or where ``rog fleet`` placed it (``placed``:
+    ``/rog/<--out folder>``, :data:`FLEET_PLACED_ENV`), or the fleet
+    namespace was set to something of its own). Only that namespace: a launch file's
+    ``PushRosNamespace('/rog/lab1')`` beside ``'/rog/lab2'`` is below ``/rog`` as well, and
+    the two are one fleet.
     """
-    if fleet_namespace != DEFAULT_NAMESPACE or node_namespace == fleet_namespace or \
-            node_namespace.startswith(fleet_namespace.rstrip('/') + '/'):
+    if fleet_namespace != DEFAULT_NAMESPACE or node_namespace in (fleet_namespace, placed):
         return None
     return (f'-r __ns:={node_namespace} places this node at '
             f'{ros_names.qualified(node_namespace, node_name)} in the ROS graph; its topics stay '
