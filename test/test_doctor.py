@@ -422,3 +422,41 @@ def test_the_dds_checks_let_other_errors_through(monkeypatch, check):
     monkeypatch.setattr(doctor_checks.importlib, 'import_module', import_module)
     with pytest.raises(RuntimeError):
         check()
+
+
+def _machine(root, cgroup: str, files: dict) -> str:
+    """Write a machine's /proc and /sys files under ``root`` (64 GB available); its path."""
+    (root / 'proc' / 'self').mkdir(parents=True)
+    (root / 'proc' / 'meminfo').write_text(f'MemTotal: {80 * 1024 ** 2} kB\n'
+                                           f'MemAvailable: {64 * 1024 ** 2} kB\n')
+    (root / 'proc' / 'self' / 'cgroup').write_text(cgroup)
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return str(root)
+
+
+def test_the_memory_available_is_a_container_s_limit_not_the_host_s(tmp_path):
+    # Setup: a 64 GB host's MemAvailable; a container limited to 4 GB (cgroup v2, its own
+    # namespace) using 1.5 GB, 0.5 GB of it page cache the kernel can drop
+    gib = 1024 ** 3
+    v2 = _machine(tmp_path / 'v2', '0::/\n', {
+        'sys/fs/cgroup/memory.max': f'{4 * gib}\n',
+        'sys/fs/cgroup/memory.current': f'{3 * gib // 2}\n',
+        'sys/fs/cgroup/memory.stat': f'anon 1\ninactive_file {gib // 2}\n'})
+    # a v1 hierarchy whose limit (2 GB) is set on the parent of this process's cgroup
+    v1 = _machine(tmp_path / 'v1', '5:devices:/\n4:memory:/ci/job7\n', {
+        'sys/fs/cgroup/memory/memory.limit_in_bytes': '9223372036854771712\n',
+        'sys/fs/cgroup/memory/memory.usage_in_bytes': f'{9 * gib}\n',
+        'sys/fs/cgroup/memory/ci/memory.limit_in_bytes': f'{2 * gib}\n',
+        'sys/fs/cgroup/memory/ci/memory.usage_in_bytes': f'{gib}\n',
+        'sys/fs/cgroup/memory/ci/job7/memory.limit_in_bytes': '9223372036854771712\n',
+        'sys/fs/cgroup/memory/ci/job7/memory.usage_in_bytes': f'{gib}\n'})
+    unlimited = _machine(tmp_path / 'host', '0::/user.slice\n', {
+        'sys/fs/cgroup/user.slice/memory.max': 'max\n',
+        'sys/fs/cgroup/user.slice/memory.current': f'{gib}\n'})
+    # Execute, Assert: the room the limits leave (3 GB, 1 GB), else MemAvailable; the host's
+    # 64 GB said a fleet of 150 robots fits where the container's killer ends it at 4 GB
+    assert doctor_checks.mem_available_gb(v2) == 3.0
+    assert doctor_checks.mem_available_gb(v1) == 1.0
+    assert doctor_checks.mem_available_gb(unlimited) == 64.0

@@ -339,16 +339,86 @@ def check_machine():
     return out
 
 
-def mem_available_gb():
-    """Return the memory this machine has available in GB (None where /proc says nothing)."""
+def mem_available_gb(root: str = '/'):
+    """
+    Return the memory this process has available in GB (None where /proc says nothing).
+
+    /proc/meminfo's MemAvailable, or less where a memory cgroup's limit leaves less room (a
+    container's ``--memory``: ``memory.max``, v1's ``memory.limit_in_bytes``, of this
+    process's cgroup or one above it): in a container MemAvailable is the host's, while its
+    out-of-memory killer ends a node at the container's limit. ``root``: where /proc and
+    /sys are found (a test's folder).
+    """
+    available = None
     try:
-        with open('/proc/meminfo', encoding='ascii') as fh:
+        with open(os.path.join(root, 'proc', 'meminfo'), encoding='ascii') as fh:
             for line in fh:
                 if line.startswith('MemAvailable:'):
-                    return int(line.split()[1]) / 1024 ** 2
+                    available = int(line.split()[1]) / 1024 ** 2
+                    break
     except (OSError, ValueError, IndexError):
         pass
-    return None
+    room = _cgroup_room_gb(root)
+    return room if available is None else available if room is None else min(available, room)
+
+
+def _cgroup_room_gb(root: str):
+    """
+    Return the room left under this process's memory cgroup limits in GB (None: no limit).
+
+    Each cgroup from this process's own up to the hierarchy's root counts (a limit above
+    applies too); its page cache that the kernel can drop (``inactive_file``) is room.
+    """
+    try:
+        with open(os.path.join(root, 'proc', 'self', 'cgroup'), encoding='ascii') as fh:
+            lines = fh.read().splitlines()
+    except (OSError, ValueError):
+        return None
+    rooms = []
+    for line in lines:
+        parts = line.split(':', 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == '0' and not parts[1]:
+            base = ('sys', 'fs', 'cgroup')
+            names = ('memory.max', 'memory.current', 'inactive_file')
+        elif 'memory' in parts[1].split(','):
+            base = ('sys', 'fs', 'cgroup', 'memory')
+            names = ('memory.limit_in_bytes', 'memory.usage_in_bytes', 'total_inactive_file')
+        else:
+            continue
+        rel = parts[2].strip('/')
+        while True:
+            room = _cgroup_folder_room(os.path.join(root, *base, rel), *names)
+            if room is not None:
+                rooms.append(room)
+            if not rel:
+                break
+            rel = os.path.dirname(rel)
+    return min(rooms) / 1024 ** 3 if rooms else None
+
+
+def _cgroup_folder_room(folder: str, limit_name: str, usage_name: str, inactive_key: str):
+    """Return the bytes one cgroup's limit leaves (None: no limit, or no such cgroup here)."""
+    try:
+        with open(os.path.join(folder, limit_name), encoding='ascii') as fh:
+            limit = fh.read().strip()
+        if limit == 'max' or int(limit) >= 2 ** 60:      # v1 says 'none' with 2**63 - 4096
+            return None
+        with open(os.path.join(folder, usage_name), encoding='ascii') as fh:
+            usage = int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+    inactive = 0
+    try:
+        with open(os.path.join(folder, 'memory.stat'), encoding='ascii') as fh:
+            for line in fh:
+                key, _, value = line.partition(' ')
+                if key == inactive_key:
+                    inactive = int(value)
+    except (OSError, ValueError):
+        pass
+    return max(0, int(limit) - max(0, usage - inactive))
 
 
 def check_clock():
