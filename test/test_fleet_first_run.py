@@ -340,6 +340,15 @@ def test_a_fleet_too_big_for_the_memory_is_warned_about_before_it_starts(tmp_pat
     assert 'warning' not in capsys.readouterr().err
 
 
+def test_the_memory_warning_names_no_fleet_that_does_not_fit():
+    # 0.5 GB available: a server and one robot need 0.7 GB, so '--workers 1 or fewer fit'
+    # was untrue; 0.75 GB holds them
+    assert fleet.memory_warning(4, 0.5).endswith(
+        'even --workers 1 needs 0.7 GB: close other programs')
+    assert fleet.memory_warning(4, 0.75).endswith('; --workers 1 or fewer fit')
+    assert fleet.memory_warning(2, 0.75) == ''
+
+
 def test_rog_fleet_s_nodes_say_nothing_of_the_namespace_it_placed_them_in(
         tmp_path, monkeypatch):
     # Setup: record each node's command and environment where the supervisor would start them

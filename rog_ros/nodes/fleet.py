@@ -134,11 +134,13 @@ def memory_warning(training_nodes: int, available_gb) -> str:
     need = training_nodes * NODE_MEMORY_GB
     if available_gb is None or need <= available_gb:
         return ''
-    fit = max(1, int(available_gb / NODE_MEMORY_GB) - 1)
+    fit = int(available_gb / NODE_MEMORY_GB) - 1
+    fewer = (f'--workers {fit} or fewer fit' if fit >= 1 else
+             f'even --workers 1 needs {2 * NODE_MEMORY_GB:g} GB: close other programs')
     return (f'warning: {training_nodes} training processes (the server and '
             f'{training_nodes - 1} robots) need {need:.0f} GB or more, {NODE_MEMORY_GB:g} GB '
             f'each, and {available_gb:.1f} GB is available: the out-of-memory killer may end '
-            f'some mid-run; --workers {fit} or fewer fit')
+            f'some mid-run; {fewer}')
 
 
 def ros2_watch_line(domain: int) -> str:
