@@ -103,9 +103,11 @@ def busy_machine_threads(env: dict) -> dict:
 
     torch takes a thread per core; where the load already fills the cores, its threads wait
     for each other: MPCOL's first-use preparation took 12-50 s on 2 busy cores with 2
-    threads and 3.8 s with 1, writing the same maps (the fleet's nodes run with 1 already).
-    An idle machine keeps torch's own count (a pre-training of other options uses its
-    cores); an ``OMP_NUM_THREADS`` the user set is kept.
+    threads and 3.8 s with 1, writing the same maps (the fleet's nodes run with 1 already;
+    EACOL's data too, compared). An idle machine keeps torch's own count (a user's builder
+    may use its cores; pre-training runs on one thread whatever the count,
+    ``training.single_thread``, so the checkpoint is the same); an ``OMP_NUM_THREADS`` the
+    user set is kept.
     """
     cores = os.cpu_count() or 1
     try:
