@@ -205,6 +205,12 @@ def test_the_live_line_fits_an_80_column_terminal(monkeypatch):
     assert row.startswith('[#########...........] it 46/100') and len(row) == 199
 
 
+def test_the_live_line_fits_a_very_narrow_terminal(monkeypatch):
+    # a 12-column terminal (a split pane): a floor of 20 columns wrapped every update
+    (row,) = _rows_on_a_terminal(3, monkeypatch, columns=12)
+    assert len(row) == 11 and row == 'it 46/100 a'
+
+
 def _summary(tmp_path, **keys) -> str:
     """Write a fleet summary that reached its target and return its path."""
     summary = {'target_accuracy': 0.8347, 'time_to_target_s': 7.8, 'iterations_to_target': 60.0,

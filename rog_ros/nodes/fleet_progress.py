@@ -54,7 +54,8 @@ def terminal_width(stream) -> int:
 
     The stream's own terminal first (stdout may be redirected while the line goes to a
     terminal on stderr), then ``$COLUMNS`` and stdout's as Python finds them, else 80; one
-    column is left free, since a line that fills the last one wraps on some terminals.
+    column is left free, since a line that fills the last one wraps on some terminals (no
+    floor: 20 columns on a 12-column terminal wrapped, leaving a stale row per update).
     """
     import shutil
     columns = 0
@@ -64,7 +65,7 @@ def terminal_width(stream) -> int:
         except (AttributeError, OSError, ValueError):
             columns = 0
     columns = columns or shutil.get_terminal_size((80, 24)).columns
-    return max(20, columns - 1)
+    return max(1, columns - 1)
 
 
 class Progress:
