@@ -68,7 +68,9 @@ Most payload bytes one transfer keeps unacknowledged, whatever ``window`` x ``ch
 Half of the DDS writer-history mark (8 MiB, ``transport.dds_bus.WRITER_WATERMARKS``), so
 that a second transfer to the same robot fits too: past the mark a reliable write blocks the
 sending node's loop, every robot's, for ``publish_timeout_s`` while that robot's link is down.
-``window`` 1024 (the setting's top) of 16 KiB chunks was 16 MiB.
+``window`` 1024 (the setting's top) of 16 KiB chunks was 16 MiB. It bounds the window and,
+for a peer that stopped answering, the bytes sent past the last acknowledged chunk
+(``OutgoingTransfer.bytes_past_ack``): released window slots send no further window there.
 """
 
 
@@ -167,6 +169,8 @@ class OutgoingTransfer:
         self.start_time = float(now)
         self.next_seq = 0
         self.acked = np.zeros(len(self.plan), dtype=bool)
+        self.bytes_through = np.cumsum(self.plan.nbytes, dtype=np.int64)   # chunks 0..k
+        self.highest_acked = -1       # the last chunk acknowledged (by seq): DDS keeps order
         self.n_acked = 0
         self.bytes_sent = 0
         self.bytes_acked = 0
@@ -212,7 +216,36 @@ class OutgoingTransfer:
 
     # ------------------------------------------------------------------ sending
     def in_flight(self) -> int:
+        """Return how many sent chunks still hold a window slot (not acked, not released)."""
         return max(0, self.next_seq - self.n_acked - self.released)
+
+    def bytes_past_ack(self) -> int:
+        """
+        Return the payload bytes sent after the highest-numbered chunk acknowledged.
+
+        What the sending DDS writer may still hold for this transfer: a reliable writer
+        delivers in order, so an ack of chunk k means chunks up to k left it. Released
+        window slots (acks lost or a dead link) do not lower it, so it bounds what a peer
+        that stopped answering is sent.
+        """
+        done = int(self.bytes_through[self.highest_acked]) if self.highest_acked >= 0 else 0
+        return self.planned_bytes - done
+
+    def _fits_bound(self) -> bool:
+        """
+        Return whether the next chunk keeps ``bytes_past_ack`` within ``MAX_WINDOW_BYTES``.
+
+        Past that, a write to a robot whose link died could reach the DDS writer-history
+        mark and block the sending node's loop. One chunk always fits when nothing is past
+        the last ack (a chunk larger than the bound is still sent, alone).
+        """
+        past = self.bytes_past_ack()
+        return past == 0 or past + int(self.plan.nbytes[self.next_seq]) <= MAX_WINDOW_BYTES
+
+    def at_bound(self) -> bool:
+        """Return whether chunks remain but the next one would pass ``MAX_WINDOW_BYTES``."""
+        return (self.end_sent_at is None and not self.finished
+                and self.next_seq < len(self.plan) and not self._fits_bound())
 
     def may_send_more(self, now: float) -> bool:
         """
@@ -239,7 +272,8 @@ class OutgoingTransfer:
         out = []
         if self.end_sent_at is not None or self.finished:
             return out
-        while self.in_flight() < self.window and self.may_send_more(now):
+        while (self.in_flight() < self.window and self.may_send_more(now)
+               and self._fits_bound()):
             out.append(self._chunk(self.next_seq))
             self.planned_bytes += int(self.plan.nbytes[self.next_seq])
             self.next_seq += 1
@@ -257,7 +291,7 @@ class OutgoingTransfer:
         if self.end_sent_at is not None:
             return self.end_retry_at
         times = []
-        if self.in_flight() >= self.window:
+        if self.in_flight() >= self.window or self.at_bound():
             times.append(self.last_progress + self.end_timeout_s)   # acks may be lost
         if self.next_seq >= self.n_mandatory_chunks and self.next_seq < len(self.plan):
             times.append(self.deadline)
@@ -275,6 +309,13 @@ class OutgoingTransfer:
             # the per-chunk acks, decides what was delivered, so nothing is lost by this.
             self.released += self.in_flight()
             self.last_progress = now
+        if self.at_bound() and now >= self.last_progress + self.end_timeout_s:
+            # A whole timeout at the bound without an ack: the peer has not answered for
+            # two. END asks for the final ack; the rows never sent count as lost chunks
+            # (as the rest sent into a dead link would), and nothing else piles up in the
+            # writer. Without it nothing would end the transfer (DDS may have dropped
+            # what it held when the peer's lease expired: no ack would ever come).
+            return [self._end(now)]
         return self.pump(now)
 
     def _end(self, now: float) -> RowChunk:
@@ -330,6 +371,7 @@ class OutgoingTransfer:
             self.second_ack_time = now
         self.acked[k] = True
         self.n_acked += 1
+        self.highest_acked = max(self.highest_acked, k)
         self.bytes_acked += int(self.plan.nbytes[k])
         self.bytes_acked_chunks += int(self.plan.nbytes[k])
         self.last_ack_time = now
