@@ -72,6 +72,16 @@ sending node's loop, every robot's, for ``publish_timeout_s`` while that robot's
 for a peer that stopped answering, the bytes sent past the last acknowledged chunk
 (``OutgoingTransfer.bytes_past_ack``): released window slots send no further window there.
 """
+BOUND_END_S = 10.0
+"""
+Seconds a transfer at ``MAX_WINDOW_BYTES`` past its last ack waits for an ack before its END.
+
+DDS's default participant lease: a robot whose link comes back within it is still matched,
+its writer kept the chunks and the acks resume, so the transfer goes on (waiting costs
+nothing, the bound keeps the writer under its mark); past it DDS may have dropped them and
+no ack would ever come. One ``end_timeout_s`` (2 s) ended the transfers of every robot
+whose link was down for 4 s, the rest counted as lost.
+"""
 
 
 def window_for_rate(window: int, rate_bps: float, chunk_bytes: int) -> int:
@@ -247,6 +257,10 @@ class OutgoingTransfer:
         return (self.end_sent_at is None and not self.finished
                 and self.next_seq < len(self.plan) and not self._fits_bound())
 
+    def _bound_wait_s(self) -> float:
+        """Return how long after the last ack END goes at the bound: a lease, or more."""
+        return max(BOUND_END_S, self.end_timeout_s)
+
     def may_send_more(self, now: float) -> bool:
         """
         Return whether the next chunk may be sent now.
@@ -291,8 +305,10 @@ class OutgoingTransfer:
         if self.end_sent_at is not None:
             return self.end_retry_at
         times = []
-        if self.in_flight() >= self.window or self.at_bound():
+        if self.in_flight() >= self.window:
             times.append(self.last_progress + self.end_timeout_s)   # acks may be lost
+        elif self.at_bound():
+            times.append(self.last_ack_time + self._bound_wait_s())
         if self.next_seq >= self.n_mandatory_chunks and self.next_seq < len(self.plan):
             times.append(self.deadline)
         return min(times) if times else None
@@ -309,9 +325,9 @@ class OutgoingTransfer:
             # the per-chunk acks, decides what was delivered, so nothing is lost by this.
             self.released += self.in_flight()
             self.last_progress = now
-        if self.at_bound() and now >= self.last_progress + self.end_timeout_s:
-            # A whole timeout at the bound without an ack: the peer has not answered for
-            # two. END asks for the final ack; the rows never sent count as lost chunks
+        if self.at_bound() and now >= self.last_ack_time + self._bound_wait_s():
+            # A lease at the bound without an ack (BOUND_END_S): a peer back sooner is acking
+            # again. END asks for the final ack; the rows never sent count as lost chunks
             # (as the rest sent into a dead link would), and nothing else piles up in the
             # writer. Without it nothing would end the transfer (DDS may have dropped
             # what it held when the peer's lease expired: no ack would ever come).
