@@ -337,7 +337,7 @@ def test_a_fleet_too_big_for_the_memory_is_warned_about_before_it_starts(tmp_pat
                     '--out', str(tmp_path / 'run')])
     # Assert: one line says it, with the number of robots that fit; a fleet that fits, none
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        'rog fleet: warning: 71 training processes (the server and 70 robots) need 25 GB or '
+        'rog fleet: warning: 71 training processes (the server and 70 robots) need 24.85 GB or '
         'more, 0.35 GB each, and 20.7 GB is available: the out-of-memory killer may end some '
         'mid-run; --workers 58 or fewer fit')
     with pytest.raises(_Started):
@@ -353,6 +353,17 @@ def test_the_memory_warning_names_no_fleet_that_does_not_fit():
         'even --workers 1 needs 0.7 GB: close other programs')
     assert fleet.memory_warning(4, 0.75).endswith('; --workers 1 or fewer fit')
     assert fleet.memory_warning(2, 0.75) == ''
+
+
+def test_the_memory_warning_says_the_need_it_names_the_fit_by():
+    # 0.5 GB available, a server and one robot: the line said they 'need 1 GB or more' and,
+    # at its end, that 'even --workers 1 needs 0.7 GB' (the need rounded to whole GB), and
+    # '1 robots'
+    assert fleet.memory_warning(2, 0.5) == (
+        'warning: 2 training processes (the server and 1 robot) need 0.7 GB or more, 0.35 GB '
+        'each, and 0.5 GB is available: the out-of-memory killer may end some mid-run; even '
+        '--workers 1 needs 0.7 GB: close other programs')
+    assert ' need 1.05 GB or more,' in fleet.memory_warning(3, 0.9)
 
 
 def test_rog_fleet_s_nodes_say_nothing_of_the_namespace_it_placed_them_in(

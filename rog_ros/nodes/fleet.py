@@ -137,10 +137,11 @@ def memory_warning(training_nodes: int, available_gb) -> str:
     fit = int(available_gb / NODE_MEMORY_GB) - 1
     fewer = (f'--workers {fit} or fewer fit' if fit >= 1 else
              f'even --workers 1 needs {2 * NODE_MEMORY_GB:g} GB: close other programs')
-    return (f'warning: {training_nodes} training processes (the server and '
-            f'{training_nodes - 1} robots) need {need:.0f} GB or more, {NODE_MEMORY_GB:g} GB '
-            f'each, and {available_gb:.1f} GB is available: the out-of-memory killer may end '
-            f'some mid-run; {fewer}')
+    robots = training_nodes - 1     # (the need as precise as the figure: 0.7 GB, not 1 GB)
+    return (f'warning: {training_nodes} training processes (the server and {robots} '
+            f"robot{'s' if robots != 1 else ''}) need {round(need, 2):g} GB or more, "
+            f'{NODE_MEMORY_GB:g} GB each, and {available_gb:.1f} GB is available: the '
+            f'out-of-memory killer may end some mid-run; {fewer}')
 
 
 def ros2_watch_line(domain: int) -> str:
