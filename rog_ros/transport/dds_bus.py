@@ -90,9 +90,10 @@ Cyclone's defaults (30 kB when a writer starts, adapting up to 500 kB) a robot w
 while a downlink transfer to it was on its way held the server's one loop, and so every robot,
 at its next write to that robot for ``publish_timeout_s`` (measured: 10 s, with ``rog fleet
 --netns``; docs/faults.md), the straggler wait outage-aware RSP exists to end. The engines
-bound what a silent robot is sent (the rest of one transfer, one window per
-``end_timeout_s``), and the windows bound what a live one has in flight, so the mark only
-has to stay above that: 8 MB, past the workloads' whole models.
+bound what a robot is sent past its last acknowledgement, whatever the model's size: at most
+``transfer.MAX_WINDOW_BYTES`` (4 MiB) per transfer (a silent robot's transfer stops there and
+sends its END a lease later, ``transfer.BOUND_END_S``), which bounds a live one's windows
+too, so the mark only has to stay above that: 8 MB, two such transfers to one robot.
 """
 
 
