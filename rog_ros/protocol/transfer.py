@@ -263,11 +263,13 @@ class OutgoingTransfer:
 
     def may_send_more(self, now: float) -> bool:
         """
-        Return whether the next chunk may be sent now.
+        Return whether the deadline lets the next chunk go now (False: END is due).
 
         Mandatory chunks always; an optional chunk only if, at the estimated link rate, it
         is through before the deadline (so a straggler sends its mandatory prefix and no
-        more, and nothing queued at the deadline keeps draining after it).
+        more, and nothing queued at the deadline keeps draining after it). The window and
+        ``MAX_WINDOW_BYTES`` past the last ack (``_fits_bound``) hold back in ``pump`` any
+        chunk, mandatory ones too, without ending the transfer.
         """
         k = self.next_seq
         if k >= len(self.plan):
