@@ -284,7 +284,7 @@ def _through_outage(outage_s, mbps=5.0, window=256, chunk_bytes=16384, rows=2048
 def test_a_robot_back_within_its_lease_gets_the_whole_transfer(outage_s):
     # END at the bound came one end_timeout_s (2 s) after the window slots were released:
     # with 4 MiB windows any outage of 4 s or more (the fault sweeps have up to 6 s, DDS
-    # keeps a robot 10 s) ended the transfer, 1018 of 2048 chunks sent at 5 Mbit/s, though
+    # keeps a robot 10 s) ended the transfer, 294 of 512 chunks sent at 5 Mbit/s, though
     # the bound alone keeps the writer under its mark and the acks resume with the link
     assert _through_outage(outage_s) == (512, 512)
 
