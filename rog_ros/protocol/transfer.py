@@ -301,7 +301,14 @@ class OutgoingTransfer:
         return out
 
     def next_wakeup(self) -> float | None:
-        """When the driver must tick us: the deadline while waiting, or END retransmission."""
+        """
+        Return when the driver must tick us, None when nothing is due.
+
+        The END retransmission once END went out; else the earliest of: the window's release
+        (``end_timeout_s`` without progress, acks may be lost), the END at the 4 MiB bound
+        (``BOUND_END_S``, or ``end_timeout_s`` if longer, after the last ack), and the
+        deadline of the optional chunks.
+        """
         if self.finished:
             return None
         if self.end_sent_at is not None:
