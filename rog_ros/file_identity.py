@@ -41,6 +41,7 @@ covered, as one behind is not.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from typing import NamedTuple
@@ -89,3 +90,12 @@ def racy(found, taken_ns: int) -> bool:
         return any(racy(one, taken_ns) for one in found)
     return (found.ctime_ns > taken_ns - RACY_NS
             or taken_ns - RACY_NS < found.mtime_ns <= taken_ns + RACY_NS)
+
+
+def sha256_hex(path) -> str:
+    """Return the SHA-256 of the file ``path`` in hex, read in 1 MB blocks (data sets, starts)."""
+    digest = hashlib.sha256()
+    with open(path, 'rb') as fh:
+        for block in iter(lambda: fh.read(1 << 20), b''):
+            digest.update(block)
+    return digest.hexdigest()

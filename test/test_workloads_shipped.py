@@ -17,6 +17,7 @@ import pytest
 
 torch = pytest.importorskip('torch')
 
+from rog_ros import file_identity  # noqa: E402
 from rog_ros.workloads import cache, eacol, mpcol, shipped  # noqa: E402
 
 
@@ -115,7 +116,7 @@ def test_a_listed_file_that_is_not_a_start_is_not_used(tmp_path, capsys):
     path = shipped.write_shipped('unit', 'k', {'w': torch.ones(2)}, 0.1, folder=tmp_path)
     torch.save({'weights': [1, 2]}, path)                       # no state_dict
     sums = (tmp_path / 'SHA256SUMS').read_text().replace(
-        (tmp_path / 'SHA256SUMS').read_text().split()[0], shipped._sha256(path))
+        (tmp_path / 'SHA256SUMS').read_text().split()[0], file_identity.sha256_hex(path))
     (tmp_path / 'SHA256SUMS').write_text(sums)
     assert shipped.shipped_start('unit', 'k', folder=tmp_path) is None
     assert 'holds no state_dict' in capsys.readouterr().err

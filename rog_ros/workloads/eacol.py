@@ -31,7 +31,6 @@ of the options, so every synchronisation system of every run chases the same num
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import time
@@ -184,7 +183,7 @@ def _data_key(dataset, data_dir, train_h5, test_h5):
             found, taken = _settled(path)
             entry = [str(path), found.size, found.mtime_ns]
             if file_identity.racy(found, taken):
-                entry.append(_sha256(path))
+                entry.append(file_identity.sha256_hex(path))
         except OSError:     # (a folder, or a file gone or unreadable since its stat)
             entry = [str(path), None]   # the reader says what is missing
         identity.append(entry)
@@ -216,15 +215,6 @@ def _settled(path) -> tuple:
     time.sleep((written + racy_ns - taken) / 1e9 + 0.001)
     taken = file_identity.now_ns()      # (before the stat: racy's rule)
     return file_identity.identity(path), taken
-
-
-def _sha256(path) -> str:
-    """Return the SHA-256 of the file ``path``, read in blocks (a data set of 160 MB)."""
-    digest = hashlib.sha256()
-    with open(path, 'rb') as fh:
-        for block in iter(lambda: fh.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _load(opts):

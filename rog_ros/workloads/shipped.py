@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 from pathlib import Path
 import platform
 import sys
 import warnings
+
+from rog_ros import file_identity
 
 SHIPPED_DIR = Path(__file__).resolve().parent / 'pretrained'
 SHIPPED_WORKLOADS = {'mpcol': 'mpcol', 'eacol': 'eacol'}
@@ -63,15 +64,6 @@ def _recorded_sums(folder: Path) -> dict:
     return sums
 
 
-def _sha256(path: Path) -> str:
-    """Return the SHA-256 of the file at ``path`` in hex."""
-    digest = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def shipped_start(name: str, key: str, folder: Path = SHIPPED_DIR) -> dict | None:
     """
     Return the shipped start of workload ``name`` for cache key ``key``, or None.
@@ -86,7 +78,7 @@ def shipped_start(name: str, key: str, folder: Path = SHIPPED_DIR) -> dict | Non
         return None
     recorded = _recorded_sums(folder).get(path.name)
     try:
-        actual = _sha256(path)
+        actual = file_identity.sha256_hex(path)
     except OSError as err:
         return _unusable(path, f'cannot be read ({err.strerror or err})')
     if recorded != actual:
@@ -146,7 +138,7 @@ def write_shipped(name: str, key: str, state: dict, pretrain_loss: float,
     atomic_save({'state': state, 'pretrain_loss': float(pretrain_loss),
                  'made_with': made_with()}, path)
     sums = _recorded_sums(folder)
-    sums[path.name] = _sha256(path)
+    sums[path.name] = file_identity.sha256_hex(path)
     lines = ''.join(f'{digest}  {fname}\n' for fname, digest in sorted(sums.items()))
     (folder / SUMS_FILE).write_text(lines, encoding='ascii')
     return path
