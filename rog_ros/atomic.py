@@ -28,7 +28,11 @@ import stat
 import tempfile
 
 TEMP_PREFIX = '.tmp-'
-"""Temporary files are named ``TEMP_PREFIX`` + random characters + the target's name."""
+"""Temporary files of writes before ``WRITE_TEMP_PREFIX``: this + random characters + the
+target's name, never locked (a killed write's can only be told by its one owner, by name)."""
+WRITE_TEMP_PREFIX = '.tmp-rog-'
+"""Temporary files of :func:`atomic_write_with`: this + random characters + the target's name,
+``flock``ed while written: :func:`remove_write_leftovers` removes those a killed write left."""
 TEMP_NAME_LENGTH = 8
 """How many random characters ``tempfile.mkstemp`` puts in a name (CPython 3.8 to 3.13)."""
 
@@ -70,24 +74,50 @@ def atomic_write_with(path, write, mode: int | None = None) -> None:
         return
     directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX,
-                                   suffix=os.path.basename(path))
+        fd, tmp = _locked_temp(directory, os.path.basename(path))
     except OSError as exc:  # name the file the caller asked for, not the temp file
         raise _naming(exc, path, always=True) from None
+    f = os.fdopen(fd, 'wb')
     try:
-        with os.fdopen(fd, 'wb') as f:
-            os.fchmod(f.fileno(), 0o666 & ~_umask() if mode is None else mode)
-            _write_through(write, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.fchmod(f.fileno(), 0o666 & ~_umask() if mode is None else mode)
+        _write_through(write, f)
+        f.flush()
+        os.fsync(f.fileno())
+        os.replace(tmp, path)       # (still locked: closed, it could be taken for a leftover)
     except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(exc, OSError):
             raise _naming(exc, path) from None
         raise
+    finally:
+        f.close()
     fsync_dir(directory)  # the rename itself (a power cut must not bring the old file back)
+
+
+def _locked_temp(directory: str, name: str) -> tuple:
+    """
+    Make the temporary file of a write of ``name`` in ``directory`` and lock it: ``(fd, path)``.
+
+    The ``flock`` tells a live write's temporary file from one a SIGKILL left (the kernel
+    drops the lock with the process): :func:`remove_write_leftovers` removes only unlocked
+    ones. One removed between ``mkstemp`` and the lock is made again. A file system without
+    ``flock`` gives the file unlocked: a cleaner cannot lock it either, and keeps it.
+    """
+    import fcntl
+    for _ in range(NAMED_TRIES):
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=WRITE_TEMP_PREFIX, suffix=name)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            return fd, tmp              # (no flock here: see above)
+        try:
+            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        os.close(fd)                    # (removed by a cleaner before it was locked)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
 
 
 class _Sink:
@@ -316,6 +346,47 @@ def remove_new_file_leftovers(directory, name: str = '') -> int:
     one that a live process holds locked (a call writing it now) is kept. Return how many
     were removed.
     """
+    def _key_named(entry: str) -> bool:
+        """Tell whether ``entry`` is named as a key's temporary file."""
+        return _random_named(entry, NEW_TEMP_PREFIX) or bool(
+            name and _random_named(entry, TEMP_PREFIX) and entry.endswith(name)
+            and len(entry) == len(TEMP_PREFIX) + TEMP_NAME_LENGTH + len(name))
+
+    def _key_sized(st) -> bool:
+        """Tell whether a file of status ``st`` may be a key's: 0600 and small."""
+        # (a user's own .tmp-new-notes.txt, 0644, was removed as well)
+        return stat.S_IMODE(st.st_mode) == 0o600 and st.st_size <= MAX_KEY_BYTES
+    return _remove_unlocked(directory, _key_named, _key_sized)
+
+
+def remove_write_leftovers(directory, name: str = '') -> int:
+    """
+    Remove the temporary files that killed :func:`atomic_write_with` calls left in ``directory``.
+
+    A SIGKILL of a run while it saved ``model.pt`` (or any result) left a
+    ``.tmp-rog-XXXXXXXXmodel.pt`` in the user's folder, as large as the model, and nothing
+    ever removed it. Each removed is a regular file of this user named ``WRITE_TEMP_PREFIX``
+    + ``TEMP_NAME_LENGTH`` random characters + a name (``name`` only, where given) that no
+    process holds locked: a write going on now (any process) holds its temporary file's
+    ``flock`` until the rename, and is kept, as is a file that cannot be locked (a file
+    system without ``flock``). Return how many were removed.
+    """
+    def _write_named(entry: str) -> bool:
+        """Tell whether ``entry`` is named as a temporary file of an atomic write (of ``name``)."""
+        return _random_named(entry, WRITE_TEMP_PREFIX) and (
+            not name or len(entry) == len(WRITE_TEMP_PREFIX) + TEMP_NAME_LENGTH + len(name)
+            and entry.endswith(name))
+    return _remove_unlocked(directory, _write_named, lambda st: True)
+
+
+def _remove_unlocked(directory, named, fits) -> int:
+    """
+    Remove the files of ``directory`` that ``named(entry)`` and ``fits(st)`` take, unlocked.
+
+    Only regular files of this user are looked at, and one is removed only while this call
+    holds its ``flock`` (taken without waiting: one a live process holds is being written)
+    and the name still gives the same file. Return how many were removed.
+    """
     import fcntl
     try:
         names = os.listdir(os.fspath(directory))
@@ -323,27 +394,23 @@ def remove_new_file_leftovers(directory, name: str = '') -> int:
         return 0
     removed = 0
     for entry in names:
-        if not (_random_named(entry, NEW_TEMP_PREFIX) or (
-                name and _random_named(entry, TEMP_PREFIX) and entry.endswith(name)
-                and len(entry) == len(TEMP_PREFIX) + TEMP_NAME_LENGTH + len(name))):
+        if not named(entry):
             continue
-        leftover = os.path.join(os.fspath(directory), entry)
+        path = os.path.join(os.fspath(directory), entry)
         try:
-            fd = os.open(leftover, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             continue
         try:
             st = os.fstat(fd)
-            # (a user's own .tmp-new-notes.txt, 0644, was removed as well)
-            if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
-                    or stat.S_IMODE(st.st_mode) != 0o600 or st.st_size > MAX_KEY_BYTES):
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or not fits(st):
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                continue                        # (being written now)
-            if os.lstat(leftover).st_ino == st.st_ino:
-                os.unlink(leftover)
+                continue                        # (being written now, or no flock here)
+            if os.lstat(path).st_ino == st.st_ino:
+                os.unlink(path)
                 removed += 1
         except OSError:
             continue

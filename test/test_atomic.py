@@ -117,3 +117,33 @@ def test_a_device_or_fifo_is_written_to_not_replaced(tmp_path):
         os.close(reader)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ['pipe']     # no temporary left
+
+
+def test_a_write_whose_temporary_file_a_cleaner_took_before_its_lock_makes_another(
+        tmp_path, monkeypatch):
+    """A cleaner finds the new temporary file unlocked (as a killed write's) and removes it."""
+    made = []
+    mkstemp = atomic.tempfile.mkstemp
+
+    def _taken_at_first(*args, **kwargs):
+        """Make the file, and remove it the first time, between mkstemp and the lock."""
+        fd, tmp = mkstemp(*args, **kwargs)
+        made.append(os.path.basename(tmp))
+        if len(made) == 1:
+            assert atomic.remove_write_leftovers(str(tmp_path)) == 1
+        return fd, tmp
+
+    monkeypatch.setattr(atomic.tempfile, 'mkstemp', _taken_at_first)
+    atomic.atomic_write_bytes(tmp_path / 'model.pt', b'weights')
+    assert len(made) == 2 and all(n.startswith('.tmp-rog-') for n in made)
+    assert (tmp_path / 'model.pt').read_bytes() == b'weights'
+    assert os.listdir(tmp_path) == ['model.pt']
+
+
+def test_only_the_named_files_leftovers_are_removed_where_a_name_is_given(tmp_path):
+    for name in ('.tmp-rog-abcd1234worker_0.pt', '.tmp-rog-abcd1234worker_10.pt',
+                 '.tmp-rog-notes.txt', '.tmp-abcd1234model.pt'):
+        (tmp_path / name).write_bytes(b'x')
+    assert atomic.remove_write_leftovers(tmp_path, 'worker_0.pt') == 1
+    assert sorted(os.listdir(tmp_path)) == [
+        '.tmp-abcd1234model.pt', '.tmp-rog-abcd1234worker_10.pt', '.tmp-rog-notes.txt']

@@ -959,10 +959,13 @@ def test_a_saves_leftover_from_a_crash_is_removed_when_the_node_starts(tmp_path)
     from rog_ros.nodes import durable
     (tmp_path / '.tmp-abcd1234worker_0.pt').write_bytes(b'x' * 100)   # killed mid-save
     (tmp_path / '.tmp-abcd1234worker_10.pt').write_bytes(b'x')         # another node's
+    (tmp_path / '.tmp-rog-abcd1234worker_0.pt').write_bytes(b'x' * 100)   # today's name
+    (tmp_path / '.tmp-rog-abcd1234worker_10.pt').write_bytes(b'x')
     (tmp_path / 'worker_0.pt').write_bytes(b'state')
     f = durable.StateFile(str(tmp_path / 'worker_0.pt'))
-    assert f.removed_leftovers == 1
-    assert sorted(os.listdir(tmp_path)) == ['.tmp-abcd1234worker_10.pt', 'worker_0.pt']
+    assert f.removed_leftovers == 2
+    assert sorted(os.listdir(tmp_path)) == ['.tmp-abcd1234worker_10.pt',
+                                            '.tmp-rog-abcd1234worker_10.pt', 'worker_0.pt']
 
 
 @pytest.mark.parametrize('command', ['sim', 'compare', 'reproduce'])

@@ -447,3 +447,59 @@ def test_a_read_only_lock_file_nfs_will_not_lock_is_said_as_it_is(
     assert '\n' not in text
     assert text.startswith(f'cannot lock {path}: {said}'), text
     assert (case == 'other') == ('another user' in text)
+
+
+_WRITER = ('import sys\n'
+           'from rog_ros.atomic import atomic_write_with\n'
+           'def write(f):\n'
+           '    """Write half a model, say so, then wait for a line (or a SIGKILL)."""\n'
+           '    f.write(b"x" * 65536)\n'
+           '    f.flush()\n'
+           '    print("writing", flush=True)\n'
+           '    sys.stdin.readline()\n'
+           '    f.write(b"y" * 65536)\n'
+           'atomic_write_with(sys.argv[1], write)\n')
+
+
+def _writer(path: str) -> subprocess.Popen:
+    """Start a process that saves ``path`` atomically and stops halfway until told to go on."""
+    proc = subprocess.Popen([sys.executable, '-c', _WRITER, path], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == 'writing'
+    return proc
+
+
+def test_a_run_removes_what_a_run_killed_while_it_saved_left_but_not_a_live_write(tmp_path):
+    # Arrange: a run SIGKILLed while it saved model.pt (its temporary file stayed in the
+    # user's folder, nothing removed it), a live process writing summary.json there now
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    (out / '.tmp-notes123.txt').write_text('a user file')     # not one of ours: kept
+    killed = _writer(str(out / 'model.pt'))
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(10)
+    killed.stdout.close()
+    killed.stdin.close()
+    left = [n for n in os.listdir(str(out)) if n.endswith('model.pt')]
+    assert len(left) == 1 and left[0].startswith('.tmp-rog-')
+    assert os.path.getsize(str(out / left[0])) == 65536
+    live = _writer(str(out / 'summary.json'))
+    try:
+        writing = [n for n in os.listdir(str(out)) if n.endswith('summary.json')]
+        # Act: the next run takes the folder
+        lock = OutputLock.take(str(out), 'rog fleet')
+        lock.release()
+        # Assert: the dead write's file is gone, the live one's kept and then renamed whole
+        assert lock.removed_leftovers == 1
+        assert sorted(os.listdir(str(out))) == sorted(
+            [LOCK_FILE, '.tmp-notes123.txt'] + writing)
+        live.stdin.write('go on\n')
+        live.stdin.close()
+        assert live.wait(30) == 0
+    finally:
+        if live.poll() is None:
+            live.kill()
+            live.wait(10)
+        live.stdout.close()
+    assert (out / 'summary.json').read_bytes() == b'x' * 65536 + b'y' * 65536
+    assert sorted(os.listdir(str(out))) == [LOCK_FILE, '.tmp-notes123.txt', 'summary.json']

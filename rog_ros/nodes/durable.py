@@ -43,7 +43,8 @@ import time
 
 import numpy as np
 from rog_ros.archives import damage
-from rog_ros.atomic import atomic_write_with, makedirs_synced, TEMP_NAME_LENGTH, TEMP_PREFIX
+from rog_ros.atomic import (atomic_write_with, makedirs_synced, remove_write_leftovers,
+                            TEMP_NAME_LENGTH, TEMP_PREFIX)
 from rog_ros.nodes.driver import StateWriteError
 from rog_ros.nodes.output_lock import hold_lock_file, let_go_of_lock_file, ReadOnlyLockRefused
 from rog_ros.nodes.state_dir import lock_file
@@ -326,11 +327,13 @@ class StateFile:
         A save writes a temporary file next to the state and renames it over the state; a
         node killed in between left one the size of the state behind (11 MB for an MPCOL
         worker), and a robot restarted by --respawn again and again filled its disk. Only
-        this file's own temporaries are removed: one node owns one state file.
+        this file's own temporaries are removed: one node owns one state file. Those of
+        versions before ``WRITE_TEMP_PREFIX`` by name alone; today's unless locked (a save
+        going on in another process: :func:`rog_ros.atomic.remove_write_leftovers`).
         """
         folder = os.path.dirname(os.path.abspath(self.path))
         mine = os.path.basename(self.path)
-        removed = 0
+        removed = remove_write_leftovers(folder, mine)
         try:
             names = os.listdir(folder)
         except OSError:

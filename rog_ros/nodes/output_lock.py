@@ -41,6 +41,8 @@ import os
 import stat
 import time
 
+from rog_ros.atomic import remove_write_leftovers
+
 try:
     import fcntl
 except ImportError:           # pragma: no cover - not a POSIX system: runs go unlocked
@@ -110,6 +112,7 @@ class OutputLock:
     def __init__(self, fd: int | None, path: str):
         """Keep the locked file descriptor (None: unlocked) and the lock file's path."""
         self.fd, self.path = fd, path
+        self.removed_leftovers = 0
         # the key is kept, not recomputed at release: a relative path names another folder
         # once the process has changed its working directory
         self._key = _folder_key(os.path.dirname(path))
@@ -124,6 +127,10 @@ class OutputLock:
         A file system without ``flock`` support gives an unlocked holder (the run goes on as
         before rather than failing for want of a lock). A folder inside one that another run
         holds is refused as well (``OutputInUse`` naming that run), before anything is made.
+        Once held, the temporary files that a run killed while it wrote a result there
+        (``model.pt``, ``summary.json``) left in ``out`` are removed, those no live process
+        writes (:func:`rog_ros.atomic.remove_write_leftovers`); ``removed_leftovers`` says how
+        many.
         """
         _refuse_inside_held(out)
         _refuse_holding_held(out)
@@ -132,7 +139,9 @@ class OutputLock:
         fd, holder = hold_lock_file(path, command)
         if holder is not None:
             raise _in_use(out, holder)
-        return cls(fd, path)
+        lock = cls(fd, path)
+        lock.removed_leftovers = remove_write_leftovers(out)
+        return lock
 
     def release(self) -> None:
         """
