@@ -149,18 +149,21 @@ def test_the_child_checks_and_builds_with_the_options(capsys):
 
 
 @pytest.mark.parametrize('load, given, threads',
-                         [(2.5, None, '1'), (1.2, None, None), (2.5, '2', '2')],
-                         ids=('busy', 'idle', 'user-set'))
+                         [(2.5, {}, '1'), (1.2, {}, None),
+                          (2.5, {'OMP_NUM_THREADS': '2'}, '2'),
+                          (2.5, {'MKL_NUM_THREADS': '2'}, None)],
+                         ids=('busy', 'idle', 'user-set', 'user-set-mkl'))
 def test_the_preparing_child_takes_one_thread_on_a_busy_machine(load, given, threads,
                                                                 monkeypatch):
     """Give the child one OpenMP thread where the load fills the cores (12-50 s -> 3.8 s)."""
-    # Arrange: 2 cores; what the child is started with is recorded, not run
+    # Arrange: 2 cores, the user's thread settings ``given``; what the child is started
+    # with is recorded, not run
     monkeypatch.setattr(os, 'cpu_count', lambda: 2)
     monkeypatch.setattr(os, 'getloadavg', lambda: (load, load, load))
-    if given is None:
-        monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
-    else:
-        monkeypatch.setenv('OMP_NUM_THREADS', given)
+    for name in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in given.items():
+        monkeypatch.setenv(name, value)
     seen = []
 
     def run(cmd, **kwargs):
@@ -170,8 +173,9 @@ def test_the_preparing_child_takes_one_thread_on_a_busy_machine(load, given, thr
     monkeypatch.setattr(subprocess, 'run', run)
     # Execute
     assert prepare_workload.prepare('toy') is None
-    # Assert
+    # Assert: a count the user set reaches the child as it was, and no other beside it
     assert seen[0].get('OMP_NUM_THREADS') == threads
+    assert {k: seen[0].get(k) for k in given} == given
 
 
 def _children(monkeypatch, build_says=None) -> list:

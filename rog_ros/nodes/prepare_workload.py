@@ -97,6 +97,11 @@ def _parse_args(args: list):
     return args[0], given.get('--init-model'), given.get('--workload-options'), only
 
 
+USER_THREAD_SETTINGS = ('OMP_NUM_THREADS', 'MKL_NUM_THREADS')
+"""The variables torch sizes its intra-op thread pool by, ``MKL_NUM_THREADS`` first (measured,
+torch 2.13 with MKL: MKL=2 with OMP=1 gives 2 threads, OMP=2 with MKL=1 gives 1)."""
+
+
 def busy_machine_threads(env: dict) -> dict:
     """
     Return ``env`` with one OpenMP thread for the child when this machine is busy.
@@ -106,15 +111,17 @@ def busy_machine_threads(env: dict) -> dict:
     threads and 3.8 s with 1, writing the same maps (the fleet's nodes run with 1 already;
     EACOL's data too, compared). An idle machine keeps torch's own count (a user's builder
     may use its cores; pre-training runs on one thread whatever the count,
-    ``training.single_thread``, so the checkpoint is the same); an ``OMP_NUM_THREADS`` the
-    user set is kept.
+    ``training.single_thread``, so the checkpoint is the same). A thread count the user
+    set (any of ``USER_THREAD_SETTINGS``) is kept as the user left it: an
+    ``MKL_NUM_THREADS`` alone got ``OMP_NUM_THREADS=1`` beside it, for the OpenMP code and
+    libraries that read only that one.
     """
     cores = os.cpu_count() or 1
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return env
-    if 'OMP_NUM_THREADS' in env or load < cores:
+    if any(name in env for name in USER_THREAD_SETTINGS) or load < cores:
         return env
     return dict(env, OMP_NUM_THREADS='1')
 
