@@ -29,6 +29,61 @@ class Recorded:
         """Keep the arguments."""
         self.args, self.kwargs = args, kwargs
 
+    def describe_sub_entities(self):
+        """Return the entities this one holds: none, as launch's actions without any."""
+        return []
+
+    def describe_conditional_sub_entities(self):
+        """Return the ``(why, entities)`` this one may hold: none."""
+        return []
+
+
+class DeclareLaunchArgument(Recorded):
+    """Stand-in: a launch argument named by the first argument."""
+
+    @property
+    def name(self):
+        """Return the argument's name, as launch's ``DeclareLaunchArgument.name``."""
+        return self.args[0]
+
+
+class IncludeLaunchDescription(Recorded):
+    """Stand-in: an include of the launch description its source (first argument) gives."""
+
+    @property
+    def launch_description_source(self):
+        """Return the source, as launch's does."""
+        return self.args[0]
+
+    def describe_sub_entities(self):
+        """Return the included description where it can be read without a context."""
+        included = self.args[0].try_get_launch_description_without_context()
+        return [] if included is None else [included]
+
+
+class LaunchDescriptionSource:
+    """Stand-in: a launch file's description, None where it needs a launch context to load."""
+
+    def __init__(self, description):
+        """Hold the description (None: its path needs a launch configuration)."""
+        self.description = description
+
+    def try_get_launch_description_without_context(self):
+        """Return the description, or None when it cannot be read without a context."""
+        return self.description
+
+
+class LaunchDescription(list):
+    """Stand-in: a launch description is the list of its entities."""
+
+    def describe_sub_entities(self):
+        """Return its entities."""
+        return list(self)
+
+    def describe_conditional_sub_entities(self):
+        """Return the ``(why, entities)`` it may hold: none."""
+        return []
+
 
 class LaunchConfiguration:
     """Stand-in: the value of a launch argument in a context (a dict here)."""
@@ -63,11 +118,13 @@ class LaunchContext(dict):
 def stand_in_modules() -> dict:
     """Return ``{module name: stand-in module}`` for ``launch`` and ``launch_ros``."""
     launch = types.ModuleType('launch')
-    launch.LaunchDescription = lambda entities: list(entities)
+    launch.LaunchDescription = LaunchDescription
     actions = types.ModuleType('launch.actions')
-    for name in ('DeclareLaunchArgument', 'OpaqueFunction', 'SetEnvironmentVariable', 'LogInfo',
-                 'RegisterEventHandler', 'TimerAction'):
+    for name in ('OpaqueFunction', 'SetEnvironmentVariable', 'LogInfo', 'RegisterEventHandler',
+                 'TimerAction'):
         setattr(actions, name, type(name, (Recorded,), {}))
+    actions.DeclareLaunchArgument = DeclareLaunchArgument
+    actions.IncludeLaunchDescription = IncludeLaunchDescription
     handlers = types.ModuleType('launch.event_handlers')
     handlers.OnProcessExit = type('OnProcessExit', (Recorded,), {})
     subs = types.ModuleType('launch.substitutions')

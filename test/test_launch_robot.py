@@ -165,6 +165,58 @@ def test_arguments_of_a_launch_file_that_includes_ours_are_left_to_it(launch_fil
     assert launch_file('fleet.launch', context)[1]
 
 
+def _including(tmp_path, included, readable=True):
+    """
+    Build a launch file's description that includes ``included``; return (its path, it).
+
+    As a launch file of ours that includes another would be: the fleet description of
+    ``generate`` (the file's ``__file__`` given) with an IncludeLaunchDescription added.
+    ``readable``: whether the include can be read before launch (else its path needs a
+    launch configuration, and launch cannot list its arguments).
+    """
+    from launch.actions import IncludeLaunchDescription
+    from launch_stand_ins import LaunchDescriptionSource
+    from rog_ros.nodes import launching
+    path = tmp_path / 'bringup.launch.py'
+    path.write_text('# a launch file of ours that includes another\n')
+    description = launching.generate(launching.config_file('fleet.yaml'), str(path))
+    inner = None
+    if readable:
+        spec = importlib.util.spec_from_file_location('inc', ROOT / 'launch' / f'{included}.py')
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        inner = module.generate_launch_description()
+    description.append(IncludeLaunchDescription(LaunchDescriptionSource(inner)))
+    return path, description
+
+
+def test_an_argument_that_only_an_included_launch_file_declares_is_taken(launch_file, tmp_path,
+                                                                         monkeypatch):
+    # ros2 launch passes the command line's arguments to the files a launch file includes
+    # too: a launch file that includes robot.launch.py takes its role:= (it was refused)
+    path, description = _including(tmp_path, 'robot.launch')
+    opaque = [e for e in description if type(e).__name__ == 'OpaqueFunction'][0]
+    context = _ros2_launch(monkeypatch, [str(path), 'workers:=2', 'role:=server'])
+    made = opaque.kwargs['function'](context)
+    assert [e.kwargs['name'] for e in made if type(e).__name__ == 'Node'] == [
+        'rog_server', 'rog_worker_0', 'rog_worker_1', 'netmon']
+    # a typo is still refused, named with the closest of all those declared
+    context = _ros2_launch(monkeypatch, [str(path), 'workers:=2', 'rol:=server'])
+    with pytest.raises(ValueError, match=r'^bringup.launch.py has no launch argument '
+                                         r'rol:=server \(did you mean role\?\); '):
+        opaque.kwargs['function'](context)
+
+
+def test_an_include_that_cannot_be_read_before_launch_refuses_nothing(launch_file, tmp_path,
+                                                                      monkeypatch):
+    # its path needs a launch configuration: the arguments it declares are unknown
+    path, description = _including(tmp_path, 'robot.launch', readable=False)
+    opaque = [e for e in description if type(e).__name__ == 'OpaqueFunction'][0]
+    context = _ros2_launch(monkeypatch, [str(path), 'workers:=2', 'camera:=front'])
+    assert len([e for e in opaque.kwargs['function'](context)
+                if type(e).__name__ == 'Node']) == 4
+
+
 @pytest.mark.parametrize('words', [
     # ros2 launch --launch-prefix P adds launch-prefix:=P (and launch-prefix-filter:=F) to the
     # launch arguments (ros2launch.api.launch_a_launch_file, Humble on)

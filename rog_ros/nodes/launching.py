@@ -42,8 +42,8 @@ from rog_ros.nodes.robot import ROBOT_ARGUMENTS, robot_environment, robot_plan, 
 try:
     from launch import LaunchDescription
     from launch.actions import (
-        DeclareLaunchArgument, LogInfo, OpaqueFunction, RegisterEventHandler,
-        SetEnvironmentVariable, TimerAction)
+        DeclareLaunchArgument, IncludeLaunchDescription, LogInfo, OpaqueFunction,
+        RegisterEventHandler, SetEnvironmentVariable, TimerAction)
     from launch.event_handlers import OnProcessExit
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import Node
@@ -186,6 +186,35 @@ def unknown_arguments(given: dict, declared, launch_file: str) -> str:
             'it takes')
 
 
+def declared_arguments(description) -> set | None:
+    """
+    Return the names of the launch arguments ``description`` declares, its includes' too.
+
+    ``ros2 launch`` gives its command line's arguments to every launch file it includes, as
+    ``--show-args`` lists them: an argument that a launch file included by ours declares is
+    taken there, and was refused (only the file's own were known). Followed as launch follows
+    them (``describe_sub_entities``, conditional ones too, an include read without a launch
+    context). None when an include cannot be read so (its path needs a launch
+    configuration): its arguments are unknown, and nothing is refused.
+    """
+    names, seen, stack = set(), set(), [description]
+    while stack:
+        entity = stack.pop()
+        if id(entity) in seen:
+            continue
+        seen.add(id(entity))
+        if isinstance(entity, DeclareLaunchArgument):
+            names.add(entity.name)
+        if isinstance(entity, IncludeLaunchDescription) and (
+                entity.launch_description_source
+                .try_get_launch_description_without_context() is None):
+            return None
+        stack.extend(entity.describe_sub_entities())
+        for _, entities in entity.describe_conditional_sub_entities():
+            stack.extend(entities)
+    return names
+
+
 def _require_ros() -> None:
     if LaunchDescription is None:
         raise RuntimeError('launch files need ROS 2 (launch, launch_ros); without ROS 2 run '
@@ -196,8 +225,9 @@ def _require_ros() -> None:
 def _describe(arguments: dict, specs_of, one_host: bool = False,
               launch_file: str = None) -> object:
     def _nodes(context):
-        unknown = unknown_arguments(command_line_arguments(context, launch_file), arguments,
-                                    launch_file or '')
+        given = command_line_arguments(context, launch_file)
+        declared = declared_arguments(description) if given else None
+        unknown = unknown_arguments(given, declared, launch_file or '') if declared else ''
         if unknown:     # before any node starts or any setting is read
             raise ValueError(unknown)
         values = {k: LaunchConfiguration(k).perform(context) for k in arguments}
@@ -220,7 +250,9 @@ def _describe(arguments: dict, specs_of, one_host: bool = False,
 
     args = [DeclareLaunchArgument(k, default_value='', description=d)
             for k, d in arguments.items()]
-    return LaunchDescription(args + [OpaqueFunction(function=_nodes)])
+    # (checked as the launch file leaves it: one that adds an include to it is seen)
+    description = LaunchDescription(args + [OpaqueFunction(function=_nodes)])
+    return description
 
 
 def respawning(make, name: str, limit: int) -> list:
@@ -258,7 +290,8 @@ def generate(default_config: str, launch_file: str = None):
     Return the one-host fleet's LaunchDescription (server, workers, netmon).
 
     ``launch_file``: the calling launch file (``__file__``), whose command-line arguments are
-    checked against those it declares (``unknown_arguments``); None checks nothing.
+    checked against those it declares, with the launch files it includes
+    (``declared_arguments``, ``unknown_arguments``); None checks nothing.
     """
     _require_ros()
     return _describe(FLEET_LAUNCH_ARGUMENTS, lambda values: node_specs(values, default_config),
