@@ -51,3 +51,20 @@ def test_readme_starts_with_the_install_and_test_commands():
     assert lines[4] == '.venv/bin/python -m pytest -q -n auto --dist loadgroup test/'
     run = (ROOT / '.ci' / 'run').read_text()
     assert 'bash setup.sh' in run and lines[4] in run
+
+
+def test_readme_says_which_workload_each_command_trains_without_workload(capsys):
+    # rog fleet trains toy without --workload, rog sim and rog compare mpcol: the README gave
+    # every command with --workload, and said nothing of what runs without it
+    from rog_ros import cli
+    from rog_ros.nodes import settings
+    readme = ' '.join((ROOT / 'README.md').read_text(encoding='utf-8').split())
+    said = re.search(r'without `--workload`, `rog fleet` trains the small `(\w+)` model, while '
+                     r'`rog sim` and `rog compare` default to `(\w+)`', readme)
+    assert said, 'README does not say what rog fleet trains without --workload'
+    assert said.group(1) == settings.defaults()['workload'] == 'toy'
+    for command in ('sim', 'compare'):
+        with pytest.raises(SystemExit):
+            cli.main([command, '--help'])
+        text = ' '.join(capsys.readouterr().out.split())
+        assert f'(default {said.group(2)})' in text.split('--workload WORKLOAD', 2)[2][:200]
