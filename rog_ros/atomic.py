@@ -87,11 +87,17 @@ def atomic_write_with(path, write, mode: int | None = None) -> None:
     except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        try:
+            f.close()   # (a full disk fails its flush again: the first error is the one said)
+        except OSError:
+            pass
         if isinstance(exc, OSError):
             raise _naming(exc, path) from None
         raise
-    finally:
+    try:
         f.close()
+    except OSError as exc:
+        raise _naming(exc, path) from None
     fsync_dir(directory)  # the rename itself (a power cut must not bring the old file back)
 
 

@@ -147,3 +147,24 @@ def test_only_the_named_files_leftovers_are_removed_where_a_name_is_given(tmp_pa
     assert atomic.remove_write_leftovers(tmp_path, 'worker_0.pt') == 1
     assert sorted(os.listdir(tmp_path)) == [
         '.tmp-abcd1234model.pt', '.tmp-rog-abcd1234worker_10.pt', '.tmp-rog-notes.txt']
+
+
+def test_a_full_disk_at_the_flush_is_said_once_naming_the_file(tmp_path, monkeypatch):
+    """The close after a failed flush fails again: the error said still names the file."""
+    import errno
+    import io
+
+    class _FullDisk(io.FileIO):
+        """A file on a full disk: every write fails."""
+
+        def write(self, data):
+            """Fail as a full disk does."""
+            raise OSError(errno.ENOSPC, 'No space left on device')
+
+    monkeypatch.setattr(atomic.os, 'fdopen', lambda fd, mode: io.BufferedWriter(
+        _FullDisk(fd, 'w')))
+    path = tmp_path / 'model.pt'
+    with pytest.raises(OSError) as failed:
+        atomic.atomic_write_bytes(path, b'x' * 100)       # (buffered: fails at the flush)
+    assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(path)
+    assert os.listdir(tmp_path) == []
