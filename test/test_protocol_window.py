@@ -51,7 +51,7 @@ def test_a_window_never_holds_more_than_half_the_writer_history_mark():
     assert window_for_rate(4, 1e12, 65000) == MAX_WINDOW     # the defaults' reach unchanged
 
 
-def _big_transfer(window, chunk_bytes, rate_bps, rows=9216):
+def _big_transfer(window, chunk_bytes, rate_bps, rows=9216, **extra):
     """
     Return a transfer of a whole model of 4 KiB rows (38 MB with ``rows`` 9216) and its bytes.
 
@@ -64,18 +64,18 @@ def _big_transfer(window, chunk_bytes, rate_bps, rows=9216):
                           codec=codec, rowbytes=rowbytes, scales=torch.zeros(1),
                           order=torch.arange(layout.n_rows), n_mandatory=layout.n_rows,
                           deadline=0.0, now=0.0, window=window, chunk_bytes=chunk_bytes,
-                          rate_bps=rate_bps)
+                          rate_bps=rate_bps, **extra)
     return tr, layout, codec, rowbytes
 
 
-def _silent(window, chunk_bytes, rate_bps, seconds=60.0):
+def _silent(window, chunk_bytes, rate_bps, seconds=60.0, **extra):
     """
     Return (payload bytes sent, END time, the transfer) to a robot that never answers.
 
     What the sending DDS writer holds for that robot until its link or lease comes back
     (docs/workloads.md, Large models), ticked every 50 ms for ``seconds``.
     """
-    tr = _big_transfer(window, chunk_bytes, rate_bps)[0]
+    tr = _big_transfer(window, chunk_bytes, rate_bps, **extra)[0]
     sent, end_at = sum(len(c.payload) for c in tr.pump(0.0)), None
     for step in range(1, int(round(seconds / 0.05)) + 1):
         out = tr.on_tick(step * 0.05)
@@ -244,7 +244,7 @@ def test_policy_floor_is_the_larger_of_compute_and_round_trip_floors():
         make_policy('rog:4', rtt_floor=-1.0)
 
 
-def _through_outage(outage_s, mbps=5.0, window=256, chunk_bytes=16384, rows=2048):
+def _through_outage(outage_s, mbps=5.0, window=256, chunk_bytes=16384, rows=2048, **extra):
     """
     Return (chunks sent, chunks in the plan) of an 8 MiB transfer whose link dies for a while.
 
@@ -253,7 +253,7 @@ def _through_outage(outage_s, mbps=5.0, window=256, chunk_bytes=16384, rows=2048
     its link is back. Ticked every 10 ms until END.
     """
     from rog_ros.protocol.messages import TransferAck
-    tr = _big_transfer(window, chunk_bytes, 0.0, rows=rows)[0]
+    tr = _big_transfer(window, chunk_bytes, 0.0, rows=rows, **extra)[0]
     down, up = 1.0, 1.0 + outage_s
     busy, acks, t = 0.0, [], 0.0
 
@@ -294,3 +294,183 @@ def test_a_robot_silent_past_its_lease_gets_end_after_it():
     # ack would ever come, so END goes once the lease could have ended, with 4 MiB sent
     sent, at, tr = _silent(256, 16384, 0.0, seconds=30.0)
     assert sent == MAX_WINDOW_BYTES and at == BOUND_END_S == 10.0
+
+
+def _wire(chunks):
+    """Return the bytes ``chunks`` take in the DDS writer: wire size and a 16-byte auth tag."""
+    return sum(c.wire_size() + 16 for c in chunks)
+
+
+def _on_one_peer(window=256, chunk_bytes=16384, rows=2048, lease_s=None):
+    """
+    Return two transfers of an 8 MiB model to one robot, sharing what was written to it.
+
+    Transfer 1 as a downlink dropped uncommitted (a JOIN, a restart) leaves it in the
+    server's writer of that robot's chunks; transfer 2 is the next one, behind it.
+    """
+    from rog_ros.protocol.transfer import PeerLink
+    peer, out = PeerLink(), []
+    for tid in (1, 2):
+        tr, layout, codec, rowbytes = _big_transfer(window, chunk_bytes, 0.0, rows=rows)
+        extra = {} if lease_s is None else {'lease_s': lease_s}
+        tr = OutgoingTransfer(transfer_id=tid, sender=-1, receiver=0, kind=2, clock=1,
+                              layout=layout, codec=codec, rowbytes=rowbytes,
+                              scales=torch.zeros(1), order=torch.arange(layout.n_rows),
+                              n_mandatory=layout.n_rows, deadline=0.0, now=0.0,
+                              window=window, chunk_bytes=chunk_bytes, peer=peer, **extra)
+        out.append(tr)
+    return peer, out
+
+
+@pytest.mark.parametrize('window, chunk_bytes', [(256, 16384), (1024, 16384), (1024, 4096),
+                                                 (64, 65000)])
+def test_two_transfers_to_a_silent_robot_stay_under_the_writer_mark_on_the_wire(
+        window, chunk_bytes):
+    # Each transfer kept 4 MiB of payload past its last ack, the bound counting no headers:
+    # two of them to one silent robot (a downlink dropped uncommitted while its chunks waited
+    # in the writer, and the next one) put 8 MiB + 56 KiB on the wire with --window 256,
+    # past Cyclone's 8 MiB mark. Now every chunk to one robot counts, as it goes on the wire
+    import re
+    from rog_ros.transport.dds_bus import WRITER_WATERMARKS
+    mark = int(re.search(r'<WhcHigh>(\d+)MB</WhcHigh>', WRITER_WATERMARKS).group(1)) << 20
+    peer, (first, second) = _on_one_peer(window, chunk_bytes)
+    sent, ends = first.pump(0.0) + second.pump(0.5), {}
+    for step in range(1, 601):                     # 30 s without an ack, ticked every 50 ms
+        for tr in (first, second):
+            out = tr.on_tick(step * 0.05)
+            sent += out
+            if any(c.flags & 1 for c in out):
+                ends.setdefault(tr.transfer_id, round(step * 0.05, 2))
+    data = [c for c in sent if not c.flags & 1]
+    assert _wire(sent) <= mark, _wire(sent) - mark
+    assert _wire(sent) == peer.unacked()
+    assert sum(len(c.payload) for c in data if c.transfer_id == 1) <= MAX_WINDOW_BYTES
+    # the second transfer gets what is left under the mark, less room for ENDs
+    assert sum(len(c.payload) for c in data if c.transfer_id == 2) >= 3 << 20
+    assert ends == {1: BOUND_END_S, 2: BOUND_END_S}       # a lease after the start
+
+
+@pytest.mark.parametrize('lease_s, outage_s', [(30.0, 20.0), (60.0, 45.0)])
+def test_the_end_at_the_bound_follows_a_longer_lease(lease_s, outage_s):
+    # END at the bound went 10 s (Cyclone's default lease) after the last ack whatever the
+    # lease: with a LeaseDuration of 30 or 60 s (lossy Wi-Fi) a robot back after 20 or 45 s
+    # was still matched, its chunks kept, yet its transfer was cut at 10 s
+    assert _through_outage(outage_s, lease_s=lease_s) == (512, 512)
+    sent, at, _ = _silent(256, 16384, 0.0, seconds=lease_s + 5, lease_s=lease_s)
+    assert sent == MAX_WINDOW_BYTES and at == lease_s
+    assert _silent(256, 16384, 0.0, seconds=20.0, lease_s=5.0)[1] == 5.0   # a shorter one
+
+
+def test_the_engines_take_the_lease_and_give_it_to_their_transfers():
+    # the lease is the engines' parameter, not a global: what a node configured (docs/faults.md)
+    from rog_ros.core.compress import RowScaledSign
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.protocol.ps import ServerEngine
+    from rog_ros.protocol.worker import WorkerEngine
+    layout, codec, pol = RowLayout([(64, 32)]), RowScaledSign(), make_policy('rog:4')
+    w0 = torch.zeros(layout.n_params)
+    server = ServerEngine(layout, codec, pol, 2, w0, lr=0.1, lease_s=30.0)
+    server._holds_unknown(1)
+    server._start_snapshot(1, 0, 0.0)
+    tr = server.downlinks[1].transfer
+    assert tr.lease_s == 30.0 and tr.peer is server.peers[1] and tr.next_wakeup() is not None
+    worker = WorkerEngine(0, 2, layout, codec, pol, w0, lease_s=45.0)
+    push = worker._outgoing(1, 0, codec.encode(layout, w0, torch.ones(layout.n_tensors)),
+                            torch.ones(layout.n_tensors), torch.arange(64), 64, 1.0, 0.0)
+    assert push.lease_s == 45.0 and push.peer is worker.peer
+    assert ServerEngine(layout, codec, pol, 2, w0, lr=0.1).lease_s == BOUND_END_S
+    for bad in (0.0, -1.0, float('inf'), float('nan')):
+        with pytest.raises(ValueError, match='lease_s must be positive and finite'):
+            ServerEngine(layout, codec, pol, 2, w0, lr=0.1, lease_s=bad)
+        with pytest.raises(ValueError, match='LeaseDuration'):
+            WorkerEngine(0, 2, layout, codec, pol, w0, lease_s=bad)
+
+
+def test_a_transfer_behind_another_on_a_slow_live_link_waits_for_it():
+    # A downlink dropped uncommitted left 4 MiB in the writer of a robot on a 2 Mbit/s link
+    # (16.8 s to drain); the next one, --window 256, queued behind it had no ack of its own
+    # for 10 s and sent END at the bound, though the robot acked the first one all along.
+    # Any ack from the robot shows it is alive and the writer drains towards our chunks
+    from rog_ros.protocol.messages import TransferAck
+    peer, (first, second) = _on_one_peer()
+    busy, acks, t = 0.0, [], 0.0
+
+    def send(chunks, now):
+        """Queue ``chunks`` on a 2 Mbit/s FIFO link; note when each one's ack comes back."""
+        nonlocal busy
+        for c in chunks:
+            busy = max(now, busy) + len(c.payload) * 8 / 2e6
+            if not c.flags & 1:
+                acks.append((busy + 0.005, c.transfer_id, c.seq))
+    send(first.pump(0.0), 0.0)             # dropped at once: the engine ticks it no more
+    send(second.pump(0.1), 0.1)
+    while second.end_sent_at is None and t < 120.0:
+        t = round(t + 0.01, 2)
+        while acks and acks[0][0] <= t:
+            _, tid, seq = acks.pop(0)
+            ack = TransferAck(transfer_id=tid, sender=0, receiver=-1, seq=seq)
+            if tid == 1:                   # the server: it frees the writer, pumps the open one
+                if peer.on_ack(ack, t):
+                    send(second.pump(t), t)
+            else:
+                send(second.on_ack(ack, t), t)
+        wake = second.next_wakeup()
+        if wake is not None and t >= wake:
+            send(second.on_tick(t), t)
+    assert second.next_seq == len(second.plan) == 512     # was 256 (4 MiB), END at 10 s
+    assert second.end_sent_at > 30.0 and peer.last_ack_time > BOUND_END_S
+
+
+def test_the_nodes_read_the_lease_their_cyclone_configuration_sets(tmp_path, monkeypatch):
+    # the nodes give the engines the LeaseDuration of CYCLONEDDS_URI (the last source wins,
+    # as in Cyclone), never less than Cyclone's default 10 s
+    from rog_ros.transport.cyclone_config import lease_duration_s
+    lease = '<CycloneDDS><Domain><Discovery><LeaseDuration>{}</LeaseDuration></Discovery>' \
+        '</Domain></CycloneDDS>'
+    path = tmp_path / 'wifi.xml'
+    path.write_text(lease.format('1 min'))
+    assert lease_duration_s(f'file://{path}') == 60.0
+    assert lease_duration_s(f'file://{path},{lease.format("30s")}') == 30.0
+    assert lease_duration_s(f'{lease.format("2500 ms")}, {path}') == 60.0
+    for unset in ('', '<CycloneDDS/>', str(tmp_path / 'missing.xml'), lease.format('inf'),
+                  lease.format('10 parsecs'), lease.format('0 s')):
+        assert lease_duration_s(unset) is None, unset
+    monkeypatch.setenv('CYCLONEDDS_URI', lease.format('45 s'))
+    assert lease_duration_s() == 45.0
+
+
+def _chunks_of(actions):
+    """Return the RowChunks among an engine's actions (what goes into the chunk writer)."""
+    from rog_ros.protocol.messages import RowChunk
+    return [a.msg for a in actions if isinstance(getattr(a, 'msg', None), RowChunk)]
+
+
+def test_the_server_counts_a_dropped_downlink_and_its_acks_for_the_next_one():
+    # The server keeps one downlink per robot, but one dropped uncommitted (a restart, a JOIN)
+    # leaves its chunks in the writer: the next one is bounded with them, and their acks,
+    # which the engine ignored, free the writer for it and show the robot is alive
+    from rog_ros.core.compress import RowScaledSign
+    from rog_ros.protocol.messages import SERVER, TransferAck
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.protocol.ps import ServerEngine
+    from rog_ros.protocol.transfer import WRITER_MARK_BYTES
+    layout = RowLayout([(2048, 1024)])              # 8 MiB lossless snapshots
+    server = ServerEngine(layout, RowScaledSign(), make_policy('rog:4'), 2,
+                          torch.zeros(layout.n_params), lr=0.1, window=256, chunk_bytes=16384)
+
+    def snapshot(now):
+        """Start a snapshot to robot 1; return its transfer and the chunks it sent."""
+        server._holds_unknown(1)
+        sends = server._start_snapshot(1, 0, now)
+        return server.downlinks[1].transfer, _chunks_of(sends)
+    first, sent = snapshot(0.0)
+    server.downlinks[1] = None                       # dropped uncommitted
+    second, more = snapshot(0.5)
+    assert _wire(sent + more) <= WRITER_MARK_BYTES and second.at_bound()
+    ack = TransferAck(transfer_id=first.transfer_id, sender=1, receiver=SERVER, seq=9)
+    freed = _chunks_of(server._on_ack(ack, 12.0))
+    assert freed and all(c.transfer_id == second.transfer_id for c in freed)
+    assert second.on_tick(14.0) == [] and second.released      # its window slots, no more
+    assert second.next_wakeup() == 12.0 + BOUND_END_S             # END a lease after the ack
+    assert second.on_tick(21.9) == [] and second.end_sent_at is None
+    assert [c.flags & 1 for c in second.on_tick(22.0)] == [1]

@@ -54,6 +54,8 @@ from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import (LinkStats, new_incarnation, SERVER, train_status_problem,
                                        TRAIN_STATUS_SCHEMA, TrainStatus)
 from rog_ros.protocol.ps import ServerEngine
+from rog_ros.protocol.transfer import BOUND_END_S
+from rog_ros.transport.cyclone_config import lease_duration_s
 import torch
 
 LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the workers to leave
@@ -227,7 +229,8 @@ class ServerNode:
                 chunk_bytes=a.chunk_bytes, window=a.window, max_iterations=a.iterations,
                 absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
                 min_workers=getattr(a, 'min_workers', 1),
-                final_model=getattr(a, 'final_model', True), let_go_silent=True)
+                final_model=getattr(a, 'final_model', True), let_go_silent=True,
+                lease_s=max(BOUND_END_S, lease_duration_s() or 0.0))
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
         self.evaluator = BackgroundEvaluator(lambda: tr.workload.evaluate(tr.model), self.eval_w,

@@ -43,8 +43,10 @@ from rog_ros.nodes.signals import SignalRequests
 from rog_ros.nodes.state_dir import train_again, worker_state_file
 from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import new_incarnation, SERVER, TrainStatus, TransferAck
+from rog_ros.protocol.transfer import BOUND_END_S
 from rog_ros.protocol.worker import WorkerEngine
 from rog_ros.transport.auth_bus import signer_of
+from rog_ros.transport.cyclone_config import lease_duration_s
 import torch
 
 STATUS_PERIOD_S = 0.5
@@ -125,7 +127,8 @@ class WorkerNode:
                                        tr.w0, momentum=tr.workload.momentum,
                                        chunk_bytes=a.chunk_bytes, window=a.window,
                                        save_state_actions=durable_run,
-                                       keep_undurable=durable_run, join_on_start=durable_run)
+                                       keep_undurable=durable_run, join_on_start=durable_run,
+                                       lease_s=max(BOUND_END_S, lease_duration_s() or 0.0))
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
         self.log.info(tr.start_line())
         self.start_fingerprint = tr.fingerprint   # in every status: the server compares it

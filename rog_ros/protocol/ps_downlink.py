@@ -309,6 +309,7 @@ class DownlinkMixin:
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s,
                               rate_bps=self.thr_down[r].value_bps,
+                              peer=self.peers[r], lease_s=self.lease_s,
                               tensor_row_sums=trs if pol.chunk_scales else None,
                               flags=((FLAG_LATE if late else 0)
                                      | (FLAG_FREE if self._runs_free(r) else 0)))
@@ -381,6 +382,7 @@ class DownlinkMixin:
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s,
                               rate_bps=self.thr_down[r].value_bps,
+                              peer=self.peers[r], lease_s=self.lease_s,
                               flags=FLAG_SNAPSHOT | (FLAG_FINAL if r in self._owed_final else 0))
         dl = OpenDownlink(tr, rowbytes, scales, self.snap_v[r], self._counted(r, c).clone(),
                           snapshot=True)
@@ -486,7 +488,11 @@ class DownlinkMixin:
             raise MessageError(f'ack from unknown worker {r}')
         dl = self.downlinks[r]
         if dl is None or ack.transfer_id != dl.transfer.transfer_id:
-            return []                                  # late or duplicate: nothing to do
+            # late or duplicate, or of a downlink dropped uncommitted whose chunks stayed in
+            # the writer ahead of the open one: it frees the writer and says r is alive
+            if self.peers[r].on_ack(ack, now) and dl is not None:
+                return self._sends(r, dl, dl.transfer.pump(now))
+            return []
         if r in self._final_heard:
             self._final_heard[r] = now                 # its final model goes on arriving
         if not ack.final:

@@ -37,6 +37,7 @@ import numpy as np
 from rog_ros.core.compress.base import RowCodec
 from rog_ros.core.packing import ChunkPlan, DEFAULT_CHUNK_BYTES, plan_chunks
 from rog_ros.core.rows import RowLayout
+from rog_ros.protocol.auth import TAG_BYTES
 from rog_ros.protocol.messages import (
     FLAG_END, FLAG_FRAGMENT, ids_from_ranges, MAX_CLOCK, MessageError, ranges_from_sorted,
     RowChunk, TransferAck, validate_ranges)
@@ -66,7 +67,8 @@ MAX_WINDOW_BYTES = 4 << 20
 Most payload bytes one transfer keeps unacknowledged, whatever ``window`` x ``chunk_bytes``.
 
 Half of the DDS writer-history mark (8 MiB, ``transport.dds_bus.WRITER_WATERMARKS``), so
-that a second transfer to the same robot fits too: past the mark a reliable write blocks the
+that a second transfer to the same robot fits too (``PEER_MAX_WIRE_BYTES`` bounds what they
+write together, headers counted): past the mark a reliable write blocks the
 sending node's loop, every robot's, for ``publish_timeout_s`` while that robot's link is down.
 ``window`` 1024 (the setting's top) of 16 KiB chunks was 16 MiB. It bounds the window and,
 for a peer that stopped answering, the bytes sent past the last acknowledged chunk
@@ -74,14 +76,98 @@ for a peer that stopped answering, the bytes sent past the last acknowledged chu
 """
 BOUND_END_S = 10.0
 """
-Seconds a transfer at ``MAX_WINDOW_BYTES`` past its last ack waits for an ack before its END.
+Seconds a transfer at its bound waits for an ack from its peer before its END, by default.
 
 DDS's default participant lease: a robot whose link comes back within it is still matched,
 its writer kept the chunks and the acks resume, so the transfer goes on (waiting costs
 nothing, the bound keeps the writer under its mark); past it DDS may have dropped them and
 no ack would ever come. One ``end_timeout_s`` (2 s) ended the transfers of every robot
-whose link was down for 4 s, the rest counted as lost.
+whose link was down for 4 s, the rest counted as lost. A longer configured lease is passed
+to the engines (``lease_s``) and the wait follows it.
 """
+WRITER_MARK_BYTES = 8 << 20
+"""The DDS writer-history mark (``transport.dds_bus.WRITER_WATERMARKS``: 8MB, Cyclone's MB
+is 2**20 bytes): what one robot's chunk writer may hold unacknowledged before a write blocks."""
+PEER_END_ROOM = 64 << 10
+"""Bytes under the mark kept for ENDs, which go whatever the bound (about 100 bytes each,
+one per ``end_timeout_s`` and transfer: 600 of them, 20 minutes of a lease at 2 s)."""
+PEER_MAX_WIRE_BYTES = WRITER_MARK_BYTES - PEER_END_ROOM
+"""
+Most wire bytes of data chunks, all transfers together, sent to one peer past its last ack.
+
+``MAX_WINDOW_BYTES`` counts one transfer's payload: two transfers at it to one silent robot
+(a downlink dropped uncommitted by a JOIN or restart stays in the writer, the next one starts
+behind it) held 8 MiB of payload plus their headers, past the mark. ``PeerLink`` counts
+every chunk to one robot as it goes on the wire (headers and the auth tag too).
+"""
+
+
+class PeerLink:
+    """
+    What one node has sent to one peer on its chunk topic, and how far the peer acknowledged.
+
+    One DDS writer carries every transfer to that peer, reliable and in order: an ack of any
+    chunk, of any transfer, means everything written before it left the writer, so the bytes
+    the writer may still hold are those written since the highest such position. The
+    transfers to one peer share a ``PeerLink`` (``OutgoingTransfer(peer=...)``): none sends a
+    data chunk that would put more than ``PEER_MAX_WIRE_BYTES`` there, and ``last_ack_time``
+    (an ack of any transfer) tells a transfer at its bound that the peer is alive.
+    """
+
+    def __init__(self, max_wire_bytes: int = PEER_MAX_WIRE_BYTES, keep: int = 8):
+        self.max_wire_bytes = int(max_wire_bytes)
+        self.keep = int(keep)           # transfers remembered for their acks (newest)
+        self.sent = 0                   # wire bytes written to the peer so far
+        self.acked = 0                  # position (in ``sent``) the peer acknowledged
+        self.last_ack_time = -math.inf  # an ack of any transfer from the peer
+        self.positions: dict[int, np.ndarray] = {}   # transfer id -> its ``wire_end``
+
+    def register(self, transfer_id: int, wire_end: np.ndarray) -> None:
+        """
+        Remember where a transfer's chunks lie, for its acks (the newest ``keep`` only).
+
+        Only the positions (8 bytes a chunk): a dropped transfer's rows are not kept alive.
+        """
+        self.positions[int(transfer_id)] = wire_end
+        for old in sorted(self.positions)[:max(0, len(self.positions) - self.keep)]:
+            del self.positions[old]
+
+    def unacked(self) -> int:
+        """Return the wire bytes written to the peer after its last acknowledged position."""
+        return self.sent - self.acked
+
+    def fits(self, wire: int) -> bool:
+        """Return whether ``wire`` more bytes keep the peer within ``max_wire_bytes``."""
+        past = self.unacked()
+        return past == 0 or past + int(wire) <= self.max_wire_bytes
+
+    def write(self, wire: int) -> int:
+        """Count ``wire`` bytes written to the peer; return the position after them."""
+        self.sent += int(wire)
+        return self.sent
+
+    def on_ack(self, ack: TransferAck, now: float) -> bool:
+        """
+        Take an ack from the peer (any transfer, stale ones too); return whether it moved on.
+
+        A per-chunk ack covers everything written up to that chunk; a final ack everything
+        up to the transfer's last END. Its time counts whatever it covers: the peer is alive.
+        """
+        self.last_ack_time = max(self.last_ack_time, float(now))
+        where = self.positions.get(int(ack.transfer_id))
+        k = int(ack.seq)
+        if where is None or not (ack.final or 0 <= k < where.size - 1):
+            return False
+        pos = int(where[-1] if ack.final else where[k])   # (0: not sent, moves nothing)
+        if pos <= self.acked:
+            return False
+        self.acked = pos
+        return True
+
+
+def wire_bytes(chunk: RowChunk) -> int:
+    """Return what ``chunk`` takes in the writer: its wire size, with the auth tag it gets."""
+    return chunk.wire_size() + (0 if chunk.auth_tag else TAG_BYTES)
 
 
 def window_for_rate(window: int, rate_bps: float, chunk_bytes: int) -> int:
@@ -153,7 +239,11 @@ class OutgoingTransfer:
                  deadline: float, now: float, window: int = 4,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, end_timeout_s: float = 2.0,
                  rate_bps: float = 0.0, flags: int = 0, incarnation: int = 0,
-                 tensor_row_sums: torch.Tensor | None = None):
+                 tensor_row_sums: torch.Tensor | None = None, peer: PeerLink | None = None,
+                 lease_s: float = BOUND_END_S):
+        if not math.isfinite(lease_s) or lease_s <= 0:
+            raise ValueError(f'lease_s must be positive and finite, got {lease_s} '
+                             '(the DDS LeaseDuration in seconds)')
         self.transfer_id, self.sender, self.receiver = transfer_id, sender, receiver
         self.flags = int(flags)       # extra flags on every chunk (FLAG_SNAPSHOT)
         self.incarnation = int(incarnation)   # stamped on its chunks (0: the engine stamps)
@@ -199,6 +289,12 @@ class OutgoingTransfer:
         self.second_ack_time: float | None = None
         self.opening_chunks = 0       # chunks sent at the start, before any ack (round trip)
         self.bytes_acked_chunks = 0   # payload bytes of the chunks acknowledged so far
+        self.lease_s = float(lease_s)   # the peer's DDS lease: END at the bound after it
+        self.peer = PeerLink() if peer is None else peer   # all transfers to that peer
+        # the peer's position after each chunk, and after the last END (``[-1]``)
+        self.wire_end = np.zeros(len(self.plan) + 1, dtype=np.int64)
+        self._held: RowChunk | None = None   # next chunk, built, held by the peer's bound
+        self.peer.register(self.transfer_id, self.wire_end)
 
     def _chunk_scales(self, codec: RowCodec, tensor_row_sums) -> np.ndarray | None:
         """
@@ -253,13 +349,29 @@ class OutgoingTransfer:
         return past == 0 or past + int(self.plan.nbytes[self.next_seq]) <= MAX_WINDOW_BYTES
 
     def at_bound(self) -> bool:
-        """Return whether chunks remain but the next one would pass ``MAX_WINDOW_BYTES``."""
+        """
+        Return whether chunks remain but the next one would pass a bound.
+
+        ``MAX_WINDOW_BYTES`` of this transfer, or ``PEER_MAX_WIRE_BYTES`` of everything
+        written to its peer (a chunk built and held back, ``_held``).
+        """
         return (self.end_sent_at is None and not self.finished
-                and self.next_seq < len(self.plan) and not self._fits_bound())
+                and self.next_seq < len(self.plan)
+                and (not self._fits_bound() or (self._held is not None and
+                                                not self.peer.fits(wire_bytes(self._held)))))
 
     def _bound_wait_s(self) -> float:
-        """Return how long after the last ack END goes at the bound: a lease, or more."""
-        return max(BOUND_END_S, self.end_timeout_s)
+        """Return how long after the last ack END goes at the bound: the lease, or more."""
+        return max(self.lease_s, self.end_timeout_s)
+
+    def _bound_since(self) -> float:
+        """
+        Return when the peer last showed it is alive: an ack of this or any transfer to it.
+
+        Acks of another transfer written before this one's chunks (a slow link draining it)
+        renew the peer's lease as ours would: DDS keeps our chunks and they follow in order.
+        """
+        return max(self.last_ack_time, self.peer.last_ack_time)
 
     def may_send_more(self, now: float) -> bool:
         """
@@ -290,7 +402,15 @@ class OutgoingTransfer:
             return out
         while (self.in_flight() < self.window and self.may_send_more(now)
                and self._fits_bound()):
-            out.append(self._chunk(self.next_seq))
+            chunk = self._held if self._held is not None else self._chunk(self.next_seq)
+            wire = wire_bytes(chunk)
+            if not self.peer.fits(wire):
+                self._held = chunk          # the peer's writer is full: wait for an ack
+                break
+            self._held = None
+            out.append(chunk)
+            self.bytes_sent += len(chunk.payload)
+            self.wire_end[self.next_seq] = self.peer.write(wire)
             self.planned_bytes += int(self.plan.nbytes[self.next_seq])
             self.next_seq += 1
             self.last_progress = now
@@ -317,7 +437,7 @@ class OutgoingTransfer:
         if self.in_flight() >= self.window:
             times.append(self.last_progress + self.end_timeout_s)   # acks may be lost
         elif self.at_bound():
-            times.append(self.last_ack_time + self._bound_wait_s())
+            times.append(self._bound_since() + self._bound_wait_s())
         if self.next_seq >= self.n_mandatory_chunks and self.next_seq < len(self.plan):
             times.append(self.deadline)
         return min(times) if times else None
@@ -334,7 +454,7 @@ class OutgoingTransfer:
             # the per-chunk acks, decides what was delivered, so nothing is lost by this.
             self.released += self.in_flight()
             self.last_progress = now
-        if self.at_bound() and now >= self.last_ack_time + self._bound_wait_s():
+        if self.at_bound() and now >= self._bound_since() + self._bound_wait_s():
             # A lease at the bound without an ack (BOUND_END_S): a peer back sooner is acking
             # again. END asks for the final ack; the rows never sent count as lost chunks
             # (as the rest sent into a dead link would), and nothing else piles up in the
@@ -346,10 +466,13 @@ class OutgoingTransfer:
     def _end(self, now: float) -> RowChunk:
         self.end_sent_at = now
         self.end_retry_at = now + self.end_timeout_s
-        return RowChunk(transfer_id=self.transfer_id, seq=self.next_seq, sender=self.sender,
-                        receiver=self.receiver, kind=self.kind, clock=self.clock,
-                        flags=FLAG_END | self.flags, codec=self.codec_id,
-                        rate_bps=self.rate_hint_bps, incarnation=self.incarnation)
+        self._held = None
+        end = RowChunk(transfer_id=self.transfer_id, seq=self.next_seq, sender=self.sender,
+                       receiver=self.receiver, kind=self.kind, clock=self.clock,
+                       flags=FLAG_END | self.flags, codec=self.codec_id,
+                       rate_bps=self.rate_hint_bps, incarnation=self.incarnation)
+        self.wire_end[-1] = self.peer.write(wire_bytes(end))
+        return end
 
     def _chunk(self, k: int) -> RowChunk:
         lo, hi = int(self.plan.rank_lo[k]), int(self.plan.rank_hi[k])
@@ -376,7 +499,6 @@ class OutgoingTransfer:
                 scales = self.row_scales[rows[first]]
         if tids.size and not scales.size:
             scales = self.scales[tids]
-        self.bytes_sent += len(payload)
         return RowChunk(transfer_id=self.transfer_id, seq=k, sender=self.sender,
                         receiver=self.receiver, kind=self.kind, clock=self.clock,
                         flags=flags | self.flags, incarnation=self.incarnation,
@@ -401,6 +523,7 @@ class OutgoingTransfer:
         self.bytes_acked_chunks += int(self.plan.nbytes[k])
         self.last_ack_time = now
         self.last_progress = now
+        self.peer.on_ack(ack, now)
         return self.pump(now)
 
     def on_final(self, ack: TransferAck, now: float) -> np.ndarray | None:
@@ -430,6 +553,7 @@ class OutgoingTransfer:
         self.finished = True
         self.bytes_acked = int(self.plan.nbytes[:self.next_seq][got[:self.next_seq]].sum())
         self.last_ack_time = max(self.last_ack_time, now)
+        self.peer.on_ack(ack, now)
         return self.delivered_rows
 
     def sent_rows(self) -> np.ndarray:

@@ -81,7 +81,8 @@ from rog_ros.protocol.messages import (
     TransferAck, validate_ranges)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
-from rog_ros.protocol.transfer import OutgoingTransfer, Receiver, snapshot_layout
+from rog_ros.protocol.transfer import (
+    BOUND_END_S, OutgoingTransfer, PeerLink, Receiver, snapshot_layout)
 from rog_ros.protocol.worker_overlap import OverlapMixin
 from rog_ros.protocol.worker_rejoin import RejoinMixin
 import torch
@@ -149,7 +150,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                  incarnation: int | None = None, save_state_actions: bool = False,
                  keep_undurable: bool = False, max_undurable: int = 64,
                  max_clock: int = MAX_CLOCK, join_on_start: bool = False,
-                 max_iterations: int | None = None):
+                 max_iterations: int | None = None, lease_s: float = BOUND_END_S):
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if not 0 <= rank < n_workers:
@@ -158,7 +159,12 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             raise ValueError(f'incarnation must be in [1, 2**64), got {incarnation}')
         self.rank, self.n = rank, n_workers
         self.layout, self.codec, self.policy = layout, codec, policy
+        if not math.isfinite(lease_s) or lease_s <= 0:
+            raise ValueError(f'lease_s must be positive and finite (the DDS LeaseDuration in '
+                             f'seconds), got {lease_s}')
         self.chunk_bytes, self.window, self.end_timeout_s = chunk_bytes, window, end_timeout_s
+        self.lease_s = float(lease_s)     # the server's DDS lease: END at the 4 MiB bound
+        self.peer = PeerLink()            # what the writer of our pushes holds
         self.incarnation = int(incarnation) if incarnation is not None else new_incarnation()
         self.save_state_actions = bool(save_state_actions)
         self.keep_undurable = bool(keep_undurable)
@@ -570,7 +576,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                               n_mandatory=k_min, deadline=deadline, now=now,
                               window=self.window, chunk_bytes=self.chunk_bytes,
                               end_timeout_s=self.end_timeout_s, rate_bps=self.thr_up.value_bps,
-                              tensor_row_sums=tensor_row_sums, flags=flags)
+                              tensor_row_sums=tensor_row_sums, flags=flags, peer=self.peer,
+                              lease_s=self.lease_s)
         tr.rate_hint_bps = self.thr_up.value_bps
         return tr
 
@@ -579,6 +586,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             raise MessageError('ack not addressed to this worker')
         tr = self.push
         if tr is None or ack.transfer_id != tr.transfer_id:
+            self.peer.on_ack(ack, now)         # (it frees the writer all the same)
             return []                          # late/duplicate ack of a finished transfer
         if self.state == 'recovering' and (not ack.final or
                                            ack.target_incarnation != self._recover[

@@ -266,7 +266,8 @@ class RejoinMixin:
                               scales=t_scales, order=rec['order'],
                               n_mandatory=rec['n_mandatory'], deadline=now, now=now,
                               window=self.window, chunk_bytes=rec['chunk_bytes'],
-                              end_timeout_s=self.end_timeout_s, flags=rec.get('flags', 0))
+                              end_timeout_s=self.end_timeout_s, flags=rec.get('flags', 0),
+                              peer=self.peer, lease_s=self.lease_s)
         if per_row:
             tr.row_scales = scales.numpy().astype(np.float32)
         tr.next_seq = int(rec['next_seq'])

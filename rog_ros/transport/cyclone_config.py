@@ -31,6 +31,7 @@ own before that value when it creates a domain, and ``DdsBus`` does the same wit
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 import re
@@ -368,21 +369,67 @@ def uri_files(uri: str) -> list:
     (``%20`` stays three characters) and trailing white space is part of the name. XML whose
     end cannot be found stops the listing (Cyclone will say what is wrong with it).
     """
-    files, pos = [], 0
+    return [value for is_file, value in _uri_sources(uri) if is_file]
+
+
+def _uri_sources(uri: str):
+    """
+    Yield ``(is_file, value)`` for each source of a ``CYCLONEDDS_URI`` value, in order.
+
+    A file's path as Cyclone opens it, or inline XML's text; the rules of :func:`uri_files`,
+    kept in one place for the readers of file names and of settings.
+    """
+    pos = 0
     while pos < len(uri):
         if uri[pos] in ' \t\r\n,':
             pos += 1
         elif uri[pos] == '<':
-            pos = _xml_end(uri, pos)
-            if pos is None:
+            end = _xml_end(uri, pos)
+            if end is None:
                 break
+            yield False, uri[pos:end]
+            pos = end
         else:
             end = uri.find(',', pos)
             end = len(uri) if end < 0 else end
             part = uri[pos:end]
-            files.append(part[len('file://'):] if part.startswith('file://') else part)
+            yield True, part[len('file://'):] if part.startswith('file://') else part
             pos = end
-    return files
+
+
+_LEASE = re.compile(r'<LeaseDuration>\s*([0-9.eE+-]+|inf)\s*([a-z]*)\s*</LeaseDuration>')
+_DURATION_UNITS = {'': 1.0, 'ns': 1e-9, 'us': 1e-6, 'ms': 1e-3, 's': 1.0, 'min': 60.0,
+                   'hr': 3600.0, 'day': 86400.0}
+"""Cyclone's duration units (``10 s``, ``500ms``, ``1 min``), in seconds."""
+
+
+def lease_duration_s(uri: str | None = None) -> float | None:
+    """
+    Return the participant ``LeaseDuration`` that ``$CYCLONEDDS_URI`` (or ``uri``) sets, in s.
+
+    The last one of its sources wins, as in Cyclone; None when none sets it (Cyclone's
+    default, 10 s), a file cannot be read or the value is not a finite duration. The
+    engines wait that long at the 4 MiB bound for an acknowledgement before a transfer's
+    END (``transfer.BOUND_END_S``): a robot back within its lease is still matched.
+    """
+    value = os.environ.get('CYCLONEDDS_URI', '') if uri is None else uri
+    found = None
+    for is_file, source in _uri_sources(value):
+        if is_file:
+            try:
+                with open(source, encoding='utf-8', errors='replace') as f:
+                    source = f.read()
+            except OSError:
+                continue
+        for match in _LEASE.finditer(source):
+            found = match
+    if found is None or found.group(2) not in _DURATION_UNITS:
+        return None
+    try:
+        seconds = float(found.group(1)) * _DURATION_UNITS[found.group(2)]
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 _XML_TAG = re.compile(r'<!--.*?-->|<\?.*?\?>|<!\[CDATA\[.*?\]\]>|<(/?)[^<>]*?(/?)>', re.S)

@@ -93,7 +93,8 @@ at its next write to that robot for ``publish_timeout_s`` (measured: 10 s, with 
 bound what a robot is sent past its last acknowledgement, whatever the model's size: at most
 ``transfer.MAX_WINDOW_BYTES`` (4 MiB) per transfer (a silent robot's transfer stops there and
 sends its END a lease later, ``transfer.BOUND_END_S``), which bounds a live one's windows
-too, so the mark only has to stay above that: 8 MB, two such transfers to one robot.
+too, and ``transfer.PEER_MAX_WIRE_BYTES`` on the wire (64 KiB under the mark, ``MB`` being
+2**20 bytes to Cyclone) for all transfers to one robot together (``transfer.PeerLink``).
 """
 
 
