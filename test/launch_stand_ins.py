@@ -65,11 +65,18 @@ class LaunchDescriptionSource:
     """Stand-in: a launch file's description, None where it needs a launch context to load."""
 
     def __init__(self, description):
-        """Hold the description (None: its path needs a launch configuration)."""
+        """
+        Hold the description (None: its path needs a launch configuration).
+
+        A callable is a launch file: launch's file sources load it again at every
+        ``try_get_launch_description_without_context``, new objects each time.
+        """
         self.description = description
 
     def try_get_launch_description_without_context(self):
         """Return the description, or None when it cannot be read without a context."""
+        if callable(self.description):
+            return self.description()
         return self.description
 
 

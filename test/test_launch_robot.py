@@ -217,6 +217,37 @@ def test_an_include_that_cannot_be_read_before_launch_refuses_nothing(launch_fil
                 if type(e).__name__ == 'Node']) == 4
 
 
+def test_the_arguments_of_every_include_read_anew_at_each_look_are_taken(
+        launch_file, tmp_path, monkeypatch):
+    # launch loads an included file again at each look (new objects every time): the walk
+    # took an object of a later include for one it had seen, at the address of one freed
+    # since, and refused camera:= and lidar:=, which their files declare
+    from launch import LaunchDescription
+    from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+    from launch_stand_ins import LaunchDescriptionSource
+    path, description = _including(tmp_path, 'robot.launch')
+    loads = []
+
+    def _file(name):
+        """Return a loader of a launch file that declares ``name``, counting its loads."""
+        def _load():
+            """Make the file's description anew, as launch's file sources do."""
+            loads.append(name)
+            return LaunchDescription([DeclareLaunchArgument(name)])
+        return _load
+    for name in ('camera', 'lidar', 'gps'):
+        description.append(IncludeLaunchDescription(LaunchDescriptionSource(_file(name))))
+    opaque = [e for e in description if type(e).__name__ == 'OpaqueFunction'][0]
+    context = _ros2_launch(monkeypatch, [str(path), 'workers:=2', 'role:=server',
+                                         'camera:=front', 'lidar:=top', 'gps:=on'])
+    made = opaque.kwargs['function'](context)
+    assert len([e for e in made if type(e).__name__ == 'Node']) == 4
+    assert sorted(loads) == ['camera', 'gps', 'lidar']      # each file read once
+    context = _ros2_launch(monkeypatch, [str(path), 'workers:=2', 'camra:=front'])
+    with pytest.raises(ValueError, match=r'camra:=front \(did you mean camera\?\)'):
+        opaque.kwargs['function'](context)
+
+
 @pytest.mark.parametrize('words', [
     # ros2 launch --launch-prefix P adds launch-prefix:=P (and launch-prefix-filter:=F) to the
     # launch arguments (ros2launch.api.launch_a_launch_file, Humble on)

@@ -196,20 +196,28 @@ def declared_arguments(description) -> set | None:
     them (``describe_sub_entities``, conditional ones too, an include read without a launch
     context). None when an include cannot be read so (its path needs a launch
     configuration): its arguments are unknown, and nothing is refused.
+
+    An included file is read once: launch loads it again at each look, new objects each
+    time. Every entity seen is kept until the walk ends: an ``id`` names one object only
+    while it lives, and a later include's objects at the addresses of freed ones were taken
+    for seen (their arguments refused).
     """
-    names, seen, stack = set(), set(), [description]
+    names, seen, stack = set(), {}, [description]
     while stack:
         entity = stack.pop()
         if id(entity) in seen:
             continue
-        seen.add(id(entity))
+        seen[id(entity)] = entity
         if isinstance(entity, DeclareLaunchArgument):
             names.add(entity.name)
-        if isinstance(entity, IncludeLaunchDescription) and (
-                entity.launch_description_source
-                .try_get_launch_description_without_context() is None):
-            return None
-        stack.extend(entity.describe_sub_entities())
+        if isinstance(entity, IncludeLaunchDescription):
+            included = (entity.launch_description_source
+                        .try_get_launch_description_without_context())
+            if included is None:
+                return None
+            stack.append(included)          # (its describe_sub_entities: a second load)
+        else:
+            stack.extend(entity.describe_sub_entities())
         for _, entities in entity.describe_conditional_sub_entities():
             stack.extend(entities)
     return names
