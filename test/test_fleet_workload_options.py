@@ -151,8 +151,11 @@ def test_the_child_checks_and_builds_with_the_options(capsys):
 @pytest.mark.parametrize('load, given, threads',
                          [(2.5, {}, '1'), (1.2, {}, None),
                           (2.5, {'OMP_NUM_THREADS': '2'}, '2'),
-                          (2.5, {'MKL_NUM_THREADS': '2'}, None)],
-                         ids=('busy', 'idle', 'user-set', 'user-set-mkl'))
+                          (2.5, {'MKL_NUM_THREADS': '2'}, None),
+                          (2.5, {'OMP_NUM_THREADS': '4,2'}, '4,2'),
+                          (2.5, {'OMP_NUM_THREADS': '', 'MKL_NUM_THREADS': '3'}, '')],
+                         ids=('busy', 'idle', 'user-set', 'user-set-mkl', 'user-set-nested',
+                              'user-set-mkl-omp-empty'))
 def test_the_preparing_child_takes_one_thread_on_a_busy_machine(load, given, threads,
                                                                 monkeypatch):
     """Give the child one OpenMP thread where the load fills the cores (12-50 s -> 3.8 s)."""
@@ -176,6 +179,27 @@ def test_the_preparing_child_takes_one_thread_on_a_busy_machine(load, given, thr
     # Assert: a count the user set reaches the child as it was, and no other beside it
     assert seen[0].get('OMP_NUM_THREADS') == threads
     assert {k: seen[0].get(k) for k in given} == given
+
+
+@pytest.mark.parametrize('given', [{'MKL_NUM_THREADS': ''}, {'OMP_NUM_THREADS': ''},
+                                   {'OMP_NUM_THREADS': 'x'}, {'MKL_NUM_THREADS': '0'},
+                                   {'OMP_NUM_THREADS': ' ', 'MKL_NUM_THREADS': 'four'}],
+                         ids=('mkl-empty', 'omp-empty', 'omp-invalid', 'mkl-zero', 'both'))
+def test_a_thread_variable_that_gives_no_count_still_gets_one_thread(given, monkeypatch):
+    """An empty or invalid count is ignored by torch (a thread per core): no user's choice."""
+    # Arrange: 2 busy cores; torch 2.13 measured here: MKL_NUM_THREADS='' alone -> 2 threads,
+    # with OMP_NUM_THREADS=1 beside it -> 1; OMP_NUM_THREADS='' -> 2 (libgomp: invalid)
+    monkeypatch.setattr(os, 'cpu_count', lambda: 2)
+    monkeypatch.setattr(os, 'getloadavg', lambda: (2.5, 2.5, 2.5))
+    env = dict(os.environ)
+    for name in prepare_workload.USER_THREAD_SETTINGS:
+        env.pop(name, None)
+    env.update(given)
+    # Execute
+    child = prepare_workload.busy_machine_threads(env)
+    # Assert: one thread; an MKL_NUM_THREADS left as it was (OMP_NUM_THREADS=1 decides)
+    assert child['OMP_NUM_THREADS'] == '1'
+    assert child.get('MKL_NUM_THREADS') == given.get('MKL_NUM_THREADS')
 
 
 def _children(monkeypatch, build_says=None) -> list:

@@ -114,16 +114,29 @@ def busy_machine_threads(env: dict) -> dict:
     ``training.single_thread``, so the checkpoint is the same). A thread count the user
     set (any of ``USER_THREAD_SETTINGS``) is kept as the user left it: an
     ``MKL_NUM_THREADS`` alone got ``OMP_NUM_THREADS=1`` beside it, for the OpenMP code and
-    libraries that read only that one.
+    libraries that read only that one. One that gives no count (empty, ``0``, ``x``) is no
+    choice: torch and OpenMP ignore it (taking a thread per core), and an empty
+    ``MKL_NUM_THREADS`` had the busy machine's child run 2 threads on 2 cores.
     """
     cores = os.cpu_count() or 1
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return env
-    if any(name in env for name in USER_THREAD_SETTINGS) or load < cores:
+    if any(_gives_a_count(env.get(name)) for name in USER_THREAD_SETTINGS) or load < cores:
         return env
     return dict(env, OMP_NUM_THREADS='1')
+
+
+def _gives_a_count(value) -> bool:
+    """
+    Tell whether a thread variable's ``value`` sets a thread count (None: unset).
+
+    A positive whole number, or a list of them for OpenMP's nested levels (``4,2``): what
+    libgomp takes; torch reads the first number and warns about the rest, using its default.
+    """
+    first = (value or '').split(',')[0].strip()
+    return first.isascii() and first.isdigit() and int(first) > 0
 
 
 def _in_child(args: list) -> str | None:
