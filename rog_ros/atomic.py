@@ -85,8 +85,11 @@ def atomic_write_with(path, write, mode: int | None = None) -> None:
         os.fsync(f.fileno())
         os.replace(tmp, path)       # (still locked: closed, it could be taken for a leftover)
     except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        try:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        except OSError:     # (a file system gone read-only: the write's own error is said,
+            pass            # and the file, let go below, is a leftover a later run removes)
         try:
             f.close()   # (a full disk fails its flush again: the first error is the one said)
         except OSError:

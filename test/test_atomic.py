@@ -168,3 +168,30 @@ def test_a_full_disk_at_the_flush_is_said_once_naming_the_file(tmp_path, monkeyp
         atomic.atomic_write_bytes(path, b'x' * 100)       # (buffered: fails at the flush)
     assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(path)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_temporary_file_that_cannot_be_removed_leaves_the_write_error_said_and_is_let_go(
+        tmp_path, monkeypatch):
+    """A disk gone read-only fails the sync, then the removal: the first error is said."""
+    import errno
+    unlink = os.unlink
+
+    def _read_only(path, *args, **kwargs):
+        """Refuse to remove a temporary file, as a read-only file system does."""
+        if os.path.basename(path).startswith(atomic.WRITE_TEMP_PREFIX):
+            raise OSError(errno.EROFS, 'Read-only file system', path)
+        return unlink(path, *args, **kwargs)
+
+    def _io_error(fd):
+        """Fail as a disk that went away does."""
+        raise OSError(errno.EIO, 'Input/output error')
+    monkeypatch.setattr(atomic.os, 'unlink', _read_only)
+    monkeypatch.setattr(atomic.os, 'fsync', _io_error)
+    path = tmp_path / 'model.pt'
+    with pytest.raises(OSError) as failed:
+        atomic.atomic_write_bytes(path, b'x' * 100)
+    # Assert: the sync's error, naming the file asked for (the removal's named the temporary)
+    assert failed.value.errno == errno.EIO and failed.value.filename == str(path)
+    monkeypatch.undo()
+    # ... and the temporary file was let go: the next run's cleaner removes it
+    assert atomic.remove_write_leftovers(tmp_path) == 1 and os.listdir(tmp_path) == []
