@@ -117,16 +117,29 @@ def _locked_temp(directory: str, name: str) -> tuple:
     for _ in range(NAMED_TRIES):
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=WRITE_TEMP_PREFIX, suffix=name)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:
-            return fd, tmp              # (no flock here: see above)
-        try:
-            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
-                return fd, tmp
-        except FileNotFoundError:
-            pass
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:
+                return fd, tmp          # (no flock here: see above)
+            try:
+                if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
+                    return fd, tmp
+            except FileNotFoundError:
+                pass
+        except BaseException:           # (a stat that fails, Ctrl-C in the wait: the file
+            _discard(fd, tmp)           # and its descriptor stayed, until the process ended)
+            raise
         os.close(fd)                    # (removed by a cleaner before it was locked)
     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+
+
+def _discard(fd: int, tmp: str) -> None:
+    """Close ``fd`` and remove ``tmp``, a write's temporary file that will not be used."""
+    os.close(fd)
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass                            # (gone already, or a leftover a cleaner removes)
 
 
 class _Sink:

@@ -195,3 +195,24 @@ def test_a_temporary_file_that_cannot_be_removed_leaves_the_write_error_said_and
     monkeypatch.undo()
     # ... and the temporary file was let go: the next run's cleaner removes it
     assert atomic.remove_write_leftovers(tmp_path) == 1 and os.listdir(tmp_path) == []
+
+
+def test_a_temporary_file_that_cannot_be_checked_after_its_lock_is_not_left_open(
+        tmp_path, monkeypatch):
+    """A stat of the new temporary file that fails (ESTALE on NFS) left it, and its fd."""
+    import errno
+    stat_of = os.stat
+
+    def _stale(path, *args, **kwargs):
+        """Fail on a write's temporary file, as a stale NFS handle does."""
+        if os.path.basename(os.fspath(path)).startswith(atomic.WRITE_TEMP_PREFIX):
+            raise OSError(errno.ESTALE, 'Stale file handle', path)
+        return stat_of(path, *args, **kwargs)
+    before = len(os.listdir('/proc/self/fd'))
+    monkeypatch.setattr(atomic.os, 'stat', _stale)
+    path = tmp_path / 'model.pt'
+    with pytest.raises(OSError) as failed:
+        atomic.atomic_write_bytes(path, b'x')
+    monkeypatch.undo()
+    assert failed.value.errno == errno.ESTALE and failed.value.filename == str(path)
+    assert os.listdir(tmp_path) == [] and len(os.listdir('/proc/self/fd')) == before
