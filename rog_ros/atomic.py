@@ -94,8 +94,8 @@ def atomic_write_with(path, write, mode: int | None = None) -> None:
             f.close()   # (a full disk fails its flush again: the first error is the one said)
         except OSError:
             pass
-        if isinstance(exc, OSError):
-            raise _naming(exc, path) from None
+        if isinstance(exc, OSError):    # (the rename's names the temporary file first)
+            raise _naming(exc, path, always=exc.filename == tmp) from None
         raise
     try:
         f.close()

@@ -216,3 +216,14 @@ def test_a_temporary_file_that_cannot_be_checked_after_its_lock_is_not_left_open
     monkeypatch.undo()
     assert failed.value.errno == errno.ESTALE and failed.value.filename == str(path)
     assert os.listdir(tmp_path) == [] and len(os.listdir('/proc/self/fd')) == before
+
+
+def test_a_rename_over_a_folder_is_refused_naming_the_file_asked_for(tmp_path):
+    """The rename's error named the temporary file first: '.tmp-rog-x2k9model.pt' -> ..."""
+    path = tmp_path / 'model.pt'
+    path.mkdir()
+    (path / 'kept').write_text('a file of the folder')
+    with pytest.raises(IsADirectoryError) as failed:
+        atomic.atomic_write_bytes(path, b'x')
+    assert failed.value.filename == str(path) and '.tmp-' not in str(failed.value)
+    assert os.listdir(tmp_path) == ['model.pt'] and os.listdir(path) == ['kept']
