@@ -23,10 +23,11 @@ this module decides *when* and *how* it reaches the disk:
   (``checkpoint_confirmed``) so it can tell the workers which of their pushes the checkpoint
   covers. On start, an existing checkpoint is restored: the engine keeps the new incarnation
   it was built with, so workers see a restarted server.
-* ``rog_worker --state-dir DIR`` writes ``DIR/worker_<rank>.pt`` before every END it sends
-  and after every commit (and, with the chaos ledger, after every computation), and restores
-  it on start. For the chaos model (4k parameters) one save costs about a millisecond
-  (``save_ms`` in the worker's ledger report); for large models use a fast local disk.
+* ``rog_worker --state-dir DIR`` writes ``DIR/worker_<rank>.pt`` when its engine asks
+  (``SaveState``: before each push's first END, not after commits and pulls, which a restart
+  redoes; with the chaos ledger, also after every computation), and restores it on start.
+  For the chaos model (4k parameters) one save costs about a millisecond (``save_ms`` in the
+  worker's ledger report); for large models use a fast local disk.
 
 Files hold plain tensors and containers only (NumPy arrays travel as tensors, see
 :func:`pack`), loaded with ``weights_only=True``: a state file cannot execute code.

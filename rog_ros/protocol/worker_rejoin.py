@@ -159,7 +159,7 @@ class RejoinMixin:
 
         With ``copy`` False, the model, residual and momentum are the engine's own tensors,
         for a caller that serialises them at once on the engine's thread (the nodes: the
-        copies were 3 model sizes more at each of a robot's saves, twice an iteration).
+        copies were 3 model sizes more at each of a robot's saves, once per push).
 
         Save it atomically when the engine emits ``SaveState``. The in-flight push is included
         only once its END was sent (before that, the server can apply none of it).
