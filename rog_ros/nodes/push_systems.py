@@ -21,13 +21,16 @@ KIND_GRAD pushes, ``RowChunk`` KIND_UPDATE dense models, ``Schedule`` with ``sto
 from the node parameters, exactly as the simulator's runners build them, and wraps each one
 in an adapter that offers what ServerNode and WorkerNode read of Rog's engines (per-worker
 clocks, byte counts, ``finished``, a consensus model). The adapters hold no protocol logic:
-they forward every call and count what passes.
+they forward every call and count what passes. Between engine and bus, each adapter's
+:class:`rog_ros.protocol.push_transfers.PushTransfers` sends the engine's dense messages
+(models, ASGD's and GSP's gradients) as Rog's windowed chunk transfers and hands the engine
+the whole message its peer sent; the counts are of the engines' messages.
 
 Refused up front (one line, exit 2): the systems whose messages are not on the wire
 (``gsp+gds``: UploadDensity; ``adasgd``: FLEET's task dataclasses), the peer system ``aet``,
 and Rog-only features with a push system (``state_dir``, ``absence_timeout``,
-``min_workers`` > 1). ``staleness``, ``window``, ``chunk_bytes``, ``deadline_floor`` and
-``outage_aware`` do not apply to push systems (one message per transfer, no rows).
+``min_workers`` > 1). ``staleness``, ``deadline_floor`` and ``outage_aware`` do not apply to
+push systems; ``window`` and ``chunk_bytes`` shape their dense messages' transfers.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from rog_ros.protocol.messages import KIND_GRAD, RowChunk, Schedule, SERVER
 
 if TYPE_CHECKING:       # pragma: no cover - annotations only (``check`` runs without torch)
     from rog_ros.core.rows import RowLayout
+    from rog_ros.protocol.push_transfers import PushTransfers
     import torch
 
 
@@ -100,11 +104,16 @@ def server_engine(args, tr):
         engine = GspServer(tr.w0, n, GspConfig(), lr=tr.lr, momentum=wl.momentum,
                            max_pushes=args.iterations * n, batch_size=wl.batch_size,
                            epoch_samples=pool)
-        return ServerAdapter(engine, n, tr.lr)
+        return ServerAdapter(engine, n, tr.lr, _transfers(args, SERVER, engine.model()))
     from rog_ros.protocol.policies.adacomp import AdaCompServer
     cfg = _adacomp_config(args, wl)
-    return ServerAdapter(AdaCompServer(tr.w0, n, cfg, max_updates=args.iterations * n), n,
-                         cfg.alpha)
+    engine = AdaCompServer(tr.w0, n, cfg, max_updates=args.iterations * n)
+    return ServerAdapter(engine, n, cfg.alpha, _transfers(args, SERVER, engine.model()))
+
+
+def _transfers(args, me: int, w) -> PushTransfers:
+    """Return the chunked transfers of node ``me`` with the window and chunk size set."""
+    return _default_transfers(me, w, window=args.window, chunk_bytes=args.chunk_bytes)
 
 
 def worker_engine(args, tr, rank: int):
@@ -113,10 +122,12 @@ def worker_engine(args, tr, rank: int):
     sizes = [int(p.numel()) for p in tr.model.parameters()]
     if sync == 'gsp':
         from rog_ros.protocol.policies.gsp import GspConfig, GspNode
-        return WorkerAdapter(GspNode(rank, tr.w0, sizes, GspConfig(), seed=args.seed))
-    from rog_ros.protocol.policies.adacomp import AdaCompWorker
-    return WorkerAdapter(AdaCompWorker(rank, tr.w0, sizes, _adacomp_config(args, tr.workload),
-                                       seed=args.seed))
+        engine = GspNode(rank, tr.w0, sizes, GspConfig(), seed=args.seed)
+    else:
+        from rog_ros.protocol.policies.adacomp import AdaCompWorker
+        engine = AdaCompWorker(rank, tr.w0, sizes, _adacomp_config(args, tr.workload),
+                               seed=args.seed)
+    return WorkerAdapter(engine, _transfers(args, rank, engine.w))
 
 
 def _wire(msg) -> int:
@@ -129,13 +140,16 @@ class ServerAdapter:
     A push server engine as ServerNode drives it: counts pushes, bytes and stop orders.
 
     ``clock[r]`` is the number of worker r's pushes the engine applied (its update count
-    grew); ``finished`` once every worker was told to stop.
+    grew); ``finished`` once every worker was told to stop. ``transfers`` (None: built for
+    the engine's model, default window and chunks) carries the dense messages chunked.
     """
 
     policy = NoPolicy()
 
-    def __init__(self, engine, n_workers: int, lr: float):
+    def __init__(self, engine, n_workers: int, lr: float, transfers: PushTransfers = None):
         self.engine = engine
+        self.transfers = transfers if transfers is not None else _default_transfers(
+            SERVER, engine.model())
         self.n = int(n_workers)
         self.lr = float(lr)
         self.clock = [0] * self.n
@@ -155,7 +169,7 @@ class ServerAdapter:
 
     @property
     def rejects(self) -> int:
-        return self.engine.rejects
+        return self.engine.rejects + self.transfers.rejects
 
     @property
     def finished(self) -> bool:
@@ -166,16 +180,20 @@ class ServerAdapter:
         return self.engine.model().clone()
 
     def next_wakeup(self):
-        return self.engine.next_wakeup()
+        return _earliest(self.engine.next_wakeup(), self.transfers.next_wakeup())
 
     def on_tick(self, now: float) -> list:
-        return self._count(self.engine.on_tick(now))
+        out = self.transfers.outgoing(self._count(self.engine.on_tick(now)), now)
+        return out + self.transfers.on_tick(now)
 
     def _applied(self) -> int:
         e = self.engine
         return int(e.i) if hasattr(e, 'i') else int(e.total_pushes)
 
     def on_message(self, msg, now: float) -> list:
+        msg, acks = self.transfers.on_message(msg, now)
+        if msg is None:
+            return acks
         before = self._applied()
         if isinstance(msg, RowChunk) and msg.kind == KIND_GRAD:
             self.bytes_up += _wire(msg)
@@ -184,7 +202,7 @@ class ServerAdapter:
         sender = getattr(msg, 'sender', -1)
         if 0 <= sender < self.n:
             self.clock[sender] += self._applied() - before
-        return self._count(actions)
+        return acks + self.transfers.outgoing(self._count(actions), now)
 
     def _count(self, actions) -> list:
         for a in actions:
@@ -209,17 +227,24 @@ class ServerAdapter:
 
 
 class WorkerAdapter:
-    """A push worker engine as WorkerNode drives it: counts pushes and bytes."""
+    """A push worker engine as WorkerNode drives it: counts pushes and bytes (chunked)."""
 
     policy = NoPolicy()
 
-    def __init__(self, engine):
+    def __init__(self, engine, transfers: PushTransfers = None):
         self.engine = engine
+        self.transfers = transfers if transfers is not None else _default_transfers(
+            engine.rank, engine.w)
         self.rank = engine.rank
         self.clock = 0
         self.bytes_up = 0
         self.bytes_down = 0
-        self.rejects = 0
+        self.own_rejects = 0
+
+    @property
+    def rejects(self) -> int:
+        """Return the messages refused: the engine's rejects and the transfers' own."""
+        return self.own_rejects + self.transfers.rejects
 
     @property
     def w(self) -> torch.Tensor:
@@ -239,20 +264,25 @@ class WorkerAdapter:
         return 0
 
     def start(self, now: float) -> list:
-        return self._count(self.engine.start(now))
+        return self.transfers.outgoing(self._count(self.engine.start(now)), now)
 
     def next_wakeup(self):
-        return self.engine.next_wakeup()
+        return _earliest(self.engine.next_wakeup(), self.transfers.next_wakeup())
 
     def on_tick(self, now: float) -> list:
-        return self._count(self.engine.on_tick(now))
+        out = self.transfers.outgoing(self._count(self.engine.on_tick(now)), now)
+        return out + self.transfers.on_tick(now)
 
     def on_compute_done(self, grad, now: float) -> list:
-        return self._count(self.engine.on_compute_done(grad, now))
+        return self.transfers.outgoing(self._count(self.engine.on_compute_done(grad, now)), now)
 
     def on_message(self, msg, now: float) -> list:
+        msg, acks = self.transfers.on_message(msg, now)
+        if msg is None:
+            return acks
         self.bytes_down += _wire(msg)
-        return self._count(self.engine.on_message(msg, now))
+        return acks + self.transfers.outgoing(self._count(self.engine.on_message(msg, now)),
+                                              now)
 
     def _count(self, actions) -> list:
         for a in actions:
@@ -261,8 +291,20 @@ class WorkerAdapter:
                 if a.dest == SERVER:
                     self.clock += 1
             elif isinstance(a, Log) and a.name == 'reject':
-                self.rejects += 1
+                self.own_rejects += 1
         return actions
+
+
+def _default_transfers(me: int, w, **settings) -> PushTransfers:
+    """Return the chunked transfers of node ``me`` for model ``w`` (default ``settings``)."""
+    from rog_ros.protocol.push_transfers import PushTransfers      # (torch: not for check)
+    return PushTransfers(me, int(w.numel()), **settings)
+
+
+def _earliest(*times):
+    """Return the earliest of ``times`` that are not None (None if all are)."""
+    due = [t for t in times if t is not None]
+    return min(due) if due else None
 
 
 __all__ = ['PUSH_SYSTEMS', 'SIM_ONLY', 'SYNC_CHOICES', 'ServerAdapter', 'WorkerAdapter',

@@ -1,0 +1,252 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The push systems' dense messages as windowed chunked transfers (``rog fleet`` only).
+
+AdaComp, ASGD, Comp-ASGD and GSP engines (``policies/adacomp.py``, ``policies/gsp.py``) send
+each pull's dense model, and ASGD's and GSP's pushes their dense gradient, as one
+``RowChunk`` (codec 0, raw fp32, ``FLAG_END``): 4 bytes a parameter, 37.9 MB for a model of
+9.46 M parameters. As one DDS message that passes the transport's 8 MiB writer-history mark
+(``transport.dds_bus.WRITER_WATERMARKS``) by itself, and a reliable write to a robot whose link
+is down then blocks the sending node's one loop. ``PushTransfers`` sits between such an engine
+and the bus: it sends every dense message as one transfer of Rog's chunk machinery
+(``transfer.OutgoingTransfer``: ``chunk_bytes`` chunks, a window of them unacknowledged, never
+more than ``MAX_WINDOW_BYTES`` past the last acknowledged chunk, END a lease later at that
+bound), reassembles the transfers it receives (``transfer.Receiver``, per-chunk and final
+``TransferAck``) and hands the engine the very message its peer's engine sent. Sparse top-k
+pushes (codec 2) and ``Schedule`` pass unchanged. The simulator drives the engines without it
+and charges each message's wire size to the link, as before.
+
+On the wire: the dense vector of ``n`` fp32 values is cut into rows of ``PUSH_ROW_ELEMENTS``
+values in vector order, the last row holding the rest (``dense_layout``), so that the rows'
+bytes, in row id order, are the vector's bytes; codec 0, no scales, flags 0. The receiver
+hands its engine the message only when every row arrived; a transfer that ended with rows
+missing (a robot silent past the lease) is sent again, whole, as a new transfer. One
+transfer at a time per peer: a second message to a peer waits for the first.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from rog_ros.core.atp import Ewma
+from rog_ros.core.compress.identity import Identity
+from rog_ros.core.packing import DEFAULT_CHUNK_BYTES
+from rog_ros.core.rows import RowLayout
+from rog_ros.protocol.actions import Log, Send
+from rog_ros.protocol.messages import (
+    FLAG_END, MessageError, new_incarnation, RowChunk, TransferAck)
+from rog_ros.protocol.transfer import OutgoingTransfer, Receiver
+import torch
+
+PUSH_ROW_ELEMENTS = 1024
+"""fp32 values per row of a dense push-system message on the wire (4 KiB; the last row more)."""
+
+
+def dense_layout(n_values: int) -> RowLayout:
+    """
+    Return the row layout of a dense message of ``n_values`` fp32 values.
+
+    Rows of ``PUSH_ROW_ELEMENTS`` values in vector order and a last row of the rest
+    (``PUSH_ROW_ELEMENTS`` to twice that, less one): rows are numbered shortest first, so the
+    longer rest must come last for the row order to be the vector's (one row below twice
+    ``PUSH_ROW_ELEMENTS``). The payload's bytes are then the rows' bytes as they are.
+    """
+    n = int(n_values)
+    if n < 1:
+        raise ValueError(f'a dense message needs at least one value, got {n}')
+    c = PUSH_ROW_ELEMENTS
+    if n < 2 * c:
+        return RowLayout([(n,)])
+    rows = n // c - 1
+    return RowLayout([(rows, c), (n - rows * c,)])
+
+
+class _Sending:
+    """One peer's transfer under way: the message it carries and its sender half."""
+
+    def __init__(self, msg: RowChunk, transfer: OutgoingTransfer):
+        self.msg = msg
+        self.transfer = transfer
+
+
+class PushTransfers:
+    """
+    Chunked transfers of one node's dense push-system messages (sans-I/O, no clock).
+
+    Parameters
+    ----------
+    me : int
+        This node's address (a worker rank, or ``SERVER``).
+    n_values : int
+        Values of the model (and of a dense gradient).
+    window, chunk_bytes, end_timeout_s : as Rog's transfers (``OutgoingTransfer``).
+    incarnation : int or None
+        Stamped on chunks and acks (the receiver keys transfers by it); None draws one.
+
+    """
+
+    def __init__(self, me: int, n_values: int, window: int = 4,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, end_timeout_s: float = 2.0,
+                 incarnation: int | None = None):
+        self.me = int(me)
+        self.layout = dense_layout(n_values)
+        self.nbytes = 4 * int(n_values)
+        self.codec = Identity(torch.float32)
+        self.receiver = Receiver(self.me, self.layout, self.codec)
+        self.window, self.chunk_bytes = int(window), int(chunk_bytes)
+        self.end_timeout_s = float(end_timeout_s)
+        self.incarnation = int(incarnation) if incarnation is not None else new_incarnation()
+        self.sending: dict = {}          # peer -> _Sending
+        self.waiting: dict = {}          # peer -> messages queued behind it
+        self.next_tid: dict = {}         # peer -> last transfer id used
+        self.rate: dict = {}             # peer -> Ewma of its transfers' throughput
+        self.rejects = 0                 # chunks or acks refused (validation)
+        self.resent = 0                  # messages sent again after rows went missing
+
+    def carries(self, msg) -> bool:
+        """Tell whether ``msg`` travels chunked: a dense fp32 RowChunk of the model's size."""
+        return (isinstance(msg, RowChunk) and msg.codec == self.codec.codec_id
+                and len(msg.payload) == self.nbytes)
+
+    # ------------------------------------------------------------------ sending
+    def outgoing(self, actions: list, now: float) -> list:
+        """Return ``actions`` with every dense message replaced by its transfer's chunks."""
+        out = []
+        for a in actions:
+            if isinstance(a, Send) and self.carries(a.msg):
+                if a.dest in self.sending:
+                    self.waiting.setdefault(a.dest, []).append(a.msg)
+                else:
+                    out += self._start(a.dest, a.msg, now)
+            else:
+                out.append(a)
+        return out
+
+    def _start(self, dest: int, msg: RowChunk, now: float) -> list:
+        """Open the transfer of ``msg`` to ``dest`` and return its first chunks."""
+        tid = self.next_tid.get(dest, 0) + 1
+        self.next_tid[dest] = tid
+        with warnings.catch_warnings():   # read only: torch warns of the immutable bytes
+            warnings.simplefilter('ignore', UserWarning)
+            rowbytes = torch.frombuffer(msg.payload, dtype=torch.uint8)
+        layout = self.layout
+        tr = OutgoingTransfer(transfer_id=tid, sender=self.me, receiver=dest, kind=msg.kind,
+                              clock=msg.clock, layout=layout, codec=self.codec,
+                              rowbytes=rowbytes,
+                              scales=torch.zeros(layout.n_tensors, dtype=torch.float32),
+                              order=torch.arange(layout.n_rows), n_mandatory=layout.n_rows,
+                              deadline=now, now=now, window=self.window,
+                              chunk_bytes=self.chunk_bytes, end_timeout_s=self.end_timeout_s,
+                              rate_bps=self._rate(dest).value_bps,
+                              incarnation=self.incarnation)
+        self.sending[dest] = _Sending(msg, tr)
+        return [Send(dest, ch) for ch in tr.pump(now)]
+
+    def _rate(self, peer: int) -> Ewma:
+        """Return the throughput estimate of ``peer``'s link (grows the window when fast)."""
+        if peer not in self.rate:
+            self.rate[peer] = Ewma()
+        return self.rate[peer]
+
+    def _finished(self, dest: int, delivered: np.ndarray, now: float) -> list:
+        """Start the next message to ``dest`` after a final ack, or this one again if rows lack."""
+        sending = self.sending.pop(dest)
+        tr = sending.transfer
+        nbytes, secs = tr.throughput_sample()
+        if nbytes:
+            self._rate(dest).update(nbytes, secs)
+        if delivered.size < self.layout.n_rows:
+            self.resent += 1
+            return [Log('push_resent', float(self.layout.n_rows - delivered.size), dest)] + \
+                self._start(dest, sending.msg, now)
+        queue = self.waiting.get(dest)
+        if queue:
+            return self._start(dest, queue.pop(0), now)
+        return []
+
+    def on_tick(self, now: float) -> list:
+        """Drive every transfer's timers (window release, END at the bound, END repeats)."""
+        out = []
+        for dest in sorted(self.sending):
+            out += [Send(dest, ch) for ch in self.sending[dest].transfer.on_tick(now)]
+        return out
+
+    def next_wakeup(self) -> float | None:
+        """Return when ``on_tick`` is next due, None when no transfer waits for a timer."""
+        times = [t for t in (s.transfer.next_wakeup() for s in self.sending.values())
+                 if t is not None]
+        return min(times) if times else None
+
+    def bytes_past_ack(self, dest: int) -> int:
+        """Return what the transfer under way to ``dest`` has sent past its last ack (0: none)."""
+        sending = self.sending.get(dest)
+        return sending.transfer.bytes_past_ack() if sending is not None else 0
+
+    # ------------------------------------------------------------------ receiving
+    def on_message(self, msg, now: float):
+        """
+        Take one message from the bus: ``(message for the engine or None, actions)``.
+
+        Acks of our transfers move them on; chunks of a peer's transfer are acknowledged, and
+        its last one (END) yields the whole message for the engine once every row arrived,
+        with the final ack among the actions (sent after the engine took the message).
+        Anything else is the engine's.
+        """
+        if isinstance(msg, TransferAck):
+            return None, self._on_ack(msg, now)
+        if not (isinstance(msg, RowChunk) and msg.codec == self.codec.codec_id):
+            return msg, []
+        try:
+            if msg.receiver != self.me:
+                raise MessageError(f'chunk for {msg.receiver}, not for {self.me}')
+            acks, closed = self.receiver.on_chunk(msg, now)
+        except MessageError as err:
+            self.rejects += 1
+            return None, [Log('reject', 1.0, msg.sender, {'error': str(err)})]
+        if closed is None:
+            return None, self._stamped(acks, msg.sender)
+        complete, buf, _, ranges = closed.close()
+        final = self.receiver.final_ack(closed, ranges, now)
+        whole = None
+        if bool(complete.all()):
+            whole = RowChunk(transfer_id=closed.transfer_id, seq=0, sender=closed.sender,
+                             receiver=self.me, kind=closed.kind, clock=closed.clock,
+                             flags=FLAG_END, codec=self.codec.codec_id,
+                             payload=buf.numpy().data, incarnation=closed.incarnation)
+        return whole, self._stamped([final], msg.sender)
+
+    def _stamped(self, acks: list, peer: int) -> list:
+        """Return sends of ``acks`` to ``peer``, stamped with our incarnation."""
+        for ack in acks:
+            ack.incarnation = self.incarnation
+        return [Send(peer, ack) for ack in acks]
+
+    def _on_ack(self, ack: TransferAck, now: float) -> list:
+        """Move our transfer to the acknowledging peer on (late or foreign acks: nothing)."""
+        sending = self.sending.get(ack.sender)
+        if sending is None or ack.receiver != self.me \
+                or ack.transfer_id != sending.transfer.transfer_id:
+            return []
+        tr = sending.transfer
+        if not ack.final:
+            return [Send(ack.sender, ch) for ch in tr.on_ack(ack, now)]
+        delivered = tr.on_final(ack, now)
+        if delivered is None:
+            return []
+        return self._finished(ack.sender, delivered, now)
+
+
+__all__ = ['PUSH_ROW_ELEMENTS', 'PushTransfers', 'dense_layout']

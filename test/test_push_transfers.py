@@ -1,0 +1,190 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""The push systems' dense messages travel as windowed chunk transfers (push_transfers.py)."""
+
+import pytest
+
+from rog_ros.nodes.push_systems import ServerAdapter, WorkerAdapter
+from rog_ros.protocol.actions import Send, StartCompute
+from rog_ros.protocol.messages import (
+    FLAG_END, KIND_GRAD, KIND_UPDATE, RowChunk, SERVER, TransferAck)
+from rog_ros.protocol.policies.adacomp import AdaCompConfig, AdaCompServer, AdaCompWorker
+from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
+from rog_ros.protocol.push_transfers import dense_layout, PUSH_ROW_ELEMENTS, PushTransfers
+from rog_ros.protocol.transfer import BOUND_END_S, MAX_WINDOW_BYTES
+import torch
+
+LARGE = 9_463_818
+"""Parameters of docs/workloads.md's large model (37.9 MB fp32, past the 8 MiB mark)."""
+
+
+@pytest.mark.parametrize('n', [1, 999, 2047, 2048, 3071, 10_000, LARGE])
+def test_dense_rows_lie_in_vector_order(n):
+    layout = dense_layout(n)
+    lengths = layout.row_len.numpy()
+    assert int(lengths.sum()) == layout.n_params == n
+    # every row but the last holds PUSH_ROW_ELEMENTS values and the last the rest, so the
+    # rows' bytes in row id order are the vector's bytes
+    if n >= 2 * PUSH_ROW_ELEMENTS:
+        assert (lengths[:-1] == PUSH_ROW_ELEMENTS).all()
+        assert PUSH_ROW_ELEMENTS <= lengths[-1] < 2 * PUSH_ROW_ELEMENTS
+    else:
+        assert layout.n_rows == 1
+
+
+def _server(n_params, n_workers=1, window=None):
+    """Return a Comp-ASGD server adapter of ``n_params`` values (``window`` None: defaults)."""
+    w0 = torch.linspace(-1.0, 1.0, n_params)
+    cfg = AdaCompConfig(mode='comp-asgd', c=1e-4)    # small pushes: the model is the test
+    engine = AdaCompServer(w0, n_workers, cfg, max_updates=100)
+    if window is None:
+        return ServerAdapter(engine, n_workers, 0.1), w0, cfg
+    return ServerAdapter(engine, n_workers, 0.1, PushTransfers(SERVER, n_params, window=window)
+                         ), w0, cfg
+
+
+def _first_push(n_params, cfg, worker=0):
+    """Return worker ``worker``'s first (sparse, one-message) push of a constant gradient."""
+    wk = AdaCompWorker(worker, torch.zeros(n_params), [n_params], cfg)
+    (send,) = wk.on_compute_done(torch.full((n_params,), 0.01), 0.0)
+    return send.msg
+
+
+def _chunks(actions, dest):
+    """Return the RowChunks of ``actions`` sent to ``dest``."""
+    return [a.msg for a in actions
+            if isinstance(a, Send) and a.dest == dest and isinstance(a.msg, RowChunk)]
+
+
+@pytest.mark.parametrize('window', [None, 1024])
+def test_a_model_past_the_mark_to_a_silent_robot_never_passes_the_bound(window):
+    # Before, the pull answering a push was one RowChunk of 37.9 MB: one DDS message past
+    # the transport's 8 MiB writer mark, which blocks the server's loop while the robot's
+    # link is down. Now: chunks of 16 KiB, never more than MAX_WINDOW_BYTES of them past
+    # the last ack (with --window 1024 and with the default 4 released every 2 s), and
+    # with --window 1024 END a lease after the last ack, and nothing more.
+    srv, w0, cfg = _server(LARGE, window=window)
+    sent = _chunks(srv.on_message(_first_push(LARGE, cfg), 0.0), 0)
+    assert sent and max(len(c.payload) for c in sent) <= 16 * 1024
+    now, end_at = 0.0, None
+    while now < 60.0:
+        due = srv.next_wakeup()
+        assert due is not None and due > now - 1e-9
+        now = due
+        sent += _chunks(srv.on_tick(now), 0)
+        unacked = sum(len(c.payload) for c in sent)       # the robot acknowledges nothing
+        assert unacked <= MAX_WINDOW_BYTES, (now, unacked)
+        assert srv.transfers.bytes_past_ack(0) == unacked
+        if end_at is None and any(c.flags & FLAG_END for c in sent):
+            end_at = now
+    assert max(len(c.payload) for c in sent) <= 16 * 1024
+    if window is None:       # 4 chunks per end_timeout_s (2 s): 30 windows in the minute
+        assert sum(len(c.payload) for c in sent) == 31 * 4 * 16 * 1024 and end_at is None
+    else:
+        assert sum(len(c.payload) for c in sent) == MAX_WINDOW_BYTES
+        assert end_at == BOUND_END_S
+
+
+def test_a_robot_back_after_the_bound_gets_the_whole_model_again():
+    # the END at the bound ends a transfer with rows never sent: the robot's final ack says
+    # which chunks arrived; the model goes again, whole, as a new transfer, and the robot
+    # holds exactly the server's model once all of it arrived
+    n = 3 * (MAX_WINDOW_BYTES // 4)       # 12 MiB of values
+    srv, w0, cfg = _server(n, window=1024)
+    wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
+                       PushTransfers(0, n, window=1024))
+    push = _first_push(n, cfg)
+    lost = _chunks(srv.on_message(push, 0.0), 0)
+    lost += _chunks(srv.on_tick(BOUND_END_S), 0)         # silent: END at the bound
+    assert lost[-1].flags & FLAG_END and sum(len(c.payload) for c in lost) == MAX_WINDOW_BYTES
+    assert srv.transfers.resent == 0
+    # the robot is back: it got the first two chunks and the END only
+    q = [(0, c) for c in lost[:2] + lost[-1:]]
+    got_model, now = False, BOUND_END_S
+    while q:
+        dest, msg = q.pop(0)
+        if dest == 0:
+            out = wk.on_message(msg, now)
+            got_model = got_model or any(isinstance(a, StartCompute) for a in out)
+            q += [(SERVER, a.msg) for a in out if isinstance(a, Send)]
+        else:
+            q += [(a.dest, a.msg) for a in srv.on_message(msg, now) if isinstance(a, Send)]
+    assert srv.transfers.resent == 1 and got_model
+    assert torch.equal(wk.w, srv.engine.model())
+    assert srv.transfers.sending == {} and srv.rejects == 0 and wk.rejects == 0
+
+
+@pytest.mark.parametrize('system', ['asgd', 'gsp'])
+def test_a_fleet_over_chunks_ends_where_one_over_whole_messages_does(system):
+    # the same pushes and pulls, through the adapters and their transfers, leave the server
+    # with the model the engines alone reach (bit for bit), the counts of one message each
+    n, steps = 5000, 4
+
+    def engines():
+        """Return a fresh server and worker engine pair of ``system``."""
+        w0 = torch.linspace(-1.0, 1.0, n)
+        if system == 'gsp':
+            cfg = GspConfig(assignment=(0,))     # (profiling needs time to pass)
+            return (GspServer(w0, 1, cfg, lr=0.1, momentum=0.5, max_pushes=steps),
+                    GspNode(0, w0, [n], cfg))
+        cfg = AdaCompConfig(mode='asgd', c=1.0)
+        return AdaCompServer(w0, 1, cfg, max_updates=steps), AdaCompWorker(0, w0, [n], cfg)
+
+    def run(srv, wk, deliver_to_server, deliver_to_worker, compute):
+        """Pass every message at once until nothing is left (a lossless, instant link)."""
+        q = [(SERVER, a) for a in wk.start(0.0)]
+        while q:
+            dest, a = q.pop(0)
+            if isinstance(a, StartCompute):
+                grad = torch.sin(wk.w * 3.0) * 0.01
+                q += [(SERVER, x) for x in compute(grad)]
+            elif isinstance(a, Send):
+                if dest == SERVER or a.dest == SERVER:
+                    q += [(0, x) for x in deliver_to_server(a.msg)]
+                else:
+                    q += [(SERVER, x) for x in deliver_to_worker(a.msg)]
+
+    bare_srv, bare_wk = engines()
+    run(bare_srv, bare_wk, lambda m: bare_srv.on_message(m, 0.0),
+        lambda m: bare_wk.on_message(m, 0.0), lambda g: bare_wk.on_compute_done(g, 0.0))
+    es, ew = engines()
+    srv, wk = ServerAdapter(es, 1, 0.1), WorkerAdapter(ew)
+    seen = []
+
+    def to_server(m):
+        """Deliver ``m`` to the server, remembering what travelled."""
+        seen.append(m)
+        return srv.on_message(m, 0.0)
+
+    run(srv, wk, to_server, lambda m: wk.on_message(m, 0.0),
+        lambda g: wk.on_compute_done(g, 0.0))
+    assert torch.equal(es.model(), bare_srv.model()) and not torch.equal(es.model(),
+                                                                         torch.linspace(
+                                                                             -1.0, 1.0, n))
+    assert wk.engine.stopped and srv.pushes_received == steps
+    assert srv.bytes_up == steps * (64 + 4 * n)     # counted as the engines' messages
+    grads = [m for m in seen if isinstance(m, RowChunk) and m.kind == KIND_GRAD]
+    assert len(grads) > steps and max(len(m.payload) for m in grads) <= 16 * 1024
+    assert any(isinstance(m, TransferAck) for m in seen)
+    assert srv.rejects == 0 and wk.rejects == 0
+
+
+def test_a_chunk_for_another_node_is_refused_and_nothing_changes():
+    n = 5000
+    srv, w0, cfg = _server(n)
+    bad = RowChunk(transfer_id=1, seq=0, sender=0, receiver=3, kind=KIND_UPDATE, clock=0,
+                   codec=0, payload=b'\0' * 16)
+    assert srv.on_message(bad, 0.0)[0].name == 'reject'
+    assert srv.rejects == 1 and srv.transfers.receiver.open == {}
+    assert torch.equal(srv.engine.model(), w0)
