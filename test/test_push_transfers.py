@@ -229,3 +229,25 @@ def test_a_fleet_model_goes_in_few_large_chunks_unless_set(given, window, chunk_
             q += _chunks(tr.on_message(a.msg, 0.0)[1], 0)
     assert whole is not None and bytes(whole.payload) == bytes(model.payload)
     assert messages == 617 + 1     # data chunks and END: 2312 with 16 KiB chunks
+
+
+@pytest.mark.parametrize('system', ['asgd', 'comp-asgd'])
+def test_a_whole_dense_message_of_an_older_revision_is_refused_with_its_cause(system):
+    # A peer from before the chunked transfers sends a model or a dense gradient as one
+    # RowChunk: END and the payload at once, schema_version unchanged. Taken as the END of
+    # an empty transfer it was dropped without a word (and answered with a final ack);
+    # now it is a reject that names the cause, nothing is answered and nothing changes.
+    n = 5000
+    cfg = AdaCompConfig(mode=system, c=1e-3)
+    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1)
+    old_push = RowChunk(transfer_id=1, seq=0, sender=0, receiver=SERVER, kind=KIND_GRAD,
+                        clock=0, flags=FLAG_END, codec=0, payload=bytes(4 * n))
+    (log,) = srv.on_message(old_push, 0.0)
+    assert log.name == 'reject' and 'same revision' in log.info['error']
+    assert srv.rejects == 1 and srv.pushes_received == 0 and srv.engine.i == 0
+    wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg))
+    old_model = RowChunk(transfer_id=1, seq=0, sender=SERVER, receiver=0, kind=KIND_UPDATE,
+                         clock=1, flags=FLAG_END, codec=0, payload=bytes(4 * n))
+    (log,) = wk.on_message(old_model, 0.0)
+    assert log.name == 'reject' and 'same revision' in log.info['error']
+    assert wk.rejects == 1 and wk.engine.j == 0 and wk.transfers.receiver.closed == {}

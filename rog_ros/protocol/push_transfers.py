@@ -221,7 +221,8 @@ class PushTransfers:
         Acks of our transfers move them on; chunks of a peer's transfer are acknowledged, and
         its last one (END) yields the whole message for the engine once every row arrived,
         with the final ack among the actions (sent after the engine took the message).
-        Anything else is the engine's.
+        An END with a payload, an older revision's whole dense message, is refused (a
+        ``reject`` naming the cause). Anything else is the engine's.
         """
         if isinstance(msg, TransferAck):
             return None, self._on_ack(msg, now)
@@ -230,6 +231,14 @@ class PushTransfers:
         try:
             if msg.receiver != self.me:
                 raise MessageError(f'chunk for {msg.receiver}, not for {self.me}')
+            if msg.flags & FLAG_END and len(msg.payload):
+                # Before chunked push transfers a dense message was one RowChunk, END and
+                # payload at once (no schema_version tells): taken as a transfer's END it
+                # closed with no rows and was dropped without a word.
+                raise MessageError(
+                    f'a dense message sent whole ({len(msg.payload)} bytes in its END): its '
+                    f'sender runs a rog_ros from before chunked push-system transfers; '
+                    f'run every robot from the same revision')
             acks, closed = self.receiver.on_chunk(msg, now)
         except MessageError as err:
             self.rejects += 1
