@@ -251,3 +251,30 @@ def test_a_whole_dense_message_of_an_older_revision_is_refused_with_its_cause(sy
     (log,) = wk.on_message(old_model, 0.0)
     assert log.name == 'reject' and 'same revision' in log.info['error']
     assert wk.rejects == 1 and wk.engine.j == 0 and wk.transfers.receiver.closed == {}
+
+
+def test_a_robot_restarted_mid_push_leaves_no_open_transfer_behind():
+    # ASGD robot 0 dies twice half-way through a dense push and starts again (a new
+    # incarnation each time). Its earlier runs' transfers never end: each held a
+    # model-sized buffer for good, and the third run's push was refused for good (at most
+    # two open transfers per sender). The third run's push is applied, nothing is left open.
+    n = 3 * 2048 * PUSH_ROW_ELEMENTS // 2        # 6 chunks of 16 KiB
+    cfg = AdaCompConfig(mode='asgd', c=1.0)
+    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
+                        PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
+    for run in range(3):
+        wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
+                           PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=run + 1))
+        sent = _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER)
+        if run < 2:                  # the first half arrives, then the robot is gone
+            for c in sent[:3]:
+                srv.on_message(c, 0.0)
+            assert len(srv.transfers.receiver.open) == 1
+    q = list(sent)
+    while q:
+        for a in srv.on_message(q.pop(0), 0.0):
+            if isinstance(a, Send) and a.dest == 0 and isinstance(a.msg, TransferAck):
+                q += _chunks(wk.on_message(a.msg, 0.0), SERVER)
+    assert srv.rejects == 0 and srv.pushes_received == 1 and srv.engine.i == 1
+    assert torch.equal(srv.engine.model(), torch.full((n,), -0.05))
+    assert srv.transfers.receiver.open == {}

@@ -131,6 +131,7 @@ class PushTransfers:
         self.waiting: dict = {}          # peer -> messages queued behind it
         self.next_tid: dict = {}         # peer -> last transfer id used
         self.rate: dict = {}             # peer -> Ewma of its transfers' throughput
+        self.peer_incarnation: dict = {}   # sender -> incarnation of its latest chunk
         self.rejects = 0                 # chunks or acks refused (validation)
         self.resent = 0                  # messages sent again after rows went missing
 
@@ -239,6 +240,7 @@ class PushTransfers:
                     f'a dense message sent whole ({len(msg.payload)} bytes in its END): its '
                     f'sender runs a rog_ros from before chunked push-system transfers; '
                     f'run every robot from the same revision')
+            self._superseded(msg.sender, msg.incarnation)
             acks, closed = self.receiver.on_chunk(msg, now)
         except MessageError as err:
             self.rejects += 1
@@ -254,6 +256,20 @@ class PushTransfers:
                              flags=FLAG_END, codec=self.codec.codec_id,
                              payload=buf.numpy().data, incarnation=closed.incarnation)
         return whole, self._stamped([final], msg.sender)
+
+    def _superseded(self, sender: int, incarnation: int) -> None:
+        """
+        Drop the open transfers of ``sender``'s other runs once a chunk of a new run came.
+
+        A robot restarted mid-transfer never finishes its earlier run's transfer: its
+        model-sized buffer stayed open for good, and after two such restarts the receiver's
+        bound of two open transfers per sender refused every transfer of that robot.
+        """
+        if self.peer_incarnation.get(sender) == incarnation:
+            return
+        self.peer_incarnation[sender] = incarnation
+        for inc in {k[1] for k in self.receiver.open if k[0] == sender} - {incarnation}:
+            self.receiver.drop_open(sender, inc)
 
     def _stamped(self, acks: list, peer: int) -> list:
         """Return sends of ``acks`` to ``peer``, stamped with our incarnation."""
