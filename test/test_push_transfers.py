@@ -15,13 +15,14 @@
 
 import argparse
 
+import numpy as np
 import pytest
 
 from rog_ros.nodes import settings
 from rog_ros.nodes.push_systems import _transfers, ServerAdapter, WorkerAdapter
 from rog_ros.protocol.actions import Send, StartCompute
 from rog_ros.protocol.messages import (
-    FLAG_END, KIND_GRAD, KIND_UPDATE, RowChunk, SERVER, TransferAck)
+    FLAG_END, KIND_GRAD, KIND_UPDATE, ranges_from_sorted, RowChunk, SERVER, TransferAck)
 from rog_ros.protocol.policies.adacomp import AdaCompConfig, AdaCompServer, AdaCompWorker
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
 from rog_ros.protocol.push_transfers import (
@@ -258,7 +259,7 @@ def test_a_robot_restarted_mid_push_leaves_no_open_transfer_behind():
     # incarnation each time). Its earlier runs' transfers never end: each held a
     # model-sized buffer for good, and the third run's push was refused for good (at most
     # two open transfers per sender). The third run's push is applied, nothing is left open.
-    n = 3 * 2048 * PUSH_ROW_ELEMENTS // 2        # 6 chunks of 16 KiB
+    n = 24 * PUSH_ROW_ELEMENTS       # 6 chunks of 16 KiB
     cfg = AdaCompConfig(mode='asgd', c=1.0)
     srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
                         PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
@@ -278,3 +279,30 @@ def test_a_robot_restarted_mid_push_leaves_no_open_transfer_behind():
     assert srv.rejects == 0 and srv.pushes_received == 1 and srv.engine.i == 1
     assert torch.equal(srv.engine.model(), torch.full((n,), -0.05))
     assert srv.transfers.receiver.open == {}
+
+
+def test_an_ack_for_an_earlier_run_of_the_sender_is_not_taken():
+    # Transfer ids start at 1 in every run of a robot: the server's final ack of run 1's
+    # first push, arriving once run 2 has sent its own first push, ended run 2's transfer
+    # as delivered (all chunks) though the server had none of it: the push was lost, the
+    # robot waited for a pull that never came. It is ignored; run 2's own acks end it, and
+    # the server applies the push once.
+    n = 24 * PUSH_ROW_ELEMENTS       # 6 chunks of 16 KiB
+    cfg = AdaCompConfig(mode='asgd', c=1.0)
+    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
+                        PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
+    wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
+                       PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=2))
+    sent = _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER)
+    assert len(sent) == 7 and sent[-1].flags & FLAG_END
+    stale = TransferAck(transfer_id=1, sender=SERVER, receiver=0, seq=6, final=True,
+                        chunk_ranges=ranges_from_sorted(np.arange(6)),
+                        incarnation=srv.transfers.incarnation, target_incarnation=1)
+    assert wk.on_message(stale, 0.0) == [] and SERVER in wk.transfers.sending
+    q = list(sent)
+    while q:
+        for a in srv.on_message(q.pop(0), 0.0):
+            if isinstance(a, Send) and isinstance(a.msg, TransferAck):
+                q += _chunks(wk.on_message(a.msg, 0.0), SERVER)
+    assert wk.transfers.sending == {} and wk.transfers.resent == 0
+    assert srv.pushes_received == 1 and srv.engine.i == 1 and srv.rejects == 0

@@ -246,7 +246,7 @@ class PushTransfers:
             self.rejects += 1
             return None, [Log('reject', 1.0, msg.sender, {'error': str(err)})]
         if closed is None:
-            return None, self._stamped(acks, msg.sender)
+            return None, self._stamped(acks, msg.sender, msg.incarnation)
         complete, buf, _, ranges = closed.close()
         final = self.receiver.final_ack(closed, ranges, now)
         whole = None
@@ -255,7 +255,7 @@ class PushTransfers:
                              receiver=self.me, kind=closed.kind, clock=closed.clock,
                              flags=FLAG_END, codec=self.codec.codec_id,
                              payload=buf.numpy().data, incarnation=closed.incarnation)
-        return whole, self._stamped([final], msg.sender)
+        return whole, self._stamped([final], msg.sender, msg.incarnation)
 
     def _superseded(self, sender: int, incarnation: int) -> None:
         """
@@ -271,16 +271,24 @@ class PushTransfers:
         for inc in {k[1] for k in self.receiver.open if k[0] == sender} - {incarnation}:
             self.receiver.drop_open(sender, inc)
 
-    def _stamped(self, acks: list, peer: int) -> list:
-        """Return sends of ``acks`` to ``peer``, stamped with our incarnation."""
+    def _stamped(self, acks: list, peer: int, target: int) -> list:
+        """Return sends of ``acks`` to run ``target`` of ``peer``, stamped with our run."""
         for ack in acks:
             ack.incarnation = self.incarnation
+            ack.target_incarnation = target
         return [Send(peer, ack) for ack in acks]
 
     def _on_ack(self, ack: TransferAck, now: float) -> list:
-        """Move our transfer to the acknowledging peer on (late or foreign acks: nothing)."""
+        """
+        Move our transfer to the acknowledging peer on (late or foreign acks: nothing).
+
+        An ack for an earlier run of ours (``target_incarnation``) is foreign: our transfer
+        ids start at 1 in every run, so its final ack, taken, ended our transfer of the same
+        id as delivered, rows the peer never had, and the message was never sent again.
+        """
         sending = self.sending.get(ack.sender)
         if sending is None or ack.receiver != self.me \
+                or ack.target_incarnation != self.incarnation \
                 or ack.transfer_id != sending.transfer.transfer_id:
             return []
         tr = sending.transfer
