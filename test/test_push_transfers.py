@@ -27,7 +27,8 @@ from rog_ros.protocol.policies.adacomp import AdaCompConfig, AdaCompServer, AdaC
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
 from rog_ros.protocol.push_transfers import (
     dense_layout, PUSH_CHUNK_BYTES, PUSH_ROW_ELEMENTS, PUSH_WINDOW, PushTransfers)
-from rog_ros.protocol.transfer import BOUND_END_S, MAX_WINDOW_BYTES
+from rog_ros.protocol.transfer import (
+    BOUND_END_S, MAX_WINDOW_BYTES, PEER_MAX_WIRE_BYTES, wire_bytes)
 import torch
 
 LARGE = 9_463_818
@@ -306,3 +307,82 @@ def test_an_ack_for_an_earlier_run_of_the_sender_is_not_taken():
                 q += _chunks(wk.on_message(a.msg, 0.0), SERVER)
     assert wk.transfers.sending == {} and wk.transfers.resent == 0
     assert srv.pushes_received == 1 and srv.engine.i == 1 and srv.rejects == 0
+
+
+@pytest.mark.parametrize('me, dest, kind', [(SERVER, 0, KIND_UPDATE), (0, SERVER, KIND_GRAD)])
+def test_a_transfer_at_the_bound_waits_the_configured_lease_before_its_end(me, dest, kind):
+    # The Rog nodes pass the LeaseDuration of CYCLONEDDS_URI to their transfers (a robot back
+    # within it is still matched, its writer kept our chunks); the push systems' transfers
+    # ended at the 10 s default whatever the lease. A pull to a silent robot, or a robot's
+    # dense push to a silent server, now sends its END a 30 s lease after the last ack.
+    tr = _transfers(_fleet_args(sync='asgd'), me, torch.zeros(LARGE), lease_s=30.0)
+    assert tr.lease_s == 30.0
+    assert _transfers(_fleet_args(sync='asgd'), me, torch.zeros(LARGE)).lease_s == BOUND_END_S
+    dense = RowChunk(transfer_id=1, seq=0, sender=me, receiver=dest, kind=kind, clock=1,
+                     flags=FLAG_END, codec=0, payload=bytes(4 * LARGE))
+    sent = _chunks(tr.outgoing([Send(dest, dense)], 0.0), dest)
+    now, end_at = 0.0, None
+    while end_at is None and now < 120.0:
+        now = tr.next_wakeup()
+        sent += _chunks(tr.on_tick(now), dest)
+        if sent[-1].flags & FLAG_END:
+            end_at = now
+    assert end_at == 30.0
+    assert sum(len(c.payload) for c in sent[:-1]) <= MAX_WINDOW_BYTES
+
+
+def test_a_lease_that_is_not_a_positive_number_is_refused_in_one_line():
+    # a lease of 0 or NaN would send END at once, or never
+    for bad in (0.0, -1.0, float('nan'), float('inf')):
+        with pytest.raises(ValueError, match='lease_s must be positive and finite'):
+            PushTransfers(SERVER, 4096, lease_s=bad)
+
+
+def test_every_transfer_to_a_robot_shares_one_ledger_of_its_writer():
+    # The chunks of every transfer to a robot queue in one reliable in-order DDS writer:
+    # a pull ended at the bound with rows missing is sent again whole behind what the old
+    # one left there. Counted on the wire (headers and tags, ENDs too) as the chunks go and
+    # the robot's acks cover them, what the writer may hold never passes the peer bound,
+    # and PushTransfers keeps that count for the robot in one PeerLink across transfers.
+    srv, w0, cfg = _server(LARGE)
+    wk = PushTransfers(0, LARGE)
+    written, at, covered, worst = 0, {}, 0, 0
+
+    def sent(actions):
+        """Count the chunks of ``actions`` to robot 0 as they go on its writer."""
+        nonlocal written, worst
+        chunks = _chunks(actions, 0)
+        for c in chunks:
+            written += wire_bytes(c)
+            at[(c.transfer_id, 'end' if c.flags & FLAG_END else c.seq)] = written
+        worst = max(worst, written - covered)
+        assert srv.transfers.wire_past_ack(0) == written - covered
+        return chunks
+
+    def silent_until(until):
+        """Tick the server while the robot answers nothing; return what it sent."""
+        out, now = [], 0.0
+        while True:
+            due = srv.next_wakeup()
+            if due is None or due > until:
+                return out
+            now = due
+            out += sent(srv.on_tick(now))
+
+    first = sent(srv.on_message(_first_push(LARGE, cfg), 0.0))
+    first += silent_until(BOUND_END_S)
+    assert first[-1].flags & FLAG_END
+    # back: only the END got through (DDS dropped the rest with the lease); the final ack
+    # covers everything written before that END, and the pull goes again, whole
+    _, acks = wk.on_message(first[-1], BOUND_END_S)
+    (final,) = [a.msg for a in acks]
+    covered = at[(final.transfer_id, 'end')]
+    again = sent(srv.on_message(final, BOUND_END_S))
+    assert srv.transfers.resent == 1 and again[0].transfer_id == first[0].transfer_id + 1
+    again += silent_until(2 * BOUND_END_S)
+    assert again[-1].flags & FLAG_END
+    assert set(srv.transfers.peers) == {0} and srv.transfers.wire_past_ack(0) == written - covered
+    assert worst <= PEER_MAX_WIRE_BYTES and written - covered <= MAX_WINDOW_BYTES + 64 * 1024
+    # an answer to a repeated END of the first transfer moves nothing and sends nothing
+    assert srv.on_message(final, 2 * BOUND_END_S) == []
+    assert srv.transfers.wire_past_ack(0) == written - covered

@@ -97,8 +97,13 @@ def _adacomp_config(args, workload):
     return config_for(args.sync, {}, float(args.lr or workload.lr), workload.momentum)
 
 
-def server_engine(args, tr):
-    """Return the server engine of push system ``args.sync``, wrapped (:class:`ServerAdapter`)."""
+def server_engine(args, tr, lease_s: float | None = None):
+    """
+    Return the server engine of push system ``args.sync``, wrapped (:class:`ServerAdapter`).
+
+    ``lease_s``: the DDS lease the node read (``cyclone_config.lease_duration_s``), after
+    which a transfer at its bound sends its END, as Rog's engines take it; None: 10 s.
+    """
     sync = args.sync.strip().lower()
     n, wl = int(args.workers), tr.workload
     if sync == 'gsp':
@@ -107,29 +112,38 @@ def server_engine(args, tr):
         engine = GspServer(tr.w0, n, GspConfig(), lr=tr.lr, momentum=wl.momentum,
                            max_pushes=args.iterations * n, batch_size=wl.batch_size,
                            epoch_samples=pool)
-        return ServerAdapter(engine, n, tr.lr, _transfers(args, SERVER, engine.model()))
+        return ServerAdapter(engine, n, tr.lr,
+                             _transfers(args, SERVER, engine.model(), lease_s))
     from rog_ros.protocol.policies.adacomp import AdaCompServer
     cfg = _adacomp_config(args, wl)
     engine = AdaCompServer(tr.w0, n, cfg, max_updates=args.iterations * n)
-    return ServerAdapter(engine, n, cfg.alpha, _transfers(args, SERVER, engine.model()))
+    return ServerAdapter(engine, n, cfg.alpha,
+                         _transfers(args, SERVER, engine.model(), lease_s))
 
 
-def _transfers(args, me: int, w) -> PushTransfers:
+def _transfers(args, me: int, w, lease_s: float | None = None) -> PushTransfers:
     """
     Return the chunked transfers of node ``me``: the push defaults, or what the user set.
 
     ``window`` and ``chunk_bytes`` at the settings' defaults (Rog's: 4 chunks of 16 KiB) give
     the push systems' own (``PUSH_WINDOW`` chunks of ``PUSH_CHUNK_BYTES``): with Rog's, a
-    37.9 MB model's iteration took three times as long as one message did.
+    37.9 MB model's iteration took three times as long as one message did. ``lease_s`` (None:
+    ``BOUND_END_S``) is the configured DDS lease, the wait at the 4 MiB bound before END.
     """
     default = settings.defaults()
+    given = {} if lease_s is None else {'lease_s': lease_s}
     return _default_transfers(
         me, w, window=None if args.window == default['window'] else args.window,
-        chunk_bytes=None if args.chunk_bytes == default['chunk_bytes'] else args.chunk_bytes)
+        chunk_bytes=None if args.chunk_bytes == default['chunk_bytes'] else args.chunk_bytes,
+        **given)
 
 
-def worker_engine(args, tr, rank: int):
-    """Return worker ``rank``'s engine of push system ``args.sync`` (:class:`WorkerAdapter`)."""
+def worker_engine(args, tr, rank: int, lease_s: float | None = None):
+    """
+    Return worker ``rank``'s engine of push system ``args.sync`` (:class:`WorkerAdapter`).
+
+    ``lease_s``: the server's DDS lease, as :func:`server_engine` takes it (None: 10 s).
+    """
     sync = args.sync.strip().lower()
     sizes = [int(p.numel()) for p in tr.model.parameters()]
     if sync == 'gsp':
@@ -139,7 +153,7 @@ def worker_engine(args, tr, rank: int):
         from rog_ros.protocol.policies.adacomp import AdaCompWorker
         engine = AdaCompWorker(rank, tr.w0, sizes, _adacomp_config(args, tr.workload),
                                seed=args.seed)
-    return WorkerAdapter(engine, _transfers(args, rank, engine.w))
+    return WorkerAdapter(engine, _transfers(args, rank, engine.w, lease_s))
 
 
 def _wire(msg) -> int:

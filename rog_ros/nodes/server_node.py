@@ -222,7 +222,8 @@ class ServerNode:
         tr = build_training(a)
         self.training = tr
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
-            self.engine = push_systems.server_engine(a, tr)
+            self.engine = push_systems.server_engine(
+                a, tr, lease_s=max(BOUND_END_S, lease_duration_s() or 0.0))
         else:
             self.engine = ServerEngine(
                 tr.layout, tr.codec, tr.policy, a.workers, tr.w0, lr=tr.lr,

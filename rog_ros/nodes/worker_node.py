@@ -121,7 +121,8 @@ class WorkerNode:
         tr = build_training(a)
         durable_run = bool(getattr(a, 'state_dir', None))   # nodes may restart: see durable
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
-            self.engine = push_systems.worker_engine(a, tr, self.rank)
+            self.engine = push_systems.worker_engine(
+                a, tr, self.rank, lease_s=max(BOUND_END_S, lease_duration_s() or 0.0))
         else:
             self.engine = WorkerEngine(self.rank, a.workers, tr.layout, tr.codec, tr.policy,
                                        tr.w0, momentum=tr.workload.momentum,

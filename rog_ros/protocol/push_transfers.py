@@ -33,11 +33,17 @@ values in vector order, the last row holding the rest (``dense_layout``), so tha
 bytes, in row id order, are the vector's bytes; codec 0, no scales, flags 0. The receiver
 hands its engine the message only when every row arrived; a transfer that ended with rows
 missing (a robot silent past the lease) is sent again, whole, as a new transfer. One
-transfer at a time per peer: a second message to a peer waits for the first.
+transfer at a time per peer: a second message to a peer waits for the first. The transfers
+to one peer share one ``transfer.PeerLink``, the ledger of wire bytes written to that peer's
+writer and not yet covered by an ack, as Rog's server and robots keep it: no data chunk goes
+past ``PEER_MAX_WIRE_BYTES`` of them, and an ack of any transfer to that peer frees room and
+tells a transfer at its bound that the peer is alive. At that bound END goes ``lease_s``
+after the peer's last ack: the DDS lease the nodes read from ``CYCLONEDDS_URI``.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -47,7 +53,8 @@ from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     FLAG_END, MessageError, new_incarnation, RowChunk, TransferAck)
-from rog_ros.protocol.transfer import MAX_WINDOW_BYTES, OutgoingTransfer, Receiver
+from rog_ros.protocol.transfer import (
+    BOUND_END_S, MAX_WINDOW_BYTES, OutgoingTransfer, PeerLink, Receiver)
 import torch
 
 PUSH_ROW_ELEMENTS = 1024
@@ -112,13 +119,20 @@ class PushTransfers:
         ``PUSH_WINDOW`` and ``PUSH_CHUNK_BYTES`` (larger than Rog's defaults).
     incarnation : int or None
         Stamped on chunks and acks (the receiver keys transfers by it); None draws one.
+    lease_s : float
+        The peers' DDS lease (``BOUND_END_S`` by default): a transfer at its bound sends its
+        END that long after the peer's last ack, as Rog's transfers do.
 
     """
 
     def __init__(self, me: int, n_values: int, window: int | None = None,
                  chunk_bytes: int | None = None, end_timeout_s: float = 2.0,
-                 incarnation: int | None = None):
+                 incarnation: int | None = None, lease_s: float = BOUND_END_S):
+        if not math.isfinite(lease_s) or lease_s <= 0:
+            raise ValueError(f'lease_s must be positive and finite (the DDS LeaseDuration in '
+                             f'seconds), got {lease_s}')
         self.me = int(me)
+        self.lease_s = float(lease_s)
         self.layout = dense_layout(n_values)
         self.nbytes = 4 * int(n_values)
         self.codec = Identity(torch.float32)
@@ -131,6 +145,7 @@ class PushTransfers:
         self.waiting: dict = {}          # peer -> messages queued behind it
         self.next_tid: dict = {}         # peer -> last transfer id used
         self.rate: dict = {}             # peer -> Ewma of its transfers' throughput
+        self.peers: dict = {}            # peer -> PeerLink, shared by its transfers
         self.peer_incarnation: dict = {}   # sender -> incarnation of its latest chunk
         self.rejects = 0                 # chunks or acks refused (validation)
         self.resent = 0                  # messages sent again after rows went missing
@@ -170,7 +185,8 @@ class PushTransfers:
                               deadline=now, now=now, window=self.window,
                               chunk_bytes=self.chunk_bytes, end_timeout_s=self.end_timeout_s,
                               rate_bps=self._rate(dest).value_bps,
-                              incarnation=self.incarnation)
+                              incarnation=self.incarnation, peer=self._peer(dest),
+                              lease_s=self.lease_s)
         self.sending[dest] = _Sending(msg, tr)
         return [Send(dest, ch) for ch in tr.pump(now)]
 
@@ -179,6 +195,12 @@ class PushTransfers:
         if peer not in self.rate:
             self.rate[peer] = Ewma()
         return self.rate[peer]
+
+    def _peer(self, peer: int) -> PeerLink:
+        """Return the ledger of ``peer``'s writer, one for all transfers to it (created)."""
+        if peer not in self.peers:
+            self.peers[peer] = PeerLink()
+        return self.peers[peer]
 
     def _finished(self, dest: int, delivered: np.ndarray, now: float) -> list:
         """Start the next message to ``dest`` after a final ack, or this one again if rows lack."""
@@ -213,6 +235,11 @@ class PushTransfers:
         """Return what the transfer under way to ``dest`` has sent past its last ack (0: none)."""
         sending = self.sending.get(dest)
         return sending.transfer.bytes_past_ack() if sending is not None else 0
+
+    def wire_past_ack(self, dest: int) -> int:
+        """Return the wire bytes of every transfer to ``dest`` not yet covered by an ack."""
+        link = self.peers.get(dest)
+        return link.unacked() if link is not None else 0
 
     # ------------------------------------------------------------------ receiving
     def on_message(self, msg, now: float):
@@ -286,10 +313,15 @@ class PushTransfers:
         ids start at 1 in every run, so its final ack, taken, ended our transfer of the same
         id as delivered, rows the peer never had, and the message was never sent again.
         """
+        if ack.receiver != self.me or ack.target_incarnation != self.incarnation:
+            return []
         sending = self.sending.get(ack.sender)
-        if sending is None or ack.receiver != self.me \
-                or ack.target_incarnation != self.incarnation \
-                or ack.transfer_id != sending.transfer.transfer_id:
+        if sending is None or ack.transfer_id != sending.transfer.transfer_id:
+            # late or duplicate, of an earlier transfer to that peer: it covers what was
+            # written before it and says the peer is alive (a chunk held at the bound goes)
+            link = self.peers.get(ack.sender)
+            if link is not None and link.on_ack(ack, now) and sending is not None:
+                return [Send(ack.sender, ch) for ch in sending.transfer.pump(now)]
             return []
         tr = sending.transfer
         if not ack.final:
