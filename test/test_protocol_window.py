@@ -474,3 +474,119 @@ def test_the_server_counts_a_dropped_downlink_and_its_acks_for_the_next_one():
     assert second.next_wakeup() == 12.0 + BOUND_END_S             # END a lease after the ack
     assert second.on_tick(21.9) == [] and second.end_sent_at is None
     assert [c.flags & 1 for c in second.on_tick(22.0)] == [1]
+
+
+def _ack_from(server, r, inc, tid, seq, final=False):
+    """Return robot r's ack of chunk ``seq`` of transfer ``tid``, from its run ``inc``."""
+    from rog_ros.protocol.messages import SERVER, TransferAck
+    return TransferAck(transfer_id=tid, sender=r, receiver=SERVER, seq=seq, final=final,
+                       incarnation=inc, target_incarnation=server.incarnation)
+
+
+def test_a_restarted_robot_s_acks_free_nothing_its_crashed_run_holds_until_its_lease_ends():
+    # Cyclone drops a sample once every matched reader acknowledged it and never counts a
+    # reader as unresponsive: a robot that crashed and came back within its lease has its old
+    # reader matched too, until that lease ends, and the writer keeps for it everything
+    # written since its last ack. The new run's acks freed the old run's 4 MiB in the ledger,
+    # and the next snapshot went on to 12 MiB in the writer, past the mark
+    from rog_ros.core.compress import RowScaledSign
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.protocol.ps import ServerEngine
+    from rog_ros.protocol.transfer import WRITER_MARK_BYTES
+    layout = RowLayout([(2048, 1024)])              # 8 MiB lossless snapshots
+    server = ServerEngine(layout, RowScaledSign(), make_policy('rog:4'), 2,
+                          torch.zeros(layout.n_params), lr=0.1, window=256, chunk_bytes=16384,
+                          lease_s=10.0)
+    server.on_message(_ack_from(server, 1, 111, 999, 0), 0.0)        # robot 1's run 111
+    server._holds_unknown(1)
+    sent = _chunks_of(server._start_snapshot(1, 0, 0.0))        # that run crashes: no ack
+    first = server.downlinks[1].transfer
+    server.on_message(_ack_from(server, 1, 222, 998, 0), 2.0)       # its new run speaks
+    assert server.worker_inc[1] == 222 and server.downlinks[1] is None
+    server._holds_unknown(1)
+    sent += _chunks_of(server._start_snapshot(1, 0, 2.0))
+    second = server.downlinks[1].transfer
+    t, acked = 2.0, 0
+    while acked < second.next_seq:                   # the new run acks each chunk it gets
+        t += 0.01
+        sent += _chunks_of(server.on_message(
+            _ack_from(server, 1, 222, second.transfer_id, acked), t))
+        acked += 1
+    assert t < 12.0 and first.next_seq > 0
+    assert _wire(sent) <= WRITER_MARK_BYTES, _wire(sent) - WRITER_MARK_BYTES   # 12 MiB before
+    assert second.at_bound() and server.next_wakeup() == 12.0   # the old run's lease ends
+    more = _chunks_of(server.on_tick(12.0))
+    assert more and all(c.transfer_id == second.transfer_id for c in more)
+    assert second.end_sent_at is None
+
+
+def test_the_worker_holds_what_a_crashed_server_run_was_sent_for_a_lease():
+    # the same on the robot: a server that crashed and came back within its lease keeps its
+    # old reader of the robot's pushes matched; the new run's acks free nothing before then
+    from rog_ros.protocol.messages import SERVER, TransferAck
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.protocol.transfer import WRITER_MARK_BYTES
+    from rog_ros.protocol.worker import WorkerEngine
+    layout, codec = RowLayout([(2048, 1024)]), Identity()        # 8 MiB pushes
+    w0 = torch.zeros(layout.n_params)
+    worker = WorkerEngine(0, 2, layout, codec, make_policy('rog:4'), w0, window=256,
+                          chunk_bytes=16384, lease_s=30.0)
+
+    def push(tid, now):
+        """Start push ``tid`` of the whole model at ``now``; return it and what it sent."""
+        tr = worker._outgoing(tid, 0, codec.encode(layout, w0, torch.ones(layout.n_tensors)),
+                              torch.ones(layout.n_tensors), torch.arange(layout.n_rows),
+                              layout.n_rows, math.inf, now)
+        return tr, tr.pump(now)
+    first, sent = push(1, 0.0)                       # to the run that crashes: no ack
+    worker._server_restart(object(), 7, 1.0)
+    second, more = push(2, 1.0)
+    sent += more
+    t, acked = 1.0, 0
+    while acked < second.next_seq:                   # the new run acks each chunk it gets
+        t += 0.01
+        ack = TransferAck(transfer_id=2, sender=SERVER, receiver=0, seq=acked)
+        sent += second.on_ack(ack, t)
+        acked += 1
+    assert t < 31.0 and first.next_seq > 0
+    assert _wire(sent) <= WRITER_MARK_BYTES, _wire(sent) - WRITER_MARK_BYTES
+    assert second.at_bound() and second.next_wakeup() == 31.0   # the old run's lease ends
+    assert second.on_tick(31.0) and second.end_sent_at is None
+
+
+def test_a_lost_chunk_and_its_repair_move_the_ledger_only_forwards():
+    # DDS delivers in order: an ack of chunk 4 means chunks 2 and 3 left the writer too
+    # (delivered, or dropped with a reader whose lease ended), so lost chunks free their room
+    # like the rest; their rows go again in a repair, a transfer of its own written after.
+    # Late, duplicate, unsent, bogus and premature final acks move nothing
+    from rog_ros.protocol.messages import TransferAck
+    from rog_ros.protocol.transfer import PeerLink
+    peer = PeerLink()
+    first, layout, codec, rowbytes = _big_transfer(4, 16384, 0.0, rows=64, peer=peer)
+
+    def ack(tid, seq, final=False):
+        """Return whether robot 0's ack of ``seq`` of transfer ``tid`` moved the ledger."""
+        return peer.on_ack(TransferAck(transfer_id=tid, sender=0, receiver=-1, seq=seq,
+                                       final=final), 0.2)
+    sent = first.pump(0.0)
+    for k in (0, 1):
+        sent += first.on_ack(TransferAck(transfer_id=1, sender=0, receiver=-1, seq=k), 0.1)
+    assert first.next_seq == 6 and peer.unacked() == _wire(sent[2:])
+    assert ack(1, 4) and peer.unacked() == _wire(sent[5:])          # 2 and 3 lost
+    assert not ack(1, 2) and not ack(1, 4)                          # late, duplicate
+    assert not ack(1, 9) and not ack(1, 5000) and not ack(1, -1)    # unsent, bogus
+    assert not ack(1, 0, final=True) and not ack(77, 0)             # no END yet, unknown
+    assert peer.unacked() == _wire(sent[5:])
+    end = first._end(0.3)
+    repair = OutgoingTransfer(transfer_id=2, sender=-1, receiver=0, kind=2, clock=1,
+                              layout=layout, codec=codec, rowbytes=rowbytes,
+                              scales=torch.zeros(1), order=torch.arange(8, 16), n_mandatory=8,
+                              deadline=math.inf, now=0.4, window=4, chunk_bytes=16384,
+                              peer=peer)
+    again = repair.pump(0.4)                         # its two chunks and its END
+    assert [c.seq for c in again] == [0, 1, 2] and again[0].payload == sent[2].payload
+    assert peer.unacked() == _wire(sent[5:] + [end] + again)
+    assert ack(1, 0, final=True) and peer.unacked() == _wire(again)   # up to its END
+    assert ack(2, 0) and peer.unacked() == _wire(again[1:])
+    assert not ack(1, 5) and not ack(1, 0, final=True)              # behind what is acked
+    assert ack(2, 1) and ack(2, 0, final=True) and peer.unacked() == 0

@@ -513,6 +513,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         """Start afresh for a new incarnation of worker r (transfers dropped uncommitted)."""
         dropped = self.receiver.drop_open(r)
         dl, self.downlinks[r] = self.downlinks[r], None
+        # its previous run's reader stays matched for a lease: the writer keeps its chunks
+        self.peers[r].hold(now + self.lease_s)
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
         if r in self._owed_final:

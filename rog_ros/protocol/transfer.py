@@ -112,6 +112,11 @@ class PeerLink:
     transfers to one peer share a ``PeerLink`` (``OutgoingTransfer(peer=...)``): none sends a
     data chunk that would put more than ``PEER_MAX_WIRE_BYTES`` there, and ``last_ack_time``
     (an ack of any transfer) tells a transfer at its bound that the peer is alive.
+
+    Except across a restart of the peer (``hold``): the writer drops a sample once every
+    matched reader acknowledged it, and Cyclone never counts a reader as unresponsive, so a
+    run that crashed keeps its reader matched, and everything written since its last ack in
+    the writer, until its lease ends. The new run's acks free nothing before then.
     """
 
     def __init__(self, max_wire_bytes: int = PEER_MAX_WIRE_BYTES, keep: int = 8):
@@ -121,6 +126,8 @@ class PeerLink:
         self.acked = 0                  # position (in ``sent``) the peer acknowledged
         self.last_ack_time = -math.inf  # an ack of any transfer from the peer
         self.positions: dict[int, np.ndarray] = {}   # transfer id -> its ``wire_end``
+        self.held_at: int | None = None   # what a previous run of the peer acknowledged
+        self.hold_until = -math.inf       # when that run's lease ends at the latest
 
     def register(self, transfer_id: int, wire_end: np.ndarray) -> None:
         """
@@ -134,7 +141,26 @@ class PeerLink:
 
     def unacked(self) -> int:
         """Return the wire bytes written to the peer after its last acknowledged position."""
-        return self.sent - self.acked
+        return self.sent - (self.acked if self.held_at is None else self.held_at)
+
+    def hold(self, until: float) -> None:
+        """
+        Keep what the peer's previous run did not acknowledge counted until ``until``.
+
+        The peer restarted (a new incarnation spoke): its previous run's reader may stay
+        matched until that run's lease ends (``until``: now plus the lease), and the writer
+        keeps for it everything written since its last ack, the new run's chunks too.
+        """
+        if self.held_at is None:
+            self.held_at = self.acked
+        self.hold_until = max(self.hold_until, float(until))
+
+    def release(self, now: float) -> bool:
+        """End a hold whose lease is over; return whether that freed room in the writer."""
+        if self.held_at is None or now < self.hold_until:
+            return False
+        freed, self.held_at = self.acked > self.held_at, None
+        return freed
 
     def fits(self, wire: int) -> bool:
         """Return whether ``wire`` more bytes keep the peer within ``max_wire_bytes``."""
@@ -162,7 +188,7 @@ class PeerLink:
         if pos <= self.acked:
             return False
         self.acked = pos
-        return True
+        return self.held_at is None        # (a hold frees it when the old lease ends)
 
 
 def wire_bytes(chunk: RowChunk) -> int:
@@ -400,6 +426,7 @@ class OutgoingTransfer:
         out = []
         if self.end_sent_at is not None or self.finished:
             return out
+        self.peer.release(now)
         while (self.in_flight() < self.window and self.may_send_more(now)
                and self._fits_bound()):
             chunk = self._held if self._held is not None else self._chunk(self.next_seq)
@@ -438,6 +465,8 @@ class OutgoingTransfer:
             times.append(self.last_progress + self.end_timeout_s)   # acks may be lost
         elif self.at_bound():
             times.append(self._bound_since() + self._bound_wait_s())
+            if self.peer.held_at is not None:
+                times.append(self.peer.hold_until)   # a restarted peer's old lease ends
         if self.next_seq >= self.n_mandatory_chunks and self.next_seq < len(self.plan):
             times.append(self.deadline)
         return min(times) if times else None
@@ -454,6 +483,7 @@ class OutgoingTransfer:
             # the per-chunk acks, decides what was delivered, so nothing is lost by this.
             self.released += self.in_flight()
             self.last_progress = now
+        self.peer.release(now)
         if self.at_bound() and now >= self._bound_since() + self._bound_wait_s():
             # A lease at the bound without an ack (BOUND_END_S): a peer back sooner is acking
             # again. END asks for the final ack; the rows never sent count as lost chunks

@@ -42,6 +42,8 @@ class RejoinMixin:
         """Handle a new server incarnation: drop what its predecessor left open, rejoin."""
         self.retired_servers = (self.retired_servers + [self.server_incarnation])[-8:]
         self.server_incarnation = inc
+        # the previous run's reader stays matched for a lease: our writer keeps our chunks
+        self.peer.hold(now + self.lease_s)
         tr = self.push
         if tr is not None and tr.end_sent_at is None:
             # Never closed there: nothing of it was applied. Its rows stay in the residual.
