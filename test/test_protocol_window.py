@@ -439,6 +439,30 @@ def test_the_nodes_read_the_lease_their_cyclone_configuration_sets(tmp_path, mon
     assert lease_duration_s() == 45.0
 
 
+def test_the_lease_is_read_as_cyclone_reads_it(tmp_path, monkeypatch):
+    # A commented-out LeaseDuration counted, as did one in the Domain of another id (Cyclone
+    # skips both); one in lower case was missed (Cyclone's element names take any case), and
+    # one without a unit read as seconds, where Cyclone reads milliseconds
+    from rog_ros.transport.cyclone_config import lease_duration_s
+    lease = '<CycloneDDS><Domain{}><Discovery><LeaseDuration>{}</LeaseDuration></Discovery>' \
+        '</Domain></CycloneDDS>'
+    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
+    assert lease_duration_s('<CycloneDDS><!-- ' + lease.format('', '60 s') + ' --></CycloneDDS>'
+                            ) is None
+    both = lease.format(' Id="any"', '30 s') + lease.format(' Id="7"', '60 s')
+    assert lease_duration_s(both) == 30.0
+    assert lease_duration_s(lease.format('', '30 s').lower()) == 30.0
+    assert lease_duration_s(lease.format(' id="0"', '30000')) == 30.0
+    path = tmp_path / 'dds.xml'
+    path.write_text(lease.format('', '1 min') + '\n<!-- <LeaseDuration>2 min</LeaseDuration> -->')
+    assert lease_duration_s(str(path)) == 60.0
+    monkeypatch.setenv('ROS_DOMAIN_ID', '7')
+    assert lease_duration_s(both) == 60.0
+    monkeypatch.setenv('ROS_DOMAIN_ID', 'seven')          # a bad one fails no node here
+    assert lease_duration_s(both) == 60.0
+    assert lease_duration_s(str(tmp_path)) is None        # a folder: Cyclone's own error
+
+
 def _chunks_of(actions):
     """Return the RowChunks among an engine's actions (what goes into the chunk writer)."""
     from rog_ros.protocol.messages import RowChunk

@@ -397,10 +397,16 @@ def _uri_sources(uri: str):
             pos = end
 
 
-_LEASE = re.compile(r'<LeaseDuration>\s*([0-9.eE+-]+|inf)\s*([a-z]*)\s*</LeaseDuration>')
-_DURATION_UNITS = {'': 1.0, 'ns': 1e-9, 'us': 1e-6, 'ms': 1e-3, 's': 1.0, 'min': 60.0,
+_LEASE_VALUE = re.compile(r'([0-9.eE+-]+) *([a-z]*)')
+_TAG_NAME = re.compile(r'</?\s*([^\s/>]+)')
+_DOMAIN_ID = re.compile(r'\sid\s*=\s*["\']\s*([^"\']*?)\s*["\']', re.I)
+_DURATION_UNITS = {'': 1e-3, 'ns': 1e-9, 'us': 1e-6, 'ms': 1e-3, 's': 1.0, 'min': 60.0,
                    'hr': 3600.0, 'day': 86400.0}
-"""Cyclone's duration units (``10 s``, ``500ms``, ``1 min``), in seconds."""
+"""
+Cyclone's duration units (``10 s``, ``500ms``, ``1 min``), in seconds.
+
+A LeaseDuration without a unit is in milliseconds (Cyclone's default unit for it, deprecated).
+"""
 
 
 def lease_duration_s(uri: str | None = None) -> float | None:
@@ -410,26 +416,64 @@ def lease_duration_s(uri: str | None = None) -> float | None:
     The last one of its sources wins, as in Cyclone; None when none sets it (Cyclone's
     default, 10 s), a file cannot be read or the value is not a finite duration. The
     engines wait that long at the 4 MiB bound for an acknowledgement before a transfer's
-    END (``transfer.BOUND_END_S``): a robot back within its lease is still matched.
+    END (``transfer.BOUND_END_S``): a robot back within its lease is still matched. Read
+    as Cyclone reads it: element names in any case, comments left out, and a ``Domain``
+    of another id than ``$ROS_DOMAIN_ID``'s skipped.
     """
     value = os.environ.get('CYCLONEDDS_URI', '') if uri is None else uri
+    try:
+        domain_id = domain_id_from_env()
+    except ValueError:
+        domain_id = None                    # (the node says so where it opens its domain)
     found = None
     for is_file, source in _uri_sources(value):
         if is_file:
             try:
                 with open(source, encoding='utf-8', errors='replace') as f:
                     source = f.read()
-            except OSError:
+            except (OSError, ValueError):
                 continue
-        for match in _LEASE.finditer(source):
-            found = match
-    if found is None or found.group(2) not in _DURATION_UNITS:
+        found = _lease_text(source, domain_id, found)
+    match = None if found is None else _LEASE_VALUE.fullmatch(found.strip())
+    if match is None or match.group(2) not in _DURATION_UNITS:
         return None
     try:
-        seconds = float(found.group(1)) * _DURATION_UNITS[found.group(2)]
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
     except ValueError:
         return None
     return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def _lease_text(text: str, domain_id: int | None, found: str | None) -> str | None:
+    """
+    Return the text of the last ``LeaseDuration`` in ``text`` for our domain, else ``found``.
+
+    Walks the tags, as Cyclone's parser does: a commented-out setting is no setting, and a
+    ``Domain`` whose ``Id`` is neither ``any`` nor ``domain_id`` does not apply here.
+    """
+    stack, start = [], None               # (element, skipped) per open element
+    for match in _XML_TAG.finditer(text):
+        closing = match.group(1)
+        name = _TAG_NAME.match(match.group(0))
+        if closing is None or name is None:
+            continue                        # a comment, declaration or CDATA
+        name = name.group(1).lower()
+        if closing:
+            if stack and stack[-1][0] == name:
+                if name == 'leaseduration' and start is not None and not stack[-1][1]:
+                    found = re.sub(r'<!--.*?-->', '', text[start:match.start()], flags=re.S)
+                stack.pop()
+            start = None
+            continue
+        skipped = bool(stack) and stack[-1][1]
+        if name == 'domain' and domain_id is not None:
+            wanted = _DOMAIN_ID.search(match.group(0))
+            skipped = skipped or not (wanted is None or wanted.group(1).lower() == 'any'
+                                      or wanted.group(1) == str(domain_id))
+        if not match.group(2):
+            stack.append((name, skipped))
+            start = match.end() if name == 'leaseduration' else None
+    return found
 
 
 _XML_TAG = re.compile(r'<!--.*?-->|<\?.*?\?>|<!\[CDATA\[.*?\]\]>|<(/?)[^<>]*?(/?)>', re.S)
