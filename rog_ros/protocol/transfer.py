@@ -191,9 +191,37 @@ class PeerLink:
         return self.held_at is None        # (a hold frees it when the old lease ends)
 
 
+WHC_FRAGMENT_BYTES = 1024
+"""
+Smallest DDS fragment assumed when counting what a chunk takes in the writer (bytes).
+
+Cyclone counts each sample in its writer history as its CDR plus 80 bytes per fragment of
+``General/FragmentSize`` (``dds_whc.c``, ``whcn_size``): 1344 bytes by default, 1280 in
+``config/cyclonedds_wifi.xml``, 60000 on loopback. A smaller ``FragmentSize`` of one's own
+makes the count short by 80 bytes per fragment of the difference.
+"""
+WHC_SAMPLE_OVERHEAD = 80
+"""Bytes Cyclone adds per fragment of a sample in its writer-history count (``dds_whc.c``)."""
+
+
 def wire_bytes(chunk: RowChunk) -> int:
-    """Return what ``chunk`` takes in the writer: its wire size, with the auth tag it gets."""
-    return chunk.wire_size() + (0 if chunk.auth_tag else TAG_BYTES)
+    """
+    Return what ``chunk`` takes in the DDS writer's history count, with its auth tag.
+
+    Cyclone counts each sample against the mark as its CDR (with its 4-byte header) and 80
+    bytes per fragment: XCDR1 of ``msg/RowChunk.msg``, whose fixed fields and alignment take
+    76 to 83 bytes more than ``wire_size``, and 13 fragments of a 16 KiB chunk on Wi-Fi
+    (1280-byte fragments), counted here with ``WHC_FRAGMENT_BYTES``. Counting
+    ``wire_size`` left them out: two transfers to a silent robot passed the 8 MiB mark.
+    """
+    pos = 0
+    for align, size in ((2, 2), (8, 64), (4, 4 + 4 * len(chunk.row_ranges)), (8, 8),
+                        (4, 4 + 4 * len(chunk.tensor_ids)), (4, 4 + 4 * len(chunk.scales)),
+                        (4, 4 + len(chunk.payload)), (8, 8), (8, 24),
+                        (4, 4 + (len(chunk.auth_tag) or TAG_BYTES))):
+        pos = -(-pos // align) * align + size     # (the fields of RowChunk.msg, in order)
+    cdr = 4 + pos
+    return cdr + -(-cdr // WHC_FRAGMENT_BYTES) * WHC_SAMPLE_OVERHEAD
 
 
 def window_for_rate(window: int, rate_bps: float, chunk_bytes: int) -> int:
