@@ -78,6 +78,26 @@ Unacknowledged chunks of a dense push-system transfer unless ``window`` is set o
 """
 
 
+class RawValues(Identity):
+    """
+    Codec 0 as the push transfers move it: each value's 4 bytes as they are, never judged.
+
+    The engines validate the whole message they are handed (``topk.decode_dense`` refuses a
+    non-finite value, one ``reject``), as they did when it travelled as one message. Judged
+    per chunk here as well, as Rog's float codec is, a non-finite value was refused in its
+    chunk, never acknowledged, and the transfer ended with its rows missing: sent again,
+    whole, at once, forever (a 37.9 MB model over and over). An integer element type of the
+    same size leaves the bytes to the engine (``check_chunk`` finds every integer finite).
+    """
+
+    def __init__(self):
+        super().__init__(torch.int32)
+
+    def bad_rows(self, layout: RowLayout, rowbytes: torch.Tensor) -> torch.Tensor:
+        """Return that no row is bad: a row assembled from fragments is the engine's to judge."""
+        return torch.zeros(layout.n_rows, dtype=torch.bool)
+
+
 def dense_layout(n_values: int) -> RowLayout:
     """
     Return the row layout of a dense message of ``n_values`` fp32 values.
@@ -135,7 +155,7 @@ class PushTransfers:
         self.lease_s = float(lease_s)
         self.layout = dense_layout(n_values)
         self.nbytes = 4 * int(n_values)
-        self.codec = Identity(torch.float32)
+        self.codec = RawValues()
         self.receiver = Receiver(self.me, self.layout, self.codec)
         self.window = int(window) if window is not None else PUSH_WINDOW
         self.chunk_bytes = int(chunk_bytes) if chunk_bytes is not None else PUSH_CHUNK_BYTES
@@ -333,4 +353,4 @@ class PushTransfers:
 
 
 __all__ = ['PUSH_CHUNK_BYTES', 'PUSH_ROW_ELEMENTS', 'PUSH_WINDOW', 'PushTransfers',
-           'dense_layout']
+           'RawValues', 'dense_layout']
