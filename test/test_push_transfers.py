@@ -470,3 +470,85 @@ def test_a_non_finite_model_is_refused_once_by_the_engine_and_not_sent_again():
         [('reject', 'non-finite value in dense payload')]
     assert wk.rejects == 1 and wk.engine.j == 0 and torch.equal(wk.w, torch.zeros(n))
     assert srv.resent == 0 and srv.sending == {}
+
+
+def _model(n, clock, sender=SERVER, receiver=0, kind=KIND_UPDATE):
+    """Return a dense message of ``n`` distinct values for ``clock`` (each one its own)."""
+    v = np.arange(n, dtype=np.float32) + np.float32(clock) * np.float32(n)
+    return RowChunk(transfer_id=clock, seq=0, sender=sender, receiver=receiver, kind=kind,
+                    clock=clock, flags=FLAG_END, codec=0, payload=v.tobytes())
+
+
+def test_a_transfer_replayed_after_its_answer_was_forgotten_is_never_handed_over_again():
+    # the receiver remembers the final answers of a sender's last 8 transfers; a replay of
+    # an older one (chunks, END) after ten more closed is late, not a new message
+    n = 5000
+    src, dst = PushTransfers(SERVER, n, chunk_bytes=4096), PushTransfers(0, n, chunk_bytes=4096)
+    first = []
+    assert len(_relay(src, dst, _model(n, 1), 0, first)) == 1
+    for clock in range(2, 12):
+        assert len(_relay(src, dst, _model(n, clock), 0)) == 1
+    assert dst.receiver.cached_answer(SERVER, src.incarnation, 1) is None
+    for chunk in first:
+        if isinstance(chunk, RowChunk):
+            assert dst.on_message(chunk, 20.0) == (None, [])
+    assert dst.receiver.open == {} and dst.rejects == 0
+
+
+def test_a_late_final_ack_of_a_transfer_sent_again_ends_nothing_and_one_message_arrives():
+    # the pull ended at the bound with rows missing and goes again as transfer 2; the
+    # robot's final ack of transfer 1 comes once more (duplicated), and so does transfer
+    # 1's END: transfer 2 goes on, the robot answers the END from its record, and it gets
+    # the model once, the very bytes, never a mix of the two transfers' rows
+    n = 3 * (MAX_WINDOW_BYTES // 4)
+    srv, wk = PushTransfers(SERVER, n, window=1024), PushTransfers(0, n, window=1024)
+    model = _model(n, 3)
+    lost = _chunks(srv.outgoing([Send(0, model)], 0.0), 0)
+    while not lost[-1].flags & FLAG_END:         # the robot is silent: END at the bound
+        lost += _chunks(srv.on_tick(srv.next_wakeup()), 0)
+    end1 = lost[-1]
+    got, acks = wk.on_message(lost[0], BOUND_END_S)
+    got, acks = wk.on_message(end1, BOUND_END_S)
+    assert got is None
+    (final1,) = [a.msg for a in acks if a.msg.final]
+    q = _chunks(srv.on_message(final1, BOUND_END_S)[1], 0)
+    assert srv.resent == 1 and q[0].transfer_id == 2
+    assert srv.on_message(final1, BOUND_END_S)[1] == []        # the duplicate: nothing
+    assert srv.sending[0].transfer.transfer_id == 2
+    whole = []
+    _, again = wk.on_message(end1, BOUND_END_S)                 # a repeated END of 1
+    assert [(a.msg.transfer_id, a.msg.final) for a in again] == [(1, True)]
+    while q:
+        got, acks = wk.on_message(q.pop(0), BOUND_END_S)
+        whole += [got] if got is not None else []
+        for a in acks:
+            q += _chunks(srv.on_message(a.msg, BOUND_END_S)[1], 0)
+    assert len(whole) == 1 and bytes(whole[0].payload) == bytes(model.payload)
+    assert srv.sending == {} and srv.resent == 1 and wk.rejects == 0
+
+
+def test_a_push_and_a_pull_crossing_each_other_both_arrive_once():
+    # a robot's dense push to the server and the server's pull to that robot at once, their
+    # chunks and acks interleaved on the two directions: both transfers are id 1 of their
+    # sender, and each side takes only its own acks
+    n = 70_001
+    srv, wk = PushTransfers(SERVER, n), PushTransfers(0, n)
+    pull = _model(n, 5)
+    push = _model(n, 6, sender=0, receiver=SERVER, kind=KIND_GRAD)
+    to_wk = _chunks(srv.outgoing([Send(0, pull)], 0.0), 0)
+    to_srv = [a.msg for a in wk.outgoing([Send(SERVER, push)], 0.0)]
+    got = {SERVER: [], 0: []}
+    while to_wk or to_srv:
+        for node, q in ((wk, to_wk), (srv, to_srv)):
+            if q:
+                whole, acks = node.on_message(q.pop(0), 0.0)
+                if whole is not None:
+                    got[node.me].append(whole)
+                for a in acks:       # the ack reaches its sender, whose answer goes back
+                    peer = srv if node is wk else wk
+                    _, more = peer.on_message(a.msg, 0.0)
+                    q += [x.msg for x in more if isinstance(x, Send)]
+    assert [bytes(m.payload) for m in got[0]] == [bytes(pull.payload)]
+    assert [bytes(m.payload) for m in got[SERVER]] == [bytes(push.payload)]
+    assert [m.kind for m in got[SERVER]] == [KIND_GRAD] and got[0][0].kind == KIND_UPDATE
+    assert srv.sending == {} and wk.sending == {} and srv.rejects == wk.rejects == 0
