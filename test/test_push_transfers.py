@@ -552,3 +552,36 @@ def test_a_push_and_a_pull_crossing_each_other_both_arrive_once():
     assert [bytes(m.payload) for m in got[SERVER]] == [bytes(push.payload)]
     assert [m.kind for m in got[SERVER]] == [KIND_GRAD] and got[0][0].kind == KIND_UPDATE
     assert srv.sending == {} and wk.sending == {} and srv.rejects == wk.rejects == 0
+
+
+def test_a_pull_due_while_the_last_one_awaits_its_final_ack_waits_and_goes_next():
+    # the robot took pull 1 and pushed again before its final ack reached the server: the
+    # server's pull 2 waits behind transfer 1 (one message queued, the only one a robot can
+    # cause: it pushes once per model), then goes as transfer 2, and the robot gets each once
+    n = 70_001
+    srv, w0, cfg = _server(n)
+    wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg), PushTransfers(0, n))
+    q = _chunks(srv.on_message(_first_push(n, cfg), 0.0), 0)
+    held, models = [], []
+    while q:
+        out = wk.on_message(q.pop(0), 0.0)
+        for a in out:
+            if isinstance(a, Send) and isinstance(a.msg, TransferAck) and a.msg.final:
+                held.append(a.msg)               # the final ack is slow
+            elif isinstance(a, Send):
+                q += _chunks(srv.on_message(a.msg, 0.0), 0)
+            elif isinstance(a, StartCompute):
+                models.append(wk.engine.j)
+                push = wk.on_compute_done(torch.full((n,), 0.01), 0.0)
+                assert _chunks(srv.on_message(push[0].msg, 0.0), 0) == []   # pull 2 waits
+    assert models == [1] and len(srv.transfers.waiting[0]) == 1
+    q = _chunks(srv.on_message(held.pop(), 0.0), 0)
+    assert q and {c.transfer_id for c in q} == {2} and srv.transfers.waiting[0] == []
+    while q:
+        for a in wk.on_message(q.pop(0), 0.0):
+            if isinstance(a, Send):
+                q += _chunks(srv.on_message(a.msg, 0.0), 0)
+            elif isinstance(a, StartCompute):
+                models.append(wk.engine.j)
+    assert models == [1, 2] and torch.equal(wk.w, srv.engine.model())
+    assert srv.transfers.sending == {} and srv.rejects == 0 and wk.rejects == 0
