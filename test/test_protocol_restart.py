@@ -27,7 +27,7 @@ import random
 from protocol_fixtures import build
 import pytest
 from rog_ros.protocol.actions import SaveState
-from rog_ros.protocol.messages import FLAG_END, KIND_GRAD, RowChunk, SERVER, TransferAck
+from rog_ros.protocol.messages import FLAG_END, FLAG_JOIN, KIND_GRAD, RowChunk, SERVER, TransferAck
 from rog_ros.protocol.policies import make_policy
 from rog_ros.sim.fault_fleet import restart_worker, schedule_worker_crashes
 from test_protocol_conservation import check_invariants
@@ -402,3 +402,81 @@ def test_a_stop_order_during_a_computation_drops_its_gradient():
     assert w.state == 'stopped' and any(type(a).__name__ == 'Stopped' for a in out)
     assert w.on_compute_done(torch.ones_like(w.residual), 0.1) == []
     assert torch.equal(w.residual, residual) and w.state == 'stopped'
+
+
+def kill_after_commits(harness, rank, commits, loops=0, down=0.4):
+    """
+    Kill ``rank`` right after some of its commits, and its restored runs as they rejoin.
+
+    Since 65e5f61 a worker saves before each push's END only, not after the commit: killed
+    then, it restarts from the state saved before that push's END and must commit that
+    push again from the server's answer. ``commits`` says which of its commits (counted
+    from 1, recoveries not counted) kill it; after the first such kill, the next ``loops``
+    restored runs are killed again as soon as they send their JOIN (a crash loop: no END
+    of their own). Return the record filled as the run goes: the rows each killed commit
+    delivered and the rows each recovery committed.
+    """
+    seen = {'commits': 0, 'killed': [], 'recovered': [], 'loops': 0}
+    handle = harness._handle
+
+    def kill():
+        """Kill the worker now and restart it from its saved state ``down`` s later."""
+        if rank not in harness.dead and not harness.stopped[rank]:
+            harness.kill(rank)
+            harness.at(harness.now + down, lambda: restart_worker(harness, rank))
+
+    def hooked(node, actions):
+        """Watch the worker's commits, recoveries and JOINs."""
+        logs = {a.name: a for a in actions if hasattr(a, 'name')}
+        joins = [a for a in actions if isinstance(getattr(a, 'msg', None), RowChunk)
+                 and a.msg.flags & FLAG_JOIN]
+        handle(node, actions)
+        if node != rank:
+            return
+        if 'recovered_push' in logs:
+            seen['recovered'].append(int(logs['recovered_push'].value))
+        elif 'push_done' in logs:
+            seen['commits'] += 1
+            if seen['commits'] in commits:
+                seen['killed'].append(int(logs['push_done'].value))
+                harness.at(harness.now, kill)
+        if joins and seen['killed'] and seen['loops'] < loops and rank not in harness.dead:
+            seen['loops'] += 1
+            harness.at(harness.now, kill)
+    harness._handle = hooked
+    return seen
+
+
+@pytest.mark.parametrize('spec', ['rog:2', 'rog:2#late_rows=1', 'flown:2', 'bsp'])
+def test_a_worker_killed_after_a_commit_commits_that_push_again_and_only_it(spec):
+    # Killed after a commit, before its next push's END: restored from the state saved before
+    # the committed push's END, it re-sends that END under its old run and commits exactly
+    # the rows it had committed (the server answers from its closed transfers), once.
+    harness, server, _, _, _ = build(spec.split('#')[0], n=3, iters=10, dtype=torch.float64,
+                                     seed=1, save_states=True, policy=make_policy(spec))
+    seen = kill_after_commits(harness, 1, commits={2, 4, 6})
+    harness.run(until=2000)
+    assert server.finished
+    assert len(seen['killed']) == 3 and all(n > 0 for n in seen['killed'])
+    assert seen['recovered'] == seen['killed']     # the same rows, committed again
+    assert len(server.retired[1]) == 3             # every restarted run spoke and was seen
+    check_invariants(harness, server, harness.workers)
+
+
+@pytest.mark.parametrize('down', [0.2, 0.6])
+def test_a_crash_loop_after_a_recovery_does_not_revive_the_dead_run(down):
+    # Killed after a commit, the worker recovers that push (it re-sends the END under its
+    # old run); its restored runs are then killed as they rejoin, eleven times. Without a
+    # save after the recovery, every restart re-sent the END of the same push of the first
+    # run: the server took that long-dead run for a live one it had retired by mistake
+    # (worker_revived, and a snapshot pull sent to it, after 3 such ENDs over 2 poke
+    # intervals, down=0.6) and relied on its closed transfers outliving 8 retired runs.
+    harness, server, _, _, _ = build('rog:2', n=3, iters=10, dtype=torch.float64, seed=1,
+                                     save_states=True)
+    seen = kill_after_commits(harness, 1, commits={3}, loops=11, down=down)
+    harness.run(until=2000)
+    assert server.finished and seen['loops'] == 11
+    assert len(seen['killed']) == 1 and seen['killed'][0] > 0
+    assert seen['recovered'] == seen['killed']     # recovered once, by the first restart
+    assert server.revivals == 0 and not server.duplicate_ranks
+    check_invariants(harness, server, harness.workers)

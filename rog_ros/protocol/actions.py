@@ -73,11 +73,11 @@ class SaveState:
     Worker: persist ``engine.state_dict()`` now, before performing any Send of this list.
 
     Emitted (when the engine was built with ``save_state_actions=True``) before the END of
-    every push, and when a server restart, a resend or a confirmed checkpoint changed what
-    the worker keeps; a worker restarted from the newest saved state then loses nothing and
-    doubles nothing (DESIGN section 10): it re-sends the saved push's END and commits what
-    the server's answer lists, and its rejoin's snapshot replaces the model. Write it
-    atomically (temp file, fsync, rename).
+    every push, when a server restart, a resend or a confirmed checkpoint changed what the
+    worker keeps, and once after a restarted worker recovered its push; a worker restarted
+    from the newest saved state then loses nothing and doubles nothing (DESIGN section 10):
+    it re-sends the saved push's END and commits what the server's answer lists, and its
+    rejoin's snapshot replaces the model. Write it atomically (temp file, fsync, rename).
     """
 
     reason: str = ''

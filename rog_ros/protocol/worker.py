@@ -125,7 +125,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
     save_state_actions : bool
         Emit ``SaveState`` before every push END, and when a server restart, a resend or a
         confirmed checkpoint changed what the worker keeps (drivers that persist the worker's
-        state for restarts); not after commits and pulls, which a restart redoes.
+        state for restarts), and once after a restart recovered its push; not after
+        commits and pulls, which a restart redoes.
     keep_undurable : bool
         Keep the delivered pushes not yet covered by a confirmed server checkpoint (encoded,
         ~1/32 of the model each with the sign codec) to resend them after a server restart.
@@ -620,8 +621,12 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             # call of its own, so a driver's ledger sees the commit and the computation apart.
             return out
         if self.state == 'recovering' or self._rejoin:
+            # Saved once per restart: a run that dies before its own first END would make the
+            # next one re-send this END of a dead run again, which the server takes back
+            # (revived, sent a snapshot) after three of them over two poke intervals.
             self._recover = None
             self._last_end = None
+            self._dirty = True
             return out + [Log('recovered_push', float(delivered.size), self.rank)] + \
                 self._join(now)
         if bool((self.withheld > self.policy.staleness + int(self.slack[self.rank])).any()):
