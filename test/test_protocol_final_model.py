@@ -305,6 +305,34 @@ def test_a_worker_restarted_while_its_model_is_owed_is_stopped_without_it():
     check_invariants(harness, server, harness.workers)
 
 
+@pytest.mark.parametrize('seed', range(3))
+def test_a_worker_restarted_after_it_got_the_final_model_keeps_it(seed):
+    # Killed after it applied (and acknowledged) the final model, before the stop order: the
+    # server counts it delivered and stops the restarted run at its JOIN, with no snapshot, so
+    # the robot holds what it saved last. With the saves after pulls gone (65e5f61) that was
+    # the model of its last push's END, up to 1.05 from the final model on every seed; the
+    # engine now saves once when the final model arrives.
+    harness, server, workers = _build('rog:2', n=3, iters=8, dtype=torch.float64, seed=seed,
+                                      save_states=True, final_model=True)
+    handle, killed = harness._handle, []
+
+    def kill_at_the_final_model(node, actions):
+        """Kill worker 1 right after it applied the final model, restart it 0.3 s later."""
+        handle(node, actions)
+        if node == 1 and not killed and any(getattr(a, 'name', '') == 'final_model'
+                                            for a in actions):
+            killed.append(harness.now)
+            harness.kill(1)
+            harness.at(harness.now + 0.3, lambda: restart_worker(harness, 1))
+    harness._handle = kill_at_the_final_model
+    stats = harness.run(until=600)
+    assert stats.error is None and server.finished and killed
+    assert (server.final_delivered, server.final_missed) == (3, 0)
+    for r in range(3):
+        assert torch.equal(harness.workers[r].w, server.final_values), r
+    check_invariants(harness, server, harness.workers)
+
+
 def test_an_absent_worker_is_not_waited_for():
     harness, server, workers = _build('rog:4', n=3, iters=10, dtype=torch.float64,
                                       absence_timeout_s=2.0, final_model=True)

@@ -74,10 +74,11 @@ class SaveState:
 
     Emitted (when the engine was built with ``save_state_actions=True``) before the END of
     every push, when a server restart, a resend or a confirmed checkpoint changed what the
-    worker keeps, and once after a restarted worker recovered its push; a worker restarted
-    from the newest saved state then loses nothing and doubles nothing (DESIGN section 10):
-    it re-sends the saved push's END and commits what the server's answer lists, and its
-    rejoin's snapshot replaces the model. Write it atomically (temp file, fsync, rename).
+    worker keeps, once after a restarted worker recovered its push, and once when the final
+    model arrives; a worker restarted from the newest saved state then loses nothing and
+    doubles nothing (DESIGN section 10): it re-sends the saved push's END and commits what
+    the server's answer lists, and its rejoin's snapshot replaces the model. Write it
+    atomically (temp file, fsync, rename).
     """
 
     reason: str = ''

@@ -125,8 +125,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
     save_state_actions : bool
         Emit ``SaveState`` before every push END, and when a server restart, a resend or a
         confirmed checkpoint changed what the worker keeps (drivers that persist the worker's
-        state for restarts), and once after a restart recovered its push; not after
-        commits and pulls, which a restart redoes.
+        state for restarts), once after a restart recovered its push and once when the
+        final model arrives; not after commits and pulls, which a restart redoes.
     keep_undurable : bool
         Keep the delivered pushes not yet covered by a confirmed server checkpoint (encoded,
         ~1/32 of the model each with the sign codec) to resend them after a server restart.
@@ -869,8 +869,11 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                     # the fleet is done: compute no more, wait for the stop order
                     self.holds_final = True
                     final = [Log('final_model', float(self.snap_layout.n_rows), self.rank)]
-        # (no SaveState: a restarted worker rejoins, and its first pull is a snapshot that
-        # replaces the model and the version table; the pull's clock comes with it)
+                    # saved (once a run): a worker restarted after the fleet's end is stopped
+                    # at its JOIN, with no snapshot, and kept the model of its last save
+                    self._dirty = True
+        # (no SaveState otherwise: a restarted worker rejoins, and its first pull is a
+        # snapshot that replaces the model and the version table; the clock comes with it)
         self.bytes_down += inc.bytes
         if late:        # rows ahead of the next pull: not a pull of its own
             return [Send(SERVER, self.receiver.final_ack(inc, chunk_ranges, now)),
