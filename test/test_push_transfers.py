@@ -585,3 +585,51 @@ def test_a_pull_due_while_the_last_one_awaits_its_final_ack_waits_and_goes_next(
                 models.append(wk.engine.j)
     assert models == [1, 2] and torch.equal(wk.w, srv.engine.model())
     assert srv.transfers.sending == {} and srv.rejects == 0 and wk.rejects == 0
+
+
+def test_a_restarted_robot_s_acks_free_nothing_its_crashed_run_holds_until_its_lease_ends():
+    # As with Rog's engines (PeerLink.hold): a robot that crashed and came back within its
+    # lease keeps its old reader matched until that lease ends, and the server's writer keeps
+    # for it everything written since its last ack. PushTransfers took the new run's acks
+    # as freeing it: the pull sent again after the END went on, and the writer held both
+    # transfers for the dead run, past the 8 MiB mark (where the server's loop blocks).
+    from rog_ros.protocol.transfer import WRITER_MARK_BYTES
+    n = 2_000_000                    # 8 MB model: 124 chunks of 65000 bytes
+    srv = PushTransfers(SERVER, n, lease_s=10.0)
+    written, at = 0, {}
+
+    def sent(actions):
+        """Count the chunks of ``actions`` to robot 0 as they go on its writer."""
+        nonlocal written
+        chunks = _chunks(actions, 0)
+        for c in chunks:
+            written += wire_bytes(c)
+            at[(c.transfer_id, 'end' if c.flags & FLAG_END else c.seq)] = written
+        return chunks
+
+    first = sent(srv.outgoing([Send(0, _model(n, 1))], 0.0))
+    for k in range(10):              # run 111 takes the first 10 chunks, then crashes
+        ack = TransferAck(transfer_id=1, sender=0, receiver=SERVER, seq=k, incarnation=111,
+                          target_incarnation=srv.incarnation)
+        first += sent(srv.on_message(ack, 0.5)[1])
+    old_reader_acked = at[(1, 9)]
+    now = 0.5
+    while not first[-1].flags & FLAG_END:      # silent: END a lease after the last ack
+        now = srv.next_wakeup()
+        first += sent(srv.on_tick(now))
+    assert now == 10.5
+    run = PushTransfers(0, n, incarnation=222)    # the robot's new run gets that END only
+    q = [a.msg for a in run.on_message(first[-1], now)[1]]
+    worst, t = 0, now
+    while q and t < now + 10.0:      # run 222 acks all it gets, within the old run's lease
+        t += 0.01
+        for a in srv.on_message(q.pop(0), t)[1]:
+            for c in sent([a]):
+                q += [x.msg for x in run.on_message(c, t)[1]]
+        worst = max(worst, written - old_reader_acked)
+    assert srv.resent == 1
+    assert worst <= PEER_MAX_WIRE_BYTES < WRITER_MARK_BYTES, worst - WRITER_MARK_BYTES
+    # once the old run's lease is over its room is free and the pull goes on
+    due = srv.next_wakeup()
+    assert due == pytest.approx(now + 0.01 + 10.0)     # a lease after run 222 first spoke
+    assert sent(srv.on_tick(due)) and 0 in srv.sending

@@ -167,6 +167,7 @@ class PushTransfers:
         self.rate: dict = {}             # peer -> Ewma of its transfers' throughput
         self.peers: dict = {}            # peer -> PeerLink, shared by its transfers
         self.peer_incarnation: dict = {}   # sender -> incarnation of its latest chunk
+        self.peer_runs: dict = {}        # peer -> its runs heard from (newest 8)
         self.rejects = 0                 # chunks or acks refused (validation)
         self.resent = 0                  # messages sent again after rows went missing
 
@@ -287,6 +288,7 @@ class PushTransfers:
                     f'a dense message sent whole ({len(msg.payload)} bytes in its END): its '
                     f'sender runs a rog_ros from before chunked push-system transfers; '
                     f'run every robot from the same revision')
+            self._heard(msg.sender, msg.incarnation, now)
             self._superseded(msg.sender, msg.incarnation)
             acks, closed = self.receiver.on_chunk(msg, now)
         except MessageError as err:
@@ -318,6 +320,23 @@ class PushTransfers:
         for inc in {k[1] for k in self.receiver.open if k[0] == sender} - {incarnation}:
             self.receiver.drop_open(sender, inc)
 
+    def _heard(self, peer: int, incarnation: int, now: float) -> None:
+        """
+        Note a run of ``peer`` that spoke; a new one after another holds its ledger a lease.
+
+        As Rog's engines do (``PeerLink.hold``): a peer that crashed and came back within
+        its lease keeps its old reader matched, and our writer keeps for it all written
+        since its last ack, until that lease ends. The new run's acks freed it: a pull sent
+        again went on, and the writer held 13 MB for the dead run, past the 8 MiB mark.
+        """
+        runs = self.peer_runs.setdefault(peer, [])
+        if not incarnation or incarnation in runs:
+            return
+        if runs:
+            self._peer(peer).hold(now + self.lease_s)
+        runs.append(incarnation)
+        del runs[:-8]
+
     def _stamped(self, acks: list, peer: int, target: int) -> list:
         """Return sends of ``acks`` to run ``target`` of ``peer``, stamped with our run."""
         for ack in acks:
@@ -333,7 +352,10 @@ class PushTransfers:
         ids start at 1 in every run, so its final ack, taken, ended our transfer of the same
         id as delivered, rows the peer never had, and the message was never sent again.
         """
-        if ack.receiver != self.me or ack.target_incarnation != self.incarnation:
+        if ack.receiver != self.me:
+            return []
+        self._heard(ack.sender, ack.incarnation, now)
+        if ack.target_incarnation != self.incarnation:
             return []
         sending = self.sending.get(ack.sender)
         if sending is None or ack.transfer_id != sending.transfer.transfer_id:
