@@ -24,9 +24,11 @@ this module decides *when* and *how* it reaches the disk:
   covers. On start, an existing checkpoint is restored: the engine keeps the new incarnation
   it was built with, so workers see a restarted server.
 * ``rog_worker --state-dir DIR`` writes ``DIR/worker_<rank>.pt`` when its engine asks
-  (``SaveState``: before each push's first END and after a restart's recovery, not after
-  commits and pulls, which a restart redoes; with the chaos ledger, also after every
-  computation), and restores it on start.
+  (``SaveState``: before each push's first END, when a server restart, a resend or a
+  confirmed checkpoint changed the pushes it keeps, once after a restart's recovery and once
+  when the final model arrives; not after commits and pulls, which a restart redoes; with the
+  chaos ledger, also after every computation), and when told to stop, and restores it on
+  start.
   For the chaos model (4k parameters) one save costs about a millisecond (``save_ms`` in the
   worker's ledger report); for large models use a fast local disk.
 
