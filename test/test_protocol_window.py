@@ -423,6 +423,41 @@ def test_the_engines_take_the_lease_and_give_it_to_their_transfers():
             WorkerEngine(0, 2, layout, codec, pol, w0, lease_s=bad)
 
 
+def test_every_engine_refuses_a_bad_lease_with_one_and_the_same_line():
+    # ServerEngine, WorkerEngine, PushTransfers and OutgoingTransfer each had a copy of the
+    # check, OutgoingTransfer's worded otherwise, and a lease that is no number failed in
+    # math.isfinite with a TypeError naming no setting
+    from rog_ros.core.compress import RowScaledSign
+    from rog_ros.protocol.messages import SERVER
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.protocol.ps import ServerEngine
+    from rog_ros.protocol.push_transfers import PushTransfers
+    from rog_ros.protocol.transfer import OutgoingTransfer
+    from rog_ros.protocol.worker import WorkerEngine
+    layout, codec, pol = RowLayout([(64, 32)]), RowScaledSign(), make_policy('rog:4')
+    w0 = torch.zeros(layout.n_params)
+    rowbytes = codec.encode(layout, w0, torch.ones(layout.n_tensors))
+    makers = {
+        'server': lambda bad: ServerEngine(layout, codec, pol, 2, w0, lr=0.1, lease_s=bad),
+        'worker': lambda bad: WorkerEngine(0, 2, layout, codec, pol, w0, lease_s=bad),
+        'push': lambda bad: PushTransfers(SERVER, 4096, lease_s=bad),
+        'transfer': lambda bad: OutgoingTransfer(
+            transfer_id=1, sender=0, receiver=SERVER, kind=0, clock=0, layout=layout,
+            codec=codec, rowbytes=rowbytes, scales=torch.ones(layout.n_tensors),
+            order=torch.arange(layout.n_rows), n_mandatory=layout.n_rows, deadline=1.0,
+            now=0.0, lease_s=bad)}
+    for bad in (0.0, -1.0, float('inf'), float('nan'), '30', None, True):
+        said = set()
+        for name, make in makers.items():
+            with pytest.raises(ValueError) as err:
+                make(bad)
+            said.add(str(err.value))
+        assert said == {f'lease_s must be positive and finite (the DDS LeaseDuration in '
+                        f'seconds), got {bad!r}'}, (bad, said)
+    for good in (30, 12.5):
+        assert {make(good).lease_s for make in makers.values()} == {float(good)}
+
+
 def test_a_transfer_behind_another_on_a_slow_live_link_waits_for_it():
     # A downlink dropped uncommitted left 4 MiB in the writer of a robot on a 2 Mbit/s link
     # (16.8 s to drain); the next one, --window 256, queued behind it had no ack of its own

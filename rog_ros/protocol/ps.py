@@ -95,7 +95,7 @@ from rog_ros.protocol.ps_outage import OutageAwareMixin
 from rog_ros.protocol.ps_slack import SlackMixin
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
-    BOUND_END_S, check_chunk, PeerLink, Receiver, snapshot_layout)
+    BOUND_END_S, check_chunk, lease_seconds, PeerLink, Receiver, snapshot_layout)
 import torch
 
 
@@ -161,9 +161,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                  min_workers: int = 1, clock_slack: int = 16,
                  track_conservation: bool = False, final_model: bool = False,
                  let_go_silent: bool | None = None, lease_s: float = BOUND_END_S):
-        if not math.isfinite(lease_s) or lease_s <= 0:
-            raise ValueError(f'lease_s must be positive and finite (the DDS LeaseDuration in '
-                             f'seconds), got {lease_s}')
+        lease_s = lease_seconds(lease_s)
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if n_workers < 1:
@@ -183,7 +181,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.max_iterations = max_iterations
         self.stall_warn_s = float(stall_warn_s)
         self.end_timeout_s = float(end_timeout_s)
-        self.lease_s = float(lease_s)     # the robots' DDS lease: END at the 4 MiB bound
+        self.lease_s = lease_s     # the robots' DDS lease: END at the 4 MiB bound
         # what the server's writer of each robot's chunks holds, all transfers together
         self.peers = [PeerLink() for _ in range(n_workers)]
         dtype = w0.dtype

@@ -43,7 +43,6 @@ after the peer's last ack: the DDS lease the nodes read from ``CYCLONEDDS_URI``.
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -54,7 +53,7 @@ from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     FLAG_END, MessageError, new_incarnation, RowChunk, TransferAck)
 from rog_ros.protocol.transfer import (
-    BOUND_END_S, MAX_WINDOW_BYTES, OutgoingTransfer, PeerLink, Receiver)
+    BOUND_END_S, lease_seconds, MAX_WINDOW_BYTES, OutgoingTransfer, PeerLink, Receiver)
 import torch
 
 PUSH_ROW_ELEMENTS = 1024
@@ -148,11 +147,9 @@ class PushTransfers:
     def __init__(self, me: int, n_values: int, window: int | None = None,
                  chunk_bytes: int | None = None, end_timeout_s: float = 2.0,
                  incarnation: int | None = None, lease_s: float = BOUND_END_S):
-        if not math.isfinite(lease_s) or lease_s <= 0:
-            raise ValueError(f'lease_s must be positive and finite (the DDS LeaseDuration in '
-                             f'seconds), got {lease_s}')
+        lease_s = lease_seconds(lease_s)
         self.me = int(me)
-        self.lease_s = float(lease_s)
+        self.lease_s = lease_s
         self.layout = dense_layout(n_values)
         self.nbytes = 4 * int(n_values)
         self.codec = RawValues()

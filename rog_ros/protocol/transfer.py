@@ -102,6 +102,25 @@ every chunk to one robot as it goes on the wire (headers and the auth tag too).
 """
 
 
+def lease_seconds(lease_s) -> float:
+    """
+    Return ``lease_s``, the peers' DDS lease in seconds, as a float; refuse one that is not.
+
+    One check for every engine that takes it (ServerEngine, WorkerEngine, PushTransfers,
+    OutgoingTransfer): a lease of 0 or NaN would send END at the bound at once, or never.
+    Each had a copy of it, one of them worded otherwise, and a lease that is no number
+    (``'30'``, None) failed in ``math.isfinite`` with a TypeError naming no setting.
+    """
+    try:
+        value = float(lease_s)
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(lease_s, (str, bytes, bool)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f'lease_s must be positive and finite (the DDS LeaseDuration in '
+                         f'seconds), got {lease_s!r}')
+    return value
+
+
 class PeerLink:
     """
     What one node has sent to one peer on its chunk topic, and how far the peer acknowledged.
@@ -295,9 +314,7 @@ class OutgoingTransfer:
                  rate_bps: float = 0.0, flags: int = 0, incarnation: int = 0,
                  tensor_row_sums: torch.Tensor | None = None, peer: PeerLink | None = None,
                  lease_s: float = BOUND_END_S):
-        if not math.isfinite(lease_s) or lease_s <= 0:
-            raise ValueError(f'lease_s must be positive and finite, got {lease_s} '
-                             '(the DDS LeaseDuration in seconds)')
+        lease_s = lease_seconds(lease_s)
         self.transfer_id, self.sender, self.receiver = transfer_id, sender, receiver
         self.flags = int(flags)       # extra flags on every chunk (FLAG_SNAPSHOT)
         self.incarnation = int(incarnation)   # stamped on its chunks (0: the engine stamps)
@@ -343,7 +360,7 @@ class OutgoingTransfer:
         self.second_ack_time: float | None = None
         self.opening_chunks = 0       # chunks sent at the start, before any ack (round trip)
         self.bytes_acked_chunks = 0   # payload bytes of the chunks acknowledged so far
-        self.lease_s = float(lease_s)   # the peer's DDS lease: END at the bound after it
+        self.lease_s = lease_s   # the peer's DDS lease: END at the bound after it
         self.peer = PeerLink() if peer is None else peer   # all transfers to that peer
         # the peer's position after each chunk, and after the last END (``[-1]``)
         self.wire_end = np.zeros(len(self.plan) + 1, dtype=np.int64)

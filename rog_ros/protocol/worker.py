@@ -82,7 +82,7 @@ from rog_ros.protocol.messages import (
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
-    BOUND_END_S, OutgoingTransfer, PeerLink, Receiver, snapshot_layout)
+    BOUND_END_S, lease_seconds, OutgoingTransfer, PeerLink, Receiver, snapshot_layout)
 from rog_ros.protocol.worker_overlap import OverlapMixin
 from rog_ros.protocol.worker_rejoin import RejoinMixin
 import torch
@@ -161,11 +161,9 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             raise ValueError(f'incarnation must be in [1, 2**64), got {incarnation}')
         self.rank, self.n = rank, n_workers
         self.layout, self.codec, self.policy = layout, codec, policy
-        if not math.isfinite(lease_s) or lease_s <= 0:
-            raise ValueError(f'lease_s must be positive and finite (the DDS LeaseDuration in '
-                             f'seconds), got {lease_s}')
+        lease_s = lease_seconds(lease_s)
         self.chunk_bytes, self.window, self.end_timeout_s = chunk_bytes, window, end_timeout_s
-        self.lease_s = float(lease_s)     # the server's DDS lease: END at the 4 MiB bound
+        self.lease_s = lease_s     # the server's DDS lease: END at the 4 MiB bound
         self.peer = PeerLink()            # what the writer of our pushes holds
         self.incarnation = int(incarnation) if incarnation is not None else new_incarnation()
         self.save_state_actions = bool(save_state_actions)
