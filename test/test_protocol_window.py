@@ -509,6 +509,13 @@ def test_the_nodes_read_the_lease_their_cyclone_configuration_sets(tmp_path, mon
         assert lease_duration_s(unset) is None, unset
     monkeypatch.setenv('CYCLONEDDS_URI', lease.format('45 s'))
     assert lease_duration_s() == 45.0
+    # what the server and worker nodes give their engines: that lease, at least BOUND_END_S
+    from rog_ros.nodes.connect import transfer_lease_s
+    assert transfer_lease_s() == 45.0
+    monkeypatch.setenv('CYCLONEDDS_URI', lease.format('2500 ms'))
+    assert transfer_lease_s() == BOUND_END_S
+    monkeypatch.delenv('CYCLONEDDS_URI')
+    assert transfer_lease_s() == BOUND_END_S
 
 
 def test_the_lease_is_read_as_cyclone_reads_it(tmp_path, monkeypatch):

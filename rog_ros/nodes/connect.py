@@ -29,8 +29,10 @@ import time
 
 from rog_ros.nodes.fleet_key import key_source, load_fleet_key
 from rog_ros.protocol.auth import REASONS as AUTH_REASONS
+from rog_ros.protocol.transfer import BOUND_END_S
 from rog_ros.transport.bus import RecordError
 from rog_ros.transport.choose import make_bus
+from rog_ros.transport.cyclone_config import lease_duration_s
 
 NO_KEY_WARNING = 'no fleet key: messages are not authenticated'
 """What a node says at start without a fleet key (docs/security.md)."""
@@ -140,6 +142,17 @@ def fleet_key(args, log=None, rank=None, worker=False):
     else:
         log.info(f'fleet key {key.fingerprint}')
     return keys
+
+
+def transfer_lease_s(uri=None) -> float:
+    """
+    Return the lease a node's transfers wait at the 4 MiB bound before their END.
+
+    The DDS lease configured in ``CYCLONEDDS_URI`` (``uri`` overrides it), never less than
+    ``BOUND_END_S``: a robot back within its lease is still matched and acks what the
+    writer held, so an END sooner would cut it back; past the lease DDS may have dropped it.
+    """
+    return max(BOUND_END_S, lease_duration_s(uri) or 0.0)
 
 
 NODE_REJECT_REASONS = ('undecodable',) + AUTH_REASONS + ('invalid', 'engine_error')

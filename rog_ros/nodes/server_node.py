@@ -36,7 +36,8 @@ from rog_ros.metrics import RunRecorder
 from rog_ros.nodes import clocks, lifecycle as lc, push_systems
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
-from rog_ros.nodes.connect import fleet_key, node_reject_counts, open_bus, wait_matched
+from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus, transfer_lease_s,
+                                   wait_matched)
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.durable import let_go_in_turn, StateHold
@@ -54,8 +55,6 @@ from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import (LinkStats, new_incarnation, SERVER, train_status_problem,
                                        TRAIN_STATUS_SCHEMA, TrainStatus)
 from rog_ros.protocol.ps import ServerEngine
-from rog_ros.protocol.transfer import BOUND_END_S
-from rog_ros.transport.cyclone_config import lease_duration_s
 import torch
 
 LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the workers to leave
@@ -223,7 +222,7 @@ class ServerNode:
         self.training = tr
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
             self.engine = push_systems.server_engine(
-                a, tr, lease_s=max(BOUND_END_S, lease_duration_s() or 0.0))
+                a, tr, lease_s=transfer_lease_s())
         else:
             self.engine = ServerEngine(
                 tr.layout, tr.codec, tr.policy, a.workers, tr.w0, lr=tr.lr,
@@ -231,7 +230,7 @@ class ServerNode:
                 absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
                 min_workers=getattr(a, 'min_workers', 1),
                 final_model=getattr(a, 'final_model', True), let_go_silent=True,
-                lease_s=max(BOUND_END_S, lease_duration_s() or 0.0))
+                lease_s=transfer_lease_s())
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
         self.evaluator = BackgroundEvaluator(lambda: tr.workload.evaluate(tr.model), self.eval_w,

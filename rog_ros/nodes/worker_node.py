@@ -31,7 +31,7 @@ from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for,
 from rog_ros.nodes.chaos_hooks import maybe_faulty, WorkerHooks
 from rog_ros.nodes.compute_device import DeviceGradients, resolve_device
 from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus, PeerTimeout,
-                                   wait_matched)
+                                   transfer_lease_s, wait_matched)
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver, EngineFailure
 from rog_ros.nodes.durable import let_go_in_turn, StateHold
@@ -43,10 +43,8 @@ from rog_ros.nodes.signals import SignalRequests
 from rog_ros.nodes.state_dir import train_again, worker_state_file
 from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import new_incarnation, SERVER, TrainStatus, TransferAck
-from rog_ros.protocol.transfer import BOUND_END_S
 from rog_ros.protocol.worker import WorkerEngine
 from rog_ros.transport.auth_bus import signer_of
-from rog_ros.transport.cyclone_config import lease_duration_s
 import torch
 
 STATUS_PERIOD_S = 0.5
@@ -122,14 +120,14 @@ class WorkerNode:
         durable_run = bool(getattr(a, 'state_dir', None))   # nodes may restart: see durable
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
             self.engine = push_systems.worker_engine(
-                a, tr, self.rank, lease_s=max(BOUND_END_S, lease_duration_s() or 0.0))
+                a, tr, self.rank, lease_s=transfer_lease_s())
         else:
             self.engine = WorkerEngine(self.rank, a.workers, tr.layout, tr.codec, tr.policy,
                                        tr.w0, momentum=tr.workload.momentum,
                                        chunk_bytes=a.chunk_bytes, window=a.window,
                                        save_state_actions=durable_run,
                                        keep_undurable=durable_run, join_on_start=durable_run,
-                                       lease_s=max(BOUND_END_S, lease_duration_s() or 0.0))
+                                       lease_s=transfer_lease_s())
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
         self.log.info(tr.start_line())
         self.start_fingerprint = tr.fingerprint   # in every status: the server compares it
