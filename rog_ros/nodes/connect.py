@@ -29,7 +29,6 @@ import time
 
 from rog_ros.nodes.fleet_key import key_source, load_fleet_key
 from rog_ros.protocol.auth import REASONS as AUTH_REASONS
-from rog_ros.protocol.transfer import BOUND_END_S
 from rog_ros.transport.bus import RecordError
 from rog_ros.transport.choose import make_bus
 from rog_ros.transport.cyclone_config import lease_duration_s
@@ -151,7 +150,10 @@ def transfer_lease_s(uri=None) -> float:
     The DDS lease configured in ``CYCLONEDDS_URI`` (``uri`` overrides it), never less than
     ``BOUND_END_S``: a robot back within its lease is still matched and acks what the
     writer held, so an END sooner would cut it back; past the lease DDS may have dropped it.
+    Imported here: the transfers' module brings torch, and a launch process imports this
+    module without training anything.
     """
+    from rog_ros.protocol.transfer import BOUND_END_S
     return max(BOUND_END_S, lease_duration_s(uri) or 0.0)
 
 
