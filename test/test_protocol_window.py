@@ -542,6 +542,42 @@ def test_the_lease_is_read_as_cyclone_reads_it(tmp_path, monkeypatch):
     assert lease_duration_s(str(tmp_path)) is None        # a folder: Cyclone's own error
 
 
+def test_the_lease_is_read_with_the_environment_references_cyclone_expands(monkeypatch):
+    # Cyclone expands ${VAR}, ${VAR:-default}, ${VAR:+alt} and ${VAR:?error} in every value
+    # (ddsi_config.c, proc_update_cfgelem: ddsrt_expand_envvars); the nodes read the text as
+    # it stood: <LeaseDuration>${LEASE:-20s}</LeaseDuration> was no duration, and the
+    # transfers at the bound ended at 10 s where DDS kept the robot matched for 20
+    from rog_ros.nodes.connect import transfer_lease_s
+    from rog_ros.transport.cyclone_config import lease_duration_s
+    lease = '<CycloneDDS><Domain{}><Discovery><LeaseDuration>{}</LeaseDuration></Discovery>' \
+        '</Domain></CycloneDDS>'
+    for name in ('LEASE', 'EMPTY', 'ROS_DOMAIN_ID'):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv('EMPTY', '')
+    assert lease_duration_s(lease.format('', '${LEASE:-20s}')) == 20.0
+    assert transfer_lease_s(lease.format('', '${LEASE:-20s}')) == 20.0        # was 10
+    assert lease_duration_s(lease.format('', ' ${EMPTY:-${LEASE:-25 s}} ')) == 25.0
+    monkeypatch.setenv('LEASE', '45 s')
+    assert lease_duration_s(lease.format('', '${LEASE:-20s}')) == 45.0
+    assert lease_duration_s(lease.format('', '${LEASE}')) == 45.0
+    assert lease_duration_s(lease.format('', '${LEASE:+30 s}')) == 30.0
+    monkeypatch.setenv('ROS_DOMAIN_ID', '7')                # the Domain's Id is expanded too
+    assert lease_duration_s(lease.format(' Id="${DOMAIN:-7}"', '${LEASE}')) == 45.0
+    assert lease_duration_s(lease.format(' Id="${DOMAIN:-3}"', '${LEASE}')) is None
+    assert lease_duration_s(lease.format('', '${CYCLONEDDS_DOMAIN_ID}0 s')) == 70.0
+    # what Cyclone refuses, or reads as no duration, is no lease here (10 s at the bound)
+    for bad in ('${NOT_SET}', '${EMPTY:?set it}', '${LEASE', '${LEASE:=20s}', '$LEASE',
+                '${NOT_SET:+30 s}'):
+        assert lease_duration_s(lease.format('', bad)) is None, bad
+        assert transfer_lease_s(lease.format('', bad)) == BOUND_END_S, bad
+    from rog_ros.transport.cyclone_config import expand_env
+    env = {'A': 'x}y', 'B': ''}
+    assert expand_env('${A}-${B:-${C:-{z}}}-$A-${B:+no}', 3, env) == 'x}y-{z}-$A-'
+    assert expand_env('${C:-a\\}b}', 3, env) == 'a\\}b'   # Cyclone keeps the backslash
+    assert expand_env('${C:-' * 20 + '1' + '}' * 20, 3, env) is None     # 20 deep: refused
+    assert expand_env('${C:-' * 19 + '1' + '}' * 19, 3, env) == '1'
+
+
 def _chunks_of(actions):
     """Return the RowChunks among an engine's actions (what goes into the chunk writer)."""
     from rog_ros.protocol.messages import RowChunk

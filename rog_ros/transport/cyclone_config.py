@@ -37,7 +37,7 @@ from pathlib import Path
 import re
 import socket
 import sys
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape, quoteattr, unescape
 
 CONFIGS = ('loopback', 'wifi')
 MAX_DOMAIN_ID = 232
@@ -407,6 +407,12 @@ Cyclone's duration units (``10 s``, ``500ms``, ``1 min``), in seconds.
 
 A LeaseDuration without a unit is in milliseconds (Cyclone's default unit for it, deprecated).
 """
+_XML_SPACE = ' \t\v\r\n'
+"""What Cyclone's XML parser trims from both ends of an element's text (``qq_isspace``)."""
+_XML_ENTITIES = {'&quot;': '"', '&apos;': "'"}
+"""The entities besides ``&amp;``, ``&lt;`` and ``&gt;`` that XML text may hold."""
+_EXPANSION_DEPTH = 20
+"""How deeply Cyclone expands ``${X:-${Y:-...}}`` before it refuses the value."""
 
 
 def lease_duration_s(uri: str | None = None) -> float | None:
@@ -417,8 +423,29 @@ def lease_duration_s(uri: str | None = None) -> float | None:
     default, 10 s), a file cannot be read or the value is not a finite duration. The
     engines wait that long at the 4 MiB bound for an acknowledgement before a transfer's
     END (``transfer.BOUND_END_S``): a robot back within its lease is still matched. Read
-    as Cyclone reads it: element names in any case, comments left out, and a ``Domain``
-    of another id than ``$ROS_DOMAIN_ID``'s skipped.
+    as Cyclone reads it (:func:`_configured`): element names in any case, comments left
+    out, a ``Domain`` of another id than ``$ROS_DOMAIN_ID``'s skipped, and ``${VAR}``,
+    ``${VAR:-default}`` in the value expanded.
+    """
+    found = _configured(uri, 'leaseduration')
+    match = None if found is None else _LEASE_VALUE.fullmatch(found.strip())
+    if match is None or match.group(2) not in _DURATION_UNITS:
+        return None
+    try:
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def _configured(uri: str | None, element: str) -> str | None:
+    """
+    Return the value Cyclone takes for ``element`` (lower case) from ``$CYCLONEDDS_URI``.
+
+    ``uri`` overrides the variable. The last such element of the sources, in order, for our
+    domain, its text trimmed and its environment references expanded as Cyclone does
+    (:func:`expand_env`); None when no source sets it, or its expansion fails (Cyclone
+    refuses the configuration then). Unreadable files are passed over (Cyclone says why).
     """
     value = os.environ.get('CYCLONEDDS_URI', '') if uri is None else uri
     try:
@@ -433,23 +460,100 @@ def lease_duration_s(uri: str | None = None) -> float | None:
                     source = f.read()
             except (OSError, ValueError):
                 continue
-        found = _lease_text(source, domain_id, found)
-    match = None if found is None else _LEASE_VALUE.fullmatch(found.strip())
-    if match is None or match.group(2) not in _DURATION_UNITS:
+        found = _setting_text(source, element, domain_id, found)
+    if found is None:
         return None
-    try:
-        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-    except ValueError:
-        return None
-    return seconds if math.isfinite(seconds) and seconds > 0 else None
+    return expand_env(_xml_unescape(found).strip(_XML_SPACE), domain_id)
 
 
-def _lease_text(text: str, domain_id: int | None, found: str | None) -> str | None:
+def _xml_unescape(text: str) -> str:
+    """Return XML text with its entities replaced, as Cyclone's parser hands values on."""
+    return unescape(text, _XML_ENTITIES)
+
+
+def expand_env(value: str, domain_id: int | None = None, environ=None) -> str | None:
     """
-    Return the text of the last ``LeaseDuration`` in ``text`` for our domain, else ``found``.
+    Return a Cyclone configuration ``value`` with its environment references expanded.
+
+    Cyclone expands every element's text and attribute (``ddsrt_expand_envvars``, called by
+    ``proc_update_cfgelem`` of ``ddsi_config.c``): ``${X}`` (empty when unset), ``${X:-Y}``
+    (Y when X is unset or empty), ``${X:+Y}`` (Y when X is set and not empty, else empty),
+    ``${X:?Y}`` (an error when X is unset or empty); Y is expanded in turn, and a ``$`` not
+    followed by ``{`` stays as it is (``$X`` is not expanded). Unset, ``CYCLONEDDS_PID`` (and
+    ``$``) is the process id and ``CYCLONEDDS_DOMAIN_ID`` the domain id ``domain_id``. None
+    where Cyclone refuses the value: an unclosed or malformed reference, ``${X:?Y}`` with X
+    unset or empty, references nested over 20 deep. File names in ``CYCLONEDDS_URI`` are
+    opened as they are, unexpanded. ``environ``: the variables (default ``os.environ``).
+    """
+    env = os.environ if environ is None else environ
+    return _expand(value, env, domain_id, 0)
+
+
+def _expand(value: str, env, domain_id: int | None, depth: int) -> str | None:
+    """Expand ``value`` at nesting ``depth`` (:func:`expand_env`); None: Cyclone refuses it."""
+    if depth >= _EXPANSION_DEPTH:
+        return None
+    out, pos = [], 0
+    while True:
+        start = value.find('${', pos)
+        if start < 0:
+            return ''.join(out) + value[pos:]
+        out.append(value[pos:start])
+        end = start + 2
+        while end < len(value) and value[end] not in ':}':
+            end += 1
+        if end >= len(value):
+            return None                                  # unclosed
+        name, op, alt = value[start + 2:end], None, None
+        if value[end] == ':':
+            if value[end + 1:end + 2] not in ('-', '+', '?'):
+                return None                              # ${X:Y}
+            op, end, nest = value[end + 1], end + 2, 0
+            alt_start = end
+            while end < len(value) and (value[end] != '}' or nest > 0):
+                if value[end] == '{':
+                    nest += 1
+                elif value[end] == '}':
+                    nest -= 1
+                elif value[end] == '\\':
+                    end += 1                             # (kept: Y is not unescaped)
+                end += 1
+            if end >= len(value):
+                return None
+            alt = value[alt_start:end]
+        got = _env_value(name, env, domain_id)
+        if op is None:
+            part = got or ''
+        elif op == '-':
+            part = got if got else _expand(alt, env, domain_id, depth + 1)
+        elif op == '+':
+            part = _expand(alt, env, domain_id, depth + 1) if got else ''
+        else:
+            part = got or None                           # ${X:?message}: refused
+        if part is None:
+            return None
+        out.append(part)
+        pos = end + 1
+
+
+def _env_value(name: str, env, domain_id: int | None) -> str | None:
+    """Return what Cyclone looks up for ``name``: the variable, else its own two names."""
+    if name in env:
+        return env[name]
+    if name in ('$', 'CYCLONEDDS_PID'):
+        return str(os.getpid())
+    if name == 'CYCLONEDDS_DOMAIN_ID' and domain_id is not None:
+        return str(domain_id)
+    return None
+
+
+def _setting_text(text: str, element: str, domain_id: int | None,
+                  found: str | None) -> str | None:
+    """
+    Return the text of the last ``element`` in ``text`` for our domain, else ``found``.
 
     Walks the tags, as Cyclone's parser does: a commented-out setting is no setting, and a
-    ``Domain`` whose ``Id`` is neither ``any`` nor ``domain_id`` does not apply here.
+    ``Domain`` whose ``Id`` (expanded) is neither ``any`` nor ``domain_id`` does not apply.
     """
     stack, start = [], None               # (element, skipped) per open element
     for match in _XML_TAG.finditer(text):
@@ -460,7 +564,7 @@ def _lease_text(text: str, domain_id: int | None, found: str | None) -> str | No
         name = name.group(1).lower()
         if closing:
             if stack and stack[-1][0] == name:
-                if name == 'leaseduration' and start is not None and not stack[-1][1]:
+                if name == element and start is not None and not stack[-1][1]:
                     found = re.sub(r'<!--.*?-->', '', text[start:match.start()], flags=re.S)
                 stack.pop()
             start = None
@@ -468,11 +572,13 @@ def _lease_text(text: str, domain_id: int | None, found: str | None) -> str | No
         skipped = bool(stack) and stack[-1][1]
         if name == 'domain' and domain_id is not None:
             wanted = _DOMAIN_ID.search(match.group(0))
-            skipped = skipped or not (wanted is None or wanted.group(1).lower() == 'any'
-                                      or wanted.group(1) == str(domain_id))
+            wanted = None if wanted is None else \
+                expand_env(_xml_unescape(wanted.group(1)), domain_id)
+            skipped = skipped or not (wanted is None or wanted.strip().lower() == 'any'
+                                      or wanted.strip() == str(domain_id))
         if not match.group(2):
             stack.append((name, skipped))
-            start = match.end() if name == 'leaseduration' else None
+            start = match.end() if name == element else None
     return found
 
 
