@@ -307,15 +307,17 @@ def _wire(chunks):
     return sum(wire_bytes(c) for c in chunks)
 
 
-def _on_one_peer(window=256, chunk_bytes=16384, rows=2048, lease_s=None):
+def _on_one_peer(window=256, chunk_bytes=16384, rows=2048, lease_s=None, fragment_bytes=None):
     """
     Return two transfers of an 8 MiB model to one robot, sharing what was written to it.
 
     Transfer 1 as a downlink dropped uncommitted (a JOIN, a restart) leaves it in the
-    server's writer of that robot's chunks; transfer 2 is the next one, behind it.
+    server's writer of that robot's chunks; transfer 2 is the next one, behind it. The
+    robot's ``PeerLink`` counts with ``fragment_bytes`` (None: its default).
     """
     from rog_ros.protocol.transfer import PeerLink
-    peer, out = PeerLink(), []
+    peer = PeerLink() if fragment_bytes is None else PeerLink(fragment_bytes=fragment_bytes)
+    out = []
     for tid in (1, 2):
         tr, layout, codec, rowbytes = _big_transfer(window, chunk_bytes, 0.0, rows=rows)
         extra = {} if lease_s is None else {'lease_s': lease_s}
@@ -385,6 +387,87 @@ def test_what_two_transfers_put_in_the_writer_is_counted_as_cyclone_counts_it(
         held += cdr + -(-cdr // fragment) * 80
     assert held <= WRITER_MARK_BYTES, held - WRITER_MARK_BYTES
     assert held <= peer.unacked() <= WRITER_MARK_BYTES and second.next_seq > 0
+
+
+def _cyclone_count(chunks, fragment_bytes):
+    """
+    Return what ``chunks`` take in Cyclone's writer-history count with ``fragment_bytes``.
+
+    Each sample's CDR as the binding serializes it (16-byte auth tag) plus 80 bytes per
+    fragment (``dds_whc.c``, ``whcn_size``), independent of ``transfer.wire_bytes``.
+    """
+    import dataclasses
+    from rog_ros.transport.convert import to_sample
+    held = 0
+    for c in chunks:
+        cdr = len(to_sample(dataclasses.replace(c, auth_tag=bytes(16))).serialize())
+        held += cdr + -(-cdr // fragment_bytes) * 80
+    return held
+
+
+def _two_silent(fragment_bytes, window, chunk_bytes):
+    """Return the chunks two transfers send a silent robot in 20 s, and the robot's ledger."""
+    peer, (first, second) = _on_one_peer(window, chunk_bytes, fragment_bytes=fragment_bytes)
+    sent = first.pump(0.0) + second.pump(0.5)
+    for step in range(1, 401):                     # 20 s without an ack, ticked every 50 ms
+        sent += first.on_tick(step * 0.05) + second.on_tick(step * 0.05)
+    return sent, peer
+
+
+@pytest.mark.parametrize('window, chunk_bytes', [(256, 16384), (1024, 4096), (64, 65000)])
+def test_a_smaller_fragment_size_is_counted_as_cyclone_counts_it(window, chunk_bytes):
+    # Every chunk was counted with 1 KiB fragments: with a FragmentSize of 600 B (a user's
+    # configuration for a small MTU; rog fleet --netns stays above 1 KiB) Cyclone counts 28
+    # fragments of 80 bytes in a 16 KiB chunk, the ledger 17, and two transfers to a silent
+    # robot put 8,726,080 bytes in the writer's count with 16 KiB chunks (8,751,152 with
+    # 4 KiB, 8,734,880 with 65000-byte ones) while the ledger said 8,317,760: past the
+    # 8,388,608 mark, the server's loop blocked there. The ledger now counts with the
+    # fragment size its engine was given
+    pytest.importorskip('cyclonedds')
+    from rog_ros.protocol.transfer import PeerLink, wire_bytes, WRITER_MARK_BYTES
+    sent, _ = _two_silent(None, window, chunk_bytes)              # 1 KiB, as before
+    assert _cyclone_count(sent, 600) > WRITER_MARK_BYTES         # what went wrong
+    sent, peer = _two_silent(600, window, chunk_bytes)
+    assert peer.fragment_bytes == 600 and _cyclone_count(sent, 600) == peer.unacked()
+    assert peer.unacked() <= WRITER_MARK_BYTES
+    assert _cyclone_count(sent, 1024) == sum(wire_bytes(c) for c in sent)   # the default
+    chunk = next(c for c in sent if len(c.payload) >= 1024)
+    assert wire_bytes(chunk, 600) > wire_bytes(chunk) == PeerLink().wire_bytes(chunk)
+    assert PeerLink(fragment_bytes=600).wire_bytes(chunk) == wire_bytes(chunk, 600)
+    cdr = _cyclone_count([chunk], 65535) - 80                    # one fragment
+    assert wire_bytes(chunk, 600) == cdr + -(-cdr // 600) * 80
+
+
+def test_the_server_engine_counts_with_the_fragment_size_it_is_given():
+    # the fragment size is the engine's parameter, not a global, as the lease is; a bad one
+    # is refused with one line naming FragmentSize
+    from rog_ros.core.compress import RowScaledSign
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.protocol.ps import ServerEngine
+    from rog_ros.protocol.transfer import PeerLink, wire_bytes, WHC_FRAGMENT_BYTES
+    layout, codec, pol = RowLayout([(2048, 1024)]), RowScaledSign(), make_policy('rog:4')
+    w0 = torch.zeros(layout.n_params)
+
+    def first_chunks(**extra):
+        """Return robot 1's ledger and the chunks of a snapshot started to it."""
+        server = ServerEngine(layout, codec, pol, 2, w0, lr=0.1, window=256, **extra)
+        server._holds_unknown(1)
+        return server.peers[1], _chunks_of(server._start_snapshot(1, 0, 0.0))
+    peer, sent = first_chunks(fragment_bytes=600)
+    assert peer.fragment_bytes == 600 and peer.unacked() == sum(wire_bytes(c, 600) for c in sent)
+    default, same = first_chunks()
+    assert default.fragment_bytes == WHC_FRAGMENT_BYTES == 1024
+    assert default.unacked() == sum(wire_bytes(c) for c in same) < peer.unacked()
+    for bad in (0, -600, 65536, 600.0, '600', None, True):
+        said = set()
+        for make in (lambda: ServerEngine(layout, codec, pol, 2, w0, lr=0.1,
+                                          fragment_bytes=bad),
+                     lambda: PeerLink(fragment_bytes=bad)):
+            with pytest.raises(ValueError) as err:
+                make()
+            said.add(str(err.value))
+        assert said == {'fragment_bytes must be a whole number of bytes in 1..65535 (the DDS '
+                        f'General/FragmentSize), got {bad!r}'}, (bad, said)
 
 
 @pytest.mark.parametrize('lease_s, outage_s', [(30.0, 20.0), (60.0, 45.0)])
@@ -576,6 +659,47 @@ def test_the_lease_is_read_with_the_environment_references_cyclone_expands(monke
     assert expand_env('${C:-a\\}b}', 3, env) == 'a\\}b'   # Cyclone keeps the backslash
     assert expand_env('${C:-' * 20 + '1' + '}' * 20, 3, env) is None     # 20 deep: refused
     assert expand_env('${C:-' * 19 + '1' + '}' * 19, 3, env) == '1'
+
+
+def test_the_nodes_read_the_fragment_size_their_cyclone_configuration_sets(
+        tmp_path, monkeypatch):
+    # The ledger counted 1 KiB fragments whatever General/FragmentSize said: the nodes now
+    # read it as Cyclone does (memory-size units, the last source, references expanded) and
+    # give their engines the smaller of it and 1 KiB
+    from rog_ros.nodes.connect import transfer_fragment_bytes
+    from rog_ros.protocol.transfer import WHC_FRAGMENT_BYTES
+    from rog_ros.transport.cyclone_config import config_path, fragment_size_bytes
+    frag = '<CycloneDDS><Domain{}><General><FragmentSize>{}</FragmentSize></General>' \
+        '</Domain></CycloneDDS>'
+    for name in ('FRAG', 'ROS_DOMAIN_ID'):
+        monkeypatch.delenv(name, raising=False)
+    for text, size in (('600B', 600), ('600 B', 600), (' 600 ', 600), ('1 KiB', 1024),
+                       ('1kB', 1024), ('0.5 KiB', 512), ('1.25KiB', 1280), ('6e2 B', 600),
+                       ('${FRAG:-700B}', 700), ('64 KiB', None), ('0 B', None),
+                       ('600 b', None), ('600 bytes', None), ('-600 B', None), ('', None),
+                       ('${FRAG}', None), ('$FRAG', None)):
+        assert fragment_size_bytes(frag.format('', text)) == size, text
+    path = tmp_path / 'dds.xml'
+    path.write_text(frag.format('', '800B'))
+    assert fragment_size_bytes(f'file://{path},{frag.format("", "600B")}') == 600
+    assert fragment_size_bytes(f'{frag.format("", "600B")},{path}') == 800
+    both = frag.format(' Id="any"', '900B') + frag.format(' Id="7"', '600B')
+    assert fragment_size_bytes(both) == 900
+    monkeypatch.setenv('ROS_DOMAIN_ID', '7')
+    assert fragment_size_bytes(both) == 600
+    assert fragment_size_bytes(f'file://{config_path("wifi")}') == 1280
+    assert fragment_size_bytes(f'file://{config_path("loopback")}') == 60000
+    # what the server node gives its engine: that size, never more than 1 KiB
+    monkeypatch.setenv('CYCLONEDDS_URI', frag.format('', '${FRAG:-600B}'))
+    assert transfer_fragment_bytes() == 600
+    monkeypatch.setenv('FRAG', '512 B')
+    assert transfer_fragment_bytes() == 512
+    for uri in (f'file://{config_path("wifi")}', f'file://{config_path("loopback")}',
+                frag.format('', 'none'), str(tmp_path)):
+        monkeypatch.setenv('CYCLONEDDS_URI', uri)
+        assert transfer_fragment_bytes() == WHC_FRAGMENT_BYTES == 1024, uri
+    monkeypatch.delenv('CYCLONEDDS_URI')
+    assert transfer_fragment_bytes() == WHC_FRAGMENT_BYTES
 
 
 def _chunks_of(actions):

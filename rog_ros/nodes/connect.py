@@ -31,7 +31,7 @@ from rog_ros.nodes.fleet_key import key_source, load_fleet_key
 from rog_ros.protocol.auth import REASONS as AUTH_REASONS
 from rog_ros.transport.bus import RecordError
 from rog_ros.transport.choose import make_bus
-from rog_ros.transport.cyclone_config import lease_duration_s
+from rog_ros.transport.cyclone_config import fragment_size_bytes, lease_duration_s
 
 NO_KEY_WARNING = 'no fleet key: messages are not authenticated'
 """What a node says at start without a fleet key (docs/security.md)."""
@@ -155,6 +155,21 @@ def transfer_lease_s(uri=None) -> float:
     """
     from rog_ros.protocol.transfer import BOUND_END_S
     return max(BOUND_END_S, lease_duration_s(uri) or 0.0)
+
+
+def transfer_fragment_bytes(uri=None) -> int:
+    """
+    Return the DDS fragment size a node's engines count their writers' bytes with.
+
+    Cyclone counts each sample against a writer's 8 MiB mark as its CDR plus 80 bytes per
+    fragment of ``General/FragmentSize``: the one configured in ``CYCLONEDDS_URI`` (``uri``
+    overrides it), never more than ``WHC_FRAGMENT_BYTES`` (1 KiB: a count a little high
+    costs a little room under the mark, one too low blocks the node's loop there). A 600-byte
+    FragmentSize counted as 1 KiB left 880 bytes of every 16 KiB chunk out (28 fragments of
+    80 bytes each in Cyclone's count, 17 in ours).
+    """
+    from rog_ros.protocol.transfer import WHC_FRAGMENT_BYTES
+    return min(WHC_FRAGMENT_BYTES, fragment_size_bytes(uri) or WHC_FRAGMENT_BYTES)
 
 
 NODE_REJECT_REASONS = ('undecodable',) + AUTH_REASONS + ('invalid', 'engine_error')

@@ -36,8 +36,8 @@ from rog_ros.metrics import RunRecorder
 from rog_ros.nodes import clocks, lifecycle as lc, push_systems
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
-from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus, transfer_lease_s,
-                                   wait_matched)
+from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus,
+                                   transfer_fragment_bytes, transfer_lease_s, wait_matched)
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.durable import let_go_in_turn, StateHold
@@ -230,7 +230,7 @@ class ServerNode:
                 absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
                 min_workers=getattr(a, 'min_workers', 1),
                 final_model=getattr(a, 'final_model', True), let_go_silent=True,
-                lease_s=transfer_lease_s())
+                lease_s=transfer_lease_s(), fragment_bytes=transfer_fragment_bytes())
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
         self.evaluator = BackgroundEvaluator(lambda: tr.workload.evaluate(tr.model), self.eval_w,

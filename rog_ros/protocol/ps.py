@@ -95,7 +95,8 @@ from rog_ros.protocol.ps_outage import OutageAwareMixin
 from rog_ros.protocol.ps_slack import SlackMixin
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
-    BOUND_END_S, check_chunk, lease_seconds, PeerLink, Receiver, snapshot_layout)
+    BOUND_END_S, check_chunk, fragment_bytes_checked, lease_seconds, PeerLink, Receiver,
+    snapshot_layout, WHC_FRAGMENT_BYTES)
 import torch
 
 
@@ -150,6 +151,13 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         ``ps_final.FINAL_PATIENCE_S`` (frozen, powered off, a dead radio), so that the run
         ends; None: as ``final_model``. The server node turns it on whatever ``final_model``
         says; the simulator leaves it off (its runs end where they did).
+    lease_s : float
+        The robots' DDS lease: a downlink at the 4 MiB bound waits that long after the
+        robot's last ack before its END (``transfer.BOUND_END_S`` by default).
+    fragment_bytes : int
+        The DDS ``FragmentSize`` that the writer of each robot's chunks counts with
+        (``transfer.PeerLink``; ``WHC_FRAGMENT_BYTES`` by default): the server node passes
+        a smaller one its Cyclone configuration sets (``connect.transfer_fragment_bytes``).
 
     """
 
@@ -160,8 +168,10 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                  incarnation: int | None = None, absence_timeout_s: float | None = None,
                  min_workers: int = 1, clock_slack: int = 16,
                  track_conservation: bool = False, final_model: bool = False,
-                 let_go_silent: bool | None = None, lease_s: float = BOUND_END_S):
+                 let_go_silent: bool | None = None, lease_s: float = BOUND_END_S,
+                 fragment_bytes: int = WHC_FRAGMENT_BYTES):
         lease_s = lease_seconds(lease_s)
+        fragment_bytes = fragment_bytes_checked(fragment_bytes)
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if n_workers < 1:
@@ -183,7 +193,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.end_timeout_s = float(end_timeout_s)
         self.lease_s = lease_s     # the robots' DDS lease: END at the 4 MiB bound
         # what the server's writer of each robot's chunks holds, all transfers together
-        self.peers = [PeerLink() for _ in range(n_workers)]
+        self.peers = [PeerLink(fragment_bytes=fragment_bytes) for _ in range(n_workers)]
         dtype = w0.dtype
         self.w_srv = w0.detach().clone()
         self.mirror = self.w_srv.unsqueeze(0).repeat(n_workers, 1)   # each worker's model

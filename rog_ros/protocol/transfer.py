@@ -32,6 +32,7 @@ One transfer moves an ordered set of encoded rows from one node to another:
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 from rog_ros.core.compress.base import RowCodec
@@ -121,6 +122,42 @@ def lease_seconds(lease_s) -> float:
     return value
 
 
+WHC_FRAGMENT_BYTES = 1024
+"""
+DDS fragment size a node counts what a chunk takes in the writer with, by default (bytes).
+
+Cyclone counts each sample in its writer history as its CDR plus 80 bytes per fragment of
+``General/FragmentSize`` (``dds_whc.c``, ``whcn_size``): 1344 bytes by default, 1280 in
+``config/cyclonedds_wifi.xml``, 60000 on loopback, all counted here as 1 KiB (a little
+more than Cyclone counts). A smaller ``FragmentSize`` made the count short by 80 bytes per
+fragment of the difference: the server node reads it (``connect.transfer_fragment_bytes``)
+and gives it to ``ServerEngine``, whose ``PeerLink`` of each robot counts with it
+(``fragment_bytes``); a ``PeerLink`` built without it counts 1 KiB fragments.
+"""
+WHC_SAMPLE_OVERHEAD = 80
+"""Bytes Cyclone adds per fragment of a sample in its writer-history count (``dds_whc.c``)."""
+MAX_FRAGMENT_BYTES = 65535
+"""Largest ``General/FragmentSize`` Cyclone takes (a 16-bit size; ``cyclone_config``'s too)."""
+
+
+def fragment_bytes_checked(fragment_bytes) -> int:
+    """
+    Return ``fragment_bytes``, the DDS fragment size in bytes, as an int; refuse one that is not.
+
+    A whole number in 1..65535, as Cyclone's ``General/FragmentSize`` is: 0 would divide
+    the count by zero, a fraction or a string count no fragment Cyclone makes.
+    """
+    try:
+        value = operator.index(fragment_bytes)
+    except TypeError:
+        value = 0
+    if isinstance(fragment_bytes, bool) or not 1 <= value <= MAX_FRAGMENT_BYTES:
+        raise ValueError(f'fragment_bytes must be a whole number of bytes in '
+                         f'1..{MAX_FRAGMENT_BYTES} (the DDS General/FragmentSize), got '
+                         f'{fragment_bytes!r}')
+    return int(value)
+
+
 class PeerLink:
     """
     What one node has sent to one peer on its chunk topic, and how far the peer acknowledged.
@@ -136,10 +173,16 @@ class PeerLink:
     matched reader acknowledged it, and Cyclone never counts a reader as unresponsive, so a
     run that crashed keeps its reader matched, and everything written since its last ack in
     the writer, until its lease ends. The new run's acks free nothing before then.
+
+    ``fragment_bytes``: the DDS ``FragmentSize`` the writer's count is made with
+    (:func:`wire_bytes`): Cyclone counts 80 bytes per fragment, so a smaller one counts more
+    (``ServerEngine(fragment_bytes=...)``, from the node's configuration).
     """
 
-    def __init__(self, max_wire_bytes: int = PEER_MAX_WIRE_BYTES, keep: int = 8):
+    def __init__(self, max_wire_bytes: int = PEER_MAX_WIRE_BYTES, keep: int = 8,
+                 fragment_bytes: int = WHC_FRAGMENT_BYTES):
         self.max_wire_bytes = int(max_wire_bytes)
+        self.fragment_bytes = fragment_bytes_checked(fragment_bytes)
         self.keep = int(keep)           # transfers remembered for their acks (newest)
         self.sent = 0                   # wire bytes written to the peer so far
         self.acked = 0                  # position (in ``sent``) the peer acknowledged
@@ -181,6 +224,10 @@ class PeerLink:
         freed, self.held_at = self.acked > self.held_at, None
         return freed
 
+    def wire_bytes(self, chunk: RowChunk) -> int:
+        """Return what ``chunk`` takes in the writer's count, with this peer's fragment size."""
+        return wire_bytes(chunk, self.fragment_bytes)
+
     def fits(self, wire: int) -> bool:
         """Return whether ``wire`` more bytes keep the peer within ``max_wire_bytes``."""
         past = self.unacked()
@@ -210,28 +257,16 @@ class PeerLink:
         return self.held_at is None        # (a hold frees it when the old lease ends)
 
 
-WHC_FRAGMENT_BYTES = 1024
-"""
-Smallest DDS fragment assumed when counting what a chunk takes in the writer (bytes).
-
-Cyclone counts each sample in its writer history as its CDR plus 80 bytes per fragment of
-``General/FragmentSize`` (``dds_whc.c``, ``whcn_size``): 1344 bytes by default, 1280 in
-``config/cyclonedds_wifi.xml``, 60000 on loopback. A smaller ``FragmentSize`` of one's own
-makes the count short by 80 bytes per fragment of the difference.
-"""
-WHC_SAMPLE_OVERHEAD = 80
-"""Bytes Cyclone adds per fragment of a sample in its writer-history count (``dds_whc.c``)."""
-
-
-def wire_bytes(chunk: RowChunk) -> int:
+def wire_bytes(chunk: RowChunk, fragment_bytes: int = WHC_FRAGMENT_BYTES) -> int:
     """
     Return what ``chunk`` takes in the DDS writer's history count, with its auth tag.
 
     Cyclone counts each sample against the mark as its CDR (with its 4-byte header) and 80
     bytes per fragment: XCDR1 of ``msg/RowChunk.msg``, whose fixed fields and alignment take
     76 to 83 bytes more than ``wire_size``, and 13 fragments of a 16 KiB chunk on Wi-Fi
-    (1280-byte fragments), counted here with ``WHC_FRAGMENT_BYTES``. Counting
-    ``wire_size`` left them out: two transfers to a silent robot passed the 8 MiB mark.
+    (1280-byte fragments), counted here with ``fragment_bytes`` (the peer's
+    ``PeerLink.fragment_bytes``; 28 fragments of 600 bytes). Counting ``wire_size`` left them
+    out: two transfers to a silent robot passed the 8 MiB mark.
     """
     pos = 0
     for align, size in ((2, 2), (8, 64), (4, 4 + 4 * len(chunk.row_ranges)), (8, 8),
@@ -240,7 +275,7 @@ def wire_bytes(chunk: RowChunk) -> int:
                         (4, 4 + (len(chunk.auth_tag) or TAG_BYTES))):
         pos = -(-pos // align) * align + size     # (the fields of RowChunk.msg, in order)
     cdr = 4 + pos
-    return cdr + -(-cdr // WHC_FRAGMENT_BYTES) * WHC_SAMPLE_OVERHEAD
+    return cdr + -(-cdr // fragment_bytes) * WHC_SAMPLE_OVERHEAD
 
 
 def window_for_rate(window: int, rate_bps: float, chunk_bytes: int) -> int:
@@ -428,8 +463,9 @@ class OutgoingTransfer:
         """
         return (self.end_sent_at is None and not self.finished
                 and self.next_seq < len(self.plan)
-                and (not self._fits_bound() or (self._held is not None and
-                                                not self.peer.fits(wire_bytes(self._held)))))
+                and (not self._fits_bound() or (
+                    self._held is not None
+                    and not self.peer.fits(self.peer.wire_bytes(self._held)))))
 
     def _bound_wait_s(self) -> float:
         """Return how long after the last ack END goes at the bound: the lease, or more."""
@@ -475,7 +511,7 @@ class OutgoingTransfer:
         while (self.in_flight() < self.window and self.may_send_more(now)
                and self._fits_bound()):
             chunk = self._held if self._held is not None else self._chunk(self.next_seq)
-            wire = wire_bytes(chunk)
+            wire = self.peer.wire_bytes(chunk)
             if not self.peer.fits(wire):
                 self._held = chunk          # the peer's writer is full: wait for an ack
                 break
@@ -546,7 +582,7 @@ class OutgoingTransfer:
                        receiver=self.receiver, kind=self.kind, clock=self.clock,
                        flags=FLAG_END | self.flags, codec=self.codec_id,
                        rate_bps=self.rate_hint_bps, incarnation=self.incarnation)
-        self.wire_end[-1] = self.peer.write(wire_bytes(end))
+        self.wire_end[-1] = self.peer.write(self.peer.wire_bytes(end))
         return end
 
     def _chunk(self, k: int) -> RowChunk:

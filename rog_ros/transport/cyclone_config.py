@@ -438,6 +438,52 @@ def lease_duration_s(uri: str | None = None) -> float | None:
     return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
+_MEMSIZE_UNITS = {'B': 1, 'KiB': 1 << 10, 'kB': 1 << 10, 'MiB': 1 << 20, 'MB': 1 << 20,
+                  'GiB': 1 << 30, 'GB': 1 << 30}
+"""Cyclone's memory-size units (``unittab_memsize``: a kB is 1024 bytes), case as written."""
+_MEMSIZE_MULTIPLIERS = {**_MEMSIZE_UNITS, '': 1}
+"""The units and none, bytes (Cyclone's default unit for a memory size, deprecated)."""
+_MEMSIZE_INT = re.compile(r'[ \t\n\v\f\r]*([+-]?[0-9]+) *')
+_MEMSIZE_FLOAT = re.compile(r'[ \t\n\v\f\r]*([+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?) *')
+MAX_FRAGMENT_BYTES = 65535
+"""Largest ``General/FragmentSize`` Cyclone takes (a 16-bit size, ``uf_memsize16``)."""
+
+
+def fragment_size_bytes(uri: str | None = None) -> int | None:
+    """
+    Return the ``General/FragmentSize`` that ``$CYCLONEDDS_URI`` (or ``uri``) sets, in bytes.
+
+    Cyclone counts each sample in a writer's history as its CDR plus 80 bytes per fragment of
+    this size (``dds_whc.c``, ``whcn_size``), so the nodes count what they wrote to a robot
+    with it (``transfer.PeerLink``). Read as :func:`lease_duration_s` reads the lease (the
+    last source's, for our domain, references expanded), the value as Cyclone takes a memory
+    size: a number, then a unit of ``B``, ``KiB``, ``kB``, ``MiB``, ``MB``, ``GiB``, ``GB``
+    (case as written; none: bytes), a fraction rounded. None when none sets it (Cyclone's
+    default, 1344 B), a file cannot be read or the value is not one Cyclone takes, or is 0.
+    """
+    found = _configured(uri, 'fragmentsize')
+    size = None if found is None else _memsize(found)
+    return size if size is not None and 0 < size <= MAX_FRAGMENT_BYTES else None
+
+
+def _memsize(text: str) -> int | None:
+    """
+    Return a memory size as Cyclone's ``uf_int64_unit`` reads it, in bytes; None if not one.
+
+    A whole number and a unit first (``1280B``, ``1 KiB``), else a number with a fraction or
+    exponent and a unit, rounded half away from zero (``1.25 KiB``: 1280).
+    """
+    match = _MEMSIZE_INT.match(text)
+    if match is not None and text[match.end():] in _MEMSIZE_MULTIPLIERS:
+        return int(match.group(1)) * _MEMSIZE_MULTIPLIERS[text[match.end():]]
+    match = _MEMSIZE_FLOAT.match(text)
+    if match is None or text[match.end():] not in _MEMSIZE_MULTIPLIERS:
+        return None
+    value = float(match.group(1))
+    scaled = abs(value) * _MEMSIZE_MULTIPLIERS[text[match.end():]] + 0.5
+    return int(math.copysign(int(scaled), value)) if math.isfinite(scaled) else None
+
+
 def _configured(uri: str | None, element: str) -> str | None:
     """
     Return the value Cyclone takes for ``element`` (lower case) from ``$CYCLONEDDS_URI``.
