@@ -702,6 +702,23 @@ def test_the_nodes_read_the_fragment_size_their_cyclone_configuration_sets(
     assert transfer_fragment_bytes() == WHC_FRAGMENT_BYTES
 
 
+def test_a_fragment_size_is_read_with_the_numbers_glibc_scanf_takes():
+    # Cyclone reads a memory size that is no whole number and unit with sscanf's %lf, and
+    # glibc's takes C99 hexadecimal and an exponent marker without digits: Cyclone 11.0.1's
+    # config trace says 600 B for FragmentSize 0x258, 0x1.2cp9, 600e and 0x258p (512 B for
+    # 0x.8p10 B), where the reader found no size and the server counted 1 KiB fragments,
+    # 80 bytes short per 600 bytes past 1 KiB of every chunk; 0x, 0x B and -0x258 it refuses
+    from rog_ros.transport.cyclone_config import fragment_size_bytes
+    frag = '<CycloneDDS><Domain><General><FragmentSize>{}</FragmentSize></General>' \
+        '</Domain></CycloneDDS>'
+    for text, size in (('0x258', 600), ('0X258 B', 600), ('+0x258', 600), ('0x1.2cp9', 600),
+                       ('0x.8p10 B', 512), ('0x0.4p1 KiB', 512), ('0x258p', 600),
+                       ('0x258p+ B', 600), ('600e', 600), ('600e B', 600), ('600E-', 600),
+                       ('.5e KiB', 512), ('6e2 B', 600), ('0x', None), ('0x B', None),
+                       ('-0x258', None), ('0xg', None), ('600 e', None), ('1e999', None)):
+        assert fragment_size_bytes(frag.format(text)) == size, text
+
+
 def _chunks_of(actions):
     """Return the RowChunks among an engine's actions (what goes into the chunk writer)."""
     from rog_ros.protocol.messages import RowChunk

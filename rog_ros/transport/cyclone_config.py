@@ -444,7 +444,13 @@ _MEMSIZE_UNITS = {'B': 1, 'KiB': 1 << 10, 'kB': 1 << 10, 'MiB': 1 << 20, 'MB': 1
 _MEMSIZE_MULTIPLIERS = {**_MEMSIZE_UNITS, '': 1}
 """The units and none, bytes (Cyclone's default unit for a memory size, deprecated)."""
 _MEMSIZE_INT = re.compile(r'[ \t\n\v\f\r]*([+-]?[0-9]+) *')
-_MEMSIZE_FLOAT = re.compile(r'[ \t\n\v\f\r]*([+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?) *')
+_MEMSIZE_FLOAT = re.compile(
+    r'[ \t\n\v\f\r]*([+-]?)(?:(0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+))'
+    r'(?:[pP]([+-]?[0-9]*))?|([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]*))?) *')
+"""
+A number as glibc's ``sscanf`` ``%lf`` takes it: decimal or C99 hexadecimal (``0x258``,
+``0x1.2cp9``), an exponent marker without digits taken and worth nothing (``600e``: 600).
+"""
 MAX_FRAGMENT_BYTES = 65535
 """Largest ``General/FragmentSize`` Cyclone takes (a 16-bit size, ``uf_memsize16``)."""
 
@@ -471,7 +477,8 @@ def _memsize(text: str) -> int | None:
     Return a memory size as Cyclone's ``uf_int64_unit`` reads it, in bytes; None if not one.
 
     A whole number and a unit first (``1280B``, ``1 KiB``), else a number with a fraction or
-    exponent and a unit, rounded half away from zero (``1.25 KiB``: 1280).
+    exponent and a unit, rounded half away from zero (``1.25 KiB``: 1280), read as glibc's
+    ``sscanf`` reads it (``_MEMSIZE_FLOAT``: ``0x258`` is 600 bytes to Cyclone too).
     """
     match = _MEMSIZE_INT.match(text)
     if match is not None and text[match.end():] in _MEMSIZE_MULTIPLIERS:
@@ -479,7 +486,14 @@ def _memsize(text: str) -> int | None:
     match = _MEMSIZE_FLOAT.match(text)
     if match is None or text[match.end():] not in _MEMSIZE_MULTIPLIERS:
         return None
-    value = float(match.group(1))
+    sign, hex_digits, hex_exp, digits, exp = match.groups()
+    exp = (hex_exp if hex_digits else exp) or ''
+    exp = exp if exp.lstrip('+-') else '0'       # (glibc: 'e' without digits is no exponent)
+    try:
+        value = float.fromhex(f'{sign}{hex_digits}p{exp}') if hex_digits else \
+            float(f'{sign}{digits}e{exp}')
+    except OverflowError:
+        return None
     scaled = abs(value) * _MEMSIZE_MULTIPLIERS[text[match.end():]] + 0.5
     return int(math.copysign(int(scaled), value)) if math.isfinite(scaled) else None
 
