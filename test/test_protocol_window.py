@@ -719,6 +719,22 @@ def test_a_fragment_size_is_read_with_the_numbers_glibc_scanf_takes():
         assert fragment_size_bytes(frag.format(text)) == size, text
 
 
+def test_a_domain_id_is_compared_as_the_number_cyclone_reads(monkeypatch):
+    # Cyclone reads a Domain's Id with sscanf's %u, so Id="07" and Id="+7" are domain 7 (its
+    # config trace applies their FragmentSize to domain 7); the reader compared the text with
+    # '7' and skipped them: their lease and fragment size were none here
+    from rog_ros.transport.cyclone_config import fragment_size_bytes, lease_duration_s
+    xml = '<CycloneDDS><Domain Id="{}"><General><FragmentSize>600B</FragmentSize></General>' \
+        '<Discovery><LeaseDuration>30 s</LeaseDuration></Discovery></Domain></CycloneDDS>'
+    monkeypatch.setenv('ROS_DOMAIN_ID', '7')
+    for wanted in ('7', '07', '+7', '007', '${NOT_SET:-07}', 'any', 'ANY'):
+        assert fragment_size_bytes(xml.format(wanted)) == 600, wanted
+        assert lease_duration_s(xml.format(wanted)) == 30.0, wanted
+    for other in ('8', '70', '-7', '7x', '0x7', ''):
+        assert fragment_size_bytes(xml.format(other)) is None, other
+        assert lease_duration_s(xml.format(other)) is None, other
+
+
 def _chunks_of(actions):
     """Return the RowChunks among an engine's actions (what goes into the chunk writer)."""
     from rog_ros.protocol.messages import RowChunk

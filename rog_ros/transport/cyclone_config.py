@@ -607,6 +607,24 @@ def _env_value(name: str, env, domain_id: int | None) -> str | None:
     return None
 
 
+_DOMAIN_NUMBER = re.compile(r'([+-]?)([0-9]+)')
+
+
+def _is_domain(wanted: str, domain_id: int) -> bool:
+    """
+    Return whether a ``Domain``'s ``Id`` (expanded) is ``any`` or ``domain_id`` to Cyclone.
+
+    Cyclone reads the number with ``sscanf``'s ``%u``: ``07`` and ``+7`` are domain 7 too (the
+    text compared with ``'7'`` skipped their settings), ``-1`` wraps to 2**32 - 1.
+    """
+    text = wanted.strip()
+    number = _DOMAIN_NUMBER.fullmatch(text)
+    if number is None:
+        return text.lower() == 'any'
+    value = int(number.group(2)) * (-1 if number.group(1) == '-' else 1)
+    return value % (1 << 32) == domain_id
+
+
 def _setting_text(text: str, element: str, domain_id: int | None,
                   found: str | None) -> str | None:
     """
@@ -634,8 +652,7 @@ def _setting_text(text: str, element: str, domain_id: int | None,
             wanted = _DOMAIN_ID.search(match.group(0))
             wanted = None if wanted is None else \
                 expand_env(_xml_unescape(wanted.group(1)), domain_id)
-            skipped = skipped or not (wanted is None or wanted.strip().lower() == 'any'
-                                      or wanted.strip() == str(domain_id))
+            skipped = skipped or not (wanted is None or _is_domain(wanted, domain_id))
         if not match.group(2):
             stack.append((name, skipped))
             start = match.end() if name == element else None
