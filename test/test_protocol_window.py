@@ -438,6 +438,46 @@ def test_a_smaller_fragment_size_is_counted_as_cyclone_counts_it(window, chunk_b
     assert wire_bytes(chunk, 600) == cdr + -(-cdr // 600) * 80
 
 
+@pytest.mark.parametrize('fragment', [64, 100, 159, 160, 161, 512, 576, 600, 1000, 1023, 1024,
+                                      1025, 1280, 1344, 4096, 60000, 65535])
+def test_the_writer_bound_holds_on_cyclones_count_at_every_fragment_size(fragment):
+    # What the server node counts with (the smaller of FragmentSize and 1 KiB) keeps what two
+    # transfers to a silent robot put in Cyclone's count (80 bytes per fragment of the
+    # configured size) under the 8 MiB mark, to the byte at 1 KiB and below, and every chunk
+    # is counted right where its CDR ends just before, on or just after a fragment boundary
+    # (below 64 B the ENDs outgrow their 64 KiB of room: 160 bytes of CDR, 3 fragments at 64)
+    pytest.importorskip('cyclonedds')
+    import dataclasses
+    from rog_ros.nodes.connect import transfer_fragment_bytes
+    from rog_ros.protocol.transfer import PeerLink, wire_bytes, WRITER_MARK_BYTES
+    from rog_ros.transport.convert import to_sample
+    counted = transfer_fragment_bytes(
+        f'<General><FragmentSize>{fragment}B</FragmentSize></General>')
+    assert counted == min(fragment, 1024)
+    for window, chunk_bytes in ((256, 16384), (1024, 4096), (64, 65000)):
+        sent, peer = _two_silent(counted, window, chunk_bytes)
+        held = _cyclone_count(sent, fragment)
+        assert held <= peer.unacked() <= WRITER_MARK_BYTES, (window, chunk_bytes, held)
+        assert held == peer.unacked() or fragment > 1024
+    template = next(c for c in sent if not c.flags & 1)
+    template = dataclasses.replace(template, auth_tag=bytes(16))
+
+    def cdr_of(n):
+        """Return the template chunk with an ``n``-byte payload, and its CDR size."""
+        chunk = dataclasses.replace(template, payload=bytes(n))
+        return chunk, len(to_sample(chunk).serialize())
+    extra = cdr_of(0)[1]                               # the CDR besides the payload
+    for k in [k for k in range(1, 5) if k * fragment > extra + 8][:3]:
+        sizes = set()
+        for n in range(k * fragment - extra - 8, k * fragment - extra + 9):
+            chunk, cdr = cdr_of(n)
+            sizes.add(cdr)
+            cyclone = cdr + -(-cdr // fragment) * 80
+            assert wire_bytes(chunk, fragment) == cyclone, (k, n)
+            assert PeerLink(fragment_bytes=counted).wire_bytes(chunk) >= cyclone, (k, n)
+        assert min(sizes) <= k * fragment < max(sizes), (k, sorted(sizes))
+
+
 def test_the_server_engine_counts_with_the_fragment_size_it_is_given():
     # the fragment size is the engine's parameter, not a global, as the lease is; a bad one
     # is refused with one line naming FragmentSize
