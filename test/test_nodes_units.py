@@ -413,3 +413,26 @@ def test_the_server_lets_a_robot_gone_for_good_go_with_or_without_the_final_mode
         assert node.engine.let_go_silent is True
     finally:
         node.shutdown()
+
+
+def test_the_server_counts_its_downlinks_with_the_configured_fragment_size(
+        tmp_path, monkeypatch):
+    """Build the server's engine with ``CYCLONEDDS_URI``'s FragmentSize and lease."""
+    # 10bf6d7 passed connect.transfer_fragment_bytes() to the engine in the server node, a
+    # line no test reached: without it the ledger of every robot counts 1 KiB fragments and
+    # two transfers to a silent robot pass the 8 MiB mark on Cyclone's count at 600 B
+    from rog_ros.nodes import rog_server, server_node
+    from test_nodes_lifecycle import in_memory_fleet
+    in_memory_fleet(monkeypatch)
+    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
+    monkeypatch.setenv('FRAG', '600B')
+    monkeypatch.setenv('CYCLONEDDS_URI', '<General><FragmentSize>${FRAG}</FragmentSize>'
+                       '</General><Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>')
+    argv = ['--workload', 'toy', '--workers', '2', '--out', str(tmp_path)]
+    node = server_node.ServerNode(rog_server.build_parser().parse_args(argv))
+    node.configure()
+    try:
+        assert [p.fragment_bytes for p in node.engine.peers] == [600, 600]
+        assert node.engine.lease_s == 30.0
+    finally:
+        node.shutdown()
