@@ -37,7 +37,7 @@ from pathlib import Path
 import re
 import socket
 import sys
-from xml.sax.saxutils import escape, quoteattr, unescape
+from xml.sax.saxutils import escape, quoteattr
 
 CONFIGS = ('loopback', 'wifi')
 MAX_DOMAIN_ID = 232
@@ -409,8 +409,10 @@ A LeaseDuration without a unit is in milliseconds (Cyclone's default unit for it
 """
 _XML_SPACE = ' \t\v\r\n'
 """What Cyclone's XML parser trims from both ends of an element's text (``qq_isspace``)."""
-_XML_ENTITIES = {'&quot;': '"', '&apos;': "'"}
-"""The entities besides ``&amp;``, ``&lt;`` and ``&gt;`` that XML text may hold."""
+_XML_REF = re.compile(r'&(?:#x([0-9a-fA-F]+)|#([0-9]+)|(lt|gt|amp|apos|quot));')
+"""The references Cyclone's XML parser replaces (``unescape_insitu``): by number or name."""
+_XML_NAMED = {'lt': '<', 'gt': '>', 'amp': '&', 'apos': "'", 'quot': '"'}
+_XML_CDATA = re.compile(r'<!\[CDATA\[(.*?)\]\]>', re.S)
 _EXPANSION_DEPTH = 20
 """How deeply Cyclone expands ``${X:-${Y:-...}}`` before it refuses the value."""
 
@@ -521,14 +523,48 @@ def _configured(uri: str | None, element: str) -> str | None:
             except (OSError, ValueError):
                 continue
         found = _setting_text(source, element, domain_id, found)
-    if found is None:
-        return None
-    return expand_env(_xml_unescape(found).strip(_XML_SPACE), domain_id)
+    text = None if found is None else _xml_text(found)
+    return None if text is None else expand_env(text.strip(_XML_SPACE), domain_id)
 
 
-def _xml_unescape(text: str) -> str:
-    """Return XML text with its entities replaced, as Cyclone's parser hands values on."""
-    return unescape(text, _XML_ENTITIES)
+def _xml_text(raw: str) -> str | None:
+    """
+    Return an element's text as Cyclone's parser hands it on; None where it refuses it.
+
+    References replaced outside CDATA sections, whose text stands as it is (Cyclone 11.0.1
+    reads ``&#54;00B`` and ``<![CDATA[600B]]>`` as 600 B); trimmed by the caller.
+    """
+    parts = _XML_CDATA.split(raw)           # text, CDATA, text, ... (comments gone)
+    out = []
+    for k, part in enumerate(parts):
+        part = part if k % 2 else _xml_unescape(part)
+        if part is None:
+            return None
+        out.append(part)
+    return ''.join(out)
+
+
+def _xml_unescape(text: str) -> str | None:
+    """
+    Return XML text with its references replaced, as Cyclone's parser does; None: refused.
+
+    ``&lt;`` ``&gt;`` ``&amp;`` ``&apos;`` ``&quot;`` and ``&#N;``, ``&#xN;`` (at most 16
+    characters after the ``&``, a Unicode code point); any other ``&`` is a parser error.
+    """
+    out, pos = [], 0
+    while True:
+        amp = text.find('&', pos)
+        if amp < 0:
+            return ''.join(out) + text[pos:]
+        ref = _XML_REF.match(text, amp)
+        if ref is None or ref.end() - amp > 17:
+            return None
+        hex_cp, dec_cp, name = ref.groups()
+        code = None if name else int(hex_cp, 16) if hex_cp else int(dec_cp)
+        if code is not None and code > 0x10FFFF:
+            return None
+        out.append(text[pos:amp] + (_XML_NAMED[name] if name else chr(code)))
+        pos = ref.end()
 
 
 def expand_env(value: str, domain_id: int | None = None, environ=None) -> str | None:
@@ -650,8 +686,8 @@ def _setting_text(text: str, element: str, domain_id: int | None,
         skipped = bool(stack) and stack[-1][1]
         if name == 'domain' and domain_id is not None:
             wanted = _DOMAIN_ID.search(match.group(0))
-            wanted = None if wanted is None else \
-                expand_env(_xml_unescape(wanted.group(1)), domain_id)
+            wanted = None if wanted is None else _xml_unescape(wanted.group(1))
+            wanted = None if wanted is None else expand_env(wanted, domain_id)
             skipped = skipped or not (wanted is None or _is_domain(wanted, domain_id))
         if not match.group(2):
             stack.append((name, skipped))
