@@ -436,3 +436,24 @@ def test_the_server_counts_its_downlinks_with_the_configured_fragment_size(
         assert node.engine.lease_s == 30.0
     finally:
         node.shutdown()
+
+
+def test_the_worker_counts_its_pushes_with_the_configured_fragment_size(
+        tmp_path, monkeypatch):
+    """Build a worker's engine with ``CYCLONEDDS_URI``'s FragmentSize and lease."""
+    # the server node passed the FragmentSize to its engine (af04f62), the worker node did
+    # not: a robot's ledger of its pushes counted 1 KiB fragments whatever Cyclone was told
+    from rog_ros.nodes import rog_worker, worker_node
+    from test_nodes_lifecycle import in_memory_fleet
+    in_memory_fleet(monkeypatch)
+    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
+    monkeypatch.setenv('FRAG', '600B')
+    monkeypatch.setenv('CYCLONEDDS_URI', '<General><FragmentSize>${FRAG}</FragmentSize>'
+                       '</General><Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>')
+    argv = ['--workload', 'toy', '--workers', '2', '--rank', '1']
+    node = worker_node.WorkerNode(rog_worker.build_parser().parse_args(argv))
+    node.configure()
+    try:
+        assert node.engine.peer.fragment_bytes == 600 and node.engine.lease_s == 30.0
+    finally:
+        node.shutdown()

@@ -510,6 +510,33 @@ def test_the_server_engine_counts_with_the_fragment_size_it_is_given():
                         f'General/FragmentSize), got {bad!r}'}, (bad, said)
 
 
+def test_the_worker_engine_counts_its_pushes_with_the_fragment_size_it_is_given():
+    # the server's ledger took FragmentSize (af04f62), the robot's did not: a robot's
+    # pushes into its one writer were counted in 1 KiB fragments whatever Cyclone was told,
+    # so with 600-byte fragments its 8 MiB of pushes passed the mark on Cyclone's count
+    from rog_ros.core.compress import RowScaledSign
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.protocol.transfer import wire_bytes
+    from rog_ros.protocol.worker import WorkerEngine
+    layout, codec, pol = RowLayout([(2048, 1024)]), RowScaledSign(), make_policy('rog:4')
+    w0 = torch.zeros(layout.n_params)
+
+    def first_chunks(**extra):
+        """Return the worker's ledger and the chunks of a push of every row."""
+        worker = WorkerEngine(0, 2, layout, codec, pol, w0, window=256, **extra)
+        push = worker._outgoing(1, 0, codec.encode(layout, w0, torch.ones(layout.n_tensors)),
+                                torch.ones(layout.n_tensors), torch.arange(layout.n_rows),
+                                layout.n_rows, math.inf, 0.0)
+        return worker.peer, push.pump(0.0)
+    peer, sent = first_chunks(fragment_bytes=600)
+    assert len(sent) > 1 and peer.fragment_bytes == 600
+    assert peer.unacked() == sum(wire_bytes(c, 600) for c in sent)
+    default, same = first_chunks()
+    assert default.unacked() == sum(wire_bytes(c) for c in same) < peer.unacked()
+    with pytest.raises(ValueError, match='General/FragmentSize'):
+        WorkerEngine(0, 2, layout, codec, pol, w0, fragment_bytes=0)
+
+
 @pytest.mark.parametrize('lease_s, outage_s', [(30.0, 20.0), (60.0, 45.0)])
 def test_the_end_at_the_bound_follows_a_longer_lease(lease_s, outage_s):
     # END at the bound went 10 s (Cyclone's default lease) after the last ack whatever the

@@ -82,7 +82,8 @@ from rog_ros.protocol.messages import (
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
-    BOUND_END_S, lease_seconds, OutgoingTransfer, PeerLink, Receiver, snapshot_layout)
+    BOUND_END_S, fragment_bytes_checked, lease_seconds, OutgoingTransfer, PeerLink, Receiver,
+    snapshot_layout, WHC_FRAGMENT_BYTES)
 from rog_ros.protocol.worker_overlap import OverlapMixin
 from rog_ros.protocol.worker_rejoin import RejoinMixin
 import torch
@@ -141,6 +142,13 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         nodes should set it: a worker that lost its state then gets the model of a server
         that was restored from a checkpoint, and none of its pushes can be mistaken, by a
         restored server, for a delayed message of an earlier run.
+    lease_s : float
+        The server's DDS lease: a push at the 4 MiB bound waits that long after the server's
+        last ack before its END (``transfer.BOUND_END_S`` by default).
+    fragment_bytes : int
+        The DDS ``FragmentSize`` that the writer of this robot's pushes counts with
+        (``transfer.PeerLink``; ``WHC_FRAGMENT_BYTES`` by default): the worker node passes a
+        smaller one its Cyclone configuration sets (``connect.transfer_fragment_bytes``).
 
     """
 
@@ -152,7 +160,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                  incarnation: int | None = None, save_state_actions: bool = False,
                  keep_undurable: bool = False, max_undurable: int = 64,
                  max_clock: int = MAX_CLOCK, join_on_start: bool = False,
-                 max_iterations: int | None = None, lease_s: float = BOUND_END_S):
+                 max_iterations: int | None = None, lease_s: float = BOUND_END_S,
+                 fragment_bytes: int = WHC_FRAGMENT_BYTES):
         if layout.whole_model != policy.whole_model:
             raise ValueError(f'policy {policy.name} needs whole_model={policy.whole_model}')
         if not 0 <= rank < n_workers:
@@ -162,9 +171,11 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         self.rank, self.n = rank, n_workers
         self.layout, self.codec, self.policy = layout, codec, policy
         lease_s = lease_seconds(lease_s)
+        fragment_bytes = fragment_bytes_checked(fragment_bytes)
         self.chunk_bytes, self.window, self.end_timeout_s = chunk_bytes, window, end_timeout_s
         self.lease_s = lease_s     # the server's DDS lease: END at the 4 MiB bound
-        self.peer = PeerLink()            # what the writer of our pushes holds
+        # what the writer of our pushes holds, counted as Cyclone counts it
+        self.peer = PeerLink(fragment_bytes=fragment_bytes)
         self.incarnation = int(incarnation) if incarnation is not None else new_incarnation()
         self.save_state_actions = bool(save_state_actions)
         self.keep_undurable = bool(keep_undurable)
