@@ -90,8 +90,9 @@ WRITER_MARK_BYTES = 8 << 20
 """The DDS writer-history mark (``transport.dds_bus.WRITER_WATERMARKS``: 8MB, Cyclone's MB
 is 2**20 bytes): what one robot's chunk writer may hold unacknowledged before a write blocks."""
 PEER_END_ROOM = 64 << 10
-"""Bytes under the mark kept for ENDs, which go whatever the bound (about 100 bytes each,
-one per ``end_timeout_s`` and transfer: 600 of them, 20 minutes of a lease at 2 s)."""
+"""Bytes under the mark kept for ENDs, which go whatever the bound (240 bytes each as Cyclone
+counts them, 160 of CDR and one fragment's 80, one per ``end_timeout_s`` and transfer: 273 of
+them, 9 minutes of ENDs at 2 s)."""
 PEER_MAX_WIRE_BYTES = WRITER_MARK_BYTES - PEER_END_ROOM
 """
 Most wire bytes of data chunks, all transfers together, sent to one peer past its last ack.
