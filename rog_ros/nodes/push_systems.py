@@ -24,7 +24,9 @@ clocks, byte counts, ``finished``, a consensus model). The adapters hold no prot
 they forward every call and count what passes. Between engine and bus, each adapter's
 :class:`rog_ros.protocol.push_transfers.PushTransfers` sends the engine's dense messages
 (models, ASGD's and GSP's gradients) as Rog's windowed chunk transfers and hands the engine
-the whole message its peer sent; the counts are of the engines' messages.
+the whole message its peer sent; the counts are of the engines' messages. The transfers wait
+``connect.transfer_lease_s()`` at their 4 MiB bound (the DDS lease of ``CYCLONEDDS_URI``,
+10 s at least).
 
 Refused up front (one line, exit 2): the systems whose messages are not on the wire
 (``gsp+gds``: UploadDensity; ``adasgd``: FLEET's task dataclasses), the peer system ``aet``,
@@ -101,8 +103,9 @@ def server_engine(args, tr, lease_s: float | None = None):
     """
     Return the server engine of push system ``args.sync``, wrapped (:class:`ServerAdapter`).
 
-    ``lease_s``: the DDS lease the node read (``cyclone_config.lease_duration_s``), after
-    which a transfer at its bound sends its END, as Rog's engines take it; None: 10 s.
+    ``lease_s``: the transfer lease the node gives its engines (``connect.transfer_lease_s``:
+    the DDS ``LeaseDuration`` of ``CYCLONEDDS_URI``, 10 s at least), after which a transfer
+    at its bound sends its END, as Rog's engines take it; None: 10 s.
     """
     sync = args.sync.strip().lower()
     n, wl = int(args.workers), tr.workload
@@ -128,7 +131,7 @@ def _transfers(args, me: int, w, lease_s: float | None = None) -> PushTransfers:
     ``window`` and ``chunk_bytes`` at the settings' defaults (Rog's: 4 chunks of 16 KiB) give
     the push systems' own (``PUSH_WINDOW`` chunks of ``PUSH_CHUNK_BYTES``): with Rog's, a
     37.9 MB model's iteration took three times as long as one message did. ``lease_s`` (None:
-    ``BOUND_END_S``) is the configured DDS lease, the wait at the 4 MiB bound before END.
+    ``BOUND_END_S``) is the transfer lease, the wait at the 4 MiB bound before END.
     """
     default = settings.defaults()
     given = {} if lease_s is None else {'lease_s': lease_s}
@@ -142,7 +145,7 @@ def worker_engine(args, tr, rank: int, lease_s: float | None = None):
     """
     Return worker ``rank``'s engine of push system ``args.sync`` (:class:`WorkerAdapter`).
 
-    ``lease_s``: the server's DDS lease, as :func:`server_engine` takes it (None: 10 s).
+    ``lease_s``: the transfer lease, as :func:`server_engine` takes it (None: 10 s).
     """
     sync = args.sync.strip().lower()
     sizes = [int(p.numel()) for p in tr.model.parameters()]
@@ -321,10 +324,14 @@ class WorkerAdapter:
         return actions
 
 
-def _default_transfers(me: int, w, **settings) -> PushTransfers:
-    """Return the chunked transfers of node ``me`` for model ``w`` (default ``settings``)."""
+def _default_transfers(me: int, w, **options) -> PushTransfers:
+    """
+    Return the chunked transfers of node ``me`` for model ``w`` (``options``: PushTransfers').
+
+    (Named ``options``: ``settings`` is this module's import of ``rog_ros.nodes.settings``.)
+    """
     from rog_ros.protocol.push_transfers import PushTransfers      # (torch: not for check)
-    return PushTransfers(me, int(w.numel()), **settings)
+    return PushTransfers(me, int(w.numel()), **options)
 
 
 def _earliest(*times):

@@ -38,7 +38,8 @@ to one peer share one ``transfer.PeerLink``, the ledger of wire bytes written to
 writer and not yet covered by an ack, as Rog's server and robots keep it: no data chunk goes
 past ``PEER_MAX_WIRE_BYTES`` of them, and an ack of any transfer to that peer frees room and
 tells a transfer at its bound that the peer is alive. At that bound END goes ``lease_s``
-after the peer's last ack: the DDS lease the nodes read from ``CYCLONEDDS_URI``.
+after the peer's last ack: the nodes give ``connect.transfer_lease_s()``, the DDS
+``LeaseDuration`` of ``CYCLONEDDS_URI``, never less than ``BOUND_END_S`` (10 s).
 """
 
 from __future__ import annotations
