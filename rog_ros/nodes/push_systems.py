@@ -23,10 +23,12 @@ in an adapter that offers what ServerNode and WorkerNode read of Rog's engines (
 clocks, byte counts, ``finished``, a consensus model). The adapters hold no protocol logic:
 they forward every call and count what passes. Between engine and bus, each adapter's
 :class:`rog_ros.protocol.push_transfers.PushTransfers` sends the engine's dense messages
-(models, ASGD's and GSP's gradients) as Rog's windowed chunk transfers and hands the engine
-the whole message its peer sent; the counts are of the engines' messages. The transfers wait
+(models, ASGD's and GSP's gradients) and AdaComp's and Comp-ASGD's sparse pushes as Rog's
+windowed chunk transfers stamped with the node's run, and hands the engine the whole message
+its peer sent; the counts are of the engines' messages. The transfers wait
 ``connect.transfer_lease_s()`` at their 4 MiB bound (the DDS lease of ``CYCLONEDDS_URI``,
-10 s at least).
+10 s at least); a robot's restart reaches the server's engine as a push of a new run, which
+takes it back (``ServerAdapter.worker_restarts``).
 
 Refused up front (one line, exit 2): the systems whose messages are not on the wire
 (``gsp+gds``: UploadDensity; ``adasgd``: FLEET's task dataclasses), the peer system ``aet``,
@@ -117,28 +119,32 @@ def server_engine(args, tr, lease_s: float | None = None):
                            epoch_samples=pool)
         return ServerAdapter(engine, n, tr.lr,
                              _transfers(args, SERVER, engine.model(), lease_s))
-    from rog_ros.protocol.policies.adacomp import AdaCompServer
+    from rog_ros.protocol.policies.adacomp import AdaCompServer, push_entries
     cfg = _adacomp_config(args, wl)
     engine = AdaCompServer(tr.w0, n, cfg, max_updates=args.iterations * n)
+    sizes = [int(p.numel()) for p in tr.model.parameters()]
     return ServerAdapter(engine, n, cfg.alpha,
-                         _transfers(args, SERVER, engine.model(), lease_s))
+                         _transfers(args, SERVER, engine.model(), lease_s,
+                                    push_entries(cfg, sizes)))
 
 
-def _transfers(args, me: int, w, lease_s: float | None = None) -> PushTransfers:
+def _transfers(args, me: int, w, lease_s: float | None = None,
+               sparse_entries: int | None = None) -> PushTransfers:
     """
     Return the chunked transfers of node ``me``: the push defaults, or what the user set.
 
     ``window`` and ``chunk_bytes`` at the settings' defaults (Rog's: 4 chunks of 16 KiB) give
     the push systems' own (``PUSH_WINDOW`` chunks of ``PUSH_CHUNK_BYTES``): with Rog's, a
     37.9 MB model's iteration took three times as long as one message did. ``lease_s`` (None:
-    ``BOUND_END_S``) is the transfer lease, the wait at the 4 MiB bound before END.
+    ``BOUND_END_S``) is the transfer lease, the wait at the 4 MiB bound before END;
+    ``sparse_entries`` the entries of the fleet's sparse pushes (None: it pushes dense).
     """
     default = settings.defaults()
     given = {} if lease_s is None else {'lease_s': lease_s}
     return _default_transfers(
         me, w, window=None if args.window == default['window'] else args.window,
         chunk_bytes=None if args.chunk_bytes == default['chunk_bytes'] else args.chunk_bytes,
-        **given)
+        sparse_entries=sparse_entries, **given)
 
 
 def worker_engine(args, tr, rank: int, lease_s: float | None = None):
@@ -152,11 +158,12 @@ def worker_engine(args, tr, rank: int, lease_s: float | None = None):
     if sync == 'gsp':
         from rog_ros.protocol.policies.gsp import GspConfig, GspNode
         engine = GspNode(rank, tr.w0, sizes, GspConfig(), seed=args.seed)
-    else:
-        from rog_ros.protocol.policies.adacomp import AdaCompWorker
-        engine = AdaCompWorker(rank, tr.w0, sizes, _adacomp_config(args, tr.workload),
-                               seed=args.seed)
-    return WorkerAdapter(engine, _transfers(args, rank, engine.w, lease_s))
+        return WorkerAdapter(engine, _transfers(args, rank, engine.w, lease_s))
+    from rog_ros.protocol.policies.adacomp import AdaCompWorker, push_entries
+    cfg = _adacomp_config(args, tr.workload)
+    engine = AdaCompWorker(rank, tr.w0, sizes, cfg, seed=args.seed)
+    return WorkerAdapter(engine, _transfers(args, rank, engine.w, lease_s,
+                                            push_entries(cfg, sizes)))
 
 
 def _wire(msg) -> int:
@@ -170,7 +177,10 @@ class ServerAdapter:
 
     ``clock[r]`` is the number of worker r's pushes the engine applied (its update count
     grew); ``finished`` once every worker was told to stop. ``transfers`` (None: built for
-    the engine's model, default window and chunks) carries the dense messages chunked.
+    the engine's model, default window and chunks, no sparse pushes) carries the dense
+    messages chunked, and the sparse pushes of the size it was given. ``worker_restarts``
+    counts the pushes the engine dropped from a run of a robot new to it at a timestamp it
+    did not hold (a robot restarted, or this server did; ``worker_restart`` logs).
     """
 
     policy = NoPolicy()
@@ -195,6 +205,7 @@ class ServerAdapter:
         self.late_rows = 0
         self.late_pulls = 0
         self.late_pull_rows = 0
+        self.worker_restarts = 0
 
     @property
     def rejects(self) -> int:
@@ -243,6 +254,8 @@ class ServerAdapter:
                 self.stall_time[a.worker] += float(a.value)
             elif isinstance(a, Log) and a.name == 'trigger' and 0 <= a.worker < self.n:
                 self.triggers[a.worker] += 1
+            elif isinstance(a, Log) and a.name == 'worker_restart':
+                self.worker_restarts += 1
         return actions
 
     def stats(self) -> dict:
@@ -251,7 +264,8 @@ class ServerAdapter:
         out.update({'pushes_received': self.pushes_received,
                     'pushes_applied': sum(self.clock),
                     'bytes_per_push': self.bytes_up / max(self.pushes_received, 1),
-                    'bytes_per_pull': self.bytes_down / max(self.pushes_received, 1)})
+                    'bytes_per_pull': self.bytes_down / max(self.pushes_received, 1),
+                    'worker_restarts': self.worker_restarts})
         return out
 
 

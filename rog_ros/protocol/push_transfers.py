@@ -24,9 +24,14 @@ and the bus: it sends every dense message as one transfer of Rog's chunk machine
 (``transfer.OutgoingTransfer``: ``chunk_bytes`` chunks, a window of them unacknowledged, never
 more than ``MAX_WINDOW_BYTES`` past the last acknowledged chunk, END a lease later at that
 bound), reassembles the transfers it receives (``transfer.Receiver``, per-chunk and final
-``TransferAck``) and hands the engine the very message its peer's engine sent. Sparse top-k
-pushes (codec 2) and ``Schedule`` pass unchanged. The simulator drives the engines without it
-and charges each message's wire size to the link, as before.
+``TransferAck``) and hands the engine the very message its peer's engine sent. AdaComp's and
+Comp-ASGD's sparse top-k pushes (codec 2: 0.76 MB for that model at c = 0.01, past the mark
+from about 105 M parameters on) travel the same way when the fleet's entry count is given
+(``sparse_entries``), as chunks of ``SPARSE_WIRE_CODEC``; ``Schedule`` passes unchanged.
+Every chunk carries its sender's run (``incarnation``), so that the server sees a robot's
+restart in its first chunk whatever it sends, and its engine gets each push with the run
+that sent it (``policies/async_ps.py`` takes a restarted robot back). The simulator drives
+the engines without it and charges each message's wire size to the link, as before.
 
 On the wire: the dense vector of ``n`` fp32 values is cut into rows of ``PUSH_ROW_ELEMENTS``
 values in vector order, the last row holding the rest (``dense_layout``), so that the rows'
@@ -48,11 +53,12 @@ import warnings
 
 import numpy as np
 from rog_ros.core.atp import Ewma
+from rog_ros.core.compress import topk
 from rog_ros.core.compress.identity import Identity
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
-    FLAG_END, MessageError, new_incarnation, RowChunk, TransferAck)
+    FLAG_END, KIND_UPDATE, MessageError, new_incarnation, RowChunk, TransferAck)
 from rog_ros.protocol.transfer import (
     BOUND_END_S, lease_seconds, MAX_WINDOW_BYTES, OutgoingTransfer, PeerLink, Receiver)
 import torch
@@ -78,6 +84,16 @@ Unacknowledged chunks of a dense push-system transfer unless ``window`` is set o
 """
 
 
+SPARSE_WIRE_CODEC = 3
+"""
+``RowChunk.codec`` of the chunks of a sparse top-k message (an engine's codec 2 payload).
+
+Not 2: a node of the revision before sparse pushes were chunked hands a codec 2 RowChunk to
+its engine as a whole push, and the first chunk of one (its first rows: indices, then
+indices read as values) decoded as one. Codec 3 is unknown there: each chunk a reject.
+"""
+
+
 class RawValues(Identity):
     """
     Codec 0 as the push transfers move it: each value's 4 bytes as they are, never judged.
@@ -96,6 +112,12 @@ class RawValues(Identity):
     def bad_rows(self, layout: RowLayout, rowbytes: torch.Tensor) -> torch.Tensor:
         """Return that no row is bad: a row assembled from fragments is the engine's to judge."""
         return torch.zeros(layout.n_rows, dtype=torch.bool)
+
+
+class SparseWords(RawValues):
+    """The words of a sparse top-k payload (int32 indices, then fp32 values), as they are."""
+
+    codec_id = SPARSE_WIRE_CODEC
 
 
 def dense_layout(n_values: int) -> RowLayout:
@@ -117,11 +139,28 @@ def dense_layout(n_values: int) -> RowLayout:
     return RowLayout([(rows, c), (n - rows * c,)])
 
 
-class _Sending:
-    """One peer's transfer under way: the message it carries and its sender half."""
+class _Form:
+    """
+    One form of message the transfers carry: dense fp32 (codec 0), or sparse top-k.
 
-    def __init__(self, msg: RowChunk, transfer: OutgoingTransfer):
+    ``codec`` is the engine's (``RowChunk.codec`` of the message handed over), ``wire`` the
+    row codec of its chunks, ``nbytes`` the payload size, ``receiver`` its transfers in.
+    """
+
+    def __init__(self, me: int, codec: int, wire: RawValues, n_words: int):
+        self.codec = int(codec)
+        self.wire = wire
+        self.layout = dense_layout(n_words)
+        self.nbytes = 4 * int(n_words)
+        self.receiver = Receiver(me, self.layout, wire)
+
+
+class _Sending:
+    """One peer's transfer under way: the message it carries, its form and sender half."""
+
+    def __init__(self, msg: RowChunk, form: _Form, transfer: OutgoingTransfer):
         self.msg = msg
+        self.form = form
         self.transfer = transfer
 
 
@@ -142,19 +181,30 @@ class PushTransfers:
     lease_s : float
         The peers' DDS lease (``BOUND_END_S`` by default): a transfer at its bound sends its
         END that long after the peer's last ack, as Rog's transfers do.
+    sparse_entries : int or None
+        Entries of every sparse top-k push of the fleet (AdaComp: the per-tensor k summed;
+        Comp-ASGD: the global k), the same on every node: those pushes travel chunked too
+        (``SPARSE_WIRE_CODEC``). None: none travel chunked (ASGD, GSP push dense).
 
     """
 
     def __init__(self, me: int, n_values: int, window: int | None = None,
                  chunk_bytes: int | None = None, end_timeout_s: float = 2.0,
-                 incarnation: int | None = None, lease_s: float = BOUND_END_S):
+                 incarnation: int | None = None, lease_s: float = BOUND_END_S,
+                 sparse_entries: int | None = None):
         lease_s = lease_seconds(lease_s)
+        if sparse_entries is not None and not 1 <= int(sparse_entries) <= int(n_values):
+            raise ValueError(f'sparse_entries must be in [1, {int(n_values)}] (the values of '
+                             f'the model), got {sparse_entries}')
         self.me = int(me)
         self.lease_s = lease_s
-        self.layout = dense_layout(n_values)
-        self.nbytes = 4 * int(n_values)
-        self.codec = RawValues()
-        self.receiver = Receiver(self.me, self.layout, self.codec)
+        dense = _Form(self.me, 0, RawValues(), n_values)
+        self.forms = {dense.wire.codec_id: dense}   # by the codec of the chunks
+        if sparse_entries is not None:        # int32 index and fp32 value: 2 words an entry
+            sparse = _Form(self.me, topk.TOPK_CODEC_ID, SparseWords(), 2 * int(sparse_entries))
+            self.forms[sparse.wire.codec_id] = sparse
+        self.layout, self.nbytes = dense.layout, dense.nbytes
+        self.codec, self.receiver = dense.wire, dense.receiver
         self.window = int(window) if window is not None else PUSH_WINDOW
         self.chunk_bytes = int(chunk_bytes) if chunk_bytes is not None else PUSH_CHUNK_BYTES
         self.end_timeout_s = float(end_timeout_s)
@@ -168,18 +218,35 @@ class PushTransfers:
         self.peer_runs: dict = {}        # peer -> its runs heard from (newest 8)
         self.rejects = 0                 # chunks or acks refused (validation)
         self.resent = 0                  # messages sent again after rows went missing
+        self.foreign = 0                 # chunks of pulls for an earlier run of ours
+        self.dropped_pulls = 0           # pulls to a peer's earlier run, dropped
 
     def carries(self, msg) -> bool:
-        """Tell whether ``msg`` travels chunked: a dense fp32 RowChunk of the model's size."""
-        return (isinstance(msg, RowChunk) and msg.codec == self.codec.codec_id
-                and len(msg.payload) == self.nbytes)
+        """Tell whether ``msg`` travels chunked (a dense model or gradient, a sparse push)."""
+        return self._form_of(msg) is not None
+
+    def _form_of(self, msg) -> _Form | None:
+        """
+        Return the form ``msg`` travels in, None if it goes as one message.
+
+        A RowChunk of one of our forms' codec and size, with no tensor list (the receiver
+        rebuilds the message without one): a dense model or gradient, a sparse push of the
+        fleet's entry count.
+        """
+        if not isinstance(msg, RowChunk) or len(msg.tensor_ids):
+            return None
+        for form in self.forms.values():
+            if msg.codec == form.codec and len(msg.payload) == form.nbytes:
+                return form
+        return None
 
     # ------------------------------------------------------------------ sending
     def outgoing(self, actions: list, now: float) -> list:
         """Return ``actions`` with every dense message replaced by its transfer's chunks."""
         out = []
         for a in actions:
-            if isinstance(a, Send) and self.carries(a.msg):
+            form = self._form_of(a.msg) if isinstance(a, Send) else None
+            if form is not None:
                 if a.dest in self.sending:
                     self.waiting.setdefault(a.dest, []).append(a.msg)
                 else:
@@ -190,14 +257,15 @@ class PushTransfers:
 
     def _start(self, dest: int, msg: RowChunk, now: float) -> list:
         """Open the transfer of ``msg`` to ``dest`` and return its first chunks."""
+        form = self._form_of(msg)
         tid = self.next_tid.get(dest, 0) + 1
         self.next_tid[dest] = tid
         with warnings.catch_warnings():   # read only: torch warns of the immutable bytes
             warnings.simplefilter('ignore', UserWarning)
             rowbytes = torch.frombuffer(msg.payload, dtype=torch.uint8)
-        layout = self.layout
+        layout = form.layout
         tr = OutgoingTransfer(transfer_id=tid, sender=self.me, receiver=dest, kind=msg.kind,
-                              clock=msg.clock, layout=layout, codec=self.codec,
+                              clock=msg.clock, layout=layout, codec=form.wire,
                               rowbytes=rowbytes,
                               scales=torch.zeros(layout.n_tensors, dtype=torch.float32),
                               order=torch.arange(layout.n_rows), n_mandatory=layout.n_rows,
@@ -206,8 +274,26 @@ class PushTransfers:
                               rate_bps=self._rate(dest).value_bps,
                               incarnation=self.incarnation, peer=self._peer(dest),
                               lease_s=self.lease_s)
-        self.sending[dest] = _Sending(msg, tr)
-        return [Send(dest, ch) for ch in tr.pump(now)]
+        self.sending[dest] = _Sending(msg, form, tr)
+        return self._sends(dest, tr.pump(now))
+
+    def _sends(self, dest: int, chunks) -> list:
+        """
+        Return sends of our chunks to ``dest``, a pull's stamped for the run it answers.
+
+        A pull answers a push of the run it goes to (``target_incarnation``: ``dest``'s
+        newest run heard); a new run of that robot refuses it (it starts at its own model
+        and would take a model arriving mid-computation as its next). A push is for the
+        server whatever its run: 0, taken by any.
+        """
+        runs = self.peer_runs.get(dest)
+        target = runs[-1] if runs else 0
+        out = []
+        for ch in chunks:
+            if ch.kind == KIND_UPDATE:
+                ch.target_incarnation = target
+            out.append(Send(dest, ch))
+        return out
 
     def _rate(self, peer: int) -> Ewma:
         """Return the throughput estimate of ``peer``'s link (grows the window when fast)."""
@@ -228,9 +314,10 @@ class PushTransfers:
         nbytes, secs = tr.throughput_sample()
         if nbytes:
             self._rate(dest).update(nbytes, secs)
-        if delivered.size < self.layout.n_rows:
+        rows = sending.form.layout.n_rows
+        if delivered.size < rows:
             self.resent += 1
-            return [Log('push_resent', float(self.layout.n_rows - delivered.size), dest)] + \
+            return [Log('push_resent', float(rows - delivered.size), dest)] + \
                 self._start(dest, sending.msg, now)
         queue = self.waiting.get(dest)
         if queue:
@@ -241,7 +328,7 @@ class PushTransfers:
         """Drive every transfer's timers (window release, END at the bound, END repeats)."""
         out = []
         for dest in sorted(self.sending):
-            out += [Send(dest, ch) for ch in self.sending[dest].transfer.on_tick(now)]
+            out += self._sends(dest, self.sending[dest].transfer.on_tick(now))
         return out
 
     def next_wakeup(self) -> float | None:
@@ -273,8 +360,15 @@ class PushTransfers:
         """
         if isinstance(msg, TransferAck):
             return None, self._on_ack(msg, now)
-        if not (isinstance(msg, RowChunk) and msg.codec == self.codec.codec_id):
+        form = self.forms.get(msg.codec) if isinstance(msg, RowChunk) else None
+        if form is None:
             return msg, []
+        if msg.target_incarnation and msg.target_incarnation != self.incarnation:
+            # a pull for an earlier run of ours (the server had not heard of this one yet):
+            # never ours to take, nor to acknowledge (its sender drops it on our first word)
+            self.foreign += 1
+            return None, []
+        started = []
         try:
             if msg.receiver != self.me:
                 raise MessageError(f'chunk for {msg.receiver}, not for {self.me}')
@@ -286,23 +380,23 @@ class PushTransfers:
                     f'a dense message sent whole ({len(msg.payload)} bytes in its END): its '
                     f'sender runs a rog_ros from before chunked push-system transfers; '
                     f'run every robot from the same revision')
-            self._heard(msg.sender, msg.incarnation, now)
+            started = self._heard(msg.sender, msg.incarnation, now)
             self._superseded(msg.sender, msg.incarnation)
-            acks, closed = self.receiver.on_chunk(msg, now)
+            acks, closed = form.receiver.on_chunk(msg, now)
         except MessageError as err:
             self.rejects += 1
-            return None, [Log('reject', 1.0, msg.sender, {'error': str(err)})]
+            return None, started + [Log('reject', 1.0, msg.sender, {'error': str(err)})]
         if closed is None:
-            return None, self._stamped(acks, msg.sender, msg.incarnation)
+            return None, started + self._stamped(acks, msg.sender, msg.incarnation)
         complete, buf, _, ranges = closed.close()
-        final = self.receiver.final_ack(closed, ranges, now)
+        final = form.receiver.final_ack(closed, ranges, now)
         whole = None
         if bool(complete.all()):
             whole = RowChunk(transfer_id=closed.transfer_id, seq=0, sender=closed.sender,
                              receiver=self.me, kind=closed.kind, clock=closed.clock,
-                             flags=FLAG_END, codec=self.codec.codec_id,
+                             flags=FLAG_END, codec=form.codec,
                              payload=buf.numpy().data, incarnation=closed.incarnation)
-        return whole, self._stamped([final], msg.sender, msg.incarnation)
+        return whole, started + self._stamped([final], msg.sender, msg.incarnation)
 
     def _superseded(self, sender: int, incarnation: int) -> None:
         """
@@ -315,12 +409,16 @@ class PushTransfers:
         if self.peer_incarnation.get(sender) == incarnation:
             return
         self.peer_incarnation[sender] = incarnation
-        for inc in {k[1] for k in self.receiver.open if k[0] == sender} - {incarnation}:
-            self.receiver.drop_open(sender, inc)
+        for form in self.forms.values():
+            receiver = form.receiver
+            for inc in {k[1] for k in receiver.open if k[0] == sender} - {incarnation}:
+                receiver.drop_open(sender, inc)
 
-    def _heard(self, peer: int, incarnation: int, now: float) -> None:
+    def _heard(self, peer: int, incarnation: int, now: float) -> list:
         """
         Note a run of ``peer`` that spoke; a new one after another holds its ledger a lease.
+
+        It also ends our pulls to the earlier run (``_drop_pulls``); returns what that starts.
 
         As Rog's engines do (``PeerLink.hold``): a peer that crashed and came back within
         its lease keeps its old reader matched, and our writer keeps for it all written
@@ -329,11 +427,38 @@ class PushTransfers:
         """
         runs = self.peer_runs.setdefault(peer, [])
         if not incarnation or incarnation in runs:
-            return
-        if runs:
-            self._peer(peer).hold(now + self.lease_s)
+            return []
+        earlier = bool(runs)
         runs.append(incarnation)
         del runs[:-8]
+        if not earlier:
+            return []
+        self._peer(peer).hold(now + self.lease_s)
+        return self._drop_pulls(peer, now)
+
+    def _drop_pulls(self, peer: int, now: float) -> list:
+        """
+        Forget the pulls under way or queued to ``peer``'s earlier run (a new one spoke).
+
+        A pull answers a push of the run it goes to: that run is gone, and the new one
+        refuses it (``target_incarnation``); sent on, the transfer would repeat its END for
+        good, and a queued one would go to the new run after its own. The server's engine
+        answers the new run's first push with its own pull. Pushes to a restarted server
+        stay: they are for the server whatever its run. Counted in ``dropped_pulls``; returns
+        the first chunks of a message that waited behind a dropped one.
+        """
+        sending = self.sending.get(peer)
+        if sending is not None and sending.msg.kind == KIND_UPDATE:
+            del self.sending[peer]
+            self.dropped_pulls += 1
+        queue = self.waiting.pop(peer, [])
+        kept = [m for m in queue if m.kind != KIND_UPDATE]
+        self.dropped_pulls += len(queue) - len(kept)
+        if kept:
+            self.waiting[peer] = kept
+        if peer not in self.sending and kept:
+            return self._start(peer, self.waiting[peer].pop(0), now)
+        return []
 
     def _stamped(self, acks: list, peer: int, target: int) -> list:
         """Return sends of ``acks`` to run ``target`` of ``peer``, stamped with our run."""
@@ -352,20 +477,24 @@ class PushTransfers:
         """
         if ack.receiver != self.me:
             return []
-        self._heard(ack.sender, ack.incarnation, now)
+        started = self._heard(ack.sender, ack.incarnation, now)
         if ack.target_incarnation != self.incarnation:
-            return []
+            return started
+        return started + self._take_ack(ack, now)
+
+    def _take_ack(self, ack: TransferAck, now: float) -> list:
+        """Move our transfer to ``ack``'s sender on with an ack for our run."""
         sending = self.sending.get(ack.sender)
         if sending is None or ack.transfer_id != sending.transfer.transfer_id:
             # late or duplicate, of an earlier transfer to that peer: it covers what was
             # written before it and says the peer is alive (a chunk held at the bound goes)
             link = self.peers.get(ack.sender)
             if link is not None and link.on_ack(ack, now) and sending is not None:
-                return [Send(ack.sender, ch) for ch in sending.transfer.pump(now)]
+                return self._sends(ack.sender, sending.transfer.pump(now))
             return []
         tr = sending.transfer
         if not ack.final:
-            return [Send(ack.sender, ch) for ch in tr.on_ack(ack, now)]
+            return self._sends(ack.sender, tr.on_ack(ack, now))
         delivered = tr.on_final(ack, now)
         if delivered is None:
             return []
@@ -373,4 +502,4 @@ class PushTransfers:
 
 
 __all__ = ['PUSH_CHUNK_BYTES', 'PUSH_ROW_ELEMENTS', 'PUSH_WINDOW', 'PushTransfers',
-           'RawValues', 'dense_layout']
+           'RawValues', 'SPARSE_WIRE_CODEC', 'SparseWords', 'dense_layout']

@@ -34,7 +34,8 @@ Messages: the push is a ``RowChunk`` (KIND_GRAD, ``clock`` = j, codec TOPK_CODEC
 indices + fp32 values, or codec 0 with a dense fp32 gradient for ASGD); the pull reply is a
 ``RowChunk`` (KIND_UPDATE, ``clock`` = i + 1, dense fp32 model); the end of training is a
 ``Schedule`` with ``stop``. Each message is one transfer (FLAG_END, no chunking): the
-simulator charges its wire size to the link.
+simulator charges its wire size to the link (a fleet's ``push_transfers`` chunks the dense
+messages and the sparse pushes on the wire and hands the engines the same messages).
 """
 
 from __future__ import annotations
@@ -113,6 +114,21 @@ def config_for(system: str, overrides: dict, lr: float, momentum: float) -> AdaC
                          crash_p=float(overrides.get('crash_p', 0.0)))
 
 
+def push_entries(config: AdaCompConfig, sizes) -> int | None:
+    """
+    Return the entries every sparse push of ``config`` carries; None: pushes are dense (ASGD).
+
+    The same on every node of a fleet (mode, c and the model's tensor sizes are), so that
+    the server's transfers know the size of a sparse push before its first chunk arrives.
+    """
+    if config.mode == 'asgd':
+        return None
+    sizes = [int(s) for s in sizes]
+    if config.mode == 'adacomp':
+        return int(topk.per_tensor_k(sizes, config.c).sum())
+    return min(topk.global_k(sum(sizes), config.c), sum(sizes))
+
+
 def staleness_lr(alpha: float, sigma: torch.Tensor) -> torch.Tensor:
     """
     ``alpha / sigma`` where sigma >= 2, else alpha (Eq. 5; spec A3 for the baselines), fp32.
@@ -174,6 +190,7 @@ class AdaCompServer(PushServer):
         self.touch_at_pull = (torch.zeros(self.n, self.n_params, dtype=torch.int32)
                               if per_coordinate else None)
         self.stopped = [False] * self.n
+        self._init_runs(self.n)
         self.diverged = False           # Theta became non-finite: training stops
         # metrics
         self.bytes_up = 0
@@ -194,7 +211,8 @@ class AdaCompServer(PushServer):
         if not 0 <= w < self.n or msg.receiver != SERVER:
             raise MessageError(f'push from unknown worker {w}')
         j = int(msg.clock)
-        if j != self.pulled[w] or j > self.i:
+        fresh = self._run_of(w, msg.incarnation)
+        if not fresh and (j != self.pulled[w] or j > self.i):
             raise MessageError(f'worker {w} pushes timestamp {j}, but holds {self.pulled[w]}')
         if msg.codec == topk.TOPK_CODEC_ID:
             idx, vals = topk.decode(msg.payload, self.n_params)
@@ -205,6 +223,10 @@ class AdaCompServer(PushServer):
             raise MessageError(f'unknown codec {msg.codec}')
         nbytes = msg.wire_size()
         self.bytes_up += nbytes
+        if fresh:
+            self._take_run(w, msg.incarnation)
+            if j != self.pulled[w]:
+                return self._rejoin(w, j, nbytes)
         out = [Log('push_done', float(idx.numel()), w, {'bytes': nbytes})]
         if self.stopped[w]:
             return out + [Send(w, Schedule(worker=w, clock=self.i, push_deadline_s=-1.0,
@@ -230,6 +252,10 @@ class AdaCompServer(PushServer):
             return out + [Send(w, Schedule(worker=w, clock=self.i, push_deadline_s=-1.0,
                                            stop=True)),
                           Log('diverged' if self.diverged else 'training_done', float(self.i))]
+        return out + [Send(w, self._pull(w))]
+
+    def _pull(self, w: int) -> RowChunk:
+        """Return worker ``w``'s pull of the current model, noting it holds timestamp i."""
         self.pulled[w] = self.i
         if self.touch_at_pull is not None:
             self.touch_at_pull[w].copy_(self.touch)
@@ -237,7 +263,30 @@ class AdaCompServer(PushServer):
                          kind=KIND_UPDATE, clock=self.i, flags=FLAG_END, codec=0,
                          payload=topk.encode_dense(self.theta))
         self.bytes_down += reply.wire_size()
-        return out + [Send(w, reply)]
+        return reply
+
+    def _rejoin(self, w: int, j: int, nbytes: int) -> list:
+        """
+        Drop the push of a run of ``w`` new to us at timestamp ``j`` and send the current model.
+
+        Such a push is a restarted robot's first (timestamp 0, computed at the model it
+        started from) or, after a server restart, one computed at a model of the earlier
+        server. Not applied, not even with the staleness step alpha / sigma, though sigma is
+        defined for timestamp 0 (``i``, or per coordinate the touches since): Algorithm 1
+        (spec 001-2.5) pulls before every computation, and this run computed at a model the
+        server never handed it (a robot's start model is only checked by a warning; after a
+        server restart the timestamp names another server's model), and the paper's crash
+        model is fail-stop, with no way back to weigh. One gradient per restart is lost;
+        the robot computes next at the current model, and its staleness is exact from there.
+        ``pulled[w]`` never goes down, and a push is applied only at the timestamp ``w``
+        holds, after which it holds a later one: no push is applied twice, across restarts
+        too. Counted in ``rejoins`` and the ``worker_restart`` log.
+        """
+        out = [self._rejoin_log(w, j, self.pulled[w], nbytes)]
+        if self.stopped[w]:
+            return out + [Send(w, Schedule(worker=w, clock=self.i, push_deadline_s=-1.0,
+                                           stop=True))]
+        return out + [Send(w, self._pull(w))]
 
     def stats(self) -> dict:
         """Staleness and traffic figures for the run summary."""

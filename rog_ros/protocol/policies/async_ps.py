@@ -36,11 +36,51 @@ class PushServer:
     """
     Base of a server engine that only answers gradient pushes and has no timers.
 
-    A subclass sets ``self.rejects = 0`` in its constructor and implements
-    ``_on_push(msg, now) -> list`` for a ``RowChunk`` of KIND_GRAD.
+    A subclass sets ``self.rejects = 0`` in its constructor, calls ``_init_runs(n)`` and
+    implements ``_on_push(msg, now) -> list`` for a ``RowChunk`` of KIND_GRAD.
     """
 
     rejects: int
+    runs: list
+    past_runs: list
+    rejoins: int
+
+    KEEP_RUNS = 8
+    """Earlier runs remembered per worker (whose late pushes are refused)."""
+
+    def _init_runs(self, n: int) -> None:
+        """Start with no run known of any of the ``n`` workers (0: none, or no incarnation)."""
+        self.runs = [0] * int(n)
+        self.past_runs = [[] for _ in range(int(n))]
+        self.rejoins = 0
+
+    def _run_of(self, w: int, incarnation: int) -> bool:
+        """
+        Tell whether a push of run ``incarnation`` is the first of a run new to us (no change).
+
+        0 (the simulator's messages, an older node's sparse push) is no run: never new. A run
+        we took pushes from before another is refused (``MessageError``): its late push would
+        otherwise be taken for a restart, and the robot's current run answered twice.
+        """
+        inc = int(incarnation)
+        if not inc or inc == self.runs[w]:
+            return False
+        if inc in self.past_runs[w]:
+            raise MessageError(f'push of an earlier run of worker {w} (it restarted since)')
+        return True
+
+    def _take_run(self, w: int, incarnation: int) -> None:
+        """Make ``incarnation`` the run of worker ``w`` whose pushes we take."""
+        if self.runs[w]:
+            self.past_runs[w].append(self.runs[w])
+            del self.past_runs[w][:-self.KEEP_RUNS]
+        self.runs[w] = int(incarnation)
+
+    def _rejoin_log(self, w: int, clock: int, expected: int, nbytes: int) -> Log:
+        """Count and return the log of a dropped push of a run new to us (``worker_restart``)."""
+        self.rejoins += 1
+        return Log('worker_restart', 1.0, w, {'dropped_pushes': 1, 'clock': int(clock),
+                                              'expected': int(expected), 'bytes': int(nbytes)})
 
     def on_message(self, msg, now: float) -> list:
         try:

@@ -198,6 +198,7 @@ class GspServer(PushServer):
         self.finished = False
         self.diverged = False          # the global model became non-finite: training stops
         self.stopped = [False] * self.n
+        self._init_runs(self.n)
         # metrics
         self.rejects = 0
         self.dense_bytes = 0           # 4 |g| per upload
@@ -263,11 +264,16 @@ class GspServer(PushServer):
         n = msg.sender
         if not 0 <= n < self.n or msg.receiver != SERVER:
             raise MessageError(f'push from unknown node {n}')
-        if int(msg.clock) != self.clock[n]:
+        fresh = self._run_of(n, msg.incarnation)
+        if not fresh and int(msg.clock) != self.clock[n]:
             raise MessageError(f'node {n} pushes iteration {msg.clock}, expected '
                                f'{self.clock[n]}')
         g = self._decode(msg)
         wire = msg.wire_size()
+        if fresh:
+            self._take_run(n, msg.incarnation)
+            if int(msg.clock) != self.clock[n]:
+                return self._rejoin(n, int(msg.clock), wire, now)
         out = [Log('push_done', 1.0, n, {'bytes': wire})]
         if self.finished:
             self.stopped[n] = True
@@ -314,6 +320,29 @@ class GspServer(PushServer):
             return out + [self._stop(n)]
         grp.held[n] = now
         return out + self._release(p, now)
+
+    def _rejoin(self, n: int, clock: int, wire: int, now: float) -> list:
+        """
+        Drop the push of a run of node ``n`` new to us and send it its group's model.
+
+        A restarted node's first push (iteration 0, computed at its starting model), or a
+        node's push to a restarted server. GSP has no staleness weight to scale such a
+        gradient by (a group sums its members' gradients at full step): applied, a gradient
+        of a model long gone would land at full strength. Its iteration count stays: the
+        node goes on at ``clock[n]`` with the model Ready gives it, when its group's SSP
+        bound lets it (a node held before its restart stays held until the group catches
+        up). The time since its last push is no iteration time: its next interval starts
+        afresh. Counted in ``rejoins`` and the ``worker_restart`` log.
+        """
+        out = [self._rejoin_log(n, clock, self.clock[n], wire)]
+        self.last_push[n] = None
+        self.node_density[n] = None          # a GDS density is told again to the new run
+        if self.finished:
+            self.stopped[n] = True
+            return out + [self._stop(n)]
+        if self.groups and n in self.groups[self.group_of[n]].held:
+            return out
+        return out + self._ready(n)
 
     def _global_step(self, phi: torch.Tensor, k: int) -> None:
         step = phi / k if (self.cfg.aggregate == 'mean' and k > 1) else phi
@@ -480,7 +509,14 @@ class GspNode(PushWorker):
         return super().on_message(msg, now)
 
     def _pulled(self, msg: RowChunk) -> int:
-        self.clock += 1
+        """
+        Take the iteration of the model just pulled; return it (the next push carries it).
+
+        Ready carries the server's count of this node's pushes: one more than before in a
+        run with no restart, what the server counted for the node when it takes a restarted
+        node (or a node of a restarted server) back.
+        """
+        self.clock = int(msg.clock)
         return self.clock
 
 

@@ -1,0 +1,251 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""A push-system robot (or server) that restarts is taken back: its stale push is dropped."""
+
+from collections import deque
+import dataclasses
+
+import pytest
+
+from rog_ros.nodes.push_systems import ServerAdapter, WorkerAdapter
+from rog_ros.protocol.actions import Log, Send, StartCompute
+from rog_ros.protocol.events import describe
+from rog_ros.protocol.messages import KIND_UPDATE, RowChunk, SERVER
+from rog_ros.protocol.policies.adacomp import (
+    AdaCompConfig, AdaCompServer, AdaCompWorker, push_entries)
+from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
+from rog_ros.protocol.push_transfers import PushTransfers
+import torch
+
+N = 3000
+SYSTEMS = ('adacomp', 'asgd', 'comp-asgd', 'gsp')
+
+
+def _pair(system, n_workers=2, budget=50):
+    """Return a server engine of ``system`` and a function making its worker engines."""
+    w0 = torch.linspace(-1.0, 1.0, N)
+    if system == 'gsp':
+        cfg = GspConfig(assignment=(0,) * n_workers, ssp_threshold=3)
+        srv = GspServer(w0, n_workers, cfg, lr=0.1, momentum=0.0, max_pushes=budget)
+        return srv, lambda rank: GspNode(rank, w0, [N // 2, N - N // 2], cfg)
+    cfg = AdaCompConfig(mode=system, c=1.0 if system == 'asgd' else 0.05, alpha=0.1)
+    srv = AdaCompServer(w0, n_workers, cfg, max_updates=budget)
+    return srv, lambda rank: AdaCompWorker(rank, w0, [N // 2, N - N // 2], cfg)
+
+
+def _grad(rank, step):
+    """Return a gradient that differs per robot and step (so an applied push shows)."""
+    return torch.sin(torch.arange(N, dtype=torch.float32) * (rank + 1) + step) * 0.01
+
+
+def _push(wk, run, step):
+    """Compute at ``wk``'s model and return its push, stamped with run ``run`` (as on the wire)."""
+    (send,) = [a for a in wk.on_compute_done(_grad(wk.rank, step), 0.0)
+               if isinstance(a, Send)]
+    return dataclasses.replace(send.msg, incarnation=run)
+
+
+def _applied(srv):
+    """Return the updates the server applied (AdaComp's i, GSP's pushes)."""
+    return srv.i if hasattr(srv, 'i') else srv.total_pushes
+
+
+def _pulls(actions, rank):
+    """Return the dense models among ``actions`` sent to ``rank``."""
+    return [a.msg for a in actions if isinstance(a, Send) and a.dest == rank
+            and isinstance(a.msg, RowChunk) and a.msg.kind == KIND_UPDATE]
+
+
+def _cycle(srv, wk, run, step):
+    """Push once from ``wk`` and hand it the answer; return the server's actions."""
+    out = srv.on_message(_push(wk, run, step), 0.0)
+    for model in _pulls(out, wk.rank):
+        wk.on_message(model, 0.0)
+    return out
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_restarted_robot_is_taken_back_and_its_stale_push_never_applied(system):
+    # Robot 0 trained (the server holds it at a timestamp > 0), crashed and came back: a new
+    # process, a new incarnation, clock 0, the starting model. Its first push (timestamp 0)
+    # was refused ('pushes timestamp 0, but holds k') for ever and the robot never trained
+    # again. Now the server drops that push (computed at a model it never handed that run),
+    # says so in a worker_restart log, and sends the current model; the robot's next push is
+    # applied. Nothing of the stale push reaches the model, and its earlier run's pushes
+    # are refused from then on.
+    srv, worker = _pair(system)
+    old, other = worker(0), worker(1)
+    for step in range(3):
+        _cycle(srv, old, run=11, step=step)
+        _cycle(srv, other, run=21, step=step)
+    late = _push(old, 11, 99)                  # the crashed run's push, still on its way
+    applied, model = _applied(srv), srv.model().clone()
+    new = worker(0)                            # restarted: clock 0, the starting model
+    out = srv.on_message(_push(new, 12, 0), 0.0)
+    assert [a.name for a in out if isinstance(a, Log)] == ['worker_restart']
+    (restart,) = [a for a in out if isinstance(a, Log)]
+    assert restart.worker == 0 and restart.info['dropped_pushes'] == 1
+    held = restart.info['expected']
+    assert held > 0 and f'timestamp 0 (expected {held}) dropped unapplied' in \
+        describe(restart)[1]
+    assert _applied(srv) == applied and torch.equal(srv.model(), model)
+    assert srv.rejects == 0
+    (pull,) = _pulls(out, 0)
+    assert torch.equal(torch.frombuffer(bytearray(pull.payload), dtype=torch.float32),
+                       model)
+    assert isinstance(new.on_message(pull, 0.0)[-1], StartCompute)
+    # the robot's next push is computed at the current model and applied, once
+    _cycle(srv, new, run=12, step=1)
+    assert _applied(srv) == applied + 1 and srv.rejects == 0
+    # the crashed run's push, arriving late, and a repeat of the dropped push: refused
+    before = srv.model().clone()
+    for msg in (late, _push(worker(0), 12, 0)):
+        (log,) = srv.on_message(msg, 0.0)
+        assert log.name == 'reject'
+    assert _applied(srv) == applied + 1 and torch.equal(srv.model(), before)
+    _cycle(srv, new, run=12, step=2)
+    assert _applied(srv) == applied + 2
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_restarted_before_any_push_was_applied_trains_on_at_once(system):
+    # nothing of the earlier run was applied: the new run's first push is what a fresh
+    # robot's is (computed at the starting model, timestamp 0) and is applied as one
+    srv, worker = _pair(system, n_workers=1)
+    lost = worker(0)
+    _push(lost, 11, 0)                         # never arrived
+    out = _cycle(srv, worker(0), run=12, step=0)
+    assert _applied(srv) == 1 and srv.rejects == 0
+    assert not [a for a in out if isinstance(a, Log) and a.name == 'worker_restart']
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_restarted_server_takes_its_robots_back(system):
+    # A push system's server keeps nothing: restarted, it starts again at the starting
+    # model, and a robot of its earlier run pushes at the timestamp it held there. That push
+    # is dropped and answered with the new server's model; the robot trains on.
+    srv, worker = _pair(system, n_workers=1)
+    wk = worker(0)
+    for step in range(3):
+        _cycle(srv, wk, run=11, step=step)
+    srv, _ = _pair(system, n_workers=1)        # the server restarted
+    out = _cycle(srv, wk, run=11, step=3)
+    assert [a.name for a in out if isinstance(a, Log)] == ['worker_restart']
+    assert _applied(srv) == 0 and srv.rejects == 0 and len(_pulls(out, 0)) == 1
+    _cycle(srv, wk, run=11, step=4)
+    assert _applied(srv) == 1 and srv.rejects == 0
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_without_incarnations_a_push_at_the_wrong_timestamp_is_still_refused(system):
+    # the simulator's messages carry no incarnation (0): nothing there is a restart
+    srv, worker = _pair(system, n_workers=1)
+    wk = worker(0)
+    _cycle(srv, wk, run=0, step=0)
+    (log,) = srv.on_message(_push(worker(0), 0, 0), 0.0)
+    assert log.name == 'reject' and srv.rejects == 1 and _applied(srv) == 1
+
+
+def test_a_restarted_gsp_node_held_by_its_group_waits_for_its_release():
+    # GSP holds a node's next model while it is more than the SSP threshold ahead of its
+    # group: a restart does not let it out early; the new run gets the model on release
+    srv, worker = _pair('gsp', n_workers=2)
+    fast, slow = worker(0), worker(1)
+    for step in range(4):                      # 4 pushes ahead of robot 1: held
+        out = _cycle(srv, fast, run=11, step=step)
+    assert not _pulls(out, 0) and 0 in srv.groups[0].held
+    new = worker(0)
+    out = srv.on_message(_push(new, 12, 0), 0.0)
+    assert [a.name for a in out if isinstance(a, Log)] == ['worker_restart']
+    assert not [a for a in out if isinstance(a, Send)]
+    out = _cycle(srv, slow, run=21, step=0)    # robot 1 catches up by one: 0 is let go
+    (pull,) = _pulls(out, 0)
+    new.on_message(pull, 0.0)
+    assert new.clock == srv.clock[0] == 4
+    before = srv.total_pushes
+    _cycle(srv, new, run=12, step=1)
+    assert srv.total_pushes == before + 1 and srv.rejects == 0
+
+
+def _entries(system):
+    """Return the entries of ``system``'s sparse pushes in ``_pair``'s fleets (None: dense)."""
+    if system in ('asgd', 'gsp'):
+        return None
+    srv, worker = _pair(system, n_workers=1)
+    return push_entries(srv.cfg, worker(0).sizes)
+
+
+def _relay(srv, robots, restart, crash_at):
+    """
+    Deliver every message at once until nothing moves (a lossless, instant link).
+
+    ``robots``: rank -> WorkerAdapter, its current run. Once the server has applied
+    ``crash_at`` of robot 0's pushes, robot 0 is replaced by ``restart()``, a new run that
+    starts again; what was on its way to robot 0 reaches the new run.
+    """
+    q = deque()
+
+    def handle(src, actions):
+        """Queue ``actions``' messages, and a computation of ``src`` (a WorkerAdapter)."""
+        for a in actions:
+            if isinstance(a, Send):
+                q.append((a.dest, a.msg))
+            elif isinstance(a, StartCompute):
+                q.append(('compute', src))
+
+    for wk in robots.values():
+        handle(wk, wk.start(0.0))
+    steps = 0
+    while q:
+        dest, item = q.popleft()
+        if dest == 'compute':
+            if robots[item.rank] is item:          # a crashed run computes nothing more
+                handle(item, item.on_compute_done(_grad(item.rank, steps), 0.0))
+                steps += 1
+        elif dest == SERVER:
+            handle(srv, srv.on_message(item, 0.0))
+            if crash_at is not None and srv.clock[0] >= crash_at:
+                crash_at = None
+                robots[0] = restart()
+                handle(robots[0], robots[0].start(0.0))
+        else:
+            handle(robots[dest], robots[dest].on_message(item, 0.0))
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_through_the_transfers_a_restarted_robot_trains_again(system):
+    # the same through the nodes' adapters and chunked transfers, which see incarnations:
+    # AdaComp's and Comp-ASGD's sparse pushes too (before, one message with no
+    # incarnation: the server could not tell the restarted robot's first push from a bad
+    # one). The dead run's pull under way is dropped, the new run trains to the end.
+    srv_engine, _ = _pair(system, budget=24)
+    entries = _entries(system)
+    srv = ServerAdapter(srv_engine, 2, 0.1, PushTransfers(SERVER, N, chunk_bytes=4096,
+                                                          sparse_entries=entries))
+    worker = _pair(system)[1]
+
+    def robot(rank, run):
+        """Return a run of robot ``rank`` with its own transfers."""
+        return WorkerAdapter(worker(rank), PushTransfers(
+            rank, N, chunk_bytes=4096, incarnation=run, sparse_entries=entries))
+
+    robots = {r: robot(r, 11 + 10 * r) for r in range(2)}
+    _relay(srv, robots, lambda: robot(0, 12), crash_at=3)
+    new = robots[0]
+    assert new.transfers.incarnation == 12 and new.engine.stopped
+    assert srv.worker_restarts == 1 and srv.rejects == 0 and srv.finished
+    assert srv.transfers.dropped_pulls == 1 and new.transfers.foreign > 0
+    assert srv.clock[0] > 3 + 1 and _applied(srv_engine) == 24
+    # every push applied but the stale one, and those answered with the end of training
+    assert 24 + 1 <= srv.pushes_received <= 24 + 1 + 2
