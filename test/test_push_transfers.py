@@ -718,3 +718,33 @@ def test_a_robot_restarted_mid_sparse_push_is_seen_by_the_server_s_ledger():
 def test_sparse_entries_out_of_range_are_refused_in_one_line():
     with pytest.raises(ValueError, match=r'sparse_entries must be in \[1, 100\]'):
         PushTransfers(SERVER, 100, sparse_entries=101)
+
+
+def test_a_late_chunk_of_a_replaced_run_leaves_the_new_run_s_push_alone():
+    # Run 5 of robot 0 crashed with chunks of its push still on the way; run 6 began its
+    # own. A chunk of run 5 arriving after run 6's first made run 5 the sender's current
+    # run again and dropped run 6's transfer under way, which ended with rows missing and
+    # went again, whole. Such a chunk is dropped (superseded); run 6's push arrives once.
+    n = 24 * PUSH_ROW_ELEMENTS       # 6 chunks of 16 KiB
+    cfg = AdaCompConfig(mode='asgd', c=1.0)
+    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
+                        PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
+
+    def push(run):
+        """Return the chunks of run ``run``'s first push, and the run."""
+        wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
+                           PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=run))
+        return _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER), wk
+
+    old, _ = push(5)
+    new, wk = push(6)
+    srv.on_message(old[0], 0.0)
+    srv.on_message(new[0], 0.0)
+    assert srv.on_message(old[1], 0.0) == [] and srv.transfers.superseded == 1
+    q = new[1:]
+    while q:
+        for a in srv.on_message(q.pop(0), 0.0):
+            if isinstance(a, Send) and isinstance(a.msg, TransferAck):
+                q += _chunks(wk.on_message(a.msg, 0.0), SERVER)
+    assert wk.transfers.resent == 0 and srv.pushes_received == 1 and srv.engine.i == 1
+    assert srv.rejects == 0

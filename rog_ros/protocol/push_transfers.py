@@ -219,6 +219,7 @@ class PushTransfers:
         self.rejects = 0                 # chunks or acks refused (validation)
         self.resent = 0                  # messages sent again after rows went missing
         self.foreign = 0                 # chunks of pulls for an earlier run of ours
+        self.superseded = 0              # chunks of a peer's run replaced by a newer one
         self.dropped_pulls = 0           # pulls to a peer's earlier run, dropped
 
     def carries(self, msg) -> bool:
@@ -367,6 +368,12 @@ class PushTransfers:
             # a pull for an earlier run of ours (the server had not heard of this one yet):
             # never ours to take, nor to acknowledge (its sender drops it on our first word)
             self.foreign += 1
+            return None, []
+        runs = self.peer_runs.get(msg.sender)
+        if runs and msg.incarnation in runs[:-1]:
+            # a late chunk of a run the sender replaced: taken, it made that run the current
+            # one again and dropped the new run's transfer under way (sent again whole)
+            self.superseded += 1
             return None, []
         started = []
         try:
