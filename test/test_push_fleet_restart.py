@@ -1,0 +1,75 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""A push-system fleet takes a restarted robot back: the nodes, over an in-memory bus."""
+
+import time
+
+import pytest
+
+from rog_ros.nodes import rog_worker, worker_node
+from test_nodes_lifecycle import in_memory_fleet, server_and_workers
+
+ITERATIONS = 12
+
+
+def _spin(nodes, until, limit_s=120.0):
+    """Spin ``nodes`` until ``until()`` holds or all are idle; wall clock bounds it."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and not until():
+        busy = [node.spin_once() for node in nodes]
+        if not any(busy):
+            return
+
+
+@pytest.mark.parametrize('sync', ['adacomp', 'asgd', 'comp-asgd', 'gsp'])
+def test_a_robot_restarted_mid_run_trains_to_the_end(tmp_path, monkeypatch, sync):
+    # Robot 0 is killed while it computes, once the server applied 3 of its pushes (its
+    # bus gone, nothing on its way to or from it) and starts again as a new process:
+    # new incarnation, clock 0, the starting model. Before, the server refused its first
+    # push for ever ('worker 0 pushes timestamp 0, but holds k') and the run ended only
+    # at robot 1's budget. Now its stale push is dropped, it gets the current model and
+    # trains on: every update of the budget is applied.
+    hub = in_memory_fleet(monkeypatch)
+    args = ['--sync', sync]
+    srv, workers = server_and_workers(tmp_path, '/pr', 2,
+                                      args + ['--iterations', str(ITERATIONS)], args)
+    nodes = [srv] + workers
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: srv.engine.clock[0] >= 3)
+        old = workers[0]
+        old.requests.request('deactivate')        # computes no more: the model it pulls
+        _spin(nodes, lambda: (0 not in srv.engine.transfers.sending   # is acknowledged,
+                              and not old.engine.transfers.sending))  # nothing is on its way
+        assert srv.engine.clock[0] >= 3 and 0 not in srv.engine.transfers.sending
+        applied = srv.engine.clock[0]
+        hub.buses.remove(old.bus)         # killed while computing: it says nothing more
+        old.bus.publish = old.bus.close = lambda *a, **k: None
+        nodes.remove(old)
+        new = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
+            ['--workload', 'toy', '--workers', '2', '--namespace', '/pr', '--rank', '0']
+            + args))
+        workers.append(new)
+        new.configure()
+        assert new.activate()
+        nodes.append(new)
+        _spin(nodes, lambda: False)
+        summary = srv.finish()
+    finally:
+        for node in workers + [srv]:
+            node.shutdown()
+    assert new.engine.clock >= 2 and new.engine.engine.stopped
+    assert srv.engine.clock[0] >= applied + 2 and summary['pushes_applied'] == ITERATIONS * 2
+    assert summary['worker_restarts'] == 1
+    assert srv.engine.transfers.rejects == 0 and srv.engine.engine.rejects == 0
