@@ -249,3 +249,107 @@ def test_through_the_transfers_a_restarted_robot_trains_again(system):
     assert srv.clock[0] > 3 + 1 and _applied(srv_engine) == 24
     # every push applied but the stale one, and those answered with the end of training
     assert 24 + 1 <= srv.pushes_received <= 24 + 1 + 2
+
+
+def _timed_relay(srv, robots, held, release_at, until=600.0):
+    """
+    Deliver every message at once, ticking every node at its next wakeup, until done.
+
+    ``robots``: rank -> WorkerAdapter. ``held``: messages to the server of a run that died
+    (its push still on the way), delivered once the server has applied ``release_at``
+    updates: late, after the robot's new run was heard. Returns the virtual time it took.
+    """
+    q, now = deque(), 0.0
+
+    def handle(src, actions):
+        """Queue ``actions``' messages, and a computation of ``src`` (a WorkerAdapter)."""
+        for a in actions:
+            if isinstance(a, Send):
+                q.append((a.dest, a.msg))
+            elif isinstance(a, StartCompute):
+                q.append(('compute', src))
+
+    for wk in robots.values():
+        handle(wk, wk.start(now))
+    steps = 0
+    while now < until and not srv.finished:
+        while q:
+            dest, item = q.popleft()
+            if dest == 'compute':
+                handle(item, item.on_compute_done(_grad(item.rank, steps), now))
+                steps += 1
+            elif dest == SERVER:
+                handle(srv, srv.on_message(item, now))
+                if held and _applied(srv.engine) >= release_at:
+                    q.extend((SERVER, m) for m in held)
+                    held = []
+            else:
+                handle(robots[dest], robots[dest].on_message(item, now))
+        nodes = [srv] + list(robots.values())
+        due = [t for t in (n.next_wakeup() for n in nodes) if t is not None]
+        if not due:
+            break
+        now = max(now, min(due))
+        for node in nodes:
+            handle(node, node.on_tick(now))
+    return now
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_dead_runs_push_heard_after_its_successor_does_not_lock_the_live_run_out(system):
+    # Robot 0's first run pushed, and died with that push still on the way; its new run
+    # pushed and was heard first. Incarnations are random: the dead run's late push looked
+    # like a newer restart, was taken as one (dropped, answered), and the live run's
+    # pushes were then refused for good (the transfers dropped its chunks as superseded, the
+    # engine refused them as an earlier run's): the robot repeated its END until it gave up.
+    # Now the live run, which keeps repeating its END, is taken back (worker_revived, as
+    # Rog's server takes back a live run it retired by mistake) and trains to the end.
+    srv_engine, worker = _pair(system, n_workers=1, budget=12)
+    entries = _entries(system)
+    srv = ServerAdapter(srv_engine, 1, 0.1, PushTransfers(SERVER, N, chunk_bytes=4096,
+                                                          sparse_entries=entries))
+
+    def robot(run):
+        """Return run ``run`` of robot 0 with its own transfers."""
+        return WorkerAdapter(worker(0), PushTransfers(0, N, chunk_bytes=4096, incarnation=run,
+                                                      sparse_entries=entries))
+
+    dead = robot(11)
+    dead.start(0.0)
+    held = [a.msg for a in dead.on_compute_done(_grad(0, 0), 0.0) if isinstance(a, Send)]
+    assert held and all(m.incarnation == 11 for m in held)
+    live = robot(12)
+    took = _timed_relay(srv, {0: live}, held, release_at=2)
+    assert srv.finished and live.engine.stopped and _applied(srv_engine) == 12
+    assert srv.revivals == 1 and srv.transfers.superseded >= 1
+    assert srv.worker_restarts == 1 and srv_engine.rejects == 0 and srv.rejects == 0
+    assert took < 60.0                      # about 16 s of END repeats, then trained on
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_revived_run_is_taken_back_by_the_engine_and_nothing_is_applied_twice(system):
+    # The engine alone cannot tell a live run from a dead one (random ids): the transfers
+    # do, and tell it (revive). The run taken back pushes on as a new run would: applied
+    # only at the timestamp the server holds for the robot, once.
+    srv, worker = _pair(system, n_workers=1)
+    live = worker(0)
+    _cycle(srv, live, run=12, step=0)
+    late = _push(worker(0), 11, 0)            # a dead run's first push, heard late
+    assert [a.name for a in srv.on_message(late, 0.0) if isinstance(a, Log)] == \
+        ['worker_restart']
+    again = _push(live, 12, 1)                # the live run computed at what it pulled
+    (log,) = srv.on_message(again, 0.0)
+    assert log.name == 'reject' and _applied(srv) == 1
+    srv.revive(0, 12)
+    srv.revive(0, 99)                         # a run never known: nothing changes
+    out = srv.on_message(again, 0.0)
+    assert [a.name for a in out if isinstance(a, Log)] == ['push_done']
+    assert _applied(srv) == 2 and srv.runs[0] == 12 and 11 in srv.past_runs[0]
+    for model in _pulls(out, 0):
+        live.on_message(model, 0.0)
+    (log,) = srv.on_message(again, 0.0)       # the same push once more: refused
+    assert log.name == 'reject' and _applied(srv) == 2
+    (log,) = srv.on_message(late, 0.0)        # and the dead run's, retired again
+    assert log.name == 'reject' and _applied(srv) == 2
+    _cycle(srv, live, run=12, step=2)
+    assert _applied(srv) == 3

@@ -748,3 +748,34 @@ def test_a_late_chunk_of_a_replaced_run_leaves_the_new_run_s_push_alone():
                 q += _chunks(wk.on_message(a.msg, 0.0), SERVER)
     assert wk.transfers.resent == 0 and srv.pushes_received == 1 and srv.engine.i == 1
     assert srv.rejects == 0
+
+
+def test_a_dead_run_s_late_chunks_never_take_it_back():
+    # A replaced run that keeps speaking is taken back (it was the live one: a dead run's
+    # late chunk had replaced it). A dead run's late chunks come within a network delay:
+    # a burst of them, over seconds, stays superseded and the new run's push goes through.
+    n = 24 * PUSH_ROW_ELEMENTS       # 6 chunks of 16 KiB
+    cfg = AdaCompConfig(mode='asgd', c=1.0)
+    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
+                        PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
+
+    def push(run):
+        """Return the chunks of run ``run``'s first push, and the run."""
+        wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
+                           PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=run))
+        return _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER), wk
+
+    old, _ = push(5)
+    new, wk = push(6)
+    srv.on_message(old[0], 0.0)
+    srv.on_message(new[0], 0.0)
+    for k, chunk in enumerate(old[1:] * 2):       # repeated, over 9 s
+        assert srv.on_message(chunk, 1.0 + k) == []
+    assert srv.transfers.superseded == 2 * (len(old) - 1) and srv.revivals == 0
+    q = new[1:]
+    while q:
+        for a in srv.on_message(q.pop(0), 10.0):
+            if isinstance(a, Send) and isinstance(a.msg, TransferAck):
+                q += _chunks(wk.on_message(a.msg, 10.0), SERVER)
+    assert wk.transfers.resent == 0 and srv.pushes_received == 1 and srv.engine.i == 1
+    assert srv.rejects == 0 and srv.transfers.peer_runs[0] == [5, 6]

@@ -230,8 +230,16 @@ class ServerAdapter:
         e = self.engine
         return int(e.i) if hasattr(e, 'i') else int(e.total_pushes)
 
+    @property
+    def revivals(self) -> int:
+        """Return the robots' runs taken back after a dead run's late push replaced them."""
+        return self.transfers.revived
+
     def on_message(self, msg, now: float) -> list:
         msg, acks = self.transfers.on_message(msg, now)
+        for a in acks:        # a run the transfers took back: the engine takes it back too
+            if isinstance(a, Log) and a.name == 'worker_revived' and 0 <= a.worker < self.n:
+                self.engine.revive(a.worker, a.info['run'])
         if msg is None:
             return acks
         before = self._applied()

@@ -58,7 +58,8 @@ from rog_ros.core.compress.identity import Identity
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
-    FLAG_END, KIND_UPDATE, MessageError, new_incarnation, RowChunk, TransferAck)
+    FLAG_END, KIND_UPDATE, MessageError, new_incarnation, RowChunk, SERVER, TransferAck)
+from rog_ros.protocol.revival import RevivalWatch
 from rog_ros.protocol.transfer import (
     BOUND_END_S, lease_seconds, MAX_WINDOW_BYTES, OutgoingTransfer, PeerLink, Receiver)
 import torch
@@ -221,6 +222,8 @@ class PushTransfers:
         self.foreign = 0                 # chunks of pulls for an earlier run of ours
         self.superseded = 0              # chunks of a peer's run replaced by a newer one
         self.dropped_pulls = 0           # pulls to a peer's earlier run, dropped
+        self.revival = RevivalWatch()    # replaced runs that keep speaking
+        self.revived = 0                 # replaced runs taken back (they were the live one)
 
     def carries(self, msg) -> bool:
         """Tell whether ``msg`` travels chunked (a dense model or gradient, a sparse push)."""
@@ -370,12 +373,15 @@ class PushTransfers:
             self.foreign += 1
             return None, []
         runs = self.peer_runs.get(msg.sender)
+        started = []
         if runs and msg.incarnation in runs[:-1]:
             # a late chunk of a run the sender replaced: taken, it made that run the current
-            # one again and dropped the new run's transfer under way (sent again whole)
-            self.superseded += 1
-            return None, []
-        started = []
+            # one again and dropped the new run's transfer under way (sent again whole);
+            # unless that run keeps speaking: then it is the live one (_revive)
+            if not self.revival.alive((msg.sender, msg.incarnation), now, self.end_timeout_s):
+                self.superseded += 1
+                return None, []
+            started = self._revive(msg.sender, msg.incarnation, now)
         try:
             if msg.receiver != self.me:
                 raise MessageError(f'chunk for {msg.receiver}, not for {self.me}')
@@ -387,7 +393,7 @@ class PushTransfers:
                     f'a dense message sent whole ({len(msg.payload)} bytes in its END): its '
                     f'sender runs a rog_ros from before chunked push-system transfers; '
                     f'run every robot from the same revision')
-            started = self._heard(msg.sender, msg.incarnation, now)
+            started += self._heard(msg.sender, msg.incarnation, now)
             self._superseded(msg.sender, msg.incarnation)
             acks, closed = form.receiver.on_chunk(msg, now)
         except MessageError as err:
@@ -442,6 +448,31 @@ class PushTransfers:
             return []
         self._peer(peer).hold(now + self.lease_s)
         return self._drop_pulls(peer, now)
+
+    def _revive(self, peer: int, incarnation: int, now: float) -> list:
+        """
+        Take back run ``incarnation`` of ``peer``, replaced by mistake; return what that starts.
+
+        Runs are random ids, heard in the order the network brings them: a late chunk of a
+        run that died before its successor was first heard (a push still on the way when
+        the robot restarted) made that dead run the newest, and the live one's chunks were
+        dropped for good (its robot stalled, repeating its END, until it gave up). A dead
+        run's late chunks all come within a network delay; a live one keeps repeating its
+        END (``RevivalWatch``, as Rog's server and robots tell them apart). Pulls under way
+        to the run it replaced go (they answer the dead run); the server's engine is told
+        by the ``worker_revived`` log (``ServerAdapter``).
+        """
+        runs = self.peer_runs[peer]
+        replaced = runs[-1]
+        runs.remove(incarnation)
+        runs.append(incarnation)
+        self.revived += 1
+        self.revival.keep(lambda key: key[0] != peer or key[1] in runs[:-1])
+        self._peer(peer).hold(now + self.lease_s)
+        name = 'server_revived' if peer == SERVER else 'worker_revived'
+        return [Log(name, 1.0, peer if peer != SERVER else self.me,
+                    {'run': int(incarnation), 'retired': int(replaced)})] + \
+            self._drop_pulls(peer, now)
 
     def _drop_pulls(self, peer: int, now: float) -> list:
         """

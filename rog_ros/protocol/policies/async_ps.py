@@ -76,6 +76,18 @@ class PushServer:
             del self.past_runs[w][:-self.KEEP_RUNS]
         self.runs[w] = int(incarnation)
 
+    def revive(self, w: int, incarnation: int) -> None:
+        """
+        Take back run ``incarnation`` of worker ``w``, retired by mistake (no change if unknown).
+
+        The transfers tell (``PushTransfers._revive``): a late push of a run that died
+        before it, heard after it, made it a run past, and its pushes were refused for good.
+        Its next push is taken as a new run's: applied only at the timestamp ``w`` holds,
+        else dropped and answered with the current model, so none is applied twice.
+        """
+        if 0 <= w < len(self.past_runs) and int(incarnation) in self.past_runs[w]:
+            self.past_runs[w].remove(int(incarnation))
+
     def _rejoin_log(self, w: int, clock: int, expected: int, nbytes: int) -> Log:
         """Count and return the log of a dropped push of a run new to us (``worker_restart``)."""
         self.rejoins += 1
