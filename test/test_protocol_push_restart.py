@@ -251,13 +251,15 @@ def test_through_the_transfers_a_restarted_robot_trains_again(system):
     assert 24 + 1 <= srv.pushes_received <= 24 + 1 + 2
 
 
-def _timed_relay(srv, robots, held, release_at, until=600.0):
+def _timed_relay(srv, robots, held=(), release_at=0, restart=None, until=600.0):
     """
     Deliver every message at once, ticking every node at its next wakeup, until done.
 
     ``robots``: rank -> WorkerAdapter. ``held``: messages to the server of a run that died
     (its push still on the way), delivered once the server has applied ``release_at``
-    updates: late, after the robot's new run was heard. Returns the virtual time it took.
+    updates: late, after the robot's new run was heard. ``restart``: (k, make), the server
+    dies once it applied k updates, its acks out and its pull under way lost, and
+    ``make()`` starts again. Returns the virtual time it took and the last server.
     """
     q, now = deque(), 0.0
 
@@ -283,6 +285,10 @@ def _timed_relay(srv, robots, held, release_at, until=600.0):
                 if held and _applied(srv.engine) >= release_at:
                     q.extend((SERVER, m) for m in held)
                     held = []
+                if restart is not None and _applied(srv.engine) >= restart[0]:
+                    q = deque(x for x in q if not (isinstance(x[1], RowChunk)
+                                                   and x[1].kind == KIND_UPDATE))
+                    srv, restart = restart[1](), None
             else:
                 handle(robots[dest], robots[dest].on_message(item, now))
         nodes = [srv] + list(robots.values())
@@ -292,7 +298,7 @@ def _timed_relay(srv, robots, held, release_at, until=600.0):
         now = max(now, min(due))
         for node in nodes:
             handle(node, node.on_tick(now))
-    return now
+    return now, srv
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
@@ -319,7 +325,7 @@ def test_a_dead_runs_push_heard_after_its_successor_does_not_lock_the_live_run_o
     held = [a.msg for a in dead.on_compute_done(_grad(0, 0), 0.0) if isinstance(a, Send)]
     assert held and all(m.incarnation == 11 for m in held)
     live = robot(12)
-    took = _timed_relay(srv, {0: live}, held, release_at=2)
+    took, _ = _timed_relay(srv, {0: live}, held, release_at=2)
     assert srv.finished and live.engine.stopped and _applied(srv_engine) == 12
     assert srv.revivals == 1 and srv.transfers.superseded >= 1
     assert srv.worker_restarts == 1 and srv_engine.rejects == 0 and srv.rejects == 0
@@ -353,3 +359,30 @@ def test_a_revived_run_is_taken_back_by_the_engine_and_nothing_is_applied_twice(
     assert log.name == 'reject' and _applied(srv) == 2
     _cycle(srv, live, run=12, step=2)
     assert _applied(srv) == 3
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_waiting_for_its_pull_is_taken_back_by_a_restarted_server(system):
+    # The server applied robot 0's push (its final ack went out) and died before its pull
+    # arrived; it started again with nothing (push systems keep no state). The robot,
+    # waiting for that pull, sent nothing more: the new server never heard of it, and it
+    # gave up at server_timeout (120 s). Now a robot whose settled push has no answer
+    # repeats its END (every 4 END timeouts, as Rog's robots do): the new server, which
+    # never had the push, answers with a final ack of nothing, the push goes again whole and
+    # is dropped as a run new to that server (worker_restart); the robot trains on.
+    entries = _entries(system)
+
+    def server():
+        """Return a server with its transfers (a new run each call)."""
+        return ServerAdapter(_pair(system, n_workers=1, budget=8)[0], 1, 0.1, PushTransfers(
+            SERVER, N, chunk_bytes=4096, sparse_entries=entries))
+
+    wk = WorkerAdapter(_pair(system, n_workers=1)[1](0), PushTransfers(
+        0, N, chunk_bytes=4096, incarnation=11, sparse_entries=entries))
+    first = server()
+    took, srv = _timed_relay(first, {0: wk}, restart=(3, server))
+    assert srv is not first and _applied(first.engine) == 3
+    assert srv.finished and wk.engine.stopped and _applied(srv.engine) == 8
+    assert srv.worker_restarts == 1 and srv.rejects == 0 and first.rejects == 0
+    assert wk.transfers.pokes == 1 and wk.transfers.resent == 1
+    assert 8.0 <= took < 30.0

@@ -779,3 +779,36 @@ def test_a_dead_run_s_late_chunks_never_take_it_back():
                 q += _chunks(wk.on_message(a.msg, 10.0), SERVER)
     assert wk.transfers.resent == 0 and srv.pushes_received == 1 and srv.engine.i == 1
     assert srv.rejects == 0 and srv.transfers.peer_runs[0] == [5, 6]
+
+
+def test_a_robot_waiting_for_its_pull_pokes_a_live_server_harmlessly():
+    # A robot whose push was acknowledged repeats its END while no answer comes (a server
+    # that restarted never had it). The server that took the push answers each with its
+    # final ack again: nothing is sent again, nothing applied twice, nothing refused; the
+    # pull, once it arrives, ends the pokes.
+    n = 24 * PUSH_ROW_ELEMENTS
+    cfg = AdaCompConfig(mode='asgd', c=1.0)
+    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
+                        PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
+    wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
+                       PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=5))
+    q, pull = _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER), []
+    now = 0.0
+    for _ in range(4):
+        while q:
+            for a in srv.on_message(q.pop(0), now):
+                if isinstance(a, Send) and isinstance(a.msg, TransferAck):
+                    q += _chunks(wk.on_message(a.msg, now), SERVER)
+                elif isinstance(a, Send):
+                    pull.append(a.msg)                # still on its way
+        now = wk.next_wakeup()
+        q += _chunks(wk.on_tick(now), SERVER)
+    assert wk.transfers.pokes == 4 and now == pytest.approx(4 * 4 * 2.0)
+    assert wk.transfers.resent == 0 and srv.pushes_received == 1 and srv.engine.i == 1
+    assert srv.rejects == 0 and wk.rejects == 0
+    for chunk in pull:
+        for a in wk.on_message(chunk, now):
+            if isinstance(a, Send) and isinstance(a.msg, TransferAck):
+                srv.on_message(a.msg, now)
+    assert wk.engine.j == 1 and not wk.transfers.settled
+    assert wk.next_wakeup() is None

@@ -58,8 +58,8 @@ from rog_ros.core.compress.identity import Identity
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
-    FLAG_END, KIND_UPDATE, MessageError, new_incarnation, RowChunk, SERVER, TransferAck)
-from rog_ros.protocol.revival import RevivalWatch
+    FLAG_END, KIND_GRAD, KIND_UPDATE, MessageError, new_incarnation, RowChunk, SERVER, TransferAck)
+from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
     BOUND_END_S, lease_seconds, MAX_WINDOW_BYTES, OutgoingTransfer, PeerLink, Receiver)
 import torch
@@ -224,6 +224,8 @@ class PushTransfers:
         self.dropped_pulls = 0           # pulls to a peer's earlier run, dropped
         self.revival = RevivalWatch()    # replaced runs that keep speaking
         self.revived = 0                 # replaced runs taken back (they were the live one)
+        self.settled: dict = {}          # peer -> [_Sending, next poke]: push done, no answer
+        self.pokes = 0                   # ENDs of a settled push repeated (still no answer)
 
     def carries(self, msg) -> bool:
         """Tell whether ``msg`` travels chunked (a dense model or gradient, a sparse push)."""
@@ -279,6 +281,7 @@ class PushTransfers:
                               incarnation=self.incarnation, peer=self._peer(dest),
                               lease_s=self.lease_s)
         self.sending[dest] = _Sending(msg, form, tr)
+        self.settled.pop(dest, None)
         return self._sends(dest, tr.pump(now))
 
     def _sends(self, dest: int, chunks) -> list:
@@ -326,19 +329,51 @@ class PushTransfers:
         queue = self.waiting.get(dest)
         if queue:
             return self._start(dest, queue.pop(0), now)
+        if sending.msg.kind == KIND_GRAD:        # its answer (a pull, a stop) is awaited
+            self.settled[dest] = [sending, now + self._poke_s()]
         return []
+
+    def _poke_s(self) -> float:
+        """Return how long a settled push waits for its answer before its END goes again."""
+        return POKE_END_TIMEOUTS * self.end_timeout_s
+
+    def _pokes(self, now: float) -> list:
+        """
+        Repeat the END of each settled push whose answer is overdue (a push system's poke).
+
+        A robot whose push the server acknowledged waits for the pull; a server that died
+        before sending it and started again (push systems keep no state) knew nothing of
+        that robot, which sent nothing more and gave up at ``server_timeout``. The server's
+        run that took the push answers the END with its final ack again, or with nothing
+        (closed long ago); a new one, which never had the rows, with a final ack of none:
+        the push then goes again whole (``_take_ack``) and the new server takes the robot
+        back (``policies/async_ps.py``). As Rog's waiting robots repeat their END.
+        """
+        out = []
+        for dest in sorted(self.settled):
+            entry = self.settled[dest]
+            if now < entry[1]:
+                continue
+            entry[1] = now + self._poke_s()
+            tr = entry[0].transfer
+            self.pokes += 1
+            out.append(Send(dest, RowChunk(
+                transfer_id=tr.transfer_id, seq=tr.next_seq, sender=self.me, receiver=dest,
+                kind=tr.kind, clock=tr.clock, flags=FLAG_END, codec=tr.codec_id,
+                incarnation=self.incarnation)))
+        return out
 
     def on_tick(self, now: float) -> list:
         """Drive every transfer's timers (window release, END at the bound, END repeats)."""
         out = []
         for dest in sorted(self.sending):
             out += self._sends(dest, self.sending[dest].transfer.on_tick(now))
-        return out
+        return out + self._pokes(now)
 
     def next_wakeup(self) -> float | None:
         """Return when ``on_tick`` is next due, None when no transfer waits for a timer."""
         times = [t for t in (s.transfer.next_wakeup() for s in self.sending.values())
-                 if t is not None]
+                 if t is not None] + [poke for _, poke in self.settled.values()]
         return min(times) if times else None
 
     def bytes_past_ack(self, dest: int) -> int:
@@ -366,6 +401,7 @@ class PushTransfers:
             return None, self._on_ack(msg, now)
         form = self.forms.get(msg.codec) if isinstance(msg, RowChunk) else None
         if form is None:
+            self.settled.pop(getattr(msg, 'sender', SERVER), None)    # answered (a stop)
             return msg, []
         if msg.target_incarnation and msg.target_incarnation != self.incarnation:
             # a pull for an earlier run of ours (the server had not heard of this one yet):
@@ -409,6 +445,7 @@ class PushTransfers:
                              receiver=self.me, kind=closed.kind, clock=closed.clock,
                              flags=FLAG_END, codec=form.codec,
                              payload=buf.numpy().data, incarnation=closed.incarnation)
+            self.settled.pop(msg.sender, None)       # answered (a pull)
         return whole, started + self._stamped([final], msg.sender, msg.incarnation)
 
     def _superseded(self, sender: int, incarnation: int) -> None:
@@ -523,6 +560,15 @@ class PushTransfers:
     def _take_ack(self, ack: TransferAck, now: float) -> list:
         """Move our transfer to ``ack``'s sender on with an ack for our run."""
         sending = self.sending.get(ack.sender)
+        settled = self.settled.get(ack.sender)
+        if (sending is None and settled is not None and ack.final
+                and ack.transfer_id == settled[0].transfer.transfer_id
+                and ack.bytes_received < len(settled[0].msg.payload)):
+            # the answer to a poke of a run that never had the push (a restarted server)
+            del self.settled[ack.sender]
+            self.resent += 1
+            return [Log('push_resent', float(settled[0].form.layout.n_rows), ack.sender)] + \
+                self._start(ack.sender, settled[0].msg, now)
         if sending is None or ack.transfer_id != sending.transfer.transfer_id:
             # late or duplicate, of an earlier transfer to that peer: it covers what was
             # written before it and says the peer is alive (a chunk held at the bound goes)
