@@ -386,3 +386,30 @@ def test_a_robot_waiting_for_its_pull_is_taken_back_by_a_restarted_server(system
     assert srv.worker_restarts == 1 and srv.rejects == 0 and first.rejects == 0
     assert wk.transfers.pokes == 1 and wk.transfers.resent == 1
     assert 8.0 <= took < 30.0
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_two_restarts_in_a_row_lose_one_gradient_each_and_apply_nothing_twice(system):
+    # robot 0 restarts, and restarts again before its second run got the model it was sent:
+    # each new run's first push is dropped, the last run trains on; the two dead runs'
+    # pushes, late, are refused
+    srv, worker = _pair(system, n_workers=1)
+    first = worker(0)
+    for step in range(3):
+        _cycle(srv, first, run=11, step=step)
+    late = _push(first, 11, 3)
+    second = _push(worker(0), 12, 0)
+    applied = _applied(srv)
+    for run, msg in ((12, second), (13, _push(worker(0), 13, 0))):
+        out = srv.on_message(msg, 0.0)
+        assert [a.name for a in out if isinstance(a, Log)] == ['worker_restart']
+        assert len(_pulls(out, 0)) == 1 and srv.runs[0] == run
+    assert _applied(srv) == applied and srv.rejoins == 2 and srv.past_runs[0] == [11, 12]
+    third = worker(0)
+    third.on_message(_pulls(out, 0)[0], 0.0)
+    _cycle(srv, third, run=13, step=1)
+    assert _applied(srv) == applied + 1
+    for msg in (late, second):
+        (log,) = srv.on_message(msg, 0.0)
+        assert log.name == 'reject'
+    assert _applied(srv) == applied + 1 and srv.rejects == 2
