@@ -169,6 +169,9 @@ def test_a_restarted_gsp_node_held_by_its_group_waits_for_its_release():
     out = srv.on_message(_push(new, 12, 0), 0.0)
     assert [a.name for a in out if isinstance(a, Log)] == ['worker_restart']
     assert not [a for a in out if isinstance(a, Send)]
+    # the log said 'the current model sent', and none was: it follows on release
+    assert describe(out[0])[1].endswith('dropped unapplied, the model of its group sent once '
+                                        'its SSP bound lets it go')
     out = _cycle(srv, slow, run=21, step=0)    # robot 1 catches up by one: 0 is let go
     (pull,) = _pulls(out, 0)
     new.on_message(pull, 0.0)

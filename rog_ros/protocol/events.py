@@ -96,8 +96,9 @@ def _restart(log) -> Tuple[int, str]:
     if 'dropped_pushes' in i:        # a push system's server (protocol/policies/async_ps.py)
         return INFO, (f'robot {log.worker} is on a run new to this server (it restarted, or '
                       f'the server did): its push at timestamp {i.get("clock", "?")} '
-                      f'(expected {i.get("expected", "?")}) dropped unapplied, the current '
-                      f'model sent')
+                      f'(expected {i.get("expected", "?")}) dropped unapplied, '
+                      + ('the model of its group sent once its SSP bound lets it go'
+                         if i.get('held') else 'the current model sent'))
     return INFO, (f'robot {log.worker} restarted (a new incarnation): '
                   f'{i.get("dropped_uplinks", 0)} unfinished pushes dropped'
                   + (', its pull under way dropped' if i.get('dropped_downlink') else ''))

@@ -341,6 +341,7 @@ class GspServer(PushServer):
             self.stopped[n] = True
             return out + [self._stop(n)]
         if self.groups and n in self.groups[self.group_of[n]].held:
+            out[0].info['held'] = True         # (the log says the model follows later)
             return out
         return out + self._ready(n)
 
