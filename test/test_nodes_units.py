@@ -457,3 +457,30 @@ def test_the_worker_counts_its_pushes_with_the_configured_fragment_size(
         assert node.engine.peer.fragment_bytes == 600 and node.engine.lease_s == 30.0
     finally:
         node.shutdown()
+
+
+@pytest.mark.parametrize('role', ['server', 'worker'])
+def test_a_push_system_counts_its_transfers_with_the_configured_fragment_size(
+        tmp_path, monkeypatch, role):
+    """Build a push system's node with ``CYCLONEDDS_URI``'s FragmentSize and lease."""
+    # Rog's nodes gave their engines the configured FragmentSize, the push systems' nodes
+    # did not: their transfers' ledgers counted 1 KiB fragments whatever Cyclone was told
+    from rog_ros.nodes import rog_server, rog_worker, server_node, worker_node
+    from test_nodes_lifecycle import in_memory_fleet
+    in_memory_fleet(monkeypatch)
+    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
+    monkeypatch.setenv('CYCLONEDDS_URI', '<General><FragmentSize>600B</FragmentSize>'
+                       '</General><Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>')
+    argv = ['--workload', 'toy', '--workers', '2', '--sync', 'adacomp']
+    if role == 'server':
+        node = server_node.ServerNode(rog_server.build_parser().parse_args(
+            argv + ['--out', str(tmp_path)]))
+    else:
+        node = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
+            argv + ['--rank', '1']))
+    node.configure()
+    try:
+        transfers = node.engine.transfers
+        assert transfers.fragment_bytes == 600 and transfers.lease_s == 30.0
+    finally:
+        node.shutdown()

@@ -198,6 +198,30 @@ def test_a_chunk_for_another_node_is_refused_and_nothing_changes():
     assert torch.equal(srv.engine.model(), w0)
 
 
+def test_the_push_transfers_count_their_writers_with_the_fragment_size_given():
+    # Rog's engines took the DDS FragmentSize (af04f62, 40586d0), the push systems' transfers
+    # built PeerLink() with 1 KiB fragments whatever Cyclone was told: with 600-byte ones a
+    # pull of a model past the mark counted 17 fragments of every 16 KiB chunk, not 28
+    w0 = torch.linspace(-1.0, 1.0, LARGE)
+    cfg = AdaCompConfig(mode='comp-asgd', c=1e-4)
+
+    def first_pull(**extra):
+        """Return the server's transfers and the chunks of its first pull to robot 0."""
+        srv = ServerAdapter(AdaCompServer(w0, 1, cfg, max_updates=100), 1, 0.1,
+                            PushTransfers(SERVER, LARGE, **extra))
+        return srv.transfers, _chunks(srv.on_message(_first_push(LARGE, cfg), 0.0), 0)
+    tr, sent = first_pull(fragment_bytes=600)
+    assert len(sent) > 1 and tr.peers[0].fragment_bytes == 600
+    assert tr.wire_past_ack(0) == sum(wire_bytes(c, 600) for c in sent)
+    default, same = first_pull()
+    assert default.peers[0].fragment_bytes == 1024
+    assert default.wire_past_ack(0) == sum(wire_bytes(c) for c in same) < tr.wire_past_ack(0)
+    assert _transfers(_fleet_args(), 0, w0, fragment_bytes=600).fragment_bytes == 600
+    assert _transfers(_fleet_args(), 0, w0).fragment_bytes == 1024
+    with pytest.raises(ValueError, match='General/FragmentSize'):
+        PushTransfers(SERVER, LARGE, fragment_bytes=70000)
+
+
 def _fleet_args(**given):
     """Return node settings as a fleet passes them: the defaults, ``given`` over them."""
     return argparse.Namespace(**{**settings.defaults(), **given})

@@ -101,13 +101,15 @@ def _adacomp_config(args, workload):
     return config_for(args.sync, {}, float(args.lr or workload.lr), workload.momentum)
 
 
-def server_engine(args, tr, lease_s: float | None = None):
+def server_engine(args, tr, lease_s: float | None = None, fragment_bytes: int | None = None):
     """
     Return the server engine of push system ``args.sync``, wrapped (:class:`ServerAdapter`).
 
     ``lease_s``: the transfer lease the node gives its engines (``connect.transfer_lease_s``:
     the DDS ``LeaseDuration`` of ``CYCLONEDDS_URI``, 10 s at least), after which a transfer
-    at its bound sends its END, as Rog's engines take it; None: 10 s.
+    at its bound sends its END, as Rog's engines take it; None: 10 s. ``fragment_bytes``:
+    the DDS fragment size each peer's writer counts with (``connect.transfer_fragment_bytes``);
+    None: 1 KiB.
     """
     sync = args.sync.strip().lower()
     n, wl = int(args.workers), tr.workload
@@ -118,18 +120,20 @@ def server_engine(args, tr, lease_s: float | None = None):
                            max_pushes=args.iterations * n, batch_size=wl.batch_size,
                            epoch_samples=pool)
         return ServerAdapter(engine, n, tr.lr,
-                             _transfers(args, SERVER, engine.model(), lease_s))
+                             _transfers(args, SERVER, engine.model(), lease_s,
+                                        fragment_bytes=fragment_bytes))
     from rog_ros.protocol.policies.adacomp import AdaCompServer, push_entries
     cfg = _adacomp_config(args, wl)
     engine = AdaCompServer(tr.w0, n, cfg, max_updates=args.iterations * n)
     sizes = [int(p.numel()) for p in tr.model.parameters()]
     return ServerAdapter(engine, n, cfg.alpha,
                          _transfers(args, SERVER, engine.model(), lease_s,
-                                    push_entries(cfg, sizes)))
+                                    push_entries(cfg, sizes), fragment_bytes))
 
 
 def _transfers(args, me: int, w, lease_s: float | None = None,
-               sparse_entries: int | None = None) -> PushTransfers:
+               sparse_entries: int | None = None,
+               fragment_bytes: int | None = None) -> PushTransfers:
     """
     Return the chunked transfers of node ``me``: the push defaults, or what the user set.
 
@@ -137,33 +141,39 @@ def _transfers(args, me: int, w, lease_s: float | None = None,
     the push systems' own (``PUSH_WINDOW`` chunks of ``PUSH_CHUNK_BYTES``): with Rog's, a
     37.9 MB model's iteration took three times as long as one message did. ``lease_s`` (None:
     ``BOUND_END_S``) is the transfer lease, the wait at the 4 MiB bound before END;
-    ``sparse_entries`` the entries of the fleet's sparse pushes (None: it pushes dense).
+    ``sparse_entries`` the entries of the fleet's sparse pushes (None: it pushes dense);
+    ``fragment_bytes`` the DDS fragment size the writers count with (None: 1 KiB).
     """
     default = settings.defaults()
     given = {} if lease_s is None else {'lease_s': lease_s}
+    if fragment_bytes is not None:
+        given['fragment_bytes'] = fragment_bytes
     return _default_transfers(
         me, w, window=None if args.window == default['window'] else args.window,
         chunk_bytes=None if args.chunk_bytes == default['chunk_bytes'] else args.chunk_bytes,
         sparse_entries=sparse_entries, **given)
 
 
-def worker_engine(args, tr, rank: int, lease_s: float | None = None):
+def worker_engine(args, tr, rank: int, lease_s: float | None = None,
+                  fragment_bytes: int | None = None):
     """
     Return worker ``rank``'s engine of push system ``args.sync`` (:class:`WorkerAdapter`).
 
-    ``lease_s``: the transfer lease, as :func:`server_engine` takes it (None: 10 s).
+    ``lease_s`` and ``fragment_bytes``: as :func:`server_engine` takes them (None: 10 s and
+    1 KiB).
     """
     sync = args.sync.strip().lower()
     sizes = [int(p.numel()) for p in tr.model.parameters()]
     if sync == 'gsp':
         from rog_ros.protocol.policies.gsp import GspConfig, GspNode
         engine = GspNode(rank, tr.w0, sizes, GspConfig(), seed=args.seed)
-        return WorkerAdapter(engine, _transfers(args, rank, engine.w, lease_s))
+        return WorkerAdapter(engine, _transfers(args, rank, engine.w, lease_s,
+                                                fragment_bytes=fragment_bytes))
     from rog_ros.protocol.policies.adacomp import AdaCompWorker, push_entries
     cfg = _adacomp_config(args, tr.workload)
     engine = AdaCompWorker(rank, tr.w0, sizes, cfg, seed=args.seed)
     return WorkerAdapter(engine, _transfers(args, rank, engine.w, lease_s,
-                                            push_entries(cfg, sizes)))
+                                            push_entries(cfg, sizes), fragment_bytes))
 
 
 def _wire(msg) -> int:

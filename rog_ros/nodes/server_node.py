@@ -222,7 +222,7 @@ class ServerNode:
         self.training = tr
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
             self.engine = push_systems.server_engine(
-                a, tr, lease_s=transfer_lease_s())
+                a, tr, lease_s=transfer_lease_s(), fragment_bytes=transfer_fragment_bytes())
         else:
             self.engine = ServerEngine(
                 tr.layout, tr.codec, tr.policy, a.workers, tr.w0, lr=tr.lr,

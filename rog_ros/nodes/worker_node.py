@@ -120,7 +120,8 @@ class WorkerNode:
         durable_run = bool(getattr(a, 'state_dir', None))   # nodes may restart: see durable
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
             self.engine = push_systems.worker_engine(
-                a, tr, self.rank, lease_s=transfer_lease_s())
+                a, tr, self.rank, lease_s=transfer_lease_s(),
+                fragment_bytes=transfer_fragment_bytes())
         else:
             self.engine = WorkerEngine(self.rank, a.workers, tr.layout, tr.codec, tr.policy,
                                        tr.w0, momentum=tr.workload.momentum,

@@ -61,7 +61,8 @@ from rog_ros.protocol.messages import (
     FLAG_END, KIND_GRAD, KIND_UPDATE, MessageError, new_incarnation, RowChunk, SERVER, TransferAck)
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
-    BOUND_END_S, lease_seconds, MAX_WINDOW_BYTES, OutgoingTransfer, PeerLink, Receiver)
+    BOUND_END_S, fragment_bytes_checked, lease_seconds, MAX_WINDOW_BYTES, OutgoingTransfer,
+    PeerLink, Receiver, WHC_FRAGMENT_BYTES)
 import torch
 
 PUSH_ROW_ELEMENTS = 1024
@@ -182,6 +183,10 @@ class PushTransfers:
     lease_s : float
         The peers' DDS lease (``BOUND_END_S`` by default): a transfer at its bound sends its
         END that long after the peer's last ack, as Rog's transfers do.
+    fragment_bytes : int
+        The DDS ``FragmentSize`` each peer's writer counts with (``transfer.PeerLink``;
+        ``WHC_FRAGMENT_BYTES`` by default): the nodes pass a smaller one their Cyclone
+        configuration sets (``connect.transfer_fragment_bytes``), as Rog's engines take it.
     sparse_entries : int or None
         Entries of every sparse top-k push of the fleet (AdaComp: the per-tensor k summed;
         Comp-ASGD: the global k), the same on every node: those pushes travel chunked too
@@ -192,8 +197,10 @@ class PushTransfers:
     def __init__(self, me: int, n_values: int, window: int | None = None,
                  chunk_bytes: int | None = None, end_timeout_s: float = 2.0,
                  incarnation: int | None = None, lease_s: float = BOUND_END_S,
-                 sparse_entries: int | None = None):
+                 sparse_entries: int | None = None,
+                 fragment_bytes: int = WHC_FRAGMENT_BYTES):
         lease_s = lease_seconds(lease_s)
+        self.fragment_bytes = fragment_bytes_checked(fragment_bytes)
         if sparse_entries is not None and not 1 <= int(sparse_entries) <= int(n_values):
             raise ValueError(f'sparse_entries must be in [1, {int(n_values)}] (the values of '
                              f'the model), got {sparse_entries}')
@@ -311,7 +318,7 @@ class PushTransfers:
     def _peer(self, peer: int) -> PeerLink:
         """Return the ledger of ``peer``'s writer, one for all transfers to it (created)."""
         if peer not in self.peers:
-            self.peers[peer] = PeerLink()
+            self.peers[peer] = PeerLink(fragment_bytes=self.fragment_bytes)
         return self.peers[peer]
 
     def _finished(self, dest: int, delivered: np.ndarray, now: float) -> list:
