@@ -415,63 +415,10 @@ def test_the_server_lets_a_robot_gone_for_good_go_with_or_without_the_final_mode
         node.shutdown()
 
 
-def test_the_server_counts_its_downlinks_with_the_configured_fragment_size(
-        tmp_path, monkeypatch):
-    """Build the server's engine with ``CYCLONEDDS_URI``'s FragmentSize and lease."""
-    # 10bf6d7 passed connect.transfer_fragment_bytes() to the engine in the server node, a
-    # line no test reached: without it the ledger of every robot counts 1 KiB fragments and
-    # two transfers to a silent robot pass the 8 MiB mark on Cyclone's count at 600 B
-    from rog_ros.nodes import rog_server, server_node
-    from test_nodes_lifecycle import in_memory_fleet
-    in_memory_fleet(monkeypatch)
-    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
-    monkeypatch.setenv('FRAG', '600B')
-    monkeypatch.setenv('CYCLONEDDS_URI', '<General><FragmentSize>${FRAG}</FragmentSize>'
-                       '</General><Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>')
-    argv = ['--workload', 'toy', '--workers', '2', '--out', str(tmp_path)]
-    node = server_node.ServerNode(rog_server.build_parser().parse_args(argv))
-    node.configure()
-    try:
-        assert [p.fragment_bytes for p in node.engine.peers] == [600, 600]
-        assert node.engine.lease_s == 30.0
-    finally:
-        node.shutdown()
-
-
-def test_the_worker_counts_its_pushes_with_the_configured_fragment_size(
-        tmp_path, monkeypatch):
-    """Build a worker's engine with ``CYCLONEDDS_URI``'s FragmentSize and lease."""
-    # the server node passed the FragmentSize to its engine (af04f62), the worker node did
-    # not: a robot's ledger of its pushes counted 1 KiB fragments whatever Cyclone was told
-    from rog_ros.nodes import rog_worker, worker_node
-    from test_nodes_lifecycle import in_memory_fleet
-    in_memory_fleet(monkeypatch)
-    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
-    monkeypatch.setenv('FRAG', '600B')
-    monkeypatch.setenv('CYCLONEDDS_URI', '<General><FragmentSize>${FRAG}</FragmentSize>'
-                       '</General><Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>')
-    argv = ['--workload', 'toy', '--workers', '2', '--rank', '1']
-    node = worker_node.WorkerNode(rog_worker.build_parser().parse_args(argv))
-    node.configure()
-    try:
-        assert node.engine.peer.fragment_bytes == 600 and node.engine.lease_s == 30.0
-    finally:
-        node.shutdown()
-
-
-@pytest.mark.parametrize('role', ['server', 'worker'])
-def test_a_push_system_counts_its_transfers_with_the_configured_fragment_size(
-        tmp_path, monkeypatch, role):
-    """Build a push system's node with ``CYCLONEDDS_URI``'s FragmentSize and lease."""
-    # Rog's nodes gave their engines the configured FragmentSize, the push systems' nodes
-    # did not: their transfers' ledgers counted 1 KiB fragments whatever Cyclone was told
+def _configured_node(tmp_path, role, sync):
+    """Return the configured ``role`` node of ``sync`` (toy, two robots, robot 1 a worker)."""
     from rog_ros.nodes import rog_server, rog_worker, server_node, worker_node
-    from test_nodes_lifecycle import in_memory_fleet
-    in_memory_fleet(monkeypatch)
-    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
-    monkeypatch.setenv('CYCLONEDDS_URI', '<General><FragmentSize>600B</FragmentSize>'
-                       '</General><Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>')
-    argv = ['--workload', 'toy', '--workers', '2', '--sync', 'adacomp']
+    argv = ['--workload', 'toy', '--workers', '2', '--sync', sync]
     if role == 'server':
         node = server_node.ServerNode(rog_server.build_parser().parse_args(
             argv + ['--out', str(tmp_path)]))
@@ -479,8 +426,33 @@ def test_a_push_system_counts_its_transfers_with_the_configured_fragment_size(
         node = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
             argv + ['--rank', '1']))
     node.configure()
+    return node
+
+
+@pytest.mark.parametrize('sync', ['rog:4', 'adacomp'])
+@pytest.mark.parametrize('role', ['server', 'worker'])
+def test_every_node_counts_its_writers_with_the_configured_fragment_size(
+        tmp_path, monkeypatch, role, sync):
+    """Build each node's engine with ``CYCLONEDDS_URI``'s FragmentSize and lease."""
+    # 10bf6d7 passed connect.transfer_fragment_bytes() to the server's engine, and no other
+    # node's: a robot's ledger of its pushes and the push systems' transfers counted 1 KiB
+    # fragments whatever Cyclone was told, and two transfers to a silent robot pass the
+    # 8 MiB mark on Cyclone's count at 600 B; a line no test reached either
+    from test_nodes_lifecycle import in_memory_fleet
+    in_memory_fleet(monkeypatch)
+    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
+    monkeypatch.setenv('FRAG', '600B')
+    monkeypatch.setenv('CYCLONEDDS_URI', '<General><FragmentSize>${FRAG}</FragmentSize>'
+                       '</General><Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>')
+    node = _configured_node(tmp_path, role, sync)
     try:
-        transfers = node.engine.transfers
-        assert transfers.fragment_bytes == 600 and transfers.lease_s == 30.0
+        if sync == 'adacomp':
+            engine = node.engine.transfers
+            assert engine.fragment_bytes == 600
+        else:
+            engine = node.engine
+            peers = engine.peers if role == 'server' else [engine.peer]
+            assert [p.fragment_bytes for p in peers] == [600] * len(peers) and peers
+        assert engine.lease_s == 30.0
     finally:
         node.shutdown()
