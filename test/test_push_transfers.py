@@ -14,6 +14,7 @@
 """The push systems' dense messages travel as windowed chunk transfers (push_transfers.py)."""
 
 import argparse
+import dataclasses
 
 import numpy as np
 import pytest
@@ -836,3 +837,75 @@ def test_a_robot_waiting_for_its_pull_pokes_a_live_server_harmlessly():
                 srv.on_message(a.msg, now)
     assert wk.engine.j == 1 and not wk.transfers.settled
     assert wk.next_wakeup() is None
+
+
+def _malformed(chunk, end, how):
+    """Return a chunk of ``chunk``'s run that the server refuses, made ``how``."""
+    if how == 'receiver':
+        return dataclasses.replace(chunk, receiver=1)
+    if how == 'kind':
+        return dataclasses.replace(chunk, kind=KIND_UPDATE)
+    if how == 'clock':
+        return dataclasses.replace(chunk, clock=-1)
+    if how == 'size':
+        return dataclasses.replace(chunk, payload=chunk.payload + bytes(4))
+    if how == 'rows':
+        return dataclasses.replace(chunk, row_ranges=[10_000, 10_001])
+    if how == 'sender':
+        return dataclasses.replace(chunk, sender=-2)
+    return dataclasses.replace(end, payload=bytes(4))        # an END with a payload
+
+
+BAD_CHUNKS = ('receiver', 'kind', 'clock', 'size', 'rows', 'sender', 'end payload')
+
+
+@pytest.mark.parametrize('how', BAD_CHUNKS)
+@pytest.mark.parametrize('sender_run', ['replaced', 'new'])
+def test_a_malformed_chunk_of_another_run_revives_or_replaces_nothing(how, sender_run):
+    # Run 5 of robot 0 was replaced by run 6. Its chunks were counted towards taking it
+    # back (more than 2 over 16 s) before they were checked: malformed ones (another
+    # receiver, kind, clock, size, rows, an END with a payload) revived run 5 and locked
+    # run 6 out. One of a run never heard (7) made it the current one before it was checked:
+    # run 6's open transfer dropped, its later chunks superseded. Now they are refused
+    # first (a reject each), and run 6's push arrives once.
+    n = 24 * PUSH_ROW_ELEMENTS       # 6 chunks of 16 KiB
+    cfg = AdaCompConfig(mode='asgd', c=1.0)
+    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
+                        PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
+
+    def push(run):
+        """Return the chunks of run ``run``'s first push (its END last), and the run."""
+        wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
+                           PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=run))
+        chunks = _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER)
+        tr = wk.transfers.sending[SERVER].transfer
+        end = RowChunk(transfer_id=tr.transfer_id, seq=tr.next_seq, sender=0,
+                       receiver=SERVER, kind=KIND_GRAD, clock=tr.clock, flags=FLAG_END,
+                       codec=0, incarnation=run)
+        return chunks, end, wk
+
+    old, old_end, _ = push(5)
+    new, _, wk = push(6)
+    srv.on_message(old[0], 0.0)
+    srv.on_message(new[0], 0.0)
+    if sender_run == 'new':
+        other, other_end, _ = push(7)
+        bad = [_malformed(other[1], other_end, how)] * 3
+    else:
+        bad = [_malformed(old[1], old_end, how)] * 21
+    for k, chunk in enumerate(bad):          # over 20 s: a live run's pokes would revive
+        got, out = srv.transfers.on_message(chunk, 1.0 + k)
+        assert got is None and [a.name for a in out] == ['reject']
+    assert srv.transfers.rejects == len(bad) and srv.revivals == 0
+    assert srv.transfers.superseded == 0 and srv.transfers.peer_runs[0] == [5, 6]
+    q = new[1:]
+    while q:
+        for a in srv.on_message(q.pop(0), 30.0):
+            if isinstance(a, Send) and isinstance(a.msg, TransferAck):
+                q += _chunks(wk.on_message(a.msg, 30.0), SERVER)
+    assert wk.transfers.resent == 0 and srv.pushes_received == 1 and srv.engine.i == 1
+    assert srv.engine.rejects == 0 and srv.transfers.peer_runs[0] == [5, 6]
+    # well-formed chunks of run 5 still count: a live run 5 is taken back
+    for k in range(3):
+        srv.transfers.on_message(old_end, 31.0 + 8.0 * k)
+    assert srv.revivals == 1 and srv.transfers.peer_runs[0] == [6, 5]

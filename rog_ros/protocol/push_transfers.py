@@ -61,8 +61,8 @@ from rog_ros.protocol.messages import (
     FLAG_END, KIND_GRAD, KIND_UPDATE, MessageError, new_incarnation, RowChunk, SERVER, TransferAck)
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
-    BOUND_END_S, fragment_bytes_checked, lease_seconds, MAX_WINDOW_BYTES, OutgoingTransfer,
-    PeerLink, Receiver, WHC_FRAGMENT_BYTES)
+    BOUND_END_S, check_chunk, fragment_bytes_checked, lease_seconds, MAX_WINDOW_BYTES,
+    OutgoingTransfer, PeerLink, Receiver, WHC_FRAGMENT_BYTES)
 import torch
 
 PUSH_ROW_ELEMENTS = 1024
@@ -417,6 +417,11 @@ class PushTransfers:
             return None, []
         runs = self.peer_runs.get(msg.sender)
         started = []
+        try:
+            self._precheck(msg, form, current=bool(runs) and msg.incarnation == runs[-1])
+        except MessageError as err:
+            self.rejects += 1
+            return None, [Log('reject', 1.0, msg.sender, {'error': str(err)})]
         if runs and msg.incarnation in runs[:-1]:
             # a late chunk of a run the sender replaced: taken, it made that run the current
             # one again and dropped the new run's transfer under way (sent again whole);
@@ -426,16 +431,6 @@ class PushTransfers:
                 return None, []
             started = self._revive(msg.sender, msg.incarnation, now)
         try:
-            if msg.receiver != self.me:
-                raise MessageError(f'chunk for {msg.receiver}, not for {self.me}')
-            if msg.flags & FLAG_END and len(msg.payload):
-                # Before chunked push transfers a dense message was one RowChunk, END and
-                # payload at once (no schema_version tells): taken as a transfer's END it
-                # closed with no rows and was dropped without a word.
-                raise MessageError(
-                    f'a dense message sent whole ({len(msg.payload)} bytes in its END): its '
-                    f'sender runs a rog_ros from before chunked push-system transfers; '
-                    f'run every robot from the same revision')
             started += self._heard(msg.sender, msg.incarnation, now)
             self._superseded(msg.sender, msg.incarnation)
             acks, closed = form.receiver.on_chunk(msg, now)
@@ -454,6 +449,45 @@ class PushTransfers:
                              payload=buf.numpy().data, incarnation=closed.incarnation)
             self.settled.pop(msg.sender, None)       # answered (a pull)
         return whole, started + self._stamped([final], msg.sender, msg.incarnation)
+
+    def _precheck(self, msg: RowChunk, form: _Form, current: bool) -> None:
+        """
+        Refuse a chunk that no run of its sender could have sent us (``MessageError``).
+
+        Stateless, before anything changes for its run: a malformed chunk of a replaced run
+        counted towards taking that run back (``RevivalWatch``), and could do it, before it
+        was checked; one of a run new to us dropped the current run's open transfers and
+        pulls and held its ledger. Every chunk is checked for what needs no state (its
+        receiver, an END without payload); one of a run that is not its sender's current
+        also as its transfer's first chunk is (``Receiver.on_chunk``: clock, codec, sizes,
+        rows, scales) and for what the engine refuses of any message (a server takes
+        gradients from robots, a robot models). A current run's chunks are checked as
+        before, once, by the receiver; the bus refused a forged one already (fleet key).
+        """
+        if msg.receiver != self.me:
+            raise MessageError(f'chunk for {msg.receiver}, not for {self.me}')
+        if msg.flags & FLAG_END and len(msg.payload):
+            # Before chunked push transfers a dense message was one RowChunk, END and
+            # payload at once (no schema_version tells): taken as a transfer's END it
+            # closed with no rows and was dropped without a word.
+            raise MessageError(
+                f'a dense message sent whole ({len(msg.payload)} bytes in its END): its '
+                f'sender runs a rog_ros from before chunked push-system transfers; '
+                f'run every robot from the same revision')
+        if current:
+            return
+        kind = KIND_GRAD if self.me == SERVER else KIND_UPDATE
+        if msg.kind != kind:
+            raise MessageError(f'chunk of kind {msg.kind}, but {self.me} takes kind {kind} only')
+        if self.me == SERVER and msg.sender < 0:
+            raise MessageError(f'chunk from unknown worker {msg.sender}')
+        if self.me != SERVER and form.codec != 0:
+            raise MessageError(f'chunk of codec {msg.codec}: a robot takes dense models only')
+        receiver = form.receiver
+        if not 0 <= msg.clock <= receiver.max_clock:
+            raise MessageError(f'clock {msg.clock} outside [0, {receiver.max_clock}]')
+        if not msg.flags & FLAG_END:
+            check_chunk(msg, form.layout, form.wire, receiver.row_nbytes)
 
     def _superseded(self, sender: int, incarnation: int) -> None:
         """
