@@ -15,6 +15,7 @@
 
 from collections import deque
 import dataclasses
+import logging
 
 import pytest
 
@@ -416,3 +417,95 @@ def test_two_restarts_in_a_row_lose_one_gradient_each_and_apply_nothing_twice(sy
         (log,) = srv.on_message(msg, 0.0)
         assert log.name == 'reject'
     assert _applied(srv) == applied + 1 and srv.rejects == 2
+
+
+def _shared_rank_relay(srv, procs, until):
+    """
+    Run two processes given one rank against ``srv`` until virtual time ``until``.
+
+    Messages go at once; a computation takes 1 s. Both processes get every message to
+    their rank (they read the same topic), as two robots started with one ``rank:=`` do.
+    Returns the server's actions with the time of each.
+    """
+    q, now, seen, steps = [], 0.0, [], 0
+
+    def handle(src, actions):
+        """Queue ``actions``' messages, and a computation of ``src`` done 1 s later."""
+        for a in actions:
+            if isinstance(a, Send):
+                q.append((now, a.dest, a.msg))
+            elif isinstance(a, StartCompute):
+                q.append((now + 1.0, 'compute', src))
+
+    for wk in procs:
+        handle(wk, wk.start(now))
+    while now < until and not srv.finished:
+        due = [t for t in (n.next_wakeup() for n in [srv] + procs) if t is not None]
+        first = min([t for t, _, _ in q] + due)
+        now = max(now, first)
+        ready = [x for x in q if x[0] <= now]
+        q = [x for x in q if x[0] > now]
+        for _, dest, item in ready:
+            if dest == 'compute':
+                handle(item, item.on_compute_done(_grad(0, steps), now))
+                steps += 1
+            elif dest == SERVER:
+                out = srv.on_message(item, now)
+                seen += [(now, a) for a in out]
+                handle(srv, out)
+            else:
+                for wk in procs:
+                    handle(wk, wk.on_message(item, now))
+        for node in [srv] + procs:
+            out = node.on_tick(now)
+            if node is srv:
+                seen += [(now, a) for a in out]
+            handle(node, out)
+    return seen
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_two_processes_on_one_rank_are_reported_once_as_rog_s_server_does(system):
+    # Two robots started with rank 0 (a copied launch line): since the server takes back a
+    # replaced run that keeps speaking, each took the other back about every 16 s, and
+    # nothing said why. As Rog's server, the push server now says once that two processes
+    # run as that robot (duplicate_rank, a warning), from the second take-back on its
+    # worker_revived logs say so, and summary.json lists the rank (duplicate_ranks).
+    srv_engine, worker = _pair(system, n_workers=1, budget=10_000)
+    entries = _entries(system)
+    srv = ServerAdapter(srv_engine, 1, 0.1, PushTransfers(SERVER, N, chunk_bytes=4096,
+                                                          sparse_entries=entries))
+    procs = [WorkerAdapter(worker(0), PushTransfers(0, N, chunk_bytes=4096, incarnation=run,
+                                                    sparse_entries=entries))
+             for run in (11, 12)]
+    seen = _shared_rank_relay(srv, procs, until=120.0)
+    revived = [(t, a) for t, a in seen if isinstance(a, Log) and a.name == 'worker_revived']
+    warned = [(t, a) for t, a in seen if isinstance(a, Log) and a.name == 'duplicate_rank']
+    assert len(revived) >= 3 and srv.revivals == len(revived)
+    (t_warn, warn), = warned
+    assert t_warn == revived[1][0] and sorted(warn.info['runs']) == [11, 12]
+    assert srv.duplicate_ranks == {0} and srv.transfers.duplicate_ranks == {0}
+    assert [a.info['duplicate'] for _, a in revived] == [False, False] + [True] * (
+        len(revived) - 2)
+    level, words = describe(warn)
+    assert level == logging.WARNING and 'two processes run as robot 0' in words
+    assert srv.rejects == 0 and srv_engine.rejects == 0
+    # exactly-once: each applied push moved the server on by one, never twice
+    assert _applied(srv_engine) == sum(srv.clock) <= srv.pushes_received
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_single_restarted_robot_is_never_taken_for_two_processes(system):
+    # a dead run's late push retires the live run once, which is taken back once: no warning
+    srv_engine, worker = _pair(system, n_workers=1, budget=12)
+    entries = _entries(system)
+    srv = ServerAdapter(srv_engine, 1, 0.1, PushTransfers(SERVER, N, chunk_bytes=4096,
+                                                          sparse_entries=entries))
+    dead = WorkerAdapter(worker(0), PushTransfers(0, N, chunk_bytes=4096, incarnation=11,
+                                                  sparse_entries=entries))
+    dead.start(0.0)
+    held = [a.msg for a in dead.on_compute_done(_grad(0, 0), 0.0) if isinstance(a, Send)]
+    live = WorkerAdapter(worker(0), PushTransfers(0, N, chunk_bytes=4096, incarnation=12,
+                                                  sparse_entries=entries))
+    _timed_relay(srv, {0: live}, held, release_at=2)
+    assert srv.finished and srv.revivals == 1 and not srv.duplicate_ranks

@@ -245,6 +245,11 @@ class ServerAdapter:
         """Return the robots' runs taken back after a dead run's late push replaced them."""
         return self.transfers.revived
 
+    @property
+    def duplicate_ranks(self) -> set:
+        """Return the robots two live processes were seen to share (``duplicate_rank``)."""
+        return {r for r in self.transfers.duplicate_ranks if 0 <= r < self.n}
+
     def on_message(self, msg, now: float) -> list:
         msg, acks = self.transfers.on_message(msg, now)
         for a in acks:        # a run the transfers took back: the engine takes it back too
