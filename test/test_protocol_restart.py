@@ -321,6 +321,39 @@ def test_late_join_of_a_dead_run_does_not_lock_out_the_live_one():
     assert server.worker_inc[0] == 1001
 
 
+@pytest.mark.parametrize('bad', ['kind', 'receiver', 'clock'])
+def test_malformed_pokes_of_a_retired_run_do_not_count_towards_its_revival(bad):
+    # _admit counted a retired run's message towards its revival before _precheck refused
+    # it: malformed JOINs of a dead run (a wrong kind, another receiver, a clock out of range)
+    # proved it alive, and its one late well-formed JOIN then retired the live run. Only
+    # pokes that the server would take count (the push systems' transfers, 1a2c209, alike).
+    from rog_ros.protocol.messages import FLAG_JOIN, KIND_UPDATE
+    harness, server, workers, _, _ = build('bsp', n=2, iters=4)
+    harness.run(until=0.2)
+    poke = 4 * server.end_timeout_s
+
+    def join(inc, now, **wrong):
+        """Send worker 0's JOIN of run ``inc`` at ``now`` (fields in ``wrong`` replaced)."""
+        fields = {'transfer_id': 1, 'seq': 0, 'sender': 0, 'receiver': SERVER,
+                  'kind': KIND_GRAD, 'clock': 0, 'flags': FLAG_JOIN,
+                  'codec': server.codec.codec_id, 'incarnation': inc,
+                  'target_incarnation': server.incarnation}
+        return server.on_message(RowChunk(**{**fields, **wrong}), now)
+    wrong = {'kind': {'kind': KIND_UPDATE}, 'receiver': {'receiver': 1},
+             'clock': {'clock': server.max_clock + 1}}[bad]
+    t = harness.now
+    join(2002, t)                              # the run that dies
+    join(1001, t + 0.3)                        # its restart: adopted, 2002 retired
+    assert server.worker_inc[0] == 1001
+    rejects = server.rejects
+    for k in range(2):                         # malformed JOINs of 2002, one interval apart
+        join(2002, t + 0.31 + k * poke, **wrong)
+    assert server.rejects == rejects + 2 and server.worker_inc[0] == 1001   # each refused
+    out = join(2002, t + 0.31 + 2 * poke)      # its one well-formed late JOIN
+    assert server.worker_inc[0] == 1001, 'malformed pokes revived a dead run'
+    assert [a.name for a in out if hasattr(a, 'name')].count('worker_revived') == 0
+
+
 @pytest.mark.parametrize('spec, at, state', [
     ('bsp', 0.1, 'pulling'), ('rog:2', 0.1, 'computing'), ('rog:2', 0.2, 'pushing'),
     ('flown:2', 0.1, 'computing')])

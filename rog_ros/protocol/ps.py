@@ -364,6 +364,10 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         inc, known = int(msg.incarnation), self.worker_inc[r]
         out = []
         if known and inc != known:
+            # a malformed message must not reset anything, nor count as a retired run's
+            # poke: three of a dead run's, refused one by one, proved it alive, and its one
+            # late well-formed JOIN then retired the live run
+            self._precheck(msg)
             revived = inc in self.retired[r] and self._retired_run_alive(r, inc, msg, now)
             # (a revived run that repeats the END of a push we closed waits for its pull)
             waits = revived and msg.flags & FLAG_END and \
@@ -376,7 +380,6 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                     # a restarted worker asks which pushes of that run our checkpoint holds
                     return [Send(r, self._hello(r, inc))], False
                 return [Log('superseded', 1.0, r, {'from': 'old worker run'})], False
-            self._precheck(msg)        # a malformed message must not reset anything
             if int(msg.target_incarnation) not in (0, self.incarnation):
                 self.superseded += 1   # a new run of r cannot know an old run of ours
                 out = [Log('superseded', 1.0, r, {'from': 'unverified worker run'})]
