@@ -287,6 +287,35 @@ def test_a_refused_first_message_does_not_name_the_server_run():
     assert server.clock == [1, 1] and worker.clock == 1
 
 
+def test_malformed_messages_of_a_retired_server_run_do_not_revive_it():
+    # the worker counted a retired server run's message towards its revival before checking
+    # it (and un-retired the run before _precheck refused the message): schedules for
+    # another robot and acks to another robot of a server run that died proved it alive, and
+    # its one late well-formed message then made it this robot's server again
+    from rog_ros.protocol.revival import POKE_END_TIMEOUTS
+    server, workers = _fleet()
+    worker = workers[0]
+    _iterate(server, workers, torch.Generator().manual_seed(0), 0.0)
+    dead, live = server.incarnation, server.incarnation + 7
+    worker.on_message(m.Schedule(worker=0, clock=1, push_deadline_s=1.0, incarnation=live,
+                                 target_incarnation=worker.incarnation), 0.5)
+    assert worker.server_incarnation == live and dead in worker.retired_servers
+    poke = POKE_END_TIMEOUTS * worker.end_timeout_s
+    bad = [m.Schedule(worker=1, clock=1, push_deadline_s=1.0, incarnation=dead,
+                      target_incarnation=worker.incarnation),
+           m.TransferAck(transfer_id=1, sender=m.SERVER, receiver=1, seq=0, incarnation=dead,
+                         target_incarnation=worker.incarnation)]
+    rejects = worker.rejects
+    for k, msg in enumerate(bad):              # one interval apart
+        worker.on_message(msg, 1.0 + k * poke)
+    assert worker.rejects == rejects + 2 and dead in worker.retired_servers
+    good = m.Schedule(worker=0, clock=1, push_deadline_s=1.0, incarnation=dead,
+                      target_incarnation=worker.incarnation)
+    out = worker.on_message(good, 1.0 + 2 * poke)    # the dead run's one late message
+    assert worker.server_incarnation == live and dead in worker.retired_servers
+    assert [a.name for a in out if hasattr(a, 'name')] == ['superseded']
+
+
 def test_a_chunk_without_the_scales_of_its_rows_is_refused_not_acked_as_applied():
     # its rows stayed without a scale, so they were not applied, but the final ack listed the
     # chunk as arrived and the worker dropped them: lost gradient, and a pull that never came

@@ -453,6 +453,10 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         target = int(getattr(msg, 'target_incarnation', 0))
         revived = []
         if inc in self.retired_servers:
+            # a malformed message of a retired run must count for nothing: two of a dead
+            # server run's (a schedule for another robot, an ack to one) and its one late
+            # well-formed message made it this robot's server again
+            self._precheck(msg)
             if not self._retired_server_alive(inc, now):
                 self.superseded += 1
                 return [Log('superseded', 1.0, self.rank, {'from': 'old server run'})]
