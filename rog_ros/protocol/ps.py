@@ -54,9 +54,10 @@ Faults (DESIGN section 10, docs/faults.md):
   (kept per sender and incarnation) or with a final ack listing no chunks (never applied).
   Uplink traffic addressed to an earlier run of the server is not applied; an END or JOIN of it
   is answered with a Schedule, which tells the worker the server restarted.
-* Downlink repair. A RowVersions precedes every END (retransmissions too). After a downlink's
-  final ack, if the rows the worker now holds still violate its RSP check (mandatory rows were
-  lost), a repair downlink starts at once.
+* Downlink repair. A RowVersions precedes every END (retransmissions too, within the bound of
+  the robot's versions writer: ``transfer.VersionsLink``). After a downlink's final ack, if
+  the rows the worker now holds still violate its RSP check (mandatory rows were lost), a
+  repair downlink starts at once.
 * Membership. A worker silent for ``absence_timeout_s`` is suspended from the staleness rules
   (its version column is ignored; ``suspend``/``readmit``); it rejoins the check once its rows
   are within the bound. Pulls are served only while ``min_workers`` workers are active.
@@ -96,7 +97,7 @@ from rog_ros.protocol.ps_slack import SlackMixin
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
     BOUND_END_S, check_chunk, fragment_bytes_checked, lease_seconds, PeerLink, Receiver,
-    snapshot_layout, WHC_FRAGMENT_BYTES)
+    snapshot_layout, VersionsLink, WHC_FRAGMENT_BYTES)
 import torch
 
 
@@ -194,6 +195,9 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.lease_s = lease_s     # the robots' DDS lease: END at the 4 MiB bound
         # what the server's writer of each robot's chunks holds, all transfers together
         self.peers = [PeerLink(fragment_bytes=fragment_bytes) for _ in range(n_workers)]
+        # ... and of its RowVersions, which go again before every repeated END
+        self.version_links = [VersionsLink(fragment_bytes=fragment_bytes)
+                              for _ in range(n_workers)]
         dtype = w0.dtype
         self.w_srv = w0.detach().clone()
         self.mirror = self.w_srv.unsqueeze(0).repeat(n_workers, 1)   # each worker's model
@@ -288,7 +292,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         out = []
         for r, dl in enumerate(self.downlinks):
             if dl is not None:
-                out += self._sends(r, dl, dl.transfer.on_tick(now))
+                out += self._sends(r, dl, dl.transfer.on_tick(now), now)
         for r, t0 in self.stall_since.items():
             # (issue 9 defect 1) a stored deadline, the very value next_wakeup returns
             if now >= self.stall_warned.get(r, t0 + self.stall_warn_s):
@@ -361,6 +365,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         r = getattr(msg, 'sender', None)
         if r is None or not 0 <= r < self.n:
             raise MessageError(f'message from unknown worker {r}')
+        self.version_links[r].heard(now, self.lease_s)   # (back after a lease: a new reader?)
         inc, known = int(msg.incarnation), self.worker_inc[r]
         out = []
         if known and inc != known:
@@ -526,6 +531,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         dl, self.downlinks[r] = self.downlinks[r], None
         # its previous run's reader stays matched for a lease: the writer keeps its chunks
         self.peers[r].hold(now + self.lease_s)
+        self.version_links[r].hold(now + self.lease_s)     # (and its versions)
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
         if r in self._owed_final:
@@ -700,7 +706,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         if dl is not None and dl.transfer.flags & FLAG_LATE:
             # its computation is over: wind the late pull up (END now), its pull follows
             dl.transfer.deadline = min(dl.transfer.deadline, now)
-            out += self._sends(s, dl, dl.transfer.on_tick(now))
+            out += self._sends(s, dl, dl.transfer.on_tick(now), now)
         if not self.active[s] and self.suspended_reason.get(s) in ('absent', 'link'):
             out += self._maybe_readmit(s, now)
         if self.slots is not None:

@@ -318,7 +318,7 @@ class DownlinkMixin:
         self._set_bounds(r, self.downlinks[r])
         out = [] if late else [Send(r, Schedule(worker=r, clock=c,
                                                 push_deadline_s=self._push_deadline(r, c)))]
-        return out + self._sends(r, self.downlinks[r], tr.pump(now))
+        return out + self._sends(r, self.downlinks[r], tr.pump(now), now)
 
     def _start_late_pull(self, r: int, c: int, now: float) -> list:
         """
@@ -391,19 +391,23 @@ class DownlinkMixin:
         self.downlinks[r] = dl
         sched = Schedule(worker=r, clock=c, push_deadline_s=self._push_deadline(r, c))
         return [Send(r, sched), Log('snapshot', float(rows.numel()), r)] + \
-            self._sends(r, dl, tr.pump(now))
+            self._sends(r, dl, tr.pump(now), now)
 
-    def _sends(self, r: int, dl: OpenDownlink, chunks: list) -> list:
+    def _sends(self, r: int, dl: OpenDownlink, chunks: list, now: float) -> list:
         """
         Build the sends for downlink chunks.
 
         The transfer's RowVersions goes right before its END, and again before every
-        retransmitted END: a worker does not accept an END whose versions it lacks.
+        retransmitted END: a worker does not accept an END whose versions it lacks. A repeat
+        only within ``VERSIONS_MAX_WIRE_BYTES`` past the copies r is known to hold
+        (``VersionsLink``): to a silent robot every copy stays in the writer until its lease
+        ends, and DDS delivers the first one when its link is back.
         """
         out = []
         for ch in chunks:
             if ch.flags & FLAG_END:
-                if dl.versions is None:
+                first = dl.versions is None
+                if first:
                     rows = (np.arange(self.layout.n_rows) if dl.snapshot
                             else dl.transfer.sent_rows())
                     v_rows = None
@@ -415,7 +419,8 @@ class DownlinkMixin:
                         self._v_snap(r, dl) if v_rows is None else None, rows, dl.active,
                         v_rows=v_rows)
                     dl.versions.staleness_slack = dl.slack
-                out.append(Send(r, dl.versions))
+                if self.version_links[r].send(dl.versions, now, first):
+                    out.append(Send(r, dl.versions))
             out.append(Send(r, ch))
         return out
 
@@ -486,17 +491,19 @@ class DownlinkMixin:
         r = ack.sender
         if not 0 <= r < self.n or ack.receiver != SERVER:
             raise MessageError(f'ack from unknown worker {r}')
+        if ack.final:          # r held that transfer's versions: all written before them
+            self.version_links[r].on_ack(ack, now)
         dl = self.downlinks[r]
         if dl is None or ack.transfer_id != dl.transfer.transfer_id:
             # late or duplicate, or of a downlink dropped uncommitted whose chunks stayed in
             # the writer ahead of the open one: it frees the writer and says r is alive
             if self.peers[r].on_ack(ack, now) and dl is not None:
-                return self._sends(r, dl, dl.transfer.pump(now))
+                return self._sends(r, dl, dl.transfer.pump(now), now)
             return []
         if r in self._final_heard:
             self._final_heard[r] = now                 # its final model goes on arriving
         if not ack.final:
-            return self._sends(r, dl, dl.transfer.on_ack(ack, now))
+            return self._sends(r, dl, dl.transfer.on_ack(ack, now), now)
         delivered = dl.transfer.on_final(ack, now)
         if delivered is None:
             return []

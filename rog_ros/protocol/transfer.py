@@ -41,7 +41,7 @@ from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.auth import TAG_BYTES
 from rog_ros.protocol.messages import (
     FLAG_END, FLAG_FRAGMENT, ids_from_ranges, MAX_CLOCK, MessageError, ranges_from_sorted,
-    RowChunk, TransferAck, validate_ranges)
+    RowChunk, RowVersions, TransferAck, validate_ranges)
 import torch
 
 MAX_CHUNKS = 1 << 24
@@ -277,6 +277,94 @@ def wire_bytes(chunk: RowChunk, fragment_bytes: int = WHC_FRAGMENT_BYTES) -> int
         pos = -(-pos // align) * align + size     # (the fields of RowChunk.msg, in order)
     cdr = 4 + pos
     return cdr + -(-cdr // fragment_bytes) * WHC_SAMPLE_OVERHEAD
+
+
+VERSIONS_MAX_WIRE_BYTES = WRITER_MARK_BYTES // 4
+"""
+Most wire bytes of RowVersions written to one robot past the newest copy it is known to hold.
+
+A downlink's RowVersions goes before its END and again before every repeated END (every
+``end_timeout_s``, 2 s), on a topic of its own (``w<r>/versions``), whose reliable writer
+keeps what a silent robot does not acknowledge until its lease ends: 6 copies in Cyclone's
+default 10 s lease, 31 in a 60 s one, and a write that finds it past the 8 MiB mark blocks
+the server's loop. With ConvMLP-M's 33,307 rows in as many runs, one copy for 8 robots is
+1,436,536 bytes (6: 8,619,216); for 2 robots one is 574,688, and in a 60 s lease the write
+at 30 s found 15 (8,620,320). A repeat goes only while it keeps the writer within this bound
+(``VersionsLink``); a transfer's first copy always goes. A quarter of the mark: a first copy
+written past it, and what a re-matched robot's previous reader may still hold when the count
+starts afresh, stay under the mark for copies of up to 2 MiB.
+"""
+
+
+def versions_wire_bytes(msg: RowVersions, fragment_bytes: int = WHC_FRAGMENT_BYTES) -> int:
+    """
+    Return what RowVersions ``msg`` takes in the DDS writer's history count, with its auth tag.
+
+    Counted as :func:`wire_bytes` counts a chunk (Cyclone's ``whcn_size``): the XCDR1 of
+    ``msg/RowVersions.msg`` with its 4-byte header and 80 bytes per fragment. 12 bytes per
+    run and 4 per run and worker: ``wire_size`` leaves out the header, the padding and the tag.
+    """
+    pos = 0
+    for align, size in ((2, 2), (8, 24), (4, 4 + 4 * len(msg.run_starts)),
+                        (4, 4 + 4 * len(msg.run_lengths)), (4, 4 + 4 * len(msg.versions)),
+                        (4, 4 + 2 * len(msg.staleness_slack)), (8, 24),
+                        (4, 4 + (len(msg.auth_tag) or TAG_BYTES))):
+        pos = -(-pos // align) * align + size     # (the fields of RowVersions.msg, in order)
+    cdr = 4 + pos
+    return cdr + -(-cdr // fragment_bytes) * WHC_SAMPLE_OVERHEAD
+
+
+class VersionsLink(PeerLink):
+    """
+    What the server wrote to one robot on its RowVersions topic, and what the robot holds.
+
+    A robot that closed a downlink (its final ack) held a copy of that downlink's versions,
+    and so, the writer being reliable and in order, everything written there before its
+    first copy. Repeats of a copy the robot has not acknowledged add nothing while its reader
+    stays matched (DDS retransmits the first one), so one goes only within
+    ``VERSIONS_MAX_WIRE_BYTES`` past that. A reader matched anew after the robot's lease
+    ended gets nothing written before (VOLATILE): a robot heard after a lease of silence
+    may need the next copy, and the count starts afresh (``heard``). A restart keeps the
+    previous run's reader matched for its lease, as for chunks (``hold``).
+    """
+
+    def __init__(self, max_wire_bytes: int = VERSIONS_MAX_WIRE_BYTES,
+                 fragment_bytes: int = WHC_FRAGMENT_BYTES):
+        super().__init__(max_wire_bytes, fragment_bytes=fragment_bytes)
+        self.last_heard: float | None = None   # the robot's last message of any kind
+        self.withheld = 0                      # repeats not written (the bound)
+
+    def wire_bytes(self, msg: RowVersions) -> int:
+        """Return what ``msg`` takes in the writer's count, with this robot's fragment size."""
+        return versions_wire_bytes(msg, self.fragment_bytes)
+
+    def send(self, msg: RowVersions, now: float, first: bool) -> bool:
+        """
+        Return whether to write ``msg`` now, and count it if so.
+
+        Its ``first`` copy always (the robot needs it to close the transfer), a repeat only
+        within ``max_wire_bytes``, or when the robot holds everything written before.
+        """
+        self.release(now)
+        wire = self.wire_bytes(msg)
+        if not first and not self.fits(wire):
+            self.withheld += 1
+            return False
+        pos = self.write(wire)
+        if first:
+            self.register(msg.transfer_id, np.array([pos], dtype=np.int64))
+        return True
+
+    def heard(self, now: float, lease_s: float) -> None:
+        """
+        Note a message from the robot; after a lease of silence, count the writer afresh.
+
+        Its reader may have been dropped meanwhile (copies written before are gone, and the
+        robot waits for the next) or never was (then it acknowledges them now).
+        """
+        if self.last_heard is not None and now - self.last_heard >= lease_s:
+            self.acked = self.sent
+        self.last_heard = now if self.last_heard is None else max(self.last_heard, now)
 
 
 def window_for_rate(window: int, rate_bps: float, chunk_bytes: int) -> int:

@@ -1,0 +1,220 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""What the server writes to a silent robot on each topic stays under the DDS writer mark."""
+
+import collections
+
+import numpy as np
+import pytest
+
+from rog_ros.core.compress import RowScaledSign
+from rog_ros.core.rows import RowLayout
+from rog_ros.nodes.routing import topic_for
+from rog_ros.protocol.actions import Send
+from rog_ros.protocol.messages import FLAG_END, RowVersions, SERVER, TransferAck
+from rog_ros.protocol.policies import make_policy
+from rog_ros.protocol.ps import ServerEngine
+from rog_ros.protocol.transfer import (
+    BOUND_END_S, PEER_MAX_WIRE_BYTES, VERSIONS_MAX_WIRE_BYTES, versions_wire_bytes,
+    VersionsLink, wire_bytes, WRITER_MARK_BYTES)
+import torch
+
+CONVMLP_M_ROWS = 33307
+"""ConvMLP-M's rows (docs/workloads.md, eacol): the paper's model."""
+ROBOT = 1
+"""The robot whose link dies in these tests."""
+
+
+def _server(rows=CONVMLP_M_ROWS, n=8, **extra):
+    """
+    Return a server of ``n`` robots with a model of ``rows`` one-parameter rows.
+
+    Every row's version vector differs from the next one's, so a downlink's RowVersions
+    has a run per row: the most a model of that many rows puts in one (a Rog pull of MPCOL
+    carried runs for up to half its rows, the version table had them for two thirds).
+    """
+    layout = RowLayout([(rows, 1)])
+    server = ServerEngine(layout, RowScaledSign(), make_policy('rog:4'), n,
+                          torch.zeros(layout.n_params), lr=0.1, window=64, **extra)
+    server.versions.v[:, 0] = (torch.arange(rows) % 2).to(server.versions.v.dtype)
+    return server
+
+
+def _count(sent, per_topic, copies, now):
+    """
+    Add the wire bytes of the sends to ROBOT to ``per_topic``; note each RowVersions copy.
+
+    As ``(transfer id, time, bytes its writer held before it)``: a write that finds the
+    writer past the mark blocks until the robot acknowledges or its lease ends.
+    """
+    for a in sent:
+        if not isinstance(a, Send) or a.dest != ROBOT:
+            continue
+        topic = topic_for(a.dest, a.msg)
+        if isinstance(a.msg, RowVersions):
+            copies.append((a.msg.transfer_id, round(now, 2), per_topic[topic]))
+            per_topic[topic] += versions_wire_bytes(a.msg)
+        elif topic.endswith('/chunks'):
+            per_topic[topic] += wire_bytes(a.msg)
+        else:
+            per_topic[topic] += 1          # Schedules and acks: counted as messages
+
+
+def _silent_snapshot(server, seconds, heard=()):
+    """
+    Start a snapshot to ROBOT, which answers nothing for ``seconds``; return what it was sent.
+
+    Ticked every 50 ms, as the nodes' loop would be. ``heard``: times at which a message of
+    the robot (a per-chunk ack of the snapshot) arrives all the same. Returns wire bytes per
+    topic, the RowVersions copies (``_count``) and the times of the ENDs.
+    """
+    server._holds_unknown(ROBOT)
+    per_topic, copies, ends = collections.Counter(), [], []
+    out = server._start_snapshot(ROBOT, 0, 0.0)
+    tid = server.downlinks[ROBOT].transfer.transfer_id
+    inc = 77
+    for step in range(int(round(seconds / 0.05)) + 1):
+        now = step * 0.05
+        if step:
+            out = server.on_tick(now)
+        for t in heard:
+            if abs(t - now) < 1e-9:
+                out += server.on_message(TransferAck(
+                    transfer_id=tid, sender=ROBOT, receiver=SERVER, seq=0, incarnation=inc,
+                    target_incarnation=server.incarnation), now)
+        _count(out, per_topic, copies, now)
+        ends += [round(now, 2) for a in out if isinstance(a, Send) and a.dest == ROBOT
+                 and not isinstance(a.msg, RowVersions) and getattr(a.msg, 'flags', 0) & FLAG_END]
+    return per_topic, copies, ends
+
+
+@pytest.mark.parametrize('n, lease_s, copy', [
+    (8, BOUND_END_S, 1436536),    # 6 copies, 8,619,216 bytes, past the mark at 10 s
+    (16, BOUND_END_S, 2585560),   # the write at 8 s found 4 copies, 10,342,240 bytes
+    (4, 30.0, 861944),            # the write at 20 s found 10 copies, 8,619,440 bytes
+    (2, 60.0, 574688),            # the write at 30 s found 15 copies, 8,620,320 bytes
+])
+def test_the_versions_writer_of_a_silent_robot_stays_under_the_mark(n, lease_s, copy):
+    # A downlink's RowVersions went before its END and again before every repeated END
+    # (every 2 s, no backoff), on its own topic and reliable writer, counted nowhere: a
+    # robot whose link died stays matched for its lease, and the writer keeps every copy.
+    # ConvMLP-M's 33,307 rows in as many runs: a write that found the writer past the 8 MiB
+    # mark within the lease blocked the server's loop, every robot's (dds_bus). Now a repeat
+    # goes only within VERSIONS_MAX_WIRE_BYTES of what the robot is known to hold: while it
+    # is matched, DDS delivers the first copy when its link is back
+    server = _server(n=n, lease_s=lease_s)
+    per_topic, copies, ends = _silent_snapshot(server, lease_s)
+    assert versions_wire_bytes(server.downlinks[ROBOT].versions) == copy
+    assert ends == [2.0 * k for k in range(int(lease_s // 2) + 1)]   # END still every 2 s
+    assert [held for _, t, held in copies if t < lease_s and held > WRITER_MARK_BYTES] == []
+    assert per_topic['w1/versions'] <= WRITER_MARK_BYTES
+    assert len(copies) == max(1, VERSIONS_MAX_WIRE_BYTES // copy) <= 3
+    assert per_topic['w1/versions'] == len(copies) * copy
+    assert server.version_links[ROBOT].withheld == len(ends) - len(copies)
+    # every other topic to that robot: the chunks all counted by their own ledger (bounded
+    # by PEER_MAX_WIRE_BYTES, test_protocol_window), the snapshot's Schedule, no acks
+    assert per_topic['w1/chunks'] == server.peers[ROBOT].unacked() <= PEER_MAX_WIRE_BYTES
+    assert per_topic['w1/schedule'] == 1 and set(per_topic) == {
+        'w1/chunks', 'w1/versions', 'w1/schedule'}
+
+
+def _copy_bytes(rows, n):
+    """Return the wire bytes of a RowVersions of ``rows`` runs for ``n`` robots."""
+    return versions_wire_bytes(RowVersions(
+        transfer_id=1, receiver=ROBOT, n_workers=n, run_starts=np.zeros(rows, np.uint32),
+        run_lengths=np.zeros(rows, np.uint32), versions=np.zeros(rows * n, np.int32)))
+
+
+@pytest.mark.parametrize('rows, n, within', [
+    (6157, 2, 19),     # docs/workloads.md's 38 MB model: 106,368 bytes a copy
+    (795, 4, 101),     # MPCOL: 20,696 bytes a copy (the simulator's runs: 9.6 kB at most)
+    (6157, 8, 7),      # 265,656 bytes a copy: 31 of them were 8,235,336 bytes
+])
+def test_versions_that_fit_are_repeated_as_before_and_bounded_in_a_long_lease(
+        rows, n, within):
+    # Copies that fit go before every repeated END, as before: in the default 10 s lease a
+    # model of up to 6,157 rows for up to 8 robots sends all 6. In a 60 s lease (31 ENDs)
+    # they stop at VERSIONS_MAX_WIRE_BYTES
+    copy = _copy_bytes(rows, n)
+    assert VERSIONS_MAX_WIRE_BYTES // copy == within
+    _, sent, ends = _silent_snapshot(_server(rows, n), BOUND_END_S)
+    assert len(ends) == len(sent) == 6
+    assert [t for _, t, _ in sent] == ends
+    per_topic, sent, ends = _silent_snapshot(_server(rows, n, lease_s=60.0), 60.0)
+    assert len(ends) == 31 and len(sent) == min(31, within)
+    assert per_topic['w1/versions'] == len(sent) * copy <= VERSIONS_MAX_WIRE_BYTES
+
+
+def test_a_robot_back_after_its_lease_gets_the_versions_with_the_next_end():
+    # Past the lease DDS dropped the robot's reader and what the writer held for it; the new
+    # reader gets nothing written before (VOLATILE) and the robot holds the END it gets
+    # until its versions come. A message from it after a lease of silence lets the next
+    # repeated END take them again. Heard within the lease, it is still matched: none
+    server = _server()
+    _, copies, ends = _silent_snapshot(server, 30.0, heard=(5.0, 25.0))
+    assert ends[-1] == 30.0 and len(ends) == 16
+    assert [t for _, t, _ in copies] == [0.0, 26.0]   # the first, and with the next END
+    link = _server().version_links[ROBOT]
+    link.heard(0.0, 10.0)
+    link.acked, link.sent = 0, 100
+    link.heard(9.9, 10.0)
+    assert link.unacked() == 100                    # heard within its lease
+    link.heard(20.0, 10.0)
+    assert link.unacked() == 0                      # after a lease of silence
+
+
+def test_a_final_ack_frees_what_was_written_before_that_transfers_versions():
+    # A robot closes a downlink only with its versions (the worker holds an END without
+    # them): its final ack says it holds them, and everything the writer took before
+    link = VersionsLink(max_wire_bytes=1000)
+    first = RowVersions(transfer_id=3, receiver=1, n_workers=2,
+                        run_starts=np.arange(40, dtype=np.uint32),
+                        run_lengths=np.ones(40, np.uint32), versions=np.zeros(80, np.int32))
+    size = versions_wire_bytes(first)
+    assert size == 816 == link.wire_bytes(first)
+    assert link.send(first, 0.0, True) and not link.send(first, 2.0, False)
+    assert link.withheld == 1 and link.unacked() == size
+    second = RowVersions(transfer_id=4, receiver=1, n_workers=2)
+    assert link.send(second, 3.0, True)
+    link.on_ack(TransferAck(transfer_id=3, sender=1, receiver=SERVER, seq=0, final=True), 4.0)
+    assert link.unacked() == versions_wire_bytes(second)
+    assert link.send(second, 5.0, False)             # a repeat fits again
+    link.on_ack(TransferAck(transfer_id=4, sender=1, receiver=SERVER, seq=0), 6.0)
+    assert link.unacked() == 2 * versions_wire_bytes(second)    # a per-chunk ack: nothing
+    # a restarted robot's previous reader keeps everything for its lease
+    link.hold(20.0)
+    link.on_ack(TransferAck(transfer_id=4, sender=1, receiver=SERVER, seq=0, final=True), 7.0)
+    assert link.unacked() == 2 * versions_wire_bytes(second)
+    assert link.release(20.0) and link.unacked() == versions_wire_bytes(second)
+
+
+@pytest.mark.parametrize('fragment', [600, 1024, 1280, 60000])
+def test_versions_are_counted_as_cyclone_counts_them(fragment):
+    # Each sample's CDR as the binding serializes it (16-byte auth tag) and 80 bytes per
+    # fragment (dds_whc.c, whcn_size), as for chunks
+    pytest.importorskip('cyclonedds')
+    import dataclasses
+    from rog_ros.transport.convert import to_sample
+    for runs, n, slack in ((0, 1, 0), (1, 3, 3), (795, 4, 4), (6157, 2, 0), (257, 5, 0)):
+        msg = RowVersions(transfer_id=9, receiver=1, n_workers=n,
+                          run_starts=np.arange(runs, dtype=np.uint32),
+                          run_lengths=np.ones(runs, np.uint32),
+                          versions=np.zeros(runs * n, np.int32),
+                          staleness_slack=np.zeros(slack, np.uint16))
+        cdr = len(to_sample(dataclasses.replace(msg, auth_tag=bytes(16))).serialize())
+        assert versions_wire_bytes(msg, fragment) == cdr + -(-cdr // fragment) * 80
+        assert VersionsLink(fragment_bytes=fragment).wire_bytes(msg) == \
+            versions_wire_bytes(msg, fragment)
+    assert _copy_bytes(CONVMLP_M_ROWS, 8) == 1436536
+    assert _copy_bytes(CONVMLP_M_ROWS, 2) == 574688 and _copy_bytes(6157, 2) == 106368
