@@ -36,6 +36,8 @@ import numpy as np
 import pytest
 
 from rog_ros.protocol import messages as m
+from rog_ros.protocol.transfer import versions_wire_bytes, WRITER_MARK_BYTES
+from rog_ros.transport.topics import topic_type
 
 pytest.importorskip('cyclonedds')
 dds_bus = pytest.importorskip('rog_ros.transport.dds_bus')
@@ -53,7 +55,7 @@ from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 from rog_ros.transport import idl
 participant = DomainParticipant(int(sys.argv[1]))
-topic = Topic(participant, sys.argv[2], idl.dds_type('RowChunk'))
+topic = Topic(participant, sys.argv[2], idl.dds_type(sys.argv[3]))
 reader = DataReader(participant, topic, qos=Qos(
     Policy.Reliability.Reliable(duration(milliseconds=100)), Policy.History.KeepLast(10),
     Policy.Durability.Volatile, Policy.DataRepresentation(use_cdrv0_representation=True)))
@@ -72,9 +74,9 @@ def _chunk(seq: int) -> m.RowChunk:
 
 
 @contextlib.contextmanager
-def _suspended_tool(bus, domain: int, lease_s: float):
+def _suspended_tool(bus, domain: int, lease_s: float, topic: str = 'w0/chunks'):
     """
-    Match a reliable reader of ``w0/chunks`` with a lease of ``lease_s`` to ``bus``, then stop it.
+    Match a reliable reader of ``topic`` with a lease of ``lease_s`` to ``bus``, then stop it.
 
     The reader runs in a child process (the tool) and is suspended (SIGSTOP, as Ctrl-Z) once
     the bus's writer has matched it; on leaving, the tool is killed and the bus closed.
@@ -84,14 +86,15 @@ def _suspended_tool(bus, domain: int, lease_s: float):
     loopback = cyclone_config.config_path('loopback')
     env = dict(os.environ, CYCLONEDDS_URI=f'{cyclone_config.file_uri(loopback)},{lease}')
     tool = subprocess.Popen([sys.executable, '-c', _TOOL, str(domain),
-                             f'rt{bus.namespace}/w0/chunks'], env=env, stdout=subprocess.PIPE)
+                             f'rt{bus.namespace}/{topic}', topic_type(topic)], env=env,
+                            stdout=subprocess.PIPE)
     try:
         assert tool.stdout.readline().strip() == b'up'
-        bus.advertise('w0/chunks')
+        bus.advertise(topic)
         deadline = time.monotonic() + 20
-        while bus.matched('w0/chunks') < 1 and time.monotonic() < deadline:
+        while bus.matched(topic) < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert bus.matched('w0/chunks') == 1
+        assert bus.matched(topic) == 1
         os.kill(tool.pid, signal.SIGSTOP)            # the tool goes silent: Ctrl-Z
         yield tool
     finally:
@@ -171,3 +174,30 @@ def test_a_robot_that_falls_silent_mid_transfer_does_not_block_the_next_write():
             start = time.monotonic()
             bus.publish('w0/chunks', _chunk(seq))     # raised BusError after TRY_S
             assert time.monotonic() - start < 0.5, seq
+
+
+def test_the_versions_writer_blocks_where_versions_wire_bytes_says():
+    # The server repeats a downlink's RowVersions before every repeated END on a writer of
+    # its own (w<r>/versions): Cyclone counts each copy as its CDR and 80 bytes per fragment
+    # (transfer.versions_wire_bytes; 60000-byte fragments on loopback) and blocks the write
+    # that finds more than the 8 MiB mark unacknowledged. ConvMLP-M's 33,307 rows in as many
+    # runs for 8 robots: 1,334,216 bytes a copy here, 7 copies (9,339,512) and the 8th blocks
+    loopback = cyclone_config.config_path('loopback')
+    domain = 110 + (os.getpid() * 13 + 4) % 50
+    bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_e', domain_id=domain,
+                         config=str(loopback), publish_timeout_s=TRY_S, publish_give_up_s=TRY_S)
+    rows, n = 33307, 8
+    versions = m.RowVersions(transfer_id=1, receiver=0, n_workers=n,
+                             run_starts=np.arange(rows, dtype=np.uint32),
+                             run_lengths=np.ones(rows, np.uint32),
+                             versions=np.zeros(rows * n, np.int32), auth_tag=bytes(16))
+    copy = versions_wire_bytes(versions, 60000)
+    assert copy == 1334216
+    written = 0
+    with _suspended_tool(bus, domain, 60, topic='w0/versions'):
+        with pytest.raises(dds_bus.BusError, match='held 1 s'):
+            for _ in range(20):
+                bus.publish('w0/versions', versions)
+                written += 1
+    assert (written - 1) * copy <= WRITER_MARK_BYTES < written * copy
+    assert written == 7
