@@ -874,7 +874,7 @@ def test_a_malformed_chunk_of_another_run_revives_or_replaces_nothing(how, sende
                         PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
 
     def push(run):
-        """Return the chunks of run ``run``'s first push (its END last), and the run."""
+        """Return the chunks of the first push of run ``run`` (END last), and the run."""
         wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
                            PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=run))
         chunks = _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER)
