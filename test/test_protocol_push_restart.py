@@ -509,3 +509,58 @@ def test_a_single_restarted_robot_is_never_taken_for_two_processes(system):
                                                   sparse_entries=entries))
     _timed_relay(srv, {0: live}, held, release_at=2)
     assert srv.finished and srv.revivals == 1 and not srv.duplicate_ranks
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_revived_run_whose_push_was_applied_gets_a_model_again(system):
+    # The live run's push was applied and acknowledged, its pull under way (one chunk at a
+    # time), when a late push of the robot's dead run, never heard before, made that dead run
+    # the newest: the pull to the live run was dropped (it answered a run taken for gone).
+    # The live run waits for its pull and repeats its END; after 16 s it is taken back
+    # (worker_revived), but each END drew the server's cached final ack of the applied push
+    # (delivered whole): nothing was sent again, and no pull came. The robot waited until
+    # server_timeout. Now it gets a model and trains on, and that push is applied once.
+    srv_engine, worker = _pair(system, n_workers=1, budget=6)
+    entries = _entries(system)
+    srv = ServerAdapter(srv_engine, 1, 0.1, PushTransfers(
+        SERVER, N, window=1, chunk_bytes=4096, sparse_entries=entries))
+
+    def robot(run):
+        """Return run ``run`` of robot 0 with its own transfers."""
+        return WorkerAdapter(worker(0), PushTransfers(0, N, chunk_bytes=4096, incarnation=run,
+                                                      sparse_entries=entries))
+
+    dead = robot(11)
+    dead.start(0.0)
+    held = [a.msg for a in dead.on_compute_done(_grad(0, 0), 0.0) if isinstance(a, Send)]
+    live = robot(12)
+    live.start(0.0)
+    q, now, computed = deque((SERVER, a.msg) for a in live.on_compute_done(_grad(0, 0), 0.0)
+                             if isinstance(a, Send)), 0.0, 0
+    while now < 100.0 and not srv.finished:
+        while q:
+            dest, msg = q.popleft()
+            if dest == SERVER:
+                before = _applied(srv_engine)
+                out = srv.on_message(msg, now)
+                if held and _applied(srv_engine) > before:
+                    q.extend((SERVER, m) for m in held)      # the dead run's, late
+                    held = []
+            else:
+                out = live.on_message(msg, now)
+                computed += sum(isinstance(a, StartCompute) for a in out)
+                for a in out:
+                    if isinstance(a, StartCompute):
+                        out = out + live.on_compute_done(_grad(0, computed), now)
+            q.extend((a.dest, a.msg) for a in out if isinstance(a, Send))
+        due = [t for t in (srv.next_wakeup(), live.next_wakeup()) if t is not None]
+        if not due:
+            break
+        now = max(now, min(due))
+        q.extend((a.dest, a.msg) for a in srv.on_tick(now) + live.on_tick(now)
+                 if isinstance(a, Send))
+    assert srv.revivals == 1 and computed >= 1, (now, live.transfers.pokes)
+    assert srv.finished and live.engine.stopped and _applied(srv_engine) == 6
+    # dropped unapplied: the dead run's push, and the live run's applied push sent again
+    assert srv.worker_restarts == 2 and live.transfers.resent == 1
+    assert srv_engine.rejects == 0 and srv.rejects == 0 and now < 60.0

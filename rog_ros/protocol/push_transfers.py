@@ -554,6 +554,13 @@ class PushTransfers:
             return [Log('server_revived', 1.0, self.me,
                         {'run': int(incarnation), 'retired': int(replaced)})] + \
                 self._drop_pulls(peer, now)
+        for form in self.forms.values():
+            # its pushes' answers (a pull, or a model for a new run's) went to the run it
+            # replaced and were dropped with it: its next END, answered with the cached final
+            # ack of a push applied, sent nothing again and it waited for a pull for good.
+            # Its END now draws a final ack of nothing; the push goes again whole and the
+            # engine, told, takes it as a new run's (dropped and answered: not applied twice)
+            form.receiver.forget_closed(peer, incarnation)
         said = peer in self.duplicate_ranks
         return [Log('worker_revived', 1.0, peer,
                     {'run': int(incarnation), 'retired': int(replaced), 'duplicate': said})] + \

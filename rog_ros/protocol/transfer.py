@@ -1085,6 +1085,18 @@ class Receiver:
             for old in sorted(book)[:len(book) - self.keep_closed]:
                 del book[old]
 
+    def forget_closed(self, sender: int, incarnation: int) -> int:
+        """
+        Forget the answers of ``sender``'s closed transfers of run ``incarnation``; -> how many.
+
+        A repeated END of one of them then closes an empty transfer, whose final ack of no
+        chunks sends that message again whole (a run taken back after its answers were lost:
+        ``push_transfers.PushTransfers._revive``).
+        """
+        book = self.closed.pop((sender, incarnation), {})
+        self.newest_closed.pop((sender, incarnation), None)
+        return len(book)
+
     def drop_open(self, sender: int, incarnation: int | None = None) -> int:
         """Forget ``sender``'s open transfers (of one incarnation, or all); -> how many."""
         gone = [k for k in self.open
