@@ -21,7 +21,7 @@ import pytest
 
 from rog_ros.nodes import settings
 from rog_ros.nodes.push_systems import _transfers, ServerAdapter, WorkerAdapter
-from rog_ros.protocol.actions import Send, StartCompute
+from rog_ros.protocol.actions import Log, Send, StartCompute
 from rog_ros.protocol.messages import (
     FLAG_END, KIND_GRAD, KIND_UPDATE, ranges_from_sorted, RowChunk, SERVER, TransferAck)
 from rog_ros.protocol.policies.adacomp import (
@@ -909,3 +909,27 @@ def test_a_malformed_chunk_of_another_run_revives_or_replaces_nothing(how, sende
     for k in range(3):
         srv.transfers.on_message(old_end, 31.0 + 8.0 * k)
     assert srv.revivals == 1 and srv.transfers.peer_runs[0] == [6, 5]
+
+
+def test_a_robot_restarting_twice_quickly_is_never_taken_for_two_processes():
+    # duplicate_rank says two live processes share a rank when a revival undoes the one
+    # before it. One robot restarting twice within seconds, its runs heard out of order (the
+    # second run's END before the first's late one), is revived once and never reported;
+    # the runs it left behind keep nothing but one count of late chunks.
+    t = PushTransfers(SERVER, 5000)
+
+    def end(run, tid, now):
+        """Hand the server run ``run``'s END of transfer ``tid``; return the logs' names."""
+        m = RowChunk(transfer_id=tid, seq=0, sender=0, receiver=SERVER, kind=KIND_GRAD,
+                     clock=0, flags=FLAG_END, codec=0, incarnation=run)
+        return [a.name for a in t.on_message(m, now)[1] if isinstance(a, Log)]
+
+    logs = end(1, 1, 0.0) + end(3, 1, 1.0) + end(2, 1, 1.5)    # run 2 died, heard late
+    for k in range(6):
+        logs += end(3, 2 + k, 2.0 + 8 * k)                     # run 3 keeps speaking
+    logs += end(4, 1, 60.0) + end(3, 9, 60.5)                  # a restart again, reordered
+    for k in range(6):
+        logs += end(4, 2 + k, 61.0 + 8 * k)
+    assert logs == ['worker_revived'] and t.revived == 1 and t.superseded == 3
+    assert t.duplicate_ranks == set() and t.peer_runs[0][-1] == 4
+    assert len(t.revival._seen) == 1
