@@ -374,6 +374,57 @@ def test_a_finished_run_started_again_from_its_state_ends_at_once_for_every_robo
                           'or give another --state-dir') for m in said), said
 
 
+def test_a_robot_restarted_after_the_final_model_came_writes_it_as_the_fleets(
+        tmp_path, monkeypatch, caplog):
+    # holds_final was not in the robot's state: one restarted after the final model came
+    # (its ack sent, the stop order lost with it) was stopped at its JOIN holding the final
+    # model, and wrote it as "this robot's own model ... not the fleet's final model"
+    import logging
+    import torch
+    in_memory_fleet(monkeypatch)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    (tmp_path / 'state').mkdir()
+    state = ['--state-dir', str(tmp_path / 'state')]
+    robot = state + ['--model-out', str(tmp_path / 'robot1.pt')]
+    common = ['--workload', 'toy', '--workers', '2', '--namespace', '/restarted']
+    srv, workers = server_and_workers(tmp_path / 'run', '/restarted', 2,
+                                      ['--iterations', '8', '--eval-every', '4', *state], state)
+    workers[1] = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
+        common + ['--rank', '1', *robot]))
+    workers[1].configure()
+    caplog.set_level(logging.INFO)
+    again = None
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        deadline = time.monotonic() + 120.0
+        while not workers[1].engine.holds_final:
+            assert time.monotonic() < deadline
+            workers[0].spin_once()
+            workers[1].spin_once()
+            srv.spin_once()
+        workers[1].shutdown()                  # its final ack out, the stop order lost
+        again = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
+            common + ['--rank', '1', *robot]))
+        again.configure()
+        assert again.activate() and again.hooks.restored and again.engine.holds_final
+        while again.spin_once() or workers[0].spin_once():
+            assert time.monotonic() < deadline
+            srv.driver.step(0.0)               # (finished: the server still answers)
+        assert again.engine.state == 'stopped' and again.engine.bytes_up == 0
+        summary = srv.finish()
+    finally:
+        for w in workers + [again]:
+            if w is not None:
+                w.shutdown()
+        srv.shutdown()
+    assert summary['final_model_delivered'] == 2
+    said = [r.getMessage() for r in caplog.records if 'model to' in r.getMessage()]
+    assert len(said) == 1 and "wrote the fleet's final model to" in said[0], said
+    server_model = torch.load(tmp_path / 'run' / 'model.pt', weights_only=True)
+    robot_model = torch.load(tmp_path / 'robot1.pt', weights_only=True)
+    assert all(torch.equal(server_model[k], robot_model[k]) for k in server_model)
+
+
 def _keyed_worker(tmp_path, monkeypatch, key_file, robot_keys='true', bus=None):
     """Return worker 1 of two, given ``key_file`` (robot_keys as said), on ``bus`` or a Hub."""
     for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE', 'ROG_FLEET_KEY_SAID'):

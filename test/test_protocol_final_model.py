@@ -23,8 +23,8 @@ faults, and the end must never wait for a robot that cannot answer.
 
 from protocol_fixtures import build, random_faults
 import pytest
-from rog_ros.protocol.actions import Log
-from rog_ros.protocol.messages import FLAG_FINAL, RowChunk, SERVER
+from rog_ros.protocol.actions import Log, Send, StartCompute
+from rog_ros.protocol.messages import FLAG_FINAL, FLAG_JOIN, RowChunk, SERVER
 from rog_ros.protocol.ps_final import FINAL_PATIENCE_S
 from rog_ros.sim.fault_fleet import restart_server, restart_worker
 from rog_ros.sim.fault_sweep import random_membership_run
@@ -331,6 +331,53 @@ def test_a_worker_restarted_after_it_got_the_final_model_keeps_it(seed):
     for r in range(3):
         assert torch.equal(harness.workers[r].w, server.final_values), r
     check_invariants(harness, server, harness.workers)
+
+
+@pytest.mark.parametrize('seed', range(3))
+def test_a_robot_restarted_with_the_final_model_says_it_holds_it_and_does_as_before(seed):
+    # holds_final was not in the saved state: restarted after the final model came, a robot
+    # said it did not hold it (its node wrote "this robot's own model", the sweeps counted it
+    # out) although its model was the final one. Restored, it does what it did before the
+    # crash: no computation, no push, only its JOIN until the stop order that answers it.
+    harness, server, workers = _build('rog:2', n=3, iters=8, dtype=torch.float64, seed=seed,
+                                      save_states=True, final_model=True)
+    handle, killed, after = harness._handle, [], []
+
+    def kill_at_the_final_model(node, actions):
+        """Kill worker 1 right after it applied the final model; note what its next run does."""
+        if node == 1 and killed and harness.workers[1] is not workers[1]:
+            after.extend(actions)
+        handle(node, actions)
+        if node == 1 and not killed and any(getattr(a, 'name', '') == 'final_model'
+                                            for a in actions):
+            killed.append(harness.now)
+            harness.kill(1)
+            harness.at(harness.now + 0.3, lambda: restart_worker(harness, 1))
+    harness._handle = kill_at_the_final_model
+    stats = harness.run(until=600)
+    restored = harness.workers[1]
+    assert stats.error is None and server.finished and killed and restored is not workers[1]
+    assert all(w.holds_final for w in harness.workers)          # was [True, False, True]
+    assert torch.equal(restored.w, server.final_values) and restored.state == 'stopped'
+    sent = [a.msg for a in after if isinstance(a, Send)]
+    assert sent and all(isinstance(m, RowChunk) and m.flags & FLAG_JOIN for m in sent)
+    assert not any(isinstance(a, StartCompute) for a in after)
+    assert restored.bytes_up == 0 and restored.clock == workers[1].clock
+
+
+def test_holds_final_is_in_the_saved_state_and_old_states_load_without_it():
+    """A state saved with the final model restores it; one saved before the key says False."""
+    harness, server, workers = _build('rog:4', n=2, iters=6, dtype=torch.float64,
+                                      final_model=True)
+    assert harness.run(until=300).error is None and workers[0].holds_final
+    sd = workers[0].state_dict()
+    assert sd['holds_final'] is True
+    for state, holds in ((sd, True), ({k: v for k, v in sd.items() if k != 'holds_final'},
+                                      False)):
+        fresh = harness.new_worker(0)
+        fresh.load_state_dict(state)
+        assert fresh.holds_final is holds
+        assert torch.equal(fresh.w, server.final_values)
 
 
 def test_an_absent_worker_is_not_waited_for():

@@ -184,6 +184,7 @@ class RejoinMixin:
             'push_deadline_s': self.push_deadline_s, 'compute_sleep_s': self.compute_sleep_s,
             'checkpoint_transfer': self.checkpoint_transfer,
             'readd_pending': self._server_restarted,   # a server restart not yet resent
+            'holds_final': self.holds_final,     # the fleet's final model: w is that model
             'undurable': [(i, t, b.clone(), sc.clone(), torch.from_numpy(rows.copy()), pr)
                           for i, t, b, sc, rows, pr in self.undurable],
             'push': None,
@@ -243,6 +244,14 @@ class RejoinMixin:
         self.server_incarnation = int(sd['server_incarnation'])
         self.checkpoint_transfer = -1      # (reported for our new run from now on)
         self._server_restarted = bool(sd.get('readd_pending', False))
+        # A robot restarted after the final model came computes no more, as before its crash
+        # (a non-final pull, from a server restored from before the end, sets it back), and
+        # its node says its model is the fleet's. States saved before this key say False,
+        # which is safe: such a robot rejoins as every restored one does, computes nothing
+        # before the server answers its JOIN, and a server that had sent it the final model
+        # has stopped it and answers the JOIN with the stop order; only its node's words
+        # differ ("this robot's own model" for what is the final model).
+        self.holds_final = bool(sd.get('holds_final', False))
         # (a state saved before per-row scales has 5-tuples: per-tensor scales)
         self.undurable = [(u[0], u[1], u[2].clone(), u[3].clone(),
                            np.asarray(u[4]).astype(np.int64), bool(u[5]) if len(u) > 5 else False)
