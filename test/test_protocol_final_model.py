@@ -28,8 +28,8 @@ import pytest
 from rog_ros.protocol.actions import Log, Send, StartCompute
 from rog_ros.protocol.messages import FLAG_FINAL, FLAG_JOIN, RowChunk, SERVER
 from rog_ros.protocol.ps_final import FINAL_PATIENCE_S
-from rog_ros.sim.fault_fleet import (quadratic_fleet, restart_server, restart_worker,
-                                     schedule_worker_crashes)
+from rog_ros.sim.fault_fleet import (checkpoint_before_stop_orders, quadratic_fleet,
+                                     restart_server, restart_worker, schedule_worker_crashes)
 from rog_ros.sim.fault_sweep import random_membership_run, run_problems, SYSTEMS
 from test_protocol_conservation import check_invariants
 from test_protocol_membership_sweep import check_membership_run
@@ -418,6 +418,35 @@ def test_robots_killed_after_their_final_model_keep_it_in_a_crash_sweep(spec, se
     assert all(harness.workers[r].holds_final for r in killed), killed
     held = sum(w.holds_final for w in harness.workers)
     assert held >= server.final_delivered and held + server.final_missed >= server.n
+
+
+@pytest.mark.parametrize('seed', range(3))
+def test_a_server_restored_during_the_end_sends_the_final_model_still_owed(seed):
+    # Restored from its checkpoint before a stop order (the node's), the server owed worker 1
+    # its final model, had no transfer of it and nothing to wake it: it never sent it, never
+    # ended, and answered worker 1's pokes with hellos for ever (600 s, all three seeds)
+    harness, server, workers = _build('rog:2', n=3, iters=8, dtype=torch.float64, seed=seed,
+                                      compute=(0.05, 0.02, 0.3), save_states=True,
+                                      final_model=True)
+    handle, killed = harness._handle, []
+
+    def crash_at_the_final_model(node, actions):
+        """Kill the server as worker 1 applied the final model; restore it 0.1 s later."""
+        handle(node, actions)
+        if node == 1 and not killed and any(getattr(a, 'name', '') == 'final_model'
+                                            for a in actions):
+            killed.append(harness.now)
+            harness.kill(SERVER)
+            harness.at(harness.now + 0.1, lambda: restart_server(harness))
+    harness._handle = crash_at_the_final_model
+    checkpoint_before_stop_orders(harness)
+    stats = harness.run(until=600)
+    restored = harness.server
+    assert killed and restored is not server and stats.error is None
+    assert restored.finished and all(harness.stopped) and harness.now < killed[0] + 10
+    assert (restored.final_delivered, restored.final_missed) == (3, 0)
+    for r, w in enumerate(harness.workers):
+        assert w.holds_final and torch.equal(w.w, restored.final_values), r
 
 
 def test_holds_final_is_in_the_saved_state_and_old_states_load_without_it():

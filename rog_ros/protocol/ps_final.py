@@ -238,10 +238,16 @@ class FinalModelMixin:
         return [said] + self._answer_stopped(r)      # its stop order, should it ever hear it
 
     def _final_deadline(self) -> float | None:
-        """When a final model is given up, or the silence of one out ends."""
+        """When a final model is due or given up, or the silence of one out ends."""
         times = [t + FINAL_PATIENCE_S for t in self._final_heard.values()]
         if self._owed_final:
             checked = self._final_checked
+            if (any(r not in self._final_heard and self.downlinks[r] is None
+                    for r in self._owed_final) and not self._final_waits_for(checked)):
+                # owed, due and not under way: a server restored during the end (its
+                # checkpoint, taken before a stop order, owes the others their model and
+                # restores no transfer) sent it nothing and waited for ever: look at once
+                times.append(checked)
             times += [t for t in (self.last_heard[a] + FINAL_PATIENCE_S
                                   for a in self._final_waits_for(checked)
                                   if not self.active[a]) if t > checked]
