@@ -327,11 +327,7 @@ def test_an_ack_for_an_earlier_run_of_the_sender_is_not_taken():
                         chunk_ranges=ranges_from_sorted(np.arange(6)),
                         incarnation=srv.transfers.incarnation, target_incarnation=1)
     assert wk.on_message(stale, 0.0) == [] and SERVER in wk.transfers.sending
-    q = list(sent)
-    while q:
-        for a in srv.on_message(q.pop(0), 0.0):
-            if isinstance(a, Send) and isinstance(a.msg, TransferAck):
-                q += _chunks(wk.on_message(a.msg, 0.0), SERVER)
+    _deliver(srv, wk, list(sent), 0.0)
     assert wk.transfers.sending == {} and wk.transfers.resent == 0
     assert srv.pushes_received == 1 and srv.engine.i == 1 and srv.rejects == 0
 
@@ -704,11 +700,7 @@ def test_a_sparse_push_goes_in_chunks_within_the_bound_and_arrives_as_sent(mode)
                                       sparse_entries=push_entries(cfg, sizes)))
     bare = AdaCompServer(torch.zeros(LARGE), 1, cfg, max_updates=10)
     bare.on_message(ref.msg, 0.0)
-    q = list(sent)
-    while q:
-        for a in srv.on_message(q.pop(0), 0.0):
-            if isinstance(a, Send) and isinstance(a.msg, TransferAck):
-                q += _chunks(wk.on_message(a.msg, 0.0), SERVER)
+    _deliver(srv, wk, list(sent), 0.0)
     assert srv.engine.i == 1 and torch.equal(srv.engine.model(), bare.model())
     assert srv.bytes_up == ref.msg.wire_size() and srv.rejects == 0
     assert wk.transfers.sending == {} and srv.transfers.peer_runs[0] == [5]
@@ -745,33 +737,63 @@ def test_sparse_entries_out_of_range_are_refused_in_one_line():
         PushTransfers(SERVER, 100, sparse_entries=101)
 
 
+def _asgd_server(n):
+    """Return an ASGD config and a 16 KiB-chunk server: the replaced-run tests' one scene."""
+    cfg = AdaCompConfig(mode='asgd', c=1.0)
+    return cfg, ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
+                              PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
+
+
+def _run_push(n, cfg, run):
+    """Return run ``run``'s first push (chunks, END) and adapter; runs differ in ``run`` only."""
+    wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
+                       PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=run))
+    chunks = _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER)
+    tr = wk.transfers.sending[SERVER].transfer
+    end = RowChunk(transfer_id=tr.transfer_id, seq=tr.next_seq, sender=0,
+                   receiver=SERVER, kind=KIND_GRAD, clock=tr.clock, flags=FLAG_END,
+                   codec=0, incarnation=run)
+    return chunks, end, wk
+
+
+def _deliver(srv, wk, q, now):
+    """Hand ``srv`` the chunks ``q`` and ``wk`` its acks at ``now``, as a lossless link would."""
+    while q:
+        for a in srv.on_message(q.pop(0), now):
+            if isinstance(a, Send) and isinstance(a.msg, TransferAck):
+                q += _chunks(wk.on_message(a.msg, now), SERVER)
+
+
+def _replaced_run():
+    """
+    Return robot 0's run 5 replaced by run 6, each run's first chunk heard at 0 s.
+
+    Every replaced-run test starts from this scene: (config, server, run 5's chunks and END,
+    run 6's chunks, run 6's adapter).
+    """
+    n = 24 * PUSH_ROW_ELEMENTS       # 6 chunks of 16 KiB
+    cfg, srv = _asgd_server(n)
+    old, old_end, _ = _run_push(n, cfg, 5)
+    new, _, wk = _run_push(n, cfg, 6)
+    srv.on_message(old[0], 0.0)
+    srv.on_message(new[0], 0.0)
+    return cfg, srv, old, old_end, new, wk
+
+
+def _assert_run_6_arrives_once(srv, wk, new, now):
+    """Deliver the rest of run 6's push at ``now``; check it went once, whole, and applied."""
+    _deliver(srv, wk, new[1:], now)
+    assert wk.transfers.resent == 0 and srv.pushes_received == 1 and srv.engine.i == 1
+
+
 def test_a_late_chunk_of_a_replaced_run_leaves_the_new_run_s_push_alone():
     # Run 5 of robot 0 crashed with chunks of its push still on the way; run 6 began its
     # own. A chunk of run 5 arriving after run 6's first made run 5 the sender's current
     # run again and dropped run 6's transfer under way, which ended with rows missing and
     # went again, whole. Such a chunk is dropped (superseded); run 6's push arrives once.
-    n = 24 * PUSH_ROW_ELEMENTS       # 6 chunks of 16 KiB
-    cfg = AdaCompConfig(mode='asgd', c=1.0)
-    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
-                        PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
-
-    def push(run):
-        """Return the chunks of run ``run``'s first push, and the run."""
-        wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
-                           PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=run))
-        return _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER), wk
-
-    old, _ = push(5)
-    new, wk = push(6)
-    srv.on_message(old[0], 0.0)
-    srv.on_message(new[0], 0.0)
+    _, srv, old, _, new, wk = _replaced_run()
     assert srv.on_message(old[1], 0.0) == [] and srv.transfers.superseded == 1
-    q = new[1:]
-    while q:
-        for a in srv.on_message(q.pop(0), 0.0):
-            if isinstance(a, Send) and isinstance(a.msg, TransferAck):
-                q += _chunks(wk.on_message(a.msg, 0.0), SERVER)
-    assert wk.transfers.resent == 0 and srv.pushes_received == 1 and srv.engine.i == 1
+    _assert_run_6_arrives_once(srv, wk, new, 0.0)
     assert srv.rejects == 0
 
 
@@ -779,30 +801,11 @@ def test_a_dead_run_s_late_chunks_never_take_it_back():
     # A replaced run that keeps speaking is taken back (it was the live one: a dead run's
     # late chunk had replaced it). A dead run's late chunks come within a network delay:
     # a burst of them, over seconds, stays superseded and the new run's push goes through.
-    n = 24 * PUSH_ROW_ELEMENTS       # 6 chunks of 16 KiB
-    cfg = AdaCompConfig(mode='asgd', c=1.0)
-    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
-                        PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
-
-    def push(run):
-        """Return the chunks of run ``run``'s first push, and the run."""
-        wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
-                           PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=run))
-        return _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER), wk
-
-    old, _ = push(5)
-    new, wk = push(6)
-    srv.on_message(old[0], 0.0)
-    srv.on_message(new[0], 0.0)
+    _, srv, old, _, new, wk = _replaced_run()
     for k, chunk in enumerate(old[1:] * 2):       # repeated, over 9 s
         assert srv.on_message(chunk, 1.0 + k) == []
     assert srv.transfers.superseded == 2 * (len(old) - 1) and srv.revivals == 0
-    q = new[1:]
-    while q:
-        for a in srv.on_message(q.pop(0), 10.0):
-            if isinstance(a, Send) and isinstance(a.msg, TransferAck):
-                q += _chunks(wk.on_message(a.msg, 10.0), SERVER)
-    assert wk.transfers.resent == 0 and srv.pushes_received == 1 and srv.engine.i == 1
+    _assert_run_6_arrives_once(srv, wk, new, 10.0)
     assert srv.rejects == 0 and srv.transfers.peer_runs[0] == [5, 6]
 
 
@@ -868,28 +871,9 @@ def test_a_malformed_chunk_of_another_run_revives_or_replaces_nothing(how, sende
     # run 6 out. One of a run never heard (7) made it the current one before it was checked:
     # run 6's open transfer dropped, its later chunks superseded. Now they are refused
     # first (a reject each), and run 6's push arrives once.
-    n = 24 * PUSH_ROW_ELEMENTS       # 6 chunks of 16 KiB
-    cfg = AdaCompConfig(mode='asgd', c=1.0)
-    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
-                        PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
-
-    def push(run):
-        """Return the chunks of the first push of run ``run`` (END last), and the run."""
-        wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
-                           PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=run))
-        chunks = _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER)
-        tr = wk.transfers.sending[SERVER].transfer
-        end = RowChunk(transfer_id=tr.transfer_id, seq=tr.next_seq, sender=0,
-                       receiver=SERVER, kind=KIND_GRAD, clock=tr.clock, flags=FLAG_END,
-                       codec=0, incarnation=run)
-        return chunks, end, wk
-
-    old, old_end, _ = push(5)
-    new, _, wk = push(6)
-    srv.on_message(old[0], 0.0)
-    srv.on_message(new[0], 0.0)
+    cfg, srv, old, old_end, new, wk = _replaced_run()
     if sender_run == 'new':
-        other, other_end, _ = push(7)
+        other, other_end, _ = _run_push(24 * PUSH_ROW_ELEMENTS, cfg, 7)
         bad = [_malformed(other[1], other_end, how)] * 3
     else:
         bad = [_malformed(old[1], old_end, how)] * 21
@@ -898,12 +882,7 @@ def test_a_malformed_chunk_of_another_run_revives_or_replaces_nothing(how, sende
         assert got is None and [a.name for a in out] == ['reject']
     assert srv.transfers.rejects == len(bad) and srv.revivals == 0
     assert srv.transfers.superseded == 0 and srv.transfers.peer_runs[0] == [5, 6]
-    q = new[1:]
-    while q:
-        for a in srv.on_message(q.pop(0), 30.0):
-            if isinstance(a, Send) and isinstance(a.msg, TransferAck):
-                q += _chunks(wk.on_message(a.msg, 30.0), SERVER)
-    assert wk.transfers.resent == 0 and srv.pushes_received == 1 and srv.engine.i == 1
+    _assert_run_6_arrives_once(srv, wk, new, 30.0)
     assert srv.engine.rejects == 0 and srv.transfers.peer_runs[0] == [5, 6]
     # well-formed chunks of run 5 still count: a live run 5 is taken back
     for k in range(3):
