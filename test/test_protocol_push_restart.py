@@ -76,6 +76,19 @@ def _cycle(srv, wk, run, step):
     return out
 
 
+def _trained(system):
+    """
+    Return a one-robot server, its worker maker and run 11 of robot 0 after 3 pushes.
+
+    The restarts of the server or the robot below start from this trained state.
+    """
+    srv, worker = _pair(system, n_workers=1)
+    wk = worker(0)
+    for step in range(3):
+        _cycle(srv, wk, run=11, step=step)
+    return srv, worker, wk
+
+
 @pytest.mark.parametrize('system', SYSTEMS)
 def test_a_restarted_robot_is_taken_back_and_its_stale_push_never_applied(system):
     # Robot 0 trained (the server holds it at a timestamp > 0), crashed and came back: a new
@@ -136,10 +149,7 @@ def test_a_restarted_server_takes_its_robots_back(system):
     # A push system's server keeps nothing: restarted, it starts again at the starting
     # model, and a robot of its earlier run pushes at the timestamp it held there. That push
     # is dropped and answered with the new server's model; the robot trains on.
-    srv, worker = _pair(system, n_workers=1)
-    wk = worker(0)
-    for step in range(3):
-        _cycle(srv, wk, run=11, step=step)
+    _, _, wk = _trained(system)
     srv, _ = _pair(system, n_workers=1)        # the server restarted
     out = _cycle(srv, wk, run=11, step=3)
     assert [a.name for a in out if isinstance(a, Log)] == ['worker_restart']
@@ -190,6 +200,34 @@ def _entries(system):
     return push_entries(srv.cfg, worker(0).sizes)
 
 
+def _push_server(engine, system, n_workers=1, **transfers):
+    """Return ``engine`` behind its adapter and transfers, as every fleet here builds it."""
+    return ServerAdapter(engine, n_workers, 0.1, PushTransfers(
+        SERVER, N, chunk_bytes=4096, sparse_entries=_entries(system), **transfers))
+
+
+def _robot(worker, system, rank, run):
+    """Return run ``run`` of robot ``rank`` (engine from ``worker``) with its own transfers."""
+    return WorkerAdapter(worker(rank), PushTransfers(
+        rank, N, chunk_bytes=4096, incarnation=run, sparse_entries=_entries(system)))
+
+
+def _dead_run_push(worker, system):
+    """Return the push robot 0's run 11 sent as it died: the late messages tests deliver."""
+    dead = _robot(worker, system, 0, 11)
+    dead.start(0.0)
+    return [a.msg for a in dead.on_compute_done(_grad(0, 0), 0.0) if isinstance(a, Send)]
+
+
+def _enqueue(q, src, actions):
+    """Queue ``actions``' messages, and a computation of ``src``: how both relays hear a node."""
+    for a in actions:
+        if isinstance(a, Send):
+            q.append((a.dest, a.msg))
+        elif isinstance(a, StartCompute):
+            q.append(('compute', src))
+
+
 def _relay(srv, robots, restart, crash_at):
     """
     Deliver every message at once until nothing moves (a lossless, instant link).
@@ -200,31 +238,23 @@ def _relay(srv, robots, restart, crash_at):
     """
     q = deque()
 
-    def handle(src, actions):
-        """Queue ``actions``' messages, and a computation of ``src`` (a WorkerAdapter)."""
-        for a in actions:
-            if isinstance(a, Send):
-                q.append((a.dest, a.msg))
-            elif isinstance(a, StartCompute):
-                q.append(('compute', src))
-
     for wk in robots.values():
-        handle(wk, wk.start(0.0))
+        _enqueue(q, wk, wk.start(0.0))
     steps = 0
     while q:
         dest, item = q.popleft()
         if dest == 'compute':
             if robots[item.rank] is item:          # a crashed run computes nothing more
-                handle(item, item.on_compute_done(_grad(item.rank, steps), 0.0))
+                _enqueue(q, item, item.on_compute_done(_grad(item.rank, steps), 0.0))
                 steps += 1
         elif dest == SERVER:
-            handle(srv, srv.on_message(item, 0.0))
+            _enqueue(q, srv, srv.on_message(item, 0.0))
             if crash_at is not None and srv.clock[0] >= crash_at:
                 crash_at = None
                 robots[0] = restart()
-                handle(robots[0], robots[0].start(0.0))
+                _enqueue(q, robots[0], robots[0].start(0.0))
         else:
-            handle(robots[dest], robots[dest].on_message(item, 0.0))
+            _enqueue(q, robots[dest], robots[dest].on_message(item, 0.0))
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
@@ -234,18 +264,10 @@ def test_through_the_transfers_a_restarted_robot_trains_again(system):
     # incarnation: the server could not tell the restarted robot's first push from a bad
     # one). The dead run's pull under way is dropped, the new run trains to the end.
     srv_engine, _ = _pair(system, budget=24)
-    entries = _entries(system)
-    srv = ServerAdapter(srv_engine, 2, 0.1, PushTransfers(SERVER, N, chunk_bytes=4096,
-                                                          sparse_entries=entries))
+    srv = _push_server(srv_engine, system, n_workers=2)
     worker = _pair(system)[1]
-
-    def robot(rank, run):
-        """Return a run of robot ``rank`` with its own transfers."""
-        return WorkerAdapter(worker(rank), PushTransfers(
-            rank, N, chunk_bytes=4096, incarnation=run, sparse_entries=entries))
-
-    robots = {r: robot(r, 11 + 10 * r) for r in range(2)}
-    _relay(srv, robots, lambda: robot(0, 12), crash_at=3)
+    robots = {r: _robot(worker, system, r, 11 + 10 * r) for r in range(2)}
+    _relay(srv, robots, lambda: _robot(worker, system, 0, 12), crash_at=3)
     new = robots[0]
     assert new.transfers.incarnation == 12 and new.engine.stopped
     assert srv.worker_restarts == 1 and srv.rejects == 0 and srv.finished
@@ -267,25 +289,17 @@ def _timed_relay(srv, robots, held=(), release_at=0, restart=None, until=600.0):
     """
     q, now = deque(), 0.0
 
-    def handle(src, actions):
-        """Queue ``actions``' messages, and a computation of ``src`` (a WorkerAdapter)."""
-        for a in actions:
-            if isinstance(a, Send):
-                q.append((a.dest, a.msg))
-            elif isinstance(a, StartCompute):
-                q.append(('compute', src))
-
     for wk in robots.values():
-        handle(wk, wk.start(now))
+        _enqueue(q, wk, wk.start(now))
     steps = 0
     while now < until and not srv.finished:
         while q:
             dest, item = q.popleft()
             if dest == 'compute':
-                handle(item, item.on_compute_done(_grad(item.rank, steps), now))
+                _enqueue(q, item, item.on_compute_done(_grad(item.rank, steps), now))
                 steps += 1
             elif dest == SERVER:
-                handle(srv, srv.on_message(item, now))
+                _enqueue(q, srv, srv.on_message(item, now))
                 if held and _applied(srv.engine) >= release_at:
                     q.extend((SERVER, m) for m in held)
                     held = []
@@ -294,14 +308,14 @@ def _timed_relay(srv, robots, held=(), release_at=0, restart=None, until=600.0):
                                                    and x[1].kind == KIND_UPDATE))
                     srv, restart = restart[1](), None
             else:
-                handle(robots[dest], robots[dest].on_message(item, now))
+                _enqueue(q, robots[dest], robots[dest].on_message(item, now))
         nodes = [srv] + list(robots.values())
         due = [t for t in (n.next_wakeup() for n in nodes) if t is not None]
         if not due:
             break
         now = max(now, min(due))
         for node in nodes:
-            handle(node, node.on_tick(now))
+            _enqueue(q, node, node.on_tick(now))
     return now, srv
 
 
@@ -315,20 +329,10 @@ def test_a_dead_runs_push_heard_after_its_successor_does_not_lock_the_live_run_o
     # Now the live run, which keeps repeating its END, is taken back (worker_revived, as
     # Rog's server takes back a live run it retired by mistake) and trains to the end.
     srv_engine, worker = _pair(system, n_workers=1, budget=12)
-    entries = _entries(system)
-    srv = ServerAdapter(srv_engine, 1, 0.1, PushTransfers(SERVER, N, chunk_bytes=4096,
-                                                          sparse_entries=entries))
-
-    def robot(run):
-        """Return run ``run`` of robot 0 with its own transfers."""
-        return WorkerAdapter(worker(0), PushTransfers(0, N, chunk_bytes=4096, incarnation=run,
-                                                      sparse_entries=entries))
-
-    dead = robot(11)
-    dead.start(0.0)
-    held = [a.msg for a in dead.on_compute_done(_grad(0, 0), 0.0) if isinstance(a, Send)]
+    srv = _push_server(srv_engine, system)
+    held = _dead_run_push(worker, system)
     assert held and all(m.incarnation == 11 for m in held)
-    live = robot(12)
+    live = _robot(worker, system, 0, 12)
     took, _ = _timed_relay(srv, {0: live}, held, release_at=2)
     assert srv.finished and live.engine.stopped and _applied(srv_engine) == 12
     assert srv.revivals == 1 and srv.transfers.superseded >= 1
@@ -374,15 +378,11 @@ def test_a_robot_waiting_for_its_pull_is_taken_back_by_a_restarted_server(system
     # repeats its END (every 4 END timeouts, as Rog's robots do): the new server, which
     # never had the push, answers with a final ack of nothing, the push goes again whole and
     # is dropped as a run new to that server (worker_restart); the robot trains on.
-    entries = _entries(system)
-
     def server():
         """Return a server with its transfers (a new run each call)."""
-        return ServerAdapter(_pair(system, n_workers=1, budget=8)[0], 1, 0.1, PushTransfers(
-            SERVER, N, chunk_bytes=4096, sparse_entries=entries))
+        return _push_server(_pair(system, n_workers=1, budget=8)[0], system)
 
-    wk = WorkerAdapter(_pair(system, n_workers=1)[1](0), PushTransfers(
-        0, N, chunk_bytes=4096, incarnation=11, sparse_entries=entries))
+    wk = _robot(_pair(system, n_workers=1)[1], system, 0, 11)
     first = server()
     took, srv = _timed_relay(first, {0: wk}, restart=(3, server))
     assert srv is not first and _applied(first.engine) == 3
@@ -397,10 +397,7 @@ def test_two_restarts_in_a_row_lose_one_gradient_each_and_apply_nothing_twice(sy
     # robot 0 restarts, and restarts again before its second run got the model it was sent:
     # each new run's first push is dropped, the last run trains on; the two dead runs'
     # pushes, late, are refused
-    srv, worker = _pair(system, n_workers=1)
-    first = worker(0)
-    for step in range(3):
-        _cycle(srv, first, run=11, step=step)
+    srv, worker, first = _trained(system)
     late = _push(first, 11, 3)
     second = _push(worker(0), 12, 0)
     applied = _applied(srv)
@@ -472,12 +469,8 @@ def test_two_processes_on_one_rank_are_reported_once_as_rog_s_server_does(system
     # run as that robot (duplicate_rank, a warning), from the second take-back on its
     # worker_revived logs say so, and summary.json lists the rank (duplicate_ranks).
     srv_engine, worker = _pair(system, n_workers=1, budget=10_000)
-    entries = _entries(system)
-    srv = ServerAdapter(srv_engine, 1, 0.1, PushTransfers(SERVER, N, chunk_bytes=4096,
-                                                          sparse_entries=entries))
-    procs = [WorkerAdapter(worker(0), PushTransfers(0, N, chunk_bytes=4096, incarnation=run,
-                                                    sparse_entries=entries))
-             for run in (11, 12)]
+    srv = _push_server(srv_engine, system)
+    procs = [_robot(worker, system, 0, run) for run in (11, 12)]
     seen = _shared_rank_relay(srv, procs, until=120.0)
     revived = [(t, a) for t, a in seen if isinstance(a, Log) and a.name == 'worker_revived']
     warned = [(t, a) for t, a in seen if isinstance(a, Log) and a.name == 'duplicate_rank']
@@ -498,15 +491,9 @@ def test_two_processes_on_one_rank_are_reported_once_as_rog_s_server_does(system
 def test_a_single_restarted_robot_is_never_taken_for_two_processes(system):
     # a dead run's late push retires the live run once, which is taken back once: no warning
     srv_engine, worker = _pair(system, n_workers=1, budget=12)
-    entries = _entries(system)
-    srv = ServerAdapter(srv_engine, 1, 0.1, PushTransfers(SERVER, N, chunk_bytes=4096,
-                                                          sparse_entries=entries))
-    dead = WorkerAdapter(worker(0), PushTransfers(0, N, chunk_bytes=4096, incarnation=11,
-                                                  sparse_entries=entries))
-    dead.start(0.0)
-    held = [a.msg for a in dead.on_compute_done(_grad(0, 0), 0.0) if isinstance(a, Send)]
-    live = WorkerAdapter(worker(0), PushTransfers(0, N, chunk_bytes=4096, incarnation=12,
-                                                  sparse_entries=entries))
+    srv = _push_server(srv_engine, system)
+    held = _dead_run_push(worker, system)
+    live = _robot(worker, system, 0, 12)
     _timed_relay(srv, {0: live}, held, release_at=2)
     assert srv.finished and srv.revivals == 1 and not srv.duplicate_ranks
 
@@ -521,19 +508,9 @@ def test_a_revived_run_whose_push_was_applied_gets_a_model_again(system):
     # (delivered whole): nothing was sent again, and no pull came. The robot waited until
     # server_timeout. Now it gets a model and trains on, and that push is applied once.
     srv_engine, worker = _pair(system, n_workers=1, budget=6)
-    entries = _entries(system)
-    srv = ServerAdapter(srv_engine, 1, 0.1, PushTransfers(
-        SERVER, N, window=1, chunk_bytes=4096, sparse_entries=entries))
-
-    def robot(run):
-        """Return run ``run`` of robot 0 with its own transfers."""
-        return WorkerAdapter(worker(0), PushTransfers(0, N, chunk_bytes=4096, incarnation=run,
-                                                      sparse_entries=entries))
-
-    dead = robot(11)
-    dead.start(0.0)
-    held = [a.msg for a in dead.on_compute_done(_grad(0, 0), 0.0) if isinstance(a, Send)]
-    live = robot(12)
+    srv = _push_server(srv_engine, system, window=1)
+    held = _dead_run_push(worker, system)
+    live = _robot(worker, system, 0, 12)
     live.start(0.0)
     q, now, computed = deque((SERVER, a.msg) for a in live.on_compute_done(_grad(0, 0), 0.0)
                              if isinstance(a, Send)), 0.0, 0
