@@ -308,6 +308,31 @@ def test_a_worker_restarted_while_its_model_is_owed_is_stopped_without_it():
     check_invariants(harness, server, harness.workers)
 
 
+def _kill_worker_1_at_the_final_model(harness, workers, after=None):
+    """
+    Kill worker 1 right after it applied the final model and restart it 0.3 s later.
+
+    Both restarted-with-the-final-model tests need this very kill; return the list the kill
+    time goes into. With ``after``, what the restarted run (not ``workers[1]``) does is
+    collected there before the harness handles it.
+    """
+    handle, killed = harness._handle, []
+
+    def kill_at_the_final_model(node, actions):
+        """Kill worker 1 at its final model; note what its next run does into ``after``."""
+        if (after is not None and node == 1 and killed
+                and harness.workers[1] is not workers[1]):
+            after.extend(actions)
+        handle(node, actions)
+        if node == 1 and not killed and any(getattr(a, 'name', '') == 'final_model'
+                                            for a in actions):
+            killed.append(harness.now)
+            harness.kill(1)
+            harness.at(harness.now + 0.3, lambda: restart_worker(harness, 1))
+    harness._handle = kill_at_the_final_model
+    return killed
+
+
 @pytest.mark.parametrize('seed', range(3))
 def test_a_worker_restarted_after_it_got_the_final_model_keeps_it(seed):
     # Killed after it applied (and acknowledged) the final model, before the stop order: the
@@ -317,17 +342,7 @@ def test_a_worker_restarted_after_it_got_the_final_model_keeps_it(seed):
     # engine now saves once when the final model arrives.
     harness, server, workers = _build('rog:2', n=3, iters=8, dtype=torch.float64, seed=seed,
                                       save_states=True, final_model=True)
-    handle, killed = harness._handle, []
-
-    def kill_at_the_final_model(node, actions):
-        """Kill worker 1 right after it applied the final model, restart it 0.3 s later."""
-        handle(node, actions)
-        if node == 1 and not killed and any(getattr(a, 'name', '') == 'final_model'
-                                            for a in actions):
-            killed.append(harness.now)
-            harness.kill(1)
-            harness.at(harness.now + 0.3, lambda: restart_worker(harness, 1))
-    harness._handle = kill_at_the_final_model
+    killed = _kill_worker_1_at_the_final_model(harness, workers)
     stats = harness.run(until=600)
     assert stats.error is None and server.finished and killed
     assert (server.final_delivered, server.final_missed) == (3, 0)
@@ -344,19 +359,8 @@ def test_a_robot_restarted_with_the_final_model_says_it_holds_it_and_does_as_bef
     # crash: no computation, no push, only its JOIN until the stop order that answers it.
     harness, server, workers = _build('rog:2', n=3, iters=8, dtype=torch.float64, seed=seed,
                                       save_states=True, final_model=True)
-    handle, killed, after = harness._handle, [], []
-
-    def kill_at_the_final_model(node, actions):
-        """Kill worker 1 right after it applied the final model; note what its next run does."""
-        if node == 1 and killed and harness.workers[1] is not workers[1]:
-            after.extend(actions)
-        handle(node, actions)
-        if node == 1 and not killed and any(getattr(a, 'name', '') == 'final_model'
-                                            for a in actions):
-            killed.append(harness.now)
-            harness.kill(1)
-            harness.at(harness.now + 0.3, lambda: restart_worker(harness, 1))
-    harness._handle = kill_at_the_final_model
+    after = []
+    killed = _kill_worker_1_at_the_final_model(harness, workers, after)
     stats = harness.run(until=600)
     restored = harness.workers[1]
     assert stats.error is None and server.finished and killed and restored is not workers[1]
