@@ -341,22 +341,36 @@ def test_a_worker_that_hears_the_server_only_as_drops_says_so_when_it_gives_up(
         assert 'robot_keys' in message, message
 
 
+def _state_args(tmp_path, monkeypatch) -> list:
+    """
+    Make an in-memory fleet with a short leave and a state dir; return its --state-dir.
+
+    The robots restarted after the end need their saves to come back from, and a server
+    that leaves at once to end the test quickly.
+    """
+    in_memory_fleet(monkeypatch)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    (tmp_path / 'state').mkdir()
+    return ['--state-dir', str(tmp_path / 'state')]
+
+
+def _fleet_with_state(tmp_path, namespace, state) -> tuple:
+    """Return a toy server of 8 iterations and its 2 workers, all saving under ``state``."""
+    return server_and_workers(tmp_path / 'run', namespace, 2,
+                              ['--iterations', '8', '--eval-every', '4', *state], state)
+
+
 def test_a_finished_run_started_again_from_its_state_ends_at_once_for_every_robot(
         tmp_path, monkeypatch, caplog):
     # the server said the run had finished and left; its robots, restored, waited for it
     # until rog fleet killed them and exited with status 1 ("did not exit after the server
     # finished")
     import logging
-    in_memory_fleet(monkeypatch)
-    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
-    (tmp_path / 'state').mkdir()
-    state = ['--state-dir', str(tmp_path / 'state')]
-    srv, workers = server_and_workers(tmp_path / 'run', '/again', 2,
-                                      ['--iterations', '8', '--eval-every', '4', *state], state)
+    state = _state_args(tmp_path, monkeypatch)
+    srv, workers = _fleet_with_state(tmp_path, '/again', state)
     assert run_to_the_end(srv, workers)['iterations'] == 8
     caplog.set_level(logging.WARNING)
-    srv, workers = server_and_workers(tmp_path / 'run', '/again', 2,
-                                      ['--iterations', '8', '--eval-every', '4', *state], state)
+    srv, workers = _fleet_with_state(tmp_path, '/again', state)
     try:
         started = time.monotonic()
         assert srv.activate() and all(w.activate() for w in workers)
@@ -381,14 +395,10 @@ def test_a_robot_restarted_after_the_final_model_came_writes_it_as_the_fleets(
     # model, and wrote it as "this robot's own model ... not the fleet's final model"
     import logging
     import torch
-    in_memory_fleet(monkeypatch)
-    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
-    (tmp_path / 'state').mkdir()
-    state = ['--state-dir', str(tmp_path / 'state')]
+    state = _state_args(tmp_path, monkeypatch)
     robot = state + ['--model-out', str(tmp_path / 'robot1.pt')]
     common = ['--workload', 'toy', '--workers', '2', '--namespace', '/restarted']
-    srv, workers = server_and_workers(tmp_path / 'run', '/restarted', 2,
-                                      ['--iterations', '8', '--eval-every', '4', *state], state)
+    srv, workers = _fleet_with_state(tmp_path, '/restarted', state)
     workers[1] = worker_node.WorkerNode(rog_worker.build_parser().parse_args(
         common + ['--rank', '1', *robot]))
     workers[1].configure()
