@@ -16,6 +16,7 @@
 import collections
 
 import numpy as np
+from protocol_fixtures import build
 import pytest
 
 from rog_ros.core.compress import RowScaledSign
@@ -25,6 +26,7 @@ from rog_ros.protocol.actions import Send
 from rog_ros.protocol.messages import FLAG_END, RowVersions, SERVER, TransferAck
 from rog_ros.protocol.policies import make_policy
 from rog_ros.protocol.ps import ServerEngine
+from rog_ros.protocol.revival import POKE_END_TIMEOUTS
 from rog_ros.protocol.transfer import (
     BOUND_END_S, PEER_MAX_WIRE_BYTES, VERSIONS_MAX_WIRE_BYTES, versions_wire_bytes,
     VersionsLink, wire_bytes, WRITER_MARK_BYTES)
@@ -167,7 +169,7 @@ def test_a_robot_back_after_its_lease_gets_the_versions_with_the_next_end():
     assert [t for _, t, _ in copies] == [0.0, 26.0]   # the first, and with the next END
     link = _server().version_links[ROBOT]
     link.heard(0.0, 10.0)
-    link.acked, link.sent = 0, 100
+    link.acked, link.sent, link.written_at = 0, 100, 0.0    # a copy written at 0 s
     link.heard(9.9, 10.0)
     assert link.unacked() == 100                    # heard within its lease
     link.heard(20.0, 10.0)
@@ -218,3 +220,66 @@ def test_versions_are_counted_as_cyclone_counts_them(fragment):
             versions_wire_bytes(msg, fragment)
     assert _copy_bytes(CONVMLP_M_ROWS, 8) == 1436536
     assert _copy_bytes(CONVMLP_M_ROWS, 2) == 574688 and _copy_bytes(6157, 2) == 106368
+
+
+def _lost_copy_run(restart, until):
+    """
+    Run 2 robots whose robot 1 loses a downlink's first RowVersions copy, and speaks on.
+
+    What a reader matched anew gets of a copy written before (nothing, VOLATILE): a robot
+    restarted within its lease whose new reader the server's writer had not matched yet
+    (``restart``: the first downlink of the new run), or a reader DDS dropped and matched
+    again while the server heard the robot within its own lease (a shorter lease on the
+    robot, an outage just past the robot's lease: the third downlink). Every copy is taken
+    as big as the bound (no repeat fits, as ConvMLP-M's for 8 robots). Returns the run's
+    stats, the harness, the server, the lost copy's (transfer id, time) and how many copies
+    of that transfer's versions were written.
+    """
+    state = {'seen': [], 'lost': None, 'copies': 0, 'restarted': not restart}
+
+    def fault(msg, src, dst, now):
+        """Drop the first copy of the chosen downlink's versions to robot 1."""
+        if not (src == SERVER and dst == ROBOT and isinstance(msg, RowVersions)
+                and state['restarted']):
+            return [0.0]
+        tid = int(msg.transfer_id)
+        if tid not in state['seen']:
+            state['seen'].append(tid)
+            if len(state['seen']) == (1 if restart else 3):
+                state['lost'] = (tid, now)
+                state['copies'] += 1
+                return []
+        if state['lost'] is not None and tid == state['lost'][0]:
+            state['copies'] += 1
+        return [0.0]
+
+    harness, server, _, _, _ = build('rog:1', n=2, iters=8, dtype=torch.float64, fault=fault,
+                                     policy=make_policy('rog:1#late_pulls=0'))
+    for link in server.version_links:
+        link.max_wire_bytes = 1
+
+    def back():
+        """Start a new run of robot 1 (its new reader misses the first copy)."""
+        state['restarted'] = True
+        harness.revive(ROBOT, harness.new_worker(ROBOT))
+    if restart:
+        harness.at(0.3, lambda: harness.kill(ROBOT))
+        harness.at(0.4, back)
+    stats = harness.run(until=until)
+    return stats, harness, server, state['lost'], state['copies']
+
+
+@pytest.mark.parametrize('restart', [False, True])
+def test_a_robot_that_lost_a_downlinks_versions_gets_them_a_lease_later(restart):
+    # The first copy always goes and DDS retransmits it while the reader stays matched; a
+    # reader matched anew within the server's view of the lease got nothing written before,
+    # and repeats past the bound were withheld while the robot spoke (its pull pokes): it
+    # held that downlink's END for ever (before: robot 1 still waiting at 60 s, 117 repeats
+    # withheld). A robot heard a lease after the newest copy gets the next END's versions
+    stats, harness, server, lost, copies = _lost_copy_run(restart, 120.0)
+    assert lost is not None and stats.error is None
+    assert all(harness.stopped)                       # robot 1's downlink closed, the run over
+    poke = POKE_END_TIMEOUTS * server.end_timeout_s
+    assert harness.now <= lost[1] + server.lease_s + poke + 2 * server.end_timeout_s
+    assert copies == 2                                # the lost one, one a lease later
+    assert server.lease_s == BOUND_END_S

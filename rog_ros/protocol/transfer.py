@@ -324,14 +324,19 @@ class VersionsLink(PeerLink):
     stays matched (DDS retransmits the first one), so one goes only within
     ``VERSIONS_MAX_WIRE_BYTES`` past that. A reader matched anew after the robot's lease
     ended gets nothing written before (VOLATILE): a robot heard after a lease of silence
-    may need the next copy, and the count starts afresh (``heard``). A restart keeps the
-    previous run's reader matched for its lease, as for chunks (``hold``).
+    may need the next copy, and the count starts afresh (``heard``). So does a robot heard a
+    lease after the newest copy: a reader that lost the copies (matched anew within the
+    lease: a restart, a shorter lease of its own, discovery after a short outage) would
+    otherwise hold its END for ever (it closes nothing without them, and its pokes keep it
+    heard). A restart keeps the previous run's reader matched for its lease, as for chunks
+    (``hold``).
     """
 
     def __init__(self, max_wire_bytes: int = VERSIONS_MAX_WIRE_BYTES,
                  fragment_bytes: int = WHC_FRAGMENT_BYTES):
         super().__init__(max_wire_bytes, fragment_bytes=fragment_bytes)
         self.last_heard: float | None = None   # the robot's last message of any kind
+        self.written_at = -math.inf            # when the newest copy was written
         self.withheld = 0                      # repeats not written (the bound)
 
     def wire_bytes(self, msg: RowVersions) -> int:
@@ -351,18 +356,23 @@ class VersionsLink(PeerLink):
             self.withheld += 1
             return False
         pos = self.write(wire)
+        self.written_at = float(now)
         if first:
             self.register(msg.transfer_id, np.array([pos], dtype=np.int64))
         return True
 
     def heard(self, now: float, lease_s: float) -> None:
         """
-        Note a message from the robot; after a lease of silence, count the writer afresh.
+        Note a message from the robot; count the writer afresh if it was silent for a lease.
 
         Its reader may have been dropped meanwhile (copies written before are gone, and the
-        robot waits for the next) or never was (then it acknowledges them now).
+        robot waits for the next) or never was (then it acknowledges them now). Also when the
+        newest copy is a lease old: a robot that speaks has acknowledged what its reader got
+        long since, and a reader matched anew got nothing written before (without this, one
+        that missed a downlink's copies waited for ever: the robot's pokes are no silence).
         """
-        if self.last_heard is not None and now - self.last_heard >= lease_s:
+        if (self.last_heard is not None and now - self.last_heard >= lease_s) or \
+                now - self.written_at >= lease_s:
             self.acked = self.sent
         self.last_heard = now if self.last_heard is None else max(self.last_heard, now)
 
