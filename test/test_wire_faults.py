@@ -332,3 +332,37 @@ def _strip_scales(msg):
     """Take the tensor ids and scales out of a chunk, as an independent sender did."""
     msg.tensor_ids = np.zeros(0, dtype=np.uint32)
     msg.scales = np.zeros(0, dtype=np.float32)
+
+
+def test_well_formed_messages_of_a_retired_server_run_are_superseded_not_refused():
+    # _precheck runs before a retired server run's message counts (2fa191b): every message
+    # such a run legitimately sends (a schedule, an ack, a chunk, a fragment past a row's
+    # first bytes too, its RowVersions) still passes and is answered as before, superseded.
+    # A retired run of another fleet size (the server restarted with the workers count its
+    # FleetMismatch asked for) was refused with fleet_size, and the node stops on that: a
+    # dead run's late message stopped the robot that the live server counts on
+    server, workers = _fleet()
+    worker = workers[0]
+    _iterate(server, workers, torch.Generator().manual_seed(0), 0.0)
+    dead, live = server.incarnation, server.incarnation + 7
+    worker.on_message(m.Schedule(worker=0, clock=1, push_deadline_s=1.0, incarnation=live,
+                                 target_incarnation=worker.incarnation), 0.5)
+    assert worker.server_incarnation == live and dead in worker.retired_servers
+    to_me = {'incarnation': dead, 'target_incarnation': worker.incarnation}
+    versions = dict(transfer_id=90, receiver=0, n_workers=2,
+                    run_starts=np.array([0], np.uint32), run_lengths=np.array([3], np.uint32),
+                    versions=np.array([1, 1], np.int32), **to_me)
+    good = [m.Schedule(worker=0, clock=1, push_deadline_s=1.0, **to_me),
+            m.TransferAck(transfer_id=1, sender=m.SERVER, receiver=0, seq=0, final=True,
+                          **to_me),
+            m.RowChunk(transfer_id=90, seq=3, sender=m.SERVER, receiver=0,
+                       kind=m.KIND_UPDATE, clock=1, flags=m.FLAG_FRAGMENT, frag_offset=4,
+                       row_ranges=np.array([0, 1], np.uint32), payload=b'\x01',
+                       codec=worker.codec.codec_id, **to_me),
+            m.RowVersions(**versions),
+            m.RowVersions(**dict(versions, n_workers=3, versions=np.array([1, 1, 1], np.int32)))]
+    rejects = worker.rejects
+    for msg in good:                            # all at once: no revival
+        out = worker.on_message(msg, 1.0)
+        assert [a.name for a in out] == ['superseded'], (type(msg).__name__, out)
+    assert worker.rejects == rejects and worker.server_incarnation == live

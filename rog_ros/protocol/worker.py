@@ -456,7 +456,13 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             # a malformed message of a retired run must count for nothing: two of a dead
             # server run's (a schedule for another robot, an ack to one) and its one late
             # well-formed message made it this robot's server again
-            self._precheck(msg)
+            try:
+                self._precheck(msg)
+            except FleetSizeError:
+                # a run of another fleet size is never our server again, and not the live
+                # run's setting to stop for (the node stops on fleet_size): superseded
+                self.superseded += 1
+                return [Log('superseded', 1.0, self.rank, {'from': 'old server run'})]
             if not self._retired_server_alive(inc, now):
                 self.superseded += 1
                 return [Log('superseded', 1.0, self.rank, {'from': 'old server run'})]
