@@ -513,3 +513,50 @@ def test_a_crash_loop_after_a_recovery_does_not_revive_the_dead_run(down):
     assert seen['recovered'] == seen['killed']     # recovered once, by the first restart
     assert server.revivals == 0 and not server.duplicate_ranks
     check_invariants(harness, server, harness.workers)
+
+
+@pytest.mark.parametrize('spec', ['rog:2', 'flown:2'])
+def test_well_formed_messages_of_a_retired_run_are_answered_as_before(spec):
+    # _precheck runs before a retired run's message counts (74879e2): every message such a
+    # run legitimately sends still passes it and is answered as before, none refused: its
+    # END from the closed-transfer cache (or an empty final ack), its JOIN with a hello, a
+    # late data chunk (a fragment of a row past its first bytes too), its acks, and under
+    # FLOWN its slot request
+    import numpy as np
+    from rog_ros.protocol.actions import Send
+    from rog_ros.protocol.messages import FLAG_FRAGMENT, FLAG_REQUEST, Schedule
+    harness, server, _, _, _ = build(spec, n=2, iters=4)
+    harness.run(until=0.2)
+    fields = {'transfer_id': 1, 'seq': 0, 'sender': 0, 'receiver': SERVER, 'kind': KIND_GRAD,
+              'clock': 0, 'codec': server.codec.codec_id,
+              'target_incarnation': server.incarnation}
+    t = harness.now
+    server.on_message(RowChunk(flags=FLAG_JOIN, incarnation=2002, **fields), t)
+    server.on_message(RowChunk(flags=FLAG_JOIN, incarnation=1001, **fields), t + 0.3)
+    assert server.worker_inc[0] == 1001 and 2002 in server.retired[0]
+    row = int(np.argmax(server.receiver.row_nbytes))
+    assert server.receiver.row_nbytes[row] >= 2
+    chunk = dict(fields, transfer_id=5, row_ranges=np.array([row, row + 1], np.uint32),
+                 payload=b'\x01', frag_offset=1)
+    rejects, superseded = server.rejects, server.superseded
+    answers = {
+        'end': server.on_message(RowChunk(flags=FLAG_END, incarnation=2002, **fields), t + 0.4),
+        'join': server.on_message(RowChunk(flags=FLAG_JOIN, incarnation=2002, **fields),
+                                  t + 0.4),
+        'fragment': server.on_message(RowChunk(flags=FLAG_FRAGMENT, incarnation=2002, **chunk),
+                                      t + 0.4),
+        'ack': server.on_message(TransferAck(transfer_id=1, sender=0, receiver=SERVER, seq=0,
+                                             final=True, incarnation=2002,
+                                             target_incarnation=server.incarnation), t + 0.4)}
+    if spec.startswith('flown'):
+        answers['request'] = server.on_message(RowChunk(flags=FLAG_REQUEST, incarnation=2002,
+                                                        **dict(fields, transfer_id=6)), t + 0.4)
+    assert server.rejects == rejects, 'a well-formed message of a retired run was refused'
+    assert server.superseded == superseded + len(answers)
+    end, join = answers.pop('end'), answers.pop('join')
+    assert [type(a.msg) for a in end if isinstance(a, Send)] == [TransferAck]
+    assert end[0].msg.final and end[0].msg.target_incarnation == 2002
+    assert [type(a.msg) for a in join if isinstance(a, Send)] == [Schedule]
+    for kind, out in answers.items():
+        assert [a.name for a in out] == ['superseded'], kind
+    assert server.worker_inc[0] == 1001
