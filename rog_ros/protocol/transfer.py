@@ -131,9 +131,10 @@ Cyclone counts each sample in its writer history as its CDR plus 80 bytes per fr
 ``General/FragmentSize`` (``dds_whc.c``, ``whcn_size``): 1344 bytes by default, 1280 in
 ``config/cyclonedds_wifi.xml``, 60000 on loopback, all counted here as 1 KiB (a little
 more than Cyclone counts). A smaller ``FragmentSize`` made the count short by 80 bytes per
-fragment of the difference: the server node reads it (``connect.transfer_fragment_bytes``)
-and gives it to ``ServerEngine``, whose ``PeerLink`` of each robot counts with it
-(``fragment_bytes``); a ``PeerLink`` built without it counts 1 KiB fragments.
+fragment of the difference: every node reads it (``connect.transfer_fragment_bytes``) and
+gives it to its engine (``ServerEngine``, ``WorkerEngine``, the push systems'
+``PushTransfers``: ``fragment_bytes``), whose ``PeerLink`` and ``VersionsLink`` count with
+it; one built without it counts 1 KiB fragments.
 """
 WHC_SAMPLE_OVERHEAD = 80
 """Bytes Cyclone adds per fragment of a sample in its writer-history count (``dds_whc.c``)."""
@@ -177,7 +178,7 @@ class PeerLink:
 
     ``fragment_bytes``: the DDS ``FragmentSize`` the writer's count is made with
     (:func:`wire_bytes`): Cyclone counts 80 bytes per fragment, so a smaller one counts more
-    (``ServerEngine(fragment_bytes=...)``, from the node's configuration).
+    (the engines' ``fragment_bytes``, from the node's configuration).
     """
 
     def __init__(self, max_wire_bytes: int = PEER_MAX_WIRE_BYTES, keep: int = 8,
@@ -269,12 +270,25 @@ def wire_bytes(chunk: RowChunk, fragment_bytes: int = WHC_FRAGMENT_BYTES) -> int
     ``PeerLink.fragment_bytes``; 28 fragments of 600 bytes). Counting ``wire_size`` left them
     out: two transfers to a silent robot passed the 8 MiB mark.
     """
+    # (the fields of RowChunk.msg, in order)
+    return _whc_size(((2, 2), (8, 64), (4, 4 + 4 * len(chunk.row_ranges)), (8, 8),
+                      (4, 4 + 4 * len(chunk.tensor_ids)), (4, 4 + 4 * len(chunk.scales)),
+                      (4, 4 + len(chunk.payload)), (8, 8), (8, 24),
+                      (4, 4 + (len(chunk.auth_tag) or TAG_BYTES))), fragment_bytes)
+
+
+def _whc_size(fields, fragment_bytes: int) -> int:
+    """
+    Return Cyclone's writer-history count of a sample whose fields are ``fields``, in order.
+
+    ``fields``: (alignment, size) of each field of the ``.msg`` (a sequence's size with its
+    4-byte length): XCDR1 pads each to its alignment, the sample takes a 4-byte header, and
+    Cyclone adds 80 bytes per fragment of ``fragment_bytes`` (``whcn_size``). One walk for
+    every message a node counts (:func:`wire_bytes`, :func:`versions_wire_bytes`).
+    """
     pos = 0
-    for align, size in ((2, 2), (8, 64), (4, 4 + 4 * len(chunk.row_ranges)), (8, 8),
-                        (4, 4 + 4 * len(chunk.tensor_ids)), (4, 4 + 4 * len(chunk.scales)),
-                        (4, 4 + len(chunk.payload)), (8, 8), (8, 24),
-                        (4, 4 + (len(chunk.auth_tag) or TAG_BYTES))):
-        pos = -(-pos // align) * align + size     # (the fields of RowChunk.msg, in order)
+    for align, size in fields:
+        pos = -(-pos // align) * align + size
     cdr = 4 + pos
     return cdr + -(-cdr // fragment_bytes) * WHC_SAMPLE_OVERHEAD
 
@@ -301,17 +315,14 @@ def versions_wire_bytes(msg: RowVersions, fragment_bytes: int = WHC_FRAGMENT_BYT
     Return what RowVersions ``msg`` takes in the DDS writer's history count, with its auth tag.
 
     Counted as :func:`wire_bytes` counts a chunk (Cyclone's ``whcn_size``): the XCDR1 of
-    ``msg/RowVersions.msg`` with its 4-byte header and 80 bytes per fragment. 12 bytes per
+    ``msg/RowVersions.msg`` with its 4-byte header and 80 bytes per fragment. 8 bytes per
     run and 4 per run and worker: ``wire_size`` leaves out the header, the padding and the tag.
     """
-    pos = 0
-    for align, size in ((2, 2), (8, 24), (4, 4 + 4 * len(msg.run_starts)),
-                        (4, 4 + 4 * len(msg.run_lengths)), (4, 4 + 4 * len(msg.versions)),
-                        (4, 4 + 2 * len(msg.staleness_slack)), (8, 24),
-                        (4, 4 + (len(msg.auth_tag) or TAG_BYTES))):
-        pos = -(-pos // align) * align + size     # (the fields of RowVersions.msg, in order)
-    cdr = 4 + pos
-    return cdr + -(-cdr // fragment_bytes) * WHC_SAMPLE_OVERHEAD
+    # (the fields of RowVersions.msg, in order)
+    return _whc_size(((2, 2), (8, 24), (4, 4 + 4 * len(msg.run_starts)),
+                      (4, 4 + 4 * len(msg.run_lengths)), (4, 4 + 4 * len(msg.versions)),
+                      (4, 4 + 2 * len(msg.staleness_slack)), (8, 24),
+                      (4, 4 + (len(msg.auth_tag) or TAG_BYTES))), fragment_bytes)
 
 
 class VersionsLink(PeerLink):
