@@ -131,11 +131,21 @@ def test_the_versions_writer_of_a_silent_robot_stays_under_the_mark(n, lease_s, 
         'w1/chunks', 'w1/versions', 'w1/schedule'}
 
 
-def _copy_bytes(rows, n):
+def _copy_bytes(rows, n, fragment_bytes=1024):
     """Return the wire bytes of a RowVersions of ``rows`` runs for ``n`` robots."""
     return versions_wire_bytes(RowVersions(
         transfer_id=1, receiver=ROBOT, n_workers=n, run_starts=np.zeros(rows, np.uint32),
-        run_lengths=np.zeros(rows, np.uint32), versions=np.zeros(rows * n, np.int32)))
+        run_lengths=np.zeros(rows, np.uint32), versions=np.zeros(rows * n, np.int32)),
+        fragment_bytes)
+
+
+@pytest.mark.parametrize('n', [1, 2, 8, 16])
+def test_a_versions_copy_takes_8_bytes_per_run_and_4_per_run_and_robot(n):
+    # docs/faults.md and versions_wire_bytes' docstring said 12 bytes per run and 4 per run
+    # and robot (12 is a run's bytes with one robot): the CDR grows by 8 + 4 n per run, and
+    # with 64 KiB fragments (one here) nothing else grows
+    big, small = _copy_bytes(400, n, 65535), _copy_bytes(200, n, 65535)
+    assert big - small == 200 * (8 + 4 * n)
 
 
 @pytest.mark.parametrize('rows, n, within', [
