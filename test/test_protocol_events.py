@@ -70,6 +70,17 @@ def test_the_sentences_carry_the_numbers_that_decided():
                            'clock 99: it caught up with the fleet): the fleet finished')
 
 
+def test_a_push_systems_revival_says_the_dead_run_died_pushing():
+    # The push systems' transfers (2f01e00) retire a live run for a late push of a run that
+    # died with it on its way, and log worker_revived with the run taken back: the words
+    # were Rog's, 'a run that died while rejoining' (push systems never rejoin)
+    level, text = events.describe(Log('worker_revived', 1.0, 0,
+                                      {'run': 12, 'retired': 11, 'duplicate': False}))
+    assert level == logging.WARNING and 'died with a push on its way' in text
+    _, text = events.describe(Log('worker_revived', 1.0, 0, {'retired': 11, 'duplicate': False}))
+    assert 'died while rejoining' in text
+
+
 def test_metrics_are_not_logged():
     for name in ('trigger', 'stall_s', 'push_applied', 'pull_done', 'push_done', 'reject',
                  'late_rows_applied', 'urgent_rows'):

@@ -108,8 +108,11 @@ def _revived(log) -> Tuple[int, str]:
     if log.info.get('duplicate'):     # the duplicate_rank warning said why, once
         return INFO, (f'robot {log.worker}: the other process of this rank taken back '
                       '(two processes run as this robot)')
+    # Rog's server retires a live run for a late JOIN of a run that died rejoining; the push
+    # systems' transfers (their log carries 'run') for a late push of one that died pushing
+    died = 'with a push on its way' if 'run' in log.info else 'while rejoining'
     return WARNING, (f'robot {log.worker}: its live run had been retired for a late message of '
-                     'a run that died while rejoining; it kept asking, and was taken back (if '
+                     f'a run that died {died}; it kept asking, and was taken back (if '
                      f'this repeats, two processes may run as robot {log.worker})')
 
 
