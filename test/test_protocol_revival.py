@@ -13,7 +13,8 @@
 # limitations under the License.
 """RevivalWatch: a retired run is taken back only once it keeps speaking for two poke intervals."""
 
-from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch, REVIVE_AFTER_POKES
+from rog_ros.protocol.revival import (
+    DuplicateRanks, POKE_END_TIMEOUTS, RevivalWatch, REVIVE_AFTER_POKES)
 
 END_TIMEOUT = 0.5
 SPAN = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * END_TIMEOUT   # 4 s
@@ -52,3 +53,16 @@ def test_keep_forgets_runs_that_are_no_longer_retired():
     # 'b' keeps its history and is revived at the span; 'a' starts over and is not
     assert watch.alive('b', SPAN, END_TIMEOUT)
     assert not watch.alive('a', SPAN, END_TIMEOUT)
+
+
+def test_duplicate_ranks_names_a_rank_once_at_its_second_take_back():
+    # Rog's server and the push systems' transfers ask one DuplicateRanks (they had the
+    # same ping-pong check written twice): a robot that restarted is revived once and never
+    # named; two processes of rank 3 (runs 7 and 8) are named at the second take-back only
+    dup = DuplicateRanks()
+    assert dup.revived(1, 5, 6) == [] and dup.revived(1, 5, 9) == [] and dup.ranks == set()
+    assert dup.revived(3, 7, 8) == []
+    said = dup.revived(3, 8, 7)
+    assert [(log.name, log.worker, log.info['runs']) for log in said] == [
+        ('duplicate_rank', 3, [7, 8])]
+    assert dup.revived(3, 7, 8) == [] and dup.ranks == {3}

@@ -94,7 +94,7 @@ from rog_ros.protocol.ps_final import FinalModelMixin
 from rog_ros.protocol.ps_membership import MembershipMixin
 from rog_ros.protocol.ps_outage import OutageAwareMixin
 from rog_ros.protocol.ps_slack import SlackMixin
-from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
+from rog_ros.protocol.revival import DuplicateRanks, POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
     BOUND_END_S, check_chunk, fragment_bytes_checked, lease_seconds, PeerLink, Receiver,
     snapshot_layout, VersionsLink, WHC_FRAGMENT_BYTES)
@@ -249,8 +249,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.worker_inc = [0] * n_workers          # 0 = not heard yet
         self.retired: list[list[int]] = [[] for _ in range(n_workers)]
         self._retired_pokes = RevivalWatch()   # (worker, retired run) -> its pokes since
-        self._last_revival: list = [None] * n_workers   # (run taken back, run retired)
-        self.duplicate_ranks: set = set()   # ranks two live processes were seen to share
+        self._duplicates = DuplicateRanks()      # two live processes of one rank (revival)
+        self.duplicate_ranks: set = self._duplicates.ranks   # ranks they were seen to share
         self.unsynced: list[torch.Tensor | None] = [None] * n_workers   # rejoin snapshot owes
         self._resync_owed: set = set()   # workers whose next pull is a snapshot (resync)
         self._last_join: list[tuple | None] = [None] * n_workers
@@ -400,7 +400,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 self.revivals += 1
                 said = r in self.duplicate_ranks
                 out.append(Log('worker_revived', 1.0, r, {'retired': known, 'duplicate': said}))
-                out += self._duplicate_rank(r, inc, known)
+                out += self._duplicates.revived(r, inc, known)
                 if waits:
                     out += self._resume_pull(r, int(msg.clock), now)
             if not int(msg.target_incarnation):
@@ -438,22 +438,6 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         if not (isinstance(msg, RowChunk) and msg.flags & (FLAG_JOIN | FLAG_END | FLAG_REQUEST)):
             return False
         return self._retired_pokes.alive((r, inc), now, self.end_timeout_s)
-
-    def _duplicate_rank(self, r: int, inc: int, known: int) -> list:
-        """
-        Say so once when two live processes share rank r (a robot configured with another's).
-
-        A dead run is never taken back (its late copies stop within a network delay), so
-        when the run a revival retires is the very run an earlier revival took back, and
-        the other way round, both runs keep poking: two processes run as robot r. Each is
-        taken back in turn; the run goes on, but the two keep replacing each other.
-        """
-        ping_pong = self._last_revival[r] == (known, inc)
-        self._last_revival[r] = (inc, known)
-        if not ping_pong or r in self.duplicate_ranks:
-            return []
-        self.duplicate_ranks.add(r)
-        return [Log('duplicate_rank', 1.0, r, {'runs': [known, inc]})]
 
     def _resume_pull(self, r: int, clock: int, now: float) -> list:
         """

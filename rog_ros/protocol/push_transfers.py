@@ -59,7 +59,7 @@ from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     FLAG_END, KIND_GRAD, KIND_UPDATE, MessageError, new_incarnation, RowChunk, SERVER, TransferAck)
-from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
+from rog_ros.protocol.revival import DuplicateRanks, POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
     BOUND_END_S, check_chunk, fragment_bytes_checked, lease_seconds, MAX_WINDOW_BYTES,
     OutgoingTransfer, PeerLink, Receiver, WHC_FRAGMENT_BYTES)
@@ -231,8 +231,8 @@ class PushTransfers:
         self.dropped_pulls = 0           # pulls to a peer's earlier run, dropped
         self.revival = RevivalWatch()    # replaced runs that keep speaking
         self.revived = 0                 # replaced runs taken back (they were the live one)
-        self.last_revival: dict = {}     # robot -> (run taken back, run retired), its last
-        self.duplicate_ranks: set = set()   # robots two live processes were seen to share
+        self._duplicates = DuplicateRanks()   # two live processes of one robot (revival)
+        self.duplicate_ranks: set = self._duplicates.ranks   # robots they were seen to share
         self.settled: dict = {}          # peer -> [_Sending, next poke]: push done, no answer
         self.pokes = 0                   # ENDs of a settled push repeated (still no answer)
 
@@ -541,7 +541,7 @@ class PushTransfers:
         END (``RevivalWatch``, as Rog's server and robots tell them apart). Pulls under way
         to the run it replaced go (they answer the dead run); the server's engine is told
         by the ``worker_revived`` log (``ServerAdapter``); two live processes of one robot
-        by ``duplicate_rank`` (``_duplicate_rank``).
+        by ``duplicate_rank`` (``revival.DuplicateRanks``).
         """
         runs = self.peer_runs[peer]
         replaced = runs[-1]
@@ -564,26 +564,8 @@ class PushTransfers:
         said = peer in self.duplicate_ranks
         return [Log('worker_revived', 1.0, peer,
                     {'run': int(incarnation), 'retired': int(replaced), 'duplicate': said})] + \
-            self._duplicate_rank(peer, int(incarnation), int(replaced)) + \
+            self._duplicates.revived(peer, int(incarnation), int(replaced)) + \
             self._drop_pulls(peer, now)
-
-    def _duplicate_rank(self, peer: int, run: int, retired: int) -> list:
-        """
-        Say so once when two live processes share robot ``peer``'s rank (as Rog's server).
-
-        A dead run is never taken back (its late chunks stop within a network delay), so
-        when a revival retires the very run an earlier one took back, and takes back the run
-        that one retired, both runs keep speaking: two processes run as that robot (one
-        given another's rank). Each takes the other back about every 16 s and the robot's
-        pushes are dropped as a new run's at each turn; nothing else said why.
-        ``duplicate_ranks`` lists such robots (``summary.json``).
-        """
-        ping_pong = self.last_revival.get(peer) == (retired, run)
-        self.last_revival[peer] = (run, retired)
-        if not ping_pong or peer in self.duplicate_ranks:
-            return []
-        self.duplicate_ranks.add(peer)
-        return [Log('duplicate_rank', 1.0, peer, {'runs': [retired, run]})]
 
     def _drop_pulls(self, peer: int, now: float) -> list:
         """

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Callable, Hashable
 
+from rog_ros.protocol.actions import Log
+
 REVIVE_AFTER_POKES = 2
 """How many poke intervals (and more messages than that) a retired run must keep speaking."""
 
@@ -71,3 +73,28 @@ class RevivalWatch:
     def keep(self, still_retired: Callable[[Hashable], bool]) -> None:
         """Forget the counts of runs that are no longer retired (taken back or pruned)."""
         self._seen = {k: v for k, v in self._seen.items() if still_retired(k)}
+
+
+class DuplicateRanks:
+    """
+    Tell two live processes of one robot (a rank given twice) from a robot that restarted.
+
+    A dead run is never taken back (its late messages stop within a network delay), so when
+    a revival retires the very run an earlier revival of that robot took back, and takes
+    back the run that one retired, both runs keep speaking: two processes run as that robot,
+    and each is taken back from the other in turn. Rog's server and the push systems'
+    transfers both ask here, so that both say it the same way, once per robot.
+    """
+
+    def __init__(self) -> None:
+        self.ranks: set = set()      # robots two live processes were seen to share
+        self._last: dict = {}        # robot -> (run taken back, run retired), its last revival
+
+    def revived(self, rank: int, run: int, retired: int) -> list:
+        """Note that ``rank``'s run ``run`` was taken back from ``retired``; the log, once."""
+        ping_pong = self._last.get(rank) == (retired, run)
+        self._last[rank] = (run, retired)
+        if not ping_pong or rank in self.ranks:
+            return []
+        self.ranks.add(rank)
+        return [Log('duplicate_rank', 1.0, rank, {'runs': [retired, run]})]
