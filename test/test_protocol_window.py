@@ -769,6 +769,18 @@ def test_the_nodes_read_the_fragment_size_their_cyclone_configuration_sets(
     assert transfer_fragment_bytes() == WHC_FRAGMENT_BYTES
 
 
+def test_the_reader_and_the_engines_take_the_same_largest_fragment_size():
+    # The largest FragmentSize is written twice: the reader (transport, no torch) and the
+    # engines' check (protocol, which imports no transport); a size one takes and the other
+    # refuses would stop a node at start, or count with a size Cyclone never used
+    from rog_ros.protocol import transfer
+    from rog_ros.transport import cyclone_config
+    assert cyclone_config.MAX_FRAGMENT_BYTES == transfer.MAX_FRAGMENT_BYTES == (1 << 16) - 1
+    assert transfer.fragment_bytes_checked(cyclone_config.MAX_FRAGMENT_BYTES) == 65535
+    with pytest.raises(ValueError, match='FragmentSize'):
+        transfer.fragment_bytes_checked(cyclone_config.MAX_FRAGMENT_BYTES + 1)
+
+
 def test_a_fragment_size_is_read_with_the_numbers_glibc_scanf_takes():
     # Cyclone reads a memory size that is no whole number and unit with sscanf's %lf, and
     # glibc's takes C99 hexadecimal and an exponent marker without digits: Cyclone 11.0.1's
