@@ -287,12 +287,13 @@ def test_a_refused_first_message_does_not_name_the_server_run():
     assert server.clock == [1, 1] and worker.clock == 1
 
 
-def test_malformed_messages_of_a_retired_server_run_do_not_revive_it():
-    # the worker counted a retired server run's message towards its revival before checking
-    # it (and un-retired the run before _precheck refused the message): schedules for
-    # another robot and acks to another robot of a server run that died proved it alive, and
-    # its one late well-formed message then made it this robot's server again
-    from rog_ros.protocol.revival import POKE_END_TIMEOUTS
+def _worker_of_a_restarted_server():
+    """
+    Return worker 0, its dead server run and the live one, after the server restarted.
+
+    The scene of the tests of a retired server run's late messages: one iteration with the
+    first server run, then a schedule of a new run, which retires the first.
+    """
     server, workers = _fleet()
     worker = workers[0]
     _iterate(server, workers, torch.Generator().manual_seed(0), 0.0)
@@ -300,6 +301,16 @@ def test_malformed_messages_of_a_retired_server_run_do_not_revive_it():
     worker.on_message(m.Schedule(worker=0, clock=1, push_deadline_s=1.0, incarnation=live,
                                  target_incarnation=worker.incarnation), 0.5)
     assert worker.server_incarnation == live and dead in worker.retired_servers
+    return worker, dead, live
+
+
+def test_malformed_messages_of_a_retired_server_run_do_not_revive_it():
+    # the worker counted a retired server run's message towards its revival before checking
+    # it (and un-retired the run before _precheck refused the message): schedules for
+    # another robot and acks to another robot of a server run that died proved it alive, and
+    # its one late well-formed message then made it this robot's server again
+    from rog_ros.protocol.revival import POKE_END_TIMEOUTS
+    worker, dead, live = _worker_of_a_restarted_server()
     poke = POKE_END_TIMEOUTS * worker.end_timeout_s
     bad = [m.Schedule(worker=1, clock=1, push_deadline_s=1.0, incarnation=dead,
                       target_incarnation=worker.incarnation),
@@ -341,13 +352,7 @@ def test_well_formed_messages_of_a_retired_server_run_are_superseded_not_refused
     # A retired run of another fleet size (the server restarted with the workers count its
     # FleetMismatch asked for) was refused with fleet_size, and the node stops on that: a
     # dead run's late message stopped the robot that the live server counts on
-    server, workers = _fleet()
-    worker = workers[0]
-    _iterate(server, workers, torch.Generator().manual_seed(0), 0.0)
-    dead, live = server.incarnation, server.incarnation + 7
-    worker.on_message(m.Schedule(worker=0, clock=1, push_deadline_s=1.0, incarnation=live,
-                                 target_incarnation=worker.incarnation), 0.5)
-    assert worker.server_incarnation == live and dead in worker.retired_servers
+    worker, dead, live = _worker_of_a_restarted_server()
     to_me = {'incarnation': dead, 'target_incarnation': worker.incarnation}
     versions = dict(transfer_id=90, receiver=0, n_workers=2,
                     run_starts=np.array([0], np.uint32), run_lengths=np.array([3], np.uint32),
