@@ -61,7 +61,7 @@ from rog_ros.protocol.messages import (
     FLAG_END, KIND_GRAD, KIND_UPDATE, MessageError, new_incarnation, RowChunk, SERVER, TransferAck)
 from rog_ros.protocol.revival import DuplicateRanks, POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
-    BOUND_END_S, check_chunk, fragment_bytes_checked, lease_seconds, MAX_WINDOW_BYTES,
+    BOUND_END_S, fragment_bytes_checked, lease_seconds, MAX_WINDOW_BYTES,
     OutgoingTransfer, PeerLink, Receiver, WHC_FRAGMENT_BYTES)
 import torch
 
@@ -461,7 +461,7 @@ class PushTransfers:
         was checked; one of a run new to us dropped the current run's open transfers and
         pulls and held its ledger. Every chunk is checked for what needs no state (its
         receiver, an END without payload); one of a run that is not its sender's current
-        also as its transfer's first chunk is (``Receiver.on_chunk``: clock, codec, sizes,
+        also as its transfer's first chunk is (``Receiver.check_first``: clock, codec, sizes,
         rows, scales) and for what the engine refuses of any message (a server takes
         gradients from robots, a robot models). A current run's chunks are checked as
         before, once, by the receiver; the bus refused a forged one already (fleet key).
@@ -485,11 +485,7 @@ class PushTransfers:
             raise MessageError(f'chunk from unknown worker {msg.sender}')
         if self.me != SERVER and form.codec != 0:
             raise MessageError(f'chunk of codec {msg.codec}: a robot takes dense models only')
-        receiver = form.receiver
-        if not 0 <= msg.clock <= receiver.max_clock:
-            raise MessageError(f'clock {msg.clock} outside [0, {receiver.max_clock}]')
-        if not msg.flags & FLAG_END:
-            check_chunk(msg, form.layout, form.wire, receiver.row_nbytes)
+        form.receiver.check_first(msg)
 
     def _superseded(self, sender: int, incarnation: int) -> None:
         """

@@ -1037,6 +1037,19 @@ class Receiver:
         """Return the final ack already given for a closed transfer, or None."""
         return self.closed.get((sender, incarnation), {}).get(transfer_id)
 
+    def check_first(self, chunk: RowChunk) -> None:
+        """
+        Refuse (``MessageError``) what needs no state to refuse in a transfer's first chunk.
+
+        Its clock in ``[0, max_clock]``; a data chunk's codec, sizes, rows and scales
+        (``check_chunk``). ``on_chunk`` asks it before it opens a transfer; the push
+        systems' transfers also before a chunk of a run not yet current changes anything.
+        """
+        if not 0 <= chunk.clock <= self.max_clock:
+            raise MessageError(f'clock {chunk.clock} outside [0, {self.max_clock}]')
+        if not chunk.flags & FLAG_END:
+            check_chunk(chunk, self.layout, self.codec, self.row_nbytes)
+
     def on_chunk(self, chunk: RowChunk, now: float):
         """-> (list of TransferAck to send, closed info or None). Raises MessageError."""
         s, inc, tid = chunk.sender, chunk.incarnation, chunk.transfer_id
@@ -1052,10 +1065,8 @@ class Receiver:
             return [], None
         inc_tr = self.open.get(key)
         if inc_tr is None:
-            if not 0 <= chunk.clock <= self.max_clock:
-                raise MessageError(f'clock {chunk.clock} outside [0, {self.max_clock}]')
+            self.check_first(chunk)
             if not chunk.flags & FLAG_END:
-                check_chunk(chunk, self.layout, self.codec, self.row_nbytes)
                 mine = [k for k in self.open if k[0] == s]
                 if len(mine) >= self.max_open_per_sender:
                     raise MessageError(f'sender {s} already has {len(mine)} open transfers')
