@@ -332,15 +332,18 @@ class PushTransfers:
             self._rate(dest).update(nbytes, secs)
         rows = sending.form.layout.n_rows
         if delivered.size < rows:
-            self.resent += 1
-            return [Log('push_resent', float(rows - delivered.size), dest)] + \
-                self._start(dest, sending.msg, now)
+            return self._resend(dest, sending.msg, rows - delivered.size, now)
         queue = self.waiting.get(dest)
         if queue:
             return self._start(dest, queue.pop(0), now)
         if sending.msg.kind == KIND_GRAD:        # its answer (a pull, a stop) is awaited
             self.settled[dest] = [sending, now + self._poke_s()]
         return []
+
+    def _resend(self, dest: int, msg: RowChunk, missing: int, now: float) -> list:
+        """Send ``msg`` to ``dest`` again whole (``missing`` rows lacked): counted and logged."""
+        self.resent += 1
+        return [Log('push_resent', float(missing), dest)] + self._start(dest, msg, now)
 
     def _poke_s(self) -> float:
         """Return how long a settled push waits for its answer before its END goes again."""
@@ -618,9 +621,7 @@ class PushTransfers:
                 and ack.bytes_received < len(settled[0].msg.payload)):
             # the answer to a poke of a run that never had the push (a restarted server)
             del self.settled[ack.sender]
-            self.resent += 1
-            return [Log('push_resent', float(settled[0].form.layout.n_rows), ack.sender)] + \
-                self._start(ack.sender, settled[0].msg, now)
+            return self._resend(ack.sender, settled[0].msg, settled[0].form.layout.n_rows, now)
         if sending is None or ack.transfer_id != sending.transfer.transfer_id:
             # late or duplicate, of an earlier transfer to that peer: it covers what was
             # written before it and says the peer is alive (a chunk held at the bound goes)
