@@ -242,15 +242,15 @@ class FinalModelMixin:
         times = [t + FINAL_PATIENCE_S for t in self._final_heard.values()]
         if self._owed_final:
             checked = self._final_checked
-            if (any(r not in self._final_heard and self.downlinks[r] is None
-                    for r in self._owed_final) and not self._final_waits_for(checked)):
+            waits = self._final_waits_for(checked)
+            if not waits and any(r not in self._final_heard and self.downlinks[r] is None
+                                 for r in self._owed_final):
                 # owed, due and not under way: a server restored during the end (its
                 # checkpoint, taken before a stop order, owes the others their model and
                 # restores no transfer) sent it nothing and waited for ever: look at once
                 times.append(checked)
             times += [t for t in (self.last_heard[a] + FINAL_PATIENCE_S
-                                  for a in self._final_waits_for(checked)
-                                  if not self.active[a]) if t > checked]
+                                  for a in waits if not self.active[a]) if t > checked]
         times += [self._final_checked if self._silent_since(a) is None      # look at once
                   else self._silent_since(a) + FINAL_PATIENCE_S for a in self._out_and_silent()]
         return min(times) if times else None
