@@ -485,7 +485,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             # message that does not is not allowed to make us drop our in-flight state.
             self.superseded += 1
             return [Log('superseded', 1.0, self.rank, {'from': 'unverified server run'})]
-        self._precheck(msg)
+        if not revived:            # (a revived run's message was checked above)
+            self._precheck(msg)
         return revived + self._server_restart(msg, inc, now)
 
     def _retired_server_alive(self, inc: int, now: float) -> bool:
