@@ -798,6 +798,55 @@ def test_a_fragment_size_is_read_with_the_numbers_glibc_scanf_takes():
         assert fragment_size_bytes(frag.format(text)) == size, text
 
 
+def test_a_lease_is_read_with_the_number_rules_cyclone_reads_a_fragment_size_with(
+        monkeypatch):
+    # Cyclone reads a duration with the routine it reads a memory size with (ddsi_config.c
+    # uf_int64_unit, the duration units, LeaseDuration between 0 and 1 hr, milliseconds
+    # when no unit is given), and the lease had a looser parser of its own: Cyclone 11.0.1's
+    # config trace says 10 min for 0x258 s, 600 ms for 600e ms, 2 s for 0X1P1 s and 1 ns
+    # for 0.0000000005 s, and refuses 2 hr, 3600.0000001 s and a value that ends in white
+    # space after its unit (10 s , as an environment reference gives it), where the lease
+    # here was none, none, none, 5e-10 s, 7200 s, 3600.0000001 s and 10 s
+    from rog_ros.transport.cyclone_config import lease_duration_s
+    lease = '<CycloneDDS><Domain><Discovery><LeaseDuration>{}</LeaseDuration></Discovery>' \
+        '</Domain></CycloneDDS>'
+    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
+    for text, seconds in (('0x258 s', 600.0), ('600e ms', 0.6), ('0X1P1 s', 2.0),
+                          ('0x.8p1 s', 1.0), ('0.0000000005 s', 1e-9), ('1 hr', 3600.0),
+                          ('3600000000000.4 ns', 3600.0), ('600e+ ms', 0.6),
+                          ('1.5', 0.0015), ('100', 0.1), ('10  s', 10.0),
+                          ('2 hr', None), ('3600.0000001 s', None), ('-1 s', None),
+                          ('0x s', None), ('0x.p s', None), ('1e400 s', None),
+                          ('0 xyz', None), ('10\ts', None), ('inf', None), ('INF', None),
+                          ('nan s', None), ('99999999999999999999 ns', None)):
+        assert lease_duration_s(lease.format(text)) == seconds, text
+    # 0 is a lease Cyclone takes (0x. s and 0.0000000004 s round to it): no lease here, as 0 s
+    for text in ('0', '-0 s', '0x. s', '0x.', '0.0000000004 s', '1.5e-7 ms'):
+        assert lease_duration_s(lease.format(text)) is None, text
+    for text, seconds in ((' 10 s', 10.0), ('\f10 s', 10.0), ('10 s ', None),
+                          ('10 s\f', None), ('10 s\xa0', None)):
+        monkeypatch.setenv('LEASE', text)                  # no XML trimming after expansion
+        assert lease_duration_s(lease.format('${LEASE}')) == seconds, repr(text)
+
+
+def test_the_lease_and_the_fragment_size_are_read_with_one_number_reader():
+    # one reader for both, the unit table passed in: the number rules of glibc's sscanf, a
+    # unit after spaces, a value without one in the default unit (0 in none), the bounds
+    from rog_ros.transport import cyclone_config as cc
+    read, ns, sizes = cc._number_with_unit, cc._DURATION_UNITS, cc._MEMSIZE_UNITS
+    hour = 3600 * 10 ** 9
+    for text, value in (('10 s', 10 * 10 ** 9), ('0x258 s', 600 * 10 ** 9), ('250', 250000000),
+                        ('0', 0), ('0x.', 0), ('0x. s', 0), ('-0 s', 0), ('1 hr', hour),
+                        ('0.0000000005 s', 1), ('0.0000000004 s', 0), ('1 day', None),
+                        ('0x.p', None), ('0x', None), ('0 B', None), ('', None), (' ', None)):
+        assert read(text, ns, 10 ** 6, 0, hour) == value, text
+    for text, value in (('0x. B', 0), ('1.25KiB', 1280), ('600', 600), ('64 KiB', None),
+                        ('600 s', None), ('-0x258', None)):
+        assert read(text, sizes, 1, 0, 65535) == value, text
+    assert read('5', ns, 0, 0, hour) is None               # no default unit: one is required
+    assert read('0', ns, 0, 0, hour) == 0
+
+
 def test_a_domain_id_is_compared_as_the_number_cyclone_reads(monkeypatch):
     # Cyclone reads a Domain's Id with sscanf's %u, so Id="07" and Id="+7" are domain 7 (its
     # config trace applies their FragmentSize to domain 7); the reader compared the text with

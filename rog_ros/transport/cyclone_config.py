@@ -31,7 +31,6 @@ own before that value when it creates a domain, and ``DdsBus`` does the same wit
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 import re
@@ -397,16 +396,15 @@ def _uri_sources(uri: str):
             pos = end
 
 
-_LEASE_VALUE = re.compile(r'([0-9.eE+-]+) *([a-z]*)')
 _TAG_NAME = re.compile(r'</?\s*([^\s/>]+)')
 _DOMAIN_ID = re.compile(r'\sid\s*=\s*["\']\s*([^"\']*?)\s*["\']', re.I)
-_DURATION_UNITS = {'': 1e-3, 'ns': 1e-9, 'us': 1e-6, 'ms': 1e-3, 's': 1.0, 'min': 60.0,
-                   'hr': 3600.0, 'day': 86400.0}
-"""
-Cyclone's duration units (``10 s``, ``500ms``, ``1 min``), in seconds.
-
-A LeaseDuration without a unit is in milliseconds (Cyclone's default unit for it, deprecated).
-"""
+_DURATION_UNITS = {'ns': 1, 'us': 10 ** 3, 'ms': 10 ** 6, 's': 10 ** 9, 'min': 60 * 10 ** 9,
+                   'hr': 3600 * 10 ** 9, 'day': 86400 * 10 ** 9}
+"""Cyclone's duration units (``unittab_duration``: ``10 s``, ``500ms``, ``1 min``), in ns."""
+_LEASE_DEFAULT_UNIT = 10 ** 6
+"""A LeaseDuration without a unit is in milliseconds (Cyclone's default for it, deprecated)."""
+_LEASE_MAX_NS = 3600 * 10 ** 9
+"""Longest LeaseDuration Cyclone takes (``uf_duration_ms_1hr``: 0 to 1 hr; no ``inf``)."""
 _XML_SPACE = ' \t\v\r\n'
 """What Cyclone's XML parser trims from both ends of an element's text (``qq_isspace``)."""
 _XML_REF = re.compile(r'&(?:#x([0-9a-fA-F]+)|#([0-9]+)|(lt|gt|amp|apos|quot));')
@@ -427,31 +425,34 @@ def lease_duration_s(uri: str | None = None) -> float | None:
     END (``transfer.BOUND_END_S``): a robot back within its lease is still matched. Read
     as Cyclone reads it (:func:`_configured`): element names in any case, comments left
     out, a ``Domain`` of another id than ``$ROS_DOMAIN_ID``'s skipped, and ``${VAR}``,
-    ``${VAR:-default}`` in the value expanded.
+    ``${VAR:-default}`` in the value expanded. The number is read by the rules Cyclone reads
+    every number with a unit by (:func:`_number_with_unit`), between 0 and 1 hr; a lease
+    of 0 (which Cyclone takes) is None here too: no lease to wait for, the bound's 10 s
+    stand.
     """
-    found = _configured(uri, 'leaseduration')
-    match = None if found is None else _LEASE_VALUE.fullmatch(found.strip())
-    if match is None or match.group(2) not in _DURATION_UNITS:
-        return None
-    try:
-        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-    except ValueError:
-        return None
-    return seconds if math.isfinite(seconds) and seconds > 0 else None
+    return _lease_s(_configured(uri, 'leaseduration'))
+
+
+def _lease_s(text: str | None) -> float | None:
+    """Return a LeaseDuration's text (expanded) as Cyclone reads it, in s; None: 0 or none."""
+    ns = None if text is None else _number_with_unit(
+        text, _DURATION_UNITS, _LEASE_DEFAULT_UNIT, 0, _LEASE_MAX_NS)
+    return ns / 1e9 if ns else None
 
 
 _MEMSIZE_UNITS = {'B': 1, 'KiB': 1 << 10, 'kB': 1 << 10, 'MiB': 1 << 20, 'MB': 1 << 20,
                   'GiB': 1 << 30, 'GB': 1 << 30}
 """Cyclone's memory-size units (``unittab_memsize``: a kB is 1024 bytes), case as written."""
-_MEMSIZE_MULTIPLIERS = {**_MEMSIZE_UNITS, '': 1}
-"""The units and none, bytes (Cyclone's default unit for a memory size, deprecated)."""
-_MEMSIZE_INT = re.compile(r'[ \t\n\v\f\r]*([+-]?[0-9]+) *')
-_MEMSIZE_FLOAT = re.compile(
-    r'[ \t\n\v\f\r]*([+-]?)(?:(0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+))'
-    r'(?:[pP]([+-]?[0-9]*))?|([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]*))?) *')
+_SCANF_INT = re.compile(r'[ \t\n\v\f\r]*([+-]?[0-9]+)')
+"""A whole number as glibc's ``sscanf`` ``%lld`` takes it: white space, a sign, digits."""
+_SCANF_FLOAT = re.compile(
+    r'[ \t\n\v\f\r]*([+-]?)(?:0[xX](?:([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)'
+    r'(?:[pP]([+-]?[0-9]*))?|\.)|(?!0[xX])([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]*))?)')
 """
 A number as glibc's ``sscanf`` ``%lf`` takes it: decimal or C99 hexadecimal (``0x258``,
-``0x1.2cp9``), an exponent marker without digits taken and worth nothing (``600e``: 600).
+``0x1.2cp9``), an exponent marker without digits taken and worth nothing (``600e``: 600),
+``0x.`` taken as 0 (``0x`` alone, ``0xg`` are no number: a leading ``0x`` is hexadecimal).
+Infinities and NaN are left out: Cyclone refuses them as out of range.
 """
 MAX_FRAGMENT_BYTES = 65535
 """Largest ``General/FragmentSize`` Cyclone takes (a 16-bit size, ``uf_memsize16``)."""
@@ -466,38 +467,74 @@ def fragment_size_bytes(uri: str | None = None) -> int | None:
     with it (``transfer.PeerLink``). Read as :func:`lease_duration_s` reads the lease (the
     last source's, for our domain, references expanded), the value as Cyclone takes a memory
     size: a number, then a unit of ``B``, ``KiB``, ``kB``, ``MiB``, ``MB``, ``GiB``, ``GB``
-    (case as written; none: bytes), a fraction rounded. None when none sets it (Cyclone's
-    default, 1344 B), a file cannot be read or the value is not one Cyclone takes, or is 0.
+    (case as written; none: bytes), a fraction rounded (:func:`_number_with_unit`). None
+    when none sets it (Cyclone's default, 1344 B), a file cannot be read or the value is not
+    one Cyclone takes, or is 0.
     """
-    found = _configured(uri, 'fragmentsize')
-    size = None if found is None else _memsize(found)
-    return size if size is not None and 0 < size <= MAX_FRAGMENT_BYTES else None
+    return _fragment_bytes(_configured(uri, 'fragmentsize'))
 
 
-def _memsize(text: str) -> int | None:
-    """
-    Return a memory size as Cyclone's ``uf_int64_unit`` reads it, in bytes; None if not one.
+def _fragment_bytes(text: str | None) -> int | None:
+    """Return a FragmentSize's text (expanded) as Cyclone reads it, in bytes; None: 0 or none."""
+    size = None if text is None else _number_with_unit(
+        text, _MEMSIZE_UNITS, 1, 0, MAX_FRAGMENT_BYTES)
+    return size or None
 
-    A whole number and a unit first (``1280B``, ``1 KiB``), else a number with a fraction or
-    exponent and a unit, rounded half away from zero (``1.25 KiB``: 1280), read as glibc's
-    ``sscanf`` reads it (``_MEMSIZE_FLOAT``: ``0x258`` is 600 bytes to Cyclone too).
+
+def _number_with_unit(text: str, units: dict, default_unit: int, low: int,
+                      high: int) -> int | None:
     """
-    match = _MEMSIZE_INT.match(text)
-    if match is not None and text[match.end():] in _MEMSIZE_MULTIPLIERS:
-        return int(match.group(1)) * _MEMSIZE_MULTIPLIERS[text[match.end():]]
-    match = _MEMSIZE_FLOAT.match(text)
-    if match is None or text[match.end():] not in _MEMSIZE_MULTIPLIERS:
+    Return a number and its unit as Cyclone reads them, in the table's base unit; None: refused.
+
+    One reader for every such setting, so a lease and a fragment size are read alike: the
+    rules of Cyclone's ``uf_int64_unit`` (``src/core/ddsi/src/ddsi_config.c``, with
+    ``lookup_multiplier``; ``units`` is its unit table, ``unittab_duration`` in ns or
+    ``unittab_memsize`` in bytes). First a whole number (``_SCANF_INT``), then the unit
+    after any spaces, its name as written; if that is no unit of the table, a number as
+    ``%lf`` reads it (``_SCANF_FLOAT``) and the unit, rounded half away from zero. No unit
+    at all: 0 stays 0, any other number is in ``default_unit`` (0: a unit is required).
+    Nothing may follow the unit (the XML parser trims the element's text, an environment
+    reference's value is not). Outside ``low``..``high`` the value is refused, as is one
+    whose scaled magnitude reaches 2**63 (an infinity, NaN). ``inf`` is a word only some
+    durations take (``uf_duration_inf``); LeaseDuration and FragmentSize do not.
+    """
+    match = _SCANF_INT.match(text)
+    if match is not None:
+        number = int(match.group(1))
+        multiplier = _unit_multiplier(text[match.end():], units, default_unit, number == 0)
+        if multiplier:        # (a number past int64 is out of any range we are given)
+            number *= multiplier
+            return number if low <= number <= high else None
+    match = _SCANF_FLOAT.match(text)
+    if match is None:
         return None
     sign, hex_digits, hex_exp, digits, exp = match.groups()
     exp = (hex_exp if hex_digits else exp) or ''
     exp = exp if exp.lstrip('+-') else '0'       # (glibc: 'e' without digits is no exponent)
     try:
         value = float.fromhex(f'{sign}{hex_digits}p{exp}') if hex_digits else \
-            float(f'{sign}{digits}e{exp}')
+            float(f'{sign}{digits}e{exp}') if digits else float(f'{sign}0')    # ('0x.')
     except OverflowError:
         return None
-    scaled = abs(value) * _MEMSIZE_MULTIPLIERS[text[match.end():]] + 0.5
-    return int(math.copysign(int(scaled), value)) if math.isfinite(scaled) else None
+    multiplier = _unit_multiplier(text[match.end():], units, default_unit, value == 0)
+    scaled = abs(value) * float(multiplier) + 0.5
+    if not multiplier or not scaled < 2.0 ** 63:
+        return None
+    number = int(scaled) * (-1 if value < 0 else 1)
+    return number if low <= number <= high else None
+
+
+def _unit_multiplier(unit: str, units: dict, default_unit: int, is_zero: bool) -> int:
+    """
+    Return what the ``unit`` after a number multiplies it by; 0 where Cyclone finds no unit.
+
+    Spaces before it are skipped (only spaces, as Cyclone does); none: 1 for a zero (0 needs
+    no unit), else ``default_unit``; else its name as written in ``units``.
+    """
+    unit = unit.lstrip(' ')
+    if not unit:
+        return 1 if is_zero else default_unit
+    return units.get(unit, 0)
 
 
 def _configured(uri: str | None, element: str) -> str | None:
