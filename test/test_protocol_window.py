@@ -769,6 +769,35 @@ def test_the_nodes_read_the_fragment_size_their_cyclone_configuration_sets(
     assert transfer_fragment_bytes() == WHC_FRAGMENT_BYTES
 
 
+def test_a_node_takes_its_lease_and_fragment_size_from_one_read_of_its_configuration(
+        tmp_path, monkeypatch):
+    # a node asked for the lease and for the fragment size, and CYCLONEDDS_URI (its files
+    # opened, its tags walked) was read once for each: transfer_limits reads it once
+    from rog_ros.nodes.connect import transfer_fragment_bytes, transfer_lease_s, \
+        transfer_limits
+    from rog_ros.protocol.transfer import WHC_FRAGMENT_BYTES
+    from rog_ros.transport import cyclone_config
+    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
+    path = tmp_path / 'dds.xml'
+    path.write_text('<CycloneDDS><Domain><General><FragmentSize>600B</FragmentSize></General>'
+                    '<Discovery><LeaseDuration>30 s</LeaseDuration></Discovery></Domain>'
+                    '</CycloneDDS>')
+    reads = []
+    sources = cyclone_config._uri_sources
+    monkeypatch.setattr(cyclone_config, '_uri_sources',
+                        lambda uri: reads.append(uri) or sources(uri))
+    for uri, limits in ((f'file://{path}', {'lease_s': 30.0, 'fragment_bytes': 600}),
+                        ('', {'lease_s': BOUND_END_S, 'fragment_bytes': WHC_FRAGMENT_BYTES})):
+        monkeypatch.setenv('CYCLONEDDS_URI', uri)
+        del reads[:]
+        assert transfer_limits() == limits and len(reads) == 1
+        assert cyclone_config.read_settings() == (limits['lease_s'] if uri else None,
+                                                  limits['fragment_bytes'] if uri else None)
+        assert transfer_lease_s() == limits['lease_s']
+        assert transfer_fragment_bytes() == limits['fragment_bytes']
+        assert transfer_limits(f'file://{path}') == {'lease_s': 30.0, 'fragment_bytes': 600}
+
+
 def test_the_reader_and_the_engines_take_the_same_largest_fragment_size():
     # The largest FragmentSize is written twice: the reader (transport, no torch) and the
     # engines' check (protocol, which imports no transport); a size one takes and the other

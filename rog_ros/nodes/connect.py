@@ -31,7 +31,7 @@ from rog_ros.nodes.fleet_key import key_source, load_fleet_key
 from rog_ros.protocol.auth import REASONS as AUTH_REASONS
 from rog_ros.transport.bus import RecordError
 from rog_ros.transport.choose import make_bus
-from rog_ros.transport.cyclone_config import fragment_size_bytes, lease_duration_s
+from rog_ros.transport.cyclone_config import read_settings
 
 NO_KEY_WARNING = 'no fleet key: messages are not authenticated'
 """What a node says at start without a fleet key (docs/security.md)."""
@@ -143,6 +143,20 @@ def fleet_key(args, log=None, rank=None, worker=False):
     return keys
 
 
+def transfer_limits(uri=None) -> dict:
+    """
+    Return ``{'lease_s': ..., 'fragment_bytes': ...}``: what a node gives its engines.
+
+    :func:`transfer_lease_s` and :func:`transfer_fragment_bytes` from one read of
+    ``CYCLONEDDS_URI`` (``uri`` overrides it): a node asked for each, and the configuration
+    (its files opened, its tags walked) was read twice at every start. The keywords the
+    engines and ``push_systems``' builders take: ``ServerEngine(..., **transfer_limits())``.
+    """
+    settings = read_settings(uri)
+    return {'lease_s': _lease_at_least_bound(settings.lease_s),
+            'fragment_bytes': _fragment_at_most_whc(settings.fragment_bytes)}
+
+
 def transfer_lease_s(uri=None) -> float:
     """
     Return the lease a node's transfers wait at the 4 MiB bound before their END.
@@ -150,11 +164,20 @@ def transfer_lease_s(uri=None) -> float:
     The DDS lease configured in ``CYCLONEDDS_URI`` (``uri`` overrides it), never less than
     ``BOUND_END_S``: a robot back within its lease is still matched and acks what the
     writer held, so an END sooner would cut it back; past the lease DDS may have dropped it.
+    A node takes it with the fragment size from :func:`transfer_limits`.
+    """
+    return _lease_at_least_bound(read_settings(uri).lease_s)
+
+
+def _lease_at_least_bound(lease_s) -> float:
+    """
+    Return the configured lease ``lease_s`` (None: unset), never less than ``BOUND_END_S``.
+
     Imported here: the transfers' module brings torch, and a launch process imports this
     module without training anything.
     """
     from rog_ros.protocol.transfer import BOUND_END_S
-    return max(BOUND_END_S, lease_duration_s(uri) or 0.0)
+    return max(BOUND_END_S, lease_s or 0.0)
 
 
 def transfer_fragment_bytes(uri=None) -> int:
@@ -166,10 +189,20 @@ def transfer_fragment_bytes(uri=None) -> int:
     overrides it), never more than ``WHC_FRAGMENT_BYTES`` (1 KiB: a count a little high
     costs a little room under the mark, one too low blocks the node's loop there). A 600-byte
     FragmentSize counted as 1 KiB left 880 bytes of every 16 KiB chunk out (28 fragments of
-    80 bytes each in Cyclone's count, 17 in ours).
+    80 bytes each in Cyclone's count, 17 in ours). A node takes it with the lease from
+    :func:`transfer_limits`.
+    """
+    return _fragment_at_most_whc(read_settings(uri).fragment_bytes)
+
+
+def _fragment_at_most_whc(fragment_bytes) -> int:
+    """
+    Return the configured ``fragment_bytes`` (None: unset), never more than 1 KiB.
+
+    Imported here, as in :func:`_lease_at_least_bound` (torch stays out of launch processes).
     """
     from rog_ros.protocol.transfer import WHC_FRAGMENT_BYTES
-    return min(WHC_FRAGMENT_BYTES, fragment_size_bytes(uri) or WHC_FRAGMENT_BYTES)
+    return min(WHC_FRAGMENT_BYTES, fragment_bytes or WHC_FRAGMENT_BYTES)
 
 
 NODE_REJECT_REASONS = ('undecodable',) + AUTH_REASONS + ('invalid', 'engine_error')

@@ -37,7 +37,7 @@ from rog_ros.nodes import clocks, lifecycle as lc, push_systems
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
 from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus,
-                                   transfer_fragment_bytes, transfer_lease_s, wait_matched)
+                                   transfer_limits, wait_matched)
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
 from rog_ros.nodes.durable import let_go_in_turn, StateHold
@@ -222,7 +222,7 @@ class ServerNode:
         self.training = tr
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
             self.engine = push_systems.server_engine(
-                a, tr, lease_s=transfer_lease_s(), fragment_bytes=transfer_fragment_bytes())
+                a, tr, **transfer_limits())
         else:
             self.engine = ServerEngine(
                 tr.layout, tr.codec, tr.policy, a.workers, tr.w0, lr=tr.lr,
@@ -230,7 +230,7 @@ class ServerNode:
                 absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
                 min_workers=getattr(a, 'min_workers', 1),
                 final_model=getattr(a, 'final_model', True), let_go_silent=True,
-                lease_s=transfer_lease_s(), fragment_bytes=transfer_fragment_bytes())
+                **transfer_limits())
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
         self.evaluator = BackgroundEvaluator(lambda: tr.workload.evaluate(tr.model), self.eval_w,

@@ -31,7 +31,7 @@ from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for,
 from rog_ros.nodes.chaos_hooks import maybe_faulty, WorkerHooks
 from rog_ros.nodes.compute_device import DeviceGradients, resolve_device
 from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus, PeerTimeout,
-                                   transfer_fragment_bytes, transfer_lease_s, wait_matched)
+                                   transfer_limits, wait_matched)
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, worker_statuses
 from rog_ros.nodes.driver import EngineDriver, EngineFailure
 from rog_ros.nodes.durable import let_go_in_turn, StateHold
@@ -120,16 +120,14 @@ class WorkerNode:
         durable_run = bool(getattr(a, 'state_dir', None))   # nodes may restart: see durable
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
             self.engine = push_systems.worker_engine(
-                a, tr, self.rank, lease_s=transfer_lease_s(),
-                fragment_bytes=transfer_fragment_bytes())
+                a, tr, self.rank, **transfer_limits())
         else:
             self.engine = WorkerEngine(self.rank, a.workers, tr.layout, tr.codec, tr.policy,
                                        tr.w0, momentum=tr.workload.momentum,
                                        chunk_bytes=a.chunk_bytes, window=a.window,
                                        save_state_actions=durable_run,
                                        keep_undurable=durable_run, join_on_start=durable_run,
-                                       lease_s=transfer_lease_s(),
-                                       fragment_bytes=transfer_fragment_bytes())
+                                       **transfer_limits())
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
         self.log.info(tr.start_line())
         self.start_fingerprint = tr.fingerprint   # in every status: the server compares it

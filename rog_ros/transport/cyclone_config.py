@@ -36,6 +36,7 @@ from pathlib import Path
 import re
 import socket
 import sys
+from typing import NamedTuple
 from xml.sax.saxutils import escape, quoteattr
 
 CONFIGS = ('loopback', 'wifi')
@@ -428,9 +429,9 @@ def lease_duration_s(uri: str | None = None) -> float | None:
     ``${VAR:-default}`` in the value expanded. The number is read by the rules Cyclone reads
     every number with a unit by (:func:`_number_with_unit`), between 0 and 1 hr; a lease
     of 0 (which Cyclone takes) is None here too: no lease to wait for, the bound's 10 s
-    stand.
+    stand. :func:`read_settings` reads it with the fragment size in one pass.
     """
-    return _lease_s(_configured(uri, 'leaseduration'))
+    return read_settings(uri).lease_s
 
 
 def _lease_s(text: str | None) -> float | None:
@@ -469,9 +470,9 @@ def fragment_size_bytes(uri: str | None = None) -> int | None:
     size: a number, then a unit of ``B``, ``KiB``, ``kB``, ``MiB``, ``MB``, ``GiB``, ``GB``
     (case as written; none: bytes), a fraction rounded (:func:`_number_with_unit`). None
     when none sets it (Cyclone's default, 1344 B), a file cannot be read or the value is not
-    one Cyclone takes, or is 0.
+    one Cyclone takes, or is 0. :func:`read_settings` reads it with the lease in one pass.
     """
-    return _fragment_bytes(_configured(uri, 'fragmentsize'))
+    return read_settings(uri).fragment_bytes
 
 
 def _fragment_bytes(text: str | None) -> int | None:
@@ -479,6 +480,29 @@ def _fragment_bytes(text: str | None) -> int | None:
     size = None if text is None else _number_with_unit(
         text, _MEMSIZE_UNITS, 1, 0, MAX_FRAGMENT_BYTES)
     return size or None
+
+
+class CycloneSettings(NamedTuple):
+    """The settings of a Cyclone configuration the nodes' engines count with (None: unset)."""
+
+    lease_s: float | None
+    """``Discovery/LeaseDuration`` in s (:func:`lease_duration_s`)."""
+    fragment_bytes: int | None
+    """``General/FragmentSize`` in bytes (:func:`fragment_size_bytes`)."""
+
+
+def read_settings(uri: str | None = None) -> CycloneSettings:
+    """
+    Return the lease and the fragment size ``$CYCLONEDDS_URI`` (or ``uri``) sets, read once.
+
+    A node gives its engines both: each read opened the configuration's files and walked
+    their tags again, twice at every node's start. One walk finds both elements
+    (:func:`_configured`); each is read as :func:`lease_duration_s` and
+    :func:`fragment_size_bytes` say.
+    """
+    found = _configured(uri, ('leaseduration', 'fragmentsize'))
+    return CycloneSettings(_lease_s(found['leaseduration']),
+                           _fragment_bytes(found['fragmentsize']))
 
 
 def _number_with_unit(text: str, units: dict, default_unit: int, low: int,
@@ -537,21 +561,22 @@ def _unit_multiplier(unit: str, units: dict, default_unit: int, is_zero: bool) -
     return units.get(unit, 0)
 
 
-def _configured(uri: str | None, element: str) -> str | None:
+def _configured(uri: str | None, elements) -> dict:
     """
-    Return the value Cyclone takes for ``element`` (lower case) from ``$CYCLONEDDS_URI``.
+    Return ``{element: value}``: what Cyclone takes for each of ``elements`` (lower case).
 
-    ``uri`` overrides the variable. The last such element of the sources, in order, for our
-    domain, its text trimmed and its environment references expanded as Cyclone does
-    (:func:`expand_env`); None when no source sets it, or its expansion fails (Cyclone
-    refuses the configuration then). Unreadable files are passed over (Cyclone says why).
+    From ``$CYCLONEDDS_URI``, or ``uri``, read once for all of them. The last such element
+    of the sources, in order, for our domain, its text trimmed and its environment
+    references expanded as Cyclone does (:func:`expand_env`); None when no source sets it,
+    or its expansion fails (Cyclone refuses the configuration then). Unreadable files are
+    passed over (Cyclone says why).
     """
     value = os.environ.get('CYCLONEDDS_URI', '') if uri is None else uri
     try:
         domain_id = domain_id_from_env()
     except ValueError:
         domain_id = None                    # (the node says so where it opens its domain)
-    found = None
+    found = dict.fromkeys(elements)
     for is_file, source in _uri_sources(value):
         if is_file:
             try:
@@ -559,9 +584,12 @@ def _configured(uri: str | None, element: str) -> str | None:
                     source = f.read()
             except (OSError, ValueError):
                 continue
-        found = _setting_text(source, element, domain_id, found)
-    text = None if found is None else _xml_text(found)
-    return None if text is None else expand_env(text.strip(_XML_SPACE), domain_id)
+        _setting_texts(source, domain_id, found)
+    for element, raw in found.items():
+        text = None if raw is None else _xml_text(raw)
+        found[element] = None if text is None else expand_env(text.strip(_XML_SPACE),
+                                                              domain_id)
+    return found
 
 
 def _xml_text(raw: str) -> str | None:
@@ -698,13 +726,13 @@ def _is_domain(wanted: str, domain_id: int) -> bool:
     return value % (1 << 32) == domain_id
 
 
-def _setting_text(text: str, element: str, domain_id: int | None,
-                  found: str | None) -> str | None:
+def _setting_texts(text: str, domain_id: int | None, found: dict) -> None:
     """
-    Return the text of the last ``element`` in ``text`` for our domain, else ``found``.
+    Put in ``found`` the text of the last of each of its elements in ``text``, for our domain.
 
-    Walks the tags, as Cyclone's parser does: a commented-out setting is no setting, and a
-    ``Domain`` whose ``Id`` (expanded) is neither ``any`` nor ``domain_id`` does not apply.
+    An element ``text`` does not set keeps its value. Walks the tags once, as Cyclone's
+    parser does: a commented-out setting is no setting, and a ``Domain`` whose ``Id``
+    (expanded) is neither ``any`` nor ``domain_id`` does not apply.
     """
     stack, start = [], None               # (element, skipped) per open element
     for match in _XML_TAG.finditer(text):
@@ -715,8 +743,8 @@ def _setting_text(text: str, element: str, domain_id: int | None,
         name = name.group(1).lower()
         if closing:
             if stack and stack[-1][0] == name:
-                if name == element and start is not None and not stack[-1][1]:
-                    found = re.sub(r'<!--.*?-->', '', text[start:match.start()], flags=re.S)
+                if name in found and start is not None and not stack[-1][1]:
+                    found[name] = re.sub(r'<!--.*?-->', '', text[start:match.start()], flags=re.S)
                 stack.pop()
             start = None
             continue
@@ -728,8 +756,7 @@ def _setting_text(text: str, element: str, domain_id: int | None,
             skipped = skipped or not (wanted is None or _is_domain(wanted, domain_id))
         if not match.group(2):
             stack.append((name, skipped))
-            start = match.end() if name == element else None
-    return found
+            start = match.end() if name in found else None
 
 
 _XML_TAG = re.compile(r'<!--.*?-->|<\?.*?\?>|<!\[CDATA\[.*?\]\]>|<(/?)[^<>]*?(/?)>', re.S)
