@@ -28,7 +28,7 @@ from rog_ros.protocol.policies.adacomp import (
     AdaCompConfig, AdaCompServer, AdaCompWorker, push_entries)
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
 from rog_ros.protocol.push_transfers import (
-    dense_layout, PUSH_CHUNK_BYTES, PUSH_ROW_ELEMENTS, PUSH_WINDOW, PushTransfers,
+    dense_layout, PUSH_CHUNK_BYTES, PUSH_ROW_ELEMENTS, PUSH_WINDOW, PushTransfers, RunRevived,
     SPARSE_WIRE_CODEC)
 from rog_ros.protocol.transfer import (
     BOUND_END_S, MAX_WINDOW_BYTES, PEER_MAX_WIRE_BYTES, wire_bytes)
@@ -912,3 +912,53 @@ def test_a_robot_restarting_twice_quickly_is_never_taken_for_two_processes():
     assert logs == ['worker_revived'] and t.revived == 1 and t.superseded == 3
     assert t.duplicate_ranks == set() and t.peer_runs[0][-1] == 4
     assert len(t.revival._seen) == 1
+
+
+def test_a_run_the_transfers_take_back_is_handed_over_as_a_record_once():
+    # The server's engine learns of a revival from the transfers' RunRevived records, not
+    # from the worker_revived log (the operator's): robot 0's run 2 died with a push on its
+    # way, heard after run 3; run 3 keeps repeating its END and is taken back, once.
+    t = PushTransfers(SERVER, 5000)
+    for run, tid, now in [(1, 1, 0.0), (3, 1, 1.0), (2, 1, 1.5)] + [
+            (3, 2 + k, 2.0 + 8 * k) for k in range(3)]:
+        t.on_message(RowChunk(transfer_id=tid, seq=0, sender=0, receiver=SERVER,
+                              kind=KIND_GRAD, clock=0, flags=FLAG_END, codec=0,
+                              incarnation=run), now)
+    assert t.revived == 1 and t.take_revived() == [RunRevived(worker=0, run=3, retired=2)]
+    assert t.take_revived() == []
+
+
+class _RevivingTransfers:
+    """Transfers that took runs back and log nothing of it: the adapter must ask them."""
+
+    rejects = 0
+
+    def __init__(self, revived):
+        """Hold ``revived`` (RunRevived records) for the adapter's next message."""
+        self.revived = revived
+
+    def on_message(self, msg, now):
+        """Return no message for the engine and no action (no worker_revived log)."""
+        return None, []
+
+    def take_revived(self):
+        """Return the records held, once."""
+        taken, self.revived = self.revived, []
+        return taken
+
+
+def test_the_server_adapter_revives_in_its_engine_what_the_transfers_hand_over():
+    # ServerAdapter found revivals by scanning the transfers' actions for a Log named
+    # 'worker_revived': renamed or dropped, the engine kept refusing the live run's pushes
+    # for good. It takes the transfers' records now, whatever they log; a rank outside
+    # the fleet changes nothing.
+    cfg = AdaCompConfig(mode='asgd', c=1.0)
+    engine = AdaCompServer(torch.zeros(64), 2, cfg, max_updates=10)
+    for w in range(2):
+        engine._take_run(w, 5)
+        engine._take_run(w, 6)
+    srv = ServerAdapter(engine, 2, 0.1, _RevivingTransfers(
+        [RunRevived(worker=1, run=5, retired=6), RunRevived(worker=2, run=5, retired=6)]))
+    ack = TransferAck(transfer_id=1, sender=1, receiver=SERVER, seq=0)
+    assert srv.on_message(ack, 1.0) == []
+    assert engine.past_runs == [[5], []] and engine.runs == [6, 6]

@@ -252,9 +252,9 @@ class ServerAdapter:
 
     def on_message(self, msg, now: float) -> list:
         msg, acks = self.transfers.on_message(msg, now)
-        for a in acks:        # a run the transfers took back: the engine takes it back too
-            if isinstance(a, Log) and a.name == 'worker_revived' and 0 <= a.worker < self.n:
-                self.engine.revive(a.worker, a.info['run'])
+        for rev in self.transfers.take_revived():   # taken back by the transfers: the engine too
+            if 0 <= rev.worker < self.n:
+                self.engine.revive(rev.worker, rev.run)
         if msg is None:
             return acks
         before = self._applied()

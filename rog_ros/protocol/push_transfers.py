@@ -49,6 +49,7 @@ after the peer's last ack: the nodes give ``connect.transfer_lease_s()``, the DD
 
 from __future__ import annotations
 
+from typing import NamedTuple
 import warnings
 
 import numpy as np
@@ -141,6 +142,19 @@ def dense_layout(n_values: int) -> RowLayout:
     return RowLayout([(rows, c), (n - rows * c,)])
 
 
+class RunRevived(NamedTuple):
+    """
+    A robot's run the server's transfers took back: its engine must take it back too.
+
+    Handed over by ``PushTransfers.take_revived`` (``ServerAdapter`` calls the engine's
+    ``revive``), not read from the ``worker_revived`` log, which is the operator's.
+    """
+
+    worker: int
+    run: int
+    retired: int
+
+
 class _Form:
     """
     One form of message the transfers carry: dense fp32 (codec 0), or sparse top-k.
@@ -231,6 +245,7 @@ class PushTransfers:
         self.dropped_pulls = 0           # pulls to a peer's earlier run, dropped
         self.revival = RevivalWatch()    # replaced runs that keep speaking
         self.revived = 0                 # replaced runs taken back (they were the live one)
+        self.revived_runs: list = []     # robots' RunRevived not yet taken (take_revived)
         self._duplicates = DuplicateRanks()   # two live processes of one robot (revival)
         self.duplicate_ranks: set = self._duplicates.ranks   # robots they were seen to share
         self.settled: dict = {}          # peer -> [_Sending, next poke]: push done, no answer
@@ -399,6 +414,18 @@ class PushTransfers:
         return link.unacked() if link is not None else 0
 
     # ------------------------------------------------------------------ receiving
+    def take_revived(self) -> list:
+        """
+        Return the robots' runs taken back since the last call (``RunRevived``), and forget them.
+
+        The server's engine refuses the pushes of a run it retired until told it is the live
+        one (``PushServer.revive``): its driver takes these after each ``on_message``, by this
+        call rather than by the ``worker_revived`` log's name, which a rename would silently
+        make miss (the robot's pushes then refused for good).
+        """
+        taken, self.revived_runs = self.revived_runs, []
+        return taken
+
     def on_message(self, msg, now: float):
         """
         Take one message from the bus: ``(message for the engine or None, actions)``.
@@ -539,8 +566,9 @@ class PushTransfers:
         run's late chunks all come within a network delay; a live one keeps repeating its
         END (``RevivalWatch``, as Rog's server and robots tell them apart). Pulls under way
         to the run it replaced go (they answer the dead run); the server's engine is told
-        by the ``worker_revived`` log (``ServerAdapter``); two live processes of one robot
-        by ``duplicate_rank`` (``revival.DuplicateRanks``).
+        by a ``RunRevived`` record (``take_revived``, ``ServerAdapter``), the operator by the
+        ``worker_revived`` log; two live processes of one robot by ``duplicate_rank``
+        (``revival.DuplicateRanks``).
         """
         runs = self.peer_runs[peer]
         replaced = runs[-1]
@@ -561,6 +589,7 @@ class PushTransfers:
             # engine, told, takes it as a new run's (dropped and answered: not applied twice)
             form.receiver.forget_closed(peer, incarnation)
         said = peer in self.duplicate_ranks
+        self.revived_runs.append(RunRevived(int(peer), int(incarnation), int(replaced)))
         return [Log('worker_revived', 1.0, peer,
                     {'run': int(incarnation), 'retired': int(replaced), 'duplicate': said})] + \
             self._duplicates.revived(peer, int(incarnation), int(replaced)) + \
@@ -639,4 +668,4 @@ class PushTransfers:
 
 
 __all__ = ['PUSH_CHUNK_BYTES', 'PUSH_ROW_ELEMENTS', 'PUSH_WINDOW', 'PushTransfers',
-           'RawValues', 'SPARSE_WIRE_CODEC', 'SparseWords', 'dense_layout']
+           'RawValues', 'RunRevived', 'SPARSE_WIRE_CODEC', 'SparseWords', 'dense_layout']
