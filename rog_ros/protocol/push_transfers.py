@@ -60,6 +60,7 @@ from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     FLAG_END, KIND_GRAD, KIND_UPDATE, MessageError, new_incarnation, RowChunk, SERVER, TransferAck)
+from rog_ros.protocol.policies.async_ps import KEEP_RUNS
 from rog_ros.protocol.revival import DuplicateRanks, POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
     BOUND_END_S, fragment_bytes_checked, lease_seconds, MAX_WINDOW_BYTES,
@@ -237,7 +238,7 @@ class PushTransfers:
         self.rate: dict = {}             # peer -> Ewma of its transfers' throughput
         self.peers: dict = {}            # peer -> PeerLink, shared by its transfers
         self.peer_incarnation: dict = {}   # sender -> incarnation of its latest chunk
-        self.peer_runs: dict = {}        # peer -> its runs heard from (newest 8)
+        self.peer_runs: dict = {}        # peer -> its runs heard from (newest KEEP_RUNS)
         self.rejects = 0                 # chunks or acks refused (validation)
         self.resent = 0                  # messages sent again after rows went missing
         self.foreign = 0                 # chunks of pulls for an earlier run of ours
@@ -549,7 +550,7 @@ class PushTransfers:
             return []
         earlier = bool(runs)
         runs.append(incarnation)
-        del runs[:-8]
+        del runs[:-KEEP_RUNS]
         if not earlier:
             return []
         self._peer(peer).hold(now + self.lease_s)

@@ -31,6 +31,17 @@ from rog_ros.protocol.actions import Log, StartCompute, Stopped
 from rog_ros.protocol.messages import KIND_GRAD, KIND_UPDATE, MessageError, RowChunk, Schedule
 import torch
 
+KEEP_RUNS = 8
+"""
+How many runs of one peer the push systems remember, to tell a late message of one.
+
+The one depth of both histories: the server's engine keeps this many runs of each robot
+before the current one (``PushServer.past_runs``: their late pushes refused, never taken
+for a restart), and ``push_transfers.PushTransfers.peer_runs`` this many runs of each peer
+heard, the current one among them (a late chunk of an earlier one superseded, or its run
+taken back).
+"""
+
 
 class PushServer:
     """
@@ -44,9 +55,6 @@ class PushServer:
     runs: list
     past_runs: list
     rejoins: int
-
-    KEEP_RUNS = 8
-    """Earlier runs remembered per worker (whose late pushes are refused)."""
 
     def _init_runs(self, n: int) -> None:
         """Start with no run known of any of the ``n`` workers (0: none, or no incarnation)."""
@@ -73,7 +81,7 @@ class PushServer:
         """Make ``incarnation`` the run of worker ``w`` whose pushes we take."""
         if self.runs[w]:
             self.past_runs[w].append(self.runs[w])
-            del self.past_runs[w][:-self.KEEP_RUNS]
+            del self.past_runs[w][:-KEEP_RUNS]
         self.runs[w] = int(incarnation)
 
     def revive(self, w: int, incarnation: int) -> None:
@@ -174,4 +182,4 @@ class PushWorker:
         raise NotImplementedError
 
 
-__all__ = ['PushServer', 'PushWorker']
+__all__ = ['KEEP_RUNS', 'PushServer', 'PushWorker']
