@@ -168,6 +168,28 @@ def test_without_incarnations_a_push_at_the_wrong_timestamp_is_still_refused(sys
     assert log.name == 'reject' and srv.rejects == 1 and _applied(srv) == 1
 
 
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_one_run_check_refuses_and_takes_runs_alike_in_every_push_server(system):
+    # AdaComp's and GSP's servers share one check of a push's run and clock (_admit): a
+    # new run's malformed first push is refused and makes no run current; the current run's
+    # push at another clock is refused in the algorithm's terms; a new run's push at another
+    # clock is taken as a restart, dropped and answered.
+    srv, worker, wk = _trained(system)
+    applied = _applied(srv)
+    bad = dataclasses.replace(_push(worker(0), 12, 0), codec=7)
+    (log,) = srv.on_message(bad, 0.0)
+    assert log.name == 'reject' and 'unknown codec 7' in log.info['error']
+    assert srv.runs[0] == 11 and srv.past_runs[0] == [] and _applied(srv) == applied
+    (log,) = srv.on_message(_push(worker(0), 11, 0), 0.0)
+    words = 'pushes iteration 0, expected 3' if system == 'gsp' else \
+        'pushes timestamp 0, but holds 3'
+    assert log.name == 'reject' and words in log.info['error'] and srv.rejects == 2
+    out = srv.on_message(_push(worker(0), 12, 0), 0.0)
+    assert [a.name for a in out if isinstance(a, Log)] == ['worker_restart']
+    assert srv.runs[0] == 12 and srv.past_runs[0] == [11] and _applied(srv) == applied
+    assert len(_pulls(out, 0)) == 1 and srv.rejoins == 1
+
+
 def test_a_restarted_gsp_node_held_by_its_group_waits_for_its_release():
     # GSP holds a node's next model while it is more than the SSP threshold ahead of its
     # group: a restart does not let it out early; the new run gets the model on release

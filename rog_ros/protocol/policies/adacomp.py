@@ -174,6 +174,8 @@ class AdaCompServer(PushServer):
 
     """
 
+    CLOCK_REFUSED = 'worker {w} pushes timestamp {clock}, but holds {expected}'
+
     def __init__(self, w0: torch.Tensor, n_workers: int, config: AdaCompConfig,
                  max_updates: int):
         if n_workers < 1 or max_updates < 1:
@@ -211,22 +213,11 @@ class AdaCompServer(PushServer):
         if not 0 <= w < self.n or msg.receiver != SERVER:
             raise MessageError(f'push from unknown worker {w}')
         j = int(msg.clock)
-        fresh = self._run_of(w, msg.incarnation)
-        if not fresh and (j != self.pulled[w] or j > self.i):
-            raise MessageError(f'worker {w} pushes timestamp {j}, but holds {self.pulled[w]}')
-        if msg.codec == topk.TOPK_CODEC_ID:
-            idx, vals = topk.decode(msg.payload, self.n_params)
-        elif msg.codec == 0:
-            vals = topk.decode_dense(msg.payload, self.n_params)
-            idx = torch.arange(self.n_params)
-        else:
-            raise MessageError(f'unknown codec {msg.codec}')
+        (idx, vals), dropped = self._admit(w, msg, self.pulled[w], self._decode)
         nbytes = msg.wire_size()
         self.bytes_up += nbytes
-        if fresh:
-            self._take_run(w, msg.incarnation)
-            if j != self.pulled[w]:
-                return self._rejoin(w, j, nbytes)
+        if dropped:
+            return self._rejoin(w, j, nbytes)
         out = [Log('push_done', float(idx.numel()), w, {'bytes': nbytes})]
         if self.stopped[w]:
             return out + [Send(w, Schedule(worker=w, clock=self.i, push_deadline_s=-1.0,
@@ -253,6 +244,14 @@ class AdaCompServer(PushServer):
                                            stop=True)),
                           Log('diverged' if self.diverged else 'training_done', float(self.i))]
         return out + [Send(w, self._pull(w))]
+
+    def _decode(self, msg: RowChunk) -> tuple:
+        """Return a push's ``(indices, values)``: a sparse top-k one's, or all of a dense one."""
+        if msg.codec == topk.TOPK_CODEC_ID:
+            return topk.decode(msg.payload, self.n_params)
+        if msg.codec == 0:
+            return torch.arange(self.n_params), topk.decode_dense(msg.payload, self.n_params)
+        raise MessageError(f'unknown codec {msg.codec}')
 
     def _pull(self, w: int) -> RowChunk:
         """Return worker ``w``'s pull of the current model, noting it holds timestamp i."""

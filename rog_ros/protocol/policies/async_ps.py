@@ -48,7 +48,8 @@ class PushServer:
     Base of a server engine that only answers gradient pushes and has no timers.
 
     A subclass sets ``self.rejects = 0`` in its constructor, calls ``_init_runs(n)`` and
-    implements ``_on_push(msg, now) -> list`` for a ``RowChunk`` of KIND_GRAD.
+    implements ``_on_push(msg, now) -> list`` for a ``RowChunk`` of KIND_GRAD, which checks
+    the push's run and clock with ``_admit``.
     """
 
     rejects: int
@@ -56,11 +57,35 @@ class PushServer:
     past_runs: list
     rejoins: int
 
+    CLOCK_REFUSED = 'worker {w} pushes clock {clock}, expected {expected}'
+    """The error of a push of the current run at another clock, in the algorithm's terms."""
+
     def _init_runs(self, n: int) -> None:
         """Start with no run known of any of the ``n`` workers (0: none, or no incarnation)."""
         self.runs = [0] * int(n)
         self.past_runs = [[] for _ in range(int(n))]
         self.rejoins = 0
+
+    def _admit(self, w: int, msg: RowChunk, expected: int, decode) -> tuple:
+        """
+        Return ``(decode(msg), whether to drop it as a new run's)`` for worker ``w``'s push.
+
+        The one check of a push's run for every push server (AdaComp's and GSP's were two
+        copies): a push of the run we take pushes from must come at ``expected`` (the
+        timestamp or iteration ``w`` is at), else it is refused (``MessageError``); a run
+        new to us (``_run_of``) pushes at any clock, and becomes the run we take once its
+        push decoded (a malformed one changes nothing). Its push at ``expected`` is applied
+        as any; at another clock it was computed at a model we never handed it: the caller
+        drops it and answers (``_rejoin``).
+        """
+        fresh = self._run_of(w, msg.incarnation)
+        clock = int(msg.clock)
+        if not fresh and clock != expected:
+            raise MessageError(self.CLOCK_REFUSED.format(w=w, clock=clock, expected=expected))
+        decoded = decode(msg)
+        if fresh:
+            self._take_run(w, msg.incarnation)
+        return decoded, fresh and clock != expected
 
     def _run_of(self, w: int, incarnation: int) -> bool:
         """

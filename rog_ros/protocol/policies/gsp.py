@@ -165,6 +165,8 @@ class GspServer(PushServer):
 
     """
 
+    CLOCK_REFUSED = 'node {w} pushes iteration {clock}, expected {expected}'
+
     def __init__(self, w0: torch.Tensor, n_nodes: int, config: GspConfig, lr: float,
                  momentum: float, max_pushes: int, batch_size: int = 1,
                  epoch_samples: int = 1):
@@ -264,16 +266,10 @@ class GspServer(PushServer):
         n = msg.sender
         if not 0 <= n < self.n or msg.receiver != SERVER:
             raise MessageError(f'push from unknown node {n}')
-        fresh = self._run_of(n, msg.incarnation)
-        if not fresh and int(msg.clock) != self.clock[n]:
-            raise MessageError(f'node {n} pushes iteration {msg.clock}, expected '
-                               f'{self.clock[n]}')
-        g = self._decode(msg)
+        g, dropped = self._admit(n, msg, self.clock[n], self._decode)
         wire = msg.wire_size()
-        if fresh:
-            self._take_run(n, msg.incarnation)
-            if int(msg.clock) != self.clock[n]:
-                return self._rejoin(n, int(msg.clock), wire, now)
+        if dropped:
+            return self._rejoin(n, int(msg.clock), wire, now)
         out = [Log('push_done', 1.0, n, {'bytes': wire})]
         if self.finished:
             self.stopped[n] = True
