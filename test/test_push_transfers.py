@@ -842,6 +842,33 @@ def test_a_robot_waiting_for_its_pull_pokes_a_live_server_harmlessly():
     assert wk.next_wakeup() is None
 
 
+def test_a_robot_s_repeated_end_is_counted_in_its_writer_s_ledger_until_acknowledged():
+    # A robot waiting for its pull repeats its push's END every 8 s (a poke). Each one is
+    # written to its writer as any END, but the ledger of that writer (PeerLink: the wire
+    # bytes not yet covered by an ack) left it out, as Rog's repeated ENDs are not: a silent
+    # server's writer held more than the ledger said. Each poke is counted now, and the
+    # server's final ack in answer covers them all.
+    n = 24 * PUSH_ROW_ELEMENTS
+    cfg = AdaCompConfig(mode='asgd', c=1.0)
+    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
+                        PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
+    wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
+                       PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=5))
+    _deliver(srv, wk, _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER), 0.0)
+    link = wk.transfers.peers[SERVER]
+    assert wk.transfers.settled and wk.transfers.wire_past_ack(SERVER) == 0
+    sent, pokes = link.sent, []
+    for k in range(3):                             # the server is silent: no answer
+        pokes += _chunks(wk.on_tick(wk.next_wakeup()), SERVER)
+        assert len(pokes) == k + 1 and pokes[-1].flags & FLAG_END
+        each = wire_bytes(pokes[-1], link.fragment_bytes)
+        assert link.sent - sent == wk.transfers.wire_past_ack(SERVER) == (k + 1) * each
+    assert wk.transfers.pokes == 3 and 100 < each < 400
+    _deliver(srv, wk, pokes[-1:], 30.0)            # it answers the last: a final ack
+    assert wk.transfers.wire_past_ack(SERVER) == 0 and link.sent - sent == 3 * each
+    assert srv.pushes_received == 1 and srv.rejects == 0 and wk.rejects == 0
+
+
 def _malformed(chunk, end, how):
     """Return a chunk of ``chunk``'s run that the server refuses, made ``how``."""
     if how == 'receiver':

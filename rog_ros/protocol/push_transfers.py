@@ -375,7 +375,8 @@ class PushTransfers:
         run that took the push answers the END with its final ack again, or with nothing
         (closed long ago); a new one, which never had the rows, with a final ack of none:
         the push then goes again whole (``_take_ack``) and the new server takes the robot
-        back (``policies/async_ps.py``). As Rog's waiting robots repeat their END.
+        back (``policies/async_ps.py``). As Rog's waiting robots repeat their END, each one
+        counted in the peer's ``PeerLink`` (the writer holds it until an ack covers it).
         """
         out = []
         for dest in sorted(self.settled):
@@ -385,10 +386,13 @@ class PushTransfers:
             entry[1] = now + self._poke_s()
             tr = entry[0].transfer
             self.pokes += 1
-            out.append(Send(dest, RowChunk(
+            end = RowChunk(
                 transfer_id=tr.transfer_id, seq=tr.next_seq, sender=self.me, receiver=dest,
                 kind=tr.kind, clock=tr.clock, flags=FLAG_END, codec=tr.codec_id,
-                incarnation=self.incarnation)))
+                incarnation=self.incarnation)
+            # in the writer's ledger as any END, covered by the final ack it draws
+            tr.wire_end[-1] = tr.peer.write(tr.peer.wire_bytes(end))
+            out.append(Send(dest, end))
         return out
 
     def on_tick(self, now: float) -> list:
