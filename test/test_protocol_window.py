@@ -914,6 +914,30 @@ def test_a_setting_is_read_with_the_character_references_and_cdata_cyclone_reads
     assert lease_duration_s('<LeaseDuration><![CDATA[20 s]]></LeaseDuration>') == 20.0
 
 
+def test_a_blank_setting_leaves_the_value_an_earlier_one_set(monkeypatch):
+    # Cyclone's XML parser gives no value to an element whose text is empty once references
+    # are decoded, comments left out and white space trimmed (xmlparser.c parse_element
+    # calls no elem_data): the value an earlier source or element set stands (Cyclone
+    # 11.0.1's config trace: 30 s and 600 B), where the reader took the blank as unset and
+    # the nodes waited 10 s at the bound and counted 1 KiB fragments
+    from rog_ros.transport.cyclone_config import read_settings
+    first = '<Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>' \
+        '<General><FragmentSize>600B</FragmentSize></General>'
+    blank = '<Discovery><LeaseDuration>{0}</LeaseDuration></Discovery>' \
+        '<General><FragmentSize>{0}</FragmentSize></General>'
+    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
+    monkeypatch.setenv('EMPTY', '')
+    for text in ('', ' ', '\n\t', '<!-- 20 s -->', '&#32;', '<![CDATA[ ]]>',
+                 ' <!-- x --> <![CDATA[]]> &#10;'):
+        assert read_settings(f'{first},{blank.format(text)}') == (30.0, 600), repr(text)
+        assert read_settings(first + blank.format(text)) == (30.0, 600), repr(text)
+        assert read_settings(blank.format(text)) == (None, None), repr(text)
+    # a value that is not blank wins as before, also one Cyclone refuses (the configuration)
+    assert read_settings(f'{first},{blank.format("20 s")}').lease_s == 20.0
+    for refused in ('\f', '${EMPTY}', '&bad;'):
+        assert read_settings(f'{first},{blank.format(refused)}') == (None, None), refused
+
+
 def _chunks_of(actions):
     """Return the RowChunks among an engine's actions (what goes into the chunk writer)."""
     from rog_ros.protocol.messages import RowChunk

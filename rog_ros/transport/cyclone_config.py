@@ -731,8 +731,10 @@ def _setting_texts(text: str, domain_id: int | None, found: dict) -> None:
     Put in ``found`` the text of the last of each of its elements in ``text``, for our domain.
 
     An element ``text`` does not set keeps its value. Walks the tags once, as Cyclone's
-    parser does: a commented-out setting is no setting, and a ``Domain`` whose ``Id``
-    (expanded) is neither ``any`` nor ``domain_id`` does not apply.
+    parser does: a commented-out setting is no setting, a blank one (no text once its
+    references are decoded, comments left out and white space trimmed) gives no value, so the
+    one before it stands, and a ``Domain`` whose ``Id`` (expanded) is neither ``any`` nor
+    ``domain_id`` does not apply.
     """
     stack, start = [], None               # (element, skipped) per open element
     for match in _XML_TAG.finditer(text):
@@ -744,7 +746,10 @@ def _setting_texts(text: str, domain_id: int | None, found: dict) -> None:
         if closing:
             if stack and stack[-1][0] == name:
                 if name in found and start is not None and not stack[-1][1]:
-                    found[name] = re.sub(r'<!--.*?-->', '', text[start:match.start()], flags=re.S)
+                    raw = re.sub(r'<!--.*?-->', '', text[start:match.start()], flags=re.S)
+                    body = _xml_text(raw)
+                    if body is None or body.strip(_XML_SPACE):    # (blank: no value)
+                        found[name] = raw
                 stack.pop()
             start = None
             continue
