@@ -875,6 +875,19 @@ def test_the_lease_and_the_fragment_size_are_read_with_one_number_reader():
     assert read('5', ns, 0, 0, hour) is None               # no default unit: one is required
     assert read('0', ns, 0, 0, hour) == 0
 
+    # a whole number of over 4300 digits: Python's int() raised a ValueError out of the
+    # node's start, where glibc's %lld reads any length (Cyclone 11.0.1's config trace: 10 s
+    # for 4400 zeros then 10 s, 601 B for 4400 zeros then 600.5 B; refused: 4400 ones)
+    from rog_ros.transport.cyclone_config import fragment_size_bytes, lease_duration_s
+    zeros, ones = '0' * 4400, '1' * 4400
+    assert lease_duration_s(f'<LeaseDuration>{zeros}10 s</LeaseDuration>') == 10.0
+    assert lease_duration_s(f'<LeaseDuration>{zeros}10</LeaseDuration>') == 0.01
+    assert fragment_size_bytes(f'<FragmentSize>{zeros}600.5 B</FragmentSize>') == 601
+    for text in (f'{ones} s', f'-{ones} s', f'+{ones}', f'{ones} xyz', f'{zeros}{ones} ns'):
+        assert read(text, ns, 10 ** 6, 0, hour) is None, text[-8:]
+    assert read(f'{zeros}1 B', sizes, 1, 0, 65535) == 1
+    assert read(f'-{zeros} s', ns, 10 ** 6, 0, hour) == 0
+
 
 def test_a_domain_id_is_compared_as_the_number_cyclone_reads(monkeypatch):
     # Cyclone reads a Domain's Id with sscanf's %u, so Id="07" and Id="+7" are domain 7 (its

@@ -524,7 +524,7 @@ def _number_with_unit(text: str, units: dict, default_unit: int, low: int,
     """
     match = _SCANF_INT.match(text)
     if match is not None:
-        number = int(match.group(1))
+        number = _scanf_int(match.group(1))
         multiplier = _unit_multiplier(text[match.end():], units, default_unit, number == 0)
         if multiplier:        # (a number past int64 is out of any range we are given)
             number *= multiplier
@@ -546,6 +546,20 @@ def _number_with_unit(text: str, units: dict, default_unit: int, low: int,
         return None
     number = int(scaled) * (-1 if value < 0 else 1)
     return number if low <= number <= high else None
+
+
+def _scanf_int(digits: str) -> int:
+    """
+    Return a whole number's text (a sign, digits) as glibc's ``%lld`` reads it, in int64.
+
+    Saturated past int64, as glibc does; leading zeros are nothing to it. ``int()`` of the
+    text raised a ValueError past 4300 digits (Python's limit) out of a node's start, where
+    Cyclone reads 4400 zeros and ``10 s`` as 10 s.
+    """
+    magnitude = digits.lstrip('+-').lstrip('0')
+    value = int(magnitude or '0') if len(magnitude) < 20 else 1 << 63
+    value = -value if digits.startswith('-') else value
+    return max(-(1 << 63), min((1 << 63) - 1, value))
 
 
 def _unit_multiplier(unit: str, units: dict, default_unit: int, is_zero: bool) -> int:
