@@ -989,3 +989,31 @@ def test_the_server_adapter_revives_in_its_engine_what_the_transfers_hand_over()
     ack = TransferAck(transfer_id=1, sender=1, receiver=SERVER, seq=0)
     assert srv.on_message(ack, 1.0) == []
     assert engine.past_runs == [[5], []] and engine.runs == [6, 6]
+
+
+def test_the_final_ack_of_nothing_a_poke_draws_covers_the_pokes_in_the_ledger():
+    # A poke is counted in the robot's ledger (PeerLink) until an ack covers it. A server
+    # that no longer has the push's answer (a run taken back forgot it) answers a poke with
+    # a final ack of nothing: the push goes again whole. That ack covers the pokes too (the
+    # server read them), but the resend left it out of the ledger: the pokes stayed counted
+    # past the ack, on top of the pushed-again chunks, until one of those was acknowledged.
+    n = 24 * PUSH_ROW_ELEMENTS
+    cfg, srv = _asgd_server(n)
+    wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
+                       PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=5))
+    _deliver(srv, wk, _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER), 0.0)
+    assert wk.transfers.settled and wk.transfers.wire_past_ack(SERVER) == 0
+    assert srv.transfers.forms[0].receiver.forget_closed(0, 5) == 1
+    link = wk.transfers.peers[SERVER]
+    pokes = []
+    for _ in range(2):                             # the first poke is lost
+        pokes += _chunks(wk.on_tick(wk.next_wakeup()), SERVER)
+    now = wk.next_wakeup() - 1.0
+    (ack,) = [a.msg for a in srv.on_message(pokes[-1], now) if isinstance(a, Send)]
+    assert ack.final and ack.bytes_received == 0
+    again = _chunks(wk.on_message(ack, now), SERVER)
+    assert wk.transfers.resent == 1 and not wk.transfers.settled
+    assert len(again) == 7 and again[-1].flags & FLAG_END      # 6 chunks and END
+    assert link.last_ack_time == now
+    assert wk.transfers.wire_past_ack(SERVER) == sum(
+        wire_bytes(c, link.fragment_bytes) for c in again)

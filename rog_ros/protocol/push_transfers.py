@@ -653,7 +653,9 @@ class PushTransfers:
         if (sending is None and settled is not None and ack.final
                 and ack.transfer_id == settled[0].transfer.transfer_id
                 and ack.bytes_received < len(settled[0].msg.payload)):
-            # the answer to a poke of a run that never had the push (a restarted server)
+            # the answer to a poke of a run that never had the push (a restarted server):
+            # it read the pokes, so it covers them in the ledger (and says the peer is alive)
+            self.peers[ack.sender].on_ack(ack, now)
             del self.settled[ack.sender]
             return self._resend(ack.sender, settled[0].msg, settled[0].form.layout.n_rows, now)
         if sending is None or ack.transfer_id != sending.transfer.transfer_id:
