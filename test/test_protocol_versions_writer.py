@@ -23,7 +23,8 @@ from rog_ros.core.compress import RowScaledSign
 from rog_ros.core.rows import RowLayout
 from rog_ros.nodes.routing import topic_for
 from rog_ros.protocol.actions import Send
-from rog_ros.protocol.messages import FLAG_END, RowVersions, SERVER, TransferAck
+from rog_ros.protocol.messages import (
+    FLAG_END, FLAG_JOIN, KIND_GRAD, MAX_CLOCK, RowChunk, RowVersions, SERVER, TransferAck)
 from rog_ros.protocol.policies import make_policy
 from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS
@@ -73,13 +74,14 @@ def _count(sent, per_topic, copies, now):
             per_topic[topic] += 1          # Schedules and acks: counted as messages
 
 
-def _silent_snapshot(server, seconds, heard=()):
+def _silent_snapshot(server, seconds, heard=(), sends=None):
     """
     Start a snapshot to ROBOT, which answers nothing for ``seconds``; return what it was sent.
 
     Ticked every 50 ms, as the nodes' loop would be. ``heard``: times at which a message of
-    the robot (a per-chunk ack of the snapshot) arrives all the same. Returns wire bytes per
-    topic, the RowVersions copies (``_count``) and the times of the ENDs.
+    the robot (a per-chunk ack of the snapshot) arrives all the same; ``sends``: the message
+    that arrives at each of them instead (by time), to see what counts as heard. Returns
+    wire bytes per topic, the RowVersions copies (``_count``) and the times of the ENDs.
     """
     server._holds_unknown(ROBOT)
     per_topic, copies, ends = collections.Counter(), [], []
@@ -92,7 +94,7 @@ def _silent_snapshot(server, seconds, heard=()):
             out = server.on_tick(now)
         for t in heard:
             if abs(t - now) < 1e-9:
-                out += server.on_message(TransferAck(
+                out += server.on_message((sends or {}).get(t) or TransferAck(
                     transfer_id=tid, sender=ROBOT, receiver=SERVER, seq=0, incarnation=inc,
                     target_incarnation=server.incarnation), now)
         _count(out, per_topic, copies, now)
@@ -178,12 +180,30 @@ def test_a_robot_back_after_its_lease_gets_the_versions_with_the_next_end():
     assert ends[-1] == 30.0 and len(ends) == 16
     assert [t for _, t, _ in copies] == [0.0, 26.0]   # the first, and with the next END
     link = _server().version_links[ROBOT]
-    link.heard(0.0, 10.0)
+    link.heard(0.0, 10.0, None)
     link.acked, link.sent, link.written_at = 0, 100, 0.0    # a copy written at 0 s
-    link.heard(9.9, 10.0)
+    link.heard(9.9, 10.0, 0.0)
     assert link.unacked() == 100                    # heard within its lease
-    link.heard(20.0, 10.0)
+    link.heard(20.0, 10.0, 9.9)
     assert link.unacked() == 0                      # after a lease of silence
+
+
+@pytest.mark.parametrize('bad', [
+    TransferAck(transfer_id=0, sender=ROBOT, receiver=2, seq=0, incarnation=78),
+    RowChunk(transfer_id=0, seq=0, sender=ROBOT, receiver=SERVER, kind=KIND_GRAD,
+             clock=MAX_CLOCK + 1, flags=FLAG_JOIN, incarnation=78),
+])
+def test_a_malformed_message_after_a_lease_of_silence_lets_no_copy_through(bad):
+    # The server noted every message of a robot in its versions link before it checked
+    # it: a new run's malformed message (an ack to another robot, a JOIN past max_clock),
+    # refused and counted for nothing else, after a lease of silence counted the writer
+    # afresh, and the next END wrote one more copy (copies at 0 and 26 s) into a writer
+    # the robot's reader may still hold. The link asks when the server last admitted one
+    server = _server()
+    _, copies, ends = _silent_snapshot(server, 30.0, heard=(5.0, 25.0), sends={25.0: bad})
+    assert server.rejects == 1 and server.last_heard[ROBOT] == 5.0
+    assert len(ends) == 16 and [t for _, t, _ in copies] == [0.0]
+    assert server.version_links[ROBOT].withheld == 15
 
 
 def test_a_final_ack_frees_what_was_written_before_that_transfers_versions():

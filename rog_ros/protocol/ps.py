@@ -365,7 +365,6 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         r = getattr(msg, 'sender', None)
         if r is None or not 0 <= r < self.n:
             raise MessageError(f'message from unknown worker {r}')
-        self.version_links[r].heard(now, self.lease_s)   # (back after a lease: a new reader?)
         inc, known = int(msg.incarnation), self.worker_inc[r]
         out = []
         if known and inc != known:
@@ -422,6 +421,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             if isinstance(msg, RowChunk) and msg.flags & (FLAG_JOIN | FLAG_REQUEST):
                 return out + [Send(r, self._hello(r))], False
             return out + [Log('superseded', 1.0, r, {'to': 'old server run'})], False
+        # (back after a lease: a new reader? admitted only: a malformed message is no sign)
+        self.version_links[r].heard(now, self.lease_s, self.last_heard[r])
         return out + self._heard(r, now), True
 
     def _retired_run_alive(self, r: int, inc: int, msg, now: float) -> bool:

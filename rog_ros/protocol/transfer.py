@@ -340,13 +340,14 @@ class VersionsLink(PeerLink):
     lease: a restart, a shorter lease of its own, discovery after a short outage) would
     otherwise hold its END for ever (it closes nothing without them, and its pokes keep it
     heard). A restart keeps the previous run's reader matched for its lease, as for chunks
-    (``hold``).
+    (``hold``). When the robot was last heard is the server's (``last_heard``: the messages
+    it admitted): a new run's malformed message, refused, or a retired run's, answered as
+    such, says nothing of the live run's reader.
     """
 
     def __init__(self, max_wire_bytes: int = VERSIONS_MAX_WIRE_BYTES,
                  fragment_bytes: int = WHC_FRAGMENT_BYTES):
         super().__init__(max_wire_bytes, fragment_bytes=fragment_bytes)
-        self.last_heard: float | None = None   # the robot's last message of any kind
         self.written_at = -math.inf            # when the newest copy was written
         self.withheld = 0                      # repeats not written (the bound)
 
@@ -372,20 +373,25 @@ class VersionsLink(PeerLink):
             self.register(msg.transfer_id, np.array([pos], dtype=np.int64))
         return True
 
-    def heard(self, now: float, lease_s: float) -> None:
+    def heard(self, now: float, lease_s: float, last_heard: float | None) -> None:
         """
-        Note a message from the robot; count the writer afresh if it was silent for a lease.
+        Note a message the server admitted from the robot, last heard at ``last_heard``.
 
-        Its reader may have been dropped meanwhile (copies written before are gone, and the
-        robot waits for the next) or never was (then it acknowledges them now). Also when the
-        newest copy is a lease old: a robot that speaks has acknowledged what its reader got
-        long since, and a reader matched anew got nothing written before (without this, one
-        that missed a downlink's copies waited for ever: the robot's pokes are no silence).
+        Count the writer afresh if the robot was silent for a lease (``last_heard``: the one
+        before this message, None if never): its reader may have been dropped meanwhile
+        (copies written before are gone, and the robot waits for the next) or never was
+        (then it acknowledges them now). Also when the newest copy is a lease old: a robot
+        that speaks has acknowledged what its reader got long since, and a reader matched
+        anew got nothing written before (without this, one that missed a downlink's copies
+        waited for ever: the robot's pokes are no silence). Afresh for a previous run's
+        reader too (``hold``): this message may be a new run's, whose hold the server took
+        just before; it holds from here, as when the count started afresh before the hold.
         """
-        if (self.last_heard is not None and now - self.last_heard >= lease_s) or \
+        if (last_heard is not None and now - last_heard >= lease_s) or \
                 now - self.written_at >= lease_s:
             self.acked = self.sent
-        self.last_heard = now if self.last_heard is None else max(self.last_heard, now)
+            if self.held_at is not None:
+                self.held_at = self.sent
 
 
 def window_for_rate(window: int, rate_bps: float, chunk_bytes: int) -> int:
