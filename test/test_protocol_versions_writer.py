@@ -313,3 +313,50 @@ def test_a_robot_that_lost_a_downlinks_versions_gets_them_a_lease_later(restart)
     assert harness.now <= lost[1] + server.lease_s + poke + 2 * server.end_timeout_s
     assert copies == 2                                # the lost one, one a lease later
     assert server.lease_s == BOUND_END_S
+
+
+def test_a_first_copy_past_the_bound_goes_once_more_a_lease_later():
+    # A robot whose new reader lost a downlink's first copy, as big as the bound, holds its
+    # END until a copy a lease later (test_a_robot_that_lost_a_downlinks_versions_gets_them_
+    # a_lease_later), and may have acked nothing since: what was written since its last ack
+    # holds back no second copy, only a third. An ack (any) says it is reached again
+    link = VersionsLink(max_wire_bytes=500)
+    msg = RowVersions(transfer_id=3, receiver=1, n_workers=2,
+                      run_starts=np.arange(40, dtype=np.uint32),
+                      run_lengths=np.ones(40, np.uint32), versions=np.zeros(80, np.int32))
+    assert link.send(msg, 0.0, True) and not link.send(msg, 2.0, False)
+    link.heard(10.0, 10.0, 8.0)                     # the copy a lease old, the robot speaks
+    assert link.send(msg, 10.0, False) and link.since_ack == 2 * 816
+    link.heard(20.0, 10.0, 18.0)
+    assert not link.send(msg, 20.0, False) and link.withheld == 2
+    assert not link.on_ack(TransferAck(transfer_id=3, sender=1, receiver=SERVER, seq=0), 21.0)
+    assert link.since_ack == 0 and link.unacked() == 816
+    link.heard(30.0, 10.0, 28.0)
+    assert link.send(msg, 30.0, False)
+
+
+def test_a_robot_heard_but_not_reached_takes_no_copy_past_the_bound():
+    # A robot whose messages arrive but which nothing reaches (no acks: a one-way link)
+    # keeps its reader matched, and the writer keeps every copy. A lease after the newest
+    # copy the count started afresh all the same: one more copy and the repeats after it,
+    # each lease, without end (80 copies, 15,360 bytes, in 200 s with a bound of 1,000).
+    # Now no copy goes once what was written since the robot's last ack fills the bound
+    copies = []
+
+    def fault(msg, src, dst, now):
+        """Drop all the server sends robot 1 from 0.3 s on (its snapshot); note the copies."""
+        if src == SERVER and dst == ROBOT and now >= 0.3:
+            if isinstance(msg, RowVersions):
+                copies.append(versions_wire_bytes(msg))
+            return []
+        return [0.0]
+    harness, server, _, _, _ = build('rog:1', n=2, iters=8, dtype=torch.float64, fault=fault,
+                                     policy=make_policy('rog:1#late_pulls=0'))
+    for link in server.version_links:
+        link.max_wire_bytes = 1000
+    stats = harness.run(until=200.0)
+    link = server.version_links[ROBOT]
+    assert stats.error is None and server.last_heard[ROBOT] > 199.0    # heard all along
+    assert copies == [192] * 10                      # 5 within the bound, 5 a lease later
+    assert link.since_ack == sum(copies) < 2 * link.max_wire_bytes
+    assert link.withheld == 390 and link.copies_since_ack == 10

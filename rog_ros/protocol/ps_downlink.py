@@ -491,8 +491,8 @@ class DownlinkMixin:
         r = ack.sender
         if not 0 <= r < self.n or ack.receiver != SERVER:
             raise MessageError(f'ack from unknown worker {r}')
-        if ack.final:          # r held that transfer's versions: all written before them
-            self.version_links[r].on_ack(ack, now)
+        # any ack: what we write reaches r; a final one: r held that transfer's versions
+        self.version_links[r].on_ack(ack, now)          # (and all written before them)
         dl = self.downlinks[r]
         if dl is None or ack.transfer_id != dl.transfer.transfer_id:
             # late or duplicate, or of a downlink dropped uncommitted whose chunks stayed in

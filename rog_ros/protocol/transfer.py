@@ -339,10 +339,12 @@ class VersionsLink(PeerLink):
     lease after the newest copy: a reader that lost the copies (matched anew within the
     lease: a restart, a shorter lease of its own, discovery after a short outage) would
     otherwise hold its END for ever (it closes nothing without them, and its pokes keep it
-    heard). A restart keeps the previous run's reader matched for its lease, as for chunks
-    (``hold``). When the robot was last heard is the server's (``last_heard``: the messages
-    it admitted): a new run's malformed message, refused, or a retired run's, answered as
-    such, says nothing of the live run's reader.
+    heard); but not once what was written since the robot's last ack (of anything: it is
+    reached) fills ``max_wire_bytes``, or a robot heard but not reached took a copy more
+    each lease, kept by its matched reader without end. A restart keeps the previous run's
+    reader matched for its lease, as for chunks (``hold``). When the robot was last heard is
+    the server's (``last_heard``: the messages it admitted): a new run's malformed message,
+    refused, or a retired run's, answered as such, says nothing of the live run's reader.
     """
 
     def __init__(self, max_wire_bytes: int = VERSIONS_MAX_WIRE_BYTES,
@@ -350,6 +352,8 @@ class VersionsLink(PeerLink):
         super().__init__(max_wire_bytes, fragment_bytes=fragment_bytes)
         self.written_at = -math.inf            # when the newest copy was written
         self.withheld = 0                      # repeats not written (the bound)
+        self.since_ack = 0                     # wire bytes written since the robot's last ack
+        self.copies_since_ack = 0              # ... and how many copies
 
     def wire_bytes(self, msg: RowVersions) -> int:
         """Return what ``msg`` takes in the writer's count, with this robot's fragment size."""
@@ -369,9 +373,21 @@ class VersionsLink(PeerLink):
             return False
         pos = self.write(wire)
         self.written_at = float(now)
+        self.since_ack += wire
+        self.copies_since_ack += 1
         if first:
             self.register(msg.transfer_id, np.array([pos], dtype=np.int64))
         return True
+
+    def on_ack(self, ack: TransferAck, now: float) -> bool:
+        """
+        Take an ack from the robot, of any transfer and topic: what we write reaches it.
+
+        Only a final one says which copies it held (``PeerLink.on_ack``); any one restarts
+        the count of what was written since (``heard``).
+        """
+        self.since_ack = self.copies_since_ack = 0
+        return super().on_ack(ack, now)
 
     def heard(self, now: float, lease_s: float, last_heard: float | None) -> None:
         """
@@ -386,12 +402,20 @@ class VersionsLink(PeerLink):
         waited for ever: the robot's pokes are no silence). Afresh for a previous run's
         reader too (``hold``): this message may be a new run's, whose hold the server took
         just before; it holds from here, as when the count started afresh before the hold.
+
+        Not for the newest copy's age once what was written since the robot's last ack fills
+        ``max_wire_bytes`` (a first copy of any size goes once more): a robot the server
+        hears but does not reach (no acks) keeps its reader matched, and each lease took
+        one more copy, and the repeats after it, into the writer, without end.
         """
-        if (last_heard is not None and now - last_heard >= lease_s) or \
-                now - self.written_at >= lease_s:
+        silent = last_heard is not None and now - last_heard >= lease_s
+        if silent or (now - self.written_at >= lease_s and (
+                self.since_ack < self.max_wire_bytes or self.copies_since_ack < 2)):
             self.acked = self.sent
             if self.held_at is not None:
                 self.held_at = self.sent
+        if silent:
+            self.since_ack = self.copies_since_ack = 0   # (a reader matched anew, if any)
 
 
 def window_for_rate(window: int, rate_bps: float, chunk_bytes: int) -> int:
