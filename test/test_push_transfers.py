@@ -26,6 +26,7 @@ from rog_ros.protocol.messages import (
     FLAG_END, KIND_GRAD, KIND_UPDATE, ranges_from_sorted, RowChunk, SERVER, TransferAck)
 from rog_ros.protocol.policies.adacomp import (
     AdaCompConfig, AdaCompServer, AdaCompWorker, push_entries)
+from rog_ros.protocol.policies.async_ps import KEEP_RUNS
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
 from rog_ros.protocol.push_transfers import (
     dense_layout, PUSH_CHUNK_BYTES, PUSH_ROW_ELEMENTS, PUSH_WINDOW, PushTransfers, RunRevived,
@@ -1017,3 +1018,27 @@ def test_the_final_ack_of_nothing_a_poke_draws_covers_the_pokes_in_the_ledger():
     assert link.last_ack_time == now
     assert wk.transfers.wire_past_ack(SERVER) == sum(
         wire_bytes(c, link.fragment_bytes) for c in again)
+
+
+def test_a_late_chunk_of_the_oldest_run_the_engine_remembers_is_superseded():
+    # The server's engine remembers KEEP_RUNS runs of a robot before its current one; the
+    # transfers remembered KEEP_RUNS runs the current one among them. After 9 restarts a
+    # late chunk of the oldest run the engine remembers (its 2nd) was new to the transfers:
+    # taken as a new run's, it made that run the current one (the pull under way to the
+    # live run dropped) and the live run's chunks were superseded until it was taken back.
+    # Both remember the same runs now: it is dropped as superseded and nothing changes.
+    n = 24 * PUSH_ROW_ELEMENTS
+    cfg, srv = _asgd_server(n)
+    srv.engine.max_updates = 100
+    late = None
+    for run in range(1, KEEP_RUNS + 3):            # runs 1 to 10: 9 restarts
+        chunks, _, wk = _run_push(n, cfg, run)
+        late = chunks[1] if run == 2 else late
+        _deliver(srv, wk, chunks, float(run))
+    t, engine = srv.transfers, srv.engine
+    assert engine.runs[0] == KEEP_RUNS + 2 and engine.past_runs[0][0] == 2
+    assert t.peer_runs[0] == engine.past_runs[0] + [engine.runs[0]]
+    pulls, superseded = t.dropped_pulls, t.superseded
+    assert srv.on_message(late, 20.0) == [] and t.superseded == superseded + 1
+    assert t.peer_runs[0][-1] == KEEP_RUNS + 2 and t.dropped_pulls == pulls
+    assert srv.revivals == 0 and srv.rejects == 0

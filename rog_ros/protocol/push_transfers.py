@@ -238,7 +238,7 @@ class PushTransfers:
         self.rate: dict = {}             # peer -> Ewma of its transfers' throughput
         self.peers: dict = {}            # peer -> PeerLink, shared by its transfers
         self.peer_incarnation: dict = {}   # sender -> incarnation of its latest chunk
-        self.peer_runs: dict = {}        # peer -> its runs heard from (newest KEEP_RUNS)
+        self.peer_runs: dict = {}        # peer -> its runs heard, current last (KEEP_RUNS + 1)
         self.rejects = 0                 # chunks or acks refused (validation)
         self.resent = 0                  # messages sent again after rows went missing
         self.foreign = 0                 # chunks of pulls for an earlier run of ours
@@ -554,7 +554,7 @@ class PushTransfers:
             return []
         earlier = bool(runs)
         runs.append(incarnation)
-        del runs[:-KEEP_RUNS]
+        del runs[:-(KEEP_RUNS + 1)]            # as the engine: KEEP_RUNS past and the current
         if not earlier:
             return []
         self._peer(peer).hold(now + self.lease_s)

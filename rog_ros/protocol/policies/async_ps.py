@@ -33,13 +33,15 @@ import torch
 
 KEEP_RUNS = 8
 """
-How many runs of one peer the push systems remember, to tell a late message of one.
+How many past runs of one peer the push systems remember, to tell a late message of one.
 
-The one depth of both histories: the server's engine keeps this many runs of each robot
-before the current one (``PushServer.past_runs``: their late pushes refused, never taken
-for a restart), and ``push_transfers.PushTransfers.peer_runs`` this many runs of each peer
-heard, the current one among them (a late chunk of an earlier one superseded, or its run
-taken back).
+The one depth of both histories, each keeping this many runs before the current one: the
+server's engine in ``PushServer.past_runs`` (their late pushes refused, never taken for a
+restart), ``push_transfers.PushTransfers.peer_runs`` with the current one last (a late
+chunk of an earlier one superseded, or its run taken back), so both know the same runs.
+The transfers kept this many with the current one among them: after 9 restarts a late
+chunk of the oldest run the engine knew was new to them, taken as a new run's, and the
+live run was displaced until taken back.
 """
 
 
