@@ -905,6 +905,33 @@ def test_a_domain_id_is_compared_as_the_number_cyclone_reads(monkeypatch):
         assert lease_duration_s(xml.format(other)) is None, other
 
 
+def test_a_domain_id_is_read_as_cyclone_s_percent_u_and_one_it_refuses_sets_nothing(
+        monkeypatch):
+    # A Domain Id went through int(): 4301 digits raised a ValueError out of every node's
+    # configure, where Cyclone 11.0.1 reads 4400 zeros then 7 as domain 7 (glibc's %u,
+    # strtoul: saturated past 2**64 - 1, the low 32 bits kept). An Id it refuses refuses the
+    # whole configuration ('-1' and past 2**64 are 2**32 - 1; 'default', '7 ', ' any',
+    # '0x7', a reference it cannot expand): the reader skipped the Domain, or took it, and
+    # kept the settings of the source before it; none now, as for any value Cyclone refuses
+    from rog_ros.transport.cyclone_config import read_settings
+    first = '<Domain Id="any"><General><FragmentSize>700B</FragmentSize></General>' \
+        '<Discovery><LeaseDuration>20 s</LeaseDuration></Discovery></Domain>'
+    xml = first + ',<Domain Id={}><General><FragmentSize>600B</FragmentSize></General>' \
+        '<Discovery><LeaseDuration>30 s</LeaseDuration></Discovery></Domain>'
+    monkeypatch.setenv('ROS_DOMAIN_ID', '7')
+    zeros, ones = '0' * 4400, '1' * 4400
+    for ours in (zeros + '7', ' 7', '\t07', '-4294967289', '4294967303', "'07'", 'any',
+                 '-18446744073709551609', '&#55;', '${CYCLONEDDS_DOMAIN_ID}'):
+        quoted = ours if ours.startswith("'") else f'"{ours}"'
+        assert tuple(read_settings(xml.format(quoted))) == (30.0, 600), ours[-12:]
+    for other in (zeros + '8', '-2', '4294967294', '-18446744073709551615'):
+        assert tuple(read_settings(xml.format(f'"{other}"'))) == (20.0, 700), other[-12:]
+    for refused in (ones, '-' + ones, '-1', '4294967295', '18446744073709551616',
+                    '-18446744073709551616', 'default', '', '7 ', ' any', '0x7', '+-7',
+                    '${NOT_SET:?x}', '&bad;'):
+        assert tuple(read_settings(xml.format(f'"{refused}"'))) == (None, None), refused[-12:]
+
+
 def test_a_setting_is_read_with_the_character_references_and_cdata_cyclone_reads(
         monkeypatch):
     # Cyclone's XML parser decodes &#54; and &#x36; in element text and takes a CDATA

@@ -398,7 +398,8 @@ def _uri_sources(uri: str):
 
 
 _TAG_NAME = re.compile(r'</?\s*([^\s/>]+)')
-_DOMAIN_ID = re.compile(r'\sid\s*=\s*["\']\s*([^"\']*?)\s*["\']', re.I)
+_DOMAIN_ID = re.compile(r'\sid\s*=\s*(?:"([^"]*)"|\'([^\']*)\')', re.I)
+"""A ``Domain``'s ``Id`` attribute, its value as written (Cyclone's parser trims no attribute)."""
 _DURATION_UNITS = {'ns': 1, 'us': 10 ** 3, 'ms': 10 ** 6, 's': 10 ** 9, 'min': 60 * 10 ** 9,
                    'hr': 3600 * 10 ** 9, 'day': 86400 * 10 ** 9}
 """Cyclone's duration units (``unittab_duration``: ``10 s``, ``500ms``, ``1 min``), in ns."""
@@ -582,8 +583,8 @@ def _configured(uri: str | None, elements) -> dict:
     From ``$CYCLONEDDS_URI``, or ``uri``, read once for all of them. The last such element
     of the sources, in order, for our domain, its text trimmed and its environment
     references expanded as Cyclone does (:func:`expand_env`); None when no source sets it,
-    or its expansion fails (Cyclone refuses the configuration then). Unreadable files are
-    passed over (Cyclone says why).
+    or its expansion fails, every one None at a ``Domain`` ``Id`` Cyclone refuses (Cyclone
+    refuses the configuration then). Unreadable files are passed over (Cyclone says why).
     """
     value = os.environ.get('CYCLONEDDS_URI', '') if uri is None else uri
     try:
@@ -598,7 +599,8 @@ def _configured(uri: str | None, elements) -> dict:
                     source = f.read()
             except (OSError, ValueError):
                 continue
-        _setting_texts(source, domain_id, found)
+        if not _setting_texts(source, domain_id, found):
+            return dict.fromkeys(found)         # a Domain Id Cyclone refuses: it refuses all
     for element, raw in found.items():
         text = None if raw is None else _xml_text(raw)
         found[element] = None if text is None else expand_env(text.strip(_XML_SPACE),
@@ -722,25 +724,51 @@ def _env_value(name: str, env, domain_id: int | None) -> str | None:
     return None
 
 
-_DOMAIN_NUMBER = re.compile(r'([+-]?)([0-9]+)')
-
-
-def _is_domain(wanted: str, domain_id: int) -> bool:
+def _is_domain(attribute: str, domain_id: int) -> bool | None:
     """
-    Return whether a ``Domain``'s ``Id`` (expanded) is ``any`` or ``domain_id`` to Cyclone.
+    Return whether a ``Domain`` whose ``Id`` is ``attribute`` applies to ``domain_id``.
 
-    Cyclone reads the number with ``sscanf``'s ``%u``: ``07`` and ``+7`` are domain 7 too (the
-    text compared with ``'7'`` skipped their settings), ``-1`` wraps to 2**32 - 1.
+    None where Cyclone refuses the configuration (``uf_domainId`` of ``ddsi_config.c``): its
+    references decoded and expanded (:func:`expand_env`), the value is ``any`` (any case, as
+    written) or a number as ``sscanf``'s ``%u`` reads it with nothing after it
+    (:func:`_scanf_u32`): ``'07'``, ``'+7'``, ``' 7'`` are domain 7 (the text compared with
+    ``'7'`` skipped their settings), ``'-2'`` is 2**32 - 2. Refused (Cyclone 11.0.1):
+    2**32 - 1, which ``'-1'`` and any number past 2**64 read as (they counted as another
+    domain here, and one of 4301 digits raised a ValueError out of every node's configure),
+    ``'default'``, ``'0x1'``, ``''``, ``'7 '``, ``' any'``, and a reference that cannot be
+    decoded or expanded (the reader took the Domain's settings for the last three).
     """
-    text = wanted.strip()
-    number = _DOMAIN_NUMBER.fullmatch(text)
-    if number is None:
-        return text.lower() == 'any'
-    value = int(number.group(2)) * (-1 if number.group(1) == '-' else 1)
-    return value % (1 << 32) == domain_id
+    text = _xml_unescape(attribute)
+    text = None if text is None else expand_env(text, domain_id)
+    if text is None:
+        return None
+    if text.isascii() and text.lower() == 'any':
+        return True
+    number = _SCANF_INT.fullmatch(text)
+    value = None if number is None else _scanf_u32(number.group(1))
+    if value is None or value == (1 << 32) - 1:
+        return None
+    return value == domain_id
 
 
-def _setting_texts(text: str, domain_id: int | None, found: dict) -> None:
+def _scanf_u32(digits: str) -> int:
+    """
+    Return a whole number's text (a sign, digits) as glibc's ``%u`` reads it, in uint32.
+
+    As ``strtoul``: a magnitude past 2**64 - 1 saturates to it whatever the sign, a negative
+    one is negated modulo 2**64; the assignment keeps the low 32 bits. Leading zeros are
+    nothing to it; ``int()`` of the whole text raised a ValueError past 4300 digits.
+    """
+    magnitude = digits.lstrip('+-').lstrip('0')
+    value = int(magnitude or '0') if len(magnitude) <= 20 else 1 << 64
+    if value >= 1 << 64:
+        value = (1 << 64) - 1
+    elif digits.startswith('-'):
+        value = -value
+    return value % (1 << 32)
+
+
+def _setting_texts(text: str, domain_id: int | None, found: dict) -> bool:
     """
     Put in ``found`` the text of the last of each of its elements in ``text``, for our domain.
 
@@ -748,7 +776,8 @@ def _setting_texts(text: str, domain_id: int | None, found: dict) -> None:
     parser does: a commented-out setting is no setting, a blank one (no text once its
     references are decoded, comments left out and white space trimmed) gives no value, so the
     one before it stands, and a ``Domain`` whose ``Id`` (expanded) is neither ``any`` nor
-    ``domain_id`` does not apply.
+    ``domain_id`` does not apply. False, at once, at a ``Domain`` ``Id`` Cyclone refuses
+    (:func:`_is_domain`): it refuses the whole configuration.
     """
     stack, start = [], None               # (element, skipped) per open element
     for match in _XML_TAG.finditer(text):
@@ -770,12 +799,15 @@ def _setting_texts(text: str, domain_id: int | None, found: dict) -> None:
         skipped = bool(stack) and stack[-1][1]
         if name == 'domain' and domain_id is not None:
             wanted = _DOMAIN_ID.search(match.group(0))
-            wanted = None if wanted is None else _xml_unescape(wanted.group(1))
-            wanted = None if wanted is None else expand_env(wanted, domain_id)
-            skipped = skipped or not (wanted is None or _is_domain(wanted, domain_id))
+            applies = True if wanted is None else _is_domain(
+                wanted.group(1) if wanted.group(2) is None else wanted.group(2), domain_id)
+            if applies is None:
+                return False
+            skipped = skipped or not applies
         if not match.group(2):
             stack.append((name, skipped))
             start = match.end() if name in found else None
+    return True
 
 
 _XML_TAG = re.compile(r'<!--.*?-->|<\?.*?\?>|<!\[CDATA\[.*?\]\]>|<(/?)[^<>]*?(/?)>', re.S)
