@@ -21,10 +21,12 @@ suite's invariants must hold as before (nothing applied twice or lost), also und
 faults, and the end must never wait for a robot that cannot answer.
 """
 
+import copy
 import random
 
 from protocol_fixtures import build, random_faults
 import pytest
+from rog_ros.nodes.chaos_hooks import ServerHooks
 from rog_ros.protocol.actions import Log, Send, StartCompute
 from rog_ros.protocol.messages import FLAG_FINAL, FLAG_JOIN, RowChunk, SERVER
 from rog_ros.protocol.ps_final import FINAL_PATIENCE_S
@@ -453,6 +455,88 @@ def test_a_server_restored_during_the_end_sends_the_final_model_still_owed(seed)
         assert w.holds_final and torch.equal(w.w, restored.final_values), r
 
 
+def _final_deferred_by_an_absence(seed, hooks_dir=None):
+    """
+    Run a fleet whose final model waits for an absence, its server killed as it goes out.
+
+    Workers 0 and 1 finish while 2 trains on; 2 dies for good 0.5 s later (its pulls
+    acknowledged meanwhile change the mirrors), and the final model is taken only when it is
+    suspended as absent. The server is killed as worker 0 applied that final model and
+    restored 0.2 s later: by the node's ``ServerHooks`` in ``hooks_dir``, else from a
+    checkpoint taken as 0 and 1 were done (one from before the final model). Return the
+    harness, the final model sent before the kill and the restored server engine.
+    """
+    harness, server, _, _, _ = quadratic_fleet(
+        'rog:4', n=3, iters=10, dtype=torch.float64, seed=seed, save_states=True,
+        final_model=True, absence_timeout_s=1.0, compute=(0.05, 0.05, 0.25))
+    if hooks_dir is not None:
+        harness.server = ServerHooks(server, server.w_srv.clone(), hooks_dir,
+                                     checkpoint_every=100)
+    seen = {}
+
+    def watch():
+        """Checkpoint (without hooks) once 0 and 1 are done; kill worker 2 0.5 s later."""
+        if server._owed_final.keys() >= {0, 1}:
+            if hooks_dir is None:
+                harness.checkpoint = copy.deepcopy(server.state_dict())
+            harness.at(harness.now + 0.5, lambda: harness.kill(2))
+            return
+        harness.at(harness.now + 0.005, watch)
+
+    def restore():
+        """Put a server restored from the last checkpoint in place."""
+        new = harness.new_server()
+        if hooks_dir is None:
+            new.load_state_dict(harness.checkpoint)
+            harness.revive(SERVER, new)
+        else:
+            hooks = ServerHooks(new, new.w_srv.clone(), hooks_dir, checkpoint_every=100)
+            hooks.restore()
+            harness.revive(SERVER, hooks)
+        seen['restored'] = new
+    handle = harness._handle
+
+    def kill_at_the_final_model(node, actions):
+        """Kill the server as worker 0 applied the final model (once)."""
+        handle(node, actions)
+        if node == 0 and 'sent' not in seen and any(getattr(a, 'name', '') == 'final_model'
+                                                    for a in actions):
+            seen['sent'] = server.final_values.clone()
+            harness.kill(SERVER)
+            harness.at(harness.now + 0.2, restore)
+    harness._handle = kill_at_the_final_model
+    harness.at(0.01, watch)
+    assert harness.run(until=300).error is None
+    return harness, seen['sent'], seen['restored']
+
+
+@pytest.mark.parametrize('seed', range(2))
+def test_a_restored_servers_other_final_model_is_saved_by_the_robots(seed):
+    # Restored from a checkpoint older than the final model, a server takes another (the
+    # acks since changed the mirrors) and sends it again: robots applied it but saved only
+    # the first, so one restarted after its stop order left with the first, model.pt holding
+    # the second (saved[0] was the first on both seeds).
+    harness, sent, restored = _final_deferred_by_an_absence(seed)
+    assert restored.finished and not torch.equal(restored.final_values, sent)
+    for r in (0, 1):
+        assert harness.workers[r].holds_final, r
+        assert torch.equal(harness.workers[r].w, restored.final_values), r
+        assert torch.equal(harness.saved[r]['w'], restored.final_values), r
+
+
+@pytest.mark.parametrize('seed', range(2))
+def test_the_server_node_checkpoints_the_final_model_before_it_goes_out(seed, tmp_path):
+    # The node checkpointed before stop orders and every checkpoint_every iterations only:
+    # a final model taken later (here at robot 2's absence) was in no checkpoint, and the
+    # restored server sent another one (robot 0 left with the first on both seeds).
+    harness, sent, restored = _final_deferred_by_an_absence(seed, str(tmp_path))
+    assert restored.finished and torch.equal(restored.final_values, sent)
+    assert (restored.final_delivered, restored.final_missed) == (2, 1)     # 2 let go
+    for r in (0, 1):
+        assert torch.equal(harness.workers[r].w, sent), r
+        assert torch.equal(harness.saved[r]['w'], sent), r
+
+
 def test_holds_final_is_in_the_saved_state_and_old_states_load_without_it():
     """A state saved with the final model restores it; one saved before the key says False."""
     harness, server, workers = _build('rog:4', n=2, iters=6, dtype=torch.float64,
@@ -481,7 +565,6 @@ def test_an_absent_worker_is_not_waited_for():
 
 def test_a_server_restored_during_the_end_sends_the_same_model_to_the_rest():
     """The checkpoint holds the final model and who is still owed it."""
-    import copy
     harness, server, workers = _build('rog:4', n=3, iters=10, dtype=torch.float64,
                                       compute=(0.05, 0.05, 0.05),
                                       bandwidths=(2e6, 0.3e6, 0.3e6), save_states=True,

@@ -403,6 +403,7 @@ class ServerHooks(_Hooks):
         self.checkpoint_id = 0
         self.next_at = self.every
         self.stopped_seen = 0     # workers told to stop, as of the last checkpoint
+        self.final_seen = False   # the fleet's final model taken, as of the last checkpoint
         self.ledger_dir = ledger_dir
         self.ledger = None
         if ledger_dir:
@@ -434,6 +435,7 @@ class ServerHooks(_Hooks):
         self.restored_record = obj.get('run_record')
         self.next_at = (min(self.engine.clock) // self.every + 1) * self.every
         self.stopped_seen = sum(map(bool, getattr(self.engine, 'stopped', ())))
+        self.final_seen = getattr(self.engine, 'final_values', None) is not None
         if self.ledger is not None:
             self.ledger.add('restore', id=self.checkpoint_id)
             self.ledger.flush()
@@ -477,12 +479,19 @@ class ServerHooks(_Hooks):
                             weight=float(getattr(e, 'last_push_weight', 1.0)))
             self.ledger.flush()
         # Also before a stop order leaves: a worker told to stop never speaks again, so a
-        # server restored from an older checkpoint would wait for it for ever.
+        # server restored from an older checkpoint would wait for it for ever. And before the
+        # fleet's final model goes out: a server restored from before it took it takes
+        # another (the mean of older mirrors: the final model is deferred, e.g. until a robot
+        # is suspended as absent, and the acks meanwhile change it), and robots that left
+        # with the first would hold another model than model.pt.
         stopped = sum(map(bool, getattr(e, 'stopped', ())))
+        final = getattr(e, 'final_values', None) is not None
         if self.state is not None and (min(e.clock) >= self.next_at or
-                                       stopped > self.stopped_seen):
+                                       stopped > self.stopped_seen or
+                                       final > self.final_seen):
             self.next_at = (min(e.clock) // self.every + 1) * self.every
             self.stopped_seen = stopped
+            self.final_seen = final
             self.checkpoint()
         return actions
 

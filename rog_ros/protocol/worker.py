@@ -889,8 +889,11 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                     # the fleet is done: compute no more, wait for the stop order
                     self.holds_final = True
                     final = [Log('final_model', float(self.snap_layout.n_rows), self.rank)]
-                    # saved (once a run): a worker restarted after the fleet's end is stopped
-                    # at its JOIN, with no snapshot, and kept the model of its last save
+                if inc.flags & FLAG_FINAL:
+                    # saved: a worker restarted after the fleet's end is stopped at its JOIN,
+                    # with no snapshot, and keeps the model of its last save. Again for a
+                    # restored server's final model, which may differ (taken anew from a
+                    # checkpoint older than the first): its model.pt is that one
                     self._dirty = True
         # (no SaveState otherwise: a restarted worker rejoins, and its first pull is a
         # snapshot that replaces the model and the version table; the clock comes with it)
