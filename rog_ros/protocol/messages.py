@@ -82,7 +82,9 @@ FLAG_FINAL = 128
 """RowChunk flag (downlink, with ``FLAG_SNAPSHOT``): the snapshot is the fleet's final model,
 sent after the whole fleet finished training (``ServerEngine`` ``final_model``): once every
 row of it arrived the worker computes no more and waits for its stop order, so that it stops
-holding exactly the model the server evaluates last and writes to ``model.pt``."""
+holding exactly the model the server evaluates last and writes to ``model.pt``. Uplink, on a
+``FLAG_JOIN``: the sender holds that final model (restarted after it arrived); a server that
+still owes it the model counts it delivered and stops it."""
 
 MAX_CLOCK = 2 ** 31 - 2
 """Largest iteration clock any node accepts: versions are int32 and -1 is reserved."""

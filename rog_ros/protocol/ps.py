@@ -394,7 +394,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             self.retired[r] = ([x for x in self.retired[r] if x != inc] + [known])[-8:]
             self._retired_pokes.keep(lambda k: k[0] != r or k[1] in self.retired[r])
             self.worker_inc[r] = inc
-            out += self._reset_worker(r, now)
+            out += self._reset_worker(r, now, msg)
             if revived:
                 self.revivals += 1
                 said = r in self.duplicate_ranks
@@ -510,8 +510,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                         target_incarnation=inc,
                         checkpoint_transfer=self._checkpoint_for(r, inc))
 
-    def _reset_worker(self, r: int, now: float) -> list:
-        """Start afresh for a new incarnation of worker r (transfers dropped uncommitted)."""
+    def _reset_worker(self, r: int, now: float, msg=None) -> list:
+        """Start afresh for a new incarnation of worker r (``msg``: its first message)."""
         dropped = self.receiver.drop_open(r)
         dl, self.downlinks[r] = self.downlinks[r], None
         # its previous run's reader stays matched for a lease: the writer keeps its chunks
@@ -519,9 +519,9 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.version_links[r].hold(now + self.lease_s)     # (and its versions)
         self.pending.pop(r, None)
         out = self._end_stall(r, now)
-        if r in self._owed_final:
-            out += self._give_up_final(r, 'restarted')
         self._holds_unknown(r)
+        if r in self._owed_final:
+            out += self._owed_restarted(r, msg)     # (it may say it holds the model)
         self._pull_done_at[r] = None
         if self.slots is not None:
             self.slots.release(r, 'push')

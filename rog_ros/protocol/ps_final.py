@@ -47,7 +47,7 @@ simulator leaves both off, so its runs end where they did).
 from __future__ import annotations
 
 from rog_ros.protocol.actions import Log, Send
-from rog_ros.protocol.messages import Schedule
+from rog_ros.protocol.messages import FLAG_FINAL, FLAG_JOIN, RowChunk, Schedule
 
 FINAL_PATIENCE_S = 60.0
 """Seconds without an acknowledgement of a robot's final model before it is given up (a
@@ -126,6 +126,24 @@ class FinalModelMixin:
         self.final_delivered += 1
         return [Log('final_model', float(rows), r),
                 Send(r, Schedule(worker=r, clock=c, push_deadline_s=-1.0, stop=True))]
+
+    def _owed_restarted(self, r: int, msg) -> list:
+        """
+        Worker r restarted while owed its final model: delivered if its JOIN says it holds it.
+
+        A robot killed after it applied the final model (saved with its state, before its
+        acknowledgement) JOINs with ``FLAG_FINAL``: its model is the final model bit for bit,
+        and counting it without (``final_model_missed``) was one robot too many. It holds
+        ours: every final model a run sends is the one its server took first, since the
+        server node checkpoints it before any goes out (``ServerHooks``), and a restored
+        server sends that one. Without ``final_values`` (a checkpoint from before it was
+        taken) the robot's cannot be vouched for, and it is given up as any other restart.
+        """
+        if (self.final_values is None or not isinstance(msg, RowChunk)
+                or not msg.flags & FLAG_JOIN or not msg.flags & FLAG_FINAL):
+            return self._give_up_final(r, 'restarted')
+        self.mirror[r].copy_(self.final_values)      # what it holds (a rejoin: unknown)
+        return self._final_sent(r, self.snap_layout.n_rows)
 
     def _give_up_final(self, r: int, reason: str) -> list:
         """Stop worker r without its final model (restarted, or silent too long)."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
-    FLAG_JOIN, KIND_GRAD, RowChunk, Schedule, SERVER, TransferAck)
+    FLAG_FINAL, FLAG_JOIN, KIND_GRAD, RowChunk, Schedule, SERVER, TransferAck)
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS
 from rog_ros.protocol.transfer import OutgoingTransfer
 import torch
@@ -90,12 +90,16 @@ class RejoinMixin:
         if self._await_hello is None:
             self._await_hello = {self.incarnation} | self._past_incarnations()
         out = []
+        # Holding the final model, every JOIN says so (the first one the server hears of a
+        # new run of ours restarts us there): a server that owes it us counts it delivered,
+        # its acknowledgement having maybe died with our earlier run.
+        flags = FLAG_JOIN | (FLAG_FINAL if self.holds_final else 0)
         for inc in sorted(self._await_hello):
             ask = (np.zeros(0, np.uint32) if inc == self.incarnation else
                    np.array([inc & 0xFFFFFFFF, inc >> 32], dtype=np.uint32))
             out.append(Send(SERVER, RowChunk(transfer_id=self.next_tid, seq=0, sender=self.rank,
                                              receiver=SERVER, kind=KIND_GRAD, clock=self.clock,
-                                             flags=FLAG_JOIN, codec=self.codec.codec_id,
+                                             flags=flags, codec=self.codec.codec_id,
                                              tensor_ids=ask)))
         return out
 

@@ -142,24 +142,9 @@ def conservation_problems(harness, server=None, workers=None) -> list:
     harness.fault = None
     harness.quiesce()
     for r, w in enumerate(workers):
-        if _final_kept_past_its_give_up(server, r, w):
-            continue
         if not torch.allclose(w.w, server.worker_model(r), atol=_TOL, rtol=0):
             problems.append(f'worker {r} holds another model than the server holds for it')
     return problems + _residual_problems(workers) + _uplink_problems(server, workers)
-
-
-def _final_kept_past_its_give_up(server, r, w) -> bool:
-    """
-    Tell whether worker r holds the final model the server gave up on when it restarted.
-
-    One restarted after it saved the final model, its acknowledgement lost with it, is given
-    up (``final_model_missed``, restarted) and stopped at its JOIN: it keeps the final model
-    bit for bit, while the server knows not what it holds (its model is unknown, as after
-    any restart) and mirrors the model before it. Any other model must be the mirror's.
-    """
-    return (w.holds_final and server.unsynced[r] is not None
-            and server.final_values is not None and torch.equal(w.w, server.final_values))
 
 
 def membership_problems(harness) -> list:
