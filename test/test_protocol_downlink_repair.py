@@ -131,7 +131,10 @@ def test_a_pull_that_delivers_no_row_waits_for_its_versions():
                    clock=0, flags=FLAG_END, codec=worker.codec.codec_id,
                    incarnation=server.incarnation, target_incarnation=worker.incarnation)
     out = worker.on_message(end, 0.1)
-    assert [a.name for a in out] == ['end_without_versions']
+    assert [type(a).__name__ for a in out] == ['Send', 'Log']
+    assert out[1].name == 'end_without_versions'
+    ack = out[0].msg                           # (it came: the server knows it reaches us)
+    assert (ack.transfer_id, ack.seq, ack.final, ack.receiver) == (tid, 0, False, SERVER)
     assert worker.newest_pull_tid == tid - 1                  # not closed
     versions = encode_versions(tid, 0, server.versions.v, np.zeros(0, dtype=np.int64),
                                torch.tensor([True, True, False]))

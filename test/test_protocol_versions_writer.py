@@ -252,7 +252,7 @@ def test_versions_are_counted_as_cyclone_counts_them(fragment):
     assert _copy_bytes(CONVMLP_M_ROWS, 2) == 574688 and _copy_bytes(6157, 2) == 106368
 
 
-def _lost_copy_run(restart, until):
+def _lost_copy_run(restart, until, lose=1):
     """
     Run 2 robots whose robot 1 loses a downlink's first RowVersions copy, and speaks on.
 
@@ -263,7 +263,8 @@ def _lost_copy_run(restart, until):
     robot, an outage just past the robot's lease: the third downlink). Every copy is taken
     as big as the bound (no repeat fits, as ConvMLP-M's for 8 robots). Returns the run's
     stats, the harness, the server, the lost copy's (transfer id, time) and how many copies
-    of that transfer's versions were written.
+    of that transfer's versions were written. ``lose``: how many of that transfer's copies
+    are lost, one after the other (a reader matched anew again before the next came).
     """
     state = {'seen': [], 'lost': None, 'copies': 0, 'restarted': not restart}
 
@@ -281,6 +282,8 @@ def _lost_copy_run(restart, until):
                 return []
         if state['lost'] is not None and tid == state['lost'][0]:
             state['copies'] += 1
+            if state['copies'] <= lose:
+                return []
         return [0.0]
 
     harness, server, _, _, _ = build('rog:1', n=2, iters=8, dtype=torch.float64, fault=fault,
@@ -360,3 +363,18 @@ def test_a_robot_heard_but_not_reached_takes_no_copy_past_the_bound():
     assert copies == [192] * 10                      # 5 within the bound, 5 a lease later
     assert link.since_ack == sum(copies) < 2 * link.max_wire_bytes
     assert link.withheld == 390 and link.copies_since_ack == 10
+
+
+def test_a_robot_that_loses_copies_a_lease_apart_gets_the_next_one():
+    # A reader matched anew again and again (outages just past a shorter robot lease) lost
+    # a downlink's first copy (the last chunks' acks came after it) and the copies a lease
+    # later, one after the other. The robot acked nothing while it held that END, so what
+    # was written since its last ack (two copies past the bound) withheld every copy after
+    # the second: robot 1 still waited at 120 s, heard all along (4 copies at 436acb1).
+    # Now the robot acks each END it holds: it is reached, and the next copy goes
+    stats, harness, server, lost, copies = _lost_copy_run(False, 120.0, lose=3)
+    assert lost is not None and stats.error is None
+    assert all(harness.stopped)                      # robot 1's downlink closed, the run over
+    assert copies == 4                               # the 3 lost ones, one a lease later
+    poke = POKE_END_TIMEOUTS * server.end_timeout_s
+    assert harness.now <= lost[1] + 3 * (server.lease_s + poke + 2 * server.end_timeout_s)

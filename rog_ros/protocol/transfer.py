@@ -384,7 +384,9 @@ class VersionsLink(PeerLink):
         Take an ack from the robot, of any transfer and topic: what we write reaches it.
 
         Only a final one says which copies it held (``PeerLink.on_ack``); any one restarts
-        the count of what was written since (``heard``).
+        the count of what was written since (``heard``). A robot that holds an END without
+        its versions acknowledges that END (not finally): reached, it gets a copy again a
+        lease after the newest, however many it lost; it sent nothing else while it waited.
         """
         self.since_ack = self.copies_since_ack = 0
         return super().on_ack(ack, now)

@@ -789,9 +789,15 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             # no row came: the versions of a pull that delivers none still say who is
             # suspended, and a worker that closed it without them kept checking the rows of
             # robots the server no longer counted, and waited for ever (no repair follows a
-            # pull the server saw through).
+            # pull the server saw through). Tell the server its END came (an ack of the END,
+            # not final: past the data chunks, it moves nothing there): it writes a lost copy
+            # again only to a robot it reaches (VersionsLink: since its last ack), and a
+            # reader that lost two copies in a row, acking nothing, waited for ever.
             self._held_end = chunk
-            return [Log('end_without_versions', 1.0, self.rank)]
+            return [Send(SERVER, TransferAck(
+                transfer_id=chunk.transfer_id, sender=self.rank, receiver=SERVER,
+                seq=int(chunk.seq), final=False, receive_time=now)),
+                Log('end_without_versions', 1.0, self.rank)]
         acks, closed = rx.on_chunk(chunk, now)
         out = [Send(SERVER, a) for a in acks]
         if closed is not None:
