@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 
 from rog_ros.protocol import messages as m
-from rog_ros.protocol.transfer import versions_wire_bytes, WRITER_MARK_BYTES
+from rog_ros.protocol.transfer import versions_wire_bytes, VersionsLink, WRITER_MARK_BYTES
 from rog_ros.transport.topics import topic_type
 
 pytest.importorskip('cyclonedds')
@@ -201,3 +201,34 @@ def test_the_versions_writer_blocks_where_versions_wire_bytes_says():
                 written += 1
     assert (written - 1) * copy <= WRITER_MARK_BYTES < written * copy
     assert written == 7
+
+
+def test_a_robot_heard_but_not_reached_keeps_the_versions_writer_under_the_mark():
+    # A robot whose messages reach the server but which nothing reaches (a one-way link)
+    # keeps its reader matched and acknowledges nothing: here a suspended reader of
+    # w0/versions with a 60 s lease. The server's VersionsLink, told the robot is heard
+    # every 8 s (its pull pokes) and never acked, over 300 s of its clock with an END every
+    # 2 s: ConvMLP-M's 1,334,216-byte copies for 8 robots. It counted the writer afresh
+    # each lease after the newest copy: a copy at 0, 16, 32, ... s, and the 8th write
+    # blocked (BusError, held 1 s). Now the first copy and one a lease later only
+    loopback = cyclone_config.config_path('loopback')
+    domain = 110 + (os.getpid() * 13 + 5) % 50
+    bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_f', domain_id=domain,
+                         config=str(loopback), publish_timeout_s=TRY_S, publish_give_up_s=TRY_S)
+    rows, n = 33307, 8
+    versions = m.RowVersions(transfer_id=1, receiver=0, n_workers=n,
+                             run_starts=np.arange(rows, dtype=np.uint32),
+                             run_lengths=np.ones(rows, np.uint32),
+                             versions=np.zeros(rows * n, np.int32), auth_tag=bytes(16))
+    link = VersionsLink(fragment_bytes=60000)
+    written = []
+    with _suspended_tool(bus, domain, 60, topic='w0/versions'):
+        for k in range(150):
+            now = 2.0 * k
+            if k and k % 4 == 0:
+                link.heard(now, 10.0, now - 8.0)          # a poke, within its lease
+            if link.send(versions, now, k == 0):
+                bus.publish('w0/versions', versions)      # raised BusError at the 8th
+                written.append(now)
+    assert written == [0.0, 16.0] and link.withheld == 148
+    assert link.since_ack == 2 * 1334216 < WRITER_MARK_BYTES
