@@ -880,9 +880,11 @@ def test_the_lease_and_the_fragment_size_are_read_with_one_number_reader():
     # for 4400 zeros then 10 s, 601 B for 4400 zeros then 600.5 B; refused: 4400 ones)
     from rog_ros.transport.cyclone_config import fragment_size_bytes, lease_duration_s
     zeros, ones = '0' * 4400, '1' * 4400
-    assert lease_duration_s(f'<LeaseDuration>{zeros}10 s</LeaseDuration>') == 10.0
-    assert lease_duration_s(f'<LeaseDuration>{zeros}10</LeaseDuration>') == 0.01
-    assert fragment_size_bytes(f'<FragmentSize>{zeros}600.5 B</FragmentSize>') == 601
+    lease = '<Discovery><LeaseDuration>{}</LeaseDuration></Discovery>'
+    assert lease_duration_s(lease.format(f'{zeros}10 s')) == 10.0
+    assert lease_duration_s(lease.format(f'{zeros}10')) == 0.01
+    assert fragment_size_bytes(f'<General><FragmentSize>{zeros}600.5 B</FragmentSize>'
+                               '</General>') == 601
     for text in (f'{ones} s', f'-{ones} s', f'+{ones}', f'{ones} xyz', f'{zeros}{ones} ns'):
         assert read(text, ns, 10 ** 6, 0, hour) is None, text[-8:]
     assert read(f'{zeros}1 B', sizes, 1, 0, 65535) == 1
@@ -932,6 +934,73 @@ def test_a_domain_id_is_read_as_cyclone_s_percent_u_and_one_it_refuses_sets_noth
         assert tuple(read_settings(xml.format(f'"{refused}"'))) == (None, None), refused[-12:]
 
 
+def _placed_settings_cases():
+    """
+    Return ``(source, inline, in a file)`` for the test below: what Cyclone 11.0.1 takes.
+
+    Each a second source after one that sets (20 s, 700 B): ``'refused'`` (no settings),
+    ``'taken'`` (30 s, 700 B) or ``'ignored'`` (20 s, 700 B), as its config trace showed.
+    """
+    lease = '<Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>'
+    return [
+        (f'<CycloneDDS><Foo>{lease}</Foo></CycloneDDS>', 'refused', 'refused'),
+        (f'<CycloneDDS><Domain><Domain/>{lease}</Domain></CycloneDDS>', 'refused', 'refused'),
+        (f'<CycloneDDS><Domain>{lease}<Foo/></Domain></CycloneDDS>', 'refused', 'refused'),
+        ('<CycloneDDS><Domain><Discovery><Foo/><LeaseDuration>30 s</LeaseDuration></Discovery>'
+         '</Domain></CycloneDDS>', 'refused', 'refused'),
+        ('<CycloneDDS><Domain><General><LeaseDuration>30 s</LeaseDuration></General></Domain>'
+         '</CycloneDDS>', 'refused', 'refused'),
+        (f'<CycloneDDS><Domain><TCP/>{lease}</Domain></CycloneDDS>', 'refused', 'refused'),
+        (f'<CycloneDDS><D>{lease}</D></CycloneDDS>', 'refused', 'refused'),
+        (f'<CycloneDDS><Domain foo="1">{lease}</Domain></CycloneDDS>', 'refused', 'refused'),
+        ('<CycloneDDS><Domain><Discovery><LeaseDuration foo="1">30 s</LeaseDuration>'
+         '</Discovery></Domain></CycloneDDS>', 'refused', 'refused'),
+        (f'<Foo>{lease}</Foo>', 'refused', 'refused'),
+        ('<LeaseDuration>30 s</LeaseDuration>', 'refused', 'refused'),
+        (f'<Domain>{lease}</Domain>', 'taken', 'refused'),
+        (f'<Domain Id="any">{lease}</Domain>', 'taken', 'refused'),
+        (lease, 'taken', 'refused'),
+        ('<Domain Id="5"/>', 'ignored', 'refused'),
+        ('<CycloneDDS><Domain><Disc><LeaseDuration>30 s</LeaseDuration></Disc></Domain>'
+         '</CycloneDDS>', 'taken', 'refused'),
+        ('<CycloneDDS><Domain><Discovery><Lease>30 s</Lease></Discovery></Domain>'
+         '</CycloneDDS>', 'taken', 'refused'),
+        (f'<CycloneDDS><Domain i="any">{lease}</Domain></CycloneDDS>', 'taken', 'refused'),
+        (f'<CycloneDDS><InternalX/>{lease}</CycloneDDS>', 'taken', 'refused'),
+        (f'<CycloneDDS><Domain Id="5"><Foo/><Domain/></Domain><Domain>{lease}</Domain>'
+         '</CycloneDDS>', 'taken', 'taken'),
+        (f'<CycloneDDS><Domain Id="5" foo="1"/><Domain>{lease}</Domain></CycloneDDS>', 'taken',
+         'taken'),
+        (f'<CycloneDDS><Domain foo="1" Id="5"/><Domain>{lease}</Domain></CycloneDDS>',
+         'refused', 'refused'),
+        (f'<CycloneDDS><DDSI2E>{lease}</DDSI2E></CycloneDDS>', 'taken', 'taken'),
+        (f'<CycloneDDS>{lease}</CycloneDDS>', 'taken', 'taken'),
+        (f'<CycloneDDS xmlns:xsi="x"><domain><Partitioning/><Threads/><Unsupported/>{lease}'
+         '</domain></CycloneDDS>', 'taken', 'taken'),
+    ]
+
+
+def test_an_element_or_attribute_cyclone_does_not_know_refuses_the_configuration(
+        tmp_path, monkeypatch):
+    # Cyclone 11.0.1 refuses the whole configuration for an element or attribute it does not
+    # know (ddsi_config.c, find_cfgelem_by_name: "Foo: unknown element", a Domain in a
+    # Domain, a LeaseDuration in General), and a file whose top element is not CycloneDDS
+    # (only inline XML gets an implicit CycloneDDS and Domain around it, and only inline XML
+    # takes a unique prefix of a name: <Disc>, <Lease>). The reader took the settings of
+    # all of these wherever they stood (it matched names, not places); now it reads them as
+    # Cyclone does, on the way to Discovery/LeaseDuration and General/FragmentSize
+    from rog_ros.transport.cyclone_config import read_settings
+    first = '<Domain Id="any"><General><FragmentSize>700B</FragmentSize></General>' \
+        '<Discovery><LeaseDuration>20 s</LeaseDuration></Discovery></Domain>'
+    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
+    want = {'refused': (None, None), 'taken': (30.0, 700), 'ignored': (20.0, 700)}
+    path = tmp_path / 'dds.xml'
+    for source, inline, in_file in _placed_settings_cases():
+        assert tuple(read_settings(f'{first},{source}')) == want[inline], source
+        path.write_text(source)
+        assert tuple(read_settings(f'{first},file://{path}')) == want[in_file], source
+
+
 def test_a_setting_is_read_with_the_character_references_and_cdata_cyclone_reads(
         monkeypatch):
     # Cyclone's XML parser decodes &#54; and &#x36; in element text and takes a CDATA
@@ -951,7 +1020,8 @@ def test_a_setting_is_read_with_the_character_references_and_cdata_cyclone_reads
         assert fragment_size_bytes(frag.format('', text)) == size, text
     assert fragment_size_bytes(frag.format(' Id="&#55;"', '600B')) == 600
     assert fragment_size_bytes(frag.format(' Id="&#56;"', '600B')) is None
-    assert lease_duration_s('<LeaseDuration><![CDATA[20 s]]></LeaseDuration>') == 20.0
+    assert lease_duration_s('<Discovery><LeaseDuration><![CDATA[20 s]]></LeaseDuration>'
+                            '</Discovery>') == 20.0
 
 
 def test_a_blank_setting_leaves_the_value_an_earlier_one_set(monkeypatch):

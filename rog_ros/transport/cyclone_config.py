@@ -398,8 +398,6 @@ def _uri_sources(uri: str):
 
 
 _TAG_NAME = re.compile(r'</?\s*([^\s/>]+)')
-_DOMAIN_ID = re.compile(r'\sid\s*=\s*(?:"([^"]*)"|\'([^\']*)\')', re.I)
-"""A ``Domain``'s ``Id`` attribute, its value as written (Cyclone's parser trims no attribute)."""
 _DURATION_UNITS = {'ns': 1, 'us': 10 ** 3, 'ms': 10 ** 6, 's': 10 ** 9, 'min': 60 * 10 ** 9,
                    'hr': 3600 * 10 ** 9, 'day': 86400 * 10 ** 9}
 """Cyclone's duration units (``unittab_duration``: ``10 s``, ``500ms``, ``1 min``), in ns."""
@@ -583,8 +581,9 @@ def _configured(uri: str | None, elements) -> dict:
     From ``$CYCLONEDDS_URI``, or ``uri``, read once for all of them. The last such element
     of the sources, in order, for our domain, its text trimmed and its environment
     references expanded as Cyclone does (:func:`expand_env`); None when no source sets it,
-    or its expansion fails, every one None at a ``Domain`` ``Id`` Cyclone refuses (Cyclone
-    refuses the configuration then). Unreadable files are passed over (Cyclone says why).
+    or its expansion fails, every one None at a ``Domain`` ``Id``, element or attribute
+    Cyclone refuses (it refuses the configuration then; :func:`_setting_texts`). Unreadable
+    files are passed over (Cyclone says why).
     """
     value = os.environ.get('CYCLONEDDS_URI', '') if uri is None else uri
     try:
@@ -599,8 +598,8 @@ def _configured(uri: str | None, elements) -> dict:
                     source = f.read()
             except (OSError, ValueError):
                 continue
-        if not _setting_texts(source, domain_id, found):
-            return dict.fromkeys(found)         # a Domain Id Cyclone refuses: it refuses all
+        if not _setting_texts(source, domain_id, found, is_file):
+            return dict.fromkeys(found)         # what Cyclone refuses refuses all
     for element, raw in found.items():
         text = None if raw is None else _xml_text(raw)
         found[element] = None if text is None else expand_env(text.strip(_XML_SPACE),
@@ -768,7 +767,7 @@ def _scanf_u32(digits: str) -> int:
     return value % (1 << 32)
 
 
-def _setting_texts(text: str, domain_id: int | None, found: dict) -> bool:
+def _setting_texts(text: str, domain_id: int | None, found: dict, is_file: bool = False) -> bool:
     """
     Put in ``found`` the text of the last of each of its elements in ``text``, for our domain.
 
@@ -776,38 +775,169 @@ def _setting_texts(text: str, domain_id: int | None, found: dict) -> bool:
     parser does: a commented-out setting is no setting, a blank one (no text once its
     references are decoded, comments left out and white space trimmed) gives no value, so the
     one before it stands, and a ``Domain`` whose ``Id`` (expanded) is neither ``any`` nor
-    ``domain_id`` does not apply. False, at once, at a ``Domain`` ``Id`` Cyclone refuses
-    (:func:`_is_domain`): it refuses the whole configuration.
+    ``domain_id`` does not apply. A setting counts only in its place (``LeaseDuration`` in
+    ``CycloneDDS/Domain/Discovery``, ``FragmentSize`` in ``CycloneDDS/Domain/General``;
+    :func:`_config_place`). False, at once, where Cyclone refuses the whole configuration:
+    a ``Domain`` ``Id`` it refuses (:func:`_is_domain`), or an element or attribute it does
+    not know on the way to those places (a file's top element other than ``CycloneDDS``).
     """
-    stack, start = [], None               # (element, skipped) per open element
+    stack, start = [], None               # (element, skipped, place) per open element
+    first = True
     for match in _XML_TAG.finditer(text):
         closing = match.group(1)
-        name = _TAG_NAME.match(match.group(0))
-        if closing is None or name is None:
+        named = _TAG_NAME.match(match.group(0))
+        if closing is None or named is None:
             continue                        # a comment, declaration or CDATA
-        name = name.group(1).lower()
+        tag, name = named.group(1), named.group(1).lower()
         if closing:
             if stack and stack[-1][0] == name:
-                if name in found and start is not None and not stack[-1][1]:
+                setting = _PLACE_SETTINGS.get(stack[-1][2])
+                if setting in found and start is not None and not stack[-1][1]:
                     raw = re.sub(r'<!--.*?-->', '', text[start:match.start()], flags=re.S)
                     body = _xml_text(raw)
                     if body is None or body.strip(_XML_SPACE):    # (blank: no value)
-                        found[name] = raw
+                        found[setting] = raw
                 stack.pop()
             start = None
             continue
         skipped = bool(stack) and stack[-1][1]
-        if name == 'domain' and domain_id is not None:
-            wanted = _DOMAIN_ID.search(match.group(0))
-            applies = True if wanted is None else _is_domain(
-                wanted.group(1) if wanted.group(2) is None else wanted.group(2), domain_id)
-            if applies is None:
-                return False
-            skipped = skipped or not applies
+        place = None
+        if not skipped:
+            parent = stack[-1][2] if stack else _implicit_parent(tag, is_file, first)
+            place = _config_place(parent, tag, not is_file)
+            if place is False:
+                return False                # an element Cyclone does not know: refused
+            for attribute in _XML_ATTRIBUTE.finditer(match.group(0), named.end()):
+                known = _config_attribute(place, attribute.group(1), not is_file)
+                if known is False:
+                    return False            # (one after an Id of another domain is not read)
+                if known == 'id' and domain_id is not None:
+                    applies = _is_domain(attribute.group(2) if attribute.group(3) is None
+                                         else attribute.group(3), domain_id)
+                    if applies is None:
+                        return False
+                    if not applies:
+                        skipped = True
+                        break
+        first = False
         if not match.group(2):
-            stack.append((name, skipped))
-            start = match.end() if name in found else None
+            stack.append((name, skipped, place))
+            start = match.end() if _PLACE_SETTINGS.get(place) in found else None
     return True
+
+
+_CONFIG_CHILDREN = {
+    '': ('CycloneDDS',),
+    'cyclonedds': ('Domain', '>General', '>Partitioning', '>Threads', '>Sizing', '>Compatibility',
+                   '>Discovery', '>Tracing', '>Internal|Unsupported', '>SharedMemory',
+                   '>DDSI2E|DDSI2'),
+    'cyclonedds/domain': ('Id', 'General', 'Partitioning', 'Threads', 'Sizing', 'Compatibility',
+                          'Discovery', 'Tracing', 'Internal|Unsupported', 'SharedMemory'),
+    'cyclonedds/domain/discovery': (
+        'Tag', 'ExternalDomainId', 'DSGracePeriod', 'Peers', 'ParticipantIndex',
+        'MaxAutoParticipantIndex', 'SPDPMulticastAddress', 'SPDPInterval',
+        'DefaultMulticastAddress', 'InitialLocatorPruneDelay', 'DiscoveredLocatorPruneDelay',
+        'Ports', 'EnableTopicDiscoveryEndpoints', 'LeaseDuration'),
+    'cyclonedds/domain/general': (
+        'MulticastRecvNetworkInterfaceAddresses', 'Interfaces', 'AddrsetCosts',
+        'ExternalNetworkAddress', 'ExternalNetworkMask', 'AllowMulticast', 'MulticastTimeToLive',
+        'DontRoute', 'UseIPv6', 'Transport', 'EnableMulticastLoopback', 'MaxMessageSize',
+        'MaxRexmitMessageSize', 'FragmentSize', 'RedundantNetworking', 'EntityAutoNaming'),
+}
+"""
+The elements Cyclone 11.0.1 knows on the way to our settings (``ddsi__cfgelems.h``, as the
+wheel's libddsc is built: no TCP, SSL or Security, with Partitioning), in its order, aliases
+after ``|``; ``>``: moved (``CycloneDDS/Discovery`` is ``CycloneDDS/Domain/Discovery``,
+``CycloneDDS/DDSI2E`` the ``Domain`` itself), with a warning. Any other name there refuses
+the configuration; what lies below the other elements is not judged here.
+"""
+_CONFIG_ATTRIBUTES = {
+    'cyclonedds': ('xmlns', 'xmlns:xsi', 'xsi:schemaLocation', 'xsi:noNamespaceSchemaLocation'),
+    'cyclonedds/domain': ('Id',),
+    'cyclonedds/domain/discovery': (), 'cyclonedds/domain/general': (),
+    'cyclonedds/domain/discovery/leaseduration': (),
+    'cyclonedds/domain/general/fragmentsize': (),
+}
+"""The attributes Cyclone 11.0.1 knows on those elements; any other refuses the configuration."""
+_PLACE_SETTINGS = {'cyclonedds/domain/discovery/leaseduration': 'leaseduration',
+                   'cyclonedds/domain/general/fragmentsize': 'fragmentsize'}
+"""The setting Cyclone takes at each place (elsewhere a same-named element is no setting)."""
+_XML_ATTRIBUTE = re.compile(r'([^\s=/>]+)\s*=\s*(?:"([^"]*)"|\'([^\']*)\')')
+"""An attribute in an opening tag, its value as written (Cyclone's parser trims none)."""
+
+
+def _implicit_parent(tag: str, is_file: bool, first: bool) -> str:
+    """
+    Return the place a source's top element opens in, as Cyclone's ``proc_elem_open`` has it.
+
+    A file's is the root (only ``CycloneDDS`` is known there). Inline XML's first element,
+    unless it is ``CycloneDDS``, gets an implicit ``CycloneDDS`` put around it, and unless it
+    is ``Domain``, an implicit ``Domain`` too: ``<Discovery>...`` inline is the Domain's.
+    """
+    if is_file or not first or _same_name(tag, 'CycloneDDS'):
+        return ''
+    return 'cyclonedds' if _same_name(tag, 'Domain') else 'cyclonedds/domain'
+
+
+def _same_name(name: str, known: str) -> bool:
+    """Say whether ``name`` is ``known`` to ``strcasecmp``: ASCII letters in any case."""
+    return name.isascii() and name.lower() == known.lower()
+
+
+def _config_place(parent: str | None, tag: str, partial: bool):
+    """
+    Return the place of element ``tag`` opened in ``parent``; None: not judged; False: refused.
+
+    ``parent`` None (below an element not judged) or not in :data:`_CONFIG_CHILDREN` is not
+    judged. Else ``tag`` is matched as :func:`_cyclone_match` does (a prefix too for inline
+    XML, ``partial``): no match refuses the configuration.
+    """
+    if parent is None or parent not in _CONFIG_CHILDREN:
+        return None
+    names = _CONFIG_CHILDREN[parent]
+    k = _cyclone_match(names, tag, partial)
+    if k is None:
+        return False
+    primary = names[k].split('|')[0]
+    if not primary.startswith('>'):
+        return f'{parent}/{primary.lower()}'.lstrip('/')
+    return 'cyclonedds/domain' + ('' if primary == '>DDSI2E' else '/' + primary[1:].lower())
+
+
+def _config_attribute(place, name: str, partial: bool):
+    """Return the attribute ``name`` of element ``place`` is (lower case); False: refused."""
+    if place is None or place not in _CONFIG_ATTRIBUTES:
+        return None
+    names = _CONFIG_ATTRIBUTES[place]
+    k = _cyclone_match(names, name, partial)
+    return False if k is None else names[k].lower()
+
+
+def _cyclone_match(names, name: str, partial: bool) -> int | None:
+    """
+    Return the index of ``names`` Cyclone matches ``name`` to; None: it knows no such name.
+
+    As ``find_cfgelem_by_name`` and ``matching_name_index`` of ``ddsi_config.c``: a name or
+    alias in any case; else, for inline XML only (``partial``), the entry whose primary name
+    ``name`` is the longest prefix of (``<Disc>`` is ``Discovery``, ``<Lease>`` is
+    ``LeaseDuration``), none where two tie (``<D>`` in ``CycloneDDS``); with aliases, a
+    ``name`` longer than the primary name that starts with it matches it too
+    (``InternalX``).
+    """
+    best, best_len = None, 0
+    for k, entry in enumerate(names):
+        entry = entry.lstrip('>')
+        aliases = [a for a in entry.split('|') if a]
+        if any(_same_name(name, alias) for alias in aliases):
+            return k
+        primary = aliases[0]
+        cut = min(len(name), len(primary)) if len(aliases) > 1 else len(name)
+        got = cut if cut <= len(primary) and _same_name(name[:cut], primary[:cut]) else 0
+        if got > best_len:
+            best, best_len = k, got
+        elif got and got == best_len:
+            best = None
+    return best if partial else None
 
 
 _XML_TAG = re.compile(r'<!--.*?-->|<\?.*?\?>|<!\[CDATA\[.*?\]\]>|<(/?)[^<>]*?(/?)>', re.S)
