@@ -938,6 +938,8 @@ def _placed_settings_cases():
     """
     Return ``(source, inline, in a file)`` for the test below: what Cyclone 11.0.1 takes.
 
+    And 0.10.5 alike (0.10.x's ``Channels`` is in no build of it).
+
     Each a second source after one that sets (20 s, 700 B): ``'refused'`` (no settings),
     ``'taken'`` (30 s, 700 B) or ``'ignored'`` (20 s, 700 B), as its config trace showed.
     """
@@ -950,7 +952,7 @@ def _placed_settings_cases():
          '</Domain></CycloneDDS>', 'refused', 'refused'),
         ('<CycloneDDS><Domain><General><LeaseDuration>30 s</LeaseDuration></General></Domain>'
          '</CycloneDDS>', 'refused', 'refused'),
-        (f'<CycloneDDS><Domain><TCP/>{lease}</Domain></CycloneDDS>', 'refused', 'refused'),
+        (f'<CycloneDDS><Domain><Channels/>{lease}</Domain></CycloneDDS>', 'refused', 'refused'),
         (f'<CycloneDDS><D>{lease}</D></CycloneDDS>', 'refused', 'refused'),
         (f'<CycloneDDS><Domain foo="1">{lease}</Domain></CycloneDDS>', 'refused', 'refused'),
         ('<CycloneDDS><Domain><Discovery><LeaseDuration foo="1">30 s</LeaseDuration>'
@@ -999,6 +1001,79 @@ def test_an_element_or_attribute_cyclone_does_not_know_refuses_the_configuration
         assert tuple(read_settings(f'{first},{source}')) == want[inline], source
         path.write_text(source)
         assert tuple(read_settings(f'{first},file://{path}')) == want[in_file], source
+
+
+def _names_one_cyclone_knows_cases():
+    """
+    Return ``(source, inline, in a file)`` that a Cyclone the robots may run takes.
+
+    As :func:`_placed_settings_cases`. The 0.10.5 wheel (the robots' Python 3.8; ROS 2
+    Humble's ``rmw_cyclonedds`` is 0.10.x) took what the 11.0.1 wheel refuses: ``TCP``, and
+    the prefixes ``<A>`` (only ``AllowMulticast`` in 0.10.x's ``General``, ``AddrsetCosts``
+    too in 11.0.x) and ``<S>`` (only ``Sizing`` without ``SSL``, ``SharedMemory`` and
+    ``Security``); 11.0.1 took ``InitialLocatorPruneDelay``, ``<Di>`` and ``AddrsetCosts``,
+    both ``<DD>`` (``DDSI2E``). Both wheels refuse ``Security``, ``SSL``, ``DDSSecurity`` and
+    0.10.5 ``SharedMemory``: build options they lack (``ENABLE_SECURITY``, ``ENABLE_SSL``,
+    ``ENABLE_SHM``), which a Cyclone built with them takes.
+    """
+    lease = '<Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>'
+    frag = '<FragmentSize>900 B</FragmentSize>'
+    return [
+        (f'<CycloneDDS><Domain><TCP/>{lease}</Domain></CycloneDDS>', 'taken', 'taken'),
+        (f'<CycloneDDS><TCP/><Domain>{lease}</Domain></CycloneDDS>', 'taken', 'taken'),
+        (f'<CycloneDDS><Domain><General><A/>{frag}</General></Domain></CycloneDDS>', 'fragment',
+         'refused'),
+        (f'<CycloneDDS><Domain><S/>{lease}</Domain></CycloneDDS>', 'taken', 'refused'),
+        (f'<CycloneDDS><S/><Domain>{lease}</Domain></CycloneDDS>', 'taken', 'refused'),
+        (f'<CycloneDDS><Domain><Security/><SSL/><SharedMemory/>{lease}</Domain></CycloneDDS>',
+         'taken', 'taken'),
+        (f'<CycloneDDS><DDSSecurity/><SSL/><Domain>{lease}</Domain></CycloneDDS>', 'taken',
+         'taken'),
+        ('<CycloneDDS><Domain><Discovery><InitialLocatorPruneDelay/><Di/>'
+         '<EnableTopicDiscoveryEndpoints/><LeaseDuration>30 s</LeaseDuration></Discovery>'
+         f'<General><AddrsetCosts/>{frag}</General></Domain></CycloneDDS>', 'both', 'refused'),
+        (f'<CycloneDDS><DD>{lease}</DD></CycloneDDS>', 'taken', 'refused'),
+    ]
+
+
+def test_a_name_that_cyclone_0_10_knows_and_11_0_1_does_not_refuses_nothing(
+        tmp_path, monkeypatch):
+    # The robots (Jetson, Python 3.8: cyclonedds 0.10.5) and ROS 2 Humble's rmw_cyclonedds
+    # run Cyclone 0.10.x, which knows TCP in Domain where the 11.0.1 wheel does not, and
+    # takes inline <A> as AllowMulticast (11.0.1: ambiguous with AddrsetCosts); a build may
+    # know Security, SSL or SharedMemory. The reader took 11.0.1's names only, so it counted
+    # a configuration these Cyclones run with as refused and dropped its lease and fragment
+    # size; it refuses now only what no build of 0.10.x or 11.0.x takes (every case run
+    # through both wheels' Cyclone)
+    from rog_ros.transport.cyclone_config import read_settings
+    first = '<Domain Id="any"><General><FragmentSize>700B</FragmentSize></General>' \
+        '<Discovery><LeaseDuration>20 s</LeaseDuration></Discovery></Domain>'
+    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
+    want = {'refused': (None, None), 'taken': (30.0, 700), 'fragment': (20.0, 900),
+            'both': (30.0, 900)}
+    path = tmp_path / 'dds.xml'
+    for source, inline, in_file in _names_one_cyclone_knows_cases():
+        assert tuple(read_settings(f'{first},{source}')) == want[inline], source
+        path.write_text(source)
+        assert tuple(read_settings(f'{first},file://{path}')) == want[in_file], source
+
+
+def test_a_tag_of_long_attribute_garbage_is_read_in_linear_time():
+    # The attribute scan of a6ec735 tried a name from every character of a run without
+    # white space or '=' and each try ran to the run's end: quadratic, 20 kB took 10 s and
+    # 30 kB 24 s, for a node starting with such a CYCLONEDDS_URI. A name now starts after
+    # white space or a quote: milliseconds (at most 5 s here, on a busy machine). Tracing
+    # is not judged (the lease stands); an unknown attribute of Domain refuses
+    import time
+    from rog_ros.transport.cyclone_config import read_settings
+    lease = '<Discovery><LeaseDuration>3 s</LeaseDuration></Discovery>'
+    junk = 'a' * 30000
+    started = time.monotonic()
+    got = read_settings(f'<CycloneDDS><Domain>{lease}</Domain><Tracing {junk}/></CycloneDDS>')
+    assert time.monotonic() - started < 5.0
+    assert tuple(got) == (3.0, None)
+    assert tuple(read_settings(f'<CycloneDDS><Domain Id="any" {junk}="1">{lease}</Domain>'
+                               '</CycloneDDS>')) == (None, None)
 
 
 def test_a_setting_is_read_with_the_character_references_and_cdata_cyclone_reads(

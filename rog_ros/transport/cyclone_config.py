@@ -31,6 +31,7 @@ own before that value when it creates a domain, and ``DdsBus`` does the same wit
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 import re
@@ -778,8 +779,10 @@ def _setting_texts(text: str, domain_id: int | None, found: dict, is_file: bool 
     ``domain_id`` does not apply. A setting counts only in its place (``LeaseDuration`` in
     ``CycloneDDS/Domain/Discovery``, ``FragmentSize`` in ``CycloneDDS/Domain/General``;
     :func:`_config_place`). False, at once, where Cyclone refuses the whole configuration:
-    a ``Domain`` ``Id`` it refuses (:func:`_is_domain`), or an element or attribute it does
-    not know on the way to those places (a file's top element other than ``CycloneDDS``).
+    a ``Domain`` ``Id`` it refuses (:func:`_is_domain`), or an element or attribute that no
+    build of Cyclone 0.10.x or 11.0.x knows on the way to those places (a file's top element
+    other than ``CycloneDDS``; :data:`_CONFIG_CHILDREN`): the robots and ROS 2 Humble run
+    0.10.x, this venv 11.0.1, and a name only one of them knows must not drop the settings.
     """
     stack, start = [], None               # (element, skipped, place) per open element
     first = True
@@ -828,28 +831,49 @@ def _setting_texts(text: str, domain_id: int | None, found: dict, is_file: bool 
 
 _CONFIG_CHILDREN = {
     '': ('CycloneDDS',),
-    'cyclonedds': ('Domain', '>General', '>Partitioning', '>Threads', '>Sizing', '>Compatibility',
-                   '>Discovery', '>Tracing', '>Internal|Unsupported', '>SharedMemory',
+    'cyclonedds': ('Domain', '>General', '>Partitioning@partitions', '>Threads', '>Sizing',
+                   '>Compatibility', '>Discovery', '>Tracing', '>Internal|Unsupported',
+                   '>TCP@tcp', '>DDSSecurity@security', '>SSL@ssl', '>SharedMemory@shm',
                    '>DDSI2E|DDSI2'),
-    'cyclonedds/domain': ('Id', 'General', 'Partitioning', 'Threads', 'Sizing', 'Compatibility',
-                          'Discovery', 'Tracing', 'Internal|Unsupported', 'SharedMemory'),
+    'cyclonedds/domain': ('Id', 'General', 'Security|DDSSecurity@security',
+                          'Partitioning@partitions', 'Threads', 'Sizing', 'Compatibility',
+                          'Discovery', 'Tracing', 'Internal|Unsupported', 'TCP@tcp', 'SSL@ssl',
+                          'SharedMemory@shm'),
     'cyclonedds/domain/discovery': (
         'Tag', 'ExternalDomainId', 'DSGracePeriod', 'Peers', 'ParticipantIndex',
         'MaxAutoParticipantIndex', 'SPDPMulticastAddress', 'SPDPInterval',
-        'DefaultMulticastAddress', 'InitialLocatorPruneDelay', 'DiscoveredLocatorPruneDelay',
-        'Ports', 'EnableTopicDiscoveryEndpoints', 'LeaseDuration'),
+        'DefaultMulticastAddress', 'InitialLocatorPruneDelay@11', 'DiscoveredLocatorPruneDelay@11',
+        'Ports', 'EnableTopicDiscoveryEndpoints@topic', 'LeaseDuration'),
     'cyclonedds/domain/general': (
-        'MulticastRecvNetworkInterfaceAddresses', 'Interfaces', 'AddrsetCosts',
+        'MulticastRecvNetworkInterfaceAddresses', 'Interfaces', 'AddrsetCosts@11',
         'ExternalNetworkAddress', 'ExternalNetworkMask', 'AllowMulticast', 'MulticastTimeToLive',
         'DontRoute', 'UseIPv6', 'Transport', 'EnableMulticastLoopback', 'MaxMessageSize',
         'MaxRexmitMessageSize', 'FragmentSize', 'RedundantNetworking', 'EntityAutoNaming'),
 }
 """
-The elements Cyclone 11.0.1 knows on the way to our settings (``ddsi__cfgelems.h``, as the
-wheel's libddsc is built: no TCP, SSL or Security, with Partitioning), in its order, aliases
-after ``|``; ``>``: moved (``CycloneDDS/Discovery`` is ``CycloneDDS/Domain/Discovery``,
-``CycloneDDS/DDSI2E`` the ``Domain`` itself), with a warning. Any other name there refuses
-the configuration; what lies below the other elements is not judged here.
+The elements Cyclone knows on the way to our settings, in 0.10.x or 11.0.x, any build.
+
+Cyclone 0.10.x (``ddsi_cfgelems.h``: ROS 2 Humble's ``rmw_cyclonedds``, the robots'
+``cyclonedds`` 0.10.5) and 11.0.x (``ddsi__cfgelems.h``: this venv's 11.0.1), in their order,
+aliases after ``|``; ``>``: moved (``CycloneDDS/Discovery`` is ``CycloneDDS/Domain/Discovery``,
+``CycloneDDS/DDSI2E`` the ``Domain`` itself), with a warning. ``@`` names what the name needs
+(:data:`_CYCLONE_BUILDS`): a build option (``TCP`` is always in 0.10.x and optional in 11.0.x,
+``SharedMemory`` the other way round) or version 11 (``AddrsetCosts``, the two locator prune
+delays). A name no build of either knows there refuses the configuration (0.10.x's
+``Channels`` is in no build); what lies below the other elements is not judged here.
+"""
+_CYCLONE_BUILDS = tuple(
+    frozenset(always + tuple(o for bit, o in enumerate(options) if k >> bit & 1))
+    for always, options in ((('tcp',), ('ssl', 'shm', 'security', 'partitions', 'topic')),
+                            (('11', 'shm'), ('tcp', 'ssl', 'security', 'partitions', 'topic')))
+    for k in range(1 << len(options)))
+"""
+What each build of Cyclone 0.10.x and 11.0.x may know: its version and build options.
+
+0.10.x: ``ENABLE_SSL``, ``ENABLE_SHM``, ``ENABLE_SECURITY``, ``ENABLE_NETWORK_PARTITIONS``,
+``ENABLE_TOPIC_DISCOVERY``; 11.0.x: TCP, TCP_TLS (``SSL``), security, partitions, topic
+discovery. The 0.10.5 wheel has TCP, partitions and topic discovery; the 11.0.1 wheel shared
+memory, partitions and topic discovery.
 """
 _CONFIG_ATTRIBUTES = {
     'cyclonedds': ('xmlns', 'xmlns:xsi', 'xsi:schemaLocation', 'xsi:noNamespaceSchemaLocation'),
@@ -858,12 +882,17 @@ _CONFIG_ATTRIBUTES = {
     'cyclonedds/domain/discovery/leaseduration': (),
     'cyclonedds/domain/general/fragmentsize': (),
 }
-"""The attributes Cyclone 11.0.1 knows on those elements; any other refuses the configuration."""
+"""The attributes Cyclone 0.10.x and 11.0.x know on those elements (the same in both)."""
 _PLACE_SETTINGS = {'cyclonedds/domain/discovery/leaseduration': 'leaseduration',
                    'cyclonedds/domain/general/fragmentsize': 'fragmentsize'}
 """The setting Cyclone takes at each place (elsewhere a same-named element is no setting)."""
-_XML_ATTRIBUTE = re.compile(r'([^\s=/>]+)\s*=\s*(?:"([^"]*)"|\'([^\']*)\')')
-"""An attribute in an opening tag, its value as written (Cyclone's parser trims none)."""
+_XML_ATTRIBUTE = re.compile(r'(?<![^\s"\'])([^\s=/>"\']+)\s*=\s*(?:"([^"]*)"|\'([^\']*)\')')
+"""
+An attribute in an opening tag, its value as written (Cyclone's parser trims none).
+
+Its name starts after white space or a quote: tried from within a run of other characters,
+the scan took time quadratic in the run (a 20 kB run: 10 s).
+"""
 
 
 def _implicit_parent(tag: str, is_file: bool, first: bool) -> str:
@@ -873,6 +902,7 @@ def _implicit_parent(tag: str, is_file: bool, first: bool) -> str:
     A file's is the root (only ``CycloneDDS`` is known there). Inline XML's first element,
     unless it is ``CycloneDDS``, gets an implicit ``CycloneDDS`` put around it, and unless it
     is ``Domain``, an implicit ``Domain`` too: ``<Discovery>...`` inline is the Domain's.
+    The same in 0.10.x and 11.0.x.
     """
     if is_file or not first or _same_name(tag, 'CycloneDDS'):
         return ''
@@ -884,24 +914,28 @@ def _same_name(name: str, known: str) -> bool:
     return name.isascii() and name.lower() == known.lower()
 
 
+@functools.lru_cache(maxsize=1024)
 def _config_place(parent: str | None, tag: str, partial: bool):
     """
     Return the place of element ``tag`` opened in ``parent``; None: not judged; False: refused.
 
     ``parent`` None (below an element not judged) or not in :data:`_CONFIG_CHILDREN` is not
     judged. Else ``tag`` is matched as :func:`_cyclone_match` does (a prefix too for inline
-    XML, ``partial``): no match refuses the configuration.
+    XML, ``partial``): refused only where no build knows it. Where builds differ on what it
+    is (inline ``<DD>`` in ``CycloneDDS``: ``DDSI2E``, or ambiguous with ``DDSSecurity``),
+    the first one on the way to a setting is taken. Cached: a tag name repeats.
     """
     if parent is None or parent not in _CONFIG_CHILDREN:
         return None
     names = _CONFIG_CHILDREN[parent]
-    k = _cyclone_match(names, tag, partial)
-    if k is None:
-        return False
-    primary = names[k].split('|')[0]
-    if not primary.startswith('>'):
-        return f'{parent}/{primary.lower()}'.lstrip('/')
-    return 'cyclonedds/domain' + ('' if primary == '>DDSI2E' else '/' + primary[1:].lower())
+    places = []
+    for k in _cyclone_match(names, tag, partial):
+        primary = names[k].split('@')[0].split('|')[0]
+        places.append(f'{parent}/{primary.lower()}'.lstrip('/') if not primary.startswith('>')
+                      else 'cyclonedds/domain' + ('' if primary == '>DDSI2E'
+                                                  else '/' + primary[1:].lower()))
+    on_the_way = [p for p in places if p in _CONFIG_CHILDREN or p in _PLACE_SETTINGS]
+    return (on_the_way or places or [False])[0]
 
 
 def _config_attribute(place, name: str, partial: bool):
@@ -909,35 +943,46 @@ def _config_attribute(place, name: str, partial: bool):
     if place is None or place not in _CONFIG_ATTRIBUTES:
         return None
     names = _CONFIG_ATTRIBUTES[place]
-    k = _cyclone_match(names, name, partial)
-    return False if k is None else names[k].lower()
+    found = _cyclone_match(names, name, partial)
+    return names[found[0]].lower() if found else False
 
 
-def _cyclone_match(names, name: str, partial: bool) -> int | None:
+def _cyclone_match(names, name: str, partial: bool) -> list:
     """
-    Return the index of ``names`` Cyclone matches ``name`` to; None: it knows no such name.
+    Return the indexes of ``names`` some build of Cyclone matches ``name`` to; [] for none.
 
-    As ``find_cfgelem_by_name`` and ``matching_name_index`` of ``ddsi_config.c``: a name or
-    alias in any case; else, for inline XML only (``partial``), the entry whose primary name
-    ``name`` is the longest prefix of (``<Disc>`` is ``Discovery``, ``<Lease>`` is
-    ``LeaseDuration``), none where two tie (``<D>`` in ``CycloneDDS``); with aliases, a
+    As ``find_cfgelem_by_name`` and ``matching_name_index`` of ``ddsi_config.c`` (the same
+    in 0.10.x and 11.0.x), in each build (:data:`_CYCLONE_BUILDS`) with the names it has: a
+    name or alias in any case; else, for inline XML only (``partial``), the entry whose
+    primary name ``name`` is the longest prefix of (``<Disc>`` is ``Discovery``, ``<Lease>``
+    is ``LeaseDuration``), none where two tie (``<D>`` in ``CycloneDDS``); with aliases, a
     ``name`` longer than the primary name that starts with it matches it too
-    (``InternalX``).
+    (``InternalX``). A name one build does not know or finds ambiguous another may take
+    (inline ``<A>`` in ``General`` is ``AllowMulticast`` in 0.10.x, ambiguous with
+    ``AddrsetCosts`` in 11.0.x): the reader refuses only what every build refuses.
     """
-    best, best_len = None, 0
+    exact, prefixes = [], []
     for k, entry in enumerate(names):
-        entry = entry.lstrip('>')
+        entry, _, needs = entry.lstrip('>').partition('@')
         aliases = [a for a in entry.split('|') if a]
         if any(_same_name(name, alias) for alias in aliases):
-            return k
+            exact.append((k, needs))
+            continue
         primary = aliases[0]
         cut = min(len(name), len(primary)) if len(aliases) > 1 else len(name)
-        got = cut if cut <= len(primary) and _same_name(name[:cut], primary[:cut]) else 0
-        if got > best_len:
-            best, best_len = k, got
-        elif got and got == best_len:
-            best = None
-    return best if partial else None
+        if cut <= len(primary) and _same_name(name[:cut], primary[:cut]):
+            prefixes.append((k, needs, cut))
+    found = []
+    conditional = any(needs for _, needs in exact) or any(needs for _, needs, _ in prefixes)
+    for build in _CYCLONE_BUILDS if conditional else _CYCLONE_BUILDS[:1]:
+        here = [k for k, needs in exact if not needs or needs in build]
+        if not here and partial:
+            cuts = [(cut, k) for k, needs, cut in prefixes if not needs or needs in build]
+            longest = max(cuts)[0] if cuts else 0
+            here = [k for cut, k in cuts if cut == longest]
+            here = here if len(here) == 1 else []
+        found.extend(k for k in here[:1] if k not in found)
+    return sorted(found)
 
 
 _XML_TAG = re.compile(r'<!--.*?-->|<\?.*?\?>|<!\[CDATA\[.*?\]\]>|<(/?)[^<>]*?(/?)>', re.S)
