@@ -1058,6 +1058,59 @@ def test_a_name_that_cyclone_0_10_knows_and_11_0_1_does_not_refuses_nothing(
         assert tuple(read_settings(f'{first},file://{path}')) == want[in_file], source
 
 
+def _domain_id_element_cases():
+    """
+    Return ``(source, inline, in a file)`` with a ``Domain/Id`` element, as Cyclone read them.
+
+    As :func:`_placed_settings_cases`; 0.10.5 and 11.0.1 read every one alike.
+    """
+    lease = '<Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>'
+    return [(f'<CycloneDDS><Domain><Id>{x}</Id>{lease}</Domain></CycloneDDS>', want, want)
+            for x, want in (('5', 'ignored'), (' 5 ', 'ignored'), ('&#53;', 'ignored'),
+                            ('${NOPE:-5}', 'ignored'), ('<![CDATA[5]]>', 'ignored'),
+                            ('0', 'taken'), ('any', 'taken'), ('', 'taken'),
+                            ('abc', 'refused'), ('-1', 'refused'))] + [
+        (f'<CycloneDDS><Domain><Id>5</Id><Id>0</Id>{lease}</Domain></CycloneDDS>', 'ignored',
+         'ignored'),
+        (f'<CycloneDDS><Domain><Id>0</Id><Id>5</Id>{lease}</Domain></CycloneDDS>', 'refused',
+         'refused'),
+        (f'<CycloneDDS><Domain>{lease}<Id>5</Id></Domain></CycloneDDS>', 'refused', 'refused'),
+        (f'<CycloneDDS><Domain Id="any"><Id>5</Id>{lease}</Domain></CycloneDDS>', 'refused',
+         'refused'),
+        ('<CycloneDDS><Domain><General><Interfaces><NetworkInterface address="127.0.0.1"/>'
+         f'</Interfaces></General><Id>5</Id>{lease}</Domain></CycloneDDS>', 'refused', 'refused'),
+        ('<CycloneDDS><Domain><Discovery><LeaseDuration> </LeaseDuration></Discovery><Id>5</Id>'
+         f'{lease}</Domain></CycloneDDS>', 'ignored', 'ignored'),
+        (f'<CycloneDDS xmlns="x"><Domain><Id>5</Id>{lease}</Domain></CycloneDDS>', 'ignored',
+         'ignored'),
+        (f'<CycloneDDS><Domain><Id>5</Id>{lease}</Domain><Domain>{lease}</Domain></CycloneDDS>',
+         'taken', 'taken'),
+        (f'<CycloneDDS><Domain><Id>5</Id></Domain>{lease}</CycloneDDS>', 'taken', 'taken'),
+        (f'<CycloneDDS><DDSI2E><Id>5</Id>{lease}</DDSI2E></CycloneDDS>', 'ignored', 'ignored'),
+        (f'<Domain><Id>5</Id>{lease}</Domain>', 'ignored', 'refused'),
+    ]
+
+
+def test_a_domain_id_element_applies_as_cyclone_applies_it(tmp_path, monkeypatch):
+    # Cyclone 0.10.x and 11.0.x take <Domain><Id>5</Id> (moved to the Id attribute) as the
+    # Domain's id: its settings are not for domain 0. An Id of another domain after any
+    # data of the source since the last element in CycloneDDS (an attribute, a non-blank
+    # text) refuses the configuration (uf_domainId: "not the first data in this source for
+    # incompatible domain id"), as an Id it cannot read does. The reader looked only at the
+    # Id attribute and took the settings of all of these (every case run through both
+    # wheels' Cyclone)
+    from rog_ros.transport.cyclone_config import read_settings
+    first = '<Domain Id="any"><General><FragmentSize>700B</FragmentSize></General>' \
+        '<Discovery><LeaseDuration>20 s</LeaseDuration></Discovery></Domain>'
+    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
+    want = {'refused': (None, None), 'taken': (30.0, 700), 'ignored': (20.0, 700)}
+    path = tmp_path / 'dds.xml'
+    for source, inline, in_file in _domain_id_element_cases():
+        assert tuple(read_settings(f'{first},{source}')) == want[inline], source
+        path.write_text(source)
+        assert tuple(read_settings(f'{first},file://{path}')) == want[in_file], source
+
+
 def test_a_tag_of_long_attribute_garbage_is_read_in_linear_time():
     # The attribute scan of a6ec735 tried a name from every character of a run without
     # white space or '=' and each try ran to the run's end: quadratic, 20 kB took 10 s and

@@ -739,7 +739,12 @@ def _is_domain(attribute: str, domain_id: int) -> bool | None:
     decoded or expanded (the reader took the Domain's settings for the last three).
     """
     text = _xml_unescape(attribute)
-    text = None if text is None else expand_env(text, domain_id)
+    return None if text is None else _is_domain_text(text, domain_id)
+
+
+def _is_domain_text(text: str, domain_id: int) -> bool | None:
+    """Return :func:`_is_domain` of an ``Id`` already decoded (a ``Domain/Id`` element's)."""
+    text = expand_env(text, domain_id)
     if text is None:
         return None
     if text.isascii() and text.lower() == 'any':
@@ -776,16 +781,19 @@ def _setting_texts(text: str, domain_id: int | None, found: dict, is_file: bool 
     parser does: a commented-out setting is no setting, a blank one (no text once its
     references are decoded, comments left out and white space trimmed) gives no value, so the
     one before it stands, and a ``Domain`` whose ``Id`` (expanded) is neither ``any`` nor
-    ``domain_id`` does not apply. A setting counts only in its place (``LeaseDuration`` in
-    ``CycloneDDS/Domain/Discovery``, ``FragmentSize`` in ``CycloneDDS/Domain/General``;
-    :func:`_config_place`). False, at once, where Cyclone refuses the whole configuration:
-    a ``Domain`` ``Id`` it refuses (:func:`_is_domain`), or an element or attribute that no
-    build of Cyclone 0.10.x or 11.0.x knows on the way to those places (a file's top element
-    other than ``CycloneDDS``; :data:`_CONFIG_CHILDREN`): the robots and ROS 2 Humble run
-    0.10.x, this venv 11.0.1, and a name only one of them knows must not drop the settings.
+    ``domain_id`` does not apply, from there on where it is an ``Id`` element (moved to the
+    attribute; another domain's after data set since the last element in ``CycloneDDS``
+    refuses the configuration, ``uf_domainId``). A setting counts only in its place
+    (``LeaseDuration`` in ``CycloneDDS/Domain/Discovery``, ``FragmentSize`` in
+    ``CycloneDDS/Domain/General``; :func:`_config_place`). False, at once, where Cyclone
+    refuses the whole configuration: a ``Domain`` ``Id`` it refuses (:func:`_is_domain`),
+    or an element or attribute that no build of Cyclone 0.10.x or 11.0.x knows on the way to
+    those places (a file's top element other than ``CycloneDDS``; :data:`_CONFIG_CHILDREN`):
+    the robots and ROS 2 Humble run 0.10.x, this venv 11.0.1, and a name only one of them
+    knows must not drop the settings.
     """
     stack, start = [], None               # (element, skipped, place) per open element
-    first = True
+    first, data = True, False             # data: set since the last element in CycloneDDS
     for match in _XML_TAG.finditer(text):
         closing = match.group(1)
         named = _TAG_NAME.match(match.group(0))
@@ -794,12 +802,23 @@ def _setting_texts(text: str, domain_id: int | None, found: dict, is_file: bool 
         tag, name = named.group(1), named.group(1).lower()
         if closing:
             if stack and stack[-1][0] == name:
-                setting = _PLACE_SETTINGS.get(stack[-1][2])
-                if setting in found and start is not None and not stack[-1][1]:
+                if start is not None and not stack[-1][1]:
                     raw = re.sub(r'<!--.*?-->', '', text[start:match.start()], flags=re.S)
                     body = _xml_text(raw)
                     if body is None or body.strip(_XML_SPACE):    # (blank: no value)
-                        found[setting] = raw
+                        setting = _PLACE_SETTINGS.get(stack[-1][2])
+                        if setting in found:
+                            found[setting] = raw
+                        if stack[-1][2] == 'cyclonedds/domain/id' and domain_id is not None:
+                            applies = None if body is None else _is_domain_text(
+                                body.strip(_XML_SPACE), domain_id)
+                            if applies is None or (not applies and data):
+                                return False    # refused, or another domain's after data
+                            if not applies and len(stack) > 1:
+                                stack[-2] = (stack[-2][0], True, stack[-2][2])
+                            data = data or applies
+                        else:
+                            data = True
                 stack.pop()
             start = None
             continue
@@ -810,6 +829,7 @@ def _setting_texts(text: str, domain_id: int | None, found: dict, is_file: bool 
             place = _config_place(parent, tag, not is_file)
             if place is False:
                 return False                # an element Cyclone does not know: refused
+            data = data and parent != 'cyclonedds'
             for attribute in _XML_ATTRIBUTE.finditer(match.group(0), named.end()):
                 known = _config_attribute(place, attribute.group(1), not is_file)
                 if known is False:
@@ -822,10 +842,11 @@ def _setting_texts(text: str, domain_id: int | None, found: dict, is_file: bool 
                     if not applies:
                         skipped = True
                         break
+                data = True
         first = False
         if not match.group(2):
             stack.append((name, skipped, place))
-            start = match.end() if _PLACE_SETTINGS.get(place) in found else None
+            start = match.end()
     return True
 
 
