@@ -445,10 +445,10 @@ def test_every_node_counts_its_writers_with_the_configured_fragment_size(
     monkeypatch.setenv('CYCLONEDDS_URI', '<General><FragmentSize>${FRAG}</FragmentSize>'
                        '</General><Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>')
     # the node read the configuration twice (once for the lease, once for the fragment size)
-    from rog_ros.transport import cyclone_config
+    from rog_ros.transport import cyclone_settings
     reads = []
-    sources = cyclone_config._uri_sources
-    monkeypatch.setattr(cyclone_config, '_uri_sources',
+    sources = cyclone_settings._uri_sources
+    monkeypatch.setattr(cyclone_settings, '_uri_sources',
                         lambda uri: reads.append(uri) or sources(uri))
     node = _configured_node(tmp_path, role, sync)
     try:

@@ -646,7 +646,7 @@ def test_a_transfer_behind_another_on_a_slow_live_link_waits_for_it():
 def test_the_nodes_read_the_lease_their_cyclone_configuration_sets(tmp_path, monkeypatch):
     # the nodes give the engines the LeaseDuration of CYCLONEDDS_URI (the last source wins,
     # as in Cyclone), never less than Cyclone's default 10 s
-    from rog_ros.transport.cyclone_config import lease_duration_s
+    from rog_ros.transport.cyclone_settings import lease_duration_s
     lease = '<CycloneDDS><Domain><Discovery><LeaseDuration>{}</LeaseDuration></Discovery>' \
         '</Domain></CycloneDDS>'
     path = tmp_path / 'wifi.xml'
@@ -672,7 +672,7 @@ def test_the_lease_is_read_as_cyclone_reads_it(tmp_path, monkeypatch):
     # A commented-out LeaseDuration counted, as did one in the Domain of another id (Cyclone
     # skips both); one in lower case was missed (Cyclone's element names take any case), and
     # one without a unit read as seconds, where Cyclone reads milliseconds
-    from rog_ros.transport.cyclone_config import lease_duration_s
+    from rog_ros.transport.cyclone_settings import lease_duration_s
     lease = '<CycloneDDS><Domain{}><Discovery><LeaseDuration>{}</LeaseDuration></Discovery>' \
         '</Domain></CycloneDDS>'
     monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
@@ -698,7 +698,7 @@ def test_the_lease_is_read_with_the_environment_references_cyclone_expands(monke
     # it stood: <LeaseDuration>${LEASE:-20s}</LeaseDuration> was no duration, and the
     # transfers at the bound ended at 10 s where DDS kept the robot matched for 20
     from rog_ros.nodes.connect import transfer_lease_s
-    from rog_ros.transport.cyclone_config import lease_duration_s
+    from rog_ros.transport.cyclone_settings import lease_duration_s
     lease = '<CycloneDDS><Domain{}><Discovery><LeaseDuration>{}</LeaseDuration></Discovery>' \
         '</Domain></CycloneDDS>'
     for name in ('LEASE', 'EMPTY', 'ROS_DOMAIN_ID'):
@@ -720,7 +720,7 @@ def test_the_lease_is_read_with_the_environment_references_cyclone_expands(monke
                 '${NOT_SET:+30 s}'):
         assert lease_duration_s(lease.format('', bad)) is None, bad
         assert transfer_lease_s(lease.format('', bad)) == BOUND_END_S, bad
-    from rog_ros.transport.cyclone_config import expand_env
+    from rog_ros.transport.cyclone_settings import expand_env
     env = {'A': 'x}y', 'B': ''}
     assert expand_env('${A}-${B:-${C:-{z}}}-$A-${B:+no}', 3, env) == 'x}y-{z}-$A-'
     assert expand_env('${C:-a\\}b}', 3, env) == 'a\\}b'   # Cyclone keeps the backslash
@@ -735,7 +735,8 @@ def test_the_nodes_read_the_fragment_size_their_cyclone_configuration_sets(
     # give their engines the smaller of it and 1 KiB
     from rog_ros.nodes.connect import transfer_fragment_bytes
     from rog_ros.protocol.transfer import WHC_FRAGMENT_BYTES
-    from rog_ros.transport.cyclone_config import config_path, fragment_size_bytes
+    from rog_ros.transport.cyclone_config import config_path
+    from rog_ros.transport.cyclone_settings import fragment_size_bytes
     frag = '<CycloneDDS><Domain{}><General><FragmentSize>{}</FragmentSize></General>' \
         '</Domain></CycloneDDS>'
     for name in ('FRAG', 'ROS_DOMAIN_ID'):
@@ -776,23 +777,23 @@ def test_a_node_takes_its_lease_and_fragment_size_from_one_read_of_its_configura
     from rog_ros.nodes.connect import transfer_fragment_bytes, transfer_lease_s, \
         transfer_limits
     from rog_ros.protocol.transfer import WHC_FRAGMENT_BYTES
-    from rog_ros.transport import cyclone_config
+    from rog_ros.transport import cyclone_settings
     monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
     path = tmp_path / 'dds.xml'
     path.write_text('<CycloneDDS><Domain><General><FragmentSize>600B</FragmentSize></General>'
                     '<Discovery><LeaseDuration>30 s</LeaseDuration></Discovery></Domain>'
                     '</CycloneDDS>')
     reads = []
-    sources = cyclone_config._uri_sources
-    monkeypatch.setattr(cyclone_config, '_uri_sources',
+    sources = cyclone_settings._uri_sources
+    monkeypatch.setattr(cyclone_settings, '_uri_sources',
                         lambda uri: reads.append(uri) or sources(uri))
     for uri, limits in ((f'file://{path}', {'lease_s': 30.0, 'fragment_bytes': 600}),
                         ('', {'lease_s': BOUND_END_S, 'fragment_bytes': WHC_FRAGMENT_BYTES})):
         monkeypatch.setenv('CYCLONEDDS_URI', uri)
         del reads[:]
         assert transfer_limits() == limits and len(reads) == 1
-        assert cyclone_config.read_settings() == (limits['lease_s'] if uri else None,
-                                                  limits['fragment_bytes'] if uri else None)
+        assert cyclone_settings.read_settings() == (limits['lease_s'] if uri else None,
+                                                    limits['fragment_bytes'] if uri else None)
         assert transfer_lease_s() == limits['lease_s']
         assert transfer_fragment_bytes() == limits['fragment_bytes']
         assert transfer_limits(f'file://{path}') == {'lease_s': 30.0, 'fragment_bytes': 600}
@@ -803,11 +804,11 @@ def test_the_reader_and_the_engines_take_the_same_largest_fragment_size():
     # engines' check (protocol, which imports no transport); a size one takes and the other
     # refuses would stop a node at start, or count with a size Cyclone never used
     from rog_ros.protocol import transfer
-    from rog_ros.transport import cyclone_config
-    assert cyclone_config.MAX_FRAGMENT_BYTES == transfer.MAX_FRAGMENT_BYTES == (1 << 16) - 1
-    assert transfer.fragment_bytes_checked(cyclone_config.MAX_FRAGMENT_BYTES) == 65535
+    from rog_ros.transport import cyclone_settings
+    assert cyclone_settings.MAX_FRAGMENT_BYTES == transfer.MAX_FRAGMENT_BYTES == (1 << 16) - 1
+    assert transfer.fragment_bytes_checked(cyclone_settings.MAX_FRAGMENT_BYTES) == 65535
     with pytest.raises(ValueError, match='FragmentSize'):
-        transfer.fragment_bytes_checked(cyclone_config.MAX_FRAGMENT_BYTES + 1)
+        transfer.fragment_bytes_checked(cyclone_settings.MAX_FRAGMENT_BYTES + 1)
 
 
 def test_a_fragment_size_is_read_with_the_numbers_glibc_scanf_takes():
@@ -816,7 +817,7 @@ def test_a_fragment_size_is_read_with_the_numbers_glibc_scanf_takes():
     # config trace says 600 B for FragmentSize 0x258, 0x1.2cp9, 600e and 0x258p (512 B for
     # 0x.8p10 B), where the reader found no size and the server counted 1 KiB fragments,
     # 80 bytes short per 600 bytes past 1 KiB of every chunk; 0x, 0x B and -0x258 it refuses
-    from rog_ros.transport.cyclone_config import fragment_size_bytes
+    from rog_ros.transport.cyclone_settings import fragment_size_bytes
     frag = '<CycloneDDS><Domain><General><FragmentSize>{}</FragmentSize></General>' \
         '</Domain></CycloneDDS>'
     for text, size in (('0x258', 600), ('0X258 B', 600), ('+0x258', 600), ('0x1.2cp9', 600),
@@ -836,7 +837,7 @@ def test_a_lease_is_read_with_the_number_rules_cyclone_reads_a_fragment_size_wit
     # for 0.0000000005 s, and refuses 2 hr, 3600.0000001 s and a value that ends in white
     # space after its unit (10 s , as an environment reference gives it), where the lease
     # here was none, none, none, 5e-10 s, 7200 s, 3600.0000001 s and 10 s
-    from rog_ros.transport.cyclone_config import lease_duration_s
+    from rog_ros.transport.cyclone_settings import lease_duration_s
     lease = '<CycloneDDS><Domain><Discovery><LeaseDuration>{}</LeaseDuration></Discovery>' \
         '</Domain></CycloneDDS>'
     monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
@@ -861,7 +862,7 @@ def test_a_lease_is_read_with_the_number_rules_cyclone_reads_a_fragment_size_wit
 def test_the_lease_and_the_fragment_size_are_read_with_one_number_reader():
     # one reader for both, the unit table passed in: the number rules of glibc's sscanf, a
     # unit after spaces, a value without one in the default unit (0 in none), the bounds
-    from rog_ros.transport import cyclone_config as cc
+    from rog_ros.transport import cyclone_settings as cc
     read, ns, sizes = cc._number_with_unit, cc._DURATION_UNITS, cc._MEMSIZE_UNITS
     hour = 3600 * 10 ** 9
     for text, value in (('10 s', 10 * 10 ** 9), ('0x258 s', 600 * 10 ** 9), ('250', 250000000),
@@ -878,7 +879,7 @@ def test_the_lease_and_the_fragment_size_are_read_with_one_number_reader():
     # a whole number of over 4300 digits: Python's int() raised a ValueError out of the
     # node's start, where glibc's %lld reads any length (Cyclone 11.0.1's config trace: 10 s
     # for 4400 zeros then 10 s, 601 B for 4400 zeros then 600.5 B; refused: 4400 ones)
-    from rog_ros.transport.cyclone_config import fragment_size_bytes, lease_duration_s
+    from rog_ros.transport.cyclone_settings import fragment_size_bytes, lease_duration_s
     zeros, ones = '0' * 4400, '1' * 4400
     lease = '<Discovery><LeaseDuration>{}</LeaseDuration></Discovery>'
     assert lease_duration_s(lease.format(f'{zeros}10 s')) == 10.0
@@ -895,7 +896,7 @@ def test_a_domain_id_is_compared_as_the_number_cyclone_reads(monkeypatch):
     # Cyclone reads a Domain's Id with sscanf's %u, so Id="07" and Id="+7" are domain 7 (its
     # config trace applies their FragmentSize to domain 7); the reader compared the text with
     # '7' and skipped them: their lease and fragment size were none here
-    from rog_ros.transport.cyclone_config import fragment_size_bytes, lease_duration_s
+    from rog_ros.transport.cyclone_settings import fragment_size_bytes, lease_duration_s
     xml = '<CycloneDDS><Domain Id="{}"><General><FragmentSize>600B</FragmentSize></General>' \
         '<Discovery><LeaseDuration>30 s</LeaseDuration></Discovery></Domain></CycloneDDS>'
     monkeypatch.setenv('ROS_DOMAIN_ID', '7')
@@ -915,7 +916,7 @@ def test_a_domain_id_is_read_as_cyclone_s_percent_u_and_one_it_refuses_sets_noth
     # whole configuration ('-1' and past 2**64 are 2**32 - 1; 'default', '7 ', ' any',
     # '0x7', a reference it cannot expand): the reader skipped the Domain, or took it, and
     # kept the settings of the source before it; none now, as for any value Cyclone refuses
-    from rog_ros.transport.cyclone_config import read_settings
+    from rog_ros.transport.cyclone_settings import read_settings
     first = '<Domain Id="any"><General><FragmentSize>700B</FragmentSize></General>' \
         '<Discovery><LeaseDuration>20 s</LeaseDuration></Discovery></Domain>'
     xml = first + ',<Domain Id={}><General><FragmentSize>600B</FragmentSize></General>' \
@@ -991,7 +992,7 @@ def test_an_element_or_attribute_cyclone_does_not_know_refuses_the_configuration
     # takes a unique prefix of a name: <Disc>, <Lease>). The reader took the settings of
     # all of these wherever they stood (it matched names, not places); now it reads them as
     # Cyclone does, on the way to Discovery/LeaseDuration and General/FragmentSize
-    from rog_ros.transport.cyclone_config import read_settings
+    from rog_ros.transport.cyclone_settings import read_settings
     first = '<Domain Id="any"><General><FragmentSize>700B</FragmentSize></General>' \
         '<Discovery><LeaseDuration>20 s</LeaseDuration></Discovery></Domain>'
     monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
@@ -1045,7 +1046,7 @@ def test_a_name_that_cyclone_0_10_knows_and_11_0_1_does_not_refuses_nothing(
     # a configuration these Cyclones run with as refused and dropped its lease and fragment
     # size; it refuses now only what no build of 0.10.x or 11.0.x takes (every case run
     # through both wheels' Cyclone)
-    from rog_ros.transport.cyclone_config import read_settings
+    from rog_ros.transport.cyclone_settings import read_settings
     first = '<Domain Id="any"><General><FragmentSize>700B</FragmentSize></General>' \
         '<Discovery><LeaseDuration>20 s</LeaseDuration></Discovery></Domain>'
     monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
@@ -1099,7 +1100,7 @@ def test_a_domain_id_element_applies_as_cyclone_applies_it(tmp_path, monkeypatch
     # incompatible domain id"), as an Id it cannot read does. The reader looked only at the
     # Id attribute and took the settings of all of these (every case run through both
     # wheels' Cyclone)
-    from rog_ros.transport.cyclone_config import read_settings
+    from rog_ros.transport.cyclone_settings import read_settings
     first = '<Domain Id="any"><General><FragmentSize>700B</FragmentSize></General>' \
         '<Discovery><LeaseDuration>20 s</LeaseDuration></Discovery></Domain>'
     monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
@@ -1118,7 +1119,7 @@ def test_a_tag_of_long_attribute_garbage_is_read_in_linear_time():
     # white space or a quote: milliseconds (at most 5 s here, on a busy machine). Tracing
     # is not judged (the lease stands); an unknown attribute of Domain refuses
     import time
-    from rog_ros.transport.cyclone_config import read_settings
+    from rog_ros.transport.cyclone_settings import read_settings
     lease = '<Discovery><LeaseDuration>3 s</LeaseDuration></Discovery>'
     junk = 'a' * 30000
     started = time.monotonic()
@@ -1135,7 +1136,7 @@ def test_a_setting_is_read_with_the_character_references_and_cdata_cyclone_reads
     # section as it stands; the reader replaced only the five named entities and kept the
     # CDATA markup, so FragmentSize &#54;00B or <![CDATA[600B]]> (600 B in Cyclone 11.0.1's
     # config trace) was no size here. An entity Cyclone does not know (&foo;) it refuses
-    from rog_ros.transport.cyclone_config import fragment_size_bytes, lease_duration_s
+    from rog_ros.transport.cyclone_settings import fragment_size_bytes, lease_duration_s
     frag = '<CycloneDDS><Domain{}><General><FragmentSize>{}</FragmentSize></General>' \
         '</Domain></CycloneDDS>'
     monkeypatch.delenv('X', raising=False)
@@ -1158,7 +1159,7 @@ def test_a_blank_setting_leaves_the_value_an_earlier_one_set(monkeypatch):
     # calls no elem_data): the value an earlier source or element set stands (Cyclone
     # 11.0.1's config trace: 30 s and 600 B), where the reader took the blank as unset and
     # the nodes waited 10 s at the bound and counted 1 KiB fragments
-    from rog_ros.transport.cyclone_config import read_settings
+    from rog_ros.transport.cyclone_settings import read_settings
     first = '<Discovery><LeaseDuration>30 s</LeaseDuration></Discovery>' \
         '<General><FragmentSize>600B</FragmentSize></General>'
     blank = '<Discovery><LeaseDuration>{0}</LeaseDuration></Discovery>' \

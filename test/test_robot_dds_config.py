@@ -28,7 +28,7 @@ import pytest
 from rog_ros import cli
 from rog_ros.nodes import doctor_dds, launching, linkprobe, robot, supervisor
 from rog_ros.nodes.plan import NodeSpec
-from rog_ros.transport import cyclone_config
+from rog_ros.transport import cyclone_config, cyclone_log
 
 PEER = '<Discovery><Peers><Peer address="10.0.0.10"/></Peers></Discovery>'
 CYCLONE_LINE = '1796350379.965415 [231]     python: wlan0: does not match an available interface.'
@@ -136,17 +136,17 @@ def test_doctor_quotes_cyclones_own_reason(tmp_path, spaced_config):
 
 def test_cyclone_said_finds_the_lines_before_the_traceback():
     log = ['[INFO] [1.0] [rog_worker_0]: starting', CYCLONE_LINE] + TRACEBACK
-    assert cyclone_config.cyclone_said('\n'.join(log)) == [
+    assert cyclone_log.cyclone_said('\n'.join(log)) == [
         'wlan0: does not match an available interface.']
-    assert cyclone_config.cyclone_said('\n'.join(log), whole=True) == [CYCLONE_LINE]
+    assert cyclone_log.cyclone_said('\n'.join(log), whole=True) == [CYCLONE_LINE]
     chained = log + ['', 'During handling of the above exception, another exception occurred:',
                      ''] + TRACEBACK
-    assert cyclone_config.cyclone_said('\n'.join(chained)) == [
+    assert cyclone_log.cyclone_said('\n'.join(chained)) == [
         'wlan0: does not match an available interface.']
     aborted = '1.5 [0] python: no.such.host.invalid: unknown address\n'
-    assert cyclone_config.cyclone_said(aborted) == ['no.such.host.invalid: unknown address']
+    assert cyclone_log.cyclone_said(aborted) == ['no.such.host.invalid: unknown address']
     # a Cyclone line far above an unrelated traceback is not its reason
-    assert cyclone_config.cyclone_said('\n'.join([CYCLONE_LINE] + ['x'] * 20 + TRACEBACK)) == []
+    assert cyclone_log.cyclone_said('\n'.join([CYCLONE_LINE] + ['x'] * 20 + TRACEBACK)) == []
 
 
 def test_a_node_log_tail_quotes_cyclones_reason_cut_off_above_it(tmp_path):

@@ -795,11 +795,13 @@ except RecordError as err:
     assert 'needs the Cyclone DDS Python binding' in str(err), err
 else:
     raise AssertionError('--record without the binding was accepted')
-# cyclone_config reads CYCLONEDDS_URI (rmw_cyclonedds reads it too: the nodes take the DDS
-# lease from it) with the standard library only; every other module named so wraps the binding
+# cyclone_config, cyclone_settings and cyclone_log read CYCLONEDDS_URI (rmw_cyclonedds reads
+# it too: the nodes take the DDS lease from it) and Cyclone's output with the standard library
+# only; every other module named so wraps the binding
+STDLIB_ONLY = tuple(f'rog_ros.transport.cyclone_{name}' for name in ('config', 'settings', 'log'))
 loaded = sorted(m for m, module in sys.modules.items() if module is not None
                 and ('cyclone' in m or m.endswith(('.idl', '.convert')))
-                and m != 'rog_ros.transport.cyclone_config')
+                and m not in STDLIB_ONLY)
 print('DDS modules:', loaded)
 """
 

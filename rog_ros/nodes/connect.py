@@ -31,7 +31,7 @@ from rog_ros.nodes.fleet_key import key_source, load_fleet_key
 from rog_ros.protocol.auth import REASONS as AUTH_REASONS
 from rog_ros.transport.bus import RecordError
 from rog_ros.transport.choose import make_bus
-from rog_ros.transport.cyclone_config import read_settings
+from rog_ros.transport.cyclone_settings import read_settings
 
 NO_KEY_WARNING = 'no fleet key: messages are not authenticated'
 """What a node says at start without a fleet key (docs/security.md)."""

@@ -83,7 +83,7 @@ def _round_trip_child(uri: str, label: str, fix: str):
     line it logs before the traceback) is quoted: the traceback's last line says only
     ``DDS_RETCODE_ERROR``.
     """
-    from rog_ros.transport.cyclone_config import cyclone_said
+    from rog_ros.transport.cyclone_log import cyclone_said
     domain = 150 + os.getpid() % 80        # away from 0 and from rog fleet's domains
     cmd = [sys.executable, '-m', 'rog_ros.nodes.doctor_dds', '--round-trip', '',
            '--domain', str(domain)]

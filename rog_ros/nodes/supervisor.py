@@ -132,7 +132,7 @@ class Supervisor:
         last lines say only ``DDS_RETCODE_ERROR``. Such lines that the tail cut off come
         first, then ``...``.
         """
-        from rog_ros.transport.cyclone_config import cyclone_said
+        from rog_ros.transport.cyclone_log import cyclone_said
         try:
             with open(self.log_path(name), errors='replace') as fh:
                 text = fh.read()
