@@ -25,5 +25,7 @@ never loads DDS):
 * ``msgdef`` / ``field_plans`` / ``typehash`` / ``idl`` / ``convert``: ``msg/*.msg`` -> parsed
   definitions and their Python field types (no DDS; the ROS 2 path needs no more) ->
   RIHS01 hashes -> Cyclone IDL types named as ROS 2 names them -> dataclass converters;
-* ``cyclone_config``: the ``config/cyclonedds_*.xml`` files and ``CYCLONEDDS_URI``.
+* ``cyclone_config``: the ``config/cyclonedds_*.xml`` files and ``CYCLONEDDS_URI``;
+  ``cyclone_settings``: the lease and fragment size that value sets, read as Cyclone reads
+  them; ``cyclone_log``: what Cyclone logged before a process failed.
 """

@@ -27,6 +27,10 @@ ROS 2's discovery range variables (``ROS_LOCALHOST_ONLY``, ``ROS_AUTOMATIC_DISCO
 ``ROS_STATIC_PEERS``) are not in ``CYCLONEDDS_URI``: ``rmw_cyclonedds`` puts a fragment of its
 own before that value when it creates a domain, and ``DdsBus`` does the same with
 :func:`discovery_config`, so both see each other under any setting.
+
+What a ``CYCLONEDDS_URI`` value sets (the lease, the fragment size) is read in
+:mod:`rog_ros.transport.cyclone_settings`; what Cyclone logged, in
+:mod:`rog_ros.transport.cyclone_log`.
 """
 
 from __future__ import annotations
