@@ -139,7 +139,7 @@ it; one built without it counts 1 KiB fragments.
 WHC_SAMPLE_OVERHEAD = 80
 """Bytes Cyclone adds per fragment of a sample in its writer-history count (``dds_whc.c``)."""
 MAX_FRAGMENT_BYTES = 65535
-"""Largest ``General/FragmentSize`` Cyclone takes (a 16-bit size; ``cyclone_config``'s too)."""
+"""Largest ``General/FragmentSize`` Cyclone takes (a 16-bit size; ``cyclone_settings``'s too)."""
 
 
 def fragment_bytes_checked(fragment_bytes) -> int:
