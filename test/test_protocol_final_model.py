@@ -30,7 +30,8 @@ from rog_ros.nodes.chaos_hooks import ServerHooks
 from rog_ros.protocol.actions import Log, Send, StartCompute
 from rog_ros.protocol.messages import FLAG_FINAL, FLAG_JOIN, RowChunk, SERVER
 from rog_ros.protocol.ps_final import FINAL_PATIENCE_S
-from rog_ros.sim.fault_fleet import (checkpoint_before_stop_orders, quadratic_fleet,
+from rog_ros.sim.fault_fleet import (checkpoint_at_the_final_model,
+                                     checkpoint_before_stop_orders, quadratic_fleet,
                                      restart_server, restart_worker, schedule_worker_crashes)
 from rog_ros.sim.fault_sweep import random_membership_run, run_problems, SYSTEMS
 from test_protocol_conservation import check_invariants
@@ -459,6 +460,25 @@ def test_robots_killed_after_their_final_model_keep_it_in_a_crash_sweep(spec, se
     assert (server.final_delivered, server.final_missed) == (held, server.n - held)
 
 
+@pytest.mark.parametrize('seed', [1, 2, 3])
+def test_a_robot_restarted_with_a_push_after_its_stop_open_stops_holding_the_final_model(seed):
+    # BSP: a robot pushed again after its last push (a follow-up) once the server had stopped
+    # it; the server answered that END with hellos, never an ack, and the final model came
+    # all the same: the robot saved it with the push open. Killed and restored, it re-sent
+    # that END under its old run, whose answers (hello, then the stop order) its new run
+    # ignores: it polled for 600 s and never stopped (seeds 1, 2, 3: robots 0; 1; 0, 2, 4),
+    # and on seed 1 the server gave it up (final_model_missed 1) though it held the model.
+    harness, killed = _killed_at_their_final_models('bsp', seed)
+    server = harness.server
+    assert killed and harness.now < 300.0, (killed, harness.now)
+    assert all(harness.stopped), harness.stopped
+    assert run_problems('crash', harness) == []
+    held = sum(w.holds_final for w in harness.workers)
+    assert (server.final_delivered, server.final_missed) == (held, server.n - held) == (
+        server.n, 0)
+    assert server.final_delivered == len(harness.workers)
+
+
 @pytest.mark.parametrize('seed', range(3))
 def test_a_server_restored_during_the_end_sends_the_final_model_still_owed(seed):
     # Restored from its checkpoint before a stop order (the node's), the server owed worker 1
@@ -488,7 +508,7 @@ def test_a_server_restored_during_the_end_sends_the_final_model_still_owed(seed)
         assert w.holds_final and torch.equal(w.w, restored.final_values), r
 
 
-def _final_deferred_by_an_absence(seed, hooks_dir=None):
+def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_final=False):
     """
     Run a fleet whose final model waits for an absence, its server killed as it goes out.
 
@@ -496,8 +516,10 @@ def _final_deferred_by_an_absence(seed, hooks_dir=None):
     acknowledged meanwhile change the mirrors), and the final model is taken only when it is
     suspended as absent. The server is killed as worker 0 applied that final model and
     restored 0.2 s later: by the node's ``ServerHooks`` in ``hooks_dir``, else from a
-    checkpoint taken as 0 and 1 were done (one from before the final model). Return the
-    harness, the final model sent before the kill and the restored server engine.
+    checkpoint taken as 0 and 1 were done (one from before the final model), or, with
+    ``at_final``, one the sweeps take as the final model is taken. ``robot_down``: worker 0
+    is killed with it and restored from its state that much later. Return the harness, the
+    final model sent before the kill and the restored server engine.
     """
     harness, server, _, _, _ = quadratic_fleet(
         'rog:4', n=3, iters=10, dtype=torch.float64, seed=seed, save_states=True,
@@ -527,6 +549,8 @@ def _final_deferred_by_an_absence(seed, hooks_dir=None):
             hooks.restore()
             harness.revive(SERVER, hooks)
         seen['restored'] = new
+    if at_final:
+        checkpoint_at_the_final_model(harness)
     handle = harness._handle
 
     def kill_at_the_final_model(node, actions):
@@ -537,10 +561,37 @@ def _final_deferred_by_an_absence(seed, hooks_dir=None):
             seen['sent'] = server.final_values.clone()
             harness.kill(SERVER)
             harness.at(harness.now + 0.2, restore)
+            if robot_down is not None:
+                harness.kill(0)
+                harness.at(harness.now + robot_down, lambda: restart_worker(harness, 0))
     harness._handle = kill_at_the_final_model
     harness.at(0.01, watch)
-    assert harness.run(until=300).error is None
+    error = harness.run(until=300).error
+    # (once 0 and 1 stopped, the queue runs dry with worker 2, dead for good, unstopped)
+    assert error is None or 'workers [2] are unfinished (deadlock)' in error, error
     return harness, seen['sent'], seen['restored']
+
+
+@pytest.mark.parametrize('seed', range(2))
+def test_a_robots_final_flag_is_the_final_model_of_the_sweeps_restored_server(seed):
+    # Worker 0 saved the first final model and died with the server, whose checkpoint (the
+    # sweeps' policy: every period and before stop orders) was older: restored, it took
+    # another and sent it, and worker 0, restarted after, JOINed with FLAG_FINAL for the
+    # first: counted delivered, its mirror set to the second, the robot holding the first.
+    # The sweeps now checkpoint as the final model is taken, as the server node does.
+    harness, sent, restored = _final_deferred_by_an_absence(seed, robot_down=3.0)
+    assert not torch.equal(restored.final_values, sent)
+    assert torch.equal(harness.workers[0].w, sent) and harness.workers[0].holds_final
+    assert not torch.equal(restored.worker_model(0), harness.workers[0].w)
+    harness, sent, restored = _final_deferred_by_an_absence(seed, robot_down=3.0,
+                                                            at_final=True)
+    assert restored.finished and torch.equal(restored.final_values, sent)
+    assert harness.stopped[:2] == [True, True]
+    assert (restored.final_delivered, restored.final_missed) == (2, 1)
+    for r in (0, 1):
+        assert harness.workers[r].holds_final, r
+        assert torch.equal(harness.workers[r].w, sent), r
+        assert torch.equal(restored.worker_model(r), sent), r
 
 
 @pytest.mark.parametrize('seed', range(2))

@@ -577,8 +577,16 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         if self.stopped[s] and self._new_push_after_stop(s, chunk):
             # A push of a worker we stopped (its budget done, or let go): applied, it changed
             # the model after that worker's end, and after the fleet's end the final model
-            # the robots hold. (A repeated END of a push we applied gets its final ack.)
-            return self._answer_stopped(s) if chunk.flags & FLAG_END else []
+            # the robots hold. (A repeated END of a push we applied gets its final ack.) Its
+            # END gets the empty "never applied" ack too once the final model is taken: a
+            # run restarted holding it re-sends that END under its old incarnation and
+            # rejoins only once it is answered (before, the ack would start its next push).
+            if not chunk.flags & FLAG_END:
+                return []
+            if self.final_values is None:
+                return self._answer_stopped(s)
+            return [Send(s, self._answer_end(s, chunk.incarnation, chunk, now))] + \
+                self._answer_stopped(s)
         acks, closed = self.receiver.on_chunk(chunk, now)
         out = [Send(s, a) for a in acks]
         if closed is not None:

@@ -649,13 +649,21 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             self._dirty = True
             return out + [Log('recovered_push', float(delivered.size), self.rank)] + \
                 self._join(now)
-        if bool((self.withheld > self.policy.staleness + int(self.slack[self.rank])).any()):
-            # The server would stall us on our own rows: push them again right away.
+        if bool((self.withheld > self.policy.staleness + int(self.slack[self.rank])).any()) \
+                and not self._final_coming():
+            # The server would stall us on our own rows: push them again right away (not
+            # once the final model comes: it applies no push of ours, and answers each at
+            # once as never applied, a push a round trip until we hold the model).
             self.followups += 1
             return out + [Log('followup_push', 1.0, self.rank)] + self._start_push(now)
         self.state = 'pulling'
         self._pull_poke_at = now + POKE_END_TIMEOUTS * self.end_timeout_s
         return out + self._maybe_compute(now)
+
+    def _final_coming(self) -> bool:
+        """Tell whether we hold the fleet's final model, or rows of it are under way."""
+        return self.holds_final or any(bool(t.flags & FLAG_FINAL)
+                                       for t in self.snap_receiver.open.values())
 
     def _commit_push(self, delivered: np.ndarray, tr: OutgoingTransfer) -> None:
         """

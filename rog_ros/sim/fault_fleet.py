@@ -165,6 +165,28 @@ def checkpoint_before_stop_orders(harness):
     harness._handle = handle_and_checkpoint
 
 
+def checkpoint_at_the_final_model(harness):
+    """
+    Also checkpoint the server as it takes the fleet's final model (the node's ``ServerHooks``).
+
+    Before any of it goes out: a server restored from an older checkpoint takes another (the
+    mean of older mirrors) and would take a robot's ``FLAG_FINAL`` JOIN for the one it holds.
+    """
+    handle, taken_by = harness._handle, []
+
+    def handle_and_checkpoint(node, actions):
+        """Checkpoint once per server run that took the final model, then handle."""
+        server = harness.server
+        if (node == SERVER and getattr(server, 'final_values', None) is not None
+                and not any(s is server for s in taken_by)):
+            taken_by.append(server)
+            state = copy.deepcopy(server.state_dict())
+            harness.checkpoint = state
+            server.checkpoint_confirmed(state['state_id'])
+        return handle(node, actions)
+    harness._handle = handle_and_checkpoint
+
+
 def restart_server(harness):
     """Put a new server in place, restored from the last checkpoint it confirmed."""
     new = harness.new_server()

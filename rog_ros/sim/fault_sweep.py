@@ -37,7 +37,8 @@ import random
 
 from rog_ros.protocol.messages import SERVER
 from rog_ros.protocol.ps_final import FINAL_PATIENCE_S
-from rog_ros.sim.fault_fleet import (checkpoint_before_stop_orders, checkpoint_every,
+from rog_ros.sim.fault_fleet import (checkpoint_at_the_final_model,
+                                     checkpoint_before_stop_orders, checkpoint_every,
                                      crash_server_once, quadratic_fleet, random_faults,
                                      schedule_server_crashes, schedule_worker_crashes)
 import torch
@@ -73,6 +74,7 @@ def random_crash_run(spec, seed, level=0, final_model=False):
     harness.server_crashes = []
     if rng.random() < [0.6, 0.6, 0.8][level]:
         checkpoint_every(harness, rng.choice([0.1, 0.25, 0.5]))
+        checkpoint_at_the_final_model(harness)
         harness.server_crashes = schedule_server_crashes(
             harness, rng, rng.choice([[1, 2, 3], [1, 2, 3], [2, 3, 4]][level]),
             [1.5, 1.5, 2.5][level])
@@ -106,6 +108,7 @@ def random_membership_run(spec, seed, final_model=False):
     if rng.random() < 0.6:
         checkpoint_every(harness, rng.choice([0.1, 0.25, 0.5]))
         checkpoint_before_stop_orders(harness)
+        checkpoint_at_the_final_model(harness)
         for t in sorted(rng.uniform(0.1, 6.0) for _ in range(rng.choice([1, 2, 3]))):
             harness.at(t, lambda down=rng.uniform(0.02, 0.3):
                        crash_server_once(harness, down, harness.server_crashes))
@@ -196,6 +199,9 @@ def run_problems(kind: str, harness) -> list:
     for r, w in enumerate(harness.workers):
         if w.holds_final and not torch.equal(w.w, server.final_values):
             problems.append(f'worker {r} holds another final model than the server sent')
+    # (one that never stops polls on until its node's limit; the harness ran to its end)
+    problems += [f'worker {r} never stopped' for r, done in enumerate(harness.stopped)
+                 if not done]
     return problems
 
 
