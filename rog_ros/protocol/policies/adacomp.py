@@ -213,7 +213,7 @@ class AdaCompServer(PushServer):
         if not 0 <= w < self.n or msg.receiver != SERVER:
             raise MessageError(f'push from unknown worker {w}')
         j = int(msg.clock)
-        (idx, vals), dropped = self._admit(w, msg, self.pulled[w], self._decode)
+        (idx, vals), dropped = self._admit(w, msg, self.pulled[w])
         nbytes = msg.wire_size()
         self.bytes_up += nbytes
         if dropped:

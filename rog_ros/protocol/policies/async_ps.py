@@ -51,7 +51,7 @@ class PushServer:
 
     A subclass sets ``self.rejects = 0`` in its constructor, calls ``_init_runs(n)`` and
     implements ``_on_push(msg, now) -> list`` for a ``RowChunk`` of KIND_GRAD, which checks
-    the push's run and clock with ``_admit``.
+    the push's run and clock with ``_admit``, and ``_decode(msg)``, which ``_admit`` calls.
     """
 
     rejects: int
@@ -68,9 +68,9 @@ class PushServer:
         self.past_runs = [[] for _ in range(int(n))]
         self.rejoins = 0
 
-    def _admit(self, w: int, msg: RowChunk, expected: int, decode) -> tuple:
+    def _admit(self, w: int, msg: RowChunk, expected: int) -> tuple:
         """
-        Return ``(decode(msg), whether to drop it as a new run's)`` for worker ``w``'s push.
+        Return ``(self._decode(msg), whether to drop it as a new run's)`` for ``w``'s push.
 
         The one check of a push's run for every push server (AdaComp's and GSP's were two
         copies): a push of the run we take pushes from must come at ``expected`` (the
@@ -84,10 +84,14 @@ class PushServer:
         clock = int(msg.clock)
         if not fresh and clock != expected:
             raise MessageError(self.CLOCK_REFUSED.format(w=w, clock=clock, expected=expected))
-        decoded = decode(msg)
+        decoded = self._decode(msg)
         if fresh:
             self._take_run(w, msg.incarnation)
         return decoded, fresh and clock != expected
+
+    def _decode(self, msg: RowChunk):
+        """Return what a push carries, in the algorithm's form; ``MessageError`` if malformed."""
+        raise NotImplementedError
 
     def _run_of(self, w: int, incarnation: int) -> bool:
         """

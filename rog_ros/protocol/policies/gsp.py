@@ -253,6 +253,7 @@ class GspServer(PushServer):
 
     # ------------------------------------------------------------------ pushes
     def _decode(self, msg: RowChunk):
+        """Return a push's dense gradient: a sparse top-k one's values put in zeros, or all."""
         if msg.codec == topk.TOPK_CODEC_ID:
             idx, vals = topk.decode(msg.payload, self.n_params)
             g = torch.zeros(self.n_params, dtype=torch.float32)
@@ -266,7 +267,7 @@ class GspServer(PushServer):
         n = msg.sender
         if not 0 <= n < self.n or msg.receiver != SERVER:
             raise MessageError(f'push from unknown node {n}')
-        g, dropped = self._admit(n, msg, self.clock[n], self._decode)
+        g, dropped = self._admit(n, msg, self.clock[n])
         wire = msg.wire_size()
         if dropped:
             return self._rejoin(n, int(msg.clock), wire, now)
