@@ -235,8 +235,7 @@ def _configured(uri: str | None, elements) -> dict:
                 continue
         if not _setting_texts(source, domain_id, found, is_file):
             return dict.fromkeys(found)         # what Cyclone refuses refuses all
-    for element, raw in found.items():
-        text = None if raw is None else _xml_text(raw)
+    for element, text in found.items():
         found[element] = None if text is None else expand_env(text.strip(_XML_SPACE),
                                                               domain_id)
     return found
@@ -411,20 +410,22 @@ def _setting_texts(text: str, domain_id: int | None, found: dict, is_file: bool 
     """
     Put in ``found`` the text of the last of each of its elements in ``text``, for our domain.
 
-    An element ``text`` does not set keeps its value. Walks the tags once, as Cyclone's
-    parser does: a commented-out setting is no setting, a blank one (no text once its
-    references are decoded, comments left out and white space trimmed) gives no value, so the
-    one before it stands, and a ``Domain`` whose ``Id`` (expanded) is neither ``any`` nor
-    ``domain_id`` does not apply, from there on where it is an ``Id`` element (moved to the
-    attribute; another domain's after data set since the last element in ``CycloneDDS``
-    refuses the configuration, ``uf_domainId``). A setting counts only in its place
-    (``LeaseDuration`` in ``CycloneDDS/Domain/Discovery``, ``FragmentSize`` in
+    That text as the parser hands it on (:func:`_xml_text`: references decoded, CDATA as it
+    stands, comments left out; None where the parser refuses it), read once here where the walk
+    decides whether it is blank. An element ``text`` does not set keeps its value. Walks the
+    tags once, as Cyclone's parser does: a commented-out setting is no setting, a blank one (no
+    text once its references are decoded, comments left out and white space trimmed) gives no
+    value, so the one before it stands, and a ``Domain`` whose ``Id`` (expanded) is neither
+    ``any`` nor ``domain_id`` does not apply, from there on where it is an ``Id`` element
+    (moved to the attribute; another domain's after data set since the last element in
+    ``CycloneDDS`` refuses the configuration, ``uf_domainId``). A setting counts only in its
+    place (``LeaseDuration`` in ``CycloneDDS/Domain/Discovery``, ``FragmentSize`` in
     ``CycloneDDS/Domain/General``; :func:`_config_place`). False, at once, where Cyclone
-    refuses the whole configuration: a ``Domain`` ``Id`` it refuses (:func:`_is_domain`),
-    or an element or attribute that no build of Cyclone 0.10.x or 11.0.x knows on the way to
-    those places (a file's top element other than ``CycloneDDS``; :data:`_CONFIG_CHILDREN`):
-    the robots and ROS 2 Humble run 0.10.x, this venv 11.0.1, and a name only one of them
-    knows must not drop the settings.
+    refuses the whole configuration: a ``Domain`` ``Id`` it refuses (:func:`_is_domain`), or an
+    element or attribute that no build of Cyclone 0.10.x or 11.0.x knows on the way to those
+    places (a file's top element other than ``CycloneDDS``; :data:`_CONFIG_CHILDREN`): the
+    robots and ROS 2 Humble run 0.10.x, this venv 11.0.1, and a name only one of them knows
+    must not drop the settings.
     """
     stack, start = [], None               # (element, skipped, place) per open element
     first, data = True, False             # data: set since the last element in CycloneDDS
@@ -442,7 +443,7 @@ def _setting_texts(text: str, domain_id: int | None, found: dict, is_file: bool 
                     if body is None or body.strip(_XML_SPACE):    # (blank: no value)
                         setting = _PLACE_SETTINGS.get(stack[-1][2])
                         if setting in found:
-                            found[setting] = raw
+                            found[setting] = body
                         if stack[-1][2] == 'cyclonedds/domain/id' and domain_id is not None:
                             applies = None if body is None else _is_domain_text(
                                 body.strip(_XML_SPACE), domain_id)
