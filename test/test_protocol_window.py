@@ -935,6 +935,29 @@ def test_a_domain_id_is_read_as_cyclone_s_percent_u_and_one_it_refuses_sets_noth
         assert tuple(read_settings(xml.format(f'"{refused}"'))) == (None, None), refused[-12:]
 
 
+def _check_second_sources(cases, tmp_path, monkeypatch):
+    """
+    Assert what the reader takes from each case's source, inline and in a file.
+
+    The one check of the case tables of Cyclone's config traces (:func:`_placed_settings_cases`
+    and the two after it), so the three tests read their sources alike: each is a second
+    source after one that sets 20 s and 700 B; ``'refused'``: no settings, ``'taken'``: 30 s
+    and 700 B, ``'ignored'``: 20 s and 700 B, ``'fragment'``: 20 s and 900 B, ``'both'``:
+    30 s and 900 B.
+    """
+    from rog_ros.transport.cyclone_settings import read_settings
+    first = '<Domain Id="any"><General><FragmentSize>700B</FragmentSize></General>' \
+        '<Discovery><LeaseDuration>20 s</LeaseDuration></Discovery></Domain>'
+    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
+    want = {'refused': (None, None), 'taken': (30.0, 700), 'ignored': (20.0, 700),
+            'fragment': (20.0, 900), 'both': (30.0, 900)}
+    path = tmp_path / 'dds.xml'
+    for source, inline, in_file in cases:
+        assert tuple(read_settings(f'{first},{source}')) == want[inline], source
+        path.write_text(source)
+        assert tuple(read_settings(f'{first},file://{path}')) == want[in_file], source
+
+
 def _placed_settings_cases():
     """
     Return ``(source, inline, in a file)`` for the test below: what Cyclone 11.0.1 takes.
@@ -992,16 +1015,7 @@ def test_an_element_or_attribute_cyclone_does_not_know_refuses_the_configuration
     # takes a unique prefix of a name: <Disc>, <Lease>). The reader took the settings of
     # all of these wherever they stood (it matched names, not places); now it reads them as
     # Cyclone does, on the way to Discovery/LeaseDuration and General/FragmentSize
-    from rog_ros.transport.cyclone_settings import read_settings
-    first = '<Domain Id="any"><General><FragmentSize>700B</FragmentSize></General>' \
-        '<Discovery><LeaseDuration>20 s</LeaseDuration></Discovery></Domain>'
-    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
-    want = {'refused': (None, None), 'taken': (30.0, 700), 'ignored': (20.0, 700)}
-    path = tmp_path / 'dds.xml'
-    for source, inline, in_file in _placed_settings_cases():
-        assert tuple(read_settings(f'{first},{source}')) == want[inline], source
-        path.write_text(source)
-        assert tuple(read_settings(f'{first},file://{path}')) == want[in_file], source
+    _check_second_sources(_placed_settings_cases(), tmp_path, monkeypatch)
 
 
 def _names_one_cyclone_knows_cases():
@@ -1046,17 +1060,7 @@ def test_a_name_that_cyclone_0_10_knows_and_11_0_1_does_not_refuses_nothing(
     # a configuration these Cyclones run with as refused and dropped its lease and fragment
     # size; it refuses now only what no build of 0.10.x or 11.0.x takes (every case run
     # through both wheels' Cyclone)
-    from rog_ros.transport.cyclone_settings import read_settings
-    first = '<Domain Id="any"><General><FragmentSize>700B</FragmentSize></General>' \
-        '<Discovery><LeaseDuration>20 s</LeaseDuration></Discovery></Domain>'
-    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
-    want = {'refused': (None, None), 'taken': (30.0, 700), 'fragment': (20.0, 900),
-            'both': (30.0, 900)}
-    path = tmp_path / 'dds.xml'
-    for source, inline, in_file in _names_one_cyclone_knows_cases():
-        assert tuple(read_settings(f'{first},{source}')) == want[inline], source
-        path.write_text(source)
-        assert tuple(read_settings(f'{first},file://{path}')) == want[in_file], source
+    _check_second_sources(_names_one_cyclone_knows_cases(), tmp_path, monkeypatch)
 
 
 def _domain_id_element_cases():
@@ -1100,16 +1104,7 @@ def test_a_domain_id_element_applies_as_cyclone_applies_it(tmp_path, monkeypatch
     # incompatible domain id"), as an Id it cannot read does. The reader looked only at the
     # Id attribute and took the settings of all of these (every case run through both
     # wheels' Cyclone)
-    from rog_ros.transport.cyclone_settings import read_settings
-    first = '<Domain Id="any"><General><FragmentSize>700B</FragmentSize></General>' \
-        '<Discovery><LeaseDuration>20 s</LeaseDuration></Discovery></Domain>'
-    monkeypatch.delenv('ROS_DOMAIN_ID', raising=False)
-    want = {'refused': (None, None), 'taken': (30.0, 700), 'ignored': (20.0, 700)}
-    path = tmp_path / 'dds.xml'
-    for source, inline, in_file in _domain_id_element_cases():
-        assert tuple(read_settings(f'{first},{source}')) == want[inline], source
-        path.write_text(source)
-        assert tuple(read_settings(f'{first},file://{path}')) == want[in_file], source
+    _check_second_sources(_domain_id_element_cases(), tmp_path, monkeypatch)
 
 
 def test_a_tag_of_long_attribute_garbage_is_read_in_linear_time():
