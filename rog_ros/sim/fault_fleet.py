@@ -144,11 +144,21 @@ def checkpoint_every(harness, period):
 
     def tick():
         if SERVER not in harness.dead:
-            state = copy.deepcopy(harness.server.state_dict())   # write, fsync, rename
-            harness.checkpoint = state
-            harness.server.checkpoint_confirmed(state['state_id'])
+            _checkpoint_now(harness)
         harness.at(harness.now + period, tick)
     harness.at(0.0, tick)
+
+
+def _checkpoint_now(harness):
+    """
+    Checkpoint the server now, as the node does: its state kept, then its id confirmed.
+
+    The one checkpoint of every policy here (periodic, before stop orders, at the final
+    model), so all three write what a restored server loads alike.
+    """
+    state = copy.deepcopy(harness.server.state_dict())   # write, fsync, rename
+    harness.checkpoint = state
+    harness.server.checkpoint_confirmed(state['state_id'])
 
 
 def checkpoint_before_stop_orders(harness):
@@ -158,9 +168,7 @@ def checkpoint_before_stop_orders(harness):
     def handle_and_checkpoint(node, actions):
         if node == SERVER and any(isinstance(a, Send) and isinstance(a.msg, Schedule)
                                   and a.msg.stop for a in actions):
-            state = copy.deepcopy(harness.server.state_dict())
-            harness.checkpoint = state
-            harness.server.checkpoint_confirmed(state['state_id'])
+            _checkpoint_now(harness)
         return handle(node, actions)
     harness._handle = handle_and_checkpoint
 
@@ -180,9 +188,7 @@ def checkpoint_at_the_final_model(harness):
         if (node == SERVER and getattr(server, 'final_values', None) is not None
                 and not any(s is server for s in taken_by)):
             taken_by.append(server)
-            state = copy.deepcopy(server.state_dict())
-            harness.checkpoint = state
-            server.checkpoint_confirmed(state['state_id'])
+            _checkpoint_now(harness)
         return handle(node, actions)
     harness._handle = handle_and_checkpoint
 
