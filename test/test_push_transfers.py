@@ -850,12 +850,9 @@ def test_a_robot_s_repeated_end_is_counted_in_its_writer_s_ledger_until_acknowle
     # server's writer held more than the ledger said. Each poke is counted now, and the
     # server's final ack in answer covers them all.
     n = 24 * PUSH_ROW_ELEMENTS
-    cfg = AdaCompConfig(mode='asgd', c=1.0)
-    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
-                        PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
-    wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
-                       PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=5))
-    _deliver(srv, wk, _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER), 0.0)
+    cfg, srv = _asgd_server(n)
+    chunks, _, wk = _run_push(n, cfg, 5)
+    _deliver(srv, wk, chunks, 0.0)
     link = wk.transfers.peers[SERVER]
     assert wk.transfers.settled and wk.transfers.wire_past_ack(SERVER) == 0
     sent, pokes = link.sent, []
@@ -1000,9 +997,8 @@ def test_the_final_ack_of_nothing_a_poke_draws_covers_the_pokes_in_the_ledger():
     # past the ack, on top of the pushed-again chunks, until one of those was acknowledged.
     n = 24 * PUSH_ROW_ELEMENTS
     cfg, srv = _asgd_server(n)
-    wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
-                       PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=5))
-    _deliver(srv, wk, _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER), 0.0)
+    chunks, _, wk = _run_push(n, cfg, 5)
+    _deliver(srv, wk, chunks, 0.0)
     assert wk.transfers.settled and wk.transfers.wire_past_ack(SERVER) == 0
     assert srv.transfers.forms[0].receiver.forget_closed(0, 5) == 1
     link = wk.transfers.peers[SERVER]
