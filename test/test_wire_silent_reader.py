@@ -176,21 +176,33 @@ def test_a_robot_that_falls_silent_mid_transfer_does_not_block_the_next_write():
             assert time.monotonic() - start < 0.5, seq
 
 
-def test_the_versions_writer_blocks_where_versions_wire_bytes_says():
-    # The server repeats a downlink's RowVersions before every repeated END on a writer of
-    # its own (w<r>/versions): Cyclone counts each copy as its CDR and 80 bytes per fragment
-    # (transfer.versions_wire_bytes; 60000-byte fragments on loopback) and blocks the write
-    # that finds more than the 8 MiB mark unacknowledged. ConvMLP-M's 33,307 rows in as many
-    # runs for 8 robots: 1,334,216 bytes a copy here, 7 copies (9,339,512) and the 8th blocks
+def _versions_scene(k: int, suffix: str):
+    """
+    Return ``(bus, domain, versions)``: a loopback bus and ConvMLP-M's RowVersions, 8 robots.
+
+    The versions writer tests' one scene: 33,307 rows in as many runs, 1,334,216 bytes a copy
+    on loopback (60000-byte fragments); ``k`` and ``suffix`` keep each test's domain and
+    namespace apart from the others'.
+    """
     loopback = cyclone_config.config_path('loopback')
-    domain = 110 + (os.getpid() * 13 + 4) % 50
-    bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_e', domain_id=domain,
+    domain = 110 + (os.getpid() * 13 + k) % 50
+    bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_{suffix}', domain_id=domain,
                          config=str(loopback), publish_timeout_s=TRY_S, publish_give_up_s=TRY_S)
     rows, n = 33307, 8
     versions = m.RowVersions(transfer_id=1, receiver=0, n_workers=n,
                              run_starts=np.arange(rows, dtype=np.uint32),
                              run_lengths=np.ones(rows, np.uint32),
                              versions=np.zeros(rows * n, np.int32), auth_tag=bytes(16))
+    return bus, domain, versions
+
+
+def test_the_versions_writer_blocks_where_versions_wire_bytes_says():
+    # The server repeats a downlink's RowVersions before every repeated END on a writer of
+    # its own (w<r>/versions): Cyclone counts each copy as its CDR and 80 bytes per fragment
+    # (transfer.versions_wire_bytes; 60000-byte fragments on loopback) and blocks the write
+    # that finds more than the 8 MiB mark unacknowledged. ConvMLP-M's 33,307 rows in as many
+    # runs for 8 robots: 1,334,216 bytes a copy here, 7 copies (9,339,512) and the 8th blocks
+    bus, domain, versions = _versions_scene(4, 'e')
     copy = versions_wire_bytes(versions, 60000)
     assert copy == 1334216
     written = 0
@@ -211,15 +223,7 @@ def test_a_robot_heard_but_not_reached_keeps_the_versions_writer_under_the_mark(
     # 2 s: ConvMLP-M's 1,334,216-byte copies for 8 robots. It counted the writer afresh
     # each lease after the newest copy: a copy at 0, 16, 32, ... s, and the 8th write
     # blocked (BusError, held 1 s). Now the first copy and one a lease later only
-    loopback = cyclone_config.config_path('loopback')
-    domain = 110 + (os.getpid() * 13 + 5) % 50
-    bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_f', domain_id=domain,
-                         config=str(loopback), publish_timeout_s=TRY_S, publish_give_up_s=TRY_S)
-    rows, n = 33307, 8
-    versions = m.RowVersions(transfer_id=1, receiver=0, n_workers=n,
-                             run_starts=np.arange(rows, dtype=np.uint32),
-                             run_lengths=np.ones(rows, np.uint32),
-                             versions=np.zeros(rows * n, np.int32), auth_tag=bytes(16))
+    bus, domain, versions = _versions_scene(5, 'f')
     link = VersionsLink(fragment_bytes=60000)
     written = []
     with _suspended_tool(bus, domain, 60, topic='w0/versions'):
