@@ -252,6 +252,19 @@ def test_versions_are_counted_as_cyclone_counts_them(fragment):
     assert _copy_bytes(CONVMLP_M_ROWS, 2) == 574688 and _copy_bytes(6157, 2) == 106368
 
 
+def _two_robots(fault, max_wire_bytes):
+    """
+    Build a Rog-1 fleet of 2 robots (no late pulls) whose RowVersions bound is ``max_wire_bytes``.
+
+    The tests of lost and unreached copies shrink the bound so that every copy fills it.
+    """
+    harness, server, _, _, _ = build('rog:1', n=2, iters=8, dtype=torch.float64, fault=fault,
+                                     policy=make_policy('rog:1#late_pulls=0'))
+    for link in server.version_links:
+        link.max_wire_bytes = max_wire_bytes
+    return harness, server
+
+
 def _lost_copy_run(restart, until, lose=1):
     """
     Run 2 robots whose robot 1 loses a downlink's first RowVersions copy, and speaks on.
@@ -286,10 +299,7 @@ def _lost_copy_run(restart, until, lose=1):
                 return []
         return [0.0]
 
-    harness, server, _, _, _ = build('rog:1', n=2, iters=8, dtype=torch.float64, fault=fault,
-                                     policy=make_policy('rog:1#late_pulls=0'))
-    for link in server.version_links:
-        link.max_wire_bytes = 1
+    harness, server = _two_robots(fault, max_wire_bytes=1)
 
     def back():
         """Start a new run of robot 1 (its new reader misses the first copy)."""
@@ -353,10 +363,7 @@ def test_a_robot_heard_but_not_reached_takes_no_copy_past_the_bound():
                 copies.append(versions_wire_bytes(msg))
             return []
         return [0.0]
-    harness, server, _, _, _ = build('rog:1', n=2, iters=8, dtype=torch.float64, fault=fault,
-                                     policy=make_policy('rog:1#late_pulls=0'))
-    for link in server.version_links:
-        link.max_wire_bytes = 1000
+    harness, server = _two_robots(fault, max_wire_bytes=1000)
     stats = harness.run(until=200.0)
     link = server.version_links[ROBOT]
     assert stats.error is None and server.last_heard[ROBOT] > 199.0    # heard all along
