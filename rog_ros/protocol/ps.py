@@ -101,6 +101,11 @@ from rog_ros.protocol.transfer import (
 import torch
 
 
+def _carries_rows(msg) -> bool:
+    """Tell whether ``msg`` is a data chunk (rows a push brings), not a control chunk or an ack."""
+    return isinstance(msg, RowChunk) and not msg.flags & (FLAG_END | FLAG_JOIN | FLAG_REQUEST)
+
+
 class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixin,
                    DownlinkMixin, FinalModelMixin):
     """
@@ -279,11 +284,19 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             pre, go_on = self._admit(msg, now)
             if not go_on:
                 return self._out(pre)
+            if isinstance(msg, LinkStats):
+                return self._out(pre + self._on_link_stats(msg))
+            if _carries_rows(msg):
+                # Its rows are checked once, where they are taken (the receiver); it counts as
+                # heard only once they passed. (Taking rows and hearing the robot commute: the
+                # actions stay in the order of a message heard first.)
+                taken = self._on_chunk(msg, now)
+                return self._out(pre + self._presence(msg.sender, now) + taken)
+            self._validate(msg)
+            pre += self._presence(msg.sender, now)
             if isinstance(msg, RowChunk):
                 return self._out(pre + self._on_chunk(msg, now))
-            if isinstance(msg, TransferAck):
-                return self._out(pre + self._on_ack(msg, now))
-            return self._out(pre + self._on_link_stats(msg))
+            return self._out(pre + self._on_ack(msg, now))
         except MessageError as err:
             self.rejects += 1
             return [Log('reject', 1.0, getattr(msg, 'sender', -1), {'error': str(err)})]
@@ -354,7 +367,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
 
     def _admit(self, msg, now: float) -> tuple[list, bool]:
         """
-        Incarnation and presence bookkeeping for a message from a worker.
+        Incarnation bookkeeping for a message from a worker (its presence: ``_presence``).
 
         Returns ``(actions, go_on)``: go_on False when the actions answer ``msg`` instead.
         """
@@ -421,9 +434,35 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             if isinstance(msg, RowChunk) and msg.flags & (FLAG_JOIN | FLAG_REQUEST):
                 return out + [Send(r, self._hello(r))], False
             return out + [Log('superseded', 1.0, r, {'to': 'old server run'})], False
+        return out, True
+
+    def _presence(self, r: int, now: float) -> list:
+        """
+        Count a valid message of worker r's live run as hearing it (membership, RowVersions).
+
+        Only once the message passed every check: a run that sends nothing but malformed
+        messages (a damaged radio, a fuzzer, a robot of another revision) is as absent as a
+        silent one, and its garbage neither readmits it nor resets its versions' lease count.
+        """
         # (back after a lease: a new reader? admitted only: a malformed message is no sign)
         self.version_links[r].heard(now, self.lease_s, self.last_heard[r])
-        return out + self._heard(r, now), True
+        return self._heard(r, now)
+
+    def _validate(self, msg) -> None:
+        """
+        Refuse (``MessageError``) a control chunk or an ack the handlers would refuse.
+
+        Before it counts as hearing its sender (``_presence``). Such messages carry no rows,
+        so this costs nothing model-sized: the stateless checks (``_precheck``), and an END's
+        clock against its open transfer's (the receiver refuses an END of another clock).
+        """
+        self._precheck(msg)
+        if isinstance(msg, RowChunk) and msg.flags & FLAG_END and \
+                not msg.flags & (FLAG_JOIN | FLAG_REQUEST):
+            open_push = self.receiver.open.get((msg.sender, msg.incarnation, msg.transfer_id))
+            if open_push is not None and (open_push.clock, open_push.kind) != (msg.clock,
+                                                                               msg.kind):
+                raise MessageError('END clock/kind differs from its transfer')
 
     def _retired_run_alive(self, r: int, inc: int, msg, now: float) -> bool:
         """
