@@ -18,6 +18,11 @@ A run that sends nothing but malformed messages after it joined (a damaged radio
 robot of another revision) was never suspended as absent: each message pushed its absence
 deadline before it was refused, could readmit it once suspended, and reset its versions'
 lease count. Now it is as absent as a silent robot, to the tick.
+
+The robot's engine keeps no presence of its own, but a message of a new or a retired server
+run that passed its stateless checks and was refused only later had already retired the live
+run (or counted towards a retired run's revival): now those checks refuse what its handlers
+would without state.
 """
 
 import copy
@@ -162,3 +167,49 @@ def test_an_end_of_another_clock_leaves_presence_and_the_versions_lease_as_they_
     assert server.last_heard[2] == t_open and server.absent_at[2] == t_open + ABSENT_S
     assert vars(server.version_links[2]) == link
     assert (2, workers[2].incarnation, opened.transfer_id) in server.receiver.open
+
+
+def _server_garbage(sent, robot, run, kind):
+    """Return a message of server run ``run`` to ``robot`` that the robot must refuse."""
+    if kind == 'schedule':     # finite, but a day of sleep
+        return m.Schedule(worker=robot.rank, clock=robot.clock, push_deadline_s=1.0,
+                          compute_sleep_s=86400.0, incarnation=run,
+                          target_incarnation=robot.incarnation)
+    bad = copy.deepcopy(_data_chunk(sent, m.SERVER, robot.rank))
+    bad.incarnation, bad.target_incarnation = run, robot.incarnation
+    if kind == 'codec':
+        bad.codec = 99
+    else:                      # rows the model does not have
+        n_rows = robot.layout.n_rows
+        bad.row_ranges = np.array([n_rows, n_rows + 1], dtype=np.uint32)
+    return bad
+
+
+@pytest.mark.parametrize('kind', ['schedule', 'codec', 'rows'])
+def test_garbage_of_a_new_server_run_does_not_retire_the_live_one(kind):
+    server, workers, sent = _fleet()
+    robot = workers[2]
+    state, live = robot.state, robot.server_incarnation
+    assert live == server.incarnation
+    out = robot.on_message(_server_garbage(sent, robot, live + 1, kind), JOINED_AT + 1.0)
+    assert [a.name for a in out] == ['reject'] and robot.rejects == 1
+    assert robot.server_incarnation == live and robot.retired_servers == []
+    assert robot.state == state
+
+
+@pytest.mark.parametrize('kind', ['schedule', 'codec', 'rows'])
+def test_garbage_of_a_retired_server_run_never_revives_it(kind):
+    server, workers, sent = _fleet()
+    robot = workers[2]
+    old, new = robot.server_incarnation, robot.server_incarnation + 1
+    hello = m.Schedule(worker=2, clock=robot.clock, push_deadline_s=1.0, incarnation=new,
+                       target_incarnation=robot.incarnation)
+    robot.on_message(hello, JOINED_AT + 1.0)
+    assert robot.server_incarnation == new and robot.retired_servers == [old]
+    bad = _server_garbage(sent, robot, old, kind)
+    now, names = JOINED_AT + 1.0, []
+    for _ in range(40):        # one a second: 5 poke intervals of the default end timeout
+        now += 1.0
+        names += [a.name for a in robot.on_message(copy.deepcopy(bad), now)]
+    assert names == ['reject'] * 40 and robot.rejects == 40
+    assert robot.server_incarnation == new and robot.retired_servers == [old]

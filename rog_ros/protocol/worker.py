@@ -510,11 +510,20 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         return out
 
     def _precheck(self, msg) -> None:
-        """Stateless validation of a message from a new server run (before acting on it)."""
+        """
+        Stateless validation of a message from a new server run (before acting on it).
+
+        Everything its handler would refuse without state: a message of a new or a retired
+        server run that passed here and was refused only after it had retired the live run
+        (``_server_restart``) or counted towards a retired run's revival made a robot drop
+        its in-flight state for garbage (an update chunk of another codec, a schedule that
+        sleeps for a day).
+        """
         if isinstance(msg, Schedule):
             if msg.worker != self.rank or not (math.isfinite(msg.push_deadline_s)
                                                and math.isfinite(msg.compute_sleep_s)):
                 raise MessageError('malformed schedule')
+            self._check_schedule(msg)
         elif isinstance(msg, TransferAck):
             if msg.sender != SERVER or msg.receiver != self.rank:
                 raise MessageError('ack not addressed to this worker')
@@ -522,6 +531,10 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             if (msg.kind != KIND_UPDATE or msg.sender != SERVER
                     or msg.receiver != self.rank):
                 raise MessageError('unexpected chunk for a worker')
+            # its clock, and a data chunk's codec, sizes, rows and scales (only a new or a
+            # retired run's message is checked twice: the live run's are checked once)
+            (self.snap_receiver if msg.flags & FLAG_SNAPSHOT else self.receiver
+             ).check_first(msg)
         elif isinstance(msg, RowVersions):
             if msg.receiver != self.rank:
                 raise MessageError('RowVersions for another worker')
@@ -709,11 +722,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             self.undurable_dropped += 1
 
     # ================================================================== pull
-    def _on_schedule(self, msg: Schedule, now: float) -> list:
-        if msg.worker != self.rank:
-            raise MessageError('schedule for another worker')
-        if not math.isfinite(msg.push_deadline_s) or not math.isfinite(msg.compute_sleep_s):
-            raise MessageError('non-finite schedule')
+    def _check_schedule(self, msg: Schedule) -> None:
+        """Refuse (``MessageError``) a schedule's compute sleep or urgent rows out of bounds."""
         if msg.compute_sleep_s > MAX_COMPUTE_SLEEP_S:
             # (equalising compute times idles a fast robot for a fraction of an iteration;
             # a day of sleep parked the robot for good)
@@ -722,6 +732,13 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         if len(msg.urgent_rows):
             validate_ranges(np.asarray(msg.urgent_rows, dtype=np.int64), self.layout.n_rows,
                             'urgent rows')
+
+    def _on_schedule(self, msg: Schedule, now: float) -> list:
+        if msg.worker != self.rank:
+            raise MessageError('schedule for another worker')
+        if not math.isfinite(msg.push_deadline_s) or not math.isfinite(msg.compute_sleep_s):
+            raise MessageError('non-finite schedule')
+        self._check_schedule(msg)
         about = int(msg.target_incarnation) or self.incarnation
         self._prune_undurable(int(msg.checkpoint_transfer), about)
         if about != self.incarnation:
