@@ -126,6 +126,27 @@ def test_a_robot_that_sends_only_garbage_is_suspended_as_a_silent_one(kind):
     assert server.rejects == int(2 * ABSENT_S / STEP)
 
 
+@pytest.mark.parametrize('numbered', ['late', 'duplicate'])
+@pytest.mark.parametrize('kind', ['codec', 'rows', 'truncated'])
+def test_garbage_numbered_as_a_copy_is_checked_too(kind, numbered):
+    # dropped unread (a late copy of the push closed, a duplicate of a chunk held), it kept
+    # the robot present
+    server, workers, sent = _fleet()
+    bad = _garbage(server, workers, sent, kind)
+    if numbered == 'late':
+        bad.transfer_id -= 10                 # the push the server closed at JOINED_AT
+        assert server.receiver.cached_answer(2, bad.incarnation, bad.transfer_id)
+    else:
+        opened = copy.deepcopy(_data_chunk(sent, 2, m.SERVER))
+        opened.transfer_id += 10              # valid, and heard with the push
+        assert [a.msg.TYPE for a in server.on_message(opened, JOINED_AT)] == ['TransferAck']
+    counted = (server.receiver.late_chunks, server.receiver.duplicate_chunks)
+    suspended = _run(server, bad, JOINED_AT, JOINED_AT + 2 * ABSENT_S)
+    assert suspended[2] == JOINED_AT + ABSENT_S and server.last_heard[2] == JOINED_AT
+    assert server.rejects == int(2 * ABSENT_S / STEP)
+    assert (server.receiver.late_chunks, server.receiver.duplicate_chunks) == counted
+
+
 def test_garbage_never_readmits_a_robot_suspended_as_absent():
     server, workers, uplink = _fleet()
     for r in _suspensions(server.on_tick(JOINED_AT + ABSENT_S)):

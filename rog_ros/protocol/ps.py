@@ -287,10 +287,14 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             if isinstance(msg, LinkStats):
                 return self._out(pre + self._on_link_stats(msg))
             if _carries_rows(msg):
-                # Its rows are checked once, where they are taken (the receiver); it counts as
-                # heard only once they passed. (Taking rows and hearing the robot commute: the
-                # actions stay in the order of a message heard first.)
+                # Its rows are checked once, where they are taken (the receiver), or here if
+                # they were dropped unread; it counts as heard only once they passed. (Taking
+                # rows and hearing the robot commute: the actions stay in the order of a
+                # message heard first.)
+                checked = self._check_copy(msg)
                 taken = self._on_chunk(msg, now)
+                if not (checked or self._holds_chunk(msg)):
+                    self._check_unread(msg)      # (a push never applied: rejoin, stop)
                 return self._out(pre + self._presence(msg.sender, now) + taken)
             self._validate(msg)
             pre += self._presence(msg.sender, now)
@@ -447,6 +451,39 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         # (back after a lease: a new reader? admitted only: a malformed message is no sign)
         self.version_links[r].heard(now, self.lease_s, self.last_heard[r])
         return self._heard(r, now)
+
+    def _holds_chunk(self, chunk: RowChunk) -> bool:
+        """Tell whether an open push of the chunk's sender holds a chunk of its number."""
+        push = self.receiver.open.get((chunk.sender, chunk.incarnation, chunk.transfer_id))
+        return push is not None and int(chunk.seq) in push.seqs
+
+    def _check_copy(self, chunk: RowChunk) -> bool:
+        """
+        Check a data chunk the receiver will drop unread as a copy; tell whether it was one.
+
+        A late copy of a push we closed, or a duplicate of a chunk we hold, is checked
+        before the receiver counts it (``late_chunks``, ``duplicate_chunks``): garbage
+        numbered so is refused with nothing changed.
+        """
+        receiver, key = self.receiver, (chunk.sender, chunk.incarnation)
+        is_copy = (self._holds_chunk(chunk)
+                   or receiver.cached_answer(*key, chunk.transfer_id) is not None
+                   or chunk.transfer_id <= receiver.newest_closed.get(key, -1))
+        if is_copy:
+            self._check_unread(chunk)
+        return is_copy
+
+    def _check_unread(self, chunk: RowChunk) -> None:
+        """
+        Check the rows of a data chunk dropped without a look, before it counts as heard.
+
+        A late copy of a push we closed, a duplicate of a chunk we hold, one of a push never
+        to be applied (before its run's rejoin, after its robot's stop) is dropped unread:
+        garbage numbered so (a damaged radio's flipped transfer id lands mostly below the
+        newest push closed) kept a robot present. A chunk the receiver took was checked there.
+        """
+        receiver = self.receiver
+        check_chunk(chunk, receiver.layout, receiver.codec, receiver.row_nbytes)
 
     def _validate(self, msg) -> None:
         """
