@@ -234,3 +234,27 @@ def test_garbage_of_a_retired_server_run_never_revives_it(kind):
         names += [a.name for a in robot.on_message(copy.deepcopy(bad), now)]
     assert names == ['reject'] * 40 and robot.rejects == 40
     assert robot.server_incarnation == new and robot.retired_servers == [old]
+
+
+@pytest.mark.parametrize('kind', ['codec', 'rows', 'truncated'])
+def test_garbage_sent_before_a_rejoin_is_refused_with_nothing_counted(kind):
+    # A restored server drops a data chunk of a push sent before its run's rejoin unread
+    # (counted in ``superseded``): garbage numbered so was counted superseded, and then
+    # refused too (``rejects``): a refused message must change nothing but ``rejects``.
+    server, workers, sent = _fleet()
+    restored = ServerEngine(server.layout, server.codec, server.policy, 3,
+                            torch.zeros(server.layout.n_params), lr=0.1, chunk_bytes=256,
+                            absence_timeout_s=ABSENT_S)
+    restored.load_state_dict(server.state_dict())
+    good = copy.deepcopy(_data_chunk(sent, 2, m.SERVER))
+    good.transfer_id += 10
+    good.target_incarnation = restored.incarnation      # it heard the hello, not yet JOINed
+    out = restored.on_message(copy.deepcopy(good), JOINED_AT + 1.0)
+    assert [a.name for a in out] == ['superseded'] and restored.superseded == 1
+    bad = _garbage(restored, workers, sent, kind)
+    bad.target_incarnation = restored.incarnation
+    for i in range(4):
+        out = restored.on_message(copy.deepcopy(bad), JOINED_AT + 2.0 + i)
+        assert [a.name for a in out] == ['reject'], out
+    assert restored.rejects == 4 and restored.superseded == 1
+    assert restored.last_heard[2] == JOINED_AT + 1.0

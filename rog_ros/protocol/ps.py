@@ -287,14 +287,12 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
             if isinstance(msg, LinkStats):
                 return self._out(pre + self._on_link_stats(msg))
             if _carries_rows(msg):
-                # Its rows are checked once, where they are taken (the receiver), or here if
-                # they were dropped unread; it counts as heard only once they passed. (Taking
+                # Its rows are checked once, where they are taken (the receiver), or first
+                # if they will be dropped unread; it counts as heard only once they passed. (Taking
                 # rows and hearing the robot commute: the actions stay in the order of a
                 # message heard first.)
-                checked = self._check_copy(msg)
+                self._check_unread(msg)
                 taken = self._on_chunk(msg, now)
-                if not (checked or self._holds_chunk(msg)):
-                    self._check_unread(msg)      # (a push never applied: rejoin, stop)
                 return self._out(pre + self._presence(msg.sender, now) + taken)
             self._validate(msg)
             pre += self._presence(msg.sender, now)
@@ -457,33 +455,32 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         push = self.receiver.open.get((chunk.sender, chunk.incarnation, chunk.transfer_id))
         return push is not None and int(chunk.seq) in push.seqs
 
-    def _check_copy(self, chunk: RowChunk) -> bool:
-        """
-        Check a data chunk the receiver will drop unread as a copy; tell whether it was one.
-
-        A late copy of a push we closed, or a duplicate of a chunk we hold, is checked
-        before the receiver counts it (``late_chunks``, ``duplicate_chunks``): garbage
-        numbered so is refused with nothing changed.
-        """
-        receiver, key = self.receiver, (chunk.sender, chunk.incarnation)
-        is_copy = (self._holds_chunk(chunk)
-                   or receiver.cached_answer(*key, chunk.transfer_id) is not None
-                   or chunk.transfer_id <= receiver.newest_closed.get(key, -1))
-        if is_copy:
-            self._check_unread(chunk)
-        return is_copy
-
     def _check_unread(self, chunk: RowChunk) -> None:
         """
-        Check the rows of a data chunk dropped without a look, before it counts as heard.
+        Check the rows of a data chunk that will be dropped unread, before anything counts it.
 
         A late copy of a push we closed, a duplicate of a chunk we hold, one of a push never
-        to be applied (before its run's rejoin, after its robot's stop) is dropped unread:
-        garbage numbered so (a damaged radio's flipped transfer id lands mostly below the
-        newest push closed) kept a robot present. A chunk the receiver took was checked there.
+        to be applied (before its run's rejoin, after its robot's stop) is dropped without a
+        look: garbage numbered so (a damaged radio's flipped transfer id lands mostly below
+        the newest push closed) kept a robot present. Checked before ``_on_chunk``: a refused
+        one must not move ``late_chunks``, ``duplicate_chunks`` or ``superseded``. A chunk
+        the receiver takes is checked there (each chunk once).
         """
-        receiver = self.receiver
-        check_chunk(chunk, receiver.layout, receiver.codec, receiver.row_nbytes)
+        receiver, s = self.receiver, chunk.sender
+        key = (s, chunk.incarnation)
+        if (self._holds_chunk(chunk)
+                or receiver.cached_answer(*key, chunk.transfer_id) is not None
+                or chunk.transfer_id <= receiver.newest_closed.get(key, -1)
+                or self._before_rejoin(s, chunk)
+                or (self.stopped[s] and self._new_push_after_stop(s, chunk))):
+            check_chunk(chunk, receiver.layout, receiver.codec, receiver.row_nbytes)
+
+    def _before_rejoin(self, s: int, chunk: RowChunk) -> bool:
+        """Tell whether a restored server's ``chunk`` of s was sent before its run's rejoin."""
+        if not self.restored:
+            return False
+        joined = self.join_tid[s].get(chunk.incarnation)
+        return joined is None or chunk.transfer_id <= joined
 
     def _validate(self, msg) -> None:
         """
@@ -642,14 +639,12 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                                          push_deadline_s=-1.0))]
             self.slots.request(s, 'push', int(chunk.clock), now)
             return self._dispatch_slots(now)
-        if self.restored:
-            joined = self.join_tid[s].get(chunk.incarnation)
-            if joined is None or chunk.transfer_id <= joined:
-                # sent before its rejoin: never applied by this run (answered, if an END)
-                self.superseded += 1
-                if chunk.flags & FLAG_END:
-                    return [Send(s, self._answer_end(s, chunk.incarnation, chunk, now))]
-                return [Log('superseded', 1.0, s, {'from': 'before its rejoin'})]
+        if self._before_rejoin(s, chunk):
+            # sent before its rejoin: never applied by this run (answered, if an END)
+            self.superseded += 1
+            if chunk.flags & FLAG_END:
+                return [Send(s, self._answer_end(s, chunk.incarnation, chunk, now))]
+            return [Log('superseded', 1.0, s, {'from': 'before its rejoin'})]
         if self.stopped[s] and self._new_push_after_stop(s, chunk):
             # A push of a worker we stopped (its budget done, or let go): applied, it changed
             # the model after that worker's end, and after the fleet's end the final model
