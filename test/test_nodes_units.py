@@ -295,6 +295,43 @@ def test_driver_defers_what_may_change_the_model_until_the_computation_ends():
     assert isinstance(engine.got[1], m.RowChunk)
 
 
+def _worker_engine():
+    """Return a fresh Rog worker engine (rank 0 of 2): real reject paths for the driver."""
+    from rog_ros.core.compress import make_codec
+    from rog_ros.core.rows import RowLayout
+    from rog_ros.protocol.policies import make_policy
+    from rog_ros.protocol.worker import WorkerEngine
+    layout = RowLayout([(4, 3), (4,)])
+    return WorkerEngine(0, 2, layout, make_codec('row_sign'),
+                        make_policy('rog:4', outage_aware=False), torch.zeros(layout.n_params))
+
+
+def test_driver_counts_only_messages_the_engine_took_as_heard():
+    # last_receive is the worker node's give-up timer ("no message from the server"): every
+    # message received moved it, the ones the engine refused too, so a server run that sent
+    # nothing but garbage kept a robot waiting for ever
+    bus, engine, clock = FakeBus(), _worker_engine(), [0.0]
+    driver = EngineDriver(bus, engine, Outbox(), may_compute=lambda: False,
+                          clock=lambda: clock[0])
+    driver.handle(engine.start(0.0), 0.0)
+    garbage = m.Schedule(worker=1, clock=0, push_deadline_s=1.0, incarnation=7)
+    hello = m.Schedule(worker=0, clock=0, push_deadline_s=1.0, incarnation=7,
+                       target_incarnation=engine.incarnation)
+    heard = []
+    for t, msg in ((1.0, garbage), (2.0, hello), (3.0, garbage), (4.0, garbage)):
+        clock[0] = t
+        bus.inbox = [('w0/schedule', msg)]
+        driver.step(0.0)
+        heard.append(driver.last_receive)
+    assert heard == [None, 2.0, 2.0, 2.0] and engine.rejects == 3
+    # a message the engine raised on (not a MessageError) is no sign of life either
+    engine.on_message = lambda msg, now: 1 / 0
+    clock[0] = 5.0
+    bus.inbox = [('w0/schedule', hello)]
+    driver.step(0.0)
+    assert driver.engine_errors == 1 and driver.last_receive == 2.0
+
+
 def test_netmon_records_a_trace_that_load_trace_replays(tmp_path):
     # Prepare
     import subprocess

@@ -107,7 +107,7 @@ class EngineDriver:
         self.compute_at = None       # when the requested computation may start
         self.compute_clock = None    # the iteration it computes
         self.stopped = False
-        self.last_receive = None     # time of the last message (liveness diagnostics)
+        self.last_receive = None     # time of the last message the engine took (liveness)
         self.published = 0
         self.engine_errors = 0       # messages whose handling raised (dropped, counted)
         self.compute_thread = bool(compute_thread)
@@ -149,10 +149,17 @@ class EngineDriver:
 
         The engines reject bad input with ``MessageError`` (counted in ``engine.rejects``);
         anything else they raise is caught here, counted in ``engine_errors`` and logged as a
-        ``reject`` with the error, so no message can end the node's loop.
+        ``reject`` with the error, so no message can end the node's loop. Only a message the
+        engine took (its ``rejects`` unchanged) is a sign of its sender's life
+        (``last_receive``: the worker node's give-up timer): a server run that sent nothing
+        but garbage kept a robot waiting for ever.
         """
+        rejects = getattr(self.engine, 'rejects', None)
         try:
-            return self.engine.on_message(msg, now)
+            actions = self.engine.on_message(msg, now)
+            if getattr(self.engine, 'rejects', None) == rejects:
+                self.last_receive = now
+            return actions
         except StateWriteError:
             raise
         except Exception as err:  # noqa: B902 - bad input must never crash the node
@@ -180,8 +187,6 @@ class EngineDriver:
         if self.computing is not None:
             wait = min(wait, COMPUTE_POLL_S)
         received = self.bus.poll(wait)
-        if received:
-            self.last_receive = self.clock()
         for _, msg in received:
             if self.computing is not None and not self.while_computing(msg):
                 self._deferred.append(msg)
