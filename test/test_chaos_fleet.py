@@ -125,8 +125,9 @@ def test_bad_options_get_one_line_and_change_nothing(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count('\n') == 0 and 'meteor' in err and 'worker-restart' in err
     assert not (tmp_path / 'x').exists()
-    args = parser.parse_args(['chaos', '--sync', 'adacomp', '--out', str(tmp_path / 'x')])
-    assert chaos.run(args) == 2            # a push system has no state to restart from
+    args = parser.parse_args(['chaos', '--sync', 'adacomp', '--scenario', 'server-restart',
+                              '--out', str(tmp_path / 'x')])
+    assert chaos.run(args) == 2            # a push system has no server state to restart from
     err = capsys.readouterr().err.strip()
     assert err.count('\n') == 0 and 'adacomp' in err and 'flown' in err
     assert not (tmp_path / 'x').exists()

@@ -71,10 +71,11 @@ import sys
 from rog_ros import checks
 from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.chaos_auth import given_key
-from rog_ros.experiments.chaos_fleet import CHAOS_SYSTEMS, ChaosConfig
+from rog_ros.experiments.chaos_fleet import (CHAOS_SYSTEMS, ChaosConfig, DURABLE_SYSTEMS,
+                                             PUSH_CHAOS_SYSTEMS)
 from rog_ros.experiments.chaos_fleet_scenario import result_row
 from rog_ros.experiments.chaos_folders import fresh_scenario_dir
-from rog_ros.experiments.chaos_scenarios import RUNNERS, SCENARIOS
+from rog_ros.experiments.chaos_scenarios import RUNNERS, SCENARIOS, SERVER_KILLS
 from rog_ros.nodes import settings
 
 
@@ -191,6 +192,26 @@ def parse_scenarios(text: str) -> list:
     return names
 
 
+def scenarios_for(names: list, sync: str, every: bool) -> list:
+    """
+    Return the scenarios of ``names`` that ``sync`` can run; ValueError for one it cannot.
+
+    A push system keeps no durable server state (no checkpoint to restart a server from):
+    ``--scenario all`` leaves the server kills (``SERVER_KILLS``) out for it, and naming one
+    is refused, before any fleet starts.
+    """
+    if sync not in PUSH_CHAOS_SYSTEMS:
+        return names
+    kills = [s for s in names if s in SERVER_KILLS]
+    if kills and not every:
+        raise ValueError(f'--scenario {", ".join(kills)} kills the server, and --sync {sync} '
+                         'keeps no durable server state to restart it from (no checkpoints); '
+                         f'run it with a system that does ({", ".join(DURABLE_SYSTEMS)}), or '
+                         f'run {sync} with the other scenarios '
+                         f'({", ".join(s for s in SCENARIOS if s not in SERVER_KILLS)})')
+    return [s for s in names if s not in SERVER_KILLS]
+
+
 def format_table(rows) -> str:
     """Format the result rows as a fixed-width table."""
     head = ('scenario', 'outcome', 'lost', 'duplicated', 'recover_s', 'runtime_s', 'rejected')
@@ -227,10 +248,10 @@ def run(args) -> int:
         if args.sync not in CHAOS_SYSTEMS:
             name = args.sync.partition(':')[0].strip().lower()
             why = ('the scenarios run its default threshold; give the name alone'
-                   if name in CHAOS_SYSTEMS else
-                   'the push systems keep no state to restart from')
+                   if name in CHAOS_SYSTEMS else 'not a system the scenarios run')
             raise ValueError(f'--sync must be one of {", ".join(CHAOS_SYSTEMS)}, got '
                              f'{args.sync!r} ({why})')
+        names = scenarios_for(names, args.sync, args.scenario.strip() == 'all')
         checks.output_dir('--out', args.out)
         robot_keys = bool(settings.BY_NAME['robot_keys'].parse(args.robot_keys))
         cfg = ChaosConfig(out=os.path.abspath(args.out), workers=args.workers,

@@ -38,9 +38,12 @@ RATE_MBPS = 0.1          # 12.5 kB/s: a push of the chaos model (~0.8 kB in 3 ch
 CHUNK_BYTES = 256        # several chunks per transfer, so a kill lands mid-transfer
 BURST_BYTES = 512
 TRACE_PERIOD_S = 10000.0  # per-worker slice of the outage trace: no other worker meets it
-CHAOS_SYSTEMS = ('rog', 'ssp', 'bsp', 'flown')
-"""Systems the scenarios run: those with server checkpoints and worker state (the push
-systems keep none, so a restart could not resume them)."""
+DURABLE_SYSTEMS = ('rog', 'ssp', 'bsp', 'flown')
+"""Systems with server checkpoints, worker state and the chaos ledger: every scenario."""
+PUSH_CHAOS_SYSTEMS = ('adacomp', 'asgd', 'comp-asgd', 'gsp')
+"""The push systems: no durable state (no server-restart), judged by :mod:`.chaos_push`."""
+CHAOS_SYSTEMS = DURABLE_SYSTEMS + PUSH_CHAOS_SYSTEMS
+"""Systems the scenarios run."""
 
 
 @dataclasses.dataclass
@@ -107,13 +110,17 @@ class Fleet:
             'out': run_dir, 'bus': 'dds', 'epoch': wall, 'namespace': self.namespace,
             'netmon': False, 'startup_timeout': 60.0})
         self.specs = {}
+        # a push system keeps no state (the nodes refuse a state_dir) and its engines no
+        # residual to keep a ledger of: the scenario watches its pushes (chaos_push)
+        self.push = cfg.sync in PUSH_CHAOS_SYSTEMS
+        durable = {} if self.push else {'state_dir': self.state_dir,
+                                        'chaos_ledger': self.ledger_dir}
         for spec in specs:
-            params = dict(spec.parameters, state_dir=self.state_dir,
-                          chaos_ledger=self.ledger_dir)
+            params = dict(spec.parameters, **durable)
             params.update(extra or {})
             if cfg.robot_keys:
                 params['robot_keys'] = True
-            if spec.role == 'server':
+            if spec.role == 'server' and not self.push:
                 params['checkpoint_every'] = 5
                 params.update(server_extra or {})
             if spec.role == 'worker':

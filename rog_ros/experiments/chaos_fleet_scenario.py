@@ -28,8 +28,10 @@ import time
 from rog_ros.experiments.chaos_auth import auth_result, scenario_key
 from rog_ros.experiments.chaos_fleet import ChaosConfig, Fleet, RATE_MBPS, write_trace
 from rog_ros.experiments.chaos_ledger_folder import check_ledger
+from rog_ros.experiments.chaos_push import push_rejects, push_verdict, PushWatch
 
 VICTIM = 1               # the worker that is killed / loses its link
+PUSH_WAIT_FACTOR = 3.0   # a push system's fleet is given this many times ``timeout_s``
 
 
 def ledger_problems(res: dict, verdict) -> list:
@@ -66,13 +68,25 @@ def fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None,
     fleet = Fleet(cfg, run_dir, trace, extra, key_env, iterations, server_extra)
     t0 = time.monotonic()
     recover, detail, finished, reason = None, '', False, ''
+    # a push system's fleet is watched on the wire (no ledger): matched before it starts
+    fleet.watch = (PushWatch(fleet.domain, fleet.namespace, cfg.workers) if fleet.push
+                   else None)
+    fleet.kills = 0
     try:
         fleet.start()
         recover, detail = inject(fleet)
-        finished, reason = fleet.wait(cfg.timeout_s + (3 * outage[2] if outage else 0.0))
+        # a push system's every pull is the whole dense model (16 kB, 1.3 s at the shaped
+        # rate; and its dense pushes as much): 90 pushes took 60-111 s without faults
+        wait_s = cfg.timeout_s * (PUSH_WAIT_FACTOR if fleet.push else 1.0)
+        finished, reason = fleet.wait(wait_s + (3 * outage[2] if outage else 0.0))
     finally:
         fleet.stop()
-    verdict, rejects, injected, saves = check_ledger(fleet.ledger_dir)
+        if fleet.watch is not None:
+            fleet.watch.close()
+    if fleet.push:
+        verdict, rejects, injected, saves = None, push_rejects(run_dir), {}, {}
+    else:
+        verdict, rejects, injected, saves = check_ledger(fleet.ledger_dir)
     res = result_row(name, recover_s=recover, rejected=rejects,
                      runtime_s=round(time.monotonic() - t0, 1), injected=injected,
                      state_saves=saves)
@@ -81,12 +95,16 @@ def fleet_scenario(name: str, cfg: ChaosConfig, inject, extra=None, outage=None,
         problems.append(reason)
         problems += [f'{n}: {fleet.tail(n, 3).strip()}' for n, c in fleet.codes().items()
                      if c not in (None, 0)]
-    problems += ledger_problems(res, verdict)
+    if fleet.push:
+        problems += push_verdict(res, fleet.watch, run_dir, cfg.workers, fleet.iterations,
+                                 fleet.kills)
+    else:
+        problems += ledger_problems(res, verdict)
     problems += auth_result(res, os.path.join(run_dir, 'logs'), list(fleet.specs), key,
                             cfg.robot_keys, expect_drops=flood)
     if extra_check is not None:
         problems += extra_check(res, fleet)
-    ok = finished and verdict is not None and verdict.ok and not problems
+    ok = finished and (fleet.push or verdict is not None and verdict.ok) and not problems
     res['outcome'] = 'ok' if ok else 'failed'
     res['detail'] = '; '.join(p for p in problems if p)[:600]
     return res

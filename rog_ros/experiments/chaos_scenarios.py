@@ -31,17 +31,20 @@ import subprocess
 import time
 
 from rog_ros.experiments.chaos_auth import auth_result, given_key
-from rog_ros.experiments.chaos_fleet import (ChaosConfig, RATE_MBPS, wait_for, WORKLOAD,
-                                             write_trace)
+from rog_ros.experiments.chaos_fleet import (ChaosConfig, PUSH_CHAOS_SYSTEMS, RATE_MBPS,
+                                             wait_for, WORKLOAD, write_trace)
 from rog_ros.experiments.chaos_fleet_scenario import (fleet_scenario, ledger_problems,
                                                       result_row, VICTIM)
 from rog_ros.experiments.chaos_ledger_folder import (check_ledger, count_records, ledger_runs,
                                                      read_json, read_ledger_file)
 from rog_ros.experiments.chaos_link_outage import link_outage
+from rog_ros.experiments.chaos_push import push_rejects, PushWatch
 from rog_ros.nodes.supervisor import repo_pythonpath
 
 SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
              'ctrl-c')
+SERVER_KILLS = ('server-restart',)
+"""Scenarios that kill the server: refused for the push systems (no durable server state)."""
 FAULTS = 'loss=0.05,dup=0.05,reorder=0.05'
 STOP_BOUND_S = 30.0      # ctrl-c: every node gone within this
 
@@ -51,6 +54,8 @@ def worker_restart(cfg: ChaosConfig) -> dict:
     killed = {}
 
     def inject(fleet):
+        if fleet.push:
+            return _push_worker_restart(cfg, fleet, killed)
         path = os.path.join(fleet.ledger_dir, f'worker_{VICTIM}.jsonl')
         target = max(3, cfg.iterations // 3)
         if not wait_for(lambda: count_records(path, 'computed') >= target, 90, fleet):
@@ -91,8 +96,41 @@ def worker_restart(cfg: ChaosConfig) -> dict:
     # it within a second or two, and without a quorum the others may then finish the run before
     # a slow restart (torch import, DDS discovery: 3-10 s on a loaded machine) is back, which
     # leaves it nothing to compute (stop-after-fleet) and this scenario nothing to check.
+    # (A push system has no quorum, nor needs one: its server answers every push, and a
+    # robot back after the run ended is told to stop at its first push.)
+    quorum = {} if cfg.sync in PUSH_CHAOS_SYSTEMS else {'min_workers': cfg.workers}
     return fleet_scenario('worker-restart', cfg, inject, extra_check=mid_transfer,
-                          server_extra={'min_workers': cfg.workers})
+                          server_extra=quorum)
+
+
+def _push_worker_restart(cfg: ChaosConfig, fleet, killed: dict) -> tuple:
+    """
+    Kill a push system's worker on its push's first chunk on the wire; start it again.
+
+    Return ``(recover_s, detail)``: the seconds from the restart to the new run's first push.
+    The push is in flight when the model that answers it had not arrived whole at the kill
+    (``killed['mid_transfer']``: the robot's final ack of it not seen); the new run computes
+    at the model it starts from, and its first push is dropped and answered with the current
+    model (``worker_restart``).
+    """
+    watch = fleet.watch
+    target = max(3, cfg.iterations // 3)
+    if not wait_for(lambda: watch.count(VICTIM) >= target, 90, fleet):
+        return None, f'worker {VICTIM} never pushed {target} times'
+    seen = watch.count(VICTIM)
+    if not wait_for(lambda: watch.count(VICTIM) > seen, 10, fleet):
+        return None, f'worker {VICTIM} stopped pushing'
+    first = watch.first_times(VICTIM)[-1]
+    fleet.kill(f'rog_worker_{VICTIM}')
+    fleet.kills += 1
+    killed['mid_transfer'] = not watch.answered(VICTIM, first)     # its model not in yet
+    old = watch.runs(VICTIM)
+    time.sleep(cfg.restart_gap_s)
+    fleet.start(f'rog_worker_{VICTIM}')
+    t = time.monotonic()
+    if not wait_for(lambda: any(r not in old for r in watch.runs(VICTIM)), 90, fleet):
+        return None, f'worker {VICTIM} did not push again after its restart'
+    return round(time.monotonic() - t, 3), ''
 
 
 def server_restart(cfg: ChaosConfig) -> dict:
@@ -173,18 +211,33 @@ def ctrl_c(cfg: ChaosConfig) -> dict:
         cmd += ['--fleet-key-file', key_path]
     if cfg.robot_keys:
         cmd += ['--robot-keys', 'true']
+    push = cfg.sync in PUSH_CHAOS_SYSTEMS      # (no ledger: their engines hold no residual)
     env = dict(os.environ, PYTHONPATH=repo_pythonpath(), OMP_NUM_THREADS='1',
-               ROG_CHAOS_LEDGER=ledger_dir)
+               **({} if push else {'ROG_CHAOS_LEDGER': ledger_dir}))
     env.pop('ROG_CHAOS_FAULTS', None)
+    watch = None
+    if push:        # watched on the wire, in a domain of its own (rog fleet's own pick)
+        env.pop('ROG_CHAOS_LEDGER', None)
+        from rog_ros.nodes.fleet import default_domain
+        domain = default_domain()
+        cmd += ['--domain-id', str(domain)]
+        watch = PushWatch(domain, namespace, cfg.workers)
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            text=True, start_new_session=True)
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                text=True, start_new_session=True)
+    except BaseException:
+        if watch is not None:       # (its thread and DDS participant: not left behind)
+            watch.close()
+        raise
     problems, stop_s = [], None
     try:
         paths = [os.path.join(ledger_dir, f'worker_{r}.jsonl') for r in range(cfg.workers)]
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:
-            if all(count_records(p, 'computed') >= 5 for p in paths):
+            if push and all(watch.count(r) >= 5 for r in range(cfg.workers)):
+                break
+            if not push and all(count_records(p, 'computed') >= 5 for p in paths):
                 break
             time.sleep(0.1)
         else:
@@ -216,10 +269,16 @@ def ctrl_c(cfg: ChaosConfig) -> dict:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    verdict, rejects, _, _ = check_ledger(ledger_dir)
-    res = result_row(name, recover_s=stop_s, rejected=rejects,
-                     runtime_s=round(time.monotonic() - t0, 1))
-    problems += ledger_problems(res, verdict)
+        if watch is not None:
+            watch.close()
+    if push:    # interrupted: no budget to account; stopped in time, summary written
+        res = result_row(name, recover_s=stop_s, rejected=push_rejects(run_dir),
+                         runtime_s=round(time.monotonic() - t0, 1))
+    else:
+        verdict, rejects, _, _ = check_ledger(ledger_dir)
+        res = result_row(name, recover_s=stop_s, rejected=rejects,
+                         runtime_s=round(time.monotonic() - t0, 1))
+        problems += ledger_problems(res, verdict)
     if key is None and os.path.exists(os.path.join(run_dir, 'fleet.key')):
         from rog_ros.nodes.fleet_key import read_key_file
         key = read_key_file(os.path.join(run_dir, 'fleet.key'))
@@ -255,7 +314,13 @@ def flood(cfg: ChaosConfig) -> dict:
 
     def inject(fleet):
         path = os.path.join(fleet.ledger_dir, 'server.jsonl')
-        if not wait_for(lambda: count_records(path, 'applied') >= cfg.workers * 3, 90, fleet):
+        if fleet.push:      # (no ledger: the pushes seen on the wire)
+            def trained():
+                return sum(fleet.watch.count(r) for r in range(cfg.workers)) >= cfg.workers * 3
+        else:
+            def trained():
+                return count_records(path, 'applied') >= cfg.workers * 3
+        if not wait_for(trained, 90, fleet):
             return None, 'the fleet did not train before the flood'
         sent.update(chaos_flood.flood(fleet.domain, fleet.namespace, cfg.workers, cfg.flood_s,
                                       seed=cfg.seed))

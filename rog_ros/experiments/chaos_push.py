@@ -1,0 +1,222 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+``rog chaos`` for the push systems: a wire watcher instead of the ledger, and their verdict.
+
+The push systems (adacomp, asgd, comp-asgd, gsp) keep no durable state: no server checkpoint
+to restart a server from (server-restart is refused for them) and no worker state (a robot
+started again is a new run: its first push is dropped and answered with the current model,
+``worker_restart``). Their engines hold no residual, so the independent ledger of
+:mod:`rog_ros.nodes.chaos_ledger` cannot account their gradient mass either. What a scenario
+checks instead is what "exactly once" means for them:
+
+* each engine push is applied at most once. A push is named on the wire by
+  ``(rank, run, clock)`` (its chunks carry the sender's run and the timestamp it computed
+  at; a push sent again after a lost END is the same push under another transfer id), and
+  the server's engine applies a run's push only at the timestamp that robot holds, which
+  moves on once applied. ``PushWatch`` joins the fleet's DDS domain as one more reader and
+  records every push it sees; the server's summary says how many it applied
+  (``pushes_applied``) and dropped as a restarted run's (``worker_restarts``). Applied plus
+  dropped beyond the distinct pushes seen is ``duplicated`` (in pushes);
+* a push in flight when its robot was killed is lost, not applied twice: ``lost`` counts
+  the pushes seen but neither applied nor dropped, less the last push of each robot but the
+  one whose push ended training (answered with its stop order, unapplied), and may not
+  exceed the kills;
+* the run finishes: every robot was told to stop (the watcher saw a stop order for each
+  rank), every process exited 0, and the server applied its whole budget and no more
+  (``pushes_applied`` equals ``--iterations`` times the robots).
+
+A push system's robot stops with the model of its last pull: the server sends no final
+model (the reference algorithms end with a stop order), so there is none to check.
+"""
+
+from __future__ import annotations
+
+import ast
+import glob
+import json
+import os
+import re
+import threading
+import time
+
+from rog_ros.protocol.messages import (KIND_GRAD, KIND_UPDATE, RowChunk, Schedule, SERVER,
+                                       TransferAck)
+from rog_ros.transport.topics import DEFAULT_TOPIC
+
+WORKER_DROPS = re.compile(r'dropped messages (\{[^}]*\})')
+"""A worker's last log line of what it dropped, by reason (a dict, as Python prints it)."""
+
+
+class PushWatch:
+    """
+    Watch a fleet's pushes and stop orders on its DDS domain, from a thread of its own.
+
+    Start it before the fleet, so that its readers match the nodes' writers before the
+    first push (reliable topics deliver to matched readers only); ``close`` when it ended.
+    """
+
+    def __init__(self, domain: int, namespace: str, workers: int):
+        from rog_ros.transport.cyclone_config import config_path, file_uri
+        from rog_ros.transport.dds_bus import DdsBus
+        self.workers = int(workers)
+        self.bus = DdsBus(namespace=namespace, domain_id=domain,
+                          config=file_uri(config_path('loopback')),
+                          node_name='rog_chaos_push_watch')
+        self.bus.subscribe(f'up/{DEFAULT_TOPIC["RowChunk"]}')
+        self.bus.subscribe(f'up/{DEFAULT_TOPIC["TransferAck"]}')
+        for r in range(self.workers):
+            self.bus.subscribe(f'w{r}/{DEFAULT_TOPIC["Schedule"]}')
+            self.bus.subscribe(f'w{r}/{DEFAULT_TOPIC["RowChunk"]}')
+        self._lock = threading.Lock()
+        self.pushes = {}        # (rank, run, clock) -> monotonic time its first chunk was seen
+        self.stops = set()      # ranks told to stop
+        self.pulls = {}         # (rank, run it answers, transfer id) -> first chunk seen
+        self.pulled = set()     # (rank, transfer id) of the final acks robots sent the server
+        self.chunks = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name='push-watch', daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        """Take what the readers hold until closed (a failing take ends the watch)."""
+        while not self._stop.is_set():
+            try:
+                got = self.bus.poll(0.05)
+            except Exception:  # noqa: B902 - the bus closed under us: the watch is over
+                return
+            now = time.monotonic()
+            with self._lock:
+                for _, msg in got:
+                    self._note(msg, now)
+
+    def _note(self, msg, now: float) -> None:
+        """Record one message: a push chunk's push, a model chunk, a robot's final ack, a stop."""
+        if isinstance(msg, RowChunk) and msg.kind == KIND_GRAD and msg.receiver == SERVER:
+            self.chunks += 1
+            if 0 <= msg.sender < self.workers:
+                self.pushes.setdefault((int(msg.sender), int(msg.incarnation),
+                                        int(msg.clock)), now)
+        elif isinstance(msg, RowChunk) and msg.kind == KIND_UPDATE and msg.sender == SERVER:
+            self.pulls.setdefault((int(msg.receiver), int(msg.target_incarnation),
+                                   int(msg.transfer_id)), now)
+        elif isinstance(msg, TransferAck) and msg.final and msg.receiver == SERVER:
+            self.pulled.add((int(msg.sender), int(msg.transfer_id)))
+        elif isinstance(msg, Schedule) and msg.stop and 0 <= msg.worker < self.workers:
+            self.stops.add(int(msg.worker))
+
+    def count(self, rank: int, since: float = 0.0) -> int:
+        """Return the distinct pushes of ``rank`` first seen at or after ``since``."""
+        with self._lock:
+            return sum(1 for (r, _, _), t in self.pushes.items() if r == rank and t >= since)
+
+    def runs(self, rank: int) -> list:
+        """Return the runs of ``rank`` seen pushing, in the order first seen."""
+        with self._lock:
+            seen = sorted((t, run) for (r, run, _), t in self.pushes.items() if r == rank)
+        out = []
+        for _, run in seen:
+            if run not in out:
+                out.append(run)
+        return out
+
+    def first_times(self, rank: int) -> list:
+        """Return the times the pushes of ``rank`` were first seen, in order."""
+        with self._lock:
+            return sorted(t for (r, _, _), t in self.pushes.items() if r == rank)
+
+    def answered(self, rank: int, since: float) -> bool:
+        """Tell whether a model sent to ``rank`` after ``since`` arrived (its final ack seen)."""
+        with self._lock:
+            return any(r == rank and t >= since and (r, tid) in self.pulled
+                       for (r, _, tid), t in self.pulls.items())
+
+    def close(self) -> None:
+        """Stop the thread and leave the domain."""
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        self.bus.close()
+
+
+def push_verdict(res: dict, watch: PushWatch, run_dir: str, workers: int, iterations: int,
+                 kills: int = 0) -> list:
+    """
+    Put the push accounting into ``res``; return what it found wrong (``kills``: robots killed).
+
+    ``res`` gets ``lost`` and ``duplicated`` (in pushes, the unit of a push system: each
+    push is one whole gradient) and ``pushes`` (``seen``, ``applied``, ``dropped``,
+    ``budget``, ``stopped``: the numbers they come from).
+    """
+    try:
+        with open(os.path.join(run_dir, 'summary.json'), encoding='utf-8') as fh:
+            summary = json.load(fh)
+    except (OSError, ValueError) as err:
+        return [f'no summary.json from the server ({err})']
+    extra = summary.get('extra', summary)
+    applied = int(extra.get('pushes_applied', -1))
+    dropped = int(extra.get('worker_restarts', 0))
+    seen = len(watch.pushes)
+    budget = int(iterations) * int(workers)
+    duplicated = max(0, applied + dropped - seen)
+    # each robot's last push may come after training ended: answered with a stop, unapplied
+    lost = max(0, seen - applied - dropped - (int(workers) - 1))
+    res.update(lost=lost, duplicated=duplicated,
+               pushes={'seen': seen, 'applied': applied, 'dropped': dropped,
+                       'budget': budget, 'stopped': sorted(watch.stops), 'kills': kills})
+    problems = []
+    if applied < 0:
+        problems.append('summary.json does not say how many pushes the server applied')
+    if duplicated:
+        problems.append(f'{applied} pushes applied and {dropped} dropped, but only {seen} '
+                        'distinct pushes were sent: a push was applied twice')
+    if lost > kills:
+        problems.append(f'{lost} pushes sent were neither applied nor dropped ({kills} '
+                        'robots killed: at most one in flight each)')
+    if applied != budget:
+        problems.append(f'the server applied {applied} pushes, its budget is {budget}')
+    missing = sorted(set(range(int(workers))) - watch.stops)
+    if missing:
+        problems.append(f'no stop order seen for robots {missing}')
+    return problems
+
+
+def push_rejects(run_dir: str) -> dict:
+    """
+    Return the messages the nodes dropped, ``{reason: count}`` summed over the nodes.
+
+    Without the ledger, whose final reports carry every node's counts, a push system's fleet
+    leaves them in the server's ``summary.json`` (``rejects_by_reason``) and in each worker's
+    last ``dropped messages {...}`` log line (it says it at exit; a killed run says nothing,
+    its restarted one its own).
+    """
+    out = {}
+    try:
+        with open(os.path.join(run_dir, 'summary.json'), encoding='utf-8') as fh:
+            summary = json.load(fh)
+    except (OSError, ValueError):
+        summary = {}
+    counts = [summary.get('rejects_by_reason') or {}]
+    for path in sorted(glob.glob(os.path.join(run_dir, 'logs', 'rog_worker_*.log'))):
+        with open(path, encoding='utf-8', errors='replace') as fh:
+            said = WORKER_DROPS.findall(fh.read())
+        if said:
+            try:
+                counts.append(ast.literal_eval(said[-1]))
+            except (ValueError, SyntaxError):
+                continue
+    for by_reason in counts:
+        for reason, n in by_reason.items():
+            if isinstance(n, int) and n:
+                out[str(reason)] = out.get(str(reason), 0) + n
+    return out

@@ -1,0 +1,167 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+``rog chaos`` for the push systems, without a fleet: which scenarios run, and the verdict.
+
+The push systems keep no durable server state: a server kill is refused in one line before
+anything starts, ``--scenario all`` leaves it out, and their rows are judged by the pushes
+seen on the wire against what the server's summary says it applied and dropped
+(``chaos_push.push_verdict``). test_chaos_fleet.py runs their fleets.
+"""
+
+import json
+
+import pytest
+from rog_ros import cli
+from rog_ros.experiments import chaos, chaos_fleet, chaos_push, chaos_scenarios
+
+
+class _Watch:
+    """Stand in for ``PushWatch``: the pushes ``(rank, run, clock)`` seen, the stop orders."""
+
+    def __init__(self, pushes, stops):
+        """Keep what a watch of a finished fleet would hold (why: no DDS in this module)."""
+        self.pushes = {p: 0.0 for p in pushes}
+        self.stops = set(stops)
+
+
+def _summary(tmp_path, applied, dropped):
+    """Write the server's summary.json of a push fleet (why: the verdict reads it)."""
+    (tmp_path / 'summary.json').write_text(json.dumps(
+        {'pushes_applied': applied, 'worker_restarts': dropped}))
+
+
+def _pushes(per_rank, runs=None):
+    """Return ``per_rank[r]`` pushes of each rank, clocks 0.. (rank 1 in ``runs`` runs)."""
+    out = []
+    for r, k in enumerate(per_rank):
+        for c in range(k):
+            out.append((r, 1 + (runs or {}).get((r, c), 0), c))
+    return out
+
+
+def test_a_clean_push_run_is_ok_with_every_number_in_the_row(tmp_path):
+    # 2 robots, budget 2 x 10: 20 applied; the robot that did not end training pushed once
+    # more and was answered with its stop order
+    _summary(tmp_path, 20, 0)
+    res = {}
+    problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0, 1}), str(tmp_path),
+                                       workers=2, iterations=10)
+    assert problems == []
+    assert res['lost'] == 0 and res['duplicated'] == 0
+    assert res['pushes'] == {'seen': 21, 'applied': 20, 'dropped': 0, 'budget': 20,
+                             'stopped': [0, 1], 'kills': 0}
+
+
+def test_a_push_applied_twice_is_duplicated(tmp_path):
+    # 21 distinct pushes seen, 21 applied + 1 dropped: one application had no push of its own
+    _summary(tmp_path, 21, 1)
+    res = {}
+    problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0, 1}), str(tmp_path),
+                                       workers=2, iterations=10)
+    assert res['duplicated'] == 1
+    assert any('applied twice' in p for p in problems)
+    assert any('budget is 20' in p for p in problems)
+
+
+def test_the_push_in_flight_at_a_kill_is_lost_once_and_only_within_the_kills(tmp_path):
+    # robot 1 killed mid-push: its in-flight push (run 1, clock 5) never applied; its new run
+    # (run 2) pushed at clock 0 first (dropped, worker_restart), then on
+    pushes = _pushes([11, 6]) + [(1, 2, c) for c in range(6)]
+    _summary(tmp_path, 20, 1)
+    res = {}
+    problems = chaos_push.push_verdict(res, _Watch(pushes, {0, 1}), str(tmp_path), workers=2,
+                                       iterations=10, kills=1)
+    assert problems == [] and res['lost'] == 1 and res['duplicated'] == 0
+    res = {}
+    problems = chaos_push.push_verdict(res, _Watch(pushes, {0, 1}), str(tmp_path), workers=2,
+                                       iterations=10, kills=0)
+    assert res['lost'] == 1 and any('neither applied nor dropped' in p for p in problems)
+
+
+def test_a_robot_never_told_to_stop_and_a_missing_summary_are_problems(tmp_path):
+    res = {}
+    problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0}), str(tmp_path),
+                                       workers=2, iterations=10)
+    assert problems and 'no summary.json' in problems[0]
+    _summary(tmp_path, 20, 0)
+    problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0}), str(tmp_path),
+                                       workers=2, iterations=10)
+    assert problems == ['no stop order seen for robots [1]']
+
+
+def test_the_rejects_of_a_push_fleet_add_the_server_s_and_each_worker_s_last_line(tmp_path):
+    (tmp_path / 'summary.json').write_text(json.dumps(
+        {'rejects_by_reason': {'bad_tag': 3, 'unauthenticated': 0}}))
+    logs = tmp_path / 'logs'
+    logs.mkdir()
+    (logs / 'rog_worker_0.log').write_text(
+        "[WARNING] [1.0] [rog_worker_0]: dropped messages {'bad_tag': 1}\n"
+        "[WARNING] [2.0] [rog_worker_0]: dropped messages {'bad_tag': 2, 'unauthenticated': 4}\n")
+    (logs / 'rog_worker_1.log').write_text('[INFO] [1.0] [rog_worker_1]: active\n')
+    assert chaos_push.push_rejects(str(tmp_path)) == {'bad_tag': 5, 'unauthenticated': 4}
+
+
+@pytest.mark.parametrize('sync', chaos_fleet.PUSH_CHAOS_SYSTEMS)
+def test_a_server_kill_for_a_push_system_is_one_line_and_changes_nothing(
+        sync, tmp_path, monkeypatch, capsys):
+    def forbidden(*args, **kwargs):
+        """Fail: the options were bad, nothing may run."""
+        raise AssertionError('ran scenarios although the options were bad')
+    monkeypatch.setattr(chaos, 'run_scenarios', forbidden)
+    out = tmp_path / 'out'
+    for scenarios in ('server-restart', 'worker-restart,server-restart'):
+        assert cli.main(['chaos', '--out', str(out), '--sync', sync,
+                         '--scenario', scenarios]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count('\n') == 0 and err.startswith('rog chaos: '), err
+        assert 'no durable server state' in err and 'rog, ssp, bsp, flown' in err, err
+        assert 'worker-restart' in err     # what it can run instead
+        assert not out.exists()
+
+
+@pytest.mark.parametrize('sync', chaos_fleet.CHAOS_SYSTEMS)
+def test_all_runs_every_scenario_a_system_can_run(sync, tmp_path, monkeypatch):
+    ran = []
+
+    def record(names, cfg, progress=None, rows=None):
+        """Note the scenarios asked for and the system (why: no fleet starts here)."""
+        ran.append((list(names), cfg.sync))
+        return []
+    monkeypatch.setattr(chaos, 'run_scenarios', record)
+    assert cli.main(['chaos', '--out', str(tmp_path / 'out'), '--sync', sync]) == 0
+    every = list(chaos_scenarios.SCENARIOS)
+    want = ([s for s in every if s not in chaos_scenarios.SERVER_KILLS]
+            if sync in chaos_fleet.PUSH_CHAOS_SYSTEMS else every)
+    assert ran == [(want, sync)]
+    assert 'server-restart' in every and len(want) == len(every) - (
+        sync in chaos_fleet.PUSH_CHAOS_SYSTEMS)
+
+
+def test_a_push_fleet_has_no_state_no_ledger_and_no_quorum(tmp_path):
+    # the nodes refuse state_dir for a push system (and min_workers > 1), and its engines
+    # hold no residual for the ledger: with them, every push scenario's fleet was refused
+    from rog_ros.nodes import push_systems
+    trace = str(tmp_path / 'trace.csv')
+    chaos_fleet.write_trace(trace, 2, chaos_fleet.RATE_MBPS)
+    cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), sync='adacomp', workers=2)
+    fleet = chaos_fleet.Fleet(cfg, str(tmp_path), trace)
+    assert fleet.push
+    for spec in fleet.specs.values():
+        assert not spec.parameters.get('state_dir') and not spec.parameters.get('chaos_ledger')
+    server = fleet.specs['rog_server'].parameters
+    push_systems.check(server)          # what the server refuses before it starts
+    rog = chaos_fleet.Fleet(chaos_fleet.ChaosConfig(out=str(tmp_path), workers=2),
+                            str(tmp_path), trace)
+    assert not rog.push and rog.specs['rog_server'].parameters['state_dir']
