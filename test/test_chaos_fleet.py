@@ -79,6 +79,27 @@ def test_a_flown_fleet_survives_restarts_and_message_faults(name, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize('name', ['worker-restart', 'loss-dup-reorder'])
+def test_a_push_system_applies_no_push_twice_under_a_robot_kill_and_message_faults(
+        name, tmp_path):
+    # the push systems were refused by rog chaos; their restart handling (a new run's first
+    # push dropped and answered, worker_restart) had met no real SIGKILL. And under message
+    # faults every push fleet stalled (a transfer that lost a chunk went again whole)
+    row = _run(name, tmp_path, sync='adacomp')
+    assert row['outcome'] == 'ok', row['detail']
+    pushes = row['pushes']
+    assert pushes['applied'] == pushes['budget'] == CI['workers'] * CI['iterations']
+    assert row['duplicated'] == 0 and pushes['applied'] + pushes['dropped'] <= pushes['seen']
+    assert pushes['stopped'] == list(range(CI['workers']))
+    if name == 'worker-restart':
+        # the in-flight push is lost (at most the one), the new run's first push dropped
+        assert pushes['kills'] == 1 and row['lost'] <= 1 and pushes['dropped'] >= 1
+        assert row['killed_mid_transfer'] and row['recover_s'] < 60
+    else:
+        assert row['lost'] == 0
+
+
+@pytest.mark.slow
 def test_loss_duplication_and_reordering_of_chunks_and_acks(tmp_path):
     row = _run('loss-dup-reorder', tmp_path)
     _assert_clean(row)

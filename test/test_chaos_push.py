@@ -142,11 +142,27 @@ def test_all_runs_every_scenario_a_system_can_run(sync, tmp_path, monkeypatch):
     monkeypatch.setattr(chaos, 'run_scenarios', record)
     assert cli.main(['chaos', '--out', str(tmp_path / 'out'), '--sync', sync]) == 0
     every = list(chaos_scenarios.SCENARIOS)
-    want = ([s for s in every if s not in chaos_scenarios.SERVER_KILLS]
-            if sync in chaos_fleet.PUSH_CHAOS_SYSTEMS else every)
+    push = sync in chaos_fleet.PUSH_CHAOS_SYSTEMS
+    want = [s for s in every if s not in chaos.PUSH_LEFT_OUT] if push else every
     assert ran == [(want, sync)]
-    assert 'server-restart' in every and len(want) == len(every) - (
-        sync in chaos_fleet.PUSH_CHAOS_SYSTEMS)
+    # every server kill is left out for a push system, and only those and link-outage
+    assert set(chaos_scenarios.SERVER_KILLS) <= set(chaos.PUSH_LEFT_OUT)
+    assert set(chaos.PUSH_LEFT_OUT) == {'server-restart', 'link-outage'}
+    assert len(want) == len(every) - 2 * push
+
+
+def test_a_link_outage_for_a_push_system_is_one_line_saying_why(tmp_path, monkeypatch,
+                                                                capsys):
+    def forbidden(*args, **kwargs):
+        """Fail: the options were bad, nothing may run."""
+        raise AssertionError('ran scenarios although the options were bad')
+    monkeypatch.setattr(chaos, 'run_scenarios', forbidden)
+    out = tmp_path / 'out'
+    assert cli.main(['chaos', '--out', str(out), '--sync', 'gsp', '--scenario',
+                     'flood,link-outage']) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count('\n') == 0 and 'link-outage is not planned for --sync gsp' in err, err
+    assert not out.exists()
 
 
 def test_a_push_fleet_has_no_state_no_ledger_and_no_quorum(tmp_path):

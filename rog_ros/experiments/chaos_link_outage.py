@@ -101,6 +101,19 @@ def _link_outage_replan(plan: dict, seen: dict, outage_s: float) -> dict | None:
     return {'start_s': start, 'iterations': max(iterations, int(math.ceil(1.5 * need)))}
 
 
+def iteration_times(fleet, rank: int) -> list:
+    """
+    Return when worker ``rank`` computed its iterations, on this host's monotonic clock.
+
+    The ledger's ``computed`` records; a push system's fleet keeps no ledger, and each of
+    its iterations is one push: when the wire watcher first saw each (``PushWatch``).
+    """
+    if fleet.push:
+        return fleet.watch.first_times(rank)
+    path = os.path.join(fleet.ledger_dir, f'worker_{rank}.jsonl')
+    return [r['mono'] for r in read_ledger_file(path) if r['kind'] == 'computed']
+
+
 def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
     """Run the link-outage scenario as ``plan`` says; note the others' timing in ``seen``."""
     start_s = plan['start_s']
@@ -111,22 +124,19 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
         # during the run would move wall-clock stamps against the nodes' trace time)
         epoch = fleet.epoch_mono
         window.update(down=epoch + start_s, up=epoch + start_s + cfg.outage_s)
-        path = os.path.join(fleet.ledger_dir, f'worker_{VICTIM}.jsonl')
         while time.monotonic() < window['up'] + 1.0:
             if any(c not in (None, 0) for c in fleet.codes().values()):
                 return None, 'a node failed during the outage'
             time.sleep(0.1)
-        wait_for(lambda: any(r['kind'] == 'computed' and r['mono'] > window['up']
-                             for r in read_ledger_file(path))
+        wait_for(lambda: any(t > window['up'] for t in iteration_times(fleet, VICTIM))
                  or fleet.codes().get(f'rog_worker_{VICTIM}') == 0, 60, fleet)
         return None, ''
 
     def measure(fleet):
         """Note when the others trained, in trace time, and their pace."""
         epoch = window['down'] - start_s
-        runs = [[x['mono'] - epoch for x in read_ledger_file(os.path.join(fleet.ledger_dir,
-                                                                          f'worker_{r}.jsonl'))
-                 if x['kind'] == 'computed'] for r in range(cfg.workers) if r != VICTIM]
+        runs = [[t - epoch for t in iteration_times(fleet, r)]
+                for r in range(cfg.workers) if r != VICTIM]
         runs = [sorted(t) for t in runs if len(t) >= 2]
         if runs:
             periods = sorted(b - a for t in runs for a, b in zip(t, t[1:]))
@@ -135,9 +145,7 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
 
     def hit(res, fleet):
         """Check that the outage fell inside the victim's training and stopped it."""
-        times = [r['mono'] for r in read_ledger_file(os.path.join(fleet.ledger_dir,
-                                                                  f'worker_{VICTIM}.jsonl'))
-                 if r['kind'] == 'computed']
+        times = iteration_times(fleet, VICTIM)
         before = [t for t in times if t < window['down']]
         measure(fleet)
         during = [t for t in times if window['down'] + 0.5 < t < window['up']]
@@ -149,8 +157,7 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
         # outage-aware RSP: the others go on training while the victim's link is down
         # (the paper's RSP would hold them S + 1 iterations after the victim's last push)
         res['others_during_outage'] = {
-            r: sum(1 for x in read_ledger_file(os.path.join(fleet.ledger_dir, f'worker_{r}.jsonl'))
-                   if x['kind'] == 'computed' and window['down'] + 0.5 < x['mono'] < window['up'])
+            r: sum(1 for t in iteration_times(fleet, r) if window['down'] + 0.5 < t < window['up'])
             for r in range(cfg.workers) if r != VICTIM}
         if not after:    # (none before: the outage covered the start of its training)
             return [f"the outage did not fall inside worker {VICTIM}'s training "
