@@ -37,7 +37,9 @@ On the wire: the dense vector of ``n`` fp32 values is cut into rows of ``PUSH_RO
 values in vector order, the last row holding the rest (``dense_layout``), so that the rows'
 bytes, in row id order, are the vector's bytes; codec 0, no scales, flags 0. The receiver
 hands its engine the message only when every row arrived; a transfer that ended with rows
-missing (a robot silent past the lease) is sent again, whole, as a new transfer. One
+missing (chunks lost, a robot silent past the lease) is followed by a new transfer of the
+rows the peer's run lacks, which adds them to the rows it kept (whole again if another run
+of the peer answered). One
 transfer at a time per peer: a second message to a peer waits for the first. The transfers
 to one peer share one ``transfer.PeerLink``, the ledger of wire bytes written to that peer's
 writer and not yet covered by an ack, as Rog's server and robots keep it: no data chunk goes
