@@ -35,6 +35,10 @@ class _Watch:
         self.pushes = {p: 0.0 for p in pushes}
         self.stops = set(stops)
 
+    def confirmed(self):
+        """Return the pushes, all acknowledged (why: as ``PushWatch.confirmed``)."""
+        return set(self.pushes)
+
 
 def _summary(tmp_path, applied, dropped):
     """Write the server's summary.json of a push fleet (why: the verdict reads it)."""
@@ -181,3 +185,21 @@ def test_a_push_fleet_has_no_state_no_ledger_and_no_quorum(tmp_path):
     rog = chaos_fleet.Fleet(chaos_fleet.ChaosConfig(out=str(tmp_path), workers=2),
                             str(tmp_path), trace)
     assert not rog.push and rog.specs['rog_server'].parameters['state_dir']
+
+
+def test_a_forged_push_the_server_never_acknowledged_is_not_counted():
+    # the flood publishes plausible unauthenticated pushes of real robots on the uplink: the
+    # watch counted them, and a clean flood run read 7 pushes lost
+    from rog_ros.protocol.messages import KIND_GRAD, RowChunk, SERVER, TransferAck
+    watch = chaos_push.PushWatch.__new__(chaos_push.PushWatch)
+    watch.workers, watch.pushes, watch.transfers, watch.acked = 2, {}, {}, set()
+    watch.pulls, watch.pulled, watch.stops, watch.chunks = {}, set(), set(), 0
+    watch._lock = chaos_push.threading.Lock()
+    real = RowChunk(transfer_id=3, seq=0, sender=1, receiver=SERVER, kind=KIND_GRAD, clock=7,
+                    incarnation=55)
+    forged = RowChunk(transfer_id=9, seq=0, sender=0, receiver=SERVER, kind=KIND_GRAD,
+                      clock=4, flags=1)
+    for msg in (real, forged, TransferAck(transfer_id=3, sender=SERVER, receiver=1, seq=0,
+                                          target_incarnation=55)):
+        watch._note(msg, 1.0)
+    assert len(watch.pushes) == 2 and watch.confirmed() == {(1, 55, 7)}

@@ -26,7 +26,8 @@ checks instead is what "exactly once" means for them:
   at; a push sent again after a lost END is the same push under another transfer id), and
   the server's engine applies a run's push only at the timestamp that robot holds, which
   moves on once applied. ``PushWatch`` joins the fleet's DDS domain as one more reader and
-  records every push it sees; the server's summary says how many it applied
+  records every push it sees that the server acknowledged a chunk of (a flood's forged
+  pushes are never acknowledged); the server's summary says how many it applied
   (``pushes_applied``) and dropped as a restarted run's (``worker_restarts``). Applied plus
   dropped beyond the distinct pushes seen is ``duplicated`` (in pushes);
 * a push in flight when its robot was killed is lost, not applied twice: ``lost`` counts
@@ -79,8 +80,11 @@ class PushWatch:
         for r in range(self.workers):
             self.bus.subscribe(f'w{r}/{DEFAULT_TOPIC["Schedule"]}')
             self.bus.subscribe(f'w{r}/{DEFAULT_TOPIC["RowChunk"]}')
+            self.bus.subscribe(f'w{r}/{DEFAULT_TOPIC["TransferAck"]}')
         self._lock = threading.Lock()
         self.pushes = {}        # (rank, run, clock) -> monotonic time its first chunk was seen
+        self.transfers = {}     # (rank, run, transfer id) of a push -> its clock
+        self.acked = set()      # (rank, run, transfer id) the server acknowledged a chunk of
         self.stops = set()      # ranks told to stop
         self.pulls = {}         # (rank, run it answers, transfer id) -> first chunk seen
         self.pulled = set()     # (rank, transfer id) of the final acks robots sent the server
@@ -108,13 +112,30 @@ class PushWatch:
             if 0 <= msg.sender < self.workers:
                 self.pushes.setdefault((int(msg.sender), int(msg.incarnation),
                                         int(msg.clock)), now)
+                self.transfers.setdefault((int(msg.sender), int(msg.incarnation),
+                                           int(msg.transfer_id)), int(msg.clock))
         elif isinstance(msg, RowChunk) and msg.kind == KIND_UPDATE and msg.sender == SERVER:
             self.pulls.setdefault((int(msg.receiver), int(msg.target_incarnation),
                                    int(msg.transfer_id)), now)
         elif isinstance(msg, TransferAck) and msg.final and msg.receiver == SERVER:
             self.pulled.add((int(msg.sender), int(msg.transfer_id)))
+        elif isinstance(msg, TransferAck) and msg.sender == SERVER:
+            self.acked.add((int(msg.receiver), int(msg.target_incarnation),
+                            int(msg.transfer_id)))
         elif isinstance(msg, Schedule) and msg.stop and 0 <= msg.worker < self.workers:
             self.stops.add(int(msg.worker))
+
+    def confirmed(self) -> set:
+        """
+        Return the pushes ``(rank, run, clock)`` the server acknowledged a chunk of.
+
+        What the verdict counts: a chunk on the uplink may be a forgery (the flood sends
+        plausible pushes of real robots, which the server drops before its transfers and
+        never acknowledges); a push killed mid-way counts once the server acked any chunk.
+        """
+        with self._lock:
+            return {(r, run, clock) for (r, run, tid), clock in self.transfers.items()
+                    if (r, run, tid) in self.acked}
 
     def count(self, rank: int, since: float = 0.0) -> int:
         """Return the distinct pushes of ``rank`` first seen at or after ``since``."""
@@ -166,7 +187,7 @@ def push_verdict(res: dict, watch: PushWatch, run_dir: str, workers: int, iterat
     extra = summary.get('extra', summary)
     applied = int(extra.get('pushes_applied', -1))
     dropped = int(extra.get('worker_restarts', 0))
-    seen = len(watch.pushes)
+    seen = len(watch.confirmed())
     budget = int(iterations) * int(workers)
     duplicated = max(0, applied + dropped - seen)
     # each robot's last push may come after training ended: answered with a stop, unapplied
