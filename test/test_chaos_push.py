@@ -199,7 +199,9 @@ def test_a_forged_push_the_server_never_acknowledged_is_not_counted():
                     incarnation=55)
     forged = RowChunk(transfer_id=9, seq=0, sender=0, receiver=SERVER, kind=KIND_GRAD,
                       clock=4, flags=1)
-    for msg in (real, forged, TransferAck(transfer_id=3, sender=SERVER, receiver=1, seq=0,
-                                          target_incarnation=55)):
+    # and an unauthenticated ack of that forgery (the flood forges acks too): no run, as it
+    forged_ack = TransferAck(transfer_id=9, sender=SERVER, receiver=0, seq=0, final=True)
+    for msg in (real, forged, forged_ack, TransferAck(transfer_id=3, sender=SERVER, receiver=1,
+                                                      seq=0, target_incarnation=55)):
         watch._note(msg, 1.0)
-    assert len(watch.pushes) == 2 and watch.confirmed() == {(1, 55, 7)}
+    assert len(watch.pushes) == 1 and watch.confirmed() == {(1, 55, 7)}

@@ -109,7 +109,7 @@ class PushWatch:
         """Record one message: a push chunk's push, a model chunk, a robot's final ack, a stop."""
         if isinstance(msg, RowChunk) and msg.kind == KIND_GRAD and msg.receiver == SERVER:
             self.chunks += 1
-            if 0 <= msg.sender < self.workers:
+            if 0 <= msg.sender < self.workers and msg.incarnation:   # (0: no run, forged)
                 self.pushes.setdefault((int(msg.sender), int(msg.incarnation),
                                         int(msg.clock)), now)
                 self.transfers.setdefault((int(msg.sender), int(msg.incarnation),
@@ -119,7 +119,7 @@ class PushWatch:
                                    int(msg.transfer_id)), now)
         elif isinstance(msg, TransferAck) and msg.final and msg.receiver == SERVER:
             self.pulled.add((int(msg.sender), int(msg.transfer_id)))
-        elif isinstance(msg, TransferAck) and msg.sender == SERVER:
+        elif isinstance(msg, TransferAck) and msg.sender == SERVER and msg.target_incarnation:
             self.acked.add((int(msg.receiver), int(msg.target_incarnation),
                             int(msg.transfer_id)))
         elif isinstance(msg, Schedule) and msg.stop and 0 <= msg.worker < self.workers:
@@ -131,7 +131,9 @@ class PushWatch:
 
         What the verdict counts: a chunk on the uplink may be a forgery (the flood sends
         plausible pushes of real robots, which the server drops before its transfers and
-        never acknowledges); a push killed mid-way counts once the server acked any chunk.
+        never acknowledges, and a node stamps its run on every chunk and ack, never 0, which
+        an unauthenticated forgery leaves unset); a push killed mid-way counts once the
+        server acked any chunk.
         """
         with self._lock:
             return {(r, run, clock) for (r, run, tid), clock in self.transfers.items()
