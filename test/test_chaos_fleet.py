@@ -90,6 +90,7 @@ def test_a_push_system_applies_no_push_twice_under_a_robot_kill_and_message_faul
     pushes = row['pushes']
     assert pushes['applied'] == pushes['budget'] == CI['workers'] * CI['iterations']
     assert row['duplicated'] == 0 and pushes['applied'] + pushes['dropped'] <= pushes['seen']
+    assert pushes['received'] - pushes['refused'] <= pushes['seen']
     assert pushes['stopped'] == list(range(CI['workers']))
     if name == 'worker-restart':
         # the in-flight push is lost (at most the one), the new run's first push dropped

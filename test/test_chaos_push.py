@@ -40,10 +40,16 @@ class _Watch:
         return set(self.pushes)
 
 
-def _summary(tmp_path, applied, dropped):
-    """Write the server's summary.json of a push fleet (why: the verdict reads it)."""
+def _summary(tmp_path, applied, dropped, received=None, refused=0):
+    """
+    Write the server's summary.json of a push fleet (why: the verdict reads it).
+
+    ``received`` (default applied + dropped): the pushes its engine was handed.
+    """
+    received = applied + dropped if received is None else received
     (tmp_path / 'summary.json').write_text(json.dumps(
-        {'pushes_applied': applied, 'worker_restarts': dropped}))
+        {'pushes_applied': applied, 'worker_restarts': dropped, 'pushes_received': received,
+         'server_rejects': refused}))
 
 
 def _pushes(per_rank, runs=None):
@@ -58,20 +64,38 @@ def _pushes(per_rank, runs=None):
 def test_a_clean_push_run_is_ok_with_every_number_in_the_row(tmp_path):
     # 2 robots, budget 2 x 10: 20 applied; the robot that did not end training pushed once
     # more and was answered with its stop order
-    _summary(tmp_path, 20, 0)
+    _summary(tmp_path, 20, 0, received=21)
     res = {}
     problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0, 1}), str(tmp_path),
                                        workers=2, iterations=10)
     assert problems == []
     assert res['lost'] == 0 and res['duplicated'] == 0
-    assert res['pushes'] == {'seen': 21, 'applied': 20, 'dropped': 0, 'budget': 20,
-                             'stopped': [0, 1], 'kills': 0}
+    assert res['pushes'] == {'seen': 21, 'received': 21, 'refused': 0, 'applied': 20,
+                             'dropped': 0, 'budget': 20, 'stopped': [0, 1], 'kills': 0}
+    # GSP stops a robot held for its group at the end: no push after training, none unapplied
+    _summary(tmp_path, 20, 0)
+    problems = chaos_push.push_verdict(res, _Watch(_pushes([10, 10]), {0, 1}), str(tmp_path),
+                                       workers=2, iterations=10)
+    assert problems == [] and res['lost'] == 0 and res['duplicated'] == 0
 
 
 def test_a_push_applied_twice_is_duplicated(tmp_path):
-    # 21 distinct pushes seen, 21 applied + 1 dropped: one application had no push of its own
-    _summary(tmp_path, 21, 1)
+    # the server stops at its budget, so a push applied twice leaves applied == budget: robot
+    # 0's 10 pushes made 11 applications (one handed to its engine twice), robot 1's 9 applied
+    # and its last answered with its stop order. The verdict read 20 applied <= 20 seen: ok
+    _summary(tmp_path, 20, 0, received=21)
     res = {}
+    problems = chaos_push.push_verdict(res, _Watch(_pushes([10, 10]), {0, 1}), str(tmp_path),
+                                       workers=2, iterations=10)
+    assert res['duplicated'] == 1 and res['lost'] == 0
+    assert len(problems) == 1 and 'applied twice' in problems[0], problems
+    # handed twice and refused the second time (a push of a clock gone): taken once, ok
+    _summary(tmp_path, 20, 0, received=22, refused=1)
+    problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0, 1}), str(tmp_path),
+                                       workers=2, iterations=10)
+    assert problems == [] and res['duplicated'] == 0
+    # applied more than its engine was handed, over the budget too
+    _summary(tmp_path, 21, 1, received=21)
     problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0, 1}), str(tmp_path),
                                        workers=2, iterations=10)
     assert res['duplicated'] == 1
@@ -83,7 +107,7 @@ def test_the_push_in_flight_at_a_kill_is_lost_once_and_only_within_the_kills(tmp
     # robot 1 killed mid-push: its in-flight push (run 1, clock 5) never applied; its new run
     # (run 2) pushed at clock 0 first (dropped, worker_restart), then on
     pushes = _pushes([11, 6]) + [(1, 2, c) for c in range(6)]
-    _summary(tmp_path, 20, 1)
+    _summary(tmp_path, 20, 1, received=22)
     res = {}
     problems = chaos_push.push_verdict(res, _Watch(pushes, {0, 1}), str(tmp_path), workers=2,
                                        iterations=10, kills=1)
@@ -99,10 +123,15 @@ def test_a_robot_never_told_to_stop_and_a_missing_summary_are_problems(tmp_path)
     problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0}), str(tmp_path),
                                        workers=2, iterations=10)
     assert problems and 'no summary.json' in problems[0]
-    _summary(tmp_path, 20, 0)
+    _summary(tmp_path, 20, 0, received=21)
     problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0}), str(tmp_path),
                                        workers=2, iterations=10)
     assert problems == ['no stop order seen for robots [1]']
+    # a server that does not say what its engine was handed: no verdict of duplicates
+    (tmp_path / 'summary.json').write_text(json.dumps({'pushes_applied': 20}))
+    problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0, 1}), str(tmp_path),
+                                       workers=2, iterations=10)
+    assert 'pushes_received' in problems[0], problems
 
 
 def test_the_rejects_of_a_push_fleet_add_the_server_s_and_each_worker_s_last_line(tmp_path):

@@ -28,12 +28,14 @@ checks instead is what "exactly once" means for them:
   moves on once applied. ``PushWatch`` joins the fleet's DDS domain as one more reader and
   records every push it sees that the server acknowledged a chunk of (a flood's forged
   pushes are never acknowledged); the server's summary says how many it applied
-  (``pushes_applied``) and dropped as a restarted run's (``worker_restarts``). Applied plus
-  dropped beyond the distinct pushes seen is ``duplicated`` (in pushes);
+  (``pushes_applied``) and dropped as a restarted run's (``worker_restarts``), and how
+  many its engine was handed (``pushes_received``) and refused (``server_rejects``). What
+  the engine took (handed less refused: applied, dropped, or answered with a stop order
+  after training ended; never less than applied plus dropped) beyond the distinct pushes
+  seen is ``duplicated`` (in pushes). The server stops at its budget, so a push applied
+  twice leaves ``pushes_applied`` at the budget and shows only as one taken more than sent;
 * a push in flight when its robot was killed is lost, not applied twice: ``lost`` counts
-  the pushes seen but neither applied nor dropped, less the last push of each robot but the
-  one whose push ended training (answered with its stop order, unapplied), and may not
-  exceed the kills;
+  the pushes seen that the engine never took, and may not exceed the kills;
 * the run finishes: every robot was told to stop (the watcher saw a stop order for each
   rank), every process exited 0, and the server applied its whole budget and no more
   (``pushes_applied`` equals ``--iterations`` times the robots).
@@ -178,8 +180,9 @@ def push_verdict(res: dict, watch: PushWatch, run_dir: str, workers: int, iterat
     Put the push accounting into ``res``; return what it found wrong (``kills``: robots killed).
 
     ``res`` gets ``lost`` and ``duplicated`` (in pushes, the unit of a push system: each
-    push is one whole gradient) and ``pushes`` (``seen``, ``applied``, ``dropped``,
-    ``budget``, ``stopped``: the numbers they come from).
+    push is one whole gradient) and ``pushes`` (``seen``, ``received``, ``refused``,
+    ``applied``, ``dropped``, ``budget``, ``stopped``, ``kills``: the numbers they come
+    from).
     """
     try:
         with open(os.path.join(run_dir, 'summary.json'), encoding='utf-8') as fh:
@@ -189,23 +192,31 @@ def push_verdict(res: dict, watch: PushWatch, run_dir: str, workers: int, iterat
     extra = summary.get('extra', summary)
     applied = int(extra.get('pushes_applied', -1))
     dropped = int(extra.get('worker_restarts', 0))
+    received = int(extra.get('pushes_received', -1))
+    refused = int(extra.get('server_rejects', 0))
     seen = len(watch.confirmed())
     budget = int(iterations) * int(workers)
-    duplicated = max(0, applied + dropped - seen)
-    # each robot's last push may come after training ended: answered with a stop, unapplied
-    lost = max(0, seen - applied - dropped - (int(workers) - 1))
+    # what the engine took: applied, dropped, or answered with a stop order unapplied (each
+    # robot's push after training ended); the server stops at its budget, so a push applied
+    # twice leaves ``applied`` at the budget and shows only here, as one more than was sent
+    took = max(received - refused, applied + dropped)
+    duplicated = max(0, took - seen)
+    lost = max(0, seen - took)
     res.update(lost=lost, duplicated=duplicated,
-               pushes={'seen': seen, 'applied': applied, 'dropped': dropped,
+               pushes={'seen': seen, 'received': received, 'refused': refused,
+                       'applied': applied, 'dropped': dropped,
                        'budget': budget, 'stopped': sorted(watch.stops), 'kills': kills})
     problems = []
-    if applied < 0:
-        problems.append('summary.json does not say how many pushes the server applied')
+    if applied < 0 or received < 0:
+        problems.append('summary.json does not say how many pushes the server received and '
+                        'applied (pushes_received, pushes_applied)')
     if duplicated:
-        problems.append(f'{applied} pushes applied and {dropped} dropped, but only {seen} '
+        problems.append(f'the server took {took} pushes ({received} received, {refused} '
+                        f'refused; {applied} applied, {dropped} dropped), but only {seen} '
                         'distinct pushes were sent: a push was applied twice')
     if lost > kills:
-        problems.append(f'{lost} pushes sent were neither applied nor dropped ({kills} '
-                        'robots killed: at most one in flight each)')
+        problems.append(f'{lost} pushes sent were neither applied nor dropped nor answered '
+                        f'by the server ({kills} robots killed: at most one in flight each)')
     if applied != budget:
         problems.append(f'the server applied {applied} pushes, its budget is {budget}')
     missing = sorted(set(range(int(workers))) - watch.stops)
