@@ -25,6 +25,7 @@ import json
 import pytest
 from rog_ros import cli
 from rog_ros.experiments import chaos, chaos_fleet, chaos_push, chaos_scenarios
+from rog_ros.protocol.messages import RowChunk
 
 
 class _Watch:
@@ -49,7 +50,7 @@ def _summary(tmp_path, applied, dropped, received=None, refused=0):
     received = applied + dropped if received is None else received
     (tmp_path / 'summary.json').write_text(json.dumps(
         {'pushes_applied': applied, 'worker_restarts': dropped, 'pushes_received': received,
-         'server_rejects': refused}))
+         'pushes_refused': refused}))
 
 
 def _pushes(per_rank, runs=None):
@@ -128,10 +129,11 @@ def test_a_robot_never_told_to_stop_and_a_missing_summary_are_problems(tmp_path)
                                        workers=2, iterations=10)
     assert problems == ['no stop order seen for robots [1]']
     # a server that does not say what its engine was handed: no verdict of duplicates
-    (tmp_path / 'summary.json').write_text(json.dumps({'pushes_applied': 20}))
+    (tmp_path / 'summary.json').write_text(json.dumps({'pushes_applied': 20,
+                                                       'pushes_received': 21}))
     problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0, 1}), str(tmp_path),
                                        workers=2, iterations=10)
-    assert 'pushes_received' in problems[0], problems
+    assert 'pushes_refused' in problems[0], problems
 
 
 def test_the_rejects_of_a_push_fleet_add_the_server_s_and_each_worker_s_last_line(tmp_path):
@@ -219,7 +221,7 @@ def test_a_push_fleet_has_no_state_no_ledger_and_no_quorum(tmp_path):
 def test_a_forged_push_the_server_never_acknowledged_is_not_counted():
     # the flood publishes plausible unauthenticated pushes of real robots on the uplink: the
     # watch counted them, and a clean flood run read 7 pushes lost
-    from rog_ros.protocol.messages import KIND_GRAD, RowChunk, SERVER, TransferAck
+    from rog_ros.protocol.messages import KIND_GRAD, SERVER, TransferAck
     watch = chaos_push.PushWatch.__new__(chaos_push.PushWatch)
     watch.workers, watch.pushes, watch.transfers, watch.acked = 2, {}, {}, set()
     watch.pulls, watch.pulled, watch.stops, watch.chunks = {}, set(), set(), 0
@@ -234,3 +236,57 @@ def test_a_forged_push_the_server_never_acknowledged_is_not_counted():
                                                       seq=0, target_incarnation=55)):
         watch._note(msg, 1.0)
     assert len(watch.pushes) == 1 and watch.confirmed() == {(1, 55, 7)}
+
+
+class _Engine:
+    """A push server engine that applies a push at clock 0 once and refuses anything else."""
+
+    def __init__(self):
+        """Start with nothing applied (why: the adapter counts what the engine did)."""
+        self.i, self.rejects = 0, 0
+
+    def on_message(self, msg, now):
+        """Apply the first push at clock 0, count every other message refused (as MessageError)."""
+        if isinstance(msg, RowChunk) and msg.clock == 0 and self.i == 0:
+            self.i += 1
+        else:
+            self.rejects += 1
+        return []
+
+    def stats(self):
+        """Return no figures of its own (why: only the adapter's are checked)."""
+        return {}
+
+
+class _Transfers:
+    """Hand every message through whole (why: the adapter's counts, not the chunking)."""
+
+    rejects = 0
+
+    def on_message(self, msg, now):
+        """Return the message, no acks."""
+        return msg, []
+
+    def take_revived(self):
+        """Return no runs taken back."""
+        return []
+
+    def outgoing(self, actions, now):
+        """Return the engine's actions as they are."""
+        return actions
+
+
+def test_the_server_counts_the_pushes_its_engine_refused_apart_from_other_messages():
+    # the verdict tells a push taken from one refused (a timestamp gone): the engine's
+    # rejects count any message, a flood's forged statuses too, which read as pushes lost
+    from rog_ros.nodes.push_systems import ServerAdapter
+    from rog_ros.protocol.messages import KIND_GRAD, SERVER, TransferAck
+    srv = ServerAdapter(_Engine(), 2, 0.1, transfers=_Transfers())
+    push = RowChunk(transfer_id=1, seq=0, sender=0, receiver=SERVER, kind=KIND_GRAD, clock=0,
+                    incarnation=5)
+    for msg in (push, push, TransferAck(transfer_id=1, sender=0, receiver=SERVER, seq=0)):
+        srv.on_message(msg, 1.0)
+    stats = srv.stats()
+    assert srv.engine.rejects == 2
+    assert (stats['pushes_received'], stats['pushes_refused'], stats['pushes_applied']) == (
+        2, 1, 1)

@@ -29,7 +29,7 @@ checks instead is what "exactly once" means for them:
   records every push it sees that the server acknowledged a chunk of (a flood's forged
   pushes are never acknowledged); the server's summary says how many it applied
   (``pushes_applied``) and dropped as a restarted run's (``worker_restarts``), and how
-  many its engine was handed (``pushes_received``) and refused (``server_rejects``). What
+  many its engine was handed (``pushes_received``) and refused (``pushes_refused``). What
   the engine took (handed less refused: applied, dropped, or answered with a stop order
   after training ended; never less than applied plus dropped) beyond the distinct pushes
   seen is ``duplicated`` (in pushes). The server stops at its budget, so a push applied
@@ -193,13 +193,13 @@ def push_verdict(res: dict, watch: PushWatch, run_dir: str, workers: int, iterat
     applied = int(extra.get('pushes_applied', -1))
     dropped = int(extra.get('worker_restarts', 0))
     received = int(extra.get('pushes_received', -1))
-    refused = int(extra.get('server_rejects', 0))
+    refused = int(extra.get('pushes_refused', -1))
     seen = len(watch.confirmed())
     budget = int(iterations) * int(workers)
     # what the engine took: applied, dropped, or answered with a stop order unapplied (each
     # robot's push after training ended); the server stops at its budget, so a push applied
     # twice leaves ``applied`` at the budget and shows only here, as one more than was sent
-    took = max(received - refused, applied + dropped)
+    took = max(received - max(refused, 0), applied + dropped)
     duplicated = max(0, took - seen)
     lost = max(0, seen - took)
     res.update(lost=lost, duplicated=duplicated,
@@ -207,9 +207,9 @@ def push_verdict(res: dict, watch: PushWatch, run_dir: str, workers: int, iterat
                        'applied': applied, 'dropped': dropped,
                        'budget': budget, 'stopped': sorted(watch.stops), 'kills': kills})
     problems = []
-    if applied < 0 or received < 0:
-        problems.append('summary.json does not say how many pushes the server received and '
-                        'applied (pushes_received, pushes_applied)')
+    if min(applied, received, refused) < 0:
+        problems.append('summary.json does not say how many pushes the server received, '
+                        'refused and applied (pushes_received, pushes_refused, pushes_applied)')
     if duplicated:
         problems.append(f'the server took {took} pushes ({received} received, {refused} '
                         f'refused; {applied} applied, {dropped} dropped), but only {seen} '

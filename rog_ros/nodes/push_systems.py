@@ -191,6 +191,9 @@ class ServerAdapter:
     messages chunked, and the sparse pushes of the size it was given. ``worker_restarts``
     counts the pushes the engine dropped from a run of a robot new to it at a timestamp it
     did not hold (a robot restarted, or this server did; ``worker_restart`` logs).
+    ``pushes_refused`` counts the pushes handed to the engine that it refused (a timestamp
+    gone, a run past): the engine's ``rejects`` count any message, and ``rog chaos`` tells a
+    push taken from one refused (``chaos_push.push_verdict``).
     """
 
     policy = NoPolicy()
@@ -206,6 +209,7 @@ class ServerAdapter:
         self.bytes_up = 0
         self.bytes_down = 0
         self.pushes_received = 0
+        self.pushes_refused = 0        # of those, the engine refused (a clock gone, a run past)
         self.stall_time = [0.0] * self.n
         self.triggers = [0] * self.n
         self.outage_suspensions = 0
@@ -258,10 +262,14 @@ class ServerAdapter:
         if msg is None:
             return acks
         before = self._applied()
-        if isinstance(msg, RowChunk) and msg.kind == KIND_GRAD:
+        push = isinstance(msg, RowChunk) and msg.kind == KIND_GRAD
+        refused = self.engine.rejects
+        if push:
             self.bytes_up += _wire(msg)
             self.pushes_received += 1
         actions = self.engine.on_message(msg, now)
+        if push and self.engine.rejects > refused:
+            self.pushes_refused += 1
         sender = getattr(msg, 'sender', -1)
         if 0 <= sender < self.n:
             self.clock[sender] += self._applied() - before
@@ -285,6 +293,7 @@ class ServerAdapter:
         """Return the engine's own figures plus the bytes per push seen on the wire."""
         out = dict(self.engine.stats())
         out.update({'pushes_received': self.pushes_received,
+                    'pushes_refused': self.pushes_refused,
                     'pushes_applied': sum(self.clock),
                     'bytes_per_push': self.bytes_up / max(self.pushes_received, 1),
                     'bytes_per_pull': self.bytes_down / max(self.pushes_received, 1),
