@@ -715,9 +715,12 @@ class PushTransfers:
         settled = self.settled.get(ack.sender)
         if (sending is None and settled is not None and ack.final
                 and ack.transfer_id == settled[0].transfer.transfer_id
-                and ack.bytes_received < len(settled[0].msg.payload)):
+                and ack.bytes_received < int(settled[0].transfer.plan.nbytes.sum())):
             # the answer to a poke of a run that never had the push (a restarted server):
-            # it read the pokes, so it covers them in the ledger (and says the peer is alive)
+            # it read the pokes, so it covers them in the ledger (and says the peer is alive).
+            # Fewer bytes than that transfer carried: a push's last transfer may carry only
+            # the rows an earlier one lost, and its answer then has fewer than the push's
+            # bytes from the very run that took it (sent whole again, refused: invalid)
             self.peers[ack.sender].on_ack(ack, now)
             del self.settled[ack.sender]
             return self._resend(ack.sender, settled[0].msg, settled[0].form.layout.n_rows, now)
