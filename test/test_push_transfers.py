@@ -1154,6 +1154,25 @@ def test_a_poke_after_a_push_that_arrived_in_two_transfers_sends_nothing_again()
     assert wk.sending == {} and srv.rejects == 0
 
 
+def test_acks_from_ranks_we_never_sent_to_leave_no_state_behind():
+    # An ack names its sender's rank and run: one from a rank we never sent a transfer to
+    # (a forgery, garbage) was noted as that peer's run, two runs of it made a writer
+    # ledger, and a flood of ranks and runs grew both without bound. Nothing is noted for
+    # them; a peer we send to still has its acks and its new run heard.
+    n = 5000
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=11)
+    q = _chunks(srv.outgoing([Send(0, _model(n, 1))], 0.0), 0)
+    for rank in range(1, 200):
+        for run in (1, 2):
+            ack = TransferAck(transfer_id=1, sender=rank, receiver=SERVER, seq=0,
+                              incarnation=run, target_incarnation=11)
+            assert srv.on_message(ack, 1.0) == (None, [])
+    assert set(srv.peer_runs) <= {0} and set(srv.peers) == {0}
+    assert len(_exchange(srv, PushTransfers(0, n, chunk_bytes=4096, incarnation=7), q,
+                         1.0)) == 1
+    assert srv.sending == {} and srv.peer_runs[0] == [7]
+
+
 def test_a_robot_poking_after_a_push_that_lost_a_chunk_is_never_refused_as_invalid():
     # rog chaos --sync gsp --scenario loss-dup-reorder counted 'invalid' rejects: a push
     # that lost a chunk arrived in two transfers, the robot waited for its model (GSP

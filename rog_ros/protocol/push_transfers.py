@@ -701,8 +701,11 @@ class PushTransfers:
         An ack for an earlier run of ours (``target_incarnation``) is foreign: our transfer
         ids start at 1 in every run, so its final ack, taken, ended our transfer of the same
         id as delivered, rows the peer never had, and the message was never sent again.
+        An ack from a peer we never sent a transfer to (no writer ledger: garbage, forged)
+        answers nothing of ours: noted, its rank and runs grew ``peer_runs`` and ``peers``
+        without bound.
         """
-        if ack.receiver != self.me:
+        if ack.receiver != self.me or ack.sender not in self.peers:
             return []
         started = self._heard(ack.sender, ack.incarnation, now)
         if ack.target_incarnation != self.incarnation:
