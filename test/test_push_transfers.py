@@ -1200,3 +1200,33 @@ def test_a_robot_poking_after_a_push_that_lost_a_chunk_is_never_refused_as_inval
     assert srv.rejects == 0 and wk.rejects == 0
     assert wk.transfers.pokes >= 3 and wk.transfers.resent == 1
     assert srv.pushes_received == 1 and srv.engine.i == 1
+
+
+def test_a_push_whose_missing_rows_reach_a_restarted_server_goes_on_with_the_rest():
+    # A push lost a chunk; its missing rows go in a second transfer, and the server's run
+    # that had the others restarts before it: the new run answers that transfer with only
+    # those rows. Its rows from the first run are not held there, so the push starts over
+    # for that run with every row it lacks (the message's other rows), and the new run
+    # takes the very push once, from its two transfers.
+    n = 5000
+    wk = PushTransfers(0, n, chunk_bytes=4096, incarnation=5)
+    old = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21)
+    push = _model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)
+    rows = dense_layout(n).n_rows
+    q = _chunks(wk.outgoing([Send(SERVER, push)], 0.0), SERVER)
+    second = []
+    for chunk in q:                                   # the first run, one chunk lost
+        if chunk.seq == 1 and not chunk.flags & FLAG_END:
+            continue
+        for a in old.on_message(chunk, 0.0)[1]:
+            second += _chunks(wk.on_message(a.msg, 0.0)[1], SERVER)
+    sending = wk.sending[SERVER]
+    assert wk.resent == 1 and sending.got_by == 21
+    lacked = int((~sending.got).sum())
+    assert 0 < lacked < rows and sending.transfer.order.size == lacked
+    new = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=22)
+    whole = _exchange(wk, new, second, 1.0)
+    assert wk.resent == 2 and len(whole) == 1
+    assert bytes(whole[0].payload) == bytes(push.payload)
+    assert wk.next_tid[SERVER] == 3 and wk.sending == {} and SERVER in wk.settled
+    assert new.partial == {} and new.rejects == 0
