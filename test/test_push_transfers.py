@@ -1230,3 +1230,27 @@ def test_a_push_whose_missing_rows_reach_a_restarted_server_goes_on_with_the_res
     assert bytes(whole[0].payload) == bytes(push.payload)
     assert wk.next_tid[SERVER] == 3 and wk.sending == {} and SERVER in wk.settled
     assert new.partial == {} and new.rejects == 0
+
+
+def test_a_model_that_arrives_whole_is_never_mixed_with_rows_held_of_an_abandoned_one():
+    # The server's pull to a robot lost a chunk, and the robot kept the rows that came;
+    # before their rest went, a new run of that robot spoke and the pull was dropped. The
+    # run comes back (it was the live one) and gets another model of the same clock (GSP's
+    # Ready carries the robot's iteration, and its group's model moved on): it arrived
+    # whole, but the robot took the held rows of the first model in its stead.
+    n = 5000
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=3)
+    wk = PushTransfers(0, n, chunk_bytes=4096, incarnation=5)
+    first, second = _model(n, 4), _model(n, 9)
+    second = dataclasses.replace(first, payload=second.payload)
+    for chunk in _chunks(srv.outgoing([Send(0, first)], 0.0), 0):
+        if chunk.seq != 1 or chunk.flags & FLAG_END:
+            assert wk.on_message(chunk, 0.0)[0] is None          # its acks: lost
+    assert wk.partial and srv._heard(0, 5, 0.0) == [] and srv.dropped_pulls == 0
+    assert srv._heard(0, 6, 0.0) == [] and srv.dropped_pulls == 1 and srv.sending == {}
+    srv._revive(0, 5, 0.5)                                # run 5 is the live one
+    assert srv.peer_runs[0][-1] == 5
+    q = _chunks(srv.outgoing([Send(0, second)], 1.0), 0)
+    whole = _exchange(srv, wk, q, 1.0)
+    assert len(whole) == 1 and bytes(whole[0].payload) == bytes(second.payload)
+    assert wk.partial == {} and srv.resent == 0

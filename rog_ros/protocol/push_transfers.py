@@ -535,11 +535,14 @@ class PushTransfers:
         (``_finished``): its rows delivered before are kept here, one message per sender, by
         what names it (the sender's run, kind, clock and codec: a run sends one message of a
         kind and clock, and the next only once this one is whole), and the new ones added.
-        Kept until whole; a transfer of another message of that sender replaces them.
+        Kept until whole; a transfer of another message of that sender replaces them. A
+        transfer that brought every row is the message as sent, whatever was held: a pull
+        dropped half-way (the robot's run replaced, then taken back) left rows held under
+        the key of the next model of that clock (GSP's Ready), which took them in its stead.
         """
         key = (int(closed.incarnation), int(closed.kind), int(closed.clock), form.codec)
         earlier = self.partial.pop(sender, None)
-        if earlier is not None and earlier[0] == key:
+        if earlier is not None and earlier[0] == key and not bool(complete.all()):
             _, held, kept = earlier
             new = np.flatnonzero(complete & ~held)
             if new.size:
