@@ -222,7 +222,8 @@ PUSH_LEFT_OUT = {
     'link-outage': 'is not planned for --sync SYNC yet: its budget (80 + 30 iterations per '
                    "outage second, each robot) is a push system's whole fleet's, and at one "
                    'dense pull per push its run would take many minutes'}
-"""Scenarios a push system does not run, and why (``SERVER_KILLS`` among them)."""
+"""Scenarios a push system does not run, and why (server-restart: the one that kills the
+server)."""
 
 
 def format_table(rows) -> str:

@@ -43,8 +43,6 @@ from rog_ros.nodes.supervisor import repo_pythonpath
 
 SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
              'ctrl-c')
-SERVER_KILLS = ('server-restart',)
-"""Scenarios that kill the server: refused for the push systems (no durable server state)."""
 FAULTS = 'loss=0.05,dup=0.05,reorder=0.05'
 STOP_BOUND_S = 30.0      # ctrl-c: every node gone within this
 
