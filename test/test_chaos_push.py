@@ -223,7 +223,7 @@ def test_a_forged_push_the_server_never_acknowledged_is_not_counted():
     from rog_ros.protocol.messages import KIND_GRAD, SERVER, TransferAck
     watch = chaos_push.PushWatch.__new__(chaos_push.PushWatch)
     watch.workers, watch.pushes, watch.transfers, watch.acked = 2, {}, {}, set()
-    watch.pulls, watch.pulled, watch.stops, watch.chunks = {}, set(), set(), 0
+    watch.pulls, watch.pulled, watch.stops = {}, set(), set()
     watch._lock = chaos_push.threading.Lock()
     real = RowChunk(transfer_id=3, seq=0, sender=1, receiver=SERVER, kind=KIND_GRAD, clock=7,
                     incarnation=55)

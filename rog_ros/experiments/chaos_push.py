@@ -90,7 +90,6 @@ class PushWatch:
         self.stops = set()      # ranks told to stop
         self.pulls = {}         # (rank, run it answers, transfer id) -> first chunk seen
         self.pulled = set()     # (rank, transfer id) of the final acks robots sent the server
-        self.chunks = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name='push-watch', daemon=True)
         self._thread.start()
@@ -110,7 +109,6 @@ class PushWatch:
     def _note(self, msg, now: float) -> None:
         """Record one message: a push chunk's push, a model chunk, a robot's final ack, a stop."""
         if isinstance(msg, RowChunk) and msg.kind == KIND_GRAD and msg.receiver == SERVER:
-            self.chunks += 1
             if 0 <= msg.sender < self.workers and msg.incarnation:   # (0: no run, forged)
                 self.pushes.setdefault((int(msg.sender), int(msg.incarnation),
                                         int(msg.clock)), now)
