@@ -520,9 +520,6 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         sleeps for a day).
         """
         if isinstance(msg, Schedule):
-            if msg.worker != self.rank or not (math.isfinite(msg.push_deadline_s)
-                                               and math.isfinite(msg.compute_sleep_s)):
-                raise MessageError('malformed schedule')
             self._check_schedule(msg)
         elif isinstance(msg, TransferAck):
             if msg.sender != SERVER or msg.receiver != self.rank:
@@ -723,7 +720,16 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
 
     # ================================================================== pull
     def _check_schedule(self, msg: Schedule) -> None:
-        """Refuse (``MessageError``) a schedule's compute sleep or urgent rows out of bounds."""
+        """
+        Refuse (``MessageError``) a schedule for another robot, non-finite, or out of bounds.
+
+        Stateless, so one check serves a new server run's schedule (``_precheck``, before it
+        retires the live run) and the live run's (``_on_schedule``).
+        """
+        if msg.worker != self.rank:
+            raise MessageError('schedule for another worker')
+        if not math.isfinite(msg.push_deadline_s) or not math.isfinite(msg.compute_sleep_s):
+            raise MessageError('non-finite schedule')
         if msg.compute_sleep_s > MAX_COMPUTE_SLEEP_S:
             # (equalising compute times idles a fast robot for a fraction of an iteration;
             # a day of sleep parked the robot for good)
@@ -734,10 +740,6 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                             'urgent rows')
 
     def _on_schedule(self, msg: Schedule, now: float) -> list:
-        if msg.worker != self.rank:
-            raise MessageError('schedule for another worker')
-        if not math.isfinite(msg.push_deadline_s) or not math.isfinite(msg.compute_sleep_s):
-            raise MessageError('non-finite schedule')
         self._check_schedule(msg)
         about = int(msg.target_incarnation) or self.incarnation
         self._prune_undurable(int(msg.checkpoint_transfer), about)
