@@ -493,10 +493,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self._precheck(msg)
         if isinstance(msg, RowChunk) and msg.flags & FLAG_END and \
                 not msg.flags & (FLAG_JOIN | FLAG_REQUEST):
-            open_push = self.receiver.open.get((msg.sender, msg.incarnation, msg.transfer_id))
-            if open_push is not None and (open_push.clock, open_push.kind) != (msg.clock,
-                                                                               msg.kind):
-                raise MessageError('END clock/kind differs from its transfer')
+            self.receiver.check_end(msg)
 
     def _retired_run_alive(self, r: int, inc: int, msg, now: float) -> bool:
         """

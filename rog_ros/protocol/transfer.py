@@ -1082,6 +1082,17 @@ class Receiver:
         if not chunk.flags & FLAG_END:
             check_chunk(chunk, self.layout, self.codec, self.row_nbytes)
 
+    def check_end(self, chunk: RowChunk) -> None:
+        """
+        Refuse (``MessageError``) an END whose clock or kind differs from its open transfer's.
+
+        ``on_chunk`` asks it before it closes the transfer; Rog's server also before the END
+        counts as hearing its sender (``ps.ServerEngine._validate``): one reader of the rule.
+        """
+        open_tr = self.open.get((chunk.sender, chunk.incarnation, chunk.transfer_id))
+        if open_tr is not None and (chunk.clock != open_tr.clock or chunk.kind != open_tr.kind):
+            raise MessageError('END clock/kind differs from its transfer')
+
     def on_chunk(self, chunk: RowChunk, now: float):
         """-> (list of TransferAck to send, closed info or None). Raises MessageError."""
         s, inc, tid = chunk.sender, chunk.incarnation, chunk.transfer_id
@@ -1107,8 +1118,7 @@ class Receiver:
                                       now=now, incarnation=inc,
                                       flags=chunk.flags & ~(FLAG_END | FLAG_FRAGMENT))
         if chunk.flags & FLAG_END:
-            if chunk.clock != inc_tr.clock or chunk.kind != inc_tr.kind:
-                raise MessageError('END clock/kind differs from its transfer')
+            self.check_end(chunk)
             self.open.pop(key, None)
             inc_tr.end_seq = int(chunk.seq)
             return [], inc_tr
