@@ -450,11 +450,6 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self.version_links[r].heard(now, self.lease_s, self.last_heard[r])
         return self._heard(r, now)
 
-    def _holds_chunk(self, chunk: RowChunk) -> bool:
-        """Tell whether an open push of the chunk's sender holds a chunk of its number."""
-        push = self.receiver.open.get((chunk.sender, chunk.incarnation, chunk.transfer_id))
-        return push is not None and int(chunk.seq) in push.seqs
-
     def _check_unread(self, chunk: RowChunk) -> None:
         """
         Check the rows of a data chunk that will be dropped unread, before anything counts it.
@@ -467,10 +462,7 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         the receiver takes is checked there (each chunk once).
         """
         receiver, s = self.receiver, chunk.sender
-        key = (s, chunk.incarnation)
-        if (self._holds_chunk(chunk)
-                or receiver.cached_answer(*key, chunk.transfer_id) is not None
-                or chunk.transfer_id <= receiver.newest_closed.get(key, -1)
+        if (receiver.drops_unread(chunk)
                 or self._before_rejoin(s, chunk)
                 or (self.stopped[s] and self._new_push_after_stop(s, chunk))):
             check_chunk(chunk, receiver.layout, receiver.codec, receiver.row_nbytes)

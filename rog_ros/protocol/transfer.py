@@ -1093,6 +1093,23 @@ class Receiver:
         if open_tr is not None and (chunk.clock != open_tr.clock or chunk.kind != open_tr.kind):
             raise MessageError('END clock/kind differs from its transfer')
 
+    def drops_unread(self, chunk: RowChunk) -> bool:
+        """
+        Tell whether ``on_chunk`` drops this data chunk without reading its rows.
+
+        A late copy (its transfer answered, or older than the newest one closed) or a
+        duplicate of a chunk its open transfer holds: a caller that must refuse garbage
+        before anything counts it (Rog's server, ``ps.ServerEngine._check_unread``) checks
+        such a chunk's rows itself, and asks here so as not to restate these rules.
+        """
+        s, inc, tid = chunk.sender, chunk.incarnation, chunk.transfer_id
+        if self.cached_answer(s, inc, tid) is not None:
+            return True
+        if tid <= self.newest_closed.get((s, inc), -1):
+            return True
+        open_tr = self.open.get((s, inc, tid))
+        return open_tr is not None and int(chunk.seq) in open_tr.seqs
+
     def on_chunk(self, chunk: RowChunk, now: float):
         """-> (list of TransferAck to send, closed info or None). Raises MessageError."""
         s, inc, tid = chunk.sender, chunk.incarnation, chunk.transfer_id
