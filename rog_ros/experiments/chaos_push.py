@@ -54,6 +54,7 @@ import re
 import threading
 import time
 
+from rog_ros.experiments.chaos_ledger_folder import read_json
 from rog_ros.protocol.messages import (KIND_GRAD, KIND_UPDATE, RowChunk, Schedule, SERVER,
                                        TransferAck)
 from rog_ros.transport.topics import DEFAULT_TOPIC
@@ -233,11 +234,7 @@ def push_rejects(run_dir: str) -> dict:
     its restarted one its own).
     """
     out = {}
-    try:
-        with open(os.path.join(run_dir, 'summary.json'), encoding='utf-8') as fh:
-            summary = json.load(fh)
-    except (OSError, ValueError):
-        summary = {}
+    summary = read_json(os.path.join(run_dir, 'summary.json')) or {}
     counts = [summary.get('rejects_by_reason') or {}]
     for path in sorted(glob.glob(os.path.join(run_dir, 'logs', 'rog_worker_*.log'))):
         with open(path, encoding='utf-8', errors='replace') as fh:
