@@ -106,17 +106,25 @@ class _Started(Exception):
 
 def test_the_ctrl_c_fleet_gets_the_chosen_system(tmp_path, monkeypatch):
     # `rog chaos --sync flown` ran the ctrl-c scenario's fleet with rog's default system
-    started = []
+    started, envs = [], []
 
     def popen(cmd, **kw):
         started.append(cmd)
+        envs.append(kw['env'])
         raise _Started
     monkeypatch.setattr(chaos_scenarios.subprocess, 'Popen', popen)
+    monkeypatch.setenv('ROG_CHAOS_LEDGER', str(tmp_path / 'inherited'))
     for sync in chaos_fleet.CHAOS_SYSTEMS:
         cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), sync=sync, seed=7)
         with pytest.raises(_Started):
             chaos_scenarios.ctrl_c(cfg)
         cmd = started[-1]
+        # the ledger is the scenario's own; a push fleet keeps none, not even an inherited one
+        ledger = envs[-1].get('ROG_CHAOS_LEDGER')
+        if sync in chaos_fleet.PUSH_CHAOS_SYSTEMS:
+            assert ledger is None
+        else:
+            assert ledger and ledger.startswith(str(tmp_path)) and 'inherited' not in ledger
         assert cmd[1:3] == ['-m', 'rog_ros.nodes.fleet']
         # what rog fleet itself reads from that command line
         args, extra = cli.build_parser().parse_known_args(['fleet'] + cmd[3:])

@@ -211,11 +211,11 @@ def ctrl_c(cfg: ChaosConfig) -> dict:
         cmd += ['--robot-keys', 'true']
     push = cfg.sync in PUSH_CHAOS_SYSTEMS      # (no ledger: their engines hold no residual)
     env = dict(os.environ, PYTHONPATH=repo_pythonpath(), OMP_NUM_THREADS='1',
-               **({} if push else {'ROG_CHAOS_LEDGER': ledger_dir}))
+               ROG_CHAOS_LEDGER=ledger_dir)
     env.pop('ROG_CHAOS_FAULTS', None)
     watch = None
     if push:        # watched on the wire, in a domain of its own (rog fleet's own pick)
-        env.pop('ROG_CHAOS_LEDGER', None)
+        env.pop('ROG_CHAOS_LEDGER')
         from rog_ros.nodes.fleet import default_domain
         domain = default_domain()
         cmd += ['--domain-id', str(domain)]
