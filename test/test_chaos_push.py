@@ -235,6 +235,8 @@ def test_a_forged_push_the_server_never_acknowledged_is_not_counted():
                                                       seq=0, target_incarnation=55)):
         watch._note(msg, 1.0)
     assert len(watch.pushes) == 1 and watch.confirmed() == {(1, 55, 7)}
+    # what the scenarios wait on and time by: robot 1's push, none of robot 0's forgery
+    assert (watch.count(1), watch.count(0)) == (1, 0) and watch.first_times(1) == [1.0]
 
 
 class _Engine:

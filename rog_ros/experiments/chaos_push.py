@@ -140,10 +140,10 @@ class PushWatch:
             return {(r, run, clock) for (r, run, tid), clock in self.transfers.items()
                     if (r, run, tid) in self.acked}
 
-    def count(self, rank: int, since: float = 0.0) -> int:
-        """Return the distinct pushes of ``rank`` first seen at or after ``since``."""
+    def count(self, rank: int) -> int:
+        """Return the distinct pushes of ``rank`` seen (what the scenarios wait on)."""
         with self._lock:
-            return sum(1 for (r, _, _), t in self.pushes.items() if r == rank and t >= since)
+            return sum(1 for (r, _, _) in self.pushes if r == rank)
 
     def runs(self, rank: int) -> list:
         """Return the runs of ``rank`` seen pushing, in the order first seen."""
