@@ -810,19 +810,28 @@ def test_a_dead_run_s_late_chunks_never_take_it_back():
     assert srv.rejects == 0 and srv.transfers.peer_runs[0] == [5, 6]
 
 
-def test_a_robot_waiting_for_its_pull_pokes_a_live_server_harmlessly():
-    # A robot whose push was acknowledged repeats its END while no answer comes (a server
-    # that restarted never had it). The server that took the push answers each with its
-    # final ack again: nothing is sent again, nothing applied twice, nothing refused; the
-    # pull, once it arrives, ends the pokes.
+def _asgd_push_scene():
+    """
+    Return an ASGD server, its one robot and the robot's first push as chunks.
+
+    Why: the poke tests need a push on its way to a server whose pull is slow to arrive.
+    """
     n = 24 * PUSH_ROW_ELEMENTS
     cfg = AdaCompConfig(mode='asgd', c=1.0)
     srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
                         PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
     wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
                        PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=5))
-    q, pull = _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER), []
-    now = 0.0
+    return srv, wk, _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER)
+
+
+def _poke_four_times(srv, wk, q) -> tuple:
+    """
+    Deliver ``q`` and the robot's acks, hold the server's pull back, and let it poke 4 times.
+
+    Return the held pull and the time of the last poke: the pull is still on its way.
+    """
+    pull, now = [], 0.0
     for _ in range(4):
         while q:
             for a in srv.on_message(q.pop(0), now):
@@ -832,6 +841,16 @@ def test_a_robot_waiting_for_its_pull_pokes_a_live_server_harmlessly():
                     pull.append(a.msg)                # still on its way
         now = wk.next_wakeup()
         q += _chunks(wk.on_tick(now), SERVER)
+    return pull, now
+
+
+def test_a_robot_waiting_for_its_pull_pokes_a_live_server_harmlessly():
+    # A robot whose push was acknowledged repeats its END while no answer comes (a server
+    # that restarted never had it). The server that took the push answers each with its
+    # final ack again: nothing is sent again, nothing applied twice, nothing refused; the
+    # pull, once it arrives, ends the pokes.
+    srv, wk, q = _asgd_push_scene()
+    pull, now = _poke_four_times(srv, wk, q)
     assert wk.transfers.pokes == 4 and now == pytest.approx(4 * 4 * 2.0)
     assert wk.transfers.resent == 0 and srv.pushes_received == 1 and srv.engine.i == 1
     assert srv.rejects == 0 and wk.rejects == 0
@@ -1179,24 +1198,10 @@ def test_a_robot_poking_after_a_push_that_lost_a_chunk_is_never_refused_as_inval
     # holds a robot at its group's bound), poked, the server's record of the second transfer
     # drew the push again whole, and the engine refused it as a push at a clock it had
     # passed. The same here with an ASGD server whose pull is still on its way.
-    n = 24 * PUSH_ROW_ELEMENTS
-    cfg = AdaCompConfig(mode='asgd', c=1.0)
-    srv = ServerAdapter(AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10), 1, 0.1,
-                        PushTransfers(SERVER, n, chunk_bytes=16 * 1024))
-    wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
-                       PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=5))
-    q, pull = _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER), []
-    lost, now = q.pop(1), 0.0
+    srv, wk, q = _asgd_push_scene()
+    lost = q.pop(1)
     assert lost.transfer_id == 1 and not lost.flags & FLAG_END
-    for _ in range(4):
-        while q:
-            for a in srv.on_message(q.pop(0), now):
-                if isinstance(a, Send) and isinstance(a.msg, TransferAck):
-                    q += _chunks(wk.on_message(a.msg, now), SERVER)
-                elif isinstance(a, Send):
-                    pull.append(a.msg)                # still on its way
-        now = wk.next_wakeup()
-        q += _chunks(wk.on_tick(now), SERVER)
+    _poke_four_times(srv, wk, q)
     assert srv.rejects == 0 and wk.rejects == 0
     assert wk.transfers.pokes >= 3 and wk.transfers.resent == 1
     assert srv.pushes_received == 1 and srv.engine.i == 1
