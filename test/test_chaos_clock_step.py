@@ -81,7 +81,7 @@ def test_a_wall_clock_step_during_the_outage_does_not_move_it(tmp_path, monkeypa
                    victim_at=[1.0 + i for i in range(7)] + [15.0, 16.0, 17.0],
                    others_at=[1.0 + 0.5 * i for i in range(40)])
     fleet = types.SimpleNamespace(
-        ledger_dir=str(ledger_dir), epoch_mono=epoch_mono, codes=lambda: {},
+        ledger_dir=str(ledger_dir), epoch_mono=epoch_mono, codes=lambda: {}, push=False,
         specs={'rog_server': types.SimpleNamespace(parameters={
             'epoch': epoch_wall, 'staleness': 4, 'sync': 'rog', 'outage_aware': True})})
 
