@@ -332,6 +332,39 @@ def test_driver_counts_only_messages_the_engine_took_as_heard():
     assert driver.engine_errors == 1 and driver.last_receive == 2.0
 
 
+def test_driver_counts_only_the_live_server_runs_messages_as_heard():
+    # a retired server run's well-formed messages (a replaced server's zombie, late copies)
+    # were taken as signs of life, so a robot whose live server fell silent waited for ever:
+    # one of another fleet size is never taken back, an unknown run's is never adopted
+    bus, engine, clock = FakeBus(), _worker_engine(), [0.0]
+    driver = EngineDriver(bus, engine, Outbox(), may_compute=lambda: False,
+                          clock=lambda: clock[0])
+    driver.handle(engine.start(0.0), 0.0)
+    ours = engine.incarnation
+
+    def hello(run, target=ours):
+        """Return a well-formed schedule of server run ``run`` for this robot."""
+        return m.Schedule(worker=0, clock=0, push_deadline_s=1.0, incarnation=run,
+                          target_incarnation=target)
+
+    other_fleet = m.RowVersions(transfer_id=1, receiver=0, n_workers=5, incarnation=7,
+                                target_incarnation=ours)
+    heard = []
+    for t, msg in ((1.0, hello(7)), (2.0, hello(9)),        # run 9 replaces run 7
+                   (3.0, hello(7)), (4.0, hello(7)),        # run 7's late copies
+                   (30.0, other_fleet), (60.0, other_fleet),  # never our server again
+                   (61.0, hello(11, target=0)),             # an unverified run
+                   (62.0, hello(7)),                        # run 7 kept speaking: taken back
+                   (63.0, hello(9))):                       # run 9 is now the retired one
+        clock[0] = t
+        bus.inbox = [('w0/schedule', msg)]
+        driver.step(0.0)
+        heard.append(driver.last_receive)
+    assert heard == [1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 62.0, 62.0]
+    assert engine.server_incarnation == 7 and engine.server_heard == 3
+    assert engine.rejects == 0 and engine.superseded == 6
+
+
 def test_netmon_records_a_trace_that_load_trace_replays(tmp_path):
     # Prepare
     import subprocess

@@ -107,7 +107,8 @@ class EngineDriver:
         self.compute_at = None       # when the requested computation may start
         self.compute_clock = None    # the iteration it computes
         self.stopped = False
-        self.last_receive = None     # time of the last message the engine took (liveness)
+        self.last_receive = None     # time of the last message the engine took (liveness;
+        #                              the robot's: of its live server run)
         self.published = 0
         self.engine_errors = 0       # messages whose handling raised (dropped, counted)
         self.compute_thread = bool(compute_thread)
@@ -152,12 +153,17 @@ class EngineDriver:
         ``reject`` with the error, so no message can end the node's loop. Only a message the
         engine took (its ``rejects`` unchanged) is a sign of its sender's life
         (``last_receive``: the worker node's give-up timer): a server run that sent nothing
-        but garbage kept a robot waiting for ever.
+        but garbage kept a robot waiting for ever. An engine that counts ``server_heard``
+        (the robot's) says which of them came from its live server run: a retired run's
+        well-formed messages (a replaced server's zombie, late copies) kept a robot waiting
+        for ever although the live run was silent.
         """
         rejects = getattr(self.engine, 'rejects', None)
+        heard = getattr(self.engine, 'server_heard', None)
         try:
             actions = self.engine.on_message(msg, now)
-            if getattr(self.engine, 'rejects', None) == rejects:
+            if (self.engine.server_heard != heard if heard is not None
+                    else getattr(self.engine, 'rejects', None) == rejects):
                 self.last_receive = now
             return actions
         except StateWriteError:

@@ -269,6 +269,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         self.bytes_down = 0
         self.rejects = 0
         self.superseded = 0             # messages of an old server run or meant for an old us
+        self.server_heard = 0           # messages of the live server run taken (liveness)
         self.followups = 0
         self.rsp_waits = 0
         self.nonfinite_in_a_row = 0
@@ -379,17 +380,14 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         try:
             check_schema(msg)
             out = self._admit(msg, now)
-            if out is not None:
-                return self._out(out)
-            if isinstance(msg, TransferAck):
-                return self._out(self._on_ack(msg, now))
-            if isinstance(msg, RowChunk):
-                return self._out(self._on_chunk(msg, now))
-            if isinstance(msg, Schedule):
-                return self._out(self._on_schedule(msg, now))
-            if isinstance(msg, RowVersions):
-                return self._out(self._on_versions(msg, now))
-            raise MessageError(f'worker does not accept {type(msg).__name__}')
+            if out is None:
+                out = self._handle(msg, now)
+            if int(msg.incarnation) == self.server_incarnation:
+                # a sign of the live server run's life (the node's give-up timer): a retired
+                # run's message is one only once it is taken back, an unknown run's once it
+                # is adopted (a dead run that kept talking kept a robot waiting for ever)
+                self.server_heard += 1
+            return self._out(out)
         except MessageError as err:
             self.rejects += 1
             if unknown_server:
@@ -398,6 +396,18 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             if isinstance(err, FleetSizeError):
                 info['fleet_size'] = err.theirs     # a setting, not a damaged message
             return [Log('reject', 1.0, self.rank, info)]
+
+    def _handle(self, msg, now: float) -> list:
+        """Return the answer to an admitted message: one handler per type, the rest refused."""
+        if isinstance(msg, TransferAck):
+            return self._on_ack(msg, now)
+        if isinstance(msg, RowChunk):
+            return self._on_chunk(msg, now)
+        if isinstance(msg, Schedule):
+            return self._on_schedule(msg, now)
+        if isinstance(msg, RowVersions):
+            return self._on_versions(msg, now)
+        raise MessageError(f'worker does not accept {type(msg).__name__}')
 
     def on_tick(self, now: float) -> list:
         if self._grad_held and self.push is None and self.state == 'computing':
