@@ -862,6 +862,27 @@ def test_a_robot_waiting_for_its_pull_pokes_a_live_server_harmlessly():
     assert wk.next_wakeup() is None
 
 
+def test_a_push_fleet_s_bytes_are_its_engines_messages_not_the_chunks_on_the_wire():
+    # summary.json's bytes_up/bytes_down of a push fleet (docs/outputs.md): the wire size of
+    # each gradient message its server's engine was handed (whole, once) and of each message
+    # the engine sent; the chunks that carry them, their copies, the robot's pokes and the
+    # acks are not counted (Rog's engine leaves them out too: it counts delivered rows)
+    srv, wk, q = _asgd_push_scene()
+    q = [c for c in q for _ in range(2)]            # a link that duplicates every chunk
+    wire_up = sum(c.wire_size() for c in q)
+    pull, _ = _poke_four_times(srv, wk, q)
+    n = srv.engine.model().numel()
+    cfg = AdaCompConfig(mode='asgd', c=1.0)
+    (push,) = AdaCompWorker(0, torch.zeros(n), [n], cfg).on_compute_done(
+        torch.full((n,), 0.5), 0.0)
+    bare = AdaCompServer(torch.zeros(n), 1, cfg, max_updates=10)
+    answer = [a.msg for a in bare.on_message(push.msg, 0.0) if isinstance(a, Send)]
+    assert wk.transfers.pokes == 4 and srv.pushes_received == 1
+    assert srv.bytes_up == push.msg.wire_size() < wire_up
+    assert srv.bytes_down == sum(msg.wire_size() for msg in answer) > 0
+    assert srv.bytes_down != sum(c.wire_size() for c in pull)
+
+
 def test_a_robot_s_repeated_end_is_counted_in_its_writer_s_ledger_until_acknowledged():
     # A robot waiting for its pull repeats its push's END every 8 s (a poke). Each one is
     # written to its writer as any END, but the ledger of that writer (PeerLink: the wire
