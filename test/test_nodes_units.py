@@ -365,6 +365,31 @@ def test_driver_counts_only_the_live_server_runs_messages_as_heard():
     assert engine.rejects == 0 and engine.superseded == 6
 
 
+def test_driver_behind_chaos_hooks_counts_no_refused_message_as_heard():
+    # the nodes drive their engine through chaos hooks, whose rejects is their own tally by
+    # reason, one dict changed in place: compared with itself it never showed a refusal, so
+    # every message a push robot received, garbage too, reset its give-up timer
+    from rog_ros.nodes.chaos_hooks import WorkerHooks
+    from rog_ros.nodes.push_systems import WorkerAdapter
+    from rog_ros.protocol.policies.adacomp import AdaCompConfig, AdaCompWorker
+    n = 50
+    robot = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], AdaCompConfig(c=1e-3)))
+    hooks, bus, clock = WorkerHooks(robot, 0), FakeBus(), [0.0]
+    driver = EngineDriver(bus, hooks, Outbox(), may_compute=lambda: False,
+                          clock=lambda: clock[0])
+    driver.handle(hooks.start(0.0), 0.0)
+    garbage = m.Schedule(worker=0, clock=0, push_deadline_s=1.0)     # no stop: not for it
+    stop = m.Schedule(worker=0, clock=0, push_deadline_s=1.0, stop=True)
+    heard = []
+    for t, msg in ((1.0, garbage), (2.0, garbage), (3.0, stop)):
+        clock[0] = t
+        bus.inbox = [('w0/schedule', msg)]
+        driver.step(0.0)
+        heard.append(driver.last_receive)
+    assert heard == [None, None, 3.0] and robot.rejects == 2
+    assert hooks.rejects == {'invalid': 2} and driver.stopped
+
+
 def test_netmon_records_a_trace_that_load_trace_replays(tmp_path):
     # Prepare
     import subprocess

@@ -62,6 +62,18 @@ class StateWriteError(RuntimeError):
     """
 
 
+def _refused(engine):
+    """
+    Return how many messages ``engine`` refused so far (None: it counts none).
+
+    The nodes drive their engine through chaos hooks, whose ``rejects`` is their own tally
+    by reason, one dict changed in place: compared with itself it never showed a refusal,
+    so every message a push robot received, garbage too, reset its give-up timer.
+    """
+    rejects = getattr(engine, 'rejects', None)
+    return sum(rejects.values()) if isinstance(rejects, dict) else rejects
+
+
 class EngineDriver:
     """
     Drive ``engine`` with ``bus`` on a monotonic clock.
@@ -151,19 +163,19 @@ class EngineDriver:
         The engines reject bad input with ``MessageError`` (counted in ``engine.rejects``);
         anything else they raise is caught here, counted in ``engine_errors`` and logged as a
         ``reject`` with the error, so no message can end the node's loop. Only a message the
-        engine took (its ``rejects`` unchanged) is a sign of its sender's life
-        (``last_receive``: the worker node's give-up timer): a server run that sent nothing
-        but garbage kept a robot waiting for ever. An engine that counts ``server_heard``
-        (the robot's) says which of them came from its live server run: a retired run's
-        well-formed messages (a replaced server's zombie, late copies) kept a robot waiting
-        for ever although the live run was silent.
+        engine took (its ``rejects`` unchanged; behind chaos hooks, the total of their tally)
+        is a sign of its sender's life (``last_receive``: the worker node's give-up timer): a
+        server run that sent nothing but garbage kept a robot waiting for ever. An engine
+        that counts ``server_heard`` (the robot's) says which of them came from its live
+        server run: a retired run's well-formed messages (a replaced server's zombie, late
+        copies) kept a robot waiting for ever although the live run was silent.
         """
-        rejects = getattr(self.engine, 'rejects', None)
+        rejects = _refused(self.engine)
         heard = getattr(self.engine, 'server_heard', None)
         try:
             actions = self.engine.on_message(msg, now)
             if (self.engine.server_heard != heard if heard is not None
-                    else getattr(self.engine, 'rejects', None) == rejects):
+                    else _refused(self.engine) == rejects):
                 self.last_receive = now
             return actions
         except StateWriteError:
