@@ -390,6 +390,33 @@ def test_driver_behind_chaos_hooks_counts_no_refused_message_as_heard():
     assert hooks.rejects == {'invalid': 2} and driver.stopped
 
 
+def test_a_robot_that_heard_only_superseded_messages_does_not_say_it_heard_nothing():
+    # a robot started afresh (a new run, no state) whose server answers only its earlier run
+    # sets every message aside (superseded, not a reject): none moves its give-up timer, and
+    # its last line said it had heard nothing from the server since it started
+    from types import SimpleNamespace
+
+    from rog_ros.nodes.worker_node import WorkerNode
+    engine = _worker_engine()
+    engine.start(0.0)
+    for t in (1.0, 2.0, 3.0):
+        engine.on_message(m.Schedule(worker=0, clock=0, push_deadline_s=1.0, incarnation=7,
+                                     target_incarnation=engine.incarnation + 1), t)
+    assert engine.superseded == 3 and engine.server_heard == 0 and engine.rejects == 0
+
+    def node(last_receive):
+        """Return the parts of a worker node its give-up line reads."""
+        return SimpleNamespace(engine=engine, driver=SimpleNamespace(last_receive=last_receive),
+                               reject_counts=lambda: {'bad_tag': 0, 'invalid': engine.rejects})
+    said = WorkerNode._drops_said(node(None))
+    assert 'heard nothing' not in said
+    assert said.startswith('; it heard from the server only 3 messages it set aside as '
+                           'superseded (addressed to an earlier run of this robot')
+    assert WorkerNode._drops_said(node(2.5)) == ''      # its live server spoke once
+    engine.superseded = 0
+    assert 'heard nothing from the server since it started' in WorkerNode._drops_said(node(None))
+
+
 def test_netmon_records_a_trace_that_load_trace_replays(tmp_path):
     # Prepare
     import subprocess

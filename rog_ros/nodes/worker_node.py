@@ -341,8 +341,17 @@ class WorkerNode:
         A fleet key or ``robot_keys`` that differ between the robots make every message of the
         server fail its tag: the robot hears nothing it can use, and the line it ends with
         said only that the server was silent (the warnings that name the cause were above).
+        Messages the engine set aside as superseded are no drops and no sign of the live
+        server run's life (``server_heard``): a robot that heard only those said it had heard
+        nothing since it started.
         """
         counts = {k: v for k, v in self.reject_counts().items() if v}
+        others = int(getattr(self.engine, 'superseded', 0) or 0)
+        if not counts and self.driver.last_receive is None and others:
+            # well-formed, but none of its live server run's: "heard nothing" was untrue
+            return (f'; it heard from the server only {others} messages it set aside as '
+                    'superseded (addressed to an earlier run of this robot, or of a server run '
+                    'that was replaced or that does not know this run of it)')
         if not counts and self.driver.last_receive is None:
             # the server answers its robots only: one that drops all of this robot's messages
             # (another fleet key, robot_keys set otherwise) sends it nothing to drop
