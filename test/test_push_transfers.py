@@ -29,8 +29,8 @@ from rog_ros.protocol.policies.adacomp import (
 from rog_ros.protocol.policies.async_ps import KEEP_RUNS
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
 from rog_ros.protocol.push_transfers import (
-    dense_layout, PUSH_CHUNK_BYTES, PUSH_ROW_ELEMENTS, PUSH_WINDOW, PushTransfers, RunRevived,
-    SPARSE_WIRE_CODEC)
+    dense_layout, HELD_RUNS, PUSH_CHUNK_BYTES, PUSH_ROW_ELEMENTS, PUSH_WINDOW, PushTransfers,
+    RunRevived, SPARSE_WIRE_CODEC)
 from rog_ros.protocol.transfer import (
     BOUND_END_S, MAX_WINDOW_BYTES, PEER_MAX_WIRE_BYTES, wire_bytes)
 import torch
@@ -1280,3 +1280,72 @@ def test_a_model_that_arrives_whole_is_never_mixed_with_rows_held_of_an_abandone
     whole = _exchange(srv, wk, q, 1.0)
     assert len(whole) == 1 and bytes(whole[0].payload) == bytes(second.payload)
     assert wk.partial == {} and srv.resent == 0
+
+
+def _lossy_push(src, dst, push, now, lose_seq=1):
+    """
+    Send ``push`` from robot ``src`` to server ``dst`` at ``now``, its chunk ``lose_seq`` lost.
+
+    Why: the held-rows tests need a push the server holds in part. Return the first chunks of
+    the transfer of its missing rows, held back (still on their way).
+    """
+    resend = []
+    for chunk in _chunks(src.outgoing([Send(SERVER, push)], now), SERVER):
+        if chunk.seq == lose_seq and not chunk.flags & FLAG_END:
+            continue
+        got, acks = dst.on_message(chunk, now)
+        assert got is None
+        for a in acks:
+            resend += _chunks(src.on_message(a.msg, now)[1], SERVER)
+    assert src.resent == 1 and resend
+    return resend
+
+
+def _speak_until_revived(src, dst, q, start):
+    """
+    Deliver ``q`` (chunks of a retired run of ``src``) from ``start`` on, the first one thrice.
+
+    Why: a retired run's chunks are dropped until it has kept speaking for two poke intervals
+    (16 s); a live process repeats itself, so its first chunk comes again at 10 s and 20 s
+    and takes it back. Return the messages ``dst`` hands its engine.
+    """
+    first = q[0]
+    for k in (0, 1):
+        assert dst.on_message(first, start + 10.0 * k) == (None, [])
+    return _exchange(src, dst, q, start + 20.0)
+
+
+def test_two_runs_of_one_rank_that_each_lost_a_chunk_both_arrive_whole():
+    # Two live processes of robot 0 (runs 5 and 6, a rank given twice) each pushed, and each
+    # push lost a chunk: the server held the rows of one message per rank, so run 6's
+    # transfer dropped the rows it held of run 5's, and each later one the other's. Only the
+    # missing rows go again, so neither push was ever whole, and each robot, every row
+    # acknowledged, took its push as delivered. Rows are held per run: both arrive whole.
+    n = 5000
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21)
+    a = PushTransfers(0, n, chunk_bytes=4096, incarnation=5)
+    b = PushTransfers(0, n, chunk_bytes=4096, incarnation=6)
+    push_a = _model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)
+    push_b = dataclasses.replace(push_a, payload=_model(n, 8).payload)
+    resend_a = _lossy_push(a, srv, push_a, 0.0)
+    resend_b = _lossy_push(b, srv, push_b, 0.0)
+    assert srv.peer_runs[0] == [5, 6] and len(srv.partial) == 2
+    whole = _speak_until_revived(a, srv, resend_a, 1.0)       # run 5 is live: taken back
+    whole += _speak_until_revived(b, srv, resend_b, 30.0)     # and so is run 6
+    assert [bytes(m.payload) for m in whole] == [bytes(push_a.payload), bytes(push_b.payload)]
+    assert srv.revived == 2 and srv.duplicate_ranks == {0}
+    assert a.resent == b.resent == 1 and a.sending == b.sending == {}
+    assert srv.partial == {} and srv.rejects == 0
+
+
+def test_a_restarting_robot_leaves_the_rows_of_its_last_two_runs_held_at_most():
+    # Rows of an unfinished message are held per run of its sender; each holding is a
+    # model-sized buffer, so a robot that restarts mid-push again and again keeps those of
+    # its last two runs heard (HELD_RUNS), not one per run it ever had.
+    n = 5000
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21)
+    push = _model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)
+    for run in (5, 6, 7, 8):
+        _lossy_push(PushTransfers(0, n, chunk_bytes=4096, incarnation=run), srv, push, run)
+    assert sorted(srv.partial) == [(0, 7), (0, 8)] and srv.peer_runs[0] == [5, 6, 7, 8]
+    assert HELD_RUNS == 2 and srv.rejects == 0

@@ -90,6 +90,21 @@ Unacknowledged chunks of a dense push-system transfer unless ``window`` is set o
 """
 
 
+HELD_RUNS = 2
+"""
+Runs of one peer whose unfinished message's rows a receiver holds: its last two runs heard.
+
+A message that ended with rows missing is sent again with those rows only, so its rows held
+here must outlive the transfers of the peer's other runs: two live processes of one robot
+(``duplicate_rank``) each push, and a revived run's message is finished after the transfers
+of the run it had replaced. Held per (peer, run), not per peer: with one message per peer,
+each run's transfer dropped the other's rows, and neither message was ever whole (each
+robot, every row acknowledged, took its push as delivered). Two, not ``KEEP_RUNS`` + 1: each
+is a model-sized buffer (37.9 MB for the large model); the runs held are those the
+transfers take back first (the current one and the one it replaced, the two alternating
+runs of a rank given twice), and a run of a robot that restarted leaves them for good.
+"""
+
 SPARSE_WIRE_CODEC = 3
 """
 ``RowChunk.codec`` of the chunks of a sparse top-k message (an engine's codec 2 payload).
@@ -260,7 +275,7 @@ class PushTransfers:
         self._duplicates = DuplicateRanks()   # two live processes of one robot (revival)
         self.duplicate_ranks: set = self._duplicates.ranks   # robots they were seen to share
         self.settled: dict = {}          # peer -> [_Sending, next poke]: push done, no answer
-        self.partial: dict = {}          # sender -> (message key, rows held, bytes): unfinished
+        self.partial: dict = {}          # (sender, run) -> (message key, rows, bytes): unfinished
         self.pokes = 0                   # ENDs of a settled push repeated (still no answer)
 
     def carries(self, msg) -> bool:
@@ -532,16 +547,18 @@ class PushTransfers:
         Return ``(rows held, bytes)`` of the message ``closed`` carried, with earlier rows.
 
         A message that ended with rows missing is sent again with those rows only
-        (``_finished``): its rows delivered before are kept here, one message per sender, by
-        what names it (the sender's run, kind, clock and codec: a run sends one message of a
-        kind and clock, and the next only once this one is whole), and the new ones added.
-        Kept until whole; a transfer of another message of that sender replaces them. A
+        (``_finished``): its rows delivered before are kept here, one message per sender's
+        run (``HELD_RUNS`` of its runs at most, ``_prune_held``), by what names it (the run,
+        kind, clock and codec: a run sends one message of a kind and clock, and the next
+        only once this one is whole), and the new ones added. Kept until whole; a transfer of
+        another message of that run replaces them, one of another run leaves them. A
         transfer that brought every row is the message as sent, whatever was held: a pull
         dropped half-way (the robot's run replaced, then taken back) left rows held under
         the key of the next model of that clock (GSP's Ready), which took them in its stead.
         """
-        key = (int(closed.incarnation), int(closed.kind), int(closed.clock), form.codec)
-        earlier = self.partial.pop(sender, None)
+        run = int(closed.incarnation)
+        key = (run, int(closed.kind), int(closed.clock), form.codec)
+        earlier = self.partial.pop((sender, run), None)
         if earlier is not None and earlier[0] == key and not bool(complete.all()):
             _, held, kept = earlier
             new = np.flatnonzero(complete & ~held)
@@ -550,8 +567,21 @@ class PushTransfers:
                 rows.scatter(kept, new, rows.gather(data, new))
             complete, data = held | complete, kept
         if not bool(complete.all()):
-            self.partial[sender] = (key, complete, data)
+            self.partial[(sender, run)] = (key, complete, data)
+            self._prune_held(sender)
         return complete, data
+
+    def _prune_held(self, sender: int) -> None:
+        """
+        Drop the held rows of ``sender``'s runs other than its last ``HELD_RUNS`` heard.
+
+        Called whenever its runs change (``_heard``, ``_revive``) or rows are held: each held
+        message is a model-sized buffer, so a robot that restarts mid-transfer again and again
+        must not pile them up. A run sending no incarnation (0, never heard as a run) has one.
+        """
+        recent = set(self.peer_runs.get(sender, [])[-HELD_RUNS:]) | {0}
+        for slot in [k for k in self.partial if k[0] == sender and k[1] not in recent]:
+            del self.partial[slot]
 
     def _precheck(self, msg: RowChunk, form: _Form, current: bool) -> None:
         """
@@ -621,6 +651,7 @@ class PushTransfers:
         earlier = bool(runs)
         runs.append(incarnation)
         del runs[:-(KEEP_RUNS + 1)]            # as the engine: KEEP_RUNS past and the current
+        self._prune_held(peer)
         if not earlier:
             return []
         self._peer(peer).hold(now + self.lease_s)
@@ -645,6 +676,7 @@ class PushTransfers:
         replaced = runs[-1]
         runs.remove(incarnation)
         runs.append(incarnation)
+        self._prune_held(peer)
         self.revived += 1
         self.revival.keep(lambda key: key[0] != peer or key[1] in runs[:-1])
         self._peer(peer).hold(now + self.lease_s)
