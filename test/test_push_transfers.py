@@ -1349,3 +1349,57 @@ def test_a_restarting_robot_leaves_the_rows_of_its_last_two_runs_held_at_most():
         _lossy_push(PushTransfers(0, n, chunk_bytes=4096, incarnation=run), srv, push, run)
     assert sorted(srv.partial) == [(0, 7), (0, 8)] and srv.peer_runs[0] == [5, 6, 7, 8]
     assert HELD_RUNS == 2 and srv.rejects == 0
+
+
+def _forged_chunks(n, rank):
+    """
+    Return robot ``rank``'s push to the server as chunks (its first data chunk, its END).
+
+    Why: a fleet with no key takes any rank's chunks; one from a rank past the fleet's is
+    a forgery (or a robot given another --workers) and must open nothing.
+    """
+    forger = PushTransfers(rank, n, chunk_bytes=4096, incarnation=99)
+    push = _model(n, 3, sender=rank, receiver=SERVER, kind=KIND_GRAD)
+    chunks = _chunks(forger.outgoing([Send(SERVER, push)], 0.0), SERVER)
+    return [chunks[0], chunks[-1]]
+
+
+@pytest.mark.parametrize('rank', [3, 7, 10 ** 6])
+def test_a_chunk_from_a_rank_outside_the_fleet_is_refused_before_any_buffer_opens(rank):
+    # Without a fleet key, every forged chunk of a rank unknown to the server opened a
+    # model-sized receive buffer (two per rank, a million ranks' worth), its END closed one
+    # with rows missing, held, and its ack went back. The transfers know the fleet's size:
+    # such a chunk, or an ack, is refused in one line naming the fix, and nothing is kept.
+    n = 5000
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21, n_workers=3)
+    for chunk in _forged_chunks(n, rank):
+        got, out = srv.on_message(chunk, 0.0)
+        assert got is None and [a.name for a in out] == ['reject']
+        assert out[0].info['error'] == (
+            f'chunk from rank {rank}, outside this fleet of 3 robots (ranks 0..2): give every '
+            f'node the same --workers')
+    ack = TransferAck(transfer_id=1, sender=rank, receiver=SERVER, seq=0, incarnation=99,
+                      target_incarnation=21)
+    (log,) = srv.on_message(ack, 0.0)[1]
+    assert log.name == 'reject' and log.info['error'].startswith(f'ack from rank {rank},')
+    assert srv.rejects == 3 and srv.receiver.open == {} and srv.partial == {}
+    assert srv.peer_runs == {} and srv.peers == {} and srv.receiver.closed == {}
+    # the fleet's own ranks, and the server to a robot, still go through
+    for chunk in _forged_chunks(n, 2):
+        assert [a.msg.__class__ for a in srv.on_message(chunk, 0.0)[1]] == [TransferAck]
+    robot = PushTransfers(0, n, chunk_bytes=4096, n_workers=3)
+    assert len(_relay(PushTransfers(SERVER, n, chunk_bytes=4096), robot, _model(n, 1), 0)) == 1
+
+
+@pytest.mark.parametrize('bad', [0, -1, 2.5, '3', True])
+def test_a_fleet_size_that_is_not_a_count_of_robots_is_refused_in_one_line(bad):
+    # the bound is a count of ranks: anything else would let every rank through, or none
+    with pytest.raises(ValueError, match=r'^n_workers must be a whole number of robots'):
+        PushTransfers(SERVER, 5000, n_workers=bad)
+
+
+def test_the_nodes_transfers_take_chunks_from_the_fleet_s_ranks_only():
+    # the nodes give their transfers the fleet's --workers; a server adapter built with
+    # its own transfers bounds them by its fleet too
+    assert _transfers(_fleet_args(workers=4), 0, torch.zeros(5000)).n_workers == 4
+    assert _server(5000, n_workers=2)[0].transfers.n_workers == 2

@@ -142,7 +142,8 @@ def _transfers(args, me: int, w, lease_s: float | None = None,
     37.9 MB model's iteration took three times as long as one message did. ``lease_s`` (None:
     ``BOUND_END_S``) is the transfer lease, the wait at the 4 MiB bound before END;
     ``sparse_entries`` the entries of the fleet's sparse pushes (None: it pushes dense);
-    ``fragment_bytes`` the DDS fragment size the writers count with (None: 1 KiB).
+    ``fragment_bytes`` the DDS fragment size the writers count with (None: 1 KiB). Chunks
+    and acks of ranks past ``args.workers`` are refused before a buffer opens for them.
     """
     default = settings.defaults()
     given = {} if lease_s is None else {'lease_s': lease_s}
@@ -151,7 +152,7 @@ def _transfers(args, me: int, w, lease_s: float | None = None,
     return _default_transfers(
         me, w, window=None if args.window == default['window'] else args.window,
         chunk_bytes=None if args.chunk_bytes == default['chunk_bytes'] else args.chunk_bytes,
-        sparse_entries=sparse_entries, **given)
+        sparse_entries=sparse_entries, n_workers=int(args.workers), **given)
 
 
 def worker_engine(args, tr, rank: int, lease_s: float | None = None,
@@ -187,8 +188,9 @@ class ServerAdapter:
 
     ``clock[r]`` is the number of worker r's pushes the engine applied (its update count
     grew); ``finished`` once every worker was told to stop. ``transfers`` (None: built for
-    the engine's model, default window and chunks, no sparse pushes) carries the dense
-    messages chunked, and the sparse pushes of the size it was given. ``worker_restarts``
+    the engine's model, default window and chunks, no sparse pushes, ranks below
+    ``n_workers`` only) carries the dense messages chunked, and the sparse pushes of the size
+    it was given. ``worker_restarts``
     counts the pushes the engine dropped from a run of a robot new to it at a timestamp it
     did not hold (a robot restarted, or this server did; ``worker_restart`` logs).
     ``pushes_refused`` counts the pushes handed to the engine that it refused (a timestamp
@@ -201,7 +203,7 @@ class ServerAdapter:
     def __init__(self, engine, n_workers: int, lr: float, transfers: PushTransfers = None):
         self.engine = engine
         self.transfers = transfers if transfers is not None else _default_transfers(
-            SERVER, engine.model())
+            SERVER, engine.model(), n_workers=int(n_workers))
         self.n = int(n_workers)
         self.lr = float(lr)
         self.clock = [0] * self.n

@@ -231,6 +231,11 @@ class PushTransfers:
         Entries of every sparse top-k push of the fleet (AdaComp: the per-tensor k summed;
         Comp-ASGD: the global k), the same on every node: those pushes travel chunked too
         (``SPARSE_WIRE_CODEC``). None: none travel chunked (ASGD, GSP push dense).
+    n_workers : int or None
+        Robots of the fleet (ranks ``0 .. n_workers - 1``): a chunk or ack from any other
+        sender but ``SERVER`` is refused before anything is allocated for it (a ``reject``).
+        Without a fleet key a forged chunk of each unknown rank opened a model-sized receive
+        buffer, and its END held one more. None: any rank (the engine-level tests).
 
     """
 
@@ -238,8 +243,13 @@ class PushTransfers:
                  chunk_bytes: int | None = None, end_timeout_s: float = 2.0,
                  incarnation: int | None = None, lease_s: float = BOUND_END_S,
                  sparse_entries: int | None = None,
-                 fragment_bytes: int = WHC_FRAGMENT_BYTES):
+                 fragment_bytes: int = WHC_FRAGMENT_BYTES, n_workers: int | None = None):
         lease_s = lease_seconds(lease_s)
+        if n_workers is not None and (isinstance(n_workers, bool) or
+                                      not isinstance(n_workers, int) or n_workers < 1):
+            raise ValueError(f'n_workers must be a whole number of robots, at least 1 (the '
+                             f'fleet size, --workers), or None for any rank; got {n_workers!r}')
+        self.n_workers = n_workers
         self.fragment_bytes = fragment_bytes_checked(fragment_bytes)
         if sparse_entries is not None and not 1 <= int(sparse_entries) <= int(n_values):
             raise ValueError(f'sparse_entries must be in [1, {int(n_values)}] (the values of '
@@ -599,6 +609,7 @@ class PushTransfers:
         """
         if msg.receiver != self.me:
             raise MessageError(f'chunk for {msg.receiver}, not for {self.me}')
+        self._check_rank(msg.sender, 'chunk')
         if msg.flags & FLAG_END and len(msg.payload):
             # Before chunked push transfers a dense message was one RowChunk, END and
             # payload at once (no schema_version tells): taken as a transfer's END it
@@ -617,6 +628,20 @@ class PushTransfers:
         if self.me != SERVER and form.codec != 0:
             raise MessageError(f'chunk of codec {msg.codec}: a robot takes dense models only')
         form.receiver.check_first(msg)
+
+    def _check_rank(self, sender: int, what: str) -> None:
+        """
+        Refuse (``MessageError``) a ``what`` from a sender outside the fleet (``n_workers``).
+
+        Asked before anything is kept for its sender: a rank past the fleet's (a forgery, a
+        robot started with another ``--workers``) opened a model-sized receive buffer per
+        rank, and held rows too, without bound.
+        """
+        if self.n_workers is None or sender == SERVER or 0 <= sender < self.n_workers:
+            return
+        raise MessageError(f'{what} from rank {sender}, outside this fleet of '
+                           f'{self.n_workers} robots (ranks 0..{self.n_workers - 1}): give '
+                           f'every node the same --workers')
 
     def _superseded(self, sender: int, incarnation: int) -> None:
         """
@@ -738,9 +763,16 @@ class PushTransfers:
         id as delivered, rows the peer never had, and the message was never sent again.
         An ack from a peer we never sent a transfer to (no writer ledger: garbage, forged)
         answers nothing of ours: noted, its rank and runs grew ``peer_runs`` and ``peers``
-        without bound.
+        without bound. One from a rank outside the fleet is refused (``_check_rank``).
         """
-        if ack.receiver != self.me or ack.sender not in self.peers:
+        if ack.receiver != self.me:
+            return []
+        try:
+            self._check_rank(ack.sender, 'ack')
+        except MessageError as err:
+            self.rejects += 1
+            return [Log('reject', 1.0, ack.sender, {'error': str(err)})]
+        if ack.sender not in self.peers:
             return []
         started = self._heard(ack.sender, ack.incarnation, now)
         if ack.target_incarnation != self.incarnation:
