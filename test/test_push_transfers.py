@@ -1403,3 +1403,28 @@ def test_the_nodes_transfers_take_chunks_from_the_fleet_s_ranks_only():
     # its own transfers bounds them by its fleet too
     assert _transfers(_fleet_args(workers=4), 0, torch.zeros(5000)).n_workers == 4
     assert _server(5000, n_workers=2)[0].transfers.n_workers == 2
+
+
+def test_a_model_after_a_dropped_pull_that_loses_a_chunk_too_is_never_mixed_with_its_rows():
+    # As above, but the second model of that clock loses a chunk as well: the robot held
+    # the dropped model's rows under the same run, kind and clock, and completed the second
+    # model's transfer with them: the engine got neither model but a mix of the two. A
+    # transfer continues a held message only as the next transfer of its run, and the
+    # server skips an id after a pull it drops: the second model arrives as sent.
+    n = 5000
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=3)
+    wk = PushTransfers(0, n, chunk_bytes=4096, incarnation=5)
+    first, second = _model(n, 4), _model(n, 9)
+    second = dataclasses.replace(first, payload=second.payload)
+    for chunk in _chunks(srv.outgoing([Send(0, first)], 0.0), 0):
+        if chunk.seq != 1 or chunk.flags & FLAG_END:
+            assert wk.on_message(chunk, 0.0)[0] is None          # its acks: lost
+    assert list(wk.partial) == [(SERVER, 3)]
+    assert srv._heard(0, 5, 0.0) == [] and srv._heard(0, 6, 0.0) == []
+    srv._revive(0, 5, 0.5)                                # run 5 is the live one
+    q = _chunks(srv.outgoing([Send(0, second)], 1.0), 0)
+    tid = q[0].transfer_id
+    whole = _exchange(srv, wk, q, 1.0, lose={(tid, 2)})
+    assert len(whole) == 1 and bytes(whole[0].payload) == bytes(second.payload)
+    assert wk.partial == {} and srv.resent == 1 and srv.sending == {}
+    assert srv.dropped_pulls == 1 and tid == 3          # id 2 skipped

@@ -285,7 +285,7 @@ class PushTransfers:
         self._duplicates = DuplicateRanks()   # two live processes of one robot (revival)
         self.duplicate_ranks: set = self._duplicates.ranks   # robots they were seen to share
         self.settled: dict = {}          # peer -> [_Sending, next poke]: push done, no answer
-        self.partial: dict = {}          # (sender, run) -> (message key, rows, bytes): unfinished
+        self.partial: dict = {}          # (sender, run) -> (key, tid, rows, bytes): unfinished
         self.pokes = 0                   # ENDs of a settled push repeated (still no answer)
 
     def carries(self, msg) -> bool:
@@ -559,25 +559,31 @@ class PushTransfers:
         A message that ended with rows missing is sent again with those rows only
         (``_finished``): its rows delivered before are kept here, one message per sender's
         run (``HELD_RUNS`` of its runs at most, ``_prune_held``), by what names it (the run,
-        kind, clock and codec: a run sends one message of a kind and clock, and the next
-        only once this one is whole), and the new ones added. Kept until whole; a transfer of
-        another message of that run replaces them, one of another run leaves them. A
-        transfer that brought every row is the message as sent, whatever was held: a pull
+        kind, clock and codec) and the id of its last transfer, and the new ones added.
+        Kept until whole; a transfer of another message of that run replaces them, one of
+        another run leaves them. A transfer continues the message held only if it is the
+        next of that run (its id one more): the rows missing go at once after the final ack
+        of the transfer that lacked them, and one transfer at a time goes to a peer. A pull
         dropped half-way (the robot's run replaced, then taken back) left rows held under
-        the key of the next model of that clock (GSP's Ready), which took them in its stead.
+        the key of the next model of that clock (GSP's Ready): arrived whole, that model
+        took them in its stead; arrived with rows missing too, it was completed with the
+        dropped model's rows, a mix of the two handed to the engine. Its sender skips an id
+        after a pull it drops (``_drop_pulls``), so that the next never reads as its rest.
         """
         run = int(closed.incarnation)
         key = (run, int(closed.kind), int(closed.clock), form.codec)
+        tid = int(closed.transfer_id)
         earlier = self.partial.pop((sender, run), None)
-        if earlier is not None and earlier[0] == key and not bool(complete.all()):
-            _, held, kept = earlier
+        if (earlier is not None and earlier[0] == key and tid == earlier[1] + 1
+                and not bool(complete.all())):
+            _, _, held, kept = earlier
             new = np.flatnonzero(complete & ~held)
             if new.size:
                 rows = RowBytes(form.layout, closed.row_nbytes)
                 rows.scatter(kept, new, rows.gather(data, new))
             complete, data = held | complete, kept
         if not bool(complete.all()):
-            self.partial[(sender, run)] = (key, complete, data)
+            self.partial[(sender, run)] = (key, tid, complete, data)
             self._prune_held(sender)
         return complete, data
 
@@ -732,11 +738,15 @@ class PushTransfers:
         good, and a queued one would go to the new run after its own. The server's engine
         answers the new run's first push with its own pull. Pushes to a restarted server
         stay: they are for the server whatever its run. Counted in ``dropped_pulls``; returns
-        the first chunks of a message that waited behind a dropped one.
+        the first chunks of a message that waited behind a dropped one. A transfer id is
+        skipped after a pull dropped under way: the peer's run, if it lives after all, holds
+        the rows that pull brought, and takes a transfer of the next id for their rest
+        (``_with_earlier``).
         """
         sending = self.sending.get(peer)
         if sending is not None and sending.msg.kind == KIND_UPDATE:
             del self.sending[peer]
+            self.next_tid[peer] += 1
             self.dropped_pulls += 1
         queue = self.waiting.pop(peer, [])
         kept = [m for m in queue if m.kind != KIND_UPDATE]
