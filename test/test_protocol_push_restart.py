@@ -306,8 +306,9 @@ def _timed_relay(srv, robots, held=(), release_at=0, restart=None, until=600.0):
     ``robots``: rank -> WorkerAdapter. ``held``: messages to the server of a run that died
     (its push still on the way), delivered once the server has applied ``release_at``
     updates: late, after the robot's new run was heard. ``restart``: (k, make), the server
-    dies once it applied k updates, its acks out and its pull under way lost, and
-    ``make()`` starts again. Returns the virtual time it took and the last server.
+    dies once it applied k updates, its acks out and its pull under way lost, as is what
+    was on its way to it (a push's second END), and ``make()`` starts again. Returns the
+    virtual time it took and the last server.
     """
     q, now = deque(), 0.0
 
@@ -326,8 +327,8 @@ def _timed_relay(srv, robots, held=(), release_at=0, restart=None, until=600.0):
                     q.extend((SERVER, m) for m in held)
                     held = []
                 if restart is not None and _applied(srv.engine) >= restart[0]:
-                    q = deque(x for x in q if not (isinstance(x[1], RowChunk)
-                                                   and x[1].kind == KIND_UPDATE))
+                    q = deque(x for x in q if x[0] != SERVER and not (
+                        isinstance(x[1], RowChunk) and x[1].kind == KIND_UPDATE))
                     srv, restart = restart[1](), None
             else:
                 _enqueue(q, robots[dest], robots[dest].on_message(item, now))

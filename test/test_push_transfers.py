@@ -29,8 +29,8 @@ from rog_ros.protocol.policies.adacomp import (
 from rog_ros.protocol.policies.async_ps import KEEP_RUNS
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
 from rog_ros.protocol.push_transfers import (
-    dense_layout, HELD_RUNS, PUSH_CHUNK_BYTES, PUSH_ROW_ELEMENTS, PUSH_WINDOW, PushTransfers,
-    RunRevived, SPARSE_WIRE_CODEC)
+    dense_layout, END_COPIES, HELD_RUNS, PUSH_CHUNK_BYTES, PUSH_ROW_ELEMENTS, PUSH_WINDOW,
+    PushTransfers, RunRevived, SPARSE_WIRE_CODEC)
 from rog_ros.protocol.transfer import (
     BOUND_END_S, MAX_WINDOW_BYTES, PEER_MAX_WIRE_BYTES, wire_bytes)
 import torch
@@ -258,7 +258,7 @@ def test_a_fleet_model_goes_in_few_large_chunks_unless_set(given, window, chunk_
         for a in acks:
             q += _chunks(tr.on_message(a.msg, 0.0)[1], 0)
     assert whole is not None and bytes(whole.payload) == bytes(model.payload)
-    assert messages == 617 + 1     # data chunks and END: 2312 with 16 KiB chunks
+    assert messages == 617 + 2     # data chunks and END twice: 2312 with 16 KiB chunks
 
 
 @pytest.mark.parametrize('system', ['asgd', 'comp-asgd'])
@@ -323,7 +323,7 @@ def test_an_ack_for_an_earlier_run_of_the_sender_is_not_taken():
     wk = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
                        PushTransfers(0, n, chunk_bytes=16 * 1024, incarnation=2))
     sent = _chunks(wk.on_compute_done(torch.full((n,), 0.5), 0.0), SERVER)
-    assert len(sent) == 7 and sent[-1].flags & FLAG_END
+    assert len(sent) == 8 and sent[-1].flags & sent[-2].flags & FLAG_END   # END twice
     stale = TransferAck(transfer_id=1, sender=SERVER, receiver=0, seq=6, final=True,
                         chunk_ranges=ranges_from_sorted(np.arange(6)),
                         incarnation=srv.transfers.incarnation, target_incarnation=1)
@@ -1050,7 +1050,7 @@ def test_the_final_ack_of_nothing_a_poke_draws_covers_the_pokes_in_the_ledger():
     assert ack.final and ack.bytes_received == 0
     again = _chunks(wk.on_message(ack, now), SERVER)
     assert wk.transfers.resent == 1 and not wk.transfers.settled
-    assert len(again) == 7 and again[-1].flags & FLAG_END      # 6 chunks and END
+    assert len(again) == 8 and again[-1].flags & again[-2].flags & FLAG_END  # END twice
     assert link.last_ack_time == now
     assert wk.transfers.wire_past_ack(SERVER) == sum(
         wire_bytes(c, link.fragment_bytes) for c in again)
@@ -1428,3 +1428,36 @@ def test_a_model_after_a_dropped_pull_that_loses_a_chunk_too_is_never_mixed_with
     assert len(whole) == 1 and bytes(whole[0].payload) == bytes(second.payload)
     assert wk.partial == {} and srv.resent == 1 and srv.sending == {}
     assert srv.dropped_pulls == 1 and tid == 3          # id 2 skipped
+
+
+@pytest.mark.parametrize('lost', ['end', 'final ack'])
+def test_a_transfer_whose_end_or_final_ack_is_lost_ends_without_waiting_for_a_timeout(lost):
+    # A transfer ends when its END arrives and its final ack comes back; one of them lost,
+    # it waited end_timeout_s (2 s) for END to go again. Each message that lost a chunk
+    # takes one transfer more, so under rog chaos's 5 % losses those waits doubled a push
+    # fleet's time. END goes twice: a lost one (or the answer to it) costs nothing, and
+    # both are in the writer's ledger until the final ack covers them.
+    n = 5000
+    wk = PushTransfers(0, n, chunk_bytes=4096)
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096)
+    push = _model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)
+    q = _chunks(wk.outgoing([Send(SERVER, push)], 0.0), SERVER)
+    ends = [c for c in q if c.flags & FLAG_END]
+    assert END_COPIES == 2 and len(ends) == 2 and ends[0] is not ends[1]
+    link = wk.peers[SERVER]
+    assert link.sent == sum(wire_bytes(c, link.fragment_bytes) for c in q)
+    if lost == 'end':
+        q.remove(ends[0])
+    whole, finals = [], 0
+    for chunk in q:
+        got, acks = srv.on_message(chunk, 0.0)
+        whole += [got] if got is not None else []
+        for a in acks:
+            if a.msg.final:
+                finals += 1
+                if lost == 'final ack' and finals == 1:
+                    continue
+            assert _chunks(wk.on_message(a.msg, 0.0)[1], SERVER) == []
+    assert len(whole) == 1 and bytes(whole[0].payload) == bytes(push.payload)
+    assert wk.sending == {} and SERVER in wk.settled and wk.resent == 0
+    assert wk.wire_past_ack(SERVER) == 0 and srv.rejects == 0

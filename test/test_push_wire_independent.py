@@ -153,7 +153,8 @@ def test_a_robot_built_from_the_document_alone_trains_with_the_server(mode):
     assert _sent(srv.on_message(end, 1.0), TransferAck) == [final] and srv.engine.i == 1
     pull += _sent(out, RowChunk)
     data = [c for c in pull if not c.flags & FLAG_END]
-    (pend,) = [c for c in pull if c.flags & FLAG_END]
+    pend, copy = [c for c in pull if c.flags & FLAG_END]     # END twice: a lost one waits not
+    assert (copy.transfer_id, copy.seq, copy.flags) == (pend.transfer_id, pend.seq, pend.flags)
     assert len(data) > 2 and [c.seq for c in data] == list(range(len(data)))
     assert max(len(c.payload) for c in data) <= 4096 and {c.transfer_id for c in pull} == {1}
     assert pend.seq == len(data) and not len(pend.payload) and not len(pend.row_ranges)
