@@ -190,9 +190,9 @@ class ServerAdapter:
     grew); ``finished`` once every worker was told to stop. ``transfers`` (None: built for
     the engine's model, default window and chunks, no sparse pushes, ranks below
     ``n_workers`` only) carries the dense messages chunked, and the sparse pushes of the size
-    it was given. ``worker_restarts``
-    counts the pushes the engine dropped from a run of a robot new to it at a timestamp it
-    did not hold (a robot restarted, or this server did; ``worker_restart`` logs).
+    it was given. ``worker_restarts`` counts the pushes the engine dropped from a run of a
+    robot new to it at a timestamp it did not hold (a robot restarted, or this server did;
+    ``worker_restart`` logs).
     ``pushes_refused`` counts the pushes handed to the engine that it refused (a timestamp
     gone, a run past): the engine's ``rejects`` count any message, and ``rog chaos`` tells a
     push taken from one refused (``chaos_push.push_verdict``).
