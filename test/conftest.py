@@ -57,7 +57,8 @@ PROCESS_FREE_MODULES = ('test_lint', 'test_net_record_gaps', 'test_fuzz_messages
                         'test_ros_graph_names', 'test_fleet_record_kept',
                         'test_diagnostics_names', 'test_push_transfers',
                         'test_push_fleet_restart', 'test_push_wire_independent',
-                        'test_membership_heard_valid', 'test_chaos_push')
+                        'test_membership_heard_valid', 'test_chaos_push',
+                        'test_chaos_freeze')
 WALL_CLOCK_GROUP = 'wall_clock'
 # what makes a module share work between its tests: a wider fixture scope, a cached helper
 SHARED_SCOPE = re.compile(r'scope\s*=\s*["\x27](class|module|package|session)["\x27]'

@@ -70,6 +70,27 @@ def test_a_killed_node_restarts_from_its_state(name, gap_s, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize('sync', ['rog', 'asgd'])
+def test_a_frozen_robot_lets_the_others_train_and_pushes_again_after_sigcont(sync, tmp_path):
+    # SIGSTOP past the absence timeout: the process keeps its push in flight and its DDS
+    # participant (whose lease runs out at its peers), unlike a kill; nothing of it may be lost
+    # or applied twice, the others must go on without it, and it must push again
+    row = _run('freeze', tmp_path, sync=sync)
+    _assert_clean(row)
+    victim = row['victim_iterations']
+    assert victim['before'] > 0 and victim['during'] == 0 and victim['after'] > 0, victim
+    assert row['recover_s'] is not None and 0 <= row['recover_s'] < 60
+    others = row['others_during_freeze']
+    if sync == 'rog':       # more than the S + 1 a member that counts lets them run
+        assert row['victim_suspended'] in ('absent', 'link')
+        s = defaults('rog_server')['staleness']
+        assert min(others.values()) > s + 1, others
+    else:
+        pushes = row['pushes']
+        assert pushes['applied'] == pushes['budget'] and min(others.values()) > 1, row
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize('name', ['server-restart', 'loss-dup-reorder'])
 def test_a_flown_fleet_survives_restarts_and_message_faults(name, tmp_path):
     # FLOWN's slot grants travel as Schedules: a restored server must grant the rejoin pushes

@@ -180,6 +180,7 @@ def test_all_runs_every_scenario_a_system_can_run(sync, tmp_path, monkeypatch):
     push = sync in chaos_fleet.PUSH_CHAOS_SYSTEMS
     want = [s for s in every if s not in chaos.PUSH_LEFT_OUT] if push else every
     assert ran == [(want, sync)]
+    assert 'freeze' in want         # every system: a frozen robot has no state to lose
     # the server kill (server-restart) and link-outage are left out for a push system, only
     assert set(chaos.PUSH_LEFT_OUT) == {'server-restart', 'link-outage'}
     assert len(want) == len(every) - 2 * push

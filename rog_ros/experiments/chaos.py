@@ -24,6 +24,10 @@ chunks and tens of milliseconds, injects its fault, and waits for the fleet to f
 
 * ``worker-restart``: ``kill -9`` a worker right after it started a push, start it again
   (it restores its ``--state-dir``);
+* ``freeze``: SIGSTOP a worker right after it started a push, for longer than the server's
+  absence timeout (which it sets), then SIGCONT: it keeps its state, its push in flight and
+  its DDS participant; the others must train on meanwhile, and it must push again after
+  (:mod:`.chaos_freeze`);
 * ``server-restart``: ``kill -9`` the server after a checkpoint, start it again from it; the
   workers reconnect;
 * ``link-outage``: one worker's link at 0 Mbit/s for ``--outage-s`` seconds (default 90;

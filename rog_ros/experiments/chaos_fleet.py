@@ -147,6 +147,18 @@ class Fleet:
     def kill(self, name: str, sig=signal.SIGKILL) -> None:
         self.sup.kill(name, sig)
 
+    def signal(self, name: str, sig) -> None:
+        """
+        Send ``sig`` to node ``name`` and what it started, without waiting for it to exit.
+
+        For SIGSTOP and SIGCONT (the freeze): ``kill`` waits for the process to end, which a
+        stopped one never does.
+        """
+        try:
+            os.killpg(self.sup.procs[name].pid, sig)
+        except ProcessLookupError:
+            pass
+
     def codes(self) -> dict:
         return self.sup.codes()
 

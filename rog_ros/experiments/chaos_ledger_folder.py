@@ -26,6 +26,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import time
 
 from rog_ros.nodes import chaos_ledger as lg
 
@@ -106,3 +107,25 @@ def read_ledger_file(path: str) -> list:
         return []
     with open(path, encoding='utf-8') as fh:
         return lg.read_records(fh)
+
+
+def wait_new_record(path: str, kind: str, timeout_s: float) -> bool:
+    """
+    Wait until a record of ``kind`` is appended to the ledger file at ``path``; tell if one was.
+
+    A worker appends its ``computed`` record after it saved its state, right before its push
+    leaves (one chunk or three, a few ms to the commit): a fault injected as soon as one is
+    seen lands in the middle of that push (worker-restart's kill, the freeze's SIGSTOP).
+    """
+    size = os.path.getsize(path)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if os.path.getsize(path) > size:
+            with open(path, encoding='utf-8') as fh:
+                fh.seek(size)
+                new = fh.read()
+            size += len(new.encode('utf-8'))
+            if f'"{kind}"' in new:
+                return True
+        time.sleep(0.0005)
+    return False

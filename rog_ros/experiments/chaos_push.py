@@ -59,6 +59,10 @@ from rog_ros.protocol.messages import (KIND_GRAD, KIND_UPDATE, RowChunk, Schedul
                                        TransferAck)
 from rog_ros.transport.topics import DEFAULT_TOPIC
 
+PUSH_PACE = 0.7
+"""Pushes a second of one push system's robot at most in ``rog chaos`` (adacomp: 0.62 while
+another robot was frozen; asgd, dense both ways at the shaped 0.1 Mbit/s: about 0.4): what the
+freeze and link-outage budgets plan the others' pushes with."""
 WORKER_DROPS = re.compile(r'dropped messages (\{[^}]*\})')
 """A worker's last log line of what it dropped, by reason (a dict, as Python prints it)."""
 
@@ -71,13 +75,15 @@ class PushWatch:
     first push (reliable topics deliver to matched readers only); ``close`` when it ended.
     """
 
-    def __init__(self, domain: int, namespace: str, workers: int):
+    def __init__(self, domain: int, namespace: str, workers: int,
+                 node_name: str = 'rog_chaos_push_watch'):
+        """Join ``domain`` and subscribe; ``node_name``: its ROS 2 name (one per watch)."""
         from rog_ros.transport.cyclone_config import config_path, file_uri
         from rog_ros.transport.dds_bus import DdsBus
         self.workers = int(workers)
         self.bus = DdsBus(namespace=namespace, domain_id=domain,
                           config=file_uri(config_path('loopback')),
-                          node_name='rog_chaos_push_watch')
+                          node_name=node_name)
         self.bus.subscribe(f'up/{DEFAULT_TOPIC["RowChunk"]}')
         self.bus.subscribe(f'up/{DEFAULT_TOPIC["TransferAck"]}')
         for r in range(self.workers):
@@ -171,6 +177,80 @@ class PushWatch:
         self._stop.set()
         self._thread.join(timeout=5.0)
         self.bus.close()
+
+
+class WatchUnion:
+    """
+    Several ``PushWatch`` of one fleet read as one: what any of them saw.
+
+    A DDS participant stopped (SIGSTOP) past its lease (Cyclone's default 10 s) is dropped by
+    its peers, the watch's among them, and each pair finds it again only at the next
+    discovery announcement of either (up to Cyclone's SPDP interval): in a freeze of an
+    adacomp robot the server heard it 5 pushes before the one watch did, and the verdict,
+    missing those, took them for pushes applied twice. A new watch, started at the thaw,
+    announces itself to every participant at once and is matched within a second.
+    """
+
+    def __init__(self, watches):
+        """Keep the watches (the first: the one matched before the fleet started)."""
+        self.watches = list(watches)
+        self.workers = self.watches[0].workers
+
+    @property
+    def stops(self) -> set:
+        """Return the ranks any watch saw told to stop."""
+        return set().union(*(w.stops for w in self.watches))
+
+    def _pushes(self) -> dict:
+        """Return every push seen, at the first time any watch saw it."""
+        out = {}
+        for w in self.watches:
+            with w._lock:
+                for key, t in w.pushes.items():
+                    out[key] = min(t, out.get(key, t))
+        return out
+
+    def confirmed(self) -> set:
+        """Return the pushes whose chunk one watch saw and whose ack one (maybe another) did."""
+        transfers, acked = {}, set()
+        for w in self.watches:
+            with w._lock:
+                transfers.update(w.transfers)
+                acked |= w.acked
+        return {(r, run, clock) for (r, run, tid), clock in transfers.items()
+                if (r, run, tid) in acked}
+
+    def count(self, rank: int) -> int:
+        """Return the distinct pushes of ``rank`` any watch saw."""
+        return sum(1 for (r, _, _) in self._pushes() if r == rank)
+
+    def first_times(self, rank: int) -> list:
+        """Return the times the pushes of ``rank`` were first seen, in order."""
+        return sorted(t for (r, _, _), t in self._pushes().items() if r == rank)
+
+    def runs(self, rank: int) -> list:
+        """Return the runs of ``rank`` seen pushing, in the order first seen."""
+        out = []
+        for _, run in sorted((t, run) for (r, run, _), t in self._pushes().items()
+                             if r == rank):
+            if run not in out:
+                out.append(run)
+        return out
+
+    def answered(self, rank: int, since: float) -> bool:
+        """Tell whether any watch saw a model sent to ``rank`` after ``since`` arrive."""
+        pulls, pulled = {}, set()
+        for w in self.watches:
+            with w._lock:
+                pulls.update(w.pulls)
+                pulled |= w.pulled
+        return any(r == rank and t >= since and (r, tid) in pulled
+                   for (r, _, tid), t in pulls.items())
+
+    def close(self) -> None:
+        """Close every watch."""
+        for w in self.watches:
+            w.close()
 
 
 def push_verdict(res: dict, watch: PushWatch, run_dir: str, workers: int, iterations: int,

@@ -35,14 +35,16 @@ from rog_ros.experiments.chaos_fleet import (ChaosConfig, PUSH_CHAOS_SYSTEMS, RA
                                              wait_for, WORKLOAD, write_trace)
 from rog_ros.experiments.chaos_fleet_scenario import (fleet_scenario, ledger_problems,
                                                       result_row, VICTIM)
+from rog_ros.experiments.chaos_freeze import freeze
 from rog_ros.experiments.chaos_ledger_folder import (check_ledger, count_records, ledger_runs,
-                                                     read_json, read_ledger_file)
+                                                     read_json, read_ledger_file,
+                                                     wait_new_record)
 from rog_ros.experiments.chaos_link_outage import link_outage
 from rog_ros.experiments.chaos_push import push_rejects, PushWatch
 from rog_ros.nodes.supervisor import repo_pythonpath
 
-SCENARIOS = ('worker-restart', 'server-restart', 'link-outage', 'loss-dup-reorder', 'flood',
-             'ctrl-c')
+SCENARIOS = ('worker-restart', 'freeze', 'server-restart', 'link-outage', 'loss-dup-reorder',
+             'flood', 'ctrl-c')
 FAULTS = 'loss=0.05,dup=0.05,reorder=0.05'
 STOP_BOUND_S = 30.0      # ctrl-c: every node gone within this
 
@@ -58,19 +60,8 @@ def worker_restart(cfg: ChaosConfig) -> dict:
         target = max(3, cfg.iterations // 3)
         if not wait_for(lambda: count_records(path, 'computed') >= target, 90, fleet):
             return None, f'worker {VICTIM} never reached iteration {target}'
-        # The next computation's line is appended after its state was saved, right before its
-        # push leaves (one chunk or three, a few ms to the commit): kill on sight.
-        size = os.path.getsize(path)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if os.path.getsize(path) > size:
-                with open(path, encoding='utf-8') as fh:
-                    fh.seek(size)
-                    new = fh.read()
-                size += len(new.encode('utf-8'))
-                if '"computed"' in new:
-                    break
-            time.sleep(0.0005)
+        # the next computation's line, right before its push leaves: kill on sight
+        wait_new_record(path, 'computed', 10)
         fleet.kill(f'rog_worker_{VICTIM}')
         old = ledger_runs(path)
         last = [r for r in read_ledger_file(path) if r['kind'] in ('computed', 'commit')][-1]
@@ -342,6 +333,7 @@ def flood(cfg: ChaosConfig) -> dict:
                           iterations=max(cfg.iterations, 20 + int(25 * cfg.flood_s)))
 
 
-RUNNERS = {'worker-restart': worker_restart, 'server-restart': server_restart,
+RUNNERS = {'worker-restart': worker_restart, 'freeze': freeze,
+           'server-restart': server_restart,
            'link-outage': link_outage, 'loss-dup-reorder': loss_dup_reorder,
            'flood': flood, 'ctrl-c': ctrl_c}

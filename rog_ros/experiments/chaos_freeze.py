@@ -1,0 +1,203 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The freeze scenario: SIGSTOP one worker mid-push for longer than the absence timeout, SIGCONT.
+
+A frozen robot (a process stopped by a debugger, a starved scheduler, a robot's computer
+suspended) is not a killed one: it keeps its state, its DDS participant and the push it had
+in flight, and its first messages after it thaws are from that same, live run, possibly
+after the server suspended it (``absence_timeout``) and after the DDS lease of its
+participant (10 s, Cyclone's default) expired at its peers. The scenario checks that
+
+* the others keep training while it is frozen (Rog and its baselines: more than the S + 1
+  iterations the staleness rule would let them run past a member that counts; the push
+  systems, which hold nobody: more than one push each);
+* the server suspended it (rog, ssp, bsp, flown: ``worker_suspended`` in ``events.csv``);
+* it computes again after SIGCONT (``recover_s``: SIGCONT to its first new push), and the
+  run finishes with nothing lost and nothing applied twice (the ledger, or for a push system
+  the pushes on the wire: :mod:`.chaos_push`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+
+from rog_ros.experiments.chaos_fleet import ChaosConfig, PUSH_CHAOS_SYSTEMS, wait_for
+from rog_ros.experiments.chaos_fleet_scenario import fleet_scenario, VICTIM
+from rog_ros.experiments.chaos_ledger_folder import count_records, wait_new_record
+from rog_ros.experiments.chaos_link_outage import iteration_times
+from rog_ros.experiments.chaos_push import PUSH_PACE, PushWatch, WatchUnion
+from rog_ros.nodes.settings import LEAST_ABSENCE_TIMEOUT_S
+
+FREEZE_ABSENCE_S = LEAST_ABSENCE_TIMEOUT_S
+"""The server's ``absence_timeout`` in the freeze (rog, ssp, bsp, flown): the shortest sound one
+(two pokes of a waiting worker, 16 s), which keeps the scenario short."""
+FREEZE_S = FREEZE_ABSENCE_S + 5.0
+"""Seconds the victim stays stopped: past the absence timeout by a few seconds, so that the
+server suspends it and the others train on without it for a while before it thaws."""
+THAW_S = 10.0
+"""Seconds the others must still train after the victim thawed, for it to push again: its DDS
+participant's lease (10 s) ran out at its peers while it was stopped, and they find it again
+only at the next discovery announcement. Measured from SIGCONT to its next computation (2
+workers, a loaded 2-core machine): 0.02 s for rog, 2 s ssp, 8 s flown, 20 s bsp, 0.3-5.4 s
+for the push systems."""
+PUSH_AFTER = 5
+"""Pushes each robot of a push fleet should have left when the victim thaws."""
+
+
+def freeze_iterations(cfg: ChaosConfig) -> int:
+    """
+    Return the budget (per robot) of the freeze's fleet: the others must outlast the freeze.
+
+    Once the victim is suspended the others run at up to 20 iterations a second (the chaos
+    workload, 2 workers) and must still be training when it thaws and pushes again: with a
+    budget of 40 they finished 2.5 s into the freeze and the victim was stopped with the fleet.
+    As link-outage's: 80, and 30 a second for the time they train without it, which for rog
+    is the whole freeze (outage-aware RSP suspended the stopped robot at once, for its link)
+    and for ssp, bsp and flown what is left of it after the absence timeout, and ``THAW_S``.
+    A push system's budget is the fleet's (that times the robots): the victim freezes a quarter
+    into it, and the other three quarters must last while the others push through the freeze
+    and the thaw at up to ``PUSH_PACE`` and leave ``PUSH_AFTER`` each (with 16 a robot, 2
+    adacomp robots, the other used it up 11 s after the thaw).
+    """
+    if cfg.sync in PUSH_CHAOS_SYSTEMS:
+        n = cfg.workers
+        need = (n - 1) / n * PUSH_PACE * (FREEZE_S + THAW_S) + PUSH_AFTER
+        return max(cfg.iterations, int(math.ceil(4 / 3 * need)))
+    unheld_s = FREEZE_S if cfg.sync == 'rog' else FREEZE_S - FREEZE_ABSENCE_S
+    return max(cfg.iterations, int(80 + 30 * (unheld_s + THAW_S)))
+
+
+def freeze(cfg: ChaosConfig) -> dict:
+    """Run the freeze scenario: SIGSTOP the victim mid-push for ``FREEZE_S``, then SIGCONT."""
+    window = {}
+    push = cfg.sync in PUSH_CHAOS_SYSTEMS
+    iterations = freeze_iterations(cfg)
+    name = f'rog_worker_{VICTIM}'
+
+    def inject(fleet):
+        target = max(3, iterations // 4)
+        if fleet.push:
+            watch = fleet.watch
+            if not wait_for(lambda: watch.count(VICTIM) >= target, 90, fleet):
+                return None, f'worker {VICTIM} never pushed {target} times'
+            seen = watch.count(VICTIM)
+            # on its next push's first chunk on the wire: frozen with that push in flight
+            if not wait_for(lambda: watch.count(VICTIM) > seen, 30, fleet):
+                return None, f'worker {VICTIM} stopped pushing'
+        else:
+            path = os.path.join(fleet.ledger_dir, f'worker_{VICTIM}.jsonl')
+            if not wait_for(lambda: count_records(path, 'computed') >= target, 90, fleet):
+                return None, f'worker {VICTIM} never reached iteration {target}'
+            wait_new_record(path, 'computed', 10)      # its push about to leave
+        window['stop'] = time.monotonic()
+        fleet.signal(name, signal.SIGSTOP)
+        try:
+            while time.monotonic() < window['stop'] + FREEZE_S:
+                if any(c not in (None, 0) for c in fleet.codes().values()):
+                    return None, 'a node failed while the victim was frozen'
+                time.sleep(0.1)
+        finally:        # never left stopped (the fleet's stop could not end it but by SIGKILL)
+            fleet.signal(name, signal.SIGCONT)
+            window['cont'] = time.monotonic()
+        if fleet.push:      # a watch the thawed robot is matched with at once (WatchUnion)
+            fleet.watch = WatchUnion([fleet.watch, PushWatch(
+                fleet.domain, fleet.namespace, fleet.cfg.workers,
+                node_name='rog_chaos_push_watch_thawed')])
+
+        def resumed():
+            """Tell whether the victim computed (a push system's: pushed) since SIGCONT."""
+            return any(t > window['cont'] for t in iteration_times(fleet, VICTIM))
+        if not wait_for(lambda: resumed() or fleet.codes().get(name) == 0, 90, fleet) or \
+                not resumed():
+            return None, (f'worker {VICTIM} did not push again after SIGCONT (the fleet '
+                          'finished without it: raise --iterations)'
+                          if fleet.codes().get(name) == 0 else
+                          f'worker {VICTIM} did not push again after SIGCONT')
+        first = min(t for t in iteration_times(fleet, VICTIM) if t > window['cont'])
+        return round(first - window['cont'], 3), ''
+
+    def judged(res, fleet):
+        """Check that the others trained through the freeze and the server suspended it."""
+        if 'cont' not in window:
+            return []
+        return freeze_problems(res, fleet, window['stop'], window['cont'])
+    server_extra = {} if push else {'absence_timeout': FREEZE_ABSENCE_S}
+    return fleet_scenario('freeze', cfg, inject, extra_check=judged, iterations=iterations,
+                          server_extra=server_extra)
+
+
+def freeze_problems(res: dict, fleet, stop: float, cont: float) -> list:
+    """
+    Put what the freeze did into ``res``; return what it found wrong.
+
+    ``stop`` and ``cont``: when SIGSTOP and SIGCONT were sent, on this host's monotonic clock
+    (the ledgers' ``mono`` stamps and the wire watcher's times share it). ``res`` gets
+    ``victim_iterations`` (before, during, after the freeze), ``others_during_freeze`` and,
+    for a system with membership, ``victim_suspended`` (the reason, or None).
+    """
+    workers = fleet.cfg.workers
+    times = iteration_times(fleet, VICTIM)
+    # the push it was frozen on: its first chunk may reach the watcher just after SIGSTOP
+    during = [t for t in times if stop + 0.5 < t < cont]
+    res['victim_iterations'] = {'before': sum(1 for t in times if t <= stop + 0.5),
+                                'during': len(during),
+                                'after': sum(1 for t in times if t >= cont)}
+    others = {r: sum(1 for t in iteration_times(fleet, r) if stop < t < cont)
+              for r in range(workers) if r != VICTIM}
+    res['others_during_freeze'] = others
+    problems = []
+    if during:
+        problems.append(f'worker {VICTIM} computed {len(during)} iterations while stopped: '
+                        'the freeze did not hold it')
+    if not res['victim_iterations']['after']:
+        problems.append(f'worker {VICTIM} computed nothing after SIGCONT')
+    server = fleet.specs['rog_server'].parameters
+    # a member that counts holds the others S + 1 iterations past its last push (BSP: 1);
+    # a push system holds nobody, and a robot pushing at all shows it
+    held = 1 if fleet.push else int(server.get('staleness') or 0) + 1
+    slow = {r: n for r, n in others.items() if n <= held}
+    if slow:
+        problems.append(f'workers {sorted(slow)} trained only {slow} iterations while worker '
+                        f'{VICTIM} was frozen (at most {held} would be held; the server did '
+                        'not let them go on)')
+    if not fleet.push:
+        reason = suspension(fleet.dir)
+        res['victim_suspended'] = reason
+        if reason is None:
+            problems.append(f'the server did not suspend worker {VICTIM} while it was frozen '
+                            f'({FREEZE_S:g} s, absence timeout {FREEZE_ABSENCE_S:g} s)')
+    return problems
+
+
+def suspension(run_dir: str):
+    """
+    Return why the server suspended the victim (its first ``worker_suspended``), or None.
+
+    ``events.csv`` times count from the server's start, on a clock this process does not share,
+    so the event is not placed inside the freeze: the others' iterations during it, more than
+    a member that counts would let them run, are what place it there.
+    """
+    from rog_ros.experiments.membership import read_events
+    try:
+        events = read_events(os.path.join(run_dir, 'events.csv'))
+    except (OSError, ValueError):
+        return None
+    for e in events:
+        if e.get('event') == 'worker_suspended' and e['robot'] == VICTIM:
+            return e['info'].get('reason') or 'unknown'
+    return None
