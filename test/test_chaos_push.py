@@ -21,10 +21,12 @@ seen on the wire against what the server's summary says it applied and dropped
 """
 
 import json
+import types
 
 import pytest
 from rog_ros import cli
-from rog_ros.experiments import chaos, chaos_fleet, chaos_push, chaos_scenarios
+from rog_ros.experiments import (chaos, chaos_fleet, chaos_link_outage, chaos_push,
+                                 chaos_scenarios)
 from rog_ros.protocol.messages import RowChunk
 
 
@@ -181,23 +183,83 @@ def test_all_runs_every_scenario_a_system_can_run(sync, tmp_path, monkeypatch):
     want = [s for s in every if s not in chaos.PUSH_LEFT_OUT] if push else every
     assert ran == [(want, sync)]
     assert 'freeze' in want         # every system: a frozen robot has no state to lose
-    # the server kill (server-restart) and link-outage are left out for a push system, only
-    assert set(chaos.PUSH_LEFT_OUT) == {'server-restart', 'link-outage'}
-    assert len(want) == len(every) - 2 * push
+    # the server kill (server-restart) is left out for a push system, only
+    assert set(chaos.PUSH_LEFT_OUT) == {'server-restart'}
+    assert len(want) == len(every) - push and 'link-outage' in want
 
 
-def test_a_link_outage_for_a_push_system_is_one_line_saying_why(tmp_path, monkeypatch,
-                                                                capsys):
-    def forbidden(*args, **kwargs):
-        """Fail: the options were bad, nothing may run."""
-        raise AssertionError('ran scenarios although the options were bad')
-    monkeypatch.setattr(chaos, 'run_scenarios', forbidden)
-    out = tmp_path / 'out'
-    assert cli.main(['chaos', '--out', str(out), '--sync', 'gsp', '--scenario',
-                     'flood,link-outage']) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count('\n') == 0 and 'link-outage is not planned for --sync gsp' in err, err
-    assert not out.exists()
+def test_a_link_outage_for_a_push_system_runs_on_a_budget_for_its_pace(tmp_path, monkeypatch):
+    ran = []
+
+    def record(names, cfg, progress=None, rows=None):
+        """Note the scenarios asked for (why: no fleet starts here)."""
+        ran.append(list(names))
+        return []
+    monkeypatch.setattr(chaos, 'run_scenarios', record)
+    assert cli.main(['chaos', '--out', str(tmp_path / 'out'), '--sync', 'gsp', '--scenario',
+                     'flood,link-outage']) == 0
+    assert ran == [['flood', 'link-outage']]
+    # per robot (the fleet's: that times the robots): 10, and the others' pushes at 0.7 a
+    # second through the outage, not Rog's 80 + 30 per second (a 90 s outage: 2,780 a robot)
+    plan = chaos_link_outage.outage_iterations
+    assert plan(chaos_fleet.ChaosConfig(sync='asgd', outage_s=90.0)) == 10 + 42
+    assert plan(chaos_fleet.ChaosConfig(sync='gsp', outage_s=6.0, iterations=16)) == 16
+    assert plan(chaos_fleet.ChaosConfig(sync='rog', outage_s=90.0)) == 80 + 30 * 90
+
+
+class _Clock:
+    """A ``time`` module whose clock moves only when slept on (why: no real outage here)."""
+
+    def __init__(self):
+        """Start at 1000 s."""
+        self.mono = 1000.0
+
+    def monotonic(self):
+        """Return the clock."""
+        return self.mono
+
+    def sleep(self, seconds):
+        """Advance the clock instead of sleeping."""
+        self.mono += max(seconds, 1e-3)
+
+
+@pytest.mark.parametrize('other_period_s, ok', [(1.0, True), (5.0, False)])
+def test_a_push_link_outage_needs_the_others_pushing_through_it(monkeypatch, other_period_s,
+                                                                ok):
+    # a push system holds nobody for the victim: each other robot must push at least twice
+    # inside a 6 s outage; the victim none inside it and again after it
+    clock = _Clock()
+    for module in (chaos_fleet, chaos_link_outage):
+        monkeypatch.setattr(module, 'time', clock)
+    start, outage = 8.0, 6.0
+    epoch = clock.mono
+    victim = [epoch + t for t in (2.0, 4.0, 6.0, 7.0, start + outage + 1.5)]
+    other = [epoch + 1.0 + other_period_s * k for k in range(int(20 / other_period_s))]
+
+    def first_times(rank):
+        """Return the pushes of ``rank`` seen by now."""
+        times = victim if rank == chaos_scenarios.VICTIM else other
+        return [t for t in times if t <= clock.mono]
+    fleet = types.SimpleNamespace(
+        push=True, epoch_mono=epoch, codes=lambda: {},
+        watch=types.SimpleNamespace(first_times=first_times),
+        specs={'rog_server': types.SimpleNamespace(parameters={'sync': 'asgd'})})
+
+    def scenario(name, cfg, inject, extra_check=None, **kwargs):
+        """Run the scenario's inject and check on the fleet above, as fleet_scenario does."""
+        _, detail = inject(fleet)
+        res = {'detail': detail}
+        res['problems'] = extra_check(res, fleet)
+        return res
+    monkeypatch.setattr(chaos_link_outage, 'fleet_scenario', scenario)
+    cfg = chaos_fleet.ChaosConfig(workers=3, sync='asgd', outage_s=outage)
+    res = chaos_link_outage._link_outage_from(cfg, {'start_s': start, 'iterations': 16}, {})
+    assert res['victim_iterations'] == {'before': 4, 'during': 0, 'after': 1}
+    assert abs(res['recover_s'] - 1.5) < 1e-6
+    n = 5 if ok else 1
+    assert res['others_during_outage'] == {0: n, 2: n}
+    assert res['problems'] == ([] if ok else [
+        'workers [0, 2] pushed only {0: 1, 2: 1} times during the outage (at least 2 each)'])
 
 
 def test_a_push_fleet_has_no_state_no_ledger_and_no_quorum(tmp_path):

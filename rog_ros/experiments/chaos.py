@@ -204,9 +204,9 @@ def scenarios_for(names: list, sync: str, every: bool) -> list:
     """
     Return the scenarios of ``names`` that ``sync`` can run; ValueError for one it cannot.
 
-    A push system keeps no durable server state (no checkpoint to restart a server from),
-    and link-outage is not planned for it yet: ``--scenario all`` leaves those
-    (``PUSH_LEFT_OUT``) out for it, and naming one is refused, before any fleet starts.
+    A push system keeps no durable server state (no checkpoint to restart a server from):
+    ``--scenario all`` leaves server-restart (``PUSH_LEFT_OUT``) out for it, and naming it
+    is refused, before any fleet starts.
     """
     if sync not in PUSH_CHAOS_SYSTEMS:
         return names
@@ -222,10 +222,7 @@ def scenarios_for(names: list, sync: str, every: bool) -> list:
 
 PUSH_LEFT_OUT = {
     'server-restart': 'kills the server, and --sync SYNC keeps no durable server state to '
-                      'restart it from (no checkpoints)',
-    'link-outage': 'is not planned for --sync SYNC yet: its budget (80 + 30 iterations per '
-                   "outage second, each robot) is a push system's whole fleet's, and at one "
-                   'dense pull per push its run would take many minutes'}
+                      'restart it from (no checkpoints)'}
 """Scenarios a push system does not run, and why (server-restart: the one that kills the
 server)."""
 

@@ -26,13 +26,18 @@ import math
 import os
 import time
 
-from rog_ros.experiments.chaos_fleet import ChaosConfig, wait_for
+from rog_ros.experiments.chaos_fleet import ChaosConfig, PUSH_CHAOS_SYSTEMS, wait_for
 from rog_ros.experiments.chaos_fleet_scenario import fleet_scenario, VICTIM
 from rog_ros.experiments.chaos_folders import FIRST_SUFFIX, set_aside
 from rog_ros.experiments.chaos_ledger_folder import read_ledger_file
+from rog_ros.experiments.chaos_push import PUSH_PACE
 
 LINK_OUTAGE_START_S = 8.0
 """Trace time of the link outage: about when an idle machine's fleet starts training."""
+PUSH_OUTAGE_BASE = 10
+"""A push system's link-outage budget per robot besides the others' pushes during the outage."""
+PUSH_LEAST_DURING = 2
+"""Pushes each other robot of a push system must make inside the outage (it holds nobody)."""
 LATE_MARGIN_S = 4.0
 """Seconds of the outage the others need left when they start training for a run to count."""
 
@@ -57,8 +62,7 @@ def link_outage(cfg: ChaosConfig) -> dict:
     # victim's 54 before it, and the victim, still out, stopped with the fleet (one iteration
     # after the outage on an idle machine, none on a CI run); 80 + 30 per outage second
     # left it 69 after (the fleet's wait grows by the outage twice over, for the rest)
-    plan = {'start_s': LINK_OUTAGE_START_S,
-            'iterations': max(cfg.iterations, 80 + int(30 * cfg.outage_s))}
+    plan = {'start_s': LINK_OUTAGE_START_S, 'iterations': outage_iterations(cfg)}
     seen = {}
     row = _link_outage_from(cfg, plan, seen)
     again = None if row['outcome'] == 'ok' else _link_outage_replan(plan, seen, cfg.outage_s)
@@ -70,6 +74,24 @@ def link_outage(cfg: ChaosConfig) -> dict:
     second['replanned'] = dict(again, measured={k: round(v, 3) for k, v in seen.items()},
                                first_detail=row['detail'])
     return second
+
+
+def outage_iterations(cfg: ChaosConfig) -> int:
+    """
+    Return a link-outage run's budget (per robot): training must meet the outage and outlast it.
+
+    Rog and its baselines: 80 + 30 per outage second (``link_outage``). A push system's budget
+    is the whole fleet's (``--iterations`` times the robots) and its robots are slow (a dense
+    pull of the chaos model, 16 kB at the shaped 0.1 Mbit/s, per push): ``PUSH_OUTAGE_BASE``
+    each, and what the others push during the outage at up to ``PUSH_PACE``, so that some is
+    left for the victim after it. At 80 + 30 per second a 90 s outage of 3 robots would have
+    been 8,340 pushes, about two hours.
+    """
+    if cfg.sync in PUSH_CHAOS_SYSTEMS:
+        n = cfg.workers
+        return max(cfg.iterations, PUSH_OUTAGE_BASE + int(math.ceil(
+            (n - 1) / n * PUSH_PACE * cfg.outage_s)))
+    return max(cfg.iterations, 80 + int(30 * cfg.outage_s))
 
 
 def _link_outage_replan(plan: dict, seen: dict, outage_s: float) -> dict | None:
@@ -164,6 +186,11 @@ def _link_outage_from(cfg: ChaosConfig, plan: dict, seen: dict) -> dict:
                     f'({len(before)} iterations before it, {len(after)} after)']
         if len(during) > 1:
             return [f'worker {VICTIM} computed {len(during)} iterations with its link down']
+        if fleet.push:      # asynchronous: nobody waits for the victim
+            few = {r: n for r, n in res['others_during_outage'].items()
+                   if n < PUSH_LEAST_DURING}
+            return [f'workers {sorted(few)} pushed only {few} times during the outage (at '
+                    f'least {PUSH_LEAST_DURING} each)'] if few else []
         server = fleet.specs['rog_server'].parameters
         held = {r: n for r, n in res['others_during_outage'].items()
                 if n <= int(server['staleness']) + 1}
