@@ -142,6 +142,19 @@ def test_a_link_outage_is_survived(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_push_fleet_pushes_on_through_a_robot_s_link_outage(tmp_path):
+    # refused for the push systems until 2026-12-07 (Rog's budget, 80 + 30 per outage second
+    # and robot, is hours of dense pulls); 10 s: enough for a few pushes of each other robot
+    row = _run('link-outage', tmp_path, sync='adacomp', outage_s=10.0)
+    assert row['outcome'] == 'ok', row['detail']
+    assert row['lost'] == 0 and row['duplicated'] == 0, row
+    victim = row['victim_iterations']
+    assert victim['during'] == 0 and victim['after'] > 0, victim
+    assert min(row['others_during_outage'].values()) >= 2, row['others_during_outage']
+    assert row['pushes']['applied'] == row['pushes']['budget']
+
+
+@pytest.mark.slow
 @pytest.mark.xfail(not HAS_AUTH, strict=True,
                    reason='needs message authentication (security branch: '
                           'rog_ros.nodes.fleet_key)')
