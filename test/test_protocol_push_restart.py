@@ -225,13 +225,20 @@ def _entries(system):
 def _push_server(engine, system, n_workers=1, **transfers):
     """Return ``engine`` behind its adapter and transfers, as every fleet here builds it."""
     return ServerAdapter(engine, n_workers, 0.1, PushTransfers(
-        SERVER, N, chunk_bytes=4096, sparse_entries=_entries(system), **transfers))
+        SERVER, N, chunk_bytes=4096, sparse_entries=_entries(system), n_workers=n_workers,
+        **transfers))
 
 
 def _robot(worker, system, rank, run):
-    """Return run ``run`` of robot ``rank`` (engine from ``worker``) with its own transfers."""
+    """
+    Return run ``run`` of robot ``rank`` (engine from ``worker``) with its own transfers.
+
+    Why: the restart tests drive robots as the nodes build them, in a fleet (ranks 0 and 1
+    here): their transfers take the server's chunks and acks only.
+    """
     return WorkerAdapter(worker(rank), PushTransfers(
-        rank, N, chunk_bytes=4096, incarnation=run, sparse_entries=_entries(system)))
+        rank, N, chunk_bytes=4096, incarnation=run, sparse_entries=_entries(system),
+        n_workers=2))
 
 
 def _dead_run_push(worker, system):

@@ -1461,3 +1461,38 @@ def test_a_transfer_whose_end_or_final_ack_is_lost_ends_without_waiting_for_a_ti
     assert len(whole) == 1 and bytes(whole[0].payload) == bytes(push.payload)
     assert wk.sending == {} and SERVER in wk.settled and wk.resent == 0
     assert wk.wire_past_ack(SERVER) == 0 and srv.rejects == 0
+
+
+def test_a_robot_takes_chunks_and_acks_from_its_server_only():
+    # A robot's inbox is written by the server alone; a chunk there from another robot's
+    # rank (a forgery: no fleet key) passed the fleet bound, opened a model-sized receive
+    # buffer (two per rank, its END held one more) and, whole, was handed to the engine,
+    # which took it as its model: a robot of an 8-robot fleet could be made to hold 28 such
+    # buffers, 1 GB of the large model. The server's address on the uplink is forged too.
+    n = 5000
+    robot = PushTransfers(0, n, chunk_bytes=4096, incarnation=5, n_workers=3)
+    forger = PushTransfers(1, n, chunk_bytes=4096, incarnation=99)
+    chunks = _chunks(forger.outgoing([Send(0, _model(n, 2, sender=1))], 0.0), 0)
+    assert len(chunks) > 2
+    for chunk in chunks:
+        got, out = robot.on_message(chunk, 0.0)
+        assert got is None and [getattr(a, 'name', None) for a in out] == ['reject']
+        assert out[0].info['error'] == (
+            'chunk from rank 1 to robot 0: a robot takes chunks and acks from its server only '
+            '(a forgery: give the fleet a key, --fleet-key-file)')
+    ack = TransferAck(transfer_id=1, sender=2, receiver=0, seq=0, incarnation=7,
+                      target_incarnation=5)
+    (log,) = robot.on_message(ack, 0.0)[1]
+    assert log.name == 'reject' and log.info['error'].startswith('ack from rank 2 to robot 0:')
+    assert robot.rejects == len(chunks) + 1 and robot.receiver.open == {}
+    assert robot.partial == {} and robot.peer_runs == {} and robot.receiver.closed == {}
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21, n_workers=3)
+    fake = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=98)
+    push = _model(n, 3, sender=SERVER, receiver=SERVER, kind=KIND_GRAD)
+    (first,) = _chunks(fake.outgoing([Send(SERVER, push)], 0.0), SERVER)[:1]
+    got, out = srv.on_message(first, 0.0)
+    assert got is None and [getattr(a, 'name', None) for a in out] == ['reject']
+    assert out[0].info['error'].startswith('chunk from the server to the server:')
+    assert srv.receiver.open == {} and srv.peer_runs == {}
+    # the server's pull still reaches the robot whole
+    assert len(_relay(PushTransfers(SERVER, n, chunk_bytes=4096), robot, _model(n, 1), 0)) == 1

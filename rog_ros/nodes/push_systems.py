@@ -143,7 +143,8 @@ def _transfers(args, me: int, w, lease_s: float | None = None,
     ``BOUND_END_S``) is the transfer lease, the wait at the 4 MiB bound before END;
     ``sparse_entries`` the entries of the fleet's sparse pushes (None: it pushes dense);
     ``fragment_bytes`` the DDS fragment size the writers count with (None: 1 KiB). Chunks
-    and acks of ranks past ``args.workers`` are refused before a buffer opens for them.
+    and acks of ranks past ``args.workers`` are refused before a buffer opens for them (a
+    robot's: any but the server's).
     """
     default = settings.defaults()
     given = {} if lease_s is None else {'lease_s': lease_s}

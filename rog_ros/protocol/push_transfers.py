@@ -247,10 +247,11 @@ class PushTransfers:
         Comp-ASGD: the global k), the same on every node: those pushes travel chunked too
         (``SPARSE_WIRE_CODEC``). None: none travel chunked (ASGD, GSP push dense).
     n_workers : int or None
-        Robots of the fleet (ranks ``0 .. n_workers - 1``): a chunk or ack from any other
-        sender but ``SERVER`` is refused before anything is allocated for it (a ``reject``).
-        Without a fleet key a forged chunk of each unknown rank opened a model-sized receive
-        buffer, and its END held one more. None: any rank (the engine-level tests).
+        Robots of the fleet (ranks ``0 .. n_workers - 1``): a server's transfers take chunks
+        and acks from them only, a robot's from ``SERVER`` only; any other is refused before
+        anything is allocated for it (a ``reject``). Without a fleet key a forged chunk of
+        each unknown rank opened a model-sized receive buffer, and its END held one more.
+        None: any sender (the engine-level tests).
 
     """
 
@@ -661,14 +662,27 @@ class PushTransfers:
 
     def _check_rank(self, sender: int, what: str) -> None:
         """
-        Refuse (``MessageError``) a ``what`` from a sender outside the fleet (``n_workers``).
+        Refuse (``MessageError``) a ``what`` from a sender that is no peer of ours in the fleet.
 
         Asked before anything is kept for its sender: a rank past the fleet's (a forgery, a
         robot started with another ``--workers``) opened a model-sized receive buffer per
-        rank, and held rows too, without bound.
+        rank, and held rows too, without bound. A robot hears its server alone (its inbox
+        has no other writer), and a server its robots: another robot's rank let a forger make
+        a robot hold buffers for every rank of the fleet, and hand its engine their message.
         """
-        if self.n_workers is None or sender == SERVER or 0 <= sender < self.n_workers:
+        if self.n_workers is None:
             return
+        if self.me != SERVER:
+            if sender == SERVER:
+                return
+            raise MessageError(f'{what} from rank {sender} to robot {self.me}: a robot takes '
+                               f'chunks and acks from its server only (a forgery: give the '
+                               f'fleet a key, --fleet-key-file)')
+        if 0 <= sender < self.n_workers:
+            return
+        if sender == SERVER:
+            raise MessageError(f'{what} from the server to the server: only robots send to it '
+                               f'(a forgery: give the fleet a key, --fleet-key-file)')
         raise MessageError(f'{what} from rank {sender}, outside this fleet of '
                            f'{self.n_workers} robots (ranks 0..{self.n_workers - 1}): give '
                            f'every node the same --workers')
