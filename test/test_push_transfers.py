@@ -1496,3 +1496,68 @@ def test_a_robot_takes_chunks_and_acks_from_its_server_only():
     assert srv.receiver.open == {} and srv.peer_runs == {}
     # the server's pull still reaches the robot whole
     assert len(_relay(PushTransfers(SERVER, n, chunk_bytes=4096), robot, _model(n, 1), 0)) == 1
+
+
+def test_a_push_in_three_transfers_whose_robot_run_is_taken_back_arrives_whole():
+    # A push lost a chunk, and so did the transfer of its missing rows, whose final acks were
+    # lost as well: the robot repeats that transfer's END. Meanwhile a late chunk of another
+    # run of the robot retired its run, which keeps repeating the END and is taken back: its
+    # transfers' answers are forgotten (_revive), so the END closes that transfer again, with
+    # no rows. Taken as a transfer that is not the next of the held message, it dropped the
+    # rows held of both transfers, while the robot, told the first transfer's rows arrived,
+    # sent the others only: the server never had the push whole, the robot took it as
+    # delivered and waited for its pull for good. A transfer closed again keeps them.
+    n = 5000
+    wk = PushTransfers(0, n, chunk_bytes=4096, incarnation=5, n_workers=1)
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21, n_workers=1)
+    push = _model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)
+    rest = _lossy_push(wk, srv, push, 0.0)                     # transfer 1: chunk 1 lost
+    assert {c.transfer_id for c in rest} == {2} and srv.partial
+    for chunk in rest + _chunks(wk.on_tick(0.0), SERVER):     # transfer 2: chunk 0 lost,
+        if chunk.seq == 0 and not chunk.flags & FLAG_END:      # its final acks too
+            continue
+        for a in srv.on_message(chunk, 0.1)[1]:
+            if not a.msg.final:
+                assert _chunks(wk.on_message(a.msg, 0.1)[1], SERVER) == []
+    assert wk.sending[SERVER].transfer.transfer_id == 2 and srv.partial
+    other = PushTransfers(0, n, chunk_bytes=4096, incarnation=6)     # a late chunk of run 6
+    late = _chunks(other.outgoing([Send(SERVER, push)], 0.2), SERVER)[0]
+    srv.on_message(late, 0.2)
+    assert srv.peer_runs[0] == [5, 6]
+    whole, now = [], 0.2
+    while wk.sending or not whole:
+        now = wk.next_wakeup()
+        assert now < 60.0, 'the push never arrives'
+        whole = _exchange(wk, srv, _chunks(wk.on_tick(now), SERVER), now, whole=whole)
+    assert srv.revived == 1 and len(whole) == 1
+    assert bytes(whole[0].payload) == bytes(push.payload)
+    assert srv.partial == {} and SERVER in wk.settled and srv.rejects == 0
+
+
+def test_an_older_transfer_closed_again_leaves_the_rows_held_of_a_later_one():
+    # As above, a run taken back had its transfers' answers forgotten; an END copy of its
+    # first transfer, late, closes that transfer again with no rows. It dropped the rows
+    # held of the push's second transfer, whose final ack then went on: the third carried
+    # the rows the robot was told were missing, and the server never had the push whole.
+    n = 5000
+    wk = PushTransfers(0, n, chunk_bytes=4096, incarnation=5, n_workers=1)
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21, n_workers=1)
+    push = _model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)
+    first = [c for c in _chunks(PushTransfers(0, n, chunk_bytes=4096, incarnation=5).outgoing(
+        [Send(SERVER, push)], 0.0), SERVER) if c.flags & FLAG_END][-1]    # as run 5 sends it
+    rest = _lossy_push(wk, srv, push, 0.0)                     # transfer 1: chunk 1 lost
+    finals = []
+    for chunk in rest + _chunks(wk.on_tick(0.0), SERVER):     # transfer 2: chunk 0 lost
+        if chunk.seq == 0 and not chunk.flags & FLAG_END:
+            continue
+        for a in srv.on_message(chunk, 0.1)[1]:
+            (finals if a.msg.final else []).append(a.msg)
+    held = int(srv.partial[(0, 5)][2].sum())
+    assert srv.partial[(0, 5)][1] == 2 and finals
+    assert srv.receiver.forget_closed(0, 5) == 2               # the run taken back
+    assert srv.on_message(first, 0.2)[0] is None               # transfer 1's END, late
+    assert srv.partial[(0, 5)][1] == 2 and int(srv.partial[(0, 5)][2].sum()) == held
+    q = _chunks(wk.on_message(finals[0], 0.3)[1], SERVER)
+    whole = _exchange(wk, srv, q, 0.3)
+    assert len(whole) == 1 and bytes(whole[0].payload) == bytes(push.payload)
+    assert srv.partial == {} and SERVER in wk.settled and wk.resent == 2

@@ -594,12 +594,21 @@ class PushTransfers:
         took them in its stead; arrived with rows missing too, it was completed with the
         dropped model's rows, a mix of the two handed to the engine. Its sender skips an id
         after a pull it drops (``_drop_pulls``), so that the next never reads as its rest.
+
+        A transfer of that run closed again (its answer forgotten: the run was taken back,
+        ``_revive``, and its END came again) continues the message held if it is the held
+        one's, and leaves it alone if older. Taken as another message's, it dropped the rows
+        held of the transfers before, which its sender, told they arrived, never sent again:
+        the message was never whole, and the robot took its push as delivered.
         """
         run = int(closed.incarnation)
         key = (run, int(closed.kind), int(closed.clock), form.codec)
         tid = int(closed.transfer_id)
-        earlier = self.partial.pop((sender, run), None)
-        if (earlier is not None and earlier[0] == key and tid == earlier[1] + 1
+        earlier = self.partial.get((sender, run))
+        if earlier is not None and tid < earlier[1]:
+            return complete, data
+        self.partial.pop((sender, run), None)
+        if (earlier is not None and earlier[0] == key and tid - earlier[1] in (0, 1)
                 and not bool(complete.all())):
             _, _, held, kept = earlier
             new = np.flatnonzero(complete & ~held)
