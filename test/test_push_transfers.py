@@ -1398,6 +1398,13 @@ def test_a_fleet_size_that_is_not_a_count_of_robots_is_refused_in_one_line(bad):
         PushTransfers(SERVER, 5000, n_workers=bad)
 
 
+def test_a_fleet_size_counted_by_numpy_is_a_count_of_robots():
+    # a whole number from numpy (a fleet size read from an array) was refused as not one:
+    # 'must be a whole number of robots ... got np.int64(3)'; it is taken, as a plain int
+    transfers = PushTransfers(SERVER, 5000, n_workers=np.int64(3))
+    assert transfers.n_workers == 3 and type(transfers.n_workers) is int
+
+
 def test_the_nodes_transfers_take_chunks_from_the_fleet_s_ranks_only():
     # the nodes give their transfers the fleet's --workers; a server adapter built with
     # its own transfers bounds them by its fleet too

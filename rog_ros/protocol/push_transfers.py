@@ -53,6 +53,7 @@ END goes twice at once (``END_COPIES``): one lost, or its final ack, costs no EN
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import NamedTuple
 import warnings
 
@@ -262,10 +263,11 @@ class PushTransfers:
                  fragment_bytes: int = WHC_FRAGMENT_BYTES, n_workers: int | None = None):
         lease_s = lease_seconds(lease_s)
         if n_workers is not None and (isinstance(n_workers, bool) or
-                                      not isinstance(n_workers, int) or n_workers < 1):
+                                      not isinstance(n_workers, numbers.Integral) or
+                                      n_workers < 1):
             raise ValueError(f'n_workers must be a whole number of robots, at least 1 (the '
                              f'fleet size, --workers), or None for any rank; got {n_workers!r}')
-        self.n_workers = n_workers
+        self.n_workers = None if n_workers is None else int(n_workers)
         self.fragment_bytes = fragment_bytes_checked(fragment_bytes)
         if sparse_entries is not None and not 1 <= int(sparse_entries) <= int(n_values):
             raise ValueError(f'sparse_entries must be in [1, {int(n_values)}] (the values of '
