@@ -130,7 +130,7 @@ def test_a_robot_built_from_the_document_alone_trains_with_the_server(mode):
     assert len(payload) == (4 * n if mode == 'asgd' else 8 * push_entries(cfg, SIZES))
     w0 = torch.linspace(-1.0, 1.0, n)
     srv = ServerAdapter(AdaCompServer(w0.clone(), 1, cfg, max_updates=10), 1, 0.1,
-                        PushTransfers(SERVER, n, chunk_bytes=4096,
+                        PushTransfers(SERVER, n, chunk_bytes=4096, n_workers=1,
                                       sparse_entries=push_entries(cfg, SIZES)))
     bare = AdaCompServer(w0.clone(), 1, cfg, max_updates=10)
     bare.on_message(ref.msg, 0.0)
