@@ -1258,12 +1258,17 @@ def test_a_push_whose_missing_rows_reach_a_restarted_server_goes_on_with_the_res
     assert new.partial == {} and new.rejects == 0
 
 
-def test_a_model_that_arrives_whole_is_never_mixed_with_rows_held_of_an_abandoned_one():
+@pytest.mark.parametrize('second_loses_a_chunk', [False, True])
+def test_a_model_after_a_dropped_pull_is_never_mixed_with_the_rows_held_of_it(
+        second_loses_a_chunk):
     # The server's pull to a robot lost a chunk, and the robot kept the rows that came;
     # before their rest went, a new run of that robot spoke and the pull was dropped. The
     # run comes back (it was the live one) and gets another model of the same clock (GSP's
-    # Ready carries the robot's iteration, and its group's model moved on): it arrived
-    # whole, but the robot took the held rows of the first model in its stead.
+    # Ready carries the robot's iteration, and its group's model moved on). Arrived whole,
+    # the robot took the held rows of the first model in its stead; losing a chunk too, its
+    # transfer was completed with them (the same run, kind and clock): the engine got a mix
+    # of the two. A transfer continues a held message only as the next transfer of its
+    # run, and the server skips an id after a pull it drops: the second model arrives as sent.
     n = 5000
     srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=3)
     wk = PushTransfers(0, n, chunk_bytes=4096, incarnation=5)
@@ -1272,14 +1277,18 @@ def test_a_model_that_arrives_whole_is_never_mixed_with_rows_held_of_an_abandone
     for chunk in _chunks(srv.outgoing([Send(0, first)], 0.0), 0):
         if chunk.seq != 1 or chunk.flags & FLAG_END:
             assert wk.on_message(chunk, 0.0)[0] is None          # its acks: lost
-    assert wk.partial and srv._heard(0, 5, 0.0) == [] and srv.dropped_pulls == 0
+    assert list(wk.partial) == [(SERVER, 3)]
+    assert srv._heard(0, 5, 0.0) == [] and srv.dropped_pulls == 0
     assert srv._heard(0, 6, 0.0) == [] and srv.dropped_pulls == 1 and srv.sending == {}
     srv._revive(0, 5, 0.5)                                # run 5 is the live one
     assert srv.peer_runs[0][-1] == 5
     q = _chunks(srv.outgoing([Send(0, second)], 1.0), 0)
-    whole = _exchange(srv, wk, q, 1.0)
+    tid = q[0].transfer_id
+    lose = {(tid, 2)} if second_loses_a_chunk else set()
+    whole = _exchange(srv, wk, q, 1.0, lose=lose)
     assert len(whole) == 1 and bytes(whole[0].payload) == bytes(second.payload)
-    assert wk.partial == {} and srv.resent == 0
+    assert wk.partial == {} and srv.resent == int(second_loses_a_chunk)
+    assert srv.sending == {} and srv.dropped_pulls == 1 and tid == 3          # id 2 skipped
 
 
 def _lossy_push(src, dst, push, now, lose_seq=1):
@@ -1410,31 +1419,6 @@ def test_the_nodes_transfers_take_chunks_from_the_fleet_s_ranks_only():
     # its own transfers bounds them by its fleet too
     assert _transfers(_fleet_args(workers=4), 0, torch.zeros(5000)).n_workers == 4
     assert _server(5000, n_workers=2)[0].transfers.n_workers == 2
-
-
-def test_a_model_after_a_dropped_pull_that_loses_a_chunk_too_is_never_mixed_with_its_rows():
-    # As above, but the second model of that clock loses a chunk as well: the robot held
-    # the dropped model's rows under the same run, kind and clock, and completed the second
-    # model's transfer with them: the engine got neither model but a mix of the two. A
-    # transfer continues a held message only as the next transfer of its run, and the
-    # server skips an id after a pull it drops: the second model arrives as sent.
-    n = 5000
-    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=3)
-    wk = PushTransfers(0, n, chunk_bytes=4096, incarnation=5)
-    first, second = _model(n, 4), _model(n, 9)
-    second = dataclasses.replace(first, payload=second.payload)
-    for chunk in _chunks(srv.outgoing([Send(0, first)], 0.0), 0):
-        if chunk.seq != 1 or chunk.flags & FLAG_END:
-            assert wk.on_message(chunk, 0.0)[0] is None          # its acks: lost
-    assert list(wk.partial) == [(SERVER, 3)]
-    assert srv._heard(0, 5, 0.0) == [] and srv._heard(0, 6, 0.0) == []
-    srv._revive(0, 5, 0.5)                                # run 5 is the live one
-    q = _chunks(srv.outgoing([Send(0, second)], 1.0), 0)
-    tid = q[0].transfer_id
-    whole = _exchange(srv, wk, q, 1.0, lose={(tid, 2)})
-    assert len(whole) == 1 and bytes(whole[0].payload) == bytes(second.payload)
-    assert wk.partial == {} and srv.resent == 1 and srv.sending == {}
-    assert srv.dropped_pulls == 1 and tid == 3          # id 2 skipped
 
 
 @pytest.mark.parametrize('lost', ['end', 'final ack'])
