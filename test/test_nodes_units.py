@@ -417,6 +417,71 @@ def test_a_robot_that_heard_only_superseded_messages_does_not_say_it_heard_nothi
     assert 'heard nothing from the server since it started' in WorkerNode._drops_said(node(None))
 
 
+def _push_robot_and_pulls(run=9):
+    """
+    Return run ``run`` of push robot 0 and what two server runs, 101 and 202, pull to it.
+
+    Each pull is the chunks (the END twice) of one dense model, as a push server's transfers
+    send it: the messages whose server run a push robot's transfers check.
+    """
+    from rog_ros.nodes.push_systems import WorkerAdapter
+    from rog_ros.protocol.policies.adacomp import AdaCompConfig, AdaCompWorker
+    from rog_ros.protocol.push_transfers import PushTransfers
+    n, cfg = 3000, AdaCompConfig(mode='asgd', c=1.0)
+    robot = WorkerAdapter(AdaCompWorker(0, torch.zeros(n), [n], cfg),
+                          PushTransfers(0, n, chunk_bytes=4096, incarnation=run))
+    pulls = []
+    for server_run in (101, 202):
+        model = m.RowChunk(transfer_id=1, seq=0, sender=m.SERVER, receiver=0,
+                           kind=m.KIND_UPDATE, clock=1, flags=m.FLAG_END, codec=0,
+                           payload=torch.ones(n).numpy().tobytes())
+        server = PushTransfers(m.SERVER, n, chunk_bytes=4096, incarnation=server_run)
+        pulls.append([a.msg for a in server.outgoing([Send(0, model)], 0.0)])
+    return robot, pulls
+
+
+def test_a_push_robot_counts_only_its_live_server_runs_messages_as_heard():
+    # a replaced push server run's late chunks (set aside as superseded, no rejects) reset
+    # the robot's give-up timer, so a robot whose live server run fell silent waited as long
+    # as a dead run's copies came; a retired run that keeps speaking counts once taken back
+    from rog_ros.nodes.chaos_hooks import WorkerHooks
+    robot, (a, b) = _push_robot_and_pulls()
+    hooks, bus, clock = WorkerHooks(robot, 0), FakeBus(), [0.0]
+    driver = EngineDriver(bus, hooks, Outbox(), may_compute=lambda: False,
+                          clock=lambda: clock[0])
+    driver.handle(hooks.start(0.0), 0.0)
+    heard = []
+    for t, msg in ((1.0, a[0]), (2.0, b[0]),        # run 202 replaces run 101
+                   (3.0, a[1]), (4.0, a[2]),        # run 101's late chunks
+                   (30.0, a[-2]), (31.0, a[-1])):   # run 101 kept speaking: taken back
+        clock[0] = t
+        bus.inbox = [('w0/model', msg)]
+        driver.step(0.0)
+        heard.append(driver.last_receive)
+    assert heard == [1.0, 2.0, 2.0, 2.0, 30.0, 31.0]
+    assert robot.transfers.peer_runs[m.SERVER] == [202, 101] and robot.transfers.revived == 1
+    assert robot.server_heard == 4 and robot.superseded == 2 and robot.rejects == 0
+
+
+def test_a_push_robot_that_heard_only_superseded_messages_does_not_say_it_heard_nothing():
+    # a push robot started afresh whose server answers only its earlier run sets every
+    # chunk aside (foreign, no reject): none is a sign of life, and its give-up line said
+    # it had heard nothing from the server since it started (push adapters had no count)
+    from types import SimpleNamespace
+
+    from rog_ros.nodes.worker_node import WorkerNode
+    robot, (a, _) = _push_robot_and_pulls(run=10)
+    robot.start(0.0)
+    for k, chunk in enumerate(a):
+        chunk.target_incarnation = 9            # the run of it the server knows
+        robot.on_message(chunk, 1.0 + k)
+    assert robot.superseded == len(a) == 5 and robot.server_heard == robot.rejects == 0
+    node = SimpleNamespace(engine=robot, driver=SimpleNamespace(last_receive=None),
+                           reject_counts=lambda: {'bad_tag': 0, 'invalid': robot.rejects})
+    assert WorkerNode._drops_said(node).startswith(
+        '; it heard from the server only 5 messages it set aside as superseded')
+
+
 def test_netmon_records_a_trace_that_load_trace_replays(tmp_path):
     # Prepare
     import subprocess

@@ -318,11 +318,23 @@ class WorkerAdapter:
         self.bytes_up = 0
         self.bytes_down = 0
         self.own_rejects = 0
+        self.server_heard = 0          # messages of the live server run taken (liveness)
 
     @property
     def rejects(self) -> int:
         """Return the messages refused: the engine's rejects and the transfers' own."""
         return self.own_rejects + self.transfers.rejects
+
+    @property
+    def superseded(self) -> int:
+        """
+        Return the messages set aside, not refused: of a replaced server run, or for an old us.
+
+        The robot's give-up line says a robot that heard only those heard them (its timer
+        counts only ``server_heard``), not that it heard nothing from the server.
+        """
+        t = self.transfers
+        return t.superseded + t.foreign
 
     @property
     def w(self) -> torch.Tensor:
@@ -355,12 +367,30 @@ class WorkerAdapter:
         return self.transfers.outgoing(self._count(self.engine.on_compute_done(grad, now)), now)
 
     def on_message(self, msg, now: float) -> list:
-        msg, acks = self.transfers.on_message(msg, now)
-        if msg is None:
-            return acks
-        self.bytes_down += _wire(msg)
-        return acks + self.transfers.outgoing(self._count(self.engine.on_message(msg, now)),
-                                              now)
+        """
+        Take one message from the bus; count it in ``server_heard`` if the live server run's.
+
+        The node's give-up timer (``server_timeout``, ``EngineDriver``) counts only messages
+        of the server run the transfers hold live, taken (nothing refused): a replaced run's
+        late chunks, set aside as superseded, reset it, so a robot whose live server fell
+        silent waited as long as a dead run's copies came. A retired run counts again from
+        the message that takes it back, a new run once heard; a message naming no run (0:
+        a push server's stop order) only while no run is known, as Rog's robot counts them.
+        """
+        t = self.transfers
+        refused = (t.rejects, self.own_rejects)
+        inc = getattr(msg, 'incarnation', 0)
+        sender = getattr(msg, 'sender', SERVER)
+        out, acks = self.transfers.on_message(msg, now)
+        if out is not None:
+            self.bytes_down += _wire(out)
+            acks = acks + self.transfers.outgoing(self._count(self.engine.on_message(out, now)),
+                                                  now)
+        runs = t.peer_runs.get(SERVER)
+        if (sender == SERVER and (t.rejects, self.own_rejects) == refused
+                and inc == (runs[-1] if runs else 0)):
+            self.server_heard += 1
+        return acks
 
     def _count(self, actions) -> list:
         for a in actions:
