@@ -20,9 +20,9 @@ import logging
 import pytest
 
 from rog_ros.nodes.push_systems import ServerAdapter, WorkerAdapter
-from rog_ros.protocol.actions import Log, Send, StartCompute
+from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
 from rog_ros.protocol.events import describe
-from rog_ros.protocol.messages import KIND_UPDATE, RowChunk, SERVER
+from rog_ros.protocol.messages import FLAG_END, KIND_UPDATE, RowChunk, Schedule, SERVER
 from rog_ros.protocol.policies.adacomp import (
     AdaCompConfig, AdaCompServer, AdaCompWorker, push_entries)
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
@@ -571,3 +571,64 @@ def test_a_revived_run_whose_push_was_applied_gets_a_model_again(system):
     # dropped unapplied: the dead run's push, and the live run's applied push sent again
     assert srv.worker_restarts == 2 and live.transfers.resent == 1
     assert srv_engine.rejects == 0 and srv.rejects == 0 and now < 60.0
+
+
+def _server_pull(run, clock, at=0.0):
+    """Return the chunks (the END twice) of server run ``run``'s pull of a model to robot 0."""
+    model = RowChunk(transfer_id=clock, seq=0, sender=SERVER, receiver=0, kind=KIND_UPDATE,
+                     clock=clock, flags=FLAG_END, codec=0,
+                     payload=torch.full((N,), float(clock)).numpy().tobytes())
+    server = PushTransfers(SERVER, N, chunk_bytes=4096, incarnation=run)
+    return [a.msg for a in server.outgoing([Send(0, model)], at)]
+
+
+def _stop(run, target=0):
+    """Return server run ``run``'s stop order to robot 0 (``target``: the run of it meant)."""
+    return Schedule(worker=0, clock=0, push_deadline_s=-1.0, stop=True, incarnation=run,
+                    target_incarnation=target)
+
+
+def _hear(robot, messages, now):
+    """Hand ``robot`` every one of ``messages`` at ``now``; return all it answered."""
+    out = []
+    for msg in messages:
+        out += robot.on_message(msg, now)
+    return out
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_replaced_server_runs_late_stop_order_does_not_stop_the_robot(system):
+    # the transfers pass a stop order on unchecked and the engine stops on any: a replaced
+    # push server run's late stop order (a zombie's, a late copy) stopped the robot while
+    # the live run trained on. It is set aside (no reject), as one for an earlier run of
+    # the robot; the live run's stop order stops it and counts as heard.
+    robot = _robot(_pair(system)[1], system, 0, 9)
+    robot.start(0.0)
+    _hear(robot, _server_pull(101, 1), 1.0)
+    assert any(isinstance(a, StartCompute) for a in _hear(robot, _server_pull(202, 2), 2.0))
+    assert robot.transfers.peer_runs[SERVER] == [101, 202]
+    assert _hear(robot, [_stop(101), _stop(101, target=9), _stop(202, target=8)], 3.0) == []
+    assert not robot.engine.stopped and robot.state == 'computing'
+    assert robot.set_aside == 3 and robot.rejects == 0
+    assert [type(a) for a in robot.on_message(_stop(202, target=9), 4.0)] == [Stopped]
+    assert robot.engine.stopped
+    # heard (the give-up timer): both pulls' 5 chunks each, the live run's stop orders (the
+    # one for an earlier run of the robot too: a sign of its life, as Rog's robot counts it)
+    assert robot.server_heard == 5 + 5 + 2
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_stop_order_of_a_server_run_taken_back_stops_the_robot(system):
+    # a run retired by mistake that keeps speaking is taken back (the live one again): its
+    # stop order stops the robot, the run it displaced is the retired one
+    robot = _robot(_pair(system)[1], system, 0, 9)
+    robot.start(0.0)
+    _hear(robot, _server_pull(101, 1), 1.0)
+    _hear(robot, _server_pull(202, 2), 2.0)
+    late = _server_pull(101, 3)
+    _hear(robot, late, 3.0)                                  # superseded
+    _hear(robot, late[-1:], 30.0)                            # its END again: taken back
+    assert robot.transfers.peer_runs[SERVER] == [202, 101] and robot.transfers.revived == 1
+    assert _hear(robot, [_stop(202)], 31.0) == [] and not robot.engine.stopped
+    assert [type(a) for a in robot.on_message(_stop(101), 32.0)] == [Stopped]
+    assert robot.engine.stopped and robot.set_aside == 1 and robot.rejects == 0

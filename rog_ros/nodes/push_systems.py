@@ -319,6 +319,7 @@ class WorkerAdapter:
         self.bytes_down = 0
         self.own_rejects = 0
         self.server_heard = 0          # messages of the live server run taken (liveness)
+        self.set_aside = 0             # schedules of a retired server run, or for an old us
 
     @property
     def rejects(self) -> int:
@@ -334,7 +335,7 @@ class WorkerAdapter:
         counts only ``server_heard``), not that it heard nothing from the server.
         """
         t = self.transfers
-        return t.superseded + t.foreign
+        return t.superseded + t.foreign + self.set_aside
 
     @property
     def w(self) -> torch.Tensor:
@@ -381,16 +382,47 @@ class WorkerAdapter:
         refused = (t.rejects, self.own_rejects)
         inc = getattr(msg, 'incarnation', 0)
         sender = getattr(msg, 'sender', SERVER)
-        out, acks = self.transfers.on_message(msg, now)
-        if out is not None:
-            self.bytes_down += _wire(out)
-            acks = acks + self.transfers.outgoing(self._count(self.engine.on_message(out, now)),
-                                                  now)
+        out = self._take(msg, now)
         runs = t.peer_runs.get(SERVER)
         if (sender == SERVER and (t.rejects, self.own_rejects) == refused
                 and inc == (runs[-1] if runs else 0)):
             self.server_heard += 1
-        return acks
+        return out
+
+    def _take(self, msg, now: float) -> list:
+        """
+        Return the answer to ``msg``: the transfers' and, for a message they yield, the engine's.
+
+        A ``Schedule`` (a stop order: the transfers pass it on unchecked) of a server run the
+        transfers retired, or addressed to an earlier run of this robot, is set aside
+        (``set_aside``), not handed over: the engine stops on any stop order, so a replaced
+        server run's late one stopped the robot while the live run trained on. A retired run
+        taken back (it kept speaking) is the live one again: its stop order stops the robot.
+        """
+        if isinstance(msg, Schedule) and self._retired(msg):
+            self.set_aside += 1
+            return []
+        msg, acks = self.transfers.on_message(msg, now)
+        if msg is None:
+            return acks
+        self.bytes_down += _wire(msg)
+        return acks + self.transfers.outgoing(self._count(self.engine.on_message(msg, now)),
+                                              now)
+
+    def _retired(self, msg) -> bool:
+        """
+        Tell whether ``msg`` is of a server run replaced since, or for an earlier run of us.
+
+        O(1): the transfers keep at most ``KEEP_RUNS`` + 1 runs of the server. A run not
+        among them (0: none named; a new run) is not refused here.
+        """
+        t = self.transfers
+        target = getattr(msg, 'target_incarnation', 0)
+        if target and target != t.incarnation:
+            return True
+        inc = getattr(msg, 'incarnation', 0)
+        runs = t.peer_runs.get(SERVER) or []
+        return bool(inc) and inc in runs[:-1]
 
     def _count(self, actions) -> list:
         for a in actions:
