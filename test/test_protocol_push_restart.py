@@ -632,3 +632,17 @@ def test_a_stop_order_of_a_server_run_taken_back_stops_the_robot(system):
     assert _hear(robot, [_stop(202)], 31.0) == [] and not robot.engine.stopped
     assert [type(a) for a in robot.on_message(_stop(101), 32.0)] == [Stopped]
     assert robot.engine.stopped and robot.set_aside == 1 and robot.rejects == 0
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_push_servers_stop_order_names_its_run_and_the_robots(system):
+    # the engines build stop orders with no run and the transfers pass them on as they are:
+    # a robot could not tell a replaced server run's late stop order from its live run's
+    srv_engine, worker = _pair(system, n_workers=1, budget=3)
+    srv = _push_server(srv_engine, system, incarnation=101)
+    robots = {0: _robot(worker, system, 0, 9)}
+    got, take = [], robots[0].on_message
+    robots[0].on_message = lambda msg, now: got.append(msg) or take(msg, now)
+    _relay(srv, robots, None, crash_at=None)
+    stops = [(s.incarnation, s.target_incarnation) for s in got if isinstance(s, Schedule)]
+    assert robots[0].engine.stopped and srv.finished and stops == [(101, 9)]

@@ -282,6 +282,8 @@ class ServerAdapter:
         for a in actions:
             if isinstance(a, Send):
                 self.bytes_down += _wire(a.msg)
+                if isinstance(a.msg, Schedule):
+                    self._stamp(a.dest, a.msg)
                 if isinstance(a.msg, Schedule) and a.msg.stop and 0 <= a.dest < self.n:
                     self.stop_sent[a.dest] = True
             elif isinstance(a, Log) and a.name == 'stall_s' and 0 <= a.worker < self.n:
@@ -291,6 +293,20 @@ class ServerAdapter:
             elif isinstance(a, Log) and a.name == 'worker_restart':
                 self.worker_restarts += 1
         return actions
+
+    def _stamp(self, dest: int, msg: Schedule) -> None:
+        """
+        Stamp ``msg`` (a stop order) with this server run and the run of ``dest`` it answers.
+
+        The engines build their stop orders with no run, and the transfers pass them on as
+        they are: a robot could not tell a replaced server run's late stop order from its
+        live run's (``WorkerAdapter._retired``), and stopped while the live run trained on.
+        """
+        if not msg.incarnation:
+            msg.incarnation = self.transfers.incarnation
+        runs = self.transfers.peer_runs.get(dest)
+        if runs and not msg.target_incarnation:
+            msg.target_incarnation = runs[-1]
 
     def stats(self) -> dict:
         """Return the engine's own figures plus the bytes per push seen on the wire."""
