@@ -96,8 +96,9 @@ class _FakeFleet:
     A push fleet on ``_Clock``: what ``freeze`` and its check read of a real ``Fleet``.
 
     Every attribute the scenario reads of the real one (``push``, ``cfg``, ``codes``,
-    ``signal``, ``watch``, ``specs``, ``dir``, ``domain``, ``namespace``); ``fail_at``: a node
-    exits 1 from then on. Its watch misses the victim once it thawed, as a real one did.
+    ``freeze``, ``signal``, ``watch``, ``specs``, ``dir``, ``domain``, ``namespace``);
+    ``fail_at``: a node exits 1 from then on. Its watch misses the victim once it thawed, as a
+    real one did.
     """
 
     def __init__(self, clock, workers=3, fail_at=None, thaw_s=THAW_S):
@@ -111,6 +112,17 @@ class _FakeFleet:
     def signal(self, name, sig):
         """Note the signal and when (why: the test checks the freeze's bounds)."""
         self.sent.append((name, sig, self.clock.mono))
+
+    def freeze(self, name, seconds):
+        """Send SIGSTOP as ``signal`` does; return a guard (why: the real one is a process)."""
+        self.signal(name, signal.SIGSTOP)
+        self.guard = types.SimpleNamespace(seconds=seconds, killed=0, wait=lambda: 0)
+
+        def kill():
+            """Count the kills (why: the scenario must end its guard once it thawed)."""
+            self.guard.killed += 1
+        self.guard.kill = kill
+        return self.guard
 
     def codes(self):
         """Return every node running, or one failed once past ``fail_at``."""
@@ -163,6 +175,8 @@ def test_the_victim_is_stopped_for_the_freeze_and_thawed_and_its_recovery_timed(
     assert (stop_name, stop, cont_name, cont) == ('rog_worker_1', signal.SIGSTOP,
                                                   'rog_worker_1', signal.SIGCONT)
     assert chaos_freeze.FREEZE_S <= t_cont - t_stop < chaos_freeze.FREEZE_S + 0.2
+    # its guard (should this process die) was set for the freeze, and ended after the thaw
+    assert (fleet.guard.seconds, fleet.guard.killed) == (chaos_freeze.FREEZE_S, 1)
     # past the server's absence timeout (16 s, the shortest sound one) by a few seconds
     assert chaos_freeze.FREEZE_S > chaos_freeze.FREEZE_ABSENCE_S == 16.0
     # frozen on a push of its, a quarter into a push fleet's budget: the rest lasts while the
@@ -187,6 +201,7 @@ def test_a_node_failing_during_the_freeze_still_thaws_the_victim(monkeypatch):
     res = _run_freeze(monkeypatch, fleet)
     assert res['detail'] == 'a node failed while the victim was frozen'
     assert [s for _, s, _ in fleet.sent] == [signal.SIGSTOP, signal.SIGCONT]
+    assert fleet.guard.killed == 1
     assert res['recover_s'] is None
 
 

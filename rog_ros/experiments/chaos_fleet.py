@@ -28,6 +28,7 @@ import dataclasses
 import os
 import random
 import signal
+import subprocess
 import sys
 import time
 
@@ -37,6 +38,7 @@ WORKLOAD = 'chaos'
 RATE_MBPS = 0.1          # 12.5 kB/s: a push of the chaos model (~0.8 kB in 3 chunks) ~70 ms
 CHUNK_BYTES = 256        # several chunks per transfer, so a kill lands mid-transfer
 BURST_BYTES = 512
+THAW_GUARD_S = 5.0      # a frozen node's guard thaws it this long after its freeze was to end
 TRACE_PERIOD_S = 10000.0  # per-worker slice of the outage trace: no other worker meets it
 DURABLE_SYSTEMS = ('rog', 'ssp', 'bsp', 'flown')
 """Systems with server checkpoints, worker state and the chaos ledger: every scenario."""
@@ -159,6 +161,23 @@ class Fleet:
         except ProcessLookupError:
             pass
 
+    def freeze(self, name: str, seconds: float):
+        """
+        SIGSTOP node ``name``; return a guard that SIGCONTs it ``THAW_GUARD_S`` after ``seconds``.
+
+        The caller thaws it itself after ``seconds`` and then kills the guard (``kill``,
+        ``wait``). The guard is a process of its own session, which outlives this one: killed
+        outright (SIGKILL, the OOM killer, a test runner's timeout), this process sends no
+        SIGCONT, and the nodes' parent-death SIGTERM is never acted on by a stopped process.
+        """
+        pgid = self.sup.procs[name].pid
+        guard = subprocess.Popen(
+            [sys.executable, '-c', THAW_GUARD, str(pgid), repr(seconds + THAW_GUARD_S)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        self.signal(name, signal.SIGSTOP)
+        return guard
+
     def codes(self) -> dict:
         return self.sup.codes()
 
@@ -183,6 +202,17 @@ class Fleet:
 
     def tail(self, name: str, lines: int = 8) -> str:
         return self.sup.tail(name, lines)
+
+
+THAW_GUARD = """
+import os, signal, sys, time
+time.sleep(float(sys.argv[2]))
+try:
+    os.killpg(int(sys.argv[1]), signal.SIGCONT)
+except OSError:
+    pass
+"""
+"""``Fleet.freeze``'s guard: ``python -c THAW_GUARD PGID SECONDS`` thaws a process group."""
 
 
 def wait_for(cond, timeout_s: float, fleet: Fleet) -> bool:

@@ -105,8 +105,10 @@ def freeze(cfg: ChaosConfig) -> dict:
                 return None, f'worker {VICTIM} never reached iteration {target}'
             wait_new_record(path, 'computed', 10)      # its push about to leave
         window['stop'] = time.monotonic()
-        fleet.signal(name, signal.SIGSTOP)
+        guard = None
         try:
+            # the guard thaws it should this process be killed outright meanwhile
+            guard = fleet.freeze(name, FREEZE_S)
             while time.monotonic() < window['stop'] + FREEZE_S:
                 if any(c not in (None, 0) for c in fleet.codes().values()):
                     return None, 'a node failed while the victim was frozen'
@@ -114,6 +116,9 @@ def freeze(cfg: ChaosConfig) -> dict:
         finally:        # never left stopped (the fleet's stop could not end it but by SIGKILL)
             fleet.signal(name, signal.SIGCONT)
             window['cont'] = time.monotonic()
+            if guard is not None:
+                guard.kill()
+                guard.wait()
         if fleet.push:      # a watch the thawed robot is matched with at once (WatchUnion)
             fleet.watch = WatchUnion([fleet.watch, PushWatch(
                 fleet.domain, fleet.namespace, fleet.cfg.workers,
