@@ -354,3 +354,50 @@ def test_the_server_counts_the_pushes_its_engine_refused_apart_from_other_messag
     assert srv.engine.rejects == 2
     assert (stats['pushes_received'], stats['pushes_refused'], stats['pushes_applied']) == (
         2, 1, 1)
+
+
+def _bare_watch(transfers, acked, stops):
+    """
+    Return a ``PushWatch`` holding ``transfers`` and ``acked`` without joining DDS.
+
+    Why: ``WatchUnion`` reads what each real watch holds (its lock, its maps), not a stand-in's.
+    """
+    import threading
+    watch = object.__new__(chaos_push.PushWatch)
+    watch.workers, watch._lock, watch.stops = 2, threading.Lock(), set(stops)
+    watch.transfers = dict(transfers)
+    watch.pushes = {(r, run, clock): 1.0 + clock for (r, run, _), clock in transfers.items()}
+    watch.acked, watch.pulls, watch.pulled = set(acked), {}, set()
+    return watch
+
+
+def test_a_union_of_watches_counts_a_push_both_saw_once_and_still_finds_one_applied_twice(
+        tmp_path):
+    # robot 0: 10 pushes, all seen by the first watch; robot 1: 4 before the freeze (first
+    # watch) and 6 after it, of which the first watch saw 2 again (found again late) and the
+    # new one all 6, one of them acked only where the first watch heard it
+    first = {(0, 1, 100 + c): c for c in range(10)}
+    first.update({(1, 1, 100 + c): c for c in range(4)})
+    first.update({(1, 1, 100 + c): c for c in (8, 9)})
+    second = {(1, 1, 100 + c): c for c in range(4, 10)}
+    acked_first = set(first) | {(1, 1, 104)}
+    acked_second = set(second) - {(1, 1, 104)}
+    union = chaos_push.WatchUnion([_bare_watch(first, acked_first, {0}),
+                                   _bare_watch(second, acked_second, {1})])
+    assert len(union.confirmed()) == 20 and union.stops == {0, 1}
+    assert (union.count(0), union.count(1)) == (10, 10)
+    assert union.first_times(1) == [1.0 + c for c in range(10)]
+    _summary(tmp_path, 20, 0)
+    res = {}
+    assert chaos_push.push_verdict(res, union, str(tmp_path), workers=2, iterations=10) == []
+    assert res['pushes']['seen'] == 20 and res['duplicated'] == 0 and res['lost'] == 0
+    # one of robot 1's pushes both watches saw applied twice: still one too many
+    _summary(tmp_path, 20, 0, received=21)
+    problems = chaos_push.push_verdict(res, union, str(tmp_path), workers=2, iterations=10)
+    assert res['duplicated'] == 1 and any('applied twice' in p for p in problems), problems
+    # the first watch alone misses robot 1's last 4 pushes after the freeze: those would be
+    # taken for pushes applied twice
+    _summary(tmp_path, 20, 0)
+    alone = _bare_watch(first, acked_first, {0, 1})
+    chaos_push.push_verdict(res, alone, str(tmp_path), workers=2, iterations=10)
+    assert res['duplicated'] == 4
