@@ -94,3 +94,37 @@ def test_a_victim_frozen_by_a_killed_scenario_is_thawed_and_ends(tmp_path):
             proc.wait(10)
         if pid is not None and _state(pid) not in ('', 'Z'):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_victim_is_stopped_before_its_guard_is_started(monkeypatch):
+    # starting the guard takes milliseconds (12 ms here), and the freeze must land in the push
+    # the victim just began: SIGSTOP first
+    import types
+    from rog_ros.experiments import chaos_fleet
+    victim = subprocess.Popen(['sleep', '60'], start_new_session=True)
+    calls, popen, killpg = [], subprocess.Popen, os.killpg
+
+    def spy_popen(*args, **kw):
+        """Note the guard's start (why: the order is what is tested)."""
+        calls.append('guard')
+        return popen(*args, **kw)
+
+    def spy_killpg(pgid, sig):
+        """Note the signal (why: the order is what is tested)."""
+        calls.append(signal.Signals(sig).name)
+        killpg(pgid, sig)
+    monkeypatch.setattr(chaos_fleet.subprocess, 'Popen', spy_popen)
+    monkeypatch.setattr(chaos_fleet.os, 'killpg', spy_killpg)
+    fleet = object.__new__(chaos_fleet.Fleet)
+    fleet.sup = types.SimpleNamespace(procs={'rog_worker_1': victim})
+    guard = None
+    try:
+        guard = fleet.freeze('rog_worker_1', 30.0)
+        assert calls == ['SIGSTOP', 'guard']
+        assert _wait_state(victim.pid, lambda s: s == 'T', 10.0) == 'T'
+    finally:
+        if guard is not None:
+            guard.kill()
+            guard.wait(10)
+        victim.kill()
+        victim.wait(10)

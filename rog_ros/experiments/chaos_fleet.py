@@ -169,14 +169,15 @@ class Fleet:
         ``wait``). The guard is a process of its own session, which outlives this one: killed
         outright (SIGKILL, the OOM killer, a test runner's timeout), this process sends no
         SIGCONT, and the nodes' parent-death SIGTERM is never acted on by a stopped process.
+        SIGSTOP first, the guard after: starting a process takes milliseconds, and the freeze
+        must land in the push the node just began.
         """
         pgid = self.sup.procs[name].pid
-        guard = subprocess.Popen(
+        self.signal(name, signal.SIGSTOP)
+        return subprocess.Popen(
             [sys.executable, '-c', THAW_GUARD, str(pgid), repr(seconds + THAW_GUARD_S)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
-        self.signal(name, signal.SIGSTOP)
-        return guard
 
     def codes(self) -> dict:
         return self.sup.codes()
