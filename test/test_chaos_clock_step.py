@@ -23,6 +23,7 @@ must still see the victim's iterations before and after it where they were.
 from pathlib import Path
 import types
 
+import chaos_fakes
 from rog_ros.experiments import chaos_fleet, chaos_link_outage
 from rog_ros.experiments.chaos_fleet import ChaosConfig
 from rog_ros.experiments.chaos_fleet_scenario import VICTIM
@@ -85,14 +86,7 @@ def test_a_wall_clock_step_during_the_outage_does_not_move_it(tmp_path, monkeypa
         specs={'rog_server': types.SimpleNamespace(parameters={
             'epoch': epoch_wall, 'staleness': 4, 'sync': 'rog', 'outage_aware': True})})
 
-    def scenario(name, cfg, inject, extra_check=None, **kwargs):
-        """Run the scenario's inject and check on the fleet above, as fleet_scenario does."""
-        _, detail = inject(fleet)
-        res = {'detail': detail}
-        res['problems'] = extra_check(res, fleet)
-        return res
-
-    monkeypatch.setattr(chaos_link_outage, 'fleet_scenario', scenario)
+    monkeypatch.setattr(chaos_link_outage, 'fleet_scenario', chaos_fakes.run_on(fleet))
     seen = {}
     cfg = ChaosConfig(out=str(tmp_path), workers=workers, outage_s=outage_s)
     res = chaos_link_outage._link_outage_from(cfg, {'start_s': start_s, 'iterations': 100},

@@ -23,6 +23,7 @@ seen on the wire against what the server's summary says it applied and dropped
 import json
 import types
 
+import chaos_fakes
 import pytest
 from rog_ros import cli
 from rog_ros.experiments import (chaos, chaos_fleet, chaos_link_outage, chaos_push,
@@ -244,14 +245,7 @@ def test_a_push_link_outage_needs_the_others_pushing_through_it(monkeypatch, oth
         push=True, epoch_mono=epoch, codes=lambda: {},
         watch=types.SimpleNamespace(first_times=first_times),
         specs={'rog_server': types.SimpleNamespace(parameters={'sync': 'asgd'})})
-
-    def scenario(name, cfg, inject, extra_check=None, **kwargs):
-        """Run the scenario's inject and check on the fleet above, as fleet_scenario does."""
-        _, detail = inject(fleet)
-        res = {'detail': detail}
-        res['problems'] = extra_check(res, fleet)
-        return res
-    monkeypatch.setattr(chaos_link_outage, 'fleet_scenario', scenario)
+    monkeypatch.setattr(chaos_link_outage, 'fleet_scenario', chaos_fakes.run_on(fleet))
     cfg = chaos_fleet.ChaosConfig(workers=3, sync='asgd', outage_s=outage)
     res = chaos_link_outage._link_outage_from(cfg, {'start_s': start, 'iterations': 16}, {})
     assert res['victim_iterations'] == {'before': 4, 'during': 0, 'after': 1}
