@@ -601,20 +601,20 @@ def test_a_replaced_server_runs_late_stop_order_does_not_stop_the_robot(system):
     # the transfers pass a stop order on unchecked and the engine stops on any: a replaced
     # push server run's late stop order (a zombie's, a late copy) stopped the robot while
     # the live run trained on. It is set aside (no reject), as one for an earlier run of
-    # the robot; the live run's stop order stops it and counts as heard.
+    # the robot from a server run it does not know; the live run's stop order stops it and
+    # counts as heard.
     robot = _robot(_pair(system)[1], system, 0, 9)
     robot.start(0.0)
     _hear(robot, _server_pull(101, 1), 1.0)
     assert any(isinstance(a, StartCompute) for a in _hear(robot, _server_pull(202, 2), 2.0))
     assert robot.transfers.peer_runs[SERVER] == [101, 202]
-    assert _hear(robot, [_stop(101), _stop(101, target=9), _stop(202, target=8)], 3.0) == []
+    assert _hear(robot, [_stop(101), _stop(101, target=9), _stop(303, target=8)], 3.0) == []
     assert not robot.engine.stopped and robot.state == 'computing'
     assert robot.set_aside == 3 and robot.rejects == 0
     assert [type(a) for a in robot.on_message(_stop(202, target=9), 4.0)] == [Stopped]
     assert robot.engine.stopped
-    # heard (the give-up timer): both pulls' 5 chunks each, the live run's stop orders (the
-    # one for an earlier run of the robot too: a sign of its life, as Rog's robot counts it)
-    assert robot.server_heard == 5 + 5 + 2
+    # heard (the give-up timer): both pulls' 5 chunks each, the live run's stop order
+    assert robot.server_heard == 5 + 5 + 1
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
@@ -646,3 +646,71 @@ def test_a_push_servers_stop_order_names_its_run_and_the_robots(system):
     _relay(srv, robots, None, crash_at=None)
     stops = [(s.incarnation, s.target_incarnation) for s in got if isinstance(s, Schedule)]
     assert robots[0].engine.stopped and srv.finished and stops == [(101, 9)]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+@pytest.mark.parametrize('heard', [(), (202,), (101, 202)])
+def test_the_live_servers_stop_order_for_an_earlier_run_of_the_robot_stops_it(system, heard):
+    # a push server's stop order ends the whole fleet's training, whichever run of the robot
+    # it names: set aside, the robot's new run waited for an answer the finished server,
+    # gone, never sent. The live run's (or, while the robot knows none, any run's) stops it;
+    # one from a server run it does not know, beside a live one it knows, is set aside.
+    robot = _robot(_pair(system)[1], system, 0, 9)
+    robot.start(0.0)
+    for k, run in enumerate(heard):
+        _hear(robot, _server_pull(run, k + 1), 1.0 + k)
+    assert robot.transfers.peer_runs.get(SERVER, []) == list(heard)
+    if heard:
+        assert _hear(robot, [_stop(303, target=8)], 5.0) == [] and robot.set_aside == 1
+        assert not robot.engine.stopped
+    assert [type(a) for a in robot.on_message(_stop(202, target=8), 6.0)] == [Stopped]
+    assert robot.engine.stopped and robot.rejects == 0
+    assert robot.set_aside == (1 if heard else 0)
+
+
+def test_a_gsp_robot_restarted_while_held_stops_on_the_finished_servers_stop_order():
+    # robot 0, held by GSP (4 pushes ahead of robot 1), restarts; robot 1's push ends the
+    # training and the server sends the held robot its stop, stamped with the run it knows
+    # (11): the new run (12), still computing its first gradient, set it aside, and the
+    # server, finished (every robot told), left before that run pushed (LEAVE_TIMEOUT_S)
+    srv_engine, worker = _pair('gsp', n_workers=2, budget=5)
+    srv = _push_server(srv_engine, 'gsp', n_workers=2)
+    robots = {0: _robot(worker, 'gsp', 0, 11), 1: _robot(worker, 'gsp', 1, 21)}
+    q, later, stops = deque(), [], []
+    for wk in robots.values():
+        _enqueue(q, wk, wk.start(0.0))
+    step = 0
+    while q or later:
+        if not q:                          # robot 0 is held: it restarts, robot 1 goes on
+            assert sorted(srv_engine.groups[0].held) == [0] and srv.clock == [4, 0]
+            robots[0] = _robot(worker, 'gsp', 0, 12)
+            robots[0].start(0.0)           # (its first computation does not end here)
+            q.extend(later)
+            later = []
+        dest, item = q.popleft()
+        if dest == 'compute':
+            if item.rank == 1 and robots[0].transfers.incarnation == 11:
+                later.append((dest, item))
+            elif robots[item.rank] is item:
+                _enqueue(q, item, item.on_compute_done(_grad(item.rank, step), 0.0))
+                step += 1
+        elif dest == SERVER:
+            _enqueue(q, srv, srv.on_message(item, 0.0))
+        else:
+            if isinstance(item, Schedule):
+                stops.append((dest, item.target_incarnation))
+            _enqueue(q, robots[dest], robots[dest].on_message(item, 0.0))
+    assert srv.finished and stops == [(0, 11), (1, 21)]
+    assert robots[0].engine.stopped and robots[0].set_aside == 0
+    assert robots[1].engine.stopped
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_an_unstamped_stop_order_of_an_older_server_stops_a_robot_that_knows_its_run(system):
+    # a server of the revision before stop orders were stamped sends them with no run (0):
+    # the robot, which knows the server's run from its pulls, must stop on it all the same
+    robot = _robot(_pair(system)[1], system, 0, 9)
+    robot.start(0.0)
+    _hear(robot, _server_pull(101, 1), 1.0)
+    assert [type(a) for a in robot.on_message(_stop(0), 2.0)] == [Stopped]
+    assert robot.engine.stopped and robot.set_aside == robot.rejects == 0

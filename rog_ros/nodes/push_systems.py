@@ -392,7 +392,8 @@ class WorkerAdapter:
         late chunks, set aside as superseded, reset it, so a robot whose live server fell
         silent waited as long as a dead run's copies came. A retired run counts again from
         the message that takes it back, a new run once heard; a message naming no run (0:
-        a push server's stop order) only while no run is known, as Rog's robot counts them.
+        the stop order of a server of a revision before they were stamped) only while no run
+        is known, as Rog's robot counts them.
         """
         t = self.transfers
         refused = (t.rejects, self.own_rejects)
@@ -410,10 +411,11 @@ class WorkerAdapter:
         Return the answer to ``msg``: the transfers' and, for a message they yield, the engine's.
 
         A ``Schedule`` (a stop order: the transfers pass it on unchecked) of a server run the
-        transfers retired, or addressed to an earlier run of this robot, is set aside
-        (``set_aside``), not handed over: the engine stops on any stop order, so a replaced
-        server run's late one stopped the robot while the live run trained on. A retired run
-        taken back (it kept speaking) is the live one again: its stop order stops the robot.
+        transfers retired, or one addressed to an earlier run of this robot by a server run
+        that is not the live one we know, is set aside (``set_aside``), not handed over: the
+        engine stops on any stop order, so a replaced server run's late one stopped the robot
+        while the live run trained on. A retired run taken back (it kept speaking) is the
+        live one again: its stop order stops the robot.
         """
         if isinstance(msg, Schedule) and self._retired(msg):
             self.set_aside += 1
@@ -427,18 +429,25 @@ class WorkerAdapter:
 
     def _retired(self, msg) -> bool:
         """
-        Tell whether ``msg`` is of a server run replaced since, or for an earlier run of us.
+        Tell whether ``msg`` is of a server run replaced since, or of a stranger for an old us.
 
+        A push server's stop order ends the whole fleet's training (the engines stop every
+        robot at once, at the budget), not one run of a robot: the live server run's (or,
+        while we know none, any run's) stop addressed to an earlier run of ours ends ours
+        too. Set aside, it left this run waiting: a robot restarted while its server held
+        it (GSP) got its earlier run's stop, and the server, told it had stopped every
+        robot, left (``LEAVE_TIMEOUT_S``) before this run's first push drew another.
+        A server run we do not know, when we know a live one, is not ours to stop for.
         O(1): the transfers keep at most ``KEEP_RUNS`` + 1 runs of the server. A run not
-        among them (0: none named; a new run) is not refused here.
+        among them (0: none named; a new run) is not refused here otherwise.
         """
         t = self.transfers
-        target = getattr(msg, 'target_incarnation', 0)
-        if target and target != t.incarnation:
-            return True
         inc = getattr(msg, 'incarnation', 0)
         runs = t.peer_runs.get(SERVER) or []
-        return bool(inc) and inc in runs[:-1]
+        if bool(inc) and inc in runs[:-1]:
+            return True
+        target = getattr(msg, 'target_incarnation', 0)
+        return bool(target) and target != t.incarnation and bool(runs) and inc != runs[-1]
 
     def _count(self, actions) -> list:
         for a in actions:
