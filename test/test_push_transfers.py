@@ -30,7 +30,7 @@ from rog_ros.protocol.policies.async_ps import KEEP_RUNS
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
 from rog_ros.protocol.push_transfers import (
     dense_layout, END_COPIES, HELD_RUNS, PUSH_CHUNK_BYTES, PUSH_ROW_ELEMENTS, PUSH_WINDOW,
-    PushTransfers, RunRevived, SPARSE_WIRE_CODEC)
+    PushTransfers, RETIRE_LEASES, RunRevived, SPARSE_WIRE_CODEC)
 from rog_ros.protocol.transfer import (
     BOUND_END_S, MAX_WINDOW_BYTES, PEER_MAX_WIRE_BYTES, wire_bytes)
 import torch
@@ -1358,6 +1358,48 @@ def test_a_restarting_robot_leaves_the_rows_of_its_last_two_runs_held_at_most():
         _lossy_push(PushTransfers(0, n, chunk_bytes=4096, incarnation=run), srv, push, run)
     assert sorted(srv.partial) == [(0, 7), (0, 8)] and srv.peer_runs[0] == [5, 6, 7, 8]
     assert HELD_RUNS == 2 and srv.rejects == 0
+
+
+def _held_bytes(srv):
+    """Return the bytes of the rows ``srv`` holds of unfinished messages (model-sized each)."""
+    return sum(int(held[3].nbytes) for held in srv.partial.values())
+
+
+@pytest.mark.parametrize('old_speaks', [False, True])
+def test_a_robot_restarted_once_leaves_no_buffer_of_its_dead_run_after_its_silence(
+        old_speaks):
+    # Robot 0's run 5 pushed, lost a chunk and died; its run 6 pushed and lost one too. The
+    # server held run 5's rows until two newer runs of robot 0 were heard: after one restart
+    # they stayed for good (37.9 MB a robot for the large model). A replaced run silent for
+    # RETIRE_LEASES leases since the new run spoke is freed; one that keeps speaking (a
+    # second live process of that rank) keeps its rows and, taken back, completes its push.
+    n = 5000
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21, n_workers=1)
+    a = PushTransfers(0, n, chunk_bytes=4096, incarnation=5, n_workers=1)
+    b = PushTransfers(0, n, chunk_bytes=4096, incarnation=6, n_workers=1)
+    push_a = _model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)
+    push_b = dataclasses.replace(push_a, payload=_model(n, 8).payload)
+    resend_a = _lossy_push(a, srv, push_a, 0.0)
+    resend_b = _lossy_push(b, srv, push_b, 1.0)
+    assert srv.on_message(resend_b[0], 1.0)[0] is None       # run 6's rest under way
+    model = 4 * n
+    assert _held_bytes(srv) == 2 * model and sorted(srv.partial) == [(0, 5), (0, 6)]
+    retire_s = RETIRE_LEASES * BOUND_END_S                     # 20 s (its poke every 8 s)
+    assert srv.next_wakeup() == 1.0 + retire_s
+    if old_speaks:
+        for t in (12.0, 24.0):                                  # run 5 repeats itself
+            assert srv.on_message(resend_a[0], t) == (None, [])
+    srv.on_tick(1.0 + retire_s)
+    if not old_speaks:
+        assert sorted(srv.partial) == [(0, 6)] and _held_bytes(srv) == model
+        assert {k[:2] for k in srv.receiver.open} == {(0, 6)} and srv.retired == 1
+        assert _exchange(b, srv, resend_b[1:], 22.0)[0].payload == push_b.payload
+        assert srv.partial == {} and srv.rejects == 0
+        return
+    assert sorted(srv.partial) == [(0, 5), (0, 6)] and _held_bytes(srv) == 2 * model
+    whole = _exchange(a, srv, resend_a, 32.0)                   # taken back: it completes
+    assert [m.payload for m in whole] == [push_a.payload] and srv.revived == 1
+    assert srv.retired == 0 and srv.rejects == 0
 
 
 def _forged_chunks(n, rank):
