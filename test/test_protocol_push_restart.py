@@ -26,7 +26,7 @@ from rog_ros.protocol.messages import FLAG_END, KIND_UPDATE, RowChunk, Schedule,
 from rog_ros.protocol.policies.adacomp import (
     AdaCompConfig, AdaCompServer, AdaCompWorker, push_entries)
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
-from rog_ros.protocol.push_transfers import PushTransfers
+from rog_ros.protocol.push_transfers import END_COPIES, PushTransfers
 import torch
 
 N = 3000
@@ -306,7 +306,8 @@ def test_through_the_transfers_a_restarted_robot_trains_again(system):
     assert 24 + 1 <= srv.pushes_received <= 24 + 1 + 2
 
 
-def _timed_relay(srv, robots, held=(), release_at=0, restart=None, until=600.0):
+def _timed_relay(srv, robots, held=(), release_at=0, restart=None, until=600.0,
+                 lose_poke=False):
     """
     Deliver every message at once, ticking every node at its next wakeup, until done.
 
@@ -314,8 +315,9 @@ def _timed_relay(srv, robots, held=(), release_at=0, restart=None, until=600.0):
     (its push still on the way), delivered once the server has applied ``release_at``
     updates: late, after the robot's new run was heard. ``restart``: (k, make), the server
     dies once it applied k updates, its acks out and its pull under way lost, as is what
-    was on its way to it (a push's second END), and ``make()`` starts again. Returns the
-    virtual time it took and the last server.
+    was on its way to it (a push's second END), and ``make()`` starts again. ``lose_poke``:
+    the first END of a robot's first poke is lost. Returns the virtual time it took and the
+    last server.
     """
     q, now = deque(), 0.0
 
@@ -345,7 +347,12 @@ def _timed_relay(srv, robots, held=(), release_at=0, restart=None, until=600.0):
             break
         now = max(now, min(due))
         for node in nodes:
-            _enqueue(q, node, node.on_tick(now))
+            pokes = getattr(node.transfers, 'pokes', 0)
+            out = node.on_tick(now)
+            if lose_poke and node is not srv and node.transfers.pokes > pokes:
+                first = next(a for a in out if isinstance(a, Send) and a.msg.flags & FLAG_END)
+                out, lose_poke = [a for a in out if a is not first], False
+            _enqueue(q, node, out)
     return now, srv
 
 
@@ -420,6 +427,26 @@ def test_a_robot_waiting_for_its_pull_is_taken_back_by_a_restarted_server(system
     assert srv.worker_restarts == 1 and srv.rejects == 0 and first.rejects == 0
     assert wk.transfers.pokes == 1 and wk.transfers.resent == 1
     assert 8.0 <= took < 30.0
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_whose_poke_lost_an_end_is_taken_back_by_a_restarted_server_as_soon(system):
+    # As above, and the END of the robot's first poke was lost (a lossy link): the new server
+    # heard nothing, and the robot idled a poke interval more (8 s) till its next poke, where
+    # every transfer's END goes twice (END_COPIES) so that a lost one costs no END timeout.
+    # A poke goes END_COPIES times too: the copy reaches the new server, as fast as no loss.
+    def server():
+        """Return a server with its transfers (a new run each call)."""
+        return _push_server(_pair(system, n_workers=1, budget=8)[0], system)
+
+    took = []
+    for lose in (False, True):
+        wk = _robot(_pair(system, n_workers=1)[1], system, 0, 11)
+        t, srv = _timed_relay(server(), {0: wk}, restart=(3, server), lose_poke=lose)
+        assert srv.finished and wk.engine.stopped and _applied(srv.engine) == 8
+        assert srv.worker_restarts == 1 and srv.rejects == 0
+        took.append((t, wk.transfers.pokes))
+    assert took[1] == took[0] and took[0][1] == 1 and END_COPIES == 2
 
 
 @pytest.mark.parametrize('system', SYSTEMS)

@@ -888,7 +888,8 @@ def test_a_robot_s_repeated_end_is_counted_in_its_writer_s_ledger_until_acknowle
     # written to its writer as any END, but the ledger of that writer (PeerLink: the wire
     # bytes not yet covered by an ack) left it out, as Rog's repeated ENDs are not: a silent
     # server's writer held more than the ledger said. Each poke is counted now, and the
-    # server's final ack in answer covers them all.
+    # server's final ack in answer covers them all. Each poke goes END_COPIES times, each
+    # copy counted.
     n = 24 * PUSH_ROW_ELEMENTS
     cfg, srv = _asgd_server(n)
     chunks, _, wk = _run_push(n, cfg, 5)
@@ -898,12 +899,14 @@ def test_a_robot_s_repeated_end_is_counted_in_its_writer_s_ledger_until_acknowle
     sent, pokes = link.sent, []
     for k in range(3):                             # the server is silent: no answer
         pokes += _chunks(wk.on_tick(wk.next_wakeup()), SERVER)
-        assert len(pokes) == k + 1 and pokes[-1].flags & FLAG_END
+        assert len(pokes) == (k + 1) * END_COPIES and pokes[-1].flags & FLAG_END
         each = wire_bytes(pokes[-1], link.fragment_bytes)
-        assert link.sent - sent == wk.transfers.wire_past_ack(SERVER) == (k + 1) * each
-    assert wk.transfers.pokes == 3 and 100 < each < 400
+        assert link.sent - sent == wk.transfers.wire_past_ack(SERVER) == \
+            (k + 1) * END_COPIES * each
+    assert wk.transfers.pokes == 3 and 100 < each < 400 and END_COPIES == 2
     _deliver(srv, wk, pokes[-1:], 30.0)            # it answers the last: a final ack
-    assert wk.transfers.wire_past_ack(SERVER) == 0 and link.sent - sent == 3 * each
+    assert wk.transfers.wire_past_ack(SERVER) == 0
+    assert link.sent - sent == 3 * END_COPIES * each
     assert srv.pushes_received == 1 and srv.rejects == 0 and wk.rejects == 0
 
 
@@ -1188,7 +1191,7 @@ def test_a_poke_after_a_push_that_arrived_in_two_transfers_sends_nothing_again()
     for _ in range(3):
         now = wk.next_wakeup()
         q = _chunks(wk.on_tick(now), SERVER)
-        assert len(q) == 1 and q[0].flags & FLAG_END
+        assert len(q) == END_COPIES and all(c.flags & FLAG_END for c in q)
         _exchange(wk, srv, q, now, whole=whole)
     assert wk.pokes == 3 and wk.resent == 1 and len(whole) == 1
     assert wk.sending == {} and srv.rejects == 0

@@ -132,7 +132,8 @@ chunk takes a transfer more (its missing rows), each with its END and final ack:
 ``rog chaos``'s loss-dup-reorder (5 % of the chunks and acks lost) those waits were 53 s of
 a one-robot ASGD run of 30 iterations (virtual time, 5 seeds' mean), 7 s with two copies
 (the receiver answers each one, a closed transfer's from its record). An END is some 100
-bytes on the wire; its copy is never a second message for the engine.
+bytes on the wire; its copy is never a second message for the engine. A waiting robot's
+poke (``_pokes``) goes as many times: one lost cost a poke interval (8 s).
 """
 
 SPARSE_WIRE_CODEC = 3
@@ -482,6 +483,9 @@ class PushTransfers:
         the push then goes again whole (``_take_ack``) and the new server takes the robot
         back (``policies/async_ps.py``). As Rog's waiting robots repeat their END, each one
         counted in the peer's ``PeerLink`` (the writer holds it until an ack covers it).
+        Each poke goes ``END_COPIES`` times, as every END does: a lost one left a robot of a
+        restarted server idle a poke interval more (the receiver answers the copy from its
+        record).
         """
         out = []
         for dest in sorted(self.settled):
@@ -495,9 +499,11 @@ class PushTransfers:
                 transfer_id=tr.transfer_id, seq=tr.next_seq, sender=self.me, receiver=dest,
                 kind=tr.kind, clock=tr.clock, flags=FLAG_END, codec=tr.codec_id,
                 incarnation=self.incarnation)
-            # in the writer's ledger as any END, covered by the final ack it draws
-            tr.wire_end[-1] = tr.peer.write(tr.peer.wire_bytes(end))
-            out.append(Send(dest, end))
+            for _ in range(END_COPIES):      # a lost one cost a poke interval (8 s)
+                again = dataclasses.replace(end)
+                # in the writer's ledger as any END, covered by the final ack it draws
+                tr.wire_end[-1] = tr.peer.write(tr.peer.wire_bytes(again))
+                out.append(Send(dest, again))
         return out
 
     def on_tick(self, now: float) -> list:
