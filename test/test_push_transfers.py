@@ -1597,3 +1597,26 @@ def test_an_older_transfer_closed_again_leaves_the_rows_held_of_a_later_one():
     whole = _exchange(wk, srv, q, 0.3)
     assert len(whole) == 1 and bytes(whole[0].payload) == bytes(push.payload)
     assert srv.partial == {} and SERVER in wk.settled and wk.resent == 2
+
+
+def test_a_retired_run_taken_back_later_gets_its_whole_push_delivered():
+    # Robot 0's run 5 (a second live process of that rank, its link down) lost a chunk of its
+    # push and fell silent past RETIRE_LEASES after run 6 spoke: the server freed the rows it
+    # held of that push. Its link back, it sent the rest (the rows missing only, the next
+    # transfer id) and, taken back, the server held those alone and answered them all
+    # arrived: the robot took its push as delivered and waited for a pull that never came
+    # (the push lost). Nothing held for a retired run's rest, the push goes again whole.
+    n = 5000
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21, n_workers=1)
+    a = PushTransfers(0, n, chunk_bytes=4096, incarnation=5, n_workers=1)
+    b = PushTransfers(0, n, chunk_bytes=4096, incarnation=6, n_workers=1)
+    push_a = _model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)
+    push_b = dataclasses.replace(push_a, payload=_model(n, 8).payload)
+    resend_a = _lossy_push(a, srv, push_a, 0.0)
+    resend_b = _lossy_push(b, srv, push_b, 1.0)
+    assert _exchange(b, srv, resend_b, 1.0)[0].payload == push_b.payload
+    srv.on_tick(1.0 + RETIRE_LEASES * BOUND_END_S)
+    assert srv.retired == 1 and srv.partial == {}
+    whole = _speak_until_revived(a, srv, resend_a, 30.0)
+    assert [m.payload for m in whole] == [push_a.payload] and srv.partial == {}
+    assert srv.revived == 1 and a.resent == 2 and a.settled and srv.rejects == 0

@@ -120,6 +120,7 @@ lease after the last ack, and then again every ``end_timeout_s``; a waiting robo
 poke interval; two of them leave room for a lost one. Before, a dead run's buffer was freed
 only when two newer runs of its peer had been heard: after one restart of each robot, a
 server kept the dead runs' 37.9 MB each for good (8 robots: 0.3 GB more on an 8 GB Jetson).
+A retired run alive after all (taken back) sends its message again whole (``_rest_of_freed``).
 """
 
 END_COPIES = 2
@@ -321,6 +322,7 @@ class PushTransfers:
         self.partial: dict = {}          # (sender, run) -> (key, tid, rows, bytes): unfinished
         self.run_heard: dict = {}        # (sender, run) -> when it, or a newer run, last spoke
         self.retired = 0                 # replaced runs whose buffers were freed (silent)
+        self.freed: dict = {}            # (sender, run) -> id of the transfer whose rows went
         self.pokes = 0                   # ENDs of a settled push repeated (still no answer)
 
     def carries(self, msg) -> bool:
@@ -427,16 +429,19 @@ class PushTransfers:
             self.peers[peer] = PeerLink(fragment_bytes=self.fragment_bytes)
         return self.peers[peer]
 
-    def _finished(self, dest: int, delivered: np.ndarray, now: float, by: int) -> list:
+    def _finished(self, dest: int, delivered: np.ndarray, now: float, by: int,
+                  empty: bool = False) -> list:
         """
         Start the next message to ``dest`` after a final ack, or the rows it lacks if any.
 
         ``delivered``: the rows this transfer delivered to ``dest``'s run ``by``, which
         holds those of the message's earlier transfers too if it took them (its receiver
-        keeps a message's rows until it has all). Sent again whole, a message of ``k``
-        chunks arrived only when no chunk of one transfer was lost: with 5 % lost and 63
-        chunks, one try in 25, and a push system's fleet stalled (``rog chaos``
-        loss-dup-reorder).
+        keeps a message's rows until it has all), unless its final ack took no byte at all
+        (``empty``): the receiver may have freed them (``_rest_of_freed``), and the message
+        goes again whole (a rest whose chunks were all lost, its END not, goes whole too).
+        Sent again whole, a message of ``k`` chunks arrived only when no chunk of one
+        transfer was lost: with 5 % lost and 63 chunks, one try in 25, and a push system's
+        fleet stalled (``rog chaos`` loss-dup-reorder).
         """
         sending = self.sending.pop(dest)
         tr = sending.transfer
@@ -445,7 +450,7 @@ class PushTransfers:
             self._rate(dest).update(nbytes, secs)
         rows = sending.form.layout.n_rows
         got = (sending.got.copy() if sending.got is not None and sending.got_by == by
-               else np.zeros(rows, dtype=bool))
+               and not empty else np.zeros(rows, dtype=bool))
         got[delivered] = True
         if not bool(got.all()):
             return self._resend(dest, sending.msg, int((~got).sum()), now, got, by)
@@ -545,7 +550,9 @@ class PushTransfers:
             heard = self.run_heard.get(slot)
             if heard is None or now < heard + limit:
                 continue
-            self.partial.pop(slot, None)
+            held = self.partial.pop(slot, None)
+            if held is not None:
+                self.freed[slot] = held[1]
             for form in self.forms.values():
                 form.receiver.drop_open(*slot)
             self.retired += 1
@@ -567,6 +574,8 @@ class PushTransfers:
             self.run_heard[(sender, other)] = now
         for slot in [k for k in self.run_heard if k[0] == sender and k[1] not in runs]:
             del self.run_heard[slot]
+        for slot in [k for k in self.freed if k[0] == sender and k[1] not in runs]:
+            del self.freed[slot]
 
     def next_wakeup(self) -> float | None:
         """Return when ``on_tick`` is next due, None when no transfer waits for a timer."""
@@ -647,6 +656,11 @@ class PushTransfers:
         if closed is None:
             return None, started + self._stamped(acks, msg.sender, msg.incarnation)
         complete, buf, _, ranges = closed.close()
+        if self._rest_of_freed(msg.sender, closed, np.asarray(complete)):
+            # no chunk taken: its sender sends the message again whole (``_finished``)
+            final = form.receiver.final_ack(closed, np.zeros(0, dtype=ranges.dtype), now)
+            final.bytes_received = 0             # (recorded: its END's copy gets the same)
+            return None, started + self._stamped([final], msg.sender, msg.incarnation)
         final = form.receiver.final_ack(closed, ranges, now)
         whole = None
         complete, data = self._with_earlier(msg.sender, closed, form, np.asarray(complete),
@@ -658,6 +672,24 @@ class PushTransfers:
                              payload=data.data, incarnation=closed.incarnation)
             self.settled.pop(msg.sender, None)       # answered (a pull)
         return whole, started + self._stamped([final], msg.sender, msg.incarnation)
+
+    def _rest_of_freed(self, sender: int, closed, complete: np.ndarray) -> bool:
+        """
+        Tell whether ``closed`` carried the rest of a message whose held rows were freed.
+
+        Why: a replaced run silent past ``RETIRE_LEASES`` loses its held rows (``_retire``);
+        alive after all (its link down, taken back), it sends the rows missing only, in the
+        next transfer id. Held alone and answered as arrived, they made its robot take the
+        push as delivered while the server never had it whole (the push lost; the robot
+        waited for a pull for good). Answered with no row, the robot sends it again whole
+        (``_finished``).
+        """
+        slot = (sender, int(closed.incarnation))
+        tid = self.freed.get(slot)
+        if tid is None or int(closed.transfer_id) < tid + 1:
+            return False
+        del self.freed[slot]
+        return int(closed.transfer_id) == tid + 1 and not bool(complete.all())
 
     def _with_earlier(self, sender: int, closed, form: _Form, complete: np.ndarray,
                       data: np.ndarray) -> tuple:
@@ -950,7 +982,8 @@ class PushTransfers:
         delivered = tr.on_final(ack, now)
         if delivered is None:
             return []
-        return self._finished(ack.sender, delivered, now, int(ack.incarnation))
+        return self._finished(ack.sender, delivered, now, int(ack.incarnation),
+                              empty=not ack.bytes_received and not len(ack.chunk_ranges))
 
 
 __all__ = ['PUSH_CHUNK_BYTES', 'PUSH_ROW_ELEMENTS', 'PUSH_WINDOW', 'PushTransfers',
