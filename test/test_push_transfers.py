@@ -1368,6 +1368,23 @@ def _held_bytes(srv):
     return sum(int(held[3].nbytes) for held in srv.partial.values())
 
 
+def _two_runs_each_losing_a_chunk(n=5000):
+    """
+    Return ``(server, run 5, run 6, their pushes, their rests held back)`` of robot 0.
+
+    Why: the retirement tests need a server that holds part of a push of each of two runs
+    of one robot (run 5 replaced by run 6), each push's rest still on its way.
+    """
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21, n_workers=1)
+    a = PushTransfers(0, n, chunk_bytes=4096, incarnation=5, n_workers=1)
+    b = PushTransfers(0, n, chunk_bytes=4096, incarnation=6, n_workers=1)
+    push_a = _model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)
+    push_b = dataclasses.replace(push_a, payload=_model(n, 8).payload)
+    resend_a = _lossy_push(a, srv, push_a, 0.0)
+    resend_b = _lossy_push(b, srv, push_b, 1.0)
+    return srv, a, b, (push_a, push_b), (resend_a, resend_b)
+
+
 @pytest.mark.parametrize('old_speaks', [False, True])
 def test_a_robot_restarted_once_leaves_no_buffer_of_its_dead_run_after_its_silence(
         old_speaks):
@@ -1377,13 +1394,7 @@ def test_a_robot_restarted_once_leaves_no_buffer_of_its_dead_run_after_its_silen
     # RETIRE_LEASES leases since the new run spoke is freed; one that keeps speaking (a
     # second live process of that rank) keeps its rows and, taken back, completes its push.
     n = 5000
-    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21, n_workers=1)
-    a = PushTransfers(0, n, chunk_bytes=4096, incarnation=5, n_workers=1)
-    b = PushTransfers(0, n, chunk_bytes=4096, incarnation=6, n_workers=1)
-    push_a = _model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)
-    push_b = dataclasses.replace(push_a, payload=_model(n, 8).payload)
-    resend_a = _lossy_push(a, srv, push_a, 0.0)
-    resend_b = _lossy_push(b, srv, push_b, 1.0)
+    srv, a, b, (push_a, push_b), (resend_a, resend_b) = _two_runs_each_losing_a_chunk(n)
     assert srv.on_message(resend_b[0], 1.0)[0] is None       # run 6's rest under way
     model = 4 * n
     assert _held_bytes(srv) == 2 * model and sorted(srv.partial) == [(0, 5), (0, 6)]
@@ -1606,14 +1617,7 @@ def test_a_retired_run_taken_back_later_gets_its_whole_push_delivered():
     # transfer id) and, taken back, the server held those alone and answered them all
     # arrived: the robot took its push as delivered and waited for a pull that never came
     # (the push lost). Nothing held for a retired run's rest, the push goes again whole.
-    n = 5000
-    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21, n_workers=1)
-    a = PushTransfers(0, n, chunk_bytes=4096, incarnation=5, n_workers=1)
-    b = PushTransfers(0, n, chunk_bytes=4096, incarnation=6, n_workers=1)
-    push_a = _model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)
-    push_b = dataclasses.replace(push_a, payload=_model(n, 8).payload)
-    resend_a = _lossy_push(a, srv, push_a, 0.0)
-    resend_b = _lossy_push(b, srv, push_b, 1.0)
+    srv, a, b, (push_a, push_b), (resend_a, resend_b) = _two_runs_each_losing_a_chunk()
     assert _exchange(b, srv, resend_b, 1.0)[0].payload == push_b.payload
     srv.on_tick(1.0 + RETIRE_LEASES * BOUND_END_S)
     assert srv.retired == 1 and srv.partial == {}
