@@ -284,8 +284,8 @@ class ServerAdapter:
                 self.bytes_down += _wire(a.msg)
                 if isinstance(a.msg, Schedule):
                     self._stamp(a.dest, a.msg)
-                if isinstance(a.msg, Schedule) and a.msg.stop and 0 <= a.dest < self.n:
-                    self.stop_sent[a.dest] = True
+                    if a.msg.stop and 0 <= a.dest < self.n:
+                        self.stop_sent[a.dest] = True
             elif isinstance(a, Log) and a.name == 'stall_s' and 0 <= a.worker < self.n:
                 self.stall_time[a.worker] += float(a.value)
             elif isinstance(a, Log) and a.name == 'trigger' and 0 <= a.worker < self.n:
@@ -296,11 +296,12 @@ class ServerAdapter:
 
     def _stamp(self, dest: int, msg: Schedule) -> None:
         """
-        Stamp ``msg`` (a stop order) with this server run and the run of ``dest`` it answers.
+        Stamp ``msg`` (a Schedule: in practice a stop order) with our run and ``dest``'s.
 
-        The engines build their stop orders with no run, and the transfers pass them on as
-        they are: a robot could not tell a replaced server run's late stop order from its
-        live run's (``WorkerAdapter._retired``), and stopped while the live run trained on.
+        ``dest``'s run is the latest the transfers heard of it. The engines build their
+        Schedules with no run, and the transfers pass them on as they are: a robot could not
+        tell a replaced server run's late stop order from its live run's
+        (``WorkerAdapter._retired``), and stopped while the live run trained on.
         """
         if not msg.incarnation:
             msg.incarnation = self.transfers.incarnation
