@@ -482,6 +482,80 @@ def test_a_push_robot_that_heard_only_superseded_messages_does_not_say_it_heard_
         '; it heard from the server only 5 messages it set aside as superseded')
 
 
+def test_a_push_server_serves_on_until_a_robot_whose_stop_order_was_lost_has_stopped(
+        tmp_path, monkeypatch):
+    """Repeat a lost stop order to a robot that still speaks; leave once it has left."""
+    # The engine sends each robot one stop order and the server node left LEAVE_TIMEOUT_S
+    # after the last: robot 0, its stop order lost, waited for a pull that never came,
+    # poking a server gone, and gave up at server_timeout (120 s). The server now serves on
+    # while the robot is owed its stop (ServerAdapter.stops_owed), repeating it every END
+    # timeout (2 s), and leaves once the robot has left.
+    from test_nodes_lifecycle import in_memory_fleet, server_and_worker
+    from rog_ros.nodes import server_node
+    in_memory_fleet(monkeypatch)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    push = ['--sync', 'asgd']
+    srv, wrk = server_and_worker(tmp_path, '/lost_stop', push + ['--iterations', '3'], push)
+    lost, publish = [], srv.bus.publish
+
+    def losing(topic, msg):
+        """Publish ``msg``, unless it is the first stop order (lost on the way)."""
+        if isinstance(msg, m.Schedule) and msg.stop and not lost:
+            lost.append(msg)
+            return
+        publish(topic, msg)
+
+    monkeypatch.setattr(srv.bus, 'publish', losing)
+    step = srv.driver.step
+
+    def both(max_wait_s=0.02):
+        """Turn the server's loop, and the robot's (one thread for both), until it left."""
+        step(max_wait_s)
+        if wrk.bus is not None and not wrk.spin_once():
+            wrk.shutdown()                   # (its bus closed: its uplink writers gone)
+
+    try:
+        assert srv.activate() and wrk.activate()
+        deadline = time.monotonic() + 60.0
+        while srv.spin_once() and time.monotonic() < deadline:
+            wrk.spin_once()
+        assert srv.engine.finished and len(lost) == 1 and not wrk.driver.stopped
+        monkeypatch.setattr(srv.driver, 'step', both)
+        start = time.monotonic()
+        summary = srv.finish()
+        took = time.monotonic() - start
+    finally:
+        if wrk.bus is not None:
+            wrk.shutdown()
+        srv.shutdown()
+    assert wrk.driver.stopped and not wrk.failure
+    assert summary['completed'] is True and summary['stops_repeated'] >= 1
+    assert 2.0 <= took < 30.0
+
+
+@pytest.mark.parametrize('state, left', [
+    ('finalized:stopped', True), ('active:stopped', True), ('finalized:pushing', True),
+    ('active:pushing', False), ('inactive:computing', False)])
+def test_a_push_server_owes_no_stop_order_to_a_robot_whose_status_says_it_stopped(
+        tmp_path, monkeypatch, state, left):
+    """Take a robot's status saying its engine stopped, or its node left, as its sign."""
+    # the server serves on at its end while a robot is owed its stop order; a robot that
+    # says it stopped (or that is finalized: it leaves whatever it was doing) is owed none
+    from test_nodes_lifecycle import in_memory_fleet
+    in_memory_fleet(monkeypatch)
+    node = _configured_node(tmp_path, 'server', 'asgd')
+    try:
+        engine = node.engine
+        stop = m.Schedule(worker=1, clock=3, push_deadline_s=-1.0, stop=True)
+        engine._count([Send(1, stop)], 10.0)         # as the engine sends it
+        assert engine.stops_owed(10.0) == [1] and engine.next_wakeup() == 12.0
+        node._on_status(m.TrainStatus(node=1, stamp=1.0, state=state))
+        assert engine.stops_owed(10.0) == ([] if left else [1])
+        assert engine.stops_owed(30.0) == []       # silent for linger_s: owed no more
+    finally:
+        node.shutdown()
+
+
 def test_netmon_records_a_trace_that_load_trace_replays(tmp_path):
     # Prepare
     import subprocess

@@ -741,3 +741,115 @@ def test_an_unstamped_stop_order_of_an_older_server_stops_a_robot_that_knows_its
     _hear(robot, _server_pull(101, 1), 1.0)
     assert [type(a) for a in robot.on_message(_stop(0), 2.0)] == [Stopped]
     assert robot.engine.stopped and robot.set_aside == robot.rejects == 0
+
+
+def _stops_in(actions):
+    """Return the stop orders among ``actions``' sends (why: the tests lose them)."""
+    return [a.msg for a in actions if isinstance(a, Send) and isinstance(a.msg, Schedule)
+            and a.msg.stop]
+
+
+def _until_stopped(srv, robot, lose, until=120.0, before_stop=()):
+    """
+    Run ``srv`` and its one robot on an instant link past the server's end; the times.
+
+    Why: the stop order's path is what is tested, after the server finished (a finished
+    server's node still serves while a robot is owed its stop). ``lose(msg, now, first)``
+    tells whether a message, either way, is lost (``first``: when the server sent its first
+    stop order, None before); ``before_stop``: messages handed to the robot just before the
+    first stop order reaches it (lost or not). Each node is ticked at its next wakeup.
+    Returns ``(when the robot's engine stopped, or None by until; first)``.
+    """
+    q, now, steps, first = deque(), 0.0, 0, None
+    _enqueue(q, robot, robot.start(now))
+    while now < until:
+        while q:
+            dest, item = q.popleft()
+            if dest == 'compute':
+                _enqueue(q, item, item.on_compute_done(_grad(item.rank, steps), now))
+                steps += 1
+                continue
+            if dest != SERVER and isinstance(item, Schedule) and before_stop:
+                _hear(robot, before_stop, now)
+                before_stop = ()
+            if lose(item, now, first):
+                continue
+            if dest == SERVER:
+                out = srv.on_message(item, now)
+                first = now if first is None and _stops_in(out) else first
+                _enqueue(q, srv, out)
+            else:
+                _enqueue(q, robot, robot.on_message(item, now))
+        if robot.engine.stopped:
+            return now, first
+        due = [t for t in (srv.next_wakeup(), robot.next_wakeup()) if t is not None]
+        if not due:
+            break
+        now = max(now, min(due))
+        _enqueue(q, srv, srv.on_tick(now))
+        _enqueue(q, robot, robot.on_tick(now))
+    return None, first
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_whose_stop_order_was_lost_still_stops_within_an_end_timeout(system):
+    # The engine sends each robot one stop order. Lost, the robot waited for a pull and
+    # poked (its push's END, answered from the transfers' record: the engine never saw it),
+    # nothing told it to stop, the server node left 5 s after its last stop order, and the
+    # robot gave up at server_timeout (120 s). The server now repeats the stop every END
+    # timeout (2 s) while the robot is owed it (it speaks, and has not said it stopped).
+    srv = _push_server(_pair(system, n_workers=1, budget=4)[0], system, incarnation=101)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    stopped, first = _until_stopped(srv, robot, lambda msg, now, first: (
+        isinstance(msg, Schedule) and now == first))
+    assert first is not None and stopped == first + 2.0
+    assert srv.finished and _applied(srv.engine) == 4 and srv.rejects == robot.rejects == 0
+    assert srv.stops_repeated == 1 and srv.stats()['stops_repeated'] == 1
+    # owed until it says it stopped (its status, through the node), or is silent a while
+    assert srv.stops_owed(stopped) == [0] and srv.linger_s == 20.0
+    srv.robot_left(0)
+    assert srv.stops_owed(stopped) == []
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_cut_off_as_it_was_stopped_is_stopped_by_its_first_end_after(system):
+    # Both ways down for 30 s from the stop order on (an outage): the stop, its repeats,
+    # the push's final ack and the robot's END repeats are lost, and the server stops
+    # repeating the order once the robot has been silent for linger_s (20 s; a dead robot
+    # cannot hold it). The robot's first END that arrives past the outage (a poke would do
+    # the same) is answered with the stop at once.
+    srv = _push_server(_pair(system, n_workers=1, budget=4)[0], system, incarnation=101)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    stopped, first = _until_stopped(srv, robot, lambda msg, now, first: (
+        first is not None and now < first + 30.0))
+    assert first is not None and stopped is not None
+    assert first + 30.0 <= stopped <= first + 30.0 + 8.0
+    assert _applied(srv.engine) == 4 and srv.rejects == robot.rejects == 0
+    # 9 repeats in the 20 s it was owed (every 2 s), the 10th the answer to its END
+    assert srv.stops_repeated == 10 and srv.stops_owed(stopped) == [0]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_waiting_robots_pokes_keep_its_stop_order_coming_past_the_linger(system):
+    # every stop order lost for 25 s (the downlink's Schedules; acks pass): the robot,
+    # its push acknowledged, pokes every 8 s, and each poke keeps it owed (linger_s, 20 s,
+    # from its last word): the first repeat past the loss stops it
+    srv = _push_server(_pair(system, n_workers=1, budget=4)[0], system, incarnation=101)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    stopped, first = _until_stopped(srv, robot, lambda msg, now, first: (
+        isinstance(msg, Schedule) and now < first + 25.0))
+    assert stopped == first + 26.0 and robot.transfers.pokes == 3
+    assert srv.stops_repeated == 13 and _applied(srv.engine) == 4
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_dead_robot_owed_its_stop_order_holds_the_server_a_bounded_time(system):
+    # robot 0 dies as it is sent its stop order: nothing of it is heard again; the server
+    # repeats the order while it is owed, linger_s (20 s) from the last word, then no more
+    srv = _push_server(_pair(system, n_workers=1, budget=4)[0], system, incarnation=101)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    stopped, first = _until_stopped(srv, robot, lambda msg, now, first: first is not None,
+                                    until=200.0)
+    assert stopped is None and first is not None and not robot.engine.stopped
+    assert srv.stops_owed(first + 19.9) == [0] and srv.stops_owed(first + 20.0) == []
+    assert srv.stops_repeated == 9 and srv.next_wakeup() is None

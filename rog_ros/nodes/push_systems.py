@@ -41,18 +41,32 @@ to other than their defaults (else 64 chunks of 65000 bytes: ``PUSH_WINDOW``,
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from rog_ros.checks import ConfigError
 from rog_ros.nodes import settings
 from rog_ros.nodes.sync_names import PUSH_SYSTEMS, SIM_ONLY, sim_only_reason, SYNC_CHOICES
 from rog_ros.protocol.actions import Log, Send
-from rog_ros.protocol.messages import KIND_GRAD, RowChunk, Schedule, SERVER
+from rog_ros.protocol.messages import FLAG_END, KIND_GRAD, RowChunk, Schedule, SERVER
+from rog_ros.protocol.revival import POKE_END_TIMEOUTS
 
 if TYPE_CHECKING:       # pragma: no cover - annotations only (``check`` runs without torch)
     from rog_ros.core.rows import RowLayout
     from rog_ros.protocol.push_transfers import PushTransfers
     import torch
+
+
+STOP_PATIENCE_S = 60.0
+"""
+Longest a finished push server waits at its end for robots owed their stop (ServerNode).
+
+A robot is owed it while it has not shown that it stopped (its status) and has spoken
+within ``ServerAdapter.linger_s`` (``RETIRE_LEASES`` x max(lease, poke interval), 20 s by
+default) of its stop order or its last message: a robot whose stop order was lost pokes,
+and each poke is answered with the stop again. Past this bound the server leaves whoever
+still speaks (a link that carries the robot's messages and never the server's).
+"""
 
 
 def is_push(sync) -> bool:
@@ -197,6 +211,15 @@ class ServerAdapter:
     ``pushes_refused`` counts the pushes handed to the engine that it refused (a timestamp
     gone, a run past): the engine's ``rejects`` count any message, and ``rog chaos`` tells a
     push taken from one refused (``chaos_push.push_verdict``).
+
+    A stop order is one message, sent once by the engine: lost (an outage), its robot
+    waited for a pull, poking a server that had left, and gave up at ``server_timeout``
+    (120 s). Each robot's stop is kept (``_stops``)
+    and sent again, stamped anew, as the answer to each END (a push's, a poke) of the
+    robot's live run after it, and every ``end_timeout_s`` while the robot is owed it
+    (``stops_owed``): until it shows that it stopped (``robot_left``, its status) or has
+    been silent for ``linger_s``. Counted in ``stops_repeated``; O(1) a message, O(robots)
+    a tick.
     """
 
     policy = NoPolicy()
@@ -223,6 +246,11 @@ class ServerAdapter:
         self.late_pulls = 0
         self.late_pull_rows = 0
         self.worker_restarts = 0
+        self.stops_repeated = 0                 # stop orders sent again (``_stop_again``)
+        self._stops = [None] * self.n           # each robot's stop order, as first sent
+        self._stop_due = [None] * self.n        # when it goes again while owed (None: not)
+        self._spoke = [0.0] * self.n            # its live run's last word, or its stop sent
+        self._left = [False] * self.n           # it showed that it stopped (its status)
 
     @property
     def rejects(self) -> int:
@@ -237,11 +265,85 @@ class ServerAdapter:
         return self.engine.model().clone()
 
     def next_wakeup(self):
-        return _earliest(self.engine.next_wakeup(), self.transfers.next_wakeup())
+        return _earliest(self.engine.next_wakeup(), self.transfers.next_wakeup(),
+                         *self._stop_due)
 
     def on_tick(self, now: float) -> list:
-        out = self.transfers.outgoing(self._count(self.engine.on_tick(now)), now)
-        return out + self.transfers.on_tick(now)
+        out = self.transfers.outgoing(self._count(self.engine.on_tick(now), now), now)
+        return out + self.transfers.on_tick(now) + self._stops_due(now)
+
+    @property
+    def linger_s(self) -> float:
+        """
+        Return how long a robot silent since its stop order (or its last word) is owed it.
+
+        Why: a robot whose stop was lost speaks at least once in that (its poke every poke
+        interval, its END a lease after its last ack), as a replaced run that lives does
+        (``RETIRE_LEASES``): two leases, or two poke intervals if longer (20 s by default).
+        """
+        from rog_ros.protocol.push_transfers import RETIRE_LEASES     # (torch: not for check)
+        t = self.transfers
+        return RETIRE_LEASES * max(t.lease_s, POKE_END_TIMEOUTS * t.end_timeout_s)
+
+    def stops_owed(self, now: float) -> list:
+        """
+        Return the robots still owed their stop order at ``now``, in rank order.
+
+        Why: the engines send each robot one stop order, and the server node left 5 s after
+        the last (``LEAVE_TIMEOUT_S``): a robot whose stop was lost waited ``server_timeout``
+        for a server gone. A robot is owed it from its stop order on until it shows that it
+        stopped (``robot_left``), or while its live run spoke within ``linger_s`` (a robot
+        that lost it pokes every poke interval; one silent that long has left, or its link
+        is down: a dead robot cannot hold the server).
+        """
+        if not any(self.stop_sent):
+            return []
+        linger = self.linger_s
+        return [r for r in range(self.n) if self.stop_sent[r] and not self._left[r]
+                and now < self._spoke[r] + linger]
+
+    def robot_left(self, rank: int) -> None:
+        """
+        Note that robot ``rank`` showed that it stopped (its status): owed nothing more.
+
+        Why: the node leaves once no robot is owed its stop (``stops_owed``); a robot that
+        says it stopped needs no more. A message of its live run after this owes it again.
+        """
+        if 0 <= rank < self.n and self.stop_sent[rank]:
+            self._left[rank] = True
+
+    def _stops_due(self, now: float) -> list:
+        """
+        Send the stop order again to each robot owed it whose repeat is due; the sends.
+
+        Why: a stop order lost with no poke of its robot heard since (a robot's poke comes
+        every poke interval, 8 s) would leave it waiting; repeated every ``end_timeout_s``
+        (2 s), as an END is, while the robot is owed it. O(robots) a tick.
+        """
+        if not any(d is not None for d in self._stop_due):
+            return []
+        out = []
+        owed = set(self.stops_owed(now))
+        for r, due in enumerate(self._stop_due):
+            if due is None or now < due:
+                continue
+            if r in owed:
+                out.append(self._stop_again(r))
+                self._stop_due[r] = now + self.transfers.end_timeout_s
+            else:
+                self._stop_due[r] = None
+        return out
+
+    def _stop_again(self, r: int) -> Send:
+        """
+        Return robot ``r``'s stop order once more, stamped anew (its latest run); counted.
+
+        A copy of the order as the engine built it: the bus may stamp each message it sends.
+        """
+        self.stops_repeated += 1
+        msg = dataclasses.replace(self._stops[r])
+        self._stamp(r, msg)
+        return Send(r, msg)
 
     def _applied(self) -> int:
         e = self.engine
@@ -258,6 +360,49 @@ class ServerAdapter:
         return {r for r in self.transfers.duplicate_ranks if 0 <= r < self.n}
 
     def on_message(self, msg, now: float) -> list:
+        """
+        Take one message from the bus: the transfers', then the engine's answer to it.
+
+        A robot's END (a push's, a poke) after its stop order was sent is answered with the
+        stop again, unless a stop went to it within an END timeout (``_after_stop``).
+        """
+        refused = self.rejects
+        out = self._take(msg, now)
+        return out + self._after_stop(msg, now, refused)
+
+    def _after_stop(self, msg, now: float, refused: int) -> list:
+        """
+        Answer a stopped robot's END with its stop order again; note that its live run spoke.
+
+        Why: a robot whose stop order was lost waits for a pull and pokes (its push's END,
+        answered from the transfers' record: the engine never saw it), so nothing told it
+        to stop; a server run that finished left, and the robot gave up after
+        ``server_timeout``. Only a message of the robot's live run (the transfers' latest
+        heard) taken without a reject; any such message keeps it owed (``stops_owed``) and
+        its repeat due. At most one answer an END timeout (the END copies of the push the
+        engine answered with the stop draw none). Nothing is applied: the engine sees the
+        message as before. O(1).
+        """
+        r = getattr(msg, 'sender', -1)
+        if not 0 <= r < self.n or not self.stop_sent[r] or self.rejects != refused:
+            return []
+        runs = self.transfers.peer_runs.get(r)
+        if getattr(msg, 'incarnation', 0) != (runs[-1] if runs else 0):
+            return []
+        self._spoke[r] = now
+        self._left[r] = False
+        due, again = self._stop_due[r], now + self.transfers.end_timeout_s
+        if not (isinstance(msg, RowChunk) and msg.flags & FLAG_END):
+            if due is None:
+                self._stop_due[r] = again
+            return []
+        if due is not None and now < due:
+            return []         # a stop went within an END timeout (the engine's, a repeat)
+        self._stop_due[r] = again
+        return [self._stop_again(r)]
+
+    def _take(self, msg, now: float) -> list:
+        """Return the transfers' answer to ``msg`` and, for a message they yield, the engine's."""
         msg, acks = self.transfers.on_message(msg, now)
         for rev in self.transfers.take_revived():   # taken back by the transfers: the engine too
             if 0 <= rev.worker < self.n:
@@ -276,9 +421,10 @@ class ServerAdapter:
         sender = getattr(msg, 'sender', -1)
         if 0 <= sender < self.n:
             self.clock[sender] += self._applied() - before
-        return acks + self.transfers.outgoing(self._count(actions), now)
+        return acks + self.transfers.outgoing(self._count(actions, now), now)
 
-    def _count(self, actions) -> list:
+    def _count(self, actions, now: float) -> list:
+        """Count what the engine's ``actions`` send and log; keep each stop order sent."""
         for a in actions:
             if isinstance(a, Send):
                 self.bytes_down += _wire(a.msg)
@@ -286,6 +432,10 @@ class ServerAdapter:
                     self._stamp(a.dest, a.msg)
                     if a.msg.stop and 0 <= a.dest < self.n:
                         self.stop_sent[a.dest] = True
+                        self._stops[a.dest] = dataclasses.replace(
+                            a.msg, incarnation=0, target_incarnation=0)
+                        self._spoke[a.dest] = now
+                        self._stop_due[a.dest] = now + self.transfers.end_timeout_s
             elif isinstance(a, Log) and a.name == 'stall_s' and 0 <= a.worker < self.n:
                 self.stall_time[a.worker] += float(a.value)
             elif isinstance(a, Log) and a.name == 'trigger' and 0 <= a.worker < self.n:
@@ -317,7 +467,8 @@ class ServerAdapter:
                     'pushes_applied': sum(self.clock),
                     'bytes_per_push': self.bytes_up / max(self.pushes_received, 1),
                     'bytes_per_pull': self.bytes_down / max(self.pushes_received, 1),
-                    'worker_restarts': self.worker_restarts})
+                    'worker_restarts': self.worker_restarts,
+                    'stops_repeated': self.stops_repeated})
         return out
 
 

@@ -61,6 +61,17 @@ LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the worker
 EVAL_DRAIN_S = 120.0    # at the end: how long to wait for the evaluations still queued
 
 
+def _says_stopped(state: str) -> bool:
+    """
+    Tell whether a robot's status ``state`` (``lifecycle:engine``) says it stopped or left.
+
+    Why: a push server waits at its end for each robot owed its stop order; one that says
+    its engine stopped, or that its node is finalized, needs none.
+    """
+    life, _, engine = str(state).partition(':')
+    return engine == 'stopped' or life == lc.FINALIZED
+
+
 class BackgroundEvaluator:
     """
     Evaluates model snapshots in order, in a thread of its own; the loop collects the results.
@@ -380,10 +391,22 @@ class ServerNode:
         bus. Their uplink writers are the count, as at the start: a tool still reading a
         worker's downlink (``ros2 topic echo /rog/w0/chunks``) would otherwise hold the
         server here for the whole bound although every worker has left.
+
+        A push system's server serves on past that bound while a robot is owed its stop
+        order (``ServerAdapter.stops_owed``: it has not said it stopped and still speaks),
+        for up to ``push_systems.STOP_PATIENCE_S``: each robot is sent its stop order once,
+        and one whose stop was lost waited ``server_timeout`` (120 s) for a server gone,
+        then gave up. The server answers its pokes with the stop order again.
         """
-        deadline = time.monotonic() + LEAVE_TIMEOUT_S
+        start = time.monotonic()
+        deadline = start + LEAVE_TIMEOUT_S
+        owed = getattr(self.engine, 'stops_owed', None)       # (push systems only)
         uplink = server_inbox()
-        while time.monotonic() < deadline and any(self.bus.matched(t) for t in uplink):
+        while any(self.bus.matched(t) for t in uplink):
+            now = time.monotonic()
+            if now >= deadline and (owed is None or now >= start + push_systems.STOP_PATIENCE_S
+                                    or not owed(self.driver.clock())):
+                break
             self.driver.step(0.02)
 
     def _save_model(self) -> bool:
@@ -570,6 +593,9 @@ class ServerNode:
                     'error': f'a TrainStatus with {problem}'}), self.log)
                 return
             self.status[msg.node] = msg
+            left = getattr(self.engine, 'robot_left', None)       # (push systems only)
+            if left is not None and _says_stopped(msg.state):
+                left(msg.node)
             if msg.start_model and msg.start_model != self.training.fingerprint and \
                     msg.schema_version == TRAIN_STATUS_SCHEMA:
                 self._started_apart(msg)
