@@ -22,7 +22,8 @@ import pytest
 from rog_ros.nodes.push_systems import ServerAdapter, WorkerAdapter
 from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
 from rog_ros.protocol.events import describe
-from rog_ros.protocol.messages import FLAG_END, KIND_UPDATE, RowChunk, Schedule, SERVER
+from rog_ros.protocol.messages import (
+    FLAG_END, KIND_UPDATE, RowChunk, Schedule, SERVER, TransferAck)
 from rog_ros.protocol.policies.adacomp import (
     AdaCompConfig, AdaCompServer, AdaCompWorker, push_entries)
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
@@ -853,3 +854,39 @@ def test_a_dead_robot_owed_its_stop_order_holds_the_server_a_bounded_time(system
     assert stopped is None and first is not None and not robot.engine.stopped
     assert srv.stops_owed(first + 19.9) == [0] and srv.stops_owed(first + 20.0) == []
     assert srv.stops_repeated == 9 and srv.next_wakeup() is None
+
+
+def _stray_ack(run, target):
+    """Return a final ack of server run ``run`` to robot 0's run ``target`` (transfer 1)."""
+    return TransferAck(transfer_id=1, sender=SERVER, receiver=0, seq=1, final=True,
+                       incarnation=run, target_incarnation=target)
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_that_retired_its_live_server_run_by_mistake_stops_on_its_stop(system):
+    # A dead server run's late ack (run 202, to an earlier run of the robot) reaches the
+    # robot after the live run (101) was heard: a run never heard, it became the newest,
+    # and the live run was retired. Its acks never take it back (only chunks do, and a
+    # finished server sends none), so the robot set its stop order aside for good, poked
+    # until server_timeout and gave up. A retired run's stop order that keeps coming (the
+    # live server repeats it while the robot pokes) is the live run's: it stops the robot.
+    srv = _push_server(_pair(system, n_workers=1, budget=4)[0], system, incarnation=101)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    stopped, first = _until_stopped(srv, robot, lambda msg, now, first: False,
+                                    before_stop=[_stray_ack(202, 8)])
+    assert robot.transfers.peer_runs[SERVER] == [101, 202]     # the live run retired
+    assert stopped is not None and first + 16.0 <= stopped <= first + 20.0
+    assert robot.set_aside >= 3 and robot.rejects == 0 and _applied(srv.engine) == 4
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_replaced_server_runs_late_stop_copies_are_set_aside_still(system):
+    # the late copies of a replaced run's stop order come within a network delay: however
+    # many, they do not stop the robot while the live run trains on
+    robot = _robot(_pair(system)[1], system, 0, 9)
+    robot.start(0.0)
+    _hear(robot, _server_pull(101, 1), 1.0)
+    _hear(robot, _server_pull(202, 2), 2.0)
+    assert _hear(robot, [_stop(101, target=9)] * 5, 3.0) == []
+    assert _hear(robot, [_stop(101, target=9)] * 5, 3.5) == []
+    assert not robot.engine.stopped and robot.set_aside == 10

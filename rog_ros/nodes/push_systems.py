@@ -49,7 +49,7 @@ from rog_ros.nodes import settings
 from rog_ros.nodes.sync_names import PUSH_SYSTEMS, SIM_ONLY, sim_only_reason, SYNC_CHOICES
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import FLAG_END, KIND_GRAD, RowChunk, Schedule, SERVER
-from rog_ros.protocol.revival import POKE_END_TIMEOUTS
+from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 
 if TYPE_CHECKING:       # pragma: no cover - annotations only (``check`` runs without torch)
     from rog_ros.core.rows import RowLayout
@@ -488,6 +488,7 @@ class WorkerAdapter:
         self.own_rejects = 0
         self.server_heard = 0          # messages of the live server run taken (liveness)
         self.set_aside = 0             # schedules of a retired server run, or for an old us
+        self._stops_heard = RevivalWatch()   # retired server runs' stop orders that recur
 
     @property
     def rejects(self) -> int:
@@ -567,9 +568,10 @@ class WorkerAdapter:
         that is not the live one we know, is set aside (``set_aside``), not handed over: the
         engine stops on any stop order, so a replaced server run's late one stopped the robot
         while the live run trained on. A retired run taken back (it kept speaking) is the
-        live one again: its stop order stops the robot.
+        live one again: its stop order stops the robot, as does a retired run's stop order
+        that keeps coming (``_retired``).
         """
-        if isinstance(msg, Schedule) and self._retired(msg):
+        if isinstance(msg, Schedule) and self._retired(msg, now):
             self.set_aside += 1
             return []
         msg, acks = self.transfers.on_message(msg, now)
@@ -579,7 +581,7 @@ class WorkerAdapter:
         return acks + self.transfers.outgoing(self._count(self.engine.on_message(msg, now)),
                                               now)
 
-    def _retired(self, msg) -> bool:
+    def _retired(self, msg, now: float) -> bool:
         """
         Tell whether ``msg`` is of a server run replaced since, or of a stranger for an old us.
 
@@ -592,12 +594,24 @@ class WorkerAdapter:
         A server run we do not know, when we know a live one, is not ours to stop for.
         O(1): the transfers keep at most ``KEEP_RUNS`` + 1 runs of the server. A run not
         among them (0: none named; a new run) is not refused here otherwise.
+
+        A retired run's stop order that keeps coming (``revival.RevivalWatch``: more than
+        two over two poke intervals) is the live run's, retired by mistake: a message of a
+        server run we never heard (a dead run's late ack, which names an earlier run of
+        ours) made it the newest, and the live run, whose acks never take it back (only
+        its chunks do, and a finished server sends none), had its stop set aside for good.
+        The live push server repeats a stop order every END timeout while its robot pokes
+        (``ServerAdapter._stops_due``); a replaced run's late copies all come within a
+        network delay, and are still set aside.
         """
         t = self.transfers
         inc = getattr(msg, 'incarnation', 0)
         runs = t.peer_runs.get(SERVER) or []
         if bool(inc) and inc in runs[:-1]:
-            return True
+            watch = self._stops_heard
+            watch.keep(lambda key: key in runs[:-1])
+            return not (getattr(msg, 'stop', False)
+                        and watch.alive(inc, now, t.end_timeout_s))
         target = getattr(msg, 'target_incarnation', 0)
         return bool(target) and target != t.incarnation and bool(runs) and inc != runs[-1]
 
