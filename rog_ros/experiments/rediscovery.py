@@ -1,0 +1,301 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+How long two DDS participants take to hear each other again after one was silent.
+
+A robot silent for longer than the participant lease (SIGSTOP, a Wi-Fi outage) is dropped by
+its peers, and is heard again only once a participant announcement (SPDP) of one side reaches
+the other. This measures that wait with two plain processes on this machine, each writing a
+beat (its monotonic send time) every 50 ms on a RELIABLE topic and logging what it takes:
+
+* ``--outage stop``: SIGSTOP the victim for ``--silence`` seconds, then SIGCONT (the chaos
+  freeze; both processes on the loopback interface, or in two network namespaces with
+  ``--netns``);
+* ``--outage link``: both processes in network namespaces joined by a veth pair (root only),
+  the victim's end down for ``--silence`` seconds (a radio out of range: both sides run on).
+
+Reported per repeat: seconds from the end of the silence to the first beat sent after it that
+arrived at the peer (``to_peer``), at the victim (``to_victim``), and the larger of the two
+(``both``). The processes need only the ``cyclonedds`` binding (0.10.x or 11.x), so one
+command line measures either series::
+
+    python -m rog_ros.experiments.rediscovery --config loopback --silence 21 --repeats 3
+
+``--config`` is ``loopback``, ``wifi`` (the shipped files, ``wifi`` with ``--netns``), or
+any ``CYCLONEDDS_URI`` value; ``--extra`` appends XML (e.g. another ``SPDPInterval``).
+"""
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+BEAT_S = 0.05
+"""Seconds between two beats of one process."""
+READY_TIMEOUT_S = 30.0
+"""Seconds the two processes may take to hear each other at the start."""
+NETNS = ('rogrd_p', 'rogrd_v')
+"""The two network namespaces (peer, victim) of ``--netns`` and ``--outage link``."""
+ADDRESSES = ('10.231.0.1/24', '10.231.0.2/24')
+"""Their veth addresses."""
+VICTIM_IF = 'rogrd_v0'
+"""The victim's end of the veth pair: ``--outage link`` sets it down and up again."""
+PHASE_S = 8.0
+"""Default spread of the silence's start (s): Cyclone's default announcement interval with a
+10 s lease."""
+
+
+def child(name: str, config: str, domain: int, run_s: float) -> int:
+    """
+    Write a beat every ``BEAT_S`` and print each beat of the other process as it arrives.
+
+    One line per beat taken, ``<sender> <sent> <taken>`` (monotonic seconds, one clock for
+    the host, network namespaces included), so the parent can tell beats sent after the
+    silence from those queued during it. Runs ``run_s`` seconds.
+    """
+    from dataclasses import dataclass
+
+    from cyclonedds.qos import Policy, Qos
+    from cyclonedds.domain import Domain, DomainParticipant
+    from cyclonedds.idl import IdlStruct
+    from cyclonedds.pub import DataWriter
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+    from cyclonedds.util import duration
+
+    @dataclass
+    class Beat(IdlStruct, typename='rogrd.Beat'):
+        """One beat: who sent it and when (monotonic seconds)."""
+
+        sender: str
+        sent: float
+
+    keep = Domain(domain, config)
+    participant = DomainParticipant(domain)
+    qos = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(8))
+    topic = Topic(participant, 'rogrd_beats', Beat, qos=qos)
+    writer = DataWriter(participant, topic, qos=qos)
+    reader = DataReader(participant, topic, qos=qos)
+    end = time.monotonic() + run_s
+    nxt = time.monotonic()
+    while time.monotonic() < end:
+        now = time.monotonic()
+        if now >= nxt:
+            writer.write(Beat(sender=name, sent=now))
+            nxt = now + BEAT_S
+        for beat in reader.take(N=64):
+            if beat.sender != name:
+                print(f'{beat.sender} {beat.sent:.6f} {time.monotonic():.6f}', flush=True)
+        time.sleep(0.005)
+    del keep
+    return 0
+
+
+def _config(value: str, extra: str) -> str:
+    """Return the ``CYCLONEDDS_URI`` value of ``--config`` and ``--extra``."""
+    if value in ('loopback', 'wifi'):
+        from rog_ros.transport.cyclone_config import cyclone_uri
+        value = cyclone_uri(value)
+    return ','.join(part for part in (value, extra) if part)
+
+
+class _Log:
+    """The beats one child printed, read on a thread: (sent, taken) of the other's beats."""
+
+    def __init__(self, proc):
+        """Start reading ``proc``'s stdout."""
+        self.proc = proc
+        self.beats = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        """Append each beat line; ignore anything else (Cyclone's warnings)."""
+        for line in self.proc.stdout:
+            parts = line.split()
+            if len(parts) == 3:
+                try:
+                    beat = (float(parts[1]), float(parts[2]))
+                except ValueError:
+                    continue
+                with self.lock:
+                    self.beats.append(beat)
+
+    def first_after(self, t0: float):
+        """Return when the first beat sent at or after ``t0`` was taken (None: none yet)."""
+        with self.lock:
+            taken = [b[1] for b in self.beats if b[0] >= t0]
+        return min(taken) if taken else None
+
+
+def _sh(cmd: list) -> None:
+    """Run a setup command; raise with its output if it fails (the namespaces need root)."""
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=20)
+    if done.returncode:
+        raise RuntimeError(f'{" ".join(cmd)} failed: {done.stdout.strip()}')
+
+
+def netns_up() -> None:
+    """Create the two namespaces and their veth pair (lo up in each, multicast on)."""
+    netns_down()
+    for ns in NETNS:
+        _sh(['ip', 'netns', 'add', ns])
+        _sh(['ip', '-n', ns, 'link', 'set', 'lo', 'up'])
+    _sh(['ip', '-n', NETNS[0], 'link', 'add', 'rogrd_p0', 'type', 'veth', 'peer', 'name',
+         VICTIM_IF, 'netns', NETNS[1]])
+    for ns, dev, addr in zip(NETNS, ('rogrd_p0', VICTIM_IF), ADDRESSES):
+        _sh(['ip', '-n', ns, 'addr', 'add', addr, 'dev', dev])
+        _sh(['ip', '-n', ns, 'link', 'set', dev, 'multicast', 'on', 'up'])
+
+
+def netns_down() -> None:
+    """Delete the two namespaces if they are there (the veth pair goes with them)."""
+    for ns in NETNS:
+        subprocess.run(['ip', 'netns', 'del', ns], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=20)
+
+
+def one_repeat(uri: str, outage: str, silence_s: float, wait_s: float, domain: int,
+               netns: bool, python: str, phase_s: float = 0.0) -> dict:
+    """
+    Start the two processes, silence the victim, and measure how long until both hear again.
+
+    The silence starts ``phase_s`` seconds (and 2 s) after they first met: both announce
+    themselves at fixed intervals from their start, so a silence at the same moment of every
+    repeat ends at the same moment of that schedule (every 21 s outage of one series ended
+    0.7-0.9 s before an announcement); :func:`main` draws it over one interval. Returns
+    ``to_peer``, ``to_victim``, ``both`` (seconds after the silence, None where nothing
+    arrived within ``wait_s``) and ``ready_s`` (how long the first meeting took).
+    """
+    env = dict(os.environ, CYCLONEDDS_URI=uri)
+    env['PYTHONPATH'] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))]
+        + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p])
+    run_s = READY_TIMEOUT_S + 2 + silence_s + wait_s + 5
+    procs, logs = [], []
+    try:
+        for i, name in enumerate(('peer', 'victim')):
+            cmd = [python, '-m', 'rog_ros.experiments.rediscovery', '--child', name,
+                   '--config', uri, '--domain', str(domain), '--run-s', str(run_s)]
+            if netns:
+                cmd = ['ip', 'netns', 'exec', NETNS[i]] + cmd
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, universal_newlines=True)
+            procs.append(proc)
+            logs.append(_Log(proc))
+        t_start = time.monotonic()
+        while not (logs[0].first_after(0) and logs[1].first_after(0)):
+            if time.monotonic() - t_start > READY_TIMEOUT_S:
+                raise RuntimeError('the two processes did not meet within '
+                                   f'{READY_TIMEOUT_S:.0f} s')
+            time.sleep(0.05)
+        ready_s = time.monotonic() - t_start
+        time.sleep(2.0 + phase_s)
+        victim = procs[1]
+        if outage == 'stop':
+            os.kill(victim.pid, signal.SIGSTOP)
+            try:
+                time.sleep(silence_s)
+            finally:
+                os.kill(victim.pid, signal.SIGCONT)
+        else:
+            _sh(['ip', '-n', NETNS[1], 'link', 'set', VICTIM_IF, 'down'])
+            try:
+                time.sleep(silence_s)
+            finally:
+                _sh(['ip', '-n', NETNS[1], 'link', 'set', VICTIM_IF, 'up'])
+        t_back = time.monotonic()
+        while time.monotonic() - t_back < wait_s:
+            if logs[0].first_after(t_back) and logs[1].first_after(t_back):
+                break
+            time.sleep(0.02)
+        to_peer, to_victim = (log.first_after(t_back) for log in logs)
+        result = {'to_peer': _since(to_peer, t_back), 'to_victim': _since(to_victim, t_back),
+                  'ready_s': round(ready_s, 3), 'phase_s': round(phase_s, 3)}
+        both = [result['to_peer'], result['to_victim']]
+        result['both'] = None if None in both else max(both)
+        return result
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _since(t, t0):
+    """Return ``t - t0`` rounded to ms (None stays None)."""
+    return None if t is None else round(t - t0, 3)
+
+
+def main(argv=None) -> int:
+    """Parse the command line; measure ``--repeats`` silences; print one JSON line each."""
+    ap = argparse.ArgumentParser(prog='python -m rog_ros.experiments.rediscovery',
+                                 description=__doc__.split('\n\n')[0].strip())
+    ap.add_argument('--config', default='loopback',
+                    help='loopback, wifi, or a CYCLONEDDS_URI value (default loopback)')
+    ap.add_argument('--extra', default='', help='XML appended to the configuration')
+    ap.add_argument('--outage', choices=('stop', 'link'), default='stop')
+    ap.add_argument('--silence', type=float, default=21.0, help='seconds (default 21)')
+    ap.add_argument('--wait', type=float, default=45.0,
+                    help='seconds to wait for the first beats after the silence (default 45)')
+    ap.add_argument('--repeats', type=int, default=3)
+    ap.add_argument('--phase', type=float, default=PHASE_S,
+                    help='the silence starts 2 s plus a random 0..PHASE seconds after the two '
+                    f'met (default {PHASE_S:.0f}: one default announcement interval)')
+    ap.add_argument('--seed', type=int, default=None, help='seed of those random phases')
+    ap.add_argument('--domain', type=int, default=77)
+    ap.add_argument('--netns', action='store_true',
+                    help='run the two processes in network namespaces (root; --outage link '
+                    'implies it)')
+    ap.add_argument('--python', default=sys.executable,
+                    help='the interpreter of the processes (another binding series)')
+    ap.add_argument('--child', help=argparse.SUPPRESS)
+    ap.add_argument('--run-s', type=float, default=0.0, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        return child(args.child, args.config, args.domain, args.run_s)
+    if args.silence <= 0 or args.wait <= 0 or args.repeats < 1 or args.phase < 0:
+        ap.error('--silence and --wait must be > 0, --phase >= 0 and --repeats >= 1')
+    draw = random.Random(args.seed)
+    netns = args.netns or args.outage == 'link'
+    uri = _config(args.config, args.extra)
+    if netns:
+        netns_up()
+    try:
+        for _ in range(args.repeats):
+            result = one_repeat(uri, args.outage, args.silence, args.wait, args.domain,
+                                netns, args.python, draw.uniform(0.0, args.phase))
+            print(json.dumps(dict(result, outage=args.outage, silence=args.silence)),
+                  flush=True)
+    finally:
+        if netns:
+            netns_down()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
