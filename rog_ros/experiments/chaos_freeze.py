@@ -54,7 +54,9 @@ THAW_S = 10.0
 participant's lease (10 s) ran out at its peers while it was stopped, and they find it again
 only at the next discovery announcement. Measured from SIGCONT to its next computation (2
 workers, a loaded 2-core machine): 0.02 s for rog, 2 s ssp, 8 s flown, 20 s bsp, 0.3-5.4 s
-for the push systems."""
+for the push systems. bsp's 20 s was Cyclone 11 pinging a dropped peer every 30 s; with the
+2 s ``SPDPInterval`` of the shipped configurations a peer is heard 2 s after it is back at most
+(docs/faults.md, "A robot back after its lease"); the budget still allows the 10 s."""
 PUSH_AFTER = 5
 """Pushes each robot of a push fleet should have left when the victim thaws."""
 

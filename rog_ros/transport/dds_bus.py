@@ -97,6 +97,21 @@ too, and ``transfer.PEER_MAX_WIRE_BYTES`` on the wire (64 KiB under the mark, ``
 2**20 bytes to Cyclone) for all transfers to one robot together (``transfer.PeerLink``).
 """
 
+SPDP_INTERVAL = ('<CycloneDDS><Domain Id="any"><Discovery><SPDPInterval>2s</SPDPInterval>'
+                 '</Discovery></Domain></CycloneDDS>')
+"""
+A participant announcement (SPDP) every 2 s, first in every configuration (the user's wins).
+
+A robot silent for longer than its participant lease (10 s: a Wi-Fi outage, a frozen process)
+is dropped by its peers and heard again only when an announcement of one side reaches the
+other, sent every 8 s with Cyclone's default interval (80% of the lease). Cyclone 11 sends the
+periodic one only to multicast and to peers it knows, and pings the address of a peer it
+dropped at its lease every 30 s: a robot back after 21 s of SIGSTOP waited 19 s on loopback
+(3 times in 5; 0.06 s when its own announcement went out before it dropped its peers); with
+2 s, 2 s at most (docs/faults.md, "A robot back after its lease"). The shipped configurations
+(``config/*.xml``) say the same for ROS 2 nodes, which read only ``$CYCLONEDDS_URI``.
+"""
+
 
 def _configure_domain(domain_id: int, config=None):
     """
@@ -106,11 +121,11 @@ def _configure_domain(domain_id: int, config=None):
     ``$CYCLONEDDS_URI`` and creates the domain here (it lives as long as the process, as
     before). With None, Cyclone creates the domain from ``$CYCLONEDDS_URI`` with the first
     participant and frees it with the last, as before: the value returned
-    (:data:`WRITER_WATERMARKS` and the discovery fragment before the variable's value) is what
-    that participant must be created under (``_uri_for_creation``). A domain created here once
-    was kept for ever: buses opened and closed in turn leaked 8 descriptors and 5 threads
-    each, and a later ``config`` on the same domain was refused. What is wrong with the
-    variables is logged once per process.
+    (:data:`WRITER_WATERMARKS`, :data:`SPDP_INTERVAL` and the discovery fragment before the
+    variable's value) is what that participant must be created under
+    (``_uri_for_creation``). A domain created here once was kept for ever: buses opened and
+    closed in turn leaked 8 descriptors and 5 threads each, and a later ``config`` on the
+    same domain was refused. What is wrong with the variables is logged once per process.
     """
     if config is not None and os.path.exists(config):
         config = file_uri(config)
@@ -121,7 +136,7 @@ def _configure_domain(domain_id: int, config=None):
     full = discovery_config(config, warn=notes.append, resolves=peer_resolves,
                             unicast_loopback=_unicast_loopback(),
                             pin_loopback=not idl.LEGACY_BINDING)
-    full = ','.join(part for part in (WRITER_WATERMARKS, full) if part)
+    full = ','.join(part for part in (WRITER_WATERMARKS, SPDP_INTERVAL, full) if part)
     for note in notes:
         if note not in _LOGGED:
             _LOGGED.add(note)
