@@ -190,6 +190,13 @@ def _settings_cyclone_took(uri: str, log, domain: int) -> dict:
     return dict(match.groups() for match in found if match)
 
 
+def _no_discovery_variables(monkeypatch) -> None:
+    """Unset the variables that add to a domain's configuration: the bus's own default alone."""
+    for name in ('CYCLONEDDS_URI', 'ROS_LOCALHOST_ONLY', 'ROS_AUTOMATIC_DISCOVERY_RANGE',
+                 'ROS_STATIC_PEERS', 'ROS_DISTRO'):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.mark.parametrize('kind', ['embedded', 'loopback', 'wifi'])
 def test_every_configuration_announces_the_participant_every_2_s(kind, tmp_path, monkeypatch):
     """
@@ -200,9 +207,7 @@ def test_every_configuration_announces_the_participant_every_2_s(kind, tmp_path,
     peer every 30 s (a freeze of 21 s: 19 s more, docs/faults.md). Before, 30 s (0.10) or
     ``default`` (11).
     """
-    for name in ('CYCLONEDDS_URI', 'ROS_LOCALHOST_ONLY', 'ROS_AUTOMATIC_DISCOVERY_RANGE',
-                 'ROS_STATIC_PEERS', 'ROS_DISTRO'):
-        monkeypatch.delenv(name, raising=False)
+    _no_discovery_variables(monkeypatch)
     if kind == 'embedded':   # what a bus creates its first participant under, no variable set
         uri = dds_bus._configure_domain(_domain(60), None)
     else:                    # what ROS 2 nodes get (rmw_cyclonedds reads only the variable)
@@ -210,6 +215,25 @@ def test_every_configuration_announces_the_participant_every_2_s(kind, tmp_path,
     took = _settings_cyclone_took(uri, tmp_path / 'cyclone.log', _domain(61))
     assert took['Domain/Discovery/SPDPInterval/#text'] == '2 s'
     assert took['Domain/Discovery/LeaseDuration/#text'] == '10 s'   # the interval is below it
+
+
+def test_the_bus_keeps_pinging_a_dropped_peer_on_cyclone_11_only(tmp_path, monkeypatch):
+    """
+    Cyclone 11 runs the bus's default with DiscoveredLocatorPruneDelay ``inf``; 0.10 with none.
+
+    Without multicast Cyclone 11 forgot a peer 60 s after dropping it at its lease: after an
+    80 s link outage the two never met again (docs/faults.md). Cyclone 0.10 keeps its peers
+    and refuses the element (the domain would fail), so its buses do not get it.
+    """
+    from rog_ros.transport import idl
+    _no_discovery_variables(monkeypatch)
+    uri = dds_bus._configure_domain(_domain(62), None)
+    took = _settings_cyclone_took(uri, tmp_path / 'cyclone.log', _domain(63))
+    assert took['Domain/Discovery/SPDPInterval/#text'] == '2 s'
+    if idl.LEGACY_BINDING:
+        assert 'DiscoveredLocatorPruneDelay' not in uri
+    else:
+        assert took['Domain/Discovery/DiscoveredLocatorPruneDelay/#text'] == 'inf'
 
 
 def test_wrong_type_and_closed_bus_are_refused():

@@ -112,6 +112,21 @@ dropped at its lease every 30 s: a robot back after 21 s of SIGSTOP waited 19 s 
 (``config/*.xml``) say the same for ROS 2 nodes, which read only ``$CYCLONEDDS_URI``.
 """
 
+LOCATOR_PRUNE = ('<CycloneDDS><Domain Id="any"><Discovery>'
+                 '<DiscoveredLocatorPruneDelay>inf</DiscoveredLocatorPruneDelay>'
+                 '</Discovery></Domain></CycloneDDS>')
+"""
+Keep pinging a peer dropped at its lease, after :data:`SPDP_INTERVAL`, on Cyclone 11 only.
+
+Cyclone 11 without multicast (``loopback``, or ``wifi`` with unicast peers) pings the address
+of a participant it dropped at its lease for ``DiscoveredLocatorPruneDelay`` (60 s) and then
+forgets it: two participants silent to each other for more than the lease and 60 s never met
+again (an 80 s link outage: nothing either way in the 60 s after; with ``inf``, 0.07 s).
+Cyclone 0.10 keeps its configured peers for good and refuses a configuration that names the
+element, so it goes only where the binding is 11 (:data:`idl.LEGACY_BINDING` false), and the
+shipped files cannot carry it.
+"""
+
 
 def _configure_domain(domain_id: int, config=None):
     """
@@ -121,11 +136,12 @@ def _configure_domain(domain_id: int, config=None):
     ``$CYCLONEDDS_URI`` and creates the domain here (it lives as long as the process, as
     before). With None, Cyclone creates the domain from ``$CYCLONEDDS_URI`` with the first
     participant and frees it with the last, as before: the value returned
-    (:data:`WRITER_WATERMARKS`, :data:`SPDP_INTERVAL` and the discovery fragment before the
-    variable's value) is what that participant must be created under
-    (``_uri_for_creation``). A domain created here once was kept for ever: buses opened and
-    closed in turn leaked 8 descriptors and 5 threads each, and a later ``config`` on the
-    same domain was refused. What is wrong with the variables is logged once per process.
+    (:data:`WRITER_WATERMARKS`, :data:`SPDP_INTERVAL`, :data:`LOCATOR_PRUNE` on Cyclone 11 and
+    the discovery fragment before the variable's value) is what that participant must be
+    created under (``_uri_for_creation``). A domain created here once was kept for ever:
+    buses opened and closed in turn leaked 8 descriptors and 5 threads each, and a later
+    ``config`` on the same domain was refused. What is wrong with the variables is logged
+    once per process.
     """
     if config is not None and os.path.exists(config):
         config = file_uri(config)
@@ -136,7 +152,8 @@ def _configure_domain(domain_id: int, config=None):
     full = discovery_config(config, warn=notes.append, resolves=peer_resolves,
                             unicast_loopback=_unicast_loopback(),
                             pin_loopback=not idl.LEGACY_BINDING)
-    full = ','.join(part for part in (WRITER_WATERMARKS, SPDP_INTERVAL, full) if part)
+    ours = (WRITER_WATERMARKS, SPDP_INTERVAL) + (() if idl.LEGACY_BINDING else (LOCATOR_PRUNE,))
+    full = ','.join(part for part in ours + (full,) if part)
     for note in notes:
         if note not in _LOGGED:
             _LOGGED.add(note)
