@@ -164,7 +164,7 @@ def test_a_server_kill_for_a_push_system_is_one_line_and_changes_nothing(
                          '--scenario', scenarios]) == 2
         err = capsys.readouterr().err.strip()
         assert err.count('\n') == 0 and err.startswith('rog chaos: '), err
-        assert 'no durable server state' in err and 'rog, ssp, bsp, flown' in err, err
+        assert 'no exactly-once server state' in err and 'rog, ssp, bsp, flown' in err, err
         assert 'worker-restart' in err     # what it can run instead
         assert not out.exists()
 
@@ -257,8 +257,9 @@ def test_a_push_link_outage_needs_the_others_pushing_through_it(monkeypatch, oth
 
 
 def test_a_push_fleet_has_no_state_no_ledger_and_no_quorum(tmp_path):
-    # the nodes refuse state_dir for a push system (and min_workers > 1), and its engines
-    # hold no residual for the ledger: with them, every push scenario's fleet was refused
+    # the nodes refuse min_workers > 1 for a push system, and its engines hold no residual
+    # for the ledger: with them, every push scenario's fleet was refused (its scenarios need
+    # no state_dir: the one that kills the server is left out)
     from rog_ros.nodes import push_systems
     trace = str(tmp_path / 'trace.csv')
     chaos_fleet.write_trace(trace, 2, chaos_fleet.RATE_MBPS)

@@ -92,7 +92,6 @@ CASES = [
     (['fleet', '--sync', 'adasgd'], '--sync'),
     (['fleet', '--sync', 'aet'], '--sync'),
     (['fleet', '--sync', 'gsp+gds'], '--sync'),
-    (['fleet', '--sync', 'adacomp', '--state-dir', 'st'], '--state-dir'),
     (['fleet', '--sync', 'asgd', '--min-workers', '2'], '--min-workers'),
     (['fleet', '--sync', 'gsp', '--absence-timeout', '20'], '--absence-timeout'),
     (['fleet', '--absence-timeout', '5'], '--absence-timeout) 5: a worker waiting for its pull'),

@@ -97,7 +97,6 @@ def test_adacomp_pushes_far_fewer_bytes_than_asgd(runs):
     ({'sync': 'adasgd'}, 'runs in the simulator only'),
     ({'sync': 'aet'}, 'no server'),
     ({'sync': 'gsp+gds'}, 'UploadDensity'),
-    ({'sync': 'adacomp', 'state_dir': '/tmp/x'}, 'state_dir (--state-dir)'),
     ({'sync': 'comp-asgd', 'min_workers': 2}, 'min_workers (--min-workers)'),
     ({'sync': 'gsp', 'absence_timeout': 20.0}, 'absence_timeout (--absence-timeout): gsp'),
 ])
@@ -111,6 +110,14 @@ def test_the_plan_refuses_what_a_fleet_cannot_run(overrides, message):
 def test_the_plan_accepts_the_push_systems(sync):
     specs = plan(None, {'sync': sync, 'workers': 2})
     assert [s.parameters['sync'] for s in specs if s.role != 'netmon'] == [sync] * 3
+
+
+@pytest.mark.parametrize('sync', ['adacomp', 'gsp'])
+def test_the_plan_gives_a_push_server_its_state_folder(sync, tmp_path):
+    # push servers keep durable state now (checkpoints of their engines): the plan refused it
+    specs = plan(None, {'sync': sync, 'workers': 2, 'state_dir': str(tmp_path)})
+    (server,) = [s for s in specs if s.role == 'server']
+    assert server.parameters['state_dir'] == str(tmp_path)
 
 
 def test_a_node_started_alone_refuses_a_simulator_only_system(capsys):

@@ -51,7 +51,7 @@ forgeries must be.
 
 ``lost`` and ``duplicated`` come from the independent ledger
 (:mod:`rog_ros.nodes.chaos_ledger`), in units of one worker's mean iteration update; for the
-push systems (adacomp, asgd, comp-asgd, gsp: no durable state, so no server-restart) from the
+push systems (adacomp, asgd, comp-asgd, gsp: no exactly-once state, so no server-restart) from the
 pushes seen on the wire against the server's summary, in pushes (:mod:`.chaos_push`);
 ``recover_s`` is the time from the end of the fault to the affected node's next iteration
 (ctrl-c: the time the fleet took to stop); ``rejected`` sums the nodes' reject counts by
@@ -204,9 +204,9 @@ def scenarios_for(names: list, sync: str, every: bool) -> list:
     """
     Return the scenarios of ``names`` that ``sync`` can run; ValueError for one it cannot.
 
-    A push system keeps no durable server state (no checkpoint to restart a server from):
-    ``--scenario all`` leaves server-restart (``PUSH_LEFT_OUT``) out for it, and naming it
-    is refused, before any fleet starts.
+    A push system keeps no exactly-once server state (its checkpoints lose the pushes
+    applied after them): ``--scenario all`` leaves server-restart (``PUSH_LEFT_OUT``) out for
+    it, and naming it is refused, before any fleet starts.
     """
     if sync not in PUSH_CHAOS_SYSTEMS:
         return names
@@ -221,10 +221,12 @@ def scenarios_for(names: list, sync: str, every: bool) -> list:
 
 
 PUSH_LEFT_OUT = {
-    'server-restart': 'kills the server, and --sync SYNC keeps no durable server state to '
-                      'restart it from (no checkpoints)'}
+    'server-restart': 'kills the server, and --sync SYNC keeps no exactly-once server state '
+                      '(its checkpoints, --state-dir, lose the pushes applied after them, up '
+                      'to --checkpoint-every, which the verdict counts as lost)'}
 """Scenarios a push system does not run, and why (server-restart: the one that kills the
-server)."""
+server; a push server restored from its checkpoint goes on, docs/faults.md "Push systems",
+but its robots keep no pushes for it to apply again)."""
 
 
 def format_table(rows) -> str:

@@ -43,7 +43,7 @@ TRACE_PERIOD_S = 10000.0  # per-worker slice of the outage trace: no other worke
 DURABLE_SYSTEMS = ('rog', 'ssp', 'bsp', 'flown')
 """Systems with server checkpoints, worker state and the chaos ledger: every scenario."""
 PUSH_CHAOS_SYSTEMS = ('adacomp', 'asgd', 'comp-asgd', 'gsp')
-"""The push systems: no durable state (no server-restart), judged by :mod:`.chaos_push`."""
+"""The push systems: no exactly-once state (no server-restart), judged by :mod:`.chaos_push`."""
 CHAOS_SYSTEMS = DURABLE_SYSTEMS + PUSH_CHAOS_SYSTEMS
 """Systems the scenarios run."""
 
@@ -112,8 +112,9 @@ class Fleet:
             'out': run_dir, 'bus': 'dds', 'epoch': wall, 'namespace': self.namespace,
             'netmon': False, 'startup_timeout': 60.0})
         self.specs = {}
-        # a push system keeps no state (the nodes refuse a state_dir) and its engines no
-        # residual to keep a ledger of: the scenario watches its pushes (chaos_push)
+        # a push system runs without state (its server's checkpoints are for the one
+        # scenario left out, server-restart) and its engines hold no residual to keep a
+        # ledger of: the scenario watches its pushes (chaos_push)
         self.push = cfg.sync in PUSH_CHAOS_SYSTEMS
         durable = {} if self.push else {'state_dir': self.state_dir,
                                         'chaos_ledger': self.ledger_dir}

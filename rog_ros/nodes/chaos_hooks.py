@@ -367,6 +367,17 @@ class WorkerHooks(_Hooks):
                           json.dumps(report, indent=1))
 
 
+def _progress(engine) -> int:
+    """
+    Return what ``--checkpoint-every K`` counts on ``engine``: Rog's slowest clock, or pushes.
+
+    A push server (``push_systems.ServerAdapter.durable_progress``) has no common clock: K
+    counts the pushes it applied in all.
+    """
+    pushes = getattr(engine, 'durable_progress', None)
+    return int(pushes) if pushes is not None else min(engine.clock)
+
+
 class ServerHooks(_Hooks):
     """
     Checkpoints and ledger around a ServerEngine.
@@ -378,8 +389,9 @@ class ServerHooks(_Hooks):
         The fleet's starting model (the ledger reports ``(w0 - w_srv) N / lr``).
     state_dir, ledger_dir : str or None
     checkpoint_every : int
-        Checkpoint when the slowest worker's clock reaches the next multiple of this (and
-        whenever a worker was told to stop, before the order is sent).
+        Checkpoint when the slowest worker's clock reaches the next multiple of this (a push
+        system's server: the pushes it applied in all, ``_progress``), and whenever a worker
+        was told to stop, before the order is sent.
     run_record : callable or None
         Returns the node's run record (plain types) to keep in every checkpoint; a restore
         leaves it in ``restored_record`` for the node to go on from.
@@ -433,7 +445,7 @@ class ServerHooks(_Hooks):
                                      'start afresh') from None
         self.checkpoint_id = int(obj.get('id', 0))
         self.restored_record = obj.get('run_record')
-        self.next_at = (min(self.engine.clock) // self.every + 1) * self.every
+        self.next_at = (_progress(self.engine) // self.every + 1) * self.every
         self.stopped_seen = sum(map(bool, getattr(self.engine, 'stopped', ())))
         self.final_seen = getattr(self.engine, 'final_values', None) is not None
         if self.ledger is not None:
@@ -486,10 +498,10 @@ class ServerHooks(_Hooks):
         # with the first would hold another model than model.pt.
         stopped = sum(map(bool, getattr(e, 'stopped', ())))
         final = getattr(e, 'final_values', None) is not None
-        if self.state is not None and (min(e.clock) >= self.next_at or
+        if self.state is not None and (_progress(e) >= self.next_at or
                                        stopped > self.stopped_seen or
                                        final > self.final_seen):
-            self.next_at = (min(e.clock) // self.every + 1) * self.every
+            self.next_at = (_progress(e) // self.every + 1) * self.every
             self.stopped_seen = stopped
             self.final_seen = final
             self.checkpoint()

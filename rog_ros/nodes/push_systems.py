@@ -32,11 +32,13 @@ takes it back (``ServerAdapter.worker_restarts``).
 
 Refused up front (one line, exit 2): the systems whose messages are not on the wire
 (``gsp+gds``: UploadDensity; ``adasgd``: FLEET's task dataclasses), the peer system ``aet``,
-and Rog-only features with a push system (``state_dir``, ``absence_timeout``,
-``min_workers`` > 1). ``staleness``, ``deadline_floor`` and ``outage_aware`` do not apply to
-push systems; ``window`` and ``chunk_bytes`` shape their dense messages' transfers when set
-to other than their defaults (else 64 chunks of 65000 bytes: ``PUSH_WINDOW``,
-``PUSH_CHUNK_BYTES``).
+and Rog-only features with a push system (``absence_timeout``, ``min_workers`` > 1).
+``state_dir`` keeps the server's state (``ServerAdapter.state_dict``: a checkpoint every
+``checkpoint_every`` pushes applied, restored on start); its robots keep none (a restarted
+robot comes back as a new run, as without it). ``staleness``, ``deadline_floor`` and
+``outage_aware`` do not apply to push systems; ``window`` and ``chunk_bytes`` shape their
+dense messages' transfers when set to other than their defaults (else 64 chunks of 65000
+bytes: ``PUSH_WINDOW``, ``PUSH_CHUNK_BYTES``).
 """
 
 from __future__ import annotations
@@ -85,9 +87,6 @@ def check(params: dict) -> None:
         raise ConfigError(f'sync (--sync) {sync}: {sim_only_reason(sync)}')
     if sync not in PUSH_SYSTEMS:
         return
-    if params.get('state_dir'):
-        raise ConfigError(f'state_dir (--state-dir): {sync} keeps no durable state (server '
-                          'checkpoints and worker state exist for rog, ssp, bsp and flown only)')
     if params.get('absence_timeout'):
         raise ConfigError(f'absence_timeout (--absence-timeout): {sync} has no membership or '
                           'staleness rules to suspend a worker from')
@@ -251,6 +250,7 @@ class ServerAdapter:
         self._stop_due = [None] * self.n        # when it goes again while owed (None: not)
         self._spoke = [0.0] * self.n            # its live run's last word, or its stop sent
         self._left = [False] * self.n           # it showed that it stopped (its status)
+        self.confirmed_pushes = 0      # pushes applied as of the last checkpoint on disk
 
     @property
     def rejects(self) -> int:
@@ -458,6 +458,71 @@ class ServerAdapter:
         runs = self.transfers.peer_runs.get(dest)
         if runs and not msg.target_incarnation:
             msg.target_incarnation = runs[-1]
+
+    _COUNTS = ('bytes_up', 'bytes_down', 'pushes_received', 'pushes_refused',
+               'worker_restarts')
+    """The adapter's own counts a checkpoint keeps (``summary.json``'s, via ``stats``)."""
+
+    @property
+    def stopped(self) -> list:
+        """
+        Return which robots were told to stop (``stop_sent``).
+
+        The durable hooks (``chaos_hooks.ServerHooks``) checkpoint before a stop order
+        leaves: a robot told to stop never speaks again, and a server restored from before
+        the order would wait for it.
+        """
+        return self.stop_sent
+
+    @property
+    def durable_progress(self) -> int:
+        """
+        Return the pushes applied in all: ``--checkpoint-every K`` counts them for push systems.
+
+        Rog's servers checkpoint when the slowest worker's clock crosses a multiple of K; a
+        push server has no common clock (each robot pushes at its own pace, and a robot that
+        left stops its count), so K counts the pushes it applied, whoever pushed them.
+        """
+        return sum(self.clock)
+
+    def state_dict(self, copy: bool = True) -> dict:
+        """
+        Return the push server's checkpoint: its engine's state and the adapter's counts.
+
+        The transfers' state is not kept: a restored server is a new run of the server
+        (a new incarnation), and its robots go on with it as with any restarted server (their
+        settled push's END repeated; the answer makes them send it again). What decides
+        whether a push sent again is applied is the engine's per-robot clock (a push is
+        applied only at the clock its robot holds, which moves on when it is applied).
+        ``state_id``: the number of pushes applied (``checkpoint_confirmed``).
+        """
+        return {'engine': self.engine.state_dict(copy=copy), 'state_id': self.durable_progress,
+                'clock': list(self.clock), 'stop_sent': list(self.stop_sent),
+                'stall_time': list(self.stall_time), 'triggers': list(self.triggers),
+                'counts': {k: int(getattr(self, k)) for k in self._COUNTS}}
+
+    def load_state_dict(self, sd: dict) -> None:
+        """Go on from ``state_dict``'s checkpoint (ValueError if of another fleet)."""
+        if len(sd['clock']) != self.n or len(sd['stop_sent']) != self.n:
+            raise ValueError(f"checkpoint of {len(sd['clock'])} robots, this fleet has {self.n}")
+        self.engine.load_state_dict(sd['engine'])
+        self.clock = [int(c) for c in sd['clock']]
+        self.stop_sent = [bool(b) for b in sd['stop_sent']]
+        self.stall_time = [float(t) for t in sd['stall_time']]
+        self.triggers = [int(t) for t in sd['triggers']]
+        for k in self._COUNTS:
+            setattr(self, k, int(sd['counts'][k]))
+
+    def checkpoint_confirmed(self, state_id: int) -> None:
+        """
+        Take note that the checkpoint of ``state_id`` pushes applied is on disk.
+
+        Nothing is told to the robots: a push server answers every push with a pull, and
+        its robots do not keep pushes for a restarted server to apply again (the pushes
+        applied after the last checkpoint are lost with a crash: at most
+        ``--checkpoint-every`` of them).
+        """
+        self.confirmed_pushes = int(state_id)
 
     def stats(self) -> dict:
         """Return the engine's own figures plus the bytes per push seen on the wire."""

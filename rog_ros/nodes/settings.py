@@ -426,7 +426,8 @@ SETTINGS = (
        'the trained model.pt (rog fleet: default rog_fleet_run).',
        (SERVER, FLEET), 'server'),
     _s('checkpoint_every', int, 10, 'With state_dir: checkpoint the server every K '
-       'iterations (atomic; workers keep what came after it).', (SERVER, FLEET), 'server',
+       "iterations (atomic; workers keep what came after it); a push system's server every K "
+       'pushes applied (a crash loses those after it).', (SERVER, FLEET), 'server',
        low=1, high=MAX_FLEET_ITERATIONS),
     _s('absence_timeout', float, None, 'Suspend a worker from the staleness rules after this '
        'many seconds without a message from it (s); 0 = never; else at least '

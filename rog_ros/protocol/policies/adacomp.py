@@ -245,6 +245,58 @@ class AdaCompServer(PushServer):
                           Log('diverged' if self.diverged else 'training_done', float(self.i))]
         return out + [Send(w, self._pull(w))]
 
+    _COUNTERS = ('bytes_up', 'bytes_down', 'rejects', 'sigma_sum', 'sigma_k_sum',
+                 'sigma_k_count', 'entries', 'applied_bytes')
+    """The figures a checkpoint keeps besides the model and timestamps (``stats`` reads them)."""
+
+    def state_dict(self, copy: bool = True) -> dict:
+        """
+        Return what a restarted server needs to go on as this one (a node's checkpoint).
+
+        Theta, the update count i, each worker's timestamp j (a push is applied only at the
+        one its worker holds: a push applied before the checkpoint and sent again after a
+        restart is never applied twice), AdaComp's touch counters, the runs taken, the stop
+        flags and the figures of ``stats``. ``copy=False``: the engine's own tensors, for a
+        caller that serialises them at once (no model-sized copies).
+        """
+        take = (lambda t: t.clone()) if copy else (lambda t: t)
+        sd = {'mode': self.cfg.mode, 'n': self.n, 'n_params': self.n_params,
+              'theta': take(self.theta), 'i': int(self.i), 'pulled': list(self.pulled),
+              'stopped': list(self.stopped), 'diverged': bool(self.diverged),
+              'runs': self._runs_state(),
+              'counters': {k: getattr(self, k) for k in self._COUNTERS}}
+        if self.touch is not None:
+            sd['touch'] = take(self.touch)
+            sd['touch_at_pull'] = take(self.touch_at_pull)
+        return sd
+
+    def load_state_dict(self, sd: dict) -> None:
+        """
+        Go on from ``state_dict``'s state (ValueError, nothing changed, if of another fleet).
+
+        Each worker's first push after it is admitted as a new run's (``PushServer._admit``):
+        the pushes applied after the checkpoint are lost, and a worker that holds a later
+        timestamp than the restored one is answered with the current model.
+        """
+        mine = (self.cfg.mode, self.n, self.n_params)
+        if (sd['mode'], int(sd['n']), int(sd['n_params'])) != mine:
+            raise ValueError(f"checkpoint of {sd['mode']} with {sd['n']} workers and "
+                             f"{sd['n_params']} parameters; this server runs {self.cfg.mode} "
+                             f'with {self.n} and {self.n_params}')
+        if len(sd['pulled']) != self.n or len(sd['stopped']) != self.n:
+            raise ValueError('checkpoint with another number of workers')
+        self._load_runs_state(sd['runs'])
+        self.theta.copy_(sd['theta'])
+        if self.touch is not None:
+            self.touch.copy_(sd['touch'])
+            self.touch_at_pull.copy_(sd['touch_at_pull'])
+        self.i = int(sd['i'])
+        self.pulled = [int(j) for j in sd['pulled']]
+        self.stopped = [bool(b) for b in sd['stopped']]
+        self.diverged = bool(sd['diverged'])
+        for k in self._COUNTERS:
+            setattr(self, k, type(getattr(self, k))(sd['counters'][k]))
+
     def _decode(self, msg: RowChunk) -> tuple:
         """Return a push's ``(indices, values)``: a sparse top-k one's, or all of a dense one."""
         if msg.codec == topk.TOPK_CODEC_ID:

@@ -67,6 +67,36 @@ class PushServer:
         self.runs = [0] * int(n)
         self.past_runs = [[] for _ in range(int(n))]
         self.rejoins = 0
+        self.resumed = [False] * int(n)
+
+    def _runs_state(self) -> dict:
+        """
+        Return the runs' part of a checkpoint (plain lists): which run of each worker we take.
+
+        Kept so that a restored server refuses the late pushes of runs it had retired, and
+        takes the live runs' pushes at the clocks it holds (``_admit``).
+        """
+        return {'runs': list(self.runs), 'past_runs': [list(p) for p in self.past_runs],
+                'rejoins': int(self.rejoins)}
+
+    def _load_runs_state(self, sd: dict) -> None:
+        """
+        Restore ``_runs_state``'s part of a checkpoint; every worker's next push is unsure.
+
+        A server restored from a checkpoint lost what it did after it: a worker may push at a
+        clock this server never handed it (a pull sent after the checkpoint), or push again a
+        push applied before it whose answer the crash lost. Each worker's first push after
+        the restore is therefore admitted as a new run's (``resumed``): applied at the clock
+        the worker holds here, else dropped and answered with the current model; refused,
+        it was never answered, and its robot waited for good.
+        """
+        if len(sd['runs']) != len(self.runs) or len(sd['past_runs']) != len(self.runs):
+            raise ValueError(f"checkpoint of {len(sd['runs'])} workers, this server has "
+                             f'{len(self.runs)}')
+        self.runs = [int(r) for r in sd['runs']]
+        self.past_runs = [[int(r) for r in p] for p in sd['past_runs']]
+        self.rejoins = int(sd['rejoins'])
+        self.resumed = [True] * len(self.runs)
 
     def _admit(self, w: int, msg: RowChunk, expected: int) -> tuple:
         """
@@ -78,16 +108,19 @@ class PushServer:
         new to us (``_run_of``) pushes at any clock, and becomes the run we take once its
         push decoded (a malformed one changes nothing). Its push at ``expected`` is applied
         as any; at another clock it was computed at a model we never handed it: the caller
-        drops it and answers (``_rejoin``).
+        drops it and answers (``_rejoin``). The first push of each worker after a restore
+        from a checkpoint is admitted the same way (``_load_runs_state``).
         """
         fresh = self._run_of(w, msg.incarnation)
+        unsure = fresh or self.resumed[w]     # (the first push after a restore: as a new run's)
         clock = int(msg.clock)
-        if not fresh and clock != expected:
+        if not unsure and clock != expected:
             raise MessageError(self.CLOCK_REFUSED.format(w=w, clock=clock, expected=expected))
         decoded = self._decode(msg)
         if fresh:
             self._take_run(w, msg.incarnation)
-        return decoded, fresh and clock != expected
+        self.resumed[w] = False
+        return decoded, unsure and clock != expected
 
     def _decode(self, msg: RowChunk):
         """Return what a push carries, in the algorithm's form; ``MessageError`` if malformed."""

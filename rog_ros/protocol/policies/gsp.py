@@ -220,6 +220,78 @@ class GspServer(PushServer):
     def epoch(self) -> int:
         return self.samples_merged // max(self.epoch_samples, 1)
 
+    # ------------------------------------------------------------------ checkpoints
+    _COUNTERS = ('total_pushes', 'samples_merged', 'global_steps', 'rejects', 'dense_bytes',
+                 'upload_bytes', 'steady_dense', 'steady_upload', 'stall_time')
+    """The counts a checkpoint keeps besides models and clocks (``stats`` and G6 read them)."""
+    _GROUP_COUNTS = ('counter', 'forwards', 'flushes', 'pushes', 'epoch_time', 'epoch_count')
+
+    def state_dict(self, copy: bool = True) -> dict:
+        """
+        Return what a restarted server needs to go on as this one (a node's checkpoint).
+
+        omega and its momentum buffer, each node's push count (a push is applied only at the
+        iteration its node is at: one applied before the checkpoint and sent again after a
+        restart is never applied twice), the profiled intervals, the groups (their models,
+        partial sums, SSP clocks and the nodes held), the runs taken and the figures of
+        ``stats``. ``copy=False``: the engine's own tensors, for a caller that serialises
+        them at once. GSP+GDS (its controller's state) is not kept: ValueError.
+        """
+        if self.cfg.gds:
+            raise ValueError('GSP+GDS keeps no durable state (its density controller)')
+        take = (lambda t: t.clone()) if copy else (lambda t: t)
+        groups = [dict({k: getattr(g, k) for k in self._GROUP_COUNTS},
+                       members=list(g.members), omega=take(g.omega), phi=take(g.phi),
+                       clocks=[[int(m), int(c)] for m, c in g.clocks.items()],
+                       held=[[int(m), float(t)] for m, t in g.held.items()])
+                  for g in self.groups]
+        sd = {'n': self.n, 'n_params': self.n_params, 'omega': take(self.omega),
+              'clock': list(self.clock), 'intervals': [list(iv) for iv in self.intervals],
+              'groups': groups, 'group_of': list(self.group_of),
+              'stopped': list(self.stopped), 'finished': bool(self.finished),
+              'diverged': bool(self.diverged), 'runs': self._runs_state(),
+              'counters': {k: getattr(self, k) for k in self._COUNTERS}}
+        if self.buf is not None:
+            sd['buf'] = take(self.buf)
+        return sd
+
+    def load_state_dict(self, sd: dict) -> None:
+        """
+        Go on from ``state_dict``'s state (ValueError, nothing changed, if of another fleet).
+
+        The pushes applied after the checkpoint are lost; each node's first push after it is
+        admitted as a new run's (``PushServer._admit``): applied at the iteration the node
+        is at here, else dropped and answered with its group's model (a node held at the
+        checkpoint stays held until its group lets it go). The time since each node's last
+        push is no iteration time: its next interval starts afresh.
+        """
+        if (int(sd['n']), int(sd['n_params'])) != (self.n, self.n_params):
+            raise ValueError(f"checkpoint of {sd['n']} nodes and {sd['n_params']} parameters; "
+                             f'this server has {self.n} and {self.n_params}')
+        if ('buf' in sd) != (self.buf is not None) or len(sd['clock']) != self.n:
+            raise ValueError('checkpoint of another momentum setting or fleet size')
+        self._load_runs_state(sd['runs'])
+        self.omega.copy_(sd['omega'])
+        if self.buf is not None:
+            self.buf.copy_(sd['buf'])
+        self.clock = [int(c) for c in sd['clock']]
+        self.last_push = [None] * self.n
+        self.intervals = [[float(t) for t in iv] for iv in sd['intervals']]
+        self.groups = []
+        for g in sd['groups']:
+            grp = _Group(members=[int(m) for m in g['members']], omega=g['omega'].clone(),
+                         phi=g['phi'].clone(), clocks={int(m): int(c) for m, c in g['clocks']},
+                         held={int(m): float(t) for m, t in g['held']})
+            for k in self._GROUP_COUNTS:
+                setattr(grp, k, type(getattr(grp, k))(g[k]))
+            self.groups.append(grp)
+        self.group_of = [int(p) for p in sd['group_of']]
+        self.stopped = [bool(b) for b in sd['stopped']]
+        self.finished = bool(sd['finished'])
+        self.diverged = bool(sd['diverged'])
+        for k in self._COUNTERS:
+            setattr(self, k, type(getattr(self, k))(sd['counters'][k]))
+
     # ------------------------------------------------------------------ grouping
     def _form_groups(self, labels, now: float) -> None:
         ids = sorted(set(labels))

@@ -1,0 +1,181 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""A push server's checkpoint (``--state-dir``): restored, it goes on where it was saved."""
+
+import pytest
+from rog_ros.nodes import durable
+from rog_ros.nodes.chaos_hooks import ServerHooks
+from rog_ros.protocol.actions import Log
+from test_protocol_push_restart import (_applied, _cycle, _pair, _pulls, _push, _push_server,
+                                        _robot, _timed_relay, SYSTEMS)
+import torch
+
+
+def _saved(srv, tmp_path):
+    """
+    Return ``srv``'s state as a node reads it back from its state file.
+
+    Through ``durable.StateFile``: plain tensors and containers only, loaded with
+    ``weights_only=True``, so a state the node cannot write or read fails here.
+    """
+    f = durable.StateFile(str(tmp_path / 'server.pt'))
+    f.save({'engine': srv.state_dict(copy=False)})
+    return f.load()['engine']
+
+
+def _restored(system, sd, n_workers=1, budget=50):
+    """Return a new server engine of ``system`` (a restarted node's) restored from ``sd``."""
+    srv, _ = _pair(system, n_workers=n_workers, budget=budget)
+    srv.load_state_dict(sd)
+    return srv
+
+
+def _logs(actions):
+    """Return the names of the logs among ``actions``."""
+    return [a.name for a in actions if isinstance(a, Log)]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_restored_push_server_is_the_one_saved(system, tmp_path):
+    # Push servers kept no state: a restarted one began again at the starting model, and
+    # the fleet's training was lost. Saved and restored, the server holds the same model,
+    # counts, clocks and runs, and takes the next pushes exactly as the saved one does.
+    srv, worker = _pair(system, n_workers=2)
+    robots = [worker(0), worker(1)]
+    for step in range(3):
+        for wk in robots:
+            _cycle(srv, wk, run=11 + 10 * wk.rank, step=step)
+    back = _restored(system, _saved(srv, tmp_path), n_workers=2)
+    assert torch.equal(back.model(), srv.model()) and _applied(back) == _applied(srv) == 6
+    assert back.stats() == srv.stats() and back.runs == srv.runs == [11, 21]
+    for step in (3, 4):           # the same pushes, to both: the same models
+        msgs = [_push(wk, 11 + 10 * wk.rank, step) for wk in robots]
+        outs = [[s.on_message(m, 0.0) for m in msgs] for s in (srv, back)]
+        assert _logs(outs[1][0]) == _logs(outs[0][0]) == ['push_done']
+        assert torch.equal(back.model(), srv.model())
+        for wk, out in zip(robots, outs[0]):
+            wk.on_message(_pulls(out, wk.rank)[0], 0.0)
+    assert _applied(back) == _applied(srv) == 10 and back.stats() == srv.stats()
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_push_applied_before_the_checkpoint_and_sent_again_is_applied_once(
+        system, tmp_path):
+    # The server applied robot 0's push, checkpointed and died before its pull reached the
+    # robot, which sends that push again to the restored server (its settled push's END
+    # answered by a server that never had the transfer). The push is in the checkpoint:
+    # dropped, not applied again, and answered with the current model; the robot goes on.
+    srv, worker = _pair(system, n_workers=1)
+    wk = worker(0)
+    for step in range(3):
+        _cycle(srv, wk, run=11, step=step)
+    again = _push(wk, 11, 3)
+    srv.on_message(again, 0.0)                 # applied; its pull is lost
+    applied, model = _applied(srv), srv.model().clone()
+    back = _restored(system, _saved(srv, tmp_path))
+    out = back.on_message(again, 0.0)
+    assert _applied(back) == applied == 4 and torch.equal(back.model(), model)
+    assert back.rejects == 0 and _logs(out) == ['worker_restart']
+    (pull,) = _pulls(out, 0)
+    wk.on_message(pull, 0.0)
+    assert torch.equal(wk.w, model)
+    _cycle(back, wk, run=11, step=4)           # the next push: applied, once
+    assert _applied(back) == 5 and back.rejects == 0
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_the_pushes_applied_after_the_checkpoint_are_lost_and_no_more(system, tmp_path):
+    # Checkpoint after 3 pushes; 2 more applied, then the server dies. The restored server
+    # holds the checkpoint's model (those 2 are lost: at most --checkpoint-every of them);
+    # the robot's next push, computed at a model this server never had, is dropped and
+    # answered with the restored model, and the robot trains on from there.
+    srv, worker = _pair(system, n_workers=1)
+    wk = worker(0)
+    for step in range(3):
+        _cycle(srv, wk, run=11, step=step)
+    sd, model = _saved(srv, tmp_path), srv.model().clone()
+    for step in (3, 4):
+        _cycle(srv, wk, run=11, step=step)
+    assert _applied(srv) == 5
+    back = _restored(system, sd)
+    assert _applied(back) == 3 and torch.equal(back.model(), model)
+    out = _cycle(back, wk, run=11, step=5)
+    assert _logs(out) == ['worker_restart'] and back.rejects == 0
+    assert torch.equal(wk.w, model) and _applied(back) == 3
+    _cycle(back, wk, run=11, step=6)
+    assert _applied(back) == 4 and back.rejects == 0
+
+
+class _Node:
+    """A durable push server as its node drives it: the hooks, seen as ``_timed_relay``'s."""
+
+    def __init__(self, hooks):
+        self.hooks, self.adapter = hooks, hooks.engine
+        self.engine = hooks.engine.engine      # (the relay counts the engine's updates)
+
+    def __getattr__(self, name):
+        """Forward everything else to the hooks (which forward to the adapter)."""
+        return getattr(self.hooks, name)
+
+
+def _durable_server(system, folder, every, budget):
+    """Return a new run of a one-robot push server on state folder ``folder``, restored."""
+    adapter = _push_server(_pair(system, n_workers=1, budget=budget)[0], system)
+    hooks = ServerHooks(adapter, adapter.engine.model().clone(), state_dir=str(folder),
+                        checkpoint_every=every)
+    hooks.restore()
+    return _Node(hooks)
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+@pytest.mark.parametrize('every,crash_at,lost', [(2, 5, 0), (4, 6, 1)])
+def test_a_restarted_durable_push_server_goes_on_from_its_checkpoint(
+        system, tmp_path, every, crash_at, lost):
+    # Through the node's hooks, adapter and transfers: --checkpoint-every K counts the pushes
+    # applied. The server dies once it applied crash_at pushes (its last pull lost) and
+    # starts again on its state folder. Its robot's settled push goes again: applied if it
+    # is at the clock the checkpoint holds (K = 2: push 5, applied after checkpoint 4, is
+    # applied again, nothing is lost), else dropped (K = 4: pushes 5 and 6 applied after
+    # checkpoint 4 are lost, the resent one dropped as a worker_restart). Without a state
+    # folder the new server began at the starting model (applied 0 at the restart).
+    def server():
+        """Return a new run of the server on the state folder."""
+        return _durable_server(system, tmp_path, every, budget=10)
+
+    first = server()
+    wk = _robot(_pair(system, n_workers=1)[1], system, 0, 11)
+    took, srv = _timed_relay(first, {0: wk}, restart=(crash_at, server))
+    assert srv is not first and srv.hooks.restored == crash_at // every
+    assert srv.finished and wk.engine.stopped and _applied(srv.engine) == 10
+    assert srv.worker_restarts == lost and srv.adapter.rejects == first.adapter.rejects == 0
+    assert wk.transfers.resent == 1 and took < 30.0
+    # the adapter's counts go on from the checkpoint's too (summary.json's pushes_applied)
+    assert srv.stats()['pushes_applied'] == 10 and first.stats()['pushes_applied'] == crash_at
+
+
+@pytest.mark.parametrize('system,other', [('asgd', 'adacomp'), ('gsp', 'gsp')])
+def test_a_checkpoint_of_another_fleet_is_refused_and_changes_nothing(
+        system, other, tmp_path):
+    # another --sync, or another fleet size: one ValueError naming both (the node says
+    # which state folder to move away), and the server is left as it was built
+    srv, worker = _pair(system, n_workers=2)
+    _cycle(srv, worker(0), run=11, step=0)
+    sd = _saved(srv, tmp_path)
+    fresh, _ = _pair(other, n_workers=1)
+    model = fresh.model().clone()
+    with pytest.raises(ValueError) as exc:
+        fresh.load_state_dict(sd)
+    assert '2' in str(exc.value) and '\n' not in str(exc.value)
+    assert torch.equal(fresh.model(), model) and _applied(fresh) == 0
+    assert fresh.runs == [0] and fresh.resumed == [False]
