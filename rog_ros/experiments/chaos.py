@@ -223,7 +223,8 @@ def scenarios_for(names: list, sync: str, every: bool) -> list:
 PUSH_LEFT_OUT = {
     'server-restart': 'kills the server, and --sync SYNC keeps no exactly-once server state '
                       '(its checkpoints, --state-dir, lose the pushes applied after them, up '
-                      'to --checkpoint-every, which the verdict counts as lost)'}
+                      'to --checkpoint-every, and its robots push again at clocks the dead '
+                      'server had taken, which the verdict reads as duplicates)'}
 """Scenarios a push system does not run, and why (server-restart: the one that kills the
 server; a push server restored from its checkpoint goes on, docs/faults.md "Push systems",
 but its robots keep no pushes for it to apply again)."""
