@@ -179,3 +179,29 @@ def test_a_checkpoint_of_another_fleet_is_refused_and_changes_nothing(
     assert '2' in str(exc.value) and '\n' not in str(exc.value)
     assert torch.equal(fresh.model(), model) and _applied(fresh) == 0
     assert fresh.runs == [0] and fresh.resumed == [False]
+
+
+def test_a_gsp_node_held_at_the_checkpoint_stays_held_until_its_group_lets_it_go(tmp_path):
+    # robot 0 is 4 pushes ahead of robot 1 (SSP threshold 3): its model is held. Checkpoint,
+    # restart: its push sent again is in the checkpoint (dropped, not applied twice) and it
+    # is still held (no model for it: the restore does not let it out early); robot 1's
+    # next push lets it go, and it trains on from the restored iteration
+    srv, worker = _pair('gsp', n_workers=2)
+    fast, slow = worker(0), worker(1)
+    for step in range(4):
+        again = _push(fast, 11, step)
+        out = srv.on_message(again, 0.0)
+        for model in _pulls(out, 0):
+            fast.on_message(model, 0.0)
+    assert not _pulls(out, 0) and 0 in srv.groups[0].held and srv.clock == [4, 0]
+    back = _restored('gsp', _saved(srv, tmp_path), n_workers=2)
+    assert 0 in back.groups[0].held and back.clock == [4, 0]
+    out = back.on_message(again, 0.0)
+    assert _logs(out) == ['worker_restart'] and not _pulls(out, 0)
+    assert back.total_pushes == 4 and torch.equal(back.model(), srv.model())
+    out = _cycle(back, slow, run=21, step=0)
+    (pull,) = _pulls(out, 0)
+    fast.on_message(pull, 0.0)
+    assert fast.clock == back.clock[0] == 4 and back.total_pushes == 5
+    _cycle(back, fast, run=11, step=4)
+    assert back.total_pushes == 6 and back.clock == [5, 1] and back.rejects == 0
