@@ -205,3 +205,16 @@ def test_a_gsp_node_held_at_the_checkpoint_stays_held_until_its_group_lets_it_go
     assert fast.clock == back.clock[0] == 4 and back.total_pushes == 5
     _cycle(back, fast, run=11, step=4)
     assert back.total_pushes == 6 and back.clock == [5, 1] and back.rejects == 0
+
+
+def test_a_push_robot_given_a_state_folder_says_it_keeps_none_by_design(tmp_path, capsys):
+    # rog fleet --state-dir gives every node the folder: each push robot said its engine
+    # 'cannot save its state', as if something were wrong; it keeps none by design
+    from rog_ros.nodes.chaos_hooks import WorkerHooks
+    robot = _robot(_pair('asgd', n_workers=1)[1], 'asgd', 0, 11)
+    hooks = WorkerHooks(robot, 0, state_dir=str(tmp_path))
+    err = capsys.readouterr().err.strip()
+    assert hooks.state is None and err.count('\n') == 0
+    assert err == ("rog_worker 0: --state-dir ignored: a push system's robot keeps no state "
+                   "(the server's checkpoints are kept; a robot started again comes back as a "
+                   'new run)')

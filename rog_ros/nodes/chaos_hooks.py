@@ -212,6 +212,20 @@ class _Hooks:
                 self.rejects[reason] = self.rejects.get(reason, 0) + 1
 
 
+def _no_worker_state(engine) -> str:
+    """
+    Say why a worker keeps no state: a push system's robot keeps none, by design.
+
+    ``rog fleet --sync asgd --state-dir DIR`` gives every node the folder; its server keeps
+    its checkpoints there, and each robot said only that its engine could not save its
+    state, as if something were wrong.
+    """
+    if getattr(getattr(engine, 'policy', None), 'name', None) == 'push':
+        return ("a push system's robot keeps no state (the server's checkpoints are kept; a "
+                'robot started again comes back as a new run)')
+    return 'this engine cannot save its state'
+
+
 class WorkerHooks(_Hooks):
     """
     Durable state and ledger around a WorkerEngine.
@@ -237,7 +251,7 @@ class WorkerHooks(_Hooks):
         if state_dir and durable.supported(engine):
             self.state = durable.StateFile(os.path.join(state_dir, worker_state_file(rank)))
         elif state_dir:
-            print(f'rog_worker {rank}: --state-dir ignored: this engine cannot save its state',
+            print(f'rog_worker {rank}: --state-dir ignored: {_no_worker_state(engine)}',
                   file=sys.stderr, flush=True)
         self.ledger_dir = ledger_dir
         self.ledger = None
