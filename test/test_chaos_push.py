@@ -44,16 +44,20 @@ class _Watch:
         return set(self.pushes)
 
 
-def _summary(tmp_path, applied, dropped, received=None, refused=0):
+def _summary(tmp_path, applied, dropped, received=None, refused=0, resent=None):
     """
     Write the server's summary.json of a push fleet (why: the verdict reads it).
 
-    ``received`` (default applied + dropped): the pushes its engine was handed.
+    ``received`` (default applied + dropped): the pushes its engine was handed; ``resent``
+    (None: not said, as before a restored server could say it): those a restored server had
+    answered before its checkpoint.
     """
     received = applied + dropped if received is None else received
-    (tmp_path / 'summary.json').write_text(json.dumps(
-        {'pushes_applied': applied, 'worker_restarts': dropped, 'pushes_received': received,
-         'pushes_refused': refused}))
+    summary = {'pushes_applied': applied, 'worker_restarts': dropped,
+               'pushes_received': received, 'pushes_refused': refused}
+    if resent is not None:
+        summary['pushes_resent'] = resent
+    (tmp_path / 'summary.json').write_text(json.dumps(summary))
 
 
 def _pushes(per_rank, runs=None):
@@ -75,7 +79,8 @@ def test_a_clean_push_run_is_ok_with_every_number_in_the_row(tmp_path):
     assert problems == []
     assert res['lost'] == 0 and res['duplicated'] == 0
     assert res['pushes'] == {'seen': 21, 'received': 21, 'refused': 0, 'applied': 20,
-                             'dropped': 0, 'budget': 20, 'stopped': [0, 1], 'kills': 0}
+                             'dropped': 0, 'resent': 0, 'budget': 20, 'stopped': [0, 1],
+                             'kills': 0}
     # GSP stops a robot held for its group at the end: no push after training, none unapplied
     _summary(tmp_path, 20, 0)
     problems = chaos_push.push_verdict(res, _Watch(_pushes([10, 10]), {0, 1}), str(tmp_path),
@@ -105,6 +110,25 @@ def test_a_push_applied_twice_is_duplicated(tmp_path):
     assert res['duplicated'] == 1
     assert any('applied twice' in p for p in problems)
     assert any('budget is 20' in p for p in problems)
+
+
+def test_a_push_sent_again_to_a_restored_server_is_no_duplicate(tmp_path):
+    # server-restart of a push system: the server applied robot 0's push, checkpointed it
+    # and died before its answer left; the robot sent it again to the restored server,
+    # which took it (pushes_received counts it in both server runs: the checkpoint's and
+    # the new one's) and answered without applying it (pushes_resent). The verdict read 22
+    # taken against 21 distinct pushes: 'a push was applied twice'
+    _summary(tmp_path, 20, 0, received=22, resent=1)
+    res = {}
+    problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0, 1}), str(tmp_path),
+                                       workers=2, iterations=10)
+    assert problems == [] and res['duplicated'] == 0 and res['lost'] == 0
+    assert res['pushes']['resent'] == 1
+    # a push applied twice all the same (one taken more than sent and resent): still caught
+    _summary(tmp_path, 20, 0, received=23, resent=1)
+    problems = chaos_push.push_verdict(res, _Watch(_pushes([11, 10]), {0, 1}), str(tmp_path),
+                                       workers=2, iterations=10)
+    assert res['duplicated'] == 1 and any('applied twice' in p for p in problems)
 
 
 def test_the_push_in_flight_at_a_kill_is_lost_once_and_only_within_the_kills(tmp_path):
@@ -152,21 +176,32 @@ def test_the_rejects_of_a_push_fleet_add_the_server_s_and_each_worker_s_last_lin
 
 
 @pytest.mark.parametrize('sync', chaos_fleet.PUSH_CHAOS_SYSTEMS)
-def test_a_server_kill_for_a_push_system_is_one_line_and_changes_nothing(
-        sync, tmp_path, monkeypatch, capsys):
-    def forbidden(*args, **kwargs):
-        """Fail: the options were bad, nothing may run."""
-        raise AssertionError('ran scenarios although the options were bad')
-    monkeypatch.setattr(chaos, 'run_scenarios', forbidden)
-    out = tmp_path / 'out'
-    for scenarios in ('server-restart', 'worker-restart,server-restart'):
-        assert cli.main(['chaos', '--out', str(out), '--sync', sync,
-                         '--scenario', scenarios]) == 2
-        err = capsys.readouterr().err.strip()
-        assert err.count('\n') == 0 and err.startswith('rog chaos: '), err
-        assert 'no exactly-once server state' in err and 'rog, ssp, bsp, flown' in err, err
-        assert 'worker-restart' in err     # what it can run instead
-        assert not out.exists()
+def test_a_push_systems_server_restart_runs_with_a_checkpoint_every_push(
+        sync, tmp_path, monkeypatch):
+    # server-restart was refused for the push systems (they kept no server state): their
+    # server now checkpoints (--state-dir) and, with a checkpoint every push applied, its
+    # restart is exactly-once; the scenario gives the fleet's server its state folder
+    ran = []
+
+    def record(names, cfg, progress=None, rows=None):
+        """Note the scenarios asked for (why: no fleet starts here)."""
+        ran.append(list(names))
+        return []
+    monkeypatch.setattr(chaos, 'run_scenarios', record)
+    assert cli.main(['chaos', '--out', str(tmp_path / 'out'), '--sync', sync,
+                     '--scenario', 'server-restart']) == 0
+    assert ran == [['server-restart']]
+    assert chaos_scenarios.PUSH_CHECKPOINT_EVERY == 1
+    trace = str(tmp_path / 'trace.csv')
+    chaos_fleet.write_trace(trace, 2, chaos_fleet.RATE_MBPS)
+    cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), sync=sync, workers=2)
+    state = str(tmp_path / 'state')
+    fleet = chaos_fleet.Fleet(cfg, str(tmp_path), trace, server_extra={
+        'state_dir': state, 'checkpoint_every': 1})
+    server = fleet.specs['rog_server'].parameters
+    assert server['state_dir'] == state and server['checkpoint_every'] == 1
+    assert not any(spec.parameters.get('state_dir') for name, spec in fleet.specs.items()
+                   if name != 'rog_server')
 
 
 @pytest.mark.parametrize('sync', chaos_fleet.CHAOS_SYSTEMS)
@@ -180,13 +215,10 @@ def test_all_runs_every_scenario_a_system_can_run(sync, tmp_path, monkeypatch):
     monkeypatch.setattr(chaos, 'run_scenarios', record)
     assert cli.main(['chaos', '--out', str(tmp_path / 'out'), '--sync', sync]) == 0
     every = list(chaos_scenarios.SCENARIOS)
-    push = sync in chaos_fleet.PUSH_CHAOS_SYSTEMS
-    want = [s for s in every if s not in chaos.PUSH_LEFT_OUT] if push else every
-    assert ran == [(want, sync)]
-    assert 'freeze' in want         # every system: a frozen robot has no state to lose
-    # the server kill (server-restart) is left out for a push system, only
-    assert set(chaos.PUSH_LEFT_OUT) == {'server-restart'}
-    assert len(want) == len(every) - push and 'link-outage' in want
+    assert ran == [(every, sync)]
+    # every system: a frozen robot has no state to lose, and a push server's kill restores
+    # its checkpoint of every push (left out for them before)
+    assert 'freeze' in every and 'server-restart' in every and 'link-outage' in every
 
 
 def test_a_link_outage_for_a_push_system_runs_on_a_budget_for_its_pace(tmp_path, monkeypatch):

@@ -86,7 +86,8 @@ def test_a_push_applied_before_the_checkpoint_and_sent_again_is_applied_once(
     back = _restored(system, _saved(srv, tmp_path))
     out = back.on_message(again, 0.0)
     assert _applied(back) == applied == 4 and torch.equal(back.model(), model)
-    assert back.rejects == 0 and _logs(out) == ['worker_restart']
+    assert back.rejects == 0 and _logs(out) == ['push_resent']
+    assert back.resent == 1 and back.rejoins == 0
     (pull,) = _pulls(out, 0)
     wk.on_message(pull, 0.0)
     assert torch.equal(wk.w, model)
@@ -197,7 +198,7 @@ def test_a_gsp_node_held_at_the_checkpoint_stays_held_until_its_group_lets_it_go
     back = _restored('gsp', _saved(srv, tmp_path), n_workers=2)
     assert 0 in back.groups[0].held and back.clock == [4, 0]
     out = back.on_message(again, 0.0)
-    assert _logs(out) == ['worker_restart'] and not _pulls(out, 0)
+    assert _logs(out) == ['push_resent'] and not _pulls(out, 0)
     assert back.total_pushes == 4 and torch.equal(back.model(), srv.model())
     out = _cycle(back, slow, run=21, step=0)
     (pull,) = _pulls(out, 0)
@@ -218,3 +219,29 @@ def test_a_push_robot_given_a_state_folder_says_it_keeps_none_by_design(tmp_path
     assert err == ("rog_worker 0: --state-dir ignored: a push system's robot keeps no state "
                    "(the server's checkpoints are kept; a robot started again comes back as a "
                    'new run)')
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_with_a_checkpoint_every_push_a_server_crash_loses_no_gradient(system, tmp_path):
+    # --checkpoint-every 1: every push applied is on disk before its answer leaves (the
+    # hooks checkpoint before the node sends the engine's actions). The server dies after
+    # its fifth push applied (its pull lost) and starts again on its state folder: the
+    # robot's push sent again is in the checkpoint (push_resent: not applied twice, not
+    # counted as a restart) and the run ends with the very model of a run without the
+    # crash: the sum of the pushes applied is the sum of the pushes computed.
+    def server(folder):
+        """Return a new run of the server on ``folder``, a checkpoint every push."""
+        folder.mkdir(exist_ok=True)          # (the node's check_durable_args makes it)
+        return _durable_server(system, folder, 1, budget=10)
+
+    wk = _robot(_pair(system, n_workers=1)[1], system, 0, 11)
+    _, calm = _timed_relay(server(tmp_path / 'calm'), {0: wk})
+    wk = _robot(_pair(system, n_workers=1)[1], system, 0, 11)
+    first = server(tmp_path / 'crash')
+    _, back = _timed_relay(first, {0: wk}, restart=(5, lambda: server(tmp_path / 'crash')))
+    assert back is not first and back.hooks.restored == 5 and back.finished
+    assert _applied(back.engine) == _applied(calm.engine) == 10
+    assert torch.equal(back.engine.model(), calm.engine.model())
+    stats = back.stats()
+    assert stats['pushes_resent'] == 1 and stats['worker_restarts'] == 0
+    assert stats['pushes_applied'] == 10 and back.adapter.rejects == 0

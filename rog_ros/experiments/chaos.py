@@ -29,7 +29,8 @@ chunks and tens of milliseconds, injects its fault, and waits for the fleet to f
   its DDS participant; the others must train on meanwhile, and it must push again after
   (:mod:`.chaos_freeze`);
 * ``server-restart``: ``kill -9`` the server after a checkpoint, start it again from it; the
-  workers reconnect;
+  workers reconnect (a push system's server checkpoints every push applied,
+  ``chaos_scenarios.PUSH_CHECKPOINT_EVERY``: its restart is exactly-once only then);
 * ``link-outage``: one worker's link at 0 Mbit/s for ``--outage-s`` seconds (default 90;
   planned again from the measured start and pace if the fleet was not training throughout
   it);
@@ -51,8 +52,8 @@ forgeries must be.
 
 ``lost`` and ``duplicated`` come from the independent ledger
 (:mod:`rog_ros.nodes.chaos_ledger`), in units of one worker's mean iteration update; for the
-push systems (adacomp, asgd, comp-asgd, gsp: no exactly-once state, so no server-restart) from the
-pushes seen on the wire against the server's summary, in pushes (:mod:`.chaos_push`);
+push systems (adacomp, asgd, comp-asgd, gsp) from the pushes seen on the wire against the
+server's summary, in pushes (:mod:`.chaos_push`);
 ``recover_s`` is the time from the end of the fault to the affected node's next iteration
 (ctrl-c: the time the fleet took to stop); ``rejected`` sums the nodes' reject counts by
 reason. ``outcome`` is ``ok`` only when the fleet finished (ctrl-c: stopped cleanly), the
@@ -77,8 +78,7 @@ import sys
 from rog_ros import checks
 from rog_ros.atomic import atomic_write_text
 from rog_ros.experiments.chaos_auth import given_key
-from rog_ros.experiments.chaos_fleet import (CHAOS_SYSTEMS, ChaosConfig, DURABLE_SYSTEMS,
-                                             PUSH_CHAOS_SYSTEMS)
+from rog_ros.experiments.chaos_fleet import CHAOS_SYSTEMS, ChaosConfig, PUSH_CHAOS_SYSTEMS
 from rog_ros.experiments.chaos_fleet_scenario import result_row
 from rog_ros.experiments.chaos_folders import fresh_scenario_dir
 from rog_ros.experiments.chaos_scenarios import RUNNERS, SCENARIOS
@@ -131,8 +131,8 @@ def add_parser(subparsers):
     p.add_argument('--seed', type=int, default=0, help='seed (default 0)')
     p.add_argument('--sync', default='rog',
                    help=f'the fleet\'s system: {", ".join(CHAOS_SYSTEMS)} (default rog; the '
-                        f'push systems {", ".join(PUSH_CHAOS_SYSTEMS)} keep no server state: '
-                        f'no server-restart)')
+                        f'push systems {", ".join(PUSH_CHAOS_SYSTEMS)} are judged by the '
+                        f'pushes on the wire)')
     p.add_argument('--fleet-key-file', default=None,
                    help="fleet key file (0600) every scenario's nodes authenticate their "
                         "messages with, as rog fleet's (default: $ROG_FLEET_KEY_FILE, "
@@ -200,36 +200,6 @@ def parse_scenarios(text: str) -> list:
     return names
 
 
-def scenarios_for(names: list, sync: str, every: bool) -> list:
-    """
-    Return the scenarios of ``names`` that ``sync`` can run; ValueError for one it cannot.
-
-    A push system keeps no exactly-once server state (its checkpoints lose the pushes
-    applied after them): ``--scenario all`` leaves server-restart (``PUSH_LEFT_OUT``) out for
-    it, and naming it is refused, before any fleet starts.
-    """
-    if sync not in PUSH_CHAOS_SYSTEMS:
-        return names
-    kept = [s for s in names if s not in PUSH_LEFT_OUT]
-    refused = [s for s in names if s in PUSH_LEFT_OUT]
-    if refused and not every:
-        others = ', '.join(s for s in SCENARIOS if s not in PUSH_LEFT_OUT)
-        raise ValueError(f'--scenario {refused[0]} {PUSH_LEFT_OUT[refused[0]]}; run it with '
-                         f'a system that does ({", ".join(DURABLE_SYSTEMS)}), or run {sync} '
-                         f'with the other scenarios ({others})'.replace('SYNC', sync))
-    return kept
-
-
-PUSH_LEFT_OUT = {
-    'server-restart': 'kills the server, and --sync SYNC keeps no exactly-once server state '
-                      '(its checkpoints, --state-dir, lose the pushes applied after them, up '
-                      'to --checkpoint-every, and its robots push again at clocks the dead '
-                      'server had taken, which the verdict reads as duplicates)'}
-"""Scenarios a push system does not run, and why (server-restart: the one that kills the
-server; a push server restored from its checkpoint goes on, docs/faults.md "Push systems",
-but its robots keep no pushes for it to apply again)."""
-
-
 def format_table(rows) -> str:
     """Format the result rows as a fixed-width table."""
     head = ('scenario', 'outcome', 'lost', 'duplicated', 'recover_s', 'runtime_s', 'rejected')
@@ -269,7 +239,6 @@ def run(args) -> int:
                    if name in CHAOS_SYSTEMS else 'not a system the scenarios run')
             raise ValueError(f'--sync must be one of {", ".join(CHAOS_SYSTEMS)}, got '
                              f'{args.sync!r} ({why})')
-        names = scenarios_for(names, args.sync, args.scenario.strip() == 'all')
         checks.output_dir('--out', args.out)
         robot_keys = bool(settings.BY_NAME['robot_keys'].parse(args.robot_keys))
         cfg = ChaosConfig(out=os.path.abspath(args.out), workers=args.workers,

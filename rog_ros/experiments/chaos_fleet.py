@@ -123,9 +123,10 @@ class Fleet:
             params.update(extra or {})
             if cfg.robot_keys:
                 params['robot_keys'] = True
-            if spec.role == 'server' and not self.push:
-                params['checkpoint_every'] = 5
-                params.update(server_extra or {})
+            if spec.role == 'server':
+                if not self.push:
+                    params['checkpoint_every'] = 5
+                params.update(server_extra or {})     # (a push server's state_dir: here)
             if spec.role == 'worker':
                 params['server_timeout'] = 60.0 + cfg.outage_s
             self.specs[spec.name] = dataclasses.replace(spec, parameters=params)

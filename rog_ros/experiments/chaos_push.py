@@ -273,17 +273,20 @@ def push_verdict(res: dict, watch: PushWatch, run_dir: str, workers: int, iterat
     dropped = int(extra.get('worker_restarts', 0))
     received = int(extra.get('pushes_received', -1))
     refused = int(extra.get('pushes_refused', -1))
+    # pushes sent again to a restored server that had answered them before its checkpoint
+    # (the answer lost with the crash): taken by both server runs, applied by one
+    resent = int(extra.get('pushes_resent', 0))
     seen = len(watch.confirmed())
     budget = int(iterations) * int(workers)
     # what the engine took: applied, dropped, or answered with a stop order unapplied (each
     # robot's push after training ended); the server stops at its budget, so a push applied
     # twice leaves ``applied`` at the budget and shows only here, as one more than was sent
-    took = max(received - max(refused, 0), applied + dropped)
+    took = max(received - max(refused, 0) - resent, applied + dropped)
     duplicated = max(0, took - seen)
     lost = max(0, seen - took)
     res.update(lost=lost, duplicated=duplicated,
                pushes={'seen': seen, 'received': received, 'refused': refused,
-                       'applied': applied, 'dropped': dropped,
+                       'applied': applied, 'dropped': dropped, 'resent': resent,
                        'budget': budget, 'stopped': sorted(watch.stops), 'kills': kills})
     problems = []
     if min(applied, received, refused) < 0:

@@ -41,6 +41,7 @@ from rog_ros.experiments.chaos_ledger_folder import (check_ledger, count_records
                                                      wait_new_record)
 from rog_ros.experiments.chaos_link_outage import link_outage
 from rog_ros.experiments.chaos_push import push_rejects, PushWatch
+from rog_ros.nodes.state_dir import SERVER_STATE_FILE
 from rog_ros.nodes.supervisor import repo_pythonpath
 
 SCENARIOS = ('worker-restart', 'freeze', 'server-restart', 'link-outage', 'loss-dup-reorder',
@@ -126,6 +127,8 @@ def server_restart(cfg: ChaosConfig) -> dict:
     """Kill the server once it checkpointed, start it again, check it restored and went on."""
     from rog_ros.nodes import durable
     from rog_ros.protocol.ps import ServerEngine
+    if cfg.sync in PUSH_CHAOS_SYSTEMS:
+        return _push_server_restart(cfg)
     if not durable.supported(ServerEngine):
         return result_row('server-restart', runtime_s=0.0, detail='the server engine cannot '
                           'save its state (no state_dict): nothing to restart from')
@@ -151,6 +154,52 @@ def server_restart(cfg: ChaosConfig) -> dict:
             return ['the server did not restore a checkpoint']
         return _record_goes_on(fleet.dir)
     return fleet_scenario('server-restart', cfg, inject, extra_check=restored)
+
+
+PUSH_CHECKPOINT_EVERY = 1
+"""
+A push server's ``checkpoint_every`` in ``rog chaos``'s server-restart: every push applied.
+
+Only then is its restart exactly-once: each push applied is on disk before its answer
+leaves (``ServerHooks``), so the restored server holds every push a robot moved on from,
+and a push whose answer the crash lost comes again (``push_resent``, applied once). With
+K > 1 the pushes applied after the last checkpoint are lost (docs/faults.md).
+"""
+
+
+def _push_server_restart(cfg: ChaosConfig) -> dict:
+    """
+    Kill a push system's server once it checkpointed, start it again, check it went on.
+
+    Judged as every push scenario (``chaos_push.push_verdict``): every push seen on the wire
+    taken once (no kill of a robot: none may be lost), the budget applied, a stop order for
+    every robot; and the run record goes on from the checkpoint (``_record_goes_on``).
+    """
+    run_dir = os.path.abspath(os.path.join(cfg.out, 'server-restart'))
+    state = os.path.join(run_dir, 'state')
+
+    def inject(fleet):
+        """Kill the server once it checkpointed and pushes flowed; start it again."""
+        path = os.path.join(state, SERVER_STATE_FILE)
+        watch = fleet.watch
+        if not wait_for(lambda: os.path.exists(path)
+                        and len(watch.confirmed()) >= cfg.workers * (5 + 2), 90, fleet):
+            return None, 'the server never checkpointed'
+        fleet.kill('rog_server')
+        seen = len(watch.confirmed())
+        time.sleep(0.5)
+        fleet.start('rog_server')
+        t = time.monotonic()
+        if not wait_for(lambda: len(watch.confirmed()) > seen + cfg.workers, 90, fleet):
+            return None, 'no push taken after the server restarted'
+        return round(time.monotonic() - t, 3), ''
+
+    def restored(res, fleet):
+        """Return what is wrong with the restored server's run record."""
+        return _record_goes_on(fleet.dir)
+    return fleet_scenario('server-restart', cfg, inject, extra_check=restored,
+                          server_extra={'state_dir': state,
+                                        'checkpoint_every': PUSH_CHECKPOINT_EVERY})
 
 
 def _record_goes_on(run_dir: str) -> list:

@@ -533,7 +533,8 @@ class ServerAdapter:
                     'bytes_per_push': self.bytes_up / max(self.pushes_received, 1),
                     'bytes_per_pull': self.bytes_down / max(self.pushes_received, 1),
                     'worker_restarts': self.worker_restarts,
-                    'stops_repeated': self.stops_repeated})
+                    'stops_repeated': self.stops_repeated,
+                    'pushes_resent': int(getattr(self.engine, 'resent', 0))})
         return out
 
 

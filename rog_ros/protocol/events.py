@@ -104,6 +104,14 @@ def _restart(log) -> Tuple[int, str]:
                   + (', its pull under way dropped' if i.get('dropped_downlink') else ''))
 
 
+def _resent(log) -> Tuple[int, str]:
+    i = log.info
+    return INFO, (f'robot {log.worker} sent again its push at timestamp {i.get("clock", "?")}, '
+                  'which this server had answered before its checkpoint (the answer was lost '
+                  f'with the crash; it holds {i.get("expected", "?")}): not applied again, the '
+                  'current model sent')
+
+
 def _revived(log) -> Tuple[int, str]:
     if log.info.get('duplicate'):     # the duplicate_rank warning said why, once
         return INFO, (f'robot {log.worker}: the other process of this rank taken back '
@@ -209,6 +217,7 @@ _DESCRIBE = {
     'straggler_slack': _slack,
     'quorum_lost': _quorum,
     'worker_restart': _restart,
+    'push_resent': _resent,
     'join': _join,
     'worker_revived': _revived,
     'duplicate_rank': _duplicate_rank,

@@ -246,7 +246,7 @@ class AdaCompServer(PushServer):
         return out + [Send(w, self._pull(w))]
 
     _COUNTERS = ('bytes_up', 'bytes_down', 'rejects', 'sigma_sum', 'sigma_k_sum',
-                 'sigma_k_count', 'entries', 'applied_bytes')
+                 'sigma_k_count', 'entries', 'applied_bytes', 'resent')
     """The figures a checkpoint keeps besides the model and timestamps (``stats`` reads them)."""
 
     def state_dict(self, copy: bool = True) -> dict:

@@ -222,7 +222,7 @@ class GspServer(PushServer):
 
     # ------------------------------------------------------------------ checkpoints
     _COUNTERS = ('total_pushes', 'samples_merged', 'global_steps', 'rejects', 'dense_bytes',
-                 'upload_bytes', 'steady_dense', 'steady_upload', 'stall_time')
+                 'upload_bytes', 'steady_dense', 'steady_upload', 'stall_time', 'resent')
     """The counts a checkpoint keeps besides models and clocks (``stats`` and G6 read them)."""
     _GROUP_COUNTS = ('counter', 'forwards', 'flushes', 'pushes', 'epoch_time', 'epoch_count')
 
