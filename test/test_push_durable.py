@@ -16,6 +16,7 @@
 import pytest
 from rog_ros.nodes import durable
 from rog_ros.nodes.chaos_hooks import ServerHooks
+from rog_ros.nodes.push_systems import ServerAdapter
 from rog_ros.protocol.actions import Log
 from test_protocol_push_restart import (_applied, _cycle, _pair, _pulls, _push, _push_server,
                                         _robot, _timed_relay, SYSTEMS)
@@ -245,3 +246,59 @@ def test_with_a_checkpoint_every_push_a_server_crash_loses_no_gradient(system, t
     stats = back.stats()
     assert stats['pushes_resent'] == 1 and stats['worker_restarts'] == 0
     assert stats['pushes_applied'] == 10 and back.adapter.rejects == 0
+
+
+class _Through:
+    """Transfers that hand every message on whole: the engine-level messages of these tests."""
+
+    incarnation, rejects = 7, 0
+
+    def __init__(self):
+        """Know no peer run (why: ``ServerAdapter._stamp`` reads them)."""
+        self.peer_runs = {}
+
+    def on_message(self, msg, now):
+        """Return ``msg`` for the engine, no acks (why: nothing is chunked here)."""
+        return msg, []
+
+    def outgoing(self, actions, now):
+        """Return the engine's actions as they are (why: nothing is chunked here)."""
+        return actions
+
+    def take_revived(self):
+        """Return no run taken back (why: no transfers to tell one)."""
+        return []
+
+
+def _hooked(system, folder, engine):
+    """Return ``engine`` (two robots) behind its adapter and durable hooks, restored."""
+    hooks = ServerHooks(ServerAdapter(engine, 2, 0.1, _Through()), engine.model().clone(),
+                        state_dir=str(folder), checkpoint_every=1)
+    hooks.restore()
+    return hooks
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_with_a_checkpoint_every_push_a_robot_restarted_before_the_crash_loses_no_more(
+        system, tmp_path):
+    # K = 1 checkpointed after each push applied only: a restarted robot's first push,
+    # dropped, moved its timestamp on (AdaComp's pull) with no checkpoint, and a server
+    # crash then restored the earlier run and timestamp: the robot's next push, at the
+    # timestamp it was handed, was dropped too (a second gradient lost). Each push answered
+    # is checkpointed now; the restored server applies it.
+    srv = _hooked(system, tmp_path, _pair(system, n_workers=2)[0])
+    worker = _pair(system, n_workers=2)[1]
+    robots = {0: worker(0), 1: worker(1)}
+    for step in range(2):
+        for rank in (1, 0, 1):
+            _cycle(srv, robots[rank], run=11 + 10 * rank, step=step)
+    new = worker(0)                            # robot 0 restarted: its first push dropped
+    out = srv.on_message(_push(new, 12, 0), 0.0)
+    assert _logs(out) == ['worker_restart']
+    new.on_message(_pulls(out, 0)[0], 0.0)
+    applied = _applied(srv.engine.engine)
+    back = _hooked(system, tmp_path, _pair(system, n_workers=2)[0])   # the server crashed
+    assert back.restored == srv.checkpoint_id and _applied(back.engine.engine) == applied
+    out = _cycle(back, new, run=12, step=1)
+    assert _logs(out) == ['push_done'] and _applied(back.engine.engine) == applied + 1
+    assert back.engine.stats()['worker_restarts'] == 1

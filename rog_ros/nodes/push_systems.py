@@ -477,13 +477,17 @@ class ServerAdapter:
     @property
     def durable_progress(self) -> int:
         """
-        Return the pushes applied in all: ``--checkpoint-every K`` counts them for push systems.
+        Return the pushes answered: ``--checkpoint-every K`` counts them for push systems.
 
         Rog's servers checkpoint when the slowest worker's clock crosses a multiple of K; a
         push server has no common clock (each robot pushes at its own pace, and a robot that
-        left stops its count), so K counts the pushes it applied, whoever pushed them.
+        left stops its count), so K counts the pushes it applied, whoever pushed them, and
+        those it answered unapplied (a restarted robot's first, one sent again after a
+        restore): their answer moves the robot's timestamp on too (AdaComp's pull), and with
+        K = 1 a crash right after one lost the robot's next push (a timestamp the restored
+        server never handed out: dropped).
         """
-        return sum(self.clock)
+        return sum(self.clock) + self.worker_restarts + int(getattr(self.engine, 'resent', 0))
 
     def state_dict(self, copy: bool = True) -> dict:
         """
