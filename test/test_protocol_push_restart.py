@@ -890,3 +890,65 @@ def test_a_replaced_server_runs_late_stop_copies_are_set_aside_still(system):
     assert _hear(robot, [_stop(101, target=9)] * 5, 3.0) == []
     assert _hear(robot, [_stop(101, target=9)] * 5, 3.5) == []
     assert not robot.engine.stopped and robot.set_aside == 10
+
+
+def _zombie_stops(robot, start, until, each=None):
+    """
+    Hand ``robot`` a finished zombie server run's (101) stop order every END timeout.
+
+    Why: a replaced server run alive after all repeats its stop while the robot speaks;
+    ``each(now)``, if given, runs the live side at every tick (the robot's pokes and the
+    live run's answers). Returns when the robot's engine stopped, or None by ``until``.
+    """
+    now = start
+    while now < until:
+        _hear(robot, [_stop(101, target=9)], now)
+        if robot.engine.stopped:
+            return now
+        if each is not None:
+            each(now)
+        now += 2.0
+    return None
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_zombie_server_runs_repeated_stop_does_not_stop_a_computing_robot(system):
+    # A replaced server run alive after all (101: a second process, its link back, its
+    # training finished) repeats its stop order every END timeout. Taken once it kept
+    # coming 16 s (1e2c604: the live run retired by mistake), it stopped the robot, which
+    # computes for the live run (202) a long iteration, while that run trained on.
+    robot = _robot(_pair(system)[1], system, 0, 9)
+    robot.start(0.0)
+    _hear(robot, _server_pull(101, 1), 1.0)
+    _hear(robot, _server_pull(202, 2), 2.0)
+    assert robot.transfers.peer_runs[SERVER] == [101, 202]
+    assert _zombie_stops(robot, 3.0, 40.0) is None
+    assert not robot.engine.stopped and robot.set_aside == 19 and robot.rejects == 0
+    assert [type(a) for a in robot.on_message(_stop(202, target=9), 41.0)] == [Stopped]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_zombie_server_runs_repeated_stop_does_not_stop_a_robot_the_live_run_holds(system):
+    # The robot pushed to the live run (202), which holds its pull back (GSP holds a robot
+    # ahead of its group; here its pull is lost): the robot pokes every poke interval, and
+    # the live run answers each poke (the final ack, from its record). A zombie's (101)
+    # stop order repeated meanwhile is not the live run's: set aside, however long.
+    srv = _push_server(_pair(system, n_workers=1)[0], system, incarnation=202)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    robot.start(0.0)
+    _hear(robot, _server_pull(101, 1), 1.0)
+
+    def relay(out, now):
+        """Hand the server the robot's sends and the robot the server's acks (pulls lost)."""
+        for a in [a for a in out if isinstance(a, Send) and a.dest == SERVER]:
+            answers = srv.on_message(a.msg, now)
+            _hear(robot, [b.msg for b in answers if isinstance(b, Send)
+                          and not isinstance(b.msg, RowChunk)], now)
+
+    relay(robot.on_compute_done(_grad(0, 0), 2.0), 2.0)
+    assert robot.transfers.peer_runs[SERVER] == [101, 202] and SERVER in robot.transfers.settled
+    assert _zombie_stops(robot, 3.0, 60.0, lambda now: (
+        relay(robot.on_tick(now), now), srv.on_tick(now))) is None
+    assert not robot.engine.stopped and robot.set_aside == 29 and robot.rejects == 0
+    assert robot.transfers.pokes >= 7
+    assert [type(a) for a in robot.on_message(_stop(202, target=9), 61.0)] == [Stopped]

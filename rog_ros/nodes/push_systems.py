@@ -51,7 +51,7 @@ from rog_ros.nodes import settings
 from rog_ros.nodes.sync_names import PUSH_SYSTEMS, SIM_ONLY, sim_only_reason, SYNC_CHOICES
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import FLAG_END, KIND_GRAD, RowChunk, Schedule, SERVER
-from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
+from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch, REVIVE_AFTER_POKES
 
 if TYPE_CHECKING:       # pragma: no cover - annotations only (``check`` runs without torch)
     from rog_ros.core.rows import RowLayout
@@ -672,7 +672,11 @@ class WorkerAdapter:
         its chunks do, and a finished server sends none), had its stop set aside for good.
         The live push server repeats a stop order every END timeout while its robot pokes
         (``ServerAdapter._stops_due``); a replaced run's late copies all come within a
-        network delay, and are still set aside.
+        network delay, and are still set aside. A replaced run alive after all (a zombie: a
+        second server process, finished, whose link came back) repeats its stop as long: it
+        is taken for the live run only while we wait for the answer to our push and the
+        newest run has been silent as long (``_newest_silent``); the live newest answers
+        each of our pokes, a dead one nothing.
         """
         t = self.transfers
         inc = getattr(msg, 'incarnation', 0)
@@ -681,9 +685,30 @@ class WorkerAdapter:
             watch = self._stops_heard
             watch.keep(lambda key: key in runs[:-1])
             return not (getattr(msg, 'stop', False)
-                        and watch.alive(inc, now, t.end_timeout_s))
+                        and watch.alive(inc, now, t.end_timeout_s)
+                        and self._newest_silent(runs[-1], now))
         target = getattr(msg, 'target_incarnation', 0)
         return bool(target) and target != t.incarnation and bool(runs) and inc != runs[-1]
+
+    def _newest_silent(self, newest: int, now: float) -> bool:
+        """
+        Tell whether we wait for our push's answer and server run ``newest`` said nothing since.
+
+        Why: a retired run's stop order that keeps coming is the live run's only when the
+        run that retired it is dead. A zombie (a replaced server process alive after all,
+        finished) repeats its stop every END timeout while we train with the live run: taken,
+        it stopped us as the live run trained on. The live newest run answers each of our
+        pokes (every poke interval while we wait: the final ack of our push, from its record);
+        silent for two of them (``REVIVE_AFTER_POKES``, the span the stops must recur for,
+        room for a lost one) it is dead. While we compute we poke nothing and it need not
+        speak: a stop that recurs then is not taken. O(1).
+        """
+        t = self.transfers
+        if SERVER not in t.settled:
+            return False
+        heard = t.run_heard.get((SERVER, newest))
+        span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * t.end_timeout_s
+        return heard is None or now - heard >= span
 
     def _count(self, actions) -> list:
         for a in actions:
