@@ -863,17 +863,35 @@ def _stray_ack(run, target):
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
-def test_a_robot_that_retired_its_live_server_run_by_mistake_stops_on_its_stop(system):
-    # A dead server run's late ack (run 202, to an earlier run of the robot) reaches the
-    # robot after the live run (101) was heard: a run never heard, it became the newest,
-    # and the live run was retired. Its acks never take it back (only chunks do, and a
-    # finished server sends none), so the robot set its stop order aside for good, poked
-    # until server_timeout and gave up. A retired run's stop order that keeps coming (the
-    # live server repeats it while the robot pokes) is the live run's: it stops the robot.
+def test_a_dead_server_runs_late_ack_to_an_earlier_robot_run_retires_nothing(system):
+    # A dead server run's late ack (run 202, to an earlier run of the robot, 8) reaches the
+    # robot after the live run (101) was heard. The transfers noted its run before they
+    # saw it was not for this run of the robot: a run never heard, it became the newest
+    # and retired the live run, whose acks never take it back, and the robot set the live
+    # run's stop order aside (taken only once it had kept coming 16 s). Not noted now:
+    # the live run stays the live one and its first stop order stops the robot.
     srv = _push_server(_pair(system, n_workers=1, budget=4)[0], system, incarnation=101)
     robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
     stopped, first = _until_stopped(srv, robot, lambda msg, now, first: False,
                                     before_stop=[_stray_ack(202, 8)])
+    assert robot.transfers.peer_runs[SERVER] == [101]
+    assert first is not None and stopped == first and srv.stops_repeated == 0
+    assert robot.set_aside == 0 and robot.rejects == 0 and _applied(srv.engine) == 4
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_that_retired_its_live_server_run_by_mistake_stops_on_its_stop(system):
+    # A dead server run's late ack (run 202, to this run of the robot: it answered a chunk
+    # of it, then died) reaches the robot after the live run (101) was heard: a run never
+    # heard, it became the newest, and the live run was retired. Its acks never take it
+    # back (only chunks do, and a finished server sends none), so the robot set its stop
+    # order aside for good, poked until server_timeout and gave up. A retired run's stop
+    # order that keeps coming (the live server repeats it while the robot pokes, and the
+    # newest run answers none of the pokes) is the live run's: it stops the robot.
+    srv = _push_server(_pair(system, n_workers=1, budget=4)[0], system, incarnation=101)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    stopped, first = _until_stopped(srv, robot, lambda msg, now, first: False,
+                                    before_stop=[_stray_ack(202, 9)])
     assert robot.transfers.peer_runs[SERVER] == [101, 202]     # the live run retired
     assert stopped is not None and first + 16.0 <= stopped <= first + 20.0
     assert robot.set_aside >= 3 and robot.rejects == 0 and _applied(srv.engine) == 4

@@ -667,8 +667,8 @@ class WorkerAdapter:
 
         A retired run's stop order that keeps coming (``revival.RevivalWatch``: more than
         two over two poke intervals) is the live run's, retired by mistake: a message of a
-        server run we never heard (a dead run's late ack, which names an earlier run of
-        ours) made it the newest, and the live run, whose acks never take it back (only
+        server run we never heard (a dead run's late ack or chunk, heard after the live
+        run's) made it the newest, and the live run, whose acks never take it back (only
         its chunks do, and a finished server sends none), had its stop set aside for good.
         The live push server repeats a stop order every END timeout while its robot pokes
         (``ServerAdapter._stops_due``); a replaced run's late copies all come within a

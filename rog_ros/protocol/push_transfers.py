@@ -936,9 +936,14 @@ class PushTransfers:
         An ack for an earlier run of ours (``target_incarnation``) is foreign: our transfer
         ids start at 1 in every run, so its final ack, taken, ended our transfer of the same
         id as delivered, rows the peer never had, and the message was never sent again.
-        An ack from a peer we never sent a transfer to (no writer ledger: garbage, forged)
-        answers nothing of ours: noted, its rank and runs grew ``peer_runs`` and ``peers``
-        without bound. One from a rank outside the fleet is refused (``_check_rank``).
+        Nor is its sender's run noted (``_heard``): it answered a run of ours that is gone,
+        and may be gone itself (a dead server run's late ack to our run before a restart);
+        noted, a run never heard otherwise became the peer's newest and retired its live
+        run, whose acks never take it back (only its chunks do): a robot then set the live
+        server's stop orders aside. An ack from a peer we never sent a transfer to (no
+        writer ledger: garbage, forged) answers nothing of ours: noted, its rank and runs
+        grew ``peer_runs`` and ``peers`` without bound. One from a rank outside the fleet is
+        refused (``_check_rank``).
         """
         if ack.receiver != self.me:
             return []
@@ -947,11 +952,9 @@ class PushTransfers:
         except MessageError as err:
             self.rejects += 1
             return [Log('reject', 1.0, ack.sender, {'error': str(err)})]
-        if ack.sender not in self.peers:
+        if ack.sender not in self.peers or ack.target_incarnation != self.incarnation:
             return []
         started = self._heard(ack.sender, ack.incarnation, now)
-        if ack.target_incarnation != self.incarnation:
-            return started
         return started + self._take_ack(ack, now)
 
     def _take_ack(self, ack: TransferAck, now: float) -> list:
