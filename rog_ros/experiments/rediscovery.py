@@ -34,6 +34,8 @@ command line measures either series::
 
 ``--config`` is ``loopback``, ``wifi`` (the shipped files, ``wifi`` with ``--netns``), or
 any ``CYCLONEDDS_URI`` value; ``--extra`` appends XML (e.g. another ``SPDPInterval``).
+Interrupted (Ctrl-C, SIGTERM) or failing, it resumes and ends both processes and deletes the
+namespaces it made; what went wrong is said in one line (exit status 1).
 """
 
 import argparse
@@ -43,6 +45,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -50,8 +53,9 @@ BEAT_S = 0.05
 """Seconds between two beats of one process."""
 READY_TIMEOUT_S = 30.0
 """Seconds the two processes may take to hear each other at the start."""
-NETNS = ('rogrd_p', 'rogrd_v')
-"""The two network namespaces (peer, victim) of ``--netns`` and ``--outage link``."""
+NETNS = ('rogrd_p%d' % os.getpid(), 'rogrd_v%d' % os.getpid())
+"""The two network namespaces (peer, victim) of ``--netns`` and ``--outage link``: named after
+this process, so that two runs at once do not delete each other's."""
 ADDRESSES = ('10.231.0.1/24', '10.231.0.2/24')
 """Their veth addresses."""
 VICTIM_IF = 'rogrd_v0'
@@ -155,7 +159,6 @@ def _sh(cmd: list) -> None:
 
 def netns_up() -> None:
     """Create the two namespaces and their veth pair (lo up in each, multicast on)."""
-    netns_down()
     for ns in NETNS:
         _sh(['ip', 'netns', 'add', ns])
         _sh(['ip', '-n', ns, 'link', 'set', 'lo', 'up'])
@@ -169,8 +172,11 @@ def netns_up() -> None:
 def netns_down() -> None:
     """Delete the two namespaces if they are there (the veth pair goes with them)."""
     for ns in NETNS:
-        subprocess.run(['ip', 'netns', 'del', ns], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=20)
+        try:
+            subprocess.run(['ip', 'netns', 'del', ns], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=20)
+        except OSError:          # no `ip`: netns_up made nothing either
+            pass
 
 
 def one_repeat(uri: str, outage: str, silence_s: float, wait_s: float, domain: int,
@@ -190,22 +196,25 @@ def one_repeat(uri: str, outage: str, silence_s: float, wait_s: float, domain: i
         [os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))]
         + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p])
     run_s = READY_TIMEOUT_S + 2 + silence_s + wait_s + 5
-    procs, logs = [], []
+    procs, logs, errs = [], [], []
     try:
         for i, name in enumerate(('peer', 'victim')):
             cmd = [python, '-m', 'rog_ros.experiments.rediscovery', '--child', name,
                    '--config', uri, '--domain', str(domain), '--run-s', str(run_s)]
             if netns:
                 cmd = ['ip', 'netns', 'exec', NETNS[i]] + cmd
+            errs.append(tempfile.TemporaryFile(mode='w+'))
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, universal_newlines=True)
+                                    stderr=errs[-1], universal_newlines=True)
             procs.append(proc)
             logs.append(_Log(proc))
         t_start = time.monotonic()
         while not (logs[0].first_after(0) and logs[1].first_after(0)):
+            _check_running(procs, errs)
             if time.monotonic() - t_start > READY_TIMEOUT_S:
                 raise RuntimeError('the two processes did not meet within '
-                                   f'{READY_TIMEOUT_S:.0f} s')
+                                   f'{READY_TIMEOUT_S:.0f} s (--config reaches from one to '
+                                   'the other?)')
             time.sleep(0.05)
         ready_s = time.monotonic() - t_start
         time.sleep(2.0 + phase_s)
@@ -244,6 +253,25 @@ def one_repeat(uri: str, outage: str, silence_s: float, wait_s: float, domain: i
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        for err in errs:
+            err.close()
+
+
+def _check_running(procs, errs) -> None:
+    """
+    Raise, with the last line it wrote on stderr, if a process already ended.
+
+    A process whose Cyclone refused the configuration (a wrong ``--extra``) ends at once, and
+    waiting for it to meet the other took 30 s and said nothing of why.
+    """
+    for proc, err in zip(procs, errs):
+        if proc.poll() is not None:
+            err.seek(0)
+            lines = [line.strip() for line in err.read().splitlines() if line.strip()]
+            cyclone = [line for line in lines if 'config:' in line][:1]   # what it refused
+            said = '; '.join(dict.fromkeys(cyclone + lines[-1:])) or 'nothing on stderr'
+            raise RuntimeError(f'a measuring process ended with status {proc.returncode} '
+                               f'before the two met: {said}')
 
 
 def _since(t, t0):
@@ -280,21 +308,41 @@ def main(argv=None) -> int:
         return child(args.child, args.config, args.domain, args.run_s)
     if args.silence <= 0 or args.wait <= 0 or args.repeats < 1 or args.phase < 0:
         ap.error('--silence and --wait must be > 0, --phase >= 0 and --repeats >= 1')
-    draw = random.Random(args.seed)
+    if not 0 <= args.domain <= 232:
+        ap.error(f'--domain {args.domain} is not a DDS domain id: give 0..232')
     netns = args.netns or args.outage == 'link'
+    if netns and args.config == 'loopback':
+        ap.error('--outage link and --netns put the two processes in two network namespaces, '
+                 'which the loopback configuration cannot reach across: add --config wifi')
+    draw = random.Random(args.seed)
     uri = _config(args.config, args.extra)
-    if netns:
-        netns_up()
+    before = signal.signal(signal.SIGTERM, _terminated)
     try:
+        if netns:
+            netns_up()
         for _ in range(args.repeats):
             result = one_repeat(uri, args.outage, args.silence, args.wait, args.domain,
                                 netns, args.python, draw.uniform(0.0, args.phase))
             print(json.dumps(dict(result, outage=args.outage, silence=args.silence)),
                   flush=True)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        print(f'{ap.prog}: error: {exc}', file=sys.stderr)
+        return 1
     finally:
         if netns:
             netns_down()
+        signal.signal(signal.SIGTERM, before)
     return 0
+
+
+def _terminated(signum, frame) -> None:
+    """
+    Turn SIGTERM into SystemExit, so the ``finally`` blocks run as on Ctrl-C.
+
+    Killed without them, the run left the victim stopped for good (SIGSTOP, no SIGCONT), the
+    peer writing beats for a minute and a half, and the namespaces in place.
+    """
+    raise SystemExit(128 + signum)
 
 
 if __name__ == '__main__':
