@@ -109,7 +109,9 @@ periodic one only to multicast and to peers it knows, and pings the address of a
 dropped at its lease every 30 s: a robot back after 21 s of SIGSTOP waited 19 s on loopback
 (3 times in 5; 0.06 s when its own announcement went out before it dropped its peers); with
 2 s, 2 s at most (docs/faults.md, "A robot back after its lease"). The shipped configurations
-(``config/*.xml``) say the same for ROS 2 nodes, which read only ``$CYCLONEDDS_URI``.
+(``config/*.xml``), which ROS 2 nodes read through ``$CYCLONEDDS_URI``, set it too and win:
+``loopback`` 2 s, ``wifi`` 4 s, where every announcement costs airtime (with Cyclone 0.10,
+32 unicasts to each peer host; 2 s spent 64% of the air of 32 robots, 4 s 32%).
 """
 
 LOCATOR_PRUNE = ('<CycloneDDS><Domain Id="any"><Discovery>'
