@@ -223,11 +223,13 @@ def test_every_configuration_announces_the_participant_often(kind, interval, tmp
 
 def test_the_bus_keeps_pinging_a_dropped_peer_on_cyclone_11_only(tmp_path, monkeypatch):
     """
-    Cyclone 11 runs the bus's default with DiscoveredLocatorPruneDelay ``inf``; 0.10 with none.
+    Cyclone 11 runs the bus's default with both locator prune delays ``inf``; 0.10 with none.
 
     Without multicast Cyclone 11 forgot a peer 60 s after dropping it at its lease: after an
-    80 s link outage the two never met again (docs/faults.md). Cyclone 0.10 keeps its peers
-    and refuses the element (the domain would fail), so its buses do not get it.
+    80 s link outage the two never met again; and it stopped pinging a configured peer that
+    did not answer within 30 s: a robot listing only the server never met a server started
+    40 s after it (docs/faults.md). Cyclone 0.10 keeps its peers and refuses the elements (the
+    domain would fail), so its buses do not get them.
     """
     from rog_ros.transport import idl
     _no_discovery_variables(monkeypatch)
@@ -235,9 +237,10 @@ def test_the_bus_keeps_pinging_a_dropped_peer_on_cyclone_11_only(tmp_path, monke
     took = _settings_cyclone_took(uri, tmp_path / 'cyclone.log', _domain(63))
     assert took['Domain/Discovery/SPDPInterval/#text'] == '2 s'
     if idl.LEGACY_BINDING:
-        assert 'DiscoveredLocatorPruneDelay' not in uri
+        assert 'LocatorPruneDelay' not in uri
     else:
         assert took['Domain/Discovery/DiscoveredLocatorPruneDelay/#text'] == 'inf'
+        assert took['Domain/Discovery/InitialLocatorPruneDelay/#text'] == 'inf'
 
 
 def test_wrong_type_and_closed_bus_are_refused():
