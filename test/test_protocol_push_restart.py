@@ -624,6 +624,21 @@ def _hear(robot, messages, now):
     return out
 
 
+def _robot_that_heard_runs_101_then_202(system):
+    """
+    Return robot 0 (run 9) that took server run 101's pull, then run 202's, and its answer.
+
+    Run 202 replaced 101 (``peer_runs`` [101, 202]): what 101 sends from then on is a
+    replaced run's, late or a zombie's.
+    """
+    robot = _robot(_pair(system)[1], system, 0, 9)
+    robot.start(0.0)
+    _hear(robot, _server_pull(101, 1), 1.0)
+    answered = _hear(robot, _server_pull(202, 2), 2.0)
+    assert robot.transfers.peer_runs[SERVER] == [101, 202]
+    return robot, answered
+
+
 @pytest.mark.parametrize('system', SYSTEMS)
 def test_a_replaced_server_runs_late_stop_order_does_not_stop_the_robot(system):
     # the transfers pass a stop order on unchecked and the engine stops on any: a replaced
@@ -631,11 +646,8 @@ def test_a_replaced_server_runs_late_stop_order_does_not_stop_the_robot(system):
     # the live run trained on. It is set aside (no reject), as one for an earlier run of
     # the robot from a server run it does not know; the live run's stop order stops it and
     # counts as heard.
-    robot = _robot(_pair(system)[1], system, 0, 9)
-    robot.start(0.0)
-    _hear(robot, _server_pull(101, 1), 1.0)
-    assert any(isinstance(a, StartCompute) for a in _hear(robot, _server_pull(202, 2), 2.0))
-    assert robot.transfers.peer_runs[SERVER] == [101, 202]
+    robot, answered = _robot_that_heard_runs_101_then_202(system)
+    assert any(isinstance(a, StartCompute) for a in answered)
     assert _hear(robot, [_stop(101), _stop(101, target=9), _stop(303, target=8)], 3.0) == []
     assert not robot.engine.stopped and robot.state == 'computing'
     assert robot.set_aside == 3 and robot.rejects == 0
@@ -649,10 +661,7 @@ def test_a_replaced_server_runs_late_stop_order_does_not_stop_the_robot(system):
 def test_a_stop_order_of_a_server_run_taken_back_stops_the_robot(system):
     # a run retired by mistake that keeps speaking is taken back (the live one again): its
     # stop order stops the robot, the run it displaced is the retired one
-    robot = _robot(_pair(system)[1], system, 0, 9)
-    robot.start(0.0)
-    _hear(robot, _server_pull(101, 1), 1.0)
-    _hear(robot, _server_pull(202, 2), 2.0)
+    robot, _ = _robot_that_heard_runs_101_then_202(system)
     late = _server_pull(101, 3)
     _hear(robot, late, 3.0)                                  # superseded
     _hear(robot, late[-1:], 30.0)                            # its END again: taken back
@@ -862,6 +871,20 @@ def _stray_ack(run, target):
                        incarnation=run, target_incarnation=target)
 
 
+def _stop_after_stray_ack(system, target):
+    """
+    Run server run 101 and robot 0 (run 9) to the end, a stray ack reaching the robot late.
+
+    The ack (of dead server run 202, to robot run ``target``) comes just before the stop
+    order. Return (server, robot, the time it stopped or None, the first stop's time).
+    """
+    srv = _push_server(_pair(system, n_workers=1, budget=4)[0], system, incarnation=101)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    stopped, first = _until_stopped(srv, robot, lambda msg, now, first: False,
+                                    before_stop=[_stray_ack(202, target)])
+    return srv, robot, stopped, first
+
+
 @pytest.mark.parametrize('system', SYSTEMS)
 def test_a_dead_server_runs_late_ack_to_an_earlier_robot_run_retires_nothing(system):
     # A dead server run's late ack (run 202, to an earlier run of the robot, 8) reaches the
@@ -870,10 +893,7 @@ def test_a_dead_server_runs_late_ack_to_an_earlier_robot_run_retires_nothing(sys
     # and retired the live run, whose acks never take it back, and the robot set the live
     # run's stop order aside (taken only once it had kept coming 16 s). Not noted now:
     # the live run stays the live one and its first stop order stops the robot.
-    srv = _push_server(_pair(system, n_workers=1, budget=4)[0], system, incarnation=101)
-    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
-    stopped, first = _until_stopped(srv, robot, lambda msg, now, first: False,
-                                    before_stop=[_stray_ack(202, 8)])
+    srv, robot, stopped, first = _stop_after_stray_ack(system, target=8)
     assert robot.transfers.peer_runs[SERVER] == [101]
     assert first is not None and stopped == first and srv.stops_repeated == 0
     assert robot.set_aside == 0 and robot.rejects == 0 and _applied(srv.engine) == 4
@@ -888,10 +908,7 @@ def test_a_robot_that_retired_its_live_server_run_by_mistake_stops_on_its_stop(s
     # order aside for good, poked until server_timeout and gave up. A retired run's stop
     # order that keeps coming (the live server repeats it while the robot pokes, and the
     # newest run answers none of the pokes) is the live run's: it stops the robot.
-    srv = _push_server(_pair(system, n_workers=1, budget=4)[0], system, incarnation=101)
-    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
-    stopped, first = _until_stopped(srv, robot, lambda msg, now, first: False,
-                                    before_stop=[_stray_ack(202, 9)])
+    srv, robot, stopped, first = _stop_after_stray_ack(system, target=9)
     assert robot.transfers.peer_runs[SERVER] == [101, 202]     # the live run retired
     assert stopped is not None and first + 16.0 <= stopped <= first + 20.0
     assert robot.set_aside >= 3 and robot.rejects == 0 and _applied(srv.engine) == 4
@@ -901,10 +918,7 @@ def test_a_robot_that_retired_its_live_server_run_by_mistake_stops_on_its_stop(s
 def test_a_replaced_server_runs_late_stop_copies_are_set_aside_still(system):
     # the late copies of a replaced run's stop order come within a network delay: however
     # many, they do not stop the robot while the live run trains on
-    robot = _robot(_pair(system)[1], system, 0, 9)
-    robot.start(0.0)
-    _hear(robot, _server_pull(101, 1), 1.0)
-    _hear(robot, _server_pull(202, 2), 2.0)
+    robot, _ = _robot_that_heard_runs_101_then_202(system)
     assert _hear(robot, [_stop(101, target=9)] * 5, 3.0) == []
     assert _hear(robot, [_stop(101, target=9)] * 5, 3.5) == []
     assert not robot.engine.stopped and robot.set_aside == 10
@@ -935,11 +949,7 @@ def test_a_zombie_server_runs_repeated_stop_does_not_stop_a_computing_robot(syst
     # training finished) repeats its stop order every END timeout. Taken once it kept
     # coming 16 s (1e2c604: the live run retired by mistake), it stopped the robot, which
     # computes for the live run (202) a long iteration, while that run trained on.
-    robot = _robot(_pair(system)[1], system, 0, 9)
-    robot.start(0.0)
-    _hear(robot, _server_pull(101, 1), 1.0)
-    _hear(robot, _server_pull(202, 2), 2.0)
-    assert robot.transfers.peer_runs[SERVER] == [101, 202]
+    robot, _ = _robot_that_heard_runs_101_then_202(system)
     assert _zombie_stops(robot, 3.0, 40.0) is None
     assert not robot.engine.stopped and robot.set_aside == 19 and robot.rejects == 0
     assert [type(a) for a in robot.on_message(_stop(202, target=9), 41.0)] == [Stopped]
