@@ -1,0 +1,125 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""A push server with a checkpoint every push, crashed after every message it took."""
+
+from collections import deque
+import os
+
+import pytest
+from rog_ros.nodes.chaos_hooks import ServerHooks
+from rog_ros.nodes.push_systems import ServerAdapter
+from rog_ros.protocol.actions import Send, StartCompute
+from rog_ros.protocol.messages import Schedule
+from test_protocol_push_restart import _applied, _pair, _push, SYSTEMS
+from test_push_durable import _Through
+import torch
+
+ROBOTS = 3
+BUDGET = 9
+
+
+class _Bus(_Through):
+    """``_Through`` with the transfers' timeouts (why: the stop orders' repeats read them)."""
+
+    end_timeout_s, lease_s = 2.0, 10.0
+
+
+def _server(system, folder):
+    """Return a new run of a three-robot push server on ``folder`` (K = 1), restored."""
+    engine = _pair(system, n_workers=ROBOTS, budget=BUDGET)[0]
+    hooks = ServerHooks(ServerAdapter(engine, ROBOTS, 0.1, _Bus()),
+                        engine.model().clone(), state_dir=str(folder), checkpoint_every=1)
+    hooks.restore()
+    return hooks
+
+
+def _run(system, folder, crashes=(), before=False):
+    """
+    Drive the fleet in a fixed order; the server dies after each message index in ``crashes``.
+
+    Why: the same order with and without crashes makes the final model comparable bit for
+    bit. A crash loses the server's answer to the message it just took (``before``: and
+    its checkpoint of it: the state file as it was before the message) and the robot
+    sends its push again to the restored server first. Return the server, the robots'
+    pushes computed, and how many stop orders each robot took.
+    """
+    os.makedirs(folder, exist_ok=True)
+    srv = _server(system, folder)
+    worker = _pair(system, n_workers=ROBOTS, budget=BUDGET)[1]
+    robots = [worker(r) for r in range(ROBOTS)]
+    steps, stops, q, taken = [0] * ROBOTS, [0] * ROBOTS, deque(), 0
+
+    def compute(rank):
+        """Queue robot ``rank``'s next push (why: each pull starts a computation)."""
+        q.append(_push(robots[rank], 11 + rank, steps[rank]))
+        steps[rank] += 1
+
+    for r in range(ROBOTS):
+        compute(r)
+    path = os.path.join(folder, 'server.pt')
+    while q and taken < 200:
+        msg = q.popleft()
+        saved = open(path, 'rb').read() if before and os.path.exists(path) else None
+        out = srv.on_message(msg, 0.0)
+        if taken in crashes:
+            if before:
+                if saved is None:
+                    os.remove(path)
+                else:
+                    with open(path, 'wb') as f:
+                        f.write(saved)
+            srv = _server(system, folder)
+            q.appendleft(msg)                 # its answer lost: the robot sends it again
+            taken += 1
+            continue
+        taken += 1
+        for a in out:
+            if not isinstance(a, Send):
+                continue
+            wk = robots[a.dest]
+            if isinstance(a.msg, Schedule) and a.msg.stop:
+                stops[a.dest] += 1
+            for b in wk.on_message(a.msg, 0.0):
+                if isinstance(b, StartCompute):
+                    compute(a.dest)
+    assert not q, f'{system}: {len(q)} messages left after {taken}'
+    return srv, steps, stops
+
+
+@pytest.mark.parametrize('before', [False, True])
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_crash_after_any_message_loses_no_push_and_applies_none_twice(
+        system, before, tmp_path):
+    # K = 1: a crash after the server took any message, with its answer lost (and, before:
+    # its checkpoint of it too), then the robot's push sent again: the run ends with the
+    # very model of the run without a crash, every push applied once, every robot stopped
+    calm, calm_steps, calm_stops = _run(system, tmp_path / 'calm')
+    assert _applied(calm.engine.engine) == BUDGET and all(calm_stops)
+    for k in range(calm.engine.pushes_received):
+        srv, steps, stops = _run(system, tmp_path / f'c{k}', crashes=(k,), before=before)
+        assert srv.restored is not None or (before and k == 0), k
+        assert _applied(srv.engine.engine) == BUDGET, k
+        assert torch.equal(srv.engine.engine.model(), calm.engine.engine.model()), k
+        assert steps == calm_steps and all(stops), (k, steps, stops)
+        assert srv.engine.worker_restarts == 0 and srv.engine.rejects == 0, k
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_two_crashes_in_a_row_lose_no_push(system, tmp_path):
+    # the restored server dies again after the first message it took, its answer lost too
+    calm = _run(system, tmp_path / 'calm')[0]
+    for k in range(calm.engine.pushes_received - 1):
+        srv, _, stops = _run(system, tmp_path / f'c{k}', crashes=(k, k + 1))
+        assert _applied(srv.engine.engine) == BUDGET and all(stops), k
+        assert torch.equal(srv.engine.engine.model(), calm.engine.engine.model()), k
