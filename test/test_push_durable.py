@@ -17,9 +17,10 @@ import pytest
 from rog_ros.nodes import durable
 from rog_ros.nodes.chaos_hooks import ServerHooks
 from rog_ros.nodes.push_systems import ServerAdapter
-from rog_ros.protocol.actions import Log
-from test_protocol_push_restart import (_applied, _cycle, _pair, _pulls, _push, _push_server,
-                                        _robot, _timed_relay, SYSTEMS)
+from rog_ros.protocol.actions import Log, Send
+from rog_ros.protocol.messages import Schedule
+from test_protocol_push_restart import (_applied, _cycle, _grad, _pair, _pulls, _push,
+                                        _push_server, _robot, _timed_relay, SYSTEMS)
 import torch
 
 
@@ -302,3 +303,32 @@ def test_with_a_checkpoint_every_push_a_robot_restarted_before_the_crash_loses_n
     out = _cycle(back, new, run=12, step=1)
     assert _logs(out) == ['push_done'] and _applied(back.engine.engine) == applied + 1
     assert back.engine.stats()['worker_restarts'] == 1
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_restored_server_answers_a_stopped_robots_end_with_its_stop_order(system):
+    # The checkpoint before a stop order keeps stop_sent, not the order itself: the first
+    # END the restored server heard from a robot told to stop (its push's, a poke) was
+    # answered with the order again, a copy of none, and raised TypeError in on_message.
+    # The order is rebuilt at the clock it went with; it goes again, and at the next tick.
+    engine, worker = _pair(system, n_workers=2, budget=1)
+    srv = _push_server(engine, system, n_workers=2)
+    robot = _robot(worker, system, 0, 11)
+    robot.start(0.0)
+    chunks = [a.msg for a in robot.on_compute_done(_grad(0, 0), 0.0) if isinstance(a, Send)]
+    out = [a for m in chunks for a in srv.on_message(m, 0.0)]
+    (stop,) = _stops(out)
+    assert srv.stop_sent == [True, False]
+    back = _push_server(_pair(system, n_workers=2, budget=1)[0], system, n_workers=2)
+    back.load_state_dict(srv.state_dict())
+    again = _stops(back.on_message(chunks[-1], 1.0))
+    assert [(s.worker, s.clock, s.target_incarnation) for s in again] == [(0, stop.clock, 11)]
+    assert len(_stops(back.on_tick(1.0 + back.transfers.end_timeout_s))) == 1
+    assert back.stops_repeated == 2 and back.stop_sent == [True, False]
+
+
+def _stops(actions):
+    """Return the stop orders among ``actions`` (why: what a stopped robot is answered)."""
+    return [a.msg for a in actions if isinstance(a, Send) and isinstance(a.msg, Schedule)
+            and a.msg.stop]
+

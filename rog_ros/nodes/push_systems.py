@@ -503,10 +503,17 @@ class ServerAdapter:
         return {'engine': self.engine.state_dict(copy=copy), 'state_id': self.durable_progress,
                 'clock': list(self.clock), 'stop_sent': list(self.stop_sent),
                 'stall_time': list(self.stall_time), 'triggers': list(self.triggers),
-                'counts': {k: int(getattr(self, k)) for k in self._COUNTS}}
+                'counts': {k: int(getattr(self, k)) for k in self._COUNTS},
+                'stop_clocks': [-1 if s is None else int(s.clock) for s in self._stops]}
 
     def load_state_dict(self, sd: dict) -> None:
-        """Go on from ``state_dict``'s checkpoint (ValueError if of another fleet)."""
+        """
+        Go on from ``state_dict``'s checkpoint (ValueError if of another fleet).
+
+        Each robot told to stop gets its stop order back (``_stops``, rebuilt at the clock
+        it went with): the first END such a robot sent the restored server was answered with
+        the order again (``_after_stop``), and the copy of none raised TypeError there.
+        """
         if len(sd['clock']) != self.n or len(sd['stop_sent']) != self.n:
             raise ValueError(f"checkpoint of {len(sd['clock'])} robots, this fleet has {self.n}")
         self.engine.load_state_dict(sd['engine'])
@@ -516,6 +523,10 @@ class ServerAdapter:
         self.triggers = [int(t) for t in sd['triggers']]
         for k in self._COUNTS:
             setattr(self, k, int(sd['counts'][k]))
+        clocks = sd.get('stop_clocks') or [0] * self.n
+        self._stops = [Schedule(worker=r, clock=max(int(c), 0), push_deadline_s=-1.0,
+                                stop=True) if sent else None
+                       for r, (sent, c) in enumerate(zip(self.stop_sent, clocks))]
 
     def checkpoint_confirmed(self, state_id: int) -> None:
         """
