@@ -332,3 +332,21 @@ def _stops(actions):
     return [a.msg for a in actions if isinstance(a, Send) and isinstance(a.msg, Schedule)
             and a.msg.stop]
 
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_checkpoint_of_another_system_is_refused_naming_it(system, tmp_path):
+    # GSP's checkpoint read by AdaComp's server (and AdaComp's, or Rog's, by GSP's) was
+    # refused naming only a key it lacked ("('mode')", "('clock')"): one line naming the
+    # system that wrote it and this server's, nothing changed
+    others = [s for s in SYSTEMS if s != system]
+    rog = {'version': 1, 'n_workers': 2, 'w_srv': torch.zeros(3)}
+    for other, sd in [(s, _saved(_pair(s, n_workers=2)[0], tmp_path)) for s in others] + [
+            ('rog, ssp, bsp or flown', rog)]:
+        srv = _pair(system, n_workers=2)[0]
+        model = srv.model().clone()
+        with pytest.raises(ValueError) as exc:
+            srv.load_state_dict(sd)
+        text = str(exc.value)
+        assert text.startswith(f'checkpoint of {other} with ') and '\n' not in text
+        assert f'this server runs {system} with 2 and ' in text
+        assert torch.equal(srv.model(), model) and srv.resumed == [False, False]

@@ -278,11 +278,12 @@ class AdaCompServer(PushServer):
         the pushes applied after the checkpoint are lost, and a worker that holds a later
         timestamp than the restored one is answered with the current model.
         """
-        mine = (self.cfg.mode, self.n, self.n_params)
-        if (sd['mode'], int(sd['n']), int(sd['n_params'])) != mine:
-            raise ValueError(f"checkpoint of {sd['mode']} with {sd['n']} workers and "
-                             f"{sd['n_params']} parameters; this server runs {self.cfg.mode} "
-                             f'with {self.n} and {self.n_params}')
+        system = self._system_of(sd)
+        if system != self.cfg.mode or (int(sd['n']), int(sd['n_params'])) != (self.n,
+                                                                              self.n_params):
+            raise ValueError(f"checkpoint of {system} with {sd.get('n', '?')} workers and "
+                             f"{sd.get('n_params', '?')} parameters; this server runs "
+                             f'{self.cfg.mode} with {self.n} and {self.n_params}')
         if len(sd['pulled']) != self.n or len(sd['stopped']) != self.n:
             raise ValueError('checkpoint with another number of workers')
         self._load_runs_state(sd['runs'])

@@ -81,6 +81,20 @@ class PushServer:
         return {'runs': list(self.runs), 'past_runs': [list(p) for p in self.past_runs],
                 'rejoins': int(self.rejoins)}
 
+    @staticmethod
+    def _system_of(sd: dict) -> str:
+        """
+        Return which system wrote checkpoint ``sd`` (AdaComp's mode, gsp, or a Rog engine's).
+
+        Why: a checkpoint of another ``--sync`` was refused naming only a key it lacks
+        (``('clock')``, ``('mode')``); the error names the system that wrote it.
+        """
+        if sd.get('mode') is not None:
+            return str(sd['mode'])
+        if 'omega' in sd:
+            return 'gsp'
+        return 'rog, ssp, bsp or flown' if 'w_srv' in sd else 'an unknown system'
+
     def _load_runs_state(self, sd: dict) -> None:
         """
         Restore ``_runs_state``'s part of a checkpoint; every worker's next push is unsure.

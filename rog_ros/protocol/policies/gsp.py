@@ -265,9 +265,11 @@ class GspServer(PushServer):
         checkpoint stays held until its group lets it go). The time since each node's last
         push is no iteration time: its next interval starts afresh.
         """
-        if (int(sd['n']), int(sd['n_params'])) != (self.n, self.n_params):
-            raise ValueError(f"checkpoint of {sd['n']} nodes and {sd['n_params']} parameters; "
-                             f'this server has {self.n} and {self.n_params}')
+        system = self._system_of(sd)
+        if system != 'gsp' or (int(sd['n']), int(sd['n_params'])) != (self.n, self.n_params):
+            raise ValueError(f"checkpoint of {system} with {sd.get('n', '?')} nodes and "
+                             f"{sd.get('n_params', '?')} parameters; this server runs gsp "
+                             f'with {self.n} and {self.n_params}')
         if ('buf' in sd) != (self.buf is not None) or len(sd['clock']) != self.n:
             raise ValueError('checkpoint of another momentum setting or fleet size')
         self._load_runs_state(sd['runs'])
