@@ -118,3 +118,42 @@ def test_a_durable_push_server_restarted_mid_run_goes_on_from_its_checkpoint(
     # lost: the pushes applied after the checkpoint (killed_at - restored <= 4); a robot's
     # push sent again to the restored server at another clock than it holds is dropped
     assert summary['worker_restarts'] <= 2 and killed_at - restored < 4 + 2
+
+
+@pytest.mark.parametrize('sync', ['asgd', 'gsp'])
+def test_a_push_server_killed_after_its_last_stop_order_writes_the_results(
+        tmp_path, monkeypatch, sync):
+    # Every stop order is checkpointed before it leaves, and the last one said the run had
+    # finished: a server killed after it, before its results, came back saying the run had
+    # already finished, wrote no summary.json nor model.pt, and rog fleet refused to start
+    # on the state folder (finished_run). The restored server waits for no robot (all were
+    # told to stop), writes the results, then its checkpoint says finished.
+    from rog_ros.nodes.state_dir import finished_run
+    hub = in_memory_fleet(monkeypatch)
+    args = ['--sync', sync]
+    state = str(tmp_path / 'state')
+    server_args = args + ['--iterations', str(ITERATIONS), '--state-dir', state,
+                          '--checkpoint-every', '1']
+    srv, workers = server_and_workers(tmp_path, '/pf', 2, server_args, args)
+    nodes, back = [srv] + workers, None
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: srv.engine.finished)
+        assert srv.engine.finished and finished_run(state) is None
+        hub.buses.remove(srv.bus)             # killed before its results
+        srv.bus.publish = srv.bus.close = lambda *a, **k: None
+        srv.state_hold.release()
+        nodes.remove(srv)
+        back = server_node.ServerNode(rog_server.build_parser().parse_args(
+            ['--workload', 'toy', '--workers', '2', '--namespace', '/pf', '--out',
+             str(tmp_path)] + server_args))
+        back.configure()
+        assert back.hooks.restored is not None and back.engine.finished
+        assert back.activate()
+        summary = back.finish()
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    assert summary['pushes_applied'] == ITERATIONS * 2
+    assert (tmp_path / 'summary.json').exists() and (tmp_path / 'model.pt').exists()
+    assert finished_run(state) is not None

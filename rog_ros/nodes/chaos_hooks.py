@@ -392,6 +392,18 @@ def _progress(engine) -> int:
     return int(pushes) if pushes is not None else min(engine.clock)
 
 
+def run_done(engine) -> bool:
+    """
+    Return whether ``engine``'s run is over for good (its checkpoint's ``finished``).
+
+    A push server's every stop order is checkpointed before the node writes the results
+    (``push_systems.ServerAdapter.run_done``); Rog's engines say ``finished`` only once the
+    final model went out, so that is theirs.
+    """
+    done = getattr(engine, 'run_done', None)
+    return bool(getattr(engine, 'finished', False) if done is None else done)
+
+
 class ServerHooks(_Hooks):
     """
     Checkpoints and ledger around a ServerEngine.
@@ -477,7 +489,7 @@ class ServerHooks(_Hooks):
         sd = self.engine.state_dict(copy=False)     # (saved at once, below: no copies)
         # 'finished': for rog fleet, which reads it without torch (state_dir.finished_run)
         obj = {'engine': sd, 'id': self.checkpoint_id,
-               'finished': bool(getattr(self.engine, 'finished', False))}
+               'finished': run_done(self.engine)}
         if self.run_record is not None:
             obj['run_record'] = self.run_record()
         self.state.save(obj)
@@ -534,6 +546,8 @@ class ServerHooks(_Hooks):
         """
         if self.state is None or not getattr(self.engine, 'finished', False):
             return False
+        if hasattr(self.engine, 'results_written'):     # (a push server's: ``run_done``)
+            self.engine.results_written = True
         self.checkpoint()
         return True
 

@@ -251,6 +251,7 @@ class ServerAdapter:
         self._spoke = [0.0] * self.n            # its live run's last word, or its stop sent
         self._left = [False] * self.n           # it showed that it stopped (its status)
         self.confirmed_pushes = 0      # pushes applied as of the last checkpoint on disk
+        self.results_written = False   # the node wrote the run's results (``run_done``)
 
     @property
     def rejects(self) -> int:
@@ -489,6 +490,19 @@ class ServerAdapter:
         """
         return sum(self.clock) + self.worker_restarts + int(getattr(self.engine, 'resent', 0))
 
+    @property
+    def run_done(self) -> bool:
+        """
+        Return whether the run is over for good: every robot told to stop, results written.
+
+        ``finished`` (every stop order sent) is checkpointed before the last order leaves,
+        before the node writes the results: a server restored from that checkpoint said
+        the run had finished, wrote no ``summary.json`` nor ``model.pt``, and ``rog fleet``
+        refused to start on the state folder. ``ServerHooks`` writes this as the
+        checkpoint's ``finished``.
+        """
+        return self.finished and self.results_written
+
     def state_dict(self, copy: bool = True) -> dict:
         """
         Return the push server's checkpoint: its engine's state and the adapter's counts.
@@ -504,7 +518,8 @@ class ServerAdapter:
                 'clock': list(self.clock), 'stop_sent': list(self.stop_sent),
                 'stall_time': list(self.stall_time), 'triggers': list(self.triggers),
                 'counts': {k: int(getattr(self, k)) for k in self._COUNTS},
-                'stop_clocks': [-1 if s is None else int(s.clock) for s in self._stops]}
+                'stop_clocks': [-1 if s is None else int(s.clock) for s in self._stops],
+                'results_written': bool(self.results_written)}
 
     def load_state_dict(self, sd: dict) -> None:
         """
@@ -523,6 +538,8 @@ class ServerAdapter:
         self.triggers = [int(t) for t in sd['triggers']]
         for k in self._COUNTS:
             setattr(self, k, int(sd['counts'][k]))
+        # (a checkpoint from before the flag: its finished run's results were written)
+        self.results_written = bool(sd.get('results_written', all(self.stop_sent)))
         clocks = sd.get('stop_clocks') or [0] * self.n
         self._stops = [Schedule(worker=r, clock=max(int(c), 0), push_deadline_s=-1.0,
                                 stop=True) if sent else None

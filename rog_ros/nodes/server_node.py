@@ -35,7 +35,7 @@ from rog_ros.core.slack import slack_summary
 from rog_ros.metrics import RunRecorder
 from rog_ros.nodes import clocks, lifecycle as lc, push_systems
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
-from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks
+from rog_ros.nodes.chaos_hooks import maybe_faulty, run_done, ServerHooks
 from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus,
                                    transfer_limits, wait_matched)
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
@@ -274,7 +274,7 @@ class ServerNode:
         if replaced is not None:
             replaced.close_replaced()
         self.hooks.restore()
-        self._finished_before = self.hooks.restored is not None and bool(self.engine.finished)
+        self._finished_before = self.hooks.restored is not None and run_done(self.engine)
         if self.hooks.restored is None:     # a new run: OUT's results are an earlier run's
             self._set_aside_earlier_results()
         if not self._finished_before:
@@ -322,12 +322,15 @@ class ServerNode:
                              f'written in {a.out}; {train_again(a.state_dir)}')
             self.life.trigger('activate')
             return True
-        waited = wait_matched(self.bus, server_outbox(self.args.workers),
-                              self.args.startup_timeout,
-                              keep_waiting=lambda: not self.requests.shutdown_requested,
-                              minimum=dict.fromkeys(server_inbox(), self.args.workers))
-        if waited < 0:
-            return False
+        # a restored run whose every robot was told to stop (its results owed: a push
+        # server's checkpoint before its last stop order) waits for none: they left
+        if not (self.hooks.restored is not None and self.engine.finished):
+            waited = wait_matched(self.bus, server_outbox(self.args.workers),
+                                  self.args.startup_timeout,
+                                  keep_waiting=lambda: not self.requests.shutdown_requested,
+                                  minimum=dict.fromkeys(server_inbox(), self.args.workers))
+            if waited < 0:
+                return False
         self.life.trigger('activate')
         self.t0 = time.monotonic() - (self._resumed[0] if self._resumed else 0.0)
         if self._resumed:
