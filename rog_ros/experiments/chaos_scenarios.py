@@ -158,7 +158,7 @@ def server_restart(cfg: ChaosConfig) -> dict:
 
 PUSH_CHECKPOINT_EVERY = 1
 """
-A push server's ``checkpoint_every`` in ``rog chaos``'s server-restart: every push applied.
+A push server's ``checkpoint_every`` in ``rog chaos``'s server-restart: every push answered.
 
 Only then is its restart exactly-once: each push applied is on disk before its answer
 leaves (``ServerHooks``), so the restored server holds every push a robot moved on from,

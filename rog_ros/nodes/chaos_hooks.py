@@ -386,7 +386,7 @@ def _progress(engine) -> int:
     Return what ``--checkpoint-every K`` counts on ``engine``: Rog's slowest clock, or pushes.
 
     A push server (``push_systems.ServerAdapter.durable_progress``) has no common clock: K
-    counts the pushes it applied in all.
+    counts the pushes it answered in all.
     """
     pushes = getattr(engine, 'durable_progress', None)
     return int(pushes) if pushes is not None else min(engine.clock)
@@ -416,7 +416,7 @@ class ServerHooks(_Hooks):
     state_dir, ledger_dir : str or None
     checkpoint_every : int
         Checkpoint when the slowest worker's clock reaches the next multiple of this (a push
-        system's server: the pushes it applied in all, ``_progress``), and whenever a worker
+        system's server: the pushes it answered in all, ``_progress``), and whenever a worker
         was told to stop, before the order is sent.
     run_record : callable or None
         Returns the node's run record (plain types) to keep in every checkpoint; a restore

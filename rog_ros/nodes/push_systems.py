@@ -34,7 +34,7 @@ Refused up front (one line, exit 2): the systems whose messages are not on the w
 (``gsp+gds``: UploadDensity; ``adasgd``: FLEET's task dataclasses), the peer system ``aet``,
 and Rog-only features with a push system (``absence_timeout``, ``min_workers`` > 1).
 ``state_dir`` keeps the server's state (``ServerAdapter.state_dict``: a checkpoint every
-``checkpoint_every`` pushes applied, restored on start); its robots keep none (a restarted
+``checkpoint_every`` pushes answered, restored on start); its robots keep none (a restarted
 robot comes back as a new run, as without it). ``staleness``, ``deadline_floor`` and
 ``outage_aware`` do not apply to push systems; ``window`` and ``chunk_bytes`` shape their
 dense messages' transfers when set to other than their defaults (else 64 chunks of 65000
@@ -250,7 +250,7 @@ class ServerAdapter:
         self._stop_due = [None] * self.n        # when it goes again while owed (None: not)
         self._spoke = [0.0] * self.n            # its live run's last word, or its stop sent
         self._left = [False] * self.n           # it showed that it stopped (its status)
-        self.confirmed_pushes = 0      # pushes applied as of the last checkpoint on disk
+        self.confirmed_pushes = 0      # pushes answered as of the last checkpoint on disk
         self.results_written = False   # the node wrote the run's results (``run_done``)
 
     @property
@@ -512,7 +512,7 @@ class ServerAdapter:
         settled push's END repeated; the answer makes them send it again). What decides
         whether a push sent again is applied is the engine's per-robot clock (a push is
         applied only at the clock its robot holds, which moves on when it is applied).
-        ``state_id``: the number of pushes applied (``checkpoint_confirmed``).
+        ``state_id``: the number of pushes answered (``durable_progress``).
         """
         return {'engine': self.engine.state_dict(copy=copy), 'state_id': self.durable_progress,
                 'clock': list(self.clock), 'stop_sent': list(self.stop_sent),
@@ -547,7 +547,7 @@ class ServerAdapter:
 
     def checkpoint_confirmed(self, state_id: int) -> None:
         """
-        Take note that the checkpoint of ``state_id`` pushes applied is on disk.
+        Take note that the checkpoint of ``state_id`` pushes answered is on disk.
 
         Nothing is told to the robots: a push server answers every push with a pull, and
         its robots do not keep pushes for a restarted server to apply again (the pushes
