@@ -44,14 +44,15 @@ def _server(system, folder):
     return hooks
 
 
-def _run(system, folder, crashes=(), before=False):
+def _run(system, folder, crashes=(), before=False, reborn=False):
     """
     Drive the fleet in a fixed order; the server dies after each message index in ``crashes``.
 
     Why: the same order with and without crashes makes the final model comparable bit for
     bit. A crash loses the server's answer to the message it just took (``before``: and
     its checkpoint of it: the state file as it was before the message) and the robot
-    sends its push again to the restored server first. Return the server, the robots'
+    sends its push again to the restored server first (``reborn``: the robot restarted
+    too, and its new run pushes at its starting model). Return the server, the robots'
     pushes computed, and how many stop orders each robot took.
     """
     os.makedirs(folder, exist_ok=True)
@@ -59,10 +60,11 @@ def _run(system, folder, crashes=(), before=False):
     worker = _pair(system, n_workers=ROBOTS, budget=BUDGET)[1]
     robots = [worker(r) for r in range(ROBOTS)]
     steps, stops, q, taken = [0] * ROBOTS, [0] * ROBOTS, deque(), 0
+    runs = [11 + r for r in range(ROBOTS)]
 
     def compute(rank):
         """Queue robot ``rank``'s next push (why: each pull starts a computation)."""
-        q.append(_push(robots[rank], 11 + rank, steps[rank]))
+        q.append(_push(robots[rank], runs[rank], steps[rank]))
         steps[rank] += 1
 
     for r in range(ROBOTS):
@@ -80,6 +82,11 @@ def _run(system, folder, crashes=(), before=False):
                     with open(path, 'wb') as f:
                         f.write(saved)
             srv = _server(system, folder)
+            if reborn:
+                r = msg.sender
+                robots[r], runs[r] = worker(r), 61 + r
+                msg = _push(robots[r], runs[r], steps[r])
+                steps[r] += 1
             q.appendleft(msg)                 # its answer lost: the robot sends it again
             taken += 1
             continue
@@ -123,3 +130,16 @@ def test_two_crashes_in_a_row_lose_no_push(system, tmp_path):
         srv, _, stops = _run(system, tmp_path / f'c{k}', crashes=(k, k + 1))
         assert _applied(srv.engine.engine) == BUDGET and all(stops), k
         assert torch.equal(srv.engine.engine.model(), calm.engine.engine.model()), k
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_restarted_with_the_server_trains_on_and_nothing_is_applied_twice(
+        system, tmp_path):
+    # the robot whose answer the crash lost restarted too: its new run's first push (at its
+    # starting model) is applied only at the clock the restored server holds for it, else
+    # dropped (one worker_restart); the budget is reached, every robot stops, no reject
+    for k in range(BUDGET):
+        srv, _, stops = _run(system, tmp_path / f'c{k}', crashes=(k,), reborn=True)
+        adapter = srv.engine
+        assert _applied(adapter.engine) == BUDGET and all(stops), k
+        assert adapter.worker_restarts <= 1 and adapter.rejects == 0, k
