@@ -157,3 +157,47 @@ def test_a_push_server_killed_after_its_last_stop_order_writes_the_results(
     assert summary['pushes_applied'] == ITERATIONS * 2
     assert (tmp_path / 'summary.json').exists() and (tmp_path / 'model.pt').exists()
     assert finished_run(state) is not None
+
+
+@pytest.mark.parametrize('sync', ['asgd', 'comp-asgd'])
+def test_a_push_server_restored_after_a_stop_order_waits_only_for_the_robots_training(
+        tmp_path, monkeypatch, sync):
+    # Every stop order is checkpointed before it leaves. Killed after the first (robot r
+    # told to stop, and gone), the restored server waited at activate for every robot's
+    # endpoints: r's never came, it gave up at startup_timeout, and the robot still
+    # training waited for it in vain. It waits for that robot only, and the run ends.
+    hub = in_memory_fleet(monkeypatch)
+    args = ['--sync', sync]
+    server_args = args + ['--iterations', str(ITERATIONS), '--state-dir',
+                          str(tmp_path / 'state'), '--checkpoint-every', '1',
+                          '--startup-timeout', '3']
+    srv, workers = server_and_workers(tmp_path, '/ps', 2, server_args, args)
+    nodes, back = [srv] + workers, None
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: any(srv.engine.stop_sent))
+        assert srv.engine.stop_sent.count(True) == 1
+        told = srv.engine.stop_sent.index(True)
+        hub.buses.remove(srv.bus)             # killed after its first stop order
+        srv.bus.publish = srv.bus.close = lambda *a, **k: None
+        srv.state_hold.release()
+        nodes.remove(srv)
+        gone = workers[told]
+        _spin([gone], lambda: gone.engine.engine.stopped)
+        assert gone.engine.engine.stopped
+        nodes.remove(gone)
+        gone.shutdown()                       # told to stop: it left
+        back = server_node.ServerNode(rog_server.build_parser().parse_args(
+            ['--workload', 'toy', '--workers', '2', '--namespace', '/ps', '--out',
+             str(tmp_path)] + server_args))
+        back.configure()
+        assert back.engine.stop_sent[told] and not back.engine.finished
+        assert back.activate()
+        nodes.insert(0, back)
+        _spin(nodes, lambda: False)
+        summary = back.finish()
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    assert summary['pushes_applied'] == ITERATIONS * 2 and back.engine.finished
+    assert all(w.engine.engine.stopped for w in workers)

@@ -46,7 +46,7 @@ from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
 from rog_ros.nodes.reject_notes import RejectNotes
 from rog_ros.nodes.routing import (link_stats, netmon_names, server_inbox, server_outbox,
-                                   train_status, worker_name)
+                                   train_status, worker_inbox, worker_name)
 from rog_ros.nodes.run_outputs import PREVIOUS, set_aside_earlier_results
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.nodes.state_dir import SERVER_STATE_FILE, train_again
@@ -322,13 +322,12 @@ class ServerNode:
                              f'written in {a.out}; {train_again(a.state_dir)}')
             self.life.trigger('activate')
             return True
-        # a restored run whose every robot was told to stop (its results owed: a push
-        # server's checkpoint before its last stop order) waits for none: they left
-        if not (self.hooks.restored is not None and self.engine.finished):
-            waited = wait_matched(self.bus, server_outbox(self.args.workers),
+        live = self._robots_to_wait_for()
+        if live:
+            waited = wait_matched(self.bus, [t for r in live for t in worker_inbox(r)],
                                   self.args.startup_timeout,
                                   keep_waiting=lambda: not self.requests.shutdown_requested,
-                                  minimum=dict.fromkeys(server_inbox(), self.args.workers))
+                                  minimum=dict.fromkeys(server_inbox(), len(live)))
             if waited < 0:
                 return False
         self.life.trigger('activate')
@@ -338,6 +337,21 @@ class ServerNode:
             self._on_log(time.monotonic(), Log('server_restored', self._resumed[1], SERVER, info))
         self._evaluate()
         return True
+
+    def _robots_to_wait_for(self) -> list:
+        """
+        Return the ranks whose endpoints ``activate`` waits for: all, but a restored push run's.
+
+        A push server restored from a checkpoint taken before a stop order left (every stop
+        order is) waited for every robot, and a robot told to stop had left: the server
+        gave up at ``startup_timeout`` and the robots still training waited for it in vain.
+        It waits for the robots not told to stop (none: it writes the results and leaves,
+        answering any robot that speaks with its stop order).
+        """
+        told = getattr(self.engine, 'stop_sent', None)     # (push systems only)
+        if self.hooks.restored is None or told is None:
+            return list(range(self.args.workers))
+        return [r for r in range(self.args.workers) if not told[r]]
 
     def spin(self) -> None:
         """Serve until every worker has been told to stop, or a shutdown is requested."""
