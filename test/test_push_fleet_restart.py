@@ -201,3 +201,49 @@ def test_a_push_server_restored_after_a_stop_order_waits_only_for_the_robots_tra
             node.shutdown()
     assert summary['pushes_applied'] == ITERATIONS * 2 and back.engine.finished
     assert all(w.engine.engine.stopped for w in workers)
+
+
+@pytest.mark.parametrize('sync', ['rog', 'bsp'])
+def test_a_rog_server_killed_after_its_last_stop_order_writes_the_results(
+        tmp_path, monkeypatch, sync):
+    # Rog's engines' last checkpoint was the final model's (before it went out): a server
+    # killed after the robots took it and left, before its results, came back owing them
+    # the model, waited at activate for robots gone (PeerTimeout after startup_timeout),
+    # wrote no summary.json nor model.pt, and its state folder stayed unfinished. Each stop
+    # order (it leaves with the model's acknowledgement) is now checkpointed before it
+    # leaves; the restored server waits for no robot, writes the results, then its
+    # checkpoint says finished.
+    from rog_ros.nodes.state_dir import finished_run
+    hub = in_memory_fleet(monkeypatch)
+    args = ['--sync', sync]
+    state = str(tmp_path / 'state')
+    server_args = args + ['--iterations', str(ITERATIONS), '--state-dir', state,
+                          '--checkpoint-every', '1', '--startup-timeout', '3']
+    srv, workers = server_and_workers(tmp_path, '/rf', 2, server_args, args)
+    nodes, back = [srv] + workers, None
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: srv.engine.finished)
+        assert srv.engine.finished and finished_run(state) is None
+        hub.buses.remove(srv.bus)             # killed before its results
+        srv.bus.publish = srv.bus.close = lambda *a, **k: None
+        srv.state_hold.release()
+        nodes.remove(srv)
+        _spin(nodes, lambda: all(w.engine.state == 'stopped' for w in workers))
+        for w in workers:                     # the robots left, each with its stop order
+            assert w.engine.state == 'stopped'
+            w.shutdown()
+            nodes.remove(w)
+        back = server_node.ServerNode(rog_server.build_parser().parse_args(
+            ['--workload', 'toy', '--workers', '2', '--namespace', '/rf', '--out',
+             str(tmp_path)] + server_args))
+        back.configure()
+        assert back.hooks.restored is not None and back.engine.finished
+        assert back.activate()                # waits for no robot: all were told to stop
+        summary = back.finish()
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    assert summary['final_model_delivered'] == 2 and summary['final_model_missed'] == 0
+    assert (tmp_path / 'summary.json').exists() and (tmp_path / 'model.pt').exists()
+    assert finished_run(state) is not None

@@ -392,16 +392,17 @@ def _progress(engine) -> int:
     return int(pushes) if pushes is not None else min(engine.clock)
 
 
-def run_done(engine) -> bool:
+def stops_sent(engine) -> list:
     """
-    Return whether ``engine``'s run is over for good (its checkpoint's ``finished``).
+    Return, per robot, whether ``engine`` sent its stop order (checkpointed before it leaves).
 
-    A push server's every stop order is checkpointed before the node writes the results
-    (``push_systems.ServerAdapter.run_done``); Rog's engines say ``finished`` only once the
-    final model went out, so that is theirs.
+    A push server's ``stop_sent``; Rog's engines' ``stop_orders_sent`` (a robot owed its
+    final model is stopped, its order leaves with the model's acknowledgement).
     """
-    done = getattr(engine, 'run_done', None)
-    return bool(getattr(engine, 'finished', False) if done is None else done)
+    sent = getattr(engine, 'stop_sent', None)
+    if sent is None:
+        sent = engine.stop_orders_sent() if hasattr(engine, 'stop_orders_sent') else []
+    return [bool(x) for x in sent]
 
 
 class ServerHooks(_Hooks):
@@ -451,6 +452,22 @@ class ServerHooks(_Hooks):
             self.ledger = _Ledger(path, random.getrandbits(62))
             self.proj = lg.projections(engine.w_srv.numel())
         self.restored = None
+        self.results_written = False   # the node wrote the run's results (``run_done``)
+
+    def run_done(self) -> bool:
+        """
+        Return whether the run is over for good: every stop order sent and results written.
+
+        Every stop order is checkpointed before it leaves, before the node writes the
+        results: a server restored from that checkpoint said the run had finished, wrote no
+        ``summary.json`` nor ``model.pt``, and ``rog fleet`` refused its state folder. This
+        is the checkpoint's ``finished`` (a push server keeps its own flag,
+        ``push_systems.ServerAdapter.run_done``).
+        """
+        done = getattr(self.engine, 'run_done', None)
+        if done is not None:
+            return bool(done)
+        return bool(getattr(self.engine, 'finished', False)) and self.results_written
 
     def restore(self):
         """Load the checkpoint, if any; return its id (None: started fresh)."""
@@ -472,7 +489,9 @@ class ServerHooks(_Hooks):
         self.checkpoint_id = int(obj.get('id', 0))
         self.restored_record = obj.get('run_record')
         self.next_at = (_progress(self.engine) // self.every + 1) * self.every
-        self.stopped_seen = sum(map(bool, getattr(self.engine, 'stopped', ())))
+        self.stopped_seen = sum(stops_sent(self.engine))
+        # (a checkpoint from before the key: its finished run's results were written)
+        self.results_written = bool(obj.get('results_written', obj.get('finished', False)))
         self.final_seen = getattr(self.engine, 'final_values', None) is not None
         if self.ledger is not None:
             self.ledger.add('restore', id=self.checkpoint_id)
@@ -488,8 +507,8 @@ class ServerHooks(_Hooks):
             self.ledger.flush()
         sd = self.engine.state_dict(copy=False)     # (saved at once, below: no copies)
         # 'finished': for rog fleet, which reads it without torch (state_dir.finished_run)
-        obj = {'engine': sd, 'id': self.checkpoint_id,
-               'finished': run_done(self.engine)}
+        obj = {'engine': sd, 'id': self.checkpoint_id, 'finished': self.run_done(),
+               'results_written': self.results_written}
         if self.run_record is not None:
             obj['run_record'] = self.run_record()
         self.state.save(obj)
@@ -522,7 +541,7 @@ class ServerHooks(_Hooks):
         # another (the mean of older mirrors: the final model is deferred, e.g. until a robot
         # is suspended as absent, and the acks meanwhile change it), and robots that left
         # with the first would hold another model than model.pt.
-        stopped = sum(map(bool, getattr(e, 'stopped', ())))
+        stopped = sum(stops_sent(e))
         final = getattr(e, 'final_values', None) is not None
         if self.state is not None and (_progress(e) >= self.next_at or
                                        stopped > self.stopped_seen or
@@ -546,6 +565,7 @@ class ServerHooks(_Hooks):
         """
         if self.state is None or not getattr(self.engine, 'finished', False):
             return False
+        self.results_written = True
         if hasattr(self.engine, 'results_written'):     # (a push server's: ``run_done``)
             self.engine.results_written = True
         self.checkpoint()

@@ -35,7 +35,7 @@ from rog_ros.core.slack import slack_summary
 from rog_ros.metrics import RunRecorder
 from rog_ros.nodes import clocks, lifecycle as lc, push_systems
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
-from rog_ros.nodes.chaos_hooks import maybe_faulty, run_done, ServerHooks
+from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks, stops_sent
 from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus,
                                    transfer_limits, wait_matched)
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
@@ -274,7 +274,7 @@ class ServerNode:
         if replaced is not None:
             replaced.close_replaced()
         self.hooks.restore()
-        self._finished_before = self.hooks.restored is not None and run_done(self.engine)
+        self._finished_before = self.hooks.restored is not None and self.hooks.run_done()
         if self.hooks.restored is None:     # a new run: OUT's results are an earlier run's
             self._set_aside_earlier_results()
         if not self._finished_before:
@@ -340,18 +340,17 @@ class ServerNode:
 
     def _robots_to_wait_for(self) -> list:
         """
-        Return the ranks whose endpoints ``activate`` waits for: all, but a restored push run's.
+        Return the ranks whose endpoints ``activate`` waits for: all, but a restored run's.
 
-        A push server restored from a checkpoint taken before a stop order left (every stop
+        A server restored from a checkpoint taken before a stop order left (every stop
         order is) waited for every robot, and a robot told to stop had left: the server
-        gave up at ``startup_timeout`` and the robots still training waited for it in vain.
-        It waits for the robots not told to stop (none: it writes the results and leaves,
-        answering any robot that speaks with its stop order).
+        gave up at ``startup_timeout`` and the robots still training waited for it in vain
+        (Rog's engines too, whose orders leave with the final model). It waits for the
+        robots not told to stop (none: it writes the results and leaves, answering any
+        robot that speaks with its stop order).
         """
-        told = getattr(self.engine, 'stop_sent', None)     # (push systems only)
-        if self.hooks.restored is None or told is None:
-            return list(range(self.args.workers))
-        return [r for r in range(self.args.workers) if not told[r]]
+        told = stops_sent(self.engine) if self.hooks.restored is not None else []
+        return [r for r in range(self.args.workers) if r >= len(told) or not told[r]]
 
     def spin(self) -> None:
         """Serve until every worker has been told to stop, or a shutdown is requested."""

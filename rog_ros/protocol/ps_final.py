@@ -72,6 +72,16 @@ class FinalModelMixin:
         self._final_bytes = None         # (final_values, its snapshot encoding): one for all
         self._final_checked = 0.0        # when _start_final last looked (timers after it)
 
+    def stop_orders_sent(self) -> list:
+        """
+        Return, per worker, whether its stop order went out (stopped, no final model owed).
+
+        A worker owed its final model is stopped but holds no order yet; the order leaves
+        with the model's acknowledgement. The server node checkpoints before each order
+        leaves and, restored, waits only for the workers without one (they left).
+        """
+        return [bool(s) and r not in self._owed_final for r, s in enumerate(self.stopped)]
+
     def _stop_order(self, r: int, c: int) -> list:
         """
         Stop worker r, done at clock c: the order, or nothing while its final model is owed.
