@@ -246,6 +246,7 @@ class ServerAdapter:
         self.late_pull_rows = 0
         self.worker_restarts = 0
         self.stops_repeated = 0                 # stop orders sent again (``_stop_again``)
+        self.runs_taken_back = 0                # runs the engine took back (``_take``)
         self._stops = [None] * self.n           # each robot's stop order, as first sent
         self._stop_due = [None] * self.n        # when it goes again while owed (None: not)
         self._spoke = [0.0] * self.n            # its live run's last word, or its stop sent
@@ -406,8 +407,8 @@ class ServerAdapter:
         """Return the transfers' answer to ``msg`` and, for a message they yield, the engine's."""
         msg, acks = self.transfers.on_message(msg, now)
         for rev in self.transfers.take_revived():   # taken back by the transfers: the engine too
-            if 0 <= rev.worker < self.n:
-                self.engine.revive(rev.worker, rev.run)
+            if 0 <= rev.worker < self.n and self.engine.revive(rev.worker, rev.run):
+                self.runs_taken_back += 1   # (checkpointed: ``durable_progress``)
         if msg is None:
             return acks
         before = self._applied()
@@ -464,6 +465,10 @@ class ServerAdapter:
                'worker_restarts')
     """The adapter's own counts a checkpoint keeps (``summary.json``'s, via ``stats``)."""
 
+    _LATER_COUNTS = ('stops_repeated', 'runs_taken_back')
+    """Counts kept since (0 when an older checkpoint lacks them): ``stops_repeated`` counted
+    from 0 again after a restore, so ``summary.json`` missed the repeats before it."""
+
     @property
     def stopped(self) -> list:
         """
@@ -486,9 +491,13 @@ class ServerAdapter:
         those it answered unapplied (a restarted robot's first, one sent again after a
         restore): their answer moves the robot's timestamp on too (AdaComp's pull), and with
         K = 1 a crash right after one lost the robot's next push (a timestamp the restored
-        server never handed out: dropped).
+        server never handed out: dropped). A run taken back (``runs_taken_back``, ``_take``)
+        counts too: with K = 1 a crash after it, before any push was answered, restored the run as
+        retired, and the restored transfers (which keep no state) never took it back again,
+        so its pushes were refused for good.
         """
-        return sum(self.clock) + self.worker_restarts + int(getattr(self.engine, 'resent', 0))
+        return (sum(self.clock) + self.worker_restarts + int(getattr(self.engine, 'resent', 0))
+                + self.runs_taken_back)
 
     @property
     def run_done(self) -> bool:
@@ -517,7 +526,8 @@ class ServerAdapter:
         return {'engine': self.engine.state_dict(copy=copy), 'state_id': self.durable_progress,
                 'clock': list(self.clock), 'stop_sent': list(self.stop_sent),
                 'stall_time': list(self.stall_time), 'triggers': list(self.triggers),
-                'counts': {k: int(getattr(self, k)) for k in self._COUNTS},
+                'counts': {k: int(getattr(self, k))
+                           for k in self._COUNTS + self._LATER_COUNTS},
                 'stop_clocks': [-1 if s is None else int(s.clock) for s in self._stops],
                 'results_written': bool(self.results_written)}
 
@@ -528,20 +538,30 @@ class ServerAdapter:
         Each robot told to stop gets its stop order back (``_stops``, rebuilt at the clock
         it went with): the first END such a robot sent the restored server was answered with
         the order again (``_after_stop``), and the copy of none raised TypeError there.
+
+        The adapter's own keys are read first: a checkpoint missing one (or with one of
+        another size) raised after the engine was loaded, leaving a half-restored server.
         """
         if len(sd['clock']) != self.n or len(sd['stop_sent']) != self.n:
             raise ValueError(f"checkpoint of {len(sd['clock'])} robots, this fleet has {self.n}")
+        clock = [int(c) for c in sd['clock']]
+        stop_sent = [bool(b) for b in sd['stop_sent']]
+        stall_time = [float(t) for t in sd['stall_time']]
+        triggers = [int(t) for t in sd['triggers']]
+        counts = {k: int(sd['counts'][k]) for k in self._COUNTS}
+        counts.update({k: int(sd['counts'].get(k, 0)) for k in self._LATER_COUNTS})
+        clocks = [int(c) for c in sd.get('stop_clocks') or [0] * self.n]
+        if len(stall_time) != self.n or len(triggers) != self.n or len(clocks) != self.n:
+            raise ValueError(f'checkpoint of {self.n} robots with per-robot lists of other '
+                             'sizes: not a push server checkpoint of this fleet')
         self.engine.load_state_dict(sd['engine'])
-        self.clock = [int(c) for c in sd['clock']]
-        self.stop_sent = [bool(b) for b in sd['stop_sent']]
-        self.stall_time = [float(t) for t in sd['stall_time']]
-        self.triggers = [int(t) for t in sd['triggers']]
-        for k in self._COUNTS:
-            setattr(self, k, int(sd['counts'][k]))
+        self.clock, self.stop_sent = clock, stop_sent
+        self.stall_time, self.triggers = stall_time, triggers
+        for k, v in counts.items():
+            setattr(self, k, v)
         # (a checkpoint from before the flag: its finished run's results were written)
         self.results_written = bool(sd.get('results_written', all(self.stop_sent)))
-        clocks = sd.get('stop_clocks') or [0] * self.n
-        self._stops = [Schedule(worker=r, clock=max(int(c), 0), push_deadline_s=-1.0,
+        self._stops = [Schedule(worker=r, clock=max(c, 0), push_deadline_s=-1.0,
                                 stop=True) if sent else None
                        for r, (sent, c) in enumerate(zip(self.stop_sent, clocks))]
 

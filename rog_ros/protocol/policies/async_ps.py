@@ -167,9 +167,12 @@ class PushServer:
             del self.past_runs[w][:-KEEP_RUNS]
         self.runs[w] = int(incarnation)
 
-    def revive(self, w: int, incarnation: int) -> None:
+    def revive(self, w: int, incarnation: int) -> bool:
         """
-        Take back run ``incarnation`` of worker ``w``, retired by mistake (no change if unknown).
+        Take back run ``incarnation`` of worker ``w``, retired by mistake; True if it was.
+
+        No change if unknown. The server node checkpoints a revival (``ServerAdapter``'s
+        ``durable_progress``): a checkpoint without it retired the run again.
 
         The transfers tell (``PushTransfers._revive``): a late push of a run that died
         before it, heard after it, made it a run past, and its pushes were refused for good.
@@ -178,6 +181,8 @@ class PushServer:
         """
         if 0 <= w < len(self.past_runs) and int(incarnation) in self.past_runs[w]:
             self.past_runs[w].remove(int(incarnation))
+            return True
+        return False
 
     def _rejoin_log(self, w: int, clock: int, expected: int, nbytes: int) -> Log:
         """
