@@ -282,20 +282,24 @@ def _since(t, t0):
 def main(argv=None) -> int:
     """Parse the command line; measure ``--repeats`` silences; print one JSON line each."""
     ap = argparse.ArgumentParser(prog='python -m rog_ros.experiments.rediscovery',
-                                 description=__doc__.split('\n\n')[0].strip())
+                                 description=__doc__.split('\n\n')[0].strip(),
+                                 allow_abbrev=False)
     ap.add_argument('--config', default='loopback',
                     help='loopback, wifi, or a CYCLONEDDS_URI value (default loopback)')
     ap.add_argument('--extra', default='', help='XML appended to the configuration')
-    ap.add_argument('--outage', choices=('stop', 'link'), default='stop')
+    ap.add_argument('--outage', choices=('stop', 'link'), default='stop',
+                    help='stop: SIGSTOP the victim; link: set its veth link down (implies '
+                    '--netns, needs --config wifi; default stop)')
     ap.add_argument('--silence', type=float, default=21.0, help='seconds (default 21)')
     ap.add_argument('--wait', type=float, default=45.0,
                     help='seconds to wait for the first beats after the silence (default 45)')
-    ap.add_argument('--repeats', type=int, default=3)
+    ap.add_argument('--repeats', type=int, default=3, help='silences measured (default 3)')
     ap.add_argument('--phase', type=float, default=PHASE_S,
                     help='the silence starts 2 s plus a random 0..PHASE seconds after the two '
                     f'met (default {PHASE_S:.0f}: one default announcement interval)')
     ap.add_argument('--seed', type=int, default=None, help='seed of those random phases')
-    ap.add_argument('--domain', type=int, default=77)
+    ap.add_argument('--domain', type=int, default=77,
+                    help='DDS domain of the two processes, 0..232 (default 77)')
     ap.add_argument('--netns', action='store_true',
                     help='run the two processes in network namespaces (root; --outage link '
                     'implies it)')
