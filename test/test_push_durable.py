@@ -273,10 +273,10 @@ class _Through:
         return []
 
 
-def _hooked(system, folder, engine):
+def _hooked(system, folder, engine, every=1):
     """Return ``engine`` (two robots) behind its adapter and durable hooks, restored."""
     hooks = ServerHooks(ServerAdapter(engine, 2, 0.1, _Through()), engine.model().clone(),
-                        state_dir=str(folder), checkpoint_every=1)
+                        state_dir=str(folder), checkpoint_every=every)
     hooks.restore()
     return hooks
 
@@ -373,18 +373,18 @@ class _Reviving(_Through):
         return out
 
 
-def _revived_then(system, folder, crash):
+def _revived_then(system, folder, crash, every=1):
     """
     Take back robot 0's run 11 retired by its restart, crash or not; the run's next push.
 
     Return that push's log names and the rejects of the server that took it (why: a crash
-    must not change what the run's push meets).
+    must not change what the run's push meets; ``every``: the hooks' K).
     """
     folder.mkdir()
     engine = _pair(system, n_workers=2)[0]
     through = _Reviving()
     srv = ServerHooks(ServerAdapter(engine, 2, 0.1, through), engine.model().clone(),
-                      state_dir=str(folder), checkpoint_every=1)
+                      state_dir=str(folder), checkpoint_every=every)
     srv.restore()
     worker = _pair(system, n_workers=2)[1]
     robots = {0: worker(0), 1: worker(1)}
@@ -395,7 +395,7 @@ def _revived_then(system, folder, crash):
     assert srv.on_message(_push(worker(0), 11, 0), 0.0) == []   # (a chunk: 11 taken back)
     assert srv.engine.runs_taken_back == 1
     if crash:       # right after the revival, before any push was answered
-        srv = _hooked(system, folder, _pair(system, n_workers=2)[0])
+        srv = _hooked(system, folder, _pair(system, n_workers=2)[0], every)
     out = _cycle(srv, robots[0], run=11, step=1)
     return _logs(out), srv.engine.rejects
 
@@ -408,6 +408,18 @@ def test_a_run_taken_back_stays_taken_back_after_a_crash(system, tmp_path):
     expected = _revived_then(system, tmp_path / 'a', crash=False)
     assert expected[1] == 0
     assert _revived_then(system, tmp_path / 'b', crash=True) == expected
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+@pytest.mark.parametrize('every', [2, 3])
+def test_a_run_taken_back_is_checkpointed_at_once_whatever_k(system, every, tmp_path):
+    # The revival counted as one push answered (durable_progress): with K > 1 it was
+    # checkpointed only when the count reached the next multiple of K, and a crash before
+    # restored the run as retired, its pushes refused for good (not at most K pushes lost,
+    # as K promises). A revival is checkpointed at once, like a stop order.
+    expected = _revived_then(system, tmp_path / 'a', crash=False, every=every)
+    assert expected[1] == 0
+    assert _revived_then(system, tmp_path / 'b', crash=True, every=every) == expected
 
 
 @pytest.mark.parametrize('system', SYSTEMS)

@@ -443,6 +443,7 @@ class ServerHooks(_Hooks):
         self.next_at = self.every
         self.stopped_seen = 0     # workers told to stop, as of the last checkpoint
         self.final_seen = False   # the fleet's final model taken, as of the last checkpoint
+        self.revived_seen = 0     # push runs taken back (``runs_taken_back``), as of it
         self.ledger_dir = ledger_dir
         self.ledger = None
         if ledger_dir:
@@ -493,6 +494,7 @@ class ServerHooks(_Hooks):
         # (a checkpoint from before the key: its finished run's results were written)
         self.results_written = bool(obj.get('results_written', obj.get('finished', False)))
         self.final_seen = getattr(self.engine, 'final_values', None) is not None
+        self.revived_seen = int(getattr(self.engine, 'runs_taken_back', 0))
         if self.ledger is not None:
             self.ledger.add('restore', id=self.checkpoint_id)
             self.ledger.flush()
@@ -540,15 +542,19 @@ class ServerHooks(_Hooks):
         # fleet's final model goes out: a server restored from before it took it takes
         # another (the mean of older mirrors: the final model is deferred, e.g. until a robot
         # is suspended as absent, and the acks meanwhile change it), and robots that left
-        # with the first would hold another model than model.pt.
+        # with the first would hold another model than model.pt. And after a push run taken
+        # back: restored as retired, its pushes were refused for good (not K pushes lost).
         stopped = sum(stops_sent(e))
         final = getattr(e, 'final_values', None) is not None
+        revived = int(getattr(e, 'runs_taken_back', 0))
         if self.state is not None and (_progress(e) >= self.next_at or
                                        stopped > self.stopped_seen or
-                                       final > self.final_seen):
+                                       final > self.final_seen or
+                                       revived > self.revived_seen):
             self.next_at = (_progress(e) // self.every + 1) * self.every
             self.stopped_seen = stopped
             self.final_seen = final
+            self.revived_seen = revived
             self.checkpoint()
         return actions
 
