@@ -32,6 +32,43 @@ def _spin(nodes, until, limit_s=120.0):
             return
 
 
+def _kill(hub, srv, nodes):
+    """
+    Kill server node ``srv`` as SIGKILL would: it says nothing more and frees its state.
+
+    Why: the restart tests start a new server on the same state folder and namespace.
+    """
+    hub.buses.remove(srv.bus)
+    srv.bus.publish = srv.bus.close = lambda *a, **k: None
+    srv.state_hold.release()
+    nodes.remove(srv)
+
+
+def _durable_fleet(tmp_path, monkeypatch, sync, namespace, every):
+    """
+    Return (hub, server, robots, server arguments) of 2 robots over an in-memory bus.
+
+    The server keeps its state in ``tmp_path/state``, a checkpoint every ``every`` pushes,
+    and waits 3 s at most for robots at start (a restored one must not wait for more).
+    """
+    hub = in_memory_fleet(monkeypatch)
+    args = ['--sync', sync]
+    server_args = args + ['--iterations', str(ITERATIONS), '--state-dir',
+                          str(tmp_path / 'state'), '--checkpoint-every', str(every),
+                          '--startup-timeout', '3']
+    srv, workers = server_and_workers(tmp_path, namespace, 2, server_args, args)
+    return hub, srv, workers, server_args
+
+
+def _restarted_server(tmp_path, namespace, server_args):
+    """Return a server node of 2 robots started again on ``server_args``, configured."""
+    back = server_node.ServerNode(rog_server.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', '2', '--namespace', namespace, '--out',
+         str(tmp_path)] + server_args))
+    back.configure()
+    return back
+
+
 @pytest.mark.parametrize('sync', ['adacomp', 'asgd', 'comp-asgd', 'gsp'])
 def test_a_robot_restarted_mid_run_trains_to_the_end(tmp_path, monkeypatch, sync):
     # Robot 0 is killed while it computes, once the server applied 3 of its pushes (its
@@ -84,25 +121,15 @@ def test_a_durable_push_server_restarted_mid_run_goes_on_from_its_checkpoint(
     # checkpoint: the robots' settled pushes go again (their pokes) and the run ends at the
     # budget counted from the checkpoint, not from the starting model (before: state_dir
     # ignored, nothing restored).
-    hub = in_memory_fleet(monkeypatch)
-    args = ['--sync', sync]
-    server_args = args + ['--iterations', str(ITERATIONS), '--state-dir',
-                          str(tmp_path / 'state'), '--checkpoint-every', '4']
-    srv, workers = server_and_workers(tmp_path, '/pd', 2, server_args, args)
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, '/pd', 4)
     nodes = [srv] + workers
     try:
         assert srv.activate() and all(w.activate() for w in workers)
         _spin(nodes, lambda: sum(srv.engine.clock) >= 9)
         killed_at = sum(srv.engine.clock)
         assert srv.hooks.checkpoint_id == killed_at // 4
-        hub.buses.remove(srv.bus)             # killed: it says nothing more
-        srv.bus.publish = srv.bus.close = lambda *a, **k: None
-        srv.state_hold.release()
-        nodes.remove(srv)
-        back = server_node.ServerNode(rog_server.build_parser().parse_args(
-            ['--workload', 'toy', '--workers', '2', '--namespace', '/pd', '--out',
-             str(tmp_path)] + server_args))
-        back.configure()
+        _kill(hub, srv, nodes)                # killed: it says nothing more
+        back = _restarted_server(tmp_path, '/pd', server_args)
         restored = sum(back.engine.clock)
         assert back.hooks.restored == killed_at // 4 and restored == killed_at // 4 * 4
         assert back.activate()
@@ -128,35 +155,10 @@ def test_a_push_server_killed_after_its_last_stop_order_writes_the_results(
     # already finished, wrote no summary.json nor model.pt, and rog fleet refused to start
     # on the state folder (finished_run). The restored server waits for no robot (all were
     # told to stop), writes the results, then its checkpoint says finished.
-    from rog_ros.nodes.state_dir import finished_run
-    hub = in_memory_fleet(monkeypatch)
-    args = ['--sync', sync]
-    state = str(tmp_path / 'state')
-    server_args = args + ['--iterations', str(ITERATIONS), '--state-dir', state,
-                          '--checkpoint-every', '1']
-    srv, workers = server_and_workers(tmp_path, '/pf', 2, server_args, args)
-    nodes, back = [srv] + workers, None
-    try:
-        assert srv.activate() and all(w.activate() for w in workers)
-        _spin(nodes, lambda: srv.engine.finished)
-        assert srv.engine.finished and finished_run(state) is None
-        hub.buses.remove(srv.bus)             # killed before its results
-        srv.bus.publish = srv.bus.close = lambda *a, **k: None
-        srv.state_hold.release()
-        nodes.remove(srv)
-        back = server_node.ServerNode(rog_server.build_parser().parse_args(
-            ['--workload', 'toy', '--workers', '2', '--namespace', '/pf', '--out',
-             str(tmp_path)] + server_args))
-        back.configure()
-        assert back.hooks.restored is not None and back.engine.finished
-        assert back.activate()
-        summary = back.finish()
-    finally:
-        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
-            node.shutdown()
+    summary, finished = _killed_after_the_last_stop_order(tmp_path, monkeypatch, sync, '/pf')
     assert summary['pushes_applied'] == ITERATIONS * 2
     assert (tmp_path / 'summary.json').exists() and (tmp_path / 'model.pt').exists()
-    assert finished_run(state) is not None
+    assert finished is not None
 
 
 @pytest.mark.parametrize('sync', ['asgd', 'comp-asgd'])
@@ -166,31 +168,20 @@ def test_a_push_server_restored_after_a_stop_order_waits_only_for_the_robots_tra
     # told to stop, and gone), the restored server waited at activate for every robot's
     # endpoints: r's never came, it gave up at startup_timeout, and the robot still
     # training waited for it in vain. It waits for that robot only, and the run ends.
-    hub = in_memory_fleet(monkeypatch)
-    args = ['--sync', sync]
-    server_args = args + ['--iterations', str(ITERATIONS), '--state-dir',
-                          str(tmp_path / 'state'), '--checkpoint-every', '1',
-                          '--startup-timeout', '3']
-    srv, workers = server_and_workers(tmp_path, '/ps', 2, server_args, args)
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, '/ps', 1)
     nodes, back = [srv] + workers, None
     try:
         assert srv.activate() and all(w.activate() for w in workers)
         _spin(nodes, lambda: any(srv.engine.stop_sent))
         assert srv.engine.stop_sent.count(True) == 1
         told = srv.engine.stop_sent.index(True)
-        hub.buses.remove(srv.bus)             # killed after its first stop order
-        srv.bus.publish = srv.bus.close = lambda *a, **k: None
-        srv.state_hold.release()
-        nodes.remove(srv)
+        _kill(hub, srv, nodes)                # killed after its first stop order
         gone = workers[told]
         _spin([gone], lambda: gone.engine.engine.stopped)
         assert gone.engine.engine.stopped
         nodes.remove(gone)
         gone.shutdown()                       # told to stop: it left
-        back = server_node.ServerNode(rog_server.build_parser().parse_args(
-            ['--workload', 'toy', '--workers', '2', '--namespace', '/ps', '--out',
-             str(tmp_path)] + server_args))
-        back.configure()
+        back = _restarted_server(tmp_path, '/ps', server_args)
         assert back.engine.stop_sent[told] and not back.engine.finished
         assert back.activate()
         nodes.insert(0, back)
@@ -213,37 +204,42 @@ def test_a_rog_server_killed_after_its_last_stop_order_writes_the_results(
     # order (it leaves with the model's acknowledgement) is now checkpointed before it
     # leaves; the restored server waits for no robot, writes the results, then its
     # checkpoint says finished.
+    summary, finished = _killed_after_the_last_stop_order(tmp_path, monkeypatch, sync, '/rf',
+                                                          robots_leave=True)
+    assert summary['final_model_delivered'] == 2 and summary['final_model_missed'] == 0
+    assert (tmp_path / 'summary.json').exists() and (tmp_path / 'model.pt').exists()
+    assert finished is not None
+
+
+def _killed_after_the_last_stop_order(tmp_path, monkeypatch, sync, namespace,
+                                      robots_leave=False):
+    """
+    Run 2 robots to the end, kill the server before its results, restore it and finish.
+
+    With ``robots_leave`` the robots take their stop orders and leave before the server is
+    started again. Return the restored server's summary and what ``finished_run`` says of
+    the state folder after it.
+    """
     from rog_ros.nodes.state_dir import finished_run
-    hub = in_memory_fleet(monkeypatch)
-    args = ['--sync', sync]
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, namespace, 1)
     state = str(tmp_path / 'state')
-    server_args = args + ['--iterations', str(ITERATIONS), '--state-dir', state,
-                          '--checkpoint-every', '1', '--startup-timeout', '3']
-    srv, workers = server_and_workers(tmp_path, '/rf', 2, server_args, args)
     nodes, back = [srv] + workers, None
     try:
         assert srv.activate() and all(w.activate() for w in workers)
         _spin(nodes, lambda: srv.engine.finished)
         assert srv.engine.finished and finished_run(state) is None
-        hub.buses.remove(srv.bus)             # killed before its results
-        srv.bus.publish = srv.bus.close = lambda *a, **k: None
-        srv.state_hold.release()
-        nodes.remove(srv)
-        _spin(nodes, lambda: all(w.engine.state == 'stopped' for w in workers))
-        for w in workers:                     # the robots left, each with its stop order
-            assert w.engine.state == 'stopped'
-            w.shutdown()
-            nodes.remove(w)
-        back = server_node.ServerNode(rog_server.build_parser().parse_args(
-            ['--workload', 'toy', '--workers', '2', '--namespace', '/rf', '--out',
-             str(tmp_path)] + server_args))
-        back.configure()
+        _kill(hub, srv, nodes)                # killed before its results
+        if robots_leave:
+            _spin(nodes, lambda: all(w.engine.state == 'stopped' for w in workers))
+            for w in workers:                 # the robots left, each with its stop order
+                assert w.engine.state == 'stopped'
+                w.shutdown()
+                nodes.remove(w)
+        back = _restarted_server(tmp_path, namespace, server_args)
         assert back.hooks.restored is not None and back.engine.finished
         assert back.activate()                # waits for no robot: all were told to stop
         summary = back.finish()
     finally:
         for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
             node.shutdown()
-    assert summary['final_model_delivered'] == 2 and summary['final_model_missed'] == 0
-    assert (tmp_path / 'summary.json').exists() and (tmp_path / 'model.pt').exists()
-    assert finished_run(state) is not None
+    return summary, finished_run(state)
