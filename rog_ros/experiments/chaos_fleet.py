@@ -43,7 +43,7 @@ TRACE_PERIOD_S = 10000.0  # per-worker slice of the outage trace: no other worke
 DURABLE_SYSTEMS = ('rog', 'ssp', 'bsp', 'flown')
 """Systems with server checkpoints, worker state and the chaos ledger: every scenario."""
 PUSH_CHAOS_SYSTEMS = ('adacomp', 'asgd', 'comp-asgd', 'gsp')
-"""The push systems: no exactly-once state (no server-restart), judged by :mod:`.chaos_push`."""
+"""The push systems: judged by :mod:`.chaos_push` (server-restart with a checkpoint a push)."""
 CHAOS_SYSTEMS = DURABLE_SYSTEMS + PUSH_CHAOS_SYSTEMS
 """Systems the scenarios run."""
 

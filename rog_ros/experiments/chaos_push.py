@@ -14,12 +14,14 @@
 """
 ``rog chaos`` for the push systems: a wire watcher instead of the ledger, and their verdict.
 
-The push systems (adacomp, asgd, comp-asgd, gsp) keep no exactly-once durable state: their
-server's checkpoints lose the pushes applied after them (server-restart is refused for them)
-and their robots keep no state (a robot started again is a new run: its first push is dropped
-and answered with the current model, ``worker_restart``). Their engines hold no residual,
-so the independent ledger of :mod:`rog_ros.nodes.chaos_ledger` cannot account their gradient
-mass either. What a scenario checks instead is what "exactly once" means for them:
+The push systems (adacomp, asgd, comp-asgd, gsp) are exactly-once across a server restart
+only when their server checkpoints every push answered (server-restart runs them so,
+``chaos_scenarios.PUSH_CHECKPOINT_EVERY``; a larger K loses the pushes applied after the
+last checkpoint), and their robots keep no state (a robot started again is a new run: its
+first push is dropped and answered with the current model, ``worker_restart``). Their
+engines hold no residual, so the independent ledger of :mod:`rog_ros.nodes.chaos_ledger`
+cannot account their gradient mass either. What a scenario checks instead is what "exactly
+once" means for them:
 
 * each engine push is applied at most once. A push is named on the wire by
   ``(rank, run, clock)`` (its chunks carry the sender's run and the timestamp it computed
