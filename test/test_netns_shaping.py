@@ -103,3 +103,22 @@ def test_goodput_is_timed_from_the_sends_not_from_a_drained_backlog():
     assert t0 == pytest.approx(0.5) and warm / 8e6 == pytest.approx(31 / 0.505)
     # arrivals only (no latencies): the old reading, kept for callers without send times
     assert goodput_bps(sent, sizes, warmup_s=0.0)[0] / 8e6 == pytest.approx(61.0)
+
+
+@needs_root
+def test_a_pair_with_multicast_and_its_worker_end_set_down_and_up():
+    """
+    ``multicast=True`` turns multicast on at both ends; ``set_link`` takes the worker's end down.
+
+    The rediscovery measurement (``--outage link``) made its own pair with these two steps, a
+    copy of this class; it now runs on it: a Wi-Fi MTU, multicast for the shipped ``wifi``.
+    """
+    with netns.NetnsFleet(1, mtu=1500, multicast=True) as fleet:
+        link = fleet.links[0]
+        for ns, dev in ((fleet.server_ns, link.server_if), (link.worker_ns, link.worker_if)):
+            shown = _ip('-n', ns, '-o', 'link', 'show', 'dev', dev)
+            assert 'MULTICAST' in shown and 'mtu 1500' in shown and ',UP' in shown
+        fleet.set_link(0, up=False)
+        assert ',UP' not in _ip('-n', link.worker_ns, '-o', 'link', 'show', 'dev', link.worker_if)
+        fleet.set_link(0, up=True)
+        assert ',UP' in _ip('-n', link.worker_ns, '-o', 'link', 'show', 'dev', link.worker_if)

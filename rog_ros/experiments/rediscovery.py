@@ -53,13 +53,10 @@ BEAT_S = 0.05
 """Seconds between two beats of one process."""
 READY_TIMEOUT_S = 30.0
 """Seconds the two processes may take to hear each other at the start."""
-NETNS = ('rogrd_p%d' % os.getpid(), 'rogrd_v%d' % os.getpid())
-"""The two network namespaces (peer, victim) of ``--netns`` and ``--outage link``: named after
-this process, so that two runs at once do not delete each other's."""
-ADDRESSES = ('10.231.0.1/24', '10.231.0.2/24')
-"""Their veth addresses."""
-VICTIM_IF = 'rogrd_v0'
-"""The victim's end of the veth pair: ``--outage link`` sets it down and up again."""
+NETNS_PREFIX = 'rd%d' % (os.getpid() % 10 ** 7)
+"""Name prefix of the two network namespaces (peer: the fleet's server, victim: its worker 0)
+of ``--netns`` and ``--outage link``: named after this process, so that two runs at once do
+not delete each other's."""
 PHASE_S = 8.0
 """Default spread of the silence's start (s): Cyclone's default announcement interval with a
 10 s lease."""
@@ -149,38 +146,19 @@ class _Log:
         return min(taken) if taken else None
 
 
-def _sh(cmd: list) -> None:
-    """Run a setup command; raise with its output if it fails (the namespaces need root)."""
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=20)
-    if done.returncode:
-        raise RuntimeError(f'{" ".join(cmd)} failed: {done.stdout.strip()}')
+def netns_up():
+    """
+    Return the two namespaces and their veth pair, made (lo up in each, multicast on).
 
-
-def netns_up() -> None:
-    """Create the two namespaces and their veth pair (lo up in each, multicast on)."""
-    for ns in NETNS:
-        _sh(['ip', 'netns', 'add', ns])
-        _sh(['ip', '-n', ns, 'link', 'set', 'lo', 'up'])
-    _sh(['ip', '-n', NETNS[0], 'link', 'add', 'rogrd_p0', 'type', 'veth', 'peer', 'name',
-         VICTIM_IF, 'netns', NETNS[1]])
-    for ns, dev, addr in zip(NETNS, ('rogrd_p0', VICTIM_IF), ADDRESSES):
-        _sh(['ip', '-n', ns, 'addr', 'add', addr, 'dev', dev])
-        _sh(['ip', '-n', ns, 'link', 'set', dev, 'multicast', 'on', 'up'])
-
-
-def netns_down() -> None:
-    """Delete the two namespaces if they are there (the veth pair goes with them)."""
-    for ns in NETNS:
-        try:
-            subprocess.run(['ip', 'netns', 'del', ns], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=20)
-        except OSError:          # no `ip`: netns_up made nothing either
-            pass
+    A :class:`rog_ros.net.netns.NetnsFleet` of one worker, 1500-byte frames (a Wi-Fi MTU) and
+    multicast on, as the shipped ``wifi`` configuration discovers by it.
+    """
+    from rog_ros.net import netns
+    return netns.NetnsFleet(1, prefix=NETNS_PREFIX, mtu=1500, multicast=True).create()
 
 
 def one_repeat(uri: str, outage: str, silence_s: float, wait_s: float, domain: int,
-               netns: bool, python: str, phase_s: float = 0.0) -> dict:
+               net, python: str, phase_s: float = 0.0) -> dict:
     """
     Start the two processes, silence the victim, and measure how long until both hear again.
 
@@ -189,7 +167,8 @@ def one_repeat(uri: str, outage: str, silence_s: float, wait_s: float, domain: i
     repeat ends at the same moment of that schedule (every 21 s outage of one series ended
     0.7-0.9 s before an announcement); :func:`main` draws it over one interval. Returns
     ``to_peer``, ``to_victim``, ``both`` (seconds after the silence, None where nothing
-    arrived within ``wait_s``) and ``ready_s`` (how long the first meeting took).
+    arrived within ``wait_s``) and ``ready_s`` (how long the first meeting took). ``net``:
+    the namespaces of :func:`netns_up` the two run in, or None (this machine's loopback).
     """
     env = dict(os.environ, CYCLONEDDS_URI=uri)
     env['PYTHONPATH'] = os.pathsep.join(
@@ -201,8 +180,8 @@ def one_repeat(uri: str, outage: str, silence_s: float, wait_s: float, domain: i
         for i, name in enumerate(('peer', 'victim')):
             cmd = [python, '-m', 'rog_ros.experiments.rediscovery', '--child', name,
                    '--config', uri, '--domain', str(domain), '--run-s', str(run_s)]
-            if netns:
-                cmd = ['ip', 'netns', 'exec', NETNS[i]] + cmd
+            if net is not None:
+                cmd = net.exec_prefix((net.server_ns, net.worker_ns(0))[i]) + cmd
             errs.append(tempfile.TemporaryFile(mode='w+'))
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                     stderr=errs[-1], universal_newlines=True)
@@ -226,11 +205,11 @@ def one_repeat(uri: str, outage: str, silence_s: float, wait_s: float, domain: i
             finally:
                 os.kill(victim.pid, signal.SIGCONT)
         else:
-            _sh(['ip', '-n', NETNS[1], 'link', 'set', VICTIM_IF, 'down'])
+            net.set_link(0, up=False)
             try:
                 time.sleep(silence_s)
             finally:
-                _sh(['ip', '-n', NETNS[1], 'link', 'set', VICTIM_IF, 'up'])
+                net.set_link(0, up=True)
         t_back = time.monotonic()
         while time.monotonic() - t_back < wait_s:
             if logs[0].first_after(t_back) and logs[1].first_after(t_back):
@@ -321,20 +300,21 @@ def main(argv=None) -> int:
     draw = random.Random(args.seed)
     uri = _config(args.config, args.extra)
     before = signal.signal(signal.SIGTERM, _terminated)
+    net = None
     try:
         if netns:
-            netns_up()
+            net = netns_up()
         for _ in range(args.repeats):
             result = one_repeat(uri, args.outage, args.silence, args.wait, args.domain,
-                                netns, args.python, draw.uniform(0.0, args.phase))
+                                net, args.python, draw.uniform(0.0, args.phase))
             print(json.dumps(dict(result, outage=args.outage, silence=args.silence)),
                   flush=True)
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         print(f'{ap.prog}: error: {exc}', file=sys.stderr)
         return 1
     finally:
-        if netns:
-            netns_down()
+        if net is not None:
+            net.delete()
         signal.signal(signal.SIGTERM, before)
     return 0
 

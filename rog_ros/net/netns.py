@@ -73,6 +73,7 @@ def check_available() -> None:
 
 
 def _run(cmd: list) -> str:
+    """Run a setup command; return its output or raise :class:`NetnsError` saying why."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -115,13 +116,18 @@ class NetnsFleet:
         with 1500-byte frames DDS's per-datagram headers (Ethernet, IP, UDP, RTPS: ~140 B per
         ~1230 B fragment) take 10% of the rate, with 9000-byte frames under 2%, so the
         application sees the trace's rate. Use 1500 to study fragmentation on a Wi-Fi MTU.
+    multicast : bool, default False
+        Also turn multicast on at both ends of every pair, for a Cyclone configuration that
+        discovers by multicast (the shipped ``wifi``) rather than :func:`cyclone_xml`'s peers.
 
     """
 
-    def __init__(self, n_workers: int, prefix: str | None = None, mtu: int = DEFAULT_MTU):
+    def __init__(self, n_workers: int, prefix: str | None = None, mtu: int = DEFAULT_MTU,
+                 multicast: bool = False):
         if not 1280 <= mtu <= 65535:
             raise ValueError(f'mtu must be in 1280..65535, got {mtu}')
         self.mtu = int(mtu)
+        self.multicast = bool(multicast)
         if not 1 <= n_workers <= 250:
             raise ValueError(f'n_workers must be in 1..250, got {n_workers}')
         self.prefix = prefix or 'rg' + secrets.token_hex(3)
@@ -150,10 +156,11 @@ class NetnsFleet:
                       link.server_if])
                 _run(['ip', '-n', link.worker_ns, 'addr', 'add', f'{link.worker_ip}/24', 'dev',
                       link.worker_if])
+                mcast = ['multicast', 'on'] if self.multicast else []
                 _run(['ip', '-n', link.server_ns, 'link', 'set', link.server_if, 'mtu',
-                      str(self.mtu), 'up'])
+                      str(self.mtu)] + mcast + ['up'])
                 _run(['ip', '-n', link.worker_ns, 'link', 'set', link.worker_if, 'mtu',
-                      str(self.mtu), 'up'])
+                      str(self.mtu)] + mcast + ['up'])
         except BaseException:
             self.delete()
             raise
@@ -190,6 +197,16 @@ class NetnsFleet:
                   f'{kbit}kbit', 'burst', str(burst), 'limit', str(limit)])
         for d in (('up', 'down') if direction == 'both' else (direction,)):
             self.rates[(rank, d)] = kbit / 1000.0
+
+    def set_link(self, rank: int, up: bool) -> None:
+        """
+        Set worker ``rank``'s end of its pair up or down: its radio back or out of range.
+
+        Down, nothing crosses either way while both sides run on (a link outage, not a stop).
+        """
+        link = self.links[rank]
+        _run(['ip', '-n', link.worker_ns, 'link', 'set', link.worker_if,
+              'up' if up else 'down'])
 
     def exec_prefix(self, ns: str) -> list:
         """Command prefix that runs a program inside namespace ``ns``."""
