@@ -78,7 +78,9 @@ def test_robot_launch_worker_runs_its_worker_and_netmon(launch_file):
     assert [n['sigterm_timeout'] for n in nodes] == ['30', '30']
     assert env['RMW_IMPLEMENTATION'] == 'rmw_cyclonedds_cpp'
     assert env['CYCLONEDDS_URI'].split(',')[0].endswith('config/cyclonedds_wifi.xml')
-    assert '<Peer address="10.0.0.10"/>' in env['CYCLONEDDS_URI']
+    # the server at its node's port only: one datagram per announcement, not 32 (Cyclone 0.10)
+    assert '<Peer address="10.0.0.10:7510"/>' in env['CYCLONEDDS_URI']
+    assert all('additional_env' not in n for n in nodes)          # auto participant indices
 
 
 def test_robot_launch_server_and_every_setting_is_an_argument(launch_file):
@@ -91,6 +93,11 @@ def test_robot_launch_server_and_every_setting_is_an_argument(launch_file):
     node_settings = {s.name for s in settings.SETTINGS if set(s.roles) & set(settings.NODES)}
     assert node_settings | {'role', 'rank', 'server_host', 'peers', 'config',
                             'respawn'} == set(declared)
+    # the server node takes the participant index whose port the worker robots list
+    uri = nodes[0]['additional_env']['CYCLONEDDS_URI']
+    assert uri.split(',')[0].endswith('config/cyclonedds_wifi.xml')
+    assert uri.endswith(',<Discovery><ParticipantIndex>50</ParticipantIndex></Discovery>')
+    assert 'additional_env' not in nodes[1]                        # netmon: any free index
 
 
 @pytest.mark.parametrize('values,message', [
@@ -296,7 +303,7 @@ def test_user_environment_wins_and_peers_join_it(monkeypatch):
     assert robot.robot_environment(user) == {}
     # server_host and peers were dropped when the user (or the image) set CYCLONEDDS_URI
     assert robot.robot_environment(user, '10.0.0.1') == {
-        'CYCLONEDDS_URI': 'file:///mine.xml,<Discovery><Peers><Peer address="10.0.0.1"/>'
+        'CYCLONEDDS_URI': 'file:///mine.xml,<Discovery><Peers><Peer address="10.0.0.1:7510"/>'
                           '</Peers></Discovery>'}
 
 
@@ -306,7 +313,7 @@ def test_robot_launch_adds_its_peers_to_the_users_cyclone_uri(launch_file, monke
                             server_host='10.0.0.10', peers='10.0.0.11')
     assert env['CYCLONEDDS_URI'] == (
         'file:///etc/rog/cyclonedds.xml,<Discovery><Peers><Peer address="10.0.0.11"/>'
-        '<Peer address="10.0.0.10"/></Peers></Discovery>')
+        '<Peer address="10.0.0.10:7510"/></Peers></Discovery>')
 
 
 @pytest.mark.parametrize('name', ['mpcol', 'eacol'])

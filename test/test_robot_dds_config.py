@@ -31,6 +31,7 @@ from rog_ros.nodes.plan import NodeSpec
 from rog_ros.transport import cyclone_config, cyclone_log
 
 PEER = '<Discovery><Peers><Peer address="10.0.0.10"/></Peers></Discovery>'
+SERVER_PEER = '<Discovery><Peers><Peer address="10.0.0.10:7510"/></Peers></Discovery>'
 CYCLONE_LINE = '1796350379.965415 [231]     python: wlan0: does not match an available interface.'
 TRACEBACK = ['Traceback (most recent call last):',
              '  File "/x/rog_ros/transport/dds_bus.py", line 127, in __init__',
@@ -162,7 +163,7 @@ def test_a_node_log_tail_quotes_cyclones_reason_cut_off_above_it(tmp_path):
 def test_peers_join_the_users_cyclone_configuration():
     user = {'RMW_IMPLEMENTATION': 'rmw_cyclonedds_cpp', 'CYCLONEDDS_URI': 'file:///etc/my.xml'}
     assert robot.robot_environment(user, '10.0.0.10') == {
-        'CYCLONEDDS_URI': f'file:///etc/my.xml,{PEER}'}
+        'CYCLONEDDS_URI': f'file:///etc/my.xml,{SERVER_PEER}'}
     assert robot.robot_environment(user) == {}
     assert launching.launch_environment({'server_host': '', 'peers': '10.0.0.10'}, user) == {
         'CYCLONEDDS_URI': f'file:///etc/my.xml,{PEER}'}
@@ -298,3 +299,23 @@ def test_check_interface_skips_auto_and_robots_without_netmon():
     robot._check_interface([worker])
     robot._check_interface([worker, NodeSpec('netmon_0', 'netmon', {'interface': 'auto'},
                                              'netmon', 0)])
+
+
+def test_the_server_is_listed_at_its_node_port_in_the_robots_domain():
+    """
+    ``server_host`` gets the server node's discovery port of ``$ROS_DOMAIN_ID``'s domain.
+
+    Without one Cyclone announced to 32 ports of the host (0.10; 33 on 11). An address that
+    names a port is kept; an IPv6 literal gets brackets, as Cyclone reads ``[v6]:port``.
+    """
+    peer = cyclone_config.server_peer
+    assert cyclone_config.discovery_port(3, cyclone_config.SERVER_PARTICIPANT_INDEX) == 8260
+    assert [peer(h, 3) for h in ('10.0.0.10', ' srv.local ', 'fe80::1', '[fe80::1]')] == [
+        '10.0.0.10:8260', 'srv.local:8260', '[fe80::1]:8260', '[fe80::1]:8260']
+    assert [peer(h, 3) for h in ('10.0.0.10:7410', '[fe80::1]:7410')] == [
+        '10.0.0.10:7410', '[fe80::1]:7410']
+    user = {'CYCLONEDDS_URI': 'file:///etc/my.xml', 'ROS_DOMAIN_ID': '3'}
+    assert robot.robot_environment(user, '10.0.0.10')['CYCLONEDDS_URI'].endswith(
+        '<Peer address="10.0.0.10:8260"/></Peers></Discovery>')
+    assert robot.server_node_environment(user) == {'CYCLONEDDS_URI': (
+        'file:///etc/my.xml,<Discovery><ParticipantIndex>50</ParticipantIndex></Discovery>')}

@@ -207,9 +207,10 @@ def test_every_configuration_announces_the_participant_often(kind, interval, tmp
     A robot silent past its 10 s lease is dropped by its peers and heard again only at an
     announcement of one side: 8 s apart with Cyclone's default, and Cyclone 11 pings a dropped
     peer every 30 s (a freeze of 21 s: 19 s more, docs/faults.md). Before, 30 s (0.10) or
-    ``default`` (11). On Wi-Fi each announcement costs airtime, with Cyclone 0.10 32 unicasts
-    to the server's host from every worker robot (its ``server_host`` peer): 2 s spent 64% of
-    the air of 32 robots, 4 s 32% (after a 21 s link outage heard in 0.1-1.4 s, as with 2 s).
+    ``default`` (11). On Wi-Fi each announcement costs airtime, with Cyclone 0.10 then 32
+    unicasts to the server's host from every worker robot (its ``server_host`` peer, listed
+    without a port): 2 s spent 64% of the air of 32 robots, 4 s 32% (after a 21 s link outage
+    heard in 0.1-1.4 s, as with 2 s); listed at the server node's port, 14.5% and 7.2%.
     """
     _no_discovery_variables(monkeypatch)
     if kind == 'embedded':   # what a bus creates its first participant under, no variable set
@@ -219,6 +220,47 @@ def test_every_configuration_announces_the_participant_often(kind, interval, tmp
     took = _settings_cyclone_took(uri, tmp_path / 'cyclone.log', _domain(61))
     assert took['Domain/Discovery/SPDPInterval/#text'] == interval
     assert took['Domain/Discovery/LeaseDuration/#text'] == '10 s'   # the interval is below it
+
+
+def _discovery_ports(uri: str, log, domain: int) -> tuple:
+    """
+    Create domain ``domain`` from ``uri``; return the ports Cyclone announces to, and its own.
+
+    The configuration trace lists each unicast peer with every port it will send an
+    announcement to (``add_peer_addresses: add udp/10.0.0.10:7410, :7412, ...`` on 0.10,
+    ``add_peer_address: add udp/10.0.0.10:7410 ... :7474`` on 11, which names the first and
+    the last) and the participant's own discovery port (``uc ports: disc 7510``).
+    """
+    from cyclonedds.domain import Domain
+    tracing = ('<CycloneDDS><Domain Id="any"><Tracing><Category>config</Category>'
+               f'<OutputFile>{log}</OutputFile></Tracing></Domain></CycloneDDS>')
+    handle = Domain(domain, ','.join((uri, tracing)))
+    del handle
+    text = Path(log).read_text()
+    peer = [line for line in text.splitlines() if 'add_peer_address' in line and '10.0.0.' in line]
+    assert len(peer) <= 1, peer
+    ports = [int(p) for p in re.findall(r':(\d+)', peer[0].split(' add ', 1)[1])] if peer else []
+    own = re.search(r'uc ports: disc (\d+)', text)
+    return ports, int(own.group(1)) if own else None
+
+
+def test_a_worker_robot_announces_itself_to_the_one_port_of_the_server_node(tmp_path):
+    """
+    A worker robot lists its ``server_host`` with the port the server node takes: one datagram.
+
+    Listed without a port, Cyclone 0.10 sent each announcement to 32 ports of the server's host
+    (one per participant index it might have, 33 on 11), each a frame on the air from every
+    worker robot: 32 robots, a 4 s interval, 32% of the airtime. Both versions take the port.
+    """
+    from rog_ros.nodes import robot
+    domain = _domain(64)
+    environ = {'ROS_DOMAIN_ID': str(domain)}
+    worker_uri = robot.robot_environment(environ, '10.0.0.10')['CYCLONEDDS_URI']
+    server_env = dict(environ, **robot.robot_environment(environ))
+    server_uri = robot.server_node_environment(server_env)['CYCLONEDDS_URI']
+    port = 7400 + 250 * domain + 10 + 2 * cyclone_config.SERVER_PARTICIPANT_INDEX
+    assert _discovery_ports(worker_uri, tmp_path / 'worker.log', domain)[0] == [port]
+    assert _discovery_ports(server_uri, tmp_path / 'server.log', domain) == ([], port)
 
 
 def test_the_bus_keeps_pinging_a_dropped_peer_on_cyclone_11_only(tmp_path, monkeypatch):

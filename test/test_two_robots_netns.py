@@ -107,7 +107,20 @@ def robot_command(role, *extra):
             '--workload', 'toy', *extra]
 
 
-def test_two_worker_robots_and_a_server_robot_train_over_shaped_links(tmp_path):
+NO_MULTICAST = ('<CycloneDDS><Domain Id="any"><General><AllowMulticast>false</AllowMulticast>'
+                '</General></Domain></CycloneDDS>')
+"""An access point that drops multicast: the robots meet only by their unicast peers."""
+
+
+@pytest.mark.parametrize('multicast', [True, False], ids=['multicast', 'unicast_only'])
+def test_two_worker_robots_and_a_server_robot_train_over_shaped_links(tmp_path, multicast):
+    """
+    Train to the target over the bridge, with multicast and without (the server as peer only).
+
+    Without multicast the worker robots reach the server node only at the one port they list
+    it with (``--server-host`` gets the server node's fixed index's port): a server node on
+    the first free index instead was never met (the run failed after 68 s).
+    """
     # Prepare: the network, a fleet key on every robot, nothing else shared
     from rog_ros.nodes import fleet_key
     key = tmp_path / 'fleet.key'
@@ -119,6 +132,9 @@ def test_two_worker_robots_and_a_server_robot_train_over_shaped_links(tmp_path):
     unset = ('CYCLONEDDS_URI', 'ROS_DOMAIN_ID', 'RMW_IMPLEMENTATION')
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1', ROG_FLEET_KEY_FILE=str(key))
+    if not multicast:   # the user's configuration: the peers are appended to it
+        wifi = ROOT / 'config' / 'cyclonedds_wifi.xml'
+        env['CYCLONEDDS_URI'] = f'file://{wifi},{NO_MULTICAST}'
     commands = {
         'srv': robot_command('server', '--iterations', str(ITERATIONS), '--eval-every', '10',
                              '--out', str(tmp_path / 'run')),

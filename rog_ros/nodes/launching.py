@@ -37,7 +37,8 @@ from rog_ros.nodes.plan import LAUNCH_ARGUMENTS, launch_overrides, \
     load_parameter_file, plan
 from rog_ros.nodes.respawn import (
     check_respawn, crashed, describe_exit, parse_respawn, RESPAWN_DELAY_S)
-from rog_ros.nodes.robot import ROBOT_ARGUMENTS, robot_environment, robot_plan, split_peers
+from rog_ros.nodes.robot import (ROBOT_ARGUMENTS, robot_environment, robot_plan,
+                                 server_node_environment, split_peers)
 
 try:
     from launch import LaunchDescription
@@ -239,17 +240,19 @@ def _describe(arguments: dict, specs_of, one_host: bool = False,
         if unknown:     # before any node starts or any setting is read
             raise ValueError(unknown)
         values = {k: LaunchConfiguration(k).perform(context) for k in arguments}
-        env = [SetEnvironmentVariable(k, v)
-               for k, v in launch_environment(values, one_host=one_host).items()]
+        variables = launch_environment(values, one_host=one_host)
+        env = [SetEnvironmentVariable(k, v) for k, v in variables.items()]
+        server_env = server_node_environment(dict(os.environ, **variables))
         specs = specs_of(values)
         limit = parse_respawn(values.get('respawn'))
         check_respawn(limit, specs)
         out = env
         for spec in specs:
             def make(spec=spec):
+                extra = {'additional_env': server_env} if spec.role == 'server' else {}
                 return Node(package='rog_ros', executable=spec.executable, name=spec.name,
                             arguments=spec.argv(), output='screen',
-                            sigterm_timeout=str(SIGTERM_AFTER_S))
+                            sigterm_timeout=str(SIGTERM_AFTER_S), **extra)
             if limit and spec.role in ('server', 'worker'):
                 out += respawning(make, spec.name, limit)
             else:

@@ -113,17 +113,39 @@ def robot_environment(environ, server_host: str = '', peers=()) -> dict:
     either case. Added after the user's own value (Cyclone merges comma-separated sources),
     the peers join the user's configuration instead of being dropped for it (as in the
     images, whose entry point always sets ``CYCLONEDDS_URI``).
+
+    ``server_host`` is listed at the server node's port in ``$ROS_DOMAIN_ID``'s domain
+    (:func:`rog_ros.transport.cyclone_config.server_peer`): one datagram per announcement
+    instead of 32 with Cyclone 0.10 (33 with 11), every worker robot on the air; the server
+    node takes that index (:func:`server_node_environment`).
     """
-    from rog_ros.transport.cyclone_config import cyclone_uri, peer_fragment
+    from rog_ros.transport.cyclone_config import (cyclone_uri, domain_id_from_env,
+                                                  peer_fragment, server_peer)
     out = {}
     if not environ.get('RMW_IMPLEMENTATION'):
         out['RMW_IMPLEMENTATION'] = RMW
-    hosts = [h.strip() for h in list(peers) + [server_host] if h and h.strip()]
+    hosts = [h.strip() for h in peers if h and h.strip()]
+    if server_host and server_host.strip():
+        hosts.append(server_peer(server_host, domain_id_from_env(environ)))
     if not environ.get('CYCLONEDDS_URI'):
         out['CYCLONEDDS_URI'] = cyclone_uri('wifi', hosts)
     elif hosts:
         out['CYCLONEDDS_URI'] = f"{environ['CYCLONEDDS_URI']},{peer_fragment(hosts)}"
     return out
+
+
+def server_node_environment(env) -> dict:
+    """
+    Return the variables the server node gets on top of its robot's ``env``: its fixed index.
+
+    The worker robots list the server host at the port of participant index
+    :data:`~rog_ros.transport.cyclone_config.SERVER_PARTICIPANT_INDEX` only, so the server
+    node must take that index (appended after the robot's ``CYCLONEDDS_URI``, so it wins),
+    not the first free one Cyclone would give it.
+    """
+    from rog_ros.transport.cyclone_config import server_index_fragment
+    uri = env.get('CYCLONEDDS_URI', '')
+    return {'CYCLONEDDS_URI': ','.join(p for p in (uri, server_index_fragment()) if p)}
 
 
 def split_peers(text) -> list:
@@ -367,7 +389,8 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int, resuming: str = ''
         folder = os.sep if model_out.endswith(os.sep) else ''    # 'models/': model.pt in it
         specs[0] = dataclasses.replace(specs[0], parameters=dict(
             specs[0].parameters, model_out=os.path.abspath(model_out) + folder))
-    sup = Supervisor(specs, logs, lambda spec: env)
+    server_env = dict(env, **server_node_environment(env))
+    sup = Supervisor(specs, logs, lambda spec: server_env if spec.role == 'server' else env)
     main = specs[0].name
     code = 1
     try:

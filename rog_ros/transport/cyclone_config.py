@@ -48,6 +48,17 @@ MAX_DOMAIN_ID = 232
 stays below 65536); ``ROS_DOMAIN_ID`` and ``rog fleet --domain-id`` are refused above it."""
 
 
+SERVER_PARTICIPANT_INDEX = 50
+"""Participant index of the server node on a robot (:func:`server_index_fragment`): fixed, so
+that a worker robot lists the server with one port (:func:`server_peer`) rather than with
+every port of the indices Cyclone assigns itself (0..32 in the shipped files: 32 datagrams per
+announcement with Cyclone 0.10, 33 with 11). Above those, so no other participant of the
+server's host takes it first; at most 62, so domain 232's ports stay below 65536."""
+SPDP_PORT_BASE, SPDP_DOMAIN_GAIN, SPDP_PARTICIPANT_GAIN, SPDP_UNICAST_OFFSET = 7400, 250, 2, 10
+"""RTPS port mapping (Cyclone's defaults, Discovery/Ports): a participant of index i in domain
+d takes its unicast discovery port at 7400 + 250 d + 10 + 2 i."""
+
+
 def config_path(kind: str) -> Path:
     """Return the path of ``config/cyclonedds_<kind>.xml`` (source tree or installed)."""
     if kind not in CONFIGS:
@@ -105,6 +116,40 @@ def peer_fragment(peers) -> str:
             raise ValueError(f'DDS peer {peer!r} does not resolve: {exc}') from exc
     return ('<Discovery><Peers>%s</Peers></Discovery>'
             % ''.join('<Peer address=%s/>' % quoteattr(p) for p in peers))
+
+
+def discovery_port(domain_id: int, index: int) -> int:
+    """Return the unicast discovery (SPDP) port of participant ``index`` in ``domain_id``."""
+    return (SPDP_PORT_BASE + SPDP_DOMAIN_GAIN * int(domain_id) + SPDP_UNICAST_OFFSET
+            + SPDP_PARTICIPANT_GAIN * int(index))
+
+
+def server_peer(host: str, domain_id: int) -> str:
+    """
+    Return the server robot's address as a unicast peer at the server node's port.
+
+    Given without a port, Cyclone sends each announcement to the port of every participant
+    index it could assign (0.10: 32 datagrams, 11: 33), each a frame on the air; with the port
+    of the server node's fixed index (:data:`SERVER_PARTICIPANT_INDEX`), one. A ``host`` that
+    already names a port is kept as given; an IPv6 literal gets its brackets.
+    """
+    host = host.strip()
+    if ']:' in host or (not host.startswith('[') and _host_of(host) != host):
+        return host                                  # [v6]:PORT or host:PORT given
+    if ':' in host and not host.startswith('['):
+        host = f'[{host}]'                           # an IPv6 literal
+    return f'{host}:{discovery_port(domain_id, SERVER_PARTICIPANT_INDEX)}'
+
+
+def server_index_fragment() -> str:
+    """
+    Return the Cyclone XML fragment that gives the server node its fixed participant index.
+
+    Appended to the server node's ``CYCLONEDDS_URI`` (after the user's, so it wins): the worker
+    robots list the server at that index's port (:func:`server_peer`).
+    """
+    return (f'<Discovery><ParticipantIndex>{SERVER_PARTICIPANT_INDEX}</ParticipantIndex>'
+            '</Discovery>')
 
 
 def peer_resolves(peer: str) -> bool:
