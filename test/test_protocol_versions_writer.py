@@ -14,6 +14,7 @@
 """What the server writes to a silent robot on each topic stays under the DDS writer mark."""
 
 import collections
+import dataclasses
 
 import numpy as np
 from protocol_fixtures import build
@@ -29,8 +30,9 @@ from rog_ros.protocol.policies import make_policy
 from rog_ros.protocol.ps import ServerEngine
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS
 from rog_ros.protocol.transfer import (
-    BOUND_END_S, PEER_MAX_WIRE_BYTES, VERSIONS_MAX_WIRE_BYTES, versions_wire_bytes,
-    VersionsLink, wire_bytes, WRITER_MARK_BYTES)
+    BOUND_END_S, PEER_MAX_WIRE_BYTES, split_versions, VERSIONS_MAX_WIRE_BYTES,
+    VERSIONS_PART_BYTES, versions_wire_bytes, VersionsLink, wire_bytes, WRITER_MARK_BYTES)
+from rog_ros.sim.fault_sweep import conservation_problems
 import torch
 
 CONVMLP_M_ROWS = 33307
@@ -123,9 +125,17 @@ def test_the_versions_writer_of_a_silent_robot_stays_under_the_mark(n, lease_s, 
     assert ends == [2.0 * k for k in range(int(lease_s // 2) + 1)]   # END still every 2 s
     assert [held for _, t, held in copies if t < lease_s and held > WRITER_MARK_BYTES] == []
     assert per_topic['w1/versions'] <= WRITER_MARK_BYTES
-    assert len(copies) == max(1, VERSIONS_MAX_WIRE_BYTES // copy) <= 3
-    assert per_topic['w1/versions'] == len(copies) * copy
-    assert server.version_links[ROBOT].withheld == len(ends) - len(copies)
+    parts = server.downlinks[ROBOT].parts
+    if copy > VERSIONS_PART_BYTES:
+        # past the part bound: in parts, the first one written, the next ones withheld at
+        # each END (none fits until the robot acknowledges one)
+        assert len(parts) == 2 and len(copies) == 1
+        assert per_topic['w1/versions'] == versions_wire_bytes(parts[0]) <= VERSIONS_PART_BYTES
+        assert server.version_links[ROBOT].withheld == len(ends)
+    else:
+        assert parts == [] and len(copies) == max(1, VERSIONS_MAX_WIRE_BYTES // copy) <= 3
+        assert per_topic['w1/versions'] == len(copies) * copy
+        assert server.version_links[ROBOT].withheld == len(ends) - len(copies)
     # every other topic to that robot: the chunks all counted by their own ledger (bounded
     # by PEER_MAX_WIRE_BYTES, test_protocol_window), the snapshot's Schedule, no acks
     assert per_topic['w1/chunks'] == server.peers[ROBOT].unacked() <= PEER_MAX_WIRE_BYTES
@@ -385,3 +395,156 @@ def test_a_robot_that_loses_copies_a_lease_apart_gets_the_next_one():
     assert copies == 4                               # the 3 lost ones, one a lease later
     poke = POKE_END_TIMEOUTS * server.end_timeout_s
     assert harness.now <= lost[1] + 3 * (server.lease_s + poke + 2 * server.end_timeout_s)
+
+
+@pytest.mark.parametrize('n, whole, parts', [(64, 9480184, 5), (256, 37058360, 18)])
+def test_versions_past_the_mark_go_in_parts_within_it_to_a_silent_robot(n, whole, parts):
+    # One copy of ConvMLP-M's versions for 64 robots takes 9,480,184 bytes (264 a run and
+    # the fragments' 80), for 256 robots 37,058,360: past the 8 MiB mark on its own. To a
+    # robot silent for its lease (60 s) the first copy went whole: its matched reader kept
+    # all of it, and the next write on that writer (the next downlink's, a repeat once the
+    # robot is back) found it past the mark and blocked the server's loop. Now a copy past
+    # VERSIONS_PART_BYTES goes in parts, each only within the bound past what the robot
+    # acknowledged (a part per round trip): the silent robot's writer holds one part
+    server = _server(n=n, lease_s=60.0)
+    per_topic, copies, ends = _silent_snapshot(server, 60.0)
+    dl = server.downlinks[ROBOT]
+    assert versions_wire_bytes(dl.versions) == whole > WRITER_MARK_BYTES
+    assert len(dl.parts) == parts and {p.parts for p in dl.parts} == {parts}
+    assert all(versions_wire_bytes(p) <= VERSIONS_PART_BYTES for p in dl.parts)
+    assert per_topic['w1/versions'] == versions_wire_bytes(dl.parts[0]) <= WRITER_MARK_BYTES
+    assert [(t, held) for _, t, held in copies] == [(0.0, 0)]
+    assert server.version_links[ROBOT].withheld == len(ends) == 31
+
+
+def _parts_run(part_bytes, fault=None, until=200.0):
+    """
+    Run 4 Rog robots whose RowVersions go in parts of at most ``part_bytes`` on the wire.
+
+    Returns the run's stats, the harness, the server, the workers and every RowVersions
+    the server sent (with its time), before ``fault`` (robot, message, time -> delays).
+    """
+    sent = []
+
+    def note(msg, src, dst, now):
+        """Note each RowVersions, then apply ``fault``."""
+        if isinstance(msg, RowVersions):
+            sent.append((dst, msg, now))
+        return fault(msg, src, dst, now) if fault else [0.0]
+    harness, server, workers, _, _ = build('rog:4', n=4, iters=8, dtype=torch.float64,
+                                           fault=note)
+    for link in server.version_links:
+        link.part_bytes = part_bytes
+    stats = harness.run(until=until)
+    return stats, harness, server, workers, sent
+
+
+def test_a_fleet_whose_versions_go_in_parts_trains_as_with_whole_copies():
+    # Parts change how the versions travel, not what the robots hold: each robot acts on a
+    # downlink's versions only once it holds all its parts, as on one copy (the parts' round
+    # trips move the schedule: the models are not the whole copies' run's)
+    whole, _, server0, workers0, sent0 = _parts_run(VERSIONS_PART_BYTES)
+    stats, harness, server, workers, sent = _parts_run(300)
+    assert stats.error is None and all(harness.stopped)
+    assert {m.parts for _, m, _ in sent0} == {0}
+    split = {(dst, m.transfer_id) for dst, m, _ in sent if m.parts}
+    assert len(split) >= len({(dst, m.transfer_id) for dst, m, _ in sent}) // 2 > 0
+    assert all(versions_wire_bytes(m) <= 300 for _, m, _ in sent if m.parts)
+    assert [w.rejects for w in workers] == [0] * 4
+    # the same iterations, every gradient accounted for once, and each robot's version
+    # table the server's mirror of it (what the server checks the robot's RSP with)
+    assert [w.clock for w in workers] == [w.clock for w in workers0] == [8] * 4
+    assert conservation_problems(harness, server, workers) == []
+    assert all(torch.equal(w.vloc, server.delivered.sent(r)) for r, w in enumerate(workers))
+
+
+def test_a_lost_part_goes_again_a_lease_later():
+    # The part of a downlink's versions that a reader matched anew lost: the robot holds
+    # the END (acks it), and gets the part again a lease after the newest copy, as a lost
+    # whole copy; it acts once it holds every part
+    lost = []
+
+    def fault(msg, src, dst, now):
+        """Drop the first part 1 of robot 1's versions the server writes."""
+        if isinstance(msg, RowVersions) and dst == ROBOT and msg.part == 1 and not lost:
+            lost.append((int(msg.transfer_id), now))
+            return []
+        return [0.0]
+    stats, harness, server, workers, sent = _parts_run(300, fault)
+    assert lost and stats.error is None and all(harness.stopped)
+    again = [t for dst, m, t in sent if dst == ROBOT and m.transfer_id == lost[0][0]
+             and m.part == 1]
+    assert len(again) == 2 and again[1] >= lost[0][1] + server.lease_s
+    assert workers[ROBOT].rejects == 0
+
+
+def test_split_versions_keeps_the_runs_in_order_and_each_part_within_the_bound():
+    msg = RowVersions(transfer_id=5, receiver=1, n_workers=3,
+                      run_starts=np.arange(0, 300, 3, dtype=np.uint32),
+                      run_lengths=np.full(100, 3, np.uint32),
+                      versions=np.arange(300, dtype=np.int32),
+                      staleness_slack=np.array([0, 2, 0], np.uint16))
+    assert split_versions(msg, versions_wire_bytes(msg)) == [msg]
+    parts = split_versions(msg, 700)
+    assert [p.part for p in parts] == list(range(len(parts))) and len(parts) == 5
+    assert {p.parts for p in parts} == {5} and {p.schema_version for p in parts} == {4}
+    assert all(versions_wire_bytes(p) <= 700 for p in parts)
+    assert np.array_equal(np.concatenate([p.run_starts for p in parts]), msg.run_starts)
+    assert np.array_equal(np.concatenate([p.versions for p in parts]), msg.versions)
+    assert all(np.array_equal(p.staleness_slack, msg.staleness_slack) for p in parts)
+
+
+def _parts_and_worker(bound=200):
+    """
+    Return a fresh worker (robot 1 of 4 Rog robots), its server's incarnation, and parts.
+
+    The parts: versions of the worker's first downlink (4 runs) split at ``bound`` bytes.
+    """
+    _, server, workers, _, _ = build('rog:4', n=4, iters=8, dtype=torch.float64)
+    msg = RowVersions(transfer_id=1, receiver=ROBOT, n_workers=4,
+                      run_starts=np.arange(0, 8, 2, dtype=np.uint32),
+                      run_lengths=np.full(4, 2, np.uint32), versions=np.arange(16, dtype=np.int32),
+                      incarnation=server.incarnation)
+    return workers[ROBOT], msg, split_versions(msg, bound)
+
+
+def test_a_worker_acks_each_part_and_keeps_the_versions_once_it_holds_all():
+    worker, msg, parts = _parts_and_worker()
+    assert len(parts) == 4
+    acks = []
+    for p in parts[::-1]:                               # in any order
+        assert worker.pending_versions == {}
+        out = worker.on_message(p, 0.0)
+        acks += [(a.msg.transfer_id, a.msg.seq, a.msg.final) for a in out]
+    assert acks == [(1, -4, False), (1, -3, False), (1, -2, False), (1, -1, False)]
+    whole = worker.pending_versions[1]
+    assert (whole.part, whole.parts, whole.schema_version) == (0, 0, msg.schema_version)
+    for name in ('run_starts', 'run_lengths', 'versions'):
+        assert np.array_equal(getattr(whole, name), getattr(msg, name))
+    assert worker.versions_parts == {} and worker.rejects == 0
+
+
+@pytest.mark.parametrize('bad', ['other_split', 'overlap', 'schema_3', 'whole_schema_4'])
+def test_parts_that_do_not_make_one_copy_are_refused(bad):
+    # a part of another split of the same transfer, parts whose runs overlap, a part of the
+    # old layout version (an old server's bytes cannot carry one), a whole copy of the new
+    worker, msg, parts = _parts_and_worker()
+    if bad == 'other_split':
+        worker.on_message(parts[0], 0.0)
+        wrong = dataclasses.replace(parts[1], parts=3)
+    elif bad == 'overlap':
+        for p in parts[:3]:
+            worker.on_message(p, 0.0)
+        wrong = dataclasses.replace(parts[3], run_starts=parts[0].run_starts)
+    elif bad == 'schema_3':
+        wrong = dataclasses.replace(parts[0], schema_version=3)
+    else:
+        wrong = dataclasses.replace(msg, schema_version=4)
+    before = {k: {p: id(x) for p, x in v.items()} for k, v in worker.versions_parts.items()}
+    out = worker.on_message(wrong, 0.0)
+    assert worker.rejects == 1 and worker.pending_versions == {}
+    assert [a.name for a in out] == ['reject']          # (no ack of the part)
+    assert {k: {p: id(x) for p, x in v.items()}
+            for k, v in worker.versions_parts.items()} == before     # nothing changed
+    if bad in ('schema_3', 'whole_schema_4'):
+        assert 'rebuild all nodes' in out[0].info['error']

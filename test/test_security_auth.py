@@ -42,7 +42,8 @@ def sample_messages():
                       run_starts=np.array([0, 17], dtype=np.uint32),
                       run_lengths=np.array([5, 1], dtype=np.uint32),
                       versions=np.array([4, -1, 3, 2, 2, 2], dtype=np.int32),
-                      staleness_slack=np.array([0, 0, 6], dtype=np.uint16), incarnation=3,
+                      staleness_slack=np.array([0, 0, 6], dtype=np.uint16), part=1, parts=2,
+                      schema_version=m.VERSIONS_PARTS_SCHEMA, incarnation=3,
                       target_incarnation=4),
         m.TransferAck(transfer_id=9, sender=m.SERVER, receiver=1, seq=12, final=True,
                       bytes_received=123456789012,
@@ -355,8 +356,9 @@ def _documented_plan() -> dict:
     text = (Path(__file__).resolve().parent.parent / 'docs' / 'security.md').read_text()
     plan = {}
     for type_name, cells in re.findall(r'^\| `(\w+)` \| (`.+) \|$', text, re.M):
-        plan[type_name] = [(name, kind, dtype or None) for name, kind, dtype in re.findall(
-            r'`(\w+)` (\w) \((?:(\w+) array|[^)]*)\)', cells)]
+        plan[type_name] = [(name, kind, dtype or None, 'only when not 0' in what)
+                           for name, kind, what, dtype in re.findall(
+                               r'`(\w+)` (\w) \(((?:(\w+) array)?[^)]*)\)', cells)]
     return plan
 
 
@@ -366,8 +368,10 @@ def _documented_tag(msg, secret: bytes) -> bytes:
     import hmac
     import struct
     digest = hmac.new(secret, b'rog-auth-1\0' + msg.TYPE.encode() + b'\0', hashlib.sha256)
-    for name, kind, dtype in _documented_plan()[msg.TYPE]:
+    for name, kind, dtype, if_set in _documented_plan()[msg.TYPE]:
         value = getattr(msg, name)
+        if if_set and not value:
+            continue
         if kind == 'i':
             data = int(value).to_bytes(int(value).bit_length() // 8 + 1, 'little', signed=True)
         elif kind == 'f':
@@ -397,3 +401,14 @@ def test_the_documented_encoding_gives_the_tags_the_nodes_compute():
     for msg in sample_messages():
         signed = auth.sign(copy.deepcopy(msg), auth.FleetKey(secret), 4242)
         assert _documented_tag(signed, secret) == signed.auth_tag, msg.TYPE
+
+
+def test_a_whole_versions_copy_keeps_the_tag_it_had_before_parts():
+    # part and parts are hashed only when not 0: a whole copy (both 0) is tagged as the
+    # release before parts tagged it (this tag computed there), so its robots check it
+    msg = next(x for x in sample_messages() if x.TYPE == 'RowVersions')
+    msg.part = msg.parts = 0
+    msg.schema_version = m.SCHEMA_VERSION
+    signed = auth.sign(msg, auth.FleetKey(bytes(range(32))), 4242)
+    assert signed.auth_tag.hex() == '0ef768b64a519311a2bbf81b0e3abfcc'
+    assert _documented_tag(signed, bytes(range(32))) == signed.auth_tag

@@ -36,7 +36,8 @@ import numpy as np
 import pytest
 
 from rog_ros.protocol import messages as m
-from rog_ros.protocol.transfer import versions_wire_bytes, VersionsLink, WRITER_MARK_BYTES
+from rog_ros.protocol.transfer import (
+    split_versions, versions_wire_bytes, VersionsLink, WRITER_MARK_BYTES)
 from rog_ros.transport.topics import topic_type
 
 pytest.importorskip('cyclonedds')
@@ -176,9 +177,9 @@ def test_a_robot_that_falls_silent_mid_transfer_does_not_block_the_next_write():
             assert time.monotonic() - start < 0.5, seq
 
 
-def _versions_scene(k: int, suffix: str):
+def _versions_scene(k: int, suffix: str, n: int = 8):
     """
-    Return ``(bus, domain, versions)``: a loopback bus and ConvMLP-M's RowVersions, 8 robots.
+    Return ``(bus, domain, versions)``: a loopback bus and ConvMLP-M's RowVersions, ``n`` robots.
 
     The versions writer tests' one scene: 33,307 rows in as many runs, 1,334,216 bytes a copy
     on loopback (60000-byte fragments); ``k`` and ``suffix`` keep each test's domain and
@@ -188,7 +189,7 @@ def _versions_scene(k: int, suffix: str):
     domain = 110 + (os.getpid() * 13 + k) % 50
     bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_{suffix}', domain_id=domain,
                          config=str(loopback), publish_timeout_s=TRY_S, publish_give_up_s=TRY_S)
-    rows, n = 33307, 8
+    rows = 33307
     versions = m.RowVersions(transfer_id=1, receiver=0, n_workers=n,
                              run_starts=np.arange(rows, dtype=np.uint32),
                              run_lengths=np.ones(rows, np.uint32),
@@ -236,3 +237,34 @@ def test_a_robot_heard_but_not_reached_keeps_the_versions_writer_under_the_mark(
                 written.append(now)
     assert written == [0.0, 16.0] and link.withheld == 148
     assert link.since_ack == 2 * 1334216 < WRITER_MARK_BYTES
+
+
+def test_versions_past_the_mark_go_in_parts_that_keep_the_writer_under_it():
+    # ConvMLP-M's versions for 64 robots: 8,804,904 bytes a copy on loopback, past the 8 MiB
+    # mark on its own. To a robot whose reader is matched and acknowledges nothing (here
+    # suspended, 60 s lease) the first copy went whole and the next write found the writer
+    # past the mark: BusError, held 1 s (the server's loop blocked). Split at
+    # VERSIONS_PART_BYTES, a part goes only within the bound past what the robot
+    # acknowledged: over 300 s with an END every 2 s and the robot heard every 8 s, the
+    # first part and the same part a lease later, nothing blocked
+    bus, domain, whole = _versions_scene(6, 'g', n=64)
+    assert versions_wire_bytes(whole, 60000) == 8804904 > WRITER_MARK_BYTES
+    link = VersionsLink(fragment_bytes=60000)
+    parts = split_versions(whole, link.part_bytes, 60000)
+    assert len(parts) == 5
+    written = []
+    with _suspended_tool(bus, domain, 60, topic='w0/versions'):
+        bus.publish('w0/versions', whole)
+        with pytest.raises(dds_bus.BusError, match='held 1 s'):
+            bus.publish('w0/versions', whole)           # the write after a whole copy
+    bus, domain, whole = _versions_scene(7, 'h', n=64)
+    with _suspended_tool(bus, domain, 60, topic='w0/versions'):
+        for k in range(150):
+            now = 2.0 * k
+            if k and k % 4 == 0:
+                link.heard(now, 10.0, now - 8.0)          # a poke, within its lease
+            for part in link.send_parts(parts, now, k == 0):
+                bus.publish('w0/versions', part)
+                written.append((now, part.part))
+    assert written == [(0.0, 0), (16.0, 0)]
+    assert link.since_ack == 2 * versions_wire_bytes(parts[0], 60000) < WRITER_MARK_BYTES

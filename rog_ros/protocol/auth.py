@@ -243,7 +243,13 @@ def _almost_hex(raw: bytes) -> str:
 
 
 # ---------------------------------------------------------------------- canonical encoding
+_IF_SET = {('RowVersions', 'part'), ('RowVersions', 'parts')}
+"""Fields hashed only when not 0: a RowVersions part's ``part`` and ``parts``. A whole copy
+(both 0) keeps the tag it had before parts existed, so a robot of that release checks it."""
+
+
 def _plan(cls) -> tuple:
+    """Return each hashed field of ``cls`` as (name, head, kind, dtype, hashed only if set)."""
     plan = []
     for f in dataclasses.fields(cls):
         if f.name == 'auth_tag':
@@ -254,7 +260,8 @@ def _plan(cls) -> tuple:
         dtype = None
         if kind == 'np.ndarray':
             dtype = f.default_factory().dtype.newbyteorder('<')
-        plan.append((f.name, f.name.encode('ascii') + b'\0' + _KINDS[kind], kind, dtype))
+        plan.append((f.name, f.name.encode('ascii') + b'\0' + _KINDS[kind], kind, dtype,
+                     (cls.TYPE, f.name) in _IF_SET))
     return tuple(plan)
 
 
@@ -280,8 +287,9 @@ def encoding_reference() -> str:
     lines = ['| type | fields hashed, in this order: name, kind byte (value) |', '|---|---|']
     for type_name, plan in _PLANS.items():
         cells = []
-        for name, _, kind, dtype in plan:
+        for name, _, kind, dtype, if_set in plan:
             what = f'{dtype.name} array' if kind == 'np.ndarray' else _KIND_WORDS[kind]
+            what += ', only when not 0' if if_set else ''
             cells.append(f'`{name}` {_KINDS[kind].decode()} ({what})')
         lines.append(f'| `{type_name}` | {", ".join(cells)} |')
     return '\n'.join(lines) + '\n'
@@ -319,7 +327,9 @@ def compute_tag(msg, key: FleetKey) -> bytes:
         raise TypeError(f'not a rog_ros message: {type(msg).__name__}')
     h = key.mac()
     h.update(_DOMAIN + msg.TYPE.encode('ascii') + b'\0')
-    for name, head, kind, dtype in plan:
+    for name, head, kind, dtype, if_set in plan:
+        if if_set and not getattr(msg, name):
+            continue
         try:
             value = _value_bytes(kind, dtype, getattr(msg, name))
         except (ValueError, OverflowError, struct.error) as err:

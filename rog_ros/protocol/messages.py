@@ -39,6 +39,14 @@ TRAIN_STATUS_SCHEMA = 4
 """TrainStatus's own layout version (4 added ``start_model``). Versions are per message type,
 so that a layout change stops only peers that read that type the old way: a client that
 speaks the row protocol at version 3 is not cut off by a new status field."""
+VERSIONS_PARTS_SCHEMA = 4
+"""Layout version of a RowVersions sent in parts (``parts`` > 1): its ``part`` and ``parts``
+fill the padding after ``schema_version``, so a whole copy (``parts`` 0) is the version-3
+message byte for byte, and a robot built before parts refuses a part by its version, in one
+line, instead of taking it for the whole versions of its downlink (where DDS matches it at
+all: with type information it matches no reader of the old layout, and the bus says so)."""
+MAX_VERSIONS_PARTS = 65535
+"""Most parts one RowVersions is split into (``parts`` is a uint16)."""
 SERVER = -1
 """Address of the parameter server in ``sender``/``receiver`` fields; workers are 0..N-1."""
 
@@ -173,6 +181,10 @@ class RowVersions:
     ``[run_starts[k], run_starts[k] + run_lengths[k])`` which all have the version vector
     ``versions[k*N:(k+1)*N]`` (newest iteration of each of the N workers included). Workers use
     it for their own RSP safety check and for diagnostics.
+
+    A copy larger than ``VERSIONS_PART_BYTES`` on the wire goes in ``parts`` messages
+    (``part`` 0 .. parts - 1, consecutive runs each, ``VERSIONS_PARTS_SCHEMA``): the worker
+    acts only once it holds them all (``transfer.split_versions``).
     """
 
     TYPE: ClassVar[str] = 'RowVersions'
@@ -185,6 +197,8 @@ class RowVersions:
     staleness_slack: np.ndarray = field(default_factory=_u16)  # per worker, extra staleness
     #                                  the receiver's check tolerates in that column (empty:
     #                                  none; ``core/slack.py``)
+    part: int = 0               # which part of the versions this is (parts > 1), from 0
+    parts: int = 0              # how many parts they were split into (0: a whole copy)
     schema_version: int = SCHEMA_VERSION
     incarnation: int = 0        # sender's run id (random 64-bit); a new one = it restarted
     target_incarnation: int = 0  # receiver's run id as the sender knows it (0 = unknown)
@@ -439,6 +453,10 @@ def check_versions(msg: RowVersions, n_rows: int, n_workers: int, max_clock: int
                            f'has {n_workers}')
     if slack.size and (slack.min() < 0 or slack.max() > MAX_SLACK):
         raise MessageError(f'RowVersions: staleness_slack outside [0, {MAX_SLACK}]')
+    part, parts = int(msg.part), int(msg.parts)
+    if not (0 <= parts <= MAX_VERSIONS_PARTS and 0 <= part < max(parts, 1)) or parts == 1:
+        raise MessageError(f'RowVersions: part {part} of {parts} (parts: 0 for a whole copy, '
+                           f'else 2..{MAX_VERSIONS_PARTS}, part below it)')
 
 
 def schema_version_of(type_name: str) -> int:
@@ -447,7 +465,10 @@ def schema_version_of(type_name: str) -> int:
 
 
 def check_schema(msg) -> None:
+    """Refuse a message of another layout version (a part of RowVersions: its own, 4)."""
     want = schema_version_of(msg.TYPE)
+    if msg.TYPE == 'RowVersions' and int(getattr(msg, 'parts', 0)) > 1:
+        want = VERSIONS_PARTS_SCHEMA
     if msg.schema_version != want:
         raise MessageError(
             f'{msg.TYPE}: schema_version {msg.schema_version}, this build speaks '

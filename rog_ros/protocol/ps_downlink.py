@@ -35,7 +35,7 @@ from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     FLAG_END, FLAG_FINAL, FLAG_FREE, FLAG_LATE, FLAG_SNAPSHOT, KIND_UPDATE, MessageError,
     ranges_from_sorted, RowVersions, Schedule, SERVER, TransferAck)
-from rog_ros.protocol.transfer import OutgoingTransfer
+from rog_ros.protocol.transfer import OutgoingTransfer, split_versions
 import torch
 
 
@@ -56,6 +56,7 @@ class OpenDownlink:
         self.slack = np.zeros(0, np.uint16)   # the slack its RowVersions carries (empty: none)
         self.snapshot = snapshot      # rows replace the worker's (rejoin), lossless
         self.versions: RowVersions | None = None
+        self.parts: list = []         # ... or its parts (a copy past VERSIONS_PART_BYTES)
 
 
 class DownlinkMixin:
@@ -419,10 +420,25 @@ class DownlinkMixin:
                         self._v_snap(r, dl) if v_rows is None else None, rows, dl.active,
                         v_rows=v_rows)
                     dl.versions.staleness_slack = dl.slack
-                if self.version_links[r].send(dl.versions, now, first):
-                    out.append(Send(r, dl.versions))
+                    link = self.version_links[r]
+                    dl.parts = split_versions(dl.versions, link.part_bytes, link.fragment_bytes)
+                    if len(dl.parts) == 1:
+                        dl.parts = []
+                out += self._versions_sends(r, dl, now, first)
             out.append(Send(r, ch))
         return out
+
+    def _versions_sends(self, r: int, dl: OpenDownlink, now: float, first: bool) -> list:
+        """
+        Return the sends of a downlink's RowVersions that its ``VersionsLink`` lets go now.
+
+        A copy, or, for versions past ``VERSIONS_PART_BYTES``, the parts the robot lacks
+        that keep its writer within the bound (more go as it acknowledges them, ``_on_ack``).
+        """
+        link = self.version_links[r]
+        if dl.parts:
+            return [Send(r, p) for p in link.send_parts(dl.parts, now, first)]
+        return [Send(r, dl.versions)] if link.send(dl.versions, now, first) else []
 
     def _downlink_deadline(self, r, k_min, order, now) -> float:
         if self.policy.balance != 'deadline' or self.policy.whole_model:
@@ -503,6 +519,9 @@ class DownlinkMixin:
         if r in self._final_heard:
             self._final_heard[r] = now                 # its final model goes on arriving
         if not ack.final:
+            if ack.seq < 0 and dl.parts:
+                # a part of its versions arrived: the next ones that fit go
+                return self._versions_sends(r, dl, now, False)
             return self._sends(r, dl, dl.transfer.on_ack(ack, now), now)
         delivered = dl.transfer.on_final(ack, now)
         if delivered is None:

@@ -31,6 +31,7 @@ One transfer moves an ordered set of encoded rows from one node to another:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 
@@ -40,8 +41,9 @@ from rog_ros.core.packing import ChunkPlan, DEFAULT_CHUNK_BYTES, plan_chunks
 from rog_ros.core.rows import RowLayout
 from rog_ros.protocol.auth import TAG_BYTES
 from rog_ros.protocol.messages import (
-    FLAG_END, FLAG_FRAGMENT, ids_from_ranges, MAX_CLOCK, MessageError, ranges_from_sorted,
-    RowChunk, RowVersions, TransferAck, validate_ranges)
+    FLAG_END, FLAG_FRAGMENT, ids_from_ranges, MAX_CLOCK, MAX_VERSIONS_PARTS, MessageError,
+    ranges_from_sorted, RowChunk, RowVersions, TransferAck, validate_ranges,
+    VERSIONS_PARTS_SCHEMA)
 import torch
 
 MAX_CHUNKS = 1 << 24
@@ -325,6 +327,47 @@ def versions_wire_bytes(msg: RowVersions, fragment_bytes: int = WHC_FRAGMENT_BYT
                       (4, 4 + (len(msg.auth_tag) or TAG_BYTES))), fragment_bytes)
 
 
+VERSIONS_PART_BYTES = VERSIONS_MAX_WIRE_BYTES
+"""
+Largest RowVersions copy written whole, and the most wire bytes of each part of a larger one.
+
+A copy takes 8 bytes per run and 4 per run and robot, so a large fleet passes the 8 MiB mark
+with one copy (ConvMLP-M for 64 robots: 8,804,904 bytes on loopback; for 256: 34.5 MB), and
+the next write to a robot that has not acknowledged it blocks the server's loop. Such a copy
+goes in parts of at most this many bytes, each written only while the robot's writer stays
+within ``VERSIONS_MAX_WIRE_BYTES`` past what it acknowledged (``VersionsLink.send_parts``):
+a part at a time per round trip, none past the bound to a silent robot.
+"""
+
+
+def split_versions(msg: RowVersions, max_wire_bytes: int = VERSIONS_PART_BYTES,
+                   fragment_bytes: int = WHC_FRAGMENT_BYTES) -> list:
+    """
+    Return ``[msg]``, or ``msg`` in parts of consecutive runs within ``max_wire_bytes`` each.
+
+    Each part keeps the transfer, the receiver, the fleet size and the slack (the worker
+    acts on the parts only once it holds them all, and then as on one copy), and takes
+    ``part``/``parts`` and ``VERSIONS_PARTS_SCHEMA``. A part holds at least one run (a bound
+    below one run's bytes splits into one run a part) and at most ``MAX_VERSIONS_PARTS``.
+    """
+    if versions_wire_bytes(msg, fragment_bytes) <= max_wire_bytes:
+        return [msg]
+    n_runs, n = len(msg.run_starts), int(msg.n_workers)
+    fixed = versions_wire_bytes(dataclasses.replace(
+        msg, run_starts=msg.run_starts[:0], run_lengths=msg.run_lengths[:0],
+        versions=msg.versions[:0]), fragment_bytes)
+    per_run = (8 + 4 * n) * (1.0 + WHC_SAMPLE_OVERHEAD / fragment_bytes)
+    runs = max(1, int((max_wire_bytes - fixed - WHC_SAMPLE_OVERHEAD) // per_run),
+               -(-n_runs // MAX_VERSIONS_PARTS))
+    edges = np.arange(0, n_runs, runs)
+    if edges.size < 2:
+        return [msg]                   # one run past the bound: it cannot be split
+    return [dataclasses.replace(
+        msg, run_starts=msg.run_starts[a:a + runs], run_lengths=msg.run_lengths[a:a + runs],
+        versions=msg.versions[a * n:(a + runs) * n], part=k, parts=int(edges.size),
+        schema_version=VERSIONS_PARTS_SCHEMA) for k, a in enumerate(edges.tolist())]
+
+
 class VersionsLink(PeerLink):
     """
     What the server wrote to one robot on its RowVersions topic, and what the robot holds.
@@ -354,6 +397,11 @@ class VersionsLink(PeerLink):
         self.withheld = 0                      # repeats not written (the bound)
         self.since_ack = 0                     # wire bytes written since the robot's last ack
         self.copies_since_ack = 0              # ... and how many copies
+        self.part_bytes = VERSIONS_PART_BYTES  # a copy larger than this goes in parts
+        self.parts_tid = None                  # the transfer whose parts the arrays are of
+        self.part_held = np.zeros(0, bool)     # parts the robot acknowledged
+        self.part_written = np.zeros(0, bool)  # parts written since the count went afresh
+        self.part_end = np.zeros(0, np.int64)  # where each part's newest copy ends
 
     def wire_bytes(self, msg: RowVersions) -> int:
         """Return what ``msg`` takes in the writer's count, with this robot's fragment size."""
@@ -379,6 +427,42 @@ class VersionsLink(PeerLink):
             self.register(msg.transfer_id, np.array([pos], dtype=np.int64))
         return True
 
+    def send_parts(self, parts: list, now: float, first: bool) -> list:
+        """
+        Return the parts of one transfer's versions to write now, counted, in order.
+
+        Those the robot has not acknowledged and that were not written since the count last
+        went afresh (``heard``: a reader matched anew lost them), each while it keeps the
+        writer within ``max_wire_bytes`` past what the robot acknowledged; the ``first``
+        call's first part in any case, as a whole first copy. The robot acknowledges each
+        part (``on_ack``), which lets the next one go: a part per round trip, and to a
+        silent robot none past the bound, however large the versions.
+        """
+        self.release(now)
+        tid = int(parts[0].transfer_id)
+        if first or tid != self.parts_tid:
+            self.parts_tid = tid
+            self.part_held = np.zeros(len(parts), bool)
+            self.part_written = np.zeros(len(parts), bool)
+            self.part_end = np.zeros(len(parts), np.int64)
+        out = []
+        for k in np.flatnonzero(~(self.part_held | self.part_written)).tolist():
+            wire = self.wire_bytes(parts[k])
+            if not (first and not out) and not self.fits(wire):
+                self.withheld += 1
+                break
+            self.part_end[k] = self.write(wire)
+            if k == len(parts) - 1 and not self.part_written[k]:
+                # the robot holds every part once it closes the transfer (its final ack):
+                # everything written before the last part's first copy left the writer
+                self.register(tid, np.array([self.part_end[k]], dtype=np.int64))
+            self.part_written[k] = True
+            self.written_at = float(now)
+            self.since_ack += wire
+            self.copies_since_ack += 1
+            out.append(parts[k])
+        return out
+
     def on_ack(self, ack: TransferAck, now: float) -> bool:
         """
         Take an ack from the robot, of any transfer and topic: what we write reaches it.
@@ -387,9 +471,20 @@ class VersionsLink(PeerLink):
         the count of what was written since (``heard``). A robot that holds an END without
         its versions acknowledges that END (not finally): reached, it gets a copy again a
         lease after the newest, however many it lost; it sent nothing else while it waited.
+        A part's ack (not final, ``seq`` = -1 - part) says the robot holds that part and,
+        the writer being in order, everything written before its newest copy.
         """
         self.since_ack = self.copies_since_ack = 0
-        return super().on_ack(ack, now)
+        k = -1 - int(ack.seq)
+        if (ack.final or k < 0 or int(ack.transfer_id) != self.parts_tid
+                or k >= self.part_held.size or not self.part_end[k]):
+            return super().on_ack(ack, now)
+        self.last_ack_time = max(self.last_ack_time, float(now))
+        self.part_held[k] = True
+        if self.part_end[k] <= self.acked:
+            return False
+        self.acked = int(self.part_end[k])
+        return self.held_at is None
 
     def heard(self, now: float, lease_s: float, last_heard: float | None) -> None:
         """
@@ -416,6 +511,7 @@ class VersionsLink(PeerLink):
             self.acked = self.sent
             if self.held_at is not None:
                 self.held_at = self.sent
+            self.part_written[:] = False    # parts not acknowledged go again
         if silent:
             self.since_ack = self.copies_since_ack = 0   # (a reader matched anew, if any)
 

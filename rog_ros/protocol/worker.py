@@ -59,6 +59,7 @@ Faults (DESIGN section 10, docs/faults.md):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -77,8 +78,8 @@ from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
 from rog_ros.protocol.messages import (
     check_schema, check_versions, FLAG_END, FLAG_FINAL, FLAG_FREE, FLAG_LATE, FLAG_REQUEST,
     FLAG_SNAPSHOT, FleetSizeError, ids_from_ranges, KIND_GRAD, KIND_UPDATE, MAX_CLOCK,
-    MessageError, new_incarnation, RowChunk, RowVersions, Schedule, SERVER, stamp_incarnations,
-    TransferAck, validate_ranges)
+    MessageError, new_incarnation, RowChunk, RowVersions, Schedule, SCHEMA_VERSION, SERVER,
+    stamp_incarnations, TransferAck, validate_ranges)
 from rog_ros.protocol.policies.base import SyncPolicy
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS, RevivalWatch
 from rog_ros.protocol.transfer import (
@@ -223,6 +224,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                            if EncodingCache.applies(layout, codec) else [])
         self.pulled_clock = 0           # newest clock whose pull has been applied
         self.pending_versions: dict[int, RowVersions] = {}
+        self.versions_parts: dict[int, dict] = {}   # transfer id -> {part: RowVersions}
         self.newest_pull_tid = 0        # newest downlink transfer closed (this server run)
         # idle|computing|pushing|pulling|stopped|awaiting_grant|recovering|rejoin_wait
         self.state = 'idle'
@@ -805,13 +807,53 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             any(k[2] == tid for k in self.snap_receiver.open)
         if not (is_open or tid <= self.newest_pull_tid + VERSIONS_AHEAD):
             raise MessageError(f'RowVersions for transfer {tid}, which is not expected')
+        out = []
+        if msg.parts:
+            # one part of versions past the server's part bound: acknowledged (the server
+            # writes the next ones as parts arrive), acted on once all of them are here
+            out = [Send(SERVER, TransferAck(transfer_id=tid, sender=self.rank, receiver=SERVER,
+                                            seq=-1 - int(msg.part), final=False,
+                                            receive_time=now))]
+            msg = self._versions_from_parts(msg)
+            if msg is None:
+                return out
         self.pending_versions[tid] = msg
         while len(self.pending_versions) > 2:
             del self.pending_versions[min(self.pending_versions)]
         held, self._held_end = self._held_end, None
         if held is not None and held.transfer_id == tid:
-            return self._on_chunk(held, now)      # its END came first: close it now
-        return []
+            return out + self._on_chunk(held, now)    # its END came first: close it now
+        return out
+
+    def _versions_from_parts(self, msg: RowVersions) -> RowVersions | None:
+        """
+        Keep a part of a transfer's versions; return them whole once every part is here.
+
+        Whole: the parts' runs in part order, as the one copy the server split (its slack
+        and membership are in every part). The set is checked whole as a copy is (runs
+        ascending across parts); parts of another split of the same transfer (another
+        ``parts``) are refused. Parts of the two newest transfers only, as for copies.
+        """
+        tid, count = int(msg.transfer_id), int(msg.parts)
+        have = dict(self.versions_parts.get(tid, {}))
+        if have and int(next(iter(have.values())).parts) != count:
+            raise MessageError(f'RowVersions part {msg.part} of {count}, transfer {tid} '
+                               f'came in {next(iter(have.values())).parts}')
+        have[int(msg.part)] = msg
+        if len(have) < count:
+            self.versions_parts[tid] = have
+            while len(self.versions_parts) > 2:
+                del self.versions_parts[min(self.versions_parts)]
+            return None
+        parts = [have[k] for k in range(count)]
+        whole = dataclasses.replace(
+            parts[0], part=0, parts=0, schema_version=SCHEMA_VERSION,
+            run_starts=np.concatenate([p.run_starts for p in parts]),
+            run_lengths=np.concatenate([p.run_lengths for p in parts]),
+            versions=np.concatenate([p.versions for p in parts]))
+        check_versions(whole, self.layout.n_rows, self.n, self.max_clock)   # (raises first)
+        self.versions_parts.pop(tid, None)
+        return whole
 
     def _on_chunk(self, chunk: RowChunk, now: float) -> list:
         if chunk.kind != KIND_UPDATE or chunk.sender != SERVER or chunk.receiver != self.rank:
@@ -915,6 +957,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                 self.clock = int(inc.clock)
         self.pending_versions = {k: v for k, v in self.pending_versions.items()
                                  if k > inc.transfer_id}
+        self.versions_parts = {k: v for k, v in self.versions_parts.items()
+                               if k > inc.transfer_id}
         self.newest_pull_tid = max(self.newest_pull_tid, int(inc.transfer_id))
         if snapshot:
             if self._snap_missing is None:

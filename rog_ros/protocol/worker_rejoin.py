@@ -56,6 +56,7 @@ class RejoinMixin:
         self.receiver.reset()
         self.snap_receiver.reset()
         self.pending_versions.clear()
+        self.versions_parts.clear()
         self.newest_pull_tid = 0
         self._snap_missing = None
         self._snap_versions = None
