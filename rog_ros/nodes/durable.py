@@ -19,7 +19,8 @@ this module decides *when* and *how* it reaches the disk:
 
 * ``rog_server --state-dir DIR --checkpoint-every K`` writes ``DIR/server.pt`` every K
   iterations (the slowest worker's clock crossing a multiple of K; a push system's server:
-  every K pushes answered in all, ``ServerAdapter.durable_progress``), atomically (temp file,
+  every K pushes answered in all, ``ServerAdapter.durable_progress``, with a write-ahead
+  journal of its engine's inputs between, ``push_journal``), atomically (temp file,
   fsync, rename: :func:`rog_ros.atomic.atomic_write_with`), then tells the engine
   (``checkpoint_confirmed``) so it can tell the workers which of their pushes the checkpoint
   covers. On start, an existing checkpoint is restored: the engine keeps the new incarnation
@@ -71,7 +72,8 @@ def add_durable_args(parser: argparse.ArgumentParser, server: bool) -> None:
     if server:
         g.add_argument('--checkpoint-every', type=int, default=10,
                        help='with --state-dir: checkpoint every K iterations (a push '
-                            "system's server: every K pushes answered; default 10)")
+                            "system's server: every K pushes answered, each one journaled "
+                            'before its answer leaves; default 10)')
 
 
 def check_durable_args(parser, args) -> None:

@@ -34,7 +34,9 @@ Refused up front (one line, exit 2): the systems whose messages are not on the w
 (``gsp+gds``: UploadDensity; ``adasgd``: FLEET's task dataclasses), the peer system ``aet``,
 and Rog-only features with a push system (``absence_timeout``, ``min_workers`` > 1).
 ``state_dir`` keeps the server's state (``ServerAdapter.state_dict``: a checkpoint every
-``checkpoint_every`` pushes answered, restored on start); its robots keep none (a restarted
+``checkpoint_every`` pushes answered, and between checkpoints a write-ahead journal of the
+engine's inputs, ``push_journal``: restored and replayed on start, so no push answered is
+lost whatever ``checkpoint_every``); its robots keep none (a restarted
 robot comes back as a new run, as without it). ``staleness``, ``deadline_floor`` and
 ``outage_aware`` do not apply to push systems; ``window`` and ``chunk_bytes`` shape their
 dense messages' transfers when set to other than their defaults (else 64 chunks of 65000
@@ -132,16 +134,29 @@ def server_engine(args, tr, lease_s: float | None = None, fragment_bytes: int | 
         engine = GspServer(tr.w0, n, GspConfig(), lr=tr.lr, momentum=wl.momentum,
                            max_pushes=args.iterations * n, batch_size=wl.batch_size,
                            epoch_samples=pool)
-        return ServerAdapter(engine, n, tr.lr,
-                             _transfers(args, SERVER, engine.model(), lease_s,
-                                        fragment_bytes=fragment_bytes))
+        return _journaled(args, ServerAdapter(engine, n, tr.lr,
+                                              _transfers(args, SERVER, engine.model(), lease_s,
+                                                         fragment_bytes=fragment_bytes)))
     from rog_ros.protocol.policies.adacomp import AdaCompServer, push_entries
     cfg = _adacomp_config(args, wl)
     engine = AdaCompServer(tr.w0, n, cfg, max_updates=args.iterations * n)
     sizes = [int(p.numel()) for p in tr.model.parameters()]
-    return ServerAdapter(engine, n, cfg.alpha,
-                         _transfers(args, SERVER, engine.model(), lease_s,
-                                    push_entries(cfg, sizes), fragment_bytes))
+    return _journaled(args, ServerAdapter(engine, n, cfg.alpha,
+                                          _transfers(args, SERVER, engine.model(), lease_s,
+                                                     push_entries(cfg, sizes), fragment_bytes)))
+
+
+def _journaled(args, adapter: ServerAdapter) -> ServerAdapter:
+    """
+    Give ``adapter`` its write-ahead journal in ``args.state_dir`` (none without one).
+
+    Why: with the journal every push answered is on disk before its answer leaves, at the
+    push's own bytes, whatever ``--checkpoint-every`` (``push_journal``).
+    """
+    folder = getattr(args, 'state_dir', None)
+    if folder:
+        adapter.journal_in(folder)
+    return adapter
 
 
 def _transfers(args, me: int, w, lease_s: float | None = None,
@@ -253,6 +268,9 @@ class ServerAdapter:
         self._left = [False] * self.n           # it showed that it stopped (its status)
         self.confirmed_pushes = 0      # pushes answered as of the last checkpoint on disk
         self.results_written = False   # the node wrote the run's results (``run_done``)
+        self.journal = None            # the write-ahead journal (``attach_journal``)
+        self.journal_epoch = 0         # the checkpoint the journal's records follow
+        self.replayed = 0              # journal records replayed at the restore
 
     @property
     def rejects(self) -> int:
@@ -330,19 +348,23 @@ class ServerAdapter:
             if due is None or now < due:
                 continue
             if r in owed:
-                out.append(self._stop_again(r))
+                out.append(self._stop_again(r, now))
                 self._stop_due[r] = now + self.transfers.end_timeout_s
             else:
                 self._stop_due[r] = None
         return out
 
-    def _stop_again(self, r: int) -> Send:
+    def _stop_again(self, r: int, now: float) -> Send:
         """
         Return robot ``r``'s stop order once more, stamped anew (its latest run); counted.
 
         A copy of the order as the engine built it: the bus may stamp each message it sends.
+        The count is checkpointed, so journaled too (a restore replays it exactly).
         """
         self.stops_repeated += 1
+        if self.journal is not None:
+            from rog_ros.nodes.push_journal import OP_STOP_AGAIN
+            self.journal.append_value(OP_STOP_AGAIN, now, int(r))
         msg = dataclasses.replace(self._stops[r])
         self._stamp(r, msg)
         return Send(r, msg)
@@ -401,16 +423,38 @@ class ServerAdapter:
         if due is not None and now < due:
             return []         # a stop went within an END timeout (the engine's, a repeat)
         self._stop_due[r] = again
-        return [self._stop_again(r)]
+        return [self._stop_again(r, now)]
 
     def _take(self, msg, now: float) -> list:
         """Return the transfers' answer to ``msg`` and, for a message they yield, the engine's."""
         msg, acks = self.transfers.on_message(msg, now)
         for rev in self.transfers.take_revived():   # taken back by the transfers: the engine too
-            if 0 <= rev.worker < self.n and self.engine.revive(rev.worker, rev.run):
-                self.runs_taken_back += 1   # (checkpointed: ``durable_progress``)
+            self._revive(rev.worker, rev.run, now)
         if msg is None:
             return acks
+        return acks + self.transfers.outgoing(self._engine_input(msg, now), now)
+
+    def _revive(self, w: int, run: int, now: float, journal: bool = True) -> None:
+        """
+        Have the engine take back run ``run`` of robot ``w``; journal it if it did.
+
+        Why journaled: a run taken back and lost with a crash is restored as retired, and
+        its pushes were refused for good (``durable_progress``).
+        """
+        if 0 <= w < self.n and self.engine.revive(w, run):
+            self.runs_taken_back += 1   # (checkpointed: ``durable_progress``)
+            if journal and self.journal is not None:
+                from rog_ros.nodes.push_journal import OP_REVIVE
+                self.journal.append_value(OP_REVIVE, now, [int(w), int(run)])
+
+    def _engine_input(self, msg, now: float, journal: bool = True) -> list:
+        """
+        Hand the engine one message the transfers yielded; return its counted actions.
+
+        The one path of a message to the engine, live and replayed from the journal
+        (``journal=False``): the journal's record is appended (and fsynced) before the
+        answer is returned, so a push answered is on disk whatever ``--checkpoint-every``.
+        """
         before = self._applied()
         push = isinstance(msg, RowChunk) and msg.kind == KIND_GRAD
         refused = self.engine.rejects
@@ -423,7 +467,10 @@ class ServerAdapter:
         sender = getattr(msg, 'sender', -1)
         if 0 <= sender < self.n:
             self.clock[sender] += self._applied() - before
-        return acks + self.transfers.outgoing(self._count(actions, now), now)
+        actions = self._count(actions, now)
+        if journal and self.journal is not None:
+            self.journal.append_message(msg, now)
+        return actions
 
     def _count(self, actions, now: float) -> list:
         """Count what the engine's ``actions`` send and log; keep each stop order sent."""
@@ -522,6 +569,9 @@ class ServerAdapter:
         whether a push sent again is applied is the engine's per-robot clock (a push is
         applied only at the clock its robot holds, which moves on when it is applied).
         ``state_id``: the number of pushes answered (``durable_progress``).
+        ``journal_epoch``: the checkpoint's number, which the journal started once it is on
+        disk (``checkpoint_confirmed``) names; ``replay``: the engine's in-process flags its
+        journal's inputs met (``engine.replay_state``).
         """
         return {'engine': self.engine.state_dict(copy=copy), 'state_id': self.durable_progress,
                 'clock': list(self.clock), 'stop_sent': list(self.stop_sent),
@@ -529,7 +579,8 @@ class ServerAdapter:
                 'counts': {k: int(getattr(self, k))
                            for k in self._COUNTS + self._LATER_COUNTS},
                 'stop_clocks': [-1 if s is None else int(s.clock) for s in self._stops],
-                'results_written': bool(self.results_written)}
+                'results_written': bool(self.results_written),
+                'journal_epoch': self.journal_epoch + 1, 'replay': self.engine.replay_state()}
 
     def load_state_dict(self, sd: dict) -> None:
         """
@@ -554,6 +605,12 @@ class ServerAdapter:
         if len(stall_time) != self.n or len(triggers) != self.n or len(clocks) != self.n:
             raise ValueError(f'checkpoint of {self.n} robots with per-robot lists of other '
                              'sizes: not a push server checkpoint of this fleet')
+        epoch = int(sd.get('journal_epoch', 0))    # (0: a checkpoint from before the journal)
+        j = self.journal
+        if j is not None and j.epoch > epoch:
+            from rog_ros.nodes.push_journal import JournalError
+            raise JournalError(f'journal {j.path} follows checkpoint {j.epoch}, newer than '
+                               f'the checkpoint {epoch} beside it (put back?)')
         self.engine.load_state_dict(sd['engine'])
         self.clock, self.stop_sent = clock, stop_sent
         self.stall_time, self.triggers = stall_time, triggers
@@ -564,17 +621,95 @@ class ServerAdapter:
         self._stops = [Schedule(worker=r, clock=max(c, 0), push_deadline_s=-1.0,
                                 stop=True) if sent else None
                        for r, (sent, c) in enumerate(zip(self.stop_sent, clocks))]
+        self.journal_epoch = epoch
+        if j is not None and j.epoch == epoch:
+            self._replay(sd.get('replay'))
+        elif j is not None:
+            j.reset(epoch)       # (a crash after the checkpoint's rename: its records are in it)
+
+    def journal_in(self, folder) -> None:
+        """
+        Keep the journal in state folder ``folder``, beside its checkpoint (``server.pt``).
+
+        Why here: the node and the tests that stand for it give a push server its journal
+        the one way (``attach_journal`` with the folder's file names).
+        """
+        import os
+        from rog_ros.nodes.push_journal import JOURNAL_FILE
+        from rog_ros.nodes.state_dir import SERVER_STATE_FILE
+        self.attach_journal(os.path.join(folder, JOURNAL_FILE),
+                            os.path.isfile(os.path.join(folder, SERVER_STATE_FILE)))
+
+    def attach_journal(self, path, checkpoint_on_disk: bool) -> None:
+        """
+        Keep a write-ahead journal of the engine's inputs at ``path`` (``push_journal``).
+
+        The journal is read and checked here, before anything is restored (a bad one or
+        another fleet's: ``JournalError`` naming it, nothing changed). With no checkpoint
+        on disk (a crash before the first), its records follow the engine as built: they
+        are replayed now; else ``load_state_dict`` replays those following the checkpoint.
+        """
+        import sys
+        from rog_ros.nodes.push_journal import JournalError, PushJournal
+        j = PushJournal(path, self._fleet())
+        j.read()
+        if j.dropped:
+            print(f'rog_server: {j.dropped}', file=sys.stderr, flush=True)
+        if not checkpoint_on_disk and j.epoch != 0:
+            j.close()
+            raise JournalError(f'journal {j.path} follows checkpoint {j.epoch}, and there is '
+                               'no checkpoint beside it; put server.pt back, or move the whole '
+                               'state directory away to start afresh')
+        self.journal = j
+        if not checkpoint_on_disk:
+            self._replay(None)
+
+    def _fleet(self) -> dict:
+        """Return what names this server's fleet in its journal (system, robots, parameters)."""
+        e = self.engine
+        system = getattr(getattr(e, 'cfg', None), 'mode', None) or type(e).__name__
+        return {'system': str(system), 'robots': self.n, 'params': int(e.model().numel())}
+
+    def _replay(self, state) -> None:
+        """
+        Replay the journal's inputs through the engine (the live path, ``_engine_input``).
+
+        ``state``: the checkpoint's ``replay`` (the engine's flags its inputs met; None: the
+        engine as built). The answers are dropped (sent before the crash, or lost with it:
+        the robot sends its push again, ``push_resent``); the stop repeats' timers, in the
+        crashed process's clock, are left as a restore leaves them.
+        """
+        from rog_ros.nodes.push_journal import OP_MESSAGE, OP_REVIVE
+        timers = (list(self._spoke), list(self._stop_due), list(self._left))
+        if state is not None:
+            self.engine.begin_replay(state)
+        n = 0
+        for op, now, value in self.journal.inputs():
+            if op == OP_MESSAGE:
+                self._engine_input(value, now, journal=False)
+            elif op == OP_REVIVE:
+                self._revive(value[0], value[1], now, journal=False)
+            else:
+                self.stops_repeated += 1
+            n += 1
+        self.engine.end_replay()
+        self._spoke, self._stop_due, self._left = timers
+        self.replayed = n
 
     def checkpoint_confirmed(self, state_id: int) -> None:
         """
         Take note that the checkpoint of ``state_id`` pushes answered is on disk.
 
         Nothing is told to the robots: a push server answers every push with a pull, and
-        its robots do not keep pushes for a restarted server to apply again (the pushes
-        applied after the last checkpoint are lost with a crash: at most
-        ``--checkpoint-every`` of them).
+        its robots do not keep pushes for a restarted server to apply again. Without a
+        journal the pushes applied after the last checkpoint are lost with a crash (at most
+        ``--checkpoint-every`` of them); with one (``attach_journal``) it now starts empty,
+        its records being in the checkpoint.
         """
         self.confirmed_pushes = int(state_id)
+        self.journal_epoch += 1            # (``state_dict``'s ``journal_epoch``: on disk now)
+        if self.journal is not None:
+            self.journal.reset(self.journal_epoch)
 
     def stats(self) -> dict:
         """Return the engine's own figures plus the bytes per push seen on the wire."""

@@ -427,7 +427,8 @@ SETTINGS = (
        (SERVER, FLEET), 'server'),
     _s('checkpoint_every', int, 10, 'With state_dir: checkpoint the server every K '
        "iterations (atomic; workers keep what came after it); a push system's server every K "
-       'pushes answered (a crash loses those after it; 1: none).', (SERVER, FLEET), 'server',
+       'pushes answered (each push journaled before its answer leaves: a crash loses none; '
+       'K bounds the journal replayed at a restart).', (SERVER, FLEET), 'server',
        low=1, high=MAX_FLEET_ITERATIONS),
     _s('absence_timeout', float, None, 'Suspend a worker from the staleness rules after this '
        'many seconds without a message from it (s); 0 = never; else at least '

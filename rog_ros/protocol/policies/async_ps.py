@@ -114,6 +114,38 @@ class PushServer:
         self.rejoins = int(sd['rejoins'])
         self.resumed = [True] * len(self.runs)
 
+    def replay_state(self) -> dict:
+        """
+        Return what a journal replay needs besides the checkpoint (plain values).
+
+        Why: a checkpoint restored marks every worker's next push unsure (``resumed``); the
+        journal's pushes after it met the engine as it was then (``begin_replay``), and are
+        replayed so, or a replayed push was taken for a restarted run's.
+        """
+        return {'resumed': [bool(b) for b in self.resumed]}
+
+    def begin_replay(self, state: dict) -> None:
+        """
+        Take ``replay_state``'s values back, after ``load_state_dict``, before a replay.
+
+        Why: the journal's inputs must meet the engine as they met it the first time.
+        """
+        resumed = [bool(b) for b in state['resumed']]
+        if len(resumed) != len(self.runs):
+            raise ValueError(f'replay state of {len(resumed)} workers, this server has '
+                             f'{len(self.runs)}')
+        self.resumed = resumed
+
+    def end_replay(self) -> None:
+        """
+        Make the replayed engine a restored one: every worker's next push unsure.
+
+        Why: a push the journal holds may have lost its answer with the crash; its robot
+        sends it again (``push_resent``), as after any restore (``_load_runs_state``).
+        """
+        self.resumed = [True] * len(self.runs)
+        self._resent = False
+
     def _admit(self, w: int, msg: RowChunk, expected: int) -> tuple:
         """
         Return ``(self._decode(msg), whether to drop it as a new run's)`` for ``w``'s push.

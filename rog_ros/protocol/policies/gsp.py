@@ -294,6 +294,34 @@ class GspServer(PushServer):
         for k in self._COUNTERS:
             setattr(self, k, type(getattr(self, k))(sd['counters'][k]))
 
+    def replay_state(self) -> dict:
+        """
+        Return the runs' replay flags and each node's last push time (``PushServer``'s).
+
+        Why: a push replayed from the journal profiles its interval since the node's last
+        push, as the push did the first time (``load_state_dict`` forgets those times).
+        """
+        return dict(super().replay_state(),
+                    last_push=[None if t is None else float(t) for t in self.last_push])
+
+    def begin_replay(self, state: dict) -> None:
+        """Take ``replay_state``'s values back before a journal replay (why: an exact one)."""
+        last = [None if t is None else float(t) for t in state['last_push']]
+        if len(last) != self.n:
+            raise ValueError(f'replay state of {len(last)} nodes, this server has {self.n}')
+        super().begin_replay(state)
+        self.last_push = last
+
+    def end_replay(self) -> None:
+        """
+        End a journal replay as a restore ends: last push times forgotten.
+
+        Why: the restored server's clock is another process's; a push's interval since a
+        time of the crashed one is no iteration time.
+        """
+        super().end_replay()
+        self.last_push = [None] * self.n
+
     # ------------------------------------------------------------------ grouping
     def _form_groups(self, labels, now: float) -> None:
         ids = sorted(set(labels))

@@ -1,0 +1,305 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""A push server's write-ahead journal: replayed exactly, torn tail dropped, bad ones refused."""
+
+from collections import deque
+import os
+import shutil
+
+import pytest
+from rog_ros.nodes import durable
+from rog_ros.nodes.chaos_hooks import ServerHooks
+from rog_ros.nodes.push_journal import JOURNAL_FILE, JournalError
+from rog_ros.nodes.push_systems import ServerAdapter
+from rog_ros.protocol.actions import Send, StartCompute
+from rog_ros.protocol.messages import Schedule
+from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
+from test_protocol_push_restart import _applied, _pair, _push, N, SYSTEMS
+from test_push_crash_sweep import _Bus
+import torch
+
+ROBOTS = 3
+EVERY = 4
+
+
+def _engines(system, budget):
+    """
+    Return ``system``'s server engine and its robots' maker; 'gsp-profiling' groups by time.
+
+    Why the profiling GSP: its groups come from the intervals between each node's pushes,
+    so a replay must give each push the time it was taken at and the last push times the
+    checkpoint's process held (``replay_state``).
+    """
+    if system != 'gsp-profiling':
+        return _pair(system, n_workers=ROBOTS, budget=budget)
+    w0 = torch.linspace(-1.0, 1.0, N)
+    cfg = GspConfig(profile_iterations=2, ssp_threshold=3)
+    srv = GspServer(w0, ROBOTS, cfg, lr=0.1, momentum=0.5, max_pushes=budget)
+    return srv, lambda rank: GspNode(rank, w0, [N // 2, N - N // 2], cfg)
+
+
+def _server(system, folder, budget):
+    """Return a new run of a journaled push server (K = ``EVERY``) on ``folder``, restored."""
+    engine = _engines(system, budget)[0]
+    adapter = ServerAdapter(engine, ROBOTS, 0.1, _Bus())
+    adapter.journal_in(str(folder))
+    hooks = ServerHooks(adapter, engine.model().clone(), state_dir=str(folder),
+                        checkpoint_every=EVERY)
+    hooks.restore()
+    return hooks
+
+
+def _state(adapter):
+    """
+    Return the adapter's checkpoint less ``replay``, tensors kept for a bitwise check.
+
+    Why less: a restored engine's robots are all unsure of their next push on purpose
+    (``end_replay``).
+    """
+    sd = adapter.state_dict(copy=True)
+    del sd['replay']
+    return sd
+
+
+def _same(a, b, where='state'):
+    """Assert ``a`` and ``b`` are equal, tensors bit for bit (why: an exact replay)."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype, where
+        assert torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert sorted(a) == sorted(b), where
+        for k in a:
+            _same(a[k], b[k], f'{where}.{k}')
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f'{where}[{i}]')
+    else:
+        assert a == b, (where, a, b)
+
+
+def _drive(system, folder, budget, each=None):
+    """
+    Run the fleet in a fixed order, each message at its own time; return the server.
+
+    ``each(k, srv, before)`` is called after message k with the server's state before it.
+
+    Why the times: GSP keeps them (intervals, held nodes), and a replay must give each
+    input the time it was taken at.
+    """
+    os.makedirs(folder, exist_ok=True)
+    srv = _server(system, folder, budget)
+    worker = _engines(system, budget)[1]
+    robots = [worker(r) for r in range(ROBOTS)]
+    steps, q, k = [0] * ROBOTS, deque(), 0
+
+    def compute(rank):
+        """Queue robot ``rank``'s next push (why: each pull starts a computation)."""
+        q.append(_push(robots[rank], 11 + rank, steps[rank]))
+        steps[rank] += 1
+
+    for r in range(ROBOTS):
+        compute(r)
+    while q and k < 200:
+        msg = q.popleft()
+        before = _state(srv.engine)
+        out = srv.on_message(msg, 0.5 + 0.25 * k + 0.125 * msg.sender)
+        if each is not None:
+            each(k, srv, before)
+        k += 1
+        for a in out:
+            if isinstance(a, Send):
+                for b in robots[a.dest].on_message(a.msg, 0.0):
+                    if isinstance(b, StartCompute):
+                        compute(a.dest)
+    return srv
+
+
+@pytest.mark.parametrize('system', SYSTEMS + ('gsp-profiling',))
+def test_the_checkpoint_and_its_journal_replayed_are_the_state_without_the_crash(
+        system, tmp_path):
+    # after every message: a server started on a copy of the state folder (the checkpoint
+    # every EVERY pushes answered, the journal since) holds the very state of the server
+    # that did not crash: every count, clock and stop order, tensors bit for bit
+    replayed = []
+
+    def crash(k, srv, before):
+        """Restore a copy of the folder as it is now; compare (why: a crash right here)."""
+        copy = tmp_path / f'k{k}'
+        shutil.copytree(tmp_path / 'live', copy)
+        back = _server(system, copy, budget)
+        _same(_state(back.engine), _state(srv.engine), f'message {k}')
+        replayed.append(back.engine.replayed)
+
+    budget = 18 if system == 'gsp-profiling' else 9
+    srv = _drive(system, tmp_path / 'live', budget, crash)
+    assert _applied(srv.engine.engine) == budget and srv.engine.finished
+    assert max(replayed) == EVERY - 1 and 0 in replayed       # (journals of 0 to K - 1)
+    if system == 'gsp-profiling':
+        assert len(srv.engine.engine.groups) >= 1 and srv.engine.engine.intervals[0]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_push_costs_its_own_bytes_and_a_checkpoint_every_k(system, tmp_path):
+    # between checkpoints a push answered costs one journal record of about its wire size;
+    # a checkpoint every EVERY pushes answered empties the journal
+    sizes = []
+
+    def watch(k, srv, before):
+        """Note the journal's bytes and the checkpoints after message k (why: the cost)."""
+        sizes.append((srv.engine.journal.append_bytes, srv.state.saves,
+                      os.path.getsize(tmp_path / 's' / JOURNAL_FILE)))
+
+    srv = _drive(system, tmp_path / 's', 9, watch)
+    record = sizes[1][0] - sizes[0][0]
+    push = srv.engine.bytes_up / srv.engine.pushes_received
+    assert push < record < push + 1024, (record, push)
+    assert [s for _, s, _ in sizes][:EVERY] == [0] * (EVERY - 1) + [1]
+    assert sizes[EVERY - 1][2] < 200 < sizes[EVERY - 2][2]   # (emptied by the checkpoint)
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_last_record_cut_short_is_dropped_with_a_note(system, tmp_path, capsys):
+    # a crash while a record was written (its answer never left): the restored server drops
+    # it, says so, cuts it off the file and holds the state before that message
+    cut = {}
+
+    def tear(k, srv, before):
+        """At message 5, keep a copy of the folder with half its last record (why: torn)."""
+        if k != 5:
+            return
+        copy = tmp_path / 'torn'
+        shutil.copytree(tmp_path / 'live', copy)
+        path = copy / JOURNAL_FILE
+        size = os.path.getsize(path)
+        with open(path, 'r+b') as f:
+            f.truncate(size - (srv.engine.journal.append_bytes - cut.get('bytes', 0)) // 2)
+        cut['state'] = before
+
+    def track(k, srv, before):
+        """Tear at message 5 and note the journal's bytes (why: the record's size)."""
+        tear(k, srv, before)
+        cut['bytes'] = srv.engine.journal.append_bytes
+
+    _drive(system, tmp_path / 'live', 9, track)
+    back = _server(system, tmp_path / 'torn', 9)
+    _same(_state(back.engine), cut['state'], 'torn')
+    note = back.engine.journal.dropped
+    assert 'torn' in note and 'cut short' in note
+    assert 'dropped a last record' in capsys.readouterr().err
+    assert back.engine.replayed == 1      # (message 4 after checkpoint 4; 5 dropped)
+
+
+def _stopped_after(system, folder, n):
+    """Drive ``system``'s fleet on ``folder`` for ``n`` messages, then drop the server."""
+    def stop(k, srv, before):
+        """Copy the folder after message ``n - 1`` (why: a journal of records, mid-run)."""
+        if k == n - 1:
+            shutil.copytree(folder, str(folder) + '-mid')
+    _drive(system, folder, 9, stop)
+    return str(folder) + '-mid'
+
+
+def _bytes(folder):
+    """Return every file of ``folder`` by name (why: nothing changed after a refusal)."""
+    return {n: open(os.path.join(folder, n), 'rb').read() for n in sorted(os.listdir(folder))}
+
+
+@pytest.mark.parametrize('system', ['asgd', 'gsp'])
+def test_a_damaged_journal_is_refused_naming_it_and_nothing_changes(system, tmp_path):
+    # a record before the last whose checksum does not match, a file that is no journal:
+    # one line naming the journal and the fix; the folder's files are left as they were
+    mid = _stopped_after(system, tmp_path / 'live', 7)      # (checkpoint 4, 3 records)
+    path = os.path.join(mid, JOURNAL_FILE)
+    data = bytearray(open(path, 'rb').read())
+    data[200] ^= 0xFF                                       # (in the first record after it)
+    open(path, 'wb').write(bytes(data))
+    was = _bytes(mid)
+    with pytest.raises(JournalError, match=r'journal .*server\.journal is damaged at byte '
+                                           r'.*checksum.*move the whole state directory'):
+        _server(system, mid, 9)
+    assert _bytes(mid) == was
+    open(path, 'wb').write(b'not a journal at all' * 10)
+    was = _bytes(mid)
+    with pytest.raises(JournalError, match=r'server\.journal is damaged at byte 0'):
+        _server(system, mid, 9)
+    assert _bytes(mid) == was
+
+
+def test_another_fleets_journal_is_refused_naming_it(tmp_path):
+    # asgd's journal beside an adacomp server's checkpoint: refused (its inputs are not
+    # this engine's), the folder left as it was
+    mid = _stopped_after('asgd', tmp_path / 'a', 7)
+    other = _stopped_after('adacomp', tmp_path / 'b', 7)
+    shutil.copy(os.path.join(mid, JOURNAL_FILE), os.path.join(other, JOURNAL_FILE))
+    was = _bytes(other)
+    with pytest.raises(JournalError, match=r"server\.journal is of another fleet .*'asgd'"):
+        _server('adacomp', other, 9)
+    assert _bytes(other) == was
+
+
+def test_a_journal_without_its_checkpoint_is_refused(tmp_path):
+    # the journal follows checkpoint 1 and server.pt is gone: replaying it on the starting
+    # model would make up a state; refused, naming both
+    mid = _stopped_after('asgd', tmp_path / 'a', 7)
+    os.remove(os.path.join(mid, 'server.pt'))
+    was = _bytes(mid)
+    with pytest.raises(JournalError, match=r'follows checkpoint 1, and there is no '
+                                           r'checkpoint beside it; put server\.pt back'):
+        _server('asgd', mid, 9)
+    assert _bytes(mid) == was
+
+
+def test_a_journal_newer_than_its_checkpoint_is_refused(tmp_path):
+    # an older server.pt put back beside a later journal: the restore refuses it (the
+    # checkpoint would miss what the journal's epoch says it holds)
+    early = _stopped_after('asgd', tmp_path / 'a', 5)      # (checkpoint 1)
+    late = _stopped_after('asgd', tmp_path / 'b', 9)       # (checkpoint 3: at 4, 8, stops)
+    shutil.copy(os.path.join(early, 'server.pt'), os.path.join(late, 'server.pt'))
+    with pytest.raises(durable.StateError, match=r'journal .*server\.journal follows '
+                                                 r'checkpoint \d, newer than the checkpoint 1'):
+        _server('asgd', late, 9)
+
+
+def test_a_stop_order_sent_again_is_journaled(tmp_path):
+    # the stop orders' repeats are counted in the checkpoint (stops_repeated): a restore
+    # replays them from the journal
+    mid = tmp_path / 'a'
+    _drive('asgd', mid, 9)
+    srv = _server('asgd', mid, 9)
+    adapter = srv.engine
+    owed = adapter.stops_owed(0.0)
+    assert adapter.finished and isinstance(adapter._stops[0], Schedule)
+    adapter._spoke = [0.0] * ROBOTS
+    adapter._stop_due = [0.0] * ROBOTS
+    sent = adapter._stops_due(1.0)
+    assert len(sent) == len(owed) == ROBOTS and adapter.stops_repeated == ROBOTS
+    back = _server('asgd', mid, 9)
+    assert back.engine.stops_repeated == ROBOTS and back.engine.replayed == ROBOTS
+
+
+def test_a_tail_of_zeros_is_a_record_cut_short(tmp_path):
+    # the file's new size reached the disk, the record's bytes did not (zeros): dropped as a
+    # record cut short, the records before it replayed
+    mid = _stopped_after('asgd', tmp_path / 'a', 7)          # (checkpoint 1, 3 records)
+    shutil.copytree(mid, tmp_path / 'zeros')
+    with open(tmp_path / 'zeros' / JOURNAL_FILE, 'ab') as f:
+        f.write(bytes(4096))
+    whole = _server('asgd', mid, 9)
+    back = _server('asgd', tmp_path / 'zeros', 9)
+    assert back.engine.replayed == whole.engine.replayed == 3
+    _same(_state(back.engine), _state(whole.engine), 'zeros')
+    assert 'cut short' in back.engine.journal.dropped and whole.engine.journal.dropped is None
+    assert os.path.getsize(tmp_path / 'zeros' / JOURNAL_FILE) == os.path.getsize(
+        os.path.join(mid, JOURNAL_FILE))
