@@ -156,17 +156,16 @@ class PushJournal:
             return
         try:
             with open(self.path, 'rb') as f:
-                data = f.read()
+                size = os.fstat(f.fileno()).st_size
+                frames, end, torn, first = self._frames(f, size)
         except OSError as err:
             raise JournalError(f'journal {self.path} is unreadable ({err.strerror or err}); '
                                f'{_fix(self.path)}') from None
-        frames, end, torn = self._frames(data)
         if not frames:
             raise JournalError(f'journal {self.path} has no header (not a push server '
                                f'journal); {_fix(self.path)}')
-        off, n = frames[0]
         try:
-            head = json.loads(data[off:off + n])
+            head = json.loads(first)
             epoch, fleet = int(head['epoch']), head['fleet']
             ok = head.get('format') == FORMAT
         except (ValueError, KeyError, TypeError):
@@ -180,7 +179,7 @@ class PushJournal:
         self.records = frames[1:]
         if torn:
             self.dropped = (f'journal {self.path}: dropped a last record cut short at byte '
-                            f'{end} of {len(data)} (a crash while it was written; its answer '
+                            f'{end} of {size} (a crash while it was written; its answer '
                             'never left)')
             with open(self.path, 'r+b') as f:
                 f.truncate(end)
@@ -188,36 +187,52 @@ class PushJournal:
                 os.fsync(f.fileno())
         self._f = open(self.path, 'ab')
 
-    def _frames(self, data: bytes) -> tuple:
+    def _frames(self, f, size: int) -> tuple:
         """
-        Return ``([(body offset, length), ...], end of the last whole record, torn)``.
+        Return ``([(body offset, length), ...], end of the last whole record, torn, header)``.
 
-        Why: a damaged record before the last is no crash mid-append: refused. A tail of
-        zeros where a record should start is one (the file's size reached the disk, its
-        bytes not).
+        One record in memory at a time (a journal of K pushes of a large model is K models).
+        Why torn or refused: a damaged record before the last is no crash mid-append:
+        refused. A tail of zeros where a record should start is one (the file's size
+        reached the disk, its bytes not).
         """
-        frames, pos, view = [], 0, memoryview(data)
-        while pos < len(data):
+        frames, pos, first = [], 0, b''
+        while pos < size:
             last_frame = pos + _FRAME.size
-            if last_frame > len(data):
-                return frames, pos, True
-            magic, n, crc = _FRAME.unpack_from(view, pos)
+            if last_frame > size:
+                return frames, pos, True, first
+            f.seek(pos)
+            magic, n, crc = _FRAME.unpack(f.read(_FRAME.size))
             body_end = last_frame + n
             if magic != MAGIC:
-                if not data[pos:].strip(b'\0'):
-                    return frames, pos, True      # (zeros: a size grown, its bytes unwritten)
+                if self._zeros(f, pos):
+                    return frames, pos, True, first   # (a size grown, its bytes unwritten)
                 raise JournalError(f'journal {self.path} is damaged at byte {pos} (no record '
                                    f'starts there); {_fix(self.path)}')
-            if body_end > len(data):
-                return frames, pos, True
-            if zlib.crc32(view[last_frame:body_end]) != crc:
-                if body_end == len(data):
-                    return frames, pos, True
+            if body_end > size:
+                return frames, pos, True, first
+            body = f.read(n)
+            if zlib.crc32(body) != crc:
+                if body_end == size:
+                    return frames, pos, True, first
                 raise JournalError(f'journal {self.path} is damaged at byte {pos} (a checksum '
                                    f'that does not match); {_fix(self.path)}')
+            if not frames:
+                first = body
             frames.append((last_frame, n))
             pos = body_end
-        return frames, pos, False
+        return frames, pos, False, first
+
+    @staticmethod
+    def _zeros(f, pos: int) -> bool:
+        """Tell whether the file holds only zero bytes from ``pos`` on (why: ``_frames``)."""
+        f.seek(pos)
+        while True:
+            block = f.read(1 << 20)
+            if not block:
+                return True
+            if block.strip(b'\0'):
+                return False
 
     def inputs(self):
         """
