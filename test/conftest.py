@@ -58,7 +58,8 @@ PROCESS_FREE_MODULES = ('test_lint', 'test_push_journal', 'test_net_record_gaps'
                         'test_ros_graph_names', 'test_fleet_record_kept',
                         'test_diagnostics_names', 'test_push_transfers', 'test_push_durable',
                         'test_push_crash_sweep',
-                        'test_push_fleet_restart', 'test_push_wire_independent',
+                        'test_push_fleet_restart', 'test_server_restart_end',
+                        'test_push_wire_independent',
                         'test_membership_heard_valid', 'test_chaos_push',
                         'test_chaos_freeze')
 WALL_CLOCK_GROUP = 'wall_clock'

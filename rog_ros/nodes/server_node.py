@@ -348,9 +348,21 @@ class ServerNode:
         (Rog's engines too, whose orders leave with the final model). It waits for the
         robots not told to stop (none: it writes the results and leaves, answering any
         robot that speaks with its stop order).
+
+        Nor for a Rog robot done and owed its final model (``ServerEngine.stopped``, its
+        order not sent: a checkpoint older than the stop orders, such as the final model's):
+        one that took the model and left held the server at activate until
+        ``startup_timeout`` (exit 1, no results). The engine sends the model it owes at
+        once, again while unacknowledged, and gives up a robot gone after
+        ``ps_final.FINAL_PATIENCE_S`` (60 s, ``final_model_missed``); one still there gets it.
         """
-        told = stops_sent(self.engine) if self.hooks.restored is not None else []
-        return [r for r in range(self.args.workers) if r >= len(told) or not told[r]]
+        if self.hooks.restored is None:
+            return list(range(self.args.workers))
+        done = stops_sent(self.engine)
+        stopped = getattr(self.engine, 'stopped', None)     # (Rog's: owed the model too)
+        if stopped is not None:
+            done = [bool(a) or bool(b) for a, b in zip(done or stopped, stopped)]
+        return [r for r in range(self.args.workers) if r >= len(done) or not done[r]]
 
     def spin(self) -> None:
         """Serve until every worker has been told to stop, or a shutdown is requested."""
