@@ -17,7 +17,90 @@ import time
 
 import pytest
 
+from rog_ros.nodes import server_node
+from rog_ros.protocol import messages as m
 from test_push_fleet_restart import _durable_fleet, _kill, _restarted_server, _spin
+
+
+def _losing_stops_to(srv, rank):
+    """
+    Make ``srv``'s bus drop every stop order to robot ``rank``; return the dropped list.
+
+    Why: the crash tests need a robot whose stop order the dead server sent (checkpointed)
+    and that never reached it.
+    """
+    lost, publish = [], srv.bus.publish
+
+    def losing(topic, msg):
+        """Publish ``msg``, unless it is a stop order to robot ``rank`` (lost on the way)."""
+        if isinstance(msg, m.Schedule) and msg.stop and msg.worker == rank:
+            lost.append(msg)
+            return
+        publish(topic, msg)
+
+    srv.bus.publish = losing
+    return lost
+
+
+def _serving_with(back, robots) -> dict:
+    """
+    Make ``back``'s loop turn ``robots``' loops too (one thread for all) until each left.
+
+    Why: ``finish`` serves the robots that still speak in the server's own loop. Return
+    ``{rank: when it left}`` (monotonic), filled as they leave.
+    """
+    step, left = back.driver.step, {}
+
+    def both(max_wait_s=0.02):
+        """Turn the server's loop, then each robot's; a robot that stopped leaves."""
+        step(max_wait_s)
+        for wrk in robots:
+            if wrk.bus is not None and not wrk.spin_once():
+                wrk.shutdown()               # (its bus closed: its uplink writers gone)
+                left[wrk.rank] = time.monotonic()
+
+    back.driver.step = both
+    return left
+
+
+@pytest.mark.parametrize('sync', ['rog', 'bsp', 'asgd', 'gsp'])
+def test_a_restored_server_whose_stop_order_was_lost_with_the_crash_stops_its_robot(
+        tmp_path, monkeypatch, sync):
+    # Every stop order is checkpointed before it leaves; robot 0's was lost with the crash
+    # (dropped here), robot 1 took its own and left. The restored server owes no robot
+    # anything it knows of, waited for none at activate and left LEAVE_TIMEOUT_S after
+    # (0.2 s here) without hearing robot 0, which waited for its stop until its own
+    # server_timeout (120 s) and gave up. It serves until robot 0 is heard (its poke,
+    # every 8 s, answered with the stop order) and robot 0 stops.
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, '/rl', 1)
+    nodes, back = [srv] + workers, None
+    lost = _losing_stops_to(srv, 0)
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: srv.engine.finished)
+        assert srv.engine.finished and lost
+        _kill(hub, srv, nodes)                # killed after its last stop order
+        left = workers[1]
+        _spin([left], lambda: left.driver.stopped)
+        assert left.driver.stopped and not workers[0].driver.stopped
+        left.shutdown()
+        nodes.remove(left)                    # robot 1 took its stop and left
+        back = _restarted_server(tmp_path, '/rl', server_args)
+        assert back.engine.finished
+        assert back.activate()
+        left = _serving_with(back, [workers[0]])
+        start = time.monotonic()
+        summary = back.finish()
+        took = time.monotonic() - start
+    finally:
+        for node in workers + [n for n in (srv, back) if n is not None]:
+            node.shutdown()
+    assert workers[0].driver.stopped and not workers[0].failure
+    # robot 0 stops at its first poke after the restart (every 8 s); the server serves on
+    # for robot 1, gone, until the discovery bound (the lease, 10 s) from its start
+    assert left[0] - start < 10.0 and summary['completed'] is True
+    assert 9.0 < took < 11.0
 
 
 def _final_model_checkpoint(srv) -> list:
@@ -96,3 +179,37 @@ def test_a_rog_server_restored_owing_the_final_model_finishes_the_run(
     assert finished_run(state) is not None
     if robots_stay:
         assert all(w.engine.state == 'stopped' for w in workers)
+
+
+@pytest.mark.parametrize('robots_stay', [False, True])
+def test_a_restored_server_waits_for_robots_told_to_stop_within_its_bounds(
+        tmp_path, monkeypatch, robots_stay):
+    # The wait for the robots told to stop before the crash is bounded: by the discovery
+    # bound (the transfer lease, 10 s by default) while none of them is matched on its
+    # downlink (all left), by the patience (2 leases or poke intervals, 20 s) while one is
+    # matched but never speaks (a link that carries nothing). Scaled down to 0.5 and 2 s.
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, 'rog', '/rb', 1)
+    nodes, back = [srv] + workers, None
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: srv.engine.finished)
+        _kill(hub, srv, nodes)
+        if not robots_stay:
+            for w in workers:                 # gone: no reader of their downlinks
+                w.shutdown()
+                nodes.remove(w)
+        back = _restarted_server(tmp_path, '/rb', server_args)
+        assert back.hear_bounds_s() == (10.0, 20.0)      # the defaults (lease 10 s)
+        monkeypatch.setattr(back, 'hear_bounds_s', lambda: (0.5, 2.0))
+        assert back.activate()
+        start = time.monotonic()
+        summary = back.finish()
+        took = time.monotonic() - start
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    assert summary['completed'] is True and summary['final_model_delivered'] == 2
+    if robots_stay:                           # matched, silent (never spun): the patience
+        assert 2.0 <= took < 2.0 + server_node.LEAVE_TIMEOUT_S + 1.0
+    else:
+        assert 0.5 <= took < 1.5

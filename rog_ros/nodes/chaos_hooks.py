@@ -454,6 +454,7 @@ class ServerHooks(_Hooks):
             self.proj = lg.projections(engine.w_srv.numel())
         self.restored = None
         self.results_written = False   # the node wrote the run's results (``run_done``)
+        self.heard = set()             # robots whose message the engine took (``on_message``)
 
     def run_done(self) -> bool:
         """
@@ -517,7 +518,19 @@ class ServerHooks(_Hooks):
         self.engine.checkpoint_confirmed(sd['state_id'])
 
     def on_message(self, msg, now: float) -> list:
-        return self._observe(lambda: self.engine.on_message(msg, now), msg)
+        """
+        Hand ``msg`` to the engine; note its sender in ``heard`` if the engine took it.
+
+        Why: a restored server whose robots were all told to stop cannot tell a robot that
+        left from one whose stop order the crash lost; the node serves until each was heard
+        (its poke is answered with the stop order) or the patience ran out.
+        """
+        refused = self.engine.rejects
+        actions = self._observe(lambda: self.engine.on_message(msg, now), msg)
+        sender = getattr(msg, 'sender', -1)
+        if isinstance(sender, int) and sender >= 0 and self.engine.rejects == refused:
+            self.heard.add(sender)
+        return actions
 
     def on_tick(self, now: float) -> list:
         return self._observe(lambda: self.engine.on_tick(now), None)

@@ -55,9 +55,11 @@ from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import (LinkStats, new_incarnation, SERVER, train_status_problem,
                                        TRAIN_STATUS_SCHEMA, TrainStatus)
 from rog_ros.protocol.ps import ServerEngine
+from rog_ros.protocol.revival import POKE_END_TIMEOUTS
 import torch
 
 LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the workers to leave
+HEAR_LEASES = 2         # a restored server's wait for the robots it told to stop (below)
 EVAL_DRAIN_S = 120.0    # at the end: how long to wait for the evaluations still queued
 
 
@@ -203,6 +205,8 @@ class ServerNode:
         self.evaluation_errors, self.first_evaluation_error = 0, None
         self._resumed = None         # (seconds into the run, seconds away) after a restore
         self._finished_before = False  # restored a run that had finished: write nothing
+        self._told_before = set()    # restored: robots told to stop before the crash
+        self._activated_at = None    # (monotonic) when activate returned
         self._next_eval = 0.0
         self._last_evaluated = None  # the consensus model the last evaluation was given
         self.last_metrics = {}
@@ -279,6 +283,8 @@ class ServerNode:
             self._set_aside_earlier_results()
         if not self._finished_before:
             self._resume_record(self.hooks.restored_record)
+        if self.hooks.restored is not None and not self._finished_before:
+            self._told_before = {r for r, told in enumerate(stops_sent(self.engine)) if told}
         for topic in server_inbox():
             self.bus.subscribe(topic)
         for r in range(a.workers):
@@ -331,6 +337,7 @@ class ServerNode:
             if waited < 0:
                 return False
         self.life.trigger('activate')
+        self._activated_at = time.monotonic()
         self.t0 = time.monotonic() - (self._resumed[0] if self._resumed else 0.0)
         if self._resumed:
             info = {'checkpoint': self.hooks.restored, 'evaluations': self.evaluations}
@@ -396,6 +403,7 @@ class ServerNode:
             return {}          # (a rewrite would replace the run's results with a restart's)
         end = time.monotonic()
         if self.engine.finished:
+            self._hear_the_robots_told_to_stop()
             self._wait_for_workers_to_leave()
             # After the workers left: the acks of late pulls that arrive while they leave
             # still change the consensus, and the run's last evaluation must be of the model
@@ -410,6 +418,53 @@ class ServerNode:
         if saved:      # (results on disk: a server started again on this state leaves them)
             self.hooks.checkpoint_results_written()
         return summary
+
+    def hear_bounds_s(self) -> tuple:
+        """
+        Return (discovery, patience) seconds of ``_hear_the_robots_told_to_stop``.
+
+        Discovery: the transfer lease (``CYCLONEDDS_URI``'s, 10 s at least), within which a
+        new participant matches a robot still there (SPDP every 2 to 4 s in our configs).
+        Patience: ``HEAR_LEASES`` leases, or poke intervals if longer (20 s by default), in
+        which a robot matched and waiting pokes at least once (every 4 END timeouts, 8 s).
+        """
+        e = self.engine
+        end_s = getattr(e, 'end_timeout_s', None) or getattr(
+            getattr(e, 'transfers', None), 'end_timeout_s', 2.0)
+        lease = transfer_limits()['lease_s']
+        return lease, HEAR_LEASES * max(lease, POKE_END_TIMEOUTS * float(end_s))
+
+    def _hear_the_robots_told_to_stop(self) -> None:
+        """
+        Serve until each robot told to stop before the crash was heard (a restored server).
+
+        Why: its checkpoint (taken before each stop order leaves) cannot tell a robot that
+        took its order and left from one whose order the crash lost, which waits for it,
+        poking. The restored server waited for none and left ``LEAVE_TIMEOUT_S`` after its
+        start, before that robot was matched or had poked (every 8 s): the robot waited
+        for its own ``server_timeout`` (120 s) and gave up. It now serves until each such
+        robot spoke (its poke is answered with the stop order: ``ServerAdapter._after_stop``,
+        ``ServerEngine._answer_stopped``) or says it stopped (its status), for the patience
+        of ``hear_bounds_s`` at most (20 s by default) from its start, and for the discovery
+        bound (10 s) only while none of them is matched on its downlink (a robot gone).
+        """
+        if not self._told_before - self.hooks.heard or self._activated_at is None:
+            return
+        discovery, patience = self.hear_bounds_s()
+        start = self._activated_at
+        while True:
+            now = time.monotonic()
+            waiting = self._told_before - self.hooks.heard     # (statuses take robots out)
+            if (not waiting or now >= start + patience
+                    or self.requests.shutdown_requested):
+                break
+            if now >= start + discovery and not any(
+                    self.bus.matched(t) for r in waiting for t in worker_inbox(r)):
+                break
+            self.driver.step(0.02)
+        if waiting:
+            self.log.info(f'robots {sorted(waiting)} told to stop before this server restarted '
+                          f'were not heard in {time.monotonic() - start:.0f} s: taken as gone')
 
     def _wait_for_workers_to_leave(self) -> None:
         """
@@ -624,6 +679,8 @@ class ServerNode:
             left = getattr(self.engine, 'robot_left', None)       # (push systems only)
             if left is not None and _says_stopped(msg.state):
                 left(msg.node)
+            if _says_stopped(msg.state):           # (a restored server waits for it no more)
+                self._told_before.discard(msg.node)
             if msg.start_model and msg.start_model != self.training.fingerprint and \
                     msg.schema_version == TRAIN_STATUS_SCHEMA:
                 self._started_apart(msg)
