@@ -388,3 +388,26 @@ def test_matched_count_reports_none_matched_when_discovery_never_settles():
 
     assert dds_bus._matched_count(always_racing) == 0
     assert len(calls) == dds_bus._MATCH_RETRIES
+
+
+@pytest.mark.parametrize('ports', [
+    '<Ports><Base>9000</Base><DomainGain>100</DomainGain><ParticipantGain>4</ParticipantGain>'
+    '<UnicastMetaOffset>20</UnicastMetaOffset></Ports>',
+    '<ExternalDomainId>7</ExternalDomainId>'], ids=['ports', 'external_domain_id'])
+def test_the_server_node_port_follows_the_users_port_mapping(ports, tmp_path):
+    """
+    A user's ``Discovery/Ports`` (the same file on every robot) moves the server node's port.
+
+    The worker robot listed the server at ``7400 + 250 d + 10 + 2 * 50`` whatever the robots'
+    configuration mapped ports to: with ``Base`` 9000 the server node listened at 9220 and the
+    worker announced itself to 7510 only, so without multicast the two never met.
+    """
+    from rog_ros.nodes import robot
+    domain = _domain(64)
+    user = {'ROS_DOMAIN_ID': str(domain), 'CYCLONEDDS_URI': (
+        f'<CycloneDDS><Domain Id="any"><Discovery>{ports}</Discovery></Domain></CycloneDDS>')}
+    worker_uri = robot.robot_environment(user, '10.0.0.10')['CYCLONEDDS_URI']
+    server_uri = robot.server_node_environment(user)['CYCLONEDDS_URI']
+    listed = _discovery_ports(worker_uri, tmp_path / 'worker.log', domain)[0]
+    own = _discovery_ports(server_uri, tmp_path / 'server.log', domain)[1]
+    assert own is not None and listed == [own]

@@ -126,7 +126,8 @@ def robot_environment(environ, server_host: str = '', peers=()) -> dict:
         out['RMW_IMPLEMENTATION'] = RMW
     hosts = [h.strip() for h in peers if h and h.strip()]
     if server_host and server_host.strip():
-        hosts.append(server_peer(server_host, domain_id_from_env(environ)))
+        hosts.append(server_peer(server_host, domain_id_from_env(environ),
+                                 environ.get('CYCLONEDDS_URI', '')))
     if not environ.get('CYCLONEDDS_URI'):
         out['CYCLONEDDS_URI'] = cyclone_uri('wifi', hosts)
     elif hosts:

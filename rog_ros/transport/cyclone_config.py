@@ -124,21 +124,29 @@ def discovery_port(domain_id: int, index: int) -> int:
             + SPDP_PARTICIPANT_GAIN * int(index))
 
 
-def server_peer(host: str, domain_id: int) -> str:
+def server_peer(host: str, domain_id: int, uri: str = '') -> str:
     """
     Return the server robot's address as a unicast peer at the server node's port.
 
     Given without a port, Cyclone sends each announcement to the port of every participant
     index it could assign (0.10: 32 datagrams, 11: 33), each a frame on the air; with the port
-    of the server node's fixed index (:data:`SERVER_PARTICIPANT_INDEX`), one. A ``host`` that
-    already names a port is kept as given; an IPv6 literal gets its brackets.
+    of the server node's fixed index (:data:`SERVER_PARTICIPANT_INDEX`), one. The port is
+    mapped as the robot's configuration ``uri`` (its ``CYCLONEDDS_URI``) maps it: a user's
+    ``Discovery/Ports`` or ``ExternalDomainId`` moves the server node's port as well (the same
+    file on every robot); a port past 65535 leaves the host without one, as before. A
+    ``host`` that already names a port is kept as given; an IPv6 literal gets its brackets.
     """
+    from rog_ros.transport.cyclone_settings import port_mapping
     host = host.strip()
     if ']:' in host or (not host.startswith('[') and _host_of(host) != host):
         return host                                  # [v6]:PORT or host:PORT given
+    domain, base, domain_gain, gain, offset = port_mapping(uri, domain_id)
+    port = base + domain_gain * domain + offset + gain * SERVER_PARTICIPANT_INDEX
+    if port > 65535:
+        return host
     if ':' in host and not host.startswith('['):
         host = f'[{host}]'                           # an IPv6 literal
-    return f'{host}:{discovery_port(domain_id, SERVER_PARTICIPANT_INDEX)}'
+    return f'{host}:{port}'
 
 
 def server_index_fragment() -> str:

@@ -209,7 +209,32 @@ def _unit_multiplier(unit: str, units: dict, default_unit: int, is_zero: bool) -
     return units.get(unit, 0)
 
 
-def _configured(uri: str | None, elements) -> dict:
+def port_mapping(uri: str | None = None, domain_id: int | None = None) -> tuple:
+    """
+    Return ``(domain, base, domain gain, participant gain, unicast offset)`` of the port map.
+
+    What ``$CYCLONEDDS_URI`` (or ``uri``) sets in ``Discovery/Ports`` and
+    ``Discovery/ExternalDomainId`` for ``domain_id`` (``$ROS_DOMAIN_ID``'s when None), each
+    Cyclone's default where not set: a participant of index i listens for unicast discovery at
+    ``base + domain gain * domain + unicast offset + participant gain * i``. A worker robot
+    lists the server node at that port; computed with the defaults, a user's ``PortBase``
+    (the same file on every robot) sent each announcement to a port nobody listens on.
+    """
+    names = ('externaldomainid', 'portbase', 'domaingain', 'participantgain',
+             'unicastmetaoffset')
+    found = _configured(uri, names, domain_id)
+    if domain_id is None:
+        domain_id = domain_id_from_env()
+    defaults = (domain_id, 7400, 250, 2, 10)
+    out = []
+    for name, default in zip(names, defaults):
+        text = found[name]
+        out.append(default if text is None or text.lower() == 'default'
+                   or not re.fullmatch(r'[+-]?[0-9]+', text) else _scanf_u32(text))
+    return tuple(out)
+
+
+def _configured(uri: str | None, elements, domain_id: int | None = None) -> dict:
     """
     Return ``{element: value}``: what Cyclone takes for each of ``elements`` (lower case).
 
@@ -222,7 +247,7 @@ def _configured(uri: str | None, elements) -> dict:
     """
     value = os.environ.get('CYCLONEDDS_URI', '') if uri is None else uri
     try:
-        domain_id = domain_id_from_env()
+        domain_id = domain_id_from_env() if domain_id is None else domain_id
     except ValueError:
         domain_id = None                    # (the node says so where it opens its domain)
     found = dict.fromkeys(elements)
@@ -500,6 +525,9 @@ _CONFIG_CHILDREN = {
         'MaxAutoParticipantIndex', 'SPDPMulticastAddress', 'SPDPInterval',
         'DefaultMulticastAddress', 'InitialLocatorPruneDelay@11', 'DiscoveredLocatorPruneDelay@11',
         'Ports', 'EnableTopicDiscoveryEndpoints@topic', 'LeaseDuration'),
+    'cyclonedds/domain/discovery/ports': (
+        'Base', 'DomainGain', 'ParticipantGain', 'MulticastMetaOffset', 'UnicastMetaOffset',
+        'MulticastDataOffset', 'UnicastDataOffset'),
     'cyclonedds/domain/general': (
         'MulticastRecvNetworkInterfaceAddresses', 'Interfaces', 'AddrsetCosts@11',
         'ExternalNetworkAddress', 'ExternalNetworkMask', 'AllowMulticast', 'MulticastTimeToLive',
@@ -537,10 +565,19 @@ _CONFIG_ATTRIBUTES = {
     'cyclonedds/domain/discovery': (), 'cyclonedds/domain/general': (),
     'cyclonedds/domain/discovery/leaseduration': (),
     'cyclonedds/domain/general/fragmentsize': (),
+    'cyclonedds/domain/discovery/externaldomainid': (),
+    'cyclonedds/domain/discovery/ports': (),
+    **{f'cyclonedds/domain/discovery/ports/{name}': ()
+       for name in ('base', 'domaingain', 'participantgain', 'unicastmetaoffset')},
 }
 """The attributes Cyclone 0.10.x and 11.0.x know on those elements (the same in both)."""
 _PLACE_SETTINGS = {'cyclonedds/domain/discovery/leaseduration': 'leaseduration',
-                   'cyclonedds/domain/general/fragmentsize': 'fragmentsize'}
+                   'cyclonedds/domain/general/fragmentsize': 'fragmentsize',
+                   'cyclonedds/domain/discovery/externaldomainid': 'externaldomainid',
+                   'cyclonedds/domain/discovery/ports/base': 'portbase',
+                   'cyclonedds/domain/discovery/ports/domaingain': 'domaingain',
+                   'cyclonedds/domain/discovery/ports/participantgain': 'participantgain',
+                   'cyclonedds/domain/discovery/ports/unicastmetaoffset': 'unicastmetaoffset'}
 """The setting Cyclone takes at each place (elsewhere a same-named element is no setting)."""
 _XML_ATTRIBUTE = re.compile(r'(?<![^\s"\'])([^\s=/>"\']+)\s*=\s*(?:"([^"]*)"|\'([^\']*)\')')
 """
