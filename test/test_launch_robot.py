@@ -83,7 +83,8 @@ def test_robot_launch_worker_runs_its_worker_and_netmon(launch_file):
     assert all('additional_env' not in n for n in nodes)          # auto participant indices
 
 
-def test_robot_launch_server_and_every_setting_is_an_argument(launch_file):
+def test_robot_launch_server_and_every_setting_is_an_argument(launch_file, monkeypatch):
+    monkeypatch.setenv('ROS_DOMAIN_ID', str(_free_domain()))   # its index 50 free on this host
     declared, nodes, _ = launch_file('robot.launch', role='server', workers='2',
                                      eval_every='5', trace='indoors')
     assert [(n['executable'], n['name']) for n in nodes] == [('rog_server', 'rog_server'),
@@ -98,6 +99,35 @@ def test_robot_launch_server_and_every_setting_is_an_argument(launch_file):
     assert uri.split(',')[0].endswith('config/cyclonedds_wifi.xml')
     assert uri.endswith(',<Discovery><ParticipantIndex>50</ParticipantIndex></Discovery>')
     assert 'additional_env' not in nodes[1]                        # netmon: any free index
+
+
+def _free_domain() -> int:
+    """Return a domain of this test process (another's server node would hold its index)."""
+    return 10 + (os.getpid() * 7 + 93) % 200
+
+
+def test_robot_launch_server_whose_index_is_taken_keeps_a_free_one(
+        launch_file, monkeypatch, capsys):
+    """
+    Another server node of the domain on the host: this one is launched on a free index.
+
+    Cyclone refused the fixed index (its port bound by the other fleet's server node) and
+    the server node never started; now it is launched as before the fixed index, warned.
+    """
+    import socket
+    domain = _free_domain()
+    monkeypatch.setenv('ROS_DOMAIN_ID', str(domain))
+    holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    holder.bind(('', 7400 + 250 * domain + 10 + 2 * 50))
+    try:
+        _, nodes, _ = launch_file('robot.launch', role='server', workers='2')
+    finally:
+        holder.close()
+    assert [n['name'] for n in nodes] == ['rog_server', 'netmon']
+    assert all('additional_env' not in n for n in nodes)
+    warned = capsys.readouterr().err
+    assert f'DDS participant index 50 of domain {domain} (UDP port' in warned
+    assert 'reach it by multicast only' in warned
 
 
 @pytest.mark.parametrize('values,message', [

@@ -319,3 +319,31 @@ def test_the_server_is_listed_at_its_node_port_in_the_robots_domain():
         '<Peer address="10.0.0.10:8260"/></Peers></Discovery>')
     assert robot.server_node_environment(user) == {'CYCLONEDDS_URI': (
         'file:///etc/my.xml,<Discovery><ParticipantIndex>50</ParticipantIndex></Discovery>')}
+
+
+def test_a_server_node_whose_index_is_taken_keeps_a_free_one_and_says_so():
+    """
+    Another server node of the domain on the host: this one starts on a free index, warned.
+
+    Two fleets on one domain under two namespaces may share a host (architecture.md); the
+    second server robot's node was refused by Cyclone (the index's port bound), so it never
+    started (11.0.1 said only ``DDS_RETCODE_ERROR``). Now it keeps the first free index, as
+    every server node did before the fixed one, and the warning says what that costs.
+    """
+    import socket
+    domain = 10 + (os.getpid() * 7 + 91) % 200
+    env = {'CYCLONEDDS_URI': 'file:///etc/my.xml', 'ROS_DOMAIN_ID': str(domain)}
+    port = cyclone_config.discovery_port(domain, cyclone_config.SERVER_PARTICIPANT_INDEX)
+    said = []
+    holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    holder.bind(('', port))                       # the first fleet's server node
+    try:
+        assert robot.server_node_environment(env, said.append) == {}
+    finally:
+        holder.close()
+    assert len(said) == 1 and said[0].startswith(
+        f'DDS participant index 50 of domain {domain} (UDP port {port}) is taken on this host')
+    assert 'reach it by multicast only' in said[0]
+    assert robot.server_node_environment(env, said.append) == {'CYCLONEDDS_URI': (
+        'file:///etc/my.xml,<Discovery><ParticipantIndex>50</ParticipantIndex></Discovery>')}
+    assert len(said) == 1

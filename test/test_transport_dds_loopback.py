@@ -411,3 +411,40 @@ def test_the_server_node_port_follows_the_users_port_mapping(ports, tmp_path):
     listed = _discovery_ports(worker_uri, tmp_path / 'worker.log', domain)[0]
     own = _discovery_ports(server_uri, tmp_path / 'server.log', domain)[1]
     assert own is not None and listed == [own]
+
+
+@pytest.mark.parametrize('how', ['variable', 'config'])
+def test_a_taken_server_index_says_so_in_one_line(how, monkeypatch):
+    """
+    A server node whose fixed participant index is taken on its host fails, saying why.
+
+    The worker robots list the server node at one port, so the server node takes a fixed
+    index (50); a second one of the domain on the host (a server robot still running) cannot
+    get it. Cyclone 11.0.1 said only ``DDS_RETCODE_ERROR Non specific error`` (0.10.5 logged
+    ``failed to create unicast sockets``). Once the port is free the same bus opens.
+    """
+    import socket
+    from rog_ros.nodes import robot
+    from rog_ros.transport.bus import BusError
+    _no_discovery_variables(monkeypatch)
+    domain = _domain(72 if how == 'variable' else 73)
+    monkeypatch.setenv('ROS_DOMAIN_ID', str(domain))
+    uri = robot.server_node_environment(dict(os.environ, **robot.robot_environment(
+        os.environ)))['CYCLONEDDS_URI']
+    port = cyclone_config.discovery_port(domain, cyclone_config.SERVER_PARTICIPANT_INDEX)
+    if how == 'variable':
+        monkeypatch.setenv('CYCLONEDDS_URI', uri)
+    kwargs = {'config': uri} if how == 'config' else {}
+    holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    holder.bind(('', port))               # the other server node's discovery port
+    try:
+        with pytest.raises(BusError) as caught:
+            dds_bus.DdsBus(namespace=_namespace('idx'), domain_id=domain, **kwargs)
+    finally:
+        holder.close()
+    assert str(caught.value) == (
+        f'DDS participant index 50 of domain {domain} (UDP port {port}) is taken on this '
+        'host: another process of the domain runs with it (a second server node? the server '
+        'node takes index 50); stop it first, or run this fleet on another ROS_DOMAIN_ID')
+    bus = dds_bus.DdsBus(namespace=_namespace('idx'), domain_id=domain, **kwargs)
+    bus.close()

@@ -242,14 +242,17 @@ def _describe(arguments: dict, specs_of, one_host: bool = False,
         values = {k: LaunchConfiguration(k).perform(context) for k in arguments}
         variables = launch_environment(values, one_host=one_host)
         env = [SetEnvironmentVariable(k, v) for k, v in variables.items()]
-        server_env = server_node_environment(dict(os.environ, **variables))
+        server_env = server_node_environment(
+            dict(os.environ, **variables),
+            lambda said: print(f'[WARN] [launch]: {said}', file=sys.stderr))
         specs = specs_of(values)
         limit = parse_respawn(values.get('respawn'))
         check_respawn(limit, specs)
         out = env
         for spec in specs:
             def make(spec=spec):
-                extra = {'additional_env': server_env} if spec.role == 'server' else {}
+                extra = {'additional_env': server_env} if spec.role == 'server' and server_env \
+                    else {}
                 return Node(package='rog_ros', executable=spec.executable, name=spec.name,
                             arguments=spec.argv(), output='screen',
                             sigterm_timeout=str(SIGTERM_AFTER_S), **extra)

@@ -135,18 +135,35 @@ def robot_environment(environ, server_host: str = '', peers=()) -> dict:
     return out
 
 
-def server_node_environment(env) -> dict:
+def server_node_environment(env, warn=None) -> dict:
     """
     Return the variables the server node gets on top of its robot's ``env``: its fixed index.
 
     The worker robots list the server host at the port of participant index
     :data:`~rog_ros.transport.cyclone_config.SERVER_PARTICIPANT_INDEX` only, so the server
     node must take that index (appended after the robot's ``CYCLONEDDS_URI``, so it wins),
-    not the first free one Cyclone would give it.
+    not the first free one Cyclone would give it. Where another process of the domain holds
+    the index on this host (the server robot of a second fleet under another namespace, which
+    architecture.md allows, or a server node still running), Cyclone refuses the participant:
+    the server node would not start at all. It then keeps the first free index, as before
+    the fixed one, and ``warn`` (if given) says that the worker robots reach it by multicast
+    only.
     """
-    from rog_ros.transport.cyclone_config import server_index_fragment
+    from rog_ros.transport.cyclone_config import domain_id_from_env, server_index_fragment
+    from rog_ros.transport.cyclone_settings import index_port_taken
     uri = env.get('CYCLONEDDS_URI', '')
-    return {'CYCLONEDDS_URI': ','.join(p for p in (uri, server_index_fragment()) if p)}
+    full = ','.join(p for p in (uri, server_index_fragment()) if p)
+    taken = index_port_taken(full, domain_id_from_env(env))
+    if taken is None:
+        return {'CYCLONEDDS_URI': full}
+    if warn is not None:
+        index, domain, port = taken
+        warn(f'DDS participant index {index} of domain {domain} (UDP port {port}) is taken on '
+             "this host (another fleet's server node, or this one still running): the server "
+             'node takes the first free index instead, and worker robots given this host '
+             '(--server-host, server_host:=) reach it by multicast only; stop the other one, '
+             'or run this fleet on another ROS_DOMAIN_ID')
+    return {}
 
 
 def split_peers(text) -> list:
@@ -390,7 +407,8 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int, resuming: str = ''
         folder = os.sep if model_out.endswith(os.sep) else ''    # 'models/': model.pt in it
         specs[0] = dataclasses.replace(specs[0], parameters=dict(
             specs[0].parameters, model_out=os.path.abspath(model_out) + folder))
-    server_env = dict(env, **server_node_environment(env))
+    server_env = dict(env, **server_node_environment(
+        env, lambda said: print(f'rog robot: warning: {said}', file=sys.stderr)))
     sup = Supervisor(specs, logs, lambda spec: server_env if spec.role == 'server' else env)
     main = specs[0].name
     code = 1

@@ -30,7 +30,8 @@ import os
 import re
 from typing import NamedTuple
 
-from rog_ros.transport.cyclone_config import _uri_sources, _XML_TAG, domain_id_from_env
+from rog_ros.transport.cyclone_config import _uri_sources, _XML_TAG, domain_id_from_env, \
+    SERVER_PARTICIPANT_INDEX
 
 _TAG_NAME = re.compile(r'</?\s*([^\s/>]+)')
 _DURATION_UNITS = {'ns': 1, 'us': 10 ** 3, 'ms': 10 ** 6, 's': 10 ** 9, 'min': 60 * 10 ** 9,
@@ -232,6 +233,52 @@ def port_mapping(uri: str | None = None, domain_id: int | None = None) -> tuple:
         out.append(default if text is None or text.lower() == 'default'
                    or not re.fullmatch(r'[+-]?[0-9]+', text) else _scanf_u32(text))
     return tuple(out)
+
+
+def taken_index(uri: str | None = None, domain_id: int | None = None) -> str | None:
+    """
+    Say why a participant with a fixed ``ParticipantIndex`` cannot be created; None: no reason.
+
+    Cyclone refuses a participant whose fixed index another process of the host holds (its
+    unicast discovery port bound): 11.0.1 says only ``DDS_RETCODE_ERROR`` (0.10.5 logs
+    ``failed to create unicast sockets``). The server node takes one (a second server node
+    of the domain on the host, a user's own index): the line names the index, the port and
+    the fix.
+    """
+    taken = index_port_taken(uri, domain_id)
+    if taken is None:
+        return None
+    index, domain, port = taken
+    return (f'DDS participant index {index} of domain {domain} (UDP port {port}) is taken on '
+            'this host: another process of the domain runs with it (a second server node? the '
+            f'server node takes index {SERVER_PARTICIPANT_INDEX}); stop it first, or run this '
+            'fleet on another ROS_DOMAIN_ID')
+
+
+def index_port_taken(uri: str | None = None, domain_id: int | None = None) -> tuple | None:
+    """
+    Return ``(index, domain, port)`` when the fixed index ``uri`` sets has its port bound here.
+
+    None when ``uri`` sets no fixed ``ParticipantIndex`` (Cyclone picks a free one) or its
+    unicast discovery port can be bound on this host (by the mapping :func:`port_mapping`
+    reads; an error other than "in use" is no answer, Cyclone will say).
+    """
+    import errno
+    import socket
+    text = _configured(uri, ('participantindex',), domain_id)['participantindex']
+    if text is None or not re.fullmatch(r'[0-9]+', text):
+        return None                                  # auto, none, default: Cyclone picks
+    index = int(text)
+    domain, base, domain_gain, gain, offset = port_mapping(uri, domain_id)
+    port = base + domain_gain * domain + offset + gain * index
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.bind(('', port))
+    except OSError as exc:
+        return (index, domain, port) if exc.errno == errno.EADDRINUSE else None
+    finally:
+        sock.close()
+    return None
 
 
 def _configured(uri: str | None, elements, domain_id: int | None = None) -> dict:
@@ -566,6 +613,7 @@ _CONFIG_ATTRIBUTES = {
     'cyclonedds/domain/discovery/leaseduration': (),
     'cyclonedds/domain/general/fragmentsize': (),
     'cyclonedds/domain/discovery/externaldomainid': (),
+    'cyclonedds/domain/discovery/participantindex': (),
     'cyclonedds/domain/discovery/ports': (),
     **{f'cyclonedds/domain/discovery/ports/{name}': ()
        for name in ('base', 'domaingain', 'participantgain', 'unicastmetaoffset')},
@@ -574,6 +622,7 @@ _CONFIG_ATTRIBUTES = {
 _PLACE_SETTINGS = {'cyclonedds/domain/discovery/leaseduration': 'leaseduration',
                    'cyclonedds/domain/general/fragmentsize': 'fragmentsize',
                    'cyclonedds/domain/discovery/externaldomainid': 'externaldomainid',
+                   'cyclonedds/domain/discovery/participantindex': 'participantindex',
                    'cyclonedds/domain/discovery/ports/base': 'portbase',
                    'cyclonedds/domain/discovery/ports/domaingain': 'domaingain',
                    'cyclonedds/domain/discovery/ports/participantgain': 'participantgain',

@@ -47,6 +47,7 @@ from rog_ros.transport.bus import Bus, BusError
 from rog_ros.transport.convert import decode, DecodeError, from_sample, to_sample
 from rog_ros.transport.cyclone_config import discovery_config, domain_id_from_env, \
     file_uri, peer_resolves
+from rog_ros.transport.cyclone_settings import taken_index
 from rog_ros.transport.discovery_info import open_info, open_namesakes
 from rog_ros.transport.raw_take import ddspy_take, TAKE_BATCH as _TAKE_BATCH, \
     take_serialised as _raw_take
@@ -178,6 +179,9 @@ def _configure_domain(domain_id: int, config=None):
     try:
         _DOMAINS[domain_id] = (full, _create_domain(domain_id, full))
     except DDSException as exc:
+        reason = taken_index(full, domain_id)
+        if reason:
+            raise BusError(reason) from exc
         raise BusError(f'cannot configure DDS domain {domain_id} (a participant created '
                        f'before with another configuration?): {exc}') from exc
     return None
@@ -310,7 +314,13 @@ class DdsBus(Bus):
         self._publish_give_up_s = publish_give_up_s
         qos = Qos(Policy.Userdata(data=b'enclave=/;'))  # as rmw_cyclonedds (Iron+) does
         with _uri_for_creation(uri):
-            self._participant = DomainParticipant(self.domain_id, qos=qos)
+            try:
+                self._participant = DomainParticipant(self.domain_id, qos=qos)
+            except DDSException as exc:
+                reason = taken_index(os.environ.get('CYCLONEDDS_URI', ''), self.domain_id)
+                if reason:
+                    raise BusError(reason) from exc
+                raise
         self._waitset = WaitSet(self._participant)
         self._discovery = _discovery_readers(self._participant)
         self._graph = open_info(self._participant, node_name,   # None: no ROS 2 node entry
