@@ -22,6 +22,7 @@ join a user's ``CYCLONEDDS_URI``; a helper node that ends is reported; ``--model
 
 import os
 from pathlib import Path
+import re
 
 import pytest
 
@@ -347,3 +348,16 @@ def test_a_server_node_whose_index_is_taken_keeps_a_free_one_and_says_so():
     assert robot.server_node_environment(env, said.append) == {'CYCLONEDDS_URI': (
         'file:///etc/my.xml,<Discovery><ParticipantIndex>50</ParticipantIndex></Discovery>')}
     assert len(said) == 1
+
+
+@pytest.mark.parametrize('host', ['10.0.0.10:', 'srv:abc'])
+def test_a_server_host_that_is_no_address_is_refused_as_written(host):
+    """
+    A ``--server-host`` with a colon that is no IPv6 literal is refused naming what was given.
+
+    It was bracketed as if IPv6 and given the server node's port first, so the error named
+    ``'[10.0.0.10:]:7510'``, an address the user never wrote.
+    """
+    with pytest.raises(ValueError, match=re.escape(f"DDS peer '{host}' does not resolve")):
+        robot.robot_environment({}, host)
+    assert cyclone_config.server_peer('fe80::1%eth0', 0) == '[fe80::1%eth0]:7510'

@@ -35,6 +35,7 @@ What a ``CYCLONEDDS_URI`` value sets (the lease, the fragment size) is read in
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 import re
@@ -145,6 +146,10 @@ def server_peer(host: str, domain_id: int, uri: str = '') -> str:
     if port > 65535:
         return host
     if ':' in host and not host.startswith('['):
+        try:
+            ipaddress.IPv6Address(host.split('%', 1)[0])
+        except ValueError:
+            return host                   # no address ('host:'): refused as the user wrote it
         host = f'[{host}]'                           # an IPv6 literal
     return f'{host}:{port}'
 
