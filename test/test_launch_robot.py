@@ -128,6 +128,14 @@ def test_robot_launch_server_whose_index_is_taken_keeps_a_free_one(
     warned = capsys.readouterr().err
     assert f'DDS participant index 50 of domain {domain} (UDP port' in warned
     assert 'reach it by multicast only' in warned
+    # a worker robot on the same host (a trial on one machine) has no server node to warn of
+    holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    holder.bind(('', 7400 + 250 * domain + 10 + 2 * 50))
+    try:
+        launch_file('robot.launch', role='worker', rank='0', server_host='127.0.0.1')
+    finally:
+        holder.close()
+    assert 'participant index' not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize('values,message', [

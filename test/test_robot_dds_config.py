@@ -361,3 +361,52 @@ def test_a_server_host_that_is_no_address_is_refused_as_written(host):
     with pytest.raises(ValueError, match=re.escape(f"DDS peer '{host}' does not resolve")):
         robot.robot_environment({}, host)
     assert cyclone_config.server_peer('fe80::1%eth0', 0) == '[fe80::1%eth0]:7510'
+
+
+def test_rog_robot_gives_the_index_to_its_server_node_only_and_warns_a_server_only(
+        monkeypatch, tmp_path, capsys):
+    """
+    Only a server robot probes the server node's index; its netmon keeps a free one.
+
+    Every ``rog robot`` probed it, so a worker robot on the server robot's host (one machine
+    for a trial, one domain) warned that "the server node takes the first free index".
+    """
+    import socket
+    envs = {}
+
+    class Started:
+        """Record each node's ``CYCLONEDDS_URI``; every node exits 0 at once."""
+
+        def __init__(self, specs, logs, env_for):
+            self.names = [s.name for s in specs]
+            envs.update({s.name: env_for(s).get('CYCLONEDDS_URI', '') for s in specs})
+
+        def start(self, resuming=None):
+            pass
+
+        def codes(self):
+            return {name: 0 for name in self.names}
+
+        def stop(self, *args, **kwargs):
+            return []
+    monkeypatch.setattr(supervisor, 'Supervisor', Started)
+    monkeypatch.setattr(linkprobe, 'read_counters', lambda: {'eth0': (0, 0), 'lo': (0, 0)})
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv('CYCLONEDDS_URI', raising=False)
+    domain = 10 + (os.getpid() * 7 + 95) % 200
+    monkeypatch.setenv('ROS_DOMAIN_ID', str(domain))
+    index = '<Discovery><ParticipantIndex>50</ParticipantIndex></Discovery>'
+    server = ['robot', '--role', 'server', '--workers', '2', '--logs', 'slogs']
+    assert cli.main(server) == 0
+    assert envs['rog_server'].endswith(',' + index) and index not in envs['netmon']
+    capsys.readouterr()
+    holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    holder.bind(('', cyclone_config.discovery_port(domain, 50)))   # the server robot's node
+    try:
+        assert cli.main(WORKER + ['--server-host', '127.0.0.1', '--logs', 'wlogs']) == 0
+        assert 'participant index' not in capsys.readouterr().err
+        assert cli.main(server + ['--out', 'second']) == 0
+        assert 'DDS participant index 50 of domain' in capsys.readouterr().err
+        assert index not in envs['rog_server']
+    finally:
+        holder.close()

@@ -242,10 +242,12 @@ def _describe(arguments: dict, specs_of, one_host: bool = False,
         values = {k: LaunchConfiguration(k).perform(context) for k in arguments}
         variables = launch_environment(values, one_host=one_host)
         env = [SetEnvironmentVariable(k, v) for k, v in variables.items()]
-        server_env = server_node_environment(
-            dict(os.environ, **variables),
-            lambda said: print(f'[WARN] [launch]: {said}', file=sys.stderr))
         specs = specs_of(values)
+        server_env = {}                             # (a worker robot has no server node)
+        if any(spec.role == 'server' for spec in specs):
+            server_env = server_node_environment(
+                dict(os.environ, **variables),
+                lambda said: print(f'[WARN] [launch]: {said}', file=sys.stderr))
         limit = parse_respawn(values.get('respawn'))
         check_respawn(limit, specs)
         out = env

@@ -407,8 +407,10 @@ def _run_nodes(args, specs, env: dict, logs: str, limit: int, resuming: str = ''
         folder = os.sep if model_out.endswith(os.sep) else ''    # 'models/': model.pt in it
         specs[0] = dataclasses.replace(specs[0], parameters=dict(
             specs[0].parameters, model_out=os.path.abspath(model_out) + folder))
-    server_env = dict(env, **server_node_environment(
-        env, lambda said: print(f'rog robot: warning: {said}', file=sys.stderr)))
+    server_env = env                                # (a worker robot has no server node)
+    if any(spec.role == 'server' for spec in specs):
+        server_env = dict(env, **server_node_environment(
+            env, lambda said: print(f'rog robot: warning: {said}', file=sys.stderr)))
     sup = Supervisor(specs, logs, lambda spec: server_env if spec.role == 'server' else env)
     main = specs[0].name
     code = 1
