@@ -548,3 +548,38 @@ def test_parts_that_do_not_make_one_copy_are_refused(bad):
             for k, v in worker.versions_parts.items()} == before     # nothing changed
     if bad in ('schema_3', 'whole_schema_4'):
         assert 'rebuild all nodes' in out[0].info['error']
+
+
+@pytest.mark.parametrize('case', ['many_parts', 'many_runs', 'empty_part'])
+def test_the_parts_a_worker_holds_are_bounded_by_one_copy(case):
+    # A server (buggy, or holding the fleet key) that sends parts = 65,535, or parts of a
+    # run per row each, or parts without a run: the robot held every one (a part is checked
+    # alone, up to n_rows runs), as many runs as 65,535 parts of n_rows each, and each part
+    # copied all the parts held before it. Now a transfer's parts hold at most n_rows runs
+    # (their runs are disjoint rows), a part holds one at least, so more parts than rows are
+    # refused at once: what a robot holds is bounded by one whole copy
+    worker, msg, _ = _parts_and_worker()
+    n_rows = worker.layout.n_rows
+    one = {'run_starts': np.zeros(1, np.uint32), 'run_lengths': np.ones(1, np.uint32),
+           'versions': np.zeros(4, np.int32)}
+    every = {'run_starts': np.arange(n_rows, dtype=np.uint32),
+             'run_lengths': np.ones(n_rows, np.uint32),
+             'versions': np.zeros(4 * n_rows, np.int32)}
+    empty = {'run_starts': np.zeros(0, np.uint32), 'run_lengths': np.zeros(0, np.uint32),
+             'versions': np.zeros(0, np.int32)}
+    count, runs, sent = {'many_parts': (65535, one, n_rows + 5),
+                         'many_runs': (n_rows, every, 5),
+                         'empty_part': (n_rows, empty, 5)}[case]
+    for k in range(sent):
+        worker.on_message(dataclasses.replace(msg, part=k, parts=count,
+                                              schema_version=4, **runs), 0.0)
+    held = [len(p.run_starts) for v in worker.versions_parts.values() for p in v.values()]
+    assert sum(held) <= n_rows == 61
+    expected = {'many_parts': sent, 'many_runs': sent - 1, 'empty_part': sent}[case]
+    assert worker.rejects == expected
+    assert worker.pending_versions == {}
+    # a whole set within the bound (of the next transfer) is still taken
+    for k, p in enumerate(split_versions(dataclasses.replace(msg, transfer_id=2), 200)):
+        out = worker.on_message(p, 0.0)
+        assert [a.msg.seq for a in out] == [-1 - k]
+    assert worker.rejects == expected and list(worker.pending_versions) == [2]

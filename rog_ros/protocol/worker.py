@@ -225,6 +225,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         self.pulled_clock = 0           # newest clock whose pull has been applied
         self.pending_versions: dict[int, RowVersions] = {}
         self.versions_parts: dict[int, dict] = {}   # transfer id -> {part: RowVersions}
+        self._parts_runs: dict[int, int] = {}       # transfer id -> runs its parts hold
         self.newest_pull_tid = 0        # newest downlink transfer closed (this server run)
         # idle|computing|pushing|pulling|stopped|awaiting_grant|recovering|rejoin_wait
         self.state = 'idle'
@@ -833,26 +834,46 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         and membership are in every part). The set is checked whole as a copy is (runs
         ascending across parts); parts of another split of the same transfer (another
         ``parts``) are refused. Parts of the two newest transfers only, as for copies.
+
+        What is held is bounded by one copy: a part carries at least one run
+        (``split_versions``) and the parts of a transfer at most ``n_rows`` runs together
+        (their runs are disjoint rows), so more parts than rows, an empty part, or a part
+        that takes the runs held past the rows is refused. Without this a server that sent
+        65,535 parts of ``n_rows`` runs each kept the robot holding as many runs, and each
+        part copied the parts held before it (quadratic). Nothing changes on a refusal.
         """
-        tid, count = int(msg.transfer_id), int(msg.parts)
-        have = dict(self.versions_parts.get(tid, {}))
+        tid, count, k = int(msg.transfer_id), int(msg.parts), int(msg.part)
+        n_rows, runs = self.layout.n_rows, len(msg.run_starts)
+        have = self.versions_parts.get(tid, {})
         if have and int(next(iter(have.values())).parts) != count:
-            raise MessageError(f'RowVersions part {msg.part} of {count}, transfer {tid} '
+            raise MessageError(f'RowVersions part {k} of {count}, transfer {tid} '
                                f'came in {next(iter(have.values())).parts}')
-        have[int(msg.part)] = msg
-        if len(have) < count:
+        if count > n_rows or runs == 0:
+            raise MessageError(f'RowVersions part {k} of {count} with {runs} runs: a part '
+                               f'holds a run, the parts at most one per row ({n_rows})')
+        held = self._parts_runs.get(tid, 0) + runs - (len(have[k].run_starts) if k in have
+                                                      else 0)
+        if held > n_rows:
+            raise MessageError(f'RowVersions part {k} of {count}: {held} runs held for '
+                               f'transfer {tid}, more than its {n_rows} rows')
+        if len(have) + (k not in have) < count:
             self.versions_parts[tid] = have
+            have[k] = msg
+            self._parts_runs[tid] = held
             while len(self.versions_parts) > 2:
-                del self.versions_parts[min(self.versions_parts)]
+                old = min(self.versions_parts)
+                del self.versions_parts[old]
+                self._parts_runs.pop(old, None)
             return None
-        parts = [have[k] for k in range(count)]
+        parts = [msg if j == k else have[j] for j in range(count)]
         whole = dataclasses.replace(
             parts[0], part=0, parts=0, schema_version=SCHEMA_VERSION,
             run_starts=np.concatenate([p.run_starts for p in parts]),
             run_lengths=np.concatenate([p.run_lengths for p in parts]),
             versions=np.concatenate([p.versions for p in parts]))
-        check_versions(whole, self.layout.n_rows, self.n, self.max_clock)   # (raises first)
+        check_versions(whole, n_rows, self.n, self.max_clock)   # (raises first)
         self.versions_parts.pop(tid, None)
+        self._parts_runs.pop(tid, None)
         return whole
 
     def _on_chunk(self, chunk: RowChunk, now: float) -> list:
@@ -959,6 +980,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
                                  if k > inc.transfer_id}
         self.versions_parts = {k: v for k, v in self.versions_parts.items()
                                if k > inc.transfer_id}
+        self._parts_runs = {k: v for k, v in self._parts_runs.items() if k > inc.transfer_id}
         self.newest_pull_tid = max(self.newest_pull_tid, int(inc.transfer_id))
         if snapshot:
             if self._snap_missing is None:

@@ -57,6 +57,7 @@ class RejoinMixin:
         self.snap_receiver.reset()
         self.pending_versions.clear()
         self.versions_parts.clear()
+        self._parts_runs.clear()
         self.newest_pull_tid = 0
         self._snap_missing = None
         self._snap_versions = None
