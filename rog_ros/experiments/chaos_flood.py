@@ -97,6 +97,8 @@ def fuzzed(msg_type: str, rng: random.Random):
                                           for _ in range(rng.randint(0, 12))], dtype=np.int32),
                        staleness_slack=np.array([rng.randint(0, 65535)
                                                  for _ in range(rng.randint(0, 6))], np.uint16),
+                       part=rng.choice([0, rng.randint(0, 3), rng.randint(0, 65535)]),
+                       parts=rng.choice([0, rng.randint(1, 4), rng.randint(0, 65535)]),
                        **common)
 
 
