@@ -20,11 +20,12 @@ import sqlite3
 import time
 import zlib
 
+import numpy as np
 import pytest
 from rog_ros import file_identity
 from rog_ros.net import ros_bag, traces
 from rog_ros.net.traces import TraceFormatError
-from rog_ros.protocol.messages import LinkStats, Time
+from rog_ros.protocol.messages import LinkStats, RowVersions, Time
 from rog_ros.transport.convert import to_sample
 
 TOPIC = '/rog/status/netmon_0/link_stats'
@@ -1673,3 +1674,26 @@ def test_a_sqlite_bags_wal_is_hashed_without_a_copy_of_it(tmp_path):
         tracemalloc.stop()
     assert peak < len(wal) / 4, peak / len(wal)
     assert digest == hashlib.sha256(data + b'\0-wal\0' + wal).digest()
+
+
+def test_a_bag_with_row_versions_in_parts_reads_its_linkstats(tmp_path):
+    # RowVersions past 2 MiB go in parts of schema version 4 (whole copies stay 3): a bag
+    # of the fleet's topics holds them, and only its LinkStats are read (by their own
+    # schema version), so the parts neither refuse the bag nor count as bad LinkStats
+    bag = pytest.importorskip('rog_ros.transport.bag')
+    pytest.importorskip('mcap.writer')
+    path = tmp_path / 'fleet.mcap'
+    recorder = bag.McapRecorder(str(path))
+    for k, msg in enumerate(_messages(0, [0.0, 10, 20])):
+        recorder.write(TOPIC, msg, stamp_ns=msg.stamp.sec * 10 ** 9 + msg.stamp.nanosec)
+        part = RowVersions(transfer_id=3, receiver=0, n_workers=2, part=k, parts=3,
+                           schema_version=4, run_starts=np.array([k], np.uint32),
+                           run_lengths=np.ones(1, np.uint32),
+                           versions=np.array([1, 2], np.int32))
+        recorder.write('/rog/w0/versions', part, stamp_ns=START_NS + k * 10 ** 8 + 1)
+    recorder.close()
+    cut = []
+    held = [(topic, type_name, data[4:6]) for topic, type_name, data
+            in ros_bag._mcap_messages(str(path), cut) if topic.endswith('versions')]
+    assert held == [('/rog/w0/versions', 'rog_ros/msg/RowVersions', b'\x04\x00')] * 3
+    assert traces.load_trace(path).mbps.tolist() == [10.0, 20.0]
