@@ -42,9 +42,11 @@ speaks the row protocol at version 3 is not cut off by a new status field."""
 VERSIONS_PARTS_SCHEMA = 4
 """Layout version of a RowVersions sent in parts (``parts`` > 1): its ``part`` and ``parts``
 fill the padding after ``schema_version``, so a whole copy (``parts`` 0) is the version-3
-message byte for byte, and a robot built before parts refuses a part by its version, in one
-line, instead of taking it for the whole versions of its downlink (where DDS matches it at
-all: with type information it matches no reader of the old layout, and the bus says so)."""
+message byte for byte in plain CDR (XCDR1, the only representation the bus and ROS 2 use; not
+in XCDR2, which aligns ``transfer_id`` to 4 and so moves it from byte 4 to 8), and a robot
+built before parts refuses a part by its version, in one line, instead of taking it for the
+whole versions of its downlink (where DDS matches it at all: with type information it
+matches no reader of the old layout, and the bus says so)."""
 MAX_VERSIONS_PARTS = 65535
 """Most parts one RowVersions is split into (``parts`` is a uint16)."""
 SERVER = -1
