@@ -58,6 +58,7 @@ _LEN = struct.Struct('<Q')
 OP_MESSAGE = 1      # a message the transfers handed the engine (a push), at ``now``
 OP_REVIVE = 2       # a run taken back (``engine.revive(worker, run)``)
 OP_STOP_AGAIN = 3   # a stop order sent again (``stops_repeated``)
+OP_RESTORED = 4     # the server was restored here: the records after it met a restored engine
 
 
 class JournalError(StateError):
@@ -139,20 +140,25 @@ class PushJournal:
         self.append_s = 0.0
         self.append_bytes = 0
         self._f = None
+        self.found = False         # ``read`` found a journal (else: written at the first append)
 
     # ------------------------------------------------------------------ reading
     def read(self) -> None:
         """
-        Read and check the journal (creating an empty one of epoch 0 if there is none).
+        Read and check the journal (none: an empty one of epoch 0, written at the first append).
 
         Every record's frame and checksum is checked before anything is replayed, so a bad
         file is refused with nothing changed (``JournalError`` naming it). A last record cut
         short (its length past the end, or its checksum wrong: a crash mid-append, whose
         answer never left) is cut off the file and noted in ``dropped``.
+
+        Why not written at once when there is none: the checkpoint beside it is loaded after
+        this, and one of another fleet (a Rog run's, another push system's from before the
+        journal) is refused with the folder as it was.
         """
-        if not os.path.exists(self.path):
-            self._write_header(0)
-            self._f = open(self.path, 'ab')
+        self.found = os.path.exists(self.path)
+        if not self.found:
+            self.epoch, self.records = 0, []
             return
         try:
             with open(self.path, 'rb') as f:
@@ -238,10 +244,12 @@ class PushJournal:
         """
         Yield each record after the header as ``(op, now, value)``, in the order appended.
 
-        ``value``: the message (OP_MESSAGE), ``(worker, run)`` (OP_REVIVE), None
-        (OP_STOP_AGAIN). Read one at a time (a journal of K pushes of a large model is not
-        held in memory at once); frames are checked again.
+        ``value``: the message (OP_MESSAGE), ``(worker, run)`` (OP_REVIVE), the robot
+        (OP_STOP_AGAIN), None (OP_RESTORED). Read one at a time (a journal of K pushes of a
+        large model is not held in memory at once); frames are checked again.
         """
+        if not self.records:
+            return
         with open(self.path, 'rb') as f:
             for off, n in self.records:
                 f.seek(off)
@@ -255,6 +263,8 @@ class PushJournal:
                     yield op, now, (int(w), int(run))
                 elif op == OP_STOP_AGAIN:
                     yield op, now, int(json.loads(bytes(rest)))
+                elif op == OP_RESTORED:
+                    yield op, now, None
                 else:
                     raise JournalError(f'journal {self.path}: a record of unknown kind {op}; '
                                        f'{_fix(self.path)}')
@@ -273,8 +283,11 @@ class PushJournal:
         for p in pieces:
             crc = zlib.crc32(p, crc)
             n += len(p) if isinstance(p, bytes) else memoryview(p).nbytes
-        f = self._f
         try:
+            if self._f is None:       # (none found at ``read``: written now, header first)
+                self._write_header(self.epoch)
+                self._f = open(self.path, 'ab')
+            f = self._f
             f.write(_FRAME.pack(MAGIC, n, crc))
             for p in pieces:
                 f.write(p)
@@ -303,11 +316,22 @@ class PushJournal:
 
         Called once the checkpoint is on disk: a crash before the rename leaves the old
         journal, whose epoch (older than the checkpoint's) says its records are in it.
+        A full disk is ``StateWriteError`` (the node stops, naming the fix): an OSError was
+        taken for a bad message by the driver, whose answer it dropped, and the server went
+        on with its journal closed. The next append writes the header if this could not.
         """
-        if self._f is not None:
-            self._f.close()
-        self._write_header(int(epoch))
-        self._f = open(self.path, 'ab')
+        f, self._f = self._f, None
+        if f is not None:
+            f.close()
+        self.epoch, self.records = int(epoch), []
+        try:
+            self._write_header(int(epoch))
+            self._f = open(self.path, 'ab')
+        except OSError as err:
+            raise StateWriteError(
+                f'cannot empty the journal {self.path} after checkpoint {epoch}: '
+                f'{err.strerror or err}; free space there or give another --state-dir (the '
+                'checkpoint is on disk, and the same command resumes from it)') from err
 
     def _write_header(self, epoch: int) -> None:
         """Write a journal holding only its header (temp file, fsync, rename)."""
@@ -329,5 +353,5 @@ class PushJournal:
                 'append_ms_mean': 1e3 * self.append_s / self.appends if self.appends else 0.0}
 
 
-__all__ = ['JOURNAL_FILE', 'JournalError', 'OP_MESSAGE', 'OP_REVIVE', 'OP_STOP_AGAIN',
-           'PushJournal', 'decode_message', 'encode_message']
+__all__ = ['JOURNAL_FILE', 'JournalError', 'OP_MESSAGE', 'OP_RESTORED', 'OP_REVIVE',
+           'OP_STOP_AGAIN', 'PushJournal', 'decode_message', 'encode_message']

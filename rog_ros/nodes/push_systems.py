@@ -622,10 +622,10 @@ class ServerAdapter:
                                 stop=True) if sent else None
                        for r, (sent, c) in enumerate(zip(self.stop_sent, clocks))]
         self.journal_epoch = epoch
-        if j is not None and j.epoch == epoch:
+        if j is not None:
+            if j.epoch != epoch:
+                j.reset(epoch)   # (a crash after the checkpoint's rename: its records are in it)
             self._replay(sd.get('replay'))
-        elif j is not None:
-            j.reset(epoch)       # (a crash after the checkpoint's rename: its records are in it)
 
     def journal_in(self, folder) -> None:
         """
@@ -648,6 +648,8 @@ class ServerAdapter:
         another fleet's: ``JournalError`` naming it, nothing changed). With no checkpoint
         on disk (a crash before the first), its records follow the engine as built: they
         are replayed now; else ``load_state_dict`` replays those following the checkpoint.
+        None found and no checkpoint: a fresh run, nothing to replay (the file is written at
+        the first append, so a refused start leaves the folder as it was).
         """
         import sys
         from rog_ros.nodes.push_journal import JournalError, PushJournal
@@ -661,7 +663,7 @@ class ServerAdapter:
                                'no checkpoint beside it; put server.pt back, or move the whole '
                                'state directory away to start afresh')
         self.journal = j
-        if not checkpoint_on_disk:
+        if not checkpoint_on_disk and j.found:
             self._replay(None)
 
     def _fleet(self) -> dict:
@@ -678,8 +680,13 @@ class ServerAdapter:
         engine as built). The answers are dropped (sent before the crash, or lost with it:
         the robot sends its push again, ``push_resent``); the stop repeats' timers, in the
         crashed process's clock, are left as a restore leaves them.
+
+        Ends with an ``OP_RESTORED`` record: the records this run appends after it met a
+        restored engine (every robot's next push unsure, GSP's last push times forgotten),
+        not the checkpoint's flags; a second crash before the next checkpoint replays them
+        so (``end_replay`` at the record), or they were replayed as the first run's.
         """
-        from rog_ros.nodes.push_journal import OP_MESSAGE, OP_REVIVE
+        from rog_ros.nodes.push_journal import OP_MESSAGE, OP_RESTORED, OP_REVIVE
         timers = (list(self._spoke), list(self._stop_due), list(self._left))
         if state is not None:
             self.engine.begin_replay(state)
@@ -689,12 +696,17 @@ class ServerAdapter:
                 self._engine_input(value, now, journal=False)
             elif op == OP_REVIVE:
                 self._revive(value[0], value[1], now, journal=False)
+            elif op == OP_RESTORED:
+                self.engine.end_replay()
+                self._spoke, self._stop_due, self._left = (list(t) for t in timers)
+                continue
             else:
                 self.stops_repeated += 1
             n += 1
         self.engine.end_replay()
         self._spoke, self._stop_due, self._left = timers
         self.replayed = n
+        self.journal.append(OP_RESTORED, 0.0, [])
 
     def checkpoint_confirmed(self, state_id: int) -> None:
         """
