@@ -28,6 +28,7 @@ import pytest
 from rog_ros import cli
 from rog_ros.experiments import (chaos, chaos_fleet, chaos_link_outage, chaos_push,
                                  chaos_scenarios)
+from rog_ros.nodes import settings
 from rog_ros.protocol.messages import RowChunk
 
 
@@ -176,11 +177,13 @@ def test_the_rejects_of_a_push_fleet_add_the_server_s_and_each_worker_s_last_lin
 
 
 @pytest.mark.parametrize('sync', chaos_fleet.PUSH_CHAOS_SYSTEMS)
-def test_a_push_systems_server_restart_runs_with_a_checkpoint_every_push(
+def test_a_push_systems_server_restart_runs_with_the_default_k_and_its_journal(
         sync, tmp_path, monkeypatch):
     # server-restart was refused for the push systems (they kept no server state): their
-    # server now checkpoints (--state-dir) and, with a checkpoint every push applied, its
-    # restart is exactly-once; the scenario gives the fleet's server its state folder
+    # server now checkpoints (--state-dir) and journals every push between checkpoints, so
+    # its restart is exactly-once for every K: the scenario gives the fleet's server its
+    # state folder and the fleet's default K (10), not the whole checkpoint before every
+    # answer it needed before the journal (K = 1)
     ran = []
 
     def record(names, cfg, progress=None, rows=None):
@@ -191,15 +194,15 @@ def test_a_push_systems_server_restart_runs_with_a_checkpoint_every_push(
     assert cli.main(['chaos', '--out', str(tmp_path / 'out'), '--sync', sync,
                      '--scenario', 'server-restart']) == 0
     assert ran == [['server-restart']]
-    assert chaos_scenarios.PUSH_CHECKPOINT_EVERY == 1
+    assert chaos_scenarios.PUSH_CHECKPOINT_EVERY == 10 == settings.defaults()['checkpoint_every']
     trace = str(tmp_path / 'trace.csv')
     chaos_fleet.write_trace(trace, 2, chaos_fleet.RATE_MBPS)
     cfg = chaos_fleet.ChaosConfig(out=str(tmp_path), sync=sync, workers=2)
     state = str(tmp_path / 'state')
     fleet = chaos_fleet.Fleet(cfg, str(tmp_path), trace, server_extra={
-        'state_dir': state, 'checkpoint_every': 1})
+        'state_dir': state, 'checkpoint_every': chaos_scenarios.PUSH_CHECKPOINT_EVERY})
     server = fleet.specs['rog_server'].parameters
-    assert server['state_dir'] == state and server['checkpoint_every'] == 1
+    assert server['state_dir'] == state and server['checkpoint_every'] == 10
     assert not any(spec.parameters.get('state_dir') for name, spec in fleet.specs.items()
                    if name != 'rog_server')
 

@@ -29,8 +29,9 @@ chunks and tens of milliseconds, injects its fault, and waits for the fleet to f
   its DDS participant; the others must train on meanwhile, and it must push again after
   (:mod:`.chaos_freeze`);
 * ``server-restart``: ``kill -9`` the server after a checkpoint, start it again from it; the
-  workers reconnect (a push system's server checkpoints every push answered,
-  ``chaos_scenarios.PUSH_CHECKPOINT_EVERY``: its restart is exactly-once only then);
+  workers reconnect (a push system's server checkpoints every
+  ``chaos_scenarios.PUSH_CHECKPOINT_EVERY`` pushes answered and journals each between: its
+  restart is exactly-once);
 * ``link-outage``: one worker's link at 0 Mbit/s for ``--outage-s`` seconds (default 90;
   planned again from the measured start and pace if the fleet was not training throughout
   it);

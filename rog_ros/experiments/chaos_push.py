@@ -15,9 +15,10 @@
 ``rog chaos`` for the push systems: a wire watcher instead of the ledger, and their verdict.
 
 The push systems (adacomp, asgd, comp-asgd, gsp) are exactly-once across a server restart
-only when their server checkpoints every push answered (server-restart runs them so,
-``chaos_scenarios.PUSH_CHECKPOINT_EVERY``; a larger K loses the pushes applied after the
-last checkpoint), and their robots keep no state (a robot started again is a new run: its
+when their server keeps its state: a checkpoint every K pushes answered and a write-ahead
+journal of every push between (server-restart runs them with K =
+``chaos_scenarios.PUSH_CHECKPOINT_EVERY``, the fleet default; before the journal only K = 1
+was), and their robots keep no state (a robot started again is a new run: its
 first push is dropped and answered with the current model, ``worker_restart``). Their
 engines hold no residual, so the independent ledger of :mod:`rog_ros.nodes.chaos_ledger`
 cannot account their gradient mass either. What a scenario checks instead is what "exactly

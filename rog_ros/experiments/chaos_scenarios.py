@@ -156,14 +156,16 @@ def server_restart(cfg: ChaosConfig) -> dict:
     return fleet_scenario('server-restart', cfg, inject, extra_check=restored)
 
 
-PUSH_CHECKPOINT_EVERY = 1
+PUSH_CHECKPOINT_EVERY = 10
 """
-A push server's ``checkpoint_every`` in ``rog chaos``'s server-restart: every push answered.
+A push server's ``checkpoint_every`` in ``rog chaos``'s server-restart: the fleet default, 10.
 
-Only then is its restart exactly-once: each push applied is on disk before its answer
-leaves (``ServerHooks``), so the restored server holds every push a robot moved on from,
-and a push whose answer the crash lost comes again (``push_resent``, applied once). With
-K > 1 the pushes applied after the last checkpoint are lost (docs/faults.md).
+Its restart is exactly-once for every K: each push applied is in the server's write-ahead
+journal before its answer leaves (``push_journal``), so the restored server (the checkpoint,
+then the journal replayed) holds every push a robot moved on from, and a push whose answer
+the crash lost comes again (``push_resent``, applied once). The scenario kills the server
+with 1 to 9 pushes in the journal, as a fleet run with the default K would be. Before the
+journal (2026-12-07) it ran with K = 1, a whole checkpoint before every answer.
 """
 
 
