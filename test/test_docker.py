@@ -80,7 +80,8 @@ def test_entrypoint_keeps_the_users_dds_settings_and_runs_a_command(tmp_path):
 
 
 def test_entrypoint_passes_server_host_and_peers_to_the_launch_which_adds_them(tmp_path):
-    # the entry point always sets CYCLONEDDS_URI, which made the launch drop server_host:=
+    # the entry point always sets CYCLONEDDS_URI, which made the launch drop server_host:=;
+    # the server is listed at its node's fixed participant index's port (domain 0: 7510)
     from rog_ros.nodes.launching import launch_environment
     proc = _run_entrypoint(tmp_path, {'ROLE': 'worker', 'RANK': '1',
                                       'ROG_ARGS': 'server_host:=10.0.0.10 peers:=10.0.0.12'})
@@ -92,7 +93,7 @@ def test_entrypoint_passes_server_host_and_peers_to_the_launch_which_adds_them(t
     assert launch_environment(values, {'CYCLONEDDS_URI': uri,
                                        'RMW_IMPLEMENTATION': 'rmw_cyclonedds_cpp'}) == {
         'CYCLONEDDS_URI': f'{uri},<Discovery><Peers><Peer address="10.0.0.12"/>'
-                          '<Peer address="10.0.0.10"/></Peers></Discovery>'}
+                          '<Peer address="10.0.0.10:7510"/></Peers></Discovery>'}
 
 
 @pytest.mark.parametrize('env, message', [
