@@ -43,7 +43,18 @@ WAIT_S = 20.0
 
 
 def _domain(offset: int) -> int:
-    return 10 + (os.getpid() * 7 + offset) % 200
+    """
+    Return this process's domain ``offset``, past those a bus of this process configured.
+
+    A domain a bus created from its own configuration lives as long as the process
+    (``dds_bus._DOMAINS``), and Cyclone refuses to create it again under another one
+    (PRECONDITION_NOT_MET): another test module in the same pytest-xdist worker may have
+    drawn the same number (a fresh-clone CI failed all three SPDPInterval cases so).
+    """
+    domain = 10 + (os.getpid() * 7 + offset) % 200
+    while domain in dds_bus._DOMAINS:
+        domain = 10 + (domain - 9) % 200
+    return domain
 
 
 def _namespace(tag: str) -> str:
