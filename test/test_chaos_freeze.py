@@ -113,16 +113,23 @@ class _FakeFleet:
         """Note the signal and when (why: the test checks the freeze's bounds)."""
         self.sent.append((name, sig, self.clock.mono))
 
-    def freeze(self, name, seconds):
-        """Send SIGSTOP as ``signal`` does; return a guard (why: the real one is a process)."""
-        self.signal(name, signal.SIGSTOP)
-        self.guard = types.SimpleNamespace(seconds=seconds, killed=0, wait=lambda: 0)
+    def thaw_guard(self, name):
+        """Return an unarmed guard (why: the real one is a process, started before the freeze)."""
+        self.guard = types.SimpleNamespace(seconds=None, killed=0, wait=lambda: 0,
+                                           stdin=types.SimpleNamespace(close=lambda: None))
 
         def kill():
             """Count the kills (why: the scenario must end its guard once it thawed)."""
             self.guard.killed += 1
         self.guard.kill = kill
         return self.guard
+
+    def freeze(self, name, seconds, guard):
+        """Arm ``guard``, then send SIGSTOP as ``signal`` does; return the guard."""
+        assert guard is self.guard and guard.seconds is None and not self.sent
+        guard.seconds = seconds
+        self.signal(name, signal.SIGSTOP)
+        return guard
 
     def codes(self):
         """Return every node running, or one failed once past ``fail_at``."""

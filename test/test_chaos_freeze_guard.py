@@ -96,35 +96,64 @@ def test_a_victim_frozen_by_a_killed_scenario_is_thawed_and_ends(tmp_path):
             os.kill(pid, signal.SIGKILL)
 
 
-def test_the_victim_is_stopped_before_its_guard_is_started(monkeypatch):
-    # starting the guard takes milliseconds (12 ms here), and the freeze must land in the push
-    # the victim just began: SIGSTOP first
+def test_the_guard_is_armed_before_the_victim_is_stopped_and_no_process_starts_then(
+        monkeypatch):
+    # the freeze must land in the push the victim just began, and starting a process takes
+    # milliseconds (12 ms here, far more at load 8): the guard is started before and armed by
+    # a pipe write; armed first, SIGSTOP after, so no instant leaves the victim stopped with
+    # no guard (SIGSTOP first, then the guard's start: a CI at load 8 killed the scenario
+    # between the two, and the victim stayed stopped)
     import types
     from rog_ros.experiments import chaos_fleet
     victim = subprocess.Popen(['sleep', '60'], start_new_session=True)
-    calls, popen, killpg = [], subprocess.Popen, os.killpg
+    fleet = object.__new__(chaos_fleet.Fleet)
+    fleet.sup = types.SimpleNamespace(procs={'rog_worker_1': victim})
+    guard = fleet.thaw_guard('rog_worker_1')
+    calls, popen, killpg, pipe = [], subprocess.Popen, os.killpg, guard.stdin
 
     def spy_popen(*args, **kw):
-        """Note the guard's start (why: the order is what is tested)."""
-        calls.append('guard')
+        """Note a process start (why: none may come between the trigger and the SIGSTOP)."""
+        calls.append('process')
         return popen(*args, **kw)
 
     def spy_killpg(pgid, sig):
         """Note the signal (why: the order is what is tested)."""
         calls.append(signal.Signals(sig).name)
         killpg(pgid, sig)
+
+    def spy_write(data):
+        """Note the guard's arming (why: the order is what is tested)."""
+        calls.append('armed')
+        return pipe.write(data)
     monkeypatch.setattr(chaos_fleet.subprocess, 'Popen', spy_popen)
     monkeypatch.setattr(chaos_fleet.os, 'killpg', spy_killpg)
-    fleet = object.__new__(chaos_fleet.Fleet)
-    fleet.sup = types.SimpleNamespace(procs={'rog_worker_1': victim})
-    guard = None
+    guard.stdin = types.SimpleNamespace(write=spy_write, flush=pipe.flush)
     try:
-        guard = fleet.freeze('rog_worker_1', 30.0)
-        assert calls == ['SIGSTOP', 'guard']
+        assert fleet.freeze('rog_worker_1', 30.0, guard) is guard
+        assert calls == ['armed', 'SIGSTOP']
         assert _wait_state(victim.pid, lambda s: s == 'T', 10.0) == 'T'
     finally:
-        if guard is not None:
+        guard.kill()
+        guard.wait(10)
+        pipe.close()
+        victim.kill()
+        victim.wait(10)
+
+
+def test_a_guard_never_armed_exits_when_its_scenario_closes_its_pipe():
+    # a scenario that ends (or dies) before its freeze was due leaves no guard behind
+    import types
+    from rog_ros.experiments import chaos_fleet
+    victim = subprocess.Popen(['sleep', '60'], start_new_session=True)
+    fleet = object.__new__(chaos_fleet.Fleet)
+    fleet.sup = types.SimpleNamespace(procs={'rog_worker_1': victim})
+    guard = fleet.thaw_guard('rog_worker_1')
+    try:
+        guard.stdin.close()
+        assert guard.wait(20) == 0
+        assert _state(victim.pid) not in ('T', '', 'Z')
+    finally:
+        if guard.poll() is None:
             guard.kill()
-            guard.wait(10)
         victim.kill()
         victim.wait(10)

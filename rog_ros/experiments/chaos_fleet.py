@@ -163,23 +163,39 @@ class Fleet:
         except ProcessLookupError:
             pass
 
-    def freeze(self, name: str, seconds: float):
+    def thaw_guard(self, name: str) -> subprocess.Popen:
         """
-        SIGSTOP node ``name``; return a guard that SIGCONTs it ``THAW_GUARD_S`` after ``seconds``.
+        Start the guard of a later ``freeze`` of node ``name``: it waits, unarmed, on its stdin.
 
-        The caller thaws it itself after ``seconds`` and then kills the guard (``kill``,
-        ``wait``). The guard is a process of its own session, which outlives this one: killed
-        outright (SIGKILL, the OOM killer, a test runner's timeout), this process sends no
-        SIGCONT, and the nodes' parent-death SIGTERM is never acted on by a stopped process.
-        SIGSTOP first, the guard after: starting a process takes milliseconds, and the freeze
-        must land in the push the node just began.
+        The guard is a process of its own session, which outlives this one: killed outright
+        (SIGKILL, the OOM killer, a test runner's timeout), this process sends no SIGCONT, and
+        the nodes' parent-death SIGTERM is never acted on by a stopped process. Started before
+        the freeze is due, so that arming it costs a pipe write (the freeze must land in the
+        push the node just began, and starting a process takes milliseconds, far more on a
+        loaded machine); a guard never armed exits when this process closes its stdin or dies.
         """
-        pgid = self.sup.procs[name].pid
-        self.signal(name, signal.SIGSTOP)
         return subprocess.Popen(
-            [sys.executable, '-c', THAW_GUARD, str(pgid), repr(seconds + THAW_GUARD_S)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [sys.executable, '-c', THAW_GUARD, str(self.sup.procs[name].pid)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
+
+    def freeze(self, name: str, seconds: float, guard=None) -> subprocess.Popen:
+        """
+        SIGSTOP node ``name``; return its guard, armed to SIGCONT it ``THAW_GUARD_S`` later.
+
+        The caller thaws it itself after ``seconds`` (the guard: ``seconds + THAW_GUARD_S``)
+        and then kills the guard (``kill``, ``wait``). ``guard`` is one ``thaw_guard`` started
+        earlier (one is started now if None). Armed first, SIGSTOP after: killed between the
+        two, this process leaves the node running; the other order (the guard started after
+        the SIGSTOP) left the node stopped for good when this process was killed before the
+        guard's start (a fresh-clone CI at load 8 killed it there).
+        """
+        if guard is None:
+            guard = self.thaw_guard(name)
+        guard.stdin.write(f'{seconds + THAW_GUARD_S!r}\n'.encode())
+        guard.stdin.flush()
+        self.signal(name, signal.SIGSTOP)
+        return guard
 
     def codes(self) -> dict:
         return self.sup.codes()
@@ -209,13 +225,16 @@ class Fleet:
 
 THAW_GUARD = """
 import os, signal, sys, time
-time.sleep(float(sys.argv[2]))
-try:
-    os.killpg(int(sys.argv[1]), signal.SIGCONT)
-except OSError:
-    pass
+armed = sys.stdin.readline()
+if armed:
+    time.sleep(float(armed))
+    try:
+        os.killpg(int(sys.argv[1]), signal.SIGCONT)
+    except OSError:
+        pass
 """
-"""``Fleet.freeze``'s guard: ``python -c THAW_GUARD PGID SECONDS`` thaws a process group."""
+"""``Fleet.thaw_guard``'s process: ``python -c THAW_GUARD PGID``, armed by a line on its stdin
+(the seconds to wait), thaws a process group; stdin closed unarmed, it exits."""
 
 
 def wait_for(cond, timeout_s: float, fleet: Fleet) -> bool:

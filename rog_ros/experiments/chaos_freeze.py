@@ -92,6 +92,18 @@ def freeze(cfg: ChaosConfig) -> dict:
     name = f'rog_worker_{VICTIM}'
 
     def inject(fleet):
+        # the guard that thaws the victim should this process be killed outright during the
+        # freeze, started before it is due (arming it is a pipe write)
+        guard = fleet.thaw_guard(name)
+        try:
+            return frozen(fleet, guard)
+        finally:
+            guard.kill()
+            guard.wait()
+            guard.stdin.close()
+
+    def frozen(fleet, guard):
+        """Freeze the victim on its next push for ``FREEZE_S``; return inject's outcome."""
         target = max(3, iterations // 4)
         if fleet.push:
             watch = fleet.watch
@@ -107,10 +119,8 @@ def freeze(cfg: ChaosConfig) -> dict:
                 return None, f'worker {VICTIM} never reached iteration {target}'
             wait_new_record(path, 'computed', 10)      # its push about to leave
         window['stop'] = time.monotonic()
-        guard = None
         try:
-            # the guard thaws it should this process be killed outright meanwhile
-            guard = fleet.freeze(name, FREEZE_S)
+            fleet.freeze(name, FREEZE_S, guard)
             while time.monotonic() < window['stop'] + FREEZE_S:
                 if any(c not in (None, 0) for c in fleet.codes().values()):
                     return None, 'a node failed while the victim was frozen'
@@ -118,9 +128,6 @@ def freeze(cfg: ChaosConfig) -> dict:
         finally:        # never left stopped (the fleet's stop could not end it but by SIGKILL)
             fleet.signal(name, signal.SIGCONT)
             window['cont'] = time.monotonic()
-            if guard is not None:
-                guard.kill()
-                guard.wait()
         if fleet.push:      # a watch the thawed robot is matched with at once (WatchUnion)
             fleet.watch = WatchUnion([fleet.watch, PushWatch(
                 fleet.domain, fleet.namespace, fleet.cfg.workers,
