@@ -22,18 +22,20 @@ from rog_ros.protocol import messages as m
 from test_push_fleet_restart import _durable_fleet, _kill, _restarted_server, _spin
 
 
-def _losing_stops_to(srv, rank):
+def _losing_stops_to(srv, rank, until=None):
     """
-    Make ``srv``'s bus drop every stop order to robot ``rank``; return the dropped list.
+    Make ``srv``'s bus drop the stop orders to robot ``rank`` (all, or until ``until``).
 
     Why: the crash tests need a robot whose stop order the dead server sent (checkpointed)
-    and that never reached it.
+    and that never reached it, and one whose repeat from the restored server is lost too.
+    Return the dropped list.
     """
     lost, publish = [], srv.bus.publish
 
     def losing(topic, msg):
         """Publish ``msg``, unless it is a stop order to robot ``rank`` (lost on the way)."""
-        if isinstance(msg, m.Schedule) and msg.stop and msg.worker == rank:
+        if isinstance(msg, m.Schedule) and msg.stop and msg.worker == rank and \
+                (until is None or time.monotonic() < until):
             lost.append(msg)
             return
         publish(topic, msg)
@@ -72,8 +74,9 @@ def test_a_restored_server_whose_stop_order_was_lost_with_the_crash_stops_its_ro
     # (0.2 s here) without hearing robot 0, which waited for its stop until its own
     # server_timeout (120 s) and gave up. It serves until robot 0 is heard (its poke,
     # every 8 s, answered with the stop order) and robot 0 stops.
-    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
     hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, '/rl', 1)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    monkeypatch.setattr(server_node, 'HEAR_SCALE', 1.0, raising=False)   # (the defaults)
     nodes, back = [srv] + workers, None
     lost = _losing_stops_to(srv, 0)
     try:
@@ -181,14 +184,101 @@ def test_a_rog_server_restored_owing_the_final_model_finishes_the_run(
         assert all(w.engine.state == 'stopped' for w in workers)
 
 
+def _restored_after_a_lost_stop(tmp_path, monkeypatch, sync, namespace, lost_again):
+    """
+    Run ``sync`` to the end losing robot 0's stop order, kill and restore the server, finish.
+
+    Robot 1 takes its stop and leaves before the restart; the restored server loses its
+    stop orders to robot 0 too for its first ``lost_again`` seconds. Return (robot 0, when
+    it left after the restored server's finish began (or None), how long finish took,
+    summary).
+    """
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, namespace, 1)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    monkeypatch.setattr(server_node, 'HEAR_SCALE', 1.0, raising=False)   # (the defaults)
+    nodes, back = [srv] + workers, None
+    _losing_stops_to(srv, 0)
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: srv.engine.finished)
+        _kill(hub, srv, nodes)
+        _spin([workers[1]], lambda: workers[1].driver.stopped)
+        workers[1].shutdown()
+        back = _restarted_server(tmp_path, namespace, server_args)
+        lost = _losing_stops_to(back, 0, time.monotonic() + lost_again)
+        assert back.activate()
+        left = _serving_with(back, [workers[0]])
+        start = time.monotonic()
+        summary = back.finish()
+        took = time.monotonic() - start
+        assert lost                           # (its answers to the first poke)
+    finally:
+        for node in workers + [n for n in (srv, back) if n is not None]:
+            node.shutdown()
+    return workers[0], (left[0] - start if 0 in left else None), took, summary
+
+
+def test_a_restored_server_whose_repeated_stop_order_is_lost_again_stops_its_robot(
+        tmp_path, monkeypatch):
+    # Robot 0's stop order was lost with the crash, and the restored server's answer to its
+    # first poke (8 s after the start: all lost in the first 9 s) too. The server took
+    # robot 0 as done once it was heard and left LEAVE_TIMEOUT_S after (0.2 s here; 5 s
+    # by default, less than the poke interval): robot 0 poked again into nothing and
+    # waited for its own server_timeout (120 s). A robot heard and still there is waited
+    # for until it says it stopped or leaves, within the patience (20 s): its second poke
+    # (16 s) stops it.
+    robot, left, took, summary = _restored_after_a_lost_stop(tmp_path, monkeypatch, 'rog',
+                                                             '/ra', 9.0)
+    assert robot.driver.stopped and not robot.failure and left is not None
+    assert 14.0 < left < 18.0 and left < took < 20.0 + 1.0
+    assert summary['completed'] is True
+
+
+def test_heard_counts_only_messages_of_runs_the_engine_took(tmp_path, monkeypatch):
+    # A restored server's heard set says which robot told to stop spoke since: it ends the
+    # wait for that robot once it left. A message the engine set aside (superseded: here a
+    # new run of robot 0 naming a server run that is not this one, answered only with who
+    # we are) counted as heard, as if the run told to stop had been answered; one of the
+    # run told to stop the engine takes (its rejoin to the restored server) counts.
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, 'rog', '/rh', 1)
+    nodes, back = [srv] + workers, None
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: srv.engine.finished)
+        _kill(hub, srv, nodes)
+        back = _restarted_server(tmp_path, '/rh', server_args)
+        e, now = back.engine, back.driver.clock()
+        told = int(e.worker_inc[0])
+
+        def end(inc, target, flags=m.FLAG_END):
+            """Return an END (a poke) of robot 0's run ``inc`` to server run ``target``."""
+            return m.RowChunk(transfer_id=10 ** 6, seq=0, sender=0, receiver=m.SERVER,
+                              kind=m.KIND_GRAD, clock=workers[0].engine.clock,
+                              flags=flags, incarnation=inc,
+                              target_incarnation=target)
+
+        superseded = e.superseded
+        back.hooks.on_message(end(told + 1, e.incarnation + 1), now)
+        assert e.superseded == superseded + 1 and e.worker_inc[0] == told
+        assert back.hooks.heard == set()
+        back.hooks.on_message(end(told, e.incarnation, m.FLAG_JOIN), now)   # its rejoin
+        assert back.hooks.heard == {0} and e.superseded == superseded + 1
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+
+
 @pytest.mark.parametrize('robots_stay', [False, True])
 def test_a_restored_server_waits_for_robots_told_to_stop_within_its_bounds(
         tmp_path, monkeypatch, robots_stay):
     # The wait for the robots told to stop before the crash is bounded: by the discovery
-    # bound (the transfer lease, 10 s by default) while none of them is matched on its
-    # downlink (all left), by the patience (2 leases or poke intervals, 20 s) while one is
-    # matched but never speaks (a link that carries nothing). Scaled down to 0.5 and 2 s.
+    # bound (the transfer lease: CYCLONEDDS_URI's, 10 s by default) while none of them is
+    # matched on its downlink (all left), by the patience (2 leases or poke intervals, 20 s)
+    # while one is matched but never speaks (a link that carries nothing). Scaled down
+    # (HEAR_SCALE 0.05: 0.5 and 1 s). Before, the server waited for none: it left at once
+    # with the robots gone, after LEAVE_TIMEOUT_S (0.2 s here) with them matched.
     hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, 'rog', '/rb', 1)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
     nodes, back = [srv] + workers, None
     try:
         assert srv.activate() and all(w.activate() for w in workers)
@@ -199,8 +289,7 @@ def test_a_restored_server_waits_for_robots_told_to_stop_within_its_bounds(
                 w.shutdown()
                 nodes.remove(w)
         back = _restarted_server(tmp_path, '/rb', server_args)
-        assert back.hear_bounds_s() == (10.0, 20.0)      # the defaults (lease 10 s)
-        monkeypatch.setattr(back, 'hear_bounds_s', lambda: (0.5, 2.0))
+        monkeypatch.setattr(server_node, 'HEAR_SCALE', 0.05, raising=False)
         assert back.activate()
         start = time.monotonic()
         summary = back.finish()
@@ -210,6 +299,25 @@ def test_a_restored_server_waits_for_robots_told_to_stop_within_its_bounds(
             node.shutdown()
     assert summary['completed'] is True and summary['final_model_delivered'] == 2
     if robots_stay:                           # matched, silent (never spun): the patience
-        assert 2.0 <= took < 2.0 + server_node.LEAVE_TIMEOUT_S + 1.0
+        assert 1.0 <= took < 1.0 + 0.2 + 0.8
     else:
-        assert 0.5 <= took < 1.5
+        assert 0.5 <= took < 1.3
+
+
+def test_the_bounds_of_the_wait_follow_the_lease_of_the_cyclone_configuration(
+        tmp_path, monkeypatch):
+    # The discovery bound is the lease the user gave Cyclone (CYCLONEDDS_URI), not a fixed
+    # 10 s: with a 15 s lease a robot still there may be matched only after 15 s; the
+    # patience is 2 leases, or 2 poke intervals (8 s) if longer. HEAR_SCALE scales both.
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, 'rog', '/rc', 1)
+    try:
+        monkeypatch.setattr(server_node, 'HEAR_SCALE', 1.0)
+        assert srv.hear_bounds_s() == (10.0, 20.0)        # the defaults (lease 10 s)
+        monkeypatch.setenv('CYCLONEDDS_URI', '<Discovery><LeaseDuration>15 s'
+                           '</LeaseDuration></Discovery>')
+        assert srv.hear_bounds_s() == (15.0, 30.0)
+        monkeypatch.setattr(server_node, 'HEAR_SCALE', 0.05)
+        assert srv.hear_bounds_s() == pytest.approx((0.75, 1.5))
+    finally:
+        for node in [srv] + workers:
+            node.shutdown()

@@ -523,12 +523,17 @@ class ServerHooks(_Hooks):
 
         Why: a restored server whose robots were all told to stop cannot tell a robot that
         left from one whose stop order the crash lost; the node serves until each was heard
-        (its poke is answered with the stop order) or the patience ran out.
+        (its poke is answered with the stop order) and left, or the patience ran out. Only
+        a message the engine took: not one refused (``rejects``), nor one set aside
+        (``superseded``: a retired run's, or a new run's that names another server run),
+        which is answered with no stop order.
         """
-        refused = self.engine.rejects
-        actions = self._observe(lambda: self.engine.on_message(msg, now), msg)
+        e = self.engine
+        before = (e.rejects, getattr(e, 'superseded', 0))
+        actions = self._observe(lambda: e.on_message(msg, now), msg)
         sender = getattr(msg, 'sender', -1)
-        if isinstance(sender, int) and sender >= 0 and self.engine.rejects == refused:
+        if isinstance(sender, int) and sender >= 0 and \
+                (e.rejects, getattr(e, 'superseded', 0)) == before:
             self.heard.add(sender)
         return actions
 

@@ -60,6 +60,7 @@ import torch
 
 LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the workers to leave
 HEAR_LEASES = 2         # a restored server's wait for the robots it told to stop (below)
+HEAR_SCALE = 1.0        # that wait's bounds are multiplied by it (tests scale them down)
 EVAL_DRAIN_S = 120.0    # at the end: how long to wait for the evaluations still queued
 
 
@@ -432,39 +433,46 @@ class ServerNode:
         end_s = getattr(e, 'end_timeout_s', None) or getattr(
             getattr(e, 'transfers', None), 'end_timeout_s', 2.0)
         lease = transfer_limits()['lease_s']
-        return lease, HEAR_LEASES * max(lease, POKE_END_TIMEOUTS * float(end_s))
+        patience = HEAR_LEASES * max(lease, POKE_END_TIMEOUTS * float(end_s))
+        return lease * HEAR_SCALE, patience * HEAR_SCALE
 
     def _hear_the_robots_told_to_stop(self) -> None:
         """
-        Serve until each robot told to stop before the crash was heard (a restored server).
+        Serve until each robot told to stop before the crash stopped or left (a restored server).
 
         Why: its checkpoint (taken before each stop order leaves) cannot tell a robot that
         took its order and left from one whose order the crash lost, which waits for it,
         poking. The restored server waited for none and left ``LEAVE_TIMEOUT_S`` after its
         start, before that robot was matched or had poked (every 8 s): the robot waited
         for its own ``server_timeout`` (120 s) and gave up. It now serves until each such
-        robot spoke (its poke is answered with the stop order: ``ServerAdapter._after_stop``,
-        ``ServerEngine._answer_stopped``) or says it stopped (its status), for the patience
-        of ``hear_bounds_s`` at most (20 s by default) from its start, and for the discovery
-        bound (10 s) only while none of them is matched on its downlink (a robot gone).
+        robot says it stopped (its status), or was heard (its poke is answered with the stop
+        order: ``ServerAdapter._after_stop``, ``ServerEngine._answer_stopped``) and has no
+        reader on its downlink any more (it left), for the patience of ``hear_bounds_s`` at
+        most (20 s by default) from its start; after the discovery bound (10 s) as soon as
+        none of them is matched on its downlink (gone). A robot heard and still there is
+        waited for: the answer to its poke may be lost again (Rog's engines send it once a
+        poke), and ``_wait_for_workers_to_leave`` serves ``LEAVE_TIMEOUT_S`` (5 s) only, less
+        than its next poke (8 s).
         """
-        if not self._told_before - self.hooks.heard or self._activated_at is None:
+        if not self._told_before or self._activated_at is None:
             return
         discovery, patience = self.hear_bounds_s()
         start = self._activated_at
         while True:
             now = time.monotonic()
-            waiting = self._told_before - self.hooks.heard     # (statuses take robots out)
+            waiting = self._told_before                  # (statuses take robots out)
             if (not waiting or now >= start + patience
                     or self.requests.shutdown_requested):
                 break
-            if now >= start + discovery and not any(
-                    self.bus.matched(t) for r in waiting for t in worker_inbox(r)):
+            there = {r for r in waiting
+                     if any(self.bus.matched(t) for t in worker_inbox(r))}
+            if not there and (now >= start + discovery or waiting <= self.hooks.heard):
                 break
             self.driver.step(0.02)
         if waiting:
             self.log.info(f'robots {sorted(waiting)} told to stop before this server restarted '
-                          f'were not heard in {time.monotonic() - start:.0f} s: taken as gone')
+                          f'did not say they stopped in {time.monotonic() - start:.0f} s: '
+                          f'taken as gone')
 
     def _wait_for_workers_to_leave(self) -> None:
         """
