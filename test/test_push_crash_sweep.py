@@ -43,9 +43,19 @@ def _server(system, folder, every=1):
     ``every``: its ``--checkpoint-every``; K = 1 without the journal (a checkpoint before
     every answer), K > 1 with it, as the node keeps it (``ServerAdapter.journal_in``).
     """
-    engine = _pair(system, n_workers=ROBOTS, budget=BUDGET)[0]
+    return durable_server(_pair(system, n_workers=ROBOTS, budget=BUDGET)[0], folder, every,
+                          journal=every > 1)
+
+
+def durable_server(engine, folder, every, journal=True):
+    """
+    Return ``engine``'s push server on state folder ``folder``, restored (why: as the node).
+
+    ``every``: its ``--checkpoint-every``; ``journal``: whether it keeps its journal there
+    (``ServerAdapter.journal_in``). Shared with test_push_journal.
+    """
     adapter = ServerAdapter(engine, ROBOTS, 0.1, _Bus())
-    if every > 1:
+    if journal:
         adapter.journal_in(str(folder))
     hooks = ServerHooks(adapter, engine.model().clone(), state_dir=str(folder),
                         checkpoint_every=every)

@@ -22,15 +22,13 @@ import tracemalloc
 import numpy as np
 import pytest
 from rog_ros.nodes import durable
-from rog_ros.nodes.chaos_hooks import ServerHooks
 from rog_ros.nodes.driver import StateWriteError
 from rog_ros.nodes.push_journal import JOURNAL_FILE, JournalError, OP_MESSAGE, PushJournal
-from rog_ros.nodes.push_systems import ServerAdapter
 from rog_ros.protocol.actions import Send, StartCompute
 from rog_ros.protocol.messages import KIND_GRAD, RowChunk, Schedule, SERVER
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
 from test_protocol_push_restart import _applied, _pair, _push, N, SYSTEMS
-from test_push_crash_sweep import _Bus
+from test_push_crash_sweep import durable_server
 import torch
 
 ROBOTS = 3
@@ -55,13 +53,7 @@ def _engines(system, budget):
 
 def _server(system, folder, budget):
     """Return a new run of a journaled push server (K = ``EVERY``) on ``folder``, restored."""
-    engine = _engines(system, budget)[0]
-    adapter = ServerAdapter(engine, ROBOTS, 0.1, _Bus())
-    adapter.journal_in(str(folder))
-    hooks = ServerHooks(adapter, engine.model().clone(), state_dir=str(folder),
-                        checkpoint_every=EVERY)
-    hooks.restore()
-    return hooks
+    return durable_server(_engines(system, budget)[0], folder, EVERY)
 
 
 def _state(adapter):
