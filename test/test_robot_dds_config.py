@@ -29,7 +29,7 @@ import pytest
 from rog_ros import cli
 from rog_ros.nodes import doctor_dds, launching, linkprobe, robot, supervisor
 from rog_ros.nodes.plan import NodeSpec
-from rog_ros.transport import cyclone_config, cyclone_log
+from rog_ros.transport import cyclone_config, cyclone_log, cyclone_settings
 
 PEER = '<Discovery><Peers><Peer address="10.0.0.10"/></Peers></Discovery>'
 SERVER_PEER = '<Discovery><Peers><Peer address="10.0.0.10:7510"/></Peers></Discovery>'
@@ -309,7 +309,7 @@ def test_the_server_is_listed_at_its_node_port_in_the_robots_domain():
     Without one Cyclone announced to 32 ports of the host (0.10; 33 on 11). An address that
     names a port is kept; an IPv6 literal gets brackets, as Cyclone reads ``[v6]:port``.
     """
-    peer = cyclone_config.server_peer
+    peer = cyclone_settings.server_peer
     assert cyclone_config.discovery_port(3, cyclone_config.SERVER_PARTICIPANT_INDEX) == 8260
     assert [peer(h, 3) for h in ('10.0.0.10', ' srv.local ', 'fe80::1', '[fe80::1]')] == [
         '10.0.0.10:8260', 'srv.local:8260', '[fe80::1]:8260', '[fe80::1]:8260']
@@ -360,7 +360,7 @@ def test_a_server_host_that_is_no_address_is_refused_as_written(host):
     """
     with pytest.raises(ValueError, match=re.escape(f"DDS peer '{host}' does not resolve")):
         robot.robot_environment({}, host)
-    assert cyclone_config.server_peer('fe80::1%eth0', 0) == '[fe80::1%eth0]:7510'
+    assert cyclone_settings.server_peer('fe80::1%eth0', 0) == '[fe80::1%eth0]:7510'
 
 
 def test_rog_robot_gives_the_index_to_its_server_node_only_and_warns_a_server_only(

@@ -115,12 +115,12 @@ def robot_environment(environ, server_host: str = '', peers=()) -> dict:
     images, whose entry point always sets ``CYCLONEDDS_URI``).
 
     ``server_host`` is listed at the server node's port in ``$ROS_DOMAIN_ID``'s domain
-    (:func:`rog_ros.transport.cyclone_config.server_peer`): one datagram per announcement
+    (:func:`rog_ros.transport.cyclone_settings.server_peer`): one datagram per announcement
     instead of 32 with Cyclone 0.10 (33 with 11), every worker robot on the air; the server
     node takes that index (:func:`server_node_environment`).
     """
-    from rog_ros.transport.cyclone_config import (cyclone_uri, domain_id_from_env,
-                                                  peer_fragment, server_peer)
+    from rog_ros.transport.cyclone_config import cyclone_uri, domain_id_from_env, peer_fragment
+    from rog_ros.transport.cyclone_settings import server_peer
     out = {}
     if not environ.get('RMW_IMPLEMENTATION'):
         out['RMW_IMPLEMENTATION'] = RMW

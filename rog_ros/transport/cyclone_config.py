@@ -35,7 +35,6 @@ What a ``CYCLONEDDS_URI`` value sets (the lease, the fragment size) is read in
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 import re
@@ -51,7 +50,8 @@ stays below 65536); ``ROS_DOMAIN_ID`` and ``rog fleet --domain-id`` are refused 
 
 SERVER_PARTICIPANT_INDEX = 50
 """Participant index of the server node on a robot (:func:`server_index_fragment`): fixed, so
-that a worker robot lists the server with one port (:func:`server_peer`) rather than with
+that a worker robot lists the server with one port
+(:func:`~rog_ros.transport.cyclone_settings.server_peer`) rather than with
 every port of the indices Cyclone assigns itself (0..32 in the shipped files: 32 datagrams per
 announcement with Cyclone 0.10, 33 with 11). Above those, so no other participant of the
 server's host takes it first; at most 62, so domain 232's ports stay below 65536."""
@@ -125,41 +125,13 @@ def discovery_port(domain_id: int, index: int) -> int:
             + SPDP_PARTICIPANT_GAIN * int(index))
 
 
-def server_peer(host: str, domain_id: int, uri: str = '') -> str:
-    """
-    Return the server robot's address as a unicast peer at the server node's port.
-
-    Given without a port, Cyclone sends each announcement to the port of every participant
-    index it could assign (0.10: 32 datagrams, 11: 33), each a frame on the air; with the port
-    of the server node's fixed index (:data:`SERVER_PARTICIPANT_INDEX`), one. The port is
-    mapped as the robot's configuration ``uri`` (its ``CYCLONEDDS_URI``) maps it: a user's
-    ``Discovery/Ports`` or ``ExternalDomainId`` moves the server node's port as well (the same
-    file on every robot); a port past 65535 leaves the host without one, as before. A
-    ``host`` that already names a port is kept as given; an IPv6 literal gets its brackets.
-    """
-    from rog_ros.transport.cyclone_settings import port_mapping
-    host = host.strip()
-    if ']:' in host or (not host.startswith('[') and _host_of(host) != host):
-        return host                                  # [v6]:PORT or host:PORT given
-    domain, base, domain_gain, gain, offset = port_mapping(uri, domain_id)
-    port = base + domain_gain * domain + offset + gain * SERVER_PARTICIPANT_INDEX
-    if port > 65535:
-        return host
-    if ':' in host and not host.startswith('['):
-        try:
-            ipaddress.IPv6Address(host.split('%', 1)[0])
-        except ValueError:
-            return host                   # no address ('host:'): refused as the user wrote it
-        host = f'[{host}]'                           # an IPv6 literal
-    return f'{host}:{port}'
-
-
 def server_index_fragment() -> str:
     """
     Return the Cyclone XML fragment that gives the server node its fixed participant index.
 
     Appended to the server node's ``CYCLONEDDS_URI`` (after the user's, so it wins): the worker
-    robots list the server at that index's port (:func:`server_peer`).
+    robots list the server at that index's port
+    (:func:`~rog_ros.transport.cyclone_settings.server_peer`).
     """
     return (f'<Discovery><ParticipantIndex>{SERVER_PARTICIPANT_INDEX}</ParticipantIndex>'
             '</Discovery>')

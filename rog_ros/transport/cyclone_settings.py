@@ -26,12 +26,13 @@ and ``CYCLONEDDS_URI``'s sources are :mod:`rog_ros.transport.cyclone_config`'s.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 import re
 from typing import NamedTuple
 
-from rog_ros.transport.cyclone_config import _uri_sources, _XML_TAG, domain_id_from_env, \
-    SERVER_PARTICIPANT_INDEX
+from rog_ros.transport.cyclone_config import _host_of, _uri_sources, _XML_TAG, \
+    domain_id_from_env, SERVER_PARTICIPANT_INDEX
 
 _TAG_NAME = re.compile(r'</?\s*([^\s/>]+)')
 _DURATION_UNITS = {'ns': 1, 'us': 10 ** 3, 'ms': 10 ** 6, 's': 10 ** 9, 'min': 60 * 10 ** 9,
@@ -725,3 +726,32 @@ def _cyclone_match(names, name: str, partial: bool) -> list:
             here = here if len(here) == 1 else []
         found.extend(k for k in here[:1] if k not in found)
     return sorted(found)
+
+
+def server_peer(host: str, domain_id: int, uri: str = '') -> str:
+    """
+    Return the server robot's address as a unicast peer at the server node's port.
+
+    Given without a port, Cyclone sends each announcement to the port of every participant
+    index it could assign (0.10: 32 datagrams, 11: 33), each a frame on the air; with the port
+    of the server node's fixed index (``SERVER_PARTICIPANT_INDEX``), one. Here, not in
+    :mod:`.cyclone_config`, because the port is read from the configuration (``port_mapping``):
+    mapped as the robot's configuration ``uri`` (its ``CYCLONEDDS_URI``) maps it: a user's
+    ``Discovery/Ports`` or ``ExternalDomainId`` moves the server node's port as well (the same
+    file on every robot); a port past 65535 leaves the host without one, as before. A
+    ``host`` that already names a port is kept as given; an IPv6 literal gets its brackets.
+    """
+    host = host.strip()
+    if ']:' in host or (not host.startswith('[') and _host_of(host) != host):
+        return host                                  # [v6]:PORT or host:PORT given
+    domain, base, domain_gain, gain, offset = port_mapping(uri, domain_id)
+    port = base + domain_gain * domain + offset + gain * SERVER_PARTICIPANT_INDEX
+    if port > 65535:
+        return host
+    if ':' in host and not host.startswith('['):
+        try:
+            ipaddress.IPv6Address(host.split('%', 1)[0])
+        except ValueError:
+            return host                   # no address ('host:'): refused as the user wrote it
+        host = f'[{host}]'                           # an IPv6 literal
+    return f'{host}:{port}'
