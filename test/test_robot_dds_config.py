@@ -310,7 +310,7 @@ def test_the_server_is_listed_at_its_node_port_in_the_robots_domain():
     names a port is kept; an IPv6 literal gets brackets, as Cyclone reads ``[v6]:port``.
     """
     peer = cyclone_settings.server_peer
-    assert cyclone_config.discovery_port(3, cyclone_config.SERVER_PARTICIPANT_INDEX) == 8260
+    assert cyclone_settings.discovery_port(3, cyclone_config.SERVER_PARTICIPANT_INDEX) == 8260
     assert [peer(h, 3) for h in ('10.0.0.10', ' srv.local ', 'fe80::1', '[fe80::1]')] == [
         '10.0.0.10:8260', 'srv.local:8260', '[fe80::1]:8260', '[fe80::1]:8260']
     assert [peer(h, 3) for h in ('10.0.0.10:7410', '[fe80::1]:7410')] == [
@@ -334,7 +334,7 @@ def test_a_server_node_whose_index_is_taken_keeps_a_free_one_and_says_so():
     import socket
     domain = 10 + (os.getpid() * 7 + 91) % 200
     env = {'CYCLONEDDS_URI': 'file:///etc/my.xml', 'ROS_DOMAIN_ID': str(domain)}
-    port = cyclone_config.discovery_port(domain, cyclone_config.SERVER_PARTICIPANT_INDEX)
+    port = cyclone_settings.discovery_port(domain, cyclone_config.SERVER_PARTICIPANT_INDEX)
     said = []
     holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     holder.bind(('', port))                       # the first fleet's server node
@@ -401,7 +401,7 @@ def test_rog_robot_gives_the_index_to_its_server_node_only_and_warns_a_server_on
     assert envs['rog_server'].endswith(',' + index) and index not in envs['netmon']
     capsys.readouterr()
     holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    holder.bind(('', cyclone_config.discovery_port(domain, 50)))   # the server robot's node
+    holder.bind(('', cyclone_settings.discovery_port(domain, 50)))   # the server robot's node
     try:
         assert cli.main(WORKER + ['--server-host', '127.0.0.1', '--logs', 'wlogs']) == 0
         assert 'participant index' not in capsys.readouterr().err

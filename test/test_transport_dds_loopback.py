@@ -35,6 +35,7 @@ from rog_ros.protocol import messages as m
 pytest.importorskip('cyclonedds')
 dds_bus = pytest.importorskip('rog_ros.transport.dds_bus')
 cyclone_config = pytest.importorskip('rog_ros.transport.cyclone_config')
+cyclone_settings = pytest.importorskip('rog_ros.transport.cyclone_settings')
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNK_BYTES = 16 * 1024
@@ -442,7 +443,7 @@ def test_a_taken_server_index_says_so_in_one_line(how, monkeypatch):
     monkeypatch.setenv('ROS_DOMAIN_ID', str(domain))
     uri = robot.server_node_environment(dict(os.environ, **robot.robot_environment(
         os.environ)))['CYCLONEDDS_URI']
-    port = cyclone_config.discovery_port(domain, cyclone_config.SERVER_PARTICIPANT_INDEX)
+    port = cyclone_settings.discovery_port(domain, cyclone_config.SERVER_PARTICIPANT_INDEX)
     if how == 'variable':
         monkeypatch.setenv('CYCLONEDDS_URI', uri)
     kwargs = {'config': uri} if how == 'config' else {}

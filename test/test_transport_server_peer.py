@@ -121,7 +121,7 @@ def test_a_worker_robot_meets_the_server_announcing_to_one_port_only(series):
             pytest.skip('no Python with the cyclonedds 0.10 binding at ' + python)
     domain = 10 + (os.getpid() * 7 + 66) % 200
     met, ports = _meet(python, domain)
-    from rog_ros.transport import cyclone_config
-    assert ports == [cyclone_config.discovery_port(domain,
-                                                   cyclone_config.SERVER_PARTICIPANT_INDEX)]
+    from rog_ros.transport import cyclone_config, cyclone_settings
+    assert ports == [cyclone_settings.discovery_port(domain,
+                                                     cyclone_config.SERVER_PARTICIPANT_INDEX)]
     assert all(m is not None and m < 8.5 for m in met), met

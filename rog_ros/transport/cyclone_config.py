@@ -46,8 +46,6 @@ CONFIGS = ('loopback', 'wifi')
 MAX_DOMAIN_ID = 232
 """Highest DDS domain ID a participant can take (RTPS port arithmetic: 7400 + 250 * 232 + ...
 stays below 65536); ``ROS_DOMAIN_ID`` and ``rog fleet --domain-id`` are refused above it."""
-
-
 SERVER_PARTICIPANT_INDEX = 50
 """Participant index of the server node on a robot (:func:`server_index_fragment`): fixed, so
 that a worker robot lists the server with one port
@@ -55,9 +53,6 @@ that a worker robot lists the server with one port
 every port of the indices Cyclone assigns itself (0..32 in the shipped files: 32 datagrams per
 announcement with Cyclone 0.10, 33 with 11). Above those, so no other participant of the
 server's host takes it first; at most 62, so domain 232's ports stay below 65536."""
-SPDP_PORT_BASE, SPDP_DOMAIN_GAIN, SPDP_PARTICIPANT_GAIN, SPDP_UNICAST_OFFSET = 7400, 250, 2, 10
-"""RTPS port mapping (Cyclone's defaults, Discovery/Ports): a participant of index i in domain
-d takes its unicast discovery port at 7400 + 250 d + 10 + 2 i."""
 
 
 def config_path(kind: str) -> Path:
@@ -117,12 +112,6 @@ def peer_fragment(peers) -> str:
             raise ValueError(f'DDS peer {peer!r} does not resolve: {exc}') from exc
     return ('<Discovery><Peers>%s</Peers></Discovery>'
             % ''.join('<Peer address=%s/>' % quoteattr(p) for p in peers))
-
-
-def discovery_port(domain_id: int, index: int) -> int:
-    """Return the unicast discovery (SPDP) port of participant ``index`` in ``domain_id``."""
-    return (SPDP_PORT_BASE + SPDP_DOMAIN_GAIN * int(domain_id) + SPDP_UNICAST_OFFSET
-            + SPDP_PARTICIPANT_GAIN * int(index))
 
 
 def server_index_fragment() -> str:

@@ -236,6 +236,22 @@ def port_mapping(uri: str | None = None, domain_id: int | None = None) -> tuple:
     return tuple(out)
 
 
+def discovery_port(domain_id: int, index: int, uri: str = '') -> int:
+    """
+    Return the unicast discovery (SPDP) port of participant ``index`` in ``domain_id``.
+
+    As ``uri``'s port map gives it (:func:`port_mapping`; '': Cyclone's defaults, 7400 +
+    250 d + 10 + 2 i).
+    """
+    return _mapped_port(uri, domain_id, index)[1]
+
+
+def _mapped_port(uri: str | None, domain_id: int | None, index: int) -> tuple:
+    """Return ``(domain, port)``: participant ``index``'s discovery port, as ``uri`` maps it."""
+    domain, base, domain_gain, gain, offset = port_mapping(uri, domain_id)
+    return domain, base + domain_gain * domain + offset + gain * int(index)
+
+
 def taken_index(uri: str | None = None, domain_id: int | None = None) -> str | None:
     """
     Say why a participant with a fixed ``ParticipantIndex`` cannot be created; None: no reason.
@@ -270,8 +286,7 @@ def index_port_taken(uri: str | None = None, domain_id: int | None = None) -> tu
     if text is None or not re.fullmatch(r'[0-9]+', text):
         return None                                  # auto, none, default: Cyclone picks
     index = int(text)
-    domain, base, domain_gain, gain, offset = port_mapping(uri, domain_id)
-    port = base + domain_gain * domain + offset + gain * index
+    domain, port = _mapped_port(uri, domain_id, index)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         sock.bind(('', port))
@@ -744,8 +759,7 @@ def server_peer(host: str, domain_id: int, uri: str = '') -> str:
     host = host.strip()
     if ']:' in host or (not host.startswith('[') and _host_of(host) != host):
         return host                                  # [v6]:PORT or host:PORT given
-    domain, base, domain_gain, gain, offset = port_mapping(uri, domain_id)
-    port = base + domain_gain * domain + offset + gain * SERVER_PARTICIPANT_INDEX
+    port = _mapped_port(uri, domain_id, SERVER_PARTICIPANT_INDEX)[1]
     if port > 65535:
         return host
     if ':' in host and not host.startswith('['):
