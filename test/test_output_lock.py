@@ -503,3 +503,174 @@ def test_a_run_removes_what_a_run_killed_while_it_saved_left_but_not_a_live_writ
         live.stdout.close()
     assert (out / 'summary.json').read_bytes() == b'x' * 65536 + b'y' * 65536
     assert sorted(os.listdir(str(out))) == [LOCK_FILE, '.tmp-notes123.txt', 'summary.json']
+
+
+def _no_flock(code):
+    """Return a ``fcntl.flock`` that fails as a file system without locks does."""
+    import errno
+
+    def flock(fd, operation):
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
+    return flock
+
+
+@pytest.mark.parametrize('code', ['ENOLCK', 'EOPNOTSUPP'])
+def test_without_flock_a_second_run_is_refused_in_one_line_not_let_in(
+        tmp_path, monkeypatch, code):
+    # Arrange: a file system whose flock fails (NFS with no lock manager, some FUSE): every
+    # run was given an unlocked hold, and two runs wrote into one folder without a word
+    import errno
+    import fcntl
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock(code))
+    out = str(tmp_path / 'fleet')
+    first = OutputLock.take(out, 'rog fleet')
+    try:
+        held = os.path.join(out, LOCK_FILE + output_lock.HELD_SUFFIX)
+        assert first.fd is not None and os.path.isfile(held)
+        # Act
+        with pytest.raises(OutputInUse) as refused:
+            OutputLock.take(out, 'rog sim')
+        # Assert: one line naming the holder and why the lock is a file
+        text = str(refused.value)
+        assert '\n' not in text
+        said = errno.errorcode[getattr(errno, code)]  # (EOPNOTSUPP: ENOTSUP on Linux)
+        assert f'rog fleet, pid {os.getpid()} on ' in text and f'no flock: {said}' in text
+        assert output_lock.lock_holder(os.path.join(out, LOCK_FILE)).startswith('rog fleet')
+        with pytest.raises(OutputInUse, match='is in use by another run'):
+            output_lock.refuse_held(out)
+    finally:
+        first.release()
+    assert not os.path.exists(held)           # let go: the next run gets in
+    OutputLock.take(out, 'rog sim').release()
+    assert sorted(os.listdir(out)) == [LOCK_FILE]
+
+
+def test_without_flock_a_run_that_writes_nothing_leaves_no_folder(tmp_path, monkeypatch):
+    import fcntl
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'new' / 'run'
+    with output_lock.held_output(str(out), 'rog sim'):
+        assert (out / (LOCK_FILE + output_lock.HELD_SUFFIX)).is_file()
+    assert os.listdir(str(tmp_path)) == []
+
+
+_HOLD_WITHOUT_FLOCK = ('import errno, fcntl, os, sys\n'
+                       'def flock(fd, op):\n'
+                       '    raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))\n'
+                       'fcntl.flock = flock\n'
+                       'from rog_ros.nodes.output_lock import OutputLock\n'
+                       "OutputLock.take(sys.argv[1], 'rog fleet')\n"
+                       "print('held', flush=True)\n"
+                       'sys.stdin.readline()\n')
+
+
+def test_without_flock_the_hold_of_a_killed_run_is_taken_not_left_for_ever(
+        tmp_path, monkeypatch):
+    # Arrange: a run holding its folder by file, SIGKILLed (its .held file stays)
+    import fcntl
+    from rog_ros.nodes import output_lock
+    out = str(tmp_path / 'fleet')
+    proc = subprocess.Popen([sys.executable, '-c', _HOLD_WITHOUT_FLOCK, out], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == 'held'
+        monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+        with pytest.raises(OutputInUse, match=f'rog fleet, pid {proc.pid} on '):
+            OutputLock.take(out, 'rog sim')             # alive: refused
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        proc.stdout.close()
+        proc.stdin.close()
+    held = os.path.join(out, LOCK_FILE + output_lock.HELD_SUFFIX)
+    assert os.path.isfile(held)
+    # Act
+    lock = OutputLock.take(out, 'rog sim')
+    # Assert: taken, the file now this run's; nothing else left beside it
+    try:
+        with open(held) as fh:
+            assert fh.read().split('\n')[0].split(' ')[1] == str(os.getpid())
+        assert sorted(os.listdir(out)) == [LOCK_FILE, LOCK_FILE + output_lock.HELD_SUFFIX]
+    finally:
+        lock.release()
+
+
+def test_without_flock_a_hold_of_another_machine_says_how_to_free_it(tmp_path, monkeypatch):
+    import fcntl
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    held.write_text('robot-7 1\nrog fleet, pid 1 on robot-7, since 2026-01-01 00:00:00\n')
+    with pytest.raises(OutputInUse) as refused:
+        OutputLock.take(str(out), 'rog sim')
+    text = str(refused.value)
+    assert '\n' not in text
+    assert 'rog fleet, pid 1 on robot-7' in text and f'remove {held}' in text
+    assert held.read_text().startswith('robot-7 1\n')     # not removed: cannot be told stale
+
+
+def test_a_nolock_nfs_mount_is_held_by_file_as_well(tmp_path, monkeypatch):
+    # Arrange: an NFS mount with nolock: flock works, on this machine only; a run on another
+    # machine (its flock here: always granted) took the same folder
+    import fcntl
+    from rog_ros.nodes import output_lock
+    out = str(tmp_path / 'fleet')
+    monkeypatch.setattr(output_lock, '_mounts', lambda: [
+        ('/', 'ext4', 'rw,relatime'),
+        (str(tmp_path), 'nfs', 'rw,vers=3,nolock,local_lock=all')])
+    assert output_lock.flock_is_local(os.path.join(out, LOCK_FILE))
+    first = OutputLock.take(out, 'rog fleet')
+    try:
+        assert first.fd is not None
+        assert os.path.isfile(os.path.join(out, LOCK_FILE + output_lock.HELD_SUFFIX))
+        monkeypatch.setattr(fcntl, 'flock', lambda fd, operation: None)    # another machine
+        # Act / Assert
+        with pytest.raises(OutputInUse, match='flock is local to each machine'):
+            OutputLock.take(out, 'rog sim')
+    finally:
+        monkeypatch.setattr(fcntl, 'flock', fcntl.flock)
+        first.release()
+    assert sorted(os.listdir(out)) == [LOCK_FILE]
+
+
+@pytest.mark.parametrize('fstype, options, local', [
+    ('nfs4', 'rw,vers=4.2,local_lock=none', False), ('nfs', 'rw,nolock', True),
+    ('nfs4', 'rw,local_lock=flock', True), ('cifs', 'rw,nobrl', True),
+    ('ext4', 'rw,nolock', False)])
+def test_which_mounts_lock_on_this_machine_only(tmp_path, monkeypatch, fstype, options, local):
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(output_lock, '_mounts', lambda: [
+        ('/', 'ext4', 'rw'), (str(tmp_path / 'x'), 'tmpfs', 'rw'),
+        (str(tmp_path), fstype, options)])
+    assert output_lock.flock_is_local(str(tmp_path / 'out' / LOCK_FILE)) is local
+    assert not output_lock.flock_is_local(str(tmp_path / 'x' / LOCK_FILE))
+
+
+def test_without_flock_a_hold_whose_pid_a_later_process_reuses_is_taken(tmp_path, monkeypatch):
+    # A killed run's hold names a pid that a later process has (pids wrap, or a reboot): that
+    # process started at another time than the one that made the file, so the hold is stale
+    import fcntl
+    import socket
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    now = output_lock._started(os.getpid())
+    assert now != '-' and ':' in now
+    held.write_text(f'{socket.gethostname()} {os.getppid()} {now}9\nrog fleet, pid '
+                    f'{os.getppid()}\n')
+    lock = OutputLock.take(str(out), 'rog sim')
+    try:
+        assert held.read_text().split('\n')[0] == f'{socket.gethostname()} {os.getpid()} {now}'
+    finally:
+        lock.release()
+    # ... and one whose process is the one that made it is held
+    held.write_text(f'{socket.gethostname()} {os.getppid()} '
+                    f'{output_lock._started(os.getppid())}\nrog fleet, pid {os.getppid()}\n')
+    with pytest.raises(OutputInUse, match=f'rog fleet, pid {os.getppid()}'):
+        OutputLock.take(str(out), 'rog sim')

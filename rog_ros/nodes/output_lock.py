@@ -25,6 +25,8 @@ anything and names the run that holds the directory.
 The lock is an advisory ``flock`` on ``OUT/.rog.lock``, which the kernel drops when the
 holding process ends, however it ends: a crashed or killed run never leaves its directory
 locked, and there is no stale lock to clean up. The file stays (an empty-looking dot file).
+Where ``flock`` fails (NFS without a lock manager) or locks on one machine only (an NFS mount
+with ``nolock``), a file made ``O_EXCL`` beside it holds the folder (:func:`hold_by_file`).
 
 A folder inside a held one is refused too: ``rog compare --out rp/toy-indoors`` started while
 ``rog reproduce --out rp`` ran mixed its runs into the reproduction's, which reads and writes
@@ -38,6 +40,7 @@ import collections
 import contextlib
 import errno
 import os
+import socket
 import stat
 import time
 
@@ -124,8 +127,8 @@ class OutputLock:
         """
         Lock ``out`` (created if missing) for ``command``; raise ``OutputInUse`` if held.
 
-        A file system without ``flock`` support gives an unlocked holder (the run goes on as
-        before rather than failing for want of a lock). A folder inside one that another run
+        A file system without ``flock`` support is held by file instead (:func:`hold_by_file`:
+        ``OutputInUse`` names the holder, with its host). A folder inside one that another run
         holds is refused as well (``OutputInUse`` naming that run), before anything is made.
         Once held, the temporary files that a run killed while it wrote a result there
         (``model.pt``, ``summary.json``) left in ``out`` are removed, those no live process
@@ -184,8 +187,10 @@ def hold_lock_file(path: str, command: str):
 
     On success the file says who holds it (``command``, pid, since when) and the open ``fd``
     is the hold (closing it lets go). When another process holds it: ``(None, its line)``.
-    A file system without ``flock`` support gives ``(None, None)``: an unlocked hold, so that
-    the run goes on as before rather than failing for want of a lock; but a lock file open
+    A file system without ``flock`` support (ENOLCK, EOPNOTSUPP) is held by a file made
+    ``O_EXCL`` instead (:func:`hold_by_file`), and so is one whose ``flock`` is local to
+    this machine (:func:`flock_is_local`) besides its flock: it gave an unlocked hold, and two
+    runs wrote into one folder without a word. A lock file open
     read-only (another user's, or this user's own without write permission, or on a
     read-only mount) that it will not lock raises ``ReadOnlyLockRefused`` (some NFS mounts:
     a writable file of our own there would be locked).
@@ -226,7 +231,10 @@ def hold_lock_file(path: str, command: str):
             if not writable:      # (another user's file on NFS, or a read-only one)
                 raise ReadOnlyLockRefused(path, errno.errorcode.get(exc.errno, str(exc)),
                                           why) from None
-            return None, None
+            # no flock here (NFS without a lock manager: ENOLCK; some FUSE: EOPNOTSUPP):
+            # held by a file made O_EXCL instead, never unlocked without a word
+            return hold_by_file(path, command,
+                                f'no flock: {errno.errorcode.get(exc.errno, exc)}')
         # (the last try holds what it got: a file system whose file numbers do not match
         # between stat and fstat runs locked as it did before, not refused)
         if not writable and attempt < _RETAKES - 1 and _removed(fd, path):
@@ -236,6 +244,13 @@ def hold_lock_file(path: str, command: str):
             break
         os.close(fd)                  # removed by the run that held it: take the new one
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    if writable and flock_is_local(path):     # (an NFS mount with nolock: see hold_by_file)
+        held, holder = hold_by_file(path, command, 'flock is local to each machine')
+        if holder is not None:
+            let_go_of_lock_file(fd)
+            return None, holder
+        _FILE_HOLDS[fd] = _FILE_HOLDS.pop(held)
+        os.close(held)
     if not writable:      # (another user's, in a folder we cannot change: held unnamed)
         return fd, None
     try:      # the holder line only names us to a second command: the lock holds without
@@ -256,6 +271,9 @@ def let_go_of_lock_file(fd) -> None:
     """
     if fd is None:
         return
+    held = _FILE_HOLDS.pop(fd, None)
+    if held is not None:
+        _remove_held_file(*held)
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -300,6 +318,177 @@ _NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
 _RETAKES = 10
 """How often a lock file removed under a new holder is taken again before giving up."""
 
+HELD_SUFFIX = '.held'
+"""Where ``flock`` does not lock (:func:`hold_by_file`): ``LOCK.held``, made ``O_EXCL``."""
+
+_FILE_HOLDS = {}
+"""``{fd: (path, st_dev, st_ino)}``: the ``.held`` file each hold of this process made."""
+
+
+def hold_by_file(path: str, command: str, why: str):
+    """
+    Hold lock file ``path`` by making ``path.held`` ``O_EXCL``: ``(fd, None)`` or ``(None, who)``.
+
+    Why: on a file system where ``flock`` fails (NFS without a lock manager: ENOLCK; some
+    FUSE ones: EOPNOTSUPP) every run was given an unlocked hold, and two runs wrote into one
+    folder without a word; on an NFS mount with ``nolock`` (``local_lock=all``) the flock
+    holds on this machine only. There the hold is a file made with ``O_EXCL`` (atomic on
+    NFSv3 and later) that names its host, pid and the process's start (:func:`_started`);
+    it is removed when the hold is let go. One left by a run that was killed is stale when
+    its host is this machine and its pid is no live process, or one that started at another
+    time (a reused pid): it is removed and taken. One of another machine cannot be told stale from
+    here: the refusal says so, and to remove the file once that run has ended. ``why``:
+    the flock's errno name, said in the holder's line.
+    """
+    held = path + HELD_SUFFIX
+    line = (f'{command}, pid {os.getpid()} on {socket.gethostname()}, since '
+            f'{time.strftime("%Y-%m-%d %H:%M:%S")}, held by file ({why})')
+    for _ in range(_RETAKES):
+        try:
+            fd = os.open(held, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+        except FileExistsError:
+            holder = held_file_holder(path, remove_stale=True)
+            if holder is not None:
+                return None, holder
+            continue                    # (a stale one removed: made again)
+        except OSError as exc:
+            raise OutputInUse(f'cannot lock {path}: this file system has no working flock '
+                              f'({why}), and {held} cannot be made ({exc.strerror or exc}); '
+                              'use a folder on a local disk') from None
+        try:
+            os.write(fd, f'{socket.gethostname()} {os.getpid()} {_started(os.getpid())}\n'
+                         f'{line}\n'.encode())
+            os.fsync(fd)
+        except OSError:     # (a full disk: held all the same, the file is there)
+            pass
+        st = os.fstat(fd)
+        _FILE_HOLDS[fd] = (held, st.st_dev, st.st_ino)
+        return fd, None
+    raise OutputInUse(f'cannot lock {path}: {held} was made and removed again '
+                      f'{_RETAKES} times; run again')
+
+
+def held_file_holder(path: str, remove_stale: bool = False) -> str | None:
+    """
+    Return the holder line of lock file ``path``'s ``.held`` file; None when there is none.
+
+    A stale one (this host's, of a pid that is no live process) is None, and removed when
+    ``remove_stale``. One whose content cannot be read yet (a run making it now) is held.
+    """
+    held = path + HELD_SUFFIX
+    try:
+        fd = os.open(held, os.O_RDONLY | _NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        text = os.read(fd, 1000).decode(errors='replace')
+    except OSError:
+        text, st = '', None
+    finally:
+        os.close(fd)
+    first, _, rest = text.partition('\n')
+    host, pid, started = (first.split(' ') + ['', '', ''])[:3]
+    line = ' '.join(rest.split()) or f'a run that has not said which, in {held}'
+    if not pid.isdigit() or host != socket.gethostname() or _alive(int(pid), started):
+        if host and host != socket.gethostname() and pid.isdigit():
+            line += f'; if that run on {host} has ended, remove {held}'
+        return line
+    if remove_stale and st is not None:
+        _remove_held_file(held, st.st_dev, st.st_ino)
+    return None
+
+
+def _alive(pid: int, started: str = '') -> bool:
+    """
+    Tell whether process ``pid`` of this machine is alive (one of another user counts).
+
+    ``started``: its :func:`_started` when it made the file ('' or '-': unknown); a live
+    process that started otherwise is another one with the same pid (after a reboot, or
+    pids wrapped around), and the holder is gone.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:             # (EPERM: alive, another user's)
+        pass
+    now = _started(pid)
+    return started in ('', '-') or now == '-' or now == started
+
+
+def _started(pid: int) -> str:
+    """
+    Return when process ``pid`` started, as ``BOOT_ID:TICKS`` ('-' where there is no /proc).
+
+    ``/proc/PID/stat``'s start time (clock ticks since boot) with the boot's id: one
+    process's whole life, told from any later process of the same pid without clocks.
+    """
+    try:
+        with open('/proc/sys/kernel/random/boot_id', encoding='ascii') as fh:
+            boot = fh.read().strip()
+        with open(f'/proc/{int(pid)}/stat', encoding='ascii', errors='replace') as fh:
+            fields = fh.read().rpartition(')')[2].split()
+        return f'{boot}:{int(fields[19])}'
+    except (OSError, ValueError, IndexError):
+        return '-'
+
+
+def _remove_held_file(held: str, dev: int, ino: int) -> None:
+    """
+    Remove the ``.held`` file ``held`` if it is still the file ``(dev, ino)``.
+
+    It is first renamed to a name of this process alone and checked there: one that another
+    run made in its place meanwhile is put back (``link``, which never replaces one).
+    """
+    aside = f'{held}.gone-{socket.gethostname()}-{os.getpid()}'
+    try:
+        os.rename(held, aside)
+    except OSError:
+        return                          # (gone already)
+    try:
+        st = os.lstat(aside)
+        if (st.st_dev, st.st_ino) != (dev, ino):
+            with contextlib.suppress(OSError):
+                os.link(aside, held)    # another run's hold: back where it was
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(aside)
+
+
+def flock_is_local(path: str) -> bool:
+    """
+    Tell whether ``flock`` on ``path`` locks on this machine only (an NFS or CIFS mount).
+
+    Linux's NFS client mounted with ``nolock`` or ``local_lock=all|flock`` keeps flocks
+    local: a run on another machine takes the same folder. Read from ``/proc/mounts``, the
+    mount holding ``path`` (its longest mount point); False where that cannot be read.
+    """
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    best, options = '', ''
+    for mount, fstype, opts in _mounts():
+        inside = folder == mount or folder.startswith(mount.rstrip('/') + '/')
+        if inside and len(mount) >= len(best):
+            best, options = mount, (fstype, set(opts.split(',')))
+    if not best:
+        return False
+    fstype, opts = options
+    if fstype.startswith('nfs'):
+        return bool({'nolock', 'local_lock=all', 'local_lock=flock'} & opts)
+    if fstype in ('cifs', 'smb3'):
+        return 'nobrl' in opts
+    return False
+
+
+def _mounts() -> list:
+    """Return ``[(mount point, type, options), ...]`` from ``/proc/mounts`` ([]: none)."""
+    try:
+        with open('/proc/mounts', encoding='utf-8', errors='replace') as fh:
+            rows = [line.split() for line in fh]
+    except OSError:
+        return []
+    return [(row[1].replace('\\040', ' '), row[2], row[3]) for row in rows if len(row) >= 4]
+
 
 def _removed(fd: int, path: str) -> bool:
     """
@@ -331,6 +520,9 @@ def lock_holder(path: str) -> str | None:
     """Return the holder line of the run that holds the lock file ``path``; None when free."""
     if fcntl is None:
         return None
+    by_file = held_file_holder(path)
+    if by_file is not None:
+        return by_file
     try:
         fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
     except OSError:
@@ -494,9 +686,11 @@ def _remove_if_empty(out: str, made: str) -> None:
             with contextlib.suppress(OSError):
                 os.rmdir(root)
     with contextlib.suppress(OSError):
-        if os.listdir(out) != [LOCK_FILE]:
+        left = set(os.listdir(out))
+        if LOCK_FILE not in left or not left <= {LOCK_FILE, LOCK_FILE + HELD_SUFFIX}:
             return
-        os.unlink(os.path.join(out, LOCK_FILE))
+        for name in sorted(left):       # (the O_EXCL hold last: held until then)
+            os.unlink(os.path.join(out, name))
         path = out
         while True:
             os.rmdir(path)            # OSError (not empty) ends the climb
