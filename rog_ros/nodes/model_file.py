@@ -30,7 +30,7 @@ import os
 from typing import TYPE_CHECKING
 
 from rog_ros.archives import model_damage
-from rog_ros.atomic import atomic_write_with, makedirs_synced
+from rog_ros.atomic import atomic_write_with, makedirs_synced, remove_write_leftovers
 
 if TYPE_CHECKING:                            # pragma: no cover - annotations only
     import torch
@@ -39,7 +39,12 @@ MODEL_FILE = 'model.pt'
 
 
 def save_state_dict(path, module: torch.nn.Module) -> int:
-    """Write ``module``'s state_dict (detached CPU copies) to ``path`` atomically; its bytes."""
+    """
+    Write ``module``'s state_dict (detached CPU copies) to ``path`` atomically; its bytes.
+
+    The temporary files that earlier saves to ``path`` killed midway left beside it are
+    removed first (those no live process writes).
+    """
     from rog_ros.nodes.durable import checksums_written
     import torch
     state = {name: t.detach().to('cpu', copy=True) for name, t in module.state_dict().items()}
@@ -50,7 +55,11 @@ def save_state_dict(path, module: torch.nn.Module) -> int:
         with checksums_written():  # (read back, they are checked: archives.model_damage)
             torch.save(state, f)
         written.append(f.written)
-    makedirs_synced(os.path.dirname(os.path.abspath(os.fspath(path))))
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    makedirs_synced(folder)
+    # a worker's --model-out folder is no output folder whose lock removes these: a robot
+    # killed while it saved left one as large as the model beside it, for ever
+    remove_write_leftovers(folder, os.path.basename(os.fspath(path)))
     atomic_write_with(path, _write)
     return written[0]
 

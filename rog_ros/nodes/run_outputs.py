@@ -55,11 +55,13 @@ goes on from its last model) is copied, not moved, so that its node still finds 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
 import sys
 
+from rog_ros.atomic import atomic_write_with, fsync_dir, remove_write_leftovers
 from rog_ros.metrics import PREVIOUS_RUN_DIR
 from rog_ros.nodes.model_file import MODEL_FILE
 from rog_ros.nodes.output_lock import hold_lock_file, let_go_of_lock_file
@@ -126,14 +128,63 @@ def set_aside_earlier_results(out: str, logs=None, nodes=None) -> list:
         os.unlink(os.path.join(old_logs, name))
     for name in found:
         os.replace(os.path.join(out, name), os.path.join(previous, name))
+    _synced(previous, out)
     if logs is None:
         return found
     moving = node_logs(logs, nodes)
     if moving:
         os.makedirs(old_logs, exist_ok=True)
-    for name in moving:     # (shutil: a robot's --logs may be on another file system)
-        shutil.move(os.path.join(logs, name), os.path.join(old_logs, name))
+    for name in moving:     # (a robot's --logs may be on another file system)
+        move_whole(os.path.join(logs, name), os.path.join(old_logs, name))
+    if moving:
+        _synced(old_logs, logs)
     return found + [f'{LOG_DIR}/{name}' for name in moving]
+
+
+def _synced(*folders) -> None:
+    """
+    Sync the entries of ``folders`` (the folders renames went to, then from).
+
+    A rename is durable only once its folders are synced: after a power cut on ext4 the
+    earlier run's results could be back in ``out`` beside the new run's, or gone from both.
+    """
+    for folder in dict.fromkeys(os.path.abspath(f) for f in folders):
+        fsync_dir(folder)
+
+
+def copy_whole(src: str, dst: str) -> None:
+    """
+    Copy file ``src`` to ``dst`` whole or not at all (``atomic_write_with``), times kept.
+
+    ``shutil.copy2`` to ``dst.part`` then a rename left the ``.part`` (a model's size) when
+    killed midway, and synced neither the copy nor its folder. Leftovers of either kind that
+    earlier copies to ``dst`` left are removed first (those no live process writes).
+    """
+    folder, name = os.path.split(os.path.abspath(dst))
+    remove_write_leftovers(folder, name)
+    if os.path.isfile(dst + '.part'):       # (the name versions before this one used)
+        os.unlink(dst + '.part')
+    with open(src, 'rb') as source:
+        atomic_write_with(dst, lambda f: shutil.copyfileobj(source, f, 1 << 20))
+    shutil.copystat(src, dst)
+
+
+def move_whole(src: str, dst: str) -> None:
+    """
+    Move file ``src`` to ``dst``: a rename, or where they are on two file systems a whole copy.
+
+    ``shutil.move`` across file systems copies into ``dst`` itself: a robot killed midway
+    left half a model under the model's own name in ``previous/``, taken for the last good
+    one. The copy is :func:`copy_whole`; ``src`` is removed once it is on disk.
+    """
+    try:
+        os.replace(src, dst)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        copy_whole(src, dst)
+        os.unlink(src)
+        fsync_dir(os.path.dirname(os.path.abspath(src)))
 
 
 def set_aside_earlier_run(out: str, logs: str, nodes=None) -> str:
@@ -233,14 +284,17 @@ def set_aside_node_logs(logs: str, nodes, model=None, model_as=None, keep_model=
     os.makedirs(previous, exist_ok=True)
     for name in moving:
         os.replace(os.path.join(logs, name), os.path.join(previous, name))
+    if moving:
+        _synced(previous, logs)
     if not here:
         return moving
     target = os.path.join(previous, model_as or os.path.basename(model))
-    if keep_model:                    # (a copy beside it, then replaced at once: no half file)
-        shutil.copy2(model, target + '.part')
-        os.replace(target + '.part', target)
-    else:     # (shutil: --model-out may be on another file system than --logs)
-        shutil.move(model, target)
+    remove_write_leftovers(previous, os.path.basename(target))    # (a copy killed midway's)
+    if keep_model:                    # (a whole copy or none: the run starts from the model)
+        copy_whole(model, target)
+    else:     # (--model-out may be on another file system than --logs)
+        move_whole(model, target)
+        _synced(previous, os.path.dirname(os.path.abspath(model)))
     return moving + [model]
 
 
@@ -309,7 +363,7 @@ class NodeLogLock:
     """
 
     def __init__(self, fd):
-        """Keep the locked file descriptor (None: a file system without ``flock``)."""
+        """Keep the locked file descriptor (None: a hold of no file, as ``fcntl`` is missing)."""
         self.fd = fd
 
     @classmethod
@@ -317,8 +371,8 @@ class NodeLogLock:
         """
         Hold ``logs/NODE.log`` for ``command``; raise OSError (one line) if a run holds it.
 
-        ``logs`` is created if missing. A file system without ``flock`` gives an unlocked
-        holder (the robot runs as before rather than failing for want of a lock).
+        ``logs`` is created if missing. A file system without ``flock`` is held by file
+        (:func:`rog_ros.nodes.output_lock.hold_by_file`).
         """
         os.makedirs(logs, exist_ok=True)
         fd, holder = hold_lock_file(os.path.join(logs, f'.{node}.lock'), command)

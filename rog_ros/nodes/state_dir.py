@@ -30,6 +30,7 @@ import zipfile
 
 from rog_ros import checks
 from rog_ros.archives import damage, model_damage  # noqa: F401 - state_dir's, as before
+from rog_ros.atomic import remove_write_leftovers
 from rog_ros.nodes.output_lock import lock_holder
 
 SERVER_STATE_FILE = 'server.pt'
@@ -181,7 +182,11 @@ def check_state_dir(name: str, state_dir: str) -> str:
 
     ConfigError (one line) for a place that cannot be a writable directory, a directory
     holding a damaged state file, or one whose state files running nodes hold (another
-    fleet's: its nodes would have stopped ours one by one).
+    fleet's: its nodes would have stopped ours one by one). The temporary files of saves a
+    crash cut short are removed (:func:`rog_ros.atomic.remove_write_leftovers`: those no live
+    process writes): a node removes its own state file's, but nothing removed those of the
+    server's journal (``server.journal``, rewritten at every checkpoint), so a server killed
+    again and again while it emptied its journal left one more each time.
     """
     checks.output_dir(name, state_dir)
     held = held_state_files(state_dir)
@@ -190,6 +195,7 @@ def check_state_dir(name: str, state_dir: str) -> str:
         raise checks.ConfigError(
             f'{name} {state_dir}: state file {file} is in use by another node ({holder}); '
             'give this run another --state-dir, or wait until that one ends')
+    remove_write_leftovers(state_dir)     # (killed saves' temporaries: no live write's)
     bad = unreadable_state_files(state_dir)
     if bad:
         file, why = bad[0]

@@ -1,0 +1,212 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Files on disk under crashes: no temporary file a killed write left stays, renames synced."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from rog_ros.nodes import run_outputs, state_dir
+from rog_ros.nodes.model_file import save_state_dict
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_WRITER = ('import sys\n'
+           'from rog_ros.atomic import atomic_write_with\n'
+           'def write(f):\n'
+           '    """Write half a file, say so, then wait for a line (or a SIGKILL)."""\n'
+           '    f.write(b"x" * 65536)\n'
+           '    f.flush()\n'
+           '    print("writing", flush=True)\n'
+           '    sys.stdin.readline()\n'
+           '    f.write(b"y" * 65536)\n'
+           'atomic_write_with(sys.argv[1], write)\n')
+
+
+def _start(script: str, *args: str) -> subprocess.Popen:
+    """Start ``script`` and wait until it says it is halfway (its first line)."""
+    proc = subprocess.Popen([sys.executable, '-c', script] + list(args), cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() in ('writing', 'copying')
+    return proc
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc`` and reap it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    proc.stdout.close()
+    proc.stdin.close()
+
+
+def _temporaries(folder, name: str) -> list:
+    """Return the names of the atomic writes' temporary files of ``name`` in ``folder``."""
+    return sorted(n for n in os.listdir(str(folder))
+                  if n.startswith('.tmp-rog-') and n.endswith(name))
+
+
+def test_a_state_dir_check_removes_a_killed_journal_write_but_not_a_live_save(tmp_path):
+    # Arrange: a server killed while it emptied its journal at a checkpoint (a node removes
+    # its own state file's temporaries, nothing removed the journal's), a live save of a
+    # worker's state going on now, and a user's file of a like name
+    state = tmp_path / 'state'
+    state.mkdir()
+    (state / '.tmp-notes.txt').write_text('a user file')
+    (state / '.tmp-rog-notes.txt').write_text('a user file too')     # (no random part)
+    for round_ in range(3):          # (a crash loop: one more each time)
+        _kill(_start(_WRITER, str(state / 'server.journal')))
+    assert len(_temporaries(state, 'server.journal')) == 3
+    live = _start(_WRITER, str(state / 'worker_0.pt'))
+    try:
+        writing = _temporaries(state, 'worker_0.pt')
+        assert len(writing) == 1
+        # Act: the next fleet checks its --state-dir
+        assert state_dir.check_state_dir('--state-dir', str(state)) == str(state)
+        # Assert: the dead writes' files gone; the live one's, and the user's, kept
+        assert sorted(os.listdir(str(state))) == sorted(
+            ['.tmp-notes.txt', '.tmp-rog-notes.txt'] + writing)
+        live.stdin.write('go on\n')
+        live.stdin.flush()
+        assert live.wait(30) == 0
+    finally:
+        _kill(live)
+    assert (state / 'worker_0.pt').stat().st_size == 2 * 65536
+    assert sorted(os.listdir(str(state))) == ['.tmp-notes.txt', '.tmp-rog-notes.txt',
+                                              'worker_0.pt']
+
+
+def test_a_model_save_removes_what_a_save_killed_midway_left_beside_it(tmp_path):
+    # Arrange: a worker robot killed while it saved its --model-out (no output folder lock
+    # cleans that folder), and another file's temporary of a live write beside it
+    folder = tmp_path / 'robot'
+    folder.mkdir()
+    _kill(_start(_WRITER, str(folder / 'rog_robot_model.pt')))
+    live = _start(_WRITER, str(folder / 'rog_robot_model.pt'))
+    other = None
+    try:
+        other = _start(_WRITER, str(folder / 'notes.bin'))
+        _kill(other)
+        assert len(_temporaries(folder, 'rog_robot_model.pt')) == 2
+        # Act
+        size = save_state_dict(str(folder / 'rog_robot_model.pt'), torch.nn.Linear(3, 2))
+        # Assert: the killed save's file gone; the live one's kept; another name's kept
+        left = _temporaries(folder, 'rog_robot_model.pt')
+        assert len(left) == 1
+        assert len(_temporaries(folder, 'notes.bin')) == 1
+        assert (folder / 'rog_robot_model.pt').stat().st_size == size
+    finally:
+        _kill(live)
+
+
+_CROSS_DEVICE_MOVE = (
+    'import errno, os, shutil, sys\n'
+    'shutil._USE_CP_SENDFILE = False\n'       # (the copy goes through copyfileobj)
+    'model, logs = sys.argv[1], sys.argv[2]\n'
+    'real_replace = os.replace\n'
+    'def replace(src, dst, **kw):\n'
+    '    """Refuse to rename the model: --model-out on another file system than --logs."""\n'
+    '    if os.path.abspath(src) == os.path.abspath(model):\n'
+    '        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src, None, dst)\n'
+    '    return real_replace(src, dst, **kw)\n'
+    'os.replace = replace\n'
+    'def copyfileobj(fsrc, fdst, length=0):\n'
+    '    """Copy half, say so, then wait for a SIGKILL."""\n'
+    '    fdst.write(fsrc.read(65536))\n'
+    '    fdst.flush()\n'
+    '    print("copying", flush=True)\n'
+    '    sys.stdin.readline()\n'
+    'shutil.copyfileobj = copyfileobj\n'
+    'from rog_ros.nodes.run_outputs import set_aside_node_logs\n'
+    "set_aside_node_logs(logs, ['rog_worker_0'], model, 'rog_worker_0.model.pt')\n")
+
+
+def test_a_model_moved_across_file_systems_when_killed_leaves_no_half_model_aside(tmp_path):
+    # Arrange: a worker robot's earlier model on another file system than its --logs; a
+    # rerun killed while it moved it to LOGS/previous (shutil.move copied straight into
+    # previous/rog_worker_0.model.pt: half a model there, taken for the last good one)
+    logs, models = tmp_path / 'logs', tmp_path / 'models'
+    logs.mkdir()
+    models.mkdir()
+    model = models / 'rog_robot_model.pt'
+    whole = bytes(range(256)) * 1024
+    model.write_bytes(whole)
+    (logs / 'rog_worker_0.log').write_text('earlier run\n')
+    # Act
+    _kill(_start(_CROSS_DEVICE_MOVE, str(model), str(logs)))
+    # Assert: the model still whole where it was; no model of that name aside, only a
+    # temporary file, which the next move removes
+    previous = logs / run_outputs.PREVIOUS
+    assert model.read_bytes() == whole
+    assert not (previous / 'rog_worker_0.model.pt').exists()
+    assert len(_temporaries(previous, 'rog_worker_0.model.pt')) == 1
+    moved = run_outputs.set_aside_node_logs(str(logs), ['rog_worker_0'], str(model),
+                                            'rog_worker_0.model.pt')
+    assert moved == [str(model)]
+    assert (previous / 'rog_worker_0.model.pt').read_bytes() == whole
+    assert sorted(os.listdir(str(previous))) == ['rog_worker_0.log', 'rog_worker_0.model.pt']
+
+
+def test_a_kept_model_is_copied_whole_and_an_earlier_part_file_goes(tmp_path):
+    # A model the run starts from is copied aside; the copy2 to NAME.part a kill left stays
+    # no more, and the copy is the model's bytes, not half of them
+    logs = tmp_path / 'logs'
+    previous = logs / run_outputs.PREVIOUS
+    previous.mkdir(parents=True)
+    (previous / 'rog_worker_0.model.pt.part').write_bytes(b'half')
+    model = tmp_path / 'rog_robot_model.pt'
+    model.write_bytes(b'm' * 100000)
+    moved = run_outputs.set_aside_node_logs(str(logs), ['rog_worker_0'], str(model),
+                                            'rog_worker_0.model.pt', keep_model=True)
+    assert moved == [str(model)] and model.read_bytes() == b'm' * 100000
+    assert os.listdir(str(previous)) == ['rog_worker_0.model.pt']
+    assert (previous / 'rog_worker_0.model.pt').read_bytes() == b'm' * 100000
+    assert os.path.getmtime(str(previous / 'rog_worker_0.model.pt')) == os.path.getmtime(
+        str(model))
+
+
+@pytest.mark.parametrize('with_logs', [False, True])
+def test_setting_an_earlier_run_aside_syncs_the_folders_of_its_renames(
+        tmp_path, monkeypatch, with_logs):
+    # A rename is durable once its folders are synced (ext4, power cut): set_aside renamed
+    # the earlier run's results and logs into previous/ and synced no folder
+    synced = []
+    monkeypatch.setattr(run_outputs, 'fsync_dir', lambda folder: synced.append(str(folder)))
+    out, logs = tmp_path / 'out', tmp_path / 'out' / 'logs'
+    logs.mkdir(parents=True)
+    (out / 'summary.json').write_text('{}')
+    (logs / 'rog_server.log').write_text('earlier\n')
+    moved = run_outputs.set_aside_earlier_results(str(out), str(logs) if with_logs else None)
+    previous = out / run_outputs.PREVIOUS
+    assert moved == ['summary.json'] + (['logs/rog_server.log'] if with_logs else [])
+    want = [str(previous), str(out)] + ([str(previous / 'logs'), str(logs)] if with_logs
+                                        else [])
+    assert synced == want
+
+
+def test_setting_a_worker_s_logs_aside_syncs_the_folders_of_its_renames(tmp_path, monkeypatch):
+    synced = []
+    monkeypatch.setattr(run_outputs, 'fsync_dir', lambda folder: synced.append(str(folder)))
+    logs, models = tmp_path / 'logs', tmp_path / 'models'
+    logs.mkdir()
+    models.mkdir()
+    (logs / 'rog_worker_0.log').write_text('earlier\n')
+    (models / 'rog_robot_model.pt').write_bytes(b'm')
+    run_outputs.set_aside_node_logs(str(logs), ['rog_worker_0'],
+                                    str(models / 'rog_robot_model.pt'), 'rog_worker_0.model.pt')
+    previous = str(logs / run_outputs.PREVIOUS)
+    assert synced == [previous, str(logs), previous, str(models)]
