@@ -22,8 +22,11 @@ usually), not the temporary file's 0600; a caller writing a secret passes ``mode
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import os
+import re
+import socket
 import stat
 import tempfile
 
@@ -35,6 +38,12 @@ WRITE_TEMP_PREFIX = '.tmp-rog-'
 ``flock``ed while written: :func:`remove_write_leftovers` removes those a killed write left."""
 TEMP_NAME_LENGTH = 8
 """How many random characters ``tempfile.mkstemp`` puts in a name (CPython 3.8 to 3.13)."""
+PID_TEMP_PREFIX = WRITE_TEMP_PREFIX + 'pid-'
+"""Temporary files of :func:`atomic_write_with` where ``flock`` fails (NFS without a lock
+manager): this + the writer's pid + ``-`` + its host's :func:`_host_tag` + ``-`` + random
+characters + the target's name. Unlockable, they are told a killed write's by the pid."""
+_PID_TEMP = re.compile(r'\.tmp-rog-pid-([0-9]+)-([0-9a-f]{8})-([a-z0-9_]{%d})(.+)'
+                       % TEMP_NAME_LENGTH, re.DOTALL)
 
 
 def atomic_write_text(path, text: str, mode: int | None = None) -> None:
@@ -111,7 +120,8 @@ def _locked_temp(directory: str, name: str) -> tuple:
     The ``flock`` tells a live write's temporary file from one a SIGKILL left (the kernel
     drops the lock with the process): :func:`remove_write_leftovers` removes only unlocked
     ones. One removed between ``mkstemp`` and the lock is made again. A file system without
-    ``flock`` gives the file unlocked: a cleaner cannot lock it either, and keeps it.
+    ``flock`` gives a file named by this process instead (``PID_TEMP_PREFIX``): a cleaner
+    cannot lock it either, and tells a killed write's by its pid being gone.
     """
     import fcntl
     for _ in range(NAMED_TRIES):
@@ -119,8 +129,10 @@ def _locked_temp(directory: str, name: str) -> tuple:
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError:
-                return fd, tmp          # (no flock here: see above)
+            except OSError:             # (no flock here: a name that says whose it is)
+                _discard(fd, tmp)
+                return tempfile.mkstemp(dir=directory, suffix=name, prefix=(
+                    f'{PID_TEMP_PREFIX}{os.getpid()}-{_host_tag()}-'))
             try:
                 if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
                     return fd, tmp
@@ -131,6 +143,11 @@ def _locked_temp(directory: str, name: str) -> tuple:
             raise
         os.close(fd)                    # (removed by a cleaner before it was locked)
     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+
+
+def _host_tag() -> str:
+    """Return 8 hex digits of this machine's name: a pid names a process on its host only."""
+    return hashlib.sha1(socket.gethostname().encode(errors='replace')).hexdigest()[:8]
 
 
 def _discard(fd: int, tmp: str) -> None:
@@ -391,14 +408,54 @@ def remove_write_leftovers(directory, name: str = '') -> int:
     + ``TEMP_NAME_LENGTH`` random characters + a name (``name`` only, where given) that no
     process holds locked: a write going on now (any process) holds its temporary file's
     ``flock`` until the rename, and is kept, as is a file that cannot be locked (a file
-    system without ``flock``). Return how many were removed.
+    system without ``flock``). There a write names its temporary file by its pid and host
+    (``PID_TEMP_PREFIX``): one of this host whose process is gone is removed. Return how many
+    were removed.
     """
     def _write_named(entry: str) -> bool:
         """Tell whether ``entry`` is named as a temporary file of an atomic write (of ``name``)."""
-        return _random_named(entry, WRITE_TEMP_PREFIX) and (
+        return _random_named(entry, WRITE_TEMP_PREFIX) and not entry.startswith(
+            PID_TEMP_PREFIX) and (
             not name or len(entry) == len(WRITE_TEMP_PREFIX) + TEMP_NAME_LENGTH + len(name)
             and entry.endswith(name))
-    return _remove_unlocked(directory, _write_named, lambda st: True)
+    return _remove_unlocked(directory, _write_named, lambda st: True) + _remove_dead_pids(
+        directory, name)
+
+
+def _remove_dead_pids(directory, name: str) -> int:
+    """Remove the ``PID_TEMP_PREFIX`` files (of ``name``) whose writer on this host is gone."""
+    try:
+        names = os.listdir(os.fspath(directory))
+    except OSError:
+        return 0
+    host, removed = _host_tag(), 0
+    for entry in names:
+        found = _PID_TEMP.fullmatch(entry)
+        if (not found or found.group(2) != host or (name and found.group(4) != name)
+                or _pid_alive(int(found.group(1)))):
+            continue
+        path = os.path.join(os.fspath(directory), entry)
+        try:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+                os.unlink(path)
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    """Tell whether process ``pid`` is alive here (one of another user, or pid 0, counts)."""
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _remove_unlocked(directory, named, fits) -> int:

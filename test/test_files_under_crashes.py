@@ -210,3 +210,52 @@ def test_setting_a_worker_s_logs_aside_syncs_the_folders_of_its_renames(tmp_path
                                     str(models / 'rog_robot_model.pt'), 'rog_worker_0.model.pt')
     previous = str(logs / run_outputs.PREVIOUS)
     assert synced == [previous, str(logs), previous, str(models)]
+
+
+_WRITER_WITHOUT_FLOCK = ('import errno, fcntl, os\n'
+                         'def flock(fd, op):\n'
+                         '    raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))\n'
+                         'fcntl.flock = flock\n' + _WRITER)
+
+
+def _no_flock(fd, operation):
+    """Fail as ``flock`` does on NFS without a lock manager."""
+    import errno
+    raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+
+def test_without_flock_a_killed_write_s_temporary_is_told_by_its_pid_and_removed(
+        tmp_path, monkeypatch):
+    # Arrange: a file system without flock (the temporary files were unlockable, so no
+    # cleaner could tell a killed write's from a live one's, and kept them all for ever):
+    # three saves of worker_0.pt killed in a crash loop, one going on now
+    import fcntl
+    from rog_ros import atomic
+    for round_ in range(3):
+        _kill(_start(_WRITER_WITHOUT_FLOCK, str(tmp_path / 'worker_0.pt')))
+    left = _temporaries(tmp_path, 'worker_0.pt')
+    assert len(left) == 3 and all(n.startswith(atomic.PID_TEMP_PREFIX) for n in left)
+    live = _start(_WRITER_WITHOUT_FLOCK, str(tmp_path / 'worker_0.pt'))
+    try:
+        writing = sorted(set(_temporaries(tmp_path, 'worker_0.pt')) - set(left))
+        assert len(writing) == 1 and writing[0].startswith(
+            f'{atomic.PID_TEMP_PREFIX}{live.pid}-')
+        (tmp_path / f'{atomic.PID_TEMP_PREFIX}1-00000000-abcdefghworker_0.pt').write_text(
+            'another host')                               # (its pid says nothing here)
+        monkeypatch.setattr(fcntl, 'flock', _no_flock)
+        # Act
+        removed = atomic.remove_write_leftovers(str(tmp_path), 'worker_0.pt')
+        # Assert: the killed ones gone, the live one and another host's kept
+        assert removed == 3
+        assert sorted(os.listdir(str(tmp_path))) == sorted(
+            writing + [f'{atomic.PID_TEMP_PREFIX}1-00000000-abcdefghworker_0.pt'])
+        live.stdin.write('go on\n')
+        live.stdin.flush()
+        assert live.wait(30) == 0
+    finally:
+        _kill(live)
+    assert (tmp_path / 'worker_0.pt').stat().st_size == 2 * 65536
+    # ... and a write here, without flock, leaves nothing beside its file
+    atomic.atomic_write_bytes(str(tmp_path / 'summary.json'), b'{}')
+    assert sorted(os.listdir(str(tmp_path))) == sorted(
+        ['summary.json', 'worker_0.pt', f'{atomic.PID_TEMP_PREFIX}1-00000000-abcdefghworker_0.pt'])
