@@ -40,8 +40,9 @@ TEMP_NAME_LENGTH = 8
 """How many random characters ``tempfile.mkstemp`` puts in a name (CPython 3.8 to 3.13)."""
 PID_TEMP_PREFIX = WRITE_TEMP_PREFIX + 'pid-'
 """Temporary files of :func:`atomic_write_with` where ``flock`` fails (NFS without a lock
-manager): this + the writer's pid + ``-`` + its host's :func:`_host_tag` + ``-`` + random
-characters + the target's name. Unlockable, they are told a killed write's by the pid."""
+manager): this + the writer's pid + ``-`` + :func:`_host_tag` (its host and pid namespace)
++ ``-`` + random characters + the target's name. Unlockable, they are told a killed write's
+by the pid."""
 _PID_TEMP = re.compile(r'\.tmp-rog-pid-([0-9]+)-([0-9a-f]{8})-([a-z0-9_]{%d})(.+)'
                        % TEMP_NAME_LENGTH, re.DOTALL)
 
@@ -146,8 +147,18 @@ def _locked_temp(directory: str, name: str) -> tuple:
 
 
 def _host_tag() -> str:
-    """Return 8 hex digits of this machine's name: a pid names a process on its host only."""
-    return hashlib.sha1(socket.gethostname().encode(errors='replace')).hexdigest()[:8]
+    """
+    Return 8 hex digits of this machine's name and pid namespace: where a pid names a process.
+
+    Two containers that share the host's network share its name, but each numbers its
+    processes on its own: a cleaner in one took a live writer of the other for a killed one
+    (its pid names no process there) and removed the file it was writing.
+    """
+    try:
+        space = os.readlink('/proc/self/ns/pid')
+    except OSError:
+        space = '-'
+    return hashlib.sha1(f'{socket.gethostname()} {space}'.encode(errors='replace')).hexdigest()[:8]
 
 
 def _discard(fd: int, tmp: str) -> None:
@@ -409,8 +420,8 @@ def remove_write_leftovers(directory, name: str = '') -> int:
     process holds locked: a write going on now (any process) holds its temporary file's
     ``flock`` until the rename, and is kept, as is a file that cannot be locked (a file
     system without ``flock``). There a write names its temporary file by its pid and host
-    (``PID_TEMP_PREFIX``): one of this host whose process is gone is removed. Return how many
-    were removed.
+    (``PID_TEMP_PREFIX``): one of this host and pid namespace whose process is gone is
+    removed. Return how many were removed.
     """
     def _write_named(entry: str) -> bool:
         """Tell whether ``entry`` is named as a temporary file of an atomic write (of ``name``)."""

@@ -259,3 +259,26 @@ def test_without_flock_a_killed_write_s_temporary_is_told_by_its_pid_and_removed
     atomic.atomic_write_bytes(str(tmp_path / 'summary.json'), b'{}')
     assert sorted(os.listdir(str(tmp_path))) == sorted(
         ['summary.json', 'worker_0.pt', f'{atomic.PID_TEMP_PREFIX}1-00000000-abcdefghworker_0.pt'])
+
+
+def test_without_flock_a_temporary_of_another_pid_namespace_of_this_host_is_kept(
+        tmp_path, monkeypatch):
+    # A writer in another container with the host's network (the host's name, its own pids):
+    # its pid names no process here, and its live write's temporary file was removed
+    from rog_ros import atomic
+    proc = subprocess.Popen([sys.executable, '-c', 'pass'])
+    proc.wait(30)
+    real = os.readlink
+
+    def other_space(path, *args, **kwargs):
+        """Read the pid namespace as another container's."""
+        return 'pid:[1]' if path == '/proc/self/ns/pid' else real(path, *args, **kwargs)
+    monkeypatch.setattr(os, 'readlink', other_space)
+    theirs = f'{atomic.PID_TEMP_PREFIX}{proc.pid}-{atomic._host_tag()}-abcdefghworker_0.pt'
+    monkeypatch.setattr(os, 'readlink', real)
+    ours = f'{atomic.PID_TEMP_PREFIX}{proc.pid}-{atomic._host_tag()}-abcdefghworker_0.pt'
+    assert theirs != ours
+    for name in (theirs, ours):
+        (tmp_path / name).write_bytes(b'x' * 100)
+    assert atomic.remove_write_leftovers(tmp_path, 'worker_0.pt') == 1
+    assert os.listdir(str(tmp_path)) == [theirs]

@@ -666,7 +666,8 @@ def test_without_flock_a_hold_whose_pid_a_later_process_reuses_is_taken(tmp_path
                     f'{os.getppid()}\n')
     lock = OutputLock.take(str(out), 'rog sim')
     try:
-        assert held.read_text().split('\n')[0] == f'{socket.gethostname()} {os.getpid()} {now}'
+        assert held.read_text().split('\n')[0] == (
+            f'{socket.gethostname()} {os.getpid()} {now} {output_lock.pid_space()}')
     finally:
         lock.release()
     # ... and one whose process is the one that made it is held
@@ -674,3 +675,102 @@ def test_without_flock_a_hold_whose_pid_a_later_process_reuses_is_taken(tmp_path
                     f'{output_lock._started(os.getppid())}\nrog fleet, pid {os.getppid()}\n')
     with pytest.raises(OutputInUse, match=f'rog fleet, pid {os.getppid()}'):
         OutputLock.take(str(out), 'rog sim')
+
+
+def _dead_pid() -> int:
+    """Return the pid of a process that has ended (and been waited for)."""
+    proc = subprocess.Popen([sys.executable, '-c', 'pass'])
+    proc.wait(30)
+    return proc.pid
+
+
+def test_without_flock_a_hold_of_another_container_of_this_host_is_not_taken(
+        tmp_path, monkeypatch):
+    # Arrange: a run in another pid namespace of this machine (a container with the host's
+    # network: the host's name) holds the folder; its pid names no process here. It was taken
+    # as a killed run's, removed, and two runs wrote into one folder
+    import fcntl
+    import socket
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    boot = output_lock._started(os.getpid()).partition(':')[0]
+    assert output_lock.pid_space().startswith('pid:[')
+    pid = _dead_pid()
+    content = (f'{socket.gethostname()} {pid} {boot}:12345 pid:[1]\nrog fleet, pid {pid} on '
+               f'{socket.gethostname()}, since 2026-01-01 00:00:00\n')
+    held.write_text(content)
+    # Act / Assert: refused in one line that says how to free it; the file stays
+    with pytest.raises(OutputInUse) as refused:
+        OutputLock.take(str(out), 'rog sim')
+    text = str(refused.value)
+    assert '\n' not in text and f'rog fleet, pid {pid}' in text
+    assert 'another pid namespace' in text and f'remove {held}' in text
+    assert held.read_text() == content
+    # ... but one made so before this boot is stale (every process of that boot has ended)
+    held.write_text(content.replace(f'{boot}:', 'another-boot:', 1))
+    lock = OutputLock.take(str(out), 'rog sim')
+    try:
+        assert held.read_text().split('\n')[0] == (
+            f'{socket.gethostname()} {os.getpid()} {output_lock._started(os.getpid())} '
+            f'{output_lock.pid_space()}')
+    finally:
+        lock.release()
+    assert not held.exists()
+
+
+def test_without_flock_a_hold_file_a_run_was_killed_making_says_how_to_free_it(
+        tmp_path, monkeypatch):
+    # A run killed between making its .held file and writing it (or on a full disk) leaves it
+    # empty: every later run was refused naming no run, and saying nothing of what to do
+    import fcntl
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    held.write_bytes(b'')
+    with pytest.raises(OutputInUse) as refused:
+        OutputLock.take(str(out), 'rog sim')
+    text = str(refused.value)
+    assert '\n' not in text and f'if no run uses that folder, remove {held}' in text
+    assert held.read_bytes() == b''
+
+
+def test_without_flock_the_hold_of_a_run_that_ended_but_is_not_reaped_is_taken(
+        tmp_path, monkeypatch):
+    # A holder that has ended but that its parent has not waited for yet (a zombie: a node
+    # rog fleet killed, not reaped yet) let go of a flock at once; its .held file was held
+    import fcntl
+    import socket
+    import time
+    from rog_ros.nodes import output_lock
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    proc = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.readline()'],
+                            stdin=subprocess.PIPE)
+    try:
+        started = output_lock._started(proc.pid)
+        assert started != '-' and not started.endswith(output_lock._ENDED)
+        held.write_text(f'{socket.gethostname()} {proc.pid} {started} '
+                        f'{output_lock.pid_space()}\nrog fleet, pid {proc.pid}\n')
+        monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+        with pytest.raises(OutputInUse, match=f'rog fleet, pid {proc.pid}'):
+            OutputLock.take(str(out), 'rog sim')         # alive: held
+        proc.stdin.close()                                 # it ends, not waited for
+        deadline = time.monotonic() + 30
+        while not output_lock._started(proc.pid).endswith(output_lock._ENDED):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # Act
+        lock = OutputLock.take(str(out), 'rog sim')
+        # Assert
+        try:
+            assert held.read_text().split(' ')[1] == str(os.getpid())
+        finally:
+            lock.release()
+    finally:
+        proc.wait(30)

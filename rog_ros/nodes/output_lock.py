@@ -333,12 +333,13 @@ def hold_by_file(path: str, command: str, why: str):
     FUSE ones: EOPNOTSUPP) every run was given an unlocked hold, and two runs wrote into one
     folder without a word; on an NFS mount with ``nolock`` (``local_lock=all``) the flock
     holds on this machine only. There the hold is a file made with ``O_EXCL`` (atomic on
-    NFSv3 and later) that names its host, pid and the process's start (:func:`_started`);
-    it is removed when the hold is let go. One left by a run that was killed is stale when
-    its host is this machine and its pid is no live process, or one that started at another
-    time (a reused pid): it is removed and taken. One of another machine cannot be told stale from
-    here: the refusal says so, and to remove the file once that run has ended. ``why``:
-    the flock's errno name, said in the holder's line.
+    NFSv3 and later) that names its host, pid, the process's start (:func:`_started`) and
+    pid namespace; it is removed when the hold is let go. One left by a run that was killed
+    is stale when its host is this machine, its namespace this process's (or its boot an
+    earlier one), and its pid no live process, or one that started at another time (a
+    reused pid): it is removed and taken. One of another machine, or of another container
+    of this one, cannot be told stale from here: the refusal says so, and to remove the
+    file once that run has ended. ``why``: the flock's errno name, said in the holder's line.
     """
     held = path + HELD_SUFFIX
     line = (f'{command}, pid {os.getpid()} on {socket.gethostname()}, since '
@@ -356,8 +357,8 @@ def hold_by_file(path: str, command: str, why: str):
                               f'({why}), and {held} cannot be made ({exc.strerror or exc}); '
                               'use a folder on a local disk') from None
         try:
-            os.write(fd, f'{socket.gethostname()} {os.getpid()} {_started(os.getpid())}\n'
-                         f'{line}\n'.encode())
+            os.write(fd, f'{socket.gethostname()} {os.getpid()} {_started(os.getpid())} '
+                         f'{pid_space()}\n{line}\n'.encode())
             os.fsync(fd)
         except OSError:     # (a full disk: held all the same, the file is there)
             pass
@@ -373,7 +374,10 @@ def held_file_holder(path: str, remove_stale: bool = False) -> str | None:
     Return the holder line of lock file ``path``'s ``.held`` file; None when there is none.
 
     A stale one (this host's, of a pid that is no live process) is None, and removed when
-    ``remove_stale``. One whose content cannot be read yet (a run making it now) is held.
+    ``remove_stale``. One whose content cannot be read yet (a run making it now, or one killed
+    before it wrote it) is held, and so is one made since this boot in another pid namespace
+    of this host (a container with the host's network has its name, and pids that name
+    nothing here): their lines say to remove the file once that run has ended.
     """
     held = path + HELD_SUFFIX
     try:
@@ -388,11 +392,16 @@ def held_file_holder(path: str, remove_stale: bool = False) -> str | None:
     finally:
         os.close(fd)
     first, _, rest = text.partition('\n')
-    host, pid, started = (first.split(' ') + ['', '', ''])[:3]
+    host, pid, started, space = (first.split(' ') + ['', '', '', ''])[:4]
     line = ' '.join(rest.split()) or f'a run that has not said which, in {held}'
-    if not pid.isdigit() or host != socket.gethostname() or _alive(int(pid), started):
-        if host and host != socket.gethostname() and pid.isdigit():
-            line += f'; if that run on {host} has ended, remove {held}'
+    if not pid.isdigit():       # (no run names a file it is making: one killed meanwhile)
+        return f'{line}; if no run uses that folder, remove {held}'
+    if host != socket.gethostname():
+        return f'{line}; if that run on {host} has ended, remove {held}'
+    if _other_space(started, space):
+        return (f'{line}; made in another pid namespace (container) of {host}: if that run '
+                f'has ended, remove {held}')
+    if _alive(int(pid), started):
         return line
     if remove_stale and st is not None:
         _remove_held_file(held, st.st_dev, st.st_ino)
@@ -414,7 +423,13 @@ def _alive(pid: int, started: str = '') -> bool:
     except OSError:             # (EPERM: alive, another user's)
         pass
     now = _started(pid)
+    if now.endswith(_ENDED):    # (a zombie: ended, its flock would be let go already)
+        return False
     return started in ('', '-') or now == '-' or now == started
+
+
+_ENDED = ':ended'
+"""What :func:`_started` adds for a process that has ended but is not yet waited for."""
 
 
 def _started(pid: int) -> str:
@@ -423,15 +438,52 @@ def _started(pid: int) -> str:
 
     ``/proc/PID/stat``'s start time (clock ticks since boot) with the boot's id: one
     process's whole life, told from any later process of the same pid without clocks.
+    A process that has ended, not yet waited for by its parent (a zombie: a node that
+    ``rog fleet`` killed and has not reaped yet), has ``_ENDED`` added.
     """
     try:
-        with open('/proc/sys/kernel/random/boot_id', encoding='ascii') as fh:
-            boot = fh.read().strip()
+        boot = _boot_id()
         with open(f'/proc/{int(pid)}/stat', encoding='ascii', errors='replace') as fh:
             fields = fh.read().rpartition(')')[2].split()
-        return f'{boot}:{int(fields[19])}'
+        return f'{boot}:{int(fields[19])}' + (_ENDED if fields[0] in ('Z', 'X') else '')
     except (OSError, ValueError, IndexError):
         return '-'
+
+
+def _boot_id() -> str:
+    """Return this boot's id (``/proc/sys/kernel/random/boot_id``); OSError without it."""
+    with open('/proc/sys/kernel/random/boot_id', encoding='ascii') as fh:
+        return fh.read().strip()
+
+
+def pid_space() -> str:
+    """
+    Return this process's pid namespace (as ``pid:[INODE]``; '-' where there is no /proc).
+
+    A pid names a process of one namespace: two containers that share the host's network
+    (and so its name) number their processes each on their own.
+    """
+    try:
+        return os.readlink('/proc/self/ns/pid')
+    except OSError:
+        return '-'
+
+
+def _other_space(started: str, space: str) -> bool:
+    """
+    Tell whether a ``.held`` file of this host was made in another pid namespace, this boot.
+
+    ``started`` and ``space``: its maker's :func:`_started` and :func:`pid_space`. Its pid
+    names no process here, or another one: it cannot be told stale. One made before this
+    boot is (every process of that boot has ended), as is one that does not say.
+    """
+    here = pid_space()
+    if space in ('', '-') or here == '-' or space == here:
+        return False
+    try:
+        return started.partition(':')[0] == _boot_id()
+    except OSError:
+        return True
 
 
 def _remove_held_file(held: str, dev: int, ino: int) -> None:
