@@ -774,3 +774,35 @@ def test_without_flock_the_hold_of_a_run_that_ended_but_is_not_reaped_is_taken(
             lock.release()
     finally:
         proc.wait(30)
+
+
+def test_a_nolock_mount_whose_hold_file_cannot_be_made_lets_go_of_its_flock(
+        tmp_path, monkeypatch):
+    # Arrange: an NFS mount with nolock (flock local) where the .held file cannot be made
+    # once (a full disk): the refusal kept the flock it had got, and this process (a node
+    # configured again) then found its own folder held by itself until it ended
+    import errno
+    from rog_ros.nodes import output_lock
+    out = str(tmp_path / 'fleet')
+    monkeypatch.setattr(output_lock, '_mounts', lambda: [
+        ('/', 'ext4', 'rw'), (str(tmp_path), 'nfs', 'rw,vers=3,nolock')])
+    real_open = os.open
+
+    def full(path, flags, *args, **kwargs):
+        """Fail to make a .held file, as a full disk does."""
+        if str(path).endswith(output_lock.HELD_SUFFIX) and flags & os.O_CREAT:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(path, flags, *args, **kwargs)
+    monkeypatch.setattr(os, 'open', full)
+    with pytest.raises(OutputInUse, match='cannot be made'):
+        OutputLock.take(out, 'rog fleet')
+    monkeypatch.setattr(os, 'open', real_open)
+    # Act: the disk has room again
+    lock = OutputLock.take(out, 'rog fleet')
+    # Assert: taken, by file as well
+    try:
+        assert lock.fd is not None
+        assert os.path.isfile(os.path.join(out, LOCK_FILE + output_lock.HELD_SUFFIX))
+    finally:
+        lock.release()
+    assert sorted(os.listdir(out)) == [LOCK_FILE]

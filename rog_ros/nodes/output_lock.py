@@ -245,7 +245,11 @@ def hold_lock_file(path: str, command: str):
         os.close(fd)                  # removed by the run that held it: take the new one
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     if writable and flock_is_local(path):     # (an NFS mount with nolock: see hold_by_file)
-        held, holder = hold_by_file(path, command, 'flock is local to each machine')
+        try:
+            held, holder = hold_by_file(path, command, 'flock is local to each machine')
+        except BaseException:     # (its file not made: the flock let go, not kept for ever)
+            let_go_of_lock_file(fd)
+            raise
         if holder is not None:
             let_go_of_lock_file(fd)
             return None, holder
