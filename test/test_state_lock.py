@@ -619,3 +619,34 @@ def test_a_state_folder_this_node_cannot_write_is_one_line_saying_what_to_do(
     assert f'give this node a --state-dir it can write (a local disk), or make {tmp_path} ' \
         'writable' in said, said
     assert not os.path.exists(tmp_path / 'worker_0.pt')
+
+
+def test_a_server_node_removes_its_journal_s_killed_writes_not_a_live_one(tmp_path, monkeypatch):
+    # Arrange: a server killed while it emptied its journal (at a checkpoint) left the
+    # journal's temporary file; only rog fleet's start removed those, and a server robot
+    # (rog robot, ros2 launch) restarted again and again left one more each time
+    import fcntl
+    from rog_ros.atomic import WRITE_TEMP_PREFIX
+    from rog_ros.nodes.push_journal import JOURNAL_FILE
+    in_memory_fleet(monkeypatch)
+    state = tmp_path / 'state'
+    state.mkdir()
+    killed = state / f'{WRITE_TEMP_PREFIX}abcdefgh{JOURNAL_FILE}'
+    live = state / f'{WRITE_TEMP_PREFIX}ijklmnop{JOURNAL_FILE}'
+    other = state / f'{WRITE_TEMP_PREFIX}qrstuvwxnotes.txt'
+    for path in (killed, live, other):
+        path.write_bytes(b'j' * 4096)
+    writing = os.open(str(live), os.O_RDWR)
+    fcntl.flock(writing, fcntl.LOCK_EX)           # (a write going on now)
+    srv = server_node.ServerNode(rog_server.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', '1', '--namespace', '/lock9', '--out',
+         str(tmp_path / 'out'), '--state-dir', str(state)]))
+    try:
+        # Act
+        srv.configure()
+        # Assert: the killed write's is gone; the live one and another file's stay
+        assert not killed.exists()
+        assert live.read_bytes() == b'j' * 4096 and other.read_bytes() == b'j' * 4096
+    finally:
+        srv.shutdown()
+        os.close(writing)

@@ -31,6 +31,7 @@ import queue
 import threading
 import time
 
+from rog_ros.atomic import remove_write_leftovers
 from rog_ros.core.slack import slack_summary
 from rog_ros.metrics import RunRecorder
 from rog_ros.nodes import clocks, lifecycle as lc, push_systems
@@ -44,6 +45,7 @@ from rog_ros.nodes.durable import let_go_in_turn, StateHold
 from rog_ros.nodes.model_file import MODEL_FILE, save_state_dict
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
+from rog_ros.nodes.push_journal import JOURNAL_FILE
 from rog_ros.nodes.reject_notes import RejectNotes
 from rog_ros.nodes.routing import (link_stats, netmon_names, server_inbox, server_outbox,
                                    train_status, worker_inbox, worker_name)
@@ -234,6 +236,9 @@ class ServerNode:
         if getattr(a, 'state_dir', None):   # one node per state file, held before anything
             self.state_hold.take(os.path.join(a.state_dir, SERVER_STATE_FILE),
                                  'rog_server')   # (refused: no bus to close)
+            # the journal's temporaries (rewritten at every checkpoint): a server killed while
+            # it emptied it left one, and only rog fleet's start removed them, not a robot's
+            remove_write_leftovers(a.state_dir, JOURNAL_FILE)
         tr = build_training(a)
         self.training = tr
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
