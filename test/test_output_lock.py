@@ -806,3 +806,32 @@ def test_a_nolock_mount_whose_hold_file_cannot_be_made_lets_go_of_its_flock(
     finally:
         lock.release()
     assert sorted(os.listdir(out)) == [LOCK_FILE]
+
+
+def test_without_flock_a_killed_run_s_hold_that_cannot_be_removed_says_so(
+        tmp_path, monkeypatch):
+    # A killed run's .held file that this user may not remove (another user's, in a sticky
+    # folder as /tmp): it was taken as removed, made again and again, and the refusal said
+    # only 'made and removed again 10 times; run again', which never helps
+    import errno
+    import fcntl
+    import socket
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    pid = _dead_pid()
+    held.write_text(f'{socket.gethostname()} {pid} - {output_lock.pid_space()}\n'
+                    f'rog fleet, pid {pid}\n')
+
+    def sticky(src, dst):
+        """Refuse to move another user's file, as a sticky folder does."""
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+    monkeypatch.setattr(os, 'rename', sticky)
+    with pytest.raises(OutputInUse) as refused:
+        OutputLock.take(str(out), 'rog sim')
+    text = str(refused.value)
+    assert '\n' not in text and f'rog fleet, pid {pid}' in text
+    assert f'that run has ended, but {held} cannot be removed' in text
+    assert 'have its owner remove it' in text and held.is_file()

@@ -408,7 +408,10 @@ def held_file_holder(path: str, remove_stale: bool = False) -> str | None:
     if _alive(int(pid), started):
         return line
     if remove_stale and st is not None:
-        _remove_held_file(held, st.st_dev, st.st_ino)
+        failed = _remove_held_file(held, st.st_dev, st.st_ino)
+        if failed is not None:      # (another user's, in a sticky folder: taken for ever)
+            return (f'{line}; that run has ended, but {held} cannot be removed '
+                    f'({failed.strerror or failed}): have its owner remove it')
     return None
 
 
@@ -490,18 +493,22 @@ def _other_space(started: str, space: str) -> bool:
         return True
 
 
-def _remove_held_file(held: str, dev: int, ino: int) -> None:
+def _remove_held_file(held: str, dev: int, ino: int) -> OSError | None:
     """
     Remove the ``.held`` file ``held`` if it is still the file ``(dev, ino)``.
 
     It is first renamed to a name of this process alone and checked there: one that another
     run made in its place meanwhile is put back (``link``, which never replaces one).
+    Return the error of a file that is there but cannot be removed (EPERM, EACCES: another
+    user's in a sticky folder), else None.
     """
     aside = f'{held}.gone-{socket.gethostname()}-{os.getpid()}'
     try:
         os.rename(held, aside)
-    except OSError:
-        return                          # (gone already)
+    except FileNotFoundError:
+        return None                     # (gone already)
+    except OSError as exc:
+        return exc
     try:
         st = os.lstat(aside)
         if (st.st_dev, st.st_ino) != (dev, ino):
@@ -510,6 +517,7 @@ def _remove_held_file(held: str, dev: int, ino: int) -> None:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(aside)
+    return None
 
 
 def flock_is_local(path: str) -> bool:
