@@ -15,6 +15,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from rog_ros.net.shaper import TokenBucketShaper
@@ -57,3 +58,80 @@ def test_fifo_and_outage():
     # which the 0.8 s of capacity before the outage cannot repay
     assert shaper.delay_for(10_000_000, 0.2) == pytest.approx(1e-6)
     assert shaper.delay_for(1, 0.3) == math.inf
+
+
+def _outage_then_back():
+    """Return 1 MB/s for 1 s, an outage of 1 s, then 1 MB/s (not looping)."""
+    return Trace([0.0, 1.0, 2.0], [8.0, 0.0, 8.0], 3.0, loop=False)
+
+
+def test_nothing_leaves_in_an_outage_on_a_full_bucket():
+    # Prepare: an idle bucket, full (100 kB) when the outage starts
+    shaper = TokenBucketShaper(_outage_then_back(), burst_bytes=100_000)
+    # Execute: 1 kB asked for 0.2 s into the outage
+    delay = shaper.delay_for(1000, 1.2)
+    # Assert: it waits for the link and for 1 kB earned after it (1 ms at 1 MB/s)
+    assert delay == pytest.approx(0.8 + 0.001)
+    assert shaper.tokens_at(1.5) <= 0.0
+
+
+def test_credit_earned_before_an_outage_is_gone_after_it():
+    # Prepare: a full bucket before the outage; 100 kB asked as the link comes back
+    shaper = TokenBucketShaper(_outage_then_back(), burst_bytes=100_000)
+    assert shaper.tokens_at(0.9) == 100_000
+    assert shaper.tokens_at(2.0) == 0.0
+    # Execute / Assert: the first message waits for a bucket earned after the outage
+    assert shaper.delay_for(100_000, 2.0) == pytest.approx(0.1)
+
+
+def test_partial_credit_before_an_outage_is_lost_and_debt_is_kept():
+    # Prepare: the full bucket spent at 0.95 s, 50 kB earned by the outage
+    shaper = TokenBucketShaper(_outage_then_back(), burst_bytes=100_000)
+    assert shaper.delay_for(100_000, 0.95) == 0.0
+    # Execute / Assert: the next 100 kB need 0.1 s after the outage, not 0.05 s
+    assert shaper.delay_for(100_000, 0.95) == pytest.approx(1.15)
+    # a debt is not repaid by an outage: 1.2 MB at 0 s leave 0.1 MB owed at 1 s, repaid by
+    # 2.1 s; 1 kB more then goes at 2.101 s
+    debtor = TokenBucketShaper(_outage_then_back(), burst_bytes=100_000)
+    assert debtor.delay_for(1_200_000, 0.0) == 0.0
+    assert debtor.delay_for(1000, 0.5) == pytest.approx(2.101 - 0.5)
+
+
+def test_a_bucket_that_no_gap_between_outages_can_fill_never_sends():
+    # Prepare: a loop of 0.05 s at 1 MB/s (50 kB) and 0.05 s of outage; empty at 0.06 s
+    trace = Trace([0.0, 0.05], [8.0, 0.0], 0.1)
+    shaper = TokenBucketShaper(trace, burst_bytes=100_000, start_s=0.06)
+    assert shaper.tokens_at(0.06) == 0.0
+    # Execute / Assert: 40 kB go within a gap (0.14 s), 100 kB never do
+    assert shaper.delay_for(40_000, 0.06) == pytest.approx(0.08)
+    assert shaper.delay_for(100_000, 0.14) == math.inf
+
+
+def test_backlogged_sender_never_sends_in_an_outage_nor_more_than_each_gap_supplies():
+    # Prepare: the outages preset (one robot out at a time), a 64 KiB bucket, offset clock
+    trace = generate('outages', 600.0, seed=1002, robot=2, fleet=4)
+    zero = trace.mbps <= 0
+    assert zero.any() and not zero.all()
+    ends = np.append(trace.t_s[1:], trace.end_s)
+    starts = trace.t_s[zero & ~np.concatenate(([False], zero[:-1]))]
+    stops = ends[zero & ~np.concatenate((zero[1:], [False]))]
+    shaper = TokenBucketShaper(trace, burst_bytes=65_536, start_s=5.0, time_offset_s=-5.0)
+    sizes = np.random.default_rng(0).integers(1000, 65_536, size=5000)
+    # Execute: back to back, sleeping what the shaper says
+    now, times = 5.0, []
+    for n in sizes.tolist():
+        now += shaper.delay_for(n, now)
+        times.append(now - 5.0)                    # trace time
+    times = np.asarray(times)
+    assert starts.size == 2 and times[-1] > stops[-1]   # both outages passed
+    # Assert: no send strictly inside an outage
+    inside = (times[:, None] > starts[None, :]) & (times[:, None] < stops[None, :])
+    assert not inside.any()
+    # and the bytes of each stretch between outages are at most what the trace supplies in it
+    bounds = np.concatenate(([0.0], stops))
+    gap_end = np.concatenate((starts[starts > 0], [np.inf]))[:bounds.size]
+    gap = np.searchsorted(bounds, times, side='right') - 1
+    sent = np.bincount(gap, weights=sizes, minlength=bounds.size)
+    supplied = (trace.cumulative_mbit(np.minimum(gap_end, times[-1]))
+                - trace.cumulative_mbit(bounds)) * 125_000.0
+    assert np.all(sent <= supplied + 1e-6 * 65_536 + 65_536 * (bounds == 0.0))

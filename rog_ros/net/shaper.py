@@ -16,16 +16,25 @@ Application-level token bucket whose fill rate follows a trace (``rog fleet`` sh
 
 Tokens are bytes. They accrue at the trace's rate, capped at ``burst_bytes``. A message of n
 bytes may leave once the bucket holds ``min(n, burst_bytes)`` tokens; it then takes n tokens,
-so a message larger than the burst leaves the bucket in debt that later accrual repays. A
-backlogged sender therefore gets exactly the integral of the trace, and an idle one can send a
-burst at once. Decisions are FIFO: a message never leaves before the previous one.
+so a message larger than the burst leaves the bucket in debt that later accrual repays. An idle
+sender can send a burst at once. Decisions are FIFO: a message never leaves before the
+previous one.
+
+An outage (a stretch of rate 0) empties the bucket: nothing leaves while the rate is 0, and
+tokens earned before it are gone after it (a link that came back has no saved-up airtime), so
+the first message after an outage waits for tokens earned after it. Debt stays: an outage
+repays nothing. A backlogged sender therefore gets the integral of the trace less at most one
+bucket per outage.
 
 Pure: the caller passes the time and sleeps for the returned delay; no clocks here.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
+
+import numpy as np
 
 from rog_ros.net.traces import Trace
 
@@ -39,12 +48,12 @@ class TokenBucketShaper:
     Parameters
     ----------
     trace : Trace
-        Fill rate over time (Mbit/s).
+        Fill rate over time (Mbit/s); a stretch of rate 0 (an outage) empties the bucket.
     burst_bytes : int
         Bucket size; also the tokens at time ``start_s``. One 64 KiB chunk is a sensible value:
         smaller makes every chunk wait, larger lets bursts exceed the trace.
     start_s : float, default 0.0
-        Time at which the bucket is full.
+        Time at which the bucket is full (empty when the trace is in an outage then).
     time_offset_s : float, default 0.0
         Time t reads the trace at t + time_offset_s.
 
@@ -57,37 +66,131 @@ class TokenBucketShaper:
         self.trace = trace
         self.burst_bytes = float(burst_bytes)
         self.time_offset_s = float(time_offset_s)
+        self._starts, self._ends = _outages(trace)
         self._t = float(start_s)            # time of the last decision
         self._tokens = self.burst_bytes     # tokens at self._t (negative: debt)
+        if self._outage_at(self._t + self.time_offset_s) is not None:
+            self._tokens = 0.0
 
     def _accrued(self, t0: float, t1: float) -> float:
-        off = self.time_offset_s
-        return (self.trace.cumulative_mbit(t1 + off)
-                - self.trace.cumulative_mbit(t0 + off)) * BYTES_PER_MBIT
+        """Return the bytes the trace supplies from trace time ``t0`` to ``t1``."""
+        return (self.trace.cumulative_mbit(t1)
+                - self.trace.cumulative_mbit(t0)) * BYTES_PER_MBIT
+
+    def _last_outage(self, tt: float):
+        """Return ``(start, end)`` (trace time) of the last outage starting by ``tt``, or None."""
+        starts = self._starts
+        if not starts:
+            return None
+        if not self.trace.loop:
+            k = bisect.bisect_right(starts, tt) - 1
+            return (starts[k], self._ends[k]) if k >= 0 else None
+        n = math.floor(tt / self.trace.end_s)
+        k = bisect.bisect_right(starts, tt - n * self.trace.end_s) - 1 + n * len(starts)
+        out = self._periodic(k)
+        return out if out[0] <= tt else self._periodic(k - 1)    # rounding of tt - n * end
+
+    def _outage_at(self, tt: float):
+        """Return ``(start, end)`` of the outage trace time ``tt`` is in (rate 0), or None."""
+        last = self._last_outage(tt)
+        return last if last is not None and last[1] > tt else None
+
+    def _next_outage_start(self, tt: float) -> float:
+        """Return the trace time of the first outage start after ``tt`` (inf: none)."""
+        starts = self._starts
+        if not starts:
+            return math.inf
+        if not self.trace.loop:
+            k = bisect.bisect_right(starts, tt)
+            return starts[k] if k < len(starts) else math.inf
+        n = math.floor(tt / self.trace.end_s)
+        k = bisect.bisect_right(starts, tt - n * self.trace.end_s) + n * len(starts)
+        out = self._periodic(k)[0]
+        return out if out > tt else self._periodic(k + 1)[0]   # rounding of tt - n * end
+
+    def _periodic(self, k: int) -> tuple:
+        """Return ``(start, end)`` of a looping trace's outage ``k``, counted from trace time 0."""
+        n, j = divmod(k, len(self._starts))
+        return self._starts[j] + n * self.trace.end_s, self._ends[j] + n * self.trace.end_s
+
+    def _tokens_trace(self, tt: float) -> float:
+        """Return the tokens at trace time ``tt`` (>= the last decision's), no change."""
+        a, tokens = self._t + self.time_offset_s, self._tokens
+        tt = max(tt, a)
+        last = self._last_outage(tt)
+        if last is not None and last[1] > a:         # an outage since: its credit is gone
+            start = max(last[0], a)
+            tokens = min(0.0, tokens + self._accrued(a, start))
+            a = start
+        return min(self.burst_bytes, tokens + self._accrued(a, tt))
 
     def tokens_at(self, now_s: float) -> float:
         """Tokens the bucket will hold at ``now_s`` (>= the last decision time), no change."""
-        now = max(float(now_s), self._t)
-        return min(self.burst_bytes, self._tokens + self._accrued(self._t, now))
+        return self._tokens_trace(max(float(now_s), self._t) + self.time_offset_s)
 
     def delay_for(self, nbytes: int, now_s: float) -> float:
         """
         Seconds to wait from ``now_s`` before sending ``nbytes``; reserves the tokens.
 
-        Returns inf when the trace never supplies enough tokens (a permanent outage).
+        Never inside an outage, and on tokens earned since the last outage. Returns inf when
+        the trace never supplies enough tokens (a permanent outage, or no stretch between
+        outages that earns them).
         """
         if nbytes < 0:
             raise ValueError(f'nbytes must be >= 0, got {nbytes}')
+        off = self.time_offset_s
         begin = max(float(now_s), self._t)
-        tokens = self.tokens_at(begin)
+        cur = begin + off                             # trace time
+        tokens = self._tokens_trace(cur)
         need = min(float(nbytes), self.burst_bytes)
-        send = begin
-        if tokens < need:
-            off = self.time_offset_s
-            target = self.trace.cumulative_mbit(begin + off) + (need - tokens) / BYTES_PER_MBIT
-            send = max(begin, float(self.trace.time_for_mbit(target)) - off)
+        resets = 0
+        while True:
+            outage = self._outage_at(cur)
+            if outage is not None:                    # nothing leaves before it ends
+                if not math.isfinite(outage[1]):
+                    return math.inf
+                cur = outage[1]
+            if tokens >= need:
+                send = cur
+                break
+            target = self.trace.cumulative_mbit(cur) + (need - tokens) / BYTES_PER_MBIT
+            send = max(cur, float(self.trace.time_for_mbit(target)))
             if not math.isfinite(send):
                 return math.inf
-            tokens = need
-        self._t, self._tokens = send, tokens - float(nbytes)
-        return send - float(now_s)
+            start = self._next_outage_start(cur)
+            if start >= send:                         # earned before the next outage
+                tokens = need
+                break
+            resets += 1
+            if resets > len(self._starts) + 2:        # no gap of a period earns them
+                return math.inf
+            if tokens < 0:                            # debt: outages repay nothing, lose nothing
+                repaid = self.trace.cumulative_mbit(cur) - tokens / BYTES_PER_MBIT
+                cur, tokens = max(cur, float(self.trace.time_for_mbit(repaid))), 0.0
+                if not math.isfinite(cur):
+                    return math.inf
+            else:                                     # the outage takes what was earned
+                cur, tokens = start, 0.0
+        send_s = max(begin, send - off)
+        self._t, self._tokens = send_s, tokens - float(nbytes)
+        return send_s - float(now_s)
+
+
+def _outages(trace: Trace) -> tuple:
+    """
+    Return the starts and ends of ``trace``'s outages in one period, as lists.
+
+    Adjacent segments of rate 0 are one outage; the last one of a trace that keeps its last
+    rate ends at inf. A looping trace's outage across its end is two (one each side), which
+    reads the same.
+    """
+    zero = trace.mbps <= 0.0
+    if not zero.any():
+        return [], []
+    seg_ends = np.append(trace.t_s[1:], trace.end_s)
+    first = zero & ~np.concatenate(([False], zero[:-1]))
+    last = zero & ~np.concatenate((zero[1:], [False]))
+    ends = seg_ends[last].tolist()
+    if not trace.loop and zero[-1]:
+        ends[-1] = math.inf
+    return trace.t_s[first].tolist(), ends
