@@ -322,6 +322,69 @@ def test_the_server_is_listed_at_its_node_port_in_the_robots_domain():
         'file:///etc/my.xml,<Discovery><ParticipantIndex>50</ParticipantIndex></Discovery>')}
 
 
+def _ipv6_works() -> bool:
+    import socket
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:
+            sock.bind(('::1', 0))
+    except OSError:
+        return False
+    return True
+
+
+def _index_uri(general: str) -> str:
+    return ('<CycloneDDS><Domain Id="any"><General>%s</General><Discovery><ParticipantIndex>'
+            '50</ParticipantIndex></Discovery></Domain></CycloneDDS>' % general)
+
+
+@pytest.mark.skipif(not _ipv6_works(), reason='no IPv6 on this host')
+@pytest.mark.parametrize('general', ['<Transport>udp6</Transport>', '<Transport>UDP6</Transport>',
+                                     '<UseIPv6>true</UseIPv6>'])
+def test_an_ipv6_server_index_port_held_by_an_ipv6_socket_is_taken(general):
+    """
+    With Cyclone on IPv6 (``Transport`` ``udp6``), the port check binds IPv6, as Cyclone does.
+
+    It bound IPv4 only: a port an IPv6-only socket held (another server node on ``udp6``)
+    was free to it, and Cyclone's own IPv6 bind then failed (``DDS_RETCODE_ERROR``).
+    """
+    import socket
+    domain = 10 + (os.getpid() * 11 + 57) % 200
+    uri = _index_uri(general)
+    port = cyclone_settings.discovery_port(domain, cyclone_config.SERVER_PARTICIPANT_INDEX)
+    holder = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    holder.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    holder.bind(('::', port))                    # another server node, on IPv6
+    try:
+        assert cyclone_settings.index_port_taken(uri, domain) == (50, domain, port)
+        # an IPv4 configuration binds IPv4, which an IPv6-only socket leaves free (as Cyclone)
+        assert cyclone_settings.index_port_taken(_index_uri(''), domain) is None
+        assert cyclone_settings.index_port_taken(
+            _index_uri('<Transport>udp</Transport>'), domain) is None
+    finally:
+        holder.close()
+    assert cyclone_settings.index_port_taken(uri, domain) is None
+
+
+@pytest.mark.skipif(not _ipv6_works(), reason='no IPv6 on this host')
+def test_an_ipv6_server_index_port_held_by_an_ipv4_socket_is_taken_on_a_dual_stack_host():
+    """Cyclone's IPv6 socket is dual-stack (it sets no ``IPV6_V6ONLY``): IPv4 holders count."""
+    import socket
+    if Path('/proc/sys/net/ipv6/bindv6only').read_text().strip() != '0':
+        pytest.skip('IPv6 sockets are IPv6-only on this host')
+    domain = 10 + (os.getpid() * 13 + 31) % 200
+    port = cyclone_settings.discovery_port(domain, cyclone_config.SERVER_PARTICIPANT_INDEX)
+    holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    holder.bind(('', port))
+    try:
+        assert cyclone_settings.index_port_taken(
+            _index_uri('<Transport>udp6</Transport>'), domain) == (50, domain, port)
+        # transports without a UDP discovery port: no answer (Cyclone says what it finds)
+        assert cyclone_settings.index_port_taken(
+            _index_uri('<Transport>tcp</Transport>'), domain) is None
+    finally:
+        holder.close()
+
+
 def test_a_server_node_whose_index_is_taken_keeps_a_free_one_and_says_so():
     """
     Another server node of the domain on the host: this one starts on a free index, warned.

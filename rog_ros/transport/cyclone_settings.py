@@ -278,23 +278,49 @@ def index_port_taken(uri: str | None = None, domain_id: int | None = None) -> tu
 
     None when ``uri`` sets no fixed ``ParticipantIndex`` (Cyclone picks a free one) or its
     unicast discovery port can be bound on this host (by the mapping :func:`port_mapping`
-    reads; an error other than "in use" is no answer, Cyclone will say).
+    reads; an error other than "in use" is no answer, Cyclone will say). Bound as Cyclone
+    binds it (``ddsi_udp_create_conn``: any address, no address reuse) in the address family
+    of its transport (:func:`_udp_family`): IPv4, or IPv6 for ``General/Transport`` ``udp6``
+    (or ``UseIPv6`` true), dual-stack as the host makes IPv6 sockets (``bindv6only``): an
+    IPv4-only check missed a port an IPv6 socket held and Cyclone's ``udp6`` bind found taken.
+    None for the transports without a UDP discovery port (``tcp``, ``tcp6``, ``raweth``).
     """
     import errno
     import socket
-    text = _configured(uri, ('participantindex',), domain_id)['participantindex']
+    found = _configured(uri, ('participantindex', 'transport', 'useipv6'), domain_id)
+    text = found['participantindex']
     if text is None or not re.fullmatch(r'[0-9]+', text):
         return None                                  # auto, none, default: Cyclone picks
+    family = _udp_family(found['transport'], found['useipv6'])
+    if family is None:
+        return None
     index = int(text)
     domain, port = _mapped_port(uri, domain_id, index)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        sock.bind(('', port))
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+    except OSError:
+        return None                                  # no IPv6 here: Cyclone will say
+    try:
+        sock.bind(('::' if family == socket.AF_INET6 else '', port))
     except OSError as exc:
         return (index, domain, port) if exc.errno == errno.EADDRINUSE else None
     finally:
         sock.close()
     return None
+
+
+def _udp_family(transport: str | None, use_ipv6: str | None):
+    """
+    Return the address family of Cyclone's UDP sockets for these settings; None: not UDP.
+
+    ``General/Transport`` (case-insensitive): ``udp`` IPv4, ``udp6`` IPv6; ``default`` (or
+    unset) IPv6 only where the deprecated ``General/UseIPv6`` is true, as Cyclone maps it.
+    """
+    import socket
+    kind = (transport or 'default').lower()
+    if kind == 'default':
+        kind = 'udp6' if (use_ipv6 or '').lower() == 'true' else 'udp'
+    return {'udp': socket.AF_INET, 'udp6': socket.AF_INET6}.get(kind)
 
 
 def _configured(uri: str | None, elements, domain_id: int | None = None) -> dict:
@@ -642,7 +668,9 @@ _PLACE_SETTINGS = {'cyclonedds/domain/discovery/leaseduration': 'leaseduration',
                    'cyclonedds/domain/discovery/ports/base': 'portbase',
                    'cyclonedds/domain/discovery/ports/domaingain': 'domaingain',
                    'cyclonedds/domain/discovery/ports/participantgain': 'participantgain',
-                   'cyclonedds/domain/discovery/ports/unicastmetaoffset': 'unicastmetaoffset'}
+                   'cyclonedds/domain/discovery/ports/unicastmetaoffset': 'unicastmetaoffset',
+                   'cyclonedds/domain/general/transport': 'transport',
+                   'cyclonedds/domain/general/useipv6': 'useipv6'}
 """The setting Cyclone takes at each place (elsewhere a same-named element is no setting)."""
 _XML_ATTRIBUTE = re.compile(r'(?<![^\s"\'])([^\s=/>"\']+)\s*=\s*(?:"([^"]*)"|\'([^\']*)\')')
 """
