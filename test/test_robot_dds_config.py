@@ -172,6 +172,24 @@ def test_peers_join_the_users_cyclone_configuration():
         robot.robot_environment(user, 'no-such-host.invalid')
 
 
+def test_a_peer_naming_the_server_host_is_listed_once_at_the_server_node_s_port():
+    user = {'RMW_IMPLEMENTATION': 'rmw_cyclonedds_cpp', 'CYCLONEDDS_URI': 'file:///etc/my.xml',
+            'ROS_DOMAIN_ID': '0'}
+
+    def peers(server_host, given):
+        uri = robot.robot_environment(user, server_host, given)['CYCLONEDDS_URI']
+        return re.findall(r'<Peer address="([^"]+)"/>', uri)
+
+    # every robot on every robot: the server's host once, at the server node's port
+    assert peers('10.0.0.10', ['10.0.0.10', '10.0.0.11']) == ['10.0.0.11', '10.0.0.10:7510']
+    assert peers('10.0.0.10:7410', ['10.0.0.10']) == ['10.0.0.10:7410']   # its port as given
+    assert peers('::1', ['[::1]', '::1', '127.0.0.1']) == ['127.0.0.1', '[::1]:7510']
+    # a port the user gave for the server's host (another participant there) is kept
+    assert peers('10.0.0.10', ['10.0.0.10:7412']) == ['10.0.0.10:7412', '10.0.0.10:7510']
+    # without server_host nothing says which host is the server: every port, as before
+    assert peers('', ['10.0.0.10', '10.0.0.11']) == ['10.0.0.10', '10.0.0.11']
+
+
 class Helpers:
     """A supervisor whose training node runs ``polls`` polls; netmon_0 ends at the first."""
 

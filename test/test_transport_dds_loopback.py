@@ -275,6 +275,50 @@ def test_a_worker_robot_announces_itself_to_the_one_port_of_the_server_node(tmp_
     assert _discovery_ports(server_uri, tmp_path / 'server.log', domain) == ([], port)
 
 
+def _announced_ports(uri: str, log, domain: int) -> dict:
+    """
+    Create domain ``domain`` from ``uri``; return ``{host: ports}`` it announces itself to.
+
+    Every ``add_peer_address`` line of the configuration trace: 0.10 names each port, 11 the
+    first and the last (``:7410 ... :7474``, a participant gain of 2 apart).
+    """
+    from cyclonedds.domain import Domain
+    tracing = ('<CycloneDDS><Domain Id="any"><Tracing><Category>config</Category>'
+               f'<OutputFile>{log}</OutputFile></Tracing></Domain></CycloneDDS>')
+    handle = Domain(domain, ','.join((uri, tracing)))
+    del handle
+    out = {}
+    for line in Path(log).read_text().splitlines():
+        found = re.search(r'add_peer_address(?:es)?: add udp/([^ ]+?):(\d+)(.*)', line)
+        if found is None:
+            continue
+        host, first, rest = found.group(1), int(found.group(2)), found.group(3)
+        more = [int(p) for p in re.findall(r':(\d+)', rest.split('(', 1)[0])]
+        ports = list(range(first, more[-1] + 1, 2)) if '...' in rest else [first] + more
+        out.setdefault(host, []).extend(ports)
+    return out
+
+
+def test_a_peer_that_is_the_server_host_costs_one_datagram_not_every_index(tmp_path):
+    """
+    A worker robot given every robot as ``peers`` and the server as ``server_host``: one port.
+
+    Listed in ``peers`` too (every robot on every robot, an access point that drops
+    multicast), the server's host was also listed without a port: 33 datagrams more per
+    announcement on 11.0.1 (32 on 0.10), 34 to the server's host in all. Another robot keeps
+    every port: its participants take the first free index (docs/faults.md).
+    """
+    from rog_ros.nodes import robot
+    domain = _domain(66)
+    environ = {'ROS_DOMAIN_ID': str(domain)}
+    uri = robot.robot_environment(environ, '10.0.0.10', ['10.0.0.10', '10.0.0.11'])[
+        'CYCLONEDDS_URI']
+    ports = _announced_ports(uri, tmp_path / 'worker.log', domain)
+    port = 7400 + 250 * domain + 10 + 2 * cyclone_config.SERVER_PARTICIPANT_INDEX
+    assert ports['10.0.0.10'] == [port]
+    assert len(ports['10.0.0.11']) in (32, 33)   # 0.10, 11: indices 0-31, 0-32
+
+
 def test_the_bus_keeps_pinging_a_dropped_peer_on_cyclone_11_only(tmp_path, monkeypatch):
     """
     Cyclone 11 runs the bus's default with both locator prune delays ``inf``; 0.10 with none.

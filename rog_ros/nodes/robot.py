@@ -117,7 +117,11 @@ def robot_environment(environ, server_host: str = '', peers=()) -> dict:
     ``server_host`` is listed at the server node's port in ``$ROS_DOMAIN_ID``'s domain
     (:func:`rog_ros.transport.cyclone_settings.server_peer`): one datagram per announcement
     instead of 32 with Cyclone 0.10 (33 with 11), every worker robot on the air; the server
-    node takes that index (:func:`server_node_environment`).
+    node takes that index (:func:`server_node_environment`). A ``peers`` entry naming the
+    server's host without a port (every robot listed on every robot) is that one entry: listed
+    without a port it cost 32 datagrams more per announcement (33 with 11). Other robots stay
+    listed without a port: their participants take the first free index, which no robot knows
+    of another (docs/faults.md); a user who knows one gives ``host:port``.
     """
     from rog_ros.transport.cyclone_config import cyclone_uri, domain_id_from_env, peer_fragment
     from rog_ros.transport.cyclone_settings import server_peer
@@ -126,6 +130,7 @@ def robot_environment(environ, server_host: str = '', peers=()) -> dict:
         out['RMW_IMPLEMENTATION'] = RMW
     hosts = [h.strip() for h in peers if h and h.strip()]
     if server_host and server_host.strip():
+        hosts = [h for h in hosts if not _names_host(h, server_host)]
         hosts.append(server_peer(server_host, domain_id_from_env(environ),
                                  environ.get('CYCLONEDDS_URI', '')))
     if not environ.get('CYCLONEDDS_URI'):
@@ -133,6 +138,14 @@ def robot_environment(environ, server_host: str = '', peers=()) -> dict:
     elif hosts:
         out['CYCLONEDDS_URI'] = f"{environ['CYCLONEDDS_URI']},{peer_fragment(hosts)}"
     return out
+
+
+def _names_host(peer: str, server_host: str) -> bool:
+    """Say whether ``peer`` is the host of ``server_host`` with no port (``h``, ``[v6]``)."""
+    from rog_ros.transport.cyclone_config import _host_of
+    peer, host = peer.strip(), _host_of(server_host).strip().lower()
+    bare = peer[1:-1] if peer.startswith('[') and peer.endswith(']') else peer
+    return _host_of(peer) == peer.strip('[]') and bare.lower() == host != ''
 
 
 def server_node_environment(env, warn=None) -> dict:
