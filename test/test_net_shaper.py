@@ -73,6 +73,10 @@ def test_nothing_leaves_in_an_outage_on_a_full_bucket():
     # Assert: it waits for the link and for 1 kB earned after it (1 ms at 1 MB/s)
     assert delay == pytest.approx(0.8 + 0.001)
     assert shaper.tokens_at(1.5) <= 0.0
+    # a trace that does not loop reads its first rate before 0: there an outage too
+    early = TokenBucketShaper(Trace([0.0, 1.0], [0.0, 8.0], 2.0, loop=False), 100_000,
+                              time_offset_s=-1.0)
+    assert early.delay_for(1000, 0.0) == pytest.approx(2.001)
 
 
 def test_credit_earned_before_an_outage_is_gone_after_it():

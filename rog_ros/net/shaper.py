@@ -180,9 +180,9 @@ def _outages(trace: Trace) -> tuple:
     """
     Return the starts and ends of ``trace``'s outages in one period, as lists.
 
-    Adjacent segments of rate 0 are one outage; the last one of a trace that keeps its last
-    rate ends at inf. A looping trace's outage across its end is two (one each side), which
-    reads the same.
+    Adjacent segments of rate 0 are one outage; of a trace that does not loop, the last one
+    ends at inf and the first one starts at -inf (``rate_at`` reads the first rate before 0).
+    A looping trace's outage across its end is two (one each side), which reads the same.
     """
     zero = trace.mbps <= 0.0
     if not zero.any():
@@ -190,7 +190,9 @@ def _outages(trace: Trace) -> tuple:
     seg_ends = np.append(trace.t_s[1:], trace.end_s)
     first = zero & ~np.concatenate(([False], zero[:-1]))
     last = zero & ~np.concatenate((zero[1:], [False]))
-    ends = seg_ends[last].tolist()
+    starts, ends = trace.t_s[first].tolist(), seg_ends[last].tolist()
     if not trace.loop and zero[-1]:
         ends[-1] = math.inf
-    return trace.t_s[first].tolist(), ends
+    if not trace.loop and zero[0]:
+        starts[0] = -math.inf
+    return starts, ends
