@@ -139,3 +139,18 @@ def test_backlogged_sender_never_sends_in_an_outage_nor_more_than_each_gap_suppl
     supplied = (trace.cumulative_mbit(np.minimum(gap_end, times[-1]))
                 - trace.cumulative_mbit(bounds)) * 125_000.0
     assert np.all(sent <= supplied + 1e-6 * 65_536 + 65_536 * (bounds == 0.0))
+
+
+def test_an_outage_across_a_looping_trace_s_end_is_one():
+    # Prepare: a loop of 1 s of outage, 1 s at 1 MB/s and 1 s of outage: 2 s of outage from
+    # 2 s to 4 s, across the wrap at 3 s
+    trace = Trace([0.0, 1.0, 2.0], [0.0, 8.0, 0.0], 3.0)
+    shaper = TokenBucketShaper(trace, burst_bytes=100_000)
+    # Execute / Assert: even an empty message waits for the link to come back at 4 s, not
+    # for the wrap (3 s, still out)
+    assert shaper.delay_for(0, 2.5) == pytest.approx(1.5)
+    assert shaper.delay_for(1000, 4.0) == pytest.approx(0.001)
+    # a trace of rate 0 only never sends, not even nothing, and not at its period's end
+    dead = TokenBucketShaper(Trace([0.0], [0.0], 10.0), burst_bytes=100)
+    assert dead.delay_for(0, 9.0) == math.inf
+    assert dead.tokens_at(25.0) == 0.0

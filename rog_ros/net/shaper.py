@@ -67,6 +67,8 @@ class TokenBucketShaper:
         self.burst_bytes = float(burst_bytes)
         self.time_offset_s = float(time_offset_s)
         self._starts, self._ends = _outages(trace)
+        # rate 0 only: one outage for all time, which does not repeat
+        self._loop = trace.loop and not (self._ends and self._ends[-1] == math.inf)
         self._t = float(start_s)            # time of the last decision
         self._tokens = self.burst_bytes     # tokens at self._t (negative: debt)
         if self._outage_at(self._t + self.time_offset_s) is not None:
@@ -82,7 +84,7 @@ class TokenBucketShaper:
         starts = self._starts
         if not starts:
             return None
-        if not self.trace.loop:
+        if not self._loop:
             k = bisect.bisect_right(starts, tt) - 1
             return (starts[k], self._ends[k]) if k >= 0 else None
         n = math.floor(tt / self.trace.end_s)
@@ -100,7 +102,7 @@ class TokenBucketShaper:
         starts = self._starts
         if not starts:
             return math.inf
-        if not self.trace.loop:
+        if not self._loop:
             k = bisect.bisect_right(starts, tt)
             return starts[k] if k < len(starts) else math.inf
         n = math.floor(tt / self.trace.end_s)
@@ -182,15 +184,21 @@ def _outages(trace: Trace) -> tuple:
 
     Adjacent segments of rate 0 are one outage; of a trace that does not loop, the last one
     ends at inf and the first one starts at -inf (``rate_at`` reads the first rate before 0).
-    A looping trace's outage across its end is two (one each side), which reads the same.
+    A looping trace's outage across its end is one, the last, ending after the next period's
+    start (a link is not back for an instant at the wrap). A trace of rate 0 only is one
+    outage from -inf to inf, looping or not.
     """
     zero = trace.mbps <= 0.0
     if not zero.any():
         return [], []
+    if zero.all():
+        return [-math.inf], [math.inf]
     seg_ends = np.append(trace.t_s[1:], trace.end_s)
     first = zero & ~np.concatenate(([False], zero[:-1]))
     last = zero & ~np.concatenate((zero[1:], [False]))
     starts, ends = trace.t_s[first].tolist(), seg_ends[last].tolist()
+    if trace.loop and zero[0] and zero[-1]:
+        starts, ends = starts[1:], ends[1:-1] + [ends[-1] + ends[0]]
     if not trace.loop and zero[-1]:
         ends[-1] = math.inf
     if not trace.loop and zero[0]:
