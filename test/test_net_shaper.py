@@ -154,3 +154,26 @@ def test_an_outage_across_a_looping_trace_s_end_is_one():
     dead = TokenBucketShaper(Trace([0.0], [0.0], 10.0), burst_bytes=100)
     assert dead.delay_for(0, 9.0) == math.inf
     assert dead.tokens_at(25.0) == 0.0
+
+
+def test_a_message_no_gap_can_carry_is_found_without_a_search_through_every_gap(monkeypatch):
+    # Prepare: 10000 outages a period, each gap 0.5 s at 0.5 Mbit/s (31.25 kB); the bucket
+    # spent. A message of 64 KiB waits forever: a stuck link whose every later message asks
+    # again, so the answer must not cost a search through the trace
+    n = 10_000
+    t = np.arange(2 * n) * 0.5
+    for loop, rates in ((True, np.tile([0.5, 0.0], n)),
+                        (False, np.append(np.tile([0.5, 0.0], n - 1), [0.5, 0.0]))):
+        shaper = TokenBucketShaper(Trace(t, rates, n * 1.0, loop=loop), burst_bytes=65_536)
+        assert shaper.delay_for(65_536, 0.0) == 0.0
+        calls = []
+        inverse = Trace.time_for_mbit
+        monkeypatch.setattr(Trace, 'time_for_mbit', lambda self, m: calls.append(m) or
+                            inverse(self, m))
+        # Execute / Assert: inf at once, a few inverse lookups, not one per gap
+        for _ in range(3):
+            assert shaper.delay_for(65_536, 0.1) == math.inf
+        assert len(calls) <= 3 * 3, len(calls)
+        monkeypatch.undo()
+        # 30 kB fit in a gap: they go 0.48 s into the first, earned from the empty bucket at 0
+        assert shaper.delay_for(30_000, 0.1) == pytest.approx(0.48 - 0.1)

@@ -69,6 +69,7 @@ class TokenBucketShaper:
         self._starts, self._ends = _outages(trace)
         # rate 0 only: one outage for all time, which does not repeat
         self._loop = trace.loop and not (self._ends and self._ends[-1] == math.inf)
+        self._most = _most_after(trace, self._starts, self._ends, self._loop)
         self._t = float(start_s)            # time of the last decision
         self._tokens = self.burst_bytes     # tokens at self._t (negative: debt)
         if self._outage_at(self._t + self.time_offset_s) is not None:
@@ -163,8 +164,11 @@ class TokenBucketShaper:
             if start >= send:                         # earned before the next outage
                 tokens = need
                 break
+            most = self._most[0 if self._loop else bisect.bisect_left(self._starts, start)]
+            if need > most * (1.0 + 1e-9):            # no gap from then on earns them
+                return math.inf
             resets += 1
-            if resets > len(self._starts) + 2:        # no gap of a period earns them
+            if resets > len(self._starts) + 2:        # (rounding) no gap of a period did
                 return math.inf
             if tokens < 0:                            # debt: outages repay nothing, lose nothing
                 repaid = self.trace.cumulative_mbit(cur) - tokens / BYTES_PER_MBIT
@@ -176,6 +180,31 @@ class TokenBucketShaper:
         send_s = max(begin, send - off)
         self._t, self._tokens = send_s, tokens - float(nbytes)
         return send_s - float(now_s)
+
+
+def _most_after(trace: Trace, starts: list, ends: list, loop: bool) -> list:
+    """
+    Return, per outage ``k``, the most bytes one stretch between outages after it supplies.
+
+    A looping trace's stretches repeat: one number, the most of any. Of a trace that does not
+    loop, the most of the stretches after outage ``k`` (inf after a last outage that ends). A
+    message needing more never leaves: found at once, not by a search through every stretch.
+    """
+    if not starts:
+        return []
+    if loop:
+        nxt = np.append(starts[1:], starts[0] + trace.end_s)
+    else:
+        nxt = np.asarray(starts[1:] + [math.inf])
+    stop = np.asarray(ends)
+    inner = np.isfinite(nxt) & np.isfinite(stop)
+    most = np.zeros(len(starts))
+    most[inner] = (trace.cumulative_mbit(nxt[inner])
+                   - trace.cumulative_mbit(stop[inner])) * BYTES_PER_MBIT
+    if not loop:
+        most[-1] = math.inf if math.isfinite(ends[-1]) else 0.0
+        return np.maximum.accumulate(most[::-1])[::-1].tolist()
+    return [float(most.max())]
 
 
 def _outages(trace: Trace) -> tuple:
