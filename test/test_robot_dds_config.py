@@ -403,6 +403,28 @@ def test_an_ipv6_server_index_port_held_by_an_ipv4_socket_is_taken_on_a_dual_sta
         holder.close()
 
 
+def test_an_ipv6_server_on_a_host_without_ipv6_is_no_answer_not_a_crash(monkeypatch):
+    """A host with IPv6 off refuses the socket itself (EAFNOSUPPORT): no answer, no crash."""
+    import errno
+    import socket
+    real = socket.socket
+
+    def no_ipv6(family=socket.AF_INET, *args, **kwargs):
+        if family == socket.AF_INET6:
+            raise OSError(errno.EAFNOSUPPORT, 'Address family not supported by protocol')
+        return real(family, *args, **kwargs)
+
+    monkeypatch.setattr(socket, 'socket', no_ipv6)
+    uri = _index_uri('<Transport>udp6</Transport>')
+    assert cyclone_settings.index_port_taken(uri, 0) is None
+    assert cyclone_settings.taken_index(uri, 0) is None
+    # the server node keeps its fixed index (Cyclone says what it finds), warned of nothing
+    warned = []
+    env = robot.server_node_environment({'CYCLONEDDS_URI': uri, 'ROS_DOMAIN_ID': '0'},
+                                        warn=warned.append)
+    assert 'ParticipantIndex' in env['CYCLONEDDS_URI'] and warned == []
+
+
 def test_a_server_node_whose_index_is_taken_keeps_a_free_one_and_says_so():
     """
     Another server node of the domain on the host: this one starts on a free index, warned.
