@@ -1361,6 +1361,14 @@ def test_a_restarting_robot_leaves_the_rows_of_its_last_two_runs_held_at_most():
         _lossy_push(PushTransfers(0, n, chunk_bytes=4096, incarnation=run), srv, push, run)
     assert sorted(srv.partial) == [(0, 7), (0, 8)] and srv.peer_runs[0] == [5, 6, 7, 8]
     assert HELD_RUNS == 2 and srv.rejects == 0
+    # the runs whose rows went are noted (their rest draws no row), one integer each, for
+    # the runs remembered only (KEEP_RUNS + 1), however many restarts
+    assert srv.freed == {(0, 5): 1, (0, 6): 1}
+    for run in range(9, 9 + 2 * KEEP_RUNS):
+        _lossy_push(PushTransfers(0, n, chunk_bytes=4096, incarnation=run), srv, push, run)
+    runs = srv.peer_runs[0]
+    assert len(runs) == KEEP_RUNS + 1 and len(srv.partial) == HELD_RUNS
+    assert sorted(srv.freed) == [(0, r) for r in runs[:-HELD_RUNS]]
 
 
 def _held_bytes(srv):
@@ -1624,3 +1632,28 @@ def test_a_retired_run_taken_back_later_gets_its_whole_push_delivered():
     whole = _speak_until_revived(a, srv, resend_a, 30.0)
     assert [m.payload for m in whole] == [push_a.payload] and srv.partial == {}
     assert srv.revived == 1 and a.resent == 2 and a.settled and srv.rejects == 0
+
+
+def test_three_live_runs_of_one_rank_that_each_lost_a_chunk_all_arrive_whole():
+    # Three live processes of robot 0 (runs 5, 6, 7: a robot restarted twice while its old
+    # processes still send) each pushed, and each push lost a chunk. The server held the
+    # rows of its last two runs heard only (HELD_RUNS): run 5's were dropped without a word,
+    # and its rest (the missing rows only) was held alone and answered as arrived. Run 5,
+    # every row acknowledged, took its push as delivered: the server never had it whole
+    # (and each revival dropped another run's rows the same way). A run whose held rows were
+    # dropped is answered with no row for its rest: it sends its push again whole.
+    n = 5000
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21, n_workers=1)
+    runs = [PushTransfers(0, n, chunk_bytes=4096, incarnation=r, n_workers=1)
+            for r in (5, 6, 7)]
+    pushes = [_model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)]
+    pushes += [dataclasses.replace(pushes[0], payload=_model(n, c).payload) for c in (8, 9)]
+    rests = [_lossy_push(run, srv, push, 0.0) for run, push in zip(runs, pushes)]
+    assert srv.peer_runs[0] == [5, 6, 7] and len(srv.partial) <= HELD_RUNS
+    whole = []
+    for k, (run, rest) in enumerate(zip(runs, rests)):
+        whole += _speak_until_revived(run, srv, rest, 1.0 + 30.0 * k)
+    assert sorted(bytes(m.payload) for m in whole) == sorted(bytes(p.payload) for p in pushes)
+    assert srv.revived == 3 and srv.partial == {} and srv.rejects == 0
+    assert all(run.sending == {} and SERVER in run.settled for run in runs)
+    assert len(srv.partial) <= HELD_RUNS

@@ -107,6 +107,15 @@ is a model-sized buffer (37.9 MB for the large model); the runs held are those t
 transfers take back first (the current one and the one it replaced, the two alternating
 runs of a rank given twice). A replaced run's are freed once it is retired for good
 (``RETIRE_LEASES``).
+
+A run past the two (a third live process of one rank: a robot restarted twice while an old
+process still sends, a respawn race) loses its held rows, as a retired one does, with a
+note of the transfer they ended at (``freed``: one integer, kept while its run is among
+the ``KEEP_RUNS`` + 1 remembered): its rest is answered with no row, and its push goes again
+whole (``_rest_of_freed``). Dropped without the note, its rest was held alone and answered as
+arrived: the robot took its push as delivered and the server never had it (three runs
+that each lost a chunk: none of their pushes arrived). Memory stays two model-sized
+buffers a peer, whatever the number of its live processes.
 """
 
 RETIRE_LEASES = 2
@@ -743,10 +752,12 @@ class PushTransfers:
         Called whenever its runs change (``_heard``, ``_revive``) or rows are held: each held
         message is a model-sized buffer, so a robot that restarts mid-transfer again and again
         must not pile them up. A run sending no incarnation (0, never heard as a run) has one.
+        Each drop is noted in ``freed`` (as ``_retire``'s): that run, alive after all, sends
+        its message again whole instead of a rest the server could never complete.
         """
         recent = set(self.peer_runs.get(sender, [])[-HELD_RUNS:]) | {0}
         for slot in [k for k in self.partial if k[0] == sender and k[1] not in recent]:
-            del self.partial[slot]
+            self.freed[slot] = self.partial.pop(slot)[1]
 
     def _precheck(self, msg: RowChunk, form: _Form, current: bool) -> None:
         """
