@@ -980,3 +980,29 @@ def test_a_zombie_server_runs_repeated_stop_does_not_stop_a_robot_the_live_run_h
     assert not robot.engine.stopped and robot.set_aside == 29 and robot.rejects == 0
     assert robot.transfers.pokes >= 7
     assert [type(a) for a in robot.on_message(_stop(202, target=9), 61.0)] == [Stopped]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_zombie_server_runs_repeated_stop_does_not_stop_a_robot_whose_live_run_fell_silent(
+        system):
+    # The robot follows server run 202 (it took its model), which replaced 101, pushed to it
+    # and was answered (the push's final ack); then 202 fell silent (its link down, or dead:
+    # the robot's give-up timer is for that). A zombie (101: a second server process, its
+    # training finished) repeats its stop order every END timeout: once 202 had answered
+    # none of the robot's pokes for 16 s, the robot stopped on the zombie's order, a run it
+    # no longer follows. As a Rog robot, it obeys the run it follows: set aside, however long.
+    srv = _push_server(_pair(system, n_workers=1)[0], system, incarnation=202)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    robot.start(0.0)
+    _hear(robot, _server_pull(101, 1), 1.0)
+    _hear(robot, _server_pull(202, 2), 2.0)                 # the run it follows: its model
+    for a in robot.on_compute_done(_grad(0, 0), 3.0):
+        if isinstance(a, Send) and a.dest == SERVER:
+            _hear(robot, [b.msg for b in srv.on_message(a.msg, 3.0) if isinstance(b, Send)
+                          and isinstance(b.msg, TransferAck)], 3.0)   # 202's pull: lost
+    assert robot.transfers.peer_runs[SERVER] == [101, 202] and SERVER in robot.transfers.settled
+    assert _zombie_stops(robot, 5.0, 80.0, lambda now: robot.on_tick(now)) is None
+    assert not robot.engine.stopped and robot.set_aside == 38 and robot.rejects == 0
+    assert robot.transfers.pokes >= 8
+    assert [type(a) for a in robot.on_message(_stop(202, target=9), 81.0)] == [Stopped]
+

@@ -754,6 +754,7 @@ class WorkerAdapter:
         self.server_heard = 0          # messages of the live server run taken (liveness)
         self.set_aside = 0             # schedules of a retired server run, or for an old us
         self._stops_heard = RevivalWatch()   # retired server runs' stop orders that recur
+        self.following = 0             # the server run whose model we took last (we follow it)
 
     @property
     def rejects(self) -> int:
@@ -842,6 +843,8 @@ class WorkerAdapter:
         msg, acks = self.transfers.on_message(msg, now)
         if msg is None:
             return acks
+        if isinstance(msg, RowChunk) and msg.incarnation:
+            self.following = int(msg.incarnation)     # a model of it: the run we follow
         self.bytes_down += _wire(msg)
         return acks + self.transfers.outgoing(self._count(self.engine.on_message(msg, now)),
                                               now)
@@ -871,7 +874,9 @@ class WorkerAdapter:
         second server process, finished, whose link came back) repeats its stop as long: it
         is taken for the live run only while we wait for the answer to our push and the
         newest run has been silent as long (``_newest_silent``); the live newest answers
-        each of our pokes, a dead one nothing.
+        each of our pokes, a dead one nothing. Never while the newest run is the one we
+        follow (``following``: we took its model): its silence is its link's or its death,
+        and a zombie's order is not ours to obey for it (``_newest_silent``).
         """
         t = self.transfers
         inc = getattr(msg, 'incarnation', 0)
@@ -897,9 +902,16 @@ class WorkerAdapter:
         silent for two of them (``REVIVE_AFTER_POKES``, the span the stops must recur for,
         room for a lost one) it is dead. While we compute we poke nothing and it need not
         speak: a stop that recurs then is not taken. O(1).
+
+        Nor when ``newest`` is the run we follow (its model the last we took): a run retired
+        by mistake was replaced by one heard from a stray message only (a dead run's late
+        ack), which never served us. Taken then, a zombie's order stopped a robot whose live
+        run had been silent 16 s (its link down) while it trained on. As a Rog robot (whose
+        server sets aside pokes naming another server run: a zombie never answers them), the
+        robot obeys the run it follows, and gives up on it at ``server_timeout`` if dead.
         """
         t = self.transfers
-        if SERVER not in t.settled:
+        if SERVER not in t.settled or newest == self.following:
             return False
         heard = t.run_heard.get((SERVER, newest))
         span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * t.end_timeout_s
