@@ -533,6 +533,48 @@ def test_a_push_server_serves_on_until_a_robot_whose_stop_order_was_lost_has_sto
     assert 2.0 <= took < 30.0
 
 
+def test_a_replaced_push_server_leaves_without_serving_its_stop_orders_on(
+        tmp_path, monkeypatch):
+    """Leave LEAVE_TIMEOUT_S after the end once another server run serves the robots."""
+    # A zombie (a replaced server process, finished) served on for STOP_PATIENCE_S (60 s)
+    # repeating stop orders its robot set aside: the robot follows the server run that
+    # replaced it. Told so (PushTransfers.replaced_by: its robots' acks name that run), it
+    # owes no stop and leaves. Every stop order is lost here: the robot never stops.
+    from test_nodes_lifecycle import in_memory_fleet, server_and_worker
+    from rog_ros.nodes import push_systems, server_node
+    in_memory_fleet(monkeypatch)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    monkeypatch.setattr(push_systems, 'STOP_PATIENCE_S', 6.0)
+    push = ['--sync', 'asgd']
+    srv, wrk = server_and_worker(tmp_path, '/zombie', push + ['--iterations', '3'], push)
+    publish = srv.bus.publish
+    monkeypatch.setattr(srv.bus, 'publish', lambda topic, msg: None if (
+        isinstance(msg, m.Schedule) and msg.stop) else publish(topic, msg))
+    step = srv.driver.step
+
+    def both(max_wait_s=0.02):
+        """Turn the server's loop, and the robot's (one thread for both)."""
+        step(max_wait_s)
+        wrk.spin_once()
+
+    try:
+        assert srv.activate() and wrk.activate()
+        deadline = time.monotonic() + 60.0
+        while srv.spin_once() and time.monotonic() < deadline:
+            wrk.spin_once()
+        assert srv.engine.finished and srv.engine.stops_owed(srv.driver.clock()) == [0]
+        srv.engine.transfers.replaced_by = 202        # as its robots' acks to run 202 told
+        monkeypatch.setattr(srv.driver, 'step', both)
+        start = time.monotonic()
+        summary = srv.finish()
+        took = time.monotonic() - start
+    finally:
+        wrk.shutdown()
+        srv.shutdown()
+    assert not wrk.driver.stopped and summary['stops_repeated'] == 0
+    assert took < 3.0
+
+
 @pytest.mark.parametrize('state, left', [
     ('finalized:stopped', True), ('active:stopped', True), ('finalized:pushing', True),
     ('active:pushing', False), ('inactive:computing', False)])

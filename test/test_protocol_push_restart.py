@@ -1006,3 +1006,44 @@ def test_a_zombie_server_runs_repeated_stop_does_not_stop_a_robot_whose_live_run
     assert robot.transfers.pokes >= 8
     assert [type(a) for a in robot.on_message(_stop(202, target=9), 81.0)] == [Stopped]
 
+
+def _ack_to_run(run, tid):
+    """Return robot 0's (run 9) ack of chunk 0 of server run ``run``'s transfer ``tid``."""
+    return TransferAck(transfer_id=tid, sender=0, receiver=SERVER, seq=0, incarnation=9,
+                       target_incarnation=run)
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+@pytest.mark.parametrize('newer', ['live', 'late burst'])
+def test_a_replaced_server_run_stops_repeating_its_stop_once_a_newer_run_serves_the_fleet(
+        system, newer):
+    # Server run 101 finished and told robot 0 to stop; every stop order is lost on the way,
+    # and the robot pokes. Server run 202 took over (101 was taken for dead): the robot
+    # follows 202 (its acks name it) and sets 101's stops aside. 101, a zombie, repeated its
+    # stop every END timeout while the robot spoke, and its node served on for
+    # STOP_PATIENCE_S (60 s). Acks of our robots to another server run that keep coming (over
+    # REPLACED_AFTER_END_TIMEOUTS END timeouts) say we were replaced: no robot is owed a
+    # stop any more, none goes again, and the node leaves. A dead run's late acks, all at
+    # once, say nothing of the kind.
+    srv = _push_server(_pair(system, n_workers=1, budget=4)[0], system, incarnation=101)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    stopped, first = _until_stopped(srv, robot, lambda msg, now, first: (
+        isinstance(msg, Schedule) and first is not None), until=10.0)
+    assert stopped is None and srv.finished and srv.stops_owed(10.0) == [0]
+    sent, now, acks = [], 10.0, 0
+    while now < 40.0:
+        if newer == 'live' or now == 10.0:
+            for _ in range(3):
+                acks += 1
+                assert srv.on_message(_ack_to_run(202, acks), now) == []
+        sent += _stops_in(srv.on_tick(now))
+        for a in robot.on_tick(now):             # its pokes keep it owed, answered or not
+            if isinstance(a, Send) and a.dest == SERVER:
+                sent += _stops_in(srv.on_message(a.msg, now))
+        now += 1.0
+    assert not robot.engine.stopped and robot.transfers.pokes >= 4
+    if newer == 'live':
+        assert len(sent) <= 2 and srv.stops_owed(now) == [] and srv.next_wakeup() is None
+        assert srv.transfers.replaced_by == 202
+        return
+    assert len(sent) >= 14 and srv.stops_owed(now) == [0] and srv.transfers.replaced_by == 0

@@ -305,6 +305,11 @@ class ServerAdapter:
         t = self.transfers
         return RETIRE_LEASES * max(t.lease_s, POKE_END_TIMEOUTS * t.end_timeout_s)
 
+    @property
+    def _replaced(self) -> bool:
+        """Tell whether another server run serves our robots (``PushTransfers.replaced_by``)."""
+        return bool(getattr(self.transfers, 'replaced_by', 0))
+
     def stops_owed(self, now: float) -> list:
         """
         Return the robots still owed their stop order at ``now``, in rank order.
@@ -314,10 +319,11 @@ class ServerAdapter:
         for a server gone. A robot is owed it from its stop order on until it shows that it
         stopped (``robot_left``), or while its live run spoke within ``linger_s`` (a robot
         that lost it pokes every poke interval; one silent that long has left, or its link
-        is down: a dead robot cannot hold the server).
+        is down: a dead robot cannot hold the server). None once another server run serves
+        the robots (``PushTransfers.replaced_by``: a zombie's stops are set aside; it leaves).
         """
-        if not any(self.stop_sent):
-            return []
+        if not any(self.stop_sent) or self._replaced:
+            return []          # replaced: the robots follow another server run (a zombie)
         linger = self.linger_s
         return [r for r in range(self.n) if self.stop_sent[r] and not self._left[r]
                 and now < self._spoke[r] + linger]
@@ -408,7 +414,8 @@ class ServerAdapter:
         message as before. O(1).
         """
         r = getattr(msg, 'sender', -1)
-        if not 0 <= r < self.n or not self.stop_sent[r] or self.rejects != refused:
+        if (not 0 <= r < self.n or not self.stop_sent[r] or self.rejects != refused
+                or self._replaced):
             return []
         runs = self.transfers.peer_runs.get(r)
         if getattr(msg, 'incarnation', 0) != (runs[-1] if runs else 0):

@@ -66,7 +66,8 @@ from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     FLAG_END, KIND_GRAD, KIND_UPDATE, MessageError, new_incarnation, RowChunk, SERVER, TransferAck)
 from rog_ros.protocol.policies.async_ps import KEEP_RUNS
-from rog_ros.protocol.revival import DuplicateRanks, POKE_END_TIMEOUTS, RevivalWatch
+from rog_ros.protocol.revival import (
+    DuplicateRanks, POKE_END_TIMEOUTS, RevivalWatch, REVIVE_AFTER_POKES)
 from rog_ros.protocol.transfer import (
     BOUND_END_S, fragment_bytes_checked, lease_seconds, MAX_WINDOW_BYTES,
     OutgoingTransfer, PeerLink, Receiver, RowBytes, WHC_FRAGMENT_BYTES)
@@ -144,6 +145,20 @@ a one-robot ASGD run of 30 iterations (virtual time, 5 seeds' mean), 7 s with tw
 (the receiver answers each one, a closed transfer's from its record). An END is some 100
 bytes on the wire; its copy is never a second message for the engine. A waiting robot's
 poke (``_pokes``) goes as many times: one lost cost a poke interval (8 s).
+"""
+
+REPLACED_AFTER_END_TIMEOUTS = 2
+"""
+END timeouts over which our robots' acks to another server run must keep coming: replaced.
+
+A server run that our robots answer (acks name their transfer's sender run) is the one they
+follow; acks to a run other than ours, more than ``REVIVE_AFTER_POKES`` of them over this
+many END timeouts (4 s by default), say that a server run serves the fleet in our stead
+(``PushTransfers.replaced_by``): a replaced server process alive after all, finished (a
+zombie), repeated its stop order to robots that set it aside, for up to
+``push_systems.STOP_PATIENCE_S`` (60 s). A dead run's late acks all come within a
+network delay (``revival``), and a robot acks the chunks of the run it takes as current only:
+a live one keeps answering its pulls, each iteration.
 """
 
 SPARSE_WIRE_CODEC = 3
@@ -333,6 +348,8 @@ class PushTransfers:
         self.retired = 0                 # replaced runs whose buffers were freed (silent)
         self.freed: dict = {}            # (sender, run) -> id of the transfer whose rows went
         self.pokes = 0                   # ENDs of a settled push repeated (still no answer)
+        self.other_servers: dict = {}    # server run our robots' acks name -> [first, acks]
+        self.replaced_by = 0             # a server run that serves our robots instead of us
 
     def carries(self, msg) -> bool:
         """Tell whether ``msg`` travels chunked (a dense model or gradient, a sparse push)."""
@@ -963,10 +980,34 @@ class PushTransfers:
         except MessageError as err:
             self.rejects += 1
             return [Log('reject', 1.0, ack.sender, {'error': str(err)})]
-        if ack.sender not in self.peers or ack.target_incarnation != self.incarnation:
+        if ack.sender not in self.peers:
+            return []
+        if ack.target_incarnation != self.incarnation:
+            if self.me == SERVER and ack.target_incarnation:
+                self._another_server(int(ack.target_incarnation), now)
             return []
         started = self._heard(ack.sender, ack.incarnation, now)
         return started + self._take_ack(ack, now)
+
+    def _another_server(self, run: int, now: float) -> None:
+        """
+        Note a robot's ack to server run ``run``, not ours; set ``replaced_by`` once proved.
+
+        Why: a replaced server run (a zombie) cannot tell from its own state that another
+        serves its robots. Acks to ``run`` that keep coming (``REPLACED_AFTER_END_TIMEOUTS``)
+        prove it; a late burst does not. O(1): ``KEEP_RUNS`` other runs noted at most.
+        """
+        if self.replaced_by:
+            return
+        seen = self.other_servers.setdefault(run, [now, 0])
+        seen[1] += 1
+        if len(self.other_servers) > KEEP_RUNS:
+            del self.other_servers[min(self.other_servers,
+                                       key=lambda r: self.other_servers[r][0])]
+        if (seen[1] > REVIVE_AFTER_POKES
+                and now - seen[0] >= REPLACED_AFTER_END_TIMEOUTS * self.end_timeout_s):
+            self.replaced_by = run
+            self.other_servers = {}
 
     def _take_ack(self, ack: TransferAck, now: float) -> list:
         """Move our transfer to ``ack``'s sender on with an ack for our run."""
@@ -1001,4 +1042,5 @@ class PushTransfers:
 
 
 __all__ = ['PUSH_CHUNK_BYTES', 'PUSH_ROW_ELEMENTS', 'PUSH_WINDOW', 'PushTransfers',
-           'RawValues', 'RunRevived', 'SPARSE_WIRE_CODEC', 'SparseWords', 'dense_layout']
+           'RawValues', 'REPLACED_AFTER_END_TIMEOUTS', 'RunRevived', 'SPARSE_WIRE_CODEC',
+           'SparseWords', 'dense_layout']
