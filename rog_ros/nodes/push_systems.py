@@ -913,9 +913,10 @@ class WorkerAdapter:
         Nor when ``newest`` is the run we follow (its model the last we took): a run retired
         by mistake was replaced by one heard from a stray message only (a dead run's late
         ack), which never served us. Taken then, a zombie's order stopped a robot whose live
-        run had been silent 16 s (its link down) while it trained on. As a Rog robot (whose
-        server sets aside pokes naming another server run: a zombie never answers them), the
-        robot obeys the run it follows, and gives up on it at ``server_timeout`` if dead.
+        run had been silent 16 s (its link down) while it trained on. As a Rog robot obeys
+        the server run it follows (``server_incarnation``; a retired run's messages are set
+        aside unless it is taken back), the robot obeys the run it follows, and gives up on it
+        at ``server_timeout`` if dead.
         """
         t = self.transfers
         if SERVER not in t.settled or newest == self.following:
