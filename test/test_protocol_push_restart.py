@@ -1035,7 +1035,8 @@ def test_a_replaced_server_run_stops_repeating_its_stop_once_a_newer_run_serves_
         if newer == 'live' or now == 10.0:
             for _ in range(3):
                 acks += 1
-                assert srv.on_message(_ack_to_run(202, acks), now) == []
+                said = srv.on_message(_ack_to_run(202, acks), now)
+                assert [a for a in said if not isinstance(a, Log)] == []   # (said once)
         sent += _stops_in(srv.on_tick(now))
         for a in robot.on_tick(now):             # its pokes keep it owed, answered or not
             if isinstance(a, Send) and a.dest == SERVER:
@@ -1047,3 +1048,55 @@ def test_a_replaced_server_run_stops_repeating_its_stop_once_a_newer_run_serves_
         assert srv.transfers.replaced_by == 202
         return
     assert len(sent) >= 14 and srv.stops_owed(now) == [0] and srv.transfers.replaced_by == 0
+
+
+def _finished_server_owing_robot_0_its_stop(system):
+    """Return server run 101, finished, whose stop orders to robot 0 (run 9) were all lost."""
+    srv = _push_server(_pair(system, n_workers=1, budget=4)[0], system, incarnation=101)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    stopped, _ = _until_stopped(srv, robot, lambda msg, now, first: (
+        isinstance(msg, Schedule) and first is not None), until=10.0)
+    assert stopped is None and srv.finished and srv.stops_owed(10.0) == [0]
+    assert srv.transfers.peer_runs[0][-1] == 9
+    return srv
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+@pytest.mark.parametrize('stale', [5, 'heard before'])
+def test_a_stale_process_answering_another_server_run_leaves_the_live_server_serving(
+        system, stale):
+    # The live server run (101) finished and owes robot 0 (run 9) its stop. An old process
+    # of rank 0 (run 5: a robot restarted while its old one still runs) answers the pulls of
+    # another server process (202, a zombie that still trains): its acks name 202. Counted as
+    # robot 0's, they made 101 take itself for replaced (3 acks over 4 s), owe no stop, and
+    # leave: the live robot 0, its stop lost, waited server_timeout and exited 1. Only the
+    # acks of the run the server takes as robot 0's live one count.
+    srv = _finished_server_owing_robot_0_its_stop(system)
+    if stale == 'heard before':            # the server knew run 5, then run 9 replaced it
+        runs = srv.transfers.peer_runs[0]
+        runs.insert(len(runs) - 1, 5)
+    for k, now in enumerate(range(10, 40)):
+        assert srv.on_message(TransferAck(transfer_id=k + 1, sender=0, receiver=SERVER, seq=0,
+                                          incarnation=5, target_incarnation=202),
+                              float(now)) == []
+    # (its robot silent here: owed while it spoke within the linger, 20 s)
+    assert srv.transfers.replaced_by == 0 and srv.stops_owed(11.0) == [0]
+    assert srv.stats()['replaced_by'] == 0
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_server_run_that_finds_itself_replaced_says_so_once(system):
+    # The helper of bb96b75 left a server that took itself for replaced silent: it stopped
+    # repeating its stop orders and left with nothing in its log, events.csv or summary.json
+    # to say why. It now logs server_replaced once (a warning) and writes replaced_by.
+    srv = _finished_server_owing_robot_0_its_stop(system)
+    logs = []
+    for k, now in enumerate(range(10, 30)):
+        logs += [a for a in srv.on_message(_ack_to_run(202, k + 1), float(now))
+                 if isinstance(a, Log)]
+    assert [(a.name, a.worker, a.info['run'], a.info['acks']) for a in logs] == [
+        ('server_replaced', SERVER, 202, 5)]
+    level, text = describe(logs[0])
+    assert level == logging.WARNING and 'replaced by server run 202' in text
+    assert 'repeats no stop order' in text and '5 acks over 4.0 s' in text
+    assert srv.stats()['replaced_by'] == 202 and srv.stops_owed(11.0) == []

@@ -740,6 +740,7 @@ class ServerAdapter:
                     'bytes_per_pull': self.bytes_down / max(self.pushes_received, 1),
                     'worker_restarts': self.worker_restarts,
                     'stops_repeated': self.stops_repeated,
+                    'replaced_by': int(getattr(self.transfers, 'replaced_by', 0)),
                     'pushes_resent': int(getattr(self.engine, 'resent', 0))})
         return out
 

@@ -137,6 +137,14 @@ def _server_revived(log) -> Tuple[int, str]:
                      'back')
 
 
+def _server_replaced(log) -> Tuple[int, str]:
+    i = log.info
+    return WARNING, (f'this server run was replaced by server run {i.get("run", "?")}, started '
+                     f'in its stead: its robots answer that run (robot {i.get("robot", "?")}, '
+                     f'{i.get("acks", "?")} acks over {_seconds(i.get("span_s", 0))}); this '
+                     'one repeats no stop order and leaves at the end of its training')
+
+
 def _pull_repeated(log) -> Tuple[int, str]:
     return WARNING, (f'robot {log.worker} still waited after its pull of iteration '
                      f'{log.info.get("clock")} was served: served again (its staleness check '
@@ -223,6 +231,7 @@ _DESCRIBE = {
     'duplicate_rank': _duplicate_rank,
     'pull_repeated': _pull_repeated,
     'server_revived': _server_revived,
+    'server_replaced': _server_replaced,
     'stopped_after_fleet': _after_fleet,
     'nonfinite_gradient': _nonfinite,
     'diverged': _diverged,

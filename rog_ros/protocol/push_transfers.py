@@ -984,30 +984,41 @@ class PushTransfers:
             return []
         if ack.target_incarnation != self.incarnation:
             if self.me == SERVER and ack.target_incarnation:
-                self._another_server(int(ack.target_incarnation), now)
+                return self._another_server(ack, now)
             return []
         started = self._heard(ack.sender, ack.incarnation, now)
         return started + self._take_ack(ack, now)
 
-    def _another_server(self, run: int, now: float) -> None:
+    def _another_server(self, ack: TransferAck, now: float) -> list:
         """
-        Note a robot's ack to server run ``run``, not ours; set ``replaced_by`` once proved.
+        Note a robot's ack to another server run; set ``replaced_by`` once proved (its log).
 
         Why: a replaced server run (a zombie) cannot tell from its own state that another
-        serves its robots. Acks to ``run`` that keep coming (``REPLACED_AFTER_END_TIMEOUTS``)
-        prove it; a late burst does not. O(1): ``KEEP_RUNS`` other runs noted at most.
+        serves its robots. Acks to that run that keep coming (``REPLACED_AFTER_END_TIMEOUTS``)
+        prove it; a late burst does not. Counted only from the robot's run we take as live
+        (``peer_runs``): an old process of that rank (a robot restarted while its old one
+        still runs) that answers a zombie server's pulls made the live server, which serves
+        the robot's live run, take itself for replaced, and leave its stop orders unrepeated.
+        Said once (``server_replaced``: the node's log, ``events.csv``). O(1): ``KEEP_RUNS``
+        other runs noted at most.
         """
-        if self.replaced_by:
-            return
+        runs = self.peer_runs.get(ack.sender)
+        if self.replaced_by or not runs or ack.incarnation != runs[-1]:
+            return []
+        run = int(ack.target_incarnation)
         seen = self.other_servers.setdefault(run, [now, 0])
         seen[1] += 1
         if len(self.other_servers) > KEEP_RUNS:
             del self.other_servers[min(self.other_servers,
                                        key=lambda r: self.other_servers[r][0])]
-        if (seen[1] > REVIVE_AFTER_POKES
-                and now - seen[0] >= REPLACED_AFTER_END_TIMEOUTS * self.end_timeout_s):
-            self.replaced_by = run
-            self.other_servers = {}
+        if (seen[1] <= REVIVE_AFTER_POKES
+                or now - seen[0] < REPLACED_AFTER_END_TIMEOUTS * self.end_timeout_s):
+            return []
+        self.replaced_by = run
+        self.other_servers = {}
+        return [Log('server_replaced', 1.0, SERVER,
+                    {'run': run, 'acks': int(seen[1]), 'span_s': float(now - seen[0]),
+                     'robot': int(ack.sender)})]
 
     def _take_ack(self, ack: TransferAck, now: float) -> list:
         """Move our transfer to ``ack``'s sender on with an ack for our run."""
