@@ -482,6 +482,31 @@ def test_a_push_robot_that_heard_only_superseded_messages_does_not_say_it_heard_
         '; it heard from the server only 5 messages it set aside as superseded')
 
 
+def test_a_push_robot_giving_up_says_it_set_aside_a_replaced_server_runs_stop_orders():
+    # 153658c: a push robot obeys the server run it follows (it took its model, run 202)
+    # and sets a replaced run's (101, a zombie) repeated stop aside; if 202 stays silent it
+    # gives up at server_timeout (exit 1). Its last line said only that the server was
+    # silent, while the zombie's orders kept coming: it now says it set them aside.
+    from types import SimpleNamespace
+
+    from rog_ros.nodes.worker_node import WorkerNode
+    robot, (a, b) = _push_robot_and_pulls()
+    robot.start(0.0)
+    for k, chunk in enumerate(a + b):
+        robot.on_message(chunk, 1.0 + 0.1 * k)           # 202's model taken last
+    assert robot.following == 202 and robot.transfers.peer_runs[m.SERVER] == [101, 202]
+    for k in range(6):
+        stop = m.Schedule(worker=0, clock=5, push_deadline_s=-1.0, stop=True,
+                          incarnation=101, target_incarnation=9)
+        assert robot.on_message(stop, 5.0 + 2.0 * k) == []
+    assert not robot.engine.stopped and robot.stops_set_aside == 6 and robot.rejects == 0
+    node = SimpleNamespace(engine=robot, driver=SimpleNamespace(last_receive=2.0),
+                           reject_counts=lambda: {'bad_tag': 0, 'invalid': robot.rejects})
+    assert WorkerNode._drops_said(node) == (
+        '; it set aside 6 stop orders of a server run it no longer follows (a replaced '
+        'server process still running?)')
+
+
 def test_a_push_server_serves_on_until_a_robot_whose_stop_order_was_lost_has_stopped(
         tmp_path, monkeypatch):
     """Repeat a lost stop order to a robot that still speaks; leave once it has left."""

@@ -763,6 +763,7 @@ class WorkerAdapter:
         self.set_aside = 0             # schedules of a retired server run, or for an old us
         self._stops_heard = RevivalWatch()   # retired server runs' stop orders that recur
         self.following = 0             # the server run whose model we took last (we follow it)
+        self.stops_set_aside = 0       # stop orders of a retired server run (a zombie's)
 
     @property
     def rejects(self) -> int:
@@ -847,6 +848,9 @@ class WorkerAdapter:
         """
         if isinstance(msg, Schedule) and self._retired(msg, now):
             self.set_aside += 1
+            runs = self.transfers.peer_runs.get(SERVER) or []
+            if getattr(msg, 'stop', False) and getattr(msg, 'incarnation', 0) in runs[:-1]:
+                self.stops_set_aside += 1
             return []
         msg, acks = self.transfers.on_message(msg, now)
         if msg is None:

@@ -58,6 +58,18 @@ class FleetMismatch(ValueError):
     """This worker and the server were started for fleets of different sizes (exit 2)."""
 
 
+def _dropped_said(counts: dict) -> str:
+    """Say the received messages a robot dropped, by reason (``counts``: the non-zero ones)."""
+    if not counts:
+        return ''
+    said = ', '.join(f'{reason} {n}' for reason, n in sorted(counts.items()))
+    # only a failed tag points at the keys; messages the engine refused (invalid) do not
+    cause = (" (a fleet key, or robot_keys, other than the server's?)"
+             if counts.get('bad_tag') else '')
+    return (f'; yet it dropped {sum(counts.values())} received messages ({said}): see the '
+            f'warnings above{cause}')
+
+
 class WorkerNode:
     """
     A worker: ``configure()``, ``activate()``, ``spin()``, ``shutdown()``.
@@ -343,10 +355,19 @@ class WorkerNode:
         said only that the server was silent (the warnings that name the cause were above).
         Messages the engine set aside as superseded are no drops and no sign of the live
         server run's life (``server_heard``): a robot that heard only those said it had heard
-        nothing since it started.
+        nothing since it started. A push robot whose followed server run fell silent while a
+        replaced run (a zombie) repeated its stop gave up saying only that the server was
+        silent: it says the stop orders it set aside (``stops_set_aside``).
         """
         counts = {k: v for k, v in self.reject_counts().items() if v}
         others = int(getattr(self.engine, 'superseded', 0) or 0)
+        stops = int(getattr(self.engine, 'stops_set_aside', 0) or 0)
+        if stops and self.driver.last_receive is not None:
+            # a push robot obeys the server run it follows: a replaced one's stop (a zombie
+            # still running) is set aside, and the robot gives up here if its run is silent
+            zombie = (f'; it set aside {stops} stop orders of a server run it no longer '
+                      'follows (a replaced server process still running?)')
+            return zombie + _dropped_said(counts)
         if not counts and self.driver.last_receive is None and others:
             # well-formed, but none of its live server run's: "heard nothing" was untrue
             return (f'; it heard from the server only {others} messages it set aside as '
@@ -359,14 +380,7 @@ class WorkerNode:
                     'running, with the same namespace and ROS_DOMAIN_ID? if its log shows '
                     "bad_tag drops of this robot's messages, its fleet key or robot_keys "
                     "differs from this robot's")
-        if not counts:
-            return ''
-        said = ', '.join(f'{reason} {n}' for reason, n in sorted(counts.items()))
-        # only a failed tag points at the keys; messages the engine refused (invalid) do not
-        cause = (" (a fleet key, or robot_keys, other than the server's?)"
-                 if counts.get('bad_tag') else '')
-        return (f'; yet it dropped {sum(counts.values())} received messages ({said}): see the '
-                f'warnings above{cause}')
+        return _dropped_said(counts)
 
     def cleanup(self) -> None:
         """Lifecycle ``cleanup`` (inactive -> unconfigured): release the bus and the engine."""
