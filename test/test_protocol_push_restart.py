@@ -1098,5 +1098,27 @@ def test_a_server_run_that_finds_itself_replaced_says_so_once(system):
         ('server_replaced', SERVER, 202, 5)]
     level, text = describe(logs[0])
     assert level == logging.WARNING and 'replaced by server run 202' in text
-    assert 'repeats no stop order' in text and '5 acks over 4.0 s' in text
+    assert 'sends no stop order' in text and '5 acks over 4.0 s' in text
     assert srv.stats()['replaced_by'] == 202 and srv.stops_owed(11.0) == []
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_server_run_that_knows_it_was_replaced_stops_no_robot_run_new_to_it(system):
+    # A zombie (101, finished) that knew it was replaced (its robots answer 202) repeated
+    # no stop order, but its engine still answered each push with one: robot 0 restarted
+    # (run 10, new to every server run) pushed, and 101's stop, of a server run it had no
+    # reason to set aside, stopped it while 202 trained on. A replaced run sends no stop.
+    srv = _finished_server_owing_robot_0_its_stop(system)
+    for k, now in enumerate(range(10, 15)):
+        srv.on_message(_ack_to_run(202, k + 1), float(now))
+    assert srv.transfers.replaced_by == 202
+    fresh = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
+    fresh.start(20.0)
+    answers = []
+    for a in fresh.on_compute_done(_grad(0, 0), 21.0):
+        if isinstance(a, Send) and a.dest == SERVER:
+            answers += [b for b in srv.on_message(a.msg, 21.0) if isinstance(b, Send)]
+    assert srv.transfers.peer_runs[0][-1] == 10 and srv.pushes_received >= 1
+    assert _stops_in(answers) == [] and _stops_in(srv.on_tick(22.0)) == []
+    _hear(fresh, [b.msg for b in answers], 21.0)
+    assert not fresh.engine.stopped and fresh.rejects == 0

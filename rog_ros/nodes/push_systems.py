@@ -289,7 +289,8 @@ class ServerAdapter:
                          *self._stop_due)
 
     def on_tick(self, now: float) -> list:
-        out = self.transfers.outgoing(self._count(self.engine.on_tick(now), now), now)
+        out = self.transfers.outgoing(
+            self._no_stop_if_replaced(self._count(self.engine.on_tick(now), now)), now)
         return out + self.transfers.on_tick(now) + self._stops_due(now)
 
     @property
@@ -309,6 +310,19 @@ class ServerAdapter:
     def _replaced(self) -> bool:
         """Tell whether another server run serves our robots (``PushTransfers.replaced_by``)."""
         return bool(getattr(self.transfers, 'replaced_by', 0))
+
+    def _no_stop_if_replaced(self, actions: list) -> list:
+        """
+        Return ``actions`` without their stop orders once another server run serves our robots.
+
+        Why: a replaced run alive after all (a zombie, finished) answered each push with its
+        engine's stop order: a robot's run new since (a restart) knows no server run to set
+        it aside for, and stopped while the live run trained on. O(actions).
+        """
+        if not self._replaced:
+            return actions
+        return [a for a in actions if not (isinstance(a, Send) and isinstance(a.msg, Schedule)
+                                           and a.msg.stop)]
 
     def stops_owed(self, now: float) -> list:
         """
@@ -439,7 +453,8 @@ class ServerAdapter:
             self._revive(rev.worker, rev.run, now)
         if msg is None:
             return acks
-        return acks + self.transfers.outgoing(self._engine_input(msg, now), now)
+        return acks + self.transfers.outgoing(
+            self._no_stop_if_replaced(self._engine_input(msg, now)), now)
 
     def _revive(self, w: int, run: int, now: float, journal: bool = True) -> None:
         """

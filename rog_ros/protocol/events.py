@@ -142,7 +142,7 @@ def _server_replaced(log) -> Tuple[int, str]:
     return WARNING, (f'this server run was replaced by server run {i.get("run", "?")}, started '
                      f'in its stead: its robots answer that run (robot {i.get("robot", "?")}, '
                      f'{i.get("acks", "?")} acks over {_seconds(i.get("span_s", 0))}); this '
-                     'one repeats no stop order and leaves at the end of its training')
+                     'one sends no stop order and leaves at the end of its training')
 
 
 def _pull_repeated(log) -> Tuple[int, str]:
