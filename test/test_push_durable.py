@@ -459,3 +459,65 @@ def test_a_push_checkpoint_missing_an_adapter_key_changes_nothing(system, key):
         back.load_state_dict(sd)
     assert torch.equal(back.engine.model(), model) and back.engine.resumed == [False, False]
     assert _applied(back.engine) == 0
+
+
+class _TimedThrough(_Through):
+    """``_Through`` with the transfers' timeouts (why: the stop orders' repeats read them)."""
+
+    end_timeout_s, lease_s = 2.0, 10.0
+
+    def next_wakeup(self):
+        """Return no deadline of their own (why: nothing is chunked here)."""
+        return None
+
+    def on_tick(self, now):
+        """Return nothing to send (why: nothing is chunked here)."""
+        return []
+
+
+def _timed(folder, engine):
+    """Return ``engine`` (two robots) behind its adapter (timed) and hooks (K = 1), restored."""
+    hooks = ServerHooks(ServerAdapter(engine, 2, 0.1, _TimedThrough()),
+                        engine.model().clone(), state_dir=str(folder), checkpoint_every=1)
+    hooks.restore()
+    return hooks
+
+
+@pytest.mark.parametrize('system', ('adacomp', 'asgd', 'comp-asgd'))
+@pytest.mark.parametrize('speaks', [False, True])
+def test_a_server_restored_from_before_a_stop_order_gives_up_the_robot_gone(
+        system, speaks, tmp_path):
+    # The budget is reached at robot 0's push (every robot's budget is done, engine.stopped)
+    # and robot 1 is told to stop at its next push; the server is then restored from the
+    # checkpoint before robot 1's order (older than it: robot 1 took its order and left).
+    # The restored server waited at its start for robot 1 (PeerTimeout, no results) and,
+    # started, for ever (finished: every order sent). Robot 1 is done (``stopped``): not
+    # waited for at the start; silent for DONE_PATIENCE_S it is given up (stops_missed 1,
+    # log stop_missed), the run finishes and its results' checkpoint says so. One that
+    # speaks first is answered with its stop order, and nothing is missed.
+    from rog_ros.nodes.push_systems import DONE_PATIENCE_S
+    engine, worker = _pair(system, n_workers=2, budget=1)
+    srv = _timed(tmp_path, engine)
+    robots = [worker(0), worker(1)]
+    assert _stops(srv.on_message(_push(robots[0], 11, 0), 0.0))
+    older = (tmp_path / 'server.pt').read_bytes()
+    assert _stops(srv.on_message(_push(robots[1], 12, 0), 1.0)) and srv.engine.finished
+    (tmp_path / 'server.pt').write_bytes(older)          # restored from before robot 1's
+    back = _timed(tmp_path, _pair(system, n_workers=2, budget=1)[0])
+    a = back.engine
+    assert a.stop_sent == [True, False] and a.stopped == [True, True] and not a.finished
+    assert back.next_wakeup() == 0.0
+    assert back.on_tick(100.0) == [] and not a.finished
+    assert back.next_wakeup() == 100.0 + DONE_PATIENCE_S
+    if speaks:
+        assert _stops(back.on_message(_push(worker(1), 62, 0), 130.0))
+        assert a.finished and a.stops_missed == 0 and a.stop_sent == [True, True]
+        return
+    assert back.on_tick(100.0 + DONE_PATIENCE_S - 0.5) == [] and not a.finished
+    out = back.on_tick(100.0 + DONE_PATIENCE_S)
+    assert [(g.name, g.worker) for g in out if isinstance(g, Log)] == [('stop_missed', 1)]
+    assert a.finished and a.stops_missed == 1 and a.stats()['stops_missed'] == 1
+    assert back.next_wakeup() is None or back.next_wakeup() > 100.0 + DONE_PATIENCE_S
+    assert back.checkpoint_results_written()
+    again = _timed(tmp_path, _pair(system, n_workers=2, budget=1)[0])
+    assert again.run_done() and again.engine.stops_missed == 1 and again.engine.finished

@@ -247,3 +247,50 @@ def _killed_after_the_last_stop_order(tmp_path, monkeypatch, sync, namespace,
         for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
             node.shutdown()
     return summary, finished_run(state)
+
+
+@pytest.mark.parametrize('sync', ['adacomp', 'asgd'])
+def test_a_push_server_restored_from_before_stop_orders_its_robots_took_finishes(
+        tmp_path, monkeypatch, sync):
+    # The state folder as it was at the first stop order (the budget done: every robot's),
+    # put back after both robots took their orders and left, and the server killed before
+    # its results. The restored server waited at activate for the robot whose order the
+    # checkpoint lacks (PeerTimeout after startup_timeout: exit 1, no results). It waits
+    # for no robot (each one's budget is done), gives up the silent one after
+    # DONE_PATIENCE_S (scaled here to 0.5 s: stops_missed 1), writes the results, and its
+    # state folder says the run finished.
+    import shutil
+    from rog_ros.nodes import push_systems
+    from rog_ros.nodes.state_dir import finished_run
+    monkeypatch.setattr(push_systems, 'DONE_PATIENCE_S', 0.5, raising=False)
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, '/po', 1)
+    state, older = tmp_path / 'state', tmp_path / 'older'
+    nodes, back = [srv] + workers, None
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: any(srv.engine.stop_sent))
+        assert srv.engine.stop_sent.count(True) == 1
+        shutil.copytree(state, older, ignore=shutil.ignore_patterns('*.lock'))
+        _spin(nodes, lambda: srv.engine.finished)
+        _kill(hub, srv, nodes)                # killed before its results
+        _spin(nodes, lambda: all(w.engine.state == 'stopped' for w in workers))
+        for w in workers:                     # the robots left, each with its stop order
+            assert w.engine.state == 'stopped'
+            w.shutdown()
+            nodes.remove(w)
+        for f in older.iterdir():             # the older checkpoint (and journal) put back
+            shutil.copy(f, state / f.name)
+        back = _restarted_server(tmp_path, '/po', server_args)
+        assert back.engine.stop_sent.count(True) == 1 and not back.engine.finished
+        assert back.activate()                # waits for no robot: every budget is done
+        nodes = [back]
+        _spin(nodes, lambda: False, limit_s=20.0)
+        assert back.engine.finished
+        summary = back.finish()
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    assert summary['stops_missed'] == 1 and summary['completed']
+    assert summary['pushes_applied'] == ITERATIONS * 2
+    assert (tmp_path / 'summary.json').exists() and (tmp_path / 'model.pt').exists()
+    assert finished_run(str(state)) is not None

@@ -395,3 +395,26 @@ def test_a_tail_of_zeros_is_a_record_cut_short(tmp_path):
     assert 'cut short' in back.engine.journal.dropped and whole.engine.journal.dropped is None
     assert os.path.getsize(tmp_path / 'zeros' / JOURNAL_FILE) == os.path.getsize(
         os.path.join(mid, JOURNAL_FILE))
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_journal_without_a_checkpoint_is_a_resume_of_its_run(system, tmp_path):
+    # a server that crashed before its first checkpoint left a journal alone: replayed,
+    # the start was still taken for a new run (restored None: the node set the earlier
+    # results aside, started its run record and waited as for a new run). It is a resume of
+    # that run from checkpoint 0; the next checkpoint goes on from the replayed pushes.
+    def crash(k, srv, before):
+        """Restore a copy of the folder after the second message (no checkpoint yet)."""
+        if k == 1:
+            assert srv.state.saves == 0
+            shutil.copytree(tmp_path / 'live', tmp_path / 'copy')
+            back = _server(system, tmp_path / 'copy', 9)
+            assert back.restored == 0 and back.engine.replayed == 2
+            assert back.engine.replayed_without_checkpoint
+            assert back.next_at == EVERY and back.checkpoint_id == 0
+            _same(_state(back.engine), _state(srv.engine), 'journal alone')
+        return None
+
+    _drive(system, tmp_path / 'live', 9, crash)
+    fresh = _server(system, tmp_path / 'fresh', 9)      # no journal: a new run
+    assert fresh.restored is None and not fresh.engine.replayed_without_checkpoint

@@ -472,8 +472,18 @@ class ServerHooks(_Hooks):
         return bool(getattr(self.engine, 'finished', False)) and self.results_written
 
     def restore(self):
-        """Load the checkpoint, if any; return its id (None: started fresh)."""
+        """
+        Load the checkpoint, if any; return its id (None: started fresh).
+
+        A push server's journal replayed with no checkpoint beside it (the server crashed
+        before its first: ``ServerAdapter.replayed_without_checkpoint``) is a resume of that
+        run too, checkpoint 0: it was taken for a new run, whose node set the earlier
+        results aside and started its run record and clock again.
+        """
         if self.state is None or not self.state.exists():
+            if self.state is not None and getattr(self.engine, 'replayed_without_checkpoint',
+                                                  False):
+                return self._took_up(0)
             if self.ledger is not None and self._restarted:
                 self.ledger.add('restore', id=None)   # a fresh start after a crash
                 self.ledger.flush()
@@ -488,12 +498,16 @@ class ServerHooks(_Hooks):
                                      'settings (another --sync, model or fleet size) needs a '
                                      '--state-dir of its own, or move this one away to '
                                      'start afresh') from None
-        self.checkpoint_id = int(obj.get('id', 0))
         self.restored_record = obj.get('run_record')
-        self.next_at = (_progress(self.engine) // self.every + 1) * self.every
-        self.stopped_seen = sum(stops_sent(self.engine))
         # (a checkpoint from before the key: its finished run's results were written)
         self.results_written = bool(obj.get('results_written', obj.get('finished', False)))
+        return self._took_up(int(obj.get('id', 0)))
+
+    def _took_up(self, checkpoint_id: int) -> int:
+        """Go on from the engine as restored, checkpoint ``checkpoint_id``; return it."""
+        self.checkpoint_id = checkpoint_id
+        self.next_at = (_progress(self.engine) // self.every + 1) * self.every
+        self.stopped_seen = sum(stops_sent(self.engine))
         self.final_seen = getattr(self.engine, 'final_values', None) is not None
         self.revived_seen = int(getattr(self.engine, 'runs_taken_back', 0))
         if self.ledger is not None:

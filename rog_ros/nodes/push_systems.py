@@ -61,6 +61,18 @@ if TYPE_CHECKING:       # pragma: no cover - annotations only (``check`` runs wi
     import torch
 
 
+DONE_PATIENCE_S = 60.0
+"""
+Longest a push server waits for a robot whose budget is done and whose stop order it never sent.
+
+Such a robot is one the engine would answer with its stop order (``engine.stopped``), but
+that has not spoken since: a server restored from a checkpoint older than the stop order
+the dead server sent it (it took it and left), or a robot that died before the budget was
+reached. Silent this long (since its last message, or the server's start), it is given up
+(``ServerAdapter.stops_missed``), as Rog's server gives up a robot owed its final model
+(``ps_final.FINAL_PATIENCE_S``, ``final_model_missed``): the server waited for it for ever.
+"""
+
 STOP_PATIENCE_S = 60.0
 """
 Longest a finished push server waits at its end for robots owed their stop (ServerNode).
@@ -271,6 +283,11 @@ class ServerAdapter:
         self.journal = None            # the write-ahead journal (``attach_journal``)
         self.journal_epoch = 0         # the checkpoint the journal's records follow
         self.replayed = 0              # journal records replayed at the restore
+        # the journal was replayed with no checkpoint beside it: a resume (``ServerHooks``)
+        self.replayed_without_checkpoint = False
+        self.gone = [False] * self.n   # given up: budget done, silent (``_give_up_silent``)
+        self._heard = [None] * self.n  # each robot's last message taken (driver clock)
+        self._since = None             # this process's first tick (the silence's start)
 
     @property
     def rejects(self) -> int:
@@ -278,7 +295,53 @@ class ServerAdapter:
 
     @property
     def finished(self) -> bool:
-        return all(self.stop_sent)
+        """
+        Return whether every robot was told to stop, or given up (``_give_up_silent``).
+
+        Why the second: a robot whose budget is done and that never speaks again (it took
+        the stop order of a server whose checkpoint was older, and left) held the server for
+        ever, and a restored server gave up at ``startup_timeout`` with no results.
+        """
+        return all(s or g for s, g in zip(self.stop_sent, self.gone))
+
+    @property
+    def stops_missed(self) -> int:
+        """Return the robots given up with their stop order not sent (``DONE_PATIENCE_S``)."""
+        return sum(g and not s for s, g in zip(self.stop_sent, self.gone))
+
+    def _waiting_done(self) -> list:
+        """Return the robots whose budget is done, their stop order neither sent nor given up."""
+        done = getattr(self.engine, 'stopped', None) or [False] * self.n
+        return [r for r in range(self.n)
+                if done[r] and not self.stop_sent[r] and not self.gone[r]]
+
+    def _give_up_silent(self, now: float) -> list:
+        """
+        Give up each robot of ``_waiting_done`` silent for ``DONE_PATIENCE_S``; its logs.
+
+        Silent since its last message taken (``_heard``), or since this process's first tick
+        (a restored server heard none yet). A robot that speaks first is answered by the
+        engine with its stop order, as before. O(robots) a tick, while any waits.
+        """
+        if self._since is None:
+            self._since = now
+        out = []
+        for r in self._waiting_done():
+            heard = self._heard[r]
+            if now >= (self._since if heard is None else heard) + DONE_PATIENCE_S:
+                self.gone[r] = True
+                out.append(Log('stop_missed', float(DONE_PATIENCE_S), r))
+        return out
+
+    def _give_up_due(self):
+        """Return when the next robot of ``_waiting_done`` is given up (None: none waits)."""
+        waiting = self._waiting_done()
+        if not waiting:
+            return None
+        if self._since is None:
+            return 0.0                          # (the first tick starts the silence)
+        return min((self._since if self._heard[r] is None else self._heard[r])
+                   + DONE_PATIENCE_S for r in waiting)
 
     def consensus_model(self) -> torch.Tensor:
         """Return a copy of the server's model (what the next pull hands out)."""
@@ -286,12 +349,13 @@ class ServerAdapter:
 
     def next_wakeup(self):
         return _earliest(self.engine.next_wakeup(), self.transfers.next_wakeup(),
-                         *self._stop_due)
+                         self._give_up_due(), *self._stop_due)
 
     def on_tick(self, now: float) -> list:
         out = self.transfers.outgoing(
             self._no_stop_if_replaced(self._count(self.engine.on_tick(now), now)), now)
-        return out + self.transfers.on_tick(now) + self._stops_due(now)
+        return (out + self.transfers.on_tick(now) + self._stops_due(now)
+                + self._give_up_silent(now))
 
     @property
     def linger_s(self) -> float:
@@ -489,6 +553,7 @@ class ServerAdapter:
         sender = getattr(msg, 'sender', -1)
         if 0 <= sender < self.n:
             self.clock[sender] += self._applied() - before
+            self._heard[sender] = now
         actions = self._count(actions, now)
         if journal and self.journal is not None:
             self.journal.append_message(msg, now)
@@ -541,13 +606,18 @@ class ServerAdapter:
     @property
     def stopped(self) -> list:
         """
-        Return which robots were told to stop (``stop_sent``).
+        Return which robots are done: told to stop, or whose budget is done (``engine.stopped``).
 
         The durable hooks (``chaos_hooks.ServerHooks``) checkpoint before a stop order
-        leaves: a robot told to stop never speaks again, and a server restored from before
-        the order would wait for it.
+        leaves (they read ``stop_sent``): a robot told to stop never speaks again, and a
+        server restored from before the order would wait for it. The server node waits at
+        its start only for the robots not done (``ServerNode._robots_to_wait_for``): one whose
+        budget is done and whose order the checkpoint does not hold (older than it) may have
+        left; the engine answers it with the stop if it speaks, and it is given up after
+        ``DONE_PATIENCE_S`` if not (``stops_missed``).
         """
-        return self.stop_sent
+        done = getattr(self.engine, 'stopped', None) or [False] * self.n
+        return [bool(s) or bool(d) for s, d in zip(self.stop_sent, done)]
 
     @property
     def durable_progress(self) -> int:
@@ -601,6 +671,7 @@ class ServerAdapter:
                 'counts': {k: int(getattr(self, k))
                            for k in self._COUNTS + self._LATER_COUNTS},
                 'stop_clocks': [-1 if s is None else int(s.clock) for s in self._stops],
+                'gone': list(self.gone),
                 'results_written': bool(self.results_written),
                 'journal_epoch': self.journal_epoch + 1, 'replay': self.engine.replay_state()}
 
@@ -624,7 +695,9 @@ class ServerAdapter:
         counts = {k: int(sd['counts'][k]) for k in self._COUNTS}
         counts.update({k: int(sd['counts'].get(k, 0)) for k in self._LATER_COUNTS})
         clocks = [int(c) for c in sd.get('stop_clocks') or [0] * self.n]
-        if len(stall_time) != self.n or len(triggers) != self.n or len(clocks) != self.n:
+        gone = [bool(g) for g in sd.get('gone') or [False] * self.n]   # (older: none)
+        if len(stall_time) != self.n or len(triggers) != self.n or len(clocks) != self.n \
+                or len(gone) != self.n:
             raise ValueError(f'checkpoint of {self.n} robots with per-robot lists of other '
                              'sizes: not a push server checkpoint of this fleet')
         epoch = int(sd.get('journal_epoch', 0))    # (0: a checkpoint from before the journal)
@@ -634,7 +707,7 @@ class ServerAdapter:
             raise JournalError(f'journal {j.path} follows checkpoint {j.epoch}, newer than '
                                f'the checkpoint {epoch} beside it (put back?)')
         self.engine.load_state_dict(sd['engine'])
-        self.clock, self.stop_sent = clock, stop_sent
+        self.clock, self.stop_sent, self.gone = clock, stop_sent, gone
         self.stall_time, self.triggers = stall_time, triggers
         for k, v in counts.items():
             setattr(self, k, v)
@@ -671,7 +744,10 @@ class ServerAdapter:
         on disk (a crash before the first), its records follow the engine as built: they
         are replayed now; else ``load_state_dict`` replays those following the checkpoint.
         None found and no checkpoint: a fresh run, nothing to replay (the file is written at
-        the first append, so a refused start leaves the folder as it was).
+        the first append, so a refused start leaves the folder as it was). Records replayed
+        with no checkpoint (a crash before the first) make the start a resume of that run
+        (``replayed_without_checkpoint``: ``ServerHooks.restore`` says checkpoint 0), not a
+        new run whose node set the results aside.
         """
         import sys
         from rog_ros.nodes.push_journal import JournalError, PushJournal
@@ -685,8 +761,9 @@ class ServerAdapter:
                                'no checkpoint beside it; put server.pt back, or move the whole '
                                'state directory away to start afresh')
         self.journal = j
-        if not checkpoint_on_disk and j.found:
+        if not checkpoint_on_disk and j.records:
             self._replay(None)
+            self.replayed_without_checkpoint = True
 
     def _fleet(self) -> dict:
         """Return what names this server's fleet in its journal (system, robots, parameters)."""
@@ -756,6 +833,7 @@ class ServerAdapter:
                     'worker_restarts': self.worker_restarts,
                     'stops_repeated': self.stops_repeated,
                     'replaced_by': int(getattr(self.transfers, 'replaced_by', 0)),
+                    'stops_missed': self.stops_missed,
                     'pushes_resent': int(getattr(self.engine, 'resent', 0))})
         return out
 
