@@ -455,6 +455,9 @@ class ServerHooks(_Hooks):
         self.restored = None
         self.results_written = False   # the node wrote the run's results (``run_done``)
         self.heard = set()             # robots whose message the engine took (``on_message``)
+        if self.state is not None and hasattr(engine, 'defer_journal'):
+            # a push server's journal records wait for the checkpoint decision (``_observe``)
+            engine.defer_journal = True
 
     def run_done(self) -> bool:
         """
@@ -588,6 +591,12 @@ class ServerHooks(_Hooks):
             self.final_seen = final
             self.revived_seen = revived
             self.checkpoint()
+        # A push server's journal: the records of the inputs just taken, unless the checkpoint
+        # holds them (one write a push with K = 1, not a record and a checkpoint); before the
+        # answer leaves either way.
+        write = getattr(e, 'write_journal', None)
+        if write is not None:
+            write()
         return actions
 
     def checkpoint_results_written(self) -> bool:

@@ -128,6 +128,11 @@ def decode_message(body: memoryview):
     return cls(**kw)
 
 
+def value_pieces(value) -> list:
+    """Return a small input's record body (``OP_REVIVE``'s pair, ``OP_STOP_AGAIN``'s robot)."""
+    return [json.dumps(value).encode()]
+
+
 class PushJournal:
     """
     One push server's journal file: read and checked at ``read``, appended, reset.
@@ -287,20 +292,35 @@ class PushJournal:
         Why fsync: the checkpoint path fsyncs (``atomic_write_with``); a record only in the
         page cache would be lost with a power cut while its answer was out.
         """
+        self.append_all([(op, now, pieces)])
+
+    def append_all(self, records) -> None:
+        """
+        Append ``records`` (``(op, now, pieces)`` each), in order, then fsync once.
+
+        Why one fsync: the inputs of one message (a run taken back, the push, a stop order
+        sent again) precede one answer; a record cut short by a crash is dropped at ``read``,
+        and those after it were not synced either (their answer never left).
+        """
+        if not records:
+            return
         t0 = time.perf_counter()
-        pieces = [_OP.pack(op, float(now))] + list(pieces)
-        crc, n = 0, 0
-        for p in pieces:
-            crc = zlib.crc32(p, crc)
-            n += len(p) if isinstance(p, bytes) else memoryview(p).nbytes
+        nbytes = 0
         try:
             if self._f is None:       # (none found at ``read``: written now, header first)
                 self._write_header(self.epoch)
                 self._f = open(self.path, 'ab')
             f = self._f
-            f.write(_FRAME.pack(MAGIC, n, crc))
-            for p in pieces:
-                f.write(p)
+            for op, now, pieces in records:
+                pieces = [_OP.pack(op, float(now))] + list(pieces)
+                crc, n = 0, 0
+                for p in pieces:
+                    crc = zlib.crc32(p, crc)
+                    n += len(p) if isinstance(p, bytes) else memoryview(p).nbytes
+                f.write(_FRAME.pack(MAGIC, n, crc))
+                for p in pieces:
+                    f.write(p)
+                nbytes += n + _FRAME.size
             f.flush()
             os.fsync(f.fileno())
         except OSError as err:
@@ -308,8 +328,8 @@ class PushJournal:
                 f'cannot append to the journal {self.path}: {err.strerror or err}; free space '
                 'there or give another --state-dir (the checkpoint and the records before '
                 'this one are kept, and the same command resumes from them)') from err
-        self.appends += 1
-        self.append_bytes += n + _FRAME.size
+        self.appends += len(records)
+        self.append_bytes += nbytes
         self.append_s += time.perf_counter() - t0
 
     def append_message(self, msg, now: float) -> None:
@@ -318,7 +338,7 @@ class PushJournal:
 
     def append_value(self, op: int, now: float, value) -> None:
         """Append a small input (``OP_REVIVE``'s pair, ``OP_STOP_AGAIN``'s robot) as JSON."""
-        self.append(op, now, [json.dumps(value).encode()])
+        self.append(op, now, value_pieces(value))
 
     def reset(self, epoch: int) -> None:
         """
@@ -364,4 +384,4 @@ class PushJournal:
 
 
 __all__ = ['JOURNAL_FILE', 'JournalError', 'OP_MESSAGE', 'OP_RESTORED', 'OP_REVIVE',
-           'OP_STOP_AGAIN', 'PushJournal', 'decode_message', 'encode_message']
+           'OP_STOP_AGAIN', 'PushJournal', 'decode_message', 'encode_message', 'value_pieces']

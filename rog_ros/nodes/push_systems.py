@@ -285,6 +285,8 @@ class ServerAdapter:
         self.replayed = 0              # journal records replayed at the restore
         # the journal was replayed with no checkpoint beside it: a resume (``ServerHooks``)
         self.replayed_without_checkpoint = False
+        self.defer_journal = False     # hold records for the hooks (``_journal``)
+        self._unwritten = []           # records held: (op, now, pieces)
         self.gone = [False] * self.n   # given up: budget done, silent (``_give_up_silent``)
         self._heard = [None] * self.n  # each robot's last message taken (driver clock)
         self._since = None             # this process's first tick (the silence's start)
@@ -447,8 +449,8 @@ class ServerAdapter:
         """
         self.stops_repeated += 1
         if self.journal is not None:
-            from rog_ros.nodes.push_journal import OP_STOP_AGAIN
-            self.journal.append_value(OP_STOP_AGAIN, now, int(r))
+            from rog_ros.nodes.push_journal import OP_STOP_AGAIN, value_pieces
+            self._journal(OP_STOP_AGAIN, now, value_pieces(int(r)))
         msg = dataclasses.replace(self._stops[r])
         self._stamp(r, msg)
         return Send(r, msg)
@@ -530,8 +532,8 @@ class ServerAdapter:
         if 0 <= w < self.n and self.engine.revive(w, run):
             self.runs_taken_back += 1   # (checkpointed: ``durable_progress``)
             if journal and self.journal is not None:
-                from rog_ros.nodes.push_journal import OP_REVIVE
-                self.journal.append_value(OP_REVIVE, now, [int(w), int(run)])
+                from rog_ros.nodes.push_journal import OP_REVIVE, value_pieces
+                self._journal(OP_REVIVE, now, value_pieces([int(w), int(run)]))
 
     def _engine_input(self, msg, now: float, journal: bool = True) -> list:
         """
@@ -539,7 +541,9 @@ class ServerAdapter:
 
         The one path of a message to the engine, live and replayed from the journal
         (``journal=False``): the journal's record is appended (and fsynced) before the
-        answer is returned, so a push answered is on disk whatever ``--checkpoint-every``.
+        answer is returned, or held for the hooks, who write it or a checkpoint holding it
+        before the answer leaves (``_journal``), so a push answered is on disk whatever
+        ``--checkpoint-every``.
         """
         before = self._applied()
         push = isinstance(msg, RowChunk) and msg.kind == KIND_GRAD
@@ -556,8 +560,31 @@ class ServerAdapter:
             self._heard[sender] = now
         actions = self._count(actions, now)
         if journal and self.journal is not None:
-            self.journal.append_message(msg, now)
+            from rog_ros.nodes.push_journal import encode_message, OP_MESSAGE
+            self._journal(OP_MESSAGE, now, encode_message(msg))
         return actions
+
+    def _journal(self, op: int, now: float, pieces: list) -> None:
+        """
+        Journal one engine input: at once, or held until ``write_journal`` (``defer_journal``).
+
+        Why held: the durable hooks (``ServerHooks``) decide after the input whether to write
+        a checkpoint before its answer leaves; if they do, the checkpoint holds the input
+        and its record would be a second write of the same push (with ``--checkpoint-every
+        1``, every push was written twice: its record, then the whole state). The hooks call
+        ``write_journal`` before the answer leaves when they did not checkpoint;
+        ``checkpoint_confirmed`` drops what the checkpoint holds.
+        """
+        if self.defer_journal:
+            self._unwritten.append((op, now, pieces))
+        else:
+            self.journal.append(op, now, pieces)
+
+    def write_journal(self) -> None:
+        """Append the inputs held since the last call (``_journal``), one fsync for all."""
+        held, self._unwritten = self._unwritten, []
+        if held and self.journal is not None:
+            self.journal.append_all(held)
 
     def _count(self, actions, now: float) -> list:
         """Count what the engine's ``actions`` send and log; keep each stop order sent."""
@@ -819,6 +846,7 @@ class ServerAdapter:
         """
         self.confirmed_pushes = int(state_id)
         self.journal_epoch += 1            # (``state_dict``'s ``journal_epoch``: on disk now)
+        self._unwritten = []               # (their inputs are in the checkpoint)
         if self.journal is not None:
             self.journal.reset(self.journal_epoch)
 
