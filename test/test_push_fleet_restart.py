@@ -294,3 +294,30 @@ def test_a_push_server_restored_from_before_stop_orders_its_robots_took_finishes
     assert summary['pushes_applied'] == ITERATIONS * 2
     assert (tmp_path / 'summary.json').exists() and (tmp_path / 'model.pt').exists()
     assert finished_run(str(state)) is not None
+
+
+def test_a_push_server_restored_from_its_journal_alone_records_the_replayed_pushes(
+        tmp_path, monkeypatch):
+    # Killed before its first checkpoint (K = 100): the journal alone is replayed. The
+    # start was taken for a new run (restored None), and the replayed pushes' logs were
+    # dropped: the run record (events.csv, the bytes pushed) began empty at the restart.
+    # It is a resume from checkpoint 0, and the replayed pushes are recorded.
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, 'asgd', '/pj', 100)
+    nodes, back = [srv] + workers, None
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: sum(srv.engine.clock) >= 3)
+        assert srv.hooks.state.saves == 0
+        pushed = srv.recorder.bytes_up
+        _kill(hub, srv, nodes)
+        back = _restarted_server(tmp_path, '/pj', server_args)
+        assert back.hooks.restored == 0 and back.engine.replayed >= 3
+        assert back.activate()
+        assert back.recorder.bytes_up >= pushed > 0 and back.engine.replayed_logs == []
+        nodes.insert(0, back)
+        _spin(nodes, lambda: False)
+        summary = back.finish()
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    assert summary['pushes_applied'] == ITERATIONS * 2 and back.engine.finished

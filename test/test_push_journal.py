@@ -24,7 +24,7 @@ import pytest
 from rog_ros.nodes import durable
 from rog_ros.nodes.driver import StateWriteError
 from rog_ros.nodes.push_journal import JOURNAL_FILE, JournalError, OP_MESSAGE, PushJournal
-from rog_ros.protocol.actions import Send, StartCompute
+from rog_ros.protocol.actions import Log, Send, StartCompute
 from rog_ros.protocol.messages import KIND_GRAD, RowChunk, Schedule, SERVER
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
 from test_protocol_push_restart import _applied, _pair, _push, N, SYSTEMS
@@ -448,3 +448,63 @@ def test_with_a_checkpoint_every_push_each_push_is_written_once(system, tmp_path
     # (each message: a push answered, or a stop order sent after the budget)
     assert [a for a, _ in writes] == [0] * len(writes), writes          # no record
     assert [s for _, s in writes] == list(range(1, len(writes) + 1)), writes   # one save
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_refused_message_counts_toward_k(system, tmp_path):
+    # a message the engine refused (a push sent twice: its timestamp gone) was journaled
+    # (a push's bytes) but not counted toward K: refused messages grew the journal past K
+    # records without bound. It counts now (inputs_refused, in durable_progress): the K-th
+    # input, answered or refused, is checkpointed and gets no record; its counts restored
+    srv = durable_server(_engines(system, 9)[0], tmp_path, 2)
+    robot = _engines(system, 9)[1](0)
+    push = _push(robot, 11, 0)
+    srv.on_message(push, 0.5)
+    assert srv.state.saves == 0 and srv.engine.journal.appends == 1
+    rejects = srv.engine.rejects
+    srv.on_message(push, 0.75)                  # the same push again: refused
+    assert srv.engine.rejects == rejects + 1 and srv.engine.inputs_refused == 1
+    assert srv.state.saves == 1 and srv.engine.journal.appends == 1   # checkpointed
+    srv.engine.journal.close()
+    back = durable_server(_engines(system, 9)[0], tmp_path, 2)
+    assert back.engine.replayed == 0 and back.engine.rejects == rejects + 1
+    assert back.engine.inputs_refused == 1 and back.next_at == 4
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_the_logs_of_the_inputs_replayed_are_kept_for_the_run_record(system, tmp_path):
+    # a restore replayed the journal's inputs and dropped the engine's logs: events.csv
+    # (worker_restart, push_resent, training_done) and the transfer figures (push_done)
+    # missed the events between the checkpoint and the crash. The replay keeps them with
+    # the times they were taken at (replayed_logs), those of the live run's, in order
+    live = []
+
+    def crash(k, srv, before):
+        """Note the logs since the last checkpoint; restore a copy and compare."""
+        copy = tmp_path / f'k{k}'
+        shutil.copytree(tmp_path / 'live', copy)
+        back = _server(system, copy, 9)
+        got = [(round(now, 6), g.name, g.worker) for now, g in back.engine.replayed_logs]
+        assert got == live, (k, got, live)
+        back.engine.journal.close()
+
+    def server(folder):
+        """Return the server whose outputs' logs are noted (why: the live logs)."""
+        hooks = _server(system, folder, 9)
+        on_message = hooks.on_message
+
+        def noted(msg, now):
+            """Hand ``msg`` on; note the logs of its answer (why: compared with the replay)."""
+            before = hooks.state.saves
+            out = on_message(msg, now)
+            if hooks.state.saves > before:
+                live.clear()                  # (in the checkpoint: not replayed)
+            else:
+                live.extend((round(now, 6), g.name, g.worker) for g in out
+                            if isinstance(g, Log))
+            return out
+        hooks.on_message = noted
+        return hooks
+
+    os.makedirs(tmp_path / 'live')
+    _drive(system, tmp_path / 'live', 9, crash, make=server)

@@ -262,6 +262,8 @@ class ServerAdapter:
         self.bytes_down = 0
         self.pushes_received = 0
         self.pushes_refused = 0        # of those, the engine refused (a clock gone, a run past)
+        self.inputs_refused = 0        # messages the engine refused (K counts them too)
+        self.replayed_logs = []        # (now, Log) of the journal's inputs replayed
         self.stall_time = [0.0] * self.n
         self.triggers = [0] * self.n
         self.outage_suspensions = 0
@@ -552,8 +554,10 @@ class ServerAdapter:
             self.bytes_up += _wire(msg)
             self.pushes_received += 1
         actions = self.engine.on_message(msg, now)
-        if push and self.engine.rejects > refused:
-            self.pushes_refused += 1
+        if self.engine.rejects > refused:
+            self.inputs_refused += 1
+            if push:
+                self.pushes_refused += 1
         sender = getattr(msg, 'sender', -1)
         if 0 <= sender < self.n:
             self.clock[sender] += self._applied() - before
@@ -626,7 +630,7 @@ class ServerAdapter:
                'worker_restarts')
     """The adapter's own counts a checkpoint keeps (``summary.json``'s, via ``stats``)."""
 
-    _LATER_COUNTS = ('stops_repeated', 'runs_taken_back')
+    _LATER_COUNTS = ('stops_repeated', 'runs_taken_back', 'inputs_refused')
     """Counts kept since (0 when an older checkpoint lacks them): ``stops_repeated`` counted
     from 0 again after a restore, so ``summary.json`` missed the repeats before it."""
 
@@ -660,10 +664,13 @@ class ServerAdapter:
         server never handed out: dropped). A run taken back (``runs_taken_back``, ``_take``)
         counts too: with K = 1 a crash after it, before any push was answered, restored the run as
         retired, and the restored transfers (which keep no state) never took it back again,
-        so its pushes were refused for good.
+        so its pushes were refused for good. A message the engine refused counts too
+        (``inputs_refused``): it is journaled (the counts it changed are the checkpoint's),
+        and uncounted, refused messages grew the journal past K records without bound (a
+        push's bytes each), and the restore's replay with it.
         """
         return (sum(self.clock) + self.worker_restarts + int(getattr(self.engine, 'resent', 0))
-                + self.runs_taken_back)
+                + self.runs_taken_back + self.inputs_refused)
 
     @property
     def run_done(self) -> bool:
@@ -807,6 +814,10 @@ class ServerAdapter:
         the robot sends its push again, ``push_resent``); the stop repeats' timers, in the
         crashed process's clock, are left as a restore leaves them.
 
+        The engine's logs of the replayed inputs are kept, with their times, in
+        ``replayed_logs``: the server node records them (``events.csv``, the transfer
+        figures), which missed the events between the checkpoint and the crash.
+
         Ends with an ``OP_RESTORED`` record: the records this run appends after it met a
         restored engine (every robot's next push unsure, GSP's last push times forgotten),
         not the checkpoint's flags; a second crash before the next checkpoint replays them
@@ -819,7 +830,9 @@ class ServerAdapter:
         n = 0
         for op, now, value in self.journal.inputs():
             if op == OP_MESSAGE:
-                self._engine_input(value, now, journal=False)
+                self.replayed_logs += [(now, a) for a in
+                                       self._engine_input(value, now, journal=False)
+                                       if isinstance(a, Log)]
             elif op == OP_REVIVE:
                 self._revive(value[0], value[1], now, journal=False)
             elif op == OP_RESTORED:

@@ -345,11 +345,29 @@ class ServerNode:
         self.life.trigger('activate')
         self._activated_at = time.monotonic()
         self.t0 = time.monotonic() - (self._resumed[0] if self._resumed else 0.0)
+        self._record_replayed()
         if self._resumed:
             info = {'checkpoint': self.hooks.restored, 'evaluations': self.evaluations}
             self._on_log(time.monotonic(), Log('server_restored', self._resumed[1], SERVER, info))
         self._evaluate()
         return True
+
+    def _record_replayed(self) -> None:
+        """
+        Record the logs of a push server's journal replayed at the restore (``events.csv``).
+
+        Why: the checkpoint's run record holds the events before it; those of the inputs
+        journaled after it were replayed into the engine, their logs dropped, so events.csv
+        and the transfer figures missed them. Their times are the crashed process's
+        monotonic clock (this one's, within one boot), kept within the run's span.
+        """
+        logs = getattr(self.engine, 'replayed_logs', None)
+        if not logs:
+            return
+        now = time.monotonic()
+        for at, log in logs:
+            self.recorder.on_log(min(max(at - self.t0, 0.0), now - self.t0), SERVER, log)
+        self.engine.replayed_logs = []
 
     def _robots_to_wait_for(self) -> list:
         """
