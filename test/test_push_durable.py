@@ -516,6 +516,8 @@ def test_a_server_restored_from_before_a_stop_order_gives_up_the_robot_gone(
     assert back.on_tick(100.0 + DONE_PATIENCE_S - 0.5) == [] and not a.finished
     out = back.on_tick(100.0 + DONE_PATIENCE_S)
     assert [(g.name, g.worker) for g in out if isinstance(g, Log)] == [('stop_missed', 1)]
+    from rog_ros.protocol.events import describe       # (events.csv names it)
+    assert 'robot 1 was given up' in describe(out[-1])[1]
     assert a.finished and a.stops_missed == 1 and a.stats()['stops_missed'] == 1
     assert back.next_wakeup() is None or back.next_wakeup() > 100.0 + DONE_PATIENCE_S
     assert back.checkpoint_results_written()

@@ -217,6 +217,11 @@ def _let_go(log) -> Tuple[int, str]:
                      f"({log.info.get('reason', '?')})")
 
 
+def _stop_missed(log) -> Tuple[int, str]:
+    return WARNING, (f'robot {log.worker} was given up with its training done and its stop '
+                     f'order not sent (silent {log.value:.0f} s: it had left)')
+
+
 _DESCRIBE = {
     'worker_suspended': _suspended,
     'worker_readmitted': _readmitted,
@@ -240,6 +245,7 @@ _DESCRIBE = {
     'final_model': _final_model,
     'final_model_missed': _final_missed,
     'worker_let_go': _let_go,
+    'stop_missed': _stop_missed,
 }
 
 NOTABLE = frozenset(_DESCRIBE)
