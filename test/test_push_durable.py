@@ -20,7 +20,7 @@ from rog_ros.nodes import durable
 from rog_ros.nodes.chaos_hooks import ServerHooks
 from rog_ros.nodes.push_systems import ServerAdapter
 from rog_ros.protocol.actions import Log, Send
-from rog_ros.protocol.messages import Schedule
+from rog_ros.protocol.messages import Schedule, SERVER, TransferAck
 from test_protocol_push_restart import (_applied, _cycle, _grad, _pair, _pulls, _push,
                                         _push_server, _robot, _timed_relay, SYSTEMS)
 import torch
@@ -483,7 +483,7 @@ def _timed(folder, engine):
     return hooks
 
 
-@pytest.mark.parametrize('system', ('adacomp', 'asgd', 'comp-asgd'))
+@pytest.mark.parametrize('system', SYSTEMS)
 @pytest.mark.parametrize('speaks', [False, True])
 def test_a_server_restored_from_before_a_stop_order_gives_up_the_robot_gone(
         system, speaks, tmp_path):
@@ -523,3 +523,48 @@ def test_a_server_restored_from_before_a_stop_order_gives_up_the_robot_gone(
     assert back.checkpoint_results_written()
     again = _timed(tmp_path, _pair(system, n_workers=2, budget=1)[0])
     assert again.run_done() and again.engine.stops_missed == 1 and again.engine.finished
+
+
+class _Acking(_TimedThrough):
+    """``_TimedThrough`` taking the robots' acks (why: a pull's acks never reach the engine)."""
+
+    def on_message(self, msg, now):
+        """Return nothing for the engine for an ack, else ``msg`` whole."""
+        if isinstance(msg, TransferAck):
+            return None, []
+        return msg, []
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_still_speaking_when_the_budget_is_done_is_not_given_up(system, tmp_path):
+    # Robot 0's push reaches the budget (every robot's); robot 1 is told to stop at its next
+    # push, which crosses a slow link: meanwhile it speaks only in acks and chunks, which the
+    # transfers take (here: acks of a pull). Its silence was counted from the whole messages
+    # the engine took: it was given up DONE_PATIENCE_S after the server's start while it
+    # spoke, the run finished and the server left before its push came. And GSP's server,
+    # which marks a robot stopped only as its order leaves, counted robot 1 as not done at
+    # all (a restore from before its order waited for it at activate, PeerTimeout). Each
+    # word counts now: robot 1 is waited for while it speaks and told to stop at its push.
+    from rog_ros.nodes.push_systems import DONE_PATIENCE_S
+    engine, worker = _pair(system, n_workers=2, budget=1)
+    srv = ServerHooks(ServerAdapter(engine, 2, 0.1, _Acking()), engine.model().clone(),
+                      state_dir=str(tmp_path), checkpoint_every=1)
+    srv.restore()
+    a = srv.engine
+    assert srv.on_tick(0.0) == []
+    assert _stops(srv.on_message(_push(worker(0), 11, 0), 0.0))
+    assert a.stop_sent == [True, False] and a.stopped == [True, True] and not a.finished
+
+    def ack(at):
+        """Hand the server robot 1's ack of a chunk at ``at`` (why: it speaks, unfinished)."""
+        return srv.on_message(TransferAck(transfer_id=1, sender=1, receiver=SERVER, seq=0,
+                                          incarnation=12), at)
+
+    ack(DONE_PATIENCE_S - 10.0)
+    assert [g for g in srv.on_tick(DONE_PATIENCE_S + 10.0) if isinstance(g, Log)] == []
+    assert not a.finished and a.stops_missed == 0
+    assert srv.next_wakeup() == 2 * DONE_PATIENCE_S - 10.0
+    ack(2 * DONE_PATIENCE_S - 20.0)
+    assert srv.on_tick(2 * DONE_PATIENCE_S) == [] and not a.finished
+    assert _stops(srv.on_message(_push(worker(1), 12, 0), 2 * DONE_PATIENCE_S + 5.0))
+    assert a.finished and a.stops_missed == 0 and a.stop_sent == [True, True]

@@ -290,7 +290,7 @@ class ServerAdapter:
         self.defer_journal = False     # hold records for the hooks (``_journal``)
         self._unwritten = []           # records held: (op, now, pieces)
         self.gone = [False] * self.n   # given up: budget done, silent (``_give_up_silent``)
-        self._heard = [None] * self.n  # each robot's last message taken (driver clock)
+        self._heard = [None] * self.n  # each robot's last word taken (driver clock, live)
         self._since = None             # this process's first tick (the silence's start)
 
     @property
@@ -313,9 +313,23 @@ class ServerAdapter:
         """Return the robots given up with their stop order not sent (``DONE_PATIENCE_S``)."""
         return sum(g and not s for s, g in zip(self.stop_sent, self.gone))
 
+    def _budget_done(self) -> list:
+        """
+        Return, per robot, whether its budget is done: the engine answers it with its stop.
+
+        AdaComp's engines say so per robot (``stopped``, every robot's at the budget). GSP's
+        marks a robot stopped only as its order leaves, and answers every robot with the stop
+        once ``finished`` (the budget done): read alone, a GSP server restored from before a
+        robot's order waited for it at activate (PeerTimeout after ``startup_timeout``) and,
+        started, for ever.
+        """
+        done = getattr(self.engine, 'stopped', None) or [False] * self.n
+        over = bool(getattr(self.engine, 'finished', False))
+        return [over or bool(d) for d in done]
+
     def _waiting_done(self) -> list:
         """Return the robots whose budget is done, their stop order neither sent nor given up."""
-        done = getattr(self.engine, 'stopped', None) or [False] * self.n
+        done = self._budget_done()
         return [r for r in range(self.n)
                 if done[r] and not self.stop_sent[r] and not self.gone[r]]
 
@@ -323,9 +337,11 @@ class ServerAdapter:
         """
         Give up each robot of ``_waiting_done`` silent for ``DONE_PATIENCE_S``; its logs.
 
-        Silent since its last message taken (``_heard``), or since this process's first tick
-        (a restored server heard none yet). A robot that speaks first is answered by the
-        engine with its stop order, as before. O(robots) a tick, while any waits.
+        Silent since its last word taken (``_heard``: a chunk, an ack or a whole message,
+        none refused nor of a run replaced; ``on_message``), or since this process's first
+        tick (a restored server heard none yet; the replayed journal's times are another
+        process's clock). A robot that speaks first is answered by the engine with its stop
+        order, as before. O(robots) a tick, while any waits.
         """
         if self._since is None:
             self._since = now
@@ -478,8 +494,16 @@ class ServerAdapter:
         A robot's END (a push's, a poke) after its stop order was sent is answered with the
         stop again, unless a stop went to it within an END timeout (``_after_stop``).
         """
-        refused = self.rejects
+        refused, superseded = self.rejects, getattr(self.transfers, 'superseded', 0)
         out = self._take(msg, now)
+        r = getattr(msg, 'sender', -1)
+        if (isinstance(r, int) and 0 <= r < self.n and self.rejects == refused
+                and getattr(self.transfers, 'superseded', 0) == superseded):
+            # Why any word (``_give_up_silent``): a robot whose push or pull crosses a slow
+            # link speaks in chunks and acks for minutes before a whole message reaches the
+            # engine; counted by whole messages only, it was given up mid-transfer and the
+            # server left before its push came.
+            self._heard[r] = now
         return out + self._after_stop(msg, now, refused)
 
     def _after_stop(self, msg, now: float, refused: int) -> list:
@@ -561,7 +585,6 @@ class ServerAdapter:
         sender = getattr(msg, 'sender', -1)
         if 0 <= sender < self.n:
             self.clock[sender] += self._applied() - before
-            self._heard[sender] = now
         actions = self._count(actions, now)
         if journal and self.journal is not None:
             from rog_ros.nodes.push_journal import encode_message, OP_MESSAGE
@@ -647,8 +670,7 @@ class ServerAdapter:
         left; the engine answers it with the stop if it speaks, and it is given up after
         ``DONE_PATIENCE_S`` if not (``stops_missed``).
         """
-        done = getattr(self.engine, 'stopped', None) or [False] * self.n
-        return [bool(s) or bool(d) for s, d in zip(self.stop_sent, done)]
+        return [bool(s) or d for s, d in zip(self.stop_sent, self._budget_done())]
 
     @property
     def durable_progress(self) -> int:
