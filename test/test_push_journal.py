@@ -508,3 +508,30 @@ def test_the_logs_of_the_inputs_replayed_are_kept_for_the_run_record(system, tmp
 
     os.makedirs(tmp_path / 'live')
     _drive(system, tmp_path / 'live', 9, crash, make=server)
+
+
+def test_rog_fleet_takes_a_journal_alone_for_the_resume_the_server_makes(tmp_path):
+    # A push server killed before its first checkpoint resumes from its journal alone
+    # (checkpoint 0), but ``rog fleet`` asked only for server.pt: it took the folder for a
+    # fresh run's, set the run's logs and results aside, and never said that the same
+    # command resumes it. A journal with a record is a resume; one with its header alone,
+    # or none, is not (the server starts afresh on them).
+    from rog_ros.nodes import push_journal, state_dir
+    assert state_dir.JOURNAL_FILE == JOURNAL_FILE
+    assert state_dir._JOURNAL_FRAME.format == push_journal._FRAME.format
+    assert push_journal.MAGIC == b'RJ'
+    folder = str(tmp_path)
+    assert not state_dir.resumes(folder) and state_dir.resuming_line(folder) == ''
+    journal = PushJournal(os.path.join(folder, JOURNAL_FILE), {'system': 'asgd'})
+    journal.read()
+    journal._write_header(0)
+    assert not state_dir.resumes(folder) and state_dir.resuming_line(folder) == ''
+    journal._f = open(journal.path, 'ab')
+    journal.append_value(push_journal.OP_STOP_AGAIN, 1.0, 0)
+    journal.close()
+    assert state_dir.resumes(folder) and not state_dir.resumes(folder, rank=0)
+    assert state_dir.resuming_line(folder) == (f'resuming from the state in {folder} '
+                                               '(server.journal)')
+    (tmp_path / 'server.pt').write_bytes(b'x')
+    assert state_dir.resuming_line(folder) == (f'resuming from the state in {folder} '
+                                               '(server.pt, server.journal)')

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import struct
 import zipfile
 
 from rog_ros import checks
@@ -37,6 +38,10 @@ SERVER_STATE_FILE = 'server.pt'
 """The server's checkpoint in a state directory: the file a server restores its run from."""
 STATE_FILE = re.compile(r'(server|worker_[0-9]+)\.pt')
 """Names of the nodes' state files in a state directory."""
+JOURNAL_FILE = 'server.journal'
+"""A push server's write-ahead journal (``push_journal.JOURNAL_FILE``; torch-free here)."""
+_JOURNAL_FRAME = struct.Struct('<2sII')
+"""A journal record's frame: magic ``RJ``, body length, CRC (``push_journal._FRAME``)."""
 
 
 def state_files(state_dir) -> list:
@@ -50,17 +55,46 @@ def state_files(state_dir) -> list:
 
 def resumes(state_dir, rank=None) -> bool:
     """
-    Tell whether a server given ``state_dir`` restores a run from it (its checkpoint is there).
+    Tell whether a server given ``state_dir`` restores a run from it (its state is there).
 
-    Why: only the server's checkpoint makes a run go on; the workers write theirs before every
+    The server's checkpoint, or a push server's journal with a record (``journal_has_records``).
+
+    Why: only the server's state makes a run go on; the workers write theirs before every
     push, the server every few iterations. A run stopped before the server's first checkpoint
-    leaves worker files only, and its server starts afresh and sets the earlier results aside:
-    a supervisor that took any state file for a resume kept the logs of a run that was not
-    resumed, and said it was. ``rank`` asks the same of worker ``rank`` alone (a worker robot,
-    whose server's checkpoint is on another machine): its node restores its own state file,
-    ``worker_<rank>.pt``, whenever that file is there.
+    leaves worker files only (and no journal record of a push server), and its server starts
+    afresh and sets the earlier results aside: a supervisor that took any state file for a
+    resume kept the logs of a run that was not resumed, and said it was. ``rank`` asks the
+    same of worker ``rank`` alone (a worker robot, whose server's checkpoint is on another
+    machine): its node restores its own state file, ``worker_<rank>.pt``, whenever that file
+    is there.
     """
-    return bool(state_dir) and os.path.isfile(os.path.join(state_dir, _own_file(rank)))
+    if not state_dir:
+        return False
+    if os.path.isfile(os.path.join(state_dir, _own_file(rank))):
+        return True
+    return rank is None and journal_has_records(state_dir)
+
+
+def journal_has_records(state_dir) -> bool:
+    """
+    Tell whether ``state_dir`` holds a push server's journal with a record after its header.
+
+    Why: a push server killed before its first checkpoint resumes from its journal alone
+    (checkpoint 0, ``ServerHooks.restore``), while ``rog fleet`` took the folder for a fresh
+    run's: it set the logs and results of the run aside, and never said the same command
+    resumes it. Reads the header's frame only (a torn first record, which the server drops
+    and starts afresh on, reads as one: its results are set aside by the server itself).
+    """
+    try:
+        with open(os.path.join(state_dir, JOURNAL_FILE), 'rb') as f:
+            frame = f.read(_JOURNAL_FRAME.size)
+            size = os.fstat(f.fileno()).st_size
+    except OSError:
+        return False
+    if len(frame) < _JOURNAL_FRAME.size:
+        return False
+    magic, n, _ = _JOURNAL_FRAME.unpack(frame)
+    return magic == b'RJ' and size > _JOURNAL_FRAME.size + n
 
 
 def worker_state_file(rank) -> str:
@@ -82,6 +116,8 @@ def resuming_line(state_dir, rank=None) -> str:
     if not resumes(state_dir, rank):
         return ''
     names = state_files(state_dir) if rank is None else [_own_file(rank)]
+    if rank is None and journal_has_records(state_dir):
+        names.append(JOURNAL_FILE)
     return f'resuming from the state in {state_dir} ({", ".join(names)})'
 
 
