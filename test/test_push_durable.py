@@ -568,3 +568,25 @@ def test_a_robot_still_speaking_when_the_budget_is_done_is_not_given_up(system, 
     assert srv.on_tick(2 * DONE_PATIENCE_S) == [] and not a.finished
     assert _stops(srv.on_message(_push(worker(1), 12, 0), 2 * DONE_PATIENCE_S + 5.0))
     assert a.finished and a.stops_missed == 0 and a.stop_sent == [True, True]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_not_heard_yet_gets_its_patience_from_when_the_budget_is_done(
+        system, tmp_path):
+    # Robot 1 has said nothing yet (a slow first computation) when robot 0's push reaches
+    # the budget 100 s into the run. Its silence was counted from the server's first tick:
+    # it was given up at once. As ps_final._gone_for_good counts a robot never heard, its
+    # silence starts when it is first waited for: given up DONE_PATIENCE_S later, not before.
+    from rog_ros.nodes.push_systems import DONE_PATIENCE_S
+    engine, worker = _pair(system, n_workers=2, budget=1)
+    srv = _timed(tmp_path, engine)
+    a = srv.engine
+    assert srv.on_tick(0.0) == [] and srv.next_wakeup() is None
+    assert _stops(srv.on_message(_push(worker(0), 11, 0), 100.0))
+    assert a._give_up_due() == 0.0                       # (looked at, at the next tick)
+    assert srv.on_tick(100.0) == [] and not a.finished
+    assert a._give_up_due() == 100.0 + DONE_PATIENCE_S
+    assert srv.on_tick(100.0 + DONE_PATIENCE_S - 0.5) == [] and not a.finished
+    out = srv.on_tick(100.0 + DONE_PATIENCE_S)
+    assert [(g.name, g.worker) for g in out if isinstance(g, Log)] == [('stop_missed', 1)]
+    assert a.finished and a.stops_missed == 1

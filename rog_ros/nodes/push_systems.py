@@ -68,9 +68,10 @@ Longest a push server waits for a robot whose budget is done and whose stop orde
 Such a robot is one the engine would answer with its stop order (``engine.stopped``), but
 that has not spoken since: a server restored from a checkpoint older than the stop order
 the dead server sent it (it took it and left), or a robot that died before the budget was
-reached. Silent this long (since its last message, or the server's start), it is given up
-(``ServerAdapter.stops_missed``), as Rog's server gives up a robot owed its final model
-(``ps_final.FINAL_PATIENCE_S``, ``final_model_missed``): the server waited for it for ever.
+reached. Silent this long (since its last word, or since first waited for unheard), it is
+given up (``ServerAdapter.stops_missed``), as Rog's server gives up a robot owed its final
+model (``ps_final.FINAL_PATIENCE_S``, ``final_model_missed``) or one out and silent once the
+fleet finished (``worker_let_go``): the server waited for it for ever.
 """
 
 STOP_PATIENCE_S = 60.0
@@ -291,7 +292,7 @@ class ServerAdapter:
         self._unwritten = []           # records held: (op, now, pieces)
         self.gone = [False] * self.n   # given up: budget done, silent (``_give_up_silent``)
         self._heard = [None] * self.n  # each robot's last word taken (driver clock, live)
-        self._since = None             # this process's first tick (the silence's start)
+        self._first_looked = {}        # robot -> first tick it waited unheard (``_silent_since``)
 
     @property
     def rejects(self) -> int:
@@ -338,30 +339,36 @@ class ServerAdapter:
         Give up each robot of ``_waiting_done`` silent for ``DONE_PATIENCE_S``; its logs.
 
         Silent since its last word taken (``_heard``: a chunk, an ack or a whole message,
-        none refused nor of a run replaced; ``on_message``), or since this process's first
-        tick (a restored server heard none yet; the replayed journal's times are another
-        process's clock). A robot that speaks first is answered by the engine with its stop
-        order, as before. O(robots) a tick, while any waits.
+        none refused nor of a run replaced; ``on_message``), or, never heard by this process
+        (a restored server; the replayed journal's times are another process's clock), since
+        the first tick it waited (``_first_looked``), as ``ps_final._gone_for_good`` counts:
+        from this process's first tick, a robot slow to its first word was given up the
+        moment the others reached the budget. A robot that speaks first is answered by the
+        engine with its stop order, as before. O(robots) a tick, while any waits.
         """
-        if self._since is None:
-            self._since = now
         out = []
         for r in self._waiting_done():
-            heard = self._heard[r]
-            if now >= (self._since if heard is None else heard) + DONE_PATIENCE_S:
+            since = self._silent_since(r)
+            if since is None:
+                self._first_looked[r] = now
+            elif now >= since + DONE_PATIENCE_S:
                 self.gone[r] = True
                 out.append(Log('stop_missed', float(DONE_PATIENCE_S), r))
         return out
 
+    def _silent_since(self, r: int):
+        """Return when robot ``r`` was last heard, or first waited unheard (None: neither)."""
+        heard = self._heard[r]
+        return heard if heard is not None else self._first_looked.get(r)
+
     def _give_up_due(self):
         """Return when the next robot of ``_waiting_done`` is given up (None: none waits)."""
-        waiting = self._waiting_done()
-        if not waiting:
+        times = [self._silent_since(r) for r in self._waiting_done()]
+        if not times:
             return None
-        if self._since is None:
-            return 0.0                          # (the first tick starts the silence)
-        return min((self._since if self._heard[r] is None else self._heard[r])
-                   + DONE_PATIENCE_S for r in waiting)
+        if any(t is None for t in times):
+            return 0.0                          # (the next tick starts its silence)
+        return min(times) + DONE_PATIENCE_S
 
     def consensus_model(self) -> torch.Tensor:
         """Return a copy of the server's model (what the next pull hands out)."""
