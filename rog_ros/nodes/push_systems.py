@@ -667,7 +667,7 @@ class ServerAdapter:
     @property
     def stopped(self) -> list:
         """
-        Return which robots are done: told to stop, or whose budget is done (``engine.stopped``).
+        Return which robots are done: told to stop, or whose budget is done (``_budget_done``).
 
         The durable hooks (``chaos_hooks.ServerHooks``) checkpoint before a stop order
         leaves (they read ``stop_sent``): a robot told to stop never speaks again, and a
