@@ -249,7 +249,7 @@ def _killed_after_the_last_stop_order(tmp_path, monkeypatch, sync, namespace,
     return summary, finished_run(state)
 
 
-@pytest.mark.parametrize('sync', ['adacomp', 'asgd'])
+@pytest.mark.parametrize('sync', ['adacomp', 'asgd', 'gsp'])
 def test_a_push_server_restored_from_before_stop_orders_its_robots_took_finishes(
         tmp_path, monkeypatch, sync):
     # The state folder as it was at the first stop order (the budget done: every robot's),
