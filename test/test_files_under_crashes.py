@@ -21,20 +21,12 @@ import sys
 import pytest
 from rog_ros.nodes import run_outputs, state_dir
 from rog_ros.nodes.model_file import save_state_dict
+from test_output_lock import _WRITER
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-_WRITER = ('import sys\n'
-           'from rog_ros.atomic import atomic_write_with\n'
-           'def write(f):\n'
-           '    """Write half a file, say so, then wait for a line (or a SIGKILL)."""\n'
-           '    f.write(b"x" * 65536)\n'
-           '    f.flush()\n'
-           '    print("writing", flush=True)\n'
-           '    sys.stdin.readline()\n'
-           '    f.write(b"y" * 65536)\n'
-           'atomic_write_with(sys.argv[1], write)\n')
+# _WRITER (test_output_lock): writes half a file, says so, waits for a line or a SIGKILL
 
 
 def _start(script: str, *args: str) -> subprocess.Popen:
