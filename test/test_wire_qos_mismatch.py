@@ -290,3 +290,54 @@ def test_discovery_readers_that_cannot_be_created_leave_a_working_bus(caplog, mo
         assert len(lines) == 1 and 'injected' in lines[0], lines
     finally:
         bus.close()
+
+
+def _reader_with_user_data(bus, topic: str, msg_type: str, user_data: bytes):
+    """Create a ROS 2 reader on ``topic`` of ``bus`` whose USER_DATA is ``user_data``."""
+    from cyclonedds.qos import Policy, Qos
+
+    policies = list(_ros2_qos(reliable=True)) + [Policy.Userdata(data=user_data)]
+    return _peer(bus, topic, msg_type, writer=False, qos=Qos(*policies))
+
+
+def _until(check, seconds: float = WAIT_S):
+    """Return ``check()`` once true, or its last value after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(0.05)
+
+
+def test_readers_of_another_build_and_of_this_one_are_told_by_participant():
+    # The server gives up a robot whose downlink only a reader of another build reads, and
+    # counts as a robot only a participant that reads its downlink and writes the uplink:
+    # the bus names the participants (GUID prefixes) on each side, those of another build
+    # apart, and forgets an endpoint once it is deleted.
+    from rog_ros.transport import idl
+
+    bus = _bus(8)
+    bus.advertise('w0/chunks')
+    bus.subscribe('up/chunks')
+    other = f'typehash=RIHS01_{"0" * 64};'.encode()
+    ours = f'typehash={idl.type_hash("RowChunk")};'.encode()
+    old = _reader_with_user_data(bus, 'w0/chunks', 'RowChunk', other)
+    echo = _reader_with_user_data(bus, 'w0/chunks', 'RowChunk', ours)
+    robot = _writer_with_user_data(bus, 'up/chunks', 'RowChunk', ours)
+    try:
+        old_prefix = dds_bus._guid_prefix(old[0].guid)
+        assert len(old_prefix) == 26 and old_prefix.count(':') == 2
+        assert _until(lambda: bus.foreign_readers('w0/chunks')) == [old_prefix]
+        readers = _until(lambda: bus.participants('w0/chunks', writer=False))
+        assert readers == {dds_bus._guid_prefix(echo[0].guid)}
+        writers = _until(lambda: bus.participants('up/chunks', writer=True))
+        assert writers == {dds_bus._guid_prefix(robot[0].guid)} and not readers & writers
+        assert bus.foreign_readers('w1/chunks') == [] and bus.foreign_readers('up/chunks') == []
+        for entity in reversed(old):
+            entity.__del__()
+        assert _until(lambda: not bus.foreign_readers('w0/chunks'))
+    finally:
+        for entity in reversed(echo):
+            entity.__del__()
+        _close(bus, robot)

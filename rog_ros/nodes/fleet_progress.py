@@ -278,6 +278,11 @@ def notable_clauses(summary: dict, events: str = 'events.csv') -> list:
     if isinstance(n, int) and n > 0:
         out.append(f'; {n} robot{"s" if n != 1 else ""} let go before the budget, silent for '
                    'good once the others had finished')
+    ranks = summary.get('workers_incompatible')
+    if isinstance(ranks, list) and ranks:
+        out.append(f'; robot{"s" if len(ranks) != 1 else ""} {", ".join(map(str, ranks))} '
+                   'ran an incompatible rog_ros and trained without the fleet: upgrade '
+                   f'{"them" if len(ranks) != 1 else "it"} to this version')
     if out:
         out.append(f' (when and why: {events})')
     n = summary.get('rejects')

@@ -38,8 +38,13 @@ USAGE_ERROR = 2
 ENGINE_FAILED = 3
 """A node's exit status when its engine cannot go on (a worker whose training diverged:
 restarted from its state, it would diverge again)."""
-_STOPPED = {0, USAGE_ERROR, ENGINE_FAILED, 128 + signal.SIGINT, 128 + signal.SIGTERM,
-            128 + signal.SIGHUP, -signal.SIGINT, -signal.SIGTERM, -signal.SIGHUP}
+INCOMPATIBLE_FLEET = 4
+"""The server's exit status when every robot it waits for runs an incompatible rog_ros (its
+downlink readers are of another message build): no robot can train, and starting again cannot
+help until they are upgraded."""
+_STOPPED = {0, USAGE_ERROR, ENGINE_FAILED, INCOMPATIBLE_FLEET, 128 + signal.SIGINT,
+            128 + signal.SIGTERM, 128 + signal.SIGHUP, -signal.SIGINT, -signal.SIGTERM,
+            -signal.SIGHUP}
 """Exit statuses of a node that was stopped (a hang-up too: its session ended) or cannot go
 on, rather than one that crashed."""
 

@@ -37,7 +37,7 @@ from rog_ros.metrics import RunRecorder
 from rog_ros.nodes import clocks, lifecycle as lc, push_systems
 from rog_ros.nodes.assembly import build_training, epoch_to_monotonic, link_for, shaper_for
 from rog_ros.nodes.chaos_hooks import maybe_faulty, ServerHooks, stops_sent
-from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus,
+from rog_ros.nodes.connect import (fleet_key, node_reject_counts, open_bus, PeerTimeout,
                                    transfer_limits, wait_matched)
 from rog_ros.nodes.diagnostics import DiagnosticsPublisher, server_statuses
 from rog_ros.nodes.driver import EngineDriver
@@ -47,6 +47,7 @@ from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.params import policy_spec
 from rog_ros.nodes.push_journal import JOURNAL_FILE
 from rog_ros.nodes.reject_notes import RejectNotes
+from rog_ros.nodes.respawn import INCOMPATIBLE_FLEET
 from rog_ros.nodes.routing import (link_stats, netmon_names, server_inbox, server_outbox,
                                    train_status, worker_inbox, worker_name)
 from rog_ros.nodes.run_outputs import PREVIOUS, set_aside_earlier_results
@@ -57,6 +58,7 @@ from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import (LinkStats, new_incarnation, SERVER, train_status_problem,
                                        TRAIN_STATUS_SCHEMA, TrainStatus)
 from rog_ros.protocol.ps import ServerEngine
+from rog_ros.protocol.ps_membership import INCOMPATIBLE_LEASES, IncompatibleWatch
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS
 import torch
 
@@ -64,6 +66,14 @@ LEAVE_TIMEOUT_S = 5.0   # after the stop orders: how long to wait for the worker
 HEAR_LEASES = 2         # a restored server's wait for the robots it told to stop (below)
 HEAR_SCALE = 1.0        # that wait's bounds are multiplied by it (tests scale them down)
 EVAL_DRAIN_S = 120.0    # at the end: how long to wait for the evaluations still queued
+INCOMPATIBLE_SCALE = 1.0   # the bound before a robot of another build is given up, scaled
+INCOMPATIBLE_LOOK_S = 0.5  # how often the bus is asked about readers of another build
+
+
+class FleetIncompatible(PeerTimeout):
+    """Every robot the server waits for runs an incompatible rog_ros (exit status 4)."""
+
+    exit_status = INCOMPATIBLE_FLEET
 
 
 def _says_stopped(state: str) -> bool:
@@ -241,9 +251,10 @@ class ServerNode:
             remove_write_leftovers(a.state_dir, JOURNAL_FILE)
         tr = build_training(a)
         self.training = tr
+        limits = transfer_limits()       # (CYCLONEDDS_URI read once: its lease and fragment)
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
             self.engine = push_systems.server_engine(
-                a, tr, **transfer_limits())
+                a, tr, **limits)
         else:
             self.engine = ServerEngine(
                 tr.layout, tr.codec, tr.policy, a.workers, tr.w0, lr=tr.lr,
@@ -251,7 +262,7 @@ class ServerNode:
                 absence_timeout_s=getattr(a, 'absence_timeout', None) or None,
                 min_workers=getattr(a, 'min_workers', 1),
                 final_model=getattr(a, 'final_model', True), let_go_silent=True,
-                **transfer_limits())
+                **limits)
         self.eval_w = tr.w0.clone()
         tr.layout.bind(tr.model, self.eval_w)
         self.evaluator = BackgroundEvaluator(lambda: tr.workload.evaluate(tr.model), self.eval_w,
@@ -303,6 +314,9 @@ class ServerNode:
         self.status_topic = train_status('rog_server')
         for topic in server_outbox(a.workers) + [self.status_topic]:
             self.bus.advertise(topic)
+        self.incompatible = IncompatibleWatch(
+            a.workers, INCOMPATIBLE_LEASES * limits['lease_s'] * INCOMPATIBLE_SCALE)
+        self._next_incompatible_look = 0.0
         self.diagnostics = DiagnosticsPublisher(self.bus, lambda now: server_statuses(self, now),
                                                 getattr(a, 'diagnostics_hz', 1.0))
         self.driver = EngineDriver(self.bus, self.hooks, self.outbox, on_log=self._on_log)
@@ -334,14 +348,8 @@ class ServerNode:
                              f'written in {a.out}; {train_again(a.state_dir)}')
             self.life.trigger('activate')
             return True
-        live = self._robots_to_wait_for()
-        if live:
-            waited = wait_matched(self.bus, [t for r in live for t in worker_inbox(r)],
-                                  self.args.startup_timeout,
-                                  keep_waiting=lambda: not self.requests.shutdown_requested,
-                                  minimum=dict.fromkeys(server_inbox(), len(live)))
-            if waited < 0:
-                return False
+        if not self._wait_for_robots(self._robots_to_wait_for()):
+            return False
         self.life.trigger('activate')
         self._activated_at = time.monotonic()
         self.t0 = time.monotonic() - (self._resumed[0] if self._resumed else 0.0)
@@ -368,6 +376,93 @@ class ServerNode:
         for at, log in logs:
             self.recorder.on_log(min(max(at - self.t0, 0.0), now - self.t0), SERVER, log)
         self.engine.replayed_logs = []
+
+    def _wait_for_robots(self, live: list) -> bool:
+        """
+        Wait until robots ``live`` are matched; give up those of another build (False: shutdown).
+
+        A robot of an older rog_ros whose message types differ reads its downlink with
+        another type hash, and DDS never matches it: the server waited for it until
+        ``startup_timeout`` and failed the whole fleet. Such a robot, with only readers of
+        another build on its downlink for ``IncompatibleWatch.bound_s`` (3 leases), is named
+        (``worker_incompatible``), taken as absent, and no more waited for; when every robot
+        waited for is, :class:`FleetIncompatible` (exit status 4): no robot can train.
+        """
+        deadline = time.monotonic() + self.args.startup_timeout
+        while live:
+            gave_up = []
+
+            def keep_waiting(live=live, gave_up=gave_up):
+                """Go on unless a shutdown is requested or a robot of ``live`` is given up."""
+                gave_up += [r for r in self._look_for_incompatible(live) if r in live]
+                return not self.requests.shutdown_requested and not gave_up
+
+            waited = wait_matched(self.bus, [t for r in live for t in worker_inbox(r)],
+                                  max(deadline - time.monotonic(), 0.0),
+                                  keep_waiting=keep_waiting,
+                                  minimum=dict.fromkeys(server_inbox(), len(live)))
+            if waited >= 0:
+                return True
+            if not gave_up:
+                return False                 # shutdown requested
+            if all(r in self.incompatible.given_up for r in live):
+                raise FleetIncompatible(
+                    f'every robot this server waits for ({", ".join(map(str, live))}) runs '
+                    'an incompatible rog_ros (its downlink readers are of another message '
+                    'build): no robot can train; upgrade the robots to this version')
+            live = [r for r in live if r not in self.incompatible.given_up]
+        return True
+
+    def _look_for_incompatible(self, ranks, now=None) -> list:
+        """
+        Tell the engines what the bus sees of ``ranks``' downlink readers; the ranks given up.
+
+        At most every ``INCOMPATIBLE_LOOK_S``. A robot given up (``IncompatibleWatch``) is
+        logged with its participant's GUID prefix, counted in ``events.csv`` and summary.json
+        (``workers_incompatible``), and suspended as absent (``MembershipMixin.suspend``):
+        heard again after an upgrade, the absence rules readmit it.
+        """
+        now = time.monotonic() if now is None else now
+        if now < self._next_incompatible_look:
+            return []
+        self._next_incompatible_look = now + INCOMPATIBLE_LOOK_S
+        foreign_readers = getattr(self.bus, 'foreign_readers', None)
+        if foreign_readers is None:
+            return []
+        out = []
+        for r in ranks:
+            foreign = sorted({p for t in worker_inbox(r) for p in foreign_readers(t)})
+            matched = bool(foreign) and self._robot_there(r)
+            for log in self.incompatible.observe(r, now, foreign, matched):
+                out.append(r)
+                self._on_log(now, log)
+                suspend = getattr(self.engine, 'suspend', None)   # (Rog's engines)
+                if suspend is not None:
+                    clock = self.driver.clock()
+                    self.driver.handle(suspend(r, clock, 'absent'), clock)
+        return out
+
+    def _robot_there(self, rank: int) -> bool:
+        """
+        Tell whether robot ``rank`` is there: a participant reads its downlink, writes uplink.
+
+        Where the bus can tell (``Bus.participants``); else a matched reader on its downlink.
+        A tool that only reads a robot's downlink (``ros2 topic echo /rog/w0/chunks``, a
+        recorder) matches the server's writer as the robot does: counted as the robot, it
+        held a restored server ``hear_bounds_s``'s patience (20 s) at the end of a run.
+        """
+        participants = getattr(self.bus, 'participants', None)
+        readers = None if participants is None else [
+            participants(t, writer=False) for t in worker_inbox(rank)]
+        if readers is None or any(p is None for p in readers):
+            return any(self.bus.matched(t) for t in worker_inbox(rank))
+        writers = set()
+        for topic in server_inbox():
+            theirs = participants(topic, writer=True)
+            if theirs is None:
+                return any(self.bus.matched(t) for t in worker_inbox(rank))
+            writers |= theirs
+        return any(p & writers for p in readers)
 
     def _robots_to_wait_for(self) -> list:
         """
@@ -414,6 +509,7 @@ class ServerNode:
         if self.life.finished:
             return False
         self.driver.step()
+        self._look_for_incompatible(range(self.args.workers))
         self.diagnostics.maybe_publish()
         if self.life.training and self._mean_iteration() >= self._next_eval:
             self._evaluate()
@@ -487,8 +583,7 @@ class ServerNode:
             if (not waiting or now >= start + patience
                     or self.requests.shutdown_requested):
                 break
-            there = {r for r in waiting
-                     if any(self.bus.matched(t) for t in worker_inbox(r))}
+            there = {r for r in waiting if self._robot_there(r)}
             if not there and (now >= start + discovery or waiting <= self.hooks.heard):
                 break
             self.driver.step(0.02)
@@ -787,6 +882,8 @@ class ServerNode:
             'final_model_missed': getattr(e, 'final_missed', 0),
             # robots out and silent when the others had finished, stopped so the run could end
             'workers_let_go': getattr(e, 'let_go', 0),
+            # robots given up as running an incompatible rog_ros (another message build)
+            'workers_incompatible': sorted(self.incompatible.given_up),
             # (only when given, as rog sim's: a report keeps runs apart that record other
             # settings, and fleets made before this recorded none)
             **({'workload_options': dict(self.training.options)}

@@ -222,6 +222,13 @@ def _stop_missed(log) -> Tuple[int, str]:
                      f'order not sent (silent {log.value:.0f} s: it had left)')
 
 
+def _incompatible(log) -> Tuple[int, str]:
+    who = ', '.join(log.info.get('participants') or ()) or '?'
+    return WARNING, (f'robot {log.worker} runs an incompatible rog_ros: for {log.value:.0f} s '
+                     f'its downlink had only readers of another message build (participant '
+                     f"{who}); taken as absent: {log.info.get('hint', '')}")
+
+
 _DESCRIBE = {
     'worker_suspended': _suspended,
     'worker_readmitted': _readmitted,
@@ -246,6 +253,7 @@ _DESCRIBE = {
     'final_model_missed': _final_missed,
     'worker_let_go': _let_go,
     'stop_missed': _stop_missed,
+    'worker_incompatible': _incompatible,
 }
 
 NOTABLE = frozenset(_DESCRIBE)

@@ -188,3 +188,73 @@ class MembershipMixin:
 
     def _quorum(self) -> bool:
         return int(self.active.sum()) >= self.min_workers
+
+
+INCOMPATIBLE_LEASES = 3
+"""Leases a robot's downlink may have only readers of another build before it is given up."""
+
+
+class IncompatibleWatch:
+    """
+    Decide when a robot that runs another rog_ros build is given up (sans-I/O).
+
+    A robot of an older rog_ros whose message types differ reads its downlink with another
+    type hash: Cyclone (with type information) does not match its reader to the server's
+    writer, so nothing reaches it, and the server waited for it for ever, with one warning
+    at discovery. The node reports, per robot, the GUID prefixes of the downlink readers of
+    another build and whether a reader of this build is matched (:meth:`observe`); a robot
+    seen with only foreign readers for ``bound_s`` (:data:`INCOMPATIBLE_LEASES` leases) is
+    given up once: a ``worker_incompatible`` Log that says which participant and what to do,
+    which the server takes as the robot's absence (``MembershipMixin.suspend``, reason
+    ``absent``: heard again after an upgrade, it is readmitted by the absence rules).
+
+    Parameters
+    ----------
+    n_workers : int
+        The fleet's robots (ranks 0..n_workers-1).
+    bound_s : float
+        Seconds with only foreign readers before a robot is given up.
+
+    """
+
+    def __init__(self, n_workers: int, bound_s: float):
+        if not bound_s > 0:
+            raise ValueError(f'bound_s must be positive, got {bound_s}')
+        self.bound_s = float(bound_s)
+        self.since: list = [None] * int(n_workers)   # when only foreign readers were seen
+        self.given_up: set = set()
+
+    def observe(self, rank: int, now: float, foreign, matched: bool) -> list:
+        """
+        Take what the bus sees of robot ``rank`` now; return the Logs of a robot given up.
+
+        ``foreign``: GUID prefixes of its downlink's readers of another build; ``matched``:
+        a reader of this build is matched there (the robot, or a newer one, is there).
+        """
+        if not 0 <= rank < len(self.since):
+            raise ValueError(f'no worker {rank}')
+        foreign = sorted(foreign or ())
+        if matched or not foreign:
+            self.since[rank] = None
+            if matched:
+                self.given_up.discard(rank)     # upgraded: it may be given up again later
+            return []
+        if rank in self.given_up:
+            return []
+        if self.since[rank] is None:
+            self.since[rank] = now
+            return []
+        waited = now - self.since[rank]
+        if waited < self.bound_s:
+            return []
+        self.given_up.add(rank)
+        return [Log('worker_incompatible', waited, rank, {
+            'participants': foreign,
+            'hint': 'it runs another rog_ros version, whose messages differ from this '
+                    "server's; upgrade it to this server's version (rog doctor on the robot "
+                    'says which it runs); the fleet trains on without it'})]
+
+    def all_given_up(self, ranks) -> bool:
+        """Tell whether every rank of ``ranks`` (one at least) was given up."""
+        ranks = list(ranks)
+        return bool(ranks) and all(r in self.given_up for r in ranks)

@@ -130,6 +130,12 @@ class AuthBus(Bus):
     def matched(self, topic: str) -> int:
         return self.inner.matched(topic)
 
+    def participants(self, topic: str, writer: bool):
+        return self.inner.participants(topic, writer)
+
+    def foreign_readers(self, topic: str) -> list:
+        return self.inner.foreign_readers(topic)
+
     def close(self) -> None:
         self.inner.close()
 

@@ -114,6 +114,26 @@ class Bus(abc.ABC):
         (the server waits for one uplink writer per worker), so a bus must not round it.
         """
 
+    def participants(self, topic: str, writer: bool):
+        """
+        Return the GUID prefixes of the remote participants with a writer or reader on ``topic``.
+
+        ``writer`` picks the side. Only endpoints of this build's message type count (not a
+        peer of another rog_ros version: :meth:`foreign_readers`); None when this bus cannot
+        tell (the server then counts matched endpoints instead). Used to tell a robot, whose
+        participant reads its downlink and writes the uplink, from a tool that only reads.
+        """
+        return None
+
+    def foreign_readers(self, topic: str) -> list:
+        """
+        Return the GUID prefixes of the participants reading ``topic`` with another type hash.
+
+        Such a reader was built from other .msg files (another rog_ros version): DDS does not
+        match it, or it misreads what it gets. [] when none, or when this bus cannot tell.
+        """
+        return []
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release all middleware resources; the bus is unusable afterwards. Idempotent."""

@@ -328,6 +328,10 @@ class DdsBus(Bus):
         # (another node of this name on the domain: said once, from the peer check)
         self._namesakes = open_namesakes(self._graph, self._participant, self.domain_id)
         self._foreign_types = {}  # absolute ROS topic -> {(side, type hash)} of other builds
+        # remote endpoints seen by discovery: (side, key) -> (absolute ROS topic, participant
+        # GUID prefix, their type hash when it is another build's, else None)
+        self._endpoints = {}
+        self._own_prefix = _guid_prefix(getattr(self._participant, 'guid', None))
         self._types_warned = set()
         self._topics = {}     # DDS topic name -> Topic
         self._writers = {}    # absolute ROS topic -> DataWriter
@@ -505,18 +509,48 @@ class DdsBus(Bus):
                     self._drop_discovery(exc)
                     return
                 for endpoint in endpoints:
-                    name = getattr(endpoint, 'topic_name', None) or ''
-                    theirs = _typehash(getattr(endpoint, 'qos', None))
-                    if not name.startswith('rt/') or theirs is None:
-                        continue
-                    try:
-                        ours = idl.type_hash(topic_type(name[2:]))
-                    except (KeyError, ValueError):
-                        continue
-                    if theirs != ours:
-                        self._foreign_types.setdefault(name[2:], set()).add((side, theirs))
+                    self._note_endpoint(side, endpoint)
                 if len(endpoints) < _TAKE_BATCH:
                     break
+
+    def _note_endpoint(self, side: str, endpoint) -> None:
+        """Keep (or forget, once it is gone) one remote endpoint that discovery reported."""
+        key = (side, getattr(endpoint, 'key', None))
+        info = getattr(endpoint, 'sample_info', None)
+        if info is not None and info.instance_state != InstanceState.Alive:
+            self._endpoints.pop(key, None)       # deleted, or its participant's lease ended
+            return
+        name = getattr(endpoint, 'topic_name', None) or ''
+        prefix = _guid_prefix(getattr(endpoint, 'participant_key', None))
+        if not name.startswith('rt/') or prefix == self._own_prefix:
+            return
+        theirs, foreign = _typehash(getattr(endpoint, 'qos', None)), None
+        if theirs is not None:
+            try:
+                ours = idl.type_hash(topic_type(name[2:]))
+            except (KeyError, ValueError):
+                ours = theirs
+            if theirs != ours:
+                foreign = theirs
+                self._foreign_types.setdefault(name[2:], set()).add((side, theirs))
+        self._endpoints[key] = (name[2:], prefix, foreign)
+
+    def participants(self, topic: str, writer: bool):
+        self._check_open()
+        if not self._discovery:
+            return None                  # no discovery readers: this bus cannot tell
+        ros_topic = resolve(topic, self.namespace)
+        self._take_discovery()
+        side = 'writer' if writer else 'reader'
+        return {prefix for (s, _), (t, prefix, foreign) in self._endpoints.items()
+                if s == side and t == ros_topic and foreign is None}
+
+    def foreign_readers(self, topic: str) -> list:
+        self._check_open()
+        ros_topic = resolve(topic, self.namespace)
+        self._take_discovery()
+        return sorted({prefix for (s, _), (t, prefix, foreign) in self._endpoints.items()
+                       if s == 'reader' and t == ros_topic and foreign is not None})
 
     def _drop_discovery(self, exc) -> None:
         """
@@ -617,6 +651,14 @@ def _held_hint(ros_topic: str, held: float) -> str:
             'lost its link, such as ros2 topic echo or ros2 bag record), and DDS keeps this '
             "node's writes until it does or its participant's lease ends; tools should read "
             'data topics best effort (ros2 topic echo --qos-reliability best_effort)')
+
+
+def _guid_prefix(guid) -> str:
+    """Return a participant's GUID prefix as Cyclone's logs write it (``a1b2c3d4:...``), or ''."""
+    data = getattr(guid, 'bytes', None)
+    if not data or len(data) < 12:
+        return ''
+    return ':'.join(data[i:i + 4].hex() for i in range(0, 12, 4))
 
 
 def _typehash(qos):

@@ -1,0 +1,173 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Readers the server cannot serve: a robot of another rog_ros build, a tool that only reads.
+
+Over the in-memory bus of the node tests, whose buses say (as ``DdsBus`` does from DDS
+discovery) which participants read and write a topic, and which read one with another type
+hash: a robot of an older rog_ros, which DDS never matches.
+"""
+
+import csv
+import time
+
+import pytest
+
+from rog_ros.nodes import server_node
+from rog_ros.nodes.fleet_progress import notable_clauses
+from rog_ros.nodes.ros_node import failure_status
+from rog_ros.protocol import ps_final
+from rog_ros.protocol.ps_membership import IncompatibleWatch
+from rog_ros.transport.topics import resolve
+from test_nodes_lifecycle import HubBus, in_memory_fleet, server_and_workers
+from test_push_fleet_restart import _durable_fleet, _kill, _restarted_server, _spin
+
+OLD = 'c0ffee00:00000001:00000002'
+
+
+def _participants(self, topic, writer):
+    """Return the ids of the other buses with a writer (``writer``) or reader on ``topic``."""
+    full = resolve(topic, self.namespace)
+    return {str(id(bus)) for bus in self.hub.buses
+            if bus is not self and full in (bus.writers if writer else bus.subs)}
+
+
+def _foreign_readers(self, topic):
+    """Return the participants that read ``topic`` with another type hash (the hub's)."""
+    return list(getattr(self.hub, 'foreign', {}).get(resolve(topic, self.namespace), ()))
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """Return an in-memory fleet whose buses tell participants and readers of another build."""
+    monkeypatch.setattr(HubBus, 'participants', _participants, raising=False)
+    monkeypatch.setattr(HubBus, 'foreign_readers', _foreign_readers, raising=False)
+    return in_memory_fleet(monkeypatch)
+
+
+def test_the_watch_gives_a_robot_up_once_after_its_bound():
+    watch = IncompatibleWatch(2, 3.0)
+    assert watch.observe(1, 10.0, [OLD], matched=False) == []
+    assert watch.observe(1, 12.9, [OLD], matched=False) == []
+    (log,) = watch.observe(1, 13.0, [OLD], matched=False)
+    assert (log.name, log.worker, log.value) == ('worker_incompatible', 1, 3.0)
+    assert log.info['participants'] == [OLD] and 'upgrade' in log.info['hint']
+    assert watch.observe(1, 20.0, [OLD], matched=False) == []       # once
+    assert watch.given_up == {1} and not watch.all_given_up([0, 1])
+    # a matched reader of this build (the robot upgraded) starts it again
+    assert watch.observe(1, 21.0, [OLD], matched=True) == [] and watch.given_up == set()
+    # robot 0: a reader of this build matched beside one of another build: never given up
+    assert all(watch.observe(0, t, [OLD], matched=True) == [] for t in (0.0, 5.0, 50.0))
+    assert watch.observe(0, 60.0, [], matched=False) == []
+    with pytest.raises(ValueError):
+        watch.observe(2, 0.0, [OLD], matched=False)
+    with pytest.raises(ValueError):
+        IncompatibleWatch(2, 0.0)
+
+
+def _old_robot(hub, namespace, rank):
+    """Make a robot of another build read robot ``rank``'s downlink: never matched."""
+    from rog_ros.nodes.routing import worker_inbox
+    hub.foreign = {resolve(t, namespace): [OLD] for t in worker_inbox(rank)}
+
+
+def test_an_old_robot_is_given_up_and_the_fleet_trains_without_it(
+        hub, tmp_path, monkeypatch):
+    # Robot 1 runs an older rog_ros: its downlink reader has another type hash and DDS does
+    # not match it. The server waited for it until startup_timeout and failed the fleet
+    # (PeerTimeout, exit 1; for ever with a long timeout). It gives robot 1 up after 3
+    # leases (scaled to 0.3 s), says so, and robot 0 trains the run to its end.
+    monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    monkeypatch.setattr(ps_final, 'FINAL_PATIENCE_S', 0.5)
+    srv, workers = server_and_workers(tmp_path, '/inc', 2,
+                                      ['--iterations', '6', '--startup-timeout', '5'])
+    old = workers.pop(1)
+    old.shutdown()                            # robot 1's process is another build's
+    _old_robot(hub, '/inc', 1)
+    nodes = [srv] + workers
+    try:
+        start = time.monotonic()
+        assert srv.activate() and workers[0].activate()
+        waited = time.monotonic() - start
+        _spin(nodes, lambda: srv.engine.finished)
+        assert srv.engine.finished
+        summary = srv.finish()
+    finally:
+        for node in nodes:
+            node.shutdown()
+    assert waited < 2.0                       # 3 leases (0.3 s here), not startup_timeout
+    assert summary['completed'] is True and summary['workers_incompatible'] == [1]
+    assert srv.engine.clock[0] >= 6
+    with open(tmp_path / 'events.csv') as f:
+        rows = [r for r in csv.DictReader(f) if r['event'] == 'worker_incompatible']
+    assert len(rows) == 1 and OLD in str(rows[0]), rows
+    line = ''.join(notable_clauses(summary))        # rog fleet's result line
+    assert 'robot 1 ran an incompatible rog_ros' in line and 'events.csv' in line, line
+    assert 'incompatible' not in ''.join(notable_clauses({'workers_incompatible': []}))
+
+
+def test_a_fleet_of_old_robots_only_fails_with_its_own_exit_status(hub, tmp_path, monkeypatch):
+    monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    srv, workers = server_and_workers(tmp_path, '/inc2', 1, ['--startup-timeout', '5'])
+    workers[0].shutdown()
+    _old_robot(hub, '/inc2', 0)
+    try:
+        start = time.monotonic()
+        with pytest.raises(server_node.FleetIncompatible) as err:
+            srv.activate()
+        took = time.monotonic() - start
+    finally:
+        srv.shutdown()
+    assert took < 2.0 and 'incompatible rog_ros' in str(err.value)
+    assert failure_status(err.value) == 4 == server_node.FleetIncompatible.exit_status
+
+
+def test_a_tool_reading_a_downlink_does_not_hold_a_restored_server(hub, tmp_path, monkeypatch):
+    # Both robots took their stop orders and left; the server, killed before its results,
+    # is restored. A `ros2 topic echo` of each robot's downlink matched the restored
+    # server's writers as the robots would: it served on for the patience (4 s here, 20 s
+    # by default) for robots gone. It counts only participants that write the uplink too,
+    # so it leaves at the discovery bound (2 s here, 10 s by default).
+    hub_, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, 'rog', '/echo', 1)
+    monkeypatch.setattr(server_node, 'HEAR_SCALE', 0.2)
+    monkeypatch.setattr(server_node, 'LEAVE_TIMEOUT_S', 0.2)
+    nodes, back = [srv] + workers, None
+    echo = HubBus(hub_, '/echo')
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: srv.engine.finished)
+        assert srv.engine.finished
+        _kill(hub_, srv, nodes)
+        _spin(nodes, lambda: all(w.engine.state == 'stopped' for w in workers))
+        for w in workers:
+            assert w.engine.state == 'stopped'
+            w.shutdown()
+            nodes.remove(w)
+        hub_.buses.append(echo)
+        for rank in range(2):
+            echo.subscribe(f'w{rank}/chunks')
+        back = _restarted_server(tmp_path, '/echo', server_args)
+        assert back.activate()
+        assert back._told_before == {0, 1}
+        assert back.bus.matched('w0/chunks') == 1        # the tool matches as a robot would
+        start = time.monotonic()
+        summary = back.finish()
+        took = time.monotonic() - start
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    discovery, patience = back.hear_bounds_s()
+    assert (discovery, patience) == (2.0, 4.0)
+    assert summary['completed'] is True
+    assert discovery - 0.1 < took < discovery + 1.0, took
