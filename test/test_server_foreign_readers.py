@@ -171,3 +171,26 @@ def test_a_tool_reading_a_downlink_does_not_hold_a_restored_server(hub, tmp_path
     assert (discovery, patience) == (2.0, 4.0)
     assert summary['completed'] is True
     assert discovery - 0.1 < took < discovery + 1.0, took
+
+
+def test_a_robot_missing_beside_an_old_one_times_out_as_before(hub, tmp_path, monkeypatch):
+    # Robot 0 never starts, robot 1 runs another build: robot 1 is given up, robot 0 is
+    # waited for until startup_timeout (2 s) from the start, not from the give-up, and the
+    # error says both (robot 1 given up after 0.9 s here, so 1 s was left of the wait).
+    monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.03, raising=False)
+    srv, workers = server_and_workers(tmp_path, '/inc3', 2, ['--startup-timeout', '2'])
+    for w in workers:
+        w.shutdown()
+    _old_robot(hub, '/inc3', 1)
+    try:
+        start = time.monotonic()
+        with pytest.raises(server_node.PeerTimeout) as err:
+            srv.activate()
+        took = time.monotonic() - start
+    finally:
+        srv.shutdown()
+    assert not isinstance(err.value, server_node.FleetIncompatible)
+    assert 1.9 < took < 3.0, took
+    text = str(err.value)
+    assert 'no peer on w0/chunks' in text and 'w1/' not in text and ' after 2 s:' in text
+    assert text.endswith('(given up as running an incompatible rog_ros: robots 1)'), text

@@ -341,3 +341,45 @@ def test_readers_of_another_build_and_of_this_one_are_told_by_participant():
         for entity in reversed(echo):
             entity.__del__()
         _close(bus, robot)
+
+
+def test_a_reader_of_another_row_chunk_is_not_matched_and_named_by_participant():
+    # An older rog_ros whose RowChunk has other members: Cyclone 11 compares the types and
+    # never matches its reader (TYPE_CONSISTENCY), so only the bus's discovery data can name
+    # it for the server, which gives the robot up (test_server_foreign_readers).
+    from dataclasses import dataclass
+
+    from cyclonedds.domain import DomainParticipant
+    from cyclonedds.idl import IdlStruct
+    import cyclonedds.idl.types as types
+    from cyclonedds.qos import Policy, Qos
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+
+    from rog_ros.transport import idl
+
+    if idl.LEGACY_BINDING:
+        pytest.skip('the binding 0.10 sends no type information: DDS matches by name')
+
+    @dataclass
+    class OldRowChunk(IdlStruct, typename=idl.dds_type_name('RowChunk')):
+        """A RowChunk of another rog_ros: other members under the same type name."""
+
+        schema_version: types.uint8
+        rows: types.int64
+
+    bus = _bus(9)
+    bus.advertise('w0/chunks')
+    participant = DomainParticipant(bus.domain_id)
+    topic = Topic(participant, f'rt{bus.namespace}/w0/chunks', OldRowChunk)
+    qos = Qos(*(list(_ros2_qos(reliable=True)) +
+                [Policy.Userdata(data=f'typehash=RIHS01_{"1" * 64};'.encode())]))
+    reader = DataReader(participant, topic, qos=qos)
+    try:
+        prefix = dds_bus._guid_prefix(participant.guid)
+        assert _until(lambda: bus.foreign_readers('w0/chunks')) == [prefix]
+        bus.poll(1.0)
+        assert bus.matched('w0/chunks') == 0
+        assert bus.participants('w0/chunks', writer=False) == set()
+    finally:
+        _close(bus, (participant, topic, reader))

@@ -397,10 +397,19 @@ class ServerNode:
                 gave_up += [r for r in self._look_for_incompatible(live) if r in live]
                 return not self.requests.shutdown_requested and not gave_up
 
-            waited = wait_matched(self.bus, [t for r in live for t in worker_inbox(r)],
-                                  max(deadline - time.monotonic(), 0.0),
-                                  keep_waiting=keep_waiting,
-                                  minimum=dict.fromkeys(server_inbox(), len(live)))
+            left = max(deadline - time.monotonic(), 0.0)
+            try:
+                waited = wait_matched(self.bus, [t for r in live for t in worker_inbox(r)],
+                                      left, keep_waiting=keep_waiting,
+                                      minimum=dict.fromkeys(server_inbox(), len(live)))
+            except PeerTimeout as err:
+                if not self.incompatible.given_up:
+                    raise
+                startup = self.args.startup_timeout     # (the message says the last wait's)
+                text = str(err).replace(f' after {left:.0f} s:', f' after {startup:.0f} s:', 1)
+                given = ', '.join(map(str, sorted(self.incompatible.given_up)))
+                raise PeerTimeout(f'{text} (given up as running an incompatible rog_ros: '
+                                  f'robots {given})') from err
             if waited >= 0:
                 return True
             if not gave_up:
