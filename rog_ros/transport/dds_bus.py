@@ -328,9 +328,10 @@ class DdsBus(Bus):
         # (another node of this name on the domain: said once, from the peer check)
         self._namesakes = open_namesakes(self._graph, self._participant, self.domain_id)
         self._foreign_types = {}  # absolute ROS topic -> {(side, type hash)} of other builds
-        # remote endpoints seen by discovery: (side, key) -> (absolute ROS topic, participant
-        # GUID prefix, their type hash when it is another build's, else None)
+        # remote endpoints seen by discovery, by (side, absolute ROS topic): {endpoint key:
+        # (participant GUID prefix, their type hash when it is another build's, else None)}
         self._endpoints = {}
+        self._endpoint_topic = {}   # (side, endpoint key) -> the topic it is filed under
         self._own_prefix = _guid_prefix(getattr(self._participant, 'guid', None))
         self._types_warned = set()
         self._topics = {}     # DDS topic name -> Topic
@@ -515,10 +516,12 @@ class DdsBus(Bus):
 
     def _note_endpoint(self, side: str, endpoint) -> None:
         """Keep (or forget, once it is gone) one remote endpoint that discovery reported."""
-        key = (side, getattr(endpoint, 'key', None))
+        key = getattr(endpoint, 'key', None)
         info = getattr(endpoint, 'sample_info', None)
         if info is not None and info.instance_state != InstanceState.Alive:
-            self._endpoints.pop(key, None)       # deleted, or its participant's lease ended
+            topic = self._endpoint_topic.pop((side, key), None)  # deleted, or lease ended
+            if topic is not None:
+                self._endpoints[(side, topic)].pop(key, None)
             return
         name = getattr(endpoint, 'topic_name', None) or ''
         prefix = _guid_prefix(getattr(endpoint, 'participant_key', None))
@@ -533,7 +536,8 @@ class DdsBus(Bus):
             if theirs != ours:
                 foreign = theirs
                 self._foreign_types.setdefault(name[2:], set()).add((side, theirs))
-        self._endpoints[key] = (name[2:], prefix, foreign)
+        self._endpoint_topic[(side, key)] = name[2:]
+        self._endpoints.setdefault((side, name[2:]), {})[key] = (prefix, foreign)
 
     def participants(self, topic: str, writer: bool):
         self._check_open()
@@ -541,16 +545,17 @@ class DdsBus(Bus):
             return None                  # no discovery readers: this bus cannot tell
         ros_topic = resolve(topic, self.namespace)
         self._take_discovery()
-        side = 'writer' if writer else 'reader'
-        return {prefix for (s, _), (t, prefix, foreign) in self._endpoints.items()
-                if s == side and t == ros_topic and foreign is None}
+        known = self._endpoints.get(('writer' if writer else 'reader', ros_topic), {})
+        return {prefix for prefix, foreign in known.values() if foreign is None}
 
     def foreign_readers(self, topic: str) -> list:
         self._check_open()
         ros_topic = resolve(topic, self.namespace)
         self._take_discovery()
-        return sorted({prefix for (s, _), (t, prefix, foreign) in self._endpoints.items()
-                       if s == 'reader' and t == ros_topic and foreign is not None})
+        if ros_topic not in self._foreign_types:
+            return []                    # (no reader of another build was ever seen there)
+        known = self._endpoints.get(('reader', ros_topic), {})
+        return sorted({prefix for prefix, foreign in known.values() if foreign is not None})
 
     def _drop_discovery(self, exc) -> None:
         """
