@@ -82,16 +82,18 @@ def _old_robot(hub, namespace, rank):
     hub.foreign = {resolve(t, namespace): [OLD] for t in worker_inbox(rank)}
 
 
+@pytest.mark.parametrize('sync', ['rog', 'bsp'])     # (push systems: docs/faults.md)
 def test_an_old_robot_is_given_up_and_the_fleet_trains_without_it(
-        hub, tmp_path, monkeypatch):
+        hub, tmp_path, monkeypatch, sync):
     # Robot 1 runs an older rog_ros: its downlink reader has another type hash and DDS does
     # not match it. The server waited for it until startup_timeout and failed the fleet
     # (PeerTimeout, exit 1; for ever with a long timeout). It gives robot 1 up after 3
     # leases (scaled to 0.3 s), says so, and robot 0 trains the run to its end.
     monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
     monkeypatch.setattr(ps_final, 'FINAL_PATIENCE_S', 0.5)
-    srv, workers = server_and_workers(tmp_path, '/inc', 2,
-                                      ['--iterations', '6', '--startup-timeout', '5'])
+    srv, workers = server_and_workers(tmp_path, '/inc', 2, ['--sync', sync, '--iterations', '6',
+                                                            '--startup-timeout', '5'],
+                                      ['--sync', sync])
     old = workers.pop(1)
     old.shutdown()                            # robot 1's process is another build's
     _old_robot(hub, '/inc', 1)
