@@ -48,11 +48,17 @@ def _foreign_readers(self, topic):
     return list(getattr(self.hub, 'foreign', {}).get(resolve(topic, self.namespace), ()))
 
 
+def _foreign_writers(self, topic):
+    """Return the participants that write ``topic`` with another type hash (the hub's)."""
+    return list(getattr(self.hub, 'foreign_up', {}).get(resolve(topic, self.namespace), ()))
+
+
 @pytest.fixture
 def hub(monkeypatch):
     """Return an in-memory fleet whose buses tell participants and readers of another build."""
     monkeypatch.setattr(HubBus, 'participants', _participants, raising=False)
     monkeypatch.setattr(HubBus, 'foreign_readers', _foreign_readers, raising=False)
+    monkeypatch.setattr(HubBus, 'foreign_writers', _foreign_writers, raising=False)
     return in_memory_fleet(monkeypatch)
 
 
@@ -76,10 +82,16 @@ def test_the_watch_gives_a_robot_up_once_after_its_bound():
         IncompatibleWatch(2, 0.0)
 
 
-def _old_robot(hub, namespace, rank):
-    """Make a robot of another build read robot ``rank``'s downlink: never matched."""
-    from rog_ros.nodes.routing import worker_inbox
+def _old_robot(hub, namespace, rank, tool=False):
+    """
+    Make a robot of another build read robot ``rank``'s downlink: never matched.
+
+    It writes the uplink too (with its own types), as a robot does; with ``tool``, only
+    reads (an older ``ros2 topic echo`` of that downlink).
+    """
+    from rog_ros.nodes.routing import server_inbox, worker_inbox
     hub.foreign = {resolve(t, namespace): [OLD] for t in worker_inbox(rank)}
+    hub.foreign_up = {} if tool else {resolve(t, namespace): [OLD] for t in server_inbox()}
 
 
 @pytest.mark.parametrize('sync', ['rog', 'bsp'])     # (push systems: docs/faults.md)
@@ -196,3 +208,27 @@ def test_a_robot_missing_beside_an_old_one_times_out_as_before(hub, tmp_path, mo
     text = str(err.value)
     assert 'no peer on w0/chunks' in text and 'w1/' not in text and ' after 2 s:' in text
     assert text.endswith('(given up as running an incompatible rog_ros: robots 1)'), text
+
+
+def test_an_old_tool_reading_the_downlink_of_a_late_robot_does_not_give_it_up(
+        hub, tmp_path, monkeypatch):
+    # An older rog_ros workspace's `ros2 topic echo /rog/w0/chunks` (another type hash, only
+    # a reader) runs while robot 0 is late: robot 0 was given up as another build after 3
+    # leases and this one-robot fleet failed with FleetIncompatible (exit 4, not respawned)
+    # although the robot was only booting. Only a participant that also writes the uplink
+    # is taken as the old robot: the server waits startup_timeout as for any late robot.
+    monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    srv, workers = server_and_workers(tmp_path, '/inc4', 1, ['--startup-timeout', '1.5'])
+    workers[0].shutdown()                     # robot 0 not up yet
+    _old_robot(hub, '/inc4', 0, tool=True)
+    try:
+        start = time.monotonic()
+        with pytest.raises(server_node.PeerTimeout) as err:
+            srv.activate()
+        took = time.monotonic() - start
+    finally:
+        srv.shutdown()
+    assert not isinstance(err.value, server_node.FleetIncompatible), err.value
+    assert failure_status(err.value) == 1
+    assert 1.4 < took < 2.5, took
+    assert srv.incompatible.given_up == set() and 'incompatible' not in str(err.value)

@@ -325,7 +325,11 @@ def test_readers_of_another_build_and_of_this_one_are_told_by_participant():
     old = _reader_with_user_data(bus, 'w0/chunks', 'RowChunk', other)
     echo = _reader_with_user_data(bus, 'w0/chunks', 'RowChunk', ours)
     robot = _writer_with_user_data(bus, 'up/chunks', 'RowChunk', ours)
+    old_up = _writer_with_user_data(bus, 'up/chunks', 'RowChunk', other)
     try:
+        old_up_prefix = dds_bus._guid_prefix(old_up[0].guid)
+        assert _until(lambda: bus.foreign_writers('up/chunks')) == [old_up_prefix]
+        assert bus.foreign_writers('w0/chunks') == []
         old_prefix = dds_bus._guid_prefix(old[0].guid)
         assert len(old_prefix) == 26 and old_prefix.count(':') == 2
         assert _until(lambda: bus.foreign_readers('w0/chunks')) == [old_prefix]
@@ -338,7 +342,7 @@ def test_readers_of_another_build_and_of_this_one_are_told_by_participant():
             entity.__del__()
         assert _until(lambda: not bus.foreign_readers('w0/chunks'))
     finally:
-        for entity in reversed(echo):
+        for entity in reversed(echo + old_up):
             entity.__del__()
         _close(bus, robot)
 

@@ -430,6 +430,11 @@ class ServerNode:
         logged with its participant's GUID prefix, counted in ``events.csv`` and summary.json
         (``workers_incompatible``), and suspended as absent (``MembershipMixin.suspend``):
         heard again after an upgrade, the absence rules readmit it.
+
+        Only a participant of another build that reads the downlink and writes the uplink
+        (of any build) is taken as the robot, where the bus can tell (``_uplink_writers``):
+        an older ``ros2 topic echo`` of a robot's downlink, with the robot itself late or out
+        of reach, gave that robot up, and a one-robot fleet exited 4 (not respawned).
         """
         now = time.monotonic() if now is None else now
         if now < self._next_incompatible_look:
@@ -438,9 +443,15 @@ class ServerNode:
         foreign_readers = getattr(self.bus, 'foreign_readers', None)
         if foreign_readers is None:
             return []
-        out = []
+        out, writers = [], False
         for r in ranks:
-            foreign = sorted({p for t in worker_inbox(r) for p in foreign_readers(t)})
+            foreign = {p for t in worker_inbox(r) for p in foreign_readers(t)}
+            if foreign:
+                if writers is False:
+                    writers = self._uplink_writers()     # (once a look, when needed)
+                if writers is not None:
+                    foreign &= writers                   # robots, not tools that only read
+            foreign = sorted(foreign)
             matched = bool(foreign) and self._robot_there(r)
             for log in self.incompatible.observe(r, now, foreign, matched):
                 out.append(r)
@@ -450,6 +461,20 @@ class ServerNode:
                     clock = self.driver.clock()
                     self.driver.handle(suspend(r, clock, 'absent'), clock)
         return out
+
+    def _uplink_writers(self):
+        """Return the participants writing the uplink, of any build (None: cannot tell)."""
+        participants = getattr(self.bus, 'participants', None)
+        foreign_writers = getattr(self.bus, 'foreign_writers', None)
+        if participants is None or foreign_writers is None:
+            return None
+        writers = set()
+        for topic in server_inbox():
+            theirs = participants(topic, writer=True)
+            if theirs is None:
+                return None
+            writers |= theirs | set(foreign_writers(topic))
+        return writers
 
     def _robot_there(self, rank: int) -> bool:
         """

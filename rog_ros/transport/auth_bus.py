@@ -136,6 +136,9 @@ class AuthBus(Bus):
     def foreign_readers(self, topic: str) -> list:
         return self.inner.foreign_readers(topic)
 
+    def foreign_writers(self, topic: str) -> list:
+        return self.inner.foreign_writers(topic)
+
     def close(self) -> None:
         self.inner.close()
 

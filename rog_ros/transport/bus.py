@@ -134,6 +134,15 @@ class Bus(abc.ABC):
         """
         return []
 
+    def foreign_writers(self, topic: str) -> list:
+        """
+        Return the GUID prefixes of the participants writing ``topic`` with another type hash.
+
+        As :meth:`foreign_readers`, for writers: a robot of another rog_ros writes the uplink
+        (of whichever build), a tool that only reads a robot's downlink does not.
+        """
+        return []
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release all middleware resources; the bus is unusable afterwards. Idempotent."""

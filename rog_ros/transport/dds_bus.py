@@ -549,12 +549,19 @@ class DdsBus(Bus):
         return {prefix for prefix, foreign in known.values() if foreign is None}
 
     def foreign_readers(self, topic: str) -> list:
+        return self._foreign('reader', topic)
+
+    def foreign_writers(self, topic: str) -> list:
+        return self._foreign('writer', topic)
+
+    def _foreign(self, side: str, topic: str) -> list:
+        """Return the GUID prefixes of ``side``'s endpoints on ``topic`` of another build."""
         self._check_open()
         ros_topic = resolve(topic, self.namespace)
         self._take_discovery()
         if ros_topic not in self._foreign_types:
-            return []                    # (no reader of another build was ever seen there)
-        known = self._endpoints.get(('reader', ros_topic), {})
+            return []                    # (no endpoint of another build was ever seen there)
+        known = self._endpoints.get((side, ros_topic), {})
         return sorted({prefix for prefix, foreign in known.values() if foreign is not None})
 
     def _drop_discovery(self, exc) -> None:
