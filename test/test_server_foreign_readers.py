@@ -94,7 +94,7 @@ def _old_robot(hub, namespace, rank, tool=False):
     hub.foreign_up = {} if tool else {resolve(t, namespace): [OLD] for t in server_inbox()}
 
 
-@pytest.mark.parametrize('sync', ['rog', 'bsp'])     # (push systems: docs/faults.md)
+@pytest.mark.parametrize('sync', ['rog', 'bsp', 'adacomp', 'gsp'])  # (one ServerAdapter)
 def test_an_old_robot_is_given_up_and_the_fleet_trains_without_it(
         hub, tmp_path, monkeypatch, sync):
     # Robot 1 runs an older rog_ros: its downlink reader has another type hash and DDS does
@@ -115,12 +115,16 @@ def test_an_old_robot_is_given_up_and_the_fleet_trains_without_it(
         assert srv.activate() and workers[0].activate()
         waited = time.monotonic() - start
         _spin(nodes, lambda: srv.engine.finished)
+        trained = time.monotonic() - start
         assert srv.engine.finished
         summary = srv.finish()
     finally:
         for node in nodes:
             node.shutdown()
     assert waited < 2.0                       # 3 leases (0.3 s here), not startup_timeout
+    # the push systems let it go at once: not given up DONE_PATIENCE_S (60 s) after the
+    # others as a robot whose stop order was missed (stops_missed)
+    assert trained < 20.0 and summary.get('stops_missed', 0) == 0, (trained, summary)
     assert summary['completed'] is True and summary['workers_incompatible'] == [1]
     assert srv.engine.clock[0] >= 6
     with open(tmp_path / 'events.csv') as f:
@@ -232,3 +236,38 @@ def test_an_old_tool_reading_the_downlink_of_a_late_robot_does_not_give_it_up(
     assert failure_status(err.value) == 1
     assert 1.4 < took < 2.5, took
     assert srv.incompatible.given_up == set() and 'incompatible' not in str(err.value)
+
+
+def test_an_old_robot_upgraded_is_waited_for_again(hub, tmp_path, monkeypatch):
+    # Robot 1, of another build, is given up: a push server lets it go (its stop order can
+    # never reach it, and the run could not end). Upgraded, its old reader gone and the new
+    # robot's participant reading its downlink and writing the uplink, it is taken back and
+    # waited for at the end again. Before, the watch was asked whether it was matched only
+    # while a reader of another build was there: it stayed given up for good, and a push
+    # server could end without sending the upgraded robot its stop order.
+    from rog_ros.nodes.routing import server_inbox, worker_inbox
+
+    monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    srv, workers = server_and_workers(tmp_path, '/inc5', 2, ['--sync', 'adacomp'],
+                                      ['--sync', 'adacomp'])
+    workers[1].shutdown()
+    _old_robot(hub, '/inc5', 1)
+    try:
+        bound = srv.incompatible.bound_s
+        assert srv._look_for_incompatible([1], now=1000.0) == []
+        assert srv._look_for_incompatible([1], now=1001.0 + bound) == [1]
+        srv.engine.stop_sent[0] = True                 # robot 0 was told to stop
+        assert srv.engine.finished                     # robot 1 let go: the run can end
+        hub.foreign, hub.foreign_up = {}, {}           # the old robot left; upgraded:
+        upgraded = HubBus(hub, '/inc5')
+        hub.buses.append(upgraded)
+        for topic in worker_inbox(1):
+            upgraded.subscribe(topic)
+        for topic in server_inbox():
+            upgraded.advertise(topic)
+        assert srv._look_for_incompatible([1], now=1010.0 + bound) == []
+        assert srv.incompatible.given_up == set()
+        assert not srv.engine.finished                 # waits for robot 1's stop again
+    finally:
+        for node in [srv] + workers:
+            node.shutdown()

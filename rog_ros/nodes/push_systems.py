@@ -293,6 +293,7 @@ class ServerAdapter:
         self.gone = [False] * self.n   # given up: budget done, silent (``_give_up_silent``)
         self._heard = [None] * self.n  # each robot's last word taken (driver clock, live)
         self._first_looked = {}        # robot -> first tick it waited unheard (``_silent_since``)
+        self._others = set()           # robots of another rog_ros build (``let_go_robot``)
 
     @property
     def rejects(self) -> int:
@@ -307,7 +308,20 @@ class ServerAdapter:
         the stop order of a server whose checkpoint was older, and left) held the server for
         ever, and a restored server gave up at ``startup_timeout`` with no results.
         """
-        return all(s or g for s, g in zip(self.stop_sent, self.gone))
+        return all(s or g or r in self._others
+                   for r, (s, g) in enumerate(zip(self.stop_sent, self.gone)))
+
+    def let_go_robot(self, rank: int, go: bool = True) -> None:
+        """
+        Stop waiting at the end for robot ``rank`` (``go``), or wait for it again (not ``go``).
+
+        Why: a robot of another rog_ros build is never matched on its downlink, so its stop
+        order never reaches it (nor is its budget ever done), and ``finished`` waited for it
+        for ever while the others had ended. The server node lets it go once it gives it up
+        (``IncompatibleWatch``) and takes it back when it is matched again (upgraded). Not
+        checkpointed: a restored server's watch gives it up again.
+        """
+        (self._others.add if go else self._others.discard)(int(rank))
 
     @property
     def stops_missed(self) -> int:

@@ -452,7 +452,10 @@ class ServerNode:
                 if writers is not None:
                     foreign &= writers                   # robots, not tools that only read
             foreign = sorted(foreign)
-            matched = bool(foreign) and self._robot_there(r)
+            was = r in self.incompatible.given_up
+            # (asked only then: an upgraded robot's old reader may be gone already)
+            matched = (bool(foreign) or was) and self._robot_there(r)
+            let_go = getattr(self.engine, 'let_go_robot', None)      # (the push systems)
             for log in self.incompatible.observe(r, now, foreign, matched):
                 out.append(r)
                 self._on_log(now, log)
@@ -460,6 +463,10 @@ class ServerNode:
                 if suspend is not None:
                     clock = self.driver.clock()
                     self.driver.handle(suspend(r, clock, 'absent'), clock)
+                elif let_go is not None:
+                    let_go(r)            # (else it waited at the end for a stop never sent)
+            if was and r not in self.incompatible.given_up and let_go is not None:
+                let_go(r, go=False)      # matched again (upgraded): waited for at the end
         return out
 
     def _uplink_writers(self):
