@@ -387,3 +387,31 @@ def test_a_reader_of_another_row_chunk_is_not_matched_and_named_by_participant()
         assert bus.participants('w0/chunks', writer=False) == set()
     finally:
         _close(bus, (participant, topic, reader))
+
+
+def test_endpoints_are_not_named_once_the_discovery_readers_failed(caplog):
+    # A discovery reader that fails is deleted and the bus goes on without (above); the
+    # endpoints it had reported were kept, no longer updated: a reader of another build
+    # that left stayed in foreign_readers for good, and the server gave up the robot
+    # whose downlink it had read whenever that robot was out of reach for 3 leases.
+    from cyclonedds.core import DDSException
+
+    def refuse(*_args, **_kwargs):
+        """Fail as a broken discovery reader does."""
+        raise DDSException(-1, 'injected')
+
+    caplog.set_level(logging.WARNING, logger='rog_ros.dds')
+    bus = _bus(10)
+    bus.advertise('w0/chunks')
+    old = _reader_with_user_data(bus, 'w0/chunks', 'RowChunk',
+                                 f'typehash=RIHS01_{"2" * 64};'.encode())
+    try:
+        prefix = dds_bus._guid_prefix(old[0].guid)
+        assert _until(lambda: bus.foreign_readers('w0/chunks')) == [prefix]
+        for reader in bus._discovery.values():
+            reader.take = refuse
+        assert bus.foreign_readers('w0/chunks') == []
+        assert bus.participants('w0/chunks', writer=False) is None
+        assert len(_failure_lines(caplog)) == 1
+    finally:
+        _close(bus, old)

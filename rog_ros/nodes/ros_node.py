@@ -284,7 +284,8 @@ def run(role: str, args, core_class, argv, finish, usage_errors=()) -> int:
     ``finish(core, log)`` writes and logs the results (``node_main.finish``, passed in so that
     this module does not import the one that imports it). Exit status as on the non-ROS path:
     0 finished or shut down, 1 peers not found or silent, 2 bad settings (a failed configure,
-    ``usage_errors``), 3 engine failure.
+    ``usage_errors``), 3 engine failure, 4 every robot of another rog_ros build (a server on
+    the embedded DDS bus only: ``RclpyBus`` cannot tell the builds apart).
     """
     requests = init_rclpy(['rog'] + list(argv))
     core = core_class(args, requests)

@@ -573,6 +573,9 @@ class DdsBus(Bus):
         ended the node. The QoS check (the C library's status counts) stays.
         """
         readers, self._discovery = list(self._discovery.values()), {}
+        # (no longer kept up to date: a peer of another build that left would stay named,
+        # and the server would give up the robot beside it: Bus.foreign_readers says [])
+        self._endpoints, self._endpoint_topic = {}, {}
         for reader in readers:
             with contextlib.suppress(DDSException):
                 reader.__del__()
