@@ -132,6 +132,9 @@ def test_an_old_robot_is_given_up_and_the_fleet_trains_without_it(
     assert len(rows) == 1 and OLD in str(rows[0]), rows
     line = ''.join(notable_clauses(summary))        # rog fleet's result line
     assert 'robot 1 ran an incompatible rog_ros' in line and 'events.csv' in line, line
+    assert 'the fleet trained without it: upgrade it' in line, line   # (not: robot 1 trained)
+    two = ''.join(notable_clauses({'workers_incompatible': [1, 3]}))
+    assert 'robots 1, 3 ran an incompatible rog_ros, so the fleet trained without them' in two
     assert 'incompatible' not in ''.join(notable_clauses({'workers_incompatible': []}))
 
 

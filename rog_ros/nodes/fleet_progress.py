@@ -280,9 +280,10 @@ def notable_clauses(summary: dict, events: str = 'events.csv') -> list:
                    'good once the others had finished')
     ranks = summary.get('workers_incompatible')
     if isinstance(ranks, list) and ranks:
+        them = 'them' if len(ranks) != 1 else 'it'
         out.append(f'; robot{"s" if len(ranks) != 1 else ""} {", ".join(map(str, ranks))} '
-                   'ran an incompatible rog_ros and trained without the fleet: upgrade '
-                   f'{"them" if len(ranks) != 1 else "it"} to this version')
+                   f'ran an incompatible rog_ros, so the fleet trained without {them}: '
+                   f'upgrade {them} to this version')
     if out:
         out.append(f' (when and why: {events})')
     n = summary.get('rejects')
