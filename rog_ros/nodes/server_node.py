@@ -469,10 +469,15 @@ class ServerNode:
                 let_go(r, go=False)      # matched again (upgraded): waited for at the end
         return out
 
-    def _uplink_writers(self):
-        """Return the participants writing the uplink, of any build (None: cannot tell)."""
+    def _uplink_writers(self, other_builds: bool = True):
+        """
+        Return the participants writing the uplink (None: the bus cannot tell).
+
+        Of this build and, with ``other_builds``, of another (``Bus.foreign_writers``).
+        """
         participants = getattr(self.bus, 'participants', None)
-        foreign_writers = getattr(self.bus, 'foreign_writers', None)
+        foreign_writers = (getattr(self.bus, 'foreign_writers', None) if other_builds
+                           else (lambda topic: ()))
         if participants is None or foreign_writers is None:
             return None
         writers = set()
@@ -483,7 +488,7 @@ class ServerNode:
             writers |= theirs | set(foreign_writers(topic))
         return writers
 
-    def _robot_there(self, rank: int) -> bool:
+    def _robot_there(self, rank: int, writers=False) -> bool:
         """
         Tell whether robot ``rank`` is there: a participant reads its downlink, writes uplink.
 
@@ -491,18 +496,16 @@ class ServerNode:
         A tool that only reads a robot's downlink (``ros2 topic echo /rog/w0/chunks``, a
         recorder) matches the server's writer as the robot does: counted as the robot, it
         held a restored server ``hear_bounds_s``'s patience (20 s) at the end of a run.
+        ``writers``: this build's ``_uplink_writers``, when the caller asks for several
+        robots at once (False: asked here).
         """
         participants = getattr(self.bus, 'participants', None)
         readers = None if participants is None else [
             participants(t, writer=False) for t in worker_inbox(rank)]
-        if readers is None or any(p is None for p in readers):
+        if writers is False and readers is not None:
+            writers = self._uplink_writers(other_builds=False)
+        if readers is None or writers is None or any(p is None for p in readers):
             return any(self.bus.matched(t) for t in worker_inbox(rank))
-        writers = set()
-        for topic in server_inbox():
-            theirs = participants(topic, writer=True)
-            if theirs is None:
-                return any(self.bus.matched(t) for t in worker_inbox(rank))
-            writers |= theirs
         return any(p & writers for p in readers)
 
     def _robots_to_wait_for(self) -> list:
@@ -624,7 +627,8 @@ class ServerNode:
             if (not waiting or now >= start + patience
                     or self.requests.shutdown_requested):
                 break
-            there = {r for r in waiting if self._robot_there(r)}
+            writers = self._uplink_writers(other_builds=False)   # (once a step)
+            there = {r for r in waiting if self._robot_there(r, writers)}
             if not there and (now >= start + discovery or waiting <= self.hooks.heard):
                 break
             self.driver.step(0.02)
