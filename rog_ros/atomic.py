@@ -443,7 +443,7 @@ def _remove_dead_pids(directory, name: str) -> int:
     for entry in names:
         found = _PID_TEMP.fullmatch(entry)
         if (not found or found.group(2) != host or (name and found.group(4) != name)
-                or _pid_alive(int(found.group(1)))):
+                or pid_alive(int(found.group(1)))):
             continue
         path = os.path.join(os.fspath(directory), entry)
         try:
@@ -456,7 +456,7 @@ def _remove_dead_pids(directory, name: str) -> int:
     return removed
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """Tell whether process ``pid`` is alive here (one of another user, or pid 0, counts)."""
     if pid <= 0:
         return True
@@ -464,7 +464,7 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:
+    except OSError:             # (EPERM: alive, another user's)
         return True
     return True
 

@@ -49,8 +49,8 @@ import time
 
 import numpy as np
 from rog_ros.archives import damage
-from rog_ros.atomic import (atomic_write_with, makedirs_synced, remove_write_leftovers,
-                            TEMP_NAME_LENGTH, TEMP_PREFIX)
+from rog_ros.atomic import (atomic_write_with, makedirs_synced, pid_alive,
+                            remove_write_leftovers, TEMP_NAME_LENGTH, TEMP_PREFIX)
 from rog_ros.nodes.driver import StateWriteError
 from rog_ros.nodes.output_lock import hold_lock_file, let_go_of_lock_file, ReadOnlyLockRefused
 from rog_ros.nodes.state_dir import lock_file
@@ -303,13 +303,7 @@ def _ended(holder: str) -> bool:
     found = re.search(r', pid ([0-9]+),', holder)
     if not found:
         return False
-    try:
-        os.kill(int(found.group(1)), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:                 # (another user's: alive)
-        return False
-    return False
+    return not pid_alive(int(found.group(1)))
 
 
 def supported(engine) -> bool:

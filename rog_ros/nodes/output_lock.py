@@ -44,7 +44,7 @@ import socket
 import stat
 import time
 
-from rog_ros.atomic import remove_write_leftovers
+from rog_ros.atomic import pid_alive, remove_write_leftovers
 
 try:
     import fcntl
@@ -423,12 +423,8 @@ def _alive(pid: int, started: str = '') -> bool:
     process that started otherwise is another one with the same pid (after a reboot, or
     pids wrapped around), and the holder is gone.
     """
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return False
-    except OSError:             # (EPERM: alive, another user's)
-        pass
     now = _started(pid)
     if now.endswith(_ENDED):    # (a zombie: ended, its flock would be let go already)
         return False
