@@ -36,7 +36,18 @@ ros2/rclpy and ros2/rosidl_python (branches humble and jazzy) where rog_ros depe
   TransitionCallbackReturn, a callback that raises gives ERROR, a transition the current
   state does not have raises RCLError; ``change_state`` requests are served by the executor;
 * one graph per context: a publisher delivers to the subscriptions on its topic (a callback
-  queued on the subscribing node), and the matched counts come from it.
+  queued on the subscribing node), and the matched counts come from it;
+* the graph API (``rclpy/node.py`` ``get_publishers_info_by_topic`` /
+  ``get_subscriptions_info_by_topic``, ``rclpy/topic_endpoint_info.py``): a list of
+  TopicEndpointInfo per call, ``topic_type`` as ``'rog_ros/msg/RowChunk'``, ``endpoint_gid`` a
+  list of ints (rmw_gid_t: 24 bytes on Humble, 16 on Iron and newer) that starts with the
+  participant's 12-byte GUID prefix (one a node: each node of a test stands for a process
+  of its own, with its participant, as a peer robot's is), and, on Jazzy only,
+  ``topic_type_hash`` (a TypeHash: version 1 and 32 bytes; version 0 for a peer that sent
+  none). Endpoints of other processes (a robot of another build, ``ros2 topic echo``) are
+  :meth:`Ros.add_remote`'s; this process's endpoints are listed too, as rclpy lists them.
+  A remote endpoint is matched (``get_subscription_count``) only with this type name and
+  hash; ``count_publishers`` counts every publisher of the topic, as rcl's does.
 
 The world outside the process (a peer robot, ``ros2 lifecycle set``) moves on at every
 ``spin_once`` of an executor of the context: :attr:`Ros.on_tick`.
@@ -344,7 +355,13 @@ _TRANSITIONS = {
 class Ros:
     """One install of the stand-ins: modules, the context's graph, what happened."""
 
-    def __init__(self, deadline_s: float = 20.0):
+    def __init__(self, deadline_s: float = 20.0, distro: str = 'jazzy'):
+        if distro not in ('humble', 'jazzy'):
+            raise ValueError(f'distro: humble or jazzy, got {distro!r}')
+        self.distro = distro
+        self.remote = []              # RemoteEndpoint of other processes on the graph
+        self.graph_queries = 0        # get_*_info_by_topic calls
+        self._entity = 0              # entity ids of this context's endpoints
         self.messages = Messages()
         self.violations = []          # what real rclpy would hang on or refuse
         self.logs = []                # (severity, logger name, message)
@@ -412,6 +429,41 @@ class Ros:
             name, value = text.split(':=', 1)
             out[name] = yaml.safe_load(value)     # rcl reads -p values as YAML
         return out
+
+    def add_remote(self, prefix: bytes, node_name: str, topic: str, writer: bool,
+                   topic_type: str, type_hash='ours', namespace: str = '/'):
+        """
+        Put an endpoint of another process on the graph; return it (``.gone = True`` ends it).
+
+        ``topic_type``: ``'rog_ros/msg/RowChunk'``; ``type_hash``: ``'ours'`` (this build's
+        for that type), a ``RIHS01_<hex>`` string, or None (a peer that sends none).
+        """
+        if type_hash == 'ours':
+            type_hash = _hash_of(topic_type)
+        self._entity += 1
+        end = RemoteEndpoint(bytes(prefix), node_name, namespace, topic, writer, topic_type,
+                             type_hash, self._entity)
+        self.remote.append(end)
+        return end
+
+    def gid(self, prefix: bytes, entity: int) -> list:
+        """Return an rmw_gid_t's data as rclpy gives it: a list of ints, zero-padded."""
+        data = bytes(prefix) + entity.to_bytes(4, 'big')
+        return list(data.ljust(24 if self.distro == 'humble' else 16, b'\0'))
+
+    def endpoint_info(self, node_name, namespace, topic_type, type_hash, writer, gid):
+        """Return a TopicEndpointInfo as this distro's rclpy builds it."""
+        kwargs = {'node_name': node_name, 'node_namespace': namespace,
+                  'topic_type': topic_type, 'endpoint_type': 1 if writer else 2,
+                  'endpoint_gid': gid, 'qos_profile': QoSProfile()}
+        if self.distro == 'humble':
+            return TopicEndpointInfoHumble(**kwargs)
+        if type_hash is None:
+            hashed = TypeHash(0, bytes(32))
+        else:
+            version, _, value = type_hash.partition('_')
+            hashed = TypeHash(int(version[len('RIHS'):]), bytes.fromhex(value))
+        return TopicEndpointInfo(topic_type_hash=hashed, **kwargs)
 
     # -------------------------------------------------------------- the modules
     def build_modules(self) -> dict:
@@ -535,6 +587,10 @@ class Ros:
                     raise TypeError('qos_profile must be a QoSProfile or a history depth')
                 self.node, self.msg_type, self.topic = node, msg_type, topic
                 self.callback, self.destroyed, self.published = callback, False, []
+                ros._entity += 1
+                self.gid = ros.gid(node.prefix, ros._entity)
+                pkg = msg_type.__module__.split('.')[0]
+                self.type_name = f'{pkg}/msg/{msg_type.__name__}'
 
             def publish(self, msg):
                 if not isinstance(msg, self.msg_type):
@@ -547,8 +603,12 @@ class Ros:
                             functools.partial(sub.callback, copy.deepcopy(msg)))
 
             def get_subscription_count(self):
+                ours = _hash_of(self.type_name)
                 return sum(1 for s in ros.subscriptions
-                           if s.topic == self.topic and not s.destroyed)
+                           if s.topic == self.topic and not s.destroyed) + sum(
+                    1 for e in ros.remote if not e.gone and not e.writer and
+                    e.topic == self.topic and e.topic_type == self.type_name and
+                    e.type_hash in (ours, None))
 
         class Node:
             """rclpy.node.Node."""
@@ -562,6 +622,8 @@ class Ros:
                 self._parameter_overrides = ros.overrides(node_name)
                 self._executor_ref = None
                 self.work = deque()          # ready callbacks, for the node's executor
+                # its participant's GUID prefix: each node of a test stands for a process
+                self.prefix = bytes([0x10 + len(ros.nodes) % 0xe0]) + bytes(range(0x11, 0x1c))
                 self.destroyed = False
                 ros.nodes.append(self)
 
@@ -689,7 +751,30 @@ class Ros:
                 return True
 
             def count_publishers(self, topic):
-                return sum(1 for p in ros.publishers if p.topic == topic)
+                return sum(1 for p in ros.publishers if p.topic == topic) + sum(
+                    1 for e in ros.remote if e.writer and not e.gone and e.topic == topic)
+
+            def _info_by_topic(self, topic_name, writer):
+                ros.graph_queries += 1
+                if not ros.ok:
+                    raise RCLError('the given context is not valid')
+                if not topic_name.startswith('/'):          # (rclpy expands a relative one)
+                    topic_name = self._namespace.rstrip('/') + '/' + topic_name
+                out = [ros.endpoint_info(e.node._name, e.node._namespace, e.type_name,
+                                         _hash_of(e.type_name), writer, e.gid)
+                       for e in (ros.publishers if writer else ros.subscriptions)
+                       if e.topic == topic_name and not e.destroyed]
+                return out + [
+                    ros.endpoint_info(e.node_name, e.namespace, e.topic_type, e.type_hash,
+                                      writer, ros.gid(e.prefix, e.entity))
+                    for e in ros.remote
+                    if e.writer == writer and e.topic == topic_name and not e.gone]
+
+            def get_publishers_info_by_topic(self, topic_name, no_mangle=False):
+                return self._info_by_topic(topic_name, True)
+
+            def get_subscriptions_info_by_topic(self, topic_name, no_mangle=False):
+                return self._info_by_topic(topic_name, False)
 
             def get_node_names_and_namespaces(self):
                 return [(n._name, n._namespace) for n in ros.nodes if not n.destroyed]
@@ -839,6 +924,79 @@ class QoSProfile:
         self.__dict__.update(kwargs)
 
 
+class RemoteEndpoint:
+    """A reader or writer of another process on the graph (:meth:`Ros.add_remote`)."""
+
+    def __init__(self, prefix, node_name, namespace, topic, writer, topic_type, type_hash,
+                 entity):
+        self.prefix, self.node_name, self.namespace = prefix, node_name, namespace
+        self.topic, self.writer, self.topic_type = topic, writer, topic_type
+        self.type_hash, self.entity, self.gone = type_hash, entity, False
+
+
+class TypeHash:
+    """``rclpy.type_hash.TypeHash`` (Iron and newer): ``version`` and 32 bytes."""
+
+    __slots__ = ['_version', '_value']
+
+    def __init__(self, version=-1, value=bytes(32)):
+        assert isinstance(version, int) and isinstance(value, bytes)
+        self._version, self._value = version, value
+
+    @property
+    def version(self):
+        return self._version
+
+    @property
+    def value(self):
+        return self._value
+
+    def __str__(self):
+        if self._version <= 0 or len(self._value) != 32:
+            return 'INVALID'
+        return f'RIHS{self._version:02}_{self._value.hex()}'
+
+
+class TopicEndpointInfoHumble:
+    """``rclpy.topic_endpoint_info.TopicEndpointInfo`` of Humble: no ``topic_type_hash``."""
+
+    __slots__ = ['_node_name', '_node_namespace', '_topic_type', '_endpoint_type',
+                 '_endpoint_gid', '_qos_profile']
+
+    def __init__(self, **kwargs):
+        assert all('_' + key in TopicEndpointInfoHumble.__slots__ for key in kwargs), kwargs
+        for key, value in kwargs.items():
+            setattr(self, '_' + key, value)
+        assert all(isinstance(x, int) for x in self._endpoint_gid)
+
+    node_name = property(lambda self: self._node_name)
+    node_namespace = property(lambda self: self._node_namespace)
+    topic_type = property(lambda self: self._topic_type)
+    endpoint_type = property(lambda self: self._endpoint_type)
+    endpoint_gid = property(lambda self: self._endpoint_gid)
+    qos_profile = property(lambda self: self._qos_profile)
+
+
+class TopicEndpointInfo(TopicEndpointInfoHumble):
+    """The same of Iron and newer: with ``topic_type_hash`` (a :class:`TypeHash`)."""
+
+    __slots__ = ['_topic_type_hash']
+
+    def __init__(self, topic_type_hash=None, **kwargs):
+        super().__init__(**kwargs)
+        self._topic_type_hash = TypeHash() if topic_type_hash is None else topic_type_hash
+
+    topic_type_hash = property(lambda self: self._topic_type_hash)
+
+
+def _hash_of(topic_type: str):
+    """Return this build's RIHS01 hash of ``'pkg/msg/Type'`` (None for a type not here)."""
+    from rog_ros.transport.field_plans import MSG_DEFS
+    from rog_ros.transport.typehash import rihs01
+    pkg, _, name = topic_type.partition('/msg/')
+    return rihs01(f'{pkg}/{name}', MSG_DEFS) if f'{pkg}/{name}' in MSG_DEFS else None
+
+
 _RELOADED = ('rog_ros.nodes.ros_node',)
 """rog_ros modules that import rclpy at import time and are imported before a test."""
 _FORGOTTEN = ('rog_ros.transport.rclpy_bus',)
@@ -852,10 +1010,10 @@ def _forget(name: str) -> None:
         delattr(sys.modules[parent], child)
 
 
-def install(monkeypatch, deadline_s: float = 20.0) -> Ros:
-    """Install the stand-ins into ``sys.modules``; return their :class:`Ros`."""
+def install(monkeypatch, deadline_s: float = 20.0, distro: str = 'jazzy') -> Ros:
+    """Install the stand-ins (``distro``'s graph API) into ``sys.modules``; return them."""
     import rog_ros
-    ros = Ros(deadline_s)
+    ros = Ros(deadline_s, distro)
     for name, mod in ros.build_modules().items():
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(rog_ros, 'msg', sys.modules['rog_ros.msg'], raising=False)

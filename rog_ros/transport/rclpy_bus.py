@@ -40,10 +40,11 @@ from rog_ros import msg as ros_msg
 from rog_ros.protocol import messages
 from rog_ros.transport import topics
 from rog_ros.transport.bus import Bus, BusError
-from rog_ros.transport.field_plans import FIELD_PLANS, MESSAGE_CLASSES
+from rog_ros.transport.field_plans import FIELD_PLANS, full_name, MESSAGE_CLASSES, MSG_DEFS
 from rog_ros.transport.standard_msgs import from_sample
 from rog_ros.transport.topics import DEFAULT_NAMESPACE, namesake_line, qualified, resolve, \
     topic_qos, topic_type
+from rog_ros.transport.typehash import rihs01
 
 try:
     ROS_CLASSES = {name: getattr(ros_msg, name) for name in MESSAGE_CLASSES}
@@ -57,6 +58,14 @@ _TYPECODES = {
     np.dtype(np.uint64): 'Q', np.dtype(np.float32): 'f', np.dtype(np.float64): 'd',
 }
 """``array.array`` typecode that rclpy uses for each numeric sequence element type."""
+
+GRAPH_CACHE_S = 0.02
+"""How long one answer of rclpy's graph serves (a :meth:`RclpyBus.poll` forgets them sooner)."""
+
+NO_TYPE_HASH = ('this ROS 2 (Humble or older) gives no type hash of a graph endpoint: a robot '
+                'of another rog_ros build whose message types keep their names is not told '
+                'apart (waited for until startup_timeout); one whose type names differ is')
+"""Said once by an RclpyBus that reads the graph of an rclpy without ``topic_type_hash``."""
 
 
 def _ros_qos(profile) -> QoSProfile:
@@ -205,6 +214,12 @@ class RclpyBus(Bus):
         self._look_until = time.monotonic() + topics.NAMESAKE_LOOK_S
         self._next_look = 0.0
         self.namesake_said = None
+        # rclpy's graph by (writer?, absolute topic): (when asked, [(GUID prefix, foreign?)])
+        self._graph = {}
+        self._graph_off = False       # the graph query failed once: this bus cannot tell
+        # this process's participant (its GUID prefix), learnt from this node's endpoints
+        self._own = set()
+        self.no_hash_said = None      # NO_TYPE_HASH, once said
 
     def _publisher(self, ros_topic: str):
         pub = self._publishers.get(ros_topic)
@@ -283,6 +298,7 @@ class RclpyBus(Bus):
     def poll(self, timeout_s: float = 0.0) -> list:
         self._check_open()
         self._look_for_namesakes()
+        self._graph.clear()                 # (the graph answers serve until the next poll)
         deadline = time.monotonic() + max(timeout_s, 0.0)
         self._executor.spin_once(timeout_sec=0.0)
         while not self._queue and self._subscriptions and not self._closed:
@@ -317,6 +333,93 @@ class RclpyBus(Bus):
             count += self._node.count_publishers(ros_topic) - (ros_topic in self._publishers)
         return count
 
+    def participants(self, topic: str, writer: bool):
+        """
+        Return the GUID prefixes of the remote participants of this build on ``topic``.
+
+        From rclpy's graph (``get_publishers_info_by_topic`` / ``..._subscriptions_...``):
+        an endpoint's ``endpoint_gid`` starts with its participant's 12-byte GUID prefix
+        (rmw_cyclonedds and rmw_fastrtps copy the DDS GUID into it), written as DdsBus
+        writes it (``a1b2c3d4:...``). Endpoints of this process's participant (one a
+        context: learnt from the endpoints named as this node) are left out, as DdsBus
+        leaves its own out.
+        None when rclpy's graph cannot be read.
+        """
+        known = self._endpoints(topic, writer)
+        return None if known is None else {p for p, foreign in known if not foreign}
+
+    def foreign_readers(self, topic: str) -> list:
+        known = self._endpoints(topic, False)
+        return sorted({p for p, foreign in known or () if foreign})
+
+    def foreign_writers(self, topic: str) -> list:
+        known = self._endpoints(topic, True)
+        return sorted({p for p, foreign in known or () if foreign})
+
+    def _endpoints(self, topic: str, writer: bool):
+        """
+        Return ``[(GUID prefix, of another build?)]`` of the remote endpoints on ``topic``.
+
+        Another build: a ``topic_type`` other than this build's (``rog_ros/msg/RowChunk``), or
+        a ``topic_type_hash`` (Iron and newer; version 0 or less: none sent, taken as it
+        comes) other than this build's (``typehash.rihs01`` of its ``.msg`` files, which
+        DdsBus compares too). Humble's rclpy has no hash: said once (``NO_TYPE_HASH``), and
+        only another type name tells. One rclpy answer per side and topic serves until
+        the next :meth:`poll` or ``GRAPH_CACHE_S``: each query expands and remaps the name,
+        scans rmw's graph cache and builds a TopicEndpointInfo (with its QoSProfile) per
+        endpoint, and the server asks for the same topics several times in one step. None
+        when the graph cannot be read (no such call, or it failed once: said once).
+        """
+        self._check_open()
+        if self._graph_off:
+            return None
+        ros_topic = resolve(topic, self.namespace)
+        now = time.monotonic()
+        cached = self._graph.get((writer, ros_topic))
+        if cached is not None and now - cached[0] < GRAPH_CACHE_S:
+            return cached[1]
+        ask = getattr(self._node, 'get_publishers_info_by_topic' if writer
+                      else 'get_subscriptions_info_by_topic', None)
+        try:
+            infos = list(ask(ros_topic)) if ask is not None else None
+            name, namespace = self._node.get_name(), self._node.get_namespace()
+        except Exception as exc:  # noqa: B902 - rclpy raises several unrelated types
+            self._node.get_logger().warning(
+                f'rclpy graph query of {ros_topic} failed ({exc}): this node counts matched '
+                'endpoints from now on (robots of another rog_ros build are not told apart)')
+            infos = None
+        if infos is None:
+            self._graph_off = True
+            return None
+        ours = full_name(topic_type(ros_topic))           # 'rog_ros/RowChunk'
+        our_hash = _our_hash(ours)
+        ours = '{}/msg/{}'.format(*ours.split('/'))       # as rclpy names it
+        self._own |= {_gid_prefix(i.endpoint_gid) for i in infos
+                      if (i.node_name, i.node_namespace) == (name, namespace)}
+        known = []
+        for info in infos:
+            prefix = _gid_prefix(info.endpoint_gid)
+            if not prefix or prefix in self._own:
+                continue
+            theirs = self._type_hash(info)
+            known.append((prefix, info.topic_type != ours or (
+                theirs is not None and our_hash is not None and theirs != our_hash)))
+        self._graph[(writer, ros_topic)] = (now, known)
+        return known
+
+    def _type_hash(self, info):
+        """Return ``info``'s ``RIHS01_<hex>`` type hash, None if none (said once on Humble)."""
+        hashed = getattr(info, 'topic_type_hash', None)
+        if hashed is None:
+            if self.no_hash_said is None:
+                self.no_hash_said = NO_TYPE_HASH
+                self._node.get_logger().info(NO_TYPE_HASH)
+            return None
+        version, value = getattr(hashed, 'version', -1), getattr(hashed, 'value', b'')
+        if not isinstance(version, int) or version <= 0 or not value:
+            return None                  # (a peer that sent none: taken as it comes)
+        return f'RIHS{version:02d}_{bytes(value).hex()}'
+
     def _check_open(self):
         if self._closed:
             raise BusError('bus is closed')
@@ -343,3 +446,27 @@ class RclpyBus(Bus):
             self._executor.shutdown(timeout_sec=0.0)
         if self._own_node:
             self._node.destroy_node()
+
+
+_OUR_HASHES = {}
+
+
+def _our_hash(name: str):
+    """Return this build's RIHS01 hash of ``pkg/Type`` (None if it has no ``.msg`` here)."""
+    if name not in _OUR_HASHES:
+        try:
+            _OUR_HASHES[name] = rihs01(name, MSG_DEFS)
+        except (KeyError, ValueError):
+            _OUR_HASHES[name] = None
+    return _OUR_HASHES[name]
+
+
+def _gid_prefix(gid) -> str:
+    """Return the GUID prefix of an rmw GID (its first 12 bytes) as DdsBus writes it, or ''."""
+    try:
+        data = bytes(gid)[:12]
+    except (TypeError, ValueError):
+        return ''
+    if len(data) < 12 or not any(data):
+        return ''
+    return ':'.join(data[i:i + 4].hex() for i in range(0, 12, 4))

@@ -1,0 +1,231 @@
+# Copyright 2026 rog_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+What RclpyBus tells of rclpy's graph, and the server's use of it, on the rclpy stand-ins.
+
+``RclpyBus.participants`` / ``foreign_readers`` / ``foreign_writers`` answer from
+``get_publishers_info_by_topic`` / ``get_subscriptions_info_by_topic`` what ``DdsBus`` answers
+from DDS discovery: the GUID prefixes of the participants of this build and of another (another
+type name, or on Iron and newer another type hash). Without them a server under ROS 2 waited
+for a robot of an older rog_ros until ``startup_timeout`` and counted a tool that only reads a
+robot's downlink (``ros2 topic echo``) as the robot. The stand-ins model Humble (no hash) and
+Jazzy (hash); the endpoints of other processes are ``Ros.add_remote``'s.
+"""
+
+import signal
+import time
+
+import pytest
+from rog_ros.nodes import rog_server, server_node
+from rog_ros.nodes.routing import server_inbox, worker_inbox
+from rog_ros.transport.topics import resolve, topic_type
+import ros_doubles
+
+OLD = bytes(range(0xa0, 0xac))          # the old robot's participant (GUID prefix)
+OLD_PREFIX = 'a0a1a2a3:a4a5a6a7:a8a9aaab'  # as DdsBus writes it (Cyclone's logs' form)
+TOOL = bytes(range(0xc0, 0xcc))
+TOOL_PREFIX = 'c0c1c2c3:c4c5c6c7:c8c9cacb'
+OTHER_HASH = 'RIHS01_' + 'ab' * 32
+
+
+def _hung(signum, frame):
+    raise RuntimeError('no progress in 60 s')
+
+
+def _install(monkeypatch, distro):
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE', 'ROG_BUS'):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr('rog_ros.nodes.driver.IDLE_POLL_S', 0.0)
+    return ros_doubles.install(monkeypatch, deadline_s=30.0, distro=distro)
+
+
+@pytest.fixture(params=['humble', 'jazzy'])
+def ros(request, monkeypatch):
+    previous = signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(60)
+    yield _install(monkeypatch, request.param)
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+    ros_doubles.uninstall(monkeypatch)
+
+
+@pytest.fixture
+def jazzy(monkeypatch):
+    yield _install(monkeypatch, 'jazzy')
+    ros_doubles.uninstall(monkeypatch)
+
+
+def _type(topic):
+    name = topic_type(topic)
+    return name.replace('/', '/msg/') if '/' in name else f'rog_ros/msg/{name}'
+
+
+def _old_robot(ros, namespace, rank, renamed=False, tool=False):
+    """
+    Put a robot of another build on the graph: it reads robot ``rank``'s downlink, writes up.
+
+    Its types keep their names and differ in their hash, or (``renamed``) in their names;
+    with ``tool``, it only reads (an older ``ros2 topic echo`` of that downlink).
+    """
+    def kind(topic):
+        return (_type(topic) + 'V1', 'ours') if renamed else (_type(topic), OTHER_HASH)
+    for t in worker_inbox(rank):
+        ros.add_remote(OLD, f'rog_worker_{rank}', resolve(t, namespace), False, *kind(t))
+    if not tool:
+        for t in server_inbox():
+            ros.add_remote(OLD, f'rog_worker_{rank}', resolve(t, namespace), True, *kind(t))
+
+
+def _bus(name, namespace='/g'):
+    from rog_ros.transport.rclpy_bus import RclpyBus
+    return RclpyBus(namespace=namespace, node_name=name)
+
+
+def test_the_graph_gives_participants_and_other_builds_as_discovery_does(ros):
+    srv = _bus('rog_server')
+    srv.advertise('w0/chunks')
+    srv.subscribe('up/chunks')
+    robot = _bus('rog_worker_0')               # this build, a process of its own
+    robot.subscribe('w0/chunks')
+    robot.advertise('up/chunks')
+    mine = robot._node.prefix.hex()
+    mine = ':'.join(mine[i:i + 8] for i in range(0, 24, 8))
+    _old_robot(ros, '/g', 0)                   # another build: same names, another hash
+    ros.add_remote(TOOL, 'echo', '/g/w0/chunks', False, 'rog_ros/msg/RowChunkV1')  # renamed
+    ros.add_remote(OLD, 'x', '/g/up/chunks', True, 'rog_ros/msg/RowChunk', None)  # no hash
+    readers = srv.participants('w0/chunks', writer=False)
+    writers = srv.participants('up/chunks', writer=True)
+    if ros.distro == 'humble':                 # no hash: only the renamed type tells
+        assert readers == {mine, OLD_PREFIX} and srv.foreign_readers('w0/chunks') == \
+            [TOOL_PREFIX]
+        assert srv.foreign_writers('up/chunks') == []
+        assert writers == {mine, OLD_PREFIX}
+    else:
+        assert readers == {mine}
+        assert srv.foreign_readers('w0/chunks') == sorted([OLD_PREFIX, TOOL_PREFIX])
+        assert srv.foreign_writers('up/chunks') == [OLD_PREFIX]
+        assert writers == {mine, OLD_PREFIX}   # (its hash-less writer is taken as it comes)
+    # its own participant is not listed (a server reads up/chunks, writes w0/chunks)
+    assert srv.participants('up/chunks', writer=False) == set()
+    assert srv.participants('w0/chunks', writer=True) == set()
+    said = [m for _, _, m in ros.logs if 'gives no type hash' in m]
+    assert len(said) == (1 if ros.distro == 'humble' else 0), said
+    assert (srv.no_hash_said is not None) == (ros.distro == 'humble')
+
+
+def test_one_graph_query_a_side_and_topic_until_the_next_poll(ros):
+    # The server asks foreign_readers then participants of one downlink, several robots a
+    # 20 ms step: each rclpy query expands and remaps the name, scans rmw's graph cache and
+    # builds a TopicEndpointInfo and QoSProfile per endpoint. One query serves until a poll.
+    from rog_ros.transport import rclpy_bus
+    srv = _bus('rog_server')
+    srv.subscribe('up/chunks')
+    _old_robot(ros, '/g', 0)
+    before = ros.graph_queries
+    for _ in range(5):
+        srv.participants('w0/chunks', writer=False)
+        srv.foreign_readers('w0/chunks')
+        srv.participants('up/chunks', writer=True)
+        srv.foreign_writers('up/chunks')
+    assert ros.graph_queries - before == 2
+    srv.poll(0.0)
+    gone = [e for e in ros.remote if not e.writer]
+    for e in gone:
+        e.gone = True                            # the old robot closed its readers
+    assert srv.foreign_readers('w0/chunks') == [] and ros.graph_queries - before == 3
+    for e in gone:
+        e.gone = False
+    time.sleep(rclpy_bus.GRAPH_CACHE_S * 1.5)   # (no poll: wait_matched only sleeps)
+    assert srv.foreign_readers('w0/chunks') == ([] if ros.distro == 'humble' else [OLD_PREFIX])
+    assert ros.graph_queries - before == 4
+
+
+def _server(tmp_path, namespace, n, *extra):
+    args = rog_server.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', str(n), '--namespace', namespace, '--bus', 'rclpy',
+         '--out', str(tmp_path), *extra])
+    srv = server_node.ServerNode(args)
+    srv.configure()
+    return srv
+
+
+@pytest.mark.parametrize('renamed', [False, True])
+def test_a_fleet_of_old_robots_fails_at_once_with_its_own_exit_status_rclpy(
+        ros, tmp_path, monkeypatch, caplog, renamed):
+    # Under ROS 2 the server (RclpyBus) could not tell a robot of an older rog_ros: it
+    # waited for it until startup_timeout (5 s here) and exited 1. It gives it up after 3
+    # leases (0.3 s here) and, its only robot, exits 4. On Humble only a renamed type tells:
+    # one that keeps its names is waited for as before.
+    monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    srv = _server(tmp_path, '/inc', 1, '--startup-timeout', '3')
+    assert type(srv.bus).__name__ == 'RclpyBus'
+    _old_robot(ros, '/inc', 0, renamed=renamed)
+    told = renamed or ros.distro != 'humble'
+    try:
+        start = time.monotonic()
+        with pytest.raises(server_node.PeerTimeout) as err:
+            srv.activate()
+        took = time.monotonic() - start
+    finally:
+        srv.shutdown()
+    assert isinstance(err.value, server_node.FleetIncompatible) == told, err.value
+    if told:
+        assert took < 2.5, took                      # not the 3 s startup_timeout
+        assert srv.incompatible.given_up == {0} and 'incompatible rog_ros' in str(err.value)
+        (line,) = [r.getMessage() for r in caplog.records if OLD_PREFIX in r.getMessage()]
+        assert 'robot 0 runs an incompatible rog_ros' in line     # (names its participant)
+    else:
+        assert 2.9 < took < 6.0, took
+        assert srv.incompatible.given_up == set()
+
+
+def test_an_old_tool_reading_a_late_robots_downlink_does_not_give_it_up_rclpy(
+        jazzy, tmp_path, monkeypatch):
+    # An older workspace's `ros2 topic echo /rog/w0/chunks` (another hash, only a reader)
+    # while robot 0 boots: only a participant that writes the uplink too is the old robot.
+    monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    srv = _server(tmp_path, '/inc4', 1, '--startup-timeout', '1.5')
+    _old_robot(jazzy, '/inc4', 0, tool=True)
+    try:
+        start = time.monotonic()
+        with pytest.raises(server_node.PeerTimeout) as err:
+            srv.activate()
+        took = time.monotonic() - start
+    finally:
+        srv.shutdown()
+    assert not isinstance(err.value, server_node.FleetIncompatible), err.value
+    assert 1.4 < took < 6.0 and srv.incompatible.given_up == set(), took
+
+
+def test_a_tool_reading_a_downlink_is_not_the_robot_rclpy(ros, tmp_path):
+    # `ros2 topic echo /rog/w0/chunks` of this build matches the server's writer as robot 0
+    # would: counted as the robot, it held a restored server the whole patience (20 s). A
+    # robot is a participant that reads its downlink and writes the uplink.
+    srv = _server(tmp_path, '/echo', 2)
+    try:
+        for t in worker_inbox(0):
+            ros.add_remote(TOOL, 'echo', resolve(t, '/echo'), False, _type(t))
+        assert srv.bus.matched('w0/chunks') == 1          # matched, as the robot would be
+        assert not srv._robot_there(0) and not srv._robot_there(1)
+        robot = bytes(range(0x30, 0x3c))
+        for t in worker_inbox(1):
+            ros.add_remote(robot, 'rog_worker_1', resolve(t, '/echo'), False, _type(t))
+        for t in server_inbox():
+            ros.add_remote(robot, 'rog_worker_1', resolve(t, '/echo'), True, _type(t))
+        srv.bus.poll(0.0)
+        writers = srv._uplink_writers(other_builds=False)
+        assert writers == {'30313233:34353637:38393a3b'}
+        assert srv._robot_there(1, writers) and not srv._robot_there(0, writers)
+    finally:
+        srv.shutdown()
