@@ -46,8 +46,11 @@ ros2/rclpy and ros2/rosidl_python (branches humble and jazzy) where rog_ros depe
   ``topic_type_hash`` (a TypeHash: version 1 and 32 bytes; version 0 for a peer that sent
   none). Endpoints of other processes (a robot of another build, ``ros2 topic echo``) are
   :meth:`Ros.add_remote`'s; this process's endpoints are listed too, as rclpy lists them.
-  A remote endpoint is matched (``get_subscription_count``) only with this type name and
-  hash; ``count_publishers`` counts every publisher of the topic, as rcl's does.
+  A remote endpoint is matched (``get_subscription_count``) with this type name, whatever
+  its hash: rmw_cyclonedds (humble, jazzy: ``serdata.cpp``'s ``sertype_rmw_ops``, "not yet
+  providing type discovery, assignability checking") gives Cyclone no type information, so
+  DDS matches by type name; ``count_publishers`` counts every publisher of the topic, as
+  rcl's does.
 
 The world outside the process (a peer robot, ``ros2 lifecycle set``) moves on at every
 ``spin_once`` of an executor of the context: :attr:`Ros.on_tick`.
@@ -603,12 +606,12 @@ class Ros:
                             functools.partial(sub.callback, copy.deepcopy(msg)))
 
             def get_subscription_count(self):
-                ours = _hash_of(self.type_name)
+                # (by type name only: rmw_cyclonedds's sertype gives Cyclone no type
+                # information, "not yet providing type discovery, assignability checking")
                 return sum(1 for s in ros.subscriptions
                            if s.topic == self.topic and not s.destroyed) + sum(
                     1 for e in ros.remote if not e.gone and not e.writer and
-                    e.topic == self.topic and e.topic_type == self.type_name and
-                    e.type_hash in (ours, None))
+                    e.topic == self.topic and e.topic_type == self.type_name)
 
         class Node:
             """rclpy.node.Node."""

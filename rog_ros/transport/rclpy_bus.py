@@ -64,7 +64,8 @@ GRAPH_CACHE_S = 0.02
 
 NO_TYPE_HASH = ('this ROS 2 (Humble or older) gives no type hash of a graph endpoint: a robot '
                 'of another rog_ros build whose message types keep their names is not told '
-                'apart (waited for until startup_timeout); one whose type names differ is')
+                'apart (DDS matches it: taken as a robot of this build); one whose type names '
+                'differ is')
 """Said once by an RclpyBus that reads the graph of an rclpy without ``topic_type_hash``."""
 
 
@@ -214,7 +215,7 @@ class RclpyBus(Bus):
         self._look_until = time.monotonic() + topics.NAMESAKE_LOOK_S
         self._next_look = 0.0
         self.namesake_said = None
-        # rclpy's graph by (writer?, absolute topic): (when asked, [(GUID prefix, foreign?)])
+        # rclpy's graph by (writer?, absolute topic): (when asked, _endpoints's list)
         self._graph = {}
         self._graph_off = False       # the graph query failed once: this bus cannot tell
         # this process's participant (its GUID prefix), learnt from this node's endpoints
@@ -324,14 +325,32 @@ class RclpyBus(Bus):
         return out
 
     def matched(self, topic: str) -> int:
+        """
+        Return the remote endpoints matched on ``topic``, less those of another build.
+
+        rmw_cyclonedds matches by type name alone (its sertype gives Cyclone no type
+        information to check), so a reader of another build whose types keep their names is
+        in ``get_subscription_count``; rcl's ``count_publishers`` counts every writer of the
+        topic, of any type. Counted, a robot of an older rog_ros was a robot there: the
+        server's wait for its downlink readers and its uplink writers (one per robot) ended,
+        and a fleet of old robots was never given up at the start (exit 4). Those the graph
+        tells apart (:meth:`foreign_readers`, :meth:`foreign_writers`) are left out.
+        """
         self._check_open()
         ros_topic = resolve(topic, self.namespace)
         count = 0
         if ros_topic in self._publishers:
-            count += self._publishers[ros_topic].get_subscription_count()
+            count += max(self._publishers[ros_topic].get_subscription_count()
+                         - self._other_builds(topic, False, same_type=True), 0)
         if ros_topic in self._subscriptions:
-            count += self._node.count_publishers(ros_topic) - (ros_topic in self._publishers)
+            count += max(self._node.count_publishers(ros_topic) - (ros_topic in self._publishers)
+                         - self._other_builds(topic, True, same_type=False), 0)
         return count
+
+    def _other_builds(self, topic: str, writer: bool, same_type: bool) -> int:
+        """Count ``topic``'s endpoints of another build (with ``same_type``: of our type name)."""
+        known = self._endpoints(topic, writer)
+        return sum(1 for _, foreign, ours in known or () if foreign and (ours or not same_type))
 
     def participants(self, topic: str, writer: bool):
         """
@@ -346,19 +365,21 @@ class RclpyBus(Bus):
         None when rclpy's graph cannot be read.
         """
         known = self._endpoints(topic, writer)
-        return None if known is None else {p for p, foreign in known if not foreign}
+        return None if known is None else {p for p, foreign, _ in known if not foreign}
 
     def foreign_readers(self, topic: str) -> list:
         known = self._endpoints(topic, False)
-        return sorted({p for p, foreign in known or () if foreign})
+        return sorted({p for p, foreign, _ in known or () if foreign})
 
     def foreign_writers(self, topic: str) -> list:
         known = self._endpoints(topic, True)
-        return sorted({p for p, foreign in known or () if foreign})
+        return sorted({p for p, foreign, _ in known or () if foreign})
 
     def _endpoints(self, topic: str, writer: bool):
         """
-        Return ``[(GUID prefix, of another build?)]`` of the remote endpoints on ``topic``.
+        Return ``[(GUID prefix, of another build?, of our type name?)]`` of ``topic``'s endpoints.
+
+        One per remote endpoint (not of this process's participant).
 
         Another build: a ``topic_type`` other than this build's (``rog_ros/msg/RowChunk``), or
         a ``topic_type_hash`` (Iron and newer; version 0 or less: none sent, taken as it
@@ -401,9 +422,9 @@ class RclpyBus(Bus):
             prefix = _gid_prefix(info.endpoint_gid)
             if not prefix or prefix in self._own:
                 continue
-            theirs = self._type_hash(info)
-            known.append((prefix, info.topic_type != ours or (
-                theirs is not None and our_hash is not None and theirs != our_hash)))
+            theirs, named = self._type_hash(info), info.topic_type == ours
+            known.append((prefix, not named or (
+                theirs is not None and our_hash is not None and theirs != our_hash), named))
         self._graph[(writer, ros_topic)] = (now, known)
         return known
 
