@@ -219,6 +219,11 @@ def test_matched_leaves_out_the_endpoints_of_another_build(ros):
     srv.poll(0.0)
     assert srv.matched('w0/chunks') == 1 + hashed
     assert srv.matched('up/chunks') == 1 + hashed
+    # an rmw that does not match the old robot's reader: the robot is not taken away
+    pub = srv._publishers['/g/w0/chunks']
+    pub.get_subscription_count = lambda: 1
+    srv.poll(0.0)
+    assert srv.matched('w0/chunks') == 1
 
 
 def test_an_old_tool_reading_a_late_robots_downlink_does_not_give_it_up_rclpy(

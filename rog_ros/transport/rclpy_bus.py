@@ -333,24 +333,24 @@ class RclpyBus(Bus):
         in ``get_subscription_count``; rcl's ``count_publishers`` counts every writer of the
         topic, of any type. Counted, a robot of an older rog_ros was a robot there: the
         server's wait for its downlink readers and its uplink writers (one per robot) ended,
-        and a fleet of old robots was never given up at the start (exit 4). Those the graph
-        tells apart (:meth:`foreign_readers`, :meth:`foreign_writers`) are left out.
+        and a fleet of old robots was never given up at the start (exit 4). Where the graph
+        tells them apart (:meth:`foreign_readers`, :meth:`foreign_writers`), the readers
+        counted are at most the graph's readers of this build (an rmw that does not match
+        them is not short of one), and the writers of another build are left out.
         """
         self._check_open()
         ros_topic = resolve(topic, self.namespace)
         count = 0
         if ros_topic in self._publishers:
-            count += max(self._publishers[ros_topic].get_subscription_count()
-                         - self._other_builds(topic, False, same_type=True), 0)
+            seen = self._publishers[ros_topic].get_subscription_count()
+            known = self._endpoints(topic, False)
+            count += seen if known is None else min(
+                seen, sum(1 for _, foreign in known if not foreign))
         if ros_topic in self._subscriptions:
+            known = self._endpoints(topic, True)
             count += max(self._node.count_publishers(ros_topic) - (ros_topic in self._publishers)
-                         - self._other_builds(topic, True, same_type=False), 0)
+                         - sum(1 for _, foreign in known or () if foreign), 0)
         return count
-
-    def _other_builds(self, topic: str, writer: bool, same_type: bool) -> int:
-        """Count ``topic``'s endpoints of another build (with ``same_type``: of our type name)."""
-        known = self._endpoints(topic, writer)
-        return sum(1 for _, foreign, ours in known or () if foreign and (ours or not same_type))
 
     def participants(self, topic: str, writer: bool):
         """
@@ -365,21 +365,22 @@ class RclpyBus(Bus):
         None when rclpy's graph cannot be read.
         """
         known = self._endpoints(topic, writer)
-        return None if known is None else {p for p, foreign, _ in known if not foreign}
+        return None if known is None else {p for p, foreign in known if p and not foreign}
 
     def foreign_readers(self, topic: str) -> list:
         known = self._endpoints(topic, False)
-        return sorted({p for p, foreign, _ in known or () if foreign})
+        return sorted({p for p, foreign in known or () if p and foreign})
 
     def foreign_writers(self, topic: str) -> list:
         known = self._endpoints(topic, True)
-        return sorted({p for p, foreign, _ in known or () if foreign})
+        return sorted({p for p, foreign in known or () if p and foreign})
 
     def _endpoints(self, topic: str, writer: bool):
         """
-        Return ``[(GUID prefix, of another build?, of our type name?)]`` of ``topic``'s endpoints.
+        Return ``[(GUID prefix, of another build?)]`` of the endpoints on ``topic``.
 
-        One per remote endpoint (not of this process's participant).
+        One per endpoint, as rclpy lists them; the prefix is '' for one of this process's
+        participant, or without a GID.
 
         Another build: a ``topic_type`` other than this build's (``rog_ros/msg/RowChunk``), or
         a ``topic_type_hash`` (Iron and newer; version 0 or less: none sent, taken as it
@@ -420,11 +421,10 @@ class RclpyBus(Bus):
         known = []
         for info in infos:
             prefix = _gid_prefix(info.endpoint_gid)
-            if not prefix or prefix in self._own:
-                continue
-            theirs, named = self._type_hash(info), info.topic_type == ours
-            known.append((prefix, not named or (
-                theirs is not None and our_hash is not None and theirs != our_hash), named))
+            prefix = '' if prefix in self._own else prefix
+            theirs = self._type_hash(info)
+            known.append((prefix, info.topic_type != ours or (
+                theirs is not None and our_hash is not None and theirs != our_hash)))
         self._graph[(writer, ros_topic)] = (now, known)
         return known
 
