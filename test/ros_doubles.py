@@ -50,7 +50,7 @@ ros2/rclpy and ros2/rosidl_python (branches humble and jazzy) where rog_ros depe
   its hash: rmw_cyclonedds (humble, jazzy: ``serdata.cpp``'s ``sertype_rmw_ops``, "not yet
   providing type discovery, assignability checking") gives Cyclone no type information, so
   DDS matches by type name; ``count_publishers`` counts every publisher of the topic, as
-  rcl's does.
+  rcl's does; ``rclpy.get_rmw_implementation_identifier()`` is :attr:`Ros.rmw`.
 
 The world outside the process (a peer robot, ``ros2 lifecycle set``) moves on at every
 ``spin_once`` of an executor of the context: :attr:`Ros.on_tick`.
@@ -362,6 +362,7 @@ class Ros:
         if distro not in ('humble', 'jazzy'):
             raise ValueError(f'distro: humble or jazzy, got {distro!r}')
         self.distro = distro
+        self.rmw = 'rmw_cyclonedds_cpp'   # rclpy.get_rmw_implementation_identifier()
         self.remote = []              # RemoteEndpoint of other processes on the graph
         self.graph_queries = 0        # get_*_info_by_topic calls
         self._entity = 0              # entity ids of this context's endpoints
@@ -487,6 +488,7 @@ class Ros:
         rclpy.init, rclpy.ok, rclpy.shutdown = self._init, self._ok, self._shutdown
         rclpy.spin_once, rclpy.create_node = self._spin_once, self._create_node
         rclpy.get_global_executor = self._get_global_executor
+        rclpy.get_rmw_implementation_identifier = lambda: self.rmw
         node_cls, executor_cls, lifecycle_cls = \
             self.Node, self.SingleThreadedExecutor, self.LifecycleNode
         subs = {

@@ -265,3 +265,27 @@ def test_a_tool_reading_a_downlink_is_not_the_robot_rclpy(ros, tmp_path):
         assert srv._robot_there(1, writers) and not srv._robot_there(0, writers)
     finally:
         srv.shutdown()
+
+
+def test_an_rmw_whose_gids_name_no_participant_counts_matched_endpoints(ros, tmp_path):
+    # rmw_zenoh_cpp's GID is a hash of the endpoint's key expression: a robot's reader and
+    # writer have unrelated GIDs, so read as participants no robot was ever there (a
+    # restored server stopped waiting for the robots told to stop). Such a bus reads no
+    # graph: matched endpoints count, as before.
+    ros.rmw = 'rmw_zenoh_cpp'
+    srv = _server(tmp_path, '/z', 2)
+    try:
+        for t in worker_inbox(1):
+            ros.add_remote(bytes(range(0x40, 0x4c)), 'rog_worker_1', resolve(t, '/z'), False,
+                           _type(t))
+        for t in server_inbox():
+            ros.add_remote(bytes(range(0x50, 0x5c)), 'rog_worker_1', resolve(t, '/z'), True,
+                           _type(t))
+        srv.bus.poll(0.0)
+        assert srv.bus.participants('w1/chunks', writer=False) is None
+        assert srv._robot_there(1) and not srv._robot_there(0)
+        assert srv.bus.matched('w1/chunks') == 1
+        said = [m for _, _, m in ros.logs if 'do not name a DDS participant' in m]
+        assert len(said) == 1 and said[0].startswith('rmw_zenoh_cpp: '), said
+    finally:
+        srv.shutdown()

@@ -59,6 +59,14 @@ _TYPECODES = {
 }
 """``array.array`` typecode that rclpy uses for each numeric sequence element type."""
 
+GID_IS_GUID = ('rmw_cyclonedds_cpp', 'rmw_fastrtps_cpp', 'rmw_fastrtps_dynamic_cpp',
+               'rmw_connextdds')
+"""rmw implementations whose endpoint GID is the DDS GUID (its first 12 bytes: the participant).
+
+Another (rmw_zenoh_cpp hashes an endpoint's key expression into its GID) names no participant:
+a robot's reader and writer would never be one participant, and ``participants`` would say no
+robot is there. An RclpyBus on one reads no graph (as before: matched endpoints count)."""
+
 GRAPH_CACHE_S = 0.02
 """How long one answer of rclpy's graph serves (a :meth:`RclpyBus.poll` forgets them sooner)."""
 
@@ -218,6 +226,16 @@ class RclpyBus(Bus):
         # rclpy's graph by (writer?, absolute topic): (when asked, _endpoints's list)
         self._graph = {}
         self._graph_off = False       # the graph query failed once: this bus cannot tell
+        try:
+            rmw = rclpy.get_rmw_implementation_identifier()
+        except Exception:  # noqa: B902 - an rclpy without it, or its C extension failing
+            rmw = 'an unknown rmw'
+        if rmw not in GID_IS_GUID:
+            self._graph_off = True
+            node.get_logger().info(
+                f'{rmw}: its GIDs do not name a DDS participant, so this node counts matched '
+                'endpoints (a robot of another rog_ros build, or a tool that only reads a '
+                "robot's downlink, is not told apart)")
         # this process's participant (its GUID prefix), learnt from this node's endpoints
         self._own = set()
         self.no_hash_said = None      # NO_TYPE_HASH, once said
