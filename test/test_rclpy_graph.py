@@ -124,11 +124,15 @@ def test_the_graph_gives_participants_and_other_builds_as_discovery_does(ros):
     assert (srv.no_hash_said is not None) == (ros.distro == 'humble')
 
 
-def test_one_graph_query_a_side_and_topic_until_the_next_poll(ros):
+def test_one_graph_query_a_side_and_topic_until_the_next_poll(ros, monkeypatch):
     # The server asks foreign_readers then participants of one downlink, several robots a
     # 20 ms step: each rclpy query expands and remaps the name, scans rmw's graph cache and
     # builds a TopicEndpointInfo and QoSProfile per endpoint. One query serves until a poll.
+    # The window is widened while the calls are counted, so a loaded machine that stalls
+    # this process for 20 ms cannot expire it between two of them.
     from rog_ros.transport import rclpy_bus
+    window = rclpy_bus.GRAPH_CACHE_S
+    monkeypatch.setattr(rclpy_bus, 'GRAPH_CACHE_S', 3600.0)
     srv = _bus('rog_server')
     srv.subscribe('up/chunks')
     _old_robot(ros, '/g', 0)
@@ -146,7 +150,8 @@ def test_one_graph_query_a_side_and_topic_until_the_next_poll(ros):
     assert srv.foreign_readers('w0/chunks') == [] and ros.graph_queries - before == 3
     for e in gone:
         e.gone = False
-    time.sleep(rclpy_bus.GRAPH_CACHE_S * 1.5)   # (no poll: wait_matched only sleeps)
+    monkeypatch.setattr(rclpy_bus, 'GRAPH_CACHE_S', window)
+    time.sleep(window * 1.5)                    # (no poll: wait_matched only sleeps)
     assert srv.foreign_readers('w0/chunks') == ([] if ros.distro == 'humble' else [OLD_PREFIX])
     assert ros.graph_queries - before == 4
 
