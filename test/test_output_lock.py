@@ -835,3 +835,138 @@ def test_without_flock_a_killed_run_s_hold_that_cannot_be_removed_says_so(
     assert '\n' not in text and f'rog fleet, pid {pid}' in text
     assert f'that run has ended, but {held} cannot be removed' in text
     assert 'have its owner remove it' in text and held.is_file()
+
+
+def _take_by_file(out, name, events, results, pause_alive=False, pause_link=False):
+    """
+    Hold ``out`` by file as run ``name`` (in a forked process); report whether it got it.
+
+    ``pause_alive``: the first liveness check says 'reached-alive' and waits for ``go-alive``
+    (a run that has read the stale hold and is about to judge it); ``pause_link``: the first
+    ``os.link`` says 'reached-link' and waits for ``go-link``. The process stays alive, still
+    holding what it got, until ``done``.
+    """
+    import fcntl
+    from rog_ros.nodes import output_lock
+    fcntl.flock = _no_flock('ENOLCK')
+    if pause_alive:
+        alive, calls = output_lock._alive, []
+
+        def paused_alive(*args):
+            """Judge the hold only once told to."""
+            if not calls:
+                calls.append(1)
+                events['reached-alive'].set()
+                events['go-alive'].wait(20)
+            return alive(*args)
+        output_lock._alive = paused_alive
+    if pause_link:
+        link, links = os.link, []
+
+        def paused_link(*args, **kwargs):
+            """Link only once told to."""
+            if not links:
+                links.append(1)
+                events['reached-link'].set()
+                events['go-link'].wait(20)
+            return link(*args, **kwargs)
+        os.link = paused_link
+    try:
+        fd, _ = output_lock.hold_by_file(os.path.join(out, LOCK_FILE), name, 'ENOLCK')
+    except OutputInUse:
+        fd = None
+    results.put((name, fd is not None))
+    events['done'].wait(30)
+
+
+def test_without_flock_runs_racing_a_killed_run_s_hold_let_one_in(tmp_path):
+    # Three runs race the .held file of a killed run. C reads it (stale) and is held up
+    # before it acts; B takes it over (its own .held made); C goes on: before, it moved B's
+    # live .held aside to check it, and D, started in that moment, found no .held and made
+    # its own; C could not put B's back, removed it, and B and D both held the folder.
+    import multiprocessing
+    import socket
+    from rog_ros.nodes import output_lock
+    ctx = multiprocessing.get_context('fork')
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    pid = _dead_pid()
+    (out / (LOCK_FILE + output_lock.HELD_SUFFIX)).write_text(
+        f'{socket.gethostname()} {pid} - {output_lock.pid_space()}\nrog fleet, pid {pid}\n')
+    events = {k: ctx.Event() for k in ('reached-alive', 'go-alive', 'reached-link', 'go-link',
+                                       'done')}
+    results = ctx.Queue()
+    procs = []
+
+    def start(name, **pauses):
+        """Start run ``name`` racing for the folder."""
+        proc = ctx.Process(target=_take_by_file, args=(str(out), name, events, results),
+                           kwargs=pauses)
+        proc.start()
+        procs.append(proc)
+    got = {}
+    try:
+        start('C', pause_alive=True, pause_link=True)
+        assert events['reached-alive'].wait(20)           # C has read the stale hold
+        start('B')
+        name, held = results.get(timeout=20)
+        got[name] = held
+        assert got == {'B': True}                         # B took the killed run's hold
+        events['go-alive'].set()                          # C goes on with what it read
+        events['reached-link'].wait(5)                    # (C putting a hold back, if it does)
+        start('D')
+        name, held = results.get(timeout=20)
+        got[name] = held
+        events['go-link'].set()
+        name, held = results.get(timeout=20)
+        got[name] = held
+        # Assert: one run holds the folder (B), the others were refused; the .held is B's
+        assert got == {'B': True, 'C': False, 'D': False}
+        first = (out / (LOCK_FILE + output_lock.HELD_SUFFIX)).read_text().split('\n')[0]
+        assert first.split(' ')[1] == str(procs[1].pid)
+    finally:
+        events['done'].set()
+        for proc in procs:
+            proc.join(30)
+
+
+def _race_by_file(out, start, results, done):
+    """Hold ``out`` by file (no flock) once ``start`` is set; report whether it got it."""
+    import fcntl
+    from rog_ros.nodes import output_lock
+    fcntl.flock = _no_flock('ENOLCK')
+    start.wait(20)
+    try:
+        fd, _ = output_lock.hold_by_file(os.path.join(out, LOCK_FILE), 'rog sim', 'ENOLCK')
+    except OutputInUse:
+        fd = None
+    results.put(fd is not None)
+    done.wait(30)
+
+
+def test_without_flock_many_runs_racing_a_killed_run_s_hold_let_exactly_one_in(tmp_path):
+    # Eight runs started at once on a killed run's .held file, five times: one holds it
+    import multiprocessing
+    import socket
+    from rog_ros.nodes import output_lock
+    ctx = multiprocessing.get_context('fork')
+    pid = _dead_pid()
+    for round_ in range(5):
+        out = tmp_path / f'fleet{round_}'
+        out.mkdir()
+        (out / (LOCK_FILE + output_lock.HELD_SUFFIX)).write_text(
+            f'{socket.gethostname()} {pid} - {output_lock.pid_space()}\nrog fleet, pid {pid}\n')
+        start, done, results = ctx.Event(), ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=_race_by_file, args=(str(out), start, results, done))
+                 for _ in range(8)]
+        try:
+            for proc in procs:
+                proc.start()
+            start.set()
+            got = [results.get(timeout=30) for _ in procs]
+        finally:
+            done.set()
+            for proc in procs:
+                proc.join(30)
+        assert sum(got) == 1, f'round {round_}: {sum(got)} runs hold the folder'
+        assert sorted(os.listdir(out)) == [LOCK_FILE + output_lock.HELD_SUFFIX]

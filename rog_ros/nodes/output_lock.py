@@ -39,6 +39,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
+import hashlib
 import os
 import socket
 import stat
@@ -384,35 +385,165 @@ def held_file_holder(path: str, remove_stale: bool = False) -> str | None:
     nothing here): their lines say to remove the file once that run has ended.
     """
     held = path + HELD_SUFFIX
+    text = _read_hold(held)
+    if text is None:
+        return None
+    line, holder = _judge_hold(held, text)
+    if holder is not None:
+        return holder
+    if remove_stale:
+        return _take_over(held, text, line)
+    return None
+
+
+def _read_hold(held: str) -> str | None:
+    """Return the text of the ``.held`` file ``held`` ('' if unreadable); None if none."""
     try:
         fd = os.open(held, os.O_RDONLY | _NOFOLLOW)
     except OSError:
         return None
     try:
-        st = os.fstat(fd)
-        text = os.read(fd, 1000).decode(errors='replace')
+        return os.read(fd, 1000).decode(errors='replace')
     except OSError:
-        text, st = '', None
+        return ''
     finally:
         os.close(fd)
+
+
+def _judge_hold(held: str, text: str) -> tuple:
+    """
+    Return ``(line, holder)`` of a ``.held`` (or take-over) file ``held`` holding ``text``.
+
+    ``line`` is its maker's line; ``holder`` the refusal's words, None when it is stale
+    (made on this host, in this pid namespace, by a process that is gone).
+    """
     first, _, rest = text.partition('\n')
     host, pid, started, space = (first.split(' ') + ['', '', '', ''])[:4]
     line = ' '.join(rest.split()) or f'a run that has not said which, in {held}'
     if not pid.isdigit():       # (no run names a file it is making: one killed meanwhile)
-        return f'{line}; if no run uses that folder, remove {held}'
+        return line, f'{line}; if no run uses that folder, remove {held}'
     if host != socket.gethostname():
-        return f'{line}; if that run on {host} has ended, remove {held}'
+        return line, f'{line}; if that run on {host} has ended, remove {held}'
     if _other_space(started, space):
-        return (f'{line}; made in another pid namespace (container) of {host}: if that run '
-                f'has ended, remove {held}')
+        return line, (f'{line}; made in another pid namespace (container) of {host}: if '
+                      f'that run has ended, remove {held}')
     if _alive(int(pid), started):
-        return line
-    if remove_stale and st is not None:
-        failed = _remove_held_file(held, st.st_dev, st.st_ino)
-        if failed is not None:      # (another user's, in a sticky folder: taken for ever)
+        return line, line
+    return line, None
+
+
+TAKE_OVER_INFIX = '.over-'
+"""A stale ``.held`` file is removed only by the run that made ``HELD + this + its digest``."""
+
+_TAKE_OVER_DEPTH = 3
+"""Take-over files of killed take-overs taken over in turn, at most this deep."""
+
+_TAKE_OVER_WAITS = 200
+"""Times (10 ms apart) a run waits for a live run's take-over of the same stale file."""
+
+
+def _take_over(held: str, text: str, line: str, depth: int = 0) -> str | None:
+    """
+    Remove the stale file ``held`` if it still holds ``text``, one run at a time.
+
+    Why: runs racing for a killed run's ``.held`` file each read it, found it stale, and
+    removed what was there by then: B removed it and made its own, C then moved B's fresh
+    one aside, found the same inode number (the file system gave B's file the freed one)
+    and removed it, and made its own; B and C both held the folder. Now the run that
+    removes it first makes ``held.over-DIGEST`` (``DIGEST`` of ``text``, which names a
+    process that is gone: no later file holds the same text) by ``link`` of a file that
+    already names it, so it is never seen empty; holding that, it reads ``held`` again and
+    removes it only if it still holds ``text`` (no other run removes a file holding it
+    meanwhile). Another run's take-over file is waited for while that run lives; one a
+    killed run left is taken over the same way. Return None (removed, or taken over by
+    another run: read it again), or the refusal's words (``line``: the stale file's).
+    """
+    digest = hashlib.sha1(text.encode(errors='replace')).hexdigest()[:16]
+    guard = f'{held}{TAKE_OVER_INFIX}{digest}'
+    busy = _make_take_over_file(guard, held, depth)
+    if busy is not None:
+        return busy or None             # ('': another run took it over: read afresh)
+    try:
+        if _read_hold(held) != text:
+            return None                 # (taken over already: another run's now, or none)
+        aside = f'{guard}.gone-{socket.gethostname()}-{os.getpid()}'
+        try:
+            os.rename(held, aside)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
             return (f'{line}; that run has ended, but {held} cannot be removed '
-                    f'({failed.strerror or failed}): have its owner remove it')
-    return None
+                    f'({exc.strerror or exc}): have its owner remove it')
+        with contextlib.suppress(OSError):
+            os.unlink(aside)
+        return None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(guard)
+
+
+def _make_take_over_file(guard: str, held: str, depth: int) -> str | None:
+    """
+    Make take-over file ``guard`` of ``held``, naming this process: None once made.
+
+    Written in a file of this process's own name first and linked (``link`` never
+    replaces a file, NFS included; where there are no hard links it is made ``O_EXCL``).
+    A live run's is waited for: '' once it is gone (the stale file may be taken over
+    already), its refusal's words if it stays; a killed run's is taken over
+    (:func:`_take_over`) and made again.
+    """
+    me = f'{socket.gethostname()} {os.getpid()} {_started(os.getpid())} {pid_space()}\n' \
+         f'taking over {held}, pid {os.getpid()}\n'
+    mine = f'{guard}.{socket.gethostname()}-{os.getpid()}'
+    holder = ''
+    try:
+        for _ in range(_TAKE_OVER_WAITS):
+            try:
+                _link_new(mine, guard, me)
+                return None
+            except FileExistsError:
+                pass
+            text = _read_hold(guard)
+            if text is None:
+                continue                # (let go meanwhile: try again)
+            line, holder = _judge_hold(guard, text)
+            if holder is None and depth < _TAKE_OVER_DEPTH:
+                _take_over(guard, text, line, depth + 1)     # (a killed run's take-over)
+                continue
+            time.sleep(0.01)            # (a live run taking it over now)
+        return holder or f'{guard} stays; if no run uses that folder, remove it'
+    except OSError as exc:
+        return (f'cannot take over the hold of a run that has ended: {guard} cannot be made '
+                f'({exc.strerror or exc}); remove {held} if no run uses that folder')
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(mine)
+
+
+def _link_new(mine: str, path: str, text: str) -> None:
+    """Make ``path`` hold ``text`` (via ``mine``, linked); FileExistsError if it exists."""
+    with open(mine, 'w', encoding='utf-8') as fh:
+        fh.write(text)
+    try:
+        os.link(mine, path)
+        return
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+    try:                                # (no hard links here: O_EXCL, then its words)
+        _write_all_fd(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _write_all_fd(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _alive(pid: int, started: str = '') -> bool:
