@@ -26,6 +26,7 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import socket
 import stat
 import tempfile
@@ -611,3 +612,38 @@ def _not_kept(err: OSError, what: str, kept: str) -> OSError:
     """Return the one-line error of an earlier file that cannot be moved to ``kept``."""
     return OSError(f'the earlier {what} there cannot be kept as {kept} '
                    f'({err.strerror or err}); move it away or give another file')
+
+
+def copy_whole(src: str, dst: str) -> None:
+    """
+    Copy file ``src`` to ``dst`` whole or not at all (``atomic_write_with``), times kept.
+
+    ``shutil.copy2`` to ``dst.part`` then a rename left the ``.part`` (a model's size) when
+    killed midway, and synced neither the copy nor its folder. Leftovers of either kind that
+    earlier copies to ``dst`` left are removed first (those no live process writes).
+    """
+    folder, name = os.path.split(os.path.abspath(dst))
+    remove_write_leftovers(folder, name)
+    if os.path.isfile(dst + '.part'):       # (the name versions before this one used)
+        os.unlink(dst + '.part')
+    with open(src, 'rb') as source:
+        atomic_write_with(dst, lambda f: shutil.copyfileobj(source, f, 1 << 20))
+    shutil.copystat(src, dst)
+
+
+def move_whole(src: str, dst: str) -> None:
+    """
+    Move file ``src`` to ``dst``: a rename, or where they are on two file systems a whole copy.
+
+    ``shutil.move`` across file systems copies into ``dst`` itself: a robot killed midway
+    left half a model under the model's own name in ``previous/``, taken for the last good
+    one. The copy is :func:`copy_whole`; ``src`` is removed once it is on disk.
+    """
+    try:
+        os.replace(src, dst)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        copy_whole(src, dst)
+        os.unlink(src)
+        fsync_dir(os.path.dirname(os.path.abspath(src)))

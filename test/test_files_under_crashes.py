@@ -15,6 +15,7 @@
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 
@@ -274,3 +275,110 @@ def test_without_flock_a_temporary_of_another_pid_namespace_of_this_host_is_kept
         (tmp_path / name).write_bytes(b'x' * 100)
     assert atomic.remove_write_leftovers(tmp_path, 'worker_0.pt') == 1
     assert os.listdir(str(tmp_path)) == [theirs]
+
+
+_CACHE_WRITER = ('import sys\n'
+                 'import torch\n'
+                 'def save(obj, f):\n'
+                 '    """Write half an entry, say so, then wait for a line (or a SIGKILL)."""\n'
+                 '    f.write(b"x" * 65536)\n'
+                 '    f.flush()\n'
+                 '    print("writing", flush=True)\n'
+                 '    sys.stdin.readline()\n'
+                 '    f.write(b"y" * 65536)\n'
+                 'torch.save = save\n'
+                 'from rog_ros.workloads import cache\n'
+                 'cache.atomic_save({}, sys.argv[1])\n')
+
+
+def test_the_workload_cache_removes_what_a_killed_build_left_but_not_a_live_one_s(
+        tmp_path, monkeypatch):
+    # Arrange: a cache shared by processes: one killed while it saved an entry (its
+    # temporary, as large as the entry, stayed for ever), another saving an entry now, and
+    # a temporary of the entry built now that a version before this one left
+    from rog_ros.workloads import cache
+    folder = tmp_path / 'cache'
+    folder.mkdir()
+    monkeypatch.setenv(cache.CACHE_ENV, str(folder))
+    entry = f'toy-{cache.cache_key("toy", {}, "1")}.pt'
+    other = f'toy-{cache.cache_key("toy", {"n": 2}, "1")}.pt'
+    _kill(_start(_CACHE_WRITER, str(folder / entry)))
+    killed = sorted(os.listdir(str(folder)))
+    assert len(killed) == 1
+    (folder / f'.{entry}.abcd_123.tmp').write_bytes(b'half')      # (an earlier version's)
+    (folder / f'.{other}.abcd_123.tmp').write_bytes(b'half')      # (another entry's: kept)
+    live = _start(_CACHE_WRITER, str(folder / other))
+    try:
+        writing = sorted(set(os.listdir(str(folder))) - set(killed)
+                         - {f'.{entry}.abcd_123.tmp', f'.{other}.abcd_123.tmp'})
+        assert len(writing) == 1
+        # Act: the next use of the cache builds the entry
+        got = cache.load_or_build('toy', {}, '1', build=lambda: {'v': 7})
+        # Assert: built and saved; the killed write's file and the old temporary of this
+        # entry gone; the live write's, and the other entry's old one, kept
+        assert got == {'v': 7}
+        assert sorted(os.listdir(str(folder))) == sorted(
+            [entry, f'.{entry}.lock', f'.{other}.abcd_123.tmp'] + writing)
+        assert stat.S_IMODE((folder / entry).stat().st_mode) == 0o644
+        live.stdin.write('go on\n')
+        live.stdin.flush()
+        assert live.wait(30) == 0
+    finally:
+        _kill(live)
+    assert (folder / other).stat().st_size == 2 * 65536
+    assert cache.load_or_build('toy', {}, '1', build=lambda: {'v': 8}) == {'v': 7}
+
+
+_COPY_KILLED = ('import shutil, sys\n'
+                'shutil._USE_CP_SENDFILE = False\n'       # (the copy goes through copyfileobj)
+                'def copyfileobj(fsrc, fdst, length=0):\n'
+                '    """Copy a little, say so, then wait for a SIGKILL."""\n'
+                '    fdst.write(fsrc.read(100))\n'
+                '    fdst.flush()\n'
+                '    print("copying", flush=True)\n'
+                '    sys.stdin.readline()\n'
+                'shutil.copyfileobj = copyfileobj\n'
+                'from rog_ros.experiments import compare\n'
+                'compare._copy_run(sys.argv[1], sys.argv[2])\n')
+
+
+def test_a_comparison_removes_what_killed_writes_and_copies_left_but_not_a_live_write(
+        tmp_path, monkeypatch):
+    # Arrange: a finished toy comparison; then, killed while they wrote, a report write in
+    # its folder and a run file's write in its run's folder (a reproduction killed: its
+    # comparisons' folders are never an output folder a lock cleans), a live write beside,
+    # and a copy of its run into another comparison killed midway
+    from rog_ros.experiments.compare import compare
+    from rog_ros.experiments.comparison_folder import run_dir
+    monkeypatch.setenv('ROG_CACHE_DIR', os.environ.get('ROG_CACHE_DIR', str(tmp_path / 'c')))
+    toy = {'iterations': 3, 'jobs_parallel': 1, 'sim_options': {'evaluations': 2}}
+    a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
+    compare('toy', 'clean', ['rog:4'], 2, [0], a, quiet=True, **toy)
+    run = run_dir(a, 'rog:4', 0)
+    finished = sorted(os.listdir(a)), sorted(os.listdir(run))
+    _kill(_start(_WRITER, os.path.join(a, 'report.md')))
+    _kill(_start(_WRITER, os.path.join(run, 'timeseries.csv')))
+    os.makedirs(run_dir(b, 'rog:4', 0))
+    _kill(_start(_COPY_KILLED, run, run_dir(b, 'rog:4', 0)))
+    # the copy's leftover is a locked temporary of an atomic write, not a '.NAME.part', and
+    # of a run file: the killed write's temporary in the run copied was not copied
+    copied = os.listdir(run_dir(b, 'rog:4', 0))
+    assert len(copied) == 1 and copied[0].startswith('.tmp-rog-'), copied
+    assert copied[0].count('.tmp-') == 1 and copied[0][17:] in finished[1], copied
+    part = os.path.join(run, '.events.csv.part')     # (a copy's before 2026-12-07)
+    with open(part, 'wb') as fh:
+        fh.write(b'half')
+    os.utime(part, (1, 1))
+    live = _start(_WRITER, os.path.join(a, 'notes.bin'))
+    try:
+        writing = _temporaries(a, 'notes.bin')
+        assert len(writing) == 1
+        # Act: the comparison again (its run reused), and the other one (its run copied)
+        compare('toy', 'clean', ['rog:4'], 2, [0], a, quiet=True, **toy)
+        compare('toy', 'clean', ['rog:4'], 2, [0], b, quiet=True, reuse_from=[a], **toy)
+        # Assert: the killed writes' files gone, the live one's kept; the copy whole
+        assert sorted(os.listdir(a)) == sorted(finished[0] + writing)
+        assert sorted(os.listdir(run)) == finished[1]
+        assert sorted(os.listdir(run_dir(b, 'rog:4', 0))) == finished[1]
+    finally:
+        _kill(live)

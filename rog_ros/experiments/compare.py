@@ -28,14 +28,15 @@ configuration is copied, not run again.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict
 import json
 import math
 import os
-import shutil
 import sys
 import time
 
+from rog_ros.atomic import copy_whole, remove_write_leftovers
 from rog_ros.children import run_in_processes
 from rog_ros.experiments.comparison_folder import comparison_meta, run_dir
 from rog_ros.experiments.comparison_report import write_comparison
@@ -259,15 +260,39 @@ def _copy_run(src: str, dst: str) -> None:
     """
     Copy the finished run in ``src`` into ``dst`` (cleared first), its ``summary.json`` last.
 
-    A copy cut short leaves no finished run behind: the next call copies it again.
+    A copy cut short leaves no finished run behind: the next call copies it again. Each file
+    is copied whole or not at all (:func:`rog_ros.atomic.copy_whole`); hidden files (the
+    temporaries of writes going on there or killed, a lock file) are not copied.
     """
     _clear_run(dst)
-    names = sorted(n for n in os.listdir(src)
-                   if n != 'summary.json' and os.path.isfile(os.path.join(src, n)))
+    names = sorted(n for n in os.listdir(src) if n != 'summary.json' and not n.startswith('.')
+                   and os.path.isfile(os.path.join(src, n)))
     for name in names + ['summary.json']:
-        part = os.path.join(dst, f'.{name}.part')
-        shutil.copy2(os.path.join(src, name), part)
-        os.replace(part, os.path.join(dst, name))
+        copy_whole(os.path.join(src, name), os.path.join(dst, name))
+
+
+def _remove_leftovers(d: str) -> None:
+    """
+    Remove what writes into run folder ``d`` that a kill cut short left there.
+
+    The temporaries of atomic writes no live process writes (a run's files, a copy's:
+    :func:`rog_ros.atomic.remove_write_leftovers`, which keeps a live writer's, another
+    ``rog compare``'s included), and the ``.NAME.part`` files copies made before 2026-12-07
+    (``shutil.copy2`` then a rename): a kill left them beside the run for ever. Those are
+    only removed with the run's ``summary.json`` there and newer (the copy they belong to
+    ended, or was cut short by a kill).
+    """
+    if not os.path.isdir(d):
+        return
+    remove_write_leftovers(d)
+    summary = os.path.join(d, 'summary.json')
+    for name in os.listdir(d):
+        path = os.path.join(d, name)
+        if not (name.startswith('.') and name.endswith('.part')) or not os.path.isfile(path):
+            continue
+        with contextlib.suppress(OSError):
+            if os.path.getmtime(summary) >= os.path.getmtime(path):
+                os.unlink(path)
 
 
 def _same_trace_files(summary: dict, spec: str) -> bool:
@@ -395,6 +420,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     ``prefix``: what the progress bar and the messages on stderr are labelled with.
     """
     os.makedirs(out, exist_ok=True)
+    remove_write_leftovers(out)   # (killed report writes: a reproduction's are in no --out)
     labels = labels or {}
     overrides = overrides or {}
     others = [o for o in (reuse_from or ()) if os.path.abspath(o) != os.path.abspath(out)]
@@ -406,6 +432,7 @@ def compare(workload: str, trace: str, systems: list[str], workers: int, seeds: 
     for system, seed in jobs:
         label = labels.get(system, system)
         d = run_dir(out, label, seed)
+        _remove_leftovers(d)
         cfg = SimConfig(workload=workload, system=system, workers=workers,
                         workload_options=dict(workload_options or {}),
                         trace=trace, seed=seed, iterations=iterations, label=label,

@@ -55,13 +55,11 @@ goes on from its last model) is copied, not moved, so that its node still finds 
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import shutil
 import sys
 
-from rog_ros.atomic import atomic_write_with, fsync_dir, remove_write_leftovers
+from rog_ros.atomic import copy_whole, fsync_dir, move_whole, remove_write_leftovers
 from rog_ros.metrics import PREVIOUS_RUN_DIR
 from rog_ros.nodes.model_file import MODEL_FILE
 from rog_ros.nodes.output_lock import hold_lock_file, let_go_of_lock_file
@@ -150,41 +148,6 @@ def _synced(*folders) -> None:
     """
     for folder in dict.fromkeys(os.path.abspath(f) for f in folders):
         fsync_dir(folder)
-
-
-def copy_whole(src: str, dst: str) -> None:
-    """
-    Copy file ``src`` to ``dst`` whole or not at all (``atomic_write_with``), times kept.
-
-    ``shutil.copy2`` to ``dst.part`` then a rename left the ``.part`` (a model's size) when
-    killed midway, and synced neither the copy nor its folder. Leftovers of either kind that
-    earlier copies to ``dst`` left are removed first (those no live process writes).
-    """
-    folder, name = os.path.split(os.path.abspath(dst))
-    remove_write_leftovers(folder, name)
-    if os.path.isfile(dst + '.part'):       # (the name versions before this one used)
-        os.unlink(dst + '.part')
-    with open(src, 'rb') as source:
-        atomic_write_with(dst, lambda f: shutil.copyfileobj(source, f, 1 << 20))
-    shutil.copystat(src, dst)
-
-
-def move_whole(src: str, dst: str) -> None:
-    """
-    Move file ``src`` to ``dst``: a rename, or where they are on two file systems a whole copy.
-
-    ``shutil.move`` across file systems copies into ``dst`` itself: a robot killed midway
-    left half a model under the model's own name in ``previous/``, taken for the last good
-    one. The copy is :func:`copy_whole`; ``src`` is removed once it is on disk.
-    """
-    try:
-        os.replace(src, dst)
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:
-            raise
-        copy_whole(src, dst)
-        os.unlink(src)
-        fsync_dir(os.path.dirname(os.path.abspath(src)))
 
 
 def set_aside_earlier_run(out: str, logs: str, nodes=None) -> str:

@@ -17,7 +17,9 @@ On-disk cache of pre-trained starting checkpoints, keyed by workload options + c
 Pre-training takes tens of seconds; every simulator run, node start and test would otherwise
 repeat it. Entries are written atomically (temp file in the same folder, fsync, rename, fsync of
 the folder), so a crash or two processes building the same entry never leave a torn file: a
-reader sees either no entry or a complete one. Location: `$ROG_CACHE_DIR`, default
+reader sees either no entry or a complete one; the temporary file of a build killed while it
+saved is removed at the next use of the cache (a live build's, in another process, is kept:
+it holds its file's lock). Location: `$ROG_CACHE_DIR`, default
 `~/.cache/rog_ros`; where that folder cannot be made or written (a container user's home, a
 read-only volume), entries are read from it still and written to (and then read from) a folder
 of this user's under the system's temporary one. Entries are unpickled, so a folder or an
@@ -34,10 +36,13 @@ import hashlib
 import json
 import os
 from pathlib import Path
+import re
 import stat
 import sys
 import tempfile
 import time
+
+from rog_ros.atomic import atomic_write_with, remove_write_leftovers
 
 CACHE_ENV = 'ROG_CACHE_DIR'
 
@@ -187,26 +192,47 @@ def cache_key(name, options, code_version):
 
 
 def atomic_save(obj, path):
-    """`torch.save` to `path` so that the file appears complete or not at all."""
+    """
+    `torch.save` to `path` so that the file appears complete or not at all (mode 0644).
+
+    Through :func:`rog_ros.atomic.atomic_write_with`: its temporary file is locked while it
+    is written, so that one a killed build left (as large as the entry) is told from a live
+    build's and removed at the next use of the cache (`remove_cache_leftovers`). Before,
+    ``.ENTRY.XXXXXXXX.tmp`` files of killed builds stayed in the cache for ever.
+    """
     import torch
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a shared cache must be readable
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write_with(path, lambda f: torch.save(obj, f), mode=0o644)
+
+
+_OLD_TEMP = re.compile(r'\.(.+)\.[a-z0-9_]{8}\.tmp', re.DOTALL)
+"""Temporaries of `atomic_save` before 2026-12-07: ``.ENTRY.`` + mkstemp's 8 + ``.tmp``."""
+
+
+def remove_cache_leftovers(folder, entry: str = '') -> int:
+    """
+    Remove the temporaries killed entry writes left in cache ``folder``; return how many.
+
+    Those of `atomic_save` that no live process writes (a build going on in another process
+    holds its temporary's lock: kept). With ``entry`` (called while its build lock is held,
+    `_build_lock`), also that entry's temporaries of versions before 2026-12-07, which were
+    not locked: one is written only under the entry's build lock, or by a process that found
+    no lock there. Never raises (a read-only cache removes nothing).
+    """
+    removed = 0
+    with contextlib.suppress(OSError):
+        removed += remove_write_leftovers(folder)
+    if not entry:
+        return removed
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            found = _OLD_TEMP.fullmatch(name)
+            path = os.path.join(folder, name)
+            if found and found.group(1) == entry and os.path.isfile(path) and _trusted(
+                    Path(path), follow=False):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                    removed += 1
+    return removed
 
 
 def load_or_build(name, options, code_version, build):
@@ -240,11 +266,14 @@ def load_or_build(name, options, code_version, build):
     if cached is not None:
         return cached[0]
     path = folder / entry
-    with _build_lock(path):
+    remove_cache_leftovers(folder)
+    with _build_lock(path) as locked:
         # another process may have built it while we waited (here, or in the fallback)
         cached = _load_entry(path) or _load_spare(entry)
         if cached is not None:
             return cached[0]
+        if locked:
+            remove_cache_leftovers(folder, entry)
         return _build_and_save(name, path, build)
 
 
@@ -279,14 +308,16 @@ def _build_lock(path: Path):
     Processes that start together on a fresh machine (a fleet's nodes, parallel tests, a
     compare's pool) would otherwise each pre-train the same entry: the first builds it, the
     others wait and load it. No lock where the folder refuses one (POSIX `flock` only): then
-    each builds, and atomic writes keep the entry whole as before.
+    each builds, and atomic writes keep the entry whole as before. Yield whether the lock is
+    held.
     """
     try:
         import fcntl
         handle = open(path.with_name(f'.{path.name}.lock'), 'a')
     except (ImportError, OSError):
-        yield
+        yield False
         return
+    locked = True
     try:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -296,10 +327,10 @@ def _build_lock(path: Path):
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             except OSError:
-                pass
+                locked = False
         except OSError:
-            pass
-        yield
+            locked = False
+        yield locked
     finally:
         handle.close()      # closing releases the lock
 
