@@ -970,3 +970,29 @@ def test_without_flock_many_runs_racing_a_killed_run_s_hold_let_exactly_one_in(t
                 proc.join(30)
         assert sum(got) == 1, f'round {round_}: {sum(got)} runs hold the folder'
         assert sorted(os.listdir(out)) == [LOCK_FILE + output_lock.HELD_SUFFIX]
+
+
+def test_without_flock_a_hold_taken_removes_what_killed_take_overs_left(tmp_path, monkeypatch):
+    # Take-overs of a killed run's .held killed midway leave their .held.over- files (each
+    # naming its maker); the run that holds the folder next removes those of a process gone
+    import fcntl
+    import socket
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = LOCK_FILE + output_lock.HELD_SUFFIX
+    pid = _dead_pid()
+    dead = f'{socket.gethostname()} {pid} - {output_lock.pid_space()}\ntaking over, pid {pid}\n'
+    alive = (f'{socket.gethostname()} {os.getppid()} - {output_lock.pid_space()}\n'
+             f'taking over, pid {os.getppid()}\n')
+    (out / f'{held}.over-0123456789abcdef').write_text(dead)
+    (out / f'{held}.over-0123456789abcdef.gone-{socket.gethostname()}-{pid}').write_text(dead)
+    (out / f'{held}.over-fedcba9876543210').write_text(alive)        # (a live process's)
+    (out / f'{held}.notes').write_text('a user file')
+    lock = OutputLock.take(str(out), 'rog sim')
+    try:
+        assert sorted(os.listdir(str(out))) == sorted(
+            [LOCK_FILE, held, f'{held}.over-fedcba9876543210', f'{held}.notes'])
+    finally:
+        lock.release()

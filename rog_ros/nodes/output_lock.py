@@ -369,6 +369,7 @@ def hold_by_file(path: str, command: str, why: str):
             pass
         st = os.fstat(fd)
         _FILE_HOLDS[fd] = (held, st.st_dev, st.st_ino)
+        _remove_take_over_leftovers(held)
         return fd, None
     raise OutputInUse(f'cannot lock {path}: {held} was made and removed again '
                       f'{_RETAKES} times; run again')
@@ -518,6 +519,29 @@ def _make_take_over_file(guard: str, held: str, depth: int) -> str | None:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(mine)
+
+
+def _remove_take_over_leftovers(held: str) -> None:
+    """
+    Remove the files take-overs of ``held`` left when killed midway, now that it is ours.
+
+    Their take-over files, the files they linked them from and the stale files they set
+    aside (``held.over-*``) each name a process: those of a process gone are removed. One
+    of a stale file that is gone (this run's ``held`` is in its place) guards nothing.
+    """
+    folder, name = os.path.split(held)
+    try:
+        names = os.listdir(folder or '.')
+    except OSError:
+        return
+    for entry in names:
+        if not entry.startswith(name + TAKE_OVER_INFIX):
+            continue
+        path = os.path.join(folder, entry)
+        text = _read_hold(path)
+        if text is not None and _judge_hold(path, text)[1] is None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def _link_new(mine: str, path: str, text: str) -> None:
