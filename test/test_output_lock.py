@@ -996,3 +996,34 @@ def test_without_flock_a_hold_taken_removes_what_killed_take_overs_left(tmp_path
             [LOCK_FILE, held, f'{held}.over-fedcba9876543210', f'{held}.notes'])
     finally:
         lock.release()
+
+
+def test_without_flock_a_take_over_writes_through_no_symbolic_link(tmp_path, monkeypatch):
+    # The file a take-over writes its line into before it links it (HELD.over-DIGEST.HOST-PID)
+    # has a name anyone can tell from the stale file's text; a symbolic link put there (in a
+    # folder others may write to) had the file it points to truncated and overwritten
+    import fcntl
+    import hashlib
+    import socket
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    pid = _dead_pid()
+    text = f'{socket.gethostname()} {pid} - {output_lock.pid_space()}\nrog fleet, pid {pid}\n'
+    held.write_text(text)
+    digest = hashlib.sha1(text.encode()).hexdigest()[:16]
+    mine = out / (f'{held.name}{output_lock.TAKE_OVER_INFIX}{digest}.'
+                  f'{socket.gethostname()}-{os.getpid()}')
+    victim = tmp_path / 'victim.txt'
+    victim.write_text('precious\n')
+    mine.symlink_to(victim)
+    lock = OutputLock.take(str(out), 'rog sim')
+    try:
+        # Assert: the file the link named is untouched; the killed run's hold taken over
+        assert victim.read_text() == 'precious\n'
+        assert held.read_text().split(' ')[1] == str(os.getpid())
+        assert sorted(os.listdir(str(out))) == [LOCK_FILE, held.name]
+    finally:
+        lock.release()

@@ -545,9 +545,19 @@ def _remove_take_over_leftovers(held: str) -> None:
 
 
 def _link_new(mine: str, path: str, text: str) -> None:
-    """Make ``path`` hold ``text`` (via ``mine``, linked); FileExistsError if it exists."""
-    with open(mine, 'w', encoding='utf-8') as fh:
-        fh.write(text)
+    """
+    Make ``path`` hold ``text`` (via ``mine``, linked); FileExistsError if it exists.
+
+    ``mine`` is made afresh (``O_EXCL``, never through a symbolic link): its name is told
+    from the stale file's text, and a link put there had the file it points to overwritten.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(mine)                 # (a killed run's of the same pid, or a planted link)
+    fd = os.open(mine, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+    try:
+        _write_all_fd(fd, text.encode())
+    finally:
+        os.close(fd)
     try:
         os.link(mine, path)
         return
