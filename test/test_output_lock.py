@@ -1027,3 +1027,41 @@ def test_without_flock_a_take_over_writes_through_no_symbolic_link(tmp_path, mon
         assert sorted(os.listdir(str(out))) == [LOCK_FILE, held.name]
     finally:
         lock.release()
+
+
+def test_without_flock_a_take_over_that_cannot_go_on_is_refused_without_waiting_on(
+        tmp_path, monkeypatch):
+    # A killed take-over's file (stale), whose own take-over was killed before it wrote its
+    # line (empty: made O_EXCL where there are no hard links): each of the 200 tries on the
+    # first waited the 200 tries on the second (about 400 s), then refused all the same
+    import fcntl
+    import hashlib
+    import socket
+    import time
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    monkeypatch.setattr(output_lock, '_TAKE_OVER_WAITS', 40)
+    sleeps = []
+    monkeypatch.setattr(time, 'sleep', sleeps.append)
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    pid = _dead_pid()
+    text = f'{socket.gethostname()} {pid} - {output_lock.pid_space()}\nrog fleet, pid {pid}\n'
+    held.write_text(text)
+    guard = out / f'{held.name}{output_lock.TAKE_OVER_INFIX}' \
+                  f'{hashlib.sha1(text.encode()).hexdigest()[:16]}'
+    taker = (f'{socket.gethostname()} {pid} - {output_lock.pid_space()}\n'
+             f'taking over {held}, pid {pid}\n')
+    guard.write_text(taker)
+    inner = out / f'{guard.name}{output_lock.TAKE_OVER_INFIX}' \
+                  f'{hashlib.sha1(taker.encode()).hexdigest()[:16]}'
+    inner.write_text('')
+    with pytest.raises(OutputInUse) as refused:
+        OutputLock.take(str(out), 'rog sim')
+    # Assert: refused after one wait of 40 tries, naming the file to remove; nothing removed
+    waits = [s for s in sleeps if s == 0.01]        # (the take-over's, 10 ms each)
+    assert len(waits) <= 40, len(waits)
+    text = str(refused.value)
+    assert '\n' not in text and f'remove {inner}' in text
+    assert held.is_file() and guard.is_file() and inner.is_file()

@@ -489,9 +489,10 @@ def _make_take_over_file(guard: str, held: str, depth: int) -> str | None:
 
     Written in a file of this process's own name first and linked (``link`` never
     replaces a file, NFS included; where there are no hard links it is made ``O_EXCL``).
-    A live run's is waited for: '' once it is gone (the stale file may be taken over
-    already), its refusal's words if it stays; a killed run's is taken over
-    (:func:`_take_over`) and made again.
+    A live run's is waited for (``_TAKE_OVER_WAITS`` tries; made once it is gone): its
+    refusal's words if it stays; a killed run's is taken over (:func:`_take_over`) and made
+    again, and where that take-over is refused, so is this one (at once: before, each try
+    here waited all of that one's tries, minutes).
     """
     me = f'{socket.gethostname()} {os.getpid()} {_started(os.getpid())} {pid_space()}\n' \
          f'taking over {held}, pid {os.getpid()}\n'
@@ -508,8 +509,10 @@ def _make_take_over_file(guard: str, held: str, depth: int) -> str | None:
             if text is None:
                 continue                # (let go meanwhile: try again)
             line, holder = _judge_hold(guard, text)
-            if holder is None and depth < _TAKE_OVER_DEPTH:
-                _take_over(guard, text, line, depth + 1)     # (a killed run's take-over)
+            if holder is None and depth < _TAKE_OVER_DEPTH:     # (a killed run's take-over)
+                refused = _take_over(guard, text, line, depth + 1)
+                if refused is not None:     # (its own waits are over: not each of ours)
+                    return refused
                 continue
             time.sleep(0.01)            # (a live run taking it over now)
         return holder or f'{guard} stays; if no run uses that folder, remove it'
