@@ -18,8 +18,8 @@ Pre-training takes tens of seconds; every simulator run, node start and test wou
 repeat it. Entries are written atomically (temp file in the same folder, fsync, rename, fsync of
 the folder), so a crash or two processes building the same entry never leave a torn file: a
 reader sees either no entry or a complete one; the temporary file of a build killed while it
-saved is removed at the next use of the cache (a live build's, in another process, is kept:
-it holds its file's lock). Location: `$ROG_CACHE_DIR`, default
+saved is removed when an entry is next built (its own, at its next use; a live build's, in
+another process, is kept: it holds its file's lock). Location: `$ROG_CACHE_DIR`, default
 `~/.cache/rog_ros`; where that folder cannot be made or written (a container user's home, a
 read-only volume), entries are read from it still and written to (and then read from) a folder
 of this user's under the system's temporary one. Entries are unpickled, so a folder or an
@@ -197,7 +197,7 @@ def atomic_save(obj, path):
 
     Through :func:`rog_ros.atomic.atomic_write_with`: its temporary file is locked while it
     is written, so that one a killed build left (as large as the entry) is told from a live
-    build's and removed at the next use of the cache (`remove_cache_leftovers`). Before,
+    build's and removed by the next build (`remove_cache_leftovers`). Before,
     ``.ENTRY.XXXXXXXX.tmp`` files of killed builds stayed in the cache for ever.
     """
     import torch
