@@ -20,6 +20,7 @@ Debian: ``apt-get install iproute2``) and skip, saying which is missing, otherwi
 """
 
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -122,3 +123,118 @@ def test_a_pair_with_multicast_and_its_worker_end_set_down_and_up():
         assert ',UP' not in _ip('-n', link.worker_ns, '-o', 'link', 'show', 'dev', link.worker_if)
         fleet.set_link(0, up=True)
         assert ',UP' in _ip('-n', link.worker_ns, '-o', 'link', 'show', 'dev', link.worker_if)
+
+
+def test_an_outage_is_a_one_frame_bucket_at_a_near_zero_rate_and_keeps_the_queue(monkeypatch):
+    # an outage was tbf at 8 kbit/s with a 32 KiB bucket: 32 KiB left as it began, then
+    # 1 kB/s; and every change refilled a 32 KiB bucket (21% of 0.1 s at 10 Mbit/s)
+    ran, kicked = [], []
+    monkeypatch.setattr(netns, '_run', lambda cmd: ran.append(cmd) or '')
+    fleet = netns.NetnsFleet(1, mtu=9000)
+    monkeypatch.setattr(fleet, 'kick', lambda ns, peer: kicked.append((ns, peer)),
+                        raising=False)
+    # Execute: 10 Mbit/s, then an outage, then 0.5 Mbit/s
+    for mbps in (10.0, 0.0, 0.5):
+        fleet.set_rate(0, mbps)
+    # Assert
+    args = [dict(zip(c[9::2], c[10::2])) for c in ran]        # rate, burst, limit per end
+    assert len(args) == 6 and all(c[8] == 'tbf' for c in ran)
+    at10, outage, at05 = args[0], args[2], args[4]
+    assert at10 == args[1] and outage == args[3] and at05 == args[5]
+    assert at10['rate'] == '10000kbit' and int(at10['burst']) == 2 * 9014
+    assert outage['rate'] == '361bit' and int(outage['burst']) == 9014   # one frame in 200 s
+    assert outage['limit'] == at10['limit'] == str(250_000)     # the queue before it stays
+    assert at05['rate'] == '500kbit' and int(at05['burst']) == 2 * 9014
+    assert fleet.rates[(0, 'up')] == fleet.rates[(0, 'down')] == 0.5
+    assert len(kicked) == 6                                      # every change wakes the qdisc
+    assert {ns for ns, _ in kicked} == {fleet.server_ns, fleet.worker_ns(0)}
+    # the bucket's time stays within tc's 274 s for every MTU a fleet takes
+    for mtu in (1280, 1500, 9000, 65535):
+        assert (mtu + 14) * 8 / netns.outage_rate_bits(mtu) <= 200.0
+    assert netns.configured_mbps(0.0) == 0.0 and netns.configured_mbps(-1.0) == 0.0
+
+
+_UDP = r"""
+import json, socket, sys, time
+if sys.argv[1] == 'recv':
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    s.bind(('0.0.0.0', 5555))
+    s.settimeout(0.2)
+    print('ready', flush=True)
+    end, out = time.monotonic() + float(sys.argv[2]), []
+    while time.monotonic() < end:
+        try:
+            out.append((time.monotonic(), len(s.recv(65536))))
+        except socket.timeout:
+            pass
+    print(json.dumps(out), flush=True)
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    end, data = time.monotonic() + float(sys.argv[3]), b'x' * int(sys.argv[4])
+    while time.monotonic() < end:
+        try:
+            s.sendto(data, (sys.argv[2], 5555))
+        except OSError:
+            time.sleep(0.001)
+"""
+
+
+@needs_root
+def test_a_backlogged_sender_gets_the_trace_through_outages_as_the_user_space_shaper():
+    # Prepare: 20 Mbit/s, an outage, 8 Mbit/s, an outage, 20 Mbit/s (1.5, 1, 1.5, 1, 1 s).
+    # Before: tbf kept the timer it had set at the outage's 8 kbit/s (a frame in 9 s) and sent
+    # nothing for the 8 Mbit/s stretch and the first 1 s of the last: 3.8 of 7.75 MB
+    import json
+    import sys
+    from rog_ros.net.shaper import TokenBucketShaper
+    trace = Trace(np.array([0.0, 1.5, 2.5, 4.0, 5.0]), np.array([20.0, 0.0, 8.0, 0.0, 20.0]),
+                  6.0, loop=False)
+
+    class _Link:
+
+        def rate_mbps(self, t):
+            return float(trace.rate_at(t))
+
+    # Execute: a UDP sender in the worker's namespace as fast as its socket lets it
+    with netns.NetnsFleet(1) as fleet:
+        link = fleet.links[0]
+        recv = subprocess.Popen(fleet.exec_prefix(fleet.server_ns)
+                                + [sys.executable, '-c', _UDP, 'recv', '7.5'],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert recv.stdout.readline().strip() == 'ready'
+            follower = netns.RateFollower(fleet, {0: _Link()}, time.time() + 0.5,
+                                          period_s=0.01).start()
+            send = subprocess.Popen(fleet.exec_prefix(link.worker_ns)
+                                    + [sys.executable, '-c', _UDP, 'send', link.server_ip,
+                                       '6.5', str(fleet.mtu - 28)])
+            got = json.loads(recv.stdout.readline())
+            send.wait(timeout=10)
+            follower.stop()
+        finally:
+            recv.kill()
+            recv.wait()
+    t = np.array([g[0] for g in got]) - follower.origin
+    n = np.array([g[1] for g in got], dtype=float)
+
+    def between(a, b):
+        return float(n[(t >= a) & (t < b)].sum())
+
+    # Assert: an outage lets out at most the frames of the follower's 10 ms and one more
+    frame = fleet.mtu - 28
+    assert between(1.6, 2.5) <= frame and between(4.1, 5.0) <= frame
+    assert between(1.5, 1.6) <= 20e6 / 8 * 0.02 + 2 * frame
+    # each stretch after an outage gets its rate (it got nothing before)
+    assert between(2.5, 4.0) == pytest.approx(1.5 * 8e6 / 8, rel=0.03)
+    assert between(5.0, 6.0) == pytest.approx(20e6 / 8, rel=0.03)
+    # the whole: the trace's bytes, as the user-space shaper gives (its bucket 64 KiB)
+    shaper, now, shaped = TokenBucketShaper(trace, 65536), 0.0, 0.0
+    while True:
+        wait = shaper.delay_for(frame, now)
+        if now + wait >= 6.0:
+            break
+        now, shaped = now + wait, shaped + frame
+    want = trace.cumulative_mbit(6.0) * 125_000
+    assert between(0.0, 6.0) == pytest.approx(want, rel=0.02)
+    assert between(0.0, 6.0) == pytest.approx(shaped, rel=0.03)

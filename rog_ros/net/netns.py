@@ -22,29 +22,46 @@ Kernel link emulation: one network namespace per robot, veth pairs to the server
   (``ip -n <srv> link add ... peer ... netns <wrk>``), so no interface ever appears in, or is
   taken from, the host; the namespaces have no route out, so traffic stays inside;
 * a ``tbf`` qdisc on both ends of each pair (uplink: worker side, downlink: server side)
-  whose rate a :class:`RateFollower` updates from the worker's trace;
+  whose rate a :class:`RateFollower` updates from the worker's trace (see "Shaping" below);
 * Cyclone DDS in each namespace binds its veth address(es) and lists the other end as a
   unicast peer (:func:`cyclone_xml`): no multicast, datagrams below the 1500-byte MTU.
 
 Names are unique per fleet (random prefix, at most 15 characters per interface) and
 everything is deleted again by :meth:`NetnsFleet.delete` (also on errors, via ``with``).
 Symptom -> knob: "Operation not permitted" -> run as root (CAP_NET_ADMIN and CAP_SYS_ADMIN);
-"ip: not found" -> apt-get install iproute2; goodput far below the rate -> raise
-``burst_bytes`` (tbf needs at least rate / HZ bytes of burst).
+"ip: not found" -> apt-get install iproute2.
+
+Shaping, and how it differs from the application-level :class:`~rog_ros.net.shaper.
+TokenBucketShaper`: every rate change is a ``tc qdisc replace``, which refills tbf's bucket, so
+a backlogged sender gets the trace's bytes plus at most one bucket per rate change
+(:func:`tbf_burst_bytes`: two frames or 4 ms of the rate, whichever is more). tbf takes no
+zero rate: an outage (rate 0) is tbf at :func:`outage_rate_bits` (bytes/s: a 200th of a frame)
+with a bucket of one frame, so one frame leaves as it begins and next to nothing after; the
+queue is kept (the last rate's ``limit``). A change does not wake tbf: a qdisc that had
+scheduled its next frame at the outage's rate (minutes away) sent nothing after the outage
+until its sender queued more, which a backlogged sender with a full socket buffer never did
+(measured: nothing for 3.5 s of an 8 Mbit/s stretch). Each change therefore sends one empty
+UDP datagram (42 bytes on the wire) from that end (:meth:`NetnsFleet.kick`), whose enqueue
+runs the qdisc at the new rate.
 """
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import threading
 import time
 
 SUBNET = '10.231'          # 10.231.<rank>.1 (server end) / .2 (worker end), inside the namespaces
-MIN_RATE_KBIT = 8          # tbf refuses a zero rate: an outage is emulated as 8 kbit/s
+MAX_BUCKET_S = 200.0       # tc keeps a bucket's time (burst / rate) in 32 bits of 64 ns: < 274 s
+ETH_HEADER = 14
+DISCARD_PORT = 9           # where a kick goes: an empty datagram, answered by port unreachable
+CLONE_NEWNET = 0x40000000
 DEFAULT_MTU = 9000         # veth MTU: see NetnsFleet
 UDP_IP_HEADERS = 28
 RTPS_HEADROOM = 128        # RTPS header + INFO_TS/INFO_DST + DATA_FRAG, with margin
@@ -83,9 +100,74 @@ def _run(cmd: list) -> str:
     return proc.stdout
 
 
-def tbf_burst_bytes(rate_mbps: float) -> int:
-    """Return a tbf bucket for ``rate_mbps``: 4 ms of traffic, >= 32 KiB (>= rate / HZ)."""
-    return int(max(32 * 1024, rate_mbps * 125_000 * 0.004))
+def tbf_burst_bytes(rate_mbps: float, mtu: int = DEFAULT_MTU) -> int:
+    """
+    Return the tbf bucket for ``rate_mbps`` on a veth of ``mtu``: 4 ms of traffic, >= 2 frames.
+
+    Every rate change refills it, so it is also what a backlogged sender gets beyond the
+    trace per change: two frames absorb a late timer without losing rate, more would add
+    bytes the trace does not have (32 KiB, the bucket before, was 21% of a 0.1 s stretch at
+    10 Mbit/s).
+    """
+    return int(max(2 * (mtu + ETH_HEADER), rate_mbps * 125_000 * 0.004))
+
+
+def outage_rate_bits(mtu: int = DEFAULT_MTU) -> int:
+    """
+    Return the tbf rate (bit/s) of an outage on a veth of ``mtu``: one frame in 200 s.
+
+    tbf takes no zero rate, and its bucket (one frame, so that frames queue rather than being
+    dropped) must fill within tc's 274 s: 361 bit/s (45 bytes/s) for 9000-byte frames.
+    """
+    return int(-(-(mtu + ETH_HEADER) * 8 // MAX_BUCKET_S))
+
+
+def configured_mbps(mbps: float) -> float:
+    """Return the rate :meth:`NetnsFleet.set_rate` records for ``mbps``: kbit/s, 0 outage."""
+    return max(0, int(round(mbps * 1000))) / 1000.0
+
+
+def tbf_args(mbps: float, mtu: int = DEFAULT_MTU, last_limit: int = 0) -> list:
+    """
+    Return the ``tc ... tbf`` arguments of a link at ``mbps`` (0: an outage) on ``mtu``.
+
+    An outage keeps ``last_limit`` (the queue of the rate before it) and has a one-frame
+    bucket at :func:`outage_rate_bits`; a link at a rate has :func:`tbf_burst_bytes` and a
+    queue of 200 ms of traffic, at least 4 buckets.
+    """
+    frame = mtu + ETH_HEADER
+    kbit = int(round(mbps * 1000))
+    if kbit <= 0:
+        return ['rate', f'{outage_rate_bits(mtu)}bit', 'burst', str(frame),
+                'limit', str(max(4 * frame, int(last_limit)))]
+    burst = tbf_burst_bytes(mbps, mtu)
+    limit = max(4 * burst, int(mbps * 125_000 * 0.2))    # 200 ms of queue: few drops
+    return ['rate', f'{kbit}kbit', 'burst', str(burst), 'limit', str(limit)]
+
+
+def _socket_in(ns: str) -> socket.socket:
+    """Open a UDP socket in network namespace ``ns`` (root), from a thread that enters it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    box = {}
+
+    def enter():
+        try:
+            fd = os.open(f'/var/run/netns/{ns}', os.O_RDONLY)
+            try:
+                if libc.setns(fd, CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), f'setns into {ns}')
+                box['sock'] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            finally:
+                os.close(fd)
+        except OSError as exc:          # the thread ends in the namespace: nothing else runs there
+            box['error'] = exc
+    thread = threading.Thread(target=enter, name=f'netns-{ns}', daemon=True)
+    thread.start()
+    thread.join()
+    if 'error' in box:
+        raise NetnsError(f'cannot open a socket in {ns}: {box["error"]}')
+    box['sock'].setblocking(False)
+    return box['sock']
 
 
 @dataclass(frozen=True)
@@ -138,7 +220,10 @@ class NetnsFleet:
                                f'{self.prefix}u{r}', f'{SUBNET}.{r}.1', f'{SUBNET}.{r}.2')
                       for r in range(n_workers)]
         self.created = []        # namespaces we created (deleted by delete())
-        self.rates = {}          # (rank, 'up'|'down') -> configured Mbit/s
+        self.rates = {}          # (rank, 'up'|'down') -> configured Mbit/s (0: an outage)
+        self.limits = {}         # (rank, 'up'|'down') -> tbf limit set (bytes)
+        self.kick_errors = 0     # kicks that could not be sent (a namespace going away)
+        self._kickers = {}       # namespace -> UDP socket inside it (NetnsFleet.kick)
 
     # ------------------------------------------------------------------ set-up / tear-down
     def create(self) -> 'NetnsFleet':
@@ -168,6 +253,9 @@ class NetnsFleet:
 
     def delete(self) -> None:
         """Delete every namespace we created (their veth ends go with them). Idempotent."""
+        for sock in self._kickers.values():
+            sock.close()
+        self._kickers = {}
         for ns in reversed(self.created):
             subprocess.run(['ip', 'netns', 'del', ns], capture_output=True, check=False,
                            timeout=30)
@@ -189,14 +277,28 @@ class NetnsFleet:
         ends['both'] = ends['up'] + ends['down']
         if direction not in ends:
             raise ValueError(f"direction must be 'up', 'down' or 'both', got {direction!r}")
-        kbit = max(MIN_RATE_KBIT, int(round(mbps * 1000)))
-        burst = max(tbf_burst_bytes(mbps), 2 * (self.mtu + 14))
-        limit = max(4 * burst, int(mbps * 125_000 * 0.2))    # 200 ms of queue: few drops
-        for ns, dev in ends[direction]:
-            _run(['tc', '-n', ns, 'qdisc', 'replace', 'dev', dev, 'root', 'tbf', 'rate',
-                  f'{kbit}kbit', 'burst', str(burst), 'limit', str(limit)])
-        for d in (('up', 'down') if direction == 'both' else (direction,)):
-            self.rates[(rank, d)] = kbit / 1000.0
+        peers = {link.worker_ns: link.server_ip, link.server_ns: link.worker_ip}
+        for d, (ns, dev) in zip((('up', 'down') if direction == 'both' else (direction,)),
+                                ends[direction]):
+            args = tbf_args(mbps, self.mtu, self.limits.get((rank, d), 0))
+            _run(['tc', '-n', ns, 'qdisc', 'replace', 'dev', dev, 'root', 'tbf'] + args)
+            self.rates[(rank, d)] = configured_mbps(mbps)
+            self.limits[(rank, d)] = int(args[-1])
+            self.kick(ns, peers[ns])
+
+    def kick(self, ns: str, peer: str) -> None:
+        """
+        Send an empty datagram from namespace ``ns`` to ``peer``: its enqueue runs the qdisc.
+
+        tbf does not wake on a change: one that last scheduled a frame at an outage's rate
+        would hold its queue until the sender queued more (see the module's "Shaping").
+        """
+        try:
+            if ns not in self._kickers:
+                self._kickers[ns] = _socket_in(ns)
+            self._kickers[ns].sendto(b'', (peer, DISCARD_PORT))
+        except (OSError, NetnsError):   # a full socket buffer, a namespace being deleted
+            self.kick_errors += 1
 
     def set_link(self, rank: int, up: bool) -> None:
         """
@@ -279,7 +381,7 @@ class RateFollower:
         """Set every link to its trace rate at ``t`` seconds after the epoch (if it changed)."""
         for rank, link in self.links.items():
             mbps = link.rate_mbps(t)
-            if self.fleet.rates.get((rank, 'up')) != max(MIN_RATE_KBIT, round(mbps * 1000)) / 1e3:
+            if self.fleet.rates.get((rank, 'up')) != configured_mbps(mbps):
                 self.fleet.set_rate(rank, mbps)
                 self.updates += 1
 
