@@ -83,6 +83,9 @@ def test_a_frozen_robot_lets_the_others_train_and_pushes_again_after_sigcont(syn
     others = row['others_during_freeze']
     if sync == 'rog':       # more than the S + 1 a member that counts lets them run
         assert row['victim_suspended'] in ('absent', 'link')
+        # timed: within the absence timeout of the SIGSTOP, back after the SIGCONT
+        assert 0 <= row['suspended_after_s'] <= 17.0, row
+        assert row['readmitted_after_s'] is not None and row['readmitted_after_s'] >= -0.5, row
         s = defaults('rog_server')['staleness']
         assert min(others.values()) > s + 1, others
     else:

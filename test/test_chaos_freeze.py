@@ -221,12 +221,23 @@ def test_a_victim_that_never_pushes_after_the_thaw_fails(monkeypatch):
     assert [s for _, s, _ in fleet.sent] == [signal.SIGSTOP, signal.SIGCONT]
 
 
-def _ledger_fleet(tmp_path, monkeypatch, victim_at, others_at, suspended=True, sync='rog'):
+STOP, CONT = 110.0, 131.0
+"""When the victim of the ledger tests was stopped and thawed."""
+WALL = 1000.0
+"""The ledger tests' wall clock less their monotonic one."""
+SERVER_START = 100.0
+"""When the server of the ledger tests became active (monotonic): events.csv's time 0."""
+
+
+def _ledger_fleet(tmp_path, monkeypatch, victim_at, others_at, suspended=True, sync='rog',
+                  suspended_s=16.4, readmitted_s=2.1, active=True):
     """
     Return a Rog fleet stand-in whose ledgers hold ``computed`` records at the given times.
 
     Written as the nodes write them (``chaos_hooks._Ledger``, on a fake clock), with an
-    ``events.csv`` that has the server suspend the victim or not.
+    ``events.csv`` that has the server suspend the victim ``suspended_s`` after ``STOP`` and
+    readmit it ``readmitted_s`` after ``CONT`` (None: never), or not suspend it, and a server
+    log whose ``active`` line says when events.csv's clock started (unless not ``active``).
     """
     clock = _Clock()
     monkeypatch.setattr(chaos_hooks, 'time', clock)
@@ -241,8 +252,16 @@ def _ledger_fleet(tmp_path, monkeypatch, victim_at, others_at, suspended=True, s
         ledger.close()
     rows = ['time_s,robot,event,value,info,what', '0.1,0,join,1.0,{},robot 0 joined']
     if suspended:
-        rows.append('5.0,1,worker_suspended,1.0,"{""reason"": ""absent""}",robot 1 suspended')
+        at = STOP + suspended_s - SERVER_START
+        rows.append(f'{at},1,worker_suspended,1.0,"{{""reason"": ""absent""}}",robot 1 suspended')
+        if readmitted_s is not None:
+            rows.append(f'{CONT + readmitted_s - SERVER_START},1,worker_readmitted,1.0,{{}},back')
     (tmp_path / 'events.csv').write_text('\n'.join(rows) + '\n')
+    (tmp_path / 'logs').mkdir()
+    (tmp_path / 'logs' / 'rog_server.log').write_text(
+        '[INFO] [1099.990] [rog_server]: fleet key e30d66b4d484\n'
+        + (f'[INFO] [{SERVER_START + WALL:.3f}] [rog_server]: active\n' if active else '')
+        + "[INFO] [1200.000] [rog_server]: robot 2 holds the fleet's final model\n")
     staleness = 0 if sync == 'bsp' else 4
     return types.SimpleNamespace(
         push=False, cfg=cfg, dir=str(tmp_path), ledger_dir=str(ledger_dir),
@@ -250,19 +269,16 @@ def _ledger_fleet(tmp_path, monkeypatch, victim_at, others_at, suspended=True, s
             parameters={'staleness': staleness, 'sync': sync})})
 
 
-STOP, CONT = 110.0, 131.0
-"""When the victim of the ledger tests was stopped and thawed."""
-
-
 def test_a_freeze_the_others_trained_through_and_the_server_suspended_is_ok(
         tmp_path, monkeypatch):
     fleet = _ledger_fleet(tmp_path, monkeypatch, victim_at=[100 + i for i in range(11)]
                           + [135.0, 136.0], others_at=[100 + 0.5 * i for i in range(80)])
     res = {}
-    assert chaos_freeze.freeze_problems(res, fleet, STOP, CONT) == []
+    assert chaos_freeze.freeze_problems(res, fleet, STOP, CONT, WALL) == []
     assert res['victim_iterations'] == {'before': 11, 'during': 0, 'after': 2}
     assert res['others_during_freeze'] == {0: 41, 2: 41}
     assert res['victim_suspended'] == 'absent'
+    assert (res['suspended_after_s'], res['readmitted_after_s']) == (16.4, 2.1)
     assert chaos_link_outage.iteration_times(fleet, VICTIM)[-1] == 136.0
 
 
@@ -273,7 +289,7 @@ def test_others_held_by_the_frozen_victim_fail_the_freeze(tmp_path, monkeypatch,
                           others_at=[100 + i for i in range(11)]
                           + [STOP + 0.5 * (k + 1) for k in range(held)], sync=sync)
     res = {}
-    problems = chaos_freeze.freeze_problems(res, fleet, STOP, CONT)
+    problems = chaos_freeze.freeze_problems(res, fleet, STOP, CONT, WALL)
     assert res['others_during_freeze'] == {0: held, 2: held}
     assert len(problems) == 1 and f'at most {held} would be held' in problems[0], problems
 
@@ -282,7 +298,7 @@ def test_a_victim_computing_while_stopped_or_never_suspended_fails(tmp_path, mon
     fleet = _ledger_fleet(tmp_path, monkeypatch, victim_at=[100, 120, 140],
                           others_at=[100 + 0.5 * i for i in range(80)], suspended=False)
     res = {}
-    problems = chaos_freeze.freeze_problems(res, fleet, STOP, CONT)
+    problems = chaos_freeze.freeze_problems(res, fleet, STOP, CONT, WALL)
     assert res['victim_iterations'] == {'before': 1, 'during': 1, 'after': 1}
     assert res['victim_suspended'] is None
     assert problems == [
@@ -310,3 +326,49 @@ def test_a_freeze_sets_the_absence_timeout_and_a_budget_that_outlasts_it(
     assert json.dumps(got)      # (plain numbers: the row carries them)
     chaos_freeze.freeze(ChaosConfig(sync=sync, iterations=5000))
     assert got['iterations'] == 5000        # a larger --iterations is kept
+
+
+@pytest.mark.parametrize('suspended_s, readmitted_s, wrong', [
+    (17.3, 2.1, 'suspended worker 1 17.3 s after it froze, past the absence timeout (16 s'),
+    (-3.0, 2.1, 'did not suspend worker 1 while it was frozen'),     # before: another's
+    (16.4, None, 'did not readmit worker 1 after SIGCONT'),
+    (16.4, 10.6, 'readmitted worker 1 10.6 s after SIGCONT, past 10 s after it could be (0.0'),
+    (16.4, -2.0, 'readmitted worker 1 2.0 s before SIGCONT, while it was frozen')])
+def test_a_suspension_or_readmission_out_of_its_bound_fails(
+        tmp_path, monkeypatch, suspended_s, readmitted_s, wrong):
+    # untimed, any suspension at any time passed: one 17.3 s after the freeze began, one
+    # before it, a victim never readmitted (the others done before SIGCONT: it could be at once)
+    fleet = _ledger_fleet(tmp_path, monkeypatch, victim_at=[100, 101, 135],
+                          others_at=[100 + 0.25 * i for i in range(80)],
+                          suspended_s=suspended_s, readmitted_s=readmitted_s)
+    res = {}
+    problems = chaos_freeze.freeze_problems(res, fleet, STOP, CONT, WALL)
+    assert len(problems) == 1 and wrong in problems[0], problems
+    if suspended_s > 0:
+        assert res['suspended_after_s'] == suspended_s
+        assert res['readmitted_after_s'] == readmitted_s
+
+
+def test_a_suspension_the_server_log_does_not_place_fails(tmp_path, monkeypatch):
+    fleet = _ledger_fleet(tmp_path, monkeypatch, victim_at=[100, 101, 135],
+                          others_at=[100 + 0.5 * i for i in range(80)], active=False)
+    res = {}
+    problems = chaos_freeze.freeze_problems(res, fleet, STOP, CONT, WALL)
+    assert res['victim_suspended'] == 'absent' and res['suspended_after_s'] is None
+    assert len(problems) == 1 and 'cannot tell when the server suspended' in problems[0]
+
+
+def test_a_victim_behind_may_be_readmitted_when_it_caught_up_or_the_others_are_done():
+    # Prepare: SIGCONT at 10; the others 10 iterations ahead at the victim's pace until 20
+    victim = [0.0, 1.0] + [10.5 + 0.1 * k for k in range(200)]
+    ahead = [0.1 * k for k in range(201)]                  # 0..20 s, 201 iterations
+    # Execute / Assert: it never comes within 5 of them while they train: when they are done
+    assert chaos_freeze.readmissible_at(victim, {0: ahead}, 10.0, 5) == pytest.approx(20.0)
+    # one that catches up (twice their pace) may be back once it is within 5 of them
+    fast = [0.0, 1.0] + [10.05 + 0.05 * k for k in range(400)]
+    due = chaos_freeze.readmissible_at(fast, {0: ahead, 2: ahead}, 10.0, 5)
+    assert 10.0 < due < 20.0
+    n_v, n_o = sum(t <= due for t in fast), sum(t <= due for t in ahead)
+    assert n_v >= n_o - 5 and sum(t < due for t in fast) < sum(t < due for t in ahead) - 5
+    # no others (one robot): at once
+    assert chaos_freeze.readmissible_at(victim, {}, 10.0, 5) == 10.0

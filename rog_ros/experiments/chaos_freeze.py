@@ -23,7 +23,10 @@ participant (10 s, Cyclone's default) expired at its peers. The scenario checks 
 * the others keep training while it is frozen (Rog and its baselines: more than the S + 1
   iterations the staleness rule would let them run past a member that counts; the push
   systems, which hold nobody: more than one push each);
-* the server suspended it (rog, ssp, bsp, flown: ``worker_suspended`` in ``events.csv``);
+* the server suspended it (rog, ssp, bsp, flown: ``worker_suspended`` in ``events.csv``)
+  within the absence timeout after the freeze began (``suspended_after_s``, at most
+  ``FREEZE_ABSENCE_S + SUSPEND_SLACK_S``), and readmitted it within ``THAW_S`` after SIGCONT
+  (``readmitted_after_s``);
 * it computes again after SIGCONT (``recover_s``: SIGCONT to its first new push), and the
   run finishes with nothing lost and nothing applied twice (the ledger, or for a push system
   the pushes on the wire: :mod:`.chaos_push`).
@@ -33,8 +36,11 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import time
+
+import numpy as np
 
 from rog_ros.experiments.chaos_fleet import ChaosConfig, PUSH_CHAOS_SYSTEMS, wait_for
 from rog_ros.experiments.chaos_fleet_scenario import fleet_scenario, VICTIM
@@ -59,6 +65,14 @@ for the push systems. bsp's 20 s was Cyclone 11 pinging a dropped peer every 30 
 (docs/faults.md, "A robot back after its lease"); the budget still allows the 10 s."""
 PUSH_AFTER = 5
 """Pushes each robot of a push fleet should have left when the victim thaws."""
+SUSPEND_SLACK_S = 1.0
+"""Seconds past the absence timeout the suspension may come after SIGSTOP: the server looks at
+its deadlines every loop step (20 ms), late on a loaded machine (steps up to 0.56 s measured,
+docs/faults.md), and its clock is placed on this host's by its log's ``active`` line (ms)."""
+EARLY_S = 0.5
+"""A suspension or readmission up to this long before SIGSTOP or SIGCONT still counts as after
+it (the placement of the server's clock): one earlier than that is another's, or wrong."""
+_ACTIVE = re.compile(r'^\[\w+\] \[([0-9]+(?:\.[0-9]*)?)\] \[[^\]]*\]: active$')
 
 
 def freeze_iterations(cfg: ChaosConfig) -> int:
@@ -119,6 +133,7 @@ def freeze(cfg: ChaosConfig) -> dict:
                 return None, f'worker {VICTIM} never reached iteration {target}'
             wait_new_record(path, 'computed', 10)      # its push about to leave
         window['stop'] = time.monotonic()
+        window['wall_minus_mono'] = time.time() - window['stop']
         try:
             fleet.freeze(name, FREEZE_S, guard)
             while time.monotonic() < window['stop'] + FREEZE_S:
@@ -149,20 +164,26 @@ def freeze(cfg: ChaosConfig) -> dict:
         """Check that the others trained through the freeze and the server suspended it."""
         if 'cont' not in window:
             return []
-        return freeze_problems(res, fleet, window['stop'], window['cont'])
+        return freeze_problems(res, fleet, window['stop'], window['cont'],
+                               window['wall_minus_mono'])
     server_extra = {} if push else {'absence_timeout': FREEZE_ABSENCE_S}
     return fleet_scenario('freeze', cfg, inject, extra_check=judged, iterations=iterations,
                           server_extra=server_extra)
 
 
-def freeze_problems(res: dict, fleet, stop: float, cont: float) -> list:
+def freeze_problems(res: dict, fleet, stop: float, cont: float,
+                    wall_minus_mono: float | None = None) -> list:
     """
     Put what the freeze did into ``res``; return what it found wrong.
 
     ``stop`` and ``cont``: when SIGSTOP and SIGCONT were sent, on this host's monotonic clock
-    (the ledgers' ``mono`` stamps and the wire watcher's times share it). ``res`` gets
-    ``victim_iterations`` (before, during, after the freeze), ``others_during_freeze`` and,
-    for a system with membership, ``victim_suspended`` (the reason, or None).
+    (the ledgers' ``mono`` stamps and the wire watcher's times share it); ``wall_minus_mono``:
+    this host's wall clock less its monotonic one (default: now), which places the server's
+    log stamps. ``res`` gets ``victim_iterations`` (before, during, after the freeze),
+    ``others_during_freeze`` and, for a system with membership, ``victim_suspended`` (the
+    reason, or None), ``suspended_after_s`` (SIGSTOP to the suspension) and
+    ``readmitted_after_s`` (SIGCONT to the readmission; None: none, or not placed) and
+    ``readmissible_after_s`` (SIGCONT to when it could be: :func:`readmissible_at`).
     """
     workers = fleet.cfg.workers
     times = iteration_times(fleet, VICTIM)
@@ -190,12 +211,128 @@ def freeze_problems(res: dict, fleet, stop: float, cont: float) -> list:
                         f'{VICTIM} was frozen (at most {held} would be held; the server did '
                         'not let them go on)')
     if not fleet.push:
-        reason = suspension(fleet.dir)
-        res['victim_suspended'] = reason
-        if reason is None:
-            problems.append(f'the server did not suspend worker {VICTIM} while it was frozen '
-                            f'({FREEZE_S:g} s, absence timeout {FREEZE_ABSENCE_S:g} s)')
+        if wall_minus_mono is None:
+            wall_minus_mono = time.time() - time.monotonic()
+        others_at = {r: iteration_times(fleet, r) for r in range(workers) if r != VICTIM}
+        due = readmissible_at(times, others_at, cont, held)
+        problems += membership_problems(res, fleet.dir, stop, cont, wall_minus_mono, due)
     return problems
+
+
+def readmissible_at(victim: list, others: dict, cont: float, held: int) -> float:
+    """
+    Return when (monotonic) the thawed victim may be readmitted, by the iterations computed.
+
+    A worker suspended as absent is readmitted once heard again with its rows within the
+    staleness bound of the active workers: from SIGCONT on, the first moment at which it has
+    computed at most ``held`` fewer than every other that still trains (one past its last
+    iteration gates nobody). A suspended victim trains free behind the others at their pace,
+    so under SSP it caught up only when they finished (measured: ssp, 2 robots, readmitted
+    40.1 s after SIGCONT, 0.07 s after the other's last iteration, 69 behind it).
+    """
+    v = np.sort(np.asarray(victim, dtype=float))
+    lists = {r: np.sort(np.asarray(t, dtype=float)) for r, t in others.items()}
+    grid = np.unique(np.concatenate([np.array([cont])] + [v] + list(lists.values())))
+    grid = grid[grid >= cont]
+    n_v = np.searchsorted(v, grid, side='right')
+    ok = np.ones(len(grid), dtype=bool)
+    for t in lists.values():
+        if len(t):
+            ok &= (grid >= t[-1]) | (n_v >= np.searchsorted(t, grid, side='right') - held)
+    return float(grid[np.argmax(ok)]) if ok.any() else math.inf
+
+
+def membership_problems(res: dict, run_dir: str, stop: float, cont: float,
+                        wall_minus_mono: float, due: float | None = None) -> list:
+    """
+    Put when the server suspended and readmitted the victim into ``res``; return what is wrong.
+
+    The absence rule suspends a worker heard from last ``FREEZE_ABSENCE_S`` ago, and the victim
+    was heard last before SIGSTOP: the suspension must come at most that (and
+    ``SUSPEND_SLACK_S``) after it. It is readmitted once heard with its rows within the
+    staleness bound: after SIGCONT, at most ``THAW_S`` (its rediscovery, its pushes) after
+    ``due`` (:func:`readmissible_at`; None: SIGCONT). ``events.csv`` counts from the server's
+    start: the server log's ``active`` line (its wall stamp) places that on this host's
+    monotonic clock.
+    """
+    problems = []
+    times = membership_times(run_dir, stop, wall_minus_mono)
+    reason, suspended_at, readmitted_at = times
+    res['victim_suspended'] = reason
+    res['suspended_after_s'] = None if suspended_at is None else round(suspended_at - stop, 3)
+    res['readmitted_after_s'] = None if readmitted_at is None else round(readmitted_at - cont,
+                                                                         3)
+    due = cont if due is None else max(cont, due)
+    res['readmissible_after_s'] = round(due - cont, 3) if math.isfinite(due) else None
+    if reason is None:
+        problems.append(f'the server did not suspend worker {VICTIM} while it was frozen '
+                        f'({FREEZE_S:g} s, absence timeout {FREEZE_ABSENCE_S:g} s)')
+        return problems
+    if suspended_at is None:
+        problems.append(f'cannot tell when the server suspended worker {VICTIM}: no "active" '
+                        "line in logs/rog_server.log to place events.csv's times")
+        return problems
+    bound = FREEZE_ABSENCE_S + SUSPEND_SLACK_S
+    if suspended_at - stop > bound:
+        problems.append(f'the server suspended worker {VICTIM} {suspended_at - stop:.1f} s '
+                        f'after it froze, past the absence timeout ({FREEZE_ABSENCE_S:g} s '
+                        f'+ {SUSPEND_SLACK_S:g} s)')
+    if readmitted_at is None:
+        problems.append(f'the server did not readmit worker {VICTIM} after SIGCONT')
+    elif readmitted_at < cont - EARLY_S:
+        problems.append(f'the server readmitted worker {VICTIM} {cont - readmitted_at:.1f} s '
+                        'before SIGCONT, while it was frozen')
+    elif readmitted_at - due > THAW_S:
+        problems.append(f'the server readmitted worker {VICTIM} {readmitted_at - cont:.1f} s '
+                        f'after SIGCONT, past {THAW_S:g} s after it could be '
+                        f'({due - cont:.1f} s: within the staleness bound, or the others '
+                        'done)')
+    return problems
+
+
+def server_start_wall(run_dir: str):
+    """Return the wall time of the server log's first ``active`` line (its clock's 0), or None."""
+    try:
+        with open(os.path.join(run_dir, 'logs', 'rog_server.log'), encoding='utf-8',
+                  errors='replace') as fh:
+            for line in fh:
+                m = _ACTIVE.match(line.rstrip('\n'))
+                if m:
+                    return float(m.group(1))
+    except OSError:
+        pass
+    return None
+
+
+def membership_times(run_dir: str, stop: float, wall_minus_mono: float) -> tuple:
+    """
+    Return ``(reason, suspended, readmitted)`` of the victim's suspension after ``stop``.
+
+    ``reason``: why the server suspended it (its first ``worker_suspended`` from ``EARLY_S``
+    before ``stop`` on; before this check was timed, from any time), None: never.
+    ``suspended`` and ``readmitted`` (its first ``worker_readmitted`` after that): on this
+    host's monotonic clock, None where there is none or the server's start is unknown (then
+    ``reason`` is its first suspension at any time).
+    """
+    from rog_ros.experiments.membership import read_events
+    try:
+        events = read_events(os.path.join(run_dir, 'events.csv'))
+    except (OSError, ValueError):
+        return None, None, None
+    mine = [e for e in events if e['robot'] == VICTIM]
+    start = server_start_wall(run_dir)
+    if start is None:
+        return suspension(run_dir), None, None
+    for e in mine:
+        e['mono'] = start + e['time_s'] - wall_minus_mono
+    suspended = next((e for e in mine if e.get('event') == 'worker_suspended'
+                      and e['mono'] >= stop - EARLY_S), None)
+    if suspended is None:
+        return None, None, None
+    back = next((e for e in mine if e.get('event') == 'worker_readmitted'
+                 and e['time_s'] >= suspended['time_s']), None)
+    return (suspended['info'].get('reason') or 'unknown', suspended['mono'],
+            None if back is None else back['mono'])
 
 
 def suspension(run_dir: str):
