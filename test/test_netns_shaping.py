@@ -20,6 +20,7 @@ Debian: ``apt-get install iproute2``) and skip, saying which is missing, otherwi
 """
 
 import subprocess
+import threading
 import time
 
 import numpy as np
@@ -152,6 +153,58 @@ def test_an_outage_is_a_one_frame_bucket_at_a_near_zero_rate_and_keeps_the_queue
     for mtu in (1280, 1500, 9000, 65535):
         assert (mtu + 14) * 8 / netns.outage_rate_bits(mtu) <= 200.0
     assert netns.configured_mbps(0.0) == 0.0 and netns.configured_mbps(-1.0) == 0.0
+
+
+def test_a_kick_after_or_during_delete_leaves_no_socket_open(monkeypatch):
+    # a follower not yet stopped (its join times out after 2 s) kicked while delete() ran:
+    # delete() iterated the sockets as a kick added one (RuntimeError: no namespace deleted),
+    # and a kick after it opened a socket that nothing closed, which kept its namespace
+    opened = []
+
+    class _Sock:
+
+        def __init__(self, ns):
+            self.ns, self.closed, self.sent = ns, False, 0
+            opened.append(self)
+
+        def sendto(self, data, addr):
+            assert not self.closed and addr[1] == netns.DISCARD_PORT
+            self.sent += 1
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(netns, '_run', lambda cmd: '')
+    monkeypatch.setattr(netns, 'check_available', lambda: None)
+    monkeypatch.setattr(netns, '_socket_in', _Sock)
+    fleet = netns.NetnsFleet(2).create()
+    # Execute: kicks, delete, a kick after it
+    fleet.set_rate(0, 5.0)
+    fleet.set_rate(1, 0.0)
+    assert len(opened) == 3 and all(s.sent for s in opened)     # one per namespace
+    fleet.delete()
+    fleet.set_rate(0, 7.0)
+    # Assert: every socket closed, none opened after delete (the kick counted as not sent)
+    assert len(opened) == 3 and all(s.closed for s in opened)
+    assert fleet.kick_errors == 2 and fleet._kickers == {}
+    # a kick racing delete() from another thread: delete completes, nothing left open
+    fleet = netns.NetnsFleet(50).create()
+    stop = threading.Event()
+
+    def follower():
+        while not stop.is_set():
+            for link in fleet.links:
+                fleet.kick(link.worker_ns, link.server_ip)
+
+    thread = threading.Thread(target=follower)
+    thread.start()
+    try:
+        time.sleep(0.05)
+        fleet.delete()
+    finally:
+        stop.set()
+        thread.join()
+    assert opened[3:] and all(s.closed for s in opened)
 
 
 _UDP = r"""

@@ -224,6 +224,8 @@ class NetnsFleet:
         self.limits = {}         # (rank, 'up'|'down') -> tbf limit set (bytes)
         self.kick_errors = 0     # kicks that could not be sent (a namespace going away)
         self._kickers = {}       # namespace -> UDP socket inside it (NetnsFleet.kick)
+        self._kick_lock = threading.Lock()   # the follower kicks while delete() may close
+        self._kicking = False    # True from create() to delete(): no socket opened after
 
     # ------------------------------------------------------------------ set-up / tear-down
     def create(self) -> 'NetnsFleet':
@@ -249,13 +251,17 @@ class NetnsFleet:
         except BaseException:
             self.delete()
             raise
+        with self._kick_lock:
+            self._kicking = True
         return self
 
     def delete(self) -> None:
         """Delete every namespace we created (their veth ends go with them). Idempotent."""
-        for sock in self._kickers.values():
-            sock.close()
-        self._kickers = {}
+        with self._kick_lock:     # a kick racing this (a follower not yet stopped) opens none
+            self._kicking = False
+            kickers, self._kickers = self._kickers, {}
+        for sock in kickers.values():
+            sock.close()          # (a socket inside a namespace would keep it, and its veths)
         for ns in reversed(self.created):
             subprocess.run(['ip', 'netns', 'del', ns], capture_output=True, check=False,
                            timeout=30)
@@ -293,12 +299,15 @@ class NetnsFleet:
         tbf does not wake on a change: one that last scheduled a frame at an outage's rate
         would hold its queue until the sender queued more (see the module's "Shaping").
         """
-        try:
-            if ns not in self._kickers:
-                self._kickers[ns] = _socket_in(ns)
-            self._kickers[ns].sendto(b'', (peer, DISCARD_PORT))
-        except (OSError, NetnsError):   # a full socket buffer, a namespace being deleted
-            self.kick_errors += 1
+        with self._kick_lock:
+            try:
+                if not self._kicking:
+                    raise NetnsError('the fleet is not created, or deleted')
+                if ns not in self._kickers:
+                    self._kickers[ns] = _socket_in(ns)
+                self._kickers[ns].sendto(b'', (peer, DISCARD_PORT))
+            except (OSError, NetnsError):   # a full socket buffer, a namespace being deleted
+                self.kick_errors += 1
 
     def set_link(self, rank: int, up: bool) -> None:
         """
