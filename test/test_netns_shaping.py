@@ -207,6 +207,20 @@ def test_a_kick_after_or_during_delete_leaves_no_socket_open(monkeypatch):
     assert opened[3:] and all(s.closed for s in opened)
 
 
+@needs_root
+def test_a_kick_leaves_from_a_fixed_port_below_any_dds_port():
+    # its source port was an ephemeral one (32768-60999), where DDS's ports of a domain from
+    # 102 on lie (7400 + 250 * domain + ...): taken first, it moved a participant's port
+    with netns.NetnsFleet(1) as fleet:
+        fleet.set_rate(0, 5.0)
+        socks = dict(fleet._kickers)
+        assert set(socks) == {fleet.server_ns, fleet.worker_ns(0)}
+        ports = {s.getsockname()[1] for s in socks.values()}
+        assert len(ports) == 1 and max(ports) < 1024 and netns.DISCARD_PORT < 1024, ports
+        assert fleet.kick_errors == 0
+    assert all(s.fileno() == -1 for s in socks.values())         # closed by delete()
+
+
 _UDP = r"""
 import json, socket, sys, time
 if sys.argv[1] == 'recv':

@@ -42,7 +42,8 @@ scheduled its next frame at the outage's rate (minutes away) sent nothing after 
 until its sender queued more, which a backlogged sender with a full socket buffer never did
 (measured: nothing for 3.5 s of an 8 Mbit/s stretch). Each change therefore sends one empty
 UDP datagram (42 bytes on the wire) from that end (:meth:`NetnsFleet.kick`), whose enqueue
-runs the qdisc at the new rate.
+runs the qdisc at the new rate: from port ``KICK_PORT`` (10) to the peer's discard port (9),
+both below every DDS port (7400 on), where nothing listens.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ SUBNET = '10.231'          # 10.231.<rank>.1 (server end) / .2 (worker end), ins
 MAX_BUCKET_S = 200.0       # tc keeps a bucket's time (burst / rate) in 32 bits of 64 ns: < 274 s
 ETH_HEADER = 14
 DISCARD_PORT = 9           # where a kick goes: an empty datagram, answered by port unreachable
+KICK_PORT = 10             # where it comes from: not an ephemeral port, which a DDS port can be
 CLONE_NEWNET = 0x40000000
 DEFAULT_MTU = 9000         # veth MTU: see NetnsFleet
 UDP_IP_HEADERS = 28
@@ -166,8 +168,14 @@ def _socket_in(ns: str) -> socket.socket:
     thread.join()
     if 'error' in box:
         raise NetnsError(f'cannot open a socket in {ns}: {box["error"]}')
-    box['sock'].setblocking(False)
-    return box['sock']
+    sock = box['sock']
+    try:    # (ports 32768-60999, DDS's 7400 + 250 * domain + ... for ROS_DOMAIN_ID 102-232)
+        sock.bind(('0.0.0.0', KICK_PORT))
+    except OSError as exc:
+        sock.close()
+        raise NetnsError(f'cannot bind port {KICK_PORT} in {ns}: {exc}') from exc
+    sock.setblocking(False)
+    return sock
 
 
 @dataclass(frozen=True)
