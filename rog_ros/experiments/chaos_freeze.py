@@ -25,8 +25,8 @@ participant (10 s, Cyclone's default) expired at its peers. The scenario checks 
   systems, which hold nobody: more than one push each);
 * the server suspended it (rog, ssp, bsp, flown: ``worker_suspended`` in ``events.csv``)
   within the absence timeout after the freeze began (``suspended_after_s``, at most
-  ``FREEZE_ABSENCE_S + SUSPEND_SLACK_S``), and readmitted it within ``THAW_S`` after SIGCONT
-  (``readmitted_after_s``);
+  ``FREEZE_ABSENCE_S + SUSPEND_SLACK_S``), and readmitted it after SIGCONT within ``THAW_S``
+  of when it could be (``readmitted_after_s``, ``readmissible_after_s``);
 * it computes again after SIGCONT (``recover_s``: SIGCONT to its first new push), and the
   run finishes with nothing lost and nothing applied twice (the ledger, or for a push system
   the pushes on the wire: :mod:`.chaos_push`).
@@ -65,10 +65,12 @@ for the push systems. bsp's 20 s was Cyclone 11 pinging a dropped peer every 30 
 (docs/faults.md, "A robot back after its lease"); the budget still allows the 10 s."""
 PUSH_AFTER = 5
 """Pushes each robot of a push fleet should have left when the victim thaws."""
-SUSPEND_SLACK_S = 1.0
+SUSPEND_SLACK_S = 3.0
 """Seconds past the absence timeout the suspension may come after SIGSTOP: the server looks at
-its deadlines every loop step (20 ms), late on a loaded machine (steps up to 0.56 s measured,
-docs/faults.md), and its clock is placed on this host's by its log's ``active`` line (ms)."""
+its deadlines every loop step (20 ms), late on a loaded machine (its progress rows up to 0.56 s
+apart measured on a 2-core machine shared with other jobs, docs/faults.md; nothing bounds a
+machine at load 10), its log's ``active`` line that places its clock comes after the clock
+started, and the SIGSTOP after ``stop`` was noted. 16 + 3 s is still 2 s before the SIGCONT."""
 EARLY_S = 0.5
 """A suspension or readmission up to this long before SIGSTOP or SIGCONT still counts as after
 it (the placement of the server's clock): one earlier than that is another's, or wrong."""
