@@ -230,7 +230,7 @@ SERVER_START = 100.0
 
 
 def _ledger_fleet(tmp_path, monkeypatch, victim_at, others_at, suspended=True, sync='rog',
-                  suspended_s=16.4, readmitted_s=2.1, active=True):
+                  suspended_s=16.4, readmitted_s=2.1, active=True, victim_clocks=None):
     """
     Return a Rog fleet stand-in whose ledgers hold ``computed`` records at the given times.
 
@@ -238,6 +238,7 @@ def _ledger_fleet(tmp_path, monkeypatch, victim_at, others_at, suspended=True, s
     ``events.csv`` that has the server suspend the victim ``suspended_s`` after ``STOP`` and
     readmit it ``readmitted_s`` after ``CONT`` (None: never), or not suspend it, and a server
     log whose ``active`` line says when events.csv's clock started (unless not ``active``).
+    Each ``computed`` record's clock is its count from 0, or the victim's ``victim_clocks``.
     """
     clock = _Clock()
     monkeypatch.setattr(chaos_hooks, 'time', clock)
@@ -248,7 +249,8 @@ def _ledger_fleet(tmp_path, monkeypatch, victim_at, others_at, suspended=True, s
         ledger = chaos_hooks._Ledger(str(ledger_dir / f'worker_{r}.jsonl'), 1)
         for n, t in enumerate(victim_at if r == VICTIM else others_at):
             clock.mono = t
-            ledger.add('computed', clock=n)
+            ledger.add('computed', clock=victim_clocks[n] if r == VICTIM and victim_clocks
+                       else n)
         ledger.close()
     rows = ['time_s,robot,event,value,info,what', '0.1,0,join,1.0,{},robot 0 joined']
     if suspended:
@@ -384,3 +386,24 @@ def test_a_victim_behind_may_be_readmitted_when_it_caught_up_or_the_others_are_d
     assert n_v >= n_o - 5 and sum(t < due for t in fast) < sum(t < due for t in ahead) - 5
     # no others (one robot): at once
     assert chaos_freeze.readmissible_at(victim, {}, 10.0, 5) == 10.0
+
+
+@pytest.mark.parametrize('readmitted_s, wrong', [(2.1, None), (30.0, 'past 10 s after it could')])
+def test_a_rog_victim_that_pulled_the_fleets_clock_is_due_at_once(
+        tmp_path, monkeypatch, readmitted_s, wrong):
+    # a Rog robot thawed far behind pulls the newest model and its clock (measured: 253
+    # before the freeze, 538 at its first iteration 2.1 s after SIGCONT, readmitted at 2.2 s);
+    # by the count of its iterations it was due only when the others were done (45 s), so a
+    # readmission 30 s after SIGCONT passed
+    victim_at = [100.0 + i for i in range(11)] + [CONT + 2.0 + 0.25 * k for k in range(40)]
+    clocks = list(range(11)) + [int((CONT + 2.0 - 100) / 0.25) + k for k in range(40)]
+    fleet = _ledger_fleet(tmp_path, monkeypatch, victim_at=victim_at,
+                          others_at=[100 + 0.25 * i for i in range(240)],
+                          readmitted_s=readmitted_s, victim_clocks=clocks)
+    res = {}
+    problems = chaos_freeze.freeze_problems(res, fleet, STOP, CONT, WALL)
+    assert res['readmissible_after_s'] == 2.0
+    if wrong is None:
+        assert problems == [] and res['readmitted_after_s'] == 2.1
+    else:
+        assert len(problems) == 1 and wrong in problems[0], problems

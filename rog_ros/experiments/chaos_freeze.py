@@ -44,7 +44,8 @@ import numpy as np
 
 from rog_ros.experiments.chaos_fleet import ChaosConfig, PUSH_CHAOS_SYSTEMS, wait_for
 from rog_ros.experiments.chaos_fleet_scenario import fleet_scenario, VICTIM
-from rog_ros.experiments.chaos_ledger_folder import count_records, wait_new_record
+from rog_ros.experiments.chaos_ledger_folder import count_records, read_ledger_file, \
+    wait_new_record
 from rog_ros.experiments.chaos_link_outage import iteration_times
 from rog_ros.experiments.chaos_push import PUSH_PACE, PushWatch, WatchUnion
 from rog_ros.nodes.settings import LEAST_ABSENCE_TIMEOUT_S
@@ -215,32 +216,67 @@ def freeze_problems(res: dict, fleet, stop: float, cont: float,
     if not fleet.push:
         if wall_minus_mono is None:
             wall_minus_mono = time.time() - time.monotonic()
-        others_at = {r: iteration_times(fleet, r) for r in range(workers) if r != VICTIM}
-        due = readmissible_at(times, others_at, cont, held)
+        victim_at, victim_clock = computed_clocks(fleet, VICTIM)
+        others_at, others_clock = {}, {}
+        for r in range(workers):
+            if r != VICTIM:
+                others_at[r], others_clock[r] = computed_clocks(fleet, r)
+        due = readmissible_at(victim_at, others_at, cont, held, victim_clock, others_clock)
         problems += membership_problems(res, fleet.dir, stop, cont, wall_minus_mono, due)
     return problems
 
 
-def readmissible_at(victim: list, others: dict, cont: float, held: int) -> float:
+def computed_clocks(fleet, rank: int) -> tuple:
+    """
+    Return when worker ``rank`` computed its iterations (monotonic) and the clock of each.
+
+    The ledger's ``computed`` records and their ``clock``: the iteration number, which a Rog
+    robot thawed far behind sets to the fleet's when it pulls the newest model (measured: 253
+    before the freeze, 538 at its first iteration after it), so that it is not the count.
+    """
+    path = os.path.join(fleet.ledger_dir, f'worker_{rank}.jsonl')
+    rows = [r for r in read_ledger_file(path) if r['kind'] == 'computed']
+    return [r['mono'] for r in rows], [float(r.get('clock', k + 1)) for k, r in enumerate(rows)]
+
+
+def _clock_at(times, clocks, grid: np.ndarray) -> np.ndarray:
+    """Return a worker's clock (its last computed iteration's) at each of ``grid`` (0 before)."""
+    t = np.asarray(times, dtype=float)
+    c = np.arange(1.0, len(t) + 1) if clocks is None else np.asarray(clocks, dtype=float)
+    if not len(t):
+        return np.zeros(len(grid))
+    order = np.argsort(t, kind='stable')
+    t, c = t[order], c[order]
+    i = np.searchsorted(t, grid, side='right')
+    return np.where(i > 0, c[np.maximum(i - 1, 0)], 0.0)
+
+
+def readmissible_at(victim: list, others: dict, cont: float, held: int,
+                    victim_clock: list | None = None, others_clock: dict | None = None) -> float:
     """
     Return when (monotonic) the thawed victim may be readmitted, by the iterations computed.
 
     A worker suspended as absent is readmitted once heard again with its rows within the
-    staleness bound of the active workers: from SIGCONT on, the first moment at which it has
-    computed at most ``held`` fewer than every other that still trains (one past its last
-    iteration gates nobody). A suspended victim trains free behind the others at their pace,
-    so under SSP it caught up only when they finished (measured: ssp, 2 robots, readmitted
-    40.1 s after SIGCONT, 0.07 s after the other's last iteration, 69 behind it).
+    staleness bound of the active workers: from SIGCONT on, the first moment at which its
+    clock is at most ``held`` behind that of every other that still trains (one past its last
+    iteration gates nobody). ``victim`` and ``others`` (rank -> times) are when each computed;
+    ``victim_clock`` and ``others_clock`` (rank -> clocks) the clock of each of those
+    iterations (:func:`computed_clocks`; default: the count). A suspended victim trains free
+    behind the others at their pace, so under SSP it caught up only when they finished
+    (measured: ssp, 2 robots, readmitted 40.1 s after SIGCONT, 0.07 s after the other's last
+    iteration, 69 behind it); a Rog robot pulls the newest model and its clock with it, and
+    may be back at its first iteration after SIGCONT (measured 2.1 s, readmitted 2.2 s).
     """
-    v = np.sort(np.asarray(victim, dtype=float))
-    lists = {r: np.sort(np.asarray(t, dtype=float)) for r, t in others.items()}
-    grid = np.unique(np.concatenate([np.array([cont])] + [v] + list(lists.values())))
+    others_clock = others_clock or {}
+    lists = {r: np.asarray(t, dtype=float) for r, t in others.items()}
+    grid = np.unique(np.concatenate([np.array([cont]), np.asarray(victim, dtype=float)]
+                                    + list(lists.values())))
     grid = grid[grid >= cont]
-    n_v = np.searchsorted(v, grid, side='right')
+    v = _clock_at(victim, victim_clock, grid)
     ok = np.ones(len(grid), dtype=bool)
-    for t in lists.values():
+    for r, t in lists.items():
         if len(t):
-            ok &= (grid >= t[-1]) | (n_v >= np.searchsorted(t, grid, side='right') - held)
+            ok &= (grid >= t.max()) | (v >= _clock_at(t, others_clock.get(r), grid) - held)
     return float(grid[np.argmax(ok)]) if ok.any() else math.inf
 
 
