@@ -15,9 +15,12 @@
 
 from collections import deque
 import errno
+import json
 import os
 import shutil
+import struct
 import tracemalloc
+import zlib
 
 import numpy as np
 import pytest
@@ -220,10 +223,11 @@ def test_a_last_record_cut_short_is_dropped_with_a_note(system, tmp_path, capsys
 
     _drive(system, tmp_path / 'live', 9, track)
     back = _server(system, tmp_path / 'torn', 9)
+    cut['state']['counts']['journal_records_dropped'] = 1     # (counted: summary.json's)
     _same(_state(back.engine), cut['state'], 'torn')
     note = back.engine.journal.dropped
     assert 'torn' in note and 'cut short' in note
-    assert 'dropped a last record' in capsys.readouterr().err
+    assert 'dropped 1 record(s)' in capsys.readouterr().err
     assert back.engine.replayed == 1      # (message 4 after checkpoint 4; 5 dropped)
 
 
@@ -392,7 +396,9 @@ def test_a_tail_of_zeros_is_a_record_cut_short(tmp_path):
     whole = _server('asgd', mid, 9)
     back = _server('asgd', tmp_path / 'zeros', 9)
     assert back.engine.replayed == whole.engine.replayed == 3
-    _same(_state(back.engine), _state(whole.engine), 'zeros')
+    expected = _state(whole.engine)
+    expected['counts']['journal_records_dropped'] = 1       # (the zeros: one torn record)
+    _same(_state(back.engine), expected, 'zeros')
     assert 'cut short' in back.engine.journal.dropped and whole.engine.journal.dropped is None
     assert os.path.getsize(tmp_path / 'zeros' / JOURNAL_FILE) == os.path.getsize(
         os.path.join(mid, JOURNAL_FILE))
@@ -535,3 +541,155 @@ def test_rog_fleet_takes_a_journal_alone_for_the_resume_the_server_makes(tmp_pat
     (tmp_path / 'server.pt').write_bytes(b'x')
     assert state_dir.resuming_line(folder) == (f'resuming from the state in {folder} '
                                                '(server.pt, server.journal)')
+
+
+def _regroup(folder, batches):
+    """
+    Write ``folder``'s journal again with its records in fsync batches of ``batches`` sizes.
+
+    Why: a live message's inputs (a run taken back, its push, a stop order sent again) share
+    one fsync; a test fleet's each have their own. Returns each record's frame offset.
+    """
+    path = os.path.join(folder, JOURNAL_FILE)
+    with open(path, 'rb') as f:
+        f.seek(10)
+        head = json.loads(f.read(struct.unpack('<2sII', open(path, 'rb').read(10))[1]))
+    j = PushJournal(path, head['fleet'])
+    j.read()
+    j.close()
+    bodies = []
+    with open(path, 'rb') as f:
+        for off, n in j.records:
+            f.seek(off)
+            bodies.append(f.read(n))
+    assert sum(batches) == len(bodies)
+    j._write_header(head['epoch'])
+    j._f = open(path, 'ab')
+    offsets, k = [], 0
+    from rog_ros.nodes.push_journal import _OPS
+    op = _OPS[2]
+    for size in batches:
+        batch = []
+        for body in bodies[k:k + size]:
+            kind, now, _ = op.unpack_from(body, 0)
+            batch.append((kind, now, [body[op.size:]]))
+        offsets.append(j._f.tell())
+        j.append_all(batch)
+        k += size
+    j.close()
+    return offsets
+
+
+def _flip(path, at):
+    """Flip a byte of the record at ``at`` (why: a block the power cut did not write)."""
+    data = bytearray(open(path, 'rb').read())
+    data[at + 30] ^= 0xFF
+    open(path, 'wb').write(bytes(data))
+
+
+@pytest.mark.parametrize('system', ['asgd', 'gsp'])
+def test_a_torn_record_before_the_last_of_its_fsync_is_dropped_with_those_after(
+        system, tmp_path):
+    # one fsync covers a message's records: a power cut may tear the first and keep the
+    # second. Neither was answered (no answer leaves before the fsync): the intact prefix is
+    # replayed, the torn record and those after it dropped, said once and counted. Before
+    # 2026-12-07's fix the whole journal was refused and the server could not start.
+    mid = _stopped_after(system, tmp_path / 'live', 7)      # (checkpoint 1, 3 records)
+    shutil.copytree(mid, tmp_path / 'prefix')
+    offsets = _regroup(mid, [1, 2])                          # (records 2 and 3: one fsync)
+    with open(os.path.join(tmp_path / 'prefix', JOURNAL_FILE), 'r+b') as f:
+        f.truncate(offsets[1])                               # (what the restore should keep)
+    _regroup(tmp_path / 'prefix', [1])
+    _flip(os.path.join(mid, JOURNAL_FILE), offsets[1])
+    whole = _server(system, tmp_path / 'prefix', 9)
+    back = _server(system, mid, 9)
+    assert back.engine.replayed == whole.engine.replayed == 1
+    expected = _state(whole.engine)
+    expected['counts']['journal_records_dropped'] = 2
+    _same(_state(back.engine), expected, 'torn batch')
+    assert back.engine.journal.dropped_records == 2
+    assert 'dropped 2 record(s)' in back.engine.journal.dropped
+    assert back.engine.stats()['journal_records_dropped'] == 2
+    assert back.engine.state_dict()['counts']['journal_records_dropped'] == 2
+    again = _server(system, mid, 9)                          # (cut off the file: said once)
+    assert again.engine.journal.dropped is None
+    assert again.engine.stats()['journal_records_dropped'] == 0   # (no checkpoint since)
+
+
+def test_a_damaged_record_a_later_fsync_shows_synced_is_refused(tmp_path):
+    # the first of two records in one fsync damaged, and a record of a later fsync intact:
+    # that later fsync covered the damaged one, whose answer may have left: refused (an
+    # acknowledged push is not dropped silently), the folder left as it was
+    mid = _stopped_after('asgd', tmp_path / 'live', 7)
+    offsets = _regroup(mid, [2, 1])
+    path = os.path.join(mid, JOURNAL_FILE)
+    _flip(path, offsets[0])
+    was = _bytes(mid)
+    with pytest.raises(JournalError, match=r'server\.journal is damaged at byte \d+ .*the '
+                                           r'record at byte \d+, appended after an fsync'):
+        _server('asgd', mid, 9)
+    assert _bytes(mid) == was
+
+
+def test_records_are_written_with_the_size_synced_before_their_fsync(tmp_path):
+    # each record carries the file's size before its batch (what tells a torn batch from an
+    # acknowledged record at the restore)
+    from rog_ros.nodes.push_journal import _OPS
+    path = str(tmp_path / JOURNAL_FILE)
+    j = PushJournal(path, {'system': 'x'})
+    j.read()
+    j.append_all([(OP_MESSAGE, 1.0, [b'a']), (OP_MESSAGE, 2.0, [b'bb'])])
+    first = os.path.getsize(path)
+    j.append_all([(OP_MESSAGE, 3.0, [b'c'])])
+    j.close()
+    back = PushJournal(path, {'system': 'x'})
+    back.read()
+    with open(path, 'rb') as f:
+        synced = []
+        for off, n in back.records:
+            f.seek(off)
+            synced.append(_OPS[2].unpack(f.read(_OPS[2].size))[2])
+    header = back.records[0][0] - 10
+    assert synced == [header, header, first]
+
+
+def test_a_format_1_journal_is_read_and_appended_to_in_its_format(tmp_path):
+    # a journal written before the records carried their fsync's start (format 1): read and
+    # replayed, appended to in its own format until a checkpoint's header starts format 2; a
+    # damaged record before its last is still refused (nothing shows it unsynced)
+    path = str(tmp_path / JOURNAL_FILE)
+    fleet = {'system': 'x'}
+    head = json.dumps({'format': 1, 'epoch': 0, 'fleet': fleet}).encode()
+    rec = struct.pack('<Bd', OP_MESSAGE, 1.5) + b'old'
+    with open(path, 'wb') as f:
+        for body in (head, rec):
+            f.write(struct.pack('<2sII', b'RJ', len(body), zlib.crc32(body)) + body)
+    j = PushJournal(path, fleet)
+    j.read()
+    assert j.format == 1 and len(j.records) == 1
+    j.append(OP_MESSAGE, 2.5, [b'new'])
+    j.close()
+    back = PushJournal(path, fleet)
+    back.read()
+    got = [(op, now) for op, now, _ in _raw_inputs(back)]
+    assert got == [(OP_MESSAGE, 1.5), (OP_MESSAGE, 2.5)]
+    off = back.records[0][0]
+    back.close()
+    data = bytearray(open(path, 'rb').read())
+    data[off + 9] ^= 0xFF
+    open(path, 'wb').write(bytes(data))
+    with pytest.raises(JournalError, match='a record before the last'):
+        PushJournal(path, fleet).read()
+    back.reset(1)
+    assert PushJournal(path, fleet).format == 2 and back.format == 2
+
+
+def _raw_inputs(j):
+    """Yield ``(op, now, body rest)`` of ``j``'s records (why: bodies that are no message)."""
+    from rog_ros.nodes.push_journal import _OPS
+    op = _OPS[j.format]
+    with open(j.path, 'rb') as f:
+        for off, n in j.records:
+            f.seek(off)
+            body = f.read(n)
+            yield op.unpack_from(body, 0)[:2] + (body[op.size:],)

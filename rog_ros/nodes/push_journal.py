@@ -27,9 +27,13 @@ File ``DIR/server.journal``: records ``MAGIC, u32 body length, u32 crc32(body), 
 first is the header (JSON: ``format``, ``epoch``, ``fleet``): ``epoch`` names the checkpoint
 the records follow (``ServerAdapter.state_dict``'s ``journal_epoch``; 0: none, a fresh run),
 ``fleet`` the system, robots and parameters the records are for. A checkpoint replaces the
-file atomically with a header of its own epoch (``reset``). A last record cut short (a crash
-mid-append: its answer never left) is dropped with a note; any other damage, or another
-fleet's journal, is refused naming the file, with nothing changed.
+file atomically with a header of its own epoch (``reset``). A record's body starts with its
+kind, its time and (format 2) ``synced``: the file's size when the fsync that covers it
+began, every byte before it on disk, its answers out. A damaged record that no record after
+it shows synced (a crash mid-append: none of the records from it on had its answer sent) is
+dropped with those after it, with a note; a damaged record that a later one shows synced
+(its answer may have left), or another fleet's journal, is refused naming the file, with
+nothing changed.
 """
 
 from __future__ import annotations
@@ -49,10 +53,12 @@ from rog_ros.protocol import messages
 
 JOURNAL_FILE = 'server.journal'
 """The journal's name in the server's ``--state-dir``, beside ``server.pt``."""
-FORMAT = 1
+FORMAT = 2
+"""The format written. 1 (before 2026-12-07's torn-batch fix): records without ``synced``,
+still read (and appended to in their own format until the next checkpoint's header)."""
 MAGIC = b'RJ'
 _FRAME = struct.Struct('<2sII')
-_OP = struct.Struct('<Bd')
+_OPS = {1: struct.Struct('<Bd'), 2: struct.Struct('<BdQ')}   # (kind, time[, synced])
 _LEN = struct.Struct('<Q')
 
 OP_MESSAGE = 1      # a message the transfers handed the engine (a push), at ``now``
@@ -147,7 +153,9 @@ class PushJournal:
         self.fleet = dict(fleet)
         self.epoch = 0
         self.records = []          # (offset, length) of each record's body after the header
-        self.dropped = None        # a note: the torn last record dropped at ``read``
+        self.dropped = None        # a note: the torn records dropped at ``read``
+        self.dropped_records = 0   # how many (the torn one and those after it)
+        self.format = FORMAT       # the format of the file's header (records appended so)
         self.appends = 0
         self.append_s = 0.0
         self.append_bytes = 0
@@ -160,9 +168,20 @@ class PushJournal:
         Read and check the journal (none: an empty one of epoch 0, written at the first append).
 
         Every record's frame and checksum is checked before anything is replayed, so a bad
-        file is refused with nothing changed (``JournalError`` naming it). A last record cut
-        short (its length past the end, or its checksum wrong: a crash mid-append, whose
-        answer never left) is cut off the file and noted in ``dropped``.
+        file is refused with nothing changed (``JournalError`` naming it). A damaged record
+        (cut short, its checksum wrong, zeros, no record at all) that no intact record after
+        it shows synced is taken as torn by a crash mid-append: it and every record after it
+        were written since the last fsync, so none of their answers left. They are cut off
+        the file, counted in ``dropped_records`` and noted in ``dropped``.
+
+        Why the rule: one fsync covers the records of one message (``append_all``), and a
+        power cut may keep any of that batch's blocks and lose others, so a torn record may
+        sit before intact ones; until 2026-12-07 only a last one was dropped and such a
+        journal was refused (the server could not start). A record after the damaged one
+        whose ``synced`` lies past it was appended after an fsync that covered the damaged
+        one: that record's answer may have left, so dropping it could lose an acknowledged
+        push; refused instead (the damage is no crash mid-append). Format 1 journals carry no
+        ``synced``: a damaged record before the last is refused there, as before.
 
         Why not written at once when there is none: the checkpoint beside it is loaded after
         this, and one of another fleet (a Rog run's, another push system's from before the
@@ -170,22 +189,33 @@ class PushJournal:
         """
         self.found = os.path.exists(self.path)
         if not self.found:
-            self.epoch, self.records = 0, []
+            self.epoch, self.records, self.format = 0, [], FORMAT
             return
         try:
             with open(self.path, 'rb') as f:
                 size = os.fstat(f.fileno()).st_size
-                frames, end, torn, first = self._frames(f, size)
+                frames, end, dropped = self._frames(f, size)
         except OSError as err:
             raise JournalError(f'journal {self.path} is unreadable ({err.strerror or err}); '
                                f'{_fix(self.path)}') from None
-        if not frames:
-            raise JournalError(f'journal {self.path} has no header (not a push server '
-                               f'journal); {_fix(self.path)}')
+        self.records = frames[1:]
+        if dropped:
+            self.dropped_records = dropped
+            self.dropped = (f'journal {self.path}: dropped {dropped} record(s) from byte {end} '
+                            f'of {size}, the first cut short or damaged (a crash while they '
+                            'were written, before their fsync: their answers never left)')
+            with open(self.path, 'r+b') as f:
+                f.truncate(end)
+                f.flush()
+                os.fsync(f.fileno())
+        self._f = open(self.path, 'ab')
+
+    def _header(self, body) -> None:
+        """Check the header's body and take its epoch and format (``JournalError`` if not)."""
         try:
-            head = json.loads(first)
-            epoch, fleet = int(head['epoch']), head['fleet']
-            ok = head.get('format') == FORMAT
+            head = json.loads(body)
+            epoch, fleet, fmt = int(head['epoch']), head['fleet'], head.get('format')
+            ok = fmt in _OPS
         except (ValueError, KeyError, TypeError):
             ok = False
         if not ok:
@@ -193,57 +223,115 @@ class PushJournal:
         if fleet != self.fleet:
             raise JournalError(f'journal {self.path} is of another fleet ({fleet}; this one: '
                                f'{self.fleet}); {_fix(self.path)}')
-        self.epoch = epoch
-        self.records = frames[1:]
-        if torn:
-            self.dropped = (f'journal {self.path}: dropped a last record cut short at byte '
-                            f'{end} of {size} (a crash while it was written; its answer '
-                            'never left)')
-            with open(self.path, 'r+b') as f:
-                f.truncate(end)
-                f.flush()
-                os.fsync(f.fileno())
-        self._f = open(self.path, 'ab')
+        self.epoch, self.format = epoch, fmt
 
     def _frames(self, f, size: int) -> tuple:
         """
-        Return ``([(body offset, length), ...], end of the last whole record, torn, header)``.
+        Return ``([(body offset, length), ...], end of the records kept, records dropped)``.
 
-        One record in memory at a time (a journal of K pushes of a large model is K models).
-        Why torn or refused: a damaged record before the last is no crash mid-append:
-        refused. A tail of zeros where a record should start is one (the file's size
-        reached the disk, its bytes not).
+        The header is the first frame (checked at once: its format says how a damaged record
+        is judged). One record in memory at a time (a journal of K pushes of a large model is
+        K models). A damaged record is torn or refused as ``read`` says (``_torn``).
         """
-        frames, pos, first = [], 0, b''
+        frames, pos = [], 0
         while pos < size:
-            last_frame = pos + _FRAME.size
-            if last_frame > size:
-                return frames, pos, True, first
-            f.seek(pos)
-            magic, n, crc = _FRAME.unpack(f.read(_FRAME.size))
-            body_end = last_frame + n
-            if magic != MAGIC:
-                if self._zeros(f, pos):
-                    return frames, pos, True, first   # (a size grown, its bytes unwritten)
-                raise JournalError(f'journal {self.path} is damaged at byte {pos} (no record '
-                                   f'starts there); {_fix(self.path)}')
-            if body_end > size:
-                return frames, pos, True, first
-            body = f.read(n)
-            if zlib.crc32(body) != crc:
-                if body_end == size:
-                    return frames, pos, True, first
-                raise JournalError(f'journal {self.path} is damaged at byte {pos} (a checksum '
-                                   f'that does not match); {_fix(self.path)}')
+            body = self._record_at(f, pos, size)
+            if body is None:
+                if not frames:
+                    self._no_header(f)
+                return frames, pos, self._torn(f, pos, size)
             if not frames:
-                first = body
-            frames.append((last_frame, n))
-            pos = body_end
-        return frames, pos, False, first
+                self._header(body)
+            frames.append((pos + _FRAME.size, len(body)))
+            pos += _FRAME.size + len(body)
+        if not frames:
+            self._no_header(f)
+        return frames, pos, 0
+
+    def _no_header(self, f) -> None:
+        """Refuse a file with no intact header: empty or zeros, or damaged at byte 0."""
+        if self._zeros(f, 0):
+            raise JournalError(f'journal {self.path} has no header (not a push server '
+                               f'journal); {_fix(self.path)}')
+        raise JournalError(f'journal {self.path} is damaged at byte 0 (no header starts there: '
+                           f'not a push server journal); {_fix(self.path)}')
+
+    @staticmethod
+    def _record_at(f, pos: int, size: int):
+        """Return the body of the intact record at ``pos`` (None: none there, or damaged)."""
+        if pos + _FRAME.size > size:
+            return None
+        f.seek(pos)
+        magic, n, crc = _FRAME.unpack(f.read(_FRAME.size))
+        if magic != MAGIC or pos + _FRAME.size + n > size:
+            return None
+        body = f.read(n)
+        return body if zlib.crc32(body) == crc else None
+
+    def _torn(self, f, pos: int, size: int) -> int:
+        """
+        Return the records dropped from the damaged record at ``pos`` on, or refuse them.
+
+        Looks for intact records after it (a frame whose checksum matches at any offset,
+        found by its magic); the first whose ``synced`` lies past ``pos`` proves the damaged
+        record was synced (refused). Format 1: torn only if nothing but zeros follows it or
+        it is the last record (cut short, or its checksum wrong at the file's end).
+        """
+        later = self._later_records(f, pos, size)
+        if self.format == 1:
+            if later or not (self._zeros(f, pos) or self._ends_file(f, pos, size)):
+                raise JournalError(f'journal {self.path} is damaged at byte {pos} (a record '
+                                   'before the last: its checksum does not match or no record '
+                                   f'starts there); {_fix(self.path)}')
+            return 1
+        op = _OPS[2]
+        for at, body in later:
+            synced = op.unpack_from(body, 0)[2] if len(body) >= op.size else 0
+            if synced > pos:
+                raise JournalError(
+                    f'journal {self.path} is damaged at byte {pos} (its checksum does not match '
+                    f'or no record starts there), and the record at byte {at}, appended after '
+                    'an fsync that covered it, says its answer may have left; '
+                    f'{_fix(self.path)}')
+        return 1 + len(later)
+
+    @staticmethod
+    def _ends_file(f, pos: int, size: int) -> bool:
+        """Tell whether the frame at ``pos`` is cut short or its body ends the file."""
+        if pos + _FRAME.size > size:
+            return True
+        f.seek(pos)
+        magic, n, _ = _FRAME.unpack(f.read(_FRAME.size))
+        return magic == MAGIC and pos + _FRAME.size + n >= size
+
+    @staticmethod
+    def _later_records(f, pos: int, size: int) -> list:
+        """
+        Return ``[(offset, body), ...]`` of the intact records found after byte ``pos``.
+
+        Found by their magic at any offset (the damaged record's length cannot be trusted),
+        then their frame and checksum; a record found is skipped whole. Candidates in a push's
+        bytes are rare (one per 64 KiB of random data) and most fail at their length.
+        """
+        out, at, block = [], pos + 1, 1 << 20
+        while at < size:
+            f.seek(at)
+            chunk = f.read(block + 1)
+            i = chunk.find(MAGIC)
+            if i < 0 or i >= block:
+                at += block
+                continue
+            body = PushJournal._record_at(f, at + i, size)
+            if body is None:
+                at += i + 1
+                continue
+            out.append((at + i, body))
+            at += i + _FRAME.size + len(body)
+        return out
 
     @staticmethod
     def _zeros(f, pos: int) -> bool:
-        """Tell whether the file holds only zero bytes from ``pos`` on (why: ``_frames``)."""
+        """Tell whether the file holds only zero bytes from ``pos`` on (why: ``_torn``)."""
         f.seek(pos)
         while True:
             block = f.read(1 << 20)
@@ -269,8 +357,8 @@ class PushJournal:
                 if f.readinto(body) != n:
                     raise JournalError(f'journal {self.path} changed while it was read; '
                                        f'{_fix(self.path)}')
-                op, now = _OP.unpack_from(body, 0)
-                rest = body[_OP.size:]
+                op, now = _OPS[self.format].unpack_from(body, 0)[:2]
+                rest = body[_OPS[self.format].size:]
                 if op == OP_MESSAGE:
                     yield op, now, decode_message(rest)
                 elif op == OP_REVIVE:
@@ -299,8 +387,10 @@ class PushJournal:
         Append ``records`` (``(op, now, pieces)`` each), in order, then fsync once.
 
         Why one fsync: the inputs of one message (a run taken back, the push, a stop order
-        sent again) precede one answer; a record cut short by a crash is dropped at ``read``,
-        and those after it were not synced either (their answer never left).
+        sent again) precede one answer. Each record carries ``synced``, the file's size before
+        the batch: a record of it torn by a power cut is dropped at ``read`` with those after
+        it (none synced, no answer out), while one that a later batch's ``synced`` shows on
+        disk is refused (``_torn``).
         """
         if not records:
             return
@@ -311,8 +401,10 @@ class PushJournal:
                 self._write_header(self.epoch)
                 self._f = open(self.path, 'ab')
             f = self._f
+            synced = f.tell()           # (every byte before it is on disk: ``read``'s rule)
             for op, now, pieces in records:
-                pieces = [_OP.pack(op, float(now))] + list(pieces)
+                head = (op, float(now)) + ((synced,) if self.format >= 2 else ())
+                pieces = [_OPS[self.format].pack(*head)] + list(pieces)
                 crc, n = 0, 0
                 for p in pieces:
                     crc = zlib.crc32(p, crc)
@@ -368,7 +460,7 @@ class PushJournal:
         body = json.dumps({'format': FORMAT, 'epoch': int(epoch),
                            'fleet': self.fleet}).encode()
         atomic_write_bytes(self.path, _FRAME.pack(MAGIC, len(body), zlib.crc32(body)) + body)
-        self.epoch = int(epoch)
+        self.epoch, self.format = int(epoch), FORMAT
         self.records = []
 
     def close(self) -> None:

@@ -286,6 +286,7 @@ class ServerAdapter:
         self.journal = None            # the write-ahead journal (``attach_journal``)
         self.journal_epoch = 0         # the checkpoint the journal's records follow
         self.replayed = 0              # journal records replayed at the restore
+        self.journal_records_dropped = 0   # torn at restores (``PushJournal.read``)
         # the journal was replayed with no checkpoint beside it: a resume (``ServerHooks``)
         self.replayed_without_checkpoint = False
         self.defer_journal = False     # hold records for the hooks (``_journal``)
@@ -674,7 +675,8 @@ class ServerAdapter:
                'worker_restarts')
     """The adapter's own counts a checkpoint keeps (``summary.json``'s, via ``stats``)."""
 
-    _LATER_COUNTS = ('stops_repeated', 'runs_taken_back', 'inputs_refused')
+    _LATER_COUNTS = ('stops_repeated', 'runs_taken_back', 'inputs_refused',
+                     'journal_records_dropped')
     """Counts kept since (0 when an older checkpoint lacks them): ``stops_repeated`` counted
     from 0 again after a restore, so ``summary.json`` missed the repeats before it."""
 
@@ -788,6 +790,8 @@ class ServerAdapter:
         self.stall_time, self.triggers = stall_time, triggers
         for k, v in counts.items():
             setattr(self, k, v)
+        if j is not None and j.epoch == epoch:     # (this restore's torn records, counted)
+            self.journal_records_dropped += j.dropped_records
         # (a checkpoint from before the flag: its finished run's results were written)
         self.results_written = bool(sd.get('results_written', all(self.stop_sent)))
         self._stops = [Schedule(worker=r, clock=max(c, 0), push_deadline_s=-1.0,
@@ -830,8 +834,9 @@ class ServerAdapter:
         from rog_ros.nodes.push_journal import JournalError, PushJournal
         j = PushJournal(path, self._fleet())
         j.read()
-        if j.dropped:
+        if j.dropped:       # (said once: the next read finds the file cut there)
             print(f'rog_server: {j.dropped}', file=sys.stderr, flush=True)
+        self.journal_records_dropped = j.dropped_records
         if not checkpoint_on_disk and j.epoch != 0:
             j.close()
             raise JournalError(f'journal {j.path} follows checkpoint {j.epoch}, and there is '
@@ -918,6 +923,7 @@ class ServerAdapter:
                     'stops_repeated': self.stops_repeated,
                     'replaced_by': int(getattr(self.transfers, 'replaced_by', 0)),
                     'stops_missed': self.stops_missed,
+                    'journal_records_dropped': self.journal_records_dropped,
                     'pushes_resent': int(getattr(self.engine, 'resent', 0))})
         return out
 
