@@ -63,6 +63,11 @@ def _durable_fleet(tmp_path, monkeypatch, sync, namespace, every):
     return hub, srv, workers, server_args
 
 
+def _events(node):
+    """Return the (event, robot) of ``node``'s events.csv so far (why: each exactly once)."""
+    return [(e[2], e[1]) for e in node.recorder.events]
+
+
 def _restarted_server(tmp_path, namespace, server_args):
     """Return a server node of 2 robots started again on ``server_args``, configured."""
     back = server_node.ServerNode(rog_server.build_parser().parse_args(
@@ -131,12 +136,18 @@ def test_a_durable_push_server_restarted_mid_run_goes_on_from_its_checkpoint(
         _spin(nodes, lambda: sum(srv.engine.clock) >= 9)
         killed_at = sum(srv.engine.clock)
         assert srv.hooks.checkpoint_id == killed_at // 4
+        live = (srv.recorder.bytes_up, len(srv.recorder.transfer_s), _events(srv))
         _kill(hub, srv, nodes)                # killed: it says nothing more
         back = _restarted_server(tmp_path, '/pd', server_args)
         restored = sum(back.engine.clock)
         assert back.hooks.restored == killed_at // 4 and restored == killed_at
         assert back.engine.replayed == killed_at % 4
         assert back.activate()
+        # the run record goes on with every event of the dead server's, once: those of the
+        # message the checkpoint was taken for were missing (its run record is taken before
+        # the node records them), e.g. its push_done's bytes and transfer time
+        assert (back.recorder.bytes_up, len(back.recorder.transfer_s),
+                [e for e in _events(back) if e[0] != 'server_restored']) == live
         nodes.insert(0, back)
         _spin(nodes, lambda: False)
         summary = back.finish()

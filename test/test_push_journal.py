@@ -68,6 +68,7 @@ def _state(adapter):
     """
     sd = adapter.state_dict(copy=True)
     del sd['replay']
+    sd.pop('unrecorded_logs', None)     # (the last call's logs: a restored one made none)
     return sd
 
 
@@ -482,7 +483,10 @@ def test_the_logs_of_the_inputs_replayed_are_kept_for_the_run_record(system, tmp
     # a restore replayed the journal's inputs and dropped the engine's logs: events.csv
     # (worker_restart, push_resent, training_done) and the transfer figures (push_done)
     # missed the events between the checkpoint and the crash. The replay keeps them with
-    # the times they were taken at (replayed_logs), those of the live run's, in order
+    # the times they were taken at (replayed_logs), those of the live run's, in order. The
+    # logs of the message a checkpoint was taken for come first: the checkpoint keeps them
+    # (its run record was taken before the node recorded them; until 2026-12-07 they were
+    # missing from events.csv after a restore)
     live = []
 
     def crash(k, srv, before):
@@ -504,10 +508,8 @@ def test_the_logs_of_the_inputs_replayed_are_kept_for_the_run_record(system, tmp
             before = hooks.state.saves
             out = on_message(msg, now)
             if hooks.state.saves > before:
-                live.clear()                  # (in the checkpoint: not replayed)
-            else:
-                live.extend((round(now, 6), g.name, g.worker) for g in out
-                            if isinstance(g, Log))
+                live.clear()                  # (in the checkpoint, but for this answer's)
+            live.extend((round(now, 6), g.name, g.worker) for g in out if isinstance(g, Log))
             return out
         hooks.on_message = noted
         return hooks

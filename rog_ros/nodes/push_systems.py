@@ -46,6 +46,7 @@ bytes: ``PUSH_WINDOW``, ``PUSH_CHUNK_BYTES``).
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import TYPE_CHECKING
 
 from rog_ros.checks import ConfigError
@@ -295,6 +296,7 @@ class ServerAdapter:
         self._heard = [None] * self.n  # each robot's last word taken (driver clock, live)
         self._first_looked = {}        # robot -> first tick it waited unheard (``_silent_since``)
         self._others = set()           # robots of another rog_ros build (``let_go_robot``)
+        self._last_logs = []           # (now, Log) of the last call's answer (``_unrecorded``)
 
     @property
     def rejects(self) -> int:
@@ -396,8 +398,21 @@ class ServerAdapter:
     def on_tick(self, now: float) -> list:
         out = self.transfers.outgoing(
             self._no_stop_if_replaced(self._count(self.engine.on_tick(now), now)), now)
-        return (out + self.transfers.on_tick(now) + self._stops_due(now)
-                + self._give_up_silent(now))
+        return self._unrecorded((out + self.transfers.on_tick(now) + self._stops_due(now)
+                                 + self._give_up_silent(now)), now)
+
+    def _unrecorded(self, actions: list, now: float) -> list:
+        """
+        Keep the logs of ``actions`` until the next call (``state_dict``); return ``actions``.
+
+        Why: the durable hooks checkpoint after the call, before the node records its
+        answer's logs, so the checkpoint's run record lacks them: a server restored from it
+        had no ``push_done``, ``stop_missed``, ... of the message it was taken for in
+        ``events.csv``. The checkpoint keeps them (``unrecorded_logs``) and the restore hands
+        them to the node with the journal's (``replayed_logs``), so each is there once.
+        """
+        self._last_logs = [(float(now), a) for a in actions if isinstance(a, Log)]
+        return actions
 
     @property
     def linger_s(self) -> float:
@@ -526,7 +541,7 @@ class ServerAdapter:
             # engine; counted by whole messages only, it was given up mid-transfer and the
             # server left before its push came.
             self._heard[r] = now
-        return out + self._after_stop(msg, now, refused)
+        return self._unrecorded(out + self._after_stop(msg, now, refused), now)
 
     def _after_stop(self, msg, now: float, refused: int) -> list:
         """
@@ -752,7 +767,11 @@ class ServerAdapter:
                 'stop_clocks': [-1 if s is None else int(s.clock) for s in self._stops],
                 'gone': list(self.gone),
                 'results_written': bool(self.results_written),
-                'journal_epoch': self.journal_epoch + 1, 'replay': self.engine.replay_state()}
+                'journal_epoch': self.journal_epoch + 1, 'replay': self.engine.replay_state(),
+                # (written results: the node recorded them before it wrote them)
+                'unrecorded_logs': [] if self.results_written else [
+                    [now, log.name, float(log.value), int(log.worker),
+                     json.dumps(log.info, default=str)] for now, log in self._last_logs]}
 
     def load_state_dict(self, sd: dict) -> None:
         """
@@ -775,6 +794,8 @@ class ServerAdapter:
         counts.update({k: int(sd['counts'].get(k, 0)) for k in self._LATER_COUNTS})
         clocks = [int(c) for c in sd.get('stop_clocks') or [0] * self.n]
         gone = [bool(g) for g in sd.get('gone') or [False] * self.n]   # (older: none)
+        unrecorded = [(float(now), Log(str(name), float(value), int(worker), json.loads(info)))
+                      for now, name, value, worker, info in sd.get('unrecorded_logs') or ()]
         if len(stall_time) != self.n or len(triggers) != self.n or len(clocks) != self.n \
                 or len(gone) != self.n:
             raise ValueError(f'checkpoint of {self.n} robots with per-robot lists of other '
@@ -798,6 +819,8 @@ class ServerAdapter:
                                 stop=True) if sent else None
                        for r, (sent, c) in enumerate(zip(self.stop_sent, clocks))]
         self.journal_epoch = epoch
+        # the logs of the message the checkpoint was taken for (``_unrecorded``), first
+        self.replayed_logs = unrecorded + self.replayed_logs
         if j is not None:
             if j.epoch != epoch:
                 j.reset(epoch)   # (a crash after the checkpoint's rename: its records are in it)
