@@ -312,19 +312,27 @@ def test_a_push_server_restored_from_its_journal_alone_records_the_replayed_push
     # Killed before its first checkpoint (K = 100): the journal alone is replayed. The
     # start was taken for a new run (restored None), and the replayed pushes' logs were
     # dropped: the run record (events.csv, the bytes pushed) began empty at the restart.
-    # It is a resume from checkpoint 0, and the replayed pushes are recorded.
+    # It is a resume from checkpoint 0, and the replayed pushes are recorded. Its run's
+    # clock and record started again at the restart until 2026-12-07 (no run record: the
+    # journal's header holds one now).
     hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, 'asgd', '/pj', 100)
     nodes, back = [srv] + workers, None
     try:
         assert srv.activate() and all(w.activate() for w in workers)
         _spin(nodes, lambda: sum(srv.engine.clock) >= 3)
         assert srv.hooks.state.saves == 0
-        pushed = srv.recorder.bytes_up
+        pushed, t0 = srv.recorder.bytes_up, srv.t0
+        time.sleep(1.5)                       # (the run's clock: 1.5 s more before the kill)
         _kill(hub, srv, nodes)
         back = _restarted_server(tmp_path, '/pj', server_args)
         assert back.hooks.restored == 0 and back.engine.replayed >= 3
         assert back.activate()
-        assert back.recorder.bytes_up >= pushed > 0 and back.engine.replayed_logs == []
+        assert back.recorder.bytes_up == pushed > 0 and back.engine.replayed_logs == []
+        # the run goes on (the journal's header holds the run record at its first record):
+        # its clock from the dead server's start, not the restart (t0 1.5 s later before),
+        # its record continued and the restore in events.csv, as a checkpoint's restore
+        assert abs(back.t0 - t0) < 0.5, (back.t0, t0)
+        assert [e[2] for e in back.recorder.events].count('server_restored') == 1
         nodes.insert(0, back)
         _spin(nodes, lambda: False)
         summary = back.finish()

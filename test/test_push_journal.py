@@ -695,3 +695,25 @@ def _raw_inputs(j):
             f.seek(off)
             body = f.read(n)
             yield op.unpack_from(body, 0)[:2] + (body[op.size:],)
+
+
+def test_a_fresh_runs_header_keeps_the_run_record_for_a_resume_from_the_journal_alone(
+        tmp_path):
+    # a server killed before its first checkpoint had no run record to go on from: its
+    # clock, timeseries.csv and events.csv started again. The header of a fresh run's journal
+    # (epoch 0), written at its first record, keeps it (arrays as lists); a checkpoint's does
+    # not (the checkpoint holds it)
+    path = str(tmp_path / JOURNAL_FILE)
+    fleet = {'system': 'x'}
+    j = PushJournal(path, fleet)
+    j.read()
+    j.header_extra = lambda: {'run_record': {'elapsed_s': 2.5,
+                                             'record': {'rows_up': np.array([0.5, 1.0])}}}
+    j.append(OP_MESSAGE, 1.0, [b'a'])
+    back = PushJournal(path, fleet)
+    back.read()
+    assert back.header['run_record'] == {'elapsed_s': 2.5, 'record': {'rows_up': [0.5, 1.0]}}
+    j.reset(1)
+    again = PushJournal(path, fleet)
+    again.read()
+    assert 'run_record' not in again.header and again.epoch == 1

@@ -458,6 +458,11 @@ class ServerHooks(_Hooks):
         if self.state is not None and hasattr(engine, 'defer_journal'):
             # a push server's journal records wait for the checkpoint decision (``_observe``)
             engine.defer_journal = True
+            journal = getattr(engine, 'journal', None)
+            if journal is not None and run_record is not None:
+                # a fresh run's journal header keeps the run record at its first record: a
+                # crash before the first checkpoint resumes the run's clock and CSVs from it
+                journal.header_extra = lambda: {'run_record': run_record()}
 
     def run_done(self) -> bool:
         """
@@ -481,11 +486,13 @@ class ServerHooks(_Hooks):
         A push server's journal replayed with no checkpoint beside it (the server crashed
         before its first: ``ServerAdapter.replayed_without_checkpoint``) is a resume of that
         run too, checkpoint 0: it was taken for a new run, whose node set the earlier
-        results aside and started its run record and clock again.
+        results aside and started its run record and clock again. Its run record is the one
+        the journal's header kept at its first record (``PushJournal.header_extra``).
         """
         if self.state is None or not self.state.exists():
             if self.state is not None and getattr(self.engine, 'replayed_without_checkpoint',
                                                   False):
+                self.restored_record = self.engine.journal.header.get('run_record')
                 return self._took_up(0)
             if self.ledger is not None and self._restarted:
                 self.ledger.add('restore', id=None)   # a fresh start after a crash

@@ -134,6 +134,13 @@ def decode_message(body: memoryview):
     return cls(**kw)
 
 
+def _json_plain(v):
+    """Return ``v`` (a numpy array or scalar of a run record) as plain JSON values."""
+    if isinstance(v, (np.ndarray, np.generic)):
+        return v.tolist()
+    raise TypeError(f'{type(v).__name__} is not JSON serializable')
+
+
 def value_pieces(value) -> list:
     """Return a small input's record body (``OP_REVIVE``'s pair, ``OP_STOP_AGAIN``'s robot)."""
     return [json.dumps(value).encode()]
@@ -156,6 +163,9 @@ class PushJournal:
         self.dropped = None        # a note: the torn records dropped at ``read``
         self.dropped_records = 0   # how many (the torn one and those after it)
         self.format = FORMAT       # the format of the file's header (records appended so)
+        self.header = {}           # the header read (``read``)
+        # what a fresh run's header (epoch 0) adds: the node's run record (``ServerHooks``)
+        self.header_extra = None
         self.appends = 0
         self.append_s = 0.0
         self.append_bytes = 0
@@ -223,7 +233,7 @@ class PushJournal:
         if fleet != self.fleet:
             raise JournalError(f'journal {self.path} is of another fleet ({fleet}; this one: '
                                f'{self.fleet}); {_fix(self.path)}')
-        self.epoch, self.format = epoch, fmt
+        self.epoch, self.format, self.header = epoch, fmt, head
 
     def _frames(self, f, size: int) -> tuple:
         """
@@ -456,11 +466,20 @@ class PushJournal:
                 'checkpoint is on disk, and the same command resumes from it)') from err
 
     def _write_header(self, epoch: int) -> None:
-        """Write a journal holding only its header (temp file, fsync, rename)."""
-        body = json.dumps({'format': FORMAT, 'epoch': int(epoch),
-                           'fleet': self.fleet}).encode()
+        """
+        Write a journal holding only its header (temp file, fsync, rename).
+
+        A fresh run's (epoch 0) also holds ``header_extra()``: the run record as of its
+        first record (``ServerHooks`` gives it), the one thing a journal replayed with no
+        checkpoint beside it lacked to go on with the run's clock, ``timeseries.csv`` and
+        ``events.csv`` (they started again at the restart until 2026-12-07).
+        """
+        head = {'format': FORMAT, 'epoch': int(epoch), 'fleet': self.fleet}
+        if int(epoch) == 0 and self.header_extra is not None:
+            head.update(self.header_extra())
+        body = json.dumps(head, default=_json_plain).encode()
         atomic_write_bytes(self.path, _FRAME.pack(MAGIC, len(body), zlib.crc32(body)) + body)
-        self.epoch, self.format = int(epoch), FORMAT
+        self.epoch, self.format, self.header = int(epoch), FORMAT, head
         self.records = []
 
     def close(self) -> None:
