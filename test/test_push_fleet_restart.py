@@ -340,3 +340,48 @@ def test_a_push_server_restored_from_its_journal_alone_records_the_replayed_push
         for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
             node.shutdown()
     assert summary['pushes_applied'] == ITERATIONS * 2 and back.engine.finished
+
+
+def test_a_push_server_restored_from_before_the_budget_its_robots_finished_gives_up_at_start(
+        tmp_path, monkeypatch):
+    # The state folder as it was before the budget was done, put back after the robots
+    # finished theirs and left (the journal makes this no crash's outcome: the checkpoint
+    # and the journal hold every stop order sent). The restored engine cannot tell robots
+    # that finished from robots still training that are slow to come back (a long outage,
+    # a restart): no budget is done in it, so DONE_PATIENCE_S, which only spares the wait
+    # for a stop order the engine would send anyway, does not apply. Giving them up would
+    # end the run short of its budget, with the put-back model, as completed. The server
+    # waits at its start for every robot and gives up at startup_timeout (PeerTimeout: exit
+    # 1, no results written, the state folder left unfinished: the same command resumes
+    # once the robots are started again).
+    import shutil
+    from rog_ros.nodes.connect import PeerTimeout
+    from rog_ros.nodes.state_dir import finished_run
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, 'asgd', '/pb', 1)
+    state, older = tmp_path / 'state', tmp_path / 'older'
+    nodes, back = [srv] + workers, None
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: sum(srv.engine.clock) >= 4)
+        assert not any(srv.engine.stopped)
+        shutil.copytree(state, older, ignore=shutil.ignore_patterns('*.lock'))
+        _spin(nodes, lambda: srv.engine.finished)
+        _kill(hub, srv, nodes)
+        _spin(nodes, lambda: all(w.engine.state == 'stopped' for w in workers))
+        for w in workers:
+            assert w.engine.state == 'stopped'
+            w.shutdown()
+            nodes.remove(w)
+        for f in older.iterdir():
+            shutil.copy(f, state / f.name)
+        back = _restarted_server(tmp_path, '/pb', server_args)
+        assert not any(back.engine.stopped) and sum(back.engine.clock) < 2 * ITERATIONS
+        t = time.monotonic()
+        with pytest.raises(PeerTimeout):
+            back.activate()
+        assert 2.5 < time.monotonic() - t < 10.0        # (startup_timeout: 3 s)
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    assert not (tmp_path / 'summary.json').exists()
+    assert finished_run(str(state)) is None
