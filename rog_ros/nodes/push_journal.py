@@ -282,28 +282,27 @@ class PushJournal:
         """
         Return the records dropped from the damaged record at ``pos`` on, or refuse them.
 
-        Looks for intact records after it (a frame whose checksum matches at any offset,
-        found by its magic); the first whose ``synced`` lies past ``pos`` proves the damaged
-        record was synced (refused). Format 1: torn only if nothing but zeros follows it or
-        it is the last record (cut short, or its checksum wrong at the file's end).
+        Format 2: looks for intact records after it (``_later_records``); the first whose
+        ``synced`` lies past ``pos`` proves the damaged record was synced (refused). Format 1
+        (no ``synced``): torn only if nothing but zeros follows it or it is the last record
+        (cut short, or its checksum wrong at the file's end), as before.
         """
-        later = self._later_records(f, pos, size)
         if self.format == 1:
-            if later or not (self._zeros(f, pos) or self._ends_file(f, pos, size)):
+            if not (self._zeros(f, pos) or self._ends_file(f, pos, size)):
                 raise JournalError(f'journal {self.path} is damaged at byte {pos} (a record '
                                    'before the last: its checksum does not match or no record '
                                    f'starts there); {_fix(self.path)}')
             return 1
-        op = _OPS[2]
-        for at, body in later:
-            synced = op.unpack_from(body, 0)[2] if len(body) >= op.size else 0
+        found = 0
+        for at, synced in self._later_records(f, pos, size):
             if synced > pos:
                 raise JournalError(
                     f'journal {self.path} is damaged at byte {pos} (its checksum does not match '
                     f'or no record starts there), and the record at byte {at}, appended after '
                     'an fsync that covered it, says its answer may have left; '
                     f'{_fix(self.path)}')
-        return 1 + len(later)
+            found += 1
+        return 1 + found
 
     @staticmethod
     def _ends_file(f, pos: int, size: int) -> bool:
@@ -315,29 +314,38 @@ class PushJournal:
         return magic == MAGIC and pos + _FRAME.size + n >= size
 
     @staticmethod
-    def _later_records(f, pos: int, size: int) -> list:
+    def _later_records(f, pos: int, size: int):
         """
-        Return ``[(offset, body), ...]`` of the intact records found after byte ``pos``.
+        Yield ``(offset, synced)`` of each intact format 2 record found after byte ``pos``.
 
         Found by their magic at any offset (the damaged record's length cannot be trusted),
-        then their frame and checksum; a record found is skipped whole. Candidates in a push's
-        bytes are rare (one per 64 KiB of random data) and most fail at their length.
+        then checked: a body long enough, within the file, of a known kind, its ``synced`` at
+        or before it (so a magic in a push's bytes, one per 64 KiB of random data, is almost
+        never read whole), then its checksum. A record found is skipped whole; one body in
+        memory at a time.
         """
-        out, at, block = [], pos + 1, 1 << 20
+        op, head = _OPS[2], _FRAME.size + _OPS[2].size
+        at, block = pos + 1, 1 << 20
         while at < size:
             f.seek(at)
-            chunk = f.read(block + 1)
-            i = chunk.find(MAGIC)
+            i = f.read(block + 1).find(MAGIC)
             if i < 0 or i >= block:
                 at += block
                 continue
-            body = PushJournal._record_at(f, at + i, size)
-            if body is None:
-                at += i + 1
-                continue
-            out.append((at + i, body))
-            at += i + _FRAME.size + len(body)
-        return out
+            at += i
+            f.seek(at)
+            raw = f.read(head)
+            if len(raw) == head:
+                _, n, crc = _FRAME.unpack_from(raw, 0)
+                kind, _, synced = op.unpack_from(raw, _FRAME.size)
+                if (n >= op.size and at + _FRAME.size + n <= size
+                        and OP_MESSAGE <= kind <= OP_RESTORED and synced <= at):
+                    f.seek(at + _FRAME.size)
+                    if zlib.crc32(f.read(n)) == crc:
+                        yield at, synced
+                        at += _FRAME.size + n
+                        continue
+            at += 1
 
     @staticmethod
     def _zeros(f, pos: int) -> bool:
