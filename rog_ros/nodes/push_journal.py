@@ -152,7 +152,7 @@ class PushJournal:
 
     ``fleet``: plain values that name the fleet the records are for (system, robots,
     parameters); a journal of another is refused. ``appends``, ``append_s`` and
-    ``append_bytes`` measure what it costs; ``dropped`` is the note of a torn last record.
+    ``append_bytes`` measure what it costs; ``dropped`` notes the torn records ``read`` cut.
     """
 
     def __init__(self, path: str, fleet: dict):
