@@ -340,6 +340,11 @@ def test_a_push_server_restored_from_its_journal_alone_records_the_replayed_push
         for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
             node.shutdown()
     assert summary['pushes_applied'] == ITERATIONS * 2 and back.engine.finished
+    # timeseries.csv: one run, its times from the dead server's start, in order, past the kill
+    times = [float(r['time_s']) for r in back.recorder.rows]
+    assert times == sorted(times) and times[-1] >= 1.5, times
+    events = [float(e[0]) for e in back.recorder.events]
+    assert events == sorted(events), events
 
 
 def test_a_push_server_restored_from_before_the_budget_its_robots_finished_gives_up_at_start(
