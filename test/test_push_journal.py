@@ -717,3 +717,38 @@ def test_a_fresh_runs_header_keeps_the_run_record_for_a_resume_from_the_journal_
     again = PushJournal(path, fleet)
     again.read()
     assert 'run_record' not in again.header and again.epoch == 1
+
+
+@pytest.mark.parametrize('cut', ['header only', 'first record torn'])
+def test_a_new_run_on_a_journal_left_without_records_writes_its_own_header(cut, tmp_path):
+    # a fresh run's header is written at its first record with the run record of that
+    # moment. A server killed before that record was whole left the header alone (or with a
+    # torn record, dropped): the next start is a new run (nothing to resume: its node sets
+    # the results aside, its clock starts again), but it appended to that file, so a crash
+    # of the new run before its first checkpoint resumed it from the dead run's record (its
+    # clock and rows, from before the results were set aside). The new run's first record
+    # writes the header again, with its own run record.
+    path = str(tmp_path / JOURNAL_FILE)
+    fleet = {'system': 'x'}
+    dead = PushJournal(path, fleet)
+    dead.read()
+    dead.header_extra = lambda: {'run_record': {'elapsed_s': 9.0, 'run': 'dead'}}
+    dead.append(OP_MESSAGE, 1.0, [b'a' * 100])
+    dead.close()
+    with open(path, 'r+b') as f:
+        f.truncate(os.path.getsize(path) - 1)    # (the first record torn)
+    if cut == 'header only':
+        with open(path, 'r+b') as f:
+            f.seek(2)
+            f.truncate(10 + struct.unpack('<I', f.read(4))[0])
+    new = PushJournal(path, fleet)
+    new.read()
+    assert new.records == [] and new.dropped_records == (cut != 'header only')
+    new.header_extra = lambda: {'run_record': {'elapsed_s': 0.5, 'run': 'new'}}
+    new.append(OP_MESSAGE, 2.0, [b'b'])
+    new.close()
+    back = PushJournal(path, fleet)
+    back.read()
+    assert back.header['run_record'] == {'elapsed_s': 0.5, 'run': 'new'}
+    assert [now for _, now, _ in _raw_inputs(back)] == [2.0]
+    back.close()

@@ -218,6 +218,12 @@ class PushJournal:
                 f.truncate(end)
                 f.flush()
                 os.fsync(f.fileno())
+        if self.epoch == 0 and not self.records:
+            # (a fresh run's header alone: its server died before its first record was
+            # whole. The next start is a new run, whose first record writes the header
+            # again with its own run record: appended to this one, a crash of the new run
+            # before its first checkpoint resumed it from the dead run's record.)
+            return
         self._f = open(self.path, 'ab')
 
     def _header(self, body) -> None:
