@@ -752,3 +752,42 @@ def test_a_new_run_on_a_journal_left_without_records_writes_its_own_header(cut, 
     assert back.header['run_record'] == {'elapsed_s': 0.5, 'run': 'new'}
     assert [now for _, now, _ in _raw_inputs(back)] == [2.0]
     back.close()
+
+
+def test_a_torn_record_full_of_magics_is_read_past_once(tmp_path, monkeypatch):
+    # the search for records after a damaged one (its length cannot be trusted) read a
+    # block of up to 1 MiB again from every magic that was no record: a torn push whose
+    # bytes hold the magic densely (a constant array) was read once per magic, about
+    # size * size / 4 bytes (100 MB for this 20 KB record, hours for a model's)
+    import io
+    from rog_ros.nodes import push_journal
+    path = str(tmp_path / JOURNAL_FILE)
+    fleet = {'system': 'x'}
+    j = PushJournal(path, fleet)
+    j.read()
+    j.append(OP_MESSAGE, 1.0, [b'ok'])
+    j.append(OP_MESSAGE, 2.0, [b'RJ' * 10000])
+    j.close()
+    with open(path, 'r+b') as f:
+        f.seek(-1, os.SEEK_END)
+        f.write(b'\xff')                         # (its checksum wrong: torn)
+    size, got = os.path.getsize(path), [0]
+
+    class Counted(io.FileIO):
+
+        def readinto(self, b):
+            n = super().readinto(b)
+            got[0] += n or 0
+            return n
+
+    def counted_open(p, mode='r', *args, **kwargs):
+        if mode == 'rb':
+            return io.BufferedReader(Counted(p, 'r'))
+        return open(p, mode, *args, **kwargs)
+
+    monkeypatch.setattr(push_journal, 'open', counted_open, raising=False)
+    back = PushJournal(path, fleet)
+    back.read()
+    assert back.dropped_records == 1 and len(back.records) == 1
+    assert got[0] < 5 * size, (got[0], size)
+    back.close()

@@ -328,30 +328,44 @@ class PushJournal:
         then checked: a body long enough, within the file, of a known kind, its ``synced`` at
         or before it (so a magic in a push's bytes, one per 64 KiB of random data, is almost
         never read whole), then its checksum. A record found is skipped whole; one body in
-        memory at a time.
+        memory at a time. Each block is read once and searched for every magic in it (a
+        block read again from each magic that was no record read a torn push whose bytes
+        hold the magic densely once per magic: 100 MB for a 20 KB record).
         """
-        op, head = _OPS[2], _FRAME.size + _OPS[2].size
+        head = _FRAME.size + _OPS[2].size
         at, block = pos + 1, 1 << 20
         while at < size:
             f.seek(at)
-            i = f.read(block + 1).find(MAGIC)
-            if i < 0 or i >= block:
+            chunk = f.read(block + head - 1)        # (a candidate's head from the block)
+            i = chunk.find(MAGIC)
+            while 0 <= i < block:
+                synced, n = PushJournal._candidate(f, at + i, chunk[i:i + head], size)
+                if n:
+                    break
+                i = chunk.find(MAGIC, i + 1)
+            else:
                 at += block
                 continue
-            at += i
-            f.seek(at)
-            raw = f.read(head)
-            if len(raw) == head:
-                _, n, crc = _FRAME.unpack_from(raw, 0)
-                kind, _, synced = op.unpack_from(raw, _FRAME.size)
-                if (n >= op.size and at + _FRAME.size + n <= size
-                        and OP_MESSAGE <= kind <= OP_RESTORED and synced <= at):
-                    f.seek(at + _FRAME.size)
-                    if zlib.crc32(f.read(n)) == crc:
-                        yield at, synced
-                        at += _FRAME.size + n
-                        continue
-            at += 1
+            yield at + i, synced
+            at += i + _FRAME.size + n
+
+    @staticmethod
+    def _candidate(f, at: int, raw: bytes, size: int) -> tuple:
+        """
+        Return ``(synced, body length)`` of the intact format 2 record at ``at`` (0, 0: none).
+
+        ``raw``: the file's bytes from ``at``, its frame and record head (fewer at the end).
+        """
+        op = _OPS[2]
+        if len(raw) < _FRAME.size + op.size:
+            return 0, 0
+        _, n, crc = _FRAME.unpack_from(raw, 0)
+        kind, _, synced = op.unpack_from(raw, _FRAME.size)
+        if not (n >= op.size and at + _FRAME.size + n <= size
+                and OP_MESSAGE <= kind <= OP_RESTORED and synced <= at):
+            return 0, 0
+        f.seek(at + _FRAME.size)
+        return (synced, n) if zlib.crc32(f.read(n)) == crc else (0, 0)
 
     @staticmethod
     def _zeros(f, pos: int) -> bool:
