@@ -791,3 +791,29 @@ def test_a_torn_record_full_of_magics_is_read_past_once(tmp_path, monkeypatch):
     assert back.dropped_records == 1 and len(back.records) == 1
     assert got[0] < 5 * size, (got[0], size)
     back.close()
+
+
+def test_the_records_read_are_on_disk_before_a_record_appended_says_so(tmp_path, monkeypatch):
+    # a record's ``synced`` says every byte before its batch is on disk. A server killed
+    # (not a power cut) leaves its last records in the page cache, unsynced, and its restart
+    # reads them whole and appends after them: until its first fsync a power cut could tear
+    # one of them under an intact record that says it was synced, and the journal was
+    # refused (the server could not start). ``read`` fsyncs the file it appends to.
+    path = str(tmp_path / JOURNAL_FILE)
+    fleet = {'system': 'x'}
+    j = PushJournal(path, fleet)
+    j.read()
+    j.append(OP_MESSAGE, 1.0, [b'a'])
+    j.close()
+    synced = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.path.realpath(f'/proc/self/fd/{fd}'))
+        real(fd)
+
+    monkeypatch.setattr(os, 'fsync', fsync)
+    back = PushJournal(path, fleet)
+    back.read()
+    assert synced == [os.path.realpath(path)]
+    back.close()

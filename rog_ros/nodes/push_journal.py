@@ -225,6 +225,9 @@ class PushJournal:
             # before its first checkpoint resumed it from the dead run's record.)
             return
         self._f = open(self.path, 'ab')
+        # (the records read may be a killed server's, never fsynced: on disk before a
+        # record appended now says so in its ``synced``)
+        os.fsync(self._f.fileno())
 
     def _header(self, body) -> None:
         """Check the header's body and take its epoch and format (``JournalError`` if not)."""
