@@ -817,3 +817,25 @@ def test_the_records_read_are_on_disk_before_a_record_appended_says_so(tmp_path,
     back.read()
     assert synced == [os.path.realpath(path)]
     back.close()
+
+
+@pytest.mark.parametrize('tail', [b'', b'\0' * 100])
+def test_a_magic_left_alone_by_a_power_cut_is_no_record(tail, tmp_path):
+    # a power cut that wrote the first bytes of a record's frame (its magic) and not the
+    # next (zeros: a sector or block not written) leaves a frame of length 0 and checksum 0,
+    # which crc32 of no bytes matches: it was taken for a whole record (too short to hold
+    # its kind and time), kept, and the replay failed on it (struct.error) instead of
+    # dropping it as torn
+    path = str(tmp_path / JOURNAL_FILE)
+    fleet = {'system': 'x'}
+    j = PushJournal(path, fleet)
+    j.read()
+    j.append(OP_MESSAGE, 1.0, [b'a'])
+    j.close()
+    with open(path, 'ab') as f:
+        f.write(b'RJ' + b'\0' * 8 + tail)
+    back = PushJournal(path, fleet)
+    back.read()
+    assert len(back.records) == 1 and back.dropped_records == 1
+    assert [(op, now) for op, now, _ in _raw_inputs(back)] == [(OP_MESSAGE, 1.0)]
+    back.close()
