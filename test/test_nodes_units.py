@@ -589,6 +589,7 @@ def test_a_replaced_push_server_leaves_without_serving_its_stop_orders_on(
             wrk.spin_once()
         assert srv.engine.finished and srv.engine.stops_owed(srv.driver.clock()) == [0]
         srv.engine.transfers.replaced_by = 202        # as its robots' acks to run 202 told
+        srv.engine.transfers.replaced_heard = srv.driver.clock()      # (told just now)
         monkeypatch.setattr(srv.driver, 'step', both)
         start = time.monotonic()
         summary = srv.finish()

@@ -907,11 +907,14 @@ def test_a_robot_that_retired_its_live_server_run_by_mistake_stops_on_its_stop(s
     # back (only chunks do, and a finished server sends none), so the robot set its stop
     # order aside for good, poked until server_timeout and gave up. A retired run's stop
     # order that keeps coming (the live server repeats it while the robot pokes, and the
-    # newest run answers none of the pokes) is the live run's: it stops the robot.
+    # newest run answers none of the pokes) was taken as the live run's after 16 s. The
+    # retired run is the one the robot follows (it took its models) and it answered the
+    # robot's latest push (_answers_us): its first stop order stops the robot.
     srv, robot, stopped, first = _stop_after_stray_ack(system, target=9)
     assert robot.transfers.peer_runs[SERVER] == [101, 202]     # the live run retired
-    assert stopped is not None and first + 16.0 <= stopped <= first + 20.0
-    assert robot.set_aside >= 3 and robot.rejects == 0 and _applied(srv.engine) == 4
+    assert robot.following == 101
+    assert stopped is not None and stopped == first
+    assert robot.set_aside == 0 and robot.rejects == 0 and _applied(srv.engine) == 4
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
@@ -1044,7 +1047,8 @@ def test_a_replaced_server_run_stops_repeating_its_stop_once_a_newer_run_serves_
         now += 1.0
     assert not robot.engine.stopped and robot.transfers.pokes >= 4
     if newer == 'live':
-        assert len(sent) <= 2 and srv.stops_owed(now) == [] and srv.next_wakeup() is None
+        # (its next wakeup: when 202, acked last at 39 s, would be taken for gone)
+        assert len(sent) <= 2 and srv.stops_owed(now) == [] and srv.next_wakeup() == 59.0
         assert srv.transfers.replaced_by == 202
         return
     assert len(sent) >= 14 and srv.stops_owed(now) == [0] and srv.transfers.replaced_by == 0
@@ -1122,3 +1126,170 @@ def test_a_server_run_that_knows_it_was_replaced_stops_no_robot_run_new_to_it(sy
     assert _stops_in(answers) == [] and _stops_in(srv.on_tick(22.0)) == []
     _hear(fresh, [b.msg for b in answers], 21.0)
     assert not fresh.engine.stopped and fresh.rejects == 0
+
+
+def _live_server_202(system):
+    """Return server run 202, live (its budget far off), that has served no robot yet."""
+    return _push_server(_pair(system, n_workers=1, budget=50)[0], system, incarnation=202)
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+@pytest.mark.parametrize('first', ['live', 'zombie'])
+def test_a_zombie_not_yet_replaced_stops_no_fresh_robot_the_live_run_answers(system, first):
+    # Server run 101, finished, has not yet heard 4 s of our robots' acks to run 202 (the
+    # live one): it does not know it was replaced, and its engine answers any push with its
+    # stop order. Robot 0 restarted (run 10, new to both) pushes; both runs ack its chunks,
+    # 202 answers with a pull, 101 with its stop, in either order. A robot obeys a stop
+    # only from the server run it follows: the one whose model it took (202), or, none
+    # taken yet, while another run heard spoke within two poke intervals, none. It stopped
+    # on 101's order before (whichever run it heard first was the newest) while 202 trained.
+    zombie = _finished_server_owing_robot_0_its_stop(system)
+    live = _live_server_202(system)
+    fresh = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
+    fresh.start(20.0)
+    answers = {101: [], 202: []}
+    for a in fresh.on_compute_done(_grad(0, 0), 21.0):
+        if isinstance(a, Send) and a.dest == SERVER:
+            for run, srv in ((101, zombie), (202, live)):
+                answers[run] += [b.msg for b in srv.on_message(a.msg, 21.0)
+                                 if isinstance(b, Send)]
+    assert len([m for m in answers[101] if isinstance(m, Schedule) and m.stop]) == 1
+    acks = {run: [m for m in said if isinstance(m, TransferAck)] for run, said in answers.items()}
+    rest = {run: [m for m in said if not isinstance(m, TransferAck)]
+            for run, said in answers.items()}
+    order = (202, 101) if first == 'live' else (101, 202)
+    out = []
+    for run in order:                   # (each run's acks of the push before its answer)
+        out += _hear(fresh, acks[run] + (rest[run] if first == 'live' else []), 21.5)
+    if first == 'zombie':               # both runs ack the push, then 101's stop comes
+        out += _hear(fresh, rest[101] + rest[202], 21.5)
+    assert not fresh.engine.stopped and fresh.following == 202
+    assert fresh.stops_set_aside == 1 and fresh.rejects == 0
+    assert any(isinstance(a, StartCompute) for a in out)
+    # the run it follows stops it at once
+    assert [type(a) for a in fresh.on_message(_stop(202, target=10), 23.0)] == [Stopped]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_fresh_robot_that_heard_two_runs_and_took_no_model_waits_for_the_live_ones(system):
+    # Robot run 10 heard server runs 202 and then 101 (their acks of its push: 101 the
+    # newest) and took no model yet: 101's stop order, while 202 spoke within two poke
+    # intervals (16 s), is set aside. 202 silent that long while the robot waits for its
+    # push's answer (dead): 101, the only run that speaks, is obeyed, as a lone server is.
+    zombie = _finished_server_owing_robot_0_its_stop(system)
+    live = _live_server_202(system)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
+    robot.start(20.0)
+    acks = {101: [], 202: []}
+    for a in robot.on_compute_done(_grad(0, 0), 21.0):
+        if isinstance(a, Send) and a.dest == SERVER:
+            for run, srv in ((101, zombie), (202, live)):
+                acks[run] += [b.msg for b in srv.on_message(a.msg, 21.0)
+                              if isinstance(b, Send) and isinstance(b.msg, TransferAck)]
+    _hear(robot, acks[202] + acks[101], 21.0)
+    assert robot.transfers.peer_runs[SERVER] == [202, 101] and robot.following == 0
+    assert SERVER in robot.transfers.settled
+    assert _hear(robot, [_stop(101, target=10)], 22.0) == [] and not robot.engine.stopped
+    assert _hear(robot, [_stop(101, target=10)], 36.0) == [] and not robot.engine.stopped
+    assert robot.stops_set_aside == 2
+    assert [type(a) for a in robot.on_message(_stop(101, target=10), 37.0)] == [Stopped]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_followed_run_that_acked_the_push_and_fell_silent_yields_to_the_new_run(system):
+    # Robot 0 follows 202, which acked its push and died before its answer; a restarted
+    # server (303) acks the robot's pokes and answers with its stop: set aside while 202
+    # may be live (it answered within two poke intervals, 16 s), then obeyed.
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    robot.start(0.0)
+    _hear(robot, _server_pull(202, 1), 1.0)
+    live = _live_server_202(system)
+    for a in robot.on_compute_done(_grad(0, 0), 2.0):
+        if isinstance(a, Send) and a.dest == SERVER:
+            _hear(robot, [b.msg for b in live.on_message(a.msg, 2.0) if isinstance(b, Send)
+                          and isinstance(b.msg, TransferAck)], 2.0)       # then 202 died
+    assert SERVER in robot.transfers.settled and robot.following == 202
+    robot.transfers.peer_runs[SERVER].append(303)         # (303's acks of the pokes)
+    assert _hear(robot, [_stop(303, target=9)], 10.0) == [] and robot.stops_set_aside == 1
+    assert [type(a) for a in robot.on_message(_stop(303, target=9), 18.0)] == [Stopped]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_stops_on_a_restarted_servers_stop_if_the_run_it_followed_answered_no_push(
+        system):
+    # The other side of the rule: robot 0 (run 9) follows server run 202 (its model), which
+    # dies; a restarted server (303, finished: restored past the budget) acks its push and
+    # answers with its stop. 202 answered none of that push: not followed any more, and
+    # 303's first stop order stops the robot.
+    srv = _finished_server_owing_robot_0_its_stop(system)
+    srv.transfers.incarnation = 303
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
+    robot.start(0.0)
+    _hear(robot, _server_pull(202, 1), 1.0)
+    assert robot.following == 202
+    stopped, now = None, 2.0
+    out = robot.on_compute_done(_grad(0, 0), now)
+    while now < 40.0 and stopped is None:
+        for a in out:
+            if isinstance(a, Send) and a.dest == SERVER:
+                if any(isinstance(b, Stopped)
+                       for b in _hear(robot, [b.msg for b in srv.on_message(a.msg, now)
+                                              if isinstance(b, Send)], now)):
+                    stopped = now
+        for b in srv.on_tick(now):
+            if isinstance(b, Send) and any(isinstance(c, Stopped)
+                                           for c in robot.on_message(b.msg, now)):
+                stopped = now
+        now += 1.0
+        out = robot.on_tick(now)
+    assert robot.transfers.peer_runs[SERVER][-1] == 303
+    # (its first stop order reaches the robot at 12 s here: none is set aside)
+    assert stopped == 12.0 and robot.set_aside == 0 and robot.rejects == 0
+
+
+def _replaced_by_202(system):
+    """Return finished server run 101 (robot 0 owed its stop) replaced by run 202 at 14 s."""
+    srv = _finished_server_owing_robot_0_its_stop(system)
+    for k, now in enumerate(range(10, 15)):
+        srv.on_message(_ack_to_run(202, k + 1), float(now))
+    assert srv.transfers.replaced_by == 202
+    return srv
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_replaced_server_run_follows_a_newer_run_that_serves_the_fleet(system):
+    # replaced_by never moved once set: robot 0's acks to a third server run (303, started
+    # after 202 died) left 101 naming 202. Proved as 202 was (over 4 s), it names 303.
+    srv = _replaced_by_202(system)
+    logs = []
+    for k, now in enumerate(range(15, 22)):
+        logs += srv.on_message(_ack_to_run(303, k + 10), float(now))
+    assert srv.transfers.replaced_by == 303 and srv.stats()['replaced_by'] == 303
+    assert [(a.name, a.info['run']) for a in logs] == [('server_replaced', 303)]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_replaced_server_run_serves_again_once_the_run_that_replaced_it_is_gone(system):
+    # replaced_by never reset: the run that replaced 101 (202) died, no robot acked it any
+    # more, and 101 (the live one again) owed no robot its stop and sent none for good.
+    # Silent two leases (20 s, RETIRE_LEASES) since our robots last acked it, it is taken
+    # for gone: 101 serves again (its stop owed and repeated), and says so once.
+    srv = _replaced_by_202(system)
+    assert srv.transfers.next_wakeup() is not None
+    assert srv.transfers.next_wakeup() <= 14.0 + 20.0
+    logs, sent = [], []
+    for now in range(15, 34):
+        assert srv.transfers.replaced_by == 202
+        logs += [a for a in srv.on_tick(float(now)) if isinstance(a, Log)]
+    for now in range(34, 40):
+        out = srv.on_tick(float(now))
+        logs += [a for a in out if isinstance(a, Log)]
+        sent += _stops_in(out)
+    assert srv.transfers.replaced_by == 0 and srv.stats()['replaced_by'] == 0
+    assert [(a.name, a.info['run']) for a in logs] == [('server_not_replaced', 202)]
+    level, text = describe(logs[0])
+    assert level == logging.WARNING and 'server run 202' in text
+    # robot 0 pokes (its live run): owed its stop again, answered with it
+    poke = _ack_to_run(101, 99)
+    srv.on_message(poke, 40.0)
+    assert srv.stops_owed(40.0) == [0]

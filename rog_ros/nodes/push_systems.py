@@ -969,7 +969,9 @@ class WorkerAdapter:
         self.set_aside = 0             # schedules of a retired server run, or for an old us
         self._stops_heard = RevivalWatch()   # retired server runs' stop orders that recur
         self.following = 0             # the server run whose model we took last (we follow it)
-        self.stops_set_aside = 0       # stop orders of a retired server run (a zombie's)
+        self.stops_set_aside = 0       # stop orders of a server run we do not follow (a zombie's)
+        self._said = {}                # server run -> when it last answered us (chunk, ack)
+        self._pushed_at = None         # when our latest push went (None: none yet)
 
     @property
     def rejects(self) -> int:
@@ -1005,17 +1007,18 @@ class WorkerAdapter:
         return 0
 
     def start(self, now: float) -> list:
-        return self.transfers.outgoing(self._count(self.engine.start(now)), now)
+        return self.transfers.outgoing(self._count(self.engine.start(now), now), now)
 
     def next_wakeup(self):
         return _earliest(self.engine.next_wakeup(), self.transfers.next_wakeup())
 
     def on_tick(self, now: float) -> list:
-        out = self.transfers.outgoing(self._count(self.engine.on_tick(now)), now)
+        out = self.transfers.outgoing(self._count(self.engine.on_tick(now), now), now)
         return out + self.transfers.on_tick(now)
 
     def on_compute_done(self, grad, now: float) -> list:
-        return self.transfers.outgoing(self._count(self.engine.on_compute_done(grad, now)), now)
+        out = self._count(self.engine.on_compute_done(grad, now), now)
+        return self.transfers.outgoing(out, now)
 
     def on_message(self, msg, now: float) -> list:
         """
@@ -1035,10 +1038,28 @@ class WorkerAdapter:
         sender = getattr(msg, 'sender', SERVER)
         out = self._take(msg, now)
         runs = t.peer_runs.get(SERVER)
-        if (sender == SERVER and (t.rejects, self.own_rejects) == refused
-                and inc == (runs[-1] if runs else 0)):
+        taken = sender == SERVER and (t.rejects, self.own_rejects) == refused
+        if taken and inc == (runs[-1] if runs else 0):
             self.server_heard += 1
+        if (taken and inc and not isinstance(msg, Schedule)
+                and getattr(msg, 'target_incarnation', 0) in (0, t.incarnation)):
+            self._note_said(int(inc), runs or [], now)
         return out
+
+    def _note_said(self, run: int, runs: list, now: float) -> None:
+        """
+        Note that server run ``run`` answered this run of ours at ``now`` (``_not_followed``).
+
+        A chunk or an ack: what a live run sends us (a model, the answer to a push or a
+        poke). Not a stop order: a zombie repeats its own every END timeout.
+
+        Kept for the server runs the transfers remember and the one we follow only: O(1)
+        (``KEEP_RUNS`` + 2 at most).
+        """
+        self._said[run] = now
+        for old in [r for r in self._said if r not in runs and r != self.following
+                    and r != run]:
+            del self._said[old]
 
     def _take(self, msg, now: float) -> list:
         """
@@ -1052,20 +1073,57 @@ class WorkerAdapter:
         live one again: its stop order stops the robot, as does a retired run's stop order
         that keeps coming (``_retired``).
         """
-        if isinstance(msg, Schedule) and self._retired(msg, now):
+        if isinstance(msg, Schedule) and (self._not_followed(msg, now)
+                                          or self._retired(msg, now)):
             self.set_aside += 1
             runs = self.transfers.peer_runs.get(SERVER) or []
-            if getattr(msg, 'stop', False) and getattr(msg, 'incarnation', 0) in runs[:-1]:
+            inc = getattr(msg, 'incarnation', 0)
+            if getattr(msg, 'stop', False) and inc and (inc in runs[:-1]
+                                                        or self._not_followed(msg, now)):
                 self.stops_set_aside += 1
             return []
+        revived = self.transfers.revived
         msg, acks = self.transfers.on_message(msg, now)
+        if self.transfers.revived != revived and self.transfers.peer_runs.get(SERVER):
+            # a server run taken back (it kept speaking): the live one, the run we follow
+            self.following = int(self.transfers.peer_runs[SERVER][-1])
         if msg is None:
             return acks
         if isinstance(msg, RowChunk) and msg.incarnation:
             self.following = int(msg.incarnation)     # a model of it: the run we follow
         self.bytes_down += _wire(msg)
-        return acks + self.transfers.outgoing(self._count(self.engine.on_message(msg, now)),
-                                              now)
+        return acks + self.transfers.outgoing(
+            self._count(self.engine.on_message(msg, now), now), now)
+
+    def _not_followed(self, msg, now: float) -> bool:
+        """
+        Tell whether ``msg`` is a stop order of a server run we do not follow, ours still live.
+
+        Why: a replaced server run alive after all (a zombie, finished) that has not yet
+        heard ``REPLACED_AFTER_END_TIMEOUTS`` of our acks to the live run answers any push
+        with its stop order, stamped for our run: a robot restarted since heard both runs
+        (both ack its push) and stopped on whichever it heard first (the newest), while the
+        live run trained on. A robot obeys a stop order only from the run it follows: the
+        one whose model it took last (``following``; a run taken back is followed again).
+        Another run's is set aside while the run we follow is live: it answered our latest
+        push (``_answers_us``: a zombie's stop comes after the END of the push, whose chunks
+        the live run acked already), and, while we wait for the push's answer, it answered
+        within two poke intervals (``REVIVE_AFTER_POKES``; it answers each poke). A run that
+        did not answer our latest push is not followed (a restarted server that took over
+        from a dead one: its stop, the answer to that push, stops us at once). Following
+        none yet (a new run of ours), a stop is set aside while another run answered us
+        within that span. Else ``_retired``'s rules. O(``KEEP_RUNS``).
+        """
+        inc = int(getattr(msg, 'incarnation', 0))
+        if not inc or not getattr(msg, 'stop', False) or inc == self.following:
+            return False
+        t = self.transfers
+        span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * t.end_timeout_s
+        if self.following:
+            said = self._said.get(self.following)
+            return (self._answers_us(self.following)
+                    and (SERVER not in t.settled or now - said < span))
+        return any(r != inc and now - when < span for r, when in self._said.items())
 
     def _retired(self, msg, now: float) -> bool:
         """
@@ -1100,6 +1158,8 @@ class WorkerAdapter:
         inc = getattr(msg, 'incarnation', 0)
         runs = t.peer_runs.get(SERVER) or []
         if bool(inc) and inc in runs[:-1]:
+            if getattr(msg, 'stop', False) and self._answers_us(inc):
+                return False
             watch = self._stops_heard
             watch.keep(lambda key: key in runs[:-1])
             return not (getattr(msg, 'stop', False)
@@ -1107,6 +1167,20 @@ class WorkerAdapter:
                         and self._newest_silent(runs[-1], now))
         target = getattr(msg, 'target_incarnation', 0)
         return bool(target) and target != t.incarnation and bool(runs) and inc != runs[-1]
+
+    def _answers_us(self, run: int) -> bool:
+        """
+        Tell whether ``run`` is the run we follow and answered our latest push (or we made none).
+
+        Why: the transfers' newest server run is the one first heard last, and a robot
+        restarted while a replaced run still lives (a zombie) hears both ack its push in
+        either order: the zombie's acks made it the newest, and the stop order of the run
+        whose model the robot took, retired so, was set aside. A followed run that did not
+        answer our latest push (another did) is not followed any more: ``_retired``'s rules.
+        """
+        said = self._said.get(run)
+        return (run == self.following and said is not None
+                and (self._pushed_at is None or said >= self._pushed_at))
 
     def _newest_silent(self, newest: int, now: float) -> bool:
         """
@@ -1136,12 +1210,13 @@ class WorkerAdapter:
         span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * t.end_timeout_s
         return heard is None or now - heard >= span
 
-    def _count(self, actions) -> list:
+    def _count(self, actions, now: float | None = None) -> list:
         for a in actions:
             if isinstance(a, Send):
                 self.bytes_up += _wire(a.msg)
                 if a.dest == SERVER:
                     self.clock += 1
+                    self._pushed_at = now
             elif isinstance(a, Log) and a.name == 'reject':
                 self.own_rejects += 1
         return actions

@@ -145,6 +145,13 @@ def _server_replaced(log) -> Tuple[int, str]:
                      'one sends no stop order and leaves at the end of its training')
 
 
+def _server_not_replaced(log) -> Tuple[int, str]:
+    i = log.info
+    return WARNING, (f'server run {i.get("run", "?")}, which replaced this one, is taken for '
+                     f'gone: no robot acked it for {_seconds(i.get("silent_s", 0))}; this '
+                     'server run serves its robots again (its stop orders go again)')
+
+
 def _pull_repeated(log) -> Tuple[int, str]:
     return WARNING, (f'robot {log.worker} still waited after its pull of iteration '
                      f'{log.info.get("clock")} was served: served again (its staleness check '
@@ -244,6 +251,7 @@ _DESCRIBE = {
     'pull_repeated': _pull_repeated,
     'server_revived': _server_revived,
     'server_replaced': _server_replaced,
+    'server_not_replaced': _server_not_replaced,
     'stopped_after_fleet': _after_fleet,
     'nonfinite_gradient': _nonfinite,
     'diverged': _diverged,

@@ -350,6 +350,7 @@ class PushTransfers:
         self.pokes = 0                   # ENDs of a settled push repeated (still no answer)
         self.other_servers: dict = {}    # server run our robots' acks name -> [first, acks]
         self.replaced_by = 0             # a server run that serves our robots instead of us
+        self.replaced_heard = 0.0        # when our robots last acked that run
 
     def carries(self, msg) -> bool:
         """Tell whether ``msg`` travels chunked (a dense model or gradient, a sparse push)."""
@@ -543,7 +544,26 @@ class PushTransfers:
         for dest in sorted(self.sending):
             out += self._sends(dest, self.sending[dest].transfer.on_tick(now))
         self._retire(now)
-        return out + self._pokes(now)
+        return out + self._pokes(now) + self._replaced_gone(now)
+
+    def _replaced_gone(self, now: float) -> list:
+        """
+        Forget ``replaced_by`` once our robots stopped acking that run; the log (once).
+
+        Why: ``replaced_by`` never reset: the run that replaced us died (no robot acks it),
+        we were the live server run again, and owed no robot its stop and sent none for
+        good. Silent as long as a replaced robot run is before it is retired (``_retire_s``:
+        20 s by default; a live run's pulls are acked every iteration, its stop orders by
+        the robots' pokes), it is taken for gone. A slow robot that acks nothing while it
+        computes costs at most stop orders it sets aside (it follows that run) until its
+        acks prove the run again (``_another_server``). O(1).
+        """
+        if not self.replaced_by or now < self.replaced_heard + self._retire_s():
+            return []
+        run, self.replaced_by = self.replaced_by, 0
+        self.other_servers = {}
+        return [Log('server_not_replaced', 1.0, SERVER,
+                    {'run': int(run), 'silent_s': float(now - self.replaced_heard)})]
 
     def _retire_s(self) -> float:
         """Return how long a replaced run must be silent to be retired for good (freed)."""
@@ -610,6 +630,8 @@ class PushTransfers:
         limit = self._retire_s()
         times += [self.run_heard[slot] + limit for slot in self._replaced_buffers()
                   if slot in self.run_heard]         # a replaced run's buffers to free
+        if self.replaced_by:
+            times.append(self.replaced_heard + limit)   # the run that replaced us gone
         return min(times) if times else None
 
     def bytes_past_ack(self, dest: int) -> int:
@@ -1000,12 +1022,17 @@ class PushTransfers:
         still runs) that answers a zombie server's pulls made the live server, which serves
         the robot's live run, take itself for replaced, and leave its stop orders unrepeated.
         Said once (``server_replaced``: the node's log, ``events.csv``). O(1): ``KEEP_RUNS``
-        other runs noted at most.
+        other runs noted at most. Once replaced, acks to a third run proved as long name
+        it (a newer run replaced the one that replaced us: ``replaced_by`` follows it), and
+        those to the run named keep it (``_replaced_gone``: silent, it is forgotten).
         """
         runs = self.peer_runs.get(ack.sender)
-        if self.replaced_by or not runs or ack.incarnation != runs[-1]:
+        if not runs or ack.incarnation != runs[-1]:
             return []
         run = int(ack.target_incarnation)
+        if run == self.replaced_by:
+            self.replaced_heard = now
+            return []
         seen = self.other_servers.setdefault(run, [now, 0])
         seen[1] += 1
         if len(self.other_servers) > KEEP_RUNS:
@@ -1014,7 +1041,7 @@ class PushTransfers:
         if (seen[1] <= REVIVE_AFTER_POKES
                 or now - seen[0] < REPLACED_AFTER_END_TIMEOUTS * self.end_timeout_s):
             return []
-        self.replaced_by = run
+        self.replaced_by, self.replaced_heard = run, now
         self.other_servers = {}
         return [Log('server_replaced', 1.0, SERVER,
                     {'run': run, 'acks': int(seen[1]), 'span_s': float(now - seen[0]),
