@@ -18,6 +18,7 @@ Lifecycle, routing, outbox shaping, ROS argument stripping, link probes and the 
 on a fake bus.
 """
 
+import dataclasses
 import math
 import time
 
@@ -792,3 +793,38 @@ def test_every_node_counts_its_writers_with_the_configured_fragment_size(
         assert engine.lease_s == 30.0
     finally:
         node.shutdown()
+
+
+def test_a_push_robots_status_counts_as_its_word_at_the_server(tmp_path, monkeypatch):
+    """Count a push robot's status as its live run's word (``ServerAdapter.robot_alive``)."""
+    # A robot computing past the budget sends nothing but its status (every 0.5 s): the
+    # server counted only its messages and gave it up DONE_PATIENCE_S after its last one.
+    # Its status now names the run its messages carry (WorkerAdapter.incarnation) and the
+    # server node hands it to the engine; one that says it stopped is not its word.
+    from test_nodes_lifecycle import in_memory_fleet, server_and_worker
+    in_memory_fleet(monkeypatch)
+    push = ['--sync', 'asgd']
+    srv, wrk = server_and_worker(tmp_path, '/alive', push + ['--iterations', '50'], push)
+    try:
+        assert srv.activate() and wrk.activate()
+        assert wrk.engine.incarnation == wrk.engine.transfers.incarnation
+        deadline = time.monotonic() + 20.0
+        while srv.engine.transfers.peer_runs.get(0) is None and time.monotonic() < deadline:
+            srv.spin_once()
+            wrk.spin_once()
+        said = []
+        monkeypatch.setattr(wrk.bus, 'publish', lambda topic, msg: said.append(msg))
+        wrk._publish_status()
+        (status,) = [msg for msg in said if isinstance(msg, m.TrainStatus)]
+        srv.engine._heard[0] = -1.0
+        srv._on_status(status)
+        assert srv.engine._heard[0] > 0.0
+        srv.engine._heard[0] = -1.0
+        srv._on_status(dataclasses.replace(status, state='active:stopped'))
+        assert srv.engine._heard[0] == -1.0
+        srv.engine.transfers.peer_runs[0].append(12345)   # (another run is the live one now)
+        srv._on_status(status)
+        assert srv.engine._heard[0] == -1.0
+    finally:
+        wrk.shutdown()
+        srv.shutdown()

@@ -1293,3 +1293,34 @@ def test_a_replaced_server_run_serves_again_once_the_run_that_replaced_it_is_gon
     poke = _ack_to_run(101, 99)
     srv.on_message(poke, 40.0)
     assert srv.stops_owed(40.0) == [0]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_slow_robot_whose_status_still_comes_is_not_given_up(system):
+    # Robot 0's push reaches the budget (every robot's is done); robot 1 (run 21, a slow
+    # Jetson, a big model) computes 200 s more before its push draws its stop. Silent on
+    # the bus but for its status (every 0.5 s), it was given up DONE_PATIENCE_S after its
+    # last word (stop_missed): the server took its statuses for nothing. A status of the
+    # robot's live run (not one that says it stopped: the node asks) counts as its word;
+    # one of another run does not, and a robot whose statuses stop is given up as before.
+    from rog_ros.nodes.push_systems import DONE_PATIENCE_S
+    from test_push_durable import _TimedThrough
+    engine, worker = _pair(system, n_workers=2, budget=1)
+    srv = ServerAdapter(engine, 2, 0.1, _TimedThrough())
+    srv.transfers.peer_runs[1] = [21]
+    assert srv.on_tick(0.0) == []
+    assert _stops_in(srv.on_message(_push(worker(0), 11, 0), 0.0))
+    assert srv.stop_sent == [True, False] and not srv.finished
+    logs = []
+    for k in range(41):
+        now = 5.0 * k
+        srv.robot_alive(1, 21, now)
+        srv.robot_alive(1, 5, now + 1.0)           # (an old process of rank 1: not it)
+        logs += [a for a in srv.on_tick(now + 1.0) if isinstance(a, Log)]
+    assert logs == [] and not srv.finished and srv.stops_missed == 0
+    srv.robot_alive(0, 11, 200.0)                  # (robot 0 was told: nothing changes)
+    srv.robot_alive(7, 21, 200.0)                  # (no such robot: nothing)
+    assert srv.on_tick(200.0 + DONE_PATIENCE_S - 0.5) == []
+    out = srv.on_tick(200.0 + DONE_PATIENCE_S)
+    assert [(a.name, a.worker) for a in out if isinstance(a, Log)] == [('stop_missed', 1)]
+    assert srv.finished and srv.stops_missed == 1

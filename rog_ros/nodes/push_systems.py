@@ -67,12 +67,13 @@ DONE_PATIENCE_S = 60.0
 Longest a push server waits for a robot whose budget is done and whose stop order it never sent.
 
 Such a robot is one the engine would answer with its stop order (``engine.stopped``), but
-that has not spoken since: a server restored from a checkpoint older than the stop order
-the dead server sent it (it took it and left), or a robot that died before the budget was
-reached. Silent this long (since its last word, or since first waited for unheard), it is
-given up (``ServerAdapter.stops_missed``), as Rog's server gives up a robot owed its final
-model (``ps_final.FINAL_PATIENCE_S``, ``final_model_missed``) or one out and silent once the
-fleet finished (``worker_let_go``): the server waited for it for ever.
+that has not spoken since (a message, or a status of its live run: ``robot_alive``): a
+server restored from a checkpoint older than the stop order the dead server sent it (it took
+it and left), or a robot that died before the budget was reached. Silent this long (since
+its last word, or since first waited for unheard), it is given up
+(``ServerAdapter.stops_missed``), as Rog's server gives up a robot owed its final model
+(``ps_final.FINAL_PATIENCE_S``, ``final_model_missed``) or one out and silent once the fleet
+finished (``worker_let_go``): the server waited for it for ever.
 """
 
 STOP_PATIENCE_S = 60.0
@@ -462,6 +463,25 @@ class ServerAdapter:
         linger = self.linger_s
         return [r for r in range(self.n) if self.stop_sent[r] and not self._left[r]
                 and now < self._spoke[r] + linger]
+
+    def robot_alive(self, rank: int, incarnation: int, now: float) -> None:
+        """
+        Note that robot ``rank``'s run ``incarnation`` said it is alive (its status) at ``now``.
+
+        Why: a robot whose budget is done and whose stop order was not sent is given up
+        silent ``DONE_PATIENCE_S`` (``_give_up_silent``), counted by its messages to us: one
+        computing longer (a slow Jetson, a big model) sends none until its push, yet its
+        status comes every 0.5 s, and it was given up while it computed, the server gone
+        when its push came. A status counts as its word when it is of the robot's live run
+        (the transfers' latest; any while none is known, as a restored server); the node
+        passes none that says the robot stopped. O(1).
+        """
+        if not 0 <= rank < self.n:
+            return
+        runs = self.transfers.peer_runs.get(rank)
+        if runs and int(incarnation) != runs[-1]:
+            return
+        self._heard[rank] = now
 
     def robot_left(self, rank: int) -> None:
         """
@@ -977,6 +997,17 @@ class WorkerAdapter:
     def rejects(self) -> int:
         """Return the messages refused: the engine's rejects and the transfers' own."""
         return self.own_rejects + self.transfers.rejects
+
+    @property
+    def incarnation(self) -> int:
+        """
+        Return this robot run's id, the one its chunks and acks carry (its transfers').
+
+        Why: its status (``TrainStatus.incarnation``) said the node's own id, which no
+        message to the server carries: the server could not tell its live run's status
+        (``ServerAdapter.robot_alive``) from a stale process's.
+        """
+        return self.transfers.incarnation
 
     @property
     def superseded(self) -> int:

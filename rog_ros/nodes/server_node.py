@@ -850,6 +850,9 @@ class ServerNode:
             left = getattr(self.engine, 'robot_left', None)       # (push systems only)
             if left is not None and _says_stopped(msg.state):
                 left(msg.node)
+            alive = getattr(self.engine, 'robot_alive', None)     # (push systems only)
+            if alive is not None and not _says_stopped(msg.state):
+                alive(msg.node, int(msg.incarnation), self.driver.clock())
             if _says_stopped(msg.state):           # (a restored server waits for it no more)
                 self._told_before.discard(msg.node)
             if msg.start_model and msg.start_model != self.training.fingerprint and \
