@@ -1362,13 +1362,16 @@ def test_a_restarting_robot_leaves_the_rows_of_its_last_two_runs_held_at_most():
     assert sorted(srv.partial) == [(0, 7), (0, 8)] and srv.peer_runs[0] == [5, 6, 7, 8]
     assert HELD_RUNS == 2 and srv.rejects == 0
     # the runs whose rows went are noted (their rest draws no row), one integer each, for
-    # the runs remembered only (KEEP_RUNS + 1), however many restarts
+    # the last FREED_NOTES runs whose rows went (past the KEEP_RUNS + 1 remembered too),
+    # however many restarts
+    from rog_ros.protocol.push_transfers import FREED_NOTES
     assert srv.freed == {(0, 5): 1, (0, 6): 1}
-    for run in range(9, 9 + 2 * KEEP_RUNS):
+    for run in range(9, 9 + 2 * FREED_NOTES):
         _lossy_push(PushTransfers(0, n, chunk_bytes=4096, incarnation=run), srv, push, run)
     runs = srv.peer_runs[0]
     assert len(runs) == KEEP_RUNS + 1 and len(srv.partial) == HELD_RUNS
-    assert sorted(srv.freed) == [(0, r) for r in runs[:-HELD_RUNS]]
+    pruned = list(range(5, 9 + 2 * FREED_NOTES))[:-HELD_RUNS]
+    assert sorted(srv.freed) == [(0, r) for r in pruned[-FREED_NOTES:]]
 
 
 def _held_bytes(srv):
@@ -1657,3 +1660,29 @@ def test_three_live_runs_of_one_rank_that_each_lost_a_chunk_all_arrive_whole():
     assert srv.revived == 3 and srv.partial == {} and srv.rejects == 0
     assert all(run.sending == {} and SERVER in run.settled for run in runs)
     assert len(srv.partial) <= HELD_RUNS
+
+
+def test_a_run_past_the_runs_remembered_whose_rows_were_pruned_still_sends_its_push_whole():
+    # Robot 0's run 5 pushed and lost a chunk; nine more runs of rank 0 pushed (a respawn
+    # loop while run 5's process lives on), and run 5's held rows were pruned (HELD_RUNS)
+    # with a note (freed) kept only while run 5 was among the KEEP_RUNS + 1 runs remembered.
+    # Past them the note went: run 5's rest was held alone and answered as arrived, run 5
+    # took its push as delivered and the server never had it (0 whole). The notes of runs
+    # past those remembered are kept too (FREED_NOTES a sender, one integer each): its rest
+    # draws a final ack of no row and the push goes again whole.
+    from rog_ros.protocol.push_transfers import FREED_NOTES
+    n = 5000
+    srv = PushTransfers(SERVER, n, chunk_bytes=4096, incarnation=21)
+    push = _model(n, 3, sender=0, receiver=SERVER, kind=KIND_GRAD)
+    a = PushTransfers(0, n, chunk_bytes=4096, incarnation=5)
+    rest = _lossy_push(a, srv, push, 0.0)
+    for run in range(6, 6 + KEEP_RUNS + 1):
+        _lossy_push(PushTransfers(0, n, chunk_bytes=4096, incarnation=run), srv, push, 1.0)
+    assert 5 not in srv.peer_runs[0] and (0, 5) in srv.freed
+    whole = _exchange(a, srv, list(rest), 30.0)
+    assert [bytes(m.payload) for m in whole] == [bytes(push.payload)]
+    assert a.resent == 2 and a.sending == {} and srv.rejects == 0
+    # bounded: one integer a run, FREED_NOTES of them a sender, whatever the restarts
+    for run in range(100, 100 + 2 * FREED_NOTES):
+        _lossy_push(PushTransfers(0, n, chunk_bytes=4096, incarnation=run), srv, push, 40.0)
+    assert len(srv.freed) <= FREED_NOTES and len(srv.partial) == HELD_RUNS

@@ -111,12 +111,24 @@ runs of a rank given twice). A replaced run's are freed once it is retired for g
 
 A run past the two (a third live process of one rank: a robot restarted twice while an old
 process still sends, a respawn race) loses its held rows, as a retired one does, with a
-note of the transfer they ended at (``freed``: one integer, kept while its run is among
-the ``KEEP_RUNS`` + 1 remembered): its rest is answered with no row, and its push goes again
-whole (``_rest_of_freed``). Dropped without the note, its rest was held alone and answered as
+note of the transfer they ended at (``freed``: one integer, ``FREED_NOTES`` a peer, past the
+``KEEP_RUNS`` + 1 runs remembered too): its rest is answered with no row, and its push goes
+again whole (``_rest_of_freed``). Dropped without the note, its rest was held alone and answered as
 arrived: the robot took its push as delivered and the server never had it (three runs
 that each lost a chunk: none of their pushes arrived). Memory stays two model-sized
 buffers a peer, whatever the number of its live processes.
+"""
+
+FREED_NOTES = 4 * (KEEP_RUNS + 1)
+"""
+Notes of freed held rows (``PushTransfers.freed``, one integer each) kept per sender, at most.
+
+Why: a run whose held rows were freed (``_prune_held``, ``_retire``) and that lives on sends
+its rest; the note makes it draw a final ack of no row, and the message goes again whole.
+Kept only while the run was among the ``KEEP_RUNS`` + 1 remembered (9 runs), a run past them
+(nine more runs of its rank heard: a respawn loop while its process lives on) sent its rest
+to no note: held alone and answered as arrived, its robot took the push as delivered and the
+server never had it. Kept past them now, oldest dropped first: 36 integers a sender.
 """
 
 RETIRE_LEASES = 2
@@ -347,6 +359,7 @@ class PushTransfers:
         self.run_heard: dict = {}        # (sender, run) -> when it, or a newer run, last spoke
         self.retired = 0                 # replaced runs whose buffers were freed (silent)
         self.freed: dict = {}            # (sender, run) -> id of the transfer whose rows went
+        #                                  (FREED_NOTES a sender, past the runs remembered)
         self.pokes = 0                   # ENDs of a settled push repeated (still no answer)
         self.other_servers: dict = {}    # server run our robots' acks name -> [first, acks]
         self.replaced_by = 0             # a server run that serves our robots instead of us
@@ -599,6 +612,7 @@ class PushTransfers:
             held = self.partial.pop(slot, None)
             if held is not None:
                 self.freed[slot] = held[1]
+                self._bound_freed(slot[0])
             for form in self.forms.values():
                 form.receiver.drop_open(*slot)
             self.retired += 1
@@ -620,7 +634,17 @@ class PushTransfers:
             self.run_heard[(sender, other)] = now
         for slot in [k for k in self.run_heard if k[0] == sender and k[1] not in runs]:
             del self.run_heard[slot]
-        for slot in [k for k in self.freed if k[0] == sender and k[1] not in runs]:
+        self._bound_freed(sender)
+
+    def _bound_freed(self, sender: int) -> None:
+        """
+        Keep ``sender``'s last ``FREED_NOTES`` notes of freed rows, oldest dropped first.
+
+        Why: a note outlives its run's place among the runs remembered (``FREED_NOTES``);
+        the bound keeps a rank that restarts for ever from piling them up. O(notes).
+        """
+        mine = [k for k in self.freed if k[0] == sender]
+        for slot in mine[:-FREED_NOTES]:
             del self.freed[slot]
 
     def next_wakeup(self) -> float | None:
@@ -796,7 +820,9 @@ class PushTransfers:
         """
         recent = set(self.peer_runs.get(sender, [])[-HELD_RUNS:]) | {0}
         for slot in [k for k in self.partial if k[0] == sender and k[1] not in recent]:
+            self.freed.pop(slot, None)               # (the newest note last: kept longest)
             self.freed[slot] = self.partial.pop(slot)[1]
+        self._bound_freed(sender)
 
     def _precheck(self, msg: RowChunk, form: _Form, current: bool) -> None:
         """
@@ -1079,6 +1105,6 @@ class PushTransfers:
                               empty=not ack.bytes_received and not len(ack.chunk_ranges))
 
 
-__all__ = ['PUSH_CHUNK_BYTES', 'PUSH_ROW_ELEMENTS', 'PUSH_WINDOW', 'PushTransfers',
+__all__ = ['FREED_NOTES', 'PUSH_CHUNK_BYTES', 'PUSH_ROW_ELEMENTS', 'PUSH_WINDOW', 'PushTransfers',
            'RawValues', 'REPLACED_AFTER_END_TIMEOUTS', 'RunRevived', 'SPARSE_WIRE_CODEC',
            'SparseWords', 'dense_layout']
