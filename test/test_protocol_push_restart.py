@@ -1324,3 +1324,36 @@ def test_a_slow_robot_whose_status_still_comes_is_not_given_up(system):
     out = srv.on_tick(200.0 + DONE_PATIENCE_S)
     assert [(a.name, a.worker) for a in out if isinstance(a, Log)] == [('stop_missed', 1)]
     assert srv.finished and srv.stops_missed == 1
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+@pytest.mark.parametrize('first', [101, 202])
+def test_a_fresh_robot_answered_by_two_finished_server_runs_stops(system, first):
+    # Server runs 101 (a zombie) and 202 (the live one) both finished and both answer robot
+    # 0's new run (10, no model taken yet): each acks its push and its pokes and orders it
+    # to stop. A new run sets a stop aside while another run answered it within two poke
+    # intervals: each run's answers kept the other's stop set aside, and the robot never
+    # stopped (180 stops set aside in 180 s, both servers owing it its stop) until the
+    # servers left. A run that ordered a stop itself does not train on: the robot stops at
+    # the latest on the second stop order it hears.
+    runs = {101: _finished_server_owing_robot_0_its_stop(system),
+            202: _finished_server_owing_robot_0_its_stop(system)}
+    runs[202].transfers.incarnation = 202
+    order = [runs[first], runs[303 - first]]
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
+    robot.start(20.0)
+    now, stopped = 21.0, None
+    out = robot.on_compute_done(_grad(0, 0), now)
+    while now < 80.0 and stopped is None:
+        answers = []
+        for a in out:
+            if isinstance(a, Send) and a.dest == SERVER:
+                answers += [b.msg for srv in order for b in srv.on_message(a.msg, now)
+                            if isinstance(b, Send)]
+        answers += [b.msg for srv in order for b in srv.on_tick(now) if isinstance(b, Send)]
+        if any(isinstance(c, Stopped) for c in _hear(robot, answers, now)):
+            stopped = now
+        now += 1.0
+        out = robot.on_tick(now)
+    assert robot.following == 0 and sorted(robot.transfers.peer_runs[SERVER]) == [101, 202]
+    assert stopped == 21.0 and robot.stops_set_aside == 1 and robot.rejects == 0

@@ -87,6 +87,14 @@ and each poke is answered with the stop again. Past this bound the server leaves
 still speaks (a link that carries the robot's messages and never the server's).
 """
 
+STOPPING_KEPT = 16
+"""
+Server runs a push robot remembers as having ordered it to stop (``WorkerAdapter._stopping``).
+
+Why a bound: stop orders are not refused by run (``Schedule``), so any number of runs could
+name one; a robot hears two or three server runs in practice (a restart, a zombie).
+"""
+
 
 def is_push(sync) -> bool:
     """Tell whether ``sync`` names a push system."""
@@ -991,6 +999,7 @@ class WorkerAdapter:
         self.following = 0             # the server run whose model we took last (we follow it)
         self.stops_set_aside = 0       # stop orders of a server run we do not follow (a zombie's)
         self._said = {}                # server run -> when it last answered us (chunk, ack)
+        self._stopping = {}            # server run -> when it last ordered us to stop
         self._pushed_at = None         # when our latest push went (None: none yet)
 
     @property
@@ -1104,6 +1113,8 @@ class WorkerAdapter:
         live one again: its stop order stops the robot, as does a retired run's stop order
         that keeps coming (``_retired``).
         """
+        if isinstance(msg, Schedule) and getattr(msg, 'stop', False):
+            self._note_stop(int(getattr(msg, 'incarnation', 0)), now)
         if isinstance(msg, Schedule) and (self._not_followed(msg, now)
                                           or self._retired(msg, now)):
             self.set_aside += 1
@@ -1143,7 +1154,10 @@ class WorkerAdapter:
         did not answer our latest push is not followed (a restarted server that took over
         from a dead one: its stop, the answer to that push, stops us at once). Following
         none yet (a new run of ours), a stop is set aside while another run answered us
-        within that span. Else ``_retired``'s rules. O(``KEEP_RUNS``).
+        within that span and did not order a stop itself (``_stopping``): two finished
+        runs that both answered a new run's pokes (a zombie and the live run, finished)
+        each kept the other's stop set aside, and the robot never stopped while both
+        servers owed it its stop. Else ``_retired``'s rules. O(``KEEP_RUNS``).
         """
         inc = int(getattr(msg, 'incarnation', 0))
         if not inc or not getattr(msg, 'stop', False) or inc == self.following:
@@ -1154,7 +1168,23 @@ class WorkerAdapter:
             said = self._said.get(self.following)
             return (self._answers_us(self.following)
                     and (SERVER not in t.settled or now - said < span))
-        return any(r != inc and now - when < span for r, when in self._said.items())
+        return any(r != inc and r not in self._stopping and now - when < span
+                   for r, when in self._said.items())
+
+    def _note_stop(self, run: int, now: float) -> None:
+        """
+        Note that server run ``run`` ordered us to stop (``_not_followed``).
+
+        Why: a run that ordered a stop is not one that trains on (a push server's stop ends
+        the fleet's training), so its answers are no reason to set another run's stop aside.
+        At most ``STOPPING_KEPT`` runs, the oldest noted dropped first: O(1).
+        """
+        if not run:
+            return
+        self._stopping.pop(run, None)
+        self._stopping[run] = now
+        if len(self._stopping) > STOPPING_KEPT:
+            del self._stopping[next(iter(self._stopping))]
 
     def _retired(self, msg, now: float) -> bool:
         """
