@@ -816,15 +816,15 @@ def test_a_push_robots_status_counts_as_its_word_at_the_server(tmp_path, monkeyp
         monkeypatch.setattr(wrk.bus, 'publish', lambda topic, msg: said.append(msg))
         wrk._publish_status()
         (status,) = [msg for msg in said if isinstance(msg, m.TrainStatus)]
-        srv.engine._heard[0] = -1.0
+        srv.engine._status_at[0] = -1.0
         srv._on_status(status)
-        assert srv.engine._heard[0] > 0.0
-        srv.engine._heard[0] = -1.0
+        assert srv.engine._status_at[0] > 0.0
+        srv.engine._status_at[0] = -1.0
         srv._on_status(dataclasses.replace(status, state='active:stopped'))
-        assert srv.engine._heard[0] == -1.0
+        assert srv.engine._status_at[0] == -1.0
         srv.engine.transfers.peer_runs[0].append(12345)   # (another run is the live one now)
         srv._on_status(status)
-        assert srv.engine._heard[0] == -1.0
+        assert srv.engine._status_at[0] == -1.0
     finally:
         wrk.shutdown()
         srv.shutdown()

@@ -1357,3 +1357,27 @@ def test_a_fresh_robot_answered_by_two_finished_server_runs_stops(system, first)
         out = robot.on_tick(now)
     assert robot.following == 0 and sorted(robot.transfers.peer_runs[SERVER]) == [101, 202]
     assert stopped == 21.0 and robot.stops_set_aside == 1 and robot.rejects == 0
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_whose_computation_hung_is_given_up_though_its_status_still_comes(system):
+    # Robot 1 (run 21) computes past the budget and its computation never ends (a hung GPU,
+    # a deadlocked data loader): its node still publishes its status every 0.5 s from its
+    # spin loop, and the robot never gives up (it does only while it waits). Each status
+    # counted as its word for ever: the server never gave it up and never finished (it
+    # gave it up 60 s after its last message before statuses counted). Statuses alone hold
+    # it STATUS_PATIENCE_S past its last message (here none: its first tick waiting, 5 s).
+    from rog_ros.nodes.push_systems import STATUS_PATIENCE_S
+    from test_push_durable import _TimedThrough
+    engine, worker = _pair(system, n_workers=2, budget=1)
+    srv = ServerAdapter(engine, 2, 0.1, _TimedThrough())
+    srv.transfers.peer_runs[1] = [21]
+    assert srv.on_tick(0.0) == []
+    assert _stops_in(srv.on_message(_push(worker(0), 11, 0), 0.0))
+    logs, now = [], 0.0
+    while now < 2 * STATUS_PATIENCE_S and not srv.finished:
+        now += 5.0
+        srv.robot_alive(1, 21, now)
+        logs += [(a.name, a.worker, now) for a in srv.on_tick(now) if isinstance(a, Log)]
+    assert logs == [('stop_missed', 1, 5.0 + STATUS_PATIENCE_S)] and srv.stops_missed == 1
+    assert srv.finished and srv.gone == [False, True]

@@ -76,6 +76,20 @@ its last word, or since first waited for unheard), it is given up
 finished (``worker_let_go``): the server waited for it for ever.
 """
 
+STATUS_PATIENCE_S = 600.0
+"""
+Longest a push server waits, past its last message, for a robot of ``DONE_PATIENCE_S``.
+
+Why: a robot's status (every 0.5 s) counts as its word while it computes past the budget
+(``ServerAdapter.robot_alive``: a slow Jetson, a big model), but the node publishes it from
+its spin loop while the computation runs on its own thread: a computation that never ends
+(a hung GPU, a deadlocked data loader) said the robot was alive for ever, the robot never
+gave up (it gives up only while it waits), and the server, which gave such a robot up after
+``DONE_PATIENCE_S`` before, waited for it for good. Statuses alone hold it this long from
+its last message (ten minutes: a computation of one iteration longer than that is taken
+for hung), then it is given up as one silent.
+"""
+
 STOP_PATIENCE_S = 60.0
 """
 Longest a finished push server waits at its end for robots owed their stop (ServerNode).
@@ -304,6 +318,7 @@ class ServerAdapter:
         self.gone = [False] * self.n   # given up: budget done, silent (``_give_up_silent``)
         self._heard = [None] * self.n  # each robot's last word taken (driver clock, live)
         self._first_looked = {}        # robot -> first tick it waited unheard (``_silent_since``)
+        self._status_at = [None] * self.n   # its live run's last status (``robot_alive``)
         self._others = set()           # robots of another rog_ros build (``let_go_robot``)
         self._last_logs = []           # (now, Log) of the last call's answer (``_unrecorded``)
 
@@ -383,9 +398,19 @@ class ServerAdapter:
         return out
 
     def _silent_since(self, r: int):
-        """Return when robot ``r`` was last heard, or first waited unheard (None: neither)."""
+        """
+        Return when robot ``r`` was last heard, or first waited unheard (None: neither).
+
+        Heard: a message, or its live run's status (``robot_alive``) within
+        ``STATUS_PATIENCE_S`` of that message (or of the first wait): statuses alone hold a
+        robot whose computation hung that long, not for ever.
+        """
         heard = self._heard[r]
-        return heard if heard is not None else self._first_looked.get(r)
+        since = heard if heard is not None else self._first_looked.get(r)
+        alive = self._status_at[r]
+        if since is None or alive is None:
+            return since
+        return max(since, min(alive, since + STATUS_PATIENCE_S - DONE_PATIENCE_S))
 
     def _give_up_due(self):
         """Return when the next robot of ``_waiting_done`` is given up (None: none waits)."""
@@ -482,14 +507,15 @@ class ServerAdapter:
         status comes every 0.5 s, and it was given up while it computed, the server gone
         when its push came. A status counts as its word when it is of the robot's live run
         (the transfers' latest; any while none is known, as a restored server); the node
-        passes none that says the robot stopped. O(1).
+        passes none that says the robot stopped. Up to ``STATUS_PATIENCE_S`` past its last
+        message (``_silent_since``): a hung computation's statuses come for ever. O(1).
         """
         if not 0 <= rank < self.n:
             return
         runs = self.transfers.peer_runs.get(rank)
         if runs and int(incarnation) != runs[-1]:
             return
-        self._heard[rank] = now
+        self._status_at[rank] = now
 
     def robot_left(self, rank: int) -> None:
         """
