@@ -1047,8 +1047,8 @@ def test_a_replaced_server_run_stops_repeating_its_stop_once_a_newer_run_serves_
         now += 1.0
     assert not robot.engine.stopped and robot.transfers.pokes >= 4
     if newer == 'live':
-        # (its next wakeup: when 202, acked last at 39 s, would be taken for gone)
-        assert len(sent) <= 2 and srv.stops_owed(now) == [] and srv.next_wakeup() == 59.0
+        # (no wakeup: no robot spoke since its last ack to 202, at 39 s; _replaced_gone)
+        assert len(sent) <= 2 and srv.stops_owed(now) == [] and srv.next_wakeup() is None
         assert srv.transfers.replaced_by == 202
         return
     assert len(sent) >= 14 and srv.stops_owed(now) == [0] and srv.transfers.replaced_by == 0
@@ -1272,16 +1272,18 @@ def test_a_replaced_server_run_follows_a_newer_run_that_serves_the_fleet(system)
 def test_a_replaced_server_run_serves_again_once_the_run_that_replaced_it_is_gone(system):
     # replaced_by never reset: the run that replaced 101 (202) died, no robot acked it any
     # more, and 101 (the live one again) owed no robot its stop and sent none for good.
-    # Silent two leases (20 s, RETIRE_LEASES) since our robots last acked it, it is taken
-    # for gone: 101 serves again (its stop owed and repeated), and says so once.
+    # Unacked two leases (20 s, RETIRE_LEASES) while our robots speak to us (robot 0 pokes
+    # from 15 s), it is taken for gone: 101 serves again (its stop owed and repeated), and
+    # says so once.
     srv = _replaced_by_202(system)
-    assert srv.transfers.next_wakeup() is not None
-    assert srv.transfers.next_wakeup() <= 14.0 + 20.0
+    assert srv.transfers.next_wakeup() is None      # (no robot spoke since its last ack)
+    srv.on_message(_ack_to_run(101, 98), 15.0)      # robot 0 speaks to us (202 is dead)
+    assert srv.transfers.next_wakeup() == 15.0 + 20.0
     logs, sent = [], []
-    for now in range(15, 34):
+    for now in range(15, 35):
         assert srv.transfers.replaced_by == 202
         logs += [a for a in srv.on_tick(float(now)) if isinstance(a, Log)]
-    for now in range(34, 40):
+    for now in range(35, 40):
         out = srv.on_tick(float(now))
         logs += [a for a in out if isinstance(a, Log)]
         sent += _stops_in(out)
@@ -1381,3 +1383,29 @@ def test_a_robot_whose_computation_hung_is_given_up_though_its_status_still_come
         logs += [(a.name, a.worker, now) for a in srv.on_tick(now) if isinstance(a, Log)]
     assert logs == [('stop_missed', 1, 5.0 + STATUS_PATIENCE_S)] and srv.stops_missed == 1
     assert srv.finished and srv.gone == [False, True]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_replaced_server_run_takes_a_fleet_that_computes_long_for_no_sign_of_its_end(system):
+    # Server run 101 (finished, a zombie) was replaced by 202 (acks to it until 14 s). Every
+    # robot then computes 30 s (slow robots, a big model): none acks 202 meanwhile, nor
+    # says anything to us. 101 took 202 for gone 20 s after the last ack, served again and
+    # answered the next push with its stop order, until 3 acks over 4 s proved 202 anew: a
+    # robot restarted then (a new run, following none) that heard 101's answer first
+    # stopped while 202 trained on. Counted from a robot's first word since the last ack,
+    # the silence of a computing fleet is none: the push at 44 s (202's pull acked at 45 s)
+    # leaves 101 replaced, and no stop order goes.
+    srv = _replaced_by_202(system)
+    logs = []
+    for now in range(15, 44):
+        logs += [a for a in srv.on_tick(float(now)) if isinstance(a, Log)]
+    assert srv.transfers.replaced_by == 202 and logs == []
+    fresh = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
+    fresh.start(43.0)
+    out = []
+    for a in fresh.on_compute_done(_grad(0, 0), 44.0):
+        if isinstance(a, Send) and a.dest == SERVER:
+            out += srv.on_message(a.msg, 44.0)
+    assert _stops_in(out) == [] and srv.transfers.replaced_by == 202
+    srv.on_message(dataclasses.replace(_ack_to_run(202, 40), incarnation=10), 45.0)
+    assert srv.transfers.next_wakeup() is None and srv.stops_owed(45.0) == []

@@ -364,6 +364,7 @@ class PushTransfers:
         self.other_servers: dict = {}    # server run our robots' acks name -> [first, acks]
         self.replaced_by = 0             # a server run that serves our robots instead of us
         self.replaced_heard = 0.0        # when our robots last acked that run
+        self.replaced_spoke = None       # a robot's first word to us since (None: none)
 
     def carries(self, msg) -> bool:
         """Tell whether ``msg`` travels chunked (a dense model or gradient, a sparse push)."""
@@ -565,15 +566,19 @@ class PushTransfers:
 
         Why: ``replaced_by`` never reset: the run that replaced us died (no robot acks it),
         we were the live server run again, and owed no robot its stop and sent none for
-        good. Silent as long as a replaced robot run is before it is retired (``_retire_s``:
-        20 s by default; a live run's pulls are acked every iteration, its stop orders by
-        the robots' pokes), it is taken for gone. A slow robot that acks nothing while it
-        computes costs at most stop orders it sets aside (it follows that run) until its
-        acks prove the run again (``_another_server``). O(1).
+        good. Unacked as long as a replaced robot run is silent before it is retired
+        (``_retire_s``: 20 s by default; a live run's pulls are acked every iteration, its
+        stop orders by the robots' pokes) while our robots speak to us, it is taken for
+        gone: counted from a robot's first word since the last ack to it
+        (``replaced_spoke``), not from that ack. A fleet that computed longer than that
+        (slow robots ack nothing while they compute) made us take the live run for gone
+        each iteration, and answer pushes with our stop order again until the acks proved
+        it anew: a robot restarted then that heard our answer first stopped. O(1).
         """
-        if not self.replaced_by or now < self.replaced_heard + self._retire_s():
+        if (not self.replaced_by or self.replaced_spoke is None
+                or now < self.replaced_spoke + self._retire_s()):
             return []
-        run, self.replaced_by = self.replaced_by, 0
+        run, self.replaced_by, self.replaced_spoke = self.replaced_by, 0, None
         self.other_servers = {}
         return [Log('server_not_replaced', 1.0, SERVER,
                     {'run': int(run), 'silent_s': float(now - self.replaced_heard)})]
@@ -654,8 +659,8 @@ class PushTransfers:
         limit = self._retire_s()
         times += [self.run_heard[slot] + limit for slot in self._replaced_buffers()
                   if slot in self.run_heard]         # a replaced run's buffers to free
-        if self.replaced_by:
-            times.append(self.replaced_heard + limit)   # the run that replaced us gone
+        if self.replaced_by and self.replaced_spoke is not None:
+            times.append(self.replaced_spoke + limit)   # the run that replaced us gone
         return min(times) if times else None
 
     def bytes_past_ack(self, dest: int) -> int:
@@ -691,6 +696,9 @@ class PushTransfers:
         An END with a payload, an older revision's whole dense message, is refused (a
         ``reject`` naming the cause). Anything else is the engine's.
         """
+        if (self.replaced_by and self.replaced_spoke is None
+                and getattr(msg, 'sender', self.me) != self.me):
+            self.replaced_spoke = now        # (``_replaced_gone``; an ack to that run: None)
         if isinstance(msg, TransferAck):
             return None, self._on_ack(msg, now)
         form = self.forms.get(msg.codec) if isinstance(msg, RowChunk) else None
@@ -1057,7 +1065,7 @@ class PushTransfers:
             return []
         run = int(ack.target_incarnation)
         if run == self.replaced_by:
-            self.replaced_heard = now
+            self.replaced_heard, self.replaced_spoke = now, None
             return []
         seen = self.other_servers.setdefault(run, [now, 0])
         seen[1] += 1
@@ -1067,7 +1075,7 @@ class PushTransfers:
         if (seen[1] <= REVIVE_AFTER_POKES
                 or now - seen[0] < REPLACED_AFTER_END_TIMEOUTS * self.end_timeout_s):
             return []
-        self.replaced_by, self.replaced_heard = run, now
+        self.replaced_by, self.replaced_heard, self.replaced_spoke = run, now, None
         self.other_servers = {}
         return [Log('server_replaced', 1.0, SERVER,
                     {'run': run, 'acks': int(seen[1]), 'span_s': float(now - seen[0]),
