@@ -102,8 +102,10 @@ def test_a_restored_server_whose_stop_order_was_lost_with_the_crash_stops_its_ro
     assert workers[0].driver.stopped and not workers[0].failure
     # robot 0 stops at its first poke after the restart (every 8 s); the server serves on
     # for robot 1, gone, until the discovery bound (the lease, 10 s) from its start
+    # (upper bounds sit below the next bound a wrong wait would meet, with room for a loaded
+    # machine: here the 20 s patience)
     assert left[0] - start < 10.0 and summary['completed'] is True
-    assert 9.0 < took < 11.0
+    assert 9.0 < took < 15.0
 
 
 def _final_model_checkpoint(srv) -> list:
@@ -230,7 +232,7 @@ def test_a_restored_server_whose_repeated_stop_order_is_lost_again_stops_its_rob
     robot, left, took, summary = _restored_after_a_lost_stop(tmp_path, monkeypatch, 'rog',
                                                              '/ra', 9.0)
     assert robot.driver.stopped and not robot.failure and left is not None
-    assert 14.0 < left < 18.0 and left < took < 20.0 + 1.0
+    assert 14.0 < left < 18.0 and left < took < 20.0 + 4.0
     assert summary['completed'] is True
 
 
@@ -298,10 +300,12 @@ def test_a_restored_server_waits_for_robots_told_to_stop_within_its_bounds(
         for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
             node.shutdown()
     assert summary['completed'] is True and summary['final_model_delivered'] == 2
+    # (the upper bounds only say the scaled bounds were used, not the 10 and 20 s defaults:
+    # a loaded machine took 1.58 s where 1.3 was allowed)
     if robots_stay:                           # matched, silent (never spun): the patience
-        assert 1.0 <= took < 1.0 + 0.2 + 0.8
+        assert 1.0 <= took < 5.0
     else:
-        assert 0.5 <= took < 1.3
+        assert 0.5 <= took < 5.0
 
 
 def test_the_bounds_of_the_wait_follow_the_lease_of_the_cyclone_configuration(
