@@ -294,3 +294,84 @@ def test_an_rmw_whose_gids_name_no_participant_counts_matched_endpoints(ros, tmp
         assert len(said) == 1 and said[0].startswith('rmw_zenoh_cpp: '), said
     finally:
         srv.shutdown()
+
+
+def _old_server(ros, namespace, rank, renamed=False, tool=False):
+    """
+    Put a server of another build on the graph: it reads the uplink, writes ``rank``'s downlink.
+
+    As :func:`_old_robot`, the other way round; with ``tool``, it only reads the uplink (an
+    older ``ros2 topic echo /rog/up/chunks``).
+    """
+    def kind(topic):
+        return (_type(topic) + 'V1', 'ours') if renamed else (_type(topic), OTHER_HASH)
+    for t in server_inbox():
+        ros.add_remote(OLD, 'rog_server', resolve(t, namespace), False, *kind(t))
+    if not tool:
+        for t in worker_inbox(rank):
+            ros.add_remote(OLD, 'rog_server', resolve(t, namespace), True, *kind(t))
+
+
+def _worker(tmp_path, namespace, *extra):
+    from rog_ros.nodes import rog_worker, worker_node
+    args = rog_worker.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', '1', '--rank', '0', '--namespace', namespace,
+         '--bus', 'rclpy', *extra])
+    node = worker_node.WorkerNode(args)
+    node.configure()
+    return node
+
+
+@pytest.mark.parametrize('renamed', [False, True])
+def test_a_robot_facing_a_server_of_another_build_exits_4_rclpy(
+        ros, tmp_path, monkeypatch, caplog, renamed):
+    # A robot of this build whose server runs another rog_ros waited until startup_timeout
+    # (3 s here) with `no peer on ...`, exit 1, and under respawn was started again and
+    # again. It tells the server's endpoints are another build's (a renamed type, or on
+    # Jazzy another hash; Humble only tells a renamed one), says so in one line and exits 4
+    # (not respawned) after 3 leases (0.3 s here).
+    from rog_ros.nodes import respawn, worker_node
+    from rog_ros.nodes.ros_node import failure_status
+
+    monkeypatch.setattr(worker_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    robot = _worker(tmp_path, '/srv', '--startup-timeout', '3')
+    assert type(robot.bus).__name__ == 'RclpyBus'
+    _old_server(ros, '/srv', 0, renamed=renamed)
+    told = renamed or ros.distro != 'humble'
+    try:
+        start = time.monotonic()
+        if not told:                 # Humble, same names: matched, taken as this build's
+            assert robot.activate() and time.monotonic() - start < 2.5
+            return
+        with pytest.raises(worker_node.PeerTimeout) as err:
+            robot.activate()
+        took = time.monotonic() - start
+    finally:
+        robot.shutdown()
+    assert isinstance(err.value, worker_node.ServerIncompatible), err.value
+    assert took < 2.5, took                      # not the 3 s startup_timeout
+    assert failure_status(err.value) == 4 and not respawn.crashed(4)
+    text = str(err.value)
+    assert '\n' not in text and OLD_PREFIX in text and 'another rog_ros build' in text
+    from rog_ros.transport.idl import type_hash
+    assert type_hash('RowChunk') in text and 'upgrade the server or this robot' in text
+
+
+def test_an_old_tool_reading_the_uplink_does_not_end_a_robots_wait_rclpy(
+        jazzy, tmp_path, monkeypatch):
+    # An older workspace's `ros2 topic echo /rog/up/chunks` (another hash, only a reader)
+    # while the server boots: only a participant that writes the downlink too is the server.
+    from rog_ros.nodes import worker_node
+
+    monkeypatch.setattr(worker_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    robot = _worker(tmp_path, '/srv2', '--startup-timeout', '1.5')
+    _old_server(jazzy, '/srv2', 0, tool=True)
+    try:
+        start = time.monotonic()
+        with pytest.raises(worker_node.PeerTimeout) as err:
+            robot.activate()
+        took = time.monotonic() - start
+    finally:
+        robot.shutdown()
+    assert not isinstance(err.value, worker_node.ServerIncompatible), err.value
+    assert 1.4 < took < 6.0 and 'no peer on' in str(err.value), took

@@ -415,3 +415,200 @@ def test_endpoints_are_not_named_once_the_discovery_readers_failed(caplog):
         assert len(_failure_lines(caplog)) == 1
     finally:
         _close(bus, old)
+
+
+def test_matched_counts_no_endpoint_of_another_build_that_dds_matched():
+    # A ROS 2 node on rmw_cyclonedds gives Cyclone no type information, so Cyclone matches
+    # it by type name alone: an endpoint of another build whose types keep their names (here:
+    # the same type, another USER_DATA typehash, which DDS matches as it would such a node)
+    # was in matched(), so a server took an old robot for a robot of this build at its start,
+    # and a robot an old server for its server. matched() counts at most the endpoints of
+    # this build once discovery saw one of another build there.
+    from rog_ros.transport import idl
+
+    bus = _bus(11)
+    bus.advertise('w0/chunks')
+    bus.subscribe('up/chunks')
+    other = f'typehash=RIHS01_{"3" * 64};'.encode()
+    ours = f'typehash={idl.type_hash("RowChunk")};'.encode()
+    old = _reader_with_user_data(bus, 'w0/chunks', 'RowChunk', other)
+    old_up = _writer_with_user_data(bus, 'up/chunks', 'RowChunk', other)
+    peers, robot = (), ()
+    try:
+        assert _until(lambda: bus.foreign_readers('w0/chunks') and
+                      bus.foreign_writers('up/chunks'))
+        bus.poll(0.5)
+        # DDS matched both (no type information tells them apart) ...
+        assert dds_bus._matched_peers(bus._writers[f'{bus.namespace}/w0/chunks'], True) == 1
+        assert dds_bus._matched_peers(bus._readers[f'{bus.namespace}/up/chunks'][0],
+                                      False) == 1
+        # ... the bus counts neither
+        assert bus.matched('w0/chunks') == 0 and bus.matched('up/chunks') == 0
+        robot = _reader_with_user_data(bus, 'w0/chunks', 'RowChunk', ours)
+        peers = _writer_with_user_data(bus, 'up/chunks', 'RowChunk', b'')   # no hash: Humble
+        assert _until(lambda: bus.matched('w0/chunks') == 1 and bus.matched('up/chunks') == 1)
+        bus.poll(0.5)
+        assert bus.matched('w0/chunks') == 1 and bus.matched('up/chunks') == 1
+    finally:
+        for entity in reversed(old + old_up + robot):
+            entity.__del__()
+        _close(bus, peers)
+
+
+def _old_server(domain_id: int, namespace: str, rank: int, tool: bool = False):
+    """
+    Return the entities of a server of another build on ``domain_id``: one participant.
+
+    It reads the uplink and writes robot ``rank``'s downlink with another USER_DATA typehash
+    and this build's types, which DDS matches as it matches a ROS 2 node on rmw_cyclonedds
+    (no type information); with ``tool``, it only reads the uplink.
+    """
+    from cyclonedds.domain import DomainParticipant
+    from cyclonedds.pub import DataWriter
+    from cyclonedds.qos import Policy, Qos
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+
+    from rog_ros.nodes.routing import server_inbox, worker_inbox
+    from rog_ros.transport import idl
+    from rog_ros.transport.topics import topic_type
+
+    participant = DomainParticipant(domain_id)
+    entities = [participant]
+    qos = Qos(*(list(_ros2_qos(reliable=True)) +
+                [Policy.Userdata(data=f'typehash=RIHS01_{"4" * 64};'.encode())]))
+    for topics, make in ((server_inbox(), DataReader),
+                         ([] if tool else worker_inbox(rank), DataWriter)):
+        for t in topics:
+            topic = Topic(participant, f'rt{namespace}/{t}', idl.dds_type(topic_type(t)))
+            entities += [topic, make(participant, topic, qos=qos)]
+    return entities
+
+
+@pytest.mark.parametrize('tool', [False, True])
+def test_a_robot_facing_a_server_of_another_build_exits_4(tmp_path, monkeypatch, tool):
+    # A robot of this build whose server runs another rog_ros waited until startup_timeout
+    # with `no peer on ...` (exit 1; respawned again and again). Over DdsBus it now names the
+    # server's participant and exits 4 after 3 leases (0.3 s here); an older `ros2 topic
+    # echo` of the uplink (a tool: it writes no downlink) is not taken for the server.
+    from rog_ros.nodes import respawn, rog_worker, worker_node
+    from rog_ros.nodes.ros_node import failure_status
+
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE', 'ROG_BUS'):
+        monkeypatch.delenv(var, raising=False)
+    domain = _domain(12 + tool)
+    monkeypatch.setenv('ROS_DOMAIN_ID', str(domain))
+    monkeypatch.setenv('CYCLONEDDS_URI', str(cyclone_config.config_path('loopback')))
+    monkeypatch.setattr(worker_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    namespace = f'/rog_srv_{os.getpid()}_{int(tool)}'
+    timeout = 4.0
+    args = rog_worker.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', '1', '--rank', '0', '--namespace', namespace,
+         '--bus', 'dds', '--startup-timeout', str(timeout)])
+    robot = worker_node.WorkerNode(args)
+    robot.configure()
+    old = _old_server(domain, namespace, 0, tool=tool)
+    prefix = dds_bus._guid_prefix(old[0].guid)
+    try:
+        assert type(robot.bus).__name__ == 'DdsBus' and robot.bus.domain_id == domain
+        start = time.monotonic()
+        with pytest.raises(worker_node.PeerTimeout) as err:
+            robot.activate()
+        took = time.monotonic() - start
+    finally:
+        for entity in reversed(old):
+            entity.__del__()
+        robot.shutdown()
+    text = str(err.value)
+    if tool:
+        assert not isinstance(err.value, worker_node.ServerIncompatible), text
+        assert took > timeout - 0.1 and 'no peer on' in text and failure_status(err.value) == 1
+        return
+    assert isinstance(err.value, worker_node.ServerIncompatible), text
+    assert took < timeout - 0.5, took            # 3 leases (0.3 s) after discovery
+    assert failure_status(err.value) == 4 and not respawn.crashed(4)
+    assert prefix in text and '\n' not in text
+    assert 'upgrade the server or this robot' in text
+
+
+def test_the_build_is_told_by_type_name_and_user_data_not_by_type_information():
+    # What DdsBus compares: the DDS type name, then the USER_DATA typehash (Iron and newer),
+    # never the XTypes type information, which a ROS 2 node on rmw_cyclonedds does not send
+    # (Cyclone matches it by type name alone). The samples below are built as discovery
+    # gives them, with no type information (type_id None), as such a node's are.
+    import uuid
+
+    from cyclonedds.builtin import DcpsEndpoint
+    from cyclonedds.qos import Policy, Qos
+
+    from rog_ros.transport import idl
+
+    ours_name, ours = idl.dds_type_name('RowChunk'), idl.type_hash('RowChunk')
+    other = 'RIHS01_' + '5' * 64
+    renamed = 'rog_ros::msg::dds_::RowChunkV1_'
+
+    def qos(text):
+        return Qos(Policy.Userdata(data=text.encode())) if text is not None else Qos()
+
+    decide = dds_bus._other_build
+    assert decide('/rog/w0/chunks', ours_name, qos(f'typehash={other};')) == other
+    assert decide('/rog/w0/chunks', ours_name, qos(f'typehash={ours};')) is None
+    assert decide('/rog/w0/chunks', ours_name, qos(None)) is None           # Humble
+    assert decide('/rog/w0/chunks', ours_name, qos('enclave=/;')) is None
+    assert decide('/rog/w0/chunks', renamed, qos(None)) == renamed          # Humble, renamed
+    assert decide('/rog/w0/chunks', renamed, qos(f'typehash={ours};')) == renamed
+    assert decide('/rog/w0/nonesuch', renamed, qos(f'typehash={other};')) is None
+
+    bus = _bus(14)
+    try:
+        bus.advertise('w0/chunks')
+        old_participant, tool_participant = uuid.uuid4(), uuid.uuid4()
+
+        def endpoint(participant, type_name, text):
+            return DcpsEndpoint(key=uuid.uuid4(), participant_key=participant,
+                                participant_instance_handle=0,
+                                topic_name=f'rt{bus.namespace}/w0/chunks',
+                                type_name=type_name, qos=qos(text), type_id=None)
+
+        bus._note_endpoint('reader', endpoint(old_participant, ours_name,
+                                              f'typehash={other};'))
+        bus._note_endpoint('reader', endpoint(tool_participant, renamed, None))
+        humble = uuid.uuid4()
+        bus._note_endpoint('reader', endpoint(humble, ours_name, None))
+        assert bus.foreign_readers('w0/chunks') == sorted(
+            dds_bus._guid_prefix(p) for p in (old_participant, tool_participant))
+        assert bus.participants('w0/chunks', writer=False) == {dds_bus._guid_prefix(humble)}
+    finally:
+        bus.close()
+
+
+def test_a_reader_of_a_renamed_type_without_a_hash_is_named_by_participant():
+    # A Humble robot of another build whose RowChunk was renamed (no typehash in USER_DATA):
+    # DDS does not match it (another type name) and it was not named: a server waited for
+    # it until startup_timeout. Its type name tells it.
+    from dataclasses import dataclass
+
+    from cyclonedds.domain import DomainParticipant
+    from cyclonedds.idl import IdlStruct
+    import cyclonedds.idl.types as types
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+
+    @dataclass
+    class RowChunkV1(IdlStruct, typename='rog_ros::msg::dds_::RowChunkV1_'):
+        """A RowChunk of another rog_ros, renamed."""
+
+        schema_version: types.uint8
+
+    bus = _bus(15)
+    bus.advertise('w0/chunks')
+    participant = DomainParticipant(bus.domain_id)
+    topic = Topic(participant, f'rt{bus.namespace}/w0/chunks', RowChunkV1)
+    reader = DataReader(participant, topic, qos=_ros2_qos(reliable=True))
+    try:
+        prefix = dds_bus._guid_prefix(participant.guid)
+        assert _until(lambda: bus.foreign_readers('w0/chunks')) == [prefix]
+        assert bus.matched('w0/chunks') == 0
+        assert bus.participants('w0/chunks', writer=False) == set()
+    finally:
+        _close(bus, (participant, topic, reader))

@@ -40,8 +40,9 @@ ENGINE_FAILED = 3
 restarted from its state, it would diverge again)."""
 INCOMPATIBLE_FLEET = 4
 """The server's exit status when every robot it waits for runs an incompatible rog_ros (its
-downlink readers are of another message build): no robot can train, and starting again cannot
-help until they are upgraded."""
+downlink readers are of another message build), and a robot's when its server does (it reads
+the uplink and writes the robot's downlink with another build's types): no robot can train,
+and starting again cannot help until they are upgraded."""
 _STOPPED = {0, USAGE_ERROR, ENGINE_FAILED, INCOMPATIBLE_FLEET, 128 + signal.SIGINT,
             128 + signal.SIGTERM, 128 + signal.SIGHUP, -signal.SIGINT, -signal.SIGTERM,
             -signal.SIGHUP}

@@ -382,8 +382,10 @@ class ServerNode:
         Wait until robots ``live`` are matched; give up those of another build (False: shutdown).
 
         A robot of an older rog_ros whose message types differ reads its downlink with
-        another type hash, and DDS never matches it: the server waited for it until
-        ``startup_timeout`` and failed the whole fleet. Such a robot, with only readers of
+        another type hash: Cyclone does not match it where both sides send type information
+        (DdsBus), and matches it by type name where it sends none (rmw_cyclonedds), the bus's
+        ``matched`` then leaving it out; the server waited for it until ``startup_timeout``
+        and failed the whole fleet. Such a robot, with only readers of
         another build on its downlink for ``IncompatibleWatch.bound_s`` (3 leases), is named
         (``worker_incompatible``), taken as absent, and no more waited for; when every robot
         waited for is, :class:`FleetIncompatible` (exit status 4): no robot can train.

@@ -38,13 +38,18 @@ from rog_ros.nodes.durable import let_go_in_turn, StateHold
 from rog_ros.nodes.model_file import model_out_file, save_state_dict
 from rog_ros.nodes.outbox import Outbox
 from rog_ros.nodes.reject_notes import RejectNotes
+from rog_ros.nodes.respawn import INCOMPATIBLE_FLEET
 from rog_ros.nodes.routing import train_status, worker_inbox, worker_name, worker_outbox
 from rog_ros.nodes.signals import SignalRequests
 from rog_ros.nodes.state_dir import train_again, worker_state_file
 from rog_ros.protocol.events import say as say_event
 from rog_ros.protocol.messages import new_incarnation, SERVER, TrainStatus, TransferAck
+from rog_ros.protocol.ps_membership import INCOMPATIBLE_LEASES, IncompatibleWatch
 from rog_ros.protocol.worker import WorkerEngine
 from rog_ros.transport.auth_bus import signer_of
+from rog_ros.transport.field_plans import full_name, MSG_DEFS
+from rog_ros.transport.topics import topic_type
+from rog_ros.transport.typehash import rihs01
 import torch
 
 STATUS_PERIOD_S = 0.5
@@ -52,10 +57,18 @@ DOWNLINK_GRACE_S = 10.0
 """Seconds a worker waits for the server's writers on its topics once the server's readers
 are matched: both are created in one step and discovered together, so far longer than a
 discovery round (``WorkerNode._wait_for_downlink``)."""
+INCOMPATIBLE_SCALE = 1.0   # the bound before a server of another build is given up, scaled
+INCOMPATIBLE_LOOK_S = 0.5  # how often the bus is asked about the server's build
 
 
 class FleetMismatch(ValueError):
     """This worker and the server were started for fleets of different sizes (exit 2)."""
+
+
+class ServerIncompatible(PeerTimeout):
+    """The server runs an incompatible rog_ros, another message build (exit status 4)."""
+
+    exit_status = INCOMPATIBLE_FLEET
 
 
 def _dropped_said(counts: dict) -> str:
@@ -97,6 +110,7 @@ class WorkerNode:
         self._key_said = False        # the fleet key's warning was given (fleet_key)
         self.log = logging.getLogger(getattr(args, 'node_name', f'rog_worker_{args.rank}'))
         self.engine = None
+        self.server_watch = None     # a server of another build (configure makes it)
         self.compute_s = 0.0
         self.compute_before_s = 0.0   # compute time of the run before a restore (its state)
         self._computing_since = None  # start of the computation under way (compute thread)
@@ -130,16 +144,20 @@ class WorkerNode:
                                  f'rog_worker {self.rank}')   # (refused: no bus)
         tr = build_training(a)
         durable_run = bool(getattr(a, 'state_dir', None))   # nodes may restart: see durable
+        limits = transfer_limits()
         if push_systems.is_push(a.sync):      # AdaComp, GSP: their own engines, same wire
-            self.engine = push_systems.worker_engine(
-                a, tr, self.rank, **transfer_limits())
+            self.engine = push_systems.worker_engine(a, tr, self.rank, **limits)
         else:
             self.engine = WorkerEngine(self.rank, a.workers, tr.layout, tr.codec, tr.policy,
                                        tr.w0, momentum=tr.workload.momentum,
                                        chunk_bytes=a.chunk_bytes, window=a.window,
                                        save_state_actions=durable_run,
                                        keep_undurable=durable_run, join_on_start=durable_run,
-                                       **transfer_limits())
+                                       **limits)
+        # (the server as one robot is to the server: the watch's rank 0)
+        self.server_watch = IncompatibleWatch(
+            1, INCOMPATIBLE_LEASES * limits['lease_s'] * INCOMPATIBLE_SCALE)
+        self._next_server_look = 0.0
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
         self.log.info(tr.start_line())
         self.start_fingerprint = tr.fingerprint   # in every status: the server compares it
@@ -230,8 +248,76 @@ class WorkerNode:
             self._misconfigured = int(log.info['fleet_size'])
 
     def _starting(self) -> bool:
-        """Tell whether to go on waiting for peers: no shutdown requested meanwhile."""
+        """
+        Tell whether to go on waiting for peers: no shutdown requested meanwhile.
+
+        Raises :class:`ServerIncompatible` once the server seen runs another rog_ros build
+        (:meth:`_look_for_server`).
+        """
+        self._look_for_server()
         return not self.requests.shutdown_requested
+
+    def _look_for_server(self, now=None) -> None:
+        """
+        Raise :class:`ServerIncompatible` when the only server there is of another build.
+
+        A server of an older (or newer) rog_ros whose message types differ reads the uplink
+        and writes this robot's downlink with another type hash: Cyclone with type
+        information does not match it, rmw_cyclonedds (none) matches it by name and the
+        messages are dropped or misread, and this robot waited until ``startup_timeout``
+        with ``no peer on ...`` (exit 1: restarted again and again under respawn). A
+        participant that reads the uplink with another type hash (``Bus.foreign_readers``)
+        and writes this robot's downlink (of either build), with no server of this build,
+        for ``INCOMPATIBLE_LEASES`` leases (``IncompatibleWatch``, as the server watches its
+        robots) ends the wait: exit status 4, not respawned. A participant of another build
+        that only reads the uplink (an older ``ros2 topic echo``) is a tool, not the server.
+        At most every ``INCOMPATIBLE_LOOK_S``.
+        """
+        now = time.monotonic() if now is None else now
+        if getattr(self, 'server_watch', None) is None or now < self._next_server_look:
+            return                       # (not configured: no bus to ask)
+        self._next_server_look = now + INCOMPATIBLE_LOOK_S
+        uplink, downlink = worker_outbox(), worker_inbox(self.rank)
+        foreign = {p for t in uplink for p in self.bus.foreign_readers(t)}
+        if foreign:
+            writers = self._downlink_writers()
+            if writers is not None:
+                foreign &= writers           # a server, not a tool that only reads
+        foreign = sorted(foreign)
+        matched = bool(foreign) and self._server_there()
+        if not self.server_watch.observe(0, now, foreign, matched):
+            return
+        hashes = ', '.join(f'{t} {rihs01(full_name(topic_type(t)), MSG_DEFS)}'
+                           for t in uplink[:1] + downlink[:1])
+        raise ServerIncompatible(
+            f'the server runs another rog_ros build: its participant {", ".join(foreign)} '
+            f'reads {", ".join(uplink)} and writes {", ".join(downlink)} with message types '
+            f"built from other .msg files (this robot's type hashes: {hashes}) for "
+            f'{self.server_watch.bound_s:.3g} s, so nothing can pass between them; upgrade '
+            'the server or this robot so both run the same rog_ros version (rog doctor '
+            'prints the version each runs); not restarted (exit status 4)')
+
+    def _downlink_writers(self):
+        """Return the participants writing this robot's downlink, of any build (None: unknown)."""
+        writers = set()
+        for topic in worker_inbox(self.rank):
+            theirs = self.bus.participants(topic, writer=True)
+            if theirs is None:
+                return None
+            writers |= theirs | set(self.bus.foreign_writers(topic))
+        return writers
+
+    def _server_there(self) -> bool:
+        """
+        Tell whether a server of this build is there: it reads the uplink, writes the downlink.
+
+        Where the bus can tell (``Bus.participants``); else a matched reader on the uplink.
+        """
+        readers = [self.bus.participants(t, writer=False) for t in worker_outbox()]
+        writers = [self.bus.participants(t, writer=True) for t in worker_inbox(self.rank)]
+        if any(p is None for p in readers + writers):
+            return any(self.bus.matched(t) for t in worker_outbox())
+        return bool(set().union(*readers) & set().union(*writers))
 
     def _wait_for_downlink(self, waited: float) -> float:
         """

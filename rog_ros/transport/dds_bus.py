@@ -468,16 +468,37 @@ class DdsBus(Bus):
         return self._drain()[0]
 
     def matched(self, topic: str) -> int:
+        """
+        Return the remote endpoints matched on ``topic``, at most those of this build.
+
+        A peer that gives Cyclone no type information (a ROS 2 node on rmw_cyclonedds, whose
+        sertype has none, or the 0.10 binding) is matched by type name alone, so an endpoint
+        of another build whose types keep their names was counted: a robot of an older
+        ROS 2 rog_ros passed for one of this build at the server's start, and a server of
+        another build for the server at a robot's. Once discovery saw an endpoint of another
+        build on the topic (its USER_DATA ``typehash=``), the count is at most the remote
+        endpoints of this build there (:meth:`_of_this_build`).
+        """
         self._check_open()
         ros_topic = resolve(topic, self.namespace)
         self._take_discovery()
         self._check_qos(ros_topic)
         count = 0
         if ros_topic in self._writers:
-            count += _matched_peers(self._writers[ros_topic], writer=True)
+            count += self._of_this_build('reader', ros_topic,
+                                         _matched_peers(self._writers[ros_topic], writer=True))
         if ros_topic in self._readers:
-            count += _matched_peers(self._readers[ros_topic][0], writer=False)
+            count += self._of_this_build('writer', ros_topic, _matched_peers(
+                self._readers[ros_topic][0], writer=False))
         return count
+
+    def _of_this_build(self, side: str, ros_topic: str, count: int) -> int:
+        """Return ``count`` matched ``side`` endpoints, at most the known ones of this build."""
+        if not self._discovery or not any(
+                s == side for s, _ in self._foreign_types.get(ros_topic, ())):
+            return count        # (none of another build seen: DDS's count, without lag)
+        known = self._endpoints.get((side, ros_topic), {})
+        return min(count, sum(1 for _, foreign in known.values() if foreign is None))
 
     def _check_peers_now_and_then(self) -> None:
         """Look for peers that cannot match or are of another build, once a second at most."""
@@ -500,7 +521,9 @@ class DdsBus(Bus):
         built from other msg/ files matched by type name, and what it sent was dropped by
         Cyclone (``deserialization ... failed``, on stderr only) or read with fields missing
         or shifted, and only ``schema_version`` (when bumped) said so, at the first message.
-        Peers without a hash (Humble) are taken as they come.
+        A peer of another DDS type name (a renamed message, which DDS does not match) is
+        another build's too, hash or none; peers without a hash and of this build's type
+        names (Humble) are taken as they come (:func:`_other_build`).
         """
         for side, reader in list(self._discovery.items()):
             while True:
@@ -527,15 +550,10 @@ class DdsBus(Bus):
         prefix = _guid_prefix(getattr(endpoint, 'participant_key', None))
         if not name.startswith('rt/') or prefix == self._own_prefix:
             return
-        theirs, foreign = _typehash(getattr(endpoint, 'qos', None)), None
-        if theirs is not None:
-            try:
-                ours = idl.type_hash(topic_type(name[2:]))
-            except (KeyError, ValueError):
-                ours = theirs
-            if theirs != ours:
-                foreign = theirs
-                self._foreign_types.setdefault(name[2:], set()).add((side, theirs))
+        foreign = _other_build(name[2:], getattr(endpoint, 'type_name', None),
+                               getattr(endpoint, 'qos', None))
+        if foreign is not None:
+            self._foreign_types.setdefault(name[2:], set()).add((side, foreign))
         self._endpoint_topic[(side, key)] = name[2:]
         self._endpoints.setdefault((side, name[2:]), {})[key] = (prefix, foreign)
 
@@ -608,8 +626,11 @@ class DdsBus(Bus):
             if (ros_topic, side, theirs) not in self._types_warned:
                 self._types_warned.add((ros_topic, side, theirs))
                 msg_type = topic_type(ros_topic)
-                LOG.warning(f'a {side} on {ros_topic} has type hash {theirs}, this node '
-                            f'{idl.type_hash(msg_type)}: its {msg_type} was built from other '
+                ours = idl.type_hash(msg_type) if theirs.startswith('RIHS') else \
+                    idl.dds_type_name(msg_type)
+                what = 'type hash' if theirs.startswith('RIHS') else 'type'
+                LOG.warning(f'a {side} on {ros_topic} has {what} {theirs}, this node '
+                            f'{ours}: its {msg_type} was built from other '
                             '.msg files (another rog_ros version?), so the messages between '
                             'it and this node are dropped or misread; run the same rog_ros '
                             'on every robot')
@@ -674,6 +695,27 @@ def _guid_prefix(guid) -> str:
     if not data or len(data) < 12:
         return ''
     return ':'.join(data[i:i + 4].hex() for i in range(0, 12, 4))
+
+
+def _other_build(ros_topic: str, type_name, qos):
+    """
+    Return what tells an endpoint on ``ros_topic`` of another build (None: of this build).
+
+    Its DDS type name when it differs from this build's (a renamed message: Cyclone does not
+    match it), else its USER_DATA ``typehash=`` when that differs from this build's. The
+    type information that Cyclone compares (``type_id``) is not used: a ROS 2 node on
+    rmw_cyclonedds sends none (Cyclone matches it by type name alone), while Iron and newer
+    send the hash in USER_DATA; a peer with neither (Humble, same names) is of this build.
+    """
+    try:
+        msg_type = topic_type(ros_topic)
+        ours_name, ours = idl.dds_type_name(msg_type), idl.type_hash(msg_type)
+    except (KeyError, ValueError):
+        return None                      # (not a topic of this build's: nothing to compare)
+    if type_name and type_name != ours_name:
+        return type_name
+    theirs = _typehash(qos)
+    return theirs if theirs is not None and theirs != ours else None
 
 
 def _typehash(qos):
