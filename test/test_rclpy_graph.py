@@ -375,3 +375,17 @@ def test_an_old_tool_reading_the_uplink_does_not_end_a_robots_wait_rclpy(
         robot.shutdown()
     assert not isinstance(err.value, worker_node.ServerIncompatible), err.value
     assert 1.4 < took < 6.0 and 'no peer on' in str(err.value), took
+
+
+def test_a_type_hash_of_another_hash_version_tells_no_build_rclpy(jazzy):
+    # A type hash of a version this build does not compute (RIHS02 ...) says nothing of the
+    # peer's .msg files, as version 0 (none sent) does not: compared with this build's
+    # RIHS01 it differed, so a robot of this build was named another build's and left out
+    # of participants() (and of matched()). Only a hash of this build's version tells.
+    srv = _bus('rog_server')
+    srv.advertise('w0/chunks')
+    jazzy.add_remote(OLD, 'rog_worker_0', '/g/w0/chunks', False, 'rog_ros/msg/RowChunk',
+                     'RIHS02_' + 'cd' * 32)
+    jazzy.add_remote(TOOL, 'echo', '/g/w0/chunks', False, 'rog_ros/msg/RowChunk', OTHER_HASH)
+    assert srv.participants('w0/chunks', writer=False) == {OLD_PREFIX}
+    assert srv.foreign_readers('w0/chunks') == [TOOL_PREFIX]

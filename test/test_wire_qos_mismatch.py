@@ -612,3 +612,23 @@ def test_a_reader_of_a_renamed_type_without_a_hash_is_named_by_participant():
         assert bus.participants('w0/chunks', writer=False) == set()
     finally:
         _close(bus, (participant, topic, reader))
+
+
+@pytest.mark.parametrize('user_data', ['typehash=;', 'typehash=RIHS02_' + '6' * 64 + ';',
+                                       'typehash=rihs01;'])
+def test_a_user_data_hash_that_cannot_be_compared_tells_no_build(user_data):
+    # A `typehash=` with no value, or one of a hash version this build does not compute
+    # (RIHS02 ...), says nothing of the peer's build, as no hash does (Humble). Compared
+    # with this build's RIHS01 it differed, so a peer of this build was taken for one of
+    # another: left out of matched() and participants(), its server given up by a robot
+    # (exit 4, not respawned), its robot by the server.
+    from cyclonedds.qos import Policy, Qos
+
+    from rog_ros.transport import idl
+
+    ours_name = idl.dds_type_name('RowChunk')
+    qos = Qos(Policy.Userdata(data=user_data.encode()))
+    assert dds_bus._other_build('/rog/w0/chunks', ours_name, qos) is None
+    other = 'RIHS01_' + '7' * 64                           # a hash it can compare still tells
+    assert dds_bus._other_build('/rog/w0/chunks', ours_name, Qos(
+        Policy.Userdata(data=f'typehash={other};'.encode()))) == other

@@ -168,7 +168,7 @@ def run_node(role: str, doc: str, core_class, argv=None, extend=None, usage_erro
         return ENGINE_FAILED
     except (PeerTimeout, TimeoutError, StateWriteError) as err:
         log.error(str(err))
-        return getattr(err, 'exit_status', 1)     # (4: every robot runs another rog_ros)
+        return getattr(err, 'exit_status', 1)     # (4: robots' or server's rog_ros differs)
     except tuple(usage_errors) + (RecordError,) as err:
         log.error(str(err))
         return 2

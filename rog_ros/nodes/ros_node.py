@@ -208,14 +208,15 @@ def failure_status(err, usage_errors=(), configuring: bool = False) -> int:
     Return the exit status of a node that failed with ``err``: node_main's, for the same errors.
 
     3 (ENGINE_FAILED) when the engine cannot go on, 4 (INCOMPATIBLE_FLEET) when every robot
-    runs an incompatible rog_ros, 1 when the peers did not appear or went silent, 2
+    runs an incompatible rog_ros (the server's) or the server does (a robot's:
+    ``worker_node.ServerIncompatible``), 1 when the peers did not appear or went silent, 2
     (USAGE_ERROR) for ``usage_errors`` and, while configuring, for every ValueError (bad
     settings or state, an unusable model file: starting again cannot help), else 1.
     """
     if isinstance(err, EngineFailure):
         return ENGINE_FAILED
     if isinstance(err, (PeerTimeout, TimeoutError)):
-        return getattr(err, 'exit_status', 1)     # (4: every robot runs another rog_ros)
+        return getattr(err, 'exit_status', 1)     # (4: robots' or server's rog_ros differs)
     if isinstance(err, tuple(usage_errors)) or (configuring and isinstance(err, ValueError)):
         return USAGE_ERROR
     return 1

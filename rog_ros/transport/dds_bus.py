@@ -29,6 +29,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import re
 import time
 
 from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication, \
@@ -72,6 +73,8 @@ _HELD_REPEAT_S = 60.0
 (seconds), with the count held in between: over a slow link every write may wait seconds."""
 _QOS_CHECK_S = 1.0
 """How often poll() looks for peers whose QoS cannot match (seconds)."""
+_RIHS01 = re.compile('RIHS01_[0-9a-f]{64}')
+"""A USER_DATA ``typehash=`` that can be compared with this build's (``typehash.rihs01``)."""
 _POLICIES = {1: 'USER_DATA', 2: 'DURABILITY', 3: 'PRESENTATION', 4: 'DEADLINE',
              5: 'LATENCY_BUDGET', 6: 'OWNERSHIP', 8: 'LIVELINESS', 10: 'PARTITION',
              11: 'RELIABILITY', 12: 'DESTINATION_ORDER', 13: 'HISTORY', 21: 'LIFESPAN',
@@ -705,7 +708,9 @@ def _other_build(ros_topic: str, type_name, qos):
     match it), else its USER_DATA ``typehash=`` when that differs from this build's. The
     type information that Cyclone compares (``type_id``) is not used: a ROS 2 node on
     rmw_cyclonedds sends none (Cyclone matches it by type name alone), while Iron and newer
-    send the hash in USER_DATA; a peer with neither (Humble, same names) is of this build.
+    send the hash in USER_DATA; a peer with neither (Humble, same names) is of this build,
+    and so is one whose hash cannot be compared (empty, or of another hash version than this
+    build's ``RIHS01_<64 hex>``: it says nothing of the peer's ``.msg`` files).
     """
     try:
         msg_type = topic_type(ros_topic)
@@ -715,7 +720,9 @@ def _other_build(ros_topic: str, type_name, qos):
     if type_name and type_name != ours_name:
         return type_name
     theirs = _typehash(qos)
-    return theirs if theirs is not None and theirs != ours else None
+    if theirs is None or not _RIHS01.fullmatch(theirs):
+        return None
+    return theirs if theirs != ours else None
 
 
 def _typehash(qos):

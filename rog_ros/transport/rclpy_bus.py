@@ -401,14 +401,15 @@ class RclpyBus(Bus):
         participant, or without a GID.
 
         Another build: a ``topic_type`` other than this build's (``rog_ros/msg/RowChunk``), or
-        a ``topic_type_hash`` (Iron and newer; version 0 or less: none sent, taken as it
-        comes) other than this build's (``typehash.rihs01`` of its ``.msg`` files, which
-        DdsBus compares too). Humble's rclpy has no hash: said once (``NO_TYPE_HASH``), and
-        only another type name tells. One rclpy answer per side and topic serves until
-        the next :meth:`poll` or ``GRAPH_CACHE_S``: each query expands and remaps the name,
-        scans rmw's graph cache and builds a TopicEndpointInfo (with its QoSProfile) per
-        endpoint, and the server asks for the same topics several times in one step. None
-        when the graph cannot be read (no such call, or it failed once: said once).
+        a ``topic_type_hash`` (Iron and newer; version 0 or less: none sent, and a version
+        other than 1: not comparable, both taken as they come) other than this build's
+        (``typehash.rihs01`` of its ``.msg`` files, which DdsBus compares too). Humble's
+        rclpy has no hash: said once (``NO_TYPE_HASH``), and only another type name tells.
+        One rclpy answer per side and topic serves until the next :meth:`poll` or
+        ``GRAPH_CACHE_S``: each query expands and remaps the name, scans rmw's graph cache
+        and builds a TopicEndpointInfo (with its QoSProfile) per endpoint, and the server
+        asks for the same topics several times in one step. None when the graph cannot be
+        read (no such call, or it failed once: said once).
         """
         self._check_open()
         if self._graph_off:
@@ -447,7 +448,12 @@ class RclpyBus(Bus):
         return known
 
     def _type_hash(self, info):
-        """Return ``info``'s ``RIHS01_<hex>`` type hash, None if none (said once on Humble)."""
+        """
+        Return ``info``'s ``RIHS01_<hex>`` type hash, None if none (said once on Humble).
+
+        None too for a hash of another version (RIHS02 ...): this build computes RIHS01
+        only, and a hash it cannot compare says nothing of the peer's ``.msg`` files.
+        """
         hashed = getattr(info, 'topic_type_hash', None)
         if hashed is None:
             if self.no_hash_said is None:
@@ -455,8 +461,8 @@ class RclpyBus(Bus):
                 self._node.get_logger().info(NO_TYPE_HASH)
             return None
         version, value = getattr(hashed, 'version', -1), getattr(hashed, 'value', b'')
-        if not isinstance(version, int) or version <= 0 or not value:
-            return None                  # (a peer that sent none: taken as it comes)
+        if not isinstance(version, int) or version != 1 or not value:
+            return None                  # (none sent, or not comparable: taken as it comes)
         return f'RIHS{version:02d}_{bytes(value).hex()}'
 
     def _check_open(self):
