@@ -389,3 +389,32 @@ def test_a_type_hash_of_another_hash_version_tells_no_build_rclpy(jazzy):
     jazzy.add_remote(TOOL, 'echo', '/g/w0/chunks', False, 'rog_ros/msg/RowChunk', OTHER_HASH)
     assert srv.participants('w0/chunks', writer=False) == {OLD_PREFIX}
     assert srv.foreign_readers('w0/chunks') == [TOOL_PREFIX]
+
+
+def test_a_server_of_another_build_seen_in_the_downlink_wait_still_exits_4_rclpy(
+        jazzy, tmp_path, monkeypatch):
+    # A tool of this build reading the uplink (ros2 bag record) beside a server of another
+    # build: the uplink has a reader of this build, so the robot's wait goes on to the
+    # downlink's, where ServerIncompatible was caught as that wait's own PeerTimeout (a
+    # warning blaming a smaller fleet), the watch had given the server up and never said so
+    # again, and the robot ended with the plain `no peer on ...` at startup_timeout: exit 1,
+    # respawned again and again. It ends with exit 4 as in the uplink's wait.
+    from rog_ros.nodes import respawn, worker_node
+    from rog_ros.nodes.ros_node import failure_status
+
+    monkeypatch.setattr(worker_node, 'INCOMPATIBLE_SCALE', 0.01)
+    robot = _worker(tmp_path, '/srv3', '--startup-timeout', '3')
+    _old_server(jazzy, '/srv3', 0)
+    for t in server_inbox():                     # this build's recorder of the uplink
+        jazzy.add_remote(TOOL, 'rosbag2_recorder', resolve(t, '/srv3'), False, _type(t))
+    try:
+        start = time.monotonic()
+        with pytest.raises(worker_node.PeerTimeout) as err:
+            robot.activate()
+        took = time.monotonic() - start
+    finally:
+        robot.shutdown()
+    assert isinstance(err.value, worker_node.ServerIncompatible), err.value
+    assert took < 2.5, took                      # not the 3 s startup_timeout
+    assert failure_status(err.value) == 4 and not respawn.crashed(4)
+    assert OLD_PREFIX in str(err.value)

@@ -328,7 +328,9 @@ class WorkerNode:
         long after most likely runs a smaller fleet (rank beyond its ``workers``): the log
         says so then, and the start-up timeout's error too, instead of blaming discovery
         alone. It is not taken for proof: a recorder (``ros2 bag record``) reads the uplink as
-        well, with no server behind it.
+        well, with no server behind it; such a recorder of this build beside a server of
+        another build brings the robot here, and :class:`ServerIncompatible` ends this wait
+        as it ends the uplink's.
         """
         left = self.args.startup_timeout - waited
         downlink = worker_inbox(self.rank)
@@ -341,6 +343,8 @@ class WorkerNode:
         for first, wait_s in ((True, grace), (False, left - grace)):
             try:
                 return wait_matched(self.bus, downlink, wait_s, keep_waiting=self._starting)
+            except ServerIncompatible:
+                raise        # (not this wait's timeout: its watch would not say it again)
             except PeerTimeout:
                 if first and grace < left:
                     self.log.warning(f'no writer on {", ".join(downlink)} {grace:.0f} s after '
