@@ -618,6 +618,26 @@ def test_a_torn_record_before_the_last_of_its_fsync_is_dropped_with_those_after(
     assert again.engine.stats()['journal_records_dropped'] == 0   # (no checkpoint since)
 
 
+def test_the_torn_records_a_restore_dropped_stay_counted_past_a_second_crash(tmp_path):
+    # The restore cuts the torn records off the file, so the next read finds none: their
+    # count (summary.json's journal_records_dropped) lived in memory only until the next
+    # checkpoint, K pushes later, and a second crash before it lost it (0 after the second
+    # restore). The restored server checkpoints at its first step once it dropped records.
+    mid = _stopped_after('asgd', tmp_path / 'live', 7)      # (checkpoint 1, 3 records)
+    offsets = _regroup(mid, [1, 2])
+    _flip(os.path.join(mid, JOURNAL_FILE), offsets[1])
+    back = _server('asgd', mid, 9)
+    assert back.engine.stats()['journal_records_dropped'] == 2
+    saves = back.state.saves
+    stale = _push(_engines('asgd', 9)[1](0), 11, 0)         # (its first input: refused)
+    back.on_message(stale, 10.0)
+    assert back.state.saves == saves + 1 and not back.dropped_unsaved
+    back.engine.journal.close()                             # (killed: nothing more written)
+    again = _server('asgd', mid, 9)
+    assert again.engine.journal.dropped is None and not again.dropped_unsaved
+    assert again.engine.stats()['journal_records_dropped'] == 2
+
+
 def test_a_damaged_record_a_later_fsync_shows_synced_is_refused(tmp_path):
     # the first of two records in one fsync damaged, and a record of a later fsync intact:
     # that later fsync covered the damaged one, whose answer may have left: refused (an

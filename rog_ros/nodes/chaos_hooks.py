@@ -444,6 +444,9 @@ class ServerHooks(_Hooks):
         self.stopped_seen = 0     # workers told to stop, as of the last checkpoint
         self.final_seen = False   # the fleet's final model taken, as of the last checkpoint
         self.revived_seen = 0     # push runs taken back (``runs_taken_back``), as of it
+        # a push server's journal records torn at this start, in no checkpoint yet (``_observe``)
+        self.dropped_unsaved = bool(getattr(getattr(engine, 'journal', None),
+                                            'dropped_records', 0))
         self.ledger_dir = ledger_dir
         self.ledger = None
         if ledger_dir:
@@ -539,6 +542,7 @@ class ServerHooks(_Hooks):
         if self.run_record is not None:
             obj['run_record'] = self.run_record()
         self.state.save(obj)
+        self.dropped_unsaved = False
         self.engine.checkpoint_confirmed(sd['state_id'])
 
     def on_message(self, msg, now: float) -> list:
@@ -586,13 +590,17 @@ class ServerHooks(_Hooks):
         # is suspended as absent, and the acks meanwhile change it), and robots that left
         # with the first would hold another model than model.pt. And after a push run taken
         # back: restored as retired, its pushes were refused for good (not K pushes lost).
+        # And after a restore that dropped torn journal records: the restore cut them off the
+        # file, so a crash before the next checkpoint lost their count (summary.json's
+        # ``journal_records_dropped``), which only a checkpoint keeps.
         stopped = sum(stops_sent(e))
         final = getattr(e, 'final_values', None) is not None
         revived = int(getattr(e, 'runs_taken_back', 0))
         if self.state is not None and (_progress(e) >= self.next_at or
                                        stopped > self.stopped_seen or
                                        final > self.final_seen or
-                                       revived > self.revived_seen):
+                                       revived > self.revived_seen or
+                                       self.dropped_unsaved):
             self.next_at = (_progress(e) // self.every + 1) * self.every
             self.stopped_seen = stopped
             self.final_seen = final
