@@ -211,3 +211,82 @@ def test_the_finished_checkpoint_follows_the_written_results(model_written):
     assert node.finish() == {'completed': True}
     assert order == ['collect', 'close', 'model', 'summary'] + (
         ['checkpoint'] if model_written else [])
+
+
+def _record_events(rec: RunRecorder) -> list:
+    """Return ``rec``'s events.csv rows without their time (why: the restore's clock)."""
+    return [(e[1], e[2], e[3]) for e in rec.events]
+
+
+def _tally(rec: RunRecorder) -> tuple:
+    """Return what the server's logs count in ``rec``: events, triggers, stalls, transfers."""
+    return (_record_events(rec), list(rec.triggers), [round(s, 9) for s in rec.stall_s],
+            len(rec.transfer_s), rec.bytes_down, len(rec.rows_down))
+
+
+@pytest.mark.parametrize('spec', ['rog:2', 'bsp', 'ssp:2', 'flown'])
+def test_a_server_restored_from_a_checkpoint_records_the_logs_of_its_message_once(
+        tmp_path, spec):
+    # The hooks checkpoint after the engine's call, before the node records that call's
+    # logs, so each checkpoint's run record lacks them: a server restored from it missed
+    # the trigger, stall, pull_done, worker_done, ... of the message it was taken for
+    # (events.csv, the per-robot counters, the transfer figures). The checkpoint keeps
+    # them (restored_logs), and the restored record plus them equals the live record right
+    # after that message was recorded: each once. Every checkpoint of the run is restored,
+    # the progress ones (every push) and the stop orders'.
+    from rog_ros.protocol.messages import SERVER
+    harness, server, *_ = build(spec, n=3, iters=6, final_model=True)
+    live = _recorder(system=spec, n_workers=3)
+    (tmp_path / 'state').mkdir()
+    hooks = chaos_hooks.ServerHooks(server, server.w_srv, state_dir=str(tmp_path / 'state'),
+                                    checkpoint_every=1, run_record=live.state)
+    harness.server = hooks
+    taken, handle = [], harness._handle
+
+    def recording(node, actions):
+        """Record the server's logs as the node does, after the call; note checkpoints."""
+        if node == SERVER:
+            for a in actions:
+                if isinstance(a, Log):
+                    live.on_log(harness.now, SERVER, a)
+        handle(node, actions)
+        if node == SERVER and hooks.checkpoint_id != taken_id[0]:
+            taken.append(((tmp_path / 'state' / 'server.pt').read_bytes(), _tally(live)))
+            taken_id[0] = hooks.checkpoint_id
+    taken_id = [0]
+    harness._handle = recording
+    harness.run(until=60.0)
+    assert server.finished and len(taken) >= 6
+    assert any(t[1][1] != taken[i - 1][1][1] for i, t in enumerate(taken) if i)  # triggers
+    for i, (state, want) in enumerate(taken):
+        (tmp_path / 'again').mkdir(exist_ok=True)
+        (tmp_path / 'again' / 'server.pt').write_bytes(state)
+        again = chaos_hooks.ServerHooks(harness.new_server(), server.w_srv,
+                                        state_dir=str(tmp_path / 'again'))
+        assert again.restore() is not None
+        back = _recorder(system=spec, n_workers=3)
+        back.load_state(again.restored_record)
+        for at, log in again.restored_logs:
+            back.on_log(at, SERVER, log)
+        assert _tally(back) == want, f'checkpoint {i + 1} of {len(taken)}'
+
+
+def test_a_checkpoint_with_damaged_unrecorded_logs_is_refused_in_one_line(tmp_path):
+    harness, server, *_ = build('rog:2', n=2, iters=6)
+    harness.run(until=1.0)
+    hooks = chaos_hooks.ServerHooks(server, server.w_srv, state_dir=str(tmp_path),
+                                    run_record=lambda: {'elapsed_s': 1.0})
+    hooks._unrecorded = [(0.5, Log('trigger', 1.0, 1, {'clock': np.int64(3)}))]
+    hooks.checkpoint()
+    f = durable.StateFile(str(tmp_path / 'server.pt'))
+    obj = f.load()
+    assert obj['unrecorded_logs'] == [[0.5, 'trigger', 1.0, 1, '{"clock": 3}']]
+    obj['unrecorded_logs'] = [[0.5, 'trigger', 'one', 1, '{}']]
+    f.save(obj)
+    fresh = harness.new_server()
+    clock = list(fresh.clock)
+    again = chaos_hooks.ServerHooks(fresh, server.w_srv, state_dir=str(tmp_path))
+    with pytest.raises(durable.StateError, match='unrecorded logs are damaged') as err:
+        again.restore()
+    assert '\n' not in str(err.value) and list(fresh.clock) == clock
+    assert again.restored is None and again.restored_logs == []

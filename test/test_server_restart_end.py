@@ -335,3 +335,61 @@ def test_the_bounds_of_the_wait_follow_the_lease_of_the_cyclone_configuration(
     finally:
         for node in [srv] + workers:
             node.shutdown()
+
+
+def _tally(node) -> tuple:
+    """Return what the server's logs count in ``node``'s record (events.csv, the counters)."""
+    rec = node.recorder
+    return ([(e[2], e[1]) for e in rec.events if e[2] != 'server_restored'], list(rec.triggers),
+            [round(s, 9) for s in rec.stall_s], len(rec.transfer_s), len(rec.rows_down))
+
+
+def _tallied_at_checkpoints(srv) -> list:
+    """
+    Keep ``srv``'s run record (``_tally``) once the call a checkpoint was taken in is recorded.
+
+    Why: the record a server restored from that checkpoint must hold; the checkpoint is
+    taken in the call, before the node records its logs. Return [tally of the last].
+    """
+    kept, taken, handle = [], [srv.hooks.checkpoint_id], srv.driver.handle
+
+    def handling(actions, now):
+        """Handle ``actions``; keep the record if a checkpoint was taken in their call."""
+        handle(actions, now)
+        if srv.hooks.checkpoint_id != taken[0]:
+            taken[0] = srv.hooks.checkpoint_id
+            kept[:] = [(taken[0], _tally(srv))]
+
+    srv.driver.handle = handling
+    return kept
+
+
+@pytest.mark.parametrize('sync', ['rog', 'bsp'])
+def test_a_rog_server_restored_from_a_checkpoint_records_its_message_logs_once(
+        tmp_path, monkeypatch, sync):
+    # The checkpoint is taken in the engine's call, before the node records that call's
+    # logs: a server restored from it missed them (that push's trigger and stall, a stop
+    # order's stopped_after_fleet, ...). Killed right after a checkpoint (its later work
+    # is lost with it: no journal), the restored server's record at activate is the dead
+    # one's as the checkpoint's call left it, each log once.
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, '/rk', 1)
+    nodes, back = [srv] + workers, None
+    kept = _tallied_at_checkpoints(srv)
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: kept and kept[0][0] >= 8)
+        assert kept and kept[0][0] == srv.hooks.checkpoint_id >= 8
+        _kill(hub, srv, nodes)
+        back = _restarted_server(tmp_path, '/rk', server_args)
+        assert back.hooks.restored == kept[0][0]
+        assert back.activate()
+        got = _tally(back)
+        assert back.hooks.restored_logs == []
+        nodes.insert(0, back)
+        _spin(nodes, lambda: back.engine.finished)
+        summary = back.finish()
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    assert got == kept[0][1] and got[3] >= 8      # (a pull_done each: its transfer time)
+    assert summary['completed'] is True

@@ -405,6 +405,33 @@ def stops_sent(engine) -> list:
     return [bool(x) for x in sent]
 
 
+def _plain_log(now: float, log: Log) -> list:
+    """Return ``log`` taken at ``now`` in a checkpoint's plain types (``_logs_from``)."""
+    return [float(now), str(log.name), float(log.value), int(log.worker),
+            json.dumps(log.info, default=_plain_value)]
+
+
+def _plain_value(obj):
+    """Return NumPy's and torch's numbers and arrays as Python's (``json.dumps``)."""
+    tolist = getattr(obj, 'tolist', None)
+    return tolist() if callable(tolist) else str(obj)
+
+
+def _logs_from(saved, path: str) -> list:
+    """
+    Return the ``(now, Log)`` of a checkpoint's ``unrecorded_logs`` (none: older checkpoints).
+
+    Raises ``durable.StateError`` in one line for a damaged list, changing nothing.
+    """
+    try:
+        return [(float(now), Log(str(name), float(value), int(worker), json.loads(info)))
+                for now, name, value, worker, info in saved or ()]
+    except (TypeError, ValueError) as err:
+        raise durable.StateError(f'checkpoint {path}: its unrecorded logs are damaged '
+                                 f'({_first_line(err)}); move the state folder away to start '
+                                 'afresh') from None
+
+
 class ServerHooks(_Hooks):
     """
     Checkpoints and ledger around a ServerEngine.
@@ -456,6 +483,12 @@ class ServerHooks(_Hooks):
             self.ledger = _Ledger(path, random.getrandbits(62))
             self.proj = lg.projections(engine.w_srv.numel())
         self.restored = None
+        # the logs of the call a checkpoint is taken in (``_observe``), which the node records
+        # after it; a restore hands those of its checkpoint to the node (``restored_logs``).
+        # A push server's adapter keeps its own (``ServerAdapter._unrecorded``).
+        self.keeps_logs = not hasattr(engine, 'replayed_logs')
+        self._unrecorded = []
+        self.restored_logs = []        # (now, Log) of the checkpoint's call, not in its record
         self.results_written = False   # the node wrote the run's results (``run_done``)
         self.heard = set()             # robots whose message the engine took (``on_message``)
         if self.state is not None and hasattr(engine, 'defer_journal'):
@@ -502,6 +535,7 @@ class ServerHooks(_Hooks):
                 self.ledger.flush()
             return None
         obj = self.state.load()
+        logs = _logs_from(obj.get('unrecorded_logs'), self.state.path)   # (first: one line)
         try:
             self.engine.load_state_dict(obj['engine'])
         except (KeyError, ValueError, TypeError, RuntimeError) as err:
@@ -512,6 +546,7 @@ class ServerHooks(_Hooks):
                                      '--state-dir of its own, or move this one away to '
                                      'start afresh') from None
         self.restored_record = obj.get('run_record')
+        self.restored_logs = logs
         # (a checkpoint from before the key: its finished run's results were written)
         self.results_written = bool(obj.get('results_written', obj.get('finished', False)))
         return self._took_up(int(obj.get('id', 0)))
@@ -541,6 +576,9 @@ class ServerHooks(_Hooks):
                'results_written': self.results_written}
         if self.run_record is not None:
             obj['run_record'] = self.run_record()
+            if self.keeps_logs and not self.results_written:
+                # (written results: the node recorded every log before it wrote them)
+                obj['unrecorded_logs'] = [_plain_log(now, log) for now, log in self._unrecorded]
         self.state.save(obj)
         self.dropped_unsaved = False
         self.engine.checkpoint_confirmed(sd['state_id'])
@@ -558,7 +596,7 @@ class ServerHooks(_Hooks):
         """
         e = self.engine
         before = (e.rejects, getattr(e, 'superseded', 0))
-        actions = self._observe(lambda: e.on_message(msg, now), msg)
+        actions = self._observe(lambda: e.on_message(msg, now), msg, now)
         sender = getattr(msg, 'sender', -1)
         if isinstance(sender, int) and sender >= 0 and \
                 (e.rejects, getattr(e, 'superseded', 0)) == before:
@@ -566,13 +604,19 @@ class ServerHooks(_Hooks):
         return actions
 
     def on_tick(self, now: float) -> list:
-        return self._observe(lambda: self.engine.on_tick(now), None)
+        return self._observe(lambda: self.engine.on_tick(now), None, now)
 
-    def _observe(self, call, msg) -> list:
+    def _observe(self, call, msg, now: float) -> list:
         e = self.engine
         watch = self.ledger is not None and isinstance(msg, RowChunk)
         before = e.w_srv.clone() if watch else None
         actions = call()
+        # A checkpoint taken below holds the node's run record as it was before this call:
+        # the node records this call's logs after it returns. Kept in the checkpoint, a
+        # restore from it records them (until 2026-12-07 a Rog, BSP, SSP or FLOWN server
+        # restored from it missed them: that push's trigger and stall, a stop order's
+        # worker_done, the final model's final_model, ...).
+        self._unrecorded = [(float(now), a) for a in actions if isinstance(a, Log)]
         self._count_rejects(actions)
         if watch and not torch.equal(before, e.w_srv):
             diff = (before.double() - e.w_srv.double()) * self.scale
@@ -606,6 +650,7 @@ class ServerHooks(_Hooks):
             self.final_seen = final
             self.revived_seen = revived
             self.checkpoint()
+        self._unrecorded = []
         # A push server's journal: the records of the inputs just taken, unless the checkpoint
         # holds them (one write a push with K = 1, not a record and a checkpoint); before the
         # answer leaves either way.

@@ -362,20 +362,24 @@ class ServerNode:
 
     def _record_replayed(self) -> None:
         """
-        Record the logs of a push server's journal replayed at the restore (``events.csv``).
+        Record the logs a restore owes the run record (``events.csv``, the counters).
 
-        Why: the checkpoint's run record holds the events before it; those of the inputs
-        journaled after it were replayed into the engine, their logs dropped, so events.csv
-        and the transfer figures missed them. Their times are the crashed process's
-        monotonic clock (this one's, within one boot), kept within the run's span.
+        Why: the checkpoint's run record holds the events before it, but not the logs of
+        the call it was taken in (the node records them after the call: the hooks'
+        ``restored_logs``, a push server's first ``replayed_logs``); those of a push
+        server's inputs journaled after it were replayed into the engine, their logs
+        dropped. Each is recorded once: the next checkpoint's run record holds them. Their
+        times are the crashed process's monotonic clock (this one's, within one boot), kept
+        within the run's span.
         """
-        logs = getattr(self.engine, 'replayed_logs', None)
-        if not logs:
-            return
+        logs = list(getattr(self.hooks, 'restored_logs', None) or ()) + \
+            list(getattr(self.engine, 'replayed_logs', None) or ())
         now = time.monotonic()
         for at, log in logs:
             self.recorder.on_log(min(max(at - self.t0, 0.0), now - self.t0), SERVER, log)
-        self.engine.replayed_logs = []
+        if hasattr(self.engine, 'replayed_logs'):
+            self.engine.replayed_logs = []
+        self.hooks.restored_logs = []
 
     def _wait_for_robots(self, live: list) -> bool:
         """
