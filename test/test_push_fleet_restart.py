@@ -382,9 +382,18 @@ def test_a_push_server_restored_from_before_the_budget_its_robots_finished_gives
         back = _restarted_server(tmp_path, '/pb', server_args)
         assert not any(back.engine.stopped) and sum(back.engine.clock) < 2 * ITERATIONS
         t = time.monotonic()
-        with pytest.raises(PeerTimeout):
+        with pytest.raises(PeerTimeout) as err:
             back.activate()
         assert 2.5 < time.monotonic() - t < 10.0        # (startup_timeout: 3 s)
+        # it said what is true (it said: is the other side running with the same namespace
+        # and ROS_DOMAIN_ID, and can DDS discovery reach it?), in one line
+        said = str(err.value)
+        assert said.startswith('no peer on w0/chunks') and ' after 3 s: ' in said
+        assert 'is the other side running' not in said and '\n' not in said
+        assert (f'restored from checkpoint {back.hooks.restored} of {state} and no robot was '
+                'heard: its robots may have finished the run and left') in said
+        assert f'results of the run are those its last server wrote in {tmp_path} ' in said
+        assert f'move {state} away or give another --state-dir' in said
     finally:
         for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
             node.shutdown()

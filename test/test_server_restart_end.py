@@ -393,3 +393,32 @@ def test_a_rog_server_restored_from_a_checkpoint_records_its_message_logs_once(
             node.shutdown()
     assert got == kept[0][1] and got[3] >= 8      # (a pull_done each: its transfer time)
     assert summary['completed'] is True
+
+
+@pytest.mark.parametrize('restored, there, says_restored', [
+    (None, [], False), (3, [1], False), (3, [], True)])
+def test_only_a_restored_server_that_heard_no_robot_says_its_robots_may_have_left(
+        restored, there, says_restored):
+    # A restored server's startup timeout says its robots may have finished and left (a
+    # state folder older than their budget) only when no robot is there; a fresh server,
+    # or one that sees a robot, keeps the hint of a fleet that cannot see itself
+    from types import SimpleNamespace
+    from rog_ros.nodes.connect import PeerTimeout
+    node = server_node.ServerNode.__new__(server_node.ServerNode)   # what the wait uses
+    node.args = SimpleNamespace(startup_timeout=0.05, workers=2, state_dir='/s', out='/o',
+                                namespace='/n')
+    node.hooks = SimpleNamespace(restored=restored)
+    node._finished_before = False
+    node.requests = SimpleNamespace(shutdown_requested=False)
+    node.incompatible = SimpleNamespace(given_up=set())
+    node._look_for_incompatible = lambda live: []
+    node._uplink_writers = lambda other_builds=True: None
+    node._robot_there = lambda rank, writers=False: rank in there
+    node.bus = SimpleNamespace(namespace='/n', matched=lambda topic: 0)
+    with pytest.raises(PeerTimeout) as err:
+        node._wait_for_robots([0, 1])
+    said = str(err.value)
+    assert said.startswith('no peer on ') or said.startswith('too few peers on ')
+    assert ('restored from checkpoint 3 of /s and no robot was heard' in said) == says_restored
+    assert ('is the other side running with the same namespace' in said) != says_restored
+

@@ -409,6 +409,8 @@ class ServerNode:
                                       left, keep_waiting=keep_waiting,
                                       minimum=dict.fromkeys(server_inbox(), len(live)))
             except PeerTimeout as err:
+                if self._restored_and_none_heard():
+                    raise PeerTimeout(self._restored_timeout(str(err))) from err
                 if not self.incompatible.given_up:
                     raise
                 startup = self.args.startup_timeout     # (the message says the last wait's)
@@ -427,6 +429,34 @@ class ServerNode:
                     'build): no robot can train; upgrade the robots to this version')
             live = [r for r in live if r not in self.incompatible.given_up]
         return True
+
+    def _restored_and_none_heard(self) -> bool:
+        """Tell whether this server was restored from a checkpoint and no robot is there."""
+        if getattr(self.hooks, 'restored', None) is None or self._finished_before:
+            return False
+        writers = self._uplink_writers(other_builds=False)
+        return not any(self._robot_there(r, writers) for r in range(self.args.workers))
+
+    def _restored_timeout(self, text: str) -> str:
+        """
+        Return the startup timeout ``text`` of a restored server that heard no robot.
+
+        Why: a state folder older than the robots' budget (a copy put back: no crash leaves
+        one, the checkpoint and journal hold every stop order sent) restores a run whose
+        robots may have finished it and left; the server waited for them and gave up with
+        the hint of a fleet that cannot see itself (namespace, ROS_DOMAIN_ID, discovery),
+        which sent the user after a network that was fine.
+        """
+        a = self.args
+        head = text.split(': is the other side', 1)[0]
+        return (f'{head}: this server was restored from checkpoint {self.hooks.restored} of '
+                f'{a.state_dir} and no robot was heard: its robots may have finished the '
+                'run and left (a state folder older than their budget, such as a copy put '
+                'back; no crash leaves one). If they did, the results of the run are those '
+                f'its last server wrote in {a.out} (summary.json, model.pt); '
+                f'{train_again(a.state_dir)}. If its robots are still to come, start them '
+                f'(namespace {a.namespace}, the same ROS_DOMAIN_ID) and run this command '
+                'again: it resumes the run')
 
     def _look_for_incompatible(self, ranks, now=None) -> list:
         """
