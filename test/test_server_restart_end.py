@@ -422,3 +422,37 @@ def test_only_a_restored_server_that_heard_no_robot_says_its_robots_may_have_lef
     assert ('restored from checkpoint 3 of /s and no robot was heard' in said) == says_restored
     assert ('is the other side running with the same namespace' in said) != says_restored
 
+
+@pytest.mark.parametrize('sync, every', [('rog', 4), ('bsp', 4), ('asgd', 100), ('gsp', 4)])
+def test_a_server_restored_twice_keeps_the_first_restore_in_its_record(
+        tmp_path, monkeypatch, sync, every):
+    # Killed once mid-run and restored (from its checkpoint; asgd with K = 100 from its
+    # journal alone, checkpoint 0), the server records server_restored at activate; killed
+    # again before its next checkpoint and restored, its record came from the same
+    # checkpoint (or journal header) as the first restore's, and lost that restore's
+    # server_restored. The restored server checkpoints its record once it is taken up.
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, '/r2', every)
+    nodes, backs = [srv] + workers, []
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: sum(srv.engine.clock) >= 5 and (
+            every == 100 or srv.hooks.checkpoint_id >= 1))
+        _kill(hub, srv, nodes)
+        for _ in range(2):
+            backs.append(_restarted_server(tmp_path, '/r2', server_args))
+            assert backs[-1].activate()
+            if len(backs) == 1:
+                first = backs[0].hooks.restored
+                assert first == (0 if every == 100 else 1)
+                _kill(hub, backs[0], backs[:1])   # killed again before its next checkpoint
+        back = backs[-1]
+        restores = [e for e in back.recorder.events if e[2] == 'server_restored']
+        nodes.insert(0, back)
+        _spin(nodes, lambda: back.engine.finished)
+        summary = back.finish()
+    finally:
+        for node in nodes + [n for n in [srv] + backs if n not in nodes]:
+            node.shutdown()
+    assert [e[4]['checkpoint'] for e in restores] == [first, back.hooks.restored]
+    assert restores[0][0] <= restores[1][0]
+    assert summary['completed'] is True

@@ -357,6 +357,11 @@ class ServerNode:
         if self._resumed:
             info = {'checkpoint': self.hooks.restored, 'evaluations': self.evaluations}
             self._on_log(time.monotonic(), Log('server_restored', self._resumed[1], SERVER, info))
+        if self.hooks.restored is not None and getattr(self.hooks, 'state', None) is not None:
+            # the record taken up (server_restored, the logs a restore owes it) into a
+            # checkpoint at once: a second crash before the next restored the first's
+            # checkpoint or journal header again, and lost this restore's server_restored
+            self.hooks.checkpoint()
         self._evaluate()
         return True
 
