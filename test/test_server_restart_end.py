@@ -395,13 +395,15 @@ def test_a_rog_server_restored_from_a_checkpoint_records_its_message_logs_once(
     assert summary['completed'] is True
 
 
-@pytest.mark.parametrize('restored, there, says_restored', [
-    (None, [], False), (3, [1], False), (3, [], True)])
+@pytest.mark.parametrize('restored, there, says_restored, incompatible', [
+    (None, [], False, ()), (3, [1], False, ()), (3, [], True, ()), (3, [], False, (1,))])
 def test_only_a_restored_server_that_heard_no_robot_says_its_robots_may_have_left(
-        restored, there, says_restored):
+        restored, there, says_restored, incompatible):
     # A restored server's startup timeout says its robots may have finished and left (a
     # state folder older than their budget) only when no robot is there; a fresh server,
-    # or one that sees a robot, keeps the hint of a fleet that cannot see itself
+    # or one that sees a robot, keeps the hint of a fleet that cannot see itself. One that
+    # gave up a robot of an incompatible build saw that robot: it names it (upgrade), as a
+    # fresh server does (it said its robots may have left, and named none)
     from types import SimpleNamespace
     from rog_ros.nodes.connect import PeerTimeout
     node = server_node.ServerNode.__new__(server_node.ServerNode)   # what the wait uses
@@ -410,7 +412,7 @@ def test_only_a_restored_server_that_heard_no_robot_says_its_robots_may_have_lef
     node.hooks = SimpleNamespace(restored=restored)
     node._finished_before = False
     node.requests = SimpleNamespace(shutdown_requested=False)
-    node.incompatible = SimpleNamespace(given_up=set())
+    node.incompatible = SimpleNamespace(given_up=set(incompatible))
     node._look_for_incompatible = lambda live: []
     node._uplink_writers = lambda other_builds=True: None
     node._robot_there = lambda rank, writers=False: rank in there
@@ -421,6 +423,8 @@ def test_only_a_restored_server_that_heard_no_robot_says_its_robots_may_have_lef
     assert said.startswith('no peer on ') or said.startswith('too few peers on ')
     assert ('restored from checkpoint 3 of /s and no robot was heard' in said) == says_restored
     assert ('is the other side running with the same namespace' in said) != says_restored
+    assert ('given up as running an incompatible rog_ros: robots 1' in said) == \
+        bool(incompatible)
 
 
 @pytest.mark.parametrize('sync, every', [('rog', 4), ('bsp', 4), ('asgd', 100), ('gsp', 4)])

@@ -436,8 +436,14 @@ class ServerNode:
         return True
 
     def _restored_and_none_heard(self) -> bool:
-        """Tell whether this server was restored from a checkpoint and no robot is there."""
-        if getattr(self.hooks, 'restored', None) is None or self._finished_before:
+        """
+        Tell whether this server was restored from a checkpoint and no robot is there.
+
+        A robot given up as of an incompatible build was there (its writers are another
+        build's, not counted below): the timeout names it (upgrade), not robots that left.
+        """
+        if getattr(self.hooks, 'restored', None) is None or self._finished_before or \
+                self.incompatible.given_up:
             return False
         writers = self._uplink_writers(other_builds=False)
         return not any(self._robot_there(r, writers) for r in range(self.args.workers))
