@@ -382,8 +382,21 @@ def test_a_rog_server_restored_from_a_checkpoint_records_its_message_logs_once(
         _kill(hub, srv, nodes)
         back = _restarted_server(tmp_path, '/rk', server_args)
         assert back.hooks.restored == kept[0][0]
+        # (the tally sees a stall only when that call had one: Rog's checkpoint call often
+        # logs only push_applied, which the record does not count; the node must still
+        # record every log the checkpoint kept, each once, whatever they are)
+        owed = [log for _, log in back.hooks.restored_logs]
+        assert owed and any(log.name == 'push_applied' for log in owed)
+        recorded, on_log = [], back.recorder.on_log
+
+        def noting(now, node, log):
+            """Record ``log`` as the node does; note it."""
+            recorded.append(log)
+            on_log(now, node, log)
+        back.recorder.on_log = noting
         assert back.activate()
         got = _tally(back)
+        assert [x for x in recorded if any(x is log for log in owed)] == owed
         assert back.hooks.restored_logs == []
         nodes.insert(0, back)
         _spin(nodes, lambda: back.engine.finished)
