@@ -862,8 +862,12 @@ def test_a_magic_left_alone_by_a_power_cut_is_no_record(tail, tmp_path):
 
 
 def _random_bytes(rng, n):
-    """Return ``n`` random bytes of ``rng`` (why: ``Random.randbytes`` is Python 3.9's)."""
-    return rng.getrandbits(8 * n).to_bytes(n, 'little')
+    """
+    Return ``n`` random bytes of ``rng`` (why: ``Random.randbytes`` is Python 3.9's).
+
+    Python 3.8's ``getrandbits`` refuses 0 bits (3.9 gives 0): no bytes are drawn for none.
+    """
+    return rng.getrandbits(8 * n).to_bytes(n, 'little') if n > 0 else b''
 
 
 @pytest.mark.parametrize('block', [64, 512])
