@@ -47,9 +47,8 @@ from rog_ros.protocol.messages import new_incarnation, SERVER, TrainStatus, Tran
 from rog_ros.protocol.ps_membership import INCOMPATIBLE_LEASES, IncompatibleWatch
 from rog_ros.protocol.worker import WorkerEngine
 from rog_ros.transport.auth_bus import signer_of
-from rog_ros.transport.field_plans import full_name, MSG_DEFS
+from rog_ros.transport.field_plans import full_name, TYPE_HASHES
 from rog_ros.transport.topics import topic_type
-from rog_ros.transport.typehash import rihs01
 import torch
 
 STATUS_PERIOD_S = 0.5
@@ -287,7 +286,7 @@ class WorkerNode:
         matched = bool(foreign) and self._server_there()
         if not self.server_watch.observe(0, now, foreign, matched):
             return
-        hashes = ', '.join(f'{t} {rihs01(full_name(topic_type(t)), MSG_DEFS)}'
+        hashes = ', '.join(f'{t} {TYPE_HASHES[full_name(topic_type(t))]}'
                            for t in uplink[:1] + downlink[:1])
         raise ServerIncompatible(
             f'the server runs another rog_ros build: its participant {", ".join(foreign)} '

@@ -153,3 +153,16 @@ class Bus(abc.ABC):
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def guid_prefix_text(data) -> str:
+    """
+    Return a participant's 12-byte GUID prefix as Cyclone's logs write it (``a1b2c3d4:...``).
+
+    ``data``: the bytes of a DDS GUID or an rmw GID (a GUID copied), the prefix first. '' when
+    it is shorter or all zeros (no participant named). Both buses name participants so.
+    """
+    data = bytes(data or b'')[:12]
+    if len(data) < 12 or not any(data):
+        return ''
+    return ':'.join(data[i:i + 4].hex() for i in range(0, 12, 4))

@@ -44,7 +44,7 @@ from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
 from rog_ros.transport import idl
-from rog_ros.transport.bus import Bus, BusError
+from rog_ros.transport.bus import Bus, BusError, guid_prefix_text
 from rog_ros.transport.convert import decode, DecodeError, from_sample, to_sample
 from rog_ros.transport.cyclone_config import discovery_config, domain_id_from_env, \
     file_uri, peer_resolves
@@ -694,10 +694,7 @@ def _held_hint(ros_topic: str, held: float) -> str:
 
 def _guid_prefix(guid) -> str:
     """Return a participant's GUID prefix as Cyclone's logs write it (``a1b2c3d4:...``), or ''."""
-    data = getattr(guid, 'bytes', None)
-    if not data or len(data) < 12:
-        return ''
-    return ':'.join(data[i:i + 4].hex() for i in range(0, 12, 4))
+    return guid_prefix_text(getattr(guid, 'bytes', None))
 
 
 def _other_build(ros_topic: str, type_name, qos):

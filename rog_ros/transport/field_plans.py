@@ -33,6 +33,7 @@ import numpy as np
 
 from rog_ros.protocol import messages
 from rog_ros.transport.msgdef import load_msg_defs
+from rog_ros.transport.typehash import rihs01
 
 NUMPY_DTYPES = {
     'bool': np.bool_, 'int8': np.int8, 'int16': np.int16, 'uint16': np.uint16,
@@ -58,6 +59,13 @@ def msg_def(name: str):
         return MSG_DEFS[full_name(name)]
     except KeyError:
         raise KeyError(f'no message {name!r}; known: {sorted(MSG_DEFS)}') from None
+
+
+TYPE_HASHES = {name: rihs01(name, MSG_DEFS) for name in MSG_DEFS}
+"""This build's RIHS01 hash per message, ``{'pkg/Type': 'RIHS01_<hex>'}``.
+
+Here, not in ``idl``: the rclpy bus and the worker's start-up check compare peers' hashes
+with it and must not load the Cyclone binding that ``idl`` imports."""
 
 
 MESSAGE_CLASSES = {

@@ -41,8 +41,7 @@ from cyclonedds.idl import types as t
 import numpy as np
 
 from rog_ros.transport.field_plans import BYTE_TYPES, full_name as _full, MSG_DEFS
-from rog_ros.transport.field_plans import NUMPY_DTYPES
-from rog_ros.transport.typehash import rihs01
+from rog_ros.transport.field_plans import NUMPY_DTYPES, TYPE_HASHES
 
 try:  # private API of the binding: see the module docstring
     from cyclonedds.idl._machinery import PlainCdrV2SequenceOfPrimitiveMachine
@@ -227,8 +226,6 @@ def build_types(defs: dict) -> dict:
 
 DDS_TYPES = build_types(MSG_DEFS)
 """IDL struct class per message, ``{'pkg/Type': class}``."""
-TYPE_HASHES = {name: rihs01(name, MSG_DEFS) for name in MSG_DEFS}
-"""RIHS01 hash per message, ``{'pkg/Type': 'RIHS01_<hex>'}``."""
 
 
 def dds_type(name: str) -> type:

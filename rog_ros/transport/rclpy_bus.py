@@ -39,12 +39,12 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rog_ros import msg as ros_msg
 from rog_ros.protocol import messages
 from rog_ros.transport import topics
-from rog_ros.transport.bus import Bus, BusError
-from rog_ros.transport.field_plans import FIELD_PLANS, full_name, MESSAGE_CLASSES, MSG_DEFS
+from rog_ros.transport.bus import Bus, BusError, guid_prefix_text
+from rog_ros.transport.field_plans import FIELD_PLANS, full_name, MESSAGE_CLASSES, \
+    TYPE_HASHES
 from rog_ros.transport.standard_msgs import from_sample
 from rog_ros.transport.topics import DEFAULT_NAMESPACE, namesake_line, qualified, resolve, \
     topic_qos, topic_type
-from rog_ros.transport.typehash import rihs01
 
 try:
     ROS_CLASSES = {name: getattr(ros_msg, name) for name in MESSAGE_CLASSES}
@@ -433,7 +433,7 @@ class RclpyBus(Bus):
             self._graph_off = True
             return None
         ours = full_name(topic_type(ros_topic))           # 'rog_ros/RowChunk'
-        our_hash = _our_hash(ours)
+        our_hash = TYPE_HASHES.get(ours)
         ours = '{}/msg/{}'.format(*ours.split('/'))       # as rclpy names it
         self._own |= {_gid_prefix(i.endpoint_gid) for i in infos
                       if (i.node_name, i.node_namespace) == (name, namespace)}
@@ -493,25 +493,9 @@ class RclpyBus(Bus):
             self._node.destroy_node()
 
 
-_OUR_HASHES = {}
-
-
-def _our_hash(name: str):
-    """Return this build's RIHS01 hash of ``pkg/Type`` (None if it has no ``.msg`` here)."""
-    if name not in _OUR_HASHES:
-        try:
-            _OUR_HASHES[name] = rihs01(name, MSG_DEFS)
-        except (KeyError, ValueError):
-            _OUR_HASHES[name] = None
-    return _OUR_HASHES[name]
-
-
 def _gid_prefix(gid) -> str:
     """Return the GUID prefix of an rmw GID (its first 12 bytes) as DdsBus writes it, or ''."""
     try:
-        data = bytes(gid)[:12]
+        return guid_prefix_text(gid)
     except (TypeError, ValueError):
         return ''
-    if len(data) < 12 or not any(data):
-        return ''
-    return ':'.join(data[i:i + 4].hex() for i in range(0, 12, 4))
