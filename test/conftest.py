@@ -42,7 +42,7 @@ VIRTUAL_TIME_MODULES = ('test_protocol_*', 'test_core_*', 'test_policy_*', 'test
 # Modules that compute in this process only too, without virtual time (linters, parsers,
 # codecs): scheduled like the virtual-time ones, so they leave the wall-clock unit shorter.
 PROCESS_FREE_MODULES = ('test_lint', 'test_push_journal', 'test_net_record_gaps',
-                        'test_fuzz_messages',
+                        'test_fuzz_messages', 'test_dds_domains',
                         'test_graph_entry', 'test_net_duplex',
                         'test_net_estimator', 'test_net_links', 'test_net_mahimahi',
                         'test_net_replay', 'test_net_replay_log', 'test_net_columns',

@@ -19,9 +19,9 @@ The samples are the ones DdsBus publishes on ``ros_discovery_info`` (both layout
 domain of this module's own; the child's failures are simulated at ``subprocess.run``.
 """
 
-import os
 import subprocess
 
+import dds_domains
 import pytest
 from rog_ros.nodes import doctor, doctor_graph
 
@@ -29,8 +29,8 @@ GUID = bytes(range(1, 17))
 
 
 def _domain(offset: int) -> int:
-    """Return this module's domain ``offset`` (one of 60..99, by process id)."""
-    return 60 + (os.getpid() * 5 + offset) % 40
+    """Return this module's domain ``offset`` (:func:`dds_domains.domain`)."""
+    return dds_domains.domain(f'{__name__}:{offset}')
 
 
 def _sample(size: int, nodes, gids: int = 2) -> bytes:

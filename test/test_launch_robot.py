@@ -26,6 +26,7 @@ from pathlib import Path
 import sys
 import zipfile
 
+import dds_domains
 from launch_stand_ins import LaunchContext, stand_in_modules
 import pytest
 
@@ -103,7 +104,7 @@ def test_robot_launch_server_and_every_setting_is_an_argument(launch_file, monke
 
 def _free_domain() -> int:
     """Return a domain of this test process (another's server node would hold its index)."""
-    return 10 + (os.getpid() * 7 + 93) % 200
+    return dds_domains.domain(__name__)
 
 
 def test_robot_launch_server_whose_index_is_taken_keeps_a_free_one(

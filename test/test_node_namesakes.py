@@ -24,6 +24,7 @@ import logging
 import os
 import time
 
+import dds_domains
 import pytest
 
 pytest.importorskip('cyclonedds')
@@ -36,8 +37,8 @@ WAIT_S = 10.0
 
 
 def _domain() -> int:
-    """Return this module's DDS domain (one of 200..229, by process id)."""
-    return 200 + os.getpid() % 30
+    """Return this module's DDS domain (:func:`dds_domains.domain`)."""
+    return dds_domains.domain(__name__)
 
 
 def _bus(namespace: str, name: str):

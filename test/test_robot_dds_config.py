@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 import re
 
+import dds_domains
 import pytest
 
 from rog_ros import cli
@@ -366,7 +367,7 @@ def test_an_ipv6_server_index_port_held_by_an_ipv6_socket_is_taken(general):
     was free to it, and Cyclone's own IPv6 bind then failed (``DDS_RETCODE_ERROR``).
     """
     import socket
-    domain = 10 + (os.getpid() * 11 + 57) % 200
+    domain = dds_domains.domain(f'{__name__}:11-57')
     uri = _index_uri(general)
     port = cyclone_settings.discovery_port(domain, cyclone_config.SERVER_PARTICIPANT_INDEX)
     holder = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
@@ -389,7 +390,7 @@ def test_an_ipv6_server_index_port_held_by_an_ipv4_socket_is_taken_on_a_dual_sta
     import socket
     if Path('/proc/sys/net/ipv6/bindv6only').read_text().strip() != '0':
         pytest.skip('IPv6 sockets are IPv6-only on this host')
-    domain = 10 + (os.getpid() * 13 + 31) % 200
+    domain = dds_domains.domain(f'{__name__}:13-31')
     port = cyclone_settings.discovery_port(domain, cyclone_config.SERVER_PARTICIPANT_INDEX)
     holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     holder.bind(('', port))
@@ -435,7 +436,7 @@ def test_a_server_node_whose_index_is_taken_keeps_a_free_one_and_says_so():
     every server node did before the fixed one, and the warning says what that costs.
     """
     import socket
-    domain = 10 + (os.getpid() * 7 + 91) % 200
+    domain = dds_domains.domain(f'{__name__}:7-91')
     env = {'CYCLONEDDS_URI': 'file:///etc/my.xml', 'ROS_DOMAIN_ID': str(domain)}
     port = cyclone_settings.discovery_port(domain, cyclone_config.SERVER_PARTICIPANT_INDEX)
     said = []
@@ -496,7 +497,7 @@ def test_rog_robot_gives_the_index_to_its_server_node_only_and_warns_a_server_on
     monkeypatch.setattr(linkprobe, 'read_counters', lambda: {'eth0': (0, 0), 'lo': (0, 0)})
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv('CYCLONEDDS_URI', raising=False)
-    domain = 10 + (os.getpid() * 7 + 95) % 200
+    domain = dds_domains.domain(f'{__name__}:7-95')
     monkeypatch.setenv('ROS_DOMAIN_ID', str(domain))
     index = '<Discovery><ParticipantIndex>50</ParticipantIndex></Discovery>'
     server = ['robot', '--role', 'server', '--workers', '2', '--logs', 'slogs']

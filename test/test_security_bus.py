@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 
+import dds_domains
 import numpy as np
 import pytest
 
@@ -45,7 +46,8 @@ TOPIC = 'up/chunks'
 
 
 def _domain(offset: int) -> int:
-    return 10 + (os.getpid() * 11 + offset) % 200
+    """Return this module's domain ``offset`` (:func:`dds_domains.domain`)."""
+    return dds_domains.domain(f'{__name__}:{offset}')
 
 
 def _chunk(seq: int, sender: int = 1) -> m.RowChunk:

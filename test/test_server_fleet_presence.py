@@ -29,6 +29,7 @@ import os
 import time
 from types import SimpleNamespace
 
+import dds_domains
 import pytest
 
 from rog_ros.nodes import rog_server, server_node
@@ -53,7 +54,7 @@ def _bus_opener(monkeypatch, tag: str):
     for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
         monkeypatch.delenv(var, raising=False)
     config = str(cyclone_config.config_path('loopback'))
-    domain = 10 + (os.getpid() * 7 + 3) % 200
+    domain = dds_domains.domain(f'{__name__}:{tag}')
     namespace = f'/rog_test_{os.getpid()}_{tag}'
 
     def open_dds(*_args, **_kw):

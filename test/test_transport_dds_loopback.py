@@ -27,6 +27,7 @@ import sys
 import textwrap
 import time
 
+import dds_domains
 import numpy as np
 import pytest
 
@@ -44,18 +45,8 @@ WAIT_S = 20.0
 
 
 def _domain(offset: int) -> int:
-    """
-    Return this process's domain ``offset``, past those a bus of this process configured.
-
-    A domain a bus created from its own configuration lives as long as the process
-    (``dds_bus._DOMAINS``), and Cyclone refuses to create it again under another one
-    (PRECONDITION_NOT_MET): another test module in the same pytest-xdist worker may have
-    drawn the same number (a fresh-clone CI failed all three SPDPInterval cases so).
-    """
-    domain = 10 + (os.getpid() * 7 + offset) % 200
-    while domain in dds_bus._DOMAINS:
-        domain = 10 + (domain - 9) % 200
-    return domain
+    """Return this module's domain ``offset`` (:func:`dds_domains.domain`: see why there)."""
+    return dds_domains.domain(f'{__name__}:{offset}')
 
 
 def _namespace(tag: str) -> str:
@@ -342,7 +333,7 @@ def test_the_bus_keeps_pinging_a_dropped_peer_on_cyclone_11_only(tmp_path, monke
 
 
 def test_wrong_type_and_closed_bus_are_refused():
-    bus = dds_bus.DdsBus(namespace=_namespace('c'), domain_id=_domain(0))
+    bus = dds_bus.DdsBus(namespace=_namespace('c'), domain_id=_domain(2))
     with pytest.raises(ValueError):
         bus.publish('chunks', m.TrainStatus(node=0, stamp=0.0))
     bus.close()

@@ -28,6 +28,7 @@ import os
 import time
 from types import SimpleNamespace
 
+import dds_domains
 import numpy as np
 import pytest
 
@@ -156,7 +157,7 @@ def _client():
 @pytest.fixture(scope='module')
 def fleet_side():
     """Open a DdsBus on its own domain and namespace, and a plain participant beside it."""
-    domain = 100 + os.getpid() % 60
+    domain = dds_domains.domain(__name__)
     namespace = f'/rogwire{os.getpid()}'
     bus = dds_bus.DdsBus(namespace=namespace, domain_id=domain,
                          config=str(cyclone_config.config_path('loopback')))
@@ -263,7 +264,7 @@ def _whole_and_part():
 
 def test_a_hand_written_reader_reads_whole_versions_and_parts(fleet_side):
     bus, c, _, ns = fleet_side
-    participant = c.DomainParticipant(100 + os.getpid() % 60)   # (fleet_side's domain)
+    participant = c.DomainParticipant(dds_domains.domain(__name__))   # (fleet_side's)
     topic = c.Topic(participant, f'rt{ns}/w0/versions', c.RowVersions)
     reader = c.DataReader(participant, topic, qos=c.reliable)
     bus.advertise('w0/versions')
@@ -293,7 +294,7 @@ def test_a_reader_of_the_layout_before_parts_is_told_apart(fleet_side, caplog):
     # with schema version 4, which its check refuses in one line
     from rog_ros.transport import convert, idl
     bus, c, _, ns = fleet_side
-    participant = c.DomainParticipant(100 + os.getpid() % 60)   # (fleet_side's domain)
+    participant = c.DomainParticipant(dds_domains.domain(__name__))   # (fleet_side's)
     topic = c.Topic(participant, f'rt{ns}/w1/versions', c.RowVersions3)
     reader = c.DataReader(participant, topic, qos=c.reliable)   # (kept: matched, or not)
     bus.advertise('w1/versions')

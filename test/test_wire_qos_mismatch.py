@@ -28,6 +28,7 @@ import logging
 import os
 import time
 
+import dds_domains
 import pytest
 
 pytest.importorskip('cyclonedds')
@@ -39,8 +40,8 @@ STATUS = 'status/rog_worker_0/train_status'
 
 
 def _domain(offset: int) -> int:
-    """Return this module's domain ``offset`` (one of 110..159, by process id)."""
-    return 110 + (os.getpid() * 5 + offset) % 50
+    """Return this module's domain ``offset`` (:func:`dds_domains.domain`)."""
+    return dds_domains.domain(f'{__name__}:{offset}')
 
 
 def _bus(offset: int):

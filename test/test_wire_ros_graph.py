@@ -25,6 +25,7 @@ compares every GID with the DDS GUIDs of the bus's endpoints as DDS discovery re
 import os
 import time
 
+import dds_domains
 import pytest
 
 pytest.importorskip('cyclonedds')
@@ -43,8 +44,8 @@ INFO = 'rmw_dds_common/msg/ParticipantEntitiesInfo'
 
 
 def _domain(offset: int) -> int:
-    """Return this module's domain ``offset`` (one of 110..159, by process id)."""
-    return 110 + (os.getpid() * 7 + offset) % 50
+    """Return this module's domain ``offset`` (:func:`dds_domains.domain`)."""
+    return dds_domains.domain(f'{__name__}:{offset}')
 
 
 def _bus(offset: int, **kwargs):

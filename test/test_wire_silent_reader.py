@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 
+import dds_domains
 import numpy as np
 import pytest
 
@@ -107,7 +108,7 @@ def _suspended_tool(bus, domain: int, lease_s: float, topic: str = 'w0/chunks'):
 def test_a_suspended_reliable_reader_holds_writes_until_its_lease_ends_without_a_crash(caplog):
     caplog.set_level(logging.WARNING, logger='rog_ros.dds')
     loopback = cyclone_config.config_path('loopback')
-    domain = 110 + (os.getpid() * 13) % 50
+    domain = dds_domains.domain(f'{__name__}:0')
     bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}', domain_id=domain,
                          config=str(loopback), publish_timeout_s=TRY_S)
     with _suspended_tool(bus, domain, LEASE_S):
@@ -126,7 +127,7 @@ def test_a_suspended_reliable_reader_holds_writes_until_its_lease_ends_without_a
 
 def test_a_publish_gives_up_with_the_cause_after_publish_give_up_s():
     loopback = cyclone_config.config_path('loopback')
-    domain = 110 + (os.getpid() * 13 + 1) % 50
+    domain = dds_domains.domain(f'{__name__}:1')
     bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_b', domain_id=domain,
                          config=str(loopback), publish_timeout_s=0.5, publish_give_up_s=1.0)
     with _suspended_tool(bus, domain, 60):
@@ -142,7 +143,7 @@ def test_held_publishes_are_logged_once_a_minute_per_topic(caplog, monkeypatch):
     caplog.set_level(logging.WARNING, logger='rog_ros.dds')
     monkeypatch.setattr(dds_bus, '_HELD_WARN_S', 0.0)       # every publish counts as held
     loopback = cyclone_config.config_path('loopback')
-    domain = 110 + (os.getpid() * 13 + 2) % 50
+    domain = dds_domains.domain(f'{__name__}:2')
     bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_c', domain_id=domain,
                          config=str(loopback))
     try:
@@ -167,7 +168,7 @@ def test_a_robot_that_falls_silent_mid_transfer_does_not_block_the_next_write():
     # blocked the server's one loop, and so every robot, for publish_timeout_s (10 s) until
     # the robot's lease ended: every robot stalled 10 s for one robot's outage
     loopback = cyclone_config.config_path('loopback')
-    domain = 110 + (os.getpid() * 13 + 3) % 50
+    domain = dds_domains.domain(f'{__name__}:3')
     bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_d', domain_id=domain,
                          config=str(loopback), publish_timeout_s=TRY_S, publish_give_up_s=TRY_S)
     with _suspended_tool(bus, domain, 60):
@@ -186,7 +187,7 @@ def _versions_scene(k: int, suffix: str, n: int = 8):
     namespace apart from the others'.
     """
     loopback = cyclone_config.config_path('loopback')
-    domain = 110 + (os.getpid() * 13 + k) % 50
+    domain = dds_domains.domain(f'{__name__}:{k}')
     bus = dds_bus.DdsBus(namespace=f'/rog_silent_{os.getpid()}_{suffix}', domain_id=domain,
                          config=str(loopback), publish_timeout_s=TRY_S, publish_give_up_s=TRY_S)
     rows = 33307

@@ -24,6 +24,7 @@ test.
 import os
 import time
 
+import dds_domains
 import pytest
 
 from rog_ros.protocol import messages as m
@@ -37,8 +38,8 @@ TOPIC = 'w0/schedule'          # reliable: the end of the writer reaches the rea
 
 
 def _domain(offset: int) -> int:
-    """Return this module's domain ``offset`` (one of 160..209, by process id)."""
-    return 160 + (os.getpid() * 3 + offset) % 50
+    """Return this module's domain ``offset`` (:func:`dds_domains.domain`)."""
+    return dds_domains.domain(f'{__name__}:{offset}')
 
 
 def _bus(offset: int):
