@@ -16,7 +16,8 @@ Kernel link emulation (``--netns``): namespaces, veth pairs and tbf that follow 
 
 The shaping tests create their own namespaces (unique random prefix), never touch the host's
 interfaces and delete everything afterwards. They need root and iproute2 (``ip``, ``tc``;
-Debian: ``apt-get install iproute2``) and skip, saying which is missing, otherwise.
+Debian: ``apt-get install iproute2``), the shaping ones a kernel with sch_tbf and sch_htb, and
+skip, saying which is missing, otherwise.
 """
 
 import subprocess
@@ -31,6 +32,17 @@ from rog_ros.net.traces import Trace
 
 REASON = netns.unavailable_reason()
 needs_root = pytest.mark.skipif(REASON is not None, reason=f'--netns {REASON}')
+
+
+@pytest.fixture(scope='module')
+def shaping():
+    """Skip, saying why, on a kernel without the qdiscs a fleet shapes with."""
+    reason = netns.shaping_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+needs_shaping = pytest.mark.usefixtures('shaping')
 
 
 def _ip(*args) -> str:
@@ -58,6 +70,7 @@ def test_cyclone_config_keeps_datagrams_below_the_mtu():
 
 
 @needs_root
+@needs_shaping
 def test_namespaces_are_created_inside_and_deleted_afterwards():
     host_links_before = _ip('-o', 'link', 'show')
     with netns.NetnsFleet(2) as fleet:
@@ -67,10 +80,11 @@ def test_namespaces_are_created_inside_and_deleted_afterwards():
         assert fleet.links[0].server_if in _ip('-n', fleet.server_ns, '-o', 'link')
         assert fleet.links[0].worker_if not in _ip('-o', 'link', 'show')
         fleet.set_rate(1, 12.5)
-        qdisc = subprocess.run(['tc', '-n', fleet.worker_ns(1), 'qdisc', 'show', 'dev',
+        shown = subprocess.run(['tc', '-n', fleet.worker_ns(1), 'class', 'show', 'dev',
                                 fleet.links[1].worker_if], capture_output=True, text=True,
                                check=True).stdout
-        assert 'tbf' in qdisc and '12500Kbit' in qdisc.replace('12.5Mbit', '12500Kbit')
+        assert 'tbf 1:1' in shown and 'htb 2:1' in shown
+        assert '12500Kbit' in shown.replace('12.5Mbit', '12500Kbit')
         assert fleet.rates[(1, 'up')] == fleet.rates[(1, 'down')] == 12.5
     listed = _ip('netns', 'list')
     assert fleet.server_ns not in listed and fleet.worker_ns(1) not in listed
@@ -78,6 +92,7 @@ def test_namespaces_are_created_inside_and_deleted_afterwards():
 
 
 @needs_root
+@needs_shaping
 def test_dds_goodput_follows_the_trace_within_ten_percent():
     # Prepare: 30 Mbit/s for 2 s, then 12 Mbit/s for 2 s, looping
     from rog_ros.experiments.bench_transport import bench_netns
@@ -126,32 +141,66 @@ def test_a_pair_with_multicast_and_its_worker_end_set_down_and_up():
         assert ',UP' in _ip('-n', link.worker_ns, '-o', 'link', 'show', 'dev', link.worker_if)
 
 
-def test_an_outage_is_a_one_frame_bucket_at_a_near_zero_rate_and_keeps_the_queue(monkeypatch):
-    # an outage was tbf at 8 kbit/s with a 32 KiB bucket: 32 KiB left as it began, then
-    # 1 kB/s; and every change refilled a 32 KiB bucket (21% of 0.1 s at 10 Mbit/s)
+def test_a_rate_changes_the_htb_class_and_an_outage_closes_the_gate(monkeypatch):
+    # a rate change was a tc qdisc replace of tbf, which refills its bucket (a backlogged
+    # sender got 11.4 kB more per change), and an outage a one-frame bucket, which let that
+    # frame out as it began; now a change keeps the htb class's tokens and an outage's gate
+    # holds no frame
     ran, kicked = [], []
-    monkeypatch.setattr(netns, '_run', lambda cmd: ran.append(cmd) or '')
+    monkeypatch.setattr(netns, '_run', lambda cmd, stdin=None: ran.append((cmd, stdin)) or '')
     fleet = netns.NetnsFleet(1, mtu=9000)
     monkeypatch.setattr(fleet, 'kick', lambda ns, peer: kicked.append((ns, peer)),
                         raising=False)
-    # Execute: 10 Mbit/s, then an outage, then 0.5 Mbit/s
-    for mbps in (10.0, 0.0, 0.5):
+    # Execute: 10 Mbit/s, 12 Mbit/s, an outage, 0.5 Mbit/s; then an outage first on rank 0 up
+    for mbps in (10.0, 12.0, 0.0, 0.5):
         fleet.set_rate(0, mbps)
-    # Assert
-    args = [dict(zip(c[9::2], c[10::2])) for c in ran]        # rate, burst, limit per end
-    assert len(args) == 6 and all(c[8] == 'tbf' for c in ran)
-    at10, outage, at05 = args[0], args[2], args[4]
-    assert at10 == args[1] and outage == args[3] and at05 == args[5]
-    assert at10['rate'] == '10000kbit' and int(at10['burst']) == 2 * 9014
-    assert outage['rate'] == '361bit' and int(outage['burst']) == 9014   # one frame in 200 s
-    assert outage['limit'] == at10['limit'] == str(250_000)     # the queue before it stays
-    assert at05['rate'] == '500kbit' and int(at05['burst']) == 2 * 9014
+    # Assert: one tc process per end and change, both ends alike
+    assert len(ran) == 8 and all(c[:3] == ['tc', '-n', c[2]] and c[3:] == ['-batch', '-']
+                                 for c, _ in ran)
+    batches = [[line.split() for line in stdin.splitlines()] for _, stdin in ran]
+    up, down = fleet.links[0].worker_if, fleet.links[0].server_if
+    assert [[[down if w == up else w for w in line] for line in batches[i]] == batches[i + 1]
+            for i in (0, 2, 4, 6)] == [True] * 4
+    first, at12, outage, at05 = batches[0], batches[2], batches[4], batches[6]
+    # made once: an open tbf gate over an htb class over a bfifo of 200 ms of the rate
+    dev = f'dev {up} '
+    assert [' '.join(line).replace(dev, '').split(' ')[:6] for line in first] == [
+        ['qdisc', 'replace', 'root', 'handle', '1:', 'tbf'],
+        ['qdisc', 'replace', 'parent', '1:1', 'handle', '2:'],
+        ['class', 'replace', 'parent', '2:', 'classid', '2:1'],
+        ['qdisc', 'replace', 'parent', '2:1', 'handle', '3:']]
+    opts = [dict(zip(line[-8::2], line[-7::2])) for line in first]
+    assert opts[0]['rate'] == netns.GATE_OPEN_RATE and int(opts[0]['burst']) >= 4 * 9014
+    assert opts[2]['rate'] == '10000kbit' and int(opts[2]['burst']) == 2 * 9014
+    assert first[3][-2:] == ['limit', str(250_000)]
+    # a rate: the class changed (its tokens kept), nothing else (the queue within 2x)
+    assert at12 == [['class', 'change', 'dev', fleet.links[0].worker_if, 'parent', '2:',
+                     'classid', '2:1', 'htb'] + netns.class_args(12.0, 9000)]
+    assert netns.class_args(12.0, 9000)[:2] == ['rate', '12000kbit']
+    # an outage: the gate only, a bucket no frame fits
+    assert len(outage) == 1 and outage[0][:8] == ['qdisc', 'change', 'dev',
+                                                  fleet.links[0].worker_if, 'root', 'handle',
+                                                  '1:', 'tbf']
+    gate = dict(zip(outage[0][8::2], outage[0][9::2]))
+    assert gate['rate'] == '361bit' and gate['burst'] == '1'
+    # after it: the class, the queue (20x smaller), then the gate opened
+    assert [line[:2] for line in at05] == [['class', 'change'], ['qdisc', 'change'],
+                                           ['qdisc', 'change']]
+    assert at05[0][-8:-6] == ['rate', '500kbit'] and at05[1][-2:] == ['limit', str(4 * 18028)]
+    assert at05[2][-6:-4] == ['rate', netns.GATE_OPEN_RATE]
     assert fleet.rates[(0, 'up')] == fleet.rates[(0, 'down')] == 0.5
-    assert len(kicked) == 6                                      # every change wakes the qdisc
+    assert fleet.limits[(0, 'up')] == 4 * 18028
+    assert len(kicked) == 8                                      # every change wakes the qdisc
     assert {ns for ns, _ in kicked} == {fleet.server_ns, fleet.worker_ns(0)}
-    # the bucket's time stays within tc's 274 s for every MTU a fleet takes
+    # an outage first: everything made, then the gate closed
+    lines = netns.shaping_lines('x', 0.0, 1500)
+    assert len(lines) == 5 and lines[-1][-6:] == ['rate', '61bit', 'burst', '1',
+                                                  'limit', str(4 * 1514)]
+    assert netns.shaping_lines('x', 0.0, 1500, (False, 6056)) == []     # still out
+    # the closed gate's time stays within tc's 274 s for every MTU a fleet takes
     for mtu in (1280, 1500, 9000, 65535):
         assert (mtu + 14) * 8 / netns.outage_rate_bits(mtu) <= 200.0
+        assert int(netns.gate_args(True, mtu)[3]) >= mtu + 14 > netns.GATE_CLOSED_BURST
     assert netns.configured_mbps(0.0) == 0.0 and netns.configured_mbps(-1.0) == 0.0
 
 
@@ -174,7 +223,7 @@ def test_a_kick_after_or_during_delete_leaves_no_socket_open(monkeypatch):
         def close(self):
             self.closed = True
 
-    monkeypatch.setattr(netns, '_run', lambda cmd: '')
+    monkeypatch.setattr(netns, '_run', lambda cmd, stdin=None: '')
     monkeypatch.setattr(netns, 'check_available', lambda: None)
     monkeypatch.setattr(netns, '_socket_in', _Sock)
     fleet = netns.NetnsFleet(2).create()
@@ -210,6 +259,7 @@ def test_a_kick_after_or_during_delete_leaves_no_socket_open(monkeypatch):
 
 
 @needs_root
+@needs_shaping
 def test_a_kick_leaves_from_a_fixed_port_below_any_dds_port():
     # its source port was an ephemeral one (32768-60999), where DDS's ports of a domain from
     # 102 on lie (7400 + 250 * domain + ...): taken first, it moved a participant's port
@@ -266,40 +316,31 @@ else:
 """
 
 
-@needs_root
-def test_a_backlogged_sender_gets_the_trace_through_outages_as_the_user_space_shaper(
-        monkeypatch):
-    # Prepare: 20 Mbit/s, an outage, 8 Mbit/s, an outage, 20 Mbit/s (1.5, 1, 1.5, 1, 1 s).
-    # Before: tbf kept the timer it had set at the outage's 8 kbit/s (a frame in 9 s) and sent
-    # nothing for the 8 Mbit/s stretch and the first 1 s of the last: 3.8 of 7.75 MB; and let
-    # 27-45 kB out as each outage began. Load-proof: each stretch is measured between the
-    # follower's actual changes (tc late on a loaded machine) by the kernel's arrival stamps
-    # (a receiver scheduled late does not move them), with lower bounds well below the rate
+def _backlogged_sender(monkeypatch, trace, seconds):
+    """
+    Run a UDP sender as fast as its socket lets it through a link that follows ``trace``.
+
+    Return the follower's changes ``(begun, done, mbps)``, when each uplink change's tc
+    returned, and the frames' kernel arrival stamps and sizes. Skips on a kernel without the
+    qdiscs (:func:`netns.shaping_unavailable_reason`).
+    """
     import json
     import sys
-    from rog_ros.net.shaper import TokenBucketShaper
-    trace = Trace(np.array([0.0, 1.5, 2.5, 4.0, 5.0]), np.array([20.0, 0.0, 8.0, 0.0, 20.0]),
-                  6.0, loop=False)
+    reason = netns.shaping_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
 
     class _Link:
 
         def rate_mbps(self, t):
             return float(trace.rate_at(t))
 
-    # Execute: a UDP sender in the worker's namespace as fast as its socket lets it
     with netns.NetnsFleet(1) as fleet:
-        try:
-            fleet.set_rate(0, 20.0)
-        except netns.NetnsError as exc:   # a kernel without sch_tbf
-            if 'qdisc' in str(exc).lower() and 'unknown' in str(exc).lower():
-                pytest.skip(f'no tbf here: {exc}')
-            raise
-        fleet.rates.clear()              # (the follower sets it again)
         changes, set_rate, run, uplink_set = [], fleet.set_rate, netns._run, []
         link = fleet.links[0]
 
-        def timed_run(cmd):              # when the uplink's tbf has its new rate
-            out = run(cmd)
+        def timed_run(cmd, stdin=None):  # when the uplink has its new rate
+            out = run(cmd, stdin)
             if cmd[:3] == ['tc', '-n', link.worker_ns]:
                 uplink_set.append(time.monotonic())
             return out
@@ -311,7 +352,7 @@ def test_a_backlogged_sender_gets_the_trace_through_outages_as_the_user_space_sh
             changes.append((begin, time.monotonic(), mbps))
         fleet.set_rate = timed
         recv = subprocess.Popen(fleet.exec_prefix(fleet.server_ns)
-                                + [sys.executable, '-c', _UDP, 'recv', '7.5'],
+                                + [sys.executable, '-c', _UDP, 'recv', str(seconds + 1.5)],
                                 stdout=subprocess.PIPE, text=True)
         try:
             assert recv.stdout.readline().strip() == 'ready'
@@ -319,7 +360,7 @@ def test_a_backlogged_sender_gets_the_trace_through_outages_as_the_user_space_sh
                                           period_s=0.01).start()
             send = subprocess.Popen(fleet.exec_prefix(link.worker_ns)
                                     + [sys.executable, '-c', _UDP, 'send', link.server_ip,
-                                       '6.5', str(fleet.mtu - 28)])
+                                       str(seconds + 0.5), str(fleet.mtu - 28)])
             got = json.loads(recv.stdout.readline())
             send.wait(timeout=30)
             follower.stop()
@@ -329,6 +370,24 @@ def test_a_backlogged_sender_gets_the_trace_through_outages_as_the_user_space_sh
         assert fleet.kick_errors == 0
     t = np.array([g[0] for g in got])
     n = np.array([g[1] for g in got], dtype=float)
+    return changes, uplink_set, t, n
+
+
+@needs_root
+def test_a_backlogged_sender_gets_the_trace_through_outages_as_the_user_space_shaper(
+        monkeypatch):
+    # Prepare: 20 Mbit/s, an outage, 8 Mbit/s, an outage, 20 Mbit/s (1.5, 1, 1.5, 1, 1 s).
+    # Before: tbf kept the timer it had set at the outage's 8 kbit/s (a frame in 9 s) and sent
+    # nothing for the 8 Mbit/s stretch and the first 1 s of the last: 3.8 of 7.75 MB; and let
+    # 27-45 kB out as each outage began; then one frame (its one-frame bucket, refilled by the
+    # change) just after its tc returned. Load-proof: each stretch is measured between the
+    # follower's actual changes (tc late on a loaded machine) by the kernel's arrival stamps
+    # (a receiver scheduled late does not move them), with lower bounds well below the rate
+    from rog_ros.net.shaper import TokenBucketShaper
+    trace = Trace(np.array([0.0, 1.5, 2.5, 4.0, 5.0]), np.array([20.0, 0.0, 8.0, 0.0, 20.0]),
+                  6.0, loop=False)
+    # Execute: a UDP sender in the worker's namespace as fast as its socket lets it
+    changes, uplink_set, t, n = _backlogged_sender(monkeypatch, trace, 6.0)
 
     def between(a, b):
         return float(n[(t >= a) & (t < b)].sum())
@@ -337,15 +396,16 @@ def test_a_backlogged_sender_gets_the_trace_through_outages_as_the_user_space_sh
     # stretch i: from its change done to the next one begun (the last: 0.9 s of it)
     spans = [(changes[i][1], changes[i + 1][0] if i < 4 else changes[4][1] + 0.9)
              for i in range(5)]
-    frame, wire = fleet.mtu - 28, fleet.mtu + 14
-    # Assert: an outage lets out its one-frame bucket (and one frame leaving at the change)
-    # past what the rate before it sent until the uplink's tc returned (before: 3-5 frames)
+    frame, wire = netns.DEFAULT_MTU - 28, netns.DEFAULT_MTU + 14
+    # Assert: an outage lets out nothing once the uplink's tc returned (the kernel stamps a
+    # frame as the veth passes it on), and before that what the rate before it sent until then
+    # and a frame in flight (before: its one-frame bucket after tc, 3-5 frames before that)
     assert len(uplink_set) == 5
     for i in (1, 3):
         a, b = changes[i][0], changes[i + 1][0]
         before = changes[i - 1][2] * 125_000 * (uplink_set[i] - a)
-        assert between(a, b) <= before * 1.02 + 2 * frame, (i, between(a, b), before)
-        assert between(*spans[i]) <= 2 * frame, (i, between(*spans[i]))
+        assert between(uplink_set[i], b) == 0, (i, between(uplink_set[i], b))
+        assert between(a, b) <= before * 1.02 + frame, (i, between(a, b), before)
     # no stretch gets more than its rate and a bucket (two frames), a frame in flight
     for (a, b), mbps in zip(spans, (20.0, 0.0, 8.0, 0.0, 20.0)):
         assert between(a, b) <= mbps * 125_000 * (b - a) * 1.02 + 3 * wire, (a, b, mbps)
@@ -362,3 +422,29 @@ def test_a_backlogged_sender_gets_the_trace_through_outages_as_the_user_space_sh
             break
         now, shaped = now + wait, shaped + frame
     assert shaped == pytest.approx(trace.cumulative_mbit(6.0) * 125_000, rel=0.02)
+
+
+@needs_root
+def test_a_backlogged_sender_gets_no_bucket_more_than_the_trace_per_rate_change(monkeypatch):
+    # Prepare: 10 Mbit/s, then 12 and 10 Mbit/s in turn every 0.1 s for 3.9 s (as the presets
+    # change). Before: every change was a tc qdisc replace of tbf, which refills its bucket
+    # (two 9000-byte frames): measured 11.4 kB more than the trace per change, 8.2% in all
+    times = [0.0] + [0.5 + 0.1 * j for j in range(39)]
+    rates = [10.0] + [12.0 if j % 2 == 0 else 10.0 for j in range(39)]
+    trace = Trace(np.array(times), np.array(rates), times[-1] + 0.5, loop=False)
+    # Execute
+    changes, uplink_set, t, n = _backlogged_sender(monkeypatch, trace, times[-1] + 0.5)
+    # Assert: from the second change's uplink set to the last's, the bytes received against
+    # the rates as the uplink had them (a late follower moves both alike)
+    assert len(changes) == len(uplink_set) >= 20, changes
+    assert [c[2] for c in changes] == [rates[0]] + [
+        c for c, p in zip(rates[1:], rates) if c != p][:len(changes) - 1]
+    got = float(n[(t >= uplink_set[1]) & (t < uplink_set[-1])].sum())
+    want = sum(changes[i][2] * 125_000 * (uplink_set[i + 1] - uplink_set[i])
+               for i in range(1, len(changes) - 1))
+    wire = netns.DEFAULT_MTU + 14
+    extra_per_change = (got - want) / (len(changes) - 2)
+    print(f'{len(changes) - 2} changes: {got:.0f} bytes, trace {want:.0f}, '
+          f'{extra_per_change:.0f} per change')
+    assert got <= 1.02 * want + 2 * wire, (got, want, extra_per_change)
+    assert got >= 0.8 * want, (got, want)       # (a sender scheduled late on a loaded machine)

@@ -20,7 +20,8 @@ Each robot runs the documented per-robot command (docs/robots-commands.md: ``rog
 --role ...``, the non-ROS twin of ``robot.launch.py``) with nothing but the fleet key and the
 server's address; DDS discovers across the bridge. The fleet must train to the target, and
 the traffic must have crossed the shaped links and nothing else (no interface in the host's
-namespace). Needs root and iproute2; skipped with the reason otherwise.
+namespace). Needs root, iproute2 and a kernel with sch_tbf; skipped with the reason
+otherwise.
 """
 
 import json
@@ -36,7 +37,7 @@ import pytest
 from rog_ros.net import netns
 
 REASON = netns.unavailable_reason()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=f'netns: {REASON}')
+needs_root = pytest.mark.skipif(REASON is not None, reason=f'netns: {REASON}')
 ROOT = Path(__file__).resolve().parent.parent
 RATE = '8mbit'             # per direction, every robot
 TARGET = 0.8               # toy workload, as in test_fleet_run.py
@@ -101,6 +102,48 @@ class Bridge:
         return out
 
 
+TBF = ['qdisc', 'replace', 'dev', 'lo', 'root', 'tbf', 'rate', RATE, 'burst', '32kb', 'limit',
+       '256kb']
+"""The shaping Bridge gives every veth end, tried first on ``lo`` of a namespace of its own."""
+
+
+def skip_without_tbf():
+    """Skip, saying why, on a kernel without sch_tbf; any other failure is raised."""
+    reason = netns.shaping_unavailable_reason([TBF])
+    if reason is not None:
+        pytest.skip(f'netns: {reason}')
+
+
+def test_a_kernel_without_tbf_skips_and_other_failures_fail(monkeypatch):
+    # the test failed on a kernel without sch_tbf (Bridge.create: tc's 'Specified qdisc kind
+    # is unknown'), though its skip reason named root and iproute2 only
+    ran = []
+
+    def fake(answer):
+        def run(cmd, stdin=None):
+            ran.append((cmd, stdin))
+            if cmd[0] == 'tc' and answer:
+                raise netns.NetnsError(f'{" ".join(cmd)} failed: {answer}')
+            return ''
+        return run
+    monkeypatch.setattr(netns, 'check_available', lambda: None)
+    monkeypatch.setattr(subprocess, 'run', lambda *a, **k: ran.append((a[0], None)))
+    # Execute / Assert: no tbf -> skipped with tc's reason; namespace made and deleted
+    monkeypatch.setattr(netns, '_run', fake('Error: Specified qdisc kind is unknown.'))
+    with pytest.raises(pytest.skip.Exception, match='qdisc kind is unknown'):
+        skip_without_tbf()
+    assert ran[1][1] == ' '.join(TBF) + '\n' and ran[1][0][-2:] == ['-batch', '-']
+    assert ran[0][0][:3] == ['ip', 'netns', 'add'] and ran[2][0][:3] == ['ip', 'netns', 'del']
+    assert ran[0][0][3] == ran[2][0][3] == ran[1][0][2]
+    # a real defect (here: no permission) fails
+    monkeypatch.setattr(netns, '_run', fake('RTNETLINK answers: Operation not permitted'))
+    with pytest.raises(netns.NetnsError, match='not permitted'):
+        skip_without_tbf()
+    # a kernel with tbf: no skip
+    monkeypatch.setattr(netns, '_run', fake(''))
+    assert skip_without_tbf() is None
+
+
 def robot_command(role, *extra):
     """Return the per-robot command of docs/robots-commands.md (toy, two workers)."""
     return [sys.executable, '-m', 'rog_ros.cli', 'robot', '--role', role, '--workers', '2',
@@ -112,6 +155,7 @@ NO_MULTICAST = ('<CycloneDDS><Domain Id="any"><General><AllowMulticast>false</Al
 """An access point that drops multicast: the robots meet only by their unicast peers."""
 
 
+@needs_root
 @pytest.mark.parametrize('multicast', [True, False], ids=['multicast', 'unicast_only'])
 def test_two_worker_robots_and_a_server_robot_train_over_shaped_links(tmp_path, multicast):
     """
@@ -122,6 +166,7 @@ def test_two_worker_robots_and_a_server_robot_train_over_shaped_links(tmp_path, 
     the first free index instead was never met (the run failed after 68 s).
     """
     # Prepare: the network, a fleet key on every robot, nothing else shared
+    skip_without_tbf()
     from rog_ros.nodes import fleet_key
     key = tmp_path / 'fleet.key'
     fleet_key.write_key_file(str(key))

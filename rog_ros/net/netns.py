@@ -21,7 +21,7 @@ Kernel link emulation: one network namespace per robot, veth pairs to the server
   ``<prefix>u<r>`` on the worker's side: uplink egress), created *inside* the namespaces
   (``ip -n <srv> link add ... peer ... netns <wrk>``), so no interface ever appears in, or is
   taken from, the host; the namespaces have no route out, so traffic stays inside;
-* a ``tbf`` qdisc on both ends of each pair (uplink: worker side, downlink: server side)
+* shaping qdiscs on both ends of each pair (uplink: worker side, downlink: server side)
   whose rate a :class:`RateFollower` updates from the worker's trace (see "Shaping" below);
 * Cyclone DDS in each namespace binds its veth address(es) and lists the other end as a
   unicast peer (:func:`cyclone_xml`): no multicast, datagrams below the 1500-byte MTU.
@@ -32,18 +32,35 @@ Symptom -> knob: "Operation not permitted" -> run as root (CAP_NET_ADMIN and CAP
 "ip: not found" -> apt-get install iproute2.
 
 Shaping, and how it differs from the application-level :class:`~rog_ros.net.shaper.
-TokenBucketShaper`: every rate change is a ``tc qdisc replace``, which refills tbf's bucket, so
-a backlogged sender gets the trace's bytes plus at most one bucket per rate change
-(:func:`tbf_burst_bytes`: two frames or 4 ms of the rate, whichever is more). tbf takes no
-zero rate: an outage (rate 0) is tbf at :func:`outage_rate_bits` (bytes/s: a 200th of a frame)
-with a bucket of one frame, so one frame leaves as it begins and next to nothing after; the
-queue is kept (the last rate's ``limit``). A change does not wake tbf: a qdisc that had
-scheduled its next frame at the outage's rate (minutes away) sent nothing after the outage
-until its sender queued more, which a backlogged sender with a full socket buffer never did
-(measured: nothing for 3.5 s of an 8 Mbit/s stretch). Each change therefore sends one empty
-UDP datagram (42 bytes on the wire) from that end (:meth:`NetnsFleet.kick`), whose enqueue
-runs the qdisc at the new rate: from port ``KICK_PORT`` (10) to the peer's discard port (9),
-both below every DDS port (7400 on), where nothing listens.
+TokenBucketShaper`: each shaped end is a ``tbf`` *gate* (root, ``1:``) over an ``htb`` class
+(``2:1``, the link's rate) over a ``bfifo`` (``3:``, the queue: 200 ms of the rate).
+
+* A rate change is ``tc class change`` of the htb class, which keeps its tokens: a
+  backlogged sender gets the trace's bytes across changes. (A ``tc qdisc replace`` of tbf,
+  the shaper until 2026-12-07, refilled its bucket at every change: measured 11.4 kB more
+  than the trace per change, 8% of a trace alternating 10 / 12 Mbit/s every 0.1 s.) The
+  bucket (:func:`tbf_burst_bytes`: two frames or 4 ms of the rate) only bounds what an idle
+  link may send at once. A class whose last frame cost more tokens than it had waits that
+  frame's time at the old rate (at most one frame) before the new rate applies: the bytes
+  balance, as in the user-space bucket.
+* An outage (rate 0) closes the gate: tbf with a 1-byte bucket (:func:`gate_args`), so that
+  no frame fits it. Frames queued before the outage stay queued and leave after it at the
+  next rate; frames sent during it are dropped at the gate (a radio out of range drops them
+  after its retries; a reliable DDS writer repairs them after the outage). tbf refills its
+  bucket at every change, so a gate that admits frames lets one out as it closes (measured
+  with the one-frame outage bucket used until 2026-12-07: one 9000-byte frame 0.06 ms after
+  each outage's tc returned); a bucket no frame fits lets out none. The gate is otherwise
+  open at :data:`GATE_OPEN_RATE`, above any trace, so the htb class alone sets the rate.
+* A change does not wake a qdisc that had scheduled its next dequeue at the old rate (the
+  closed gate's is minutes away): a backlogged sender with a full socket buffer queued
+  nothing to wake it (measured: nothing for 3.5 s of an 8 Mbit/s stretch). Each change
+  therefore sends one empty UDP datagram (42 bytes on the wire) from that end
+  (:meth:`NetnsFleet.kick`), whose enqueue runs the qdiscs at the new rate: from port
+  ``KICK_PORT`` (10) to the peer's discard port (9), both below every DDS port (7400 on),
+  where nothing listens.
+
+The three qdiscs of an end are set in one ``tc -batch`` process (a change: one or two lines).
+:func:`shaping_unavailable_reason` says whether this kernel has ``sch_tbf`` and ``sch_htb``.
 """
 
 from __future__ import annotations
@@ -67,6 +84,8 @@ CLONE_NEWNET = 0x40000000
 DEFAULT_MTU = 9000         # veth MTU: see NetnsFleet
 UDP_IP_HEADERS = 28
 RTPS_HEADROOM = 128        # RTPS header + INFO_TS/INFO_DST + DATA_FRAG, with margin
+GATE_OPEN_RATE = '10gbit'  # the tbf gate when open: above any trace, the htb class shapes
+GATE_CLOSED_BURST = 1      # the gate's bucket in an outage: no frame fits, none leaves
 
 
 class NetnsError(RuntimeError):
@@ -91,10 +110,11 @@ def check_available() -> None:
                          f'shaping')
 
 
-def _run(cmd: list) -> str:
-    """Run a setup command; return its output or raise :class:`NetnsError` saying why."""
+def _run(cmd: list, stdin: str | None = None) -> str:
+    """Run a setup command (``stdin``: its input); return its output or raise NetnsError."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False,
+                              input=stdin)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise NetnsError(f'{" ".join(cmd)}: {exc}') from exc
     if proc.returncode != 0:
@@ -104,22 +124,20 @@ def _run(cmd: list) -> str:
 
 def tbf_burst_bytes(rate_mbps: float, mtu: int = DEFAULT_MTU) -> int:
     """
-    Return the tbf bucket for ``rate_mbps`` on a veth of ``mtu``: 4 ms of traffic, >= 2 frames.
+    Return the htb bucket for ``rate_mbps`` on a veth of ``mtu``: 4 ms of traffic, >= 2 frames.
 
-    Every rate change refills it, so it is also what a backlogged sender gets beyond the
-    trace per change: two frames absorb a late timer without losing rate, more would add
-    bytes the trace does not have (32 KiB, the bucket before, was 21% of a 0.1 s stretch at
-    10 Mbit/s).
+    What a link idle long enough may send at once (a change keeps the tokens): two frames
+    absorb a late timer without losing rate.
     """
     return int(max(2 * (mtu + ETH_HEADER), rate_mbps * 125_000 * 0.004))
 
 
 def outage_rate_bits(mtu: int = DEFAULT_MTU) -> int:
     """
-    Return the tbf rate (bit/s) of an outage on a veth of ``mtu``: one frame in 200 s.
+    Return the closed gate's tbf rate (bit/s) on a veth of ``mtu``: one frame in 200 s.
 
-    tbf takes no zero rate, and its bucket (one frame, so that frames queue rather than being
-    dropped) must fill within tc's 274 s: 361 bit/s (45 bytes/s) for 9000-byte frames.
+    tbf takes no zero rate; the closed gate's bucket (:data:`GATE_CLOSED_BURST`) holds no frame
+    whatever the rate, and a rate this low keeps its watchdog off (the next change kicks it).
     """
     return int(-(-(mtu + ETH_HEADER) * 8 // MAX_BUCKET_S))
 
@@ -129,22 +147,100 @@ def configured_mbps(mbps: float) -> float:
     return max(0, int(round(mbps * 1000))) / 1000.0
 
 
-def tbf_args(mbps: float, mtu: int = DEFAULT_MTU, last_limit: int = 0) -> list:
-    """
-    Return the ``tc ... tbf`` arguments of a link at ``mbps`` (0: an outage) on ``mtu``.
+def queue_limit(mbps: float, mtu: int = DEFAULT_MTU) -> int:
+    """Return the queue (bytes) of a link at ``mbps``: 200 ms of traffic, >= 4 buckets."""
+    return max(4 * tbf_burst_bytes(mbps, mtu), int(mbps * 125_000 * 0.2))
 
-    An outage keeps ``last_limit`` (the queue of the rate before it) and has a one-frame
-    bucket at :func:`outage_rate_bits`; a link at a rate has :func:`tbf_burst_bytes` and a
-    queue of 200 ms of traffic, at least 4 buckets.
+
+def gate_args(open_: bool, mtu: int = DEFAULT_MTU) -> list:
+    """
+    Return the ``tbf`` arguments of an end's gate: open (:data:`GATE_OPEN_RATE`) or closed.
+
+    Closed, its bucket is :data:`GATE_CLOSED_BURST` bytes: no frame fits, so none leaves
+    (the htb below keeps what it holds) and any sent meanwhile is dropped.
     """
     frame = mtu + ETH_HEADER
+    if open_:
+        return ['rate', GATE_OPEN_RATE, 'burst', str(max(4 * frame, 65536)),
+                'limit', str(4 * frame)]
+    return ['rate', f'{outage_rate_bits(mtu)}bit', 'burst', str(GATE_CLOSED_BURST),
+            'limit', str(4 * frame)]
+
+
+def class_args(mbps: float, mtu: int = DEFAULT_MTU) -> list:
+    """Return the ``htb`` class arguments of a link at ``mbps`` (> 0) on ``mtu``."""
+    burst = str(tbf_burst_bytes(mbps, mtu))
+    return ['rate', f'{int(round(mbps * 1000))}kbit', 'burst', burst, 'cburst', burst,
+            'quantum', str(mtu + ETH_HEADER)]
+
+
+def shaping_lines(dev: str, mbps: float, mtu: int = DEFAULT_MTU, state=None) -> list:
+    """
+    Return the ``tc -batch`` lines that set end ``dev`` to ``mbps`` (0: an outage).
+
+    ``state`` is what the end had: ``None`` (nothing: the gate, class and queue are made),
+    else a tuple ``(gate_open, queue_limit)``. A rate changes the class (and the queue when
+    it is off by over 2x), opening the gate after it; an outage closes the gate only.
+    """
     kbit = int(round(mbps * 1000))
+    limit = queue_limit(mbps, mtu) if kbit > 0 else None
+    lines = []
+    if state is None:
+        first = max(kbit, 1) / 1000.0       # an outage first: any rate, the gate is shut
+        lines += [['qdisc', 'replace', 'dev', dev, 'root', 'handle', '1:', 'tbf']
+                  + gate_args(True, mtu),
+                  ['qdisc', 'replace', 'dev', dev, 'parent', '1:1', 'handle', '2:', 'htb',
+                   'default', '1'],
+                  ['class', 'replace', 'dev', dev, 'parent', '2:', 'classid', '2:1', 'htb']
+                  + class_args(first, mtu),
+                  ['qdisc', 'replace', 'dev', dev, 'parent', '2:1', 'handle', '3:', 'bfifo',
+                   'limit', str(limit or queue_limit(first, mtu))]]
+        state = (True, limit)
+        if kbit > 0:
+            return lines
+    gate_open, set_limit = state
     if kbit <= 0:
-        return ['rate', f'{outage_rate_bits(mtu)}bit', 'burst', str(frame),
-                'limit', str(max(4 * frame, int(last_limit)))]
-    burst = tbf_burst_bytes(mbps, mtu)
-    limit = max(4 * burst, int(mbps * 125_000 * 0.2))    # 200 ms of queue: few drops
-    return ['rate', f'{kbit}kbit', 'burst', str(burst), 'limit', str(limit)]
+        if gate_open:
+            lines.append(['qdisc', 'change', 'dev', dev, 'root', 'handle', '1:', 'tbf']
+                         + gate_args(False, mtu))
+        return lines
+    lines.append(['class', 'change', 'dev', dev, 'parent', '2:', 'classid', '2:1', 'htb']
+                 + class_args(mbps, mtu))
+    if not set_limit or not set_limit / 2 <= limit <= 2 * set_limit:
+        lines.append(['qdisc', 'change', 'dev', dev, 'parent', '2:1', 'handle', '3:', 'bfifo',
+                      'limit', str(limit)])
+    if not gate_open:
+        lines.append(['qdisc', 'change', 'dev', dev, 'root', 'handle', '1:', 'tbf']
+                     + gate_args(True, mtu))
+    return lines
+
+
+def shaping_unavailable_reason(lines=None) -> str | None:
+    """
+    Return why this kernel cannot shape a link (no ``sch_tbf`` or ``sch_htb``), else None.
+
+    Tries ``lines`` (``tc -batch`` lines for device ``lo``; default: the fleet's, see
+    :func:`shaping_lines`) in a namespace of its own, deleted after. Raises
+    :class:`NetnsError` for any other failure (no root, no ``ip``, a bad line): those are not
+    a kernel without the qdiscs.
+    """
+    check_available()
+    if lines is None:
+        lines = shaping_lines('lo', 1.0, 1500)
+    ns = 'rgprobe' + secrets.token_hex(3)
+    _run(['ip', 'netns', 'add', ns])
+    try:
+        try:
+            _run(['tc', '-n', ns, '-batch', '-'], ''.join(' '.join(x) + '\n' for x in lines))
+        except NetnsError as exc:
+            if 'unknown' in str(exc).lower() and 'qdisc' in str(exc).lower():
+                return (f'this kernel lacks a qdisc it needs (sch_tbf, sch_htb: modprobe them '
+                        f'or use a kernel that has them): {exc}')
+            raise
+        return None
+    finally:
+        subprocess.run(['ip', 'netns', 'del', ns], capture_output=True, check=False,
+                       timeout=30)
 
 
 def _socket_in(ns: str) -> socket.socket:
@@ -229,7 +325,8 @@ class NetnsFleet:
                       for r in range(n_workers)]
         self.created = []        # namespaces we created (deleted by delete())
         self.rates = {}          # (rank, 'up'|'down') -> configured Mbit/s (0: an outage)
-        self.limits = {}         # (rank, 'up'|'down') -> tbf limit set (bytes)
+        self.limits = {}         # (rank, 'up'|'down') -> its queue's limit (bytes)
+        self._closed = set()     # (rank, 'up'|'down') whose gate is closed (an outage)
         self.kick_errors = 0     # kicks that could not be sent (a namespace going away)
         self._kickers = {}       # namespace -> UDP socket inside it (NetnsFleet.kick)
         self._kick_lock = threading.Lock()   # the follower kicks while delete() may close
@@ -284,7 +381,7 @@ class NetnsFleet:
 
     # ------------------------------------------------------------------ shaping
     def set_rate(self, rank: int, mbps: float, direction: str = 'both') -> None:
-        """Set the tbf rate of worker ``rank``'s uplink, downlink or both (Mbit/s)."""
+        """Set worker ``rank``'s uplink, downlink or both to ``mbps`` (0: an outage)."""
         link = self.links[rank]
         ends = {'up': [(link.worker_ns, link.worker_if)],
                 'down': [(link.server_ns, link.server_if)]}
@@ -294,18 +391,29 @@ class NetnsFleet:
         peers = {link.worker_ns: link.server_ip, link.server_ns: link.worker_ip}
         for d, (ns, dev) in zip((('up', 'down') if direction == 'both' else (direction,)),
                                 ends[direction]):
-            args = tbf_args(mbps, self.mtu, self.limits.get((rank, d), 0))
-            _run(['tc', '-n', ns, 'qdisc', 'replace', 'dev', dev, 'root', 'tbf'] + args)
-            self.rates[(rank, d)] = configured_mbps(mbps)
-            self.limits[(rank, d)] = int(args[-1])
+            key = (rank, d)
+            state = None if key not in self.limits else (key not in self._closed,
+                                                         self.limits[key])
+            lines = shaping_lines(dev, mbps, self.mtu, state)
+            if lines:
+                _run(['tc', '-n', ns, '-batch', '-'],
+                     ''.join(' '.join(line) + '\n' for line in lines))
+            for line in lines:
+                if line[-2:] == ['limit', line[-1]] and 'bfifo' in line:
+                    self.limits[key] = int(line[-1])
+            if configured_mbps(mbps) > 0:
+                self._closed.discard(key)
+            else:
+                self._closed.add(key)
+            self.rates[key] = configured_mbps(mbps)
             self.kick(ns, peers[ns])
 
     def kick(self, ns: str, peer: str) -> None:
         """
         Send an empty datagram from namespace ``ns`` to ``peer``: its enqueue runs the qdisc.
 
-        tbf does not wake on a change: one that last scheduled a frame at an outage's rate
-        would hold its queue until the sender queued more (see the module's "Shaping").
+        A qdisc does not wake on a change: a gate that last scheduled a frame at an outage's
+        rate would hold its queue until the sender queued more (see the module's "Shaping").
         """
         with self._kick_lock:
             try:
@@ -362,7 +470,7 @@ def cyclone_xml(addresses, peers, mtu: int = DEFAULT_MTU) -> str:
 
 class RateFollower:
     """
-    A thread that keeps every link's tbf rate equal to its trace (``rate_at(t)``).
+    A thread that keeps every link's kernel rate equal to its trace (``rate_at(t)``).
 
     Parameters
     ----------
