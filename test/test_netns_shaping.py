@@ -448,3 +448,61 @@ def test_a_backlogged_sender_gets_no_bucket_more_than_the_trace_per_rate_change(
           f'{extra_per_change:.0f} per change')
     assert got <= 1.02 * want + 2 * wire, (got, want, extra_per_change)
     assert got >= 0.8 * want, (got, want)       # (a sender scheduled late on a loaded machine)
+
+
+def test_the_follower_applies_every_stretch_of_a_fast_trace_soon_after_it_begins():
+    # the follower woke period_s (0.1 s) after its last apply ended: with a trace that changes
+    # every 0.1 s (the fading presets) it set each rate 0-100 ms late, and as each round's tc
+    # calls (here 10 ms) pushed the next round later, a stretch was at times never applied
+    rates = np.arange(1.0, 26.0)
+    trace = Trace(np.arange(25) * 0.1, rates, 2.5, loop=False)
+
+    class _Link:
+
+        def rate_mbps(self, t):
+            return float(trace.rate_at(t))
+
+    class _Fleet:
+
+        def __init__(self):
+            self.rates, self.set = {}, []
+
+        def set_rate(self, rank, mbps, direction='both'):
+            self.set.append((follower.trace_time(), mbps))
+            self.rates[(rank, 'up')] = netns.configured_mbps(mbps)
+            time.sleep(0.01)                      # tc, both ends
+
+    fleet = _Fleet()
+    # Execute: 2.3 s of the trace, started 5 ms into a stretch (the default period: 20 ms)
+    follower = netns.RateFollower(fleet, {0: _Link()}, time.time() - 0.005)
+    assert follower.period_s == 0.02
+    assert netns.RateFollower(fleet, dict.fromkeys(range(100)), 0.0).period_s == 0.15
+    follower.start()
+    time.sleep(2.3)
+    follower.stop()
+    # Assert: every stretch applied, in order, soon after it began (a loaded machine wakes a
+    # thread late now and then: the median)
+    applied = [m for _, m in fleet.set]
+    assert applied == list(rates[:len(applied)]) and len(applied) >= 22, applied
+    lags = np.array([t - 0.1 * (m - 1) for t, m in fleet.set[1:]])
+    assert np.median(lags) <= 0.03 and lags.min() >= 0, np.round(lags, 3)
+
+
+def test_a_failed_setup_command_is_one_line_naming_a_missing_qdisc(tmp_path, monkeypatch):
+    # tc -batch says two lines ('Error: Specified qdisc kind is unknown.' and 'Command failed
+    # -:1'), which came as a two-line error that named no module
+    fake = tmp_path / 'tc'
+    fake.write_text('#!/bin/sh\ncat >/dev/null\necho "Error: Specified qdisc kind is unknown." >&2'
+                    '\necho "Command failed -:1" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv('PATH', f'{tmp_path}:/usr/bin:/bin')
+    # Execute
+    with pytest.raises(netns.NetnsError) as err:
+        netns._run(['tc', '-n', 'x', '-batch', '-'], 'qdisc replace dev lo root tbf\n')
+    # Assert
+    assert '\n' not in str(err.value)
+    assert str(err.value).endswith('failed: Error: Specified qdisc kind is unknown.; Command '
+                                   'failed -:1 (this kernel lacks sch_tbf or sch_htb: modprobe '
+                                   'sch_tbf sch_htb)'), str(err.value)
+    with pytest.raises(netns.NetnsError, match=r'^false failed: $'):
+        netns._run(['false'])
