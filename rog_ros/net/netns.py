@@ -50,7 +50,9 @@ TokenBucketShaper`: each shaped end is a ``tbf`` *gate* (root, ``1:``) over an `
   bucket at every change, so a gate that admits frames lets one out as it closes (measured
   with the one-frame outage bucket used until 2026-12-07: one 9000-byte frame 0.06 ms after
   each outage's tc returned); a bucket no frame fits lets out none. The gate is otherwise
-  open at :data:`GATE_OPEN_RATE`, above any trace, so the htb class alone sets the rate.
+  open at :data:`GATE_OPEN_RATE`, above any trace, so the htb class alone sets the rate (a
+  trace above 10 Gbit/s gets 10 Gbit/s). The kernel logs "sch_tbf: burst 1 is lower than
+  device ... mtu" (rate-limited) as a gate closes: that is the point of the 1-byte bucket.
 * A change does not wake a qdisc that had scheduled its next dequeue at the old rate (the
   closed gate's is minutes away): a backlogged sender with a full socket buffer queued
   nothing to wake it (measured: nothing for 3.5 s of an 8 Mbit/s stretch). Each change
