@@ -506,3 +506,21 @@ def test_a_failed_setup_command_is_one_line_naming_a_missing_qdisc(tmp_path, mon
                                    'sch_tbf sch_htb)'), str(err.value)
     with pytest.raises(netns.NetnsError, match=r'^false failed: $'):
         netns._run(['false'])
+
+
+def test_the_qdisc_probe_leaves_no_kernel_warning_on_lo(monkeypatch):
+    # the probe set its open gate up for a 1500-byte MTU on lo, whose MTU is 65536: tbf's
+    # burst (65536) was below lo's 65550-byte frames, and the kernel logged 'sch_tbf: burst
+    # 65536 is lower than device lo mtu (65550) !' at every probe (rog doctor, each test run)
+    ran = []
+    monkeypatch.setattr(netns, 'check_available', lambda: None)
+    monkeypatch.setattr(netns, '_run', lambda cmd, stdin=None: ran.append((cmd, stdin)) or '')
+    monkeypatch.setattr(subprocess, 'run', lambda *a, **k: ran.append((a[0], None)))
+    # Execute
+    assert netns.shaping_unavailable_reason() is None
+    # Assert: the gate's bucket holds lo's largest frame (MTU 65536 + 14 bytes of header)
+    (tc, stdin), = [r for r in ran if r[0][0] == 'tc']
+    gate = stdin.splitlines()[0].split()
+    assert gate[:6] == ['qdisc', 'replace', 'dev', 'lo', 'root', 'handle'] and 'tbf' in gate
+    assert int(gate[gate.index('burst') + 1]) >= 65536 + 14, gate
+    assert [r[0][:3] for r in ran] == [['ip', 'netns', 'add'], tc[:3], ['ip', 'netns', 'del']]

@@ -88,6 +88,7 @@ UDP_IP_HEADERS = 28
 RTPS_HEADROOM = 128        # RTPS header + INFO_TS/INFO_DST + DATA_FRAG, with margin
 GATE_OPEN_RATE = '10gbit'  # the tbf gate when open: above any trace, the htb class shapes
 GATE_CLOSED_BURST = 1      # the gate's bucket in an outage: no frame fits, none leaves
+PROBE_MTU = 65535          # shaping_unavailable_reason's lines: lo's MTU is 65536
 
 
 class NetnsError(RuntimeError):
@@ -232,8 +233,8 @@ def shaping_unavailable_reason(lines=None) -> str | None:
     a kernel without the qdiscs.
     """
     check_available()
-    if lines is None:
-        lines = shaping_lines('lo', 1.0, 1500)
+    if lines is None:       # (lo's MTU: a gate's burst below it is a kernel warning per try)
+        lines = shaping_lines('lo', 1.0, PROBE_MTU)
     ns = 'rgprobe' + secrets.token_hex(3)
     _run(['ip', 'netns', 'add', ns])
     try:
