@@ -23,6 +23,7 @@ skip, saying which is missing, otherwise.
 import subprocess
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -524,3 +525,55 @@ def test_the_qdisc_probe_leaves_no_kernel_warning_on_lo(monkeypatch):
     assert gate[:6] == ['qdisc', 'replace', 'dev', 'lo', 'root', 'handle'] and 'tbf' in gate
     assert int(gate[gate.index('burst') + 1]) >= 65536 + 14, gate
     assert [r[0][:3] for r in ran] == [['ip', 'netns', 'add'], tc[:3], ['ip', 'netns', 'del']]
+
+
+def test_a_change_up_from_a_slow_rate_makes_the_class_again(monkeypatch):
+    # htb counts tokens in time: a class that sent a 9014-byte frame at 0.01 Mbit/s owed 7.2 s
+    # and kept owing it at 20 Mbit/s (class change keeps tokens): the link sent nothing for
+    # the 2 s after such a change; now a change up from a rate whose frame takes over 0.1 s
+    # remakes the class (full tokens), unless an outage since has repaid that time
+    ran, clock = [], [1000.0]
+    monkeypatch.setattr(netns, '_run', lambda cmd, stdin=None: ran.append(stdin) or '')
+    monkeypatch.setattr(netns, 'time', types.SimpleNamespace(monotonic=lambda: clock[0]))
+    fleet = netns.NetnsFleet(1, mtu=9000)
+    monkeypatch.setattr(fleet, 'kick', lambda ns, peer: None, raising=False)
+
+    def kinds(mbps, direction='up'):
+        ran.clear()
+        fleet.set_rate(0, mbps, direction)
+        return [' '.join(line.split()[:2]) for line in ran[0].splitlines()] if ran else []
+    # Execute / Assert: made at 0.5 Mbit/s (a frame: 0.144 s), then up to 20: remade
+    assert kinds(0.5) == ['qdisc replace'] * 2 + ['class replace', 'qdisc replace']
+    assert 'direct_qlen 0' in ran[0]            # (between del and add: dropped, not unshaped)
+    assert kinds(20.0) == ['class del', 'class add', 'qdisc add']
+    assert netns.frame_seconds(0.5) == pytest.approx(0.144224)
+    # up from 1 Mbit/s (0.072 s a frame), or down: the class changed, its tokens kept
+    assert kinds(1.0) == ['class change', 'qdisc change']
+    assert kinds(20.0) == ['class change', 'qdisc change']
+    assert kinds(0.5) == ['class change', 'qdisc change']
+    # an outage that left over 0.1 s of the slow frame: remade after it; a longer one: kept
+    assert kinds(0.0) == ['qdisc change'] and kinds(0.0) == []
+    clock[0] += 0.03
+    assert kinds(20.0) == ['class del', 'class add', 'qdisc add', 'qdisc change']
+    kinds(0.5)
+    kinds(0.0)
+    clock[0] += 0.05
+    assert kinds(20.0) == ['class change', 'qdisc change', 'qdisc change']
+    # the pure function: an old 2-tuple state is a class that owes nothing
+    assert netns.shaping_lines('x', 20.0, 9000, (True, 250_000))[0][:2] == ['class', 'change']
+    assert netns.frame_seconds(1e-6) == netns.HTB_MAX_DEBT_S
+
+
+@needs_root
+def test_a_link_back_from_a_slow_rate_sends_at_once(monkeypatch):
+    # Prepare: 0.01 Mbit/s for 2 s (a 9014-byte frame: 7.2 s), then 20 Mbit/s for 2 s.
+    # Before: the htb class, 7.2 s in debt after its third frame, sent nothing for the 2 s
+    trace = Trace(np.array([0.0, 2.0]), np.array([0.01, 20.0]), 4.0, loop=False)
+    # Execute
+    changes, uplink_set, t, n = _backlogged_sender(monkeypatch, trace, 4.0)
+    # Assert: frames within 0.1 s of the uplink's change, the trace's rate over 1.5 s after it
+    assert len(uplink_set) == 2, changes
+    after = t[t >= uplink_set[1]]
+    assert len(after) and after.min() - uplink_set[1] < 0.1, after[:3] - uplink_set[1]
+    got = float(n[(t >= uplink_set[1]) & (t < uplink_set[1] + 1.5)].sum())
+    assert got >= 0.8 * 20 * 125_000 * 1.5, got

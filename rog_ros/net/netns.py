@@ -40,9 +40,15 @@ TokenBucketShaper`: each shaped end is a ``tbf`` *gate* (root, ``1:``) over an `
   the shaper until 2026-12-07, refilled its bucket at every change: measured 11.4 kB more
   than the trace per change, 8% of a trace alternating 10 / 12 Mbit/s every 0.1 s.) The
   bucket (:func:`tbf_burst_bytes`: two frames or 4 ms of the rate) only bounds what an idle
-  link may send at once. A class whose last frame cost more tokens than it had waits that
-  frame's time at the old rate (at most one frame) before the new rate applies: the bytes
-  balance, as in the user-space bucket.
+  link may send at once. htb counts its tokens in time, not bytes: a class whose last frame
+  cost more than it had waits out that frame's time *at the old rate* before the new rate
+  applies (the user-space bucket repays the bytes at the new rate). After a slow rate that is
+  long: a 9014-byte frame is 3.6 s at 0.02 Mbit/s (the ``outages`` preset's windows go down
+  to 0.0008 Mbit/s; htb caps a debt at 60 s), and a link back at 20 Mbit/s sent nothing for
+  the 2 s after the change from 0.01 Mbit/s. So a change up from a rate whose frame takes
+  over :data:`CLASS_RESET_LAG_S` (0.72 Mbit/s for 9000-byte frames), unless an outage since
+  has repaid that time, makes the class again (full tokens; the frames it held, at most
+  :func:`queue_limit` of the slow rate, are dropped: DDS repairs them).
 * An outage (rate 0) closes the gate: tbf with a 1-byte bucket (:func:`gate_args`), so that
   no frame fits it. Frames queued before the outage stay queued and leave after it at the
   next rate; frames sent during it are dropped at the gate (a radio out of range drops them
@@ -89,6 +95,8 @@ RTPS_HEADROOM = 128        # RTPS header + INFO_TS/INFO_DST + DATA_FRAG, with ma
 GATE_OPEN_RATE = '10gbit'  # the tbf gate when open: above any trace, the htb class shapes
 GATE_CLOSED_BURST = 1      # the gate's bucket in an outage: no frame fits, none leaves
 PROBE_MTU = 65535          # shaping_unavailable_reason's lines: lo's MTU is 65536
+CLASS_RESET_LAG_S = 0.1    # longest wait at an old rate a change up may inherit (else: remake)
+HTB_MAX_DEBT_S = 60.0      # htb's mbuffer: no class owes more time than this
 
 
 class NetnsError(RuntimeError):
@@ -160,6 +168,11 @@ def queue_limit(mbps: float, mtu: int = DEFAULT_MTU) -> int:
     return max(4 * tbf_burst_bytes(mbps, mtu), int(mbps * 125_000 * 0.2))
 
 
+def frame_seconds(mbps: float, mtu: int = DEFAULT_MTU) -> float:
+    """Return the time (s) one frame of ``mtu`` takes at ``mbps`` (> 0), htb's cap at most."""
+    return min(HTB_MAX_DEBT_S, (mtu + ETH_HEADER) * 8 / (mbps * 1e6))
+
+
 def gate_args(open_: bool, mtu: int = DEFAULT_MTU) -> list:
     """
     Return the ``tbf`` arguments of an end's gate: open (:data:`GATE_OPEN_RATE`) or closed.
@@ -187,8 +200,12 @@ def shaping_lines(dev: str, mbps: float, mtu: int = DEFAULT_MTU, state=None) -> 
     Return the ``tc -batch`` lines that set end ``dev`` to ``mbps`` (0: an outage).
 
     ``state`` is what the end had: ``None`` (nothing: the gate, class and queue are made),
-    else a tuple ``(gate_open, queue_limit)``. A rate changes the class (and the queue when
-    it is off by over 2x), opening the gate after it; an outage closes the gate only.
+    else a tuple ``(gate_open, queue_limit)`` or ``(gate_open, queue_limit, class_mbps,
+    owed_s)``: the class's rate and the longest it may still wait at that rate (its last
+    frame's time, less any outage since). A rate changes the class (and the queue when it is
+    off by over 2x), opening the gate after it; a rate above ``class_mbps`` with ``owed_s``
+    over :data:`CLASS_RESET_LAG_S` makes the class and its queue again (see the module's
+    "Shaping"); an outage closes the gate only.
     """
     kbit = int(round(mbps * 1000))
     limit = queue_limit(mbps, mtu) if kbit > 0 else None
@@ -198,7 +215,7 @@ def shaping_lines(dev: str, mbps: float, mtu: int = DEFAULT_MTU, state=None) -> 
         lines += [['qdisc', 'replace', 'dev', dev, 'root', 'handle', '1:', 'tbf']
                   + gate_args(True, mtu),
                   ['qdisc', 'replace', 'dev', dev, 'parent', '1:1', 'handle', '2:', 'htb',
-                   'default', '1'],
+                   'default', '1', 'direct_qlen', '0'],    # (no class: dropped, not sent)
                   ['class', 'replace', 'dev', dev, 'parent', '2:', 'classid', '2:1', 'htb']
                   + class_args(first, mtu),
                   ['qdisc', 'replace', 'dev', dev, 'parent', '2:1', 'handle', '3:', 'bfifo',
@@ -206,14 +223,23 @@ def shaping_lines(dev: str, mbps: float, mtu: int = DEFAULT_MTU, state=None) -> 
         state = (True, limit)
         if kbit > 0:
             return lines
-    gate_open, set_limit = state
+    gate_open, set_limit = state[:2]
+    class_mbps, owed_s = tuple(state[2:4]) or (None, 0.0)
     if kbit <= 0:
         if gate_open:
             lines.append(['qdisc', 'change', 'dev', dev, 'root', 'handle', '1:', 'tbf']
                          + gate_args(False, mtu))
         return lines
-    lines.append(['class', 'change', 'dev', dev, 'parent', '2:', 'classid', '2:1', 'htb']
-                 + class_args(mbps, mtu))
+    if class_mbps is not None and mbps > class_mbps and owed_s > CLASS_RESET_LAG_S:
+        lines += [['class', 'del', 'dev', dev, 'classid', '2:1'],
+                  ['class', 'add', 'dev', dev, 'parent', '2:', 'classid', '2:1', 'htb']
+                  + class_args(mbps, mtu),
+                  ['qdisc', 'add', 'dev', dev, 'parent', '2:1', 'handle', '3:', 'bfifo',
+                   'limit', str(limit)]]
+        set_limit = limit
+    else:
+        lines.append(['class', 'change', 'dev', dev, 'parent', '2:', 'classid', '2:1', 'htb']
+                     + class_args(mbps, mtu))
     if not set_limit or not set_limit / 2 <= limit <= 2 * set_limit:
         lines.append(['qdisc', 'change', 'dev', dev, 'parent', '2:1', 'handle', '3:', 'bfifo',
                       'limit', str(limit)])
@@ -335,6 +361,7 @@ class NetnsFleet:
         self.rates = {}          # (rank, 'up'|'down') -> configured Mbit/s (0: an outage)
         self.limits = {}         # (rank, 'up'|'down') -> its queue's limit (bytes)
         self._closed = set()     # (rank, 'up'|'down') whose gate is closed (an outage)
+        self._class = {}         # (rank, 'up'|'down') -> (htb class Mbit/s, outage began or None)
         self.kick_errors = 0     # kicks that could not be sent (a namespace going away)
         self._kickers = {}       # namespace -> UDP socket inside it (NetnsFleet.kick)
         self._kick_lock = threading.Lock()   # the follower kicks while delete() may close
@@ -400,8 +427,14 @@ class NetnsFleet:
         for d, (ns, dev) in zip((('up', 'down') if direction == 'both' else (direction,)),
                                 ends[direction]):
             key = (rank, d)
-            state = None if key not in self.limits else (key not in self._closed,
-                                                         self.limits[key])
+            now = time.monotonic()
+            state = None
+            if key in self.limits:
+                class_mbps, out_since = self._class.get(key, (None, None))
+                owed = 0.0 if class_mbps is None else frame_seconds(class_mbps, self.mtu)
+                if out_since is not None:         # an outage repays the class's wait
+                    owed -= now - out_since
+                state = (key not in self._closed, self.limits[key], class_mbps, owed)
             lines = shaping_lines(dev, mbps, self.mtu, state)
             if lines:
                 _run(['tc', '-n', ns, '-batch', '-'],
@@ -411,8 +444,11 @@ class NetnsFleet:
                     self.limits[key] = int(line[-1])
             if configured_mbps(mbps) > 0:
                 self._closed.discard(key)
+                self._class[key] = (configured_mbps(mbps), None)
             else:
                 self._closed.add(key)
+                if key in self._class and self._class[key][1] is None:
+                    self._class[key] = (self._class[key][0], now)
             self.rates[key] = configured_mbps(mbps)
             self.kick(ns, peers[ns])
 
