@@ -370,7 +370,31 @@ def test_netns_without_root_is_information_not_a_failure(monkeypatch):
     (found,) = doctor_checks.check_netns()
     assert found.level == 'info' and '--netns needs root' in found.detail
     monkeypatch.setattr(netns, 'unavailable_reason', lambda: None)
+    monkeypatch.setattr(netns, 'shaping_unavailable_reason', lambda: None)
     assert doctor_checks.check_netns()[0].level == 'ok'
+
+
+def test_netns_on_a_kernel_without_the_qdiscs_is_not_reported_available(monkeypatch):
+    # check_netns said 'ok' with root and iproute2 alone, on a kernel where rog fleet --netns
+    # then failed at its first tc (no sch_tbf or sch_htb): the qdiscs are tried now
+    from rog_ros.net import netns
+    monkeypatch.setattr(netns, 'unavailable_reason', lambda: None)
+    tried = []
+
+    def lacking(lines=None):
+        tried.append(lines)
+        return 'this kernel lacks a qdisc it needs (sch_tbf, sch_htb): ... unknown.'
+    monkeypatch.setattr(netns, 'shaping_unavailable_reason', lacking)
+    # Execute / Assert: no qdisc -> information, saying which; tried with the fleet's lines
+    (found,) = doctor_checks.check_netns()
+    assert found.level == 'info' and 'cannot shape here' in found.detail
+    assert 'sch_htb' in found.detail and tried == [None]
+
+    def broken(lines=None):
+        raise netns.NetnsError('ip netns add rgprobe1 failed: Operation not permitted')
+    monkeypatch.setattr(netns, 'shaping_unavailable_reason', broken)
+    (found,) = doctor_checks.check_netns()
+    assert found.level == 'warn' and 'Operation not permitted' in found.detail, found
 
 
 def test_ros2_without_built_interfaces_is_a_warning(monkeypatch):

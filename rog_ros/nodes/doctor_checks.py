@@ -297,12 +297,22 @@ def _unwritable_cache(path: str, exc: OSError, cache) -> Finding:
 
 
 def check_netns():
-    from rog_ros.net.netns import unavailable_reason
-    reason = unavailable_reason()
-    if reason is None:
-        return [Finding('netns', 'ok', 'kernel link emulation available (rog fleet --netns)')]
-    return [Finding('netns', 'info', f'rog fleet --netns {reason}; the default '
-                    'application-level shaping needs neither')]
+    from rog_ros.net import netns
+    reason = netns.unavailable_reason()
+    if reason is not None:
+        return [Finding('netns', 'info', f'rog fleet --netns {reason}; the default '
+                        'application-level shaping needs neither')]
+    try:                    # root and iproute2 are not enough: the kernel's qdiscs shape
+        shaping = netns.shaping_unavailable_reason()
+    except netns.NetnsError as err:
+        return [Finding('netns', 'warn', f'rog fleet --netns could not try its shaping in a '
+                        f'namespace of its own: {err}', 'the default application-level '
+                        'shaping needs no namespace')]
+    if shaping is not None:
+        return [Finding('netns', 'info', f'rog fleet --netns cannot shape here: {shaping}; '
+                        'the default application-level shaping needs no qdisc')]
+    return [Finding('netns', 'ok', 'kernel link emulation available (rog fleet --netns: '
+                    'namespaces, tbf and htb tried)')]
 
 
 def check_plots():
