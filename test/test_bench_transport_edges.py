@@ -115,6 +115,7 @@ class _Follower:
 def test_netns_without_a_window_gives_null_not_nan(monkeypatch):
     from rog_ros.net import netns
     monkeypatch.setattr(netns, 'unavailable_reason', lambda: None)
+    monkeypatch.setattr(netns, 'shaping_unavailable_reason', lambda: None)
     monkeypatch.setattr(netns, 'NetnsFleet', _Fleet)
     monkeypatch.setattr(netns, 'RateFollower', _Follower)
     monkeypatch.setattr(netns, 'cyclone_xml', lambda *args: '<CycloneDDS/>')
@@ -123,6 +124,24 @@ def test_netns_without_a_window_gives_null_not_nan(monkeypatch):
     json.dumps(res, allow_nan=False)                  # NaN raised ValueError here
     assert res['netns_configured_mbps'] is None and res['netns_goodput_fraction'] is None
     assert res['netns_goodput_mbps'] is None and 'netns_note' in res
+
+
+def test_netns_on_a_kernel_without_the_qdiscs_is_skipped_with_the_reason(monkeypatch):
+    # root and iproute2 were enough to go on: on a kernel without sch_tbf or sch_htb the
+    # bench failed at the follower's first tc instead of skipping, as its docstring says
+    from rog_ros.net import netns
+    made = []
+    monkeypatch.setattr(netns, 'unavailable_reason', lambda: None)
+    monkeypatch.setattr(netns, 'shaping_unavailable_reason',
+                        lambda: 'this kernel lacks a qdisc it needs (sch_tbf, sch_htb)')
+    monkeypatch.setattr(netns, 'NetnsFleet', lambda *a, **k: made.append(a) or _Fleet())
+    monkeypatch.setattr(netns, 'RateFollower', _Follower)
+    monkeypatch.setattr(bt, '_pair', lambda *args, **kwargs: _result(2))
+    # Execute
+    res = bt.bench_netns(duration_s=0.01, domain=7)
+    # Assert
+    assert res == {'netns_skipped': 'this kernel lacks a qdisc it needs (sch_tbf, sch_htb)'}
+    assert made == []
 
 
 def test_a_duration_below_the_minimum_is_refused_in_one_line():

@@ -19,9 +19,10 @@ Cyclone DDS with the RowChunk type and RELIABLE QoS the protocol uses:
 
 * ``loopback_goodput_MBps``: RowChunk payload MB/s over loopback, sender saturating;
 * ``netns_goodput_fraction``: payload goodput over a veth pair between two network namespaces
-  whose ``tbf`` rate follows a trace, divided by the trace's mean rate over the same window
-  (target >= 0.9; the rest is RTPS/UDP/IP/Ethernet headers). Skipped, with the reason, when
-  not root or iproute2 is missing;
+  whose kernel shaping (``rog fleet --netns``'s: an ``htb`` class under a ``tbf`` gate)
+  follows a trace, divided by the trace's mean rate over the same window (target >= 0.9; the
+  rest is RTPS/UDP/IP/Ethernet headers). Skipped, with the reason, when not root, iproute2
+  is missing or the kernel lacks sch_tbf or sch_htb;
 * ``latency_p95_ms``: 95th percentile of a chunk's delivery latency (publish call to the
   subscriber's take) with a paced sender on loopback, i.e. without queueing behind a backlog.
 
@@ -266,7 +267,7 @@ def _percentile_ms(seconds, q: float):
 
 def bench_netns(trace=None, duration_s: float = 4.0, domain: int | None = None) -> dict:
     """
-    Measure goodput through a tbf-shaped veth pair whose rate follows ``trace``.
+    Measure goodput through a kernel-shaped veth pair whose rate follows ``trace``.
 
     Default trace: 40 Mbit/s for 2 s, then 15 Mbit/s. The result is also given as a fraction
     of the trace's mean rate over the measured window.
@@ -274,6 +275,8 @@ def bench_netns(trace=None, duration_s: float = 4.0, domain: int | None = None) 
     from rog_ros.net import netns
     from rog_ros.net.traces import Trace
     reason = netns.unavailable_reason()
+    if reason is None:
+        reason = netns.shaping_unavailable_reason()
     if reason is not None:
         return {'netns_skipped': reason}
     if trace is None:
@@ -290,7 +293,7 @@ def bench_netns(trace=None, duration_s: float = 4.0, domain: int | None = None) 
         env_w = _env(netns.cyclone_xml([link.worker_ip], [link.server_ip]), domain)
         env_s = _env(netns.cyclone_xml([link.server_ip], [link.worker_ip]), domain)
         epoch = time.time()
-        follower = netns.RateFollower(fleet, {0: _Link()}, epoch, period_s=0.05).start()
+        follower = netns.RateFollower(fleet, {0: _Link()}, epoch).start()   # rog fleet's
         try:
             res = _pair(env_w, env_s, fleet.exec_prefix(link.worker_ns),
                         fleet.exec_prefix(link.server_ns), duration_s, 0.0)

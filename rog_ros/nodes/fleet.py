@@ -26,8 +26,9 @@ it held), unless its server resumes from the checkpoint in its ``--state-dir``.
 Ctrl-C stops every node (SIGINT, then SIGTERM, then SIGKILL, each after a grace period; a
 second Ctrl-C skips the wait); none outlives this command, and ``summary.json`` is written
 from what exists, with an ``error`` saying the run was interrupted.
-``--netns`` (root) runs each robot in its own network namespace behind a tbf-shaped veth
-pair instead of shaping in the application.
+``--netns`` (root) runs each robot in its own network namespace behind a veth pair that the
+kernel shapes (a ``tbf`` gate over an ``htb`` class, :mod:`rog_ros.net.netns`) instead of
+shaping in the application.
 
 Every message is authenticated with a fleet key (docs/security.md): ``--fleet-key-file``,
 else ``$ROG_FLEET_KEY_FILE``, else ``$ROG_FLEET_KEY`` (which the nodes inherit), else a new
@@ -686,7 +687,7 @@ def _watch(sup: Supervisor, bus, progress: Progress, args, n: int, stop=None) ->
 
 def _netns_setup(specs, envs, prefixes, cleanup, base_env) -> list:
     """
-    Create namespaces, veth pairs, the tbf follower and per-node Cyclone configurations.
+    Create namespaces, veth pairs, the kernel rate follower and per-node Cyclone configurations.
 
     Returns the specs without application-level shaping (the kernel shapes instead).
     """
