@@ -418,3 +418,88 @@ def test_a_server_of_another_build_seen_in_the_downlink_wait_still_exits_4_rclpy
     assert took < 2.5, took                      # not the 3 s startup_timeout
     assert failure_status(err.value) == 4 and not respawn.crashed(4)
     assert OLD_PREFIX in str(err.value)
+
+
+MATCHED_CASES = [
+    # (side, the middleware's count, the known endpoints, another build seen there, expected)
+    # no endpoint of another build seen: the middleware's count (one matched before the
+    # graph / discovery listed it is not taken away)
+    ('reader', 2, ['this'], False, 2),
+    ('writer', 2, ['this'], False, 2),
+    # one of another build matched by name: at most this build's
+    ('reader', 2, ['this', 'other'], True, 1),
+    ('writer', 2, ['this', 'other'], True, 1),
+    # the middleware did not match it (or not yet a peer of this build): its count
+    ('reader', 1, ['this', 'other'], True, 1),
+    ('writer', 0, ['this', 'other'], True, 0),
+    ('reader', 1, ['other'], True, 0),
+    ('writer', 1, ['other'], True, 0),
+    # another build seen once (gone since): at most the known ones of this build still
+    ('reader', 2, ['this'], True, 1),
+    ('writer', 2, ['this'], True, 1),
+    # the bus cannot tell (no discovery readers; an rmw whose GIDs name no participant)
+    ('reader', 2, None, True, 2),
+    ('writer', 2, None, True, 2),
+]
+
+
+def _dds_matched(monkeypatch, side, count, known, seen):
+    """Return DdsBus.matched on ``side``'s topic, its discovery and DDS count as given."""
+    from rog_ros.transport import dds_bus
+
+    bus = dds_bus.DdsBus.__new__(dds_bus.DdsBus)   # (no participant: the rule alone)
+    bus.namespace, bus._closed = '/g', False
+    topic = 'w0/chunks' if side == 'reader' else 'up/chunks'
+    bus._writers = {'/g/w0/chunks': object()} if side == 'reader' else {}
+    bus._readers = {'/g/up/chunks': (object(),)} if side == 'writer' else {}
+    bus._discovery = {} if known is None else {side: None}
+    bus._endpoints = {(side, '/g/' + topic): {
+        i: ('p%d' % i, None if k == 'this' else 'RIHS01_' + '3' * 64)
+        for i, k in enumerate(known or ())}}
+    bus._foreign_types = {'/g/' + topic: {(side, 'RIHS01_' + '3' * 64)}} if seen else {}
+    bus._take_discovery = lambda: None
+    bus._check_qos = lambda ros_topic: None
+    monkeypatch.setattr(dds_bus, '_matched_peers', lambda entity, writer: count)
+    return bus.matched(topic)
+
+
+def _rclpy_matched(ros, side, count, known, seen):
+    """Return RclpyBus.matched on ``side``'s topic, its graph and rmw count as given."""
+    if known is None:
+        ros.rmw = 'rmw_zenoh_cpp'                # (its GIDs name no participant)
+    bus = _bus('rog_server', '/m')
+    topic = 'w0/chunks' if side == 'reader' else 'up/chunks'
+    if side == 'reader':
+        bus.advertise(topic)
+    else:
+        bus.subscribe(topic)
+    ends = [ros.add_remote(bytes([0x30 + i]) * 12, f'peer_{i}', '/m/' + topic,
+                           side == 'writer', _type(topic), 'ours' if k == 'this' else OTHER_HASH)
+            for i, k in enumerate(known or ())]
+    if seen and 'other' not in (known or ['other']):      # seen once, gone since
+        gone = ros.add_remote(bytes([0x4f]) * 12, 'old', '/m/' + topic, side == 'writer',
+                              _type(topic), OTHER_HASH)
+        bus.matched(topic)
+        gone.gone = True
+        bus.poll(0.0)
+    if side == 'reader':
+        bus._publishers['/m/' + topic].get_subscription_count = lambda: count
+    else:
+        bus._node.count_publishers = lambda t: count
+    try:
+        return bus.matched(topic)
+    finally:
+        del ends
+        bus.close()
+
+
+@pytest.mark.parametrize('case', MATCHED_CASES, ids=lambda c: f'{c[0]}-{c[1]}-{c[2]}-{c[3]}')
+def test_both_buses_cap_matched_by_one_rule(jazzy, monkeypatch, case):
+    # DdsBus capped matched() at the endpoints of this build only once discovery had seen
+    # one of another build on that side of the topic; RclpyBus capped its readers whenever
+    # the graph could be read (a peer matched before the graph listed it was not counted:
+    # the first two cases gave 1) and subtracted its writers of another build. Both follow
+    # bus.matched_of_this_build now, on the same cases.
+    side, count, known, seen, expected = case
+    assert _dds_matched(monkeypatch, side, count, known, seen) == expected
+    assert _rclpy_matched(jazzy, side, count, known, seen) == expected

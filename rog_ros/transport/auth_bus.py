@@ -139,6 +139,9 @@ class AuthBus(Bus):
     def foreign_writers(self, topic: str) -> list:
         return self.inner.foreign_writers(topic)
 
+    def other_builds(self, topic: str, writer: bool) -> list:
+        return self.inner.other_builds(topic, writer)
+
     def close(self) -> None:
         self.inner.close()
 

@@ -143,6 +143,16 @@ class Bus(abc.ABC):
         """
         return []
 
+    def other_builds(self, topic: str, writer: bool) -> list:
+        """
+        Return what tells the endpoints of another build on ``topic`` apart, sorted.
+
+        ``writer`` picks the side; each is the endpoint's type hash (``RIHS01_...``) or, for a
+        renamed message, its type name, as the bus saw it: what a line naming the other
+        build gives. [] when none, or when this bus cannot tell.
+        """
+        return []
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release all middleware resources; the bus is unusable afterwards. Idempotent."""
@@ -166,3 +176,21 @@ def guid_prefix_text(data) -> str:
     if len(data) < 12 or not any(data):
         return ''
     return ':'.join(data[i:i + 4].hex() for i in range(0, 12, 4))
+
+
+def matched_of_this_build(count: int, others, other_seen: bool) -> int:
+    """
+    Return ``count`` matched endpoints, at most the known ones of this build: both buses' rule.
+
+    ``count``: the middleware's count (a ROS 2 node on rmw_cyclonedds gives Cyclone no type
+    information, so DDS matches an endpoint of another build whose types keep their names,
+    and rcl's ``count_publishers`` counts every writer of the topic, of any type). ``others``:
+    for each endpoint known on that side of the topic (DDS discovery, rclpy's graph), whether
+    it is of another build (None: the bus cannot tell). ``other_seen``: one of another build
+    was ever seen on that side of the topic. Until one was, the middleware's count stands: a
+    peer matched before discovery (or the graph) reported it is not taken away; from then on
+    the count is at most the endpoints of this build known there.
+    """
+    if others is None or not other_seen:
+        return count
+    return min(count, sum(1 for other in others if not other))

@@ -44,7 +44,7 @@ from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
 from rog_ros.transport import idl
-from rog_ros.transport.bus import Bus, BusError, guid_prefix_text
+from rog_ros.transport.bus import Bus, BusError, guid_prefix_text, matched_of_this_build
 from rog_ros.transport.convert import decode, DecodeError, from_sample, to_sample
 from rog_ros.transport.cyclone_config import discovery_config, domain_id_from_env, \
     file_uri, peer_resolves
@@ -497,11 +497,11 @@ class DdsBus(Bus):
 
     def _of_this_build(self, side: str, ros_topic: str, count: int) -> int:
         """Return ``count`` matched ``side`` endpoints, at most the known ones of this build."""
-        if not self._discovery or not any(
-                s == side for s, _ in self._foreign_types.get(ros_topic, ())):
-            return count        # (none of another build seen: DDS's count, without lag)
         known = self._endpoints.get((side, ros_topic), {})
-        return min(count, sum(1 for _, foreign in known.values() if foreign is None))
+        return matched_of_this_build(   # (the rule RclpyBus follows too)
+            count, [foreign is not None for _, foreign in known.values()]
+            if self._discovery else None,
+            any(s == side for s, _ in self._foreign_types.get(ros_topic, ())))
 
     def _check_peers_now_and_then(self) -> None:
         """Look for peers that cannot match or are of another build, once a second at most."""
@@ -574,6 +574,13 @@ class DdsBus(Bus):
 
     def foreign_writers(self, topic: str) -> list:
         return self._foreign('writer', topic)
+
+    def other_builds(self, topic: str, writer: bool) -> list:
+        self._check_open()
+        ros_topic = resolve(topic, self.namespace)
+        self._take_discovery()
+        known = self._endpoints.get(('writer' if writer else 'reader', ros_topic), {})
+        return sorted({foreign for _, foreign in known.values() if foreign is not None})
 
     def _foreign(self, side: str, topic: str) -> list:
         """Return the GUID prefixes of ``side``'s endpoints on ``topic`` of another build."""

@@ -39,7 +39,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rog_ros import msg as ros_msg
 from rog_ros.protocol import messages
 from rog_ros.transport import topics
-from rog_ros.transport.bus import Bus, BusError, guid_prefix_text
+from rog_ros.transport.bus import Bus, BusError, guid_prefix_text, matched_of_this_build
 from rog_ros.transport.field_plans import FIELD_PLANS, full_name, MESSAGE_CLASSES, \
     TYPE_HASHES
 from rog_ros.transport.standard_msgs import from_sample
@@ -225,6 +225,7 @@ class RclpyBus(Bus):
         self.namesake_said = None
         # rclpy's graph by (writer?, absolute topic): (when asked, _endpoints's list)
         self._graph = {}
+        self._other_seen = set()      # (writer?, absolute topic) where another build was seen
         self._graph_off = False       # the graph query failed once: this bus cannot tell
         try:
             rmw = rclpy.get_rmw_implementation_identifier()
@@ -344,31 +345,40 @@ class RclpyBus(Bus):
 
     def matched(self, topic: str) -> int:
         """
-        Return the remote endpoints matched on ``topic``, less those of another build.
+        Return the remote endpoints matched on ``topic``, at most those of this build.
 
         rmw_cyclonedds matches by type name alone (its sertype gives Cyclone no type
         information to check), so a reader of another build whose types keep their names is
         in ``get_subscription_count``; rcl's ``count_publishers`` counts every writer of the
         topic, of any type. Counted, a robot of an older rog_ros was a robot there: the
         server's wait for its downlink readers and its uplink writers (one per robot) ended,
-        and a fleet of old robots was never given up at the start (exit 4). Where the graph
-        tells them apart (:meth:`foreign_readers`, :meth:`foreign_writers`), the readers
-        counted are at most the graph's readers of this build (an rmw that does not match
-        them is not short of one), and the writers of another build are left out.
+        and a fleet of old robots was never given up at the start (exit 4). Once the graph
+        showed an endpoint of another build on that side of the topic (:meth:`_endpoints`),
+        the count is at most the graph's endpoints of this build there, this node's own
+        writer aside: ``bus.matched_of_this_build``, the rule ``DdsBus`` follows with DDS
+        discovery (before, the graph's count capped it whenever the graph could be read, so
+        a peer matched before the graph listed it was not counted here, and was by DdsBus).
         """
         self._check_open()
         ros_topic = resolve(topic, self.namespace)
         count = 0
         if ros_topic in self._publishers:
-            seen = self._publishers[ros_topic].get_subscription_count()
-            known = self._endpoints(topic, False)
-            count += seen if known is None else min(
-                seen, sum(1 for _, foreign in known if not foreign))
+            count += self._of_this_build(
+                topic, False, self._publishers[ros_topic].get_subscription_count())
         if ros_topic in self._subscriptions:
-            known = self._endpoints(topic, True)
-            count += max(self._node.count_publishers(ros_topic) - (ros_topic in self._publishers)
-                         - sum(1 for _, foreign in known or () if foreign), 0)
+            own = ros_topic in self._publishers       # (count_publishers counts it)
+            count += self._of_this_build(
+                topic, True, max(self._node.count_publishers(ros_topic) - own, 0), own)
         return count
+
+    def _of_this_build(self, topic: str, writer: bool, count: int, own: bool = False) -> int:
+        """Return ``count`` matched endpoints on ``writer``'s side, at most this build's."""
+        known = self._endpoints(topic, writer)
+        others = None if known is None else [other for _, other in known]
+        if own and others is not None and '' in others:
+            others.remove('')                  # (this node's own writer of the topic)
+        return matched_of_this_build(
+            count, others, (writer, resolve(topic, self.namespace)) in self._other_seen)
 
     def participants(self, topic: str, writer: bool):
         """
@@ -393,12 +403,16 @@ class RclpyBus(Bus):
         known = self._endpoints(topic, True)
         return sorted({p for p, foreign in known or () if p and foreign})
 
+    def other_builds(self, topic: str, writer: bool) -> list:
+        return sorted({other for _, other in self._endpoints(topic, writer) or () if other})
+
     def _endpoints(self, topic: str, writer: bool):
         """
-        Return ``[(GUID prefix, of another build?)]`` of the endpoints on ``topic``.
+        Return ``[(GUID prefix, what tells another build)]`` of the endpoints on ``topic``.
 
         One per endpoint, as rclpy lists them; the prefix is '' for one of this process's
-        participant, or without a GID.
+        participant, or without a GID; what tells another build is its type name or hash
+        ('' for an endpoint of this build).
 
         Another build: a ``topic_type`` other than this build's (``rog_ros/msg/RowChunk``), or
         a ``topic_type_hash`` (Iron and newer; version 0 or less: none sent, and a version
@@ -442,8 +456,12 @@ class RclpyBus(Bus):
             prefix = _gid_prefix(info.endpoint_gid)
             prefix = '' if prefix in self._own else prefix
             theirs = self._type_hash(info)
-            known.append((prefix, info.topic_type != ours or (
-                theirs is not None and our_hash is not None and theirs != our_hash)))
+            other = info.topic_type if info.topic_type != ours else (
+                theirs if theirs is not None and our_hash is not None and theirs != our_hash
+                else '')
+            known.append((prefix, other))
+        if any(other for _, other in known):
+            self._other_seen.add((writer, ros_topic))   # (matched() caps from now on)
         self._graph[(writer, ros_topic)] = (now, known)
         return known
 
