@@ -328,8 +328,10 @@ def test_a_robot_facing_a_server_of_another_build_exits_4_rclpy(
     # A robot of this build whose server runs another rog_ros waited until startup_timeout
     # (3 s here) with `no peer on ...`, exit 1, and under respawn was started again and
     # again. It tells the server's endpoints are another build's (a renamed type, or on
-    # Jazzy another hash; Humble only tells a renamed one), says so in one line and exits 4
-    # (not respawned) after 3 leases (0.3 s here).
+    # Jazzy another hash; Humble only tells a renamed one), says so after 3 leases (0.3 s
+    # here) and waits for a server of its own build until startup_timeout (that server
+    # may be late: the other one may be another fleet's), then ends with one line naming
+    # both builds and exit 4 (not respawned). Before, it exited after the 3 leases.
     from rog_ros.nodes import respawn, worker_node
     from rog_ros.nodes.ros_node import failure_status
 
@@ -349,12 +351,17 @@ def test_a_robot_facing_a_server_of_another_build_exits_4_rclpy(
     finally:
         robot.shutdown()
     assert isinstance(err.value, worker_node.ServerIncompatible), err.value
-    assert took < 2.5, took                      # not the 3 s startup_timeout
+    assert 2.95 < took < 5.0, took                # the 3 s startup_timeout, not 3 leases
     assert failure_status(err.value) == 4 and not respawn.crashed(4)
     text = str(err.value)
     assert '\n' not in text and OLD_PREFIX in text and 'another rog_ros build' in text
+    assert text.startswith('no server of this build after startup_timeout 3 s: ')
     from rog_ros.transport.idl import type_hash
     assert type_hash('RowChunk') in text and 'upgrade the server or this robot' in text
+    theirs = 'rog_ros/msg/RowChunkV1' if renamed else OTHER_HASH    # (the other build's)
+    assert f'its types: up/chunks {theirs}, w0/chunks {theirs}' in text, text
+    said = [r.getMessage() for r in caplog.records if 'the only server heard' in r.getMessage()]
+    assert len(said) == 1 and 'waits for a server of its build until startup_timeout' in said[0]
 
 
 def test_an_old_tool_reading_the_uplink_does_not_end_a_robots_wait_rclpy(
@@ -398,7 +405,8 @@ def test_a_server_of_another_build_seen_in_the_downlink_wait_still_exits_4_rclpy
     # downlink's, where ServerIncompatible was caught as that wait's own PeerTimeout (a
     # warning blaming a smaller fleet), the watch had given the server up and never said so
     # again, and the robot ended with the plain `no peer on ...` at startup_timeout: exit 1,
-    # respawned again and again. It ends with exit 4 as in the uplink's wait.
+    # respawned again and again. It ends with exit 4 as in the uplink's wait (at
+    # startup_timeout: it waits as long for a server of its own build).
     from rog_ros.nodes import respawn, worker_node
     from rog_ros.nodes.ros_node import failure_status
 
@@ -415,9 +423,131 @@ def test_a_server_of_another_build_seen_in_the_downlink_wait_still_exits_4_rclpy
     finally:
         robot.shutdown()
     assert isinstance(err.value, worker_node.ServerIncompatible), err.value
-    assert took < 2.5, took                      # not the 3 s startup_timeout
+    assert 2.95 < took < 5.0, took               # at the 3 s startup_timeout
     assert failure_status(err.value) == 4 and not respawn.crashed(4)
     assert OLD_PREFIX in str(err.value)
+
+
+OWN = bytes(range(0xe0, 0xec))           # a server of this build (another process)
+
+
+def _own_server(ros, namespace, rank):
+    """Put a server of this build on the graph: it reads the uplink, writes ``rank``'s downlink."""
+    return ([ros.add_remote(OWN, 'rog_server', resolve(t, namespace), False, _type(t))
+             for t in server_inbox()] +
+            [ros.add_remote(OWN, 'rog_server', resolve(t, namespace), True, _type(t))
+             for t in worker_inbox(rank)])
+
+
+def _then(robot, after_s, act):
+    """Call ``act()`` once, at the robot's first look for its peers ``after_s`` from now."""
+    start, starting, done = time.monotonic(), robot._starting, []
+
+    def look():
+        if not done and time.monotonic() - start >= after_s:
+            done.append(act())
+        return starting()
+    robot._starting = look
+    return done
+
+
+def _said(caplog) -> list:
+    return [r.getMessage() for r in caplog.records if 'the only server heard' in r.getMessage()]
+
+
+def test_a_robot_waits_for_its_own_late_server_beside_another_builds_rclpy(
+        jazzy, tmp_path, monkeypatch, caplog):
+    # A second fleet of another build shares the namespace and domain: its server is heard
+    # first, this robot's own comes 1 s later. The robot refused its own late server: it
+    # exited 4 once the other one had been heard alone for 3 leases (0.3 s here). It says
+    # so then, waits for its own until startup_timeout (3 s), and starts with it.
+    from rog_ros.nodes import worker_node
+
+    monkeypatch.setattr(worker_node, 'INCOMPATIBLE_SCALE', 0.01)
+    robot = _worker(tmp_path, '/late', '--startup-timeout', '3')
+    _old_server(jazzy, '/late', 0)
+    came = _then(robot, 1.0, lambda: _own_server(jazzy, '/late', 0))
+    try:
+        start = time.monotonic()
+        assert robot.activate()
+        took = time.monotonic() - start
+    finally:
+        robot.shutdown()
+    assert came and 1.0 <= took < 2.5, took
+    (line,) = _said(caplog)                      # said once, while only the other was heard
+    assert OLD_PREFIX in line and OTHER_HASH in line and 'until startup_timeout' in line
+
+
+def test_a_robot_with_its_own_server_never_refuses_for_another_builds_rclpy(
+        jazzy, tmp_path, monkeypatch, caplog):
+    # The other order: its own server first, then another build's server (another fleet's)
+    # comes beside it. The robot starts at once, never says the other server is the only
+    # one, and at server_timeout (its own server silent here) ends as any robot whose server
+    # is silent (exit 1), not as one that only another build serves (exit 4).
+    from rog_ros.nodes import worker_node
+    from rog_ros.nodes.ros_node import failure_status
+
+    monkeypatch.setattr(worker_node, 'INCOMPATIBLE_SCALE', 0.01)
+    robot = _worker(tmp_path, '/both', '--startup-timeout', '3', '--server-timeout', '1')
+    _own_server(jazzy, '/both', 0)
+    try:
+        start = time.monotonic()
+        assert robot.activate() and time.monotonic() - start < 1.0
+        _old_server(jazzy, '/both', 0)
+        with pytest.raises((worker_node.PeerTimeout, TimeoutError)) as err:
+            while robot.spin_once():
+                time.sleep(0.005)
+    finally:
+        robot.shutdown()
+    assert not isinstance(err.value, worker_node.ServerIncompatible), err.value
+    assert failure_status(err.value) == 1 and 'no message from the server' in str(err.value)
+    assert _said(caplog) == []
+
+
+@pytest.mark.parametrize('keyed', [False, True])
+def test_a_server_replaced_mid_run_by_another_build_ends_the_robot_with_exit_4_rclpy(
+        jazzy, tmp_path, monkeypatch, caplog, keyed):
+    # The server upgraded and restarted while its robots run the old rog_ros: its endpoints
+    # go, a server of another build's come. A robot told another build only at its start:
+    # mid-run it waited server_timeout and ended with `no message from the server` (exit 1;
+    # under respawn started again, to wait startup_timeout out). It says so after 3 leases,
+    # waits server_timeout for a server of its build, then ends with one line naming both
+    # builds and exit 4 (not respawned). With a fleet key the bus is an AuthBus, which
+    # hands the other build's types over as it hands its participants.
+    from rog_ros.nodes import respawn, worker_node
+    from rog_ros.nodes.fleet_key import write_key_file
+    from rog_ros.nodes.ros_node import failure_status
+    from rog_ros.transport.idl import type_hash
+
+    monkeypatch.setattr(worker_node, 'INCOMPATIBLE_SCALE', 0.01)
+    if keyed:
+        write_key_file(tmp_path / 'fleet.key')
+        monkeypatch.setenv('ROG_FLEET_KEY_FILE', str(tmp_path / 'fleet.key'))
+    robot = _worker(tmp_path, '/mid', '--startup-timeout', '3', '--server-timeout', '1.5')
+    assert type(robot.bus).__name__ == ('AuthBus' if keyed else 'RclpyBus')
+    own = _own_server(jazzy, '/mid', 0)
+    try:
+        assert robot.activate()
+        for end in own:
+            end.gone = True
+        _old_server(jazzy, '/mid', 0)
+        start = time.monotonic()
+        with pytest.raises((worker_node.PeerTimeout, TimeoutError)) as err:
+            while robot.spin_once():
+                time.sleep(0.005)
+        took = time.monotonic() - start
+    finally:
+        robot.shutdown()
+    assert isinstance(err.value, worker_node.ServerIncompatible), err.value
+    assert failure_status(err.value) == 4 and not respawn.crashed(4)
+    assert took < 1.5 + 1.0, took                # server_timeout, from its last progress
+    text = str(err.value)
+    assert text.startswith('worker 0: no message from its server for server_timeout 1.5 s: '
+                           'the only server heard runs another rog_ros build'), text
+    assert '\n' not in text and OLD_PREFIX in text and OTHER_HASH in text
+    assert type_hash('RowChunk') in text and 'upgrade the server or this robot' in text
+    (line,) = _said(caplog)
+    assert 'until server_timeout, 1.5 s after the last message of its server' in line
 
 
 MATCHED_CASES = [

@@ -58,6 +58,7 @@ are matched: both are created in one step and discovered together, so far longer
 discovery round (``WorkerNode._wait_for_downlink``)."""
 INCOMPATIBLE_SCALE = 1.0   # the bound before a server of another build is given up, scaled
 INCOMPATIBLE_LOOK_S = 0.5  # how often the bus is asked about the server's build
+OTHER_SERVER_SAY_S = 60.0  # how often a robot served by another build only says so again
 
 
 class FleetMismatch(ValueError):
@@ -157,6 +158,8 @@ class WorkerNode:
         self.server_watch = IncompatibleWatch(
             1, INCOMPATIBLE_LEASES * limits['lease_s'] * INCOMPATIBLE_SCALE)
         self._next_server_look = 0.0
+        self._other_said = 0.0       # when a server of another build only was last said
+        self._waiting_to_start = False   # activate waits for the server (its patience said)
         self.model, self.layout, self.workload = tr.model, tr.layout, tr.workload
         self.log.info(tr.start_line())
         self.start_fingerprint = tr.fingerprint   # in every status: the server compares it
@@ -250,51 +253,102 @@ class WorkerNode:
         """
         Tell whether to go on waiting for peers: no shutdown requested meanwhile.
 
-        Raises :class:`ServerIncompatible` once the server seen runs another rog_ros build
-        (:meth:`_look_for_server`).
+        Looks for a server of another build meanwhile (:meth:`_look_for_server`: said, not
+        refused, before ``startup_timeout``).
         """
         self._look_for_server()
         return not self.requests.shutdown_requested
 
-    def _look_for_server(self, now=None) -> None:
+    def _other_server(self) -> list:
         """
-        Raise :class:`ServerIncompatible` when the only server there is of another build.
+        Return the participants that serve this robot with another build, when only they do.
 
         A server of an older (or newer) rog_ros whose message types differ reads the uplink
         and writes this robot's downlink with another type hash: Cyclone with type
         information does not match it, rmw_cyclonedds (none) matches it by name and the
-        messages are dropped or misread, and this robot waited until ``startup_timeout``
-        with ``no peer on ...`` (exit 1: restarted again and again under respawn). A
-        participant that reads the uplink with another type hash (``Bus.foreign_readers``)
-        and writes this robot's downlink (of either build), with no server of this build,
-        for ``INCOMPATIBLE_LEASES`` leases (``IncompatibleWatch``, as the server watches its
-        robots) ends the wait: exit status 4, not respawned. A participant of another build
-        that only reads the uplink (an older ``ros2 topic echo``) is a tool, not the server.
-        At most every ``INCOMPATIBLE_LOOK_S``.
+        messages are dropped or misread. A participant that reads the uplink with another
+        type hash (``Bus.foreign_readers``) and writes this robot's downlink (of either
+        build) is such a server; one that only reads the uplink (an older ``ros2 topic
+        echo``) is a tool. [] when there is none, or when a server of this build is there
+        too (:meth:`_server_there`): a second fleet of another build on this namespace and
+        ROS_DOMAIN_ID does not stand between a robot and its own server.
+        """
+        foreign = {p for t in worker_outbox() for p in self.bus.foreign_readers(t)}
+        if foreign:
+            writers = self._downlink_writers()
+            if writers is not None:
+                foreign &= writers           # a server, not a tool that only reads
+        if not foreign or self._server_there():
+            return []
+        return sorted(foreign)
+
+    def _look_for_server(self, now=None) -> None:
+        """
+        Say so when the only server there runs another build: at first, then now and then.
+
+        A participant of another build serving this robot (:meth:`_other_server`), with no
+        server of this build, for ``INCOMPATIBLE_LEASES`` leases (``IncompatibleWatch``, as
+        the server watches its robots) is said in a warning, again every
+        ``OTHER_SERVER_SAY_S``. It is not refused then: the robot waits for a server of its
+        own build as long as it would wait for any (``startup_timeout`` at the start,
+        ``server_timeout`` during the run), and only then ends, with exit status 4
+        (:meth:`_refuse_other_server`). At most every ``INCOMPATIBLE_LOOK_S``.
         """
         now = time.monotonic() if now is None else now
         if getattr(self, 'server_watch', None) is None or now < self._next_server_look:
             return                       # (not configured: no bus to ask)
         self._next_server_look = now + INCOMPATIBLE_LOOK_S
-        uplink, downlink = worker_outbox(), worker_inbox(self.rank)
-        foreign = {p for t in uplink for p in self.bus.foreign_readers(t)}
-        if foreign:
-            writers = self._downlink_writers()
-            if writers is not None:
-                foreign &= writers           # a server, not a tool that only reads
-        foreign = sorted(foreign)
-        matched = bool(foreign) and self._server_there()
-        if not self.server_watch.observe(0, now, foreign, matched):
+        other = self._other_server()
+        watch = self.server_watch
+        if watch.observe(0, now, other, not other):
+            self._other_said = now - OTHER_SERVER_SAY_S      # (said at once below)
+        elif not other or 0 not in watch.given_up:
             return
-        hashes = ', '.join(f'{t} {TYPE_HASHES[full_name(topic_type(t))]}'
-                           for t in uplink[:1] + downlink[:1])
-        raise ServerIncompatible(
-            f'the server runs another rog_ros build: its participant {", ".join(foreign)} '
-            f'reads {", ".join(uplink)} and writes {", ".join(downlink)} with message types '
-            f"built from other .msg files (this robot's type hashes: {hashes}) for "
-            f'{self.server_watch.bound_s:.3g} s, so nothing can pass between them; upgrade '
-            'the server or this robot so both run the same rog_ros version (rog doctor '
-            'prints the version each runs); not restarted (exit status 4)')
+        if now - self._other_said < OTHER_SERVER_SAY_S:
+            return
+        self._other_said = now
+        if self._waiting_to_start:
+            patience = f'startup_timeout, {self.args.startup_timeout:.3g} s from its start'
+        else:
+            patience = (f'server_timeout, {self.args.server_timeout:.3g} s after the last '
+                        'message of its server')
+        self.log.warning(f'{self._other_server_said(other)}; this robot waits for a server '
+                         f'of its build until {patience}, then, if only that server is still '
+                         'heard, exits (status 4)')
+
+    def _other_server_said(self, other) -> str:
+        """Say that ``other`` serves this robot with another build: both builds' types."""
+        uplink, downlink = worker_outbox(), worker_inbox(self.rank)
+        ours = ', '.join(f'{t} {TYPE_HASHES[full_name(topic_type(t))]}'
+                         for t in uplink[:1] + downlink[:1])
+        told = [(t, self.bus.other_builds(t, writer))
+                for t, writer in ((uplink[0], False), (downlink[0], True))]
+        theirs = ', '.join(f'{t} {" / ".join(kinds)}' for t, kinds in told if kinds)
+        return (f'the only server heard runs another rog_ros build: its participant '
+                f'{", ".join(other)} reads {", ".join(uplink)} and writes '
+                f'{", ".join(downlink)} with message types built from other .msg files '
+                f"(its types: {theirs or 'not told'}; this robot's type hashes: {ours}), so "
+                'nothing can pass between them (a server upgraded or restarted with another '
+                'rog_ros version, or the server of another fleet on this namespace and '
+                'ROS_DOMAIN_ID)')
+
+    def _refuse_other_server(self, waited: str) -> None:
+        """
+        Raise :class:`ServerIncompatible` when the only server there runs another build.
+
+        Called once the robot's patience is over (``waited`` says which): at the start (no
+        server of this build within ``startup_timeout``: it waited until then with ``no
+        peer on ...``, exit 1, and under respawn was started again and again) or during the
+        run (no message of its server within ``server_timeout``: the server replaced by one
+        of another build, which the robot noticed only at its start). One line naming both
+        builds, exit status 4: not restarted.
+        """
+        other = self._other_server()     # (a look of now, not of the last half second)
+        if other:
+            raise ServerIncompatible(
+                f'{waited}: {self._other_server_said(other)}; upgrade the server or this '
+                'robot so both run the same rog_ros version (rog doctor prints the version '
+                'each runs); not restarted (exit status 4)')
 
     def _downlink_writers(self):
         """Return the participants writing this robot's downlink, of any build (None: unknown)."""
@@ -328,8 +382,8 @@ class WorkerNode:
         says so then, and the start-up timeout's error too, instead of blaming discovery
         alone. It is not taken for proof: a recorder (``ros2 bag record``) reads the uplink as
         well, with no server behind it; such a recorder of this build beside a server of
-        another build brings the robot here, and :class:`ServerIncompatible` ends this wait
-        as it ends the uplink's.
+        another build brings the robot here, and at ``startup_timeout``
+        :class:`ServerIncompatible` ends this wait as it ends the uplink's (``activate``).
         """
         left = self.args.startup_timeout - waited
         downlink = worker_inbox(self.rank)
@@ -342,8 +396,6 @@ class WorkerNode:
         for first, wait_s in ((True, grace), (False, left - grace)):
             try:
                 return wait_matched(self.bus, downlink, wait_s, keep_waiting=self._starting)
-            except ServerIncompatible:
-                raise        # (not this wait's timeout: its watch would not say it again)
             except PeerTimeout:
                 if first and grace < left:
                     self.log.warning(f'no writer on {", ".join(downlink)} {grace:.0f} s after '
@@ -374,10 +426,18 @@ class WorkerNode:
             self._finished_before = True
             self.life.trigger('activate')
             return True
-        waited = wait_matched(self.bus, worker_outbox(), self.args.startup_timeout,
-                              keep_waiting=self._starting)
-        if waited < 0 or self._wait_for_downlink(waited) < 0:
-            return False
+        self._waiting_to_start = True
+        try:
+            waited = wait_matched(self.bus, worker_outbox(), self.args.startup_timeout,
+                                  keep_waiting=self._starting)
+            if waited < 0 or self._wait_for_downlink(waited) < 0:
+                return False
+        except PeerTimeout:
+            self._refuse_other_server(f'no server of this build after startup_timeout '
+                                      f'{self.args.startup_timeout:.3g} s')
+            raise
+        finally:
+            self._waiting_to_start = False
         self.life.trigger('activate')
         if self.hooks.restore():
             restored = self.hooks.restored_node_state
@@ -426,7 +486,10 @@ class WorkerNode:
         progress = max(self.driver.last_receive or 0.0, self._progress_at)
         # for the server, not for the robot
         waiting = self.driver.compute_at is None and self.driver.computing is None
+        self._look_for_server()
         if waiting and time.monotonic() - progress > self.args.server_timeout:
+            self._refuse_other_server(f'worker {self.rank}: no message from its server for '
+                                      f'server_timeout {self.args.server_timeout:.3g} s')
             raise TimeoutError(f'worker {self.rank}: no message from the server for '
                                f'{self.args.server_timeout:.0f} s (engine state '
                                f'{self.engine.state}, clock {self.engine.clock})'
