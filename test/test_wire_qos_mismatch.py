@@ -636,3 +636,57 @@ def test_a_user_data_hash_that_cannot_be_compared_tells_no_build(user_data):
     other = 'RIHS01_' + '7' * 64                           # a hash it can compare still tells
     assert dds_bus._other_build('/rog/w0/chunks', ours_name, Qos(
         Policy.Userdata(data=f'typehash={other};'.encode()))) == other
+
+
+def test_a_server_replaced_mid_run_by_another_build_ends_the_robot_with_exit_4(
+        tmp_path, monkeypatch, caplog):
+    # Over real DDS: the robot starts with a server of this build (a DdsBus with the
+    # server's endpoints), which then leaves, and a server of another build comes (the
+    # server upgraded and restarted while the robot runs the old rog_ros). The robot looked
+    # for another build only at its start: it ended with `no message from the server`
+    # (exit 1, respawned). It waits server_timeout (2 s) for a server of its build, then
+    # names the other one and both builds in one line, exit 4.
+    from rog_ros.nodes import respawn, rog_worker, worker_node
+    from rog_ros.nodes.routing import server_inbox, worker_inbox
+    from rog_ros.nodes.ros_node import failure_status
+
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE', 'ROG_BUS'):
+        monkeypatch.delenv(var, raising=False)
+    domain = _domain(16)
+    monkeypatch.setenv('ROS_DOMAIN_ID', str(domain))
+    monkeypatch.setenv('CYCLONEDDS_URI', str(cyclone_config.config_path('loopback')))
+    monkeypatch.setattr(worker_node, 'INCOMPATIBLE_SCALE', 0.01)
+    namespace = f'/rog_mid_{os.getpid()}'
+    args = rog_worker.build_parser().parse_args(
+        ['--workload', 'toy', '--workers', '1', '--rank', '0', '--namespace', namespace,
+         '--bus', 'dds', '--startup-timeout', '10', '--server-timeout', '2'])
+    robot = worker_node.WorkerNode(args)
+    robot.configure()
+    own = dds_bus.DdsBus(namespace=namespace, domain_id=domain)   # (the robot's config)
+    old = []
+    try:
+        for t in server_inbox():
+            own.subscribe(t)
+        for t in worker_inbox(0):
+            own.advertise(t)
+        assert robot.activate()
+        own.close()
+        old = _old_server(domain, namespace, 0)
+        prefix = dds_bus._guid_prefix(old[0].guid)
+        start = time.monotonic()
+        with pytest.raises((worker_node.PeerTimeout, TimeoutError)) as err:
+            while robot.spin_once():
+                time.sleep(0.005)
+        took = time.monotonic() - start
+    finally:
+        own.close()
+        for entity in reversed(old):
+            entity.__del__()
+        robot.shutdown()
+    text = str(err.value)
+    assert isinstance(err.value, worker_node.ServerIncompatible), text
+    assert failure_status(err.value) == 4 and not respawn.crashed(4)
+    assert took < 2.0 + 2.0, took
+    assert text.startswith('worker 0: no message from its server for server_timeout 2 s: '
+                           'the only server heard runs another rog_ros build'), text
+    assert prefix in text and f'RIHS01_{"4" * 64}' in text and '\n' not in text
