@@ -633,3 +633,38 @@ def test_both_buses_cap_matched_by_one_rule(jazzy, monkeypatch, case):
     side, count, known, seen, expected = case
     assert _dds_matched(monkeypatch, side, count, known, seen) == expected
     assert _rclpy_matched(jazzy, side, count, known, seen) == expected
+
+
+def test_a_robot_whose_server_is_out_of_reach_beside_another_fleets_is_not_refused_rclpy(
+        jazzy, tmp_path, monkeypatch, caplog):
+    # Another fleet's server of another build is heard beside this robot's own server (the
+    # same namespace and domain), then the robot's own server goes out of reach (a Wi-Fi
+    # outage, a server restarting) for server_timeout. The robot took the other fleet's
+    # server for its own replaced by another build and ended with exit 4 (not respawned):
+    # its own server, back a moment later, had lost the robot for good. A server of another
+    # build heard beside its own is another fleet's: the robot ends as any robot whose
+    # server is silent (exit 1, respawned), and never says it is served by another build.
+    from rog_ros.nodes import respawn, worker_node
+    from rog_ros.nodes.ros_node import failure_status
+
+    monkeypatch.setattr(worker_node, 'INCOMPATIBLE_SCALE', 0.01)
+    robot = _worker(tmp_path, '/away', '--startup-timeout', '3', '--server-timeout', '1.5')
+    own = _own_server(jazzy, '/away', 0)
+    _old_server(jazzy, '/away', 0)
+    try:
+        assert robot.activate()
+        deadline = time.monotonic() + 0.6            # (heard beside it: looks every 0.5 s)
+        while time.monotonic() < deadline:
+            assert robot.spin_once()
+            time.sleep(0.005)
+        for end in own:
+            end.gone = True                          # out of reach
+        with pytest.raises((worker_node.PeerTimeout, TimeoutError)) as err:
+            while robot.spin_once():
+                time.sleep(0.005)
+    finally:
+        robot.shutdown()
+    assert not isinstance(err.value, worker_node.ServerIncompatible), err.value
+    assert failure_status(err.value) == 1 and respawn.crashed(1)
+    assert 'no message from the server' in str(err.value)
+    assert _said(caplog) == []

@@ -111,6 +111,7 @@ class WorkerNode:
         self.log = logging.getLogger(getattr(args, 'node_name', f'rog_worker_{args.rank}'))
         self.engine = None
         self.server_watch = None     # a server of another build (configure makes it)
+        self._beside_own = set()     # servers of another build heard beside one of this build
         self.compute_s = 0.0
         self.compute_before_s = 0.0   # compute time of the run before a restore (its state)
         self._computing_since = None  # start of the computation under way (compute thread)
@@ -271,16 +272,21 @@ class WorkerNode:
         build) is such a server; one that only reads the uplink (an older ``ros2 topic
         echo``) is a tool. [] when there is none, or when a server of this build is there
         too (:meth:`_server_there`): a second fleet of another build on this namespace and
-        ROS_DOMAIN_ID does not stand between a robot and its own server.
+        ROS_DOMAIN_ID does not stand between a robot and its own server. Nor, later, one
+        heard beside a server of this build (``_beside_own``): that is another fleet's, not
+        this robot's own server replaced, and a robot whose own server went out of reach
+        (a Wi-Fi outage, a restart) for ``server_timeout`` took it for the replacement and
+        exited 4 (not respawned) where it exits 1 (respawned: it rejoins its server).
         """
         foreign = {p for t in worker_outbox() for p in self.bus.foreign_readers(t)}
         if foreign:
             writers = self._downlink_writers()
             if writers is not None:
                 foreign &= writers           # a server, not a tool that only reads
-        if not foreign or self._server_there():
+        if foreign and self._server_there():
+            self._beside_own |= foreign
             return []
-        return sorted(foreign)
+        return sorted(foreign - self._beside_own)
 
     def _look_for_server(self, now=None) -> None:
         """
