@@ -653,7 +653,7 @@ def test_a_robot_whose_server_is_out_of_reach_beside_another_fleets_is_not_refus
     _old_server(jazzy, '/away', 0)
     try:
         assert robot.activate()
-        deadline = time.monotonic() + 0.6            # (heard beside it: looks every 0.5 s)
+        deadline = time.monotonic() + 1.1            # (beside it 3 leases: 0.3 s here)
         while time.monotonic() < deadline:
             assert robot.spin_once()
             time.sleep(0.005)
@@ -668,3 +668,32 @@ def test_a_robot_whose_server_is_out_of_reach_beside_another_fleets_is_not_refus
     assert failure_status(err.value) == 1 and respawn.crashed(1)
     assert 'no message from the server' in str(err.value)
     assert _said(caplog) == []
+
+
+def test_a_server_replaced_while_the_old_ones_participant_lingers_is_still_refused_rclpy(
+        jazzy, tmp_path, monkeypatch, caplog):
+    # A server killed and restarted at once with another build: the killed one's
+    # participant lingers until its lease ends, so the new one is heard beside it for a
+    # moment. That is no second fleet (heard beside it for less than 3 leases, 0.3 s here):
+    # the robot still ends with exit 4 at server_timeout, naming the new server.
+    from rog_ros.nodes import worker_node
+    from rog_ros.nodes.ros_node import failure_status
+
+    monkeypatch.setattr(worker_node, 'INCOMPATIBLE_SCALE', 0.01)
+    robot = _worker(tmp_path, '/kill', '--startup-timeout', '3', '--server-timeout', '1.5')
+    own = _own_server(jazzy, '/kill', 0)
+    try:
+        assert robot.activate()
+        _old_server(jazzy, '/kill', 0)
+        robot._next_server_look = 0.0
+        assert robot.spin_once()                      # one look with both there
+        assert robot._beside_own                       # (heard beside its own)
+        for end in own:
+            end.gone = True                           # its lease ended
+        with pytest.raises((worker_node.PeerTimeout, TimeoutError)) as err:
+            while robot.spin_once():
+                time.sleep(0.005)
+    finally:
+        robot.shutdown()
+    assert isinstance(err.value, worker_node.ServerIncompatible), err.value
+    assert failure_status(err.value) == 4 and OLD_PREFIX in str(err.value)

@@ -111,7 +111,7 @@ class WorkerNode:
         self.log = logging.getLogger(getattr(args, 'node_name', f'rog_worker_{args.rank}'))
         self.engine = None
         self.server_watch = None     # a server of another build (configure makes it)
-        self._beside_own = set()     # servers of another build heard beside one of this build
+        self._beside_own = {}        # another build's server: (first, last) heard beside ours
         self.compute_s = 0.0
         self.compute_before_s = 0.0   # compute time of the run before a restore (its state)
         self._computing_since = None  # start of the computation under way (compute thread)
@@ -273,20 +273,28 @@ class WorkerNode:
         echo``) is a tool. [] when there is none, or when a server of this build is there
         too (:meth:`_server_there`): a second fleet of another build on this namespace and
         ROS_DOMAIN_ID does not stand between a robot and its own server. Nor, later, one
-        heard beside a server of this build (``_beside_own``): that is another fleet's, not
-        this robot's own server replaced, and a robot whose own server went out of reach
-        (a Wi-Fi outage, a restart) for ``server_timeout`` took it for the replacement and
-        exited 4 (not respawned) where it exits 1 (respawned: it rejoins its server).
+        heard beside a server of this build for ``IncompatibleWatch.bound_s`` (3 leases,
+        ``_beside_own``): that is another fleet's, not this robot's own server replaced, and
+        a robot whose own server went out of reach (a Wi-Fi outage, a restart) for
+        ``server_timeout`` took it for the replacement and exited 4 (not respawned) where it
+        exits 1 (respawned: it rejoins its server). A replacement heard beside the server it
+        replaces only while that one's participant lingers (a killed server's, until its
+        lease ends) is still refused.
         """
         foreign = {p for t in worker_outbox() for p in self.bus.foreign_readers(t)}
         if foreign:
             writers = self._downlink_writers()
             if writers is not None:
                 foreign &= writers           # a server, not a tool that only reads
+        now = time.monotonic()
         if foreign and self._server_there():
-            self._beside_own |= foreign
+            for p in foreign:                # (first and last heard beside it)
+                self._beside_own[p] = (self._beside_own.get(p, (now,))[0], now)
             return []
-        return sorted(foreign - self._beside_own)
+        bound = getattr(self.server_watch, 'bound_s', 0.0)
+        return sorted(p for p in foreign
+                      if p not in self._beside_own or
+                      self._beside_own[p][1] - self._beside_own[p][0] < bound)
 
     def _look_for_server(self, now=None) -> None:
         """
