@@ -138,9 +138,14 @@ def test_an_old_robot_is_given_up_and_the_fleet_trains_without_it(
     assert 'incompatible' not in ''.join(notable_clauses({'workers_incompatible': []}))
 
 
-def test_a_fleet_of_old_robots_only_fails_with_its_own_exit_status(hub, tmp_path, monkeypatch):
+def test_a_fleet_of_old_robots_only_fails_with_its_own_exit_status(
+        hub, tmp_path, monkeypatch, caplog):
+    # Only robots of another build are heard: the server says so after 3 leases (0.3 s
+    # here), waits for robots of its own build until startup_timeout (2 s: the old ones may
+    # be another fleet's), then fails with exit 4, not the plain timeout's 1. Until
+    # 2026-12-07 it failed after the 3 leases.
     monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
-    srv, workers = server_and_workers(tmp_path, '/inc2', 1, ['--startup-timeout', '5'])
+    srv, workers = server_and_workers(tmp_path, '/inc2', 1, ['--startup-timeout', '2'])
     workers[0].shutdown()
     _old_robot(hub, '/inc2', 0)
     try:
@@ -150,8 +155,53 @@ def test_a_fleet_of_old_robots_only_fails_with_its_own_exit_status(hub, tmp_path
         took = time.monotonic() - start
     finally:
         srv.shutdown()
-    assert took < 4.5 and 'incompatible rog_ros' in str(err.value)   # not the 5 s timeout
+    assert 1.95 < took < 4.0, took                  # startup_timeout, not 3 leases
+    text = str(err.value)
+    assert text.startswith('no robot of this build after startup_timeout 2 s: every robot '
+                           'this server waits for (0) runs an incompatible rog_ros'), text
+    assert '\n' not in text
     assert failure_status(err.value) == 4 == server_node.FleetIncompatible.exit_status
+    said = [r.getMessage() for r in caplog.records if 'waits for robots of its build' in
+            r.getMessage()]
+    assert len(said) == 1 and 'until startup_timeout, 2 s from its start' in said[0], said
+
+
+def test_a_server_waits_for_its_own_late_robot_beside_another_fleets(
+        hub, tmp_path, monkeypatch):
+    # A second fleet of another build shares the namespace and domain: its robot 0 is
+    # heard first, this fleet's robot 0 comes 1 s later. The server gave robot 0 up after 3
+    # leases (0.3 s here) and, every robot given up, refused the fleet with FleetIncompatible
+    # (exit 4, not respawned) while its own robot was still booting. It waits for robots of
+    # its build until startup_timeout (3 s), starts with its own and trains the run.
+    monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    srv, workers = server_and_workers(tmp_path, '/inc6', 1, ['--startup-timeout', '3',
+                                                             '--iterations', '4'])
+    robot = workers[0]
+    hub.buses.remove(robot.bus)                # (not there yet: still booting)
+    _old_robot(hub, '/inc6', 0)                # the other fleet's robot 0
+    look, came, start = srv._look_for_incompatible, [], time.monotonic()
+
+    def later(ranks, now=None):
+        if not came and time.monotonic() - start >= 1.0:
+            hub.buses.append(robot.bus)
+            came.append(time.monotonic() - start)
+        return look(ranks, now)
+    monkeypatch.setattr(srv, '_look_for_incompatible', later)
+    try:
+        assert srv.activate()
+        took = time.monotonic() - start
+        assert robot.activate()
+        _spin([srv, robot], lambda: srv.engine.finished)
+        assert srv.engine.finished
+        summary = srv.finish()
+    finally:
+        if not came:
+            hub.buses.append(robot.bus)        # (its shutdown closes it there)
+        for node in (srv, robot):
+            node.shutdown()
+    assert came and 1.0 <= took < 2.5, took
+    assert srv.engine.clock[0] >= 4 and summary['completed'] is True
+    assert summary['workers_incompatible'] == []
 
 
 def test_a_tool_reading_a_downlink_does_not_hold_a_restored_server(hub, tmp_path, monkeypatch):

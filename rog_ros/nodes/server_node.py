@@ -386,9 +386,9 @@ class ServerNode:
             self.engine.replayed_logs = []
         self.hooks.restored_logs = []
 
-    def _wait_for_robots(self, live: list) -> bool:
+    def _wait_for_robots(self, ranks: list) -> bool:
         """
-        Wait until robots ``live`` are matched; give up those of another build (False: shutdown).
+        Wait until robots ``ranks`` are matched; give up those of another build (False: shutdown).
 
         A robot of an older rog_ros whose message types differ reads its downlink with
         another type hash: Cyclone does not match it where both sides send type information
@@ -396,43 +396,63 @@ class ServerNode:
         ``matched`` then leaving it out; the server waited for it until ``startup_timeout``
         and failed the whole fleet. Such a robot, with only readers of
         another build on its downlink for ``IncompatibleWatch.bound_s`` (3 leases), is named
-        (``worker_incompatible``), taken as absent, and no more waited for; when every robot
-        waited for is, :class:`FleetIncompatible` (exit status 4): no robot can train.
+        (``worker_incompatible``), taken as absent, and no more waited for. When every robot
+        waited for is, the server says so and waits on for a robot of its own build until
+        ``startup_timeout`` (those heard may be another fleet's, of another build, on this
+        namespace and ROS_DOMAIN_ID, while this fleet's robots still boot): one heard then
+        (``IncompatibleWatch`` takes it back) is waited for as any; none,
+        :class:`FleetIncompatible` (exit status 4): no robot can train. Until 2026-12-07 the
+        server failed so after the 3 leases, refusing its own late robots for good.
         """
         deadline = time.monotonic() + self.args.startup_timeout
-        while live:
+        given_up, said = self.incompatible.given_up, False      # (the watch's set, kept)
+        while ranks:
+            live = [r for r in ranks if r not in given_up]
+            if not live and not said:
+                said = True
+                self.log.warning(
+                    f'every robot this server waits for ({", ".join(map(str, ranks))}) runs an '
+                    'incompatible rog_ros so far (only readers of another message build on '
+                    'its downlink: robots of another fleet on this namespace and ROS_DOMAIN_ID, '
+                    'or of an older rog_ros); this server waits for robots of its build until '
+                    f'startup_timeout, {self.args.startup_timeout:.3g} s from its start, then, '
+                    'if still only robots of another build are heard, exits (status 4)')
             gave_up = []
 
             def keep_waiting(live=live, gave_up=gave_up):
-                """Go on unless a shutdown is requested or a robot of ``live`` is given up."""
-                gave_up += [r for r in self._look_for_incompatible(live) if r in live]
-                return not self.requests.shutdown_requested and not gave_up
+                """Go on unless a shutdown is requested, or a robot given up or taken back."""
+                gave_up += [r for r in self._look_for_incompatible(ranks) if r in live]
+                if self.requests.shutdown_requested or gave_up:
+                    return False
+                return bool(live) or all(r in given_up for r in ranks)
 
+            waiting = live or ranks          # (every robot given up: one taken back ends it)
             left = max(deadline - time.monotonic(), 0.0)
             try:
-                waited = wait_matched(self.bus, [t for r in live for t in worker_inbox(r)],
+                waited = wait_matched(self.bus, [t for r in waiting for t in worker_inbox(r)],
                                       left, keep_waiting=keep_waiting,
-                                      minimum=dict.fromkeys(server_inbox(), len(live)))
+                                      minimum=dict.fromkeys(server_inbox(), len(waiting)))
             except PeerTimeout as err:
                 if self._restored_and_none_heard():
                     raise PeerTimeout(self._restored_timeout(str(err))) from err
-                if not self.incompatible.given_up:
+                if not given_up:
                     raise
                 startup = self.args.startup_timeout     # (the message says the last wait's)
+                if all(r in given_up for r in ranks):
+                    raise FleetIncompatible(
+                        f'no robot of this build after startup_timeout {startup:.3g} s: every '
+                        f'robot this server waits for ({", ".join(map(str, ranks))}) runs an '
+                        'incompatible rog_ros (its downlink readers are of another message '
+                        'build): no robot can train; upgrade the robots to this version') \
+                        from err
                 text = str(err).replace(f' after {left:.0f} s:', f' after {startup:.0f} s:', 1)
-                given = ', '.join(map(str, sorted(self.incompatible.given_up)))
+                given = ', '.join(map(str, sorted(given_up)))
                 raise PeerTimeout(f'{text} (given up as running an incompatible rog_ros: '
                                   f'robots {given})') from err
             if waited >= 0:
                 return True
-            if not gave_up:
-                return False                 # shutdown requested
-            if all(r in self.incompatible.given_up for r in live):
-                raise FleetIncompatible(
-                    f'every robot this server waits for ({", ".join(map(str, live))}) runs '
-                    'an incompatible rog_ros (its downlink readers are of another message '
-                    'build): no robot can train; upgrade the robots to this version')
-            live = [r for r in live if r not in self.incompatible.given_up]
+            if self.requests.shutdown_requested:
+                return False
         return True
 
     def _restored_and_none_heard(self) -> bool:
