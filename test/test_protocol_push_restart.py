@@ -739,6 +739,12 @@ def test_a_gsp_robot_restarted_while_held_stops_on_the_finished_servers_stop_ord
             _enqueue(q, robots[dest], robots[dest].on_message(item, 0.0))
     assert srv.finished and stops == [(0, 11), (1, 21)]
     assert robots[0].engine.stopped and robots[0].set_aside == 0
+    # robot 1 took no model yet: the first stop of a run it does not follow, the answer to
+    # its push, is set aside (_first_stop_held); the repeat an END timeout later stops it
+    assert robots[1].stops_set_aside == 1 and not robots[1].engine.stopped
+    for a in srv.on_tick(2.0):
+        if isinstance(a, Send) and a.dest == 1:
+            robots[1].on_message(a.msg, 2.0)
     assert robots[1].engine.stopped
 
 
@@ -1171,6 +1177,67 @@ def test_a_zombie_not_yet_replaced_stops_no_fresh_robot_the_live_run_answers(sys
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
+@pytest.mark.parametrize('took', ['no model', "202's model"])
+def test_a_zombies_ack_and_stop_ahead_of_the_live_runs_first_ack_stop_no_robot(system, took):
+    # Server run 101 (finished, a zombie not yet replaced, new to robot 0's run 10) acks
+    # the robot's push and answers it with its stop, all of it before the live run 202's
+    # first ack of that push: a robot that had heard no other run had nothing to tell 202
+    # from 101, and one that took 202's model had no answer of 202 to its latest push (101,
+    # heard last, the newest); both stopped on 101's order while 202 trained on. The first
+    # stop order of a run the robot does not follow is set aside: 202's acks and pull come
+    # meanwhile, 101's next stops (every END timeout) are set aside as any zombie's, and
+    # the robot trains on with 202.
+    zombie = _finished_server_owing_robot_0_its_stop(system)
+    live = _live_server_202(system)
+    fresh = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
+    fresh.start(20.0)
+    if took != 'no model':
+        _hear(fresh, _server_pull(202, 7), 20.5)
+        assert fresh.following == 202
+    answers = {101: [], 202: []}
+    for a in fresh.on_compute_done(_grad(0, 0), 21.0):
+        if isinstance(a, Send) and a.dest == SERVER:
+            for run, srv in ((101, zombie), (202, live)):
+                answers[run] += [b.msg for b in srv.on_message(a.msg, 21.0)
+                                 if isinstance(b, Send)]
+    assert len(_stops_in([Send(0, m) for m in answers[101]])) == 1
+    assert _hear(fresh, answers[101], 21.2) == [] and not fresh.engine.stopped
+    assert fresh.stops_set_aside == 1 and fresh.transfers.peer_runs[SERVER][-1] == 101
+    out = _hear(fresh, answers[202], 21.5)
+    # (a robot that took 202's model sets 202's pull aside here: 101, heard last, is the
+    # newest run, and 202 is taken back once it keeps speaking, revival.RevivalWatch)
+    assert fresh.following == 202
+    assert any(isinstance(a, StartCompute) for a in out) == (took == 'no model')
+    for now in (23.0, 25.0, 27.0):              # 101 repeats its stop every END timeout
+        assert _hear(fresh, _stops_in(zombie.on_tick(now)), now) == []
+    assert not fresh.engine.stopped and fresh.stops_set_aside == 4 and fresh.rejects == 0
+    # the run it follows stops it at once
+    assert [type(a) for a in fresh.on_message(_stop(202, target=10), 28.0)] == [Stopped]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_fresh_robot_stops_on_a_server_run_that_answers_it_only_with_its_stop(system):
+    # The legitimate side of that rule: server run 101 finished (restored after its end,
+    # or the live run past the budget) and robot 0's new run (10) pushes to it: 101 acks
+    # the push and answers with its stop, and no other run speaks. Its first stop order is
+    # set aside; its repeat an END timeout later (2 s) stops the robot.
+    srv = _finished_server_owing_robot_0_its_stop(system)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
+    robot.start(20.0)
+    stopped, now = None, 21.0
+    out = robot.on_compute_done(_grad(0, 0), now)
+    while now < 60.0 and stopped is None:
+        answers = [b.msg for a in out if isinstance(a, Send) and a.dest == SERVER
+                   for b in srv.on_message(a.msg, now) if isinstance(b, Send)]
+        answers += [b.msg for b in srv.on_tick(now) if isinstance(b, Send)]
+        if any(isinstance(c, Stopped) for c in _hear(robot, answers, now)):
+            stopped = now
+        now += 1.0
+        out = robot.on_tick(now)
+    assert stopped == 23.0 and robot.stops_set_aside == 1 and robot.rejects == 0
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
 def test_a_fresh_robot_that_heard_two_runs_and_took_no_model_waits_for_the_live_ones(system):
     # Robot run 10 heard server runs 202 and then 101 (their acks of its push: 101 the
     # newest) and took no model yet: 101's stop order, while 202 spoke within two poke
@@ -1243,8 +1310,10 @@ def test_a_robot_stops_on_a_restarted_servers_stop_if_the_run_it_followed_answer
         now += 1.0
         out = robot.on_tick(now)
     assert robot.transfers.peer_runs[SERVER][-1] == 303
-    # (its first stop order reaches the robot at 12 s here: none is set aside)
-    assert stopped == 12.0 and robot.set_aside == 0 and robot.rejects == 0
+    # (its first stop order reaches the robot at 12 s here, the answer to its push: set
+    # aside, as a zombie's first would be (_first_stop_held); its repeat at 14 s stops it)
+    assert stopped == 14.0 and robot.set_aside == 1 and robot.stops_set_aside == 1
+    assert robot.rejects == 0
 
 
 def _replaced_by_202(system):
@@ -1295,6 +1364,58 @@ def test_a_replaced_server_run_serves_again_once_the_run_that_replaced_it_is_gon
     poke = _ack_to_run(101, 99)
     srv.on_message(poke, 40.0)
     assert srv.stops_owed(40.0) == [0]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_replaced_server_run_stays_replaced_while_the_live_run_holds_a_robot_30_s(system):
+    # Server run 101 (finished, a zombie: robot 0's stop owed) was replaced by 202 (both
+    # robots' acks to it until 14 s). 202 (GSP) then holds robot 0, too far ahead of robot
+    # 1, which computes 30 s (a slow Jetson) on 202's model: robot 0 pokes every 8 s, acks
+    # nothing; robot 1 says nothing but its status. 101 took 202 for gone 20 s after robot
+    # 0's first poke (server_not_replaced at 35 s), served again and sent its stop orders
+    # while 202 trained on. A robot whose last word was an ack to 202 and whose status
+    # still comes computes on 202's model: 101 stays replaced. Once robot 1 pushes too and
+    # both only poke (202 died), 20 s of that end it as before.
+    from rog_ros.nodes.push_systems import STATUS_PATIENCE_S
+    engine, worker = _pair(system, n_workers=2, budget=1)
+    srv = _push_server(engine, system, n_workers=2, incarnation=101)
+    srv.transfers.peer_runs[1] = [21]
+    robot = _robot(worker, system, 0, 9)
+    robot.start(0.0)
+    answers = [b for a in robot.on_compute_done(_grad(0, 0), 0.0)
+               if isinstance(a, Send) and a.dest == SERVER for b in srv.on_message(a.msg, 0.0)]
+    assert _stops_in(answers) and srv.stop_sent[0] and srv.stops_owed(1.0) == [0]   # (lost)
+    for r in (0, 1):         # (101 sent both robots models before: their writer ledgers)
+        srv.transfers._peer(r)
+    for k, now in enumerate(range(10, 15)):
+        srv.on_message(_ack_to_run(202, k + 1), float(now))
+        srv.on_message(dataclasses.replace(_ack_to_run(202, k + 1), sender=1, incarnation=21),
+                       float(now))
+    assert srv.transfers.replaced_by == 202
+    logs, sent, poke = [], [], 50
+    for now in range(15, 46):
+        if now % 8 == 7:                                   # robot 0, held, pokes
+            poke += 1
+            sent += _stops_in(srv.on_message(_ack_to_run(101, poke), float(now)))
+        srv.robot_alive(1, 21, float(now))               # robot 1 computes (its status)
+        srv.robot_alive(0, 9, float(now))                # (robot 0's: it waits, it poked)
+        out = srv.on_tick(float(now))
+        logs += [a for a in out if isinstance(a, Log)]
+        sent += _stops_in(out)
+    assert srv.transfers.replaced_by == 202 and srv.stats()['replaced_by'] == 202
+    assert logs == [] and sent == [] and srv.stops_owed(45.0) == []
+    # robot 1 pushes (a word to us, no ack to 202); both only poke from now on: 202 is gone
+    srv.on_message(dataclasses.replace(_ack_to_run(101, 90), sender=1, incarnation=21), 46.0)
+    for now in range(46, 70):
+        if now % 8 == 7:
+            poke += 1
+            srv.on_message(_ack_to_run(101, poke), float(now))
+        srv.robot_alive(1, 21, float(now))
+        logs += [a for a in srv.on_tick(float(now)) if isinstance(a, Log)]
+    assert [(a.name, a.info['run']) for a in logs] == [('server_not_replaced', 202)]
+    assert srv.transfers.replaced_by == 0
+    # (a hung computation's statuses hold it STATUS_PATIENCE_S past its ack to 202 only)
+    assert not srv.transfers.served_by_replacing(1, 14.0 + STATUS_PATIENCE_S, STATUS_PATIENCE_S)
 
 
 @pytest.mark.parametrize('system', SYSTEMS)

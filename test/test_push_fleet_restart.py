@@ -200,8 +200,12 @@ def test_a_push_server_restored_after_a_stop_order_waits_only_for_the_robots_tra
         assert back.engine.stop_sent[told] and not back.engine.finished
         assert back.activate()
         nodes.insert(0, back)
-        _spin(nodes, lambda: False)
+        # (the restored run, new to the robot still training, answers its last push with its
+        # stop: set aside, as a zombie's first would be, WorkerAdapter._first_stop_held; the
+        # repeats go while the server finishes, the robot takes them after)
+        _spin(nodes, lambda: back.engine.finished)
         summary = back.finish()
+        _spin(workers, lambda: all(w.engine.engine.stopped for w in workers))
     finally:
         for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
             node.shutdown()
@@ -334,8 +338,12 @@ def test_a_push_server_restored_from_its_journal_alone_records_the_replayed_push
         assert abs(back.t0 - t0) < 0.5, (back.t0, t0)
         assert [e[2] for e in back.recorder.events].count('server_restored') == 1
         nodes.insert(0, back)
-        _spin(nodes, lambda: False)
+        # (the restored run, new to the robot still training, answers its last push with its
+        # stop: set aside, as a zombie's first would be, WorkerAdapter._first_stop_held; the
+        # repeats go while the server finishes, the robot takes them after)
+        _spin(nodes, lambda: back.engine.finished)
         summary = back.finish()
+        _spin(workers, lambda: all(w.engine.engine.stopped for w in workers))
     finally:
         for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
             node.shutdown()

@@ -88,6 +88,14 @@ gave up (it gives up only while it waits), and the server, which gave such a rob
 ``DONE_PATIENCE_S`` before, waited for it for good. Statuses alone hold it this long from
 its last message (ten minutes: a computation of one iteration longer than that is taken
 for hung), then it is given up as one silent.
+
+Why ten minutes (a judgement, weighed against measurements): one iteration takes 2.18 s on a
+Jetson Xavier NX (the workloads' device profile) and 5 s for the 37.9 MB model on the 2-core
+test machine (docs/reference-systems.md): over 100 times the slowest measured, room for a
+slower device or a bigger model. Given up too early, a slow robot's push finds the server
+gone and it exits failed after ``server_timeout`` (120 s); waiting longer only delays the
+results of a run whose robot hung. It also bounds how long such statuses keep a replaced
+server run replaced (``PushTransfers.served_by_replacing``).
 """
 
 STOP_PATIENCE_S = 60.0
@@ -508,7 +516,9 @@ class ServerAdapter:
         when its push came. A status counts as its word when it is of the robot's live run
         (the transfers' latest; any while none is known, as a restored server); the node
         passes none that says the robot stopped. Up to ``STATUS_PATIENCE_S`` past its last
-        message (``_silent_since``): a hung computation's statuses come for ever. O(1).
+        message (``_silent_since``): a hung computation's statuses come for ever. A replaced
+        run takes it as word of the run that replaced it too, when the robot's last word was
+        an ack to that run (``PushTransfers.served_by_replacing``: a GSP robot it holds). O(1).
         """
         if not 0 <= rank < self.n:
             return
@@ -516,6 +526,9 @@ class ServerAdapter:
         if runs and int(incarnation) != runs[-1]:
             return
         self._status_at[rank] = now
+        served = getattr(self.transfers, 'served_by_replacing', None)
+        if served is not None:    # (a robot computing on the model of the run replacing us)
+            served(rank, now, STATUS_PATIENCE_S)
 
     def robot_left(self, rank: int) -> None:
         """
@@ -1139,14 +1152,15 @@ class WorkerAdapter:
         live one again: its stop order stops the robot, as does a retired run's stop order
         that keeps coming (``_retired``).
         """
+        held = self._first_stop_held(msg)
         if isinstance(msg, Schedule) and getattr(msg, 'stop', False):
             self._note_stop(int(getattr(msg, 'incarnation', 0)), now)
         if isinstance(msg, Schedule) and (self._not_followed(msg, now)
-                                          or self._retired(msg, now)):
+                                          or self._retired(msg, now) or held):
             self.set_aside += 1
             runs = self.transfers.peer_runs.get(SERVER) or []
             inc = getattr(msg, 'incarnation', 0)
-            if getattr(msg, 'stop', False) and inc and (inc in runs[:-1]
+            if getattr(msg, 'stop', False) and inc and (held or inc in runs[:-1]
                                                         or self._not_followed(msg, now)):
                 self.stops_set_aside += 1
             return []
@@ -1196,6 +1210,36 @@ class WorkerAdapter:
                     and (SERVER not in t.settled or now - said < span))
         return any(r != inc and r not in self._stopping and now - when < span
                    for r, when in self._said.items())
+
+    def _first_stop_held(self, msg) -> bool:
+        """
+        Tell whether ``msg`` is the first stop order we hear, of a server run we do not follow.
+
+        Why: a replaced server run alive after all (a zombie, finished) that is new to this
+        run of ours acks our push and answers it with its stop order; when both came before
+        the live run's first ack, nothing told the live run from the zombie yet (no other
+        run had answered us: ``_not_followed``), and the robot stopped while the live run
+        trained on. The first stop order of a run we do not follow is set aside, counted
+        (``stops_set_aside``), never obeyed at once: a server that means it repeats it every
+        END timeout while we are owed it (``ServerAdapter._stops_due``) and answers each of
+        our pokes with it (``_after_stop``), and the next one is judged by the rules of
+        ``_not_followed`` and ``_retired``, by then knowing whether another run answered us
+        (the live run's acks come within a network delay of the zombie's). Bounded: one stop
+        order, an END timeout (2 s) late, a poke interval (8 s) at most if repeats are lost.
+        Only the stop of a run that answered our latest push (acked it, ``_said``), the
+        zombie's way: a stop with no answer of ours before it (a robot restarted while held,
+        its new run computing its first gradient; a robot that heard no server) is judged
+        as before. Once any run ordered us to stop, none is held (two finished runs: the
+        robot stops on the second order it hears, as before). Not a stop of the run we
+        follow, nor one naming no run (a server of a revision before stops were stamped).
+        O(1).
+        """
+        inc = int(getattr(msg, 'incarnation', 0))
+        if not (isinstance(msg, Schedule) and getattr(msg, 'stop', False) and inc
+                and inc != self.following and not self._stopping):
+            return False
+        said = self._said.get(inc)
+        return self._pushed_at is not None and said is not None and said >= self._pushed_at
 
     def _note_stop(self, run: int, now: float) -> None:
         """

@@ -365,6 +365,7 @@ class PushTransfers:
         self.replaced_by = 0             # a server run that serves our robots instead of us
         self.replaced_heard = 0.0        # when our robots last acked that run
         self.replaced_spoke = None       # a robot's first word to us since (None: none)
+        self.replaced_acked: dict = {}   # robot -> its last word: an ack to that run, when
 
     def carries(self, msg) -> bool:
         """Tell whether ``msg`` travels chunked (a dense model or gradient, a sparse push)."""
@@ -579,9 +580,32 @@ class PushTransfers:
                 or now < self.replaced_spoke + self._retire_s()):
             return []
         run, self.replaced_by, self.replaced_spoke = self.replaced_by, 0, None
-        self.other_servers = {}
+        self.other_servers, self.replaced_acked = {}, {}
         return [Log('server_not_replaced', 1.0, SERVER,
                     {'run': int(run), 'silent_s': float(now - self.replaced_heard)})]
+
+    def served_by_replacing(self, peer: int, now: float, within_s: float) -> bool:
+        """
+        Note that robot ``peer``'s live run said it is alive (its status) at ``now``.
+
+        Why: ``_replaced_gone`` took the run that replaced us for gone once our robots spoke
+        to us (pokes) and acked it nothing for ``_retire_s`` (20 s): a GSP robot held by
+        the live run (its group's slowest robot computes) pokes and acks nothing until it
+        is let go, and the slowest computes on, acking nothing either, so 20 s of holding
+        made us serve again and send our stop orders while the live run trained on. A
+        robot whose last word to us was an ack to that run (the model it pulled: it
+        computes on it), and that still says it is alive, was served by that run within
+        one of its iterations: the silence restarts (``replaced_spoke``). Only within
+        ``within_s`` of that ack (``push_systems.STATUS_PATIENCE_S``): a hung computation's
+        statuses come for ever. A robot that pushed or poked since is not counted: once
+        every robot waits for a pull (the run that replaced us dead), 20 s of their
+        pokes unanswered by acks to it end it as before. True when counted. O(1).
+        """
+        acked = self.replaced_acked.get(peer)
+        if not self.replaced_by or acked is None or now - acked > within_s:
+            return False
+        self.replaced_spoke = None
+        return True
 
     def _retire_s(self) -> float:
         """Return how long a replaced run must be silent to be retired for good (freed)."""
@@ -696,9 +720,13 @@ class PushTransfers:
         An END with a payload, an older revision's whole dense message, is refused (a
         ``reject`` naming the cause). Anything else is the engine's.
         """
-        if (self.replaced_by and self.replaced_spoke is None
-                and getattr(msg, 'sender', self.me) != self.me):
-            self.replaced_spoke = now        # (``_replaced_gone``; an ack to that run: None)
+        sender = getattr(msg, 'sender', self.me)
+        if self.replaced_by and sender != self.me:
+            if self.replaced_spoke is None:
+                self.replaced_spoke = now    # (``_replaced_gone``; an ack to that run: None)
+            if not (isinstance(msg, TransferAck)
+                    and msg.target_incarnation == self.replaced_by):
+                self.replaced_acked.pop(sender, None)     # (``served_by_replacing``)
         if isinstance(msg, TransferAck):
             return None, self._on_ack(msg, now)
         form = self.forms.get(msg.codec) if isinstance(msg, RowChunk) else None
@@ -1066,6 +1094,7 @@ class PushTransfers:
         run = int(ack.target_incarnation)
         if run == self.replaced_by:
             self.replaced_heard, self.replaced_spoke = now, None
+            self.replaced_acked[ack.sender] = now
             return []
         seen = self.other_servers.setdefault(run, [now, 0])
         seen[1] += 1
@@ -1077,6 +1106,7 @@ class PushTransfers:
             return []
         self.replaced_by, self.replaced_heard, self.replaced_spoke = run, now, None
         self.other_servers = {}
+        self.replaced_acked = {ack.sender: now}
         return [Log('server_replaced', 1.0, SERVER,
                     {'run': run, 'acks': int(seen[1]), 'span_s': float(now - seen[0]),
                      'robot': int(ack.sender)})]
