@@ -1376,7 +1376,6 @@ def test_a_replaced_server_run_stays_replaced_while_the_live_run_holds_a_robot_3
     # while 202 trained on. A robot whose last word was an ack to 202 and whose status
     # still comes computes on 202's model: 101 stays replaced. Once robot 1 pushes too and
     # both only poke (202 died), 20 s of that end it as before.
-    from rog_ros.nodes.push_systems import STATUS_PATIENCE_S
     engine, worker = _pair(system, n_workers=2, budget=1)
     srv = _push_server(engine, system, n_workers=2, incarnation=101)
     srv.transfers.peer_runs[1] = [21]
@@ -1414,8 +1413,74 @@ def test_a_replaced_server_run_stays_replaced_while_the_live_run_holds_a_robot_3
         logs += [a for a in srv.on_tick(float(now)) if isinstance(a, Log)]
     assert [(a.name, a.info['run']) for a in logs] == [('server_not_replaced', 202)]
     assert srv.transfers.replaced_by == 0
-    # (a hung computation's statuses hold it STATUS_PATIENCE_S past its ack to 202 only)
-    assert not srv.transfers.served_by_replacing(1, 14.0 + STATUS_PATIENCE_S, STATUS_PATIENCE_S)
+    # (a hung computation's statuses: test_a_hung_robots_statuses_hold_a_replaced_run_only_...)
+
+
+def _replaced_by_202_robot_0_owed(system, robot_1_acks):
+    """
+    Return server run 101 (finished, robot 0's stop owed), replaced by 202 at 14 s.
+
+    Robot 0 (run 9) acks 202 every second from 10 s to 14 s, robot 1 (run 21) at the
+    seconds of ``robot_1_acks`` only (its model's acks: it computes on it since).
+    """
+    engine, worker = _pair(system, n_workers=2, budget=1)
+    srv = _push_server(engine, system, n_workers=2, incarnation=101)
+    srv.transfers.peer_runs[1] = [21]
+    robot = _robot(worker, system, 0, 9)
+    robot.start(0.0)
+    answers = [b for a in robot.on_compute_done(_grad(0, 0), 0.0)
+               if isinstance(a, Send) and a.dest == SERVER for b in srv.on_message(a.msg, 0.0)]
+    assert _stops_in(answers) and srv.stop_sent[0]
+    for r in (0, 1):
+        srv.transfers._peer(r)
+    for k, now in enumerate(range(10, 15)):
+        if now in robot_1_acks:
+            srv.on_message(dataclasses.replace(_ack_to_run(202, k + 1), sender=1,
+                                               incarnation=21), float(now))
+        srv.on_message(_ack_to_run(202, k + 1), float(now))
+    assert srv.transfers.replaced_by == 202
+    return srv
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_robot_that_acked_the_live_run_before_it_replaced_us_holds_it_too(system):
+    # As above, but robot 1 (the GSP group's slowest) acked 202's model at 10 s only, and
+    # 101 took itself for replaced at 14 s on robot 0's acks: robot 1's acks, counted
+    # before, were not its last word to 101 as served_by_replacing knew it, so 101 took
+    # 202 for gone 20 s after robot 0's first poke (35 s) and sent its stops again.
+    srv = _replaced_by_202_robot_0_owed(system, robot_1_acks=(10,))
+    logs, sent, poke = [], [], 50
+    for now in range(15, 46):
+        if now % 8 == 7:                                   # robot 0, held, pokes
+            poke += 1
+            sent += _stops_in(srv.on_message(_ack_to_run(101, poke), float(now)))
+        srv.robot_alive(1, 21, float(now))               # robot 1 computes (its status)
+        out = srv.on_tick(float(now))
+        logs += [a for a in out if isinstance(a, Log)]
+        sent += _stops_in(out)
+    assert srv.transfers.replaced_by == 202 and logs == [] and sent == []
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_hung_robots_statuses_hold_a_replaced_run_only_status_patience_past_its_ack(system):
+    # Robot 1's computation hung after its last ack to 202 (14 s): its statuses come for
+    # ever, robot 0 pokes. 101 stays replaced STATUS_PATIENCE_S past that ack, no longer:
+    # then 20 s of robot 0's pokes unanswered by acks to 202 end it (server_not_replaced;
+    # robot 1 is given up then too, stop_missed, as any robot silent that long).
+    from rog_ros.nodes.push_systems import STATUS_PATIENCE_S
+    srv = _replaced_by_202_robot_0_owed(system, robot_1_acks=range(10, 15))
+    logs, poke, now = [], 50, 15
+    while now < 14 + STATUS_PATIENCE_S + 60 and not logs:
+        if now % 8 == 7:
+            poke += 1
+            srv.on_message(_ack_to_run(101, poke), float(now))
+        srv.robot_alive(1, 21, float(now))
+        logs += [(now, a) for a in srv.on_tick(float(now))
+                 if isinstance(a, Log) and a.name == 'server_not_replaced']
+        now += 1
+    assert [a.info['run'] for _, a in logs] == [202]
+    assert 14 + STATUS_PATIENCE_S < logs[0][0] <= 14 + STATUS_PATIENCE_S + 20 + 8
+    assert srv.transfers.replaced_by == 0
 
 
 @pytest.mark.parametrize('system', SYSTEMS)

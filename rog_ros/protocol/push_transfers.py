@@ -365,7 +365,7 @@ class PushTransfers:
         self.replaced_by = 0             # a server run that serves our robots instead of us
         self.replaced_heard = 0.0        # when our robots last acked that run
         self.replaced_spoke = None       # a robot's first word to us since (None: none)
-        self.replaced_acked: dict = {}   # robot -> its last word: an ack to that run, when
+        self.replaced_acked: dict = {}   # robot -> (run, when): its last word, an ack to run
 
     def carries(self, msg) -> bool:
         """Tell whether ``msg`` travels chunked (a dense model or gradient, a sparse push)."""
@@ -601,8 +601,8 @@ class PushTransfers:
         every robot waits for a pull (the run that replaced us dead), 20 s of their
         pokes unanswered by acks to it end it as before. True when counted. O(1).
         """
-        acked = self.replaced_acked.get(peer)
-        if not self.replaced_by or acked is None or now - acked > within_s:
+        run, acked = self.replaced_acked.get(peer, (0, None))
+        if not self.replaced_by or run != self.replaced_by or now - acked > within_s:
             return False
         self.replaced_spoke = None
         return True
@@ -721,12 +721,11 @@ class PushTransfers:
         ``reject`` naming the cause). Anything else is the engine's.
         """
         sender = getattr(msg, 'sender', self.me)
-        if self.replaced_by and sender != self.me:
-            if self.replaced_spoke is None:
-                self.replaced_spoke = now    # (``_replaced_gone``; an ack to that run: None)
-            if not (isinstance(msg, TransferAck)
-                    and msg.target_incarnation == self.replaced_by):
-                self.replaced_acked.pop(sender, None)     # (``served_by_replacing``)
+        if self.replaced_by and sender != self.me and self.replaced_spoke is None:
+            self.replaced_spoke = now        # (``_replaced_gone``; an ack to that run: None)
+        if self.replaced_acked and sender != self.me:
+            # (``served_by_replacing``: its last word; an ack to another run notes it again)
+            self.replaced_acked.pop(sender, None)
         if isinstance(msg, TransferAck):
             return None, self._on_ack(msg, now)
         form = self.forms.get(msg.codec) if isinstance(msg, RowChunk) else None
@@ -1092,9 +1091,9 @@ class PushTransfers:
         if not runs or ack.incarnation != runs[-1]:
             return []
         run = int(ack.target_incarnation)
+        self.replaced_acked[ack.sender] = (run, now)     # (``served_by_replacing``)
         if run == self.replaced_by:
             self.replaced_heard, self.replaced_spoke = now, None
-            self.replaced_acked[ack.sender] = now
             return []
         seen = self.other_servers.setdefault(run, [now, 0])
         seen[1] += 1
@@ -1106,7 +1105,6 @@ class PushTransfers:
             return []
         self.replaced_by, self.replaced_heard, self.replaced_spoke = run, now, None
         self.other_servers = {}
-        self.replaced_acked = {ack.sender: now}
         return [Log('server_replaced', 1.0, SERVER,
                     {'run': run, 'acks': int(seen[1]), 'span_s': float(now - seen[0]),
                      'robot': int(ack.sender)})]
