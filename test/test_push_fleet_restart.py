@@ -32,6 +32,30 @@ def _spin(nodes, until, limit_s=120.0):
             return
 
 
+def _serve_until_told(server, workers, limit_s=30.0):
+    """
+    Serve with finished ``server`` as its ``finish`` does, until every robot stopped and left.
+
+    Each robot spins until it stops, then leaves (``shutdown``: its status says it stopped),
+    as a robot's process does. Why: over the in-memory bus a robot hears only while the
+    test spins it, and a finished server's node sends the stop orders again only in
+    ``finish``, which spins no robot: a robot that takes its order from a repeat
+    (``WorkerAdapter._first_stop_held``), or one stopped that never said so, held
+    ``finish`` for the whole linger (20 s, ``ServerAdapter.stops_owed``), not the seconds
+    a fleet of processes takes. Wall clock bounds it.
+    """
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and not (
+            all(w.bus is None for w in workers)
+            and not server.engine.stops_owed(server.driver.clock())):
+        server.driver.step(0.02)
+        for w in workers:
+            if w.bus is not None and w.engine.engine.stopped:
+                w.shutdown()                  # told to stop: it leaves
+            elif w.bus is not None:
+                w.spin_once()
+
+
 def _kill(hub, srv, nodes):
     """
     Kill server node ``srv`` as SIGKILL would: it says nothing more and frees its state.
@@ -202,10 +226,10 @@ def test_a_push_server_restored_after_a_stop_order_waits_only_for_the_robots_tra
         nodes.insert(0, back)
         # (the restored run, new to the robot still training, answers its last push with its
         # stop: set aside, as a zombie's first would be, WorkerAdapter._first_stop_held; the
-        # repeats go while the server finishes, the robot takes them after)
+        # robot takes the repeat an END timeout later, while the server serves on)
         _spin(nodes, lambda: back.engine.finished)
+        _serve_until_told(back, workers)
         summary = back.finish()
-        _spin(workers, lambda: all(w.engine.engine.stopped for w in workers))
     finally:
         for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
             node.shutdown()
@@ -338,16 +362,14 @@ def test_a_push_server_restored_from_its_journal_alone_records_the_replayed_push
         assert abs(back.t0 - t0) < 0.5, (back.t0, t0)
         assert [e[2] for e in back.recorder.events].count('server_restored') == 1
         nodes.insert(0, back)
-        # (the restored run, new to the robot still training, answers its last push with its
-        # stop: set aside, as a zombie's first would be, WorkerAdapter._first_stop_held; the
-        # repeats go while the server finishes, the robot takes them after)
         _spin(nodes, lambda: back.engine.finished)
+        _serve_until_told(back, workers)
         summary = back.finish()
-        _spin(workers, lambda: all(w.engine.engine.stopped for w in workers))
     finally:
         for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
             node.shutdown()
     assert summary['pushes_applied'] == ITERATIONS * 2 and back.engine.finished
+    assert all(w.engine.engine.stopped for w in workers)
     # timeseries.csv: one run, its times from the dead server's start, in order, past the kill
     times = [float(r['time_s']) for r in back.recorder.rows]
     assert times == sorted(times) and times[-1] >= 1.5, times
