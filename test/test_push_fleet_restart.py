@@ -133,7 +133,8 @@ def test_a_robot_restarted_mid_run_trains_to_the_end(tmp_path, monkeypatch, sync
         new.configure()
         assert new.activate()
         nodes.append(new)
-        _spin(nodes, lambda: False)
+        _spin(nodes, lambda: srv.engine.finished)
+        _serve_until_told(srv, [n for n in nodes if n is not srv])
         summary = srv.finish()
     finally:
         for node in workers + [srv]:
@@ -173,7 +174,8 @@ def test_a_durable_push_server_restarted_mid_run_goes_on_from_its_checkpoint(
         assert (back.recorder.bytes_up, len(back.recorder.transfer_s),
                 [e for e in _events(back) if e[0] != 'server_restored']) == live
         nodes.insert(0, back)
-        _spin(nodes, lambda: False)
+        _spin(nodes, lambda: back.engine.finished)
+        _serve_until_told(back, workers)
         summary = back.finish()
     finally:
         for node in nodes + ([srv] if srv not in nodes else []):
