@@ -483,6 +483,33 @@ def test_a_push_robot_that_heard_only_superseded_messages_does_not_say_it_heard_
         '; it heard from the server only 5 messages it set aside as superseded')
 
 
+def test_a_model_part_of_two_final_models_is_not_written_as_the_fleets(tmp_path):
+    # a robot stopped holding rows of a restored server's second final model and the rest
+    # of the first (given up by it, final_model_missed) wrote that mix as "the fleet's
+    # final model"; with its saved state it takes back the last one it held whole (the
+    # hooks: test_protocol_final_model), and its line says which
+    from types import SimpleNamespace
+
+    from rog_ros.nodes.worker_node import WorkerNode
+    said = []
+    log = SimpleNamespace(info=lambda s: said.append(('info', s)),
+                          warning=lambda s: said.append(('warning', s)))
+    model = torch.nn.Linear(2, 1)
+    for mixed, kept, line in (
+            (False, None, ('info', "wrote the fleet's final model to")),
+            (True, None, ('warning', "wrote this robot's own model to")),
+            (False, 46, ('warning', "wrote the fleet's final model to"))):
+        engine = SimpleNamespace(holds_final=True, final_mixed=mixed)
+        node = SimpleNamespace(engine=engine, hooks=SimpleNamespace(kept_final=kept),
+                               gradients=SimpleNamespace(copy=False), model=model, log=log)
+        said.clear()
+        WorkerNode._save_model(node, str(tmp_path / 'robot.pt'))
+        assert len(said) == 1 and said[0][0] == line[0], said
+        assert said[0][1].startswith(line[1]), said
+        assert ('not the fleet' in said[0][1]) is mixed, said
+        assert ('46 rows owed' in said[0][1]) is (kept is not None), said
+
+
 def test_a_push_robot_giving_up_says_it_set_aside_a_replaced_server_runs_stop_orders():
     # 153658c: a push robot obeys the server run it follows (it took its model, run 202)
     # and sets a replaced run's (101, a zombie) repeated stop aside; if 202 stays silent it

@@ -26,9 +26,9 @@ import random
 
 from protocol_fixtures import build, random_faults
 import pytest
-from rog_ros.nodes.chaos_hooks import ServerHooks
-from rog_ros.protocol.actions import Log, Send, StartCompute
-from rog_ros.protocol.messages import FLAG_FINAL, FLAG_JOIN, RowChunk, SERVER
+from rog_ros.nodes.chaos_hooks import ServerHooks, WorkerHooks
+from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
+from rog_ros.protocol.messages import FLAG_END, FLAG_FINAL, FLAG_JOIN, RowChunk, SERVER
 from rog_ros.protocol.ps_final import FINAL_PATIENCE_S
 from rog_ros.sim.fault_fleet import (checkpoint_at_the_final_model,
                                      checkpoint_before_stop_orders, quadratic_fleet,
@@ -508,7 +508,8 @@ def test_a_server_restored_during_the_end_sends_the_final_model_still_owed(seed)
         assert w.holds_final and torch.equal(w.w, restored.final_values), r
 
 
-def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_final=False):
+def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_final=False,
+                                  given_up=False, robot_dir=None):
     """
     Run a fleet whose final model waits for an absence, its server killed as it goes out.
 
@@ -518,12 +519,17 @@ def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_fina
     restored 0.2 s later: by the node's ``ServerHooks`` in ``hooks_dir``, else from a
     checkpoint taken as 0 and 1 were done (one from before the final model), or, with
     ``at_final``, one the sweeps take as the final model is taken. ``robot_down``: worker 0
-    is killed with it and restored from its state that much later. Return the harness, the
+    is killed with it and restored from its state that much later. ``given_up``: every
+    other chunk of the restored server's final model to worker 0 is lost, then its link
+    from its first final ack on for 90 s, past the server's patience. ``robot_dir``: worker
+    0 saves its state there as its node does (``WorkerHooks``). Return the harness, the
     final model sent before the kill and the restored server engine.
     """
     harness, server, _, _, _ = quadratic_fleet(
         'rog:4', n=3, iters=10, dtype=torch.float64, seed=seed, save_states=True,
         final_model=True, absence_timeout_s=1.0, compute=(0.05, 0.05, 0.25))
+    if robot_dir is not None:
+        harness.workers[0] = WorkerHooks(harness.workers[0], 0, robot_dir)
     if hooks_dir is not None:
         harness.server = ServerHooks(server, server.w_srv.clone(), hooks_dir,
                                      checkpoint_every=100)
@@ -565,6 +571,24 @@ def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_fina
                 harness.kill(0)
                 harness.at(harness.now + robot_down, lambda: restart_worker(harness, 0))
     harness._handle = kill_at_the_final_model
+    if given_up:
+        cut = {}
+
+        def fault(msg, src, dst, now):
+            """Lose half the second final model to worker 0, then its link for 90 s."""
+            if 'at' in cut and cut['at'] <= now < cut['at'] + 90.0 and SERVER in (src, dst):
+                return [] if 0 in (src, dst) else [0.0]
+            if 'restored' not in seen:
+                return [0.0]
+            if (dst == 0 and isinstance(msg, RowChunk) and msg.flags & FLAG_FINAL
+                    and not msg.flags & FLAG_END):
+                cut['chunks'] = True
+                if msg.seq % 2 == 1:
+                    return []
+            if src == 0 and 'chunks' in cut and 'at' not in cut and getattr(msg, 'final', 0):
+                cut['at'] = now + 0.001
+            return [0.0]
+        harness.fault = fault
     harness.at(0.01, watch)
     error = harness.run(until=300).error
     # Once 0 and 1 stopped, the server lets 2 go (absent and silent for FINAL_PATIENCE_S)
@@ -624,6 +648,62 @@ def test_the_server_node_checkpoints_the_final_model_before_it_goes_out(seed, tm
     for r in (0, 1):
         assert torch.equal(harness.workers[r].w, sent), r
         assert torch.equal(harness.saved[r]['w'], sent), r
+
+
+@pytest.mark.parametrize('seed', range(2))
+def test_a_robot_given_up_mid_second_final_model_keeps_the_first_whole(seed, tmp_path):
+    # A server restored from before the final model sent another; half its chunks to robot
+    # 0 were lost, then robot 0's link for 90 s: given up (final_model_missed) and stopped
+    # with 15 of its 61 rows from the second model and 46 from the first, holds_final true,
+    # its node writing that mix as the fleet's final model (seeds 0 and 1). With its node's
+    # state file, the stopped robot now takes the first back, whole:
+    harness, sent, restored = _final_deferred_by_an_absence(seed, given_up=True,
+                                                            robot_dir=str(tmp_path))
+    hooks = harness.workers[0]
+    assert harness.stopped[0] and restored.final_missed == 2
+    assert not torch.equal(restored.final_values, sent)
+    assert torch.equal(hooks.w, sent)                   # was 46 rows first, 15 second
+    assert hooks.holds_final and not hooks.final_mixed
+    saved = hooks.state.load()
+    assert saved['node']['finished'] and torch.equal(saved['engine']['w'], sent)
+    # without one, it holds the mix and knows it (its node writes "this robot's own model")
+    harness, sent, restored = _final_deferred_by_an_absence(seed, given_up=True)
+    w0 = harness.workers[0]
+    assert harness.stopped[0] and restored.final_missed == 2
+    owed = int(w0._snap_missing.sum())
+    assert 0 < owed < w0.snap_layout.n_rows and hooks.kept_final == owed
+    second = w0.w == restored.final_values
+    assert bool(second.any()) and not bool(second.all())
+    assert w0.holds_final and w0.final_mixed            # the node says: not the final model
+    assert torch.equal(harness.saved[0]['w'], sent)     # the state saved holds the first
+    assert harness.saved[0]['holds_final'] and not harness.saved[0]['final_mixed']
+
+
+def test_a_node_saves_and_ends_with_the_last_whole_final_model(tmp_path):
+    """While the model is part of two final models the node saves and keeps the whole one."""
+    harness, server, workers = _build('rog:4', n=2, iters=6, dtype=torch.float64,
+                                      final_model=True, save_states=True)
+    hooks = harness.workers[0] = WorkerHooks(workers[0], 0, str(tmp_path))
+    assert harness.run(until=300).error is None and hooks.holds_final
+    whole = hooks.w.clone()
+    assert torch.equal(hooks.state.load()['engine']['w'], whole)
+    hooks.w[:3] += 1.0                     # rows of another final model: not a whole model
+    hooks.engine.final_mixed = True
+    hooks._observe(lambda: [SaveState('commit')])
+    saved = hooks.state.load()['engine']
+    assert torch.equal(saved['w'], whole) and not saved['final_mixed']
+    assert not torch.equal(hooks.w, whole) and hooks.kept_final is None
+    hooks._observe(lambda: [Stopped('server says training is over')])
+    assert torch.equal(hooks.w, whole) and not hooks.final_mixed and hooks.kept_final == 0
+    saved = hooks.state.load()
+    assert saved['node']['finished'] and torch.equal(saved['engine']['w'], whole)
+    # no whole one saved: the stop keeps the mix, and the node says it is not the final model
+    hooks.w[:3] += 1.0
+    hooks.engine.final_mixed, hooks.kept_final = True, None
+    hooks.state.save({'engine': dict(hooks.state_dict(), holds_final=False), 'node': {}})
+    hooks._observe(lambda: [Stopped('server says training is over')])
+    assert hooks.final_mixed and hooks.kept_final is None
+    assert torch.equal(hooks.state.load()['engine']['w'], hooks.w)
 
 
 def test_holds_final_is_in_the_saved_state_and_old_states_load_without_it():

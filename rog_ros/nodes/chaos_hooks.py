@@ -261,6 +261,8 @@ class WorkerHooks(_Hooks):
             self.proj = lg.projections(engine.residual.numel())
         self.restored = False
         self._read = None       # the state file as finished_before read it, for restore
+        # rows of another final model owed when the stop took back the last whole one
+        self.kept_final: int | None = None
 
     # ------------------------------------------------------------------ restart
     def restore(self) -> bool:
@@ -350,12 +352,38 @@ class WorkerHooks(_Hooks):
         finished = any(isinstance(a, Stopped) and not a.failed for a in actions)
         if self.state is not None and (event or asked or finished):
             node = dict(self.node_state(), finished=True) if finished else self.node_state()
+            whole = self._whole_final() if getattr(e, 'final_mixed', False) else None
+            if whole is not None and finished:
+                self.kept_final = e.keep_whole_final(whole)   # stopped: model_out is that
             # (saved at once, here: the engine's own tensors, no model-sized copies)
-            self.state.save({'engine': e.state_dict(copy=False), 'node': node,
+            engine = e.state_dict(copy=False)
+            if whole is not None and not finished:
+                engine.update(w=whole, final_mixed=False)     # the saved one stays whole
+            self.state.save({'engine': engine, 'node': node,
                              'ledger_tail': list(self.ledger.pending) if self.ledger else []})
         if self.ledger is not None:
             self.ledger.flush()
         return actions
+
+    def _whole_final(self):
+        """
+        Return the final model the state file holds whole, or None.
+
+        Asked only while the engine's model is part of two final models (``final_mixed``,
+        rare: a server restored from before the end sends another one): read from the file
+        then, not kept, so no robot holds a second model-sized buffer.
+        """
+        if not self.state.exists():
+            return None
+        try:
+            saved = self.state.load()['engine']
+        except (durable.StateError, KeyError, TypeError):
+            return None
+        w = saved.get('w')
+        if (not saved.get('holds_final') or saved.get('final_mixed')
+                or not isinstance(w, torch.Tensor) or w.shape != self.engine.w.shape):
+            return None
+        return w
 
     # ------------------------------------------------------------------ stop
     def close(self, node_rejects=None, injected=None) -> None:

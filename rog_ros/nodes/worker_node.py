@@ -237,7 +237,18 @@ class WorkerNode:
         except OSError as err:
             self.log.warning(f"could not write this robot's model to {path}: {err}")
             return
-        if getattr(self.engine, 'holds_final', False):
+        kept = getattr(getattr(self, 'hooks', None), 'kept_final', None)
+        if getattr(self.engine, 'final_mixed', False):
+            # (a restored server's second final model came in part, none was saved whole)
+            self.log.warning(f"wrote this robot's own model to {path} ({size / 1e6:.1f} MB; "
+                             "not the fleet's final model: part of a second final model from "
+                             'a restored server replaced it, the rest never came, and no '
+                             'whole one was saved (--state-dir))')
+        elif getattr(self.engine, 'holds_final', False) and kept is not None:
+            self.log.warning(f"wrote the fleet's final model to {path} ({size / 1e6:.1f} MB): "
+                             'the last one it took whole, from its saved state; another, '
+                             f'from a restored server, came in part ({kept} rows owed)')
+        elif getattr(self.engine, 'holds_final', False):
             self.log.info(f"wrote the fleet's final model to {path} ({size / 1e6:.1f} MB)")
         else:
             self.log.info(f"wrote this robot's own model to {path} ({size / 1e6:.1f} MB; not "

@@ -256,6 +256,9 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         self._rsp_waiting = False
         self._told_free = False         # the last pull said: not held to the bound (FLAG_FREE)
         self.holds_final = False        # we hold the fleet's final model (FLAG_FINAL): done
+        # ... and ``w`` is not that model whole: rows of another final model (a server
+        # restored from before the end took it anew) replaced some of its rows, the rest owed
+        self.final_mixed = False
         self._dirty = False
         # exactly-once across server restarts: [(tid, rowbytes, scales, delivered rows)]
         # (incarnation, tid, rowbytes, scales, rows, per_row): scales as committed
@@ -938,6 +941,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         final = []
         if not inc.flags & FLAG_FINAL:
             self.holds_final = False     # a server restored from before the end: train on
+            self.final_mixed = False
         late = bool(inc.flags & FLAG_LATE) and not snapshot
         versions = self.pending_versions.pop(inc.transfer_id, None)
         if n_rows:
@@ -986,9 +990,12 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             if self._snap_missing is None:
                 self._snap_missing = torch.ones(self.snap_layout.n_rows, dtype=torch.bool)
             self._snap_missing &= ~mask
+            # (a robot that held a final model holds part of this one: not a whole model)
+            self.final_mixed = self.final_mixed or (self.holds_final and n_rows > 0)
             if not bool(self._snap_missing.any()):
                 # Every row arrived: adopt the rejoin's version table (all rows).
                 self._snap_missing = None
+                self.final_mixed = False
                 if self._snap_versions is not None:
                     self._apply_versions(self._snap_versions,
                                          torch.ones(self.layout.n_rows, dtype=torch.bool))

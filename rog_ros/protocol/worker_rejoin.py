@@ -191,6 +191,7 @@ class RejoinMixin:
             'checkpoint_transfer': self.checkpoint_transfer,
             'readd_pending': self._server_restarted,   # a server restart not yet resent
             'holds_final': self.holds_final,     # the fleet's final model: w is that model
+            'final_mixed': self.final_mixed,     # ... not whole: part of another's rows
             'undurable': [(i, t, b.clone(), sc.clone(), torch.from_numpy(rows.copy()), pr)
                           for i, t, b, sc, rows, pr in self.undurable],
             'push': None,
@@ -258,6 +259,7 @@ class RejoinMixin:
         # has stopped it and answers the JOIN with the stop order; only its node's words
         # differ ("this robot's own model" for what is the final model).
         self.holds_final = bool(sd.get('holds_final', False))
+        self.final_mixed = bool(sd.get('final_mixed', False))
         # (a state saved before per-row scales has 5-tuples: per-tensor scales)
         self.undurable = [(u[0], u[1], u[2].clone(), u[3].clone(),
                            np.asarray(u[4]).astype(np.int64), bool(u[5]) if len(u) > 5 else False)
@@ -268,6 +270,21 @@ class RejoinMixin:
         self._recover = dict(sd['push']) if sd['push'] is not None else None
         self._rejoin = True
         self._fresh = False
+
+    def keep_whole_final(self, w: torch.Tensor) -> int:
+        """
+        Take back ``w``, the last whole final model, for rows of another final model.
+
+        For a stopped robot (``final_mixed``) whose saved state holds the final model it took
+        whole: a restored server's second final model came only in part. Return how many
+        rows of it were still owed (0 once a server restart forgot which).
+        """
+        if w.shape != self.w.shape:
+            raise ValueError('saved final model of another model')
+        owed = 0 if self._snap_missing is None else int(self._snap_missing.sum())
+        self.w.copy_(w)
+        self.final_mixed = False
+        return owed
 
     def _recover_send(self, now: float) -> list:
         """Rebuild the saved in-flight push and ask the server (old incarnation) about it."""
