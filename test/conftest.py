@@ -61,7 +61,7 @@ PROCESS_FREE_MODULES = ('test_lint', 'test_push_journal', 'test_net_record_gaps'
                         'test_push_fleet_restart', 'test_server_restart_end',
                         'test_push_wire_independent',
                         'test_membership_heard_valid', 'test_chaos_push',
-                        'test_chaos_freeze')
+                        'test_chaos_freeze', 'test_sim_push_charging')
 WALL_CLOCK_GROUP = 'wall_clock'
 # what makes a module share work between its tests: a wider fixture scope, a cached helper
 SHARED_SCOPE = re.compile(r'scope\s*=\s*["\x27](class|module|package|session)["\x27]'
