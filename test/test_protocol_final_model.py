@@ -664,6 +664,7 @@ def test_a_robot_given_up_mid_second_final_model_keeps_the_first_whole(seed, tmp
     assert not torch.equal(restored.final_values, sent)
     assert torch.equal(hooks.w, sent)                   # was 46 rows first, 15 second
     assert hooks.holds_final and not hooks.final_mixed
+    assert hooks.kept_final == int(hooks._snap_missing.sum()) > 0   # what its node says
     saved = hooks.state.load()
     assert saved['node']['finished'] and torch.equal(saved['engine']['w'], sent)
     # without one, it holds the mix and knows it (its node writes "this robot's own model")
@@ -671,12 +672,35 @@ def test_a_robot_given_up_mid_second_final_model_keeps_the_first_whole(seed, tmp
     w0 = harness.workers[0]
     assert harness.stopped[0] and restored.final_missed == 2
     owed = int(w0._snap_missing.sum())
-    assert 0 < owed < w0.snap_layout.n_rows and hooks.kept_final == owed
+    assert 0 < owed < w0.snap_layout.n_rows
     second = w0.w == restored.final_values
     assert bool(second.any()) and not bool(second.all())
     assert w0.holds_final and w0.final_mixed            # the node says: not the final model
     assert torch.equal(harness.saved[0]['w'], sent)     # the state saved holds the first
     assert harness.saved[0]['holds_final'] and not harness.saved[0]['final_mixed']
+
+
+@pytest.mark.parametrize('seed', range(2))
+def test_a_robot_given_up_mid_the_same_final_model_again_holds_it_whole(seed, tmp_path):
+    # The supported restart: the server node checkpoints the final model before any row
+    # leaves, so the model a restored server sends again is the first, bit for bit. Robot 0,
+    # given up mid-way through it, was marked final_mixed all the same (46 rows owed, seeds
+    # 0 and 1): its node, without a state folder, wrote the fleet's final model as "not the
+    # fleet's final model", and with one, read its state file and warned of another final
+    # model. Only rows that change the model it holds mark it.
+    harness, sent, restored = _final_deferred_by_an_absence(seed, at_final=True,
+                                                            given_up=True)
+    w0 = harness.workers[0]
+    assert harness.stopped[0] and restored.final_missed == 2
+    assert torch.equal(restored.final_values, sent) and torch.equal(w0.w, sent)
+    assert int(w0._snap_missing.sum()) > 0                # given up mid-way
+    assert w0.holds_final and not w0.final_mixed
+    harness, sent, restored = _final_deferred_by_an_absence(seed, at_final=True,
+                                                            given_up=True,
+                                                            robot_dir=str(tmp_path))
+    hooks = harness.workers[0]
+    assert harness.stopped[0] and torch.equal(hooks.w, sent)
+    assert hooks.holds_final and not hooks.final_mixed and hooks.kept_final is None
 
 
 def test_a_node_saves_and_ends_with_the_last_whole_final_model(tmp_path):

@@ -944,10 +944,19 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             self.final_mixed = False
         late = bool(inc.flags & FLAG_LATE) and not snapshot
         versions = self.pending_versions.pop(inc.transfer_id, None)
+        changed = False         # rows of a final snapshot changed the final model we hold
         if n_rows:
             if snapshot:
                 vals = self.snap_codec.decode(self.snap_layout, rowbytes, scales, self._scratch)
-                if n_rows < self.snap_layout.n_rows:
+                if self.holds_final and not self.final_mixed:
+                    # Another final model: a server restored from its checkpoint at the final
+                    # model sends the same one, bit for bit (then ours stays whole); one
+                    # restored from an older checkpoint, another (vals is the scratch buffer)
+                    if n_rows < self.snap_layout.n_rows:
+                        self.snap_layout.where_rows(mask, vals, self.w, out=vals)
+                    changed = not torch.equal(vals, self.w)
+                    self.w.copy_(vals)
+                elif n_rows < self.snap_layout.n_rows:
                     self.snap_layout.where_rows(mask, vals, self.w, out=self.w)
                 else:
                     self.w.copy_(vals)
@@ -990,8 +999,8 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
             if self._snap_missing is None:
                 self._snap_missing = torch.ones(self.snap_layout.n_rows, dtype=torch.bool)
             self._snap_missing &= ~mask
-            # (a robot that held a final model holds part of this one: not a whole model)
-            self.final_mixed = self.final_mixed or (self.holds_final and n_rows > 0)
+            # (a robot that held a final model holds part of another: not a whole model)
+            self.final_mixed = self.final_mixed or changed
             if not bool(self._snap_missing.any()):
                 # Every row arrived: adopt the rejoin's version table (all rows).
                 self._snap_missing = None
