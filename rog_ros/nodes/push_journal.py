@@ -33,7 +33,12 @@ began, every byte before it on disk, its answers out. A damaged record that no r
 it shows synced (a crash mid-append: none of the records from it on had its answer sent) is
 dropped with those after it, with a note; a damaged record that a later one shows synced
 (its answer may have left), or another fleet's journal, is refused naming the file, with
-nothing changed.
+nothing changed. Format 3 appends a mark (``OP_SYNCED``, 27 bytes, not fsynced) after each
+batch once its fsync returned, before any answer leaves: a damaged record that a mark after
+it covers was on disk whole when its answer may have left (damage, not a crash mid-append),
+and is refused though no batch came after it (it was dropped as torn: an answered push lost
+without a word). The node's evaluation rows go in too (``OP_EVALUATION``): the restored
+state includes the model they measured, and the run's ``timeseries.csv`` keeps them.
 """
 
 from __future__ import annotations
@@ -53,18 +58,24 @@ from rog_ros.protocol import messages
 
 JOURNAL_FILE = 'server.journal'
 """The journal's name in the server's ``--state-dir``, beside ``server.pt``."""
-FORMAT = 2
-"""The format written. 1 (before 2026-12-07's torn-batch fix): records without ``synced``,
-still read (and appended to in their own format until the next checkpoint's header)."""
+FORMAT = 3
+"""The format written. 1 (before 2026-12-07's torn-batch fix): records without ``synced``;
+2: without the marks of ``OP_SYNCED``. Both still read (and appended to in their own format
+until the next checkpoint's header)."""
 MAGIC = b'RJ'
 _FRAME = struct.Struct('<2sII')
-_OPS = {1: struct.Struct('<Bd'), 2: struct.Struct('<BdQ')}   # (kind, time[, synced])
+_OPS = {1: struct.Struct('<Bd'), 2: struct.Struct('<BdQ'),    # (kind, time[, synced])
+        3: struct.Struct('<BdQ')}
+MARK_SIZE = _FRAME.size + _OPS[3].size
+"""The bytes of one ``OP_SYNCED`` mark (27)."""
 _LEN = struct.Struct('<Q')
 
 OP_MESSAGE = 1      # a message the transfers handed the engine (a push), at ``now``
 OP_REVIVE = 2       # a run taken back (``engine.revive(worker, run)``)
 OP_STOP_AGAIN = 3   # a stop order sent again (``stops_repeated``)
 OP_RESTORED = 4     # the server was restored here: the records after it met a restored engine
+OP_EVALUATION = 5   # an evaluation the node recorded (a timeseries row: no engine input)
+OP_SYNCED = 6       # a mark (format 3): the fsync of the records before it returned
 
 
 class JournalError(StateError):
@@ -170,6 +181,7 @@ class PushJournal:
         self.append_s = 0.0
         self.append_bytes = 0
         self._f = None
+        self._durable = 0          # the file's size at the last fsync that returned
         self.found = False         # ``read`` found a journal (else: written at the first append)
 
     # ------------------------------------------------------------------ reading
@@ -190,8 +202,10 @@ class PushJournal:
         journal was refused (the server could not start). A record after the damaged one
         whose ``synced`` lies past it was appended after an fsync that covered the damaged
         one: that record's answer may have left, so dropping it could lose an acknowledged
-        push; refused instead (the damage is no crash mid-append). Format 1 journals carry no
-        ``synced``: a damaged record before the last is refused there, as before.
+        push; refused instead (the damage is no crash mid-append). So is a damaged record of
+        the last batch whose mark (format 3, ``append_all``) is there: its fsync returned.
+        Format 1 journals carry no ``synced``: a damaged record before the last is refused
+        there, as before. Marks are not records (``records`` leaves them out).
 
         Why not written at once when there is none: the checkpoint beside it is loaded after
         this, and one of another fleet (a Rog run's, another push system's from before the
@@ -228,6 +242,7 @@ class PushJournal:
         # (the records read may be a killed server's, never fsynced: on disk before a
         # record appended now says so in its ``synced``)
         os.fsync(self._f.fileno())
+        self._durable = self._f.tell()
 
     def _header(self, body) -> None:
         """Check the header's body and take its epoch and format (``JournalError`` if not)."""
@@ -265,7 +280,8 @@ class PushJournal:
                 return frames, pos, self._torn(f, pos, size)
             if not frames:
                 self._header(body)
-            frames.append((pos + _FRAME.size, len(body)))
+            if not frames or self.format < 3 or body[0] != OP_SYNCED:
+                frames.append((pos + _FRAME.size, len(body)))   # (a mark is no record)
             pos += _FRAME.size + len(body)
         if not frames:
             self._no_header(f)
@@ -295,8 +311,10 @@ class PushJournal:
         """
         Return the records dropped from the damaged record at ``pos`` on, or refuse them.
 
-        Format 2: looks for intact records after it (``_later_records``); the first whose
-        ``synced`` lies past ``pos`` proves the damaged record was synced (refused). Format 1
+        Format 2, 3: looks for intact records after it (``_later_records``); the first whose
+        ``synced`` lies past ``pos`` proves the damaged record was synced (refused): a record
+        of a later batch, or (format 3) the mark of its own batch's fsync, which left before
+        any answer (the torn never-synced batch has none: dropped). Format 1
         (no ``synced``): torn only if nothing but zeros follows it or it is the last record
         (cut short, or its checksum wrong at the file's end), as before.
         """
@@ -307,14 +325,20 @@ class PushJournal:
                                    f'starts there); {_fix(self.path)}')
             return 1
         found = 0
-        for at, synced in self._later_records(f, pos, size):
+        for at, synced, kind in self._later_records(f, pos, size):
+            if kind == OP_SYNCED and synced > pos:
+                raise JournalError(
+                    f'journal {self.path} is damaged at byte {pos} (its checksum does not match '
+                    'or no record starts there) after the fsync of its batch returned (the '
+                    f'mark at byte {at} says so): data an answer promised is gone, a push '
+                    f'answered may be lost; {_fix(self.path)}')
             if synced > pos:
                 raise JournalError(
                     f'journal {self.path} is damaged at byte {pos} (its checksum does not match '
                     f'or no record starts there), and the record at byte {at}, appended after '
                     'an fsync that covered it, says its answer may have left; '
                     f'{_fix(self.path)}')
-            found += 1
+            found += kind != OP_SYNCED
         return 1 + found
 
     @staticmethod
@@ -329,7 +353,7 @@ class PushJournal:
     @staticmethod
     def _later_records(f, pos: int, size: int):
         """
-        Yield ``(offset, synced)`` of each intact format 2 record found after byte ``pos``.
+        Yield ``(offset, synced, kind)`` of each intact record (format 2, 3) after byte ``pos``.
 
         Found by their magic at any offset (the damaged record's length cannot be trusted),
         then checked: a body long enough, within the file, of a known kind, its ``synced`` at
@@ -346,33 +370,33 @@ class PushJournal:
             chunk = f.read(block + head - 1)        # (a candidate's head from the block)
             i = chunk.find(MAGIC)
             while 0 <= i < block:
-                synced, n = PushJournal._candidate(f, at + i, chunk[i:i + head], size)
+                synced, n, kind = PushJournal._candidate(f, at + i, chunk[i:i + head], size)
                 if n:
                     break
                 i = chunk.find(MAGIC, i + 1)
             else:
                 at += block
                 continue
-            yield at + i, synced
+            yield at + i, synced, kind
             at += i + _FRAME.size + n
 
     @staticmethod
     def _candidate(f, at: int, raw: bytes, size: int) -> tuple:
         """
-        Return ``(synced, body length)`` of the intact format 2 record at ``at`` (0, 0: none).
+        Return ``(synced, body length, kind)`` of the intact record at ``at`` (0, 0, 0: none).
 
         ``raw``: the file's bytes from ``at``, its frame and record head (fewer at the end).
         """
         op = _OPS[2]
         if len(raw) < _FRAME.size + op.size:
-            return 0, 0
+            return 0, 0, 0
         _, n, crc = _FRAME.unpack_from(raw, 0)
         kind, _, synced = op.unpack_from(raw, _FRAME.size)
         if not (n >= op.size and at + _FRAME.size + n <= size
-                and OP_MESSAGE <= kind <= OP_RESTORED and synced <= at):
-            return 0, 0
+                and OP_MESSAGE <= kind <= OP_SYNCED and synced <= at):
+            return 0, 0, 0
         f.seek(at + _FRAME.size)
-        return (synced, n) if zlib.crc32(f.read(n)) == crc else (0, 0)
+        return (synced, n, kind) if zlib.crc32(f.read(n)) == crc else (0, 0, 0)
 
     @staticmethod
     def _zeros(f, pos: int) -> bool:
@@ -390,8 +414,9 @@ class PushJournal:
         Yield each record after the header as ``(op, now, value)``, in the order appended.
 
         ``value``: the message (OP_MESSAGE), ``(worker, run)`` (OP_REVIVE), the robot
-        (OP_STOP_AGAIN), None (OP_RESTORED). Read one at a time (a journal of K pushes of a
-        large model is not held in memory at once); frames are checked again.
+        (OP_STOP_AGAIN), None (OP_RESTORED), the row's dict (OP_EVALUATION: no input).
+        Read one at a time (a journal of K pushes of a large model is not held in memory at
+        once); frames are checked again.
         """
         if not self.records:
             return
@@ -413,6 +438,8 @@ class PushJournal:
                     yield op, now, int(json.loads(bytes(rest)))
                 elif op == OP_RESTORED:
                     yield op, now, None
+                elif op == OP_EVALUATION:
+                    yield op, now, json.loads(bytes(rest))
                 else:
                     raise JournalError(f'journal {self.path}: a record of unknown kind {op}; '
                                        f'{_fix(self.path)}')
@@ -432,10 +459,17 @@ class PushJournal:
         Append ``records`` (``(op, now, pieces)`` each), in order, then fsync once.
 
         Why one fsync: the inputs of one message (a run taken back, the push, a stop order
-        sent again) precede one answer. Each record carries ``synced``, the file's size before
-        the batch: a record of it torn by a power cut is dropped at ``read`` with those after
-        it (none synced, no answer out), while one that a later batch's ``synced`` shows on
-        disk is refused (``_torn``).
+        sent again) precede one answer. Each record carries ``synced``, the file's size at
+        the last fsync that returned: a record of the batch torn by a power cut is dropped at
+        ``read`` with those after it (none synced, no answer out), while one that a later
+        batch's ``synced`` shows on disk is refused (``_torn``).
+
+        Format 3: once the fsync returned, a mark (``OP_SYNCED``, its ``synced`` the size
+        the fsync covered) is appended and handed to the kernel, not fsynced, before the
+        answer leaves. Found after a damaged record of the batch, it proves that record was
+        on disk whole (refused, not dropped as torn); lost with a power cut, it proves
+        nothing, as before. Its cost: one write of 27 bytes, no fsync. The next batch's
+        ``synced`` is the size before the mark (the mark itself may not be on disk).
         """
         if not records:
             return
@@ -445,8 +479,9 @@ class PushJournal:
             if self._f is None:       # (none found at ``read``: written now, header first)
                 self._write_header(self.epoch)
                 self._f = open(self.path, 'ab')
+                self._durable = self._f.tell()
             f = self._f
-            synced = f.tell()           # (every byte before it is on disk: ``read``'s rule)
+            synced = self._durable      # (every byte before it is on disk: ``read``'s rule)
             for op, now, pieces in records:
                 head = (op, float(now)) + ((synced,) if self.format >= 2 else ())
                 pieces = [_OPS[self.format].pack(*head)] + list(pieces)
@@ -459,7 +494,14 @@ class PushJournal:
                     f.write(p)
                 nbytes += n + _FRAME.size
             f.flush()
+            end = f.tell()
             os.fsync(f.fileno())
+            self._durable = end
+            if self.format >= 3:
+                body = _OPS[3].pack(OP_SYNCED, 0.0, end)
+                f.write(_FRAME.pack(MAGIC, len(body), zlib.crc32(body)) + body)
+                f.flush()           # (to the kernel: a killed server's mark stays)
+                nbytes += MARK_SIZE
         except OSError as err:
             raise StateWriteError(
                 f'cannot append to the journal {self.path}: {err.strerror or err}; free space '
@@ -472,6 +514,16 @@ class PushJournal:
     def append_message(self, msg, now: float) -> None:
         """Append a message the engine took at ``now`` (``OP_MESSAGE``)."""
         self.append(OP_MESSAGE, now, encode_message(msg))
+
+    def append_evaluation(self, now: float, row: dict) -> None:
+        """
+        Append an evaluation row the node is about to record (``OP_EVALUATION``), fsynced.
+
+        Why: the journal restores the model state past the checkpoint, and the rows of the
+        evaluations of that state were in memory only (the checkpoint's run record): a
+        restored run's ``timeseries.csv`` lacked them. One record an evaluation.
+        """
+        self.append(OP_EVALUATION, now, value_pieces(row))
 
     def append_value(self, op: int, now: float, value) -> None:
         """Append a small input (``OP_REVIVE``'s pair, ``OP_STOP_AGAIN``'s robot) as JSON."""
@@ -494,6 +546,7 @@ class PushJournal:
         try:
             self._write_header(int(epoch))
             self._f = open(self.path, 'ab')
+            self._durable = self._f.tell()
         except OSError as err:
             raise StateWriteError(
                 f'cannot empty the journal {self.path} after checkpoint {epoch}: '
@@ -529,5 +582,6 @@ class PushJournal:
                 'append_ms_mean': 1e3 * self.append_s / self.appends if self.appends else 0.0}
 
 
-__all__ = ['JOURNAL_FILE', 'JournalError', 'OP_MESSAGE', 'OP_RESTORED', 'OP_REVIVE',
-           'OP_STOP_AGAIN', 'PushJournal', 'decode_message', 'encode_message', 'value_pieces']
+__all__ = ['JOURNAL_FILE', 'JournalError', 'MARK_SIZE', 'OP_EVALUATION', 'OP_MESSAGE',
+           'OP_RESTORED', 'OP_REVIVE', 'OP_STOP_AGAIN', 'OP_SYNCED', 'PushJournal',
+           'decode_message', 'encode_message', 'value_pieces']
