@@ -68,7 +68,7 @@ def _kill(hub, srv, nodes):
     nodes.remove(srv)
 
 
-def _durable_fleet(tmp_path, monkeypatch, sync, namespace, every):
+def _durable_fleet(tmp_path, monkeypatch, sync, namespace, every, extra=()):
     """
     Return (hub, server, robots, server arguments) of 2 robots over an in-memory bus.
 
@@ -82,7 +82,7 @@ def _durable_fleet(tmp_path, monkeypatch, sync, namespace, every):
     args = ['--sync', sync]
     server_args = args + ['--iterations', str(ITERATIONS), '--state-dir',
                           str(tmp_path / 'state'), '--checkpoint-every', str(every),
-                          '--startup-timeout', '3']
+                          '--startup-timeout', '3', *extra]
     srv, workers = server_and_workers(tmp_path, namespace, 2, server_args, args)
     return hub, srv, workers, server_args
 
@@ -431,3 +431,54 @@ def test_a_push_server_restored_from_before_the_budget_its_robots_finished_gives
             node.shutdown()
     assert not (tmp_path / 'summary.json').exists()
     assert finished_run(str(state)) is None
+
+
+@pytest.mark.parametrize('sync, every', [('asgd', 4), ('gsp', 4), ('adacomp', 100),
+                                         ('rog', 4), ('bsp', 4)])
+def test_a_restored_server_keeps_each_evaluation_of_the_state_it_restored_once(
+        tmp_path, monkeypatch, sync, every):
+    # Evaluations every iteration; killed with rows recorded after its last checkpoint
+    # (adacomp with K = 100: none, its journal alone). The journal restores the model state
+    # those rows measured, but the rows lived in the run record only (the checkpoint's, or
+    # the journal header's): timeseries.csv lost them. Each row is journaled before it is
+    # recorded; the restore records those after the checkpoint, each once, and the run's
+    # rows go on after them. A Rog or BSP server (no journal) restores its checkpoint's
+    # state and rows: those after it measured a state lost with them (the run trains those
+    # iterations again and evaluates them anew), none twice
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, '/pe', every,
+                                                    ['--eval-every', '1'])
+    nodes, back, at_checkpoint = [srv] + workers, None, [0]
+    save = srv.hooks.checkpoint
+
+    def noting():
+        """Note the rows the checkpoint's run record holds, then checkpoint."""
+        at_checkpoint[0] = len(srv.recorder.rows)
+        save()
+
+    srv.hooks.checkpoint = noting
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: sum(srv.engine.clock) >= 9 and
+              len(srv.recorder.rows) >= at_checkpoint[0] + 2)
+        assert not srv.engine.finished
+        live = [dict(r) for r in srv.recorder.rows]
+        assert len(live) >= at_checkpoint[0] + 2 and srv.evaluations == len(live)
+        _kill(hub, srv, nodes)
+        if sync in ('rog', 'bsp'):
+            live = live[:at_checkpoint[0]]             # (the checkpoint's rows)
+        back = _restarted_server(tmp_path, '/pe', server_args)
+        assert (back.hooks.restored == 0) == (every == 100)
+        assert back.activate()
+        assert back.recorder.rows == live and back.evaluations == len(live)
+        assert getattr(back.engine, 'replayed_evaluations', []) == []
+        nodes.insert(0, back)
+        _spin(nodes, lambda: False)
+        summary = back.finish()
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    rows = back.recorder.rows
+    assert rows[:len(live)] == live                      # (every row before the kill, once)
+    times = [r['time_s'] for r in rows]
+    assert times == sorted(times) and len(set(times)) == len(times), times
+    assert summary['evaluations'] == len(rows) > len(live) and summary['completed']

@@ -297,6 +297,7 @@ class ServerAdapter:
         self.pushes_refused = 0        # of those, the engine refused (a clock gone, a run past)
         self.inputs_refused = 0        # messages the engine refused (K counts them too)
         self.replayed_logs = []        # (now, Log) of the journal's inputs replayed
+        self.replayed_evaluations = []  # rows the journal kept (``journal_evaluation``)
         self.stall_time = [0.0] * self.n
         self.triggers = [0] * self.n
         self.outage_suspensions = 0
@@ -711,6 +712,20 @@ class ServerAdapter:
         else:
             self.journal.append(op, now, pieces)
 
+    def journal_evaluation(self, row: dict) -> None:
+        """
+        Journal an evaluation row the node is about to record (none without a journal).
+
+        Why: the journal restores the model state past the last checkpoint, and the rows
+        of the evaluations of that state lived in the node's run record only (in memory
+        until the next checkpoint): a server restored from checkpoint + journal lost them
+        from ``timeseries.csv``. Written at once, fsynced (one record an evaluation); the
+        next checkpoint holds it (its run record) and empties the journal, so a restore
+        records each row once (``replayed_evaluations``).
+        """
+        if self.journal is not None:
+            self.journal.append_evaluation(float(row.get('time_s', 0.0)), row)
+
     def write_journal(self) -> None:
         """Append the inputs held since the last call (``_journal``), one fsync for all."""
         held, self._unwritten = self._unwritten, []
@@ -954,14 +969,17 @@ class ServerAdapter:
 
         The engine's logs of the replayed inputs are kept, with their times, in
         ``replayed_logs``: the server node records them (``events.csv``, the transfer
-        figures), which missed the events between the checkpoint and the crash.
+        figures), which missed the events between the checkpoint and the crash. The
+        evaluation rows journaled (``journal_evaluation``) go to ``replayed_evaluations``
+        for the node to record (``timeseries.csv``); they are no input (not counted).
 
         Ends with an ``OP_RESTORED`` record: the records this run appends after it met a
         restored engine (every robot's next push unsure, GSP's last push times forgotten),
         not the checkpoint's flags; a second crash before the next checkpoint replays them
         so (``end_replay`` at the record), or they were replayed as the first run's.
         """
-        from rog_ros.nodes.push_journal import OP_MESSAGE, OP_RESTORED, OP_REVIVE
+        from rog_ros.nodes.push_journal import (OP_EVALUATION, OP_MESSAGE, OP_RESTORED,
+                                                OP_REVIVE)
         timers = (list(self._spoke), list(self._stop_due), list(self._left))
         if state is not None:
             self.engine.begin_replay(state)
@@ -973,6 +991,9 @@ class ServerAdapter:
                                        if isinstance(a, Log)]
             elif op == OP_REVIVE:
                 self._revive(value[0], value[1], now, journal=False)
+            elif op == OP_EVALUATION:
+                self.replayed_evaluations.append(dict(value))
+                continue
             elif op == OP_RESTORED:
                 self.engine.end_replay()
                 self._spoke, self._stop_due, self._left = (list(t) for t in timers)

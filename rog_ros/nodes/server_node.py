@@ -385,6 +385,12 @@ class ServerNode:
         if hasattr(self.engine, 'replayed_logs'):
             self.engine.replayed_logs = []
         self.hooks.restored_logs = []
+        # the rows of the evaluations journaled after the checkpoint (a push server's), each
+        # once: the checkpoint's run record holds those before it, the journal those after
+        for row in getattr(self.engine, 'replayed_evaluations', None) or ():
+            self._record_evaluation(row)
+        if hasattr(self.engine, 'replayed_evaluations'):
+            self.engine.replayed_evaluations = []
 
     def _wait_for_robots(self, ranks: list) -> bool:
         """
@@ -807,8 +813,10 @@ class ServerNode:
 
         The run's clock goes on from the checkpoint's time plus the time the server was away
         (``clocks.seconds_since``: the boot clock within one boot, the wall clock across a
-        reboot unless it stepped), so a crash costs the run its downtime, as it would a user;
-        the evaluations between the checkpoint and the crash are lost with the model they saw.
+        reboot unless it stepped), so a crash costs the run its downtime, as it would a user.
+        A Rog, BSP, SSP or FLOWN server's evaluations between the checkpoint and the crash are
+        lost with the model they saw; a push server's are journaled with the inputs that
+        made that model (``_collect``) and recorded at activate (``_record_replayed``).
         """
         if saved is None:
             return
@@ -856,24 +864,49 @@ class ServerNode:
         self.eval_loop_s += time.perf_counter() - t
 
     def _collect(self, wait_s: float = 0.0) -> None:
-        """Record and publish the evaluations that are done (in order)."""
+        """
+        Record and publish the evaluations that are done (in order).
+
+        A push server with a journal journals each row first (``journal_evaluation``): the
+        journal restores the state past the checkpoint that row measured, and the row, in
+        the run record only until the next checkpoint, was lost with a crash. A Rog, BSP,
+        SSP or FLOWN server restores its checkpoint alone: the rows after it measured a
+        state the restore loses too (the run trains those iterations again and evaluates
+        them anew), so its checkpoint's rows are the run's, each once.
+        """
+        journal = getattr(self.engine, 'journal_evaluation', None)
         for (since_t0, iteration, counters), metrics in self.evaluator.collect(wait_s):
             t = time.perf_counter()
             if isinstance(metrics, Exception):
+                text = ' '.join(f'{type(metrics).__name__}: {metrics}'.split())
                 self.log.error(f'evaluation at iteration {iteration:g} failed: {metrics!r}')
-                self.evaluation_errors += 1
-                if self.first_evaluation_error is None:
-                    text = ' '.join(f'{type(metrics).__name__}: {metrics}'.split())
-                    self.first_evaluation_error = (f'at iteration {iteration:g}: '
-                                                   f'{text[:300]}')
-                continue
-            self.eval_samples = metrics.get('samples', self.eval_samples)
-            metrics = {k: float(v) for k, v in metrics.items() if k in ('accuracy', 'loss')}
-            self.recorder.on_eval(since_t0, iteration, metrics, counters)
-            self.last_metrics = metrics
-            self.evaluations += 1
-            self._publish_eval(metrics)
+                row = {'time_s': since_t0, 'iteration': iteration, 'error': text[:300]}
+            else:
+                row = {'time_s': since_t0, 'iteration': iteration, 'counters': counters,
+                       'samples': metrics.get('samples'),
+                       'metrics': {k: float(v) for k, v in metrics.items()
+                                   if k in ('accuracy', 'loss')}}
+            if journal is not None:
+                journal(row)                  # (on disk before the run record has it)
+            self._record_evaluation(row, publish=True)
             self.eval_loop_s += time.perf_counter() - t
+
+    def _record_evaluation(self, row: dict, publish: bool = False) -> None:
+        """Record one evaluation's ``row`` (``_collect``'s, or a journal's at a restore)."""
+        if row.get('error') is not None:
+            self.evaluation_errors += 1
+            if self.first_evaluation_error is None:
+                self.first_evaluation_error = (f'at iteration {row["iteration"]:g}: '
+                                               f'{row["error"]}')
+            return
+        if row.get('samples') is not None:
+            self.eval_samples = row['samples']
+        metrics = dict(row['metrics'])
+        self.recorder.on_eval(row['time_s'], row['iteration'], metrics, dict(row['counters']))
+        self.last_metrics = metrics
+        self.evaluations += 1
+        if publish:
+            self._publish_eval(metrics)
 
     def _publish_eval(self, metrics: dict) -> None:
         e = self.engine
