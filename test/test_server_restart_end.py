@@ -440,6 +440,49 @@ def test_only_a_restored_server_that_heard_no_robot_says_its_robots_may_have_lef
         bool(incompatible)
 
 
+@pytest.mark.parametrize('clock, stops, every, likely', [
+    ([3, 5], [False, False], 4, 'out of reach'),        # (mid-run, none told: the network)
+    ([3, 5], [False, False], 20, 'finished'),           # (within K of the budget: a crash
+    ([10, 11], [False, False], 4, 'finished'),          # there, or a copy put back)
+    ([3, 12], [False, True], 4, 'finished'),            # (a stop order sent: at the end)
+    ([3, 5], [False, False], None, 'finished')])        # (no budget: nothing to compare)
+def test_a_restored_server_that_heard_no_robot_says_which_case_its_checkpoint_makes_likely(
+        clock, stops, every, likely):
+    # It said its robots may have finished and left whatever its checkpoint held; with its
+    # robots mid-run and none told to stop (a crash leaves the robots waiting for it:
+    # robots cannot finish a run without its server), the network is at fault far more
+    # likely, and that hint (namespace, ROS_DOMAIN_ID, discovery) was gone
+    from types import SimpleNamespace
+    from rog_ros.nodes.connect import PeerTimeout
+    node = server_node.ServerNode.__new__(server_node.ServerNode)   # what the wait uses
+    node.args = SimpleNamespace(startup_timeout=0.05, workers=2, state_dir='/s', out='/o',
+                                namespace='/n', iterations=None if every is None else 12,
+                                checkpoint_every=every or 4)
+    node.hooks = SimpleNamespace(restored=3)
+    node.engine = SimpleNamespace(clock=clock, stop_sent=stops)
+    node._finished_before = False
+    node.requests = SimpleNamespace(shutdown_requested=False)
+    node.incompatible = SimpleNamespace(given_up=set())
+    node._look_for_incompatible = lambda live: []
+    node._uplink_writers = lambda other_builds=True: None
+    node._robot_there = lambda rank, writers=False: False
+    node.bus = SimpleNamespace(namespace='/n', matched=lambda topic: 0)
+    with pytest.raises(PeerTimeout) as err:
+        node._wait_for_robots(node._robots_to_wait_for())
+    said = str(err.value)
+    assert 'restored from checkpoint 3 of /s and no robot was heard' in said and '\n' not in said
+    network = ('is the other side running with the same namespace (/n) and ROS_DOMAIN_ID, '
+               'and can DDS discovery reach it?')
+    if likely == 'out of reach':
+        assert ('its checkpoint has the robots it waits for at iteration 3 to 5 of 12, none '
+                'told to stop: they cannot have finished the run since') in said
+        assert network in said and 'may have finished' not in said
+        assert said.endswith('run this command again: it resumes the run')
+    else:
+        assert 'its robots may have finished the run and left' in said
+        assert network not in said and 'cannot have finished' not in said
+
+
 @pytest.mark.parametrize('sync, every', [('rog', 4), ('bsp', 4), ('asgd', 100), ('gsp', 4)])
 def test_a_server_restored_twice_keeps_the_first_restore_in_its_record(
         tmp_path, monkeypatch, sync, every):

@@ -485,15 +485,49 @@ class ServerNode:
         which sent the user after a network that was fine.
         """
         a = self.args
-        head = text.split(': is the other side', 1)[0]
-        return (f'{head}: this server was restored from checkpoint {self.hooks.restored} of '
-                f'{a.state_dir} and no robot was heard: its robots may have finished the '
+        head, _, hint = text.partition(': is the other side')
+        where = f'this server was restored from checkpoint {self.hooks.restored} of {a.state_dir}'
+        short = self._short_of_the_end()
+        if short is not None and hint:
+            # (the checkpoint's robots mid-run, none told to stop: robots cannot finish a run
+            # without its server, so they wait for this one, out of its sight)
+            return (f'{head}: {where} and no robot was heard, though its checkpoint has the '
+                    f'robots it waits for {short}, none told to stop: they cannot have '
+                    'finished the run since (only a newer state of it, moved away for this '
+                    f'one, could say so), so they are likely out of reach: is the other side'
+                    f'{hint} Start or reach the robots and run this command again: it resumes '
+                    'the run')
+        return (f'{head}: {where} and no robot was heard: its robots may have finished the '
                 'run and left (a state folder older than their budget, such as a copy put '
                 'back; no crash leaves one). If they did, the results of the run are those '
                 f'its last server wrote in {a.out} (summary.json, model.pt); '
                 f'{train_again(a.state_dir)}. If its robots are still to come, start them '
                 f'(namespace {a.namespace}, the same ROS_DOMAIN_ID) and run this command '
                 'again: it resumes the run')
+
+    def _short_of_the_end(self):
+        """
+        Say how far the restored robots waited for were from the budget (None: near its end).
+
+        What the checkpoint knows: each robot's iterations (a push server's: its pushes
+        applied) against ``--iterations``, and the stop orders sent. Near the end means a
+        robot told to stop, or one waited for within ``--checkpoint-every`` iterations of
+        the budget (what a crash may lose past the checkpoint); there a state folder put
+        back after the robots finished is the likely story. None also when there is no
+        budget or no engine to ask.
+        """
+        e, budget = getattr(self, 'engine', None), getattr(self.args, 'iterations', None)
+        clock = getattr(e, 'clock', None)
+        if e is None or budget is None or clock is None or any(stops_sent(e)):
+            return None
+        waiting = [r for r in self._robots_to_wait_for() if r < len(clock)]
+        left = [int(budget) - int(clock[r]) for r in waiting]
+        every = max(int(getattr(self.args, 'checkpoint_every', 1) or 1), 1)
+        if not left or min(left) <= every:
+            return None
+        done = sorted(int(clock[r]) for r in waiting)
+        at = f'{done[0]}' if done[0] == done[-1] else f'{done[0]} to {done[-1]}'
+        return f'at iteration {at} of {int(budget)}'
 
     def _look_for_incompatible(self, ranks, now=None) -> list:
         """
