@@ -1042,3 +1042,32 @@ def test_a_format_2_journal_is_read_and_appended_to_in_its_format(tmp_path):
     assert again.format == 3 and [now for _, now, _ in _raw_inputs(again)] == [4.5]
     assert open(path, 'rb').read()[-MARK_SIZE:][:2] == b'RJ'      # (its mark)
     again.close()
+
+
+@pytest.mark.parametrize('keep', [1, 10, 26])
+def test_a_mark_torn_by_a_power_cut_is_cut_off_uncounted(keep, tmp_path):
+    # the last batch's fsync returned, its mark (not fsynced) torn by the power cut: part of
+    # it kept, zeros for some of it. No record is lost: it was counted as a dropped record
+    # (journal_records_dropped, "their answers never left"). Cut off, uncounted, and the
+    # next append goes on where the records end
+    from rog_ros.nodes.push_journal import MARK_SIZE
+    path, fleet = str(tmp_path / JOURNAL_FILE), {'system': 'x'}
+    j = PushJournal(path, fleet)
+    j.read()
+    j.append_all([(OP_MESSAGE, 1.0, [b'a' * 50]), (OP_MESSAGE, 2.0, [b'b' * 50])])
+    j.close()
+    data = bytearray(open(path, 'rb').read())
+    end = len(data) - MARK_SIZE
+    del data[end + keep:]
+    data[end + keep // 2] = 0                        # (a zero where the power cut left one)
+    open(path, 'wb').write(bytes(data))
+    back = PushJournal(path, fleet)
+    back.read()
+    assert back.dropped_records == 0 and back.dropped is None and len(back.records) == 2
+    assert os.path.getsize(path) == end
+    back.append(OP_MESSAGE, 3.0, [b'c'])
+    back.close()
+    again = PushJournal(path, fleet)
+    again.read()
+    assert [now for _, now, _ in _raw_inputs(again)] == [1.0, 2.0, 3.0]
+    again.close()
