@@ -436,10 +436,11 @@ def test_a_push_server_restored_from_before_the_budget_its_robots_finished_gives
     assert finished_run(str(state)) is None
 
 
-@pytest.mark.parametrize('sync, every', [('asgd', 4), ('gsp', 4), ('adacomp', 100),
-                                         ('rog', 4), ('bsp', 4)])
+@pytest.mark.parametrize('sync, every, at_its_row', [
+    ('asgd', 4, False), ('gsp', 4, False), ('adacomp', 100, False), ('rog', 4, False),
+    ('bsp', 4, False), ('asgd', 4, True), ('adacomp', 100, True)])
 def test_a_restored_server_keeps_each_evaluation_of_the_state_it_restored_once(
-        tmp_path, monkeypatch, sync, every):
+        tmp_path, monkeypatch, sync, every, at_its_row):
     # Evaluations every iteration; killed with rows recorded after its last checkpoint
     # (adacomp with K = 100: none, its journal alone). The journal restores the model state
     # those rows measured, but the rows lived in the run record only (the checkpoint's, or
@@ -447,7 +448,9 @@ def test_a_restored_server_keeps_each_evaluation_of_the_state_it_restored_once(
     # recorded; the restore records those after the checkpoint, each once, and the run's
     # rows go on after them. A Rog or BSP server (no journal) restores its checkpoint's
     # state and rows: those after it measured a state lost with them (the run trains those
-    # iterations again and evaluates them anew), none twice
+    # iterations again and evaluates them anew), none twice. Killed with its last row of
+    # the state it died with (at_its_row: no push applied since), a push server restored
+    # evaluated that state again at activate: a second row of one model
     hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, '/pe', every,
                                                     ['--eval-every', '1'])
     nodes, back, at_checkpoint = [srv] + workers, None, [0]
@@ -464,6 +467,10 @@ def test_a_restored_server_keeps_each_evaluation_of_the_state_it_restored_once(
         _spin(nodes, lambda: sum(srv.engine.clock) >= 9 and
               len(srv.recorder.rows) >= at_checkpoint[0] + 2)
         assert not srv.engine.finished
+        if at_its_row:                       # (its model evaluated, its row recorded: killed)
+            srv._evaluate()
+            srv._collect(wait_s=30.0)
+            assert srv.recorder.rows[-1]['iteration'] == srv._mean_iteration()
         live = [dict(r) for r in srv.recorder.rows]
         assert len(live) >= at_checkpoint[0] + 2 and srv.evaluations == len(live)
         _kill(hub, srv, nodes)
@@ -484,4 +491,6 @@ def test_a_restored_server_keeps_each_evaluation_of_the_state_it_restored_once(
     assert rows[:len(live)] == live                      # (every row before the kill, once)
     times = [r['time_s'] for r in rows]
     assert times == sorted(times) and len(set(times)) == len(times), times
+    if at_its_row:
+        assert rows[len(live)]['iteration'] > live[-1]['iteration']    # (not evaluated again)
     assert summary['evaluations'] == len(rows) > len(live) and summary['completed']

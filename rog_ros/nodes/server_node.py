@@ -362,8 +362,28 @@ class ServerNode:
             # checkpoint at once: a second crash before the next restored the first's
             # checkpoint or journal header again, and lost this restore's server_restored
             self.hooks.checkpoint()
-        self._evaluate()
+        if self._evaluated_before():
+            every = max(1, self.args.eval_every)
+            self._next_eval = (int(self._mean_iteration()) // every + 1) * every
+        else:
+            self._evaluate()
         return True
+
+    def _evaluated_before(self) -> bool:
+        """
+        Tell whether the restored model's evaluation is in the run record already.
+
+        A push server restored from its journal holds the state at the crash; where the last
+        row journaled measured that state (no push applied since: a push server's rows carry
+        the mean of the pushes applied), activate's evaluation gave the run a second row of
+        one model. Rog's engines are not compared (the consensus moves between rows of one
+        mean iteration, and a checkpoint's state is older than the crash).
+        """
+        rows = self.recorder.rows
+        return (self.hooks.restored is not None and bool(rows)
+                and getattr(self.engine, 'journal', None) is not None
+                and hasattr(self.engine, 'journal_evaluation')
+                and float(rows[-1]['iteration']) == self._mean_iteration())
 
     def _record_replayed(self) -> None:
         """
