@@ -494,3 +494,37 @@ def test_a_restored_server_keeps_each_evaluation_of_the_state_it_restored_once(
     if at_its_row:
         assert rows[len(live)]['iteration'] > live[-1]['iteration']    # (not evaluated again)
     assert summary['evaluations'] == len(rows) > len(live) and summary['completed']
+
+
+@pytest.mark.parametrize('sync', ['asgd', 'gsp'])
+def test_a_push_server_killed_after_its_last_evaluation_does_not_evaluate_that_model_again(
+        tmp_path, monkeypatch, sync):
+    # Killed in finish after the run's last evaluation (its row journaled), before its
+    # results: the restored server's activate keeps that row and does not evaluate the model
+    # again (_evaluated_before), but finish, which evaluates unless the model it leaves was
+    # the last evaluated, found none evaluated in this process and gave the run a second row
+    # of the same model (the second crash window of one fix)
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, '/pv', 1,
+                                                    ['--eval-every', '1'])
+    nodes, back = [srv] + workers, None
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: srv.engine.finished)
+        assert srv.engine.finished
+        srv._collect(wait_s=30.0)
+        srv._evaluate()                       # finish's last evaluation, its row journaled
+        srv._collect(wait_s=30.0)
+        live = [dict(r) for r in srv.recorder.rows]
+        assert live[-1]['iteration'] == srv._mean_iteration() == ITERATIONS
+        _kill(hub, srv, nodes)                # killed before its results
+        back = _restarted_server(tmp_path, '/pv', server_args)
+        assert back.hooks.restored is not None and back.engine.finished
+        assert back.activate()
+        assert back.recorder.rows == live
+        summary = back.finish()
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    assert back.recorder.rows == live, back.recorder.rows[len(live):]
+    assert summary['evaluations'] == len(live) and summary['completed']
+    assert (tmp_path / 'summary.json').exists() and (tmp_path / 'model.pt').exists()

@@ -365,6 +365,9 @@ class ServerNode:
         if self._evaluated_before():
             every = max(1, self.args.eval_every)
             self._next_eval = (int(self._mean_iteration()) // every + 1) * every
+            # (the model that row measured: finish evaluates the model it leaves unless it
+            # is this one, and gave a server restored at the end a second row of it)
+            self._last_evaluated = self.engine.consensus_model()
         else:
             self._evaluate()
         return True
