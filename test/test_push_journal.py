@@ -1071,3 +1071,25 @@ def test_a_mark_torn_by_a_power_cut_is_cut_off_uncounted(keep, tmp_path):
     again.read()
     assert [now for _, now, _ in _raw_inputs(again)] == [1.0, 2.0, 3.0]
     again.close()
+
+
+def test_a_journal_of_a_newer_format_says_so_and_does_not_send_the_folder_away(tmp_path):
+    # format 3 (the marks) is the first format an older build refuses; a journal of a format
+    # newer than this build's said 'unknown format' and told the user to move the whole
+    # state folder away (losing the pushes answered since the checkpoint), where running
+    # the newer rog_ros that wrote it resumes the run. Said in one line, nothing changed
+    from rog_ros.nodes.push_journal import FORMAT
+    path, fleet = str(tmp_path / JOURNAL_FILE), {'system': 'x'}
+    head = json.dumps({'format': FORMAT + 1, 'epoch': 0, 'fleet': fleet}).encode()
+    data = struct.pack('<2sII', b'RJ', len(head), zlib.crc32(head)) + head + b'later'
+    open(path, 'wb').write(data)
+    with pytest.raises(JournalError) as err:
+        PushJournal(path, fleet).read()
+    said = str(err.value)
+    assert f'is of format {FORMAT + 1}, written by a newer rog_ros' in said, said
+    assert f'reads formats 1 to {FORMAT}' in said and 'move the whole' not in said
+    assert '\n' not in said and open(path, 'rb').read() == data
+    head = json.dumps({'format': 'x', 'epoch': 0, 'fleet': fleet}).encode()
+    open(path, 'wb').write(struct.pack('<2sII', b'RJ', len(head), zlib.crc32(head)) + head)
+    with pytest.raises(JournalError, match='has an unknown format; move the whole'):
+        PushJournal(path, fleet).read()

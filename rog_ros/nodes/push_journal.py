@@ -247,12 +247,18 @@ class PushJournal:
 
     def _header(self, body) -> None:
         """Check the header's body and take its epoch and format (``JournalError`` if not)."""
+        fmt = None
         try:
             head = json.loads(body)
             epoch, fleet, fmt = int(head['epoch']), head['fleet'], head.get('format')
             ok = fmt in _OPS
         except (ValueError, KeyError, TypeError):
             ok = False
+        if not ok and isinstance(fmt, int) and fmt > FORMAT:
+            # (a newer build's journal: moving the folder away, _fix, would lose its pushes)
+            raise JournalError(f'journal {self.path} is of format {fmt}, written by a newer '
+                               f'rog_ros (this one reads formats 1 to {FORMAT}): resume the '
+                               'run with the rog_ros that wrote it')
         if not ok:
             raise JournalError(f'journal {self.path} has an unknown format; {_fix(self.path)}')
         if fleet != self.fleet:
