@@ -577,3 +577,217 @@ def test_a_link_back_from_a_slow_rate_sends_at_once(monkeypatch):
     assert len(after) and after.min() - uplink_set[1] < 0.1, after[:3] - uplink_set[1]
     got = float(n[(t >= uplink_set[1]) & (t < uplink_set[1] + 1.5)].sum())
     assert got >= 0.8 * 20 * 125_000 * 1.5, got
+
+
+def _fake_tc(tmp_path, monkeypatch) -> tuple:
+    """
+    Put a fake ``tc`` first on PATH: it logs each batch; a flag file makes it fail.
+
+    ``fail_add`` (a file): the next batch with a ``class add`` fails at it (the delete before
+    it went through), once; ``fail_all``: every batch fails while the file exists.
+    """
+    log, fail_add, fail_all = tmp_path / 'batches', tmp_path / 'fail_add', tmp_path / 'fail_all'
+    fake = tmp_path / 'tc'
+    fake.write_text(
+        '#!/bin/sh\nbatch=$(cat)\nprintf "%s\\n=====\\n" "$batch" >> ' + str(log) + '\n'
+        'if [ -e ' + str(fail_all) + ' ]; then echo "Error: Exclusivity flag on." >&2; '
+        'echo "Command failed -:1" >&2; exit 1; fi\n'
+        'if [ -e ' + str(fail_add) + ' ] && echo "$batch" | grep -q "^class add"; then\n'
+        '  rm ' + str(fail_add) + '; echo "RTNETLINK answers: Invalid argument" >&2\n'
+        '  echo "Command failed -:2" >&2; exit 1\nfi\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv('PATH', f'{tmp_path}:/usr/bin:/bin:/usr/sbin:/sbin')
+
+    def batches():
+        return [b.strip('\n').split('\n') for b in log.read_text().split('=====\n')[:-1]]
+    return batches, fail_add, fail_all
+
+
+def _text(lines) -> list:
+    return [' '.join(line) for line in lines]
+
+
+def test_a_batch_that_fails_part_way_makes_the_end_again(tmp_path, monkeypatch):
+    # a change up from a slow rate is class del + class add + qdisc add in one batch: when the
+    # add failed (the delete went through), the end's record still had the class, set_rate
+    # raised and the follower stopped, and the next change would have failed on the missing
+    # class. Now the end is made again from scratch and the follower goes on
+    batches, fail_add, fail_all = _fake_tc(tmp_path, monkeypatch)
+    fleet = netns.NetnsFleet(1, mtu=9000)
+    up = fleet.links[0].worker_if
+    fleet.set_rate(0, 0.01, 'up')
+    fail_add.touch()
+    # Execute: up to 20 Mbit/s (its class remade), the add refused; then 25 Mbit/s
+    fleet.set_rate(0, 20.0, 'up')
+    fleet.set_rate(0, 25.0, 'up')
+    # Assert: the failed batch, then the end made again at 20 Mbit/s, then a plain change
+    got = batches()
+    assert len(got) == 4, got
+    assert [line.split()[:2] for line in got[1]] == [
+        ['class', 'del'], ['class', 'add'], ['qdisc', 'add']]
+    assert got[2] == _text(netns.rebuild_lines(up, 20.0, 9000))
+    assert got[2][0].split()[:8] == ['qdisc', 'replace', 'dev', up, 'root', 'handle',
+                                     netns.REBUILD_HANDLE, 'tbf']
+    assert got[2][1:] == _text(netns.shaping_lines(up, 20.0, 9000))      # as a new end
+    assert got[3] == _text([['class', 'change', 'dev', up, 'parent', '2:', 'classid', '2:1',
+                             'htb'] + netns.class_args(25.0, 9000)])
+    assert fleet.rebuilds == [((0, 'up'), fleet.rebuilds[0][1])]
+    assert 'Invalid argument; Command failed -:2' in fleet.rebuilds[0][1]
+    assert fleet.rates[(0, 'up')] == 25.0 and fleet.limits[(0, 'up')] == 500_000   # (within 2x)
+    # an outage remade: the gate closed again at the end; then back at 5 Mbit/s
+    fleet.set_rate(0, 0.0, 'up')
+    fail_all.touch()
+    with pytest.raises(netns.NetnsError) as err:
+        fleet.set_rate(0, 5.0, 'up')
+    # a rebuild that fails too: one line, which end, both errors; the end's record dropped
+    assert '\n' not in str(err.value)
+    assert str(err.value).startswith(f'worker 0 uplink ({up}): tc -n {fleet.worker_ns(0)} '
+                                     '-batch - failed: Error: Exclusivity flag on.')
+    assert str(err.value).endswith('making it again failed the same way'), str(err.value)
+    assert (0, 'up') not in fleet.rates and (0, 'up') not in fleet.limits
+    fail_all.unlink()
+    fleet.set_rate(0, 5.0, 'up')                 # the next change makes it from scratch
+    assert batches()[-1] == _text(netns.shaping_lines(up, 5.0, 9000))
+    assert len(fleet.rebuilds) == 1 and fleet.rates[(0, 'up')] == 5.0
+    assert netns.rebuild_lines('x', 0.0, 1500)[-1][-6:] == [
+        'rate', '61bit', 'burst', '1', 'limit', str(4 * 1514)]
+
+
+@needs_root
+@needs_shaping
+def test_an_end_whose_class_went_missing_is_made_again_in_the_kernel():
+    # the kernel side of a batch that failed after its class del: the next change (class
+    # change, or del + add) failed on the missing class at every later change. Now the end
+    # is made again: the tree replaced by a closed gate, then made as new (htb has no change
+    # operation, so the new tree's handles must be free)
+    with netns.NetnsFleet(1) as fleet:
+        link = fleet.links[0]
+
+        def shown():
+            return _ip_tc(link.worker_ns, 'qdisc', link.worker_if) + _ip_tc(
+                link.worker_ns, 'class', link.worker_if)
+        fleet.set_rate(0, 0.01, 'up')
+        subprocess.run(['tc', '-n', link.worker_ns, 'class', 'del', 'dev', link.worker_if,
+                        'classid', '2:1'], check=True, timeout=30)
+        # Execute: up to 20 Mbit/s, an outage, 5 Mbit/s
+        fleet.set_rate(0, 20.0, 'up')
+        at20 = shown()
+        fleet.set_rate(0, 0.0, 'up')
+        fleet.set_rate(0, 5.0, 'up')
+        at5 = shown()
+    # Assert: one rebuild; the kernel holds the gate, htb, class at the rate and its queue
+    assert len(fleet.rebuilds) == 1 and 'No such file' in fleet.rebuilds[0][1], fleet.rebuilds
+    for text, rate, limit in ((at20, '20Mbit', 500000), (at5, '5Mbit', 125000)):
+        assert 'qdisc tbf 1: root' in text and 'rate 10Gbit' in text, text
+        assert 'qdisc htb 2: parent 1:1' in text and 'direct_qlen 0' in text, text
+        assert f'qdisc bfifo 3: parent 2:1 limit {limit}b' in text, text
+        assert f'class htb 2:1 root leaf 3: prio 0 rate {rate}' in text, text
+        assert ' 4: ' not in text, text
+
+
+def _ip_tc(ns, what, dev) -> str:
+    return subprocess.run(['tc', '-n', ns, what, 'show', 'dev', dev], capture_output=True,
+                          text=True, check=True, timeout=30).stdout
+
+
+class _StepLink:
+    """A trace of 1, 2, 3, ... Mbit/s, a step every 0.05 s."""
+
+    def rate_mbps(self, t):
+        return 1.0 + max(0, int(t / 0.05))
+
+
+def test_a_follower_whose_tc_fails_says_which_link_and_from_when():
+    # the follower stored a failed tc in .error and stopped; rog fleet never read it, so the
+    # run went on with every link frozen at its last rate and results that looked valid
+    class _Fleet:
+
+        def __init__(self):
+            self.rates, self.calls = {}, 0
+
+        def set_rate(self, rank, mbps, direction='both'):
+            self.calls += 1
+            if self.calls == 4:
+                raise netns.NetnsError('worker 1 downlink (rgd1): tc -n rgs -batch - failed: '
+                                       'RTNETLINK answers: No buffer space available')
+            self.rates[(rank, 'up')] = netns.configured_mbps(mbps)
+
+    fleet = _Fleet()
+    follower = netns.RateFollower(fleet, {1: _StepLink()}, time.time(), period_s=0.01)
+    assert follower.failure() is None
+    # Execute
+    follower.start()
+    deadline = time.monotonic() + 10.0
+    while follower.error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    line = follower.failure()
+    t_failed = follower.trace_time()
+    follower.stop()
+    # Assert: one line naming the link, what tc said, when in the trace and on the clock
+    assert line is not None and '\n' not in line, line
+    assert fleet.calls == 4 and follower.updates == 3
+    assert 'worker 1 downlink (rgd1)' in line and 'No buffer space available' in line, line
+    said_t = float(line.split(' s into the trace')[0].split()[-1])
+    assert 0.1 <= said_t <= t_failed + 0.05, (line, t_failed)      # (to 0.1 s)
+    assert ' UTC): worker 1' in line, line
+    assert line.endswith('every link kept its last rate from then on'), line
+    # a tc failing once the follower is told to stop (the namespaces going away): not a failure
+    quiet = _Fleet()
+    quiet.calls = -100
+    stopping = netns.RateFollower(quiet, {0: _StepLink()}, time.time(), period_s=0.01)
+
+    def late(rank, mbps, direction='both'):
+        stopping._stop.wait(5.0)
+        raise netns.NetnsError('tc -n gone failed: Cannot open network namespace')
+    stopping.start()
+    quiet.set_rate = late
+    time.sleep(0.1)
+    stopping.stop()
+    assert stopping.failure() is None and stopping.error is None
+
+
+def test_rog_fleet_ends_a_run_whose_links_stopped_following_and_marks_its_summary(tmp_path):
+    # the run went on (links frozen) and its summary looked like any other: rog compare took it
+    import argparse
+    import json
+
+    from rog_ros.nodes import fleet as cli_fleet
+
+    class _Sup:
+
+        def codes(self):
+            return {'rog_server': None, 'rog_worker_0': None}
+
+    said = []
+
+    def check():
+        said.append(1)
+        return 'broken link' if len(said) >= 3 else None
+    args = argparse.Namespace(timeout=60.0, quiet=True)
+    # Execute: the watch ends on the check's line; the server's summary marked
+    t0 = time.monotonic()
+    assert cli_fleet._watch(_Sup(), None, None, args, 1, None, [check]) == ([], 'broken link')
+    assert time.monotonic() - t0 < 5.0 and len(said) == 3
+    assert cli_fleet._broken([lambda: None, lambda: 'a', lambda: 'b']) == 'a'
+    (tmp_path / 'summary.json').write_text(json.dumps(
+        {'completed': False, 'iterations': 17, 'error': 'interrupted: training did not '
+         'complete'}))
+    path = cli_fleet._summary_from_what_exists(str(tmp_path), None, 1, 50, error='broken link')
+    summary = json.loads(open(path).read())
+    # Assert: what was measured kept, the reason first, not a result for the comparisons
+    assert summary['iterations'] == 17 and summary['trace_followed'] is False
+    assert summary['error'] == ('broken link (then: interrupted: training did not '
+                                'complete)')
+
+
+def test_rog_fleet_says_how_many_link_ends_were_made_again(capsys):
+    # a rebuild drops what the end held: said once the run ends, with the first cause
+    from rog_ros.nodes import fleet as cli_fleet
+    fleet = types.SimpleNamespace(rebuilds=[])
+    cli_fleet._say_rebuilds(fleet)
+    assert capsys.readouterr().err == ''
+    fleet.rebuilds = [((2, 'down'), 'tc -n x -batch - failed: boom'), ((0, 'up'), 'other')]
+    cli_fleet._say_rebuilds(fleet)
+    assert capsys.readouterr().err == (
+        'rog fleet: --netns: 2 link end(s) made again after a tc batch failed, their queued '
+        'frames dropped (first: worker 2 downlink: tc -n x -batch - failed: boom)\n')

@@ -68,6 +68,11 @@ TokenBucketShaper`: each shaped end is a ``tbf`` *gate* (root, ``1:``) over an `
   where nothing listens.
 
 The three qdiscs of an end are set in one ``tc -batch`` process (a change: one or two lines).
+A batch that fails part-way (a class deleted, its add refused) leaves the kernel out of step
+with what the fleet recorded: the end is made again from scratch (:func:`rebuild_lines`,
+counted in :attr:`NetnsFleet.rebuilds`). If that fails too, :meth:`NetnsFleet.set_rate` raises
+(which end, both errors), the :class:`RateFollower` stops and its :meth:`RateFollower.failure`
+says so in one line: ``rog fleet`` ends the run there (exit status 1) and marks its summary.
 :func:`shaping_unavailable_reason` says whether this kernel has ``sch_tbf`` and ``sch_htb``.
 """
 
@@ -97,6 +102,7 @@ GATE_CLOSED_BURST = 1      # the gate's bucket in an outage: no frame fits, none
 PROBE_MTU = 65535          # shaping_unavailable_reason's lines: lo's MTU is 65536
 CLASS_RESET_LAG_S = 0.1    # longest wait at an old rate a change up may inherit (else: remake)
 HTB_MAX_DEBT_S = 60.0      # htb's mbuffer: no class owes more time than this
+REBUILD_HANDLE = '4:'      # the closed gate that clears an end before it is made again
 
 
 class NetnsError(RuntimeError):
@@ -249,6 +255,22 @@ def shaping_lines(dev: str, mbps: float, mtu: int = DEFAULT_MTU, state=None) -> 
     return lines
 
 
+def rebuild_lines(dev: str, mbps: float, mtu: int = DEFAULT_MTU) -> list:
+    """
+    Return the ``tc -batch`` lines that make end ``dev``'s shaping again at ``mbps``.
+
+    For an end whose last batch failed part-way (what the kernel holds is not known): a
+    closed gate under a handle of its own (:data:`REBUILD_HANDLE`) replaces the root, which
+    deletes whatever tree was there (or makes one where there was none), then the gate, htb
+    class and queue are made as for a new end (:func:`shaping_lines`), which replaces it.
+    Every line succeeds whatever the end held (htb cannot be changed in place, so the new
+    tree's handles must be free). Frames the old tree held are dropped, those sent meanwhile
+    too (the closed gate; the htb's ``direct_qlen 0``): none leaves unshaped.
+    """
+    return ([['qdisc', 'replace', 'dev', dev, 'root', 'handle', REBUILD_HANDLE, 'tbf']
+             + gate_args(False, mtu)] + shaping_lines(dev, mbps, mtu))
+
+
 def shaping_unavailable_reason(lines=None) -> str | None:
     """
     Return why this kernel cannot shape a link (no ``sch_tbf`` or ``sch_htb``), else None.
@@ -363,6 +385,7 @@ class NetnsFleet:
         self._closed = set()     # (rank, 'up'|'down') whose gate is closed (an outage)
         self._class = {}         # (rank, 'up'|'down') -> (htb class Mbit/s, outage began or None)
         self.kick_errors = 0     # kicks that could not be sent (a namespace going away)
+        self.rebuilds = []       # ((rank, 'up'|'down'), error): ends made again after a failed tc
         self._kickers = {}       # namespace -> UDP socket inside it (NetnsFleet.kick)
         self._kick_lock = threading.Lock()   # the follower kicks while delete() may close
         self._kicking = False    # True from create() to delete(): no socket opened after
@@ -437,8 +460,7 @@ class NetnsFleet:
                 state = (key not in self._closed, self.limits[key], class_mbps, owed)
             lines = shaping_lines(dev, mbps, self.mtu, state)
             if lines:
-                _run(['tc', '-n', ns, '-batch', '-'],
-                     ''.join(' '.join(line) + '\n' for line in lines))
+                lines = self._apply(key, ns, dev, mbps, lines)
             for line in lines:
                 if line[-2:] == ['limit', line[-1]] and 'bfifo' in line:
                     self.limits[key] = int(line[-1])
@@ -451,6 +473,37 @@ class NetnsFleet:
                     self._class[key] = (self._class[key][0], now)
             self.rates[key] = configured_mbps(mbps)
             self.kick(ns, peers[ns])
+
+    def _apply(self, key: tuple, ns: str, dev: str, mbps: float, lines: list) -> list:
+        """
+        Run one end's ``tc -batch`` ``lines``; return the lines that set what it now holds.
+
+        A batch that fails part-way (a class deleted, its add refused) leaves the end out of
+        step with what :meth:`set_rate` recorded, and the next change would fail on it: the
+        end is made again (:func:`rebuild_lines`), counted in :attr:`rebuilds`. If that fails
+        too, its record is dropped (the next change makes it from scratch) and NetnsError
+        says which end, and both errors.
+        """
+        try:
+            _run(['tc', '-n', ns, '-batch', '-'], ''.join(' '.join(x) + '\n' for x in lines))
+            return lines
+        except NetnsError as exc:
+            first = exc
+        rank, d = key
+        rebuilt = rebuild_lines(dev, mbps, self.mtu)
+        try:
+            _run(['tc', '-n', ns, '-batch', '-'], ''.join(' '.join(x) + '\n' for x in rebuilt))
+        except NetnsError as exc:
+            for record in (self.limits, self._class, self.rates):
+                record.pop(key, None)
+            self._closed.discard(key)
+            again = ('the same way' if str(exc).split(' failed: ')[-1]
+                     == str(first).split(' failed: ')[-1] else f'too: {exc}')
+            raise NetnsError(f'worker {rank} {d}link ({dev}): {first}; making it again failed '
+                             f'{again}') from exc
+        self._class.pop(key, None)          # a new class: it owes nothing
+        self.rebuilds.append((key, str(first)))
+        return rebuilt
 
     def kick(self, ns: str, peer: str) -> None:
         """
@@ -541,7 +594,8 @@ class RateFollower:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name='netns-rate', daemon=True)
         self.updates = 0
-        self.error = None
+        self.error = None        # the NetnsError that stopped it mid-run (None: it follows)
+        self.failed_at = None    # (trace time s, wall time) of that error
 
     def trace_time(self) -> float:
         """Return the traces' time now: seconds since the epoch, on the monotonic clock."""
@@ -569,11 +623,29 @@ class RateFollower:
                 due = now
             if self._stop.wait(due - now):
                 return
+            t = self.trace_time()
             try:
-                self.apply(self.trace_time())
-            except NetnsError as exc:   # namespaces deleted under us: stop quietly
-                self.error = exc
+                self.apply(t)
+            except NetnsError as exc:   # the links stay at their last rates: failure() says so
+                if not self._stop.is_set():     # (not the namespaces deleted as the run ends)
+                    self.failed_at = (t, time.time())
+                    self.error = exc
                 return
+
+    def failure(self) -> str | None:
+        """
+        Return one line on why the links stopped following their traces mid-run, else None.
+
+        From when (trace time and UTC), and the error, which names the link (worker and
+        direction, :meth:`NetnsFleet.set_rate`) and what tc said: from then on every link kept
+        its last rate, so what the run measured no longer follows its trace.
+        """
+        if self.error is None:
+            return None
+        t, wall = self.failed_at
+        when = time.strftime('%H:%M:%S', time.gmtime(wall))
+        return (f'--netns: the links stopped following their traces {t:.1f} s into the trace '
+                f'({when} UTC): {self.error}; every link kept its last rate from then on')
 
     def stop(self) -> None:
         self._stop.set()

@@ -389,7 +389,7 @@ def _run_in(args, out: str, specs) -> int:
     placed = _node_environments(args, specs, domain, loopback, key_env)
     if placed is None:
         return 2
-    specs, envs, prefixes, cleanup = placed
+    specs, envs, prefixes, cleanup, checks = placed
     for env in envs.values():       # no namespace warning for the place rog fleet chose
         env[settings.FLEET_PLACED_ENV] = graph_ns
     sup = Supervisor(specs, log_dir, lambda s: envs[s.name],
@@ -408,11 +408,12 @@ def _run_in(args, out: str, specs) -> int:
     stop = StopRequests().install()
     try:
         sup.start(resuming)
-        failed, reason = _watch(sup, bus, progress, args, n, stop)
+        failed, reason = _watch(sup, bus, progress, args, n, stop, checks)
     except KeyboardInterrupt:       # a signal before our handlers were in place
         stop.count += 1
     finally:
         t_stop = time.monotonic()
+        broken = _broken(checks)    # (not a tc failing as the nodes stop: they measured before)
         sent = sup.stop(hurry=lambda: stop.count > 1)
         stop.restore()
         if not args.quiet:
@@ -425,6 +426,9 @@ def _run_in(args, out: str, specs) -> int:
                   f'{len(recorder.counts)} topics to {args.record}', file=sys.stderr)
         for fn in reversed(cleanup):
             fn()
+    if broken:          # the run's results do not follow its trace: the summary says so
+        reason = broken if reason in ('', broken) else f'{reason}; {broken}'
+        _summary_from_what_exists(out, progress, n, iterations, error=broken)
     codes = sup.codes()
     failed = sorted(set(failed) | {k for k, c in codes.items() if c not in (0, None)})
     if stop.count:
@@ -437,11 +441,12 @@ def _run_in(args, out: str, specs) -> int:
 
 def _node_environments(args, specs, domain: int, loopback: str, key_env: dict):
     """
-    Return ``(specs, envs, prefixes, cleanup)``: each node's environment, its place.
+    Return ``(specs, envs, prefixes, cleanup, checks)``: each node's environment, its place.
 
     Every node gets the fleet's domain, the key (``key_env``) and the loopback DDS
     configuration; with ``--netns`` each lives in a namespace of its own (``_netns_setup``:
-    the specs to start, the command prefixes that enter them, what undoes them). None once a
+    the specs to start, the command prefixes that enter them, what undoes them, and the
+    ``checks`` :func:`_watch` asks whether the links still follow their traces). None once a
     set-up failure is said (what was set up is undone).
     """
     base_env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROG_BUS='dds',
@@ -449,16 +454,25 @@ def _node_environments(args, specs, domain: int, loopback: str, key_env: dict):
                     PYTHONPATH=repo_pythonpath(), **key_env)
     _without_key(base_env, key_env)
     envs = {s.name: dict(base_env, CYCLONEDDS_URI=loopback) for s in specs}
-    prefixes, cleanup = {}, []
+    prefixes, cleanup, checks = {}, [], []
     if args.netns:
         try:
-            specs = _netns_setup(specs, envs, prefixes, cleanup, base_env)
+            specs = _netns_setup(specs, envs, prefixes, cleanup, base_env, checks)
         except Exception as err:  # noqa: B902 - any set-up failure: clean up and explain
             for fn in reversed(cleanup):
                 fn()
             print(f'rog fleet: {err}', file=sys.stderr)
             return None
-    return specs, envs, prefixes, cleanup
+    return specs, envs, prefixes, cleanup, checks
+
+
+def _broken(checks) -> str | None:
+    """Return the first line a check in ``checks`` says (the run broke), else None."""
+    for check in checks:
+        said = check()
+        if said:
+            return said
+    return None
 
 
 def _announce(args, server, specs, domain: int, log_dir: str) -> None:
@@ -624,13 +638,16 @@ def _close_bounded(bus, timeout_s: float = BUS_CLOSE_S) -> None:
     closer.join(timeout_s)
 
 
-def _summary_from_what_exists(out: str, progress: Progress, n: int, iterations: int) -> str:
+def _summary_from_what_exists(out: str, progress: Progress, n: int, iterations: int,
+                              error: str | None = None) -> str:
     """
     Make sure an interrupted run leaves a summary, marked as such.
 
     The server writes its own on SIGINT (with what it measured); if it could not (killed, or
     stopped before it trained), write one from the last status the fleet published. Either way
-    the summary carries ``error``: an interrupted run is not a result.
+    the summary carries ``error``: an interrupted run is not a result. ``error`` (a line: the
+    links stopped following the trace) goes first in it, the server's own after, and
+    ``trace_followed`` is false: ``rog compare`` and the reports leave such a run out.
     """
     from rog_ros.atomic import atomic_write_text
     path = os.path.join(out, 'summary.json')
@@ -650,19 +667,32 @@ def _summary_from_what_exists(out: str, progress: Progress, n: int, iterations: 
             'bytes_down': int(s.bytes_down) if s is not None else 0,
             'source': 'rog fleet (the server wrote no summary)',
         }
-    if summary.get('completed') is not True and not summary.get('error'):
+    if error:
+        before = summary.get('error')
+        summary['error'] = error + (f' (then: {before})' if before and before != error else '')
+        summary['trace_followed'] = False
+    elif summary.get('completed') is not True and not summary.get('error'):
         summary['error'] = 'interrupted (Ctrl-C): training did not complete'
     os.makedirs(out, exist_ok=True)
     atomic_write_text(path, json.dumps(summary, indent=2, default=str) + '\n')
     return path
 
 
-def _watch(sup: Supervisor, bus, progress: Progress, args, n: int, stop=None) -> tuple:
-    """Wait for the training nodes; returns (failed node names, other failure reason)."""
+def _watch(sup: Supervisor, bus, progress: Progress, args, n: int, stop=None,
+           checks=()) -> tuple:
+    """
+    Wait for the training nodes; returns (failed node names, other failure reason).
+
+    A line from one of ``checks`` (``--netns``: the links stopped following their traces)
+    ends the run: its results would not be those of the trace it names.
+    """
     deadline = time.monotonic() + args.timeout
     server_done_at = None
     training = ['rog_server'] + [f'rog_worker_{r}' for r in range(n)]
     while stop is None or not stop.count:
+        broken = _broken(checks)
+        if broken:
+            return [], broken
         codes = sup.codes()
         failed = [k for k, c in codes.items() if c not in (None, 0)]
         if failed:
@@ -685,11 +715,12 @@ def _watch(sup: Supervisor, bus, progress: Progress, args, n: int, stop=None) ->
     return [], ''                  # stop requested: run() stops the nodes
 
 
-def _netns_setup(specs, envs, prefixes, cleanup, base_env) -> list:
+def _netns_setup(specs, envs, prefixes, cleanup, base_env, checks=None) -> list:
     """
     Create namespaces, veth pairs, the kernel rate follower and per-node Cyclone configurations.
 
-    Returns the specs without application-level shaping (the kernel shapes instead).
+    Returns the specs without application-level shaping (the kernel shapes instead); the
+    follower's :meth:`~rog_ros.net.netns.RateFollower.failure` goes into ``checks``.
     """
     from rog_ros.net import netns
     from rog_ros.nodes.emulated_link import link_for
@@ -701,7 +732,10 @@ def _netns_setup(specs, envs, prefixes, cleanup, base_env) -> list:
              for r in range(n)}
     if all(link is not None for link in links.values()):
         follower = netns.RateFollower(fleet, links, server['epoch']).start()
+        cleanup.append(lambda: _say_rebuilds(fleet))      # (once the follower has stopped)
         cleanup.append(follower.stop)
+        if checks is not None:
+            checks.append(follower.failure)
     out = []
     for spec in specs:
         params = dict(spec.parameters)
@@ -721,6 +755,15 @@ def _netns_setup(specs, envs, prefixes, cleanup, base_env) -> list:
         prefixes[spec.name] = fleet.exec_prefix(ns)
         out.append(spec)
     return out
+
+
+def _say_rebuilds(fleet) -> None:
+    """Say in one line how many link ends were made again after a failed tc, and the first."""
+    if fleet.rebuilds:
+        (rank, d), error = fleet.rebuilds[0]
+        print(f'rog fleet: --netns: {len(fleet.rebuilds)} link end(s) made again after a tc '
+              f'batch failed, their queued frames dropped (first: worker {rank} {d}link: '
+              f'{error})', file=sys.stderr)
 
 
 def main(argv=None) -> int:
