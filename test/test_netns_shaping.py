@@ -20,6 +20,7 @@ Debian: ``apt-get install iproute2``), the shaping ones a kernel with sch_tbf an
 skip, saying which is missing, otherwise.
 """
 
+import os
 import subprocess
 import threading
 import time
@@ -28,8 +29,10 @@ import types
 import numpy as np
 import pytest
 
+from rog_ros import cli
 from rog_ros.net import netns
 from rog_ros.net.traces import Trace
+from rog_ros.nodes import fleet as cli_fleet   # (at import: its progress line's stderr)
 
 REASON = netns.unavailable_reason()
 needs_root = pytest.mark.skipif(REASON is not None, reason=f'--netns {REASON}')
@@ -791,3 +794,83 @@ def test_rog_fleet_says_how_many_link_ends_were_made_again(capsys):
     assert capsys.readouterr().err == (
         'rog fleet: --netns: 2 link end(s) made again after a tc batch failed, their queued '
         'frames dropped (first: worker 2 downlink: tc -n x -batch - failed: boom)\n')
+
+
+@pytest.mark.parametrize('broken', [False, True])
+def test_rog_fleet_netns_records_the_trace_its_kernel_followed(tmp_path, monkeypatch, capsys,
+                                                               broken):
+    # the nodes run with trace none under --netns (the kernel shapes, they must not emulate it
+    # too), so the server's summary said "trace": "none": rog compare and rog report took the
+    # run for one on unshaped links. And a run whose links stopped following ended with the
+    # generic `rog doctor` hint after the line that said the cause (a tc that failed)
+    import dataclasses
+    import json
+
+    out = tmp_path / 'run'
+    line = ('--netns: the links stopped following their traces 4.0 s into the trace '
+            '(22:00:00 UTC): worker 0 uplink (rgw0): tc failed: boom; every link kept its '
+            'last rate from then on')
+    given = {}
+
+    def setup(specs, envs, prefixes, cleanup, base_env, checks=None):
+        checks.append(lambda: line if broken else None)
+        placed = []
+        for spec in specs:
+            given[spec.name] = spec.parameters.get('trace')
+            if spec.role in ('server', 'worker'):
+                spec = dataclasses.replace(spec, parameters=dict(spec.parameters, trace='none'))
+            placed.append(spec)
+        return placed
+
+    class _Sup:
+        """The nodes: the server writes the summary of what it ran (trace none) when stopped."""
+
+        def __init__(self, specs, log_dir, env_of, prefix_of):
+            self.specs, self.log_dir, self.done = specs, log_dir, not broken
+            self.trace = {s.name: s.parameters.get('trace') for s in specs}
+
+        def start(self, resuming=None):
+            if not broken:
+                self._write(True)
+
+        def _write(self, completed):
+            out.mkdir(exist_ok=True)
+            (out / 'summary.json').write_text(json.dumps(
+                {'driver': 'fleet', 'trace': self.trace['rog_server'], 'completed': completed,
+                 'iterations': 7, **({} if completed else {'error': 'interrupted'})}))
+
+        def stop(self, hurry=None):
+            if not self.done:
+                self.done = True
+                self._write(False)
+            return [('SIGINT', [s.name for s in self.specs])] if broken else []
+
+        def codes(self):
+            return {s.name: (0 if self.done else None) for s in self.specs}
+
+        def log_path(self, name):
+            return os.path.join(self.log_dir, name + '.log')
+
+        def tail(self, name):
+            return ''
+    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare',
+                        lambda workload, options=None: '')
+    monkeypatch.setattr(cli_fleet, '_netns_setup', setup)
+    monkeypatch.setattr(cli_fleet, 'Supervisor', _Sup)
+    if not broken:
+        monkeypatch.setattr(cli_fleet, '_watch', lambda *args: ([], ''))
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
+        monkeypatch.delenv(var, raising=False)
+    # Execute
+    status = cli.main(['fleet', '--out', str(out), '--quiet', '--workers', '1', '--netns',
+                       '--trace', 'indoors', '--iterations', '20'])
+    # Assert: the nodes emulated nothing; the summary names the trace the kernel followed
+    err = capsys.readouterr().err
+    assert given['rog_server'] == 'indoors', given
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['trace'] == 'indoors' and summary['iterations'] == 7, summary
+    assert summary['trace_followed'] is (not broken), summary
+    assert status == (1 if broken else 0), err
+    if broken:
+        assert summary['error'] == f'{line} (then: interrupted)', summary
+        assert f'rog fleet: {line}\n' in err and 'rog doctor' not in err, err

@@ -28,7 +28,8 @@ second Ctrl-C skips the wait); none outlives this command, and ``summary.json`` 
 from what exists, with an ``error`` saying the run was interrupted.
 ``--netns`` (root) runs each robot in its own network namespace behind a veth pair that the
 kernel shapes (a ``tbf`` gate over an ``htb`` class, :mod:`rog_ros.net.netns`) instead of
-shaping in the application.
+shaping in the application: the nodes run with no trace, and ``summary.json`` gets the run's
+``trace`` and ``trace_followed`` once they have stopped.
 
 Every message is authenticated with a fleet key (docs/security.md): ``--fleet-key-file``,
 else ``$ROG_FLEET_KEY_FILE``, else ``$ROG_FLEET_KEY`` (which the nodes inherit), else a new
@@ -429,6 +430,8 @@ def _run_in(args, out: str, specs) -> int:
     if broken:          # the run's results do not follow its trace: the summary says so
         reason = broken if reason in ('', broken) else f'{reason}; {broken}'
         _summary_from_what_exists(out, progress, n, iterations, error=broken)
+    if args.netns:      # the nodes were given no trace: the kernel followed this one
+        _record_kernel_trace(out, server.parameters.get('trace'), not broken)
     codes = sup.codes()
     failed = sorted(set(failed) | {k for k, c in codes.items() if c not in (0, None)})
     if stop.count:
@@ -436,7 +439,7 @@ def _run_in(args, out: str, specs) -> int:
                             _key_line(key, key_env))
     killed = {name for sig, names in sent if sig == 'SIGKILL' for name in names}
     return _outcome(out, server, specs, sup, codes, failed, reason, _key_line(key, key_env),
-                    killed)
+                    killed, said_why=bool(broken) and not failed)
 
 
 def _node_environments(args, specs, domain: int, loopback: str, key_env: dict):
@@ -514,7 +517,7 @@ def _interrupted(out: str, progress: Progress, server, sup: Supervisor, stop, se
 
 
 def _outcome(out: str, server, specs, sup: Supervisor, codes: dict, failed: list, reason: str,
-             key_line: str, killed=()) -> int:
+             key_line: str, killed=(), said_why: bool = False) -> int:
     """
     Say how a run that was not interrupted ended; its exit status (0, or 1 on any failure).
 
@@ -522,6 +525,7 @@ def _outcome(out: str, server, specs, sup: Supervisor, codes: dict, failed: list
     nodes the stop sent it to, with who sends it: its log ends mid-run and says nothing), and
     the reason the watch stopped; then the result as a clean run gives it (also of a run
     that completed although a node failed), whether the same command resumes it, and the key.
+    ``said_why``: ``reason`` names the cause (a tc that failed), so no ``rog doctor`` hint.
     """
     for name in failed:
         said = describe_exit(codes[name]) if codes[name] is not None else 'did not finish'
@@ -545,7 +549,7 @@ def _outcome(out: str, server, specs, sup: Supervisor, codes: dict, failed: list
         for line in anyway:           # the result, as a clean run prints it
             print(f'rog fleet: {line}')
         print(f'rog fleet: {key_line}', file=sys.stderr)
-        if not anyway:
+        if not anyway and not said_why:
             print('rog fleet: if the cause is not in the lines above, `rog doctor` checks this '
                   'machine (torch, a DDS round trip, buffers) and says what to fix',
                   file=sys.stderr)
@@ -645,9 +649,9 @@ def _summary_from_what_exists(out: str, progress: Progress, n: int, iterations: 
 
     The server writes its own on SIGINT (with what it measured); if it could not (killed, or
     stopped before it trained), write one from the last status the fleet published. Either way
-    the summary carries ``error``: an interrupted run is not a result. ``error`` (a line: the
-    links stopped following the trace) goes first in it, the server's own after, and
-    ``trace_followed`` is false: ``rog compare`` and the reports leave such a run out.
+    the summary carries ``error``: an interrupted run is not a result (``rog compare`` and the
+    reports leave it out). ``error`` (a line: the links stopped following the trace) goes first
+    in it, the server's own after, and ``trace_followed`` is false.
     """
     from rog_ros.atomic import atomic_write_text
     path = os.path.join(out, 'summary.json')
@@ -676,6 +680,32 @@ def _summary_from_what_exists(out: str, progress: Progress, n: int, iterations: 
     os.makedirs(out, exist_ok=True)
     atomic_write_text(path, json.dumps(summary, indent=2, default=str) + '\n')
     return path
+
+
+def _record_kernel_trace(out: str, trace: str | None, followed: bool) -> None:
+    """
+    Record in ``out``'s summary the trace the kernel's links followed (``rog fleet --netns``).
+
+    The nodes ran with ``trace`` ``none`` (the kernel shapes instead, so they must not emulate
+    it too), and the server wrote that: the summary said ``"trace": "none"`` and ``rog
+    compare`` and ``rog report`` took the run for one on unshaped links. Its ``trace`` is the
+    run's setting now, and ``trace_followed`` says whether the links followed it to the end.
+    Nothing when there is no summary, or no trace (the links were not shaped).
+    """
+    from rog_ros.atomic import atomic_write_text
+    if trace in (None, '', 'none'):
+        return
+    path = os.path.join(out, 'summary.json')
+    try:
+        with open(path) as fh:
+            summary = json.load(fh)
+    except (OSError, ValueError):
+        return
+    if not isinstance(summary, dict):
+        return
+    summary['trace'] = trace
+    summary['trace_followed'] = bool(followed and summary.get('trace_followed', True))
+    atomic_write_text(path, json.dumps(summary, indent=2, default=str) + '\n')
 
 
 def _watch(sup: Supervisor, bus, progress: Progress, args, n: int, stop=None,
