@@ -874,3 +874,27 @@ def test_rog_fleet_netns_records_the_trace_its_kernel_followed(tmp_path, monkeyp
     if broken:
         assert summary['error'] == f'{line} (then: interrupted)', summary
         assert f'rog fleet: {line}\n' in err and 'rog doctor' not in err, err
+
+
+def test_a_follower_stopped_by_any_error_says_so():
+    # only a NetnsError was caught: any other error (a trace that raised) ended the follower's
+    # thread with a traceback on stderr and failure() None, so rog fleet went on with every
+    # link frozen at its last rate, the silent freeze a failed tc was
+    class _Broken:
+        calls = 0
+
+        def rate_mbps(self, t):
+            self.calls += 1
+            if self.calls > 2:          # (start() applies once, where a failure is set-up's)
+                raise KeyError('no\nrate')
+            return 1.0
+
+    fleet = types.SimpleNamespace(rates={}, set_rate=lambda *a, **k: None)
+    follower = netns.RateFollower(fleet, {0: _Broken()}, time.time(), period_s=0.01).start()
+    deadline = time.monotonic() + 10.0
+    while follower.error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    follower.stop()
+    line = follower.failure()
+    assert line is not None and '\n' not in line, line
+    assert "UTC): KeyError: 'no\\nrate'; every link kept its last rate" in line, line

@@ -594,7 +594,7 @@ class RateFollower:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name='netns-rate', daemon=True)
         self.updates = 0
-        self.error = None        # the NetnsError that stopped it mid-run (None: it follows)
+        self.error = None        # the error that stopped it mid-run (None: it follows)
         self.failed_at = None    # (trace time s, wall time) of that error
 
     def trace_time(self) -> float:
@@ -626,7 +626,9 @@ class RateFollower:
             t = self.trace_time()
             try:
                 self.apply(t)
-            except NetnsError as exc:   # the links stay at their last rates: failure() says so
+            except Exception as exc:  # noqa: B902 - a tc, or anything: the links stay at
+                # their last rates, and failure() says so (a thread that died of an unexpected
+                # error said nothing: the links froze silently, as a failed tc did before)
                 if not self._stop.is_set():     # (not the namespaces deleted as the run ends)
                     self.failed_at = (t, time.time())
                     self.error = exc
@@ -644,8 +646,11 @@ class RateFollower:
             return None
         t, wall = self.failed_at
         when = time.strftime('%H:%M:%S', time.gmtime(wall))
+        said = (str(self.error) if isinstance(self.error, NetnsError)
+                else f'{type(self.error).__name__}: {self.error}')
         return (f'--netns: the links stopped following their traces {t:.1f} s into the trace '
-                f'({when} UTC): {self.error}; every link kept its last rate from then on')
+                f'({when} UTC): {" ".join(said.split())}; every link kept its last rate from '
+                'then on')
 
     def stop(self) -> None:
         self._stop.set()
