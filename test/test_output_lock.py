@@ -735,7 +735,7 @@ def test_without_flock_a_hold_file_a_run_was_killed_making_says_how_to_free_it(
     with pytest.raises(OutputInUse) as refused:
         OutputLock.take(str(out), 'rog sim')
     text = str(refused.value)
-    assert '\n' not in text and f'if no run uses that folder, remove {held}' in text
+    assert '\n' not in text and f'remove {held} now if no run uses that folder' in text
     assert held.read_bytes() == b''
 
 
@@ -790,7 +790,7 @@ def test_a_nolock_mount_whose_hold_file_cannot_be_made_lets_go_of_its_flock(
 
     def full(path, flags, *args, **kwargs):
         """Fail to make a .held file, as a full disk does."""
-        if str(path).endswith(output_lock.HELD_SUFFIX) and flags & os.O_CREAT:
+        if output_lock.HELD_SUFFIX in os.path.basename(str(path)) and flags & os.O_CREAT:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_open(path, flags, *args, **kwargs)
     monkeypatch.setattr(os, 'open', full)
@@ -843,8 +843,8 @@ def _take_by_file(out, name, events, results, pause_alive=False, pause_link=Fals
 
     ``pause_alive``: the first liveness check says 'reached-alive' and waits for ``go-alive``
     (a run that has read the stale hold and is about to judge it); ``pause_link``: the first
-    ``os.link`` says 'reached-link' and waits for ``go-link``. The process stays alive, still
-    holding what it got, until ``done``.
+    ``os.link`` of a take-over file says 'reached-link' and waits for ``go-link``. The
+    process stays alive, still holding what it got, until ``done``.
     """
     import fcntl
     from rog_ros.nodes import output_lock
@@ -864,8 +864,8 @@ def _take_by_file(out, name, events, results, pause_alive=False, pause_link=Fals
         link, links = os.link, []
 
         def paused_link(*args, **kwargs):
-            """Link only once told to."""
-            if not links:
+            """Link a take-over file only once told to (its own hold's at once)."""
+            if not links and output_lock.TAKE_OVER_INFIX in str(args[1]):
                 links.append(1)
                 events['reached-link'].set()
                 events['go-link'].wait(20)
@@ -1073,3 +1073,192 @@ def test_without_flock_a_take_over_that_cannot_go_on_is_refused_without_waiting_
     text = str(refused.value)
     assert '\n' not in text and f'remove {inner}' in text
     assert held.is_file() and guard.is_file() and inner.is_file()
+
+
+def _empty_hold(out, age_s: float):
+    """Make ``out``'s ``.held`` file empty (a run killed making it), ``age_s`` seconds old."""
+    import time
+    from rog_ros.nodes import output_lock
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    held.write_bytes(b'')
+    then = time.time() - age_s
+    os.utime(str(held), (then, then))
+    return held
+
+
+def test_without_flock_an_empty_hold_file_past_its_bound_is_taken_over(tmp_path, monkeypatch):
+    # A run killed between making its .held file and writing its holder line left it empty:
+    # every later run on that folder was refused until the user removed it by hand
+    import fcntl
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = _empty_hold(out, output_lock.EMPTY_HOLD_STALE_S + 5)
+    # Act
+    lock = OutputLock.take(str(out), 'rog sim')
+    # Assert: taken over, the file now names this run; let go, nothing left beside the lock
+    try:
+        assert held.read_text().split('\n')[0].split(' ')[1] == str(os.getpid())
+        assert sorted(os.listdir(str(out))) == [LOCK_FILE, held.name]
+    finally:
+        lock.release()
+    assert sorted(os.listdir(str(out))) == [LOCK_FILE]
+
+
+def test_without_flock_a_young_empty_hold_file_is_refused_saying_when_it_is_taken(
+        tmp_path, monkeypatch):
+    # An empty .held file younger than the bound may be a live run's that has not written
+    # its line yet (where there are no hard links): refused in one line naming the folder,
+    # the file, when it is taken over, and what to do; nothing removed
+    import fcntl
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = _empty_hold(out, 1)
+    with pytest.raises(OutputInUse) as refused:
+        OutputLock.take(str(out), 'rog sim')
+    text = str(refused.value)
+    assert '\n' not in text and text.startswith(f'{out} is in use')
+    assert f'{held} is empty' in text
+    assert f'taken over once it is {output_lock.EMPTY_HOLD_STALE_S:.0f} s old' in text
+    assert f'remove {held}' in text and text.count(str(held)) == 2
+    assert held.read_bytes() == b''
+
+
+def test_without_flock_many_runs_racing_an_empty_stale_hold_let_exactly_one_in(tmp_path):
+    # Eight runs started at once on an empty .held file past the bound, four times: one holds
+    import multiprocessing
+    from rog_ros.nodes import output_lock
+    ctx = multiprocessing.get_context('fork')
+    for round_ in range(4):
+        out = tmp_path / f'fleet{round_}'
+        out.mkdir()
+        _empty_hold(out, output_lock.EMPTY_HOLD_STALE_S + 5)
+        start, done, results = ctx.Event(), ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=_race_by_file, args=(str(out), start, results, done))
+                 for _ in range(8)]
+        try:
+            for proc in procs:
+                proc.start()
+            start.set()
+            got = [results.get(timeout=30) for _ in procs]
+        finally:
+            done.set()
+            for proc in procs:
+                proc.join(30)
+        assert sum(got) == 1, f'round {round_}: {sum(got)} runs hold the folder'
+        assert sorted(os.listdir(out)) == [LOCK_FILE + output_lock.HELD_SUFFIX]
+
+
+def _fd_path(fd: int) -> str:
+    """Return the path open as ``fd`` ('' if unknown)."""
+    try:
+        return os.readlink(f'/proc/self/fd/{fd}')
+    except OSError:
+        return ''
+
+
+def _hold_without_links(out, name, events, results, role):
+    """
+    Hold ``out`` by file as run ``name`` where there are no hard links (forked process).
+
+    ``role`` 'creator': its first write into the ``.held`` file says 'reached-write' and
+    waits for 'go-write' (a live run stalled between making the file and writing its line);
+    'taker': its first rename of the ``.held`` file says 'reached-rename' and waits for
+    'go-rename' (a take-over that has judged the empty file stale, about to set it aside).
+    """
+    import errno
+    import fcntl
+    from rog_ros.nodes import output_lock
+    fcntl.flock = _no_flock('ENOLCK')
+
+    def no_link(*args, **kwargs):
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+    os.link = no_link
+    write, rename, paused = os.write, os.rename, []
+    held = os.path.join(out, LOCK_FILE + output_lock.HELD_SUFFIX)
+
+    def paused_write(fd, data):
+        """Write into the .held file only once told to."""
+        if role == 'creator' and not paused and _fd_path(fd) == held:
+            paused.append(1)
+            events['reached-write'].set()
+            events['go-write'].wait(20)
+        return write(fd, data)
+
+    def paused_rename(src, dst):
+        """Set the .held file aside only once told to."""
+        if role == 'taker' and not paused and str(src) == held:
+            paused.append(1)
+            events['reached-rename'].set()
+            events['go-rename'].wait(20)
+        return rename(src, dst)
+    os.write, os.rename = paused_write, paused_rename
+    try:
+        fd, _ = output_lock.hold_by_file(os.path.join(out, LOCK_FILE), name, 'ENOLCK')
+    except OutputInUse:
+        fd = None
+    results.put((name, fd is not None, os.getpid()))
+    events['done'].wait(30)
+
+
+@pytest.mark.parametrize('order', ['creator-writes-first', 'taker-sets-aside-first'])
+def test_without_flock_a_live_run_stalled_making_its_hold_is_not_taken_from_it(
+        tmp_path, order):
+    # Where there are no hard links a .held file is made O_EXCL, then written: a live run
+    # stalled between the two past the bound (stopped, swapped out) has an empty file that a
+    # second run takes over. Whichever acts first, exactly one of the two holds the folder
+    # and the .held file there names it
+    import multiprocessing
+    import time
+    from rog_ros.nodes import output_lock
+    ctx = multiprocessing.get_context('fork')
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    events = {k: ctx.Event() for k in ('reached-write', 'go-write', 'reached-rename',
+                                       'go-rename', 'done')}
+    results = ctx.Queue()
+    procs = []
+
+    def start(name):
+        """Start run ``name``."""
+        proc = ctx.Process(target=_hold_without_links,
+                           args=(str(out), name, events, results, name))
+        proc.start()
+        procs.append(proc)
+    got = {}
+    try:
+        start('creator')
+        assert events['reached-write'].wait(20)         # its empty file made, not written
+        assert held.read_bytes() == b''
+        then = time.time() - output_lock.EMPTY_HOLD_STALE_S - 5
+        os.utime(str(held), (then, then))               # (stalled past the bound)
+        start('taker')
+        assert events['reached-rename'].wait(20)        # judged stale, about to set it aside
+        if order == 'creator-writes-first':
+            events['go-write'].set()
+            name, holds, pid = results.get(timeout=20)
+            got[name] = (holds, pid)
+            events['go-rename'].set()
+        else:
+            events['go-rename'].set()
+            name, holds, pid = results.get(timeout=20)
+            got[name] = (holds, pid)
+            events['go-write'].set()
+        name, holds, pid = results.get(timeout=20)
+        got[name] = (holds, pid)
+        # Assert
+        holders = [pid for holds, pid in got.values() if holds]
+        assert len(holders) == 1, got
+        assert held.read_text().split('\n')[0].split(' ')[1] == str(holders[0])
+        winner = 'creator' if order == 'creator-writes-first' else 'taker'
+        assert got[winner][0], got
+    finally:
+        events['go-write'].set()
+        events['go-rename'].set()
+        events['done'].set()
+        for proc in procs:
+            proc.join(30)

@@ -349,9 +349,10 @@ def hold_by_file(path: str, command: str, why: str):
     held = path + HELD_SUFFIX
     line = (f'{command}, pid {os.getpid()} on {socket.gethostname()}, since '
             f'{time.strftime("%Y-%m-%d %H:%M:%S")}, held by file ({why})')
+    text = f'{socket.gethostname()} {os.getpid()} {_started(os.getpid())} {pid_space()}\n{line}\n'
     for _ in range(_RETAKES):
         try:
-            fd = os.open(held, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+            fd = _make_hold(held, text)
         except FileExistsError:
             holder = held_file_holder(path, remove_stale=True)
             if holder is not None:
@@ -361,18 +362,87 @@ def hold_by_file(path: str, command: str, why: str):
             raise OutputInUse(f'cannot lock {path}: this file system has no working flock '
                               f'({why}), and {held} cannot be made ({exc.strerror or exc}); '
                               'use a folder on a local disk') from None
-        try:
-            os.write(fd, f'{socket.gethostname()} {os.getpid()} {_started(os.getpid())} '
-                         f'{pid_space()}\n{line}\n'.encode())
-            os.fsync(fd)
-        except OSError:     # (a full disk: held all the same, the file is there)
-            pass
+        if fd is None:
+            continue                    # (taken over while it was written: made again)
         st = os.fstat(fd)
         _FILE_HOLDS[fd] = (held, st.st_dev, st.st_ino)
         _remove_take_over_leftovers(held)
         return fd, None
     raise OutputInUse(f'cannot lock {path}: {held} was made and removed again '
                       f'{_RETAKES} times; run again')
+
+
+NEW_INFIX = '.new-'
+_GONE_INFIX = '.gone-'
+"""``HELD + this + HOST-PID``: the file a hold is written in before it is linked as ``HELD``."""
+
+EMPTY_HOLD_STALE_S = 60.0
+"""
+An empty ``.held`` (or take-over) file this old is a killed run's, taken over.
+
+A run writes its line before its file appears under its name (:func:`_make_hold`), so a
+file of this package is empty only where the file system has no hard links (made
+``O_EXCL``, then written: microseconds apart unless the run is stopped), after a power cut
+that lost its data, or when its maker was killed in between. Its age is its modification
+time against both this machine's clock and the file system's (a file made in the same
+folder): a clock that is off delays the take-over, never hastens it.
+"""
+
+
+def _make_hold(held: str, text: str) -> int | None:
+    """
+    Make the ``.held`` file ``held`` holding ``text``; return it open (FileExistsError: held).
+
+    Why: made ``O_EXCL`` and then written, a run killed in between left it empty, and an
+    empty file names no process to tell it stale by: every later run was refused until the
+    user removed it. ``text`` is now written (and synced) into a file of this process's own
+    name first, which is then linked as ``held`` (``link`` never replaces a file, NFS
+    included): ``held`` never appears empty. Where there are no hard links it is made
+    ``O_EXCL`` and written as before, and then checked to be still there: an empty file
+    older than ``EMPTY_HOLD_STALE_S`` is taken over (:func:`_take_over`), and a run stalled
+    that long between the two finds its file gone and makes it again (None: try again).
+    A file that cannot be written (a full disk) is no hold: OSError, nothing left.
+    """
+    data = text.encode()
+    mine = f'{held}{NEW_INFIX}{socket.gethostname()}-{os.getpid()}'
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(mine)                 # (a killed run's of the same pid, or a planted link)
+    fd = os.open(mine, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+    try:
+        _write_all_fd(fd, data)
+        os.fsync(fd)
+        os.link(mine, held)
+    except OSError as exc:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(mine)
+        if isinstance(exc, FileExistsError) or exc.errno not in _NO_LINKS:
+            raise
+        return _make_hold_unlinked(held, data)
+    with contextlib.suppress(OSError):
+        os.unlink(mine)
+    return fd
+
+
+_NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK)
+"""What ``link`` raises on a file system without hard links."""
+
+
+def _make_hold_unlinked(held: str, data: bytes) -> int | None:
+    """Make ``held`` ``O_EXCL`` and write ``data`` (no hard links): :func:`_make_hold`."""
+    fd = os.open(held, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+    st = os.fstat(fd)
+    try:
+        _write_all_fd(fd, data)
+        os.fsync(fd)
+    except OSError:
+        os.close(fd)
+        _remove_held_file(held, st.st_dev, st.st_ino)
+        raise
+    if _still_there(fd, held):
+        return fd
+    os.close(fd)                        # (taken over as a killed run's while stalled)
+    return None
 
 
 def held_file_holder(path: str, remove_stale: bool = False) -> str | None:
@@ -398,17 +468,64 @@ def held_file_holder(path: str, remove_stale: bool = False) -> str | None:
 
 
 def _read_hold(held: str) -> str | None:
-    """Return the text of the ``.held`` file ``held`` ('' if unreadable); None if none."""
+    """
+    Return the text of the ``.held`` file ``held``; None if there is none.
+
+    One that is there but cannot be read (a symbolic link, a folder, another user's without
+    read permission) is a line saying so, under no host and pid: it is held, never taken
+    for free (before, it was: its ``O_EXCL`` hold then failed ten times and the refusal said
+    only to run again) nor for an empty file a killed run left.
+    """
     try:
         fd = os.open(held, os.O_RDONLY | _NOFOLLOW)
-    except OSError:
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        return _unreadable(held, exc)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return _unreadable(held, OSError(errno.EISDIR, 'not a plain file'))
         return os.read(fd, 1000).decode(errors='replace')
-    except OSError:
-        return ''
+    except OSError as exc:
+        return _unreadable(held, exc)
     finally:
         os.close(fd)
+
+
+def _unreadable(held: str, exc: OSError) -> str:
+    """Return the text standing for ``held``, which cannot be read (``exc``)."""
+    if exc.errno == errno.ELOOP:
+        return f'-\n{held} is a symbolic link, not a hold of rog_ros\n'
+    return f'-\n{held} cannot be read ({exc.strerror or exc})\n'
+
+
+_BLANK = ' \t\r\n\0'
+"""What an empty hold may hold (a power cut can leave its length with zeros)."""
+
+
+def _empty_hold_refusal(held: str) -> str | None:
+    """
+    Return the refusal's words for ``held``, an empty hold; None if it is old enough to take.
+
+    Its age by this machine's clock: :func:`_take_over` checks it again by the file
+    system's once it holds the take-over file.
+    """
+    try:
+        made = os.lstat(held).st_mtime
+    except OSError:
+        return None                     # (gone meanwhile: read afresh)
+    left = EMPTY_HOLD_STALE_S - (time.time() - made)
+    if left <= 0:
+        return None
+    return _young(held, made, left)
+
+
+def _young(held: str, made: float, left: float) -> str:
+    """Return the refusal of the empty hold ``held``, made at ``made``, ``left`` s to go."""
+    return (f'{held} is empty: a run is making it now, or was killed making it (made '
+            f'{time.strftime("%H:%M:%S", time.localtime(made))}); it is taken over once it '
+            f'is {EMPTY_HOLD_STALE_S:.0f} s old: run again in {max(1, int(left + 1))} s, or '
+            f'remove {held} now if no run uses that folder')
 
 
 def _judge_hold(held: str, text: str) -> tuple:
@@ -418,10 +535,12 @@ def _judge_hold(held: str, text: str) -> tuple:
     ``line`` is its maker's line; ``holder`` the refusal's words, None when it is stale
     (made on this host, in this pid namespace, by a process that is gone).
     """
+    if not text.strip(_BLANK):      # (made, not written: a run killed meanwhile, or now)
+        return '', _empty_hold_refusal(held)
     first, _, rest = text.partition('\n')
     host, pid, started, space = (first.split(' ') + ['', '', '', ''])[:4]
     line = ' '.join(rest.split()) or f'a run that has not said which, in {held}'
-    if not pid.isdigit():       # (no run names a file it is making: one killed meanwhile)
+    if not pid.isdigit():       # (not a hold this package wrote, or one that cannot be read)
         return line, f'{line}; if no run uses that folder, remove {held}'
     if host != socket.gethostname():
         return line, f'{line}; if that run on {host} has ended, remove {held}'
@@ -464,23 +583,85 @@ def _take_over(held: str, text: str, line: str, depth: int = 0) -> str | None:
     busy = _make_take_over_file(guard, held, depth)
     if busy is not None:
         return busy or None             # ('': another run took it over: read afresh)
+    empty = not text.strip(_BLANK)
     try:
+        try:
+            before = os.lstat(held)
+        except OSError:
+            return None
         if _read_hold(held) != text:
             return None                 # (taken over already: another run's now, or none)
+        if empty:
+            young = _young_by_file_clock(held, guard, before)
+            if young is not None:
+                return young
         aside = f'{guard}.gone-{socket.gethostname()}-{os.getpid()}'
         try:
             os.rename(held, aside)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            return (f'{line}; that run has ended, but {held} cannot be removed '
-                    f'({exc.strerror or exc}): have its owner remove it')
-        with contextlib.suppress(OSError):
-            os.unlink(aside)
+            return (f'{line or held + " (empty)"}; that run has ended, but {held} cannot be '
+                    f'removed ({exc.strerror or exc}): have its owner remove it')
+        try:
+            if empty and not _still_empty(aside, before):
+                _put_back(aside, held)  # (its live maker wrote its line meanwhile: held)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(aside)
         return None
     finally:
         with contextlib.suppress(OSError):
             os.unlink(guard)
+
+
+def _young_by_file_clock(held: str, guard: str, before) -> str | None:
+    """
+    Return the refusal of empty ``held`` (``lstat`` as ``before``) if young by the file system.
+
+    ``guard`` was written just now: its modification time is the file system's clock now
+    (an NFS server's), which made ``held``'s: a client clock ahead of it hastens nothing.
+    """
+    try:
+        now = os.lstat(guard).st_mtime
+    except OSError:
+        return None
+    left = EMPTY_HOLD_STALE_S - (now - before.st_mtime)
+    return _young(held, before.st_mtime, left) if left > 0 else None
+
+
+def _still_empty(aside: str, before) -> bool:
+    """Tell whether ``aside`` is still the empty file ``before`` (its maker wrote nothing)."""
+    try:
+        st = os.lstat(aside)
+    except OSError:
+        return True
+    same = (st.st_dev, st.st_ino) == (before.st_dev, before.st_ino)
+    if not same or st.st_size == 0:
+        return same
+    text = _read_hold(aside)
+    return text is not None and not text.strip(_BLANK)
+
+
+def _put_back(aside: str, held: str) -> None:
+    """
+    Put ``aside`` back as ``held`` unless a file is there (``link``; no hard links: rename).
+
+    Without hard links the check and the rename are two steps: a run making ``held`` in
+    between (it was gone for microseconds) has it replaced, and finds that when it checks
+    its file (:func:`_make_hold_unlinked`): made again, refused as held.
+    """
+    try:
+        os.link(aside, held)
+        return
+    except FileExistsError:
+        return
+    except OSError as exc:
+        if exc.errno not in _NO_LINKS:
+            return
+    if not os.path.lexists(held):
+        with contextlib.suppress(OSError):
+            os.rename(aside, held)
 
 
 def _make_take_over_file(guard: str, held: str, depth: int) -> str | None:
@@ -531,14 +712,19 @@ def _remove_take_over_leftovers(held: str) -> None:
     Their take-over files, the files they linked them from and the stale files they set
     aside (``held.over-*``) each name a process: those of a process gone are removed. One
     of a stale file that is gone (this run's ``held`` is in its place) guards nothing.
+    So are those of holds killed while made (``held.new-*``: written, not yet linked as
+    ``held``, or linked, not yet removed) or let go (``held.gone-*``: set aside, not yet
+    removed): before, they stayed for ever, and kept an empty folder from being removed.
+    An empty one is removed once ``EMPTY_HOLD_STALE_S`` old.
     """
     folder, name = os.path.split(held)
     try:
         names = os.listdir(folder or '.')
     except OSError:
         return
+    kinds = tuple(name + infix for infix in (TAKE_OVER_INFIX, NEW_INFIX, _GONE_INFIX))
     for entry in names:
-        if not entry.startswith(name + TAKE_OVER_INFIX):
+        if not entry.startswith(kinds):
             continue
         path = os.path.join(folder, entry)
         text = _read_hold(path)
@@ -666,7 +852,7 @@ def _remove_held_file(held: str, dev: int, ino: int) -> OSError | None:
     Return the error of a file that is there but cannot be removed (EPERM, EACCES: another
     user's in a sticky folder), else None.
     """
-    aside = f'{held}.gone-{socket.gethostname()}-{os.getpid()}'
+    aside = f'{held}{_GONE_INFIX}{socket.gethostname()}-{os.getpid()}'
     try:
         os.rename(held, aside)
     except FileNotFoundError:
