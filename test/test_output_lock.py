@@ -1262,3 +1262,155 @@ def test_without_flock_a_live_run_stalled_making_its_hold_is_not_taken_from_it(
         events['done'].set()
         for proc in procs:
             proc.join(30)
+
+
+_KILLED = 77
+"""Exit status of a run killed by :func:`_run_killed_at`."""
+
+_DISK_STEPS = ('open', 'write', 'fsync', 'ftruncate', 'link', 'rename', 'unlink', 'mkdir',
+               'rmdir')
+"""The calls a run's hold makes on disk: a kill before each one leaves each state."""
+
+
+def _run_killed_at(step: int, scenario: str, out: str) -> None:
+    """
+    Hold and let go of ``out`` (in a forked process), killed before its ``step``-th disk call.
+
+    Killed as SIGKILL kills: ``os._exit``, no ``finally`` run, no file closed by Python.
+    Exits 0 if the run made fewer calls (it held and let go whole), else ``_KILLED``.
+    """
+    from rog_ros.nodes import output_lock
+    calls = [0]
+
+    def killed_before(real):
+        def call(*args, **kwargs):
+            calls[0] += 1
+            if calls[0] == step:
+                os._exit(_KILLED)
+            return real(*args, **kwargs)
+        return call
+    try:
+        for name in _DISK_STEPS:
+            setattr(os, name, killed_before(getattr(os, name)))
+        if scenario == 'flock':
+            with output_lock.held_output(out, 'rog fleet'):
+                pass
+        else:
+            OutputLock.take(out, 'rog fleet').release()
+    finally:
+        os._exit(0)
+
+
+def _prepare(scenario: str, out, dead: int) -> None:
+    """Make ``out`` as ``scenario`` starts from (a killed run's hold to take over, or none)."""
+    import socket
+    from rog_ros.nodes import output_lock
+    if scenario in ('flock', 'by-file'):
+        return
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    if scenario == 'over-stale':
+        held.write_text(f'{socket.gethostname()} {dead} - {output_lock.pid_space()}\n'
+                        f'rog fleet, pid {dead}\n')
+    else:
+        _empty_hold(out, output_lock.EMPTY_HOLD_STALE_S + 5)
+
+
+@pytest.mark.parametrize('scenario', ['flock', 'by-file', 'over-stale', 'over-empty'])
+def test_a_run_killed_at_any_step_of_its_hold_leaves_a_folder_the_next_run_takes(
+        tmp_path, monkeypatch, scenario):
+    # A run killed at each step of taking, taking over and letting go of its folder (before
+    # each disk call: open, write, fsync, link, rename, unlink, mkdir, rmdir): the next run
+    # takes the folder without the user (an empty hold past the bound; everything aged an
+    # hour, as a later run finds it), holds it alone, and lets go of it leaving only the lock
+    # file: nothing of the killed run stays. Before, a kill between making the .held file and
+    # writing it refused every later run, and one while it was let go left .held.gone- for ever
+    import shutil
+    import time
+    from rog_ros.nodes import output_lock
+    if scenario != 'flock':
+        import fcntl
+        monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    dead = _dead_pid()
+    killed_at = []
+    for step in range(1, 200):
+        out = tmp_path / f'step{step}'
+        _prepare(scenario, out, dead)
+        pid = os.fork()
+        if pid == 0:
+            _run_killed_at(step, scenario, str(out))
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status), status
+        if os.WEXITSTATUS(status) == 0:
+            break                               # (a run of step - 1 calls: all swept)
+        assert os.WEXITSTATUS(status) == _KILLED
+        killed_at.append(step)
+        then = time.time() - 3600
+        for name in os.listdir(str(out)) if out.is_dir() else []:
+            os.utime(str(out / name), (then, then), follow_symlinks=False)
+        # Act: the next run
+        try:
+            lock = OutputLock.take(str(out), 'rog sim')
+        except OutputInUse as exc:
+            raise AssertionError(f'{scenario}: killed before disk call {step}, the next run '
+                                 f'was refused: {exc} (left: {sorted(os.listdir(out))})')
+        try:
+            if scenario != 'flock':
+                held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+                assert held.read_text().split(' ')[1] == str(os.getpid()), step
+        finally:
+            lock.release()
+        assert sorted(os.listdir(str(out))) == [LOCK_FILE], (scenario, step)
+        shutil.rmtree(str(out))
+    assert len(killed_at) >= 5 and killed_at == list(range(1, len(killed_at) + 1))
+    assert os.WEXITSTATUS(status) == 0          # (swept to the end)
+
+
+def test_without_flock_a_hold_file_that_cannot_be_read_is_refused_naming_it(
+        tmp_path, monkeypatch):
+    # A .held that is a symbolic link (or a folder) could not be read: taken as no hold, its
+    # O_EXCL hold then failed ten times and the refusal said only 'run again'
+    import fcntl
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    for kind in ('link', 'folder'):
+        out = tmp_path / kind
+        out.mkdir()
+        held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+        if kind == 'link':
+            held.symlink_to(tmp_path / 'elsewhere')
+        else:
+            held.mkdir()
+        with pytest.raises(OutputInUse) as refused:
+            OutputLock.take(str(out), 'rog sim')
+        text = str(refused.value)
+        assert '\n' not in text and text.startswith(f'{out} is in use')
+        assert f'{held} is a symbolic link' in text if kind == 'link' else (
+            f'{held} cannot be read' in text or f'{held} is' in text)
+        assert f'if no run uses that folder, remove {held}' in text
+        assert 'times; run again' not in text
+        assert os.path.lexists(str(held))
+
+
+def test_without_flock_a_hold_whose_line_cannot_be_written_is_no_hold(tmp_path, monkeypatch):
+    # On a full disk the .held file was made and its line not written: the run held the
+    # folder with an empty file, which a later run takes over as a killed run's
+    import errno
+    import fcntl
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    real_write = os.write
+
+    def full(fd, data):
+        """Refuse to write a hold, as a full disk does."""
+        if output_lock.HELD_SUFFIX in _fd_path(fd):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+    monkeypatch.setattr(os, 'write', full)
+    with pytest.raises(OutputInUse) as refused:
+        OutputLock.take(str(out), 'rog fleet')
+    monkeypatch.setattr(os, 'write', real_write)
+    text = str(refused.value)
+    assert '\n' not in text and 'cannot be made' in text and 'No space left' in text
+    assert sorted(os.listdir(str(out))) == [LOCK_FILE]
