@@ -1120,7 +1120,7 @@ def test_without_flock_a_young_empty_hold_file_is_refused_saying_when_it_is_take
     with pytest.raises(OutputInUse) as refused:
         OutputLock.take(str(out), 'rog sim')
     text = str(refused.value)
-    assert '\n' not in text and text.startswith(f'{out} is in use')
+    assert '\n' not in text and text.startswith(f'{out} cannot be taken: {held} is')
     assert f'{held} is empty' in text
     assert f'taken over once it is {output_lock.EMPTY_HOLD_STALE_S:.0f} s old' in text
     assert f'remove {held}' in text and text.count(str(held)) == 2
@@ -1384,9 +1384,9 @@ def test_without_flock_a_hold_file_that_cannot_be_read_is_refused_naming_it(
         with pytest.raises(OutputInUse) as refused:
             OutputLock.take(str(out), 'rog sim')
         text = str(refused.value)
-        assert '\n' not in text and text.startswith(f'{out} is in use')
+        assert '\n' not in text and text.startswith(f'{out} cannot be taken: {held} is')
         assert f'{held} is a symbolic link' in text if kind == 'link' else (
-            f'{held} cannot be read' in text or f'{held} is' in text)
+            f'{held} is not a plain file' in text)
         assert f'if no run uses that folder, remove {held}' in text
         assert 'times; run again' not in text
         assert os.path.lexists(str(held))
@@ -1414,3 +1414,21 @@ def test_without_flock_a_hold_whose_line_cannot_be_written_is_no_hold(tmp_path, 
     text = str(refused.value)
     assert '\n' not in text and 'cannot be made' in text and 'No space left' in text
     assert sorted(os.listdir(str(out))) == [LOCK_FILE]
+
+
+def test_a_folder_beside_a_hold_that_names_no_run_is_refused_as_it_is(tmp_path, monkeypatch):
+    # An empty (young) hold in a folder above or below the one asked for names no run: the
+    # refusals said 'in use by another run (...)' and to wait until that run ends
+    import fcntl
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    outer = tmp_path / 'rp'
+    outer.mkdir()
+    (outer / LOCK_FILE).write_bytes(b'')
+    held = _empty_hold(outer, 1)
+    for out, said in ((outer / 'inner', f'{outer / "inner"} is inside {outer}, which '),
+                      (tmp_path, f'{tmp_path} holds {outer}, which ')):
+        with pytest.raises(OutputInUse) as refused:
+            OutputLock.take(str(out), 'rog compare')
+        text = str(refused.value)
+        assert '\n' not in text and text.startswith(f'{said}cannot be taken: {held} is empty')
+        assert f'remove {held} now' in text and 'another run' not in text

@@ -177,9 +177,21 @@ def refuse_held(out: str) -> None:
 
 
 def _in_use(out: str, holder: str) -> OutputInUse:
-    """Return the refusal of ``out``, which another run (``holder``'s line) holds."""
+    """
+    Return the refusal of ``out``, which another run (``holder``'s line) holds.
+
+    A hold that names no run (:class:`_NoRun`: empty, unreadable) was said to be 'in use by
+    another run' with the words to remove it in brackets, and 'wait until that one ends'
+    of a run that may not exist: it is said as it is, with what to do.
+    """
+    if isinstance(holder, _NoRun):
+        return OutputInUse(f'{out} cannot be taken: {holder}')
     return OutputInUse(f'{out} is in use by another run ({holder}); give this one another '
                        '--out, or wait until that one ends')
+
+
+class _NoRun(str):
+    """A refusal's words for a hold that names no run (empty, unreadable, not of rog_ros)."""
 
 
 def hold_lock_file(path: str, command: str):
@@ -484,7 +496,7 @@ def _read_hold(held: str) -> str | None:
         return _unreadable(held, exc)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return _unreadable(held, OSError(errno.EISDIR, 'not a plain file'))
+            return _unreadable(held, OSError(errno.EISDIR, os.strerror(errno.EISDIR)))
         return os.read(fd, 1000).decode(errors='replace')
     except OSError as exc:
         return _unreadable(held, exc)
@@ -496,6 +508,8 @@ def _unreadable(held: str, exc: OSError) -> str:
     """Return the text standing for ``held``, which cannot be read (``exc``)."""
     if exc.errno == errno.ELOOP:
         return f'-\n{held} is a symbolic link, not a hold of rog_ros\n'
+    if exc.errno == errno.EISDIR:
+        return f'-\n{held} is not a plain file, not a hold of rog_ros\n'
     return f'-\n{held} cannot be read ({exc.strerror or exc})\n'
 
 
@@ -522,10 +536,11 @@ def _empty_hold_refusal(held: str) -> str | None:
 
 def _young(held: str, made: float, left: float) -> str:
     """Return the refusal of the empty hold ``held``, made at ``made``, ``left`` s to go."""
-    return (f'{held} is empty: a run is making it now, or was killed making it (made '
-            f'{time.strftime("%H:%M:%S", time.localtime(made))}); it is taken over once it '
-            f'is {EMPTY_HOLD_STALE_S:.0f} s old: run again in {max(1, int(left + 1))} s, or '
-            f'remove {held} now if no run uses that folder')
+    when = time.strftime('%H:%M:%S', time.localtime(made))
+    return _NoRun(f'{held} is empty: a run is making it now, or was killed making it (made '
+                  f'{when}); it is taken over once it is {EMPTY_HOLD_STALE_S:.0f} s old: run '
+                  f'again in {max(1, int(left + 1))} s, or remove {held} now if no run uses '
+                  'that folder')
 
 
 def _judge_hold(held: str, text: str) -> tuple:
@@ -541,7 +556,7 @@ def _judge_hold(held: str, text: str) -> tuple:
     host, pid, started, space = (first.split(' ') + ['', '', '', ''])[:4]
     line = ' '.join(rest.split()) or f'a run that has not said which, in {held}'
     if not pid.isdigit():       # (not a hold this package wrote, or one that cannot be read)
-        return line, f'{line}; if no run uses that folder, remove {held}'
+        return line, _NoRun(f'{line}; if no run uses that folder, remove {held}')
     if host != socket.gethostname():
         return line, f'{line}; if that run on {host} has ended, remove {held}'
     if _other_space(started, space):
@@ -967,6 +982,8 @@ def _refuse_inside_held(out: str) -> None:
         if folder in _HELD_HERE:
             continue          # this process's own run: it writes into its own folders
         holder = lock_holder(os.path.join(folder, LOCK_FILE))
+        if isinstance(holder, _NoRun):
+            raise OutputInUse(f'{out} is inside {folder}, which cannot be taken: {holder}')
         if holder is not None:
             raise OutputInUse(
                 f'{out} is inside {folder}, which is in use by another run ({holder}); give '
@@ -1046,6 +1063,8 @@ def _refuse_holding_held(out: str) -> None:
     """
     found = held_within(out)
     if found is not None and found[0] != _folder_key(out):   # out itself: flock says so
+        if isinstance(found[1], _NoRun):
+            raise OutputInUse(f'{out} holds {found[0]}, which cannot be taken: {found[1]}')
         raise OutputInUse(
             f'{out} holds {found[0]}, which is in use by another run ({found[1]}); give '
             'this one another --out, or wait until that one ends')
