@@ -1292,7 +1292,7 @@ def _run_killed_at(step: int, scenario: str, out: str) -> None:
     try:
         for name in _DISK_STEPS:
             setattr(os, name, killed_before(getattr(os, name)))
-        if scenario == 'flock':
+        if scenario in ('flock', 'by-file-empty-run', 'nolock'):
             with output_lock.held_output(out, 'rog fleet'):
                 pass
         else:
@@ -1305,7 +1305,7 @@ def _prepare(scenario: str, out, dead: int) -> None:
     """Make ``out`` as ``scenario`` starts from (a killed run's hold to take over, or none)."""
     import socket
     from rog_ros.nodes import output_lock
-    if scenario in ('flock', 'by-file'):
+    if scenario in ('flock', 'by-file', 'by-file-empty-run', 'nolock'):
         return
     out.mkdir()
     held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
@@ -1316,11 +1316,13 @@ def _prepare(scenario: str, out, dead: int) -> None:
         _empty_hold(out, output_lock.EMPTY_HOLD_STALE_S + 5)
 
 
-@pytest.mark.parametrize('scenario', ['flock', 'by-file', 'over-stale', 'over-empty'])
+@pytest.mark.parametrize('scenario', ['flock', 'by-file', 'by-file-empty-run', 'nolock',
+                                      'over-stale', 'over-empty'])
 def test_a_run_killed_at_any_step_of_its_hold_leaves_a_folder_the_next_run_takes(
         tmp_path, monkeypatch, scenario):
     # A run killed at each step of taking, taking over and letting go of its folder (before
-    # each disk call: open, write, fsync, link, rename, unlink, mkdir, rmdir): the next run
+    # each disk call: open, write, fsync, link, rename, unlink, mkdir, rmdir; a run that
+    # writes nothing removes its folder; a nolock NFS mount holds by flock and file): the next run
     # takes the folder without the user (an empty hold past the bound; everything aged an
     # hour, as a later run finds it), holds it alone, and lets go of it leaving only the lock
     # file: nothing of the killed run stays. Before, a kill between making the .held file and
@@ -1328,7 +1330,10 @@ def test_a_run_killed_at_any_step_of_its_hold_leaves_a_folder_the_next_run_takes
     import shutil
     import time
     from rog_ros.nodes import output_lock
-    if scenario != 'flock':
+    if scenario == 'nolock':
+        monkeypatch.setattr(output_lock, '_mounts', lambda: [
+            ('/', 'ext4', 'rw'), (str(tmp_path), 'nfs', 'rw,vers=3,nolock')])
+    elif scenario != 'flock':
         import fcntl
         monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
     dead = _dead_pid()
