@@ -663,8 +663,10 @@ def _put_back(aside: str, held: str) -> None:
     Put ``aside`` back as ``held`` unless a file is there (``link``; no hard links: rename).
 
     Without hard links the check and the rename are two steps: a run making ``held`` in
-    between (it was gone for microseconds) has it replaced, and finds that when it checks
-    its file (:func:`_make_hold_unlinked`): made again, refused as held.
+    between (it was gone for microseconds) has it replaced; one that checks its file after
+    (:func:`_make_hold_unlinked`) makes it again and is refused, one that checked it before
+    holds the folder too. That window opens only there, after a maker stalled past
+    ``EMPTY_HOLD_STALE_S`` between making its file and writing it.
     """
     try:
         os.link(aside, held)
