@@ -1437,3 +1437,60 @@ def test_a_folder_beside_a_hold_that_names_no_run_is_refused_as_it_is(tmp_path, 
         text = str(refused.value)
         assert '\n' not in text and text.startswith(f'{said}cannot be taken: {held} is empty')
         assert f'remove {held} now' in text and 'another run' not in text
+
+
+def test_without_flock_a_hold_appears_under_its_name_only_once_written(tmp_path, monkeypatch):
+    # A run stopped while it makes its hold (here: just before the link) has no .held file
+    # yet, so no empty one: its line is written and synced in a file of its own name first.
+    # A second run meanwhile holds the folder; the first is then refused naming it
+    import fcntl
+    import multiprocessing
+    import socket
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    ctx = multiprocessing.get_context('fork')
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    events = {k: ctx.Event() for k in ('reached-link', 'go-link', 'done')}
+    results = ctx.Queue()
+    first = ctx.Process(target=_hold_paused_at_link, args=(str(out), events, results))
+    first.start()
+    try:
+        assert events['reached-link'].wait(20)
+        assert not held.exists()
+        mine = out / f'{held.name}{output_lock.NEW_INFIX}{socket.gethostname()}-{first.pid}'
+        assert mine.read_text().split('\n')[0].split(' ')[:2] == [socket.gethostname(),
+                                                                  str(first.pid)]
+        second = OutputLock.take(str(out), 'rog sim')
+        try:
+            events['go-link'].set()
+            assert results.get(timeout=20) is False             # the first: refused
+            assert held.read_text().split(' ')[1] == str(os.getpid())
+        finally:
+            second.release()
+    finally:
+        events['go-link'].set()
+        events['done'].set()
+        first.join(30)
+    assert sorted(os.listdir(str(out))) == [LOCK_FILE]
+
+
+def _hold_paused_at_link(out, events, results):
+    """Hold ``out`` by file (forked), stopped before its first ``os.link`` until told."""
+    import fcntl
+    fcntl.flock = _no_flock('ENOLCK')
+    link = os.link
+
+    def paused_link(*args, **kwargs):
+        events['reached-link'].set()
+        events['go-link'].wait(20)
+        os.link = link
+        return link(*args, **kwargs)
+    os.link = paused_link
+    try:
+        lock = OutputLock.take(out, 'rog fleet')
+    except OutputInUse:
+        lock = None
+    results.put(lock is not None)
+    events['done'].wait(30)
