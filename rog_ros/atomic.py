@@ -30,6 +30,7 @@ import shutil
 import socket
 import stat
 import tempfile
+import time
 
 TEMP_PREFIX = '.tmp-'
 """Temporary files of writes before ``WRITE_TEMP_PREFIX``: this + random characters + the
@@ -430,8 +431,19 @@ def remove_write_leftovers(directory, name: str = '') -> int:
             PID_TEMP_PREFIX) and (
             not name or len(entry) == len(WRITE_TEMP_PREFIX) + TEMP_NAME_LENGTH + len(name)
             and entry.endswith(name))
-    return _remove_unlocked(directory, _write_named, lambda st: True) + _remove_dead_pids(
-        directory, name)
+    return _remove_unlocked(directory, _write_named, lambda st: True,
+                            UNLOCKABLE_EMPTY_STALE_S) + _remove_dead_pids(directory, name)
+
+
+UNLOCKABLE_EMPTY_STALE_S = 60.0
+"""
+An empty write temporary that cannot be locked (no flock) this old is a killed write's.
+
+Without ``flock`` a write makes its random-named temporary file only to try the lock on it,
+and removes it at once (then writes a file named by its pid): a write killed in between left
+it, empty, and no cleaner could lock it, so none removed it, ever. One with data, or younger,
+is kept (another machine's live write, which can lock it there).
+"""
 
 
 def _remove_dead_pids(directory, name: str) -> int:
@@ -470,13 +482,15 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _remove_unlocked(directory, named, fits) -> int:
+def _remove_unlocked(directory, named, fits, empty_stale_s=None) -> int:
     """
     Remove the files of ``directory`` that ``named(entry)`` and ``fits(st)`` take, unlocked.
 
     Only regular files of this user are looked at, and one is removed only while this call
     holds its ``flock`` (taken without waiting: one a live process holds is being written)
-    and the name still gives the same file. Return how many were removed.
+    and the name still gives the same file. Where ``flock`` fails (not held: ENOLCK,
+    EOPNOTSUPP), an empty file older than ``empty_stale_s`` (given) is removed all the same.
+    Return how many were removed.
     """
     import fcntl
     try:
@@ -498,8 +512,9 @@ def _remove_unlocked(directory, named, fits) -> int:
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue                        # (being written now, or no flock here)
+            except OSError as exc:              # (being written now, or no flock here)
+                if not _stale_unlockable(exc, st, empty_stale_s):
+                    continue
             if os.lstat(path).st_ino == st.st_ino:
                 os.unlink(path)
                 removed += 1
@@ -508,6 +523,13 @@ def _remove_unlocked(directory, named, fits) -> int:
         finally:
             os.close(fd)
     return removed
+
+
+def _stale_unlockable(exc: OSError, st, empty_stale_s) -> bool:
+    """Tell whether a file ``st`` that ``flock`` refused (``exc``) is empty and stale."""
+    if empty_stale_s is None or exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+        return False
+    return st.st_size == 0 and time.time() - st.st_mtime >= empty_stale_s
 
 
 def _special(path: str) -> bool:

@@ -227,3 +227,108 @@ def test_a_rename_over_a_folder_is_refused_naming_the_file_asked_for(tmp_path):
         atomic.atomic_write_bytes(path, b'x')
     assert failed.value.filename == str(path) and '.tmp-' not in str(failed.value)
     assert os.listdir(tmp_path) == ['model.pt'] and os.listdir(path) == ['kept']
+
+
+_KILLED = 77
+"""Exit status of a write killed by :func:`_write_killed_at`."""
+
+
+def _write_killed_at(step: int, path: str) -> None:
+    """
+    Replace ``path`` atomically (in a forked process), killed before its ``step``-th disk call.
+
+    Killed as SIGKILL kills (``os._exit``: no ``finally``, no clean-up); halfway through its
+    data is one of the steps. Exits 0 if the write made fewer calls (it ended whole).
+    """
+    calls = [0]
+
+    def step_done():
+        calls[0] += 1
+        if calls[0] == step:
+            os._exit(_KILLED)
+
+    def killed_before(real):
+        def call(*args, **kwargs):
+            step_done()
+            return real(*args, **kwargs)
+        return call
+
+    def write(f):
+        f.write(b'n' * 4096)
+        f.flush()
+        step_done()                     # (half of the data written)
+        f.write(b'n' * 4096)
+    try:
+        for name in ('open', 'fchmod', 'fsync', 'replace', 'rename', 'unlink', 'close'):
+            setattr(os, name, killed_before(getattr(os, name)))
+        atomic.atomic_write_with(path, write)
+    finally:
+        os._exit(0)
+
+
+@pytest.mark.parametrize('flock', ['flock', 'ENOLCK'])
+def test_a_write_killed_at_any_step_leaves_the_old_or_new_file_and_nothing_a_cleaner_keeps(
+        tmp_path, monkeypatch, flock):
+    # A write killed before each of its disk calls (and halfway through its data), with and
+    # without flock: the file is the old one or the new one whole, and the next cleaning
+    # (everything aged an hour, as a later run finds it) leaves nothing else. Without flock
+    # a kill between the first temporary file (made to try flock on it) and its removal left
+    # an empty .tmp-rog-XXXXXXXXNAME that no cleaner could lock, so none removed it, ever
+    import errno
+    import fcntl
+    import time
+    if flock != 'flock':
+        def no_flock(fd, operation):
+            raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+        monkeypatch.setattr(fcntl, 'flock', no_flock)
+    killed_at = []
+    for step in range(1, 100):
+        folder = tmp_path / f'step{step}'
+        folder.mkdir()
+        target = folder / 'model.pt'
+        target.write_bytes(b'o' * 100)
+        pid = os.fork()
+        if pid == 0:
+            _write_killed_at(step, str(target))
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status), status
+        if os.WEXITSTATUS(status) == 0:
+            break
+        assert os.WEXITSTATUS(status) == _KILLED
+        killed_at.append(step)
+        then = time.time() - 3600
+        for name in os.listdir(str(folder)):
+            os.utime(str(folder / name), (then, then))
+        # Act: a later run cleans the folder
+        atomic.remove_write_leftovers(str(folder))
+        # Assert
+        assert os.listdir(str(folder)) == ['model.pt'], (flock, step, os.listdir(str(folder)))
+        assert target.read_bytes() in (b'o' * 100, b'n' * 8192), (flock, step)
+    assert len(killed_at) >= 5 and os.WEXITSTATUS(status) == 0
+    assert target.read_bytes() == b'n' * 8192
+
+
+def test_without_flock_only_an_empty_old_unlockable_temporary_is_taken_for_a_leftover(
+        tmp_path, monkeypatch):
+    # Without flock a random-named temporary file is only ever the first try at a lock,
+    # removed at once: an empty one past the bound is a killed write's. A young one, or one
+    # with data (another machine's live write that can lock it there), is kept
+    import errno
+    import fcntl
+    import time
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+    monkeypatch.setattr(fcntl, 'flock', no_flock)
+    old = time.time() - atomic.UNLOCKABLE_EMPTY_STALE_S - 5
+    made = {}
+    for name, data, when in (('.tmp-rog-abcdefghmodel.pt', b'', old),
+                             ('.tmp-rog-bcdefghimodel.pt', b'', time.time()),
+                             ('.tmp-rog-cdefghijmodel.pt', b'x', old)):
+        path = tmp_path / name
+        path.write_bytes(data)
+        os.utime(str(path), (when, when))
+        made[name] = path
+    assert atomic.remove_write_leftovers(str(tmp_path)) == 1
+    assert sorted(os.listdir(str(tmp_path))) == ['.tmp-rog-bcdefghimodel.pt',
+                                                 '.tmp-rog-cdefghijmodel.pt']
