@@ -488,8 +488,9 @@ def _remove_unlocked(directory, named, fits, empty_stale_s=None) -> int:
 
     Only regular files of this user are looked at, and one is removed only while this call
     holds its ``flock`` (taken without waiting: one a live process holds is being written)
-    and the name still gives the same file. Where ``flock`` fails (not held: ENOLCK,
-    EOPNOTSUPP), an empty file older than ``empty_stale_s`` (given) is removed all the same.
+    and the name still gives the same file. Where there is no ``flock`` (ENOLCK,
+    EOPNOTSUPP), an empty file older than ``empty_stale_s`` (given) by this machine's clock
+    and the file system's is removed all the same.
     Return how many were removed.
     """
     import fcntl
@@ -497,7 +498,7 @@ def _remove_unlocked(directory, named, fits, empty_stale_s=None) -> int:
         names = os.listdir(os.fspath(directory))
     except OSError:
         return 0
-    removed = 0
+    removed, clock = 0, []
     for entry in names:
         if not named(entry):
             continue
@@ -513,7 +514,7 @@ def _remove_unlocked(directory, named, fits, empty_stale_s=None) -> int:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:              # (being written now, or no flock here)
-                if not _stale_unlockable(exc, st, empty_stale_s):
+                if not _stale_unlockable(exc, st, empty_stale_s, directory, clock):
                     continue
             if os.lstat(path).st_ino == st.st_ino:
                 os.unlink(path)
@@ -525,11 +526,49 @@ def _remove_unlocked(directory, named, fits, empty_stale_s=None) -> int:
     return removed
 
 
-def _stale_unlockable(exc: OSError, st, empty_stale_s) -> bool:
-    """Tell whether a file ``st`` that ``flock`` refused (``exc``) is empty and stale."""
-    if empty_stale_s is None or exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+_NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP)
+"""What ``flock`` raises on a file system without it (not: a lock it cannot take now)."""
+
+
+def _stale_unlockable(exc: OSError, st, empty_stale_s, directory, clock: list) -> bool:
+    """
+    Tell whether a file ``st`` that ``flock`` refused (``exc``) is empty and stale.
+
+    Only a file system without ``flock`` (``_NO_FLOCK``) says nothing of the file: EBADF
+    (an NFS mount that locks exclusively only a file open for writing, as a cleaner's is
+    not) is said for a live write's locked file too, and that was taken for a killed one.
+    Its age counts by this machine's clock and by the file system's (``clock``: filled
+    once, :func:`_file_system_now`): a machine whose clock is ahead took another machine's
+    write, its data not yet flushed, for a minute old.
+    """
+    if empty_stale_s is None or exc.errno not in _NO_FLOCK or st.st_size != 0:
         return False
-    return st.st_size == 0 and time.time() - st.st_mtime >= empty_stale_s
+    if time.time() - st.st_mtime < empty_stale_s:
+        return False
+    if not clock:
+        clock.append(_file_system_now(directory))
+    return clock[0] - st.st_mtime >= empty_stale_s
+
+
+def _file_system_now(directory) -> float:
+    """
+    Return the time of ``directory``'s file system now (an NFS server's clock).
+
+    The modification time of a file made there for it, and removed again (one a kill leaves
+    is an empty write temporary, taken as such a minute on). Minus infinity where none can
+    be made: nothing is then old enough to remove.
+    """
+    try:
+        fd, probe = tempfile.mkstemp(dir=os.fspath(directory), prefix=WRITE_TEMP_PREFIX,
+                                     suffix='.clock')
+    except OSError:
+        return float('-inf')
+    try:
+        return os.fstat(fd).st_mtime
+    except OSError:
+        return float('-inf')
+    finally:
+        _discard(fd, probe)
 
 
 def _special(path: str) -> bool:

@@ -238,7 +238,8 @@ def _write_killed_at(step: int, path: str) -> None:
     Replace ``path`` atomically (in a forked process), killed before its ``step``-th disk call.
 
     Killed as SIGKILL kills (``os._exit``: no ``finally``, no clean-up); halfway through its
-    data is one of the steps. Exits 0 if the write made fewer calls (it ended whole).
+    data is one of the steps. Exits 0 if the write made fewer calls (it ended whole), 1 if
+    it raised.
     """
     calls = [0]
 
@@ -262,8 +263,9 @@ def _write_killed_at(step: int, path: str) -> None:
         for name in ('open', 'fchmod', 'fsync', 'replace', 'rename', 'unlink', 'close'):
             setattr(os, name, killed_before(getattr(os, name)))
         atomic.atomic_write_with(path, write)
-    finally:
-        os._exit(0)
+    except BaseException:   # (a write that failed did not end whole: not the sweep's end)
+        os._exit(1)
+    os._exit(0)
 
 
 @pytest.mark.parametrize('flock', ['flock', 'ENOLCK'])
@@ -332,3 +334,47 @@ def test_without_flock_only_an_empty_old_unlockable_temporary_is_taken_for_a_lef
     assert atomic.remove_write_leftovers(str(tmp_path)) == 1
     assert sorted(os.listdir(str(tmp_path))) == ['.tmp-rog-bcdefghimodel.pt',
                                                  '.tmp-rog-cdefghijmodel.pt']
+
+
+def test_a_live_write_that_an_nfs_cleaner_cannot_lock_read_only_is_kept(tmp_path, monkeypatch):
+    # Some NFS mounts lock exclusively only a file open for writing: a cleaner (read-only)
+    # gets EBADF for a live write's locked temporary, as it would without flock, and took an
+    # empty one (its data not yet flushed) past the bound for a killed write's. Kept now;
+    # only ENOLCK / EOPNOTSUPP (no flock at all) say nothing of the file
+    import errno
+    import fcntl
+    import time
+
+    def read_only_refused(fd, operation):
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+    monkeypatch.setattr(fcntl, 'flock', read_only_refused)
+    live = tmp_path / '.tmp-rog-abcdefghmodel.pt'
+    live.write_bytes(b'')
+    old = time.time() - atomic.UNLOCKABLE_EMPTY_STALE_S - 5
+    os.utime(str(live), (old, old))
+    assert atomic.remove_write_leftovers(str(tmp_path)) == 0
+    assert os.listdir(str(tmp_path)) == [live.name]
+
+
+def test_an_empty_unlockable_temporary_is_old_only_by_both_clocks(tmp_path, monkeypatch):
+    # A cleaner whose clock is a few minutes ahead of the file server's took another
+    # machine's write made just now (empty: its data still in its buffer) for a killed
+    # write's and removed it, failing that write. The file system's clock says it is new:
+    # kept, and nothing else left; once old by both, removed
+    import errno
+    import fcntl
+    import time
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+    monkeypatch.setattr(fcntl, 'flock', no_flock)
+    live = tmp_path / '.tmp-rog-abcdefghmodel.pt'
+    live.write_bytes(b'')
+    real_time = time.time
+    monkeypatch.setattr(time, 'time', lambda: real_time() + 300)
+    assert atomic.remove_write_leftovers(str(tmp_path)) == 0
+    assert os.listdir(str(tmp_path)) == [live.name]
+    old = real_time() - atomic.UNLOCKABLE_EMPTY_STALE_S - 5
+    os.utime(str(live), (old, old))
+    assert atomic.remove_write_leftovers(str(tmp_path)) == 1
+    assert os.listdir(str(tmp_path)) == []
