@@ -1024,7 +1024,10 @@ def test_without_flock_a_take_over_writes_through_no_symbolic_link(tmp_path, mon
         # Assert: the file the link named is untouched; the killed run's hold taken over
         assert victim.read_text() == 'precious\n'
         assert held.read_text().split(' ')[1] == str(os.getpid())
-        assert sorted(os.listdir(str(out))) == [LOCK_FILE, held.name]
+        # (the planted link is another's file, kept: the take-over's own file has random
+        # digits in its name, so no name told from the stale text is ever written through)
+        assert sorted(os.listdir(str(out))) == sorted([LOCK_FILE, held.name, mine.name])
+        assert mine.is_symlink()
     finally:
         lock.release()
 
@@ -1277,7 +1280,8 @@ def _run_killed_at(step: int, scenario: str, out: str) -> None:
     Hold and let go of ``out`` (in a forked process), killed before its ``step``-th disk call.
 
     Killed as SIGKILL kills: ``os._exit``, no ``finally`` run, no file closed by Python.
-    Exits 0 if the run made fewer calls (it held and let go whole), else ``_KILLED``.
+    Exits 0 if the run made fewer calls (it held and let go whole), 1 if it raised, else
+    ``_KILLED``.
     """
     from rog_ros.nodes import output_lock
     calls = [0]
@@ -1297,8 +1301,9 @@ def _run_killed_at(step: int, scenario: str, out: str) -> None:
                 pass
         else:
             OutputLock.take(out, 'rog fleet').release()
-    finally:
-        os._exit(0)
+    except BaseException:   # (refused or failed: not a whole run, not the sweep's end)
+        os._exit(1)
+    os._exit(0)
 
 
 def _prepare(scenario: str, out, dead: int) -> None:
@@ -1459,7 +1464,8 @@ def test_without_flock_a_hold_appears_under_its_name_only_once_written(tmp_path,
     try:
         assert events['reached-link'].wait(20)
         assert not held.exists()
-        mine = out / f'{held.name}{output_lock.NEW_INFIX}{socket.gethostname()}-{first.pid}'
+        mine, = out.glob(f'{held.name}{output_lock.NEW_INFIX}{socket.gethostname()}-'
+                         f'{first.pid}-*')
         assert mine.read_text().split('\n')[0].split(' ')[:2] == [socket.gethostname(),
                                                                   str(first.pid)]
         second = OutputLock.take(str(out), 'rog sim')
@@ -1494,3 +1500,85 @@ def _hold_paused_at_link(out, events, results):
         lock = None
     results.put(lock is not None)
     events['done'].wait(30)
+
+
+def test_without_flock_another_containers_hold_being_made_under_this_pid_is_not_removed(
+        tmp_path, monkeypatch):
+    # Two containers with the host's network (its name) number their processes each from 1:
+    # a run made its hold in HELD.new-HOST-PID after removing whatever had that name, there
+    # another container's run's written line about to be linked (that run's link then failed,
+    # or linked this run's file as its own). Each run's file now has a name of its own
+    import fcntl
+    import socket
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    theirs = out / f'{held.name}{output_lock.NEW_INFIX}{socket.gethostname()}-{os.getpid()}'
+    boot = output_lock._boot_id()
+    text = (f'{socket.gethostname()} {os.getpid()} {boot}:1 pid:[1]\n'
+            f'rog fleet, pid {os.getpid()} in another container\n')
+    theirs.write_text(text)
+    lock = OutputLock.take(str(out), 'rog sim')
+    try:
+        assert held.read_text().split('\n')[0].split(' ')[1] == str(os.getpid())
+        assert theirs.read_text() == text
+    finally:
+        lock.release()
+    assert sorted(os.listdir(str(out))) == sorted([LOCK_FILE, theirs.name])
+    assert theirs.read_text() == text
+
+
+def test_without_flock_a_hold_whose_own_file_a_cleaner_took_is_made_again(
+        tmp_path, monkeypatch):
+    # A holder's cleaner removes an empty HELD.new- file it takes for a killed run's (a clock
+    # ahead of the file server's): the run making it then failed its link with 'cannot be
+    # made (No such file or directory); use a folder on a local disk'. It makes it again
+    import fcntl
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    real_link, taken = os.link, []
+
+    def cleaned_first(src, dst, *args, **kwargs):
+        """Remove the hold's own file just before its first link, as such a cleaner does."""
+        if not taken and output_lock.NEW_INFIX in os.path.basename(str(src)):
+            taken.append(src)
+            os.unlink(src)
+        return real_link(src, dst, *args, **kwargs)
+    monkeypatch.setattr(os, 'link', cleaned_first)
+    lock = OutputLock.take(str(out), 'rog sim')
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    try:
+        assert taken and held.read_text().split(' ')[1] == str(os.getpid())
+    finally:
+        lock.release()
+    assert sorted(os.listdir(str(out))) == [LOCK_FILE]
+
+
+def test_without_flock_a_hold_file_that_is_a_fifo_is_refused_not_waited_on(
+        tmp_path, monkeypatch):
+    # A .held that is a FIFO was opened for reading, which waits for a writer: the run hung
+    import fcntl
+    import signal
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
+    os.mkfifo(str(held))
+
+    def hung(signum, frame):
+        raise TimeoutError('the run waited on the FIFO')
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        with pytest.raises(OutputInUse) as refused:
+            OutputLock.take(str(out), 'rog sim')
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    text = str(refused.value)
+    assert '\n' not in text and f'{held} is not a plain file' in text
+    assert f'if no run uses that folder, remove {held}' in text

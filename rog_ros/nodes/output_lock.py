@@ -385,8 +385,22 @@ def hold_by_file(path: str, command: str, why: str):
 
 
 NEW_INFIX = '.new-'
+"""``HELD + this + HOST-PID-RANDOM``: a hold's file, written before it is linked as ``HELD``."""
 _GONE_INFIX = '.gone-'
-"""``HELD + this + HOST-PID``: the file a hold is written in before it is linked as ``HELD``."""
+"""``HELD + this + HOST-PID``: a hold set aside by the run letting go of it, then removed."""
+
+
+def _own_name(prefix: str) -> str:
+    """
+    Return ``prefix`` + this host, pid and 8 random hex digits: a name no other run makes.
+
+    A pid names a process of one pid namespace only: two containers with the host's
+    network (its name) number their processes each from 1, and machines of one image often
+    share a name. Under ``HOST-PID`` alone, a run removed another's file of that name as its
+    own leftover (the other's line then linked as this run's hold).
+    """
+    return f'{prefix}{socket.gethostname()}-{os.getpid()}-{os.urandom(4).hex()}'
+
 
 EMPTY_HOLD_STALE_S = 60.0
 """
@@ -412,13 +426,12 @@ def _make_hold(held: str, text: str) -> int | None:
     included): ``held`` never appears empty. Where there are no hard links it is made
     ``O_EXCL`` and written as before, and then checked to be still there: an empty file
     older than ``EMPTY_HOLD_STALE_S`` is taken over (:func:`_take_over`), and a run stalled
-    that long between the two finds its file gone and makes it again (None: try again).
+    that long between the two finds its file gone and makes it again (None: try again; so
+    does a run whose own file a cleaner took, empty, for a killed run's).
     A file that cannot be written (a full disk) is no hold: OSError, nothing left.
     """
     data = text.encode()
-    mine = f'{held}{NEW_INFIX}{socket.gethostname()}-{os.getpid()}'
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(mine)                 # (a killed run's of the same pid, or a planted link)
+    mine = _own_name(f'{held}{NEW_INFIX}')
     fd = os.open(mine, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
     try:
         _write_all_fd(fd, data)
@@ -428,6 +441,8 @@ def _make_hold(held: str, text: str) -> int | None:
         os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(mine)
+        if isinstance(exc, FileNotFoundError):
+            return None                 # (removed by a cleaner while empty: made again)
         if isinstance(exc, FileExistsError) or exc.errno not in _NO_LINKS:
             raise
         return _make_hold_unlinked(held, data)
@@ -488,8 +503,8 @@ def _read_hold(held: str) -> str | None:
     for free (before, it was: its ``O_EXCL`` hold then failed ten times and the refusal said
     only to run again) nor for an empty file a killed run left.
     """
-    try:
-        fd = os.open(held, os.O_RDONLY | _NOFOLLOW)
+    try:                                # (non-blocking: a FIFO there waited for a writer)
+        fd = os.open(held, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -694,7 +709,7 @@ def _make_take_over_file(guard: str, held: str, depth: int) -> str | None:
     """
     me = f'{socket.gethostname()} {os.getpid()} {_started(os.getpid())} {pid_space()}\n' \
          f'taking over {held}, pid {os.getpid()}\n'
-    mine = f'{guard}.{socket.gethostname()}-{os.getpid()}'
+    mine = _own_name(f'{guard}.')
     holder = ''
     try:
         for _ in range(_TAKE_OVER_WAITS):
@@ -754,11 +769,12 @@ def _link_new(mine: str, path: str, text: str) -> None:
     """
     Make ``path`` hold ``text`` (via ``mine``, linked); FileExistsError if it exists.
 
-    ``mine`` is made afresh (``O_EXCL``, never through a symbolic link): its name is told
-    from the stale file's text, and a link put there had the file it points to overwritten.
+    ``mine`` is made afresh (``O_EXCL``, never through a symbolic link): a link put at a
+    name told from the stale file's text had the file it points to overwritten (now the
+    name has random digits too: :func:`_own_name`).
     """
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(mine)                 # (a killed run's of the same pid, or a planted link)
+        os.unlink(mine)                 # (this call's own, of its previous try)
     fd = os.open(mine, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
     try:
         _write_all_fd(fd, text.encode())
