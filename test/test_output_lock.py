@@ -1557,6 +1557,10 @@ def test_without_flock_a_hold_whose_own_file_a_cleaner_took_is_made_again(
     assert sorted(os.listdir(str(out))) == [LOCK_FILE]
 
 
+class _Hung(Exception):
+    """A run still waiting after its time (no OSError: the code under test catches those)."""
+
+
 def test_without_flock_a_hold_file_that_is_a_fifo_is_refused_not_waited_on(
         tmp_path, monkeypatch):
     # A .held that is a FIFO was opened for reading, which waits for a writer: the run hung
@@ -1570,7 +1574,7 @@ def test_without_flock_a_hold_file_that_is_a_fifo_is_refused_not_waited_on(
     os.mkfifo(str(held))
 
     def hung(signum, frame):
-        raise TimeoutError('the run waited on the FIFO')
+        raise _Hung('the run waited on the FIFO')
     old = signal.signal(signal.SIGALRM, hung)
     signal.alarm(10)
     try:
@@ -1582,3 +1586,29 @@ def test_without_flock_a_hold_file_that_is_a_fifo_is_refused_not_waited_on(
     text = str(refused.value)
     assert '\n' not in text and f'{held} is not a plain file' in text
     assert f'if no run uses that folder, remove {held}' in text
+
+
+def test_a_lock_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
+    # A .rog.lock that is a FIFO was opened for reading to ask who holds it, which waits for
+    # a writer: a run into that folder, or into any folder up to three levels above it, hung
+    import signal
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    lock_file = out / LOCK_FILE
+    os.mkfifo(str(lock_file))
+
+    def hung(signum, frame):
+        raise _Hung('the run waited on the FIFO')
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        with pytest.raises(OutputInUse) as refused:
+            OutputLock.take(str(out), 'rog sim')
+        outer = OutputLock.take(str(tmp_path), 'rog compare')     # (a folder above it)
+        outer.release()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    text = str(refused.value)
+    assert '\n' not in text and f'{lock_file} is a symbolic link or not a plain file' in text
+    assert sorted(os.listdir(str(out))) == [LOCK_FILE]

@@ -319,7 +319,7 @@ def _open_lock_file(path: str) -> tuple:
         fd, writable = None, False
         if exc.errno == errno.EACCES:
             try:
-                fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+                fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)   # (a FIFO)
             except OSError:
                 raise exc from None
     if fd is not None and stat.S_ISREG(os.fstat(fd).st_mode):
@@ -970,11 +970,13 @@ def lock_holder(path: str) -> str | None:
     by_file = held_file_holder(path)
     if by_file is not None:
         return by_file
-    try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    try:          # (non-blocking: a FIFO there waited for a writer, and the run hung)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None           # (no lock file: taking it refuses it, naming it)
         try:
             # a shared lock, dropped at once: only a run started in that same instant is
             # refused, and the holder's line in the file is left as it is
