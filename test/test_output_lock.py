@@ -1612,3 +1612,32 @@ def test_a_lock_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
     text = str(refused.value)
     assert '\n' not in text and f'{lock_file} is a symbolic link or not a plain file' in text
     assert sorted(os.listdir(str(out))) == [LOCK_FILE]
+
+
+def test_without_flock_an_empty_stale_hold_that_cannot_be_removed_is_said_as_it_is(
+        tmp_path, monkeypatch):
+    # An empty hold past the bound that cannot be set aside (another user's, in a sticky
+    # folder) was refused as 'in use by another run (HELD (empty); that run has ended, ...);
+    # ... wait until that one ends': a run that is named nowhere, said to hold and to have ended
+    import errno
+    import fcntl
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    out = tmp_path / 'fleet'
+    out.mkdir()
+    held = _empty_hold(out, output_lock.EMPTY_HOLD_STALE_S + 5)
+    real_rename = os.rename
+
+    def sticky(src, dst, *args, **kwargs):
+        """Refuse to move the hold, as a sticky folder does another user's file."""
+        if str(src) == str(held):
+            raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+        return real_rename(src, dst, *args, **kwargs)
+    monkeypatch.setattr(os, 'rename', sticky)
+    with pytest.raises(OutputInUse) as refused:
+        OutputLock.take(str(out), 'rog sim')
+    text = str(refused.value)
+    assert '\n' not in text and text.startswith(f'{out} cannot be taken: {held} is empty')
+    assert 'Operation not permitted' in text and 'have its owner remove it' in text
+    assert 'another run' not in text and 'has ended' not in text
+    assert held.read_bytes() == b''

@@ -631,8 +631,11 @@ def _take_over(held: str, text: str, line: str, depth: int = 0) -> str | None:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            return (f'{line or held + " (empty)"}; that run has ended, but {held} cannot be '
-                    f'removed ({exc.strerror or exc}): have its owner remove it')
+            if empty:                   # (no run named: none said to have ended, or to hold)
+                return _NoRun(f'{held} is empty, left by a run killed making it, and cannot '
+                              f'be removed ({exc.strerror or exc}): have its owner remove it')
+            return (f'{line}; that run has ended, but {held} cannot be removed '
+                    f'({exc.strerror or exc}): have its owner remove it')
         try:
             if empty and not _still_empty(aside, before):
                 _put_back(aside, held)  # (its live maker wrote its line meanwhile: held)
