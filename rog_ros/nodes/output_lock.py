@@ -680,11 +680,13 @@ def _put_back(aside: str, held: str) -> None:
     """
     Put ``aside`` back as ``held`` unless a file is there (``link``; no hard links: rename).
 
-    Without hard links the check and the rename are two steps: a run making ``held`` in
-    between (it was gone for microseconds) has it replaced; one that checks its file after
-    (:func:`_make_hold_unlinked`) makes it again and is refused, one that checked it before
-    holds the folder too. That window opens only there, after a maker stalled past
-    ``EMPTY_HOLD_STALE_S`` between making its file and writing it.
+    A run that made ``held`` while ``aside`` was set aside (microseconds) holds the folder
+    beside ``aside``'s maker, which had checked its file before: the put-back is dropped,
+    or, without hard links (the check and the rename two steps), replaces that run's file
+    (one that checks its file after, :func:`_make_hold_unlinked`, makes it again and is
+    refused). The window opens only after a maker stalled past ``EMPTY_HOLD_STALE_S``
+    between making its file and writing it, which only happens where there are no hard
+    links (or with an older release's live maker).
     """
     try:
         os.link(aside, held)
