@@ -41,6 +41,7 @@ import subprocess
 import sys
 import time
 
+import dds_domains
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,7 +177,7 @@ def test_a_ros2_node_that_starts_later_meets_a_bus_in_the_localhost_range(py38):
     """
     ranges = pytest.importorskip('test_transport_discovery_range')
     # Prepare: the bus first, as a robot's node that runs before ROS 2 tools are started
-    domain = 200 + os.getpid() % 9
+    domain = dds_domains.domain(f'{__name__}:late')   # (held: no other process draws it)
     namespace = f'/rog_late_{os.getpid()}'
     child = ranges._start_child(domain, namespace, ranges._child_env(
         ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST'), live_s=20)

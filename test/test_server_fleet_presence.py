@@ -20,7 +20,7 @@ worker, and one still running at the end held the server for the whole leave bou
 workers write to the uplink, one writer per process and topic, so those are counted.
 
 The DDS tests run the server node on a real DdsBus over the loopback configuration, in a
-domain derived from the process id and a namespace of their own; the workers and the tool are
+domain of their own (``dds_domains``) and a namespace of their own; the workers and the tool are
 buses with a worker's endpoints and a reader's. Deadlines bound waits for discovery; the
 asserted outcomes are logical (raised, returned), with one generous bound on the end wait.
 """
@@ -45,8 +45,9 @@ def _bus_opener(monkeypatch, tag: str):
     """
     Make the server node open a DdsBus in a private loopback domain; return an opener for more.
 
-    Private: the domain comes from the process id and the namespace from the id and ``tag``,
-    so other test runs on the machine never add endpoints to the counts under test.
+    Private: the domain is this process's for ``tag`` (``dds_domains``: held, no other test
+    process draws it) and the namespace comes from the process id and ``tag``, so other test
+    runs on the machine never add endpoints to the counts under test.
     """
     pytest.importorskip('cyclonedds')
     dds_bus = pytest.importorskip('rog_ros.transport.dds_bus')

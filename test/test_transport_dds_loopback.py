@@ -14,9 +14,9 @@
 """
 DdsBus over the loopback configuration: every message type, reliable bursts, two processes.
 
-Every test uses its own namespace and a domain id derived from the process id, so that test
-runs of other users on the same machine cannot cross-talk. Deadlines only bound how long a
-test may wait for traffic; nothing asserts on timing.
+Every test uses its own namespace and a domain of its own (``dds_domains``: held, no other test
+process draws it), so that test runs of other users on the same machine cannot cross-talk.
+Deadlines only bound how long a test may wait for traffic; nothing asserts on timing.
 """
 
 import os

@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 
+import dds_domains
 import pytest
 
 from rog_ros.net import netns
@@ -119,7 +120,7 @@ def test_a_worker_robot_meets_the_server_announcing_to_one_port_only(series):
         python = os.path.expanduser('~/.cache/rog_ros/py38-torch201/bin/python')
         if not os.path.exists(python):
             pytest.skip('no Python with the cyclonedds 0.10 binding at ' + python)
-    domain = 10 + (os.getpid() * 7 + 66) % 200
+    domain = dds_domains.domain(f'{__name__}:{series}')
     met, ports = _meet(python, domain)
     from rog_ros.transport import cyclone_config, cyclone_settings
     assert ports == [cyclone_settings.discovery_port(domain,
