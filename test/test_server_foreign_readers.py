@@ -324,3 +324,42 @@ def test_an_old_robot_upgraded_is_waited_for_again(hub, tmp_path, monkeypatch):
     finally:
         for node in [srv] + workers:
             node.shutdown()
+
+
+def test_a_robot_given_up_then_taken_back_leaves_the_timeout_naming_the_whole_wait():
+    # Robot 1 of another build given up (another fleet's, heard alone) ends the first wait;
+    # the wait goes on for robot 0 with what is left of startup_timeout, and robot 1,
+    # taken back (this fleet's own came), is no more given up. Robot 0 never comes: the
+    # timeout said "no peer on ... after 1 s" (the last wait's), though the server waited
+    # startup_timeout (2 s); only a timeout with a robot still given up said the whole wait
+    from types import SimpleNamespace
+    from rog_ros.nodes.connect import PeerTimeout
+    node = server_node.ServerNode.__new__(server_node.ServerNode)   # what the wait uses
+    node.args = SimpleNamespace(startup_timeout=2.0, workers=2, state_dir='/s', out='/o',
+                                namespace='/n')
+    node.hooks = SimpleNamespace(restored=None)
+    node._finished_before = False
+    node.requests = SimpleNamespace(shutdown_requested=False)
+    node.incompatible = SimpleNamespace(given_up=set())
+    start = time.monotonic()
+
+    def look(ranks):
+        """Give robot 1 up from 0.7 s to 1.2 s, then take it back."""
+        since = time.monotonic() - start
+        if 0.7 <= since < 1.2 and 1 not in node.incompatible.given_up:
+            node.incompatible.given_up.add(1)
+            return [1]
+        if since >= 1.2:
+            node.incompatible.given_up.discard(1)
+        return []
+
+    node._look_for_incompatible = look
+    node._uplink_writers = lambda other_builds=True: None
+    node._robot_there = lambda rank, writers=False: False
+    node.bus = SimpleNamespace(namespace='/n', matched=lambda topic: 0)
+    with pytest.raises(PeerTimeout) as err:
+        node._wait_for_robots([0, 1])
+    said = str(err.value)
+    assert time.monotonic() - start >= 2.0
+    assert ' after 2 s: is the other side running' in said, said
+    assert 'given up' not in said and '\n' not in said

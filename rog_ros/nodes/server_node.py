@@ -462,11 +462,14 @@ class ServerNode:
                                       left, keep_waiting=keep_waiting,
                                       minimum=dict.fromkeys(server_inbox(), len(waiting)))
             except PeerTimeout as err:
+                # (the message says the last wait's seconds: a robot given up, or taken back,
+                # started another wait with what was left of startup_timeout)
+                startup = self.args.startup_timeout
+                text = str(err).replace(f' after {left:.0f} s:', f' after {startup:.0f} s:', 1)
                 if self._restored_and_none_heard():
-                    raise PeerTimeout(self._restored_timeout(str(err))) from err
+                    raise PeerTimeout(self._restored_timeout(text)) from err
                 if not given_up:
-                    raise
-                startup = self.args.startup_timeout     # (the message says the last wait's)
+                    raise PeerTimeout(text) from err
                 if all(r in given_up for r in ranks):
                     raise FleetIncompatible(
                         f'no robot of this build after startup_timeout {startup:.3g} s: every '
@@ -474,7 +477,6 @@ class ServerNode:
                         'incompatible rog_ros (its downlink readers are of another message '
                         'build): no robot can train; upgrade the robots to this version') \
                         from err
-                text = str(err).replace(f' after {left:.0f} s:', f' after {startup:.0f} s:', 1)
                 given = ', '.join(map(str, sorted(given_up)))
                 raise PeerTimeout(f'{text} (given up as running an incompatible rog_ros: '
                                   f'robots {given})') from err
