@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 
+import dds_domains
 import pytest
 
 from rog_ros.experiments import rediscovery
@@ -72,7 +73,7 @@ def test_a_link_outage_on_the_loopback_configuration_is_refused(capsys):
 
 def _domain(offset: int) -> int:
     """Return a DDS domain of this test process (others run at once on this machine)."""
-    return 10 + (os.getpid() * 7 + offset) % 200
+    return dds_domains.domain(f'{__name__}:{offset}')
 
 
 def test_a_configuration_cyclone_refuses_is_said_in_one_line_at_once(capsys):
