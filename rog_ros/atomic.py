@@ -124,9 +124,13 @@ def _locked_temp(directory: str, name: str) -> tuple:
     drops the lock with the process): :func:`remove_write_leftovers` removes only unlocked
     ones. One removed between ``mkstemp`` and the lock is made again. A file system without
     ``flock`` gives a file named by this process instead (``PID_TEMP_PREFIX``): a cleaner
-    cannot lock it either, and tells a killed write's by its pid being gone.
+    cannot lock it either, and tells a killed write's by its pid being gone. So does one
+    whose ``flock`` locks on this machine alone (:func:`flock_is_local`: NFS ``nolock``),
+    where a cleaner of another machine gets the lock of a live write.
     """
     import fcntl
+    if flock_is_local(os.path.join(directory, name)):     # (see FOREIGN_TEMP_STALE_S)
+        return _pid_temp(directory, name)
     for _ in range(NAMED_TRIES):
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=WRITE_TEMP_PREFIX, suffix=name)
         try:
@@ -134,8 +138,7 @@ def _locked_temp(directory: str, name: str) -> tuple:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             except OSError:             # (no flock here: a name that says whose it is)
                 _discard(fd, tmp)
-                return tempfile.mkstemp(dir=directory, suffix=name, prefix=(
-                    f'{PID_TEMP_PREFIX}{os.getpid()}-{_host_tag()}-'))
+                return _pid_temp(directory, name)
             try:
                 if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
                     return fd, tmp
@@ -148,19 +151,75 @@ def _locked_temp(directory: str, name: str) -> tuple:
     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
 
 
+def _pid_temp(directory: str, name: str) -> tuple:
+    """Make a write's temporary file named by this process (``PID_TEMP_PREFIX``): (fd, path)."""
+    return tempfile.mkstemp(dir=directory, suffix=name, prefix=(
+        f'{PID_TEMP_PREFIX}{os.getpid()}-{_host_tag()}-'))
+
+
 def _host_tag() -> str:
     """
-    Return 8 hex digits of this machine's name and pid namespace: where a pid names a process.
+    Return 8 hex digits of this machine's name, pid namespace and boot: where a pid names one.
 
     Two containers that share the host's network share its name, but each numbers its
     processes on its own: a cleaner in one took a live writer of the other for a killed one
-    (its pid names no process there) and removed the file it was writing.
+    (its pid names no process there) and removed the file it was writing. Machines made
+    from one system image (robots whose SD cards were cloned) share the name too, and the
+    host's pid namespace: the boot's id (random at each boot) tells them apart. An earlier
+    boot's files are another tag's, removed by age (``FOREIGN_TEMP_STALE_S``).
     """
     try:
         space = os.readlink('/proc/self/ns/pid')
     except OSError:
         space = '-'
-    return hashlib.sha1(f'{socket.gethostname()} {space}'.encode(errors='replace')).hexdigest()[:8]
+    try:
+        boot = boot_id()
+    except OSError:
+        boot = '-'
+    return hashlib.sha1(f'{socket.gethostname()} {space} {boot}'.encode(
+        errors='replace')).hexdigest()[:8]
+
+
+def boot_id() -> str:
+    """Return this boot's id (``/proc/sys/kernel/random/boot_id``); OSError without it."""
+    with open('/proc/sys/kernel/random/boot_id', encoding='ascii') as fh:
+        return fh.read().strip()
+
+
+def flock_is_local(path: str, mounts=None) -> bool:
+    """
+    Tell whether ``flock`` on ``path`` locks on this machine only (an NFS or CIFS mount).
+
+    Linux's NFS client mounted with ``nolock`` or ``local_lock=all|flock`` keeps flocks
+    local: a run on another machine takes the same folder, and a cleaner there locks a file
+    this machine's write holds locked. Read from ``/proc/mounts`` (or ``mounts``, as
+    :func:`read_mounts` gives them), the mount holding ``path``'s folder (its longest mount
+    point); False where that cannot be read.
+    """
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    best, options = '', ''
+    for mount, fstype, opts in (read_mounts() if mounts is None else mounts):
+        inside = folder == mount or folder.startswith(mount.rstrip('/') + '/')
+        if inside and len(mount) >= len(best):
+            best, options = mount, (fstype, set(opts.split(',')))
+    if not best:
+        return False
+    fstype, opts = options
+    if fstype.startswith('nfs'):
+        return bool({'nolock', 'local_lock=all', 'local_lock=flock'} & opts)
+    if fstype in ('cifs', 'smb3'):
+        return 'nobrl' in opts
+    return False
+
+
+def read_mounts() -> list:
+    """Return ``[(mount point, type, options), ...]`` from ``/proc/mounts`` ([]: none)."""
+    try:
+        with open('/proc/mounts', encoding='utf-8', errors='replace') as fh:
+            rows = [line.split() for line in fh]
+    except OSError:
+        return []
+    return [(row[1].replace('\\040', ' '), row[2], row[3]) for row in rows if len(row) >= 4]
 
 
 def _discard(fd: int, tmp: str) -> None:
@@ -422,8 +481,12 @@ def remove_write_leftovers(directory, name: str = '') -> int:
     process holds locked: a write going on now (any process) holds its temporary file's
     ``flock`` until the rename, and is kept, as is a file that cannot be locked (a file
     system without ``flock``). There a write names its temporary file by its pid and host
-    (``PID_TEMP_PREFIX``): one of this host and pid namespace whose process is gone is
-    removed. Return how many were removed.
+    (``PID_TEMP_PREFIX``): one of this host, pid namespace and boot whose process is gone is
+    removed. So does a write where ``flock`` locks on each machine alone (an NFS mount with
+    ``nolock``: :func:`flock_is_local`), whose lock a cleaner of another machine does not
+    see; there a temporary that this machine cannot tell a killed write's (random-named, or
+    of another host or boot) is removed once untouched for ``FOREIGN_TEMP_STALE_S``.
+    Return how many were removed.
     """
     def _write_named(entry: str) -> bool:
         """Tell whether ``entry`` is named as a temporary file of an atomic write (of ``name``)."""
@@ -446,24 +509,51 @@ is kept (another machine's live write, which can lock it there).
 """
 
 
+FOREIGN_TEMP_STALE_S = 3600.0
+"""
+A write temporary that no check of this machine can tell a killed write's, untouched this
+long by both this machine's clock and the file system's, is a killed write's.
+
+Such are another host's or boot's ``PID_TEMP_PREFIX`` files (its pid names no process
+here: a robot cloned from this one's SD card has its name and pid namespace, and a cleaner
+there removed this machine's live write), and, where ``flock`` locks on each machine alone
+(NFS ``nolock``), a random-named one (its writer's lock is not seen here). A live write
+changes its file's modification time with each write of its data, and between its last
+data and its rename only syncs: an hour without a byte written is a generous bound over
+the file server's write-back and the client's attribute cache (seconds to a minute). A
+write stalled longer (a hung file server) finds its file gone and fails, naming it; the
+target keeps its previous version.
+"""
+
+
 def _remove_dead_pids(directory, name: str) -> int:
-    """Remove the ``PID_TEMP_PREFIX`` files (of ``name``) whose writer on this host is gone."""
+    """
+    Remove the ``PID_TEMP_PREFIX`` files (of ``name``) whose writer is gone.
+
+    Those of this host, pid namespace and boot (:func:`_host_tag`) whose pid is no live
+    process; those of another once ``FOREIGN_TEMP_STALE_S`` old.
+    """
     try:
         names = os.listdir(os.fspath(directory))
     except OSError:
         return 0
-    host, removed = _host_tag(), 0
+    host, removed, clock = _host_tag(), 0, []
     for entry in names:
         found = _PID_TEMP.fullmatch(entry)
-        if (not found or found.group(2) != host or (name and found.group(4) != name)
-                or pid_alive(int(found.group(1)))):
+        if not found or (name and found.group(4) != name):
+            continue
+        ours = found.group(2) == host
+        if ours and pid_alive(int(found.group(1))):
             continue
         path = os.path.join(os.fspath(directory), entry)
         try:
             st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
-                os.unlink(path)
-                removed += 1
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            if not ours and not _old(st, FOREIGN_TEMP_STALE_S, directory, clock):
+                continue
+            os.unlink(path)
+            removed += 1
         except OSError:
             continue
     return removed
@@ -490,7 +580,10 @@ def _remove_unlocked(directory, named, fits, empty_stale_s=None) -> int:
     holds its ``flock`` (taken without waiting: one a live process holds is being written)
     and the name still gives the same file. Where there is no ``flock`` (ENOLCK,
     EOPNOTSUPP), an empty file older than ``empty_stale_s`` (given) by this machine's clock
-    and the file system's is removed all the same.
+    and the file system's is removed all the same. Where ``flock`` locks on this machine
+    alone (:func:`flock_is_local`) the lock says nothing of another machine's write: a file
+    is removed only once ``FOREIGN_TEMP_STALE_S`` old as well (before, a cleaner removed
+    another machine's live write, and its rename failed).
     Return how many were removed.
     """
     import fcntl
@@ -498,7 +591,7 @@ def _remove_unlocked(directory, named, fits, empty_stale_s=None) -> int:
         names = os.listdir(os.fspath(directory))
     except OSError:
         return 0
-    removed, clock = 0, []
+    removed, clock, local = 0, [], []
     for entry in names:
         if not named(entry):
             continue
@@ -516,6 +609,10 @@ def _remove_unlocked(directory, named, fits, empty_stale_s=None) -> int:
             except OSError as exc:              # (being written now, or no flock here)
                 if not _stale_unlockable(exc, st, empty_stale_s, directory, clock):
                     continue
+            if not local:
+                local.append(flock_is_local(os.path.join(os.fspath(directory), entry)))
+            if local[0] and not _old(st, FOREIGN_TEMP_STALE_S, directory, clock):
+                continue                        # (another machine's live write, maybe)
             if os.lstat(path).st_ino == st.st_ino:
                 os.unlink(path)
                 removed += 1
@@ -543,11 +640,20 @@ def _stale_unlockable(exc: OSError, st, empty_stale_s, directory, clock: list) -
     """
     if empty_stale_s is None or exc.errno not in _NO_FLOCK or st.st_size != 0:
         return False
-    if time.time() - st.st_mtime < empty_stale_s:
+    return _old(st, empty_stale_s, directory, clock)
+
+
+def _old(st, bound: float, directory, clock: list) -> bool:
+    """
+    Tell whether a file of ``directory`` (status ``st``) is ``bound`` s old by both clocks.
+
+    This machine's, and the file system's (``clock``: filled once, :func:`_file_system_now`).
+    """
+    if time.time() - st.st_mtime < bound:
         return False
     if not clock:
         clock.append(_file_system_now(directory))
-    return clock[0] - st.st_mtime >= empty_stale_s
+    return clock[0] - st.st_mtime >= bound
 
 
 def _file_system_now(directory) -> float:

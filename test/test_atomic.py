@@ -268,21 +268,24 @@ def _write_killed_at(step: int, path: str) -> None:
     os._exit(0)
 
 
-@pytest.mark.parametrize('flock', ['flock', 'ENOLCK'])
+@pytest.mark.parametrize('flock', ['flock', 'ENOLCK', 'nolock'])
 def test_a_write_killed_at_any_step_leaves_the_old_or_new_file_and_nothing_a_cleaner_keeps(
         tmp_path, monkeypatch, flock):
     # A write killed before each of its disk calls (and halfway through its data), with and
-    # without flock: the file is the old one or the new one whole, and the next cleaning
-    # (everything aged an hour, as a later run finds it) leaves nothing else. Without flock
+    # without flock, and on an NFS mount with nolock (flock local to each machine): the file
+    # is the old one or the new one whole, and the next cleaning (everything aged past the
+    # bounds, as a later run finds it) leaves nothing else. Without flock
     # a kill between the first temporary file (made to try flock on it) and its removal left
     # an empty .tmp-rog-XXXXXXXXNAME that no cleaner could lock, so none removed it, ever
     import errno
     import fcntl
     import time
-    if flock != 'flock':
+    if flock == 'ENOLCK':
         def no_flock(fd, operation):
             raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
         monkeypatch.setattr(fcntl, 'flock', no_flock)
+    if flock == 'nolock':
+        monkeypatch.setattr(atomic, 'read_mounts', _nolock_at(tmp_path))
     killed_at = []
     for step in range(1, 100):
         folder = tmp_path / f'step{step}'
@@ -298,7 +301,7 @@ def test_a_write_killed_at_any_step_leaves_the_old_or_new_file_and_nothing_a_cle
             break
         assert os.WEXITSTATUS(status) == _KILLED
         killed_at.append(step)
-        then = time.time() - 3600
+        then = time.time() - max(3600, atomic.FOREIGN_TEMP_STALE_S + 60)
         for name in os.listdir(str(folder)):
             os.utime(str(folder / name), (then, then))
         # Act: a later run cleans the folder
@@ -376,5 +379,107 @@ def test_an_empty_unlockable_temporary_is_old_only_by_both_clocks(tmp_path, monk
     assert os.listdir(str(tmp_path)) == [live.name]
     old = real_time() - atomic.UNLOCKABLE_EMPTY_STALE_S - 5
     os.utime(str(live), (old, old))
+    assert atomic.remove_write_leftovers(str(tmp_path)) == 1
+    assert os.listdir(str(tmp_path)) == []
+
+
+def _nolock_at(folder):
+    """Return a ``read_mounts`` stand-in: ``folder`` is an NFS mount with ``nolock``."""
+    return lambda: [('/', 'ext4', 'rw,relatime'),
+                    (str(folder), 'nfs', 'rw,vers=3,nolock,local_lock=all')]
+
+
+def _dead_pid() -> int:
+    """Return the pid of a process that has ended (and been waited for)."""
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, '-c', 'pass'])
+    proc.wait(30)
+    return proc.pid
+
+
+def test_on_a_nolock_mount_a_cleaner_keeps_another_machine_s_live_write(tmp_path, monkeypatch):
+    # Arrange: an NFS mount with nolock: flock locks on each machine alone, so a write on
+    # another machine holds its temporary's lock there, and this cleaner's flock is granted.
+    # The cleaner took it for a killed write's and removed it (the write's rename failed)
+    import time
+    monkeypatch.setattr(atomic, 'read_mounts', _nolock_at(tmp_path))
+    assert atomic.flock_is_local(str(tmp_path / 'out' / 'model.pt'))
+    out = tmp_path / 'out'
+    out.mkdir()
+    theirs = {'.tmp-rog-abcdefghmodel.pt': b'm' * 4096, '.tmp-rog-bcdefghisummary.json': b''}
+    for name, data in theirs.items():
+        (out / name).write_bytes(data)
+    # Act / Assert: young (written within the bound): kept, with their data
+    assert atomic.remove_write_leftovers(str(out)) == 0
+    assert {n: (out / n).read_bytes() for n in os.listdir(str(out))} == theirs
+    # ... written to within the bound by this machine's clock only: kept
+    real_time = time.time
+    monkeypatch.setattr(time, 'time', lambda: real_time() + atomic.FOREIGN_TEMP_STALE_S + 60)
+    assert atomic.remove_write_leftovers(str(out)) == 0
+    assert sorted(os.listdir(str(out))) == sorted(theirs)
+    monkeypatch.setattr(time, 'time', real_time)
+    # ... untouched past the bound by both clocks: a killed write's, removed
+    old = real_time() - atomic.FOREIGN_TEMP_STALE_S - 60
+    os.utime(str(out / '.tmp-rog-abcdefghmodel.pt'), (old, old))
+    assert atomic.remove_write_leftovers(str(out)) == 1
+    assert os.listdir(str(out)) == ['.tmp-rog-bcdefghisummary.json']
+
+
+def test_on_a_nolock_mount_a_write_names_its_temporary_by_host_and_pid(tmp_path, monkeypatch):
+    # On an NFS mount with nolock a write's lock tells another machine nothing: its
+    # temporary is named by its pid, host, pid namespace and boot, as without flock. A
+    # cleaner of a clone of this machine (same name and namespace, another boot) keeps it
+    # mid-write; the write ends whole, and nothing is left
+    monkeypatch.setattr(atomic, 'read_mounts', _nolock_at(tmp_path))
+    target = tmp_path / 'model.pt'
+    target.write_bytes(b'old')
+    seen = []
+
+    def write(f):
+        f.write(b'n' * 4096)
+        f.flush()
+        seen.extend(os.listdir(str(tmp_path)))
+        with monkeypatch.context() as clone:
+            clone.setattr(atomic, 'boot_id', lambda: 'a-clone-s-boot')
+            seen.append(atomic.remove_write_leftovers(str(tmp_path)))
+        f.write(b'n' * 4096)
+    atomic.atomic_write_with(str(target), write)
+    temp = [n for n in seen[:-1] if n != 'model.pt']
+    assert len(temp) == 1 and temp[0].startswith(
+        f'{atomic.PID_TEMP_PREFIX}{os.getpid()}-{atomic._host_tag()}-'), seen
+    assert seen[-1] == 0
+    assert os.listdir(str(tmp_path)) == ['model.pt'] and target.read_bytes() == b'n' * 8192
+
+
+def test_a_cleaner_keeps_the_pid_named_temporary_of_a_clone_that_shares_this_host_s_name(
+        tmp_path, monkeypatch):
+    # Arrange: two robots made from one SD card image share the host name and the host's pid
+    # namespace (its inode is the same on every machine); without flock (or with nolock) a
+    # write is named by pid and a tag of host and namespace only, so a cleaner on one took
+    # the other's live write for one of its own dead pids and removed it
+    import errno
+    import fcntl
+    import time
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+    monkeypatch.setattr(fcntl, 'flock', no_flock)
+    pid = _dead_pid()
+    monkeypatch.setattr(atomic, 'boot_id', lambda: 'boot-of-robot-a')
+    theirs = tmp_path / f'{atomic.PID_TEMP_PREFIX}{pid}-{atomic._host_tag()}-abcdefghmodel.pt'
+    theirs.write_bytes(b'm' * 4096)
+    # Act: robot B (same name, another boot) cleans the shared folder
+    monkeypatch.setattr(atomic, 'boot_id', lambda: 'boot-of-robot-b')
+    removed = atomic.remove_write_leftovers(str(tmp_path))
+    # Assert: kept (its pid names a process of robot A)
+    assert removed == 0 and os.listdir(str(tmp_path)) == [theirs.name]
+    # ... and removed by robot B once untouched past the bound by both clocks
+    old = time.time() - atomic.FOREIGN_TEMP_STALE_S - 60
+    os.utime(str(theirs), (old, old))
+    assert atomic.remove_write_leftovers(str(tmp_path)) == 1
+    # ... a young one of robot A's own dead pid is removed by robot A at once
+    monkeypatch.setattr(atomic, 'boot_id', lambda: 'boot-of-robot-a')
+    theirs.write_bytes(b'm' * 4096)
     assert atomic.remove_write_leftovers(str(tmp_path)) == 1
     assert os.listdir(str(tmp_path)) == []

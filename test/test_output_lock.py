@@ -667,7 +667,8 @@ def test_without_flock_a_hold_whose_pid_a_later_process_reuses_is_taken(tmp_path
     lock = OutputLock.take(str(out), 'rog sim')
     try:
         assert held.read_text().split('\n')[0] == (
-            f'{socket.gethostname()} {os.getpid()} {now} {output_lock.pid_space()}')
+            f'{socket.gethostname()} {os.getpid()} {now} {output_lock.pid_space()} '
+            f'{output_lock.machine_tag()}')
     finally:
         lock.release()
     # ... and one whose process is the one that made it is held
@@ -693,6 +694,7 @@ def test_without_flock_a_hold_of_another_container_of_this_host_is_not_taken(
     import socket
     from rog_ros.nodes import output_lock
     monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    monkeypatch.setattr(output_lock, 'machine_tag', lambda: 'a1b2c3d4')
     out = tmp_path / 'fleet'
     out.mkdir()
     held = out / (LOCK_FILE + output_lock.HELD_SUFFIX)
@@ -709,16 +711,113 @@ def test_without_flock_a_hold_of_another_container_of_this_host_is_not_taken(
     assert '\n' not in text and f'rog fleet, pid {pid}' in text
     assert 'another pid namespace' in text and f'remove {held}' in text
     assert held.read_text() == content
-    # ... but one made so before this boot is stale (every process of that boot has ended)
-    held.write_text(content.replace(f'{boot}:', 'another-boot:', 1))
+    # ... but one made so before this boot of this machine is stale (every process of that
+    # boot has ended)
+    held.write_text(content.replace(f'{boot}:', 'another-boot:', 1).replace(
+        ' pid:[1]\n', f' pid:[1] {output_lock.machine_tag()}\n', 1))
     lock = OutputLock.take(str(out), 'rog sim')
     try:
         assert held.read_text().split('\n')[0] == (
             f'{socket.gethostname()} {os.getpid()} {output_lock._started(os.getpid())} '
-            f'{output_lock.pid_space()}')
+            f'{output_lock.pid_space()} {output_lock.machine_tag()}')
     finally:
         lock.release()
     assert not held.exists()
+
+
+@pytest.mark.parametrize('flock', ['ENOLCK', 'nolock'])
+@pytest.mark.parametrize('hardware_b', ['b2b2b2b2', '-'])
+def test_a_hold_of_a_clone_of_this_machine_with_the_same_host_name_is_not_taken(
+        tmp_path, monkeypatch, flock, hardware_b):
+    # Arrange: robots A and B made from one SD card image share the host name and the host's
+    # pid namespace (the same inode on every machine). A holds a shared folder by file (no
+    # flock, or NFS nolock: A's flock is not seen on B). B judged A's hold by its pid: no
+    # process of that pid on B, or one that started at another time, so it took the hold
+    # for a killed run's, removed it, and both robots held the folder
+    import fcntl
+    import socket
+    from rog_ros.nodes import output_lock
+    out = str(tmp_path / 'fleet')
+    held = os.path.join(out, LOCK_FILE + output_lock.HELD_SUFFIX)
+    if flock == 'ENOLCK':
+        monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    else:
+        monkeypatch.setattr(output_lock, '_mounts', lambda: [
+            ('/', 'ext4', 'rw'), (str(tmp_path), 'nfs', 'rw,vers=3,nolock')])
+    monkeypatch.setattr(output_lock, '_boot_id', lambda: 'boot-of-robot-a')
+    monkeypatch.setattr(output_lock, 'machine_tag', lambda: 'a1a1a1a1')
+    first = OutputLock.take(out, 'rog fleet')
+    try:
+        mine = open(held).read()
+        assert mine.split('\n')[0].split(' ')[2].startswith('boot-of-robot-a:')
+        # Act: robot B (its own boot; its own hardware, or none it can read) takes it
+        monkeypatch.setattr(output_lock, '_boot_id', lambda: 'boot-of-robot-b')
+        monkeypatch.setattr(output_lock, 'machine_tag', lambda: hardware_b)
+        if flock == 'nolock':
+            monkeypatch.setattr(fcntl, 'flock', lambda fd, operation: None)  # B's own flock
+        with pytest.raises(OutputInUse) as refused:
+            OutputLock.take(out, 'rog sim')
+        # Assert: refused in one line naming A's run and how to free it; A's hold stays
+        text = str(refused.value)
+        assert '\n' not in text and f'rog fleet, pid {os.getpid()} on {socket.gethostname()}' \
+            in text and f'if that run has ended, remove {held}' in text
+        assert ('another machine named' if hardware_b != '-' else 'cannot be told apart') \
+            in text
+        assert open(held).read() == mine
+    finally:
+        monkeypatch.undo()
+        first.release()
+    assert sorted(os.listdir(out)) == [LOCK_FILE]
+
+
+def test_a_hold_of_another_boot_is_this_machine_s_only_with_the_same_hardware(monkeypatch):
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(output_lock, '_boot_id', lambda: 'boot-2')
+    monkeypatch.setattr(output_lock, 'machine_tag', lambda: '0a0a0a0a,1b1b1b1b')
+    host = 'robot'
+    assert output_lock._other_machine(host, 'boot-2:100', '9f9f9f9f') is None   # this boot
+    assert output_lock._other_machine(host, '-', '9f9f9f9f') is None            # says none
+    assert output_lock._other_machine(host, 'boot-1:100', '0a0a0a0a,1b1b1b1b') is None
+    assert 'another machine named robot' in output_lock._other_machine(
+        host, 'boot-1:100', '0a0a0a0a')
+    assert 'cannot be told apart' in output_lock._other_machine(host, 'boot-1:100', '')
+    assert 'cannot be told apart' in output_lock._other_machine(host, 'boot-1:100', '-')
+    monkeypatch.setattr(output_lock, 'machine_tag', lambda: '-')
+    assert 'cannot be told apart' in output_lock._other_machine(
+        host, 'boot-1:100', '0a0a0a0a,1b1b1b1b')
+
+
+def test_the_machine_tag_names_hardware_network_devices_and_the_serial_number(
+        tmp_path, monkeypatch):
+    # Of /sys/class/net, only devices that are hardware (a device link) with their factory
+    # address (addr_assign_type 0): a bridge, veth or a randomised address say nothing
+    from rog_ros.nodes import output_lock
+    real_exists, real_listdir, real_small = os.path.exists, os.listdir, output_lock._read_small
+    files = {'/sys/class/net/eth0/addr_assign_type': '0',
+             '/sys/class/net/eth0/address': '48:b0:2d:01:02:03',
+             '/sys/class/net/wlan0/addr_assign_type': '3',
+             '/sys/class/net/wlan0/address': '5a:11:22:33:44:55',
+             '/sys/class/net/docker0/addr_assign_type': '0',
+             '/sys/class/net/docker0/address': '02:42:00:00:00:01'}
+    devices = {'/sys/class/net/eth0/device', '/sys/class/net/wlan0/device'}
+    monkeypatch.setattr(output_lock, '_read_small', lambda path: files.get(path, ''))
+    monkeypatch.setattr(os, 'listdir', lambda path: (
+        ['docker0', 'eth0', 'lo', 'wlan0'] if path == '/sys/class/net' else real_listdir(path)))
+    monkeypatch.setattr(os.path, 'exists', lambda path: path in devices or (
+        not path.startswith('/sys/') and real_exists(path)))
+    one = output_lock.machine_tag()
+    assert len(one) == 8 and int(one, 16) >= 0
+    files['/sys/class/net/wlan0/address'] = '5a:99:99:99:99:99'     # random: no part
+    files['/sys/class/net/docker0/address'] = '02:42:00:00:00:02'   # no device: no part
+    assert output_lock.machine_tag() == one
+    files['/sys/firmware/devicetree/base/serial-number'] = '1422919047520'
+    two = output_lock.machine_tag()
+    assert len(two.split(',')) == 2 and one in two.split(',')
+    files['/sys/class/net/eth0/address'] = '48:b0:2d:01:02:04'     # a clone: its own MAC
+    assert output_lock.machine_tag() != two
+    files.clear()
+    assert output_lock.machine_tag() == '-'
+    monkeypatch.setattr(output_lock, '_read_small', real_small)
 
 
 def test_without_flock_a_hold_file_a_run_was_killed_making_says_how_to_free_it(

@@ -45,7 +45,9 @@ import socket
 import stat
 import time
 
-from rog_ros.atomic import pid_alive, remove_write_leftovers
+from rog_ros.atomic import boot_id as _boot_id
+from rog_ros.atomic import flock_is_local as _flock_is_local
+from rog_ros.atomic import pid_alive, read_mounts as _mounts, remove_write_leftovers
 
 try:
     import fcntl
@@ -350,18 +352,20 @@ def hold_by_file(path: str, command: str, why: str):
     FUSE ones: EOPNOTSUPP) every run was given an unlocked hold, and two runs wrote into one
     folder without a word; on an NFS mount with ``nolock`` (``local_lock=all``) the flock
     holds on this machine only. There the hold is a file made with ``O_EXCL`` (atomic on
-    NFSv3 and later) that names its host, pid, the process's start (:func:`_started`) and
-    pid namespace; it is removed when the hold is let go. One left by a run that was killed
-    is stale when its host is this machine, its namespace this process's (or its boot an
-    earlier one), and its pid no live process, or one that started at another time (a
-    reused pid): it is removed and taken. One of another machine, or of another container
-    of this one, cannot be told stale from here: the refusal says so, and to remove the
-    file once that run has ended. ``why``: the flock's errno name, said in the holder's line.
+    NFSv3 and later) that names its host, pid, the process's start (:func:`_started`), pid
+    namespace and machine (:func:`machine_tag`); it is removed when the hold is let go. One
+    left by a run that was killed is stale when its host is this machine, its namespace this
+    process's (or its boot an earlier one of this machine), and its pid no live process, or
+    one that started at another time (a reused pid): it is removed and taken. One of another
+    machine (one of the same name too: another boot that is not this machine's), or of
+    another container of this one, cannot be told stale from here: the refusal says so, and
+    to remove the file once that run has ended. ``why``: the flock's errno name, said in the
+    holder's line.
     """
     held = path + HELD_SUFFIX
     line = (f'{command}, pid {os.getpid()} on {socket.gethostname()}, since '
             f'{time.strftime("%Y-%m-%d %H:%M:%S")}, held by file ({why})')
-    text = f'{socket.gethostname()} {os.getpid()} {_started(os.getpid())} {pid_space()}\n{line}\n'
+    text = f'{_maker()}\n{line}\n'
     for _ in range(_RETAKES):
         try:
             fd = _make_hold(held, text)
@@ -568,12 +572,15 @@ def _judge_hold(held: str, text: str) -> tuple:
     if not text.strip(_BLANK):      # (made, not written: a run killed meanwhile, or now)
         return '', _empty_hold_refusal(held)
     first, _, rest = text.partition('\n')
-    host, pid, started, space = (first.split(' ') + ['', '', '', ''])[:4]
+    host, pid, started, space, machine = (first.split(' ') + [''] * 5)[:5]
     line = ' '.join(rest.split()) or f'a run that has not said which, in {held}'
     if not pid.isdigit():       # (not a hold this package wrote, or one that cannot be read)
         return line, _NoRun(f'{line}; if no run uses that folder, remove {held}')
     if host != socket.gethostname():
         return line, f'{line}; if that run on {host} has ended, remove {held}'
+    other = _other_machine(host, started, machine)
+    if other is not None:
+        return line, f'{line}; {other}: if that run has ended, remove {held}'
     if _other_space(started, space):
         return line, (f'{line}; made in another pid namespace (container) of {host}: if '
                       f'that run has ended, remove {held}')
@@ -712,8 +719,7 @@ def _make_take_over_file(guard: str, held: str, depth: int) -> str | None:
     again, and where that take-over is refused, so is this one (at once: before, each try
     here waited all of that one's tries, minutes).
     """
-    me = f'{socket.gethostname()} {os.getpid()} {_started(os.getpid())} {pid_space()}\n' \
-         f'taking over {held}, pid {os.getpid()}\n'
+    me = f'{_maker()}\ntaking over {held}, pid {os.getpid()}\n'
     mine = _own_name(f'{guard}.')
     holder = ''
     try:
@@ -823,6 +829,89 @@ def _alive(pid: int, started: str = '') -> bool:
     return started in ('', '-') or now == '-' or now == started
 
 
+def _maker() -> str:
+    """Return the first line of a hold this process makes: host, pid, start, space, machine."""
+    return (f'{socket.gethostname()} {os.getpid()} {_started(os.getpid())} {pid_space()} '
+            f'{machine_tag()}')
+
+
+def _other_machine(host: str, started: str, machine: str) -> str | None:
+    """
+    Return words saying a hold of host name ``host`` may be another machine's; None if not.
+
+    Why: robots made from one system image (a cloned SD card) share the host name, and the
+    host's pid namespace; a hold one of them made was judged by its pid on the other (no
+    such process there, or one that started at another time) and taken as a killed run's,
+    and both held the folder. ``started`` (its maker's :func:`_started`) names its boot: one
+    of this boot is this machine's (boot ids are random). One of another boot is an earlier
+    boot of this machine only where both name the same hardware (``machine``, its maker's
+    :func:`machine_tag`); where either cannot say, it cannot be told from another machine's
+    and is held. One that says no boot (no /proc there) is judged as before.
+    """
+    boot, colon, _ = started.partition(':')
+    if not colon or not boot:
+        return None
+    try:
+        if boot == _boot_id():
+            return None
+    except OSError:
+        return None                     # (this machine cannot say: judged as before)
+    ours = machine_tag()
+    if machine in ('', '-') or ours == '-':
+        return (f'made on {host} in another boot, by another machine of that name (made '
+                'from one system image?) or by this one before a restart, which cannot be '
+                'told apart here')
+    if machine == ours:
+        return None                     # (this machine before a restart: ended)
+    return (f'made on another machine named {host} (hardware {machine}, this one {ours}: '
+            'made from one system image?)')
+
+
+def machine_tag() -> str:
+    """
+    Return this machine's hardware, as 8 hex digits a part joined by ',' ('-': none found).
+
+    Its parts: the device tree's serial number (a Jetson's or Raspberry Pi's chip) and the
+    factory addresses (``addr_assign_type`` 0) of its network devices that are hardware (a
+    ``device`` link: no bridge, veth or dummy). They differ between machines made from one
+    system image, whose host name and ``/etc/machine-id`` are the same, and stay across a
+    restart. A part added or gone (a USB network adapter) makes another tag: an earlier
+    boot's hold is then held, never taken (the safe side). None in a container without the
+    host's network and device tree.
+    """
+    parts = []
+    for path in ('/sys/firmware/devicetree/base/serial-number',
+                 '/proc/device-tree/serial-number'):
+        serial = _read_small(path)
+        if serial:
+            parts.append(f'serial {serial}')
+            break
+    net = '/sys/class/net'
+    try:
+        devices = os.listdir(net)
+    except OSError:
+        devices = []
+    for device in devices:
+        base = os.path.join(net, device)
+        if (not os.path.exists(os.path.join(base, 'device'))
+                or _read_small(os.path.join(base, 'addr_assign_type')) != '0'):
+            continue
+        address = _read_small(os.path.join(base, 'address'))
+        if address.strip('0:'):
+            parts.append(f'mac {address}')
+    digests = sorted({hashlib.sha1(part.encode()).hexdigest()[:8] for part in parts})
+    return ','.join(digests) or '-'
+
+
+def _read_small(path: str) -> str:
+    """Return the text of the small file ``path``, stripped ('' where it cannot be read)."""
+    try:
+        with open(path, 'rb') as fh:
+            return fh.read(256).decode('ascii', errors='replace').strip(' \t\r\n\0')
+    except OSError:
+        return ''
+
+
 _ENDED = ':ended'
 """What :func:`_started` adds for a process that has ended but is not yet waited for."""
 
@@ -843,12 +932,6 @@ def _started(pid: int) -> str:
         return f'{boot}:{int(fields[19])}' + (_ENDED if fields[0] in ('Z', 'X') else '')
     except (OSError, ValueError, IndexError):
         return '-'
-
-
-def _boot_id() -> str:
-    """Return this boot's id (``/proc/sys/kernel/random/boot_id``); OSError without it."""
-    with open('/proc/sys/kernel/random/boot_id', encoding='ascii') as fh:
-        return fh.read().strip()
 
 
 def pid_space() -> str:
@@ -913,33 +996,10 @@ def flock_is_local(path: str) -> bool:
     Tell whether ``flock`` on ``path`` locks on this machine only (an NFS or CIFS mount).
 
     Linux's NFS client mounted with ``nolock`` or ``local_lock=all|flock`` keeps flocks
-    local: a run on another machine takes the same folder. Read from ``/proc/mounts``, the
-    mount holding ``path`` (its longest mount point); False where that cannot be read.
+    local: a run on another machine takes the same folder. Read from ``/proc/mounts``
+    (:func:`rog_ros.atomic.flock_is_local`); False where that cannot be read.
     """
-    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-    best, options = '', ''
-    for mount, fstype, opts in _mounts():
-        inside = folder == mount or folder.startswith(mount.rstrip('/') + '/')
-        if inside and len(mount) >= len(best):
-            best, options = mount, (fstype, set(opts.split(',')))
-    if not best:
-        return False
-    fstype, opts = options
-    if fstype.startswith('nfs'):
-        return bool({'nolock', 'local_lock=all', 'local_lock=flock'} & opts)
-    if fstype in ('cifs', 'smb3'):
-        return 'nobrl' in opts
-    return False
-
-
-def _mounts() -> list:
-    """Return ``[(mount point, type, options), ...]`` from ``/proc/mounts`` ([]: none)."""
-    try:
-        with open('/proc/mounts', encoding='utf-8', errors='replace') as fh:
-            rows = [line.split() for line in fh]
-    except OSError:
-        return []
-    return [(row[1].replace('\\040', ' '), row[2], row[3]) for row in rows if len(row) >= 4]
+    return _flock_is_local(path, _mounts())
 
 
 def _removed(fd: int, path: str) -> bool:
