@@ -779,12 +779,33 @@ def test_a_hold_of_another_boot_is_this_machine_s_only_with_the_same_hardware(mo
     assert output_lock._other_machine(host, '-', '9f9f9f9f') is None            # says none
     assert output_lock._other_machine(host, 'boot-1:100', '0a0a0a0a,1b1b1b1b') is None
     assert 'another machine named robot' in output_lock._other_machine(
-        host, 'boot-1:100', '0a0a0a0a')
+        host, 'boot-1:100', '2c2c2c2c')
     assert 'cannot be told apart' in output_lock._other_machine(host, 'boot-1:100', '')
     assert 'cannot be told apart' in output_lock._other_machine(host, 'boot-1:100', '-')
     monkeypatch.setattr(output_lock, 'machine_tag', lambda: '-')
     assert 'cannot be told apart' in output_lock._other_machine(
         host, 'boot-1:100', '0a0a0a0a,1b1b1b1b')
+
+
+@pytest.mark.parametrize('then, now', [
+    ('5e5e5e5e,0a0a0a0a', '0a0a0a0a'),            # made on the host; now in Docker, where
+    ('0a0a0a0a', '5e5e5e5e,0a0a0a0a'),            # /sys/firmware (the serial) is masked
+    ('0a0a0a0a,1b1b1b1b', '0a0a0a0a,2c2c2c2c'),   # a USB adapter swapped, a Wi-Fi address
+    ('0a0a0a0a', '0a0a0a0a,1b1b1b1b')])           # set by NetworkManager at one boot only
+def test_a_hold_of_another_boot_naming_any_of_this_machine_s_hardware_is_its_own(
+        monkeypatch, then, now):
+    # A Jetson's hold made by `rog` on the host names its serial number and its factory MAC;
+    # its Docker container (host network, as docker/ runs it) cannot read the serial
+    # (Docker masks /sys/firmware), and a device added, gone or given an address by
+    # NetworkManager changes the set too. After a reboot the robot refused its own hold as
+    # 'another machine named robot' and waited for a human. A clone shares no hardware
+    # part (its serial and factory addresses are its own): refused as before
+    from rog_ros.nodes import output_lock
+    monkeypatch.setattr(output_lock, '_boot_id', lambda: 'boot-2')
+    monkeypatch.setattr(output_lock, 'machine_tag', lambda: now)
+    assert output_lock._other_machine('robot', 'boot-1:100', then) is None
+    assert 'another machine named robot' in output_lock._other_machine(
+        'robot', 'boot-1:100', '7d7d7d7d,8e8e8e8e')
 
 
 def test_the_machine_tag_names_hardware_network_devices_and_the_serial_number(

@@ -844,9 +844,15 @@ def _other_machine(host: str, started: str, machine: str) -> str | None:
     such process there, or one that started at another time) and taken as a killed run's,
     and both held the folder. ``started`` (its maker's :func:`_started`) names its boot: one
     of this boot is this machine's (boot ids are random). One of another boot is an earlier
-    boot of this machine only where both name the same hardware (``machine``, its maker's
-    :func:`machine_tag`); where either cannot say, it cannot be told from another machine's
-    and is held. One that says no boot (no /proc there) is judged as before.
+    boot of this machine only where it names a piece of this machine's hardware (``machine``,
+    its maker's :func:`machine_tag`: a clone's serial number and factory addresses are all
+    its own). Any piece, not all: the same machine reads more or fewer of them at another
+    time (a hold made on a Jetson's host names its serial number, which Docker masks from
+    its containers; a USB adapter added or gone; a Wi-Fi address set by NetworkManager),
+    and all of them refused its own hold after a restart, for a human to remove (left: a
+    USB adapter moved from a robot to its clone makes the clone take the robot's hold). Where
+    either side cannot say, it cannot be told from another machine's and is held. One that
+    says no boot (no /proc there) is judged as before.
     """
     boot, colon, _ = started.partition(':')
     if not colon or not boot:
@@ -861,7 +867,7 @@ def _other_machine(host: str, started: str, machine: str) -> str | None:
         return (f'made on {host} in another boot, by another machine of that name (made '
                 'from one system image?) or by this one before a restart, which cannot be '
                 'told apart here')
-    if machine == ours:
+    if set(machine.split(',')) & set(ours.split(',')):
         return None                     # (this machine before a restart: ended)
     return (f'made on another machine named {host} (hardware {machine}, this one {ours}: '
             'made from one system image?)')
@@ -875,9 +881,9 @@ def machine_tag() -> str:
     factory addresses (``addr_assign_type`` 0) of its network devices that are hardware (a
     ``device`` link: no bridge, veth or dummy). They differ between machines made from one
     system image, whose host name and ``/etc/machine-id`` are the same, and stay across a
-    restart. A part added or gone (a USB network adapter) makes another tag: an earlier
-    boot's hold is then held, never taken (the safe side). None in a container without the
-    host's network and device tree.
+    restart; a part added or gone (a USB network adapter) leaves the others
+    (:func:`_other_machine` asks for one in common). None in a container without the host's
+    network and device tree.
     """
     parts = []
     for path in ('/sys/firmware/devicetree/base/serial-number',
