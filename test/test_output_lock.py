@@ -770,7 +770,7 @@ def test_a_hold_of_a_clone_of_this_machine_with_the_same_host_name_is_not_taken(
     assert sorted(os.listdir(out)) == [LOCK_FILE]
 
 
-def test_a_hold_of_another_boot_is_this_machine_s_only_with_the_same_hardware(monkeypatch):
+def test_a_hold_of_another_boot_is_this_machine_s_only_with_hardware_in_common(monkeypatch):
     from rog_ros.nodes import output_lock
     monkeypatch.setattr(output_lock, '_boot_id', lambda: 'boot-2')
     monkeypatch.setattr(output_lock, 'machine_tag', lambda: '0a0a0a0a,1b1b1b1b')
