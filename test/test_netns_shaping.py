@@ -898,3 +898,201 @@ def test_a_follower_stopped_by_any_error_says_so():
     line = follower.failure()
     assert line is not None and '\n' not in line, line
     assert "UTC): KeyError: 'no\\nrate'; every link kept its last rate" in line, line
+
+
+_REAL_FLEET = netns.NetnsFleet
+
+
+class _ScriptedFleet:
+    """A NetnsFleet double whose ``set_rate`` fails once ``fail`` is set (no root, no tc)."""
+
+    made = []
+
+    def __init__(self, n, prefix=None, mtu=netns.DEFAULT_MTU, multicast=False, say=None):
+        self.links = _REAL_FLEET(n).links
+        self.server_ns, self.rates, self.rebuilds = 'rgs', {}, []
+        self.live_kick_errors, self.fail = 3, threading.Event()
+        _ScriptedFleet.made.append(self)
+
+    def create(self):
+        return self
+
+    def delete(self):
+        pass
+
+    def set_rate(self, rank, mbps, direction='both'):
+        if self.fail.is_set():
+            raise netns.NetnsError('worker 0 uplink (rgu0): tc -n rgw0 -batch - failed: boom')
+        self.rates[(rank, 'up')] = netns.configured_mbps(mbps)
+
+    def server_addresses(self):
+        return [link.server_ip for link in self.links]
+
+    def exec_prefix(self, ns):
+        return []
+
+
+def _wait_for(predicate, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert predicate()
+
+
+@pytest.mark.parametrize('when', ['after_results', 'before_results'])
+def test_a_tc_failing_after_the_results_are_complete_leaves_the_run_standing(
+        tmp_path, monkeypatch, capsys, when):
+    # a tc that failed while the workers exited, after the server had written the finished
+    # run's summary and model, ended the run as broken: status 1, trace_followed false, its
+    # completed summary marked with the error. The rule: a failure breaks the run unless the
+    # server's final summary.json was written before it (then: a warning, the run stands)
+    import json
+
+    out = tmp_path / 'run'
+    _ScriptedFleet.made = []
+    trace_period = []
+
+    class _Sup:
+        """Server done at the first look, then the links fail; workers exit a bit later."""
+
+        def __init__(self, specs, log_dir, env_of, prefix_of):
+            self.specs, self.log_dir, self.looks, self.stopped = specs, log_dir, 0, False
+
+        def start(self, resuming=None):
+            pass
+
+        def _write(self, completed):
+            out.mkdir(exist_ok=True)
+            (out / 'summary.json').write_text(json.dumps(
+                {'driver': 'fleet', 'trace': 'none', 'completed': completed, 'iterations': 7,
+                 **({} if completed else {'error': 'interrupted'})}))
+
+        def codes(self):
+            self.looks += 1
+            fleet = _ScriptedFleet.made[0]
+            if self.looks == 1:
+                if when == 'after_results':     # results written, then the tc fails
+                    self._write(True)
+                    time.sleep(0.05)
+                    fleet.fail.set()
+                    _wait_for(lambda: trace_period and trace_period[0].error is not None)
+                else:                           # the tc fails in the last moments of training
+                    fleet.fail.set()
+                    _wait_for(lambda: trace_period and trace_period[0].error is not None)
+                    time.sleep(0.05)
+                    self._write(True)
+            server = 0 if self.looks >= 1 else None
+            workers = 0 if self.looks >= 4 or self.stopped else None
+            return {s.name: (server if s.name == 'rog_server' else workers)
+                    for s in self.specs}
+
+        def stop(self, hurry=None):
+            self.stopped = True
+            return []
+
+        def log_path(self, name):
+            return os.path.join(self.log_dir, name + '.log')
+
+        def tail(self, name):
+            return ''
+
+    real_follower = netns.RateFollower
+
+    def follower(*args, **kwargs):
+        made = real_follower(*args, **kwargs)
+        trace_period.append(made)
+        return made
+    monkeypatch.setattr(netns, 'NetnsFleet', _ScriptedFleet)
+    monkeypatch.setattr(netns, 'RateFollower', follower)
+    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare',
+                        lambda workload, options=None: '')
+    monkeypatch.setattr(cli_fleet, 'Supervisor', _Sup)
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
+        monkeypatch.delenv(var, raising=False)
+    # Execute
+    status = cli.main(['fleet', '--out', str(out), '--quiet', '--workers', '1', '--netns',
+                       '--trace', 'indoors', '--iterations', '20', '--no-netmon'])
+    # Assert
+    err = capsys.readouterr().err
+    assert (out / 'summary.json').exists(), (status, err)
+    summary = json.loads((out / 'summary.json').read_text())
+    follower_line = trace_period[0].failure()
+    assert follower_line is not None and summary['trace'] == 'indoors'
+    if when == 'after_results':     # the run stands: status 0, followed to the results' end
+        assert status == 0, err
+        assert summary['trace_followed'] is True and 'error' not in summary, summary
+        assert 0.04 <= summary['trace_stopped_after_end_s'] < 5.0, summary
+        assert f'rog fleet: warning: {follower_line} (' in err, err
+        assert "after the run's results were complete, summary.json written: the run stands)" \
+            in err, err
+    else:                           # a failure before the results: the run is broken
+        assert status == 1, err
+        assert summary['trace_followed'] is False, summary
+        assert summary['error'].startswith(follower_line), summary
+        assert 'trace_stopped_after_end_s' not in summary and 'warning' not in err, err
+        assert f'rog fleet: {follower_line}\n' in err, err
+    assert summary['netns_kick_errors'] == 3, summary      # the fleet's live kick errors
+
+
+def test_the_results_are_complete_once_the_final_summary_is_written(tmp_path):
+    import json
+    assert cli_fleet.results_complete_at(str(tmp_path)) is None
+    path = tmp_path / 'summary.json'
+    for body in ('{', '[]', '{"completed": false}',
+                 '{"completed": true, "error": "interrupted"}'):
+        path.write_text(body)
+        assert cli_fleet.results_complete_at(str(tmp_path)) is None, body
+    before = time.time()
+    path.write_text(json.dumps({'completed': True}))
+    written = cli_fleet.results_complete_at(str(tmp_path))
+    assert written == os.stat(path).st_mtime and before - 0.05 <= written <= time.time()
+
+
+def test_a_kick_that_fails_while_live_is_said_once_and_counted(monkeypatch):
+    # kick errors were only counted (kick_errors, read by no one): a kick that could not be
+    # sent while the namespaces were live (a full socket buffer) left a rate change waiting
+    # for the end's next frame, and nothing said so, nor did summary.json count it
+    said = []
+
+    class _Sock:
+
+        def __init__(self, ns):
+            self.full = False
+
+        def sendto(self, data, addr):
+            if self.full:
+                raise BlockingIOError(11, 'Resource temporarily unavailable')
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(netns, '_run', lambda cmd, stdin=None: '')
+    monkeypatch.setattr(netns, 'check_available', lambda: None)
+    monkeypatch.setattr(netns, '_socket_in', _Sock)
+    fleet = netns.NetnsFleet(1, prefix='rgk', say=said.append).create()
+    fleet.set_rate(0, 5.0)
+    assert said == [] and fleet.kick_errors == fleet.live_kick_errors == 0
+    # Execute: every kick from the worker's end fails (its buffer full), three changes
+    fleet._kickers['rgkw0'].full = True
+    for mbps in (6.0, 0.0, 7.0):
+        fleet.set_rate(0, mbps)
+    fleet.delete()
+    fleet.set_rate(0, 8.0)          # after delete: counted, not live, not said
+    # Assert: one line, the first cause; live failures counted apart from the closing ones
+    assert fleet.live_kick_errors == 3 and fleet.kick_errors == 5, fleet.kick_errors
+    assert len(said) == 1 and '\n' not in said[0], said
+    assert said[0].startswith('--netns: a kick (the empty datagram that makes a link end '
+                              'apply a rate change at once) could not be sent from rgkw0 to '
+                              '10.231.0.1: BlockingIOError: [Errno 11] Resource temporarily '
+                              'unavailable; that change may take effect only when'), said
+    assert 'netns_kick_errors in summary.json' in said[0]
+    assert fleet.kick_error.startswith('from rgkw0 to 10.231.0.1: BlockingIOError')
+    # the default: a warning on the rog_ros.netns logger
+    logged = []
+    monkeypatch.setattr(netns.LOG, 'warning', logged.append)
+    quiet = netns.NetnsFleet(1, prefix='rgq').create()
+    quiet.set_rate(0, 1.0)
+    quiet._kickers['rgqw0'].full = True
+    quiet.set_rate(0, 2.0)
+    quiet.delete()
+    assert len(logged) == 1 and logged[0].startswith('--netns: a kick'), logged

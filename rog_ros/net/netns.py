@@ -72,7 +72,10 @@ A batch that fails part-way (a class deleted, its add refused) leaves the kernel
 with what the fleet recorded: the end is made again from scratch (:func:`rebuild_lines`,
 counted in :attr:`NetnsFleet.rebuilds`). If that fails too, :meth:`NetnsFleet.set_rate` raises
 (which end, both errors), the :class:`RateFollower` stops and its :meth:`RateFollower.failure`
-says so in one line: ``rog fleet`` ends the run there (exit status 1) and marks its summary.
+says so in one line: ``rog fleet`` ends the run there (exit status 1) and marks its summary,
+unless the run's results were complete before it (the server's final summary written: then a
+warning, ``rog_ros.nodes.fleet._FollowerCheck``). A kick that cannot be sent while the fleet
+is live is said once and counted (:meth:`NetnsFleet.kick`).
 :func:`shaping_unavailable_reason` says whether this kernel has ``sch_tbf`` and ``sch_htb``.
 """
 
@@ -80,6 +83,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+import logging
 import os
 import secrets
 import shutil
@@ -103,6 +107,7 @@ PROBE_MTU = 65535          # shaping_unavailable_reason's lines: lo's MTU is 655
 CLASS_RESET_LAG_S = 0.1    # longest wait at an old rate a change up may inherit (else: remake)
 HTB_MAX_DEBT_S = 60.0      # htb's mbuffer: no class owes more time than this
 REBUILD_HANDLE = '4:'      # the closed gate that clears an end before it is made again
+LOG = logging.getLogger('rog_ros.netns')
 
 
 class NetnsError(RuntimeError):
@@ -361,11 +366,14 @@ class NetnsFleet:
     multicast : bool, default False
         Also turn multicast on at both ends of every pair, for a Cyclone configuration that
         discovers by multicast (the shipped ``wifi``) rather than :func:`cyclone_xml`'s peers.
+    say : callable, optional
+        Where the one line about the first kick that could not be sent while the fleet was
+        live goes (:meth:`kick`); default: a warning on the ``rog_ros.netns`` logger.
 
     """
 
     def __init__(self, n_workers: int, prefix: str | None = None, mtu: int = DEFAULT_MTU,
-                 multicast: bool = False):
+                 multicast: bool = False, say=None):
         if not 1280 <= mtu <= 65535:
             raise ValueError(f'mtu must be in 1280..65535, got {mtu}')
         self.mtu = int(mtu)
@@ -384,7 +392,10 @@ class NetnsFleet:
         self.limits = {}         # (rank, 'up'|'down') -> its queue's limit (bytes)
         self._closed = set()     # (rank, 'up'|'down') whose gate is closed (an outage)
         self._class = {}         # (rank, 'up'|'down') -> (htb class Mbit/s, outage began or None)
-        self.kick_errors = 0     # kicks that could not be sent (a namespace going away)
+        self.kick_errors = 0     # kicks that could not be sent (live or not: see kick())
+        self.live_kick_errors = 0   # of those, while the fleet was live (not going away)
+        self.kick_error = None   # the first live one's cause (a line), said once via ``say``
+        self.say = say if say is not None else LOG.warning
         self.rebuilds = []       # ((rank, 'up'|'down'), error): ends made again after a failed tc
         self._kickers = {}       # namespace -> UDP socket inside it (NetnsFleet.kick)
         self._kick_lock = threading.Lock()   # the follower kicks while delete() may close
@@ -511,16 +522,35 @@ class NetnsFleet:
 
         A qdisc does not wake on a change: a gate that last scheduled a frame at an outage's
         rate would hold its queue until the sender queued more (see the module's "Shaping").
+
+        A kick that cannot be sent is counted in :attr:`kick_errors`. One that fails while the
+        fleet is live (between :meth:`create` and :meth:`delete`: a full socket buffer, a
+        socket that could not be opened or bound), not as it goes away, is counted in
+        :attr:`live_kick_errors` too: that change may take effect only when the end next
+        sends a frame. The first such is said in one line (``say``) with its cause, kept in
+        :attr:`kick_error`; ``rog fleet`` writes the count into summary.json.
         """
+        first = None
         with self._kick_lock:
+            live = self._kicking
             try:
-                if not self._kicking:
+                if not live:
                     raise NetnsError('the fleet is not created, or deleted')
                 if ns not in self._kickers:
                     self._kickers[ns] = _socket_in(ns)
                 self._kickers[ns].sendto(b'', (peer, DISCARD_PORT))
-            except (OSError, NetnsError):   # a full socket buffer, a namespace being deleted
+            except (OSError, NetnsError) as exc:   # a full socket buffer, a namespace deleted
                 self.kick_errors += 1
+                if live:
+                    self.live_kick_errors += 1
+                    if self.kick_error is None:
+                        self.kick_error = first = ' '.join(
+                            f'from {ns} to {peer}: {type(exc).__name__}: {exc}'.split())
+        if first is not None:       # (outside the lock: say may take its time)
+            self.say(f'--netns: a kick (the empty datagram that makes a link end apply a rate '
+                     f'change at once) could not be sent {first}; that change may take effect '
+                     'only when the end next sends a frame (further failures are counted: '
+                     'netns_kick_errors in summary.json)')
 
     def set_link(self, rank: int, up: bool) -> None:
         """

@@ -431,7 +431,8 @@ def _run_in(args, out: str, specs) -> int:
         reason = broken if reason in ('', broken) else f'{reason}; {broken}'
         _summary_from_what_exists(out, progress, n, iterations, error=broken)
     if args.netns:      # the nodes were given no trace: the kernel followed this one
-        _record_kernel_trace(out, server.parameters.get('trace'), not broken)
+        _record_kernel_trace(out, server.parameters.get('trace'), not broken,
+                             _netns_keys(checks))
     codes = sup.codes()
     failed = sorted(set(failed) | {k for k, c in codes.items() if c not in (0, None)})
     if stop.count:
@@ -682,15 +683,17 @@ def _summary_from_what_exists(out: str, progress: Progress, n: int, iterations: 
     return path
 
 
-def _record_kernel_trace(out: str, trace: str | None, followed: bool) -> None:
+def _record_kernel_trace(out: str, trace: str | None, followed: bool,
+                         keys: dict | None = None) -> None:
     """
     Record in ``out``'s summary the trace the kernel's links followed (``rog fleet --netns``).
 
     The nodes ran with ``trace`` ``none`` (the kernel shapes instead, so they must not emulate
     it too), and the server wrote that: the summary said ``"trace": "none"`` and ``rog
     compare`` and ``rog report`` took the run for one on unshaped links. Its ``trace`` is the
-    run's setting now, and ``trace_followed`` says whether the links followed it to the end.
-    Nothing when there is no summary, or no trace (the links were not shaped).
+    run's setting now, and ``trace_followed`` says whether the links followed it to the end
+    (of the run's results: :class:`_FollowerCheck`); ``keys`` (:func:`_netns_keys`) go in
+    too. Nothing when there is no summary, or no trace (the links were not shaped).
     """
     from rog_ros.atomic import atomic_write_text
     if trace in (None, '', 'none'):
@@ -705,7 +708,87 @@ def _record_kernel_trace(out: str, trace: str | None, followed: bool) -> None:
         return
     summary['trace'] = trace
     summary['trace_followed'] = bool(followed and summary.get('trace_followed', True))
+    summary.update(keys or {})
     atomic_write_text(path, json.dumps(summary, indent=2, default=str) + '\n')
+
+
+def results_complete_at(out: str) -> float | None:
+    """
+    Return when the server wrote ``out``'s final summary.json (wall time), else None.
+
+    Final: ``completed`` true and no ``error``. The server writes it last, once training
+    ended, after its final evaluation and ``model.pt`` (``ServerNode.finish``): from then on
+    the run's results are complete.
+    """
+    try:
+        with open(os.path.join(out, 'summary.json')) as fh:
+            written = os.fstat(fh.fileno()).st_mtime
+            summary = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict) or summary.get('completed') is not True \
+            or summary.get('error'):
+        return None
+    return written
+
+
+class _FollowerCheck:
+    """
+    The ``--netns`` check :func:`_watch` asks: whether the links stopped following mid-run.
+
+    The rule: links that stopped following their traces (a tc failed, :class:`~rog_ros.net.
+    netns.RateFollower`) at wall time T break the run (the check says the follower's line:
+    the run ends, exit status 1, ``trace_followed`` false) unless its results were complete
+    by T: the server had written the run's final summary.json (:func:`results_complete_at`,
+    its modification time at or before T). A failure after that, while the nodes exit, is
+    *late*: the results followed the trace to their end, so the run stands (status 0,
+    ``trace_followed`` true); :meth:`late` says how long after, and ``rog fleet`` says it
+    in a warning line and in ``trace_stopped_after_end_s``. Decided once per failure.
+    """
+
+    def __init__(self, follower, out: str):
+        self.follower, self.out = follower, out
+        self._decided = None        # (line that breaks the run or None, late seconds or None)
+
+    def _decide(self) -> tuple:
+        if self._decided is None:
+            line = self.follower.failure()
+            if line is None:
+                return None, None
+            written = results_complete_at(self.out)
+            after = None if written is None else self.follower.failed_at[1] - written
+            late = after is not None and after >= 0
+            self._decided = (None, after) if late else (line, None)
+        return self._decided
+
+    def __call__(self) -> str | None:
+        return self._decide()[0]
+
+    def late(self) -> float | None:
+        """Return how long (s) after the results were complete the links stopped, else None."""
+        return self._decide()[1]
+
+
+def _netns_keys(checks) -> dict:
+    """
+    Return the ``--netns`` summary keys of a run's follower check (say a late failure).
+
+    ``netns_kick_errors``: kicks that could not be sent while the fleet was live
+    (:meth:`~rog_ros.net.netns.NetnsFleet.kick`); ``trace_stopped_after_end_s``: only when
+    the links stopped following after the results were complete (:class:`_FollowerCheck`).
+    """
+    keys = {}
+    for check in checks:
+        if not isinstance(check, _FollowerCheck):
+            continue
+        keys['netns_kick_errors'] = int(check.follower.fleet.live_kick_errors)
+        after = check.late()
+        if after is not None:
+            keys['trace_stopped_after_end_s'] = round(after, 3)
+            print(f'rog fleet: warning: {check.follower.failure()} ({after:.2f} s after the '
+                  "run's results were complete, summary.json written: the run stands)",
+                  file=sys.stderr)
+    return keys
 
 
 def _watch(sup: Supervisor, bus, progress: Progress, args, n: int, stop=None,
@@ -750,13 +833,15 @@ def _netns_setup(specs, envs, prefixes, cleanup, base_env, checks=None) -> list:
     Create namespaces, veth pairs, the kernel rate follower and per-node Cyclone configurations.
 
     Returns the specs without application-level shaping (the kernel shapes instead); the
-    follower's :meth:`~rog_ros.net.netns.RateFollower.failure` goes into ``checks``.
+    follower's check (:class:`_FollowerCheck`: its failure, unless the results were complete
+    before it) goes into ``checks``.
     """
     from rog_ros.net import netns
     from rog_ros.nodes.emulated_link import link_for
     server = specs[0].parameters
     n = server['workers']
-    fleet = netns.NetnsFleet(n).create()
+    fleet = netns.NetnsFleet(n, say=lambda line: print(f'rog fleet: {line}',
+                                                       file=sys.stderr)).create()
     cleanup.append(fleet.delete)
     links = {r: link_for(server['trace'], r, n, server['seed'], server['trace_scale'])
              for r in range(n)}
@@ -765,7 +850,7 @@ def _netns_setup(specs, envs, prefixes, cleanup, base_env, checks=None) -> list:
         cleanup.append(lambda: _say_rebuilds(fleet))      # (once the follower has stopped)
         cleanup.append(follower.stop)
         if checks is not None:
-            checks.append(follower.failure)
+            checks.append(_FollowerCheck(follower, server['out']))
     out = []
     for spec in specs:
         params = dict(spec.parameters)
