@@ -939,7 +939,7 @@ def _wait_for(predicate, timeout_s=10.0):
     assert predicate()
 
 
-@pytest.mark.parametrize('when', ['after_results', 'before_results'])
+@pytest.mark.parametrize('when', ['after_results', 'before_results', 'before_results_skewed'])
 def test_a_tc_failing_after_the_results_are_complete_leaves_the_run_standing(
         tmp_path, monkeypatch, capsys, when):
     # a tc that failed while the workers exited, after the server had written the finished
@@ -963,9 +963,13 @@ def test_a_tc_failing_after_the_results_are_complete_leaves_the_run_standing(
 
         def _write(self, completed):
             out.mkdir(exist_ok=True)
-            (out / 'summary.json').write_text(json.dumps(
+            path, now = out / 'summary.json', time.time()
+            path.write_text(json.dumps(
                 {'driver': 'fleet', 'trace': 'none', 'completed': completed, 'iterations': 7,
+                 'results_written_at': now,
                  **({} if completed else {'error': 'interrupted'})}))
+            if when == 'before_results_skewed':     # out on a file server 1 s behind (or
+                os.utime(path, (now - 1.0, now - 1.0))  # one that stamps whole seconds)
 
         def codes(self):
             self.looks += 1
@@ -976,7 +980,8 @@ def test_a_tc_failing_after_the_results_are_complete_leaves_the_run_standing(
                     time.sleep(0.05)
                     fleet.fail.set()
                     _wait_for(lambda: trace_period and trace_period[0].error is not None)
-                else:                           # the tc fails in the last moments of training
+                else:       # the tc fails in the last moments of training (the file's time
+                    # may say it was written before: the server's own clock says not)
                     fleet.fail.set()
                     _wait_for(lambda: trace_period and trace_period[0].error is not None)
                     time.sleep(0.05)
@@ -1046,6 +1051,46 @@ def test_the_results_are_complete_once_the_final_summary_is_written(tmp_path):
     path.write_text(json.dumps({'completed': True}))
     written = cli_fleet.results_complete_at(str(tmp_path))
     assert written == os.stat(path).st_mtime and before - 0.05 <= written <= time.time()
+    # the server's own stamp, not the file's time: a network file system's clock 30 s behind
+    # (or whole seconds) made a failure before the write look after it
+    path.write_text(json.dumps({'completed': True, 'results_written_at': before + 0.25}))
+    os.utime(path, (before - 30.0, before - 30.0))
+    assert cli_fleet.results_complete_at(str(tmp_path)) == before + 0.25
+    for bad in ('"soon"', 'null', 'true', 'NaN'):
+        path.write_text('{"completed": true, "results_written_at": %s}' % bad)
+        assert cli_fleet.results_complete_at(str(tmp_path)) is None, bad
+
+
+def test_a_follower_failure_is_dated_from_the_round_that_failed():
+    # failed_at's wall time was taken once the round's tc calls (a rebuild) had returned, so a
+    # round that began before the server wrote its results and failed after it was dated after
+    # it: rog fleet took the run's results as complete before the links stopped following
+    began = []
+
+    class _Slow:
+        rates = {}
+
+        def set_rate(self, rank, mbps, direction='both'):
+            if not began:                   # (start() applies once: set-up's)
+                began.append(None)
+                return
+            began.append(time.time())
+            time.sleep(0.3)                 # a tc batch, a rebuild, a loaded machine
+            raise netns.NetnsError('worker 0 uplink: tc failed: boom')
+
+    class _Changing:
+
+        def rate_mbps(self, t):
+            return 1.0 + (time.monotonic() * 100) % 7
+
+    follower = netns.RateFollower(_Slow(), {0: _Changing()}, time.time(), period_s=0.01)
+    follower.start()
+    deadline = time.monotonic() + 10.0
+    while follower.error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    follower.stop()
+    assert follower.error is not None and len(began) == 2, began
+    assert follower.failed_at[1] <= began[1] + 0.01, (follower.failed_at, began)
 
 
 def test_a_kick_that_fails_while_live_is_said_once_and_counted(monkeypatch):

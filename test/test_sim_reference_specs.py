@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 
 import pytest
 from rog_ros import checks, cli
@@ -201,7 +202,11 @@ def test_every_key_of_a_reference_summary_is_in_outputs_md():
 @pytest.mark.parametrize('sync', ['rog', 'flown', 'adacomp', 'gsp'])
 def test_every_key_of_a_fleet_and_of_its_sim_is_in_outputs_md(tmp_path, monkeypatch, sync):
     documented = _documented()
-    fleet_keys = set(_fleet_summary(tmp_path, monkeypatch, sync))
+    before = time.time()
+    summary = _fleet_summary(tmp_path, monkeypatch, sync)
+    # when the server wrote its results, on this host's clock (fleet.results_complete_at)
+    assert before <= summary['results_written_at'] <= time.time(), summary
+    fleet_keys = set(summary)
     missing = sorted(fleet_keys - documented)
     assert missing == [], f'a {sync} fleet writes keys docs/outputs.md does not list: {missing}'
     missing = sorted(set(_tiny(f'{sync}:4' if sync in ('rog', 'flown') else sync))

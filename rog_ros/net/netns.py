@@ -625,7 +625,7 @@ class RateFollower:
         self._thread = threading.Thread(target=self._run, name='netns-rate', daemon=True)
         self.updates = 0
         self.error = None        # the error that stopped it mid-run (None: it follows)
-        self.failed_at = None    # (trace time s, wall time) of that error
+        self.failed_at = None    # (trace time s, wall time) of the round that failed
 
     def trace_time(self) -> float:
         """Return the traces' time now: seconds since the epoch, on the monotonic clock."""
@@ -653,14 +653,17 @@ class RateFollower:
                 due = now
             if self._stop.wait(due - now):
                 return
-            t = self.trace_time()
+            t, wall = self.trace_time(), time.time()
             try:
                 self.apply(t)
             except Exception as exc:  # noqa: B902 - a tc, or anything: the links stay at
                 # their last rates, and failure() says so (a thread that died of an unexpected
-                # error said nothing: the links froze silently, as a failed tc did before)
+                # error said nothing: the links froze silently, as a failed tc did before).
+                # From the round's start, not from when its tc calls (a rebuild) returned:
+                # the links stopped following at t (rog fleet compares this wall time with
+                # when the run's results were complete)
                 if not self._stop.is_set():     # (not the namespaces deleted as the run ends)
-                    self.failed_at = (t, time.time())
+                    self.failed_at = (t, wall)
                     self.error = exc
                 return
 

@@ -718,7 +718,12 @@ def results_complete_at(out: str) -> float | None:
 
     Final: ``completed`` true and no ``error``. The server writes it last, once training
     ended, after its final evaluation and ``model.pt`` (``ServerNode.finish``): from then on
-    the run's results are complete.
+    the run's results are complete. When: its ``results_written_at``, the server's own
+    ``time.time()`` (this host's clock, as the follower's failure time). Not the file's
+    modification time, which the file system stamps: a network one with its own clock (a
+    server seconds behind made a failure before the write look after it, and a broken run
+    stood), a coarse one in whole seconds. The file's time only for a summary without the
+    key (written before 2026-12-08).
     """
     try:
         with open(os.path.join(out, 'summary.json')) as fh:
@@ -729,7 +734,11 @@ def results_complete_at(out: str) -> float | None:
     if not isinstance(summary, dict) or summary.get('completed') is not True \
             or summary.get('error'):
         return None
-    return written
+    stamp = summary.get('results_written_at', written)
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) \
+            or not math.isfinite(stamp):
+        return None
+    return float(stamp)
 
 
 class _FollowerCheck:

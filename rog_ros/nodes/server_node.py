@@ -1091,6 +1091,10 @@ class ServerNode:
             'workers_let_go': getattr(e, 'let_go', 0),
             # robots given up as running an incompatible rog_ros (another message build)
             'workers_incompatible': sorted(self.incompatible.given_up),
+            # when the results were written (this host's wall clock, not the file's time,
+            # which a network file system stamps with its own clock): rog fleet --netns
+            # judges a tc failing at the end by it (fleet.results_complete_at)
+            'results_written_at': time.time(),
             # (only when given, as rog sim's: a report keeps runs apart that record other
             # settings, and fleets made before this recorded none)
             **({'workload_options': dict(self.training.options)}
