@@ -17,8 +17,10 @@ Real DDS traffic across a kernel outage (``rog fleet --netns``'s links).
 A publisher in a worker's namespace sends numbered row chunks, paced, over the embedded Cyclone
 Bus (RELIABLE, KEEP_ALL: the ``chunks`` topics) to a subscriber in the server's namespace,
 through the veth pair that :class:`~rog_ros.net.netns.RateFollower` shapes from a trace with
-a 3 s outage. Nothing may be delivered during the outage, delivery must resume soon after it,
-and afterwards every chunk must have been delivered exactly once, in order. Needs root,
+a 3 s outage. Nothing sent while the link was closed may arrive before the follower reopens
+it (judged by send time: a loaded machine may delay a subscriber, never speed a chunk up),
+delivery must resume soon after it, and afterwards every chunk must have been delivered
+exactly once, in order. Needs root,
 iproute2 and a kernel with sch_tbf and sch_htb; skipped, saying which is missing, otherwise.
 """
 
@@ -40,8 +42,8 @@ BEFORE_S, OUTAGE_S = 1.5, 3.0   # the trace: 20 Mbit/s, then 3 s of outage, then
 RATE_MBPS = 20.0
 PERIOD_S = 0.02                 # a chunk every 20 ms (1 KiB: 0.4 Mbit/s, far below the rate)
 SEND_S = 9.0                    # the publisher's sending time after the subscriber matched
-GRACE_S = 0.1                   # the follower's period (20 ms) + tc (~5 ms/end) + scheduling
-RESUME_BOUND_S = 1.0            # delivery resumes at most this long after the outage ends
+LAG_BOUND_S = 1.0               # the follower applies the trace's changes within this
+RESUME_BOUND_S = 1.0            # delivery resumes at most this long after the link reopened
 REPAIR_BOUND_S = 2.0            # every chunk sent in the outage is delivered by then
 
 CHILD = r"""
@@ -122,6 +124,14 @@ def test_dds_delivers_nothing_in_a_kernel_outage_and_everything_once_after_it(tm
     with netns.NetnsFleet(1) as fleet:
         link = fleet.links[0]
         fleet.set_rate(0, RATE_MBPS)
+        applied = []            # (Mbit/s, monotonic time the follower's change began, ended)
+        real_set_rate = fleet.set_rate
+
+        def set_rate(rank, mbps, *args, **kwargs):
+            began = time.monotonic()
+            real_set_rate(rank, mbps, *args, **kwargs)
+            applied.append((float(mbps), began, time.monotonic()))
+        fleet.set_rate = set_rate
         procs = {}
         try:
             for role, ns, me, peer in (('sub', link.server_ns, link.server_ip, link.worker_ip),
@@ -155,20 +165,32 @@ def test_dds_delivers_nothing_in_a_kernel_outage_and_everything_once_after_it(tm
     out_from = follower.origin + BEFORE_S             # the outage on the monotonic clock
     out_to = out_from + OUTAGE_S
     in_outage = (sent >= out_from) & (sent < out_to)
+    # the follower closed the link once, then reopened it, each within LAG_BOUND_S
+    assert [mbps for mbps, _, _ in applied] == [0.0, RATE_MBPS], applied
+    (_, _, closed), (_, reopening, reopened) = applied
+    assert 0.0 <= closed - out_from <= LAG_BOUND_S and 0.0 <= reopening - out_to, applied
+    assert reopened - out_to <= LAG_BOUND_S, applied
+    held = (sent >= closed) & (sent < reopening)      # sent while the link was surely closed
     # Assert: the outage fell mid-send, with chunks on both sides of it
     assert sub['complete'] and kick_errors == 0
-    assert (sent < out_from).sum() >= 10 and in_outage.sum() >= 100, (out_from, sent[:3])
+    assert (sent < out_from).sum() >= 10 and held.sum() >= 100, (out_from, sent[:3], applied)
     assert (sent >= out_to + 1.0).sum() >= 10
-    # nothing delivered during the outage (after the follower's lag)
-    during = (arrived >= out_from + GRACE_S) & (arrived < out_to)
-    assert not during.any(), arrived[during] - out_from
-    # delivery resumes within RESUME_BOUND_S of its end; what was sent in it by REPAIR_BOUND_S
-    resumed = arrived[arrived >= out_to].min() - out_to
-    repaired = arrived[in_outage].max() - out_to
-    print(f'resumed {resumed:.3f} s, outage chunks all delivered {repaired:.3f} s after '
-          f'the outage; publish held at most {pub["held_max_s"]:.3f} s')
-    assert 0.0 <= resumed <= RESUME_BOUND_S, resumed
-    assert 0.0 <= repaired <= REPAIR_BOUND_S, repaired
+    # nothing sent while the link was closed arrived before it reopened. By send time, not by
+    # arrival in a window: a subscriber descheduled on a loaded machine takes a chunk sent
+    # before the outage late, and a follower late by a tc call closes the link late, neither
+    # of which is a delivery through a closed link (the trace's times bound the lags above)
+    early = held & (arrived < reopening)
+    assert not early.any(), (sent[early] - closed, arrived[early] - closed)
+    # delivery resumes within RESUME_BOUND_S of the reopening; what was sent in the outage
+    # is all delivered within REPAIR_BOUND_S
+    resumed = arrived[arrived >= reopening].min() - reopened
+    repaired = arrived[in_outage].max() - reopened
+    print(f'closed {closed - out_from:.3f} s after the outage began, reopened '
+          f'{reopened - out_to:.3f} s after it ended; resumed {resumed:.3f} s, outage chunks '
+          f'all delivered {repaired:.3f} s after the reopening; publish held at most '
+          f'{pub["held_max_s"]:.3f} s')
+    assert resumed <= RESUME_BOUND_S, resumed
+    assert repaired <= REPAIR_BOUND_S, repaired
     # the layer's invariants: every chunk published delivered exactly once, in order, none lost
     assert pub['acked'] and pub['sent'] == len(seq) and got[-1, 0] == pub['sent']
     assert np.array_equal(seq, np.arange(pub['sent'])), np.flatnonzero(
