@@ -977,8 +977,8 @@ def test_a_tc_failing_after_the_results_are_complete_leaves_the_run_standing(
             if self.looks == 1:
                 if when == 'after_results':     # results written, then the tc fails
                     self._write(True)
-                    time.sleep(0.05)
-                    fleet.fail.set()
+                    time.sleep(0.2)     # (a failure is dated from its round's start: one
+                    fleet.fail.set()    # that began before the write and stalled is before)
                     _wait_for(lambda: trace_period and trace_period[0].error is not None)
                 else:       # the tc fails in the last moments of training (the file's time
                     # may say it was written before: the server's own clock says not)
@@ -1026,7 +1026,7 @@ def test_a_tc_failing_after_the_results_are_complete_leaves_the_run_standing(
     if when == 'after_results':     # the run stands: status 0, followed to the results' end
         assert status == 0, err
         assert summary['trace_followed'] is True and 'error' not in summary, summary
-        assert 0.04 <= summary['trace_stopped_after_end_s'] < 5.0, summary
+        assert 0.15 <= summary['trace_stopped_after_end_s'] < 5.0, summary
         assert f'rog fleet: warning: {follower_line} (' in err, err
         assert "after the run's results were complete, summary.json written: the run stands)" \
             in err, err
