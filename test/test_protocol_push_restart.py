@@ -1462,6 +1462,52 @@ def test_a_robot_that_acked_the_live_run_before_it_replaced_us_holds_it_too(syst
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
+def test_a_restored_replaced_run_keeps_the_acks_its_robots_gave_the_live_run_before(system):
+    # As above (robot 1 acked 202's model at 10 s, then computes), but 101 is checkpointed
+    # at 15 s and restored (run 303: the transfers' state is not kept, so it proves the
+    # replacement anew from robot 0's acks to 202, 16-20 s). replaced_acked was not in the
+    # checkpoint: robot 1's ack was forgotten, and 20 s after robot 0's first poke (23 s)
+    # the restored run took 202 for gone (server_not_replaced at 43 s) and sent its stops.
+    srv = _replaced_by_202_robot_0_owed(system, robot_1_acks=(10,))
+    sd = srv.state_dict()
+    assert sd['replaced_acked'] == [[0, 202, 14.0], [1, 202, 10.0]]
+    old = {k: v for k, v in sd.items() if k != 'replaced_acked'}   # (an older checkpoint)
+    restored = _push_server(_pair(system, n_workers=2, budget=1)[0], system, n_workers=2,
+                            incarnation=303)
+    restored.load_state_dict(old)
+    assert restored.transfers.replaced_acked == {}
+    for bad in ([[0, 202]], [[0, 202, 'x']], 5):
+        restored = _push_server(_pair(system, n_workers=2, budget=1)[0], system, n_workers=2,
+                                incarnation=303)
+        with pytest.raises(ValueError, match='replaced_acked'):
+            restored.load_state_dict(dict(sd, replaced_acked=bad))
+        assert restored.transfers.replaced_acked == {} and not any(restored.stop_sent)
+    restored = _push_server(_pair(system, n_workers=2, budget=1)[0], system, n_workers=2,
+                            incarnation=303)
+    restored.load_state_dict(sd)
+    assert restored.transfers.replaced_acked == {0: (202, 14.0), 1: (202, 10.0)}
+    assert restored.transfers.replaced_by == 0 and restored.stop_sent[0]
+    restored.transfers.peer_runs.update({0: [9], 1: [21]})     # (its robots heard again)
+    for r in (0, 1):
+        restored.transfers._peer(r)
+    for k, now in enumerate(range(16, 21)):
+        restored.on_message(_ack_to_run(202, k + 1), float(now))
+    assert restored.transfers.replaced_by == 202
+    # (an ack later than now, a clock of another boot, is not counted)
+    assert not restored.transfers.served_by_replacing(1, 9.0, 600.0)
+    logs, sent, poke = [], [], 50
+    for now in range(21, 60):
+        if now % 8 == 7:                                   # robot 0, held, pokes
+            poke += 1
+            sent += _stops_in(restored.on_message(_ack_to_run(303, poke), float(now)))
+        restored.robot_alive(1, 21, float(now))          # robot 1 computes (its status)
+        out = restored.on_tick(float(now))
+        logs += [a for a in out if isinstance(a, Log)]
+        sent += _stops_in(out)
+    assert restored.transfers.replaced_by == 202 and logs == [] and sent == []
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
 def test_a_hung_robots_statuses_hold_a_replaced_run_only_status_patience_past_its_ack(system):
     # Robot 1's computation hung after its last ack to 202 (14 s): its statuses come for
     # ever, robot 0 pokes. 101 stays replaced STATUS_PATIENCE_S past that ack, no longer:

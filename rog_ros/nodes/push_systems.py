@@ -831,15 +831,22 @@ class ServerAdapter:
         """
         Return the push server's checkpoint: its engine's state and the adapter's counts.
 
-        The transfers' state is not kept: a restored server is a new run of the server
-        (a new incarnation), and its robots go on with it as with any restarted server (their
-        settled push's END repeated; the answer makes them send it again). What decides
+        The transfers' state is not kept (but ``replaced_acked``, below): a restored server
+        is a new run of the server (a new incarnation), and its robots go on with it as with
+        any restarted server (their settled push's END repeated; the answer makes them send
+        it again). What decides
         whether a push sent again is applied is the engine's per-robot clock (a push is
         applied only at the clock its robot holds, which moves on when it is applied).
         ``state_id``: the number of pushes answered (``durable_progress``).
         ``journal_epoch``: the checkpoint's number, which the journal started once it is on
         disk (``checkpoint_confirmed``) names; ``replay``: the engine's in-process flags its
-        journal's inputs met (``engine.replay_state``).
+        journal's inputs met (``engine.replay_state``). ``replaced_acked``: each robot's
+        last word, an ack to another server run, and when (``PushTransfers.replaced_acked``):
+        a replaced run restored proves the replacement anew from its robots' acks (its
+        ``replaced_by`` is not kept: restored after the replacing run died, it would leave
+        ``LEAVE_TIMEOUT_S`` after its end, before its robots' pokes showed that run gone),
+        but a robot that acked that run before the restore and computes since acks nothing
+        more. Its times are the crashed process's monotonic clock (this one's within a boot).
         """
         return {'engine': self.engine.state_dict(copy=copy), 'state_id': self.durable_progress,
                 'clock': list(self.clock), 'stop_sent': list(self.stop_sent),
@@ -848,6 +855,9 @@ class ServerAdapter:
                            for k in self._COUNTS + self._LATER_COUNTS},
                 'stop_clocks': [-1 if s is None else int(s.clock) for s in self._stops],
                 'gone': list(self.gone),
+                # (a zombie's robots' last acks to the run replacing it: served_by_replacing)
+                'replaced_acked': [[int(r), int(run), float(at)] for r, (run, at) in sorted(
+                    getattr(self.transfers, 'replaced_acked', {}).items())],
                 'results_written': bool(self.results_written),
                 'journal_epoch': self.journal_epoch + 1, 'replay': self.engine.replay_state(),
                 # (written results: the node recorded them before it wrote them)
@@ -876,6 +886,7 @@ class ServerAdapter:
         counts.update({k: int(sd['counts'].get(k, 0)) for k in self._LATER_COUNTS})
         clocks = [int(c) for c in sd.get('stop_clocks') or [0] * self.n]
         gone = [bool(g) for g in sd.get('gone') or [False] * self.n]   # (older: none)
+        acked = _replaced_acked(sd.get('replaced_acked') or [], self.n)     # (older: none)
         unrecorded = [(float(now), Log(str(name), float(value), int(worker), json.loads(info)))
                       for now, name, value, worker, info in sd.get('unrecorded_logs') or ()]
         if len(stall_time) != self.n or len(triggers) != self.n or len(clocks) != self.n \
@@ -890,6 +901,8 @@ class ServerAdapter:
                                f'the checkpoint {epoch} beside it (put back?)')
         self.engine.load_state_dict(sd['engine'])
         self.clock, self.stop_sent, self.gone = clock, stop_sent, gone
+        if hasattr(self.transfers, 'replaced_acked'):
+            self.transfers.replaced_acked = acked
         self.stall_time, self.triggers = stall_time, triggers
         for k, v in counts.items():
             setattr(self, k, v)
@@ -1372,6 +1385,26 @@ class WorkerAdapter:
             elif isinstance(a, Log) and a.name == 'reject':
                 self.own_rejects += 1
         return actions
+
+
+def _replaced_acked(rows, n: int) -> dict:
+    """
+    Return a checkpoint's ``replaced_acked`` rows as ``PushTransfers.replaced_acked``.
+
+    Why kept: a replaced server run restored from its checkpoint proves the replacement anew
+    (its transfers' state is not kept), but a robot that acked the replacing run before the
+    restore and computes since acks nothing more: forgotten, its statuses held nothing, and
+    20 s of a held robot's pokes made the restored run take the live run for gone
+    (``PushTransfers.served_by_replacing``). ValueError naming the key if malformed.
+    """
+    try:
+        out = {int(r): (int(run), float(at)) for r, run, at in rows}
+    except (TypeError, ValueError) as err:
+        raise ValueError(f'checkpoint replaced_acked {rows!r:.80}: not [robot, run, when] '
+                         f'rows ({err})') from None
+    if any(not 0 <= r < n for r in out):
+        raise ValueError(f'checkpoint replaced_acked names robots outside this fleet of {n}')
+    return out
 
 
 def _default_transfers(me: int, w, **options) -> PushTransfers:

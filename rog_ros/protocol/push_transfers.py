@@ -599,10 +599,13 @@ class PushTransfers:
         ``within_s`` of that ack (``push_systems.STATUS_PATIENCE_S``): a hung computation's
         statuses come for ever. A robot that pushed or poked since is not counted: once
         every robot waits for a pull (the run that replaced us dead), 20 s of their
-        pokes unanswered by acks to it end it as before. True when counted. O(1).
+        pokes unanswered by acks to it end it as before. An ack later than ``now`` (a
+        checkpoint's, ``ServerAdapter.load_state_dict``, from a clock of another boot) is not
+        counted. True when counted. O(1).
         """
         run, acked = self.replaced_acked.get(peer, (0, None))
-        if not self.replaced_by or run != self.replaced_by or now - acked > within_s:
+        if (not self.replaced_by or run != self.replaced_by
+                or not 0.0 <= now - acked <= within_s):
             return False
         self.replaced_spoke = None
         return True
