@@ -739,13 +739,16 @@ def test_a_gsp_robot_restarted_while_held_stops_on_the_finished_servers_stop_ord
             _enqueue(q, robots[dest], robots[dest].on_message(item, 0.0))
     assert srv.finished and stops == [(0, 11), (1, 21)]
     assert robots[0].engine.stopped and robots[0].set_aside == 0
-    # robot 1 took no model yet: the first stop of a run it does not follow, the answer to
-    # its push, is set aside (_first_stop_held); the repeat an END timeout later stops it
+    # robot 1 took no model yet: the stop of a run it does not follow, the answer to its
+    # push, is set aside until that run answered it alone for 16 s (_stop_held); the
+    # repeats every END timeout meanwhile too, the one at 16 s stops it
     assert robots[1].stops_set_aside == 1 and not robots[1].engine.stopped
-    for a in srv.on_tick(2.0):
-        if isinstance(a, Send) and a.dest == 1:
-            robots[1].on_message(a.msg, 2.0)
-    assert robots[1].engine.stopped
+    for now in range(2, 18, 2):
+        for a in srv.on_tick(float(now)):
+            if isinstance(a, Send) and a.dest == 1:
+                robots[1].on_message(a.msg, float(now))
+        assert robots[1].engine.stopped == (now >= 16)
+    assert robots[1].stops_set_aside == 8
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
@@ -1215,26 +1218,107 @@ def test_a_zombies_ack_and_stop_ahead_of_the_live_runs_first_ack_stop_no_robot(s
     assert [type(a) for a in fresh.on_message(_stop(202, target=10), 28.0)] == [Stopped]
 
 
+def _zombie_ahead_of_a_slow_live_run(system, took, first, delay, until=60.0):
+    """
+    Run robot 0's new run (10) beside zombie 101 (finished) and live run 202, until ``until``.
+
+    Why: a zombie repeats its stop every END timeout while the robot speaks; the live run's
+    messages may come ``delay`` s behind (its link). The robot pushes at 21 s and pokes;
+    101 answers at once, 202 ``delay`` s later (``first`` 'live': 202 at once, 101 0.5 s
+    later). ``took``: whether the robot took 202's model before its push. Returns
+    ``(when the robot stopped or None, robot, zombie)``.
+    """
+    zombie = _finished_server_owing_robot_0_its_stop(system)
+    live = _live_server_202(system)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
+    robot.start(20.0)
+    if took != 'no model':
+        _hear(robot, _server_pull(202, 7), 20.5)
+        assert robot.following == 202
+    lag = {101: delay if first == 'live' else 0.0, 202: 0.0 if first == 'live' else delay}
+    due = []                                     # (when, message) for the robot
+
+    def relay(actions, now):
+        """Hand each server the robot's sends; queue their answers by their lag."""
+        for a in actions:
+            if isinstance(a, Send) and a.dest == SERVER:
+                for run, srv in ((101, zombie), (202, live)):
+                    due.extend((now + lag[run], b.msg) for b in srv.on_message(a.msg, now)
+                               if isinstance(b, Send) and b.dest == 0)
+
+    relay(robot.on_compute_done(_grad(0, 0), 21.0), 21.0)
+    now = 21.0
+    while now < until:
+        for run, srv in ((101, zombie), (202, live)):
+            due.extend((now + lag[run], a.msg) for a in srv.on_tick(now)
+                       if isinstance(a, Send) and a.dest == 0)
+        ready = sorted((m for m in due if m[0] <= now), key=lambda m: m[0])
+        due = [m for m in due if m[0] > now]
+        for _, msg in ready:
+            out = robot.on_message(msg, now)
+            if robot.engine.stopped:
+                return now, robot, zombie
+            relay([a for a in out if isinstance(a, Send)], now)
+        now += 0.5
+        relay(robot.on_tick(now), now)
+    return None, robot, zombie
+
+
 @pytest.mark.parametrize('system', SYSTEMS)
-def test_a_fresh_robot_stops_on_a_server_run_that_answers_it_only_with_its_stop(system):
+@pytest.mark.parametrize('took', ['no model', "202's model"])
+@pytest.mark.parametrize('first', ['zombie', 'live'])
+def test_a_zombies_repeated_stops_ahead_of_a_slow_live_run_stop_no_robot(system, took, first):
+    # Zombie 101 (finished, not yet replaced, new to robot 0's run 10) acks the robot's push
+    # and answers it with its stop, and repeats it every END timeout (2 s); the live run
+    # 202's messages come 5 s behind. _first_stop_held set aside only the zombie's first
+    # stop: its second, at 23 s, still ahead of every word of 202, stopped the robot while
+    # 202 trained on. A stop of a run the robot does not follow is obeyed only once that
+    # run has answered the robot's latest push alone for two poke intervals (16 s).
+    stopped, robot, zombie = _zombie_ahead_of_a_slow_live_run(system, took, first, 5.0)
+    assert stopped is None and not robot.engine.stopped and robot.rejects == 0
+    # (the zombie repeats while the robot speaks: 9 or more repeats, 5 or more set aside)
+    assert robot.following == 202 and zombie.stops_repeated >= 9
+    assert robot.stops_set_aside >= 5 and robot.stops_set_aside == robot.set_aside
+    # the run it follows stops it at once
+    assert [type(a) for a in robot.on_message(_stop(202, target=10), 61.0)] == [Stopped]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_zombie_ahead_of_the_live_run_by_more_than_two_poke_intervals_stops_the_robot(system):
+    # The bound of that rule: the live run's messages 20 s behind the zombie's (its link
+    # down that long), the zombie's stop, alone for 16 s, is obeyed: 16 s after its first.
+    stopped, robot, _ = _zombie_ahead_of_a_slow_live_run(system, 'no model', 'zombie', 20.0)
+    assert stopped == 37.0 and robot.following == 0
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+@pytest.mark.parametrize('lost', [False, True])
+def test_a_fresh_robot_stops_on_a_server_run_that_answers_it_only_with_its_stop(system, lost):
     # The legitimate side of that rule: server run 101 finished (restored after its end,
     # or the live run past the budget) and robot 0's new run (10) pushes to it: 101 acks
-    # the push and answers with its stop, and no other run speaks. Its first stop order is
-    # set aside; its repeat an END timeout later (2 s) stops the robot.
+    # the push and answers with its stop, and no other run speaks. Its stop orders are set
+    # aside until 101 answered the push alone for two poke intervals (16 s: a zombie's
+    # stops ahead of a slower live run are not obeyed before); its repeat then (every END
+    # timeout) stops the robot, 16 s after the first (2 s until 2026-12-08). Its first
+    # copy lost (``lost``), 16 s after the repeat that came first.
     srv = _finished_server_owing_robot_0_its_stop(system)
     robot = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
     robot.start(20.0)
-    stopped, now = None, 21.0
+    first_lost, stopped, now = lost, None, 21.0
     out = robot.on_compute_done(_grad(0, 0), now)
     while now < 60.0 and stopped is None:
         answers = [b.msg for a in out if isinstance(a, Send) and a.dest == SERVER
                    for b in srv.on_message(a.msg, now) if isinstance(b, Send)]
         answers += [b.msg for b in srv.on_tick(now) if isinstance(b, Send)]
+        if lost and _stops_in([Send(0, m) for m in answers]):
+            answers = [m for m in answers if not (isinstance(m, Schedule) and m.stop)]
+            lost = False
         if any(isinstance(c, Stopped) for c in _hear(robot, answers, now)):
             stopped = now
         now += 1.0
         out = robot.on_tick(now)
-    assert stopped == 23.0 and robot.stops_set_aside == 1 and robot.rejects == 0
+    assert stopped == (39.0 if first_lost else 37.0) and robot.rejects == 0
+    assert robot.stops_set_aside == 8
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
@@ -1242,7 +1326,8 @@ def test_a_fresh_robot_that_heard_two_runs_and_took_no_model_waits_for_the_live_
     # Robot run 10 heard server runs 202 and then 101 (their acks of its push: 101 the
     # newest) and took no model yet: 101's stop order, while 202 spoke within two poke
     # intervals (16 s), is set aside. 202 silent that long while the robot waits for its
-    # push's answer (dead): 101, the only run that speaks, is obeyed, as a lone server is.
+    # push's answer (dead), and 101's stops alone as long (16 s from its first, 22 s):
+    # 101, the only run that speaks, is obeyed, as a lone server is.
     zombie = _finished_server_owing_robot_0_its_stop(system)
     live = _live_server_202(system)
     robot = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
@@ -1258,8 +1343,9 @@ def test_a_fresh_robot_that_heard_two_runs_and_took_no_model_waits_for_the_live_
     assert SERVER in robot.transfers.settled
     assert _hear(robot, [_stop(101, target=10)], 22.0) == [] and not robot.engine.stopped
     assert _hear(robot, [_stop(101, target=10)], 36.0) == [] and not robot.engine.stopped
-    assert robot.stops_set_aside == 2
-    assert [type(a) for a in robot.on_message(_stop(101, target=10), 37.0)] == [Stopped]
+    assert _hear(robot, [_stop(101, target=10)], 37.5) == [] and not robot.engine.stopped
+    assert robot.stops_set_aside == 3
+    assert [type(a) for a in robot.on_message(_stop(101, target=10), 38.0)] == [Stopped]
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
@@ -1287,7 +1373,7 @@ def test_a_robot_stops_on_a_restarted_servers_stop_if_the_run_it_followed_answer
     # The other side of the rule: robot 0 (run 9) follows server run 202 (its model), which
     # dies; a restarted server (303, finished: restored past the budget) acks its push and
     # answers with its stop. 202 answered none of that push: not followed any more, and
-    # 303's first stop order stops the robot.
+    # 303's stop stops the robot once 303 answered that push alone for 16 s.
     srv = _finished_server_owing_robot_0_its_stop(system)
     srv.transfers.incarnation = 303
     robot = _robot(_pair(system, n_workers=1)[1], system, 0, 9)
@@ -1311,8 +1397,10 @@ def test_a_robot_stops_on_a_restarted_servers_stop_if_the_run_it_followed_answer
         out = robot.on_tick(now)
     assert robot.transfers.peer_runs[SERVER][-1] == 303
     # (its first stop order reaches the robot at 12 s here, the answer to its push: set
-    # aside, as a zombie's first would be (_first_stop_held); its repeat at 14 s stops it)
-    assert stopped == 14.0 and robot.set_aside == 1 and robot.stops_set_aside == 1
+    # aside, as a zombie's would be, until 303 answered that push alone for 16 s
+    # (_stop_held); its repeat at 28 s stops it: 14 s until 2026-12-08)
+    assert stopped == 28.0, (robot.set_aside, robot.stops_set_aside)
+    assert robot.set_aside == 8 and robot.stops_set_aside == 8
     assert robot.rejects == 0
 
 

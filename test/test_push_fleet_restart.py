@@ -40,7 +40,7 @@ def _serve_until_told(server, workers, limit_s=30.0):
     as a robot's process does. Why: over the in-memory bus a robot hears only while the
     test spins it, and a finished server's node sends the stop orders again only in
     ``finish``, which spins no robot: a robot that takes its order from a repeat
-    (``WorkerAdapter._first_stop_held``), or one stopped that never said so, held
+    (``WorkerAdapter._stop_held``), or one stopped that never said so, held
     ``finish`` for the whole linger (20 s, ``ServerAdapter.stops_owed``), not the seconds
     a fleet of processes takes. Wall clock bounds it.
     """
@@ -227,8 +227,9 @@ def test_a_push_server_restored_after_a_stop_order_waits_only_for_the_robots_tra
         assert back.activate()
         nodes.insert(0, back)
         # (the restored run, new to the robot still training, answers its last push with its
-        # stop: set aside, as a zombie's first would be, WorkerAdapter._first_stop_held; the
-        # robot takes the repeat an END timeout later, while the server serves on)
+        # stop: set aside, as a zombie's would be, until the run answered that push alone
+        # for 16 s, WorkerAdapter._stop_held; the robot takes a repeat then, while the
+        # server serves on)
         _spin(nodes, lambda: back.engine.finished)
         _serve_until_told(back, workers)
         summary = back.finish()

@@ -1072,7 +1072,7 @@ class WorkerAdapter:
         self.following = 0             # the server run whose model we took last (we follow it)
         self.stops_set_aside = 0       # stop orders of a server run we do not follow (a zombie's)
         self._said = {}                # server run -> when it last answered us (chunk, ack)
-        self._stopping = {}            # server run -> when it last ordered us to stop
+        self._stopping = {}            # server run -> when it first ordered us to stop
         self._pushed_at = None         # when our latest push went (None: none yet)
 
     @property
@@ -1186,9 +1186,9 @@ class WorkerAdapter:
         live one again: its stop order stops the robot, as does a retired run's stop order
         that keeps coming (``_retired``).
         """
-        held = self._first_stop_held(msg)
         if isinstance(msg, Schedule) and getattr(msg, 'stop', False):
             self._note_stop(int(getattr(msg, 'incarnation', 0)), now)
+        held = self._stop_held(msg, now)
         if isinstance(msg, Schedule) and (self._not_followed(msg, now)
                                           or self._retired(msg, now) or held):
             self.set_aside += 1
@@ -1245,48 +1245,62 @@ class WorkerAdapter:
         return any(r != inc and r not in self._stopping and now - when < span
                    for r, when in self._said.items())
 
-    def _first_stop_held(self, msg) -> bool:
+    def _stop_held(self, msg, now: float) -> bool:
         """
-        Tell whether ``msg`` is the first stop order we hear, of a server run we do not follow.
+        Tell whether ``msg`` is a stop of a run we do not follow, not yet shown to be live.
 
         Why: a replaced server run alive after all (a zombie, finished) that is new to this
-        run of ours acks our push and answers it with its stop order; when both came before
-        the live run's first ack, nothing told the live run from the zombie yet (no other
-        run had answered us: ``_not_followed``), and the robot stopped while the live run
-        trained on. The first stop order of a run we do not follow is set aside, counted
-        (``stops_set_aside``), never obeyed at once: a server that means it repeats it every
-        END timeout while we are owed it (``ServerAdapter._stops_due``) and answers each of
-        our pokes with it (``_after_stop``), and the next one is judged by the rules of
-        ``_not_followed`` and ``_retired``, by then knowing whether another run answered us
-        (the live run's acks come within a network delay of the zombie's). Bounded: one stop
-        order, an END timeout (2 s) late, a poke interval (8 s) at most if repeats are lost.
-        Only the stop of a run that answered our latest push (acked it, ``_said``), the
-        zombie's way: a stop with no answer of ours before it (a robot restarted while held,
-        its new run computing its first gradient; a robot that heard no server) is judged
-        as before. Once any run ordered us to stop, none is held (two finished runs: the
-        robot stops on the second order it hears, as before). Not a stop of the run we
-        follow, nor one naming no run (a server of a revision before stops were stamped).
-        O(1).
+        run of ours acks our push, answers it with its stop order and repeats that every END
+        timeout (``ServerAdapter._stops_due``); when those came before the live run's first
+        word (its link slower), nothing told the live run from the zombie yet (no other run
+        had answered us: ``_not_followed``), and the robot stopped while the live run trained
+        on: on the zombie's first stop until 2026-12-07, on its second (2 s later, the live
+        run's messages more than 2 s behind) until 2026-12-08 (``_first_stop_held``, which
+        set aside the first only). Such a stop is set aside (``stops_set_aside``) until its
+        run has answered our latest push alone for two poke intervals
+        (``REVIVE_AFTER_POKES`` x ``POKE_END_TIMEOUTS`` END timeouts, 16 s): since its first
+        stop order after that push, no other run answered us (a chunk, an ack: ``_said``)
+        within that span. By then the live run has answered (it answers each of our pokes,
+        every poke interval while we wait) and the rules of ``_not_followed`` and
+        ``_retired`` judge. Bounded: a server that means it (a live or restored server past
+        its end answering our push with its stop alone; its first copy lost) repeats its stop
+        every END timeout while we are owed it and answers each poke with it, so the robot
+        stops 16-18 s after the first stop order it heard, 24 s at most if repeats are lost
+        (the next poke's answer). A zombie whose stops come more than 16 s ahead of every
+        word of the live run still stops the robot. Only the stop of a run that answered our
+        latest push (acked it, ``_said``), the zombie's way: one with no answer of ours before
+        it (a robot restarted while held, its new run computing its first gradient; a robot
+        that heard no server) is judged as before. Not held once another run ordered us to
+        stop (two finished runs: whichever is live is finished; the robot stops on the
+        second run's order, as before), nor a stop of the run we follow, nor one naming no
+        run (a server of a revision before stops were stamped). O(``STOPPING_KEPT`` +
+        ``KEEP_RUNS``).
         """
         inc = int(getattr(msg, 'incarnation', 0))
         if not (isinstance(msg, Schedule) and getattr(msg, 'stop', False) and inc
-                and inc != self.following and not self._stopping):
+                and inc != self.following and inc in self._stopping
+                and all(r == inc for r in self._stopping)):
             return False
         said = self._said.get(inc)
-        return self._pushed_at is not None and said is not None and said >= self._pushed_at
+        if self._pushed_at is None or said is None or said < self._pushed_at:
+            return False
+        span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * self.transfers.end_timeout_s
+        alone_since = max(self._stopping[inc], self._pushed_at)
+        return now - alone_since < span or any(
+            r != inc and now - when < span for r, when in self._said.items())
 
     def _note_stop(self, run: int, now: float) -> None:
         """
-        Note that server run ``run`` ordered us to stop (``_not_followed``).
+        Note that server run ``run`` ordered us to stop (``_not_followed``), first at ``now``.
 
         Why: a run that ordered a stop is not one that trains on (a push server's stop ends
         the fleet's training), so its answers are no reason to set another run's stop aside.
-        At most ``STOPPING_KEPT`` runs, the oldest noted dropped first: O(1).
+        The time kept is its first order's (``_stop_held`` counts from it). At most
+        ``STOPPING_KEPT`` runs, the one noted least recently dropped first: O(1).
         """
         if not run:
             return
-        self._stopping.pop(run, None)
-        self._stopping[run] = now
+        self._stopping[run] = self._stopping.pop(run, now)
         if len(self._stopping) > STOPPING_KEPT:
             del self._stopping[next(iter(self._stopping))]
 
