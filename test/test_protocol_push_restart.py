@@ -1292,6 +1292,52 @@ def test_a_zombie_ahead_of_the_live_run_by_more_than_two_poke_intervals_stops_th
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
+def test_a_zombies_stop_crossing_the_robots_next_push_stops_no_robot(system):
+    # Robot 0's run 10 took 202's model, then heard zombie 101 (finished, not yet replaced:
+    # 101 the newest run), which acked its push at 21 s and answered with its stop, set
+    # aside; it computes on 202's next model and pushes again at 22.9 s. 101's repeat (due
+    # at 23 s) left before that push reached it: it comes before any answer to the push, so
+    # no rule held it (_stop_held only a run that answered the latest push; _not_followed
+    # only once 202 answered it; _retired never the newest run) and it stopped the robot
+    # while 202 trained on. A run that answered this run of ours is held as one that
+    # answered its latest push.
+    zombie = _finished_server_owing_robot_0_its_stop(system)
+    live = _live_server_202(system)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
+
+    def relay(actions, now, to=(101, 202)):
+        """Hand the servers ``to`` the robot's sends; return their answers to it by run."""
+        out = {101: [], 202: []}
+        for a in actions:
+            if isinstance(a, Send) and a.dest == SERVER:
+                for run, srv in ((101, zombie), (202, live)):
+                    if run in to:
+                        out[run] += [b.msg for b in srv.on_message(a.msg, now)
+                                     if isinstance(b, Send) and b.dest == 0]
+        return out
+
+    robot.start(20.0)
+    relay(_hear(robot, _server_pull(202, 7), 20.5), 20.5)
+    answers = relay(robot.on_compute_done(_grad(0, 0), 21.0), 21.0)
+    relay(_hear(robot, answers[101], 21.2), 21.2)           # 101's ack and stop first
+    relay(_hear(robot, answers[202], 21.5), 21.5)
+    relay(_hear(robot, _server_pull(202, 8, 22.0), 22.0), 22.0)
+    assert robot.following == 202 and robot.transfers.peer_runs[SERVER] == [202, 101]
+    assert robot.stops_set_aside == 1 and not robot.engine.stopped
+    assert zombie.transfers.replaced_by == 0 and zombie.stops_owed(23.0) == [0]
+    push = robot.on_compute_done(_grad(0, 1), 22.9)         # (on its way to the servers)
+    repeat = _stops_in(zombie.on_tick(23.0))
+    assert len(repeat) == 1
+    assert _hear(robot, repeat, 23.05) == [] and not robot.engine.stopped
+    assert robot.stops_set_aside == 2 and robot.rejects == 0
+    answers = relay(push, 23.1)
+    _hear(robot, answers[101] + answers[202], 23.2)
+    assert not robot.engine.stopped
+    # the run it follows stops it at once
+    assert [type(a) for a in robot.on_message(_stop(202, target=10), 24.0)] == [Stopped]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
 @pytest.mark.parametrize('lost', [False, True])
 def test_a_fresh_robot_stops_on_a_server_run_that_answers_it_only_with_its_stop(system, lost):
     # The legitimate side of that rule: server run 101 finished (restored after its end,

@@ -1267,22 +1267,25 @@ class WorkerAdapter:
         every END timeout while we are owed it and answers each poke with it, so the robot
         stops 16-18 s after the first stop order it heard, 24 s at most if repeats are lost
         (the next poke's answer). A zombie whose stops come more than 16 s ahead of every
-        word of the live run still stops the robot. Only the stop of a run that answered our
-        latest push (acked it, ``_said``), the zombie's way: one with no answer of ours before
-        it (a robot restarted while held, its new run computing its first gradient; a robot
-        that heard no server) is judged as before. Not held once another run ordered us to
-        stop (two finished runs: whichever is live is finished; the robot stops on the
-        second run's order, as before), nor a stop of the run we follow, nor one naming no
-        run (a server of a revision before stops were stamped). O(``STOPPING_KEPT`` +
-        ``KEEP_RUNS``).
+        word of the live run still stops the robot. Only the stop of a run that answered this
+        run of ours (acked a push of it, ``_said``), the zombie's way: one with no answer of
+        ours before it (a robot restarted while held, its new run computing its first
+        gradient; a robot that heard no server) is judged as before. Not only one that
+        answered our latest push (until 2026-12-08): a zombie's repeat that crossed our next
+        push (it left before the push reached the zombie) came before any answer to it, and
+        stopped a robot that follows the live run while the zombie was the newest run (no
+        rule of ``_not_followed`` nor ``_retired`` holds it before the live run answers).
+        Not held once another run ordered us to stop (two finished runs: whichever is live
+        is finished; the robot stops on the second run's order, as before), nor a stop of
+        the run we follow, nor one naming no run (a server of a revision before stops were
+        stamped). O(``STOPPING_KEPT`` + ``KEEP_RUNS``).
         """
         inc = int(getattr(msg, 'incarnation', 0))
         if not (isinstance(msg, Schedule) and getattr(msg, 'stop', False) and inc
                 and inc != self.following and inc in self._stopping
                 and all(r == inc for r in self._stopping)):
             return False
-        said = self._said.get(inc)
-        if self._pushed_at is None or said is None or said < self._pushed_at:
+        if self._pushed_at is None or inc not in self._said:
             return False
         span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * self.transfers.end_timeout_s
         alone_since = max(self._stopping[inc], self._pushed_at)
