@@ -847,6 +847,8 @@ class ServerAdapter:
         ``LEAVE_TIMEOUT_S`` after its end, before its robots' pokes showed that run gone),
         but a robot that acked that run before the restore and computes since acks nothing
         more. Its times are the crashed process's monotonic clock (this one's within a boot).
+        Only the acks before the checkpoint: acks are not journaled, and a finished run
+        checkpoints only as it sends a robot its first stop order (or its results).
         """
         return {'engine': self.engine.state_dict(copy=copy), 'state_id': self.durable_progress,
                 'clock': list(self.clock), 'stop_sent': list(self.stop_sent),
@@ -1256,17 +1258,17 @@ class WorkerAdapter:
         had answered us: ``_not_followed``), and the robot stopped while the live run trained
         on: on the zombie's first stop until 2026-12-07, on its second (2 s later, the live
         run's messages more than 2 s behind) until 2026-12-08 (``_first_stop_held``, which
-        set aside the first only). Such a stop is set aside (``stops_set_aside``) until its
-        run has answered our latest push alone for two poke intervals
-        (``REVIVE_AFTER_POKES`` x ``POKE_END_TIMEOUTS`` END timeouts, 16 s): since its first
-        stop order after that push, no other run answered us (a chunk, an ack: ``_said``)
-        within that span. By then the live run has answered (it answers each of our pokes,
-        every poke interval while we wait) and the rules of ``_not_followed`` and
-        ``_retired`` judge. Bounded: a server that means it (a live or restored server past
-        its end answering our push with its stop alone; its first copy lost) repeats its stop
-        every END timeout while we are owed it and answers each poke with it, so the robot
-        stops 16-18 s after the first stop order it heard, 24 s at most if repeats are lost
-        (the next poke's answer). A zombie whose stops come more than 16 s ahead of every
+        set aside the first only). Such a stop is set aside (``stops_set_aside``) until its run has
+        answered our latest push alone for two poke intervals (``REVIVE_AFTER_POKES`` x
+        ``POKE_END_TIMEOUTS`` END timeouts, 16 s): that span since the later of its first stop
+        order (``_stopping``, kept for this run of ours) and that push, and no other run answered
+        us (a chunk, an ack: ``_said``) within it. By then the live run has answered (it answers
+        each of our pokes, every poke interval while we wait) and the rules of ``_not_followed``
+        and ``_retired`` judge. Bounded: a server that means it (a live or restored server past its
+        end answering our push with its stop alone; its first copy lost) repeats its stop every END
+        timeout while we are owed it and answers each poke with it, so the robot stops 16-18 s
+        after the first stop order it heard, 24 s at most if repeats are lost (the next poke's
+        answer). A zombie whose stops come more than 16 s ahead of every
         word of the live run still stops the robot. Only the stop of a run that answered this
         run of ours (acked a push of it, ``_said``), the zombie's way: one with no answer of
         ours before it (a robot restarted while held, its new run computing its first
