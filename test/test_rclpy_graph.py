@@ -700,3 +700,57 @@ def test_a_server_replaced_while_the_old_ones_participant_lingers_is_still_refus
         robot.shutdown()
     assert isinstance(err.value, worker_node.ServerIncompatible), err.value
     assert failure_status(err.value) == 4 and OLD_PREFIX in str(err.value)
+
+
+OTHER_ROBOT = bytes(range(0xb0, 0xbc))   # a robot of another build (another participant)
+OTHER_ROBOT_PREFIX = 'b0b1b2b3:b4b5b6b7:b8b9babb'
+
+
+@pytest.mark.parametrize('with_robots', [True, False])
+def test_a_server_of_another_build_come_with_its_robots_while_its_own_is_away_rclpy(
+        jazzy, tmp_path, monkeypatch, caplog, with_robots):
+    # This robot's own server goes out of reach mid-run; a server of another build is heard
+    # only after that, never beside its own, so nothing tells it from its own server
+    # replaced (the other's messages cannot be read, its GUID prefix is random). Before,
+    # the robot always took it for the replacement: exit 4 at server_timeout, not
+    # respawned, and its own server, back later, had lost it for good. With robots of that
+    # build writing the uplink beside it, a fleet of that build is there: the robot ends as
+    # for a silent server (exit 1, respawned; restarted, it refuses a replacement at its
+    # start), saying so. A server of another build alone (the replacement) still gets 4.
+    from rog_ros.nodes import respawn, worker_node
+    from rog_ros.nodes.ros_node import failure_status
+
+    monkeypatch.setattr(worker_node, 'INCOMPATIBLE_SCALE', 0.01)
+    ns = '/fleet2' if with_robots else '/fleet1'
+    robot = _worker(tmp_path, ns, '--startup-timeout', '3', '--server-timeout', '1.5')
+    own = _own_server(jazzy, ns, 0)
+    try:
+        assert robot.activate()
+        for end in own:
+            end.gone = True                           # out of reach
+        _old_server(jazzy, ns, 0)
+        if with_robots:                               # the other fleet's robot 0
+            for t in worker_inbox(0):
+                jazzy.add_remote(OTHER_ROBOT, 'rog_worker_0', resolve(t, ns), False,
+                                 _type(t), OTHER_HASH)
+            for t in server_inbox():
+                jazzy.add_remote(OTHER_ROBOT, 'rog_worker_0', resolve(t, ns), True,
+                                 _type(t), OTHER_HASH)
+        with pytest.raises((worker_node.PeerTimeout, TimeoutError)) as err:
+            while robot.spin_once():
+                time.sleep(0.005)
+    finally:
+        robot.shutdown()
+    text = str(err.value)
+    assert '\n' not in text and OLD_PREFIX in text, text
+    if not with_robots:
+        assert isinstance(err.value, worker_node.ServerIncompatible), err.value
+        assert failure_status(err.value) == 4
+        return
+    assert not isinstance(err.value, worker_node.ServerIncompatible), err.value
+    assert failure_status(err.value) == 1 and respawn.crashed(1)
+    assert text.startswith('worker 0: no message from the server for 2 s'), text
+    assert OTHER_ROBOT_PREFIX in text and "most likely another fleet's" in text, text
+    assert 'the restarted robot refuses it at its start, exit status 4' in text, text
+    (line,) = _said(caplog)
+    assert 'exits as for a silent server (status 1' in line, line

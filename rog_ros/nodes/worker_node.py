@@ -332,14 +332,31 @@ class WorkerNode:
         if now - self._other_said < OTHER_SERVER_SAY_S:
             return
         self._other_said = now
+        then = 'exits (status 4)'
         if self._waiting_to_start:
             patience = f'startup_timeout, {self.args.startup_timeout:.3g} s from its start'
         else:
             patience = (f'server_timeout, {self.args.server_timeout:.3g} s after the last '
                         'message of its server')
+            if self._other_fleet_robots(other):
+                then = ('exits as for a silent server (status 1: robots of that build are '
+                        "heard too, so that server is most likely another fleet's)")
         self.log.warning(f'{self._other_server_said(other)}; this robot waits for a server '
                          f'of its build until {patience}, then, if only that server is still '
-                         'heard, exits (status 4)')
+                         f'heard, {then}')
+
+    def _other_fleet_robots(self, other) -> list:
+        """
+        Return the participants of another build that write the uplink, the servers aside.
+
+        Only robots write the uplink: these are robots of another build (a server ``other``
+        that writes it too is left out). A server of another build that replaced this
+        robot's own serves this robot's fleet, whose robots run this build; one heard with
+        robots of its build beside it is another fleet's on this namespace and
+        ROS_DOMAIN_ID, or this fleet's partly upgraded (its server and some robots).
+        """
+        writers = {p for t in worker_outbox() for p in self.bus.foreign_writers(t)}
+        return sorted(writers - set(other))
 
     def _other_server_said(self, other) -> str:
         """Say that ``other`` serves this robot with another build: both builds' types."""
@@ -357,7 +374,7 @@ class WorkerNode:
                 'rog_ros version, or the server of another fleet on this namespace and '
                 'ROS_DOMAIN_ID)')
 
-    def _refuse_other_server(self, waited: str) -> None:
+    def _refuse_other_server(self, waited: str) -> str:
         """
         Raise :class:`ServerIncompatible` when the only server there runs another build.
 
@@ -367,13 +384,33 @@ class WorkerNode:
         run (no message of its server within ``server_timeout``: the server replaced by one
         of another build, which the robot noticed only at its start). One line naming both
         builds, exit status 4: not restarted.
+
+        During the run, a server of another build first heard while this robot's own was
+        silent is this robot's server replaced, or another fleet's come while its own was
+        out of reach: nothing on the wire names a fleet (the other's messages cannot be
+        read, its participant's GUID prefix is random), but robots of that build writing
+        the uplink beside it (:meth:`_other_fleet_robots`) say a fleet of that build is
+        there. Then the robot does not refuse: it returns the clause that says so, for the
+        silent server's line (exit 1, restarted under respawn, which gives its own server
+        ``startup_timeout`` more to come back; a server that did replace its own, with part
+        of the fleet upgraded, is refused by the restarted robot at its start, exit 4).
+        '' when no server of another build is the only one there.
         """
         other = self._other_server()     # (a look of now, not of the last half second)
+        robots = [] if self._waiting_to_start or not other else self._other_fleet_robots(other)
+        if robots:
+            return (f'; the only server heard since, participant {", ".join(other)}, runs '
+                    f'another rog_ros build, beside robots of that build (participants '
+                    f"{', '.join(robots)}): most likely another fleet's on this namespace "
+                    "and ROS_DOMAIN_ID, not this robot's server replaced, so it ends as for "
+                    'a silent server (restarted under respawn; if that server did replace '
+                    'its own, the restarted robot refuses it at its start, exit status 4)')
         if other:
             raise ServerIncompatible(
                 f'{waited}: {self._other_server_said(other)}; upgrade the server or this '
                 'robot so both run the same rog_ros version (rog doctor prints the version '
                 'each runs); not restarted (exit status 4)')
+        return ''
 
     def _downlink_writers(self):
         """Return the participants writing this robot's downlink, of any build (None: unknown)."""
@@ -513,12 +550,13 @@ class WorkerNode:
         waiting = self.driver.compute_at is None and self.driver.computing is None
         self._look_for_server()
         if waiting and time.monotonic() - progress > self.args.server_timeout:
-            self._refuse_other_server(f'worker {self.rank}: no message from its server for '
-                                      f'server_timeout {self.args.server_timeout:.3g} s')
+            other = self._refuse_other_server(f'worker {self.rank}: no message from its '
+                                              'server for server_timeout '
+                                              f'{self.args.server_timeout:.3g} s')
             raise TimeoutError(f'worker {self.rank}: no message from the server for '
                                f'{self.args.server_timeout:.0f} s (engine state '
                                f'{self.engine.state}, clock {self.engine.clock})'
-                               f'{self._drops_said()}')
+                               f'{self._drops_said()}{other}')
         if time.monotonic() >= self._status_due:
             self._publish_status()
         return True
