@@ -31,7 +31,8 @@ from rog_ros.protocol import ps_final
 from rog_ros.protocol.ps_membership import IncompatibleWatch
 from rog_ros.transport.topics import resolve
 from test_nodes_lifecycle import HubBus, in_memory_fleet, server_and_workers
-from test_push_fleet_restart import _durable_fleet, _kill, _restarted_server, _spin
+from test_push_fleet_restart import (_durable_fleet, _kill, _restarted_server,
+                                     _serve_until_told, _spin)
 
 OLD = 'c0ffee00:00000001:00000002'
 
@@ -69,6 +70,9 @@ def test_the_watch_gives_a_robot_up_once_after_its_bound():
     (log,) = watch.observe(1, 13.0, [OLD], matched=False)
     assert (log.name, log.worker, log.value) == ('worker_incompatible', 1, 3.0)
     assert log.info['participants'] == [OLD] and 'upgrade' in log.info['hint']
+    # (it may be another fleet's robot of that rank: this fleet's own is taken back)
+    assert log.info['hint'].endswith('takes it back when a robot of this build is heard for '
+                                     'that rank'), log.info['hint']
     assert watch.observe(1, 20.0, [OLD], matched=False) == []       # once
     assert watch.given_up == {1} and not watch.all_given_up([0, 1])
     # a matched reader of this build (the robot upgraded) starts it again
@@ -363,3 +367,53 @@ def test_a_robot_given_up_then_taken_back_leaves_the_timeout_naming_the_whole_wa
     assert time.monotonic() - start >= 2.0
     assert ' after 2 s: is the other side running' in said, said
     assert 'given up' not in said and '\n' not in said
+
+
+@pytest.mark.parametrize('sync', ['rog', 'bsp', 'adacomp', 'gsp'])
+def test_a_robot_given_up_beside_another_fleets_and_then_heard_is_taken_back_whole(
+        hub, tmp_path, monkeypatch, sync):
+    # Robot 1 of this fleet is late; another fleet's robot 1 (another build) reads w1 and
+    # writes the uplink. The server gives robot 1 up after 3 leases (0.3 s here) and starts
+    # with robot 0; this fleet's robot 1 comes 1 s later, the other one still there. It is
+    # taken back whole: Rog's family trains it to its budget and sends it the final model;
+    # a push server, whose budget is the fleet's (robot 0 spent it), still serves and tells
+    # it to stop. Before, a push server let robot 1 go when it gave it up and ended at
+    # once (0.6 s), before this fleet's robot 1 came, though it would have waited for it
+    # until startup_timeout (5 s) had the other fleet not been there; and summary.json
+    # listed robot 1 in workers_incompatible (to be upgraded) when it came and left
+    # within the half second between two looks.
+    monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    monkeypatch.setattr(ps_final, 'FINAL_PATIENCE_S', 5.0)
+    srv, workers = server_and_workers(tmp_path, '/inc7', 2,
+                                      ['--sync', sync, '--iterations', '8',
+                                       '--startup-timeout', '5'], ['--sync', sync])
+    late = workers[1]
+    hub.buses.remove(late.bus)                 # (not there yet: still booting)
+    _old_robot(hub, '/inc7', 1)                # the other fleet's robot 1
+    nodes = [srv, workers[0]]
+    try:
+        start = time.monotonic()
+        assert srv.activate() and workers[0].activate()
+        assert time.monotonic() - start < 2.0 and srv.incompatible.given_up == {1}
+        _spin(nodes, lambda: time.monotonic() - start >= 1.0, limit_s=5.0)
+        assert not srv.engine.finished         # (a push server ended here before)
+        hub.buses.append(late.bus)
+        nodes.append(late)
+        assert late.activate()
+        _spin(nodes, lambda: srv.engine.finished)
+        assert srv.engine.finished
+        if not hasattr(late.engine, 'holds_final'):
+            _serve_until_told(srv, workers)     # (told to stop, they leave: as processes do)
+        summary = srv.finish()
+    finally:
+        if late not in nodes:
+            hub.buses.append(late.bus)
+        for node in [srv] + workers:
+            node.shutdown()
+    assert srv.incompatible.given_up == set() and summary['workers_incompatible'] == []
+    assert summary['completed'] is True and all(w.driver.stopped for w in workers)
+    if hasattr(late.engine, 'holds_final'):                   # (Rog's family)
+        assert late.engine.clock >= 8, late.engine.clock      # trained to its budget
+        assert late.engine.holds_final and workers[0].engine.holds_final
+    else:                                                     # (the fleet's budget)
+        assert sum(srv.engine.clock) >= 16, srv.engine.clock

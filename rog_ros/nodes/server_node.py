@@ -220,6 +220,9 @@ class ServerNode:
         self._finished_before = False  # restored a run that had finished: write nothing
         self._told_before = set()    # restored: robots told to stop before the crash
         self._activated_at = None    # (monotonic) when activate returned
+        self._robots_due = None      # (monotonic) startup_timeout from activate's start
+        self._let_go = set()         # robots of another build a push engine no more waits for
+        self._unheard_given_up = set()   # robots given up before the engine took a message
         self._next_eval = 0.0
         self._last_evaluated = None  # the consensus model the last evaluation was given
         self.last_metrics = {}
@@ -348,6 +351,8 @@ class ServerNode:
                              f'written in {a.out}; {train_again(a.state_dir)}')
             self.life.trigger('activate')
             return True
+        # (a push engine lets robots given up as another build's go then: _let_go_given_up)
+        self._robots_due = time.monotonic() + self.args.startup_timeout
         if not self._wait_for_robots(self._robots_to_wait_for()):
             return False
         self.life.trigger('activate')
@@ -561,7 +566,8 @@ class ServerNode:
         At most every ``INCOMPATIBLE_LOOK_S``. A robot given up (``IncompatibleWatch``) is
         logged with its participant's GUID prefix, counted in ``events.csv`` and summary.json
         (``workers_incompatible``), and suspended as absent (``MembershipMixin.suspend``):
-        heard again after an upgrade, the absence rules readmit it.
+        heard again after an upgrade, the absence rules readmit it. A push engine, which has no
+        absence rules, lets it go (:meth:`_let_go_given_up`).
 
         Only a participant of another build that reads the downlink and writes the uplink
         (of any build) is taken as the robot, where the bus can tell (``_uplink_writers``):
@@ -586,20 +592,56 @@ class ServerNode:
             foreign = sorted(foreign)
             was = r in self.incompatible.given_up
             # (asked only then: an upgraded robot's old reader may be gone already)
-            matched = (bool(foreign) or was) and self._robot_there(r)
+            matched = (bool(foreign) or was) and (self._robot_there(r) or self._heard_since(r))
             let_go = getattr(self.engine, 'let_go_robot', None)      # (the push systems)
             for log in self.incompatible.observe(r, now, foreign, matched):
                 out.append(r)
                 self._on_log(now, log)
+                if r not in self.hooks.heard:
+                    self._unheard_given_up.add(r)
                 suspend = getattr(self.engine, 'suspend', None)   # (Rog's engines)
                 if suspend is not None:
                     clock = self.driver.clock()
                     self.driver.handle(suspend(r, clock, 'absent'), clock)
-                elif let_go is not None:
-                    let_go(r)            # (else it waited at the end for a stop never sent)
-            if was and r not in self.incompatible.given_up and let_go is not None:
+            if r not in self.incompatible.given_up:
+                self._unheard_given_up.discard(r)
+            if was and r in self._let_go and r not in self.incompatible.given_up:
+                self._let_go.discard(r)
                 let_go(r, go=False)      # matched again (upgraded): waited for at the end
+        self._let_go_given_up(now)
         return out
+
+    def _heard_since(self, rank: int) -> bool:
+        """
+        Tell whether robot ``rank``, given up before any message of it, was heard since.
+
+        The engine took a message of it (``ServerHooks.heard``): a robot of this build speaks
+        for that rank, as a reader of this build on its downlink would say. A push robot of
+        this fleet that came after another fleet's robot of its rank was given up, and was
+        told to stop at once (the fleet's budget spent), left within the half second between
+        two looks: summary.json listed it in ``workers_incompatible``, to be upgraded.
+        """
+        return rank in self._unheard_given_up and rank in self.hooks.heard
+
+    def _let_go_given_up(self, now: float) -> None:
+        """
+        Let a push engine go of the robots given up as another build's, once it may.
+
+        A push engine has no absence rules: it waits at its end for every robot's stop order,
+        and one of another build never gets it (``ServerAdapter.let_go_robot``). It is let
+        go once ``startup_timeout`` from the server's start (``activate``) has passed (at
+        once for a node never activated), not when it is given up: the robot heard may be
+        another fleet's of that rank, on this namespace and ROS_DOMAIN_ID, while this fleet's
+        own still boots, and this server would have waited for that one until then. Let go
+        at once, a short run ended before that robot came, which then missed the whole run
+        (Rog's engines wait for an absent robot at the end: ``ps_final.FINAL_PATIENCE_S``).
+        """
+        let_go = getattr(self.engine, 'let_go_robot', None)
+        if let_go is None or (self._robots_due is not None and now < self._robots_due):
+            return
+        for r in sorted(self.incompatible.given_up - self._let_go):
+            self._let_go.add(r)
+            let_go(r)                # (else it waited at the end for a stop never sent)
 
     def _uplink_writers(self, other_builds: bool = True):
         """
@@ -698,6 +740,11 @@ class ServerNode:
         if self._finished_before:
             return {}          # (a rewrite would replace the run's results with a restart's)
         end = time.monotonic()
+        # (a robot given up as another build's and heard since, within the last look's half
+        # second: a push robot of this fleet come after the budget was spent, sent its stop
+        # order at once; summary.json named it as of another build, to be upgraded)
+        self._next_incompatible_look = 0.0
+        self._look_for_incompatible(range(self.args.workers), now=end)
         if self.engine.finished:
             self._hear_the_robots_told_to_stop()
             self._wait_for_workers_to_leave()

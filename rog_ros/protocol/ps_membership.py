@@ -251,8 +251,10 @@ class IncompatibleWatch:
         return [Log('worker_incompatible', waited, rank, {
             'participants': foreign,
             'hint': 'it runs another rog_ros version, whose messages differ from this '
-                    "server's; upgrade it to this server's version (rog doctor on the robot "
-                    'says which it runs); the fleet trains on without it'})]
+                    "server's (or it is another fleet's robot of that rank on this namespace "
+                    "and ROS_DOMAIN_ID); upgrade it to this server's version (rog doctor on "
+                    'the robot says which it runs); the fleet trains on without it, and takes '
+                    'it back when a robot of this build is heard for that rank'})]
 
     def all_given_up(self, ranks) -> bool:
         """Tell whether every rank of ``ranks`` (one at least) was given up."""
