@@ -71,15 +71,23 @@ def _type(topic):
     return name.replace('/', '/msg/') if '/' in name else f'rog_ros/msg/{name}'
 
 
-def _old_robot(ros, namespace, rank, renamed=False, tool=False):
+def _kind(topic, renamed, chunks_only):
+    """Return (type, hash) of ``topic``'s endpoint of another build (see _old_robot)."""
+    if chunks_only and not topic.endswith('/chunks'):
+        return _type(topic), 'ours'              # (a message that kept its hash)
+    return (_type(topic) + 'V1', 'ours') if renamed else (_type(topic), OTHER_HASH)
+
+
+def _old_robot(ros, namespace, rank, renamed=False, tool=False, chunks_only=False):
     """
     Put a robot of another build on the graph: it reads robot ``rank``'s downlink, writes up.
 
     Its types keep their names and differ in their hash, or (``renamed``) in their names;
-    with ``tool``, it only reads (an older ``ros2 topic echo`` of that downlink).
+    with ``tool``, it only reads (an older ``ros2 topic echo`` of that downlink); with
+    ``chunks_only``, only ``RowChunk`` differs (a build that changed that message alone).
     """
     def kind(topic):
-        return (_type(topic) + 'V1', 'ours') if renamed else (_type(topic), OTHER_HASH)
+        return _kind(topic, renamed, chunks_only)
     for t in worker_inbox(rank):
         ros.add_remote(OLD, f'rog_worker_{rank}', resolve(t, namespace), False, *kind(t))
     if not tool:
@@ -299,7 +307,7 @@ def test_an_rmw_whose_gids_name_no_participant_counts_matched_endpoints(ros, tmp
         srv.shutdown()
 
 
-def _old_server(ros, namespace, rank, renamed=False, tool=False):
+def _old_server(ros, namespace, rank, renamed=False, tool=False, chunks_only=False):
     """
     Put a server of another build on the graph: it reads the uplink, writes ``rank``'s downlink.
 
@@ -307,7 +315,7 @@ def _old_server(ros, namespace, rank, renamed=False, tool=False):
     older ``ros2 topic echo /rog/up/chunks``).
     """
     def kind(topic):
-        return (_type(topic) + 'V1', 'ours') if renamed else (_type(topic), OTHER_HASH)
+        return _kind(topic, renamed, chunks_only)
     for t in server_inbox():
         ros.add_remote(OLD, 'rog_server', resolve(t, namespace), False, *kind(t))
     if not tool:
@@ -754,3 +762,36 @@ def test_a_server_of_another_build_come_with_its_robots_while_its_own_is_away_rc
     assert 'the restarted robot refuses it at its start, exit status 4' in text, text
     (line,) = _said(caplog)
     assert 'exits as for a silent server (status 1' in line, line
+
+
+def test_a_build_that_changed_one_message_is_still_another_build_rclpy(
+        jazzy, tmp_path, monkeypatch):
+    # A build that changed RowChunk alone: its robot reads w0/acks, schedule, versions and
+    # writes up/acks with this build's hashes. Its participant counted as a robot of this
+    # build there (_robot_there), so it was never given up: the server waited
+    # startup_timeout and exited 1 (its fleet never started), not 4. Likewise such a server
+    # passed for a server of this build at a robot's start (_server_there): never refused,
+    # exit 1, respawned again and again. A participant with an endpoint of another build
+    # is of that build.
+    from rog_ros.nodes import worker_node
+
+    monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    monkeypatch.setattr(worker_node, 'INCOMPATIBLE_SCALE', 0.01)
+    srv = _server(tmp_path / 'srv', '/one', 1, '--startup-timeout', '2')
+    _old_robot(jazzy, '/one', 0, chunks_only=True)
+    try:
+        with pytest.raises(server_node.PeerTimeout) as err:
+            srv.activate()
+    finally:
+        srv.shutdown()
+    assert isinstance(err.value, server_node.FleetIncompatible), err.value
+    assert srv.incompatible.given_up == {0}
+    robot = _worker(tmp_path, '/two', '--startup-timeout', '2')
+    _old_server(jazzy, '/two', 0, chunks_only=True)
+    try:
+        with pytest.raises(worker_node.PeerTimeout) as err:
+            robot.activate()
+    finally:
+        robot.shutdown()
+    assert isinstance(err.value, worker_node.ServerIncompatible), err.value
+    assert OLD_PREFIX in str(err.value) and 'up/chunks ' + OTHER_HASH in str(err.value)

@@ -648,19 +648,24 @@ class ServerNode:
         Return the participants writing the uplink (None: the bus cannot tell).
 
         Of this build and, with ``other_builds``, of another (``Bus.foreign_writers``).
+        Of this build only: none of the participant's uplink writers is another build's. A
+        process is built from one set of .msg files, and one of another build whose other
+        messages kept their hash writes those as this build does (a build that changed
+        ``RowChunk`` alone writes ``up/acks`` as this one): counted as of this build, an
+        old robot was never given up (the server waited ``startup_timeout``, exit 1).
         """
         participants = getattr(self.bus, 'participants', None)
-        foreign_writers = (getattr(self.bus, 'foreign_writers', None) if other_builds
-                           else (lambda topic: ()))
-        if participants is None or foreign_writers is None:
+        foreign_writers = getattr(self.bus, 'foreign_writers', None)
+        if participants is None or (other_builds and foreign_writers is None):
             return None
-        writers = set()
+        writers, others = set(), set()
         for topic in server_inbox():
             theirs = participants(topic, writer=True)
             if theirs is None:
                 return None
-            writers |= theirs | set(foreign_writers(topic))
-        return writers
+            writers |= theirs
+            others |= set(foreign_writers(topic) if foreign_writers is not None else ())
+        return writers | others if other_builds else writers - others
 
     def _robot_there(self, rank: int, writers=False) -> bool:
         """
@@ -680,7 +685,12 @@ class ServerNode:
             writers = self._uplink_writers(other_builds=False)
         if readers is None or writers is None or any(p is None for p in readers):
             return any(self.bus.matched(t) for t in worker_inbox(rank))
-        return any(p & writers for p in readers)
+        # (a participant with a reader of another build there is of that build: its readers
+        # of the messages that kept their hash are not this build's robot)
+        foreign_readers = getattr(self.bus, 'foreign_readers', None)
+        others = set() if foreign_readers is None else {
+            p for t in worker_inbox(rank) for p in foreign_readers(t)}
+        return any((p - others) & writers for p in readers)
 
     def _robots_to_wait_for(self) -> list:
         """

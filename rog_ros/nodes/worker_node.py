@@ -427,12 +427,18 @@ class WorkerNode:
         Tell whether a server of this build is there: it reads the uplink, writes the downlink.
 
         Where the bus can tell (``Bus.participants``); else a matched reader on the uplink.
+        A participant with an endpoint of another build there is of that build: a server
+        of a build that changed ``RowChunk`` alone reads ``up/acks`` and writes
+        ``wK/acks`` as this build does, and passed for a server of this build (never
+        refused: the robot ended with exit 1, respawned again and again).
         """
         readers = [self.bus.participants(t, writer=False) for t in worker_outbox()]
         writers = [self.bus.participants(t, writer=True) for t in worker_inbox(self.rank)]
         if any(p is None for p in readers + writers):
             return any(self.bus.matched(t) for t in worker_outbox())
-        return bool(set().union(*readers) & set().union(*writers))
+        others = ({p for t in worker_outbox() for p in self.bus.foreign_readers(t)} |
+                  {p for t in worker_inbox(self.rank) for p in self.bus.foreign_writers(t)})
+        return bool((set().union(*readers) & set().union(*writers)) - others)
 
     def _wait_for_downlink(self, waited: float) -> float:
         """
