@@ -25,6 +25,7 @@ import time
 import pytest
 
 from rog_ros.nodes import server_node
+from rog_ros.nodes.chaos_hooks import stops_sent
 from rog_ros.nodes.fleet_progress import notable_clauses
 from rog_ros.nodes.ros_node import failure_status
 from rog_ros.protocol import ps_final
@@ -325,6 +326,38 @@ def test_an_old_robot_upgraded_is_waited_for_again(hub, tmp_path, monkeypatch):
         assert srv._look_for_incompatible([1], now=1010.0 + bound) == []
         assert srv.incompatible.given_up == set()
         assert not srv.engine.finished                 # waits for robot 1's stop again
+    finally:
+        for node in [srv] + workers:
+            node.shutdown()
+
+
+@pytest.mark.parametrize('sync', ['rog', 'adacomp'])
+def test_a_robot_told_to_stop_that_left_beside_another_fleets_is_not_given_up(
+        hub, tmp_path, monkeypatch, sync):
+    # This fleet's robot 1 trains beside another fleet's robot 1 (another build: a reader of
+    # its downlink, a writer of the uplink). It is told to stop and leaves while the run
+    # goes on (robot 0 trains on). Before, the other fleet's robot, then alone on w1, gave
+    # robot 1 up 3 leases later: a worker_incompatible event and summary.json's
+    # workers_incompatible named this fleet's robot, which trained, to be upgraded. A robot
+    # told to stop is done: nothing on its downlink says more of it.
+    monkeypatch.setattr(server_node, 'INCOMPATIBLE_SCALE', 0.01, raising=False)
+    srv, workers = server_and_workers(tmp_path, '/inc8', 2, ['--sync', sync],
+                                      ['--sync', sync])
+    _old_robot(hub, '/inc8', 1)                # the other fleet's robot 1
+    try:
+        bound = srv.incompatible.bound_s
+        assert srv._look_for_incompatible([1], now=1000.0) == []
+        assert srv._look_for_incompatible([1], now=1001.0 + bound) == []   # robot 1 there
+        told = list(stops_sent(srv.engine))
+        told[1] = True                             # robot 1 was told to stop
+        monkeypatch.setattr(server_node, 'stops_sent', lambda engine: told)
+        workers.pop(1).shutdown()                  # and left
+        assert srv._look_for_incompatible([1], now=1010.0) == []
+        assert srv._look_for_incompatible([1], now=1011.0 + bound) == []
+        assert srv.incompatible.given_up == set()
+        told[1] = False                            # (not told: given up, as before)
+        assert srv._look_for_incompatible([1], now=1020.0) == []
+        assert srv._look_for_incompatible([1], now=1021.0 + bound) == [1]
     finally:
         for node in [srv] + workers:
             node.shutdown()

@@ -569,6 +569,10 @@ class ServerNode:
         heard again after an upgrade, the absence rules readmit it. A push engine, which has no
         absence rules, lets it go (:meth:`_let_go_given_up`).
 
+        A robot told to stop (``stops_sent``) and not given up is not given up after: this
+        fleet's robot that trained beside another fleet's robot of its rank and left was
+        (``workers_incompatible``, to be upgraded) 3 leases after it left.
+
         Only a participant of another build that reads the downlink and writes the uplink
         (of any build) is taken as the robot, where the bus can tell (``_uplink_writers``):
         an older ``ros2 topic echo`` of a robot's downlink, with the robot itself late or out
@@ -581,7 +585,7 @@ class ServerNode:
         foreign_readers = getattr(self.bus, 'foreign_readers', None)
         if foreign_readers is None:
             return []
-        out, writers = [], False
+        out, writers, told = [], False, stops_sent(self.engine)
         for r in ranks:
             foreign = {p for t in worker_inbox(r) for p in foreign_readers(t)}
             if foreign:
@@ -591,8 +595,12 @@ class ServerNode:
                     foreign &= writers                   # robots, not tools that only read
             foreign = sorted(foreign)
             was = r in self.incompatible.given_up
+            # (a robot told to stop is done: a participant of another build on its downlink
+            # once it left is another fleet's robot of that rank, not this one, which trained)
+            done = not was and r < len(told) and told[r]
             # (asked only then: an upgraded robot's old reader may be gone already)
-            matched = (bool(foreign) or was) and (self._robot_there(r) or self._heard_since(r))
+            matched = (bool(foreign) or was) and (
+                done or self._robot_there(r) or self._heard_since(r))
             let_go = getattr(self.engine, 'let_go_robot', None)      # (the push systems)
             for log in self.incompatible.observe(r, now, foreign, matched):
                 out.append(r)
