@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 from rog_ros.nodes import durable
 from rog_ros.nodes.driver import StateWriteError
-from rog_ros.nodes.push_journal import JOURNAL_FILE, JournalError, OP_MESSAGE, PushJournal
+from rog_ros.nodes.push_journal import (FORMAT, JOURNAL_FILE, JournalError, MARK_SIZE,
+                                        OP_MESSAGE, PushJournal)
 from rog_ros.protocol.actions import Log, Send, StartCompute
 from rog_ros.protocol.messages import KIND_GRAD, RowChunk, Schedule, SERVER
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
@@ -401,8 +402,11 @@ def test_a_tail_of_zeros_is_a_record_cut_short(tmp_path):
     expected['counts']['journal_records_dropped'] = 1       # (the zeros: one torn record)
     _same(_state(back.engine), expected, 'zeros')
     assert 'cut short' in back.engine.journal.dropped and whole.engine.journal.dropped is None
-    assert os.path.getsize(tmp_path / 'zeros' / JOURNAL_FILE) == os.path.getsize(
-        os.path.join(mid, JOURNAL_FILE))
+    # (cut off: the restore's OP_RESTORED, written over the zeros, says how many it cut)
+    size = os.path.getsize(os.path.join(mid, JOURNAL_FILE))    # (+ OP_RESTORED, its mark)
+    at = size - 2 * MARK_SIZE                               # (an empty OP_RESTORED: 27 too)
+    cut = json.dumps({'dropped': 1, 'at': at, 'cut': at + 4096})
+    assert os.path.getsize(tmp_path / 'zeros' / JOURNAL_FILE) == size + len(cut)
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
@@ -632,7 +636,8 @@ def test_a_torn_record_before_the_last_of_its_fsync_is_dropped_with_those_after(
     assert back.engine.state_dict()['counts']['journal_records_dropped'] == 2
     again = _server(system, mid, 9)                          # (cut off the file: said once)
     assert again.engine.journal.dropped is None
-    assert again.engine.stats()['journal_records_dropped'] == 0   # (no checkpoint since)
+    # (no checkpoint since: the count is the restore's OP_RESTORED's, 0 until 2026-12-08)
+    assert again.engine.stats()['journal_records_dropped'] == 2
 
 
 def test_the_torn_records_a_restore_dropped_stay_counted_past_a_second_crash(tmp_path):
@@ -653,6 +658,49 @@ def test_the_torn_records_a_restore_dropped_stay_counted_past_a_second_crash(tmp
     back.engine.journal.close()                             # (killed: nothing more written)
     again = _server('asgd', mid, 9)
     assert again.engine.journal.dropped is None and not again.dropped_unsaved
+    assert again.engine.stats()['journal_records_dropped'] == 2
+
+
+@pytest.mark.parametrize('system', ['asgd', 'gsp'])
+def test_torn_records_are_counted_once_over_any_number_of_restores(system, tmp_path):
+    # A restore cut the torn records off the file and kept their count in memory until its
+    # first checkpoint: killed before it (a restored node waits for its robots at activate
+    # first), the next restore found none (0 for 2). Now the restore's OP_RESTORED, written
+    # over them before the cut, says how many: each counted once over any number of
+    # restores, and a restore killed between that write and the cut does not count the
+    # rest of the torn bytes again (2, not 4)
+    mid = _stopped_after(system, tmp_path / 'live', 7)      # (checkpoint 1, 3 records)
+    offsets = _regroup(mid, [1, 2])
+    path = os.path.join(mid, JOURNAL_FILE)
+    _unsynced(path)
+    _flip(path, offsets[1])
+    torn = open(path, 'rb').read()
+    shutil.copytree(mid, tmp_path / 'midcut')
+    for k in range(3):          # (restored, killed before its first step: no checkpoint)
+        back = _server(system, mid, 9)
+        assert back.engine.replayed == 1, k
+        assert back.engine.stats()['journal_records_dropped'] == 2, k
+        assert back.engine.state_dict()['counts']['journal_records_dropped'] == 2, k
+        assert (back.engine.journal.dropped is None) == (k > 0), k
+        back.engine.journal.close()
+    data = open(path, 'rb').read()
+    end = offsets[1]
+    n = 10 + struct.unpack_from('<I', data, end + 2)[0]     # (the cut's OP_RESTORED frame)
+    said = json.loads(data[end + 10 + 17:end + n])
+    assert said == {'dropped': 2, 'at': end, 'cut': len(torn)}
+    assert len(torn) > end + n
+    midcut = os.path.join(tmp_path / 'midcut', JOURNAL_FILE)
+    open(midcut, 'wb').write(torn[:end] + data[end:end + n] + torn[end + n:])
+    for k in range(2):          # (killed between the write and the cut, then as above)
+        back = _server(system, tmp_path / 'midcut', 9)
+        assert back.engine.replayed == 1, k
+        assert back.engine.stats()['journal_records_dropped'] == 2, k
+        back.engine.journal.close()
+    assert os.path.getsize(midcut) < len(torn)              # (cut off at last)
+    back = _server(system, tmp_path / 'midcut', 9)
+    back.checkpoint()                                       # (the count in it, journal reset)
+    back.engine.journal.close()
+    again = _server(system, tmp_path / 'midcut', 9)
     assert again.engine.stats()['journal_records_dropped'] == 2
 
 
@@ -726,7 +774,7 @@ def test_a_format_1_journal_is_read_and_appended_to_in_its_format(tmp_path):
     with pytest.raises(JournalError, match='a record before the last'):
         PushJournal(path, fleet).read()
     back.reset(1)
-    assert PushJournal(path, fleet).format == 3 and back.format == 3
+    assert PushJournal(path, fleet).format == FORMAT and back.format == FORMAT
 
 
 def _raw_inputs(j):
@@ -930,6 +978,8 @@ def test_a_power_cut_in_any_batch_keeps_every_answered_record(block, tmp_path):
                 j.reset(j.epoch + 1)
                 answered = []
             start = os.path.getsize(path) if os.path.exists(path) else None
+            if j._cut is not None:                    # (the last cut's torn bytes: cut now)
+                start = j._cut[0]
             batch = [_random_bytes(rng, rng.randint(0, 4 * block))
                      for _ in range(rng.randint(1, 4))]
             j.append_all([(OP_MESSAGE, 2.0, [b]) for b in batch])
@@ -1026,7 +1076,7 @@ def test_a_format_2_journal_is_read_and_appended_to_in_its_format(tmp_path):
     j = PushJournal(path, fleet)
     j.read()
     assert j.format == 2 and len(j.records) == 1 and j.dropped_records == 1
-    size = os.path.getsize(path)
+    size = sum(j.records[-1])               # (the torn record: cut off by the next append)
     j.append(OP_MESSAGE, 3.5, [b'new'])
     j.close()
     assert os.path.getsize(path) == size + 10 + _OPS[2].size + 3      # (no mark)
@@ -1039,7 +1089,7 @@ def test_a_format_2_journal_is_read_and_appended_to_in_its_format(tmp_path):
     back.close()
     again = PushJournal(path, fleet)
     again.read()
-    assert again.format == 3 and [now for _, now, _ in _raw_inputs(again)] == [4.5]
+    assert again.format == FORMAT and [now for _, now, _ in _raw_inputs(again)] == [4.5]
     assert open(path, 'rb').read()[-MARK_SIZE:][:2] == b'RJ'      # (its mark)
     again.close()
 
@@ -1064,7 +1114,7 @@ def test_a_mark_torn_by_a_power_cut_is_cut_off_uncounted(keep, tmp_path):
     back = PushJournal(path, fleet)
     back.read()
     assert back.dropped_records == 0 and back.dropped is None and len(back.records) == 2
-    assert os.path.getsize(path) == end
+    assert os.path.getsize(path) == end + keep        # (cut off by the next append)
     back.append(OP_MESSAGE, 3.0, [b'c'])
     back.close()
     again = PushJournal(path, fleet)
@@ -1078,7 +1128,6 @@ def test_a_journal_of_a_newer_format_says_so_and_does_not_send_the_folder_away(t
     # newer than this build's said 'unknown format' and told the user to move the whole
     # state folder away (losing the pushes answered since the checkpoint), where running
     # the newer rog_ros that wrote it resumes the run. Said in one line, nothing changed
-    from rog_ros.nodes.push_journal import FORMAT
     path, fleet = str(tmp_path / JOURNAL_FILE), {'system': 'x'}
     head = json.dumps({'format': FORMAT + 1, 'epoch': 0, 'fleet': fleet}).encode()
     data = struct.pack('<2sII', b'RJ', len(head), zlib.crc32(head)) + head + b'later'

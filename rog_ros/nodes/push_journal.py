@@ -173,6 +173,10 @@ class PushJournal:
         self.records = []          # (offset, length) of each record's body after the header
         self.dropped = None        # a note: the torn records dropped at ``read``
         self.dropped_records = 0   # how many (the torn one and those after it)
+        # the torn records earlier restores dropped from this file (their ``OP_RESTORED``)
+        self.dropped_before = 0
+        self._cut = None           # (end, size): the torn bytes the next append cuts off
+        self._last_restored = None  # (offset, frame size, body) of the last OP_RESTORED read
         self.format = FORMAT       # the format of the file's header (records appended so)
         self.header = {}           # the header read (``read``)
         # what a fresh run's header (epoch 0) adds: the node's run record (``ServerHooks``)
@@ -193,8 +197,9 @@ class PushJournal:
         file is refused with nothing changed (``JournalError`` naming it). A damaged record
         (cut short, its checksum wrong, zeros, no record at all) that no intact record after
         it shows synced is taken as torn by a crash mid-append: it and every record after it
-        were written since the last fsync, so none of their answers left. They are cut off
-        the file, counted in ``dropped_records`` and noted in ``dropped``.
+        were written since the last fsync, so none of their answers left. They are counted
+        in ``dropped_records``, noted in ``dropped``, and cut off the file by the next append
+        (``append_restored``, which says how many: ``dropped_before`` at the next read).
 
         Why the rule: one fsync covers the records of one message (``append_all``), and a
         power cut may keep any of that batch's blocks and lose others, so a torn record may
@@ -211,6 +216,7 @@ class PushJournal:
         this, and one of another fleet (a Rog run's, another push system's from before the
         journal) is refused with the folder as it was.
         """
+        self.dropped_before, self._last_restored, self._cut = 0, None, None
         self.found = os.path.exists(self.path)
         if not self.found:
             self.epoch, self.records, self.format = 0, [], FORMAT
@@ -223,21 +229,29 @@ class PushJournal:
             raise JournalError(f'journal {self.path} is unreadable ({err.strerror or err}); '
                                f'{_fix(self.path)}') from None
         self.records = frames[1:]
+        if dropped and self._cut_unfinished(end, size):
+            dropped = 0         # (a restore killed mid-cut: its ``OP_RESTORED`` counted them)
         if dropped:
             self.dropped_records = dropped
             self.dropped = (f'journal {self.path}: dropped {dropped} record(s) from byte {end} '
                             f'of {size}, the first cut short or damaged (a crash while they '
                             'were written, before their fsync: their answers never left)')
-        if end < size:          # (the torn records, or a torn last mark: no record, uncounted)
-            with open(self.path, 'r+b') as f:
-                f.truncate(end)
-                f.flush()
-                os.fsync(f.fileno())
         if self.epoch == 0 and not self.records:
             # (a fresh run's header alone: its server died before its first record was
             # whole. The next start is a new run, whose first record writes the header
             # again with its own run record: appended to this one, a crash of the new run
             # before its first checkpoint resumed it from the dead run's record.)
+            if end < size:
+                with open(self.path, 'r+b') as f:
+                    f.truncate(end)
+                    f.flush()
+                    os.fsync(f.fileno())
+            return
+        if end < size:
+            # (the torn records, or a torn last mark: cut off by the next append, which
+            # writes its record over them first, ``append_restored``: a restore killed
+            # before it counts them again, none counted twice, ``dropped_before``)
+            self._cut = (end, size)
             return
         self._f = open(self.path, 'ab')
         # (the records read may be a killed server's, never fsynced: on disk before a
@@ -292,10 +306,37 @@ class PushJournal:
             after_record = bool(frames) and body[0] != OP_SYNCED   # (a mark follows one)
             if not frames or self.format < 3 or body[0] != OP_SYNCED:
                 frames.append((pos + _FRAME.size, len(body)))   # (a mark is no record)
+            if frames[1:] and body[0] == OP_RESTORED:
+                self._restored_at(pos, body)
             pos += _FRAME.size + len(body)
         if not frames:
             self._no_header(f)
         return frames, pos, 0
+
+    def _restored_at(self, pos: int, body: bytes) -> None:
+        """Take the torn records the ``OP_RESTORED`` record at ``pos`` says its restore cut."""
+        try:
+            cut = json.loads(bytes(body[_OPS[self.format].size:]) or b'{}')
+        except ValueError:
+            cut = {}
+        cut = cut if isinstance(cut, dict) else {}
+        self.dropped_before += int(cut.get('dropped', 0))
+        self._last_restored = (pos, _FRAME.size + len(body), cut)
+
+    def _cut_unfinished(self, end: int, size: int) -> bool:
+        """
+        Tell whether the torn bytes at ``end`` are those a restore was cutting when killed.
+
+        ``append_restored`` writes its record over the torn bytes, then truncates the file
+        after it: a kill between the two leaves the file of its size then (``cut``) with
+        the record (at ``at``, its own offset) right before the rest of the torn bytes,
+        which its ``dropped`` counted already.
+        """
+        last = self._last_restored
+        if last is None:
+            return False
+        pos, n, cut = last
+        return pos + n == end and cut.get('at') == pos and cut.get('cut') == size
 
     def _no_header(self, f) -> None:
         """Refuse a file with no intact header: empty or zeros, or damaged at byte 0."""
@@ -503,8 +544,14 @@ class PushJournal:
             return
         t0 = time.perf_counter()
         nbytes = 0
+        cut, self._cut = self._cut, None
         try:
-            if self._f is None:       # (none found at ``read``: written now, header first)
+            if cut is not None:       # (torn bytes at ``read``: written over, then cut off)
+                self._f = open(self.path, 'r+b')
+                os.fsync(self._f.fileno())      # (the records kept: on disk, ``read``'s)
+                self._f.seek(cut[0])
+                self._durable = cut[0]
+            elif self._f is None:     # (none found at ``read``: written now, header first)
                 self._write_header(self.epoch)
                 self._f = open(self.path, 'ab')
                 self._durable = self._f.tell()
@@ -523,6 +570,8 @@ class PushJournal:
                 nbytes += n + _FRAME.size
             f.flush()
             end = f.tell()
+            if cut is not None:
+                f.truncate(end)
             os.fsync(f.fileno())
             self._durable = end
             if self.format >= 3:
@@ -552,6 +601,28 @@ class PushJournal:
         restored run's ``timeseries.csv`` lacked them. One record an evaluation.
         """
         self.append(OP_EVALUATION, now, value_pieces(row))
+
+    def append_restored(self) -> None:
+        """
+        Append ``OP_RESTORED``: the records after it meet a restored engine (``ServerAdapter``).
+
+        Where ``read`` found torn records, the record says how many (``dropped``) and is
+        written over them before they are cut off (``cut``: the file's size, ``at``: the
+        record's offset): their count is on disk with the cut, so a restore after a second
+        crash before the next checkpoint counts each once (``dropped_before``). Until
+        2026-12-08 the cut came first and the count lived in memory until a checkpoint.
+        """
+        if self._cut is None:
+            self.append(OP_RESTORED, 0.0, [])
+            return
+        end, size = self._cut
+        cut = {'dropped': int(self.dropped_records), 'at': int(end), 'cut': int(size)}
+        self.append(OP_RESTORED, 0.0, value_pieces(cut))
+
+    @property
+    def dropped_total(self) -> int:
+        """Return the torn records dropped from this file, by this read and the earlier."""
+        return self.dropped_before + self.dropped_records
 
     def append_value(self, op: int, now: float, value) -> None:
         """Append a small input (``OP_REVIVE``'s pair, ``OP_STOP_AGAIN``'s robot) as JSON."""
@@ -596,7 +667,7 @@ class PushJournal:
         body = json.dumps(head, default=_json_plain).encode()
         atomic_write_bytes(self.path, _FRAME.pack(MAGIC, len(body), zlib.crc32(body)) + body)
         self.epoch, self.format, self.header = int(epoch), FORMAT, head
-        self.records = []
+        self.records, self._cut, self.dropped_before = [], None, 0
 
     def close(self) -> None:
         """Close the file (idempotent)."""

@@ -908,8 +908,10 @@ class ServerAdapter:
         self.stall_time, self.triggers = stall_time, triggers
         for k, v in counts.items():
             setattr(self, k, v)
-        if j is not None and j.epoch == epoch:     # (this restore's torn records, counted)
-            self.journal_records_dropped += j.dropped_records
+        if j is not None and j.epoch == epoch:
+            # (the torn records cut off this journal, by this restore and by earlier ones a
+            # second crash came after before a checkpoint: each on disk once, ``OP_RESTORED``)
+            self.journal_records_dropped += j.dropped_total
         # (a checkpoint from before the flag: its finished run's results were written)
         self.results_written = bool(sd.get('results_written', all(self.stop_sent)))
         self._stops = [Schedule(worker=r, clock=max(c, 0), push_deadline_s=-1.0,
@@ -956,7 +958,7 @@ class ServerAdapter:
         j.read()
         if j.dropped:       # (said once: the next read finds the file cut there)
             print(f'rog_server: {j.dropped}', file=sys.stderr, flush=True)
-        self.journal_records_dropped = j.dropped_records
+        self.journal_records_dropped = j.dropped_total
         if not checkpoint_on_disk and j.epoch != 0:
             j.close()
             raise JournalError(f'journal {j.path} follows checkpoint {j.epoch}, and there is '
@@ -1019,7 +1021,7 @@ class ServerAdapter:
         self.engine.end_replay()
         self._spoke, self._stop_due, self._left = timers
         self.replayed = n
-        self.journal.append(OP_RESTORED, 0.0, [])
+        self.journal.append_restored()     # (with the torn records this read cut, if any)
 
     def checkpoint_confirmed(self, state_id: int) -> None:
         """
