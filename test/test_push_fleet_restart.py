@@ -16,9 +16,9 @@
 import time
 
 import pytest
-
 from rog_ros.nodes import rog_server, rog_worker, server_node, worker_node
 from test_nodes_lifecycle import in_memory_fleet, server_and_workers
+import torch
 
 ITERATIONS = 12
 
@@ -529,3 +529,67 @@ def test_a_push_server_killed_after_its_last_evaluation_does_not_evaluate_that_m
     assert back.recorder.rows == live, back.recorder.rows[len(live):]
     assert summary['evaluations'] == len(live) and summary['completed']
     assert (tmp_path / 'summary.json').exists() and (tmp_path / 'model.pt').exists()
+
+
+@pytest.mark.parametrize('sync, every', [('asgd', 4), ('gsp', 4), ('adacomp', 100)])
+def test_an_evaluation_running_when_a_push_server_dies_gets_one_row_of_its_model(
+        tmp_path, monkeypatch, sync, every):
+    # Killed while evaluations ran (submitted, their rows never collected: the hook stops
+    # _collect), pushes applied after them. The restored server evaluated its own model at
+    # activate: those points had no row, and one row measured a later model at another time
+    # and iteration. Each submission is journaled (OP_EVAL_SUBMITTED) and kept by the
+    # checkpoints with its snapshot until its row is journaled (adacomp with K = 100: the
+    # journal alone, its replay rebuilding the model): the restored server evaluates the
+    # same models for the same rows, and every evaluation point has one row, never two
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, '/pr', every,
+                                                    ['--eval-every', '2'])
+    nodes, back, sent = [srv] + workers, None, []
+    submit = srv.evaluator.submit
+
+    def noting(model, info):
+        """Note each snapshot handed to the evaluator, then hand it on."""
+        sent.append((model.clone(), info))
+        submit(model, info)
+
+    srv.evaluator.submit = noting
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: sum(srv.engine.clock) >= 6)
+        srv._collect(wait_s=30.0)
+        collected = len(sent)
+        srv._collect = lambda wait_s=0.0: None        # (killed while these run)
+        _spin(nodes, lambda: len(sent) >= collected + 2 and
+              srv._mean_iteration() > sent[-1][1][1])
+        assert not srv.engine.finished
+        live = [dict(r) for r in srv.recorder.rows]
+        assert len(live) == collected
+        ran = srv.evaluator.collect(wait_s=30.0)     # (what the run without a crash recorded)
+        assert [info for info, _ in ran] == [info for _, info in sent[collected:]]
+        _kill(hub, srv, nodes)
+        back = _restarted_server(tmp_path, '/pr', server_args)
+        assert (back.hooks.restored == 0) == (every == 100)
+        owed = list(getattr(back.engine, 'owed_evaluations', None) or ())
+        assert back.activate()
+        nodes.insert(0, back)
+        _spin(nodes, lambda: False)
+        summary = back.finish()
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    rows = back.recorder.rows
+    assert rows[:len(live)] == live
+    for row, ((since, it, counters), metrics) in zip(rows[len(live):], ran):
+        assert (row['time_s'], row['iteration']) == (since, it)
+        assert {k: row[k] for k in counters} == counters
+        for k in ('accuracy', 'loss'):
+            assert row[k] == pytest.approx(float(metrics[k]), rel=1e-6, abs=1e-9)
+    times = [r['time_s'] for r in rows]
+    assert times == sorted(times) and len(set(times)) == len(times), times
+    points = [int(r['iteration']) // 2 for r in rows[:-1]]   # (the last: finish's)
+    assert len(set(points)) == len(points), [r['iteration'] for r in rows]
+    assert len(owed) == len(ran)              # (restored owed: the very models they were given)
+    for (info, model), (snap, (since, it, counters)) in zip(owed, sent[collected:]):
+        assert info == {'time_s': since, 'iteration': it, 'counters': counters}
+        assert torch.equal(model, snap)
+    assert back.engine.owed_evaluations == []
+    assert summary['evaluations'] == len(rows) and summary['completed']

@@ -38,7 +38,10 @@ batch once its fsync returned, before any answer leaves: a damaged record that a
 it covers was on disk whole when its answer may have left (damage, not a crash mid-append),
 and is refused though no batch came after it (it was dropped as torn: an answered push lost
 without a word). The node's evaluation rows go in too (``OP_EVALUATION``): the restored
-state includes the model they measured, and the run's ``timeseries.csv`` keeps them.
+state includes the model they measured, and the run's ``timeseries.csv`` keeps them. Format
+4 journals each evaluation handed to the evaluator too (``OP_EVAL_SUBMITTED``): one still
+running at a crash is evaluated again by the restored server, of the model the replay holds
+at that record, for the same row.
 """
 
 from __future__ import annotations
@@ -58,14 +61,14 @@ from rog_ros.protocol import messages
 
 JOURNAL_FILE = 'server.journal'
 """The journal's name in the server's ``--state-dir``, beside ``server.pt``."""
-FORMAT = 3
+FORMAT = 4
 """The format written. 1 (before 2026-12-07's torn-batch fix): records without ``synced``;
-2: without the marks of ``OP_SYNCED``. Both still read (and appended to in their own format
-until the next checkpoint's header)."""
+2: without the marks of ``OP_SYNCED``; 3: without ``OP_EVAL_SUBMITTED`` (before 2026-12-08).
+All still read (and appended to in their own format until the next checkpoint's header)."""
 MAGIC = b'RJ'
 _FRAME = struct.Struct('<2sII')
 _OPS = {1: struct.Struct('<Bd'), 2: struct.Struct('<BdQ'),    # (kind, time[, synced])
-        3: struct.Struct('<BdQ')}
+        3: struct.Struct('<BdQ'), 4: struct.Struct('<BdQ')}
 MARK_SIZE = _FRAME.size + _OPS[3].size
 """The bytes of one ``OP_SYNCED`` mark (27)."""
 _LEN = struct.Struct('<Q')
@@ -76,6 +79,7 @@ OP_STOP_AGAIN = 3   # a stop order sent again (``stops_repeated``)
 OP_RESTORED = 4     # the server was restored here: the records after it met a restored engine
 OP_EVALUATION = 5   # an evaluation the node recorded (a timeseries row: no engine input)
 OP_SYNCED = 6       # a mark (format 3): the fsync of the records before it returned
+OP_EVAL_SUBMITTED = 7   # an evaluation handed to the evaluator (format 4): its row is owed
 
 
 class JournalError(StateError):
@@ -462,7 +466,7 @@ class PushJournal:
         _, n, crc = _FRAME.unpack_from(raw, 0)
         kind, _, synced = op.unpack_from(raw, _FRAME.size)
         if not (n >= op.size and at + _FRAME.size + n <= size
-                and OP_MESSAGE <= kind <= OP_SYNCED and synced <= at):
+                and OP_MESSAGE <= kind <= OP_EVAL_SUBMITTED and synced <= at):
             return 0, 0, 0
         f.seek(at + _FRAME.size)
         return (synced, n, kind) if zlib.crc32(f.read(n)) == crc else (0, 0, 0)
@@ -483,7 +487,8 @@ class PushJournal:
         Yield each record after the header as ``(op, now, value)``, in the order appended.
 
         ``value``: the message (OP_MESSAGE), ``(worker, run)`` (OP_REVIVE), the robot
-        (OP_STOP_AGAIN), None (OP_RESTORED), the row's dict (OP_EVALUATION: no input).
+        (OP_STOP_AGAIN), None (OP_RESTORED), the row's dict (OP_EVALUATION: no input), the
+        evaluation's ``time_s``, ``iteration`` and ``counters`` (OP_EVAL_SUBMITTED: none).
         Read one at a time (a journal of K pushes of a large model is not held in memory at
         once); frames are checked again.
         """
@@ -507,7 +512,7 @@ class PushJournal:
                     yield op, now, int(json.loads(bytes(rest)))
                 elif op == OP_RESTORED:
                     yield op, now, None
-                elif op == OP_EVALUATION:
+                elif op in (OP_EVALUATION, OP_EVAL_SUBMITTED):
                     yield op, now, json.loads(bytes(rest))
                 else:
                     raise JournalError(f'journal {self.path}: a record of unknown kind {op}; '
@@ -602,6 +607,23 @@ class PushJournal:
         """
         self.append(OP_EVALUATION, now, value_pieces(row))
 
+    def append_submitted(self, info: dict) -> bool:
+        """
+        Append an evaluation the node handed its evaluator (``OP_EVAL_SUBMITTED``); True if.
+
+        ``info``: the row's ``time_s``, ``iteration`` and ``counters``. Why: a server killed
+        while it ran left no row of it, and the restore evaluated another model at another
+        time. Replayed, the record stands where the model it measured is the replayed
+        engine's (``ServerAdapter._replay``), and the restored server evaluates that model
+        for the same row (until its ``OP_EVALUATION`` says the row was recorded). Not in a
+        journal of an older format (read and appended to until the next checkpoint): an
+        older build would refuse the record's kind with the wrong fix.
+        """
+        if self.format < 4:
+            return False
+        self.append(OP_EVAL_SUBMITTED, float(info['time_s']), value_pieces(info))
+        return True
+
     def append_restored(self) -> None:
         """
         Append ``OP_RESTORED``: the records after it meet a restored engine (``ServerAdapter``).
@@ -681,6 +703,6 @@ class PushJournal:
                 'append_ms_mean': 1e3 * self.append_s / self.appends if self.appends else 0.0}
 
 
-__all__ = ['JOURNAL_FILE', 'JournalError', 'MARK_SIZE', 'OP_EVALUATION', 'OP_MESSAGE',
-           'OP_RESTORED', 'OP_REVIVE', 'OP_STOP_AGAIN', 'OP_SYNCED', 'PushJournal',
-           'decode_message', 'encode_message', 'value_pieces']
+__all__ = ['JOURNAL_FILE', 'JournalError', 'MARK_SIZE', 'OP_EVAL_SUBMITTED', 'OP_EVALUATION',
+           'OP_MESSAGE', 'OP_RESTORED', 'OP_REVIVE', 'OP_STOP_AGAIN', 'OP_SYNCED',
+           'PushJournal', 'decode_message', 'encode_message', 'value_pieces']

@@ -298,6 +298,9 @@ class ServerAdapter:
         self.inputs_refused = 0        # messages the engine refused (K counts them too)
         self.replayed_logs = []        # (now, Log) of the journal's inputs replayed
         self.replayed_evaluations = []  # rows the journal kept (``journal_evaluation``)
+        # evaluations handed to the node's evaluator, their rows not journaled yet: (info,
+        # the model), the model the snapshot the evaluator has (``journal_submitted``)
+        self.owed_evaluations = []
         self.stall_time = [0.0] * self.n
         self.triggers = [0] * self.n
         self.outage_suspensions = 0
@@ -725,6 +728,32 @@ class ServerAdapter:
         """
         if self.journal is not None:
             self.journal.append_evaluation(float(row.get('time_s', 0.0)), row)
+            self._settled(row)
+
+    def journal_submitted(self, info: dict, model) -> None:
+        """
+        Note an evaluation the node hands its evaluator, its row owed until journaled.
+
+        ``info``: its row's ``time_s``, ``iteration`` and ``counters``; ``model``: the
+        snapshot the evaluator evaluates (kept, not copied: nothing changes it). Why: a
+        server killed while the evaluation ran left no row of that evaluation point, and the
+        restored server evaluated its own model at activate (another model, another time).
+        Until its row is journaled (``journal_evaluation``) the evaluation is owed: a
+        checkpoint keeps it with its model (``state_dict``), the journal says where it was
+        submitted (``OP_EVAL_SUBMITTED``: the replayed engine holds its model there), and a
+        restored node evaluates each owed one for its row (``ServerNode.activate``): every
+        evaluation point has one row, whichever process computed it. None without a journal.
+        """
+        if self.journal is not None:
+            self.journal.append_submitted(info)
+            self.owed_evaluations.append((dict(info), model))
+
+    def _settled(self, row: dict) -> None:
+        """Take the evaluation of ``row`` (its time and iteration) off the owed ones."""
+        key = (float(row.get('time_s', 0.0)), float(row.get('iteration', 0.0)))
+        self.owed_evaluations = [
+            (info, m) for info, m in self.owed_evaluations
+            if (float(info['time_s']), float(info['iteration'])) != key]
 
     def write_journal(self) -> None:
         """Append the inputs held since the last call (``_journal``), one fsync for all."""
@@ -862,6 +891,8 @@ class ServerAdapter:
                     getattr(self.transfers, 'replaced_acked', {}).items())],
                 'results_written': bool(self.results_written),
                 'journal_epoch': self.journal_epoch + 1, 'replay': self.engine.replay_state(),
+                # (each with the snapshot its evaluator has: a model each, while they run)
+                'owed_evaluations': [[info, m] for info, m in self.owed_evaluations],
                 # (written results: the node recorded them before it wrote them)
                 'unrecorded_logs': [] if self.results_written else [
                     [now, log.name, float(log.value), int(log.worker),
@@ -891,6 +922,7 @@ class ServerAdapter:
         acked = _replaced_acked(sd.get('replaced_acked') or [], self.n)     # (older: none)
         unrecorded = [(float(now), Log(str(name), float(value), int(worker), json.loads(info)))
                       for now, name, value, worker, info in sd.get('unrecorded_logs') or ()]
+        owed = [(dict(info), m) for info, m in sd.get('owed_evaluations') or ()]
         if len(stall_time) != self.n or len(triggers) != self.n or len(clocks) != self.n \
                 or len(gone) != self.n:
             raise ValueError(f'checkpoint of {self.n} robots with per-robot lists of other '
@@ -918,6 +950,7 @@ class ServerAdapter:
                                 stop=True) if sent else None
                        for r, (sent, c) in enumerate(zip(self.stop_sent, clocks))]
         self.journal_epoch = epoch
+        self.owed_evaluations = owed
         # the logs of the message the checkpoint was taken for (``_unrecorded``), first
         self.replayed_logs = unrecorded + self.replayed_logs
         if j is not None:
@@ -988,15 +1021,17 @@ class ServerAdapter:
         ``replayed_logs``: the server node records them (``events.csv``, the transfer
         figures), which missed the events between the checkpoint and the crash. The
         evaluation rows journaled (``journal_evaluation``) go to ``replayed_evaluations``
-        for the node to record (``timeseries.csv``); they are no input (not counted).
+        for the node to record (``timeseries.csv``); they are no input (not counted). An
+        evaluation submitted (``OP_EVAL_SUBMITTED``) whose row is not journaled after it is
+        owed (``owed_evaluations``), with the replayed engine's model at its record.
 
         Ends with an ``OP_RESTORED`` record: the records this run appends after it met a
         restored engine (every robot's next push unsure, GSP's last push times forgotten),
         not the checkpoint's flags; a second crash before the next checkpoint replays them
         so (``end_replay`` at the record), or they were replayed as the first run's.
         """
-        from rog_ros.nodes.push_journal import (OP_EVALUATION, OP_MESSAGE, OP_RESTORED,
-                                                OP_REVIVE)
+        from rog_ros.nodes.push_journal import (OP_EVAL_SUBMITTED, OP_EVALUATION, OP_MESSAGE,
+                                                OP_RESTORED, OP_REVIVE)
         timers = (list(self._spoke), list(self._stop_due), list(self._left))
         if state is not None:
             self.engine.begin_replay(state)
@@ -1010,6 +1045,10 @@ class ServerAdapter:
                 self._revive(value[0], value[1], now, journal=False)
             elif op == OP_EVALUATION:
                 self.replayed_evaluations.append(dict(value))
+                self._settled(value)
+                continue
+            elif op == OP_EVAL_SUBMITTED:      # (the replayed engine holds what it measured)
+                self.owed_evaluations.append((dict(value), self.consensus_model()))
                 continue
             elif op == OP_RESTORED:
                 self.engine.end_replay()

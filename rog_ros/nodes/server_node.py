@@ -367,7 +367,10 @@ class ServerNode:
             # checkpoint at once: a second crash before the next restored the first's
             # checkpoint or journal header again, and lost this restore's server_restored
             self.hooks.checkpoint()
-        if self._evaluated_before():
+        owed = self._owed_evaluations()
+        if owed is not None:
+            self._evaluate_owed(owed)
+        elif self._evaluated_before():
             every = max(1, self.args.eval_every)
             self._next_eval = (int(self._mean_iteration()) // every + 1) * every
             # (the model that row measured: finish evaluates the model it leaves unless it
@@ -376,6 +379,49 @@ class ServerNode:
         else:
             self._evaluate()
         return True
+
+    def _owed_evaluations(self):
+        """
+        Return the evaluations a restored push server owes rows of (None: not such a server).
+
+        A push server with a journal restores the state at the crash and knows each
+        evaluation submitted whose row was not journaled (``ServerAdapter.owed_evaluations``:
+        killed while it ran), with the model it measured.
+        """
+        if self.hooks.restored is None or getattr(self.engine, 'journal', None) is None:
+            return None
+        owed = getattr(self.engine, 'owed_evaluations', None)
+        return None if owed is None else list(owed)
+
+    def _evaluate_owed(self, owed: list) -> None:
+        """
+        Evaluate the owed evaluations for their rows; schedule the next from the last point.
+
+        Exactly once: every evaluation point of the run (its start, each ``--eval-every``
+        crossed, ``finish``) has one row in ``timeseries.csv``, whichever process computed
+        it, of the model it was submitted with and at its time and iteration, never two.
+        A point the server was killed in (submitted, no row journaled) is evaluated now,
+        its model the snapshot the checkpoint kept or the journal's replay rebuilt; a point
+        crossed but never submitted (killed before) is evaluated at the first turn, of the
+        state restored (the crash came right after the push that crossed it). Until
+        2026-12-08 the restored server evaluated its own model at activate instead: the
+        point's row was missing, or measured a later model at another time and iteration.
+        """
+        every = max(1, self.args.eval_every)
+        for info, model in owed:
+            self.evaluator.submit(model, (float(info['time_s']), float(info['iteration']),
+                                          dict(info.get('counters') or {})))
+            self._last_evaluated = model
+        points = [float(r['iteration']) for r in self.recorder.rows]
+        points += [float(info['iteration']) for info, _ in owed]
+        if not points:                  # (none submitted: the start's, of the model as built)
+            self._evaluate()
+            return
+        self._next_eval = (int(max(points)) // every + 1) * every
+        if not owed and self._evaluated_before():
+            # (the model that row measured: finish evaluates the model it leaves unless it
+            # is this one, and gave a server restored at the end a second row of it)
+            self._last_evaluated = self.engine.consensus_model()
 
     def _evaluated_before(self) -> bool:
         """
@@ -981,8 +1027,12 @@ class ServerNode:
         now = time.monotonic() if now is None else now
         iteration = self._mean_iteration()
         self._last_evaluated = self.engine.consensus_model()    # a new tensor each time
-        self.evaluator.submit(self._last_evaluated,
-                              (now - self.t0, iteration, self.recorder.counters()))
+        info = (now - self.t0, iteration, self.recorder.counters())
+        submitted = getattr(self.engine, 'journal_submitted', None)
+        if submitted is not None:      # (a push server's: its row owed until journaled)
+            submitted({'time_s': info[0], 'iteration': info[1], 'counters': info[2]},
+                      self._last_evaluated)
+        self.evaluator.submit(self._last_evaluated, info)
         every = max(1, self.args.eval_every)
         self._next_eval = (int(iteration) // every + 1) * every
         self.eval_loop_s += time.perf_counter() - t
