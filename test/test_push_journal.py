@@ -1142,3 +1142,61 @@ def test_a_journal_of_a_newer_format_says_so_and_does_not_send_the_folder_away(t
     open(path, 'wb').write(struct.pack('<2sII', b'RJ', len(head), zlib.crc32(head)) + head)
     with pytest.raises(JournalError, match='has an unknown format; move the whole'):
         PushJournal(path, fleet).read()
+
+
+@pytest.mark.parametrize('system', ['asgd', 'gsp'])
+def test_an_evaluation_owed_at_a_crash_is_restored_with_its_model(system, tmp_path):
+    # an evaluation handed to the evaluator is owed until its row is journaled: restored
+    # from the journal (its replay rebuilds the model at the OP_EVAL_SUBMITTED record), or
+    # from a checkpoint taken while it ran (with its snapshot); its row settles it
+    info = {'time_s': 1.25, 'iteration': 2.0, 'counters': {'bytes': 7, 'stall_s': 0.5}}
+    seen = {}
+
+    def each(k, srv, before):
+        """Submit at message 4; copy the folder at 5 (journal) and at 9 (checkpoint)."""
+        if k == 4:
+            seen['model'] = srv.engine.consensus_model()
+            srv.engine.journal_submitted(dict(info), seen['model'])
+            assert srv.engine.journal.format == 4
+        if k in (5, 9):
+            shutil.copytree(tmp_path / 'live', tmp_path / f'at{k}')
+            seen[k] = srv.state.saves
+
+    _drive(system, tmp_path / 'live', 9, each)
+    assert seen[9] > seen[5]                      # (a checkpoint between: it holds it)
+    for k in (5, 9):
+        back = _server(system, tmp_path / f'at{k}', 9)
+        [(got, model)] = back.engine.owed_evaluations
+        assert got == info and torch.equal(model, seen['model']), k
+        assert not torch.equal(model, back.engine.consensus_model()), k   # (pushes since)
+        back.engine.journal_evaluation(dict(info, metrics={'loss': 1.0}))
+        assert back.engine.owed_evaluations == []
+        back.engine.journal.close()
+        again = _server(system, tmp_path / f'at{k}', 9)
+        assert again.engine.owed_evaluations == [], k      # (its row journaled: settled)
+        again.engine.journal.close()
+
+
+def test_a_format_3_journal_gets_no_evaluation_submissions(tmp_path):
+    # an older build (format 3) refuses a record kind it does not know with the wrong fix:
+    # a format 3 journal read is appended to without OP_EVAL_SUBMITTED until the next
+    # checkpoint's header starts format 4
+    from rog_ros.nodes.push_journal import OP_EVAL_SUBMITTED
+    path, fleet = str(tmp_path / JOURNAL_FILE), {'system': 'x'}
+    head = json.dumps({'format': 3, 'epoch': 0, 'fleet': fleet}).encode()
+    body = struct.pack('<BdQ', OP_MESSAGE, 1.5, 10 + len(head)) + b'old'
+    with open(path, 'wb') as f:
+        for b in (head, body):
+            f.write(struct.pack('<2sII', b'RJ', len(b), zlib.crc32(b)) + b)
+    j = PushJournal(path, fleet)
+    j.read()
+    size = os.path.getsize(path)
+    info = {'time_s': 2.0, 'iteration': 1.0, 'counters': {}}
+    assert not j.append_submitted(info) and os.path.getsize(path) == size
+    j.reset(1)
+    assert j.append_submitted(info)
+    j.close()
+    back = PushJournal(path, fleet)
+    back.read()
+    assert back.format == 4 and list(back.inputs()) == [(OP_EVAL_SUBMITTED, 2.0, info)]
+    back.close()
