@@ -593,3 +593,50 @@ def test_an_evaluation_running_when_a_push_server_dies_gets_one_row_of_its_model
         assert torch.equal(model, snap)
     assert back.engine.owed_evaluations == []
     assert summary['evaluations'] == len(rows) and summary['completed']
+
+
+@pytest.mark.parametrize('sync, every', [('asgd', 4), ('adacomp', 100)])
+def test_a_failed_evaluation_is_not_evaluated_again_by_the_restored_push_server(
+        tmp_path, monkeypatch, sync, every):
+    # The evaluation at iteration 2 fails (its error row journaled, no timeseries row), the
+    # server is killed before the point at 4. The restored server took the next point from
+    # the last timeseries row (0) and evaluated the point at 2 again at its first turn, of
+    # a later model: the point had an error and a row. It goes on from the last point
+    # submitted (the adapter keeps it: checkpoint and OP_EVAL_SUBMITTED), failed or not
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, sync, '/pe', every,
+                                                    ['--eval-every', '2'])
+    nodes, back, calls = [srv] + workers, None, []
+    evaluate = srv.evaluator._evaluate
+
+    def failing():
+        """Evaluate the start's model; fail every later evaluation."""
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError('evaluation failed')
+        return evaluate()
+
+    srv.evaluator._evaluate = failing
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: sum(srv.engine.clock) >= 5)
+        srv._collect(wait_s=30.0)
+        assert len(calls) == 2 and srv.evaluation_errors == 1 and srv._next_eval == 4
+        assert 2.0 <= srv._mean_iteration() < 4.0 and not srv.engine.finished
+        live = [dict(r) for r in srv.recorder.rows]
+        assert [r['iteration'] for r in live] == [0.0]
+        _kill(hub, srv, nodes)
+        back = _restarted_server(tmp_path, '/pe', server_args)
+        assert (back.hooks.restored == 0) == (every == 100)
+        assert back.activate()
+        assert back._next_eval == 4
+        nodes.insert(0, back)
+        _spin(nodes, lambda: False)
+        summary = back.finish()
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    rows = back.recorder.rows
+    assert rows[:1] == live
+    points = [int(r['iteration']) // 2 for r in rows]
+    assert 1 not in points and len(set(points)) == len(points), points
+    assert summary['completed']

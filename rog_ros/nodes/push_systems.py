@@ -301,6 +301,9 @@ class ServerAdapter:
         # evaluations handed to the node's evaluator, their rows not journaled yet: (info,
         # the model), the model the snapshot the evaluator has (``journal_submitted``)
         self.owed_evaluations = []
+        # the iteration of the last evaluation submitted, failed or not (None: none known):
+        # a restored node's next point follows it (``ServerNode._evaluate_owed``)
+        self.last_submitted = None
         self.stall_time = [0.0] * self.n
         self.triggers = [0] * self.n
         self.outage_suspensions = 0
@@ -747,6 +750,7 @@ class ServerAdapter:
         if self.journal is not None:
             self.journal.append_submitted(info)
             self.owed_evaluations.append((dict(info), model))
+            self.last_submitted = float(info['iteration'])
 
     def _settled(self, row: dict) -> None:
         """Take the evaluation of ``row`` (its time and iteration) off the owed ones."""
@@ -893,6 +897,7 @@ class ServerAdapter:
                 'journal_epoch': self.journal_epoch + 1, 'replay': self.engine.replay_state(),
                 # (each with the snapshot its evaluator has: a model each, while they run)
                 'owed_evaluations': [[info, m] for info, m in self.owed_evaluations],
+                'last_submitted': self.last_submitted,
                 # (written results: the node recorded them before it wrote them)
                 'unrecorded_logs': [] if self.results_written else [
                     [now, log.name, float(log.value), int(log.worker),
@@ -951,6 +956,8 @@ class ServerAdapter:
                        for r, (sent, c) in enumerate(zip(self.stop_sent, clocks))]
         self.journal_epoch = epoch
         self.owed_evaluations = owed
+        last = sd.get('last_submitted')         # (older: none)
+        self.last_submitted = None if last is None else float(last)
         # the logs of the message the checkpoint was taken for (``_unrecorded``), first
         self.replayed_logs = unrecorded + self.replayed_logs
         if j is not None:
@@ -1049,6 +1056,7 @@ class ServerAdapter:
                 continue
             elif op == OP_EVAL_SUBMITTED:      # (the replayed engine holds what it measured)
                 self.owed_evaluations.append((dict(value), self.consensus_model()))
+                self.last_submitted = float(value['iteration'])
                 continue
             elif op == OP_RESTORED:
                 self.engine.end_replay()

@@ -406,6 +406,9 @@ class ServerNode:
         state restored (the crash came right after the push that crossed it). Until
         2026-12-08 the restored server evaluated its own model at activate instead: the
         point's row was missing, or measured a later model at another time and iteration.
+        The next point follows the last submitted (``last_submitted``), whose evaluation
+        may have failed (an error, no row): taken from the rows alone, such a point was
+        evaluated again at the first turn, of a later model.
         """
         every = max(1, self.args.eval_every)
         for info, model in owed:
@@ -414,6 +417,9 @@ class ServerNode:
             self._last_evaluated = model
         points = [float(r['iteration']) for r in self.recorder.rows]
         points += [float(info['iteration']) for info, _ in owed]
+        last = getattr(self.engine, 'last_submitted', None)
+        if last is not None:            # (a failed evaluation's point has no row: not again)
+            points.append(float(last))
         if not points:                  # (none submitted: the start's, of the model as built)
             self._evaluate()
             return
