@@ -704,6 +704,35 @@ def test_torn_records_are_counted_once_over_any_number_of_restores(system, tmp_p
     assert again.engine.stats()['journal_records_dropped'] == 2
 
 
+@pytest.mark.parametrize('kept', [1, 20, 'all'])
+def test_a_power_cut_in_the_cut_s_own_write_counts_the_torn_records_once(kept, tmp_path):
+    # the restore's OP_RESTORED (written over the torn records, then the file cut) lost to a
+    # power cut before its fsync: none of it, part of it (a torn record itself) or all of it
+    # kept with the file of its old size. Each restore after counts the torn batch once (2:
+    # the record the write covered is longer than it), replays the intact record, never
+    # refuses; the mid-cut case (all of it kept) is not counted twice
+    mid = _stopped_after('asgd', tmp_path / 'live', 7)      # (checkpoint 1, 3 records)
+    offsets = _regroup(mid, [1, 2])
+    path = os.path.join(mid, JOURNAL_FILE)
+    _unsynced(path)
+    _flip(path, offsets[1])
+    torn = open(path, 'rb').read()
+    back = _server('asgd', mid, 9)
+    assert back.engine.stats()['journal_records_dropped'] == 2
+    back.engine.journal.close()
+    data, end = open(path, 'rb').read(), offsets[1]
+    n = 10 + struct.unpack_from('<I', data, end + 2)[0]     # (the cut's OP_RESTORED frame)
+    assert end + n < len(torn)
+    k = n if kept == 'all' else kept
+    open(path, 'wb').write(torn[:end] + data[end:end + k] + torn[end + k:])
+    for _ in range(2):
+        again = _server('asgd', mid, 9)
+        assert again.engine.replayed == 1
+        assert again.engine.stats()['journal_records_dropped'] == 2
+        again.engine.journal.close()
+    assert os.path.getsize(path) < len(torn)
+
+
 def test_a_damaged_record_a_later_fsync_shows_synced_is_refused(tmp_path):
     # the first of two records in one fsync damaged, and a record of a later fsync intact:
     # that later fsync covered the damaged one, whose answer may have left: refused (an
