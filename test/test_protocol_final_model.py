@@ -28,8 +28,9 @@ from protocol_fixtures import build, random_faults
 import pytest
 from rog_ros.nodes.chaos_hooks import ServerHooks, WorkerHooks
 from rog_ros.protocol.actions import Log, SaveState, Send, StartCompute, Stopped
-from rog_ros.protocol.messages import FLAG_END, FLAG_FINAL, FLAG_JOIN, RowChunk, SERVER
-from rog_ros.protocol.ps_final import FINAL_PATIENCE_S
+from rog_ros.protocol.messages import (FLAG_END, FLAG_FINAL, FLAG_JOIN, RowChunk, Schedule,
+                                       SERVER)
+from rog_ros.protocol.ps_final import final_model_id, FINAL_PATIENCE_S
 from rog_ros.sim.fault_fleet import (checkpoint_at_the_final_model,
                                      checkpoint_before_stop_orders, quadratic_fleet,
                                      restart_server, restart_worker, schedule_worker_crashes)
@@ -401,8 +402,59 @@ def test_a_robot_whose_ack_died_with_it_is_counted_holding_the_final_model(seed)
     assert restored.holds_final and torch.equal(restored.w, server.final_values)
     assert (server.final_delivered, server.final_missed) == (3, 0)
     assert not _logs(harness, 'final_model_missed')
+    assert not _logs(harness, 'final_model_resent')          # its JOIN named this model
     assert torch.equal(server.worker_model(1), server.final_values)
     assert run_problems('crash', harness) == []
+
+
+@pytest.mark.parametrize('seed', range(2))
+def test_a_robot_whose_join_names_no_final_model_is_sent_it_again(seed):
+    """A JOIN with FLAG_FINAL and no id (a robot of a release before it): vouched for by none."""
+    harness, server, workers = _build('rog:2', n=3, iters=8, dtype=torch.float64, seed=seed,
+                                      save_states=True, final_model=True)
+    handle, killed, sent_to_1 = harness._handle, [], []
+
+    def kill_before_its_ack(node, actions):
+        """Kill worker 1 at its final model: its save happens, its sends die with it."""
+        if node == SERVER and killed:
+            sent_to_1.extend(a.msg for a in actions if isinstance(a, Send) and a.dest == 1)
+        if node == 1 and not killed and any(getattr(a, 'name', '') == 'final_model'
+                                            for a in actions):
+            killed.append(harness.now)
+            handle(node, [a for a in actions if not isinstance(a, Send)])
+            harness.kill(1)
+            harness.at(harness.now + 0.3, lambda: restart_worker(harness, 1))
+            return
+        handle(node, actions)
+
+    def old_join(msg, src, dst, now):
+        """Say no id in worker 1's JOINs, as a robot before ``final_model_id``."""
+        if src == 1 and isinstance(msg, RowChunk) and msg.flags & FLAG_JOIN:
+            assert len(msg.payload) == (8 if msg.flags & FLAG_FINAL else 0)
+            msg.payload = b''
+        return [0.0]
+    harness._handle, harness.fault = kill_before_its_ack, old_join
+    stats = harness.run(until=600)
+    restored = harness.workers[1]
+    assert stats.error is None and server.finished and killed and restored is not workers[1]
+    assert restored.holds_final and torch.equal(restored.w, server.final_values)
+    assert (server.final_delivered, server.final_missed) == (3, 0)
+    resent = _logs(harness, 'final_model_resent')
+    assert [(a.worker, a.info['reason']) for a in resent] == [
+        (1, 'restarted holding a final model it does not name')]
+    assert _final_rows(sent_to_1) >= server.snap_layout.n_rows
+    assert torch.equal(server.worker_model(1), server.final_values)
+
+
+def test_a_final_models_id_tells_every_bit():
+    """The id is the model's bytes', the same for equal models, another for a bit flipped."""
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        w = torch.randn(1000, generator=torch.Generator().manual_seed(0)).to(dtype)
+        same, flipped = w.clone(), w.clone()
+        flipped.view(torch.int16 if dtype == torch.bfloat16 else torch.uint8)[-1] ^= 1
+        assert final_model_id(w) == final_model_id(same) and len(final_model_id(w)) == 8
+        assert final_model_id(flipped) != final_model_id(w), dtype
+        assert final_model_id(w[::2]) == final_model_id(w[::2].clone())     # not contiguous
 
 
 def _killed_at_their_final_models(spec, seed):
@@ -509,7 +561,7 @@ def test_a_server_restored_during_the_end_sends_the_final_model_still_owed(seed)
 
 
 def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_final=False,
-                                  given_up=False, robot_dir=None):
+                                  given_up=False, robot_dir=None, to_0=None):
     """
     Run a fleet whose final model waits for an absence, its server killed as it goes out.
 
@@ -522,12 +574,14 @@ def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_fina
     is killed with it and restored from its state that much later. ``given_up``: every
     other chunk of the restored server's final model to worker 0 is lost, then its link
     from its first final ack on for 90 s, past the server's patience. ``robot_dir``: worker
-    0 saves its state there as its node does (``WorkerHooks``). Return the harness, the
-    final model sent before the kill and the restored server engine.
+    0 saves its state there as its node does (``WorkerHooks``). ``to_0``: what the server
+    sends worker 0's restarted run goes into this list. Return the harness, the final model
+    sent before the kill and the restored server engine.
     """
     harness, server, _, _, _ = quadratic_fleet(
         'rog:4', n=3, iters=10, dtype=torch.float64, seed=seed, save_states=True,
         final_model=True, absence_timeout_s=1.0, compute=(0.05, 0.05, 0.25))
+    harness.log_events = True
     if robot_dir is not None:
         harness.workers[0] = WorkerHooks(harness.workers[0], 0, robot_dir)
     if hooks_dir is not None:
@@ -559,8 +613,15 @@ def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_fina
         checkpoint_at_the_final_model(harness)
     handle = harness._handle
 
+    def restart_0():
+        """Restart worker 0 from its state; note it."""
+        restart_worker(harness, 0)
+        seen['back'] = harness.now
+
     def kill_at_the_final_model(node, actions):
         """Kill the server as worker 0 applied the final model (once)."""
+        if to_0 is not None and node == SERVER and 'back' in seen:
+            to_0.extend(a.msg for a in actions if isinstance(a, Send) and a.dest == 0)
         handle(node, actions)
         if node == 0 and 'sent' not in seen and any(getattr(a, 'name', '') == 'final_model'
                                                     for a in actions):
@@ -569,7 +630,7 @@ def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_fina
             harness.at(harness.now + 0.2, restore)
             if robot_down is not None:
                 harness.kill(0)
-                harness.at(harness.now + robot_down, lambda: restart_worker(harness, 0))
+                harness.at(harness.now + robot_down, restart_0)
     harness._handle = kill_at_the_final_model
     if given_up:
         cut = {}
@@ -601,19 +662,25 @@ def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_fina
     return harness, seen['sent'], seen['restored']
 
 
+def _final_rows(msgs) -> int:
+    """Count the rows of the final-model data chunks in ``msgs``."""
+    return sum(int((m.row_ranges[1::2].astype(int) - m.row_ranges[0::2].astype(int)).sum())
+               for m in msgs if isinstance(m, RowChunk) and m.flags & FLAG_FINAL
+               and not m.flags & FLAG_END)
+
+
 @pytest.mark.parametrize('seed', range(2))
 def test_a_robots_final_flag_is_the_final_model_of_the_sweeps_restored_server(seed):
     # Worker 0 saved the first final model and died with the server, whose checkpoint (the
     # sweeps' policy: every period and before stop orders) was older: restored, it took
     # another and sent it, and worker 0, restarted after, JOINed with FLAG_FINAL for the
     # first: counted delivered, its mirror set to the second, the robot holding the first.
-    # The sweeps now checkpoint as the final model is taken, as the server node does.
-    harness, sent, restored = _final_deferred_by_an_absence(seed, robot_down=3.0)
-    assert not torch.equal(restored.final_values, sent)
-    assert torch.equal(harness.workers[0].w, sent) and harness.workers[0].holds_final
-    assert not torch.equal(restored.worker_model(0), harness.workers[0].w)
+    # The sweeps now checkpoint as the final model is taken, as the server node does, and
+    # the JOIN says which final model it holds (next test). Here: the same model, counted
+    # delivered at the JOIN, not sent again.
+    to_0 = []
     harness, sent, restored = _final_deferred_by_an_absence(seed, robot_down=3.0,
-                                                            at_final=True)
+                                                            at_final=True, to_0=to_0)
     assert restored.finished and torch.equal(restored.final_values, sent)
     assert harness.stopped[:2] == [True, True]
     assert (restored.final_delivered, restored.final_missed) == (2, 1)
@@ -621,6 +688,31 @@ def test_a_robots_final_flag_is_the_final_model_of_the_sweeps_restored_server(se
         assert harness.workers[r].holds_final, r
         assert torch.equal(harness.workers[r].w, sent), r
         assert torch.equal(restored.worker_model(r), sent), r
+    assert to_0 and _final_rows(to_0) == 0 and not _logs(harness, 'final_model_resent')
+    assert any(isinstance(m, Schedule) and m.stop for m in to_0)
+
+
+@pytest.mark.parametrize('seed', range(2))
+def test_a_robot_restarted_holding_another_final_model_is_sent_the_servers(seed):
+    # As above, from a checkpoint older than the final model: the restored server took
+    # another final model, and worker 0, restarted holding the first, JOINed with FLAG_FINAL:
+    # counted delivered and never sent the second, its mirror set to it, so the robot left
+    # with the first and model.pt held the second (seeds 0 and 1). The JOIN now carries the
+    # id of the model it holds (final_model_id): another one, and the server sends its own.
+    to_0 = []
+    harness, sent, restored = _final_deferred_by_an_absence(seed, robot_down=3.0, to_0=to_0)
+    w0 = harness.workers[0]
+    assert restored.finished and not torch.equal(restored.final_values, sent)
+    assert harness.stopped[:2] == [True, True]
+    assert w0.holds_final and not w0.final_mixed
+    assert torch.equal(w0.w, restored.final_values)              # was the first model
+    assert torch.equal(restored.worker_model(0), w0.w)
+    assert torch.equal(harness.saved[0]['w'], restored.final_values)     # and its state
+    assert (restored.final_delivered, restored.final_missed) == (2, 1)
+    resent = _logs(harness, 'final_model_resent')
+    assert [(a.worker, a.info['reason']) for a in resent] == [
+        (0, 'restarted holding another final model')]
+    assert _final_rows(to_0) >= restored.snap_layout.n_rows          # the whole model again
 
 
 @pytest.mark.parametrize('seed', range(2))

@@ -219,6 +219,11 @@ def _final_missed(log) -> Tuple[int, str]:
                      f"({log.info.get('reason', '?')}); the server's model.pt has it")
 
 
+def _final_resent(log) -> Tuple[int, str]:
+    return WARNING, (f"robot {log.worker} {log.info.get('reason', 'restarted')}: the server "
+                     "sends it the fleet's final model again")
+
+
 def _let_go(log) -> Tuple[int, str]:
     return WARNING, (f'robot {log.worker} was let go so that the run could end '
                      f"({log.info.get('reason', '?')})")
@@ -259,6 +264,7 @@ _DESCRIBE = {
     'start_mismatch': _start_mismatch,
     'final_model': _final_model,
     'final_model_missed': _final_missed,
+    'final_model_resent': _final_resent,
     'worker_let_go': _let_go,
     'stop_missed': _stop_missed,
     'worker_incompatible': _incompatible,

@@ -70,10 +70,11 @@ FLAG_SNAPSHOT = 8
 of the model's dtype (lossless), which *replace* the worker's rows instead of being subtracted:
 a rejoining worker ends up holding exactly the server's view of it (DESIGN section 10)."""
 FLAG_JOIN = 16
-"""RowChunk flag (uplink, no payload): a (re)joining worker says hello; the server answers with
+"""RowChunk flag (uplink, no rows): a (re)joining worker says hello; the server answers with
 a Schedule carrying ``checkpoint_transfer`` and makes the worker's next pull a snapshot. With
 ``tensor_ids = [low 32 bits, high 32 bits]`` of an earlier incarnation of the sender, it only
-asks which pushes of that run the server's checkpoint holds (answer addressed to that run)."""
+asks which pushes of that run the server's checkpoint holds (answer addressed to that run).
+Its payload is empty, but with ``FLAG_FINAL`` (below)."""
 FLAG_LATE = 32
 """RowChunk flag (uplink): rows of the sender's pushed iteration ``clock`` that its push withheld,
 sent while it computes the next one (``SyncPolicy.late_rows``). The server applies and stamps
@@ -93,8 +94,11 @@ FLAG_FINAL = 128
 sent after the whole fleet finished training (``ServerEngine`` ``final_model``): once every
 row of it arrived the worker computes no more and waits for its stop order, so that it stops
 holding exactly the model the server evaluates last and writes to ``model.pt``. Uplink, on a
-``FLAG_JOIN``: the sender holds that final model (restarted after it arrived); a server that
-still owes it the model counts it delivered and stops it."""
+``FLAG_JOIN``: the sender holds a final model (restarted after it arrived), and the payload
+says which: ``ps_final.final_model_id`` of it (8 bytes, BLAKE2b of its raw little-endian
+values); a server that still owes it the model counts it delivered and stops it when that is
+its own final model's id, and else (another id, or none: a sender before 2026-12-08) sends it
+its final model. Older servers ignore the payload (they count it delivered)."""
 
 MAX_CLOCK = 2 ** 31 - 2
 """Largest iteration clock any node accepts: versions are int32 and -1 is reserved."""

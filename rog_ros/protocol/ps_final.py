@@ -30,11 +30,11 @@ consensus, and one measured fleet closed 0.74 points lower on ``w_srv`` (MPCOL, 
 iterations; the mean of lagging views is an average of recent iterates), which would have
 added a dip of its own at the end of every run.
 
-Never at the cost of ending: a robot that restarts meanwhile, or whose snapshot gets no
-acknowledgement for ``FINAL_PATIENCE_S``, gets its stop order without the model
-(``final_model_missed``); robots suspended for absence are not waited for, nor are those
-out for their link once silent for ``FINAL_PATIENCE_S`` (until then their last pushes may
-still change the model).
+Never at the cost of ending: a robot that restarts meanwhile (but one whose JOIN says it
+holds a final model: ``_owed_restarted``), or whose snapshot gets no acknowledgement for
+``FINAL_PATIENCE_S``, gets its stop order without the model (``final_model_missed``);
+robots suspended for absence are not waited for, nor are those out for their link once
+silent for ``FINAL_PATIENCE_S`` (until then their last pushes may still change the model).
 
 A robot gone for good (out for its link or absent, and silent for ``FINAL_PATIENCE_S`` once
 the others finished) is let go so that the run ends, with or without a final model
@@ -46,13 +46,41 @@ simulator leaves both off, so its runs end where they did).
 
 from __future__ import annotations
 
+import hashlib
+import sys
+
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import FLAG_FINAL, FLAG_JOIN, RowChunk, Schedule
+import torch
 
 FINAL_PATIENCE_S = 60.0
 """Seconds without an acknowledgement of a robot's final model before it is given up (a
 snapshot over a slow link keeps acknowledging chunks; a dead link says nothing; pokes do not
 count: a robot whose pokes arrive while its model does not would otherwise hold the end)."""
+FINAL_ID_BYTES = 8
+"""Length of a final model's fingerprint (``final_model_id``), the payload of a JOIN with
+``FLAG_FINAL``."""
+
+
+def final_model_id(values: torch.Tensor) -> bytes:
+    """
+    Return which final model ``values`` is: BLAKE2b (8 bytes) of its raw little-endian values.
+
+    The bytes a lossless snapshot carries, so a robot that took a final model whole and the
+    server that sent it compute the same id, and two final models differing in any bit get
+    different ones (but with a chance of 2**-64). A robot's JOIN with ``FLAG_FINAL`` carries it
+    as its payload. Hashed in place (no model-sized copy) for a contiguous CPU tensor on a
+    little-endian machine; else a copy is hashed.
+    """
+    t = values.detach().reshape(-1)
+    if t.device.type != 'cpu' or not t.is_contiguous():
+        t = t.cpu().contiguous()
+    if sys.byteorder == 'little' or t.element_size() == 1:
+        raw = t.view(torch.uint8).numpy()
+    else:
+        a = t.numpy()
+        raw = a.astype(a.dtype.newbyteorder('<'))
+    return hashlib.blake2b(raw, digest_size=FINAL_ID_BYTES).digest()
 
 
 class FinalModelMixin:
@@ -70,6 +98,7 @@ class FinalModelMixin:
         #                                  heard it, first counted its silence
         self.final_values = None         # the model sent, taken once when the fleet is done
         self._final_bytes = None         # (final_values, its snapshot encoding): one for all
+        self._final_id = None            # (final_values, final_model_id of it)
         self._final_checked = 0.0        # when _start_final last looked (timers after it)
 
     def stop_orders_sent(self) -> list:
@@ -139,21 +168,37 @@ class FinalModelMixin:
 
     def _owed_restarted(self, r: int, msg) -> list:
         """
-        Worker r restarted while owed its final model: delivered if its JOIN says it holds it.
+        Worker r restarted while owed its final model: delivered if its JOIN holds ours.
 
         A robot killed after it applied the final model (saved with its state, before its
-        acknowledgement) JOINs with ``FLAG_FINAL``: its model is the final model bit for bit,
-        and counting it without (``final_model_missed``) was one robot too many. It holds
-        ours: every final model a run sends is the one its server took first, since the
-        server node checkpoints it before any goes out (``ServerHooks``), and a restored
-        server sends that one. Without ``final_values`` (a checkpoint from before it was
-        taken) the robot's cannot be vouched for, and it is given up as any other restart.
+        acknowledgement) JOINs with ``FLAG_FINAL`` and the model's id (``final_model_id``) as
+        its payload: when it is ours, its model is the final model bit for bit, and counting
+        it without (``final_model_missed``) was one robot too many. Another id is another
+        final model: one a server restored from a checkpoint older than ours took and sent
+        before it died (the simulator's sweeps, or an older state folder put back by hand),
+        which that robot saved. Counted delivered until 2026-12-08, its mirror set to ours: it
+        left holding the first, ``model.pt`` the second. Such a robot, or one that says no id
+        (a release before it), is sent ours now (``final_model_resent``; ``_final_tick`` starts
+        it at once, after the answer to its JOIN), and stopped once it acknowledges it.
+        Without ``final_values`` (a checkpoint from before it was taken) the robot's cannot be
+        vouched for, and it is given up as any other restart.
         """
         if (self.final_values is None or not isinstance(msg, RowChunk)
                 or not msg.flags & FLAG_JOIN or not msg.flags & FLAG_FINAL):
             return self._give_up_final(r, 'restarted')
-        self.mirror[r].copy_(self.final_values)      # what it holds (a rejoin: unknown)
-        return self._final_sent(r, self.snap_layout.n_rows)
+        if bytes(msg.payload) == self._final_model_id():
+            self.mirror[r].copy_(self.final_values)      # what it holds (a rejoin: unknown)
+            return self._final_sent(r, self.snap_layout.n_rows)
+        self._final_heard.pop(r, None)       # its model again, from its first row
+        said = ('another final model' if len(msg.payload) == FINAL_ID_BYTES
+                else 'a final model it does not name')
+        return [Log('final_model_resent', 1.0, r, {'reason': f'restarted holding {said}'})]
+
+    def _final_model_id(self) -> bytes:
+        """Return ``final_model_id(final_values)``, computed once per final model."""
+        if self._final_id is None or self._final_id[0] is not self.final_values:
+            self._final_id = (self.final_values, final_model_id(self.final_values))
+        return self._final_id[1]
 
     def _give_up_final(self, r: int, reason: str) -> list:
         """Stop worker r without its final model (restarted, or silent too long)."""

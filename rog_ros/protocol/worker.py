@@ -259,6 +259,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         # ... and ``w`` is not that model whole: rows of another final model (a server
         # restored from before the end took it anew) replaced some of its rows, the rest owed
         self.final_mixed = False
+        self._final_id: bytes | None = None    # final_model_id(w) while holds_final (JOIN)
         self._dirty = False
         # exactly-once across server restarts: [(tid, rowbytes, scales, delivered rows)]
         # (incarnation, tid, rowbytes, scales, rows, per_row): scales as committed
@@ -946,6 +947,7 @@ class WorkerEngine(OverlapMixin, RejoinMixin):
         versions = self.pending_versions.pop(inc.transfer_id, None)
         changed = False         # rows of a final snapshot changed the final model we hold
         if n_rows:
+            self._final_id = None       # (w changes: the id of the final model we hold)
             if snapshot:
                 vals = self.snap_codec.decode(self.snap_layout, rowbytes, scales, self._scratch)
                 if self.holds_final and not self.final_mixed:

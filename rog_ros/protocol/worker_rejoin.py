@@ -30,6 +30,7 @@ import numpy as np
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import (
     FLAG_FINAL, FLAG_JOIN, KIND_GRAD, RowChunk, Schedule, SERVER, TransferAck)
+from rog_ros.protocol.ps_final import final_model_id
 from rog_ros.protocol.revival import POKE_END_TIMEOUTS
 from rog_ros.protocol.transfer import OutgoingTransfer
 import torch
@@ -92,18 +93,31 @@ class RejoinMixin:
         if self._await_hello is None:
             self._await_hello = {self.incarnation} | self._past_incarnations()
         out = []
-        # Holding the final model, every JOIN says so (the first one the server hears of a
-        # new run of ours restarts us there): a server that owes it us counts it delivered,
-        # its acknowledgement having maybe died with our earlier run.
+        # Holding the final model, every JOIN says so, and which (the first one the server
+        # hears of a new run of ours restarts us there): a server that owes it us counts it
+        # delivered if it is its own, our acknowledgement having maybe died with our earlier
+        # run, and else sends us its own (a restored server's other final model).
         flags = FLAG_JOIN | (FLAG_FINAL if self.holds_final else 0)
+        held = self._held_final_id() if self.holds_final else b''
         for inc in sorted(self._await_hello):
             ask = (np.zeros(0, np.uint32) if inc == self.incarnation else
                    np.array([inc & 0xFFFFFFFF, inc >> 32], dtype=np.uint32))
             out.append(Send(SERVER, RowChunk(transfer_id=self.next_tid, seq=0, sender=self.rank,
                                              receiver=SERVER, kind=KIND_GRAD, clock=self.clock,
                                              flags=flags, codec=self.codec.codec_id,
-                                             tensor_ids=ask)))
+                                             tensor_ids=ask, payload=held)))
         return out
+
+    def _held_final_id(self) -> bytes:
+        """
+        Return ``final_model_id`` of the model we hold, computed once until rows change it.
+
+        Of ``w`` as it is: a final model taken whole, or (``final_mixed``) part of two,
+        whose id no server's final model has, so that one is sent again.
+        """
+        if self._final_id is None:
+            self._final_id = final_model_id(self.w)
+        return self._final_id
 
     def _rejoin_push(self, now: float) -> list:
         """Answered: (server restarted: resend what its checkpoint lacks), push, then pull."""
@@ -283,6 +297,7 @@ class RejoinMixin:
             raise ValueError('saved final model of another model')
         owed = 0 if self._snap_missing is None else int(self._snap_missing.sum())
         self.w.copy_(w)
+        self._final_id = None
         self.final_mixed = False
         return owed
 
