@@ -22,7 +22,9 @@ faults, and the end must never wait for a robot that cannot answer.
 """
 
 import copy
+import hashlib
 import random
+import sys
 
 from protocol_fixtures import build, random_faults
 import pytest
@@ -455,6 +457,19 @@ def test_a_final_models_id_tells_every_bit():
         assert final_model_id(w) == final_model_id(same) and len(final_model_id(w)) == 8
         assert final_model_id(flipped) != final_model_id(w), dtype
         assert final_model_id(w[::2]) == final_model_id(w[::2].clone())     # not contiguous
+    # the wire's definition (robots and servers of other releases compute it so)
+    w = torch.randn(1000, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    assert final_model_id(w) == hashlib.blake2b(w.numpy().astype('<f8').tobytes(),
+                                                digest_size=8).digest()
+
+
+def test_a_final_models_id_is_the_same_on_a_big_endian_machine(monkeypatch):
+    """The byte-swapping path takes every dtype (bfloat16 raised: numpy has none)."""
+    ws = [torch.randn(100, generator=torch.Generator().manual_seed(0)).to(dtype)
+          for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16)]
+    little = [final_model_id(w) for w in ws]
+    monkeypatch.setattr(sys, 'byteorder', 'big')     # (here: no swap, the same bytes)
+    assert [final_model_id(w) for w in ws] == little
 
 
 def _killed_at_their_final_models(spec, seed):

@@ -77,8 +77,8 @@ def final_model_id(values: torch.Tensor) -> bytes:
         t = t.cpu().contiguous()
     if sys.byteorder == 'little' or t.element_size() == 1:
         raw = t.view(torch.uint8).numpy()
-    else:
-        a = t.numpy()
+    else:       # (as integers of its size: numpy has no bfloat16)
+        a = t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]).numpy()
         raw = a.astype(a.dtype.newbyteorder('<'))
     return hashlib.blake2b(raw, digest_size=FINAL_ID_BYTES).digest()
 
