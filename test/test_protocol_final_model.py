@@ -576,7 +576,7 @@ def test_a_server_restored_during_the_end_sends_the_final_model_still_owed(seed)
 
 
 def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_final=False,
-                                  given_up=False, robot_dir=None, to_0=None):
+                                  given_up=False, robot_dir=None, to_0=None, let_go=True):
     """
     Run a fleet whose final model waits for an absence, its server killed as it goes out.
 
@@ -590,12 +590,14 @@ def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_fina
     other chunk of the restored server's final model to worker 0 is lost, then its link
     from its first final ack on for 90 s, past the server's patience. ``robot_dir``: worker
     0 saves its state there as its node does (``WorkerHooks``). ``to_0``: what the server
-    sends worker 0's restarted run goes into this list. Return the harness, the final model
-    sent before the kill and the restored server engine.
+    sends worker 0's restarted run goes into this list. ``let_go`` False: worker 2, dead,
+    is never let go, so the server never finishes. Return the harness, the final model sent
+    before the kill and the restored server engine.
     """
     harness, server, _, _, _ = quadratic_fleet(
         'rog:4', n=3, iters=10, dtype=torch.float64, seed=seed, save_states=True,
-        final_model=True, absence_timeout_s=1.0, compute=(0.05, 0.05, 0.25))
+        final_model=True, absence_timeout_s=1.0, compute=(0.05, 0.05, 0.25),
+        let_go_silent=let_go)
     harness.log_events = True
     if robot_dir is not None:
         harness.workers[0] = WorkerHooks(harness.workers[0], 0, robot_dir)
@@ -673,7 +675,7 @@ def _final_deferred_by_an_absence(seed, hooks_dir=None, robot_down=None, at_fina
     # (the node ticks the engine only at its next_wakeup): that one is not accepted.
     restored = seen['restored']
     assert error is None or ('workers [2] are unfinished (deadlock)' in error
-                             and restored.finished and harness.dead == {2}), error
+                             and restored.finished is let_go and harness.dead == {2}), error
     return harness, seen['sent'], seen['restored']
 
 
@@ -728,6 +730,55 @@ def test_a_robot_restarted_holding_another_final_model_is_sent_the_servers(seed)
     assert [(a.worker, a.info['reason']) for a in resent] == [
         (0, 'restarted holding another final model')]
     assert _final_rows(to_0) >= restored.snap_layout.n_rows          # the whole model again
+
+
+@pytest.mark.parametrize('seed', range(2))
+def test_a_robot_given_up_and_restarted_holding_another_final_model_is_sent_the_servers(seed):
+    # As above, but worker 0 is restarted only after the restored server gave it up (its
+    # other final model silent for FINAL_PATIENCE_S, final_model_missed) while the server,
+    # still waiting for worker 2, is not done: it was stopped at its JOIN holding the first
+    # final model, holds_final true (its node writes it as the fleet's final model), model.pt
+    # holding the second (seeds 0 and 1). It is now sent the second and counted delivered.
+    to_0 = []
+    harness, sent, restored = _final_deferred_by_an_absence(seed, robot_down=70.0, to_0=to_0,
+                                                            let_go=False)
+    w0 = harness.workers[0]
+    assert not restored.finished and not torch.equal(restored.final_values, sent)
+    missed = _logs(harness, 'final_model_missed')
+    assert [(a.worker, a.info['reason']) for a in missed] == [(0, 'silent for 60 s')]
+    assert harness.stopped[:2] == [True, True]
+    assert w0.holds_final and not w0.final_mixed
+    assert torch.equal(w0.w, restored.final_values)              # was the first model
+    assert torch.equal(harness.saved[0]['w'], restored.final_values)     # and its state
+    assert torch.equal(restored.worker_model(0), w0.w)
+    assert (restored.final_delivered, restored.final_missed) == (2, 0)
+    assert not restored._missed_final and not restored._owed_final
+    resent = _logs(harness, 'final_model_resent')
+    assert [(a.worker, a.info['reason']) for a in resent] == [
+        (0, 'restarted after it was given up, holding another final model')]
+    assert _final_rows(to_0) >= restored.snap_layout.n_rows      # the whole model, once
+    assert len({m.transfer_id for m in to_0 if isinstance(m, RowChunk)
+                and m.flags & FLAG_FINAL}) == 1
+
+
+@pytest.mark.parametrize('seed', range(2))
+def test_a_robot_given_up_and_restarted_holding_the_final_model_is_counted_delivered(seed):
+    # The same, the server's checkpoint at the final model (the node's): worker 0 holds
+    # the restored server's final model, its acknowledgement lost with the server and the
+    # restored one's snapshot to it silent until it was given up; restarted, its JOIN names
+    # that model: counted delivered, not sent it again, stopped (seeds 0 and 1).
+    to_0 = []
+    harness, sent, restored = _final_deferred_by_an_absence(seed, robot_down=70.0, to_0=to_0,
+                                                            at_final=True, let_go=False)
+    w0 = harness.workers[0]
+    assert not restored.finished and torch.equal(restored.final_values, sent)
+    assert [a.worker for a in _logs(harness, 'final_model_missed')] == [0]
+    assert harness.stopped[:2] == [True, True]
+    assert w0.holds_final and torch.equal(w0.w, sent)
+    assert torch.equal(restored.worker_model(0), sent)
+    assert (restored.final_delivered, restored.final_missed) == (2, 0)
+    assert not _logs(harness, 'final_model_resent') and _final_rows(to_0) == 0
+    assert any(isinstance(m, Schedule) and m.stop for m in to_0)
 
 
 @pytest.mark.parametrize('seed', range(2))

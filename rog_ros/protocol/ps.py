@@ -404,7 +404,10 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
                 out = [Log('superseded', 1.0, r, {'from': 'unverified worker run'})]
                 if isinstance(msg, RowChunk) and msg.flags & (FLAG_END | FLAG_JOIN |
                                                               FLAG_REQUEST):
-                    out.append(Send(r, self._hello(r, inc)))   # who we are; change nothing
+                    hello = self._hello(r, inc)       # who we are; change nothing
+                    # (but no stop order to a robot given up that our final model awaits)
+                    hello.stop = hello.stop and not self._owes_final_again(r, msg)
+                    out.append(Send(r, hello))
                 return out, False
             self.retired[r] = ([x for x in self.retired[r] if x != inc] + [known])[-8:]
             self._retired_pokes.keep(lambda k: k[0] != r or k[1] in self.retired[r])
@@ -584,6 +587,8 @@ class ServerEngine(MembershipMixin, OutageAwareMixin, SlackMixin, CheckpointMixi
         self._holds_unknown(r)
         if r in self._owed_final:
             out += self._owed_restarted(r, msg)     # (it may say it holds the model)
+        elif r in self._missed_final:
+            out += self._missed_restarted(r, msg)   # (given up: it may hold another)
         self._pull_done_at[r] = None
         if self.slots is not None:
             self.slots.release(r, 'push')

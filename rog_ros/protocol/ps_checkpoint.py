@@ -102,7 +102,7 @@ class CheckpointMixin:
             # (never changed once taken: shared by the nodes' saves as by every robot's send)
             'final_values': (None if self.final_values is None
                              else self.final_values.clone() if copy else self.final_values),
-            'owed_final': dict(self._owed_final),
+            'owed_final': dict(self._owed_final), 'missed_final': dict(self._missed_final),
             'final_delivered': self.final_delivered, 'final_missed': self.final_missed,
             'let_go': self.let_go,
         }
@@ -170,6 +170,7 @@ class CheckpointMixin:
         final = sd.get('final_values')
         self.final_values = None if final is None else final.clone()
         self._owed_final = {int(r): int(c) for r, c in sd.get('owed_final', {}).items()}
+        self._missed_final = {int(r): int(c) for r, c in sd.get('missed_final', {}).items()}
         self.final_delivered = int(sd.get('final_delivered', 0))
         self.final_missed = int(sd.get('final_missed', 0))
         self.let_go = int(sd.get('let_go', 0))

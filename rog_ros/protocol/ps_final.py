@@ -32,7 +32,8 @@ added a dip of its own at the end of every run.
 
 Never at the cost of ending: a robot that restarts meanwhile (but one whose JOIN says it
 holds a final model: ``_owed_restarted``), or whose snapshot gets no acknowledgement for
-``FINAL_PATIENCE_S``, gets its stop order without the model (``final_model_missed``);
+``FINAL_PATIENCE_S``, gets its stop order without the model (``final_model_missed``; one
+that restarts holding a final model after that is owed it again: ``_missed_restarted``);
 robots suspended for absence are not waited for, nor are those out for their link once
 silent for ``FINAL_PATIENCE_S`` (until then their last pushes may still change the model).
 
@@ -91,6 +92,7 @@ class FinalModelMixin:
         self.let_go_silent = self.final_model if let_go_silent is None else bool(let_go_silent)
         self._owed_final: dict = {}      # worker -> clock: done, stop order held for the model
         self._final_heard: dict = {}     # worker -> its model's last progress (ack), under way
+        self._missed_final: dict = {}    # worker -> clock: given up while owed the model
         self.final_delivered = 0         # robots that received the final model
         self.final_missed = 0            # ... and that were given up
         self.let_go = 0                  # robots out and silent, stopped to end the run
@@ -194,6 +196,49 @@ class FinalModelMixin:
                 else 'a final model it does not name')
         return [Log('final_model_resent', 1.0, r, {'reason': f'restarted holding {said}'})]
 
+    def _missed_restarted(self, r: int, msg) -> list:
+        """
+        Worker r, given up while owed its final model, restarted holding a final model.
+
+        Given up (``final_model_missed``: silent for ``FINAL_PATIENCE_S``, or restarted
+        before this server held its final model), it is stopped at its JOIN, and one that
+        holds a final model keeps it: another one (a restored server's first) its node
+        wrote as the fleet's final model, ``model.pt`` holding ours. Its JOIN says which it
+        holds (``final_model_id``): ours, and it is counted delivered after all; another, or
+        none, and it is owed ours again while the fleet is not done (a finished server
+        leaves), sent it as in ``_owed_restarted`` and given up again as any robot owed it.
+        A JOIN without ``FLAG_FINAL`` (no final model: its node says it holds its own)
+        changes nothing.
+        """
+        if (r not in self._missed_final or self.final_values is None
+                or not isinstance(msg, RowChunk) or not msg.flags & FLAG_JOIN
+                or not msg.flags & FLAG_FINAL):
+            return []
+        ours = bytes(msg.payload) == self._final_model_id()
+        if not ours and not self._owes_final_again(r, msg):
+            return []
+        self._owed_final[r] = self._missed_final.pop(r)
+        self.final_missed -= 1                  # owed again: delivered, or given up again
+        if ours:
+            self.mirror[r].copy_(self.final_values)
+            return self._final_sent(r, self.snap_layout.n_rows)
+        said = ('another final model' if len(msg.payload) == FINAL_ID_BYTES
+                else 'a final model it does not name')
+        return [Log('final_model_resent', 1.0, r,
+                    {'reason': f'restarted after it was given up, holding {said}'})]
+
+    def _owes_final_again(self, r: int, msg) -> bool:
+        """
+        Tell whether ``msg``, a new run's JOIN, makes worker r, given up, owed our model again.
+
+        So that the answer to its JOINs addressed to our predecessor (``_hello``, no state
+        change) does not stop it before one reaches us (``_missed_restarted``).
+        """
+        return (r in self._missed_final and self.final_values is not None
+                and not self.finished and isinstance(msg, RowChunk)
+                and bool(msg.flags & FLAG_JOIN) and bool(msg.flags & FLAG_FINAL)
+                and bytes(msg.payload) != self._final_model_id())
+
     def _final_model_id(self) -> bytes:
         """Return ``final_model_id(final_values)``, computed once per final model."""
         if self._final_id is None or self._final_id[0] is not self.final_values:
@@ -203,6 +248,7 @@ class FinalModelMixin:
     def _give_up_final(self, r: int, reason: str) -> list:
         """Stop worker r without its final model (restarted, or silent too long)."""
         c = self._owed_final.pop(r)
+        self._missed_final[r] = c
         self._final_heard.pop(r, None)
         dl = self.downlinks[r]
         if dl is not None and dl.snapshot:
