@@ -939,7 +939,11 @@ def _wait_for(predicate, timeout_s=10.0):
     assert predicate()
 
 
-@pytest.mark.parametrize('when', ['after_results', 'before_results', 'before_results_skewed'])
+EARLIER_S = 3 * 3600.0      # an earlier run's summary left in OUT: written 3 h before
+
+
+@pytest.mark.parametrize('when', ['after_results', 'before_results', 'before_results_skewed',
+                                  'rerun_after_results', 'rerun_before_results'])
 def test_a_tc_failing_after_the_results_are_complete_leaves_the_run_standing(
         tmp_path, monkeypatch, capsys, when):
     # a tc that failed while the workers exited, after the server had written the finished
@@ -948,9 +952,21 @@ def test_a_tc_failing_after_the_results_are_complete_leaves_the_run_standing(
     # server's final summary.json was written before it (then: a warning, the run stands)
     import json
 
+    # rerun_*: OUT holds an earlier run's complete summary (a run taken up again from an older
+    # checkpoint that does not record that its run finished): a tc failing before this run's
+    # server wrote its own was taken as hours after the results (the run stood, status 0)
     out = tmp_path / 'run'
     _ScriptedFleet.made = []
     trace_period = []
+    if when.startswith('rerun'):
+        out.mkdir()
+        earlier = time.time() - EARLIER_S
+        (out / 'summary.json').write_text(json.dumps(
+            {'driver': 'fleet', 'trace': 'indoors', 'trace_followed': True, 'completed': True,
+             'iterations': 20, 'results_written_at': earlier}))
+        os.utime(out / 'summary.json', (earlier, earlier))
+        monkeypatch.setattr(cli_fleet, 'set_aside_unless_resuming',
+                            lambda *args, **kwargs: 'resuming from its checkpoint')
 
     class _Sup:
         """Server done at the first look, then the links fail; workers exit a bit later."""
@@ -974,8 +990,18 @@ def test_a_tc_failing_after_the_results_are_complete_leaves_the_run_standing(
         def codes(self):
             self.looks += 1
             fleet = _ScriptedFleet.made[0]
+            if when == 'rerun_before_results':     # the tc fails mid-run, noticed while
+                if self.looks == 1:                 # OUT holds the earlier run's summary only
+                    fleet.fail.set()
+                    _wait_for(lambda: trace_period and trace_period[0].error is not None)
+                elif self.looks == 2 and not self.stopped:  # (the old rule let the run go
+                    self._write(True)                       # on to write this)
+                server = 0 if self.looks >= 2 else None
+                workers = 0 if self.looks >= 4 or self.stopped else None
+                return {s.name: (server if s.name == 'rog_server' else workers)
+                        for s in self.specs}
             if self.looks == 1:
-                if when == 'after_results':     # results written, then the tc fails
+                if when.endswith('after_results'):  # results written, then the tc fails
                     self._write(True)
                     time.sleep(0.2)     # (a failure is dated from its round's start: one
                     fleet.fail.set()    # that began before the write and stalled is before)
@@ -1023,7 +1049,7 @@ def test_a_tc_failing_after_the_results_are_complete_leaves_the_run_standing(
     summary = json.loads((out / 'summary.json').read_text())
     follower_line = trace_period[0].failure()
     assert follower_line is not None and summary['trace'] == 'indoors'
-    if when == 'after_results':     # the run stands: status 0, followed to the results' end
+    if when.endswith('after_results'):  # the run stands: followed to the results' end
         assert status == 0, err
         assert summary['trace_followed'] is True and 'error' not in summary, summary
         assert 0.15 <= summary['trace_stopped_after_end_s'] < 5.0, summary
@@ -1036,7 +1062,11 @@ def test_a_tc_failing_after_the_results_are_complete_leaves_the_run_standing(
         assert summary['error'].startswith(follower_line), summary
         assert 'trace_stopped_after_end_s' not in summary and 'warning' not in err, err
         assert f'rog fleet: {follower_line}\n' in err, err
-    assert summary['netns_kick_errors'] == 3, summary      # the fleet's live kick errors
+    if when == 'rerun_before_results':      # (the summary is the earlier run's: not ours)
+        assert summary['results_written_at'] < time.time() - EARLIER_S + 60, summary
+        assert 'netns_kick_errors' not in summary, summary
+    else:
+        assert summary['netns_kick_errors'] == 3, summary      # the fleet's live kick errors
 
 
 def test_the_results_are_complete_once_the_final_summary_is_written(tmp_path):
@@ -1059,6 +1089,106 @@ def test_the_results_are_complete_once_the_final_summary_is_written(tmp_path):
     for bad in ('"soon"', 'null', 'true', 'NaN'):
         path.write_text('{"completed": true, "results_written_at": %s}' % bad)
         assert cli_fleet.results_complete_at(str(tmp_path)) is None, bad
+
+
+def test_only_a_summary_this_run_wrote_counts_as_its_results(tmp_path):
+    # since: when the fleet started. An earlier run's summary (stamped before, or by a server
+    # from before results_written_at) is neither this run's results nor its own to write to
+    import json
+    since = time.time()
+    path = tmp_path / 'summary.json'
+    assert not cli_fleet.written_since(str(tmp_path), since)
+    for stamp, ours in ((since - EARLIER_S, False), (since - 0.001, False), (since, True),
+                        (since + 0.25, True)):
+        path.write_text(json.dumps({'completed': True, 'results_written_at': stamp}))
+        assert cli_fleet.written_since(str(tmp_path), since) is ours, stamp
+        assert cli_fleet.results_complete_at(str(tmp_path), since) == (stamp if ours else None)
+        assert cli_fleet.results_complete_at(str(tmp_path)) == stamp       # (no since: any)
+    path.write_text(json.dumps({'completed': False, 'results_written_at': since + 1}))
+    assert cli_fleet.written_since(str(tmp_path), since)          # this run's, not complete
+    assert cli_fleet.results_complete_at(str(tmp_path), since) is None
+    path.write_text(json.dumps({'completed': True}))    # an older server's: the file is new
+    assert os.stat(path).st_mtime >= since - 0.05
+    assert not cli_fleet.written_since(str(tmp_path), since - 1.0)
+    assert cli_fleet.results_complete_at(str(tmp_path), since - 1.0) is None
+    for bad in ('"soon"', 'null', 'true', 'NaN'):
+        path.write_text('{"completed": true, "results_written_at": %s}' % bad)
+        assert not cli_fleet.written_since(str(tmp_path), since - 1.0), bad
+
+
+@pytest.mark.parametrize('tc_fails', [False, True])
+def test_a_rerun_writes_no_netns_keys_into_an_earlier_run_s_summary(
+        tmp_path, monkeypatch, capsys, tc_fails):
+    # a run taken up again (an older checkpoint that does not record that its run finished)
+    # whose server wrote no summary of its own: rog fleet wrote its netns_kick_errors (and,
+    # with a tc failing at the end, a trace_stopped_after_end_s of hours) into the earlier
+    # run's complete summary. Only a summary stamped since the fleet started takes them
+    import json
+    out = tmp_path / 'run'
+    out.mkdir()
+    earlier = time.time() - EARLIER_S
+    before = {'driver': 'fleet', 'trace': 'indoors', 'trace_followed': True, 'completed': True,
+              'iterations': 20, 'results_written_at': earlier}
+    (out / 'summary.json').write_text(json.dumps(before))
+    _ScriptedFleet.made = []
+    followers = []
+
+    class _Sup:
+        """Server exits 0 at once, writing nothing; workers exit at the third look."""
+
+        def __init__(self, specs, log_dir, env_of, prefix_of):
+            self.specs, self.log_dir, self.looks = specs, log_dir, 0
+
+        def start(self, resuming=None):
+            assert resuming == 'resuming from its checkpoint'
+
+        def codes(self):
+            self.looks += 1
+            if self.looks == 2 and tc_fails:     # the links fail as the workers exit
+                _ScriptedFleet.made[0].fail.set()
+                _wait_for(lambda: followers[0].error is not None)
+            workers = 0 if self.looks >= 3 else None
+            return {s.name: (0 if s.name == 'rog_server' else workers) for s in self.specs}
+
+        def stop(self, hurry=None):
+            return []
+
+        def log_path(self, name):
+            return os.path.join(self.log_dir, name + '.log')
+
+        def tail(self, name):
+            return ''
+
+    real_follower = netns.RateFollower
+
+    def follower(*args, **kwargs):
+        followers.append(real_follower(*args, **kwargs))
+        return followers[-1]
+    monkeypatch.setattr(netns, 'NetnsFleet', _ScriptedFleet)
+    monkeypatch.setattr(netns, 'RateFollower', follower)
+    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare',
+                        lambda workload, options=None: '')
+    monkeypatch.setattr(cli_fleet, 'Supervisor', _Sup)
+    monkeypatch.setattr(cli_fleet, 'set_aside_unless_resuming',
+                        lambda *args, **kwargs: 'resuming from its checkpoint')
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
+        monkeypatch.delenv(var, raising=False)
+    # Execute
+    status = cli.main(['fleet', '--out', str(out), '--quiet', '--workers', '1', '--netns',
+                       '--trace', 'indoors', '--iterations', '20', '--no-netmon'])
+    # Assert
+    err = capsys.readouterr().err
+    summary = json.loads((out / 'summary.json').read_text())
+    assert 'netns_kick_errors' not in summary and 'trace_stopped_after_end_s' not in summary, \
+        (status, summary, err)
+    assert summary['results_written_at'] == earlier and summary['completed'] is True, summary
+    if not tc_fails:        # nothing else changed: the earlier run's summary as it was
+        assert status == 0, err
+        assert summary == before, summary
+    else:       # no results of this run were complete: the failure breaks it, said as such
+        assert status == 1, err
+        line = followers[0].failure()
+        assert line is not None and f'rog fleet: {line}\n' in err and 'warning' not in err, err
 
 
 def test_a_follower_failure_is_dated_from_the_round_that_failed():

@@ -712,7 +712,45 @@ def _record_kernel_trace(out: str, trace: str | None, followed: bool,
     atomic_write_text(path, json.dumps(summary, indent=2, default=str) + '\n')
 
 
-def results_complete_at(out: str) -> float | None:
+def _results_stamp(out: str):
+    """
+    Return ``(summary, when it was written)`` of ``out``'s summary.json, else ``(None, None)``.
+
+    When: its ``results_written_at``, the server's own ``time.time()`` (this host's clock);
+    the file's modification time for a summary without the key (written before 2026-12-08);
+    None for a stamp that is no finite number.
+    """
+    try:
+        with open(os.path.join(out, 'summary.json')) as fh:
+            written = os.fstat(fh.fileno()).st_mtime
+            summary = json.load(fh)
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(summary, dict):
+        return None, None
+    stamp = summary.get('results_written_at', written)
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) \
+            or not math.isfinite(stamp):
+        return summary, None
+    return summary, float(stamp)
+
+
+def written_since(out: str, since: float) -> bool:
+    """
+    Tell whether ``out``'s summary.json was written by this run: stamped at or after ``since``.
+
+    ``since``: when this ``rog fleet`` started (its ``time.time()``, before any node). Only
+    the server's ``results_written_at`` counts (its clock is this host's); a summary without
+    it was written by an older server, so by an earlier run. A run given an ``--out`` whose
+    earlier run finished (an older checkpoint that does not record that its run finished,
+    taken up again) finds that run's complete summary there until its server writes its own.
+    """
+    summary, stamp = _results_stamp(out)
+    return summary is not None and 'results_written_at' in summary and stamp is not None \
+        and stamp >= since
+
+
+def results_complete_at(out: str, since: float | None = None) -> float | None:
     """
     Return when the server wrote ``out``'s final summary.json (wall time), else None.
 
@@ -723,22 +761,17 @@ def results_complete_at(out: str) -> float | None:
     modification time, which the file system stamps: a network one with its own clock (a
     server seconds behind made a failure before the write look after it, and a broken run
     stood), a coarse one in whole seconds. The file's time only for a summary without the
-    key (written before 2026-12-08).
+    key (written before 2026-12-08). With ``since`` (when this fleet started): only a
+    summary this run's server wrote (:func:`written_since`); an earlier run's complete
+    summary in ``out`` made a tc failing mid-run look hours after the results.
     """
-    try:
-        with open(os.path.join(out, 'summary.json')) as fh:
-            written = os.fstat(fh.fileno()).st_mtime
-            summary = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(summary, dict) or summary.get('completed') is not True \
+    summary, stamp = _results_stamp(out)
+    if summary is None or stamp is None or summary.get('completed') is not True \
             or summary.get('error'):
         return None
-    stamp = summary.get('results_written_at', written)
-    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) \
-            or not math.isfinite(stamp):
+    if since is not None and not written_since(out, since):
         return None
-    return float(stamp)
+    return stamp
 
 
 class _FollowerCheck:
@@ -749,14 +782,18 @@ class _FollowerCheck:
     netns.RateFollower`) at wall time T break the run (the check says the follower's line:
     the run ends, exit status 1, ``trace_followed`` false) unless its results were complete
     by T: the server had written the run's final summary.json (:func:`results_complete_at`,
-    its modification time at or before T). A failure after that, while the nodes exit, is
+    its ``results_written_at`` at or before T). A failure after that, while the nodes exit, is
     *late*: the results followed the trace to their end, so the run stands (status 0,
     ``trace_followed`` true); :meth:`late` says how long after, and ``rog fleet`` says it
     in a warning line and in ``trace_stopped_after_end_s``. Decided once per failure.
+    ``since``: when this fleet started (``time.time()``, before any node); a summary written
+    before it is an earlier run's (:func:`written_since`), neither complete results of this
+    run nor one to write this run's keys into (:func:`_netns_keys`).
     """
 
-    def __init__(self, follower, out: str):
+    def __init__(self, follower, out: str, since: float | None = None):
         self.follower, self.out = follower, out
+        self.since = time.time() if since is None else since
         self._decided = None        # (line that breaks the run or None, late seconds or None)
 
     def _decide(self) -> tuple:
@@ -764,7 +801,7 @@ class _FollowerCheck:
             line = self.follower.failure()
             if line is None:
                 return None, None
-            written = results_complete_at(self.out)
+            written = results_complete_at(self.out, self.since)
             after = None if written is None else self.follower.failed_at[1] - written
             late = after is not None and after >= 0
             self._decided = (None, after) if late else (line, None)
@@ -785,15 +822,21 @@ def _netns_keys(checks) -> dict:
     ``netns_kick_errors``: kicks that could not be sent while the fleet was live
     (:meth:`~rog_ros.net.netns.NetnsFleet.kick`); ``trace_stopped_after_end_s``: only when
     the links stopped following after the results were complete (:class:`_FollowerCheck`).
+    Both only into a summary this run's server wrote (:func:`written_since`): an earlier
+    run's complete summary left in ``out`` (this run's server wrote none) was given this
+    run's counts and a ``trace_stopped_after_end_s`` of hours. The warning line stands.
     """
     keys = {}
     for check in checks:
         if not isinstance(check, _FollowerCheck):
             continue
-        keys['netns_kick_errors'] = int(check.follower.fleet.live_kick_errors)
+        ours = written_since(check.out, check.since)
+        if ours:
+            keys['netns_kick_errors'] = int(check.follower.fleet.live_kick_errors)
         after = check.late()
         if after is not None:
-            keys['trace_stopped_after_end_s'] = round(after, 3)
+            if ours:
+                keys['trace_stopped_after_end_s'] = round(after, 3)
             print(f'rog fleet: warning: {check.follower.failure()} ({after:.2f} s after the '
                   "run's results were complete, summary.json written: the run stands)",
                   file=sys.stderr)
@@ -849,6 +892,7 @@ def _netns_setup(specs, envs, prefixes, cleanup, base_env, checks=None) -> list:
     from rog_ros.nodes.emulated_link import link_for
     server = specs[0].parameters
     n = server['workers']
+    since = time.time()     # (before any node: a summary written from now on is this run's)
     fleet = netns.NetnsFleet(n, say=lambda line: print(f'rog fleet: {line}',
                                                        file=sys.stderr)).create()
     cleanup.append(fleet.delete)
@@ -859,7 +903,7 @@ def _netns_setup(specs, envs, prefixes, cleanup, base_env, checks=None) -> list:
         cleanup.append(lambda: _say_rebuilds(fleet))      # (once the follower has stopped)
         cleanup.append(follower.stop)
         if checks is not None:
-            checks.append(_FollowerCheck(follower, server['out']))
+            checks.append(_FollowerCheck(follower, server['out'], since))
     out = []
     for spec in specs:
         params = dict(spec.parameters)
