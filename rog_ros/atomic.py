@@ -186,15 +186,54 @@ def boot_id() -> str:
         return fh.read().strip()
 
 
+# File systems whose flock locks on the machine that takes it only, and the mount options that
+# make it so (None: always, whatever the options): see flock_is_local for the evidence.
+LOCAL_FLOCK_MOUNTS = {
+    'cifs': {'nobrl'}, 'smb3': {'nobrl'},
+    'gfs2': {'localflocks'}, 'ocfs2': {'localflocks'},
+    'lustre': {'localflock'}, 'afs': {'flock=local'},
+    '9p': None, 'virtiofs': None,
+    'fuse.sshfs': None, 'fuse.rclone': None, 'fuse.s3fs': None, 'fuse.gcsfuse': None,
+}
+
+
 def flock_is_local(path: str, mounts=None) -> bool:
     """
-    Tell whether ``flock`` on ``path`` locks on this machine only (an NFS or CIFS mount).
+    Tell whether ``flock`` on ``path`` locks on this machine only (a shared file system).
 
-    Linux's NFS client mounted with ``nolock`` or ``local_lock=all|flock`` keeps flocks
-    local: a run on another machine takes the same folder, and a cleaner there locks a file
+    There a run on another machine takes the same folder, and a cleaner there locks a file
     this machine's write holds locked. Read from ``/proc/mounts`` (or ``mounts``, as
     :func:`read_mounts` gives them), the mount holding ``path``'s folder (its longest mount
-    point); False where that cannot be read.
+    point); False where that cannot be read, and for any other file system (ext4, xfs, btrfs,
+    tmpfs, overlay: one kernel sees every lock). Each entry, and what it rests on:
+
+    - ``nfs*`` with ``nolock`` or ``local_lock=all|flock``: nfs(5) (such locks exclude only
+      other applications on the same client). Without them the client sends flock to the
+      server (NLM or NFSv4 locks): shared.
+    - ``cifs``/``smb3`` with ``nobrl``: mount.cifs(8), no byte-range lock requests are sent to
+      the server (flock is sent as one). Without it: shared.
+    - ``fuse.sshfs``, ``fuse.rclone``, ``fuse.s3fs``, ``fuse.gcsfuse``: Linux's FUSE client
+      forwards flock only to a daemon whose init reply sets ``FUSE_FLOCK_LOCKS``
+      (``fc->no_flock`` otherwise, and ``fuse_file_flock`` then takes the lock in this kernel:
+      commits 37fb3a30b462 and 24114504c4d5); libfuse sets it only for a daemon that defines a
+      flock operation ("if this method is not implemented, the kernel will still allow file
+      locking to work locally", fuse.h). SFTP (v3, what sshfs speaks) has no lock request
+      and sshfs defines no flock; the object stores behind rclone, s3fs and gcsfuse (S3, GCS
+      and the like) have no lock to forward one to. Other FUSE types are left out (a daemon
+      may implement flock; a local one such as ``fuse-overlayfs`` shares one kernel), as is a
+      mount shown as plain ``fuse`` (no subtype).
+    - ``9p``: 9P2000.L sends flock to the server as TLOCK after taking it in this kernel
+      (``v9fs_file_flock_dotl``; older dialects keep it local), and QEMU's 9p server (virtfs,
+      the usual one) answers every TLOCK with success without locking ("all locks are
+      handled by the client side lock code path", ``hw/9pfs/9p.c``): this guest only.
+    - ``virtiofs``: a FUSE daemon on the host; QEMU's virtiofsd forwards flock only when
+      started with ``-o flock`` (default ``no_flock``, its manual), the Rust virtiofsd only
+      with remote locks enabled (off by default). The mount table cannot tell: local.
+    - ``gfs2``/``ocfs2`` with ``localflocks``, ``lustre`` with ``localflock``, ``afs`` with
+      ``flock=local``: their cluster-wide flock turned off (ocfs2.txt: "disables cluster
+      aware flock"; Lustre's default ``flock`` is coherent across its clients; kAFS's
+      ``flock=local``: no reference is made to the server, commit 6c6c1d63c243). Without
+      them: shared. (``ceph`` sends flock to its metadata server, ``ceph_flock``: shared.)
     """
     folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     best, options = '', ''
@@ -207,9 +246,10 @@ def flock_is_local(path: str, mounts=None) -> bool:
     fstype, opts = options
     if fstype.startswith('nfs'):
         return bool({'nolock', 'local_lock=all', 'local_lock=flock'} & opts)
-    if fstype in ('cifs', 'smb3'):
-        return 'nobrl' in opts
-    return False
+    if fstype not in LOCAL_FLOCK_MOUNTS:
+        return False
+    needed = LOCAL_FLOCK_MOUNTS[fstype]
+    return needed is None or bool(needed & opts)
 
 
 def read_mounts() -> list:

@@ -383,10 +383,55 @@ def test_an_empty_unlockable_temporary_is_old_only_by_both_clocks(tmp_path, monk
     assert os.listdir(str(tmp_path)) == []
 
 
-def _nolock_at(folder):
+def _nolock_at(folder, fstype='nfs', options='rw,vers=3,nolock,local_lock=all'):
     """Return a ``read_mounts`` stand-in: ``folder`` is an NFS mount with ``nolock``."""
-    return lambda: [('/', 'ext4', 'rw,relatime'),
-                    (str(folder), 'nfs', 'rw,vers=3,nolock,local_lock=all')]
+    return lambda: [('/', 'ext4', 'rw,relatime'), (str(folder), fstype, options)]
+
+
+# (type, options as /proc/mounts shows them, flock local to this machine)
+MOUNTS = [
+    # local file systems: one kernel sees every lock (whatever options)
+    ('ext4', 'rw,relatime,nolock', False), ('xfs', 'rw,noatime,attr2,inode64', False),
+    ('btrfs', 'rw,relatime,ssd,space_cache=v2,subvol=/@', False),
+    ('tmpfs', 'rw,nosuid,nodev,size=8g', False),
+    ('overlay', 'rw,relatime,lowerdir=/l,upperdir=/u,workdir=/w', False),
+    ('fuseblk', 'rw,relatime,user_id=0,group_id=0', False),
+    ('fuse.fuse-overlayfs', 'rw,nodev,relatime,user_id=0,group_id=0', False),
+    # NFS: the client forwards flock unless nolock / local_lock
+    ('nfs', 'rw,vers=3,nolock,local_lock=all', True), ('nfs4', 'rw,local_lock=flock', True),
+    ('nfs4', 'rw,vers=4.2,local_lock=none', False), ('nfs', 'rw,vers=3,local_lock=none', False),
+    # CIFS/SMB: byte-range locks (flock among them) sent unless nobrl
+    ('cifs', 'rw,vers=3.1.1,nobrl', True), ('smb3', 'rw,vers=3.0,nobrl', True),
+    ('cifs', 'rw,vers=3.1.1,cache=strict', False),
+    # FUSE network mounts whose daemons answer no flock: the kernel keeps it
+    ('fuse.sshfs', 'rw,nosuid,nodev,relatime,user_id=1000,group_id=1000', True),
+    ('fuse.rclone', 'rw,nosuid,nodev,relatime,user_id=1000,group_id=1000', True),
+    ('fuse.s3fs', 'rw,nosuid,nodev,relatime,user_id=0,group_id=0', True),
+    ('fuse.gcsfuse', 'rw,nosuid,nodev,relatime,user_id=0,group_id=0', True),
+    ('fuse', 'rw,nosuid,nodev,relatime,user_id=0,group_id=0', False),    # (no subtype)
+    ('fuse.glusterfs', 'rw,relatime,user_id=0,group_id=0,allow_other', False),
+    # 9p (QEMU's server grants every lock), virtiofs (flock forwarded only if asked)
+    ('9p', 'rw,sync,dirsync,relatime,access=client,trans=virtio', True),
+    ('9p', 'rw,relatime,aname=drvfs;path=C:\\,trans=fd', True),
+    ('virtiofs', 'rw,relatime', True),
+    # cluster file systems: shared unless their flock is made local
+    ('ceph', 'rw,relatime,name=admin,acl', False),
+    ('gfs2', 'rw,relatime,localflocks', True), ('gfs2', 'rw,relatime', False),
+    ('ocfs2', 'rw,relatime,localflocks,coherency=full', True), ('ocfs2', 'rw,relatime', False),
+    ('lustre', 'rw,localflock,lazystatfs', True), ('lustre', 'rw,flock,lazystatfs', False),
+    ('afs', 'rw,relatime,flock=local', True), ('afs', 'rw,relatime,flock=openafs', False),
+]
+
+
+@pytest.mark.parametrize('fstype, options, local', MOUNTS)
+def test_which_file_systems_lock_on_this_machine_only(tmp_path, fstype, options, local):
+    # a folder inside the mount takes its answer; one in a nested local mount or outside, not
+    mounts = [('/', 'ext4', 'rw,relatime'), (str(tmp_path), fstype, options),
+              (str(tmp_path / 'scratch'), 'tmpfs', 'rw')]
+    assert atomic.flock_is_local(str(tmp_path / 'out' / 'model.pt'), mounts) is local
+    assert atomic.flock_is_local(str(tmp_path / 'model.pt'), mounts) is local
+    assert not atomic.flock_is_local(str(tmp_path / 'scratch' / 'model.pt'), mounts)
+    assert not atomic.flock_is_local(str(tmp_path) + '-other/model.pt', mounts)
 
 
 def _dead_pid() -> int:
@@ -398,12 +443,17 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def test_on_a_nolock_mount_a_cleaner_keeps_another_machine_s_live_write(tmp_path, monkeypatch):
-    # Arrange: an NFS mount with nolock: flock locks on each machine alone, so a write on
+@pytest.mark.parametrize('fstype, options', [
+    ('nfs', 'rw,vers=3,nolock,local_lock=all'), ('fuse.sshfs', 'rw,user_id=0,group_id=0'),
+    ('9p', 'rw,access=client,trans=virtio'), ('virtiofs', 'rw,relatime')])
+def test_on_a_nolock_mount_a_cleaner_keeps_another_machine_s_live_write(
+        tmp_path, monkeypatch, fstype, options):
+    # Arrange: an NFS mount with nolock (an sshfs, 9p or virtiofs one: the same):
+    # flock locks on each machine alone, so a write on
     # another machine holds its temporary's lock there, and this cleaner's flock is granted.
     # The cleaner took it for a killed write's and removed it (the write's rename failed)
     import time
-    monkeypatch.setattr(atomic, 'read_mounts', _nolock_at(tmp_path))
+    monkeypatch.setattr(atomic, 'read_mounts', _nolock_at(tmp_path, fstype, options))
     assert atomic.flock_is_local(str(tmp_path / 'out' / 'model.pt'))
     out = tmp_path / 'out'
     out.mkdir()

@@ -640,7 +640,9 @@ def test_a_nolock_nfs_mount_is_held_by_file_as_well(tmp_path, monkeypatch):
 @pytest.mark.parametrize('fstype, options, local', [
     ('nfs4', 'rw,vers=4.2,local_lock=none', False), ('nfs', 'rw,nolock', True),
     ('nfs4', 'rw,local_lock=flock', True), ('cifs', 'rw,nobrl', True),
-    ('ext4', 'rw,nolock', False)])
+    ('ext4', 'rw,nolock', False), ('fuse.sshfs', 'rw,user_id=0,group_id=0', True),
+    ('9p', 'rw,trans=virtio', True), ('virtiofs', 'rw', True), ('xfs', 'rw', False),
+    ('overlay', 'rw,lowerdir=/l', False), ('cifs', 'rw,vers=3.0', False)])
 def test_which_mounts_lock_on_this_machine_only(tmp_path, monkeypatch, fstype, options, local):
     from rog_ros.nodes import output_lock
     monkeypatch.setattr(output_lock, '_mounts', lambda: [

@@ -999,11 +999,13 @@ def _remove_held_file(held: str, dev: int, ino: int) -> OSError | None:
 
 def flock_is_local(path: str) -> bool:
     """
-    Tell whether ``flock`` on ``path`` locks on this machine only (an NFS or CIFS mount).
+    Tell whether ``flock`` on ``path`` locks on this machine only (a shared file system).
 
-    Linux's NFS client mounted with ``nolock`` or ``local_lock=all|flock`` keeps flocks
-    local: a run on another machine takes the same folder. Read from ``/proc/mounts``
-    (:func:`rog_ros.atomic.flock_is_local`); False where that cannot be read.
+    There a run on another machine takes the same folder: NFS with ``nolock`` or
+    ``local_lock=all|flock``, CIFS with ``nobrl``, sshfs and other FUSE network mounts, 9p,
+    virtiofs, cluster file systems with their flock made local (the list and what each entry
+    rests on: :func:`rog_ros.atomic.flock_is_local`). Read from ``/proc/mounts``; False where
+    that cannot be read.
     """
     return _flock_is_local(path, _mounts())
 
