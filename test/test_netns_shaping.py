@@ -1116,20 +1116,24 @@ def test_only_a_summary_this_run_wrote_counts_as_its_results(tmp_path):
         assert not cli_fleet.written_since(str(tmp_path), since - 1.0), bad
 
 
-@pytest.mark.parametrize('tc_fails', [False, True])
+@pytest.mark.parametrize('tc_fails, rerun', [(False, True), (True, True), (True, False)])
 def test_a_rerun_writes_no_netns_keys_into_an_earlier_run_s_summary(
-        tmp_path, monkeypatch, capsys, tc_fails):
+        tmp_path, monkeypatch, capsys, tc_fails, rerun):
     # a run taken up again (an older checkpoint that does not record that its run finished)
     # whose server wrote no summary of its own: rog fleet wrote its netns_kick_errors (and,
     # with a tc failing at the end, a trace_stopped_after_end_s of hours) into the earlier
-    # run's complete summary. Only a summary stamped since the fleet started takes them
+    # run's complete summary, and its own trace over the earlier run's (another one: the
+    # earlier run's results said to have followed a trace they never saw). Only a summary
+    # stamped since the fleet started takes them, or one rog fleet made for this run (no
+    # rerun: the server wrote none, the links failed): that one keeps its trace and counts
     import json
     out = tmp_path / 'run'
     out.mkdir()
     earlier = time.time() - EARLIER_S
-    before = {'driver': 'fleet', 'trace': 'indoors', 'trace_followed': True, 'completed': True,
+    before = {'driver': 'fleet', 'trace': 'outages', 'trace_followed': True, 'completed': True,
               'iterations': 20, 'results_written_at': earlier}
-    (out / 'summary.json').write_text(json.dumps(before))
+    if rerun:
+        (out / 'summary.json').write_text(json.dumps(before))
     _ScriptedFleet.made = []
     followers = []
 
@@ -1179,9 +1183,16 @@ def test_a_rerun_writes_no_netns_keys_into_an_earlier_run_s_summary(
     # Assert
     err = capsys.readouterr().err
     summary = json.loads((out / 'summary.json').read_text())
+    if not rerun:       # the summary rog fleet made for this run: its trace, its counts
+        assert status == 1, err
+        assert summary['trace'] == 'indoors' and summary['trace_followed'] is False, summary
+        assert summary['netns_kick_errors'] == 3 and 'results_written_at' not in summary, \
+            summary
+        return
     assert 'netns_kick_errors' not in summary and 'trace_stopped_after_end_s' not in summary, \
         (status, summary, err)
     assert summary['results_written_at'] == earlier and summary['completed'] is True, summary
+    assert summary['trace'] == 'outages', summary       # (not relabelled with this run's)
     if not tc_fails:        # nothing else changed: the earlier run's summary as it was
         assert status == 0, err
         assert summary == before, summary

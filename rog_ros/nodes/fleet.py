@@ -427,12 +427,14 @@ def _run_in(args, out: str, specs) -> int:
                   f'{len(recorder.counts)} topics to {args.record}', file=sys.stderr)
         for fn in reversed(cleanup):
             fn()
+    earlier = _earlier_run_s(out, checks)     # (before one is made from what exists)
     if broken:          # the run's results do not follow its trace: the summary says so
         reason = broken if reason in ('', broken) else f'{reason}; {broken}'
         _summary_from_what_exists(out, progress, n, iterations, error=broken)
     if args.netns:      # the nodes were given no trace: the kernel followed this one
-        _record_kernel_trace(out, server.parameters.get('trace'), not broken,
-                             _netns_keys(checks))
+        keys = _netns_keys(checks, earlier)     # (its warning line said all the same)
+        if not earlier:
+            _record_kernel_trace(out, server.parameters.get('trace'), not broken, keys)
     codes = sup.codes()
     failed = sorted(set(failed) | {k for k, c in codes.items() if c not in (0, None)})
     if stop.count:
@@ -712,6 +714,20 @@ def _record_kernel_trace(out: str, trace: str | None, followed: bool,
     atomic_write_text(path, json.dumps(summary, indent=2, default=str) + '\n')
 
 
+def _earlier_run_s(out: str, checks) -> bool:
+    """
+    Tell whether ``out``'s summary.json is an earlier run's (``rog fleet --netns``).
+
+    It is when it is there and not written since this fleet started (:func:`written_since`,
+    ``since`` of its :class:`_FollowerCheck`): a run taken up again whose server wrote no
+    summary of its own. :func:`_record_kernel_trace` leaves it alone (it gave the earlier
+    run this run's trace). False without a follower (no trace: nothing is recorded).
+    """
+    since = [c.since for c in checks or () if isinstance(c, _FollowerCheck)]
+    return bool(since) and os.path.exists(os.path.join(out, 'summary.json')) \
+        and not written_since(out, since[0])
+
+
 def _results_stamp(out: str):
     """
     Return ``(summary, when it was written)`` of ``out``'s summary.json, else ``(None, None)``.
@@ -815,27 +831,27 @@ class _FollowerCheck:
         return self._decide()[1]
 
 
-def _netns_keys(checks) -> dict:
+def _netns_keys(checks, earlier: bool = False) -> dict:
     """
     Return the ``--netns`` summary keys of a run's follower check (say a late failure).
 
     ``netns_kick_errors``: kicks that could not be sent while the fleet was live
     (:meth:`~rog_ros.net.netns.NetnsFleet.kick`); ``trace_stopped_after_end_s``: only when
     the links stopped following after the results were complete (:class:`_FollowerCheck`).
-    Both only into a summary this run's server wrote (:func:`written_since`): an earlier
-    run's complete summary left in ``out`` (this run's server wrote none) was given this
-    run's counts and a ``trace_stopped_after_end_s`` of hours. The warning line stands.
+    Both only into this run's summary (none when ``earlier``: the summary is an earlier
+    run's, :func:`_earlier_run_s`, asked before rog fleet makes one from what exists): an
+    earlier run's complete summary left in ``out`` (this run's server wrote none) was given
+    this run's counts and a ``trace_stopped_after_end_s`` of hours. The warning line stands.
     """
     keys = {}
     for check in checks:
         if not isinstance(check, _FollowerCheck):
             continue
-        ours = written_since(check.out, check.since)
-        if ours:
+        if not earlier:
             keys['netns_kick_errors'] = int(check.follower.fleet.live_kick_errors)
         after = check.late()
         if after is not None:
-            if ours:
+            if not earlier:
                 keys['trace_stopped_after_end_s'] = round(after, 3)
             print(f'rog fleet: warning: {check.follower.failure()} ({after:.2f} s after the '
                   "run's results were complete, summary.json written: the run stands)",
