@@ -1116,7 +1116,8 @@ def test_only_a_summary_this_run_wrote_counts_as_its_results(tmp_path):
         assert not cli_fleet.written_since(str(tmp_path), since - 1.0), bad
 
 
-@pytest.mark.parametrize('tc_fails, rerun', [(False, True), (True, True), (True, False)])
+@pytest.mark.parametrize('tc_fails, rerun', [
+    (False, True), (True, True), (True, False), (True, 'garbage')])
 def test_a_rerun_writes_no_netns_keys_into_an_earlier_run_s_summary(
         tmp_path, monkeypatch, capsys, tc_fails, rerun):
     # a run taken up again (an older checkpoint that does not record that its run finished)
@@ -1132,8 +1133,8 @@ def test_a_rerun_writes_no_netns_keys_into_an_earlier_run_s_summary(
     earlier = time.time() - EARLIER_S
     before = {'driver': 'fleet', 'trace': 'outages', 'trace_followed': True, 'completed': True,
               'iterations': 20, 'results_written_at': earlier}
-    if rerun:
-        (out / 'summary.json').write_text(json.dumps(before))
+    if rerun:       # (garbage: a file that is no summary, replaced by the one rog fleet makes)
+        (out / 'summary.json').write_text('{"comp' if rerun == 'garbage' else json.dumps(before))
     _ScriptedFleet.made = []
     followers = []
 
@@ -1183,7 +1184,7 @@ def test_a_rerun_writes_no_netns_keys_into_an_earlier_run_s_summary(
     # Assert
     err = capsys.readouterr().err
     summary = json.loads((out / 'summary.json').read_text())
-    if not rerun:       # the summary rog fleet made for this run: its trace, its counts
+    if rerun is not True:   # the summary rog fleet made for this run: its trace, its counts
         assert status == 1, err
         assert summary['trace'] == 'indoors' and summary['trace_followed'] is False, summary
         assert summary['netns_kick_errors'] == 3 and 'results_written_at' not in summary, \

@@ -718,13 +718,14 @@ def _earlier_run_s(out: str, checks) -> bool:
     """
     Tell whether ``out``'s summary.json is an earlier run's (``rog fleet --netns``).
 
-    It is when it is there and not written since this fleet started (:func:`written_since`,
-    ``since`` of its :class:`_FollowerCheck`): a run taken up again whose server wrote no
-    summary of its own. :func:`_record_kernel_trace` leaves it alone (it gave the earlier
-    run this run's trace). False without a follower (no trace: nothing is recorded).
+    It is when it is one (a JSON object) and not written since this fleet started
+    (:func:`written_since`, ``since`` of its :class:`_FollowerCheck`): a run taken up again
+    whose server wrote no summary of its own. :func:`_record_kernel_trace` leaves it alone (it
+    gave the earlier run this run's trace). False without a follower (no trace: nothing is
+    recorded), and for a file that is no summary (one is made in its place for a broken run).
     """
     since = [c.since for c in checks or () if isinstance(c, _FollowerCheck)]
-    return bool(since) and os.path.exists(os.path.join(out, 'summary.json')) \
+    return bool(since) and _results_stamp(out)[0] is not None \
         and not written_since(out, since[0])
 
 
