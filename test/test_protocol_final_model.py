@@ -782,6 +782,28 @@ def test_a_robot_given_up_and_restarted_holding_the_final_model_is_counted_deliv
 
 
 @pytest.mark.parametrize('seed', range(2))
+def test_a_given_up_robot_counted_delivered_is_checkpointed_before_its_stop_leaves(
+        tmp_path, seed):
+    # As above, with the node's ServerHooks. Giving robot 0 up sent its stop order (one
+    # more told to stop: checkpointed). Counted delivered after its restart, it was owed
+    # again (one fewer told), then told again: the count of robots told to stop was back
+    # to the checkpoint's, so its stop order left with no checkpoint, and a server restored
+    # after it said 1 delivered and 1 missed of a robot that left holding its final model
+    # (and, restored between the two, stopped that robot again without it). The hooks
+    # checkpoint whenever that count changes, down too.
+    harness, sent, restored = _final_deferred_by_an_absence(
+        seed, hooks_dir=str(tmp_path), robot_down=70.0, let_go=False)
+    assert not restored.finished and torch.equal(restored.final_values, sent)
+    assert [a.worker for a in _logs(harness, 'final_model_missed')] == [0]
+    assert (restored.final_delivered, restored.final_missed) == (2, 0)
+    again = harness.new_server()
+    assert ServerHooks(again, again.w_srv.clone(), str(tmp_path)).restore() is not None
+    assert (again.final_delivered, again.final_missed) == (2, 0)
+    assert not again._missed_final and not again._owed_final
+    assert again.stop_orders_sent()[:2] == [True, True]
+
+
+@pytest.mark.parametrize('seed', range(2))
 def test_a_restored_servers_other_final_model_is_saved_by_the_robots(seed):
     # Restored from a checkpoint older than the final model, a server takes another (the
     # acks since changed the mirrors) and sends it again: robots applied it but saved only

@@ -497,6 +497,7 @@ class ServerHooks(_Hooks):
         self.checkpoint_id = 0
         self.next_at = self.every
         self.stopped_seen = 0     # workers told to stop, as of the last checkpoint
+        self.missed_seen = 0      # robots given up without the final model, as of it
         self.final_seen = False   # the fleet's final model taken, as of the last checkpoint
         self.revived_seen = 0     # push runs taken back (``runs_taken_back``), as of it
         # a push server's journal records torn at this start, in no checkpoint yet (``_observe``)
@@ -584,6 +585,7 @@ class ServerHooks(_Hooks):
         self.checkpoint_id = checkpoint_id
         self.next_at = (_progress(self.engine) // self.every + 1) * self.every
         self.stopped_seen = sum(stops_sent(self.engine))
+        self.missed_seen = int(getattr(self.engine, 'final_missed', 0))
         self.final_seen = getattr(self.engine, 'final_values', None) is not None
         self.revived_seen = int(getattr(self.engine, 'runs_taken_back', 0))
         if self.ledger is not None:
@@ -664,17 +666,26 @@ class ServerHooks(_Hooks):
         # back: restored as retired, its pushes were refused for good (not K pushes lost).
         # And after a restore that dropped torn journal records: the restore cut them off the
         # file, so a crash before the next checkpoint lost their count (summary.json's
-        # ``journal_records_dropped``), which only a checkpoint keeps.
+        # ``journal_records_dropped``), which only a checkpoint keeps. And when a robot given
+        # up without its final model is taken back (``final_missed`` down: a robot restarted
+        # holding a final model, ``ps_final._missed_restarted``), counted delivered at once or
+        # owed the model again (one fewer told to stop, then one more as its stop order
+        # leaves): its count of told robots back at the checkpoint's, that stop order left
+        # unsaved until 2026-12-08, and a server restored after it counted the robot missed,
+        # or, restored before, stopped it again without the model.
         stopped = sum(stops_sent(e))
+        missed = int(getattr(e, 'final_missed', 0))
         final = getattr(e, 'final_values', None) is not None
         revived = int(getattr(e, 'runs_taken_back', 0))
         if self.state is not None and (_progress(e) >= self.next_at or
                                        stopped > self.stopped_seen or
+                                       missed < self.missed_seen or
                                        final > self.final_seen or
                                        revived > self.revived_seen or
                                        self.dropped_unsaved):
             self.next_at = (_progress(e) // self.every + 1) * self.every
             self.stopped_seen = stopped
+            self.missed_seen = missed
             self.final_seen = final
             self.revived_seen = revived
             self.checkpoint()
