@@ -572,6 +572,7 @@ def test_an_evaluation_running_when_a_push_server_dies_gets_one_row_of_its_model
         assert back.activate()
         nodes.insert(0, back)
         _spin(nodes, lambda: False)
+        _serve_until_told(back, workers)     # (robots leave as processes do)
         summary = back.finish()
     finally:
         for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
@@ -633,6 +634,7 @@ def test_a_failed_evaluation_is_not_evaluated_again_by_the_restored_push_server(
         assert back._next_eval == 4
         nodes.insert(0, back)
         _spin(nodes, lambda: False)
+        _serve_until_told(back, workers)     # (robots leave as processes do)
         summary = back.finish()
     finally:
         for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
