@@ -208,8 +208,11 @@ def test_the_finished_checkpoint_follows_the_written_results(model_written):
     node._save_model = lambda: order.append('model') or model_written
     node._write = lambda end: order.append('summary') or {'completed': True}
     node.hooks = SimpleNamespace(checkpoint_results_written=lambda: order.append('checkpoint'))
+    node.args = SimpleNamespace(workers=2)
+    # (a last look for robots of another build first: one heard since is taken back)
+    node._look_for_incompatible = lambda ranks, now=None: order.append(('look', list(ranks)))
     assert node.finish() == {'completed': True}
-    assert order == ['collect', 'close', 'model', 'summary'] + (
+    assert order == [('look', [0, 1]), 'collect', 'close', 'model', 'summary'] + (
         ['checkpoint'] if model_written else [])
 
 
