@@ -221,7 +221,7 @@ class ServerNode:
         self._told_before = set()    # restored: robots told to stop before the crash
         self._activated_at = None    # (monotonic) when activate returned
         self._robots_due = None      # (monotonic) startup_timeout from activate's start
-        self._let_go = set()         # robots of another build a push engine no more waits for
+        self._let_go_robots = set()  # robots of another build a push engine no more waits for
         self._unheard_given_up = set()   # robots given up before the engine took a message
         self._next_eval = 0.0
         self._last_evaluated = None  # the consensus model the last evaluation was given
@@ -665,8 +665,8 @@ class ServerNode:
                     self.driver.handle(suspend(r, clock, 'absent'), clock)
             if r not in self.incompatible.given_up:
                 self._unheard_given_up.discard(r)
-            if was and r in self._let_go and r not in self.incompatible.given_up:
-                self._let_go.discard(r)
+            if was and r in self._let_go_robots and r not in self.incompatible.given_up:
+                self._let_go_robots.discard(r)
                 let_go(r, go=False)      # matched again (upgraded): waited for at the end
         self._let_go_given_up(now)
         return out
@@ -699,8 +699,8 @@ class ServerNode:
         let_go = getattr(self.engine, 'let_go_robot', None)
         if let_go is None or (self._robots_due is not None and now < self._robots_due):
             return
-        for r in sorted(self.incompatible.given_up - self._let_go):
-            self._let_go.add(r)
+        for r in sorted(self.incompatible.given_up - self._let_go_robots):
+            self._let_go_robots.add(r)
             let_go(r)                # (else it waited at the end for a stop never sent)
 
     def _uplink_writers(self, other_builds: bool = True):
