@@ -368,14 +368,8 @@ class ServerNode:
             # checkpoint or journal header again, and lost this restore's server_restored
             self.hooks.checkpoint()
         owed = self._owed_evaluations()
-        if owed is not None:
+        if owed is not None:            # (a restored push server with a journal)
             self._evaluate_owed(owed)
-        elif self._evaluated_before():
-            every = max(1, self.args.eval_every)
-            self._next_eval = (int(self._mean_iteration()) // every + 1) * every
-            # (the model that row measured: finish evaluates the model it leaves unless it
-            # is this one, and gave a server restored at the end a second row of it)
-            self._last_evaluated = self.engine.consensus_model()
         else:
             self._evaluate()
         return True
