@@ -644,3 +644,68 @@ def test_a_failed_evaluation_is_not_evaluated_again_by_the_restored_push_server(
     points = [int(r['iteration']) // 2 for r in rows]
     assert 1 not in points and len(set(points)) == len(points), points
     assert summary['completed']
+
+
+def test_a_restored_push_server_reports_the_evaluation_errors_before_its_checkpoint(
+        tmp_path, monkeypatch):
+    # Two evaluations fail, then a checkpoint (its journal emptied: the error rows are in no
+    # journal any more), then the server is killed. The checkpoint's run record kept no
+    # evaluation errors: the restored run's summary.json said 0 errors and named none, where
+    # the run without a crash said 2. It keeps the count, the first and the last few
+    hub, srv, workers, server_args = _durable_fleet(tmp_path, monkeypatch, 'asgd', '/pf', 1000,
+                                                    ['--eval-every', '2'])
+    nodes, back, calls = [srv] + workers, None, []
+    evaluate = srv.evaluator._evaluate
+
+    def failing():
+        """Evaluate the start's model; fail the next two evaluations."""
+        calls.append(1)
+        if len(calls) in (2, 3):
+            raise RuntimeError(f'evaluation {len(calls)} failed')
+        return evaluate()
+
+    srv.evaluator._evaluate = failing
+    try:
+        assert srv.activate() and all(w.activate() for w in workers)
+        _spin(nodes, lambda: sum(srv.engine.clock) >= 9)
+        srv._collect(wait_s=30.0)
+        assert len(calls) == 3 and srv.evaluation_errors == 2 and not srv.engine.finished
+        live = (srv.first_evaluation_error, list(srv.last_evaluation_errors))
+        assert 'evaluation 2 failed' in live[0] and len(live[1]) == 2
+        assert 'evaluation 3 failed' in live[1][1]
+        srv.hooks.checkpoint()
+        _kill(hub, srv, nodes)
+        back = _restarted_server(tmp_path, '/pf', server_args)
+        assert back.hooks.restored is not None and back.evaluation_errors == 2
+        assert back.activate()
+        nodes.insert(0, back)
+        _spin(nodes, lambda: False)
+        _serve_until_told(back, workers)     # (robots leave as processes do)
+        summary = back.finish()
+    finally:
+        for node in nodes + [n for n in (srv, back) if n is not None and n not in nodes]:
+            node.shutdown()
+    assert summary['completed'] and len(calls) == 3
+    assert summary['evaluation_errors'] == 2
+    assert (summary['evaluation_error'], summary['evaluation_errors_last']) == live
+
+
+def test_a_run_record_keeps_the_last_few_evaluation_errors_and_reads_older_ones():
+    node = server_node.ServerNode.__new__(server_node.ServerNode)
+    node.evaluation_errors, node.first_evaluation_error, node.last_evaluation_errors = 0, None, []
+    kept = server_node.EVAL_ERRORS_KEPT
+    for i in range(kept + 3):
+        node._record_evaluation({'time_s': float(i), 'iteration': float(i), 'error': f'e{i}'})
+    assert node.evaluation_errors == kept + 3
+    assert node.first_evaluation_error == 'at iteration 0: e0'
+    assert node.last_evaluation_errors == [f'at iteration {i}: e{i}' for i in range(3, kept + 3)]
+    saved = {'evaluation_errors': node.evaluation_errors,
+             'first_evaluation_error': node.first_evaluation_error,
+             'last_evaluation_errors': node.last_evaluation_errors}
+    assert server_node._evaluation_errors(saved) == (kept + 3, 'at iteration 0: e0',
+                                                     node.last_evaluation_errors)
+    assert server_node._evaluation_errors({'elapsed_s': 1.0}) == (0, None, [])   # (older)
+    for bad in ({'evaluation_errors': -1}, {'last_evaluation_errors': 'e'},
+                {'first_evaluation_error': 3}, {'last_evaluation_errors': [1]}):
+        with pytest.raises((TypeError, ValueError)):
+            server_node._evaluation_errors(bad)

@@ -68,6 +68,7 @@ HEAR_SCALE = 1.0        # that wait's bounds are multiplied by it (tests scale t
 EVAL_DRAIN_S = 120.0    # at the end: how long to wait for the evaluations still queued
 INCOMPATIBLE_SCALE = 1.0   # the bound before a robot of another build is given up, scaled
 INCOMPATIBLE_LOOK_S = 0.5  # how often the bus is asked about readers of another build
+EVAL_ERRORS_KEPT = 5       # the last evaluation errors summary.json names (and checkpoints)
 
 
 class FleetIncompatible(PeerTimeout):
@@ -85,6 +86,22 @@ def _says_stopped(state: str) -> bool:
     """
     life, _, engine = str(state).partition(':')
     return engine == 'stopped' or life == lc.FINALIZED
+
+
+def _evaluation_errors(saved: dict) -> tuple:
+    """
+    Return a checkpoint's run record's evaluation errors: count, first, the last few.
+
+    A record from before 2026-12-08 has none (0, None, []). A malformed one raises
+    TypeError or ValueError (``_resume_record`` then does not use the record).
+    """
+    count = int(saved.get('evaluation_errors') or 0)
+    first = saved.get('first_evaluation_error')
+    last = saved.get('last_evaluation_errors') or []
+    if count < 0 or not (first is None or isinstance(first, str)) \
+            or not isinstance(last, list) or not all(isinstance(t, str) for t in last):
+        raise ValueError('evaluation errors of the wrong kind')
+    return count, first, last[-EVAL_ERRORS_KEPT:]
 
 
 class BackgroundEvaluator:
@@ -216,6 +233,7 @@ class ServerNode:
         # one kept for summary.json, where `rog fleet` reads them (a fleet whose every
         # evaluation failed said "done" with status 0, the error only in this node's log)
         self.evaluation_errors, self.first_evaluation_error = 0, None
+        self.last_evaluation_errors = []   # the last EVAL_ERRORS_KEPT, oldest first
         self._resumed = None         # (seconds into the run, seconds away) after a restore
         self._finished_before = False  # restored a run that had finished: write nothing
         self._told_before = set()    # restored: robots told to stop before the crash
@@ -975,6 +993,11 @@ class ServerNode:
         return {'record': self.recorder.state(), **clocks.stamp(),
                 'elapsed_s': time.monotonic() - self.t0 if self.t0 is not None else 0.0,
                 'evaluations': self.evaluations,
+                # (evaluations that raised: no timeseries row, so not in ``record``; until
+                # 2026-12-08 a restored run's summary.json lost those before the checkpoint)
+                'evaluation_errors': self.evaluation_errors,
+                'first_evaluation_error': self.first_evaluation_error,
+                'last_evaluation_errors': list(self.last_evaluation_errors),
                 'out': os.path.abspath(out) if out else None}   # (read by rog fleet)
 
     def _resume_record(self, saved) -> None:
@@ -992,6 +1015,7 @@ class ServerNode:
             return
         try:
             elapsed, evaluations = float(saved['elapsed_s']), int(saved['evaluations'])
+            errors = _evaluation_errors(saved)
             away, how = clocks.seconds_since(saved)
             self.recorder.load_state(saved['record'])
         except (KeyError, TypeError, ValueError) as err:
@@ -1003,6 +1027,8 @@ class ServerNode:
                              'clock goes on from its checkpoint, without the downtime')
             away = 0.0
         self.evaluations = evaluations
+        (self.evaluation_errors, self.first_evaluation_error,
+         self.last_evaluation_errors) = errors
         self._resumed = (elapsed + away, away)
 
     def _progress_iteration(self) -> int:
@@ -1069,9 +1095,11 @@ class ServerNode:
         """Record one evaluation's ``row`` (``_collect``'s, or a journal's at a restore)."""
         if row.get('error') is not None:
             self.evaluation_errors += 1
+            text = f'at iteration {row["iteration"]:g}: {row["error"]}'
             if self.first_evaluation_error is None:
-                self.first_evaluation_error = (f'at iteration {row["iteration"]:g}: '
-                                               f'{row["error"]}')
+                self.first_evaluation_error = text
+            self.last_evaluation_errors = (self.last_evaluation_errors + [text])[
+                -EVAL_ERRORS_KEPT:]
             return
         if row.get('samples') is not None:
             self.eval_samples = row['samples']
@@ -1177,7 +1205,8 @@ class ServerNode:
             'completed': bool(e.finished), 'iteration_budget': self.args.iterations,
             'evaluations': self.evaluations,
             'evaluation_errors': self.evaluation_errors,
-            **({'evaluation_error': self.first_evaluation_error}
+            **({'evaluation_error': self.first_evaluation_error,
+                'evaluation_errors_last': list(self.last_evaluation_errors)}
                if self.first_evaluation_error else {}),
             'eval_samples': self.eval_samples,
             'eval_busy_s': self.evaluator.busy_s, 'eval_max_s': self.evaluator.max_s,
