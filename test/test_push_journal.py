@@ -1229,3 +1229,32 @@ def test_a_format_3_journal_gets_no_evaluation_submissions(tmp_path):
     back.read()
     assert back.format == 4 and list(back.inputs()) == [(OP_EVAL_SUBMITTED, 2.0, info)]
     back.close()
+
+
+def test_a_checkpoint_taken_while_an_evaluation_runs_holds_its_snapshot_once_uncopied(
+        tmp_path):
+    # What an owed evaluation costs a checkpoint (docs/faults.md, 2026-12-08: measured, kept
+    # in server.pt rather than a file of its own): the evaluator's own snapshot, not a copy
+    # (no memory beyond the model the evaluator holds anyway), one model's bytes more per
+    # evaluation running (two queued: two), none once its row is journaled
+    srv = _server('asgd', tmp_path, 50)
+    model_bytes = N * 4
+    sizes, snaps = [], []
+    for owed in range(3):
+        if owed:
+            snaps.append(srv.engine.consensus_model())
+            srv.engine.journal_submitted({'time_s': float(owed), 'iteration': float(owed),
+                                          'counters': {}}, snaps[-1])
+        sd = srv.engine.state_dict(copy=False)
+        assert len(sd['owed_evaluations']) == len(snaps) == owed
+        assert all(a is b for (_, a), b in zip(sd['owed_evaluations'], snaps))
+        srv.checkpoint()
+        sizes.append(os.path.getsize(tmp_path / 'server.pt'))
+    for info in ({'time_s': 1.0, 'iteration': 1.0}, {'time_s': 2.0, 'iteration': 2.0}):
+        srv.engine.journal_evaluation(dict(info, metrics={'loss': 1.0}))
+    srv.checkpoint()
+    sizes.append(os.path.getsize(tmp_path / 'server.pt'))
+    grown = [b - a for a, b in zip(sizes, sizes[1:])]
+    assert all(model_bytes <= g < model_bytes + 4096 for g in grown[:2]), (grown, model_bytes)
+    assert abs(sizes[3] - sizes[0]) < 4096 and srv.engine.owed_evaluations == []
+    srv.engine.journal.close()
