@@ -293,3 +293,34 @@ def test_a_checkpoint_with_damaged_unrecorded_logs_is_refused_in_one_line(tmp_pa
         again.restore()
     assert '\n' not in str(err.value) and list(fresh.clock) == clock
     assert again.restored is None and again.restored_logs == []
+
+
+def test_a_run_record_whose_evaluation_errors_are_malformed_keeps_its_rows(caplog):
+    # The checkpoint's evaluation errors (2026-12-08) are its least part: malformed, they
+    # alone are dropped with a warning. Until then they dropped the whole record, and the
+    # restored run's timeseries.csv and events.csv started at the restart
+    import logging
+    from rog_ros.nodes import clocks
+    from rog_ros.nodes.server_node import ServerNode
+    rec = _recorder()
+    _feed(rec)
+    node = ServerNode.__new__(ServerNode)
+    node.recorder, node.log = _recorder(), logging.getLogger('rog_server_errors_test')
+    node.evaluations, node._resumed = 0, None
+    node.evaluation_errors, node.first_evaluation_error, node.last_evaluation_errors = \
+        0, None, []
+    saved = {'record': rec.state(), **clocks.stamp(), 'elapsed_s': 3.0, 'evaluations': 2,
+             'evaluation_errors': 2, 'first_evaluation_error': 'at iteration 4: E: x',
+             'last_evaluation_errors': 'at iteration 4: E: x'}      # (a string, not a list)
+    with caplog.at_level(logging.WARNING, logger='rog_server_errors_test'):
+        node._resume_record(saved)
+    said = ' '.join(r.getMessage() for r in caplog.records)
+    assert 'count of failed evaluations is not used' in said
+    assert 'run record is not used' not in said
+    assert [r['iteration'] for r in node.recorder.rows] == [0.0, 5.0]
+    assert node.evaluations == 2 and node._resumed is not None and node._resumed[0] >= 3.0
+    assert (node.evaluation_errors, node.first_evaluation_error,
+            node.last_evaluation_errors) == (0, None, [])
+    saved['last_evaluation_errors'] = ['at iteration 4: E: x']
+    node._resume_record(saved)
+    assert (node.evaluation_errors, node.last_evaluation_errors) == (2, ['at iteration 4: E: x'])

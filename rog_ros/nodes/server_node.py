@@ -92,8 +92,8 @@ def _evaluation_errors(saved: dict) -> tuple:
     """
     Return a checkpoint's run record's evaluation errors: count, first, the last few.
 
-    A record from before 2026-12-08 has none (0, None, []). A malformed one raises
-    TypeError or ValueError (``_resume_record`` then does not use the record).
+    A record from before 2026-12-08 has none (0, None, []). Malformed ones raise
+    TypeError or ValueError (``_resume_record`` then drops them alone, with a warning).
     """
     count = int(saved.get('evaluation_errors') or 0)
     first = saved.get('first_evaluation_error')
@@ -1015,7 +1015,6 @@ class ServerNode:
             return
         try:
             elapsed, evaluations = float(saved['elapsed_s']), int(saved['evaluations'])
-            errors = _evaluation_errors(saved)
             away, how = clocks.seconds_since(saved)
             self.recorder.load_state(saved['record'])
         except (KeyError, TypeError, ValueError) as err:
@@ -1027,8 +1026,13 @@ class ServerNode:
                              'clock goes on from its checkpoint, without the downtime')
             away = 0.0
         self.evaluations = evaluations
-        (self.evaluation_errors, self.first_evaluation_error,
-         self.last_evaluation_errors) = errors
+        try:
+            # (malformed, they alone are dropped: the rows and events are the run's record)
+            (self.evaluation_errors, self.first_evaluation_error,
+             self.last_evaluation_errors) = _evaluation_errors(saved)
+        except (TypeError, ValueError) as err:
+            self.log.warning(f"the checkpoint's count of failed evaluations is not used "
+                             f'({err}): summary.json counts those since this restart only')
         self._resumed = (elapsed + away, away)
 
     def _progress_iteration(self) -> int:
