@@ -14,6 +14,7 @@
 """The accuracy-dip metric, the server's background evaluations and the fleet's result line."""
 
 import json
+import logging
 import threading
 import time
 
@@ -221,3 +222,52 @@ def test_tail_accuracy_is_the_mean_of_the_last_quarter_and_in_the_summary():
         rec.on_eval(float(r['iteration']), r['iteration'], {'accuracy': r['accuracy']})
     s = rec.summary()
     assert s['final_accuracy'] == 0.7 and s['final_accuracy_tail'] == pytest.approx(0.8)
+
+
+def _server_evaluating(evaluate):
+    """Return a server node with only what ``_evaluate`` and ``_collect`` use (why: fast)."""
+    from types import SimpleNamespace
+    from rog_ros.nodes.server_node import ServerNode
+    node = ServerNode.__new__(ServerNode)
+    node.args, node.bus, node.t0, node.eval_loop_s = SimpleNamespace(eval_every=1), None, 0.0, 0.0
+    node.engine = SimpleNamespace(clock=[4, 4], consensus_model=lambda: torch.zeros(2))
+    node.recorder = SimpleNamespace(counters=lambda: {}, on_eval=lambda *row: None)
+    node.evaluations, node.eval_samples, node._evaluator_stuck = 0, None, False
+    node.log = logging.getLogger('rog_server_pending_test')
+    node.evaluator = BackgroundEvaluator(evaluate, torch.zeros(2))
+    return node
+
+
+def test_the_server_waits_for_its_evaluator_when_it_falls_behind(monkeypatch, caplog):
+    # An evaluator slower than --eval-every's interval (a loaded machine) queued without
+    # bound, a model snapshot each (and a push server's checkpoints saved each one queued).
+    # Now at EVAL_PENDING_MAX pending the loop waits for the oldest; it never waits while the
+    # evaluator keeps up; an evaluation that does not end is waited for once, not each time
+    from rog_ros.nodes import server_node
+    monkeypatch.setattr(server_node, 'EVAL_PENDING_WAIT_S', 1.0, raising=False)
+    ended = threading.Semaphore(0)
+    node = _server_evaluating(lambda: ended.acquire(timeout=30.0) and {'accuracy': 1.0})
+    most = 3
+    assert getattr(server_node, 'EVAL_PENDING_MAX', most) == most
+    t = time.monotonic()
+    for _ in range(most):
+        node._evaluate()
+    assert time.monotonic() - t < 0.5 and node.evaluator.pending == most
+    threading.Timer(0.3, ended.release).start()    # (one evaluation ends, the others wait)
+    t = time.monotonic()
+    node._evaluate()
+    assert time.monotonic() - t >= 0.25
+    assert node.evaluator.pending == most and node.evaluations == 1
+    with caplog.at_level(logging.WARNING, logger='rog_server_pending_test'):
+        t = time.monotonic()
+        node._evaluate()                            # (none ends: waited for once)
+        assert time.monotonic() - t >= 0.9 and node.evaluator.pending == most + 1
+        t = time.monotonic()
+        node._evaluate()
+        assert time.monotonic() - t < 0.5 and node.evaluator.pending == most + 2
+    assert 'no evaluation ended in 1 s, 3 pending' in caplog.text
+    for _ in range(most + 2):
+        ended.release()
+    node._collect(wait_s=10.0)
+    assert node.evaluations == most + 3 and not node._evaluator_stuck
+    node.evaluator.close()

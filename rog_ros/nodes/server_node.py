@@ -69,6 +69,8 @@ EVAL_DRAIN_S = 120.0    # at the end: how long to wait for the evaluations still
 INCOMPATIBLE_SCALE = 1.0   # the bound before a robot of another build is given up, scaled
 INCOMPATIBLE_LOOK_S = 0.5  # how often the bus is asked about readers of another build
 EVAL_ERRORS_KEPT = 5       # the last evaluation errors summary.json names (and checkpoints)
+EVAL_PENDING_MAX = 3       # evaluations pending (a snapshot each) before the loop waits
+EVAL_PENDING_WAIT_S = 60.0   # the longest it waits for one (then it goes on, as before)
 
 
 class FleetIncompatible(PeerTimeout):
@@ -145,17 +147,18 @@ class BackgroundEvaluator:
         else:
             self._todo.put((snapshot, info))
 
-    def collect(self, wait_s: float = 0.0) -> list:
+    def collect(self, wait_s: float = 0.0, leave: int = 0) -> list:
         """
         ``[(info, metrics or exception)]`` finished so far, in submission order.
 
-        ``wait_s`` > 0: wait up to that long for every pending evaluation.
+        ``wait_s`` > 0: wait up to that long until no more than ``leave`` are pending.
         """
         out, deadline = [], time.monotonic() + wait_s
         while self.pending:
             left = deadline - time.monotonic()
             try:
-                item = self._done.get(timeout=left) if left > 0 else self._done.get_nowait()
+                item = self._done.get(timeout=left) if left > 0 and self.pending > leave \
+                    else self._done.get_nowait()
             except queue.Empty:
                 break
             self.pending -= 1
@@ -235,6 +238,7 @@ class ServerNode:
         self.evaluation_errors, self.first_evaluation_error = 0, None
         self.last_evaluation_errors = []   # the last EVAL_ERRORS_KEPT, oldest first
         self._resumed = None         # (seconds into the run, seconds away) after a restore
+        self._evaluator_stuck = False  # waited EVAL_PENDING_WAIT_S in vain (_keep_up)
         self._finished_before = False  # restored a run that had finished: write nothing
         self._told_before = set()    # restored: robots told to stop before the crash
         self._activated_at = None    # (monotonic) when activate returned
@@ -1054,6 +1058,7 @@ class ServerNode:
     def _evaluate(self, now=None) -> None:
         """Snapshot the consensus model now; the evaluator evaluates it (``_collect``)."""
         t = time.perf_counter()
+        self._keep_up()
         now = time.monotonic() if now is None else now
         iteration = self._mean_iteration()
         self._last_evaluated = self.engine.consensus_model()    # a new tensor each time
@@ -1067,7 +1072,29 @@ class ServerNode:
         self._next_eval = (int(iteration) // every + 1) * every
         self.eval_loop_s += time.perf_counter() - t
 
-    def _collect(self, wait_s: float = 0.0) -> None:
+    def _keep_up(self) -> None:
+        """
+        Wait for the oldest evaluations while ``EVAL_PENDING_MAX`` are pending.
+
+        Why: an evaluator slower than ``--eval-every``'s interval (a loaded machine) queued
+        without bound, each evaluation with a model snapshot in memory, and each of a push
+        server's checkpoints saved every one queued (``owed_evaluations``): memory and
+        checkpoint time grew with the run. Now the loop waits as a foreground evaluation
+        would, taking its snapshot after (the same model: no push is applied meanwhile);
+        a run whose evaluator keeps up never waits, its evaluation points unchanged. An
+        evaluation that does not end within ``EVAL_PENDING_WAIT_S`` (a hung workload) is
+        not waited for again until one ends: the loop serves on, queueing as before.
+        """
+        if self.evaluator.pending < EVAL_PENDING_MAX or self._evaluator_stuck:
+            return
+        self._collect(wait_s=EVAL_PENDING_WAIT_S, leave=EVAL_PENDING_MAX - 1)
+        if self.evaluator.pending >= EVAL_PENDING_MAX:
+            self._evaluator_stuck = True
+            self.log.warning(f'no evaluation ended in {EVAL_PENDING_WAIT_S:g} s, '
+                             f'{self.evaluator.pending} pending: the server serves on and '
+                             'queues the next evaluations until one ends')
+
+    def _collect(self, wait_s: float = 0.0, leave: int = 0) -> None:
         """
         Record and publish the evaluations that are done (in order).
 
@@ -1079,8 +1106,9 @@ class ServerNode:
         them anew), so its checkpoint's rows are the run's, each once.
         """
         journal = getattr(self.engine, 'journal_evaluation', None)
-        for (since_t0, iteration, counters), metrics in self.evaluator.collect(wait_s):
+        for (since_t0, iteration, counters), metrics in self.evaluator.collect(wait_s, leave):
             t = time.perf_counter()
+            self._evaluator_stuck = False
             if isinstance(metrics, Exception):
                 text = ' '.join(f'{type(metrics).__name__}: {metrics}'.split())
                 self.log.error(f'evaluation at iteration {iteration:g} failed: {metrics!r}')
