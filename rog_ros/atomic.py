@@ -194,6 +194,7 @@ LOCAL_FLOCK_MOUNTS = {
     'lustre': {'localflock'}, 'afs': {'flock=local'},
     '9p': None, 'virtiofs': None,
     'fuse.sshfs': None, 'fuse.rclone': None, 'fuse.s3fs': None, 'fuse.gcsfuse': None,
+    'fuse': None,       # (no subtype, none in its source either: taken for a network one)
 }
 
 
@@ -203,9 +204,10 @@ def flock_is_local(path: str, mounts=None) -> bool:
 
     There a run on another machine takes the same folder, and a cleaner there locks a file
     this machine's write holds locked. Read from ``/proc/mounts`` (or ``mounts``, as
-    :func:`read_mounts` gives them), the mount holding ``path``'s folder (its longest mount
-    point); False where that cannot be read, and for any other file system (ext4, xfs, btrfs,
-    tmpfs, overlay: one kernel sees every lock). Each entry, and what it rests on:
+    :func:`read_mounts` gives them; an entry without its source is judged without it), the
+    mount holding ``path``'s folder (its longest mount point); False where that cannot be
+    read, and for any other file system (ext4, xfs, btrfs, tmpfs, overlay: one kernel sees
+    every lock). Each entry, and what it rests on:
 
     - ``nfs*`` with ``nolock`` or ``local_lock=all|flock``: nfs(5) (such locks exclude only
       other applications on the same client). Without them the client sends flock to the
@@ -220,8 +222,25 @@ def flock_is_local(path: str, mounts=None) -> bool:
       locking to work locally", fuse.h). SFTP (v3, what sshfs speaks) has no lock request
       and sshfs defines no flock; the object stores behind rclone, s3fs and gcsfuse (S3, GCS
       and the like) have no lock to forward one to. Other FUSE types are left out (a daemon
-      may implement flock; a local one such as ``fuse-overlayfs`` shares one kernel), as is a
-      mount shown as plain ``fuse`` (no subtype).
+      may implement flock, as glusterfs's does; a local one such as ``fuse-overlayfs`` shares
+      one kernel).
+    - plain ``fuse`` (no subtype): judged by its source. The kernel shows no subtype where
+      libfuse's mount with one failed (a kernel without subtypes: libfuse mounts again as
+      ``fuse`` with the source ``SUBTYPE#FSNAME``, lib/mount.c), for the fstab form
+      ``sshfs#user@host:/path`` that older sshfs documents (mount.fuse), and for daemons that
+      mount without libfuse and set no subtype (Go and Rust FUSE libraries). A source
+      ``NAME#...`` is judged as ``fuse.NAME`` (``sshfs#...``: local; ``glusterfs#...``: not).
+      Sources that name a network mount: ``[user@]host:path`` (sshfs's fsname is the remote
+      it was given), ``remote:path`` (rclone's), the daemon's name (``s3fs``, s3fs's default),
+      a bucket's name (gcsfuse): local. Any other source (a path, the word ``fuse``) is taken
+      as local too, the safe side: a FUSE daemon that does not ask for ``FUSE_FLOCK_LOCKS``
+      (libfuse's without a flock operation; the Go and Rust libraries unless told) has its
+      flock kept in this kernel, so one serving another machine's files locks here only.
+      Taken for a file system one kernel sees when it is not, a cleaner of another machine
+      removes a live write (its rename fails) and two machines write one output folder;
+      taken for a shared one when it is local, it only costs time (a write's temporary is
+      named by its pid, a random-named leftover is kept ``FOREIGN_TEMP_STALE_S``, the output
+      lock is held by a ``.held`` file as well).
     - ``9p``: 9P2000.L sends flock to the server as TLOCK after taking it in this kernel
       (``v9fs_file_flock_dotl``; older dialects keep it local), and QEMU's 9p server (virtfs,
       the usual one) answers every TLOCK with success without locking ("all locks are
@@ -237,13 +256,15 @@ def flock_is_local(path: str, mounts=None) -> bool:
     """
     folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     best, options = '', ''
-    for mount, fstype, opts in (read_mounts() if mounts is None else mounts):
+    for mount, fstype, opts, *source in (read_mounts() if mounts is None else mounts):
         inside = folder == mount or folder.startswith(mount.rstrip('/') + '/')
         if inside and len(mount) >= len(best):
-            best, options = mount, (fstype, set(opts.split(',')))
+            best, options = mount, (fstype, set(opts.split(',')), source[0] if source else '')
     if not best:
         return False
-    fstype, opts = options
+    fstype, opts, source = options
+    if fstype == 'fuse':
+        fstype = _fuse_source_type(source)
     if fstype.startswith('nfs'):
         return bool({'nolock', 'local_lock=all', 'local_lock=flock'} & opts)
     if fstype not in LOCAL_FLOCK_MOUNTS:
@@ -252,14 +273,42 @@ def flock_is_local(path: str, mounts=None) -> bool:
     return needed is None or bool(needed & opts)
 
 
-def read_mounts() -> list:
-    """Return ``[(mount point, type, options), ...]`` from ``/proc/mounts`` ([]: none)."""
+def _fuse_source_type(source: str) -> str:
+    """
+    Return the type to judge a plain ``fuse`` mount of ``source`` as (see flock_is_local).
+
+    ``NAME#FSNAME`` (libfuse on a kernel without subtypes, fstab's ``sshfs#...``):
+    ``fuse.NAME``; any other source: ``fuse``.
+    """
+    name, hashed, _ = source.partition('#')
+    return 'fuse.' + name if hashed and name and '/' not in name else 'fuse'
+
+
+def read_mounts(path: str = '/proc/mounts') -> list:
+    r"""
+    Return ``[(mount point, type, options, source), ...]`` from ``/proc/mounts`` ([]: none).
+
+    The kernel writes a space, tab, newline and backslash in a field as an octal escape
+    (``\040``, ``\011``, ``\012``, ``\134``: ``mangle`` in fs/proc_namespace.c); every
+    three-digit one is decoded, to the bytes it stands for, and the fields to ``str`` as
+    :func:`os.fsdecode` gives a path (before, only ``\040``: a mount point with a tab or
+    backslash matched no path in it, and a file there was judged on the mount above).
+    """
     try:
-        with open('/proc/mounts', encoding='utf-8', errors='replace') as fh:
-            rows = [line.split() for line in fh]
+        with open(path, 'rb') as fh:
+            rows = [line.rstrip(b'\n').split(b' ') for line in fh]
     except OSError:
         return []
-    return [(row[1].replace('\\040', ' '), row[2], row[3]) for row in rows if len(row) >= 4]
+    return [(_unescape(row[1]), _unescape(row[2]), _unescape(row[3]), _unescape(row[0]))
+            for row in rows if len(row) >= 4]
+
+
+_OCTAL_ESCAPE = re.compile(rb'\\([0-7]{3})')
+
+
+def _unescape(field: bytes) -> str:
+    r"""Decode a mount table field: each ``\NNN`` octal escape to its byte, then as a path."""
+    return os.fsdecode(_OCTAL_ESCAPE.sub(lambda m: bytes((int(m.group(1), 8) & 0xff,)), field))
 
 
 def _discard(fd: int, tmp: str) -> None:

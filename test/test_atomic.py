@@ -408,7 +408,6 @@ MOUNTS = [
     ('fuse.rclone', 'rw,nosuid,nodev,relatime,user_id=1000,group_id=1000', True),
     ('fuse.s3fs', 'rw,nosuid,nodev,relatime,user_id=0,group_id=0', True),
     ('fuse.gcsfuse', 'rw,nosuid,nodev,relatime,user_id=0,group_id=0', True),
-    ('fuse', 'rw,nosuid,nodev,relatime,user_id=0,group_id=0', False),    # (no subtype)
     ('fuse.glusterfs', 'rw,relatime,user_id=0,group_id=0,allow_other', False),
     # 9p (QEMU's server grants every lock), virtiofs (flock forwarded only if asked)
     ('9p', 'rw,sync,dirsync,relatime,access=client,trans=virtio', True),
@@ -432,6 +431,64 @@ def test_which_file_systems_lock_on_this_machine_only(tmp_path, fstype, options,
     assert atomic.flock_is_local(str(tmp_path / 'model.pt'), mounts) is local
     assert not atomic.flock_is_local(str(tmp_path / 'scratch' / 'model.pt'), mounts)
     assert not atomic.flock_is_local(str(tmp_path) + '-other/model.pt', mounts)
+
+
+# (source, type as /proc/mounts shows it, flock local to this machine)
+FUSE_SOURCES = [
+    # libfuse on a kernel without subtypes, or fstab's form: SUBTYPE#FSNAME, judged as that type
+    ('sshfs#robot@nas:/srv/runs', 'fuse', True), ('rclone#gdrive:runs', 'fuse', True),
+    ('s3fs#bucket', 'fuse', True), ('glusterfs#nas:/runs', 'fuse', False),
+    ('fuse-overlayfs#/l', 'fuse', False),
+    # sshfs's and rclone's own fsname (the remote), a daemon's name, a bucket: network
+    ('robot@nas:/srv/runs', 'fuse', True), ('nas:/srv/runs', 'fuse', True),
+    ('gdrive:runs', 'fuse', True), ('s3fs', 'fuse', True), ('my-bucket', 'fuse', True),
+    # an unrecognised source: taken for a network mount (the safe side, flock_is_local says why)
+    ('/home/robot/.secret', 'fuse', True), ('fuse', 'fuse', True),
+    # the subtype decides where there is one; a block device's FUSE mount is local
+    ('robot@nas:/srv/runs', 'fuse.glusterfs', False), ('nas:/x', 'fuse.sshfs', True),
+    ('/dev/sdb1', 'fuseblk', False),
+]
+
+
+@pytest.mark.parametrize('source, fstype, local', FUSE_SOURCES)
+def test_a_fuse_mount_without_subtype_is_judged_by_its_source(tmp_path, source, fstype, local):
+    # FUSE network mounts shown as plain fuse (older sshfs: sshfs#user@host:/path; daemons
+    # that set no subtype) were taken for local file systems: flock judged to reach every run
+    mounts = [('/', 'ext4', 'rw,relatime', '/dev/sda1'),
+              (str(tmp_path), fstype, 'rw,nosuid,nodev,relatime,user_id=0,group_id=0', source)]
+    assert atomic.flock_is_local(str(tmp_path / 'out' / 'model.pt'), mounts) is local
+    assert not atomic.flock_is_local(str(tmp_path) + '-other/model.pt', mounts)
+
+
+def test_mount_points_with_any_escaped_character_are_matched(tmp_path, monkeypatch):
+    # the kernel writes space, tab, newline and backslash as \040 \011 \012 \134 in
+    # /proc/mounts; only \040 was decoded, so a mount point with a tab or a backslash matched
+    # no path, and a file there was judged on the mount above it (here: a local ext4)
+    import builtins
+    names = ['with space', 'with\ttab', 'with\\backslash', 'with\nnewline', 'all \t\\\n4']
+    escaped = {' ': '\\040', '\t': '\\011', '\n': '\\012', '\\': '\\134'}
+    rows = ['/dev/sda1 / ext4 rw,relatime 0 0']
+    for name in names:
+        (tmp_path / name).mkdir()
+        point = ''.join(escaped.get(c, c) for c in str(tmp_path / name))
+        source = ''.join(escaped.get(c, c) for c in f'nas:/export/{name}')
+        rows.append(f'{source} {point} nfs rw,vers=3,nolock,local_lock=all 0 0')
+    table = tmp_path / 'mounts'
+    table.write_text('\n'.join(rows) + '\n')
+    real_open = builtins.open
+    monkeypatch.setattr(atomic, 'open', lambda path, *args, **kwargs: real_open(
+        str(table) if path == '/proc/mounts' else path, *args, **kwargs), raising=False)
+    mounts = atomic.read_mounts()
+    assert [m[0] for m in mounts] == ['/'] + [str(tmp_path / name) for name in names], mounts
+    assert [m[1:3] for m in mounts[1:]] == [('nfs', 'rw,vers=3,nolock,local_lock=all')] * 5
+    for name in names:
+        assert atomic.flock_is_local(str(tmp_path / name / 'model.pt')), name
+    assert not atomic.flock_is_local(str(tmp_path / 'model.pt'))
+    assert [m[3] for m in mounts] == ['/dev/sda1'] + [f'nas:/export/{n}' for n in names]
+    # a byte that is no UTF-8 (a Latin-1 name) comes back as the path os.fsdecode gives it
+    table.write_bytes(b'/dev/sdb1 /media/caf\\351\\040x vfat rw 0 0\n')
+    assert atomic.read_mounts() == [(os.fsdecode(b'/media/caf\xe9 x'), 'vfat', 'rw',
+                                     '/dev/sdb1')]
 
 
 def _dead_pid() -> int:

@@ -652,6 +652,34 @@ def test_which_mounts_lock_on_this_machine_only(tmp_path, monkeypatch, fstype, o
     assert not output_lock.flock_is_local(str(tmp_path / 'x' / LOCK_FILE))
 
 
+def test_an_sshfs_mount_shown_as_plain_fuse_is_held_by_file_as_well(tmp_path, monkeypatch):
+    # older sshfs (and libfuse on a kernel without subtypes) shows type fuse, its source
+    # sshfs#user@host:/path: taken for a local file system, a run on another machine (its
+    # flock granted there) took the same folder; and its mount point has a tab (\011)
+    import fcntl
+    from rog_ros import atomic
+    from rog_ros.nodes import output_lock
+    folder = tmp_path / 'robot\truns'
+    out = str(folder / 'fleet')
+    table = tmp_path / 'mounts'
+    point = str(folder).replace('\t', '\\011')
+    table.write_text('/dev/sda1 / ext4 rw 0 0\n'
+                     f'sshfs#robot@nas:/runs {point} fuse '
+                     'rw,nosuid,nodev,relatime,user_id=0,group_id=0 0 0\n')
+    monkeypatch.setattr(output_lock, '_mounts', lambda: atomic.read_mounts(str(table)))
+    assert output_lock.flock_is_local(os.path.join(out, LOCK_FILE))
+    first = OutputLock.take(out, 'rog fleet')
+    try:
+        assert os.path.isfile(os.path.join(out, LOCK_FILE + output_lock.HELD_SUFFIX))
+        monkeypatch.setattr(fcntl, 'flock', lambda fd, operation: None)    # another machine
+        with pytest.raises(OutputInUse, match='flock is local to each machine'):
+            OutputLock.take(out, 'rog sim')
+    finally:
+        monkeypatch.setattr(fcntl, 'flock', fcntl.flock)
+        first.release()
+    assert sorted(os.listdir(out)) == [LOCK_FILE]
+
+
 def test_without_flock_a_hold_whose_pid_a_later_process_reuses_is_taken(tmp_path, monkeypatch):
     # A killed run's hold names a pid that a later process has (pids wrap, or a reboot): that
     # process started at another time than the one that made the file, so the hold is stale

@@ -1002,10 +1002,12 @@ def flock_is_local(path: str) -> bool:
     Tell whether ``flock`` on ``path`` locks on this machine only (a shared file system).
 
     There a run on another machine takes the same folder: NFS with ``nolock`` or
-    ``local_lock=all|flock``, CIFS with ``nobrl``, sshfs and other FUSE network mounts, 9p,
-    virtiofs, cluster file systems with their flock made local (the list and what each entry
-    rests on: :func:`rog_ros.atomic.flock_is_local`). Read from ``/proc/mounts``; False where
-    that cannot be read.
+    ``local_lock=all|flock``, CIFS with ``nobrl``, sshfs and other FUSE network mounts (one
+    shown as plain ``fuse`` judged by its source: ``sshfs#user@host:/path``), 9p, virtiofs,
+    cluster file systems with their flock made local (the list and what each entry rests on:
+    :func:`rog_ros.atomic.flock_is_local`). Read from ``/proc/mounts``, every octal escape
+    decoded (a mount point with a tab or backslash: :func:`rog_ros.atomic.read_mounts`);
+    False where that cannot be read.
     """
     return _flock_is_local(path, _mounts())
 
