@@ -1058,13 +1058,17 @@ def test_a_tc_failing_after_the_results_are_complete_leaves_the_run_standing(
             in err, err
     else:                           # a failure before the results: the run is broken
         assert status == 1, err
-        assert summary['trace_followed'] is False, summary
-        assert summary['error'].startswith(follower_line), summary
         assert 'trace_stopped_after_end_s' not in summary and 'warning' not in err, err
         assert f'rog fleet: {follower_line}\n' in err, err
-    if when == 'rerun_before_results':      # (the summary is the earlier run's: not ours)
+    if when == 'rerun_before_results':      # (the summary is the earlier run's: not ours,
+        # left as it was: the error said on stderr only, not written into it)
         assert summary['results_written_at'] < time.time() - EARLIER_S + 60, summary
-        assert 'netns_kick_errors' not in summary, summary
+        assert 'netns_kick_errors' not in summary and 'error' not in summary, summary
+        assert summary['trace_followed'] is True, summary
+        assert "is an earlier run's (written " in err, err
+    elif not when.endswith('after_results'):
+        assert summary['trace_followed'] is False, summary
+        assert summary['error'].startswith(follower_line), summary
     else:
         assert summary['netns_kick_errors'] == 3, summary      # the fleet's live kick errors
 
@@ -1194,13 +1198,100 @@ def test_a_rerun_writes_no_netns_keys_into_an_earlier_run_s_summary(
         (status, summary, err)
     assert summary['results_written_at'] == earlier and summary['completed'] is True, summary
     assert summary['trace'] == 'outages', summary       # (not relabelled with this run's)
-    if not tc_fails:        # nothing else changed: the earlier run's summary as it was
+    assert summary == before, summary       # the earlier run's summary as it was
+    if not tc_fails:
         assert status == 0, err
-        assert summary == before, summary
     else:       # no results of this run were complete: the failure breaks it, said as such
         assert status == 1, err
         line = followers[0].failure()
         assert line is not None and f'rog fleet: {line}\n' in err and 'warning' not in err, err
+
+
+@pytest.mark.parametrize('ends', ['links_fail', 'links_fail_server_crashes', 'ctrl_c'])
+def test_a_rerun_that_ends_before_its_server_writes_leaves_the_earlier_summary_as_it_was(
+        tmp_path, monkeypatch, capsys, ends):
+    # OUT holds an earlier run's complete summary; this run (taken up again) breaks before its
+    # server wrote any: rog fleet wrote this run's error and trace_followed false into the
+    # earlier run's summary (its complete results then left out by rog compare and the
+    # reports, beside its own model), and on Ctrl-C rewrote it. No run writes into a summary
+    # it did not start: the file stays byte for byte, stderr says the error and why
+    import json
+    import signal
+    import threading
+    out = tmp_path / 'run'
+    out.mkdir()
+    earlier = time.time() - EARLIER_S
+    before = json.dumps({'driver': 'fleet', 'trace': 'outages', 'trace_followed': True,
+                         'completed': True, 'iterations': 20, 'final_accuracy': 0.9,
+                         'results_written_at': earlier})
+    (out / 'summary.json').write_text(before)
+    _ScriptedFleet.made = []
+    followers = []
+
+    class _Sup:
+        """Training goes on until the links fail (or Ctrl-C); the server writes nothing."""
+
+        def __init__(self, specs, log_dir, env_of, prefix_of):
+            self.specs, self.log_dir, self.looks, self.stopped = specs, log_dir, 0, False
+
+        def start(self, resuming=None):
+            assert resuming == 'resuming from its checkpoint'
+
+        def codes(self):
+            self.looks += 1
+            if self.looks == 2 and ends == 'ctrl_c':
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            elif self.looks == 2:
+                _ScriptedFleet.made[0].fail.set()
+                _wait_for(lambda: followers[0].error is not None)
+            crashed = ends == 'links_fail_server_crashes' and self.looks >= 2
+            worker = -2 if self.stopped else None
+            server = 1 if crashed else worker
+            return {s.name: (server if s.name == 'rog_server' else worker) for s in self.specs}
+
+        def stop(self, hurry=None):
+            self.stopped = True
+            return [('SIGINT', [s.name for s in self.specs])]
+
+        def log_path(self, name):
+            return os.path.join(self.log_dir, name + '.log')
+
+        def tail(self, name):
+            return ''
+
+    real_follower = netns.RateFollower
+
+    def follower(*args, **kwargs):
+        followers.append(real_follower(*args, **kwargs))
+        return followers[-1]
+    monkeypatch.setattr(netns, 'NetnsFleet', _ScriptedFleet)
+    monkeypatch.setattr(netns, 'RateFollower', follower)
+    monkeypatch.setattr('rog_ros.nodes.prepare_workload.prepare',
+                        lambda workload, options=None: '')
+    monkeypatch.setattr(cli_fleet, 'Supervisor', _Sup)
+    monkeypatch.setattr(cli_fleet, 'set_aside_unless_resuming',
+                        lambda *args, **kwargs: 'resuming from its checkpoint')
+    for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
+        monkeypatch.delenv(var, raising=False)
+    # Execute
+    status = cli.main(['fleet', '--out', str(out), '--quiet', '--workers', '1', '--netns',
+                       '--trace', 'indoors', '--iterations', '20', '--no-netmon'])
+    # Assert: the earlier run's summary as it was, and no other one made beside it
+    captured = capsys.readouterr()
+    err = captured.err
+    assert (out / 'summary.json').read_text() == before, err
+    assert [n for n in os.listdir(str(out)) if 'summary' in n] == ['summary.json'], err
+    left = f"rog fleet: {out / 'summary.json'} is an earlier run's (written "
+    assert err.count(left) == 1, err
+    assert "this run's error is not written into one it did not start" in err, err
+    assert 'the run completed' not in captured.out + err, captured
+    if ends == 'ctrl_c':
+        assert status == 130, err
+        assert 'summary none of this run (above)' in err, err
+    else:           # this run broke: the line that says why, then that it left the summary
+        assert status == 1, err
+        line = followers[0].failure()
+        assert line is not None and f'rog fleet: {line}\n{left}' in err, err
 
 
 def test_a_follower_failure_is_dated_from_the_round_that_failed():

@@ -430,7 +430,8 @@ def _run_in(args, out: str, specs) -> int:
     earlier = _earlier_run_s(out, checks)     # (before one is made from what exists)
     if broken:          # the run's results do not follow its trace: the summary says so
         reason = broken if reason in ('', broken) else f'{reason}; {broken}'
-        _summary_from_what_exists(out, progress, n, iterations, error=broken)
+        if not earlier:     # (never into an earlier run's summary: _left_earlier_summary)
+            _summary_from_what_exists(out, progress, n, iterations, error=broken)
     if args.netns:      # the nodes were given no trace: the kernel followed this one
         keys = _netns_keys(checks, earlier)     # (its warning line said all the same)
         if not earlier:
@@ -439,10 +440,10 @@ def _run_in(args, out: str, specs) -> int:
     failed = sorted(set(failed) | {k for k, c in codes.items() if c not in (0, None)})
     if stop.count:
         return _interrupted(out, progress, server, sup, stop, sent, t_stop,
-                            _key_line(key, key_env))
+                            _key_line(key, key_env), earlier)
     killed = {name for sig, names in sent if sig == 'SIGKILL' for name in names}
     return _outcome(out, server, specs, sup, codes, failed, reason, _key_line(key, key_env),
-                    killed, said_why=bool(broken) and not failed)
+                    killed, said_why=bool(broken) and not failed, earlier=earlier)
 
 
 def _node_environments(args, specs, domain: int, loopback: str, key_env: dict):
@@ -500,16 +501,21 @@ def _announce(args, server, specs, domain: int, log_dir: str) -> None:
 
 
 def _interrupted(out: str, progress: Progress, server, sup: Supervisor, stop, sent,
-                 t_stop: float, key_line: str) -> int:
+                 t_stop: float, key_line: str, earlier: bool = False) -> int:
     """
     Say how a run stopped on request (Ctrl-C, SIGTERM) ended; its exit status.
 
     How soon every node stopped after the first request (and what it took: ``sent``), the
     summary written from what exists, and the key: the same command resumes the run, and it
-    must hold the same key to be heard.
+    must hold the same key to be heard. ``earlier``: ``out``'s summary is an earlier run's
+    (:func:`_earlier_run_s`), left as it is (:func:`_left_earlier_summary`).
     """
-    summary = _summary_from_what_exists(out, progress, server.parameters['workers'],
-                                        server.parameters['iterations'])
+    if earlier:
+        print(f'rog fleet: {_left_earlier_summary(out)}', file=sys.stderr)
+        summary = 'none of this run (above)'
+    else:
+        summary = _summary_from_what_exists(out, progress, server.parameters['workers'],
+                                            server.parameters['iterations'])
     escalated = ', '.join(f'{sig} to {len(names)}' for sig, names in sent[1:])
     since = stop.first_at if stop.first_at is not None else t_stop
     print(f'rog fleet: interrupted; every node stopped {time.monotonic() - since:.1f} s '
@@ -520,7 +526,7 @@ def _interrupted(out: str, progress: Progress, server, sup: Supervisor, stop, se
 
 
 def _outcome(out: str, server, specs, sup: Supervisor, codes: dict, failed: list, reason: str,
-             key_line: str, killed=(), said_why: bool = False) -> int:
+             key_line: str, killed=(), said_why: bool = False, earlier: bool = False) -> int:
     """
     Say how a run that was not interrupted ended; its exit status (0, or 1 on any failure).
 
@@ -529,6 +535,8 @@ def _outcome(out: str, server, specs, sup: Supervisor, codes: dict, failed: list
     the reason the watch stopped; then the result as a clean run gives it (also of a run
     that completed although a node failed), whether the same command resumes it, and the key.
     ``said_why``: ``reason`` names the cause (a tc that failed), so no ``rog doctor`` hint.
+    ``earlier``: ``out``'s summary is an earlier run's (:func:`_earlier_run_s`): this run has
+    none, and its results are not that summary's (:func:`_left_earlier_summary`).
     """
     for name in failed:
         said = describe_exit(codes[name]) if codes[name] is not None else 'did not finish'
@@ -541,14 +549,18 @@ def _outcome(out: str, server, specs, sup: Supervisor, codes: dict, failed: list
     if reason:
         print(f'rog fleet: {reason}', file=sys.stderr)
     summary = os.path.join(out, 'summary.json')
+    if earlier and (failed or reason):
+        print(f'rog fleet: {_left_earlier_summary(out)}', file=sys.stderr)
     state_dir = server.parameters.get('state_dir')
-    if (failed or reason) and resumes(state_dir) and not _completed(out):
+    completed = not earlier and _completed(out)
+    if (failed or reason) and resumes(state_dir) and not completed:
         print(f"rog fleet: the run's state is in {state_dir}: the same command resumes it "
               '(once the cause is mended)', file=sys.stderr)
     workload = server.parameters['workload']
     log_names = [s.name for s in specs if s.name != server.name]
     if failed or reason or not os.path.exists(summary):
-        anyway = _completed_anyway(out, failed, workload, sup.log_dir, log_names)
+        anyway = [] if earlier else _completed_anyway(out, failed, workload, sup.log_dir,
+                                                      log_names)
         for line in anyway:           # the result, as a clean run prints it
             print(f'rog fleet: {line}')
         print(f'rog fleet: {key_line}', file=sys.stderr)
@@ -683,6 +695,27 @@ def _summary_from_what_exists(out: str, progress: Progress, n: int, iterations: 
     os.makedirs(out, exist_ok=True)
     atomic_write_text(path, json.dumps(summary, indent=2, default=str) + '\n')
     return path
+
+
+def _left_earlier_summary(out: str) -> str:
+    """
+    Return the line that says ``out``'s summary.json is an earlier run's, left as it was.
+
+    A run taken up again in the ``--out`` of an earlier one (``rog fleet --netns``,
+    :func:`_earlier_run_s`) whose server wrote no summary before it broke or was stopped:
+    until 2026-12-08 ``rog fleet`` wrote this run's ``error`` (and ``trace_followed`` false)
+    into the earlier run's summary, which then called that run's complete results broken
+    (``rog compare`` and the reports left them out) beside its model and timeseries. No run
+    writes into a summary it did not start; nor does it put one of its own in its place (the
+    folder's model, timeseries and events are still the earlier run's, and the same command
+    resumes this one): the error goes to stderr, above this line, and the exit status is 1.
+    """
+    path = os.path.join(out, 'summary.json')
+    _, stamp = _results_stamp(out)
+    when = '' if stamp is None else time.strftime(' %Y-%m-%d %H:%M:%S', time.localtime(stamp))
+    return (f'{path} is an earlier run\'s (written{when or " before this run"}), left as it '
+            "was: this run's server wrote no summary, and this run's error is not written "
+            'into one it did not start')
 
 
 def _record_kernel_trace(out: str, trace: str | None, followed: bool,
