@@ -277,11 +277,16 @@ def _fuse_source_type(source: str) -> str:
     """
     Return the type to judge a plain ``fuse`` mount of ``source`` as (see flock_is_local).
 
-    ``NAME#FSNAME`` (libfuse on a kernel without subtypes, fstab's ``sshfs#...``):
-    ``fuse.NAME``; any other source: ``fuse``.
+    ``NAME#FSNAME`` (libfuse on a kernel without subtypes, fstab's ``sshfs#...``), NAME a
+    program's name: ``fuse.NAME``; any other source: ``fuse``. A ``#`` in a remote's path
+    (``robot@nas:runs#2``, rclone's ``gdrive:runs#1``) makes no NAME of what is before it.
     """
     name, hashed, _ = source.partition('#')
-    return 'fuse.' + name if hashed and name and '/' not in name else 'fuse'
+    return 'fuse.' + name if hashed and _FUSE_PROGRAM.fullmatch(name) else 'fuse'
+
+
+_FUSE_PROGRAM = re.compile(r'[A-Za-z0-9_.+-]+')
+"""A FUSE daemon's program name, as libfuse puts it before ``#`` in a plain fuse's source."""
 
 
 def read_mounts(path: str = '/proc/mounts') -> list:

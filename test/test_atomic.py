@@ -442,6 +442,9 @@ FUSE_SOURCES = [
     # sshfs's and rclone's own fsname (the remote), a daemon's name, a bucket: network
     ('robot@nas:/srv/runs', 'fuse', True), ('nas:/srv/runs', 'fuse', True),
     ('gdrive:runs', 'fuse', True), ('s3fs', 'fuse', True), ('my-bucket', 'fuse', True),
+    # a '#' in the remote's path is no SUBTYPE# (before: judged as fuse.robot@nas:runs, unknown)
+    ('robot@nas:runs#2', 'fuse', True), ('gdrive:runs#1', 'fuse', True),
+    ('nas:my runs#2', 'fuse', True),
     # an unrecognised source: taken for a network mount (the safe side, flock_is_local says why)
     ('/home/robot/.secret', 'fuse', True), ('fuse', 'fuse', True),
     # the subtype decides where there is one; a block device's FUSE mount is local
