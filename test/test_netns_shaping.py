@@ -837,7 +837,8 @@ def test_rog_fleet_netns_records_the_trace_its_kernel_followed(tmp_path, monkeyp
             out.mkdir(exist_ok=True)
             (out / 'summary.json').write_text(json.dumps(
                 {'driver': 'fleet', 'trace': self.trace['rog_server'], 'completed': completed,
-                 'iterations': 7, **({} if completed else {'error': 'interrupted'})}))
+                 'iterations': 7, **({} if completed else {'error': 'interrupted'}),
+                 'results_written_at': time.time()}))     # (as a server's: this run's)
 
         def stop(self, hurry=None):
             if not self.done:
@@ -1207,7 +1208,8 @@ def test_a_rerun_writes_no_netns_keys_into_an_earlier_run_s_summary(
         assert line is not None and f'rog fleet: {line}\n' in err and 'warning' not in err, err
 
 
-@pytest.mark.parametrize('ends', ['links_fail', 'links_fail_server_crashes', 'ctrl_c'])
+@pytest.mark.parametrize('ends', ['links_fail', 'links_fail_server_crashes', 'ctrl_c',
+                                  'ctrl_c_no_netns', 'ctrl_c_netns_no_trace'])
 def test_a_rerun_that_ends_before_its_server_writes_leaves_the_earlier_summary_as_it_was(
         tmp_path, monkeypatch, capsys, ends):
     # OUT holds an earlier run's complete summary; this run (taken up again) breaks before its
@@ -1239,7 +1241,7 @@ def test_a_rerun_that_ends_before_its_server_writes_leaves_the_earlier_summary_a
 
         def codes(self):
             self.looks += 1
-            if self.looks == 2 and ends == 'ctrl_c':
+            if self.looks == 2 and ends.startswith('ctrl_c'):
                 signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
             elif self.looks == 2:
                 _ScriptedFleet.made[0].fail.set()
@@ -1274,8 +1276,13 @@ def test_a_rerun_that_ends_before_its_server_writes_leaves_the_earlier_summary_a
     for var in ('ROG_FLEET_KEY', 'ROG_FLEET_KEY_FILE'):
         monkeypatch.delenv(var, raising=False)
     # Execute
-    status = cli.main(['fleet', '--out', str(out), '--quiet', '--workers', '1', '--netns',
-                       '--trace', 'indoors', '--iterations', '20', '--no-netmon'])
+    # (a plain rog fleet, or --netns without a trace, has no link follower: before, a Ctrl-C
+    # of such a rerun still rewrote the earlier run's summary)
+    shaping = {'ctrl_c_no_netns': ['--trace', 'indoors'],
+               'ctrl_c_netns_no_trace': ['--netns', '--trace', 'none']}.get(
+                   ends, ['--netns', '--trace', 'indoors'])
+    status = cli.main(['fleet', '--out', str(out), '--quiet', '--workers', '1', *shaping,
+                       '--iterations', '20', '--no-netmon'])
     # Assert: the earlier run's summary as it was, and no other one made beside it
     captured = capsys.readouterr()
     err = captured.err
@@ -1285,7 +1292,7 @@ def test_a_rerun_that_ends_before_its_server_writes_leaves_the_earlier_summary_a
     assert err.count(left) == 1, err
     assert "this run's error is not written into one it did not start" in err, err
     assert 'the run completed' not in captured.out + err, captured
-    if ends == 'ctrl_c':
+    if ends.startswith('ctrl_c'):
         assert status == 130, err
         assert 'summary none of this run (above)' in err, err
     else:           # this run broke: the line that says why, then that it left the summary

@@ -387,6 +387,7 @@ def _run_in(args, out: str, specs) -> int:
     loopback = 'file://' + str(config_path('loopback'))    # unencoded, as Cyclone reads it
     graph_ns = run_namespace(namespace, out)      # the nodes' place in the ROS 2 graph
     specs = [dataclasses.replace(s, ros_args=('-r', f'__ns:={graph_ns}')) for s in specs]
+    started = time.time()       # (before any node: a summary written from now on is this run's)
     placed = _node_environments(args, specs, domain, loopback, key_env)
     if placed is None:
         return 2
@@ -427,7 +428,7 @@ def _run_in(args, out: str, specs) -> int:
                   f'{len(recorder.counts)} topics to {args.record}', file=sys.stderr)
         for fn in reversed(cleanup):
             fn()
-    earlier = _earlier_run_s(out, checks)     # (before one is made from what exists)
+    earlier = _earlier_run_s(out, checks, started)  # (before one is made from what exists)
     if broken:          # the run's results do not follow its trace: the summary says so
         reason = broken if reason in ('', broken) else f'{reason}; {broken}'
         if not earlier:     # (never into an earlier run's summary: _left_earlier_summary)
@@ -701,8 +702,8 @@ def _left_earlier_summary(out: str) -> str:
     """
     Return the line that says ``out``'s summary.json is an earlier run's, left as it was.
 
-    A run taken up again in the ``--out`` of an earlier one (``rog fleet --netns``,
-    :func:`_earlier_run_s`) whose server wrote no summary before it broke or was stopped:
+    A run taken up again in the ``--out`` of an earlier one (:func:`_earlier_run_s`) whose
+    server wrote no summary before it broke (``--netns``) or was stopped (Ctrl-C):
     until 2026-12-08 ``rog fleet`` wrote this run's ``error`` (and ``trace_followed`` false)
     into the earlier run's summary, which then called that run's complete results broken
     (``rog compare`` and the reports left them out) beside its model and timeseries. No run
@@ -747,17 +748,20 @@ def _record_kernel_trace(out: str, trace: str | None, followed: bool,
     atomic_write_text(path, json.dumps(summary, indent=2, default=str) + '\n')
 
 
-def _earlier_run_s(out: str, checks) -> bool:
+def _earlier_run_s(out: str, checks, started: float | None = None) -> bool:
     """
-    Tell whether ``out``'s summary.json is an earlier run's (``rog fleet --netns``).
+    Tell whether ``out``'s summary.json is an earlier run's.
 
     It is when it is one (a JSON object) and not written since this fleet started
-    (:func:`written_since`, ``since`` of its :class:`_FollowerCheck`): a run taken up again
-    whose server wrote no summary of its own. :func:`_record_kernel_trace` leaves it alone (it
-    gave the earlier run this run's trace). False without a follower (no trace: nothing is
-    recorded), and for a file that is no summary (one is made in its place for a broken run).
+    (:func:`written_since`, ``since`` of its :class:`_FollowerCheck`, else ``started``: when
+    ``rog fleet`` started, before any node): a run taken up again whose server wrote no
+    summary of its own. :func:`_record_kernel_trace` leaves it alone (it gave the earlier run
+    this run's trace), and so does a Ctrl-C (:func:`_interrupted`; until 2026-12-08 one of a
+    plain ``rog fleet``, or ``--netns`` without a trace, rewrote it). False without either
+    time, and for a file that is no summary (one is made in its place for a broken run).
     """
-    since = [c.since for c in checks or () if isinstance(c, _FollowerCheck)]
+    since = [c.since for c in checks or () if isinstance(c, _FollowerCheck)] + (
+        [] if started is None else [started])
     return bool(since) and _results_stamp(out)[0] is not None \
         and not written_since(out, since[0])
 
