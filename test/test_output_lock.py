@@ -669,13 +669,14 @@ def test_an_sshfs_mount_shown_as_plain_fuse_is_held_by_file_as_well(tmp_path, mo
     monkeypatch.setattr(output_lock, '_mounts', lambda: atomic.read_mounts(str(table)))
     assert output_lock.flock_is_local(os.path.join(out, LOCK_FILE))
     first = OutputLock.take(out, 'rog fleet')
+    real_flock = fcntl.flock
     try:
         assert os.path.isfile(os.path.join(out, LOCK_FILE + output_lock.HELD_SUFFIX))
         monkeypatch.setattr(fcntl, 'flock', lambda fd, operation: None)    # another machine
         with pytest.raises(OutputInUse, match='flock is local to each machine'):
             OutputLock.take(out, 'rog sim')
     finally:
-        monkeypatch.setattr(fcntl, 'flock', fcntl.flock)
+        monkeypatch.setattr(fcntl, 'flock', real_flock)     # (fcntl.flock: the stand-in)
         first.release()
     assert sorted(os.listdir(out)) == [LOCK_FILE]
 
