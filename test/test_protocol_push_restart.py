@@ -1450,6 +1450,123 @@ def test_a_robot_stops_on_a_restarted_servers_stop_if_the_run_it_followed_answer
     assert robot.rejects == 0
 
 
+def _two_zombies_and_a_live_run(system, live_stops_at=None, live_dies_at=None, until=90.0):
+    """
+    Run robot 0 (run 10, new to all) with live server run 202 and zombies 101 and 303.
+
+    Both zombies are finished and owe robot 0 its stop: each acks the robot's pushes,
+    answers them with its stop and repeats it every END timeout (2 s), and never hears the
+    robot's acks to 202 (which would tell it it was replaced). Their links come back at
+    30 s (they hear and say nothing before): the robot, which took 202's model at its first
+    push (21 s), hears 101 and 303 after it (303 the newest run). 303's messages come 1 s
+    after 101's (their stops alternate, one a second), 202's 1.2 s after 101's (its link
+    slower). The robot computes each model it is given (0.5 s) and pushes again. From
+    ``live_stops_at`` 202 answers each push with its stop only and repeats it every 2 s (its
+    budget reached); from ``live_dies_at`` it says nothing, and server run 404 restored from
+    202's checkpoint past its end (finished, owing the robot its stop) answers, 0.5 s late.
+    Return (when the robot stopped or None, the robot, its pushes).
+    """
+    zombie_a = _finished_server_owing_robot_0_its_stop(system)
+    zombie_b = _finished_server_owing_robot_0_its_stop(system)
+    zombie_b.transfers.incarnation = 303
+    restored = _finished_server_owing_robot_0_its_stop(system)
+    restored.transfers.incarnation = 404
+    live = _live_server_202(system)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
+    robot.start(20.0)
+    lag = {202: 1.2, 101: 0.0, 303: 1.0, 404: 0.5}
+    servers = ((101, zombie_a), (303, zombie_b), (202, live), (404, restored))
+    due, computing, pushes, last_live_stop = [], [], [0], [None]
+    dies = until if live_dies_at is None else live_dies_at
+
+    def speaks(run, now):
+        return {101: now >= 30.0, 303: now >= 30.0, 202: now < dies, 404: now >= dies}[run]
+
+    def live_stops(now):
+        return live_stops_at is not None and now >= live_stops_at
+
+    def relay(actions, now):
+        """Hand each server the robot's sends; queue their answers by their lag."""
+        for a in actions:
+            if isinstance(a, StartCompute):
+                computing.append(now + 0.5)
+            if not (isinstance(a, Send) and a.dest == SERVER):
+                continue
+            for run, srv in servers:
+                if run == 202 and live_stops(now):
+                    if getattr(a.msg, 'flags', 0) & FLAG_END:
+                        due.append((now + lag[run], _stop(202, target=10)))
+                        last_live_stop[0] = now
+                elif speaks(run, now) and (
+                        run == 202 or getattr(a.msg, 'target_incarnation', 0) != 202):
+                    due.extend((now + lag[run], b.msg) for b in srv.on_message(a.msg, now)
+                               if isinstance(b, Send) and b.dest == 0)
+
+    pushes[0] += 1
+    relay(robot.on_compute_done(_grad(0, 0), 21.0), 21.0)
+    now = 21.0
+    while now < until:
+        for run, srv in servers:
+            if run == 202 and live_stops(now):
+                if last_live_stop[0] is None or now - last_live_stop[0] >= 2.0:
+                    due.append((now + lag[run], _stop(202, target=10)))
+                    last_live_stop[0] = now
+            elif speaks(run, now):
+                due.extend((now + lag[run], a.msg) for a in srv.on_tick(now)
+                           if isinstance(a, Send) and a.dest == 0)
+        ready = sorted((m for m in due if m[0] <= now), key=lambda m: m[0])
+        due = [m for m in due if m[0] > now]
+        for _, msg in ready:
+            out = robot.on_message(msg, now)
+            if robot.engine.stopped:
+                return now, robot, pushes[0]
+            relay(out, now)
+        for t in [t for t in computing if t <= now]:
+            computing.remove(t)
+            pushes[0] += 1
+            relay(robot.on_compute_done(_grad(0, pushes[0]), now), now)
+        now += 0.5
+        relay(robot.on_tick(now), now)
+    return None, robot, pushes[0]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_two_zombies_alternating_stops_stop_no_robot_the_live_run_answers(system):
+    # Two zombies (101, 303: finished server processes that do not know they were
+    # replaced) answer robot 0's pushes with their stops and repeat them every 2 s,
+    # alternating, while the live run 202 (its link slower) answers each push. _stop_held
+    # held a stop only while every run that had ordered one was that run, and _stopping
+    # never forgot a run: 303's first stop, which came after 101's while the robot waited
+    # for 202's answer, stopped it at 32 s while 202 trained on. A stop of a run the robot
+    # does not follow is set aside while the run it follows answered within two poke
+    # intervals (16 s), whatever other runs ordered.
+    stopped, robot, pushes = _two_zombies_and_a_live_run(system, until=80.0)
+    assert stopped is None and not robot.engine.stopped and robot.rejects == 0
+    # (one push every 2.9 s: 202's answer 1.2 s late each way, 0.5 s to compute)
+    assert robot.following == 202 and pushes >= 20 and robot.stops_set_aside >= 40
+    assert sorted(robot._stopping) == [101, 303]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_two_zombies_alternating_stops_leave_the_live_runs_stop_obeyed(system):
+    # The legitimate side: 202's budget reached at 50 s, it answers the push then in
+    # flight with its stop: the run the robot follows, obeyed as it comes (1.2 s late).
+    stopped, robot, _ = _two_zombies_and_a_live_run(system, live_stops_at=50.0)
+    assert stopped is not None and 51.0 <= stopped <= 52.0 and robot.rejects == 0
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_two_zombies_leave_a_restored_servers_stop_obeyed_once_the_live_run_died(system):
+    # 202 dies at 50 s; a server restored from its checkpoint past its end (run 404)
+    # answers the robot's pokes with its stop. Held while 202 may be live (it answered
+    # within two poke intervals), then obeyed: 16 s after 202's last answer, 18 s at most
+    # (the next repeat).
+    stopped, robot, _ = _two_zombies_and_a_live_run(system, live_dies_at=50.0)
+    assert robot.transfers.peer_runs[SERVER][-1] == 404 and robot.following == 202
+    last = robot._said[202]
+    assert 48.0 <= last <= 51.2 and last + 16.0 <= stopped <= last + 18.0, (last, stopped)
+
+
 def _replaced_by_202(system):
     """Return finished server run 101 (robot 0 owed its stop) replaced by run 202 at 14 s."""
     srv = _finished_server_owing_robot_0_its_stop(system)

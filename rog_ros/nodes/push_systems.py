@@ -114,7 +114,12 @@ STOPPING_KEPT = 16
 Server runs a push robot remembers as having ordered it to stop (``WorkerAdapter._stopping``).
 
 Why a bound: stop orders are not refused by run (``Schedule``), so any number of runs could
-name one; a robot hears two or three server runs in practice (a restart, a zombie).
+name one; a robot hears two or three server runs in practice (a restart, a zombie). A run
+silent for two poke intervals (``REVIVE_AFTER_POKES`` x ``POKE_END_TIMEOUTS`` END timeouts,
+16 s: no stop order and no answer to us) is forgotten (``WorkerAdapter._note_stop``): a server
+that means its stop repeats it every END timeout while we are owed it (2 s), and a zombie that
+learnt it was replaced, or died, orders nothing more. Kept for ever until 2026-12-08, an
+earlier run's stop made ``_stop_held`` obey any other run's for the rest of the robot run.
 """
 
 
@@ -1123,7 +1128,7 @@ class WorkerAdapter:
         self.following = 0             # the server run whose model we took last (we follow it)
         self.stops_set_aside = 0       # stop orders of a server run we do not follow (a zombie's)
         self._said = {}                # server run -> when it last answered us (chunk, ack)
-        self._stopping = {}            # server run -> when it first ordered us to stop
+        self._stopping = {}            # server run -> (when it first, when it last ordered a stop)
         self._pushed_at = None         # when our latest push went (None: none yet)
 
     @property
@@ -1307,39 +1312,56 @@ class WorkerAdapter:
         had answered us: ``_not_followed``), and the robot stopped while the live run trained
         on: on the zombie's first stop until 2026-12-07, on its second (2 s later, the live
         run's messages more than 2 s behind) until 2026-12-08 (``_first_stop_held``, which
-        set aside the first only). Such a stop is set aside (``stops_set_aside``) until its run has
-        answered our latest push alone for two poke intervals (``REVIVE_AFTER_POKES`` x
-        ``POKE_END_TIMEOUTS`` END timeouts, 16 s): that span since the later of its first stop
-        order (``_stopping``, kept for this run of ours) and that push, and no other run answered
-        us (a chunk, an ack: ``_said``) within it. By then the live run has answered (it answers
-        each of our pokes, every poke interval while we wait) and the rules of ``_not_followed``
-        and ``_retired`` judge. Bounded: a server that means it (a live or restored server past its
-        end answering our push with its stop alone; its first copy lost) repeats its stop every END
+        set aside the first only).
+
+        Two rules, either holds the stop (``stops_set_aside``); the span of both is two poke
+        intervals (``REVIVE_AFTER_POKES`` x ``POKE_END_TIMEOUTS`` END timeouts, 16 s):
+
+        * Following a run (``following``: we took its model) that answered us (a chunk, an
+          ack: ``_said``) within the span, whatever other runs ordered: it is live, and
+          another run's stop is not ours to obey. Until 2026-12-08 this held only while
+          every run that had ordered a stop was that run and ``_stopping`` forgot none: two
+          zombies (or a zombie and a run finished earlier) that had each ordered a stop, and
+          the next one that came while we waited for the live run's answer to our push (its
+          link slower; ``_not_followed`` only once it answered, ``_retired`` never the newest
+          run) stopped the robot while the live run trained on. Bounded: the followed run's
+          own stop is obeyed at once (not held); dead (a restored server took over), it
+          answers nothing and the rule ends 16 s after its last word.
+        * Else, a stop of a run that answered this run of ours (acked a push of it, ``_said``:
+          the zombie's way) is set aside until that run has answered our latest push alone
+          for the span: since the later of its first stop order (``_stopping``, kept for this
+          run of ours) and that push, and no other run answered us within it. By then the live
+          run has answered (it answers each of our pokes, every poke interval while we wait)
+          and the rules of ``_not_followed`` and ``_retired`` judge. Not only one that answered
+          our latest push (until 2026-12-08): a zombie's repeat that crossed our next push
+          came before any answer to it. Not held once another run ordered us to stop within
+          the span (``_note_stop`` forgets runs silent longer): two finished runs, whichever is
+          live is finished; the robot stops on the second run's order, as before. One with no
+          answer of ours before it (a robot restarted while held, its new run computing its
+          first gradient; a robot that heard no server) is judged as before.
+
+        Bounded for a server that means it (a live or restored server past its end answering
+        our push with its stop alone; its first copy lost): it repeats its stop every END
         timeout while we are owed it and answers each poke with it, so the robot stops 16-18 s
-        after the first stop order it heard, 24 s at most if repeats are lost (the next poke's
-        answer). A zombie whose stops come more than 16 s ahead of every
-        word of the live run still stops the robot. Only the stop of a run that answered this
-        run of ours (acked a push of it, ``_said``), the zombie's way: one with no answer of
-        ours before it (a robot restarted while held, its new run computing its first
-        gradient; a robot that heard no server) is judged as before. Not only one that
-        answered our latest push (until 2026-12-08): a zombie's repeat that crossed our next
-        push (it left before the push reached the zombie) came before any answer to it, and
-        stopped a robot that follows the live run while the zombie was the newest run (no
-        rule of ``_not_followed`` nor ``_retired`` holds it before the live run answers).
-        Not held once another run ordered us to stop (two finished runs: whichever is live
-        is finished; the robot stops on the second run's order, as before), nor a stop of
-        the run we follow, nor one naming no run (a server of a revision before stops were
-        stamped). O(``STOPPING_KEPT`` + ``KEEP_RUNS``).
+        after the later of the first stop order it heard and the followed run's last word,
+        24 s at most if repeats are lost (the next poke's answer). A zombie whose stops come
+        more than 16 s ahead of every word of the live run still stops the robot. Never held:
+        a stop of the run we follow, or one naming no run (a server of a revision before
+        stops were stamped). O(``STOPPING_KEPT`` + ``KEEP_RUNS``).
         """
         inc = int(getattr(msg, 'incarnation', 0))
         if not (isinstance(msg, Schedule) and getattr(msg, 'stop', False) and inc
-                and inc != self.following and inc in self._stopping
-                and all(r == inc for r in self._stopping)):
+                and inc != self.following):
+            return False
+        span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * self.transfers.end_timeout_s
+        said = self._said.get(self.following)
+        if self.following and said is not None and now - said < span:
+            return True
+        if not (inc in self._stopping and all(r == inc for r in self._stopping)):
             return False
         if self._pushed_at is None or inc not in self._said:
             return False
-        span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * self.transfers.end_timeout_s
-        alone_since = max(self._stopping[inc], self._pushed_at)
+        alone_since = max(self._stopping[inc][0], self._pushed_at)
         return now - alone_since < span or any(
             r != inc and now - when < span for r, when in self._said.items())
 
@@ -1349,12 +1371,19 @@ class WorkerAdapter:
 
         Why: a run that ordered a stop is not one that trains on (a push server's stop ends
         the fleet's training), so its answers are no reason to set another run's stop aside.
-        The time kept is its first order's (``_stop_held`` counts from it). At most
-        ``STOPPING_KEPT`` runs, the one noted least recently dropped first: O(1).
+        The time kept is its first order's (``_stop_held`` counts from it) and its latest's.
+        A run silent for two poke intervals (no stop order, no answer to us: ``_said``) is
+        forgotten (``STOPPING_KEPT``): remembered for ever, an earlier finished run or a
+        zombie long gone kept ``_stop_held`` from holding any later run's stop. At most
+        ``STOPPING_KEPT`` runs, the one noted least recently dropped first: O(``STOPPING_KEPT``).
         """
+        span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * self.transfers.end_timeout_s
+        for old in [r for r, (_, last) in self._stopping.items()
+                    if r != run and now - max(last, self._said.get(r, last)) >= span]:
+            del self._stopping[old]
         if not run:
             return
-        self._stopping[run] = self._stopping.pop(run, now)
+        self._stopping[run] = (self._stopping.pop(run, (now, now))[0], now)
         if len(self._stopping) > STOPPING_KEPT:
             del self._stopping[next(iter(self._stopping))]
 
