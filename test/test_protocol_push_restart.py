@@ -19,7 +19,7 @@ import logging
 
 import pytest
 
-from rog_ros.nodes.push_systems import ServerAdapter, WorkerAdapter
+from rog_ros.nodes.push_systems import ServerAdapter, STOP_PATIENCE_S, WorkerAdapter
 from rog_ros.protocol.actions import Log, Send, StartCompute, Stopped
 from rog_ros.protocol.events import describe
 from rog_ros.protocol.messages import (
@@ -28,6 +28,7 @@ from rog_ros.protocol.policies.adacomp import (
     AdaCompConfig, AdaCompServer, AdaCompWorker, push_entries)
 from rog_ros.protocol.policies.gsp import GspConfig, GspNode, GspServer
 from rog_ros.protocol.push_transfers import END_COPIES, PushTransfers
+from rog_ros.protocol.revival import POKE_END_TIMEOUTS, REVIVE_AFTER_POKES
 import torch
 
 N = 3000
@@ -1565,6 +1566,20 @@ def test_two_zombies_leave_a_restored_servers_stop_obeyed_once_the_live_run_died
     assert robot.transfers.peer_runs[SERVER][-1] == 404 and robot.following == 202
     last = robot._said[202]
     assert 48.0 <= last <= 51.2 and last + 16.0 <= stopped <= last + 18.0, (last, stopped)
+
+
+def test_a_finished_servers_stop_patience_outlasts_a_robots_hold_of_its_stop():
+    # A robot that follows another server run holds a finished run's stop for two poke
+    # intervals (16 s) after the later of its first stop and its followed run's last
+    # word, and obeys at the next repeat or poke's answer: 24 s at most. It pokes every
+    # poke interval while it holds, so the server keeps it owed (linger_s) and must wait
+    # for it at its end: STOP_PATIENCE_S (60 s) is that wait's bound, above the hold's.
+    srv = _finished_server_owing_robot_0_its_stop('asgd')
+    end = srv.transfers.end_timeout_s
+    hold = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * end
+    poke = POKE_END_TIMEOUTS * end
+    assert (hold, poke) == (16.0, 8.0) and srv.linger_s > poke
+    assert STOP_PATIENCE_S > hold + poke
 
 
 def _replaced_by_202(system):

@@ -107,6 +107,17 @@ within ``ServerAdapter.linger_s`` (``RETIRE_LEASES`` x max(lease, poke interval)
 default) of its stop order or its last message: a robot whose stop order was lost pokes,
 and each poke is answered with the stop again. Past this bound the server leaves whoever
 still speaks (a link that carries the robot's messages and never the server's).
+
+Stated against the robot's hold of another run's stop (``WorkerAdapter._stop_held``, two poke
+intervals: 16 s): a robot that follows another run (this one restored after the run it
+followed died) sets this run's stop aside and pokes every poke interval (8 s) while it holds
+it, so it stays owed, and obeys 16-18 s after the later of the first stop it heard and its
+followed run's last word, 24 s at most (the next poke's answer): the server waits that long,
+not this bound (measured: robot 0 of the restored push fleets of ``test_server_restart_end``
+left 24.0 s after the restart and the server ended within 0.1 s, before and after 2026-12-08's
+change to the hold). A robot that follows a live other run (this one a zombie) never obeys:
+such a server waits this bound unless it learns it was replaced first
+(``PushTransfers.replaced_by``).
 """
 
 STOPPING_KEPT = 16
