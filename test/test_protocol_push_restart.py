@@ -1219,7 +1219,7 @@ def test_a_zombies_ack_and_stop_ahead_of_the_live_runs_first_ack_stop_no_robot(s
     assert [type(a) for a in fresh.on_message(_stop(202, target=10), 28.0)] == [Stopped]
 
 
-def _zombie_ahead_of_a_slow_live_run(system, took, first, delay, until=60.0):
+def _zombie_ahead_of_a_slow_live_run(system, took, first, delay, until=60.0, noted=()):
     """
     Run robot 0's new run (10) beside zombie 101 (finished) and live run 202, until ``until``.
 
@@ -1233,6 +1233,8 @@ def _zombie_ahead_of_a_slow_live_run(system, took, first, delay, until=60.0):
     live = _live_server_202(system)
     robot = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
     robot.start(20.0)
+    for run in noted:                   # (runs that ordered it to stop at 1 s, silent since)
+        robot._note_stop(run, 1.0)
     if took != 'no model':
         _hear(robot, _server_pull(202, 7), 20.5)
         assert robot.following == 202
@@ -1282,6 +1284,20 @@ def test_a_zombies_repeated_stops_ahead_of_a_slow_live_run_stop_no_robot(system,
     assert robot.stops_set_aside >= 5 and robot.stops_set_aside == robot.set_aside
     # the run it follows stops it at once
     assert [type(a) for a in robot.on_message(_stop(202, target=10), 61.0)] == [Stopped]
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_run_that_ordered_a_stop_long_ago_is_forgotten(system):
+    # Robot 0's run 10 was ordered to stop by server run 77 at 1 s (a zombie since told it
+    # was replaced, or one that died), silent since. WorkerAdapter._stopping never forgot a
+    # run: 77 kept _stop_held from holding zombie 101's stops ahead of the slower live run
+    # (every run that ordered a stop had to be 101), and 101's first stop stopped the robot
+    # at 21 s while 202 trained on. A run silent (no stop, no answer) for two poke intervals
+    # (16 s) is forgotten.
+    stopped, robot, _ = _zombie_ahead_of_a_slow_live_run(
+        system, 'no model', 'zombie', 5.0, noted=(77,))
+    assert stopped is None and not robot.engine.stopped and robot.rejects == 0
+    assert robot.following == 202 and 77 not in robot._stopping and 101 in robot._stopping
 
 
 @pytest.mark.parametrize('system', SYSTEMS)
