@@ -1300,6 +1300,72 @@ def test_a_run_that_ordered_a_stop_long_ago_is_forgotten(system):
     assert robot.following == 202 and 77 not in robot._stopping and 101 in robot._stopping
 
 
+def _zombie_back_ahead_of_the_live_run(system, zombie_back, live_back, until=90.0):
+    """
+    Run robot 0's new run (10) beside zombie 101 (finished) and live run 202, both links flapping.
+
+    The robot pushes at 21 s; 101 hears it, acks it and answers with its stop, then its link
+    is down from 22 s to ``zombie_back``; 202's link is down from before the push to
+    ``live_back``. Each hears the robot's pokes and repeats its own while its link is up.
+    Return (when the robot stopped or None, the robot).
+    """
+    zombie = _finished_server_owing_robot_0_its_stop(system)
+    live = _live_server_202(system)
+    robot = _robot(_pair(system, n_workers=1)[1], system, 0, 10)
+    robot.start(20.0)
+    servers = ((101, zombie), (202, live))
+    due, computing = [], []
+
+    def up(run, now):
+        return now < 22.0 or now >= zombie_back if run == 101 else now >= live_back
+
+    def relay(actions, now):
+        """Hand each server whose link is up the robot's sends; queue their answers."""
+        for a in actions:
+            if isinstance(a, StartCompute):
+                computing.append(now + 0.5)
+            if isinstance(a, Send) and a.dest == SERVER:
+                for run, srv in servers:
+                    if up(run, now):
+                        due.extend(b.msg for b in srv.on_message(a.msg, now)
+                                   if isinstance(b, Send) and b.dest == 0)
+
+    relay(robot.on_compute_done(_grad(0, 0), 21.0), 21.0)
+    now, pushes = 21.0, 1
+    while now < until:
+        for run, srv in servers:
+            out = [a.msg for a in srv.on_tick(now) if isinstance(a, Send) and a.dest == 0]
+            if up(run, now):
+                due.extend(out)
+        ready, due = due, []
+        for msg in ready:
+            out = robot.on_message(msg, now)
+            if robot.engine.stopped:
+                return now, robot
+            relay(out, now)
+        for t in [t for t in computing if t <= now]:
+            computing.remove(t)
+            pushes += 1
+            relay(robot.on_compute_done(_grad(0, pushes), now), now)
+        now += 0.5
+        relay(robot.on_tick(now), now)
+    return None, robot
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_zombies_stop_after_its_link_was_down_is_held_as_a_first_one(system):
+    # Zombie 101 answered robot 0's push (21 s) with its stop, held; both links then went
+    # down, 101's until 45 s, the live run 202's until 50 s. _note_stop forgot runs silent
+    # 16 s except the one it noted: 101's return kept its first stop (21 s), so _stop_held
+    # counted its 16 s from then and its stop at 45 s stopped the robot, which 202 served
+    # 5 s later. A run silent 16 s is forgotten, and its next stop held as a first one.
+    stopped, robot = _zombie_back_ahead_of_the_live_run(system, 45.0, 50.0)
+    assert stopped is None and not robot.engine.stopped and robot.rejects == 0
+    assert robot.following == 202 and robot.stops_set_aside >= 3
+    first, last = robot._stopping[101]
+    assert 45.0 <= first < 46.0 and last >= 50.0
+
+
 @pytest.mark.parametrize('system', SYSTEMS)
 def test_a_zombie_ahead_of_the_live_run_by_more_than_two_poke_intervals_stops_the_robot(system):
     # The bound of that rule: the live run's messages 20 s behind the zombie's (its link

@@ -1234,8 +1234,13 @@ class WorkerAdapter:
         poke). Not a stop order: a zombie repeats its own every END timeout.
 
         Kept for the server runs the transfers remember and the one we follow only: O(1)
-        (``KEEP_RUNS`` + 2 at most).
+        (``KEEP_RUNS`` + 2 at most). A run that ordered a stop and was silent since for two
+        poke intervals is forgotten first (``_note_stop``): a zombie whose link was down
+        answers (an ack) before it repeats its stop, and that ack kept its first stop order,
+        so ``_stop_held`` obeyed its next one at once.
         """
+        if self._silent(run, now):
+            del self._stopping[run]
         self._said[run] = now
         for old in [r for r in self._said if r not in runs and r != self.following
                     and r != run]:
@@ -1388,15 +1393,27 @@ class WorkerAdapter:
         zombie long gone kept ``_stop_held`` from holding any later run's stop. At most
         ``STOPPING_KEPT`` runs, the one noted least recently dropped first: O(``STOPPING_KEPT``).
         """
-        span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * self.transfers.end_timeout_s
-        for old in [r for r, (_, last) in self._stopping.items()
-                    if r != run and now - max(last, self._said.get(r, last)) >= span]:
+        for old in [r for r in self._stopping if self._silent(r, now)]:
             del self._stopping[old]
         if not run:
             return
         self._stopping[run] = (self._stopping.pop(run, (now, now))[0], now)
         if len(self._stopping) > STOPPING_KEPT:
             del self._stopping[next(iter(self._stopping))]
+
+    def _silent(self, run: int, now: float) -> bool:
+        """
+        Tell whether server run ``run`` ordered us to stop and said nothing for two poke intervals.
+
+        Nothing: no stop order (``_stopping``) and no answer to us (``_said``). Such a run is
+        forgotten, its own as any other's (``_note_stop``, ``_note_said``): its next stop order
+        is a first one. O(1).
+        """
+        if run not in self._stopping:
+            return False
+        last = self._stopping[run][1]
+        span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * self.transfers.end_timeout_s
+        return now - max(last, self._said.get(run, last)) >= span
 
     def _retired(self, msg, now: float) -> bool:
         """
