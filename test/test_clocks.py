@@ -223,3 +223,22 @@ def test_a_boot_clock_stamp_that_cannot_be_of_this_boot_falls_back_to_the_wall_c
     away, how = clocks.seconds_since(saved)
     # Assert
     assert how == 'wall clock' and 0.0 <= away < 5.0, (away, how)
+
+
+def test_a_monotonic_stamp_of_this_boot_shifts_nothing_and_one_of_another_by_the_time_away(
+        monkeypatch):
+    # the real boot id and clocks: one boot keeps a checkpoint's monotonic times exactly
+    from rog_ros.nodes import clocks
+    saved = clocks.mono_stamp()
+    if not saved['boot_id']:
+        pytest.skip('no boot id here (no /proc)')
+    # Execute / Assert
+    assert clocks.mono_shift(saved) == (0.0, 'same boot')
+    # another boot 10 s later (its boot clock 4 s): times move by the wall's 10 s
+    monkeypatch.setattr(clocks, 'boot_clock', lambda: 4.0)
+    other = dict(saved, boot_id='0' * 8, wall_time=time.time() - 10.0,
+                 mono_s=time.monotonic() + 500.0)
+    shift, how = clocks.mono_shift(other)
+    assert how == 'another boot' and -510.1 < shift < -509.9
+    with pytest.raises(ValueError, match='boot_id'):
+        clocks.mono_shift(dict(saved, boot_id='two words'))

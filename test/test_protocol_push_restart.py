@@ -1855,6 +1855,83 @@ def test_a_restored_replaced_run_keeps_the_acks_its_robots_gave_the_live_run_bef
     assert restored.transfers.replaced_by == 202 and logs == [] and sent == []
 
 
+def _set_clocks(monkeypatch, boot, wall, mono, up=5.0):
+    """Make ``clocks`` read boot id ``boot``, wall ``wall``, monotonic ``mono``, boot ``up``."""
+    from rog_ros.nodes import clocks
+    monkeypatch.setattr(clocks, 'boot_id', lambda: boot)
+    monkeypatch.setattr(clocks, '_wall', lambda: wall)
+    monkeypatch.setattr(clocks, '_monotonic', lambda: mono)
+    monkeypatch.setattr(clocks, 'boot_clock', lambda: up)
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_a_replaced_runs_acks_restored_after_a_reboot_are_as_old_as_they_were_plus_the_time_away(
+        system, monkeypatch):
+    # 101 (replaced by 202: robot 0's last ack 14 s, robot 1's 10 s) is checkpointed 300 s
+    # after robot 0's ack (monotonic 314 s), and the server's robot reboots: restored 10 s
+    # later by the wall clock, at 20 s of the new boot's monotonic clock. Kept as they were,
+    # the acks were 6 s and 10 s old there (served_by_replacing counted robot 1's within
+    # 300 s); now 310 s and 314 s old. Within one boot they are kept as they are.
+    t = 1.7e9
+    _set_clocks(monkeypatch, 'boot-a', t, 314.0)
+    srv = _replaced_by_202_robot_0_owed(system, robot_1_acks=(10,))
+    sd = dict(srv.state_dict(), unrecorded_logs=[[14.0, 'stall_s', 1.0, 0, '{}']])
+    assert sd['clock_stamp']['boot_id'] == 'boot-a' and sd['clock_stamp']['mono_s'] == 314.0
+
+    def restore(state, boot, wall, mono, up=5.0):
+        _set_clocks(monkeypatch, boot, wall, mono, up)
+        out = _push_server(_pair(system, n_workers=2, budget=1)[0], system, n_workers=2,
+                           incarnation=303)
+        out.load_state_dict(state)
+        return out
+
+    # Execute / Assert: one boot (13 s later by its clock): the times as they were
+    same = restore(sd, 'boot-a', t + 13.0, 327.0)
+    assert same.transfers.replaced_acked == {0: (202, 14.0), 1: (202, 10.0)}
+    assert same.replayed_logs[0][0] == 14.0
+    # another boot, 10 s later: 310 s and 314 s old, at 20 s of the new clock
+    rebooted = restore(sd, 'boot-b', t + 10.0, 20.0)
+    assert rebooted.transfers.replaced_acked == {0: (202, -290.0), 1: (202, -294.0)}
+    assert rebooted.replayed_logs[0][0] == -290.0 and rebooted.stop_sent[0]
+    for r in (0, 1):
+        rebooted.transfers._peer(r)
+    rebooted.transfers.peer_runs.update({0: [9], 1: [21]})
+    for k, now in enumerate(range(16, 21)):     # (robot 0's acks: 202 proved anew)
+        rebooted.on_message(_ack_to_run(202, k + 1), float(now))
+    assert rebooted.transfers.replaced_by == 202
+    served = rebooted.transfers.served_by_replacing
+    assert not served(1, 20.0, 300.0) and served(1, 20.0, 600.0)    # (314 s old)
+    # the new boot 60 s old: the wall clock's 10 s cannot be (the checkpoint came before it)
+    late = restore(sd, 'boot-b', t + 10.0, 20.0, up=60.0)
+    assert late.transfers.replaced_acked == {0: (202, -340.0), 1: (202, -344.0)}
+    # a boot id unread at the checkpoint: the wall clock's 10 s, no floor
+    unknown = restore(dict(sd, clock_stamp=dict(sd['clock_stamp'], boot_id='')),
+                      'boot-b', t + 10.0, 20.0, up=60.0)
+    assert unknown.transfers.replaced_acked == {0: (202, -290.0), 1: (202, -294.0)}
+    # the wall clock stepped back (or a day on): the acks' ages unknown, taken as old
+    for step in (-3600.0, 2 * 86400.0):
+        stepped = restore(sd, 'boot-b', t + step, 20.0)
+        assert stepped.transfers.replaced_acked == {}
+        assert stepped.replayed_logs[0][0] == 14.0 and stepped.stop_sent[0]
+    # an older checkpoint (no stamp): as before, the times as they are
+    older = restore({k: v for k, v in sd.items() if k != 'clock_stamp'}, 'boot-b', t, 20.0)
+    assert older.transfers.replaced_acked == {0: (202, 14.0), 1: (202, 10.0)}
+    # a stamp that is not one: ValueError naming it, nothing restored
+    for bad in ('another boot', 5, None, 'b' * 65):
+        with pytest.raises(ValueError, match='boot_id'):
+            restore(dict(sd, clock_stamp=dict(sd['clock_stamp'], boot_id=bad)),
+                    'boot-b', t, 20.0)
+    for bad in ({}, dict(sd['clock_stamp'], mono_s='x'),
+                dict(sd['clock_stamp'], wall_time=float('nan'))):
+        _set_clocks(monkeypatch, 'boot-b', t, 20.0)
+        fresh = _push_server(_pair(system, n_workers=2, budget=1)[0], system, n_workers=2,
+                             incarnation=303)
+        with pytest.raises(ValueError, match='clock stamp'):
+            fresh.load_state_dict(dict(sd, clock_stamp=bad))
+        assert fresh.transfers.replaced_acked == {} and not any(fresh.stop_sent)
+        assert fresh.replayed_logs == [] and fresh.clock == [0, 0]
+
+
 @pytest.mark.parametrize('system', SYSTEMS)
 def test_a_hung_robots_statuses_hold_a_replaced_run_only_status_patience_past_its_ack(system):
     # Robot 1's computation hung after its last ack to 202 (14 s): its statuses come for

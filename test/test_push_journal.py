@@ -70,6 +70,7 @@ def _state(adapter):
     sd = adapter.state_dict(copy=True)
     del sd['replay']
     sd.pop('unrecorded_logs', None)     # (the last call's logs: a restored one made none)
+    sd.pop('clock_stamp', None)         # (when it was taken: a restored one's is later)
     return sd
 
 

@@ -50,7 +50,7 @@ import json
 from typing import TYPE_CHECKING
 
 from rog_ros.checks import ConfigError
-from rog_ros.nodes import settings
+from rog_ros.nodes import clocks as node_clocks, settings
 from rog_ros.nodes.sync_names import PUSH_SYSTEMS, SIM_ONLY, sim_only_reason, SYNC_CHOICES
 from rog_ros.protocol.actions import Log, Send
 from rog_ros.protocol.messages import FLAG_END, KIND_GRAD, RowChunk, Schedule, SERVER
@@ -895,9 +895,11 @@ class ServerAdapter:
         ``replaced_by`` is not kept: restored after the replacing run died, it would leave
         ``LEAVE_TIMEOUT_S`` after its end, before its robots' pokes showed that run gone),
         but a robot that acked that run before the restore and computes since acks nothing
-        more. Its times are the crashed process's monotonic clock (this one's within a boot).
-        Only the acks before the checkpoint: acks are not journaled, and a finished run
+        more. Only the acks before the checkpoint: acks are not journaled, and a finished run
         checkpoints only as it sends a robot its first stop order (or its results).
+        ``clock_stamp``: the boot, wall clock and monotonic clock the checkpoint was taken at
+        (``clocks.mono_stamp``), for the monotonic times it keeps (``replaced_acked``'s,
+        ``unrecorded_logs``'): ``load_state_dict`` puts them on its own clock.
         """
         return {'engine': self.engine.state_dict(copy=copy), 'state_id': self.durable_progress,
                 'clock': list(self.clock), 'stop_sent': list(self.stop_sent),
@@ -909,6 +911,7 @@ class ServerAdapter:
                 # (a zombie's robots' last acks to the run replacing it: served_by_replacing)
                 'replaced_acked': [[int(r), int(run), float(at)] for r, (run, at) in sorted(
                     getattr(self.transfers, 'replaced_acked', {}).items())],
+                'clock_stamp': node_clocks.mono_stamp(),
                 'results_written': bool(self.results_written),
                 'journal_epoch': self.journal_epoch + 1, 'replay': self.engine.replay_state(),
                 # (each with the snapshot its evaluator has: a model each, while they run)
@@ -929,6 +932,16 @@ class ServerAdapter:
 
         The adapter's own keys are read first: a checkpoint missing one (or with one of
         another size) raised after the engine was loaded, leaving a half-restored server.
+
+        Monotonic times (``clock_stamp``, ``clocks.mono_shift``): kept within one boot;
+        across a reboot (or a boot unknown) moved to this clock by the time away, so each is
+        as old as it was at the checkpoint plus the time away. A reboot restarts the
+        monotonic clock: unmoved, a robot's ack 300 s before the checkpoint could be taken
+        as seconds old by ``served_by_replacing``. Where the time away is unknown (the wall
+        clock stepped), ``replaced_acked``'s acks are taken as old (dropped: an ack of
+        unknown age must not hold the run that replaced us as alive) and
+        ``unrecorded_logs``' times are kept (the node puts them within the run's span). A
+        checkpoint without a stamp (older) keeps its times, as before.
         """
         if len(sd['clock']) != self.n or len(sd['stop_sent']) != self.n:
             raise ValueError(f"checkpoint of {len(sd['clock'])} robots, this fleet has {self.n}")
@@ -941,7 +954,11 @@ class ServerAdapter:
         clocks = [int(c) for c in sd.get('stop_clocks') or [0] * self.n]
         gone = [bool(g) for g in sd.get('gone') or [False] * self.n]   # (older: none)
         acked = _replaced_acked(sd.get('replaced_acked') or [], self.n)     # (older: none)
-        unrecorded = [(float(now), Log(str(name), float(value), int(worker), json.loads(info)))
+        stamp = sd.get('clock_stamp')          # (older: none, its times kept as they are)
+        shift, _ = (0.0, '') if stamp is None else node_clocks.mono_shift(stamp)
+        acked = {} if shift is None else {r: (run, at + shift) for r, (run, at) in acked.items()}
+        unrecorded = [(float(now) + (shift or 0.0),
+                       Log(str(name), float(value), int(worker), json.loads(info)))
                       for now, name, value, worker, info in sd.get('unrecorded_logs') or ()]
         owed = [(dict(info), m) for info, m in sd.get('owed_evaluations') or ()]
         if len(stall_time) != self.n or len(triggers) != self.n or len(clocks) != self.n \

@@ -599,9 +599,9 @@ class PushTransfers:
         ``within_s`` of that ack (``push_systems.STATUS_PATIENCE_S``): a hung computation's
         statuses come for ever. A robot that pushed or poked since is not counted: once
         every robot waits for a pull (the run that replaced us dead), 20 s of their
-        pokes unanswered by acks to it end it as before. An ack later than ``now`` (a
-        checkpoint's, ``ServerAdapter.load_state_dict``, from a clock of another boot) is not
-        counted. True when counted. O(1).
+        pokes unanswered by acks to it end it as before. An ack later than ``now`` is not
+        counted (a checkpoint's from another boot, before ``ServerAdapter.load_state_dict``
+        moved such times onto this boot's clock; a damaged one). True when counted. O(1).
         """
         run, acked = self.replaced_acked.get(peer, (0, None))
         if (not self.replaced_by or run != self.replaced_by
