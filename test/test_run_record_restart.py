@@ -324,3 +324,50 @@ def test_a_run_record_whose_evaluation_errors_are_malformed_keeps_its_rows(caplo
     saved['last_evaluation_errors'] = ['at iteration 4: E: x']
     node._resume_record(saved)
     assert (node.evaluation_errors, node.last_evaluation_errors) == (2, ['at iteration 4: E: x'])
+
+
+def test_a_checkpoints_unrecorded_logs_restored_after_a_reboot_keep_their_age(
+        tmp_path, monkeypatch):
+    # A Rog server's checkpoint at monotonic 314 s holds a log of 14 s (300 s before it);
+    # its robot reboots and restores it 10 s later by the wall clock, at 20 s of the new
+    # boot's clock: the log is put at -290 s (310 s before now), not at 14 s of an unrelated
+    # clock (after the restore: the node placed it at the run's end). One boot: as it was.
+    from rog_ros.nodes import clocks
+    t = 1.7e9
+
+    def set_clocks(boot, wall, mono):
+        monkeypatch.setattr(clocks, 'boot_id', lambda: boot)
+        monkeypatch.setattr(clocks, '_wall', lambda: wall)
+        monkeypatch.setattr(clocks, '_monotonic', lambda: mono)
+        monkeypatch.setattr(clocks, 'boot_clock', lambda: 5.0)
+
+    harness, server, *_ = build('rog:2', n=2, iters=6)
+    harness.run(until=1.0)
+    set_clocks('boot-a', t, 314.0)
+    hooks = chaos_hooks.ServerHooks(server, server.w_srv, state_dir=str(tmp_path),
+                                    run_record=lambda: dict(clocks.mono_stamp(), elapsed_s=1.0))
+    hooks._unrecorded = [(14.0, Log('trigger', 1.0, 1, {'clock': 3}))]
+    hooks.checkpoint()
+
+    def restored_at(boot, wall, mono):
+        set_clocks(boot, wall, mono)
+        again = chaos_hooks.ServerHooks(harness.new_server(), server.w_srv,
+                                        state_dir=str(tmp_path))
+        again.restore()
+        return [at for at, _ in again.restored_logs]
+
+    # Execute / Assert
+    assert restored_at('boot-a', t + 10.0, 324.0) == [14.0]
+    assert restored_at('boot-b', t + 10.0, 20.0) == [-290.0]
+    assert restored_at('boot-b', t - 3600.0, 20.0) == [14.0]   # (stepped: unknown, kept)
+    f = durable.StateFile(str(tmp_path / 'server.pt'))
+    obj = f.load()
+    obj['run_record']['boot_id'] = 'not a boot id'
+    f.save(obj)
+    fresh = harness.new_server()
+    clock = list(fresh.clock)
+    again = chaos_hooks.ServerHooks(fresh, server.w_srv, state_dir=str(tmp_path))
+    with pytest.raises(durable.StateError, match='boot_id') as err:
+        again.restore()
+    assert '\n' not in str(err.value) and list(fresh.clock) == clock
+    assert again.restored is None and again.restored_logs == []

@@ -43,7 +43,7 @@ import time
 
 from rog_ros.atomic import atomic_write_text
 from rog_ros.nodes import chaos_ledger as lg
-from rog_ros.nodes import durable
+from rog_ros.nodes import clocks, durable
 from rog_ros.nodes.state_dir import SERVER_STATE_FILE, worker_state_file
 from rog_ros.protocol.actions import Log, SaveState, Stopped
 from rog_ros.protocol.messages import RowChunk
@@ -460,6 +460,27 @@ def _logs_from(saved, path: str) -> list:
                                  'afresh') from None
 
 
+def _on_this_clock(logs: list, record, path: str) -> list:
+    """
+    Return a checkpoint's unrecorded ``logs`` with their times on this monotonic clock.
+
+    Why: they are the saving process's monotonic times; after a reboot that clock started
+    again, and the node placed them anywhere in the run (clamped into its span). The run
+    record's stamp (``clocks.mono_stamp``) moves them (``clocks.mono_shift``): kept within
+    one boot, by the time away across one; kept as they are where that is unknown (a
+    stepped wall clock) or the record has no ``mono_s`` (older checkpoints). A damaged
+    stamp: ``durable.StateError`` in one line, nothing changed.
+    """
+    if not logs or not isinstance(record, dict) or 'mono_s' not in record:
+        return logs
+    try:
+        shift, _ = clocks.mono_shift(record)
+    except ValueError as err:
+        raise durable.StateError(f'checkpoint {path}: {_first_line(err)}; move the state '
+                                 'folder away to start afresh') from None
+    return logs if shift is None else [(now + shift, log) for now, log in logs]
+
+
 class ServerHooks(_Hooks):
     """
     Checkpoints and ledger around a ServerEngine.
@@ -565,6 +586,7 @@ class ServerHooks(_Hooks):
             return None
         obj = self.state.load()
         logs = _logs_from(obj.get('unrecorded_logs'), self.state.path)   # (first: one line)
+        logs = _on_this_clock(logs, obj.get('run_record'), self.state.path)
         try:
             self.engine.load_state_dict(obj['engine'])
         except (KeyError, ValueError, TypeError, RuntimeError) as err:

@@ -994,7 +994,7 @@ class ServerNode:
     def _run_record(self) -> dict:
         """Return what a checkpoint keeps of the run's record (``ServerHooks``)."""
         out = getattr(self.args, 'out', None)
-        return {'record': self.recorder.state(), **clocks.stamp(),
+        return {'record': self.recorder.state(), **clocks.mono_stamp(),
                 'elapsed_s': time.monotonic() - self.t0 if self.t0 is not None else 0.0,
                 'evaluations': self.evaluations,
                 # (evaluations that raised: no timeseries row, so not in ``record``; until
