@@ -242,3 +242,22 @@ def test_a_monotonic_stamp_of_this_boot_shifts_nothing_and_one_of_another_by_the
     assert how == 'another boot' and -510.1 < shift < -509.9
     with pytest.raises(ValueError, match='boot_id'):
         clocks.mono_shift(dict(saved, boot_id='two words'))
+
+
+def test_a_monotonic_stamp_across_a_stepped_wall_clock_shifts_by_the_time_away_given(
+        monkeypatch):
+    # another boot, the wall clock an hour back (a Jetson before NTP): no shift (None),
+    # or, given a time away (the logs': 0, as the run's clock takes then), now - then - it
+    from rog_ros.nodes import clocks
+    monkeypatch.setattr(clocks, 'boot_id', lambda: 'boot-b')
+    monkeypatch.setattr(clocks, '_wall', lambda: 1.7e9 - 3600.0)
+    monkeypatch.setattr(clocks, '_monotonic', lambda: 20.0)
+    monkeypatch.setattr(clocks, 'boot_clock', lambda: 5.0)
+    saved = {'boot_id': 'boot-a', 'wall_time': 1.7e9, 'boot_s': 314.0, 'mono_s': 314.0}
+    # Execute
+    unknown, why = clocks.mono_shift(saved)
+    run, why_too = clocks.mono_shift(saved, stepped_away=0.0)
+    later, _ = clocks.mono_shift(saved, stepped_away=6.0)
+    # Assert
+    assert unknown is None and 'stepped' in why and why_too == why
+    assert run == -294.0 and later == -300.0

@@ -1908,11 +1908,14 @@ def test_a_replaced_runs_acks_restored_after_a_reboot_are_as_old_as_they_were_pl
     unknown = restore(dict(sd, clock_stamp=dict(sd['clock_stamp'], boot_id='')),
                       'boot-b', t + 10.0, 20.0, up=60.0)
     assert unknown.transfers.replaced_acked == {0: (202, -290.0), 1: (202, -294.0)}
-    # the wall clock stepped back (or a day on): the acks' ages unknown, taken as old
+    # the wall clock stepped back (or a day on): the acks' ages unknown, taken as old; the
+    # log moved by no time away (-294 s: 300 s before the restore at 20 s), as the run's
+    # clock goes on from the checkpoint then (``ServerNode._resume_record``): its place
+    # in the run record is kept (not 14 s of another boot's clock, clamped into the run)
     for step in (-3600.0, 2 * 86400.0):
         stepped = restore(sd, 'boot-b', t + step, 20.0)
         assert stepped.transfers.replaced_acked == {}
-        assert stepped.replayed_logs[0][0] == 14.0 and stepped.stop_sent[0]
+        assert stepped.replayed_logs[0][0] == -280.0 and stepped.stop_sent[0]
     # an older checkpoint (no stamp): as before, the times as they are
     older = restore({k: v for k, v in sd.items() if k != 'clock_stamp'}, 'boot-b', t, 20.0)
     assert older.transfers.replaced_acked == {0: (202, 14.0), 1: (202, 10.0)}

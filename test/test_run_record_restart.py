@@ -359,7 +359,10 @@ def test_a_checkpoints_unrecorded_logs_restored_after_a_reboot_keep_their_age(
     # Execute / Assert
     assert restored_at('boot-a', t + 10.0, 324.0) == [14.0]
     assert restored_at('boot-b', t + 10.0, 20.0) == [-290.0]
-    assert restored_at('boot-b', t - 3600.0, 20.0) == [14.0]   # (stepped: unknown, kept)
+    # the wall clock stepped: the time away unknown, the run's clock goes on from the
+    # checkpoint without it (``ServerNode._resume_record``), so the log is moved by none:
+    # 300 s before the restore at 20 s, its place in the run record kept
+    assert restored_at('boot-b', t - 3600.0, 20.0) == [-280.0]
     f = durable.StateFile(str(tmp_path / 'server.pt'))
     obj = f.load()
     obj['run_record']['boot_id'] = 'not a boot id'

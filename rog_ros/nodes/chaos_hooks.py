@@ -467,18 +467,20 @@ def _on_this_clock(logs: list, record, path: str) -> list:
     Why: they are the saving process's monotonic times; after a reboot that clock started
     again, and the node placed them anywhere in the run (clamped into its span). The run
     record's stamp (``clocks.mono_stamp``) moves them (``clocks.mono_shift``): kept within
-    one boot, by the time away across one; kept as they are where that is unknown (a
-    stepped wall clock) or the record has no ``mono_s`` (older checkpoints). A damaged
-    stamp: ``durable.StateError`` in one line, nothing changed.
+    one boot, by the time away across one; where that is unknown (a stepped wall clock)
+    by none, as the run's clock then goes on from the checkpoint without the downtime
+    (each log keeps its place in the record). Kept as they are where the record has no
+    ``mono_s`` (older checkpoints). A damaged stamp: ``durable.StateError`` in one line,
+    nothing changed.
     """
     if not logs or not isinstance(record, dict) or 'mono_s' not in record:
         return logs
     try:
-        shift, _ = clocks.mono_shift(record)
+        shift, _ = clocks.mono_shift(record, stepped_away=0.0)
     except ValueError as err:
         raise durable.StateError(f'checkpoint {path}: {_first_line(err)}; move the state '
                                  'folder away to start afresh') from None
-    return logs if shift is None else [(now + shift, log) for now, log in logs]
+    return [(now + shift, log) for now, log in logs]
 
 
 class ServerHooks(_Hooks):

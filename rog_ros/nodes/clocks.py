@@ -101,7 +101,7 @@ def mono_stamp() -> dict:
     return dict(stamp(), mono_s=_monotonic())
 
 
-def mono_shift(saved) -> tuple:
+def mono_shift(saved, stepped_away=None) -> tuple:
     """
     Return ``(seconds to add to a monotonic time of a checkpoint, how)`` or ``(None, why)``.
 
@@ -114,7 +114,10 @@ def mono_shift(saved) -> tuple:
     [0, MAX_WALL_AWAY_S]; across a known reboot, never less than this boot's age (the
     boot clock now: the checkpoint came before this boot), so an age is never understated.
     A wall clock that stepped (a difference below 0 or past the bound): ``None``, the
-    ages unknown: the caller treats those times as old. ValueError naming the field for
+    ages unknown: the caller treats those times as old; or, given ``stepped_away``, the
+    shift with that time away (the logs' times: 0, as the run's clock then goes on from
+    the checkpoint without the downtime, ``ServerNode._resume_record``, so each log keeps
+    its place in the run's record). ValueError naming the field for
     a stamp that is not one (a boot id not a string of at most 64 letters, digits and
     dashes; a time not a finite number); nothing is read from it then.
     """
@@ -135,9 +138,12 @@ def mono_shift(saved) -> tuple:
         return 0.0, 'same boot'
     away = _wall() - wall
     if not 0.0 <= away <= MAX_WALL_AWAY_S:
-        return None, (f'the wall clock says {away:.0f} s since the checkpoint, taken in '
-                      f'{"another" if here and sid else "an unknown"} boot: it stepped, so '
-                      'its monotonic times are of unknown age')
+        why = (f'the wall clock says {away:.0f} s since the checkpoint, taken in '
+               f'{"another" if here and sid else "an unknown"} boot: it stepped, so '
+               'its monotonic times are of unknown age')
+        if stepped_away is None:
+            return None, why
+        return _monotonic() - mono - float(stepped_away), why
     if here and sid:
         away = max(away, boot_clock())      # (this boot began after the checkpoint)
     return _monotonic() - mono - away, ('another boot' if here and sid else 'unknown boot')

@@ -940,8 +940,10 @@ class ServerAdapter:
         as seconds old by ``served_by_replacing``. Where the time away is unknown (the wall
         clock stepped), ``replaced_acked``'s acks are taken as old (dropped: an ack of
         unknown age must not hold the run that replaced us as alive) and
-        ``unrecorded_logs``' times are kept (the node puts them within the run's span). A
-        checkpoint without a stamp (older) keeps its times, as before.
+        ``unrecorded_logs``' times are moved by no time away, as the run's clock then goes
+        on from the checkpoint without the downtime (``ServerNode._resume_record``): each
+        keeps its place in the run's record. A checkpoint without a stamp (older) keeps its
+        times, as before.
         """
         if len(sd['clock']) != self.n or len(sd['stop_sent']) != self.n:
             raise ValueError(f"checkpoint of {len(sd['clock'])} robots, this fleet has {self.n}")
@@ -957,7 +959,9 @@ class ServerAdapter:
         stamp = sd.get('clock_stamp')          # (older: none, its times kept as they are)
         shift, _ = (0.0, '') if stamp is None else node_clocks.mono_shift(stamp)
         acked = {} if shift is None else {r: (run, at + shift) for r, (run, at) in acked.items()}
-        unrecorded = [(float(now) + (shift or 0.0),
+        if shift is None:       # (the logs: the run's clock goes on without the downtime)
+            shift, _ = node_clocks.mono_shift(stamp, stepped_away=0.0)
+        unrecorded = [(float(now) + shift,
                        Log(str(name), float(value), int(worker), json.loads(info)))
                       for now, name, value, worker, info in sd.get('unrecorded_logs') or ()]
         owed = [(dict(info), m) for info, m in sd.get('owed_evaluations') or ()]
