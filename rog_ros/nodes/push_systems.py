@@ -959,9 +959,10 @@ class ServerAdapter:
         stamp = sd.get('clock_stamp')          # (older: none, its times kept as they are)
         shift, _ = (0.0, '') if stamp is None else node_clocks.mono_shift(stamp)
         acked = {} if shift is None else {r: (run, at + shift) for r, (run, at) in acked.items()}
-        if shift is None:       # (the logs: the run's clock goes on without the downtime)
-            shift, _ = node_clocks.mono_shift(stamp, stepped_away=0.0)
-        unrecorded = [(float(now) + shift,
+        log_shift = shift       # (the logs': the run's clock goes on without the downtime)
+        if shift is None:
+            log_shift, _ = node_clocks.mono_shift(stamp, stepped_away=0.0)
+        unrecorded = [(float(now) + log_shift,
                        Log(str(name), float(value), int(worker), json.loads(info)))
                       for now, name, value, worker, info in sd.get('unrecorded_logs') or ()]
         owed = [(dict(info), m) for info, m in sd.get('owed_evaluations') or ()]
@@ -1000,7 +1001,7 @@ class ServerAdapter:
         if j is not None:
             if j.epoch != epoch:
                 j.reset(epoch)   # (a crash after the checkpoint's rename: its records are in it)
-            self._replay(sd.get('replay'))
+            self._replay(sd.get('replay'), log_shift)
 
     def journal_in(self, folder) -> None:
         """
@@ -1052,7 +1053,7 @@ class ServerAdapter:
         system = getattr(getattr(e, 'cfg', None), 'mode', None) or type(e).__name__
         return {'system': str(system), 'robots': self.n, 'params': int(e.model().numel())}
 
-    def _replay(self, state) -> None:
+    def _replay(self, state, log_shift: float = 0.0) -> None:
         """
         Replay the journal's inputs through the engine (the live path, ``_engine_input``).
 
@@ -1063,7 +1064,10 @@ class ServerAdapter:
 
         The engine's logs of the replayed inputs are kept, with their times, in
         ``replayed_logs``: the server node records them (``events.csv``, the transfer
-        figures), which missed the events between the checkpoint and the crash. The
+        figures), which missed the events between the checkpoint and the crash. Those of
+        the records before the first ``OP_RESTORED`` (written by the checkpoint's process,
+        on its clock) are moved by ``log_shift``, as the checkpoint's own logs are
+        (``load_state_dict``); the engine gets each record at its written time. The
         evaluation rows journaled (``journal_evaluation``) go to ``replayed_evaluations``
         for the node to record (``timeseries.csv``); they are no input (not counted). An
         evaluation submitted (``OP_EVAL_SUBMITTED``) whose row is not journaled after it is
@@ -1082,7 +1086,7 @@ class ServerAdapter:
         n = 0
         for op, now, value in self.journal.inputs():
             if op == OP_MESSAGE:
-                self.replayed_logs += [(now, a) for a in
+                self.replayed_logs += [(now + log_shift, a) for a in
                                        self._engine_input(value, now, journal=False)
                                        if isinstance(a, Log)]
             elif op == OP_REVIVE:
@@ -1096,6 +1100,7 @@ class ServerAdapter:
                 self.last_submitted = float(value['iteration'])
                 continue
             elif op == OP_RESTORED:
+                log_shift = 0.0     # (a later process's clock: its stamp is not kept)
                 self.engine.end_replay()
                 self._spoke, self._stop_due, self._left = (list(t) for t in timers)
                 continue

@@ -470,8 +470,9 @@ class ServerNode:
         ``restored_logs``, a push server's first ``replayed_logs``); those of a push
         server's inputs journaled after it were replayed into the engine, their logs
         dropped. Each is recorded once: the next checkpoint's run record holds them. Their
-        times are the crashed process's monotonic clock (this one's, within one boot), kept
-        within the run's span.
+        times are the crashed process's monotonic clock (this one's, within one boot; moved
+        onto this one across a reboot by the checkpoint's stamp, ``clocks.mono_shift``),
+        kept within the run's span.
         """
         logs = list(getattr(self.hooks, 'restored_logs', None) or ()) + \
             list(getattr(self.engine, 'replayed_logs', None) or ())
