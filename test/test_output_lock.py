@@ -770,11 +770,11 @@ def test_a_hold_of_a_clone_of_this_machine_with_the_same_host_name_is_not_taken(
     from rog_ros.nodes import output_lock
     out = str(tmp_path / 'fleet')
     held = os.path.join(out, LOCK_FILE + output_lock.HELD_SUFFIX)
-    if flock == 'ENOLCK':
+    if flock == 'ENOLCK':       # (an NFS mount without a lock manager)
         monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
-    else:
-        monkeypatch.setattr(output_lock, '_mounts', lambda: [
-            ('/', 'ext4', 'rw'), (str(tmp_path), 'nfs', 'rw,vers=3,nolock')])
+    monkeypatch.setattr(output_lock, '_mounts', lambda: [
+        ('/', 'ext4', 'rw'), (os.path.realpath(str(tmp_path)), 'nfs',
+                              'rw,vers=3' + (',nolock' if flock == 'nolock' else ''))])
     monkeypatch.setattr(output_lock, '_boot_id', lambda: 'boot-of-robot-a')
     monkeypatch.setattr(output_lock, 'machine_tag', lambda: 'a1a1a1a1')
     first = OutputLock.take(out, 'rog fleet')
@@ -837,6 +837,164 @@ def test_a_hold_of_another_boot_naming_any_of_this_machine_s_hardware_is_its_own
     assert output_lock._other_machine('robot', 'boot-1:100', then) is None
     assert 'another machine named robot' in output_lock._other_machine(
         'robot', 'boot-1:100', '7d7d7d7d,8e8e8e8e')
+
+
+def _earlier_boot_scene(tmp_path, monkeypatch, disk, machine):
+    """
+    Plant a hold of this host made in an earlier boot, on ``disk``; return ``(out, held)``.
+
+    ``disk``: 'ext4', 'overlay over ext4' (its upper layer on an ext4 mount), 'hidden
+    overlay' (its upper layer not seen: a container's root), 'nfs' (nolock), or another
+    type. ``machine``: the hold's hardware ('' for an older release's 4-field line, '-' for
+    a container that read none). The mount table and boot ids are injected; '/' is NFS, so
+    only the rows written here make a disk local.
+    """
+    import socket
+    from rog_ros.nodes import output_lock
+    top = os.path.realpath(str(tmp_path))
+    rows = [('/', 'nfs4', 'rw,vers=4.2')]
+    if disk == 'ext4':
+        rows.append((top, 'ext4', 'rw,relatime'))
+    elif disk in ('overlay over ext4', 'hidden overlay'):
+        upper = os.path.join(top, 'disk', 'upper')
+        os.makedirs(upper)
+        rows.append((os.path.join(top, 'disk'), 'ext4', 'rw'))
+        if disk == 'hidden overlay':
+            upper = '/var/lib/docker/overlay2/0123abcd/diff'
+        rows.append((top, 'overlay', f'rw,lowerdir=/l,upperdir={upper},workdir=/w'))
+    elif disk == 'nfs':
+        rows.append((top, 'nfs', 'rw,vers=3,nolock'))
+    else:
+        rows.append((top, disk, 'rw'))
+    monkeypatch.setattr(output_lock, '_mounts', lambda: rows)
+    monkeypatch.setattr(output_lock, '_boot_id', lambda: 'boot-now')
+    monkeypatch.setattr(output_lock, 'machine_tag', lambda: 'a1a1a1a1')
+    out = os.path.join(top, 'fleet')
+    os.makedirs(out)
+    held = os.path.join(out, LOCK_FILE + output_lock.HELD_SUFFIX)
+    first = f'{socket.gethostname()} 4242 boot-then:100 pid:[4026531836]'
+    with open(held, 'w') as fh:
+        fh.write(f'{first} {machine}'.rstrip() + '\nrog fleet, pid 4242, since then\n')
+    return out, held
+
+
+@pytest.mark.parametrize('disk, machine, flock', [
+    ('ext4', '', 'flock'),                    # an older release's hold
+    ('ext4', '', 'ENOLCK'),                   # (taken over by a run that holds by file)
+    ('ext4', '-', 'flock'),                   # a container that read no hardware
+    ('ext4', '2c2c2c2c', 'flock'),            # another robot's SD card
+    ('overlay over ext4', '-', 'flock'),
+    ('overlay over ext4', '', 'ENOLCK')])
+def test_an_earlier_boot_s_hold_on_a_local_disk_is_taken_over_saying_so(
+        tmp_path, monkeypatch, capsys, disk, machine, flock):
+    # Arrange: a hold of this host name made in an earlier boot that names no hardware (an
+    # older release's 4-field line, a container that read none) or another's, on a disk
+    # only this machine's kernel writes. It was refused ('cannot be told apart', 'another
+    # machine named') until a human removed it, though no run of that boot can be left
+    import fcntl
+    import socket
+    from rog_ros.nodes import output_lock
+    from rog_ros.nodes.output_lock import refuse_held
+    out, held = _earlier_boot_scene(tmp_path, monkeypatch, disk, machine)
+    if flock == 'ENOLCK':
+        monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
+    # Act / Assert: rog fleet's first check finds it free; the run takes it over, in one
+    # line naming the hold, the disk and why
+    refuse_held(out)
+    lock = OutputLock.take(out, 'rog sim')
+    try:
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f'rog_ros: took over {held} (rog fleet, '
+                                                   'pid 4242, since then): made in an '
+                                                   'earlier boot (')
+        assert f'on {disk}, a local disk only this machine' in err[0]
+        assert ("an older release's hold" if not machine else f'hardware {machine}') \
+            in err[0]
+        if flock == 'ENOLCK':               # held by file: the .held names this run
+            assert open(held).read().startswith(
+                f'{socket.gethostname()} {os.getpid()} boot-now')
+        else:
+            assert not os.path.exists(held)
+    finally:
+        lock.release()
+    assert sorted(os.listdir(out)) == [LOCK_FILE]
+    assert output_lock.lock_holder(os.path.join(out, LOCK_FILE)) is None
+
+
+@pytest.mark.parametrize('disk, machine', [
+    ('nfs', ''), ('nfs', '-'), ('nfs', '2c2c2c2c'),   # shared: another machine of that name
+    ('hidden overlay', ''),                 # a container's root: its upper layer not seen
+    ('fuse.mergerfs', '-'), ('9p', ''), ('virtiofs', '-')])
+def test_an_earlier_boot_s_hold_elsewhere_is_refused_as_before(
+        tmp_path, monkeypatch, capsys, disk, machine):
+    from rog_ros.nodes.output_lock import refuse_held
+    out, held = _earlier_boot_scene(tmp_path, monkeypatch, disk, machine)
+    text = open(held).read()
+    with pytest.raises(OutputInUse) as refused:
+        refuse_held(out)
+    said = str(refused.value)
+    assert '\n' not in said and 'rog fleet, pid 4242' in said
+    assert ('another machine named' if machine not in ('', '-') else 'cannot be told apart') \
+        in said and f'if that run has ended, remove {held}' in said
+    if disk in ('nfs', '9p', 'virtiofs'):   # (the flock local to each machine: held by file)
+        with pytest.raises(OutputInUse, match='cannot be told apart|another machine named'):
+            OutputLock.take(out, 'rog sim')
+    assert open(held).read() == text and 'took over' not in capsys.readouterr().err
+
+
+def test_a_hold_of_this_boot_or_another_host_on_a_local_disk_is_judged_as_before(
+        tmp_path, monkeypatch, capsys):
+    # Only an earlier boot of this host name is what a local disk frees: a live process of
+    # this boot holds; another pid namespace of this boot cannot be told stale; another
+    # host's hold (written through a server of this machine: NFS, SFTP) is refused
+    import socket
+    from rog_ros.nodes import output_lock
+    from rog_ros.nodes.output_lock import refuse_held
+    from rog_ros.atomic import boot_id
+    real_boot = boot_id()
+    out, held = _earlier_boot_scene(tmp_path, monkeypatch, 'ext4', '')
+    monkeypatch.setattr(output_lock, '_boot_id', lambda: real_boot)
+    host = socket.gethostname()
+    for first, words in [
+            (f'{host} {os.getppid()} {output_lock._started(os.getppid())} '
+             f'{output_lock.pid_space()} a1a1a1a1', 'rog fleet, pid 4242'),
+            (f'{host} 4242 {real_boot}:100 pid:[1] -', 'another pid namespace'),
+            ('robot-b 4242 boot-then:100 pid:[1] -', 'if that run on robot-b has ended')]:
+        with open(held, 'w') as fh:
+            fh.write(f'{first}\nrog fleet, pid 4242, since then\n')
+        with pytest.raises(OutputInUse, match=words):
+            refuse_held(out)
+        OutputLock.take(out, 'rog sim').release()   # (the flock decides, as before)
+        assert open(held).read().startswith(first)
+    assert 'took over' not in capsys.readouterr().err
+
+
+def test_which_disks_only_this_kernel_writes(tmp_path):
+    from rog_ros.nodes.output_lock import _earlier_boot_on_local_disk as local
+    top = os.path.realpath(str(tmp_path))
+    upper = os.path.join(top, 'u')
+    os.makedirs(upper)
+    held = os.path.join(top, 'm', 'out', '.rog.lock.held')
+    over = (os.path.join(top, 'm'), 'overlay', f'rw,upperdir={upper},workdir=/w')
+    for fstype in ('ext4', 'xfs', 'btrfs', 'f2fs', 'vfat', 'exfat', 'zfs', 'tmpfs'):
+        assert local(held, [('/', fstype, 'rw')]) == fstype
+    for fstype in ('nfs', 'nfs4', 'cifs', 'ceph', 'fuse.sshfs', 'fuse', 'fuseblk', '9p',
+                   'virtiofs', 'gfs2', 'ocfs2', 'lustre', 'afs', 'overlay', 'squashfs'):
+        assert local(held, [('/', fstype, 'rw')]) is None
+    assert local(held, []) is None
+    assert local(held, [('/', 'ext4', 'rw'), (top, 'nfs', 'rw')]) is None   # longest point
+    assert local(held, [(top, 'nfs', 'rw'), (top, 'xfs', 'rw')]) == 'xfs'   # the last one
+    assert local(held, [('/', 'ext4', 'rw'), over]) == 'overlay over ext4'
+    assert local(held, [('/', 'ext4', 'rw'), (upper, 'nfs', 'rw'), over]) is None
+    assert local(held, [('/', 'tmpfs', 'rw'), over[:2] + ('rw,lowerdir=/l',)]) is None
+    assert local(held, [('/', 'ext4', 'rw'), over[:2] + ('rw,upperdir=/no/such,w',)]) is None
+    # an overlay whose upper layer lies inside itself (a container's view) is no disk
+    assert local(held, [(top, 'overlay', f'upperdir={os.path.join(top, "m")}')]) is None
+    inner = os.path.join(top, 'm', 'upper2')
+    os.makedirs(inner)
+    assert local(held, [('/', 'xfs', 'rw'), (top, 'overlay', f'upperdir={upper}'),
+                        (os.path.join(top, 'm'), 'overlay', f'upperdir={inner}')]) \
+        == 'overlay over overlay over xfs'
 
 
 def test_the_machine_tag_names_hardware_network_devices_and_the_serial_number(

@@ -43,6 +43,7 @@ import hashlib
 import os
 import socket
 import stat
+import sys
 import time
 
 from rog_ros.atomic import boot_id as _boot_id
@@ -270,6 +271,9 @@ def hold_lock_file(path: str, command: str):
             return None, holder
         _FILE_HOLDS[fd] = _FILE_HOLDS.pop(held)
         os.close(held)
+    elif writable:        # (flock seen by all; an earlier boot's hold on a local disk goes)
+        with contextlib.suppress(OSError):
+            _take_over_earlier_boot(path)
     if not writable:      # (another user's, in a folder we cannot change: held unnamed)
         return fd, None
     try:      # the holder line only names us to a second command: the lock holds without
@@ -567,7 +571,11 @@ def _judge_hold(held: str, text: str) -> tuple:
     Return ``(line, holder)`` of a ``.held`` (or take-over) file ``held`` holding ``text``.
 
     ``line`` is its maker's line; ``holder`` the refusal's words, None when it is stale
-    (made on this host, in this pid namespace, by a process that is gone).
+    (made on this host, in this pid namespace, by a process that is gone). One of this host
+    name made in another boot that :func:`_other_machine` cannot tell for this machine's (an
+    older release's line, no hardware read, none in common) is stale where the folder is on
+    a local disk (:data:`LOCAL_DISK_TYPES`): no other kernel writes there, so it was made in
+    an earlier boot of this one.
     """
     if not text.strip(_BLANK):      # (made, not written: a run killed meanwhile, or now)
         return '', _empty_hold_refusal(held)
@@ -579,8 +587,10 @@ def _judge_hold(held: str, text: str) -> tuple:
     if host != socket.gethostname():
         return line, f'{line}; if that run on {host} has ended, remove {held}'
     other = _other_machine(host, started, machine)
-    if other is not None:
+    if other is not None and _earlier_boot_on_local_disk(held) is None:
         return line, f'{line}; {other}: if that run has ended, remove {held}'
+    if other is not None:
+        return line, None               # (an earlier boot's, on a local disk: it has ended)
     if _other_space(started, space):
         return line, (f'{line}; made in another pid namespace (container) of {host}: if '
                       f'that run has ended, remove {held}')
@@ -649,6 +659,8 @@ def _take_over(held: str, text: str, line: str, depth: int = 0) -> str | None:
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(aside)
+        if not empty:
+            _say_taken_over(held, text, line)
         return None
     finally:
         with contextlib.suppress(OSError):
@@ -871,6 +883,111 @@ def _other_machine(host: str, started: str, machine: str) -> str | None:
         return None                     # (this machine before a restart: ended)
     return (f'made on another machine named {host} (hardware {machine}, this one {ours}: '
             'made from one system image?)')
+
+
+LOCAL_DISK_TYPES = frozenset({
+    'ext2', 'ext3', 'ext4', 'xfs', 'btrfs', 'f2fs', 'vfat', 'msdos', 'exfat', 'zfs',
+    'tmpfs', 'ramfs'})
+"""
+File systems on a local block device (or in memory) that only this machine's kernel writes.
+
+A ``.held`` there made in an earlier boot is dead, whoever made it: no process of that boot
+is left, and while the file system is mounted here no other kernel writes into it (an SD card
+moved from another robot carries only holds of its past). ``overlay`` counts as its upper
+layer's file system (:func:`_earlier_boot_on_local_disk`). Any other type (NFS, CIFS, ceph,
+FUSE, 9p, virtiofs, cluster file systems, one not listed) is judged by host, boot and
+hardware (:func:`_other_machine`). Assumed: no block device is mounted by two machines at
+once, and no machine of this host name writes the folder through a server of this one (an
+NFS or SMB export, sshfs's SFTP, a VM's 9p or virtiofs share): its live hold would be taken
+for an earlier boot's.
+"""
+
+_OVERLAY_DEPTH = 4
+"""Overlays whose upper layer lies on another overlay are followed at most this deep."""
+
+
+def _earlier_boot_on_local_disk(held: str, mounts=None) -> str | None:
+    """
+    Return the type of the local disk holding ``held``'s folder ('overlay over ext4'), or None.
+
+    Read from the mount table (:func:`_mounts`, or ``mounts``): the mount holding the folder
+    (the longest mount point, the last of equals), an ``overlay`` followed to the mount
+    holding its ``upperdir``, where every write to it goes; that directory must be there
+    (in a container the root overlay's ``upperdir`` is a path of the host's, not seen: None).
+    None for every type outside ``LOCAL_DISK_TYPES``, and where the table cannot be read.
+    """
+    rows = list(_mounts() if mounts is None else mounts)
+    path = os.path.realpath(os.path.dirname(os.path.abspath(held)))
+    skip, layers = set(), []
+    for _ in range(_OVERLAY_DEPTH):
+        best, found = '', None
+        for index, row in enumerate(rows):
+            mount = row[0]
+            inside = path == mount or path.startswith(mount.rstrip('/') + '/')
+            if index not in skip and inside and len(mount) >= len(best):
+                best, found = mount, index
+        if found is None:
+            return None
+        fstype, options = rows[found][1], rows[found][2]
+        if fstype in LOCAL_DISK_TYPES:
+            return ' over '.join(layers + [fstype])
+        upper = [opt[len('upperdir='):] for opt in options.split(',')
+                 if opt.startswith('upperdir=')]
+        if fstype != 'overlay' or len(upper) != 1 or not os.path.isdir(upper[0]):
+            return None
+        layers.append(fstype)
+        skip.add(found)
+        path = os.path.realpath(upper[0])
+    return None
+
+
+def _take_over_earlier_boot(path: str) -> None:
+    """
+    Remove lock file ``path``'s ``.held`` if an earlier boot made it on a local disk.
+
+    Called holding ``path``'s flock, which every run on such a disk takes: the file is an
+    earlier boot's leftover (or a hold of this boot judged as before, left as it is), which
+    kept a folder inside or around it, and ``rog fleet``'s first check, refused (the
+    flock alone never read it). It goes through :func:`_take_over`, which says so.
+    """
+    held = path + HELD_SUFFIX
+    text = _read_hold(held)
+    if text is None or not text.strip(_BLANK):
+        return
+    line, holder = _judge_hold(held, text)
+    if holder is None and _why_earlier_boot(held, text) is not None:
+        _take_over(held, text, line)
+
+
+def _why_earlier_boot(held: str, text: str) -> str | None:
+    """
+    Return why hold ``text`` of ``held`` is taken over as an earlier boot's on a local disk.
+
+    None where that rule is not what frees it: another host name, this boot, a boot that
+    :func:`_other_machine` tells for this machine's, or no local disk.
+    """
+    first = text.partition('\n')[0]
+    host, _, started, _, machine = (first.split(' ') + [''] * 5)[:5]
+    if host != socket.gethostname() or _other_machine(host, started, machine) is None:
+        return None
+    disk = _earlier_boot_on_local_disk(held)
+    if disk is None:
+        return None
+    if not machine:
+        what = "an older release's hold, naming no hardware"
+    elif machine == '-' or machine_tag() == '-':
+        what = f'hardware {machine}, this machine {machine_tag()}: none to match'
+    else:
+        what = f'hardware {machine}, this machine {machine_tag()}'
+    return (f'made in an earlier boot ({what}) on {disk}, a local disk only this '
+            "machine's kernel writes: no run of that boot is left")
+
+
+def _say_taken_over(held: str, text: str, line: str) -> None:
+    """Say on stderr in one line that ``held`` (``line``'s) was taken over, and why."""
+    why = _why_earlier_boot(held, text)
+    if why is not None:
+        print(f'rog_ros: took over {held} ({line}): {why}', file=sys.stderr, flush=True)
 
 
 def machine_tag() -> str:
