@@ -969,6 +969,82 @@ def test_a_hold_of_this_boot_or_another_host_on_a_local_disk_is_judged_as_before
     assert 'took over' not in capsys.readouterr().err
 
 
+def _container_hold_scene(tmp_path, monkeypatch, fstype, host, why):
+    """Plant a hold of this boot made in another pid namespace, on ``fstype``: ``(out, held)``."""
+    import socket
+    from rog_ros.atomic import boot_id
+    from rog_ros.nodes import output_lock
+    top = os.path.realpath(str(tmp_path))
+    rows = [('/', 'ext4', 'rw'), (top, fstype, 'rw')]
+    monkeypatch.setattr(output_lock, '_mounts', lambda: rows)
+    out = os.path.join(top, 'fleet')
+    os.makedirs(out)
+    open(os.path.join(out, LOCK_FILE), 'w').close()     # (as the killed run left it)
+    held = os.path.join(out, LOCK_FILE + output_lock.HELD_SUFFIX)
+    with open(held, 'w') as fh:
+        fh.write(f'{host or socket.gethostname()} 4242 {boot_id()}:100 pid:[4026530001] - '
+                 f'\nrog fleet, pid 4242 on x, since then, held by file ({why})\n')
+    return out, held
+
+
+@pytest.mark.parametrize('host', ['', 'container-7'])
+def test_on_virtiofs_a_killed_hold_of_another_container_is_taken_once_its_flock_is_free(
+        tmp_path, monkeypatch, capsys, host):
+    # Arrange: a run in another container of this VM (another pid namespace; its own host
+    # name, or the VM's) held a virtiofs folder and was killed. Its pid names nothing here:
+    # a container started again was refused until a human removed the file. Its maker took
+    # the flock of .rog.lock first, in this kernel (this boot's id), and held it until its
+    # file was gone: the flock free proves it ended
+    import socket
+    from rog_ros.nodes.output_lock import refuse_held
+    out, held = _container_hold_scene(tmp_path, monkeypatch, 'virtiofs', host,
+                                      'flock is local to each machine')
+    # Act / Assert: free for rog fleet's first check; taken over in one line
+    refuse_held(out)
+    lock = OutputLock.take(out, 'rog sim')
+    try:
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f'rog_ros: took over {held} (rog fleet, '
+                                                   'pid 4242 on x')
+        assert ('host name container-7' if host else 'pid namespace pid:[4026530001]') \
+            in err[0] and 'no longer holds' in err[0]
+        assert open(held).read().startswith(f'{socket.gethostname()} {os.getpid()} ')
+    finally:
+        lock.release()
+    assert sorted(os.listdir(out)) == [LOCK_FILE]
+
+
+@pytest.mark.parametrize('fstype, why, live', [
+    ('virtiofs', 'flock is local to each machine', True),    # its maker holds the flock
+    ('9p', 'flock is local to each machine', False),     # two 9p mounts: flocks never meet
+    ('virtiofs', 'no flock: ENOLCK', False),             # made without a flock: no proof
+    ('nfs', 'flock is local to each machine', False)])
+def test_a_hold_of_another_container_is_refused_unless_its_flock_proves_it_ended(
+        tmp_path, monkeypatch, capsys, fstype, why, live):
+    from rog_ros.nodes.output_lock import refuse_held
+    out, held = _container_hold_scene(tmp_path, monkeypatch, fstype, '', why)
+    text = open(held).read()
+    holder = None
+    if live:                                # (the other container's run, alive)
+        holder = subprocess.Popen(
+            [sys.executable, '-c', 'import fcntl, os, sys; fd = os.open(sys.argv[1], '
+             'os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); print("ready", '
+             'flush=True); sys.stdin.read()', os.path.join(out, LOCK_FILE)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline().strip() == 'ready'
+    try:
+        with pytest.raises(OutputInUse, match='another pid namespace'):
+            refuse_held(out)
+        if not live and fstype != 'nfs':    # (flock local: held by file, refused by it)
+            with pytest.raises(OutputInUse, match='another pid namespace'):
+                OutputLock.take(out, 'rog sim')
+    finally:
+        if holder is not None:
+            holder.stdin.close()
+            holder.wait(30)
+    assert open(held).read() == text and 'took over' not in capsys.readouterr().err
+
+
 def test_which_disks_only_this_kernel_writes(tmp_path):
     from rog_ros.nodes.output_lock import _earlier_boot_on_local_disk as local
     top = os.path.realpath(str(tmp_path))

@@ -261,11 +261,15 @@ def hold_lock_file(path: str, command: str):
         os.close(fd)                  # removed by the run that held it: take the new one
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     if writable and flock_is_local(path):     # (an NFS mount with nolock: see hold_by_file)
+        st = os.fstat(fd)
+        _FLOCKED.add((st.st_dev, st.st_ino))
         try:
-            held, holder = hold_by_file(path, command, 'flock is local to each machine')
+            held, holder = hold_by_file(path, command, _LOCAL_FLOCK_WHY)
         except BaseException:     # (its file not made: the flock let go, not kept for ever)
             let_go_of_lock_file(fd)
             raise
+        finally:
+            _FLOCKED.discard((st.st_dev, st.st_ino))
         if holder is not None:
             let_go_of_lock_file(fd)
             return None, holder
@@ -585,18 +589,77 @@ def _judge_hold(held: str, text: str) -> tuple:
     if not pid.isdigit():       # (not a hold this package wrote, or one that cannot be read)
         return line, _NoRun(f'{line}; if no run uses that folder, remove {held}')
     if host != socket.gethostname():
+        if _ended_by_flock(held, started, rest):
+            return line, None           # (a container of this kernel, its own host name)
         return line, f'{line}; if that run on {host} has ended, remove {held}'
     other = _other_machine(host, started, machine)
     if other is not None and _earlier_boot_on_local_disk(held) is None:
         return line, f'{line}; {other}: if that run has ended, remove {held}'
     if other is not None:
         return line, None               # (an earlier boot's, on a local disk: it has ended)
-    if _other_space(started, space):
+    if _other_space(started, space) and not _ended_by_flock(held, started, rest):
         return line, (f'{line}; made in another pid namespace (container) of {host}: if '
                       f'that run has ended, remove {held}')
+    if _other_space(started, space):
+        return line, None               # (its flock let go: :func:`_ended_by_flock`)
     if _alive(int(pid), started):
         return line, line
     return line, None
+
+
+_LOCAL_FLOCK_WHY = 'flock is local to each machine'
+"""What a hold made holding its lock file's flock says it was held by file for."""
+
+_FLOCKED = set()
+"""``(st_dev, st_ino)`` of the lock files whose flock this process holds while it holds by file."""
+
+
+def _ended_by_flock(held: str, started: str, rest: str) -> bool:
+    """
+    Tell whether ``held``, of this boot, was made by a run that no longer holds its flock.
+
+    Why: on a ``virtiofs`` mount (flock local to the VM's kernel, :func:`flock_is_local`)
+    a killed run's hold was refused for a run in a container started again (another pid
+    namespace, or host name), whose pids name nothing here, until removed by hand. Its
+    maker said it held by file beside its flock (``rest`` names ``_LOCAL_FLOCK_WHY``) and
+    took that flock first, in this kernel (its boot id is this boot's: containers share it,
+    other kernels' are random), and held it until its file was gone: where that flock is
+    now free (or this process's), its maker has ended (or let go), whatever its namespace.
+    A killed run's forked processes that still hold it keep the hold, as its flock does.
+    virtiofs only: a kernel mounts one share once (every mount of a tag is one superblock,
+    so every run's flock meets on one inode); two ``9p`` mounts of one share are two, whose
+    flocks never meet. Not for take-over files, where flock fails or the lock file is gone
+    (nothing proves it: a run letting go removes it first).
+    """
+    if not held.endswith(HELD_SUFFIX) or f'held by file ({_LOCAL_FLOCK_WHY})' not in rest:
+        return False
+    try:
+        if started.partition(':')[0] != _boot_id():
+            return False
+    except OSError:
+        return False
+    lock = held[:-len(HELD_SUFFIX)]
+    rows = list(_mounts())
+    found = _mount_index(os.path.realpath(os.path.dirname(os.path.abspath(lock))), rows)
+    if fcntl is None or found is None or rows[found][1] != 'virtiofs':
+        return False
+    try:
+        st = os.stat(lock)
+        if (st.st_dev, st.st_ino) in _FLOCKED:
+            return True                 # (this process holds it: its maker does not)
+        fd = os.open(lock, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 TAKE_OVER_INFIX = '.over-'
@@ -920,12 +983,7 @@ def _earlier_boot_on_local_disk(held: str, mounts=None) -> str | None:
     path = os.path.realpath(os.path.dirname(os.path.abspath(held)))
     skip, layers = set(), []
     for _ in range(_OVERLAY_DEPTH):
-        best, found = '', None
-        for index, row in enumerate(rows):
-            mount = row[0]
-            inside = path == mount or path.startswith(mount.rstrip('/') + '/')
-            if index not in skip and inside and len(mount) >= len(best):
-                best, found = mount, index
+        found = _mount_index(path, rows, skip)
         if found is None:
             return None
         fstype, options = rows[found][1], rows[found][2]
@@ -939,6 +997,17 @@ def _earlier_boot_on_local_disk(held: str, mounts=None) -> str | None:
         skip.add(found)
         path = os.path.realpath(upper[0])
     return None
+
+
+def _mount_index(path: str, rows: list, skip=()) -> int | None:
+    """Return the index in ``rows`` of the mount holding real path ``path`` (None: none)."""
+    best, found = '', None
+    for index, row in enumerate(rows):
+        mount = row[0]
+        inside = path == mount or path.startswith(mount.rstrip('/') + '/')
+        if index not in skip and inside and len(mount) >= len(best):
+            best, found = mount, index
+    return found
 
 
 def _take_over_earlier_boot(path: str) -> None:
@@ -983,9 +1052,22 @@ def _why_earlier_boot(held: str, text: str) -> str | None:
             "machine's kernel writes: no run of that boot is left")
 
 
+def _why_flock_let_go(held: str, text: str) -> str | None:
+    """Return why ``held`` of another container of this kernel is taken (None: not so)."""
+    first, _, rest = text.partition('\n')
+    host, _, started, space = (first.split(' ') + [''] * 4)[:4]
+    if host == socket.gethostname() and not _other_space(started, space):
+        return None
+    if not _ended_by_flock(held, started, rest):
+        return None
+    who = f'host name {host}' if host != socket.gethostname() else f'pid namespace {space}'
+    return (f'made in this boot by a run of another container ({who}) that no longer holds '
+            f"{held[:-len(HELD_SUFFIX)]}'s flock, which every run of this kernel takes first")
+
+
 def _say_taken_over(held: str, text: str, line: str) -> None:
     """Say on stderr in one line that ``held`` (``line``'s) was taken over, and why."""
-    why = _why_earlier_boot(held, text)
+    why = _why_earlier_boot(held, text) or _why_flock_let_go(held, text)
     if why is not None:
         print(f'rog_ros: took over {held} ({line}): {why}', file=sys.stderr, flush=True)
 
