@@ -367,8 +367,11 @@ def hold_by_file(path: str, command: str, why: str):
     one that started at another time (a reused pid): it is removed and taken. One of another
     machine (one of the same name too: another boot that is not this machine's), or of
     another container of this one, cannot be told stale from here: the refusal says so, and
-    to remove the file once that run has ended. ``why``: the flock's errno name, said in the
-    holder's line.
+    to remove the file once that run has ended. Two exceptions, each taken over with a line
+    on stderr: an earlier boot's hold of this host name on a local disk, which only this
+    kernel writes (:func:`_earlier_boot_on_local_disk`), and, on virtiofs, another
+    container's hold of this boot whose flock is free (:func:`_ended_by_flock`). ``why``:
+    the flock's errno name, said in the holder's line.
     """
     held = path + HELD_SUFFIX
     line = (f'{command}, pid {os.getpid()} on {socket.gethostname()}, since '
