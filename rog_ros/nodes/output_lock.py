@@ -581,8 +581,10 @@ def _judge_hold(held: str, text: str) -> tuple:
     (made on this host, in this pid namespace, by a process that is gone). One of this host
     name made in another boot that :func:`_other_machine` cannot tell for this machine's (an
     older release's line, no hardware read, none in common) is stale where the folder is on
-    a local disk (:data:`LOCAL_DISK_TYPES`): no other kernel writes there, so it was made in
-    an earlier boot of this one.
+    a local disk (:data:`LOCAL_DISK_TYPES`) and names no hardware, or this machine reads
+    none: no other kernel writes there, so it was made in an earlier boot of this one. One
+    naming hardware none of which is this machine's is another machine's there too
+    (:func:`_names_other_hardware`).
     """
     if not text.strip(_BLANK):      # (made, not written: a run killed meanwhile, or now)
         return '', _empty_hold_refusal(held)
@@ -596,7 +598,8 @@ def _judge_hold(held: str, text: str) -> tuple:
             return line, None           # (a container of this kernel, its own host name)
         return line, f'{line}; if that run on {host} has ended, remove {held}'
     other = _other_machine(host, started, machine)
-    if other is not None and _earlier_boot_on_local_disk(held) is None:
+    if other is not None and (_names_other_hardware(machine)
+                              or _earlier_boot_on_local_disk(held) is None):
         return line, f'{line}; {other}: if that run has ended, remove {held}'
     if other is not None:
         return line, None               # (an earlier boot's, on a local disk: it has ended)
@@ -957,15 +960,17 @@ LOCAL_DISK_TYPES = frozenset({
 """
 File systems on a local block device (or in memory) that only this machine's kernel writes.
 
-A ``.held`` there made in an earlier boot is dead, whoever made it: no process of that boot
-is left, and while the file system is mounted here no other kernel writes into it (an SD card
-moved from another robot carries only holds of its past). ``overlay`` counts as its upper
-layer's file system (:func:`_earlier_boot_on_local_disk`). Any other type (NFS, CIFS, ceph,
-FUSE, 9p, virtiofs, cluster file systems, one not listed) is judged by host, boot and
-hardware (:func:`_other_machine`). Assumed: no block device is mounted by two machines at
-once, and no machine of this host name writes the folder through a server of this one (an
-NFS or SMB export, sshfs's SFTP, a VM's 9p or virtiofs share): its live hold would be taken
-for an earlier boot's.
+A ``.held`` there of this host name made in an earlier boot is dead where it names no
+hardware to tell its machine by: no process of that boot is left, and while the file system
+is mounted here no other kernel writes into it. One naming another machine's hardware came
+through a share of this one (:func:`_names_other_hardware`) and is refused. ``overlay``
+counts as its upper layer's file system (:func:`_earlier_boot_on_local_disk`). Any other
+type (NFS, CIFS, ceph, FUSE, 9p, virtiofs, cluster file systems, one not listed) is judged
+by host, boot and hardware (:func:`_other_machine`). Assumed: no block device is mounted by
+two machines at once, and no machine of this host name that reads no hardware (or runs an
+older release) writes the folder through a server of this one (an NFS or SMB export,
+sshfs's SFTP, a VM's 9p or virtiofs share): its live hold would be taken for an earlier
+boot's.
 """
 
 _OVERLAY_DEPTH = 4
@@ -1013,6 +1018,21 @@ def _mount_index(path: str, rows: list, skip=()) -> int | None:
     return found
 
 
+def _names_other_hardware(machine: str) -> bool:
+    """
+    Tell whether a hold's ``machine`` and this machine's both name hardware (none in common).
+
+    Why: such a hold of this host name on a local disk was taken over as an earlier boot's
+    (an SD card moved from another robot), but no run makes a ``.held`` on a local disk
+    (flock works there): one that names another machine's hardware was made through a share
+    of this machine (an NFS or SMB export, sshfs's SFTP) by a clone of the same host name,
+    live or not, and rog fleet's first check let a run in beside it and removed its hold.
+    Only a hold that names no hardware (an older release's, a container that read none), or
+    one this machine cannot compare, is judged by the disk.
+    """
+    return machine not in ('', '-') and machine_tag() != '-'
+
+
 def _take_over_earlier_boot(path: str) -> None:
     """
     Remove lock file ``path``'s ``.held`` if an earlier boot made it on a local disk.
@@ -1036,21 +1056,21 @@ def _why_earlier_boot(held: str, text: str) -> str | None:
     Return why hold ``text`` of ``held`` is taken over as an earlier boot's on a local disk.
 
     None where that rule is not what frees it: another host name, this boot, a boot that
-    :func:`_other_machine` tells for this machine's, or no local disk.
+    :func:`_other_machine` tells for this machine's or for another machine's
+    (:func:`_names_other_hardware`), or no local disk.
     """
     first = text.partition('\n')[0]
     host, _, started, _, machine = (first.split(' ') + [''] * 5)[:5]
-    if host != socket.gethostname() or _other_machine(host, started, machine) is None:
+    if (host != socket.gethostname() or _other_machine(host, started, machine) is None
+            or _names_other_hardware(machine)):
         return None
     disk = _earlier_boot_on_local_disk(held)
     if disk is None:
         return None
     if not machine:
         what = "an older release's hold, naming no hardware"
-    elif machine == '-' or machine_tag() == '-':
-        what = f'hardware {machine}, this machine {machine_tag()}: none to match'
     else:
-        what = f'hardware {machine}, this machine {machine_tag()}'
+        what = f'hardware {machine}, this machine {machine_tag()}: none to match'
     return (f'made in an earlier boot ({what}) on {disk}, a local disk only this '
             "machine's kernel writes: no run of that boot is left")
 
