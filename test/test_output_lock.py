@@ -1045,6 +1045,14 @@ def test_a_hold_of_another_container_is_refused_unless_its_flock_proves_it_ended
         if not live and fstype != 'nfs':    # (flock local: held by file, refused by it)
             with pytest.raises(OutputInUse, match='another pid namespace'):
                 OutputLock.take(out, 'rog sim')
+        if live:                            # (the probe left the live holder's flock held)
+            import fcntl
+            fd = os.open(os.path.join(out, LOCK_FILE), os.O_RDONLY)
+            try:
+                with pytest.raises(BlockingIOError):
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            finally:
+                os.close(fd)
     finally:
         if holder is not None:
             holder.stdin.close()
