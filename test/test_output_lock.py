@@ -880,44 +880,33 @@ def _earlier_boot_scene(tmp_path, monkeypatch, disk, machine):
 
 @pytest.mark.parametrize('disk, machine, flock', [
     ('ext4', '', 'flock'),                    # an older release's hold
-    ('ext4', '', 'ENOLCK'),                   # (taken over by a run that holds by file)
+    ('ext4', '', 'ENOLCK'),                   # (met by a run that holds by file)
     ('ext4', '-', 'flock'),                   # a container that read no hardware
     ('overlay over ext4', '-', 'flock'),
     ('overlay over ext4', '', 'ENOLCK')])
-def test_an_earlier_boot_s_hold_on_a_local_disk_is_taken_over_saying_so(
+def test_an_earlier_boot_s_hold_naming_no_hardware_on_a_local_disk_is_refused(
         tmp_path, monkeypatch, capsys, disk, machine, flock):
-    # Arrange: a hold of this host name made in an earlier boot that names no hardware (an
-    # older release's 4-field line, a container that read none) or another's, on a disk
-    # only this machine's kernel writes. It was refused ('cannot be told apart', 'another
-    # machine named') until a human removed it, though no run of that boot can be left
+    # A hold of this host name made in another boot that names no hardware, on a disk only
+    # this machine's kernel writes. No run makes a .held there (its flock works): a client
+    # of a share of this folder (NFS, SMB, sshfs) of the same host name made it, live or
+    # not (cloned robots, a container that reads no hardware). It is refused, never taken
+    # over as an earlier boot's (b4178d3 did, and let a second run in beside a live one)
     import fcntl
-    import socket
-    from rog_ros.nodes import output_lock
     from rog_ros.nodes.output_lock import refuse_held
     out, held = _earlier_boot_scene(tmp_path, monkeypatch, disk, machine)
+    text = open(held).read()
     if flock == 'ENOLCK':
         monkeypatch.setattr(fcntl, 'flock', _no_flock('ENOLCK'))
-    # Act / Assert: rog fleet's first check finds it free; the run takes it over, in one
-    # line naming the hold, the disk and why
-    refuse_held(out)
-    lock = OutputLock.take(out, 'rog sim')
-    try:
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f'rog_ros: took over {held} (rog fleet, '
-                                                   'pid 4242, since then): made in an '
-                                                   'earlier boot (')
-        assert f'on {disk}, a local disk only this machine' in err[0]
-        assert ("an older release's hold" if not machine else f'hardware {machine}') \
-            in err[0]
-        if flock == 'ENOLCK':               # held by file: the .held names this run
-            assert open(held).read().startswith(
-                f'{socket.gethostname()} {os.getpid()} boot-now')
-        else:
-            assert not os.path.exists(held)
-    finally:
-        lock.release()
-    assert sorted(os.listdir(out)) == [LOCK_FILE]
-    assert output_lock.lock_holder(os.path.join(out, LOCK_FILE)) is None
+    with pytest.raises(OutputInUse) as first:
+        refuse_held(out)
+    said = str(first.value)
+    assert '\n' not in said and 'rog fleet, pid 4242' in said
+    assert 'cannot be told apart' in said and f'if that run has ended, remove {held}' in said
+    with pytest.raises(OutputInUse) as taking:
+        OutputLock.take(out, 'rog sim')
+    assert str(taking.value) == said            # (the words rog fleet's first check says)
+    assert open(held).read() == text and 'took over' not in capsys.readouterr().err
+    assert sorted(os.listdir(out)) == sorted([LOCK_FILE, os.path.basename(held)])
 
 
 @pytest.mark.parametrize('disk, machine', [
@@ -939,21 +928,20 @@ def test_an_earlier_boot_s_hold_elsewhere_is_refused_as_before(
     assert '\n' not in said and 'rog fleet, pid 4242' in said
     assert ('another machine named' if machine not in ('', '-') else 'cannot be told apart') \
         in said and f'if that run has ended, remove {held}' in said
-    if disk in ('nfs', '9p', 'virtiofs'):   # (the flock local to each machine: held by file)
-        with pytest.raises(OutputInUse, match='cannot be told apart|another machine named'):
-            OutputLock.take(out, 'rog sim')
-    elif disk in ('ext4', 'overlay over ext4'):     # (the flock decides; the clone's hold
-        OutputLock.take(out, 'rog sim').release()   # is left for its own run and its checks)
-        with pytest.raises(OutputInUse, match='another machine named'):
-            refuse_held(out)
+    # (held by file where the flock is local to each machine; elsewhere, a local disk too,
+    # the flock is not all: a .held a client made through a share is read as well)
+    with pytest.raises(OutputInUse) as taking:
+        OutputLock.take(out, 'rog sim')
+    assert str(taking.value) == said
     assert open(held).read() == text and 'took over' not in capsys.readouterr().err
 
 
 def test_a_hold_of_this_boot_or_another_host_on_a_local_disk_is_judged_as_before(
         tmp_path, monkeypatch, capsys):
-    # Only an earlier boot of this host name is what a local disk frees: a live process of
-    # this boot holds; another pid namespace of this boot cannot be told stale; another
-    # host's hold (written through a server of this machine: NFS, SFTP) is refused
+    # On a local disk a .held is a client's, made through a share of this folder: a live
+    # process of this boot holds; another pid namespace of this boot cannot be told stale;
+    # another host's hold (written through a server of this machine: NFS, SFTP) is refused.
+    # rog fleet's first check refused each; take() (every other command) let them in
     import socket
     from rog_ros.nodes import output_lock
     from rog_ros.nodes.output_lock import refuse_held
@@ -969,11 +957,133 @@ def test_a_hold_of_this_boot_or_another_host_on_a_local_disk_is_judged_as_before
             ('robot-b 4242 boot-then:100 pid:[1] -', 'if that run on robot-b has ended')]:
         with open(held, 'w') as fh:
             fh.write(f'{first}\nrog fleet, pid 4242, since then\n')
-        with pytest.raises(OutputInUse, match=words):
+        with pytest.raises(OutputInUse, match=words) as checked:
             refuse_held(out)
-        OutputLock.take(out, 'rog sim').release()   # (the flock decides, as before)
+        with pytest.raises(OutputInUse) as taking:  # (take reads it too: a client's hold)
+            OutputLock.take(out, 'rog sim')
+        assert str(taking.value) == str(checked.value)
         assert open(held).read().startswith(first)
     assert 'took over' not in capsys.readouterr().err
+
+
+def _client_hold_scene(tmp_path, monkeypatch, text):
+    """Plant ``.held`` holding ``text`` in a folder on ext4 (injected); ``(out, held)``."""
+    from rog_ros.nodes import output_lock
+    top = os.path.realpath(str(tmp_path))
+    monkeypatch.setattr(output_lock, '_mounts', lambda: [('/', 'ext4', 'rw,relatime')])
+    out = os.path.join(top, 'fleet')
+    os.makedirs(out)
+    held = os.path.join(out, LOCK_FILE + output_lock.HELD_SUFFIX)
+    if text is not None:
+        with open(held, 'w') as fh:
+            fh.write(text)
+    return out, held
+
+
+_CLIENT_LINE = 'rog fleet, pid 4242 on robot-b, since then, held by file (no flock: ENOLCK)'
+
+
+@pytest.mark.parametrize('case, words', [
+    ('another host', 'if that run on robot-b has ended, remove'),
+    ('a clone', 'made on another machine named'),
+    ('young empty', 'is empty: a run is making it now'),
+    ('symbolic link', 'is a symbolic link, not a hold of rog_ros'),
+    ('folder', 'is not a plain file, not a hold of rog_ros'),
+    ('not a hold', 'if no run uses that folder, remove')])
+def test_on_a_local_disk_take_refuses_a_live_hold_a_client_made_through_a_share(
+        tmp_path, monkeypatch, capsys, case, words):
+    # Arrange: the folder is on this machine's ext4 (its flock works, so no run here makes
+    # a .held) and a client of a share of it (an NFS export mounted nolock, sshfs) holds
+    # it by file. Only rog fleet's first check (refuse_held) read that file: take(), which
+    # every other command (rog robot, rog sim --out, compare, reproduce) goes through, took
+    # the flock and ran beside the client's run
+    import socket
+    from rog_ros.nodes import output_lock
+    from rog_ros.nodes.output_lock import refuse_held
+    monkeypatch.setattr(output_lock, '_boot_id', lambda: 'boot-now')
+    monkeypatch.setattr(output_lock, 'machine_tag', lambda: 'a1a1a1a1')
+    text = {'another host': f'robot-b 4242 boot-b:100 pid:[1] 2c2c2c2c\n{_CLIENT_LINE}\n',
+            'a clone': f'{socket.gethostname()} 4242 boot-b:100 pid:[1] 2c2c2c2c\n'
+                       f'{_CLIENT_LINE}\n',
+            'young empty': '',
+            'not a hold': 'whatever\n'}.get(case)
+    out, held = _client_hold_scene(tmp_path, monkeypatch, text)
+    if case == 'symbolic link':
+        os.symlink('/nonexistent', held)
+    elif case == 'folder':
+        os.mkdir(held)
+    # Act / Assert: take() refuses it in the words of rog fleet's first check, holds
+    # nothing (a second take refuses the same way), and leaves the file as it was
+    with pytest.raises(OutputInUse) as checked:
+        refuse_held(out)
+    for _ in range(2):
+        with pytest.raises(OutputInUse) as taking:
+            OutputLock.take(out, 'rog sim')
+        assert str(taking.value) == str(checked.value)
+    said = str(checked.value)
+    assert '\n' not in said and words in said
+    assert output_lock.lock_holder(os.path.join(out, LOCK_FILE)) is not None
+    if text is not None:
+        assert open(held).read() == text
+    assert os.path.lexists(held) and 'took over' not in capsys.readouterr().err
+
+
+def test_on_a_local_disk_every_holder_of_a_lock_file_refuses_a_client_s_live_hold(
+        tmp_path, monkeypatch):
+    # rog sim --out / compare / reproduce (cli_options.held), rog robot's node logs, a
+    # node's state file: all go through hold_lock_file
+    from rog_ros.cli_options import held as held_out
+    from rog_ros.nodes import durable, output_lock
+    from rog_ros.nodes.run_outputs import NodeLogLock
+    from rog_ros.nodes.state_dir import lock_file
+    text = f'robot-b 4242 boot-b:100 pid:[1] 2c2c2c2c\n{_CLIENT_LINE}\n'
+    out, held = _client_hold_scene(tmp_path, monkeypatch, text)
+    with pytest.raises(OutputInUse, match='if that run on robot-b has ended'):
+        with held_out(out, 'rog sim'):
+            pass
+    logs = os.path.join(out, 'logs')
+    os.makedirs(logs)
+    with open(os.path.join(logs, '.rog_worker_0.lock.held'), 'w') as fh:
+        fh.write(text)
+    with pytest.raises(OSError, match='rog_worker_0.log is being written by another run '
+                                      r'\(rog fleet, pid 4242 on robot-b'):
+        NodeLogLock.take(logs, 'rog_worker_0', 'rog robot')
+    state = os.path.join(out, 'state', 'worker_0.pt')
+    os.makedirs(os.path.dirname(state))
+    with open(lock_file(state) + output_lock.HELD_SUFFIX, 'w') as fh:
+        fh.write(text)
+    with pytest.raises(durable.StateError, match='in use by .*rog fleet, pid 4242 on robot-b'):
+        durable.hold(state, 'rog robot')
+    assert open(held).read() == text
+
+
+def test_on_a_local_disk_a_stale_hold_is_left_and_a_free_folder_is_taken(
+        tmp_path, monkeypatch):
+    # A stale .held (this host, this boot and pid namespace, its pid gone; or empty and
+    # older than 60 s) is judged as before: take() holds the folder and leaves the file
+    import socket
+    import time
+    from rog_ros.nodes import output_lock
+    from rog_ros.nodes.output_lock import refuse_held
+    dead = subprocess.Popen([sys.executable, '-c', 'pass'])
+    dead.wait(30)
+    maker = (f'{socket.gethostname()} {dead.pid} {output_lock._started(os.getpid())} '
+             f'{output_lock.pid_space()} {output_lock.machine_tag()}')
+    for text in (f'{maker}\nrog fleet, pid {dead.pid}, since then\n', ''):
+        out, held = _client_hold_scene(tmp_path / str(len(text)), monkeypatch, text)
+        if not text:
+            old = time.time() - output_lock.EMPTY_HOLD_STALE_S - 5
+            os.utime(held, (old, old))
+        refuse_held(out)
+        lock = OutputLock.take(out, 'rog sim')
+        try:
+            assert output_lock.lock_holder(os.path.join(out, LOCK_FILE)) is not None
+        finally:
+            lock.release()
+        assert open(held).read() == text
+    out, held = _client_hold_scene(tmp_path / 'free', monkeypatch, None)
+    OutputLock.take(out, 'rog sim').release()
+    assert os.listdir(out) == [] or os.listdir(out) == [LOCK_FILE]
 
 
 def _container_hold_scene(tmp_path, monkeypatch, fstype, host, why):
@@ -1058,34 +1168,6 @@ def test_a_hold_of_another_container_is_refused_unless_its_flock_proves_it_ended
             holder.stdin.close()
             holder.wait(30)
     assert open(held).read() == text and 'took over' not in capsys.readouterr().err
-
-
-def test_which_disks_only_this_kernel_writes(tmp_path):
-    from rog_ros.nodes.output_lock import _earlier_boot_on_local_disk as local
-    top = os.path.realpath(str(tmp_path))
-    upper = os.path.join(top, 'u')
-    os.makedirs(upper)
-    held = os.path.join(top, 'm', 'out', '.rog.lock.held')
-    over = (os.path.join(top, 'm'), 'overlay', f'rw,upperdir={upper},workdir=/w')
-    for fstype in ('ext4', 'xfs', 'btrfs', 'f2fs', 'vfat', 'exfat', 'zfs', 'tmpfs'):
-        assert local(held, [('/', fstype, 'rw')]) == fstype
-    for fstype in ('nfs', 'nfs4', 'cifs', 'ceph', 'fuse.sshfs', 'fuse', 'fuseblk', '9p',
-                   'virtiofs', 'gfs2', 'ocfs2', 'lustre', 'afs', 'overlay', 'squashfs'):
-        assert local(held, [('/', fstype, 'rw')]) is None
-    assert local(held, []) is None
-    assert local(held, [('/', 'ext4', 'rw'), (top, 'nfs', 'rw')]) is None   # longest point
-    assert local(held, [(top, 'nfs', 'rw'), (top, 'xfs', 'rw')]) == 'xfs'   # the last one
-    assert local(held, [('/', 'ext4', 'rw'), over]) == 'overlay over ext4'
-    assert local(held, [('/', 'ext4', 'rw'), (upper, 'nfs', 'rw'), over]) is None
-    assert local(held, [('/', 'tmpfs', 'rw'), over[:2] + ('rw,lowerdir=/l',)]) is None
-    assert local(held, [('/', 'ext4', 'rw'), over[:2] + ('rw,upperdir=/no/such,w',)]) is None
-    # an overlay whose upper layer lies inside itself (a container's view) is no disk
-    assert local(held, [(top, 'overlay', f'upperdir={os.path.join(top, "m")}')]) is None
-    inner = os.path.join(top, 'm', 'upper2')
-    os.makedirs(inner)
-    assert local(held, [('/', 'xfs', 'rw'), (top, 'overlay', f'upperdir={upper}'),
-                        (os.path.join(top, 'm'), 'overlay', f'upperdir={inner}')]) \
-        == 'overlay over overlay over xfs'
 
 
 def test_the_machine_tag_names_hardware_network_devices_and_the_serial_number(

@@ -206,7 +206,12 @@ def hold_lock_file(path: str, command: str):
     A file system without ``flock`` support (ENOLCK, EOPNOTSUPP) is held by a file made
     ``O_EXCL`` instead (:func:`hold_by_file`), and so is one whose ``flock`` is local to
     this machine (:func:`flock_is_local`) besides its flock: it gave an unlocked hold, and two
-    runs wrote into one folder without a word. A lock file open
+    runs wrote into one folder without a word. Where the flock is not local (a local disk,
+    NFS with a lock manager), a ``.held`` there that is not stale (:func:`held_file_holder`)
+    is refused all the same, naming its run: no run whose flock works makes one, so a client
+    of a share of this folder (an NFS or SMB export, sshfs) that could not flock made it, and
+    a run here went beside that client's (only ``rog fleet``'s first check read it); a stale
+    one is left as it is. A free folder costs one ``open`` more (ENOENT). A lock file open
     read-only (another user's, or this user's own without write permission, or on a
     read-only mount) that it will not lock raises ``ReadOnlyLockRefused`` (some NFS mounts:
     a writable file of our own there would be locked).
@@ -275,9 +280,11 @@ def hold_lock_file(path: str, command: str):
             return None, holder
         _FILE_HOLDS[fd] = _FILE_HOLDS.pop(held)
         os.close(held)
-    elif writable:        # (flock seen by all; an earlier boot's hold on a local disk goes)
-        with contextlib.suppress(OSError):
-            _take_over_earlier_boot(path)
+    else:     # (flock seen by every run of this kernel: a .held was made through a share)
+        holder = held_file_holder(path)
+        if holder is not None:
+            let_go_of_lock_file(fd)
+            return None, holder
     if not writable:      # (another user's, in a folder we cannot change: held unnamed)
         return fd, None
     try:      # the holder line only names us to a second command: the lock holds without
@@ -367,11 +374,9 @@ def hold_by_file(path: str, command: str, why: str):
     one that started at another time (a reused pid): it is removed and taken. One of another
     machine (one of the same name too: another boot that is not this machine's), or of
     another container of this one, cannot be told stale from here: the refusal says so, and
-    to remove the file once that run has ended. Two exceptions, each taken over with a line
-    on stderr: an earlier boot's hold of this host name on a local disk, which only this
-    kernel writes (:func:`_earlier_boot_on_local_disk`), and, on virtiofs, another
-    container's hold of this boot whose flock is free (:func:`_ended_by_flock`). ``why``:
-    the flock's errno name, said in the holder's line.
+    to remove the file once that run has ended. One exception, taken over with a line on
+    stderr: on virtiofs, another container's hold of this boot whose flock is free
+    (:func:`_ended_by_flock`). ``why``: the flock's errno name, said in the holder's line.
     """
     held = path + HELD_SUFFIX
     line = (f'{command}, pid {os.getpid()} on {socket.gethostname()}, since '
@@ -578,13 +583,7 @@ def _judge_hold(held: str, text: str) -> tuple:
     Return ``(line, holder)`` of a ``.held`` (or take-over) file ``held`` holding ``text``.
 
     ``line`` is its maker's line; ``holder`` the refusal's words, None when it is stale
-    (made on this host, in this pid namespace, by a process that is gone). One of this host
-    name made in another boot that :func:`_other_machine` cannot tell for this machine's (an
-    older release's line, no hardware read, none in common) is stale where the folder is on
-    a local disk (:data:`LOCAL_DISK_TYPES`) and names no hardware, or this machine reads
-    none: no other kernel writes there, so it was made in an earlier boot of this one. One
-    naming hardware none of which is this machine's is another machine's there too
-    (:func:`_names_other_hardware`).
+    (made on this host, in this pid namespace, by a process that is gone).
     """
     if not text.strip(_BLANK):      # (made, not written: a run killed meanwhile, or now)
         return '', _empty_hold_refusal(held)
@@ -598,11 +597,8 @@ def _judge_hold(held: str, text: str) -> tuple:
             return line, None           # (a container of this kernel, its own host name)
         return line, f'{line}; if that run on {host} has ended, remove {held}'
     other = _other_machine(host, started, machine)
-    if other is not None and (_names_other_hardware(machine)
-                              or _earlier_boot_on_local_disk(held) is None):
-        return line, f'{line}; {other}: if that run has ended, remove {held}'
     if other is not None:
-        return line, None               # (an earlier boot's, on a local disk: it has ended)
+        return line, f'{line}; {other}: if that run has ended, remove {held}'
     if _other_space(started, space) and not _ended_by_flock(held, started, rest):
         return line, (f'{line}; made in another pid namespace (container) of {host}: if '
                       f'that run has ended, remove {held}')
@@ -954,125 +950,15 @@ def _other_machine(host: str, started: str, machine: str) -> str | None:
             'made from one system image?)')
 
 
-LOCAL_DISK_TYPES = frozenset({
-    'ext2', 'ext3', 'ext4', 'xfs', 'btrfs', 'f2fs', 'vfat', 'msdos', 'exfat', 'zfs',
-    'tmpfs', 'ramfs'})
-"""
-File systems on a local block device (or in memory) that only this machine's kernel writes.
-
-A ``.held`` there of this host name made in an earlier boot is dead where it names no
-hardware to tell its machine by: no process of that boot is left, and while the file system
-is mounted here no other kernel writes into it. One naming another machine's hardware came
-through a share of this one (:func:`_names_other_hardware`) and is refused. ``overlay``
-counts as its upper layer's file system (:func:`_earlier_boot_on_local_disk`). Any other
-type (NFS, CIFS, ceph, FUSE, 9p, virtiofs, cluster file systems, one not listed) is judged
-by host, boot and hardware (:func:`_other_machine`). Assumed: no block device is mounted by
-two machines at once, and no machine of this host name that reads no hardware (or runs an
-older release) writes the folder through a server of this one (an NFS or SMB export,
-sshfs's SFTP, a VM's 9p or virtiofs share): its live hold would be taken for an earlier
-boot's.
-"""
-
-_OVERLAY_DEPTH = 4
-"""Overlays whose upper layer lies on another overlay are followed at most this deep."""
-
-
-def _earlier_boot_on_local_disk(held: str, mounts=None) -> str | None:
-    """
-    Return the type of the local disk holding ``held``'s folder ('overlay over ext4'), or None.
-
-    Read from the mount table (:func:`_mounts`, or ``mounts``): the mount holding the folder
-    (the longest mount point, the last of equals), an ``overlay`` followed to the mount
-    holding its ``upperdir``, where every write to it goes; that directory must be there
-    (in a container the root overlay's ``upperdir`` is a path of the host's, not seen: None).
-    None for every type outside ``LOCAL_DISK_TYPES``, and where the table cannot be read.
-    """
-    rows = list(_mounts() if mounts is None else mounts)
-    path = os.path.realpath(os.path.dirname(os.path.abspath(held)))
-    skip, layers = set(), []
-    for _ in range(_OVERLAY_DEPTH):
-        found = _mount_index(path, rows, skip)
-        if found is None:
-            return None
-        fstype, options = rows[found][1], rows[found][2]
-        if fstype in LOCAL_DISK_TYPES:
-            return ' over '.join(layers + [fstype])
-        upper = [opt[len('upperdir='):] for opt in options.split(',')
-                 if opt.startswith('upperdir=')]
-        if fstype != 'overlay' or len(upper) != 1 or not os.path.isdir(upper[0]):
-            return None
-        layers.append(fstype)
-        skip.add(found)
-        path = os.path.realpath(upper[0])
-    return None
-
-
-def _mount_index(path: str, rows: list, skip=()) -> int | None:
+def _mount_index(path: str, rows: list) -> int | None:
     """Return the index in ``rows`` of the mount holding real path ``path`` (None: none)."""
     best, found = '', None
     for index, row in enumerate(rows):
         mount = row[0]
         inside = path == mount or path.startswith(mount.rstrip('/') + '/')
-        if index not in skip and inside and len(mount) >= len(best):
+        if inside and len(mount) >= len(best):
             best, found = mount, index
     return found
-
-
-def _names_other_hardware(machine: str) -> bool:
-    """
-    Tell whether a hold's ``machine`` and this machine's both name hardware (none in common).
-
-    Why: such a hold of this host name on a local disk was taken over as an earlier boot's
-    (an SD card moved from another robot), but no run makes a ``.held`` on a local disk
-    (flock works there): one that names another machine's hardware was made through a share
-    of this machine (an NFS or SMB export, sshfs's SFTP) by a clone of the same host name,
-    live or not, and rog fleet's first check let a run in beside it and removed its hold.
-    Only a hold that names no hardware (an older release's, a container that read none), or
-    one this machine cannot compare, is judged by the disk.
-    """
-    return machine not in ('', '-') and machine_tag() != '-'
-
-
-def _take_over_earlier_boot(path: str) -> None:
-    """
-    Remove lock file ``path``'s ``.held`` if an earlier boot made it on a local disk.
-
-    Called holding ``path``'s flock, which every run on such a disk takes: the file is an
-    earlier boot's leftover (or a hold of this boot judged as before, left as it is), which
-    kept a folder inside or around it, and ``rog fleet``'s first check, refused (the
-    flock alone never read it). It goes through :func:`_take_over`, which says so.
-    """
-    held = path + HELD_SUFFIX
-    text = _read_hold(held)
-    if text is None or not text.strip(_BLANK):
-        return
-    line, holder = _judge_hold(held, text)
-    if holder is None and _why_earlier_boot(held, text) is not None:
-        _take_over(held, text, line)
-
-
-def _why_earlier_boot(held: str, text: str) -> str | None:
-    """
-    Return why hold ``text`` of ``held`` is taken over as an earlier boot's on a local disk.
-
-    None where that rule is not what frees it: another host name, this boot, a boot that
-    :func:`_other_machine` tells for this machine's or for another machine's
-    (:func:`_names_other_hardware`), or no local disk.
-    """
-    first = text.partition('\n')[0]
-    host, _, started, _, machine = (first.split(' ') + [''] * 5)[:5]
-    if (host != socket.gethostname() or _other_machine(host, started, machine) is None
-            or _names_other_hardware(machine)):
-        return None
-    disk = _earlier_boot_on_local_disk(held)
-    if disk is None:
-        return None
-    if not machine:
-        what = "an older release's hold, naming no hardware"
-    else:
-        what = f'hardware {machine}, this machine {machine_tag()}: none to match'
-    return (f'made in an earlier boot ({what}) on {disk}, a local disk only this '
-            "machine's kernel writes: no run of that boot is left")
 
 
 def _why_flock_let_go(held: str, text: str) -> str | None:
@@ -1090,7 +976,7 @@ def _why_flock_let_go(held: str, text: str) -> str | None:
 
 def _say_taken_over(held: str, text: str, line: str) -> None:
     """Say on stderr in one line that ``held`` (``line``'s) was taken over, and why."""
-    why = _why_earlier_boot(held, text) or _why_flock_let_go(held, text)
+    why = _why_flock_let_go(held, text)
     if why is not None:
         print(f'rog_ros: took over {held} ({line}): {why}', file=sys.stderr, flush=True)
 
