@@ -228,6 +228,7 @@ def _server_evaluating(evaluate):
     """Return a server node with only what ``_evaluate`` and ``_collect`` use (why: fast)."""
     from types import SimpleNamespace
     from rog_ros.nodes.server_node import ServerNode
+    from rog_ros.nodes.signals import SignalRequests
     node = ServerNode.__new__(ServerNode)
     node.args, node.bus, node.t0, node.eval_loop_s = SimpleNamespace(eval_every=1), None, 0.0, 0.0
     node.engine = SimpleNamespace(clock=[4, 4], consensus_model=lambda: torch.zeros(2))
@@ -235,6 +236,7 @@ def _server_evaluating(evaluate):
     node.evaluations, node.eval_samples, node._evaluator_stuck = 0, None, False
     node.log = logging.getLogger('rog_server_pending_test')
     node.evaluator = BackgroundEvaluator(evaluate, torch.zeros(2))
+    node.requests = SignalRequests()
     return node
 
 
@@ -270,4 +272,32 @@ def test_the_server_waits_for_its_evaluator_when_it_falls_behind(monkeypatch, ca
         ended.release()
     node._collect(wait_s=10.0)
     assert node.evaluations == most + 3 and not node._evaluator_stuck
+    node.evaluator.close()
+
+
+def test_a_shutdown_ends_the_servers_wait_for_its_evaluator(monkeypatch, caplog):
+    # The wait for an evaluator 3 behind applied no lifecycle request: Ctrl-C under rog fleet
+    # (SIGINT) waited until the evaluation running ended, up to EVAL_PENDING_WAIT_S (60 s),
+    # and rog fleet's SIGTERM 10 s later insisted (KeyboardInterrupt): the server left
+    # without its summary and model. Now a shutdown request ends the wait within a slice
+    from rog_ros.nodes import server_node
+    monkeypatch.setattr(server_node, 'EVAL_PENDING_WAIT_S', 5.0, raising=False)
+    ended = threading.Semaphore(0)
+    node = _server_evaluating(lambda: ended.acquire(timeout=30.0) and {'accuracy': 1.0})
+    for _ in range(3):
+        node._evaluate()
+    assert node.evaluator.pending == 3
+    threading.Timer(0.3, node.requests.request, ('shutdown',)).start()
+    with caplog.at_level(logging.WARNING, logger='rog_server_pending_test'):
+        t = time.monotonic()
+        node._evaluate()
+        waited = time.monotonic() - t
+    assert 0.25 <= waited < 2.0, waited
+    assert node.evaluator.pending == 4 and not node._evaluator_stuck   # (no hung evaluator)
+    assert 'no evaluation ended' not in caplog.text
+    assert node.requests.take() == ['shutdown']        # (left for the loop to apply)
+    for _ in range(4):
+        ended.release()
+    node._collect(wait_s=10.0)
+    assert node.evaluations == 4
     node.evaluator.close()

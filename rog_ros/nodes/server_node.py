@@ -71,6 +71,7 @@ INCOMPATIBLE_LOOK_S = 0.5  # how often the bus is asked about readers of another
 EVAL_ERRORS_KEPT = 5       # the last evaluation errors summary.json names (and checkpoints)
 EVAL_PENDING_MAX = 3       # evaluations pending (a snapshot each) before the loop waits
 EVAL_PENDING_WAIT_S = 60.0   # the longest it waits for one (then it goes on, as before)
+EVAL_WAIT_SLICE_S = 0.2    # while it waits, how often it looks for a shutdown request
 
 
 class FleetIncompatible(PeerTimeout):
@@ -1084,11 +1085,21 @@ class ServerNode:
         would, taking its snapshot after (the same model: no push is applied meanwhile);
         a run whose evaluator keeps up never waits, its evaluation points unchanged. An
         evaluation that does not end within ``EVAL_PENDING_WAIT_S`` (a hung workload) is
-        not waited for again until one ends: the loop serves on, queueing as before.
+        not waited for again until one ends: the loop serves on, queueing as before. A
+        shutdown request (Ctrl-C) ends the wait within ``EVAL_WAIT_SLICE_S``, left for the
+        loop to apply: waited through, ``rog fleet``'s SIGTERM 10 s later insisted
+        (``signals.INSIST_AFTER_S``) and the server left without its summary and model.
         """
         if self.evaluator.pending < EVAL_PENDING_MAX or self._evaluator_stuck:
             return
-        self._collect(wait_s=EVAL_PENDING_WAIT_S, leave=EVAL_PENDING_MAX - 1)
+        deadline = time.monotonic() + EVAL_PENDING_WAIT_S
+        while self.evaluator.pending >= EVAL_PENDING_MAX:
+            left = deadline - time.monotonic()
+            if self.requests.shutdown_requested:
+                return
+            if left <= 0:
+                break
+            self._collect(wait_s=min(left, EVAL_WAIT_SLICE_S), leave=EVAL_PENDING_MAX - 1)
         if self.evaluator.pending >= EVAL_PENDING_MAX:
             self._evaluator_stuck = True
             self.log.warning(f'no evaluation ended in {EVAL_PENDING_WAIT_S:g} s, '
