@@ -546,7 +546,7 @@ def test_the_logs_replayed_after_a_reboot_are_moved_as_the_checkpoints_are(
     def crash(k, srv, before):
         """Restore a copy in boot B; compare its replayed logs' times with the live ones."""
         if not os.path.isfile(tmp_path / 'live' / SERVER_STATE_FILE):
-            return            # (a journal alone: no stamp beside it, see docs/faults.md)
+            return            # (a journal alone: the test below)
         copy = tmp_path / f'k{k}'
         shutil.copytree(tmp_path / 'live', copy)
         at('boot-b', t + 10.0, 20.0)
@@ -1315,3 +1315,82 @@ def test_a_checkpoint_taken_while_an_evaluation_runs_holds_its_snapshot_once_unc
     assert all(model_bytes <= g < model_bytes + 4096 for g in grown[:2]), (grown, model_bytes)
     assert abs(sizes[3] - sizes[0]) < 4096 and srv.engine.owed_evaluations == []
     srv.engine.journal.close()
+
+
+@pytest.mark.parametrize('system', SYSTEMS)
+def test_the_logs_of_a_journal_alone_replayed_after_a_reboot_are_moved_by_its_stamp(
+        system, tmp_path, monkeypatch):
+    # A push server killed before its first checkpoint resumes from its journal alone; its
+    # header keeps the run record (``header_extra``), stamped (``clocks.mono_stamp``) at the
+    # journal's first record, at monotonic 100 s of boot A. Restored in boot B 10 s later by
+    # the wall clock, at 20 s: the replayed logs move by 20 - 100 - 10 = -90 s, as those of
+    # a journal beside a checkpoint do (before: they stayed on boot A's clock, and the node
+    # clamped them into the run, at its restart)
+    from rog_ros.nodes import clocks
+    t, live, checked = 1.7e9, [], []
+
+    def at(boot, wall, mono):
+        """Make ``clocks`` read ``boot``, ``wall`` and ``mono`` (the boot clock 5 s)."""
+        monkeypatch.setattr(clocks, 'boot_id', lambda: boot)
+        monkeypatch.setattr(clocks, '_wall', lambda: wall)
+        monkeypatch.setattr(clocks, '_monotonic', lambda: mono)
+        monkeypatch.setattr(clocks, 'boot_clock', lambda: 5.0)
+
+    def crash(k, srv, before):
+        """Restore a copy of the journal alone in boot B; compare its logs' times."""
+        if os.path.isfile(tmp_path / 'live' / SERVER_STATE_FILE):
+            return            # (a checkpoint beside it: the test above)
+        copy = tmp_path / f'k{k}'
+        shutil.copytree(tmp_path / 'live', copy)
+        at('boot-b', t + 10.0, 20.0)
+        back = _server(system, copy, 9)
+        at('boot-a', t, 100.0)
+        assert back.engine.replayed_without_checkpoint
+        got = [(round(now, 6), g.name, g.worker) for now, g in back.engine.replayed_logs]
+        assert got == [(round(now - 90.0, 6), name, w) for now, name, w in live], (k, got)
+        checked.append(len(got))
+        back.engine.journal.close()
+
+    def server(folder):
+        """Return the server, its journal's header stamped, its logs noted (why: compared)."""
+        hooks = _server(system, folder, 9)
+        hooks.engine.journal.header_extra = lambda: {'run_record': clocks.mono_stamp()}
+        on_message = hooks.on_message
+
+        def noted(msg, now):
+            """Hand ``msg`` on; note the logs of its answer (why: compared with the replay)."""
+            out = on_message(msg, now)
+            live.extend((round(now, 6), g.name, g.worker) for g in out if isinstance(g, Log))
+            return out
+        hooks.on_message = noted
+        return hooks
+
+    at('boot-a', t, 100.0)
+    os.makedirs(tmp_path / 'live')
+    _drive(system, tmp_path / 'live', 9, crash, make=server)
+    assert checked and max(checked) >= 1        # (logs replayed from the journal alone)
+    # a stamp that is not one: refused in one line, naming the journal, nothing changed
+    refused = []
+
+    def restore_bad(k, srv, before):
+        """Restore a copy of the journal alone whose header's stamp is damaged."""
+        if k:
+            return
+        copy = tmp_path / 'bad-copy'
+        shutil.copytree(tmp_path / 'bad', copy)
+        kept = open(copy / JOURNAL_FILE, 'rb').read()
+        with pytest.raises(JournalError, match='boot_id') as err:
+            _server(system, copy, 9)
+        assert '\n' not in str(err.value) and str(copy / JOURNAL_FILE) in str(err.value)
+        assert open(copy / JOURNAL_FILE, 'rb').read() == kept
+        refused.append(k)
+
+    def bad_server(folder):
+        """Return the server, its journal's header stamped with no boot id (why: damaged)."""
+        hooks = _server(system, folder, 9)
+        hooks.engine.journal.header_extra = lambda: {
+            'run_record': dict(clocks.mono_stamp(), boot_id='not a boot id')}
+        return hooks
+
+    _drive(system, tmp_path / 'bad', 9, restore_bad, make=bad_server)
+    assert refused == [0]

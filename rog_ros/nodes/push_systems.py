@@ -1028,7 +1028,11 @@ class ServerAdapter:
         the first append, so a refused start leaves the folder as it was). Records replayed
         with no checkpoint (a crash before the first) make the start a resume of that run
         (``replayed_without_checkpoint``: ``ServerHooks.restore`` says checkpoint 0), not a
-        new run whose node set the results aside.
+        new run whose node set the results aside. Their logs (``replayed_logs``) are moved
+        onto this process's monotonic clock by the stamp of the run record the journal's
+        header keeps (``clocks.mono_shift``, as ``load_state_dict`` moves a checkpoint's;
+        until 2026-12-08 they kept the old boot's times after a reboot); a damaged stamp:
+        ``JournalError`` in one line, nothing changed.
         """
         import sys
         from rog_ros.nodes.push_journal import JournalError, PushJournal
@@ -1042,9 +1046,18 @@ class ServerAdapter:
             raise JournalError(f'journal {j.path} follows checkpoint {j.epoch}, and there is '
                                'no checkpoint beside it; put server.pt back, or move the whole '
                                'state directory away to start afresh')
+        shift = 0.0     # (the logs' times: the header's run record is stamped at its first)
+        record = j.header.get('run_record') if not checkpoint_on_disk and j.records else None
+        if isinstance(record, dict) and 'mono_s' in record:
+            try:
+                shift, _ = node_clocks.mono_shift(record, stepped_away=0.0)
+            except ValueError as err:
+                j.close()
+                raise JournalError(f"journal {j.path}: its run record's {err}; move the whole "
+                                   'state directory away to start afresh') from None
         self.journal = j
         if not checkpoint_on_disk and j.records:
-            self._replay(None)
+            self._replay(None, shift)
             self.replayed_without_checkpoint = True
 
     def _fleet(self) -> dict:
@@ -1067,7 +1080,8 @@ class ServerAdapter:
         figures), which missed the events between the checkpoint and the crash. Those of
         the records before the first ``OP_RESTORED`` (written by the checkpoint's process,
         on its clock) are moved by ``log_shift``, as the checkpoint's own logs are
-        (``load_state_dict``); the engine gets each record at its written time. The
+        (``load_state_dict``; with no checkpoint, by the journal header's stamp:
+        ``attach_journal``); the engine gets each record at its written time. The
         evaluation rows journaled (``journal_evaluation``) go to ``replayed_evaluations``
         for the node to record (``timeseries.csv``); they are no input (not counted). An
         evaluation submitted (``OP_EVAL_SUBMITTED``) whose row is not journaled after it is

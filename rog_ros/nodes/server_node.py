@@ -472,7 +472,7 @@ class ServerNode:
         server's inputs journaled after it were replayed into the engine, their logs
         dropped. Each is recorded once: the next checkpoint's run record holds them. Their
         times are the crashed process's monotonic clock (this one's, within one boot; moved
-        onto this one across a reboot by the checkpoint's stamp, ``clocks.mono_shift``),
+        onto this one across a reboot by the checkpoint's stamp or, journal alone, its header's),
         kept within the run's span.
         """
         logs = list(getattr(self.hooks, 'restored_logs', None) or ()) + \
