@@ -255,14 +255,12 @@ def flock_is_local(path: str, mounts=None) -> bool:
       them: shared. (``ceph`` sends flock to its metadata server, ``ceph_flock``: shared.)
     """
     folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-    best, options = '', ''
-    for mount, fstype, opts, *source in (read_mounts() if mounts is None else mounts):
-        inside = folder == mount or folder.startswith(mount.rstrip('/') + '/')
-        if inside and len(mount) >= len(best):
-            best, options = mount, (fstype, set(opts.split(',')), source[0] if source else '')
-    if not best:
+    rows = read_mounts() if mounts is None else list(mounts)
+    found = mount_index(folder, rows)
+    if found is None:
         return False
-    fstype, opts, source = options
+    _, fstype, opts, *source = rows[found]
+    opts, source = set(opts.split(',')), source[0] if source else ''
     if fstype == 'fuse':
         fstype = _fuse_source_type(source)
     if fstype.startswith('nfs'):
@@ -271,6 +269,22 @@ def flock_is_local(path: str, mounts=None) -> bool:
         return False
     needed = LOCAL_FLOCK_MOUNTS[fstype]
     return needed is None or bool(needed & opts)
+
+
+def mount_index(path: str, rows: list) -> int | None:
+    """
+    Return the index in ``rows`` of the mount holding real path ``path`` (None: none).
+
+    ``rows`` as :func:`read_mounts` gives them: the longest mount point that is ``path`` or
+    a folder above it (a mount over a mount's folder wins, as the kernel resolves it).
+    """
+    best, found = '', None
+    for index, row in enumerate(rows):
+        mount = row[0]
+        inside = path == mount or path.startswith(mount.rstrip('/') + '/')
+        if inside and len(mount) >= len(best):
+            best, found = mount, index
+    return found
 
 
 def _fuse_source_type(source: str) -> str:

@@ -46,7 +46,7 @@ import stat
 import sys
 import time
 
-from rog_ros.atomic import boot_id as _boot_id
+from rog_ros.atomic import boot_id as _boot_id, mount_index
 from rog_ros.atomic import flock_is_local as _flock_is_local
 from rog_ros.atomic import pid_alive, read_mounts as _mounts, remove_write_leftovers
 
@@ -642,7 +642,7 @@ def _ended_by_flock(held: str, started: str, rest: str) -> bool:
         return False
     lock = held[:-len(HELD_SUFFIX)]
     rows = list(_mounts())
-    found = _mount_index(os.path.realpath(os.path.dirname(os.path.abspath(lock))), rows)
+    found = mount_index(os.path.realpath(os.path.dirname(os.path.abspath(lock))), rows)
     if fcntl is None or found is None or rows[found][1] != 'virtiofs':
         return False
     try:
@@ -948,17 +948,6 @@ def _other_machine(host: str, started: str, machine: str) -> str | None:
         return None                     # (this machine before a restart: ended)
     return (f'made on another machine named {host} (hardware {machine}, this one {ours}: '
             'made from one system image?)')
-
-
-def _mount_index(path: str, rows: list) -> int | None:
-    """Return the index in ``rows`` of the mount holding real path ``path`` (None: none)."""
-    best, found = '', None
-    for index, row in enumerate(rows):
-        mount = row[0]
-        inside = path == mount or path.startswith(mount.rstrip('/') + '/')
-        if inside and len(mount) >= len(best):
-            best, found = mount, index
-    return found
 
 
 def _why_flock_let_go(held: str, text: str) -> str | None:

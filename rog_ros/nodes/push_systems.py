@@ -1349,7 +1349,7 @@ class WorkerAdapter:
         if not inc or not getattr(msg, 'stop', False) or inc == self.following:
             return False
         t = self.transfers
-        span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * t.end_timeout_s
+        span = self._span()
         if self.following:
             said = self._said.get(self.following)
             return (self._answers_us(self.following)
@@ -1409,7 +1409,7 @@ class WorkerAdapter:
         if not (isinstance(msg, Schedule) and getattr(msg, 'stop', False) and inc
                 and inc != self.following):
             return False
-        span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * self.transfers.end_timeout_s
+        span = self._span()
         said = self._said.get(self.following)
         if self.following and said is not None and now - said < span:
             return True
@@ -1441,6 +1441,10 @@ class WorkerAdapter:
         if len(self._stopping) > STOPPING_KEPT:
             del self._stopping[next(iter(self._stopping))]
 
+    def _span(self) -> float:
+        """Return two poke intervals, s (``REVIVE_AFTER_POKES`` x ``POKE_END_TIMEOUTS`` ENDs)."""
+        return REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * self.transfers.end_timeout_s
+
     def _silent(self, run: int, now: float) -> bool:
         """
         Tell whether server run ``run`` ordered us to stop and said nothing for two poke intervals.
@@ -1452,7 +1456,7 @@ class WorkerAdapter:
         if run not in self._stopping:
             return False
         last = self._stopping[run][1]
-        span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * self.transfers.end_timeout_s
+        span = self._span()
         return now - max(last, self._said.get(run, last)) >= span
 
     def _retired(self, msg, now: float) -> bool:
@@ -1537,7 +1541,7 @@ class WorkerAdapter:
         if SERVER not in t.settled or newest == self.following:
             return False
         heard = t.run_heard.get((SERVER, newest))
-        span = REVIVE_AFTER_POKES * POKE_END_TIMEOUTS * t.end_timeout_s
+        span = self._span()
         return heard is None or now - heard >= span
 
     def _count(self, actions, now: float | None = None) -> list:
